@@ -1,0 +1,111 @@
+/*
+ * allot common layer: error codes, logging through a callback, and the
+ * allocation wrapper every library allocation goes through.
+ *
+ * Conventions (STYLE.md 8, 11, 16): actions return 0 or a negative ALLOT_E*
+ * code; libraries never print, they call the log callback; every allocation
+ * goes through allot_malloc()/allot_calloc()/allot_realloc() so tests can make
+ * the Nth call fail with allot_alloc_fail_at().
+ *
+ * Thread-safety: the log callback and the failure counter are process-wide
+ * and meant to be set up once at start (or by a test) before threads exist.
+ */
+#ifndef ALLOT_COMMON_H
+#define ALLOT_COMMON_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Error codes: always negative, 0 is success. */
+enum allot_err {
+    ALLOT_OK = 0,
+    ALLOT_ENOMEM = -1,   /* allocation failed */
+    ALLOT_EINVAL = -2,   /* invalid argument or malformed input */
+    ALLOT_ENOSPC = -3,   /* does not fit: no capacity for the request */
+    ALLOT_ENOENT = -4,   /* no such object */
+    ALLOT_EEXIST = -5,   /* object already exists */
+    ALLOT_ERANGE = -6,   /* value out of range */
+    ALLOT_EIO = -7,      /* I/O error (never returned by the core) */
+    ALLOT_ESTATE = -8,   /* operation not valid in the object's state */
+    ALLOT_EINTERNAL = -9 /* broken invariant: a bug */
+};
+
+/* Returns a static, human-readable text for an ALLOT_E* code (never NULL). */
+const char *allot_strerror(int err);
+
+/* ---- logging ---------------------------------------------------------- */
+
+enum allot_log_level { ALLOT_LOG_ERROR, ALLOT_LOG_WARN, ALLOT_LOG_INFO, ALLOT_LOG_DEBUG };
+
+/* A log sink. `msg` is borrowed for the duration of the call. */
+typedef void (*allot_log_fn)(enum allot_log_level level, const char *subsys, const char *msg,
+                             void *ud);
+
+/* Installs the log sink (NULL: discard) and the most verbose level passed on. */
+void allot_log_set(allot_log_fn fn, void *ud, enum allot_log_level max_level);
+
+/* True when a message at `level` would reach the sink (check before formatting). */
+bool allot_log_enabled(enum allot_log_level level);
+
+/* Formats and passes one message to the sink. Use the ALLOT_LOG macro. */
+void allot_log_emit(enum allot_log_level level, const char *subsys, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#define ALLOT_LOG(level, subsys, ...)                                                              \
+    do {                                                                                           \
+        if (allot_log_enabled(level))                                                              \
+            allot_log_emit(level, subsys, __VA_ARGS__);                                            \
+    } while (0)
+
+/* ---- allocation ------------------------------------------------------- */
+
+/* malloc/calloc/realloc/strdup through one place; return NULL on failure
+ * (including an injected one). Free with allot_free(), which accepts NULL. */
+void *allot_malloc(size_t n);
+void *allot_calloc(size_t count, size_t size);
+void *allot_realloc(void *p, size_t n);
+char *allot_strdup(const char *s);
+void allot_free(void *p);
+
+/* Fault injection for tests: the `n`th allocation from now (1-based) and all
+ * later ones fail when `sticky`, or only that one otherwise. n == 0 turns
+ * injection off. */
+void allot_alloc_fail_at(unsigned long n, bool sticky);
+
+/* Number of allocations attempted since the last allot_alloc_fail_at() call. */
+unsigned long allot_alloc_count(void);
+
+/* ---- small helpers ---------------------------------------------------- */
+
+/* Bounded formatting into `buf` (always NUL-terminated when size > 0).
+ * Returns the length that the full output would have had. */
+int allot_fmt(char *buf, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Copies `src` into `dst` of `size` bytes, truncating; returns strlen(src). */
+size_t allot_strlcpy(char *dst, const char *src, size_t size);
+
+/* Grows a dynamic array so that it holds at least `need` elements of
+ * `elem` bytes. *arr and *cap are updated on success; returns 0 or
+ * ALLOT_ENOMEM (leaving *arr untouched). */
+int allot_grow(void **arr, size_t *cap, size_t need, size_t elem);
+
+/* 64-bit FNV-1a style mixing helpers for hashing state. */
+static inline uint64_t allot_hash_mix(uint64_t h, uint64_t v)
+{
+    h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+    h *= 0xff51afd7ed558ccdULL;
+    return h ^ (h >> 33);
+}
+
+/* Deterministic PRNG (splitmix64 seeded xoshiro256**), owned by the caller. */
+struct allot_rng {
+    uint64_t s[4];
+};
+void allot_rng_seed(struct allot_rng *r, uint64_t seed);
+uint64_t allot_rng_next(struct allot_rng *r);
+/* Uniform integer in [0, n) without modulo bias; n > 0. */
+uint64_t allot_rng_below(struct allot_rng *r, uint64_t n);
+
+#endif

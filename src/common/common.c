@@ -1,0 +1,227 @@
+/*
+ * Implementation of include/allot/common.h: error texts, the log sink, the
+ * failable allocation wrapper, bounded string helpers and the PRNG.
+ */
+#include "allot/common.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *allot_strerror(int err)
+{
+    switch (err) {
+    case ALLOT_OK:
+        return "success";
+    case ALLOT_ENOMEM:
+        return "out of memory";
+    case ALLOT_EINVAL:
+        return "invalid argument";
+    case ALLOT_ENOSPC:
+        return "no capacity for the request";
+    case ALLOT_ENOENT:
+        return "no such object";
+    case ALLOT_EEXIST:
+        return "object already exists";
+    case ALLOT_ERANGE:
+        return "value out of range";
+    case ALLOT_EIO:
+        return "input/output error";
+    case ALLOT_ESTATE:
+        return "operation not valid in the current state";
+    case ALLOT_EINTERNAL:
+        return "internal error (broken invariant)";
+    default:
+        return "unknown error";
+    }
+}
+
+/* ---- logging ---- */
+
+static allot_log_fn log_fn;
+static void *log_ud;
+static enum allot_log_level log_max = ALLOT_LOG_WARN;
+
+void allot_log_set(allot_log_fn fn, void *ud, enum allot_log_level max_level)
+{
+    log_fn = fn;
+    log_ud = ud;
+    log_max = max_level;
+}
+
+bool allot_log_enabled(enum allot_log_level level)
+{
+    return log_fn != NULL && level <= log_max;
+}
+
+void allot_log_emit(enum allot_log_level level, const char *subsys, const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+
+    if (!allot_log_enabled(level))
+        return;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    log_fn(level, subsys, buf, log_ud);
+}
+
+/* ---- allocation ---- */
+
+static unsigned long alloc_count;
+static unsigned long alloc_fail_n;
+static bool alloc_fail_sticky;
+
+/* Counts one allocation attempt; true when it must fail. */
+static bool alloc_should_fail(void)
+{
+    alloc_count++;
+    if (alloc_fail_n == 0)
+        return false;
+    if (alloc_fail_sticky)
+        return alloc_count >= alloc_fail_n;
+    return alloc_count == alloc_fail_n;
+}
+
+void allot_alloc_fail_at(unsigned long n, bool sticky)
+{
+    alloc_count = 0;
+    alloc_fail_n = n;
+    alloc_fail_sticky = sticky;
+}
+
+unsigned long allot_alloc_count(void)
+{
+    return alloc_count;
+}
+
+void *allot_malloc(size_t n)
+{
+    if (alloc_should_fail())
+        return NULL;
+    return malloc(n ? n : 1);
+}
+
+void *allot_calloc(size_t count, size_t size)
+{
+    if (alloc_should_fail())
+        return NULL;
+    if (count == 0 || size == 0)
+        count = size = 1;
+    return calloc(count, size);
+}
+
+void *allot_realloc(void *p, size_t n)
+{
+    if (alloc_should_fail())
+        return NULL;
+    return realloc(p, n ? n : 1);
+}
+
+char *allot_strdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = allot_malloc(n);
+
+    if (d)
+        memcpy(d, s, n);
+    return d;
+}
+
+void allot_free(void *p)
+{
+    free(p);
+}
+
+int allot_grow(void **arr, size_t *cap, size_t need, size_t elem)
+{
+    size_t ncap;
+    void *p;
+
+    if (need <= *cap)
+        return 0;
+    ncap = *cap ? *cap : 8;
+    while (ncap < need)
+        ncap *= 2;
+    if (ncap > SIZE_MAX / elem)
+        return ALLOT_ENOMEM;
+    p = allot_realloc(*arr, ncap * elem);
+    if (!p)
+        return ALLOT_ENOMEM;
+    *arr = p;
+    *cap = ncap;
+    return 0;
+}
+
+/* ---- strings ---- */
+
+int allot_fmt(char *buf, size_t size, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+
+    va_start(ap, fmt);
+    n = vsnprintf(buf, size, fmt, ap);
+    va_end(ap);
+    return n;
+}
+
+size_t allot_strlcpy(char *dst, const char *src, size_t size)
+{
+    size_t n = strlen(src);
+
+    if (size) {
+        size_t c = n < size - 1 ? n : size - 1;
+        memcpy(dst, src, c);
+        dst[c] = '\0';
+    }
+    return n;
+}
+
+/* ---- PRNG ---- */
+
+static uint64_t splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+void allot_rng_seed(struct allot_rng *r, uint64_t seed)
+{
+    for (int i = 0; i < 4; i++)
+        r->s[i] = splitmix64(&seed);
+}
+
+static uint64_t rotl(uint64_t x, int k)
+{
+    return (x << k) | (x >> (64 - k));
+}
+
+uint64_t allot_rng_next(struct allot_rng *r)
+{
+    uint64_t *s = r->s;
+    uint64_t result = rotl(s[1] * 5, 7) * 9;
+    uint64_t t = s[1] << 17;
+
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return result;
+}
+
+uint64_t allot_rng_below(struct allot_rng *r, uint64_t n)
+{
+    uint64_t lim = UINT64_MAX - UINT64_MAX % n;
+    uint64_t x;
+
+    do {
+        x = allot_rng_next(r);
+    } while (x >= lim);
+    return x % n;
+}
