@@ -1,0 +1,220 @@
+/*
+ * Cluster model of liballot-core: nodes, their GPUs, task shapes and
+ * placements, and the index that groups nodes in identical states.
+ *
+ * A node has one GPU model (real servers are homogeneous; a node with mixed
+ * cards is registered as several nodes), CPU in milli-cores, memory in MiB,
+ * up to ALLOT_MAX_GPUS GPUs each in one of three modes, NVLink islands, a rack
+ * and labels. A task asks for k whole GPUs, one MIG profile, or a fraction of
+ * one GPU (gpu_milli and/or GPU memory), plus CPU and memory, optionally
+ * restricted to a set of GPU models.
+ *
+ * Invariants (checked by allot_cluster_check): for every GPU, free <=
+ * capacity and used + free = capacity; MIG instances never overlap; node CPU
+ * and memory free within [0, capacity]; every ready node is in exactly one
+ * state class and every class's members share the class signature.
+ *
+ * The state index: nodes whose schedulable state is identical (model, free
+ * CPU and memory, the sorted multiset of per-GPU free capacity, and the
+ * classes of tasks they host) form one class. Policies score classes, not
+ * nodes; the member with the lowest rank (the seeded tie-break order)
+ * represents the class. Placing on a node moves it to another class in
+ * O(log n). Single-threaded; no I/O.
+ */
+#ifndef ALLOT_CLUSTER_H
+#define ALLOT_CLUSTER_H
+
+#include "allot/catalog.h"
+#include "allot/mig.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define ALLOT_MAX_GPUS 16     /* per node */
+#define ALLOT_MILLI 1000      /* one whole GPU in milli-GPU */
+#define ALLOT_POD_CLASSES 17  /* class 0: fractional, k: k whole GPUs (k <= 16) */
+
+enum allot_gpu_mode {
+    ALLOT_GPU_SHARED = 0, /* whole GPUs and fractions */
+    ALLOT_GPU_EXCLUSIVE,  /* whole GPUs only */
+    ALLOT_GPU_MIG         /* MIG instances only */
+};
+
+enum allot_node_state { ALLOT_NODE_READY = 0, ALLOT_NODE_DRAINING, ALLOT_NODE_LOST };
+
+struct allot_gpu {
+    uint8_t mode;         /* enum allot_gpu_mode */
+    uint8_t island;       /* NVLink island id inside the node */
+    uint16_t n_tasks;     /* tasks holding part of this GPU */
+    int32_t free_milli;   /* 0..1000; for MIG: free compute share in milli */
+    int64_t free_mem_mib; /* free GPU memory */
+    struct mig_state mig; /* MIG layout (mode MIG only) */
+};
+
+struct allot_label {
+    char *key;   /* owned */
+    char *value; /* owned */
+};
+
+struct allot_node {
+    char *name;              /* owned */
+    int model;               /* catalog model index; -1 for a CPU-only node */
+    int64_t cpu_milli;       /* capacity */
+    int64_t cpu_free;
+    int64_t mem_mib;         /* capacity */
+    int64_t mem_free;
+    int n_gpus;
+    struct allot_gpu gpus[ALLOT_MAX_GPUS];
+    int state;               /* enum allot_node_state */
+    int rack;                /* rack / switch id for multi-node placement */
+    int n_labels;
+    struct allot_label *labels; /* owned, n_labels entries */
+    uint16_t pod_classes[ALLOT_POD_CLASSES]; /* GPU tasks hosted, per class */
+    uint32_t rank;           /* tie-break order: lower wins */
+    /* index bookkeeping, owned by the cluster */
+    int32_t cls;             /* state class id, -1 when not schedulable */
+    int32_t heap_pos;        /* position in the class's member heap */
+};
+
+/* What a caller describes to add a node. */
+struct allot_node_spec {
+    const char *name;
+    const char *model;        /* catalog name or alias; NULL/"" when n_gpus == 0 */
+    int64_t cpu_milli;
+    int64_t mem_mib;
+    int n_gpus;
+    int gpu_mode;             /* enum allot_gpu_mode for every GPU */
+    int island_size;          /* GPUs per NVLink island; 0 = all GPUs one island */
+    int rack;
+    int n_labels;
+    const struct allot_label *labels; /* borrowed, copied */
+};
+
+/* A task shape. Exactly one of: num_gpu whole GPUs (gpu_milli 1000); one
+ * fraction (num_gpu 1, gpu_milli 0..999 and/or gpu_mem_mib); one MIG profile
+ * (num_gpu 1, gpu_milli 0, mig_profile >= 0); or no GPU (num_gpu 0). */
+struct allot_task {
+    int num_gpu;
+    int gpu_milli;       /* per GPU */
+    int64_t gpu_mem_mib; /* per GPU, fractions only; 0 = no memory ask */
+    int mig_profile;     /* global profile id (allot_catalog_find_profile) or -1 */
+    int64_t cpu_milli;
+    int64_t mem_mib;
+    uint64_t model_mask; /* bit i: catalog model i allowed; 0 = any */
+};
+
+/* Where a task was placed. */
+struct allot_placement {
+    int node;            /* node index */
+    uint32_t gpu_mask;   /* GPUs used on the node */
+    int gpu_milli;       /* per GPU taken (1000 for whole GPUs; MIG: compute share) */
+    int64_t gpu_mem_mib; /* per GPU taken */
+    int mig_profile;     /* local profile index, -1 when not MIG */
+    int mig_start;       /* MIG placement start slice */
+    int64_t cpu_milli;
+    int64_t mem_mib;
+    int pod_class;       /* -1 for CPU-only tasks */
+};
+
+struct allot_cluster;
+
+/* Creates an empty cluster over catalog `cat` (borrowed; must outlive it).
+ * `class_flags` selects what the state classes tell apart (ALLOT_CLASS_*).
+ * Returns NULL on allocation failure. */
+#define ALLOT_CLASS_POD_CLASSES 1u /* tell apart nodes by the task classes they host */
+struct allot_cluster *allot_cluster_new(const struct allot_catalog *cat, unsigned class_flags);
+
+/* Changes what the state classes tell apart, rebuilding the index.
+ * Returns 0 or ALLOT_ENOMEM (the index is then incomplete: free the cluster). */
+int allot_cluster_set_class_flags(struct allot_cluster *c, unsigned class_flags);
+
+/* Frees the cluster and its nodes; accepts NULL. */
+void allot_cluster_free(struct allot_cluster *c);
+
+/* Adds a node; returns its index (>= 0) or a negative ALLOT_E* code with a
+ * message naming the field in `err` (duplicate name, unknown model,
+ * negative capacity, too many GPUs). Nothing changes on error. */
+int allot_cluster_add_node(struct allot_cluster *c, const struct allot_node_spec *spec, char *err,
+                           size_t errlen);
+
+/* Sets the tie-break rank of every node from a seeded permutation. */
+void allot_cluster_shuffle_ranks(struct allot_cluster *c, uint64_t seed);
+
+/* Changes a node's state; only ready nodes are schedulable. Returns 0 or
+ * ALLOT_EINVAL. Tasks already placed stay. */
+int allot_cluster_set_state(struct allot_cluster *c, int node, int state);
+
+int allot_cluster_node_count(const struct allot_cluster *c);
+const struct allot_node *allot_cluster_node(const struct allot_cluster *c, int i);
+const struct allot_catalog *allot_cluster_catalog(const struct allot_cluster *c);
+/* Returns the node index of `name` or -1. */
+int allot_cluster_find_node(const struct allot_cluster *c, const char *name);
+
+/* Totals over all nodes. */
+int64_t allot_cluster_gpu_count(const struct allot_cluster *c);
+int64_t allot_cluster_used_milli(const struct allot_cluster *c);
+
+/* Checks a task shape against the catalog: returns 0, or ALLOT_EINVAL with
+ * a message naming the field (gpu_milli out of range, MIG with 0 GPUs, MIG
+ * profile that no allowed model has, unknown model bits, negative CPU). */
+int allot_task_validate(const struct allot_catalog *cat, const struct allot_task *t, char *err,
+                        size_t errlen);
+
+/* Pod class of a task for GPU clustering: 0 fractional, k for k whole GPUs,
+ * -1 for CPU-only. */
+int allot_task_pod_class(const struct allot_task *t);
+
+/* Per-GPU milli a task takes (1000 for whole GPUs; MIG: its compute share). */
+int allot_task_gpu_milli(const struct allot_cluster *c, const struct allot_task *t, int model);
+
+/* True when the node's model, CPU and memory admit the task (GPU fit aside). */
+bool allot_node_admits(const struct allot_node *n, const struct allot_task *t);
+
+/* True when the task fits on the node (state, model, CPU, memory, GPUs). */
+bool allot_node_fits(const struct allot_cluster *c, const struct allot_node *n,
+                     const struct allot_task *t);
+
+/* Counts GPUs of node n on which a fraction `milli`/`mem` fits. */
+int allot_node_fitting_gpus(const struct allot_node *n, int milli, int64_t mem);
+
+/* Applies a placement (the caller made sure it fits). Returns 0, or
+ * ALLOT_ENOSPC / ALLOT_EINVAL when it does not, leaving everything unchanged. */
+int allot_cluster_apply(struct allot_cluster *c, const struct allot_placement *p);
+
+/* Undoes an applied placement. Returns 0 or ALLOT_EINVAL when the placement
+ * does not match what the node holds. */
+int allot_cluster_release(struct allot_cluster *c, const struct allot_placement *p);
+
+/* Checks every invariant listed above. Returns 0 or ALLOT_EINTERNAL with a
+ * description of the first breach in `err`. */
+int allot_cluster_check(const struct allot_cluster *c, char *err, size_t errlen);
+
+/* ---- the state-class index (used by the scheduler) ---- */
+
+/* One class of identical node states. */
+struct allot_class {
+    uint64_t sig;         /* signature hash */
+    int32_t n_members;
+    int32_t *heap;        /* owned: member node indices, min-heap by rank */
+    int32_t cap;
+    int32_t live_pos;     /* position in the live list, -1 when empty */
+    uint32_t version;     /* bumped whenever members change */
+    /* scheduler's per-class caches, owned by the class */
+    int32_t *score;       /* per task shape id: cached score, valid when score_gen matches */
+    uint32_t *score_gen;
+    int32_t n_score;
+    double frag;          /* cached fragmentation of one member */
+    uint32_t frag_gen;
+};
+
+/* Live (non-empty) classes: returns their ids through *ids (borrowed). */
+int allot_cluster_classes(const struct allot_cluster *c, const int32_t **ids);
+struct allot_class *allot_cluster_class(const struct allot_cluster *c, int32_t id);
+/* The member node with the lowest rank. */
+static inline int32_t allot_class_rep(const struct allot_class *k)
+{
+    return k->heap[0];
+}
+
+#endif

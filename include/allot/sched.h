@@ -1,0 +1,111 @@
+/*
+ * Placement scheduler of liballot-core: picks a node and the GPUs (or MIG
+ * placement) on it for one task under a replaceable placement policy, and
+ * commits it to the cluster.
+ *
+ * Policies are ops structs registered in one table (sched_policies[]). A
+ * policy scores a node state for a task (integer, higher wins, -1 refuses);
+ * the scheduler asks it once per state class and task shape and caches the
+ * answer until the class changes or the policy bumps the generation, so a
+ * decision costs one pass over the live classes with cache hits, not a
+ * rescan of every node. Ties go to the lowest node rank (a seeded
+ * permutation). Policies flagged SCHED_POLICY_RANDOM instead pick a
+ * uniformly random feasible node from the scheduler's seeded PRNG.
+ *
+ * Deterministic: same cluster, seed and task sequence give the same
+ * decisions. Single-threaded; no I/O, no clock.
+ */
+#ifndef ALLOT_SCHED_H
+#define ALLOT_SCHED_H
+
+#include "allot/cluster.h"
+#include "allot/common.h"
+#include "allot/frag.h"
+
+struct sched;
+
+#define SCHED_POLICY_RANDOM 1u      /* uniform random feasible node */
+#define SCHED_POLICY_POD_CLASSES 2u /* scores depend on hosted task classes */
+#define SCHED_POLICY_FRAG 4u        /* uses the fragmentation mix */
+
+struct sched_policy_ops {
+    const char *name;
+    const char *summary; /* one line for --help */
+    unsigned flags;      /* SCHED_POLICY_* */
+    /* Optional: allocate private state (*state, owned by the scheduler). */
+    int (*init)(struct sched *s, void **state);
+    /* Optional: free private state (accepts NULL). */
+    void (*fini)(void *state);
+    /* Scores node n (feasible for t) for task t: 0..INT32_MAX, or -1 to
+     * refuse. Must depend only on the node's class state and the policy's
+     * state, so that it can be cached per class. */
+    int (*score)(void *state, const struct sched *s, const struct allot_node *n,
+                 const struct allot_task *t);
+    /* Optional: chooses the GPUs on node n for t (n fits t). Without it the
+     * scheduler uses sched_choose_default(). Returns 0 or ALLOT_ENOSPC. */
+    int (*choose)(void *state, const struct sched *s, int node, const struct allot_task *t,
+                  struct allot_placement *out);
+    /* Optional: sees every arriving task before it is placed (learning). */
+    void (*observe)(void *state, struct sched *s, const struct allot_task *t);
+};
+
+/* The registered policies, NULL-terminated. */
+extern const struct sched_policy_ops *const sched_policies[];
+
+/* Finds a registered policy by name; NULL when unknown. */
+const struct sched_policy_ops *sched_policy_find(const char *name);
+
+/* Scheduler options. */
+struct sched_opts {
+    uint64_t seed;               /* PRNG seed (random policy, rank order is the cluster's) */
+    const struct frag_mix *mix;  /* typical tasks for FGD (borrowed; NULL: learn online) */
+};
+
+/* Creates a scheduler that places on cluster `c` (borrowed; the scheduler
+ * must be the only writer of the cluster while it lives) with `policy`.
+ * Returns NULL on allocation failure or when the policy's init fails. */
+struct sched *sched_new(struct allot_cluster *c, const struct sched_policy_ops *policy,
+                        const struct sched_opts *opts);
+
+/* Frees the scheduler (not the cluster); accepts NULL. */
+void sched_free(struct sched *s);
+
+/* Places task t: picks a node and GPUs, applies it to the cluster and
+ * writes it to *out. Returns 0, ALLOT_ENOSPC when no node fits, ALLOT_EINVAL
+ * for an invalid task (message in err when err != NULL), or ALLOT_ENOMEM. */
+int sched_place(struct sched *s, const struct allot_task *t, struct allot_placement *out,
+                char *err, size_t errlen);
+
+/* Finds where t would go without committing. Same returns as sched_place. */
+int sched_pick(struct sched *s, const struct allot_task *t, struct allot_placement *out);
+
+/* Releases a placement made earlier (task finished). Returns 0 or ALLOT_EINVAL. */
+int sched_release(struct sched *s, const struct allot_placement *p);
+
+/* Runs allot_cluster_check plus the scheduler's own cache checks. */
+int sched_check_invariants(const struct sched *s, char *err, size_t errlen);
+
+/* Invalidates every cached score (a policy whose parameters changed calls it). */
+void sched_invalidate(struct sched *s);
+
+/* Accessors for policies. */
+struct allot_cluster *sched_cluster(const struct sched *s);
+const struct frag_mix *sched_mix(const struct sched *s);
+/* Replaces the fragmentation mix (borrowed) and invalidates caches. */
+void sched_set_mix(struct sched *s, const struct frag_mix *mix);
+struct allot_rng *sched_rng(struct sched *s);
+/* Cached fragmentation of node n under the current mix. */
+double sched_node_frag(const struct sched *s, int node);
+
+/* Default GPU choice: whole GPUs take the lowest-index fully free GPUs
+ * (inside one NVLink island when possible); a fraction takes the fitting
+ * GPU with the least free milli; MIG takes the GPU and placement keeping
+ * the most options open. Returns 0 or ALLOT_ENOSPC. */
+int sched_choose_default(const struct sched *s, int node, const struct allot_task *t,
+                         struct allot_placement *out);
+
+/* Fills the non-GPU part of a placement for t on node. */
+void sched_placement_init(const struct sched *s, int node, const struct allot_task *t,
+                          struct allot_placement *out);
+
+#endif

@@ -1,0 +1,859 @@
+/*
+ * Cluster model: nodes, GPUs, task validation, applying and releasing
+ * placements, and the index of identical node states (see cluster.h).
+ *
+ * State classes live in an array; a hash table maps a state signature to
+ * its class. Empty classes are recycled through a free list. Each class
+ * keeps its members in a min-heap by rank so the representative (lowest
+ * rank) is found in O(1) and a node moves between classes in O(log n).
+ */
+#include "allot/cluster.h"
+
+#include "allot/common.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct allot_cluster {
+    const struct allot_catalog *cat; /* borrowed */
+    unsigned class_flags;
+    int n_nodes;
+    size_t nodes_cap;
+    struct allot_node *nodes; /* owned */
+    /* name -> node index (open addressing, size power of two) */
+    int32_t *name_tab;
+    size_t name_cap;
+    /* classes */
+    struct allot_class *classes; /* owned */
+    size_t n_classes;
+    size_t classes_cap;
+    int32_t *free_classes; /* recycled class ids */
+    size_t n_free, free_cap;
+    int32_t *live; /* ids of non-empty classes */
+    size_t n_live, live_cap;
+    int32_t *sig_tab; /* signature -> class id, -1 empty, -2 deleted */
+    size_t sig_cap;
+    size_t sig_used; /* slots not empty (live + deleted) */
+};
+
+/* ---- helpers ------------------------------------------------------------ */
+
+static uint64_t hash_str(const char *s)
+{
+    uint64_t h = 1469598103934665603ULL;
+
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    return h;
+}
+
+static uint64_t gpu_key(const struct allot_gpu *g)
+{
+    uint64_t k = (uint64_t)g->mode << 62;
+
+    k |= (uint64_t)(g->free_milli & 0x7ff) << 51;
+    k |= (uint64_t)g->mig.used_mask << 43;
+    k |= (uint64_t)(g->mig.compute_used & 0xf) << 39;
+    k |= (uint64_t)g->free_mem_mib & ((1ULL << 39) - 1);
+    return k;
+}
+
+static uint64_t gpu_mig_key(const struct allot_gpu *g)
+{
+    uint64_t h = 0;
+
+    /* instance profiles as a multiset (order-free sum of mixes) */
+    for (int i = 0; i < g->mig.n_instances; i++)
+        h += allot_hash_mix(0x51ed, ((uint64_t)g->mig.inst[i].profile << 8) | g->mig.inst[i].start);
+    return h;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+    return x < y ? -1 : x > y;
+}
+
+/* Canonical state key of a node: fills key[] and returns its length. */
+#define KEY_MAX (8 + 2 * ALLOT_MAX_GPUS)
+static int node_key(const struct allot_cluster *c, const struct allot_node *n, uint64_t *key)
+{
+    int k = 0;
+    uint64_t gk[ALLOT_MAX_GPUS * 2];
+
+    key[k++] = (uint64_t)(n->model + 1) | ((uint64_t)n->n_gpus << 32);
+    key[k++] = (uint64_t)n->cpu_free;
+    key[k++] = (uint64_t)n->mem_free;
+    if (c->class_flags & ALLOT_CLASS_POD_CLASSES) {
+        uint64_t mask = 0;
+        for (int i = 0; i < ALLOT_POD_CLASSES; i++)
+            if (n->pod_classes[i])
+                mask |= 1ULL << i;
+        key[k++] = mask;
+    }
+    for (int i = 0; i < n->n_gpus; i++) {
+        gk[i] = gpu_key(&n->gpus[i]);
+    }
+    qsort(gk, (size_t)n->n_gpus, sizeof(gk[0]), cmp_u64);
+    for (int i = 0; i < n->n_gpus; i++)
+        key[k++] = gk[i];
+    /* MIG instance multisets, sorted, so equal classes have equal layouts */
+    {
+        uint64_t mk[ALLOT_MAX_GPUS];
+        int m = 0;
+        for (int i = 0; i < n->n_gpus; i++)
+            if (n->gpus[i].mode == ALLOT_GPU_MIG)
+                mk[m++] = gpu_mig_key(&n->gpus[i]) ^ gpu_key(&n->gpus[i]);
+        qsort(mk, (size_t)m, sizeof(mk[0]), cmp_u64);
+        for (int i = 0; i < m; i++)
+            key[k++] = mk[i];
+    }
+    return k;
+}
+
+static uint64_t key_hash(const uint64_t *key, int n)
+{
+    uint64_t h = 0x2545f4914f6cdd1dULL;
+
+    for (int i = 0; i < n; i++)
+        h = allot_hash_mix(h, key[i]);
+    return h;
+}
+
+/* ---- class heap ------------------------------------------------------------ */
+
+static void heap_swap(struct allot_cluster *c, struct allot_class *k, int32_t i, int32_t j)
+{
+    int32_t a = k->heap[i], b = k->heap[j];
+
+    k->heap[i] = b;
+    k->heap[j] = a;
+    c->nodes[b].heap_pos = i;
+    c->nodes[a].heap_pos = j;
+}
+
+static void heap_up(struct allot_cluster *c, struct allot_class *k, int32_t i)
+{
+    while (i > 0) {
+        int32_t p = (i - 1) / 2;
+        if (c->nodes[k->heap[p]].rank <= c->nodes[k->heap[i]].rank)
+            break;
+        heap_swap(c, k, i, p);
+        i = p;
+    }
+}
+
+static void heap_down(struct allot_cluster *c, struct allot_class *k, int32_t i)
+{
+    for (;;) {
+        int32_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < k->n_members && c->nodes[k->heap[l]].rank < c->nodes[k->heap[m]].rank)
+            m = l;
+        if (r < k->n_members && c->nodes[k->heap[r]].rank < c->nodes[k->heap[m]].rank)
+            m = r;
+        if (m == i)
+            return;
+        heap_swap(c, k, i, m);
+        i = m;
+    }
+}
+
+/* ---- signature table -------------------------------------------------------- */
+
+static int sig_rehash(struct allot_cluster *c, size_t ncap)
+{
+    int32_t *t = allot_malloc(ncap * sizeof(*t));
+
+    if (!t)
+        return ALLOT_ENOMEM;
+    for (size_t i = 0; i < ncap; i++)
+        t[i] = -1;
+    for (size_t i = 0; i < c->n_live; i++) {
+        int32_t id = c->live[i];
+        size_t h = (size_t)c->classes[id].sig & (ncap - 1);
+        while (t[h] != -1)
+            h = (h + 1) & (ncap - 1);
+        t[h] = id;
+    }
+    allot_free(c->sig_tab);
+    c->sig_tab = t;
+    c->sig_cap = ncap;
+    c->sig_used = c->n_live;
+    return 0;
+}
+
+/* Finds the live class whose state equals node n's; -1 when none. *slot
+ * receives the table slot to insert at when none. */
+static int32_t sig_find(const struct allot_cluster *c, uint64_t sig, const uint64_t *key, int klen,
+                        size_t *slot)
+{
+    size_t h = (size_t)sig & (c->sig_cap - 1);
+    size_t ins = SIZE_MAX;
+    uint64_t rk[KEY_MAX];
+
+    for (;;) {
+        int32_t id = c->sig_tab[h];
+        if (id == -1)
+            break;
+        if (id == -2) {
+            if (ins == SIZE_MAX)
+                ins = h;
+        } else if (c->classes[id].sig == sig) {
+            const struct allot_class *k = &c->classes[id];
+            int rl = node_key(c, &c->nodes[k->heap[0]], rk);
+            if (rl == klen && memcmp(rk, key, sizeof(uint64_t) * (size_t)klen) == 0)
+                return id;
+        }
+        h = (h + 1) & (c->sig_cap - 1);
+    }
+    *slot = ins != SIZE_MAX ? ins : h;
+    return -1;
+}
+
+static void sig_remove(struct allot_cluster *c, int32_t id)
+{
+    size_t h = (size_t)c->classes[id].sig & (c->sig_cap - 1);
+
+    while (c->sig_tab[h] != id)
+        h = (h + 1) & (c->sig_cap - 1);
+    c->sig_tab[h] = -2;
+}
+
+/* ---- index maintenance -------------------------------------------------------- */
+
+static void class_reset(struct allot_class *k)
+{
+    allot_free(k->heap);
+    allot_free(k->score);
+    allot_free(k->score_gen);
+    memset(k, 0, sizeof(*k));
+    k->live_pos = -1;
+}
+
+/* Removes node i from its class (if any). Never fails. */
+static void index_remove(struct allot_cluster *c, int i)
+{
+    struct allot_node *n = &c->nodes[i];
+    struct allot_class *k;
+    int32_t pos, id = n->cls;
+
+    if (id < 0)
+        return;
+    k = &c->classes[id];
+    pos = n->heap_pos;
+    k->n_members--;
+    if (pos != k->n_members) {
+        heap_swap(c, k, pos, k->n_members);
+        heap_down(c, k, pos);
+        heap_up(c, k, pos);
+    }
+    k->version++;
+    n->cls = -1;
+    n->heap_pos = -1;
+    if (k->n_members == 0) {
+        int32_t lp = k->live_pos;
+        sig_remove(c, id);
+        c->live[lp] = c->live[c->n_live - 1];
+        c->classes[c->live[lp]].live_pos = lp;
+        c->n_live--;
+        class_reset(k);
+        c->free_classes[c->n_free++] = id;
+    }
+}
+
+/* Reserves everything index_insert may need so that it cannot fail. */
+static int index_reserve(struct allot_cluster *c)
+{
+    size_t need = c->n_classes + 1;
+
+    if (allot_grow((void **)&c->classes, &c->classes_cap, need, sizeof(*c->classes)) ||
+        allot_grow((void **)&c->live, &c->live_cap, need, sizeof(*c->live)) ||
+        allot_grow((void **)&c->free_classes, &c->free_cap, need, sizeof(*c->free_classes)))
+        return ALLOT_ENOMEM;
+    if ((c->sig_used + 1) * 2 > c->sig_cap) {
+        size_t ncap = c->sig_cap ? c->sig_cap : 64;
+        while ((c->n_live + 1) * 4 > ncap)
+            ncap *= 2;
+        if (sig_rehash(c, ncap))
+            return ALLOT_ENOMEM;
+    }
+    return 0;
+}
+
+/*
+ * Moves node i into the class of state `after` (which may be the node
+ * itself) and copies `after` into the node. Everything that may fail is
+ * done before the node leaves its old class, so on error nothing changed.
+ * A node that is not ready is only copied.
+ */
+static int index_place(struct allot_cluster *c, int i, const struct allot_node *after)
+{
+    struct allot_node tmp = *after;
+    uint64_t key[KEY_MAX];
+    int klen;
+    uint64_t sig;
+    size_t slot = 0;
+    int32_t id, *fresh = NULL;
+    struct allot_class *k;
+
+    if (tmp.state != ALLOT_NODE_READY) {
+        index_remove(c, i);
+        c->nodes[i] = tmp;
+        c->nodes[i].cls = -1;
+        c->nodes[i].heap_pos = -1;
+        return 0;
+    }
+    if (index_reserve(c))
+        return ALLOT_ENOMEM;
+    klen = node_key(c, &tmp, key);
+    sig = key_hash(key, klen);
+    id = sig_find(c, sig, key, klen, &slot);
+    if (id >= 0 && id == c->nodes[i].cls) {
+        /* same state class (e.g. a task asking for nothing) */
+        tmp.cls = c->nodes[i].cls;
+        tmp.heap_pos = c->nodes[i].heap_pos;
+        c->nodes[i] = tmp;
+        return 0;
+    }
+    if (id >= 0) {
+        k = &c->classes[id];
+        if (k->n_members == k->cap) {
+            size_t cap = (size_t)k->cap;
+            if (allot_grow((void **)&k->heap, &cap, cap + 1, sizeof(*k->heap)))
+                return ALLOT_ENOMEM;
+            k->cap = (int32_t)cap;
+        }
+    } else {
+        fresh = allot_malloc(4 * sizeof(*fresh));
+        if (!fresh)
+            return ALLOT_ENOMEM;
+    }
+    /* from here on nothing fails */
+    index_remove(c, i);
+    if (id < 0) {
+        /* removal may have turned our slot into a tombstone; both are free */
+        if (c->n_free)
+            id = c->free_classes[--c->n_free];
+        else {
+            id = (int32_t)c->n_classes++;
+            memset(&c->classes[id], 0, sizeof(c->classes[id]));
+        }
+        k = &c->classes[id];
+        k->heap = fresh;
+        k->cap = 4;
+        k->n_members = 0;
+        k->sig = sig;
+        if (c->sig_tab[slot] == -1)
+            c->sig_used++;
+        c->sig_tab[slot] = id;
+        k->live_pos = (int32_t)c->n_live;
+        c->live[c->n_live++] = id;
+    }
+    k = &c->classes[id];
+    tmp.cls = id;
+    tmp.heap_pos = k->n_members;
+    c->nodes[i] = tmp;
+    k->heap[k->n_members++] = i;
+    heap_up(c, k, c->nodes[i].heap_pos);
+    k->version++;
+    return 0;
+}
+
+/* ---- lifecycle ------------------------------------------------------------ */
+
+struct allot_cluster *allot_cluster_new(const struct allot_catalog *cat, unsigned class_flags)
+{
+    struct allot_cluster *c = allot_calloc(1, sizeof(*c));
+
+    if (!c)
+        return NULL;
+    c->cat = cat;
+    c->class_flags = class_flags;
+    return c;
+}
+
+static void node_clear(struct allot_node *n)
+{
+    allot_free(n->name);
+    for (int i = 0; i < n->n_labels; i++) {
+        allot_free(n->labels[i].key);
+        allot_free(n->labels[i].value);
+    }
+    allot_free(n->labels);
+}
+
+void allot_cluster_free(struct allot_cluster *c)
+{
+    if (!c)
+        return;
+    for (int i = 0; i < c->n_nodes; i++)
+        node_clear(&c->nodes[i]);
+    for (size_t i = 0; i < c->n_classes; i++) {
+        allot_free(c->classes[i].heap);
+        allot_free(c->classes[i].score);
+        allot_free(c->classes[i].score_gen);
+    }
+    allot_free(c->nodes);
+    allot_free(c->name_tab);
+    allot_free(c->classes);
+    allot_free(c->free_classes);
+    allot_free(c->live);
+    allot_free(c->sig_tab);
+    allot_free(c);
+}
+
+int allot_cluster_find_node(const struct allot_cluster *c, const char *name)
+{
+    size_t h;
+
+    if (!c->name_cap)
+        return -1;
+    h = (size_t)hash_str(name) & (c->name_cap - 1);
+    while (c->name_tab[h] >= 0) {
+        if (strcmp(c->nodes[c->name_tab[h]].name, name) == 0)
+            return c->name_tab[h];
+        h = (h + 1) & (c->name_cap - 1);
+    }
+    return -1;
+}
+
+static int name_tab_grow(struct allot_cluster *c)
+{
+    size_t ncap = c->name_cap ? c->name_cap * 2 : 64;
+    int32_t *t;
+
+    if ((size_t)(c->n_nodes + 1) * 2 <= c->name_cap)
+        return 0;
+    t = allot_malloc(ncap * sizeof(*t));
+    if (!t)
+        return ALLOT_ENOMEM;
+    for (size_t i = 0; i < ncap; i++)
+        t[i] = -1;
+    for (int i = 0; i < c->n_nodes; i++) {
+        size_t h = (size_t)hash_str(c->nodes[i].name) & (ncap - 1);
+        while (t[h] >= 0)
+            h = (h + 1) & (ncap - 1);
+        t[h] = i;
+    }
+    allot_free(c->name_tab);
+    c->name_tab = t;
+    c->name_cap = ncap;
+    return 0;
+}
+
+static void gpu_init(const struct allot_gpu_model *m, struct allot_gpu *g, int mode, int island)
+{
+    memset(g, 0, sizeof(*g));
+    g->mode = (uint8_t)mode;
+    g->island = (uint8_t)island;
+    g->free_milli = ALLOT_MILLI;
+    g->free_mem_mib = m ? m->memory_mib : 0;
+}
+
+int allot_cluster_add_node(struct allot_cluster *c, const struct allot_node_spec *spec, char *err,
+                           size_t errlen)
+{
+    struct allot_node *n;
+    const struct allot_gpu_model *m = NULL;
+    int model = -1, idx, rc;
+
+    if (!spec->name || !*spec->name) {
+        allot_fmt(err, errlen, "node: name is empty");
+        return ALLOT_EINVAL;
+    }
+    if (allot_cluster_find_node(c, spec->name) >= 0) {
+        allot_fmt(err, errlen, "node \"%s\": duplicate name", spec->name);
+        return ALLOT_EEXIST;
+    }
+    if (spec->n_gpus < 0 || spec->n_gpus > ALLOT_MAX_GPUS) {
+        allot_fmt(err, errlen, "node \"%s\": gpus %d out of range 0..%d", spec->name, spec->n_gpus,
+                  ALLOT_MAX_GPUS);
+        return ALLOT_ERANGE;
+    }
+    if (spec->cpu_milli < 0 || spec->mem_mib < 0) {
+        allot_fmt(err, errlen, "node \"%s\": %s is negative", spec->name,
+                  spec->cpu_milli < 0 ? "cpu_milli" : "memory_mib");
+        return ALLOT_ERANGE;
+    }
+    if (spec->n_gpus > 0) {
+        model = spec->model ? allot_catalog_find_model(c->cat, spec->model) : -1;
+        if (model < 0) {
+            allot_fmt(err, errlen, "node \"%s\": unknown GPU model \"%s\"", spec->name,
+                      spec->model ? spec->model : "");
+            return ALLOT_EINVAL;
+        }
+        m = &c->cat->models[model];
+        if (spec->gpu_mode == ALLOT_GPU_MIG && !m->mig) {
+            allot_fmt(err, errlen, "node \"%s\": gpu mode mig but model %s is not MIG-capable",
+                      spec->name, m->name);
+            return ALLOT_EINVAL;
+        }
+    }
+    if (spec->gpu_mode < ALLOT_GPU_SHARED || spec->gpu_mode > ALLOT_GPU_MIG) {
+        allot_fmt(err, errlen, "node \"%s\": gpu mode %d unknown", spec->name, spec->gpu_mode);
+        return ALLOT_EINVAL;
+    }
+    if (spec->n_labels < 0 || (spec->n_labels > 0 && !spec->labels)) {
+        allot_fmt(err, errlen, "node \"%s\": labels malformed", spec->name);
+        return ALLOT_EINVAL;
+    }
+    if (allot_grow((void **)&c->nodes, &c->nodes_cap, (size_t)c->n_nodes + 1, sizeof(*c->nodes)) ||
+        name_tab_grow(c))
+        goto oom;
+    idx = c->n_nodes;
+    n = &c->nodes[idx];
+    memset(n, 0, sizeof(*n));
+    n->cls = -1;
+    n->heap_pos = -1;
+    n->name = allot_strdup(spec->name);
+    if (!n->name)
+        goto oom;
+    if (spec->n_labels > 0) {
+        n->labels = allot_calloc((size_t)spec->n_labels, sizeof(*n->labels));
+        if (!n->labels)
+            goto oom_node;
+        for (int i = 0; i < spec->n_labels; i++) {
+            n->labels[i].key = allot_strdup(spec->labels[i].key ? spec->labels[i].key : "");
+            n->labels[i].value = allot_strdup(spec->labels[i].value ? spec->labels[i].value : "");
+            n->n_labels = i + 1;
+            if (!n->labels[i].key || !n->labels[i].value)
+                goto oom_node;
+        }
+    }
+    n->model = model;
+    n->cpu_milli = n->cpu_free = spec->cpu_milli;
+    n->mem_mib = n->mem_free = spec->mem_mib;
+    n->n_gpus = spec->n_gpus;
+    n->rack = spec->rack;
+    n->rank = (uint32_t)idx;
+    n->state = ALLOT_NODE_READY;
+    for (int i = 0; i < n->n_gpus; i++)
+        gpu_init(m, &n->gpus[i], spec->gpu_mode,
+                 spec->island_size > 0 ? i / spec->island_size : 0);
+    c->n_nodes++;
+    rc = index_place(c, idx, n);
+    if (rc) {
+        c->n_nodes--;
+        goto oom_node;
+    }
+    {
+        size_t h = (size_t)hash_str(n->name) & (c->name_cap - 1);
+        while (c->name_tab[h] >= 0)
+            h = (h + 1) & (c->name_cap - 1);
+        c->name_tab[h] = idx;
+    }
+    return idx;
+oom_node:
+    node_clear(n);
+oom:
+    allot_fmt(err, errlen, "node \"%s\": out of memory", spec->name);
+    return ALLOT_ENOMEM;
+}
+
+void allot_cluster_shuffle_ranks(struct allot_cluster *c, uint64_t seed)
+{
+    struct allot_rng r;
+    int n = c->n_nodes;
+
+    allot_rng_seed(&r, seed);
+    /* Fisher-Yates over ranks held in place in the nodes, then rebuild heaps */
+    for (int i = 0; i < n; i++)
+        c->nodes[i].rank = (uint32_t)i;
+    for (int i = n - 1; i > 0; i--) {
+        int j = (int)allot_rng_below(&r, (uint64_t)i + 1);
+        uint32_t t = c->nodes[i].rank;
+        c->nodes[i].rank = c->nodes[j].rank;
+        c->nodes[j].rank = t;
+    }
+    for (size_t i = 0; i < c->n_live; i++) {
+        struct allot_class *k = &c->classes[c->live[i]];
+        for (int32_t p = k->n_members / 2; p >= 0; p--)
+            heap_down(c, k, p);
+        k->version++;
+    }
+}
+
+int allot_cluster_set_state(struct allot_cluster *c, int node, int state)
+{
+    struct allot_node *n;
+
+    if (node < 0 || node >= c->n_nodes || state < ALLOT_NODE_READY || state > ALLOT_NODE_LOST)
+        return ALLOT_EINVAL;
+    n = &c->nodes[node];
+    if (n->state == state)
+        return 0;
+    if (state == ALLOT_NODE_READY) {
+        struct allot_node after = *n;
+        after.state = state;
+        return index_place(c, node, &after);
+    }
+    index_remove(c, node);
+    n->state = state;
+    return 0;
+}
+
+int allot_cluster_node_count(const struct allot_cluster *c)
+{
+    return c->n_nodes;
+}
+
+const struct allot_node *allot_cluster_node(const struct allot_cluster *c, int i)
+{
+    return i >= 0 && i < c->n_nodes ? &c->nodes[i] : NULL;
+}
+
+const struct allot_catalog *allot_cluster_catalog(const struct allot_cluster *c)
+{
+    return c->cat;
+}
+
+int64_t allot_cluster_gpu_count(const struct allot_cluster *c)
+{
+    int64_t n = 0;
+
+    for (int i = 0; i < c->n_nodes; i++)
+        n += c->nodes[i].n_gpus;
+    return n;
+}
+
+int64_t allot_cluster_used_milli(const struct allot_cluster *c)
+{
+    int64_t used = 0;
+
+    for (int i = 0; i < c->n_nodes; i++)
+        for (int g = 0; g < c->nodes[i].n_gpus; g++)
+            used += ALLOT_MILLI - c->nodes[i].gpus[g].free_milli;
+    return used;
+}
+
+int allot_cluster_classes(const struct allot_cluster *c, const int32_t **ids)
+{
+    *ids = c->live;
+    return (int)c->n_live;
+}
+
+struct allot_class *allot_cluster_class(const struct allot_cluster *c, int32_t id)
+{
+    return &c->classes[id];
+}
+
+/* ---- applying and releasing placements ------------------------------------- */
+
+/* Recomputes a MIG GPU's free milli and memory from its layout. */
+static void mig_gpu_refresh(const struct allot_gpu_model *m, struct allot_gpu *g)
+{
+    int free_mem_slices = m->memory_slices - __builtin_popcount(g->mig.used_mask);
+
+    g->free_milli = (m->compute_slices - g->mig.compute_used) * ALLOT_MILLI / m->compute_slices;
+    g->free_mem_mib = m->memory_mib * free_mem_slices / m->memory_slices;
+    g->n_tasks = g->mig.n_instances;
+}
+
+/* Applies (sign +1) or releases (sign -1) placement p on a copy of its
+ * node; returns 0 or an error leaving `after` partially changed. */
+static int placement_change(const struct allot_cluster *c, const struct allot_placement *p,
+                            int sign, struct allot_node *after)
+{
+    const struct allot_gpu_model *m = after->model >= 0 ? &c->cat->models[after->model] : NULL;
+
+    if (p->gpu_mask >> after->n_gpus)
+        return ALLOT_EINVAL;
+    if (sign > 0) {
+        if (after->cpu_free < p->cpu_milli || after->mem_free < p->mem_mib)
+            return ALLOT_ENOSPC;
+    } else if (after->cpu_free + p->cpu_milli > after->cpu_milli ||
+               after->mem_free + p->mem_mib > after->mem_mib) {
+        return ALLOT_EINVAL;
+    }
+    after->cpu_free -= sign * p->cpu_milli;
+    after->mem_free -= sign * p->mem_mib;
+    for (int i = 0; i < after->n_gpus; i++) {
+        struct allot_gpu *g = &after->gpus[i];
+        if (!(p->gpu_mask >> i & 1))
+            continue;
+        if (p->mig_profile >= 0) {
+            int rc;
+            if (g->mode != ALLOT_GPU_MIG || !m)
+                return ALLOT_EINVAL;
+            rc = sign > 0 ? mig_alloc(m, &g->mig, p->mig_profile, p->mig_start)
+                          : mig_free(&g->mig, p->mig_start);
+            if (rc)
+                return rc == ALLOT_ENOENT ? ALLOT_EINVAL : rc;
+            mig_gpu_refresh(m, g);
+            continue;
+        }
+        if (g->mode == ALLOT_GPU_MIG)
+            return ALLOT_EINVAL;
+        if (sign > 0) {
+            if (g->free_milli < p->gpu_milli || g->free_mem_mib < p->gpu_mem_mib)
+                return ALLOT_ENOSPC;
+            if (g->mode == ALLOT_GPU_EXCLUSIVE && p->gpu_milli != ALLOT_MILLI)
+                return ALLOT_EINVAL;
+            g->n_tasks++;
+        } else {
+            if (g->n_tasks == 0 || g->free_milli + p->gpu_milli > ALLOT_MILLI ||
+                (m && g->free_mem_mib + p->gpu_mem_mib > m->memory_mib))
+                return ALLOT_EINVAL;
+            g->n_tasks--;
+        }
+        g->free_milli -= sign * p->gpu_milli;
+        g->free_mem_mib -= sign * p->gpu_mem_mib;
+    }
+    if (p->pod_class >= 0 && p->pod_class < ALLOT_POD_CLASSES) {
+        if (sign < 0 && after->pod_classes[p->pod_class] == 0)
+            return ALLOT_EINVAL;
+        after->pod_classes[p->pod_class] = (uint16_t)(after->pod_classes[p->pod_class] + sign);
+    }
+    return 0;
+}
+
+static int cluster_change(struct allot_cluster *c, const struct allot_placement *p, int sign)
+{
+    struct allot_node after;
+    int rc;
+
+    if (p->node < 0 || p->node >= c->n_nodes)
+        return ALLOT_EINVAL;
+    if (sign > 0 && c->nodes[p->node].state != ALLOT_NODE_READY)
+        return ALLOT_ESTATE;
+    after = c->nodes[p->node];
+    rc = placement_change(c, p, sign, &after);
+    if (rc)
+        return rc;
+    return index_place(c, p->node, &after);
+}
+
+int allot_cluster_apply(struct allot_cluster *c, const struct allot_placement *p)
+{
+    return cluster_change(c, p, +1);
+}
+
+int allot_cluster_release(struct allot_cluster *c, const struct allot_placement *p)
+{
+    return cluster_change(c, p, -1);
+}
+
+/* ---- invariants ------------------------------------------------------------ */
+
+static int check_node(const struct allot_cluster *c, int i, char *err, size_t errlen)
+{
+    const struct allot_node *n = &c->nodes[i];
+    const struct allot_gpu_model *m = n->model >= 0 ? &c->cat->models[n->model] : NULL;
+
+    if (n->cpu_free < 0 || n->cpu_free > n->cpu_milli || n->mem_free < 0 ||
+        n->mem_free > n->mem_mib) {
+        allot_fmt(err, errlen, "node %s: cpu/memory free outside [0, capacity]", n->name);
+        return ALLOT_EINTERNAL;
+    }
+    for (int g = 0; g < n->n_gpus; g++) {
+        const struct allot_gpu *u = &n->gpus[g];
+        if (u->free_milli < 0 || u->free_milli > ALLOT_MILLI || u->free_mem_mib < 0 ||
+            (m && u->free_mem_mib > m->memory_mib)) {
+            allot_fmt(err, errlen, "node %s gpu %d: free capacity outside [0, capacity]", n->name,
+                      g);
+            return ALLOT_EINTERNAL;
+        }
+        if (u->n_tasks == 0 && u->mode != ALLOT_GPU_MIG && u->free_milli != ALLOT_MILLI) {
+            allot_fmt(err, errlen, "node %s gpu %d: %d milli used by no task", n->name, g,
+                      ALLOT_MILLI - u->free_milli);
+            return ALLOT_EINTERNAL;
+        }
+        if (u->mode == ALLOT_GPU_MIG && m) {
+            uint8_t mask = 0;
+            int compute = 0;
+            for (int k = 0; k < u->mig.n_instances; k++) {
+                const struct mig_instance *in = &u->mig.inst[k];
+                uint8_t bits = (uint8_t)(((1u << in->size) - 1) << in->start);
+                if (mask & bits) {
+                    allot_fmt(err, errlen, "node %s gpu %d: MIG slice allocated twice", n->name,
+                              g);
+                    return ALLOT_EINTERNAL;
+                }
+                mask |= bits;
+                compute += m->profiles[in->profile].compute_slices;
+            }
+            if (mask != u->mig.used_mask || compute != u->mig.compute_used ||
+                compute > m->compute_slices) {
+                allot_fmt(err, errlen, "node %s gpu %d: MIG accounting differs from instances",
+                          n->name, g);
+                return ALLOT_EINTERNAL;
+            }
+        } else if (u->mig.n_instances) {
+            allot_fmt(err, errlen, "node %s gpu %d: MIG instances on a non-MIG GPU", n->name, g);
+            return ALLOT_EINTERNAL;
+        }
+    }
+    return 0;
+}
+
+int allot_cluster_check(const struct allot_cluster *c, char *err, size_t errlen)
+{
+    size_t members = 0;
+    uint64_t key[KEY_MAX], rk[KEY_MAX];
+
+    for (int i = 0; i < c->n_nodes; i++) {
+        const struct allot_node *n = &c->nodes[i];
+        int rc = check_node(c, i, err, errlen);
+        if (rc)
+            return rc;
+        if ((n->state == ALLOT_NODE_READY) != (n->cls >= 0)) {
+            allot_fmt(err, errlen, "node %s: %s", n->name,
+                      n->cls >= 0 ? "not ready but indexed" : "ready but not indexed");
+            return ALLOT_EINTERNAL;
+        }
+        if (allot_cluster_find_node(c, n->name) != i) {
+            allot_fmt(err, errlen, "node %s: name index broken", n->name);
+            return ALLOT_EINTERNAL;
+        }
+    }
+    for (size_t l = 0; l < c->n_live; l++) {
+        const struct allot_class *k = &c->classes[c->live[l]];
+        int rl;
+        if (k->n_members <= 0 || k->live_pos != (int32_t)l) {
+            allot_fmt(err, errlen, "class %d: empty or live list broken", c->live[l]);
+            return ALLOT_EINTERNAL;
+        }
+        rl = node_key(c, &c->nodes[k->heap[0]], rk);
+        for (int32_t j = 0; j < k->n_members; j++) {
+            const struct allot_node *n = &c->nodes[k->heap[j]];
+            int kl = node_key(c, n, key);
+            if (n->cls != c->live[l] || n->heap_pos != j || kl != rl ||
+                memcmp(key, rk, sizeof(uint64_t) * (size_t)kl) != 0) {
+                allot_fmt(err, errlen, "node %s: in the wrong state class", n->name);
+                return ALLOT_EINTERNAL;
+            }
+            if (j > 0 && c->nodes[k->heap[(j - 1) / 2]].rank > n->rank) {
+                allot_fmt(err, errlen, "class %d: member heap out of order", c->live[l]);
+                return ALLOT_EINTERNAL;
+            }
+        }
+        members += (size_t)k->n_members;
+    }
+    {
+        size_t ready = 0;
+        for (int i = 0; i < c->n_nodes; i++)
+            ready += c->nodes[i].state == ALLOT_NODE_READY;
+        if (ready != members) {
+            allot_fmt(err, errlen, "state index holds %zu nodes, %zu are ready", members, ready);
+            return ALLOT_EINTERNAL;
+        }
+    }
+    return 0;
+}
+
+int allot_cluster_set_class_flags(struct allot_cluster *c, unsigned class_flags)
+{
+    if (c->class_flags == class_flags)
+        return 0;
+    /* rebuild the index: take every node out, then put it back */
+    for (int i = 0; i < c->n_nodes; i++)
+        index_remove(c, i);
+    c->class_flags = class_flags;
+    for (int i = 0; i < c->n_nodes; i++) {
+        int rc = index_place(c, i, &c->nodes[i]);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}

@@ -1,0 +1,448 @@
+/*
+ * The placement scheduler (see sched.h): shape interning, the per-class
+ * score cache, the pick loop, the default GPU choice and the policy table.
+ *
+ * Cache validity: a state class never changes state (a node whose state
+ * changes moves to another class), so a class's cached score for a task
+ * shape stays right until the policy's parameters change, which bumps
+ * s->gen. Recycled classes start with an empty cache.
+ */
+#include "allot/sched.h"
+
+#include <string.h>
+
+struct sched {
+    struct allot_cluster *c;              /* borrowed */
+    const struct sched_policy_ops *ops;   /* static */
+    void *pstate;                         /* owned by the policy */
+    struct allot_rng rng;
+    const struct frag_mix *mix;           /* borrowed */
+    uint32_t gen;                         /* score cache generation, >= 1 */
+    struct allot_task *shapes;            /* owned: interned task shapes */
+    size_t n_shapes, shapes_cap;
+    int32_t *shape_tab;                   /* owned: hash -> shape id, -1 empty */
+    size_t shape_tab_cap;
+};
+
+/* ---- shapes ------------------------------------------------------------ */
+
+static uint64_t shape_hash(const struct allot_task *t)
+{
+    uint64_t h = allot_hash_mix(0x5eed, (uint64_t)t->num_gpu);
+
+    h = allot_hash_mix(h, (uint64_t)t->gpu_milli);
+    h = allot_hash_mix(h, (uint64_t)t->gpu_mem_mib);
+    h = allot_hash_mix(h, (uint64_t)(t->mig_profile + 1));
+    h = allot_hash_mix(h, (uint64_t)t->cpu_milli);
+    h = allot_hash_mix(h, (uint64_t)t->mem_mib);
+    return allot_hash_mix(h, t->model_mask);
+}
+
+static bool shape_eq(const struct allot_task *a, const struct allot_task *b)
+{
+    return a->num_gpu == b->num_gpu && a->gpu_milli == b->gpu_milli &&
+           a->gpu_mem_mib == b->gpu_mem_mib && a->mig_profile == b->mig_profile &&
+           a->cpu_milli == b->cpu_milli && a->mem_mib == b->mem_mib &&
+           a->model_mask == b->model_mask;
+}
+
+/* Returns the id of t's shape, interning it; negative on ENOMEM. */
+static int shape_id(struct sched *s, const struct allot_task *t)
+{
+    size_t h;
+
+    if ((s->n_shapes + 1) * 2 > s->shape_tab_cap) {
+        size_t ncap = s->shape_tab_cap ? s->shape_tab_cap * 2 : 256;
+        int32_t *tab = allot_malloc(ncap * sizeof(*tab));
+        if (!tab)
+            return ALLOT_ENOMEM;
+        for (size_t i = 0; i < ncap; i++)
+            tab[i] = -1;
+        for (size_t i = 0; i < s->n_shapes; i++) {
+            size_t j = (size_t)shape_hash(&s->shapes[i]) & (ncap - 1);
+            while (tab[j] >= 0)
+                j = (j + 1) & (ncap - 1);
+            tab[j] = (int32_t)i;
+        }
+        allot_free(s->shape_tab);
+        s->shape_tab = tab;
+        s->shape_tab_cap = ncap;
+    }
+    h = (size_t)shape_hash(t) & (s->shape_tab_cap - 1);
+    while (s->shape_tab[h] >= 0) {
+        if (shape_eq(&s->shapes[s->shape_tab[h]], t))
+            return s->shape_tab[h];
+        h = (h + 1) & (s->shape_tab_cap - 1);
+    }
+    if (allot_grow((void **)&s->shapes, &s->shapes_cap, s->n_shapes + 1, sizeof(*s->shapes)))
+        return ALLOT_ENOMEM;
+    s->shapes[s->n_shapes] = *t;
+    s->shape_tab[h] = (int32_t)s->n_shapes;
+    return (int)s->n_shapes++;
+}
+
+/* ---- lifecycle ------------------------------------------------------------ */
+
+struct sched *sched_new(struct allot_cluster *c, const struct sched_policy_ops *policy,
+                        const struct sched_opts *opts)
+{
+    struct sched *s = allot_calloc(1, sizeof(*s));
+
+    if (!s)
+        return NULL;
+    s->c = c;
+    s->ops = policy;
+    s->gen = 1;
+    allot_rng_seed(&s->rng, opts ? opts->seed : 0);
+    s->mix = opts ? opts->mix : NULL;
+    if (allot_cluster_set_class_flags(
+            c, (policy->flags & SCHED_POLICY_POD_CLASSES) ? ALLOT_CLASS_POD_CLASSES : 0)) {
+        allot_free(s);
+        return NULL;
+    }
+    if (policy->init && policy->init(s, &s->pstate) != 0) {
+        allot_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+void sched_free(struct sched *s)
+{
+    if (!s)
+        return;
+    if (s->ops->fini)
+        s->ops->fini(s->pstate);
+    allot_free(s->shapes);
+    allot_free(s->shape_tab);
+    allot_free(s);
+}
+
+void sched_invalidate(struct sched *s)
+{
+    s->gen++;
+    if (s->gen == 0)
+        s->gen = 1;
+}
+
+struct allot_cluster *sched_cluster(const struct sched *s)
+{
+    return s->c;
+}
+
+const struct frag_mix *sched_mix(const struct sched *s)
+{
+    return s->mix;
+}
+
+void sched_set_mix(struct sched *s, const struct frag_mix *mix)
+{
+    s->mix = mix;
+    sched_invalidate(s);
+}
+
+struct allot_rng *sched_rng(struct sched *s)
+{
+    return &s->rng;
+}
+
+double sched_node_frag(const struct sched *s, int node)
+{
+    const struct allot_node *n = allot_cluster_node(s->c, node);
+    struct allot_class *k;
+
+    if (!s->mix)
+        return 0;
+    if (n->cls < 0)
+        return frag_node(s->mix, n);
+    k = allot_cluster_class(s->c, n->cls);
+    if (k->frag_gen != s->gen) {
+        k->frag = frag_node(s->mix, n);
+        k->frag_gen = s->gen;
+    }
+    return k->frag;
+}
+
+/* ---- default GPU choice ------------------------------------------------------ */
+
+void sched_placement_init(const struct sched *s, int node, const struct allot_task *t,
+                          struct allot_placement *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->node = node;
+    out->mig_profile = -1;
+    out->mig_start = -1;
+    out->cpu_milli = t->cpu_milli;
+    out->mem_mib = t->mem_mib;
+    out->pod_class = allot_task_pod_class(t);
+    (void)s;
+}
+
+/* Whole GPUs: inside the NVLink island with the fewest free GPUs that still
+ * holds them all (keeps big islands whole), lowest index first; otherwise
+ * the lowest-index free GPUs. */
+static int choose_whole(const struct allot_node *n, int k, uint32_t *mask)
+{
+    int free_in[ALLOT_MAX_GPUS] = {0};
+    int best = -1;
+    uint32_t m = 0;
+
+    for (int i = 0; i < n->n_gpus; i++)
+        if (n->gpus[i].mode != ALLOT_GPU_MIG && n->gpus[i].free_milli == ALLOT_MILLI)
+            free_in[n->gpus[i].island % ALLOT_MAX_GPUS]++;
+    for (int is = 0; is < ALLOT_MAX_GPUS; is++)
+        if (free_in[is] >= k && (best < 0 || free_in[is] < free_in[best]))
+            best = is;
+    for (int pass = 0; pass < 2 && k > 0; pass++) {
+        for (int i = 0; i < n->n_gpus && k > 0; i++) {
+            const struct allot_gpu *g = &n->gpus[i];
+            if (g->mode == ALLOT_GPU_MIG || g->free_milli != ALLOT_MILLI || (m >> i & 1))
+                continue;
+            if (pass == 0 && best >= 0 && g->island != best)
+                continue;
+            m |= 1u << i;
+            k--;
+        }
+    }
+    *mask = m;
+    return k == 0 ? 0 : ALLOT_ENOSPC;
+}
+
+int sched_choose_default(const struct sched *s, int node, const struct allot_task *t,
+                         struct allot_placement *out)
+{
+    const struct allot_node *n = allot_cluster_node(s->c, node);
+    const struct allot_catalog *cat = allot_cluster_catalog(s->c);
+
+    sched_placement_init(s, node, t, out);
+    if (t->num_gpu == 0)
+        return 0;
+    if (t->mig_profile >= 0) {
+        const struct allot_gpu_model *m = &cat->models[n->model];
+        int lp = m->profile_by_global[t->mig_profile];
+        int best = -1, best_used = 0, best_opt = -1;
+        struct allot_mig_placement bp = {0};
+        for (int i = 0; i < n->n_gpus && lp >= 0; i++) {
+            const struct allot_gpu *g = &n->gpus[i];
+            struct allot_mig_placement p;
+            struct mig_state after;
+            int used, opt;
+            if (g->mode != ALLOT_GPU_MIG || mig_best_placement(m, &g->mig, lp, &p) != 0)
+                continue;
+            after = g->mig;
+            if (mig_alloc(m, &after, lp, p.start) != 0)
+                continue;
+            used = g->mig.n_instances > 0;
+            opt = mig_options(m, &after);
+            /* pack: prefer GPUs already carved, then the most options left */
+            if (best < 0 || used > best_used || (used == best_used && opt > best_opt)) {
+                best = i;
+                best_used = used;
+                best_opt = opt;
+                bp = p;
+            }
+        }
+        if (best < 0)
+            return ALLOT_ENOSPC;
+        out->gpu_mask = 1u << best;
+        out->mig_profile = lp;
+        out->mig_start = bp.start;
+        out->gpu_milli = m->profiles[lp].compute_slices * ALLOT_MILLI / m->compute_slices;
+        out->gpu_mem_mib = n->gpus[best].free_mem_mib -
+                           m->memory_mib * (m->memory_slices - __builtin_popcount(
+                                                                   n->gpus[best].mig.used_mask) -
+                                            bp.size) /
+                               m->memory_slices;
+        return 0;
+    }
+    if (t->gpu_milli == ALLOT_MILLI && t->gpu_mem_mib == 0) {
+        int rc = choose_whole(n, t->num_gpu, &out->gpu_mask);
+        out->gpu_milli = ALLOT_MILLI;
+        out->gpu_mem_mib = rc == 0 && n->model >= 0 ? cat->models[n->model].memory_mib : 0;
+        return rc;
+    }
+    {
+        int best = -1;
+        for (int i = 0; i < n->n_gpus; i++) {
+            const struct allot_gpu *g = &n->gpus[i];
+            if (g->mode != ALLOT_GPU_SHARED || g->free_milli < t->gpu_milli ||
+                g->free_mem_mib < t->gpu_mem_mib)
+                continue;
+            if (best < 0 || g->free_milli < n->gpus[best].free_milli)
+                best = i;
+        }
+        if (best < 0)
+            return ALLOT_ENOSPC;
+        out->gpu_mask = 1u << best;
+        out->gpu_milli = t->gpu_milli;
+        out->gpu_mem_mib = t->gpu_mem_mib;
+        return 0;
+    }
+}
+
+/* ---- picking ------------------------------------------------------------------ */
+
+/* Cached score of class id for shape; computes it when stale. -1: infeasible. */
+static int class_score(struct sched *s, int32_t id, int shape, const struct allot_task *t,
+                       int *err)
+{
+    struct allot_class *k = allot_cluster_class(s->c, id);
+    const struct allot_node *rep;
+    int sc;
+
+    if (shape < k->n_score && k->score_gen[shape] == s->gen)
+        return k->score[shape];
+    if (shape >= k->n_score) {
+        size_t cap = (size_t)s->shapes_cap;
+        int32_t *sv = allot_realloc(k->score, cap * sizeof(*sv));
+        uint32_t *gv;
+        if (!sv) {
+            *err = ALLOT_ENOMEM;
+            return -1;
+        }
+        k->score = sv;
+        gv = allot_realloc(k->score_gen, cap * sizeof(*gv));
+        if (!gv) {
+            *err = ALLOT_ENOMEM;
+            return -1;
+        }
+        k->score_gen = gv;
+        memset(gv + k->n_score, 0, (cap - (size_t)k->n_score) * sizeof(*gv));
+        k->n_score = (int32_t)cap;
+    }
+    rep = allot_cluster_node(s->c, allot_class_rep(k));
+    if (!allot_node_fits(s->c, rep, t))
+        sc = -1;
+    else if (s->ops->flags & SCHED_POLICY_RANDOM)
+        sc = 0;
+    else
+        sc = s->ops->score(s->pstate, s, rep, t);
+    k->score[shape] = sc;
+    k->score_gen[shape] = s->gen;
+    return sc;
+}
+
+int sched_pick(struct sched *s, const struct allot_task *t, struct allot_placement *out)
+{
+    const int32_t *ids;
+    int nlive = allot_cluster_classes(s->c, &ids);
+    int shape = shape_id(s, t);
+    int err = 0, node = -1, rc;
+
+    if (shape < 0)
+        return shape;
+    if (s->ops->flags & SCHED_POLICY_RANDOM) {
+        uint64_t total = 0, r;
+        for (int i = 0; i < nlive; i++)
+            if (class_score(s, ids[i], shape, t, &err) >= 0)
+                total += (uint64_t)allot_cluster_class(s->c, ids[i])->n_members;
+        if (err)
+            return err;
+        if (total == 0)
+            return ALLOT_ENOSPC;
+        r = allot_rng_below(&s->rng, total);
+        for (int i = 0; i < nlive; i++) {
+            struct allot_class *k = allot_cluster_class(s->c, ids[i]);
+            if (class_score(s, ids[i], shape, t, &err) < 0)
+                continue;
+            if (r < (uint64_t)k->n_members) {
+                node = k->heap[r];
+                break;
+            }
+            r -= (uint64_t)k->n_members;
+        }
+    } else {
+        int best_sc = -1;
+        uint32_t best_rank = 0;
+        for (int i = 0; i < nlive; i++) {
+            int sc = class_score(s, ids[i], shape, t, &err);
+            const struct allot_class *k;
+            uint32_t rank;
+            if (sc < 0)
+                continue;
+            k = allot_cluster_class(s->c, ids[i]);
+            rank = allot_cluster_node(s->c, allot_class_rep(k))->rank;
+            if (sc > best_sc || (sc == best_sc && rank < best_rank)) {
+                best_sc = sc;
+                best_rank = rank;
+                node = allot_class_rep(k);
+            }
+        }
+        if (err)
+            return err;
+    }
+    if (node < 0)
+        return ALLOT_ENOSPC;
+    rc = s->ops->choose ? s->ops->choose(s->pstate, s, node, t, out)
+                        : sched_choose_default(s, node, t, out);
+    return rc;
+}
+
+int sched_place(struct sched *s, const struct allot_task *t, struct allot_placement *out,
+                char *err, size_t errlen)
+{
+    char buf[256];
+    int rc = allot_task_validate(allot_cluster_catalog(s->c), t, err ? err : buf,
+                                 err ? errlen : sizeof(buf));
+
+    if (rc)
+        return rc;
+    if (s->ops->observe)
+        s->ops->observe(s->pstate, s, t);
+    rc = sched_pick(s, t, out);
+    if (rc)
+        return rc;
+    return allot_cluster_apply(s->c, out);
+}
+
+int sched_release(struct sched *s, const struct allot_placement *p)
+{
+    return allot_cluster_release(s->c, p);
+}
+
+int sched_check_invariants(const struct sched *s, char *err, size_t errlen)
+{
+    const int32_t *ids;
+    int rc = allot_cluster_check(s->c, err, errlen);
+    int nlive;
+
+    if (rc)
+        return rc;
+    /* every fresh cached feasibility answer must still be right */
+    nlive = allot_cluster_classes(s->c, &ids);
+    for (int i = 0; i < nlive; i++) {
+        const struct allot_class *k = allot_cluster_class(s->c, ids[i]);
+        const struct allot_node *rep = allot_cluster_node(s->c, allot_class_rep(k));
+        for (int j = 0; j < k->n_score && (size_t)j < s->n_shapes; j++) {
+            if (k->score_gen[j] != s->gen)
+                continue;
+            if ((k->score[j] >= 0) != allot_node_fits(s->c, rep, &s->shapes[j])) {
+                allot_fmt(err, errlen, "class of node %s: cached feasibility is stale",
+                          rep->name);
+                return ALLOT_EINTERNAL;
+            }
+        }
+    }
+    return 0;
+}
+
+/* ---- registry ------------------------------------------------------------------ */
+
+extern const struct sched_policy_ops sched_policy_firstfit, sched_policy_bestfit,
+    sched_policy_spread, sched_policy_random, sched_policy_dotprod, sched_policy_gpuclustering,
+    sched_policy_gpupacking, sched_policy_fgd, sched_policy_allot;
+
+const struct sched_policy_ops *const sched_policies[] = {
+    &sched_policy_random,     &sched_policy_dotprod,  &sched_policy_gpuclustering,
+    &sched_policy_gpupacking, &sched_policy_bestfit,  &sched_policy_fgd,
+    &sched_policy_firstfit,   &sched_policy_spread,   &sched_policy_allot,
+    NULL,
+};
+
+const struct sched_policy_ops *sched_policy_find(const char *name)
+{
+    for (int i = 0; sched_policies[i]; i++)
+        if (strcmp(sched_policies[i]->name, name) == 0)
+            return sched_policies[i];
+    return NULL;
+}

@@ -1,0 +1,169 @@
+/*
+ * Task shapes: validation against the catalog and the feasibility tests
+ * every policy filters on (model, CPU, memory, GPU fit). Pure functions.
+ */
+#include "allot/cluster.h"
+#include "allot/common.h"
+
+int allot_task_validate(const struct allot_catalog *cat, const struct allot_task *t, char *err,
+                        size_t errlen)
+{
+    uint64_t all = cat->n_models >= 64 ? ~0ULL : ((1ULL << cat->n_models) - 1);
+
+    if (t->cpu_milli < 0) {
+        allot_fmt(err, errlen, "task: cpu_milli %lld is negative", (long long)t->cpu_milli);
+        return ALLOT_EINVAL;
+    }
+    if (t->mem_mib < 0) {
+        allot_fmt(err, errlen, "task: memory_mib %lld is negative", (long long)t->mem_mib);
+        return ALLOT_EINVAL;
+    }
+    if (t->num_gpu < 0 || t->num_gpu > ALLOT_MAX_GPUS) {
+        allot_fmt(err, errlen, "task: num_gpu %d out of range 0..%d", t->num_gpu, ALLOT_MAX_GPUS);
+        return ALLOT_EINVAL;
+    }
+    if (t->gpu_milli < 0 || t->gpu_milli > ALLOT_MILLI) {
+        allot_fmt(err, errlen, "task: gpu_milli %d out of range 0..1000", t->gpu_milli);
+        return ALLOT_EINVAL;
+    }
+    if (t->gpu_mem_mib < 0) {
+        allot_fmt(err, errlen, "task: gpu_memory_mib %lld is negative", (long long)t->gpu_mem_mib);
+        return ALLOT_EINVAL;
+    }
+    if (t->model_mask & ~all) {
+        allot_fmt(err, errlen, "task: gpu model mask names models not in the catalog");
+        return ALLOT_EINVAL;
+    }
+    if (t->mig_profile >= 0) {
+        uint64_t ok = 0;
+        if (t->mig_profile >= cat->n_profile_names) {
+            allot_fmt(err, errlen, "task: mig_profile id %d unknown", t->mig_profile);
+            return ALLOT_EINVAL;
+        }
+        if (t->num_gpu != 1) {
+            allot_fmt(err, errlen, "task: mig_profile %s needs num_gpu 1, got %d",
+                      cat->profile_names[t->mig_profile], t->num_gpu);
+            return ALLOT_EINVAL;
+        }
+        if (t->gpu_milli != 0 || t->gpu_mem_mib != 0) {
+            allot_fmt(err, errlen, "task: mig_profile %s cannot be combined with %s",
+                      cat->profile_names[t->mig_profile],
+                      t->gpu_milli ? "gpu_milli" : "gpu_memory_mib");
+            return ALLOT_EINVAL;
+        }
+        for (int i = 0; i < cat->n_models; i++)
+            if (cat->models[i].profile_by_global[t->mig_profile] >= 0)
+                ok |= 1ULL << i;
+        if (t->model_mask)
+            ok &= t->model_mask;
+        if (!ok) {
+            allot_fmt(err, errlen, "task: mig_profile %s: no allowed GPU model offers it",
+                      cat->profile_names[t->mig_profile]);
+            return ALLOT_EINVAL;
+        }
+        return 0;
+    }
+    if (t->num_gpu == 0) {
+        if (t->gpu_milli || t->gpu_mem_mib) {
+            allot_fmt(err, errlen, "task: %s set but num_gpu is 0",
+                      t->gpu_milli ? "gpu_milli" : "gpu_memory_mib");
+            return ALLOT_EINVAL;
+        }
+        return 0;
+    }
+    if (t->num_gpu > 1 && t->gpu_milli != ALLOT_MILLI) {
+        allot_fmt(err, errlen, "task: gpu_milli %d with num_gpu %d (fractions need num_gpu 1)",
+                  t->gpu_milli, t->num_gpu);
+        return ALLOT_EINVAL;
+    }
+    if (t->num_gpu > 1 && t->gpu_mem_mib) {
+        allot_fmt(err, errlen, "task: gpu_memory_mib needs num_gpu 1 (whole GPUs get all memory)");
+        return ALLOT_EINVAL;
+    }
+    if (t->gpu_milli == 0 && t->gpu_mem_mib == 0) {
+        allot_fmt(err, errlen, "task: num_gpu 1 with neither gpu_milli nor gpu_memory_mib");
+        return ALLOT_EINVAL;
+    }
+    return 0;
+}
+
+int allot_task_pod_class(const struct allot_task *t)
+{
+    if (t->num_gpu == 0)
+        return -1;
+    if (t->mig_profile >= 0 || t->gpu_milli < ALLOT_MILLI)
+        return 0;
+    return t->num_gpu < ALLOT_POD_CLASSES ? t->num_gpu : ALLOT_POD_CLASSES - 1;
+}
+
+bool allot_node_admits(const struct allot_node *n, const struct allot_task *t)
+{
+    if (n->cpu_free < t->cpu_milli || n->mem_free < t->mem_mib)
+        return false;
+    if (t->num_gpu == 0)
+        return true;
+    if (n->model < 0 || n->n_gpus < t->num_gpu)
+        return false;
+    return !t->model_mask || (t->model_mask >> n->model & 1);
+}
+
+int allot_node_fitting_gpus(const struct allot_node *n, int milli, int64_t mem)
+{
+    int k = 0;
+
+    for (int i = 0; i < n->n_gpus; i++) {
+        const struct allot_gpu *g = &n->gpus[i];
+        if (g->mode == ALLOT_GPU_SHARED && g->free_milli >= milli && g->free_mem_mib >= mem)
+            k++;
+    }
+    return k;
+}
+
+static int node_whole_free(const struct allot_node *n)
+{
+    int k = 0;
+
+    for (int i = 0; i < n->n_gpus; i++)
+        if (n->gpus[i].mode != ALLOT_GPU_MIG && n->gpus[i].free_milli == ALLOT_MILLI)
+            k++;
+    return k;
+}
+
+int allot_task_gpu_milli(const struct allot_cluster *c, const struct allot_task *t, int model)
+{
+    const struct allot_catalog *cat = allot_cluster_catalog(c);
+
+    if (t->num_gpu == 0)
+        return 0;
+    if (t->mig_profile >= 0 && model >= 0) {
+        const struct allot_gpu_model *m = &cat->models[model];
+        int lp = m->profile_by_global[t->mig_profile];
+        if (lp < 0 || m->compute_slices <= 0)
+            return 0;
+        return m->profiles[lp].compute_slices * ALLOT_MILLI / m->compute_slices;
+    }
+    return t->gpu_milli;
+}
+
+bool allot_node_fits(const struct allot_cluster *c, const struct allot_node *n,
+                     const struct allot_task *t)
+{
+    if (n->state != ALLOT_NODE_READY || !allot_node_admits(n, t))
+        return false;
+    if (t->num_gpu == 0)
+        return true;
+    if (t->mig_profile >= 0) {
+        const struct allot_gpu_model *m = &allot_cluster_catalog(c)->models[n->model];
+        int lp = m->profile_by_global[t->mig_profile];
+        if (lp < 0)
+            return false;
+        for (int i = 0; i < n->n_gpus; i++)
+            if (n->gpus[i].mode == ALLOT_GPU_MIG &&
+                mig_list_placements(m, &n->gpus[i].mig, lp, NULL, 0) > 0)
+                return true;
+        return false;
+    }
+    if (t->gpu_milli == ALLOT_MILLI && t->gpu_mem_mib == 0)
+        return node_whole_free(n) >= t->num_gpu;
+    return allot_node_fitting_gpus(n, t->gpu_milli, t->gpu_mem_mib) > 0;
+}
