@@ -22,13 +22,14 @@ struct mig_instance {
     uint8_t profile; /* local profile index in the model */
     uint8_t start;
     uint8_t size;
+    uint8_t compute; /* compute slices, so mig_free() needs no model */
 };
 
 struct mig_state {
     uint8_t used_mask;     /* bit i set: memory slice i occupied */
     uint8_t n_instances;
     uint8_t compute_used;  /* compute slices in use */
-    struct mig_instance inst[ALLOT_MIG_MAX_INSTANCES];
+    struct mig_instance inst[ALLOT_MIG_MAX_INSTANCES]; /* [0, n_instances), by start */
 };
 
 /* True when profile `prof` (local index) can be created at memory slice `start`. */
@@ -54,7 +55,8 @@ int mig_options(const struct allot_gpu_model *m, const struct mig_state *s);
 
 /* Chooses the placement of `prof` that leaves the most options (ties: the
  * highest start, keeping low slots, where big profiles live, open). Writes
- * it to *out and returns 0, or ALLOT_ENOSPC when none is free. */
+ * it to *out and returns 0, or ALLOT_ENOSPC when none is free (ALLOT_EINVAL
+ * for an unknown profile). */
 int mig_best_placement(const struct allot_gpu_model *m, const struct mig_state *s, int prof,
                        struct allot_mig_placement *out);
 
