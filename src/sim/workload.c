@@ -28,7 +28,7 @@ static const struct node_type node_types[] = {
 #define N_TYPES (int)(sizeof(node_types) / sizeof(node_types[0]))
 
 struct allot_cluster *sim_synth_cluster(const struct allot_catalog *cat, int n_nodes,
-                                        uint64_t seed)
+                                        bool eight_gpus, uint64_t seed)
 {
     struct allot_cluster *c = allot_cluster_new(cat, 0);
     struct allot_rng r;
@@ -38,13 +38,19 @@ struct allot_cluster *sim_synth_cluster(const struct allot_catalog *cat, int n_n
         return NULL;
     allot_rng_seed(&r, seed);
     for (int i = 0; i < N_TYPES; i++)
-        total += node_types[i].weight;
+        if (!eight_gpus || node_types[i].gpus == 8)
+            total += node_types[i].weight;
     for (int i = 0; i < n_nodes; i++) {
         int pick = (int)allot_rng_below(&r, (uint64_t)total), t = 0;
         char name[32], err[128];
         struct allot_node_spec spec = {0};
-        while (pick >= node_types[t].weight)
-            pick -= node_types[t++].weight;
+        for (;; t++) {
+            if (eight_gpus && node_types[t].gpus != 8)
+                continue;
+            if (pick < node_types[t].weight)
+                break;
+            pick -= node_types[t].weight;
+        }
         allot_fmt(name, sizeof(name), "node-%05d", i);
         spec.name = name;
         spec.model = node_types[t].model;

@@ -9,14 +9,16 @@
 
 #include "allot/cluster.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 /* Creates a cluster of `n_nodes` mixed GPU servers (A100/H100 in MIG and
- * shared mode, V100, T4, A10, P100), ranks shuffled with `seed`. Returns
+ * shared mode, V100, T4, A10, P100; only the 8-GPU kinds when `eight_gpus`),
+ * ranks shuffled with `seed`. Returns
  * NULL on allocation failure. Free with allot_cluster_free. */
 struct allot_cluster *sim_synth_cluster(const struct allot_catalog *cat, int n_nodes,
-                                        uint64_t seed);
+                                        bool eight_gpus, uint64_t seed);
 
 /* Fills out[0..n) with a synthetic task mix drawn with `seed`: about 13 %
  * CPU-only, 35 % fractions, 45 % one GPU, 2 % multi-GPU, 5 % MIG. */

@@ -1,0 +1,59 @@
+# allot: top-level entry points. The build itself is CMake + Ninja.
+#   make            build (RelWithDebInfo) into build/
+#   make demo       install missing packages, build, run the placement demo
+#   make test       install missing packages, build, run every unit test
+#   make test-data  checks against the real traces in ../shared/data
+#   make test-asan  unit tests under AddressSanitizer + UBSan
+#   make bench      placement and simulator benchmarks
+#   make check      clang-format, clang-tidy, cppcheck, source rules
+
+BUILD     ?= build
+ASAN      ?= build-asan
+JOBS      ?= $(shell nproc)
+DATA      ?= $(abspath ../shared/data)
+CMAKE_GEN  = cmake -S . -G Ninja -Wno-dev
+
+.PHONY: all build deps demo test test-data test-asan bench check format clean
+
+all: build
+
+deps:
+	@./scripts/install-deps
+
+$(BUILD)/build.ninja:
+	@$(CMAKE_GEN) -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+
+build: $(BUILD)/build.ninja
+	@ninja -C $(BUILD) -j$(JOBS) --quiet
+
+demo: deps build
+	@$(BUILD)/allot-sim demo
+
+test: deps build
+	@cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
+
+test-data: deps build
+	@./tests/data-checks.sh $(BUILD) $(DATA)
+
+test-asan: deps
+	@$(CMAKE_GEN) -B $(ASAN) -DCMAKE_BUILD_TYPE=Debug -DALLOT_SANITIZE=ON >/dev/null
+	@ninja -C $(ASAN) -j$(JOBS) --quiet
+	@cd $(ASAN) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+		ctest --output-on-failure -j$(JOBS)
+
+bench: deps build
+	@$(BUILD)/bench-placement
+	@if [ -d $(DATA)/openb ]; then ./bench/fill.sh $(BUILD) $(DATA); fi
+
+check: deps build
+	@./scripts/check-source
+	@clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h')
+	@cppcheck --quiet --error-exitcode=1 --enable=warning,portability \
+		--suppress=missingIncludeSystem --inline-suppr -Iinclude -Isrc/sim src
+	@clang-tidy --quiet -p $(BUILD) $$(git ls-files 'src/*.c') 2>/dev/null
+
+format:
+	@clang-format -i $$(git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf $(BUILD) $(ASAN)
