@@ -114,8 +114,11 @@ int main(int argc, char **argv)
                ops->name, nodes, (long long)allot_cluster_gpu_count(c), ntasks,
                (double)ntasks / (total / 1e6), (double)lat[ntasks / 2],
                (double)lat[(size_t)((double)ntasks * 0.99)]);
-        fprintf(stderr, "  (%s: %ld placed, %ld did not fit)\n", ops->name, placed,
-                ntasks - placed);
+        {
+            const int32_t *ids;
+            fprintf(stderr, "  (%s: %ld placed, %ld did not fit, %d state classes at the end)\n",
+                    ops->name, placed, ntasks - placed, allot_cluster_classes(c, &ids));
+        }
         fflush(stdout);
         sched_free(s);
         allot_cluster_free(c);

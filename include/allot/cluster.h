@@ -200,13 +200,38 @@ struct allot_class {
     int32_t cap;
     int32_t live_pos;     /* position in the live list, -1 when empty */
     uint32_t version;     /* bumped whenever members change */
-    /* scheduler's per-class caches, owned by the class */
-    int32_t *score;       /* per task shape id: cached score, valid when score_gen matches */
-    uint32_t *score_gen;
-    int32_t n_score;
-    double frag;          /* cached fragmentation of one member */
+    int32_t bucket;       /* capacity bucket (allot_cluster_bucket) */
+    int32_t bucket_pos;   /* position in the bucket's list */
+    double frag;          /* scheduler's cached fragmentation of one member */
     uint32_t frag_gen;
 };
+
+/* What the scheduler's scan reads per class, kept in one dense array
+ * indexed by class id so that a pass over thousands of classes stays in
+ * cache. */
+struct allot_class_hot {
+    uint32_t birth;    /* serial given when the class (id) was last created, >= 1 */
+    uint32_t rep_rank; /* rank of the representative member */
+};
+
+/* Dense per-class-id array (borrowed; valid until the next cluster change). */
+const struct allot_class_hot *allot_cluster_class_hot(const struct allot_cluster *c);
+
+/* Number of class ids in use (live or recycled); ids are below it. */
+int allot_cluster_class_ids(const struct allot_cluster *c);
+
+/* Capacity buckets: live classes are also filed by what their GPUs can
+ * still take (MIG GPUs present, fully free GPUs, largest free part of a
+ * partly used GPU in 100-milli steps), so a task only visits classes that
+ * may fit it. */
+#define ALLOT_BUCKET_PARTS 11
+#define ALLOT_BUCKETS (2 * (ALLOT_MAX_GPUS + 1) * ALLOT_BUCKET_PARTS)
+
+/* Live classes of bucket b: returns their count, ids through *ids (borrowed). */
+int allot_cluster_bucket(const struct allot_cluster *c, int b, const int32_t **ids);
+
+/* True when a node in bucket b may fit task t (a necessary condition). */
+bool allot_bucket_admits(int b, const struct allot_task *t);
 
 /* Live (non-empty) classes: returns their ids through *ids (borrowed). */
 int allot_cluster_classes(const struct allot_cluster *c, const int32_t **ids);

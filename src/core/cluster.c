@@ -25,10 +25,17 @@ struct allot_cluster {
     size_t name_cap;
     /* classes */
     struct allot_class *classes; /* owned */
+    struct allot_class_hot *hot; /* owned, parallel to classes */
+    size_t hot_cap;
+    uint32_t births;             /* class creation serial */
     size_t n_classes;
     size_t classes_cap;
     int32_t *free_classes; /* recycled class ids */
     size_t n_free, free_cap;
+    struct {
+        int32_t *ids; /* owned: live class ids in this bucket */
+        size_t n, cap;
+    } buckets[ALLOT_BUCKETS];
     int32_t *live; /* ids of non-empty classes */
     size_t n_live, live_cap;
     int32_t *sig_tab; /* signature -> class id, -1 empty, -2 deleted */
@@ -220,13 +227,51 @@ static void sig_remove(struct allot_cluster *c, int32_t id)
     c->sig_tab[h] = -2;
 }
 
+/* ---- capacity buckets ------------------------------------------------------------ */
+
+static int node_bucket(const struct allot_node *n)
+{
+    int mig = 0, whole = 0, part = 0;
+
+    for (int i = 0; i < n->n_gpus; i++) {
+        const struct allot_gpu *g = &n->gpus[i];
+        if (g->mode == ALLOT_GPU_MIG)
+            mig = 1;
+        else if (g->free_milli == ALLOT_MILLI)
+            whole++;
+        else if (g->mode == ALLOT_GPU_SHARED && g->free_milli > part)
+            part = g->free_milli;
+    }
+    return (mig * (ALLOT_MAX_GPUS + 1) + whole) * ALLOT_BUCKET_PARTS + part / 100;
+}
+
+bool allot_bucket_admits(int b, const struct allot_task *t)
+{
+    int part = b % ALLOT_BUCKET_PARTS;
+    int whole = b / ALLOT_BUCKET_PARTS % (ALLOT_MAX_GPUS + 1);
+    int mig = b / (ALLOT_BUCKET_PARTS * (ALLOT_MAX_GPUS + 1));
+
+    if (t->num_gpu == 0)
+        return true;
+    if (t->mig_profile >= 0)
+        return mig;
+    if (t->gpu_milli == ALLOT_MILLI && t->gpu_mem_mib == 0)
+        return whole >= t->num_gpu;
+    /* a fraction: a fully free GPU, or a partly used one that may be big enough */
+    return whole >= 1 || (part + 1) * 100 > t->gpu_milli;
+}
+
+int allot_cluster_bucket(const struct allot_cluster *c, int b, const int32_t **ids)
+{
+    *ids = c->buckets[b].ids;
+    return (int)c->buckets[b].n;
+}
+
 /* ---- index maintenance -------------------------------------------------------- */
 
 static void class_reset(struct allot_class *k)
 {
     allot_free(k->heap);
-    allot_free(k->score);
-    allot_free(k->score_gen);
     memset(k, 0, sizeof(*k));
     k->live_pos = -1;
 }
@@ -251,8 +296,14 @@ static void index_remove(struct allot_cluster *c, int i)
     k->version++;
     n->cls = -1;
     n->heap_pos = -1;
+    if (k->n_members > 0)
+        c->hot[id].rep_rank = c->nodes[k->heap[0]].rank;
     if (k->n_members == 0) {
         int32_t lp = k->live_pos;
+        int b = k->bucket;
+        size_t bp = (size_t)k->bucket_pos;
+        c->buckets[b].ids[bp] = c->buckets[b].ids[--c->buckets[b].n];
+        c->classes[c->buckets[b].ids[bp]].bucket_pos = (int32_t)bp;
         sig_remove(c, id);
         c->live[lp] = c->live[c->n_live - 1];
         c->classes[c->live[lp]].live_pos = lp;
@@ -268,6 +319,7 @@ static int index_reserve(struct allot_cluster *c)
     size_t need = c->n_classes + 1;
 
     if (allot_grow((void **)&c->classes, &c->classes_cap, need, sizeof(*c->classes)) ||
+        allot_grow((void **)&c->hot, &c->hot_cap, need, sizeof(*c->hot)) ||
         allot_grow((void **)&c->live, &c->live_cap, need, sizeof(*c->live)) ||
         allot_grow((void **)&c->free_classes, &c->free_cap, need, sizeof(*c->free_classes)))
         return ALLOT_ENOMEM;
@@ -325,6 +377,10 @@ static int index_place(struct allot_cluster *c, int i, const struct allot_node *
             k->cap = (int32_t)cap;
         }
     } else {
+        int b = node_bucket(&tmp);
+        if (allot_grow((void **)&c->buckets[b].ids, &c->buckets[b].cap, c->buckets[b].n + 1,
+                       sizeof(*c->buckets[b].ids)))
+            return ALLOT_ENOMEM;
         fresh = allot_malloc(4 * sizeof(*fresh));
         if (!fresh)
             return ALLOT_ENOMEM;
@@ -344,11 +400,15 @@ static int index_place(struct allot_cluster *c, int i, const struct allot_node *
         k->cap = 4;
         k->n_members = 0;
         k->sig = sig;
+        c->hot[id].birth = ++c->births ? c->births : ++c->births;
         if (c->sig_tab[slot] == -1)
             c->sig_used++;
         c->sig_tab[slot] = id;
         k->live_pos = (int32_t)c->n_live;
         c->live[c->n_live++] = id;
+        k->bucket = node_bucket(&tmp);
+        k->bucket_pos = (int32_t)c->buckets[k->bucket].n;
+        c->buckets[k->bucket].ids[c->buckets[k->bucket].n++] = id;
     }
     k = &c->classes[id];
     tmp.cls = id;
@@ -356,6 +416,7 @@ static int index_place(struct allot_cluster *c, int i, const struct allot_node *
     c->nodes[i] = tmp;
     k->heap[k->n_members++] = i;
     heap_up(c, k, c->nodes[i].heap_pos);
+    c->hot[id].rep_rank = c->nodes[k->heap[0]].rank;
     k->version++;
     return 0;
 }
@@ -391,9 +452,10 @@ void allot_cluster_free(struct allot_cluster *c)
         node_clear(&c->nodes[i]);
     for (size_t i = 0; i < c->n_classes; i++) {
         allot_free(c->classes[i].heap);
-        allot_free(c->classes[i].score);
-        allot_free(c->classes[i].score_gen);
     }
+    allot_free(c->hot);
+    for (int b = 0; b < ALLOT_BUCKETS; b++)
+        allot_free(c->buckets[b].ids);
     allot_free(c->nodes);
     allot_free(c->name_tab);
     allot_free(c->classes);
@@ -570,6 +632,7 @@ void allot_cluster_shuffle_ranks(struct allot_cluster *c, uint64_t seed)
         struct allot_class *k = &c->classes[c->live[i]];
         for (int32_t p = k->n_members / 2; p >= 0; p--)
             heap_down(c, k, p);
+        c->hot[c->live[i]].rep_rank = c->nodes[k->heap[0]].rank;
         k->version++;
     }
 }
@@ -631,6 +694,16 @@ int allot_cluster_classes(const struct allot_cluster *c, const int32_t **ids)
 {
     *ids = c->live;
     return (int)c->n_live;
+}
+
+const struct allot_class_hot *allot_cluster_class_hot(const struct allot_cluster *c)
+{
+    return c->hot;
+}
+
+int allot_cluster_class_ids(const struct allot_cluster *c)
+{
+    return (int)c->n_classes;
 }
 
 struct allot_class *allot_cluster_class(const struct allot_cluster *c, int32_t id)
@@ -815,6 +888,15 @@ int allot_cluster_check(const struct allot_cluster *c, char *err, size_t errlen)
             return ALLOT_EINTERNAL;
         }
         rl = node_key(c, &c->nodes[k->heap[0]], rk);
+        if (k->bucket != node_bucket(&c->nodes[k->heap[0]]) ||
+            c->buckets[k->bucket].ids[k->bucket_pos] != c->live[l]) {
+            allot_fmt(err, errlen, "class %d: filed in the wrong capacity bucket", c->live[l]);
+            return ALLOT_EINTERNAL;
+        }
+        if (c->hot[c->live[l]].rep_rank != c->nodes[k->heap[0]].rank) {
+            allot_fmt(err, errlen, "class %d: cached representative rank stale", c->live[l]);
+            return ALLOT_EINTERNAL;
+        }
         for (int32_t j = 0; j < k->n_members; j++) {
             const struct allot_node *n = &c->nodes[k->heap[j]];
             int kl = node_key(c, n, key);

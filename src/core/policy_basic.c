@@ -72,19 +72,39 @@ const struct sched_policy_ops sched_policy_bestfit = {
 
 /* ---- spread (worst fit) ---- */
 
+/*
+ * Worst fit: most fully free GPUs first (keeps load spread across GPUs),
+ * then most CPU and GPU left over, X = (C - c) + 16 (G - g) in 1/16 steps.
+ * score = whole * SPREAD_W + min(X / 16, SPREAD_W - 1).
+ */
+#define SPREAD_W 1000000
+
 static int spread_score(void *st, const struct sched *s, const struct allot_node *n,
                         const struct allot_task *t)
 {
     int64_t x = (n->cpu_free - t->cpu_milli) + 16 * (node_free_gpu(n) - task_gpu(s, n, t));
+    int whole = 0;
 
-    /* finer than bestfit's percent steps: spread wants the emptiest node */
-    return (int)(x / 16);
+    for (int i = 0; i < n->n_gpus; i++)
+        whole += n->gpus[i].mode != ALLOT_GPU_MIG && n->gpus[i].free_milli == ALLOT_MILLI;
+    x /= 16;
+    if (x >= SPREAD_W)
+        x = SPREAD_W - 1;
+    return whole * SPREAD_W + (int)(x < 0 ? 0 : x);
+}
+
+static int spread_bound(void *st, int bucket, const struct allot_task *t)
+{
+    int whole = bucket / ALLOT_BUCKET_PARTS % (ALLOT_MAX_GPUS + 1);
+
+    return whole * SPREAD_W + SPREAD_W - 1;
 }
 
 const struct sched_policy_ops sched_policy_spread = {
     .name = "spread",
-    .summary = "most CPU and GPU left over (worst fit, spreads load)",
+    .summary = "most free GPUs, then most CPU and GPU left over (worst fit)",
     .score = spread_score,
+    .bound = spread_bound,
 };
 
 /* ---- random ---- */

@@ -7,7 +7,8 @@
  * score = floor(100 * sigmoid(dF / scale)). fgd uses the mix it is handed
  * (the trace's, as in the paper) with scale 1000; with no mix it learns one.
  * allot never gets the mix in advance: it learns it online from arrivals
- * (rebuilt at 1, 2, 4, ... arrivals, then every 1024) and uses scale 2000,
+ * (rebuilt at 1, 2, 4, ... 4096 arrivals, then every 4096, and installed
+ * only when it moved by more than 0.02 in L1) and uses scale 2000,
  * which recovers what learning online costs (docs/benchmarks.md).
  */
 #include "allot/sched.h"
@@ -60,6 +61,30 @@ static void frag_fini(void *state)
     allot_free(p);
 }
 
+/* L1 distance between two mixes (shapes missing from one count fully). */
+static double mix_distance(const struct frag_mix *a, const struct frag_mix *b)
+{
+    double d = 0;
+
+    for (int i = 0; i < a->n; i++) {
+        double q = 0;
+        for (int j = 0; j < b->n; j++)
+            if (a->v[i].cpu_milli == b->v[j].cpu_milli && a->v[i].milli == b->v[j].milli &&
+                a->v[i].num_gpu == b->v[j].num_gpu && a->v[i].model_mask == b->v[j].model_mask)
+                q = b->v[j].p;
+        d += fabs(a->v[i].p - q);
+    }
+    for (int j = 0; j < b->n; j++) {
+        bool found = false;
+        for (int i = 0; i < a->n && !found; i++)
+            found = a->v[i].cpu_milli == b->v[j].cpu_milli && a->v[i].milli == b->v[j].milli &&
+                    a->v[i].num_gpu == b->v[j].num_gpu && a->v[i].model_mask == b->v[j].model_mask;
+        if (!found)
+            d += b->v[j].p;
+    }
+    return d;
+}
+
 static void frag_observe(void *state, struct sched *s, const struct allot_task *t)
 {
     struct frag_policy *p = state;
@@ -72,9 +97,14 @@ static void frag_observe(void *state, struct sched *s, const struct allot_task *
     p->seen[p->n_seen++] = *t;
     if (p->n_seen < p->next_rebuild)
         return;
-    p->next_rebuild = p->n_seen < 1024 ? p->n_seen * 2 : p->n_seen + 1024;
+    p->next_rebuild = p->n_seen < 4096 ? p->n_seen * 2 : p->n_seen + 4096;
     if (frag_mix_build(p->seen, p->n_seen, 0.95, &fresh) != 0)
         return;
+    if (mix_distance(&p->mix, &fresh) < 0.02) {
+        /* the mix has not moved: keep every cached score */
+        frag_mix_clear(&fresh);
+        return;
+    }
     frag_mix_clear(&p->mix);
     p->mix = fresh;
     sched_set_mix(s, &p->mix);

@@ -5,7 +5,10 @@
  * Cache validity: a state class never changes state (a node whose state
  * changes moves to another class), so a class's cached score for a task
  * shape stays right until the policy's parameters change, which bumps
- * s->gen. Recycled classes start with an empty cache.
+ * s->gen. The cache is one dense array per task shape indexed by class id;
+ * an entry holds the class's birth serial, so a recycled class id never
+ * reads its predecessor's score. A shape's array is wiped lazily the first
+ * time it is used after a generation change.
  */
 #include "allot/sched.h"
 
@@ -22,6 +25,19 @@ struct sched {
     size_t n_shapes, shapes_cap;
     int32_t *shape_tab;                   /* owned: hash -> shape id, -1 empty */
     size_t shape_tab_cap;
+    struct shape_cache *cache;            /* owned: per shape id */
+    size_t cache_cap;
+};
+
+/* Cached score of every class for one task shape. */
+struct score_entry {
+    uint32_t birth; /* class birth serial the score belongs to; 0 = empty */
+    int32_t score;  /* -1: infeasible */
+};
+struct shape_cache {
+    uint32_t gen;             /* generation the entries belong to */
+    size_t cap;               /* entries allocated */
+    struct score_entry *v;    /* owned, indexed by class id */
 };
 
 /* ---- shapes ------------------------------------------------------------ */
@@ -113,6 +129,9 @@ void sched_free(struct sched *s)
         return;
     if (s->ops->fini)
         s->ops->fini(s->pstate);
+    for (size_t i = 0; i < s->cache_cap; i++)
+        allot_free(s->cache[i].v);
+    allot_free(s->cache);
     allot_free(s->shapes);
     allot_free(s->shape_tab);
     allot_free(s);
@@ -282,100 +301,143 @@ int sched_choose_default(const struct sched *s, int node, const struct allot_tas
 
 /* ---- picking ------------------------------------------------------------------ */
 
-/* Cached score of class id for shape; computes it when stale. -1: infeasible. */
-static int class_score(struct sched *s, int32_t id, int shape, const struct allot_task *t,
-                       int *err)
+/* Makes the cache of `shape` current and large enough for every class id. */
+static struct shape_cache *shape_cache(struct sched *s, int shape)
 {
-    struct allot_class *k = allot_cluster_class(s->c, id);
-    const struct allot_node *rep;
+    size_t need = (size_t)allot_cluster_class_ids(s->c);
+    struct shape_cache *sc;
+
+    if ((size_t)shape >= s->cache_cap) {
+        size_t old = s->cache_cap;
+        if (allot_grow((void **)&s->cache, &s->cache_cap, (size_t)shape + 1, sizeof(*s->cache)))
+            return NULL;
+        memset(s->cache + old, 0, (s->cache_cap - old) * sizeof(*s->cache));
+    }
+    sc = &s->cache[shape];
+    if (sc->cap < need) {
+        size_t old = sc->cap;
+        if (allot_grow((void **)&sc->v, &sc->cap, need, sizeof(*sc->v)))
+            return NULL;
+        memset(sc->v + old, 0, (sc->cap - old) * sizeof(*sc->v));
+    }
+    if (sc->gen != s->gen) {
+        memset(sc->v, 0, sc->cap * sizeof(*sc->v));
+        sc->gen = s->gen;
+    }
+    return sc;
+}
+
+/* Scores class id for t (feasibility first) and stores it in e. */
+static int class_score(struct sched *s, int32_t id, uint32_t birth, const struct allot_task *t,
+                       struct score_entry *e)
+{
+    const struct allot_class *k = allot_cluster_class(s->c, id);
+    const struct allot_node *rep = allot_cluster_node(s->c, allot_class_rep(k));
     int sc;
 
-    if (shape < k->n_score && k->score_gen[shape] == s->gen)
-        return k->score[shape];
-    if (shape >= k->n_score) {
-        size_t cap = (size_t)s->shapes_cap;
-        int32_t *sv = allot_realloc(k->score, cap * sizeof(*sv));
-        uint32_t *gv;
-        if (!sv) {
-            *err = ALLOT_ENOMEM;
-            return -1;
-        }
-        k->score = sv;
-        gv = allot_realloc(k->score_gen, cap * sizeof(*gv));
-        if (!gv) {
-            *err = ALLOT_ENOMEM;
-            return -1;
-        }
-        k->score_gen = gv;
-        memset(gv + k->n_score, 0, (cap - (size_t)k->n_score) * sizeof(*gv));
-        k->n_score = (int32_t)cap;
-    }
-    rep = allot_cluster_node(s->c, allot_class_rep(k));
     if (!allot_node_fits(s->c, rep, t))
         sc = -1;
     else if (s->ops->flags & SCHED_POLICY_RANDOM)
         sc = 0;
     else
         sc = s->ops->score(s->pstate, s, rep, t);
-    k->score[shape] = sc;
-    k->score_gen[shape] = s->gen;
+    e->birth = birth;
+    e->score = sc;
     return sc;
+}
+
+/* The cached score of class id, computed when missing. */
+static inline int cached_score(struct sched *s, struct shape_cache *sc,
+                               const struct allot_class_hot *hot, int32_t id,
+                               const struct allot_task *t)
+{
+    struct score_entry *e = &sc->v[id];
+
+    if (e->birth == hot[id].birth)
+        return e->score;
+    return class_score(s, id, hot[id].birth, t, e);
 }
 
 int sched_pick(struct sched *s, const struct allot_task *t, struct allot_placement *out)
 {
     const int32_t *ids;
-    int nlive = allot_cluster_classes(s->c, &ids);
+    int nlive;
     int shape = shape_id(s, t);
-    int err = 0, node = -1, rc;
+    int node = -1;
+    struct shape_cache *sc;
+    const struct allot_class_hot *hot = allot_cluster_class_hot(s->c);
 
     if (shape < 0)
         return shape;
+    sc = shape_cache(s, shape);
+    if (!sc)
+        return ALLOT_ENOMEM;
     if (s->ops->flags & SCHED_POLICY_RANDOM) {
         uint64_t total = 0, r;
-        for (int i = 0; i < nlive; i++)
-            if (class_score(s, ids[i], shape, t, &err) >= 0)
-                total += (uint64_t)allot_cluster_class(s->c, ids[i])->n_members;
-        if (err)
-            return err;
+        for (int b = 0; b < ALLOT_BUCKETS; b++) {
+            if (!allot_bucket_admits(b, t))
+                continue;
+            nlive = allot_cluster_bucket(s->c, b, &ids);
+            for (int i = 0; i < nlive; i++)
+                if (cached_score(s, sc, hot, ids[i], t) >= 0)
+                    total += (uint64_t)allot_cluster_class(s->c, ids[i])->n_members;
+        }
         if (total == 0)
             return ALLOT_ENOSPC;
         r = allot_rng_below(&s->rng, total);
-        for (int i = 0; i < nlive; i++) {
-            struct allot_class *k = allot_cluster_class(s->c, ids[i]);
-            if (class_score(s, ids[i], shape, t, &err) < 0)
+        for (int b = 0; b < ALLOT_BUCKETS && node < 0; b++) {
+            if (!allot_bucket_admits(b, t))
                 continue;
-            if (r < (uint64_t)k->n_members) {
-                node = k->heap[r];
-                break;
+            nlive = allot_cluster_bucket(s->c, b, &ids);
+            for (int i = 0; i < nlive; i++) {
+                const struct allot_class *k;
+                if (sc->v[ids[i]].score < 0)
+                    continue;
+                k = allot_cluster_class(s->c, ids[i]);
+                if (r < (uint64_t)k->n_members) {
+                    node = k->heap[r];
+                    break;
+                }
+                r -= (uint64_t)k->n_members;
             }
-            r -= (uint64_t)k->n_members;
         }
     } else {
-        int best_sc = -1;
+        int best_sc = -1, best_id = -1, order[ALLOT_BUCKETS], bounds[ALLOT_BUCKETS], nb = 0;
         uint32_t best_rank = 0;
-        for (int i = 0; i < nlive; i++) {
-            int sc = class_score(s, ids[i], shape, t, &err);
-            const struct allot_class *k;
-            uint32_t rank;
-            if (sc < 0)
+        for (int b = 0; b < ALLOT_BUCKETS; b++) {
+            if (!allot_bucket_admits(b, t) || allot_cluster_bucket(s->c, b, &ids) == 0)
                 continue;
-            k = allot_cluster_class(s->c, ids[i]);
-            rank = allot_cluster_node(s->c, allot_class_rep(k))->rank;
-            if (sc > best_sc || (sc == best_sc && rank < best_rank)) {
-                best_sc = sc;
-                best_rank = rank;
-                node = allot_class_rep(k);
+            bounds[b] = s->ops->bound ? s->ops->bound(s->pstate, b, t) : 0;
+            /* insertion sort by bound, best first (few non-empty buckets) */
+            int j = nb++;
+            while (j > 0 && bounds[order[j - 1]] < bounds[b]) {
+                order[j] = order[j - 1];
+                j--;
+            }
+            order[j] = b;
+        }
+        for (int o = 0; o < nb; o++) {
+            int b = order[o];
+            if (s->ops->bound && best_id >= 0 && bounds[b] < best_sc)
+                break;
+            nlive = allot_cluster_bucket(s->c, b, &ids);
+            for (int i = 0; i < nlive; i++) {
+                int32_t id = ids[i];
+                int v = cached_score(s, sc, hot, id, t);
+                if (v > best_sc || (v == best_sc && v >= 0 && hot[id].rep_rank < best_rank)) {
+                    best_sc = v;
+                    best_rank = hot[id].rep_rank;
+                    best_id = id;
+                }
             }
         }
-        if (err)
-            return err;
+        if (best_id >= 0)
+            node = allot_class_rep(allot_cluster_class(s->c, best_id));
     }
     if (node < 0)
         return ALLOT_ENOSPC;
-    rc = s->ops->choose ? s->ops->choose(s->pstate, s, node, t, out)
-                        : sched_choose_default(s, node, t, out);
-    return rc;
+    return s->ops->choose ? s->ops->choose(s->pstate, s, node, t, out)
+                          : sched_choose_default(s, node, t, out);
 }
 
 int sched_place(struct sched *s, const struct allot_task *t, struct allot_placement *out,
@@ -403,6 +465,7 @@ int sched_release(struct sched *s, const struct allot_placement *p)
 int sched_check_invariants(const struct sched *s, char *err, size_t errlen)
 {
     const int32_t *ids;
+    const struct allot_class_hot *hot;
     int rc = allot_cluster_check(s->c, err, errlen);
     int nlive;
 
@@ -410,13 +473,17 @@ int sched_check_invariants(const struct sched *s, char *err, size_t errlen)
         return rc;
     /* every fresh cached feasibility answer must still be right */
     nlive = allot_cluster_classes(s->c, &ids);
-    for (int i = 0; i < nlive; i++) {
-        const struct allot_class *k = allot_cluster_class(s->c, ids[i]);
-        const struct allot_node *rep = allot_cluster_node(s->c, allot_class_rep(k));
-        for (int j = 0; j < k->n_score && (size_t)j < s->n_shapes; j++) {
-            if (k->score_gen[j] != s->gen)
+    hot = allot_cluster_class_hot(s->c);
+    for (size_t j = 0; j < s->cache_cap && j < s->n_shapes; j++) {
+        const struct shape_cache *sc = &s->cache[j];
+        if (sc->gen != s->gen)
+            continue;
+        for (int i = 0; i < nlive; i++) {
+            const struct allot_class *k = allot_cluster_class(s->c, ids[i]);
+            const struct allot_node *rep = allot_cluster_node(s->c, allot_class_rep(k));
+            if ((size_t)ids[i] >= sc->cap || sc->v[ids[i]].birth != hot[ids[i]].birth)
                 continue;
-            if ((k->score[j] >= 0) != allot_node_fits(s->c, rep, &s->shapes[j])) {
+            if ((sc->v[ids[i]].score >= 0) != allot_node_fits(s->c, rep, &s->shapes[j])) {
                 allot_fmt(err, errlen, "class of node %s: cached feasibility is stale",
                           rep->name);
                 return ALLOT_EINTERNAL;

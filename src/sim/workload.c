@@ -69,6 +69,8 @@ struct allot_cluster *sim_synth_cluster(const struct allot_catalog *cat, int n_n
     return c;
 }
 
+static const int64_t cpu_cores[] = {1, 2, 4, 6, 8, 12, 16, 24};
+#define N_CPU (sizeof(cpu_cores) / sizeof(cpu_cores[0]))
 static const int frac_milli[] = {810, 470, 320, 650, 230, 460, 590, 160, 500, 250};
 static const char *const mig_profiles[] = {"1g.10gb", "2g.20gb", "3g.40gb", "4g.40gb",
                                            "1g.20gb", "7g.80gb"};
@@ -85,8 +87,9 @@ void sim_synth_tasks(const struct allot_catalog *cat, struct allot_task *out, si
         t->mig_profile = -1;
         t->gpu_mem_mib = 0;
         t->model_mask = 0;
-        t->cpu_milli = 1000 * (int64_t)(1 + allot_rng_below(&r, 16));
-        t->mem_mib = 1024 * (int64_t)(1 + allot_rng_below(&r, 32));
+        /* openb-like: a few hundred distinct shapes, memory tied to CPU */
+        t->cpu_milli = cpu_cores[allot_rng_below(&r, N_CPU)] * 1000;
+        t->mem_mib = t->cpu_milli / 1000 * 1024 * (int64_t)(2 << allot_rng_below(&r, 2));
         if (kind < 130) { /* CPU-only */
             t->num_gpu = 0;
             t->gpu_milli = 0;
@@ -94,7 +97,7 @@ void sim_synth_tasks(const struct allot_catalog *cat, struct allot_task *out, si
             t->num_gpu = 1;
             t->gpu_milli = frac_milli[allot_rng_below(&r, 10)];
             if (allot_rng_below(&r, 4) == 0)
-                t->gpu_mem_mib = 1024 * (int64_t)(2 + allot_rng_below(&r, 8));
+                t->gpu_mem_mib = 1024 * (int64_t)(4 << allot_rng_below(&r, 3));
         } else if (kind < 930) { /* one GPU */
             t->num_gpu = 1;
             t->gpu_milli = ALLOT_MILLI;
@@ -103,6 +106,7 @@ void sim_synth_tasks(const struct allot_catalog *cat, struct allot_task *out, si
             t->num_gpu = k[allot_rng_below(&r, 3)];
             t->gpu_milli = ALLOT_MILLI;
             t->cpu_milli *= t->num_gpu;
+            t->mem_mib *= t->num_gpu;
         } else { /* MIG */
             t->num_gpu = 1;
             t->gpu_milli = 0;
