@@ -98,6 +98,8 @@ const struct frag_mix *sched_mix(const struct sched *s);
 /* Replaces the fragmentation mix (borrowed) and invalidates caches. */
 void sched_set_mix(struct sched *s, const struct frag_mix *mix);
 struct allot_rng *sched_rng(struct sched *s);
+/* The policy's private state (what its init returned; NULL without init). */
+void *sched_policy_state(const struct sched *s);
 /* Cached fragmentation of node n under the current mix. */
 double sched_node_frag(const struct sched *s, int node);
 

@@ -160,6 +160,11 @@ void sched_set_mix(struct sched *s, const struct frag_mix *mix)
     sched_invalidate(s);
 }
 
+void *sched_policy_state(const struct sched *s)
+{
+    return s->pstate;
+}
+
 struct allot_rng *sched_rng(struct sched *s)
 {
     return &s->rng;

@@ -1,0 +1,283 @@
+/*
+ * Unit tests of the placement policies (src/core/policy_*.c): each score
+ * worked by hand on hand-built node states, following the definitions in
+ * docs/benchmarks.md, plus each policy's choice between two nodes and the
+ * seeded rank tie-break.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "allot/sched.h"
+
+#include <math.h>
+#include <string.h>
+
+#define OFFSET 1000000 /* the offset bestfit and dotprod add (policy_basic.c) */
+
+static struct allot_catalog *cat;
+
+static int setup(void **state)
+{
+    char err[256];
+
+    cat = allot_catalog_default(err, sizeof(err));
+    return cat ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    allot_catalog_free(cat);
+    return 0;
+}
+
+/* A cluster of `n` nodes with `gpus` T4s, 64 cores, 256 GiB each. */
+static struct allot_cluster *mk(int n, int gpus)
+{
+    struct allot_cluster *c = allot_cluster_new(cat, 0);
+    char err[128], name[16];
+
+    assert_non_null(c);
+    for (int i = 0; i < n; i++) {
+        struct allot_node_spec sp = {.name = name, .model = "T4", .cpu_milli = 64000,
+                                     .mem_mib = 262144, .n_gpus = gpus};
+        allot_fmt(name, sizeof(name), "n%d", i);
+        assert_int_equal(allot_cluster_add_node(c, &sp, err, sizeof(err)), i);
+    }
+    return c;
+}
+
+static struct allot_task frac(int milli, int64_t cpu)
+{
+    struct allot_task t = {.num_gpu = 1, .gpu_milli = milli, .mig_profile = -1, .cpu_milli = cpu};
+    return t;
+}
+
+static struct allot_task whole(int k, int64_t cpu)
+{
+    struct allot_task t = {.num_gpu = k, .gpu_milli = 1000, .mig_profile = -1, .cpu_milli = cpu};
+    return t;
+}
+
+/* Places t on a given node (with the default GPU choice). */
+static void put(struct sched *s, int node, struct allot_task t)
+{
+    struct allot_placement p;
+
+    assert_int_equal(sched_choose_default(s, node, &t, &p), 0);
+    assert_int_equal(allot_cluster_apply(sched_cluster(s), &p), 0);
+}
+
+static int score_of(const char *policy, struct sched *s, int node, struct allot_task t)
+{
+    const struct sched_policy_ops *ops = sched_policy_find(policy);
+
+    assert_non_null(ops);
+    return ops->score(sched_policy_state(s), s, allot_cluster_node(sched_cluster(s), node), &t);
+}
+
+static void test_bestfit_score(void **state)
+{
+    struct allot_cluster *c = mk(1, 4);
+    struct sched *s = sched_new(c, sched_policy_find("bestfit"), NULL);
+
+    /* leave free C = 64000 - 8000 = 56000, G = 4000 - 2000 = 2000 */
+    put(s, 0, whole(2, 8000));
+    /* task c = 8000, g = 500: X = (56000-8000) + 16 (2000-500) = 72000;
+     * raw = floor(100 (1 - 0.5*48000/128000 - 0.5*1500/8000))
+     *     = floor(100 - 18.75 - 9.375) = floor(71.875) = 71 */
+    assert_int_equal(score_of("bestfit", s, 0, frac(500, 8000)), OFFSET + 71);
+    /* c = 48000, g = 1000: X = 8000 + 16 * 1000 = 24000, 100 - 9.375 -> 90 */
+    assert_int_equal(score_of("bestfit", s, 0, whole(1, 48000)), OFFSET + 90);
+    sched_free(s);
+    allot_cluster_free(c);
+}
+
+static void test_dotprod_score(void **state)
+{
+    struct allot_cluster *c = mk(1, 4);
+    struct sched *s = sched_new(c, sched_policy_find("dotprod"), NULL);
+
+    /* free C = 64000, G = 4000; task c = 16000, g = 1000:
+     * dot = (64000/128000)(16000/128000) + (4000/8000)(1000/8000) = 0.0625 + 0.0625
+     * score = floor(100 (1 - 0.125/2)) = floor(93.75) = 93 */
+    assert_int_equal(score_of("dotprod", s, 0, whole(1, 16000)), OFFSET + 93);
+    sched_free(s);
+    allot_cluster_free(c);
+}
+
+static void test_gpuclustering_score(void **state)
+{
+    struct allot_cluster *c = mk(3, 8);
+    struct sched *s = sched_new(c, sched_policy_find("gpuclustering"), NULL);
+
+    /* node 0 empty: f = 0, no GPU tasks: 25 */
+    assert_int_equal(score_of("gpuclustering", s, 0, frac(300, 1000)), 25);
+    /* node 1 hosts one fraction of 500: f = 500/8000; same class only: floor(1.5625 + 75) */
+    put(s, 1, frac(500, 1000));
+    assert_int_equal(score_of("gpuclustering", s, 1, frac(300, 1000)), 76);
+    /* a 1-GPU task on node 1: only other classes -> 0 + floor(25*0.0625) = 1 */
+    assert_int_equal(score_of("gpuclustering", s, 1, whole(1, 1000)), 1);
+    /* node 2 hosts a fraction and a whole GPU: f = 1500/8000, both classes -> 50 */
+    put(s, 2, frac(500, 1000));
+    put(s, 2, whole(1, 1000));
+    assert_int_equal(score_of("gpuclustering", s, 2, frac(100, 1000)), 54);
+    /* CPU-only tasks score 0 */
+    assert_int_equal(score_of("gpuclustering", s, 2, whole(0, 1000)), 0);
+    sched_free(s);
+    allot_cluster_free(c);
+}
+
+static void test_gpupacking_score(void **state)
+{
+    struct allot_cluster *c = mk(2, 8);
+    struct sched *s = sched_new(c, sched_policy_find("gpupacking"), NULL);
+
+    /* empty 8-GPU node: 33 - 8 */
+    assert_int_equal(score_of("gpupacking", s, 0, frac(200, 1000)), 25);
+    put(s, 1, frac(700, 1000)); /* one GPU with 300 free */
+    /* served from the partly used GPU: 100 - 30 %/10 = 97 */
+    assert_int_equal(score_of("gpupacking", s, 1, frac(200, 1000)), 97);
+    /* needs fully free GPUs on a used node: 50 - 2 */
+    assert_int_equal(score_of("gpupacking", s, 1, whole(2, 1000)), 48);
+    /* a fraction too big for the partly used GPU takes a free one: 50 - 1 */
+    assert_int_equal(score_of("gpupacking", s, 1, frac(400, 1000)), 49);
+    sched_free(s);
+    allot_cluster_free(c);
+}
+
+static void test_fgd_score_and_choice(void **state)
+{
+    struct allot_cluster *c = mk(1, 2);
+    /* one typical task: a 500-milli fraction */
+    struct allot_task typical = frac(500, 0);
+    struct frag_mix mix;
+    struct sched_opts o = {.seed = 1, .mix = &mix};
+    struct sched *s;
+    struct allot_placement p;
+
+    assert_int_equal(frag_mix_build(&typical, 1, 0.95, &mix), 0);
+    s = sched_new(c, sched_policy_find("fgd"), &o);
+    assert_non_null(s);
+    put(s, 0, frac(400, 0)); /* GPUs free: 600, 1000 */
+    /* F before: typical fits, no GPU below 500 -> 0.
+     * 500 on GPU0 (600 -> 100): F = 100, dF = -100 -> floor(100 sigmoid(-0.1)) = 47
+     * 500 on GPU1 (1000 -> 500): F = 0, dF = 0 -> 50. Best: 50 on GPU1. */
+    assert_int_equal(score_of("fgd", s, 0, frac(500, 0)), 50);
+    assert_int_equal(sched_pick(s, &(struct allot_task){.num_gpu = 1, .gpu_milli = 500,
+                                                        .mig_profile = -1},
+                                &p),
+                     0);
+    assert_int_equal(p.gpu_mask, 2u);
+    /* 600 on GPU0 (600 -> 0): F = 0, dF = 0 -> 50; on GPU1 (1000 -> 400): F = 400,
+     * dF = -400 -> floor(100 sigmoid(-0.4)) = 40. Picks GPU0. */
+    assert_int_equal(sched_pick(s, &(struct allot_task){.num_gpu = 1, .gpu_milli = 600,
+                                                        .mig_profile = -1},
+                                &p),
+                     0);
+    assert_int_equal(p.gpu_mask, 1u);
+    /* CPU-only tasks score 100 */
+    assert_int_equal(score_of("fgd", s, 0, whole(0, 1000)), 100);
+    sched_free(s);
+    frag_mix_clear(&mix);
+    allot_cluster_free(c);
+}
+
+/* Which node each policy picks between a partly used and an empty node. */
+static void test_policy_choices(void **state)
+{
+    static const struct {
+        const char *policy;
+        int node;
+    } want[] = {{"firstfit", 0}, {"bestfit", 1}, {"spread", 0},     {"gpupacking", 1},
+                /* dotprod: both nodes floor to 98 (98.67 and 98.80), the tie
+                 * goes to the lower rank: integer scores matter */
+                {"dotprod", 0},
+                /* fgd/allot: 300 on a free GPU of either node leaves F = 0
+                 * (dF = 0, score 50); on node 1's half-used GPU it would strand
+                 * 200. Tie: lower rank */
+                {"fgd", 0},      {"gpuclustering", 1}, {"allot", 0}};
+
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+        struct allot_cluster *c = mk(2, 4);
+        struct allot_task t = frac(300, 2000);
+        struct frag_mix mix;
+        struct sched_opts o = {.seed = 7, .mix = &mix};
+        struct sched *s;
+        struct allot_placement p;
+
+        assert_int_equal(frag_mix_build(&t, 1, 0.95, &mix), 0);
+        s = sched_new(c, sched_policy_find(want[i].policy), &o);
+        assert_non_null(s);
+        put(s, 1, frac(500, 2000));
+        assert_int_equal(sched_place(s, &t, &p, NULL, 0), 0);
+        if (p.node != want[i].node)
+            fail_msg("%s picked node %d, expected %d", want[i].policy, p.node, want[i].node);
+        sched_free(s);
+        frag_mix_clear(&mix);
+        allot_cluster_free(c);
+    }
+}
+
+static void test_rank_tiebreak(void **state)
+{
+    struct allot_cluster *c = mk(16, 2);
+    struct sched *s;
+    struct allot_placement p;
+    uint32_t low = UINT32_MAX;
+    int want = -1;
+
+    allot_cluster_shuffle_ranks(c, 12345);
+    for (int i = 0; i < 16; i++)
+        if (allot_cluster_node(c, i)->rank < low) {
+            low = allot_cluster_node(c, i)->rank;
+            want = i;
+        }
+    s = sched_new(c, sched_policy_find("bestfit"), NULL);
+    /* all nodes identical: the lowest rank wins */
+    assert_int_equal(sched_pick(s, &(struct allot_task){.num_gpu = 1, .gpu_milli = 1000,
+                                                        .mig_profile = -1},
+                                &p),
+                     0);
+    assert_int_equal(p.node, want);
+    sched_free(s);
+    allot_cluster_free(c);
+}
+
+static void test_random_policy(void **state)
+{
+    struct allot_cluster *c = mk(8, 1);
+    struct sched_opts o = {.seed = 99};
+    struct sched *s = sched_new(c, sched_policy_find("random"), &o);
+    int hits[8] = {0};
+    struct allot_placement p;
+
+    /* only feasible nodes, and more than one of them over repeated picks */
+    put(s, 3, whole(1, 0));
+    for (int i = 0; i < 200; i++) {
+        assert_int_equal(sched_pick(s, &(struct allot_task){.num_gpu = 1, .gpu_milli = 1000,
+                                                            .mig_profile = -1},
+                                    &p),
+                         0);
+        hits[p.node]++;
+    }
+    assert_int_equal(hits[3], 0);
+    for (int i = 0; i < 8; i++)
+        if (i != 3)
+            assert_true(hits[i] > 0);
+    sched_free(s);
+    allot_cluster_free(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bestfit_score),      cmocka_unit_test(test_dotprod_score),
+        cmocka_unit_test(test_gpuclustering_score), cmocka_unit_test(test_gpupacking_score),
+        cmocka_unit_test(test_fgd_score_and_choice), cmocka_unit_test(test_policy_choices),
+        cmocka_unit_test(test_rank_tiebreak),      cmocka_unit_test(test_random_policy),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
