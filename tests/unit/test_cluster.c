@@ -1,0 +1,272 @@
+/*
+ * Unit tests of the cluster model (src/core/cluster.c, task.c) and the
+ * common layer: node validation with messages naming the field, identical
+ * nodes grouped into one state class with the lowest rank representing it,
+ * apply/release round trips, bad placements refused without change, node
+ * states, capacity buckets, typical-task mixes, and the allocation wrapper.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "allot/cluster.h"
+#include "allot/common.h"
+#include "allot/frag.h"
+
+#include <string.h>
+
+static struct allot_catalog *cat;
+
+static int setup(void **state)
+{
+    char err[256];
+
+    cat = allot_catalog_default(err, sizeof(err));
+    return cat ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    allot_catalog_free(cat);
+    return 0;
+}
+
+static void test_add_node_validation(void **state)
+{
+    struct allot_cluster *c = allot_cluster_new(cat, 0);
+    char err[256];
+    struct allot_node_spec ok = {.name = "a", .model = "V100M32", .cpu_milli = 1000,
+                                 .mem_mib = 1024, .n_gpus = 8};
+    struct {
+        struct allot_node_spec spec;
+        int rc;
+        const char *needle;
+    } bad[] = {
+        {{.name = "a", .model = "T4", .n_gpus = 1}, ALLOT_EEXIST, "duplicate"},
+        {{.name = "", .model = "T4", .n_gpus = 1}, ALLOT_EINVAL, "name"},
+        {{.name = "b", .model = "X9000", .n_gpus = 1}, ALLOT_EINVAL, "model"},
+        {{.name = "b", .model = "T4", .n_gpus = 99}, ALLOT_ERANGE, "gpus"},
+        {{.name = "b", .model = "T4", .n_gpus = 1, .cpu_milli = -1}, ALLOT_ERANGE, "cpu_milli"},
+        {{.name = "b", .model = "T4", .n_gpus = 1, .gpu_mode = ALLOT_GPU_MIG}, ALLOT_EINVAL, "MIG"},
+    };
+
+    assert_int_equal(allot_cluster_add_node(c, &ok, err, sizeof(err)), 0);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_equal(allot_cluster_add_node(c, &bad[i].spec, err, sizeof(err)), bad[i].rc);
+        if (!strstr(err, bad[i].needle))
+            fail_msg("case %zu: \"%s\" does not mention %s", i, err, bad[i].needle);
+    }
+    assert_int_equal(allot_cluster_node_count(c), 1);
+    assert_int_equal(allot_cluster_find_node(c, "a"), 0);
+    assert_int_equal(allot_cluster_find_node(c, "b"), -1);
+    assert_int_equal(allot_cluster_gpu_count(c), 8);
+    assert_int_equal(allot_cluster_check(c, err, sizeof(err)), 0);
+    allot_cluster_free(c);
+}
+
+static void test_state_classes(void **state)
+{
+    struct allot_cluster *c = allot_cluster_new(cat, 0);
+    char err[256], name[16];
+    const int32_t *ids;
+    struct allot_placement p = {.node = 2, .gpu_mask = 1, .gpu_milli = 500, .mig_profile = -1,
+                                .cpu_milli = 1000, .pod_class = 0};
+
+    for (int i = 0; i < 5; i++) {
+        struct allot_node_spec sp = {.name = name, .model = "T4", .cpu_milli = 8000,
+                                     .mem_mib = 8192, .n_gpus = 2};
+        allot_fmt(name, sizeof(name), "n%d", i);
+        assert_int_equal(allot_cluster_add_node(c, &sp, err, sizeof(err)), i);
+    }
+    /* five identical nodes: one class, represented by the lowest rank */
+    assert_int_equal(allot_cluster_classes(c, &ids), 1);
+    allot_cluster_shuffle_ranks(c, 77);
+    {
+        const struct allot_class *k = allot_cluster_class(c, ids[0]);
+        uint32_t low = UINT32_MAX;
+        for (int i = 0; i < 5; i++)
+            if (allot_cluster_node(c, i)->rank < low)
+                low = allot_cluster_node(c, i)->rank;
+        assert_int_equal(allot_cluster_node(c, allot_class_rep(k))->rank, low);
+        assert_int_equal(k->n_members, 5);
+    }
+    /* a placement splits one node off; its release merges it back */
+    assert_int_equal(allot_cluster_apply(c, &p), 0);
+    assert_int_equal(allot_cluster_classes(c, &ids), 2);
+    assert_int_equal(allot_cluster_node(c, 2)->gpus[0].free_milli, 500);
+    assert_int_equal(allot_cluster_check(c, err, sizeof(err)), 0);
+    /* the same placement on GPU 1 of node 3 lands in the same class (GPU order ignored) */
+    p.node = 3;
+    p.gpu_mask = 2;
+    assert_int_equal(allot_cluster_apply(c, &p), 0);
+    assert_int_equal(allot_cluster_classes(c, &ids), 2);
+    assert_int_equal(allot_cluster_release(c, &p), 0);
+    p.node = 2;
+    p.gpu_mask = 1;
+    assert_int_equal(allot_cluster_release(c, &p), 0);
+    assert_int_equal(allot_cluster_classes(c, &ids), 1);
+    /* releasing twice is refused and changes nothing */
+    assert_int_equal(allot_cluster_release(c, &p), ALLOT_EINVAL);
+    assert_int_equal(allot_cluster_used_milli(c), 0);
+    assert_int_equal(allot_cluster_check(c, err, sizeof(err)), 0);
+    /* draining takes a node out of the index; ready puts it back */
+    assert_int_equal(allot_cluster_set_state(c, 1, ALLOT_NODE_DRAINING), 0);
+    assert_int_equal(allot_cluster_check(c, err, sizeof(err)), 0);
+    assert_int_equal(allot_cluster_apply(c, &(struct allot_placement){.node = 1,
+                                                                       .mig_profile = -1,
+                                                                       .pod_class = -1}),
+                     ALLOT_ESTATE);
+    assert_int_equal(allot_cluster_set_state(c, 1, ALLOT_NODE_READY), 0);
+    assert_int_equal(allot_cluster_classes(c, &ids), 1);
+    assert_int_equal(allot_cluster_class(c, ids[0])->n_members, 5);
+    assert_int_equal(allot_cluster_check(c, err, sizeof(err)), 0);
+    allot_cluster_free(c);
+}
+
+static void test_apply_refuses_overcommit(void **state)
+{
+    struct allot_cluster *c = allot_cluster_new(cat, 0);
+    struct allot_node_spec sp = {.name = "x", .model = "A10", .cpu_milli = 4000,
+                                 .mem_mib = 4096, .n_gpus = 2, .gpu_mode = ALLOT_GPU_EXCLUSIVE};
+    char err[256];
+    struct allot_placement frac = {.node = 0, .gpu_mask = 1, .gpu_milli = 300,
+                                   .mig_profile = -1, .pod_class = 0};
+    struct allot_placement w = {.node = 0, .gpu_mask = 3, .gpu_milli = 1000, .mig_profile = -1,
+                                .cpu_milli = 5000, .pod_class = 2};
+
+    assert_int_equal(allot_cluster_add_node(c, &sp, err, sizeof(err)), 0);
+    /* exclusive GPUs take no fractions */
+    assert_int_equal(allot_cluster_apply(c, &frac), ALLOT_EINVAL);
+    /* more CPU than the node has */
+    assert_int_equal(allot_cluster_apply(c, &w), ALLOT_ENOSPC);
+    w.cpu_milli = 4000;
+    assert_int_equal(allot_cluster_apply(c, &w), 0);
+    /* the GPUs are taken now */
+    w.cpu_milli = 0;
+    assert_int_equal(allot_cluster_apply(c, &w), ALLOT_ENOSPC);
+    /* GPU outside the node */
+    w.gpu_mask = 4;
+    assert_int_equal(allot_cluster_apply(c, &w), ALLOT_EINVAL);
+    assert_int_equal(allot_cluster_used_milli(c), 2000);
+    assert_int_equal(allot_cluster_check(c, err, sizeof(err)), 0);
+    allot_cluster_free(c);
+}
+
+static void test_buckets(void **state)
+{
+    struct allot_task whole2 = {.num_gpu = 2, .gpu_milli = 1000, .mig_profile = -1};
+    struct allot_task frac = {.num_gpu = 1, .gpu_milli = 520, .mig_profile = -1};
+    struct allot_task cpu = {.mig_profile = -1};
+    struct allot_task mig = {.num_gpu = 1, .mig_profile = 0};
+    /* bucket = (mig * 17 + whole) * 11 + part / 100 */
+    int b_one_free = (0 * 17 + 1) * 11 + 0, b_part_400 = 4, b_part_500 = 5, b_mig = 17 * 11;
+
+    assert_false(allot_bucket_admits(b_one_free, &whole2));
+    assert_true(allot_bucket_admits(b_one_free, &frac));
+    assert_false(allot_bucket_admits(b_part_400, &frac)); /* largest part < 500 < 520 */
+    assert_true(allot_bucket_admits(b_part_500, &frac));
+    assert_true(allot_bucket_admits(b_part_400, &cpu));
+    assert_true(allot_bucket_admits(b_mig, &mig));
+    assert_false(allot_bucket_admits(b_one_free, &mig));
+}
+
+static void test_task_validation(void **state)
+{
+    char err[256];
+    struct allot_task t = {.num_gpu = 1, .gpu_milli = 0, .gpu_mem_mib = 4096, .mig_profile = -1};
+
+    assert_int_equal(allot_task_validate(cat, &t, err, sizeof(err)), 0); /* memory-only share */
+    t.gpu_mem_mib = 0;
+    assert_int_equal(allot_task_validate(cat, &t, err, sizeof(err)), ALLOT_EINVAL);
+    assert_non_null(strstr(err, "neither"));
+    t = (struct allot_task){.num_gpu = 1, .mig_profile = allot_catalog_find_profile(cat, "7g.80gb"),
+                            .model_mask = 1ULL << allot_catalog_find_model(cat, "T4")};
+    assert_int_equal(allot_task_validate(cat, &t, err, sizeof(err)), ALLOT_EINVAL);
+    assert_non_null(strstr(err, "no allowed GPU model"));
+    t.model_mask = 0;
+    assert_int_equal(allot_task_validate(cat, &t, err, sizeof(err)), 0);
+    assert_int_equal(allot_task_pod_class(&t), 0);
+    t = (struct allot_task){.num_gpu = 4, .gpu_milli = 1000, .mig_profile = -1};
+    assert_int_equal(allot_task_pod_class(&t), 4);
+}
+
+static void test_frag_mix(void **state)
+{
+    struct allot_task t[10];
+    struct frag_mix m;
+    int32_t g[2] = {1000, 300};
+
+    /* 6 x frac 500, 3 x whole 1, 1 x CPU-only: 95 % coverage keeps all three */
+    for (int i = 0; i < 10; i++) {
+        t[i] = (struct allot_task){.num_gpu = 1, .gpu_milli = 500, .mig_profile = -1};
+        if (i >= 6)
+            t[i].gpu_milli = 1000;
+        if (i == 9)
+            t[i] = (struct allot_task){.mig_profile = -1};
+    }
+    assert_int_equal(frag_mix_build(t, 10, 0.95, &m), 0);
+    assert_int_equal(m.n, 3);
+    assert_int_equal(m.v[0].milli, 500);
+    assert_true(m.v[0].p > 0.599 && m.v[0].p < 0.601);
+    /* GPUs free 1000 and 300, CPU plenty:
+     * frac 500 fits, 300 is stranded: 0.6 * 300; whole fits, 300 stranded: 0.3 * 300;
+     * CPU-only: all 1300 count: 0.1 * 1300. Sum 180 + 90 + 130 = 400 */
+    assert_true(frag_state(&m, 0, 64000, g, 2) > 399.99 && frag_state(&m, 0, 64000, g, 2) < 400.01);
+    frag_mix_clear(&m);
+    /* 60 % coverage keeps only the most popular shape */
+    assert_int_equal(frag_mix_build(t, 10, 0.6, &m), 0);
+    assert_int_equal(m.n, 1);
+    frag_mix_clear(&m);
+    assert_int_equal(frag_mix_build(t, 10, 0, &m), ALLOT_EINVAL);
+}
+
+static void test_common(void **state)
+{
+    struct allot_rng a, b;
+    void *p;
+    int *arr = NULL;
+    size_t cap = 0;
+    char buf[4];
+
+    assert_string_equal(allot_strerror(ALLOT_ENOSPC), "no capacity for the request");
+    assert_string_equal(allot_strerror(-999), "unknown error");
+    allot_rng_seed(&a, 5);
+    allot_rng_seed(&b, 5);
+    for (int i = 0; i < 100; i++) {
+        assert_int_equal(allot_rng_next(&a), allot_rng_next(&b));
+        assert_true(allot_rng_below(&a, 7) < 7);
+        (void)allot_rng_below(&b, 7);
+    }
+    allot_alloc_fail_at(2, false);
+    p = allot_malloc(8);
+    assert_non_null(p);
+    assert_null(allot_malloc(8)); /* the 2nd fails */
+    allot_free(p);
+    p = allot_malloc(8); /* one-shot: the 3rd works */
+    assert_non_null(p);
+    allot_free(p);
+    allot_alloc_fail_at(1, true);
+    assert_int_equal(allot_grow((void **)&arr, &cap, 10, sizeof(int)), ALLOT_ENOMEM);
+    assert_null(arr);
+    allot_alloc_fail_at(0, false);
+    assert_int_equal(allot_grow((void **)&arr, &cap, 10, sizeof(int)), 0);
+    assert_true(cap >= 10);
+    allot_free(arr);
+    assert_int_equal(allot_strlcpy(buf, "abcdef", sizeof(buf)), 6);
+    assert_string_equal(buf, "abc");
+    assert_int_equal(allot_fmt(buf, sizeof(buf), "%d", 12345), 5);
+    assert_string_equal(buf, "123");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_add_node_validation), cmocka_unit_test(test_state_classes),
+        cmocka_unit_test(test_apply_refuses_overcommit), cmocka_unit_test(test_buckets),
+        cmocka_unit_test(test_task_validation),     cmocka_unit_test(test_frag_mix),
+        cmocka_unit_test(test_common),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
