@@ -16,13 +16,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ALLOT_MAX_MODELS 64          /* model masks are uint64_t */
-#define ALLOT_MODEL_NAME_MAX 32
-#define ALLOT_MAX_ALIASES 6
-#define ALLOT_MIG_MAX_SLICES 8       /* memory slices per GPU */
-#define ALLOT_MIG_MAX_PROFILES 16    /* profiles per model */
-#define ALLOT_MIG_MAX_PLACEMENTS 8   /* placements per profile */
-#define ALLOT_MIG_MAX_INSTANCES 8    /* GPU instances per GPU */
+#define ALLOT_MAX_MODELS          64 /* model masks are uint64_t */
+#define ALLOT_MODEL_NAME_MAX      32
+#define ALLOT_MAX_ALIASES         6
+#define ALLOT_MIG_MAX_SLICES      8  /* memory slices per GPU */
+#define ALLOT_MIG_MAX_PROFILES    16 /* profiles per model */
+#define ALLOT_MIG_MAX_PLACEMENTS  8  /* placements per profile */
+#define ALLOT_MIG_MAX_INSTANCES   8  /* GPU instances per GPU */
 #define ALLOT_MAX_GLOBAL_PROFILES 128
 
 struct allot_mig_placement {
@@ -36,22 +36,22 @@ struct allot_mig_profile {
     int global_id;                   /* index into allot_catalog.profile_names */
     int compute_slices;
     int memory_slices;
-    int max_instances;               /* of this profile alone on an empty GPU */
-    int64_t memory_mib;              /* usable memory of one instance (approximate) */
+    int max_instances;  /* of this profile alone on an empty GPU */
+    int64_t memory_mib; /* usable memory of one instance (approximate) */
     int n_placements;
     struct allot_mig_placement placements[ALLOT_MIG_MAX_PLACEMENTS];
 };
 
 struct allot_gpu_model {
-    char name[ALLOT_MODEL_NAME_MAX];                      /* canonical, e.g. "A100-80GB" */
+    char name[ALLOT_MODEL_NAME_MAX];                       /* canonical, e.g. "A100-80GB" */
     char aliases[ALLOT_MAX_ALIASES][ALLOT_MODEL_NAME_MAX]; /* e.g. "A100", "V100M16" */
     int n_aliases;
     int64_t memory_mib;
     int sm_count;
-    bool mig;                /* MIG-capable */
-    int compute_slices;      /* MIG only: 7 (4 on A30) */
-    int memory_slices;       /* MIG only: 8 (4 on A30) */
-    int max_gpu_instances;   /* MIG only */
+    bool mig;              /* MIG-capable */
+    int compute_slices;    /* MIG only: 7 (4 on A30) */
+    int memory_slices;     /* MIG only: 8 (4 on A30) */
+    int max_gpu_instances; /* MIG only */
     int n_profiles;
     struct allot_mig_profile profiles[ALLOT_MIG_MAX_PROFILES];
     /* global profile id -> local index in profiles[], -1 when absent */

@@ -31,9 +31,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ALLOT_MAX_GPUS 16     /* per node */
-#define ALLOT_MILLI 1000      /* one whole GPU in milli-GPU */
-#define ALLOT_POD_CLASSES 17  /* class 0: fractional, k: k whole GPUs (k <= 16) */
+#define ALLOT_MAX_GPUS    16   /* per node */
+#define ALLOT_MILLI       1000 /* one whole GPU in milli-GPU */
+#define ALLOT_POD_CLASSES 17   /* class 0: fractional, k: k whole GPUs (k <= 16) */
 
 enum allot_gpu_mode {
     ALLOT_GPU_SHARED = 0, /* whole GPUs and fractions */
@@ -58,34 +58,34 @@ struct allot_label {
 };
 
 struct allot_node {
-    char *name;              /* owned */
-    int model;               /* catalog model index; -1 for a CPU-only node */
-    int64_t cpu_milli;       /* capacity */
+    char *name;        /* owned */
+    int model;         /* catalog model index; -1 for a CPU-only node */
+    int64_t cpu_milli; /* capacity */
     int64_t cpu_free;
-    int64_t mem_mib;         /* capacity */
+    int64_t mem_mib; /* capacity */
     int64_t mem_free;
     int n_gpus;
     struct allot_gpu gpus[ALLOT_MAX_GPUS];
-    int state;               /* enum allot_node_state */
-    int rack;                /* rack / switch id for multi-node placement */
+    int state; /* enum allot_node_state */
+    int rack;  /* rack / switch id for multi-node placement */
     int n_labels;
-    struct allot_label *labels; /* owned, n_labels entries */
+    struct allot_label *labels;              /* owned, n_labels entries */
     uint16_t pod_classes[ALLOT_POD_CLASSES]; /* GPU tasks hosted, per class */
-    uint32_t rank;           /* tie-break order: lower wins */
+    uint32_t rank;                           /* tie-break order: lower wins */
     /* index bookkeeping, owned by the cluster */
-    int32_t cls;             /* state class id, -1 when not schedulable */
-    int32_t heap_pos;        /* position in the class's member heap */
+    int32_t cls;      /* state class id, -1 when not schedulable */
+    int32_t heap_pos; /* position in the class's member heap */
 };
 
 /* What a caller describes to add a node. */
 struct allot_node_spec {
     const char *name;
-    const char *model;        /* catalog name or alias; NULL/"" when n_gpus == 0 */
+    const char *model; /* catalog name or alias; NULL/"" when n_gpus == 0 */
     int64_t cpu_milli;
     int64_t mem_mib;
     int n_gpus;
-    int gpu_mode;             /* enum allot_gpu_mode for every GPU */
-    int island_size;          /* GPUs per NVLink island; 0 = all GPUs one island */
+    int gpu_mode;    /* enum allot_gpu_mode for every GPU */
+    int island_size; /* GPUs per NVLink island; 0 = all GPUs one island */
     int rack;
     int n_labels;
     const struct allot_label *labels; /* borrowed, copied */
@@ -114,7 +114,7 @@ struct allot_placement {
     int mig_start;       /* MIG placement start slice */
     int64_t cpu_milli;
     int64_t mem_mib;
-    int pod_class;       /* -1 for CPU-only tasks */
+    int pod_class; /* -1 for CPU-only tasks */
 };
 
 struct allot_cluster;
@@ -194,15 +194,15 @@ int allot_cluster_check(const struct allot_cluster *c, char *err, size_t errlen)
 
 /* One class of identical node states. */
 struct allot_class {
-    uint64_t sig;         /* signature hash */
+    uint64_t sig; /* signature hash */
     int32_t n_members;
-    int32_t *heap;        /* owned: member node indices, min-heap by rank */
+    int32_t *heap; /* owned: member node indices, min-heap by rank */
     int32_t cap;
-    int32_t live_pos;     /* position in the live list, -1 when empty */
-    uint32_t version;     /* bumped whenever members change */
-    int32_t bucket;       /* capacity bucket (allot_cluster_bucket) */
-    int32_t bucket_pos;   /* position in the bucket's list */
-    double frag;          /* scheduler's cached fragmentation of one member */
+    int32_t live_pos;   /* position in the live list, -1 when empty */
+    uint32_t version;   /* bumped whenever members change */
+    int32_t bucket;     /* capacity bucket (allot_cluster_bucket) */
+    int32_t bucket_pos; /* position in the bucket's list */
+    double frag;        /* scheduler's cached fragmentation of one member */
     uint32_t frag_gen;
 };
 
@@ -225,7 +225,7 @@ int allot_cluster_class_ids(const struct allot_cluster *c);
  * partly used GPU in 100-milli steps), so a task only visits classes that
  * may fit it. */
 #define ALLOT_BUCKET_PARTS 11
-#define ALLOT_BUCKETS (2 * (ALLOT_MAX_GPUS + 1) * ALLOT_BUCKET_PARTS)
+#define ALLOT_BUCKETS      (2 * (ALLOT_MAX_GPUS + 1) * ALLOT_BUCKET_PARTS)
 
 /* Live classes of bucket b: returns their count, ids through *ids (borrowed). */
 int allot_cluster_bucket(const struct allot_cluster *c, int b, const int32_t **ids);

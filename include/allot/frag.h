@@ -33,8 +33,7 @@ struct frag_mix {
  * num_gpu, model mask), sort by count (ties by key), keep the most popular
  * until they cover >= `coverage` (0..1] of tasks, renormalise. Returns 0 or
  * ALLOT_ENOMEM/ALLOT_EINVAL; *out is owned by the caller (frag_mix_clear). */
-int frag_mix_build(const struct allot_task *tasks, size_t n, double coverage,
-                   struct frag_mix *out);
+int frag_mix_build(const struct allot_task *tasks, size_t n, double coverage, struct frag_mix *out);
 
 /* Frees the entries of a mix; accepts an empty one. */
 void frag_mix_clear(struct frag_mix *m);

@@ -26,9 +26,9 @@ struct mig_instance {
 };
 
 struct mig_state {
-    uint8_t used_mask;     /* bit i set: memory slice i occupied */
+    uint8_t used_mask; /* bit i set: memory slice i occupied */
     uint8_t n_instances;
-    uint8_t compute_used;  /* compute slices in use */
+    uint8_t compute_used;                              /* compute slices in use */
     struct mig_instance inst[ALLOT_MIG_MAX_INSTANCES]; /* [0, n_instances), by start */
 };
 

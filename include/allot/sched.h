@@ -24,9 +24,9 @@
 
 struct sched;
 
-#define SCHED_POLICY_RANDOM 1u      /* uniform random feasible node */
+#define SCHED_POLICY_RANDOM      1u /* uniform random feasible node */
 #define SCHED_POLICY_POD_CLASSES 2u /* scores depend on hosted task classes */
-#define SCHED_POLICY_FRAG 4u        /* uses the fragmentation mix */
+#define SCHED_POLICY_FRAG        4u /* uses the fragmentation mix */
 
 struct sched_policy_ops {
     const char *name;
@@ -61,8 +61,8 @@ const struct sched_policy_ops *sched_policy_find(const char *name);
 
 /* Scheduler options. */
 struct sched_opts {
-    uint64_t seed;               /* PRNG seed (random policy, rank order is the cluster's) */
-    const struct frag_mix *mix;  /* typical tasks for FGD (borrowed; NULL: learn online) */
+    uint64_t seed;              /* PRNG seed (random policy, rank order is the cluster's) */
+    const struct frag_mix *mix; /* typical tasks for FGD (borrowed; NULL: learn online) */
 };
 
 /* Creates a scheduler that places on cluster `c` (borrowed; the scheduler
@@ -77,8 +77,8 @@ void sched_free(struct sched *s);
 /* Places task t: picks a node and GPUs, applies it to the cluster and
  * writes it to *out. Returns 0, ALLOT_ENOSPC when no node fits, ALLOT_EINVAL
  * for an invalid task (message in err when err != NULL), or ALLOT_ENOMEM. */
-int sched_place(struct sched *s, const struct allot_task *t, struct allot_placement *out,
-                char *err, size_t errlen);
+int sched_place(struct sched *s, const struct allot_task *t, struct allot_placement *out, char *err,
+                size_t errlen);
 
 /* Finds where t would go without committing. Same returns as sched_place. */
 int sched_pick(struct sched *s, const struct allot_task *t, struct allot_placement *out);

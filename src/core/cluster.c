@@ -27,7 +27,7 @@ struct allot_cluster {
     struct allot_class *classes; /* owned */
     struct allot_class_hot *hot; /* owned, parallel to classes */
     size_t hot_cap;
-    uint32_t births;             /* class creation serial */
+    uint32_t births; /* class creation serial */
     size_t n_classes;
     size_t classes_cap;
     int32_t *free_classes; /* recycled class ids */
@@ -87,7 +87,7 @@ static int cmp_u64(const void *a, const void *b)
 static int node_key(const struct allot_cluster *c, const struct allot_node *n, uint64_t *key)
 {
     int k = 0;
-    uint64_t gk[ALLOT_MAX_GPUS * 2];
+    uint64_t gk[ALLOT_MAX_GPUS * 2] = {0};
 
     key[k++] = (uint64_t)(n->model + 1) | ((uint64_t)n->n_gpus << 32);
     key[k++] = (uint64_t)n->cpu_free;
@@ -107,7 +107,7 @@ static int node_key(const struct allot_cluster *c, const struct allot_node *n, u
         key[k++] = gk[i];
     /* MIG instance multisets, sorted, so equal classes have equal layouts */
     {
-        uint64_t mk[ALLOT_MAX_GPUS];
+        uint64_t mk[ALLOT_MAX_GPUS] = {0};
         int m = 0;
         for (int i = 0; i < n->n_gpus; i++)
             if (n->gpus[i].mode == ALLOT_GPU_MIG)
@@ -437,7 +437,7 @@ struct allot_cluster *allot_cluster_new(const struct allot_catalog *cat, unsigne
 static void node_clear(struct allot_node *n)
 {
     allot_free(n->name);
-    for (int i = 0; i < n->n_labels; i++) {
+    for (int i = 0; n->labels && i < n->n_labels; i++) {
         allot_free(n->labels[i].key);
         allot_free(n->labels[i].value);
     }
@@ -591,8 +591,7 @@ int allot_cluster_add_node(struct allot_cluster *c, const struct allot_node_spec
     n->rank = (uint32_t)idx;
     n->state = ALLOT_NODE_READY;
     for (int i = 0; i < n->n_gpus; i++)
-        gpu_init(m, &n->gpus[i], spec->gpu_mode,
-                 spec->island_size > 0 ? i / spec->island_size : 0);
+        gpu_init(m, &n->gpus[i], spec->gpu_mode, spec->island_size > 0 ? i / spec->island_size : 0);
     c->n_nodes++;
     rc = index_place(c, idx, n);
     if (rc) {
@@ -839,8 +838,7 @@ static int check_node(const struct allot_cluster *c, int i, char *err, size_t er
                 const struct mig_instance *in = &u->mig.inst[k];
                 uint8_t bits = (uint8_t)(((1u << in->size) - 1) << in->start);
                 if (mask & bits) {
-                    allot_fmt(err, errlen, "node %s gpu %d: MIG slice allocated twice", n->name,
-                              g);
+                    allot_fmt(err, errlen, "node %s gpu %d: MIG slice allocated twice", n->name, g);
                     return ALLOT_EINTERNAL;
                 }
                 mask |= bits;

@@ -113,9 +113,9 @@ int frag_mix_build(const struct allot_task *tasks, size_t n, double coverage, st
     for (size_t i = 0; i < n; i++) {
         const struct allot_task *t = &tasks[i];
         int milli = t->num_gpu ? t->gpu_milli : 0;
-        uint64_t h = allot_hash_mix(allot_hash_mix(allot_hash_mix((uint64_t)t->cpu_milli, milli),
-                                                   (uint64_t)t->num_gpu),
-                                    t->model_mask);
+        uint64_t h = allot_hash_mix(
+            allot_hash_mix(allot_hash_mix((uint64_t)t->cpu_milli, milli), (uint64_t)t->num_gpu),
+            t->model_mask);
         size_t s = (size_t)h & (tcap - 1);
         while (tab[s] >= 0 && !same_shape(&v[tab[s]], t))
             s = (s + 1) & (tcap - 1);

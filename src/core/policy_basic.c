@@ -11,9 +11,9 @@
 
 #include <math.h>
 
-#define CPU_SCALE 128000 /* milli-CPU of the reference node */
-#define GPU_SCALE 8000   /* milli-GPU of the reference node */
-#define OFFSET 1000000   /* keeps unbounded scores non-negative */
+#define CPU_SCALE 128000  /* milli-CPU of the reference node */
+#define GPU_SCALE 8000    /* milli-GPU of the reference node */
+#define OFFSET    1000000 /* keeps unbounded scores non-negative */
 
 /* Sum of free milli over the node's non-MIG GPUs. */
 static int64_t node_free_gpu(const struct allot_node *n)
@@ -204,8 +204,7 @@ static int gpupacking_score(void *st, const struct sched *s, const struct allot_
         /* a fraction served from a partly used GPU (best fit among them) */
         if (t->num_gpu == 1 && t->gpu_milli < ALLOT_MILLI && g->mode == ALLOT_GPU_SHARED &&
             g->free_milli < ALLOT_MILLI && g->free_milli >= t->gpu_milli &&
-            g->free_mem_mib >= t->gpu_mem_mib &&
-            (best_partial < 0 || g->free_milli < best_partial))
+            g->free_mem_mib >= t->gpu_mem_mib && (best_partial < 0 || g->free_milli < best_partial))
             best_partial = g->free_milli;
     }
     if (best_partial >= 0) {

@@ -22,7 +22,7 @@ struct frag_policy {
     struct allot_task *seen; /* owned: arrived task shapes */
     size_t n_seen, cap_seen;
     size_t next_rebuild;
-    struct frag_mix mix;     /* owned when learning */
+    struct frag_mix mix; /* owned when learning */
 };
 
 static int frag_init_common(struct sched *s, void **state, double scale, bool force_learn)

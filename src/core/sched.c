@@ -15,17 +15,17 @@
 #include <string.h>
 
 struct sched {
-    struct allot_cluster *c;              /* borrowed */
-    const struct sched_policy_ops *ops;   /* static */
-    void *pstate;                         /* owned by the policy */
+    struct allot_cluster *c;            /* borrowed */
+    const struct sched_policy_ops *ops; /* static */
+    void *pstate;                       /* owned by the policy */
     struct allot_rng rng;
-    const struct frag_mix *mix;           /* borrowed */
-    uint32_t gen;                         /* score cache generation, >= 1 */
-    struct allot_task *shapes;            /* owned: interned task shapes */
+    const struct frag_mix *mix; /* borrowed */
+    uint32_t gen;               /* score cache generation, >= 1 */
+    struct allot_task *shapes;  /* owned: interned task shapes */
     size_t n_shapes, shapes_cap;
-    int32_t *shape_tab;                   /* owned: hash -> shape id, -1 empty */
+    int32_t *shape_tab; /* owned: hash -> shape id, -1 empty */
     size_t shape_tab_cap;
-    struct shape_cache *cache;            /* owned: per shape id */
+    struct shape_cache *cache; /* owned: per shape id */
     size_t cache_cap;
 };
 
@@ -35,9 +35,9 @@ struct score_entry {
     int32_t score;  /* -1: infeasible */
 };
 struct shape_cache {
-    uint32_t gen;             /* generation the entries belong to */
-    size_t cap;               /* entries allocated */
-    struct score_entry *v;    /* owned, indexed by class id */
+    uint32_t gen;          /* generation the entries belong to */
+    size_t cap;            /* entries allocated */
+    struct score_entry *v; /* owned, indexed by class id */
 };
 
 /* ---- shapes ------------------------------------------------------------ */
@@ -48,7 +48,7 @@ static uint64_t shape_hash(const struct allot_task *t)
 
     h = allot_hash_mix(h, (uint64_t)t->gpu_milli);
     h = allot_hash_mix(h, (uint64_t)t->gpu_mem_mib);
-    h = allot_hash_mix(h, (uint64_t)(t->mig_profile + 1));
+    h = allot_hash_mix(h, (uint64_t)t->mig_profile + 1);
     h = allot_hash_mix(h, (uint64_t)t->cpu_milli);
     h = allot_hash_mix(h, (uint64_t)t->mem_mib);
     return allot_hash_mix(h, t->model_mask);
@@ -272,11 +272,11 @@ int sched_choose_default(const struct sched *s, int node, const struct allot_tas
         out->mig_profile = lp;
         out->mig_start = bp.start;
         out->gpu_milli = m->profiles[lp].compute_slices * ALLOT_MILLI / m->compute_slices;
-        out->gpu_mem_mib = n->gpus[best].free_mem_mib -
-                           m->memory_mib * (m->memory_slices - __builtin_popcount(
-                                                                   n->gpus[best].mig.used_mask) -
-                                            bp.size) /
-                               m->memory_slices;
+        out->gpu_mem_mib =
+            n->gpus[best].free_mem_mib -
+            m->memory_mib *
+                (m->memory_slices - __builtin_popcount(n->gpus[best].mig.used_mask) - bp.size) /
+                m->memory_slices;
         return 0;
     }
     if (t->gpu_milli == ALLOT_MILLI && t->gpu_mem_mib == 0) {
@@ -407,7 +407,7 @@ int sched_pick(struct sched *s, const struct allot_task *t, struct allot_placeme
             }
         }
     } else {
-        int best_sc = -1, best_id = -1, order[ALLOT_BUCKETS], bounds[ALLOT_BUCKETS], nb = 0;
+        int best_sc = -1, best_id = -1, order[ALLOT_BUCKETS] = {0}, bounds[ALLOT_BUCKETS], nb = 0;
         uint32_t best_rank = 0;
         for (int b = 0; b < ALLOT_BUCKETS; b++) {
             if (!allot_bucket_admits(b, t) || allot_cluster_bucket(s->c, b, &ids) == 0)
@@ -445,8 +445,8 @@ int sched_pick(struct sched *s, const struct allot_task *t, struct allot_placeme
                           : sched_choose_default(s, node, t, out);
 }
 
-int sched_place(struct sched *s, const struct allot_task *t, struct allot_placement *out,
-                char *err, size_t errlen)
+int sched_place(struct sched *s, const struct allot_task *t, struct allot_placement *out, char *err,
+                size_t errlen)
 {
     char buf[256];
     int rc = allot_task_validate(allot_cluster_catalog(s->c), t, err ? err : buf,
@@ -489,8 +489,7 @@ int sched_check_invariants(const struct sched *s, char *err, size_t errlen)
             if ((size_t)ids[i] >= sc->cap || sc->v[ids[i]].birth != hot[ids[i]].birth)
                 continue;
             if ((sc->v[ids[i]].score >= 0) != allot_node_fits(s->c, rep, &s->shapes[j])) {
-                allot_fmt(err, errlen, "class of node %s: cached feasibility is stale",
-                          rep->name);
+                allot_fmt(err, errlen, "class of node %s: cached feasibility is stale", rep->name);
                 return ALLOT_EINTERNAL;
             }
         }
@@ -505,10 +504,11 @@ extern const struct sched_policy_ops sched_policy_firstfit, sched_policy_bestfit
     sched_policy_gpupacking, sched_policy_fgd, sched_policy_allot;
 
 const struct sched_policy_ops *const sched_policies[] = {
-    &sched_policy_random,     &sched_policy_dotprod,  &sched_policy_gpuclustering,
-    &sched_policy_gpupacking, &sched_policy_bestfit,  &sched_policy_fgd,
-    &sched_policy_firstfit,   &sched_policy_spread,   &sched_policy_allot,
-    NULL,
+    &sched_policy_random,        &sched_policy_dotprod,
+    &sched_policy_gpuclustering, &sched_policy_gpupacking,
+    &sched_policy_bestfit,       &sched_policy_fgd,
+    &sched_policy_firstfit,      &sched_policy_spread,
+    &sched_policy_allot,         NULL,
 };
 
 const struct sched_policy_ops *sched_policy_find(const char *name)

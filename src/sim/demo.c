@@ -74,13 +74,12 @@ int sim_demo_main(int argc, char **argv)
         return 1;
     }
     tasks = calloc((size_t)ntasks, sizeof(*tasks));
-    if (!tasks || frag_mix_build(tasks, 0, 0.95, &mix) != 0) {
+    if (tasks)
+        sim_synth_tasks(cat, tasks, (size_t)ntasks, (uint64_t)seed);
+    if (!tasks || frag_mix_build(tasks, (size_t)ntasks, 0.95, &mix) != 0) {
         fprintf(stderr, "allot-sim demo: out of memory\n");
-        return 1;
-    }
-    sim_synth_tasks(cat, tasks, (size_t)ntasks, (uint64_t)seed);
-    if (frag_mix_build(tasks, (size_t)ntasks, 0.95, &mix) != 0) {
-        fprintf(stderr, "allot-sim demo: out of memory\n");
+        free(tasks);
+        allot_catalog_free(cat);
         return 1;
     }
     printf("allot demo: %ld synthetic tasks on %ld synthetic nodes (seed %ld)\n", ntasks, nodes,

@@ -72,8 +72,8 @@ struct allot_cluster *sim_synth_cluster(const struct allot_catalog *cat, int n_n
 static const int64_t cpu_cores[] = {1, 2, 4, 6, 8, 12, 16, 24};
 #define N_CPU (sizeof(cpu_cores) / sizeof(cpu_cores[0]))
 static const int frac_milli[] = {810, 470, 320, 650, 230, 460, 590, 160, 500, 250};
-static const char *const mig_profiles[] = {"1g.10gb", "2g.20gb", "3g.40gb", "4g.40gb",
-                                           "1g.20gb", "7g.80gb"};
+static const char *const mig_profiles[] = {"1g.10gb", "2g.20gb", "3g.40gb",
+                                           "4g.40gb", "1g.20gb", "7g.80gb"};
 
 void sim_synth_tasks(const struct allot_catalog *cat, struct allot_task *out, size_t n,
                      uint64_t seed)

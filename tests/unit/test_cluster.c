@@ -37,8 +37,8 @@ static void test_add_node_validation(void **state)
 {
     struct allot_cluster *c = allot_cluster_new(cat, 0);
     char err[256];
-    struct allot_node_spec ok = {.name = "a", .model = "V100M32", .cpu_milli = 1000,
-                                 .mem_mib = 1024, .n_gpus = 8};
+    struct allot_node_spec ok = {
+        .name = "a", .model = "V100M32", .cpu_milli = 1000, .mem_mib = 1024, .n_gpus = 8};
     struct {
         struct allot_node_spec spec;
         int rc;
@@ -71,12 +71,16 @@ static void test_state_classes(void **state)
     struct allot_cluster *c = allot_cluster_new(cat, 0);
     char err[256], name[16];
     const int32_t *ids;
-    struct allot_placement p = {.node = 2, .gpu_mask = 1, .gpu_milli = 500, .mig_profile = -1,
-                                .cpu_milli = 1000, .pod_class = 0};
+    struct allot_placement p = {.node = 2,
+                                .gpu_mask = 1,
+                                .gpu_milli = 500,
+                                .mig_profile = -1,
+                                .cpu_milli = 1000,
+                                .pod_class = 0};
 
     for (int i = 0; i < 5; i++) {
-        struct allot_node_spec sp = {.name = name, .model = "T4", .cpu_milli = 8000,
-                                     .mem_mib = 8192, .n_gpus = 2};
+        struct allot_node_spec sp = {
+            .name = name, .model = "T4", .cpu_milli = 8000, .mem_mib = 8192, .n_gpus = 2};
         allot_fmt(name, sizeof(name), "n%d", i);
         assert_int_equal(allot_cluster_add_node(c, &sp, err, sizeof(err)), i);
     }
@@ -114,10 +118,10 @@ static void test_state_classes(void **state)
     /* draining takes a node out of the index; ready puts it back */
     assert_int_equal(allot_cluster_set_state(c, 1, ALLOT_NODE_DRAINING), 0);
     assert_int_equal(allot_cluster_check(c, err, sizeof(err)), 0);
-    assert_int_equal(allot_cluster_apply(c, &(struct allot_placement){.node = 1,
-                                                                       .mig_profile = -1,
-                                                                       .pod_class = -1}),
-                     ALLOT_ESTATE);
+    assert_int_equal(
+        allot_cluster_apply(
+            c, &(struct allot_placement){.node = 1, .mig_profile = -1, .pod_class = -1}),
+        ALLOT_ESTATE);
     assert_int_equal(allot_cluster_set_state(c, 1, ALLOT_NODE_READY), 0);
     assert_int_equal(allot_cluster_classes(c, &ids), 1);
     assert_int_equal(allot_cluster_class(c, ids[0])->n_members, 5);
@@ -128,13 +132,21 @@ static void test_state_classes(void **state)
 static void test_apply_refuses_overcommit(void **state)
 {
     struct allot_cluster *c = allot_cluster_new(cat, 0);
-    struct allot_node_spec sp = {.name = "x", .model = "A10", .cpu_milli = 4000,
-                                 .mem_mib = 4096, .n_gpus = 2, .gpu_mode = ALLOT_GPU_EXCLUSIVE};
+    struct allot_node_spec sp = {.name = "x",
+                                 .model = "A10",
+                                 .cpu_milli = 4000,
+                                 .mem_mib = 4096,
+                                 .n_gpus = 2,
+                                 .gpu_mode = ALLOT_GPU_EXCLUSIVE};
     char err[256];
-    struct allot_placement frac = {.node = 0, .gpu_mask = 1, .gpu_milli = 300,
-                                   .mig_profile = -1, .pod_class = 0};
-    struct allot_placement w = {.node = 0, .gpu_mask = 3, .gpu_milli = 1000, .mig_profile = -1,
-                                .cpu_milli = 5000, .pod_class = 2};
+    struct allot_placement frac = {
+        .node = 0, .gpu_mask = 1, .gpu_milli = 300, .mig_profile = -1, .pod_class = 0};
+    struct allot_placement w = {.node = 0,
+                                .gpu_mask = 3,
+                                .gpu_milli = 1000,
+                                .mig_profile = -1,
+                                .cpu_milli = 5000,
+                                .pod_class = 2};
 
     assert_int_equal(allot_cluster_add_node(c, &sp, err, sizeof(err)), 0);
     /* exclusive GPUs take no fractions */
@@ -181,7 +193,8 @@ static void test_task_validation(void **state)
     t.gpu_mem_mib = 0;
     assert_int_equal(allot_task_validate(cat, &t, err, sizeof(err)), ALLOT_EINVAL);
     assert_non_null(strstr(err, "neither"));
-    t = (struct allot_task){.num_gpu = 1, .mig_profile = allot_catalog_find_profile(cat, "7g.80gb"),
+    t = (struct allot_task){.num_gpu = 1,
+                            .mig_profile = allot_catalog_find_profile(cat, "7g.80gb"),
                             .model_mask = 1ULL << allot_catalog_find_model(cat, "T4")};
     assert_int_equal(allot_task_validate(cat, &t, err, sizeof(err)), ALLOT_EINVAL);
     assert_non_null(strstr(err, "no allowed GPU model"));
@@ -263,9 +276,12 @@ static void test_common(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_add_node_validation), cmocka_unit_test(test_state_classes),
-        cmocka_unit_test(test_apply_refuses_overcommit), cmocka_unit_test(test_buckets),
-        cmocka_unit_test(test_task_validation),     cmocka_unit_test(test_frag_mix),
+        cmocka_unit_test(test_add_node_validation),
+        cmocka_unit_test(test_state_classes),
+        cmocka_unit_test(test_apply_refuses_overcommit),
+        cmocka_unit_test(test_buckets),
+        cmocka_unit_test(test_task_validation),
+        cmocka_unit_test(test_frag_mix),
         cmocka_unit_test(test_common),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -41,8 +41,8 @@ static struct allot_cluster *mk(int n, int gpus)
 
     assert_non_null(c);
     for (int i = 0; i < n; i++) {
-        struct allot_node_spec sp = {.name = name, .model = "T4", .cpu_milli = 64000,
-                                     .mem_mib = 262144, .n_gpus = gpus};
+        struct allot_node_spec sp = {
+            .name = name, .model = "T4", .cpu_milli = 64000, .mem_mib = 262144, .n_gpus = gpus};
         allot_fmt(name, sizeof(name), "n%d", i);
         assert_int_equal(allot_cluster_add_node(c, &sp, err, sizeof(err)), i);
     }
@@ -166,17 +166,15 @@ static void test_fgd_score_and_choice(void **state)
      * 500 on GPU0 (600 -> 100): F = 100, dF = -100 -> floor(100 sigmoid(-0.1)) = 47
      * 500 on GPU1 (1000 -> 500): F = 0, dF = 0 -> 50. Best: 50 on GPU1. */
     assert_int_equal(score_of("fgd", s, 0, frac(500, 0)), 50);
-    assert_int_equal(sched_pick(s, &(struct allot_task){.num_gpu = 1, .gpu_milli = 500,
-                                                        .mig_profile = -1},
-                                &p),
-                     0);
+    assert_int_equal(
+        sched_pick(s, &(struct allot_task){.num_gpu = 1, .gpu_milli = 500, .mig_profile = -1}, &p),
+        0);
     assert_int_equal(p.gpu_mask, 2u);
     /* 600 on GPU0 (600 -> 0): F = 0, dF = 0 -> 50; on GPU1 (1000 -> 400): F = 400,
      * dF = -400 -> floor(100 sigmoid(-0.4)) = 40. Picks GPU0. */
-    assert_int_equal(sched_pick(s, &(struct allot_task){.num_gpu = 1, .gpu_milli = 600,
-                                                        .mig_profile = -1},
-                                &p),
-                     0);
+    assert_int_equal(
+        sched_pick(s, &(struct allot_task){.num_gpu = 1, .gpu_milli = 600, .mig_profile = -1}, &p),
+        0);
     assert_int_equal(p.gpu_mask, 1u);
     /* CPU-only tasks score 100 */
     assert_int_equal(score_of("fgd", s, 0, whole(0, 1000)), 100);
@@ -191,14 +189,19 @@ static void test_policy_choices(void **state)
     static const struct {
         const char *policy;
         int node;
-    } want[] = {{"firstfit", 0}, {"bestfit", 1}, {"spread", 0},     {"gpupacking", 1},
+    } want[] = {{"firstfit", 0},
+                {"bestfit", 1},
+                {"spread", 0},
+                {"gpupacking", 1},
                 /* dotprod: both nodes floor to 98 (98.67 and 98.80), the tie
                  * goes to the lower rank: integer scores matter */
                 {"dotprod", 0},
                 /* fgd/allot: 300 on a free GPU of either node leaves F = 0
                  * (dF = 0, score 50); on node 1's half-used GPU it would strand
                  * 200. Tie: lower rank */
-                {"fgd", 0},      {"gpuclustering", 1}, {"allot", 0}};
+                {"fgd", 0},
+                {"gpuclustering", 1},
+                {"allot", 0}};
 
     for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
         struct allot_cluster *c = mk(2, 4);
@@ -237,10 +240,9 @@ static void test_rank_tiebreak(void **state)
         }
     s = sched_new(c, sched_policy_find("bestfit"), NULL);
     /* all nodes identical: the lowest rank wins */
-    assert_int_equal(sched_pick(s, &(struct allot_task){.num_gpu = 1, .gpu_milli = 1000,
-                                                        .mig_profile = -1},
-                                &p),
-                     0);
+    assert_int_equal(
+        sched_pick(s, &(struct allot_task){.num_gpu = 1, .gpu_milli = 1000, .mig_profile = -1}, &p),
+        0);
     assert_int_equal(p.node, want);
     sched_free(s);
     allot_cluster_free(c);
@@ -257,10 +259,10 @@ static void test_random_policy(void **state)
     /* only feasible nodes, and more than one of them over repeated picks */
     put(s, 3, whole(1, 0));
     for (int i = 0; i < 200; i++) {
-        assert_int_equal(sched_pick(s, &(struct allot_task){.num_gpu = 1, .gpu_milli = 1000,
-                                                            .mig_profile = -1},
-                                    &p),
-                         0);
+        assert_int_equal(
+            sched_pick(s, &(struct allot_task){.num_gpu = 1, .gpu_milli = 1000, .mig_profile = -1},
+                       &p),
+            0);
         hits[p.node]++;
     }
     assert_int_equal(hits[3], 0);
@@ -274,10 +276,10 @@ static void test_random_policy(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bestfit_score),      cmocka_unit_test(test_dotprod_score),
-        cmocka_unit_test(test_gpuclustering_score), cmocka_unit_test(test_gpupacking_score),
+        cmocka_unit_test(test_bestfit_score),        cmocka_unit_test(test_dotprod_score),
+        cmocka_unit_test(test_gpuclustering_score),  cmocka_unit_test(test_gpupacking_score),
         cmocka_unit_test(test_fgd_score_and_choice), cmocka_unit_test(test_policy_choices),
-        cmocka_unit_test(test_rank_tiebreak),      cmocka_unit_test(test_random_policy),
+        cmocka_unit_test(test_rank_tiebreak),        cmocka_unit_test(test_random_policy),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -62,7 +62,7 @@ static void test_matches_brute_force(void **state)
     enum { N_TASKS = 1500 };
     struct allot_task *tasks = calloc(N_TASKS, sizeof(*tasks));
     struct frag_mix mix;
-    const char *policies[] = {"firstfit", "bestfit",    "spread", "dotprod",
+    const char *policies[] = {"firstfit",      "bestfit",    "spread", "dotprod",
                               "gpuclustering", "gpupacking", "fgd"};
 
     assert_non_null(tasks);
@@ -175,8 +175,8 @@ static void test_bad_task_changes_nothing(void **state)
 static void test_nospace(void **state)
 {
     struct allot_cluster *c = allot_cluster_new(cat, 0);
-    struct allot_node_spec sp = {.name = "a", .model = "T4", .cpu_milli = 8000, .mem_mib = 8192,
-                                 .n_gpus = 2};
+    struct allot_node_spec sp = {
+        .name = "a", .model = "T4", .cpu_milli = 8000, .mem_mib = 8192, .n_gpus = 2};
     struct sched *s;
     struct allot_placement p;
     struct allot_task t = {.num_gpu = 2, .gpu_milli = 1000, .mig_profile = -1};
@@ -201,8 +201,12 @@ static void test_nospace(void **state)
 static void test_mig_tasks(void **state)
 {
     struct allot_cluster *c = allot_cluster_new(cat, 0);
-    struct allot_node_spec sp = {.name = "m", .model = "A100-80GB", .cpu_milli = 64000,
-                                 .mem_mib = 65536, .n_gpus = 2, .gpu_mode = ALLOT_GPU_MIG};
+    struct allot_node_spec sp = {.name = "m",
+                                 .model = "A100-80GB",
+                                 .cpu_milli = 64000,
+                                 .mem_mib = 65536,
+                                 .n_gpus = 2,
+                                 .gpu_mode = ALLOT_GPU_MIG};
     struct sched *s;
     struct allot_placement p;
     struct allot_task t = {.num_gpu = 1, .mig_profile = allot_catalog_find_profile(cat, "3g.40gb")};
@@ -279,8 +283,8 @@ static void test_alloc_failure(void **state)
 
 static void test_policy_registry(void **state)
 {
-    const char *names[] = {"firstfit", "bestfit",    "spread", "random", "dotprod",
-                           "gpuclustering", "gpupacking", "fgd",  "allot"};
+    const char *names[] = {"firstfit",      "bestfit",    "spread", "random", "dotprod",
+                           "gpuclustering", "gpupacking", "fgd",    "allot"};
 
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         const struct sched_policy_ops *ops = sched_policy_find(names[i]);
@@ -294,9 +298,9 @@ static void test_policy_registry(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_policy_registry),    cmocka_unit_test(test_matches_brute_force),
-        cmocka_unit_test(test_deterministic),      cmocka_unit_test(test_bad_task_changes_nothing),
-        cmocka_unit_test(test_nospace),            cmocka_unit_test(test_mig_tasks),
+        cmocka_unit_test(test_policy_registry), cmocka_unit_test(test_matches_brute_force),
+        cmocka_unit_test(test_deterministic),   cmocka_unit_test(test_bad_task_changes_nothing),
+        cmocka_unit_test(test_nospace),         cmocka_unit_test(test_mig_tasks),
         cmocka_unit_test(test_alloc_failure),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
