@@ -186,6 +186,11 @@ int allot_cluster_apply(struct allot_cluster *c, const struct allot_placement *p
  * does not match what the node holds. */
 int allot_cluster_release(struct allot_cluster *c, const struct allot_placement *p);
 
+/* A counter bumped whenever free capacity may have grown (node added or
+ * made ready, placement released). Placements only shrink capacity, so a
+ * task that fit nowhere still fits nowhere while the counter is unchanged. */
+uint64_t allot_cluster_grow_epoch(const struct allot_cluster *c);
+
 /* Checks every invariant listed above. Returns 0 or ALLOT_EINTERNAL with a
  * description of the first breach in `err`. */
 int allot_cluster_check(const struct allot_cluster *c, char *err, size_t errlen);
@@ -201,7 +206,8 @@ struct allot_class {
     int32_t live_pos;   /* position in the live list, -1 when empty */
     uint32_t version;   /* bumped whenever members change */
     int32_t bucket;     /* capacity bucket (allot_cluster_bucket) */
-    int32_t bucket_pos; /* position in the bucket's list */
+    int32_t bucket_pos; /* position in the bucket's heap */
+    int64_t cap_key;    /* free capacity: CPU milli + 16 x free GPU milli */
     double frag;        /* scheduler's cached fragmentation of one member */
     uint32_t frag_gen;
 };
@@ -227,7 +233,9 @@ int allot_cluster_class_ids(const struct allot_cluster *c);
 #define ALLOT_BUCKET_PARTS 11
 #define ALLOT_BUCKETS      (2 * (ALLOT_MAX_GPUS + 1) * ALLOT_BUCKET_PARTS)
 
-/* Live classes of bucket b: returns their count, ids through *ids (borrowed). */
+/* Live classes of bucket b: returns their count, ids through *ids
+ * (borrowed), laid out as a binary max-heap by cap_key (children of
+ * position i at 2i+1 and 2i+2). */
 int allot_cluster_bucket(const struct allot_cluster *c, int b, const int32_t **ids);
 
 /* True when a node in bucket b may fit task t (a necessary condition). */

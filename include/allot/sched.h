@@ -41,10 +41,12 @@ struct sched_policy_ops {
      * state, so that it can be cached per class. */
     int (*score)(void *state, const struct sched *s, const struct allot_node *n,
                  const struct allot_task *t);
-    /* Optional: an upper bound of score() over every node in capacity
-     * bucket b (see allot_cluster_bucket). With it the scheduler visits
-     * buckets best bound first and stops once no bucket can win. */
-    int (*bound)(void *state, int bucket, const struct allot_task *t);
+    /* Optional: an upper bound of score() for t over the classes of
+     * capacity bucket b whose cap_key is at most `cap_key` (see
+     * allot_cluster_bucket); non-decreasing in cap_key. With it the
+     * scheduler walks the bucket heaps best bound first and stops as soon
+     * as no unvisited class can win. */
+    int (*bound)(void *state, int bucket, int64_t cap_key, const struct allot_task *t);
     /* Optional: chooses the GPUs on node n for t (n fits t). Without it the
      * scheduler uses sched_choose_default(). Returns 0 or ALLOT_ENOSPC. */
     int (*choose)(void *state, const struct sched *s, int node, const struct allot_task *t,

@@ -27,13 +27,14 @@ struct allot_cluster {
     struct allot_class *classes; /* owned */
     struct allot_class_hot *hot; /* owned, parallel to classes */
     size_t hot_cap;
-    uint32_t births; /* class creation serial */
+    uint32_t births;     /* class creation serial */
+    uint64_t grow_epoch; /* bumped whenever free capacity may grow */
     size_t n_classes;
     size_t classes_cap;
     int32_t *free_classes; /* recycled class ids */
     size_t n_free, free_cap;
     struct {
-        int32_t *ids; /* owned: live class ids in this bucket */
+        int32_t *ids; /* owned: live class ids, a max-heap by cap_key */
         size_t n, cap;
     } buckets[ALLOT_BUCKETS];
     int32_t *live; /* ids of non-empty classes */
@@ -261,6 +262,60 @@ bool allot_bucket_admits(int b, const struct allot_task *t)
     return whole >= 1 || (part + 1) * 100 > t->gpu_milli;
 }
 
+/* Free capacity of a state: CPU milli + 16 x free GPU milli (the weights of
+ * the reference 128-core / 8-GPU node). */
+static int64_t node_cap_key(const struct allot_node *n)
+{
+    int64_t g = 0;
+
+    for (int i = 0; i < n->n_gpus; i++)
+        g += n->gpus[i].free_milli;
+    return n->cpu_free + 16 * g;
+}
+
+static void bheap_set(struct allot_cluster *c, int b, size_t pos, int32_t id)
+{
+    c->buckets[b].ids[pos] = id;
+    c->classes[id].bucket_pos = (int32_t)pos;
+}
+
+static void bheap_up(struct allot_cluster *c, int b, size_t pos)
+{
+    int32_t id = c->buckets[b].ids[pos];
+
+    while (pos > 0) {
+        size_t parent = (pos - 1) / 2;
+        int32_t pid = c->buckets[b].ids[parent];
+        if (c->classes[pid].cap_key >= c->classes[id].cap_key)
+            break;
+        bheap_set(c, b, pos, pid);
+        pos = parent;
+    }
+    bheap_set(c, b, pos, id);
+}
+
+static void bheap_down(struct allot_cluster *c, int b, size_t pos)
+{
+    size_t n = c->buckets[b].n;
+    int32_t id = c->buckets[b].ids[pos];
+
+    for (;;) {
+        size_t l = 2 * pos + 1, r = l + 1, m = pos;
+        int64_t best = c->classes[id].cap_key;
+        if (l < n && c->classes[c->buckets[b].ids[l]].cap_key > best) {
+            m = l;
+            best = c->classes[c->buckets[b].ids[l]].cap_key;
+        }
+        if (r < n && c->classes[c->buckets[b].ids[r]].cap_key > best)
+            m = r;
+        if (m == pos)
+            break;
+        bheap_set(c, b, pos, c->buckets[b].ids[m]);
+        pos = m;
+    }
+    bheap_set(c, b, pos, id);
+}
+
 int allot_cluster_bucket(const struct allot_cluster *c, int b, const int32_t **ids)
 {
     *ids = c->buckets[b].ids;
@@ -302,8 +357,12 @@ static void index_remove(struct allot_cluster *c, int i)
         int32_t lp = k->live_pos;
         int b = k->bucket;
         size_t bp = (size_t)k->bucket_pos;
-        c->buckets[b].ids[bp] = c->buckets[b].ids[--c->buckets[b].n];
-        c->classes[c->buckets[b].ids[bp]].bucket_pos = (int32_t)bp;
+        int32_t last = c->buckets[b].ids[--c->buckets[b].n];
+        if (bp < c->buckets[b].n) {
+            bheap_set(c, b, bp, last);
+            bheap_down(c, b, bp);
+            bheap_up(c, b, (size_t)c->classes[last].bucket_pos);
+        }
         sig_remove(c, id);
         c->live[lp] = c->live[c->n_live - 1];
         c->classes[c->live[lp]].live_pos = lp;
@@ -407,8 +466,9 @@ static int index_place(struct allot_cluster *c, int i, const struct allot_node *
         k->live_pos = (int32_t)c->n_live;
         c->live[c->n_live++] = id;
         k->bucket = node_bucket(&tmp);
-        k->bucket_pos = (int32_t)c->buckets[k->bucket].n;
+        k->cap_key = node_cap_key(&tmp);
         c->buckets[k->bucket].ids[c->buckets[k->bucket].n++] = id;
+        bheap_up(c, k->bucket, c->buckets[k->bucket].n - 1);
     }
     k = &c->classes[id];
     tmp.cls = id;
@@ -593,6 +653,7 @@ int allot_cluster_add_node(struct allot_cluster *c, const struct allot_node_spec
     for (int i = 0; i < n->n_gpus; i++)
         gpu_init(m, &n->gpus[i], spec->gpu_mode, spec->island_size > 0 ? i / spec->island_size : 0);
     c->n_nodes++;
+    c->grow_epoch++;
     rc = index_place(c, idx, n);
     if (rc) {
         c->n_nodes--;
@@ -648,6 +709,7 @@ int allot_cluster_set_state(struct allot_cluster *c, int node, int state)
     if (state == ALLOT_NODE_READY) {
         struct allot_node after = *n;
         after.state = state;
+        c->grow_epoch++;
         return index_place(c, node, &after);
     }
     index_remove(c, node);
@@ -803,7 +865,16 @@ int allot_cluster_apply(struct allot_cluster *c, const struct allot_placement *p
 
 int allot_cluster_release(struct allot_cluster *c, const struct allot_placement *p)
 {
-    return cluster_change(c, p, -1);
+    int rc = cluster_change(c, p, -1);
+
+    if (rc == 0)
+        c->grow_epoch++;
+    return rc;
+}
+
+uint64_t allot_cluster_grow_epoch(const struct allot_cluster *c)
+{
+    return c->grow_epoch;
 }
 
 /* ---- invariants ------------------------------------------------------------ */
@@ -887,7 +958,10 @@ int allot_cluster_check(const struct allot_cluster *c, char *err, size_t errlen)
         }
         rl = node_key(c, &c->nodes[k->heap[0]], rk);
         if (k->bucket != node_bucket(&c->nodes[k->heap[0]]) ||
-            c->buckets[k->bucket].ids[k->bucket_pos] != c->live[l]) {
+            k->cap_key != node_cap_key(&c->nodes[k->heap[0]]) ||
+            c->buckets[k->bucket].ids[k->bucket_pos] != c->live[l] ||
+            (k->bucket_pos > 0 &&
+             c->classes[c->buckets[k->bucket].ids[(k->bucket_pos - 1) / 2]].cap_key < k->cap_key)) {
             allot_fmt(err, errlen, "class %d: filed in the wrong capacity bucket", c->live[l]);
             return ALLOT_EINTERNAL;
         }

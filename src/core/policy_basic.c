@@ -93,11 +93,16 @@ static int spread_score(void *st, const struct sched *s, const struct allot_node
     return whole * SPREAD_W + (int)(x < 0 ? 0 : x);
 }
 
-static int spread_bound(void *st, int bucket, const struct allot_task *t)
+/* Exact for non-MIG tasks: X = cap_key - (c + 16 g); MIG tasks count g = 0. */
+static int spread_bound(void *st, int bucket, int64_t cap_key, const struct allot_task *t)
 {
     int whole = bucket / ALLOT_BUCKET_PARTS % (ALLOT_MAX_GPUS + 1);
+    int64_t g = t->mig_profile >= 0 ? 0 : (int64_t)t->num_gpu * t->gpu_milli;
+    int64_t x = (cap_key - t->cpu_milli - 16 * g) / 16;
 
-    return whole * SPREAD_W + SPREAD_W - 1;
+    if (x >= SPREAD_W)
+        x = SPREAD_W - 1;
+    return whole * SPREAD_W + (int)(x < 0 ? 0 : x);
 }
 
 const struct sched_policy_ops sched_policy_spread = {

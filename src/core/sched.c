@@ -27,6 +27,15 @@ struct sched {
     size_t shape_tab_cap;
     struct shape_cache *cache; /* owned: per shape id */
     size_t cache_cap;
+    struct frontier *pq; /* owned: bounded search stack */
+    size_t pq_cap;
+};
+
+/* An unvisited class in the bounded search: bucket b, heap position pos. */
+struct frontier {
+    int bound;
+    int32_t bucket;
+    int32_t pos;
 };
 
 /* Cached score of every class for one task shape. */
@@ -36,6 +45,7 @@ struct score_entry {
 };
 struct shape_cache {
     uint32_t gen;          /* generation the entries belong to */
+    uint64_t nofit_epoch;  /* grow epoch + 1 when the shape last fit nowhere; 0: never */
     size_t cap;            /* entries allocated */
     struct score_entry *v; /* owned, indexed by class id */
 };
@@ -132,6 +142,7 @@ void sched_free(struct sched *s)
     for (size_t i = 0; i < s->cache_cap; i++)
         allot_free(s->cache[i].v);
     allot_free(s->cache);
+    allot_free(s->pq);
     allot_free(s->shapes);
     allot_free(s->shape_tab);
     allot_free(s);
@@ -328,6 +339,7 @@ static struct shape_cache *shape_cache(struct sched *s, int shape)
     if (sc->gen != s->gen) {
         memset(sc->v, 0, sc->cap * sizeof(*sc->v));
         sc->gen = s->gen;
+        sc->nofit_epoch = 0;
     }
     return sc;
 }
@@ -363,6 +375,73 @@ static inline int cached_score(struct sched *s, struct shape_cache *sc,
     return class_score(s, id, hot[id].birth, t, e);
 }
 
+/*
+ * Bounded search for a policy with a bound: buckets in order of the bound of
+ * their heap root (the class with the most free capacity), each walked
+ * depth-first from the root; a subtree whose root cannot beat the best
+ * score so far is skipped (cap_key only falls down a heap, and the bound
+ * with it), and so is every bucket after the first that cannot win.
+ */
+static int bounded_search(struct sched *s, struct shape_cache *sc, const struct allot_task *t,
+                          int *node)
+{
+    const struct allot_class_hot *hot = allot_cluster_class_hot(s->c);
+    int best_sc = -1, best_id = -1, nb = 0;
+    uint32_t best_rank = 0;
+    struct frontier roots[ALLOT_BUCKETS];
+
+    for (int b = 0; b < ALLOT_BUCKETS; b++) {
+        const int32_t *ids;
+        int j;
+        if (!allot_bucket_admits(b, t) || allot_cluster_bucket(s->c, b, &ids) == 0)
+            continue;
+        j = nb++;
+        roots[j].bound = s->ops->bound(s->pstate, b, allot_cluster_class(s->c, ids[0])->cap_key, t);
+        roots[j].bucket = b;
+        roots[j].pos = 0;
+        while (j > 0 && roots[j - 1].bound < roots[j].bound) {
+            struct frontier tmp = roots[j - 1];
+            roots[j - 1] = roots[j];
+            roots[j] = tmp;
+            j--;
+        }
+    }
+    for (int r = 0; r < nb; r++) {
+        const int32_t *ids;
+        int cnt = allot_cluster_bucket(s->c, roots[r].bucket, &ids);
+        size_t n = 0;
+        if (best_id >= 0 && roots[r].bound < best_sc)
+            break;
+        if (allot_grow((void **)&s->pq, &s->pq_cap, 1, sizeof(*s->pq)))
+            return ALLOT_ENOMEM;
+        s->pq[n++] = roots[r];
+        while (n > 0) {
+            struct frontier f = s->pq[--n];
+            int32_t id = ids[f.pos];
+            int v;
+            if (best_id >= 0 && f.bound < best_sc)
+                continue;
+            v = cached_score(s, sc, hot, id, t);
+            if (v > best_sc || (v == best_sc && v >= 0 && hot[id].rep_rank < best_rank)) {
+                best_sc = v;
+                best_rank = hot[id].rep_rank;
+                best_id = id;
+            }
+            for (int32_t ch = 2 * f.pos + 1; ch <= 2 * f.pos + 2 && ch < cnt; ch++) {
+                int bd = s->ops->bound(s->pstate, f.bucket,
+                                       allot_cluster_class(s->c, ids[ch])->cap_key, t);
+                if (best_id >= 0 && bd < best_sc)
+                    continue;
+                if (allot_grow((void **)&s->pq, &s->pq_cap, n + 1, sizeof(*s->pq)))
+                    return ALLOT_ENOMEM;
+                s->pq[n++] = (struct frontier){.bound = bd, .bucket = f.bucket, .pos = ch};
+            }
+        }
+    }
+    *node = best_id >= 0 ? allot_class_rep(allot_cluster_class(s->c, best_id)) : -1;
+    return 0;
+}
+
 int sched_pick(struct sched *s, const struct allot_task *t, struct allot_placement *out)
 {
     const int32_t *ids;
@@ -377,6 +456,9 @@ int sched_pick(struct sched *s, const struct allot_task *t, struct allot_placeme
     sc = shape_cache(s, shape);
     if (!sc)
         return ALLOT_ENOMEM;
+    /* fit nowhere before and no capacity freed since: still fits nowhere */
+    if (sc->nofit_epoch == allot_cluster_grow_epoch(s->c) + 1)
+        return ALLOT_ENOSPC;
     if (s->ops->flags & SCHED_POLICY_RANDOM) {
         uint64_t total = 0, r;
         for (int b = 0; b < ALLOT_BUCKETS; b++) {
@@ -387,8 +469,10 @@ int sched_pick(struct sched *s, const struct allot_task *t, struct allot_placeme
                 if (cached_score(s, sc, hot, ids[i], t) >= 0)
                     total += (uint64_t)allot_cluster_class(s->c, ids[i])->n_members;
         }
-        if (total == 0)
+        if (total == 0) {
+            sc->nofit_epoch = allot_cluster_grow_epoch(s->c) + 1;
             return ALLOT_ENOSPC;
+        }
         r = allot_rng_below(&s->rng, total);
         for (int b = 0; b < ALLOT_BUCKETS && node < 0; b++) {
             if (!allot_bucket_admits(b, t))
@@ -406,25 +490,16 @@ int sched_pick(struct sched *s, const struct allot_task *t, struct allot_placeme
                 r -= (uint64_t)k->n_members;
             }
         }
+    } else if (s->ops->bound) {
+        int rc = bounded_search(s, sc, t, &node);
+        if (rc)
+            return rc;
     } else {
-        int best_sc = -1, best_id = -1, order[ALLOT_BUCKETS] = {0}, bounds[ALLOT_BUCKETS], nb = 0;
+        int best_sc = -1, best_id = -1;
         uint32_t best_rank = 0;
         for (int b = 0; b < ALLOT_BUCKETS; b++) {
-            if (!allot_bucket_admits(b, t) || allot_cluster_bucket(s->c, b, &ids) == 0)
+            if (!allot_bucket_admits(b, t))
                 continue;
-            bounds[b] = s->ops->bound ? s->ops->bound(s->pstate, b, t) : 0;
-            /* insertion sort by bound, best first (few non-empty buckets) */
-            int j = nb++;
-            while (j > 0 && bounds[order[j - 1]] < bounds[b]) {
-                order[j] = order[j - 1];
-                j--;
-            }
-            order[j] = b;
-        }
-        for (int o = 0; o < nb; o++) {
-            int b = order[o];
-            if (s->ops->bound && best_id >= 0 && bounds[b] < best_sc)
-                break;
             nlive = allot_cluster_bucket(s->c, b, &ids);
             for (int i = 0; i < nlive; i++) {
                 int32_t id = ids[i];
@@ -439,8 +514,10 @@ int sched_pick(struct sched *s, const struct allot_task *t, struct allot_placeme
         if (best_id >= 0)
             node = allot_class_rep(allot_cluster_class(s->c, best_id));
     }
-    if (node < 0)
+    if (node < 0) {
+        sc->nofit_epoch = allot_cluster_grow_epoch(s->c) + 1;
         return ALLOT_ENOSPC;
+    }
     return s->ops->choose ? s->ops->choose(s->pstate, s, node, t, out)
                           : sched_choose_default(s, node, t, out);
 }
