@@ -3,7 +3,7 @@
  * common layer: node validation with messages naming the field, identical
  * nodes grouped into one state class with the lowest rank representing it,
  * apply/release round trips, bad placements refused without change, node
- * states, capacity buckets, typical-task mixes, and the allocation wrapper.
+ * states and capacity buckets.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,7 +13,6 @@
 
 #include "allot/cluster.h"
 #include "allot/common.h"
-#include "allot/frag.h"
 
 #include <string.h>
 
@@ -205,74 +204,6 @@ static void test_task_validation(void **state)
     assert_int_equal(allot_task_pod_class(&t), 4);
 }
 
-static void test_frag_mix(void **state)
-{
-    struct allot_task t[10];
-    struct frag_mix m;
-    int32_t g[2] = {1000, 300};
-
-    /* 6 x frac 500, 3 x whole 1, 1 x CPU-only: 95 % coverage keeps all three */
-    for (int i = 0; i < 10; i++) {
-        t[i] = (struct allot_task){.num_gpu = 1, .gpu_milli = 500, .mig_profile = -1};
-        if (i >= 6)
-            t[i].gpu_milli = 1000;
-        if (i == 9)
-            t[i] = (struct allot_task){.mig_profile = -1};
-    }
-    assert_int_equal(frag_mix_build(t, 10, 0.95, &m), 0);
-    assert_int_equal(m.n, 3);
-    assert_int_equal(m.v[0].milli, 500);
-    assert_true(m.v[0].p > 0.599 && m.v[0].p < 0.601);
-    /* GPUs free 1000 and 300, CPU plenty:
-     * frac 500 fits, 300 is stranded: 0.6 * 300; whole fits, 300 stranded: 0.3 * 300;
-     * CPU-only: all 1300 count: 0.1 * 1300. Sum 180 + 90 + 130 = 400 */
-    assert_true(frag_state(&m, 0, 64000, g, 2) > 399.99 && frag_state(&m, 0, 64000, g, 2) < 400.01);
-    frag_mix_clear(&m);
-    /* 60 % coverage keeps only the most popular shape */
-    assert_int_equal(frag_mix_build(t, 10, 0.6, &m), 0);
-    assert_int_equal(m.n, 1);
-    frag_mix_clear(&m);
-    assert_int_equal(frag_mix_build(t, 10, 0, &m), ALLOT_EINVAL);
-}
-
-static void test_common(void **state)
-{
-    struct allot_rng a, b;
-    void *p;
-    int *arr = NULL;
-    size_t cap = 0;
-    char buf[4];
-
-    assert_string_equal(allot_strerror(ALLOT_ENOSPC), "no capacity for the request");
-    assert_string_equal(allot_strerror(-999), "unknown error");
-    allot_rng_seed(&a, 5);
-    allot_rng_seed(&b, 5);
-    for (int i = 0; i < 100; i++) {
-        assert_int_equal(allot_rng_next(&a), allot_rng_next(&b));
-        assert_true(allot_rng_below(&a, 7) < 7);
-        (void)allot_rng_below(&b, 7);
-    }
-    allot_alloc_fail_at(2, false);
-    p = allot_malloc(8);
-    assert_non_null(p);
-    assert_null(allot_malloc(8)); /* the 2nd fails */
-    allot_free(p);
-    p = allot_malloc(8); /* one-shot: the 3rd works */
-    assert_non_null(p);
-    allot_free(p);
-    allot_alloc_fail_at(1, true);
-    assert_int_equal(allot_grow((void **)&arr, &cap, 10, sizeof(int)), ALLOT_ENOMEM);
-    assert_null(arr);
-    allot_alloc_fail_at(0, false);
-    assert_int_equal(allot_grow((void **)&arr, &cap, 10, sizeof(int)), 0);
-    assert_true(cap >= 10);
-    allot_free(arr);
-    assert_int_equal(allot_strlcpy(buf, "abcdef", sizeof(buf)), 6);
-    assert_string_equal(buf, "abc");
-    assert_int_equal(allot_fmt(buf, sizeof(buf), "%d", 12345), 5);
-    assert_string_equal(buf, "123");
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -281,8 +212,6 @@ int main(void)
         cmocka_unit_test(test_apply_refuses_overcommit),
         cmocka_unit_test(test_buckets),
         cmocka_unit_test(test_task_validation),
-        cmocka_unit_test(test_frag_mix),
-        cmocka_unit_test(test_common),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

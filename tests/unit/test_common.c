@@ -1,0 +1,82 @@
+/*
+ * Unit tests of the common layer (src/common/common.c): error texts, the
+ * PRNG, the failable allocation wrapper (one-shot and sticky), allot_grow,
+ * bounded string helpers and the log callback.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "allot/common.h"
+
+#include <string.h>
+
+static void test_common(void **state)
+{
+    struct allot_rng a, b;
+    void *p;
+    int *arr = NULL;
+    size_t cap = 0;
+    char buf[4];
+
+    assert_string_equal(allot_strerror(ALLOT_ENOSPC), "no capacity for the request");
+    assert_string_equal(allot_strerror(-999), "unknown error");
+    allot_rng_seed(&a, 5);
+    allot_rng_seed(&b, 5);
+    for (int i = 0; i < 100; i++) {
+        assert_int_equal(allot_rng_next(&a), allot_rng_next(&b));
+        assert_true(allot_rng_below(&a, 7) < 7);
+        (void)allot_rng_below(&b, 7);
+    }
+    allot_alloc_fail_at(2, false);
+    p = allot_malloc(8);
+    assert_non_null(p);
+    assert_null(allot_malloc(8)); /* the 2nd fails */
+    allot_free(p);
+    p = allot_malloc(8); /* one-shot: the 3rd works */
+    assert_non_null(p);
+    allot_free(p);
+    allot_alloc_fail_at(1, true);
+    assert_int_equal(allot_grow((void **)&arr, &cap, 10, sizeof(int)), ALLOT_ENOMEM);
+    assert_null(arr);
+    allot_alloc_fail_at(0, false);
+    assert_int_equal(allot_grow((void **)&arr, &cap, 10, sizeof(int)), 0);
+    assert_true(cap >= 10);
+    allot_free(arr);
+    assert_int_equal(allot_strlcpy(buf, "abcdef", sizeof(buf)), 6);
+    assert_string_equal(buf, "abc");
+    assert_int_equal(allot_fmt(buf, sizeof(buf), "%d", 12345), 5);
+    assert_string_equal(buf, "123");
+}
+
+static char last_msg[128];
+static int calls;
+
+static void sink(enum allot_log_level level, const char *subsys, const char *msg, void *ud)
+{
+    calls++;
+    allot_fmt(last_msg, sizeof(last_msg), "%s:%s", subsys, msg);
+}
+
+static void test_log(void **state)
+{
+    allot_log_set(sink, NULL, ALLOT_LOG_INFO);
+    ALLOT_LOG(ALLOT_LOG_DEBUG, "core", "hidden %d", 1);
+    assert_int_equal(calls, 0);
+    ALLOT_LOG(ALLOT_LOG_WARN, "core", "shown %d", 2);
+    assert_int_equal(calls, 1);
+    assert_string_equal(last_msg, "core:shown 2");
+    allot_log_set(NULL, NULL, ALLOT_LOG_DEBUG);
+    assert_false(allot_log_enabled(ALLOT_LOG_ERROR));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_common),
+        cmocka_unit_test(test_log),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
