@@ -1,0 +1,167 @@
+/*
+ * The multi-tenant job queue of liballot-core: jobs (gangs of identical
+ * tasks) of tenants, with priority classes, QoS, quotas, fair share,
+ * preemption and reclaim, gang reservations, EASY backfill, topology and
+ * isolation, and a pending reason for every waiting job.
+ *
+ * Events in (submit, cancel, finish, time advanced: `now` is always passed
+ * in), decisions out (start with placements, preempt, stop at limit) through
+ * a callback. One scheduling cycle (queue_cycle):
+ *   1. stop running jobs past their runtime limit; end grace periods;
+ *   2. order pending jobs: policy key (priority, fair share, age...);
+ *   3. for each job: admit against quota; place all its tasks or none;
+ *      otherwise try preemption (higher priority inside the tenant) or
+ *      reclaim (a tenant below nominal takes back borrowed capacity);
+ *   4. the first job of a tenant that cannot be placed gets a reservation:
+ *      later jobs only backfill if their estimated end precedes it;
+ *   5. every job left waiting gets a specific pending reason.
+ * Ordering policies are ops structs (queue_policies[]).
+ *
+ * Guarantees (tested): a job is never preempted before its minimum
+ * runtime, never for a job of equal or lower standing (so no two jobs can
+ * preempt each other in a loop), in-nominal work of another tenant is never
+ * preempted, and a gang is placed whole or not at all.
+ * Deterministic; single-threaded; no I/O.
+ */
+#ifndef ALLOT_QUEUE_H
+#define ALLOT_QUEUE_H
+
+#include "allot/cluster.h"
+#include "allot/sched.h"
+#include "allot/tenant.h"
+
+#define ALLOT_PRIO_CLASSES 16
+#define ALLOT_REASON_MAX   192
+
+enum allot_qos { ALLOT_QOS_GUARANTEED = 0, ALLOT_QOS_BURSTABLE, ALLOT_QOS_BEST_EFFORT };
+
+enum allot_job_state {
+    ALLOT_JOB_PENDING = 0,
+    ALLOT_JOB_RUNNING,
+    ALLOT_JOB_STOPPING, /* grace period after a preemption signal */
+    ALLOT_JOB_DONE,     /* finished, cancelled or stopped at its limit */
+};
+
+struct allot_prio_class {
+    char name[32];
+    int value; /* higher runs first and may preempt lower */
+    bool preemptible;
+};
+
+struct allot_job_spec {
+    const char *name;       /* copied */
+    int tenant;             /* leaf tenant index */
+    int user;               /* user id inside the tenant (fair share of users) */
+    int prio_class;         /* index into the priority classes; -1 = default */
+    int qos;                /* enum allot_qos */
+    int n_tasks;            /* gang size >= 1 */
+    struct allot_task task; /* every task of the gang is the same */
+    int64_t est_runtime_s;  /* estimate for backfill; 0 = unknown */
+    int64_t limit_s;        /* stopped at this runtime; 0 = none */
+    int64_t min_runtime_s;  /* not preempted before; default from options */
+    bool checkpointable;    /* gets a grace period and is requeued when preempted */
+};
+
+struct allot_job {
+    char *name; /* owned */
+    struct allot_job_spec spec;
+    int id;
+    int state;
+    int64_t submit; /* time of (re)queueing */
+    int64_t first_submit;
+    int64_t start;      /* of the current run */
+    int64_t stop_at;    /* STOPPING: when the grace period ends */
+    int64_t attained_s; /* GPU-seconds of service received (all runs) */
+    int64_t runs;       /* times started */
+    int64_t preemptions;
+    bool borrowed;              /* running above its tenant's nominal */
+    int preempted_for;          /* STOPPING: the job it makes room for, else -1 */
+    struct allot_resvec req;    /* what the whole gang uses */
+    struct allot_placement *pl; /* owned, n_tasks entries while running */
+    char reason[ALLOT_REASON_MAX];
+};
+
+/* Decisions out of a cycle. */
+enum allot_decision_kind {
+    ALLOT_DEC_START,   /* job starts with job->pl */
+    ALLOT_DEC_PREEMPT, /* job is signalled; stops after grace (or now) */
+    ALLOT_DEC_STOP,    /* job stopped (limit reached, grace over) */
+};
+
+typedef void (*allot_decision_fn)(int kind, const struct allot_job *job, const char *why, void *ud);
+
+struct queue;
+
+/* Options of a queue. */
+struct queue_opts {
+    const char *order;     /* ordering policy name (queue_policy_find) */
+    const char *placement; /* placement policy name (sched_policy_find) */
+    bool quotas;           /* enforce tenant quotas */
+    bool borrowing;        /* tenants may borrow above nominal */
+    bool preemption;       /* priority preemption and reclaim */
+    bool backfill;         /* EASY backfill behind reservations */
+    int64_t grace_s;       /* checkpointable jobs: signal, then stop */
+    int64_t min_runtime_s; /* default minimum runtime before preemption */
+    int64_t aging_s;       /* a job waiting this long jumps ahead of fair share
+                              and, if a large gang, gets a reservation */
+    int large_gang_gpus;   /* gangs of at least this many GPUs may reserve */
+    double half_life_s;    /* fair-share history half-life */
+    uint64_t seed;
+};
+
+/* Ordering policies: a key per pending job (lower goes first). */
+#define QUEUE_KEY_LEN 4
+struct queue_policy_ops {
+    const char *name;
+    const char *summary;
+    /* Tenants take turns by fair share (lowest key first), each offering
+     * its best job by key; otherwise one global order by key. */
+    bool per_tenant;
+    /* Fills key[0..QUEUE_KEY_LEN) (compared in order) for job j at now. */
+    void (*key)(const struct queue *q, const struct allot_job *j, int64_t now,
+                double key[QUEUE_KEY_LEN]);
+};
+
+extern const struct queue_policy_ops *const queue_policies[];
+const struct queue_policy_ops *queue_policy_find(const char *name);
+
+/* Creates a queue over cluster c and tenants t (both borrowed; the queue is
+ * their only writer). Returns NULL on allocation failure or unknown policy
+ * names (message in err). */
+struct queue *queue_new(struct allot_cluster *c, struct allot_tenants *t,
+                        const struct queue_opts *opts, char *err, size_t errlen);
+void queue_free(struct queue *q);
+
+/* Registers a priority class; returns its index or an error. */
+int queue_add_prio_class(struct queue *q, const char *name, int value, bool preemptible);
+
+/* Submits a job at time now; returns its id (>= 0) or ALLOT_EINVAL with a
+ * message naming the field (unknown tenant, gang of 0, bad task shape). */
+int queue_submit(struct queue *q, const struct allot_job_spec *spec, int64_t now, char *err,
+                 size_t errlen);
+
+/* Cancels a pending or running job. Returns 0 or ALLOT_ENOENT/ALLOT_ESTATE. */
+int queue_cancel(struct queue *q, int id, int64_t now);
+
+/* A running job finished on its own at `now`. Returns 0 or ALLOT_ESTATE. */
+int queue_finish(struct queue *q, int id, int64_t now);
+
+/* Runs one scheduling cycle at time now; decisions go to fn. Returns 0 or
+ * ALLOT_ENOMEM. */
+int queue_cycle(struct queue *q, int64_t now, allot_decision_fn fn, void *ud);
+
+/* Earliest future time the queue wants a cycle for its own sake (a grace
+ * period or limit ending, a reservation); INT64_MAX when none. */
+int64_t queue_next_wakeup(const struct queue *q);
+
+int queue_job_count(const struct queue *q);
+const struct allot_job *queue_job(const struct queue *q, int id);
+struct allot_tenants *queue_tenants(const struct queue *q);
+struct allot_cluster *queue_cluster(const struct queue *q);
+
+/* Checks cluster and queue invariants: every running job placed and
+ * charged, usage equal to the sum of running jobs, no tenant over its
+ * borrow limit. Returns 0 or ALLOT_EINTERNAL with a message. */
+int queue_check_invariants(const struct queue *q, char *err, size_t errlen);
+
+#endif

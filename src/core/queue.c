@@ -1,0 +1,1011 @@
+/*
+ * The multi-tenant job queue (see queue.h for the cycle and guarantees,
+ * docs/tenancy.md for the rules). Jobs live in one array indexed by id;
+ * pending and running jobs are kept in two id lists.
+ *
+ * Standing (who may preempt whom): a job may preempt another only when the
+ * victim is preemptible, past its minimum runtime, and either of lower
+ * priority in the same tenant, or borrowed (running above its tenant's
+ * nominal) while the preemptor fits inside its own tenant's nominal. Both
+ * relations are strict (priority strictly lower; in-nominal work is never a
+ * victim of reclaim), so no two jobs can preempt each other in a loop.
+ */
+#include "allot/queue.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct queue {
+    struct allot_cluster *c; /* borrowed */
+    struct allot_tenants *t; /* borrowed */
+    struct sched *placer;    /* owned */
+    const struct queue_policy_ops *order;
+    struct queue_opts o;
+    struct allot_prio_class prio[ALLOT_PRIO_CLASSES];
+    int n_prio;
+    struct allot_job *jobs; /* owned, by id */
+    size_t n_jobs, jobs_cap;
+    int *pending; /* owned: ids */
+    size_t n_pending, pending_cap;
+    int *running; /* owned: ids (running or stopping) */
+    size_t n_running, running_cap;
+    struct allot_resvec capacity;
+    double *fair; /* owned: per tenant fair key of the current cycle */
+    size_t fair_cap;
+    int64_t now; /* time of the current cycle */
+    int64_t wakeup;
+    allot_decision_fn fn;
+    void *ud;
+};
+
+/* ---- small helpers -------------------------------------------------------- */
+
+static int list_add(int **v, size_t *n, size_t *cap, int id)
+{
+    if (allot_grow((void **)v, cap, *n + 1, sizeof(**v)))
+        return ALLOT_ENOMEM;
+    (*v)[(*n)++] = id;
+    return 0;
+}
+
+static void list_del(int *v, size_t *n, int id)
+{
+    for (size_t i = 0; i < *n; i++)
+        if (v[i] == id) {
+            memmove(v + i, v + i + 1, (*n - i - 1) * sizeof(*v));
+            (*n)--;
+            return;
+        }
+}
+
+static int job_prio(const struct queue *q, const struct allot_job *j)
+{
+    return j->spec.prio_class >= 0 ? q->prio[j->spec.prio_class].value : 0;
+}
+
+static bool job_preemptible(const struct queue *q, const struct allot_job *j)
+{
+    if (j->spec.qos == ALLOT_QOS_BEST_EFFORT)
+        return true;
+    return j->spec.prio_class < 0 || q->prio[j->spec.prio_class].preemptible;
+}
+
+static int job_gpus(const struct allot_job *j)
+{
+    return (int)(j->req.v[ALLOT_RES_GPU] / ALLOT_MILLI);
+}
+
+static void emit(struct queue *q, int kind, const struct allot_job *j, const char *why)
+{
+    if (q->fn)
+        q->fn(kind, j, why, q->ud);
+}
+
+/* ---- lifecycle ---------------------------------------------------------------- */
+
+struct queue *queue_new(struct allot_cluster *c, struct allot_tenants *t,
+                        const struct queue_opts *opts, char *err, size_t errlen)
+{
+    struct queue *q;
+    const struct sched_policy_ops *pl =
+        sched_policy_find(opts->placement ? opts->placement : "allot");
+    const struct queue_policy_ops *ord = queue_policy_find(opts->order ? opts->order : "fair");
+    struct sched_opts so = {.seed = opts->seed};
+
+    if (!pl || !ord) {
+        allot_fmt(err, errlen, "unknown %s policy \"%s\"", pl ? "ordering" : "placement",
+                  pl ? opts->order : opts->placement);
+        return NULL;
+    }
+    q = allot_calloc(1, sizeof(*q));
+    if (!q)
+        goto oom;
+    q->c = c;
+    q->t = t;
+    q->o = *opts;
+    q->order = ord;
+    q->placer = sched_new(c, pl, &so);
+    if (!q->placer)
+        goto oom;
+    for (int i = 0; i < allot_cluster_node_count(c); i++) {
+        const struct allot_node *n = allot_cluster_node(c, i);
+        q->capacity.v[ALLOT_RES_GPU] += (int64_t)n->n_gpus * ALLOT_MILLI;
+        q->capacity.v[ALLOT_RES_CPU] += n->cpu_milli;
+        q->capacity.v[ALLOT_RES_MEM] += n->mem_mib;
+        if (n->model >= 0) {
+            q->capacity.v[ALLOT_RES_MODEL0 + n->model] += (int64_t)n->n_gpus * ALLOT_MILLI;
+            q->capacity.v[ALLOT_RES_GPU_MEM] +=
+                n->n_gpus * allot_cluster_catalog(c)->models[n->model].memory_mib;
+        }
+    }
+    q->wakeup = INT64_MAX;
+    return q;
+oom:
+    allot_fmt(err, errlen, "out of memory");
+    queue_free(q);
+    return NULL;
+}
+
+void queue_free(struct queue *q)
+{
+    if (!q)
+        return;
+    for (size_t i = 0; i < q->n_jobs; i++) {
+        allot_free(q->jobs[i].name);
+        allot_free(q->jobs[i].pl);
+    }
+    allot_free(q->jobs);
+    allot_free(q->pending);
+    allot_free(q->running);
+    allot_free(q->fair);
+    sched_free(q->placer);
+    allot_free(q);
+}
+
+int queue_add_prio_class(struct queue *q, const char *name, int value, bool preemptible)
+{
+    if (q->n_prio >= ALLOT_PRIO_CLASSES || !name || !*name ||
+        strlen(name) >= sizeof(q->prio[0].name))
+        return ALLOT_EINVAL;
+    for (int i = 0; i < q->n_prio; i++)
+        if (strcmp(q->prio[i].name, name) == 0)
+            return ALLOT_EEXIST;
+    allot_strlcpy(q->prio[q->n_prio].name, name, sizeof(q->prio[0].name));
+    q->prio[q->n_prio].value = value;
+    q->prio[q->n_prio].preemptible = preemptible;
+    return q->n_prio++;
+}
+
+int queue_job_count(const struct queue *q)
+{
+    return (int)q->n_jobs;
+}
+
+const struct allot_job *queue_job(const struct queue *q, int id)
+{
+    return id >= 0 && (size_t)id < q->n_jobs ? &q->jobs[id] : NULL;
+}
+
+struct allot_tenants *queue_tenants(const struct queue *q)
+{
+    return q->t;
+}
+
+struct allot_cluster *queue_cluster(const struct queue *q)
+{
+    return q->c;
+}
+
+int64_t queue_next_wakeup(const struct queue *q)
+{
+    return q->wakeup;
+}
+
+/* ---- submission ------------------------------------------------------------------ */
+
+/* The base resource vector of a gang (per-model GPUs are added once placed). */
+static void job_request(const struct queue *q, const struct allot_job_spec *s,
+                        struct allot_resvec *r)
+{
+    const struct allot_catalog *cat = allot_cluster_catalog(q->c);
+    int64_t n = s->n_tasks;
+    int64_t milli = s->task.gpu_milli;
+
+    memset(r, 0, sizeof(*r));
+    if (s->task.mig_profile >= 0) {
+        /* the smallest compute share any model gives this profile */
+        milli = ALLOT_MILLI;
+        for (int m = 0; m < cat->n_models; m++) {
+            int lp = cat->models[m].profile_by_global[s->task.mig_profile];
+            if (lp >= 0) {
+                int64_t v = (int64_t)cat->models[m].profiles[lp].compute_slices * ALLOT_MILLI /
+                            cat->models[m].compute_slices;
+                if (v < milli)
+                    milli = v;
+            }
+        }
+    }
+    r->v[ALLOT_RES_GPU] = n * s->task.num_gpu * milli;
+    r->v[ALLOT_RES_CPU] = n * s->task.cpu_milli;
+    r->v[ALLOT_RES_MEM] = n * s->task.mem_mib;
+    r->v[ALLOT_RES_GPU_MEM] = n * s->task.num_gpu * s->task.gpu_mem_mib;
+}
+
+int queue_submit(struct queue *q, const struct allot_job_spec *spec, int64_t now, char *err,
+                 size_t errlen)
+{
+    struct allot_job *j;
+    const struct allot_tenant *ten = allot_tenants_get(q->t, spec->tenant);
+    int rc;
+
+    if (!spec->name || !*spec->name) {
+        allot_fmt(err, errlen, "job: name is empty");
+        return ALLOT_EINVAL;
+    }
+    if (!ten || ten->first_child >= 0 || spec->tenant == 0) {
+        allot_fmt(err, errlen, "job %s: tenant must be a leaf of the tenant tree", spec->name);
+        return ALLOT_EINVAL;
+    }
+    if (spec->n_tasks < 1 || spec->n_tasks > 4096) {
+        allot_fmt(err, errlen, "job %s: n_tasks %d out of range 1..4096", spec->name,
+                  spec->n_tasks);
+        return ALLOT_EINVAL;
+    }
+    if (spec->prio_class < -1 || spec->prio_class >= q->n_prio) {
+        allot_fmt(err, errlen, "job %s: priority class %d unknown", spec->name, spec->prio_class);
+        return ALLOT_EINVAL;
+    }
+    if (spec->qos < ALLOT_QOS_GUARANTEED || spec->qos > ALLOT_QOS_BEST_EFFORT ||
+        spec->est_runtime_s < 0 || spec->limit_s < 0 || spec->min_runtime_s < 0) {
+        allot_fmt(err, errlen, "job %s: %s", spec->name,
+                  spec->qos < 0 || spec->qos > 2 ? "qos unknown" : "negative time");
+        return ALLOT_EINVAL;
+    }
+    rc = allot_task_validate(allot_cluster_catalog(q->c), &spec->task, err, errlen);
+    if (rc)
+        return rc;
+    if (allot_grow((void **)&q->jobs, &q->jobs_cap, q->n_jobs + 1, sizeof(*q->jobs)) ||
+        allot_grow((void **)&q->pending, &q->pending_cap, q->n_pending + 1, sizeof(*q->pending)))
+        goto oom;
+    j = &q->jobs[q->n_jobs];
+    memset(j, 0, sizeof(*j));
+    j->name = allot_strdup(spec->name);
+    if (!j->name)
+        goto oom;
+    j->spec = *spec;
+    j->spec.name = j->name;
+    if (!j->spec.min_runtime_s)
+        j->spec.min_runtime_s = q->o.min_runtime_s;
+    j->id = (int)q->n_jobs;
+    j->preempted_for = -1;
+    j->state = ALLOT_JOB_PENDING;
+    j->submit = j->first_submit = now;
+    job_request(q, spec, &j->req);
+    allot_fmt(j->reason, sizeof(j->reason), "not yet considered by the scheduler");
+    q->pending[q->n_pending++] = j->id;
+    return (int)q->n_jobs++;
+oom:
+    allot_fmt(err, errlen, "job %s: out of memory", spec->name);
+    return ALLOT_ENOMEM;
+}
+
+/* ---- running and stopping --------------------------------------------------------- */
+
+/* Per-model GPU usage of a placed job. */
+static void job_model_usage(const struct queue *q, const struct allot_job *j,
+                            struct allot_resvec *r)
+{
+    *r = j->req;
+    for (int k = 0; k < j->spec.n_tasks; k++) {
+        const struct allot_node *n = allot_cluster_node(q->c, j->pl[k].node);
+        if (n->model >= 0)
+            r->v[ALLOT_RES_MODEL0 + n->model] +=
+                (int64_t)__builtin_popcount(j->pl[k].gpu_mask) * j->pl[k].gpu_milli;
+    }
+}
+
+/* Releases a running job's placements and quota. */
+static void job_unplace(struct queue *q, struct allot_job *j, int64_t now)
+{
+    struct allot_resvec use;
+
+    job_model_usage(q, j, &use);
+    allot_tenants_charge(q->t, j->spec.tenant, &use, -1);
+    for (int k = 0; k < j->spec.n_tasks; k++)
+        (void)sched_release(q->placer, &j->pl[k]);
+    j->attained_s += (now - j->start) * job_gpus(j);
+    allot_free(j->pl);
+    j->pl = NULL;
+    list_del(q->running, &q->n_running, j->id);
+}
+
+static int requeue(struct queue *q, struct allot_job *j, int64_t now)
+{
+    if (list_add(&q->pending, &q->n_pending, &q->pending_cap, j->id))
+        return ALLOT_ENOMEM;
+    j->state = ALLOT_JOB_PENDING;
+    j->submit = now;
+    return 0;
+}
+
+int queue_cancel(struct queue *q, int id, int64_t now)
+{
+    struct allot_job *j;
+
+    if (id < 0 || (size_t)id >= q->n_jobs)
+        return ALLOT_ENOENT;
+    j = &q->jobs[id];
+    if (j->state == ALLOT_JOB_DONE)
+        return ALLOT_ESTATE;
+    if (j->state == ALLOT_JOB_PENDING)
+        list_del(q->pending, &q->n_pending, id);
+    else
+        job_unplace(q, j, now);
+    j->state = ALLOT_JOB_DONE;
+    allot_fmt(j->reason, sizeof(j->reason), "cancelled");
+    return 0;
+}
+
+int queue_finish(struct queue *q, int id, int64_t now)
+{
+    struct allot_job *j;
+
+    if (id < 0 || (size_t)id >= q->n_jobs)
+        return ALLOT_ENOENT;
+    j = &q->jobs[id];
+    if (j->state != ALLOT_JOB_RUNNING && j->state != ALLOT_JOB_STOPPING)
+        return ALLOT_ESTATE;
+    job_unplace(q, j, now);
+    j->state = ALLOT_JOB_DONE;
+    allot_fmt(j->reason, sizeof(j->reason), "finished");
+    return 0;
+}
+
+/* ---- placing a gang ------------------------------------------------------------------- */
+
+/* Places every task of j or none. Returns 0, ALLOT_ENOSPC or ALLOT_ENOMEM. */
+static int gang_place(struct queue *q, struct allot_job *j)
+{
+    struct allot_placement *pl = allot_calloc((size_t)j->spec.n_tasks, sizeof(*pl));
+    int k, rc = 0;
+
+    if (!pl)
+        return ALLOT_ENOMEM;
+    for (k = 0; k < j->spec.n_tasks; k++) {
+        rc = sched_place(q->placer, &j->spec.task, &pl[k], NULL, 0);
+        if (rc)
+            break;
+    }
+    if (rc) {
+        while (k-- > 0)
+            (void)sched_release(q->placer, &pl[k]);
+        allot_free(pl);
+        return rc;
+    }
+    j->pl = pl;
+    return 0;
+}
+
+static void gang_unplace(struct queue *q, struct allot_job *j)
+{
+    for (int k = j->spec.n_tasks; k-- > 0;)
+        (void)sched_release(q->placer, &j->pl[k]);
+    allot_free(j->pl);
+    j->pl = NULL;
+}
+
+/* Commits a placed job: charges quota, marks it running, emits START. */
+static int job_start(struct queue *q, struct allot_job *j, int64_t now)
+{
+    struct allot_resvec use;
+
+    if (list_add(&q->running, &q->n_running, &q->running_cap, j->id))
+        return ALLOT_ENOMEM;
+    list_del(q->pending, &q->n_pending, j->id);
+    job_model_usage(q, j, &use);
+    j->borrowed = !allot_tenants_in_nominal(q->t, j->spec.tenant, &use);
+    allot_tenants_charge(q->t, j->spec.tenant, &use, +1);
+    j->state = ALLOT_JOB_RUNNING;
+    j->start = now;
+    j->runs++;
+    j->reason[0] = '\0';
+    emit(q, ALLOT_DEC_START, j, j->borrowed ? "started on borrowed capacity" : "started");
+    return 0;
+}
+
+/* ---- pending reasons -------------------------------------------------------------------- */
+
+static void gpus_text(char *buf, size_t len, int64_t milli)
+{
+    if (milli % ALLOT_MILLI == 0)
+        allot_fmt(buf, len, "%lld", (long long)(milli / ALLOT_MILLI));
+    else
+        allot_fmt(buf, len, "%.2f", (double)milli / ALLOT_MILLI);
+}
+
+static void amount_text(char *buf, size_t len, int res, int64_t v)
+{
+    if (res == ALLOT_RES_GPU || res >= ALLOT_RES_MODEL0)
+        gpus_text(buf, len, v);
+    else if (res == ALLOT_RES_CPU)
+        allot_fmt(buf, len, "%.1f", (double)v / 1000.0);
+    else
+        allot_fmt(buf, len, "%lld MiB", (long long)v);
+}
+
+static void reason_quota(struct queue *q, struct allot_job *j, int who, int res)
+{
+    const struct allot_tenant *x = allot_tenants_get(q->t, who);
+    char rn[64], used[32], nom[32];
+    const char *unit = res == ALLOT_RES_CPU ? " CPU" : "";
+
+    allot_res_name(q->t, res, rn, sizeof(rn));
+    amount_text(used, sizeof(used), res, x->usage[res]);
+    amount_text(nom, sizeof(nom), res, x->quota[res].nominal);
+    if (who == j->spec.tenant) {
+        const char *tail = !q->o.borrowing                   ? "borrowing is off"
+                           : x->quota[res].borrow_limit == 0 ? "borrowing not allowed"
+                                                             : "borrowing limit reached";
+        allot_fmt(j->reason, sizeof(j->reason), "tenant %s at nominal (%s/%s %s%s), %s", x->path,
+                  used, nom, res == ALLOT_RES_CPU ? "" : rn, unit, tail);
+    } else if (who == 0) {
+        allot_fmt(j->reason, sizeof(j->reason), "cluster quota exhausted (%s/%s %s in use)", used,
+                  nom, rn);
+    } else {
+        allot_fmt(j->reason, sizeof(j->reason),
+                  "cohort %s has no unused %s (%s/%s in use or reserved)", x->path, rn, used, nom);
+    }
+}
+
+/* Explains why a gang found no room. */
+static void reason_capacity(struct queue *q, struct allot_job *j)
+{
+    const struct allot_task *t = &j->spec.task;
+    const struct allot_catalog *cat = allot_cluster_catalog(q->c);
+    int best_whole = 0, admit = 0, nn = allot_cluster_node_count(q->c);
+    char model[48] = "";
+
+    for (int i = 0; i < nn; i++) {
+        const struct allot_node *n = allot_cluster_node(q->c, i);
+        int w = 0;
+        if (n->state != ALLOT_NODE_READY || !allot_node_admits(n, t))
+            continue;
+        admit++;
+        for (int g = 0; g < n->n_gpus; g++)
+            w += n->gpus[g].mode != ALLOT_GPU_MIG && n->gpus[g].free_milli == ALLOT_MILLI;
+        if (w > best_whole)
+            best_whole = w;
+    }
+    if (t->model_mask && __builtin_popcountll(t->model_mask) == 1)
+        allot_fmt(model, sizeof(model), " %s", cat->models[__builtin_ctzll(t->model_mask)].name);
+    if (t->num_gpu == 0 || admit == 0)
+        allot_fmt(j->reason, sizeof(j->reason), "no node has %.1f CPU and %lld MiB memory free%s%s",
+                  (double)t->cpu_milli / 1000, (long long)t->mem_mib,
+                  model[0] ? " with GPU model" : "", model);
+    else if (t->mig_profile >= 0)
+        allot_fmt(j->reason, sizeof(j->reason), "no MIG GPU has a free %s slot",
+                  cat->profile_names[t->mig_profile]);
+    else if (t->gpu_milli < ALLOT_MILLI || t->gpu_mem_mib)
+        allot_fmt(j->reason, sizeof(j->reason), "no%s GPU has %d milli-GPU and %lld MiB free",
+                  model, t->gpu_milli, (long long)t->gpu_mem_mib);
+    else if (j->spec.n_tasks > 1)
+        allot_fmt(j->reason, sizeof(j->reason),
+                  "no room for %d tasks of %d%s GPUs each (most free on one node: %d)",
+                  j->spec.n_tasks, t->num_gpu, model, best_whole);
+    else
+        allot_fmt(j->reason, sizeof(j->reason),
+                  "no node has %d free%s GPUs%s (most free on one node: %d)", t->num_gpu, model,
+                  t->num_gpu > 1 ? " in one NVLink island" : "", best_whole);
+}
+
+/* ---- preemption and reclaim ------------------------------------------------------------- */
+
+struct victim {
+    int id;
+    int64_t cost; /* GPU-seconds of work lost */
+    int borrowed;
+};
+
+static int cmp_victim(const void *a, const void *b)
+{
+    const struct victim *x = a, *y = b;
+
+    if (x->borrowed != y->borrowed)
+        return y->borrowed - x->borrowed; /* borrowed first */
+    if (x->cost != y->cost)
+        return x->cost < y->cost ? -1 : 1;
+    return x->id - y->id;
+}
+
+/* May running job v be preempted for pending job j (the standing rule)? */
+static bool may_preempt(const struct queue *q, const struct allot_job *j, bool j_in_nominal,
+                        const struct allot_job *v, int64_t now)
+{
+    if (v->state != ALLOT_JOB_RUNNING || !job_preemptible(q, v) ||
+        now - v->start < v->spec.min_runtime_s)
+        return false;
+    if (v->spec.tenant == j->spec.tenant)
+        return job_prio(q, v) < job_prio(q, j);
+    /* reclaim: only borrowed work, only for work inside its own nominal */
+    return q->o.quotas && j_in_nominal && v->borrowed;
+}
+
+/* Takes victims' usage off the cluster and quotas (tentatively) or puts it back. */
+static void victims_toggle(struct queue *q, const struct victim *vs, int n, int sign)
+{
+    for (int i = 0; i < n; i++) {
+        struct allot_job *v = &q->jobs[vs[i].id];
+        struct allot_resvec use;
+        job_model_usage(q, v, &use);
+        allot_tenants_charge(q->t, v->spec.tenant, &use, sign);
+        for (int k = 0; k < v->spec.n_tasks; k++) {
+            if (sign < 0)
+                (void)sched_release(q->placer, &v->pl[k]);
+            else
+                (void)allot_cluster_apply(q->c, &v->pl[k]);
+        }
+    }
+}
+
+/* True when j would be admitted and placed (then undone). */
+static bool would_fit(struct queue *q, struct allot_job *j)
+{
+    struct allot_resvec use;
+    bool ok;
+
+    if (q->o.quotas &&
+        !allot_tenants_admits(q->t, j->spec.tenant, &j->req, q->o.borrowing, NULL, NULL))
+        return false;
+    if (gang_place(q, j) != 0)
+        return false;
+    job_model_usage(q, j, &use);
+    ok = !q->o.quotas ||
+         allot_tenants_admits(q->t, j->spec.tenant, &use, q->o.borrowing, NULL, NULL);
+    gang_unplace(q, j);
+    return ok;
+}
+
+/* Finds the cheapest victim set for j and preempts it. Returns 1 when
+ * victims were signalled or stopped, 0 when none would help, or an error. */
+static int try_preempt(struct queue *q, struct allot_job *j, int64_t now)
+{
+    struct victim *vs;
+    int n = 0, used = 0, rc = 0, stopping = 0;
+    bool in_nom = allot_tenants_in_nominal(q->t, j->spec.tenant, &j->req);
+    int64_t gpus = 0;
+
+    for (size_t i = 0; i < q->n_running; i++)
+        if (q->jobs[q->running[i]].preempted_for == j->id)
+            return 1; /* already making room */
+    vs = allot_malloc((q->n_running + 1) * sizeof(*vs));
+    if (!vs)
+        return ALLOT_ENOMEM;
+    for (size_t i = 0; i < q->n_running; i++) {
+        const struct allot_job *v = &q->jobs[q->running[i]];
+        int64_t ran = now - v->start;
+        if (!may_preempt(q, j, in_nom, v, now))
+            continue;
+        vs[n].id = v->id;
+        vs[n].borrowed = v->borrowed;
+        /* checkpointable work loses at most the grace period's worth */
+        vs[n].cost = (int64_t)job_gpus(v) *
+                     (v->spec.checkpointable && q->o.grace_s < ran ? q->o.grace_s : ran);
+        gpus += v->req.v[ALLOT_RES_GPU];
+        n++;
+    }
+    if (n == 0 || gpus < j->req.v[ALLOT_RES_GPU] - q->capacity.v[ALLOT_RES_GPU]) {
+        allot_free(vs);
+        return 0;
+    }
+    qsort(vs, (size_t)n, sizeof(*vs), cmp_victim);
+    /* cheapest first, until j fits */
+    for (used = 1; used <= n && used <= 64; used++) {
+        bool fit;
+        victims_toggle(q, &vs[used - 1], 1, -1);
+        fit = would_fit(q, j);
+        if (fit)
+            break;
+    }
+    victims_toggle(q, vs, used > n ? n : (used > 64 ? 64 : used), +1);
+    if (used > n || used > 64) {
+        allot_free(vs);
+        return 0;
+    }
+    for (int i = 0; i < used; i++) {
+        struct allot_job *v = &q->jobs[vs[i].id];
+        char why[ALLOT_REASON_MAX];
+        v->preemptions++;
+        allot_fmt(why, sizeof(why), "%s job %s",
+                  v->spec.tenant == j->spec.tenant ? "preempted for higher-priority"
+                                                   : "borrowed capacity reclaimed by",
+                  j->name);
+        if (v->spec.checkpointable && q->o.grace_s > 0) {
+            v->state = ALLOT_JOB_STOPPING;
+            v->stop_at = now + q->o.grace_s;
+            v->preempted_for = j->id;
+            if (v->stop_at < q->wakeup)
+                q->wakeup = v->stop_at;
+            stopping++;
+            emit(q, ALLOT_DEC_PREEMPT, v, why);
+        } else {
+            emit(q, ALLOT_DEC_PREEMPT, v, why);
+            job_unplace(q, v, now);
+            rc = requeue(q, v, now);
+            if (rc)
+                break;
+            allot_fmt(v->reason, sizeof(v->reason), "requeued: %s", why);
+        }
+    }
+    if (stopping) {
+        const struct allot_job *v0 = &q->jobs[vs[0].id];
+        const struct allot_tenant *vt = allot_tenants_get(q->t, v0->spec.tenant);
+        int64_t g = 0;
+        for (int i = 0; i < used; i++)
+            g += q->jobs[vs[i].id].req.v[ALLOT_RES_GPU];
+        allot_fmt(j->reason, sizeof(j->reason),
+                  "waiting for %s of %lld GPUs from %s (grace %lld s)",
+                  v0->spec.tenant == j->spec.tenant ? "preemption" : "reclaim",
+                  (long long)(g / ALLOT_MILLI), vt->path, (long long)q->o.grace_s);
+    }
+    allot_free(vs);
+    return rc ? rc : 1;
+}
+
+/* ---- the cycle ---------------------------------------------------------------------------- */
+
+struct reservation {
+    int holder;     /* job id, -1 when none */
+    int64_t shadow; /* expected start of the holder */
+    int64_t extra;  /* GPU milli free beyond the holder's need at shadow */
+};
+
+struct endtime {
+    int64_t at;
+    int64_t milli;
+};
+
+static int cmp_end(const void *a, const void *b)
+{
+    const struct endtime *x = a, *y = b;
+
+    return x->at < y->at ? -1 : x->at > y->at;
+}
+
+/* EASY: when will enough GPUs be free for j, and how many spare then? */
+static int reserve(struct queue *q, struct allot_job *j, int64_t now, struct reservation *r)
+{
+    struct endtime *e = allot_malloc((q->n_running + 1) * sizeof(*e));
+    int64_t free_milli = q->capacity.v[ALLOT_RES_GPU] - allot_cluster_used_milli(q->c);
+    int64_t need = j->req.v[ALLOT_RES_GPU];
+    size_t n = 0;
+
+    if (!e)
+        return ALLOT_ENOMEM;
+    for (size_t i = 0; i < q->n_running; i++) {
+        const struct allot_job *v = &q->jobs[q->running[i]];
+        int64_t est = v->state == ALLOT_JOB_STOPPING ? v->stop_at - v->start
+                      : v->spec.est_runtime_s        ? v->spec.est_runtime_s
+                                                     : v->spec.limit_s;
+        e[n].at = est ? v->start + est : INT64_MAX;
+        e[n].milli = v->req.v[ALLOT_RES_GPU];
+        n++;
+    }
+    qsort(e, n, sizeof(*e), cmp_end);
+    r->holder = j->id;
+    r->shadow = free_milli >= need ? now : INT64_MAX;
+    for (size_t i = 0; i < n && free_milli < need; i++) {
+        free_milli += e[i].milli;
+        if (free_milli >= need)
+            r->shadow = e[i].at;
+    }
+    r->extra = free_milli >= need ? free_milli - need : 0;
+    allot_free(e);
+    return 0;
+}
+
+/* May j start now without delaying the reservation holder? */
+static bool backfill_ok(const struct queue *q, struct reservation *r, const struct allot_job *j,
+                        int64_t now)
+{
+    if (r->holder < 0 || j->req.v[ALLOT_RES_GPU] == 0)
+        return true;
+    if (j->spec.est_runtime_s && r->shadow != INT64_MAX && now + j->spec.est_runtime_s <= r->shadow)
+        return true;
+    if (j->req.v[ALLOT_RES_GPU] <= r->extra) {
+        r->extra -= j->req.v[ALLOT_RES_GPU];
+        return true;
+    }
+    (void)q;
+    return false;
+}
+
+/* Ends grace periods and runtime limits due at now. */
+static int stop_due(struct queue *q, int64_t now)
+{
+    for (size_t i = 0; i < q->n_running;) {
+        struct allot_job *j = &q->jobs[q->running[i]];
+        if (j->state == ALLOT_JOB_STOPPING && j->stop_at <= now) {
+            int rc;
+            job_unplace(q, j, now);
+            j->preempted_for = -1;
+            rc = requeue(q, j, now);
+            if (rc)
+                return rc;
+            allot_fmt(j->reason, sizeof(j->reason), "requeued after preemption");
+            emit(q, ALLOT_DEC_STOP, j, "grace period over: stopped and requeued");
+            continue;
+        }
+        if (j->state == ALLOT_JOB_RUNNING && j->spec.limit_s && now - j->start >= j->spec.limit_s) {
+            job_unplace(q, j, now);
+            j->state = ALLOT_JOB_DONE;
+            allot_fmt(j->reason, sizeof(j->reason), "stopped at its runtime limit (%lld s)",
+                      (long long)j->spec.limit_s);
+            emit(q, ALLOT_DEC_STOP, j, j->reason);
+            continue;
+        }
+        i++;
+    }
+    return 0;
+}
+
+static int key_cmp(const double *a, const double *b, int ida, int idb)
+{
+    for (int k = 0; k < QUEUE_KEY_LEN; k++)
+        if (a[k] != b[k])
+            return a[k] < b[k] ? -1 : 1;
+    return ida < idb ? -1 : ida > idb;
+}
+
+struct keyed {
+    double key[QUEUE_KEY_LEN];
+    int id;
+    int tenant;
+};
+
+static int cmp_keyed(const void *a, const void *b)
+{
+    const struct keyed *x = a, *y = b;
+
+    return key_cmp(x->key, y->key, x->id, y->id);
+}
+
+/* Considers pending job j: admits, places or preempts, or explains. */
+static int consider(struct queue *q, struct allot_job *j, int64_t now, struct reservation *r)
+{
+    int who = 0, res = 0, rc;
+    bool aged = now - j->submit >= q->o.aging_s && q->o.aging_s > 0;
+    bool large = job_gpus(j) >= (q->o.large_gang_gpus ? q->o.large_gang_gpus : 8);
+
+    if (r->holder >= 0 && r->holder != j->id && !backfill_ok(q, r, j, now)) {
+        const struct allot_job *h = &q->jobs[r->holder];
+        if (r->shadow == INT64_MAX)
+            allot_fmt(j->reason, sizeof(j->reason),
+                      "held back: GPUs reserved for job %s (large gang waiting since %lld s)",
+                      h->name, (long long)(now - h->submit));
+        else
+            allot_fmt(j->reason, sizeof(j->reason),
+                      "held back: GPUs reserved for job %s (expected start in %lld s)", h->name,
+                      (long long)(r->shadow - now));
+        return 0;
+    }
+    if (q->o.quotas &&
+        !allot_tenants_admits(q->t, j->spec.tenant, &j->req, q->o.borrowing, &who, &res)) {
+        reason_quota(q, j, who, res);
+        if (q->o.preemption) {
+            rc = try_preempt(q, j, now);
+            if (rc < 0)
+                return rc;
+            if (rc == 1 && j->state == ALLOT_JOB_PENDING && would_fit(q, j))
+                goto place;
+        }
+        return 0;
+    }
+place:
+    rc = gang_place(q, j);
+    if (rc == ALLOT_ENOMEM)
+        return rc;
+    if (rc == 0) {
+        struct allot_resvec use;
+        job_model_usage(q, j, &use);
+        if (q->o.quotas &&
+            !allot_tenants_admits(q->t, j->spec.tenant, &use, q->o.borrowing, &who, &res)) {
+            gang_unplace(q, j);
+            reason_quota(q, j, who, res);
+            return 0;
+        }
+        return job_start(q, j, now);
+    }
+    reason_capacity(q, j);
+    if (q->o.preemption) {
+        rc = try_preempt(q, j, now);
+        if (rc < 0)
+            return rc;
+        if (rc == 1 && gang_place(q, j) == 0)
+            return job_start(q, j, now);
+    }
+    if (q->o.backfill && r->holder < 0 && large && aged)
+        return reserve(q, j, now, r);
+    return 0;
+}
+
+int queue_cycle(struct queue *q, int64_t now, allot_decision_fn fn, void *ud)
+{
+    struct keyed *ks = NULL;
+    size_t n;
+    int rc;
+    struct reservation r = {.holder = -1};
+
+    q->fn = fn;
+    q->ud = ud;
+    q->now = now;
+    q->wakeup = INT64_MAX;
+    allot_tenants_advance(q->t, now, q->o.half_life_s, &q->capacity);
+    rc = stop_due(q, now);
+    if (rc)
+        goto out;
+    n = q->n_pending;
+    ks = allot_malloc((n + 1) * sizeof(*ks));
+    if (!ks) {
+        rc = ALLOT_ENOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const struct allot_job *j = &q->jobs[q->pending[i]];
+        q->order->key(q, j, now, ks[i].key);
+        ks[i].id = j->id;
+        ks[i].tenant = j->spec.tenant;
+    }
+    qsort(ks, n, sizeof(*ks), cmp_keyed);
+    if (!q->order->per_tenant) {
+        for (size_t i = 0; i < n && rc == 0; i++)
+            if (q->jobs[ks[i].id].state == ALLOT_JOB_PENDING)
+                rc = consider(q, &q->jobs[ks[i].id], now, &r);
+    } else {
+        /* tenants take turns: the one with the lowest fair-share key (with
+         * its current usage) offers its best job; aged jobs go first */
+        size_t left = n;
+        int nt = allot_tenants_count(q->t);
+        size_t *head = allot_calloc((size_t)nt, sizeof(*head));
+        if (!head) {
+            rc = ALLOT_ENOMEM;
+            goto out;
+        }
+        for (int i = 0; i < nt; i++)
+            head[i] = SIZE_MAX;
+        for (size_t i = n; i-- > 0;)
+            head[ks[i].tenant] = i; /* first (best) position per tenant */
+        while (left > 0 && rc == 0) {
+            int best = -1;
+            double bk = 0;
+            for (int ti = 0; ti < nt; ti++) {
+                double k;
+                if (head[ti] == SIZE_MAX)
+                    continue;
+                k = ks[head[ti]].key[0] < 0.5 ? -1.0
+                                              : allot_tenants_fair_key(q->t, ti, &q->capacity);
+                if (best < 0 || k < bk) {
+                    best = ti;
+                    bk = k;
+                }
+            }
+            if (best < 0)
+                break;
+            {
+                size_t pos = head[best];
+                if (q->jobs[ks[pos].id].state == ALLOT_JOB_PENDING)
+                    rc = consider(q, &q->jobs[ks[pos].id], now, &r);
+                left--;
+                head[best] = SIZE_MAX;
+                for (size_t i = pos + 1; i < n; i++)
+                    if (ks[i].tenant == best) {
+                        head[best] = i;
+                        break;
+                    }
+            }
+        }
+        allot_free(head);
+    }
+out:
+    for (size_t i = 0; i < q->n_running; i++) {
+        const struct allot_job *j = &q->jobs[q->running[i]];
+        int64_t at = j->state == ALLOT_JOB_STOPPING ? j->stop_at
+                     : j->spec.limit_s              ? j->start + j->spec.limit_s
+                                                    : INT64_MAX;
+        if (at < q->wakeup)
+            q->wakeup = at;
+    }
+    allot_free(ks);
+    q->fn = NULL;
+    return rc;
+}
+
+/* ---- ordering policies ------------------------------------------------------------------ */
+
+static void key_fifo(const struct queue *q, const struct allot_job *j, int64_t now, double *k)
+{
+    k[0] = (double)j->first_submit;
+    k[1] = k[2] = k[3] = 0;
+}
+
+static void key_las(const struct queue *q, const struct allot_job *j, int64_t now, double *k)
+{
+    k[0] = (double)j->attained_s;
+    k[1] = (double)j->first_submit;
+    k[2] = k[3] = 0;
+}
+
+static void key_sjf(const struct queue *q, const struct allot_job *j, int64_t now, double *k)
+{
+    k[0] = j->spec.est_runtime_s ? (double)j->spec.est_runtime_s : 1e18;
+    k[1] = (double)j->first_submit;
+    k[2] = k[3] = 0;
+}
+
+/* Inside a tenant: aged jobs first, then priority, then age. */
+static void key_fair(const struct queue *q, const struct allot_job *j, int64_t now, double *k)
+{
+    k[0] = q->o.aging_s > 0 && now - j->submit >= q->o.aging_s ? 0.0 : 1.0;
+    k[1] = -(double)job_prio(q, j);
+    k[2] = (double)j->first_submit;
+    k[3] = 0;
+}
+
+static const struct queue_policy_ops order_fifo = {
+    .name = "fifo", .summary = "first come, first served", .key = key_fifo};
+static const struct queue_policy_ops order_las = {
+    .name = "las", .summary = "least attained GPU service first (Tiresias-style)", .key = key_las};
+static const struct queue_policy_ops order_sjf = {
+    .name = "sjf", .summary = "shortest estimated runtime first", .key = key_sjf};
+static const struct queue_policy_ops order_fair = {
+    .name = "fair",
+    .summary = "tenants by dominant share over weight with decaying history; then priority, age",
+    .per_tenant = true,
+    .key = key_fair};
+
+const struct queue_policy_ops *const queue_policies[] = {&order_fair, &order_fifo, &order_las,
+                                                         &order_sjf, NULL};
+
+const struct queue_policy_ops *queue_policy_find(const char *name)
+{
+    for (int i = 0; queue_policies[i]; i++)
+        if (strcmp(queue_policies[i]->name, name) == 0)
+            return queue_policies[i];
+    return NULL;
+}
+
+/* ---- invariants ----------------------------------------------------------------------------- */
+
+int queue_check_invariants(const struct queue *q, char *err, size_t errlen)
+{
+    struct allot_resvec sum[1];
+    int rc = sched_check_invariants(q->placer, err, errlen);
+    int nt = allot_tenants_count(q->t);
+
+    if (rc)
+        return rc;
+    for (int ti = 0; ti < nt; ti++) {
+        const struct allot_tenant *x = allot_tenants_get(q->t, ti);
+        memset(sum, 0, sizeof(sum));
+        for (size_t i = 0; i < q->n_running; i++) {
+            const struct allot_job *j = &q->jobs[q->running[i]];
+            struct allot_resvec use;
+            int a = j->spec.tenant;
+            while (a >= 0 && a != ti)
+                a = allot_tenants_get(q->t, a)->parent;
+            if (a != ti)
+                continue;
+            job_model_usage(q, j, &use);
+            for (int k = 0; k < ALLOT_RES_MAX; k++)
+                sum->v[k] += use.v[k];
+        }
+        for (int k = 0; k < ALLOT_RES_MAX; k++) {
+            const struct allot_quota *qt = &x->quota[k];
+            if (sum->v[k] != x->usage[k]) {
+                allot_fmt(err, errlen, "tenant %s: usage %lld differs from running jobs' %lld",
+                          x->path, (long long)x->usage[k], (long long)sum->v[k]);
+                return ALLOT_EINTERNAL;
+            }
+            if (q->o.quotas && qt->nominal != ALLOT_UNLIMITED &&
+                (x->parent < 0 || !q->o.borrowing || qt->borrow_limit != ALLOT_UNLIMITED) &&
+                x->usage[k] >
+                    qt->nominal + (q->o.borrowing && x->parent >= 0 ? qt->borrow_limit : 0)) {
+                allot_fmt(err, errlen, "tenant %s: over its hard limit", x->path);
+                return ALLOT_EINTERNAL;
+            }
+        }
+    }
+    for (size_t i = 0; i < q->n_running; i++) {
+        const struct allot_job *j = &q->jobs[q->running[i]];
+        if ((j->state != ALLOT_JOB_RUNNING && j->state != ALLOT_JOB_STOPPING) || !j->pl) {
+            allot_fmt(err, errlen, "job %s: listed as running but not placed", j->name);
+            return ALLOT_EINTERNAL;
+        }
+    }
+    for (size_t i = 0; i < q->n_pending; i++)
+        if (q->jobs[q->pending[i]].state != ALLOT_JOB_PENDING) {
+            allot_fmt(err, errlen, "job %s: listed as pending in another state",
+                      q->jobs[q->pending[i]].name);
+            return ALLOT_EINTERNAL;
+        }
+    return 0;
+}

@@ -1,0 +1,353 @@
+/*
+ * Tenant tree, quota arithmetic and fair share (see tenant.h and
+ * docs/tenancy.md). Tenants live in one array; children are linked through
+ * first_child/next_sibling. Trees are small (hundreds of tenants), so
+ * lookups scan.
+ */
+#include "allot/tenant.h"
+
+#include "allot/common.h"
+
+#include <math.h>
+#include <string.h>
+
+struct allot_tenants {
+    const struct allot_catalog *cat; /* borrowed */
+    struct allot_tenant *v;          /* owned */
+    int n;
+    size_t cap;
+};
+
+static void quota_default(struct allot_tenant *t)
+{
+    for (int k = 0; k < ALLOT_RES_MAX; k++) {
+        t->quota[k].nominal = ALLOT_UNLIMITED;
+        t->quota[k].borrow_limit = ALLOT_UNLIMITED;
+        t->quota[k].lend_limit = ALLOT_UNLIMITED;
+    }
+}
+
+/* Appends a tenant named `name` (n bytes) under `parent`; returns its index. */
+static int tenant_append(struct allot_tenants *t, const char *name, size_t n, int parent)
+{
+    struct allot_tenant *x;
+    size_t plen = parent >= 0 ? strlen(t->v[parent].path) : 0;
+    char *nm, *path;
+
+    if (allot_grow((void **)&t->v, &t->cap, (size_t)t->n + 1, sizeof(*t->v)))
+        return ALLOT_ENOMEM;
+    nm = allot_malloc(n + 1);
+    path = allot_malloc(plen + n + 2);
+    if (!nm || !path) {
+        allot_free(nm);
+        allot_free(path);
+        return ALLOT_ENOMEM;
+    }
+    memcpy(nm, name, n);
+    nm[n] = '\0';
+    if (plen) {
+        memcpy(path, t->v[parent].path, plen);
+        path[plen] = '/';
+        memcpy(path + plen + 1, name, n);
+        path[plen + 1 + n] = '\0';
+    } else {
+        memcpy(path, name, n);
+        path[n] = '\0';
+    }
+    x = &t->v[t->n];
+    memset(x, 0, sizeof(*x));
+    x->name = nm;
+    x->path = path;
+    x->parent = parent;
+    x->depth = parent >= 0 ? t->v[parent].depth + 1 : 0;
+    x->first_child = -1;
+    x->next_sibling = -1;
+    x->weight = 1.0;
+    quota_default(x);
+    if (parent >= 0) {
+        /* keep children in insertion order */
+        int *link = &t->v[parent].first_child;
+        while (*link >= 0)
+            link = &t->v[*link].next_sibling;
+        *link = t->n;
+    }
+    return t->n++;
+}
+
+struct allot_tenants *allot_tenants_new(const struct allot_catalog *cat)
+{
+    struct allot_tenants *t = allot_calloc(1, sizeof(*t));
+
+    if (!t)
+        return NULL;
+    t->cat = cat;
+    if (tenant_append(t, "", 0, -1) < 0) {
+        allot_free(t);
+        return NULL;
+    }
+    return t;
+}
+
+void allot_tenants_free(struct allot_tenants *t)
+{
+    if (!t)
+        return;
+    for (int i = 0; i < t->n; i++) {
+        allot_free(t->v[i].name);
+        allot_free(t->v[i].path);
+    }
+    allot_free(t->v);
+    allot_free(t);
+}
+
+int allot_tenants_find(const struct allot_tenants *t, const char *path)
+{
+    for (int i = 0; i < t->n; i++)
+        if (strcmp(t->v[i].path, path) == 0)
+            return i;
+    return -1;
+}
+
+/* Child of `parent` named name[0..n), or -1. */
+static int find_child(const struct allot_tenants *t, int parent, const char *name, size_t n)
+{
+    for (int c = t->v[parent].first_child; c >= 0; c = t->v[c].next_sibling)
+        if (strlen(t->v[c].name) == n && memcmp(t->v[c].name, name, n) == 0)
+            return c;
+    return -1;
+}
+
+int allot_tenants_add(struct allot_tenants *t, const char *path, char *err, size_t errlen)
+{
+    const char *p = path;
+    int cur = 0;
+    bool created = false;
+
+    if (!*path) {
+        allot_fmt(err, errlen, "tenant path is empty");
+        return ALLOT_EINVAL;
+    }
+    for (const char *q = path; *q; q++) {
+        unsigned char ch = (unsigned char)*q;
+        if (!(ch == '/' || ch == '-' || ch == '_' || ch == '.' || (ch >= '0' && ch <= '9') ||
+              (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z'))) {
+            allot_fmt(err, errlen, "tenant \"%s\": character '%c' not allowed", path, *q);
+            return ALLOT_EINVAL;
+        }
+    }
+    while (*p) {
+        const char *slash = strchr(p, '/');
+        size_t n = slash ? (size_t)(slash - p) : strlen(p);
+        int c;
+        if (n == 0) {
+            allot_fmt(err, errlen, "tenant \"%s\": empty path element", path);
+            return ALLOT_EINVAL;
+        }
+        c = find_child(t, cur, p, n);
+        if (c < 0) {
+            c = tenant_append(t, p, n, cur);
+            if (c < 0) {
+                allot_fmt(err, errlen, "tenant \"%s\": out of memory", path);
+                return c;
+            }
+            created = true;
+        }
+        cur = c;
+        p += n;
+        if (*p == '/') {
+            p++;
+            if (!*p) {
+                allot_fmt(err, errlen, "tenant \"%s\": empty path element", path);
+                return ALLOT_EINVAL;
+            }
+        }
+    }
+    if (!created) {
+        allot_fmt(err, errlen, "tenant \"%s\" already exists", path);
+        return ALLOT_EEXIST;
+    }
+    return cur;
+}
+
+int allot_tenants_count(const struct allot_tenants *t)
+{
+    return t->n;
+}
+
+struct allot_tenant *allot_tenants_get(const struct allot_tenants *t, int i)
+{
+    return i >= 0 && i < t->n ? &t->v[i] : NULL;
+}
+
+int allot_tenants_set_quota(struct allot_tenants *t, int i, int res, struct allot_quota q)
+{
+    if (i < 0 || i >= t->n || res < 0 || res >= ALLOT_RES_MAX || q.nominal < 0 ||
+        q.borrow_limit < 0 || q.lend_limit < 0)
+        return ALLOT_EINVAL;
+    if (res >= ALLOT_RES_MODEL0 && res - ALLOT_RES_MODEL0 >= t->cat->n_models)
+        return ALLOT_EINVAL;
+    t->v[i].quota[res] = q;
+    return 0;
+}
+
+/* Sum of children's nominal on res, or UNLIMITED if any is unlimited or
+ * there are no children. */
+static int64_t fill_one(struct allot_tenants *t, int i, int res)
+{
+    struct allot_tenant *x = &t->v[i];
+    int64_t sum = 0;
+    bool unlimited = x->first_child < 0;
+
+    for (int c = x->first_child; c >= 0; c = t->v[c].next_sibling) {
+        int64_t v = fill_one(t, c, res);
+        if (v == ALLOT_UNLIMITED)
+            unlimited = true;
+        else if (!unlimited)
+            sum += v;
+    }
+    if (x->first_child >= 0 && x->quota[res].nominal == ALLOT_UNLIMITED && !unlimited)
+        x->quota[res].nominal = sum;
+    return x->quota[res].nominal;
+}
+
+void allot_tenants_fill_nominal(struct allot_tenants *t)
+{
+    for (int k = 0; k < ALLOT_RES_MAX; k++)
+        fill_one(t, 0, k);
+}
+
+/* Unused nominal of c that it does not lend: max(0, N - L - U). */
+static int64_t reserved(const struct allot_tenant *c, int k)
+{
+    const struct allot_quota *q = &c->quota[k];
+    int64_t r;
+
+    if (q->nominal == ALLOT_UNLIMITED || q->lend_limit >= q->nominal)
+        return 0;
+    r = q->nominal - q->lend_limit - c->usage[k];
+    return r > 0 ? r : 0;
+}
+
+/* What subtree i withholds from tenants outside it: its own reservation or
+ * its children's together, whichever is larger. */
+static int64_t keep(const struct allot_tenants *t, int i, int k)
+{
+    int64_t sum = 0, own = reserved(&t->v[i], k);
+
+    for (int c = t->v[i].first_child; c >= 0; c = t->v[c].next_sibling)
+        sum += keep(t, c, k);
+    return own > sum ? own : sum;
+}
+
+bool allot_tenants_admits(const struct allot_tenants *t, int i, const struct allot_resvec *r,
+                          bool borrow, int *why_tenant, int *why_res)
+{
+    for (int k = 0; k < ALLOT_RES_MAX; k++) {
+        int64_t withheld = 0;
+        int below = -1;
+        if (r->v[k] <= 0)
+            continue;
+        for (int a = i; a >= 0; below = a, a = t->v[a].parent) {
+            const struct allot_tenant *x = &t->v[a];
+            const struct allot_quota *q = &x->quota[k];
+            int64_t limit;
+            for (int c = x->first_child; c >= 0; c = t->v[c].next_sibling)
+                if (c != below)
+                    withheld += keep(t, c, k);
+            if (q->nominal == ALLOT_UNLIMITED)
+                continue;
+            limit = q->nominal;
+            if (borrow && x->parent >= 0) {
+                if (q->borrow_limit == ALLOT_UNLIMITED)
+                    continue; /* may borrow without bound: the levels above decide */
+                limit += q->borrow_limit;
+            }
+            if (x->usage[k] + r->v[k] + withheld > limit) {
+                if (why_tenant)
+                    *why_tenant = a;
+                if (why_res)
+                    *why_res = k;
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
+bool allot_tenants_in_nominal(const struct allot_tenants *t, int i, const struct allot_resvec *r)
+{
+    const struct allot_tenant *x = &t->v[i];
+
+    for (int k = 0; k < ALLOT_RES_MAX; k++)
+        if (r->v[k] > 0 && x->quota[k].nominal != ALLOT_UNLIMITED &&
+            x->usage[k] + r->v[k] > x->quota[k].nominal)
+            return false;
+    return true;
+}
+
+void allot_tenants_charge(struct allot_tenants *t, int i, const struct allot_resvec *r, int sign)
+{
+    for (int a = i; a >= 0; a = t->v[a].parent)
+        for (int k = 0; k < ALLOT_RES_MAX; k++)
+            t->v[a].usage[k] += sign * r->v[k];
+}
+
+static double dominant(const struct allot_tenant *x, const struct allot_resvec *cap)
+{
+    double d = 0;
+
+    for (int k = 0; k < ALLOT_RES_MAX; k++)
+        if (cap->v[k] > 0) {
+            double s = (double)x->usage[k] / (double)cap->v[k];
+            if (s > d)
+                d = s;
+        }
+    return d;
+}
+
+void allot_tenants_advance(struct allot_tenants *t, int64_t now, double half_life_s,
+                           const struct allot_resvec *capacity)
+{
+    for (int i = 0; i < t->n; i++) {
+        struct allot_tenant *x = &t->v[i];
+        double dt = (double)(now - x->history_at);
+        if (dt <= 0)
+            continue;
+        if (half_life_s > 0)
+            x->history *= exp2(-dt / half_life_s);
+        x->history += dominant(x, capacity) * dt;
+        x->history_at = now;
+    }
+}
+
+double allot_tenants_share(const struct allot_tenants *t, int i,
+                           const struct allot_resvec *capacity)
+{
+    return dominant(&t->v[i], capacity) / t->v[i].weight;
+}
+
+double allot_tenants_fair_key(const struct allot_tenants *t, int i,
+                              const struct allot_resvec *capacity)
+{
+    double key = 0;
+
+    /* history in share-seconds, normalised by a day so both terms are shares */
+    for (int a = i; a > 0; a = t->v[a].parent) {
+        const struct allot_tenant *x = &t->v[a];
+        key += (x->history / 86400.0 + dominant(x, capacity)) / x->weight;
+    }
+    return key;
+}
+
+const char *allot_res_name(const struct allot_tenants *t, int res, char *buf, size_t len)
+{
+    static const char *const fixed[] = {"GPU", "CPU", "memory", "GPU memory"};
+
+    if (res >= 0 && res < ALLOT_RES_MODEL0)
+        allot_fmt(buf, len, "%s", fixed[res]);
+    else if (res >= ALLOT_RES_MODEL0 && res - ALLOT_RES_MODEL0 < t->cat->n_models)
+        allot_fmt(buf, len, "%s", t->cat->models[res - ALLOT_RES_MODEL0].name);
+    else
+        allot_fmt(buf, len, "resource %d", res);
+    return buf;
+}

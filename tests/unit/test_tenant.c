@@ -1,0 +1,174 @@
+/*
+ * Unit tests of the tenant tree (src/core/tenant.c): paths, quota
+ * arithmetic over a tree (nominal, borrow and lend limits, cohorts),
+ * in-nominal checks, charging, fair-share keys and history decay.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "allot/common.h"
+#include "allot/tenant.h"
+
+#include <string.h>
+
+static struct allot_catalog *cat;
+
+static int setup(void **state)
+{
+    char err[256];
+
+    cat = allot_catalog_default(err, sizeof(err));
+    return cat ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    allot_catalog_free(cat);
+    return 0;
+}
+
+static struct allot_resvec gpus(int n)
+{
+    struct allot_resvec r;
+
+    memset(&r, 0, sizeof(r));
+    r.v[ALLOT_RES_GPU] = (int64_t)n * 1000;
+    return r;
+}
+
+static void set_gpu(struct allot_tenants *t, int i, int nominal, int64_t borrow, int64_t lend)
+{
+    struct allot_quota q = {.nominal = (int64_t)nominal * 1000,
+                            .borrow_limit = borrow == ALLOT_UNLIMITED ? borrow : borrow * 1000,
+                            .lend_limit = lend == ALLOT_UNLIMITED ? lend : lend * 1000};
+    assert_int_equal(allot_tenants_set_quota(t, i, ALLOT_RES_GPU, q), 0);
+}
+
+static void test_paths(void **state)
+{
+    struct allot_tenants *t = allot_tenants_new(cat);
+    char err[128];
+    int a = allot_tenants_add(t, "ml/vision", err, sizeof(err));
+
+    assert_true(a > 0);
+    assert_int_equal(allot_tenants_count(t), 3); /* root, ml, ml/vision */
+    assert_int_equal(allot_tenants_find(t, "ml/vision"), a);
+    assert_string_equal(allot_tenants_get(t, a)->name, "vision");
+    assert_int_equal(allot_tenants_get(t, a)->depth, 2);
+    assert_int_equal(allot_tenants_add(t, "ml/vision", err, sizeof(err)), ALLOT_EEXIST);
+    assert_int_equal(allot_tenants_add(t, "ml//x", err, sizeof(err)), ALLOT_EINVAL);
+    assert_non_null(strstr(err, "empty path element"));
+    assert_int_equal(allot_tenants_add(t, "ml/x y", err, sizeof(err)), ALLOT_EINVAL);
+    assert_non_null(strstr(err, "not allowed"));
+    assert_int_equal(allot_tenants_add(t, "", err, sizeof(err)), ALLOT_EINVAL);
+    assert_int_equal(
+        allot_tenants_set_quota(t, a, ALLOT_RES_GPU, (struct allot_quota){.nominal = -1}),
+        ALLOT_EINVAL);
+    allot_tenants_free(t);
+}
+
+/* Two teams of 8 GPUs under one org of 16, a third org of 8: cluster 24. */
+static void test_borrow_and_lend(void **state)
+{
+    struct allot_tenants *t = allot_tenants_new(cat);
+    char err[128];
+    int a = allot_tenants_add(t, "org/a", err, sizeof(err));
+    int b = allot_tenants_add(t, "org/b", err, sizeof(err));
+    int c = allot_tenants_add(t, "other/c", err, sizeof(err));
+    struct allot_resvec r;
+    int who, res;
+
+    set_gpu(t, a, 8, 4, ALLOT_UNLIMITED); /* may borrow 4 */
+    set_gpu(t, b, 8, ALLOT_UNLIMITED, 2); /* lends at most 2 of its 8 */
+    set_gpu(t, c, 8, 0, ALLOT_UNLIMITED); /* never borrows */
+    allot_tenants_fill_nominal(t);
+    /* the org as a whole never borrows from outside */
+    set_gpu(t, allot_tenants_find(t, "org"), 16, 0, ALLOT_UNLIMITED);
+    assert_int_equal(allot_tenants_get(t, allot_tenants_find(t, "org"))->quota[0].nominal, 16000);
+    assert_int_equal(allot_tenants_get(t, 0)->quota[0].nominal, 24000);
+
+    /* a: 8 in nominal */
+    r = gpus(8);
+    assert_true(allot_tenants_in_nominal(t, a, &r));
+    assert_true(allot_tenants_admits(t, a, &r, true, NULL, NULL));
+    allot_tenants_charge(t, a, &r, +1);
+    /* a: 2 more is borrowing; b lends only 2 of its unused 8 (6 reserved) */
+    r = gpus(2);
+    assert_false(allot_tenants_in_nominal(t, a, &r));
+    assert_true(allot_tenants_admits(t, a, &r, true, NULL, NULL));
+    /* 3 more would eat into b's unlendable 6: org level blocks */
+    r = gpus(3);
+    assert_false(allot_tenants_admits(t, a, &r, true, &who, &res));
+    assert_int_equal(who, allot_tenants_find(t, "org"));
+    assert_int_equal(res, ALLOT_RES_GPU);
+    /* without borrowing, a is at nominal */
+    r = gpus(1);
+    assert_false(allot_tenants_admits(t, a, &r, false, &who, NULL));
+    assert_int_equal(who, a);
+    /* b uses 4: now only 4 of its nominal are unused and 2 lendable -> a may take 2 */
+    r = gpus(4);
+    allot_tenants_charge(t, b, &r, +1);
+    r = gpus(2);
+    assert_true(allot_tenants_admits(t, a, &r, true, NULL, NULL));
+    r = gpus(3);
+    assert_false(allot_tenants_admits(t, a, &r, true, NULL, NULL));
+    /* c never borrows even with the cluster idle */
+    r = gpus(9);
+    assert_false(allot_tenants_admits(t, c, &r, true, &who, NULL));
+    assert_int_equal(who, c);
+    /* a's borrow limit of 4: with b idle and lending everything, and the org
+     * free to borrow c's idle GPUs, a stops at 12 */
+    r = gpus(4);
+    allot_tenants_charge(t, b, &r, -1);
+    set_gpu(t, b, 8, ALLOT_UNLIMITED, ALLOT_UNLIMITED);
+    set_gpu(t, allot_tenants_find(t, "org"), 16, ALLOT_UNLIMITED, ALLOT_UNLIMITED);
+    r = gpus(4);
+    assert_true(allot_tenants_admits(t, a, &r, true, NULL, NULL));
+    r = gpus(5);
+    assert_false(allot_tenants_admits(t, a, &r, true, &who, NULL));
+    assert_int_equal(who, a);
+    /* charging reaches every ancestor */
+    assert_int_equal(allot_tenants_get(t, 0)->usage[ALLOT_RES_GPU], 8000);
+    allot_tenants_free(t);
+}
+
+static void test_fair_share(void **state)
+{
+    struct allot_tenants *t = allot_tenants_new(cat);
+    char err[128];
+    int a = allot_tenants_add(t, "a", err, sizeof(err));
+    int b = allot_tenants_add(t, "b", err, sizeof(err));
+    struct allot_resvec cap = gpus(10), r = gpus(4);
+    double before;
+
+    allot_tenants_get(t, b)->weight = 2.0;
+    allot_tenants_charge(t, a, &r, +1);
+    allot_tenants_charge(t, b, &r, +1);
+    /* same usage, b weighs twice: half the share */
+    assert_true(allot_tenants_share(t, a, &cap) > 0.399 && allot_tenants_share(t, a, &cap) < 0.401);
+    assert_true(allot_tenants_share(t, b, &cap) > 0.199 && allot_tenants_share(t, b, &cap) < 0.201);
+    assert_true(allot_tenants_fair_key(t, b, &cap) < allot_tenants_fair_key(t, a, &cap));
+    /* history grows with use and decays by half each half-life */
+    allot_tenants_advance(t, 100, 100.0, &cap);
+    before = allot_tenants_get(t, a)->history;
+    assert_true(before > 0);
+    r = gpus(4);
+    allot_tenants_charge(t, a, &r, -1);
+    allot_tenants_advance(t, 200, 100.0, &cap);
+    assert_true(allot_tenants_get(t, a)->history > before * 0.499 &&
+                allot_tenants_get(t, a)->history < before * 0.501);
+    allot_tenants_free(t);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_paths),
+        cmocka_unit_test(test_borrow_and_lend),
+        cmocka_unit_test(test_fair_share),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
