@@ -18,9 +18,10 @@
  * Ordering policies are ops structs (queue_policies[]).
  *
  * Guarantees (tested): a job is never preempted before its minimum
- * runtime, never for a job of equal or lower standing (so no two jobs can
- * preempt each other in a loop), in-nominal work of another tenant is never
- * preempted, and a gang is placed whole or not at all.
+ * runtime, never for a job of equal or lower standing, never by a job it
+ * preempted itself (so no two jobs preempt each other in a loop, even as
+ * quotas shift), in-nominal work of another tenant is never preempted, and
+ * a gang is placed whole or not at all.
  * Deterministic; single-threaded; no I/O.
  */
 #ifndef ALLOT_QUEUE_H
@@ -74,8 +75,10 @@ struct allot_job {
     int64_t attained_s; /* GPU-seconds of service received (all runs) */
     int64_t runs;       /* times started */
     int64_t preemptions;
-    bool borrowed;              /* running above its tenant's nominal */
-    int preempted_for;          /* STOPPING: the job it makes room for, else -1 */
+    bool borrowed;     /* running above its tenant's nominal */
+    int preempted_for; /* STOPPING: the job it makes room for, else -1 */
+    int preemptors[4]; /* the last jobs that preempted this one (never its victims) */
+    int n_preemptors;
     struct allot_resvec req;    /* what the whole gang uses */
     struct allot_placement *pl; /* owned, n_tasks entries while running */
     char reason[ALLOT_REASON_MAX];

@@ -8,7 +8,10 @@
  * priority in the same tenant, or borrowed (running above its tenant's
  * nominal) while the preemptor fits inside its own tenant's nominal. Both
  * relations are strict (priority strictly lower; in-nominal work is never a
- * victim of reclaim), so no two jobs can preempt each other in a loop.
+ * victim of reclaim). Quotas shift as jobs come and go, so a reclaimed job
+ * could later find its reclaimer borrowed; the last four preemptors of
+ * every job are remembered and never become its victims, so no two jobs
+ * preempt each other in a loop.
  */
 #include "allot/queue.h"
 
@@ -504,6 +507,10 @@ static bool may_preempt(const struct queue *q, const struct allot_job *j, bool j
     if (v->state != ALLOT_JOB_RUNNING || !job_preemptible(q, v) ||
         now - v->start < v->spec.min_runtime_s)
         return false;
+    /* never turn on a job that preempted j: no two jobs preempt each other */
+    for (int i = 0; i < j->n_preemptors; i++)
+        if (j->preemptors[i] == v->id)
+            return false;
     if (v->spec.tenant == j->spec.tenant)
         return job_prio(q, v) < job_prio(q, j);
     /* reclaim: only borrowed work, only for work inside its own nominal */
@@ -595,6 +602,12 @@ static int try_preempt(struct queue *q, struct allot_job *j, int64_t now)
         struct allot_job *v = &q->jobs[vs[i].id];
         char why[ALLOT_REASON_MAX];
         v->preemptions++;
+        if (v->n_preemptors < 4)
+            v->preemptors[v->n_preemptors++] = j->id;
+        else {
+            memmove(v->preemptors, v->preemptors + 1, 3 * sizeof(int));
+            v->preemptors[3] = j->id;
+        }
         allot_fmt(why, sizeof(why), "%s job %s",
                   v->spec.tenant == j->spec.tenant ? "preempted for higher-priority"
                                                    : "borrowed capacity reclaimed by",

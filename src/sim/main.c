@@ -1,20 +1,34 @@
 /*
- * allot-sim: replays workloads through liballot-core. Subcommands:
- *   demo   synthetic workload on a synthetic cluster, every policy
+ * allot-sim: the simulator's entry point. Dispatches to the subcommands
+ *   fill   the openb fill experiment (fill.c, docs/BENCHMARKS.md section 1)
+ *   demo   the placement demo on a synthetic cluster (demo.c)
+ * and answers --help. Exit status: the subcommand's; 2 for a bad command
+ * line (usage on stderr).
  */
 #include "demo.h"
+#include "fill.h"
 
 #include <stdio.h>
 #include <string.h>
 
+static const struct sim_command {
+    const char *name;
+    int (*main)(int argc, char **argv);
+    const char *summary;
+} commands[] = {
+    {"fill", sim_fill_main, "replay an openb trace under each policy (FGD paper's experiment)"},
+    {"demo", sim_demo_main, "placement demo on a synthetic cluster"},
+};
+#define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
+
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: allot-sim <command> [options]\n"
-               "\n"
-               "commands:\n"
-               "  demo    place a synthetic mixed workload with every policy\n"
-               "\n"
-               "Run 'allot-sim <command> --help' for a command's options.\n");
+    fprintf(f, "usage: allot-sim COMMAND [options]\n"
+               "The allot scheduling simulator.\n\n"
+               "commands:\n");
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\nallot-sim COMMAND --help shows the options of a command.\n");
 }
 
 int main(int argc, char **argv)
@@ -23,12 +37,13 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(stdout);
         return 0;
     }
-    if (!strcmp(argv[1], "demo"))
-        return sim_demo_main(argc - 1, argv + 1);
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        if (!strcmp(argv[1], commands[i].name))
+            return commands[i].main(argc - 1, argv + 1);
     fprintf(stderr, "allot-sim: unknown command \"%s\"\n", argv[1]);
     usage(stderr);
     return 2;

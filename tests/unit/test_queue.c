@@ -1,0 +1,418 @@
+/*
+ * Unit tests of the multi-tenant queue (src/core/queue.c): gangs placed
+ * all-or-nothing, quota and capacity pending reasons (their text), reclaim
+ * of borrowed work with a grace period, minimum runtime, priority
+ * preemption inside a tenant only, no preemption loops, EASY backfill that
+ * never delays the reserved head job, aging, runtime limits, and the
+ * invariants after every cycle.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "allot/queue.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static struct allot_catalog *cat;
+
+static int setup(void **state)
+{
+    char err[256];
+
+    cat = allot_catalog_default(err, sizeof(err));
+    return cat ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    allot_catalog_free(cat);
+    return 0;
+}
+
+struct world {
+    struct allot_cluster *c;
+    struct allot_tenants *t;
+    struct queue *q;
+    int a, b; /* tenants team-a, team-b */
+    int starts, preempts, stops;
+    char last_why[256];
+    int pairs[64][2]; /* (victim, preemptor) ids */
+    int n_pairs;
+};
+
+static void on_decision(int kind, const struct allot_job *j, const char *why, void *ud)
+{
+    struct world *w = ud;
+
+    if (kind == ALLOT_DEC_START)
+        w->starts++;
+    else if (kind == ALLOT_DEC_STOP)
+        w->stops++;
+    else {
+        const char *by = strstr(why, "job ");
+        w->preempts++;
+        if (by && w->n_pairs < 64) {
+            const struct allot_job *p = NULL;
+            for (int i = 0; i < queue_job_count(w->q); i++)
+                if (strcmp(queue_job(w->q, i)->name, by + 4) == 0)
+                    p = queue_job(w->q, i);
+            assert_non_null(p);
+            w->pairs[w->n_pairs][0] = j->id;
+            w->pairs[w->n_pairs][1] = p->id;
+            w->n_pairs++;
+        }
+    }
+    allot_strlcpy(w->last_why, why, sizeof(w->last_why));
+}
+
+/* nodes x 4 H100; team-a and team-b with nominal `nom` GPUs each. */
+static void world_init(struct world *w, int nodes, int nom, struct queue_opts o)
+{
+    char err[256], name[16];
+
+    memset(w, 0, sizeof(*w));
+    w->c = allot_cluster_new(cat, 0);
+    for (int i = 0; i < nodes; i++) {
+        struct allot_node_spec sp = {.name = name,
+                                     .model = "H100",
+                                     .cpu_milli = 64000,
+                                     .mem_mib = 262144,
+                                     .n_gpus = 4,
+                                     .island_size = 4};
+        allot_fmt(name, sizeof(name), "h%d", i);
+        assert_true(allot_cluster_add_node(w->c, &sp, err, sizeof(err)) >= 0);
+    }
+    w->t = allot_tenants_new(cat);
+    w->a = allot_tenants_add(w->t, "ml/team-a", err, sizeof(err));
+    w->b = allot_tenants_add(w->t, "ml/team-b", err, sizeof(err));
+    for (int i = 0; i < 2; i++) {
+        struct allot_quota q = {.nominal = (int64_t)nom * 1000,
+                                .borrow_limit = ALLOT_UNLIMITED,
+                                .lend_limit = ALLOT_UNLIMITED};
+        assert_int_equal(allot_tenants_set_quota(w->t, i ? w->b : w->a, ALLOT_RES_GPU, q), 0);
+    }
+    allot_tenants_fill_nominal(w->t);
+    w->q = queue_new(w->c, w->t, &o, err, sizeof(err));
+    assert_non_null(w->q);
+}
+
+static void world_free(struct world *w)
+{
+    queue_free(w->q);
+    allot_tenants_free(w->t);
+    allot_cluster_free(w->c);
+}
+
+static int submit(struct world *w, const char *name, int tenant, int tasks, int gpus, int64_t now,
+                  int64_t est)
+{
+    char err[256];
+    struct allot_job_spec s = {
+        .name = name,
+        .tenant = tenant,
+        .prio_class = -1,
+        .n_tasks = tasks,
+        .task = {.num_gpu = gpus, .gpu_milli = 1000, .mig_profile = -1, .cpu_milli = 1000},
+        .est_runtime_s = est,
+        .checkpointable = true};
+    int id = queue_submit(w->q, &s, now, err, sizeof(err));
+
+    if (id < 0)
+        fail_msg("submit %s: %s", name, err);
+    return id;
+}
+
+static void cycle(struct world *w, int64_t now)
+{
+    char err[256];
+
+    assert_int_equal(queue_cycle(w->q, now, on_decision, w), 0);
+    if (queue_check_invariants(w->q, err, sizeof(err)) != 0)
+        fail_msg("after cycle at %lld: %s", (long long)now, err);
+}
+
+static const struct queue_opts base = {.order = "fair",
+                                       .placement = "bestfit",
+                                       .quotas = true,
+                                       .borrowing = true,
+                                       .preemption = true,
+                                       .backfill = true,
+                                       .grace_s = 30,
+                                       .min_runtime_s = 0,
+                                       .aging_s = 3600,
+                                       .half_life_s = 3600};
+
+static void test_gang_all_or_nothing(void **state)
+{
+    struct world w;
+    int id;
+
+    world_init(&w, 2, 4, base);
+    id = submit(&w, "big", w.a, 3, 4, 0, 0); /* 3 x 4 GPUs, quota for 8 in all */
+    cycle(&w, 0);
+    assert_int_equal(queue_job(w.q, id)->state, ALLOT_JOB_PENDING);
+    assert_int_equal(allot_cluster_used_milli(w.c), 0);
+    assert_string_equal(queue_job(w.q, id)->reason, "cluster quota exhausted (0/8 GPU in use)");
+    world_free(&w);
+    /* with room in quota but not in the cluster: a capacity reason, and a
+     * partial fit holds nothing */
+    world_init(&w, 2, 16, base);
+    id = submit(&w, "big", w.a, 3, 4, 0, 0);
+    cycle(&w, 0);
+    assert_int_equal(allot_cluster_used_milli(w.c), 0);
+    assert_string_equal(queue_job(w.q, id)->reason,
+                        "no room for 3 tasks of 4 GPUs each (most free on one node: 4)");
+    id = submit(&w, "two", w.a, 2, 4, 0, 0);
+    cycle(&w, 1);
+    assert_int_equal(queue_job(w.q, id)->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(allot_cluster_used_milli(w.c), 8000);
+    world_free(&w);
+}
+
+static void test_quota_reason(void **state)
+{
+    struct queue_opts o = base;
+    struct world w;
+    int id;
+
+    o.borrowing = false;
+    world_init(&w, 4, 4, o);
+    submit(&w, "a1", w.a, 1, 4, 0, 0);
+    id = submit(&w, "a2", w.a, 1, 1, 0, 0);
+    cycle(&w, 0);
+    assert_string_equal(queue_job(w.q, id)->reason,
+                        "tenant ml/team-a at nominal (4/4 GPU), borrowing is off");
+    world_free(&w);
+}
+
+/* team-b borrows team-a's idle GPUs; team-a comes back and reclaims them. */
+static void test_reclaim_with_grace(void **state)
+{
+    struct world w;
+    int bj[8], aj[2];
+    char name[16];
+
+    world_init(&w, 2, 4, base); /* 8 GPUs, 4 each */
+    for (int i = 0; i < 8; i++) {
+        allot_fmt(name, sizeof(name), "b%d", i);
+        bj[i] = submit(&w, name, w.b, 1, 1, 0, 0);
+    }
+    cycle(&w, 0);
+    assert_int_equal(w.starts, 8);
+    for (int i = 4; i < 8; i++)
+        assert_true(queue_job(w.q, bj[i])->borrowed);
+    aj[0] = submit(&w, "a0", w.a, 1, 1, 100, 0);
+    aj[1] = submit(&w, "a1", w.a, 1, 1, 100, 0);
+    cycle(&w, 100);
+    /* victims get the grace signal; a waits with a specific reason */
+    assert_int_equal(w.preempts, 2);
+    assert_string_equal(queue_job(w.q, aj[0])->reason,
+                        "waiting for reclaim of 1 GPUs from ml/team-b (grace 30 s)");
+    assert_int_equal(queue_next_wakeup(w.q), 130);
+    /* in-nominal work of team-b was not touched */
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(queue_job(w.q, bj[i])->state, ALLOT_JOB_RUNNING);
+    cycle(&w, 130);
+    assert_int_equal(queue_job(w.q, aj[0])->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(queue_job(w.q, aj[1])->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(w.stops, 2);
+    /* no loop: the requeued b jobs may not reclaim from a (a is in nominal) */
+    cycle(&w, 200);
+    assert_int_equal(w.preempts, 2);
+    world_free(&w);
+}
+
+static void test_min_runtime(void **state)
+{
+    struct queue_opts o = base;
+    struct world w;
+    int id;
+    char name[16];
+
+    o.min_runtime_s = 600;
+    world_init(&w, 2, 4, o);
+    for (int i = 0; i < 8; i++) {
+        allot_fmt(name, sizeof(name), "b%d", i);
+        submit(&w, name, w.b, 1, 1, 0, 0);
+    }
+    cycle(&w, 0);
+    id = submit(&w, "a0", w.a, 1, 1, 100, 0);
+    cycle(&w, 100); /* borrowed jobs only 100 s old */
+    assert_int_equal(w.preempts, 0);
+    assert_int_equal(queue_job(w.q, id)->state, ALLOT_JOB_PENDING);
+    cycle(&w, 600); /* now they are past it */
+    assert_int_equal(w.preempts, 1);
+    world_free(&w);
+}
+
+static void test_priority_preemption(void **state)
+{
+    struct world w;
+    struct allot_job_spec s = {.name = "urgent",
+                               .prio_class = 1,
+                               .n_tasks = 1,
+                               .task = {.num_gpu = 4, .gpu_milli = 1000, .mig_profile = -1}};
+    char err[128];
+    int id;
+
+    world_init(&w, 1, 4, base); /* 4 GPUs, 4 each: no room to borrow */
+    assert_int_equal(queue_add_prio_class(w.q, "training", 10, true), 0);
+    assert_int_equal(queue_add_prio_class(w.q, "inference", 100, false), 1);
+    submit(&w, "train", w.a, 1, 4, 0, 0);
+    cycle(&w, 0);
+    /* team-b's urgent job may not preempt team-a's in-nominal work */
+    s.tenant = w.b;
+    id = queue_submit(w.q, &s, 10, err, sizeof(err));
+    cycle(&w, 10);
+    assert_int_equal(w.preempts, 0);
+    assert_int_equal(queue_job(w.q, id)->state, ALLOT_JOB_PENDING);
+    queue_cancel(w.q, id, 11);
+    /* inside team-a it may */
+    s.tenant = w.a;
+    s.name = "urgent-a";
+    id = queue_submit(w.q, &s, 12, err, sizeof(err));
+    cycle(&w, 12);
+    assert_int_equal(w.preempts, 1);
+    cycle(&w, 42);
+    assert_int_equal(queue_job(w.q, id)->state, ALLOT_JOB_RUNNING);
+    /* the preempted training job, requeued, cannot preempt the inference job */
+    cycle(&w, 5000);
+    assert_int_equal(w.preempts, 1);
+    world_free(&w);
+}
+
+/* Many tenants' jobs arriving and finishing: a victim never preempts its preemptor. */
+static void test_no_preemption_loops(void **state)
+{
+    struct world w;
+    struct allot_rng r;
+    char name[16];
+    int ids[200], n = 0;
+
+    world_init(&w, 2, 4, base);
+    allot_rng_seed(&r, 3);
+    for (int64_t now = 0; now < 20000; now += 50) {
+        if (n < 200 && allot_rng_below(&r, 2) == 0) {
+            allot_fmt(name, sizeof(name), "j%d", n);
+            ids[n] = submit(&w, name, allot_rng_below(&r, 2) ? w.a : w.b, 1,
+                            1 + (int)allot_rng_below(&r, 2), now, 0);
+            n++;
+        }
+        for (int i = 0; i < n; i++)
+            if (queue_job(w.q, ids[i])->state == ALLOT_JOB_RUNNING &&
+                now - queue_job(w.q, ids[i])->start > 400 && allot_rng_below(&r, 4) == 0)
+                assert_int_equal(queue_finish(w.q, ids[i], now), 0);
+        cycle(&w, now);
+    }
+    for (int i = 0; i < w.n_pairs; i++)
+        for (int k = 0; k < w.n_pairs; k++)
+            if (w.pairs[i][0] == w.pairs[k][1] && w.pairs[i][1] == w.pairs[k][0])
+                fail_msg("jobs %d and %d preempted each other", w.pairs[i][0], w.pairs[i][1]);
+    world_free(&w);
+}
+
+/* EASY: the aged 8-GPU gang's reserved start is never delayed by backfill. */
+static void test_backfill_respects_reservation(void **state)
+{
+    struct world w;
+    int big, shortj, longj;
+
+    world_init(&w, 2, 8, base);             /* 8 GPUs, a has all 8 in nominal */
+    submit(&w, "run1", w.a, 1, 4, 0, 1000); /* ends at 1000 */
+    submit(&w, "run2", w.a, 1, 2, 0, 5000); /* ends at 5000 */
+    cycle(&w, 0);
+    big = submit(&w, "big", w.a, 2, 4, 10, 100);
+    cycle(&w, 10);
+    assert_int_equal(queue_job(w.q, big)->state, ALLOT_JOB_PENDING);
+    /* aged: it reserves; shadow = 5000 (both running jobs must end) */
+    cycle(&w, 3700);
+    shortj = submit(&w, "short", w.a, 1, 2, 3700, 600);  /* ends 4300 < 5000: backfills */
+    longj = submit(&w, "long", w.a, 1, 2, 3700, 100000); /* would delay the gang */
+    cycle(&w, 3701);
+    assert_int_equal(queue_job(w.q, shortj)->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(queue_job(w.q, longj)->state, ALLOT_JOB_PENDING);
+    assert_non_null(strstr(queue_job(w.q, longj)->reason, "held back: GPUs reserved for job big"));
+    world_free(&w);
+}
+
+static void test_runtime_limit_and_validation(void **state)
+{
+    struct world w;
+    char err[256];
+    struct allot_job_spec s = {.name = "lim",
+                               .prio_class = -1,
+                               .n_tasks = 1,
+                               .limit_s = 60,
+                               .task = {.num_gpu = 1, .gpu_milli = 1000, .mig_profile = -1}};
+    int id;
+
+    world_init(&w, 1, 4, base);
+    s.tenant = w.a;
+    id = queue_submit(w.q, &s, 0, err, sizeof(err));
+    cycle(&w, 0);
+    assert_int_equal(queue_next_wakeup(w.q), 60);
+    cycle(&w, 60);
+    assert_int_equal(queue_job(w.q, id)->state, ALLOT_JOB_DONE);
+    assert_string_equal(queue_job(w.q, id)->reason, "stopped at its runtime limit (60 s)");
+    assert_int_equal(allot_cluster_used_milli(w.c), 0);
+    /* bad submissions name the field */
+    s.n_tasks = 0;
+    assert_int_equal(queue_submit(w.q, &s, 0, err, sizeof(err)), ALLOT_EINVAL);
+    assert_non_null(strstr(err, "n_tasks"));
+    s.n_tasks = 1;
+    s.tenant = allot_tenants_find(w.t, "ml");
+    assert_int_equal(queue_submit(w.q, &s, 0, err, sizeof(err)), ALLOT_EINVAL);
+    assert_non_null(strstr(err, "leaf"));
+    s.tenant = w.a;
+    s.task.gpu_milli = 2000;
+    assert_int_equal(queue_submit(w.q, &s, 0, err, sizeof(err)), ALLOT_EINVAL);
+    assert_non_null(strstr(err, "gpu_milli"));
+    world_free(&w);
+}
+
+static void test_aging_and_fair_order(void **state)
+{
+    struct queue_opts o = base;
+    struct world w;
+    int first, late;
+    char name[16];
+
+    o.quotas = false;
+    o.preemption = false;
+    world_init(&w, 1, 4, o);
+    /* team-a holds the GPUs; both queue; the tenant with less use goes first */
+    for (int i = 0; i < 4; i++) {
+        allot_fmt(name, sizeof(name), "a%d", i);
+        submit(&w, name, w.a, 1, 1, 0, 0);
+    }
+    cycle(&w, 0);
+    first = submit(&w, "a-next", w.a, 1, 1, 10, 0);
+    late = submit(&w, "b-next", w.b, 1, 1, 20, 0);
+    cycle(&w, 20);
+    assert_int_equal(queue_finish(w.q, 0, 30), 0);
+    cycle(&w, 30);
+    /* b (no usage) goes before a although it came later */
+    assert_int_equal(queue_job(w.q, late)->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(queue_job(w.q, first)->state, ALLOT_JOB_PENDING);
+    world_free(&w);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_gang_all_or_nothing),
+        cmocka_unit_test(test_quota_reason),
+        cmocka_unit_test(test_reclaim_with_grace),
+        cmocka_unit_test(test_min_runtime),
+        cmocka_unit_test(test_priority_preemption),
+        cmocka_unit_test(test_no_preemption_loops),
+        cmocka_unit_test(test_backfill_respects_reservation),
+        cmocka_unit_test(test_runtime_limit_and_validation),
+        cmocka_unit_test(test_aging_and_fair_order),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
