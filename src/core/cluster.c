@@ -62,7 +62,10 @@ static uint64_t gpu_key(const struct allot_gpu *g)
     k |= (uint64_t)(g->free_milli & 0x7ff) << 51;
     k |= (uint64_t)g->mig.used_mask << 43;
     k |= (uint64_t)(g->mig.compute_used & 0xf) << 39;
-    k |= (uint64_t)g->free_mem_mib & ((1ULL << 39) - 1);
+    /* the NVLink island, so nodes that differ in where their free GPUs sit
+     * are not mixed up (multi-GPU tasks prefer one island) */
+    k |= (uint64_t)(g->island & 0xf) << 35;
+    k |= (uint64_t)g->free_mem_mib & ((1ULL << 35) - 1);
     return k;
 }
 

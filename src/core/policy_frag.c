@@ -18,6 +18,7 @@
 
 struct frag_policy {
     double scale;            /* sigmoid scale in milli-GPU */
+    bool topology;           /* add the NVLink topology bonus (allot) */
     bool learn;              /* learn the mix from arrivals */
     struct allot_task *seen; /* owned: arrived task shapes */
     size_t n_seen, cap_seen;
@@ -47,7 +48,11 @@ static int fgd_init(struct sched *s, void **state)
 
 static int allot_init(struct sched *s, void **state)
 {
-    return frag_init_common(s, state, 2000.0, true);
+    int rc = frag_init_common(s, state, 2000.0, true);
+
+    if (rc == 0)
+        ((struct frag_policy *)*state)->topology = true;
+    return rc;
 }
 
 static void frag_fini(void *state)
@@ -159,6 +164,32 @@ static double best_delta(const struct sched *s, const struct allot_node *n,
     return best;
 }
 
+/*
+ * Topology, the lowest-order part of allot's score (0..3): +2 when a
+ * multi-GPU task fits inside one NVLink island of the node; +1 when a
+ * whole-GPU task can be served without breaking a fully free island (a
+ * partly used island has room), so big tasks keep their islands.
+ */
+static int topology_bonus(const struct allot_node *n, const struct allot_task *t)
+{
+    int free_in[ALLOT_MAX_GPUS] = {0}, size[ALLOT_MAX_GPUS] = {0}, bonus = 0;
+
+    if (t->num_gpu == 0 || t->mig_profile >= 0 || t->gpu_milli < ALLOT_MILLI)
+        return 0;
+    for (int i = 0; i < n->n_gpus; i++) {
+        int is = n->gpus[i].island % ALLOT_MAX_GPUS;
+        size[is]++;
+        free_in[is] += n->gpus[i].mode != ALLOT_GPU_MIG && n->gpus[i].free_milli == ALLOT_MILLI;
+    }
+    for (int is = 0; is < ALLOT_MAX_GPUS; is++) {
+        if (t->num_gpu > 1 && free_in[is] >= t->num_gpu)
+            bonus |= 2;
+        if (free_in[is] >= t->num_gpu && free_in[is] < size[is])
+            bonus |= 1;
+    }
+    return bonus;
+}
+
 static int frag_score(void *state, const struct sched *s, const struct allot_node *n,
                       const struct allot_task *t)
 {
@@ -167,9 +198,11 @@ static int frag_score(void *state, const struct sched *s, const struct allot_nod
     double d;
 
     if (t->num_gpu == 0)
-        return 100;
+        return p->topology ? 100 * 4 : 100;
     d = best_delta(s, n, t, &gpu);
-    return (int)floor(100.0 / (1.0 + exp(-d / p->scale)));
+    if (!p->topology)
+        return (int)floor(100.0 / (1.0 + exp(-d / p->scale)));
+    return (int)floor(100.0 / (1.0 + exp(-d / p->scale))) * 4 + topology_bonus(n, t);
 }
 
 static int frag_choose(void *state, const struct sched *s, int node, const struct allot_task *t,
