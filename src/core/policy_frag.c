@@ -197,7 +197,9 @@ static int frag_score(void *state, const struct sched *s, const struct allot_nod
     int gpu;
     double d;
 
-    if (t->num_gpu == 0)
+    /* a task that asks for nothing changes nothing: every node is as good.
+     * A CPU-only task is scored by dF: its CPU can strand a node's GPUs. */
+    if (t->num_gpu == 0 && t->cpu_milli == 0)
         return p->topology ? 100 * 4 : 100;
     d = best_delta(s, n, t, &gpu);
     if (!p->topology)

@@ -176,8 +176,10 @@ static void test_fgd_score_and_choice(void **state)
         sched_pick(s, &(struct allot_task){.num_gpu = 1, .gpu_milli = 600, .mig_profile = -1}, &p),
         0);
     assert_int_equal(p.gpu_mask, 1u);
-    /* CPU-only tasks score 100 */
-    assert_int_equal(score_of("fgd", s, 0, whole(0, 1000)), 100);
+    /* a task asking for nothing scores 100; a CPU-only task is scored by dF:
+     * 1000 milli-CPU strands nothing here (dF = 0): 50 */
+    assert_int_equal(score_of("fgd", s, 0, whole(0, 0)), 100);
+    assert_int_equal(score_of("fgd", s, 0, whole(0, 1000)), 50);
     sched_free(s);
     frag_mix_clear(&mix);
     allot_cluster_free(c);
