@@ -33,12 +33,18 @@ struct queue {
     int *running; /* owned: ids (running or stopping) */
     size_t n_running, running_cap;
     struct allot_resvec capacity;
-    double *fair; /* owned: per tenant fair key of the current cycle */
-    size_t fair_cap;
+    struct user_use *users; /* owned: GPU use per (tenant, user), sorted, per cycle */
+    size_t n_users, users_cap;
     int64_t now; /* time of the current cycle */
     int64_t wakeup;
     allot_decision_fn fn;
     void *ud;
+};
+
+/* GPU milli a user of a tenant holds (fair share of users inside a tenant). */
+struct user_use {
+    int64_t key; /* tenant << 32 | user */
+    int64_t milli;
 };
 
 /* ---- small helpers -------------------------------------------------------- */
@@ -140,7 +146,7 @@ void queue_free(struct queue *q)
     allot_free(q->jobs);
     allot_free(q->pending);
     allot_free(q->running);
-    allot_free(q->fair);
+    allot_free(q->users);
     sched_free(q->placer);
     allot_free(q);
 }
@@ -646,6 +652,8 @@ static int try_preempt(struct queue *q, struct allot_job *j, int64_t now)
 
 /* ---- the cycle ---------------------------------------------------------------------------- */
 
+static int users_rebuild(struct queue *q);
+
 struct reservation {
     int holder;     /* job id, -1 when none */
     int64_t shadow; /* expected start of the holder */
@@ -834,6 +842,8 @@ int queue_cycle(struct queue *q, int64_t now, allot_decision_fn fn, void *ud)
     q->wakeup = INT64_MAX;
     allot_tenants_advance(q->t, now, q->o.half_life_s, &q->capacity);
     rc = stop_due(q, now);
+    if (rc == 0)
+        rc = users_rebuild(q);
     if (rc)
         goto out;
     n = q->n_pending;
@@ -934,13 +944,56 @@ static void key_sjf(const struct queue *q, const struct allot_job *j, int64_t no
     k[2] = k[3] = 0;
 }
 
-/* Inside a tenant: aged jobs first, then priority, then age. */
+static int cmp_user(const void *a, const void *b)
+{
+    const struct user_use *x = a, *y = b;
+
+    return x->key < y->key ? -1 : x->key > y->key;
+}
+
+/* Rebuilds the per-user GPU use table from the running jobs. */
+static int users_rebuild(struct queue *q)
+{
+    q->n_users = 0;
+    for (size_t i = 0; i < q->n_running; i++) {
+        const struct allot_job *j = &q->jobs[q->running[i]];
+        if (allot_grow((void **)&q->users, &q->users_cap, q->n_users + 1, sizeof(*q->users)))
+            return ALLOT_ENOMEM;
+        q->users[q->n_users].key = (int64_t)j->spec.tenant << 32 | (uint32_t)j->spec.user;
+        q->users[q->n_users].milli = j->req.v[ALLOT_RES_GPU];
+        q->n_users++;
+    }
+    qsort(q->users, q->n_users, sizeof(*q->users), cmp_user);
+    /* fold equal keys into the first of each run */
+    {
+        size_t w = 0;
+        for (size_t i = 0; i < q->n_users; i++) {
+            if (w > 0 && q->users[w - 1].key == q->users[i].key)
+                q->users[w - 1].milli += q->users[i].milli;
+            else
+                q->users[w++] = q->users[i];
+        }
+        q->n_users = w;
+    }
+    return 0;
+}
+
+static int64_t user_milli(const struct queue *q, const struct allot_job *j)
+{
+    struct user_use k = {.key = (int64_t)j->spec.tenant << 32 | (uint32_t)j->spec.user};
+    const struct user_use *u = bsearch(&k, q->users, q->n_users, sizeof(k), cmp_user);
+
+    return u ? u->milli : 0;
+}
+
+/* Inside a tenant: aged jobs first, then priority, then the user holding
+ * the fewest GPUs, then age. */
 static void key_fair(const struct queue *q, const struct allot_job *j, int64_t now, double *k)
 {
     k[0] = q->o.aging_s > 0 && now - j->submit >= q->o.aging_s ? 0.0 : 1.0;
     k[1] = -(double)job_prio(q, j);
-    k[2] = (double)j->first_submit;
-    k[3] = 0;
+    k[2] = (double)user_milli(q, j);
+    k[3] = (double)j->first_submit;
 }
 
 static const struct queue_policy_ops order_fifo = {

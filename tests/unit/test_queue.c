@@ -401,6 +401,39 @@ static void test_aging_and_fair_order(void **state)
     world_free(&w);
 }
 
+static void test_user_fair_share(void **state)
+{
+    struct queue_opts o = base;
+    struct world w;
+    char err[128], name[16];
+    struct allot_job_spec s = {.prio_class = -1,
+                               .n_tasks = 1,
+                               .task = {.num_gpu = 1, .gpu_milli = 1000, .mig_profile = -1}};
+    int heavy, light;
+
+    o.preemption = false;
+    world_init(&w, 1, 4, o);
+    s.tenant = w.a;
+    s.user = 1;
+    for (int i = 0; i < 4; i++) {
+        allot_fmt(name, sizeof(name), "u1-%d", i);
+        s.name = name;
+        assert_true(queue_submit(w.q, &s, 0, err, sizeof(err)) >= 0);
+    }
+    cycle(&w, 0);
+    s.name = "u1-next";
+    heavy = queue_submit(w.q, &s, 10, err, sizeof(err));
+    s.user = 2;
+    s.name = "u2-first";
+    light = queue_submit(w.q, &s, 20, err, sizeof(err));
+    assert_int_equal(queue_finish(w.q, 0, 30), 0);
+    cycle(&w, 30);
+    /* user 2 holds nothing: its job goes first although it came later */
+    assert_int_equal(queue_job(w.q, light)->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(queue_job(w.q, heavy)->state, ALLOT_JOB_PENDING);
+    world_free(&w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -413,6 +446,7 @@ int main(void)
         cmocka_unit_test(test_backfill_respects_reservation),
         cmocka_unit_test(test_runtime_limit_and_validation),
         cmocka_unit_test(test_aging_and_fair_order),
+        cmocka_unit_test(test_user_fair_share),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
