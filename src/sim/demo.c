@@ -1,13 +1,18 @@
 /*
  * allot-sim demo: the synthetic cluster and workload of workload.h placed
  * with every registered policy; prints GPU allocation, fragmentation,
- * placement outcomes by kind and decisions per second.
+ * placement outcomes by kind and decisions per second. With --cluster the
+ * cluster comes from a description file (clusterdesc.h) instead.
  */
 #include "demo.h"
 
+#include "allot/clusterdesc.h"
+#include "allot/common.h"
 #include "allot/sched.h"
 #include "workload.h"
 
+#include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,11 +20,13 @@
 
 static void demo_usage(FILE *f)
 {
-    fprintf(f, "usage: allot-sim demo [--nodes N] [--tasks T] [--seed S]\n"
+    fprintf(f, "usage: allot-sim demo [--nodes N | --cluster FILE] [--tasks T] [--seed S]\n"
                "\n"
                "Places T synthetic tasks (CPU-only, fractional, whole, multi-GPU and MIG)\n"
                "on N synthetic GPU servers with every placement policy, and prints a table:\n"
                "GPU allocation %%, fragmentation rate %%, tasks placed by kind, and decisions/s.\n"
+               "--cluster FILE takes the nodes from a cluster description (JSON, see\n"
+               "docs/cluster-description.md) instead of synthetic servers.\n"
                "Defaults: --nodes 500 --tasks 6000 --seed 42.\n");
 }
 
@@ -29,6 +36,55 @@ static double now_s(void)
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Reads all of `path` into *buf (allot_malloc'd, caller frees); 0 or -1
+ * with errno set. */
+static int read_file(const char *path, char **buf, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    size_t cap = 0, n;
+
+    *buf = NULL;
+    *len = 0;
+    if (!f)
+        return -1;
+    do {
+        if (allot_grow((void **)buf, &cap, *len + 65536, 1) != 0) {
+            fclose(f);
+            allot_free(*buf);
+            errno = ENOMEM;
+            return -1;
+        }
+        n = fread(*buf + *len, 1, cap - *len, f);
+        *len += n;
+    } while (n > 0);
+    if (ferror(f)) {
+        fclose(f);
+        allot_free(*buf);
+        errno = EIO;
+        return -1;
+    }
+    fclose(f);
+    return 0;
+}
+
+/* A fresh cluster for one policy: parsed from the description when there is
+ * one (each policy mutates its own), else synthetic. */
+static struct allot_cluster *demo_cluster(const struct allot_catalog *cat, const char *desc,
+                                          size_t desc_len, long nodes, long seed, char *err,
+                                          size_t errlen)
+{
+    struct allot_cluster *c;
+
+    if (!desc) {
+        allot_strlcpy(err, "out of memory", errlen);
+        return sim_synth_cluster(cat, (int)nodes, false, (uint64_t)seed);
+    }
+    c = allot_clusterdesc_parse(cat, desc, desc_len, err, errlen);
+    if (c)
+        allot_cluster_shuffle_ranks(c, (uint64_t)seed);
+    return c;
 }
 
 static int parse_pos(const char *s, long *out)
@@ -45,7 +101,11 @@ static int parse_pos(const char *s, long *out)
 int sim_demo_main(int argc, char **argv)
 {
     long nodes = 500, ntasks = 6000, seed = 42;
-    char err[256];
+    const char *cluster_file = NULL;
+    char *desc = NULL;
+    size_t desc_len = 0;
+    bool nodes_given = false;
+    char err[512];
     struct allot_catalog *cat;
     struct allot_task *tasks;
     struct frag_mix mix;
@@ -56,9 +116,14 @@ int sim_demo_main(int argc, char **argv)
             demo_usage(stdout);
             return 0;
         }
-        if (!strcmp(argv[i], "--nodes"))
+        if (!strcmp(argv[i], "--cluster") && i + 1 < argc && !cluster_file) {
+            cluster_file = argv[++i];
+            continue;
+        }
+        if (!strcmp(argv[i], "--nodes")) {
             dst = &nodes;
-        else if (!strcmp(argv[i], "--tasks"))
+            nodes_given = true;
+        } else if (!strcmp(argv[i], "--tasks"))
             dst = &ntasks;
         else if (!strcmp(argv[i], "--seed"))
             dst = &seed;
@@ -68,10 +133,33 @@ int sim_demo_main(int argc, char **argv)
             return 2;
         }
     }
+    if (cluster_file && nodes_given) {
+        fprintf(stderr, "allot-sim demo: --nodes and --cluster exclude each other\n");
+        demo_usage(stderr);
+        return 2;
+    }
     cat = allot_catalog_default(err, sizeof(err));
     if (!cat) {
         fprintf(stderr, "allot-sim demo: catalog: %s\n", err);
         return 1;
+    }
+    if (cluster_file) {
+        struct allot_cluster *c;
+
+        if (read_file(cluster_file, &desc, &desc_len) != 0) {
+            fprintf(stderr, "allot-sim demo: %s: %s\n", cluster_file, strerror(errno));
+            allot_catalog_free(cat);
+            return 1;
+        }
+        c = demo_cluster(cat, desc, desc_len, nodes, seed, err, sizeof(err));
+        if (!c) {
+            fprintf(stderr, "allot-sim demo: %s: %s\n", cluster_file, err);
+            allot_free(desc);
+            allot_catalog_free(cat);
+            return 1;
+        }
+        nodes = allot_cluster_node_count(c);
+        allot_cluster_free(c);
     }
     tasks = calloc((size_t)ntasks, sizeof(*tasks));
     if (tasks)
@@ -82,14 +170,18 @@ int sim_demo_main(int argc, char **argv)
         allot_catalog_free(cat);
         return 1;
     }
-    printf("allot demo: %ld synthetic tasks on %ld synthetic nodes (seed %ld)\n", ntasks, nodes,
-           seed);
+    if (cluster_file)
+        printf("allot demo: %ld synthetic tasks on %ld nodes from %s (seed %ld)\n", ntasks, nodes,
+               cluster_file, seed);
+    else
+        printf("allot demo: %ld synthetic tasks on %ld synthetic nodes (seed %ld)\n", ntasks, nodes,
+               seed);
     printf("tasks: CPU-only, fractional (gpu_milli/GPU memory), whole, 2-8 GPU, MIG profiles\n\n");
     printf("%-14s %7s %8s %8s %8s %8s %8s %6s %6s %12s\n", "policy", "gpus", "alloc%", "frag%",
            "placed", "frac", "whole", "multi", "mig", "decisions/s");
     for (int p = 0; sched_policies[p]; p++) {
         const struct sched_policy_ops *ops = sched_policies[p];
-        struct allot_cluster *c = sim_synth_cluster(cat, (int)nodes, false, (uint64_t)seed);
+        struct allot_cluster *c = demo_cluster(cat, desc, desc_len, nodes, seed, err, sizeof(err));
         struct sched_opts o = {.seed = (uint64_t)seed, .mix = &mix};
         struct sched *s = c ? sched_new(c, ops, &o) : NULL;
         long placed = 0, by_kind[4] = {0};
@@ -97,7 +189,7 @@ int sim_demo_main(int argc, char **argv)
         int64_t gpus;
 
         if (!s) {
-            fprintf(stderr, "allot-sim demo: out of memory\n");
+            fprintf(stderr, "allot-sim demo: %s\n", c ? "out of memory" : err);
             return 1;
         }
         t0 = now_s();
@@ -124,7 +216,8 @@ int sim_demo_main(int argc, char **argv)
         gpus = allot_cluster_gpu_count(c);
         free_milli = (double)(gpus * 1000 - allot_cluster_used_milli(c));
         printf("%-14s %7lld %7.2f%% %7.2f%% %8ld %8ld %8ld %6ld %6ld %12.0f\n", ops->name,
-               (long long)gpus, 100.0 * (double)allot_cluster_used_milli(c) / (double)(gpus * 1000),
+               (long long)gpus,
+               gpus ? 100.0 * (double)allot_cluster_used_milli(c) / (double)(gpus * 1000) : 0.0,
                free_milli > 0 ? 100.0 * frag_cluster(&mix, c) / free_milli : 0.0, placed,
                by_kind[0], by_kind[1], by_kind[2], by_kind[3], (double)ntasks / dt);
         sched_free(s);
@@ -134,6 +227,7 @@ int sim_demo_main(int argc, char **argv)
            "frag%%: share of idle GPU capacity the typical task cannot use (lower is better).\n");
     frag_mix_clear(&mix);
     free(tasks);
+    allot_free(desc);
     allot_catalog_free(cat);
     return 0;
 }
