@@ -47,6 +47,7 @@ struct allot_gpu {
     uint8_t mode;         /* enum allot_gpu_mode */
     uint8_t island;       /* NVLink island id inside the node */
     uint16_t n_tasks;     /* tasks holding part of this GPU */
+    int32_t excl_tenant;  /* exclusive-gpu tenant whose fractions hold it; 0 = none */
     int32_t free_milli;   /* 0..1000; for MIG: free compute share in milli */
     int64_t free_mem_mib; /* free GPU memory */
     struct mig_state mig; /* MIG layout (mode MIG only) */
@@ -71,6 +72,8 @@ struct allot_node {
     int n_labels;
     struct allot_label *labels;              /* owned, n_labels entries */
     uint16_t pod_classes[ALLOT_POD_CLASSES]; /* GPU tasks hosted, per class */
+    int32_t n_tasks;                         /* tasks placed on the node */
+    int32_t excl_tenant;                     /* exclusive-node tenant holding the node; 0 = none */
     uint32_t rank;                           /* tie-break order: lower wins */
     /* index bookkeeping, owned by the cluster */
     int32_t cls;      /* state class id, -1 when not schedulable */
@@ -102,6 +105,9 @@ struct allot_task {
     int64_t cpu_milli;
     int64_t mem_mib;
     uint64_t model_mask; /* bit i: catalog model i allowed; 0 = any */
+    int tenant;          /* owning tenant id (>= 1), 0 = none */
+    int isolation;       /* the tenant's enum allot_isolation (tenant.h): 0 shared,
+                            1 exclusive-gpu, 2 exclusive-node */
 };
 
 /* Where a task was placed. */
@@ -115,6 +121,8 @@ struct allot_placement {
     int64_t cpu_milli;
     int64_t mem_mib;
     int pod_class; /* -1 for CPU-only tasks */
+    int tenant;    /* the task's tenant and isolation (see allot_task) */
+    int isolation;
 };
 
 struct allot_cluster;
@@ -175,8 +183,13 @@ bool allot_node_admits(const struct allot_node *n, const struct allot_task *t);
 bool allot_node_fits(const struct allot_cluster *c, const struct allot_node *n,
                      const struct allot_task *t);
 
-/* Counts GPUs of node n on which a fraction `milli`/`mem` fits. */
-int allot_node_fitting_gpus(const struct allot_node *n, int milli, int64_t mem);
+/* Counts GPUs of node n on which a fraction of task t fits. */
+int allot_node_fitting_gpus(const struct allot_node *n, const struct allot_task *t);
+
+/* True when a fraction of task t may go on GPU g: shared mode, enough free
+ * milli and memory, and isolation (an exclusive-gpu tenant's fractions
+ * share a GPU only among themselves). */
+bool allot_gpu_takes_fraction(const struct allot_gpu *g, const struct allot_task *t);
 
 /* Applies a placement (the caller made sure it fits). Returns 0, or
  * ALLOT_ENOSPC / ALLOT_EINVAL when it does not, leaving everything unchanged. */

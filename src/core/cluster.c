@@ -87,7 +87,7 @@ static int cmp_u64(const void *a, const void *b)
 }
 
 /* Canonical state key of a node: fills key[] and returns its length. */
-#define KEY_MAX (8 + 2 * ALLOT_MAX_GPUS)
+#define KEY_MAX (8 + 3 * ALLOT_MAX_GPUS)
 static int node_key(const struct allot_cluster *c, const struct allot_node *n, uint64_t *key)
 {
     int k = 0;
@@ -96,6 +96,8 @@ static int node_key(const struct allot_cluster *c, const struct allot_node *n, u
     key[k++] = (uint64_t)(n->model + 1) | ((uint64_t)n->n_gpus << 32);
     key[k++] = (uint64_t)n->cpu_free;
     key[k++] = (uint64_t)n->mem_free;
+    /* isolation: who holds the node exclusively, and whether it is empty */
+    key[k++] = (uint64_t)(uint32_t)n->excl_tenant << 1 | (n->n_tasks > 0);
     if (c->class_flags & ALLOT_CLASS_POD_CLASSES) {
         uint64_t mask = 0;
         for (int i = 0; i < ALLOT_POD_CLASSES; i++)
@@ -116,6 +118,14 @@ static int node_key(const struct allot_cluster *c, const struct allot_node *n, u
         for (int i = 0; i < n->n_gpus; i++)
             if (n->gpus[i].mode == ALLOT_GPU_MIG)
                 mk[m++] = gpu_mig_key(&n->gpus[i]) ^ gpu_key(&n->gpus[i]);
+        qsort(mk, (size_t)m, sizeof(mk[0]), cmp_u64);
+        for (int i = 0; i < m; i++)
+            key[k++] = mk[i];
+        /* GPUs held by an exclusive-gpu tenant, as (state, tenant) words */
+        m = 0;
+        for (int i = 0; i < n->n_gpus; i++)
+            if (n->gpus[i].excl_tenant)
+                mk[m++] = allot_hash_mix(gpu_key(&n->gpus[i]), (uint64_t)n->gpus[i].excl_tenant);
         qsort(mk, (size_t)m, sizeof(mk[0]), cmp_u64);
         for (int i = 0; i < m; i++)
             key[k++] = mk[i];
@@ -803,6 +813,16 @@ static int placement_change(const struct allot_cluster *c, const struct allot_pl
                after->mem_free + p->mem_mib > after->mem_mib) {
         return ALLOT_EINVAL;
     }
+    if (sign > 0 && after->n_tasks > 0 && after->excl_tenant != p->tenant &&
+        (after->excl_tenant != 0 || p->isolation == 2))
+        return ALLOT_EINVAL; /* exclusive-node isolation */
+    if (sign < 0 && after->n_tasks == 0)
+        return ALLOT_EINVAL;
+    after->n_tasks += sign;
+    if (sign > 0 && p->isolation == 2)
+        after->excl_tenant = p->tenant;
+    if (after->n_tasks == 0)
+        after->excl_tenant = 0;
     after->cpu_free -= sign * p->cpu_milli;
     after->mem_free -= sign * p->mem_mib;
     for (int i = 0; i < after->n_gpus; i++) {
@@ -827,12 +847,20 @@ static int placement_change(const struct allot_cluster *c, const struct allot_pl
                 return ALLOT_ENOSPC;
             if (g->mode == ALLOT_GPU_EXCLUSIVE && p->gpu_milli != ALLOT_MILLI)
                 return ALLOT_EINVAL;
+            /* exclusive-gpu isolation: fractions share only within the tenant */
+            if (g->n_tasks > 0 && g->excl_tenant != p->tenant &&
+                (g->excl_tenant != 0 || p->isolation == 1))
+                return ALLOT_EINVAL;
+            if (p->isolation == 1 && p->gpu_milli < ALLOT_MILLI)
+                g->excl_tenant = p->tenant;
             g->n_tasks++;
         } else {
             if (g->n_tasks == 0 || g->free_milli + p->gpu_milli > ALLOT_MILLI ||
                 (m && g->free_mem_mib + p->gpu_mem_mib > m->memory_mib))
                 return ALLOT_EINVAL;
             g->n_tasks--;
+            if (g->n_tasks == 0)
+                g->excl_tenant = 0;
         }
         g->free_milli -= sign * p->gpu_milli;
         g->free_mem_mib -= sign * p->gpu_mem_mib;
@@ -887,6 +915,10 @@ static int check_node(const struct allot_cluster *c, int i, char *err, size_t er
     const struct allot_node *n = &c->nodes[i];
     const struct allot_gpu_model *m = n->model >= 0 ? &c->cat->models[n->model] : NULL;
 
+    if (n->n_tasks < 0 || (n->n_tasks == 0 && n->excl_tenant != 0)) {
+        allot_fmt(err, errlen, "node %s: task count or exclusive owner broken", n->name);
+        return ALLOT_EINTERNAL;
+    }
     if (n->cpu_free < 0 || n->cpu_free > n->cpu_milli || n->mem_free < 0 ||
         n->mem_free > n->mem_mib) {
         allot_fmt(err, errlen, "node %s: cpu/memory free outside [0, capacity]", n->name);
@@ -898,6 +930,10 @@ static int check_node(const struct allot_cluster *c, int i, char *err, size_t er
             (m && u->free_mem_mib > m->memory_mib)) {
             allot_fmt(err, errlen, "node %s gpu %d: free capacity outside [0, capacity]", n->name,
                       g);
+            return ALLOT_EINTERNAL;
+        }
+        if (u->n_tasks == 0 && u->excl_tenant != 0) {
+            allot_fmt(err, errlen, "node %s gpu %d: held exclusively by no task", n->name, g);
             return ALLOT_EINTERNAL;
         }
         if (u->n_tasks == 0 && u->mode != ALLOT_GPU_MIG && u->free_milli != ALLOT_MILLI) {

@@ -125,8 +125,7 @@ static int random_choose(void *st, const struct sched *s, int node, const struct
         return sched_choose_default(s, node, t, out);
     for (int i = 0; i < n->n_gpus; i++) {
         const struct allot_gpu *g = &n->gpus[i];
-        if (g->mode == ALLOT_GPU_SHARED && g->free_milli >= t->gpu_milli &&
-            g->free_mem_mib >= t->gpu_mem_mib)
+        if (allot_gpu_takes_fraction(g, t))
             fit[k++] = i;
     }
     if (!k)
@@ -207,9 +206,8 @@ static int gpupacking_score(void *st, const struct sched *s, const struct allot_
         if (g->free_milli < ALLOT_MILLI)
             used = true;
         /* a fraction served from a partly used GPU (best fit among them) */
-        if (t->num_gpu == 1 && t->gpu_milli < ALLOT_MILLI && g->mode == ALLOT_GPU_SHARED &&
-            g->free_milli < ALLOT_MILLI && g->free_milli >= t->gpu_milli &&
-            g->free_mem_mib >= t->gpu_mem_mib && (best_partial < 0 || g->free_milli < best_partial))
+        if (t->num_gpu == 1 && t->gpu_milli < ALLOT_MILLI && g->free_milli < ALLOT_MILLI &&
+            allot_gpu_takes_fraction(g, t) && (best_partial < 0 || g->free_milli < best_partial))
             best_partial = g->free_milli;
     }
     if (best_partial >= 0) {

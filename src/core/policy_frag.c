@@ -144,13 +144,11 @@ static double best_delta(const struct sched *s, const struct allot_node *n,
         const struct allot_gpu *u = &n->gpus[i];
         double d;
         bool dup = false;
-        if (u->mode != ALLOT_GPU_SHARED || u->free_milli < t->gpu_milli ||
-            u->free_mem_mib < t->gpu_mem_mib)
+        if (!allot_gpu_takes_fraction(u, t))
             continue;
         /* GPUs with equal free capacity give equal results: try one */
         for (int j = 0; j < i && !dup; j++)
-            dup = n->gpus[j].mode == ALLOT_GPU_SHARED && g[j] == g[i] &&
-                  n->gpus[j].free_mem_mib >= t->gpu_mem_mib;
+            dup = g[j] == g[i] && allot_gpu_takes_fraction(&n->gpus[j], t);
         if (dup)
             continue;
         g[i] -= t->gpu_milli;

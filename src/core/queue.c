@@ -263,6 +263,9 @@ int queue_submit(struct queue *q, const struct allot_job_spec *spec, int64_t now
         goto oom;
     j->spec = *spec;
     j->spec.name = j->name;
+    /* every task carries its tenant and the tenant's isolation level */
+    j->spec.task.tenant = spec->tenant;
+    j->spec.task.isolation = ten->isolation;
     if (!j->spec.min_runtime_s)
         j->spec.min_runtime_s = q->o.min_runtime_s;
     j->id = (int)q->n_jobs;

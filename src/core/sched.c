@@ -61,6 +61,7 @@ static uint64_t shape_hash(const struct allot_task *t)
     h = allot_hash_mix(h, (uint64_t)t->mig_profile + 1);
     h = allot_hash_mix(h, (uint64_t)t->cpu_milli);
     h = allot_hash_mix(h, (uint64_t)t->mem_mib);
+    h = allot_hash_mix(h, (uint64_t)t->tenant << 2 | (uint64_t)t->isolation);
     return allot_hash_mix(h, t->model_mask);
 }
 
@@ -69,7 +70,7 @@ static bool shape_eq(const struct allot_task *a, const struct allot_task *b)
     return a->num_gpu == b->num_gpu && a->gpu_milli == b->gpu_milli &&
            a->gpu_mem_mib == b->gpu_mem_mib && a->mig_profile == b->mig_profile &&
            a->cpu_milli == b->cpu_milli && a->mem_mib == b->mem_mib &&
-           a->model_mask == b->model_mask;
+           a->model_mask == b->model_mask && a->tenant == b->tenant && a->isolation == b->isolation;
 }
 
 /* Returns the id of t's shape, interning it; negative on ENOMEM. */
@@ -210,6 +211,8 @@ void sched_placement_init(const struct sched *s, int node, const struct allot_ta
     out->cpu_milli = t->cpu_milli;
     out->mem_mib = t->mem_mib;
     out->pod_class = allot_task_pod_class(t);
+    out->tenant = t->tenant;
+    out->isolation = t->isolation;
     (void)s;
 }
 
@@ -300,8 +303,7 @@ int sched_choose_default(const struct sched *s, int node, const struct allot_tas
         int best = -1;
         for (int i = 0; i < n->n_gpus; i++) {
             const struct allot_gpu *g = &n->gpus[i];
-            if (g->mode != ALLOT_GPU_SHARED || g->free_milli < t->gpu_milli ||
-                g->free_mem_mib < t->gpu_mem_mib)
+            if (!allot_gpu_takes_fraction(g, t))
                 continue;
             if (best < 0 || g->free_milli < n->gpus[best].free_milli)
                 best = i;

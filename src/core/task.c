@@ -30,6 +30,10 @@ int allot_task_validate(const struct allot_catalog *cat, const struct allot_task
         allot_fmt(err, errlen, "task: gpu_memory_mib %lld is negative", (long long)t->gpu_mem_mib);
         return ALLOT_EINVAL;
     }
+    if (t->tenant < 0 || t->isolation < 0 || t->isolation > 2) {
+        allot_fmt(err, errlen, "task: %s out of range", t->tenant < 0 ? "tenant" : "isolation");
+        return ALLOT_EINVAL;
+    }
     if (t->model_mask & ~all) {
         allot_fmt(err, errlen, "task: gpu model mask names models not in the catalog");
         return ALLOT_EINVAL;
@@ -100,6 +104,9 @@ bool allot_node_admits(const struct allot_node *n, const struct allot_task *t)
 {
     if (n->cpu_free < t->cpu_milli || n->mem_free < t->mem_mib)
         return false;
+    /* exclusive-node tenants share a node with nobody else */
+    if (n->n_tasks > 0 && n->excl_tenant != t->tenant && (n->excl_tenant != 0 || t->isolation == 2))
+        return false;
     if (t->num_gpu == 0)
         return true;
     if (n->model < 0 || n->n_gpus < t->num_gpu)
@@ -107,15 +114,22 @@ bool allot_node_admits(const struct allot_node *n, const struct allot_task *t)
     return !t->model_mask || (t->model_mask >> n->model & 1);
 }
 
-int allot_node_fitting_gpus(const struct allot_node *n, int milli, int64_t mem)
+bool allot_gpu_takes_fraction(const struct allot_gpu *g, const struct allot_task *t)
+{
+    if (g->mode != ALLOT_GPU_SHARED || g->free_milli < t->gpu_milli ||
+        g->free_mem_mib < t->gpu_mem_mib)
+        return false;
+    if (g->n_tasks == 0 || g->excl_tenant == t->tenant)
+        return true;
+    return g->excl_tenant == 0 && t->isolation != 1;
+}
+
+int allot_node_fitting_gpus(const struct allot_node *n, const struct allot_task *t)
 {
     int k = 0;
 
-    for (int i = 0; i < n->n_gpus; i++) {
-        const struct allot_gpu *g = &n->gpus[i];
-        if (g->mode == ALLOT_GPU_SHARED && g->free_milli >= milli && g->free_mem_mib >= mem)
-            k++;
-    }
+    for (int i = 0; i < n->n_gpus; i++)
+        k += allot_gpu_takes_fraction(&n->gpus[i], t);
     return k;
 }
 
@@ -165,5 +179,5 @@ bool allot_node_fits(const struct allot_cluster *c, const struct allot_node *n,
     }
     if (t->gpu_milli == ALLOT_MILLI && t->gpu_mem_mib == 0)
         return node_whole_free(n) >= t->num_gpu;
-    return allot_node_fitting_gpus(n, t->gpu_milli, t->gpu_mem_mib) > 0;
+    return allot_node_fitting_gpus(n, t) > 0;
 }

@@ -5,6 +5,8 @@
 
 #include "allot/common.h"
 
+#include <string.h>
+
 struct node_type {
     const char *model;
     int gpus;
@@ -84,6 +86,7 @@ void sim_synth_tasks(const struct allot_catalog *cat, struct allot_task *out, si
     for (size_t i = 0; i < n; i++) {
         struct allot_task *t = &out[i];
         unsigned kind = (unsigned)allot_rng_below(&r, 1000);
+        memset(t, 0, sizeof(*t));
         t->mig_profile = -1;
         t->gpu_mem_mib = 0;
         t->model_mask = 0;

@@ -16,6 +16,10 @@
 
 #include <string.h>
 
+/* enum allot_isolation lives in tenant.h; the cluster layer sees ints */
+#define ALLOT_ISO_EXCLUSIVE_GPU_TEST  1
+#define ALLOT_ISO_EXCLUSIVE_NODE_TEST 2
+
 static struct allot_catalog *cat;
 
 static int setup(void **state)
@@ -204,14 +208,82 @@ static void test_task_validation(void **state)
     assert_int_equal(allot_task_pod_class(&t), 4);
 }
 
+/* Isolation levels: exclusive-gpu fractions share a GPU only inside the
+ * tenant; exclusive-node tenants share a node with nobody. */
+static void test_isolation(void **state)
+{
+    struct allot_cluster *c = allot_cluster_new(cat, 0);
+    struct allot_node_spec sp = {
+        .name = "n", .model = "A10", .cpu_milli = 16000, .mem_mib = 65536, .n_gpus = 1};
+    char err[256];
+    struct allot_task excl = {.num_gpu = 1,
+                              .gpu_milli = 300,
+                              .mig_profile = -1,
+                              .tenant = 5,
+                              .isolation = ALLOT_ISO_EXCLUSIVE_GPU_TEST};
+    struct allot_task same = excl,
+                      other = {.num_gpu = 1, .gpu_milli = 300, .mig_profile = -1, .tenant = 6};
+    struct allot_placement p = {.node = 0,
+                                .gpu_mask = 1,
+                                .gpu_milli = 300,
+                                .mig_profile = -1,
+                                .pod_class = 0,
+                                .tenant = 5,
+                                .isolation = ALLOT_ISO_EXCLUSIVE_GPU_TEST};
+    const struct allot_node *n;
+
+    assert_int_equal(allot_cluster_add_node(c, &sp, err, sizeof(err)), 0);
+    sp.name = "m";
+    assert_int_equal(allot_cluster_add_node(c, &sp, err, sizeof(err)), 1);
+    n = allot_cluster_node(c, 0);
+    assert_int_equal(allot_cluster_apply(c, &p), 0);
+    assert_true(allot_gpu_takes_fraction(&n->gpus[0], &same));
+    assert_false(allot_gpu_takes_fraction(&n->gpus[0], &other));
+    /* the core refuses a placement that would break it, too */
+    p.tenant = 6;
+    p.isolation = 0;
+    assert_int_equal(allot_cluster_apply(c, &p), ALLOT_EINVAL);
+    /* once the tenant's fractions leave, anyone may use the GPU */
+    p.tenant = 5;
+    p.isolation = ALLOT_ISO_EXCLUSIVE_GPU_TEST;
+    assert_int_equal(allot_cluster_release(c, &p), 0);
+    assert_true(allot_gpu_takes_fraction(&n->gpus[0], &other));
+    /* a shared fraction there keeps an exclusive-gpu tenant away */
+    p.tenant = 6;
+    p.isolation = 0;
+    assert_int_equal(allot_cluster_apply(c, &p), 0);
+    assert_false(allot_gpu_takes_fraction(&n->gpus[0], &excl));
+    /* exclusive-node: node 1 taken by tenant 7 admits only tenant 7 */
+    {
+        struct allot_placement q = {.node = 1,
+                                    .mig_profile = -1,
+                                    .pod_class = -1,
+                                    .cpu_milli = 1000,
+                                    .tenant = 7,
+                                    .isolation = ALLOT_ISO_EXCLUSIVE_NODE_TEST};
+        struct allot_task cpu7 = {.mig_profile = -1,
+                                  .cpu_milli = 1000,
+                                  .tenant = 7,
+                                  .isolation = ALLOT_ISO_EXCLUSIVE_NODE_TEST};
+        struct allot_task cpu8 = {.mig_profile = -1, .cpu_milli = 1000, .tenant = 8};
+        assert_int_equal(allot_cluster_apply(c, &q), 0);
+        assert_true(allot_node_fits(c, allot_cluster_node(c, 1), &cpu7));
+        assert_false(allot_node_fits(c, allot_cluster_node(c, 1), &cpu8));
+        /* and an exclusive-node tenant does not join node 0, used by others */
+        assert_false(allot_node_fits(c, allot_cluster_node(c, 0), &cpu7));
+        assert_int_equal(allot_cluster_release(c, &q), 0);
+        assert_true(allot_node_fits(c, allot_cluster_node(c, 1), &cpu8));
+    }
+    assert_int_equal(allot_cluster_check(c, err, sizeof(err)), 0);
+    allot_cluster_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_add_node_validation),
-        cmocka_unit_test(test_state_classes),
-        cmocka_unit_test(test_apply_refuses_overcommit),
-        cmocka_unit_test(test_buckets),
-        cmocka_unit_test(test_task_validation),
+        cmocka_unit_test(test_add_node_validation),      cmocka_unit_test(test_state_classes),
+        cmocka_unit_test(test_apply_refuses_overcommit), cmocka_unit_test(test_buckets),
+        cmocka_unit_test(test_task_validation),          cmocka_unit_test(test_isolation),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
