@@ -355,6 +355,81 @@ int queue_finish(struct queue *q, int id, int64_t now)
 
 /* ---- placing a gang ------------------------------------------------------------------- */
 
+/* Places all of j's tasks inside rack r (first fit over the rack's nodes in
+ * rank order is enough: the rack is small). Returns true and fills pl on
+ * success; on failure nothing stays applied. */
+static bool place_in_rack(struct queue *q, const struct allot_job *j, int r,
+                          struct allot_placement *pl)
+{
+    int placed = 0, nn = allot_cluster_node_count(q->c);
+
+    for (int i = 0; i < nn && placed < j->spec.n_tasks; i++) {
+        const struct allot_node *n = allot_cluster_node(q->c, i);
+        if (n->rack != r)
+            continue;
+        while (placed < j->spec.n_tasks && allot_node_fits(q->c, n, &j->spec.task)) {
+            if (sched_choose_default(q->placer, i, &j->spec.task, &pl[placed]) != 0 ||
+                allot_cluster_apply(q->c, &pl[placed]) != 0)
+                break;
+            placed++;
+        }
+    }
+    if (placed == j->spec.n_tasks)
+        return true;
+    while (placed-- > 0)
+        (void)allot_cluster_release(q->c, &pl[placed]);
+    return false;
+}
+
+/*
+ * Topology for multi-node gangs: when the policy spread the tasks over
+ * several racks, try to fit them all inside one of those racks (the one
+ * holding most of them first); keep the policy's placement otherwise.
+ */
+static void gang_prefer_rack(struct queue *q, struct allot_job *j)
+{
+    int n = j->spec.n_tasks, racks[8], counts[8], nr = 0;
+    struct allot_placement *alt;
+
+    for (int k = 0; k < n; k++) {
+        int r = allot_cluster_node(q->c, j->pl[k].node)->rack, i;
+        for (i = 0; i < nr && racks[i] != r; i++)
+            ;
+        if (i == nr) {
+            if (nr == 8)
+                continue;
+            racks[nr] = r;
+            counts[nr++] = 0;
+        }
+        counts[i]++;
+    }
+    if (nr <= 1)
+        return;
+    alt = allot_calloc((size_t)n, sizeof(*alt));
+    if (!alt)
+        return; /* keep the policy's placement */
+    for (int k = n; k-- > 0;)
+        (void)allot_cluster_release(q->c, &j->pl[k]);
+    for (int pass = 0; pass < nr; pass++) {
+        int best = 0;
+        for (int i = 1; i < nr; i++)
+            if (counts[i] > counts[best])
+                best = i;
+        if (counts[best] < 0)
+            break;
+        counts[best] = -1;
+        if (place_in_rack(q, j, racks[best], alt)) {
+            allot_free(j->pl);
+            j->pl = alt;
+            return;
+        }
+    }
+    /* no single rack holds the gang: put the policy's placement back */
+    for (int k = 0; k < n; k++)
+        (void)allot_cluster_apply(q->c, &j->pl[k]);
+    allot_free(alt);
+}
+
 /* Places every task of j or none. Returns 0, ALLOT_ENOSPC or ALLOT_ENOMEM. */
 static int gang_place(struct queue *q, struct allot_job *j)
 {
@@ -375,6 +450,8 @@ static int gang_place(struct queue *q, struct allot_job *j)
         return rc;
     }
     j->pl = pl;
+    if (j->spec.n_tasks > 1)
+        gang_prefer_rack(q, j);
     return 0;
 }
 

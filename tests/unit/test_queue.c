@@ -434,6 +434,41 @@ static void test_user_fair_share(void **state)
     world_free(&w);
 }
 
+/* A two-node gang lands inside one rack when one rack can hold it. */
+static void test_gang_prefers_one_rack(void **state)
+{
+    struct world w;
+    char err[256], name[16];
+    int id;
+
+    world_init(&w, 0, 16, base);
+    for (int i = 0; i < 4; i++) {
+        struct allot_node_spec sp = {.name = name,
+                                     .model = "H100",
+                                     .cpu_milli = 64000,
+                                     .mem_mib = 262144,
+                                     .n_gpus = 4,
+                                     .rack = i / 2};
+        allot_fmt(name, sizeof(name), "r%d-%d", i / 2, i % 2);
+        assert_int_equal(allot_cluster_add_node(w.c, &sp, err, sizeof(err)), i);
+    }
+    /* rebuild the queue so it sees the nodes' capacity */
+    queue_free(w.q);
+    w.q = queue_new(w.c, w.t, &base, err, sizeof(err));
+    assert_non_null(w.q);
+    for (uint64_t seed = 1; seed <= 8; seed++) {
+        allot_cluster_shuffle_ranks(w.c, seed);
+        allot_fmt(name, sizeof(name), "gang%d", (int)seed);
+        id = submit(&w, name, w.a, 2, 4, (int64_t)seed * 10, 0);
+        cycle(&w, (int64_t)seed * 10);
+        assert_int_equal(queue_job(w.q, id)->state, ALLOT_JOB_RUNNING);
+        assert_int_equal(allot_cluster_node(w.c, queue_job(w.q, id)->pl[0].node)->rack,
+                         allot_cluster_node(w.c, queue_job(w.q, id)->pl[1].node)->rack);
+        assert_int_equal(queue_finish(w.q, id, (int64_t)seed * 10 + 5), 0);
+    }
+    world_free(&w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -447,6 +482,7 @@ int main(void)
         cmocka_unit_test(test_runtime_limit_and_validation),
         cmocka_unit_test(test_aging_and_fair_order),
         cmocka_unit_test(test_user_fair_share),
+        cmocka_unit_test(test_gang_prefers_one_rack),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
