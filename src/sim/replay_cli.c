@@ -1,0 +1,628 @@
+/*
+ * The `allot-sim replay` command (replay.h): the option table that drives
+ * parsing and --help, the tables on standard output, the JSON report and
+ * the two SVG plots. Exit status: 0, 1 (a file could not be read or
+ * written, or the core misbehaved), 2 (bad command line).
+ */
+#include "replay.h"
+
+#include "allot/common.h"
+#include "allot/sched.h"
+#include "svgplot.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+enum opt {
+    OPT_JOBS,
+    OPT_VCS,
+    OPT_TENANTS,
+    OPT_SYNTHETIC,
+    OPT_FROM,
+    OPT_TO,
+    OPT_LOAD,
+    OPT_POLICY,
+    OPT_CKPT,
+    OPT_PLACEMENT,
+    OPT_SEED,
+    OPT_JSON,
+    OPT_PLOT,
+    OPT_DLOG,
+    OPT_DRAIN,
+    OPT_CHECK,
+    OPT_HELP,
+    N_OPTS
+};
+
+/* Every option, described once: drives parsing and --help (STYLE 15). */
+static const struct replay_option {
+    const char *name;
+    const char *arg; /* NULL: a flag */
+    const char *def; /* default shown in --help, NULL: none */
+    const char *help;
+} options[N_OPTS] = {
+    [OPT_JOBS] = {"jobs", "FILE", NULL, "Philly job digest (timestamp,duration,num_gpus,...)"},
+    [OPT_VCS] = {"vcs", "FILE", NULL, "tenants: the VC list (vc,node num), one tenant per VC"},
+    [OPT_TENANTS] = {"tenants", "FILE", NULL, "tenants: a tenants file (YAML, docs/replay.md)"},
+    [OPT_SYNTHETIC] = {"synthetic", "DAYS", NULL,
+                       "replay DAYS of the synthetic multi-tenant workload\n"
+                       "instead of --jobs"},
+    [OPT_FROM] = {"from", "T", "first arrival",
+                  "window start, 2017-10-01 or \"2017-10-01 08:00:00\"\n"
+                  "(UTC); with --synthetic: its start (default 2024-01-01)"},
+    [OPT_TO] = {"to", "T", "last arrival + 1 s", "window end (exclusive)"},
+    [OPT_LOAD] = {"load", "X", NULL,
+                  "scale the cluster so the offered GPU-time is X x capacity\n"
+                  "(--synthetic: the generated load, default 0.8)"},
+    [OPT_POLICY] = {"policy", "P[,P...]|all", "all", "static, fifo, las, sjf-oracle, allot"},
+    [OPT_CKPT] = {"checkpoint-interval", "S", "1800",
+                  "seconds between checkpoints; a preempted job redoes the\n"
+                  "work since its last one (0: no checkpoints)"},
+    [OPT_PLACEMENT] = {"placement", "P", "bestfit", "placement policy for every run"},
+    [OPT_SEED] = {"seed", "S", "1", "node tie-break order and synthetic workload"},
+    [OPT_JSON] = {"json", "OUT", NULL, "write the figures as JSON"},
+    [OPT_PLOT] = {"plot", "OUT.svg", NULL,
+                  "plot pending jobs over time to OUT.svg and GPU\n"
+                  "utilisation to OUT-util.svg"},
+    [OPT_DLOG] = {"decision-log", "OUT", NULL, "write every submit, start, preemption and end"},
+    [OPT_DRAIN] = {"drain", NULL, NULL, "after --to, run on until every job has finished"},
+    [OPT_CHECK] = {"check", NULL, NULL, "check the queue's invariants after every event (slow)"},
+    [OPT_HELP] = {"help", NULL, NULL, "show this help"},
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: allot-sim replay (--jobs FILE | --synthetic DAYS) (--vcs FILE | --tenants "
+               "FILE) [options]\n"
+               "Replays a multi-tenant GPU job trace on a virtual clock through the allot queue\n"
+               "under each policy, each on a fresh cluster, and prints job completion and\n"
+               "queueing times, utilisation, in-quota waits, fairness and preemptions\n"
+               "(docs/BENCHMARKS.md section 2, docs/replay.md).\n\n"
+               "options:\n");
+    for (int i = 0; i < N_OPTS; i++) {
+        const struct replay_option *o = &options[i];
+        char head[64];
+        const char *h = o->help;
+
+        allot_fmt(head, sizeof(head), "--%s%s%s", o->name, o->arg ? " " : "", o->arg ? o->arg : "");
+        fprintf(f, "  %-30s ", head);
+        for (;;) {
+            const char *nl = strchr(h, '\n');
+
+            if (!nl)
+                break;
+            fprintf(f, "%.*s\n  %-30s ", (int)(nl - h), h, "");
+            h = nl + 1;
+        }
+        fprintf(f, "%s", h);
+        if (o->def)
+            fprintf(f, " (default %s)", o->def);
+        fputc('\n', f);
+    }
+}
+
+static int __attribute__((format(printf, 1, 2))) usage_error(const char *fmt, ...)
+{
+    va_list ap;
+
+    fprintf(stderr, "allot-sim replay: ");
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\nTry 'allot-sim replay --help'.\n");
+    return 2;
+}
+
+static bool parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)
+{
+    char *end;
+    long long v;
+
+    if (*s < '0' || *s > '9')
+        return false;
+    errno = 0;
+    v = strtoll(s, &end, 10);
+    if (*end || errno || v < lo || v > hi)
+        return false;
+    *out = v;
+    return true;
+}
+
+static bool parse_double(const char *s, double *v)
+{
+    char *end;
+
+    if (!((*s >= '0' && *s <= '9') || *s == '.'))
+        return false;
+    errno = 0;
+    *v = strtod(s, &end);
+    return *end == '\0' && errno == 0 && isfinite(*v);
+}
+
+/* Parses "all" or a comma list of policy names into pol[] (no repeats). */
+static int parse_policies(const char *s, int *pol, char *bad, size_t badlen)
+{
+    int n = 0;
+
+    if (!strcmp(s, "all")) {
+        for (int i = 0; i < REPLAY_POLICIES; i++)
+            pol[n++] = i;
+        return n;
+    }
+    for (const char *p = s;;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        char name[32];
+        int k;
+
+        allot_fmt(name, sizeof(name), "%.*s", (int)(len < 31 ? len : 31), p);
+        k = len < sizeof(name) ? replay_policy_find(name) : -1;
+        for (int i = 0; k >= 0 && i < n; i++)
+            if (pol[i] == k)
+                k = -1;
+        if (k < 0 || n == REPLAY_POLICIES) {
+            allot_strlcpy(bad, name, badlen);
+            return -1;
+        }
+        pol[n++] = k;
+        if (!comma)
+            return n;
+        p = comma + 1;
+    }
+}
+
+/* ---- tables ---- */
+
+static void cell(FILE *f, int width, double v, int decimals)
+{
+    if (isfinite(v))
+        fprintf(f, " %*.*f", width, decimals, v);
+    else
+        fprintf(f, " %*s", width, "-");
+}
+
+void replay_print_tables(FILE *f, const struct replay_setup *s, const struct replay_result *r,
+                         int n)
+{
+    const struct replay_result *st = NULL, *al = NULL;
+
+    fprintf(f, "\n%-10s %6s %6s %6s %9s %9s %9s %9s %9s %9s %9s %9s %5s %9s %5s %5s %7s %8s %6s\n",
+            "policy", "jobs", "done", "unfin", "avg_jct", "p50_jct", "p95_jct", "p99_jct", "avg_q",
+            "p50_q", "p95_q", "p99_q", "util", "inq_p99", "jain", "jainN", "preempt", "lost_gh",
+            "wall_s");
+    for (int i = 0; i < n; i++) {
+        const struct replay_stats *a = &r[i].all;
+
+        fprintf(f, "%-10s %6zu %6zu %6zu", replay_policy_names[r[i].policy], a->jobs, a->finished,
+                a->unfinished);
+        cell(f, 9, a->avg_jct, 0);
+        cell(f, 9, a->p50_jct, 0);
+        cell(f, 9, a->p95_jct, 0);
+        cell(f, 9, a->p99_jct, 0);
+        cell(f, 9, a->avg_queue, 0);
+        cell(f, 9, a->p50_queue, 0);
+        cell(f, 9, a->p95_queue, 0);
+        cell(f, 9, a->p99_queue, 0);
+        cell(f, 5, a->utilization, 3);
+        cell(f, 9, a->in_quota_wait_p99, 0);
+        cell(f, 5, a->jain, 3);
+        cell(f, 5, a->jain_nominal, 3);
+        fprintf(f, " %7lld", (long long)a->preemptions);
+        cell(f, 8, a->lost_gpu_hours, 1);
+        cell(f, 6, r[i].wall_s, 1);
+        fputc('\n', f);
+        if (r[i].policy == REPLAY_STATIC)
+            st = &r[i];
+        if (r[i].policy == REPLAY_ALLOT)
+            al = &r[i];
+    }
+    fprintf(f,
+            "times in seconds; avg/p50/p95/p99 over finished jobs; util: allocated GPU-time / "
+            "capacity;\ninq_p99: p99 wait to first start of jobs that fit their tenant's unused "
+            "nominal at submit;\njain: fairness of allocation / water-filled entitlement, jainN: "
+            "/ min(nominal, demand),\nmeans over 10-minute samples with pending jobs; lost_gh: "
+            "GPU-hours of work lost to preemption\n");
+    if (!st && !al)
+        return;
+    fprintf(f,
+            "\nper tenant (%s%s%s): util over the tenant's nominal GPUs; share: allocation / "
+            "entitlement in contention\n",
+            st ? "static" : "", st && al ? " vs " : "", al ? "allot" : "");
+    fprintf(f, "%-16s %6s %6s", "tenant", "gpus", "jobs");
+    for (int k = 0; k < 2; k++) {
+        const char *p = k == 0 ? "s:" : "a:";
+
+        if ((k == 0 && !st) || (k == 1 && !al))
+            continue;
+        char h[6][16];
+
+        allot_fmt(h[0], sizeof(h[0]), "%sunfin", p);
+        allot_fmt(h[1], sizeof(h[1]), "%savg_jct", p);
+        allot_fmt(h[2], sizeof(h[2]), "%sp99_q", p);
+        allot_fmt(h[3], sizeof(h[3]), "%sinq_p99", p);
+        allot_fmt(h[4], sizeof(h[4]), "%sutil", p);
+        allot_fmt(h[5], sizeof(h[5]), "%sshare", p);
+        fprintf(f, " %8s %10s %10s %10s %7s %7s", h[0], h[1], h[2], h[3], h[4], h[5]);
+    }
+    fprintf(f, " %9s\n", al ? "a:preempt" : "");
+    for (int t = 0; t < s->n_tenants; t++) {
+        const struct replay_stats *x = st ? &st->tenant[t] : &al->tenant[t];
+
+        fprintf(f, "%-16.16s %6lld %6zu", s->tenants[t].path,
+                (long long)(s->tenants[t].nominal_milli / ALLOT_MILLI), x->jobs);
+        for (int k = 0; k < 2; k++) {
+            const struct replay_result *rr = k == 0 ? st : al;
+
+            if (!rr)
+                continue;
+            x = &rr->tenant[t];
+            fprintf(f, " %8zu", x->unfinished);
+            cell(f, 10, x->avg_jct, 0);
+            cell(f, 10, x->p99_queue, 0);
+            cell(f, 10, x->in_quota_wait_p99, 0);
+            cell(f, 7, x->utilization, 2);
+            cell(f, 7, x->share_ratio, 2);
+        }
+        if (al)
+            fprintf(f, " %9lld", (long long)al->tenant[t].preemptions);
+        fputc('\n', f);
+    }
+}
+
+/* ---- JSON ---- */
+
+static json_t *num(double v)
+{
+    return isfinite(v) ? json_real(v) : json_null();
+}
+
+/* The figures of one group into object o; returns nonzero on failure. */
+static int stats_json(json_t *o, const struct replay_stats *a, bool all)
+{
+    int bad = 0;
+
+    bad |= json_object_set_new(o, "jobs", json_integer((json_int_t)a->jobs));
+    bad |= json_object_set_new(o, "finished", json_integer((json_int_t)a->finished));
+    bad |= json_object_set_new(o, "unfinished", json_integer((json_int_t)a->unfinished));
+    bad |= json_object_set_new(o, "avg_jct_s", num(a->avg_jct));
+    bad |= json_object_set_new(o, "p50_jct_s", num(a->p50_jct));
+    bad |= json_object_set_new(o, "p95_jct_s", num(a->p95_jct));
+    bad |= json_object_set_new(o, "p99_jct_s", num(a->p99_jct));
+    bad |= json_object_set_new(o, "avg_queue_s", num(a->avg_queue));
+    bad |= json_object_set_new(o, "p50_queue_s", num(a->p50_queue));
+    bad |= json_object_set_new(o, "p95_queue_s", num(a->p95_queue));
+    bad |= json_object_set_new(o, "p99_queue_s", num(a->p99_queue));
+    bad |= json_object_set_new(o, "utilization", num(a->utilization));
+    bad |= json_object_set_new(o, "in_quota_jobs", json_integer((json_int_t)a->in_quota_jobs));
+    bad |= json_object_set_new(o, "in_quota_wait_p99_s", num(a->in_quota_wait_p99));
+    if (all) {
+        bad |= json_object_set_new(o, "jain", num(a->jain));
+        bad |= json_object_set_new(o, "jain_nominal", num(a->jain_nominal));
+    } else {
+        bad |= json_object_set_new(o, "share_ratio", num(a->share_ratio));
+    }
+    bad |= json_object_set_new(o, "preemptions", json_integer((json_int_t)a->preemptions));
+    bad |= json_object_set_new(o, "lost_gpu_hours", num(a->lost_gpu_hours));
+    return bad;
+}
+
+int replay_write_json(const char *path, const struct replay_setup *s, const struct replay_result *r,
+                      int n, char *err, size_t errlen)
+{
+    json_t *root = json_object(), *pols = json_array();
+    char from[32], to[32];
+    int bad = !root || !pols;
+
+    for (int i = 0; i < n && !bad; i++) {
+        json_t *o = json_object(), *ts = json_object();
+
+        bad |= !o || !ts || json_array_append_new(pols, o);
+        if (bad) {
+            json_decref(ts);
+            break;
+        }
+        bad |= json_object_set_new(o, "name", json_string(replay_policy_names[r[i].policy]));
+        bad |= stats_json(o, &r[i].all, true);
+        bad |= json_object_set_new(o, "wall_s", json_real(r[i].wall_s));
+        bad |= json_object_set_new(o, "cycles", json_integer((json_int_t)r[i].cycles));
+        for (int t = 0; t < s->n_tenants && !bad; t++) {
+            json_t *x = json_object();
+
+            bad |= !x || json_object_set_new(ts, s->tenants[t].path, x);
+            bad |= x && json_object_set_new(
+                            x, "nominal_gpus",
+                            json_real((double)s->tenants[t].nominal_milli / ALLOT_MILLI));
+            bad |= x && stats_json(x, &r[i].tenant[t], false);
+        }
+        bad |= json_object_set_new(o, "tenants", ts);
+    }
+    if (!bad) {
+        bad |= json_object_set_new(root, "experiment", json_string("replay"));
+        bad |= json_object_set_new(root, "source", json_string(s->source));
+        bad |= json_object_set_new(root, "from",
+                                   json_string(philly_format_time(s->from, from, sizeof(from))));
+        bad |=
+            json_object_set_new(root, "to", json_string(philly_format_time(s->to, to, sizeof(to))));
+        bad |= json_object_set_new(root, "nodes", json_integer(s->n_nodes));
+        bad |= json_object_set_new(root, "gpus",
+                                   json_integer((json_int_t)s->n_nodes * REPLAY_NODE_GPUS));
+        bad |= json_object_set_new(root, "jobs", json_integer((json_int_t)s->n_jobs));
+        bad |= json_object_set_new(root, "dropped_other_vc", json_integer((json_int_t)s->other_vc));
+        bad |= json_object_set_new(root, "dropped_zero", json_integer((json_int_t)s->zero));
+        bad |= json_object_set_new(root, "offered_load", json_real(s->load));
+        bad |= json_object_set_new(root, "policies", pols);
+        pols = NULL;
+    }
+    json_decref(pols);
+    if (!bad && json_dump_file(root, path, JSON_INDENT(1) | JSON_REAL_PRECISION(10)) != 0) {
+        allot_fmt(err, errlen, "%s: cannot write", path);
+        json_decref(root);
+        return ALLOT_EIO;
+    }
+    json_decref(root);
+    if (bad) {
+        allot_fmt(err, errlen, "%s: out of memory", path);
+        return ALLOT_ENOMEM;
+    }
+    return 0;
+}
+
+/* ---- plots ---- */
+
+static int plot_one(const char *path, const char *title, const char *ylabel, bool util,
+                    const struct replay_result *r, int n, char *err, size_t errlen)
+{
+    struct svgplot *p = svgplot_new(title, "days since the window start", ylabel);
+    size_t nb = n > 0 ? r[0].n_bins : 0;
+    double *x = allot_malloc((nb + 1) * sizeof(*x)), *y = allot_malloc((nb + 1) * sizeof(*y));
+    int rc = 0;
+
+    if (!x || !y) {
+        rc = ALLOT_ENOMEM;
+        goto out;
+    }
+    for (size_t b = 0; b < nb; b++)
+        x[b] = ((double)b + 0.5) * REPLAY_BIN_S / 86400.0;
+    for (int i = 0; i < n && rc == 0; i++) {
+        for (size_t b = 0; b < nb; b++)
+            y[b] = util ? 100.0 * r[i].util[b] : r[i].queue_len[b];
+        rc = svgplot_add_series(p, replay_policy_names[r[i].policy], x, y, nb, 0);
+    }
+    if (util && rc == 0)
+        rc = svgplot_set_yrange(p, 0, 100);
+    svgplot_set_size(p, 1200, 500);
+out:
+    if (rc == 0)
+        rc = svgplot_write(p, path, err, errlen);
+    else
+        allot_fmt(err, errlen, "%s: %s", path, allot_strerror(rc));
+    svgplot_free(p);
+    allot_free(x);
+    allot_free(y);
+    return rc;
+}
+
+int replay_write_plots(const char *path, const struct replay_setup *s,
+                       const struct replay_result *r, int n, char *err, size_t errlen)
+{
+    char upath[4096], title[512];
+    size_t len = strlen(path);
+    int rc;
+
+    if (len > 4 && strcmp(path + len - 4, ".svg") == 0)
+        allot_fmt(upath, sizeof(upath), "%.*s-util.svg", (int)(len - 4), path);
+    else
+        allot_fmt(upath, sizeof(upath), "%s-util.svg", path);
+    allot_fmt(title, sizeof(title), "Pending jobs (hourly mean): %s, %d GPUs, load %.2f", s->source,
+              s->n_nodes * REPLAY_NODE_GPUS, s->load);
+    rc = plot_one(path, title, "pending jobs", false, r, n, err, errlen);
+    if (rc)
+        return rc;
+    allot_fmt(title, sizeof(title), "GPU utilisation (hourly): %s, %d GPUs, load %.2f", s->source,
+              s->n_nodes * REPLAY_NODE_GPUS, s->load);
+    return plot_one(upath, title, "allocated GPUs (% of capacity)", true, r, n, err, errlen);
+}
+
+/* ---- the command ---- */
+
+struct bar {
+    const char *policy;
+    int shown; /* percent last drawn */
+};
+
+static void progress(void *ud, double done)
+{
+    struct bar *b = ud;
+    int pct = (int)(done * 100.0);
+
+    if (pct == b->shown)
+        return;
+    b->shown = pct;
+    fprintf(stderr, "\rreplay: %-10s [", b->policy);
+    for (int i = 0; i < 40; i++)
+        fputc(i < pct * 40 / 100 ? '#' : '.', stderr);
+    fprintf(stderr, "] %3d%%", pct);
+    fflush(stderr);
+}
+
+static void print_header(const struct replay_setup *s, bool synthetic, double load_arg)
+{
+    char from[32], to[32];
+
+    printf("replay: %s: %zu jobs in [%s, %s) (%.1f days), %d tenants\n", s->source, s->n_jobs,
+           philly_format_time(s->from, from, sizeof(from)),
+           philly_format_time(s->to, to, sizeof(to)), (double)(s->to - s->from) / 86400.0,
+           s->n_tenants);
+    if (!synthetic)
+        printf("left out: %zu of other VCs, %zu with 0 GPUs or 0 duration (in the window), %zu "
+               "outside the window; %zu rounded up to whole 8-GPU tasks\n",
+               s->other_vc, s->zero, s->outside, s->rounded_up);
+    printf("cluster: %d nodes x %d %s = %d GPUs%s; offered GPU-time / capacity = %.3f\n",
+           s->n_nodes, REPLAY_NODE_GPUS, REPLAY_NODE_MODEL, s->n_nodes * REPLAY_NODE_GPUS,
+           !synthetic && load_arg > 0 ? " (scaled by --load)" : "", s->load);
+    fflush(stdout);
+}
+
+int sim_replay_main(int argc, char **argv)
+{
+    const char *val[N_OPTS] = {0};
+    bool given[N_OPTS] = {0};
+    struct replay_setup setup;
+    struct replay_result res[REPLAY_POLICIES];
+    struct replay_opts o = {.checkpoint_s = 1800, .seed = 1};
+    int pol[REPLAY_POLICIES], np, nres = 0, status = 1, rc;
+    int64_t from = -1, to = -1, days = 0, v;
+    double load = 0;
+    char err[1024], bad[64];
+    FILE *dlog = NULL;
+
+    memset(&setup, 0, sizeof(setup));
+    memset(res, 0, sizeof(res));
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *eq;
+        size_t len;
+        int k;
+
+        if (strncmp(a, "--", 2) != 0)
+            return usage_error("unexpected argument \"%s\"", a);
+        a += 2;
+        eq = strchr(a, '=');
+        len = eq ? (size_t)(eq - a) : strlen(a);
+        for (k = 0; k < N_OPTS; k++)
+            if (strlen(options[k].name) == len && !strncmp(options[k].name, a, len))
+                break;
+        if (k == N_OPTS)
+            return usage_error("unknown option \"%s\"", argv[i]);
+        if (given[k])
+            return usage_error("option \"--%s\" given twice", options[k].name);
+        given[k] = true;
+        if (!options[k].arg) {
+            if (eq)
+                return usage_error("option \"--%s\" takes no value", options[k].name);
+            continue;
+        }
+        if (eq)
+            val[k] = eq + 1;
+        else if (i + 1 < argc)
+            val[k] = argv[++i];
+        else
+            return usage_error("option \"--%s\" needs a value", options[k].name);
+    }
+    if (given[OPT_HELP]) {
+        usage(stdout);
+        return 0;
+    }
+    if (given[OPT_JOBS] == given[OPT_SYNTHETIC])
+        return usage_error("give exactly one of --jobs FILE and --synthetic DAYS");
+    if (given[OPT_VCS] == given[OPT_TENANTS])
+        return usage_error("give exactly one of --vcs FILE and --tenants FILE");
+    if (val[OPT_SYNTHETIC] && !parse_i64(val[OPT_SYNTHETIC], 1, 3660, &days))
+        return usage_error("--synthetic \"%s\": want a number of days 1..3660", val[OPT_SYNTHETIC]);
+    if (val[OPT_FROM] && philly_parse_time(val[OPT_FROM], &from) < 0)
+        return usage_error("--from \"%s\": want YYYY-MM-DD or \"YYYY-MM-DD HH:MM:SS\" (UTC)",
+                           val[OPT_FROM]);
+    if (val[OPT_TO] && philly_parse_time(val[OPT_TO], &to) < 0)
+        return usage_error("--to \"%s\": want YYYY-MM-DD or \"YYYY-MM-DD HH:MM:SS\" (UTC)",
+                           val[OPT_TO]);
+    if (val[OPT_TO] && given[OPT_SYNTHETIC])
+        return usage_error("--to does not go with --synthetic (DAYS sets the end)");
+    if (from >= 0 && to >= 0 && from >= to)
+        return usage_error("--from must come before --to");
+    if (val[OPT_LOAD] && (!parse_double(val[OPT_LOAD], &load) || load <= 0 || load > 10))
+        return usage_error("--load \"%s\": want a number in (0, 10]", val[OPT_LOAD]);
+    np = parse_policies(val[OPT_POLICY] ? val[OPT_POLICY] : "all", pol, bad, sizeof(bad));
+    if (np < 0)
+        return usage_error("--policy: unknown or repeated policy \"%s\" (want static, fifo, las, "
+                           "sjf-oracle, allot or all)",
+                           bad);
+    if (val[OPT_CKPT]) {
+        if (!parse_i64(val[OPT_CKPT], 0, 1000000000, &v))
+            return usage_error("--checkpoint-interval \"%s\": want seconds 0..1000000000",
+                               val[OPT_CKPT]);
+        o.checkpoint_s = v;
+    }
+    if (val[OPT_PLACEMENT] && !sched_policy_find(val[OPT_PLACEMENT]))
+        return usage_error("--placement \"%s\": unknown placement policy", val[OPT_PLACEMENT]);
+    o.placement = val[OPT_PLACEMENT];
+    if (val[OPT_SEED]) {
+        if (!parse_i64(val[OPT_SEED], 0, INT64_MAX, &v))
+            return usage_error("--seed \"%s\": want a non-negative integer", val[OPT_SEED]);
+        o.seed = (uint64_t)v;
+    }
+    o.check = given[OPT_CHECK];
+    o.drain = given[OPT_DRAIN];
+
+    if (given[OPT_SYNTHETIC])
+        rc = replay_setup_synthetic(&setup, val[OPT_VCS], val[OPT_TENANTS], (int)days, from,
+                                    load > 0 ? load : 0.8, o.seed, err, sizeof(err));
+    else
+        rc = replay_setup_philly(&setup, val[OPT_JOBS], val[OPT_VCS], val[OPT_TENANTS], from, to,
+                                 load, err, sizeof(err));
+    if (rc) {
+        fprintf(stderr, "allot-sim replay: %s\n", err);
+        return 1;
+    }
+    if (val[OPT_DLOG]) {
+        dlog = fopen(val[OPT_DLOG], "w");
+        if (!dlog) {
+            fprintf(stderr, "allot-sim replay: %s: %s\n", val[OPT_DLOG], strerror(errno));
+            goto out;
+        }
+        o.log = dlog;
+    }
+    print_header(&setup, given[OPT_SYNTHETIC], load);
+    for (int i = 0; i < np; i++) {
+        struct bar b = {.policy = replay_policy_names[pol[i]], .shown = -1};
+
+        if (isatty(STDERR_FILENO)) {
+            o.progress = progress;
+            o.progress_ud = &b;
+        }
+        rc = replay_run(&setup, pol[i], &o, &res[nres], err, sizeof(err));
+        if (o.progress)
+            fprintf(stderr, "\r%70s\r", "");
+        if (rc) {
+            fprintf(stderr, "allot-sim replay: %s\n", err);
+            goto out;
+        }
+        if (res[nres].killed)
+            fprintf(stderr,
+                    "allot-sim replay: %s: the queue ended %zu jobs without finishing "
+                    "them (counted as unfinished)\n",
+                    replay_policy_names[pol[i]], res[nres].killed);
+        nres++;
+    }
+    if (dlog) {
+        int e = fclose(dlog);
+
+        dlog = NULL;
+        if (e) {
+            fprintf(stderr, "allot-sim replay: %s: write failed\n", val[OPT_DLOG]);
+            goto out;
+        }
+    }
+    replay_print_tables(stdout, &setup, res, nres);
+    fflush(stdout);
+    status = 0;
+    if (val[OPT_JSON] && replay_write_json(val[OPT_JSON], &setup, res, nres, err, sizeof(err))) {
+        fprintf(stderr, "allot-sim replay: %s\n", err);
+        status = 1;
+    }
+    if (val[OPT_PLOT] && replay_write_plots(val[OPT_PLOT], &setup, res, nres, err, sizeof(err))) {
+        fprintf(stderr, "allot-sim replay: %s\n", err);
+        status = 1;
+    }
+out:
+    if (dlog)
+        fclose(dlog);
+    for (int i = 0; i < nres; i++)
+        replay_result_free(&res[i]);
+    replay_setup_free(&setup);
+    return status;
+}

@@ -1,0 +1,409 @@
+/*
+ * Unit tests for src/sim/replay.c and replay_cli.c, the multi-tenant replay:
+ * setups (drops, gang shapes, the window, --load scaling, tenants files,
+ * the synthetic workload), figures worked out by hand on a three-job trace
+ * (JCT, queueing, utilisation, in-quota wait, Jain, preemption and lost
+ * work with and without checkpoints), the regression trace whose decision
+ * log under every policy must match tests/data/philly/replay_expected.log
+ * byte for byte with the queue's invariants checked after every event, and
+ * the command line.
+ *
+ * When the core's decisions change on purpose, regenerate the expected log:
+ *   build/allot-sim replay --jobs tests/data/philly/replay_jobs.csv \
+ *     --vcs tests/data/philly/replay_vcs.csv --from 2017-10-01 --to 2017-10-02 \
+ *     --check --decision-log tests/data/philly/replay_expected.log
+ * and review the difference. Never reads the shared real traces.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "allot/common.h"
+#include "replay.h"
+
+#define DATA ALLOT_SOURCE_DIR "/tests/data/philly/"
+#define T0   1506816000 /* 2017-10-01 00:00:00 */
+
+static bool near(double a, double b)
+{
+    return fabs(a - b) <= 1e-6 * (fabs(b) > 1 ? fabs(b) : 1);
+}
+
+#define assert_near(a, b)                                                                          \
+    do {                                                                                           \
+        double a_ = (a), b_ = (b);                                                                 \
+        if (!near(a_, b_))                                                                         \
+            fail_msg("%s = %.9g, want %.9g", #a, a_, b_);                                          \
+    } while (0)
+
+static void test_setup_philly(void **state)
+{
+    struct replay_setup s;
+    char err[512] = "";
+
+    (void)state;
+    if (replay_setup_philly(&s, DATA "replay_jobs.csv", DATA "replay_vcs.csv", NULL, T0, T0 + 86400,
+                            0, err, sizeof(err)) != 0)
+        fail_msg("%s", err);
+    assert_int_equal(s.read_jobs, 33);
+    assert_int_equal(s.n_jobs, 29);
+    assert_int_equal(s.other_vc, 1);
+    assert_int_equal(s.zero, 2);
+    assert_int_equal(s.outside, 1);
+    assert_int_equal(s.rounded_up, 1); /* 12 GPUs -> 2 x 8 */
+    assert_int_equal(s.n_nodes, 4);
+    assert_int_equal(s.n_tenants, 3);
+    assert_string_equal(s.tenants[0].path, "alpha");
+    assert_int_equal(s.tenants[0].nominal_milli, 16000);
+    assert_int_equal(s.tenants[2].nominal_milli, 8000);
+    assert_int_equal(s.jobs[0].submit, T0);
+    assert_int_equal(s.jobs[8].n_tasks, 2); /* 16 GPUs */
+    assert_int_equal(s.jobs[8].gpus, 8);
+    assert_int_equal(s.jobs[11].n_tasks, 2); /* 12 GPUs, rounded up */
+    assert_int_equal(s.jobs[11].line, 16);
+    assert_int_equal(s.jobs[4].n_tasks, 1);
+    assert_int_equal(s.jobs[4].gpus, 1);
+    for (size_t i = 0; i < s.n_jobs; i++)
+        if (s.jobs[i].line == 27) {
+            assert_int_equal(s.jobs[i].n_tasks, 3); /* 24 GPUs */
+            assert_int_equal(s.jobs[i].gpus, 8);
+        }
+    replay_setup_free(&s);
+    replay_setup_free(&s);
+    replay_setup_free(NULL);
+}
+
+static void test_setup_window_and_load(void **state)
+{
+    struct replay_setup s;
+    char err[512] = "";
+    double offered;
+
+    (void)state;
+    /* default window: first arrival to one second past the last */
+    if (replay_setup_philly(&s, DATA "replay_jobs.csv", DATA "replay_vcs.csv", NULL, -1, -1, 0, err,
+                            sizeof(err)) != 0)
+        fail_msg("%s", err);
+    assert_int_equal(s.from, T0);
+    assert_int_equal(s.to, T0 + 86400 + 1);
+    assert_int_equal(s.n_jobs, 30);
+    assert_int_equal(s.outside, 0);
+    offered = s.offered_gpu_s;
+    assert_near(s.load, offered / (32.0 * 86401));
+    replay_setup_free(&s);
+    /* --load 1.5: 32 GPUs x load / 1.5, nodes rounded per VC, at least 1 */
+    if (replay_setup_philly(&s, DATA "replay_jobs.csv", DATA "replay_vcs.csv", NULL, -1, -1, 1.5,
+                            err, sizeof(err)) != 0)
+        fail_msg("%s", err);
+    {
+        double f = offered / (1.5 * 86401) / 32.0;
+        int a = (int)llround(2 * f), b = (int)llround(f);
+
+        a = a < 1 ? 1 : a;
+        b = b < 1 ? 1 : b;
+        assert_int_equal(s.tenants[0].nodes, a);
+        assert_int_equal(s.tenants[1].nodes, b);
+        assert_int_equal(s.n_nodes, a + 2 * b);
+        assert_int_equal(s.tenants[0].nominal_milli, a * 8000);
+        assert_near(s.load, offered / (8.0 * s.n_nodes * 86401));
+    }
+    replay_setup_free(&s);
+    /* an empty window */
+    assert_int_equal(replay_setup_philly(&s, DATA "replay_jobs.csv", DATA "replay_vcs.csv", NULL,
+                                         T0 + 200000, -1, 0, err, sizeof(err)),
+                     ALLOT_EINVAL);
+    assert_non_null(strstr(err, "in the window"));
+    assert_null(s.jobs);
+    /* a broken trace reports its line */
+    assert_int_equal(replay_setup_philly(&s, DATA "bad/jobs_bad_date.csv", DATA "replay_vcs.csv",
+                                         NULL, -1, -1, 0, err, sizeof(err)),
+                     ALLOT_EINVAL);
+    assert_non_null(strstr(err, "jobs_bad_date.csv:2: timestamp"));
+}
+
+static void test_setup_tenants_file(void **state)
+{
+    struct replay_setup s;
+    char err[512] = "";
+
+    (void)state;
+    if (replay_setup_philly(&s, DATA "replay_jobs.csv", NULL, DATA "replay_tenants.yaml", T0,
+                            T0 + 86400, 0, err, sizeof(err)) != 0)
+        fail_msg("%s", err);
+    assert_int_equal(s.n_tenants, 3); /* the leaves */
+    assert_string_equal(s.tenants[0].path, "lab/alpha");
+    assert_string_equal(s.tenants[2].path, "gamma");
+    assert_int_equal(s.n_nodes, 4);
+    assert_int_equal(s.n_jobs, 29);
+    assert_int_equal(s.other_vc, 1);
+    replay_setup_free(&s);
+    /* --load scales the node count and every finite quota alike */
+    if (replay_setup_philly(&s, DATA "replay_jobs.csv", NULL, DATA "replay_tenants.yaml", T0,
+                            T0 + 86400, 0.1, err, sizeof(err)) != 0)
+        fail_msg("%s", err);
+    assert_true(s.n_nodes > 4);
+    assert_near(s.quota_scale, s.n_nodes / 4.0);
+    assert_int_equal(s.tenants[0].nominal_milli, llround(16000 * s.quota_scale));
+    replay_setup_free(&s);
+}
+
+/* Runs `policy` on the three-job trace (10,000 s window) into *r. */
+static void run_tiny(int policy, int64_t ckpt, struct replay_result *r, struct replay_setup *s)
+{
+    struct replay_opts o = {.checkpoint_s = ckpt, .seed = 1, .check = true};
+    char err[512] = "";
+
+    if (replay_setup_philly(s, DATA "replay_tiny_jobs.csv", DATA "replay_tiny_vcs.csv", NULL, T0,
+                            T0 + 10000, 0, err, sizeof(err)) != 0)
+        fail_msg("%s", err);
+    if (replay_run(s, policy, &o, r, err, sizeof(err)) != 0)
+        fail_msg("%s", err);
+}
+
+/*
+ * By hand: VCs a and b of 8 GPUs each; b submits two 8-GPU jobs of 4000 s
+ * at 0, a one of 1000 s at 1000 (inside a's nominal).
+ */
+static void test_tiny_static(void **state)
+{
+    struct replay_setup s;
+    struct replay_result r;
+
+    (void)state;
+    run_tiny(REPLAY_STATIC, 1800, &r, &s);
+    /* b's second job waits for its first (no borrowing); a runs at once */
+    assert_int_equal(r.all.finished, 3);
+    assert_near(r.all.avg_jct, (4000 + 8000 + 1000) / 3.0);
+    assert_near(r.all.p50_jct, 4000);
+    assert_near(r.all.p99_jct, 8000);
+    assert_near(r.all.avg_queue, 4000 / 3.0);
+    assert_near(r.all.utilization, (8.0 * 4000 * 2 + 8.0 * 1000) / (16.0 * 10000));
+    assert_int_equal(r.all.in_quota_jobs, 2);
+    assert_near(r.all.in_quota_wait_p99, 0);
+    assert_near(r.all.jain, 1.0);
+    assert_int_equal(r.all.preemptions, 0);
+    assert_near(r.tenant[1].utilization, 8.0 * 8000 / (8.0 * 10000));
+    assert_near(r.tenant[0].avg_jct, 1000);
+    assert_int_equal(r.n_bins, 3);
+    assert_near(r.util[0], 16.0 * 1000 / (16.0 * 3600) + 8.0 * 2600 / (16.0 * 3600));
+    replay_result_free(&r);
+    replay_setup_free(&s);
+}
+
+static void test_tiny_fifo(void **state)
+{
+    struct replay_setup s;
+    struct replay_result r;
+
+    (void)state;
+    run_tiny(REPLAY_FIFO, 1800, &r, &s);
+    /* no quotas: b takes both nodes, a waits 3000 s though inside its nominal */
+    assert_near(r.all.avg_jct, 4000);
+    assert_near(r.all.avg_queue, 1000);
+    assert_near(r.all.in_quota_wait_p99, 3000);
+    assert_near(r.tenant[0].in_quota_wait_p99, 3000);
+    /* contention at 1200..3600 (5 samples): a has 0 of 8, b 16 of 8: 2/(2 x 4) */
+    assert_int_equal(r.contention_samples, 5);
+    assert_near(r.all.jain, 0.5);
+    assert_near(r.tenant[1].share_ratio, 2.0);
+    assert_near(r.tenant[0].share_ratio, 0.0);
+    replay_result_free(&r);
+    replay_setup_free(&s);
+}
+
+static void test_tiny_allot(void **state)
+{
+    struct replay_setup s;
+    struct replay_result r;
+
+    (void)state;
+    /* a reclaims b's borrowed node at 1000 (past the 600 s minimum): b's job
+     * stops after the 30 s grace, losing all 1030 s (no checkpoint yet), and
+     * restarts when a is done at 2030 */
+    run_tiny(REPLAY_ALLOT, 1800, &r, &s);
+    assert_int_equal(r.all.finished, 3);
+    assert_int_equal(r.all.preemptions, 1);
+    assert_near(r.all.lost_gpu_hours, 8.0 * 1030 / 3600);
+    assert_near(r.all.avg_jct, (4000 + 6030 + 1030) / 3.0);
+    assert_near(r.all.avg_queue, (0 + 1000 + 30) / 3.0);
+    assert_near(r.all.in_quota_wait_p99, 30);
+    assert_int_equal(r.tenant[1].preemptions, 1);
+    replay_result_free(&r);
+    replay_setup_free(&s);
+    /* with a checkpoint every 600 s the job keeps 600 s and redoes 430 */
+    run_tiny(REPLAY_ALLOT, 600, &r, &s);
+    assert_near(r.all.lost_gpu_hours, 8.0 * 430 / 3600);
+    assert_near(r.all.avg_jct, (4000 + 5430 + 1030) / 3.0);
+    replay_result_free(&r);
+    replay_setup_free(&s);
+}
+
+/* Every policy's decision log equals the committed one, byte for byte. */
+static void test_decision_log(void **state)
+{
+    struct replay_setup s;
+    struct replay_opts o = {.checkpoint_s = 1800, .seed = 1, .check = true};
+    char err[512] = "", *got = NULL, *want;
+    size_t got_len = 0, want_len;
+    FILE *f;
+
+    (void)state;
+    if (replay_setup_philly(&s, DATA "replay_jobs.csv", DATA "replay_vcs.csv", NULL, T0, T0 + 86400,
+                            0, err, sizeof(err)) != 0)
+        fail_msg("%s", err);
+    o.log = open_memstream(&got, &got_len);
+    assert_non_null(o.log);
+    for (int p = 0; p < REPLAY_POLICIES; p++) {
+        struct replay_result r;
+
+        if (replay_run(&s, p, &o, &r, err, sizeof(err)) != 0)
+            fail_msg("%s", err);
+        assert_int_equal(r.killed, 0);
+        replay_result_free(&r);
+    }
+    fclose(o.log);
+    f = fopen(DATA "replay_expected.log", "rb");
+    assert_non_null(f);
+    want = calloc(1, 1 << 20);
+    assert_non_null(want);
+    want_len = fread(want, 1, (1 << 20) - 1, f);
+    fclose(f);
+    if (got_len != want_len || memcmp(got, want, got_len) != 0) {
+        size_t i = 0, line = 1;
+
+        while (i < got_len && i < want_len && got[i] == want[i])
+            line += got[i++] == '\n';
+        while (i > 0 && got[i - 1] != '\n')
+            i--;
+        fail_msg("decision log differs from replay_expected.log at line %zu:\n got: %.*s\nwant: "
+                 "%.*s",
+                 line, (int)strcspn(got + i, "\n"), got + i,
+                 (int)(i < want_len ? strcspn(want + i, "\n") : 0), want + i);
+    }
+    free(got);
+    free(want);
+    replay_setup_free(&s);
+}
+
+/* The synthetic workload on the example tenants file runs cleanly. */
+static void test_synthetic(void **state)
+{
+    struct replay_setup s;
+    struct replay_opts o = {.checkpoint_s = 1800, .seed = 3, .check = true};
+    struct replay_result a, b;
+    char err[512] = "";
+    size_t with_class = 0;
+
+    (void)state;
+    if (replay_setup_synthetic(&s, NULL, ALLOT_SOURCE_DIR "/etc/tenants.example.yaml", 1, -1, 0.9,
+                               3, err, sizeof(err)) != 0)
+        fail_msg("%s", err);
+    assert_int_equal(s.n_tenants, 6);
+    assert_int_equal(s.n_nodes, 49); /* 392 GPUs of leaf nominal */
+    assert_true(s.n_jobs > 100);
+    for (size_t i = 0; i < s.n_jobs; i++)
+        with_class += s.jobs[i].prio_class >= 0;
+    assert_int_equal(with_class, s.n_jobs); /* the example names all three kinds */
+    if (replay_run(&s, REPLAY_ALLOT, &o, &a, err, sizeof(err)) != 0)
+        fail_msg("%s", err);
+    if (replay_run(&s, REPLAY_ALLOT, &o, &b, err, sizeof(err)) != 0)
+        fail_msg("%s", err);
+    assert_int_equal(a.all.finished, b.all.finished);
+    assert_near(a.all.avg_jct, b.all.avg_jct);
+    assert_true(a.all.utilization > 0.3 && a.all.utilization <= 1.0);
+    replay_result_free(&a);
+    replay_result_free(&b);
+    if (replay_run(&s, REPLAY_STATIC, &o, &a, err, sizeof(err)) != 0)
+        fail_msg("%s", err);
+    assert_int_equal(a.all.preemptions, 0);
+    replay_result_free(&a);
+    replay_setup_free(&s);
+    /* VC tenants work too */
+    if (replay_setup_synthetic(&s, DATA "replay_vcs.csv", NULL, 2, T0, 0.5, 1, err, sizeof(err)) !=
+        0)
+        fail_msg("%s", err);
+    assert_int_equal(s.from, T0);
+    assert_int_equal(s.to, T0 + 2 * 86400);
+    replay_setup_free(&s);
+}
+
+static int cli(const char *const *args)
+{
+    char *argv[32];
+    int argc = 0;
+
+    for (; args[argc]; argc++)
+        argv[argc] = (char *)args[argc];
+    argv[argc] = NULL;
+    return sim_replay_main(argc, argv);
+}
+
+static void test_cli(void **state)
+{
+    static const char *const help[] = {"replay", "--help", NULL};
+    static const char *const none[] = {"replay", NULL};
+    static const char *const both[] = {"replay", "--jobs", "x", "--synthetic",
+                                       "2",      "--vcs",  "y", NULL};
+    static const char *const bad_policy[] = {"replay", "--jobs",   "x",         "--vcs",
+                                             "y",      "--policy", "fifo,srtf", NULL};
+    static const char *const twice[] = {"replay", "--jobs",   "x",         "--vcs",
+                                        "y",      "--policy", "fifo,fifo", NULL};
+    static const char *const bad_load[] = {"replay", "--jobs", "x", "--vcs",
+                                           "y",      "--load", "0", NULL};
+    static const char *const bad_from[] = {"replay", "--jobs", "x",          "--vcs",
+                                           "y",      "--from", "2017-13-01", NULL};
+    static const char *const order[] = {"replay", "--jobs",     "x",    "--vcs",      "y",
+                                        "--from", "2017-10-02", "--to", "2017-10-01", NULL};
+    static const char *const unknown[] = {"replay", "--jobz", "x", NULL};
+    static const char *const missing[] = {"replay", "--jobs", "x", "--vcs", NULL};
+    static const char *const no_file[] = {
+        "replay", "--jobs", "/nonexistent.csv", "--vcs", DATA "replay_vcs.csv", NULL};
+    static const char *const ok[] = {"replay",
+                                     "--jobs",
+                                     DATA "replay_tiny_jobs.csv",
+                                     "--vcs",
+                                     DATA "replay_tiny_vcs.csv",
+                                     "--policy",
+                                     "allot",
+                                     "--to",
+                                     "2017-10-02",
+                                     NULL};
+
+    (void)state;
+    assert_int_equal(cli(help), 0);
+    assert_int_equal(cli(none), 2);
+    assert_int_equal(cli(both), 2);
+    assert_int_equal(cli(bad_policy), 2);
+    assert_int_equal(cli(twice), 2);
+    assert_int_equal(cli(bad_load), 2);
+    assert_int_equal(cli(bad_from), 2);
+    assert_int_equal(cli(order), 2);
+    assert_int_equal(cli(unknown), 2);
+    assert_int_equal(cli(missing), 2);
+    assert_int_equal(cli(no_file), 1);
+    assert_int_equal(cli(ok), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_setup_philly),
+        cmocka_unit_test(test_setup_window_and_load),
+        cmocka_unit_test(test_setup_tenants_file),
+        cmocka_unit_test(test_tiny_static),
+        cmocka_unit_test(test_tiny_fifo),
+        cmocka_unit_test(test_tiny_allot),
+        cmocka_unit_test(test_decision_log),
+        cmocka_unit_test(test_synthetic),
+        cmocka_unit_test(test_cli),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
