@@ -2,11 +2,13 @@
  * allot-sim: the simulator's entry point. Dispatches to the subcommands
  *   fill   the openb fill experiment (fill.c, docs/BENCHMARKS.md section 1)
  *   demo   the placement demo on a synthetic cluster (demo.c)
+ *   replay the multi-tenant replay (replay.h, docs/BENCHMARKS.md section 2)
  * and answers --help. Exit status: the subcommand's; 2 for a bad command
  * line (usage on stderr).
  */
 #include "demo.h"
 #include "fill.h"
+#include "replay.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -18,6 +20,7 @@ static const struct sim_command {
 } commands[] = {
     {"fill", sim_fill_main, "replay an openb trace under each policy (FGD paper's experiment)"},
     {"demo", sim_demo_main, "placement demo on a synthetic cluster"},
+    {"replay", sim_replay_main, "replay a multi-tenant job trace under each queue policy"},
 };
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
 

@@ -53,9 +53,10 @@ static const struct replay_option {
     [OPT_SYNTHETIC] = {"synthetic", "DAYS", NULL,
                        "replay DAYS of the synthetic multi-tenant workload\n"
                        "instead of --jobs"},
-    [OPT_FROM] = {"from", "T", "first arrival",
-                  "window start, 2017-10-01 or \"2017-10-01 08:00:00\"\n"
-                  "(UTC); with --synthetic: its start (default 2024-01-01)"},
+    [OPT_FROM] = {"from", "T", NULL,
+                  "window start, 2017-10-01 or \"2017-10-01 08:00:00\" (UTC;\n"
+                  "default the first arrival); with --synthetic: its start\n"
+                  "(default 2024-01-01)"},
     [OPT_TO] = {"to", "T", "last arrival + 1 s", "window end (exclusive)"},
     [OPT_LOAD] = {"load", "X", NULL,
                   "scale the cluster so the offered GPU-time is X x capacity\n"
