@@ -74,8 +74,8 @@ const struct sched_policy_ops sched_policy_bestfit = {
 
 /*
  * Worst fit: most fully free GPUs first (keeps load spread across GPUs),
- * then most CPU and GPU left over, X = (C - c) + 16 (G - g) in 1/16 steps.
- * score = whole * SPREAD_W + min(X / 16, SPREAD_W - 1).
+ * then most CPU and GPU left over, X = (C - c) + 16 (G - g).
+ * score = whole * SPREAD_W + min(X, SPREAD_W - 1).
  */
 #define SPREAD_W 1000000
 
@@ -87,7 +87,6 @@ static int spread_score(void *st, const struct sched *s, const struct allot_node
 
     for (int i = 0; i < n->n_gpus; i++)
         whole += n->gpus[i].mode != ALLOT_GPU_MIG && n->gpus[i].free_milli == ALLOT_MILLI;
-    x /= 16;
     if (x >= SPREAD_W)
         x = SPREAD_W - 1;
     return whole * SPREAD_W + (int)(x < 0 ? 0 : x);
@@ -98,7 +97,7 @@ static int spread_bound(void *st, int bucket, int64_t cap_key, const struct allo
 {
     int whole = bucket / ALLOT_BUCKET_PARTS % (ALLOT_MAX_GPUS + 1);
     int64_t g = t->mig_profile >= 0 ? 0 : (int64_t)t->num_gpu * t->gpu_milli;
-    int64_t x = (cap_key - t->cpu_milli - 16 * g) / 16;
+    int64_t x = cap_key - t->cpu_milli - 16 * g;
 
     if (x >= SPREAD_W)
         x = SPREAD_W - 1;
