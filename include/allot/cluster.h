@@ -251,6 +251,12 @@ int allot_cluster_class_ids(const struct allot_cluster *c);
  * position i at 2i+1 and 2i+2). */
 int allot_cluster_bucket(const struct allot_cluster *c, int b, const int32_t **ids);
 
+#define ALLOT_BUCKET_WORDS ((ALLOT_BUCKETS + 63) / 64)
+
+/* Writes the ids of the buckets that hold at least one class, in
+ * increasing order, into out[0..ALLOT_BUCKETS) and returns how many. */
+int allot_cluster_buckets_used(const struct allot_cluster *c, int16_t *out);
+
 /* True when a node in bucket b may fit task t (a necessary condition). */
 bool allot_bucket_admits(int b, const struct allot_task *t);
 

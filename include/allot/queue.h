@@ -63,6 +63,28 @@ struct allot_job_spec {
     bool checkpointable;    /* gets a grace period and is requeued when preempted */
 };
 
+/* Why a job waits (or ended), recorded cheaply every cycle and turned
+ * into text only when asked (queue_reason). */
+enum allot_why_kind {
+    ALLOT_WHY_NEW = 0,   /* not yet considered */
+    ALLOT_WHY_RUNNING,   /* not waiting */
+    ALLOT_WHY_QUOTA,     /* who, res: the tenant and resource that block */
+    ALLOT_WHY_CAPACITY,  /* no room in the cluster */
+    ALLOT_WHY_RECLAIM,   /* who: victims' tenant, a: GPU milli, b: grace s */
+    ALLOT_WHY_HELD,      /* other: reservation holder, a: s until its start or -1, b: its wait */
+    ALLOT_WHY_PREEMPTED, /* other: the preemptor; requeued */
+    ALLOT_WHY_GRACE_OVER,
+    ALLOT_WHY_CANCELLED,
+    ALLOT_WHY_FINISHED,
+    ALLOT_WHY_LIMIT, /* a: the runtime limit */
+};
+
+struct allot_why {
+    int kind;
+    int who, res, other;
+    int64_t a, b;
+};
+
 struct allot_job {
     char *name; /* owned */
     struct allot_job_spec spec;
@@ -79,9 +101,13 @@ struct allot_job {
     int preempted_for; /* STOPPING: the job it makes room for, else -1 */
     int preemptors[4]; /* the last jobs that preempted this one (never its victims) */
     int n_preemptors;
-    struct allot_resvec req;    /* what the whole gang uses */
-    struct allot_placement *pl; /* owned, n_tasks entries while running */
-    char reason[ALLOT_REASON_MAX];
+    int stopping_victims;          /* jobs in their grace period to make room for this one */
+    uint64_t preempt_epoch;        /* run epoch + 1 of the last fruitless victim search */
+    int64_t preempt_recheck_at;    /* ... and when a running job next becomes eligible */
+    struct allot_resvec req;       /* what the whole gang uses */
+    struct allot_placement *pl;    /* owned, n_tasks entries while running */
+    struct allot_why why;          /* the current reason, structured */
+    char reason[ALLOT_REASON_MAX]; /* its text, filled by queue_reason() */
 };
 
 /* Decisions out of a cycle. */
@@ -156,6 +182,11 @@ int queue_cycle(struct queue *q, int64_t now, allot_decision_fn fn, void *ud);
 /* Earliest future time the queue wants a cycle for its own sake (a grace
  * period or limit ending, a reservation); INT64_MAX when none. */
 int64_t queue_next_wakeup(const struct queue *q);
+
+/* The pending reason (or end) of job id as text, e.g. "tenant ml/vision at
+ * nominal (8/8 GPU), borrowing limit reached". The string lives in the job
+ * and is valid until the next call for it; "" for an unknown id. */
+const char *queue_reason(struct queue *q, int id);
 
 int queue_job_count(const struct queue *q);
 const struct allot_job *queue_job(const struct queue *q, int id);

@@ -37,7 +37,8 @@ struct allot_cluster {
         int32_t *ids; /* owned: live class ids, a max-heap by cap_key */
         size_t n, cap;
     } buckets[ALLOT_BUCKETS];
-    int32_t *live; /* ids of non-empty classes */
+    uint64_t bucket_bits[ALLOT_BUCKET_WORDS]; /* bit b: bucket b holds a class */
+    int32_t *live;                            /* ids of non-empty classes */
     size_t n_live, live_cap;
     int32_t *sig_tab; /* signature -> class id, -1 empty, -2 deleted */
     size_t sig_cap;
@@ -329,6 +330,16 @@ static void bheap_down(struct allot_cluster *c, int b, size_t pos)
     bheap_set(c, b, pos, id);
 }
 
+int allot_cluster_buckets_used(const struct allot_cluster *c, int16_t *out)
+{
+    int n = 0;
+
+    for (int w = 0; w < ALLOT_BUCKET_WORDS; w++)
+        for (uint64_t bits = c->bucket_bits[w]; bits; bits &= bits - 1)
+            out[n++] = (int16_t)(w * 64 + __builtin_ctzll(bits));
+    return n;
+}
+
 int allot_cluster_bucket(const struct allot_cluster *c, int b, const int32_t **ids)
 {
     *ids = c->buckets[b].ids;
@@ -371,6 +382,8 @@ static void index_remove(struct allot_cluster *c, int i)
         int b = k->bucket;
         size_t bp = (size_t)k->bucket_pos;
         int32_t last = c->buckets[b].ids[--c->buckets[b].n];
+        if (c->buckets[b].n == 0)
+            c->bucket_bits[b / 64] &= ~(1ULL << (b % 64));
         if (bp < c->buckets[b].n) {
             bheap_set(c, b, bp, last);
             bheap_down(c, b, bp);
@@ -481,6 +494,7 @@ static int index_place(struct allot_cluster *c, int i, const struct allot_node *
         k->bucket = node_bucket(&tmp);
         k->cap_key = node_cap_key(&tmp);
         c->buckets[k->bucket].ids[c->buckets[k->bucket].n++] = id;
+        c->bucket_bits[k->bucket / 64] |= 1ULL << (k->bucket % 64);
         bheap_up(c, k->bucket, c->buckets[k->bucket].n - 1);
     }
     k = &c->classes[id];
@@ -1023,6 +1037,11 @@ int allot_cluster_check(const struct allot_cluster *c, char *err, size_t errlen)
         }
         members += (size_t)k->n_members;
     }
+    for (int b = 0; b < ALLOT_BUCKETS; b++)
+        if ((c->buckets[b].n > 0) != ((c->bucket_bits[b / 64] >> (b % 64)) & 1)) {
+            allot_fmt(err, errlen, "bucket %d: occupancy bit wrong", b);
+            return ALLOT_EINTERNAL;
+        }
     {
         size_t ready = 0;
         for (int i = 0; i < c->n_nodes; i++)

@@ -35,7 +35,8 @@ struct queue {
     struct allot_resvec capacity;
     struct user_use *users; /* owned: GPU use per (tenant, user), sorted, per cycle */
     size_t n_users, users_cap;
-    int64_t now; /* time of the current cycle */
+    uint64_t run_epoch; /* bumped whenever a job starts or leaves the cluster */
+    int64_t now;        /* time of the current cycle */
     int64_t wakeup;
     allot_decision_fn fn;
     void *ud;
@@ -273,7 +274,7 @@ int queue_submit(struct queue *q, const struct allot_job_spec *spec, int64_t now
     j->state = ALLOT_JOB_PENDING;
     j->submit = j->first_submit = now;
     job_request(q, spec, &j->req);
-    allot_fmt(j->reason, sizeof(j->reason), "not yet considered by the scheduler");
+    j->why.kind = ALLOT_WHY_NEW;
     q->pending[q->n_pending++] = j->id;
     return (int)q->n_jobs++;
 oom:
@@ -306,6 +307,11 @@ static void job_unplace(struct queue *q, struct allot_job *j, int64_t now)
     for (int k = 0; k < j->spec.n_tasks; k++)
         (void)sched_release(q->placer, &j->pl[k]);
     j->attained_s += (now - j->start) * job_gpus(j);
+    if (j->state == ALLOT_JOB_STOPPING && j->preempted_for >= 0) {
+        q->jobs[j->preempted_for].stopping_victims--;
+        j->preempted_for = -1;
+    }
+    q->run_epoch++;
     allot_free(j->pl);
     j->pl = NULL;
     list_del(q->running, &q->n_running, j->id);
@@ -334,7 +340,7 @@ int queue_cancel(struct queue *q, int id, int64_t now)
     else
         job_unplace(q, j, now);
     j->state = ALLOT_JOB_DONE;
-    allot_fmt(j->reason, sizeof(j->reason), "cancelled");
+    j->why.kind = ALLOT_WHY_CANCELLED;
     return 0;
 }
 
@@ -349,7 +355,7 @@ int queue_finish(struct queue *q, int id, int64_t now)
         return ALLOT_ESTATE;
     job_unplace(q, j, now);
     j->state = ALLOT_JOB_DONE;
-    allot_fmt(j->reason, sizeof(j->reason), "finished");
+    j->why.kind = ALLOT_WHY_FINISHED;
     return 0;
 }
 
@@ -475,9 +481,10 @@ static int job_start(struct queue *q, struct allot_job *j, int64_t now)
     j->borrowed = !allot_tenants_in_nominal(q->t, j->spec.tenant, &use);
     allot_tenants_charge(q->t, j->spec.tenant, &use, +1);
     j->state = ALLOT_JOB_RUNNING;
+    q->run_epoch++;
     j->start = now;
     j->runs++;
-    j->reason[0] = '\0';
+    j->why.kind = ALLOT_WHY_RUNNING;
     emit(q, ALLOT_DEC_START, j, j->borrowed ? "started on borrowed capacity" : "started");
     return 0;
 }
@@ -502,7 +509,14 @@ static void amount_text(char *buf, size_t len, int res, int64_t v)
         allot_fmt(buf, len, "%lld MiB", (long long)v);
 }
 
-static void reason_quota(struct queue *q, struct allot_job *j, int who, int res)
+static void set_why(struct allot_job *j, int kind, int who, int res, int other, int64_t a,
+                    int64_t b)
+{
+    j->why =
+        (struct allot_why){.kind = kind, .who = who, .res = res, .other = other, .a = a, .b = b};
+}
+
+static void text_quota(struct queue *q, struct allot_job *j, int who, int res)
 {
     const struct allot_tenant *x = allot_tenants_get(q->t, who);
     char rn[64], used[32], nom[32];
@@ -527,7 +541,7 @@ static void reason_quota(struct queue *q, struct allot_job *j, int who, int res)
 }
 
 /* Explains why a gang found no room. */
-static void reason_capacity(struct queue *q, struct allot_job *j)
+static void text_capacity(struct queue *q, struct allot_job *j)
 {
     const struct allot_task *t = &j->spec.task;
     const struct allot_catalog *cat = allot_cluster_catalog(q->c);
@@ -565,6 +579,71 @@ static void reason_capacity(struct queue *q, struct allot_job *j)
         allot_fmt(j->reason, sizeof(j->reason),
                   "no node has %d free%s GPUs%s (most free on one node: %d)", t->num_gpu, model,
                   t->num_gpu > 1 ? " in one NVLink island" : "", best_whole);
+}
+
+const char *queue_reason(struct queue *q, int id)
+{
+    struct allot_job *j;
+    const struct allot_why *w;
+    char *r;
+    size_t n;
+
+    if (id < 0 || (size_t)id >= q->n_jobs)
+        return "";
+    j = &q->jobs[id];
+    w = &j->why;
+    r = j->reason;
+    n = sizeof(j->reason);
+    switch (w->kind) {
+    case ALLOT_WHY_NEW:
+        allot_fmt(r, n, "not yet considered by the scheduler");
+        break;
+    case ALLOT_WHY_RUNNING:
+        allot_fmt(r, n, "%s", j->state == ALLOT_JOB_STOPPING ? "stopping (grace period)" : "");
+        break;
+    case ALLOT_WHY_QUOTA:
+        text_quota(q, j, w->who, w->res);
+        break;
+    case ALLOT_WHY_CAPACITY:
+        text_capacity(q, j);
+        break;
+    case ALLOT_WHY_RECLAIM:
+        allot_fmt(r, n, "waiting for %s of %lld GPUs from %s (grace %lld s)",
+                  w->who == j->spec.tenant ? "preemption" : "reclaim",
+                  (long long)(w->a / ALLOT_MILLI), allot_tenants_get(q->t, w->who)->path,
+                  (long long)w->b);
+        break;
+    case ALLOT_WHY_HELD:
+        if (w->a < 0)
+            allot_fmt(r, n, "held back: GPUs reserved for job %s (large gang waiting since %lld s)",
+                      q->jobs[w->other].name, (long long)w->b);
+        else
+            allot_fmt(r, n, "held back: GPUs reserved for job %s (expected start in %lld s)",
+                      q->jobs[w->other].name, (long long)w->a);
+        break;
+    case ALLOT_WHY_PREEMPTED:
+        allot_fmt(r, n, "requeued: %s job %s",
+                  q->jobs[w->other].spec.tenant == j->spec.tenant
+                      ? "preempted for higher-priority"
+                      : "borrowed capacity reclaimed by",
+                  q->jobs[w->other].name);
+        break;
+    case ALLOT_WHY_GRACE_OVER:
+        allot_fmt(r, n, "requeued after preemption");
+        break;
+    case ALLOT_WHY_CANCELLED:
+        allot_fmt(r, n, "cancelled");
+        break;
+    case ALLOT_WHY_FINISHED:
+        allot_fmt(r, n, "finished");
+        break;
+    case ALLOT_WHY_LIMIT:
+        allot_fmt(r, n, "stopped at its runtime limit (%lld s)", (long long)w->a);
+        break;
+    default:
+        allot_fmt(r, n, "unknown");
+    }
+    return r;
 }
 
 /* ---- preemption and reclaim ------------------------------------------------------------- */
@@ -647,17 +726,26 @@ static int try_preempt(struct queue *q, struct allot_job *j, int64_t now)
     bool in_nom = allot_tenants_in_nominal(q->t, j->spec.tenant, &j->req);
     int64_t gpus = 0;
 
-    for (size_t i = 0; i < q->n_running; i++)
-        if (q->jobs[q->running[i]].preempted_for == j->id)
-            return 1; /* already making room */
+    if (j->stopping_victims > 0)
+        return 1; /* already making room */
+    /* nothing changed since the last fruitless search: still nothing */
+    if (j->preempt_epoch == q->run_epoch + 1 && now < j->preempt_recheck_at)
+        return 0;
+    j->preempt_epoch = q->run_epoch + 1;
+    j->preempt_recheck_at = INT64_MAX;
     vs = allot_malloc((q->n_running + 1) * sizeof(*vs));
     if (!vs)
         return ALLOT_ENOMEM;
     for (size_t i = 0; i < q->n_running; i++) {
         const struct allot_job *v = &q->jobs[q->running[i]];
         int64_t ran = now - v->start;
-        if (!may_preempt(q, j, in_nom, v, now))
+        if (!may_preempt(q, j, in_nom, v, now)) {
+            /* too young now, perhaps eligible later */
+            if (v->state == ALLOT_JOB_RUNNING && ran < v->spec.min_runtime_s &&
+                v->start + v->spec.min_runtime_s < j->preempt_recheck_at)
+                j->preempt_recheck_at = v->start + v->spec.min_runtime_s;
             continue;
+        }
         vs[n].id = v->id;
         vs[n].borrowed = v->borrowed;
         /* checkpointable work loses at most the grace period's worth */
@@ -702,6 +790,7 @@ static int try_preempt(struct queue *q, struct allot_job *j, int64_t now)
             v->state = ALLOT_JOB_STOPPING;
             v->stop_at = now + q->o.grace_s;
             v->preempted_for = j->id;
+            j->stopping_victims++;
             if (v->stop_at < q->wakeup)
                 q->wakeup = v->stop_at;
             stopping++;
@@ -712,19 +801,14 @@ static int try_preempt(struct queue *q, struct allot_job *j, int64_t now)
             rc = requeue(q, v, now);
             if (rc)
                 break;
-            allot_fmt(v->reason, sizeof(v->reason), "requeued: %s", why);
+            set_why(v, ALLOT_WHY_PREEMPTED, 0, 0, j->id, 0, 0);
         }
     }
     if (stopping) {
-        const struct allot_job *v0 = &q->jobs[vs[0].id];
-        const struct allot_tenant *vt = allot_tenants_get(q->t, v0->spec.tenant);
         int64_t g = 0;
         for (int i = 0; i < used; i++)
             g += q->jobs[vs[i].id].req.v[ALLOT_RES_GPU];
-        allot_fmt(j->reason, sizeof(j->reason),
-                  "waiting for %s of %lld GPUs from %s (grace %lld s)",
-                  v0->spec.tenant == j->spec.tenant ? "preemption" : "reclaim",
-                  (long long)(g / ALLOT_MILLI), vt->path, (long long)q->o.grace_s);
+        set_why(j, ALLOT_WHY_RECLAIM, q->jobs[vs[0].id].spec.tenant, 0, -1, g, q->o.grace_s);
     }
     allot_free(vs);
     return rc ? rc : 1;
@@ -808,20 +892,18 @@ static int stop_due(struct queue *q, int64_t now)
         if (j->state == ALLOT_JOB_STOPPING && j->stop_at <= now) {
             int rc;
             job_unplace(q, j, now);
-            j->preempted_for = -1;
             rc = requeue(q, j, now);
             if (rc)
                 return rc;
-            allot_fmt(j->reason, sizeof(j->reason), "requeued after preemption");
+            set_why(j, ALLOT_WHY_GRACE_OVER, 0, 0, -1, 0, 0);
             emit(q, ALLOT_DEC_STOP, j, "grace period over: stopped and requeued");
             continue;
         }
         if (j->state == ALLOT_JOB_RUNNING && j->spec.limit_s && now - j->start >= j->spec.limit_s) {
             job_unplace(q, j, now);
             j->state = ALLOT_JOB_DONE;
-            allot_fmt(j->reason, sizeof(j->reason), "stopped at its runtime limit (%lld s)",
-                      (long long)j->spec.limit_s);
-            emit(q, ALLOT_DEC_STOP, j, j->reason);
+            set_why(j, ALLOT_WHY_LIMIT, 0, 0, -1, j->spec.limit_s, 0);
+            emit(q, ALLOT_DEC_STOP, j, queue_reason(q, j->id));
             continue;
         }
         i++;
@@ -859,19 +941,13 @@ static int consider(struct queue *q, struct allot_job *j, int64_t now, struct re
 
     if (r->holder >= 0 && r->holder != j->id && !backfill_ok(q, r, j, now)) {
         const struct allot_job *h = &q->jobs[r->holder];
-        if (r->shadow == INT64_MAX)
-            allot_fmt(j->reason, sizeof(j->reason),
-                      "held back: GPUs reserved for job %s (large gang waiting since %lld s)",
-                      h->name, (long long)(now - h->submit));
-        else
-            allot_fmt(j->reason, sizeof(j->reason),
-                      "held back: GPUs reserved for job %s (expected start in %lld s)", h->name,
-                      (long long)(r->shadow - now));
+        set_why(j, ALLOT_WHY_HELD, 0, 0, h->id, r->shadow == INT64_MAX ? -1 : r->shadow - now,
+                now - h->submit);
         return 0;
     }
     if (q->o.quotas &&
         !allot_tenants_admits(q->t, j->spec.tenant, &j->req, q->o.borrowing, &who, &res)) {
-        reason_quota(q, j, who, res);
+        set_why(j, ALLOT_WHY_QUOTA, who, res, -1, 0, 0);
         if (q->o.preemption) {
             rc = try_preempt(q, j, now);
             if (rc < 0)
@@ -891,12 +967,12 @@ place:
         if (q->o.quotas &&
             !allot_tenants_admits(q->t, j->spec.tenant, &use, q->o.borrowing, &who, &res)) {
             gang_unplace(q, j);
-            reason_quota(q, j, who, res);
+            set_why(j, ALLOT_WHY_QUOTA, who, res, -1, 0, 0);
             return 0;
         }
         return job_start(q, j, now);
     }
-    reason_capacity(q, j);
+    set_why(j, ALLOT_WHY_CAPACITY, 0, 0, -1, 0, 0);
     if (q->o.preemption) {
         rc = try_preempt(q, j, now);
         if (rc < 0)

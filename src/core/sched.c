@@ -29,6 +29,8 @@ struct sched {
     size_t cache_cap;
     struct frontier *pq; /* owned: bounded search stack */
     size_t pq_cap;
+    int32_t *feasible; /* owned: scratch list of feasible class ids (random) */
+    size_t feasible_cap;
 };
 
 /* An unvisited class in the bounded search: bucket b, heap position pos. */
@@ -144,6 +146,7 @@ void sched_free(struct sched *s)
         allot_free(s->cache[i].v);
     allot_free(s->cache);
     allot_free(s->pq);
+    allot_free(s->feasible);
     allot_free(s->shapes);
     allot_free(s->shape_tab);
     allot_free(s);
@@ -384,6 +387,17 @@ static inline int cached_score(struct sched *s, struct shape_cache *sc,
  * score so far is skipped (cap_key only falls down a heap, and the bound
  * with it), and so is every bucket after the first that cannot win.
  */
+/* The non-empty buckets that may fit t, in increasing order. */
+static int candidate_buckets(const struct sched *s, const struct allot_task *t, int16_t *out)
+{
+    int n = allot_cluster_buckets_used(s->c, out), k = 0;
+
+    for (int i = 0; i < n; i++)
+        if (allot_bucket_admits(out[i], t))
+            out[k++] = out[i];
+    return k;
+}
+
 static int bounded_search(struct sched *s, struct shape_cache *sc, const struct allot_task *t,
                           int *node)
 {
@@ -391,12 +405,13 @@ static int bounded_search(struct sched *s, struct shape_cache *sc, const struct 
     int best_sc = -1, best_id = -1, nb = 0;
     uint32_t best_rank = 0;
     struct frontier roots[ALLOT_BUCKETS];
+    int16_t cand[ALLOT_BUCKETS];
+    int ncand = candidate_buckets(s, t, cand);
 
-    for (int b = 0; b < ALLOT_BUCKETS; b++) {
+    for (int ci = 0; ci < ncand; ci++) {
         const int32_t *ids;
-        int j;
-        if (!allot_bucket_admits(b, t) || allot_cluster_bucket(s->c, b, &ids) == 0)
-            continue;
+        int j, b = cand[ci];
+        (void)allot_cluster_bucket(s->c, b, &ids);
         j = nb++;
         roots[j].bound = s->ops->bound(s->pstate, b, allot_cluster_class(s->c, ids[0])->cap_key, t);
         roots[j].bucket = b;
@@ -463,34 +478,33 @@ int sched_pick(struct sched *s, const struct allot_task *t, struct allot_placeme
         return ALLOT_ENOSPC;
     if (s->ops->flags & SCHED_POLICY_RANDOM) {
         uint64_t total = 0, r;
-        for (int b = 0; b < ALLOT_BUCKETS; b++) {
-            if (!allot_bucket_admits(b, t))
-                continue;
-            nlive = allot_cluster_bucket(s->c, b, &ids);
+        int16_t cand[ALLOT_BUCKETS];
+        int ncand = candidate_buckets(s, t, cand);
+        size_t nf = 0;
+        /* one pass: the feasible classes, in bucket order, then a draw */
+        for (int ci = 0; ci < ncand; ci++) {
+            nlive = allot_cluster_bucket(s->c, cand[ci], &ids);
+            if (allot_grow((void **)&s->feasible, &s->feasible_cap, nf + (size_t)nlive,
+                           sizeof(*s->feasible)))
+                return ALLOT_ENOMEM;
             for (int i = 0; i < nlive; i++)
-                if (cached_score(s, sc, hot, ids[i], t) >= 0)
+                if (cached_score(s, sc, hot, ids[i], t) >= 0) {
+                    s->feasible[nf++] = ids[i];
                     total += (uint64_t)allot_cluster_class(s->c, ids[i])->n_members;
+                }
         }
         if (total == 0) {
             sc->nofit_epoch = allot_cluster_grow_epoch(s->c) + 1;
             return ALLOT_ENOSPC;
         }
         r = allot_rng_below(&s->rng, total);
-        for (int b = 0; b < ALLOT_BUCKETS && node < 0; b++) {
-            if (!allot_bucket_admits(b, t))
-                continue;
-            nlive = allot_cluster_bucket(s->c, b, &ids);
-            for (int i = 0; i < nlive; i++) {
-                const struct allot_class *k;
-                if (sc->v[ids[i]].score < 0)
-                    continue;
-                k = allot_cluster_class(s->c, ids[i]);
-                if (r < (uint64_t)k->n_members) {
-                    node = k->heap[r];
-                    break;
-                }
-                r -= (uint64_t)k->n_members;
+        for (size_t i = 0; i < nf; i++) {
+            const struct allot_class *k = allot_cluster_class(s->c, s->feasible[i]);
+            if (r < (uint64_t)k->n_members) {
+                node = k->heap[r];
+                break;
             }
+            r -= (uint64_t)k->n_members;
         }
     } else if (s->ops->bound) {
         int rc = bounded_search(s, sc, t, &node);
@@ -499,10 +513,10 @@ int sched_pick(struct sched *s, const struct allot_task *t, struct allot_placeme
     } else {
         int best_sc = -1, best_id = -1;
         uint32_t best_rank = 0;
-        for (int b = 0; b < ALLOT_BUCKETS; b++) {
-            if (!allot_bucket_admits(b, t))
-                continue;
-            nlive = allot_cluster_bucket(s->c, b, &ids);
+        int16_t cand[ALLOT_BUCKETS];
+        int ncand = candidate_buckets(s, t, cand);
+        for (int ci = 0; ci < ncand; ci++) {
+            nlive = allot_cluster_bucket(s->c, cand[ci], &ids);
             for (int i = 0; i < nlive; i++) {
                 int32_t id = ids[i];
                 int v = cached_score(s, sc, hot, id, t);

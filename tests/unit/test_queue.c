@@ -156,7 +156,7 @@ static void test_gang_all_or_nothing(void **state)
     cycle(&w, 0);
     assert_int_equal(queue_job(w.q, id)->state, ALLOT_JOB_PENDING);
     assert_int_equal(allot_cluster_used_milli(w.c), 0);
-    assert_string_equal(queue_job(w.q, id)->reason, "cluster quota exhausted (0/8 GPU in use)");
+    assert_string_equal(queue_reason(w.q, id), "cluster quota exhausted (0/8 GPU in use)");
     world_free(&w);
     /* with room in quota but not in the cluster: a capacity reason, and a
      * partial fit holds nothing */
@@ -164,7 +164,7 @@ static void test_gang_all_or_nothing(void **state)
     id = submit(&w, "big", w.a, 3, 4, 0, 0);
     cycle(&w, 0);
     assert_int_equal(allot_cluster_used_milli(w.c), 0);
-    assert_string_equal(queue_job(w.q, id)->reason,
+    assert_string_equal(queue_reason(w.q, id),
                         "no room for 3 tasks of 4 GPUs each (most free on one node: 4)");
     id = submit(&w, "two", w.a, 2, 4, 0, 0);
     cycle(&w, 1);
@@ -184,7 +184,7 @@ static void test_quota_reason(void **state)
     submit(&w, "a1", w.a, 1, 4, 0, 0);
     id = submit(&w, "a2", w.a, 1, 1, 0, 0);
     cycle(&w, 0);
-    assert_string_equal(queue_job(w.q, id)->reason,
+    assert_string_equal(queue_reason(w.q, id),
                         "tenant ml/team-a at nominal (4/4 GPU), borrowing is off");
     world_free(&w);
 }
@@ -210,7 +210,7 @@ static void test_reclaim_with_grace(void **state)
     cycle(&w, 100);
     /* victims get the grace signal; a waits with a specific reason */
     assert_int_equal(w.preempts, 2);
-    assert_string_equal(queue_job(w.q, aj[0])->reason,
+    assert_string_equal(queue_reason(w.q, aj[0]),
                         "waiting for reclaim of 1 GPUs from ml/team-b (grace 30 s)");
     assert_int_equal(queue_next_wakeup(w.q), 130);
     /* in-nominal work of team-b was not touched */
@@ -335,7 +335,7 @@ static void test_backfill_respects_reservation(void **state)
     cycle(&w, 3701);
     assert_int_equal(queue_job(w.q, shortj)->state, ALLOT_JOB_RUNNING);
     assert_int_equal(queue_job(w.q, longj)->state, ALLOT_JOB_PENDING);
-    assert_non_null(strstr(queue_job(w.q, longj)->reason, "held back: GPUs reserved for job big"));
+    assert_non_null(strstr(queue_reason(w.q, longj), "held back: GPUs reserved for job big"));
     world_free(&w);
 }
 
@@ -357,7 +357,7 @@ static void test_runtime_limit_and_validation(void **state)
     assert_int_equal(queue_next_wakeup(w.q), 60);
     cycle(&w, 60);
     assert_int_equal(queue_job(w.q, id)->state, ALLOT_JOB_DONE);
-    assert_string_equal(queue_job(w.q, id)->reason, "stopped at its runtime limit (60 s)");
+    assert_string_equal(queue_reason(w.q, id), "stopped at its runtime limit (60 s)");
     assert_int_equal(allot_cluster_used_milli(w.c), 0);
     /* bad submissions name the field */
     s.n_tasks = 0;
