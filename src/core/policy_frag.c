@@ -3,13 +3,20 @@
  * et al., ATC'23) and allot, our default.
  *
  * Both score a node by how much a placement lowers the node's
- * fragmentation F_n under a typical-task mix: dF = F_before - F_after,
- * score = floor(100 * sigmoid(dF / scale)). fgd uses the mix it is handed
- * (the trace's, as in the paper) with scale 1000; with no mix it learns one.
+ * fragmentation F_n under a typical-task mix: dF = F_before - F_after.
+ * fgd: score = floor(100 * sigmoid(dF / 1000)) with the mix it is handed
+ * (the trace's, as in the paper); with no mix it learns one.
  * allot never gets the mix in advance: it learns it online from arrivals
  * (rebuilt at 1, 2, 4, ... 4096 arrivals, then every 4096, and installed
- * only when it moved by more than 0.02 in L1) and uses scale 2000,
- * which recovers what learning online costs (docs/benchmarks.md).
+ * only when it moved by more than 0.02 in L1), and adds to dF the CPU it
+ * strands and a sum-of-squares term for fractions (see "allot" below and
+ * docs/benchmarks.md, "openb fill: beating FGD").
+ *
+ * Called by the scheduler through the ops structs at the end of the file;
+ * single-threaded like the scheduler. Scores depend only on the node's
+ * state and the policy's state (the mix, and for allot a gap-count
+ * snapshot); every change of either goes through sched_set_mix(), which
+ * invalidates the score cache.
  */
 #include "allot/sched.h"
 
@@ -44,15 +51,6 @@ static int frag_init_common(struct sched *s, void **state, double scale, bool fo
 static int fgd_init(struct sched *s, void **state)
 {
     return frag_init_common(s, state, 1000.0, false);
-}
-
-static int allot_init(struct sched *s, void **state)
-{
-    int rc = frag_init_common(s, state, 2000.0, true);
-
-    if (rc == 0)
-        ((struct frag_policy *)*state)->topology = true;
-    return rc;
 }
 
 static void frag_fini(void *state)
@@ -234,13 +232,366 @@ const struct sched_policy_ops sched_policy_fgd = {
     .observe = frag_observe,
 };
 
+/* ==== allot ================================================================
+ *
+ * allot's own measure and state; nothing above changes for fgd.
+ *
+ * Score of a placement: d = dF_fgd + dF_fill - ALLOT_SS_WEIGHT * dSS, where
+ *   - dF_fgd is fgd's fragmentation drop under the learned mix;
+ *   - dF_fill is the drop of the node's "fill waste": free GPU milli minus
+ *     what the mix could still use there, min(U, free CPU / rho), where U
+ *     is the popularity-weighted GPU milli that copies of each typical GPU
+ *     task would fill (GPU packing only) and rho the mix's CPU milli per
+ *     GPU milli. It charges a placement for the GPUs it strands by using
+ *     up CPU, which fgd only sees when a single typical task stops fitting;
+ *   - dSS (fractions only) is the change of sum over g of N(g)^2, N(g) the
+ *     number of GPUs in the cluster with g milli free (Csirik et al.'s
+ *     Sum-of-Squares bin packing): it steers a fraction to the gap whose
+ *     size is in surplus and away from creating more of a size already in
+ *     surplus. Gaps too small for enough of the fractions seen so far, and
+ *     gaps on nodes without the CPU for any typical fraction, are dead and
+ *     not counted. N is a snapshot taken every ALLOT_SS_REFRESH arrivals (or
+ *     more on large clusters), so that scores stay cacheable per state
+ *     class: a snapshot invalidates the score cache once.
+ * score = floor(ALLOT_RES * sigmoid(d / ALLOT_SCALE)) * 4 + topology (0..3).
+ */
+
+#define ALLOT_RES        1000   /* sigmoid steps: ties break by node rank */
+#define ALLOT_SCALE      8000.0 /* sigmoid scale, milli-GPU */
+#define ALLOT_SS_WEIGHT  100.0  /* milli-GPU per unit of sum-of-squares change */
+#define ALLOT_SS_LIVE    0.006  /* a gap is live when this share of fractions fit in it */
+#define ALLOT_SS_REFRESH 1024   /* arrivals between gap-count snapshots (at least) */
+#define ALLOT_SS_PER_GPU 6      /* ... and at least GPUs / ALLOT_SS_PER_GPU */
+
+struct allot_policy {
+    struct allot_task *seen; /* owned: arrived task shapes */
+    size_t n_seen, cap_seen;
+    size_t next_rebuild;
+    struct frag_mix mix; /* owned: learned typical tasks */
+    double rho;          /* CPU milli per GPU milli of the mix's GPU tasks */
+    double p_gpu;        /* popularity of the mix's GPU tasks */
+    /* scratch for one evaluation, mix.n entries each (owned) */
+    int32_t *fit;   /* GPUs with at least the task's milli free */
+    int64_t *small; /* free milli on GPUs with less than that */
+    int64_t *slots; /* copies of a fraction the GPUs hold */
+    bool *ok;       /* the node's model is allowed */
+    size_t cap_scratch;
+    /* sum of squares */
+    uint64_t share_cnt[ALLOT_MILLI + 1]; /* fraction arrivals by milli */
+    uint64_t share_all;
+    int32_t gap_n[ALLOT_MILLI + 1];   /* snapshot: GPUs with g milli free, live gaps */
+    bool gap_live[ALLOT_MILLI + 1];   /* gap g counts */
+    int64_t gap_cpu;                  /* gaps count on nodes with this much CPU free */
+    uint64_t arrivals, next_snapshot; /* when the next snapshot is due */
+};
+
+static int allot_init(struct sched *s, void **state)
+{
+    struct allot_policy *p = allot_calloc(1, sizeof(*p));
+
+    if (!p)
+        return ALLOT_ENOMEM;
+    p->next_rebuild = 1;
+    p->next_snapshot = ALLOT_SS_REFRESH;
+    sched_set_mix(s, &p->mix);
+    *state = p;
+    return 0;
+}
+
+static void allot_fini(void *state)
+{
+    struct allot_policy *p = state;
+
+    if (!p)
+        return;
+    frag_mix_clear(&p->mix);
+    allot_free(p->seen);
+    allot_free(p->fit);
+    allot_free(p->small);
+    allot_free(p->slots);
+    allot_free(p->ok);
+    allot_free(p);
+}
+
+static bool is_fraction(const struct allot_task *t)
+{
+    return t->num_gpu == 1 && t->mig_profile < 0 && t->gpu_milli < ALLOT_MILLI;
+}
+
+/* Installs a new mix: scratch room, rho, the CPU a gap needs to be live. */
+static int allot_install_mix(struct allot_policy *p, struct frag_mix *fresh)
+{
+    size_t n = fresh->n ? (size_t)fresh->n : 1;
+    double cpu = 0, gpu = 0;
+
+    if (n > p->cap_scratch) {
+        int32_t *fit = allot_realloc(p->fit, n * sizeof(*fit));
+        int64_t *small, *slots;
+        bool *ok;
+        if (fit)
+            p->fit = fit;
+        small = fit ? allot_realloc(p->small, n * sizeof(*small)) : NULL;
+        if (small)
+            p->small = small;
+        slots = small ? allot_realloc(p->slots, n * sizeof(*slots)) : NULL;
+        if (slots)
+            p->slots = slots;
+        ok = slots ? allot_realloc(p->ok, n * sizeof(*ok)) : NULL;
+        if (!ok)
+            return ALLOT_ENOMEM;
+        p->ok = ok;
+        p->cap_scratch = n;
+    }
+    frag_mix_clear(&p->mix);
+    p->mix = *fresh;
+    p->p_gpu = 0;
+    p->gap_cpu = INT64_MAX;
+    for (int j = 0; j < p->mix.n; j++) {
+        const struct frag_task *e = &p->mix.v[j];
+        if (!e->num_gpu)
+            continue;
+        p->p_gpu += e->p;
+        cpu += e->p * (double)e->cpu_milli;
+        gpu += e->p * e->num_gpu * e->milli;
+        if (e->num_gpu == 1 && e->milli < ALLOT_MILLI && e->cpu_milli < p->gap_cpu)
+            p->gap_cpu = e->cpu_milli;
+    }
+    p->rho = gpu > 0 ? cpu / gpu : 0;
+    if (p->gap_cpu == INT64_MAX)
+        p->gap_cpu = 0;
+    return 0;
+}
+
+/* Takes a new snapshot of the live gaps; true when it differs. */
+static bool allot_snapshot(struct allot_policy *p, const struct allot_cluster *c)
+{
+    int32_t n[ALLOT_MILLI + 1] = {0};
+    uint64_t cum = 0, gpus = 0, every;
+    int nn = allot_cluster_node_count(c);
+    bool changed = false;
+
+    for (int g = 0; g <= ALLOT_MILLI; g++) {
+        bool live;
+        cum += p->share_cnt[g];
+        live = g > 0 && g < ALLOT_MILLI && p->share_all > 0 &&
+               (double)cum >= ALLOT_SS_LIVE * (double)p->share_all;
+        changed |= live != p->gap_live[g];
+        p->gap_live[g] = live;
+    }
+    for (int i = 0; i < nn; i++) {
+        const struct allot_node *nd = allot_cluster_node(c, i);
+        gpus += (uint64_t)nd->n_gpus;
+        if (nd->state != ALLOT_NODE_READY || nd->cpu_free < p->gap_cpu)
+            continue;
+        for (int g = 0; g < nd->n_gpus; g++)
+            if (nd->gpus[g].mode == ALLOT_GPU_SHARED && p->gap_live[nd->gpus[g].free_milli])
+                n[nd->gpus[g].free_milli]++;
+    }
+    every = gpus / ALLOT_SS_PER_GPU > ALLOT_SS_REFRESH ? gpus / ALLOT_SS_PER_GPU : ALLOT_SS_REFRESH;
+    p->next_snapshot = p->arrivals + every;
+    if (memcmp(n, p->gap_n, sizeof(n)) != 0) {
+        memcpy(p->gap_n, n, sizeof(n));
+        changed = true;
+    }
+    return changed;
+}
+
+static void allot_observe(void *state, struct sched *s, const struct allot_task *t)
+{
+    struct allot_policy *p = state;
+    struct frag_mix fresh;
+    bool stale = false;
+
+    p->arrivals++;
+    if (is_fraction(t)) {
+        p->share_cnt[t->gpu_milli]++;
+        p->share_all++;
+    }
+    if (p->arrivals >= p->next_snapshot)
+        stale = allot_snapshot(p, sched_cluster(s));
+    if (allot_grow((void **)&p->seen, &p->cap_seen, p->n_seen + 1, sizeof(*p->seen)) == 0) {
+        p->seen[p->n_seen++] = *t;
+        if (p->n_seen >= p->next_rebuild) {
+            p->next_rebuild = p->n_seen < 4096 ? p->n_seen * 2 : p->n_seen + 4096;
+            /* learning is best effort: on failure keep the old mix */
+            if (frag_mix_build(p->seen, p->n_seen, 0.95, &fresh) == 0) {
+                if (mix_distance(&p->mix, &fresh) >= 0.02 && allot_install_mix(p, &fresh) == 0)
+                    stale = true;
+                else
+                    frag_mix_clear(&fresh);
+            }
+        }
+    }
+    if (stale)
+        sched_set_mix(s, &p->mix);
+}
+
+/*
+ * allot's measure (fgd's F plus the fill waste) of a node state given by
+ * the per-task scratch values (p->fit, p->small, p->slots), with one GPU
+ * changed from `from` to `to` milli free on top when from >= 0. `full`,
+ * `total` and `cpu` describe the state after that change.
+ */
+static double allot_measure(const struct allot_policy *p, int from, int to, int64_t full,
+                            int64_t total, int64_t cpu)
+{
+    double f = 0, use = 0, cap;
+
+    if (total <= 0)
+        return 0;
+    for (int j = 0; j < p->mix.n; j++) {
+        const struct frag_task *e = &p->mix.v[j];
+        int64_t fit = p->fit[j], small = p->small[j], copies;
+        if (!e->num_gpu || !p->ok[j] || cpu < e->cpu_milli) {
+            f += e->p * (double)total;
+            continue;
+        }
+        if (from >= 0) {
+            fit += (to >= e->milli) - (from >= e->milli);
+            small += (to < e->milli ? to : 0) - (from < e->milli ? from : 0);
+        }
+        f += e->p * (double)(fit >= e->num_gpu ? small : total);
+        if (e->milli >= ALLOT_MILLI)
+            copies = full / e->num_gpu;
+        else if (e->milli > 0)
+            copies = p->slots[j] + (from >= 0 ? to / e->milli - from / e->milli : 0);
+        else
+            copies = 0;
+        use += e->p * (double)(copies * e->num_gpu * e->milli);
+    }
+    use = p->p_gpu > 0 ? use / p->p_gpu : 0;
+    cap = p->rho > 0 ? (double)cpu / p->rho : use;
+    return f + (double)total - (use < cap ? use : cap);
+}
+
+/* Change of the sum of squares when a GPU goes from `from` to `to` milli free. */
+static double allot_dss(const struct allot_policy *p, int from, int to)
+{
+    double d = 0;
+
+    if (from < ALLOT_MILLI && p->gap_live[from])
+        d += -2.0 * p->gap_n[from] + 1;
+    if (to > 0 && p->gap_live[to])
+        d += 2.0 * p->gap_n[to] + 1;
+    return d;
+}
+
+/*
+ * Best d over the GPU choices for t on n; writes the chosen fraction GPU (or
+ * -1) to *gpu. Returns -HUGE_VAL when no GPU holds the fraction.
+ */
+static double allot_delta(struct allot_policy *p, const struct allot_node *n,
+                          const struct allot_task *t, int *gpu)
+{
+    int32_t g[ALLOT_MAX_GPUS];
+    int64_t total = 0, full = 0, cpu_after = n->cpu_free - t->cpu_milli;
+    double before, best = -HUGE_VAL;
+
+    *gpu = -1;
+    for (int i = 0; i < n->n_gpus; i++) {
+        g[i] = n->gpus[i].mode == ALLOT_GPU_MIG ? 0 : n->gpus[i].free_milli;
+        total += g[i];
+        full += g[i] == ALLOT_MILLI;
+    }
+    for (int j = 0; j < p->mix.n; j++) {
+        const struct frag_task *e = &p->mix.v[j];
+        p->ok[j] = !e->model_mask || (n->model >= 0 && (e->model_mask >> n->model & 1));
+        p->fit[j] = 0;
+        p->small[j] = 0;
+        p->slots[j] = 0;
+        if (!e->num_gpu)
+            continue;
+        for (int i = 0; i < n->n_gpus; i++) {
+            if (g[i] >= e->milli)
+                p->fit[j]++;
+            else
+                p->small[j] += g[i];
+            if (e->milli < ALLOT_MILLI && e->milli > 0)
+                p->slots[j] += g[i] / e->milli;
+        }
+    }
+    before = allot_measure(p, -1, -1, full, total, n->cpu_free);
+    if (t->num_gpu == 0 || t->mig_profile >= 0)
+        return before - allot_measure(p, -1, -1, full, total, cpu_after);
+    if (t->gpu_milli == ALLOT_MILLI && t->gpu_mem_mib == 0) {
+        /* k fully free GPUs go from 1000 to 0: every task fits one less */
+        int k = t->num_gpu;
+        double after;
+        for (int j = 0; j < p->mix.n; j++) {
+            const struct frag_task *e = &p->mix.v[j];
+            p->fit[j] -= k;
+            if (e->milli < ALLOT_MILLI && e->milli > 0)
+                p->slots[j] -= (int64_t)k * (ALLOT_MILLI / e->milli);
+        }
+        after = allot_measure(p, -1, -1, full - k, total - (int64_t)k * ALLOT_MILLI, cpu_after);
+        return before - after;
+    }
+    for (int i = 0; i < n->n_gpus; i++) {
+        const struct allot_gpu *u = &n->gpus[i];
+        int from = g[i], to = g[i] - t->gpu_milli;
+        double d;
+        bool dup = false;
+        if (u->mode != ALLOT_GPU_SHARED || u->free_milli < t->gpu_milli ||
+            u->free_mem_mib < t->gpu_mem_mib)
+            continue;
+        /* GPUs with equal free capacity give equal results: try one */
+        for (int j = 0; j < i && !dup; j++)
+            dup = n->gpus[j].mode == ALLOT_GPU_SHARED && g[j] == g[i] &&
+                  n->gpus[j].free_mem_mib >= t->gpu_mem_mib;
+        if (dup)
+            continue;
+        d = before -
+            allot_measure(p, from, to, full - (from == ALLOT_MILLI), total - t->gpu_milli,
+                          cpu_after) -
+            ALLOT_SS_WEIGHT * allot_dss(p, from, to);
+        if (d > best) {
+            best = d;
+            *gpu = i;
+        }
+    }
+    return best;
+}
+
+static int allot_score(void *state, const struct sched *s, const struct allot_node *n,
+                       const struct allot_task *t)
+{
+    int gpu;
+    double d;
+
+    (void)s;
+    /* a task that asks for nothing changes nothing: every node is as good */
+    if (t->num_gpu == 0 && t->cpu_milli == 0)
+        return ALLOT_RES * 4;
+    d = allot_delta(state, n, t, &gpu);
+    return (int)floor(ALLOT_RES / (1.0 + exp(-d / ALLOT_SCALE))) * 4 + topology_bonus(n, t);
+}
+
+static int allot_choose(void *state, const struct sched *s, int node, const struct allot_task *t,
+                        struct allot_placement *out)
+{
+    const struct allot_node *n = allot_cluster_node(sched_cluster(s), node);
+    int gpu;
+
+    if (t->num_gpu != 1 || t->mig_profile >= 0 || (t->gpu_milli == ALLOT_MILLI && !t->gpu_mem_mib))
+        return sched_choose_default(s, node, t, out);
+    (void)allot_delta(state, n, t, &gpu);
+    if (gpu < 0)
+        return ALLOT_ENOSPC;
+    sched_placement_init(s, node, t, out);
+    out->gpu_mask = 1u << gpu;
+    out->gpu_milli = t->gpu_milli;
+    out->gpu_mem_mib = t->gpu_mem_mib;
+    return 0;
+}
+
 const struct sched_policy_ops sched_policy_allot = {
     .name = "allot",
-    .summary = "allot's default: fragmentation-aware, learns the task mix online",
+    .summary =
+        "allot's default: fragmentation, CPU and sum-of-squares aware; learns the mix online",
     .flags = SCHED_POLICY_FRAG,
     .init = allot_init,
-    .fini = frag_fini,
-    .score = frag_score,
-    .choose = frag_choose,
-    .observe = frag_observe,
+    .fini = allot_fini,
+    .score = allot_score,
+    .choose = allot_choose,
+    .observe = allot_observe,
 };

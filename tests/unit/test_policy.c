@@ -1,8 +1,9 @@
 /*
  * Unit tests of the placement policies (src/core/policy_*.c): each score
  * worked by hand on hand-built node states, following the definitions in
- * docs/benchmarks.md, plus each policy's choice between two nodes and the
- * seeded rank tie-break.
+ * docs/benchmarks.md, plus each policy's choice between two nodes, the
+ * seeded rank tie-break, and allot's own terms (CPU that strands GPUs, the
+ * sum-of-squares snapshot).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -275,13 +276,139 @@ static void test_random_policy(void **state)
     allot_cluster_free(c);
 }
 
+/* Nodes with 8 T4s each and the given CPUs (milli). */
+static struct allot_cluster *mk_cpu(int n, const int64_t *cpu)
+{
+    struct allot_cluster *c = allot_cluster_new(cat, 0);
+    char err[128], name[16];
+
+    assert_non_null(c);
+    for (int i = 0; i < n; i++) {
+        struct allot_node_spec sp = {
+            .name = name, .model = "T4", .cpu_milli = cpu[i], .mem_mib = 262144, .n_gpus = 8};
+        allot_fmt(name, sizeof(name), "n%d", i);
+        assert_int_equal(allot_cluster_add_node(c, &sp, err, sizeof(err)), i);
+    }
+    return c;
+}
+
+/* Feeds `n` arrivals of t to the policy's learning without placing them. */
+static void observe(struct sched *s, const char *policy, struct allot_task t, int n)
+{
+    const struct sched_policy_ops *ops = sched_policy_find(policy);
+
+    for (int i = 0; i < n; i++)
+        ops->observe(sched_policy_state(s), s, &t);
+}
+
+/*
+ * allot charges for the GPUs a placement strands by using up CPU. It has
+ * learned whole-GPU tasks with 12 cores each (rho = 12 milli-CPU per milli-GPU).
+ * A 20-core CPU-only task on node 0 (8 GPUs, 96 cores) leaves 76 cores, CPU
+ * for 6.33 of its 8 GPUs: the fill waste goes from 0 to 1667 milli, d = -1667,
+ * score floor(1000 sigmoid(-1667 / 8000)) * 4 = 448 * 4. On node 1 (400 cores)
+ * nothing is stranded: 500 * 4. fgd, with the same mix, sees no typical task
+ * stop fitting on either node (dF = 0, 50 each) and takes the lower rank.
+ */
+static void test_allot_keeps_cpu_for_gpus(void **state)
+{
+    static const int64_t cpu[] = {96000, 400000};
+    struct allot_task typical = whole(1, 12000), cpu_only = whole(0, 20000);
+    struct frag_mix mix;
+    struct sched_opts o = {.seed = 3, .mix = &mix};
+    struct allot_placement p;
+    struct allot_cluster *c = mk_cpu(2, cpu);
+    struct sched *s = sched_new(c, sched_policy_find("allot"), NULL);
+
+    assert_non_null(s);
+    observe(s, "allot", typical, 600);
+    assert_int_equal(score_of("allot", s, 0, cpu_only), 448 * 4);
+    assert_int_equal(score_of("allot", s, 1, cpu_only), 500 * 4);
+    assert_int_equal(sched_pick(s, &cpu_only, &p), 0);
+    assert_int_equal(p.node, 1);
+    sched_free(s);
+
+    assert_int_equal(frag_mix_build(&typical, 1, 0.95, &mix), 0);
+    s = sched_new(c, sched_policy_find("fgd"), &o);
+    assert_non_null(s);
+    assert_int_equal(score_of("fgd", s, 0, cpu_only), 50);
+    assert_int_equal(score_of("fgd", s, 1, cpu_only), 50);
+    assert_int_equal(sched_pick(s, &cpu_only, &p), 0);
+    assert_int_equal(p.node,
+                     allot_cluster_node(c, 0)->rank < allot_cluster_node(c, 1)->rank ? 0 : 1);
+    sched_free(s);
+    frag_mix_clear(&mix);
+    allot_cluster_free(c);
+}
+
+/*
+ * allot's sum-of-squares term. 64 one-GPU nodes: 40 hold an 810 (190 free),
+ * 10 hold a 340 (660 free), 14 are empty. The arrivals seen so far are
+ * 800 810s, 100 160s (so that 190 gaps count: enough fractions fit in them)
+ * and 124 340s; at the 1024th arrival allot takes its first snapshot of
+ * the gaps: N(190) = 40, N(660) = 10. A 470 on a 660 GPU would
+ * make one more 190 gap (dSS = -2*10+1 + 2*40+1 = 62, d drops by 6200
+ * milli); on an empty GPU it makes a 530 gap (dSS = 1). So allot opens an
+ * empty GPU, where fgd (and allot before the snapshot) fills the 660 GPU.
+ */
+static void test_allot_sum_of_squares(void **state)
+{
+    struct allot_cluster *c = allot_cluster_new(cat, 0);
+    struct allot_task big = frac(810, 0), mid = frac(340, 0), small = frac(160, 0);
+    struct allot_task t = frac(470, 0);
+    struct allot_task sample[1024];
+    struct frag_mix mix;
+    struct sched_opts o = {.seed = 5, .mix = &mix};
+    struct allot_placement p;
+    struct sched *s;
+    char err[128], name[16];
+
+    assert_non_null(c);
+    for (int i = 0; i < 64; i++) {
+        struct allot_node_spec sp = {
+            .name = name, .model = "T4", .cpu_milli = 64000, .mem_mib = 262144, .n_gpus = 1};
+        allot_fmt(name, sizeof(name), "n%d", i);
+        assert_int_equal(allot_cluster_add_node(c, &sp, err, sizeof(err)), i);
+    }
+    s = sched_new(c, sched_policy_find("allot"), NULL);
+    assert_non_null(s);
+    for (int i = 0; i < 50; i++)
+        put(s, i, i < 40 ? big : mid);
+    observe(s, "allot", big, 800);
+    observe(s, "allot", small, 100);
+    observe(s, "allot", mid, 123);
+    assert_int_equal(sched_pick(s, &t, &p), 0);
+    assert_int_equal(allot_cluster_node(c, p.node)->gpus[0].free_milli, 660);
+    observe(s, "allot", mid, 1);
+    assert_int_equal(sched_pick(s, &t, &p), 0);
+    assert_int_equal(allot_cluster_node(c, p.node)->gpus[0].free_milli, 1000);
+    sched_free(s);
+
+    for (int i = 0; i < 1024; i++)
+        sample[i] = i < 800 ? big : i < 900 ? small : mid;
+    assert_int_equal(frag_mix_build(sample, 1024, 0.95, &mix), 0);
+    s = sched_new(c, sched_policy_find("fgd"), &o);
+    assert_non_null(s);
+    assert_int_equal(sched_pick(s, &t, &p), 0);
+    assert_int_equal(allot_cluster_node(c, p.node)->gpus[0].free_milli, 660);
+    sched_free(s);
+    frag_mix_clear(&mix);
+    allot_cluster_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bestfit_score),        cmocka_unit_test(test_dotprod_score),
-        cmocka_unit_test(test_gpuclustering_score),  cmocka_unit_test(test_gpupacking_score),
-        cmocka_unit_test(test_fgd_score_and_choice), cmocka_unit_test(test_policy_choices),
-        cmocka_unit_test(test_rank_tiebreak),        cmocka_unit_test(test_random_policy),
+        cmocka_unit_test(test_bestfit_score),
+        cmocka_unit_test(test_dotprod_score),
+        cmocka_unit_test(test_gpuclustering_score),
+        cmocka_unit_test(test_gpupacking_score),
+        cmocka_unit_test(test_fgd_score_and_choice),
+        cmocka_unit_test(test_policy_choices),
+        cmocka_unit_test(test_rank_tiebreak),
+        cmocka_unit_test(test_random_policy),
+        cmocka_unit_test(test_allot_keeps_cpu_for_gpus),
+        cmocka_unit_test(test_allot_sum_of_squares),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
