@@ -21,6 +21,7 @@
  */
 #include "fill.h"
 
+#include "offline.h"
 #include "svgplot.h"
 
 #include <errno.h>
@@ -1098,6 +1099,7 @@ enum {
     OPT_DLOG,
     OPT_JOBS,
     OPT_CHECK,
+    OPT_OFFLINE,
     OPT_HELP,
     N_OPTS
 };
@@ -1122,6 +1124,7 @@ static const struct fill_option {
     [OPT_DLOG] = {"decision-log", "OUT", NULL, "write one line per placement decision"},
     [OPT_JOBS] = {"jobs", "N", "1", "worker processes (results do not depend on N)"},
     [OPT_CHECK] = {"check", NULL, NULL, "check scheduler invariants after every placement"},
+    [OPT_OFFLINE] = {"offline", NULL, NULL, "add an offline reference packing (offline.h)"},
     [OPT_HELP] = {"help", NULL, NULL, "show this help"},
 };
 
@@ -1450,6 +1453,11 @@ int sim_fill_main(int argc, char **argv)
         }
     }
     print_table(&trace, sum, np, pubp, tune);
+    if (given[OPT_OFFLINE] && sim_offline_print_row(&trace, seeds, ns, tune, (int)jobs,
+                                                    table_points, N_POINTS, err, sizeof(err))) {
+        fprintf(stderr, "allot-sim fill: %s\n", err);
+        goto out;
+    }
     printf("decision-log hash: fnv1a64 %016llx\n", (unsigned long long)hash);
     printf("wall seconds: %.2f\n", now_s() - t0);
     fflush(stdout);

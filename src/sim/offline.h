@@ -1,0 +1,75 @@
+/*
+ * Offline reference packer for the openb fill experiment (allot-sim fill
+ * --offline; docs/benchmarks.md, "openb fill: beating FGD").
+ *
+ * An online policy places each pod as it arrives, for good. The offline
+ * packer sees every pod that has arrived by a given point at once: it
+ * starts from a CPU-aware largest-first greedy packing and from the fgd
+ * (given the exact mix of those pods) and allot packings in arrival order,
+ * improves each with a local search that trades a placed pod for a larger
+ * one that did not fit (moving the smaller one elsewhere when it can), and
+ * keeps the best. It is a reference for how far the online policies are
+ * from what a planner with hindsight reaches, not a bound (the true optimum
+ * may be better still) and not a placement policy: the core never uses it.
+ * Like any hindsight packer it chooses which pods to leave out, which an
+ * online policy cannot.
+ *
+ * Same filters as the online experiment: GPU model (gpu_spec), CPU, memory
+ * and GPU fit (whole GPUs need fully free ones; a fraction needs one GPU
+ * with that much free). CPU-only pods are never left out to make room for
+ * GPU pods, and the packing that leaves out the fewest of them wins before
+ * GPU milli is compared.
+ *
+ * Deterministic: same inputs, same packing. Pure computation, no I/O except
+ * sim_offline_print_row(), which forks worker processes. Not thread-safe
+ * (the sort passes its context through a file-level pointer).
+ */
+#ifndef ALLOT_SIM_OFFLINE_H
+#define ALLOT_SIM_OFFLINE_H
+
+#include "allot/cluster.h"
+#include "fill.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* What one offline packing achieved. */
+struct sim_offline_result {
+    int64_t request_milli; /* GPU milli asked for by the packed pods */
+    int64_t used_milli;    /* GPU milli placed */
+    size_t failed_gpu;     /* GPU pods left out */
+    size_t failed_cpu;     /* CPU-only pods left out */
+};
+
+/*
+ * Packs tasks[0..n_tasks) (IN, borrowed) onto fresh nodes built from
+ * nodes[0..n_nodes) (IN, borrowed; models resolved in `cat`), maximising
+ * the GPU milli placed. With `search_rounds` > 0 the local search runs up
+ * to that many improving passes. Fills *out (OUT). Returns 0, ALLOT_EINVAL
+ * (a node model that `cat` does not know) or ALLOT_ENOMEM.
+ */
+int sim_offline_pack(const struct allot_catalog *cat, const struct allot_node_spec *nodes,
+                     size_t n_nodes, const struct allot_task *tasks, size_t n_tasks, uint64_t seed,
+                     int search_rounds, struct sim_offline_result *out);
+
+/*
+ * For the workload of `seed` and `tune` (sim_fill_workload_make), packs
+ * offline the pods that have arrived when the arrived GPU request reaches
+ * points[i] % of capacity (the longest prefix at or below it), for each
+ * i < n_points, and writes the unallocated GPU share in % of capacity to
+ * unalloc[i] (OUT). Returns 0 or ALLOT_ENOMEM / ALLOT_EINVAL.
+ */
+int sim_offline_fill(const struct sim_fill_trace *t, uint64_t seed, double tune, const int *points,
+                     int n_points, double *unalloc);
+
+/*
+ * Runs sim_offline_fill for every seed (on up to `jobs` forked workers) and
+ * prints one table row "offline" in the layout of allot-sim fill's table:
+ * mean±sd over seeds at each of points[0..n_points), then the seconds
+ * spent. Returns 0 or a negative ALLOT_E* code with a message in `err`.
+ */
+int sim_offline_print_row(const struct sim_fill_trace *t, const uint64_t *seeds, int n_seeds,
+                          double tune, int jobs, const int *points, int n_points, char *err,
+                          size_t errlen);
+
+#endif
