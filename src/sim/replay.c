@@ -93,7 +93,7 @@ struct run {
     int policy;
     struct allot_cluster *c;
     struct allot_tenants *t;      /* the queue's */
-    struct allot_tenants *shadow; /* running work and unstarted in-quota jobs */
+    struct allot_tenants *shadow; /* each tenant's demand: running and waiting jobs */
     struct queue *q;
     int *leaf;         /* replay tenant -> tenant tree index */
     struct jstate *js; /* per setup job */
@@ -506,21 +506,18 @@ static void on_decision(int kind, const struct allot_job *job, const char *why, 
 static void set_used(struct run *r, int i, int sign)
 {
     const struct replay_job *j = &r->s->jobs[i];
-    struct allot_resvec v;
 
-    job_resvec(r->s, j, &v);
     r->used += sign * job_gpus(j);
     r->t_used[j->tenant] += sign * job_gpus(j);
-    allot_tenants_charge(r->shadow, r->leaf[j->tenant], &v, sign);
 }
 
-/* set_used() without the shadow tree. */
-static void set_used_only(struct run *r, int i, int sign)
+/* Adds (+1) or removes (-1) job i from its tenant's demand in the shadow. */
+static void set_demand(struct run *r, int i, int sign)
 {
-    const struct replay_job *j = &r->s->jobs[i];
+    struct allot_resvec v;
 
-    r->used += sign * job_gpus(j);
-    r->t_used[j->tenant] += sign * job_gpus(j);
+    job_resvec(r->s, &r->s->jobs[i], &v);
+    allot_tenants_charge(r->shadow, r->leaf[r->s->jobs[i].tenant], &v, sign);
 }
 
 static void set_pending(struct run *r, int i, int sign)
@@ -551,11 +548,7 @@ static int do_start(struct run *r, int i)
     set_pending(r, i, -1);
     x->state = JS_RUNNING;
     x->queued += r->now - x->pending_since;
-    /* an in-quota job's first run was charged to the shadow at submit */
-    if (x->first_start < 0 && x->in_quota)
-        set_used_only(r, i, +1);
-    else
-        set_used(r, i, +1);
+    set_used(r, i, +1);
     if (x->first_start < 0)
         x->first_start = r->now;
     x->run_start = r->now;
@@ -590,6 +583,7 @@ static int do_stop(struct run *r, int i, const char *why)
           (long long)ran, (long long)(ran - kept), why);
     if (qj && qj->state == ALLOT_JOB_DONE) {
         x->state = JS_KILLED;
+        set_demand(r, i, -1);
         return 0;
     }
     x->state = JS_PENDING;
@@ -694,11 +688,10 @@ static int submit(struct run *r, int i)
     spec.est_runtime_s = r->policy == REPLAY_SJF_ORACLE ? j->duration : 0;
     spec.checkpointable = true;
     job_resvec(r->s, j, &v);
-    /* the shadow holds running work plus in-quota jobs not yet started,
-     * which were promised the same unused nominal first */
+    /* in-quota: the job fits the tenant's nominal on top of its whole
+     * demand (running and waiting jobs), which the shadow holds */
     x->in_quota = allot_tenants_in_nominal(r->shadow, r->leaf[j->tenant], &v);
-    if (x->in_quota)
-        allot_tenants_charge(r->shadow, r->leaf[j->tenant], &v, +1);
+    set_demand(r, i, +1);
     qid = queue_submit(r->q, &spec, r->now, e, sizeof(e));
     if (qid == ALLOT_ENOMEM)
         return ALLOT_ENOMEM;
@@ -733,6 +726,7 @@ static int finish(struct run *r, int i)
     if (rc < 0)
         return fail_at(r, "queue_finish(job %d) failed: %s", i, allot_strerror(rc));
     set_used(r, i, -1);
+    set_demand(r, i, -1);
     x->state = JS_DONE;
     x->end = r->now;
     logf_(r, "FINISH job=%d tenant=%s jct=%lld queued=%lld", i, r->s->tenants[j->tenant].path,
