@@ -210,22 +210,24 @@ static void sort_tasks(struct pack *p, size_t *order)
     sort_pack = NULL;
 }
 
-/* Places every task on its best node: the CPU-only ones
- * first (they must be placed, so they take their CPU before the GPU tasks
- * compete for it), then the GPU tasks in `order`. */
-static void greedy(struct pack *p, const size_t *order)
+/* Places every task on its best node: the GPU tasks in `order` and the
+ * CPU-only ones first (cpu_first: they take their CPU before the GPU tasks
+ * compete for it) or last (they get what CPU is left). */
+static void greedy(struct pack *p, const size_t *order, bool cpu_first)
 {
-    for (int pass = 0; pass < 2; pass++)
+    for (int pass = 0; pass < 2; pass++) {
+        bool cpu_pass = cpu_first ? pass == 0 : pass == 1;
         for (size_t k = 0; k < p->n_tasks; k++) {
             const struct otask *t = &p->task[order[k]];
             uint32_t m;
             int ni;
-            if ((t->num_gpu == 0) != (pass == 0))
+            if ((t->num_gpu == 0) != cpu_pass)
                 continue;
             ni = best_node(p, t, -1, &m);
             if (ni >= 0)
                 put(p, order[k], (size_t)ni, m);
         }
+    }
 }
 
 /*
@@ -239,6 +241,10 @@ static bool search_pass(struct pack *p, const size_t *order, size_t *on_node, si
                         size_t *start)
 {
     bool improved = false;
+    /* the least CPU of a CPU-only task that found no other node since the
+     * last move: larger ones are not tried (CPU only shrinks meanwhile, so
+     * they would not find one either, short of the node they sit on) */
+    int64_t stuck_cpu = INT64_MAX;
 
     /* tasks per node, rebuilt per pass */
     memset(cnt, 0, p->n_nodes * sizeof(*cnt));
@@ -271,7 +277,8 @@ static bool search_pass(struct pack *p, const size_t *order, size_t *on_node, si
                 struct otask *e = &p->task[ei];
                 uint32_t fm, em, eg;
                 int other;
-                if (e->node != (int)n || task_request(e) >= task_request(f))
+                if (e->node != (int)n || task_request(e) >= task_request(f) ||
+                    (e->num_gpu == 0 && e->cpu >= stuck_cpu))
                     continue;
                 eg = e->gpus;
                 take(p, ei);
@@ -287,10 +294,12 @@ static bool search_pass(struct pack *p, const size_t *order, size_t *on_node, si
                     /* CPU-only pods are never dropped to make room */
                     take(p, fi);
                     put(p, ei, n, eg);
+                    stuck_cpu = e->cpu;
                     continue;
                 }
                 done = true;
                 improved = true;
+                stuck_cpu = INT64_MAX;
             }
         }
     }
@@ -366,10 +375,10 @@ int sim_offline_pack(const struct allot_catalog *cat, const struct allot_node_sp
                      size_t n_nodes, const struct allot_task *tasks, size_t n_tasks, uint64_t seed,
                      int search_rounds, struct sim_offline_result *out)
 {
-    /* the starts: a CPU-aware greedy over the tasks sorted largest first,
-     * and the online policies fed the tasks in arrival order (fgd with the
-     * exact mix of these tasks) */
-    static const char *const starts[] = {NULL, "fgd", "allot"};
+    /* the starts: a CPU-aware greedy over the tasks sorted largest first
+     * (CPU-only tasks first, then last), and the online policies fed the
+     * tasks in arrival order (fgd with the exact mix of these tasks) */
+    static const char *const starts[] = {"greedy-cpu-first", "greedy-cpu-last", "fgd", "allot"};
     struct pack p = {.n_nodes = n_nodes, .n_tasks = n_tasks};
     struct onode *fresh = NULL;
     size_t *order = NULL, *on_node = NULL, *cnt = NULL, *start = NULL;
@@ -420,8 +429,8 @@ int sim_offline_pack(const struct allot_catalog *cat, const struct allot_node_sp
     for (size_t v = 0; v < sizeof(starts) / sizeof(starts[0]); v++) {
         struct sim_offline_result r = {.request_milli = out->request_milli};
         pack_reset(&p, fresh);
-        if (!starts[v]) {
-            greedy(&p, order);
+        if (!strncmp(starts[v], "greedy", 6)) {
+            greedy(&p, order, !strcmp(starts[v], "greedy-cpu-first"));
         } else {
             rc = sched_seed(&p, fresh, cat, nodes, tasks, starts[v], seed);
             if (rc)
@@ -438,9 +447,9 @@ int sim_offline_pack(const struct allot_catalog *cat, const struct allot_node_sp
                 else
                     r.failed_cpu++;
             }
-        /* the fewest CPU-only pods left out, then the most GPU placed */
-        if (!have || r.failed_cpu < out->failed_cpu ||
-            (r.failed_cpu == out->failed_cpu && r.used_milli > out->used_milli)) {
+        /* the most GPU placed, then the fewest CPU-only pods left out */
+        if (!have || r.used_milli > out->used_milli ||
+            (r.used_milli == out->used_milli && r.failed_cpu < out->failed_cpu)) {
             *out = r;
             have = true;
         }
@@ -460,7 +469,7 @@ done:
 #define SEARCH_ROUNDS 3
 
 int sim_offline_fill(const struct sim_fill_trace *t, uint64_t seed, double tune, const int *points,
-                     int n_points, double *unalloc)
+                     int n_points, struct sim_offline_result *out)
 {
     struct sim_fill_workload w;
     struct allot_task *prefix = NULL;
@@ -475,7 +484,6 @@ int sim_offline_fill(const struct sim_fill_trace *t, uint64_t seed, double tune,
         return ALLOT_ENOMEM;
     }
     for (int i = 0; i < n_points && rc == 0; i++) {
-        struct sim_offline_result r;
         int64_t arrived = 0;
         size_t k = 0;
         for (; k < w.n; k++) {
@@ -486,8 +494,8 @@ int sim_offline_fill(const struct sim_fill_trace *t, uint64_t seed, double tune,
             arrived += req;
             prefix[k] = *x;
         }
-        rc = sim_offline_pack(t->cat, t->nodes, t->n_nodes, prefix, k, seed, SEARCH_ROUNDS, &r);
-        unalloc[i] = 100.0 - (double)r.used_milli * 100.0 / (double)cap;
+        rc =
+            sim_offline_pack(t->cat, t->nodes, t->n_nodes, prefix, k, seed, SEARCH_ROUNDS, &out[i]);
     }
     allot_free(prefix);
     sim_fill_workload_free(&w);
@@ -502,7 +510,32 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* Reads exactly len bytes; 0 or ALLOT_EIO. */
+#define MAX_POINTS 16
+#define MAX_JOBS   64
+
+/* What a worker sends back for one seed. */
+struct wire {
+    int32_t rc;
+    struct sim_offline_result r[MAX_POINTS];
+};
+
+/* Moves len bytes through fd; 0 or ALLOT_EIO. */
+static int write_all(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+
+    while (len > 0) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return ALLOT_EIO;
+        p += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
 static int read_all(int fd, void *buf, size_t len)
 {
     char *p = buf;
@@ -519,21 +552,22 @@ static int read_all(int fd, void *buf, size_t len)
     return 0;
 }
 
-#define MAX_POINTS 16
-
-/* Runs seeds[first..first+n) on n forked workers; results into v. */
+/* Runs seeds[first..first+n) (n <= MAX_JOBS) on n forked workers; results
+ * into v[seed index * MAX_POINTS + point]. */
 static int run_batch(const struct sim_fill_trace *t, const uint64_t *seeds, int first, int n,
-                     double tune, const int *points, int n_points, double *v)
+                     double tune, const int *points, int n_points, struct sim_offline_result *v)
 {
-    int fd[64];
-    pid_t pid[64];
+    int fd[MAX_JOBS];
+    pid_t pid[MAX_JOBS];
     int rc = 0;
 
-    fflush(NULL);
     for (int i = 0; i < n; i++) {
-        int pp[2];
-        pid[i] = -1;
         fd[i] = -1;
+        pid[i] = -1;
+    }
+    fflush(NULL); /* the children must not inherit unwritten stdio buffers */
+    for (int i = 0; i < n && rc == 0; i++) {
+        int pp[2];
         if (pipe(pp) < 0) {
             rc = ALLOT_EIO;
             break;
@@ -546,51 +580,62 @@ static int run_batch(const struct sim_fill_trace *t, const uint64_t *seeds, int 
             break;
         }
         if (pid[i] == 0) {
-            double res[MAX_POINTS + 1];
-            const char *p = (const char *)res;
-            size_t left = sizeof(res);
+            struct wire w = {0};
             close(pp[0]);
-            res[MAX_POINTS] =
-                sim_offline_fill(t, seeds[first + i], tune, points, n_points, res) ? 1 : 0;
-            while (left > 0) {
-                ssize_t w = write(pp[1], p, left);
-                if (w < 0 && errno == EINTR)
-                    continue;
-                if (w <= 0)
-                    _exit(1);
-                p += w;
-                left -= (size_t)w;
-            }
-            _exit(0);
+            for (int k = 0; k < i; k++)
+                close(fd[k]);
+            w.rc = sim_offline_fill(t, seeds[first + i], tune, points, n_points, w.r);
+            _exit(write_all(pp[1], &w, sizeof(w)) ? 1 : 0);
         }
         close(pp[1]);
         fd[i] = pp[0];
     }
     for (int i = 0; i < n; i++) {
-        double res[MAX_POINTS + 1];
-        int st = 0;
+        struct wire w;
         if (fd[i] >= 0) {
-            if (read_all(fd[i], res, sizeof(res)) || res[MAX_POINTS] != 0)
-                rc = rc ? rc : ALLOT_EIO;
+            if (read_all(fd[i], &w, sizeof(w)) || w.rc)
+                rc = rc ? rc : (w.rc ? w.rc : ALLOT_EIO);
             else
-                memcpy(v + (size_t)(first + i) * MAX_POINTS, res, sizeof(double) * MAX_POINTS);
+                memcpy(v + (size_t)(first + i) * MAX_POINTS, w.r, sizeof(w.r));
             close(fd[i]);
         }
         if (pid[i] > 0)
-            while (waitpid(pid[i], &st, 0) < 0 && errno == EINTR)
+            while (waitpid(pid[i], NULL, 0) < 0 && errno == EINTR)
                 ;
     }
     return rc;
+}
+
+/* Mean and sample sd over seeds of x(point i) for the results in v. */
+static void stats(const struct sim_offline_result *v, int n_seeds, int i, double cap, int what,
+                  double *mean, double *sd)
+{
+    double m = 0, ss = 0;
+
+    for (int pass = 0; pass < 2; pass++)
+        for (int s = 0; s < n_seeds; s++) {
+            const struct sim_offline_result *r = &v[(size_t)s * MAX_POINTS + i];
+            double x = what == 0   ? 100.0 - (double)r->used_milli * 100.0 / cap
+                       : what == 1 ? (double)r->failed_gpu
+                                   : (double)r->failed_cpu;
+            if (pass == 0)
+                m += x / n_seeds;
+            else
+                ss += (x - m) * (x - m);
+        }
+    *mean = m;
+    *sd = n_seeds > 1 ? sqrt(ss / (n_seeds - 1)) : 0.0;
 }
 
 int sim_offline_print_row(const struct sim_fill_trace *t, const uint64_t *seeds, int n_seeds,
                           double tune, int jobs, const int *points, int n_points, char *err,
                           size_t errlen)
 {
-    double *v, t0 = now_s();
+    struct sim_offline_result *v;
+    double t0 = now_s(), cap = (double)t->gpus * ALLOT_MILLI, m, sd;
     int rc = 0;
 
-    if (n_points > MAX_POINTS || n_seeds <= 0) {
+    if (n_points <= 0 || n_points > MAX_POINTS || n_seeds <= 0) {
         allot_fmt(err, errlen, "offline: bad number of points or seeds");
         return ALLOT_EINVAL;
     }
@@ -599,10 +644,7 @@ int sim_offline_print_row(const struct sim_fill_trace *t, const uint64_t *seeds,
         allot_fmt(err, errlen, "out of memory");
         return ALLOT_ENOMEM;
     }
-    if (jobs < 1)
-        jobs = 1;
-    if (jobs > 64)
-        jobs = 64;
+    jobs = jobs < 1 ? 1 : jobs > MAX_JOBS ? MAX_JOBS : jobs;
     for (int s = 0; s < n_seeds && rc == 0; s += jobs) {
         int n = n_seeds - s < jobs ? n_seeds - s : jobs;
         if (n == 1)
@@ -617,19 +659,22 @@ int sim_offline_print_row(const struct sim_fill_trace *t, const uint64_t *seeds,
     }
     printf("%-14s", "offline");
     for (int i = 0; i < n_points; i++) {
-        double m = 0, ss = 0;
         char cell[64];
-        for (int s = 0; s < n_seeds; s++)
-            m += v[(size_t)s * MAX_POINTS + i];
-        m /= n_seeds;
-        for (int s = 0; s < n_seeds; s++) {
-            double d = v[(size_t)s * MAX_POINTS + i] - m;
-            ss += d * d;
-        }
-        allot_fmt(cell, sizeof(cell), "%.2f±%.2f", m, n_seeds > 1 ? sqrt(ss / (n_seeds - 1)) : 0.0);
+        stats(v, n_seeds, i, cap, 0, &m, &sd);
+        allot_fmt(cell, sizeof(cell), "%.2f±%.2f", m, sd);
         printf("%14s", cell);
     }
     printf("%11s%9.2f\n", "-", now_s() - t0);
+    printf("%-14s", "  pods left");
+    for (int i = 0; i < n_points; i++) {
+        char cell[64];
+        double c;
+        stats(v, n_seeds, i, cap, 1, &m, &sd);
+        stats(v, n_seeds, i, cap, 2, &c, &sd);
+        allot_fmt(cell, sizeof(cell), "%.0f+%.0f", m, c);
+        printf("%13s", cell);
+    }
+    printf("   (offline: GPU + CPU-only pods left out, mean per seed)\n");
     fflush(stdout);
     allot_free(v);
     return 0;

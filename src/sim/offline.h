@@ -16,9 +16,12 @@
  *
  * Same filters as the online experiment: GPU model (gpu_spec), CPU, memory
  * and GPU fit (whole GPUs need fully free ones; a fraction needs one GPU
- * with that much free). CPU-only pods are never left out to make room for
- * GPU pods, and the packing that leaves out the fewest of them wins before
- * GPU milli is compared.
+ * with that much free). The packing that places the most GPU milli wins
+ * (ties: the fewest CPU-only pods left out); the local search never takes
+ * a placed CPU-only pod out without placing it elsewhere, but a greedy
+ * start may leave CPU-only pods out where CPU runs short (the cpu250 and
+ * cpu300 traces ask for more CPU than the cluster has), so allot-sim prints
+ * how many pods of each kind the packing left out.
  *
  * Deterministic: same inputs, same packing. Pure computation, no I/O except
  * sim_offline_print_row(), which forks worker processes. Not thread-safe
@@ -56,17 +59,20 @@ int sim_offline_pack(const struct allot_catalog *cat, const struct allot_node_sp
  * For the workload of `seed` and `tune` (sim_fill_workload_make), packs
  * offline the pods that have arrived when the arrived GPU request reaches
  * points[i] % of capacity (the longest prefix at or below it), for each
- * i < n_points, and writes the unallocated GPU share in % of capacity to
- * unalloc[i] (OUT). Returns 0 or ALLOT_ENOMEM / ALLOT_EINVAL.
+ * i < n_points, and writes what it achieved to out[i] (OUT; unallocated
+ * % of capacity = 100 - used_milli / (t->gpus x 10)). Returns 0 or
+ * ALLOT_ENOMEM / ALLOT_EINVAL.
  */
 int sim_offline_fill(const struct sim_fill_trace *t, uint64_t seed, double tune, const int *points,
-                     int n_points, double *unalloc);
+                     int n_points, struct sim_offline_result *out);
 
 /*
  * Runs sim_offline_fill for every seed (on up to `jobs` forked workers) and
- * prints one table row "offline" in the layout of allot-sim fill's table:
- * mean±sd over seeds at each of points[0..n_points), then the seconds
- * spent. Returns 0 or a negative ALLOT_E* code with a message in `err`.
+ * prints, in the layout of allot-sim fill's table, a row "offline" with the
+ * unallocated GPU % (mean±sd over seeds) at each of points[0..n_points)
+ * (at most 16) and the seconds spent, and a row with the GPU and CPU-only
+ * pods the packing left out (mean per seed). Returns 0 or a negative
+ * ALLOT_E* code with a message in `err`.
  */
 int sim_offline_print_row(const struct sim_fill_trace *t, const uint64_t *seeds, int n_seeds,
                           double tune, int jobs, const int *points, int n_points, char *err,

@@ -1,9 +1,9 @@
 /*
  * Unit tests for src/sim/offline.c, the offline reference packer of the
  * openb fill experiment: small packings worked by hand (largest first, the
- * CPU filter, GPU models, memory), the local search that trades a smaller
- * pod for a larger one, CPU-only pods never dropped to make room,
- * determinism, and the per-point driver on the tiny trace under
+ * CPU filter, CPU-only pods, GPU models, memory), the local search that
+ * trades a smaller pod for a larger one, determinism, and the per-point
+ * driver on the tiny trace under
  * tests/data/fill/. Runs from the source root; never reads the shared real
  * traces.
  */
@@ -84,21 +84,21 @@ static void test_cpu_filter(void **state)
     assert_int_equal(r.failed_gpu, 1);
 }
 
-/* CPU-only pods come first: a node's CPU holds the CPU-only pod or the GPU
- * pod, not both; with one node the GPU pod stays out, with a second node
- * (CPU only) the CPU-only pod goes there and both fit. */
-static void test_cpu_only_kept(void **state)
+/* A node's CPU holds the CPU-only pod or the GPU pod, not both. With one
+ * node the packing keeps the GPU pod (GPU milli first) and leaves the
+ * CPU-only pod out; with a second node (CPU only) both fit. */
+static void test_cpu_only(void **state)
 {
     struct allot_node_spec one[] = {node("a", "V100M32", 10000, 1)};
     struct allot_node_spec two[] = {node("a", "V100M32", 10000, 1), node("b", NULL, 10000, 0)};
-    struct allot_task t[] = {task(1, 1000, 6000), task(0, 0, 8000)};
+    struct allot_task t[] = {task(0, 0, 8000), task(1, 1000, 6000)};
     struct sim_offline_result r;
 
     (void)state;
     assert_int_equal(sim_offline_pack(cat, one, 1, t, 2, 1, 3, &r), 0);
-    assert_int_equal(r.failed_cpu, 0);
-    assert_int_equal(r.failed_gpu, 1);
-    assert_int_equal(r.used_milli, 0);
+    assert_int_equal(r.used_milli, 1000);
+    assert_int_equal(r.failed_cpu, 1);
+    assert_int_equal(r.failed_gpu, 0);
     assert_int_equal(sim_offline_pack(cat, two, 2, t, 2, 1, 3, &r), 0);
     assert_int_equal(r.used_milli, 1000);
     assert_int_equal(r.failed_cpu, 0);
@@ -186,7 +186,7 @@ static void test_fill_points(void **state)
     struct sim_fill_trace t;
     char err[256] = "";
     static const int points[] = {50, 80, 100, 130};
-    double u1[4], u2[4];
+    struct sim_offline_result u1[4], u2[4];
 
     (void)state;
     if (sim_fill_trace_load(&t, DATA "nodes.csv", DATA "pods.csv", err, sizeof(err))) {
@@ -197,9 +197,11 @@ static void test_fill_points(void **state)
     assert_int_equal(sim_offline_fill(&t, 42, 1.3, points, 4, u2), 0);
     assert_memory_equal(u1, u2, sizeof(u1));
     for (int i = 0; i < 4; i++) {
-        assert_true(u1[i] >= 0 && u1[i] <= 100);
-        /* nothing placed beyond the arrived request */
-        assert_true(u1[i] >= 100 - points[i] - 1e-9);
+        /* nothing placed beyond the arrived request or the capacity */
+        assert_true(u1[i].used_milli >= 0);
+        assert_true(u1[i].used_milli <= u1[i].request_milli);
+        assert_true(u1[i].request_milli * 100 <= (int64_t)points[i] * t.gpus * 1000);
+        assert_true(u1[i].used_milli <= t.gpus * 1000);
     }
     sim_fill_trace_free(&t);
 }
@@ -219,7 +221,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_largest_first), cmocka_unit_test(test_cpu_filter),
-        cmocka_unit_test(test_cpu_only_kept), cmocka_unit_test(test_model_mask),
+        cmocka_unit_test(test_cpu_only),      cmocka_unit_test(test_model_mask),
         cmocka_unit_test(test_memory_filter), cmocka_unit_test(test_search_improves),
         cmocka_unit_test(test_deterministic), cmocka_unit_test(test_fill_points),
         cmocka_unit_test(test_bad_model),
