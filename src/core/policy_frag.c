@@ -236,7 +236,8 @@ const struct sched_policy_ops sched_policy_fgd = {
  *
  * allot's own measure and state; nothing above changes for fgd.
  *
- * Score of a placement: d = dF_fgd + dF_fill - ALLOT_SS_WEIGHT * dSS, where
+ * Score of a placement: d = dF_fgd + ALLOT_FILL * dF_fill
+ *                            - ALLOT_SS_WEIGHT / GPUs * dSS, where
  *   - dF_fgd is fgd's fragmentation drop under the learned mix;
  *   - dF_fill is the drop of the node's "fill waste": free GPU milli minus
  *     what the mix could still use there, min(U, free CPU / rho), where U
@@ -256,12 +257,13 @@ const struct sched_policy_ops sched_policy_fgd = {
  * score = floor(ALLOT_RES * sigmoid(d / ALLOT_SCALE)) * 4 + topology (0..3).
  */
 
-#define ALLOT_RES        1000   /* sigmoid steps: ties break by node rank */
-#define ALLOT_SCALE      8000.0 /* sigmoid scale, milli-GPU */
-#define ALLOT_SS_WEIGHT  100.0  /* milli-GPU per unit of sum-of-squares change */
-#define ALLOT_SS_LIVE    0.006  /* a gap is live when this share of fractions fit in it */
-#define ALLOT_SS_REFRESH 1024   /* arrivals between gap-count snapshots (at least) */
-#define ALLOT_SS_PER_GPU 6      /* ... and at least GPUs / ALLOT_SS_PER_GPU */
+#define ALLOT_RES        1000     /* sigmoid steps: ties break by node rank */
+#define ALLOT_SCALE      8000.0   /* sigmoid scale, milli-GPU */
+#define ALLOT_FILL       0.5      /* weight of the fill waste next to fgd's F */
+#define ALLOT_SS_WEIGHT  600000.0 /* milli-GPU per unit of sum-of-squares change / GPUs */
+#define ALLOT_SS_LIVE    0.0075   /* a gap is live when this share of fractions fit in it */
+#define ALLOT_SS_REFRESH 1024     /* arrivals between gap-count snapshots (at least) */
+#define ALLOT_SS_PER_GPU 6        /* ... and at least GPUs / ALLOT_SS_PER_GPU */
 
 struct allot_policy {
     struct allot_task *seen; /* owned: arrived task shapes */
@@ -282,6 +284,7 @@ struct allot_policy {
     int32_t gap_n[ALLOT_MILLI + 1];   /* snapshot: GPUs with g milli free, live gaps */
     bool gap_live[ALLOT_MILLI + 1];   /* gap g counts */
     int64_t gap_cpu;                  /* gaps count on nodes with this much CPU free */
+    double gap_gpus;                  /* GPUs in the cluster at the snapshot */
     uint64_t arrivals, next_snapshot; /* when the next snapshot is due */
 };
 
@@ -293,6 +296,7 @@ static int allot_init(struct sched *s, void **state)
         return ALLOT_ENOMEM;
     p->next_rebuild = 1;
     p->next_snapshot = ALLOT_SS_REFRESH;
+    p->gap_gpus = 1; /* no gap is live before the first snapshot */
     sched_set_mix(s, &p->mix);
     *state = p;
     return 0;
@@ -388,6 +392,7 @@ static bool allot_snapshot(struct allot_policy *p, const struct allot_cluster *c
                 n[nd->gpus[g].free_milli]++;
     }
     every = gpus / ALLOT_SS_PER_GPU > ALLOT_SS_REFRESH ? gpus / ALLOT_SS_PER_GPU : ALLOT_SS_REFRESH;
+    p->gap_gpus = gpus > 0 ? (double)gpus : 1;
     p->next_snapshot = p->arrivals + every;
     if (memcmp(n, p->gap_n, sizeof(n)) != 0) {
         memcpy(p->gap_n, n, sizeof(n));
@@ -461,7 +466,7 @@ static double allot_measure(const struct allot_policy *p, int from, int to, int6
     }
     use = p->p_gpu > 0 ? use / p->p_gpu : 0;
     cap = p->rho > 0 ? (double)cpu / p->rho : use;
-    return f + (double)total - (use < cap ? use : cap);
+    return f + ALLOT_FILL * ((double)total - (use < cap ? use : cap));
 }
 
 /* Change of the sum of squares when a GPU goes from `from` to `to` milli free. */
@@ -543,7 +548,7 @@ static double allot_delta(struct allot_policy *p, const struct allot_node *n,
         d = before -
             allot_measure(p, from, to, full - (from == ALLOT_MILLI), total - t->gpu_milli,
                           cpu_after) -
-            ALLOT_SS_WEIGHT * allot_dss(p, from, to);
+            ALLOT_SS_WEIGHT / p->gap_gpus * allot_dss(p, from, to);
         if (d > best) {
             best = d;
             *gpu = i;
@@ -563,6 +568,8 @@ static int allot_score(void *state, const struct sched *s, const struct allot_no
     if (t->num_gpu == 0 && t->cpu_milli == 0)
         return ALLOT_RES * 4;
     d = allot_delta(state, n, t, &gpu);
+    if (!(d > -HUGE_VAL))
+        d = -HUGE_VAL; /* never a NaN score: a feasible node must not be refused */
     return (int)floor(ALLOT_RES / (1.0 + exp(-d / ALLOT_SCALE))) * 4 + topology_bonus(n, t);
 }
 

@@ -305,8 +305,8 @@ static void observe(struct sched *s, const char *policy, struct allot_task t, in
  * allot charges for the GPUs a placement strands by using up CPU. It has
  * learned whole-GPU tasks with 12 cores each (rho = 12 milli-CPU per milli-GPU).
  * A 20-core CPU-only task on node 0 (8 GPUs, 96 cores) leaves 76 cores, CPU
- * for 6.33 of its 8 GPUs: the fill waste goes from 0 to 1667 milli, d = -1667,
- * score floor(1000 sigmoid(-1667 / 8000)) * 4 = 448 * 4. On node 1 (400 cores)
+ * for 6.33 of its 8 GPUs: the fill waste goes from 0 to 1667 milli, weighted
+ * 0.5: d = -833, score floor(1000 sigmoid(-833 / 8000)) * 4 = 473 * 4. On node 1 (400 cores)
  * nothing is stranded: 500 * 4. fgd, with the same mix, sees no typical task
  * stop fitting on either node (dF = 0, 50 each) and takes the lower rank.
  */
@@ -322,7 +322,7 @@ static void test_allot_keeps_cpu_for_gpus(void **state)
 
     assert_non_null(s);
     observe(s, "allot", typical, 600);
-    assert_int_equal(score_of("allot", s, 0, cpu_only), 448 * 4);
+    assert_int_equal(score_of("allot", s, 0, cpu_only), 473 * 4);
     assert_int_equal(score_of("allot", s, 1, cpu_only), 500 * 4);
     assert_int_equal(sched_pick(s, &cpu_only, &p), 0);
     assert_int_equal(p.node, 1);
@@ -347,8 +347,9 @@ static void test_allot_keeps_cpu_for_gpus(void **state)
  * 800 810s, 100 160s (so that 190 gaps count: enough fractions fit in them)
  * and 124 340s; at the 1024th arrival allot takes its first snapshot of
  * the gaps: N(190) = 40, N(660) = 10. A 470 on a 660 GPU would
- * make one more 190 gap (dSS = -2*10+1 + 2*40+1 = 62, d drops by 6200
- * milli); on an empty GPU it makes a 530 gap (dSS = 1). So allot opens an
+ * make one more 190 gap (dSS = -2*10+1 + 2*40+1 = 62, d drops by
+ * 600000 * 62 / 64 GPUs milli); on an empty GPU it makes a 530 gap
+ * (dSS = 1). So allot opens an
  * empty GPU, where fgd (and allot before the snapshot) fills the 660 GPU.
  */
 static void test_allot_sum_of_squares(void **state)
