@@ -395,6 +395,8 @@ static int plot_one(const char *path, const char *title, const char *ylabel, boo
             y[b] = util ? 100.0 * r[i].util[b] : r[i].queue_len[b];
         rc = svgplot_add_series(p, replay_policy_names[r[i].policy], x, y, nb, 0);
     }
+    if (rc == 0 && nb > 0)
+        rc = svgplot_set_xrange(p, 0, (double)nb * REPLAY_BIN_S / 86400.0);
     if (util && rc == 0)
         rc = svgplot_set_yrange(p, 0, 100);
     svgplot_set_size(p, 1200, 500);
@@ -414,18 +416,19 @@ int replay_write_plots(const char *path, const struct replay_setup *s,
 {
     char upath[4096], title[512];
     size_t len = strlen(path);
+    const char *src = strrchr(s->source, '/') ? strrchr(s->source, '/') + 1 : s->source;
     int rc;
 
     if (len > 4 && strcmp(path + len - 4, ".svg") == 0)
         allot_fmt(upath, sizeof(upath), "%.*s-util.svg", (int)(len - 4), path);
     else
         allot_fmt(upath, sizeof(upath), "%s-util.svg", path);
-    allot_fmt(title, sizeof(title), "Pending jobs (hourly mean): %s, %d GPUs, load %.2f", s->source,
+    allot_fmt(title, sizeof(title), "Pending jobs (hourly mean): %s, %d GPUs, load %.2f", src,
               s->n_nodes * REPLAY_NODE_GPUS, s->load);
     rc = plot_one(path, title, "pending jobs", false, r, n, err, errlen);
     if (rc)
         return rc;
-    allot_fmt(title, sizeof(title), "GPU utilisation (hourly): %s, %d GPUs, load %.2f", s->source,
+    allot_fmt(title, sizeof(title), "GPU utilisation (hourly): %s, %d GPUs, load %.2f", src,
               s->n_nodes * REPLAY_NODE_GPUS, s->load);
     return plot_one(upath, title, "allocated GPUs (% of capacity)", true, r, n, err, errlen);
 }
