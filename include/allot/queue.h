@@ -50,17 +50,19 @@ struct allot_prio_class {
 };
 
 struct allot_job_spec {
-    const char *name;       /* copied */
-    int tenant;             /* leaf tenant index */
-    int user;               /* user id inside the tenant (fair share of users) */
-    int prio_class;         /* index into the priority classes; -1 = default */
-    int qos;                /* enum allot_qos */
-    int n_tasks;            /* gang size >= 1 */
-    struct allot_task task; /* every task of the gang is the same */
-    int64_t est_runtime_s;  /* estimate for backfill; 0 = unknown */
-    int64_t limit_s;        /* stopped at this runtime; 0 = none */
-    int64_t min_runtime_s;  /* not preempted before; default from options */
-    bool checkpointable;    /* gets a grace period and is requeued when preempted */
+    const char *name;              /* copied */
+    int tenant;                    /* leaf tenant index */
+    int user;                      /* user id inside the tenant (fair share of users) */
+    int prio_class;                /* index into the priority classes; -1 = default */
+    int qos;                       /* enum allot_qos */
+    int n_tasks;                   /* gang size >= 1 */
+    struct allot_task task;        /* every task of the gang is the same */
+    int64_t est_runtime_s;         /* estimate for backfill; 0 = unknown */
+    int64_t limit_s;               /* stopped at this runtime; 0 = none */
+    int64_t min_runtime_s;         /* not preempted before; default from options */
+    bool checkpointable;           /* gets a grace period and is requeued when preempted */
+    int64_t checkpoint_interval_s; /* saves its work this often (0: unknown); a
+                                      preemption loses the work since the last save */
 };
 
 /* Why a job waits (or ended), recorded cheaply every cycle and turned
@@ -123,18 +125,19 @@ struct queue;
 
 /* Options of a queue. */
 struct queue_opts {
-    const char *order;     /* ordering policy name (queue_policy_find) */
-    const char *placement; /* placement policy name (sched_policy_find) */
-    bool quotas;           /* enforce tenant quotas */
-    bool borrowing;        /* tenants may borrow above nominal */
-    bool preemption;       /* priority preemption and reclaim */
-    bool backfill;         /* EASY backfill behind reservations */
-    int64_t grace_s;       /* checkpointable jobs: signal, then stop */
-    int64_t min_runtime_s; /* default minimum runtime before preemption */
-    int64_t aging_s;       /* a job waiting this long jumps ahead of fair share
-                              and, if a large gang, gets a reservation */
-    int large_gang_gpus;   /* gangs of at least this many GPUs may reserve */
-    double half_life_s;    /* fair-share history half-life */
+    const char *order;       /* ordering policy name (queue_policy_find) */
+    const char *placement;   /* placement policy name (sched_policy_find) */
+    bool quotas;             /* enforce tenant quotas */
+    bool borrowing;          /* tenants may borrow above nominal */
+    bool preemption;         /* priority preemption and reclaim */
+    bool backfill;           /* EASY backfill behind reservations */
+    int64_t grace_s;         /* checkpointable jobs: signal, then stop */
+    int64_t min_runtime_s;   /* default minimum runtime before preemption */
+    int64_t aging_s;         /* a job waiting this long jumps ahead of fair share
+                                and, if a large gang, gets a reservation */
+    int large_gang_gpus;     /* gangs of at least this many GPUs may reserve */
+    double half_life_s;      /* fair-share history half-life */
+    double hold_half_life_s; /* lending hold (allot_tenants_set_hold); 0 = off */
     uint64_t seed;
 };
 

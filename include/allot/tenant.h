@@ -66,6 +66,7 @@ struct allot_tenant {
     struct allot_quota quota[ALLOT_RES_MAX];
     int64_t usage[ALLOT_RES_MAX]; /* current usage of the subtree */
     double history;               /* decayed dominant-share usage (share-seconds) */
+    double peak[ALLOT_RES_MAX];   /* recent peak usage, decaying (lending hold) */
     int64_t history_at;           /* time the history was last decayed to */
 };
 
@@ -115,6 +116,13 @@ bool allot_tenants_in_nominal(const struct allot_tenants *t, int i, const struct
 
 /* Adds (sign +1) or removes (sign -1) usage r of leaf i and its ancestors. */
 void allot_tenants_charge(struct allot_tenants *t, int i, const struct allot_resvec *r, int sign);
+
+/* Lending hold: with half_life_s > 0 a tenant does not lend the part of
+ * its nominal it used recently: its unused nominal up to its recent peak
+ * usage (a maximum that decays with this half-life) stays reserved for it.
+ * Capacity a team was just using is likely wanted back soon; holding it
+ * avoids lending it out only to reclaim it. 0 turns the hold off. */
+void allot_tenants_set_hold(struct allot_tenants *t, double half_life_s);
 
 /* Decays every tenant's history to `now` with half-life `half_life_s` and
  * adds usage over the elapsed time (dominant share against `capacity`). */

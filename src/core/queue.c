@@ -36,7 +36,9 @@ struct queue {
     struct user_use *users; /* owned: GPU use per (tenant, user), sorted, per cycle */
     size_t n_users, users_cap;
     uint64_t run_epoch; /* bumped whenever a job starts or leaves the cluster */
-    int64_t now;        /* time of the current cycle */
+    int *first;         /* owned: jobs whose victims just stopped (this cycle) */
+    size_t n_first, first_cap;
+    int64_t now; /* time of the current cycle */
     int64_t wakeup;
     allot_decision_fn fn;
     void *ud;
@@ -114,6 +116,7 @@ struct queue *queue_new(struct allot_cluster *c, struct allot_tenants *t,
     q->t = t;
     q->o = *opts;
     q->order = ord;
+    allot_tenants_set_hold(t, opts->hold_half_life_s);
     q->placer = sched_new(c, pl, &so);
     if (!q->placer)
         goto oom;
@@ -148,6 +151,7 @@ void queue_free(struct queue *q)
     allot_free(q->pending);
     allot_free(q->running);
     allot_free(q->users);
+    allot_free(q->first);
     sched_free(q->placer);
     allot_free(q);
 }
@@ -665,6 +669,86 @@ static int cmp_victim(const void *a, const void *b)
     return x->id - y->id;
 }
 
+/* Seconds of work a preemption of v (running for `ran` s) throws away: the
+ * work since its last checkpoint, counted at the end of the grace period;
+ * all of it for a job that cannot checkpoint. */
+static int64_t lost_work(const struct queue *q, const struct allot_job *v, int64_t ran)
+{
+    int64_t c = v->spec.checkpoint_interval_s;
+
+    if (!v->spec.checkpointable)
+        return ran;
+    ran += q->o.grace_s;
+    return c > 0 ? ran % c : ran;
+}
+
+/* True when quota (not room) is what keeps j out right now. */
+static bool quota_blocked(struct queue *q, const struct allot_job *j)
+{
+    return q->o.quotas &&
+           !allot_tenants_admits(q->t, j->spec.tenant, &j->req, q->o.borrowing, NULL, NULL);
+}
+
+/*
+ * Room for one task of j on one node: of the nodes that hold candidate
+ * victims (vs, sorted cheapest first; `chosen` marks those already taken),
+ * the node where freeing the fewest, cheapest victims gives the task enough
+ * whole GPUs. Writes their indices into pick and returns how many (0: no
+ * node can make room).
+ */
+static int node_pick(struct queue *q, const struct allot_job *j, const struct victim *vs, int n,
+                     const bool *chosen, int *pick, int max)
+{
+    int need = j->spec.task.num_gpu, best_n = 0, cur[64];
+    int64_t best_cost = INT64_MAX;
+    int nn = allot_cluster_node_count(q->c);
+
+    for (int i = 0; i < n; i++) {
+        const struct allot_job *v = &q->jobs[vs[i].id];
+        for (int k = 0; k < v->spec.n_tasks; k++) {
+            int nd = v->pl[k].node, free = 0, m = 0;
+            int64_t cost = 0;
+            const struct allot_node *node;
+            bool seen = false;
+            if (chosen[i] || nd < 0 || nd >= nn)
+                continue;
+            /* evaluate each node once: at its cheapest victim */
+            for (int e = 0; e < i && !seen; e++) {
+                const struct allot_job *u = &q->jobs[vs[e].id];
+                for (int kk = 0; kk < u->spec.n_tasks && !seen; kk++)
+                    seen = !chosen[e] && u->pl[kk].node == nd;
+            }
+            if (seen)
+                continue;
+            node = allot_cluster_node(q->c, nd);
+            for (int g = 0; g < node->n_gpus; g++)
+                free +=
+                    node->gpus[g].mode != ALLOT_GPU_MIG && node->gpus[g].free_milli == ALLOT_MILLI;
+            for (int e = i; e < n && free < need && m < max && m < 64; e++) {
+                const struct allot_job *u = &q->jobs[vs[e].id];
+                int here = 0;
+                if (chosen[e])
+                    continue;
+                for (int kk = 0; kk < u->spec.n_tasks; kk++)
+                    if (u->pl[kk].node == nd)
+                        here += __builtin_popcount(u->pl[kk].gpu_mask);
+                if (!here)
+                    continue;
+                free += here;
+                cost += vs[e].cost;
+                cur[m++] = e;
+            }
+            if (free >= need && cost < best_cost) {
+                best_cost = cost;
+                best_n = m;
+                for (int e = 0; e < m; e++)
+                    pick[e] = cur[e];
+            }
+        }
+    }
+    return best_n;
+}
+
 /* May running job v be preempted for pending job j (the standing rule)? */
 static bool may_preempt(const struct queue *q, const struct allot_job *j, bool j_in_nominal,
                         const struct allot_job *v, int64_t now)
@@ -722,6 +806,8 @@ static bool would_fit(struct queue *q, struct allot_job *j)
 static int try_preempt(struct queue *q, struct allot_job *j, int64_t now)
 {
     struct victim *vs;
+    bool *chosen, fit = false;
+    int *order;
     int n = 0, used = 0, rc = 0, stopping = 0;
     bool in_nom = allot_tenants_in_nominal(q->t, j->spec.tenant, &j->req);
     int64_t gpus = 0;
@@ -733,7 +819,8 @@ static int try_preempt(struct queue *q, struct allot_job *j, int64_t now)
         return 0;
     j->preempt_epoch = q->run_epoch + 1;
     j->preempt_recheck_at = INT64_MAX;
-    vs = allot_malloc((q->n_running + 1) * sizeof(*vs));
+    /* room for the candidates, then for the chosen ones copied after them */
+    vs = allot_malloc((q->n_running + 65) * sizeof(*vs));
     if (!vs)
         return ALLOT_ENOMEM;
     for (size_t i = 0; i < q->n_running; i++) {
@@ -748,9 +835,7 @@ static int try_preempt(struct queue *q, struct allot_job *j, int64_t now)
         }
         vs[n].id = v->id;
         vs[n].borrowed = v->borrowed;
-        /* checkpointable work loses at most the grace period's worth */
-        vs[n].cost = (int64_t)job_gpus(v) *
-                     (v->spec.checkpointable && q->o.grace_s < ran ? q->o.grace_s : ran);
+        vs[n].cost = (int64_t)job_gpus(v) * lost_work(q, v, ran);
         gpus += v->req.v[ALLOT_RES_GPU];
         n++;
     }
@@ -759,19 +844,49 @@ static int try_preempt(struct queue *q, struct allot_job *j, int64_t now)
         return 0;
     }
     qsort(vs, (size_t)n, sizeof(*vs), cmp_victim);
-    /* cheapest first, until j fits */
-    for (used = 1; used <= n && used <= 64; used++) {
-        bool fit;
-        victims_toggle(q, &vs[used - 1], 1, -1);
-        fit = would_fit(q, j);
-        if (fit)
-            break;
+    chosen = allot_calloc((size_t)n, sizeof(*chosen));
+    order = allot_calloc(64, sizeof(*order));
+    if (!chosen || !order) {
+        allot_free(chosen);
+        allot_free(order);
+        allot_free(vs);
+        return ALLOT_ENOMEM;
     }
-    victims_toggle(q, vs, used > n ? n : (used > 64 ? 64 : used), +1);
-    if (used > n || used > 64) {
+    /*
+     * Add victims until j would be admitted and placed: against quota, the
+     * cheapest borrowed work anywhere; against room, the cheapest set that
+     * frees one node enough for one of j's tasks, node after node.
+     */
+    while (!(fit = would_fit(q, j)) && used < 64) {
+        int pick[64], np = 0;
+        if (!quota_blocked(q, j) && j->spec.task.num_gpu > 0)
+            np = node_pick(q, j, vs, n, chosen, pick, 64 - used);
+        if (np == 0)
+            for (int i = 0; i < n && np == 0; i++)
+                if (!chosen[i])
+                    pick[np++] = i;
+        if (np == 0)
+            break;
+        for (int p = 0; p < np; p++) {
+            chosen[pick[p]] = true;
+            order[used++] = pick[p];
+            victims_toggle(q, &vs[pick[p]], 1, -1);
+        }
+    }
+    for (int i = 0; i < used; i++)
+        victims_toggle(q, &vs[order[i]], 1, +1);
+    if (!fit) {
+        allot_free(chosen);
+        allot_free(order);
         allot_free(vs);
         return 0;
     }
+    /* the victims, in the order they were chosen */
+    for (int i = 0; i < used; i++)
+        vs[n + i] = vs[order[i]];
+    memmove(vs, vs + n, (size_t)used * sizeof(*vs));
+    allot_free(chosen);
+    allot_free(order);
     for (int i = 0; i < used; i++) {
         struct allot_job *v = &q->jobs[vs[i].id];
         char why[ALLOT_REASON_MAX];
@@ -890,8 +1005,13 @@ static int stop_due(struct queue *q, int64_t now)
     for (size_t i = 0; i < q->n_running;) {
         struct allot_job *j = &q->jobs[q->running[i]];
         if (j->state == ALLOT_JOB_STOPPING && j->stop_at <= now) {
-            int rc;
+            int rc, pf = j->preempted_for;
             job_unplace(q, j, now);
+            /* the room was made for pf: it gets the first try at it */
+            if (pf >= 0 && q->jobs[pf].stopping_victims == 0 &&
+                q->jobs[pf].state == ALLOT_JOB_PENDING &&
+                list_add(&q->first, &q->n_first, &q->first_cap, pf))
+                return ALLOT_ENOMEM;
             rc = requeue(q, j, now);
             if (rc)
                 return rc;
@@ -997,9 +1117,14 @@ int queue_cycle(struct queue *q, int64_t now, allot_decision_fn fn, void *ud)
     q->now = now;
     q->wakeup = INT64_MAX;
     allot_tenants_advance(q->t, now, q->o.half_life_s, &q->capacity);
+    q->n_first = 0;
     rc = stop_due(q, now);
     if (rc == 0)
         rc = users_rebuild(q);
+    /* jobs whose victims just stopped go before everyone else */
+    for (size_t i = 0; i < q->n_first && rc == 0; i++)
+        if (q->jobs[q->first[i]].state == ALLOT_JOB_PENDING)
+            rc = consider(q, &q->jobs[q->first[i]], now, &r);
     if (rc)
         goto out;
     n = q->n_pending;

@@ -16,6 +16,7 @@ struct allot_tenants {
     struct allot_tenant *v;          /* owned */
     int n;
     size_t cap;
+    double hold_half_life_s; /* lending hold, 0 = off */
 };
 
 static void quota_default(struct allot_tenant *t)
@@ -216,23 +217,36 @@ void allot_tenants_fill_nominal(struct allot_tenants *t)
         fill_one(t, 0, k);
 }
 
-/* Unused nominal of c that it does not lend: max(0, N - L - U). */
-static int64_t reserved(const struct allot_tenant *c, int k)
+/* Unused nominal of c that it does not lend: max(0, N - L - U), and with
+ * the lending hold also its unused nominal up to its recent peak. */
+static int64_t reserved(const struct allot_tenants *t, const struct allot_tenant *c, int k)
 {
     const struct allot_quota *q = &c->quota[k];
-    int64_t r;
+    int64_t r = 0;
 
-    if (q->nominal == ALLOT_UNLIMITED || q->lend_limit >= q->nominal)
+    if (q->nominal == ALLOT_UNLIMITED)
         return 0;
-    r = q->nominal - q->lend_limit - c->usage[k];
+    if (q->lend_limit < q->nominal)
+        r = q->nominal - q->lend_limit - c->usage[k];
+    if (t->hold_half_life_s > 0) {
+        double peak = c->peak[k] < (double)q->nominal ? c->peak[k] : (double)q->nominal;
+        int64_t h = (int64_t)peak - c->usage[k];
+        if (h > r)
+            r = h;
+    }
     return r > 0 ? r : 0;
+}
+
+void allot_tenants_set_hold(struct allot_tenants *t, double half_life_s)
+{
+    t->hold_half_life_s = half_life_s > 0 ? half_life_s : 0;
 }
 
 /* What subtree i withholds from tenants outside it: its own reservation or
  * its children's together, whichever is larger. */
 static int64_t keep(const struct allot_tenants *t, int i, int k)
 {
-    int64_t sum = 0, own = reserved(&t->v[i], k);
+    int64_t sum = 0, own = reserved(t, &t->v[i], k);
 
     for (int c = t->v[i].first_child; c >= 0; c = t->v[c].next_sibling)
         sum += keep(t, c, k);
@@ -288,8 +302,11 @@ bool allot_tenants_in_nominal(const struct allot_tenants *t, int i, const struct
 void allot_tenants_charge(struct allot_tenants *t, int i, const struct allot_resvec *r, int sign)
 {
     for (int a = i; a >= 0; a = t->v[a].parent)
-        for (int k = 0; k < ALLOT_RES_MAX; k++)
+        for (int k = 0; k < ALLOT_RES_MAX; k++) {
             t->v[a].usage[k] += sign * r->v[k];
+            if (t->v[a].peak[k] < (double)t->v[a].usage[k])
+                t->v[a].peak[k] = (double)t->v[a].usage[k];
+        }
 }
 
 static double dominant(const struct allot_tenant *x, const struct allot_resvec *cap)
@@ -317,6 +334,14 @@ void allot_tenants_advance(struct allot_tenants *t, int64_t now, double half_lif
             x->history *= exp2(-dt / half_life_s);
         x->history += dominant(x, capacity) * dt;
         x->history_at = now;
+        if (t->hold_half_life_s > 0) {
+            double f = exp2(-dt / t->hold_half_life_s);
+            for (int k = 0; k < ALLOT_RES_MAX; k++) {
+                x->peak[k] *= f;
+                if (x->peak[k] < (double)x->usage[k])
+                    x->peak[k] = (double)x->usage[k];
+            }
+        }
     }
 }
 

@@ -687,6 +687,7 @@ static int submit(struct run *r, int i)
     spec.task.mem_mib = (int64_t)j->gpus * REPLAY_MEM_PER_GPU;
     spec.est_runtime_s = r->policy == REPLAY_SJF_ORACLE ? j->duration : 0;
     spec.checkpointable = true;
+    spec.checkpoint_interval_s = r->o->checkpoint_s;
     job_resvec(r->s, j, &v);
     /* in-quota: the job fits the tenant's nominal on top of its whole
      * demand (running and waiting jobs), which the shadow holds */
@@ -868,6 +869,8 @@ static void queue_options(int policy, const struct replay_opts *o, struct queue_
         qo->backfill = true;
         qo->grace_s = 30;
         qo->min_runtime_s = 600;
+        /* capacity a VC used in the last hours is not lent out (docs/tenancy.md) */
+        qo->hold_half_life_s = 7200;
         break;
     }
 }

@@ -163,12 +163,46 @@ static void test_fair_share(void **state)
     allot_tenants_free(t);
 }
 
+/* Lending hold: what a tenant used recently is not lent at once. */
+static void test_lending_hold(void **state)
+{
+    struct allot_tenants *t = allot_tenants_new(cat);
+    char err[128];
+    int a = allot_tenants_add(t, "a", err, sizeof(err));
+    int b = allot_tenants_add(t, "b", err, sizeof(err));
+    struct allot_resvec cap = gpus(16), r = gpus(8);
+
+    set_gpu(t, a, 8, ALLOT_UNLIMITED, ALLOT_UNLIMITED);
+    set_gpu(t, b, 8, ALLOT_UNLIMITED, ALLOT_UNLIMITED);
+    allot_tenants_fill_nominal(t);
+    allot_tenants_set_hold(t, 3600);
+    /* b used all 8, then finished; a holds its 8 and asks for 4 more */
+    allot_tenants_charge(t, b, &r, +1);
+    allot_tenants_charge(t, b, &r, -1);
+    allot_tenants_charge(t, a, &r, +1);
+    r = gpus(4);
+    assert_false(allot_tenants_admits(t, a, &r, true, NULL, NULL));
+    /* two half-lives later b's peak has decayed to 2: 6 GPUs are lendable */
+    allot_tenants_advance(t, 7200, 86400, &cap);
+    assert_true(allot_tenants_admits(t, a, &r, true, NULL, NULL));
+    r = gpus(7);
+    assert_false(allot_tenants_admits(t, a, &r, true, NULL, NULL));
+    /* b itself is never held back by its own hold */
+    r = gpus(8);
+    assert_true(allot_tenants_admits(t, b, &r, true, NULL, NULL));
+    /* without the hold everything unused is lendable */
+    allot_tenants_set_hold(t, 0);
+    assert_true(allot_tenants_admits(t, a, &r, true, NULL, NULL));
+    allot_tenants_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_paths),
         cmocka_unit_test(test_borrow_and_lend),
         cmocka_unit_test(test_fair_share),
+        cmocka_unit_test(test_lending_hold),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
