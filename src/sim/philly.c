@@ -449,7 +449,7 @@ static int job_row(struct rd *r, const int *idx, struct philly_job *jb, double *
 {
     char qb[80];
     int64_t v;
-    double dur;
+    double dur = 0;
     int rc;
 
     if ((rc = rd_check_width(r, JC_COUNT)) < 0)

@@ -117,6 +117,7 @@ struct run {
     size_t n_jain, n_jain_nom;
     double *t_ratio_sum; /* per tenant */
     size_t *t_ratio_n;
+    int *ord;      /* per tenant: scratch for water_fill */
     double *q_sum; /* per bin: sum of sampled queue lengths */
     size_t *q_n;
     double last_progress;
@@ -404,7 +405,7 @@ static void sample(struct run *r, int64_t at, double *buf)
 {
     int n = r->s->n_tenants, k = 0, kn = 0;
     double *nom = buf, *dem = buf + n, *e = buf + 2 * n, *x = buf + 3 * n, *xn = buf + 4 * n;
-    int *ord = (int *)(buf + 5 * n);
+    int *ord = r->ord;
     size_t bin = (size_t)((at - r->s->from) / REPLAY_BIN_S);
 
     r->q_sum[bin] += (double)r->n_pending;
@@ -893,6 +894,7 @@ static void run_free(struct run *r)
     allot_free(r->t_ratio_n);
     allot_free(r->q_sum);
     allot_free(r->q_n);
+    allot_free(r->ord);
 }
 
 void replay_result_free(struct replay_result *r)
@@ -986,13 +988,14 @@ int replay_run(const struct replay_setup *s, int policy, const struct replay_opt
     r.q_sum = allot_calloc(out->n_bins + 1, sizeof(*r.q_sum));
     r.q_n = allot_calloc(out->n_bins + 1, sizeof(*r.q_n));
     util = allot_calloc(out->n_bins + 1, sizeof(*util));
-    buf = allot_calloc(6 * nt + 1, sizeof(*buf));
+    buf = allot_calloc(5 * nt + 1, sizeof(*buf));
+    r.ord = allot_calloc(nt + 1, sizeof(*r.ord));
     out->tenant = allot_calloc(nt + 1, sizeof(*out->tenant));
     out->queue_len = allot_calloc(out->n_bins + 1, sizeof(*out->queue_len));
     out->util = allot_calloc(out->n_bins + 1, sizeof(*out->util));
     if (!r.leaf || !r.js || !r.t_used || !r.t_pending_gpus || !r.t_gpu_s || !r.t_ratio_sum ||
-        !r.t_ratio_n || !r.q_sum || !r.q_n || !util || !buf || !out->tenant || !out->queue_len ||
-        !out->util)
+        !r.t_ratio_n || !r.q_sum || !r.q_n || !r.ord || !util || !buf || !out->tenant ||
+        !out->queue_len || !out->util)
         goto fail;
     for (size_t i = 0; i < s->n_jobs; i++) {
         r.js[i].qid = -1;
