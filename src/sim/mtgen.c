@@ -79,7 +79,7 @@ static void shape_stats(int kind, double *mean, double *peak)
         s += x;
         m = x > m ? x : m;
     }
-    *mean = s / (double)(WEEK / 60);
+    *mean = s * 60.0 / (double)WEEK;
     *peak = m;
 }
 

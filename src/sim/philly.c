@@ -499,7 +499,7 @@ static int parse_jobs_owned(char *text, size_t len, const char *name, struct phi
         goto out_arrays;
     }
     while ((rc = rd_next(&r)) > 0) {
-        double gpu_time;
+        double gpu_time = 0;
         const char *vc;
         size_t pos = 0;
         int k;
@@ -561,7 +561,7 @@ static int parse_vcs_owned(char *text, size_t len, const char *name, struct phil
     }
     while ((rc = rd_next(&r)) > 0) {
         char qb[80];
-        int64_t nodes;
+        int64_t nodes = 0;
         size_t pos = 0;
         int k;
 

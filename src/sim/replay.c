@@ -1038,7 +1038,7 @@ int replay_run(const struct replay_setup *s, int policy, const struct replay_opt
         rc = ALLOT_EIO;
         goto fail_msg;
     }
-    if ((rc = figures(&r, end, util, out)) < 0)
+    if (figures(&r, end, util, out) < 0)
         goto fail;
     out->wall_s = now_s() - t0;
     allot_free(util);

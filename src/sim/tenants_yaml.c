@@ -130,14 +130,14 @@ static int map_fields(struct ctx *c, const yaml_node_t *n, const char *what,
 {
     int rc = 0;
 
-    if (!default_tag(n))
-        return fail(c, n, "%s: tags are not supported", what);
-    if (n->type != YAML_MAPPING_NODE)
-        return fail(c, n, "%s must be a mapping, not %s", what, type_name(n));
     for (int k = 0; k < nkeys; k++)
         vals[k] = NULL;
     if (n_extra)
         *n_extra = 0;
+    if (!default_tag(n))
+        return fail(c, n, "%s: tags are not supported", what);
+    if (n->type != YAML_MAPPING_NODE)
+        return fail(c, n, "%s must be a mapping, not %s", what, type_name(n));
     for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
         yaml_node_t *kn = visit(c, p->key, n, &rc), *vn;
         const char *key;
