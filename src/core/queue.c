@@ -1190,6 +1190,13 @@ int queue_cycle(struct queue *q, int64_t now, allot_decision_fn fn, void *ud)
         allot_free(head);
     }
 out:
+    /* a waiting job whose victims are too young wants a cycle when they come of age */
+    for (size_t i = 0; i < q->n_pending; i++) {
+        const struct allot_job *j = &q->jobs[q->pending[i]];
+        if (j->preempt_epoch == q->run_epoch + 1 && j->preempt_recheck_at > now &&
+            j->preempt_recheck_at < q->wakeup)
+            q->wakeup = j->preempt_recheck_at;
+    }
     for (size_t i = 0; i < q->n_running; i++) {
         const struct allot_job *j = &q->jobs[q->running[i]];
         int64_t at = j->state == ALLOT_JOB_STOPPING ? j->stop_at
@@ -1244,7 +1251,8 @@ static int users_rebuild(struct queue *q)
         q->users[q->n_users].milli = j->req.v[ALLOT_RES_GPU];
         q->n_users++;
     }
-    qsort(q->users, q->n_users, sizeof(*q->users), cmp_user);
+    if (q->n_users > 1)
+        qsort(q->users, q->n_users, sizeof(*q->users), cmp_user);
     /* fold equal keys into the first of each run */
     {
         size_t w = 0;
@@ -1262,7 +1270,8 @@ static int users_rebuild(struct queue *q)
 static int64_t user_milli(const struct queue *q, const struct allot_job *j)
 {
     struct user_use k = {.key = (int64_t)j->spec.tenant << 32 | (uint32_t)j->spec.user};
-    const struct user_use *u = bsearch(&k, q->users, q->n_users, sizeof(k), cmp_user);
+    const struct user_use *u =
+        q->n_users ? bsearch(&k, q->users, q->n_users, sizeof(k), cmp_user) : NULL;
 
     return u ? u->milli : 0;
 }

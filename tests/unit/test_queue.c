@@ -244,6 +244,8 @@ static void test_min_runtime(void **state)
     cycle(&w, 100); /* borrowed jobs only 100 s old */
     assert_int_equal(w.preempts, 0);
     assert_int_equal(queue_job(w.q, id)->state, ALLOT_JOB_PENDING);
+    /* the queue asks to be woken when they come of age */
+    assert_int_equal(queue_next_wakeup(w.q), 600);
     cycle(&w, 600); /* now they are past it */
     assert_int_equal(w.preempts, 1);
     world_free(&w);
