@@ -125,19 +125,22 @@ struct queue;
 
 /* Options of a queue. */
 struct queue_opts {
-    const char *order;       /* ordering policy name (queue_policy_find) */
-    const char *placement;   /* placement policy name (sched_policy_find) */
-    bool quotas;             /* enforce tenant quotas */
-    bool borrowing;          /* tenants may borrow above nominal */
-    bool preemption;         /* priority preemption and reclaim */
-    bool backfill;           /* EASY backfill behind reservations */
-    int64_t grace_s;         /* checkpointable jobs: signal, then stop */
-    int64_t min_runtime_s;   /* default minimum runtime before preemption */
-    int64_t aging_s;         /* a job waiting this long jumps ahead of fair share
-                                and, if a large gang, gets a reservation */
-    int large_gang_gpus;     /* gangs of at least this many GPUs may reserve */
-    double half_life_s;      /* fair-share history half-life */
-    double hold_half_life_s; /* lending hold (allot_tenants_set_hold); 0 = off */
+    const char *order;           /* ordering policy name (queue_policy_find) */
+    const char *placement;       /* placement policy name (sched_policy_find) */
+    bool quotas;                 /* enforce tenant quotas */
+    bool borrowing;              /* tenants may borrow above nominal */
+    bool preemption;             /* priority preemption and reclaim */
+    bool backfill;               /* EASY backfill behind reservations */
+    int64_t grace_s;             /* checkpointable jobs: signal, then stop */
+    int64_t min_runtime_s;       /* default minimum runtime before preemption */
+    int64_t aging_s;             /* a job waiting this long jumps ahead of fair share
+                                    and, if a large gang, gets a reservation */
+    int large_gang_gpus;         /* gangs of at least this many GPUs may reserve */
+    double half_life_s;          /* fair-share history half-life */
+    double hold_half_life_s;     /* lending hold (allot_tenants_set_hold); 0 = off */
+    int64_t las_threshold_gpu_s; /* > 0: preemptive two-queue LAS (Tiresias): a job that
+                                    has received less GPU-time than this may preempt
+                                    jobs that have received more */
     uint64_t seed;
 };
 

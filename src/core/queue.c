@@ -760,8 +760,16 @@ static bool may_preempt(const struct queue *q, const struct allot_job *j, bool j
     for (int i = 0; i < j->n_preemptors; i++)
         if (j->preemptors[i] == v->id)
             return false;
-    if (v->spec.tenant == j->spec.tenant)
-        return job_prio(q, v) < job_prio(q, j);
+    /* standing inside a tenant (everywhere without quotas): priority, then
+     * the two-queue LAS level (a job that has had less than the threshold
+     * of GPU-time outranks one that has had more) */
+    if (v->spec.tenant == j->spec.tenant || !q->o.quotas) {
+        int64_t v_att = v->attained_s + (now - v->start) * job_gpus(v);
+        if (job_prio(q, v) != job_prio(q, j))
+            return job_prio(q, v) < job_prio(q, j) && v->spec.tenant == j->spec.tenant;
+        return q->o.las_threshold_gpu_s > 0 && j->attained_s < q->o.las_threshold_gpu_s &&
+               v_att >= q->o.las_threshold_gpu_s;
+    }
     /* reclaim: only borrowed work, only for work inside its own nominal */
     return q->o.quotas && j_in_nominal && v->borrowed;
 }
@@ -831,6 +839,15 @@ static int try_preempt(struct queue *q, struct allot_job *j, int64_t now)
             if (v->state == ALLOT_JOB_RUNNING && ran < v->spec.min_runtime_s &&
                 v->start + v->spec.min_runtime_s < j->preempt_recheck_at)
                 j->preempt_recheck_at = v->start + v->spec.min_runtime_s;
+            /* ... or once it has had the LAS threshold's worth of service */
+            if (v->state == ALLOT_JOB_RUNNING && q->o.las_threshold_gpu_s > 0 && job_gpus(v) > 0 &&
+                v->attained_s + ran * job_gpus(v) < q->o.las_threshold_gpu_s) {
+                int64_t at =
+                    v->start +
+                    (q->o.las_threshold_gpu_s - v->attained_s + job_gpus(v) - 1) / job_gpus(v);
+                if (at > now && at < j->preempt_recheck_at)
+                    j->preempt_recheck_at = at;
+            }
             continue;
         }
         vs[n].id = v->id;
@@ -1220,7 +1237,11 @@ static void key_fifo(const struct queue *q, const struct allot_job *j, int64_t n
 
 static void key_las(const struct queue *q, const struct allot_job *j, int64_t now, double *k)
 {
-    k[0] = (double)j->attained_s;
+    /* with a threshold: two queues (below / above it), FIFO inside each */
+    if (q->o.las_threshold_gpu_s > 0)
+        k[0] = j->attained_s >= q->o.las_threshold_gpu_s;
+    else
+        k[0] = (double)j->attained_s;
     k[1] = (double)j->first_submit;
     k[2] = k[3] = 0;
 }
@@ -1282,7 +1303,10 @@ static void key_fair(const struct queue *q, const struct allot_job *j, int64_t n
 {
     k[0] = q->o.aging_s > 0 && now - j->submit >= q->o.aging_s ? 0.0 : 1.0;
     k[1] = -(double)job_prio(q, j);
-    k[2] = (double)user_milli(q, j);
+    /* the LAS level (with a threshold), then the user holding fewest GPUs */
+    k[2] =
+        (q->o.las_threshold_gpu_s > 0 && j->attained_s >= q->o.las_threshold_gpu_s ? 1e15 : 0.0) +
+        (double)user_milli(q, j);
     k[3] = (double)j->first_submit;
 }
 

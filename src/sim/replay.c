@@ -857,7 +857,12 @@ static void queue_options(int policy, const struct replay_opts *o, struct queue_
         qo->order = "fifo";
         break;
     case REPLAY_LAS:
+        /* Tiresias-style: two queues split at one GPU-hour of service;
+         * jobs in the first preempt jobs in the second at once */
         qo->order = "las";
+        qo->preemption = true;
+        qo->las_threshold_gpu_s = 3600;
+        qo->min_runtime_s = 60;
         break;
     case REPLAY_SJF_ORACLE:
         qo->order = "sjf";
@@ -872,6 +877,8 @@ static void queue_options(int policy, const struct replay_opts *o, struct queue_
         qo->min_runtime_s = 600;
         /* capacity a VC used in the last hours is not lent out (docs/tenancy.md) */
         qo->hold_half_life_s = 7200;
+        /* inside a VC, two-queue LAS: under 8 GPU-hours of service goes first */
+        qo->las_threshold_gpu_s = 28800;
         break;
     }
 }

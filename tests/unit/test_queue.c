@@ -471,6 +471,33 @@ static void test_gang_prefers_one_rack(void **state)
     world_free(&w);
 }
 
+/* Two-queue LAS: a job with little service preempts one with much. */
+static void test_las_preemption(void **state)
+{
+    struct queue_opts o = base;
+    struct world w;
+    int longj, fresh;
+
+    o.order = "las";
+    o.quotas = false;
+    o.las_threshold_gpu_s = 3600;
+    world_init(&w, 1, 4, o); /* 4 GPUs */
+    longj = submit(&w, "long", w.a, 1, 4, 0, 0);
+    cycle(&w, 0);
+    fresh = submit(&w, "fresh", w.b, 1, 4, 100, 0);
+    cycle(&w, 100); /* long has had 400 GPU-s: below the threshold */
+    assert_int_equal(w.preempts, 0);
+    cycle(&w, 1000); /* 4000 GPU-s: above it */
+    assert_int_equal(w.preempts, 1);
+    cycle(&w, 1030);
+    assert_int_equal(queue_job(w.q, fresh)->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(queue_job(w.q, longj)->state, ALLOT_JOB_PENDING);
+    /* the long job, requeued in the lower queue, never preempts back */
+    cycle(&w, 5000);
+    assert_int_equal(w.preempts, 1);
+    world_free(&w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -485,6 +512,7 @@ int main(void)
         cmocka_unit_test(test_aging_and_fair_order),
         cmocka_unit_test(test_user_fair_share),
         cmocka_unit_test(test_gang_prefers_one_rack),
+        cmocka_unit_test(test_las_preemption),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -224,26 +224,28 @@ static void test_tiny_allot(void **state)
     struct replay_result r;
 
     (void)state;
-    /* a reclaims b's borrowed node at 1000 (past the 600 s minimum): b's job
+    /* a reclaims b's borrowed node at 1000 (past the 600 s minimum): b2
      * stops after the 30 s grace, losing all 1030 s (no checkpoint yet), and
      * a starts at 1030. When a is done at 2030 its node stays held for it
-     * (the lending hold: a just used 8 GPUs), so b's job restarts inside b's
-     * own nominal when b's first job ends at 4000, and ends at 8000 */
+     * (the lending hold: a just used 8 GPUs). At 3600 b1 has had 8 GPU-hours
+     * of service, the LAS threshold inside a tenant, and b2 (2.3 GPU-hours)
+     * preempts it: b1 stops at 3630 keeping its 3600 s checkpoint (30 s
+     * lost), b2 runs 3630..7630, b1 its last 400 s 7630..8030 */
     run_tiny(REPLAY_ALLOT, 1800, &r, &s);
     assert_int_equal(r.all.finished, 3);
-    assert_int_equal(r.all.preemptions, 1);
-    assert_near(r.all.lost_gpu_hours, 8.0 * 1030 / 3600);
-    assert_near(r.all.avg_jct, (4000 + 8000 + 1030) / 3.0);
-    assert_near(r.all.avg_queue, (0 + (4000 - 1030) + 30) / 3.0);
+    assert_int_equal(r.all.preemptions, 2);
+    assert_near(r.all.lost_gpu_hours, 8.0 * (1030 + 30) / 3600);
+    assert_near(r.all.avg_jct, (8030 + 7630 + 1030) / 3.0);
+    assert_near(r.all.avg_queue, (4000 + 2600 + 30) / 3.0);
     assert_near(r.all.in_quota_wait_p99, 30);
-    assert_int_equal(r.tenant[1].preemptions, 1);
+    assert_int_equal(r.tenant[1].preemptions, 2);
     replay_result_free(&r);
     replay_setup_free(&s);
-    /* with a checkpoint every 600 s the job keeps 600 s and redoes 430: it
-     * needs 3400 s more from 4000 */
+    /* with a checkpoint every 600 s b2 keeps 600 s and redoes 430 (3400 s
+     * left: 3630..7030); b1 then runs 7030..7430 */
     run_tiny(REPLAY_ALLOT, 600, &r, &s);
-    assert_near(r.all.lost_gpu_hours, 8.0 * 430 / 3600);
-    assert_near(r.all.avg_jct, (4000 + 7400 + 1030) / 3.0);
+    assert_near(r.all.lost_gpu_hours, 8.0 * (430 + 30) / 3600);
+    assert_near(r.all.avg_jct, (7430 + 7030 + 1030) / 3.0);
     replay_result_free(&r);
     replay_setup_free(&s);
 }
