@@ -397,6 +397,41 @@ static void test_allot_sum_of_squares(void **state)
     allot_cluster_free(c);
 }
 
+/* allot keeps NVLink islands whole: single GPUs from a partly used island,
+ * multi-GPU tasks inside one island. */
+static void test_allot_topology(void **state)
+{
+    struct allot_cluster *c = allot_cluster_new(cat, 0);
+    struct allot_node_spec sp = {.name = "n",
+                                 .model = "H100",
+                                 .cpu_milli = 64000,
+                                 .mem_mib = 262144,
+                                 .n_gpus = 8,
+                                 .island_size = 4};
+    char err[128];
+    struct sched *s;
+    struct allot_placement p;
+    const struct allot_node *n;
+
+    assert_int_equal(allot_cluster_add_node(c, &sp, err, sizeof(err)), 0);
+    s = sched_new(c, sched_policy_find("allot"), NULL);
+    assert_non_null(s);
+    n = allot_cluster_node(c, 0);
+    put(s, 0, whole(1, 0)); /* lands on GPU 0, island 0 */
+    assert_int_equal(
+        sched_place(s, &(struct allot_task){.num_gpu = 1, .gpu_milli = 1000, .mig_profile = -1}, &p,
+                    NULL, 0),
+        0);
+    assert_int_equal(n->gpus[__builtin_ctz(p.gpu_mask)].island, 0);
+    assert_int_equal(
+        sched_place(s, &(struct allot_task){.num_gpu = 4, .gpu_milli = 1000, .mig_profile = -1}, &p,
+                    NULL, 0),
+        0);
+    assert_int_equal(p.gpu_mask, 0xf0u); /* all of island 1 */
+    sched_free(s);
+    allot_cluster_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -407,6 +442,7 @@ int main(void)
         cmocka_unit_test(test_fgd_score_and_choice),
         cmocka_unit_test(test_policy_choices),
         cmocka_unit_test(test_rank_tiebreak),
+        cmocka_unit_test(test_allot_topology),
         cmocka_unit_test(test_random_policy),
         cmocka_unit_test(test_allot_keeps_cpu_for_gpus),
         cmocka_unit_test(test_allot_sum_of_squares),

@@ -498,6 +498,74 @@ static void test_las_preemption(void **state)
     world_free(&w);
 }
 
+/* Aging: a job that has waited aging_s goes before newer jobs of tenants
+ * with a lower fair-share key. */
+static void test_aging(void **state)
+{
+    for (int aging = 0; aging <= 1; aging++) {
+        struct queue_opts o = base;
+        struct world w;
+        char name[16];
+        int old;
+
+        o.quotas = false;
+        o.preemption = false;
+        o.aging_s = aging ? 300 : 0;
+        world_init(&w, 1, 4, o);
+        for (int i = 0; i < 4; i++) {
+            allot_fmt(name, sizeof(name), "a%d", i);
+            submit(&w, name, w.a, 1, 1, 0, 0);
+        }
+        cycle(&w, 0);
+        old = submit(&w, "a-old", w.a, 1, 1, 1, 0);
+        /* every 200 s one GPU frees (first a's, then b's previous job) and
+         * a new job of b arrives: b holds nothing when the GPU is handed out */
+        for (int k = 0, prev = -1; k < 3; k++) {
+            int64_t t = 200 * (k + 1);
+            allot_fmt(name, sizeof(name), "b%d", k);
+            if (prev >= 0 && queue_job(w.q, prev)->state == ALLOT_JOB_RUNNING)
+                assert_int_equal(queue_finish(w.q, prev, t), 0);
+            prev = submit(&w, name, w.b, 1, 1, t, 0);
+            if (k == 0)
+                assert_int_equal(queue_finish(w.q, 0, t), 0); /* the first free GPU */
+            cycle(&w, t);
+        }
+        /* without aging b always wins; with it a-old goes once it is 300 s old */
+        assert_int_equal(queue_job(w.q, old)->state, aging ? ALLOT_JOB_RUNNING : ALLOT_JOB_PENDING);
+        world_free(&w);
+    }
+}
+
+/* Reclaim takes the cheapest borrowed work: the youngest job loses least. */
+static void test_reclaim_order(void **state)
+{
+    struct world w;
+    char name[16];
+    int b_old[4], b_young, a;
+
+    world_init(&w, 2, 4, base); /* 8 GPUs, 4 each */
+    for (int i = 0; i < 4; i++) {
+        allot_fmt(name, sizeof(name), "b-in%d", i);
+        submit(&w, name, w.b, 1, 1, 0, 0); /* b's nominal */
+    }
+    for (int i = 0; i < 3; i++) {
+        allot_fmt(name, sizeof(name), "b-old%d", i);
+        b_old[i] = submit(&w, name, w.b, 1, 1, 0, 0);
+    }
+    cycle(&w, 0);
+    b_young = submit(&w, "b-young", w.b, 1, 1, 900, 0);
+    cycle(&w, 900);
+    a = submit(&w, "a0", w.a, 1, 1, 1000, 0);
+    cycle(&w, 1000);
+    assert_int_equal(w.preempts, 1);
+    assert_int_equal(queue_job(w.q, b_young)->state, ALLOT_JOB_STOPPING);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(queue_job(w.q, b_old[i])->state, ALLOT_JOB_RUNNING);
+    cycle(&w, 1030);
+    assert_int_equal(queue_job(w.q, a)->state, ALLOT_JOB_RUNNING);
+    world_free(&w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -513,6 +581,8 @@ int main(void)
         cmocka_unit_test(test_user_fair_share),
         cmocka_unit_test(test_gang_prefers_one_rack),
         cmocka_unit_test(test_las_preemption),
+        cmocka_unit_test(test_aging),
+        cmocka_unit_test(test_reclaim_order),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
