@@ -476,7 +476,7 @@ static double allot_dss(const struct allot_policy *p, int from, int to)
 
     if (from < ALLOT_MILLI && p->gap_live[from])
         d += -2.0 * p->gap_n[from] + 1;
-    if (to > 0 && p->gap_live[to])
+    if (to > 0 && to < ALLOT_MILLI && p->gap_live[to])
         d += 2.0 * p->gap_n[to] + 1;
     return d;
 }
