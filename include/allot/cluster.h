@@ -241,10 +241,12 @@ int allot_cluster_class_ids(const struct allot_cluster *c);
 
 /* Capacity buckets: live classes are also filed by what their GPUs can
  * still take (MIG GPUs present, fully free GPUs, largest free part of a
- * partly used GPU in 100-milli steps), so a task only visits classes that
+ * partly used GPU in 100-milli steps, free CPU in four levels), so a task
+ * only visits classes that
  * may fit it. */
 #define ALLOT_BUCKET_PARTS 11
-#define ALLOT_BUCKETS      (2 * (ALLOT_MAX_GPUS + 1) * ALLOT_BUCKET_PARTS)
+#define ALLOT_BUCKET_CPU   4 /* free CPU levels: < 4, < 16, < 64, >= 64 cores */
+#define ALLOT_BUCKETS      (ALLOT_BUCKET_CPU * 2 * (ALLOT_MAX_GPUS + 1) * ALLOT_BUCKET_PARTS)
 
 /* Live classes of bucket b: returns their count, ids through *ids
  * (borrowed), laid out as a binary max-heap by cap_key (children of

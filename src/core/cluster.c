@@ -244,6 +244,18 @@ static void sig_remove(struct allot_cluster *c, int32_t id)
 
 /* ---- capacity buckets ------------------------------------------------------------ */
 
+/* Free-CPU level of a bucket and the most CPU a node of that level has. */
+static const int64_t cpu_level_max[ALLOT_BUCKET_CPU] = {3999, 15999, 63999, INT64_MAX};
+
+static int cpu_level(int64_t cpu_free)
+{
+    int l = 0;
+
+    while (l < ALLOT_BUCKET_CPU - 1 && cpu_free > cpu_level_max[l])
+        l++;
+    return l;
+}
+
 static int node_bucket(const struct allot_node *n)
 {
     int mig = 0, whole = 0, part = 0;
@@ -257,15 +269,20 @@ static int node_bucket(const struct allot_node *n)
         else if (g->mode == ALLOT_GPU_SHARED && g->free_milli > part)
             part = g->free_milli;
     }
-    return (mig * (ALLOT_MAX_GPUS + 1) + whole) * ALLOT_BUCKET_PARTS + part / 100;
+    return ((cpu_level(n->cpu_free) * 2 + mig) * (ALLOT_MAX_GPUS + 1) + whole) *
+               ALLOT_BUCKET_PARTS +
+           part / 100;
 }
 
 bool allot_bucket_admits(int b, const struct allot_task *t)
 {
     int part = b % ALLOT_BUCKET_PARTS;
     int whole = b / ALLOT_BUCKET_PARTS % (ALLOT_MAX_GPUS + 1);
-    int mig = b / (ALLOT_BUCKET_PARTS * (ALLOT_MAX_GPUS + 1));
+    int mig = b / (ALLOT_BUCKET_PARTS * (ALLOT_MAX_GPUS + 1)) % 2;
+    int cpu = b / (ALLOT_BUCKET_PARTS * (ALLOT_MAX_GPUS + 1) * 2);
 
+    if (t->cpu_milli > cpu_level_max[cpu])
+        return false;
     if (t->num_gpu == 0)
         return true;
     if (t->mig_profile >= 0)
