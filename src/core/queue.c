@@ -1297,12 +1297,13 @@ static int64_t user_milli(const struct queue *q, const struct allot_job *j)
     return u ? u->milli : 0;
 }
 
-/* Inside a tenant: aged jobs first, then priority, then the user holding
- * the fewest GPUs, then age. */
+/* Inside a tenant: aged jobs first, then priority and QoS, then the LAS
+ * level, then the user holding the fewest GPUs, then age. */
 static void key_fair(const struct queue *q, const struct allot_job *j, int64_t now, double *k)
 {
     k[0] = q->o.aging_s > 0 && now - j->submit >= q->o.aging_s ? 0.0 : 1.0;
-    k[1] = -(double)job_prio(q, j);
+    /* priority, then QoS inside a priority: guaranteed, burstable, best-effort */
+    k[1] = -(double)job_prio(q, j) * 4 + j->spec.qos;
     /* the LAS level (with a threshold), then the user holding fewest GPUs */
     k[2] =
         (q->o.las_threshold_gpu_s > 0 && j->attained_s >= q->o.las_threshold_gpu_s ? 1e15 : 0.0) +

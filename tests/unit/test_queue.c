@@ -566,6 +566,42 @@ static void test_reclaim_order(void **state)
     world_free(&w);
 }
 
+/* QoS orders jobs of one priority: guaranteed, burstable, best-effort. */
+static void test_qos(void **state)
+{
+    struct queue_opts o = base;
+    struct world w;
+    char err[128];
+    struct allot_job_spec s = {.prio_class = -1,
+                               .n_tasks = 1,
+                               .task = {.num_gpu = 4, .gpu_milli = 1000, .mig_profile = -1}};
+    int be, bu, gu;
+
+    o.preemption = false;
+    world_init(&w, 2, 8, o); /* 8 GPUs */
+    s.tenant = w.a;
+    s.n_tasks = 2; /* a gang holding both nodes */
+    s.name = "first";
+    assert_int_equal(queue_submit(w.q, &s, 0, err, sizeof(err)), 0);
+    cycle(&w, 0);
+    s.n_tasks = 1;
+    s.qos = ALLOT_QOS_BEST_EFFORT;
+    s.name = "be";
+    be = queue_submit(w.q, &s, 1, err, sizeof(err));
+    s.qos = ALLOT_QOS_BURSTABLE;
+    s.name = "bu";
+    bu = queue_submit(w.q, &s, 2, err, sizeof(err));
+    s.qos = ALLOT_QOS_GUARANTEED;
+    s.name = "gu";
+    gu = queue_submit(w.q, &s, 3, err, sizeof(err));
+    assert_int_equal(queue_finish(w.q, 0, 10), 0);
+    cycle(&w, 10); /* room for two of the three 4-GPU jobs */
+    assert_int_equal(queue_job(w.q, gu)->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(queue_job(w.q, bu)->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(queue_job(w.q, be)->state, ALLOT_JOB_PENDING);
+    world_free(&w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -583,6 +619,7 @@ int main(void)
         cmocka_unit_test(test_las_preemption),
         cmocka_unit_test(test_aging),
         cmocka_unit_test(test_reclaim_order),
+        cmocka_unit_test(test_qos),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
