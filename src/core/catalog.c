@@ -12,9 +12,9 @@
  * The format is strict: unknown fields and wrong JSON types are errors, so a
  * typo in the data file fails loudly instead of being ignored.
  *
- * No file I/O: the caller hands in a buffer. JSON parsing uses jansson, whose
- * allocator is pointed at allot_malloc/allot_free once per process (see
- * install_json_allocator) so fault-injection tests reach its allocations too.
+ * No file I/O: the caller hands in a buffer. JSON parsing uses jansson through
+ * allot_json_loadb() (jsonload.h), so fault-injection tests reach its
+ * allocations too and a parse hit by an allocation failure is rejected.
  *
  * Callers: the cluster model (model and profile lookups), allot-sim and allotd
  * (loading the catalog), tests.
@@ -22,8 +22,9 @@
 #include "allot/catalog.h"
 #include "allot/common.h"
 
+#include "jsonload.h"
+
 #include <jansson.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -50,44 +51,6 @@ static const char *const mig_fields[] = {"compute_slices", "memory_slices", "max
 static const char *const profile_fields[] = {
     "name",  "id", "compute_slices", "memory_slices", "max_instances", "memory_mib", "placements",
     "notes", NULL};
-
-/* ---- jansson allocator --------------------------------------------------- */
-
-static pthread_once_t json_alloc_once = PTHREAD_ONCE_INIT;
-
-/* Set when an allocation of jansson's failed on this thread: jansson does not
- * always report it (some paths leave json_error_t unset, and the lexer even
- * carries on without the byte it failed to store). */
-static _Thread_local bool json_alloc_failed;
-
-static void *json_alloc(size_t n)
-{
-    void *p = allot_malloc(n);
-
-    if (!p)
-        json_alloc_failed = true;
-    return p;
-}
-
-static void json_release(void *p)
-{
-    allot_free(p);
-}
-
-/* Routes jansson's allocations through the allot wrapper. This is process-
- * wide; it is safe for other jansson users because allot_malloc/allot_free
- * are malloc/free underneath, so memory allocated before the switch can still
- * be freed after it. Done once, before the first parse, under pthread_once so
- * that concurrent first parses do not race on jansson's globals. */
-static void install_json_allocator_once(void)
-{
-    json_set_alloc_funcs(json_alloc, json_release);
-}
-
-static void install_json_allocator(void)
-{
-    pthread_once(&json_alloc_once, install_json_allocator_once);
-}
 
 /* ---- error reporting ----------------------------------------------------- */
 
@@ -534,29 +497,21 @@ struct allot_catalog *allot_catalog_parse(const char *json, size_t len, char *er
     struct allot_catalog *cat = NULL;
     json_error_t jerr;
     json_t *root;
+    bool oom;
 
     set_err(err, errlen, "");
     if (!json) {
         set_err(err, errlen, "no catalog text");
         return NULL;
     }
-    install_json_allocator();
-    json_alloc_failed = false;
-    root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr);
+    root = allot_json_loadb(json, len, &jerr, &oom);
     if (!root) {
-        if (json_alloc_failed || json_error_code(&jerr) == json_error_out_of_memory)
+        if (oom)
             set_err(err, errlen, "out of memory");
         else
             allot_fmt(err, errlen, "catalog JSON: line %d column %d: %s", jerr.line, jerr.column,
                       jerr.text);
         return NULL;
-    }
-    if (json_alloc_failed) {
-        /* jansson's lexer ignores a failed growth of its token buffer and
-         * goes on without the byte, so a "successful" parse may hold a
-         * truncated string: distrust it. */
-        set_err(err, errlen, "out of memory");
-        goto out_root;
     }
     cat = allot_calloc(1, sizeof(*cat));
     if (!cat) {

@@ -16,26 +16,21 @@
  * parse(dump(c)) always succeeds and reproduces c's nodes. It uses the
  * parser's own validation helpers, which keeps the two in step.
  *
- * jansson: catalog.c routes jansson's allocations to allot_malloc() and
- * watches them for failure, because jansson's lexer drops a byte it could
- * not store instead of failing (a parse can "succeed" with a truncated
- * number or string). This file needs the same watch, so it chains its own
- * allocator in front of whatever is installed (normally catalog.c's) and
- * keeps the free function; see install_json_allocator(). A limit no caller
- * can lift: when the dropped byte is a string's closing quote, jansson 2.14
- * decodes past the end of its token buffer (the growth that fails there is
- * the one at a saved length of 16, 32, 64... bytes, quotes included), so an
- * allocation failure at exactly that point may crash inside jansson.
- * No I/O; callers own the buffers.
+ * jansson: parsing goes through allot_json_loadb() (jsonload.h), which
+ * routes jansson's allocations to allot_malloc() and rejects a parse during
+ * which one failed. A limit no caller can lift: when the dropped byte is a string's closing quote,
+ * jansson 2.14 decodes past the end of its token buffer (the growth that fails there is the one at
+ * a saved length of 16, 32, 64... bytes, quotes included), so an allocation failure at exactly that
+ * point may crash inside jansson. No I/O; callers own the buffers.
  */
 #include "allot/clusterdesc.h"
 
 #include "allot/common.h"
 
+#include "jsonload.h"
+
 #include <jansson.h>
-#include <pthread.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,45 +67,6 @@ static const char *const state_names[] = {"ready", "draining", NULL};
 #define MIN_NAME_DIGITS 3
 
 /* ---- jansson allocator --------------------------------------------------- */
-
-static pthread_mutex_t json_alloc_lock = PTHREAD_MUTEX_INITIALIZER;
-/* The allocator ours forwards to (catalog.c's, or allot_malloc). */
-static _Atomic(json_malloc_t) json_next_malloc;
-/* Set when one of jansson's allocations failed on this thread. */
-static _Thread_local bool json_alloc_failed;
-
-static void *desc_json_alloc(size_t n)
-{
-    json_malloc_t next = atomic_load(&json_next_malloc);
-    void *p = next ? next(n) : allot_malloc(n);
-
-    if (!p)
-        json_alloc_failed = true;
-    return p;
-}
-
-/* Puts desc_json_alloc in front of jansson's current allocator unless it is
- * there already. Forwarding (rather than replacing) keeps catalog.c's own
- * failure watch working; jansson's plain malloc is swapped for allot_malloc
- * so that injected failures reach jansson even before any catalog parse.
- * The free function stays: every allocator involved is malloc underneath.
- * The swap normally happens once per process, at the first call after the
- * first catalog parse; both callers install before their first jansson use
- * and a catalog is parsed before any description (parse needs one), so the
- * two installers do not race in practice. */
-static void install_json_allocator(void)
-{
-    json_malloc_t m;
-    json_free_t f;
-
-    pthread_mutex_lock(&json_alloc_lock);
-    json_get_alloc_funcs(&m, &f);
-    if (m != desc_json_alloc) {
-        atomic_store(&json_next_malloc, m == malloc ? allot_malloc : m);
-        json_set_alloc_funcs(desc_json_alloc, f);
-    }
-    pthread_mutex_unlock(&json_alloc_lock);
-}
 
 /* ---- error reporting ----------------------------------------------------- */
 
@@ -641,28 +597,21 @@ struct allot_cluster *allot_clusterdesc_parse(const struct allot_catalog *cat, c
     struct allot_cluster *c = NULL;
     json_error_t jerr;
     json_t *root;
+    bool oom;
 
     set_err(err, errlen, "");
     if (!cat || !json) {
         set_err(err, errlen, cat ? "no cluster description text" : "no GPU catalog");
         return NULL;
     }
-    install_json_allocator();
-    json_alloc_failed = false;
-    root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr);
+    root = allot_json_loadb(json, len, &jerr, &oom);
     if (!root) {
-        if (json_alloc_failed || json_error_code(&jerr) == json_error_out_of_memory)
+        if (oom)
             set_err(err, errlen, "out of memory");
         else
             allot_fmt(err, errlen, "JSON syntax error at line %d:%d: %s", jerr.line, jerr.column,
                       jerr.text);
         return NULL;
-    }
-    if (json_alloc_failed) {
-        /* jansson's lexer carries on without a byte it failed to store, so
-         * this "successful" parse may hold a truncated token: distrust it */
-        set_err(err, errlen, "out of memory");
-        goto out_root;
     }
     c = allot_cluster_new(cat, 0);
     if (!c) {
@@ -844,7 +793,7 @@ int allot_clusterdesc_dump(const struct allot_cluster *c, char **out, size_t *le
         if (rc)
             return rc;
     }
-    install_json_allocator();
+    allot_json_use_allot_alloc();
     buf_add(&b, "{\"version\": 1,\n \"nodes\": [");
     for (int i = 0; i < n_nodes && !b.err; i++) {
         json_t *o = node_json(c, allot_cluster_node(c, i));
