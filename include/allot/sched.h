@@ -112,6 +112,14 @@ double sched_node_frag(const struct sched *s, int node);
 int sched_choose_default(const struct sched *s, int node, const struct allot_task *t,
                          struct allot_placement *out);
 
+/* True when t asks for a fraction of one GPU (milli-GPU and/or memory). */
+bool sched_task_is_fraction(const struct allot_task *t);
+
+/* Fills *out with t's fraction on GPU `gpu` of node. Returns 0, or
+ * ALLOT_ENOSPC when gpu < 0 (no GPU takes it). */
+int sched_place_fraction(const struct sched *s, int node, const struct allot_task *t, int gpu,
+                         struct allot_placement *out);
+
 /* Fills the non-GPU part of a placement for t on node. */
 void sched_placement_init(const struct sched *s, int node, const struct allot_task *t,
                           struct allot_placement *out);

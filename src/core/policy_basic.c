@@ -120,20 +120,15 @@ static int random_choose(void *st, const struct sched *s, int node, const struct
     const struct allot_node *n = allot_cluster_node(sched_cluster(s), node);
     int fit[ALLOT_MAX_GPUS], k = 0;
 
-    if (t->num_gpu != 1 || t->mig_profile >= 0 || (t->gpu_milli == ALLOT_MILLI && !t->gpu_mem_mib))
+    if (!sched_task_is_fraction(t))
         return sched_choose_default(s, node, t, out);
-    for (int i = 0; i < n->n_gpus; i++) {
-        const struct allot_gpu *g = &n->gpus[i];
-        if (allot_gpu_takes_fraction(g, t))
+    for (int i = 0; i < n->n_gpus; i++)
+        if (allot_gpu_takes_fraction(&n->gpus[i], t))
             fit[k++] = i;
-    }
     if (!k)
         return ALLOT_ENOSPC;
-    sched_placement_init(s, node, t, out);
-    out->gpu_mask = 1u << fit[allot_rng_below(sched_rng((struct sched *)s), (uint64_t)k)];
-    out->gpu_milli = t->gpu_milli;
-    out->gpu_mem_mib = t->gpu_mem_mib;
-    return 0;
+    return sched_place_fraction(
+        s, node, t, fit[allot_rng_below(sched_rng((struct sched *)s), (uint64_t)k)], out);
 }
 
 const struct sched_policy_ops sched_policy_random = {

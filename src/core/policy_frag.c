@@ -209,16 +209,10 @@ static int frag_choose(void *state, const struct sched *s, int node, const struc
     const struct allot_node *n = allot_cluster_node(sched_cluster(s), node);
     int gpu;
 
-    if (t->num_gpu != 1 || t->mig_profile >= 0 || (t->gpu_milli == ALLOT_MILLI && !t->gpu_mem_mib))
+    if (!sched_task_is_fraction(t))
         return sched_choose_default(s, node, t, out);
     (void)best_delta(s, n, t, &gpu);
-    if (gpu < 0)
-        return ALLOT_ENOSPC;
-    sched_placement_init(s, node, t, out);
-    out->gpu_mask = 1u << gpu;
-    out->gpu_milli = t->gpu_milli;
-    out->gpu_mem_mib = t->gpu_mem_mib;
-    return 0;
+    return sched_place_fraction(s, node, t, gpu, out);
 }
 
 const struct sched_policy_ops sched_policy_fgd = {
@@ -579,16 +573,10 @@ static int allot_choose(void *state, const struct sched *s, int node, const stru
     const struct allot_node *n = allot_cluster_node(sched_cluster(s), node);
     int gpu;
 
-    if (t->num_gpu != 1 || t->mig_profile >= 0 || (t->gpu_milli == ALLOT_MILLI && !t->gpu_mem_mib))
+    if (!sched_task_is_fraction(t))
         return sched_choose_default(s, node, t, out);
     (void)allot_delta(state, n, t, &gpu);
-    if (gpu < 0)
-        return ALLOT_ENOSPC;
-    sched_placement_init(s, node, t, out);
-    out->gpu_mask = 1u << gpu;
-    out->gpu_milli = t->gpu_milli;
-    out->gpu_mem_mib = t->gpu_mem_mib;
-    return 0;
+    return sched_place_fraction(s, node, t, gpu, out);
 }
 
 const struct sched_policy_ops sched_policy_allot = {

@@ -219,6 +219,24 @@ void sched_placement_init(const struct sched *s, int node, const struct allot_ta
     (void)s;
 }
 
+bool sched_task_is_fraction(const struct allot_task *t)
+{
+    return t->num_gpu == 1 && t->mig_profile < 0 &&
+           (t->gpu_milli < ALLOT_MILLI || t->gpu_mem_mib != 0);
+}
+
+int sched_place_fraction(const struct sched *s, int node, const struct allot_task *t, int gpu,
+                         struct allot_placement *out)
+{
+    if (gpu < 0)
+        return ALLOT_ENOSPC;
+    sched_placement_init(s, node, t, out);
+    out->gpu_mask = 1u << gpu;
+    out->gpu_milli = t->gpu_milli;
+    out->gpu_mem_mib = t->gpu_mem_mib;
+    return 0;
+}
+
 /* Whole GPUs: inside the NVLink island with the fewest free GPUs that still
  * holds them all (keeps big islands whole), lowest index first; otherwise
  * the lowest-index free GPUs. */
@@ -311,12 +329,7 @@ int sched_choose_default(const struct sched *s, int node, const struct allot_tas
             if (best < 0 || g->free_milli < n->gpus[best].free_milli)
                 best = i;
         }
-        if (best < 0)
-            return ALLOT_ENOSPC;
-        out->gpu_mask = 1u << best;
-        out->gpu_milli = t->gpu_milli;
-        out->gpu_mem_mib = t->gpu_mem_mib;
-        return 0;
+        return sched_place_fraction(s, node, t, best, out);
     }
 }
 
