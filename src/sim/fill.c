@@ -21,6 +21,7 @@
  */
 #include "fill.h"
 
+#include "cliopt.h"
 #include "offline.h"
 #include "svgplot.h"
 
@@ -1105,12 +1106,7 @@ enum {
 };
 
 /* Every option, described once: drives parsing and --help (STYLE 15). */
-static const struct fill_option {
-    const char *name;
-    const char *arg; /* NULL: a flag */
-    const char *def; /* default shown in --help, NULL: none */
-    const char *help;
-} fill_options[N_OPTS] = {
+static const struct cliopt fill_options[N_OPTS] = {
     [OPT_NODES] = {"nodes", "FILE", NULL, "openb node list (required)"},
     [OPT_PODS] = {"pods", "FILE", NULL, "openb pod list (required)"},
     [OPT_POLICY] = {"policy", "P[,P...]|all", "all",
@@ -1130,22 +1126,15 @@ static const struct fill_option {
 
 static void fill_usage(FILE *f)
 {
-    fprintf(f, "usage: allot-sim fill --nodes FILE --pods FILE [options]\n"
-               "Replays an openb pod trace onto the openb GPU cluster, filled to --tune x\n"
-               "its GPU capacity, under each policy and seed (docs/BENCHMARKS.md section 1),\n"
-               "and prints the unallocated GPU share at arrived 80..130 %% of capacity.\n"
-               "--policy all: random,dotprod,gpuclustering,gpupacking,bestfit,fgd,allot;\n"
-               "firstfit and spread may be named explicitly.\n\n"
-               "options:\n");
-    for (int i = 0; i < N_OPTS; i++) {
-        const struct fill_option *o = &fill_options[i];
-        char head[64];
-        allot_fmt(head, sizeof(head), "--%s%s%s", o->name, o->arg ? " " : "", o->arg ? o->arg : "");
-        fprintf(f, "  %-28s %s", head, o->help);
-        if (o->def)
-            fprintf(f, " (default %s)", o->def);
-        fputc('\n', f);
-    }
+    cliopt_usage(f,
+                 "usage: allot-sim fill --nodes FILE --pods FILE [options]\n"
+                 "Replays an openb pod trace onto the openb GPU cluster, filled to --tune x\n"
+                 "its GPU capacity, under each policy and seed (docs/BENCHMARKS.md section 1),\n"
+                 "and prints the unallocated GPU share at arrived 80..130 % of capacity.\n"
+                 "--policy all: random,dotprod,gpuclustering,gpupacking,bestfit,fgd,allot;\n"
+                 "firstfit and spread may be named explicitly.\n\n"
+                 "options:\n",
+                 fill_options, N_OPTS, 28);
 }
 
 static int __attribute__((format(printf, 1, 2))) usage_error(const char *fmt, ...)
@@ -1340,40 +1329,14 @@ int sim_fill_main(int argc, char **argv)
     char err[512], bad[64];
     int np, ns, status = 1;
     double tune = 1.3, t0;
-    uint64_t jobs = 1;
+    int64_t jobs = 1;
     FILE *dlog = NULL;
 
     memset(&trace, 0, sizeof(trace));
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *eq;
-        size_t len;
-        int k;
-        if (strncmp(a, "--", 2) != 0)
-            return usage_error("unexpected argument \"%s\"", a);
-        a += 2;
-        eq = strchr(a, '=');
-        len = eq ? (size_t)(eq - a) : strlen(a);
-        for (k = 0; k < N_OPTS; k++)
-            if (strlen(fill_options[k].name) == len && !strncmp(fill_options[k].name, a, len))
-                break;
-        if (k == N_OPTS)
-            return usage_error("unknown option \"%s\"", argv[i]);
-        if (given[k])
-            return usage_error("option \"%s\" given twice", argv[i]);
-        given[k] = true;
-        if (!fill_options[k].arg) {
-            if (eq)
-                return usage_error("option \"%s\" takes no value", argv[i]);
-            continue;
-        }
-        if (eq) {
-            val[k] = eq + 1;
-        } else if (i + 1 < argc) {
-            val[k] = argv[++i];
-        } else {
-            return usage_error("option \"%s\" needs a value", argv[i]);
-        }
-    }
+    /* Errors name the option as typed, e.g. "--tune=2" (CLIOPT_ECHO_ARG). */
+    if (cliopt_parse(fill_options, N_OPTS, argc, argv, val, given, CLIOPT_ECHO_ARG, err,
+                     sizeof(err)))
+        return usage_error("%s", err);
     if (given[OPT_HELP]) {
         fill_usage(stdout);
         return 0;
@@ -1385,8 +1348,7 @@ int sim_fill_main(int argc, char **argv)
         return usage_error("unknown or repeated policy \"%s\"", bad);
     if (val[OPT_TUNE] && (!parse_double(val[OPT_TUNE], &tune) || tune <= 0 || tune > 100))
         return usage_error("--tune \"%s\": want a number in (0, 100]", val[OPT_TUNE]);
-    if (val[OPT_JOBS] &&
-        (!parse_u64(val[OPT_JOBS], strlen(val[OPT_JOBS]), &jobs) || jobs < 1 || jobs > MAX_JOBS))
+    if (val[OPT_JOBS] && !cliopt_parse_int(val[OPT_JOBS], 1, MAX_JOBS, &jobs))
         return usage_error("--jobs \"%s\": want an integer 1..%d", val[OPT_JOBS], MAX_JOBS);
     switch (sim_fill_parse_seeds(val[OPT_SEEDS] ? val[OPT_SEEDS] : "42-51", &seeds, &ns)) {
     case 0:

@@ -8,6 +8,7 @@
 
 #include "allot/common.h"
 #include "allot/sched.h"
+#include "cliopt.h"
 #include "svgplot.h"
 
 #include <errno.h>
@@ -41,12 +42,7 @@ enum opt {
 };
 
 /* Every option, described once: drives parsing and --help (STYLE 15). */
-static const struct replay_option {
-    const char *name;
-    const char *arg; /* NULL: a flag */
-    const char *def; /* default shown in --help, NULL: none */
-    const char *help;
-} options[N_OPTS] = {
+static const struct cliopt options[N_OPTS] = {
     [OPT_JOBS] = {"jobs", "FILE", NULL, "Philly job digest (timestamp,duration,num_gpus,...)"},
     [OPT_VCS] = {"vcs", "FILE", NULL, "tenants: the VC list (vc,node num), one tenant per VC"},
     [OPT_TENANTS] = {"tenants", "FILE", NULL, "tenants: a tenants file (YAML, docs/replay.md)"},
@@ -79,33 +75,15 @@ static const struct replay_option {
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: allot-sim replay (--jobs FILE | --synthetic DAYS) (--vcs FILE | --tenants "
-               "FILE) [options]\n"
-               "Replays a multi-tenant GPU job trace on a virtual clock through the allot queue\n"
-               "under each policy, each on a fresh cluster, and prints job completion and\n"
-               "queueing times, utilisation, in-quota waits, fairness and preemptions\n"
-               "(docs/BENCHMARKS.md section 2, docs/replay.md).\n\n"
-               "options:\n");
-    for (int i = 0; i < N_OPTS; i++) {
-        const struct replay_option *o = &options[i];
-        char head[64];
-        const char *h = o->help;
-
-        allot_fmt(head, sizeof(head), "--%s%s%s", o->name, o->arg ? " " : "", o->arg ? o->arg : "");
-        fprintf(f, "  %-30s ", head);
-        for (;;) {
-            const char *nl = strchr(h, '\n');
-
-            if (!nl)
-                break;
-            fprintf(f, "%.*s\n  %-30s ", (int)(nl - h), h, "");
-            h = nl + 1;
-        }
-        fprintf(f, "%s", h);
-        if (o->def)
-            fprintf(f, " (default %s)", o->def);
-        fputc('\n', f);
-    }
+    cliopt_usage(f,
+                 "usage: allot-sim replay (--jobs FILE | --synthetic DAYS) (--vcs FILE | --tenants "
+                 "FILE) [options]\n"
+                 "Replays a multi-tenant GPU job trace on a virtual clock through the allot queue\n"
+                 "under each policy, each on a fresh cluster, and prints job completion and\n"
+                 "queueing times, utilisation, in-quota waits, fairness and preemptions\n"
+                 "(docs/BENCHMARKS.md section 2, docs/replay.md).\n\n"
+                 "options:\n",
+                 options, N_OPTS, 30);
 }
 
 static int __attribute__((format(printf, 1, 2))) usage_error(const char *fmt, ...)
@@ -118,32 +96,6 @@ static int __attribute__((format(printf, 1, 2))) usage_error(const char *fmt, ..
     va_end(ap);
     fprintf(stderr, "\nTry 'allot-sim replay --help'.\n");
     return 2;
-}
-
-static bool parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)
-{
-    char *end;
-    long long v;
-
-    if (*s < '0' || *s > '9')
-        return false;
-    errno = 0;
-    v = strtoll(s, &end, 10);
-    if (*end || errno || v < lo || v > hi)
-        return false;
-    *out = v;
-    return true;
-}
-
-static bool parse_double(const char *s, double *v)
-{
-    char *end;
-
-    if (!((*s >= '0' && *s <= '9') || *s == '.'))
-        return false;
-    errno = 0;
-    *v = strtod(s, &end);
-    return *end == '\0' && errno == 0 && isfinite(*v);
 }
 
 /* Parses "all" or a comma list of policy names into pol[] (no repeats). */
@@ -488,36 +440,8 @@ int sim_replay_main(int argc, char **argv)
 
     memset(&setup, 0, sizeof(setup));
     memset(res, 0, sizeof(res));
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *eq;
-        size_t len;
-        int k;
-
-        if (strncmp(a, "--", 2) != 0)
-            return usage_error("unexpected argument \"%s\"", a);
-        a += 2;
-        eq = strchr(a, '=');
-        len = eq ? (size_t)(eq - a) : strlen(a);
-        for (k = 0; k < N_OPTS; k++)
-            if (strlen(options[k].name) == len && !strncmp(options[k].name, a, len))
-                break;
-        if (k == N_OPTS)
-            return usage_error("unknown option \"%s\"", argv[i]);
-        if (given[k])
-            return usage_error("option \"--%s\" given twice", options[k].name);
-        given[k] = true;
-        if (!options[k].arg) {
-            if (eq)
-                return usage_error("option \"--%s\" takes no value", options[k].name);
-            continue;
-        }
-        if (eq)
-            val[k] = eq + 1;
-        else if (i + 1 < argc)
-            val[k] = argv[++i];
-        else
-            return usage_error("option \"--%s\" needs a value", options[k].name);
-    }
+    if (cliopt_parse(options, N_OPTS, argc, argv, val, given, 0, err, sizeof(err)))
+        return usage_error("%s", err);
     if (given[OPT_HELP]) {
         usage(stdout);
         return 0;
@@ -526,7 +450,7 @@ int sim_replay_main(int argc, char **argv)
         return usage_error("give exactly one of --jobs FILE and --synthetic DAYS");
     if (given[OPT_VCS] == given[OPT_TENANTS])
         return usage_error("give exactly one of --vcs FILE and --tenants FILE");
-    if (val[OPT_SYNTHETIC] && !parse_i64(val[OPT_SYNTHETIC], 1, 3660, &days))
+    if (val[OPT_SYNTHETIC] && !cliopt_parse_int(val[OPT_SYNTHETIC], 1, 3660, &days))
         return usage_error("--synthetic \"%s\": want a number of days 1..3660", val[OPT_SYNTHETIC]);
     if (val[OPT_FROM] && philly_parse_time(val[OPT_FROM], &from) < 0)
         return usage_error("--from \"%s\": want YYYY-MM-DD or \"YYYY-MM-DD HH:MM:SS\" (UTC)",
@@ -538,7 +462,7 @@ int sim_replay_main(int argc, char **argv)
         return usage_error("--to does not go with --synthetic (DAYS sets the end)");
     if (from >= 0 && to >= 0 && from >= to)
         return usage_error("--from must come before --to");
-    if (val[OPT_LOAD] && (!parse_double(val[OPT_LOAD], &load) || load <= 0 || load > 10))
+    if (val[OPT_LOAD] && (!cliopt_parse_double(val[OPT_LOAD], &load) || load <= 0 || load > 10))
         return usage_error("--load \"%s\": want a number in (0, 10]", val[OPT_LOAD]);
     np = parse_policies(val[OPT_POLICY] ? val[OPT_POLICY] : "all", pol, bad, sizeof(bad));
     if (np < 0)
@@ -546,7 +470,7 @@ int sim_replay_main(int argc, char **argv)
                            "sjf-oracle, allot or all)",
                            bad);
     if (val[OPT_CKPT]) {
-        if (!parse_i64(val[OPT_CKPT], 0, 1000000000, &v))
+        if (!cliopt_parse_int(val[OPT_CKPT], 0, 1000000000, &v))
             return usage_error("--checkpoint-interval \"%s\": want seconds 0..1000000000",
                                val[OPT_CKPT]);
         o.checkpoint_s = v;
@@ -555,7 +479,7 @@ int sim_replay_main(int argc, char **argv)
         return usage_error("--placement \"%s\": unknown placement policy", val[OPT_PLACEMENT]);
     o.placement = val[OPT_PLACEMENT];
     if (val[OPT_SEED]) {
-        if (!parse_i64(val[OPT_SEED], 0, INT64_MAX, &v))
+        if (!cliopt_parse_int(val[OPT_SEED], 0, INT64_MAX, &v))
             return usage_error("--seed \"%s\": want a non-negative integer", val[OPT_SEED]);
         o.seed = (uint64_t)v;
     }
