@@ -12,295 +12,31 @@
 #include "philly.h"
 
 #include "allot/common.h"
+#include "csvread.h"
 
-#include <errno.h>
 #include <math.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-#define MAX_COLS 8 /* fields kept per line; both layouts have fewer */
-
-struct col_def {
-    const char *name;
-};
+/* Fields kept per line; both layouts have fewer. Kept at 8, not CSV_MAX_COLS:
+ * a header whose only known name lies past field 8 is a missing header. */
+#define MAX_COLS 8
 
 enum job_col { JC_TIME, JC_DURATION, JC_GPUS, JC_GPU_TIME, JC_CLUSTER, JC_COUNT };
 
-static const struct col_def job_cols[JC_COUNT] = {
-    [JC_TIME] = {"timestamp"},    [JC_DURATION] = {"duration"}, [JC_GPUS] = {"num_gpus"},
-    [JC_GPU_TIME] = {"gpu_time"}, [JC_CLUSTER] = {"cluster"},
+static const struct csv_col job_cols[JC_COUNT] = {
+    [JC_TIME] = {"timestamp", true},  [JC_DURATION] = {"duration", true},
+    [JC_GPUS] = {"num_gpus", true},   [JC_GPU_TIME] = {"gpu_time", true},
+    [JC_CLUSTER] = {"cluster", true},
 };
-#define JOB_HEADER "timestamp,duration,num_gpus,gpu_time,cluster"
+static const struct csv_format philly_format = {PHILLY_MAX_FILE, PHILLY_MAX_LINE, MAX_COLS, true};
+static const struct csv_layout job_layout = {
+    job_cols, JC_COUNT, "timestamp,duration,num_gpus,gpu_time,cluster", "expected"};
 
 enum vc_col { VC_NAME, VC_NODES, VC_COUNT };
 
-static const struct col_def vc_cols[VC_COUNT] = {[VC_NAME] = {"vc"}, [VC_NODES] = {"node num"}};
-#define VC_HEADER "vc,node num"
-
-/* Reading state over one file's text, which it splits in place. */
-struct rd {
-    char *p;          /* next unread byte */
-    char *end;        /* one past the last byte; *end is writable */
-    size_t line;      /* 1-based number of the line last returned */
-    const char *file; /* display name, borrowed */
-    char *err;        /* caller's message buffer, borrowed */
-    size_t errlen;
-    char *f[MAX_COLS]; /* fields of the current line */
-    size_t nf;         /* fields on the current line (may exceed MAX_COLS) */
-};
-
-static void vreport(const char *file, size_t line, char *err, size_t errlen, const char *fmt,
-                    va_list ap) __attribute__((format(printf, 5, 0)));
-
-/* Writes "FILE: msg" (line == 0) or "FILE:LINE: msg" to the caller's buffer. */
-static void vreport(const char *file, size_t line, char *err, size_t errlen, const char *fmt,
-                    va_list ap)
-{
-    int n;
-
-    if (!err || errlen == 0)
-        return;
-    if (line)
-        n = allot_fmt(err, errlen, "%s:%zu: ", file, line);
-    else
-        n = allot_fmt(err, errlen, "%s: ", file);
-    if (n >= 0 && (size_t)n < errlen)
-        vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
-}
-
-static int report(const char *file, size_t line, char *err, size_t errlen, int rc, const char *fmt,
-                  ...) __attribute__((format(printf, 6, 7)));
-
-static int report(const char *file, size_t line, char *err, size_t errlen, int rc, const char *fmt,
-                  ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    vreport(file, line, err, errlen, fmt, ap);
-    va_end(ap);
-    return rc;
-}
-
-/* Reports a problem on the current line; returns ALLOT_EINVAL. */
-static int rd_fail(struct rd *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static int rd_fail(struct rd *r, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    vreport(r->file, r->line, r->err, r->errlen, fmt, ap);
-    va_end(ap);
-    return ALLOT_EINVAL;
-}
-
-/* Quotes a value for a message: at most 40 bytes shown, bytes that are not
- * printable ASCII escaped as \xNN, "..." appended when cut. Returns buf. */
-static const char *quote(char *buf, size_t size, const char *s)
-{
-    static const char hex[] = "0123456789abcdef";
-    size_t o = 0, shown = 0;
-
-    if (size < 8)
-        return "";
-    buf[o++] = '"';
-    for (; *s && o + 8 < size; s++) {
-        unsigned char c = (unsigned char)*s;
-
-        if (shown == 40) {
-            memcpy(buf + o, "...", 3);
-            o += 3;
-            break;
-        }
-        if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') {
-            buf[o++] = '\\';
-            buf[o++] = 'x';
-            buf[o++] = hex[c >> 4];
-            buf[o++] = hex[c & 15];
-        } else {
-            buf[o++] = (char)c;
-        }
-        shown++;
-    }
-    buf[o++] = '"';
-    buf[o] = '\0';
-    return buf;
-}
-
-/* True when only line ends (LF, CRLF) remain from p to end. */
-static bool only_blank_lines(const char *p, const char *end)
-{
-    for (; p < end; p++) {
-        if (*p == '\n')
-            continue;
-        if (*p == '\r' && p + 1 < end && p[1] == '\n')
-            continue;
-        return false;
-    }
-    return true;
-}
-
-/*
- * Returns the next line split into r->f / r->nf: 1 when there is one, 0 at
- * the end of the text (trailing blank lines included), ALLOT_EINVAL for a
- * blank line elsewhere, an oversized line, or one holding a control byte or
- * a quote. A final CR is dropped.
- */
-static int rd_next(struct rd *r)
-{
-    char *s = r->p, *e, *nl;
-    size_t len;
-
-    if (s >= r->end || (r->line > 0 && only_blank_lines(s, r->end)))
-        return 0;
-    r->line++;
-    nl = memchr(s, '\n', (size_t)(r->end - s));
-    e = nl ? nl : r->end;
-    r->p = nl ? nl + 1 : r->end;
-    if (e > s && e[-1] == '\r')
-        e--;
-    len = (size_t)(e - s);
-    if (len > PHILLY_MAX_LINE)
-        return rd_fail(r, "line longer than %d bytes", PHILLY_MAX_LINE);
-    if (len == 0)
-        return rd_fail(r, "empty line");
-    r->nf = 0;
-    r->f[r->nf++] = s;
-    for (char *q = s; q < e; q++) {
-        unsigned char c = (unsigned char)*q;
-
-        if (c == ',') {
-            *q = '\0';
-            if (r->nf < MAX_COLS)
-                r->f[r->nf] = q + 1;
-            r->nf++;
-        } else if (c == '\0') {
-            return rd_fail(r, "NUL byte at column %zu", (size_t)(q - s) + 1);
-        } else if (c == '\r') {
-            return rd_fail(r, "carriage return inside the line at column %zu", (size_t)(q - s) + 1);
-        } else if (c < 0x20 || c == 0x7f) {
-            return rd_fail(r, "control character 0x%02x at column %zu", c, (size_t)(q - s) + 1);
-        } else if (c == '"') {
-            return rd_fail(r, "'\"' at column %zu: quoted fields are not supported",
-                           (size_t)(q - s) + 1);
-        }
-    }
-    *e = '\0'; /* e is the CR, the LF or r->end, all writable */
-    return 1;
-}
-
-/*
- * Reads the header and maps each of the `ndefs` columns of `defs` (all
- * required) to its field index in `idx` (OUT). Returns 0 or ALLOT_EINVAL
- * naming the unknown, repeated or missing column.
- */
-static int rd_header(struct rd *r, const struct col_def *defs, size_t ndefs, int *idx,
-                     const char *expect)
-{
-    char qb[80];
-    size_t i, k, nstored;
-    bool any_known = false;
-    int rc;
-
-    rc = rd_next(r);
-    if (rc < 0)
-        return rc;
-    if (rc == 0)
-        return report(r->file, 0, r->err, r->errlen, ALLOT_EINVAL,
-                      "empty file, expected the header \"%s\"", expect);
-    for (k = 0; k < ndefs; k++)
-        idx[k] = -1;
-    nstored = r->nf < MAX_COLS ? r->nf : MAX_COLS;
-    for (i = 0; i < nstored && !any_known; i++)
-        for (k = 0; k < ndefs; k++)
-            if (strcmp(r->f[i], defs[k].name) == 0)
-                any_known = true;
-    if (!any_known)
-        return rd_fail(r, "missing header line, expected \"%s\"", expect);
-    /* With more fields than columns one of the first ndefs + 1 (all stored,
-     * ndefs < MAX_COLS) is unknown or repeated, so the loop fails in time. */
-    for (i = 0; i < nstored; i++) {
-        for (k = 0; k < ndefs; k++)
-            if (strcmp(r->f[i], defs[k].name) == 0)
-                break;
-        if (k == ndefs)
-            return rd_fail(r, "unknown column %s (expected \"%s\")", quote(qb, sizeof(qb), r->f[i]),
-                           expect);
-        if (idx[k] >= 0)
-            return rd_fail(r, "duplicate column \"%s\"", defs[k].name);
-        idx[k] = (int)i;
-    }
-    for (k = 0; k < ndefs; k++)
-        if (idx[k] < 0)
-            return rd_fail(r, "missing column \"%s\"", defs[k].name);
-    if (only_blank_lines(r->p, r->end))
-        return rd_fail(r, "header but no data rows");
-    return 0;
-}
-
-static int rd_check_width(struct rd *r, size_t ncols)
-{
-    if (r->nf != ncols)
-        return rd_fail(r, "expected %zu fields, got %zu", ncols, r->nf);
-    return 0;
-}
-
-/* Parses `s` as a decimal integer in 0..max (no sign, no blanks). */
-static int rd_int(struct rd *r, const char *col, const char *s, int64_t max, int64_t *out)
-{
-    char qb[80];
-    int64_t v = 0;
-
-    if (*s == '\0')
-        return rd_fail(r, "%s is empty", col);
-    if (*s == '-' && s[1] >= '0' && s[1] <= '9')
-        return rd_fail(r, "%s %s is negative", col, quote(qb, sizeof(qb), s));
-    for (const char *p = s; *p; p++) {
-        if (*p < '0' || *p > '9')
-            return rd_fail(r, "%s %s is not an integer", col, quote(qb, sizeof(qb), s));
-        if (v > (max - (*p - '0')) / 10)
-            return rd_fail(r, "%s %s out of range 0..%lld", col, quote(qb, sizeof(qb), s),
-                           (long long)max);
-        v = v * 10 + (*p - '0');
-    }
-    *out = v;
-    return 0;
-}
-
-/* Parses `s` as a non-negative decimal `D[.D]` (digits required before the
- * point, and after it when there is one) no larger than max. */
-static int rd_decimal(struct rd *r, const char *col, const char *s, double max, double *out)
-{
-    char qb[80];
-    const char *p = s;
-    size_t ndig = 0;
-
-    if (*s == '\0')
-        return rd_fail(r, "%s is empty", col);
-    if (*s == '-' && s[1] >= '0' && s[1] <= '9')
-        return rd_fail(r, "%s %s is negative", col, quote(qb, sizeof(qb), s));
-    while (*p >= '0' && *p <= '9') {
-        p++;
-        ndig++;
-    }
-    if (ndig > 0 && *p == '.') {
-        const char *frac = ++p;
-
-        while (*p >= '0' && *p <= '9')
-            p++;
-        if (p == frac)
-            ndig = 0;
-    }
-    if (ndig == 0 || *p != '\0' || ndig > 15)
-        return rd_fail(r, "%s %s is not a decimal number", col, quote(qb, sizeof(qb), s));
-    *out = strtod(s, NULL);
-    if (!(*out <= max))
-        return rd_fail(r, "%s %s out of range 0..%.0f", col, quote(qb, sizeof(qb), s), max);
-    return 0;
-}
+static const struct csv_col vc_cols[VC_COUNT] = {
+    [VC_NAME] = {"vc", true}, [VC_NODES] = {"node num", true}};
+static const struct csv_layout vc_layout = {vc_cols, VC_COUNT, "vc,node num", "expected"};
 
 /* Reads exactly `n` digits at s into *v. */
 static bool digits(const char *s, int n, int *v)
@@ -369,49 +105,25 @@ char *philly_format_time(int64_t t, char *buf, size_t size)
 }
 
 /* Checks a VC name: 1..PHILLY_MAX_NAME bytes of [A-Za-z0-9_.-]. */
-static int check_name(struct rd *r, const char *col, const char *s)
+static int check_name(struct csv_reader *r, const char *col, const char *s)
 {
     char qb[80];
     size_t len = strlen(s);
 
     if (len == 0)
-        return rd_fail(r, "%s is empty", col);
+        return csv_fail(r, "%s is empty", col);
     if (len > PHILLY_MAX_NAME)
-        return rd_fail(r, "%s %s longer than %d bytes", col, quote(qb, sizeof(qb), s),
-                       PHILLY_MAX_NAME);
+        return csv_fail(r, "%s %s longer than %d bytes", col, csv_quote(qb, sizeof(qb), s),
+                        PHILLY_MAX_NAME);
     for (const char *p = s; *p; p++) {
         char c = *p;
 
         if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
               c == '_' || c == '.' || c == '-'))
-            return rd_fail(r, "%s %s: only letters, digits, '_', '.' and '-' are allowed", col,
-                           quote(qb, sizeof(qb), s));
+            return csv_fail(r, "%s %s: only letters, digits, '_', '.' and '-' are allowed", col,
+                            csv_quote(qb, sizeof(qb), s));
     }
     return 0;
-}
-
-/* Upper bound on the data rows left. */
-static size_t rows_left(const struct rd *r)
-{
-    size_t n = 1;
-    const char *p = r->p;
-
-    while (p < r->end && (p = memchr(p, '\n', (size_t)(r->end - p))) != NULL) {
-        n++;
-        p++;
-    }
-    return n;
-}
-
-static uint64_t name_hash(const char *s)
-{
-    uint64_t h = 0xcbf29ce484222325ULL;
-
-    for (; *s; s++) {
-        h ^= (unsigned char)*s;
-        h *= 0x100000001b3ULL;
-    }
-    return h;
 }
 
 /* An open-addressing set of names (values: index + 1; 0 = empty slot). */
@@ -436,7 +148,7 @@ static int set_find(const struct name_set *s, const char *name, size_t *pos)
 {
     size_t j;
 
-    for (j = name_hash(name) & (s->cap - 1); s->slot[j]; j = (j + 1) & (s->cap - 1))
+    for (j = csv_name_hash(name) & (s->cap - 1); s->slot[j]; j = (j + 1) & (s->cap - 1))
         if (strcmp(s->names[s->slot[j] - 1], name) == 0)
             return s->slot[j] - 1;
     *pos = j;
@@ -445,41 +157,42 @@ static int set_find(const struct name_set *s, const char *name, size_t *pos)
 
 /* ---- job lists ---- */
 
-static int job_row(struct rd *r, const int *idx, struct philly_job *jb, double *gpu_time)
+static int job_row(struct csv_reader *r, const int *idx, struct philly_job *jb, double *gpu_time)
 {
     char qb[80];
     int64_t v;
     double dur = 0;
     int rc;
 
-    if ((rc = rd_check_width(r, JC_COUNT)) < 0)
+    if ((rc = csv_check_width(r, JC_COUNT)) < 0)
         return rc;
     if (philly_parse_time(r->f[idx[JC_TIME]], &jb->submit) < 0)
-        return rd_fail(r, "timestamp %s is not a valid \"YYYY-MM-DD HH:MM:SS\" (UTC, from 1970)",
-                       quote(qb, sizeof(qb), r->f[idx[JC_TIME]]));
+        return csv_fail(r, "timestamp %s is not a valid \"YYYY-MM-DD HH:MM:SS\" (UTC, from 1970)",
+                        csv_quote(qb, sizeof(qb), r->f[idx[JC_TIME]]));
     if (strlen(r->f[idx[JC_TIME]]) != 19)
-        return rd_fail(r, "timestamp %s lacks the time of day",
-                       quote(qb, sizeof(qb), r->f[idx[JC_TIME]]));
-    if ((rc = rd_decimal(r, "duration", r->f[idx[JC_DURATION]], (double)PHILLY_MAX_DURATION,
-                         &dur)) < 0 ||
-        (rc = rd_int(r, "num_gpus", r->f[idx[JC_GPUS]], PHILLY_MAX_GPUS, &v)) < 0)
+        return csv_fail(r, "timestamp %s lacks the time of day",
+                        csv_quote(qb, sizeof(qb), r->f[idx[JC_TIME]]));
+    if ((rc = csv_decimal(r, "duration", r->f[idx[JC_DURATION]], (double)PHILLY_MAX_DURATION,
+                          &dur)) < 0 ||
+        (rc = csv_int(r, "num_gpus", r->f[idx[JC_GPUS]], PHILLY_MAX_GPUS, CSV_SIGN_FIRST, &v)) < 0)
         return rc;
     jb->num_gpus = (int)v;
     jb->duration = llround(dur);
-    if ((rc = rd_decimal(r, "gpu_time", r->f[idx[JC_GPU_TIME]],
-                         (double)PHILLY_MAX_DURATION * PHILLY_MAX_GPUS, gpu_time)) < 0)
+    if ((rc = csv_decimal(r, "gpu_time", r->f[idx[JC_GPU_TIME]],
+                          (double)PHILLY_MAX_DURATION * PHILLY_MAX_GPUS, gpu_time)) < 0)
         return rc;
     if (fabs(*gpu_time - dur * jb->num_gpus) > 0.5 * (jb->num_gpus > 1 ? jb->num_gpus : 1))
-        return rd_fail(r, "gpu_time %s is not duration x num_gpus (%.1f)",
-                       quote(qb, sizeof(qb), r->f[idx[JC_GPU_TIME]]), dur * jb->num_gpus);
+        return csv_fail(r, "gpu_time %s is not duration x num_gpus (%.1f)",
+                        csv_quote(qb, sizeof(qb), r->f[idx[JC_GPU_TIME]]), dur * jb->num_gpus);
     return check_name(r, "cluster", r->f[idx[JC_CLUSTER]]);
 }
 
-/* Parses `text` (len bytes plus one writable byte), taking ownership of it. */
-static int parse_jobs_owned(char *text, size_t len, const char *name, struct philly_jobs *out,
-                            char *err, size_t errlen)
+/* Loads (see csv_open()) and parses a job list into *out (OUT), which then
+ * owns the text. */
+static int parse_jobs(const char *path, const char *buf, size_t len, const char *name,
+                      struct philly_jobs *out, char *err, size_t errlen)
 {
-    struct rd r = {.p = text, .end = text + len, .file = name, .err = err, .errlen = errlen};
+    struct csv_reader r;
     int idx[JC_COUNT] = {0};
     struct philly_job *v = NULL;
     const char **vcs = NULL;
@@ -488,17 +201,18 @@ static int parse_jobs_owned(char *text, size_t len, const char *name, struct phi
     int n_vcs = 0, rc;
 
     memset(out, 0, sizeof(*out));
-    if ((rc = rd_header(&r, job_cols, JC_COUNT, idx, JOB_HEADER)) < 0)
-        goto out_text;
-    cap = rows_left(&r);
+    rc = csv_open(&r, &philly_format, &job_layout, idx, path, buf, len, name, err, errlen);
+    if (rc < 0)
+        return rc;
+    cap = csv_rows_left(&r);
     v = allot_calloc(cap, sizeof(*v));
     /* names: at most one per row; the set borrows the array as it fills */
     vcs = allot_calloc(cap, sizeof(*vcs));
     if (!v || !vcs || set_init(&set, cap, vcs) < 0) {
-        rc = report(name, 0, err, errlen, ALLOT_ENOMEM, "out of memory");
+        rc = csv_report(r.file, 0, err, errlen, ALLOT_ENOMEM, "out of memory");
         goto out_arrays;
     }
-    while ((rc = rd_next(&r)) > 0) {
+    while ((rc = csv_next(&r)) > 0) {
         double gpu_time = 0;
         const char *vc;
         size_t pos = 0;
@@ -524,24 +238,25 @@ static int parse_jobs_owned(char *text, size_t len, const char *name, struct phi
     out->v = v;
     out->n_vcs = n_vcs;
     out->vcs = vcs;
-    out->text = text;
+    out->text = r.text;
     return 0;
 
 out_arrays:
     allot_free(set.slot);
     allot_free(vcs);
     allot_free(v);
-out_text:
-    allot_free(text);
+    allot_free(r.text);
     return rc;
 }
 
 /* ---- VC lists ---- */
 
-static int parse_vcs_owned(char *text, size_t len, const char *name, struct philly_vcs *out,
-                           char *err, size_t errlen)
+/* Loads (see csv_open()) and parses a vc list into *out (OUT), which then
+ * owns the text. */
+static int parse_vcs(const char *path, const char *buf, size_t len, const char *name,
+                     struct philly_vcs *out, char *err, size_t errlen)
 {
-    struct rd r = {.p = text, .end = text + len, .file = name, .err = err, .errlen = errlen};
+    struct csv_reader r;
     int idx[VC_COUNT] = {0};
     struct philly_vc *v = NULL;
     const char **names = NULL;
@@ -550,32 +265,34 @@ static int parse_vcs_owned(char *text, size_t len, const char *name, struct phil
     int rc;
 
     memset(out, 0, sizeof(*out));
-    if ((rc = rd_header(&r, vc_cols, VC_COUNT, idx, VC_HEADER)) < 0)
-        goto out_text;
-    cap = rows_left(&r);
+    rc = csv_open(&r, &philly_format, &vc_layout, idx, path, buf, len, name, err, errlen);
+    if (rc < 0)
+        return rc;
+    cap = csv_rows_left(&r);
     v = allot_calloc(cap, sizeof(*v));
     names = allot_calloc(cap, sizeof(*names));
     if (!v || !names || set_init(&set, cap, names) < 0) {
-        rc = report(name, 0, err, errlen, ALLOT_ENOMEM, "out of memory");
+        rc = csv_report(r.file, 0, err, errlen, ALLOT_ENOMEM, "out of memory");
         goto out_arrays;
     }
-    while ((rc = rd_next(&r)) > 0) {
+    while ((rc = csv_next(&r)) > 0) {
         char qb[80];
         int64_t nodes = 0;
         size_t pos = 0;
         int k;
 
-        if ((rc = rd_check_width(&r, VC_COUNT)) < 0 ||
+        if ((rc = csv_check_width(&r, VC_COUNT)) < 0 ||
             (rc = check_name(&r, "vc", r.f[idx[VC_NAME]])) < 0 ||
-            (rc = rd_int(&r, "node num", r.f[idx[VC_NODES]], PHILLY_MAX_NODES, &nodes)) < 0)
+            (rc = csv_int(&r, "node num", r.f[idx[VC_NODES]], PHILLY_MAX_NODES, CSV_SIGN_FIRST,
+                          &nodes)) < 0)
             goto out_arrays;
         if (nodes == 0) {
-            rc = rd_fail(&r, "node num is 0: a VC needs at least one node");
+            rc = csv_fail(&r, "node num is 0: a VC needs at least one node");
             goto out_arrays;
         }
         k = set_find(&set, r.f[idx[VC_NAME]], &pos);
         if (k >= 0) {
-            rc = rd_fail(&r, "duplicate vc %s", quote(qb, sizeof(qb), r.f[idx[VC_NAME]]));
+            rc = csv_fail(&r, "duplicate vc %s", csv_quote(qb, sizeof(qb), r.f[idx[VC_NAME]]));
             goto out_arrays;
         }
         names[n] = r.f[idx[VC_NAME]];
@@ -590,127 +307,39 @@ static int parse_vcs_owned(char *text, size_t len, const char *name, struct phil
     allot_free(names);
     out->n = n;
     out->v = v;
-    out->text = text;
+    out->text = r.text;
     return 0;
 
 out_arrays:
     allot_free(set.slot);
     allot_free(names);
     allot_free(v);
-out_text:
-    allot_free(text);
+    allot_free(r.text);
     return rc;
 }
 
 /* ---- entry points ---- */
 
-static int copy_text(const char *buf, size_t len, const char *name, char **text, char *err,
-                     size_t errlen)
-{
-    if (len > PHILLY_MAX_FILE)
-        return report(name, 0, err, errlen, ALLOT_EINVAL, "larger than %u bytes",
-                      (unsigned)PHILLY_MAX_FILE);
-    *text = allot_malloc(len + 1);
-    if (!*text)
-        return report(name, 0, err, errlen, ALLOT_ENOMEM, "out of memory");
-    if (len)
-        memcpy(*text, buf, len);
-    (*text)[len] = '\0';
-    return 0;
-}
-
-static int read_text(const char *path, char **text, size_t *len, char *err, size_t errlen)
-{
-    FILE *f = fopen(path, "rb");
-    void *buf = NULL;
-    size_t cap = 0, n = 0;
-    int rc = 0;
-
-    if (!f)
-        return report(path, 0, err, errlen, ALLOT_EIO, "%s", strerror(errno));
-    for (;;) {
-        size_t want, got;
-
-        if (allot_grow(&buf, &cap, n + 65536 + 2, 1) < 0) {
-            rc = report(path, 0, err, errlen, ALLOT_ENOMEM, "out of memory");
-            goto out_buf;
-        }
-        want = cap - n - 1;
-        if (want > (size_t)PHILLY_MAX_FILE + 1 - n)
-            want = (size_t)PHILLY_MAX_FILE + 1 - n; /* one byte past the limit tells */
-        got = fread((char *)buf + n, 1, want, f);
-        n += got;
-        if (n > PHILLY_MAX_FILE) {
-            rc = report(path, 0, err, errlen, ALLOT_EINVAL, "larger than %u bytes",
-                        (unsigned)PHILLY_MAX_FILE);
-            goto out_buf;
-        }
-        if (got < want) {
-            if (ferror(f)) {
-                rc = report(path, 0, err, errlen, ALLOT_EIO, "%s", strerror(errno));
-                goto out_buf;
-            }
-            break;
-        }
-    }
-    fclose(f);
-    ((char *)buf)[n] = '\0';
-    *text = buf;
-    *len = n;
-    return 0;
-
-out_buf:
-    allot_free(buf);
-    fclose(f);
-    return rc;
-}
-
 int philly_read_jobs(const char *path, struct philly_jobs *out, char *err, size_t errlen)
 {
-    char *text = NULL;
-    size_t len = 0;
-    int rc;
-
-    memset(out, 0, sizeof(*out));
-    if ((rc = read_text(path, &text, &len, err, errlen)) < 0)
-        return rc;
-    return parse_jobs_owned(text, len, path, out, err, errlen);
+    return parse_jobs(path, NULL, 0, path, out, err, errlen);
 }
 
 int philly_parse_jobs(const char *buf, size_t len, const char *name, struct philly_jobs *out,
                       char *err, size_t errlen)
 {
-    char *text = NULL;
-    int rc;
-
-    memset(out, 0, sizeof(*out));
-    if ((rc = copy_text(buf, len, name, &text, err, errlen)) < 0)
-        return rc;
-    return parse_jobs_owned(text, len, name, out, err, errlen);
+    return parse_jobs(NULL, buf, len, name, out, err, errlen);
 }
 
 int philly_read_vcs(const char *path, struct philly_vcs *out, char *err, size_t errlen)
 {
-    char *text = NULL;
-    size_t len = 0;
-    int rc;
-
-    memset(out, 0, sizeof(*out));
-    if ((rc = read_text(path, &text, &len, err, errlen)) < 0)
-        return rc;
-    return parse_vcs_owned(text, len, path, out, err, errlen);
+    return parse_vcs(path, NULL, 0, path, out, err, errlen);
 }
 
 int philly_parse_vcs(const char *buf, size_t len, const char *name, struct philly_vcs *out,
                      char *err, size_t errlen)
 {
-    char *text = NULL;
-    int rc;
-
-    memset(out, 0, sizeof(*out));
-    if ((rc = copy_text(buf, len, name, &text, err, errlen)) < 0)
-        return rc;
-    return parse_vcs_owned(text, len, name, out, err, errlen);
+    return parse_vcs(NULL, buf, len, name, out, err, errlen);
 }
 
 void philly_jobs_free(struct philly_jobs *l)
