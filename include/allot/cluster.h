@@ -217,7 +217,6 @@ struct allot_class {
     int32_t *heap; /* owned: member node indices, min-heap by rank */
     int32_t cap;
     int32_t live_pos;   /* position in the live list, -1 when empty */
-    uint32_t version;   /* bumped whenever members change */
     int32_t bucket;     /* capacity bucket (allot_cluster_bucket) */
     int32_t bucket_pos; /* position in the bucket's heap */
     int64_t cap_key;    /* free capacity: CPU milli + 16 x free GPU milli */

@@ -59,19 +59,13 @@ static int fail(struct parse_ctx *c, const char *fmt, ...) __attribute__((format
 
 static int fail(struct parse_ctx *c, const char *fmt, ...)
 {
-    char msg[256];
     va_list ap;
+    int rc;
 
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    rc = allot_json_verrf(c->err, c->errlen, c->where, fmt, ap);
     va_end(ap);
-    if (c->err && c->errlen > 0) {
-        if (c->where[0])
-            allot_fmt(c->err, c->errlen, "%s: %s", c->where, msg);
-        else
-            allot_fmt(c->err, c->errlen, "%s", msg);
-    }
-    return ALLOT_EINVAL;
+    return rc;
 }
 
 static void set_err(char *err, size_t errlen, const char *msg)
@@ -85,24 +79,13 @@ static void set_err(char *err, size_t errlen, const char *msg)
 /* Rejects any key of `obj` that is not in `allowed`. */
 static int check_fields(struct parse_ctx *c, json_t *obj, const char *const *allowed)
 {
-    const char *key;
-    json_t *val;
+    const char *bad = allot_json_unknown_key(obj, allowed);
+    json_t *notes = json_object_get(obj, "notes");
 
-    json_object_foreach(obj, key, val)
-    {
-        bool known = false;
-
-        for (const char *const *a = allowed; *a; a++) {
-            if (strcmp(*a, key) == 0) {
-                known = true;
-                break;
-            }
-        }
-        if (!known)
-            return fail(c, "unknown field \"%s\"", key);
-        if (strcmp(key, "notes") == 0 && !json_is_string(val))
-            return fail(c, "field \"notes\" must be a string");
-    }
+    if (bad)
+        return fail(c, "unknown field \"%s\"", bad);
+    if (notes && !json_is_string(notes))
+        return fail(c, "field \"notes\" must be a string");
     return 0;
 }
 

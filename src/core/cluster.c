@@ -389,7 +389,6 @@ static void index_remove(struct allot_cluster *c, int i)
         heap_down(c, k, pos);
         heap_up(c, k, pos);
     }
-    k->version++;
     n->cls = -1;
     n->heap_pos = -1;
     if (k->n_members > 0)
@@ -521,7 +520,6 @@ static int index_place(struct allot_cluster *c, int i, const struct allot_node *
     k->heap[k->n_members++] = i;
     heap_up(c, k, c->nodes[i].heap_pos);
     c->hot[id].rep_rank = c->nodes[k->heap[0]].rank;
-    k->version++;
     return 0;
 }
 
@@ -737,7 +735,6 @@ void allot_cluster_shuffle_ranks(struct allot_cluster *c, uint64_t seed)
         for (int32_t p = k->n_members / 2; p >= 0; p--)
             heap_down(c, k, p);
         c->hot[c->live[i]].rep_rank = c->nodes[k->heap[0]].rank;
-        k->version++;
     }
 }
 

@@ -66,8 +66,6 @@ static const char *const state_names[] = {"ready", "draining", NULL};
 
 #define MIN_NAME_DIGITS 3
 
-/* ---- jansson allocator --------------------------------------------------- */
-
 /* ---- error reporting ----------------------------------------------------- */
 
 /* Writes "<where>: <message>" into the error buffer; returns ALLOT_EINVAL. */
@@ -75,19 +73,13 @@ static int fail(struct desc_ctx *d, const char *fmt, ...) __attribute__((format(
 
 static int fail(struct desc_ctx *d, const char *fmt, ...)
 {
-    char msg[768];
     va_list ap;
+    int rc;
 
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    rc = allot_json_verrf(d->err, d->errlen, d->where, fmt, ap);
     va_end(ap);
-    if (d->err && d->errlen > 0) {
-        if (d->where[0])
-            allot_fmt(d->err, d->errlen, "%s: %s", d->where, msg);
-        else
-            allot_strlcpy(d->err, msg, d->errlen);
-    }
-    return ALLOT_EINVAL;
+    return rc;
 }
 
 static void set_err(char *err, size_t errlen, const char *msg)
@@ -195,19 +187,9 @@ static int digits(int64_t v)
 /* Rejects any key of `obj` that is not in `allowed`. */
 static int check_fields(struct desc_ctx *d, json_t *obj, const char *const *allowed)
 {
-    const char *key;
-    json_t *val;
+    const char *bad = allot_json_unknown_key(obj, allowed);
 
-    json_object_foreach(obj, key, val)
-    {
-        const char *const *a = allowed;
-
-        while (*a && strcmp(*a, key) != 0)
-            a++;
-        if (!*a)
-            return fail(d, "unknown field \"%s\"", key);
-    }
-    return 0;
+    return bad ? fail(d, "unknown field \"%s\"", bad) : 0;
 }
 
 /* Reads integer field `key` of `obj` into *out when present (*found tells),

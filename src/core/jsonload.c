@@ -7,6 +7,8 @@
 #include "allot/common.h"
 
 #include <pthread.h>
+#include <stdio.h>
+#include <string.h>
 
 static pthread_once_t alloc_once = PTHREAD_ONCE_INIT;
 
@@ -66,4 +68,35 @@ json_t *allot_json_loadb(const char *buf, size_t len, json_error_t *jerr, bool *
     }
     *oom = false;
     return root;
+}
+
+int allot_json_verrf(char *err, size_t errlen, const char *where, const char *fmt, va_list ap)
+{
+    char msg[768];
+
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    if (err && errlen > 0) {
+        if (where && where[0])
+            allot_fmt(err, errlen, "%s: %s", where, msg);
+        else
+            allot_strlcpy(err, msg, errlen);
+    }
+    return ALLOT_EINVAL;
+}
+
+const char *allot_json_unknown_key(json_t *obj, const char *const *allowed)
+{
+    const char *key;
+    json_t *val;
+
+    json_object_foreach(obj, key, val)
+    {
+        const char *const *a = allowed;
+
+        while (*a && strcmp(*a, key) != 0)
+            a++;
+        if (!*a)
+            return key;
+    }
+    return NULL;
 }

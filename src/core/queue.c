@@ -38,7 +38,6 @@ struct queue {
     uint64_t run_epoch; /* bumped whenever a job starts or leaves the cluster */
     int *first;         /* owned: jobs whose victims just stopped (this cycle) */
     size_t n_first, first_cap;
-    int64_t now; /* time of the current cycle */
     int64_t wakeup;
     allot_decision_fn fn;
     void *ud;
@@ -818,7 +817,6 @@ static int try_preempt(struct queue *q, struct allot_job *j, int64_t now)
     int *order;
     int n = 0, used = 0, rc = 0, stopping = 0;
     bool in_nom = allot_tenants_in_nominal(q->t, j->spec.tenant, &j->req);
-    int64_t gpus = 0;
 
     if (j->stopping_victims > 0)
         return 1; /* already making room */
@@ -853,10 +851,9 @@ static int try_preempt(struct queue *q, struct allot_job *j, int64_t now)
         vs[n].id = v->id;
         vs[n].borrowed = v->borrowed;
         vs[n].cost = (int64_t)job_gpus(v) * lost_work(q, v, ran);
-        gpus += v->req.v[ALLOT_RES_GPU];
         n++;
     }
-    if (n == 0 || gpus < j->req.v[ALLOT_RES_GPU] - q->capacity.v[ALLOT_RES_GPU]) {
+    if (n == 0) {
         allot_free(vs);
         return 0;
     }
@@ -1131,7 +1128,6 @@ int queue_cycle(struct queue *q, int64_t now, allot_decision_fn fn, void *ud)
 
     q->fn = fn;
     q->ud = ud;
-    q->now = now;
     q->wakeup = INT64_MAX;
     allot_tenants_advance(q->t, now, q->o.half_life_s, &q->capacity);
     q->n_first = 0;
