@@ -20,6 +20,7 @@
  * path computes, so the results do not depend on the number of workers.
  */
 #include "fill.h"
+#include "fdio.h"
 
 #include "cliopt.h"
 #include "offline.h"
@@ -534,22 +535,6 @@ struct wire_head {
 };
 #define WIRE_MAGIC 0x46494c4cu
 
-static int write_all(int fd, const void *buf, size_t len)
-{
-    const char *p = buf;
-
-    while (len > 0) {
-        ssize_t w = write(fd, p, len);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return ALLOT_EIO;
-        p += w;
-        len -= (size_t)w;
-    }
-    return 0;
-}
-
 /* The child's side: run the job, send it, exit without flushing stdio. */
 static void __attribute__((noreturn))
 worker_main(const struct sim_fill_trace *t, const struct sim_fill_opts *o, int j, int fd)
@@ -562,7 +547,8 @@ worker_main(const struct sim_fill_trace *t, const struct sim_fill_opts *o, int j
     memcpy(h.err, jo.err, sizeof(h.err));
     h.res = jo.res;
     h.log_len = jo.rc ? 0 : jo.log.len;
-    if (write_all(fd, &h, sizeof(h)) || (h.log_len && write_all(fd, jo.log.buf, jo.log.len)))
+    if (fdio_write_all(fd, &h, sizeof(h)) ||
+        (h.log_len && fdio_write_all(fd, jo.log.buf, jo.log.len)))
         _exit(1);
     _exit(0);
 }

@@ -20,6 +20,7 @@
  * the most GPU milli after the search, wins.
  */
 #include "offline.h"
+#include "fdio.h"
 
 #include <errno.h>
 #include <math.h>
@@ -519,39 +520,6 @@ struct wire {
     struct sim_offline_result r[MAX_POINTS];
 };
 
-/* Moves len bytes through fd; 0 or ALLOT_EIO. */
-static int write_all(int fd, const void *buf, size_t len)
-{
-    const char *p = buf;
-
-    while (len > 0) {
-        ssize_t w = write(fd, p, len);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return ALLOT_EIO;
-        p += w;
-        len -= (size_t)w;
-    }
-    return 0;
-}
-
-static int read_all(int fd, void *buf, size_t len)
-{
-    char *p = buf;
-
-    while (len > 0) {
-        ssize_t r = read(fd, p, len);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return ALLOT_EIO;
-        p += r;
-        len -= (size_t)r;
-    }
-    return 0;
-}
-
 /* Runs seeds[first..first+n) (n <= MAX_JOBS) on n forked workers; results
  * into v[seed index * MAX_POINTS + point]. */
 static int run_batch(const struct sim_fill_trace *t, const uint64_t *seeds, int first, int n,
@@ -585,7 +553,7 @@ static int run_batch(const struct sim_fill_trace *t, const uint64_t *seeds, int 
             for (int k = 0; k < i; k++)
                 close(fd[k]);
             w.rc = sim_offline_fill(t, seeds[first + i], tune, points, n_points, w.r);
-            _exit(write_all(pp[1], &w, sizeof(w)) ? 1 : 0);
+            _exit(fdio_write_all(pp[1], &w, sizeof(w)) ? 1 : 0);
         }
         close(pp[1]);
         fd[i] = pp[0];
@@ -593,7 +561,7 @@ static int run_batch(const struct sim_fill_trace *t, const uint64_t *seeds, int 
     for (int i = 0; i < n; i++) {
         struct wire w;
         if (fd[i] >= 0) {
-            if (read_all(fd[i], &w, sizeof(w)) || w.rc)
+            if (fdio_read_all(fd[i], &w, sizeof(w)) || w.rc)
                 rc = rc ? rc : (w.rc ? w.rc : ALLOT_EIO);
             else
                 memcpy(v + (size_t)(first + i) * MAX_POINTS, w.r, sizeof(w.r));
