@@ -20,21 +20,7 @@
 #define ALLOT_ISO_EXCLUSIVE_GPU_TEST  1
 #define ALLOT_ISO_EXCLUSIVE_NODE_TEST 2
 
-static struct allot_catalog *cat;
-
-static int setup(void **state)
-{
-    char err[256];
-
-    cat = allot_catalog_default(err, sizeof(err));
-    return cat ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    allot_catalog_free(cat);
-    return 0;
-}
+#include "catalog_fixture.h"
 
 static void test_add_node_validation(void **state)
 {

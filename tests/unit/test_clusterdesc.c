@@ -25,21 +25,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static struct allot_catalog *cat;
-
-static int setup(void **state)
-{
-    char err[256];
-
-    cat = allot_catalog_default(err, sizeof(err));
-    return cat ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    allot_catalog_free(cat);
-    return 0;
-}
+#include "catalog_fixture.h"
 
 /* Returns s with every ' replaced by " (a static buffer: one at a time). */
 static const char *dq(const char *s)

@@ -21,23 +21,7 @@
 
 #define DATA ALLOT_SOURCE_DIR "/tests/data/fill/"
 
-static struct allot_catalog *cat;
-
-static int setup(void **state)
-{
-    char err[256];
-
-    (void)state;
-    cat = allot_catalog_default(err, sizeof(err));
-    return cat ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    allot_catalog_free(cat);
-    return 0;
-}
+#include "catalog_fixture.h"
 
 static struct allot_node_spec node(const char *name, const char *model, int64_t cpu, int gpus)
 {

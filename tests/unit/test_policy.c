@@ -18,21 +18,7 @@
 
 #define OFFSET 1000000 /* the offset bestfit and dotprod add (policy_basic.c) */
 
-static struct allot_catalog *cat;
-
-static int setup(void **state)
-{
-    char err[256];
-
-    cat = allot_catalog_default(err, sizeof(err));
-    return cat ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    allot_catalog_free(cat);
-    return 0;
-}
+#include "catalog_fixture.h"
 
 /* A cluster of `n` nodes with `gpus` T4s, 64 cores, 256 GiB each. */
 static struct allot_cluster *mk(int n, int gpus)

@@ -17,21 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static struct allot_catalog *cat;
-
-static int setup(void **state)
-{
-    char err[256];
-
-    cat = allot_catalog_default(err, sizeof(err));
-    return cat ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    allot_catalog_free(cat);
-    return 0;
-}
+#include "catalog_fixture.h"
 
 struct world {
     struct allot_cluster *c;

@@ -18,21 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static struct allot_catalog *cat;
-
-static int setup(void **state)
-{
-    char err[256];
-
-    cat = allot_catalog_default(err, sizeof(err));
-    return cat ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    allot_catalog_free(cat);
-    return 0;
-}
+#include "catalog_fixture.h"
 
 /* The node a scan over every node picks: best score, then lowest rank. */
 static int brute_force(struct sched *s, const struct sched_policy_ops *ops,

@@ -19,23 +19,7 @@
 
 #define EXAMPLE ALLOT_SOURCE_DIR "/etc/tenants.example.yaml"
 
-static struct allot_catalog *cat;
-
-static int setup(void **state)
-{
-    char err[256];
-
-    (void)state;
-    cat = allot_catalog_default(err, sizeof(err));
-    return cat ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    allot_catalog_free(cat);
-    return 0;
-}
+#include "catalog_fixture.h"
 
 static void test_example(void **state)
 {
