@@ -46,7 +46,7 @@ int main(int argc, char **argv)
     struct allot_catalog *cat;
     struct allot_task *tasks;
     float *lat;
-    struct frag_mix mix;
+    struct allot_frag_mix mix;
 
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -79,20 +79,20 @@ int main(int argc, char **argv)
     if (!tasks || !lat)
         return 1;
     sim_synth_tasks(cat, tasks, (size_t)ntasks, seed);
-    if (frag_mix_build(tasks, (size_t)ntasks, 0.95, &mix) != 0)
+    if (allot_frag_mix_build(tasks, (size_t)ntasks, 0.95, &mix) != 0)
         return 1;
-    for (int p = 0; sched_policies[p]; p++) {
-        const struct sched_policy_ops *ops = sched_policies[p];
+    for (int p = 0; allot_sched_policies[p]; p++) {
+        const struct allot_sched_policy_ops *ops = allot_sched_policies[p];
         struct allot_cluster *c;
-        struct sched *s;
-        struct sched_opts o = {.seed = seed, .mix = &mix};
+        struct allot_sched *s;
+        struct allot_sched_opts o = {.seed = seed, .mix = &mix};
         double t0, total = 0;
         long placed = 0;
 
         if (only && !strstr(only, ops->name))
             continue;
         c = sim_synth_cluster(cat, nodes, true, seed);
-        s = c ? sched_new(c, ops, &o) : NULL;
+        s = c ? allot_sched_new(c, ops, &o) : NULL;
         if (!s) {
             fprintf(stderr, "bench-placement: out of memory\n");
             return 1;
@@ -102,7 +102,7 @@ int main(int argc, char **argv)
             double d;
             int rc;
             t0 = now_us();
-            rc = sched_place(s, &tasks[i], &pl, NULL, 0);
+            rc = allot_sched_place(s, &tasks[i], &pl, NULL, 0);
             d = now_us() - t0;
             lat[i] = (float)d;
             total += d;
@@ -120,10 +120,10 @@ int main(int argc, char **argv)
                     ops->name, placed, ntasks - placed, allot_cluster_classes(c, &ids));
         }
         fflush(stdout);
-        sched_free(s);
+        allot_sched_free(s);
         allot_cluster_free(c);
     }
-    frag_mix_clear(&mix);
+    allot_frag_mix_clear(&mix);
     free(tasks);
     free(lat);
     allot_catalog_free(cat);

@@ -44,13 +44,13 @@ enum allot_gpu_mode {
 enum allot_node_state { ALLOT_NODE_READY = 0, ALLOT_NODE_DRAINING, ALLOT_NODE_LOST };
 
 struct allot_gpu {
-    uint8_t mode;         /* enum allot_gpu_mode */
-    uint8_t island;       /* NVLink island id inside the node */
-    uint16_t n_tasks;     /* tasks holding part of this GPU */
-    int32_t excl_tenant;  /* exclusive-gpu tenant whose fractions hold it; 0 = none */
-    int32_t free_milli;   /* 0..1000; for MIG: free compute share in milli */
-    int64_t free_mem_mib; /* free GPU memory */
-    struct mig_state mig; /* MIG layout (mode MIG only) */
+    uint8_t mode;               /* enum allot_gpu_mode */
+    uint8_t island;             /* NVLink island id inside the node */
+    uint16_t n_tasks;           /* tasks holding part of this GPU */
+    int32_t excl_tenant;        /* exclusive-gpu tenant whose fractions hold it; 0 = none */
+    int32_t free_milli;         /* 0..1000; for MIG: free compute share in milli */
+    int64_t free_mem_mib;       /* free GPU memory */
+    struct allot_mig_state mig; /* MIG layout (mode MIG only) */
 };
 
 struct allot_label {

@@ -6,7 +6,7 @@
  *
  * Events in (submit, cancel, finish, time advanced: `now` is always passed
  * in), decisions out (start with placements, preempt, stop at limit) through
- * a callback. One scheduling cycle (queue_cycle):
+ * a callback. One scheduling cycle (allot_queue_cycle):
  *   1. stop running jobs past their runtime limit; end grace periods;
  *   2. order pending jobs: policy key (priority, fair share, age...);
  *   3. for each job: admit against quota; place all its tasks or none;
@@ -15,7 +15,7 @@
  *   4. the first job of a tenant that cannot be placed gets a reservation:
  *      later jobs only backfill if their estimated end precedes it;
  *   5. every job left waiting gets a specific pending reason.
- * Ordering policies are ops structs (queue_policies[]).
+ * Ordering policies are ops structs (allot_queue_policies[]).
  *
  * Guarantees (tested): a job is never preempted before its minimum
  * runtime, never for a job of equal or lower standing, never by a job it
@@ -66,7 +66,7 @@ struct allot_job_spec {
 };
 
 /* Why a job waits (or ended), recorded cheaply every cycle and turned
- * into text only when asked (queue_reason). */
+ * into text only when asked (allot_queue_reason). */
 enum allot_why_kind {
     ALLOT_WHY_NEW = 0,   /* not yet considered */
     ALLOT_WHY_RUNNING,   /* not waiting */
@@ -109,7 +109,7 @@ struct allot_job {
     struct allot_resvec req;       /* what the whole gang uses */
     struct allot_placement *pl;    /* owned, n_tasks entries while running */
     struct allot_why why;          /* the current reason, structured */
-    char reason[ALLOT_REASON_MAX]; /* its text, filled by queue_reason() */
+    char reason[ALLOT_REASON_MAX]; /* its text, filled by allot_queue_reason() */
 };
 
 /* Decisions out of a cycle. */
@@ -121,12 +121,12 @@ enum allot_decision_kind {
 
 typedef void (*allot_decision_fn)(int kind, const struct allot_job *job, const char *why, void *ud);
 
-struct queue;
+struct allot_queue;
 
 /* Options of a queue. */
-struct queue_opts {
-    const char *order;           /* ordering policy name (queue_policy_find) */
-    const char *placement;       /* placement policy name (sched_policy_find) */
+struct allot_queue_opts {
+    const char *order;           /* ordering policy name (allot_queue_policy_find) */
+    const char *placement;       /* placement policy name (allot_sched_policy_find) */
     bool quotas;                 /* enforce tenant quotas */
     bool borrowing;              /* tenants may borrow above nominal */
     bool preemption;             /* priority preemption and reclaim */
@@ -145,63 +145,64 @@ struct queue_opts {
 };
 
 /* Ordering policies: a key per pending job (lower goes first). */
-#define QUEUE_KEY_LEN 4
-struct queue_policy_ops {
+#define ALLOT_QUEUE_KEY_LEN 4
+struct allot_queue_policy_ops {
     const char *name;
     const char *summary;
     /* Tenants take turns by fair share (lowest key first), each offering
      * its best job by key; otherwise one global order by key. */
     bool per_tenant;
-    /* Fills key[0..QUEUE_KEY_LEN) (compared in order) for job j at now. */
-    void (*key)(const struct queue *q, const struct allot_job *j, int64_t now,
-                double key[QUEUE_KEY_LEN]);
+    /* Fills key[0..ALLOT_QUEUE_KEY_LEN) (compared in order) for job j at now. */
+    void (*key)(const struct allot_queue *q, const struct allot_job *j, int64_t now,
+                double key[ALLOT_QUEUE_KEY_LEN]);
 };
 
-extern const struct queue_policy_ops *const queue_policies[];
-const struct queue_policy_ops *queue_policy_find(const char *name);
+extern const struct allot_queue_policy_ops *const allot_queue_policies[];
+const struct allot_queue_policy_ops *allot_queue_policy_find(const char *name);
 
 /* Creates a queue over cluster c and tenants t (both borrowed; the queue is
  * their only writer). Returns NULL on allocation failure or unknown policy
  * names (message in err). */
-struct queue *queue_new(struct allot_cluster *c, struct allot_tenants *t,
-                        const struct queue_opts *opts, char *err, size_t errlen);
-void queue_free(struct queue *q);
+struct allot_queue *allot_queue_new(struct allot_cluster *c, struct allot_tenants *t,
+                                    const struct allot_queue_opts *opts, char *err, size_t errlen);
+void allot_queue_free(struct allot_queue *q);
 
 /* Registers a priority class; returns its index or an error. */
-int queue_add_prio_class(struct queue *q, const char *name, int value, bool preemptible);
+int allot_queue_add_prio_class(struct allot_queue *q, const char *name, int value,
+                               bool preemptible);
 
 /* Submits a job at time now; returns its id (>= 0) or ALLOT_EINVAL with a
  * message naming the field (unknown tenant, gang of 0, bad task shape). */
-int queue_submit(struct queue *q, const struct allot_job_spec *spec, int64_t now, char *err,
-                 size_t errlen);
+int allot_queue_submit(struct allot_queue *q, const struct allot_job_spec *spec, int64_t now,
+                       char *err, size_t errlen);
 
 /* Cancels a pending or running job. Returns 0 or ALLOT_ENOENT/ALLOT_ESTATE. */
-int queue_cancel(struct queue *q, int id, int64_t now);
+int allot_queue_cancel(struct allot_queue *q, int id, int64_t now);
 
 /* A running job finished on its own at `now`. Returns 0 or ALLOT_ESTATE. */
-int queue_finish(struct queue *q, int id, int64_t now);
+int allot_queue_finish(struct allot_queue *q, int id, int64_t now);
 
 /* Runs one scheduling cycle at time now; decisions go to fn. Returns 0 or
  * ALLOT_ENOMEM. */
-int queue_cycle(struct queue *q, int64_t now, allot_decision_fn fn, void *ud);
+int allot_queue_cycle(struct allot_queue *q, int64_t now, allot_decision_fn fn, void *ud);
 
 /* Earliest future time the queue wants a cycle for its own sake (a grace
  * period or limit ending, a reservation); INT64_MAX when none. */
-int64_t queue_next_wakeup(const struct queue *q);
+int64_t allot_queue_next_wakeup(const struct allot_queue *q);
 
 /* The pending reason (or end) of job id as text, e.g. "tenant ml/vision at
  * nominal (8/8 GPU), borrowing limit reached". The string lives in the job
  * and is valid until the next call for it; "" for an unknown id. */
-const char *queue_reason(struct queue *q, int id);
+const char *allot_queue_reason(struct allot_queue *q, int id);
 
-int queue_job_count(const struct queue *q);
-const struct allot_job *queue_job(const struct queue *q, int id);
-struct allot_tenants *queue_tenants(const struct queue *q);
-struct allot_cluster *queue_cluster(const struct queue *q);
+int allot_queue_job_count(const struct allot_queue *q);
+const struct allot_job *allot_queue_job(const struct allot_queue *q, int id);
+struct allot_tenants *allot_queue_tenants(const struct allot_queue *q);
+struct allot_cluster *allot_queue_cluster(const struct allot_queue *q);
 
 /* Checks cluster and queue invariants: every running job placed and
  * charged, usage equal to the sum of running jobs, no tenant over its
  * borrow limit. Returns 0 or ALLOT_EINTERNAL with a message. */
-int queue_check_invariants(const struct queue *q, char *err, size_t errlen);
+int allot_queue_check_invariants(const struct allot_queue *q, char *err, size_t errlen);
 
 #endif

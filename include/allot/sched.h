@@ -3,13 +3,13 @@
  * placement) on it for one task under a replaceable placement policy, and
  * commits it to the cluster.
  *
- * Policies are ops structs registered in one table (sched_policies[]). A
+ * Policies are ops structs registered in one table (allot_sched_policies[]). A
  * policy scores a node state for a task (integer, higher wins, -1 refuses);
  * the scheduler asks it once per state class and task shape and caches the
  * answer until the class changes or the policy bumps the generation, so a
  * decision costs one pass over the live classes with cache hits, not a
  * rescan of every node. Ties go to the lowest node rank (a seeded
- * permutation). Policies flagged SCHED_POLICY_RANDOM instead pick a
+ * permutation). Policies flagged ALLOT_SCHED_POLICY_RANDOM instead pick a
  * uniformly random feasible node from the scheduler's seeded PRNG.
  *
  * Deterministic: same cluster, seed and task sequence give the same
@@ -22,24 +22,24 @@
 #include "allot/common.h"
 #include "allot/frag.h"
 
-struct sched;
+struct allot_sched;
 
-#define SCHED_POLICY_RANDOM      1u /* uniform random feasible node */
-#define SCHED_POLICY_POD_CLASSES 2u /* scores depend on hosted task classes */
-#define SCHED_POLICY_FRAG        4u /* uses the fragmentation mix */
+#define ALLOT_SCHED_POLICY_RANDOM      1u /* uniform random feasible node */
+#define ALLOT_SCHED_POLICY_POD_CLASSES 2u /* scores depend on hosted task classes */
+#define ALLOT_SCHED_POLICY_FRAG        4u /* uses the fragmentation mix */
 
-struct sched_policy_ops {
+struct allot_sched_policy_ops {
     const char *name;
     const char *summary; /* one line for --help */
-    unsigned flags;      /* SCHED_POLICY_* */
+    unsigned flags;      /* ALLOT_SCHED_POLICY_* */
     /* Optional: allocate private state (*state, owned by the scheduler). */
-    int (*init)(struct sched *s, void **state);
+    int (*init)(struct allot_sched *s, void **state);
     /* Optional: free private state (accepts NULL). */
     void (*fini)(void *state);
     /* Scores node n (feasible for t) for task t: 0..INT32_MAX, or -1 to
      * refuse. Must depend only on the node's class state and the policy's
      * state, so that it can be cached per class. */
-    int (*score)(void *state, const struct sched *s, const struct allot_node *n,
+    int (*score)(void *state, const struct allot_sched *s, const struct allot_node *n,
                  const struct allot_task *t);
     /* Optional: an upper bound of score() for t over the classes of
      * capacity bucket b whose cap_key is at most `cap_key` (see
@@ -48,80 +48,82 @@ struct sched_policy_ops {
      * as no unvisited class can win. */
     int (*bound)(void *state, int bucket, int64_t cap_key, const struct allot_task *t);
     /* Optional: chooses the GPUs on node n for t (n fits t). Without it the
-     * scheduler uses sched_choose_default(). Returns 0 or ALLOT_ENOSPC. */
-    int (*choose)(void *state, const struct sched *s, int node, const struct allot_task *t,
+     * scheduler uses allot_sched_choose_default(). Returns 0 or ALLOT_ENOSPC. */
+    int (*choose)(void *state, const struct allot_sched *s, int node, const struct allot_task *t,
                   struct allot_placement *out);
     /* Optional: sees every arriving task before it is placed (learning). */
-    void (*observe)(void *state, struct sched *s, const struct allot_task *t);
+    void (*observe)(void *state, struct allot_sched *s, const struct allot_task *t);
 };
 
 /* The registered policies, NULL-terminated. */
-extern const struct sched_policy_ops *const sched_policies[];
+extern const struct allot_sched_policy_ops *const allot_sched_policies[];
 
 /* Finds a registered policy by name; NULL when unknown. */
-const struct sched_policy_ops *sched_policy_find(const char *name);
+const struct allot_sched_policy_ops *allot_sched_policy_find(const char *name);
 
 /* Scheduler options. */
-struct sched_opts {
-    uint64_t seed;              /* PRNG seed (random policy, rank order is the cluster's) */
-    const struct frag_mix *mix; /* typical tasks for FGD (borrowed; NULL: learn online) */
+struct allot_sched_opts {
+    uint64_t seed;                    /* PRNG seed (random policy, rank order is the cluster's) */
+    const struct allot_frag_mix *mix; /* typical tasks for FGD (borrowed; NULL: learn online) */
 };
 
 /* Creates a scheduler that places on cluster `c` (borrowed; the scheduler
  * must be the only writer of the cluster while it lives) with `policy`.
  * Returns NULL on allocation failure or when the policy's init fails. */
-struct sched *sched_new(struct allot_cluster *c, const struct sched_policy_ops *policy,
-                        const struct sched_opts *opts);
+struct allot_sched *allot_sched_new(struct allot_cluster *c,
+                                    const struct allot_sched_policy_ops *policy,
+                                    const struct allot_sched_opts *opts);
 
 /* Frees the scheduler (not the cluster); accepts NULL. */
-void sched_free(struct sched *s);
+void allot_sched_free(struct allot_sched *s);
 
 /* Places task t: picks a node and GPUs, applies it to the cluster and
  * writes it to *out. Returns 0, ALLOT_ENOSPC when no node fits, ALLOT_EINVAL
  * for an invalid task (message in err when err != NULL), or ALLOT_ENOMEM. */
-int sched_place(struct sched *s, const struct allot_task *t, struct allot_placement *out, char *err,
-                size_t errlen);
+int allot_sched_place(struct allot_sched *s, const struct allot_task *t,
+                      struct allot_placement *out, char *err, size_t errlen);
 
-/* Finds where t would go without committing. Same returns as sched_place. */
-int sched_pick(struct sched *s, const struct allot_task *t, struct allot_placement *out);
+/* Finds where t would go without committing. Same returns as allot_sched_place. */
+int allot_sched_pick(struct allot_sched *s, const struct allot_task *t,
+                     struct allot_placement *out);
 
 /* Releases a placement made earlier (task finished). Returns 0 or ALLOT_EINVAL. */
-int sched_release(struct sched *s, const struct allot_placement *p);
+int allot_sched_release(struct allot_sched *s, const struct allot_placement *p);
 
 /* Runs allot_cluster_check plus the scheduler's own cache checks. */
-int sched_check_invariants(const struct sched *s, char *err, size_t errlen);
+int allot_sched_check_invariants(const struct allot_sched *s, char *err, size_t errlen);
 
 /* Invalidates every cached score (a policy whose parameters changed calls it). */
-void sched_invalidate(struct sched *s);
+void allot_sched_invalidate(struct allot_sched *s);
 
 /* Accessors for policies. */
-struct allot_cluster *sched_cluster(const struct sched *s);
-const struct frag_mix *sched_mix(const struct sched *s);
+struct allot_cluster *allot_sched_cluster(const struct allot_sched *s);
+const struct allot_frag_mix *allot_sched_mix(const struct allot_sched *s);
 /* Replaces the fragmentation mix (borrowed) and invalidates caches. */
-void sched_set_mix(struct sched *s, const struct frag_mix *mix);
-struct allot_rng *sched_rng(struct sched *s);
+void allot_sched_set_mix(struct allot_sched *s, const struct allot_frag_mix *mix);
+struct allot_rng *allot_sched_rng(struct allot_sched *s);
 /* The policy's private state (what its init returned; NULL without init). */
-void *sched_policy_state(const struct sched *s);
+void *allot_sched_policy_state(const struct allot_sched *s);
 /* Cached fragmentation of node n under the current mix. */
-double sched_node_frag(const struct sched *s, int node);
+double allot_sched_node_frag(const struct allot_sched *s, int node);
 
 /* Default GPU choice: whole GPUs take the lowest-index fully free GPUs
  * (inside one NVLink island when possible); a fraction takes the fitting
  * GPU with the least free milli; MIG takes the GPU and placement keeping
  * the most options open. Returns 0 or ALLOT_ENOSPC. */
-int sched_choose_default(const struct sched *s, int node, const struct allot_task *t,
-                         struct allot_placement *out);
+int allot_sched_choose_default(const struct allot_sched *s, int node, const struct allot_task *t,
+                               struct allot_placement *out);
 
 /* True when t asks for a fraction of one GPU (milli-GPU and/or memory). */
-bool sched_task_is_fraction(const struct allot_task *t);
+bool allot_sched_task_is_fraction(const struct allot_task *t);
 
 /* Fills *out with t's fraction on GPU `gpu` of node. Returns 0, or
  * ALLOT_ENOSPC when gpu < 0 (no GPU takes it). */
-int sched_place_fraction(const struct sched *s, int node, const struct allot_task *t, int gpu,
-                         struct allot_placement *out);
+int allot_sched_place_fraction(const struct allot_sched *s, int node, const struct allot_task *t,
+                               int gpu, struct allot_placement *out);
 
 /* Fills the non-GPU part of a placement for t on node. */
-void sched_placement_init(const struct sched *s, int node, const struct allot_task *t,
-                          struct allot_placement *out);
+void allot_sched_placement_init(const struct allot_sched *s, int node, const struct allot_task *t,
+                                struct allot_placement *out);
 
 #endif

@@ -861,8 +861,8 @@ static int placement_change(const struct allot_cluster *c, const struct allot_pl
             int rc;
             if (g->mode != ALLOT_GPU_MIG || !m)
                 return ALLOT_EINVAL;
-            rc = sign > 0 ? mig_alloc(m, &g->mig, p->mig_profile, p->mig_start)
-                          : mig_free(&g->mig, p->mig_start);
+            rc = sign > 0 ? allot_mig_alloc(m, &g->mig, p->mig_profile, p->mig_start)
+                          : allot_mig_free(&g->mig, p->mig_start);
             if (rc)
                 return rc == ALLOT_ENOENT ? ALLOT_EINVAL : rc;
             mig_gpu_refresh(m, g);
@@ -973,7 +973,7 @@ static int check_node(const struct allot_cluster *c, int i, char *err, size_t er
             uint8_t mask = 0;
             int compute = 0;
             for (int k = 0; k < u->mig.n_instances; k++) {
-                const struct mig_instance *in = &u->mig.inst[k];
+                const struct allot_mig_instance *in = &u->mig.inst[k];
                 uint8_t bits = (uint8_t)(((1u << in->size) - 1) << in->start);
                 if (mask & bits) {
                     allot_fmt(err, errlen, "node %s gpu %d: MIG slice allocated twice", n->name, g);

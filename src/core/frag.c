@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-double frag_state(const struct frag_mix *m, int model, int64_t cpu_free, const int32_t *free_milli,
-                  int n_gpus)
+double allot_frag_state(const struct allot_frag_mix *m, int model, int64_t cpu_free,
+                        const int32_t *free_milli, int n_gpus)
 {
     int64_t total = 0;
     double f = 0;
@@ -24,7 +24,7 @@ double frag_state(const struct frag_mix *m, int model, int64_t cpu_free, const i
     if (total == 0)
         return 0;
     for (int j = 0; j < m->n; j++) {
-        const struct frag_task *t = &m->v[j];
+        const struct allot_frag_task *t = &m->v[j];
         int64_t small = 0;
         int fit = 0;
         if (t->num_gpu == 0 || cpu_free < t->cpu_milli ||
@@ -43,16 +43,16 @@ double frag_state(const struct frag_mix *m, int model, int64_t cpu_free, const i
     return f;
 }
 
-double frag_node(const struct frag_mix *m, const struct allot_node *n)
+double allot_frag_node(const struct allot_frag_mix *m, const struct allot_node *n)
 {
     int32_t g[ALLOT_MAX_GPUS];
 
     for (int i = 0; i < n->n_gpus; i++)
         g[i] = n->gpus[i].mode == ALLOT_GPU_MIG ? 0 : n->gpus[i].free_milli;
-    return frag_state(m, n->model, n->cpu_free, g, n->n_gpus);
+    return allot_frag_state(m, n->model, n->cpu_free, g, n->n_gpus);
 }
 
-double frag_cluster(const struct frag_mix *m, const struct allot_cluster *c)
+double allot_frag_cluster(const struct allot_frag_mix *m, const struct allot_cluster *c)
 {
     double f = 0;
     int nn = allot_cluster_node_count(c);
@@ -60,14 +60,14 @@ double frag_cluster(const struct frag_mix *m, const struct allot_cluster *c)
     for (int i = 0; i < nn; i++) {
         const struct allot_node *n = allot_cluster_node(c, i);
         if (n->state == ALLOT_NODE_READY)
-            f += frag_node(m, n);
+            f += allot_frag_node(m, n);
     }
     return f;
 }
 
 static int cmp_mix(const void *a, const void *b)
 {
-    const struct frag_task *x = a, *y = b;
+    const struct allot_frag_task *x = a, *y = b;
 
     if (x->weight != y->weight)
         return x->weight > y->weight ? -1 : 1;
@@ -82,7 +82,7 @@ static int cmp_mix(const void *a, const void *b)
     return 0;
 }
 
-static bool same_shape(const struct frag_task *a, const struct allot_task *t)
+static bool same_shape(const struct allot_frag_task *a, const struct allot_task *t)
 {
     int milli = t->num_gpu ? t->gpu_milli : 0;
 
@@ -90,9 +90,10 @@ static bool same_shape(const struct frag_task *a, const struct allot_task *t)
            a->model_mask == t->model_mask;
 }
 
-int frag_mix_build(const struct allot_task *tasks, size_t n, double coverage, struct frag_mix *out)
+int allot_frag_mix_build(const struct allot_task *tasks, size_t n, double coverage,
+                         struct allot_frag_mix *out)
 {
-    struct frag_task *v = NULL;
+    struct allot_frag_task *v = NULL;
     size_t nv = 0, cap = 0;
     /* open-addressing table from shape hash to index in v */
     size_t tcap = 64;
@@ -153,7 +154,7 @@ int frag_mix_build(const struct allot_task *tasks, size_t n, double coverage, st
     return 0;
 }
 
-void frag_mix_clear(struct frag_mix *m)
+void allot_frag_mix_clear(struct allot_frag_mix *m)
 {
     allot_free(m->v);
     m->v = NULL;

@@ -1,6 +1,6 @@
 /*
  * MIG geometry of one GPU: the rules that decide which GPU instances may
- * coexist, allocation and release of instances in a struct mig_state, the
+ * coexist, allocation and release of instances in a struct allot_mig_state, the
  * "future options" measure and the placement choice that maximises it, and
  * exhaustive searches (layout feasibility, maximal-layout counting).
  *
@@ -14,7 +14,7 @@
  * Every rule is monotone (removing an instance never breaks one), which the
  * searches rely on: a valid layout's subsets are valid.
  *
- * State invariants kept by mig_alloc/mig_free: inst[0..n_instances) is sorted
+ * State invariants kept by allot_mig_alloc/allot_mig_free: inst[0..n_instances) is sorted
  * by start; used_mask is the union of the instances' slices; compute_used is
  * the sum of their compute slices. Functions here are pure over their
  * arguments (no globals, no allocation) and safe to call from any thread on
@@ -45,7 +45,7 @@ static int find_placement(const struct allot_mig_profile *p, int start)
     return -1;
 }
 
-static int count_profile(const struct mig_state *s, int prof)
+static int count_profile(const struct allot_mig_state *s, int prof)
 {
     int n = 0;
 
@@ -58,7 +58,7 @@ static int count_profile(const struct mig_state *s, int prof)
 
 /* Rules 2-5 for placement `pl` of profile `prof` (rule 1 is the caller's:
  * pl comes from the profile's list). */
-static bool fits(const struct allot_gpu_model *m, const struct mig_state *s, int prof,
+static bool fits(const struct allot_gpu_model *m, const struct allot_mig_state *s, int prof,
                  const struct allot_mig_placement *pl)
 {
     const struct allot_mig_profile *p = &m->profiles[prof];
@@ -73,7 +73,7 @@ static bool fits(const struct allot_gpu_model *m, const struct mig_state *s, int
 }
 
 /* Inserts an instance keeping inst[] sorted by start; the caller checked fits(). */
-static void insert_instance(const struct allot_gpu_model *m, struct mig_state *s, int prof,
+static void insert_instance(const struct allot_gpu_model *m, struct allot_mig_state *s, int prof,
                             const struct allot_mig_placement *pl)
 {
     const struct allot_mig_profile *p = &m->profiles[prof];
@@ -98,7 +98,8 @@ static void insert_instance(const struct allot_gpu_model *m, struct mig_state *s
  * five rules); false for an unknown profile, a non-MIG model or a start that
  * is not one of the profile's placements.
  */
-bool mig_can_place(const struct allot_gpu_model *m, const struct mig_state *s, int prof, int start)
+bool allot_mig_can_place(const struct allot_gpu_model *m, const struct allot_mig_state *s, int prof,
+                         int start)
 {
     int i;
 
@@ -115,8 +116,8 @@ bool mig_can_place(const struct allot_gpu_model *m, const struct mig_state *s, i
  * order (out may be NULL when max is 0). Returns how many are free, which may
  * exceed max; 0 for an unknown profile.
  */
-int mig_list_placements(const struct allot_gpu_model *m, const struct mig_state *s, int prof,
-                        struct allot_mig_placement *out, int max)
+int allot_mig_list_placements(const struct allot_gpu_model *m, const struct allot_mig_state *s,
+                              int prof, struct allot_mig_placement *out, int max)
 {
     const struct allot_mig_profile *p;
     int n = 0;
@@ -140,7 +141,7 @@ int mig_list_placements(const struct allot_gpu_model *m, const struct mig_state 
  * ALLOT_ENOSPC when the slices are taken or a count or compute limit is
  * reached. s is unchanged on error.
  */
-int mig_alloc(const struct allot_gpu_model *m, struct mig_state *s, int prof, int start)
+int allot_mig_alloc(const struct allot_gpu_model *m, struct allot_mig_state *s, int prof, int start)
 {
     const struct allot_mig_profile *p;
     int i;
@@ -162,9 +163,9 @@ int mig_alloc(const struct allot_gpu_model *m, struct mig_state *s, int prof, in
  * Destroys that instance and returns 0, or ALLOT_ENOENT (s unchanged) when no
  * instance starts there.
  */
-int mig_free(struct mig_state *s, int start)
+int allot_mig_free(struct allot_mig_state *s, int start)
 {
-    struct mig_instance gone;
+    struct allot_mig_instance gone;
     int i;
 
     if (!s)
@@ -180,7 +181,7 @@ int mig_free(struct mig_state *s, int start)
         s->inst[i] = s->inst[i + 1];
     s->n_instances--;
     /* Clear the vacated entry so equal layouts compare (and hash) equal. */
-    s->inst[s->n_instances] = (struct mig_instance){0};
+    s->inst[s->n_instances] = (struct allot_mig_instance){0};
     s->used_mask &= (uint8_t)~slice_mask(gone.start, gone.size);
     s->compute_used -= gone.compute;
     return 0;
@@ -192,7 +193,7 @@ int mig_free(struct mig_state *s, int start)
  * count more because they are the ones fragmentation hurts. 0 for a non-MIG
  * model or a full GPU.
  */
-int mig_options(const struct allot_gpu_model *m, const struct mig_state *s)
+int allot_mig_options(const struct allot_gpu_model *m, const struct allot_mig_state *s)
 {
     int total = 0;
 
@@ -209,13 +210,13 @@ int mig_options(const struct allot_gpu_model *m, const struct mig_state *s)
 
 /*
  * IN: m, s, prof; OUT: *out. Picks, among the free placements of prof, the
- * one after which mig_options() is largest; ties go to the highest start so
+ * one after which allot_mig_options() is largest; ties go to the highest start so
  * that low slots, where the big profiles' only placements are, stay open.
  * Returns 0, ALLOT_ENOSPC when no placement is free, ALLOT_EINVAL for an
  * unknown profile.
  */
-int mig_best_placement(const struct allot_gpu_model *m, const struct mig_state *s, int prof,
-                       struct allot_mig_placement *out)
+int allot_mig_best_placement(const struct allot_gpu_model *m, const struct allot_mig_state *s,
+                             int prof, struct allot_mig_placement *out)
 {
     const struct allot_mig_profile *p;
     int best = -1, best_score = -1;
@@ -224,14 +225,14 @@ int mig_best_placement(const struct allot_gpu_model *m, const struct mig_state *
         return ALLOT_EINVAL;
     p = &m->profiles[prof];
     for (int i = 0; i < p->n_placements; i++) {
-        struct mig_state t;
+        struct allot_mig_state t;
         int score;
 
         if (!fits(m, s, prof, &p->placements[i]))
             continue;
         t = *s;
         insert_instance(m, &t, prof, &p->placements[i]);
-        score = mig_options(m, &t);
+        score = allot_mig_options(m, &t);
         if (score > best_score ||
             (score == best_score && p->placements[i].start > p->placements[best].start)) {
             best = i;
@@ -249,8 +250,8 @@ int mig_best_placement(const struct allot_gpu_model *m, const struct mig_state *
 /* Places want[k..n) on s; want[] is sorted so equal profiles are adjacent,
  * and an instance of the same profile as its predecessor takes a higher
  * start, so each set of placements is tried once rather than n! times. */
-static bool place_rest(const struct allot_gpu_model *m, struct mig_state *s, const int *want, int n,
-                       int k, int prev_start)
+static bool place_rest(const struct allot_gpu_model *m, struct allot_mig_state *s, const int *want,
+                       int n, int k, int prev_start)
 {
     const struct allot_mig_profile *p;
 
@@ -258,7 +259,7 @@ static bool place_rest(const struct allot_gpu_model *m, struct mig_state *s, con
         return true;
     p = &m->profiles[want[k]];
     for (int i = 0; i < p->n_placements; i++) {
-        struct mig_state t;
+        struct allot_mig_state t;
 
         if (k > 0 && want[k - 1] == want[k] && p->placements[i].start <= prev_start)
             continue;
@@ -277,10 +278,10 @@ static bool place_rest(const struct allot_gpu_model *m, struct mig_state *s, con
  * Returns true when all n instances fit together on an empty GPU of m; false
  * for a non-MIG model or an unknown profile. n == 0 is trivially feasible.
  */
-bool mig_layout_feasible(const struct allot_gpu_model *m, const int *profs, int n)
+bool allot_mig_layout_feasible(const struct allot_gpu_model *m, const int *profs, int n)
 {
     int want[ALLOT_MIG_MAX_INSTANCES];
-    struct mig_state s = {0};
+    struct allot_mig_state s = {0};
 
     if (n == 0)
         return true;
@@ -316,7 +317,7 @@ struct candidate {
 /* Visits every valid layout reachable from s by adding candidates at index
  * >= next (each set exactly once, in increasing candidate order) and counts
  * those to which no candidate at all can be added. */
-static long count_from(const struct allot_gpu_model *m, const struct mig_state *s,
+static long count_from(const struct allot_gpu_model *m, const struct allot_mig_state *s,
                        const struct candidate *cand, int n_cand, int next)
 {
     bool maximal = true;
@@ -329,7 +330,7 @@ static long count_from(const struct allot_gpu_model *m, const struct mig_state *
     if (maximal)
         return 1;
     for (int i = next; i < n_cand; i++) {
-        struct mig_state t;
+        struct allot_mig_state t;
 
         if (!fits(m, s, cand[i].prof, cand[i].pl))
             continue;
@@ -346,10 +347,10 @@ static long count_from(const struct allot_gpu_model *m, const struct mig_state *
  * instance can be added. 0 for a non-MIG model. Exhaustive: fine for the
  * catalog's sizes (at most 16 profiles x 8 placements, 8 instances).
  */
-long mig_count_maximal_layouts(const struct allot_gpu_model *m)
+long allot_mig_count_maximal_layouts(const struct allot_gpu_model *m)
 {
     struct candidate cand[ALLOT_MIG_MAX_PROFILES * ALLOT_MIG_MAX_PLACEMENTS];
-    struct mig_state s = {0};
+    struct allot_mig_state s = {0};
     int n = 0;
 
     if (!m || !m->mig)

@@ -26,21 +26,21 @@ static int64_t node_free_gpu(const struct allot_node *n)
 }
 
 /* Total GPU milli task t asks for on node n. */
-static int64_t task_gpu(const struct sched *s, const struct allot_node *n,
+static int64_t task_gpu(const struct allot_sched *s, const struct allot_node *n,
                         const struct allot_task *t)
 {
-    return (int64_t)t->num_gpu * allot_task_gpu_milli(sched_cluster(s), t, n->model);
+    return (int64_t)t->num_gpu * allot_task_gpu_milli(allot_sched_cluster(s), t, n->model);
 }
 
 /* ---- firstfit: the first node in rank order ---- */
 
-static int firstfit_score(void *st, const struct sched *s, const struct allot_node *n,
+static int firstfit_score(void *st, const struct allot_sched *s, const struct allot_node *n,
                           const struct allot_task *t)
 {
     return 0;
 }
 
-const struct sched_policy_ops sched_policy_firstfit = {
+const struct allot_sched_policy_ops allot_sched_policy_firstfit = {
     .name = "firstfit",
     .summary = "first feasible node in the seeded node order",
     .score = firstfit_score,
@@ -55,7 +55,7 @@ const struct sched_policy_ops sched_policy_firstfit = {
  * highest raw score to 100 (integer division), so the winner set is that of
  * the raw score and normalising is not needed.
  */
-static int bestfit_score(void *st, const struct sched *s, const struct allot_node *n,
+static int bestfit_score(void *st, const struct allot_sched *s, const struct allot_node *n,
                          const struct allot_task *t)
 {
     int64_t x = (n->cpu_free - t->cpu_milli) + 16 * (node_free_gpu(n) - task_gpu(s, n, t));
@@ -64,7 +64,7 @@ static int bestfit_score(void *st, const struct sched *s, const struct allot_nod
     return (int)(OFFSET + 100 - q);
 }
 
-const struct sched_policy_ops sched_policy_bestfit = {
+const struct allot_sched_policy_ops allot_sched_policy_bestfit = {
     .name = "bestfit",
     .summary = "least CPU and GPU left over (openb BestFit)",
     .score = bestfit_score,
@@ -79,7 +79,7 @@ const struct sched_policy_ops sched_policy_bestfit = {
  */
 #define SPREAD_W 1000000
 
-static int spread_score(void *st, const struct sched *s, const struct allot_node *n,
+static int spread_score(void *st, const struct allot_sched *s, const struct allot_node *n,
                         const struct allot_task *t)
 {
     int64_t x = (n->cpu_free - t->cpu_milli) + 16 * (node_free_gpu(n) - task_gpu(s, n, t));
@@ -104,7 +104,7 @@ static int spread_bound(void *st, int bucket, int64_t cap_key, const struct allo
     return whole * SPREAD_W + (int)(x < 0 ? 0 : x);
 }
 
-const struct sched_policy_ops sched_policy_spread = {
+const struct allot_sched_policy_ops allot_sched_policy_spread = {
     .name = "spread",
     .summary = "most free GPUs, then most CPU and GPU left over (worst fit)",
     .score = spread_score,
@@ -114,33 +114,34 @@ const struct sched_policy_ops sched_policy_spread = {
 /* ---- random ---- */
 
 /* Random GPU among the fitting ones for fractions; defaults otherwise. */
-static int random_choose(void *st, const struct sched *s, int node, const struct allot_task *t,
-                         struct allot_placement *out)
+static int random_choose(void *st, const struct allot_sched *s, int node,
+                         const struct allot_task *t, struct allot_placement *out)
 {
-    const struct allot_node *n = allot_cluster_node(sched_cluster(s), node);
+    const struct allot_node *n = allot_cluster_node(allot_sched_cluster(s), node);
     int fit[ALLOT_MAX_GPUS], k = 0;
 
-    if (!sched_task_is_fraction(t))
-        return sched_choose_default(s, node, t, out);
+    if (!allot_sched_task_is_fraction(t))
+        return allot_sched_choose_default(s, node, t, out);
     for (int i = 0; i < n->n_gpus; i++)
         if (allot_gpu_takes_fraction(&n->gpus[i], t))
             fit[k++] = i;
     if (!k)
         return ALLOT_ENOSPC;
-    return sched_place_fraction(
-        s, node, t, fit[allot_rng_below(sched_rng((struct sched *)s), (uint64_t)k)], out);
+    return allot_sched_place_fraction(
+        s, node, t, fit[allot_rng_below(allot_sched_rng((struct allot_sched *)s), (uint64_t)k)],
+        out);
 }
 
-const struct sched_policy_ops sched_policy_random = {
+const struct allot_sched_policy_ops allot_sched_policy_random = {
     .name = "random",
     .summary = "uniformly random feasible node (openb Random)",
-    .flags = SCHED_POLICY_RANDOM,
+    .flags = ALLOT_SCHED_POLICY_RANDOM,
     .choose = random_choose,
 };
 
 /* ---- dotprod ---- */
 
-static int dotprod_score(void *st, const struct sched *s, const struct allot_node *n,
+static int dotprod_score(void *st, const struct allot_sched *s, const struct allot_node *n,
                          const struct allot_task *t)
 {
     double dot = (double)n->cpu_free / CPU_SCALE * ((double)t->cpu_milli / CPU_SCALE) +
@@ -149,7 +150,7 @@ static int dotprod_score(void *st, const struct sched *s, const struct allot_nod
     return (int)(OFFSET + floor(100.0 * (1.0 - dot / 2.0)));
 }
 
-const struct sched_policy_ops sched_policy_dotprod = {
+const struct allot_sched_policy_ops allot_sched_policy_dotprod = {
     .name = "dotprod",
     .summary = "smallest dot product of free and requested resources (openb DotProd)",
     .score = dotprod_score,
@@ -157,7 +158,7 @@ const struct sched_policy_ops sched_policy_dotprod = {
 
 /* ---- gpuclustering ---- */
 
-static int gpuclustering_score(void *st, const struct sched *s, const struct allot_node *n,
+static int gpuclustering_score(void *st, const struct allot_sched *s, const struct allot_node *n,
                                const struct allot_task *t)
 {
     int cls = allot_task_pod_class(t), bonus, same = 0, other = 0;
@@ -178,16 +179,16 @@ static int gpuclustering_score(void *st, const struct sched *s, const struct all
     return (int)floor(25.0 * f + bonus);
 }
 
-const struct sched_policy_ops sched_policy_gpuclustering = {
+const struct allot_sched_policy_ops allot_sched_policy_gpuclustering = {
     .name = "gpuclustering",
     .summary = "keep tasks of one class together (openb GpuClustering)",
-    .flags = SCHED_POLICY_POD_CLASSES,
+    .flags = ALLOT_SCHED_POLICY_POD_CLASSES,
     .score = gpuclustering_score,
 };
 
 /* ---- gpupacking ---- */
 
-static int gpupacking_score(void *st, const struct sched *s, const struct allot_node *n,
+static int gpupacking_score(void *st, const struct allot_sched *s, const struct allot_node *n,
                             const struct allot_task *t)
 {
     bool used = false;
@@ -216,7 +217,7 @@ static int gpupacking_score(void *st, const struct sched *s, const struct allot_
     return 33 - n->n_gpus;
 }
 
-const struct sched_policy_ops sched_policy_gpupacking = {
+const struct allot_sched_policy_ops allot_sched_policy_gpupacking = {
     .name = "gpupacking",
     .summary = "partly used GPUs first, then used nodes, then small empty nodes (openb GpuPacking)",
     .score = gpupacking_score,

@@ -15,7 +15,7 @@
  * Called by the scheduler through the ops structs at the end of the file;
  * single-threaded like the scheduler. Scores depend only on the node's
  * state and the policy's state (the mix, and for allot a gap-count
- * snapshot); every change of either goes through sched_set_mix(), which
+ * snapshot); every change of either goes through allot_sched_set_mix(), which
  * invalidates the score cache.
  */
 #include "allot/sched.h"
@@ -30,25 +30,25 @@ struct frag_policy {
     struct allot_task *seen; /* owned: arrived task shapes */
     size_t n_seen, cap_seen;
     size_t next_rebuild;
-    struct frag_mix mix; /* owned when learning */
+    struct allot_frag_mix mix; /* owned when learning */
 };
 
-static int frag_init_common(struct sched *s, void **state, double scale, bool force_learn)
+static int frag_init_common(struct allot_sched *s, void **state, double scale, bool force_learn)
 {
     struct frag_policy *p = allot_calloc(1, sizeof(*p));
 
     if (!p)
         return ALLOT_ENOMEM;
     p->scale = scale;
-    p->learn = force_learn || !sched_mix(s);
+    p->learn = force_learn || !allot_sched_mix(s);
     p->next_rebuild = 1;
     if (p->learn)
-        sched_set_mix(s, &p->mix);
+        allot_sched_set_mix(s, &p->mix);
     *state = p;
     return 0;
 }
 
-static int fgd_init(struct sched *s, void **state)
+static int fgd_init(struct allot_sched *s, void **state)
 {
     return frag_init_common(s, state, 1000.0, false);
 }
@@ -59,13 +59,13 @@ static void frag_fini(void *state)
 
     if (!p)
         return;
-    frag_mix_clear(&p->mix);
+    allot_frag_mix_clear(&p->mix);
     allot_free(p->seen);
     allot_free(p);
 }
 
 /* L1 distance between two mixes (shapes missing from one count fully). */
-static double mix_distance(const struct frag_mix *a, const struct frag_mix *b)
+static double mix_distance(const struct allot_frag_mix *a, const struct allot_frag_mix *b)
 {
     double d = 0;
 
@@ -88,10 +88,10 @@ static double mix_distance(const struct frag_mix *a, const struct frag_mix *b)
     return d;
 }
 
-static void frag_observe(void *state, struct sched *s, const struct allot_task *t)
+static void frag_observe(void *state, struct allot_sched *s, const struct allot_task *t)
 {
     struct frag_policy *p = state;
-    struct frag_mix fresh;
+    struct allot_frag_mix fresh;
 
     if (!p->learn)
         return;
@@ -101,24 +101,24 @@ static void frag_observe(void *state, struct sched *s, const struct allot_task *
     if (p->n_seen < p->next_rebuild)
         return;
     p->next_rebuild = p->n_seen < 4096 ? p->n_seen * 2 : p->n_seen + 4096;
-    if (frag_mix_build(p->seen, p->n_seen, 0.95, &fresh) != 0)
+    if (allot_frag_mix_build(p->seen, p->n_seen, 0.95, &fresh) != 0)
         return;
     if (mix_distance(&p->mix, &fresh) < 0.02) {
         /* the mix has not moved: keep every cached score */
-        frag_mix_clear(&fresh);
+        allot_frag_mix_clear(&fresh);
         return;
     }
-    frag_mix_clear(&p->mix);
+    allot_frag_mix_clear(&p->mix);
     p->mix = fresh;
-    sched_set_mix(s, &p->mix);
+    allot_sched_set_mix(s, &p->mix);
 }
 
 /* Best dF over the GPU choices for t on n; writes the chosen fraction GPU
  * (or -1) to *gpu. */
-static double best_delta(const struct sched *s, const struct allot_node *n,
+static double best_delta(const struct allot_sched *s, const struct allot_node *n,
                          const struct allot_task *t, int *gpu)
 {
-    const struct frag_mix *m = sched_mix(s);
+    const struct allot_frag_mix *m = allot_sched_mix(s);
     int32_t g[ALLOT_MAX_GPUS];
     double before, best = -HUGE_VAL;
     int64_t cpu_after = n->cpu_free - t->cpu_milli;
@@ -126,9 +126,9 @@ static double best_delta(const struct sched *s, const struct allot_node *n,
     *gpu = -1;
     for (int i = 0; i < n->n_gpus; i++)
         g[i] = n->gpus[i].mode == ALLOT_GPU_MIG ? 0 : n->gpus[i].free_milli;
-    before = sched_node_frag(s, (int)(n - allot_cluster_node(sched_cluster(s), 0)));
+    before = allot_sched_node_frag(s, (int)(n - allot_cluster_node(allot_sched_cluster(s), 0)));
     if (t->num_gpu == 0 || t->mig_profile >= 0)
-        return before - frag_state(m, n->model, cpu_after, g, n->n_gpus);
+        return before - allot_frag_state(m, n->model, cpu_after, g, n->n_gpus);
     if (t->gpu_milli == ALLOT_MILLI && t->gpu_mem_mib == 0) {
         int k = t->num_gpu;
         for (int i = 0; i < n->n_gpus && k > 0; i++)
@@ -136,7 +136,7 @@ static double best_delta(const struct sched *s, const struct allot_node *n,
                 g[i] = 0;
                 k--;
             }
-        return before - frag_state(m, n->model, cpu_after, g, n->n_gpus);
+        return before - allot_frag_state(m, n->model, cpu_after, g, n->n_gpus);
     }
     for (int i = 0; i < n->n_gpus; i++) {
         const struct allot_gpu *u = &n->gpus[i];
@@ -150,7 +150,7 @@ static double best_delta(const struct sched *s, const struct allot_node *n,
         if (dup)
             continue;
         g[i] -= t->gpu_milli;
-        d = before - frag_state(m, n->model, cpu_after, g, n->n_gpus);
+        d = before - allot_frag_state(m, n->model, cpu_after, g, n->n_gpus);
         g[i] += t->gpu_milli;
         if (d > best) {
             best = d;
@@ -186,7 +186,7 @@ static int topology_bonus(const struct allot_node *n, const struct allot_task *t
     return bonus;
 }
 
-static int frag_score(void *state, const struct sched *s, const struct allot_node *n,
+static int frag_score(void *state, const struct allot_sched *s, const struct allot_node *n,
                       const struct allot_task *t)
 {
     struct frag_policy *p = state;
@@ -203,22 +203,22 @@ static int frag_score(void *state, const struct sched *s, const struct allot_nod
     return (int)floor(100.0 / (1.0 + exp(-d / p->scale))) * 4 + topology_bonus(n, t);
 }
 
-static int frag_choose(void *state, const struct sched *s, int node, const struct allot_task *t,
-                       struct allot_placement *out)
+static int frag_choose(void *state, const struct allot_sched *s, int node,
+                       const struct allot_task *t, struct allot_placement *out)
 {
-    const struct allot_node *n = allot_cluster_node(sched_cluster(s), node);
+    const struct allot_node *n = allot_cluster_node(allot_sched_cluster(s), node);
     int gpu;
 
-    if (!sched_task_is_fraction(t))
-        return sched_choose_default(s, node, t, out);
+    if (!allot_sched_task_is_fraction(t))
+        return allot_sched_choose_default(s, node, t, out);
     (void)best_delta(s, n, t, &gpu);
-    return sched_place_fraction(s, node, t, gpu, out);
+    return allot_sched_place_fraction(s, node, t, gpu, out);
 }
 
-const struct sched_policy_ops sched_policy_fgd = {
+const struct allot_sched_policy_ops allot_sched_policy_fgd = {
     .name = "fgd",
     .summary = "fragmentation gradient descent with the given task mix (openb FGD)",
-    .flags = SCHED_POLICY_FRAG,
+    .flags = ALLOT_SCHED_POLICY_FRAG,
     .init = fgd_init,
     .fini = frag_fini,
     .score = frag_score,
@@ -263,9 +263,9 @@ struct allot_policy {
     struct allot_task *seen; /* owned: arrived task shapes */
     size_t n_seen, cap_seen;
     size_t next_rebuild;
-    struct frag_mix mix; /* owned: learned typical tasks */
-    double rho;          /* CPU milli per GPU milli of the mix's GPU tasks */
-    double p_gpu;        /* popularity of the mix's GPU tasks */
+    struct allot_frag_mix mix; /* owned: learned typical tasks */
+    double rho;                /* CPU milli per GPU milli of the mix's GPU tasks */
+    double p_gpu;              /* popularity of the mix's GPU tasks */
     /* scratch for one evaluation, mix.n entries each (owned) */
     int32_t *fit;   /* GPUs with at least the task's milli free */
     int64_t *small; /* free milli on GPUs with less than that */
@@ -282,7 +282,7 @@ struct allot_policy {
     uint64_t arrivals, next_snapshot; /* when the next snapshot is due */
 };
 
-static int allot_init(struct sched *s, void **state)
+static int allot_init(struct allot_sched *s, void **state)
 {
     struct allot_policy *p = allot_calloc(1, sizeof(*p));
 
@@ -291,7 +291,7 @@ static int allot_init(struct sched *s, void **state)
     p->next_rebuild = 1;
     p->next_snapshot = ALLOT_SS_REFRESH;
     p->gap_gpus = 1; /* no gap is live before the first snapshot */
-    sched_set_mix(s, &p->mix);
+    allot_sched_set_mix(s, &p->mix);
     *state = p;
     return 0;
 }
@@ -302,7 +302,7 @@ static void allot_fini(void *state)
 
     if (!p)
         return;
-    frag_mix_clear(&p->mix);
+    allot_frag_mix_clear(&p->mix);
     allot_free(p->seen);
     allot_free(p->fit);
     allot_free(p->small);
@@ -317,7 +317,7 @@ static bool is_fraction(const struct allot_task *t)
 }
 
 /* Installs a new mix: scratch room, rho, the CPU a gap needs to be live. */
-static int allot_install_mix(struct allot_policy *p, struct frag_mix *fresh)
+static int allot_install_mix(struct allot_policy *p, struct allot_frag_mix *fresh)
 {
     size_t n = fresh->n ? (size_t)fresh->n : 1;
     double cpu = 0, gpu = 0;
@@ -340,12 +340,12 @@ static int allot_install_mix(struct allot_policy *p, struct frag_mix *fresh)
         p->ok = ok;
         p->cap_scratch = n;
     }
-    frag_mix_clear(&p->mix);
+    allot_frag_mix_clear(&p->mix);
     p->mix = *fresh;
     p->p_gpu = 0;
     p->gap_cpu = INT64_MAX;
     for (int j = 0; j < p->mix.n; j++) {
-        const struct frag_task *e = &p->mix.v[j];
+        const struct allot_frag_task *e = &p->mix.v[j];
         if (!e->num_gpu)
             continue;
         p->p_gpu += e->p;
@@ -395,10 +395,10 @@ static bool allot_snapshot(struct allot_policy *p, const struct allot_cluster *c
     return changed;
 }
 
-static void allot_observe(void *state, struct sched *s, const struct allot_task *t)
+static void allot_observe(void *state, struct allot_sched *s, const struct allot_task *t)
 {
     struct allot_policy *p = state;
-    struct frag_mix fresh;
+    struct allot_frag_mix fresh;
     bool stale = false;
 
     p->arrivals++;
@@ -407,22 +407,22 @@ static void allot_observe(void *state, struct sched *s, const struct allot_task 
         p->share_all++;
     }
     if (p->arrivals >= p->next_snapshot)
-        stale = allot_snapshot(p, sched_cluster(s));
+        stale = allot_snapshot(p, allot_sched_cluster(s));
     if (allot_grow((void **)&p->seen, &p->cap_seen, p->n_seen + 1, sizeof(*p->seen)) == 0) {
         p->seen[p->n_seen++] = *t;
         if (p->n_seen >= p->next_rebuild) {
             p->next_rebuild = p->n_seen < 4096 ? p->n_seen * 2 : p->n_seen + 4096;
             /* learning is best effort: on failure keep the old mix */
-            if (frag_mix_build(p->seen, p->n_seen, 0.95, &fresh) == 0) {
+            if (allot_frag_mix_build(p->seen, p->n_seen, 0.95, &fresh) == 0) {
                 if (mix_distance(&p->mix, &fresh) >= 0.02 && allot_install_mix(p, &fresh) == 0)
                     stale = true;
                 else
-                    frag_mix_clear(&fresh);
+                    allot_frag_mix_clear(&fresh);
             }
         }
     }
     if (stale)
-        sched_set_mix(s, &p->mix);
+        allot_sched_set_mix(s, &p->mix);
 }
 
 /*
@@ -439,7 +439,7 @@ static double allot_measure(const struct allot_policy *p, int from, int to, int6
     if (total <= 0)
         return 0;
     for (int j = 0; j < p->mix.n; j++) {
-        const struct frag_task *e = &p->mix.v[j];
+        const struct allot_frag_task *e = &p->mix.v[j];
         int64_t fit = p->fit[j], small = p->small[j], copies;
         if (!e->num_gpu || !p->ok[j] || cpu < e->cpu_milli) {
             f += e->p * (double)total;
@@ -493,7 +493,7 @@ static double allot_delta(struct allot_policy *p, const struct allot_node *n,
         full += g[i] == ALLOT_MILLI;
     }
     for (int j = 0; j < p->mix.n; j++) {
-        const struct frag_task *e = &p->mix.v[j];
+        const struct allot_frag_task *e = &p->mix.v[j];
         p->ok[j] = !e->model_mask || (n->model >= 0 && (e->model_mask >> n->model & 1));
         p->fit[j] = 0;
         p->small[j] = 0;
@@ -517,7 +517,7 @@ static double allot_delta(struct allot_policy *p, const struct allot_node *n,
         int k = t->num_gpu;
         double after;
         for (int j = 0; j < p->mix.n; j++) {
-            const struct frag_task *e = &p->mix.v[j];
+            const struct allot_frag_task *e = &p->mix.v[j];
             p->fit[j] -= k;
             if (e->milli < ALLOT_MILLI && e->milli > 0)
                 p->slots[j] -= (int64_t)k * (ALLOT_MILLI / e->milli);
@@ -551,7 +551,7 @@ static double allot_delta(struct allot_policy *p, const struct allot_node *n,
     return best;
 }
 
-static int allot_score(void *state, const struct sched *s, const struct allot_node *n,
+static int allot_score(void *state, const struct allot_sched *s, const struct allot_node *n,
                        const struct allot_task *t)
 {
     int gpu;
@@ -567,23 +567,23 @@ static int allot_score(void *state, const struct sched *s, const struct allot_no
     return (int)floor(ALLOT_RES / (1.0 + exp(-d / ALLOT_SCALE))) * 4 + topology_bonus(n, t);
 }
 
-static int allot_choose(void *state, const struct sched *s, int node, const struct allot_task *t,
-                        struct allot_placement *out)
+static int allot_choose(void *state, const struct allot_sched *s, int node,
+                        const struct allot_task *t, struct allot_placement *out)
 {
-    const struct allot_node *n = allot_cluster_node(sched_cluster(s), node);
+    const struct allot_node *n = allot_cluster_node(allot_sched_cluster(s), node);
     int gpu;
 
-    if (!sched_task_is_fraction(t))
-        return sched_choose_default(s, node, t, out);
+    if (!allot_sched_task_is_fraction(t))
+        return allot_sched_choose_default(s, node, t, out);
     (void)allot_delta(state, n, t, &gpu);
-    return sched_place_fraction(s, node, t, gpu, out);
+    return allot_sched_place_fraction(s, node, t, gpu, out);
 }
 
-const struct sched_policy_ops sched_policy_allot = {
+const struct allot_sched_policy_ops allot_sched_policy_allot = {
     .name = "allot",
     .summary =
         "allot's default: fragmentation, CPU and sum-of-squares aware; learns the mix online",
-    .flags = SCHED_POLICY_FRAG,
+    .flags = ALLOT_SCHED_POLICY_FRAG,
     .init = allot_init,
     .fini = allot_fini,
     .score = allot_score,

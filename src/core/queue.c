@@ -18,12 +18,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct queue {
-    struct allot_cluster *c; /* borrowed */
-    struct allot_tenants *t; /* borrowed */
-    struct sched *placer;    /* owned */
-    const struct queue_policy_ops *order;
-    struct queue_opts o;
+struct allot_queue {
+    struct allot_cluster *c;    /* borrowed */
+    struct allot_tenants *t;    /* borrowed */
+    struct allot_sched *placer; /* owned */
+    const struct allot_queue_policy_ops *order;
+    struct allot_queue_opts o;
     struct allot_prio_class prio[ALLOT_PRIO_CLASSES];
     int n_prio;
     struct allot_job *jobs; /* owned, by id */
@@ -69,12 +69,12 @@ static void list_del(int *v, size_t *n, int id)
         }
 }
 
-static int job_prio(const struct queue *q, const struct allot_job *j)
+static int job_prio(const struct allot_queue *q, const struct allot_job *j)
 {
     return j->spec.prio_class >= 0 ? q->prio[j->spec.prio_class].value : 0;
 }
 
-static bool job_preemptible(const struct queue *q, const struct allot_job *j)
+static bool job_preemptible(const struct allot_queue *q, const struct allot_job *j)
 {
     if (j->spec.qos == ALLOT_QOS_BEST_EFFORT)
         return true;
@@ -86,7 +86,7 @@ static int job_gpus(const struct allot_job *j)
     return (int)(j->req.v[ALLOT_RES_GPU] / ALLOT_MILLI);
 }
 
-static void emit(struct queue *q, int kind, const struct allot_job *j, const char *why)
+static void emit(struct allot_queue *q, int kind, const struct allot_job *j, const char *why)
 {
     if (q->fn)
         q->fn(kind, j, why, q->ud);
@@ -94,14 +94,15 @@ static void emit(struct queue *q, int kind, const struct allot_job *j, const cha
 
 /* ---- lifecycle ---------------------------------------------------------------- */
 
-struct queue *queue_new(struct allot_cluster *c, struct allot_tenants *t,
-                        const struct queue_opts *opts, char *err, size_t errlen)
+struct allot_queue *allot_queue_new(struct allot_cluster *c, struct allot_tenants *t,
+                                    const struct allot_queue_opts *opts, char *err, size_t errlen)
 {
-    struct queue *q;
-    const struct sched_policy_ops *pl =
-        sched_policy_find(opts->placement ? opts->placement : "allot");
-    const struct queue_policy_ops *ord = queue_policy_find(opts->order ? opts->order : "fair");
-    struct sched_opts so = {.seed = opts->seed};
+    struct allot_queue *q;
+    const struct allot_sched_policy_ops *pl =
+        allot_sched_policy_find(opts->placement ? opts->placement : "allot");
+    const struct allot_queue_policy_ops *ord =
+        allot_queue_policy_find(opts->order ? opts->order : "fair");
+    struct allot_sched_opts so = {.seed = opts->seed};
 
     if (!pl || !ord) {
         allot_fmt(err, errlen, "unknown %s policy \"%s\"", pl ? "ordering" : "placement",
@@ -116,7 +117,7 @@ struct queue *queue_new(struct allot_cluster *c, struct allot_tenants *t,
     q->o = *opts;
     q->order = ord;
     allot_tenants_set_hold(t, opts->hold_half_life_s);
-    q->placer = sched_new(c, pl, &so);
+    q->placer = allot_sched_new(c, pl, &so);
     if (!q->placer)
         goto oom;
     for (int i = 0; i < allot_cluster_node_count(c); i++) {
@@ -134,11 +135,11 @@ struct queue *queue_new(struct allot_cluster *c, struct allot_tenants *t,
     return q;
 oom:
     allot_fmt(err, errlen, "out of memory");
-    queue_free(q);
+    allot_queue_free(q);
     return NULL;
 }
 
-void queue_free(struct queue *q)
+void allot_queue_free(struct allot_queue *q)
 {
     if (!q)
         return;
@@ -151,11 +152,11 @@ void queue_free(struct queue *q)
     allot_free(q->running);
     allot_free(q->users);
     allot_free(q->first);
-    sched_free(q->placer);
+    allot_sched_free(q->placer);
     allot_free(q);
 }
 
-int queue_add_prio_class(struct queue *q, const char *name, int value, bool preemptible)
+int allot_queue_add_prio_class(struct allot_queue *q, const char *name, int value, bool preemptible)
 {
     if (q->n_prio >= ALLOT_PRIO_CLASSES || !name || !*name ||
         strlen(name) >= sizeof(q->prio[0].name))
@@ -169,27 +170,27 @@ int queue_add_prio_class(struct queue *q, const char *name, int value, bool pree
     return q->n_prio++;
 }
 
-int queue_job_count(const struct queue *q)
+int allot_queue_job_count(const struct allot_queue *q)
 {
     return (int)q->n_jobs;
 }
 
-const struct allot_job *queue_job(const struct queue *q, int id)
+const struct allot_job *allot_queue_job(const struct allot_queue *q, int id)
 {
     return id >= 0 && (size_t)id < q->n_jobs ? &q->jobs[id] : NULL;
 }
 
-struct allot_tenants *queue_tenants(const struct queue *q)
+struct allot_tenants *allot_queue_tenants(const struct allot_queue *q)
 {
     return q->t;
 }
 
-struct allot_cluster *queue_cluster(const struct queue *q)
+struct allot_cluster *allot_queue_cluster(const struct allot_queue *q)
 {
     return q->c;
 }
 
-int64_t queue_next_wakeup(const struct queue *q)
+int64_t allot_queue_next_wakeup(const struct allot_queue *q)
 {
     return q->wakeup;
 }
@@ -197,7 +198,7 @@ int64_t queue_next_wakeup(const struct queue *q)
 /* ---- submission ------------------------------------------------------------------ */
 
 /* The base resource vector of a gang (per-model GPUs are added once placed). */
-static void job_request(const struct queue *q, const struct allot_job_spec *s,
+static void job_request(const struct allot_queue *q, const struct allot_job_spec *s,
                         struct allot_resvec *r)
 {
     const struct allot_catalog *cat = allot_cluster_catalog(q->c);
@@ -224,8 +225,8 @@ static void job_request(const struct queue *q, const struct allot_job_spec *s,
     r->v[ALLOT_RES_GPU_MEM] = n * s->task.num_gpu * s->task.gpu_mem_mib;
 }
 
-int queue_submit(struct queue *q, const struct allot_job_spec *spec, int64_t now, char *err,
-                 size_t errlen)
+int allot_queue_submit(struct allot_queue *q, const struct allot_job_spec *spec, int64_t now,
+                       char *err, size_t errlen)
 {
     struct allot_job *j;
     const struct allot_tenant *ten = allot_tenants_get(q->t, spec->tenant);
@@ -288,7 +289,7 @@ oom:
 /* ---- running and stopping --------------------------------------------------------- */
 
 /* Per-model GPU usage of a placed job. */
-static void job_model_usage(const struct queue *q, const struct allot_job *j,
+static void job_model_usage(const struct allot_queue *q, const struct allot_job *j,
                             struct allot_resvec *r)
 {
     *r = j->req;
@@ -301,14 +302,14 @@ static void job_model_usage(const struct queue *q, const struct allot_job *j,
 }
 
 /* Releases a running job's placements and quota. */
-static void job_unplace(struct queue *q, struct allot_job *j, int64_t now)
+static void job_unplace(struct allot_queue *q, struct allot_job *j, int64_t now)
 {
     struct allot_resvec use;
 
     job_model_usage(q, j, &use);
     allot_tenants_charge(q->t, j->spec.tenant, &use, -1);
     for (int k = 0; k < j->spec.n_tasks; k++)
-        (void)sched_release(q->placer, &j->pl[k]);
+        (void)allot_sched_release(q->placer, &j->pl[k]);
     j->attained_s += (now - j->start) * job_gpus(j);
     if (j->state == ALLOT_JOB_STOPPING && j->preempted_for >= 0) {
         q->jobs[j->preempted_for].stopping_victims--;
@@ -320,7 +321,7 @@ static void job_unplace(struct queue *q, struct allot_job *j, int64_t now)
     list_del(q->running, &q->n_running, j->id);
 }
 
-static int requeue(struct queue *q, struct allot_job *j, int64_t now)
+static int requeue(struct allot_queue *q, struct allot_job *j, int64_t now)
 {
     if (list_add(&q->pending, &q->n_pending, &q->pending_cap, j->id))
         return ALLOT_ENOMEM;
@@ -329,7 +330,7 @@ static int requeue(struct queue *q, struct allot_job *j, int64_t now)
     return 0;
 }
 
-int queue_cancel(struct queue *q, int id, int64_t now)
+int allot_queue_cancel(struct allot_queue *q, int id, int64_t now)
 {
     struct allot_job *j;
 
@@ -347,7 +348,7 @@ int queue_cancel(struct queue *q, int id, int64_t now)
     return 0;
 }
 
-int queue_finish(struct queue *q, int id, int64_t now)
+int allot_queue_finish(struct allot_queue *q, int id, int64_t now)
 {
     struct allot_job *j;
 
@@ -367,7 +368,7 @@ int queue_finish(struct queue *q, int id, int64_t now)
 /* Places all of j's tasks inside rack r (first fit over the rack's nodes in
  * rank order is enough: the rack is small). Returns true and fills pl on
  * success; on failure nothing stays applied. */
-static bool place_in_rack(struct queue *q, const struct allot_job *j, int r,
+static bool place_in_rack(struct allot_queue *q, const struct allot_job *j, int r,
                           struct allot_placement *pl)
 {
     int placed = 0, nn = allot_cluster_node_count(q->c);
@@ -377,7 +378,7 @@ static bool place_in_rack(struct queue *q, const struct allot_job *j, int r,
         if (n->rack != r)
             continue;
         while (placed < j->spec.n_tasks && allot_node_fits(q->c, n, &j->spec.task)) {
-            if (sched_choose_default(q->placer, i, &j->spec.task, &pl[placed]) != 0 ||
+            if (allot_sched_choose_default(q->placer, i, &j->spec.task, &pl[placed]) != 0 ||
                 allot_cluster_apply(q->c, &pl[placed]) != 0)
                 break;
             placed++;
@@ -395,7 +396,7 @@ static bool place_in_rack(struct queue *q, const struct allot_job *j, int r,
  * several racks, try to fit them all inside one of those racks (the one
  * holding most of them first); keep the policy's placement otherwise.
  */
-static void gang_prefer_rack(struct queue *q, struct allot_job *j)
+static void gang_prefer_rack(struct allot_queue *q, struct allot_job *j)
 {
     int n = j->spec.n_tasks, racks[8], counts[8], nr = 0;
     struct allot_placement *alt;
@@ -440,7 +441,7 @@ static void gang_prefer_rack(struct queue *q, struct allot_job *j)
 }
 
 /* Places every task of j or none. Returns 0, ALLOT_ENOSPC or ALLOT_ENOMEM. */
-static int gang_place(struct queue *q, struct allot_job *j)
+static int gang_place(struct allot_queue *q, struct allot_job *j)
 {
     struct allot_placement *pl = allot_calloc((size_t)j->spec.n_tasks, sizeof(*pl));
     int k, rc = 0;
@@ -448,13 +449,13 @@ static int gang_place(struct queue *q, struct allot_job *j)
     if (!pl)
         return ALLOT_ENOMEM;
     for (k = 0; k < j->spec.n_tasks; k++) {
-        rc = sched_place(q->placer, &j->spec.task, &pl[k], NULL, 0);
+        rc = allot_sched_place(q->placer, &j->spec.task, &pl[k], NULL, 0);
         if (rc)
             break;
     }
     if (rc) {
         while (k-- > 0)
-            (void)sched_release(q->placer, &pl[k]);
+            (void)allot_sched_release(q->placer, &pl[k]);
         allot_free(pl);
         return rc;
     }
@@ -464,16 +465,16 @@ static int gang_place(struct queue *q, struct allot_job *j)
     return 0;
 }
 
-static void gang_unplace(struct queue *q, struct allot_job *j)
+static void gang_unplace(struct allot_queue *q, struct allot_job *j)
 {
     for (int k = j->spec.n_tasks; k-- > 0;)
-        (void)sched_release(q->placer, &j->pl[k]);
+        (void)allot_sched_release(q->placer, &j->pl[k]);
     allot_free(j->pl);
     j->pl = NULL;
 }
 
 /* Commits a placed job: charges quota, marks it running, emits START. */
-static int job_start(struct queue *q, struct allot_job *j, int64_t now)
+static int job_start(struct allot_queue *q, struct allot_job *j, int64_t now)
 {
     struct allot_resvec use;
 
@@ -519,7 +520,7 @@ static void set_why(struct allot_job *j, int kind, int who, int res, int other, 
         (struct allot_why){.kind = kind, .who = who, .res = res, .other = other, .a = a, .b = b};
 }
 
-static void text_quota(struct queue *q, struct allot_job *j, int who, int res)
+static void text_quota(struct allot_queue *q, struct allot_job *j, int who, int res)
 {
     const struct allot_tenant *x = allot_tenants_get(q->t, who);
     char rn[64], used[32], nom[32];
@@ -544,7 +545,7 @@ static void text_quota(struct queue *q, struct allot_job *j, int who, int res)
 }
 
 /* Explains why a gang found no room. */
-static void text_capacity(struct queue *q, struct allot_job *j)
+static void text_capacity(struct allot_queue *q, struct allot_job *j)
 {
     const struct allot_task *t = &j->spec.task;
     const struct allot_catalog *cat = allot_cluster_catalog(q->c);
@@ -584,7 +585,7 @@ static void text_capacity(struct queue *q, struct allot_job *j)
                   t->num_gpu > 1 ? " in one NVLink island" : "", best_whole);
 }
 
-const char *queue_reason(struct queue *q, int id)
+const char *allot_queue_reason(struct allot_queue *q, int id)
 {
     struct allot_job *j;
     const struct allot_why *w;
@@ -671,7 +672,7 @@ static int cmp_victim(const void *a, const void *b)
 /* Seconds of work a preemption of v (running for `ran` s) throws away: the
  * work since its last checkpoint, counted at the end of the grace period;
  * all of it for a job that cannot checkpoint. */
-static int64_t lost_work(const struct queue *q, const struct allot_job *v, int64_t ran)
+static int64_t lost_work(const struct allot_queue *q, const struct allot_job *v, int64_t ran)
 {
     int64_t c = v->spec.checkpoint_interval_s;
 
@@ -682,7 +683,7 @@ static int64_t lost_work(const struct queue *q, const struct allot_job *v, int64
 }
 
 /* True when quota (not room) is what keeps j out right now. */
-static bool quota_blocked(struct queue *q, const struct allot_job *j)
+static bool quota_blocked(struct allot_queue *q, const struct allot_job *j)
 {
     return q->o.quotas &&
            !allot_tenants_admits(q->t, j->spec.tenant, &j->req, q->o.borrowing, NULL, NULL);
@@ -695,8 +696,8 @@ static bool quota_blocked(struct queue *q, const struct allot_job *j)
  * whole GPUs. Writes their indices into pick and returns how many (0: no
  * node can make room).
  */
-static int node_pick(struct queue *q, const struct allot_job *j, const struct victim *vs, int n,
-                     const bool *chosen, int *pick, int max)
+static int node_pick(struct allot_queue *q, const struct allot_job *j, const struct victim *vs,
+                     int n, const bool *chosen, int *pick, int max)
 {
     int need = j->spec.task.num_gpu, best_n = 0, cur[64];
     int64_t best_cost = INT64_MAX;
@@ -749,7 +750,7 @@ static int node_pick(struct queue *q, const struct allot_job *j, const struct vi
 }
 
 /* May running job v be preempted for pending job j (the standing rule)? */
-static bool may_preempt(const struct queue *q, const struct allot_job *j, bool j_in_nominal,
+static bool may_preempt(const struct allot_queue *q, const struct allot_job *j, bool j_in_nominal,
                         const struct allot_job *v, int64_t now)
 {
     if (v->state != ALLOT_JOB_RUNNING || !job_preemptible(q, v) ||
@@ -774,7 +775,7 @@ static bool may_preempt(const struct queue *q, const struct allot_job *j, bool j
 }
 
 /* Takes victims' usage off the cluster and quotas (tentatively) or puts it back. */
-static void victims_toggle(struct queue *q, const struct victim *vs, int n, int sign)
+static void victims_toggle(struct allot_queue *q, const struct victim *vs, int n, int sign)
 {
     for (int i = 0; i < n; i++) {
         struct allot_job *v = &q->jobs[vs[i].id];
@@ -783,7 +784,7 @@ static void victims_toggle(struct queue *q, const struct victim *vs, int n, int 
         allot_tenants_charge(q->t, v->spec.tenant, &use, sign);
         for (int k = 0; k < v->spec.n_tasks; k++) {
             if (sign < 0)
-                (void)sched_release(q->placer, &v->pl[k]);
+                (void)allot_sched_release(q->placer, &v->pl[k]);
             else
                 (void)allot_cluster_apply(q->c, &v->pl[k]);
         }
@@ -791,7 +792,7 @@ static void victims_toggle(struct queue *q, const struct victim *vs, int n, int 
 }
 
 /* True when j would be admitted and placed (then undone). */
-static bool would_fit(struct queue *q, struct allot_job *j)
+static bool would_fit(struct allot_queue *q, struct allot_job *j)
 {
     struct allot_resvec use;
     bool ok;
@@ -810,7 +811,7 @@ static bool would_fit(struct queue *q, struct allot_job *j)
 
 /* Finds the cheapest victim set for j and preempts it. Returns 1 when
  * victims were signalled or stopped, 0 when none would help, or an error. */
-static int try_preempt(struct queue *q, struct allot_job *j, int64_t now)
+static int try_preempt(struct allot_queue *q, struct allot_job *j, int64_t now)
 {
     struct victim *vs;
     bool *chosen, fit = false;
@@ -945,7 +946,7 @@ static int try_preempt(struct queue *q, struct allot_job *j, int64_t now)
 
 /* ---- the cycle ---------------------------------------------------------------------------- */
 
-static int users_rebuild(struct queue *q);
+static int users_rebuild(struct allot_queue *q);
 
 struct reservation {
     int holder;     /* job id, -1 when none */
@@ -966,7 +967,7 @@ static int cmp_end(const void *a, const void *b)
 }
 
 /* EASY: when will enough GPUs be free for j, and how many spare then? */
-static int reserve(struct queue *q, struct allot_job *j, int64_t now, struct reservation *r)
+static int reserve(struct allot_queue *q, struct allot_job *j, int64_t now, struct reservation *r)
 {
     struct endtime *e = allot_malloc((q->n_running + 1) * sizeof(*e));
     int64_t free_milli = q->capacity.v[ALLOT_RES_GPU] - allot_cluster_used_milli(q->c);
@@ -998,8 +999,8 @@ static int reserve(struct queue *q, struct allot_job *j, int64_t now, struct res
 }
 
 /* May j start now without delaying the reservation holder? */
-static bool backfill_ok(const struct queue *q, struct reservation *r, const struct allot_job *j,
-                        int64_t now)
+static bool backfill_ok(const struct allot_queue *q, struct reservation *r,
+                        const struct allot_job *j, int64_t now)
 {
     if (r->holder < 0 || j->req.v[ALLOT_RES_GPU] == 0)
         return true;
@@ -1014,7 +1015,7 @@ static bool backfill_ok(const struct queue *q, struct reservation *r, const stru
 }
 
 /* Ends grace periods and runtime limits due at now. */
-static int stop_due(struct queue *q, int64_t now)
+static int stop_due(struct allot_queue *q, int64_t now)
 {
     for (size_t i = 0; i < q->n_running;) {
         struct allot_job *j = &q->jobs[q->running[i]];
@@ -1037,7 +1038,7 @@ static int stop_due(struct queue *q, int64_t now)
             job_unplace(q, j, now);
             j->state = ALLOT_JOB_DONE;
             set_why(j, ALLOT_WHY_LIMIT, 0, 0, -1, j->spec.limit_s, 0);
-            emit(q, ALLOT_DEC_STOP, j, queue_reason(q, j->id));
+            emit(q, ALLOT_DEC_STOP, j, allot_queue_reason(q, j->id));
             continue;
         }
         i++;
@@ -1047,14 +1048,14 @@ static int stop_due(struct queue *q, int64_t now)
 
 static int key_cmp(const double *a, const double *b, int ida, int idb)
 {
-    for (int k = 0; k < QUEUE_KEY_LEN; k++)
+    for (int k = 0; k < ALLOT_QUEUE_KEY_LEN; k++)
         if (a[k] != b[k])
             return a[k] < b[k] ? -1 : 1;
     return ida < idb ? -1 : ida > idb;
 }
 
 struct keyed {
-    double key[QUEUE_KEY_LEN];
+    double key[ALLOT_QUEUE_KEY_LEN];
     int id;
     int tenant;
 };
@@ -1067,7 +1068,7 @@ static int cmp_keyed(const void *a, const void *b)
 }
 
 /* Considers pending job j: admits, places or preempts, or explains. */
-static int consider(struct queue *q, struct allot_job *j, int64_t now, struct reservation *r)
+static int consider(struct allot_queue *q, struct allot_job *j, int64_t now, struct reservation *r)
 {
     int who = 0, res = 0, rc;
     bool aged = now - j->submit >= q->o.aging_s && q->o.aging_s > 0;
@@ -1119,7 +1120,7 @@ place:
     return 0;
 }
 
-int queue_cycle(struct queue *q, int64_t now, allot_decision_fn fn, void *ud)
+int allot_queue_cycle(struct allot_queue *q, int64_t now, allot_decision_fn fn, void *ud)
 {
     struct keyed *ks = NULL;
     size_t n;
@@ -1225,13 +1226,13 @@ out:
 
 /* ---- ordering policies ------------------------------------------------------------------ */
 
-static void key_fifo(const struct queue *q, const struct allot_job *j, int64_t now, double *k)
+static void key_fifo(const struct allot_queue *q, const struct allot_job *j, int64_t now, double *k)
 {
     k[0] = (double)j->first_submit;
     k[1] = k[2] = k[3] = 0;
 }
 
-static void key_las(const struct queue *q, const struct allot_job *j, int64_t now, double *k)
+static void key_las(const struct allot_queue *q, const struct allot_job *j, int64_t now, double *k)
 {
     /* with a threshold: two queues (below / above it), FIFO inside each */
     if (q->o.las_threshold_gpu_s > 0)
@@ -1242,7 +1243,7 @@ static void key_las(const struct queue *q, const struct allot_job *j, int64_t no
     k[2] = k[3] = 0;
 }
 
-static void key_sjf(const struct queue *q, const struct allot_job *j, int64_t now, double *k)
+static void key_sjf(const struct allot_queue *q, const struct allot_job *j, int64_t now, double *k)
 {
     k[0] = j->spec.est_runtime_s ? (double)j->spec.est_runtime_s : 1e18;
     k[1] = (double)j->first_submit;
@@ -1257,7 +1258,7 @@ static int cmp_user(const void *a, const void *b)
 }
 
 /* Rebuilds the per-user GPU use table from the running jobs. */
-static int users_rebuild(struct queue *q)
+static int users_rebuild(struct allot_queue *q)
 {
     q->n_users = 0;
     for (size_t i = 0; i < q->n_running; i++) {
@@ -1284,7 +1285,7 @@ static int users_rebuild(struct queue *q)
     return 0;
 }
 
-static int64_t user_milli(const struct queue *q, const struct allot_job *j)
+static int64_t user_milli(const struct allot_queue *q, const struct allot_job *j)
 {
     struct user_use k = {.key = (int64_t)j->spec.tenant << 32 | (uint32_t)j->spec.user};
     const struct user_use *u =
@@ -1295,7 +1296,7 @@ static int64_t user_milli(const struct queue *q, const struct allot_job *j)
 
 /* Inside a tenant: aged jobs first, then priority and QoS, then the LAS
  * level, then the user holding the fewest GPUs, then age. */
-static void key_fair(const struct queue *q, const struct allot_job *j, int64_t now, double *k)
+static void key_fair(const struct allot_queue *q, const struct allot_job *j, int64_t now, double *k)
 {
     k[0] = q->o.aging_s > 0 && now - j->submit >= q->o.aging_s ? 0.0 : 1.0;
     /* priority, then QoS inside a priority: guaranteed, burstable, best-effort */
@@ -1307,35 +1308,35 @@ static void key_fair(const struct queue *q, const struct allot_job *j, int64_t n
     k[3] = (double)j->first_submit;
 }
 
-static const struct queue_policy_ops order_fifo = {
+static const struct allot_queue_policy_ops order_fifo = {
     .name = "fifo", .summary = "first come, first served", .key = key_fifo};
-static const struct queue_policy_ops order_las = {
+static const struct allot_queue_policy_ops order_las = {
     .name = "las", .summary = "least attained GPU service first (Tiresias-style)", .key = key_las};
-static const struct queue_policy_ops order_sjf = {
+static const struct allot_queue_policy_ops order_sjf = {
     .name = "sjf", .summary = "shortest estimated runtime first", .key = key_sjf};
-static const struct queue_policy_ops order_fair = {
+static const struct allot_queue_policy_ops order_fair = {
     .name = "fair",
     .summary = "tenants by dominant share over weight with decaying history; then priority, age",
     .per_tenant = true,
     .key = key_fair};
 
-const struct queue_policy_ops *const queue_policies[] = {&order_fair, &order_fifo, &order_las,
-                                                         &order_sjf, NULL};
+const struct allot_queue_policy_ops *const allot_queue_policies[] = {&order_fair, &order_fifo,
+                                                                     &order_las, &order_sjf, NULL};
 
-const struct queue_policy_ops *queue_policy_find(const char *name)
+const struct allot_queue_policy_ops *allot_queue_policy_find(const char *name)
 {
-    for (int i = 0; queue_policies[i]; i++)
-        if (strcmp(queue_policies[i]->name, name) == 0)
-            return queue_policies[i];
+    for (int i = 0; allot_queue_policies[i]; i++)
+        if (strcmp(allot_queue_policies[i]->name, name) == 0)
+            return allot_queue_policies[i];
     return NULL;
 }
 
 /* ---- invariants ----------------------------------------------------------------------------- */
 
-int queue_check_invariants(const struct queue *q, char *err, size_t errlen)
+int allot_queue_check_invariants(const struct allot_queue *q, char *err, size_t errlen)
 {
     struct allot_resvec sum[1];
-    int rc = sched_check_invariants(q->placer, err, errlen);
+    int rc = allot_sched_check_invariants(q->placer, err, errlen);
     int nt = allot_tenants_count(q->t);
 
     if (rc)

@@ -14,14 +14,14 @@
 
 #include <string.h>
 
-struct sched {
-    struct allot_cluster *c;            /* borrowed */
-    const struct sched_policy_ops *ops; /* static */
-    void *pstate;                       /* owned by the policy */
+struct allot_sched {
+    struct allot_cluster *c;                  /* borrowed */
+    const struct allot_sched_policy_ops *ops; /* static */
+    void *pstate;                             /* owned by the policy */
     struct allot_rng rng;
-    const struct frag_mix *mix; /* borrowed */
-    uint32_t gen;               /* score cache generation, >= 1 */
-    struct allot_task *shapes;  /* owned: interned task shapes */
+    const struct allot_frag_mix *mix; /* borrowed */
+    uint32_t gen;                     /* score cache generation, >= 1 */
+    struct allot_task *shapes;        /* owned: interned task shapes */
     size_t n_shapes, shapes_cap;
     int32_t *shape_tab; /* owned: hash -> shape id, -1 empty */
     size_t shape_tab_cap;
@@ -76,7 +76,7 @@ static bool shape_eq(const struct allot_task *a, const struct allot_task *b)
 }
 
 /* Returns the id of t's shape, interning it; negative on ENOMEM. */
-static int shape_id(struct sched *s, const struct allot_task *t)
+static int shape_id(struct allot_sched *s, const struct allot_task *t)
 {
     size_t h;
 
@@ -112,10 +112,11 @@ static int shape_id(struct sched *s, const struct allot_task *t)
 
 /* ---- lifecycle ------------------------------------------------------------ */
 
-struct sched *sched_new(struct allot_cluster *c, const struct sched_policy_ops *policy,
-                        const struct sched_opts *opts)
+struct allot_sched *allot_sched_new(struct allot_cluster *c,
+                                    const struct allot_sched_policy_ops *policy,
+                                    const struct allot_sched_opts *opts)
 {
-    struct sched *s = allot_calloc(1, sizeof(*s));
+    struct allot_sched *s = allot_calloc(1, sizeof(*s));
 
     if (!s)
         return NULL;
@@ -125,7 +126,7 @@ struct sched *sched_new(struct allot_cluster *c, const struct sched_policy_ops *
     allot_rng_seed(&s->rng, opts ? opts->seed : 0);
     s->mix = opts ? opts->mix : NULL;
     if (allot_cluster_set_class_flags(
-            c, (policy->flags & SCHED_POLICY_POD_CLASSES) ? ALLOT_CLASS_POD_CLASSES : 0)) {
+            c, (policy->flags & ALLOT_SCHED_POLICY_POD_CLASSES) ? ALLOT_CLASS_POD_CLASSES : 0)) {
         allot_free(s);
         return NULL;
     }
@@ -136,7 +137,7 @@ struct sched *sched_new(struct allot_cluster *c, const struct sched_policy_ops *
     return s;
 }
 
-void sched_free(struct sched *s)
+void allot_sched_free(struct allot_sched *s)
 {
     if (!s)
         return;
@@ -152,40 +153,40 @@ void sched_free(struct sched *s)
     allot_free(s);
 }
 
-void sched_invalidate(struct sched *s)
+void allot_sched_invalidate(struct allot_sched *s)
 {
     s->gen++;
     if (s->gen == 0)
         s->gen = 1;
 }
 
-struct allot_cluster *sched_cluster(const struct sched *s)
+struct allot_cluster *allot_sched_cluster(const struct allot_sched *s)
 {
     return s->c;
 }
 
-const struct frag_mix *sched_mix(const struct sched *s)
+const struct allot_frag_mix *allot_sched_mix(const struct allot_sched *s)
 {
     return s->mix;
 }
 
-void sched_set_mix(struct sched *s, const struct frag_mix *mix)
+void allot_sched_set_mix(struct allot_sched *s, const struct allot_frag_mix *mix)
 {
     s->mix = mix;
-    sched_invalidate(s);
+    allot_sched_invalidate(s);
 }
 
-void *sched_policy_state(const struct sched *s)
+void *allot_sched_policy_state(const struct allot_sched *s)
 {
     return s->pstate;
 }
 
-struct allot_rng *sched_rng(struct sched *s)
+struct allot_rng *allot_sched_rng(struct allot_sched *s)
 {
     return &s->rng;
 }
 
-double sched_node_frag(const struct sched *s, int node)
+double allot_sched_node_frag(const struct allot_sched *s, int node)
 {
     const struct allot_node *n = allot_cluster_node(s->c, node);
     struct allot_class *k;
@@ -193,10 +194,10 @@ double sched_node_frag(const struct sched *s, int node)
     if (!s->mix)
         return 0;
     if (n->cls < 0)
-        return frag_node(s->mix, n);
+        return allot_frag_node(s->mix, n);
     k = allot_cluster_class(s->c, n->cls);
     if (k->frag_gen != s->gen) {
-        k->frag = frag_node(s->mix, n);
+        k->frag = allot_frag_node(s->mix, n);
         k->frag_gen = s->gen;
     }
     return k->frag;
@@ -204,8 +205,8 @@ double sched_node_frag(const struct sched *s, int node)
 
 /* ---- default GPU choice ------------------------------------------------------ */
 
-void sched_placement_init(const struct sched *s, int node, const struct allot_task *t,
-                          struct allot_placement *out)
+void allot_sched_placement_init(const struct allot_sched *s, int node, const struct allot_task *t,
+                                struct allot_placement *out)
 {
     memset(out, 0, sizeof(*out));
     out->node = node;
@@ -219,18 +220,18 @@ void sched_placement_init(const struct sched *s, int node, const struct allot_ta
     (void)s;
 }
 
-bool sched_task_is_fraction(const struct allot_task *t)
+bool allot_sched_task_is_fraction(const struct allot_task *t)
 {
     return t->num_gpu == 1 && t->mig_profile < 0 &&
            (t->gpu_milli < ALLOT_MILLI || t->gpu_mem_mib != 0);
 }
 
-int sched_place_fraction(const struct sched *s, int node, const struct allot_task *t, int gpu,
-                         struct allot_placement *out)
+int allot_sched_place_fraction(const struct allot_sched *s, int node, const struct allot_task *t,
+                               int gpu, struct allot_placement *out)
 {
     if (gpu < 0)
         return ALLOT_ENOSPC;
-    sched_placement_init(s, node, t, out);
+    allot_sched_placement_init(s, node, t, out);
     out->gpu_mask = 1u << gpu;
     out->gpu_milli = t->gpu_milli;
     out->gpu_mem_mib = t->gpu_mem_mib;
@@ -267,13 +268,13 @@ static int choose_whole(const struct allot_node *n, int k, uint32_t *mask)
     return k == 0 ? 0 : ALLOT_ENOSPC;
 }
 
-int sched_choose_default(const struct sched *s, int node, const struct allot_task *t,
-                         struct allot_placement *out)
+int allot_sched_choose_default(const struct allot_sched *s, int node, const struct allot_task *t,
+                               struct allot_placement *out)
 {
     const struct allot_node *n = allot_cluster_node(s->c, node);
     const struct allot_catalog *cat = allot_cluster_catalog(s->c);
 
-    sched_placement_init(s, node, t, out);
+    allot_sched_placement_init(s, node, t, out);
     if (t->num_gpu == 0)
         return 0;
     if (t->mig_profile >= 0) {
@@ -284,15 +285,15 @@ int sched_choose_default(const struct sched *s, int node, const struct allot_tas
         for (int i = 0; i < n->n_gpus && lp >= 0; i++) {
             const struct allot_gpu *g = &n->gpus[i];
             struct allot_mig_placement p;
-            struct mig_state after;
+            struct allot_mig_state after;
             int used, opt;
-            if (g->mode != ALLOT_GPU_MIG || mig_best_placement(m, &g->mig, lp, &p) != 0)
+            if (g->mode != ALLOT_GPU_MIG || allot_mig_best_placement(m, &g->mig, lp, &p) != 0)
                 continue;
             after = g->mig;
-            if (mig_alloc(m, &after, lp, p.start) != 0)
+            if (allot_mig_alloc(m, &after, lp, p.start) != 0)
                 continue;
             used = g->mig.n_instances > 0;
-            opt = mig_options(m, &after);
+            opt = allot_mig_options(m, &after);
             /* pack: prefer GPUs already carved, then the most options left */
             if (best < 0 || used > best_used || (used == best_used && opt > best_opt)) {
                 best = i;
@@ -329,14 +330,14 @@ int sched_choose_default(const struct sched *s, int node, const struct allot_tas
             if (best < 0 || g->free_milli < n->gpus[best].free_milli)
                 best = i;
         }
-        return sched_place_fraction(s, node, t, best, out);
+        return allot_sched_place_fraction(s, node, t, best, out);
     }
 }
 
 /* ---- picking ------------------------------------------------------------------ */
 
 /* Makes the cache of `shape` current and large enough for every class id. */
-static struct shape_cache *shape_cache(struct sched *s, int shape)
+static struct shape_cache *shape_cache(struct allot_sched *s, int shape)
 {
     size_t need = (size_t)allot_cluster_class_ids(s->c);
     struct shape_cache *sc;
@@ -363,8 +364,8 @@ static struct shape_cache *shape_cache(struct sched *s, int shape)
 }
 
 /* Scores class id for t (feasibility first) and stores it in e. */
-static int class_score(struct sched *s, int32_t id, uint32_t birth, const struct allot_task *t,
-                       struct score_entry *e)
+static int class_score(struct allot_sched *s, int32_t id, uint32_t birth,
+                       const struct allot_task *t, struct score_entry *e)
 {
     const struct allot_class *k = allot_cluster_class(s->c, id);
     const struct allot_node *rep = allot_cluster_node(s->c, allot_class_rep(k));
@@ -372,7 +373,7 @@ static int class_score(struct sched *s, int32_t id, uint32_t birth, const struct
 
     if (!allot_node_fits(s->c, rep, t))
         sc = -1;
-    else if (s->ops->flags & SCHED_POLICY_RANDOM)
+    else if (s->ops->flags & ALLOT_SCHED_POLICY_RANDOM)
         sc = 0;
     else
         sc = s->ops->score(s->pstate, s, rep, t);
@@ -382,7 +383,7 @@ static int class_score(struct sched *s, int32_t id, uint32_t birth, const struct
 }
 
 /* The cached score of class id, computed when missing. */
-static inline int cached_score(struct sched *s, struct shape_cache *sc,
+static inline int cached_score(struct allot_sched *s, struct shape_cache *sc,
                                const struct allot_class_hot *hot, int32_t id,
                                const struct allot_task *t)
 {
@@ -401,7 +402,7 @@ static inline int cached_score(struct sched *s, struct shape_cache *sc,
  * with it), and so is every bucket after the first that cannot win.
  */
 /* The non-empty buckets that may fit t, in increasing order. */
-static int candidate_buckets(const struct sched *s, const struct allot_task *t, int16_t *out)
+static int candidate_buckets(const struct allot_sched *s, const struct allot_task *t, int16_t *out)
 {
     int n = allot_cluster_buckets_used(s->c, out), k = 0;
 
@@ -411,7 +412,7 @@ static int candidate_buckets(const struct sched *s, const struct allot_task *t, 
     return k;
 }
 
-static int bounded_search(struct sched *s, struct shape_cache *sc, const struct allot_task *t,
+static int bounded_search(struct allot_sched *s, struct shape_cache *sc, const struct allot_task *t,
                           int *node)
 {
     const struct allot_class_hot *hot = allot_cluster_class_hot(s->c);
@@ -472,7 +473,7 @@ static int bounded_search(struct sched *s, struct shape_cache *sc, const struct 
     return 0;
 }
 
-int sched_pick(struct sched *s, const struct allot_task *t, struct allot_placement *out)
+int allot_sched_pick(struct allot_sched *s, const struct allot_task *t, struct allot_placement *out)
 {
     const int32_t *ids;
     int nlive;
@@ -489,7 +490,7 @@ int sched_pick(struct sched *s, const struct allot_task *t, struct allot_placeme
     /* fit nowhere before and no capacity freed since: still fits nowhere */
     if (sc->nofit_epoch == allot_cluster_grow_epoch(s->c) + 1)
         return ALLOT_ENOSPC;
-    if (s->ops->flags & SCHED_POLICY_RANDOM) {
+    if (s->ops->flags & ALLOT_SCHED_POLICY_RANDOM) {
         uint64_t total = 0, r;
         int16_t cand[ALLOT_BUCKETS];
         int ncand = candidate_buckets(s, t, cand);
@@ -548,11 +549,11 @@ int sched_pick(struct sched *s, const struct allot_task *t, struct allot_placeme
         return ALLOT_ENOSPC;
     }
     return s->ops->choose ? s->ops->choose(s->pstate, s, node, t, out)
-                          : sched_choose_default(s, node, t, out);
+                          : allot_sched_choose_default(s, node, t, out);
 }
 
-int sched_place(struct sched *s, const struct allot_task *t, struct allot_placement *out, char *err,
-                size_t errlen)
+int allot_sched_place(struct allot_sched *s, const struct allot_task *t,
+                      struct allot_placement *out, char *err, size_t errlen)
 {
     char buf[256];
     int rc = allot_task_validate(allot_cluster_catalog(s->c), t, err ? err : buf,
@@ -562,18 +563,18 @@ int sched_place(struct sched *s, const struct allot_task *t, struct allot_placem
         return rc;
     if (s->ops->observe)
         s->ops->observe(s->pstate, s, t);
-    rc = sched_pick(s, t, out);
+    rc = allot_sched_pick(s, t, out);
     if (rc)
         return rc;
     return allot_cluster_apply(s->c, out);
 }
 
-int sched_release(struct sched *s, const struct allot_placement *p)
+int allot_sched_release(struct allot_sched *s, const struct allot_placement *p)
 {
     return allot_cluster_release(s->c, p);
 }
 
-int sched_check_invariants(const struct sched *s, char *err, size_t errlen)
+int allot_sched_check_invariants(const struct allot_sched *s, char *err, size_t errlen)
 {
     const int32_t *ids;
     const struct allot_class_hot *hot;
@@ -605,22 +606,23 @@ int sched_check_invariants(const struct sched *s, char *err, size_t errlen)
 
 /* ---- registry ------------------------------------------------------------------ */
 
-extern const struct sched_policy_ops sched_policy_firstfit, sched_policy_bestfit,
-    sched_policy_spread, sched_policy_random, sched_policy_dotprod, sched_policy_gpuclustering,
-    sched_policy_gpupacking, sched_policy_fgd, sched_policy_allot;
+extern const struct allot_sched_policy_ops allot_sched_policy_firstfit, allot_sched_policy_bestfit,
+    allot_sched_policy_spread, allot_sched_policy_random, allot_sched_policy_dotprod,
+    allot_sched_policy_gpuclustering, allot_sched_policy_gpupacking, allot_sched_policy_fgd,
+    allot_sched_policy_allot;
 
-const struct sched_policy_ops *const sched_policies[] = {
-    &sched_policy_random,        &sched_policy_dotprod,
-    &sched_policy_gpuclustering, &sched_policy_gpupacking,
-    &sched_policy_bestfit,       &sched_policy_fgd,
-    &sched_policy_firstfit,      &sched_policy_spread,
-    &sched_policy_allot,         NULL,
+const struct allot_sched_policy_ops *const allot_sched_policies[] = {
+    &allot_sched_policy_random,        &allot_sched_policy_dotprod,
+    &allot_sched_policy_gpuclustering, &allot_sched_policy_gpupacking,
+    &allot_sched_policy_bestfit,       &allot_sched_policy_fgd,
+    &allot_sched_policy_firstfit,      &allot_sched_policy_spread,
+    &allot_sched_policy_allot,         NULL,
 };
 
-const struct sched_policy_ops *sched_policy_find(const char *name)
+const struct allot_sched_policy_ops *allot_sched_policy_find(const char *name)
 {
-    for (int i = 0; sched_policies[i]; i++)
-        if (strcmp(sched_policies[i]->name, name) == 0)
-            return sched_policies[i];
+    for (int i = 0; allot_sched_policies[i]; i++)
+        if (strcmp(allot_sched_policies[i]->name, name) == 0)
+            return allot_sched_policies[i];
     return NULL;
 }

@@ -173,7 +173,7 @@ bool allot_node_fits(const struct allot_cluster *c, const struct allot_node *n,
             return false;
         for (int i = 0; i < n->n_gpus; i++)
             if (n->gpus[i].mode == ALLOT_GPU_MIG &&
-                mig_list_placements(m, &n->gpus[i].mig, lp, NULL, 0) > 0)
+                allot_mig_list_placements(m, &n->gpus[i].mig, lp, NULL, 0) > 0)
                 return true;
         return false;
     }

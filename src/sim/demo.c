@@ -108,7 +108,7 @@ int sim_demo_main(int argc, char **argv)
     char err[512];
     struct allot_catalog *cat;
     struct allot_task *tasks;
-    struct frag_mix mix;
+    struct allot_frag_mix mix;
 
     for (int i = 1; i < argc; i++) {
         long *dst = NULL;
@@ -164,7 +164,7 @@ int sim_demo_main(int argc, char **argv)
     tasks = calloc((size_t)ntasks, sizeof(*tasks));
     if (tasks)
         sim_synth_tasks(cat, tasks, (size_t)ntasks, (uint64_t)seed);
-    if (!tasks || frag_mix_build(tasks, (size_t)ntasks, 0.95, &mix) != 0) {
+    if (!tasks || allot_frag_mix_build(tasks, (size_t)ntasks, 0.95, &mix) != 0) {
         fprintf(stderr, "allot-sim demo: out of memory\n");
         free(tasks);
         allot_catalog_free(cat);
@@ -179,11 +179,11 @@ int sim_demo_main(int argc, char **argv)
     printf("tasks: CPU-only, fractional (gpu_milli/GPU memory), whole, 2-8 GPU, MIG profiles\n\n");
     printf("%-14s %7s %8s %8s %8s %8s %8s %6s %6s %12s\n", "policy", "gpus", "alloc%", "frag%",
            "placed", "frac", "whole", "multi", "mig", "decisions/s");
-    for (int p = 0; sched_policies[p]; p++) {
-        const struct sched_policy_ops *ops = sched_policies[p];
+    for (int p = 0; allot_sched_policies[p]; p++) {
+        const struct allot_sched_policy_ops *ops = allot_sched_policies[p];
         struct allot_cluster *c = demo_cluster(cat, desc, desc_len, nodes, seed, err, sizeof(err));
-        struct sched_opts o = {.seed = (uint64_t)seed, .mix = &mix};
-        struct sched *s = c ? sched_new(c, ops, &o) : NULL;
+        struct allot_sched_opts o = {.seed = (uint64_t)seed, .mix = &mix};
+        struct allot_sched *s = c ? allot_sched_new(c, ops, &o) : NULL;
         long placed = 0, by_kind[4] = {0};
         double t0, dt, free_milli = 0;
         int64_t gpus;
@@ -196,7 +196,7 @@ int sim_demo_main(int argc, char **argv)
         for (long i = 0; i < ntasks; i++) {
             struct allot_placement pl;
             const struct allot_task *t = &tasks[i];
-            if (sched_place(s, t, &pl, NULL, 0) != 0)
+            if (allot_sched_place(s, t, &pl, NULL, 0) != 0)
                 continue;
             placed++;
             if (t->mig_profile >= 0)
@@ -209,7 +209,7 @@ int sim_demo_main(int argc, char **argv)
                 by_kind[1]++;
         }
         dt = now_s() - t0;
-        if (sched_check_invariants(s, err, sizeof(err)) != 0) {
+        if (allot_sched_check_invariants(s, err, sizeof(err)) != 0) {
             fprintf(stderr, "allot-sim demo: %s: invariant broken: %s\n", ops->name, err);
             return 1;
         }
@@ -218,14 +218,14 @@ int sim_demo_main(int argc, char **argv)
         printf("%-14s %7lld %7.2f%% %7.2f%% %8ld %8ld %8ld %6ld %6ld %12.0f\n", ops->name,
                (long long)gpus,
                gpus ? 100.0 * (double)allot_cluster_used_milli(c) / (double)(gpus * 1000) : 0.0,
-               free_milli > 0 ? 100.0 * frag_cluster(&mix, c) / free_milli : 0.0, placed,
+               free_milli > 0 ? 100.0 * allot_frag_cluster(&mix, c) / free_milli : 0.0, placed,
                by_kind[0], by_kind[1], by_kind[2], by_kind[3], (double)ntasks / dt);
-        sched_free(s);
+        allot_sched_free(s);
         allot_cluster_free(c);
     }
     printf("\nalloc%%: GPU capacity allocated after all tasks arrived (higher is better);\n"
            "frag%%: share of idle GPU capacity the typical task cannot use (lower is better).\n");
-    frag_mix_clear(&mix);
+    allot_frag_mix_clear(&mix);
     free(tasks);
     allot_free(desc);
     allot_catalog_free(cat);

@@ -10,7 +10,7 @@
  * bucket takes the mean over its two neighbours (the authors' analysis
  * script does the same). F is kept per node in fixed point (1e-6 milli) and
  * updated only for the node a placement touched, so the fragmentation rate
- * costs one frag_node() per placement and the sum stays exact and
+ * costs one allot_frag_node() per placement and the sum stays exact and
  * deterministic.
  *
  * Workers: with jobs > 1 each policy x seed job runs in a forked child that
@@ -109,7 +109,7 @@ void sim_fill_trace_free(struct sim_fill_trace *t)
     openb_pods_free(&t->opods);
     allot_free(t->nodes);
     allot_free(t->tasks);
-    frag_mix_clear(&t->mix);
+    allot_frag_mix_clear(&t->mix);
     memset(t, 0, sizeof(*t));
 }
 
@@ -227,7 +227,7 @@ int sim_fill_trace_from_lists(struct sim_fill_trace *out, struct openb_nodes *no
         }
         out->request_milli += (int64_t)t->num_gpu * t->gpu_milli;
     }
-    rc = frag_mix_build(out->tasks, out->n_tasks, SIM_FILL_COVERAGE, &out->mix);
+    rc = allot_frag_mix_build(out->tasks, out->n_tasks, SIM_FILL_COVERAGE, &out->mix);
     if (rc == ALLOT_ENOMEM)
         goto oom;
     if (rc) {
@@ -377,13 +377,13 @@ static void log_line(struct sim_fill_text *log, const char *policy, uint64_t see
                           pod, suffix);
 }
 
-int sim_fill_run(const struct sim_fill_trace *t, const struct sched_policy_ops *policy,
+int sim_fill_run(const struct sim_fill_trace *t, const struct allot_sched_policy_ops *policy,
                  uint64_t seed, double tune, bool check, struct sim_fill_text *log,
                  struct sim_fill_result *out, char *err, size_t errlen)
 {
     double t0 = now_s();
     struct allot_cluster *c = NULL;
-    struct sched *s = NULL;
+    struct allot_sched *s = NULL;
     struct sim_fill_workload w = {0};
     int64_t *fq = NULL, fsum = 0, used = 0, arrived = 0;
     int64_t cap = t->gpus * ALLOT_MILLI;
@@ -404,14 +404,14 @@ int sim_fill_run(const struct sim_fill_trace *t, const struct sched_policy_ops *
     }
     allot_cluster_shuffle_ranks(c, seed);
     {
-        struct sched_opts so = {.seed = seed,
-                                .mix = strcmp(policy->name, "allot") != 0 ? &t->mix : NULL};
-        s = sched_new(c, policy, &so);
+        struct allot_sched_opts so = {.seed = seed,
+                                      .mix = strcmp(policy->name, "allot") != 0 ? &t->mix : NULL};
+        s = allot_sched_new(c, policy, &so);
     }
     if (!s || sim_fill_workload_make(t, seed, tune, &w))
         goto oom;
     for (size_t i = 0; i < t->n_nodes; i++) {
-        fq[i] = frag_fixed(frag_node(&t->mix, allot_cluster_node(c, (int)i)));
+        fq[i] = frag_fixed(allot_frag_node(&t->mix, allot_cluster_node(c, (int)i)));
         fsum += fq[i];
     }
     for (size_t k = 0; k < w.n; k++) {
@@ -420,12 +420,12 @@ int sim_fill_run(const struct sim_fill_trace *t, const struct sched_policy_ops *
         struct allot_placement pl;
         char msg[256];
         int64_t b;
-        rc = sched_place(s, tk, &pl, msg, sizeof(msg));
+        rc = allot_sched_place(s, tk, &pl, msg, sizeof(msg));
         if (rc == 0) {
             const struct allot_node *n = allot_cluster_node(c, pl.node);
             used += (int64_t)__builtin_popcount(pl.gpu_mask) * pl.gpu_milli;
             fsum -= fq[pl.node];
-            fq[pl.node] = frag_fixed(frag_node(&t->mix, n));
+            fq[pl.node] = frag_fixed(allot_frag_node(&t->mix, n));
             fsum += fq[pl.node];
             log_line(log, policy->name, seed, k, pod, w.clone[k], n->name, pl.gpu_mask);
         } else if (rc == ALLOT_ENOSPC) {
@@ -439,16 +439,16 @@ int sim_fill_run(const struct sim_fill_trace *t, const struct sched_policy_ops *
         arrived += task_request(tk);
         b = round_half_even(arrived * 100, cap);
         if (check) {
-            rc = sched_check_invariants(s, msg, sizeof(msg));
+            rc = allot_sched_check_invariants(s, msg, sizeof(msg));
             if (rc == 0 && used != allot_cluster_used_milli(c)) {
                 allot_fmt(msg, sizeof(msg), "used GPU tally %lld, cluster says %lld",
                           (long long)used, (long long)allot_cluster_used_milli(c));
                 rc = ALLOT_EINTERNAL;
             }
             if (rc == 0 && b != last_bucket &&
-                fabs((double)fsum / FRAG_FIXED - frag_cluster(&t->mix, c)) > 1e-3) {
+                fabs((double)fsum / FRAG_FIXED - allot_frag_cluster(&t->mix, c)) > 1e-3) {
                 allot_fmt(msg, sizeof(msg), "fragmentation tally %.6f, cluster says %.6f",
-                          (double)fsum / FRAG_FIXED, frag_cluster(&t->mix, c));
+                          (double)fsum / FRAG_FIXED, allot_frag_cluster(&t->mix, c));
                 rc = ALLOT_EINTERNAL;
             }
             if (rc) {
@@ -501,7 +501,7 @@ done:
     out->seconds = now_s() - t0;
     sim_fill_workload_free(&w);
     allot_free(fq);
-    sched_free(s);
+    allot_sched_free(s);
     allot_cluster_free(c);
     return rc;
 }
@@ -1137,14 +1137,14 @@ static int __attribute__((format(printf, 1, 2))) usage_error(const char *fmt, ..
 }
 
 /* Splits a comma list of policy names into ops (out has room for max). */
-static int parse_policies(const char *s, const struct sched_policy_ops **out, int max, char *bad,
-                          size_t badlen)
+static int parse_policies(const char *s, const struct allot_sched_policy_ops **out, int max,
+                          char *bad, size_t badlen)
 {
     int n = 0;
 
     if (!strcmp(s, "all")) {
         for (size_t i = 0; i < N_ALL; i++) {
-            out[n] = sched_policy_find(all_policies[i]);
+            out[n] = allot_sched_policy_find(all_policies[i]);
             if (!out[n]) {
                 allot_strlcpy(bad, all_policies[i], badlen);
                 return -1;
@@ -1158,7 +1158,8 @@ static int parse_policies(const char *s, const struct sched_policy_ops **out, in
         size_t len = comma ? (size_t)(comma - p) : strlen(p);
         char name[64];
         allot_fmt(name, sizeof(name), "%.*s", (int)(len < 63 ? len : 63), p);
-        if (n == max || len == 0 || len >= sizeof(name) || !(out[n] = sched_policy_find(name))) {
+        if (n == max || len == 0 || len >= sizeof(name) ||
+            !(out[n] = allot_sched_policy_find(name))) {
             allot_strlcpy(bad, name, badlen);
             return -1;
         }
@@ -1306,7 +1307,7 @@ int sim_fill_main(int argc, char **argv)
 {
     const char *val[N_OPTS] = {0};
     bool given[N_OPTS] = {0};
-    const struct sched_policy_ops *pol[64];
+    const struct allot_sched_policy_ops *pol[64];
     struct sim_fill_trace trace;
     struct sim_fill_published pub = {0}, *pubp = NULL;
     struct sim_fill_summary *sum = NULL;

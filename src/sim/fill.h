@@ -49,7 +49,7 @@ struct sim_fill_trace {
     struct allot_task *tasks;      /* owned, n_tasks entries, in file order */
     int64_t gpus;                  /* GPUs over the kept nodes */
     int64_t request_milli;         /* GPU milli the whole trace asks for */
-    struct frag_mix mix;           /* owned: typical tasks of the original trace */
+    struct allot_frag_mix mix;     /* owned: typical tasks of the original trace */
     char workload[128];            /* pod file name without folder and ".csv" */
 };
 
@@ -140,18 +140,18 @@ struct sim_fill_result {
  * (IN/OUT, may be NULL):
  *   POLICY \t SEED \t INDEX \t POD \t NODE \t MASK
  * (NODE and MASK "-" for a pod that found no node; MASK in hex; clones are
- * named POD-tuned-N). With `check`, runs sched_check_invariants and checks
+ * named POD-tuned-N). With `check`, runs allot_sched_check_invariants and checks
  * the used and fragmentation tallies after every placement. Fills *out
  * (OUT). Returns 0, ALLOT_EINTERNAL (broken invariant), ALLOT_EINVAL
  * (a task the scheduler rejects) or ALLOT_ENOMEM, with a message in `err`.
  */
-int sim_fill_run(const struct sim_fill_trace *t, const struct sched_policy_ops *policy,
+int sim_fill_run(const struct sim_fill_trace *t, const struct allot_sched_policy_ops *policy,
                  uint64_t seed, double tune, bool check, struct sim_fill_text *log,
                  struct sim_fill_result *out, char *err, size_t errlen);
 
 /* Experiment options. */
 struct sim_fill_opts {
-    const struct sched_policy_ops *const *policies; /* borrowed, n_policies entries */
+    const struct allot_sched_policy_ops *const *policies; /* borrowed, n_policies entries */
     int n_policies;
     const uint64_t *seeds; /* borrowed, n_seeds entries */
     int n_seeds;
@@ -164,9 +164,9 @@ struct sim_fill_opts {
 
 /* Per-policy aggregate over seeds. */
 struct sim_fill_summary {
-    const struct sched_policy_ops *policy; /* borrowed */
-    double unalloc_mean[SIM_FILL_BUCKETS]; /* NaN where no seed has data */
-    double unalloc_sd[SIM_FILL_BUCKETS];   /* sample sd (0 with one seed) */
+    const struct allot_sched_policy_ops *policy; /* borrowed */
+    double unalloc_mean[SIM_FILL_BUCKETS];       /* NaN where no seed has data */
+    double unalloc_sd[SIM_FILL_BUCKETS];         /* sample sd (0 with one seed) */
     double frag_mean[SIM_FILL_BUCKETS];
     double seconds;  /* sum of the jobs' wall times */
     uint64_t failed; /* failed arrivals over seeds */

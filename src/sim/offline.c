@@ -319,8 +319,8 @@ static int sched_seed(struct pack *p, const struct onode *fresh, const struct al
                       const char *policy, uint64_t seed)
 {
     struct allot_cluster *c = allot_cluster_new(cat, 0);
-    struct frag_mix mix = {0};
-    struct sched *s = NULL;
+    struct allot_frag_mix mix = {0};
+    struct allot_sched *s = NULL;
     char err[256];
     int rc = ALLOT_ENOMEM;
 
@@ -333,19 +333,19 @@ static int sched_seed(struct pack *p, const struct onode *fresh, const struct al
             goto done;
     }
     allot_cluster_shuffle_ranks(c, seed);
-    rc = frag_mix_build(tasks, p->n_tasks, SIM_FILL_COVERAGE, &mix);
+    rc = allot_frag_mix_build(tasks, p->n_tasks, SIM_FILL_COVERAGE, &mix);
     if (rc)
         goto done;
     {
-        struct sched_opts so = {.seed = seed, .mix = &mix};
-        s = sched_new(c, sched_policy_find(policy), &so);
+        struct allot_sched_opts so = {.seed = seed, .mix = &mix};
+        s = allot_sched_new(c, allot_sched_policy_find(policy), &so);
     }
     rc = ALLOT_ENOMEM;
     if (!s)
         goto done;
     for (size_t k = 0; k < p->n_tasks; k++) {
         struct allot_placement pl;
-        int r = sched_place(s, &tasks[k], &pl, NULL, 0);
+        int r = allot_sched_place(s, &tasks[k], &pl, NULL, 0);
         if (r == ALLOT_ENOSPC)
             continue;
         if (r) {
@@ -356,8 +356,8 @@ static int sched_seed(struct pack *p, const struct onode *fresh, const struct al
     }
     rc = 0;
 done:
-    sched_free(s);
-    frag_mix_clear(&mix);
+    allot_sched_free(s);
+    allot_frag_mix_clear(&mix);
     allot_cluster_free(c);
     return rc;
 }

@@ -13,9 +13,9 @@
  * When a run is stopped after r seconds, it keeps floor(r / C) x C of them
  * (C = checkpoint interval; none when C = 0) and the rest is lost work.
  *
- * Event order at one time t: departures (queue_finish), then arrivals
- * (queue_submit), then one queue_cycle(t). Times with no arrival or
- * departure are visited when the queue asks (queue_next_wakeup). Between
+ * Event order at one time t: departures (allot_queue_finish), then arrivals
+ * (allot_queue_submit), then one allot_queue_cycle(t). Times with no arrival or
+ * departure are visited when the queue asks (allot_queue_next_wakeup). Between
  * event times the state is constant, so the integrals (GPU-time) and the
  * 10-minute samples (queue length, Jain's index) are taken there.
  * Single-threaded; the decision log is the only output.
@@ -94,7 +94,7 @@ struct run {
     struct allot_cluster *c;
     struct allot_tenants *t;      /* the queue's */
     struct allot_tenants *shadow; /* each tenant's demand: running and waiting jobs */
-    struct queue *q;
+    struct allot_queue *q;
     int *leaf;         /* replay tenant -> tenant tree index */
     struct jstate *js; /* per setup job */
     int *job_of_qid;   /* queue id -> setup job */
@@ -540,7 +540,7 @@ static int do_start(struct run *r, int i)
 {
     const struct replay_job *j = &r->s->jobs[i];
     struct jstate *x = &r->js[i];
-    const struct allot_job *qj = queue_job(r->q, x->qid);
+    const struct allot_job *qj = allot_queue_job(r->q, x->qid);
     char nodes[256];
     size_t o = 0;
 
@@ -570,7 +570,7 @@ static int do_stop(struct run *r, int i, const char *why)
 {
     const struct replay_job *j = &r->s->jobs[i];
     struct jstate *x = &r->js[i];
-    const struct allot_job *qj = queue_job(r->q, x->qid);
+    const struct allot_job *qj = allot_queue_job(r->q, x->qid);
     int64_t ran = r->now - x->run_start, kept = 0;
 
     if (x->state != JS_RUNNING && x->state != JS_STOPPING)
@@ -639,7 +639,7 @@ static int check(struct run *r, const char *after)
     char e[512];
     int64_t held = 0;
 
-    if (queue_check_invariants(r->q, e, sizeof(e)) != 0)
+    if (allot_queue_check_invariants(r->q, e, sizeof(e)) != 0)
         return fail_at(r, "after %s: queue invariant broken: %s", after, e);
     for (size_t i = 0; i < r->s->n_jobs; i++) {
         const struct jstate *x = &r->js[i];
@@ -648,7 +648,7 @@ static int check(struct run *r, const char *after)
 
         if (x->state == JS_FUTURE)
             continue;
-        qj = queue_job(r->q, x->qid);
+        qj = allot_queue_job(r->q, x->qid);
         want = x->state == JS_PENDING    ? ALLOT_JOB_PENDING
                : x->state == JS_RUNNING  ? ALLOT_JOB_RUNNING
                : x->state == JS_STOPPING ? ALLOT_JOB_STOPPING
@@ -694,7 +694,7 @@ static int submit(struct run *r, int i)
      * demand (running and waiting jobs), which the shadow holds */
     x->in_quota = allot_tenants_in_nominal(r->shadow, r->leaf[j->tenant], &v);
     set_demand(r, i, +1);
-    qid = queue_submit(r->q, &spec, r->now, e, sizeof(e));
+    qid = allot_queue_submit(r->q, &spec, r->now, e, sizeof(e));
     if (qid == ALLOT_ENOMEM)
         return ALLOT_ENOMEM;
     if (qid < 0)
@@ -723,10 +723,10 @@ static int finish(struct run *r, int i)
 {
     const struct replay_job *j = &r->s->jobs[i];
     struct jstate *x = &r->js[i];
-    int rc = queue_finish(r->q, x->qid, r->now);
+    int rc = allot_queue_finish(r->q, x->qid, r->now);
 
     if (rc < 0)
-        return fail_at(r, "queue_finish(job %d) failed: %s", i, allot_strerror(rc));
+        return fail_at(r, "allot_queue_finish(job %d) failed: %s", i, allot_strerror(rc));
     set_used(r, i, -1);
     set_demand(r, i, -1);
     x->state = JS_DONE;
@@ -842,7 +842,7 @@ static int figures(struct run *r, int64_t end, const double *util, struct replay
 
 /* ---- the loop ---- */
 
-static void queue_options(int policy, const struct replay_opts *o, struct queue_opts *qo)
+static void queue_options(int policy, const struct replay_opts *o, struct allot_queue_opts *qo)
 {
     memset(qo, 0, sizeof(*qo));
     qo->placement = o->placement ? o->placement : "bestfit";
@@ -885,7 +885,7 @@ static void queue_options(int policy, const struct replay_opts *o, struct queue_
 
 static void run_free(struct run *r)
 {
-    queue_free(r->q);
+    allot_queue_free(r->q);
     allot_cluster_free(r->c);
     allot_tenants_free(r->t);
     allot_tenants_free(r->shadow);
@@ -948,16 +948,17 @@ static int loop(struct run *r, double *util, double *buf, struct replay_result *
                 return rc;
         if (r->o->check && (rc = check(r, "arrivals")) < 0)
             return rc;
-        rc = queue_cycle(r->q, t, on_decision, r);
+        rc = allot_queue_cycle(r->q, t, on_decision, r);
         out->cycles++;
         if (rc < 0)
-            return rc == ALLOT_ENOMEM ? rc : fail_at(r, "queue_cycle: %s", allot_strerror(rc));
+            return rc == ALLOT_ENOMEM ? rc
+                                      : fail_at(r, "allot_queue_cycle: %s", allot_strerror(rc));
         if ((rc = process_decisions(r, &out->killed)) < 0)
             return rc;
         if (r->o->check && (rc = check(r, "the cycle")) < 0)
             return rc;
         /* the queue's own wake-up; never the same instant again */
-        wake = queue_next_wakeup(r->q);
+        wake = allot_queue_next_wakeup(r->q);
         if (wake <= t)
             wake = t + 1;
     }
@@ -971,8 +972,9 @@ int replay_run(const struct replay_setup *s, int policy, const struct replay_opt
                struct replay_result *out, char *err, size_t errlen)
 {
     struct run r = {.s = s, .o = o, .policy = policy, .err = err, .errlen = errlen};
-    const struct sched_policy_ops *pl = sched_policy_find(o->placement ? o->placement : "bestfit");
-    struct queue_opts qo;
+    const struct allot_sched_policy_ops *pl =
+        allot_sched_policy_find(o->placement ? o->placement : "bestfit");
+    struct allot_queue_opts qo;
     double *util = NULL, *buf = NULL, t0 = now_s();
     size_t nt = (size_t)s->n_tenants;
     int64_t end = s->to;
@@ -1011,7 +1013,7 @@ int replay_run(const struct replay_setup *s, int policy, const struct replay_opt
     }
     r.t = build_tenants(s, r.leaf, err, errlen);
     r.shadow = r.t ? build_tenants(s, r.leaf, err, errlen) : NULL;
-    r.c = build_cluster(s, pl->flags & SCHED_POLICY_POD_CLASSES ? ALLOT_CLASS_POD_CLASSES : 0,
+    r.c = build_cluster(s, pl->flags & ALLOT_SCHED_POLICY_POD_CLASSES ? ALLOT_CLASS_POD_CLASSES : 0,
                         o->seed, err, errlen);
     if (!r.t || !r.shadow || !r.c) {
         rc = ALLOT_EINVAL;
@@ -1019,7 +1021,7 @@ int replay_run(const struct replay_setup *s, int policy, const struct replay_opt
     }
     r.gpus = allot_cluster_gpu_count(r.c);
     queue_options(policy, o, &qo);
-    r.q = queue_new(r.c, r.t, &qo, err, errlen);
+    r.q = allot_queue_new(r.c, r.t, &qo, err, errlen);
     if (!r.q) {
         rc = ALLOT_EINVAL;
         goto fail_msg;
@@ -1027,7 +1029,7 @@ int replay_run(const struct replay_setup *s, int policy, const struct replay_opt
     for (int p = 0; s->has_conf && p < s->conf.n_prio; p++) {
         const struct sim_prio_conf *pc = &s->conf.prio[p];
 
-        if ((rc = queue_add_prio_class(r.q, pc->name, pc->value, pc->preemptible)) != p) {
+        if ((rc = allot_queue_add_prio_class(r.q, pc->name, pc->value, pc->preemptible)) != p) {
             allot_fmt(err, errlen, "priority class %s: %s", pc->name,
                       allot_strerror(rc < 0 ? rc : ALLOT_EINTERNAL));
             rc = rc < 0 ? rc : ALLOT_EINTERNAL;

@@ -136,7 +136,7 @@ struct replay_opts {
     int64_t checkpoint_s;  /* checkpoint every this much runtime; 0 = never */
     const char *placement; /* placement policy (sched.h); NULL = "bestfit" */
     uint64_t seed;         /* node tie-break order */
-    bool check;            /* queue_check_invariants after every event time */
+    bool check;            /* allot_queue_check_invariants after every event time */
     bool drain;            /* run past `to` until every job is done (or stuck) */
     FILE *log;             /* decision log, or NULL */
     /* called now and then with the share of the window replayed (0..1) */

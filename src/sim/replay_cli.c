@@ -475,7 +475,7 @@ int sim_replay_main(int argc, char **argv)
                                val[OPT_CKPT]);
         o.checkpoint_s = v;
     }
-    if (val[OPT_PLACEMENT] && !sched_policy_find(val[OPT_PLACEMENT]))
+    if (val[OPT_PLACEMENT] && !allot_sched_policy_find(val[OPT_PLACEMENT]))
         return usage_error("--placement \"%s\": unknown placement policy", val[OPT_PLACEMENT]);
     o.placement = val[OPT_PLACEMENT];
     if (val[OPT_SEED]) {

@@ -180,15 +180,15 @@ static void test_frag_by_hand(void **state)
     /* {1000, 300}, CPU 16000: share fits, 300 is too small: 300; whole
      * fits, 300 too small: 300; CPU-only: all 1300.
      * F = .5*300 + .25*300 + .25*1300 = 550 */
-    assert_true(fabs(frag_state(&t.mix, v100, 16000, a, 2) - 550.0) < 1e-9);
+    assert_true(fabs(allot_frag_state(&t.mix, v100, 16000, a, 2) - 550.0) < 1e-9);
     /* {600, 400}, CPU 6000: share fits, 400 too small: 400; whole does not
      * fit: 1000; CPU-only: 1000. F = 200 + 250 + 250 = 700 */
-    assert_true(fabs(frag_state(&t.mix, v100, 6000, b, 2) - 700.0) < 1e-9);
+    assert_true(fabs(allot_frag_state(&t.mix, v100, 6000, b, 2) - 700.0) < 1e-9);
     /* {1000, 1000}, CPU 2000: neither GPU task has its CPU: all 2000 three
      * times over. F = 2000 */
-    assert_true(fabs(frag_state(&t.mix, v100, 2000, c, 2) - 2000.0) < 1e-9);
+    assert_true(fabs(allot_frag_state(&t.mix, v100, 2000, c, 2) - 2000.0) < 1e-9);
     /* no GPU left: nothing to fragment */
-    assert_true(frag_state(&t.mix, v100, 16000, d, 2) == 0.0);
+    assert_true(allot_frag_state(&t.mix, v100, 16000, d, 2) == 0.0);
     sim_fill_trace_free(&t);
 
     /* a model constraint: share 500 on T4 only (p = 1) */
@@ -197,8 +197,8 @@ static void test_frag_by_hand(void **state)
     v100 = allot_catalog_find_model(t.cat, "V100M32");
     assert_int_equal(t.mix.n, 1);
     assert_true(t.mix.v[0].model_mask == 1ULL << t4);
-    assert_true(fabs(frag_state(&t.mix, t4, 16000, b, 2) - 400.0) < 1e-9);
-    assert_true(fabs(frag_state(&t.mix, v100, 16000, b, 2) - 1000.0) < 1e-9);
+    assert_true(fabs(allot_frag_state(&t.mix, t4, 16000, b, 2) - 400.0) < 1e-9);
+    assert_true(fabs(allot_frag_state(&t.mix, v100, 16000, b, 2) - 1000.0) < 1e-9);
     sim_fill_trace_free(&t);
 }
 
@@ -214,8 +214,9 @@ static void test_run_buckets_by_hand(void **state)
     trace_from_text(&t, node_4v100,
                     "name,cpu_milli,num_gpu,gpu_milli\na,1000,1,1000\nb,1000,1,1000\n"
                     "c,1000,1,1000\nd,1000,1,1000\ne,1000,1,1000\n");
-    assert_int_equal(
-        sim_fill_run(&t, sched_policy_find("firstfit"), 7, 0, true, &log, &r, err, sizeof(err)), 0);
+    assert_int_equal(sim_fill_run(&t, allot_sched_policy_find("firstfit"), 7, 0, true, &log, &r,
+                                  err, sizeof(err)),
+                     0);
     assert_int_equal(r.pods, 5);
     assert_int_equal(r.failed, 1);
     assert_int_equal(r.arrived_milli, 5000);
@@ -253,8 +254,8 @@ static void test_run_buckets_by_hand(void **state)
     trace_from_text(&t, node_4v100,
                     "name,cpu_milli,num_gpu,gpu_milli\na,1000,1,800\nb,1000,1,300\n");
     for (uint64_t seed = 1; seed <= 4; seed++) {
-        assert_int_equal(sim_fill_run(&t, sched_policy_find("firstfit"), seed, 0, true, NULL, &r,
-                                      err, sizeof(err)),
+        assert_int_equal(sim_fill_run(&t, allot_sched_policy_find("firstfit"), seed, 0, true, NULL,
+                                      &r, err, sizeof(err)),
                          0);
         assert_true(fabs(r.alloc_pct[28] - 27.5) < 1e-12);
         assert_true(fabs(r.frag_pct[28] - 550.0 / 2900.0 * 100.0) < 1e-6);
@@ -283,14 +284,14 @@ static char *run_tiny(const struct sim_fill_trace *t, int jobs, uint64_t *hash, 
 {
     static const char *const names[] = {"random",  "dotprod", "gpuclustering", "gpupacking",
                                         "bestfit", "fgd",     "allot"};
-    const struct sched_policy_ops *pol[7];
+    const struct allot_sched_policy_ops *pol[7];
     const uint64_t seeds[] = {42, 43};
     struct sim_fill_opts o = {0};
     char *buf = NULL, err[512] = "";
     FILE *f;
 
     for (int i = 0; i < 7; i++)
-        assert_non_null(pol[i] = sched_policy_find(names[i]));
+        assert_non_null(pol[i] = allot_sched_policy_find(names[i]));
     f = open_memstream(&buf, len);
     assert_non_null(f);
     o.policies = pol;

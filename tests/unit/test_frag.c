@@ -14,7 +14,7 @@
 static void test_frag_mix(void **state)
 {
     struct allot_task t[10];
-    struct frag_mix m;
+    struct allot_frag_mix m;
     int32_t g[2] = {1000, 300};
 
     /* 6 x frac 500, 3 x whole 1, 1 x CPU-only: 95 % coverage keeps all three */
@@ -25,20 +25,21 @@ static void test_frag_mix(void **state)
         if (i == 9)
             t[i] = (struct allot_task){.mig_profile = -1};
     }
-    assert_int_equal(frag_mix_build(t, 10, 0.95, &m), 0);
+    assert_int_equal(allot_frag_mix_build(t, 10, 0.95, &m), 0);
     assert_int_equal(m.n, 3);
     assert_int_equal(m.v[0].milli, 500);
     assert_true(m.v[0].p > 0.599 && m.v[0].p < 0.601);
     /* GPUs free 1000 and 300, CPU plenty:
      * frac 500 fits, 300 is stranded: 0.6 * 300; whole fits, 300 stranded: 0.3 * 300;
      * CPU-only: all 1300 count: 0.1 * 1300. Sum 180 + 90 + 130 = 400 */
-    assert_true(frag_state(&m, 0, 64000, g, 2) > 399.99 && frag_state(&m, 0, 64000, g, 2) < 400.01);
-    frag_mix_clear(&m);
+    assert_true(allot_frag_state(&m, 0, 64000, g, 2) > 399.99 &&
+                allot_frag_state(&m, 0, 64000, g, 2) < 400.01);
+    allot_frag_mix_clear(&m);
     /* 60 % coverage keeps only the most popular shape */
-    assert_int_equal(frag_mix_build(t, 10, 0.6, &m), 0);
+    assert_int_equal(allot_frag_mix_build(t, 10, 0.6, &m), 0);
     assert_int_equal(m.n, 1);
-    frag_mix_clear(&m);
-    assert_int_equal(frag_mix_build(t, 10, 0, &m), ALLOT_EINVAL);
+    allot_frag_mix_clear(&m);
+    assert_int_equal(allot_frag_mix_build(t, 10, 0, &m), ALLOT_EINVAL);
 }
 
 static void test_frag_cases(void **state)
@@ -48,24 +49,24 @@ static void test_frag_cases(void **state)
                            .mig_profile = -1,
                            .cpu_milli = 4000,
                            .model_mask = 1ULL << 3};
-    struct frag_mix m;
+    struct allot_frag_mix m;
     int32_t g[4] = {1000, 1000, 700, 0};
 
-    assert_int_equal(frag_mix_build(&t, 1, 1.0, &m), 0);
+    assert_int_equal(allot_frag_mix_build(&t, 1, 1.0, &m), 0);
     /* fits (two free GPUs, CPU enough, model 3): stranded = the 700 */
-    assert_true(frag_state(&m, 3, 4000, g, 4) == 700.0);
+    assert_true(allot_frag_state(&m, 3, 4000, g, 4) == 700.0);
     /* too little CPU: everything free counts (2700) */
-    assert_true(frag_state(&m, 3, 3999, g, 4) == 2700.0);
+    assert_true(allot_frag_state(&m, 3, 3999, g, 4) == 2700.0);
     /* model not allowed: everything counts */
-    assert_true(frag_state(&m, 2, 64000, g, 4) == 2700.0);
+    assert_true(allot_frag_state(&m, 2, 64000, g, 4) == 2700.0);
     /* one free GPU only: does not fit, everything counts */
     g[1] = 999;
-    assert_true(frag_state(&m, 3, 64000, g, 4) == 2699.0);
+    assert_true(allot_frag_state(&m, 3, 64000, g, 4) == 2699.0);
     /* nothing free: 0 */
     for (int i = 0; i < 4; i++)
         g[i] = 0;
-    assert_true(frag_state(&m, 3, 64000, g, 4) == 0.0);
-    frag_mix_clear(&m);
+    assert_true(allot_frag_state(&m, 3, 64000, g, 4) == 0.0);
+    allot_frag_mix_clear(&m);
 }
 
 int main(void)

@@ -58,9 +58,9 @@ static int prof(const struct allot_gpu_model *m, const char *name)
     return m->profile_by_global[g];
 }
 
-static struct mig_state empty_state(void)
+static struct allot_mig_state empty_state(void)
 {
-    struct mig_state s;
+    struct allot_mig_state s;
 
     memset(&s, 0, sizeof(s));
     return s;
@@ -72,70 +72,70 @@ static void test_alloc_free(void **state)
 {
     const struct allot_gpu_model *m = model("A100-80GB");
     int p1 = prof(m, "1g.10gb"), p3 = prof(m, "3g.40gb");
-    struct mig_state s = empty_state(), before;
+    struct allot_mig_state s = empty_state(), before;
 
-    assert_int_equal(mig_alloc(m, &s, p3, 0), 0);
+    assert_int_equal(allot_mig_alloc(m, &s, p3, 0), 0);
     assert_int_equal(s.used_mask, 0x0f);
     assert_int_equal(s.compute_used, 3);
     assert_int_equal(s.n_instances, 1);
     before = s;
-    assert_int_equal(mig_alloc(m, &s, p3, 0), ALLOT_ENOSPC); /* occupied */
-    assert_int_equal(mig_alloc(m, &s, p1, 2), ALLOT_ENOSPC); /* overlaps 3g@0 */
+    assert_int_equal(allot_mig_alloc(m, &s, p3, 0), ALLOT_ENOSPC); /* occupied */
+    assert_int_equal(allot_mig_alloc(m, &s, p1, 2), ALLOT_ENOSPC); /* overlaps 3g@0 */
     assert_memory_equal(&s, &before, sizeof(s));
-    assert_int_equal(mig_alloc(m, &s, p3, 4), 0);
+    assert_int_equal(allot_mig_alloc(m, &s, p3, 4), 0);
     assert_int_equal(s.used_mask, 0xff);
     assert_int_equal(s.compute_used, 6);
     for (int st = 0; st < 8; st++)
-        assert_false(mig_can_place(m, &s, p1, st));
+        assert_false(allot_mig_can_place(m, &s, p1, st));
 
-    assert_int_equal(mig_free(&s, 2), ALLOT_ENOENT); /* not an instance's start */
-    assert_int_equal(mig_free(&s, 0), 0);
-    assert_int_equal(mig_free(&s, 0), ALLOT_ENOENT);
+    assert_int_equal(allot_mig_free(&s, 2), ALLOT_ENOENT); /* not an instance's start */
+    assert_int_equal(allot_mig_free(&s, 0), 0);
+    assert_int_equal(allot_mig_free(&s, 0), ALLOT_ENOENT);
     assert_int_equal(s.used_mask, 0xf0);
     assert_int_equal(s.compute_used, 3);
     assert_int_equal(s.n_instances, 1);
     assert_int_equal(s.inst[0].start, 4);
-    assert_int_equal(mig_free(&s, 4), 0);
+    assert_int_equal(allot_mig_free(&s, 4), 0);
     before = empty_state();
     assert_memory_equal(&s, &before, sizeof(s));
-    assert_int_equal(mig_free(NULL, 0), ALLOT_ENOENT);
+    assert_int_equal(allot_mig_free(NULL, 0), ALLOT_ENOENT);
 }
 
 static void test_invalid_requests(void **state)
 {
     const struct allot_gpu_model *m = model("A100-80GB");
     const struct allot_gpu_model *t4 = model("T4");
-    struct mig_state s = empty_state(), before = empty_state();
+    struct allot_mig_state s = empty_state(), before = empty_state();
 
-    assert_int_equal(mig_alloc(m, &s, prof(m, "4g.40gb"), 4), ALLOT_EINVAL); /* only at 0 */
-    assert_int_equal(mig_alloc(m, &s, prof(m, "1g.10gb"), 7), ALLOT_EINVAL); /* 1g: 0..6 */
-    assert_int_equal(mig_alloc(m, &s, prof(m, "2g.20gb"), 1), ALLOT_EINVAL);
-    assert_int_equal(mig_alloc(m, &s, prof(m, "1g.10gb"), -1), ALLOT_EINVAL);
-    assert_int_equal(mig_alloc(m, &s, -1, 0), ALLOT_EINVAL);
-    assert_int_equal(mig_alloc(m, &s, m->n_profiles, 0), ALLOT_EINVAL);
-    assert_int_equal(mig_alloc(t4, &s, 0, 0), ALLOT_EINVAL); /* not MIG-capable */
+    assert_int_equal(allot_mig_alloc(m, &s, prof(m, "4g.40gb"), 4), ALLOT_EINVAL); /* only at 0 */
+    assert_int_equal(allot_mig_alloc(m, &s, prof(m, "1g.10gb"), 7), ALLOT_EINVAL); /* 1g: 0..6 */
+    assert_int_equal(allot_mig_alloc(m, &s, prof(m, "2g.20gb"), 1), ALLOT_EINVAL);
+    assert_int_equal(allot_mig_alloc(m, &s, prof(m, "1g.10gb"), -1), ALLOT_EINVAL);
+    assert_int_equal(allot_mig_alloc(m, &s, -1, 0), ALLOT_EINVAL);
+    assert_int_equal(allot_mig_alloc(m, &s, m->n_profiles, 0), ALLOT_EINVAL);
+    assert_int_equal(allot_mig_alloc(t4, &s, 0, 0), ALLOT_EINVAL); /* not MIG-capable */
     assert_memory_equal(&s, &before, sizeof(s));
-    assert_false(mig_can_place(m, &s, prof(m, "4g.40gb"), 4));
-    assert_false(mig_can_place(t4, &s, 0, 0));
-    assert_int_equal(mig_options(t4, &s), 0);
-    assert_int_equal(mig_list_placements(t4, &s, 0, NULL, 0), 0);
-    assert_int_equal(mig_count_maximal_layouts(t4), 0);
+    assert_false(allot_mig_can_place(m, &s, prof(m, "4g.40gb"), 4));
+    assert_false(allot_mig_can_place(t4, &s, 0, 0));
+    assert_int_equal(allot_mig_options(t4, &s), 0);
+    assert_int_equal(allot_mig_list_placements(t4, &s, 0, NULL, 0), 0);
+    assert_int_equal(allot_mig_count_maximal_layouts(t4), 0);
 }
 
 static void test_instances_sorted(void **state)
 {
     const struct allot_gpu_model *m = model("H100-80GB");
     int p1 = prof(m, "1g.10gb");
-    struct mig_state s = empty_state();
+    struct allot_mig_state s = empty_state();
 
-    assert_int_equal(mig_alloc(m, &s, p1, 6), 0);
-    assert_int_equal(mig_alloc(m, &s, p1, 0), 0);
-    assert_int_equal(mig_alloc(m, &s, p1, 3), 0);
+    assert_int_equal(allot_mig_alloc(m, &s, p1, 6), 0);
+    assert_int_equal(allot_mig_alloc(m, &s, p1, 0), 0);
+    assert_int_equal(allot_mig_alloc(m, &s, p1, 3), 0);
     assert_int_equal(s.inst[0].start, 0);
     assert_int_equal(s.inst[1].start, 3);
     assert_int_equal(s.inst[2].start, 6);
     assert_int_equal(s.inst[1].compute, 1);
-    assert_int_equal(mig_free(&s, 3), 0);
+    assert_int_equal(allot_mig_free(&s, 3), 0);
     assert_int_equal(s.inst[0].start, 0);
     assert_int_equal(s.inst[1].start, 6);
     assert_int_equal(s.used_mask, 0x41);
@@ -159,45 +159,45 @@ static void test_count_rules(void **state)
     struct allot_catalog *rules =
         allot_catalog_parse(rules_json, strlen(rules_json), err, sizeof(err));
     const struct allot_gpu_model *m;
-    struct mig_state s = empty_state(), before;
+    struct allot_mig_state s = empty_state(), before;
     struct allot_mig_placement pl[8];
 
     if (!rules)
         fail_msg("%s", err);
     m = &rules->models[0];
     /* max_instances of a1 is 2 although 8 placements are free. */
-    assert_int_equal(mig_alloc(m, &s, 0, 0), 0);
-    assert_int_equal(mig_alloc(m, &s, 0, 1), 0);
+    assert_int_equal(allot_mig_alloc(m, &s, 0, 0), 0);
+    assert_int_equal(allot_mig_alloc(m, &s, 0, 1), 0);
     before = s;
-    assert_int_equal(mig_alloc(m, &s, 0, 2), ALLOT_ENOSPC);
+    assert_int_equal(allot_mig_alloc(m, &s, 0, 2), ALLOT_ENOSPC);
     assert_memory_equal(&s, &before, sizeof(s));
-    assert_false(mig_can_place(m, &s, 0, 5));
-    assert_int_equal(mig_list_placements(m, &s, 0, pl, 8), 0);
+    assert_false(allot_mig_can_place(m, &s, 0, 5));
+    assert_int_equal(allot_mig_list_placements(m, &s, 0, pl, 8), 0);
     /* max_gpu_instances is 3. */
-    assert_int_equal(mig_alloc(m, &s, 1, 2), 0);
-    assert_int_equal(mig_alloc(m, &s, 1, 3), ALLOT_ENOSPC);
-    assert_int_equal(mig_options(m, &s), 0);
-    assert_int_equal(mig_best_placement(m, &s, 1, &pl[0]), ALLOT_ENOSPC);
+    assert_int_equal(allot_mig_alloc(m, &s, 1, 2), 0);
+    assert_int_equal(allot_mig_alloc(m, &s, 1, 3), ALLOT_ENOSPC);
+    assert_int_equal(allot_mig_options(m, &s), 0);
+    assert_int_equal(allot_mig_best_placement(m, &s, 1, &pl[0]), ALLOT_ENOSPC);
 
     /* Compute: two c4 need 8 of the 7 compute slices. */
     s = empty_state();
-    assert_int_equal(mig_alloc(m, &s, 2, 0), 0);
+    assert_int_equal(allot_mig_alloc(m, &s, 2, 0), 0);
     before = s;
-    assert_int_equal(mig_alloc(m, &s, 2, 2), ALLOT_ENOSPC);
+    assert_int_equal(allot_mig_alloc(m, &s, 2, 2), ALLOT_ENOSPC);
     assert_memory_equal(&s, &before, sizeof(s));
-    assert_int_equal(mig_list_placements(m, &s, 2, pl, 8), 0);
-    assert_int_equal(mig_alloc(m, &s, 1, 2), 0);
-    assert_int_equal(mig_alloc(m, &s, 1, 3), 0);
-    assert_int_equal(mig_alloc(m, &s, 1, 4), ALLOT_ENOSPC); /* 4 instances */
-    assert_int_equal(mig_free(&s, 0), 0);
+    assert_int_equal(allot_mig_list_placements(m, &s, 2, pl, 8), 0);
+    assert_int_equal(allot_mig_alloc(m, &s, 1, 2), 0);
+    assert_int_equal(allot_mig_alloc(m, &s, 1, 3), 0);
+    assert_int_equal(allot_mig_alloc(m, &s, 1, 4), ALLOT_ENOSPC); /* 4 instances */
+    assert_int_equal(allot_mig_free(&s, 0), 0);
     assert_int_equal(s.compute_used, 2);
-    assert_int_equal(mig_alloc(m, &s, 2, 4), 0);
+    assert_int_equal(allot_mig_alloc(m, &s, 2, 4), 0);
     {
         int two_c4[] = {2, 2};
         int three_b1_c4[] = {1, 1, 1, 2};
 
-        assert_false(mig_layout_feasible(m, two_c4, 2));
-        assert_false(mig_layout_feasible(m, three_b1_c4, 4));
+        assert_false(allot_mig_layout_feasible(m, two_c4, 2));
+        assert_false(allot_mig_layout_feasible(m, three_b1_c4, 4));
     }
     allot_catalog_free(rules);
 }
@@ -206,27 +206,27 @@ static void test_list_placements(void **state)
 {
     const struct allot_gpu_model *m = model("A100-80GB");
     int p1 = prof(m, "1g.10gb");
-    struct mig_state s = empty_state();
+    struct allot_mig_state s = empty_state();
     struct allot_mig_placement pl[8];
 
-    assert_int_equal(mig_list_placements(m, &s, p1, pl, 8), 7);
+    assert_int_equal(allot_mig_list_placements(m, &s, p1, pl, 8), 7);
     for (int i = 0; i < 7; i++) {
         assert_int_equal(pl[i].start, i);
         assert_int_equal(pl[i].size, 1);
     }
     memset(pl, 0xee, sizeof(pl));
-    assert_int_equal(mig_list_placements(m, &s, p1, pl, 3), 7);
+    assert_int_equal(allot_mig_list_placements(m, &s, p1, pl, 3), 7);
     assert_int_equal(pl[2].start, 2);
     assert_int_equal(pl[3].start, 0xee); /* nothing past max written */
-    assert_int_equal(mig_list_placements(m, &s, p1, NULL, 0), 7);
-    assert_int_equal(mig_alloc(m, &s, prof(m, "4g.40gb"), 0), 0);
-    assert_int_equal(mig_list_placements(m, &s, p1, pl, 8), 3);
+    assert_int_equal(allot_mig_list_placements(m, &s, p1, NULL, 0), 7);
+    assert_int_equal(allot_mig_alloc(m, &s, prof(m, "4g.40gb"), 0), 0);
+    assert_int_equal(allot_mig_list_placements(m, &s, p1, pl, 8), 3);
     assert_int_equal(pl[0].start, 4);
     assert_int_equal(pl[1].start, 5);
     assert_int_equal(pl[2].start, 6);
-    assert_int_equal(mig_list_placements(m, &s, prof(m, "3g.40gb"), pl, 8), 1);
+    assert_int_equal(allot_mig_list_placements(m, &s, prof(m, "3g.40gb"), pl, 8), 1);
     assert_int_equal(pl[0].start, 4);
-    assert_int_equal(mig_list_placements(m, &s, prof(m, "1g.20gb"), pl, 8), 2);
+    assert_int_equal(allot_mig_list_placements(m, &s, prof(m, "1g.20gb"), pl, 8), 2);
 }
 
 /* ---- feasibility --------------------------------------------------------- */
@@ -237,7 +237,7 @@ static bool feasible(const struct allot_gpu_model *m, const char *const *names, 
 
     for (int i = 0; i < n; i++)
         p[i] = prof(m, names[i]);
-    return mig_layout_feasible(m, p, n);
+    return allot_mig_layout_feasible(m, p, n);
 }
 
 #define FEASIBLE(m, ...)                                                                           \
@@ -281,12 +281,12 @@ static void test_layout_feasible(void **state)
     assert_false(FEASIBLE(a30, "4g.24gb", "1g.6gb"));
     assert_false(FEASIBLE(a30, "2g.12gb", "2g.12gb", "1g.6gb"));
 
-    assert_true(mig_layout_feasible(a, NULL, 0));
+    assert_true(allot_mig_layout_feasible(a, NULL, 0));
     {
         int bad[] = {0, 99};
 
-        assert_false(mig_layout_feasible(a, bad, 2));
-        assert_false(mig_layout_feasible(model("T4"), bad, 1));
+        assert_false(allot_mig_layout_feasible(a, bad, 2));
+        assert_false(allot_mig_layout_feasible(model("T4"), bad, 1));
     }
 }
 
@@ -294,15 +294,15 @@ static void test_layout_feasible(void **state)
 
 static void test_options(void **state)
 {
-    struct mig_state s = empty_state();
+    struct allot_mig_state s = empty_state();
     const struct allot_gpu_model *a = model("A100-80GB");
 
     /* Empty 7/8-slice GPU: 1g 7x1 + 1g.20gb 4x2 + 2g 3x2 + 3g 2x4 + 4g 1x4 + 7g 1x8. */
-    assert_int_equal(mig_options(a, &s), 7 + 8 + 6 + 8 + 4 + 8);
+    assert_int_equal(allot_mig_options(a, &s), 7 + 8 + 6 + 8 + 4 + 8);
     /* Empty A30: 1g 4x1 + 2g 2x2 + 4g 1x4. */
-    assert_int_equal(mig_options(model("A30-24GB"), &s), 12);
-    assert_int_equal(mig_alloc(a, &s, prof(a, "7g.80gb"), 0), 0);
-    assert_int_equal(mig_options(a, &s), 0);
+    assert_int_equal(allot_mig_options(model("A30-24GB"), &s), 12);
+    assert_int_equal(allot_mig_alloc(a, &s, prof(a, "7g.80gb"), 0), 0);
+    assert_int_equal(allot_mig_options(a, &s), 0);
 }
 
 static void test_best_placement(void **state)
@@ -310,59 +310,59 @@ static void test_best_placement(void **state)
     const struct allot_gpu_model *a = model("A100-80GB");
     int p1 = prof(a, "1g.10gb"), p1d = prof(a, "1g.20gb"), p2 = prof(a, "2g.20gb");
     int p3 = prof(a, "3g.40gb"), p4 = prof(a, "4g.40gb"), p7 = prof(a, "7g.80gb");
-    struct mig_state s = empty_state();
+    struct allot_mig_state s = empty_state();
     struct allot_mig_placement pl;
 
     /* A 1g on an empty GPU must leave the only 4g placement (slices 0..3)
      * open; slice 6 blocks least (1g@6, 1g.20gb@6, 3g@4, 7g). */
-    assert_int_equal(mig_best_placement(a, &s, p1, &pl), 0);
+    assert_int_equal(allot_mig_best_placement(a, &s, p1, &pl), 0);
     assert_int_equal(pl.start, 6);
     assert_int_equal(pl.size, 1);
-    assert_int_equal(mig_alloc(a, &s, p1, pl.start), 0);
-    assert_true(mig_can_place(a, &s, p4, 0));
+    assert_int_equal(allot_mig_alloc(a, &s, p1, pl.start), 0);
+    assert_true(allot_mig_can_place(a, &s, p4, 0));
 
     /* Two more 1g in a row keep slices 0..3 free for the 4g. */
     for (int i = 0; i < 2; i++) {
-        assert_int_equal(mig_best_placement(a, &s, p1, &pl), 0);
+        assert_int_equal(allot_mig_best_placement(a, &s, p1, &pl), 0);
         assert_true(pl.start >= 4);
-        assert_int_equal(mig_alloc(a, &s, p1, pl.start), 0);
+        assert_int_equal(allot_mig_alloc(a, &s, p1, pl.start), 0);
     }
-    assert_true(mig_can_place(a, &s, p4, 0));
+    assert_true(allot_mig_can_place(a, &s, p4, 0));
     assert_int_equal(s.used_mask, 0x70);
 
     /* With slices 4..7 taken, every 1g spot blocks the 4g: still placed. */
     s = empty_state();
-    assert_int_equal(mig_alloc(a, &s, p3, 4), 0);
-    assert_int_equal(mig_best_placement(a, &s, p1, &pl), 0);
+    assert_int_equal(allot_mig_alloc(a, &s, p3, 4), 0);
+    assert_int_equal(allot_mig_best_placement(a, &s, p1, &pl), 0);
     assert_true(pl.start < 4);
-    assert_true(mig_can_place(a, &s, p1, pl.start));
+    assert_true(allot_mig_can_place(a, &s, p1, pl.start));
 
     /* 2g and 1g.20gb go high too; the 4g keeps its slot. */
     s = empty_state();
-    assert_int_equal(mig_best_placement(a, &s, p2, &pl), 0);
+    assert_int_equal(allot_mig_best_placement(a, &s, p2, &pl), 0);
     assert_int_equal(pl.start, 4);
     assert_int_equal(pl.size, 2);
-    assert_int_equal(mig_best_placement(a, &s, p1d, &pl), 0);
+    assert_int_equal(allot_mig_best_placement(a, &s, p1d, &pl), 0);
     assert_int_equal(pl.start, 6);
-    assert_int_equal(mig_best_placement(a, &s, p7, &pl), 0);
+    assert_int_equal(allot_mig_best_placement(a, &s, p7, &pl), 0);
     assert_int_equal(pl.start, 0);
     assert_int_equal(pl.size, 8);
 
     /* A30: all four 1g spots are equal; the tie goes to the highest. */
     {
         const struct allot_gpu_model *a30 = model("A30-24GB");
-        struct mig_state e = empty_state();
+        struct allot_mig_state e = empty_state();
 
-        assert_int_equal(mig_best_placement(a30, &e, prof(a30, "1g.6gb"), &pl), 0);
+        assert_int_equal(allot_mig_best_placement(a30, &e, prof(a30, "1g.6gb"), &pl), 0);
         assert_int_equal(pl.start, 3);
     }
 
     /* Full GPU and bad arguments. */
     s = empty_state();
-    assert_int_equal(mig_alloc(a, &s, p7, 0), 0);
-    assert_int_equal(mig_best_placement(a, &s, p1, &pl), ALLOT_ENOSPC);
-    assert_int_equal(mig_best_placement(a, &s, -1, &pl), ALLOT_EINVAL);
-    assert_int_equal(mig_best_placement(model("T4"), &s, 0, &pl), ALLOT_EINVAL);
+    assert_int_equal(allot_mig_alloc(a, &s, p7, 0), 0);
+    assert_int_equal(allot_mig_best_placement(a, &s, p1, &pl), ALLOT_ENOSPC);
+    assert_int_equal(allot_mig_best_placement(a, &s, -1, &pl), ALLOT_EINVAL);
+    assert_int_equal(allot_mig_best_placement(model("T4"), &s, 0, &pl), ALLOT_EINVAL);
 }
 
 /* ---- maximal layouts ----------------------------------------------------- */
@@ -448,14 +448,14 @@ static void test_count_maximal_layouts(void **state)
 
     for (size_t k = 0; k < sizeof(expected) / sizeof(expected[0]); k++) {
         const struct allot_gpu_model *m = model(expected[k].model);
-        long got = mig_count_maximal_layouts(m);
+        long got = allot_mig_count_maximal_layouts(m);
 
         if (got != expected[k].count)
             fail_msg("%s: %ld maximal layouts, expected %ld", m->name, got, expected[k].count);
     }
     for (int i = 0; i < cat->n_models; i++) {
         const struct allot_gpu_model *m = &cat->models[i];
-        long got = mig_count_maximal_layouts(m);
+        long got = allot_mig_count_maximal_layouts(m);
 
         if (!m->mig) {
             assert_int_equal(got, 0);
@@ -477,9 +477,9 @@ static void test_count_maximal_rules_model(void **state)
 
     if (!rules)
         fail_msg("%s", err);
-    assert_int_equal(mig_count_maximal_layouts(&rules->models[0]),
+    assert_int_equal(allot_mig_count_maximal_layouts(&rules->models[0]),
                      brute_force_maximal(&rules->models[0]));
-    assert_true(mig_count_maximal_layouts(&rules->models[0]) > 0);
+    assert_true(allot_mig_count_maximal_layouts(&rules->models[0]) > 0);
     allot_catalog_free(rules);
 }
 

@@ -49,26 +49,27 @@ static struct allot_task whole(int k, int64_t cpu)
 }
 
 /* Places t on a given node (with the default GPU choice). */
-static void put(struct sched *s, int node, struct allot_task t)
+static void put(struct allot_sched *s, int node, struct allot_task t)
 {
     struct allot_placement p;
 
-    assert_int_equal(sched_choose_default(s, node, &t, &p), 0);
-    assert_int_equal(allot_cluster_apply(sched_cluster(s), &p), 0);
+    assert_int_equal(allot_sched_choose_default(s, node, &t, &p), 0);
+    assert_int_equal(allot_cluster_apply(allot_sched_cluster(s), &p), 0);
 }
 
-static int score_of(const char *policy, struct sched *s, int node, struct allot_task t)
+static int score_of(const char *policy, struct allot_sched *s, int node, struct allot_task t)
 {
-    const struct sched_policy_ops *ops = sched_policy_find(policy);
+    const struct allot_sched_policy_ops *ops = allot_sched_policy_find(policy);
 
     assert_non_null(ops);
-    return ops->score(sched_policy_state(s), s, allot_cluster_node(sched_cluster(s), node), &t);
+    return ops->score(allot_sched_policy_state(s), s,
+                      allot_cluster_node(allot_sched_cluster(s), node), &t);
 }
 
 static void test_bestfit_score(void **state)
 {
     struct allot_cluster *c = mk(1, 4);
-    struct sched *s = sched_new(c, sched_policy_find("bestfit"), NULL);
+    struct allot_sched *s = allot_sched_new(c, allot_sched_policy_find("bestfit"), NULL);
 
     /* leave free C = 64000 - 8000 = 56000, G = 4000 - 2000 = 2000 */
     put(s, 0, whole(2, 8000));
@@ -78,27 +79,27 @@ static void test_bestfit_score(void **state)
     assert_int_equal(score_of("bestfit", s, 0, frac(500, 8000)), OFFSET + 71);
     /* c = 48000, g = 1000: X = 8000 + 16 * 1000 = 24000, 100 - 9.375 -> 90 */
     assert_int_equal(score_of("bestfit", s, 0, whole(1, 48000)), OFFSET + 90);
-    sched_free(s);
+    allot_sched_free(s);
     allot_cluster_free(c);
 }
 
 static void test_dotprod_score(void **state)
 {
     struct allot_cluster *c = mk(1, 4);
-    struct sched *s = sched_new(c, sched_policy_find("dotprod"), NULL);
+    struct allot_sched *s = allot_sched_new(c, allot_sched_policy_find("dotprod"), NULL);
 
     /* free C = 64000, G = 4000; task c = 16000, g = 1000:
      * dot = (64000/128000)(16000/128000) + (4000/8000)(1000/8000) = 0.0625 + 0.0625
      * score = floor(100 (1 - 0.125/2)) = floor(93.75) = 93 */
     assert_int_equal(score_of("dotprod", s, 0, whole(1, 16000)), OFFSET + 93);
-    sched_free(s);
+    allot_sched_free(s);
     allot_cluster_free(c);
 }
 
 static void test_gpuclustering_score(void **state)
 {
     struct allot_cluster *c = mk(3, 8);
-    struct sched *s = sched_new(c, sched_policy_find("gpuclustering"), NULL);
+    struct allot_sched *s = allot_sched_new(c, allot_sched_policy_find("gpuclustering"), NULL);
 
     /* node 0 empty: f = 0, no GPU tasks: 25 */
     assert_int_equal(score_of("gpuclustering", s, 0, frac(300, 1000)), 25);
@@ -113,14 +114,14 @@ static void test_gpuclustering_score(void **state)
     assert_int_equal(score_of("gpuclustering", s, 2, frac(100, 1000)), 54);
     /* CPU-only tasks score 0 */
     assert_int_equal(score_of("gpuclustering", s, 2, whole(0, 1000)), 0);
-    sched_free(s);
+    allot_sched_free(s);
     allot_cluster_free(c);
 }
 
 static void test_gpupacking_score(void **state)
 {
     struct allot_cluster *c = mk(2, 8);
-    struct sched *s = sched_new(c, sched_policy_find("gpupacking"), NULL);
+    struct allot_sched *s = allot_sched_new(c, allot_sched_policy_find("gpupacking"), NULL);
 
     /* empty 8-GPU node: 33 - 8 */
     assert_int_equal(score_of("gpupacking", s, 0, frac(200, 1000)), 25);
@@ -131,7 +132,7 @@ static void test_gpupacking_score(void **state)
     assert_int_equal(score_of("gpupacking", s, 1, whole(2, 1000)), 48);
     /* a fraction too big for the partly used GPU takes a free one: 50 - 1 */
     assert_int_equal(score_of("gpupacking", s, 1, frac(400, 1000)), 49);
-    sched_free(s);
+    allot_sched_free(s);
     allot_cluster_free(c);
 }
 
@@ -140,13 +141,13 @@ static void test_fgd_score_and_choice(void **state)
     struct allot_cluster *c = mk(1, 2);
     /* one typical task: a 500-milli fraction */
     struct allot_task typical = frac(500, 0);
-    struct frag_mix mix;
-    struct sched_opts o = {.seed = 1, .mix = &mix};
-    struct sched *s;
+    struct allot_frag_mix mix;
+    struct allot_sched_opts o = {.seed = 1, .mix = &mix};
+    struct allot_sched *s;
     struct allot_placement p;
 
-    assert_int_equal(frag_mix_build(&typical, 1, 0.95, &mix), 0);
-    s = sched_new(c, sched_policy_find("fgd"), &o);
+    assert_int_equal(allot_frag_mix_build(&typical, 1, 0.95, &mix), 0);
+    s = allot_sched_new(c, allot_sched_policy_find("fgd"), &o);
     assert_non_null(s);
     put(s, 0, frac(400, 0)); /* GPUs free: 600, 1000 */
     /* F before: typical fits, no GPU below 500 -> 0.
@@ -154,21 +155,23 @@ static void test_fgd_score_and_choice(void **state)
      * 500 on GPU1 (1000 -> 500): F = 0, dF = 0 -> 50. Best: 50 on GPU1. */
     assert_int_equal(score_of("fgd", s, 0, frac(500, 0)), 50);
     assert_int_equal(
-        sched_pick(s, &(struct allot_task){.num_gpu = 1, .gpu_milli = 500, .mig_profile = -1}, &p),
+        allot_sched_pick(s, &(struct allot_task){.num_gpu = 1, .gpu_milli = 500, .mig_profile = -1},
+                         &p),
         0);
     assert_int_equal(p.gpu_mask, 2u);
     /* 600 on GPU0 (600 -> 0): F = 0, dF = 0 -> 50; on GPU1 (1000 -> 400): F = 400,
      * dF = -400 -> floor(100 sigmoid(-0.4)) = 40. Picks GPU0. */
     assert_int_equal(
-        sched_pick(s, &(struct allot_task){.num_gpu = 1, .gpu_milli = 600, .mig_profile = -1}, &p),
+        allot_sched_pick(s, &(struct allot_task){.num_gpu = 1, .gpu_milli = 600, .mig_profile = -1},
+                         &p),
         0);
     assert_int_equal(p.gpu_mask, 1u);
     /* a task asking for nothing scores 100; a CPU-only task is scored by dF:
      * 1000 milli-CPU strands nothing here (dF = 0): 50 */
     assert_int_equal(score_of("fgd", s, 0, whole(0, 0)), 100);
     assert_int_equal(score_of("fgd", s, 0, whole(0, 1000)), 50);
-    sched_free(s);
-    frag_mix_clear(&mix);
+    allot_sched_free(s);
+    allot_frag_mix_clear(&mix);
     allot_cluster_free(c);
 }
 
@@ -195,20 +198,20 @@ static void test_policy_choices(void **state)
     for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
         struct allot_cluster *c = mk(2, 4);
         struct allot_task t = frac(300, 2000);
-        struct frag_mix mix;
-        struct sched_opts o = {.seed = 7, .mix = &mix};
-        struct sched *s;
+        struct allot_frag_mix mix;
+        struct allot_sched_opts o = {.seed = 7, .mix = &mix};
+        struct allot_sched *s;
         struct allot_placement p;
 
-        assert_int_equal(frag_mix_build(&t, 1, 0.95, &mix), 0);
-        s = sched_new(c, sched_policy_find(want[i].policy), &o);
+        assert_int_equal(allot_frag_mix_build(&t, 1, 0.95, &mix), 0);
+        s = allot_sched_new(c, allot_sched_policy_find(want[i].policy), &o);
         assert_non_null(s);
         put(s, 1, frac(500, 2000));
-        assert_int_equal(sched_place(s, &t, &p, NULL, 0), 0);
+        assert_int_equal(allot_sched_place(s, &t, &p, NULL, 0), 0);
         if (p.node != want[i].node)
             fail_msg("%s picked node %d, expected %d", want[i].policy, p.node, want[i].node);
-        sched_free(s);
-        frag_mix_clear(&mix);
+        allot_sched_free(s);
+        allot_frag_mix_clear(&mix);
         allot_cluster_free(c);
     }
 }
@@ -216,7 +219,7 @@ static void test_policy_choices(void **state)
 static void test_rank_tiebreak(void **state)
 {
     struct allot_cluster *c = mk(16, 2);
-    struct sched *s;
+    struct allot_sched *s;
     struct allot_placement p;
     uint32_t low = UINT32_MAX;
     int want = -1;
@@ -227,21 +230,22 @@ static void test_rank_tiebreak(void **state)
             low = allot_cluster_node(c, i)->rank;
             want = i;
         }
-    s = sched_new(c, sched_policy_find("bestfit"), NULL);
+    s = allot_sched_new(c, allot_sched_policy_find("bestfit"), NULL);
     /* all nodes identical: the lowest rank wins */
     assert_int_equal(
-        sched_pick(s, &(struct allot_task){.num_gpu = 1, .gpu_milli = 1000, .mig_profile = -1}, &p),
+        allot_sched_pick(
+            s, &(struct allot_task){.num_gpu = 1, .gpu_milli = 1000, .mig_profile = -1}, &p),
         0);
     assert_int_equal(p.node, want);
-    sched_free(s);
+    allot_sched_free(s);
     allot_cluster_free(c);
 }
 
 static void test_random_policy(void **state)
 {
     struct allot_cluster *c = mk(8, 1);
-    struct sched_opts o = {.seed = 99};
-    struct sched *s = sched_new(c, sched_policy_find("random"), &o);
+    struct allot_sched_opts o = {.seed = 99};
+    struct allot_sched *s = allot_sched_new(c, allot_sched_policy_find("random"), &o);
     int hits[8] = {0};
     struct allot_placement p;
 
@@ -249,8 +253,8 @@ static void test_random_policy(void **state)
     put(s, 3, whole(1, 0));
     for (int i = 0; i < 200; i++) {
         assert_int_equal(
-            sched_pick(s, &(struct allot_task){.num_gpu = 1, .gpu_milli = 1000, .mig_profile = -1},
-                       &p),
+            allot_sched_pick(
+                s, &(struct allot_task){.num_gpu = 1, .gpu_milli = 1000, .mig_profile = -1}, &p),
             0);
         hits[p.node]++;
     }
@@ -258,7 +262,7 @@ static void test_random_policy(void **state)
     for (int i = 0; i < 8; i++)
         if (i != 3)
             assert_true(hits[i] > 0);
-    sched_free(s);
+    allot_sched_free(s);
     allot_cluster_free(c);
 }
 
@@ -279,12 +283,12 @@ static struct allot_cluster *mk_cpu(int n, const int64_t *cpu)
 }
 
 /* Feeds `n` arrivals of t to the policy's learning without placing them. */
-static void observe(struct sched *s, const char *policy, struct allot_task t, int n)
+static void observe(struct allot_sched *s, const char *policy, struct allot_task t, int n)
 {
-    const struct sched_policy_ops *ops = sched_policy_find(policy);
+    const struct allot_sched_policy_ops *ops = allot_sched_policy_find(policy);
 
     for (int i = 0; i < n; i++)
-        ops->observe(sched_policy_state(s), s, &t);
+        ops->observe(allot_sched_policy_state(s), s, &t);
 }
 
 /*
@@ -300,30 +304,30 @@ static void test_allot_keeps_cpu_for_gpus(void **state)
 {
     static const int64_t cpu[] = {96000, 400000};
     struct allot_task typical = whole(1, 12000), cpu_only = whole(0, 20000);
-    struct frag_mix mix;
-    struct sched_opts o = {.seed = 3, .mix = &mix};
+    struct allot_frag_mix mix;
+    struct allot_sched_opts o = {.seed = 3, .mix = &mix};
     struct allot_placement p;
     struct allot_cluster *c = mk_cpu(2, cpu);
-    struct sched *s = sched_new(c, sched_policy_find("allot"), NULL);
+    struct allot_sched *s = allot_sched_new(c, allot_sched_policy_find("allot"), NULL);
 
     assert_non_null(s);
     observe(s, "allot", typical, 600);
     assert_int_equal(score_of("allot", s, 0, cpu_only), 473 * 4);
     assert_int_equal(score_of("allot", s, 1, cpu_only), 500 * 4);
-    assert_int_equal(sched_pick(s, &cpu_only, &p), 0);
+    assert_int_equal(allot_sched_pick(s, &cpu_only, &p), 0);
     assert_int_equal(p.node, 1);
-    sched_free(s);
+    allot_sched_free(s);
 
-    assert_int_equal(frag_mix_build(&typical, 1, 0.95, &mix), 0);
-    s = sched_new(c, sched_policy_find("fgd"), &o);
+    assert_int_equal(allot_frag_mix_build(&typical, 1, 0.95, &mix), 0);
+    s = allot_sched_new(c, allot_sched_policy_find("fgd"), &o);
     assert_non_null(s);
     assert_int_equal(score_of("fgd", s, 0, cpu_only), 50);
     assert_int_equal(score_of("fgd", s, 1, cpu_only), 50);
-    assert_int_equal(sched_pick(s, &cpu_only, &p), 0);
+    assert_int_equal(allot_sched_pick(s, &cpu_only, &p), 0);
     assert_int_equal(p.node,
                      allot_cluster_node(c, 0)->rank < allot_cluster_node(c, 1)->rank ? 0 : 1);
-    sched_free(s);
-    frag_mix_clear(&mix);
+    allot_sched_free(s);
+    allot_frag_mix_clear(&mix);
     allot_cluster_free(c);
 }
 
@@ -344,10 +348,10 @@ static void test_allot_sum_of_squares(void **state)
     struct allot_task big = frac(810, 0), mid = frac(340, 0), small = frac(160, 0);
     struct allot_task t = frac(470, 0);
     struct allot_task sample[1024];
-    struct frag_mix mix;
-    struct sched_opts o = {.seed = 5, .mix = &mix};
+    struct allot_frag_mix mix;
+    struct allot_sched_opts o = {.seed = 5, .mix = &mix};
     struct allot_placement p;
-    struct sched *s;
+    struct allot_sched *s;
     char err[128], name[16];
 
     assert_non_null(c);
@@ -357,29 +361,29 @@ static void test_allot_sum_of_squares(void **state)
         allot_fmt(name, sizeof(name), "n%d", i);
         assert_int_equal(allot_cluster_add_node(c, &sp, err, sizeof(err)), i);
     }
-    s = sched_new(c, sched_policy_find("allot"), NULL);
+    s = allot_sched_new(c, allot_sched_policy_find("allot"), NULL);
     assert_non_null(s);
     for (int i = 0; i < 50; i++)
         put(s, i, i < 40 ? big : mid);
     observe(s, "allot", big, 800);
     observe(s, "allot", small, 100);
     observe(s, "allot", mid, 123);
-    assert_int_equal(sched_pick(s, &t, &p), 0);
+    assert_int_equal(allot_sched_pick(s, &t, &p), 0);
     assert_int_equal(allot_cluster_node(c, p.node)->gpus[0].free_milli, 660);
     observe(s, "allot", mid, 1);
-    assert_int_equal(sched_pick(s, &t, &p), 0);
+    assert_int_equal(allot_sched_pick(s, &t, &p), 0);
     assert_int_equal(allot_cluster_node(c, p.node)->gpus[0].free_milli, 1000);
-    sched_free(s);
+    allot_sched_free(s);
 
     for (int i = 0; i < 1024; i++)
         sample[i] = i < 800 ? big : i < 900 ? small : mid;
-    assert_int_equal(frag_mix_build(sample, 1024, 0.95, &mix), 0);
-    s = sched_new(c, sched_policy_find("fgd"), &o);
+    assert_int_equal(allot_frag_mix_build(sample, 1024, 0.95, &mix), 0);
+    s = allot_sched_new(c, allot_sched_policy_find("fgd"), &o);
     assert_non_null(s);
-    assert_int_equal(sched_pick(s, &t, &p), 0);
+    assert_int_equal(allot_sched_pick(s, &t, &p), 0);
     assert_int_equal(allot_cluster_node(c, p.node)->gpus[0].free_milli, 660);
-    sched_free(s);
-    frag_mix_clear(&mix);
+    allot_sched_free(s);
+    allot_frag_mix_clear(&mix);
     allot_cluster_free(c);
 }
 
@@ -395,26 +399,28 @@ static void test_allot_topology(void **state)
                                  .n_gpus = 8,
                                  .island_size = 4};
     char err[128];
-    struct sched *s;
+    struct allot_sched *s;
     struct allot_placement p;
     const struct allot_node *n;
 
     assert_int_equal(allot_cluster_add_node(c, &sp, err, sizeof(err)), 0);
-    s = sched_new(c, sched_policy_find("allot"), NULL);
+    s = allot_sched_new(c, allot_sched_policy_find("allot"), NULL);
     assert_non_null(s);
     n = allot_cluster_node(c, 0);
     put(s, 0, whole(1, 0)); /* lands on GPU 0, island 0 */
     assert_int_equal(
-        sched_place(s, &(struct allot_task){.num_gpu = 1, .gpu_milli = 1000, .mig_profile = -1}, &p,
-                    NULL, 0),
+        allot_sched_place(s,
+                          &(struct allot_task){.num_gpu = 1, .gpu_milli = 1000, .mig_profile = -1},
+                          &p, NULL, 0),
         0);
     assert_int_equal(n->gpus[__builtin_ctz(p.gpu_mask)].island, 0);
     assert_int_equal(
-        sched_place(s, &(struct allot_task){.num_gpu = 4, .gpu_milli = 1000, .mig_profile = -1}, &p,
-                    NULL, 0),
+        allot_sched_place(s,
+                          &(struct allot_task){.num_gpu = 4, .gpu_milli = 1000, .mig_profile = -1},
+                          &p, NULL, 0),
         0);
     assert_int_equal(p.gpu_mask, 0xf0u); /* all of island 1 */
-    sched_free(s);
+    allot_sched_free(s);
     allot_cluster_free(c);
 }
 

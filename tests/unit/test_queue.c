@@ -22,7 +22,7 @@
 struct world {
     struct allot_cluster *c;
     struct allot_tenants *t;
-    struct queue *q;
+    struct allot_queue *q;
     int a, b; /* tenants team-a, team-b */
     int starts, preempts, stops;
     char last_why[256];
@@ -43,9 +43,9 @@ static void on_decision(int kind, const struct allot_job *j, const char *why, vo
         w->preempts++;
         if (by && w->n_pairs < 64) {
             const struct allot_job *p = NULL;
-            for (int i = 0; i < queue_job_count(w->q); i++)
-                if (strcmp(queue_job(w->q, i)->name, by + 4) == 0)
-                    p = queue_job(w->q, i);
+            for (int i = 0; i < allot_queue_job_count(w->q); i++)
+                if (strcmp(allot_queue_job(w->q, i)->name, by + 4) == 0)
+                    p = allot_queue_job(w->q, i);
             assert_non_null(p);
             w->pairs[w->n_pairs][0] = j->id;
             w->pairs[w->n_pairs][1] = p->id;
@@ -56,7 +56,7 @@ static void on_decision(int kind, const struct allot_job *j, const char *why, vo
 }
 
 /* nodes x 4 H100; team-a and team-b with nominal `nom` GPUs each. */
-static void world_init(struct world *w, int nodes, int nom, struct queue_opts o)
+static void world_init(struct world *w, int nodes, int nom, struct allot_queue_opts o)
 {
     char err[256], name[16];
 
@@ -82,13 +82,13 @@ static void world_init(struct world *w, int nodes, int nom, struct queue_opts o)
         assert_int_equal(allot_tenants_set_quota(w->t, i ? w->b : w->a, ALLOT_RES_GPU, q), 0);
     }
     allot_tenants_fill_nominal(w->t);
-    w->q = queue_new(w->c, w->t, &o, err, sizeof(err));
+    w->q = allot_queue_new(w->c, w->t, &o, err, sizeof(err));
     assert_non_null(w->q);
 }
 
 static void world_free(struct world *w)
 {
-    queue_free(w->q);
+    allot_queue_free(w->q);
     allot_tenants_free(w->t);
     allot_cluster_free(w->c);
 }
@@ -105,7 +105,7 @@ static int submit(struct world *w, const char *name, int tenant, int tasks, int 
         .task = {.num_gpu = gpus, .gpu_milli = 1000, .mig_profile = -1, .cpu_milli = 1000},
         .est_runtime_s = est,
         .checkpointable = true};
-    int id = queue_submit(w->q, &s, now, err, sizeof(err));
+    int id = allot_queue_submit(w->q, &s, now, err, sizeof(err));
 
     if (id < 0)
         fail_msg("submit %s: %s", name, err);
@@ -116,21 +116,21 @@ static void cycle(struct world *w, int64_t now)
 {
     char err[256];
 
-    assert_int_equal(queue_cycle(w->q, now, on_decision, w), 0);
-    if (queue_check_invariants(w->q, err, sizeof(err)) != 0)
+    assert_int_equal(allot_queue_cycle(w->q, now, on_decision, w), 0);
+    if (allot_queue_check_invariants(w->q, err, sizeof(err)) != 0)
         fail_msg("after cycle at %lld: %s", (long long)now, err);
 }
 
-static const struct queue_opts base = {.order = "fair",
-                                       .placement = "bestfit",
-                                       .quotas = true,
-                                       .borrowing = true,
-                                       .preemption = true,
-                                       .backfill = true,
-                                       .grace_s = 30,
-                                       .min_runtime_s = 0,
-                                       .aging_s = 3600,
-                                       .half_life_s = 3600};
+static const struct allot_queue_opts base = {.order = "fair",
+                                             .placement = "bestfit",
+                                             .quotas = true,
+                                             .borrowing = true,
+                                             .preemption = true,
+                                             .backfill = true,
+                                             .grace_s = 30,
+                                             .min_runtime_s = 0,
+                                             .aging_s = 3600,
+                                             .half_life_s = 3600};
 
 static void test_gang_all_or_nothing(void **state)
 {
@@ -140,9 +140,9 @@ static void test_gang_all_or_nothing(void **state)
     world_init(&w, 2, 4, base);
     id = submit(&w, "big", w.a, 3, 4, 0, 0); /* 3 x 4 GPUs, quota for 8 in all */
     cycle(&w, 0);
-    assert_int_equal(queue_job(w.q, id)->state, ALLOT_JOB_PENDING);
+    assert_int_equal(allot_queue_job(w.q, id)->state, ALLOT_JOB_PENDING);
     assert_int_equal(allot_cluster_used_milli(w.c), 0);
-    assert_string_equal(queue_reason(w.q, id), "cluster quota exhausted (0/8 GPU in use)");
+    assert_string_equal(allot_queue_reason(w.q, id), "cluster quota exhausted (0/8 GPU in use)");
     world_free(&w);
     /* with room in quota but not in the cluster: a capacity reason, and a
      * partial fit holds nothing */
@@ -150,18 +150,18 @@ static void test_gang_all_or_nothing(void **state)
     id = submit(&w, "big", w.a, 3, 4, 0, 0);
     cycle(&w, 0);
     assert_int_equal(allot_cluster_used_milli(w.c), 0);
-    assert_string_equal(queue_reason(w.q, id),
+    assert_string_equal(allot_queue_reason(w.q, id),
                         "no room for 3 tasks of 4 GPUs each (most free on one node: 4)");
     id = submit(&w, "two", w.a, 2, 4, 0, 0);
     cycle(&w, 1);
-    assert_int_equal(queue_job(w.q, id)->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(allot_queue_job(w.q, id)->state, ALLOT_JOB_RUNNING);
     assert_int_equal(allot_cluster_used_milli(w.c), 8000);
     world_free(&w);
 }
 
 static void test_quota_reason(void **state)
 {
-    struct queue_opts o = base;
+    struct allot_queue_opts o = base;
     struct world w;
     int id;
 
@@ -170,7 +170,7 @@ static void test_quota_reason(void **state)
     submit(&w, "a1", w.a, 1, 4, 0, 0);
     id = submit(&w, "a2", w.a, 1, 1, 0, 0);
     cycle(&w, 0);
-    assert_string_equal(queue_reason(w.q, id),
+    assert_string_equal(allot_queue_reason(w.q, id),
                         "tenant ml/team-a at nominal (4/4 GPU), borrowing is off");
     world_free(&w);
 }
@@ -190,21 +190,21 @@ static void test_reclaim_with_grace(void **state)
     cycle(&w, 0);
     assert_int_equal(w.starts, 8);
     for (int i = 4; i < 8; i++)
-        assert_true(queue_job(w.q, bj[i])->borrowed);
+        assert_true(allot_queue_job(w.q, bj[i])->borrowed);
     aj[0] = submit(&w, "a0", w.a, 1, 1, 100, 0);
     aj[1] = submit(&w, "a1", w.a, 1, 1, 100, 0);
     cycle(&w, 100);
     /* victims get the grace signal; a waits with a specific reason */
     assert_int_equal(w.preempts, 2);
-    assert_string_equal(queue_reason(w.q, aj[0]),
+    assert_string_equal(allot_queue_reason(w.q, aj[0]),
                         "waiting for reclaim of 1 GPUs from ml/team-b (grace 30 s)");
-    assert_int_equal(queue_next_wakeup(w.q), 130);
+    assert_int_equal(allot_queue_next_wakeup(w.q), 130);
     /* in-nominal work of team-b was not touched */
     for (int i = 0; i < 4; i++)
-        assert_int_equal(queue_job(w.q, bj[i])->state, ALLOT_JOB_RUNNING);
+        assert_int_equal(allot_queue_job(w.q, bj[i])->state, ALLOT_JOB_RUNNING);
     cycle(&w, 130);
-    assert_int_equal(queue_job(w.q, aj[0])->state, ALLOT_JOB_RUNNING);
-    assert_int_equal(queue_job(w.q, aj[1])->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(allot_queue_job(w.q, aj[0])->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(allot_queue_job(w.q, aj[1])->state, ALLOT_JOB_RUNNING);
     assert_int_equal(w.stops, 2);
     /* no loop: the requeued b jobs may not reclaim from a (a is in nominal) */
     cycle(&w, 200);
@@ -214,7 +214,7 @@ static void test_reclaim_with_grace(void **state)
 
 static void test_min_runtime(void **state)
 {
-    struct queue_opts o = base;
+    struct allot_queue_opts o = base;
     struct world w;
     int id;
     char name[16];
@@ -229,9 +229,9 @@ static void test_min_runtime(void **state)
     id = submit(&w, "a0", w.a, 1, 1, 100, 0);
     cycle(&w, 100); /* borrowed jobs only 100 s old */
     assert_int_equal(w.preempts, 0);
-    assert_int_equal(queue_job(w.q, id)->state, ALLOT_JOB_PENDING);
+    assert_int_equal(allot_queue_job(w.q, id)->state, ALLOT_JOB_PENDING);
     /* the queue asks to be woken when they come of age */
-    assert_int_equal(queue_next_wakeup(w.q), 600);
+    assert_int_equal(allot_queue_next_wakeup(w.q), 600);
     cycle(&w, 600); /* now they are past it */
     assert_int_equal(w.preempts, 1);
     world_free(&w);
@@ -248,25 +248,25 @@ static void test_priority_preemption(void **state)
     int id;
 
     world_init(&w, 1, 4, base); /* 4 GPUs, 4 each: no room to borrow */
-    assert_int_equal(queue_add_prio_class(w.q, "training", 10, true), 0);
-    assert_int_equal(queue_add_prio_class(w.q, "inference", 100, false), 1);
+    assert_int_equal(allot_queue_add_prio_class(w.q, "training", 10, true), 0);
+    assert_int_equal(allot_queue_add_prio_class(w.q, "inference", 100, false), 1);
     submit(&w, "train", w.a, 1, 4, 0, 0);
     cycle(&w, 0);
     /* team-b's urgent job may not preempt team-a's in-nominal work */
     s.tenant = w.b;
-    id = queue_submit(w.q, &s, 10, err, sizeof(err));
+    id = allot_queue_submit(w.q, &s, 10, err, sizeof(err));
     cycle(&w, 10);
     assert_int_equal(w.preempts, 0);
-    assert_int_equal(queue_job(w.q, id)->state, ALLOT_JOB_PENDING);
-    queue_cancel(w.q, id, 11);
+    assert_int_equal(allot_queue_job(w.q, id)->state, ALLOT_JOB_PENDING);
+    allot_queue_cancel(w.q, id, 11);
     /* inside team-a it may */
     s.tenant = w.a;
     s.name = "urgent-a";
-    id = queue_submit(w.q, &s, 12, err, sizeof(err));
+    id = allot_queue_submit(w.q, &s, 12, err, sizeof(err));
     cycle(&w, 12);
     assert_int_equal(w.preempts, 1);
     cycle(&w, 42);
-    assert_int_equal(queue_job(w.q, id)->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(allot_queue_job(w.q, id)->state, ALLOT_JOB_RUNNING);
     /* the preempted training job, requeued, cannot preempt the inference job */
     cycle(&w, 5000);
     assert_int_equal(w.preempts, 1);
@@ -291,9 +291,9 @@ static void test_no_preemption_loops(void **state)
             n++;
         }
         for (int i = 0; i < n; i++)
-            if (queue_job(w.q, ids[i])->state == ALLOT_JOB_RUNNING &&
-                now - queue_job(w.q, ids[i])->start > 400 && allot_rng_below(&r, 4) == 0)
-                assert_int_equal(queue_finish(w.q, ids[i], now), 0);
+            if (allot_queue_job(w.q, ids[i])->state == ALLOT_JOB_RUNNING &&
+                now - allot_queue_job(w.q, ids[i])->start > 400 && allot_rng_below(&r, 4) == 0)
+                assert_int_equal(allot_queue_finish(w.q, ids[i], now), 0);
         cycle(&w, now);
     }
     for (int i = 0; i < w.n_pairs; i++)
@@ -315,15 +315,15 @@ static void test_backfill_respects_reservation(void **state)
     cycle(&w, 0);
     big = submit(&w, "big", w.a, 2, 4, 10, 100);
     cycle(&w, 10);
-    assert_int_equal(queue_job(w.q, big)->state, ALLOT_JOB_PENDING);
+    assert_int_equal(allot_queue_job(w.q, big)->state, ALLOT_JOB_PENDING);
     /* aged: it reserves; shadow = 5000 (both running jobs must end) */
     cycle(&w, 3700);
     shortj = submit(&w, "short", w.a, 1, 2, 3700, 600);  /* ends 4300 < 5000: backfills */
     longj = submit(&w, "long", w.a, 1, 2, 3700, 100000); /* would delay the gang */
     cycle(&w, 3701);
-    assert_int_equal(queue_job(w.q, shortj)->state, ALLOT_JOB_RUNNING);
-    assert_int_equal(queue_job(w.q, longj)->state, ALLOT_JOB_PENDING);
-    assert_non_null(strstr(queue_reason(w.q, longj), "held back: GPUs reserved for job big"));
+    assert_int_equal(allot_queue_job(w.q, shortj)->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(allot_queue_job(w.q, longj)->state, ALLOT_JOB_PENDING);
+    assert_non_null(strstr(allot_queue_reason(w.q, longj), "held back: GPUs reserved for job big"));
     world_free(&w);
 }
 
@@ -340,31 +340,31 @@ static void test_runtime_limit_and_validation(void **state)
 
     world_init(&w, 1, 4, base);
     s.tenant = w.a;
-    id = queue_submit(w.q, &s, 0, err, sizeof(err));
+    id = allot_queue_submit(w.q, &s, 0, err, sizeof(err));
     cycle(&w, 0);
-    assert_int_equal(queue_next_wakeup(w.q), 60);
+    assert_int_equal(allot_queue_next_wakeup(w.q), 60);
     cycle(&w, 60);
-    assert_int_equal(queue_job(w.q, id)->state, ALLOT_JOB_DONE);
-    assert_string_equal(queue_reason(w.q, id), "stopped at its runtime limit (60 s)");
+    assert_int_equal(allot_queue_job(w.q, id)->state, ALLOT_JOB_DONE);
+    assert_string_equal(allot_queue_reason(w.q, id), "stopped at its runtime limit (60 s)");
     assert_int_equal(allot_cluster_used_milli(w.c), 0);
     /* bad submissions name the field */
     s.n_tasks = 0;
-    assert_int_equal(queue_submit(w.q, &s, 0, err, sizeof(err)), ALLOT_EINVAL);
+    assert_int_equal(allot_queue_submit(w.q, &s, 0, err, sizeof(err)), ALLOT_EINVAL);
     assert_non_null(strstr(err, "n_tasks"));
     s.n_tasks = 1;
     s.tenant = allot_tenants_find(w.t, "ml");
-    assert_int_equal(queue_submit(w.q, &s, 0, err, sizeof(err)), ALLOT_EINVAL);
+    assert_int_equal(allot_queue_submit(w.q, &s, 0, err, sizeof(err)), ALLOT_EINVAL);
     assert_non_null(strstr(err, "leaf"));
     s.tenant = w.a;
     s.task.gpu_milli = 2000;
-    assert_int_equal(queue_submit(w.q, &s, 0, err, sizeof(err)), ALLOT_EINVAL);
+    assert_int_equal(allot_queue_submit(w.q, &s, 0, err, sizeof(err)), ALLOT_EINVAL);
     assert_non_null(strstr(err, "gpu_milli"));
     world_free(&w);
 }
 
 static void test_aging_and_fair_order(void **state)
 {
-    struct queue_opts o = base;
+    struct allot_queue_opts o = base;
     struct world w;
     int first, late;
     char name[16];
@@ -381,17 +381,17 @@ static void test_aging_and_fair_order(void **state)
     first = submit(&w, "a-next", w.a, 1, 1, 10, 0);
     late = submit(&w, "b-next", w.b, 1, 1, 20, 0);
     cycle(&w, 20);
-    assert_int_equal(queue_finish(w.q, 0, 30), 0);
+    assert_int_equal(allot_queue_finish(w.q, 0, 30), 0);
     cycle(&w, 30);
     /* b (no usage) goes before a although it came later */
-    assert_int_equal(queue_job(w.q, late)->state, ALLOT_JOB_RUNNING);
-    assert_int_equal(queue_job(w.q, first)->state, ALLOT_JOB_PENDING);
+    assert_int_equal(allot_queue_job(w.q, late)->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(allot_queue_job(w.q, first)->state, ALLOT_JOB_PENDING);
     world_free(&w);
 }
 
 static void test_user_fair_share(void **state)
 {
-    struct queue_opts o = base;
+    struct allot_queue_opts o = base;
     struct world w;
     char err[128], name[16];
     struct allot_job_spec s = {.prio_class = -1,
@@ -406,19 +406,19 @@ static void test_user_fair_share(void **state)
     for (int i = 0; i < 4; i++) {
         allot_fmt(name, sizeof(name), "u1-%d", i);
         s.name = name;
-        assert_true(queue_submit(w.q, &s, 0, err, sizeof(err)) >= 0);
+        assert_true(allot_queue_submit(w.q, &s, 0, err, sizeof(err)) >= 0);
     }
     cycle(&w, 0);
     s.name = "u1-next";
-    heavy = queue_submit(w.q, &s, 10, err, sizeof(err));
+    heavy = allot_queue_submit(w.q, &s, 10, err, sizeof(err));
     s.user = 2;
     s.name = "u2-first";
-    light = queue_submit(w.q, &s, 20, err, sizeof(err));
-    assert_int_equal(queue_finish(w.q, 0, 30), 0);
+    light = allot_queue_submit(w.q, &s, 20, err, sizeof(err));
+    assert_int_equal(allot_queue_finish(w.q, 0, 30), 0);
     cycle(&w, 30);
     /* user 2 holds nothing: its job goes first although it came later */
-    assert_int_equal(queue_job(w.q, light)->state, ALLOT_JOB_RUNNING);
-    assert_int_equal(queue_job(w.q, heavy)->state, ALLOT_JOB_PENDING);
+    assert_int_equal(allot_queue_job(w.q, light)->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(allot_queue_job(w.q, heavy)->state, ALLOT_JOB_PENDING);
     world_free(&w);
 }
 
@@ -441,18 +441,18 @@ static void test_gang_prefers_one_rack(void **state)
         assert_int_equal(allot_cluster_add_node(w.c, &sp, err, sizeof(err)), i);
     }
     /* rebuild the queue so it sees the nodes' capacity */
-    queue_free(w.q);
-    w.q = queue_new(w.c, w.t, &base, err, sizeof(err));
+    allot_queue_free(w.q);
+    w.q = allot_queue_new(w.c, w.t, &base, err, sizeof(err));
     assert_non_null(w.q);
     for (uint64_t seed = 1; seed <= 8; seed++) {
         allot_cluster_shuffle_ranks(w.c, seed);
         allot_fmt(name, sizeof(name), "gang%d", (int)seed);
         id = submit(&w, name, w.a, 2, 4, (int64_t)seed * 10, 0);
         cycle(&w, (int64_t)seed * 10);
-        assert_int_equal(queue_job(w.q, id)->state, ALLOT_JOB_RUNNING);
-        assert_int_equal(allot_cluster_node(w.c, queue_job(w.q, id)->pl[0].node)->rack,
-                         allot_cluster_node(w.c, queue_job(w.q, id)->pl[1].node)->rack);
-        assert_int_equal(queue_finish(w.q, id, (int64_t)seed * 10 + 5), 0);
+        assert_int_equal(allot_queue_job(w.q, id)->state, ALLOT_JOB_RUNNING);
+        assert_int_equal(allot_cluster_node(w.c, allot_queue_job(w.q, id)->pl[0].node)->rack,
+                         allot_cluster_node(w.c, allot_queue_job(w.q, id)->pl[1].node)->rack);
+        assert_int_equal(allot_queue_finish(w.q, id, (int64_t)seed * 10 + 5), 0);
     }
     world_free(&w);
 }
@@ -460,7 +460,7 @@ static void test_gang_prefers_one_rack(void **state)
 /* Two-queue LAS: a job with little service preempts one with much. */
 static void test_las_preemption(void **state)
 {
-    struct queue_opts o = base;
+    struct allot_queue_opts o = base;
     struct world w;
     int longj, fresh;
 
@@ -476,8 +476,8 @@ static void test_las_preemption(void **state)
     cycle(&w, 1000); /* 4000 GPU-s: above it */
     assert_int_equal(w.preempts, 1);
     cycle(&w, 1030);
-    assert_int_equal(queue_job(w.q, fresh)->state, ALLOT_JOB_RUNNING);
-    assert_int_equal(queue_job(w.q, longj)->state, ALLOT_JOB_PENDING);
+    assert_int_equal(allot_queue_job(w.q, fresh)->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(allot_queue_job(w.q, longj)->state, ALLOT_JOB_PENDING);
     /* the long job, requeued in the lower queue, never preempts back */
     cycle(&w, 5000);
     assert_int_equal(w.preempts, 1);
@@ -489,7 +489,7 @@ static void test_las_preemption(void **state)
 static void test_aging(void **state)
 {
     for (int aging = 0; aging <= 1; aging++) {
-        struct queue_opts o = base;
+        struct allot_queue_opts o = base;
         struct world w;
         char name[16];
         int old;
@@ -509,15 +509,16 @@ static void test_aging(void **state)
         for (int k = 0, prev = -1; k < 3; k++) {
             int64_t t = 200 * (k + 1);
             allot_fmt(name, sizeof(name), "b%d", k);
-            if (prev >= 0 && queue_job(w.q, prev)->state == ALLOT_JOB_RUNNING)
-                assert_int_equal(queue_finish(w.q, prev, t), 0);
+            if (prev >= 0 && allot_queue_job(w.q, prev)->state == ALLOT_JOB_RUNNING)
+                assert_int_equal(allot_queue_finish(w.q, prev, t), 0);
             prev = submit(&w, name, w.b, 1, 1, t, 0);
             if (k == 0)
-                assert_int_equal(queue_finish(w.q, 0, t), 0); /* the first free GPU */
+                assert_int_equal(allot_queue_finish(w.q, 0, t), 0); /* the first free GPU */
             cycle(&w, t);
         }
         /* without aging b always wins; with it a-old goes once it is 300 s old */
-        assert_int_equal(queue_job(w.q, old)->state, aging ? ALLOT_JOB_RUNNING : ALLOT_JOB_PENDING);
+        assert_int_equal(allot_queue_job(w.q, old)->state,
+                         aging ? ALLOT_JOB_RUNNING : ALLOT_JOB_PENDING);
         world_free(&w);
     }
 }
@@ -544,18 +545,18 @@ static void test_reclaim_order(void **state)
     a = submit(&w, "a0", w.a, 1, 1, 1000, 0);
     cycle(&w, 1000);
     assert_int_equal(w.preempts, 1);
-    assert_int_equal(queue_job(w.q, b_young)->state, ALLOT_JOB_STOPPING);
+    assert_int_equal(allot_queue_job(w.q, b_young)->state, ALLOT_JOB_STOPPING);
     for (int i = 0; i < 3; i++)
-        assert_int_equal(queue_job(w.q, b_old[i])->state, ALLOT_JOB_RUNNING);
+        assert_int_equal(allot_queue_job(w.q, b_old[i])->state, ALLOT_JOB_RUNNING);
     cycle(&w, 1030);
-    assert_int_equal(queue_job(w.q, a)->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(allot_queue_job(w.q, a)->state, ALLOT_JOB_RUNNING);
     world_free(&w);
 }
 
 /* QoS orders jobs of one priority: guaranteed, burstable, best-effort. */
 static void test_qos(void **state)
 {
-    struct queue_opts o = base;
+    struct allot_queue_opts o = base;
     struct world w;
     char err[128];
     struct allot_job_spec s = {.prio_class = -1,
@@ -568,23 +569,23 @@ static void test_qos(void **state)
     s.tenant = w.a;
     s.n_tasks = 2; /* a gang holding both nodes */
     s.name = "first";
-    assert_int_equal(queue_submit(w.q, &s, 0, err, sizeof(err)), 0);
+    assert_int_equal(allot_queue_submit(w.q, &s, 0, err, sizeof(err)), 0);
     cycle(&w, 0);
     s.n_tasks = 1;
     s.qos = ALLOT_QOS_BEST_EFFORT;
     s.name = "be";
-    be = queue_submit(w.q, &s, 1, err, sizeof(err));
+    be = allot_queue_submit(w.q, &s, 1, err, sizeof(err));
     s.qos = ALLOT_QOS_BURSTABLE;
     s.name = "bu";
-    bu = queue_submit(w.q, &s, 2, err, sizeof(err));
+    bu = allot_queue_submit(w.q, &s, 2, err, sizeof(err));
     s.qos = ALLOT_QOS_GUARANTEED;
     s.name = "gu";
-    gu = queue_submit(w.q, &s, 3, err, sizeof(err));
-    assert_int_equal(queue_finish(w.q, 0, 10), 0);
+    gu = allot_queue_submit(w.q, &s, 3, err, sizeof(err));
+    assert_int_equal(allot_queue_finish(w.q, 0, 10), 0);
     cycle(&w, 10); /* room for two of the three 4-GPU jobs */
-    assert_int_equal(queue_job(w.q, gu)->state, ALLOT_JOB_RUNNING);
-    assert_int_equal(queue_job(w.q, bu)->state, ALLOT_JOB_RUNNING);
-    assert_int_equal(queue_job(w.q, be)->state, ALLOT_JOB_PENDING);
+    assert_int_equal(allot_queue_job(w.q, gu)->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(allot_queue_job(w.q, bu)->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(allot_queue_job(w.q, be)->state, ALLOT_JOB_PENDING);
     world_free(&w);
 }
 

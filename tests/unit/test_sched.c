@@ -21,10 +21,10 @@
 #include "catalog_fixture.h"
 
 /* The node a scan over every node picks: best score, then lowest rank. */
-static int brute_force(struct sched *s, const struct sched_policy_ops *ops,
+static int brute_force(struct allot_sched *s, const struct allot_sched_policy_ops *ops,
                        const struct allot_task *t)
 {
-    struct allot_cluster *c = sched_cluster(s);
+    struct allot_cluster *c = allot_sched_cluster(s);
     int best = -1, best_sc = -1;
 
     for (int i = 0; i < allot_cluster_node_count(c); i++) {
@@ -32,7 +32,7 @@ static int brute_force(struct sched *s, const struct sched_policy_ops *ops,
         int sc;
         if (!allot_node_fits(c, n, t))
             continue;
-        sc = ops->score(sched_policy_state(s), s, n, t);
+        sc = ops->score(allot_sched_policy_state(s), s, n, t);
         if (sc < 0)
             continue;
         if (sc > best_sc || (sc == best_sc && n->rank < allot_cluster_node(c, best)->rank)) {
@@ -47,18 +47,18 @@ static void test_matches_brute_force(void **state)
 {
     enum { N_TASKS = 1500 };
     struct allot_task *tasks = calloc(N_TASKS, sizeof(*tasks));
-    struct frag_mix mix;
+    struct allot_frag_mix mix;
     const char *policies[] = {"firstfit",      "bestfit",    "spread", "dotprod",
                               "gpuclustering", "gpupacking", "fgd"};
 
     assert_non_null(tasks);
     sim_synth_tasks(cat, tasks, N_TASKS, 5);
-    assert_int_equal(frag_mix_build(tasks, N_TASKS, 0.95, &mix), 0);
+    assert_int_equal(allot_frag_mix_build(tasks, N_TASKS, 0.95, &mix), 0);
     for (size_t p = 0; p < sizeof(policies) / sizeof(policies[0]); p++) {
-        const struct sched_policy_ops *ops = sched_policy_find(policies[p]);
+        const struct allot_sched_policy_ops *ops = allot_sched_policy_find(policies[p]);
         struct allot_cluster *c = sim_synth_cluster(cat, 60, false, 3);
-        struct sched_opts o = {.seed = 3, .mix = &mix};
-        struct sched *s = sched_new(c, ops, &o);
+        struct allot_sched_opts o = {.seed = 3, .mix = &mix};
+        struct allot_sched *s = allot_sched_new(c, ops, &o);
         struct allot_placement *placed = calloc(N_TASKS, sizeof(*placed));
         char err[256];
 
@@ -66,7 +66,7 @@ static void test_matches_brute_force(void **state)
         for (int i = 0; i < N_TASKS; i++) {
             struct allot_placement pl;
             int want = brute_force(s, ops, &tasks[i]);
-            int rc = sched_place(s, &tasks[i], &pl, err, sizeof(err));
+            int rc = allot_sched_place(s, &tasks[i], &pl, err, sizeof(err));
             if (want < 0) {
                 assert_int_equal(rc, ALLOT_ENOSPC);
                 continue;
@@ -77,23 +77,23 @@ static void test_matches_brute_force(void **state)
                          pl.node, want);
             placed[i] = pl;
             placed[i].node = pl.node + 1; /* mark as placed (node + 1) */
-            if (sched_check_invariants(s, err, sizeof(err)) != 0)
+            if (allot_sched_check_invariants(s, err, sizeof(err)) != 0)
                 fail_msg("%s task %d: %s", policies[p], i, err);
             /* release every third task again to exercise departures */
             if (i % 3 == 2 && placed[i - 1].node) {
                 struct allot_placement r = placed[i - 1];
                 r.node--;
-                assert_int_equal(sched_release(s, &r), 0);
+                assert_int_equal(allot_sched_release(s, &r), 0);
                 placed[i - 1].node = 0;
-                if (sched_check_invariants(s, err, sizeof(err)) != 0)
+                if (allot_sched_check_invariants(s, err, sizeof(err)) != 0)
                     fail_msg("%s after release %d: %s", policies[p], i - 1, err);
             }
         }
         free(placed);
-        sched_free(s);
+        allot_sched_free(s);
         allot_cluster_free(c);
     }
-    frag_mix_clear(&mix);
+    allot_frag_mix_clear(&mix);
     free(tasks);
 }
 
@@ -103,29 +103,29 @@ static uint64_t run_hash(const char *policy, uint64_t seed)
     enum { N_TASKS = 800 };
     struct allot_task tasks[N_TASKS];
     struct allot_cluster *c = sim_synth_cluster(cat, 40, false, seed);
-    struct sched_opts o = {.seed = seed};
-    struct sched *s = sched_new(c, sched_policy_find(policy), &o);
+    struct allot_sched_opts o = {.seed = seed};
+    struct allot_sched *s = allot_sched_new(c, allot_sched_policy_find(policy), &o);
     uint64_t h = 0;
 
     assert_non_null(s);
     sim_synth_tasks(cat, tasks, N_TASKS, seed);
     for (int i = 0; i < N_TASKS; i++) {
         struct allot_placement p;
-        int rc = sched_place(s, &tasks[i], &p, NULL, 0);
+        int rc = allot_sched_place(s, &tasks[i], &p, NULL, 0);
         h = allot_hash_mix(h, rc == 0 ? ((uint64_t)p.node << 32 | p.gpu_mask) : 0xdead);
     }
-    sched_free(s);
+    allot_sched_free(s);
     allot_cluster_free(c);
     return h;
 }
 
 static void test_deterministic(void **state)
 {
-    for (int p = 0; sched_policies[p]; p++) {
-        uint64_t a = run_hash(sched_policies[p]->name, 11);
-        uint64_t b = run_hash(sched_policies[p]->name, 11);
+    for (int p = 0; allot_sched_policies[p]; p++) {
+        uint64_t a = run_hash(allot_sched_policies[p]->name, 11);
+        uint64_t b = run_hash(allot_sched_policies[p]->name, 11);
         if (a != b)
-            fail_msg("%s: two runs differ", sched_policies[p]->name);
+            fail_msg("%s: two runs differ", allot_sched_policies[p]->name);
     }
     /* the seed matters for random */
     assert_true(run_hash("random", 11) != run_hash("random", 12));
@@ -134,7 +134,7 @@ static void test_deterministic(void **state)
 static void test_bad_task_changes_nothing(void **state)
 {
     struct allot_cluster *c = sim_synth_cluster(cat, 10, false, 1);
-    struct sched *s = sched_new(c, sched_policy_find("bestfit"), NULL);
+    struct allot_sched *s = allot_sched_new(c, allot_sched_policy_find("bestfit"), NULL);
     struct allot_placement p;
     char err[256];
     int64_t used = allot_cluster_used_milli(c);
@@ -148,13 +148,13 @@ static void test_bad_task_changes_nothing(void **state)
     const char *field[] = {"gpu_milli", "num_gpu", "gpu_milli", "model", "cpu_milli"};
 
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        assert_int_equal(sched_place(s, &bad[i], &p, err, sizeof(err)), ALLOT_EINVAL);
+        assert_int_equal(allot_sched_place(s, &bad[i], &p, err, sizeof(err)), ALLOT_EINVAL);
         if (!strstr(err, field[i]))
             fail_msg("task %zu: message \"%s\" does not name %s", i, err, field[i]);
     }
     assert_int_equal(allot_cluster_used_milli(c), used);
-    assert_int_equal(sched_check_invariants(s, err, sizeof(err)), 0);
-    sched_free(s);
+    assert_int_equal(allot_sched_check_invariants(s, err, sizeof(err)), 0);
+    allot_sched_free(s);
     allot_cluster_free(c);
 }
 
@@ -163,24 +163,24 @@ static void test_nospace(void **state)
     struct allot_cluster *c = allot_cluster_new(cat, 0);
     struct allot_node_spec sp = {
         .name = "a", .model = "T4", .cpu_milli = 8000, .mem_mib = 8192, .n_gpus = 2};
-    struct sched *s;
+    struct allot_sched *s;
     struct allot_placement p;
     struct allot_task t = {.num_gpu = 2, .gpu_milli = 1000, .mig_profile = -1};
     char err[128];
 
     assert_int_equal(allot_cluster_add_node(c, &sp, err, sizeof(err)), 0);
-    s = sched_new(c, sched_policy_find("fgd"), NULL);
-    assert_int_equal(sched_place(s, &t, &p, NULL, 0), 0);
-    assert_int_equal(sched_place(s, &t, &p, NULL, 0), ALLOT_ENOSPC);
+    s = allot_sched_new(c, allot_sched_policy_find("fgd"), NULL);
+    assert_int_equal(allot_sched_place(s, &t, &p, NULL, 0), 0);
+    assert_int_equal(allot_sched_place(s, &t, &p, NULL, 0), ALLOT_ENOSPC);
     t.num_gpu = 0;
     t.gpu_milli = 0;
     t.mem_mib = 9000; /* memory filters */
-    assert_int_equal(sched_place(s, &t, &p, NULL, 0), ALLOT_ENOSPC);
+    assert_int_equal(allot_sched_place(s, &t, &p, NULL, 0), ALLOT_ENOSPC);
     t.mem_mib = 0;
     t.model_mask = 1ULL << allot_catalog_find_model(cat, "A100"); /* model filters */
     t.num_gpu = 0;
-    assert_int_equal(sched_place(s, &t, &p, NULL, 0), 0); /* CPU-only ignores models */
-    sched_free(s);
+    assert_int_equal(allot_sched_place(s, &t, &p, NULL, 0), 0); /* CPU-only ignores models */
+    allot_sched_free(s);
     allot_cluster_free(c);
 }
 
@@ -193,17 +193,17 @@ static void test_mig_tasks(void **state)
                                  .mem_mib = 65536,
                                  .n_gpus = 2,
                                  .gpu_mode = ALLOT_GPU_MIG};
-    struct sched *s;
+    struct allot_sched *s;
     struct allot_placement p;
     struct allot_task t = {.num_gpu = 1, .mig_profile = allot_catalog_find_profile(cat, "3g.40gb")};
     char err[128];
     int n = 0;
 
     assert_int_equal(allot_cluster_add_node(c, &sp, err, sizeof(err)), 0);
-    s = sched_new(c, sched_policy_find("allot"), NULL);
+    s = allot_sched_new(c, allot_sched_policy_find("allot"), NULL);
     /* two 3g.40gb per GPU fit (starts 0 and 4): four in all */
-    while (sched_place(s, &t, &p, NULL, 0) == 0) {
-        assert_int_equal(sched_check_invariants(s, err, sizeof(err)), 0);
+    while (allot_sched_place(s, &t, &p, NULL, 0) == 0) {
+        assert_int_equal(allot_sched_check_invariants(s, err, sizeof(err)), 0);
         n++;
     }
     assert_int_equal(n, 4);
@@ -212,8 +212,8 @@ static void test_mig_tasks(void **state)
     /* a whole GPU does not fit on MIG GPUs */
     t.mig_profile = -1;
     t.gpu_milli = 1000;
-    assert_int_equal(sched_place(s, &t, &p, NULL, 0), ALLOT_ENOSPC);
-    sched_free(s);
+    assert_int_equal(allot_sched_place(s, &t, &p, NULL, 0), ALLOT_ENOSPC);
+    allot_sched_free(s);
     allot_cluster_free(c);
 }
 
@@ -238,9 +238,9 @@ static void test_alloc_failure(void **state)
     struct allot_task tasks[N_TASKS];
 
     sim_synth_tasks(cat, tasks, N_TASKS, 9);
-    for (int p = 0; sched_policies[p]; p++) {
+    for (int p = 0; allot_sched_policies[p]; p++) {
         struct allot_cluster *c = sim_synth_cluster(cat, 12, false, 4);
-        struct sched *s = sched_new(c, sched_policies[p], NULL);
+        struct allot_sched *s = allot_sched_new(c, allot_sched_policies[p], NULL);
         char err[256];
 
         assert_non_null(s);
@@ -251,18 +251,19 @@ static void test_alloc_failure(void **state)
             for (unsigned long n = 1;; n++) {
                 uint64_t before = cluster_digest(c);
                 allot_alloc_fail_at(n, false);
-                rc = sched_place(s, &tasks[i], &pl, NULL, 0);
+                rc = allot_sched_place(s, &tasks[i], &pl, NULL, 0);
                 allot_alloc_fail_at(0, false);
                 if (rc != ALLOT_ENOMEM)
                     break;
                 assert_int_equal(cluster_digest(c), before);
-                if (sched_check_invariants(s, err, sizeof(err)) != 0)
-                    fail_msg("%s: after a failed allocation: %s", sched_policies[p]->name, err);
+                if (allot_sched_check_invariants(s, err, sizeof(err)) != 0)
+                    fail_msg("%s: after a failed allocation: %s", allot_sched_policies[p]->name,
+                             err);
             }
             assert_true(rc == 0 || rc == ALLOT_ENOSPC);
         }
-        assert_int_equal(sched_check_invariants(s, err, sizeof(err)), 0);
-        sched_free(s);
+        assert_int_equal(allot_sched_check_invariants(s, err, sizeof(err)), 0);
+        allot_sched_free(s);
         allot_cluster_free(c);
     }
 }
@@ -273,12 +274,12 @@ static void test_policy_registry(void **state)
                            "gpuclustering", "gpupacking", "fgd",    "allot"};
 
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-        const struct sched_policy_ops *ops = sched_policy_find(names[i]);
+        const struct allot_sched_policy_ops *ops = allot_sched_policy_find(names[i]);
         assert_non_null(ops);
         assert_string_equal(ops->name, names[i]);
         assert_non_null(ops->summary);
     }
-    assert_null(sched_policy_find("nope"));
+    assert_null(allot_sched_policy_find("nope"));
 }
 
 int main(void)
