@@ -7,8 +7,10 @@
  * goes through allot_malloc()/allot_calloc()/allot_realloc() so tests can make
  * the Nth call fail with allot_alloc_fail_at().
  *
- * Thread-safety: the log callback and the failure counter are process-wide
- * and meant to be set up once at start (or by a test) before threads exist.
+ * Thread-safety: the log callback and the fault-injection settings are
+ * process-wide and meant to be set up once at start (or by a test) before
+ * threads exist. The allocation counter is atomic, so allocations from
+ * several threads are counted exactly.
  */
 #ifndef ALLOT_COMMON_H
 #define ALLOT_COMMON_H
@@ -59,6 +61,31 @@ void allot_log_emit(enum allot_log_level level, const char *subsys, const char *
             allot_log_emit(level, subsys, __VA_ARGS__);                                            \
     } while (0)
 
+/* ---- invariants ------------------------------------------------------ */
+
+/*
+ * ALLOT_ALWAYS(x) / ALLOT_NEVER(x), in the style of SQLite's ALWAYS/NEVER:
+ * mark a condition the code believes is always (never) true but still
+ * handles, e.g. `if (ALLOT_NEVER(k < 0)) return ALLOT_EINTERNAL;`. Each
+ * evaluates to its condition. A breach is counted and logged at ERROR
+ * level; when breaches are fatal (the ALLOT_INVARIANTS=abort environment
+ * variable, which every test runs with, or allot_invariants_fatal(true))
+ * it aborts, so tests stop on the first breach while a daemon keeps going
+ * on the handled path.
+ */
+#define ALLOT_ALWAYS(x) ((x) ? 1 : (allot_invariant_breach(__FILE__, __LINE__, #x), 0))
+#define ALLOT_NEVER(x)  ((x) ? (allot_invariant_breach(__FILE__, __LINE__, "!(" #x ")"), 1) : 0)
+
+/* Records one breach of `what` at file:line (see ALLOT_ALWAYS). */
+void allot_invariant_breach(const char *file, int line, const char *what);
+
+/* Number of breaches recorded since the process started. */
+unsigned long allot_invariant_breaches(void);
+
+/* Makes breaches abort (true) or only count and log (false, the default
+ * unless ALLOT_INVARIANTS=abort is set in the environment). */
+void allot_invariants_fatal(bool fatal);
+
 /* ---- allocation ------------------------------------------------------- */
 
 /* malloc/calloc/realloc/strdup through one place; return NULL on failure
@@ -87,8 +114,9 @@ int allot_fmt(char *buf, size_t size, const char *fmt, ...) __attribute__((forma
 size_t allot_strlcpy(char *dst, const char *src, size_t size);
 
 /* Grows a dynamic array so that it holds at least `need` elements of
- * `elem` bytes. *arr and *cap are updated on success; returns 0 or
- * ALLOT_ENOMEM (leaving *arr untouched). */
+ * `elem` bytes (elem > 0). *arr and *cap are updated on success; returns 0
+ * or ALLOT_ENOMEM (leaving *arr and *cap untouched), also when need * elem
+ * would not fit in a size_t. */
 int allot_grow(void **arr, size_t *cap, size_t need, size_t elem);
 
 /* 64-bit FNV-1a style mixing helpers for hashing state. */
@@ -105,7 +133,7 @@ struct allot_rng {
 };
 void allot_rng_seed(struct allot_rng *r, uint64_t seed);
 uint64_t allot_rng_next(struct allot_rng *r);
-/* Uniform integer in [0, n) without modulo bias; n > 0. */
+/* Uniform integer in [0, n) without modulo bias; 0 when n == 0. */
 uint64_t allot_rng_below(struct allot_rng *r, uint64_t n);
 
 #endif

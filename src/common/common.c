@@ -4,6 +4,7 @@
  */
 #include "allot/common.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,33 +68,69 @@ void allot_log_emit(enum allot_log_level level, const char *subsys, const char *
     log_fn(level, subsys, buf, log_ud);
 }
 
+/* ---- invariants ---- */
+
+static atomic_ulong breaches;
+static atomic_int breach_fatal = -1; /* -1: not decided yet (read the environment) */
+
+void allot_invariants_fatal(bool fatal)
+{
+    atomic_store(&breach_fatal, fatal ? 1 : 0);
+}
+
+unsigned long allot_invariant_breaches(void)
+{
+    return atomic_load(&breaches);
+}
+
+void allot_invariant_breach(const char *file, int line, const char *what)
+{
+    int fatal = atomic_load(&breach_fatal);
+
+    atomic_fetch_add(&breaches, 1);
+    if (fatal < 0) {
+        const char *env = getenv("ALLOT_INVARIANTS");
+        fatal = env && strcmp(env, "abort") == 0;
+        atomic_store(&breach_fatal, fatal);
+    }
+    allot_log_emit(ALLOT_LOG_ERROR, "invariant", "%s:%d: invariant breached: %s", file, line, what);
+    if (fatal) {
+        fprintf(stderr, "%s:%d: invariant breached: %s\n", file, line, what);
+        abort();
+    }
+}
+
 /* ---- allocation ---- */
 
-static unsigned long alloc_count;
-static unsigned long alloc_fail_n;
-static bool alloc_fail_sticky;
+/* Atomic so that a threaded daemon counts exactly; the failure settings are
+ * set by tests before threads exist but are atomic too, for the sanitizers. */
+static atomic_ulong alloc_count;
+static atomic_ulong alloc_fail_n;
+static atomic_bool alloc_fail_sticky;
 
 /* Counts one allocation attempt; true when it must fail. */
 static bool alloc_should_fail(void)
 {
-    alloc_count++;
-    if (alloc_fail_n == 0)
+    unsigned long k = atomic_fetch_add_explicit(&alloc_count, 1, memory_order_relaxed) + 1;
+    unsigned long n = atomic_load_explicit(&alloc_fail_n, memory_order_relaxed);
+
+    if (n == 0)
         return false;
-    if (alloc_fail_sticky)
-        return alloc_count >= alloc_fail_n;
-    return alloc_count == alloc_fail_n;
+    if (atomic_load_explicit(&alloc_fail_sticky, memory_order_relaxed))
+        return k >= n;
+    return k == n;
 }
 
 void allot_alloc_fail_at(unsigned long n, bool sticky)
 {
-    alloc_count = 0;
-    alloc_fail_n = n;
-    alloc_fail_sticky = sticky;
+    atomic_store(&alloc_count, 0);
+    atomic_store(&alloc_fail_sticky, sticky);
+    atomic_store(&alloc_fail_n, n);
 }
 
 unsigned long allot_alloc_count(void)
 {
-    return alloc_count;
+    return atomic_load(&alloc_count);
 }
 
 void *allot_malloc(size_t n)
@@ -141,11 +178,14 @@ int allot_grow(void **arr, size_t *cap, size_t need, size_t elem)
 
     if (need <= *cap)
         return 0;
-    ncap = *cap ? *cap : 8;
-    while (ncap < need)
-        ncap *= 2;
-    if (ncap > SIZE_MAX / elem)
+    if (elem == 0 || need > SIZE_MAX / elem)
         return ALLOT_ENOMEM;
+    ncap = *cap ? *cap : 8;
+    /* double without wrapping: past half the range, take exactly `need` */
+    while (ncap < need)
+        ncap = ncap <= SIZE_MAX / 2 ? ncap * 2 : need;
+    if (ncap > SIZE_MAX / elem)
+        ncap = need;
     p = allot_realloc(*arr, ncap * elem);
     if (!p)
         return ALLOT_ENOMEM;
@@ -217,9 +257,11 @@ uint64_t allot_rng_next(struct allot_rng *r)
 
 uint64_t allot_rng_below(struct allot_rng *r, uint64_t n)
 {
-    uint64_t lim = UINT64_MAX - UINT64_MAX % n;
-    uint64_t x;
+    uint64_t lim, x;
 
+    if (n == 0)
+        return 0;
+    lim = UINT64_MAX - UINT64_MAX % n;
     do {
         x = allot_rng_next(r);
     } while (x >= lim);
