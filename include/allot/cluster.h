@@ -176,7 +176,23 @@ int allot_task_pod_class(const struct allot_task *t);
 /* Per-GPU milli a task takes (1000 for whole GPUs; MIG: its compute share). */
 int allot_task_gpu_milli(const struct allot_cluster *c, const struct allot_task *t, int model);
 
-/* True when the node's model, CPU and memory admit the task (GPU fit aside). */
+/*
+ * Isolation, the one rule every feasibility test and every placement goes
+ * through: may a task of `tenant` join something (a node, a GPU) that
+ * `holders` tasks hold, `excl_holder` being the tenant that holds it
+ * exclusively (0: none)? `asks_exclusive` is true when the task itself
+ * wants it alone (exclusive-node for nodes, an exclusive-gpu fraction for
+ * GPUs). Empty: yes. Held exclusively: only by its owner. Held by sharers:
+ * only by another sharer.
+ */
+bool allot_isolation_allows(int holders, int32_t excl_holder, int tenant, bool asks_exclusive);
+
+/* True when GPU g is free for whole-GPU use: not in MIG mode and held by
+ * no task (a memory-only fraction holds a GPU although its milli is free). */
+bool allot_gpu_whole_free(const struct allot_gpu *g);
+
+/* True when the node's model, CPU, memory and isolation admit the task
+ * (GPU fit aside). */
 bool allot_node_admits(const struct allot_node *n, const struct allot_task *t);
 
 /* True when the task fits on the node (state, model, CPU, memory, GPUs). */

@@ -841,8 +841,8 @@ static int placement_change(const struct allot_cluster *c, const struct allot_pl
                after->mem_free + p->mem_mib > after->mem_mib) {
         return ALLOT_EINVAL;
     }
-    if (sign > 0 && after->n_tasks > 0 && after->excl_tenant != p->tenant &&
-        (after->excl_tenant != 0 || p->isolation == 2))
+    if (sign > 0 &&
+        !allot_isolation_allows(after->n_tasks, after->excl_tenant, p->tenant, p->isolation == 2))
         return ALLOT_EINVAL; /* exclusive-node isolation */
     if (sign < 0 && after->n_tasks == 0)
         return ALLOT_EINVAL;
@@ -876,8 +876,8 @@ static int placement_change(const struct allot_cluster *c, const struct allot_pl
             if (g->mode == ALLOT_GPU_EXCLUSIVE && p->gpu_milli != ALLOT_MILLI)
                 return ALLOT_EINVAL;
             /* exclusive-gpu isolation: fractions share only within the tenant */
-            if (g->n_tasks > 0 && g->excl_tenant != p->tenant &&
-                (g->excl_tenant != 0 || p->isolation == 1))
+            if (!allot_isolation_allows(g->n_tasks, g->excl_tenant, p->tenant,
+                                        p->isolation == 1 && p->gpu_milli < ALLOT_MILLI))
                 return ALLOT_EINVAL;
             if (p->isolation == 1 && p->gpu_milli < ALLOT_MILLI)
                 g->excl_tenant = p->tenant;

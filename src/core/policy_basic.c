@@ -86,7 +86,7 @@ static int spread_score(void *st, const struct allot_sched *s, const struct allo
     int whole = 0;
 
     for (int i = 0; i < n->n_gpus; i++)
-        whole += n->gpus[i].mode != ALLOT_GPU_MIG && n->gpus[i].free_milli == ALLOT_MILLI;
+        whole += allot_gpu_whole_free(&n->gpus[i]);
     if (x >= SPREAD_W)
         x = SPREAD_W - 1;
     return whole * SPREAD_W + (int)(x < 0 ? 0 : x);

@@ -132,7 +132,7 @@ static double best_delta(const struct allot_sched *s, const struct allot_node *n
     if (t->gpu_milli == ALLOT_MILLI && t->gpu_mem_mib == 0) {
         int k = t->num_gpu;
         for (int i = 0; i < n->n_gpus && k > 0; i++)
-            if (n->gpus[i].mode != ALLOT_GPU_MIG && g[i] == ALLOT_MILLI) {
+            if (allot_gpu_whole_free(&n->gpus[i])) {
                 g[i] = 0;
                 k--;
             }
@@ -175,7 +175,7 @@ static int topology_bonus(const struct allot_node *n, const struct allot_task *t
     for (int i = 0; i < n->n_gpus; i++) {
         int is = n->gpus[i].island % ALLOT_MAX_GPUS;
         size[is]++;
-        free_in[is] += n->gpus[i].mode != ALLOT_GPU_MIG && n->gpus[i].free_milli == ALLOT_MILLI;
+        free_in[is] += allot_gpu_whole_free(&n->gpus[i]);
     }
     for (int is = 0; is < ALLOT_MAX_GPUS; is++) {
         if (t->num_gpu > 1 && free_in[is] >= t->num_gpu)
@@ -530,13 +530,12 @@ static double allot_delta(struct allot_policy *p, const struct allot_node *n,
         int from = g[i], to = g[i] - t->gpu_milli;
         double d;
         bool dup = false;
-        if (u->mode != ALLOT_GPU_SHARED || u->free_milli < t->gpu_milli ||
-            u->free_mem_mib < t->gpu_mem_mib)
+        /* the one feasibility rule (capacity and isolation) */
+        if (!allot_gpu_takes_fraction(u, t))
             continue;
         /* GPUs with equal free capacity give equal results: try one */
         for (int j = 0; j < i && !dup; j++)
-            dup = n->gpus[j].mode == ALLOT_GPU_SHARED && g[j] == g[i] &&
-                  n->gpus[j].free_mem_mib >= t->gpu_mem_mib;
+            dup = g[j] == g[i] && allot_gpu_takes_fraction(&n->gpus[j], t);
         if (dup)
             continue;
         d = before -

@@ -248,7 +248,7 @@ static int choose_whole(const struct allot_node *n, int k, uint32_t *mask)
     uint32_t m = 0;
 
     for (int i = 0; i < n->n_gpus; i++)
-        if (n->gpus[i].mode != ALLOT_GPU_MIG && n->gpus[i].free_milli == ALLOT_MILLI)
+        if (allot_gpu_whole_free(&n->gpus[i]))
             free_in[n->gpus[i].island % ALLOT_MAX_GPUS]++;
     for (int is = 0; is < ALLOT_MAX_GPUS; is++)
         if (free_in[is] >= k && (best < 0 || free_in[is] < free_in[best]))
@@ -256,7 +256,7 @@ static int choose_whole(const struct allot_node *n, int k, uint32_t *mask)
     for (int pass = 0; pass < 2 && k > 0; pass++) {
         for (int i = 0; i < n->n_gpus && k > 0; i++) {
             const struct allot_gpu *g = &n->gpus[i];
-            if (g->mode == ALLOT_GPU_MIG || g->free_milli != ALLOT_MILLI || (m >> i & 1))
+            if (!allot_gpu_whole_free(g) || (m >> i & 1))
                 continue;
             if (pass == 0 && best >= 0 && g->island != best)
                 continue;

@@ -4,6 +4,7 @@
  */
 #include "allot/cluster.h"
 #include "allot/common.h"
+#include "allot/tenant.h"
 
 int allot_task_validate(const struct allot_catalog *cat, const struct allot_task *t, char *err,
                         size_t errlen)
@@ -100,12 +101,29 @@ int allot_task_pod_class(const struct allot_task *t)
     return t->num_gpu < ALLOT_POD_CLASSES ? t->num_gpu : ALLOT_POD_CLASSES - 1;
 }
 
+bool allot_isolation_allows(int holders, int32_t excl_holder, int tenant, bool asks_exclusive)
+{
+    if (holders == 0)
+        return true;
+    if (excl_holder != 0)
+        return excl_holder == tenant; /* held exclusively: only by its owner */
+    return !asks_exclusive;           /* held by sharers: only other sharers */
+}
+
+bool allot_gpu_whole_free(const struct allot_gpu *g)
+{
+    /* n_tasks == 0, not free_milli == 1000: a memory-only fraction holds
+     * memory but no milli */
+    return g->mode != ALLOT_GPU_MIG && g->n_tasks == 0;
+}
+
 bool allot_node_admits(const struct allot_node *n, const struct allot_task *t)
 {
     if (n->cpu_free < t->cpu_milli || n->mem_free < t->mem_mib)
         return false;
     /* exclusive-node tenants share a node with nobody else */
-    if (n->n_tasks > 0 && n->excl_tenant != t->tenant && (n->excl_tenant != 0 || t->isolation == 2))
+    if (!allot_isolation_allows(n->n_tasks, n->excl_tenant, t->tenant,
+                                t->isolation == ALLOT_ISO_EXCLUSIVE_NODE))
         return false;
     if (t->num_gpu == 0)
         return true;
@@ -119,9 +137,9 @@ bool allot_gpu_takes_fraction(const struct allot_gpu *g, const struct allot_task
     if (g->mode != ALLOT_GPU_SHARED || g->free_milli < t->gpu_milli ||
         g->free_mem_mib < t->gpu_mem_mib)
         return false;
-    if (g->n_tasks == 0 || g->excl_tenant == t->tenant)
-        return true;
-    return g->excl_tenant == 0 && t->isolation != 1;
+    /* exclusive-gpu tenants time-share a GPU only among themselves */
+    return allot_isolation_allows(g->n_tasks, g->excl_tenant, t->tenant,
+                                  t->isolation == ALLOT_ISO_EXCLUSIVE_GPU);
 }
 
 int allot_node_fitting_gpus(const struct allot_node *n, const struct allot_task *t)
@@ -138,8 +156,7 @@ static int node_whole_free(const struct allot_node *n)
     int k = 0;
 
     for (int i = 0; i < n->n_gpus; i++)
-        if (n->gpus[i].mode != ALLOT_GPU_MIG && n->gpus[i].free_milli == ALLOT_MILLI)
-            k++;
+        k += allot_gpu_whole_free(&n->gpus[i]);
     return k;
 }
 
