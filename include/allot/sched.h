@@ -126,4 +126,16 @@ int allot_sched_place_fraction(const struct allot_sched *s, int node, const stru
 void allot_sched_placement_init(const struct allot_sched *s, int node, const struct allot_task *t,
                                 struct allot_placement *out);
 
+/* ---- entry points for the queue ---- */
+
+/* Applies placement p, chosen earlier by allot_sched_pick or
+ * allot_sched_choose_default (or released earlier with allot_sched_release
+ * and now put back), to the cluster, keeping the scheduler's caches right.
+ * With allot_sched_place and allot_sched_release it is how the job queue
+ * writes the cluster: the scheduler is its only writer. Returns 0, or
+ * ALLOT_ENOSPC / ALLOT_EINVAL / ALLOT_ESTATE when p no longer fits, or
+ * ALLOT_ENOMEM (the cluster's state index could not grow); on error
+ * nothing changed. */
+int allot_sched_apply(struct allot_sched *s, const struct allot_placement *p);
+
 #endif

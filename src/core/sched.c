@@ -626,3 +626,14 @@ const struct allot_sched_policy_ops *allot_sched_policy_find(const char *name)
             return allot_sched_policies[i];
     return NULL;
 }
+
+/* ---- entry points for the queue ---- */
+
+int allot_sched_apply(struct allot_sched *s, const struct allot_placement *p)
+{
+    /* the score cache is per state class and a class never changes state,
+     * so moving a node between classes needs no cache upkeep here; the
+     * no-fit memo only trusts capacity that did not grow, and applying
+     * only shrinks it */
+    return allot_cluster_apply(s->c, p);
+}
