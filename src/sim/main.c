@@ -1,13 +1,13 @@
 /*
  * allot-sim: the simulator's entry point. Dispatches to the subcommands
- *   fill   the openb fill experiment (fill.c, docs/BENCHMARKS.md section 1)
+ *   fill   the openb fill experiment (fill_cli.c, docs/benchmarks.md)
  *   demo   the placement demo on a synthetic cluster (demo.c)
- *   replay the multi-tenant replay (replay.h, docs/BENCHMARKS.md section 2)
+ *   replay the multi-tenant replay (replay.h, docs/replay.md)
  * and answers --help. Exit status: the subcommand's; 2 for a bad command
  * line (usage on stderr).
  */
 #include "demo.h"
-#include "fill.h"
+#include "fill_cli.h"
 #include "replay.h"
 
 #include <stdio.h>

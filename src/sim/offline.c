@@ -20,7 +20,11 @@
  * the most GPU milli after the search, wins.
  */
 #include "offline.h"
+
+#include "allot/common.h"
+#include "allot/sched.h"
 #include "fdio.h"
+#include "fill_workload.h"
 
 #include <errno.h>
 #include <math.h>
@@ -28,7 +32,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 struct onode {
@@ -503,25 +506,16 @@ int sim_offline_fill(const struct sim_fill_trace *t, uint64_t seed, double tune,
     return rc;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-#define MAX_POINTS 16
-#define MAX_JOBS   64
+#define MAX_JOBS 64
 
 /* What a worker sends back for one seed. */
 struct wire {
     int32_t rc;
-    struct sim_offline_result r[MAX_POINTS];
+    struct sim_offline_result r[SIM_OFFLINE_MAX_POINTS];
 };
 
 /* Runs seeds[first..first+n) (n <= MAX_JOBS) on n forked workers; results
- * into v[seed index * MAX_POINTS + point]. */
+ * into v[seed index * n_points + point]. */
 static int run_batch(const struct sim_fill_trace *t, const uint64_t *seeds, int first, int n,
                      double tune, const int *points, int n_points, struct sim_offline_result *v)
 {
@@ -564,7 +558,8 @@ static int run_batch(const struct sim_fill_trace *t, const uint64_t *seeds, int 
             if (fdio_read_all(fd[i], &w, sizeof(w)) || w.rc)
                 rc = rc ? rc : (w.rc ? w.rc : ALLOT_EIO);
             else
-                memcpy(v + (size_t)(first + i) * MAX_POINTS, w.r, sizeof(w.r));
+                memcpy(v + (size_t)(first + i) * (size_t)n_points, w.r,
+                       (size_t)n_points * sizeof(*w.r));
             close(fd[i]);
         }
         if (pid[i] > 0)
@@ -574,76 +569,22 @@ static int run_batch(const struct sim_fill_trace *t, const uint64_t *seeds, int 
     return rc;
 }
 
-/* Mean and sample sd over seeds of x(point i) for the results in v. */
-static void stats(const struct sim_offline_result *v, int n_seeds, int i, double cap, int what,
-                  double *mean, double *sd)
+int sim_offline_fill_seeds(const struct sim_fill_trace *t, const uint64_t *seeds, int n_seeds,
+                           double tune, int workers, const int *points, int n_points,
+                           struct sim_offline_result *out)
 {
-    double m = 0, ss = 0;
-
-    for (int pass = 0; pass < 2; pass++)
-        for (int s = 0; s < n_seeds; s++) {
-            const struct sim_offline_result *r = &v[(size_t)s * MAX_POINTS + i];
-            double x = what == 0   ? 100.0 - (double)r->used_milli * 100.0 / cap
-                       : what == 1 ? (double)r->failed_gpu
-                                   : (double)r->failed_cpu;
-            if (pass == 0)
-                m += x / n_seeds;
-            else
-                ss += (x - m) * (x - m);
-        }
-    *mean = m;
-    *sd = n_seeds > 1 ? sqrt(ss / (n_seeds - 1)) : 0.0;
-}
-
-int sim_offline_print_row(const struct sim_fill_trace *t, const uint64_t *seeds, int n_seeds,
-                          double tune, int jobs, const int *points, int n_points, char *err,
-                          size_t errlen)
-{
-    struct sim_offline_result *v;
-    double t0 = now_s(), cap = (double)t->gpus * ALLOT_MILLI, m, sd;
     int rc = 0;
 
-    if (n_points <= 0 || n_points > MAX_POINTS || n_seeds <= 0) {
-        allot_fmt(err, errlen, "offline: bad number of points or seeds");
+    if (n_points <= 0 || n_points > SIM_OFFLINE_MAX_POINTS || n_seeds <= 0)
         return ALLOT_EINVAL;
-    }
-    v = allot_calloc((size_t)n_seeds * MAX_POINTS, sizeof(*v));
-    if (!v) {
-        allot_fmt(err, errlen, "out of memory");
-        return ALLOT_ENOMEM;
-    }
-    jobs = jobs < 1 ? 1 : jobs > MAX_JOBS ? MAX_JOBS : jobs;
-    for (int s = 0; s < n_seeds && rc == 0; s += jobs) {
-        int n = n_seeds - s < jobs ? n_seeds - s : jobs;
+    workers = workers < 1 ? 1 : workers > MAX_JOBS ? MAX_JOBS : workers;
+    for (int s = 0; s < n_seeds && rc == 0; s += workers) {
+        int n = n_seeds - s < workers ? n_seeds - s : workers;
         if (n == 1)
-            rc = sim_offline_fill(t, seeds[s], tune, points, n_points, v + (size_t)s * MAX_POINTS);
+            rc = sim_offline_fill(t, seeds[s], tune, points, n_points,
+                                  out + (size_t)s * (size_t)n_points);
         else
-            rc = run_batch(t, seeds, s, n, tune, points, n_points, v);
+            rc = run_batch(t, seeds, s, n, tune, points, n_points, out);
     }
-    if (rc) {
-        allot_fmt(err, errlen, "offline: %s", allot_strerror(rc));
-        allot_free(v);
-        return rc;
-    }
-    printf("%-14s", "offline");
-    for (int i = 0; i < n_points; i++) {
-        char cell[64];
-        stats(v, n_seeds, i, cap, 0, &m, &sd);
-        allot_fmt(cell, sizeof(cell), "%.2f±%.2f", m, sd);
-        printf("%14s", cell);
-    }
-    printf("%11s%9.2f\n", "-", now_s() - t0);
-    printf("%-14s", "  pods left");
-    for (int i = 0; i < n_points; i++) {
-        char cell[64];
-        double c;
-        stats(v, n_seeds, i, cap, 1, &m, &sd);
-        stats(v, n_seeds, i, cap, 2, &c, &sd);
-        allot_fmt(cell, sizeof(cell), "%.0f+%.0f", m, c);
-        printf("%13s", cell);
-    }
-    printf("   (offline: GPU + CPU-only pods left out, mean per seed)\n");
-    fflush(stdout);
-    allot_free(v);
-    return 0;
+    return rc;
 }

@@ -23,15 +23,18 @@
  * cpu300 traces ask for more CPU than the cluster has), so allot-sim prints
  * how many pods of each kind the packing left out.
  *
- * Deterministic: same inputs, same packing. Pure computation, no I/O except
- * sim_offline_print_row(), which forks worker processes. Not thread-safe
- * (the sort passes its context through a file-level pointer).
+ * Deterministic: same inputs, same packing. Pure computation, no I/O;
+ * sim_offline_fill_seeds() forks worker processes. Not thread-safe (the
+ * sort passes its context through a file-level pointer). Uses the fill
+ * trace and workload layers (fill_trace.h, fill_workload.h); called by
+ * allot-sim fill's command line (fill_cli.c), which prints the results
+ * (fill_report.h).
  */
 #ifndef ALLOT_SIM_OFFLINE_H
 #define ALLOT_SIM_OFFLINE_H
 
 #include "allot/cluster.h"
-#include "fill.h"
+#include "fill_trace.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -66,16 +69,18 @@ int sim_offline_pack(const struct allot_catalog *cat, const struct allot_node_sp
 int sim_offline_fill(const struct sim_fill_trace *t, uint64_t seed, double tune, const int *points,
                      int n_points, struct sim_offline_result *out);
 
+#define SIM_OFFLINE_MAX_POINTS 16 /* points per sim_offline_fill_seeds() call */
+
 /*
- * Runs sim_offline_fill for every seed (on up to `jobs` forked workers) and
- * prints, in the layout of allot-sim fill's table, a row "offline" with the
- * unallocated GPU % (mean±sd over seeds) at each of points[0..n_points)
- * (at most 16) and the seconds spent, and a row with the GPU and CPU-only
- * pods the packing left out (mean per seed). Returns 0 or a negative
- * ALLOT_E* code with a message in `err`.
+ * Runs sim_offline_fill for seeds[0..n_seeds) (IN), on up to `workers`
+ * forked worker processes, at points[0..n_points) (n_points at most
+ * SIM_OFFLINE_MAX_POINTS), and writes the packing of seed s at point i to
+ * out[s * n_points + i] (OUT, caller-allocated, n_seeds x n_points
+ * entries). The results do not depend on `workers`. Returns 0, ALLOT_EINVAL
+ * (bad counts), ALLOT_ENOMEM, or ALLOT_EIO when a worker fails.
  */
-int sim_offline_print_row(const struct sim_fill_trace *t, const uint64_t *seeds, int n_seeds,
-                          double tune, int jobs, const int *points, int n_points, char *err,
-                          size_t errlen);
+int sim_offline_fill_seeds(const struct sim_fill_trace *t, const uint64_t *seeds, int n_seeds,
+                           double tune, int workers, const int *points, int n_points,
+                           struct sim_offline_result *out);
 
 #endif

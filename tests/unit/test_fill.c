@@ -30,6 +30,10 @@
 
 #include "allot/common.h"
 #include "fill.h"
+#include "fill_cli.h"
+#include "fill_published.h"
+#include "fill_seeds.h"
+#include "fill_workload.h"
 
 #define DATA ALLOT_SOURCE_DIR "/tests/data/fill/"
 
@@ -299,7 +303,7 @@ static char *run_tiny(const struct sim_fill_trace *t, int jobs, uint64_t *hash, 
     o.seeds = seeds;
     o.n_seeds = 2;
     o.tune = 1.3;
-    o.jobs = jobs;
+    o.workers = jobs;
     o.check = true;
     o.log = f;
     if (sim_fill_experiment(t, &o, sum, hash, err, sizeof(err))) {
