@@ -1,7 +1,7 @@
 /*
- * Shared plumbing of the simulator's strict CSV trace readers (openb.c,
- * philly.c): loading a whole file (or a caller's buffer) into one writable
- * block under a size limit, walking it line by line while splitting each
+ * Shared plumbing of the simulator's strict CSV readers (openb.c, philly.c,
+ * fill_published.c): loading a whole file (or a caller's buffer) into one
+ * writable block under a size limit, walking it line by line while splitting each
  * line in place into NUL-terminated fields, matching a header against a
  * column table, and strict range-checked number fields.
  *
@@ -21,7 +21,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CSV_MAX_COLS 16 /* upper bound on a reader's stored fields per line */
+/* Upper bound on a reader's stored fields per line: the trace readers keep
+ * 8 or 16; the FGD authors' published curves have 136 columns. */
+#define CSV_MAX_COLS 160
 
 /* One column of a file layout. */
 struct csv_col {

@@ -1,16 +1,35 @@
 /*
- * The published fill results reader (fill_published.h): a line splitter
- * at commas and strtod() for the numbers.
+ * The published fill results reader (fill_published.h), on the strict CSV
+ * reader: a column table of the four named columns, total_gpus and the 131
+ * bucket columns "0".."130", built once per read, so an unknown or
+ * repeated column is an error naming it.
  */
 #include "fill_published.h"
 
 #include "allot/common.h"
+#include "csvread.h"
 
-#include <errno.h>
 #include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
+
+#define PUB_MAX_FILE (64u << 20) /* bytes */
+#define PUB_MAX_LINE 16382       /* bytes per line, newline excluded */
+
+enum {
+    PC_WORKLOAD,
+    PC_POLICY,
+    PC_TUNE,
+    PC_SEED,
+    PC_GPUS,
+    PC_BUCKET0,
+    PC_COUNT = PC_BUCKET0 + SIM_FILL_BUCKETS
+};
+
+#define PUB_HEADER "workload,sc_policy,tune,seed,total_gpus,0,1,...,130"
+#define MAX_TUNE   100.0
+#define MAX_SEED   INT64_C(1000000000000000000)
+
+static const struct csv_format pub_format = {PUB_MAX_FILE, PUB_MAX_LINE, CSV_MAX_COLS, false};
 
 void sim_fill_published_free(struct sim_fill_published *p)
 {
@@ -20,151 +39,96 @@ void sim_fill_published_free(struct sim_fill_published *p)
     memset(p, 0, sizeof(*p));
 }
 
-/* Splits line (modified in place) at commas into at most max fields. */
-static int split_fields(char *line, char **f, int max)
-{
-    int n = 0;
-
-    for (char *p = line;;) {
-        char *c = strchr(p, ',');
-        if (n == max)
-            return -1;
-        f[n++] = p;
-        if (!c)
-            return n;
-        *c = '\0';
-        p = c + 1;
-    }
-}
-
-static bool parse_double(const char *s, double *v)
-{
-    char *end;
-
-    if (!*s)
-        return false;
-    errno = 0;
-    *v = strtod(s, &end);
-    return *end == '\0' && errno == 0 && isfinite(*v);
-}
-
-/* "06-FGD" -> "fgd"; "03-GpuClustering" -> "gpuclustering". */
-static void policy_name(const char *sc, char *out, size_t outlen)
+/* "06-FGD" -> "fgd"; "03-GpuClustering" -> "gpuclustering". Returns false
+ * when the name does not fit. */
+static bool policy_name(const char *sc, char *out, size_t outlen)
 {
     const char *dash = strchr(sc, '-');
     size_t i = 0;
+    const char *p = dash ? dash + 1 : sc;
 
-    for (const char *p = dash ? dash + 1 : sc; *p && i + 1 < outlen; p++)
+    for (; *p && i + 1 < outlen; p++)
         out[i++] = (char)(*p >= 'A' && *p <= 'Z' ? *p - 'A' + 'a' : *p);
     out[i] = '\0';
+    return *p == '\0' && i > 0;
 }
 
-#define PUB_MAX_FIELDS 256
-#define PUB_MAX_LINE   16384 /* bytes per line of the published CSV, with newline */
+/* Parses the current line of `r`, which must have `width` fields (the
+ * header's), into row `row` (OUT). */
+static int parse_row(struct csv_reader *r, const int *idx, size_t width,
+                     struct sim_fill_pub_row *row)
+{
+    char qb[80], col[48];
+    int64_t seed = 0;
+    int rc;
+
+    for (int b = 0; b < SIM_FILL_BUCKETS; b++)
+        row->alloc[b] = NAN;
+    if ((rc = csv_check_width(r, width)) < 0)
+        return rc;
+    if (strlen(r->f[idx[PC_WORKLOAD]]) >= sizeof(row->workload) || !*r->f[idx[PC_WORKLOAD]])
+        return csv_fail(r, "workload %s is empty or longer than %zu bytes",
+                        csv_quote(qb, sizeof(qb), r->f[idx[PC_WORKLOAD]]),
+                        sizeof(row->workload) - 1);
+    allot_strlcpy(row->workload, r->f[idx[PC_WORKLOAD]], sizeof(row->workload));
+    if (!policy_name(r->f[idx[PC_POLICY]], row->policy, sizeof(row->policy)))
+        return csv_fail(r, "sc_policy %s is empty or too long",
+                        csv_quote(qb, sizeof(qb), r->f[idx[PC_POLICY]]));
+    if ((rc = csv_decimal(r, "tune", r->f[idx[PC_TUNE]], MAX_TUNE, &row->tune)) < 0 ||
+        (rc = csv_int(r, "seed", r->f[idx[PC_SEED]], MAX_SEED, 0, &seed)) < 0)
+        return rc;
+    row->seed = seed;
+    for (int b = 0; b < SIM_FILL_BUCKETS; b++) {
+        int i = idx[PC_BUCKET0 + b];
+
+        if (i < 0 || !*r->f[i])
+            continue; /* no value: NaN, as the authors' files have for some buckets */
+        allot_fmt(col, sizeof(col), "column %d (arrived %d %%)", i + 1, b);
+        if ((rc = csv_decimal(r, col, r->f[i], 100.0, &row->alloc[b])) < 0)
+            return rc;
+    }
+    return 0;
+}
 
 int sim_fill_published_read(const char *path, struct sim_fill_published *out, char *err,
                             size_t errlen)
 {
-    size_t cap = 0, lineno = 0;
-    int rc = ALLOT_EINVAL, col_w = -1, col_p = -1, col_t = -1, col_s = -1, nh = 0;
-    int bucket_of[PUB_MAX_FIELDS];
-    char line[PUB_MAX_LINE], *f[PUB_MAX_FIELDS];
-    FILE *in = fopen(path, "r");
+    static const char *const named[PC_BUCKET0] = {"workload", "sc_policy", "tune", "seed",
+                                                  "total_gpus"};
+    char names[SIM_FILL_BUCKETS][4];
+    struct csv_col cols[PC_COUNT];
+    struct csv_layout lay = {cols, PC_COUNT, PUB_HEADER, "expected columns of"};
+    struct csv_reader r;
+    int idx[PC_COUNT];
+    size_t cap = 0, width;
+    int rc;
 
     memset(out, 0, sizeof(*out));
-    if (!in) {
-        allot_fmt(err, errlen, "%s: %s", path, strerror(errno));
-        return ALLOT_EIO;
+    for (int k = 0; k < PC_BUCKET0; k++)
+        cols[k] = (struct csv_col){named[k], k < PC_GPUS};
+    for (int b = 0; b < SIM_FILL_BUCKETS; b++) {
+        allot_fmt(names[b], sizeof(names[b]), "%d", b);
+        cols[PC_BUCKET0 + b] = (struct csv_col){names[b], false};
     }
-    while (fgets(line, sizeof(line), in)) {
-        size_t len = strlen(line);
-        int nf;
-        lineno++;
-        if (len > 0 && line[len - 1] == '\n')
-            line[--len] = '\0';
-        else if (!feof(in)) {
-            allot_fmt(err, errlen, "%s:%zu: line longer than %d bytes", path, lineno,
-                      PUB_MAX_LINE - 2);
-            goto fail;
-        }
-        if (len > 0 && line[len - 1] == '\r')
-            line[--len] = '\0';
-        nf = split_fields(line, f, PUB_MAX_FIELDS);
-        if (nf < 0) {
-            allot_fmt(err, errlen, "%s:%zu: more than %d columns", path, lineno, PUB_MAX_FIELDS);
-            goto fail;
-        }
-        if (lineno == 1) {
-            nh = nf;
-            for (int i = 0; i < nf; i++) {
-                double b;
-                bucket_of[i] = -1;
-                if (!strcmp(f[i], "workload"))
-                    col_w = i;
-                else if (!strcmp(f[i], "sc_policy"))
-                    col_p = i;
-                else if (!strcmp(f[i], "tune"))
-                    col_t = i;
-                else if (!strcmp(f[i], "seed"))
-                    col_s = i;
-                else if (parse_double(f[i], &b) && b >= 0 && b < SIM_FILL_BUCKETS && b == floor(b))
-                    bucket_of[i] = (int)b;
-            }
-            if (col_w < 0 || col_p < 0 || col_t < 0 || col_s < 0) {
-                allot_fmt(err, errlen, "%s:1: header lacks one of workload, sc_policy, tune, seed",
-                          path);
-                goto fail;
-            }
-            continue;
-        }
-        if (nf != nh) {
-            allot_fmt(err, errlen, "%s:%zu: %d columns, the header has %d", path, lineno, nf, nh);
-            goto fail;
-        }
-        if (allot_grow((void **)&out->v, &cap, out->n + 1, sizeof(*out->v))) {
-            rc = ALLOT_ENOMEM;
-            allot_fmt(err, errlen, "out of memory");
-            goto fail;
-        }
-        {
-            struct sim_fill_pub_row *r = &out->v[out->n];
-            double seed;
-            for (int b = 0; b < SIM_FILL_BUCKETS; b++)
-                r->alloc[b] = NAN;
-            allot_strlcpy(r->workload, f[col_w], sizeof(r->workload));
-            policy_name(f[col_p], r->policy, sizeof(r->policy));
-            if (!parse_double(f[col_t], &r->tune) || !parse_double(f[col_s], &seed)) {
-                allot_fmt(err, errlen, "%s:%zu: tune or seed is not a number", path, lineno);
-                goto fail;
-            }
-            r->seed = (long)seed;
-            for (int i = 0; i < nf; i++) {
-                if (bucket_of[i] < 0 || !*f[i])
-                    continue;
-                if (!parse_double(f[i], &r->alloc[bucket_of[i]])) {
-                    allot_fmt(err, errlen, "%s:%zu: column %d: \"%.32s\" is not a number", path,
-                              lineno, i + 1, f[i]);
-                    goto fail;
-                }
-            }
-            out->n++;
-        }
+    rc = csv_open(&r, &pub_format, &lay, idx, path, NULL, 0, NULL, err, errlen);
+    if (rc < 0)
+        return rc;
+    width = r.nf; /* the header's fields */
+    out->v = csv_alloc_rows(&r, sizeof(*out->v), &cap);
+    if (!out->v) {
+        rc = ALLOT_ENOMEM;
+        goto out_text;
     }
-    if (ferror(in)) {
-        rc = ALLOT_EIO;
-        allot_fmt(err, errlen, "%s: read error", path);
-        goto fail;
+    while ((rc = csv_next(&r)) > 0) {
+        if ((rc = parse_row(&r, idx, width, &out->v[out->n])) < 0)
+            break;
+        out->n++;
     }
-    if (lineno == 0) {
-        allot_fmt(err, errlen, "%s: empty file", path);
-        goto fail;
-    }
-    fclose(in);
-    return 0;
-fail:
-    fclose(in);
-    sim_fill_published_free(out);
-    return rc;
+out_text:
+    allot_free(r.text);
+    if (rc < 0)
+        sim_fill_published_free(out);
+    return rc < 0 ? rc : 0;
 }
 
 double sim_fill_published_unalloc(const struct sim_fill_published *p, const char *workload,

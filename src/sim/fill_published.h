@@ -4,9 +4,10 @@
  * and seed with the GPU allocation % at each arrived % bucket 0..130.
  * allot-sim fill --expected compares its table with their 10-seed means.
  *
- * The header must name workload, sc_policy, tune and seed; columns named
- * by an integer 0..130 are buckets, others are ignored. No state.
- * Callers: fill_cli.c, fill_report.c.
+ * Read with the strict CSV reader (csvread.h): the header must name
+ * workload, sc_policy, tune and seed, may name total_gpus and buckets
+ * "0".."130", each once; every value is checked (allocation in 0..100).
+ * No state. Callers: fill_cli.c, fill_report.c.
  */
 #ifndef ALLOT_SIM_FILL_PUBLISHED_H
 #define ALLOT_SIM_FILL_PUBLISHED_H
@@ -23,7 +24,7 @@ struct sim_fill_published {
         char workload[64];
         char policy[32]; /* our name: "fgd", "bestfit", ... */
         double tune;
-        long seed;
+        int64_t seed;
         double alloc[SIM_FILL_BUCKETS]; /* NaN where the file has no value */
     } * v;                              /* owned */
 };

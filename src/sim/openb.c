@@ -59,7 +59,11 @@ static const struct csv_col pod_cols[PC_COUNT] = {
     "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,"            \
     "deletion_time,scheduled_time"
 
-static const struct csv_format openb_format = {OPENB_MAX_FILE, OPENB_MAX_LINE, CSV_MAX_COLS, false};
+/* Fields kept per line: 16, more than either layout has. */
+#define OPENB_MAX_COLS 16
+
+static const struct csv_format openb_format = {OPENB_MAX_FILE, OPENB_MAX_LINE, OPENB_MAX_COLS,
+                                               false};
 static const struct csv_layout node_layout = {node_cols, NC_COUNT, NODE_HEADER,
                                               "expected columns of"};
 static const struct csv_layout pod_layout = {pod_cols, PC_COUNT, POD_HEADER, "expected columns of"};

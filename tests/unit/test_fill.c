@@ -450,9 +450,79 @@ static void test_published(void **state)
     fputs("policy,100\n", f);
     fclose(f);
     assert_int_equal(sim_fill_published_read(path, &p, err, sizeof(err)), ALLOT_EINVAL);
-    assert_non_null(strstr(err, ":1: header"));
+    assert_non_null(strstr(err, ":1: unknown column \"policy\""));
     unlink(path);
     assert_int_equal(sim_fill_published_read(path, &p, err, sizeof(err)), ALLOT_EIO);
+}
+
+/* Writes `text` to a temporary file and reads it as published results;
+ * returns the reader's code with its message in err. */
+static int read_published_text(const char *text, char *err, size_t errlen)
+{
+    char path[] = "/tmp/allot-test-fill-XXXXXX";
+    int fd = mkstemp(path), rc;
+    struct sim_fill_published p;
+    FILE *f;
+
+    assert_true(fd >= 0);
+    f = fdopen(fd, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+    rc = sim_fill_published_read(path, &p, err, errlen);
+    if (rc == 0)
+        sim_fill_published_free(&p);
+    unlink(path);
+    return rc;
+}
+
+/* Percentages outside 0..100, a repeated header column, an out-of-range
+ * seed and rows of the wrong width are errors that name the problem. */
+static void test_published_strict(void **state)
+{
+    char err[512] = "";
+
+    (void)state;
+    assert_int_equal(read_published_text("workload,sc_policy,tune,seed,100\n"
+                                         "w1,06-FGD,1.3,42,-5000\n",
+                                         err, sizeof(err)),
+                     ALLOT_EINVAL);
+    assert_non_null(strstr(err, ":2: column 5 (arrived 100 %) \"-5000\" is negative"));
+    assert_int_equal(read_published_text("workload,sc_policy,tune,seed,100\n"
+                                         "w1,06-FGD,1.3,42,100.5\n",
+                                         err, sizeof(err)),
+                     ALLOT_EINVAL);
+    assert_non_null(strstr(err, "out of range 0..100"));
+    assert_int_equal(read_published_text("workload,sc_policy,tune,seed,100,100\n"
+                                         "w1,06-FGD,1.3,42,95.0,96.0\n",
+                                         err, sizeof(err)),
+                     ALLOT_EINVAL);
+    assert_non_null(strstr(err, ":1: duplicate column \"100\""));
+    assert_int_equal(read_published_text("workload,sc_policy,tune,seed,seed,100\n"
+                                         "w1,06-FGD,1.3,42,42,95.0\n",
+                                         err, sizeof(err)),
+                     ALLOT_EINVAL);
+    assert_non_null(strstr(err, "duplicate column \"seed\""));
+    /* the seed was a double cast to long: 1e30 was undefined behaviour */
+    assert_int_equal(read_published_text("workload,sc_policy,tune,seed,100\n"
+                                         "w1,06-FGD,1.3,1e30,95.0\n",
+                                         err, sizeof(err)),
+                     ALLOT_EINVAL);
+    assert_non_null(strstr(err, ":2: seed"));
+    assert_int_equal(read_published_text("workload,sc_policy,tune,seed,100\n"
+                                         "w1,06-FGD,1.3,99999999999999999999,95.0\n",
+                                         err, sizeof(err)),
+                     ALLOT_EINVAL);
+    assert_non_null(strstr(err, ":2: seed"));
+    assert_int_equal(read_published_text("workload,sc_policy,tune,seed,100\n"
+                                         "w1,06-FGD,1.3,42\n",
+                                         err, sizeof(err)),
+                     ALLOT_EINVAL);
+    assert_non_null(strstr(err, ":2: expected 5 fields, got 4"));
+    assert_int_equal(read_published_text("workload,sc_policy,tune,seed,100\n"
+                                         "w1,06-FGD,1.3,42,\n",
+                                         err, sizeof(err)),
+                     0);
 }
 
 static void test_seeds(void **state)
@@ -570,6 +640,7 @@ int main(void)
         cmocka_unit_test(test_regression_decision_log),
         cmocka_unit_test(test_trace_errors),
         cmocka_unit_test(test_published),
+        cmocka_unit_test(test_published_strict),
         cmocka_unit_test(test_seeds),
         cmocka_unit_test(test_command_line),
     };
