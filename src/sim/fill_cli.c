@@ -55,7 +55,8 @@ static const struct cliopt fill_options[N_OPTS] = {
     [OPT_PODS] = {"pods", "FILE", NULL, "openb pod list (required)"},
     [OPT_POLICY] = {"policy", "P[,P...]|all", "all",
                     "placement policies; all: the six published ones and allot"},
-    [OPT_SEEDS] = {"seeds", "LIST", "42-51", "seeds, e.g. 42-51 or 1,5,7-9"},
+    [OPT_SEEDS] = {"seeds", "LIST", "42-51",
+                   "seeds, e.g. 42-51 or 1,5,7-9 (at most 1000, no repeats)"},
     [OPT_TUNE] = {"tune", "X", "1.3", "inflate or trim the trace to X times the GPU capacity"},
     [OPT_JSON] = {"json", "OUT", NULL, "write the curves as JSON"},
     [OPT_PLOT] = {"plot", "OUT.svg", NULL, "plot unallocated GPU % vs arrived %"},
@@ -169,6 +170,7 @@ static bool parse_double(const char *s, double *v)
 static int parse_args(int argc, char **argv, struct fill_args *a)
 {
     char err[512], bad[64];
+    int rc;
 
     a->tune = 1.3;
     a->workers = 1;
@@ -191,21 +193,20 @@ static int parse_args(int argc, char **argv, struct fill_args *a)
         return usage_error("--tune \"%s\": want a number in (0, 100]", a->val[OPT_TUNE]);
     if (a->val[OPT_JOBS] && !cliopt_parse_int(a->val[OPT_JOBS], 1, MAX_WORKERS, &a->workers))
         return usage_error("--jobs \"%s\": want an integer 1..%d", a->val[OPT_JOBS], MAX_WORKERS);
-    switch (
-        sim_fill_parse_seeds(a->val[OPT_SEEDS] ? a->val[OPT_SEEDS] : "42-51", &a->seeds, &a->ns)) {
-    case 0:
-        break;
-    case ALLOT_ENOMEM:
+    rc = sim_fill_parse_seeds(a->val[OPT_SEEDS] ? a->val[OPT_SEEDS] : "42-51", &a->seeds, &a->ns,
+                              err, sizeof(err));
+    if (rc == ALLOT_ENOMEM) {
         fprintf(stderr, "allot-sim fill: out of memory\n");
         return 1;
-    default:
-        return usage_error("--seeds \"%s\": want e.g. 42-51 or 1,5,7-9", a->val[OPT_SEEDS]);
     }
+    if (rc)
+        return usage_error("--seeds \"%s\": %s (want e.g. 42-51 or 1,5,7-9)", a->val[OPT_SEEDS],
+                           err);
     return -1;
 }
 
-/* Loads the trace and the published results and opens the decision log. Returns 0 or 1 after
- * reporting on stderr. */
+/* Loads the trace and the published results and opens the decision log.
+ * Returns 0 or 1 after reporting on stderr. */
 static int open_inputs(const struct fill_args *a, struct sim_fill_trace *trace,
                        struct sim_fill_published *pub, FILE **dlog)
 {

@@ -1,11 +1,13 @@
 /*
- * Seed lists (fill_seeds.h): parsed item by item, ranges expanded.
+ * Seed lists (fill_seeds.h): parsed item by item, ranges expanded, then
+ * checked for repeats on a sorted copy.
  */
 #include "fill_seeds.h"
 
 #include "allot/common.h"
 
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
 static bool parse_u64(const char *s, size_t len, uint64_t *v)
@@ -23,11 +25,39 @@ static bool parse_u64(const char *s, size_t len, uint64_t *v)
     return true;
 }
 
-int sim_fill_parse_seeds(const char *s, uint64_t **out, int *n)
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+    return x < y ? -1 : x > y;
+}
+
+/* Reports the first seed that v[0..n) holds twice; returns ALLOT_EINVAL,
+ * 0 when there is none, or ALLOT_ENOMEM. */
+static int find_repeat(const uint64_t *v, size_t n, char *err, size_t errlen)
+{
+    uint64_t *s = allot_malloc((n ? n : 1) * sizeof(*s));
+    int rc = 0;
+
+    if (!s)
+        return ALLOT_ENOMEM;
+    memcpy(s, v, n * sizeof(*s));
+    qsort(s, n, sizeof(*s), cmp_u64);
+    for (size_t i = 1; i < n && rc == 0; i++)
+        if (s[i] == s[i - 1]) {
+            allot_fmt(err, errlen, "seed %llu is given twice", (unsigned long long)s[i]);
+            rc = ALLOT_EINVAL;
+        }
+    allot_free(s);
+    return rc;
+}
+
+int sim_fill_parse_seeds(const char *s, uint64_t **out, int *n, char *err, size_t errlen)
 {
     uint64_t *v = NULL;
     size_t cap = 0, k = 0;
     const char *p = s;
+    int rc = ALLOT_EINVAL;
 
     *out = NULL;
     *n = 0;
@@ -38,20 +68,25 @@ int sim_fill_parse_seeds(const char *s, uint64_t **out, int *n)
         uint64_t a, b;
         if (dash) {
             if (!parse_u64(p, (size_t)(dash - p), &a) ||
-                !parse_u64(dash + 1, len - (size_t)(dash - p) - 1, &b) || b < a)
-                goto bad;
+                !parse_u64(dash + 1, len - (size_t)(dash - p) - 1, &b) || b < a) {
+                allot_fmt(err, errlen, "\"%.*s\" is not an ascending range A-B",
+                          (int)(len < 48 ? len : 48), p);
+                goto fail;
+            }
         } else if (!parse_u64(p, len, &a)) {
-            goto bad;
+            allot_fmt(err, errlen, "\"%.*s\" is not a seed (a decimal integer)",
+                      (int)(len < 48 ? len : 48), p);
+            goto fail;
         } else {
             b = a;
         }
-        if (b - a >= SIM_FILL_MAX_SEEDS || k + (b - a) + 1 > SIM_FILL_MAX_SEEDS)
-            goto bad;
+        if (b - a >= SIM_FILL_MAX_SEEDS || k + (b - a) + 1 > SIM_FILL_MAX_SEEDS) {
+            allot_fmt(err, errlen, "more than %d seeds", SIM_FILL_MAX_SEEDS);
+            goto fail;
+        }
         for (uint64_t x = a;; x++) {
-            if (allot_grow((void **)&v, &cap, k + 1, sizeof(*v))) {
-                allot_free(v);
-                return ALLOT_ENOMEM;
-            }
+            if (allot_grow((void **)&v, &cap, k + 1, sizeof(*v)))
+                goto oom;
             v[k++] = x;
             if (x == b)
                 break;
@@ -60,10 +95,18 @@ int sim_fill_parse_seeds(const char *s, uint64_t **out, int *n)
             break;
         p = comma + 1;
     }
+    rc = find_repeat(v, k, err, errlen);
+    if (rc == ALLOT_ENOMEM)
+        goto oom;
+    if (rc)
+        goto fail;
     *out = v;
     *n = (int)k;
     return 0;
-bad:
+oom:
+    rc = ALLOT_ENOMEM;
+    allot_fmt(err, errlen, "out of memory");
+fail:
     allot_free(v);
-    return ALLOT_EINVAL;
+    return rc;
 }

@@ -529,22 +529,35 @@ static void test_seeds(void **state)
 {
     uint64_t *v;
     int n;
+    char err[128];
 
     (void)state;
-    assert_int_equal(sim_fill_parse_seeds("42-51", &v, &n), 0);
+    assert_int_equal(sim_fill_parse_seeds("42-51", &v, &n, err, sizeof(err)), 0);
     assert_int_equal(n, 10);
     assert_true(v[0] == 42 && v[9] == 51);
     allot_free(v);
-    assert_int_equal(sim_fill_parse_seeds("1,5,7-9", &v, &n), 0);
+    assert_int_equal(sim_fill_parse_seeds("1,5,7-9", &v, &n, err, sizeof(err)), 0);
     assert_int_equal(n, 5);
     assert_true(v[0] == 1 && v[1] == 5 && v[2] == 7 && v[4] == 9);
     allot_free(v);
-    assert_int_equal(sim_fill_parse_seeds("", &v, &n), ALLOT_EINVAL);
-    assert_int_equal(sim_fill_parse_seeds("9-1", &v, &n), ALLOT_EINVAL);
-    assert_int_equal(sim_fill_parse_seeds("1,,2", &v, &n), ALLOT_EINVAL);
-    assert_int_equal(sim_fill_parse_seeds("-3", &v, &n), ALLOT_EINVAL);
-    assert_int_equal(sim_fill_parse_seeds("1-999999", &v, &n), ALLOT_EINVAL);
-    assert_int_equal(sim_fill_parse_seeds("x", &v, &n), ALLOT_EINVAL);
+    assert_int_equal(sim_fill_parse_seeds("", &v, &n, err, sizeof(err)), ALLOT_EINVAL);
+    assert_int_equal(sim_fill_parse_seeds("9-1", &v, &n, err, sizeof(err)), ALLOT_EINVAL);
+    assert_int_equal(sim_fill_parse_seeds("1,,2", &v, &n, err, sizeof(err)), ALLOT_EINVAL);
+    assert_int_equal(sim_fill_parse_seeds("-3", &v, &n, err, sizeof(err)), ALLOT_EINVAL);
+    assert_int_equal(sim_fill_parse_seeds("1-999999", &v, &n, err, sizeof(err)), ALLOT_EINVAL);
+    assert_int_equal(sim_fill_parse_seeds("x", &v, &n, err, sizeof(err)), ALLOT_EINVAL);
+    /* a seed given twice would count one run twice in the means */
+    assert_int_equal(sim_fill_parse_seeds("42,42", &v, &n, err, sizeof(err)), ALLOT_EINVAL);
+    assert_string_equal(err, "seed 42 is given twice");
+    assert_int_equal(sim_fill_parse_seeds("1-10,5", &v, &n, err, sizeof(err)), ALLOT_EINVAL);
+    assert_string_equal(err, "seed 5 is given twice");
+    /* at most SIM_FILL_MAX_SEEDS seeds */
+    assert_int_equal(sim_fill_parse_seeds("1-100000", &v, &n, err, sizeof(err)), ALLOT_EINVAL);
+    assert_string_equal(err, "more than 1000 seeds");
+    assert_int_equal(sim_fill_parse_seeds("1-1000", &v, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, SIM_FILL_MAX_SEEDS);
+    allot_free(v);
+    assert_int_equal(sim_fill_parse_seeds("0-999,1000", &v, &n, err, sizeof(err)), ALLOT_EINVAL);
 }
 
 static int run_main(int argc, const char **argv)
