@@ -102,6 +102,7 @@ int main(int argc, char **argv)
             double d;
             int rc;
             t0 = now_us();
+            allot_sched_observe(s, &tasks[i]);
             rc = allot_sched_place(s, &tasks[i], &pl, NULL, 0);
             d = now_us() - t0;
             lat[i] = (float)d;

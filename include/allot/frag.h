@@ -4,8 +4,9 @@
  * of free GPU capacity that the next task cannot use.
  *
  * A mix is a list of typical task shapes with popularities summing to 1.
- * allot_frag_node() is pure; frag_mix_* build mixes from observed tasks (offline
- * from a trace, or online with exponential decay).
+ * allot_frag_node() is pure; allot_frag_mix_build() builds a mix from a list
+ * of tasks (offline, from a trace) and allot_frag_counts_* from decayed,
+ * bounded per-shape counts (online, in the policies that learn).
  */
 #ifndef ALLOT_FRAG_H
 #define ALLOT_FRAG_H
@@ -35,6 +36,42 @@ struct allot_frag_mix {
  * ALLOT_ENOMEM/ALLOT_EINVAL; *out is owned by the caller (allot_frag_mix_clear). */
 int allot_frag_mix_build(const struct allot_task *tasks, size_t n, double coverage,
                          struct allot_frag_mix *out);
+
+/*
+ * Decayed per-shape arrival counts: what an online mix is learnt from, in
+ * bounded memory. Each arrival adds to its shape's weight; with a half-life
+ * of H arrivals an arrival weighs half as much as one H arrivals later (0:
+ * no decay). At most max_shapes distinct shapes are kept (0: no limit):
+ * a new shape arriving at a full counter makes it forget its lighter half. Caller-allocated; not
+ * thread-safe.
+ */
+struct allot_frag_counts {
+    struct allot_frag_task *v; /* owned: distinct shapes, weight = decayed count */
+    size_t n, cap;
+    int32_t *tab; /* owned: shape hash -> index in v, open addressing */
+    size_t tab_cap;
+    size_t max_shapes;
+    double inc;    /* what the next arrival adds */
+    double growth; /* inc grows by this per arrival: 2^(1/half-life) */
+    double total;  /* sum of the weights */
+    uint64_t arrivals;
+};
+
+/* Sets up an empty counter (allocates nothing). */
+void allot_frag_counts_init(struct allot_frag_counts *fc, double half_life, size_t max_shapes);
+
+/* Counts one arrival of t's shape. Returns 0 or ALLOT_ENOMEM (the arrival
+ * is then not counted; the counter stays usable). */
+int allot_frag_counts_add(struct allot_frag_counts *fc, const struct allot_task *t);
+
+/* Builds the mix of the counted shapes: the heaviest until they cover >=
+ * `coverage` of the total weight, renormalised. Returns 0, ALLOT_EINVAL or
+ * ALLOT_ENOMEM; *out is owned by the caller (allot_frag_mix_clear). */
+int allot_frag_counts_mix(const struct allot_frag_counts *fc, double coverage,
+                          struct allot_frag_mix *out);
+
+/* Frees what the counter holds and empties it. */
+void allot_frag_counts_clear(struct allot_frag_counts *fc);
 
 /* Frees the entries of a mix; accepts an empty one. */
 void allot_frag_mix_clear(struct allot_frag_mix *m);

@@ -51,7 +51,8 @@ struct allot_sched_policy_ops {
      * scheduler uses allot_sched_choose_default(). Returns 0 or ALLOT_ENOSPC. */
     int (*choose)(void *state, const struct allot_sched *s, int node, const struct allot_task *t,
                   struct allot_placement *out);
-    /* Optional: sees every arriving task before it is placed (learning). */
+    /* Optional: sees every arriving task once (allot_sched_observe), for
+     * learning; never called from placement. */
     void (*observe)(void *state, struct allot_sched *s, const struct allot_task *t);
 };
 
@@ -78,10 +79,18 @@ struct allot_sched *allot_sched_new(struct allot_cluster *c,
 void allot_sched_free(struct allot_sched *s);
 
 /* Places task t: picks a node and GPUs, applies it to the cluster and
- * writes it to *out. Returns 0, ALLOT_ENOSPC when no node fits, ALLOT_EINVAL
- * for an invalid task (message in err when err != NULL), or ALLOT_ENOMEM. */
+ * writes it to *out. Does not observe t (see allot_sched_observe). Returns 0, ALLOT_ENOSPC when no
+ * node fits, ALLOT_EINVAL for an invalid task (message in err when err != NULL), or ALLOT_ENOMEM.
+ */
 int allot_sched_place(struct allot_sched *s, const struct allot_task *t,
                       struct allot_placement *out, char *err, size_t errlen);
+
+/* Tells the policy that a task of t's shape arrived (a job submitted, a pod
+ * of a trace), so that policies that learn the typical-task mix learn it
+ * from arrivals: call it once per submitted task, never per placement
+ * attempt, probe or retry. Learning is best effort: an allocation failure
+ * keeps the previous mix. */
+void allot_sched_observe(struct allot_sched *s, const struct allot_task *t);
 
 /* Finds where t would go without committing. Same returns as allot_sched_place. */
 int allot_sched_pick(struct allot_sched *s, const struct allot_task *t,

@@ -10,6 +10,7 @@
 
 #include "allot/common.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -90,58 +91,143 @@ static bool same_shape(const struct allot_frag_task *a, const struct allot_task 
            a->model_mask == t->model_mask;
 }
 
-int allot_frag_mix_build(const struct allot_task *tasks, size_t n, double coverage,
-                         struct allot_frag_mix *out)
+static uint64_t shape_hash(const struct allot_task *t)
 {
-    struct allot_frag_task *v = NULL;
-    size_t nv = 0, cap = 0;
-    /* open-addressing table from shape hash to index in v */
-    size_t tcap = 64;
-    int32_t *tab;
+    int milli = t->num_gpu ? t->gpu_milli : 0;
+
+    return allot_hash_mix(allot_hash_mix(allot_hash_mix((uint64_t)t->cpu_milli, (uint64_t)milli),
+                                         (uint64_t)t->num_gpu),
+                          t->model_mask);
+}
+
+static uint64_t entry_hash(const struct allot_frag_task *e)
+{
+    struct allot_task t = {.cpu_milli = e->cpu_milli,
+                           .gpu_milli = e->milli,
+                           .num_gpu = e->num_gpu,
+                           .model_mask = e->model_mask};
+
+    return shape_hash(&t);
+}
+
+void allot_frag_counts_init(struct allot_frag_counts *fc, double half_life, size_t max_shapes)
+{
+    memset(fc, 0, sizeof(*fc));
+    fc->max_shapes = max_shapes ? max_shapes : SIZE_MAX;
+    fc->inc = 1;
+    fc->growth = half_life > 0 ? exp2(1.0 / half_life) : 1;
+}
+
+void allot_frag_counts_clear(struct allot_frag_counts *fc)
+{
+    allot_free(fc->v);
+    allot_free(fc->tab);
+    memset(fc, 0, sizeof(*fc));
+}
+
+/* Rebuilds the hash index over v[0..n) into a table of `cap` slots. */
+static int counts_reindex(struct allot_frag_counts *fc, size_t cap)
+{
+    int32_t *tab = allot_malloc(cap * sizeof(*tab));
+
+    if (!tab)
+        return ALLOT_ENOMEM;
+    for (size_t i = 0; i < cap; i++)
+        tab[i] = -1;
+    for (size_t i = 0; i < fc->n; i++) {
+        size_t s = (size_t)entry_hash(&fc->v[i]) & (cap - 1);
+        while (tab[s] >= 0)
+            s = (s + 1) & (cap - 1);
+        tab[s] = (int32_t)i;
+    }
+    allot_free(fc->tab);
+    fc->tab = tab;
+    fc->tab_cap = cap;
+    return 0;
+}
+
+/* A full counter forgets its lighter half (heaviest kept, amortised
+ * O(log n) per new shape). Returns 0 or ALLOT_ENOMEM. */
+static int counts_halve(struct allot_frag_counts *fc)
+{
+    size_t keep = fc->max_shapes / 2 ? fc->max_shapes / 2 : 1;
+
+    qsort(fc->v, fc->n, sizeof(*fc->v), cmp_mix);
+    if (keep > fc->n)
+        keep = fc->n;
+    fc->n = keep;
+    fc->total = 0;
+    for (size_t i = 0; i < fc->n; i++)
+        fc->total += fc->v[i].weight;
+    if (counts_reindex(fc, fc->tab_cap)) {
+        /* no stale index: the next add rebuilds it */
+        allot_free(fc->tab);
+        fc->tab = NULL;
+        fc->tab_cap = 0;
+        return ALLOT_ENOMEM;
+    }
+    return 0;
+}
+
+int allot_frag_counts_add(struct allot_frag_counts *fc, const struct allot_task *t)
+{
+    size_t s;
+
+    if (fc->n >= fc->max_shapes && counts_halve(fc))
+        return ALLOT_ENOMEM;
+    if (fc->tab_cap < 2 * fc->n + 2) {
+        size_t cap = fc->tab_cap ? fc->tab_cap : 64;
+        while (cap < 2 * fc->n + 2)
+            cap *= 2;
+        if (counts_reindex(fc, cap))
+            return ALLOT_ENOMEM;
+    }
+    s = (size_t)shape_hash(t) & (fc->tab_cap - 1);
+    while (fc->tab[s] >= 0 && !same_shape(&fc->v[fc->tab[s]], t))
+        s = (s + 1) & (fc->tab_cap - 1);
+    if (fc->tab[s] < 0) {
+        if (allot_grow((void **)&fc->v, &fc->cap, fc->n + 1, sizeof(*fc->v)))
+            return ALLOT_ENOMEM;
+        memset(&fc->v[fc->n], 0, sizeof(fc->v[fc->n]));
+        fc->v[fc->n].cpu_milli = t->cpu_milli;
+        fc->v[fc->n].milli = t->num_gpu ? t->gpu_milli : 0;
+        fc->v[fc->n].num_gpu = t->num_gpu;
+        fc->v[fc->n].model_mask = t->model_mask;
+        fc->tab[s] = (int32_t)fc->n++;
+    }
+    s = (size_t)fc->tab[s];
+    fc->v[s].weight += fc->inc;
+    fc->total += fc->inc;
+    fc->arrivals++;
+    /* decay by growing what an arrival weighs; rescale long before overflow */
+    fc->inc *= fc->growth;
+    if (fc->inc > 1e100) {
+        for (size_t i = 0; i < fc->n; i++)
+            fc->v[i].weight /= fc->inc;
+        fc->total /= fc->inc;
+        fc->inc = 1;
+    }
+    return 0;
+}
+
+int allot_frag_counts_mix(const struct allot_frag_counts *fc, double coverage,
+                          struct allot_frag_mix *out)
+{
+    struct allot_frag_task *v;
     double covered = 0, sum = 0;
     int keep = 0;
 
     memset(out, 0, sizeof(*out));
     if (coverage <= 0 || coverage > 1)
         return ALLOT_EINVAL;
-    while (tcap < 2 * n + 2)
-        tcap *= 2;
-    tab = allot_malloc(tcap * sizeof(*tab));
-    if (!tab)
-        return ALLOT_ENOMEM;
-    for (size_t i = 0; i < tcap; i++)
-        tab[i] = -1;
-    for (size_t i = 0; i < n; i++) {
-        const struct allot_task *t = &tasks[i];
-        int milli = t->num_gpu ? t->gpu_milli : 0;
-        uint64_t h = allot_hash_mix(
-            allot_hash_mix(allot_hash_mix((uint64_t)t->cpu_milli, milli), (uint64_t)t->num_gpu),
-            t->model_mask);
-        size_t s = (size_t)h & (tcap - 1);
-        while (tab[s] >= 0 && !same_shape(&v[tab[s]], t))
-            s = (s + 1) & (tcap - 1);
-        if (tab[s] < 0) {
-            if (allot_grow((void **)&v, &cap, nv + 1, sizeof(*v))) {
-                allot_free(tab);
-                allot_free(v);
-                return ALLOT_ENOMEM;
-            }
-            memset(&v[nv], 0, sizeof(v[nv]));
-            v[nv].cpu_milli = t->cpu_milli;
-            v[nv].milli = milli;
-            v[nv].num_gpu = t->num_gpu;
-            v[nv].model_mask = t->model_mask;
-            tab[s] = (int32_t)nv++;
-        }
-        v[tab[s]].weight += 1;
-    }
-    allot_free(tab);
-    if (nv == 0) {
-        allot_free(v);
+    if (fc->n == 0)
         return 0;
-    }
-    qsort(v, nv, sizeof(*v), cmp_mix);
-    while ((size_t)keep < nv && covered < coverage * (double)n) {
+    v = allot_malloc(fc->n * sizeof(*v));
+    if (!v)
+        return ALLOT_ENOMEM;
+    memcpy(v, fc->v, fc->n * sizeof(*v));
+    qsort(v, fc->n, sizeof(*v), cmp_mix);
+    while ((size_t)keep < fc->n && covered < coverage * fc->total) {
         covered += v[keep].weight;
         keep++;
     }
@@ -152,6 +238,24 @@ int allot_frag_mix_build(const struct allot_task *tasks, size_t n, double covera
     out->n = keep;
     out->v = v;
     return 0;
+}
+
+int allot_frag_mix_build(const struct allot_task *tasks, size_t n, double coverage,
+                         struct allot_frag_mix *out)
+{
+    struct allot_frag_counts fc;
+    int rc = 0;
+
+    memset(out, 0, sizeof(*out));
+    if (coverage <= 0 || coverage > 1)
+        return ALLOT_EINVAL;
+    allot_frag_counts_init(&fc, 0, 0);
+    for (size_t i = 0; i < n && rc == 0; i++)
+        rc = allot_frag_counts_add(&fc, &tasks[i]);
+    if (rc == 0)
+        rc = allot_frag_counts_mix(&fc, coverage, out);
+    allot_frag_counts_clear(&fc);
+    return rc;
 }
 
 void allot_frag_mix_clear(struct allot_frag_mix *m)

@@ -23,13 +23,46 @@
 #include <math.h>
 #include <string.h>
 
+/*
+ * Every constant of the learning and of allot's score, in one table. The
+ * "tuned" ones were chosen on openb `default`, seeds 42-51 (in-sample);
+ * docs/benchmarks.md reports them in and out of sample. The others are
+ * design choices that were not swept.
+ *
+ * | constant    | value   | tuned | meaning                                            |
+ * |-------------|---------|-------|----------------------------------------------------|
+ * | res         | 1000    | no    | sigmoid steps; ties then break by node rank        |
+ * | scale       | 8000    | yes   | sigmoid scale of allot's d, milli-GPU              |
+ * | fill        | 0.5     | yes   | weight of the fill waste next to fgd's F           |
+ * | ss_weight   | 600000  | yes   | milli-GPU per unit of sum-of-squares change / GPUs |
+ * | ss_live     | 0.0075  | yes   | a gap is live when this share of fractions fit it  |
+ * | ss_refresh  | 1024    | no    | arrivals between gap-count snapshots (at least)    |
+ * | ss_per_gpu  | 6       | no    | ... and at least GPUs / ss_per_gpu                 |
+ * | half_life   | 50000   | no    | arrivals after which a shape's count weighs half   |
+ * | shapes      | 4096    | no    | distinct shapes the learner keeps (bounded memory) |
+ * | doubling    | 4096    | no    | mix rebuilt at 1, 2, 4 ... doubling, then every    |
+ * | coverage    | 0.95    | no    | share of arrivals the typical-task mix covers      |
+ * | moved       | 0.02    | no    | L1 change that makes a rebuilt mix replace the old |
+ */
+#define ALLOT_RES           1000
+#define ALLOT_SCALE         8000.0
+#define ALLOT_FILL          0.5
+#define ALLOT_SS_WEIGHT     600000.0
+#define ALLOT_SS_LIVE       0.0075
+#define ALLOT_SS_REFRESH    1024
+#define ALLOT_SS_PER_GPU    6
+#define ALLOT_MIX_HALF_LIFE 50000.0
+#define ALLOT_MIX_SHAPES    4096
+#define ALLOT_MIX_DOUBLING  4096
+#define ALLOT_MIX_COVERAGE  0.95
+#define ALLOT_MIX_MOVED     0.02
+
 struct frag_policy {
-    double scale;            /* sigmoid scale in milli-GPU */
-    bool topology;           /* add the NVLink topology bonus (allot) */
-    bool learn;              /* learn the mix from arrivals */
-    struct allot_task *seen; /* owned: arrived task shapes */
-    size_t n_seen, cap_seen;
-    size_t next_rebuild;
+    double scale;                    /* sigmoid scale in milli-GPU */
+    bool topology;                   /* add the NVLink topology bonus (allot) */
+    bool learn;                      /* learn the mix from arrivals */
+    struct allot_frag_counts counts; /* owned: decayed arrivals per shape */
+    uint64_t next_rebuild;
     struct allot_frag_mix mix; /* owned when learning */
 };
 
@@ -42,6 +75,7 @@ static int frag_init_common(struct allot_sched *s, void **state, double scale, b
     p->scale = scale;
     p->learn = force_learn || !allot_sched_mix(s);
     p->next_rebuild = 1;
+    allot_frag_counts_init(&p->counts, ALLOT_MIX_HALF_LIFE, ALLOT_MIX_SHAPES);
     if (p->learn)
         allot_sched_set_mix(s, &p->mix);
     *state = p;
@@ -60,8 +94,15 @@ static void frag_fini(void *state)
     if (!p)
         return;
     allot_frag_mix_clear(&p->mix);
-    allot_free(p->seen);
+    allot_frag_counts_clear(&p->counts);
     allot_free(p);
+}
+
+/* When the mix is rebuilt after `n` arrivals: 1, 2, 4, ... 4096, then
+ * every 4096. */
+static uint64_t next_rebuild(uint64_t n)
+{
+    return n < ALLOT_MIX_DOUBLING ? n * 2 : n + ALLOT_MIX_DOUBLING;
 }
 
 /* L1 distance between two mixes (shapes missing from one count fully). */
@@ -95,15 +136,14 @@ static void frag_observe(void *state, struct allot_sched *s, const struct allot_
 
     if (!p->learn)
         return;
-    if (allot_grow((void **)&p->seen, &p->cap_seen, p->n_seen + 1, sizeof(*p->seen)))
+    if (allot_frag_counts_add(&p->counts, t))
         return; /* keep the old mix: learning is best effort */
-    p->seen[p->n_seen++] = *t;
-    if (p->n_seen < p->next_rebuild)
+    if (p->counts.arrivals < p->next_rebuild)
         return;
-    p->next_rebuild = p->n_seen < 4096 ? p->n_seen * 2 : p->n_seen + 4096;
-    if (allot_frag_mix_build(p->seen, p->n_seen, 0.95, &fresh) != 0)
+    p->next_rebuild = next_rebuild(p->counts.arrivals);
+    if (allot_frag_counts_mix(&p->counts, ALLOT_MIX_COVERAGE, &fresh) != 0)
         return;
-    if (mix_distance(&p->mix, &fresh) < 0.02) {
+    if (mix_distance(&p->mix, &fresh) < ALLOT_MIX_MOVED) {
         /* the mix has not moved: keep every cached score */
         allot_frag_mix_clear(&fresh);
         return;
@@ -251,18 +291,9 @@ const struct allot_sched_policy_ops allot_sched_policy_fgd = {
  * score = floor(ALLOT_RES * sigmoid(d / ALLOT_SCALE)) * 4 + topology (0..3).
  */
 
-#define ALLOT_RES        1000     /* sigmoid steps: ties break by node rank */
-#define ALLOT_SCALE      8000.0   /* sigmoid scale, milli-GPU */
-#define ALLOT_FILL       0.5      /* weight of the fill waste next to fgd's F */
-#define ALLOT_SS_WEIGHT  600000.0 /* milli-GPU per unit of sum-of-squares change / GPUs */
-#define ALLOT_SS_LIVE    0.0075   /* a gap is live when this share of fractions fit in it */
-#define ALLOT_SS_REFRESH 1024     /* arrivals between gap-count snapshots (at least) */
-#define ALLOT_SS_PER_GPU 6        /* ... and at least GPUs / ALLOT_SS_PER_GPU */
-
 struct allot_policy {
-    struct allot_task *seen; /* owned: arrived task shapes */
-    size_t n_seen, cap_seen;
-    size_t next_rebuild;
+    struct allot_frag_counts counts; /* owned: decayed arrivals per shape */
+    uint64_t next_rebuild;
     struct allot_frag_mix mix; /* owned: learned typical tasks */
     double rho;                /* CPU milli per GPU milli of the mix's GPU tasks */
     double p_gpu;              /* popularity of the mix's GPU tasks */
@@ -289,6 +320,7 @@ static int allot_init(struct allot_sched *s, void **state)
     if (!p)
         return ALLOT_ENOMEM;
     p->next_rebuild = 1;
+    allot_frag_counts_init(&p->counts, ALLOT_MIX_HALF_LIFE, ALLOT_MIX_SHAPES);
     p->next_snapshot = ALLOT_SS_REFRESH;
     p->gap_gpus = 1; /* no gap is live before the first snapshot */
     allot_sched_set_mix(s, &p->mix);
@@ -303,7 +335,7 @@ static void allot_fini(void *state)
     if (!p)
         return;
     allot_frag_mix_clear(&p->mix);
-    allot_free(p->seen);
+    allot_frag_counts_clear(&p->counts);
     allot_free(p->fit);
     allot_free(p->small);
     allot_free(p->slots);
@@ -408,13 +440,13 @@ static void allot_observe(void *state, struct allot_sched *s, const struct allot
     }
     if (p->arrivals >= p->next_snapshot)
         stale = allot_snapshot(p, allot_sched_cluster(s));
-    if (allot_grow((void **)&p->seen, &p->cap_seen, p->n_seen + 1, sizeof(*p->seen)) == 0) {
-        p->seen[p->n_seen++] = *t;
-        if (p->n_seen >= p->next_rebuild) {
-            p->next_rebuild = p->n_seen < 4096 ? p->n_seen * 2 : p->n_seen + 4096;
+    if (allot_frag_counts_add(&p->counts, t) == 0) {
+        if (p->counts.arrivals >= p->next_rebuild) {
+            p->next_rebuild = next_rebuild(p->counts.arrivals);
             /* learning is best effort: on failure keep the old mix */
-            if (allot_frag_mix_build(p->seen, p->n_seen, 0.95, &fresh) == 0) {
-                if (mix_distance(&p->mix, &fresh) >= 0.02 && allot_install_mix(p, &fresh) == 0)
+            if (allot_frag_counts_mix(&p->counts, ALLOT_MIX_COVERAGE, &fresh) == 0) {
+                if (mix_distance(&p->mix, &fresh) >= ALLOT_MIX_MOVED &&
+                    allot_install_mix(p, &fresh) == 0)
                     stale = true;
                 else
                     allot_frag_mix_clear(&fresh);

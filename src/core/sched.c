@@ -561,12 +561,20 @@ int allot_sched_place(struct allot_sched *s, const struct allot_task *t,
 
     if (rc)
         return rc;
-    if (s->ops->observe)
-        s->ops->observe(s->pstate, s, t);
     rc = allot_sched_pick(s, t, out);
     if (rc)
         return rc;
     return allot_cluster_apply(s->c, out);
+}
+
+void allot_sched_observe(struct allot_sched *s, const struct allot_task *t)
+{
+    char err[128];
+
+    /* a shape the catalog rejects is never placed: nothing to learn */
+    if (s->ops->observe &&
+        allot_task_validate(allot_cluster_catalog(s->c), t, err, sizeof(err)) == 0)
+        s->ops->observe(s->pstate, s, t);
 }
 
 int allot_sched_release(struct allot_sched *s, const struct allot_placement *p)

@@ -196,6 +196,7 @@ int sim_demo_main(int argc, char **argv)
         for (long i = 0; i < ntasks; i++) {
             struct allot_placement pl;
             const struct allot_task *t = &tasks[i];
+            allot_sched_observe(s, t);
             if (allot_sched_place(s, t, &pl, NULL, 0) != 0)
                 continue;
             placed++;

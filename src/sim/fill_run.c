@@ -107,6 +107,7 @@ int sim_fill_run(const struct sim_fill_trace *t, const struct allot_sched_policy
         struct allot_placement pl;
         char msg[256];
         int64_t b;
+        allot_sched_observe(s, tk); /* each pod arrives once */
         rc = allot_sched_place(s, tk, &pl, msg, sizeof(msg));
         if (rc == 0) {
             const struct allot_node *n = allot_cluster_node(c, pl.node);

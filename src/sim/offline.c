@@ -348,7 +348,9 @@ static int sched_seed(struct pack *p, const struct onode *fresh, const struct al
         goto done;
     for (size_t k = 0; k < p->n_tasks; k++) {
         struct allot_placement pl;
-        int r = allot_sched_place(s, &tasks[k], &pl, NULL, 0);
+        int r;
+        allot_sched_observe(s, &tasks[k]);
+        r = allot_sched_place(s, &tasks[k], &pl, NULL, 0);
         if (r == ALLOT_ENOSPC)
             continue;
         if (r) {

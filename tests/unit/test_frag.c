@@ -11,6 +11,8 @@
 #include "allot/common.h"
 #include "allot/frag.h"
 
+#include <math.h>
+
 static void test_frag_mix(void **state)
 {
     struct allot_task t[10];
@@ -69,11 +71,101 @@ static void test_frag_cases(void **state)
     allot_frag_mix_clear(&m);
 }
 
+static struct allot_task shape(int milli, int64_t cpu)
+{
+    struct allot_task t = {.num_gpu = 1, .gpu_milli = milli, .mig_profile = -1, .cpu_milli = cpu};
+    return t;
+}
+
+/* Decay: with a half-life of H arrivals, a shape seen H arrivals ago
+ * weighs half as much as one seen now. */
+static void test_counts_decay(void **state)
+{
+    struct allot_frag_counts fc;
+    struct allot_task a = shape(500, 1000), b = shape(250, 1000);
+    struct allot_frag_mix m;
+
+    (void)state;
+    allot_frag_counts_init(&fc, 1000, 0);
+    for (int i = 0; i < 1000; i++)
+        assert_int_equal(allot_frag_counts_add(&fc, &a), 0);
+    for (int i = 0; i < 1000; i++)
+        assert_int_equal(allot_frag_counts_add(&fc, &b), 0);
+    assert_int_equal(fc.n, 2);
+    /* equal counts, but b is newer: b's weight is twice a's */
+    assert_true(fabs(fc.v[1].weight / fc.v[0].weight - 2.0) < 1e-6);
+    assert_int_equal(allot_frag_counts_mix(&fc, 1.0, &m), 0);
+    assert_int_equal(m.n, 2);
+    assert_int_equal(m.v[0].milli, 250);
+    assert_true(fabs(m.v[0].p - 2.0 / 3.0) < 1e-6);
+    allot_frag_mix_clear(&m);
+    /* no decay: plain counts, the same mix as allot_frag_mix_build */
+    allot_frag_counts_clear(&fc);
+    allot_frag_counts_init(&fc, 0, 0);
+    for (int i = 0; i < 30; i++)
+        assert_int_equal(allot_frag_counts_add(&fc, i % 3 ? &a : &b), 0);
+    assert_int_equal(allot_frag_counts_mix(&fc, 1.0, &m), 0);
+    assert_int_equal(m.v[0].milli, 500);
+    assert_true(fabs(m.v[0].p - 2.0 / 3.0) < 1e-9);
+    allot_frag_mix_clear(&m);
+    allot_frag_counts_clear(&fc);
+}
+
+/* Bounded: a stream of ever new shapes never holds more than max_shapes,
+ * and the popular shapes survive the forgetting. */
+static void test_counts_bounded(void **state)
+{
+    struct allot_frag_counts fc;
+    struct allot_frag_mix m;
+
+    (void)state;
+    allot_frag_counts_init(&fc, 50000, 64);
+    for (int i = 0; i < 200000; i++) {
+        struct allot_task t = i % 4 ? shape(100 * (1 + i % 3), 2000) : shape(1 + i % 997, 3 + i);
+        assert_int_equal(allot_frag_counts_add(&fc, &t), 0);
+        assert_true(fc.n <= 64);
+    }
+    assert_true(fc.cap <= 64);
+    assert_int_equal(allot_frag_counts_mix(&fc, 0.7, &m), 0);
+    assert_int_equal(m.n, 3); /* the three popular shapes cover 75 % */
+    allot_frag_mix_clear(&m);
+    allot_frag_counts_clear(&fc);
+}
+
+/* Allocation failures: every failing allocation leaves a usable counter. */
+static void test_counts_alloc_failures(void **state)
+{
+    (void)state;
+    for (unsigned long n = 1; n < 40; n++) {
+        struct allot_frag_counts fc;
+        struct allot_frag_mix m;
+        allot_frag_counts_init(&fc, 100, 16);
+        allot_alloc_fail_at(n, false);
+        for (int i = 0; i < 100; i++) {
+            struct allot_task t = shape(1 + i * 7 % 999, i);
+            (void)allot_frag_counts_add(&fc, &t);
+            assert_true(fc.n <= 16);
+        }
+        allot_alloc_fail_at(0, false);
+        for (int i = 0; i < 100; i++) {
+            struct allot_task t = shape(1 + i, i);
+            assert_int_equal(allot_frag_counts_add(&fc, &t), 0);
+        }
+        assert_int_equal(allot_frag_counts_mix(&fc, 1.0, &m), 0);
+        assert_true(m.n > 0 && m.n <= 16);
+        allot_frag_mix_clear(&m);
+        allot_frag_counts_clear(&fc);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_frag_mix),
         cmocka_unit_test(test_frag_cases),
+        cmocka_unit_test(test_counts_decay),
+        cmocka_unit_test(test_counts_bounded),
+        cmocka_unit_test(test_counts_alloc_failures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
