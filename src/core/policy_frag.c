@@ -38,7 +38,7 @@
  * | ss_live     | 0.0075  | yes   | a gap is live when this share of fractions fit it  |
  * | ss_refresh  | 1024    | no    | arrivals between gap-count snapshots (at least)    |
  * | ss_per_gpu  | 6       | no    | ... and at least GPUs / ss_per_gpu                 |
- * | half_life   | 50000   | no    | arrivals after which a shape's count weighs half   |
+ * | half_life   | 500000  | no    | arrivals after which a shape's count weighs half   |
  * | shapes      | 4096    | no    | distinct shapes the learner keeps (bounded memory) |
  * | doubling    | 4096    | no    | mix rebuilt at 1, 2, 4 ... doubling, then every    |
  * | coverage    | 0.95    | no    | share of arrivals the typical-task mix covers      |
@@ -51,7 +51,7 @@
 #define ALLOT_SS_LIVE       0.0075
 #define ALLOT_SS_REFRESH    1024
 #define ALLOT_SS_PER_GPU    6
-#define ALLOT_MIX_HALF_LIFE 50000.0
+#define ALLOT_MIX_HALF_LIFE 500000.0
 #define ALLOT_MIX_SHAPES    4096
 #define ALLOT_MIX_DOUBLING  4096
 #define ALLOT_MIX_COVERAGE  0.95
