@@ -75,9 +75,6 @@ struct allot_node {
     int32_t n_tasks;                         /* tasks placed on the node */
     int32_t excl_tenant;                     /* exclusive-node tenant holding the node; 0 = none */
     uint32_t rank;                           /* tie-break order: lower wins */
-    /* index bookkeeping, owned by the cluster */
-    int32_t cls;      /* state class id, -1 when not schedulable */
-    int32_t heap_pos; /* position in the class's member heap */
 };
 
 /* What a caller describes to add a node. */
@@ -276,6 +273,9 @@ int allot_cluster_buckets_used(const struct allot_cluster *c, int16_t *out);
 
 /* True when a node in bucket b may fit task t (a necessary condition). */
 bool allot_bucket_admits(int b, const struct allot_task *t);
+
+/* The state class of node `node`, or -1 when it is not schedulable. */
+int32_t allot_cluster_node_class(const struct allot_cluster *c, int node);
 
 /* Live (non-empty) classes: returns their ids through *ids (borrowed). */
 int allot_cluster_classes(const struct allot_cluster *c, const int32_t **ids);

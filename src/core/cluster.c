@@ -20,6 +20,13 @@ struct allot_cluster {
     int n_nodes;
     size_t nodes_cap;
     struct allot_node *nodes; /* owned */
+    /* where each node sits in the state-class index, parallel to nodes
+     * (kept out of struct allot_node: callers never see index bookkeeping) */
+    struct node_slot {
+        int32_t cls;      /* state class id, -1 when not schedulable */
+        int32_t heap_pos; /* position in the class's member heap */
+    } * slot;             /* owned, nodes_cap entries */
+    size_t slot_cap;
     /* name -> node index (open addressing, size power of two) */
     int32_t *name_tab;
     size_t name_cap;
@@ -151,8 +158,8 @@ static void heap_swap(struct allot_cluster *c, struct allot_class *k, int32_t i,
 
     k->heap[i] = b;
     k->heap[j] = a;
-    c->nodes[b].heap_pos = i;
-    c->nodes[a].heap_pos = j;
+    c->slot[b].heap_pos = i;
+    c->slot[a].heap_pos = j;
 }
 
 static void heap_up(struct allot_cluster *c, struct allot_class *k, int32_t i)
@@ -375,22 +382,21 @@ static void class_reset(struct allot_class *k)
 /* Removes node i from its class (if any). Never fails. */
 static void index_remove(struct allot_cluster *c, int i)
 {
-    struct allot_node *n = &c->nodes[i];
     struct allot_class *k;
-    int32_t pos, id = n->cls;
+    int32_t pos, id = c->slot[i].cls;
 
     if (id < 0)
         return;
     k = &c->classes[id];
-    pos = n->heap_pos;
+    pos = c->slot[i].heap_pos;
     k->n_members--;
     if (pos != k->n_members) {
         heap_swap(c, k, pos, k->n_members);
         heap_down(c, k, pos);
         heap_up(c, k, pos);
     }
-    n->cls = -1;
-    n->heap_pos = -1;
+    c->slot[i].cls = -1;
+    c->slot[i].heap_pos = -1;
     if (k->n_members > 0)
         c->hot[id].rep_rank = c->nodes[k->heap[0]].rank;
     if (k->n_members == 0) {
@@ -453,8 +459,6 @@ static int index_place(struct allot_cluster *c, int i, const struct allot_node *
     if (tmp.state != ALLOT_NODE_READY) {
         index_remove(c, i);
         c->nodes[i] = tmp;
-        c->nodes[i].cls = -1;
-        c->nodes[i].heap_pos = -1;
         return 0;
     }
     if (index_reserve(c))
@@ -462,10 +466,8 @@ static int index_place(struct allot_cluster *c, int i, const struct allot_node *
     klen = node_key(c, &tmp, key);
     sig = key_hash(key, klen);
     id = sig_find(c, sig, key, klen, &slot);
-    if (id >= 0 && id == c->nodes[i].cls) {
+    if (id >= 0 && id == c->slot[i].cls) {
         /* same state class (e.g. a task asking for nothing) */
-        tmp.cls = c->nodes[i].cls;
-        tmp.heap_pos = c->nodes[i].heap_pos;
         c->nodes[i] = tmp;
         return 0;
     }
@@ -514,11 +516,11 @@ static int index_place(struct allot_cluster *c, int i, const struct allot_node *
         bheap_up(c, k->bucket, c->buckets[k->bucket].n - 1);
     }
     k = &c->classes[id];
-    tmp.cls = id;
-    tmp.heap_pos = k->n_members;
+    c->slot[i].cls = id;
+    c->slot[i].heap_pos = k->n_members;
     c->nodes[i] = tmp;
     k->heap[k->n_members++] = i;
-    heap_up(c, k, c->nodes[i].heap_pos);
+    heap_up(c, k, c->slot[i].heap_pos);
     c->hot[id].rep_rank = c->nodes[k->heap[0]].rank;
     return 0;
 }
@@ -559,6 +561,7 @@ void allot_cluster_free(struct allot_cluster *c)
     for (int b = 0; b < ALLOT_BUCKETS; b++)
         allot_free(c->buckets[b].ids);
     allot_free(c->nodes);
+    allot_free(c->slot);
     allot_free(c->name_tab);
     allot_free(c->classes);
     allot_free(c->free_classes);
@@ -663,13 +666,14 @@ int allot_cluster_add_node(struct allot_cluster *c, const struct allot_node_spec
         return ALLOT_EINVAL;
     }
     if (allot_grow((void **)&c->nodes, &c->nodes_cap, (size_t)c->n_nodes + 1, sizeof(*c->nodes)) ||
+        allot_grow((void **)&c->slot, &c->slot_cap, (size_t)c->n_nodes + 1, sizeof(*c->slot)) ||
         name_tab_grow(c))
         goto oom;
     idx = c->n_nodes;
     n = &c->nodes[idx];
     memset(n, 0, sizeof(*n));
-    n->cls = -1;
-    n->heap_pos = -1;
+    c->slot[idx].cls = -1;
+    c->slot[idx].heap_pos = -1;
     n->name = allot_strdup(spec->name);
     if (!n->name)
         goto oom;
@@ -806,6 +810,11 @@ const struct allot_class_hot *allot_cluster_class_hot(const struct allot_cluster
 int allot_cluster_class_ids(const struct allot_cluster *c)
 {
     return (int)c->n_classes;
+}
+
+int32_t allot_cluster_node_class(const struct allot_cluster *c, int node)
+{
+    return node >= 0 && node < c->n_nodes ? c->slot[node].cls : -1;
 }
 
 struct allot_class *allot_cluster_class(const struct allot_cluster *c, int32_t id)
@@ -1006,9 +1015,9 @@ int allot_cluster_check(const struct allot_cluster *c, char *err, size_t errlen)
         int rc = check_node(c, i, err, errlen);
         if (rc)
             return rc;
-        if ((n->state == ALLOT_NODE_READY) != (n->cls >= 0)) {
+        if ((n->state == ALLOT_NODE_READY) != (c->slot[i].cls >= 0)) {
             allot_fmt(err, errlen, "node %s: %s", n->name,
-                      n->cls >= 0 ? "not ready but indexed" : "ready but not indexed");
+                      c->slot[i].cls >= 0 ? "not ready but indexed" : "ready but not indexed");
             return ALLOT_EINTERNAL;
         }
         if (allot_cluster_find_node(c, n->name) != i) {
@@ -1039,8 +1048,8 @@ int allot_cluster_check(const struct allot_cluster *c, char *err, size_t errlen)
         for (int32_t j = 0; j < k->n_members; j++) {
             const struct allot_node *n = &c->nodes[k->heap[j]];
             int kl = node_key(c, n, key);
-            if (n->cls != c->live[l] || n->heap_pos != j || kl != rl ||
-                memcmp(key, rk, sizeof(uint64_t) * (size_t)kl) != 0) {
+            if (c->slot[k->heap[j]].cls != c->live[l] || c->slot[k->heap[j]].heap_pos != j ||
+                kl != rl || memcmp(key, rk, sizeof(uint64_t) * (size_t)kl) != 0) {
                 allot_fmt(err, errlen, "node %s: in the wrong state class", n->name);
                 return ALLOT_EINTERNAL;
             }

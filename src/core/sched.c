@@ -193,9 +193,9 @@ double allot_sched_node_frag(const struct allot_sched *s, int node)
 
     if (!s->mix)
         return 0;
-    if (n->cls < 0)
+    if (allot_cluster_node_class(s->c, node) < 0)
         return allot_frag_node(s->mix, n);
-    k = allot_cluster_class(s->c, n->cls);
+    k = allot_cluster_class(s->c, allot_cluster_node_class(s->c, node));
     if (k->frag_gen != s->gen) {
         k->frag = allot_frag_node(s->mix, n);
         k->frag_gen = s->gen;

@@ -129,7 +129,8 @@ static void test_good(void **state)
     check_node(n, "h-01", "H100-80GB", 8, 64000, 262144, ALLOT_GPU_SHARED, 0, 7,
                ALLOT_NODE_DRAINING);
     assert_int_equal(n->n_labels, 0);
-    assert_int_equal(n->cls, -1); /* drained: out of the schedulable index */
+    assert_int_equal(allot_cluster_node_class(c, 1),
+                     -1); /* drained: out of the schedulable index */
 
     for (int i = 0; i < 20; i++) {
         char name[16];
