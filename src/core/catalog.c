@@ -180,7 +180,7 @@ static int parse_placements(struct parse_ctx *c, json_t *arr, const struct allot
         if (size != p->memory_slices)
             return fail(c, "placement %zu [%lld,%lld] has size %lld; profile memory_slices is %d",
                         i, (long long)start, (long long)size, (long long)size, p->memory_slices);
-        if (start + size > m->memory_slices)
+        if (start > m->memory_slices - size) /* not start + size: it could overflow */
             return fail(c, "placement %zu [%lld,%lld] exceeds memory_slices %d", i,
                         (long long)start, (long long)size, m->memory_slices);
         for (size_t j = 0; j < i; j++) {

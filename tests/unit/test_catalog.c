@@ -405,6 +405,11 @@ static void test_reject_mig(void **state)
                   "{\"name\":\"2g\",\"id\":9,\"compute_slices\":2,\"memory_slices\":2,"
                   "\"max_instances\":1,\"memory_mib\":10,\"placements\":[[-2,2]]}" MIG_TAIL,
                   "profile \"2g\"", "negative start", NULL);
+    /* a start near INT64_MAX: start + size would overflow (UBSan) */
+    expect_reject(MIG_HEAD "{\"name\":\"2g\",\"id\":9,\"compute_slices\":2,\"memory_slices\":2,"
+                           "\"max_instances\":1,\"memory_mib\":10,"
+                           "\"placements\":[[9223372036854775807,2]]}" MIG_TAIL,
+                  "profile \"2g\"", "exceeds memory_slices", NULL);
     expect_reject(MIG_HEAD
                   "{\"name\":\"2g\",\"id\":9,\"compute_slices\":2,\"memory_slices\":2,"
                   "\"max_instances\":1,\"memory_mib\":10,\"placements\":[[0,2,1]]}" MIG_TAIL,
