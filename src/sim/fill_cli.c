@@ -16,16 +16,16 @@
 #include "offline.h"
 
 #include <errno.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 #define MAX_WORKERS  256
 #define MAX_POLICIES 64
+#define MIN_TUNE     1.0 /* below 1 the arrived request never reaches the table's 100 % */
+#define MAX_TUNE     100.0
 
 /* The published policies plus ours: what "--policy all" runs. */
 static const char *const all_policies[] = {"random",  "dotprod", "gpuclustering", "gpupacking",
@@ -57,7 +57,8 @@ static const struct cliopt fill_options[N_OPTS] = {
                     "placement policies; all: the six published ones and allot"},
     [OPT_SEEDS] = {"seeds", "LIST", "42-51",
                    "seeds, e.g. 42-51 or 1,5,7-9 (at most 1000, no repeats)"},
-    [OPT_TUNE] = {"tune", "X", "1.3", "inflate or trim the trace to X times the GPU capacity"},
+    [OPT_TUNE] = {"tune", "X", "1.3",
+                  "inflate or trim the trace to X times the GPU capacity\n(1 <= X <= 100)"},
     [OPT_JSON] = {"json", "OUT", NULL, "write the curves as JSON"},
     [OPT_PLOT] = {"plot", "OUT.svg", NULL, "plot unallocated GPU % vs arrived %"},
     [OPT_EXPECTED] = {"expected", "DIR", NULL,
@@ -154,17 +155,6 @@ static int parse_policies(const char *s, const struct allot_sched_policy_ops **o
     }
 }
 
-static bool parse_double(const char *s, double *v)
-{
-    char *end;
-
-    if (!*s)
-        return false;
-    errno = 0;
-    *v = strtod(s, &end);
-    return *end == '\0' && errno == 0 && isfinite(*v);
-}
-
 /* Parses and checks argv into *a. Returns -1 when all is well, else the
  * exit status (0 after --help, 1 out of memory, 2 bad arguments). */
 static int parse_args(int argc, char **argv, struct fill_args *a)
@@ -188,9 +178,11 @@ static int parse_args(int argc, char **argv, struct fill_args *a)
                            bad, sizeof(bad));
     if (a->np < 0)
         return usage_error("unknown or repeated policy \"%s\"", bad);
-    if (a->val[OPT_TUNE] &&
-        (!parse_double(a->val[OPT_TUNE], &a->tune) || a->tune <= 0 || a->tune > 100))
-        return usage_error("--tune \"%s\": want a number in (0, 100]", a->val[OPT_TUNE]);
+    if (a->val[OPT_TUNE] && (!cliopt_parse_double(a->val[OPT_TUNE], &a->tune) ||
+                             a->tune < MIN_TUNE || a->tune > MAX_TUNE))
+        return usage_error("--tune \"%s\": want a number in [1, 100] (the table reads the "
+                           "curves at arrived 80..130 %% of capacity)",
+                           a->val[OPT_TUNE]);
     if (a->val[OPT_JOBS] && !cliopt_parse_int(a->val[OPT_JOBS], 1, MAX_WORKERS, &a->workers))
         return usage_error("--jobs \"%s\": want an integer 1..%d", a->val[OPT_JOBS], MAX_WORKERS);
     rc = sim_fill_parse_seeds(a->val[OPT_SEEDS] ? a->val[OPT_SEEDS] : "42-51", &a->seeds, &a->ns,

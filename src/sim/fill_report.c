@@ -34,7 +34,11 @@ void sim_fill_print_table(const struct sim_fill_trace *t, const struct sim_fill_
             printf("%*s", isfinite(s->unalloc_mean[b]) ? 14 : 13,
                    isfinite(s->unalloc_mean[b]) ? cell : "-");
         }
-        printf("%11.2f%9.2f", s->frag_mean[100], s->seconds);
+        if (isfinite(s->frag_mean[100]))
+            printf("%11.2f", s->frag_mean[100]);
+        else
+            printf("%11s", "-"); /* no arrival near 100 % */
+        printf("%9.2f", s->seconds);
         if (pub && isfinite(x) && isfinite(s->unalloc_mean[100]))
             printf("%9.2f%+8.2f", x, s->unalloc_mean[100] - x);
         else if (pub)

@@ -570,6 +570,66 @@ static int run_main(int argc, const char **argv)
     return rc;
 }
 
+/* Runs sim_fill_main with stderr captured into err (errlen bytes). */
+static int run_main_err(int argc, const char **argv, char *err, size_t errlen)
+{
+    char path[] = "/tmp/allot-test-fill-XXXXXX";
+    int fd = mkstemp(path), saved, rc;
+    FILE *f;
+    size_t n;
+
+    assert_true(fd >= 0);
+    fflush(stderr);
+    saved = dup(STDERR_FILENO);
+    assert_true(saved >= 0);
+    assert_true(dup2(fd, STDERR_FILENO) >= 0);
+    rc = run_main(argc, argv);
+    fflush(stderr);
+    assert_true(dup2(saved, STDERR_FILENO) >= 0);
+    close(saved);
+    close(fd);
+    f = fopen(path, "r");
+    assert_non_null(f);
+    n = fread(err, 1, errlen - 1, f);
+    err[n] = '\0';
+    fclose(f);
+    unlink(path);
+    return rc;
+}
+
+/* Values that used to run and print nonsense are refused up front. */
+static void test_command_line_values(void **state)
+{
+    const char *nodes = DATA "nodes.csv", *pods = DATA "pods.csv";
+    char err[4096];
+
+    (void)state;
+    {
+        /* below 1 the arrived request never reaches 100 %: frag@100 was nan */
+        const char *a[] = {"fill", "--nodes", nodes, "--pods", pods, "--tune", "0.5"};
+        assert_int_equal(run_main_err(7, a, err, sizeof(err)), 2);
+        assert_non_null(strstr(err, "--tune \"0.5\": want a number in [1, 100]"));
+    }
+    {
+        const char *a[] = {"fill", "--nodes", nodes, "--pods", pods, "--tune", " 1.3"};
+        assert_int_equal(run_main_err(7, a, err, sizeof(err)), 2);
+    }
+    {
+        const char *a[] = {"fill", "--nodes", nodes, "--pods", pods, "--tune", "nan"};
+        assert_int_equal(run_main_err(7, a, err, sizeof(err)), 2);
+    }
+    {
+        const char *a[] = {"fill", "--nodes", nodes, "--pods", pods, "--seeds", "42,42"};
+        assert_int_equal(run_main_err(7, a, err, sizeof(err)), 2);
+        assert_non_null(strstr(err, "seed 42 is given twice"));
+    }
+    {
+        const char *a[] = {"fill", "--nodes", nodes, "--pods",   pods,     "--tune",
+                           "1",    "--seeds", "1",   "--policy", "bestfit"};
+        assert_int_equal(run_main_err(11, a, err, sizeof(err)), 0);
+    }
+}
+
 static void test_command_line(void **state)
 {
     char dir[] = "/tmp/allot-test-fill-XXXXXX", json[256], svg[256], dlog[256];
@@ -656,6 +716,7 @@ int main(void)
         cmocka_unit_test(test_published_strict),
         cmocka_unit_test(test_seeds),
         cmocka_unit_test(test_command_line),
+        cmocka_unit_test(test_command_line_values),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
