@@ -82,7 +82,8 @@ void allot_tenants_free(struct allot_tenants *t);
 /* Adds the tenant at `path` ("org/team/project"), creating missing
  * ancestors with default settings (unlimited quotas, weight 1). Returns its
  * index, or ALLOT_EINVAL (empty element, bad characters; message in err),
- * ALLOT_EEXIST or ALLOT_ENOMEM. */
+ * ALLOT_EEXIST or ALLOT_ENOMEM. On error the tree is unchanged (ancestors
+ * created on the way are removed again). */
 int allot_tenants_add(struct allot_tenants *t, const char *path, char *err, size_t errlen);
 
 /* Index of `path` or -1; "" is the root (index 0). */

@@ -83,7 +83,7 @@ struct allot_tenants *allot_tenants_new(const struct allot_catalog *cat)
         return NULL;
     t->cat = cat;
     if (tenant_append(t, "", 0, -1) < 0) {
-        allot_free(t);
+        allot_tenants_free(t); /* the array may have grown */
         return NULL;
     }
     return t;
@@ -109,6 +109,24 @@ int allot_tenants_find(const struct allot_tenants *t, const char *path)
     return -1;
 }
 
+/* Removes the tenants appended after the first n (newest first), so that
+ * a failed allot_tenants_add leaves the tree as it was. */
+static void tenants_truncate(struct allot_tenants *t, int n)
+{
+    while (t->n > n) {
+        struct allot_tenant *x = &t->v[t->n - 1];
+        int *link = &t->v[x->parent].first_child;
+        /* the newest tenant is the last child of its parent */
+        while (*link >= 0 && *link != t->n - 1)
+            link = &t->v[*link].next_sibling;
+        if (!ALLOT_NEVER(*link < 0))
+            *link = -1;
+        allot_free(x->name);
+        allot_free(x->path);
+        t->n--;
+    }
+}
+
 /* Child of `parent` named name[0..n), or -1. */
 static int find_child(const struct allot_tenants *t, int parent, const char *name, size_t n)
 {
@@ -121,7 +139,7 @@ static int find_child(const struct allot_tenants *t, int parent, const char *nam
 int allot_tenants_add(struct allot_tenants *t, const char *path, char *err, size_t errlen)
 {
     const char *p = path;
-    int cur = 0;
+    int cur = 0, n0 = t->n;
     bool created = false;
 
     if (!*path) {
@@ -141,6 +159,7 @@ int allot_tenants_add(struct allot_tenants *t, const char *path, char *err, size
         size_t n = slash ? (size_t)(slash - p) : strlen(p);
         int c;
         if (n == 0) {
+            tenants_truncate(t, n0);
             allot_fmt(err, errlen, "tenant \"%s\": empty path element", path);
             return ALLOT_EINVAL;
         }
@@ -148,6 +167,8 @@ int allot_tenants_add(struct allot_tenants *t, const char *path, char *err, size
         if (c < 0) {
             c = tenant_append(t, p, n, cur);
             if (c < 0) {
+                /* ancestors created on the way go too: nothing changed */
+                tenants_truncate(t, n0);
                 allot_fmt(err, errlen, "tenant \"%s\": out of memory", path);
                 return c;
             }
@@ -158,6 +179,7 @@ int allot_tenants_add(struct allot_tenants *t, const char *path, char *err, size
         if (*p == '/') {
             p++;
             if (!*p) {
+                tenants_truncate(t, n0);
                 allot_fmt(err, errlen, "tenant \"%s\": empty path element", path);
                 return ALLOT_EINVAL;
             }

@@ -1,7 +1,8 @@
 /*
  * Unit tests of the tenant tree (src/core/tenant.c): paths, quota
  * arithmetic over a tree (nominal, borrow and lend limits, cohorts),
- * in-nominal checks, charging, fair-share keys and history decay.
+ * in-nominal checks, charging, fair-share keys and history decay, and
+ * building a tree with every allocation failing in turn.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -182,13 +183,80 @@ static void test_lending_hold(void **state)
     allot_tenants_free(t);
 }
 
+/* Every tenant reachable from the root through the child links, once. */
+static void check_tree(const struct allot_tenants *t)
+{
+    int n = allot_tenants_count(t), seen = 1;
+
+    for (int i = 0; i < n; i++) {
+        const struct allot_tenant *x = allot_tenants_get(t, i);
+        assert_int_equal(allot_tenants_find(t, x->path), i);
+        for (int c = x->first_child; c >= 0; c = allot_tenants_get(t, c)->next_sibling) {
+            assert_true(c < n);
+            assert_int_equal(allot_tenants_get(t, c)->parent, i);
+            seen++;
+        }
+    }
+    assert_int_equal(seen, n);
+}
+
+/* Building a tree with the Nth allocation failing, for every N: a clean
+ * ALLOT_ENOMEM (or NULL), the tree unchanged by the failed add, no leak. */
+static void tenant_fault_loop(bool sticky)
+{
+    static const char *const paths[] = {"ml/vision/detector", "ml/nlp", "infra/batch/x", "ml"};
+    unsigned long n;
+
+    for (n = 1; n < 100000; n++) {
+        struct allot_tenants *t;
+        unsigned long used;
+        bool ok;
+        char err[128];
+
+        allot_alloc_fail_at(n, sticky);
+        t = allot_tenants_new(cat);
+        ok = t != NULL;
+        for (size_t i = 0; ok && i < sizeof(paths) / sizeof(paths[0]); i++) {
+            int before = allot_tenants_count(t),
+                rc = allot_tenants_add(t, paths[i], err, sizeof(err));
+            if (rc == ALLOT_ENOMEM) {
+                assert_int_equal(allot_tenants_count(t), before);
+                assert_int_equal(allot_tenants_find(t, paths[i]), -1);
+                assert_non_null(strstr(err, "out of memory"));
+                ok = false;
+            } else if (rc < 0) {
+                /* "ml" exists by the time it is added */
+                assert_int_equal(rc, ALLOT_EEXIST);
+            }
+        }
+        used = allot_alloc_count();
+        allot_alloc_fail_at(0, false);
+        if (t) {
+            char e2[128];
+            check_tree(t);
+            /* the tree still works after the failure */
+            assert_true(allot_tenants_add(t, "after/fail", e2, sizeof(e2)) > 0);
+            check_tree(t);
+        }
+        allot_tenants_free(t);
+        if (ok && used < n)
+            break;
+    }
+    assert_true(n > 3);
+}
+
+static void test_alloc_failures(void **state)
+{
+    tenant_fault_loop(false);
+    tenant_fault_loop(true);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_paths),
-        cmocka_unit_test(test_borrow_and_lend),
-        cmocka_unit_test(test_fair_share),
-        cmocka_unit_test(test_lending_hold),
+        cmocka_unit_test(test_paths),          cmocka_unit_test(test_borrow_and_lend),
+        cmocka_unit_test(test_fair_share),     cmocka_unit_test(test_lending_hold),
+        cmocka_unit_test(test_alloc_failures),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
