@@ -17,6 +17,10 @@
  *   5. every job left waiting gets a specific pending reason.
  * Ordering policies are ops structs (allot_queue_policies[]).
  *
+ * Out of memory: every call returns ALLOT_ENOMEM with the queue, the
+ * tenants and the cluster consistent; no job ever runs on GPUs the cluster
+ * shows as free (tested by failing every allocation in turn).
+ *
  * Guarantees (tested): a job is never preempted before its minimum
  * runtime, never for a job of equal or lower standing, never by a job it
  * preempted itself (so no two jobs preempt each other in a loop, even as
@@ -72,13 +76,23 @@ enum allot_why_kind {
     ALLOT_WHY_RUNNING,   /* not waiting */
     ALLOT_WHY_QUOTA,     /* who, res: the tenant and resource that block */
     ALLOT_WHY_CAPACITY,  /* no room in the cluster */
-    ALLOT_WHY_RECLAIM,   /* who: victims' tenant, a: GPU milli, b: grace s */
+    ALLOT_WHY_RECLAIM,   /* who: victims' tenant, res: enum allot_preempt_kind,
+                            a: GPU milli, b: grace s */
     ALLOT_WHY_HELD,      /* other: reservation holder, a: s until its start or -1, b: its wait */
-    ALLOT_WHY_PREEMPTED, /* other: the preemptor; requeued */
+    ALLOT_WHY_PREEMPTED, /* other: the preemptor, res: enum allot_preempt_kind; requeued */
     ALLOT_WHY_GRACE_OVER,
     ALLOT_WHY_CANCELLED,
     ALLOT_WHY_FINISHED,
-    ALLOT_WHY_LIMIT, /* a: the runtime limit */
+    ALLOT_WHY_LIMIT,   /* a: the runtime limit */
+    ALLOT_WHY_EVICTED, /* requeued: out of memory while putting it back after a
+                          preemption trial (its GPUs could not stay held) */
+};
+
+/* Which rule let a job preempt another (docs/tenancy.md). */
+enum allot_preempt_kind {
+    ALLOT_PREEMPT_PRIORITY = 0, /* higher priority in the same tenant */
+    ALLOT_PREEMPT_LAS,          /* two-queue LAS: the victim has had more GPU service */
+    ALLOT_PREEMPT_RECLAIM,      /* the victim ran on borrowed capacity */
 };
 
 struct allot_why {
@@ -161,8 +175,9 @@ extern const struct allot_queue_policy_ops *const allot_queue_policies[];
 const struct allot_queue_policy_ops *allot_queue_policy_find(const char *name);
 
 /* Creates a queue over cluster c and tenants t (both borrowed; the queue is
- * their only writer). Returns NULL on allocation failure or unknown policy
- * names (message in err). */
+ * their only writer, and writes the cluster only through its own placement
+ * scheduler). c holds no tasks yet. Returns NULL on allocation failure or
+ * unknown policy names (message in err). */
 struct allot_queue *allot_queue_new(struct allot_cluster *c, struct allot_tenants *t,
                                     const struct allot_queue_opts *opts, char *err, size_t errlen);
 void allot_queue_free(struct allot_queue *q);
@@ -176,14 +191,21 @@ int allot_queue_add_prio_class(struct allot_queue *q, const char *name, int valu
 int allot_queue_submit(struct allot_queue *q, const struct allot_job_spec *spec, int64_t now,
                        char *err, size_t errlen);
 
-/* Cancels a pending or running job. Returns 0 or ALLOT_ENOENT/ALLOT_ESTATE. */
+/* Cancels a pending or running job. Returns 0, ALLOT_ENOENT, ALLOT_ESTATE
+ * or ALLOT_ENOMEM (nothing changed). */
 int allot_queue_cancel(struct allot_queue *q, int id, int64_t now);
 
-/* A running job finished on its own at `now`. Returns 0 or ALLOT_ESTATE. */
+/* A running job finished on its own at `now`. Returns 0, ALLOT_ENOENT,
+ * ALLOT_ESTATE or ALLOT_ENOMEM (nothing changed). When the cluster cannot
+ * release a task for lack of memory the job still ends; the task's GPUs
+ * stay looking used until a later event releases them. */
 int allot_queue_finish(struct allot_queue *q, int id, int64_t now);
 
 /* Runs one scheduling cycle at time now; decisions go to fn. Returns 0 or
- * ALLOT_ENOMEM. */
+ * ALLOT_ENOMEM: the cycle stopped early, the decisions already emitted
+ * stand and the queue is consistent (a victim that could not be put back
+ * after a preemption trial was stopped and requeued, ALLOT_WHY_EVICTED);
+ * the next cycle carries on. */
 int allot_queue_cycle(struct allot_queue *q, int64_t now, allot_decision_fn fn, void *ud);
 
 /* Earliest future time the queue wants a cycle for its own sake (a grace
@@ -201,8 +223,11 @@ struct allot_tenants *allot_queue_tenants(const struct allot_queue *q);
 struct allot_cluster *allot_queue_cluster(const struct allot_queue *q);
 
 /* Checks cluster and queue invariants: every running job placed and
- * charged, usage equal to the sum of running jobs, no tenant over its
- * borrow limit. Returns 0 or ALLOT_EINTERNAL with a message. */
+ * charged, what the cluster holds on every node and GPU equal to the
+ * running jobs' placements (plus placements whose release is still
+ * pending after an allocation failure), usage equal to the sum of running
+ * jobs, no tenant over its borrow limit. Returns 0, ALLOT_EINTERNAL with
+ * a message, or ALLOT_ENOMEM. */
 int allot_queue_check_invariants(const struct allot_queue *q, char *err, size_t errlen);
 
 #endif

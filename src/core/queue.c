@@ -12,6 +12,19 @@
  * could later find its reclaimer borrowed; the last four preemptors of
  * every job are remembered and never become its victims, so no two jobs
  * preempt each other in a loop.
+ *
+ * The cluster: the queue writes it only through its scheduler
+ * (allot_sched_place / allot_sched_apply / allot_sched_release). Every
+ * task the cluster holds belongs to a running (or stopping) job, or is an
+ * orphan: a placement whose release the cluster refused for lack of memory,
+ * kept in q->orphans and released again at the next event. Everything that
+ * must not fail halfway (unplacing a job, requeueing it, undoing a trial)
+ * reserves its memory first; the one step that can still fail is putting a
+ * tentatively released victim back, and then the victim is stopped and
+ * requeued (ALLOT_WHY_EVICTED) rather than left running on GPUs that look
+ * free. allot_queue_check_invariants checks that the cluster's per-node and
+ * per-GPU task counts, CPU and memory equal those of the running jobs and
+ * orphans.
  */
 #include "allot/queue.h"
 
@@ -38,6 +51,10 @@ struct allot_queue {
     uint64_t run_epoch; /* bumped whenever a job starts or leaves the cluster */
     int *first;         /* owned: jobs whose victims just stopped (this cycle) */
     size_t n_first, first_cap;
+    struct allot_placement *orphans; /* owned: held by the cluster for no job (see top) */
+    size_t n_orphans, orphans_cap;
+    size_t orphans_keep; /* orphan room every reservation leaves free on top (a trial's
+                            victims, should one have to be evicted) */
     int64_t wakeup;
     allot_decision_fn fn;
     void *ud;
@@ -50,14 +67,6 @@ struct user_use {
 };
 
 /* ---- small helpers -------------------------------------------------------- */
-
-static int list_add(int **v, size_t *n, size_t *cap, int id)
-{
-    if (allot_grow((void **)v, cap, *n + 1, sizeof(**v)))
-        return ALLOT_ENOMEM;
-    (*v)[(*n)++] = id;
-    return 0;
-}
 
 static void list_del(int *v, size_t *n, int id)
 {
@@ -90,6 +99,71 @@ static void emit(struct allot_queue *q, int kind, const struct allot_job *j, con
 {
     if (q->fn)
         q->fn(kind, j, why, q->ud);
+}
+
+/* ---- writing the cluster (through the scheduler) --------------------------------- */
+
+/* Makes room for n more entries in list v so that adding them cannot fail. */
+static int list_reserve(int **v, size_t n_used, size_t *cap, size_t n)
+{
+    return allot_grow((void **)v, cap, n_used + n, sizeof(**v)) ? ALLOT_ENOMEM : 0;
+}
+
+/* Makes room for n more orphans, so that pl_release cannot lose one, on
+ * top of the q->orphans_keep that a victim trial holds for itself. */
+static int orphans_reserve(struct allot_queue *q, size_t n)
+{
+    return allot_grow((void **)&q->orphans, &q->orphans_cap, q->n_orphans + n + q->orphans_keep,
+                      sizeof(*q->orphans))
+               ? ALLOT_ENOMEM
+               : 0;
+}
+
+/* Releases placement p from the cluster. Never fails: when the cluster
+ * refuses for lack of memory (its index may need a new class), p is kept as
+ * an orphan, in room the caller reserved (orphans_reserve), and released
+ * again later (orphans_retry); its GPUs look used meanwhile, never free. */
+static void pl_release(struct allot_queue *q, const struct allot_placement *p)
+{
+    int rc = allot_sched_release(q->placer, p);
+
+    if (rc == 0 || ALLOT_NEVER(rc != ALLOT_ENOMEM) || ALLOT_NEVER(q->n_orphans >= q->orphans_cap))
+        return;
+    q->orphans[q->n_orphans++] = *p;
+}
+
+/* Releases pl[0..n) in reverse order (see pl_release; room for n orphans
+ * reserved by the caller). */
+static void pl_release_all(struct allot_queue *q, const struct allot_placement *pl, int n)
+{
+    while (n-- > 0)
+        pl_release(q, &pl[n]);
+}
+
+/* Applies pl[0..n) in order, all or none: on failure the ones applied are
+ * released again (room for n orphans reserved by the caller). Returns 0 or
+ * the cluster's error. */
+static int pl_apply_all(struct allot_queue *q, const struct allot_placement *pl, int n)
+{
+    for (int k = 0; k < n; k++) {
+        int rc = allot_sched_apply(q->placer, &pl[k]);
+        if (rc) {
+            pl_release_all(q, pl, k);
+            return rc;
+        }
+    }
+    return 0;
+}
+
+/* Tries again to release the orphans; keeps those the cluster still refuses. */
+static void orphans_retry(struct allot_queue *q)
+{
+    size_t w = 0;
+
+    for (size_t i = 0; i < q->n_orphans; i++)
+        if (allot_sched_release(q->placer, &q->orphans[i]) != 0)
+            q->orphans[w++] = q->orphans[i];
+    q->n_orphans = w;
 }
 
 /* ---- lifecycle ---------------------------------------------------------------- */
@@ -152,6 +226,7 @@ void allot_queue_free(struct allot_queue *q)
     allot_free(q->running);
     allot_free(q->users);
     allot_free(q->first);
+    allot_free(q->orphans);
     allot_sched_free(q->placer);
     allot_free(q);
 }
@@ -301,15 +376,10 @@ static void job_model_usage(const struct allot_queue *q, const struct allot_job 
     }
 }
 
-/* Releases a running job's placements and quota. */
-static void job_unplace(struct allot_queue *q, struct allot_job *j, int64_t now)
+/* A running or stopping job leaves the cluster: the bookkeeping once its
+ * placements are released and its usage uncharged. Never fails. */
+static void job_leave(struct allot_queue *q, struct allot_job *j, int64_t now)
 {
-    struct allot_resvec use;
-
-    job_model_usage(q, j, &use);
-    allot_tenants_charge(q->t, j->spec.tenant, &use, -1);
-    for (int k = 0; k < j->spec.n_tasks; k++)
-        (void)allot_sched_release(q->placer, &j->pl[k]);
     j->attained_s += (now - j->start) * job_gpus(j);
     if (j->state == ALLOT_JOB_STOPPING && j->preempted_for >= 0) {
         q->jobs[j->preempted_for].stopping_victims--;
@@ -321,53 +391,68 @@ static void job_unplace(struct allot_queue *q, struct allot_job *j, int64_t now)
     list_del(q->running, &q->n_running, j->id);
 }
 
-static int requeue(struct allot_queue *q, struct allot_job *j, int64_t now)
+/* Releases a running job's placements and quota. The caller reserved room
+ * for its tasks as orphans (orphans_reserve), so it cannot fail. */
+static void job_unplace(struct allot_queue *q, struct allot_job *j, int64_t now)
 {
-    if (list_add(&q->pending, &q->n_pending, &q->pending_cap, j->id))
-        return ALLOT_ENOMEM;
+    struct allot_resvec use;
+
+    job_model_usage(q, j, &use);
+    allot_tenants_charge(q->t, j->spec.tenant, &use, -1);
+    pl_release_all(q, j->pl, j->spec.n_tasks);
+    job_leave(q, j, now);
+}
+
+/* Puts j back into the pending list; the caller reserved room in it. */
+static void requeue(struct allot_queue *q, struct allot_job *j, int64_t now)
+{
+    if (!ALLOT_NEVER(q->n_pending >= q->pending_cap))
+        q->pending[q->n_pending++] = j->id;
     j->state = ALLOT_JOB_PENDING;
     j->submit = now;
+}
+
+/* Ends a running or stopping job at now (cancelled or finished). Returns 0
+ * or ALLOT_ENOMEM with nothing changed. */
+static int job_end(struct allot_queue *q, struct allot_job *j, int64_t now, int why)
+{
+    if (j->state != ALLOT_JOB_PENDING) {
+        if (orphans_reserve(q, (size_t)j->spec.n_tasks))
+            return ALLOT_ENOMEM;
+        orphans_retry(q);
+        job_unplace(q, j, now);
+    } else {
+        list_del(q->pending, &q->n_pending, j->id);
+    }
+    j->state = ALLOT_JOB_DONE;
+    j->why.kind = why;
     return 0;
 }
 
 int allot_queue_cancel(struct allot_queue *q, int id, int64_t now)
 {
-    struct allot_job *j;
-
     if (id < 0 || (size_t)id >= q->n_jobs)
         return ALLOT_ENOENT;
-    j = &q->jobs[id];
-    if (j->state == ALLOT_JOB_DONE)
+    if (q->jobs[id].state == ALLOT_JOB_DONE)
         return ALLOT_ESTATE;
-    if (j->state == ALLOT_JOB_PENDING)
-        list_del(q->pending, &q->n_pending, id);
-    else
-        job_unplace(q, j, now);
-    j->state = ALLOT_JOB_DONE;
-    j->why.kind = ALLOT_WHY_CANCELLED;
-    return 0;
+    return job_end(q, &q->jobs[id], now, ALLOT_WHY_CANCELLED);
 }
 
 int allot_queue_finish(struct allot_queue *q, int id, int64_t now)
 {
-    struct allot_job *j;
-
     if (id < 0 || (size_t)id >= q->n_jobs)
         return ALLOT_ENOENT;
-    j = &q->jobs[id];
-    if (j->state != ALLOT_JOB_RUNNING && j->state != ALLOT_JOB_STOPPING)
+    if (q->jobs[id].state != ALLOT_JOB_RUNNING && q->jobs[id].state != ALLOT_JOB_STOPPING)
         return ALLOT_ESTATE;
-    job_unplace(q, j, now);
-    j->state = ALLOT_JOB_DONE;
-    j->why.kind = ALLOT_WHY_FINISHED;
-    return 0;
+    return job_end(q, &q->jobs[id], now, ALLOT_WHY_FINISHED);
 }
 
 /* ---- placing a gang ------------------------------------------------------------------- */
 
 /* Places all of j's tasks inside rack r (first fit over the rack's nodes in
  * rank order is enough: the rack is small). Returns true and fills pl on
- * success; on failure nothing stays applied. */
+ * success; on failure nothing stays applied (room for n_tasks orphans
+ * reserved by the caller). */
 static bool place_in_rack(struct allot_queue *q, const struct allot_job *j, int r,
                           struct allot_placement *pl)
 {
@@ -379,29 +464,24 @@ static bool place_in_rack(struct allot_queue *q, const struct allot_job *j, int 
             continue;
         while (placed < j->spec.n_tasks && allot_node_fits(q->c, n, &j->spec.task)) {
             if (allot_sched_choose_default(q->placer, i, &j->spec.task, &pl[placed]) != 0 ||
-                allot_cluster_apply(q->c, &pl[placed]) != 0)
+                allot_sched_apply(q->placer, &pl[placed]) != 0)
                 break;
             placed++;
         }
     }
     if (placed == j->spec.n_tasks)
         return true;
-    while (placed-- > 0)
-        (void)allot_cluster_release(q->c, &pl[placed]);
+    pl_release_all(q, pl, placed);
     return false;
 }
 
-/*
- * Topology for multi-node gangs: when the policy spread the tasks over
- * several racks, try to fit them all inside one of those racks (the one
- * holding most of them first); keep the policy's placement otherwise.
- */
-static void gang_prefer_rack(struct allot_queue *q, struct allot_job *j)
+/* The racks holding j's placed tasks (at most 8) and how many tasks each. */
+static int gang_racks(const struct allot_queue *q, const struct allot_job *j, int racks[8],
+                      int counts[8])
 {
-    int n = j->spec.n_tasks, racks[8], counts[8], nr = 0;
-    struct allot_placement *alt;
+    int nr = 0;
 
-    for (int k = 0; k < n; k++) {
+    for (int k = 0; k < j->spec.n_tasks; k++) {
         int r = allot_cluster_node(q->c, j->pl[k].node)->rack, i;
         for (i = 0; i < nr && racks[i] != r; i++)
             ;
@@ -413,39 +493,94 @@ static void gang_prefer_rack(struct allot_queue *q, struct allot_job *j)
         }
         counts[i]++;
     }
+    return nr;
+}
+
+/* Takes j's placement off the cluster to try racks. Returns 0, or an error
+ * with j's placement still applied whole, or ALLOT_ENOMEM with none of it
+ * applied (j->pl freed) when a release failed and putting back failed too. */
+static int gang_lift(struct allot_queue *q, struct allot_job *j)
+{
+    int n = j->spec.n_tasks;
+
+    for (int k = n; k-- > 0;) {
+        int rc = allot_sched_release(q->placer, &j->pl[k]);
+        if (rc == 0)
+            continue;
+        /* tasks k+1.. are off, 0..k still on: put the others back */
+        if (pl_apply_all(q, &j->pl[k + 1], n - k - 1) != 0) {
+            pl_release_all(q, j->pl, k + 1);
+            allot_free(j->pl);
+            j->pl = NULL;
+            return ALLOT_ENOMEM;
+        }
+        return rc;
+    }
+    return 0;
+}
+
+/*
+ * Topology for multi-node gangs: when the policy spread the tasks over
+ * several racks, try to fit them all inside one of those racks (the one
+ * holding most of them first); keep the policy's placement otherwise.
+ * Returns 0 with j placed (one way or the other), or ALLOT_ENOMEM with
+ * nothing of j applied and j->pl freed.
+ */
+static int gang_prefer_rack(struct allot_queue *q, struct allot_job *j)
+{
+    int n = j->spec.n_tasks, racks[8], counts[8], nr = gang_racks(q, j, racks, counts), rc;
+    struct allot_placement *alt;
+
     if (nr <= 1)
-        return;
+        return 0;
     alt = allot_calloc((size_t)n, sizeof(*alt));
-    if (!alt)
-        return; /* keep the policy's placement */
-    for (int k = n; k-- > 0;)
-        (void)allot_cluster_release(q->c, &j->pl[k]);
+    if (!alt || orphans_reserve(q, 2 * (size_t)n)) {
+        allot_free(alt);
+        return 0; /* keep the policy's placement */
+    }
+    rc = gang_lift(q, j);
+    if (rc) {
+        allot_free(alt);
+        return j->pl ? 0 : rc;
+    }
     for (int pass = 0; pass < nr; pass++) {
         int best = 0;
         for (int i = 1; i < nr; i++)
             if (counts[i] > counts[best])
                 best = i;
-        if (counts[best] < 0)
+        /* room for a failed try's orphans and for putting the policy's placement back */
+        if (counts[best] < 0 || orphans_reserve(q, 2 * (size_t)n))
             break;
         counts[best] = -1;
         if (place_in_rack(q, j, racks[best], alt)) {
             allot_free(j->pl);
             j->pl = alt;
-            return;
+            return 0;
         }
     }
     /* no single rack holds the gang: put the policy's placement back */
-    for (int k = 0; k < n; k++)
-        (void)allot_cluster_apply(q->c, &j->pl[k]);
     allot_free(alt);
+    rc = pl_apply_all(q, j->pl, n);
+    if (rc) {
+        allot_free(j->pl);
+        j->pl = NULL;
+        return ALLOT_ENOMEM;
+    }
+    return 0;
 }
 
-/* Places every task of j or none. Returns 0, ALLOT_ENOSPC or ALLOT_ENOMEM. */
+/* Places every task of j or none. Returns 0, ALLOT_ENOSPC or ALLOT_ENOMEM
+ * (nothing of j applied). On success room for n_tasks orphans is still
+ * reserved (every step that used some reserved its own first), so
+ * gang_unplace cannot fail. */
 static int gang_place(struct allot_queue *q, struct allot_job *j)
 {
-    struct allot_placement *pl = allot_calloc((size_t)j->spec.n_tasks, sizeof(*pl));
+    struct allot_placement *pl;
     int k, rc = 0;
 
+    if (orphans_reserve(q, (size_t)j->spec.n_tasks))
+        return ALLOT_ENOMEM;
+    pl = allot_calloc((size_t)j->spec.n_tasks, sizeof(*pl));
     if (!pl)
         return ALLOT_ENOMEM;
     for (k = 0; k < j->spec.n_tasks; k++) {
@@ -454,32 +589,35 @@ static int gang_place(struct allot_queue *q, struct allot_job *j)
             break;
     }
     if (rc) {
-        while (k-- > 0)
-            (void)allot_sched_release(q->placer, &pl[k]);
+        pl_release_all(q, pl, k);
         allot_free(pl);
         return rc;
     }
     j->pl = pl;
-    if (j->spec.n_tasks > 1)
-        gang_prefer_rack(q, j);
+    if (j->spec.n_tasks > 1) {
+        rc = gang_prefer_rack(q, j);
+        if (rc)
+            return rc;
+    }
     return 0;
 }
 
+/* Releases a gang placed by gang_place (not started). */
 static void gang_unplace(struct allot_queue *q, struct allot_job *j)
 {
-    for (int k = j->spec.n_tasks; k-- > 0;)
-        (void)allot_sched_release(q->placer, &j->pl[k]);
+    pl_release_all(q, j->pl, j->spec.n_tasks);
     allot_free(j->pl);
     j->pl = NULL;
 }
 
-/* Commits a placed job: charges quota, marks it running, emits START. */
-static int job_start(struct allot_queue *q, struct allot_job *j, int64_t now)
+/* Commits a placed job: charges quota, marks it running, emits START. The
+ * caller reserved room in the running list (job_start_reserve). */
+static void job_start(struct allot_queue *q, struct allot_job *j, int64_t now)
 {
     struct allot_resvec use;
 
-    if (list_add(&q->running, &q->n_running, &q->running_cap, j->id))
-        return ALLOT_ENOMEM;
+    if (!ALLOT_NEVER(q->n_running >= q->running_cap))
+        q->running[q->n_running++] = j->id;
     list_del(q->pending, &q->n_pending, j->id);
     job_model_usage(q, j, &use);
     j->borrowed = !allot_tenants_in_nominal(q->t, j->spec.tenant, &use);
@@ -490,8 +628,9 @@ static int job_start(struct allot_queue *q, struct allot_job *j, int64_t now)
     j->runs++;
     j->why.kind = ALLOT_WHY_RUNNING;
     emit(q, ALLOT_DEC_START, j, j->borrowed ? "started on borrowed capacity" : "started");
-    return 0;
 }
+
+static const char *preempt_text(int kind);
 
 /* ---- pending reasons -------------------------------------------------------------------- */
 
@@ -613,7 +752,7 @@ const char *allot_queue_reason(struct allot_queue *q, int id)
         break;
     case ALLOT_WHY_RECLAIM:
         allot_fmt(r, n, "waiting for %s of %lld GPUs from %s (grace %lld s)",
-                  w->who == j->spec.tenant ? "preemption" : "reclaim",
+                  w->res == ALLOT_PREEMPT_RECLAIM ? "reclaim" : "preemption",
                   (long long)(w->a / ALLOT_MILLI), allot_tenants_get(q->t, w->who)->path,
                   (long long)w->b);
         break;
@@ -626,11 +765,12 @@ const char *allot_queue_reason(struct allot_queue *q, int id)
                       q->jobs[w->other].name, (long long)w->a);
         break;
     case ALLOT_WHY_PREEMPTED:
-        allot_fmt(r, n, "requeued: %s job %s",
-                  q->jobs[w->other].spec.tenant == j->spec.tenant
-                      ? "preempted for higher-priority"
-                      : "borrowed capacity reclaimed by",
-                  q->jobs[w->other].name);
+        allot_fmt(r, n, "requeued: %s job %s", preempt_text(w->res), q->jobs[w->other].name);
+        break;
+    case ALLOT_WHY_EVICTED:
+        allot_fmt(r, n,
+                  "stopped and requeued: out of memory while putting it back after a "
+                  "preemption trial");
         break;
     case ALLOT_WHY_GRACE_OVER:
         allot_fmt(r, n, "requeued after preemption");
@@ -689,66 +829,6 @@ static bool quota_blocked(struct allot_queue *q, const struct allot_job *j)
            !allot_tenants_admits(q->t, j->spec.tenant, &j->req, q->o.borrowing, NULL, NULL);
 }
 
-/*
- * Room for one task of j on one node: of the nodes that hold candidate
- * victims (vs, sorted cheapest first; `chosen` marks those already taken),
- * the node where freeing the fewest, cheapest victims gives the task enough
- * whole GPUs. Writes their indices into pick and returns how many (0: no
- * node can make room).
- */
-static int node_pick(struct allot_queue *q, const struct allot_job *j, const struct victim *vs,
-                     int n, const bool *chosen, int *pick, int max)
-{
-    int need = j->spec.task.num_gpu, best_n = 0, cur[64];
-    int64_t best_cost = INT64_MAX;
-    int nn = allot_cluster_node_count(q->c);
-
-    for (int i = 0; i < n; i++) {
-        const struct allot_job *v = &q->jobs[vs[i].id];
-        for (int k = 0; k < v->spec.n_tasks; k++) {
-            int nd = v->pl[k].node, free = 0, m = 0;
-            int64_t cost = 0;
-            const struct allot_node *node;
-            bool seen = false;
-            if (chosen[i] || nd < 0 || nd >= nn)
-                continue;
-            /* evaluate each node once: at its cheapest victim */
-            for (int e = 0; e < i && !seen; e++) {
-                const struct allot_job *u = &q->jobs[vs[e].id];
-                for (int kk = 0; kk < u->spec.n_tasks && !seen; kk++)
-                    seen = !chosen[e] && u->pl[kk].node == nd;
-            }
-            if (seen)
-                continue;
-            node = allot_cluster_node(q->c, nd);
-            for (int g = 0; g < node->n_gpus; g++)
-                free +=
-                    node->gpus[g].mode != ALLOT_GPU_MIG && node->gpus[g].free_milli == ALLOT_MILLI;
-            for (int e = i; e < n && free < need && m < max && m < 64; e++) {
-                const struct allot_job *u = &q->jobs[vs[e].id];
-                int here = 0;
-                if (chosen[e])
-                    continue;
-                for (int kk = 0; kk < u->spec.n_tasks; kk++)
-                    if (u->pl[kk].node == nd)
-                        here += __builtin_popcount(u->pl[kk].gpu_mask);
-                if (!here)
-                    continue;
-                free += here;
-                cost += vs[e].cost;
-                cur[m++] = e;
-            }
-            if (free >= need && cost < best_cost) {
-                best_cost = cost;
-                best_n = m;
-                for (int e = 0; e < m; e++)
-                    pick[e] = cur[e];
-            }
-        }
-    }
-    return best_n;
-}
-
 /* May running job v be preempted for pending job j (the standing rule)? */
 static bool may_preempt(const struct allot_queue *q, const struct allot_job *j, bool j_in_nominal,
                         const struct allot_job *v, int64_t now)
@@ -774,34 +854,278 @@ static bool may_preempt(const struct allot_queue *q, const struct allot_job *j, 
     return q->o.quotas && j_in_nominal && v->borrowed;
 }
 
-/* Takes victims' usage off the cluster and quotas (tentatively) or puts it back. */
-static void victims_toggle(struct allot_queue *q, const struct victim *vs, int n, int sign)
+/* Which case of the standing rule lets j preempt v (enum allot_preempt_kind). */
+static int preempt_kind(const struct allot_queue *q, const struct allot_job *j,
+                        const struct allot_job *v)
 {
-    for (int i = 0; i < n; i++) {
-        struct allot_job *v = &q->jobs[vs[i].id];
-        struct allot_resvec use;
-        job_model_usage(q, v, &use);
-        allot_tenants_charge(q->t, v->spec.tenant, &use, sign);
-        for (int k = 0; k < v->spec.n_tasks; k++) {
-            if (sign < 0)
-                (void)allot_sched_release(q->placer, &v->pl[k]);
-            else
-                (void)allot_cluster_apply(q->c, &v->pl[k]);
-        }
+    if (v->spec.tenant == j->spec.tenant || !q->o.quotas)
+        return job_prio(q, v) != job_prio(q, j) ? ALLOT_PREEMPT_PRIORITY : ALLOT_PREEMPT_LAS;
+    return ALLOT_PREEMPT_RECLAIM;
+}
+
+/* What happened to a victim, followed by " job <preemptor>". */
+static const char *preempt_text(int kind)
+{
+    switch (kind) {
+    case ALLOT_PREEMPT_PRIORITY:
+        return "preempted for higher-priority";
+    case ALLOT_PREEMPT_LAS:
+        return "preempted (over the LAS service threshold) for less-served";
+    default:
+        return "borrowed capacity reclaimed by";
     }
 }
 
-/* True when j would be admitted and placed (then undone). */
-static bool would_fit(struct allot_queue *q, struct allot_job *j)
+/* The search for victims of one pending job j. */
+struct search {
+    struct victim *vs;  /* owned: candidates, cheapest first */
+    int n;              /* candidates */
+    bool *chosen;       /* owned: per candidate, taken off tentatively */
+    int order[64];      /* the chosen candidates, in the order they were taken */
+    int used;           /* entries of order[] */
+    size_t tasks_off;   /* tasks of the chosen victims */
+    struct slot *slots; /* owned: (node, candidate) pairs, by node then candidate */
+    size_t n_slots;
+};
+
+/* Candidate e holds `gpus` GPUs of `node`. */
+struct slot {
+    int node, e, k; /* k: its first task on the node (evaluation order) */
+    int gpus;
+};
+
+static void search_free(struct search *s)
+{
+    allot_free(s->vs);
+    allot_free(s->chosen);
+    allot_free(s->slots);
+}
+
+/* A running job v that may not be preempted for j now may become a victim
+ * later: when it reaches its minimum runtime or the LAS threshold. Notes
+ * the earliest such time in j->preempt_recheck_at. */
+static void recheck_note(const struct allot_queue *q, struct allot_job *j,
+                         const struct allot_job *v, int64_t now)
+{
+    int64_t ran = now - v->start;
+
+    if (v->state != ALLOT_JOB_RUNNING)
+        return;
+    if (ran < v->spec.min_runtime_s && v->start + v->spec.min_runtime_s < j->preempt_recheck_at)
+        j->preempt_recheck_at = v->start + v->spec.min_runtime_s;
+    if (q->o.las_threshold_gpu_s > 0 && job_gpus(v) > 0 &&
+        v->attained_s + ran * job_gpus(v) < q->o.las_threshold_gpu_s) {
+        int64_t at =
+            v->start + (q->o.las_threshold_gpu_s - v->attained_s + job_gpus(v) - 1) / job_gpus(v);
+        if (at > now && at < j->preempt_recheck_at)
+            j->preempt_recheck_at = at;
+    }
+}
+
+/* Step 1: the running jobs j may preempt, cheapest first. Returns their
+ * number or ALLOT_ENOMEM. */
+static int search_collect(struct allot_queue *q, struct allot_job *j, int64_t now, struct search *s)
+{
+    bool in_nom = allot_tenants_in_nominal(q->t, j->spec.tenant, &j->req);
+
+    s->vs = allot_malloc((q->n_running + 1) * sizeof(*s->vs));
+    if (!s->vs)
+        return ALLOT_ENOMEM;
+    for (size_t i = 0; i < q->n_running; i++) {
+        const struct allot_job *v = &q->jobs[q->running[i]];
+        if (!may_preempt(q, j, in_nom, v, now)) {
+            recheck_note(q, j, v, now);
+            continue;
+        }
+        s->vs[s->n].id = v->id;
+        s->vs[s->n].borrowed = v->borrowed;
+        s->vs[s->n].cost = (int64_t)job_gpus(v) * lost_work(q, v, now - v->start);
+        s->n++;
+    }
+    if (s->n > 1)
+        qsort(s->vs, (size_t)s->n, sizeof(*s->vs), cmp_victim);
+    return s->n;
+}
+
+static int cmp_slot(const void *a, const void *b)
+{
+    const struct slot *x = a, *y = b;
+
+    if (x->node != y->node)
+        return x->node < y->node ? -1 : 1;
+    return x->e != y->e ? (x->e < y->e ? -1 : 1) : (x->k > y->k) - (x->k < y->k);
+}
+
+/* Step 2: the candidates grouped by node, so that freeing room on one node
+ * is evaluated in one pass over its candidates. Returns 0 or ALLOT_ENOMEM. */
+static int search_slots(struct allot_queue *q, struct search *s)
+{
+    size_t n = 0, w = 0;
+    int nn = allot_cluster_node_count(q->c);
+
+    for (int e = 0; e < s->n; e++)
+        n += (size_t)q->jobs[s->vs[e].id].spec.n_tasks;
+    s->slots = allot_malloc((n + 1) * sizeof(*s->slots));
+    if (!s->slots)
+        return ALLOT_ENOMEM;
+    for (int e = 0; e < s->n; e++) {
+        const struct allot_job *v = &q->jobs[s->vs[e].id];
+        for (int k = 0; k < v->spec.n_tasks; k++)
+            if (v->pl[k].node >= 0 && v->pl[k].node < nn)
+                s->slots[w++] = (struct slot){.node = v->pl[k].node,
+                                              .e = e,
+                                              .k = k,
+                                              .gpus = __builtin_popcount(v->pl[k].gpu_mask)};
+    }
+    qsort(s->slots, w, sizeof(*s->slots), cmp_slot);
+    /* one slot per (node, candidate): its GPUs summed, its first task kept */
+    n = 0;
+    for (size_t i = 0; i < w; i++) {
+        if (n > 0 && s->slots[n - 1].node == s->slots[i].node && s->slots[n - 1].e == s->slots[i].e)
+            s->slots[n - 1].gpus += s->slots[i].gpus;
+        else
+            s->slots[n++] = s->slots[i];
+    }
+    s->n_slots = n;
+    return 0;
+}
+
+/* Whole GPUs free on a node. */
+static int node_whole_free(const struct allot_node *node)
+{
+    int free = 0;
+
+    for (int g = 0; g < node->n_gpus; g++)
+        free += node->gpus[g].mode != ALLOT_GPU_MIG && node->gpus[g].free_milli == ALLOT_MILLI;
+    return free;
+}
+
+/*
+ * Room for one task of j on one node: of the nodes that hold candidates not
+ * yet chosen, the one where freeing the fewest, cheapest of them (cheapest
+ * first) gives the task enough whole GPUs, at most `max`. Ties go to the
+ * node whose cheapest candidate comes first. One pass over the slots.
+ * Writes the candidates' indices into pick and returns how many (0: no node
+ * can make room).
+ */
+static int node_pick(struct allot_queue *q, const struct allot_job *j, const struct search *s,
+                     int *pick, int max)
+{
+    int need = j->spec.task.num_gpu, best_n = 0, cur[64];
+    int64_t best_cost = INT64_MAX;
+    int best_e = INT32_MAX, best_k = INT32_MAX;
+
+    for (size_t i = 0; i < s->n_slots;) {
+        size_t end = i, x;
+        int node = s->slots[i].node, free, m = 0, first_e, first_k;
+        int64_t cost = 0;
+        while (end < s->n_slots && s->slots[end].node == node)
+            end++;
+        /* a node is evaluated at its cheapest candidate not yet chosen */
+        for (x = i; x < end && s->chosen[s->slots[x].e]; x++)
+            ;
+        if (x == end) {
+            i = end;
+            continue;
+        }
+        first_e = s->slots[x].e;
+        first_k = s->slots[x].k;
+        free = node_whole_free(allot_cluster_node(q->c, node));
+        for (; x < end && free < need && m < max && m < 64; x++) {
+            const struct slot *sl = &s->slots[x];
+            if (s->chosen[sl->e] || !sl->gpus)
+                continue;
+            free += sl->gpus;
+            cost += s->vs[sl->e].cost;
+            cur[m++] = sl->e;
+        }
+        if (free >= need &&
+            (cost < best_cost || (cost == best_cost &&
+                                  (first_e < best_e || (first_e == best_e && first_k < best_k))))) {
+            best_cost = cost;
+            best_e = first_e;
+            best_k = first_k;
+            best_n = m;
+            for (int e = 0; e < m; e++)
+                pick[e] = cur[e];
+        }
+        i = end;
+    }
+    return best_n;
+}
+
+static void victim_evict(struct allot_queue *q, struct allot_job *v, int on, int off, int64_t now);
+
+/* Puts tasks [0, off) of tentatively released victim v back, in order, and
+ * its usage on the quotas. Returns 0, or ALLOT_ENOMEM when the cluster
+ * refused one: v is then evicted (victim_evict). */
+static int victim_back(struct allot_queue *q, struct allot_job *v, int off, int64_t now)
+{
+    struct allot_resvec use;
+
+    for (int k = 0; k < off; k++) {
+        if (allot_sched_apply(q->placer, &v->pl[k]) != 0) {
+            /* out of memory in the cluster's index, or room held by an
+             * orphan that could not be released: memory either way */
+            victim_evict(q, v, k, off, now);
+            return ALLOT_ENOMEM;
+        }
+    }
+    job_model_usage(q, v, &use);
+    allot_tenants_charge(q->t, v->spec.tenant, &use, +1);
+    return 0;
+}
+
+/* Takes running job v's tasks off the cluster and its usage off the quotas,
+ * tentatively. Returns 0, or an error with v back in place, or evicted when
+ * putting it back failed too. */
+static int victim_off(struct allot_queue *q, struct allot_job *v, int64_t now)
+{
+    struct allot_resvec use;
+
+    job_model_usage(q, v, &use);
+    allot_tenants_charge(q->t, v->spec.tenant, &use, -1);
+    for (int k = 0; k < v->spec.n_tasks; k++) {
+        int rc = allot_sched_release(q->placer, &v->pl[k]);
+        if (rc) {
+            int rb = victim_back(q, v, k, now);
+            return rb ? rb : rc;
+        }
+    }
+    return 0;
+}
+
+/*
+ * A tentatively released victim that could not be put back: the cluster
+ * holds its tasks [0, on) and [off, n_tasks) only, so it cannot go on
+ * running as if placed. Releases those, and stops and requeues it (room for
+ * its tasks as orphans and for it in the pending list reserved by the
+ * caller). Its usage is already off the quotas.
+ */
+static void victim_evict(struct allot_queue *q, struct allot_job *v, int on, int off, int64_t now)
+{
+    pl_release_all(q, v->pl, on);
+    pl_release_all(q, v->pl + off, v->spec.n_tasks - off);
+    job_leave(q, v, now);
+    requeue(q, v, now);
+    set_why(v, ALLOT_WHY_EVICTED, 0, 0, -1, 0, 0);
+    emit(q, ALLOT_DEC_STOP, v, allot_queue_reason(q, v->id));
+}
+
+/* True (1) when j would be admitted and placed (then undone), 0 when not,
+ * or ALLOT_ENOMEM. */
+static int would_fit(struct allot_queue *q, struct allot_job *j)
 {
     struct allot_resvec use;
     bool ok;
+    int rc;
 
     if (q->o.quotas &&
         !allot_tenants_admits(q->t, j->spec.tenant, &j->req, q->o.borrowing, NULL, NULL))
-        return false;
-    if (gang_place(q, j) != 0)
-        return false;
+        return 0;
+    rc = gang_place(q, j);
+    if (rc)
+        return rc == ALLOT_ENOMEM ? rc : 0;
     job_model_usage(q, j, &use);
     ok = !q->o.quotas ||
          allot_tenants_admits(q->t, j->spec.tenant, &use, q->o.borrowing, NULL, NULL);
@@ -809,113 +1133,114 @@ static bool would_fit(struct allot_queue *q, struct allot_job *j)
     return ok;
 }
 
-/* Finds the cheapest victim set for j and preempts it. Returns 1 when
- * victims were signalled or stopped, 0 when none would help, or an error. */
-static int try_preempt(struct allot_queue *q, struct allot_job *j, int64_t now)
+/* Takes candidate e off tentatively, after reserving what evicting every
+ * victim taken off so far would need. Returns 0 or an error (e is then not
+ * off: back in place, or evicted). */
+static int search_take(struct allot_queue *q, struct search *s, int e, int64_t now)
 {
-    struct victim *vs;
-    bool *chosen, fit = false;
-    int *order;
-    int n = 0, used = 0, rc = 0, stopping = 0;
-    bool in_nom = allot_tenants_in_nominal(q->t, j->spec.tenant, &j->req);
+    struct allot_job *v = &q->jobs[s->vs[e].id];
+    int rc;
 
-    if (j->stopping_victims > 0)
-        return 1; /* already making room */
-    /* nothing changed since the last fruitless search: still nothing */
-    if (j->preempt_epoch == q->run_epoch + 1 && now < j->preempt_recheck_at)
-        return 0;
-    j->preempt_epoch = q->run_epoch + 1;
-    j->preempt_recheck_at = INT64_MAX;
-    /* room for the candidates, then for the chosen ones copied after them */
-    vs = allot_malloc((q->n_running + 65) * sizeof(*vs));
-    if (!vs)
+    s->chosen[e] = true;
+    if (orphans_reserve(q, (size_t)v->spec.n_tasks) ||
+        list_reserve(&q->pending, q->n_pending, &q->pending_cap, (size_t)s->used + 1))
         return ALLOT_ENOMEM;
-    for (size_t i = 0; i < q->n_running; i++) {
-        const struct allot_job *v = &q->jobs[q->running[i]];
-        int64_t ran = now - v->start;
-        if (!may_preempt(q, j, in_nom, v, now)) {
-            /* too young now, perhaps eligible later */
-            if (v->state == ALLOT_JOB_RUNNING && ran < v->spec.min_runtime_s &&
-                v->start + v->spec.min_runtime_s < j->preempt_recheck_at)
-                j->preempt_recheck_at = v->start + v->spec.min_runtime_s;
-            /* ... or once it has had the LAS threshold's worth of service */
-            if (v->state == ALLOT_JOB_RUNNING && q->o.las_threshold_gpu_s > 0 && job_gpus(v) > 0 &&
-                v->attained_s + ran * job_gpus(v) < q->o.las_threshold_gpu_s) {
-                int64_t at =
-                    v->start +
-                    (q->o.las_threshold_gpu_s - v->attained_s + job_gpus(v) - 1) / job_gpus(v);
-                if (at > now && at < j->preempt_recheck_at)
-                    j->preempt_recheck_at = at;
-            }
-            continue;
-        }
-        vs[n].id = v->id;
-        vs[n].borrowed = v->borrowed;
-        vs[n].cost = (int64_t)job_gpus(v) * lost_work(q, v, ran);
-        n++;
+    rc = victim_off(q, v, now);
+    if (rc)
+        return rc;
+    s->order[s->used++] = e;
+    s->tasks_off += (size_t)v->spec.n_tasks;
+    /* every later reservation keeps room to evict the victims now off */
+    q->orphans_keep = s->tasks_off;
+    return 0;
+}
+
+/* Puts every victim taken off back, in the order they were taken. Returns
+ * 0, or an error when one had to be evicted (the others are back). */
+static int search_restore(struct allot_queue *q, struct search *s, int64_t now)
+{
+    int rc = 0;
+
+    /* a trial placement whose release failed would hold a victim's room */
+    orphans_retry(q);
+    for (int i = 0; i < s->used; i++) {
+        struct allot_job *v = &q->jobs[s->vs[s->order[i]].id];
+        int r = victim_back(q, v, v->spec.n_tasks, now);
+        if (r && !rc)
+            rc = r;
     }
-    if (n == 0) {
-        allot_free(vs);
-        return 0;
-    }
-    qsort(vs, (size_t)n, sizeof(*vs), cmp_victim);
-    chosen = allot_calloc((size_t)n, sizeof(*chosen));
-    order = allot_calloc(64, sizeof(*order));
-    if (!chosen || !order) {
-        allot_free(chosen);
-        allot_free(order);
-        allot_free(vs);
-        return ALLOT_ENOMEM;
-    }
-    /*
-     * Add victims until j would be admitted and placed: against quota, the
-     * cheapest borrowed work anywhere; against room, the cheapest set that
-     * frees one node enough for one of j's tasks, node after node.
-     */
-    while (!(fit = would_fit(q, j)) && used < 64) {
+    return rc;
+}
+
+/*
+ * Step 3: add victims until j would be admitted and placed: against quota,
+ * the cheapest borrowed work anywhere; against room, the cheapest set that
+ * frees one node enough for one of j's tasks, node after node. Everything
+ * taken off is put back before returning. Returns 1 when s->order[0..used)
+ * makes room, 0 when no set of at most 64 does, or an error.
+ */
+static int search_trial(struct allot_queue *q, struct allot_job *j, struct search *s, int64_t now)
+{
+    int fit, rc = 0;
+
+    for (;;) {
         int pick[64], np = 0;
+        fit = would_fit(q, j);
+        if (fit != 0 || s->used >= 64)
+            break;
         if (!quota_blocked(q, j) && j->spec.task.num_gpu > 0)
-            np = node_pick(q, j, vs, n, chosen, pick, 64 - used);
-        if (np == 0)
-            for (int i = 0; i < n && np == 0; i++)
-                if (!chosen[i])
-                    pick[np++] = i;
+            np = node_pick(q, j, s, pick, 64 - s->used);
+        for (int i = 0; i < s->n && np == 0; i++)
+            if (!s->chosen[i])
+                pick[np++] = i;
         if (np == 0)
             break;
-        for (int p = 0; p < np; p++) {
-            chosen[pick[p]] = true;
-            order[used++] = pick[p];
-            victims_toggle(q, &vs[pick[p]], 1, -1);
-        }
+        for (int p = 0; p < np && rc == 0; p++)
+            rc = search_take(q, s, pick[p], now);
+        if (rc)
+            break;
     }
-    for (int i = 0; i < used; i++)
-        victims_toggle(q, &vs[order[i]], 1, +1);
-    if (!fit) {
-        allot_free(chosen);
-        allot_free(order);
-        allot_free(vs);
-        return 0;
+    {
+        int rb = search_restore(q, s, now);
+        q->orphans_keep = 0;
+        if (fit < 0)
+            return fit;
+        return rc ? rc : rb ? rb : fit;
     }
-    /* the victims, in the order they were chosen */
-    for (int i = 0; i < used; i++)
-        vs[n + i] = vs[order[i]];
-    memmove(vs, vs + n, (size_t)used * sizeof(*vs));
-    allot_free(chosen);
-    allot_free(order);
-    for (int i = 0; i < used; i++) {
-        struct allot_job *v = &q->jobs[vs[i].id];
+}
+
+/* Records that j preempted v (the last four preemptors are remembered). */
+static void note_preemptor(struct allot_job *v, const struct allot_job *j)
+{
+    v->preemptions++;
+    if (v->n_preemptors < 4) {
+        v->preemptors[v->n_preemptors++] = j->id;
+    } else {
+        memmove(v->preemptors, v->preemptors + 1, 3 * sizeof(int));
+        v->preemptors[3] = j->id;
+    }
+}
+
+/* Step 4: preempts the chosen victims: checkpointable ones get the grace
+ * period, the others stop and are requeued now. Returns 0, or ALLOT_ENOMEM
+ * with nothing preempted. */
+static int victims_preempt(struct allot_queue *q, struct allot_job *j, const struct search *s,
+                           int64_t now)
+{
+    int stopping = 0;
+    int64_t g = 0;
+
+    /* everything below must not fail halfway */
+    if (orphans_reserve(q, s->tasks_off) ||
+        list_reserve(&q->pending, q->n_pending, &q->pending_cap, (size_t)s->used))
+        return ALLOT_ENOMEM;
+    for (int i = 0; i < s->used; i++) {
+        struct allot_job *v = &q->jobs[s->vs[s->order[i]].id];
+        int kind = preempt_kind(q, j, v);
         char why[ALLOT_REASON_MAX];
-        v->preemptions++;
-        if (v->n_preemptors < 4)
-            v->preemptors[v->n_preemptors++] = j->id;
-        else {
-            memmove(v->preemptors, v->preemptors + 1, 3 * sizeof(int));
-            v->preemptors[3] = j->id;
-        }
-        allot_fmt(why, sizeof(why), "%s job %s",
-                  v->spec.tenant == j->spec.tenant ? "preempted for higher-priority"
-                                                   : "borrowed capacity reclaimed by",
-                  j->name);
+        note_preemptor(v, j);
+        allot_fmt(why, sizeof(why), "%s job %s", preempt_text(kind), j->name);
+        g += v->req.v[ALLOT_RES_GPU];
         if (v->spec.checkpointable && q->o.grace_s > 0) {
             v->state = ALLOT_JOB_STOPPING;
             v->stop_at = now + q->o.grace_s;
@@ -928,20 +1253,46 @@ static int try_preempt(struct allot_queue *q, struct allot_job *j, int64_t now)
         } else {
             emit(q, ALLOT_DEC_PREEMPT, v, why);
             job_unplace(q, v, now);
-            rc = requeue(q, v, now);
-            if (rc)
-                break;
-            set_why(v, ALLOT_WHY_PREEMPTED, 0, 0, j->id, 0, 0);
+            requeue(q, v, now);
+            set_why(v, ALLOT_WHY_PREEMPTED, 0, kind, j->id, 0, 0);
         }
     }
     if (stopping) {
-        int64_t g = 0;
-        for (int i = 0; i < used; i++)
-            g += q->jobs[vs[i].id].req.v[ALLOT_RES_GPU];
-        set_why(j, ALLOT_WHY_RECLAIM, q->jobs[vs[0].id].spec.tenant, 0, -1, g, q->o.grace_s);
+        const struct allot_job *v0 = &q->jobs[s->vs[s->order[0]].id];
+        set_why(j, ALLOT_WHY_RECLAIM, v0->spec.tenant, preempt_kind(q, j, v0), -1, g, q->o.grace_s);
     }
-    allot_free(vs);
-    return rc ? rc : 1;
+    return 0;
+}
+
+/* Finds the cheapest victim set for j and preempts it. Returns 1 when
+ * victims were signalled or stopped (or already are), 0 when none would
+ * help, or an error (nothing preempted; a victim that could not be put back
+ * after the trial was stopped and requeued). */
+static int try_preempt(struct allot_queue *q, struct allot_job *j, int64_t now)
+{
+    struct search s = {0};
+    int rc;
+
+    if (j->stopping_victims > 0)
+        return 1; /* already making room */
+    /* nothing changed since the last fruitless search: still nothing */
+    if (j->preempt_epoch == q->run_epoch + 1 && now < j->preempt_recheck_at)
+        return 0;
+    j->preempt_epoch = q->run_epoch + 1;
+    j->preempt_recheck_at = INT64_MAX;
+    rc = search_collect(q, j, now, &s);
+    if (rc > 0) {
+        s.chosen = allot_calloc((size_t)s.n, sizeof(*s.chosen));
+        rc = s.chosen ? search_slots(q, &s) : ALLOT_ENOMEM;
+        if (rc == 0)
+            rc = search_trial(q, j, &s, now);
+        if (rc == 1)
+            rc = victims_preempt(q, j, &s, now) < 0 ? ALLOT_ENOMEM : 1;
+    }
+    if (rc < 0)
+        j->preempt_epoch = 0; /* search again next time */
+    search_free(&s);
+    return rc;
 }
 
 /* ---- the cycle ---------------------------------------------------------------------------- */
@@ -1014,34 +1365,39 @@ static bool backfill_ok(const struct allot_queue *q, struct reservation *r,
     return false;
 }
 
-/* Ends grace periods and runtime limits due at now. */
+/* Ends grace periods and runtime limits due at now. Returns 0 or
+ * ALLOT_ENOMEM (the job at hand left as it was). */
 static int stop_due(struct allot_queue *q, int64_t now)
 {
     for (size_t i = 0; i < q->n_running;) {
         struct allot_job *j = &q->jobs[q->running[i]];
-        if (j->state == ALLOT_JOB_STOPPING && j->stop_at <= now) {
-            int rc, pf = j->preempted_for;
+        bool grace_over = j->state == ALLOT_JOB_STOPPING && j->stop_at <= now;
+        bool limit =
+            j->state == ALLOT_JOB_RUNNING && j->spec.limit_s && now - j->start >= j->spec.limit_s;
+        if (!grace_over && !limit) {
+            i++;
+            continue;
+        }
+        if (orphans_reserve(q, (size_t)j->spec.n_tasks) ||
+            list_reserve(&q->pending, q->n_pending, &q->pending_cap, 1) ||
+            list_reserve(&q->first, q->n_first, &q->first_cap, 1))
+            return ALLOT_ENOMEM;
+        if (grace_over) {
+            int pf = j->preempted_for;
             job_unplace(q, j, now);
             /* the room was made for pf: it gets the first try at it */
             if (pf >= 0 && q->jobs[pf].stopping_victims == 0 &&
-                q->jobs[pf].state == ALLOT_JOB_PENDING &&
-                list_add(&q->first, &q->n_first, &q->first_cap, pf))
-                return ALLOT_ENOMEM;
-            rc = requeue(q, j, now);
-            if (rc)
-                return rc;
+                q->jobs[pf].state == ALLOT_JOB_PENDING)
+                q->first[q->n_first++] = pf;
+            requeue(q, j, now);
             set_why(j, ALLOT_WHY_GRACE_OVER, 0, 0, -1, 0, 0);
             emit(q, ALLOT_DEC_STOP, j, "grace period over: stopped and requeued");
-            continue;
-        }
-        if (j->state == ALLOT_JOB_RUNNING && j->spec.limit_s && now - j->start >= j->spec.limit_s) {
+        } else {
             job_unplace(q, j, now);
             j->state = ALLOT_JOB_DONE;
             set_why(j, ALLOT_WHY_LIMIT, 0, 0, -1, j->spec.limit_s, 0);
             emit(q, ALLOT_DEC_STOP, j, allot_queue_reason(q, j->id));
-            continue;
         }
-        i++;
     }
     return 0;
 }
@@ -1080,14 +1436,19 @@ static int consider(struct allot_queue *q, struct allot_job *j, int64_t now, str
                 now - h->submit);
         return 0;
     }
+    /* room to start it, so that job_start cannot fail */
+    if (list_reserve(&q->running, q->n_running, &q->running_cap, 1))
+        return ALLOT_ENOMEM;
     if (q->o.quotas &&
         !allot_tenants_admits(q->t, j->spec.tenant, &j->req, q->o.borrowing, &who, &res)) {
         set_why(j, ALLOT_WHY_QUOTA, who, res, -1, 0, 0);
         if (q->o.preemption) {
             rc = try_preempt(q, j, now);
+            if (rc == 1 && j->state == ALLOT_JOB_PENDING)
+                rc = would_fit(q, j);
             if (rc < 0)
                 return rc;
-            if (rc == 1 && j->state == ALLOT_JOB_PENDING && would_fit(q, j))
+            if (rc == 1 && j->state == ALLOT_JOB_PENDING)
                 goto place;
         }
         return 0;
@@ -1105,48 +1466,53 @@ place:
             set_why(j, ALLOT_WHY_QUOTA, who, res, -1, 0, 0);
             return 0;
         }
-        return job_start(q, j, now);
+        job_start(q, j, now);
+        return 0;
     }
     set_why(j, ALLOT_WHY_CAPACITY, 0, 0, -1, 0, 0);
     if (q->o.preemption) {
         rc = try_preempt(q, j, now);
+        if (rc == 1)
+            rc = gang_place(q, j) == 0 ? 2 : 0;
         if (rc < 0)
             return rc;
-        if (rc == 1 && gang_place(q, j) == 0)
-            return job_start(q, j, now);
+        if (rc == 2) {
+            job_start(q, j, now);
+            return 0;
+        }
     }
     if (q->o.backfill && r->holder < 0 && large && aged)
         return reserve(q, j, now, r);
     return 0;
 }
 
-int allot_queue_cycle(struct allot_queue *q, int64_t now, allot_decision_fn fn, void *ud)
+/* Step 1 of a cycle: grace periods and limits, per-user use, and the jobs
+ * whose victims just stopped (they go before everyone else). */
+static int cycle_begin(struct allot_queue *q, int64_t now, struct reservation *r)
 {
-    struct keyed *ks = NULL;
-    size_t n;
     int rc;
-    struct reservation r = {.holder = -1};
 
-    q->fn = fn;
-    q->ud = ud;
-    q->wakeup = INT64_MAX;
     allot_tenants_advance(q->t, now, q->o.half_life_s, &q->capacity);
+    orphans_retry(q);
     q->n_first = 0;
     rc = stop_due(q, now);
     if (rc == 0)
         rc = users_rebuild(q);
-    /* jobs whose victims just stopped go before everyone else */
     for (size_t i = 0; i < q->n_first && rc == 0; i++)
         if (q->jobs[q->first[i]].state == ALLOT_JOB_PENDING)
-            rc = consider(q, &q->jobs[q->first[i]], now, &r);
-    if (rc)
-        goto out;
-    n = q->n_pending;
-    ks = allot_malloc((n + 1) * sizeof(*ks));
-    if (!ks) {
-        rc = ALLOT_ENOMEM;
-        goto out;
-    }
+            rc = consider(q, &q->jobs[q->first[i]], now, r);
+    return rc;
+}
+
+/* Step 2: the pending jobs with their policy keys, best first (*out owned
+ * by the caller). Returns their number or ALLOT_ENOMEM. */
+static long cycle_order(struct allot_queue *q, int64_t now, struct keyed **out)
+{
+    size_t n = q->n_pending;
+    struct keyed *ks = allot_malloc((n + 1) * sizeof(*ks));
+
+    if (!ks)
+        return ALLOT_ENOMEM;
     for (size_t i = 0; i < n; i++) {
         const struct allot_job *j = &q->jobs[q->pending[i]];
         q->order->key(q, j, now, ks[i].key);
@@ -1154,56 +1520,79 @@ int allot_queue_cycle(struct allot_queue *q, int64_t now, allot_decision_fn fn, 
         ks[i].tenant = j->spec.tenant;
     }
     qsort(ks, n, sizeof(*ks), cmp_keyed);
-    if (!q->order->per_tenant) {
-        for (size_t i = 0; i < n && rc == 0; i++)
-            if (q->jobs[ks[i].id].state == ALLOT_JOB_PENDING)
-                rc = consider(q, &q->jobs[ks[i].id], now, &r);
-    } else {
-        /* tenants take turns: the one with the lowest fair-share key (with
-         * its current usage) offers its best job; aged jobs go first */
-        size_t left = n;
-        int nt = allot_tenants_count(q->t);
-        size_t *head = allot_calloc((size_t)nt, sizeof(*head));
-        if (!head) {
-            rc = ALLOT_ENOMEM;
-            goto out;
+    *out = ks;
+    return (long)n;
+}
+
+/* Step 3a: one global order: considers the jobs in key order. */
+static int cycle_serve_global(struct allot_queue *q, const struct keyed *ks, size_t n, int64_t now,
+                              struct reservation *r)
+{
+    int rc = 0;
+
+    for (size_t i = 0; i < n && rc == 0; i++)
+        if (q->jobs[ks[i].id].state == ALLOT_JOB_PENDING)
+            rc = consider(q, &q->jobs[ks[i].id], now, r);
+    return rc;
+}
+
+/* The tenant whose turn it is: the lowest fair-share key (with its current
+ * usage) among those with a job left at head[]; an aged job goes first. */
+static int next_tenant(const struct allot_queue *q, const struct keyed *ks, const size_t *head,
+                       int nt)
+{
+    int best = -1;
+    double bk = 0;
+
+    for (int ti = 0; ti < nt; ti++) {
+        double k;
+        if (head[ti] == SIZE_MAX)
+            continue;
+        k = ks[head[ti]].key[0] < 0.5 ? -1.0 : allot_tenants_fair_key(q->t, ti, &q->capacity);
+        if (best < 0 || k < bk) {
+            best = ti;
+            bk = k;
         }
-        for (int i = 0; i < nt; i++)
-            head[i] = SIZE_MAX;
-        for (size_t i = n; i-- > 0;)
-            head[ks[i].tenant] = i; /* first (best) position per tenant */
-        while (left > 0 && rc == 0) {
-            int best = -1;
-            double bk = 0;
-            for (int ti = 0; ti < nt; ti++) {
-                double k;
-                if (head[ti] == SIZE_MAX)
-                    continue;
-                k = ks[head[ti]].key[0] < 0.5 ? -1.0
-                                              : allot_tenants_fair_key(q->t, ti, &q->capacity);
-                if (best < 0 || k < bk) {
-                    best = ti;
-                    bk = k;
-                }
-            }
-            if (best < 0)
-                break;
-            {
-                size_t pos = head[best];
-                if (q->jobs[ks[pos].id].state == ALLOT_JOB_PENDING)
-                    rc = consider(q, &q->jobs[ks[pos].id], now, &r);
-                left--;
-                head[best] = SIZE_MAX;
-                for (size_t i = pos + 1; i < n; i++)
-                    if (ks[i].tenant == best) {
-                        head[best] = i;
-                        break;
-                    }
-            }
-        }
-        allot_free(head);
     }
-out:
+    return best;
+}
+
+/* Step 3b: tenants take turns, each offering its best job (ks sorted). */
+static int cycle_serve_by_tenant(struct allot_queue *q, const struct keyed *ks, size_t n,
+                                 int64_t now, struct reservation *r)
+{
+    int nt = allot_tenants_count(q->t), rc = 0;
+    size_t *head = allot_calloc((size_t)nt, sizeof(*head)), left = n;
+
+    if (!head)
+        return ALLOT_ENOMEM;
+    for (int i = 0; i < nt; i++)
+        head[i] = SIZE_MAX;
+    for (size_t i = n; i-- > 0;)
+        head[ks[i].tenant] = i; /* first (best) position per tenant */
+    while (left > 0 && rc == 0) {
+        int best = next_tenant(q, ks, head, nt);
+        size_t pos;
+        if (best < 0)
+            break;
+        pos = head[best];
+        if (q->jobs[ks[pos].id].state == ALLOT_JOB_PENDING)
+            rc = consider(q, &q->jobs[ks[pos].id], now, r);
+        left--;
+        head[best] = SIZE_MAX;
+        for (size_t i = pos + 1; i < n; i++)
+            if (ks[i].tenant == best) {
+                head[best] = i;
+                break;
+            }
+    }
+    allot_free(head);
+    return rc;
+}
+
+/* Step 4: the earliest time the queue wants a cycle for its own sake. */
+static void cycle_wakeup(struct allot_queue *q, int64_t now)
+{
     /* a waiting job whose victims are too young wants a cycle when they come of age */
     for (size_t i = 0; i < q->n_pending; i++) {
         const struct allot_job *j = &q->jobs[q->pending[i]];
@@ -1219,6 +1608,27 @@ out:
         if (at < q->wakeup)
             q->wakeup = at;
     }
+}
+
+int allot_queue_cycle(struct allot_queue *q, int64_t now, allot_decision_fn fn, void *ud)
+{
+    struct keyed *ks = NULL;
+    struct reservation r = {.holder = -1};
+    long n = 0;
+    int rc;
+
+    q->fn = fn;
+    q->ud = ud;
+    q->wakeup = INT64_MAX;
+    rc = cycle_begin(q, now, &r);
+    if (rc == 0) {
+        n = cycle_order(q, now, &ks);
+        rc = n < 0 ? (int)n : 0;
+    }
+    if (rc == 0)
+        rc = q->order->per_tenant ? cycle_serve_by_tenant(q, ks, (size_t)n, now, &r)
+                                  : cycle_serve_global(q, ks, (size_t)n, now, &r);
+    cycle_wakeup(q, now);
     allot_free(ks);
     q->fn = NULL;
     return rc;
@@ -1331,7 +1741,65 @@ const struct allot_queue_policy_ops *allot_queue_policy_find(const char *name)
     return NULL;
 }
 
-/* ---- invariants ----------------------------------------------------------------------------- */
+/* ---- invariants ------------------------------------------------------------------------ */
+
+/* What the placements of running jobs and orphans hold on one node. */
+struct held {
+    int64_t cpu, mem;
+    int32_t tasks;
+    int32_t gpu_tasks[ALLOT_MAX_GPUS];
+};
+
+static void held_add(struct held *h, const struct allot_placement *p)
+{
+    struct held *x = &h[p->node];
+
+    x->cpu += p->cpu_milli;
+    x->mem += p->mem_mib;
+    x->tasks++;
+    for (int g = 0; g < ALLOT_MAX_GPUS; g++)
+        x->gpu_tasks[g] += (int32_t)(p->gpu_mask >> g & 1);
+}
+
+/* Every task the cluster holds belongs to a running job or is an orphan,
+ * and every running job's tasks are held: per node the task count, CPU and
+ * memory, per GPU the task count. A job running on GPUs that look free
+ * fails here. */
+static int check_held(const struct allot_queue *q, char *err, size_t errlen)
+{
+    int nn = allot_cluster_node_count(q->c), rc = 0;
+    struct held *h = allot_calloc((size_t)nn + 1, sizeof(*h));
+
+    if (!h) {
+        allot_fmt(err, errlen, "out of memory");
+        return ALLOT_ENOMEM;
+    }
+    for (size_t i = 0; i < q->n_running; i++) {
+        const struct allot_job *j = &q->jobs[q->running[i]];
+        for (int k = 0; j->pl && k < j->spec.n_tasks; k++)
+            if (j->pl[k].node >= 0 && j->pl[k].node < nn)
+                held_add(h, &j->pl[k]);
+    }
+    for (size_t i = 0; i < q->n_orphans; i++)
+        if (q->orphans[i].node >= 0 && q->orphans[i].node < nn)
+            held_add(h, &q->orphans[i]);
+    for (int i = 0; i < nn && rc == 0; i++) {
+        const struct allot_node *n = allot_cluster_node(q->c, i);
+        bool ok = h[i].tasks == n->n_tasks && h[i].cpu == n->cpu_milli - n->cpu_free &&
+                  h[i].mem == n->mem_mib - n->mem_free;
+        for (int g = 0; g < n->n_gpus && ok; g++)
+            ok = h[i].gpu_tasks[g] == n->gpus[g].n_tasks;
+        if (!ok) {
+            allot_fmt(err, errlen,
+                      "node %s: holds %d tasks, running jobs and orphans %d (or CPU, memory "
+                      "or a GPU's tasks differ)",
+                      n->name, n->n_tasks, h[i].tasks);
+            rc = ALLOT_EINTERNAL;
+        }
+    }
+    allot_free(h);
+    return rc;
+}
 
 int allot_queue_check_invariants(const struct allot_queue *q, char *err, size_t errlen)
 {
@@ -1339,6 +1807,8 @@ int allot_queue_check_invariants(const struct allot_queue *q, char *err, size_t 
     int rc = allot_sched_check_invariants(q->placer, err, errlen);
     int nt = allot_tenants_count(q->t);
 
+    if (rc == 0)
+        rc = check_held(q, err, errlen);
     if (rc)
         return rc;
     for (int ti = 0; ti < nt; ti++) {
