@@ -19,10 +19,10 @@ if [ ! -x "$sim" ]; then
 fi
 start=$(date +%s%N)
 "$sim" fill --nodes "$data/openb_node_list_gpu_node.csv" \
-    --pods "$data/openb_pod_list_default.csv" --policy all --seeds 42-51 --jobs 2
+    --pods "$data/openb_pod_list_default.csv" --policy all --seeds 42-51 --workers 2
 end=$(date +%s%N)
 wall=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.2f", (b - a) / 1e9 }')
-echo "bench=fill workload=default policies=7 seeds=10 jobs=2 wall_s=$wall target_s=15 limit_s=60"
+echo "bench=fill workload=default policies=7 seeds=10 workers=2 wall_s=$wall target_s=15 limit_s=60"
 if awk -v w="$wall" 'BEGIN { exit !(w > 60) }'; then
     echo "bench/fill: slower than the 60 s limit" >&2
     exit 1

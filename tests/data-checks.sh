@@ -30,7 +30,7 @@ status=0
 for workload in default gpushare40 cpu100; do
     out=$("$sim" fill --nodes "$data/openb_node_list_gpu_node.csv" \
         --pods "$data/openb_pod_list_$workload.csv" --policy all --seeds 42-51 \
-        --expected "$data/fgd_expected_results" --jobs 2 2>&1) || {
+        --expected "$data/fgd_expected_results" --workers 2 2>&1) || {
         printf '%s\n' "$out"
         echo "data-checks: allot-sim fill failed on $workload" >&2
         status=1

@@ -42,6 +42,7 @@ enum {
     OPT_PLOT,
     OPT_EXPECTED,
     OPT_DLOG,
+    OPT_WORKERS,
     OPT_JOBS,
     OPT_CHECK,
     OPT_OFFLINE,
@@ -64,7 +65,8 @@ static const struct cliopt fill_options[N_OPTS] = {
     [OPT_EXPECTED] = {"expected", "DIR", NULL,
                       "compare with DIR/analysis_allo_discrete.csv (published)"},
     [OPT_DLOG] = {"decision-log", "OUT", NULL, "write one line per placement decision"},
-    [OPT_JOBS] = {"jobs", "N", "1", "worker processes (results do not depend on N)"},
+    [OPT_WORKERS] = {"workers", "N", "1", "worker processes (results do not depend on N)"},
+    [OPT_JOBS] = {"jobs", "N", NULL, "deprecated alias of --workers"},
     [OPT_CHECK] = {"check", NULL, NULL, "check scheduler invariants after every placement"},
     [OPT_OFFLINE] = {"offline", NULL, NULL, "add an offline reference packing (offline.h)"},
     [OPT_HELP] = {"help", NULL, NULL, "show this help"},
@@ -159,6 +161,7 @@ static int parse_policies(const char *s, const struct allot_sched_policy_ops **o
  * exit status (0 after --help, 1 out of memory, 2 bad arguments). */
 static int parse_args(int argc, char **argv, struct fill_args *a)
 {
+    const char *workers;
     char err[512], bad[64];
     int rc;
 
@@ -183,8 +186,15 @@ static int parse_args(int argc, char **argv, struct fill_args *a)
         return usage_error("--tune \"%s\": want a number in [1, 100] (the table reads the "
                            "curves at arrived 80..130 %% of capacity)",
                            a->val[OPT_TUNE]);
-    if (a->val[OPT_JOBS] && !cliopt_parse_int(a->val[OPT_JOBS], 1, MAX_WORKERS, &a->workers))
-        return usage_error("--jobs \"%s\": want an integer 1..%d", a->val[OPT_JOBS], MAX_WORKERS);
+    if (a->given[OPT_JOBS] && a->given[OPT_WORKERS])
+        return usage_error("--jobs is the old name of --workers; give only --workers");
+    if (a->given[OPT_JOBS])
+        fprintf(stderr, "allot-sim fill: --jobs is deprecated, use --workers (in allot-sim "
+                        "replay --jobs names the job trace)\n");
+    workers = a->val[OPT_WORKERS] ? a->val[OPT_WORKERS] : a->val[OPT_JOBS];
+    if (workers && !cliopt_parse_int(workers, 1, MAX_WORKERS, &a->workers))
+        return usage_error("--%s \"%s\": want an integer 1..%d",
+                           a->given[OPT_JOBS] ? "jobs" : "workers", workers, MAX_WORKERS);
     rc = sim_fill_parse_seeds(a->val[OPT_SEEDS] ? a->val[OPT_SEEDS] : "42-51", &a->seeds, &a->ns,
                               err, sizeof(err));
     if (rc == ALLOT_ENOMEM) {

@@ -624,6 +624,23 @@ static void test_command_line_values(void **state)
         assert_non_null(strstr(err, "seed 42 is given twice"));
     }
     {
+        /* --jobs is fill's old name of --workers (replay's --jobs is the trace) */
+        const char *a[] = {"fill", "--nodes", nodes, "--pods",   pods,     "--jobs",
+                           "2",    "--seeds", "1",   "--policy", "bestfit"};
+        assert_int_equal(run_main_err(11, a, err, sizeof(err)), 0);
+        assert_non_null(strstr(err, "--jobs is deprecated, use --workers"));
+    }
+    {
+        const char *a[] = {"fill",   "--nodes", nodes,       "--pods", pods,
+                           "--jobs", "2",       "--workers", "2"};
+        assert_int_equal(run_main_err(9, a, err, sizeof(err)), 2);
+    }
+    {
+        const char *a[] = {"fill", "--nodes", nodes, "--pods", pods, "--jobs", "0"};
+        assert_int_equal(run_main_err(7, a, err, sizeof(err)), 2);
+        assert_non_null(strstr(err, "--jobs \"0\": want an integer 1..256"));
+    }
+    {
         const char *a[] = {"fill", "--nodes", nodes, "--pods",   pods,     "--tune",
                            "1",    "--seeds", "1",   "--policy", "bestfit"};
         assert_int_equal(run_main_err(11, a, err, sizeof(err)), 0);
@@ -656,7 +673,7 @@ static void test_command_line(void **state)
         assert_int_equal(run_main(6, a), 2);
     }
     {
-        const char *a[] = {"fill", "--nodes", nodes, "--pods", pods, "--jobs", "0"};
+        const char *a[] = {"fill", "--nodes", nodes, "--pods", pods, "--workers", "0"};
         assert_int_equal(run_main(7, a), 2);
     }
     {
@@ -672,9 +689,9 @@ static void test_command_line(void **state)
     allot_fmt(svg, sizeof(svg), "%s/out.svg", dir);
     allot_fmt(dlog, sizeof(dlog), "%s/decisions.log", dir);
     {
-        const char *a[] = {"fill",        "--nodes",        nodes, "--pods", pods, "--policy",
-                           "bestfit,fgd", "--seeds",        "1-2", "--json", json, "--plot",
-                           svg,           "--decision-log", dlog,  "--jobs", "2"};
+        const char *a[] = {"fill",        "--nodes",        nodes, "--pods",    pods, "--policy",
+                           "bestfit,fgd", "--seeds",        "1-2", "--json",    json, "--plot",
+                           svg,           "--decision-log", dlog,  "--workers", "2"};
         assert_int_equal(run_main(17, a), 0);
     }
     root = json_load_file(json, 0, &jerr);
