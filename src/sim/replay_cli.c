@@ -425,127 +425,191 @@ static void print_header(const struct replay_setup *s, bool synthetic, double lo
     fflush(stdout);
 }
 
-int sim_replay_main(int argc, char **argv)
-{
-    const char *val[N_OPTS] = {0};
-    bool given[N_OPTS] = {0};
-    struct replay_setup setup;
-    struct replay_result res[REPLAY_POLICIES];
-    struct replay_opts o = {.checkpoint_s = 1800, .seed = 1};
-    int pol[REPLAY_POLICIES], np, nres = 0, status = 1, rc;
-    int64_t from = -1, to = -1, days = 0, v;
-    double load = 0;
-    char err[1024], bad[64];
-    FILE *dlog = NULL;
+/* What the command line asks for, once checked. */
+struct replay_args {
+    const char *val[N_OPTS]; /* borrowed from argv */
+    bool given[N_OPTS];
+    int pol[REPLAY_POLICIES];
+    int np;
+    int64_t from, to, days;
+    double load;
+    struct replay_opts o;
+};
 
-    memset(&setup, 0, sizeof(setup));
-    memset(res, 0, sizeof(res));
-    if (cliopt_parse(options, N_OPTS, argc, argv, val, given, 0, err, sizeof(err)))
+/* Parses and checks argv into *a. Returns -1 when all is well, else the
+ * exit status (0 after --help, 2 bad arguments). */
+static int parse_args(int argc, char **argv, struct replay_args *a)
+{
+    char err[1024], bad[64];
+    int64_t v;
+
+    a->from = a->to = -1;
+    a->o = (struct replay_opts){.checkpoint_s = 1800, .seed = 1};
+    if (cliopt_parse(options, N_OPTS, argc, argv, a->val, a->given, 0, err, sizeof(err)))
         return usage_error("%s", err);
-    if (given[OPT_HELP]) {
+    if (a->given[OPT_HELP]) {
         usage(stdout);
         return 0;
     }
-    if (given[OPT_JOBS] == given[OPT_SYNTHETIC])
+    if (a->given[OPT_JOBS] == a->given[OPT_SYNTHETIC])
         return usage_error("give exactly one of --jobs FILE and --synthetic DAYS");
-    if (given[OPT_VCS] == given[OPT_TENANTS])
+    if (a->given[OPT_VCS] == a->given[OPT_TENANTS])
         return usage_error("give exactly one of --vcs FILE and --tenants FILE");
-    if (val[OPT_SYNTHETIC] && !cliopt_parse_int(val[OPT_SYNTHETIC], 1, 3660, &days))
-        return usage_error("--synthetic \"%s\": want a number of days 1..3660", val[OPT_SYNTHETIC]);
-    if (val[OPT_FROM] && philly_parse_time(val[OPT_FROM], &from) < 0)
+    if (a->val[OPT_SYNTHETIC] && !cliopt_parse_int(a->val[OPT_SYNTHETIC], 1, 3660, &a->days))
+        return usage_error("--synthetic \"%s\": want a number of days 1..3660",
+                           a->val[OPT_SYNTHETIC]);
+    if (a->val[OPT_FROM] && philly_parse_time(a->val[OPT_FROM], &a->from) < 0)
         return usage_error("--from \"%s\": want YYYY-MM-DD or \"YYYY-MM-DD HH:MM:SS\" (UTC)",
-                           val[OPT_FROM]);
-    if (val[OPT_TO] && philly_parse_time(val[OPT_TO], &to) < 0)
+                           a->val[OPT_FROM]);
+    if (a->val[OPT_TO] && philly_parse_time(a->val[OPT_TO], &a->to) < 0)
         return usage_error("--to \"%s\": want YYYY-MM-DD or \"YYYY-MM-DD HH:MM:SS\" (UTC)",
-                           val[OPT_TO]);
-    if (val[OPT_TO] && given[OPT_SYNTHETIC])
+                           a->val[OPT_TO]);
+    if (a->val[OPT_TO] && a->given[OPT_SYNTHETIC])
         return usage_error("--to does not go with --synthetic (DAYS sets the end)");
-    if (from >= 0 && to >= 0 && from >= to)
+    if (a->from >= 0 && a->to >= 0 && a->from >= a->to)
         return usage_error("--from must come before --to");
-    if (val[OPT_LOAD] && (!cliopt_parse_double(val[OPT_LOAD], &load) || load <= 0 || load > 10))
-        return usage_error("--load \"%s\": want a number in (0, 10]", val[OPT_LOAD]);
-    np = parse_policies(val[OPT_POLICY] ? val[OPT_POLICY] : "all", pol, bad, sizeof(bad));
-    if (np < 0)
+    if (a->val[OPT_LOAD] &&
+        (!cliopt_parse_double(a->val[OPT_LOAD], &a->load) || a->load <= 0 || a->load > 10))
+        return usage_error("--load \"%s\": want a number in (0, 10]", a->val[OPT_LOAD]);
+    a->np =
+        parse_policies(a->val[OPT_POLICY] ? a->val[OPT_POLICY] : "all", a->pol, bad, sizeof(bad));
+    if (a->np < 0)
         return usage_error("--policy: unknown or repeated policy \"%s\" (want static, fifo, las, "
                            "sjf-oracle, allot or all)",
                            bad);
-    if (val[OPT_CKPT]) {
-        if (!cliopt_parse_int(val[OPT_CKPT], 0, 1000000000, &v))
+    if (a->val[OPT_CKPT]) {
+        if (!cliopt_parse_int(a->val[OPT_CKPT], 0, 1000000000, &v))
             return usage_error("--checkpoint-interval \"%s\": want seconds 0..1000000000",
-                               val[OPT_CKPT]);
-        o.checkpoint_s = v;
+                               a->val[OPT_CKPT]);
+        a->o.checkpoint_s = v;
     }
-    if (val[OPT_PLACEMENT] && !allot_sched_policy_find(val[OPT_PLACEMENT]))
-        return usage_error("--placement \"%s\": unknown placement policy", val[OPT_PLACEMENT]);
-    o.placement = val[OPT_PLACEMENT];
-    if (val[OPT_SEED]) {
-        if (!cliopt_parse_int(val[OPT_SEED], 0, INT64_MAX, &v))
-            return usage_error("--seed \"%s\": want a non-negative integer", val[OPT_SEED]);
-        o.seed = (uint64_t)v;
+    if (a->val[OPT_PLACEMENT] && !allot_sched_policy_find(a->val[OPT_PLACEMENT]))
+        return usage_error("--placement \"%s\": unknown placement policy", a->val[OPT_PLACEMENT]);
+    a->o.placement = a->val[OPT_PLACEMENT];
+    if (a->val[OPT_SEED]) {
+        if (!cliopt_parse_int(a->val[OPT_SEED], 0, INT64_MAX, &v))
+            return usage_error("--seed \"%s\": want a non-negative integer", a->val[OPT_SEED]);
+        a->o.seed = (uint64_t)v;
     }
-    o.check = given[OPT_CHECK];
-    o.drain = given[OPT_DRAIN];
+    a->o.check = a->given[OPT_CHECK];
+    a->o.drain = a->given[OPT_DRAIN];
+    return -1;
+}
 
-    if (given[OPT_SYNTHETIC])
-        rc = replay_setup_synthetic(&setup, val[OPT_VCS], val[OPT_TENANTS], (int)days, from,
-                                    load > 0 ? load : 0.8, o.seed, err, sizeof(err));
+/* Builds the setup from the trace or the generator. Returns 0 or 1 after
+ * reporting. */
+static int load_setup(const struct replay_args *a, struct replay_setup *setup)
+{
+    char err[1024];
+    int rc;
+
+    if (a->given[OPT_SYNTHETIC])
+        rc = replay_setup_synthetic(setup, a->val[OPT_VCS], a->val[OPT_TENANTS], (int)a->days,
+                                    a->from, a->load > 0 ? a->load : 0.8, a->o.seed, err,
+                                    sizeof(err));
     else
-        rc = replay_setup_philly(&setup, val[OPT_JOBS], val[OPT_VCS], val[OPT_TENANTS], from, to,
-                                 load, err, sizeof(err));
+        rc = replay_setup_philly(setup, a->val[OPT_JOBS], a->val[OPT_VCS], a->val[OPT_TENANTS],
+                                 a->from, a->to, a->load, err, sizeof(err));
     if (rc) {
         fprintf(stderr, "allot-sim replay: %s\n", err);
         return 1;
     }
-    if (val[OPT_DLOG]) {
-        dlog = fopen(val[OPT_DLOG], "w");
-        if (!dlog) {
-            fprintf(stderr, "allot-sim replay: %s: %s\n", val[OPT_DLOG], strerror(errno));
-            goto out;
-        }
-        o.log = dlog;
-    }
-    print_header(&setup, given[OPT_SYNTHETIC], load);
-    for (int i = 0; i < np; i++) {
-        struct bar b = {.policy = replay_policy_names[pol[i]], .shown = -1};
+    return 0;
+}
+
+/* Runs every policy asked for into res[0..*nres). Returns 0 or 1 after
+ * reporting. */
+static int run_policies(const struct replay_args *a, const struct replay_setup *setup,
+                        struct replay_result *res, int *nres)
+{
+    struct replay_opts o = a->o;
+    char err[1024];
+
+    for (int i = 0; i < a->np; i++) {
+        struct bar b = {.policy = replay_policy_names[a->pol[i]], .shown = -1};
+        int rc;
 
         if (isatty(STDERR_FILENO)) {
             o.progress = progress;
             o.progress_ud = &b;
         }
-        rc = replay_run(&setup, pol[i], &o, &res[nres], err, sizeof(err));
+        rc = replay_run(setup, a->pol[i], &o, &res[*nres], err, sizeof(err));
         if (o.progress)
             fprintf(stderr, "\r%70s\r", "");
         if (rc) {
             fprintf(stderr, "allot-sim replay: %s\n", err);
-            goto out;
+            return 1;
         }
-        if (res[nres].killed)
+        if (res[*nres].killed)
             fprintf(stderr,
                     "allot-sim replay: %s: the queue ended %zu jobs without finishing "
                     "them (counted as unfinished)\n",
-                    replay_policy_names[pol[i]], res[nres].killed);
-        nres++;
+                    replay_policy_names[a->pol[i]], res[*nres].killed);
+        (*nres)++;
     }
+    return 0;
+}
+
+/* Writes the tables, the JSON report and the plots. Returns the status. */
+static int write_outputs(const struct replay_args *a, const struct replay_setup *setup,
+                         const struct replay_result *res, int nres)
+{
+    char err[1024];
+    int status = 0;
+
+    replay_print_tables(stdout, setup, res, nres);
+    fflush(stdout);
+    if (a->val[OPT_JSON] &&
+        replay_write_json(a->val[OPT_JSON], setup, res, nres, err, sizeof(err))) {
+        fprintf(stderr, "allot-sim replay: %s\n", err);
+        status = 1;
+    }
+    if (a->val[OPT_PLOT] &&
+        replay_write_plots(a->val[OPT_PLOT], setup, res, nres, err, sizeof(err))) {
+        fprintf(stderr, "allot-sim replay: %s\n", err);
+        status = 1;
+    }
+    return status;
+}
+
+int sim_replay_main(int argc, char **argv)
+{
+    struct replay_args a;
+    struct replay_setup setup;
+    struct replay_result res[REPLAY_POLICIES];
+    int nres = 0, status;
+    FILE *dlog = NULL;
+
+    memset(&a, 0, sizeof(a));
+    memset(&setup, 0, sizeof(setup));
+    memset(res, 0, sizeof(res));
+    status = parse_args(argc, argv, &a);
+    if (status >= 0)
+        return status;
+    if (load_setup(&a, &setup))
+        return 1;
+    status = 1;
+    if (a.val[OPT_DLOG]) {
+        dlog = fopen(a.val[OPT_DLOG], "w");
+        if (!dlog) {
+            fprintf(stderr, "allot-sim replay: %s: %s\n", a.val[OPT_DLOG], strerror(errno));
+            goto out;
+        }
+        a.o.log = dlog;
+    }
+    print_header(&setup, a.given[OPT_SYNTHETIC], a.load);
+    if (run_policies(&a, &setup, res, &nres))
+        goto out;
     if (dlog) {
         int e = fclose(dlog);
 
         dlog = NULL;
         if (e) {
-            fprintf(stderr, "allot-sim replay: %s: write failed\n", val[OPT_DLOG]);
+            fprintf(stderr, "allot-sim replay: %s: write failed\n", a.val[OPT_DLOG]);
             goto out;
         }
     }
-    replay_print_tables(stdout, &setup, res, nres);
-    fflush(stdout);
-    status = 0;
-    if (val[OPT_JSON] && replay_write_json(val[OPT_JSON], &setup, res, nres, err, sizeof(err))) {
-        fprintf(stderr, "allot-sim replay: %s\n", err);
-        status = 1;
-    }
-    if (val[OPT_PLOT] && replay_write_plots(val[OPT_PLOT], &setup, res, nres, err, sizeof(err))) {
-        fprintf(stderr, "allot-sim replay: %s\n", err);
-        status = 1;
-    }
+    status = write_outputs(&a, &setup, res, nres);
 out:
     if (dlog)
         fclose(dlog);
