@@ -45,6 +45,7 @@
 #define REPLAY_SAMPLE_S    600  /* contention samples (Jain, queue length) */
 #define REPLAY_BIN_S       3600 /* plot resolution */
 #define REPLAY_MAX_NODES   1000000
+#define REPLAY_MAX_DAYS    3660 /* longest window: hourly bins and samples stay small */
 
 /* The policies of the experiment (see replay_policy_names and docs). */
 enum replay_policy {
@@ -94,6 +95,8 @@ struct replay_setup {
     size_t n_jobs;
     struct replay_job *jobs; /* owned, sorted by submit (stable) */
     int64_t from, to;        /* the window [from, to), epoch seconds */
+    int64_t to_asked;        /* the `to` asked for when it lay past the trace's end
+                                and `to` was clamped to that end; else -1 */
     /* what the setup read and left out */
     size_t read_jobs;     /* rows read */
     size_t other_vc;      /* jobs of VCs that are not tenants */
@@ -109,7 +112,11 @@ struct replay_setup {
  * Builds a setup from the Philly job digest at `jobs_path` and either the
  * VC list at `vcs_path` or the tenants file at `tenants_path` (exactly one
  * non-NULL). The window is [from, to) (-1: from the first arrival / to one
- * second past the last); `load` > 0 rescales the cluster (VC node counts,
+ * second past the last). A `to` past the trace's end (the last arrival
+ * plus the sum of the run times of the jobs in the window: all are done by
+ * then even one after the other) is clamped to that end and kept in
+ * s->to_asked; a window longer than REPLAY_MAX_DAYS is an error.
+ * `load` > 0 rescales the cluster (VC node counts,
  * or a tenants file's node count and finite quotas) so that the offered
  * GPU-time in the window is `load` x capacity; 0 keeps the sizes. Returns
  * 0, ALLOT_EIO / ALLOT_EINVAL / ALLOT_ENOMEM with a message in err.

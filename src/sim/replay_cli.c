@@ -455,9 +455,10 @@ static int parse_args(int argc, char **argv, struct replay_args *a)
         return usage_error("give exactly one of --jobs FILE and --synthetic DAYS");
     if (a->given[OPT_VCS] == a->given[OPT_TENANTS])
         return usage_error("give exactly one of --vcs FILE and --tenants FILE");
-    if (a->val[OPT_SYNTHETIC] && !cliopt_parse_int(a->val[OPT_SYNTHETIC], 1, 3660, &a->days))
-        return usage_error("--synthetic \"%s\": want a number of days 1..3660",
-                           a->val[OPT_SYNTHETIC]);
+    if (a->val[OPT_SYNTHETIC] &&
+        !cliopt_parse_int(a->val[OPT_SYNTHETIC], 1, REPLAY_MAX_DAYS, &a->days))
+        return usage_error("--synthetic \"%s\": want a number of days 1..%d", a->val[OPT_SYNTHETIC],
+                           REPLAY_MAX_DAYS);
     if (a->val[OPT_FROM] && philly_parse_time(a->val[OPT_FROM], &a->from) < 0)
         return usage_error("--from \"%s\": want YYYY-MM-DD or \"YYYY-MM-DD HH:MM:SS\" (UTC)",
                            a->val[OPT_FROM]);
@@ -496,11 +497,12 @@ static int parse_args(int argc, char **argv, struct replay_args *a)
     return -1;
 }
 
-/* Builds the setup from the trace or the generator. Returns 0 or 1 after
- * reporting. */
-static int load_setup(const struct replay_args *a, struct replay_setup *setup)
+/* Builds the setup from the trace or the generator; a --to past the
+ * trace's end turns on --drain (replay_setup_philly() clamps the window).
+ * Returns 0 or 1 after reporting. */
+static int load_setup(struct replay_args *a, struct replay_setup *setup)
 {
-    char err[1024];
+    char err[1024], t1[32], t2[32];
     int rc;
 
     if (a->given[OPT_SYNTHETIC])
@@ -513,6 +515,18 @@ static int load_setup(const struct replay_args *a, struct replay_setup *setup)
     if (rc) {
         fprintf(stderr, "allot-sim replay: %s\n", err);
         return 1;
+    }
+    if (setup->to_asked >= 0) {
+        /* Nothing arrives after the trace's end; run on until every job is
+         * done, which is what a window reaching that far would show. */
+        fprintf(
+            stderr,
+            "allot-sim replay: --to %s lies past the end of the trace; the window ends at %s "
+            "(the last arrival plus the jobs' total run time) and the run goes on until every job "
+            "has finished, as with --drain\n",
+            philly_format_time(setup->to_asked, t1, sizeof(t1)),
+            philly_format_time(setup->to, t2, sizeof(t2)));
+        a->o.drain = true;
     }
     return 0;
 }

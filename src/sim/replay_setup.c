@@ -39,6 +39,7 @@ static int setup_begin(struct replay_setup *s, char *err, size_t errlen)
 
     memset(s, 0, sizeof(*s));
     s->quota_scale = 1.0;
+    s->to_asked = -1;
     s->cat = allot_catalog_default(e, sizeof(e));
     if (!s->cat) {
         allot_fmt(err, errlen, "GPU catalog: %s", e);
@@ -225,6 +226,43 @@ static void finish_setup(struct replay_setup *s)
             (double)s->jobs[i].n_tasks * s->jobs[i].gpus * (double)s->jobs[i].duration;
 }
 
+/*
+ * Bounds the window of a trace setup. Nothing arrives after the last
+ * arrival, and even if the jobs of the window ran one after the other they
+ * would all be done by the last arrival plus the sum of their run times:
+ * a `to` past that end is clamped to it, so that `--to 9999-12-31` on a
+ * three-day trace does not ask for millions of hourly bins (the caller may
+ * run on past `to`, --drain, to finish what is still queued). A window
+ * longer than REPLAY_MAX_DAYS is refused. Returns 0 or ALLOT_EINVAL.
+ */
+static int bound_window(struct replay_setup *s, char *err, size_t errlen)
+{
+    int64_t last = s->from, work = 0, end;
+    char a[32], b[32];
+
+    for (size_t i = 0; i < s->n_jobs; i++) {
+        last = s->jobs[i].submit > last ? s->jobs[i].submit : last;
+        /* durations come from the reader, at most 10^9 s each */
+        work = work < INT64_MAX / 4 ? work + s->jobs[i].duration : work;
+    }
+    end = last + work + 1;
+    s->to_asked = -1;
+    if (s->to > end) {
+        s->to_asked = s->to;
+        s->to = end;
+    }
+    if (s->to - s->from > (int64_t)REPLAY_MAX_DAYS * 86400) {
+        allot_fmt(err, errlen,
+                  "the window [%s, %s) spans %.0f days; at most %d are supported (give a "
+                  "later --from or an earlier --to)",
+                  philly_format_time(s->from, a, sizeof(a)),
+                  philly_format_time(s->to, b, sizeof(b)),
+                  floor((double)(s->to - s->from) / 86400.0), REPLAY_MAX_DAYS);
+        return ALLOT_EINVAL;
+    }
+    return 0;
+}
+
 int replay_setup_philly(struct replay_setup *s, const char *jobs_path, const char *vcs_path,
                         const char *tenants_path, int64_t from, int64_t to, double load, char *err,
                         size_t errlen)
@@ -299,6 +337,8 @@ int replay_setup_philly(struct replay_setup *s, const char *jobs_path, const cha
         rc = ALLOT_EINVAL;
         goto fail;
     }
+    if ((rc = bound_window(s, err, errlen)) < 0)
+        goto fail;
     qsort(s->jobs, s->n_jobs, sizeof(*s->jobs), cmp_job);
     finish_setup(s);
     if (load > 0 && (rc = rescale(s, load, err, errlen)) < 0)

@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "allot/common.h"
 #include "replay.h"
@@ -126,6 +127,44 @@ static void test_setup_window_and_load(void **state)
                                          NULL, -1, -1, 0, err, sizeof(err)),
                      ALLOT_EINVAL);
     assert_non_null(strstr(err, "jobs_bad_date.csv:2: timestamp"));
+}
+
+/* The window is bounded: a --to far past the trace is clamped to the last
+ * arrival plus the jobs' total run time, and a window of more than
+ * REPLAY_MAX_DAYS is an error. (--to 9999-12-31 on a three-day trace
+ * allocated 4.2 GB of hourly bins.) */
+static void test_setup_window_bound(void **state)
+{
+    struct replay_setup s;
+    char err[512] = "";
+    int64_t far, work = 0, last = 0;
+
+    (void)state;
+    assert_int_equal(philly_parse_time("9999-12-31", &far), 0);
+    if (replay_setup_philly(&s, DATA "replay_jobs.csv", DATA "replay_vcs.csv", NULL, T0, far, 0,
+                            err, sizeof(err)) != 0)
+        fail_msg("%s", err);
+    for (size_t i = 0; i < s.n_jobs; i++) {
+        work += s.jobs[i].duration;
+        last = s.jobs[i].submit > last ? s.jobs[i].submit : last;
+    }
+    assert_int_equal(s.to_asked, far);
+    assert_int_equal(s.to, last + work + 1);
+    assert_int_equal(s.n_jobs, 30);
+    replay_setup_free(&s);
+    /* a window that ends before that bound is kept as asked */
+    if (replay_setup_philly(&s, DATA "replay_jobs.csv", DATA "replay_vcs.csv", NULL, T0,
+                            T0 + 2 * 86400, 0, err, sizeof(err)) != 0)
+        fail_msg("%s", err);
+    assert_int_equal(s.to, T0 + 2 * 86400);
+    assert_int_equal(s.to_asked, -1);
+    replay_setup_free(&s);
+    /* from 1970 to the trace: 17,000 days */
+    assert_int_equal(replay_setup_philly(&s, DATA "replay_jobs.csv", DATA "replay_vcs.csv", NULL, 0,
+                                         -1, 0, err, sizeof(err)),
+                     ALLOT_EINVAL);
+    assert_non_null(strstr(err, "days; at most 3660 are supported"));
+    assert_null(s.jobs);
 }
 
 static void test_setup_tenants_file(void **state)
@@ -396,18 +435,41 @@ static void test_cli(void **state)
     assert_int_equal(cli(ok), 0);
 }
 
+/* A --to far past the trace runs on to the end of every job, with the
+ * plots and the JSON of a bounded window. */
+static void test_cli_far_to(void **state)
+{
+    char dir[] = "/tmp/allot-test-replay-XXXXXX", json[256], svg[256], usvg[256];
+    const char *tiny_jobs = DATA "replay_tiny_jobs.csv", *tiny_vcs = DATA "replay_tiny_vcs.csv";
+
+    (void)state;
+    assert_non_null(mkdtemp(dir));
+    allot_fmt(json, sizeof(json), "%s/r.json", dir);
+    allot_fmt(svg, sizeof(svg), "%s/r.svg", dir);
+    allot_fmt(usvg, sizeof(usvg), "%s/r-util.svg", dir);
+    {
+        const char *const a[] = {"replay", "--jobs", tiny_jobs, "--vcs", tiny_vcs,     "--json",
+                                 json,     "--plot", svg,       "--to",  "9999-12-31", NULL};
+        assert_int_equal(cli(a), 0);
+        assert_int_equal(access(json, R_OK), 0);
+        assert_int_equal(access(svg, R_OK), 0);
+        assert_int_equal(access(usvg, R_OK), 0);
+    }
+    unlink(json);
+    unlink(svg);
+    unlink(usvg);
+    assert_int_equal(rmdir(dir), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_setup_philly),
-        cmocka_unit_test(test_setup_window_and_load),
-        cmocka_unit_test(test_setup_tenants_file),
-        cmocka_unit_test(test_tiny_static),
-        cmocka_unit_test(test_tiny_fifo),
-        cmocka_unit_test(test_tiny_allot),
-        cmocka_unit_test(test_decision_log),
-        cmocka_unit_test(test_synthetic),
-        cmocka_unit_test(test_cli),
+        cmocka_unit_test(test_setup_philly),       cmocka_unit_test(test_setup_window_and_load),
+        cmocka_unit_test(test_setup_window_bound), cmocka_unit_test(test_setup_tenants_file),
+        cmocka_unit_test(test_tiny_static),        cmocka_unit_test(test_tiny_fifo),
+        cmocka_unit_test(test_tiny_allot),         cmocka_unit_test(test_decision_log),
+        cmocka_unit_test(test_synthetic),          cmocka_unit_test(test_cli),
+        cmocka_unit_test(test_cli_far_to),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
