@@ -1,0 +1,788 @@
+/*
+ * allot-store front end: picks the back-end by URL scheme, checks arguments,
+ * nests write batches (transaction, then savepoints), makes every typed
+ * write atomic on its own, and owns the back-end independent logic of the
+ * audit log's hash chain. Callers: allotd and the tools around it; the
+ * back-ends only talk to their database (struct allot_store_ops).
+ *
+ * Invariant: st->depth is the number of batches open on the handle; every
+ * typed write opens one more (a savepoint inside a batch, a transaction
+ * outside) and closes it before returning, so a failed write never leaves a
+ * half-done change behind. Not thread-safe: one thread per handle.
+ */
+#include "store_impl.h"
+
+#include "allot/common.h"
+
+#include <sodium.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+/* The registry: one entry per back-end, chosen by URL scheme. */
+static const struct allot_store_ops *const store_backends[] = {
+    &allot_store_sqlite_ops,
+};
+
+static const char *const job_state_names[ALLOT_SJ_NSTATES] = {
+    "pending", "starting", "running", "succeeded", "failed", "cancelled", "lost",
+};
+static const char *const node_state_names[ALLOT_SN_NSTATES] = {
+    "ready",
+    "draining",
+    "lost",
+    "cordoned",
+};
+static const char *const role_names[ALLOT_ROLE_NROLES] = {
+    "admin", "tenant-admin", "member", "viewer", "agent",
+};
+
+void store_set_err(struct allot_store *st, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(st->err, sizeof st->err, fmt, ap);
+    va_end(ap);
+}
+
+char *store_dupn(const char *s, size_t n)
+{
+    char *d = allot_malloc(n + 1);
+
+    if (!d)
+        return NULL;
+    if (n)
+        memcpy(d, s, n);
+    d[n] = '\0';
+    return d;
+}
+
+/* ---- names ---------------------------------------------------------------- */
+
+const char *allot_store_job_state_name(int state)
+{
+    return state >= 0 && state < ALLOT_SJ_NSTATES ? job_state_names[state] : NULL;
+}
+
+int allot_store_job_state_parse(const char *name)
+{
+    for (int i = 0; name && i < ALLOT_SJ_NSTATES; i++)
+        if (strcmp(name, job_state_names[i]) == 0)
+            return i;
+    return ALLOT_EINVAL;
+}
+
+bool allot_store_job_state_terminal(int state)
+{
+    return state >= ALLOT_SJ_SUCCEEDED && state < ALLOT_SJ_NSTATES;
+}
+
+const char *allot_store_node_state_name(int state)
+{
+    return state >= 0 && state < ALLOT_SN_NSTATES ? node_state_names[state] : NULL;
+}
+
+const char *allot_store_role_name(int role)
+{
+    return role >= 0 && role < ALLOT_ROLE_NROLES ? role_names[role] : NULL;
+}
+
+void allot_store_sha256(const void *data, size_t len, uint8_t out[ALLOT_STORE_HASH_LEN])
+{
+    crypto_hash_sha256(out, data, len);
+}
+
+/* ---- open and close ------------------------------------------------------ */
+
+int allot_store_schema_latest(void)
+{
+    return store_sqlite_latest();
+}
+
+int allot_store_open(const char *url, const struct allot_store_opts *opts, struct allot_store **out,
+                     char *err, size_t errlen)
+{
+    static const struct allot_store_opts no_opts = {0};
+    const char *colon;
+    size_t n;
+
+    *out = NULL;
+    if (err && errlen)
+        err[0] = '\0';
+    if (!url || !(colon = strchr(url, ':')) || colon == url) {
+        allot_fmt(err, errlen, "store URL '%s' has no scheme (sqlite:PATH)", url ? url : "");
+        return ALLOT_EINVAL;
+    }
+    if (sodium_init() < 0) {
+        allot_fmt(err, errlen, "libsodium failed to initialise");
+        return ALLOT_EINTERNAL;
+    }
+    n = (size_t)(colon - url);
+    for (size_t i = 0; i < sizeof store_backends / sizeof store_backends[0]; i++) {
+        const struct allot_store_ops *ops = store_backends[i];
+
+        if (strlen(ops->scheme) == n && memcmp(ops->scheme, url, n) == 0)
+            return ops->open(colon + 1, opts ? opts : &no_opts, out, err, errlen);
+    }
+    allot_fmt(err, errlen, "no store back-end for scheme '%.*s' in this build", (int)n, url);
+    return ALLOT_EINVAL;
+}
+
+void allot_store_close(struct allot_store *st)
+{
+    if (!st)
+        return;
+    if (st->depth > 0)
+        st->ops->rollback(st, 0);
+    st->ops->close(st);
+}
+
+int allot_store_schema_version(const struct allot_store *st)
+{
+    return st->schema_version;
+}
+
+const char *allot_store_errmsg(const struct allot_store *st)
+{
+    return st->err;
+}
+
+/* ---- batches ---------------------------------------------------------------- */
+
+int allot_store_begin(struct allot_store *st)
+{
+    int rc;
+
+    if (st->depth == 0)
+        st->poisoned = false;
+    rc = st->ops->begin(st, st->depth);
+    if (rc == 0)
+        st->depth++;
+    return rc;
+}
+
+int allot_store_commit(struct allot_store *st)
+{
+    int rc;
+
+    if (st->depth == 0)
+        return ALLOT_ESTATE;
+    st->depth--;
+    if (st->depth > 0) {
+        rc = st->ops->commit(st, st->depth);
+        if (rc != 0) {
+            /* keep the outer transaction honest: it cannot commit now */
+            st->ops->rollback(st, st->depth);
+            st->poisoned = true;
+        }
+        return rc;
+    }
+    if (st->poisoned) {
+        st->ops->rollback(st, 0);
+        st->poisoned = false;
+        store_set_err(st, "batch rolled back: an inner rollback had failed");
+        return ALLOT_EIO;
+    }
+    rc = st->ops->commit(st, 0);
+    if (rc != 0)
+        st->ops->rollback(st, 0);
+    return rc;
+}
+
+int allot_store_rollback(struct allot_store *st)
+{
+    if (st->depth == 0)
+        return ALLOT_ESTATE;
+    st->depth--;
+    if (st->ops->rollback(st, st->depth) != 0 && st->depth > 0)
+        st->poisoned = true;
+    if (st->depth == 0)
+        st->poisoned = false;
+    return 0;
+}
+
+/* Opens the batch one typed write runs in. */
+static int write_begin(struct allot_store *st)
+{
+    return allot_store_begin(st);
+}
+
+/* Closes it: keeps the write when rc is 0, undoes it otherwise. Returns the
+ * write's error, or the commit's. */
+static int write_end(struct allot_store *st, int rc)
+{
+    if (rc == 0)
+        return allot_store_commit(st);
+    allot_store_rollback(st);
+    return rc;
+}
+
+/* ---- meta ------------------------------------------------------------------ */
+
+int allot_store_meta_get(struct allot_store *st, const char *key, char **value)
+{
+    *value = NULL;
+    if (!key)
+        return ALLOT_EINVAL;
+    return st->ops->meta_get(st, key, value);
+}
+
+int allot_store_meta_set(struct allot_store *st, const char *key, const char *value)
+{
+    int rc;
+
+    if (!key || !value || strncmp(key, "schema", 6) == 0) {
+        store_set_err(st, "meta key '%s' is not settable", key ? key : "(null)");
+        return ALLOT_EINVAL;
+    }
+    if ((rc = write_begin(st)) != 0)
+        return rc;
+    return write_end(st, st->ops->meta_set(st, key, value));
+}
+
+/* ---- jobs --------------------------------------------------------------------- */
+
+void allot_store_job_clear(struct allot_store_job *j)
+{
+    if (!j)
+        return;
+    allot_free(j->tenant);
+    allot_free(j->name);
+    allot_free(j->spec);
+    allot_free(j->placement);
+    allot_free(j->pending_reason);
+    allot_free(j->idem_key);
+    allot_free(j->deps);
+    memset(j, 0, sizeof *j);
+}
+
+static int job_check(struct allot_store *st, const struct allot_store_job *j, bool full)
+{
+    if (!allot_store_job_state_name(j->state)) {
+        store_set_err(st, "job state %d out of range", j->state);
+        return ALLOT_EINVAL;
+    }
+    if (!full)
+        return 0;
+    if (!j->tenant || !j->name || !j->spec) {
+        store_set_err(st, "a job needs a tenant, a name and a spec");
+        return ALLOT_EINVAL;
+    }
+    if ((j->n_deps && !j->deps) || j->array_parent < 0 || j->array_index < 0) {
+        store_set_err(st, "bad dependencies or array position");
+        return ALLOT_EINVAL;
+    }
+    return 0;
+}
+
+int allot_store_job_submit(struct allot_store *st, const struct allot_store_job *job, int64_t *id,
+                           bool *existed)
+{
+    bool ex = false;
+    int rc;
+
+    *id = 0;
+    if (existed)
+        *existed = false;
+    if ((rc = job_check(st, job, true)) != 0)
+        return rc;
+    if ((rc = write_begin(st)) != 0)
+        return rc;
+    rc = write_end(st, st->ops->job_insert(st, job, id, &ex));
+    if (rc != 0)
+        *id = 0;
+    else if (existed)
+        *existed = ex;
+    return rc;
+}
+
+int allot_store_job_get(struct allot_store *st, int64_t id, struct allot_store_job *out)
+{
+    int rc;
+
+    memset(out, 0, sizeof *out);
+    rc = st->ops->job_get(st, id, out);
+    if (rc != 0)
+        allot_store_job_clear(out);
+    return rc;
+}
+
+int allot_store_job_update(struct allot_store *st, const struct allot_store_job *job)
+{
+    int rc;
+
+    if ((rc = job_check(st, job, false)) != 0)
+        return rc;
+    if ((rc = write_begin(st)) != 0)
+        return rc;
+    return write_end(st, st->ops->job_update(st, job));
+}
+
+int allot_store_job_list(struct allot_store *st, const struct allot_store_job_filter *f,
+                         struct allot_store_job_page *page)
+{
+    struct allot_store_job_filter g = *f;
+    int rc;
+
+    memset(page, 0, sizeof *page);
+    if (g.limit == 0)
+        g.limit = 100;
+    if (g.limit < 0 || g.limit > ALLOT_STORE_PAGE_MAX || g.cursor < 0 ||
+        g.states >= (1u << ALLOT_SJ_NSTATES) || (g.tenant_subtree && !g.tenant)) {
+        store_set_err(st, "bad job filter");
+        return ALLOT_EINVAL;
+    }
+    rc = st->ops->job_list(st, &g, page);
+    if (rc != 0)
+        allot_store_job_page_free(page);
+    return rc;
+}
+
+void allot_store_job_page_free(struct allot_store_job_page *page)
+{
+    if (!page)
+        return;
+    for (size_t i = 0; i < page->n; i++)
+        allot_store_job_clear(&page->jobs[i]);
+    allot_free(page->jobs);
+    memset(page, 0, sizeof *page);
+}
+
+/* ---- events ----------------------------------------------------------------------- */
+
+int allot_store_event_add(struct allot_store *st, const struct allot_store_event *ev, int64_t *seq)
+{
+    int64_t s = 0;
+    int rc;
+
+    if (seq)
+        *seq = 0;
+    if (!ev->kind) {
+        store_set_err(st, "an event needs a kind");
+        return ALLOT_EINVAL;
+    }
+    if ((rc = write_begin(st)) != 0)
+        return rc;
+    rc = write_end(st, st->ops->event_add(st, ev, &s));
+    if (rc == 0 && seq)
+        *seq = s;
+    return rc;
+}
+
+static int limit_check(struct allot_store *st, int limit)
+{
+    if (limit < 1 || limit > ALLOT_STORE_PAGE_MAX) {
+        store_set_err(st, "page size %d not in [1, %d]", limit, ALLOT_STORE_PAGE_MAX);
+        return ALLOT_EINVAL;
+    }
+    return 0;
+}
+
+int allot_store_event_list(struct allot_store *st, int64_t job_id, int64_t after_seq, int limit,
+                           struct allot_store_event **out, size_t *n)
+{
+    int rc;
+
+    *out = NULL;
+    *n = 0;
+    if ((rc = limit_check(st, limit)) != 0)
+        return rc;
+    return st->ops->event_list(st, job_id, after_seq, limit, out, n);
+}
+
+void allot_store_events_free(struct allot_store_event *ev, size_t n)
+{
+    for (size_t i = 0; ev && i < n; i++) {
+        allot_free(ev[i].kind);
+        allot_free(ev[i].detail);
+    }
+    allot_free(ev);
+}
+
+/* ---- tenants and classes ----------------------------------------------------------- */
+
+int allot_store_tenant_put(struct allot_store *st, const struct allot_store_tenant *t)
+{
+    int rc;
+
+    if (!t->path || !t->isolation || !t->quotas || !(t->weight > 0)) {
+        store_set_err(st, "a tenant needs a path, weight > 0, an isolation and quotas");
+        return ALLOT_EINVAL;
+    }
+    if ((rc = write_begin(st)) != 0)
+        return rc;
+    return write_end(st, st->ops->tenant_put(st, t));
+}
+
+int allot_store_tenant_delete(struct allot_store *st, const char *path)
+{
+    int rc;
+
+    if (!path)
+        return ALLOT_EINVAL;
+    if ((rc = write_begin(st)) != 0)
+        return rc;
+    return write_end(st, st->ops->tenant_delete(st, path));
+}
+
+int allot_store_tenant_list(struct allot_store *st, struct allot_store_tenant **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    return st->ops->tenant_list(st, out, n);
+}
+
+void allot_store_tenants_free(struct allot_store_tenant *t, size_t n)
+{
+    for (size_t i = 0; t && i < n; i++) {
+        allot_free(t[i].path);
+        allot_free(t[i].isolation);
+        allot_free(t[i].quotas);
+    }
+    allot_free(t);
+}
+
+int allot_store_prio_put(struct allot_store *st, const struct allot_store_prio_class *c)
+{
+    int rc;
+
+    if (!c->name) {
+        store_set_err(st, "a priority class needs a name");
+        return ALLOT_EINVAL;
+    }
+    if ((rc = write_begin(st)) != 0)
+        return rc;
+    return write_end(st, st->ops->prio_put(st, c));
+}
+
+int allot_store_prio_delete(struct allot_store *st, const char *name)
+{
+    int rc;
+
+    if (!name)
+        return ALLOT_EINVAL;
+    if ((rc = write_begin(st)) != 0)
+        return rc;
+    return write_end(st, st->ops->prio_delete(st, name));
+}
+
+int allot_store_prio_list(struct allot_store *st, struct allot_store_prio_class **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    return st->ops->prio_list(st, out, n);
+}
+
+void allot_store_prios_free(struct allot_store_prio_class *c, size_t n)
+{
+    for (size_t i = 0; c && i < n; i++)
+        allot_free(c[i].name);
+    allot_free(c);
+}
+
+/* ---- nodes ------------------------------------------------------------------------- */
+
+int allot_store_node_put(struct allot_store *st, const struct allot_store_node *nd)
+{
+    int rc;
+
+    if (!nd->name || !nd->inventory || !allot_store_node_state_name(nd->state)) {
+        store_set_err(st, "a node needs a name, an inventory and a valid state");
+        return ALLOT_EINVAL;
+    }
+    if ((rc = write_begin(st)) != 0)
+        return rc;
+    return write_end(st, st->ops->node_put(st, nd));
+}
+
+int allot_store_node_get(struct allot_store *st, const char *name, struct allot_store_node *out)
+{
+    int rc;
+
+    memset(out, 0, sizeof *out);
+    if (!name)
+        return ALLOT_EINVAL;
+    rc = st->ops->node_get(st, name, out);
+    if (rc != 0)
+        allot_store_node_clear(out);
+    return rc;
+}
+
+int allot_store_node_heartbeat(struct allot_store *st, const char *name, int64_t now,
+                               int64_t expiry)
+{
+    int rc;
+
+    if (!name)
+        return ALLOT_EINVAL;
+    if ((rc = write_begin(st)) != 0)
+        return rc;
+    return write_end(st, st->ops->node_heartbeat(st, name, now, expiry));
+}
+
+int allot_store_node_delete(struct allot_store *st, const char *name)
+{
+    int rc;
+
+    if (!name)
+        return ALLOT_EINVAL;
+    if ((rc = write_begin(st)) != 0)
+        return rc;
+    return write_end(st, st->ops->node_delete(st, name));
+}
+
+int allot_store_node_list(struct allot_store *st, struct allot_store_node **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    return st->ops->node_list(st, out, n);
+}
+
+void allot_store_node_clear(struct allot_store_node *nd)
+{
+    if (!nd)
+        return;
+    allot_free(nd->name);
+    allot_free(nd->inventory);
+    memset(nd, 0, sizeof *nd);
+}
+
+void allot_store_nodes_free(struct allot_store_node *nd, size_t count)
+{
+    for (size_t i = 0; nd && i < count; i++)
+        allot_store_node_clear(&nd[i]);
+    allot_free(nd);
+}
+
+/* ---- tokens ----------------------------------------------------------------------- */
+
+int allot_store_token_add(struct allot_store *st, const struct allot_store_token *t, int64_t *id)
+{
+    int rc;
+
+    *id = 0;
+    if (!t->name || !t->tenant || !allot_store_role_name(t->role)) {
+        store_set_err(st, "a token needs a name, a tenant path and a valid role");
+        return ALLOT_EINVAL;
+    }
+    if ((rc = write_begin(st)) != 0)
+        return rc;
+    rc = write_end(st, st->ops->token_add(st, t, id));
+    if (rc != 0)
+        *id = 0;
+    return rc;
+}
+
+int allot_store_token_get(struct allot_store *st, int64_t id, struct allot_store_token *out)
+{
+    int rc;
+
+    memset(out, 0, sizeof *out);
+    rc = st->ops->token_get(st, id, NULL, out);
+    if (rc != 0)
+        allot_store_token_clear(out);
+    return rc;
+}
+
+int allot_store_token_find(struct allot_store *st, const uint8_t hash[ALLOT_STORE_HASH_LEN],
+                           struct allot_store_token *out)
+{
+    int rc;
+
+    memset(out, 0, sizeof *out);
+    rc = st->ops->token_get(st, 0, hash, out);
+    if (rc != 0)
+        allot_store_token_clear(out);
+    return rc;
+}
+
+int allot_store_token_revoke(struct allot_store *st, int64_t id, int64_t when)
+{
+    int rc;
+
+    if (when <= 0) {
+        store_set_err(st, "a revocation needs a time > 0");
+        return ALLOT_EINVAL;
+    }
+    if ((rc = write_begin(st)) != 0)
+        return rc;
+    return write_end(st, st->ops->token_revoke(st, id, when));
+}
+
+int allot_store_token_list(struct allot_store *st, struct allot_store_token **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    return st->ops->token_list(st, out, n);
+}
+
+void allot_store_token_clear(struct allot_store_token *t)
+{
+    if (!t)
+        return;
+    allot_free(t->name);
+    allot_free(t->tenant);
+    memset(t, 0, sizeof *t);
+}
+
+void allot_store_tokens_free(struct allot_store_token *t, size_t n)
+{
+    for (size_t i = 0; t && i < n; i++)
+        allot_store_token_clear(&t[i]);
+    allot_free(t);
+}
+
+/* ---- audit log: the hash chain -------------------------------------------------------- */
+
+static void hash_u64(crypto_hash_sha256_state *h, uint64_t v)
+{
+    uint8_t b[8];
+
+    for (int i = 0; i < 8; i++)
+        b[i] = (uint8_t)(v >> (8 * i));
+    crypto_hash_sha256_update(h, b, sizeof b);
+}
+
+static void hash_str(crypto_hash_sha256_state *h, const char *s)
+{
+    size_t n = strlen(s);
+
+    /* length first, so that ("ab", "c") and ("a", "bc") differ */
+    hash_u64(h, n);
+    crypto_hash_sha256_update(h, (const unsigned char *)s, n);
+}
+
+/* The hash of entry e over its previous hash and content (docs/store.md):
+ * SHA-256("allot-audit-v1" NUL, prev_hash, le64 seq, le64 time, le64
+ * token_id, then action, target, result each as le64 length + bytes). */
+static void audit_hash(const struct allot_store_audit *e, uint8_t out[ALLOT_STORE_HASH_LEN])
+{
+    static const char tag[] = "allot-audit-v1";
+    crypto_hash_sha256_state h;
+
+    crypto_hash_sha256_init(&h);
+    crypto_hash_sha256_update(&h, (const unsigned char *)tag, sizeof tag);
+    crypto_hash_sha256_update(&h, e->prev_hash, ALLOT_STORE_HASH_LEN);
+    hash_u64(&h, (uint64_t)e->seq);
+    hash_u64(&h, (uint64_t)e->time);
+    hash_u64(&h, (uint64_t)e->token_id);
+    hash_str(&h, e->action);
+    hash_str(&h, e->target);
+    hash_str(&h, e->result);
+    crypto_hash_sha256_final(&h, out);
+}
+
+int allot_store_audit_append(struct allot_store *st, const struct allot_store_audit *e,
+                             int64_t *seq)
+{
+    struct allot_store_audit a = *e;
+    int rc;
+
+    if (seq)
+        *seq = 0;
+    if (!e->action || !e->target || !e->result) {
+        store_set_err(st, "an audit entry needs an action, a target and a result");
+        return ALLOT_EINVAL;
+    }
+    /* read the head and append in one batch: the write lock taken by the
+     * outermost begin keeps other writers from appending in between */
+    if ((rc = write_begin(st)) != 0)
+        return rc;
+    rc = st->ops->audit_last(st, &a.seq, a.prev_hash);
+    if (rc == 0) {
+        a.seq++;
+        audit_hash(&a, a.hash);
+        rc = st->ops->audit_insert(st, &a);
+    }
+    rc = write_end(st, rc);
+    if (rc == 0 && seq)
+        *seq = a.seq;
+    return rc;
+}
+
+int allot_store_audit_list(struct allot_store *st, int64_t after_seq, int limit,
+                           struct allot_store_audit **out, size_t *n)
+{
+    int rc;
+
+    *out = NULL;
+    *n = 0;
+    if ((rc = limit_check(st, limit)) != 0)
+        return rc;
+    return st->ops->audit_list(st, after_seq, limit, out, n);
+}
+
+void allot_store_audits_free(struct allot_store_audit *a, size_t n)
+{
+    for (size_t i = 0; a && i < n; i++) {
+        allot_free(a[i].action);
+        allot_free(a[i].target);
+        allot_free(a[i].result);
+    }
+    allot_free(a);
+}
+
+int allot_store_audit_head(struct allot_store *st, int64_t *seq, uint8_t hash[ALLOT_STORE_HASH_LEN])
+{
+    return st->ops->audit_last(st, seq, hash);
+}
+
+/* Checks one entry against the chain so far; 0 or ALLOT_ESTATE with why. */
+static int audit_check_one(const struct allot_store_audit *e, int64_t want_seq,
+                           const uint8_t prev[ALLOT_STORE_HASH_LEN], char *why, size_t whylen)
+{
+    uint8_t h[ALLOT_STORE_HASH_LEN];
+
+    if (e->seq != want_seq) {
+        allot_fmt(why, whylen,
+                  e->seq > want_seq ? "entries %lld..%lld are missing (deleted)"
+                                    : "entry %lld is out of sequence (expected %lld)",
+                  (long long)(e->seq > want_seq ? want_seq : e->seq),
+                  (long long)(e->seq > want_seq ? e->seq - 1 : want_seq));
+        return ALLOT_ESTATE;
+    }
+    if (memcmp(e->prev_hash, prev, ALLOT_STORE_HASH_LEN) != 0) {
+        allot_fmt(why, whylen,
+                  "entry %lld does not follow the previous entry's hash (inserted, "
+                  "or an entry before it was replaced)",
+                  (long long)e->seq);
+        return ALLOT_ESTATE;
+    }
+    audit_hash(e, h);
+    if (memcmp(h, e->hash, ALLOT_STORE_HASH_LEN) != 0) {
+        allot_fmt(why, whylen, "entry %lld does not match its hash (edited)", (long long)e->seq);
+        return ALLOT_ESTATE;
+    }
+    return 0;
+}
+
+int allot_store_audit_verify(struct allot_store *st, int64_t *bad_seq, char *why, size_t whylen)
+{
+    uint8_t prev[ALLOT_STORE_HASH_LEN] = {0};
+    int64_t want = 1;
+    int rc = 0;
+
+    if (bad_seq)
+        *bad_seq = 0;
+    if (why && whylen)
+        why[0] = '\0';
+    for (;;) {
+        struct allot_store_audit *page;
+        size_t n;
+
+        rc = st->ops->audit_list(st, want - 1, 512, &page, &n);
+        if (rc != 0)
+            return rc;
+        for (size_t i = 0; i < n && rc == 0; i++) {
+            rc = audit_check_one(&page[i], want, prev, why, whylen);
+            if (rc != 0 && bad_seq)
+                *bad_seq = page[i].seq < want ? page[i].seq : want;
+            memcpy(prev, page[i].hash, ALLOT_STORE_HASH_LEN);
+            want++;
+        }
+        allot_store_audits_free(page, n);
+        if (rc != 0 || n < 512)
+            return rc;
+    }
+}

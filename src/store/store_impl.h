@@ -1,0 +1,39 @@
+/*
+ * What store.c and the back-ends share, not seen by callers: the common
+ * head of every handle and the back-end registry entries.
+ *
+ * A back-end allocates its own handle struct whose first member is a
+ * struct allot_store, so store.c can hold the pointer and the back-end can
+ * cast it back. store.c owns `depth` and `poisoned`; the back-end fills
+ * `ops`, `schema_version` and writes failure texts with store_set_err().
+ */
+#ifndef ALLOT_STORE_IMPL_H
+#define ALLOT_STORE_IMPL_H
+
+#include "allot/store.h"
+
+#define STORE_ERR_MAX 256
+
+struct allot_store {
+    const struct allot_store_ops *ops; /* static, never freed */
+    int depth;                         /* open batches; 0 = none */
+    bool poisoned;      /* an inner rollback failed: the outermost commit rolls back */
+    int schema_version; /* of the open database */
+    char err[STORE_ERR_MAX];
+};
+
+/* Records the text of the last failure on st (printf style). */
+void store_set_err(struct allot_store *st, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Duplicates n bytes plus a terminating NUL through allot_malloc; NULL on
+ * failure. */
+char *store_dupn(const char *s, size_t n);
+
+/* The back-ends (one registry table in store.c). */
+extern const struct allot_store_ops allot_store_sqlite_ops;
+
+/* Newest schema version of the SQLite back-end (its migrations). */
+int store_sqlite_latest(void);
+
+#endif

@@ -1,0 +1,837 @@
+/*
+ * The SQLite back-end's table operations: jobs (with dependencies and keyset
+ * listing), job events, tenants, priority classes, nodes, tokens and the
+ * audit rows. Called through struct allot_store_ops by store.c, which has
+ * already checked the arguments and opened the transaction or savepoint a
+ * write runs in. Every value is bound as a parameter; the job listing's SQL
+ * is assembled from constant fragments only.
+ */
+#include "store_sqlite.h"
+
+#include "allot/common.h"
+
+#include <string.h>
+
+#define JOB_COLS                                                                                   \
+    "id, tenant, name, token_id, spec, state, placement, pending_reason, submit_time,"             \
+    " start_time, end_time, exit_code, array_parent, array_index, idem_key"
+#define LIVE_STATES "('pending','starting','running')"
+
+const char *const sq_stmt_sql[SQ_NSTMT] = {
+    [SQ_BEGIN] = "BEGIN IMMEDIATE",
+    [SQ_COMMIT] = "COMMIT",
+    [SQ_ROLLBACK] = "ROLLBACK",
+    [SQ_SAVEPOINT] = "SAVEPOINT w",
+    [SQ_RELEASE] = "RELEASE w",
+    [SQ_ROLLBACK_TO] = "ROLLBACK TO w",
+    [SQ_META_GET] = "SELECT value FROM meta WHERE key = ?1",
+    [SQ_META_SET] = "INSERT INTO meta(key, value) VALUES (?1, ?2)"
+                    " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+    [SQ_JOB_BY_KEY] = "SELECT id FROM jobs WHERE token_id = ?1 AND idem_key = ?2",
+    [SQ_JOB_INSERT] = "INSERT INTO jobs(tenant, name, token_id, spec, state, placement,"
+                      " pending_reason, submit_time, start_time, end_time, exit_code,"
+                      " array_parent, array_index, idem_key)"
+                      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+    [SQ_DEP_INSERT] = "INSERT OR IGNORE INTO job_deps(job_id, dep_id) VALUES (?1, ?2)",
+    [SQ_JOB_GET] = "SELECT " JOB_COLS " FROM jobs WHERE id = ?1",
+    [SQ_DEPS_GET] = "SELECT dep_id FROM job_deps WHERE job_id = ?1 ORDER BY dep_id",
+    [SQ_JOB_UPDATE] = "UPDATE jobs SET state = ?2, placement = ?3, pending_reason = ?4,"
+                      " start_time = ?5, end_time = ?6, exit_code = ?7"
+                      " WHERE id = ?1 AND state IN " LIVE_STATES,
+    [SQ_JOB_STATE] = "SELECT state FROM jobs WHERE id = ?1",
+    [SQ_EVENT_ADD] = "INSERT INTO job_events(job_id, time, kind, detail) VALUES (?1, ?2, ?3, ?4)",
+    [SQ_EVENT_LIST] = "SELECT seq, job_id, time, kind, detail FROM job_events"
+                      " WHERE job_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+    [SQ_TENANT_PUT] = "INSERT INTO tenants(path, weight, isolation, quotas) VALUES (?1, ?2, ?3, ?4)"
+                      " ON CONFLICT(path) DO UPDATE SET weight = excluded.weight,"
+                      " isolation = excluded.isolation, quotas = excluded.quotas",
+    /* a child's path starts with "path/": it sorts in ["path/", "path0") */
+    [SQ_TENANT_CHILD] =
+        "SELECT 1 FROM tenants WHERE path >= ?1 || '/' AND path < ?1 || '0' LIMIT 1",
+    [SQ_TENANT_DELETE] = "DELETE FROM tenants WHERE path = ?1",
+    [SQ_TENANT_LIST] = "SELECT path, weight, isolation, quotas FROM tenants ORDER BY path",
+    [SQ_PRIO_PUT] = "INSERT INTO prio_classes(name, value, preemptible) VALUES (?1, ?2, ?3)"
+                    " ON CONFLICT(name) DO UPDATE SET value = excluded.value,"
+                    " preemptible = excluded.preemptible",
+    [SQ_PRIO_DELETE] = "DELETE FROM prio_classes WHERE name = ?1",
+    [SQ_PRIO_LIST] = "SELECT name, value, preemptible FROM prio_classes"
+                     " ORDER BY value DESC, name",
+    [SQ_NODE_PUT] = "INSERT INTO nodes(name, inventory, state, last_heartbeat, lease_expiry)"
+                    " VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT(name) DO UPDATE SET"
+                    " inventory = excluded.inventory, state = excluded.state,"
+                    " last_heartbeat = excluded.last_heartbeat,"
+                    " lease_expiry = excluded.lease_expiry",
+    [SQ_NODE_GET] = "SELECT name, inventory, state, last_heartbeat, lease_expiry FROM nodes"
+                    " WHERE name = ?1",
+    [SQ_NODE_HEARTBEAT] = "UPDATE nodes SET last_heartbeat = ?2, lease_expiry = ?3"
+                          " WHERE name = ?1",
+    [SQ_NODE_DELETE] = "DELETE FROM nodes WHERE name = ?1",
+    [SQ_NODE_LIST] = "SELECT name, inventory, state, last_heartbeat, lease_expiry FROM nodes"
+                     " ORDER BY name",
+    [SQ_TOKEN_ADD] = "INSERT INTO tokens(name, role, tenant, hash, created, revoked)"
+                     " VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    [SQ_TOKEN_GET] = "SELECT id, name, role, tenant, hash, created, revoked FROM tokens"
+                     " WHERE id = ?1",
+    [SQ_TOKEN_FIND] = "SELECT id, name, role, tenant, hash, created, revoked FROM tokens"
+                      " WHERE hash = ?1",
+    [SQ_TOKEN_REVOKE] = "UPDATE tokens SET revoked = ?2 WHERE id = ?1 AND revoked = 0",
+    [SQ_TOKEN_LIST] = "SELECT id, name, role, tenant, hash, created, revoked FROM tokens"
+                      " ORDER BY id",
+    [SQ_AUDIT_LAST] = "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",
+    [SQ_AUDIT_INSERT] = "INSERT INTO audit(seq, time, token_id, action, target, result,"
+                        " prev_hash, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+    [SQ_AUDIT_LIST] = "SELECT seq, time, token_id, action, target, result, prev_hash, hash"
+                      " FROM audit WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+};
+
+/* ---- reading rows into arrays ---------------------------------------------- */
+
+typedef int (*row_fn)(struct sq_store *s, sqlite3_stmt *st, void *elem);
+typedef void (*clear_fn)(void *elem);
+
+/*
+ * Steps the bound statement st to the end, filling one zeroed element of
+ * `size` bytes per row with fn, into a new array *out of *n elements. On
+ * failure every element is cleared, the array freed, *out NULL and *n 0.
+ */
+static int sq_rows(struct sq_store *s, sqlite3_stmt *st, size_t size, row_fn fn, clear_fn clear,
+                   void **out, size_t *n)
+{
+    unsigned char *arr = NULL;
+    size_t cap = 0, count = 0;
+    int rc = 0, r;
+
+    while ((r = sqlite3_step(st)) == SQLITE_ROW) {
+        if ((rc = allot_grow((void **)&arr, &cap, count + 1, size)) != 0)
+            break;
+        memset(arr + count * size, 0, size);
+        count++; /* counted first: a half-filled element is cleared below */
+        if ((rc = fn(s, st, arr + (count - 1) * size)) != 0)
+            break;
+    }
+    if (rc == 0)
+        rc = sq_done(s, st, r);
+    else
+        sq_done(s, st, SQLITE_OK);
+    if (rc != 0) {
+        for (size_t i = 0; i < count; i++)
+            clear(arr + i * size);
+        allot_free(arr);
+        arr = NULL;
+        count = 0;
+    }
+    *out = arr;
+    *n = count;
+    return rc;
+}
+
+/* Changes made by the last write; ALLOT_ENOENT when it touched no row. */
+static int sq_changed(struct sq_store *s, int rc)
+{
+    if (rc == 0 && sqlite3_changes(s->db) == 0) {
+        store_set_err(&s->base, "no such object");
+        return ALLOT_ENOENT;
+    }
+    return rc;
+}
+
+/* Parses a state name column against `names`; ALLOT_EIO when unknown. */
+static int sq_col_enum(struct sq_store *s, sqlite3_stmt *st, int i, const char *(*name)(int),
+                       int *out)
+{
+    const char *t = (const char *)sqlite3_column_text(st, i);
+
+    for (int k = 0; t && name(k); k++)
+        if (strcmp(t, name(k)) == 0) {
+            *out = k;
+            return 0;
+        }
+    store_set_err(&s->base, "unknown value '%s' in column %d", t ? t : "", i);
+    return ALLOT_EIO;
+}
+
+static int sq_col_hash(sqlite3_stmt *st, int i, uint8_t out[ALLOT_STORE_HASH_LEN])
+{
+    const void *b = sqlite3_column_blob(st, i);
+
+    memset(out, 0, ALLOT_STORE_HASH_LEN);
+    if (!b || sqlite3_column_bytes(st, i) != ALLOT_STORE_HASH_LEN)
+        return ALLOT_EIO;
+    memcpy(out, b, ALLOT_STORE_HASH_LEN);
+    return 0;
+}
+
+/* ---- jobs ------------------------------------------------------------------------ */
+
+static int job_row(struct sq_store *s, sqlite3_stmt *st, void *elem)
+{
+    struct allot_store_job *j = elem;
+    int rc;
+
+    j->id = sqlite3_column_int64(st, 0);
+    j->token_id = sqlite3_column_int64(st, 3);
+    j->submit_time = sqlite3_column_int64(st, 8);
+    j->start_time = sqlite3_column_int64(st, 9);
+    j->end_time = sqlite3_column_int64(st, 10);
+    j->has_exit_code = sqlite3_column_type(st, 11) != SQLITE_NULL;
+    j->exit_code = sqlite3_column_int(st, 11);
+    j->array_parent = sqlite3_column_int64(st, 12);
+    j->array_index = sqlite3_column_int(st, 13);
+    if ((rc = sq_col_text(st, 1, &j->tenant)) || (rc = sq_col_text(st, 2, &j->name)) ||
+        (rc = sq_col_text(st, 4, &j->spec)) || (rc = sq_col_text(st, 6, &j->placement)) ||
+        (rc = sq_col_text(st, 7, &j->pending_reason)) || (rc = sq_col_text(st, 14, &j->idem_key)) ||
+        (rc = sq_col_enum(s, st, 5, allot_store_job_state_name, &j->state)))
+        return rc;
+    return 0;
+}
+
+static void job_clear(void *elem)
+{
+    allot_store_job_clear(elem);
+}
+
+int sq_job_insert(struct allot_store *base, const struct allot_store_job *j, int64_t *id,
+                  bool *existed)
+{
+    struct sq_store *s = (struct sq_store *)base;
+    sqlite3_stmt *st;
+    int rc = 0, r;
+
+    *existed = false;
+    if (j->idem_key) {
+        if (!(st = sq_stmt(s, SQ_JOB_BY_KEY, &rc)))
+            return rc;
+        sqlite3_bind_int64(st, 1, j->token_id);
+        sq_bind_text(st, 2, j->idem_key);
+        r = sqlite3_step(st);
+        if (r == SQLITE_ROW) {
+            *id = sqlite3_column_int64(st, 0);
+            *existed = true;
+        }
+        if ((rc = sq_done(s, st, r)) != 0 || *existed)
+            return rc;
+    }
+    if (!(st = sq_stmt(s, SQ_JOB_INSERT, &rc)))
+        return rc;
+    sq_bind_text(st, 1, j->tenant);
+    sq_bind_text(st, 2, j->name);
+    sqlite3_bind_int64(st, 3, j->token_id);
+    sq_bind_text(st, 4, j->spec);
+    sq_bind_text(st, 5, allot_store_job_state_name(j->state));
+    sq_bind_text(st, 6, j->placement);
+    sq_bind_text(st, 7, j->pending_reason);
+    sqlite3_bind_int64(st, 8, j->submit_time);
+    sqlite3_bind_int64(st, 9, j->start_time);
+    sqlite3_bind_int64(st, 10, j->end_time);
+    if (j->has_exit_code)
+        sqlite3_bind_int(st, 11, j->exit_code);
+    sqlite3_bind_int64(st, 12, j->array_parent);
+    sqlite3_bind_int(st, 13, j->array_index);
+    sq_bind_text(st, 14, j->idem_key);
+    if ((rc = sq_done(s, st, sqlite3_step(st))) != 0)
+        return rc;
+    *id = sqlite3_last_insert_rowid(s->db);
+    for (size_t i = 0; i < j->n_deps; i++) {
+        if (j->deps[i] == *id) {
+            store_set_err(base, "a job cannot depend on itself");
+            return ALLOT_EINVAL;
+        }
+        if (!(st = sq_stmt(s, SQ_DEP_INSERT, &rc)))
+            return rc;
+        sqlite3_bind_int64(st, 1, *id);
+        sqlite3_bind_int64(st, 2, j->deps[i]);
+        if ((rc = sq_done(s, st, sqlite3_step(st))) != 0) {
+            if (rc == ALLOT_ENOENT)
+                store_set_err(base, "dependency %lld: no such job", (long long)j->deps[i]);
+            return rc;
+        }
+    }
+    return 0;
+}
+
+static int dep_row(struct sq_store *s, sqlite3_stmt *st, void *elem)
+{
+    *(int64_t *)elem = sqlite3_column_int64(st, 0);
+    return 0;
+}
+
+static void no_clear(void *elem) {}
+
+int sq_job_get(struct allot_store *base, int64_t id, struct allot_store_job *out)
+{
+    struct sq_store *s = (struct sq_store *)base;
+    struct allot_store_job *arr = NULL;
+    sqlite3_stmt *st;
+    size_t n = 0;
+    int rc = 0;
+
+    if (!(st = sq_stmt(s, SQ_JOB_GET, &rc)))
+        return rc;
+    sqlite3_bind_int64(st, 1, id);
+    if ((rc = sq_rows(s, st, sizeof *arr, job_row, job_clear, (void **)&arr, &n)) != 0)
+        return rc;
+    if (n == 0) {
+        allot_free(arr);
+        store_set_err(base, "job %lld: no such job", (long long)id);
+        return ALLOT_ENOENT;
+    }
+    *out = arr[0];
+    allot_free(arr);
+    if (!(st = sq_stmt(s, SQ_DEPS_GET, &rc)))
+        return rc; /* the caller clears *out */
+    sqlite3_bind_int64(st, 1, id);
+    return sq_rows(s, st, sizeof(int64_t), dep_row, no_clear, (void **)&out->deps, &out->n_deps);
+}
+
+int sq_job_update(struct allot_store *base, const struct allot_store_job *j)
+{
+    struct sq_store *s = (struct sq_store *)base;
+    sqlite3_stmt *st;
+    int rc = 0, r;
+
+    if (!(st = sq_stmt(s, SQ_JOB_UPDATE, &rc)))
+        return rc;
+    sqlite3_bind_int64(st, 1, j->id);
+    sq_bind_text(st, 2, allot_store_job_state_name(j->state));
+    sq_bind_text(st, 3, j->placement);
+    sq_bind_text(st, 4, j->pending_reason);
+    sqlite3_bind_int64(st, 5, j->start_time);
+    sqlite3_bind_int64(st, 6, j->end_time);
+    if (j->has_exit_code)
+        sqlite3_bind_int(st, 7, j->exit_code);
+    if ((rc = sq_done(s, st, sqlite3_step(st))) != 0 || sqlite3_changes(s->db) == 1)
+        return rc;
+    /* nothing changed: tell a missing job from a finished one */
+    if (!(st = sq_stmt(s, SQ_JOB_STATE, &rc)))
+        return rc;
+    sqlite3_bind_int64(st, 1, j->id);
+    r = sqlite3_step(st);
+    rc = r == SQLITE_ROW ? ALLOT_ESTATE : r == SQLITE_DONE ? ALLOT_ENOENT : 0;
+    r = sq_done(s, st, r);
+    if (r != 0)
+        return r;
+    store_set_err(base, "job %lld: %s", (long long)j->id,
+                  rc == ALLOT_ESTATE ? "already ended" : "no such job");
+    return rc;
+}
+
+/* Builds the SQL of listing shape k from constant fragments only. */
+static void list_sql(int k, char *buf, size_t len)
+{
+    static const char *const tenant[] = {
+        "",
+        " AND tenant = ?2",
+        " AND (tenant = ?2 OR (tenant >= ?2 || '/' AND tenant < ?2 || '0'))",
+    };
+    static const char *const states[] = {
+        "",
+        " AND state = ?3",
+        " AND state IN (?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+    };
+    int desc = k & 1, prefix = (k >> 1) & 1, sm = (k >> 2) % 3, tm = (k >> 2) / 3;
+
+    allot_fmt(buf, len,
+              "SELECT " JOB_COLS " FROM jobs WHERE id %s ?1%s%s%s ORDER BY id %s LIMIT ?11",
+              desc ? "<" : ">", tenant[tm], states[sm],
+              prefix ? " AND substr(CAST(name AS BLOB), 1, length(CAST(?10 AS BLOB)))"
+                       " = CAST(?10 AS BLOB)"
+                     : "",
+              desc ? "DESC" : "ASC");
+}
+
+int sq_job_list(struct allot_store *base, const struct allot_store_job_filter *f,
+                struct allot_store_job_page *page)
+{
+    struct sq_store *s = (struct sq_store *)base;
+    int nstates = __builtin_popcount(f->states);
+    int sm = nstates == 0 ? 0 : nstates == 1 ? 1 : 2;
+    int tm = !f->tenant ? 0 : f->tenant_subtree ? 2 : 1;
+    int k = ((tm * 3 + sm) << 2) | (f->name_prefix ? 2 : 0) | (f->newest_first ? 1 : 0);
+    sqlite3_stmt *st = s->list[k];
+    int rc, r, p = 3;
+
+    if (!st) {
+        char sql[640];
+
+        list_sql(k, sql, sizeof sql);
+        r = sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &s->list[k], NULL);
+        if (r != SQLITE_OK) {
+            s->list[k] = NULL;
+            return sq_err(s, r);
+        }
+        st = s->list[k];
+    }
+    sqlite3_bind_int64(st, 1, f->cursor ? f->cursor : f->newest_first ? INT64_MAX : 0);
+    if (f->tenant)
+        sq_bind_text(st, 2, f->tenant);
+    for (int i = 0; i < ALLOT_SJ_NSTATES && sm; i++)
+        if (f->states & (1u << i))
+            sq_bind_text(st, p++, allot_store_job_state_name(i));
+    if (f->name_prefix)
+        sqlite3_bind_blob(st, 10, f->name_prefix, (int)strlen(f->name_prefix), SQLITE_STATIC);
+    /* one row more than asked tells whether another page follows */
+    sqlite3_bind_int(st, 11, f->limit + 1);
+    rc = sq_rows(s, st, sizeof *page->jobs, job_row, job_clear, (void **)&page->jobs, &page->n);
+    if (rc == 0 && page->n > (size_t)f->limit) {
+        allot_store_job_clear(&page->jobs[f->limit]);
+        page->n = (size_t)f->limit;
+        page->next_cursor = page->jobs[page->n - 1].id;
+    }
+    return rc;
+}
+
+/* ---- events ------------------------------------------------------------------------ */
+
+int sq_event_add(struct allot_store *base, const struct allot_store_event *ev, int64_t *seq)
+{
+    struct sq_store *s = (struct sq_store *)base;
+    sqlite3_stmt *st;
+    int rc = 0;
+
+    if (!(st = sq_stmt(s, SQ_EVENT_ADD, &rc)))
+        return rc;
+    sqlite3_bind_int64(st, 1, ev->job_id);
+    sqlite3_bind_int64(st, 2, ev->time);
+    sq_bind_text(st, 3, ev->kind);
+    sq_bind_text(st, 4, ev->detail);
+    if ((rc = sq_done(s, st, sqlite3_step(st))) == 0)
+        *seq = sqlite3_last_insert_rowid(s->db);
+    return rc;
+}
+
+static int event_row(struct sq_store *s, sqlite3_stmt *st, void *elem)
+{
+    struct allot_store_event *e = elem;
+    int rc;
+
+    e->seq = sqlite3_column_int64(st, 0);
+    e->job_id = sqlite3_column_int64(st, 1);
+    e->time = sqlite3_column_int64(st, 2);
+    if ((rc = sq_col_text(st, 3, &e->kind)) || (rc = sq_col_text(st, 4, &e->detail)))
+        return rc;
+    return 0;
+}
+
+static void event_clear(void *elem)
+{
+    struct allot_store_event *e = elem;
+
+    allot_free(e->kind);
+    allot_free(e->detail);
+}
+
+int sq_event_list(struct allot_store *base, int64_t job_id, int64_t after, int limit,
+                  struct allot_store_event **out, size_t *n)
+{
+    struct sq_store *s = (struct sq_store *)base;
+    sqlite3_stmt *st;
+    int rc = 0;
+
+    if (!(st = sq_stmt(s, SQ_EVENT_LIST, &rc)))
+        return rc;
+    sqlite3_bind_int64(st, 1, job_id);
+    sqlite3_bind_int64(st, 2, after);
+    sqlite3_bind_int(st, 3, limit);
+    return sq_rows(s, st, sizeof **out, event_row, event_clear, (void **)out, n);
+}
+
+/* ---- tenants and priority classes ------------------------------------------------------ */
+
+int sq_tenant_put(struct allot_store *base, const struct allot_store_tenant *t)
+{
+    struct sq_store *s = (struct sq_store *)base;
+    sqlite3_stmt *st;
+    int rc = 0;
+
+    if (!(st = sq_stmt(s, SQ_TENANT_PUT, &rc)))
+        return rc;
+    sq_bind_text(st, 1, t->path);
+    sqlite3_bind_double(st, 2, t->weight);
+    sq_bind_text(st, 3, t->isolation);
+    sq_bind_text(st, 4, t->quotas);
+    return sq_done(s, st, sqlite3_step(st));
+}
+
+int sq_tenant_delete(struct allot_store *base, const char *path)
+{
+    struct sq_store *s = (struct sq_store *)base;
+    sqlite3_stmt *st;
+    int rc = 0, r;
+
+    if (!(st = sq_stmt(s, SQ_TENANT_CHILD, &rc)))
+        return rc;
+    sq_bind_text(st, 1, path);
+    r = sqlite3_step(st);
+    if ((rc = sq_done(s, st, r)) != 0)
+        return rc;
+    if (r == SQLITE_ROW) {
+        store_set_err(base, "tenant '%s' has children", path);
+        return ALLOT_ESTATE;
+    }
+    if (!(st = sq_stmt(s, SQ_TENANT_DELETE, &rc)))
+        return rc;
+    sq_bind_text(st, 1, path);
+    return sq_changed(s, sq_done(s, st, sqlite3_step(st)));
+}
+
+static int tenant_row(struct sq_store *s, sqlite3_stmt *st, void *elem)
+{
+    struct allot_store_tenant *t = elem;
+    int rc;
+
+    t->weight = sqlite3_column_double(st, 1);
+    if ((rc = sq_col_text(st, 0, &t->path)) || (rc = sq_col_text(st, 2, &t->isolation)) ||
+        (rc = sq_col_text(st, 3, &t->quotas)))
+        return rc;
+    return 0;
+}
+
+static void tenant_clear(void *elem)
+{
+    struct allot_store_tenant *t = elem;
+
+    allot_free(t->path);
+    allot_free(t->isolation);
+    allot_free(t->quotas);
+}
+
+int sq_tenant_list(struct allot_store *base, struct allot_store_tenant **out, size_t *n)
+{
+    struct sq_store *s = (struct sq_store *)base;
+    sqlite3_stmt *st;
+    int rc = 0;
+
+    if (!(st = sq_stmt(s, SQ_TENANT_LIST, &rc)))
+        return rc;
+    return sq_rows(s, st, sizeof **out, tenant_row, tenant_clear, (void **)out, n);
+}
+
+int sq_prio_put(struct allot_store *base, const struct allot_store_prio_class *c)
+{
+    struct sq_store *s = (struct sq_store *)base;
+    sqlite3_stmt *st;
+    int rc = 0;
+
+    if (!(st = sq_stmt(s, SQ_PRIO_PUT, &rc)))
+        return rc;
+    sq_bind_text(st, 1, c->name);
+    sqlite3_bind_int(st, 2, c->value);
+    sqlite3_bind_int(st, 3, c->preemptible ? 1 : 0);
+    return sq_done(s, st, sqlite3_step(st));
+}
+
+int sq_prio_delete(struct allot_store *base, const char *name)
+{
+    struct sq_store *s = (struct sq_store *)base;
+    sqlite3_stmt *st;
+    int rc = 0;
+
+    if (!(st = sq_stmt(s, SQ_PRIO_DELETE, &rc)))
+        return rc;
+    sq_bind_text(st, 1, name);
+    return sq_changed(s, sq_done(s, st, sqlite3_step(st)));
+}
+
+static int prio_row(struct sq_store *s, sqlite3_stmt *st, void *elem)
+{
+    struct allot_store_prio_class *c = elem;
+
+    c->value = sqlite3_column_int(st, 1);
+    c->preemptible = sqlite3_column_int(st, 2) != 0;
+    return sq_col_text(st, 0, &c->name);
+}
+
+static void prio_clear(void *elem)
+{
+    allot_free(((struct allot_store_prio_class *)elem)->name);
+}
+
+int sq_prio_list(struct allot_store *base, struct allot_store_prio_class **out, size_t *n)
+{
+    struct sq_store *s = (struct sq_store *)base;
+    sqlite3_stmt *st;
+    int rc = 0;
+
+    if (!(st = sq_stmt(s, SQ_PRIO_LIST, &rc)))
+        return rc;
+    return sq_rows(s, st, sizeof **out, prio_row, prio_clear, (void **)out, n);
+}
+
+/* ---- nodes ------------------------------------------------------------------------------ */
+
+int sq_node_put(struct allot_store *base, const struct allot_store_node *nd)
+{
+    struct sq_store *s = (struct sq_store *)base;
+    sqlite3_stmt *st;
+    int rc = 0;
+
+    if (!(st = sq_stmt(s, SQ_NODE_PUT, &rc)))
+        return rc;
+    sq_bind_text(st, 1, nd->name);
+    sq_bind_text(st, 2, nd->inventory);
+    sq_bind_text(st, 3, allot_store_node_state_name(nd->state));
+    sqlite3_bind_int64(st, 4, nd->last_heartbeat);
+    sqlite3_bind_int64(st, 5, nd->lease_expiry);
+    return sq_done(s, st, sqlite3_step(st));
+}
+
+static int node_row(struct sq_store *s, sqlite3_stmt *st, void *elem)
+{
+    struct allot_store_node *nd = elem;
+    int rc;
+
+    nd->last_heartbeat = sqlite3_column_int64(st, 3);
+    nd->lease_expiry = sqlite3_column_int64(st, 4);
+    if ((rc = sq_col_text(st, 0, &nd->name)) || (rc = sq_col_text(st, 1, &nd->inventory)) ||
+        (rc = sq_col_enum(s, st, 2, allot_store_node_state_name, &nd->state)))
+        return rc;
+    return 0;
+}
+
+static void node_clear(void *elem)
+{
+    allot_store_node_clear(elem);
+}
+
+int sq_node_get(struct allot_store *base, const char *name, struct allot_store_node *out)
+{
+    struct sq_store *s = (struct sq_store *)base;
+    struct allot_store_node *arr = NULL;
+    sqlite3_stmt *st;
+    size_t n = 0;
+    int rc = 0;
+
+    if (!(st = sq_stmt(s, SQ_NODE_GET, &rc)))
+        return rc;
+    sq_bind_text(st, 1, name);
+    if ((rc = sq_rows(s, st, sizeof *arr, node_row, node_clear, (void **)&arr, &n)) != 0)
+        return rc;
+    if (n == 0)
+        rc = ALLOT_ENOENT;
+    else
+        *out = arr[0];
+    allot_free(arr);
+    return rc;
+}
+
+int sq_node_heartbeat(struct allot_store *base, const char *name, int64_t now, int64_t expiry)
+{
+    struct sq_store *s = (struct sq_store *)base;
+    sqlite3_stmt *st;
+    int rc = 0;
+
+    if (!(st = sq_stmt(s, SQ_NODE_HEARTBEAT, &rc)))
+        return rc;
+    sq_bind_text(st, 1, name);
+    sqlite3_bind_int64(st, 2, now);
+    sqlite3_bind_int64(st, 3, expiry);
+    return sq_changed(s, sq_done(s, st, sqlite3_step(st)));
+}
+
+int sq_node_delete(struct allot_store *base, const char *name)
+{
+    struct sq_store *s = (struct sq_store *)base;
+    sqlite3_stmt *st;
+    int rc = 0;
+
+    if (!(st = sq_stmt(s, SQ_NODE_DELETE, &rc)))
+        return rc;
+    sq_bind_text(st, 1, name);
+    return sq_changed(s, sq_done(s, st, sqlite3_step(st)));
+}
+
+int sq_node_list(struct allot_store *base, struct allot_store_node **out, size_t *n)
+{
+    struct sq_store *s = (struct sq_store *)base;
+    sqlite3_stmt *st;
+    int rc = 0;
+
+    if (!(st = sq_stmt(s, SQ_NODE_LIST, &rc)))
+        return rc;
+    return sq_rows(s, st, sizeof **out, node_row, node_clear, (void **)out, n);
+}
+
+/* ---- tokens ----------------------------------------------------------------------------- */
+
+int sq_token_add(struct allot_store *base, const struct allot_store_token *t, int64_t *id)
+{
+    struct sq_store *s = (struct sq_store *)base;
+    sqlite3_stmt *st;
+    int rc = 0;
+
+    if (!(st = sq_stmt(s, SQ_TOKEN_ADD, &rc)))
+        return rc;
+    sq_bind_text(st, 1, t->name);
+    sq_bind_text(st, 2, allot_store_role_name(t->role));
+    sq_bind_text(st, 3, t->tenant);
+    sqlite3_bind_blob(st, 4, t->hash, ALLOT_STORE_HASH_LEN, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 5, t->created);
+    sqlite3_bind_int64(st, 6, t->revoked);
+    if ((rc = sq_done(s, st, sqlite3_step(st))) == 0)
+        *id = sqlite3_last_insert_rowid(s->db);
+    return rc;
+}
+
+static int token_row(struct sq_store *s, sqlite3_stmt *st, void *elem)
+{
+    struct allot_store_token *t = elem;
+    int rc;
+
+    t->id = sqlite3_column_int64(st, 0);
+    t->created = sqlite3_column_int64(st, 5);
+    t->revoked = sqlite3_column_int64(st, 6);
+    if ((rc = sq_col_text(st, 1, &t->name)) || (rc = sq_col_text(st, 3, &t->tenant)) ||
+        (rc = sq_col_enum(s, st, 2, allot_store_role_name, &t->role)) ||
+        (rc = sq_col_hash(st, 4, t->hash)))
+        return rc;
+    return 0;
+}
+
+static void token_clear(void *elem)
+{
+    allot_store_token_clear(elem);
+}
+
+int sq_token_get(struct allot_store *base, int64_t id, const uint8_t *hash,
+                 struct allot_store_token *out)
+{
+    struct sq_store *s = (struct sq_store *)base;
+    struct allot_store_token *arr = NULL;
+    sqlite3_stmt *st;
+    size_t n = 0;
+    int rc = 0;
+
+    if (!(st = sq_stmt(s, hash ? SQ_TOKEN_FIND : SQ_TOKEN_GET, &rc)))
+        return rc;
+    if (hash)
+        sqlite3_bind_blob(st, 1, hash, ALLOT_STORE_HASH_LEN, SQLITE_STATIC);
+    else
+        sqlite3_bind_int64(st, 1, id);
+    if ((rc = sq_rows(s, st, sizeof *arr, token_row, token_clear, (void **)&arr, &n)) != 0)
+        return rc;
+    if (n == 0)
+        rc = ALLOT_ENOENT;
+    else
+        *out = arr[0];
+    allot_free(arr);
+    return rc;
+}
+
+int sq_token_revoke(struct allot_store *base, int64_t id, int64_t when)
+{
+    struct sq_store *s = (struct sq_store *)base;
+    struct allot_store_token t;
+    sqlite3_stmt *st;
+    int rc = 0;
+
+    if (!(st = sq_stmt(s, SQ_TOKEN_REVOKE, &rc)))
+        return rc;
+    sqlite3_bind_int64(st, 1, id);
+    sqlite3_bind_int64(st, 2, when);
+    if ((rc = sq_done(s, st, sqlite3_step(st))) != 0 || sqlite3_changes(s->db) == 1)
+        return rc;
+    /* nothing changed: missing, or revoked before */
+    memset(&t, 0, sizeof t);
+    rc = sq_token_get(base, id, NULL, &t);
+    allot_store_token_clear(&t);
+    return rc == 0 ? ALLOT_ESTATE : rc;
+}
+
+int sq_token_list(struct allot_store *base, struct allot_store_token **out, size_t *n)
+{
+    struct sq_store *s = (struct sq_store *)base;
+    sqlite3_stmt *st;
+    int rc = 0;
+
+    if (!(st = sq_stmt(s, SQ_TOKEN_LIST, &rc)))
+        return rc;
+    return sq_rows(s, st, sizeof **out, token_row, token_clear, (void **)out, n);
+}
+
+/* ---- audit rows ----------------------------------------------------------------------------- */
+
+int sq_audit_last(struct allot_store *base, int64_t *seq, uint8_t hash[ALLOT_STORE_HASH_LEN])
+{
+    struct sq_store *s = (struct sq_store *)base;
+    sqlite3_stmt *st;
+    int rc = 0, r;
+
+    *seq = 0;
+    memset(hash, 0, ALLOT_STORE_HASH_LEN);
+    if (!(st = sq_stmt(s, SQ_AUDIT_LAST, &rc)))
+        return rc;
+    r = sqlite3_step(st);
+    if (r == SQLITE_ROW) {
+        *seq = sqlite3_column_int64(st, 0);
+        if (sq_col_hash(st, 1, hash) != 0) {
+            /* a mangled head: append after it anyway; verify reports it */
+            memset(hash, 0, ALLOT_STORE_HASH_LEN);
+        }
+    }
+    return sq_done(s, st, r);
+}
+
+int sq_audit_insert(struct allot_store *base, const struct allot_store_audit *e)
+{
+    struct sq_store *s = (struct sq_store *)base;
+    sqlite3_stmt *st;
+    int rc = 0;
+
+    if (!(st = sq_stmt(s, SQ_AUDIT_INSERT, &rc)))
+        return rc;
+    sqlite3_bind_int64(st, 1, e->seq);
+    sqlite3_bind_int64(st, 2, e->time);
+    sqlite3_bind_int64(st, 3, e->token_id);
+    sq_bind_text(st, 4, e->action);
+    sq_bind_text(st, 5, e->target);
+    sq_bind_text(st, 6, e->result);
+    sqlite3_bind_blob(st, 7, e->prev_hash, ALLOT_STORE_HASH_LEN, SQLITE_STATIC);
+    sqlite3_bind_blob(st, 8, e->hash, ALLOT_STORE_HASH_LEN, SQLITE_STATIC);
+    return sq_done(s, st, sqlite3_step(st));
+}
+
+static int audit_row(struct sq_store *s, sqlite3_stmt *st, void *elem)
+{
+    struct allot_store_audit *a = elem;
+    int rc;
+
+    a->seq = sqlite3_column_int64(st, 0);
+    a->time = sqlite3_column_int64(st, 1);
+    a->token_id = sqlite3_column_int64(st, 2);
+    if ((rc = sq_col_text(st, 3, &a->action)) || (rc = sq_col_text(st, 4, &a->target)) ||
+        (rc = sq_col_text(st, 5, &a->result)))
+        return rc;
+    /* a NULL text column (someone edited the file) reads as "" so that
+     * verify can report the entry instead of failing */
+    if ((!a->action && !(a->action = store_dupn("", 0))) ||
+        (!a->target && !(a->target = store_dupn("", 0))) ||
+        (!a->result && !(a->result = store_dupn("", 0))))
+        return ALLOT_ENOMEM;
+    /* a mangled hash stays zeros: verify reports the entry */
+    sq_col_hash(st, 6, a->prev_hash);
+    sq_col_hash(st, 7, a->hash);
+    return 0;
+}
+
+static void audit_clear(void *elem)
+{
+    struct allot_store_audit *a = elem;
+
+    allot_free(a->action);
+    allot_free(a->target);
+    allot_free(a->result);
+}
+
+int sq_audit_list(struct allot_store *base, int64_t after, int limit,
+                  struct allot_store_audit **out, size_t *n)
+{
+    struct sq_store *s = (struct sq_store *)base;
+    sqlite3_stmt *st;
+    int rc = 0;
+
+    if (!(st = sq_stmt(s, SQ_AUDIT_LIST, &rc)))
+        return rc;
+    sqlite3_bind_int64(st, 1, after);
+    sqlite3_bind_int(st, 2, limit);
+    return sq_rows(s, st, sizeof **out, audit_row, audit_clear, (void **)out, n);
+}
