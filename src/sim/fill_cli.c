@@ -1,8 +1,8 @@
 /*
  * allot-sim fill's command line (fill_cli.h). sim_fill_main() runs four
  * steps, each its own function: parse and check the arguments (no file is
- * touched before they are all valid), load the inputs, run the
- * experiment, report. Exit status: 0, 1 (an input, the run
+ * touched before they are all valid), check the output paths and load the
+ * inputs, run the experiment, report. Exit status: 0, 1 (an input, the run
  * or an output failed), 2 (bad command line).
  */
 #include "fill_cli.h"
@@ -14,6 +14,7 @@
 #include "fill_report.h"
 #include "fill_seeds.h"
 #include "offline.h"
+#include "outpath.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -207,13 +208,24 @@ static int parse_args(int argc, char **argv, struct fill_args *a)
     return -1;
 }
 
-/* Loads the trace and the published results and opens the decision log.
- * Returns 0 or 1 after reporting on stderr. */
+/* Checks every output path, then loads the trace and the published results
+ * and opens the decision log. Returns 0 or 1 after reporting on stderr. */
 static int open_inputs(const struct fill_args *a, struct sim_fill_trace *trace,
                        struct sim_fill_published *pub, FILE **dlog)
 {
+    static const int outs[] = {OPT_JSON, OPT_PLOT, OPT_DLOG};
     char err[512];
 
+    for (size_t i = 0; i < sizeof(outs) / sizeof(outs[0]); i++) {
+        int k = outs[i];
+        char opt[32];
+
+        allot_fmt(opt, sizeof(opt), "--%s", fill_options[k].name);
+        if (a->val[k] && sim_outpath_check(opt, a->val[k], err, sizeof(err))) {
+            fprintf(stderr, "allot-sim fill: %s\n", err);
+            return 1;
+        }
+    }
     if (sim_fill_trace_load(trace, a->val[OPT_NODES], a->val[OPT_PODS], err, sizeof(err))) {
         fprintf(stderr, "%s\n", err);
         return 1;

@@ -9,6 +9,7 @@
 #include "allot/common.h"
 #include "allot/sched.h"
 #include "cliopt.h"
+#include "outpath.h"
 #include "svgplot.h"
 
 #include <errno.h>
@@ -367,14 +368,11 @@ int replay_write_plots(const char *path, const struct replay_setup *s,
                        const struct replay_result *r, int n, char *err, size_t errlen)
 {
     char upath[4096], title[512];
-    size_t len = strlen(path);
     const char *src = strrchr(s->source, '/') ? strrchr(s->source, '/') + 1 : s->source;
     int rc;
 
-    if (len > 4 && strcmp(path + len - 4, ".svg") == 0)
-        allot_fmt(upath, sizeof(upath), "%.*s-util.svg", (int)(len - 4), path);
-    else
-        allot_fmt(upath, sizeof(upath), "%s-util.svg", path);
+    if ((rc = sim_outpath_sibling("--plot", path, "-util", upath, sizeof(upath), err, errlen)) < 0)
+        return rc;
     allot_fmt(title, sizeof(title), "Pending jobs (hourly mean): %s, %d GPUs, load %.2f", src,
               s->n_nodes * REPLAY_NODE_GPUS, s->load);
     rc = plot_one(path, title, "pending jobs", false, r, n, err, errlen);
@@ -497,6 +495,25 @@ static int parse_args(int argc, char **argv, struct replay_args *a)
     return -1;
 }
 
+/* Checks every output path before the run (outpath.h): the JSON file, both
+ * plot files and the decision log. Returns 0 or 1 after reporting. */
+static int check_outputs(const struct replay_args *a)
+{
+    char err[1024], upath[4096];
+
+    if ((a->val[OPT_PLOT] && (sim_outpath_sibling("--plot", a->val[OPT_PLOT], "-util", upath,
+                                                  sizeof(upath), err, sizeof(err)) ||
+                              sim_outpath_check("--plot", a->val[OPT_PLOT], err, sizeof(err)) ||
+                              sim_outpath_check("--plot", upath, err, sizeof(err)))) ||
+        (a->val[OPT_JSON] && sim_outpath_check("--json", a->val[OPT_JSON], err, sizeof(err))) ||
+        (a->val[OPT_DLOG] &&
+         sim_outpath_check("--decision-log", a->val[OPT_DLOG], err, sizeof(err)))) {
+        fprintf(stderr, "allot-sim replay: %s\n", err);
+        return 1;
+    }
+    return 0;
+}
+
 /* Builds the setup from the trace or the generator; a --to past the
  * trace's end turns on --drain (replay_setup_philly() clamps the window).
  * Returns 0 or 1 after reporting. */
@@ -600,7 +617,7 @@ int sim_replay_main(int argc, char **argv)
     status = parse_args(argc, argv, &a);
     if (status >= 0)
         return status;
-    if (load_setup(&a, &setup))
+    if (check_outputs(&a) || load_setup(&a, &setup))
         return 1;
     status = 1;
     if (a.val[OPT_DLOG]) {

@@ -601,9 +601,27 @@ static int run_main_err(int argc, const char **argv, char *err, size_t errlen)
 static void test_command_line_values(void **state)
 {
     const char *nodes = DATA "nodes.csv", *pods = DATA "pods.csv";
-    char err[4096];
+    char err[4096], dir[] = "/tmp/allot-test-fill-XXXXXX", dlog[256];
 
     (void)state;
+    assert_non_null(mkdtemp(dir));
+    allot_fmt(dlog, sizeof(dlog), "%s/d.log", dir);
+    {
+        /* a bad output path stops the command before the run (it failed
+         * only after the run, with the decision log written) */
+        const char *a[] = {
+            "fill",           "--nodes", nodes, "--pods", pods, "--json", "/nonexistent/x.json",
+            "--decision-log", dlog};
+        assert_int_equal(run_main_err(9, a, err, sizeof(err)), 1);
+        assert_non_null(strstr(err, "--json /nonexistent/x.json: No such file or directory"));
+        assert_int_not_equal(access(dlog, F_OK), 0);
+    }
+    {
+        const char *a[] = {"fill", "--nodes", nodes, "--pods", pods, "--plot", dir};
+        assert_int_equal(run_main_err(7, a, err, sizeof(err)), 1);
+        assert_non_null(strstr(err, "is a directory"));
+    }
+    assert_int_equal(rmdir(dir), 0);
     {
         /* below 1 the arrived request never reaches 100 %: frag@100 was nan */
         const char *a[] = {"fill", "--nodes", nodes, "--pods", pods, "--tune", "0.5"};

@@ -461,6 +461,46 @@ static void test_cli_far_to(void **state)
     assert_int_equal(rmdir(dir), 0);
 }
 
+/* Output paths are checked before the run: a bad --json path stops the
+ * command before anything is written (it used to fail after the run), and
+ * --plot refuses a path that is not a regular file's (--plot /dev/null
+ * wrote /dev/null-util.svg). */
+static void test_cli_outputs(void **state)
+{
+    char dir[] = "/tmp/allot-test-replay-XXXXXX", dlog[256];
+    const char *tiny_jobs = DATA "replay_tiny_jobs.csv", *tiny_vcs = DATA "replay_tiny_vcs.csv";
+
+    (void)state;
+    assert_non_null(mkdtemp(dir));
+    allot_fmt(dlog, sizeof(dlog), "%s/d.log", dir);
+    {
+        const char *const a[] = {"replay",
+                                 "--jobs",
+                                 tiny_jobs,
+                                 "--vcs",
+                                 tiny_vcs,
+                                 "--json",
+                                 "/nonexistent/r.json",
+                                 "--decision-log",
+                                 dlog,
+                                 NULL};
+        assert_int_equal(cli(a), 1);
+        assert_int_not_equal(access(dlog, F_OK), 0); /* nothing ran */
+    }
+    {
+        const char *const a[] = {"replay", "--jobs",    tiny_jobs,        "--vcs", tiny_vcs,
+                                 "--plot", "/dev/null", "--decision-log", dlog,    NULL};
+        assert_int_equal(cli(a), 1);
+        assert_int_not_equal(access(dlog, F_OK), 0);
+    }
+    {
+        const char *const a[] = {"replay", "--jobs", tiny_jobs, "--vcs",
+                                 tiny_vcs, "--plot", dir,       NULL};
+        assert_int_equal(cli(a), 1);
+    }
+    assert_int_equal(rmdir(dir), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -469,7 +509,7 @@ int main(void)
         cmocka_unit_test(test_tiny_static),        cmocka_unit_test(test_tiny_fifo),
         cmocka_unit_test(test_tiny_allot),         cmocka_unit_test(test_decision_log),
         cmocka_unit_test(test_synthetic),          cmocka_unit_test(test_cli),
-        cmocka_unit_test(test_cli_far_to),
+        cmocka_unit_test(test_cli_far_to),         cmocka_unit_test(test_cli_outputs),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
