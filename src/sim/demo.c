@@ -3,6 +3,11 @@
  * with every registered policy; prints GPU allocation, fragmentation,
  * placement outcomes by kind and decisions per second. With --cluster the
  * cluster comes from a description file (clusterdesc.h) instead.
+ *
+ * sim_demo_main() parses the arguments, reads the cluster description when
+ * there is one, draws the tasks, then prints one row per policy
+ * (demo_policy_row()). Exit status: 0, 1 (a file or the core failed), 2
+ * (bad command line).
  */
 #include "demo.h"
 
@@ -98,137 +103,178 @@ static int parse_pos(const char *s, long *out)
     return 0;
 }
 
-int sim_demo_main(int argc, char **argv)
-{
-    long nodes = 500, ntasks = 6000, seed = 42;
-    const char *cluster_file = NULL;
-    char *desc = NULL;
-    size_t desc_len = 0;
-    bool nodes_given = false;
-    char err[512];
-    struct allot_catalog *cat;
-    struct allot_task *tasks;
-    struct allot_frag_mix mix;
+/* What the command line asks for. */
+struct demo_args {
+    long nodes, ntasks, seed;
+    const char *cluster_file; /* borrowed from argv, NULL: synthetic */
+    bool nodes_given;
+};
 
+/* Parses argv into *a. Returns -1 when all is well, else the exit status
+ * (0 after --help, 2 bad arguments). */
+static int parse_args(int argc, char **argv, struct demo_args *a)
+{
+    *a = (struct demo_args){.nodes = 500, .ntasks = 6000, .seed = 42};
     for (int i = 1; i < argc; i++) {
         long *dst = NULL;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             demo_usage(stdout);
             return 0;
         }
-        if (!strcmp(argv[i], "--cluster") && i + 1 < argc && !cluster_file) {
-            cluster_file = argv[++i];
+        if (!strcmp(argv[i], "--cluster") && i + 1 < argc && !a->cluster_file) {
+            a->cluster_file = argv[++i];
             continue;
         }
         if (!strcmp(argv[i], "--nodes")) {
-            dst = &nodes;
-            nodes_given = true;
+            dst = &a->nodes;
+            a->nodes_given = true;
         } else if (!strcmp(argv[i], "--tasks"))
-            dst = &ntasks;
+            dst = &a->ntasks;
         else if (!strcmp(argv[i], "--seed"))
-            dst = &seed;
+            dst = &a->seed;
         if (!dst || i + 1 >= argc || parse_pos(argv[++i], dst)) {
             fprintf(stderr, "allot-sim demo: bad argument \"%s\"\n", argv[i]);
             demo_usage(stderr);
             return 2;
         }
     }
-    if (cluster_file && nodes_given) {
+    if (a->cluster_file && a->nodes_given) {
         fprintf(stderr, "allot-sim demo: --nodes and --cluster exclude each other\n");
         demo_usage(stderr);
         return 2;
     }
+    return -1;
+}
+
+/* Reads and checks the cluster description of a->cluster_file into *desc
+ * (owned by the caller) and sets a->nodes to its node count. Returns 0 or
+ * 1 after reporting. */
+static int load_cluster_file(const struct allot_catalog *cat, struct demo_args *a, char **desc,
+                             size_t *desc_len)
+{
+    struct allot_cluster *c;
+    char err[512];
+
+    if (read_file(a->cluster_file, desc, desc_len) != 0) {
+        fprintf(stderr, "allot-sim demo: %s: %s\n", a->cluster_file, strerror(errno));
+        return 1;
+    }
+    c = demo_cluster(cat, *desc, *desc_len, a->nodes, a->seed, err, sizeof(err));
+    if (!c) {
+        fprintf(stderr, "allot-sim demo: %s: %s\n", a->cluster_file, err);
+        return 1;
+    }
+    a->nodes = allot_cluster_node_count(c);
+    allot_cluster_free(c);
+    return 0;
+}
+
+/* Places every task with policy `ops` on a fresh cluster and prints its
+ * row. Returns 0 or 1 after reporting. */
+static int demo_policy_row(const struct allot_catalog *cat, const struct demo_args *a,
+                           const char *desc, size_t desc_len, const struct allot_task *tasks,
+                           const struct allot_frag_mix *mix,
+                           const struct allot_sched_policy_ops *ops)
+{
+    char err[512];
+    struct allot_cluster *c =
+        demo_cluster(cat, desc, desc_len, a->nodes, a->seed, err, sizeof(err));
+    struct allot_sched_opts o = {.seed = (uint64_t)a->seed, .mix = mix};
+    struct allot_sched *s = c ? allot_sched_new(c, ops, &o) : NULL;
+    long placed = 0, by_kind[4] = {0};
+    double t0, dt, free_milli = 0;
+    int64_t gpus;
+
+    if (!s) {
+        fprintf(stderr, "allot-sim demo: %s\n", c ? "out of memory" : err);
+        allot_cluster_free(c);
+        return 1;
+    }
+    t0 = now_s();
+    for (long i = 0; i < a->ntasks; i++) {
+        struct allot_placement pl;
+        const struct allot_task *t = &tasks[i];
+        allot_sched_observe(s, t);
+        if (allot_sched_place(s, t, &pl, NULL, 0) != 0)
+            continue;
+        placed++;
+        if (t->mig_profile >= 0)
+            by_kind[3]++;
+        else if (t->num_gpu > 1)
+            by_kind[2]++;
+        else if (t->num_gpu == 1 && (t->gpu_milli < 1000 || t->gpu_mem_mib))
+            by_kind[0]++;
+        else if (t->num_gpu == 1)
+            by_kind[1]++;
+    }
+    dt = now_s() - t0;
+    if (allot_sched_check_invariants(s, err, sizeof(err)) != 0) {
+        fprintf(stderr, "allot-sim demo: %s: invariant broken: %s\n", ops->name, err);
+        allot_sched_free(s);
+        allot_cluster_free(c);
+        return 1;
+    }
+    gpus = allot_cluster_gpu_count(c);
+    free_milli = (double)(gpus * 1000 - allot_cluster_used_milli(c));
+    printf("%-14s %7lld %7.2f%% %7.2f%% %8ld %8ld %8ld %6ld %6ld %12.0f\n", ops->name,
+           (long long)gpus,
+           gpus ? 100.0 * (double)allot_cluster_used_milli(c) / (double)(gpus * 1000) : 0.0,
+           free_milli > 0 ? 100.0 * allot_frag_cluster(mix, c) / free_milli : 0.0, placed,
+           by_kind[0], by_kind[1], by_kind[2], by_kind[3], (double)a->ntasks / dt);
+    allot_sched_free(s);
+    allot_cluster_free(c);
+    return 0;
+}
+
+int sim_demo_main(int argc, char **argv)
+{
+    struct demo_args a;
+    char *desc = NULL, err[512];
+    size_t desc_len = 0;
+    struct allot_catalog *cat;
+    struct allot_task *tasks = NULL;
+    struct allot_frag_mix mix;
+    bool have_mix = false;
+    int status = parse_args(argc, argv, &a);
+
+    if (status >= 0)
+        return status;
     cat = allot_catalog_default(err, sizeof(err));
     if (!cat) {
         fprintf(stderr, "allot-sim demo: catalog: %s\n", err);
         return 1;
     }
-    if (cluster_file) {
-        struct allot_cluster *c;
-
-        if (read_file(cluster_file, &desc, &desc_len) != 0) {
-            fprintf(stderr, "allot-sim demo: %s: %s\n", cluster_file, strerror(errno));
-            allot_catalog_free(cat);
-            return 1;
-        }
-        c = demo_cluster(cat, desc, desc_len, nodes, seed, err, sizeof(err));
-        if (!c) {
-            fprintf(stderr, "allot-sim demo: %s: %s\n", cluster_file, err);
-            allot_free(desc);
-            allot_catalog_free(cat);
-            return 1;
-        }
-        nodes = allot_cluster_node_count(c);
-        allot_cluster_free(c);
-    }
-    tasks = calloc((size_t)ntasks, sizeof(*tasks));
+    status = 1;
+    if (a.cluster_file && load_cluster_file(cat, &a, &desc, &desc_len))
+        goto out;
+    tasks = calloc((size_t)a.ntasks, sizeof(*tasks));
     if (tasks)
-        sim_synth_tasks(cat, tasks, (size_t)ntasks, (uint64_t)seed);
-    if (!tasks || allot_frag_mix_build(tasks, (size_t)ntasks, 0.95, &mix) != 0) {
+        sim_synth_tasks(cat, tasks, (size_t)a.ntasks, (uint64_t)a.seed);
+    if (!tasks || allot_frag_mix_build(tasks, (size_t)a.ntasks, 0.95, &mix) != 0) {
         fprintf(stderr, "allot-sim demo: out of memory\n");
-        free(tasks);
-        allot_catalog_free(cat);
-        return 1;
+        goto out;
     }
-    if (cluster_file)
-        printf("allot demo: %ld synthetic tasks on %ld nodes from %s (seed %ld)\n", ntasks, nodes,
-               cluster_file, seed);
+    have_mix = true;
+    if (a.cluster_file)
+        printf("allot demo: %ld synthetic tasks on %ld nodes from %s (seed %ld)\n", a.ntasks,
+               a.nodes, a.cluster_file, a.seed);
     else
-        printf("allot demo: %ld synthetic tasks on %ld synthetic nodes (seed %ld)\n", ntasks, nodes,
-               seed);
+        printf("allot demo: %ld synthetic tasks on %ld synthetic nodes (seed %ld)\n", a.ntasks,
+               a.nodes, a.seed);
     printf("tasks: CPU-only, fractional (gpu_milli/GPU memory), whole, 2-8 GPU, MIG profiles\n\n");
     printf("%-14s %7s %8s %8s %8s %8s %8s %6s %6s %12s\n", "policy", "gpus", "alloc%", "frag%",
            "placed", "frac", "whole", "multi", "mig", "decisions/s");
-    for (int p = 0; allot_sched_policies[p]; p++) {
-        const struct allot_sched_policy_ops *ops = allot_sched_policies[p];
-        struct allot_cluster *c = demo_cluster(cat, desc, desc_len, nodes, seed, err, sizeof(err));
-        struct allot_sched_opts o = {.seed = (uint64_t)seed, .mix = &mix};
-        struct allot_sched *s = c ? allot_sched_new(c, ops, &o) : NULL;
-        long placed = 0, by_kind[4] = {0};
-        double t0, dt, free_milli = 0;
-        int64_t gpus;
-
-        if (!s) {
-            fprintf(stderr, "allot-sim demo: %s\n", c ? "out of memory" : err);
-            return 1;
-        }
-        t0 = now_s();
-        for (long i = 0; i < ntasks; i++) {
-            struct allot_placement pl;
-            const struct allot_task *t = &tasks[i];
-            allot_sched_observe(s, t);
-            if (allot_sched_place(s, t, &pl, NULL, 0) != 0)
-                continue;
-            placed++;
-            if (t->mig_profile >= 0)
-                by_kind[3]++;
-            else if (t->num_gpu > 1)
-                by_kind[2]++;
-            else if (t->num_gpu == 1 && (t->gpu_milli < 1000 || t->gpu_mem_mib))
-                by_kind[0]++;
-            else if (t->num_gpu == 1)
-                by_kind[1]++;
-        }
-        dt = now_s() - t0;
-        if (allot_sched_check_invariants(s, err, sizeof(err)) != 0) {
-            fprintf(stderr, "allot-sim demo: %s: invariant broken: %s\n", ops->name, err);
-            return 1;
-        }
-        gpus = allot_cluster_gpu_count(c);
-        free_milli = (double)(gpus * 1000 - allot_cluster_used_milli(c));
-        printf("%-14s %7lld %7.2f%% %7.2f%% %8ld %8ld %8ld %6ld %6ld %12.0f\n", ops->name,
-               (long long)gpus,
-               gpus ? 100.0 * (double)allot_cluster_used_milli(c) / (double)(gpus * 1000) : 0.0,
-               free_milli > 0 ? 100.0 * allot_frag_cluster(&mix, c) / free_milli : 0.0, placed,
-               by_kind[0], by_kind[1], by_kind[2], by_kind[3], (double)ntasks / dt);
-        allot_sched_free(s);
-        allot_cluster_free(c);
-    }
+    for (int p = 0; allot_sched_policies[p]; p++)
+        if (demo_policy_row(cat, &a, desc, desc_len, tasks, &mix, allot_sched_policies[p]))
+            goto out;
     printf("\nalloc%%: GPU capacity allocated after all tasks arrived (higher is better);\n"
            "frag%%: share of idle GPU capacity the typical task cannot use (lower is better).\n");
-    allot_frag_mix_clear(&mix);
+    status = 0;
+out:
+    if (have_mix)
+        allot_frag_mix_clear(&mix);
     free(tasks);
     allot_free(desc);
     allot_catalog_free(cat);
-    return 0;
+    return status;
 }
