@@ -4,7 +4,8 @@
  * placement outcomes by kind and decisions per second. With --cluster the
  * cluster comes from a description file (clusterdesc.h) instead.
  *
- * sim_demo_main() parses the arguments, reads the cluster description when
+ * sim_demo_main() parses the arguments (the option table of cliopt.h, like
+ * fill and replay), reads the cluster description when
  * there is one, draws the tasks, then prints one row per policy
  * (demo_policy_row()). Exit status: 0, 1 (a file or the core failed), 2
  * (bad command line).
@@ -14,25 +15,55 @@
 #include "allot/clusterdesc.h"
 #include "allot/common.h"
 #include "allot/sched.h"
+#include "cliopt.h"
 #include "workload.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+enum { OPT_NODES, OPT_CLUSTER, OPT_TASKS, OPT_SEED, OPT_HELP, N_OPTS };
+
+#define MAX_COUNT 1000000 /* nodes and tasks */
+
+/* Every option, described once: drives parsing and --help (STYLE 15). */
+static const struct cliopt demo_options[N_OPTS] = {
+    [OPT_NODES] = {"nodes", "N", "500", "synthetic GPU servers, 1..1000000"},
+    [OPT_CLUSTER] = {"cluster", "FILE", NULL,
+                     "take the nodes from a cluster description (JSON, see\n"
+                     "docs/cluster-description.md) instead; excludes --nodes"},
+    [OPT_TASKS] = {"tasks", "T", "6000", "synthetic tasks, 1..1000000"},
+    [OPT_SEED] = {"seed", "S", "42", "workload and tie-break seed, 0..2^63-1"},
+    [OPT_HELP] = {"help", NULL, NULL, "show this help"},
+};
+
 static void demo_usage(FILE *f)
 {
-    fprintf(f, "usage: allot-sim demo [--nodes N | --cluster FILE] [--tasks T] [--seed S]\n"
-               "\n"
-               "Places T synthetic tasks (CPU-only, fractional, whole, multi-GPU and MIG)\n"
-               "on N synthetic GPU servers with every placement policy, and prints a table:\n"
-               "GPU allocation %%, fragmentation rate %%, tasks placed by kind, and decisions/s.\n"
-               "--cluster FILE takes the nodes from a cluster description (JSON, see\n"
-               "docs/cluster-description.md) instead of synthetic servers.\n"
-               "Defaults: --nodes 500 --tasks 6000 --seed 42.\n");
+    cliopt_usage(f,
+                 "usage: allot-sim demo [--nodes N | --cluster FILE] [--tasks T] [--seed S]\n"
+                 "\n"
+                 "Places T synthetic tasks (CPU-only, fractional, whole, multi-GPU and MIG)\n"
+                 "on N synthetic GPU servers with every placement policy, and prints a table:\n"
+                 "GPU allocation %, fragmentation rate %, tasks placed by kind, and decisions/s.\n"
+                 "\noptions:\n",
+                 demo_options, N_OPTS, 16);
+}
+
+static int __attribute__((format(printf, 1, 2))) usage_error(const char *fmt, ...)
+{
+    va_list ap;
+
+    fprintf(stderr, "allot-sim demo: ");
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n");
+    demo_usage(stderr);
+    return 2;
 }
 
 static double now_s(void)
@@ -92,17 +123,6 @@ static struct allot_cluster *demo_cluster(const struct allot_catalog *cat, const
     return c;
 }
 
-static int parse_pos(const char *s, long *out)
-{
-    char *end;
-    long v = strtol(s, &end, 10);
-
-    if (*s == '\0' || *end != '\0' || v <= 0 || v > 1000000)
-        return -1;
-    *out = v;
-    return 0;
-}
-
 /* What the command line asks for. */
 struct demo_args {
     long nodes, ntasks, seed;
@@ -110,39 +130,42 @@ struct demo_args {
     bool nodes_given;
 };
 
-/* Parses argv into *a. Returns -1 when all is well, else the exit status
- * (0 after --help, 2 bad arguments). */
+/* Parses argv into *a with the option table (cliopt.h): "--name VALUE"
+ * or "--name=VALUE", each option once, strict numbers. Returns -1 when all
+ * is well, else the exit status (0 after --help, 2 bad arguments). */
 static int parse_args(int argc, char **argv, struct demo_args *a)
 {
+    static const struct {
+        int opt;
+        int64_t lo, hi;
+    } nums[] = {{OPT_NODES, 1, MAX_COUNT}, {OPT_TASKS, 1, MAX_COUNT}, {OPT_SEED, 0, INT64_MAX}};
+    long *dst[] = {&a->nodes, &a->ntasks, &a->seed};
+    const char *val[N_OPTS] = {0};
+    bool given[N_OPTS] = {0};
+    char err[256];
+
     *a = (struct demo_args){.nodes = 500, .ntasks = 6000, .seed = 42};
-    for (int i = 1; i < argc; i++) {
-        long *dst = NULL;
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            demo_usage(stdout);
-            return 0;
-        }
-        if (!strcmp(argv[i], "--cluster") && i + 1 < argc && !a->cluster_file) {
-            a->cluster_file = argv[++i];
+    if (cliopt_parse(demo_options, N_OPTS, argc, argv, val, given, 0, err, sizeof(err)))
+        return usage_error("%s", err);
+    if (given[OPT_HELP]) {
+        demo_usage(stdout);
+        return 0;
+    }
+    for (size_t k = 0; k < sizeof(nums) / sizeof(nums[0]); k++) {
+        int64_t v;
+
+        if (!val[nums[k].opt])
             continue;
-        }
-        if (!strcmp(argv[i], "--nodes")) {
-            dst = &a->nodes;
-            a->nodes_given = true;
-        } else if (!strcmp(argv[i], "--tasks"))
-            dst = &a->ntasks;
-        else if (!strcmp(argv[i], "--seed"))
-            dst = &a->seed;
-        if (!dst || i + 1 >= argc || parse_pos(argv[++i], dst)) {
-            fprintf(stderr, "allot-sim demo: bad argument \"%s\"\n", argv[i]);
-            demo_usage(stderr);
-            return 2;
-        }
+        if (!cliopt_parse_int(val[nums[k].opt], nums[k].lo, nums[k].hi, &v))
+            return usage_error("--%s \"%s\": want an integer %lld..%lld",
+                               demo_options[nums[k].opt].name, val[nums[k].opt],
+                               (long long)nums[k].lo, (long long)nums[k].hi);
+        *dst[k] = (long)v;
     }
-    if (a->cluster_file && a->nodes_given) {
-        fprintf(stderr, "allot-sim demo: --nodes and --cluster exclude each other\n");
-        demo_usage(stderr);
-        return 2;
-    }
+    a->cluster_file = val[OPT_CLUSTER];
+    a->nodes_given = given[OPT_NODES];
+    if (a->cluster_file && a->nodes_given)
+        return usage_error("--nodes and --cluster exclude each other");
     return -1;
 }
 
