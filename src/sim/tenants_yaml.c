@@ -118,6 +118,36 @@ static const char *scalar(struct ctx *c, const yaml_node_t *n, const char *what,
 }
 
 /*
+ * The text of scalar node n where a number or an amount is expected, for
+ * `what`: as scalar(), but a quoted scalar ("2", '2') or one with a tag
+ * (!!str 2; libyaml resolves it to the default tag) or an anchor is a
+ * string, not a number, and an error. A plain scalar spans exactly its
+ * text, so a longer span means properties before it. NULL (and an error)
+ * otherwise.
+ */
+static const char *number_scalar(struct ctx *c, const yaml_node_t *n, const char *what, int *rc)
+{
+    const char *s = scalar(c, n, what, rc);
+    bool ascii = true;
+
+    if (!s)
+        return NULL;
+    if (n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE) {
+        *rc = fail(c, n, "%s \"%.40s\" is quoted, so a string: write it without quotes", what, s);
+        return NULL;
+    }
+    for (const char *p = s; *p; p++)
+        ascii = ascii && (unsigned char)*p < 0x80;
+    /* marks count characters: compare only when they are bytes */
+    if (ascii && n->end_mark.index - n->start_mark.index != n->data.scalar.length) {
+        *rc = fail(c, n, "%s \"%.40s\" has a tag or an anchor (such as !!str): write it plain",
+                   what, s);
+        return NULL;
+    }
+    return s;
+}
+
+/*
  * Matches the keys of mapping n (for `what`) against keys[0..nkeys); the
  * value node of key k goes to vals[k] (NULL when absent). A key starting
  * with "gpu:" is accepted when `prefix_ok` and passed back through
@@ -231,7 +261,7 @@ static int parse_amount(struct ctx *c, const yaml_node_t *n, const char *what, e
         [U_MEM] = "MiB, or a whole number with Mi, Gi or Ti, or unlimited",
     };
     int rc = 0;
-    const char *s = scalar(c, n, what, &rc);
+    const char *s = number_scalar(c, n, what, &rc);
     size_t len;
     bool ok = false;
 
@@ -424,7 +454,7 @@ static int parse_mix(struct ctx *c, const yaml_node_t *n, struct sim_tenant_conf
 
         if (!v[k])
             continue;
-        if (!(s = scalar(c, v[k], mtgen_kind_names[k], &rc)))
+        if (!(s = number_scalar(c, v[k], mtgen_kind_names[k], &rc)))
             return rc;
         if (!parse_fixed(s, 3, 1000, &x))
             return fail(c, v[k], "%s \"%.40s\": want a share 0..1 (up to 3 decimals)",
@@ -470,7 +500,7 @@ static int parse_tenant(struct ctx *c, const yaml_node_t *n, struct sim_tenant_c
     if (v[T_WEIGHT]) {
         int64_t w = 0;
 
-        if (!(s = scalar(c, v[T_WEIGHT], "weight", &rc)))
+        if (!(s = number_scalar(c, v[T_WEIGHT], "weight", &rc)))
             return rc;
         if (!parse_fixed(s, 3, 1000000000LL, &w) || w == 0)
             return fail(c, v[T_WEIGHT], "weight \"%.40s\": want a number > 0 (up to 3 decimals)",
@@ -518,7 +548,7 @@ static int parse_prio(struct ctx *c, const yaml_node_t *n, struct sim_prio_conf 
     if (strlen(s) >= sizeof(p->name) || !name_ok(s, strlen(s)))
         return fail(c, v[P_NAME], "name \"%.40s\": want 1..31 bytes of [A-Za-z0-9_.-]", s);
     allot_strlcpy(p->name, s, sizeof(p->name));
-    if (!(s = scalar(c, v[P_VALUE], "value", &rc)))
+    if (!(s = number_scalar(c, v[P_VALUE], "value", &rc)))
         return rc;
     if (!parse_fixed(s[0] == '-' ? s + 1 : s, 0, 1000000000LL, &val))
         return fail(c, v[P_VALUE], "value \"%.40s\": want an integer -1000000000..1000000000", s);
@@ -673,7 +703,7 @@ static int parse_doc(struct ctx *c, yaml_node_t *root, struct sim_tenants_conf *
         return rc;
     if (!v[D_VERSION])
         return fail(c, root, "version is missing (want version: 1)");
-    if (!(s = scalar(c, v[D_VERSION], "version", &rc)))
+    if (!(s = number_scalar(c, v[D_VERSION], "version", &rc)))
         return rc;
     if (strcmp(s, "1") != 0)
         return fail(c, v[D_VERSION], "version \"%.40s\" is not supported (want 1)", s);
