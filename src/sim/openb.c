@@ -118,6 +118,59 @@ out_slot:
 
 /* ---- node lists ---- */
 
+/* Length of the valid UTF-8 sequence at s (1-4), or 0 when it is not one
+ * (a stray continuation byte, an overlong form, a surrogate, a code point
+ * above U+10FFFF, a truncated sequence). */
+static size_t utf8_len(const unsigned char *s)
+{
+    size_t n;
+    uint32_t cp;
+
+    if (s[0] < 0x80)
+        return 1;
+    if (s[0] >= 0xc2 && s[0] <= 0xdf)
+        n = 2, cp = s[0] & 0x1fu;
+    else if (s[0] >= 0xe0 && s[0] <= 0xef)
+        n = 3, cp = s[0] & 0x0fu;
+    else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+        n = 4, cp = s[0] & 0x07u;
+    else
+        return 0;
+    for (size_t i = 1; i < n; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0; /* also stops at the terminating NUL */
+        cp = cp << 6 | (s[i] & 0x3fu);
+    }
+    if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+        (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return n;
+}
+
+/* A node or pod name (`what` names its column in messages) must be
+ * non-empty, valid UTF-8 and free of spaces: names are fields of the
+ * tab-separated decision log and of reports that split at blanks.
+ * (csvread has already refused control characters.) */
+static int check_name(struct csv_reader *r, const char *what, const char *name)
+{
+    char qb[80];
+
+    if (*name == '\0')
+        return csv_fail(r, "%s is empty", what);
+    for (const unsigned char *p = (const unsigned char *)name; *p;) {
+        size_t n = utf8_len(p);
+
+        if (n == 0)
+            return csv_fail(r, "%s %s is not valid UTF-8 (byte %zu)", what,
+                            csv_quote(qb, sizeof(qb), name),
+                            (size_t)(p - (const unsigned char *)name) + 1);
+        if (*p == ' ')
+            return csv_fail(r, "%s %s contains a space", what, csv_quote(qb, sizeof(qb), name));
+        p += n;
+    }
+    return 0;
+}
+
 static int node_row(struct csv_reader *r, const int *idx, struct openb_node *nd)
 {
     char qb[80];
@@ -127,8 +180,8 @@ static int node_row(struct csv_reader *r, const int *idx, struct openb_node *nd)
         return rc;
     nd->name = r->f[idx[NC_SN]];
     nd->model = r->f[idx[NC_MODEL]];
-    if (*nd->name == '\0')
-        return csv_fail(r, "sn (the node name) is empty");
+    if ((rc = check_name(r, "sn (the node name)", nd->name)) < 0)
+        return rc;
     rc = csv_int(r, "cpu_milli", r->f[idx[NC_CPU]], OPENB_MAX_CPU_MILLI, 0, &nd->cpu_milli);
     if (rc == 0)
         rc = csv_int(r, "memory_mib", r->f[idx[NC_MEM]], OPENB_MAX_MEM_MIB, 0, &nd->memory_mib);
@@ -222,8 +275,8 @@ static int pod_row(struct csv_reader *r, const int *idx, size_t ncols, struct op
     if ((rc = csv_check_width(r, ncols)) < 0)
         return rc;
     pd->name = r->f[idx[PC_NAME]];
-    if (*pd->name == '\0')
-        return csv_fail(r, "name is empty");
+    if ((rc = check_name(r, "name", pd->name)) < 0)
+        return rc;
     pd->memory_mib = -1;
     rc = csv_int(r, "cpu_milli", r->f[idx[PC_CPU]], OPENB_MAX_CPU_MILLI, 0, &pd->cpu_milli);
     if (rc == 0 && idx[PC_MEM] >= 0)

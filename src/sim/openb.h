@@ -38,7 +38,7 @@
 
 /* One node of a node list. Strings point into the owning list's storage. */
 struct openb_node {
-    const char *name;   /* column `sn`; non-empty, unique in the list */
+    const char *name;   /* column `sn`; non-empty, unique, UTF-8, no space */
     int64_t cpu_milli;  /* 0..OPENB_MAX_CPU_MILLI */
     int64_t memory_mib; /* 0..OPENB_MAX_MEM_MIB */
     int gpu;            /* number of GPUs, 0..OPENB_MAX_GPUS */
@@ -48,7 +48,7 @@ struct openb_node {
 /* One pod of a pod list. Strings point into the owning list's storage;
  * columns absent from the file read as "" (strings) or -1 (numbers). */
 struct openb_pod {
-    const char *name;       /* non-empty, unique in the list */
+    const char *name;       /* non-empty, unique, UTF-8, no space */
     int64_t cpu_milli;      /* 0..OPENB_MAX_CPU_MILLI */
     int64_t memory_mib;     /* 0..OPENB_MAX_MEM_MIB; -1 when the file has no memory_mib */
     int num_gpu;            /* 0..OPENB_MAX_GPUS */

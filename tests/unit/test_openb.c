@@ -153,6 +153,22 @@ static void test_columns_by_name(void **state)
     openb_pods_free(&p);
 }
 
+/* Names may hold any valid UTF-8 but no space. */
+static void test_utf8_names(void **state)
+{
+    static const char csv[] = "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n"
+                              "pod-\xc3\xa9t\xc3\xa9,1000,1024,1,1000\n"
+                              "pod-\xe2\x82\xac-\xf0\x9f\x9a\x80,1000,1024,0,0\n";
+    struct openb_pods p = {0};
+    char err[256] = "";
+
+    (void)state;
+    assert_int_equal(openb_parse_pods(csv, sizeof(csv) - 1, "mem", &p, err, sizeof(err)), 0);
+    assert_int_equal(p.n, 2);
+    assert_string_equal(p.v[0].name, "pod-\xc3\xa9t\xc3\xa9");
+    openb_pods_free(&p);
+}
+
 /* ---- the broken-file corpus ---- */
 
 struct bad_case {
@@ -204,6 +220,13 @@ static const struct bad_case bad_cases[] = {
      "pods_leading_space.csv:2: cpu_milli \" 1000\" is not an integer"},
     {false, "pods_share_zero.csv", "pods_share_zero.csv:2: gpu_milli 0 with num_gpu 1"},
     {true, "nodes_lone_cr.csv", "nodes_lone_cr.csv:3: carriage return inside the line"},
+    {true, "nodes_name_space.csv",
+     "nodes_name_space.csv:3: sn (the node name) \"gpu node 2\" contains a space"},
+    {false, "pods_name_space.csv", "pods_name_space.csv:3: name \"pod 01\" contains a space"},
+    {false, "pods_name_utf8.csv",
+     "pods_name_utf8.csv:2: name \"pod-\\xff0\" is not valid UTF-8 (byte 5)"},
+    {false, "pods_name_overlong.csv",
+     "pods_name_overlong.csv:3: name \"pod-\\xc3\\xa9\\xc0\\xaf\" is not valid UTF-8 (byte 7)"},
 };
 
 static const struct bad_case *find_case(const char *file)
@@ -535,13 +558,21 @@ static void test_alloc_failures(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_nodes_good),     cmocka_unit_test(test_nodes_crlf_unterminated),
-        cmocka_unit_test(test_pods_full),      cmocka_unit_test(test_pods_nomem),
-        cmocka_unit_test(test_pods_multigpu),  cmocka_unit_test(test_columns_by_name),
-        cmocka_unit_test(test_bad_corpus),     cmocka_unit_test(test_bad_corpus_complete),
-        cmocka_unit_test(test_missing_file),   cmocka_unit_test(test_long_line),
-        cmocka_unit_test(test_edge_cases),     cmocka_unit_test(test_error_buffer),
-        cmocka_unit_test(test_spec_allows),    cmocka_unit_test(test_mutations),
+        cmocka_unit_test(test_utf8_names),
+        cmocka_unit_test(test_nodes_good),
+        cmocka_unit_test(test_nodes_crlf_unterminated),
+        cmocka_unit_test(test_pods_full),
+        cmocka_unit_test(test_pods_nomem),
+        cmocka_unit_test(test_pods_multigpu),
+        cmocka_unit_test(test_columns_by_name),
+        cmocka_unit_test(test_bad_corpus),
+        cmocka_unit_test(test_bad_corpus_complete),
+        cmocka_unit_test(test_missing_file),
+        cmocka_unit_test(test_long_line),
+        cmocka_unit_test(test_edge_cases),
+        cmocka_unit_test(test_error_buffer),
+        cmocka_unit_test(test_spec_allows),
+        cmocka_unit_test(test_mutations),
         cmocka_unit_test(test_alloc_failures),
     };
 
