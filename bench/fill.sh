@@ -2,7 +2,7 @@
 # Fill-experiment benchmark (make bench): all seven policies of
 # `allot-sim fill --policy all` x 10 seeds on the openb default trace, two
 # worker processes; prints the result table and the wall time.
-# Targets: well under 60 s, aim 15 s (docs/BENCHMARKS.md section 1).
+# Targets: well under 60 s, aim 15 s (docs/benchmarks.md, "openb fill: beating FGD", Cost).
 #
 # usage: bench/fill.sh BUILD_DIR DATA_DIR
 set -eu

@@ -98,8 +98,9 @@ static void fill_usage(FILE *f)
     cliopt_usage(f,
                  "usage: allot-sim fill --nodes FILE --pods FILE [options]\n"
                  "Replays an openb pod trace onto the openb GPU cluster, filled to --tune x\n"
-                 "its GPU capacity, under each policy and seed (docs/BENCHMARKS.md section 1),\n"
-                 "and prints the unallocated GPU share at arrived 80..130 % of capacity.\n"
+                 "its GPU capacity, under each policy and seed (docs/benchmarks.md, \"openb\n"
+                 "fill: reproducing the FGD paper\"), and prints the unallocated GPU share at\n"
+                 "arrived 80..130 % of capacity.\n"
                  "--policy all: random,dotprod,gpuclustering,gpupacking,bestfit,fgd,allot;\n"
                  "firstfit and spread may be named explicitly.\n\n"
                  "options:\n",

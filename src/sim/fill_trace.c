@@ -91,7 +91,7 @@ int sim_fill_trace_from_lists(struct sim_fill_trace *out, struct openb_nodes *no
         const struct openb_node *o = &out->onodes.v[i];
         struct allot_node_spec *s = &out->nodes[out->n_nodes];
         if (o->gpu == 0)
-            continue; /* CPU-only nodes take no part (BENCHMARKS.md) */
+            continue; /* CPU-only nodes take no part (docs/benchmarks.md) */
         if (allot_catalog_find_model(out->cat, o->model) < 0) {
             allot_fmt(err, errlen, "%s:%zu: GPU model \"%s\" is not in the GPU catalog", nodes_file,
                       i + 2, o->model);

@@ -27,7 +27,7 @@ struct sim_fill_workload {
 };
 
 /*
- * Builds the arrival order of `seed` (docs/benchmarks.md, Procedure 1-2):
+ * Builds the arrival order of `seed` (the FGD paper's Procedure 1-2):
  * the trace's pods shuffled, then clones drawn uniformly with replacement
  * from the trace appended until the next clone's per-GPU milli (the
  * authors' quirk: not its total) would take the request above tune x

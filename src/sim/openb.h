@@ -1,6 +1,6 @@
 /*
  * Strict reader for the Alibaba "openb" trace files (cluster-trace-gpu-v2023,
- * the FGD paper's benchmark; docs/BENCHMARKS.md section 1): the node list
+ * the FGD paper's benchmark; docs/benchmarks.md, "openb fill"): the node list
  * (`sn,cpu_milli,memory_mib,gpu,model`) and the pod lists in their three
  * shapes (full, "nomem" without memory_mib, "multigpu" with only the first
  * five columns).

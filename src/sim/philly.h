@@ -1,6 +1,6 @@
 /*
  * Strict reader for the Microsoft Philly trace digest used by the replay
- * experiment (docs/BENCHMARKS.md section 2): the job list
+ * experiment (docs/benchmarks.md, "Philly multi-tenant replay"): the job list
  * (`timestamp,duration,num_gpus,gpu_time,cluster`, one job per row) and the
  * virtual-cluster sizes (`vc,node num`, size in 8-GPU nodes).
  *

@@ -1,6 +1,7 @@
 /*
- * The multi-tenant replay experiment of allot-sim (docs/BENCHMARKS.md
- * section 2, manual in docs/replay.md): a job trace (the Philly digest, or
+ * The multi-tenant replay experiment of allot-sim (results in
+ * docs/benchmarks.md, "Philly multi-tenant replay"; manual in
+ * docs/replay.md): a job trace (the Philly digest, or
  * the synthetic generator of mtgen.h) replayed on a virtual clock through
  * liballot-core's queue (queue.h) under several queueing policies, each on a
  * fresh cluster, tenant tree and queue, with the same jobs.

@@ -82,7 +82,8 @@ static void usage(FILE *f)
                  "Replays a multi-tenant GPU job trace on a virtual clock through the allot queue\n"
                  "under each policy, each on a fresh cluster, and prints job completion and\n"
                  "queueing times, utilisation, in-quota waits, fairness and preemptions\n"
-                 "(docs/BENCHMARKS.md section 2, docs/replay.md).\n\n"
+                 "(docs/replay.md; results in docs/benchmarks.md, \"Philly multi-tenant\n"
+                 "replay\").\n\n"
                  "options:\n",
                  options, N_OPTS, 30);
 }

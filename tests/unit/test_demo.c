@@ -16,10 +16,13 @@
 #include <unistd.h>
 
 #include "demo.h"
+#include "fill_cli.h"
+#include "replay.h"
 
-/* Runs sim_demo_main on args (NULL-terminated) with stdout and stderr
+/* Runs cmd (a command's main) on args (NULL-terminated) with stdout and stderr
  * captured into out and err (size bytes each). Returns its status. */
-static int run(const char *const *args, char *out, char *err, size_t size)
+static int run_cmd(int (*cmd)(int, char **), const char *const *args, char *out, char *err,
+                   size_t size)
 {
     char opath[] = "/tmp/allot-test-demo-XXXXXX", epath[] = "/tmp/allot-test-demo-XXXXXX";
     int ofd = mkstemp(opath), efd = mkstemp(epath), so, se, rc, argc = 0;
@@ -36,7 +39,7 @@ static int run(const char *const *args, char *out, char *err, size_t size)
     so = dup(STDOUT_FILENO);
     se = dup(STDERR_FILENO);
     assert_true(dup2(ofd, STDOUT_FILENO) >= 0 && dup2(efd, STDERR_FILENO) >= 0);
-    rc = sim_demo_main(argc, argv);
+    rc = cmd(argc, argv);
     fflush(stdout);
     fflush(stderr);
     assert_true(dup2(so, STDOUT_FILENO) >= 0 && dup2(se, STDERR_FILENO) >= 0);
@@ -55,6 +58,11 @@ static int run(const char *const *args, char *out, char *err, size_t size)
     unlink(opath);
     unlink(epath);
     return rc;
+}
+
+static int run(const char *const *args, char *out, char *err, size_t size)
+{
+    return run_cmd(sim_demo_main, args, out, err, size);
 }
 
 static char out[65536], err[65536];
@@ -132,13 +140,41 @@ static void test_cluster_file(void **state)
     assert_non_null(strstr(err, "allot-sim demo: /nonexistent.json: No such file or directory"));
 }
 
+/* Every docs/X.md that a command's --help cites exists (they cited a
+ * docs/BENCHMARKS.md that was never in the repository). */
+static void test_help_cites_real_docs(void **state)
+{
+    static const char *const demo[] = {"demo", "--help", NULL};
+    static const char *const fill[] = {"fill", "--help", NULL};
+    static const char *const replay[] = {"replay", "--help", NULL};
+    static const struct {
+        int (*cmd)(int, char **);
+        const char *const *args;
+    } cmds[] = {{sim_demo_main, demo}, {sim_fill_main, fill}, {sim_replay_main, replay}};
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+        assert_int_equal(run_cmd(cmds[i].cmd, cmds[i].args, out, err, sizeof(out)), 0);
+        for (const char *p = strstr(out, "docs/"); p; p = strstr(p + 1, "docs/")) {
+            char path[512];
+            size_t n =
+                strspn(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./");
+
+            while (n > 0 && p[n - 1] == '.') /* a sentence's full stop */
+                n--;
+            snprintf(path, sizeof(path), "%s/%.*s", ALLOT_SOURCE_DIR, (int)n, p);
+            if (access(path, R_OK) != 0)
+                fail_msg("%s --help cites %.*s, which does not exist", cmds[i].args[0], (int)n, p);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_equals_form),
-        cmocka_unit_test(test_strict_numbers),
-        cmocka_unit_test(test_bad_options),
-        cmocka_unit_test(test_cluster_file),
+        cmocka_unit_test(test_equals_form),          cmocka_unit_test(test_strict_numbers),
+        cmocka_unit_test(test_bad_options),          cmocka_unit_test(test_cluster_file),
+        cmocka_unit_test(test_help_cites_real_docs),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
