@@ -6,14 +6,17 @@
 #   make test-asan  unit tests under AddressSanitizer + UBSan
 #   make bench      placement and simulator benchmarks
 #   make check      clang-format, clang-tidy, cppcheck, source rules
+#   make install    build, then install allot-sim into $(PREFIX)/bin
+#                   (PREFIX=/usr/local by default; DESTDIR is honoured)
 
 BUILD     ?= build
 ASAN      ?= build-asan
 JOBS      ?= $(shell nproc)
 DATA      ?= $(abspath ../shared/data)
 CMAKE_GEN  = cmake -S . -G Ninja -Wno-dev
+PREFIX    ?= /usr/local
 
-.PHONY: all build deps demo test test-data test-asan bench check format clean
+.PHONY: all build deps demo test test-data test-asan bench check format install clean
 
 all: build
 
@@ -51,6 +54,9 @@ check: deps build
 	@cppcheck --quiet --error-exitcode=1 --enable=warning,portability \
 		--suppress=missingIncludeSystem --inline-suppr -Iinclude -Isrc/sim src
 	@clang-tidy --quiet -p $(BUILD) $$(git ls-files 'src/*.c') 2>/dev/null
+
+install: build
+	@cmake --install $(BUILD) --prefix $(PREFIX)
 
 format:
 	@clang-format -i $$(git ls-files '*.c' '*.h')
