@@ -1,0 +1,1399 @@
+/*
+ * Unit tests of allot-store (src/store) with the SQLite back-end: opening,
+ * migrations and the schema-version check; every typed read and write;
+ * idempotency keys; write batches and their nesting; keyset paging over
+ * 10,000 jobs with filters; bad input stored verbatim; the audit hash chain
+ * against edited, inserted and deleted rows; failure of every allocation
+ * in turn (SQLite's included); a writer killed with SIGKILL at a random
+ * moment; group commit from 8 threads. Each test works in its own folder
+ * under /tmp (mkdtemp), removed at the end.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "allot/common.h"
+#include "allot/store.h"
+
+#include <dirent.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+struct fix {
+    char dir[64];
+    char url[128];  /* "sqlite:DIR/allot.db" */
+    char path[128]; /* DIR/allot.db */
+};
+
+static int setup(void **state)
+{
+    struct fix *f = calloc(1, sizeof *f);
+
+    if (!f)
+        return -1;
+    allot_strlcpy(f->dir, "/tmp/allot-store-XXXXXX", sizeof f->dir);
+    if (!mkdtemp(f->dir)) {
+        free(f);
+        return -1;
+    }
+    allot_fmt(f->path, sizeof f->path, "%s/allot.db", f->dir);
+    allot_fmt(f->url, sizeof f->url, "sqlite:%s", f->path);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fix *f = *state;
+    DIR *d = opendir(f->dir);
+    struct dirent *e;
+    char p[512];
+
+    while (d && (e = readdir(d))) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        allot_fmt(p, sizeof p, "%s/%s", f->dir, e->d_name);
+        unlink(p);
+    }
+    if (d)
+        closedir(d);
+    rmdir(f->dir);
+    free(f);
+    return 0;
+}
+
+static const struct allot_store_opts create_opts = {ALLOT_STORE_CREATE | ALLOT_STORE_MIGRATE, 0};
+
+static struct allot_store *open_ok(const struct fix *f)
+{
+    struct allot_store *st = NULL;
+    char err[256];
+    int rc = allot_store_open(f->url, &create_opts, &st, err, sizeof err);
+
+    if (rc != 0)
+        fail_msg("open %s: %s", f->url, err);
+    return st;
+}
+
+/* Runs constant SQL on the database file directly, as an operator (or an
+ * attacker) with the file would. */
+static int raw_sql(const struct fix *f, const char *sql)
+{
+    sqlite3 *db;
+    int r = sqlite3_open(f->path, &db);
+
+    if (r == SQLITE_OK)
+        r = sqlite3_exec(db, sql, NULL, NULL, NULL);
+    sqlite3_close(db);
+    return r;
+}
+
+static int64_t raw_int(const struct fix *f, const char *sql)
+{
+    sqlite3 *db;
+    sqlite3_stmt *st;
+    int64_t v = -1;
+
+    assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+    if (sqlite3_step(st) == SQLITE_ROW)
+        v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return v;
+}
+
+/* True when the n bytes at buf contain the string s. */
+static bool contains(const char *buf, size_t n, const char *s)
+{
+    size_t k = strlen(s);
+
+    for (size_t i = 0; i + k <= n; i++)
+        if (memcmp(buf + i, s, k) == 0)
+            return true;
+    return false;
+}
+
+static void sleep_us(long us)
+{
+    struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
+
+    nanosleep(&ts, NULL);
+}
+
+static struct allot_store_job mkjob(const char *tenant, const char *name, int64_t token)
+{
+    struct allot_store_job j = {0};
+
+    j.tenant = (char *)tenant;
+    j.name = (char *)name;
+    j.token_id = token;
+    j.spec = (char *)"{\"tasks\":1,\"gpu\":1}";
+    j.state = ALLOT_SJ_PENDING;
+    j.submit_time = 1000;
+    return j;
+}
+
+static int64_t submit(struct allot_store *st, const char *tenant, const char *name)
+{
+    struct allot_store_job j = mkjob(tenant, name, 1);
+    int64_t id = 0;
+
+    assert_int_equal(allot_store_job_submit(st, &j, &id, NULL), 0);
+    assert_true(id > 0);
+    return id;
+}
+
+/* Number of jobs matching f, walking every page. */
+static size_t count_jobs(struct allot_store *st, struct allot_store_job_filter f)
+{
+    struct allot_store_job_page p;
+    size_t n = 0;
+
+    f.cursor = 0;
+    if (!f.limit)
+        f.limit = 1000;
+    do {
+        assert_int_equal(allot_store_job_list(st, &f, &p), 0);
+        n += p.n;
+        f.cursor = p.next_cursor;
+        allot_store_job_page_free(&p);
+    } while (f.cursor);
+    return n;
+}
+
+/* ---- opening and migrations ------------------------------------------------ */
+
+static void test_open_and_migrations(void **state)
+{
+    struct fix *f = *state;
+    struct allot_store_opts plain = {0}, migrate = {ALLOT_STORE_MIGRATE, 0};
+    struct allot_store *st = NULL;
+    char err[256], sql[128], bad[160];
+    int latest = allot_store_schema_latest();
+
+    assert_true(latest >= 2);
+    assert_int_equal(allot_store_open("nourl", NULL, &st, err, sizeof err), ALLOT_EINVAL);
+    assert_int_equal(allot_store_open("postgres://db/allot", NULL, &st, err, sizeof err),
+                     ALLOT_EINVAL);
+    assert_non_null(strstr(err, "postgres"));
+    assert_int_equal(allot_store_open("sqlite:", NULL, &st, err, sizeof err), ALLOT_EINVAL);
+    /* missing without CREATE */
+    assert_int_equal(allot_store_open(f->url, &plain, &st, err, sizeof err), ALLOT_ENOENT);
+    assert_null(st);
+
+    /* from an empty database to the latest version */
+    st = open_ok(f);
+    assert_int_equal(allot_store_schema_version(st), latest);
+    allot_store_close(st);
+    assert_int_equal(raw_int(f, "PRAGMA journal_mode"), 0); /* text "wal": checked below */
+    {
+        sqlite3 *db;
+        sqlite3_stmt *q;
+
+        assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+        assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &q, NULL), 0);
+        assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+        assert_string_equal((const char *)sqlite3_column_text(q, 0), "wal");
+        sqlite3_finalize(q);
+        sqlite3_close(db);
+    }
+    assert_int_equal(raw_int(f, "SELECT count(*) FROM sqlite_schema WHERE name = "
+                                "'jobs_by_tenant_state'"),
+                     1);
+    /* reopening without flags works on a current schema */
+    assert_int_equal(allot_store_open(f->url, &plain, &st, err, sizeof err), 0);
+    allot_store_close(st);
+
+    /* an older schema: refused without MIGRATE, migrated with it */
+    assert_int_equal(raw_sql(f, "DROP INDEX jobs_by_state; DROP INDEX jobs_by_tenant;"
+                                "DROP INDEX jobs_by_tenant_state; DROP INDEX job_events_by_job;"
+                                "UPDATE meta SET value = '1' WHERE key = 'schema_version'"),
+                     SQLITE_OK);
+    assert_int_equal(allot_store_open(f->url, &plain, &st, err, sizeof err), ALLOT_ESTATE);
+    assert_non_null(strstr(err, "version 1"));
+    assert_int_equal(allot_store_open(f->url, &migrate, &st, err, sizeof err), 0);
+    assert_int_equal(allot_store_schema_version(st), latest);
+    allot_store_close(st);
+    assert_int_equal(raw_int(f, "SELECT count(*) FROM sqlite_schema WHERE name = "
+                                "'jobs_by_tenant_state'"),
+                     1);
+
+    /* a newer schema is refused, even with MIGRATE, and left alone */
+    allot_fmt(sql, sizeof sql, "UPDATE meta SET value = '%d' WHERE key = 'schema_version'",
+              latest + 1);
+    assert_int_equal(raw_sql(f, sql), SQLITE_OK);
+    assert_int_equal(allot_store_open(f->url, &create_opts, &st, err, sizeof err), ALLOT_ESTATE);
+    assert_null(st);
+    assert_non_null(strstr(err, "newer"));
+    assert_int_equal(raw_int(f, "SELECT value FROM meta WHERE key = 'schema_version'"), latest + 1);
+
+    /* a SQLite file that is not an allot store */
+    allot_fmt(bad, sizeof bad, "%s/other.db", f->dir);
+    {
+        sqlite3 *db;
+
+        assert_int_equal(sqlite3_open(bad, &db), SQLITE_OK);
+        assert_int_equal(sqlite3_exec(db, "CREATE TABLE x(a)", NULL, NULL, NULL), SQLITE_OK);
+        sqlite3_close(db);
+    }
+    allot_fmt(sql, sizeof sql, "sqlite:%s", bad);
+    assert_int_equal(allot_store_open(sql, &create_opts, &st, err, sizeof err), ALLOT_EINVAL);
+    assert_non_null(strstr(err, "not an allot store"));
+    /* and a file that is not SQLite at all */
+    {
+        FILE *fp = fopen(bad, "w");
+
+        assert_non_null(fp);
+        fputs("this is not a database, just text long enough to fill a header.......", fp);
+        fputs("......................................................................", fp);
+        fclose(fp);
+    }
+    assert_true(allot_store_open(sql, &create_opts, &st, err, sizeof err) < 0);
+    assert_null(st);
+}
+
+/* ---- meta and batches ------------------------------------------------------------- */
+
+static void test_meta_and_batches(void **state)
+{
+    struct fix *f = *state;
+    struct allot_store *st = open_ok(f);
+    struct allot_store_job_filter all = {0};
+    char *v = NULL;
+    int64_t a, b;
+
+    assert_int_equal(allot_store_meta_get(st, "cluster.name", &v), ALLOT_ENOENT);
+    assert_null(v);
+    assert_int_equal(allot_store_meta_set(st, "cluster.name", "lab"), 0);
+    assert_int_equal(allot_store_meta_set(st, "cluster.name", "lab-2"), 0);
+    assert_int_equal(allot_store_meta_get(st, "cluster.name", &v), 0);
+    assert_string_equal(v, "lab-2");
+    allot_free(v);
+    assert_int_equal(allot_store_meta_set(st, "schema_version", "99"), ALLOT_EINVAL);
+    assert_int_equal(allot_store_meta_get(st, "schema_version", &v), 0);
+    allot_free(v);
+
+    assert_int_equal(allot_store_commit(st), ALLOT_ESTATE);
+    assert_int_equal(allot_store_rollback(st), ALLOT_ESTATE);
+    /* a rolled back batch leaves nothing */
+    assert_int_equal(allot_store_begin(st), 0);
+    submit(st, "t", "gone-1");
+    submit(st, "t", "gone-2");
+    assert_int_equal(allot_store_rollback(st), 0);
+    assert_int_equal(count_jobs(st, all), 0);
+    /* nested: the inner rollback undoes only its own writes */
+    assert_int_equal(allot_store_begin(st), 0);
+    a = submit(st, "t", "kept-1");
+    assert_int_equal(allot_store_begin(st), 0);
+    submit(st, "t", "undone");
+    assert_int_equal(allot_store_rollback(st), 0);
+    b = submit(st, "t", "kept-2");
+    assert_int_equal(allot_store_commit(st), 0);
+    assert_int_equal(count_jobs(st, all), 2);
+    assert_true(b > a);
+    /* a failing write inside a batch leaves the batch as it was */
+    assert_int_equal(allot_store_begin(st), 0);
+    {
+        struct allot_store_job j = mkjob("t", "bad-dep", 1);
+        int64_t missing = 999999, id;
+
+        j.deps = &missing;
+        j.n_deps = 1;
+        assert_int_equal(allot_store_job_submit(st, &j, &id, NULL), ALLOT_ENOENT);
+        assert_int_equal(id, 0);
+    }
+    submit(st, "t", "kept-3");
+    assert_int_equal(allot_store_commit(st), 0);
+    assert_int_equal(count_jobs(st, all), 3);
+    allot_store_close(st);
+
+    /* a batch left open at close is rolled back */
+    st = open_ok(f);
+    assert_int_equal(allot_store_begin(st), 0);
+    submit(st, "t", "never");
+    allot_store_close(st);
+    st = open_ok(f);
+    assert_int_equal(count_jobs(st, all), 3);
+    allot_store_close(st);
+}
+
+/* ---- jobs and events ------------------------------------------------------------------ */
+
+static void test_jobs(void **state)
+{
+    struct fix *f = *state;
+    struct allot_store *st = open_ok(f);
+    struct allot_store_job j, got, upd;
+    struct allot_store_event ev = {0}, *evs;
+    int64_t d1, d2, id, id2, deps[3], seq;
+    bool existed;
+    size_t n;
+
+    d1 = submit(st, "research/nlp", "prep");
+    d2 = submit(st, "research/nlp", "tokenise");
+    j = mkjob("research/nlp", "train", 7);
+    deps[0] = d1;
+    deps[1] = d2;
+    deps[2] = d1; /* twice: stored once */
+    j.deps = deps;
+    j.n_deps = 3;
+    j.array_parent = d1;
+    j.array_index = 3;
+    j.idem_key = (char *)"req-1";
+    j.pending_reason = (char *)"new";
+    assert_int_equal(allot_store_job_submit(st, &j, &id, &existed), 0);
+    assert_false(existed);
+
+    memset(&got, 0xff, sizeof got);
+    assert_int_equal(allot_store_job_get(st, id, &got), 0);
+    assert_int_equal(got.id, id);
+    assert_string_equal(got.tenant, "research/nlp");
+    assert_string_equal(got.name, "train");
+    assert_string_equal(got.spec, j.spec);
+    assert_int_equal(got.token_id, 7);
+    assert_int_equal(got.state, ALLOT_SJ_PENDING);
+    assert_null(got.placement);
+    assert_string_equal(got.pending_reason, "new");
+    assert_int_equal(got.submit_time, 1000);
+    assert_int_equal(got.start_time, 0);
+    assert_false(got.has_exit_code);
+    assert_int_equal(got.array_parent, d1);
+    assert_int_equal(got.array_index, 3);
+    assert_string_equal(got.idem_key, "req-1");
+    assert_int_equal(got.n_deps, 2);
+    assert_int_equal(got.deps[0], d1);
+    assert_int_equal(got.deps[1], d2);
+    allot_store_job_clear(&got);
+    allot_store_job_clear(&got); /* twice is harmless */
+    allot_store_job_clear(NULL);
+
+    /* idempotency: same key and token -> the same job, nothing written */
+    j.name = (char *)"train-again";
+    assert_int_equal(allot_store_job_submit(st, &j, &id2, &existed), 0);
+    assert_true(existed);
+    assert_int_equal(id2, id);
+    assert_int_equal(allot_store_job_get(st, id, &got), 0);
+    assert_string_equal(got.name, "train");
+    allot_store_job_clear(&got);
+    /* same key, another token -> a new job */
+    j.token_id = 8;
+    assert_int_equal(allot_store_job_submit(st, &j, &id2, &existed), 0);
+    assert_false(existed);
+    assert_true(id2 != id);
+    /* inside one batch the second submission sees the first */
+    assert_int_equal(allot_store_begin(st), 0);
+    j.idem_key = (char *)"req-2";
+    assert_int_equal(allot_store_job_submit(st, &j, &id, &existed), 0);
+    assert_false(existed);
+    assert_int_equal(allot_store_job_submit(st, &j, &id2, &existed), 0);
+    assert_true(existed);
+    assert_int_equal(id2, id);
+    assert_int_equal(allot_store_commit(st), 0);
+
+    /* bad submissions */
+    j = mkjob("t", "x", 1);
+    j.spec = NULL;
+    assert_int_equal(allot_store_job_submit(st, &j, &id, NULL), ALLOT_EINVAL);
+    j = mkjob("t", "x", 1);
+    j.state = 42;
+    assert_int_equal(allot_store_job_submit(st, &j, &id, NULL), ALLOT_EINVAL);
+    j = mkjob("t", "x", 1);
+    j.n_deps = 1;
+    assert_int_equal(allot_store_job_submit(st, &j, &id, NULL), ALLOT_EINVAL);
+    assert_int_equal(allot_store_job_get(st, 424242, &got), ALLOT_ENOENT);
+
+    /* state transitions */
+    id = submit(st, "t", "run-me");
+    assert_int_equal(allot_store_job_get(st, id, &upd), 0);
+    upd.state = ALLOT_SJ_RUNNING;
+    upd.placement = allot_strdup("{\"node\":\"gpu-1\",\"gpus\":[0,1]}");
+    allot_free(upd.pending_reason);
+    upd.pending_reason = NULL;
+    upd.start_time = 1100;
+    assert_int_equal(allot_store_job_update(st, &upd), 0);
+    upd.state = ALLOT_SJ_FAILED;
+    upd.end_time = 1200;
+    upd.has_exit_code = true;
+    upd.exit_code = -9;
+    assert_int_equal(allot_store_job_update(st, &upd), 0);
+    assert_int_equal(allot_store_job_get(st, id, &got), 0);
+    assert_int_equal(got.state, ALLOT_SJ_FAILED);
+    assert_string_equal(got.placement, upd.placement);
+    assert_null(got.pending_reason);
+    assert_int_equal(got.start_time, 1100);
+    assert_int_equal(got.end_time, 1200);
+    assert_true(got.has_exit_code);
+    assert_int_equal(got.exit_code, -9);
+    allot_store_job_clear(&got);
+    /* a terminal job never changes again */
+    upd.state = ALLOT_SJ_RUNNING;
+    assert_int_equal(allot_store_job_update(st, &upd), ALLOT_ESTATE);
+    upd.id = 999999;
+    assert_int_equal(allot_store_job_update(st, &upd), ALLOT_ENOENT);
+    upd.state = -1;
+    assert_int_equal(allot_store_job_update(st, &upd), ALLOT_EINVAL);
+    allot_store_job_clear(&upd);
+
+    /* state names */
+    for (int s = 0; s < ALLOT_SJ_NSTATES; s++)
+        assert_int_equal(allot_store_job_state_parse(allot_store_job_state_name(s)), s);
+    assert_int_equal(allot_store_job_state_parse("done"), ALLOT_EINVAL);
+    assert_null(allot_store_job_state_name(ALLOT_SJ_NSTATES));
+    assert_true(allot_store_job_state_terminal(ALLOT_SJ_LOST));
+    assert_false(allot_store_job_state_terminal(ALLOT_SJ_STARTING));
+
+    /* events: append-only, paged */
+    ev.job_id = id;
+    ev.kind = (char *)"started";
+    for (int i = 0; i < 25; i++) {
+        ev.time = 2000 + i;
+        ev.detail = i % 2 ? (char *)"{\"node\":\"gpu-1\"}" : NULL;
+        assert_int_equal(allot_store_event_add(st, &ev, &seq), 0);
+        assert_true(seq > 0);
+    }
+    ev.job_id = 999999;
+    assert_int_equal(allot_store_event_add(st, &ev, &seq), ALLOT_ENOENT);
+    ev.job_id = id;
+    ev.kind = NULL;
+    assert_int_equal(allot_store_event_add(st, &ev, NULL), ALLOT_EINVAL);
+    seq = 0;
+    for (int total = 0, page = 0;; page++) {
+        assert_int_equal(allot_store_event_list(st, id, seq, 10, &evs, &n), 0);
+        for (size_t i = 0; i < n; i++) {
+            assert_int_equal(evs[i].job_id, id);
+            assert_int_equal(evs[i].time, 2000 + total);
+            assert_string_equal(evs[i].kind, "started");
+            assert_true(evs[i].seq > seq);
+            if (total % 2)
+                assert_string_equal(evs[i].detail, "{\"node\":\"gpu-1\"}");
+            else
+                assert_null(evs[i].detail);
+            seq = evs[i].seq;
+            total++;
+        }
+        allot_store_events_free(evs, n);
+        if (n < 10) {
+            assert_int_equal(total, 25);
+            assert_int_equal(page, 2);
+            break;
+        }
+    }
+    assert_int_equal(allot_store_event_list(st, id, 0, 0, &evs, &n), ALLOT_EINVAL);
+    assert_int_equal(raw_sql(f, "DELETE FROM job_events"), SQLITE_CONSTRAINT);
+    allot_store_close(st);
+}
+
+/* ---- tenants, classes, nodes, tokens ----------------------------------------------------- */
+
+static void test_tables(void **state)
+{
+    struct fix *f = *state;
+    struct allot_store *st = open_ok(f);
+    struct allot_store_tenant t = {(char *)"research", 2.0, (char *)"shared",
+                                   (char *)"{\"gpu\":{\"nominal\":256,\"borrow_limit\":128}}"};
+    struct allot_store_tenant *ts;
+    struct allot_store_prio_class c = {(char *)"training", 100, true}, *cs;
+    struct allot_store_node nd = {(char *)"gpu-1", (char *)"{\"gpus\":8}", ALLOT_SN_READY, 10, 40};
+    struct allot_store_node gn, *ns;
+    struct allot_store_token tok = {0}, gt, *tks;
+    const char *secret = "allot_s3cret_token_value_never_stored";
+    int64_t tid, tid2;
+    size_t n;
+
+    /* tenants: a tree, parents listed before children */
+    assert_int_equal(allot_store_tenant_put(st, &t), 0);
+    t.path = (char *)"research/nlp";
+    t.weight = 1;
+    t.quotas = (char *)"{\"gpu\":64}";
+    assert_int_equal(allot_store_tenant_put(st, &t), 0);
+    t.path = (char *)"research-2";
+    assert_int_equal(allot_store_tenant_put(st, &t), 0);
+    t.path = (char *)"product/search";
+    t.isolation = (char *)"exclusive-gpu";
+    assert_int_equal(allot_store_tenant_put(st, &t), 0);
+    t.weight = 3; /* replace */
+    assert_int_equal(allot_store_tenant_put(st, &t), 0);
+    t.isolation = (char *)"private";
+    assert_int_equal(allot_store_tenant_put(st, &t), ALLOT_EINVAL);
+    t.isolation = (char *)"shared";
+    t.weight = 0;
+    assert_int_equal(allot_store_tenant_put(st, &t), ALLOT_EINVAL);
+    assert_int_equal(allot_store_tenant_list(st, &ts, &n), 0);
+    assert_int_equal(n, 4);
+    assert_string_equal(ts[0].path, "product/search");
+    assert_true(ts[0].weight == 3.0);
+    assert_string_equal(ts[0].isolation, "exclusive-gpu");
+    assert_string_equal(ts[1].path, "research");
+    assert_string_equal(ts[1].quotas, "{\"gpu\":{\"nominal\":256,\"borrow_limit\":128}}");
+    assert_string_equal(ts[2].path, "research-2");
+    assert_string_equal(ts[3].path, "research/nlp");
+    allot_store_tenants_free(ts, n);
+    assert_int_equal(allot_store_tenant_delete(st, "research"), ALLOT_ESTATE);
+    assert_int_equal(allot_store_tenant_delete(st, "research/nlp"), 0);
+    assert_int_equal(allot_store_tenant_delete(st, "research"), 0);
+    assert_int_equal(allot_store_tenant_delete(st, "research"), ALLOT_ENOENT);
+    assert_int_equal(allot_store_tenant_list(st, &ts, &n), 0);
+    assert_int_equal(n, 2);
+    allot_store_tenants_free(ts, n);
+
+    /* priority classes, highest first */
+    assert_int_equal(allot_store_prio_put(st, &c), 0);
+    c.name = (char *)"inference";
+    c.value = 1000;
+    c.preemptible = false;
+    assert_int_equal(allot_store_prio_put(st, &c), 0);
+    c.value = 900;
+    assert_int_equal(allot_store_prio_put(st, &c), 0);
+    assert_int_equal(allot_store_prio_list(st, &cs, &n), 0);
+    assert_int_equal(n, 2);
+    assert_string_equal(cs[0].name, "inference");
+    assert_int_equal(cs[0].value, 900);
+    assert_false(cs[0].preemptible);
+    assert_string_equal(cs[1].name, "training");
+    assert_true(cs[1].preemptible);
+    allot_store_prios_free(cs, n);
+    assert_int_equal(allot_store_prio_delete(st, "training"), 0);
+    assert_int_equal(allot_store_prio_delete(st, "training"), ALLOT_ENOENT);
+
+    /* nodes */
+    assert_int_equal(allot_store_node_put(st, &nd), 0);
+    nd.name = (char *)"gpu-0";
+    nd.state = ALLOT_SN_CORDONED;
+    assert_int_equal(allot_store_node_put(st, &nd), 0);
+    nd.state = ALLOT_SN_NSTATES;
+    assert_int_equal(allot_store_node_put(st, &nd), ALLOT_EINVAL);
+    assert_int_equal(allot_store_node_heartbeat(st, "gpu-1", 50, 80), 0);
+    assert_int_equal(allot_store_node_heartbeat(st, "gpu-9", 50, 80), ALLOT_ENOENT);
+    assert_int_equal(allot_store_node_get(st, "gpu-1", &gn), 0);
+    assert_string_equal(gn.inventory, "{\"gpus\":8}");
+    assert_int_equal(gn.state, ALLOT_SN_READY);
+    assert_int_equal(gn.last_heartbeat, 50);
+    assert_int_equal(gn.lease_expiry, 80);
+    allot_store_node_clear(&gn);
+    assert_int_equal(allot_store_node_get(st, "gpu-9", &gn), ALLOT_ENOENT);
+    assert_int_equal(allot_store_node_list(st, &ns, &n), 0);
+    assert_int_equal(n, 2);
+    assert_string_equal(ns[0].name, "gpu-0");
+    assert_int_equal(ns[0].state, ALLOT_SN_CORDONED);
+    assert_string_equal(allot_store_node_state_name(ns[0].state), "cordoned");
+    allot_store_nodes_free(ns, n);
+    assert_int_equal(allot_store_node_delete(st, "gpu-0"), 0);
+    assert_int_equal(allot_store_node_delete(st, "gpu-0"), ALLOT_ENOENT);
+
+    /* tokens: only the hash of the secret is ever stored */
+    tok.name = (char *)"ci";
+    tok.role = ALLOT_ROLE_MEMBER;
+    tok.tenant = (char *)"research/nlp";
+    tok.created = 100;
+    allot_store_sha256(secret, strlen(secret), tok.hash);
+    assert_int_equal(allot_store_token_add(st, &tok, &tid), 0);
+    assert_int_equal(allot_store_token_add(st, &tok, &tid2), ALLOT_EEXIST); /* same hash */
+    tok.role = ALLOT_ROLE_NROLES;
+    assert_int_equal(allot_store_token_add(st, &tok, &tid2), ALLOT_EINVAL);
+    tok.role = ALLOT_ROLE_AGENT;
+    tok.name = (char *)"node gpu-1";
+    tok.tenant = (char *)"";
+    allot_store_sha256("other", 5, tok.hash);
+    assert_int_equal(allot_store_token_add(st, &tok, &tid2), 0);
+    allot_store_sha256(secret, strlen(secret), tok.hash);
+    assert_int_equal(allot_store_token_find(st, tok.hash, &gt), 0);
+    assert_int_equal(gt.id, tid);
+    assert_string_equal(gt.name, "ci");
+    assert_int_equal(gt.role, ALLOT_ROLE_MEMBER);
+    assert_string_equal(allot_store_role_name(gt.role), "member");
+    assert_string_equal(gt.tenant, "research/nlp");
+    assert_memory_equal(gt.hash, tok.hash, ALLOT_STORE_HASH_LEN);
+    assert_int_equal(gt.created, 100);
+    assert_int_equal(gt.revoked, 0);
+    allot_store_token_clear(&gt);
+    assert_int_equal(allot_store_token_revoke(st, tid, 200), 0);
+    assert_int_equal(allot_store_token_revoke(st, tid, 300), ALLOT_ESTATE);
+    assert_int_equal(allot_store_token_revoke(st, 999, 300), ALLOT_ENOENT);
+    assert_int_equal(allot_store_token_revoke(st, tid, 0), ALLOT_EINVAL);
+    assert_int_equal(allot_store_token_get(st, tid, &gt), 0);
+    assert_int_equal(gt.revoked, 200);
+    allot_store_token_clear(&gt);
+    assert_int_equal(allot_store_token_get(st, 999, &gt), ALLOT_ENOENT);
+    allot_store_sha256("nobody", 6, tok.hash);
+    assert_int_equal(allot_store_token_find(st, tok.hash, &gt), ALLOT_ENOENT);
+    assert_int_equal(allot_store_token_list(st, &tks, &n), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(tks[1].id, tid2);
+    assert_int_equal(tks[1].role, ALLOT_ROLE_AGENT);
+    allot_store_tokens_free(tks, n);
+    allot_store_close(st);
+    /* the secret's text is nowhere in the files */
+    {
+        char p[256], buf[65536];
+        const char *sfx[] = {"", "-wal"};
+
+        for (int i = 0; i < 2; i++) {
+            FILE *fp;
+            size_t got;
+
+            allot_fmt(p, sizeof p, "%s%s", f->path, sfx[i]);
+            if (!(fp = fopen(p, "rb")))
+                continue;
+            while ((got = fread(buf, 1, sizeof buf, fp)) > 0)
+                assert_false(contains(buf, got, secret));
+            fclose(fp);
+        }
+    }
+}
+
+/* ---- bad input is stored verbatim -------------------------------------------------------- */
+
+static void test_bad_input_verbatim(void **state)
+{
+    struct fix *f = *state;
+    struct allot_store *st = open_ok(f);
+    static const char *const nasty[] = {
+        "it's \"quoted\"",
+        "'); DROP TABLE jobs; --",
+        "x' OR '1'='1",
+        "\xff\xfe\xc3\x28 invalid \xe2\x82 utf-8 \xf0\x28\x8c\x28",
+        "%s%n%d \\ \\0 ; -- /* */",
+        "",
+    };
+    struct allot_store_job_filter fl = {0};
+    struct allot_store_job_page p;
+    struct allot_store_job got;
+    struct allot_store_audit a = {0}, *as;
+    size_t n;
+
+    for (size_t i = 0; i < sizeof nasty / sizeof nasty[0]; i++) {
+        struct allot_store_job j = mkjob(nasty[i], nasty[i], 1);
+        struct allot_store_tenant t = {(char *)nasty[i], 1, (char *)"shared", (char *)nasty[i]};
+        struct allot_store_node nd = {(char *)nasty[i], (char *)nasty[i], ALLOT_SN_READY, 0, 0};
+        struct allot_store_node gn;
+        int64_t id;
+
+        j.spec = (char *)nasty[i];
+        j.placement = (char *)nasty[i];
+        j.pending_reason = (char *)nasty[i];
+        j.idem_key = (char *)nasty[i];
+        assert_int_equal(allot_store_job_submit(st, &j, &id, NULL), 0);
+        assert_int_equal(allot_store_job_get(st, id, &got), 0);
+        assert_string_equal(got.tenant, nasty[i]);
+        assert_string_equal(got.name, nasty[i]);
+        assert_string_equal(got.spec, nasty[i]);
+        assert_string_equal(got.placement, nasty[i]);
+        assert_string_equal(got.pending_reason, nasty[i]);
+        assert_string_equal(got.idem_key, nasty[i]);
+        allot_store_job_clear(&got);
+        /* exact tenant and byte-prefix filters find it */
+        fl.tenant = nasty[i];
+        fl.name_prefix = nasty[i];
+        assert_int_equal(allot_store_job_list(st, &fl, &p), 0);
+        if (p.n != 1)
+            fail_msg("nasty %zu: %zu rows", i, p.n);
+        assert_int_equal(p.jobs[0].id, id);
+        allot_store_job_page_free(&p);
+        assert_int_equal(allot_store_tenant_put(st, &t), 0);
+        assert_int_equal(allot_store_node_put(st, &nd), 0);
+        assert_int_equal(allot_store_node_get(st, nasty[i], &gn), 0);
+        assert_string_equal(gn.inventory, nasty[i]);
+        allot_store_node_clear(&gn);
+        a.action = a.target = a.result = (char *)nasty[i];
+        assert_int_equal(allot_store_audit_append(st, &a, NULL), 0);
+    }
+    /* a prefix that is a strict byte prefix of an invalid UTF-8 name */
+    fl.tenant = NULL;
+    fl.name_prefix = "\xff\xfe";
+    assert_int_equal(allot_store_job_list(st, &fl, &p), 0);
+    assert_int_equal(p.n, 1);
+    assert_string_equal(p.jobs[0].name, nasty[3]);
+    allot_store_job_page_free(&p);
+    assert_int_equal(allot_store_audit_list(st, 0, 100, &as, &n), 0);
+    assert_int_equal(n, sizeof nasty / sizeof nasty[0]);
+    for (size_t i = 0; i < n; i++)
+        assert_string_equal(as[i].target, nasty[i]);
+    allot_store_audits_free(as, n);
+    assert_int_equal(allot_store_audit_verify(st, NULL, NULL, 0), 0);
+    allot_store_close(st);
+    /* the tables are all still there */
+    assert_int_equal(raw_int(f, "SELECT count(*) FROM jobs"), 6);
+}
+
+/* ---- paging ---------------------------------------------------------------------------------- */
+
+#define NPAGED 10000
+static const char *const paged_tenants[] = {"a", "a/x", "a/y", "b", "ab"};
+
+struct paged {
+    int64_t id;
+    int tenant, state;
+    char name[16];
+};
+
+static bool paged_match(const struct paged *p, const struct allot_store_job_filter *fl)
+{
+    const char *t = paged_tenants[p->tenant];
+
+    if (fl->tenant && strcmp(t, fl->tenant) != 0 &&
+        !(fl->tenant_subtree && strncmp(t, fl->tenant, strlen(fl->tenant)) == 0 &&
+          t[strlen(fl->tenant)] == '/'))
+        return false;
+    if (fl->states && !(fl->states & (1u << p->state)))
+        return false;
+    return !fl->name_prefix || strncmp(p->name, fl->name_prefix, strlen(fl->name_prefix)) == 0;
+}
+
+static void check_listing(struct allot_store *st, const struct paged *all,
+                          struct allot_store_job_filter fl)
+{
+    struct allot_store_job_page p;
+    size_t want = 0, pages = 0;
+    int dir = fl.newest_first ? -1 : 1;
+    int i = fl.newest_first ? NPAGED - 1 : 0;
+
+    fl.cursor = 0;
+    for (;;) {
+        assert_int_equal(allot_store_job_list(st, &fl, &p), 0);
+        assert_true(p.n <= (size_t)fl.limit);
+        for (size_t k = 0; k < p.n; k++) {
+            while (i >= 0 && i < NPAGED && !paged_match(&all[i], &fl))
+                i += dir;
+            assert_true(i >= 0 && i < NPAGED);
+            assert_int_equal(p.jobs[k].id, all[i].id);
+            assert_string_equal(p.jobs[k].name, all[i].name);
+            i += dir;
+            want++;
+        }
+        fl.cursor = p.next_cursor;
+        allot_store_job_page_free(&p);
+        pages++;
+        if (!fl.cursor)
+            break;
+    }
+    /* nothing after the last page */
+    while (i >= 0 && i < NPAGED) {
+        assert_false(paged_match(&all[i], &fl));
+        i += dir;
+    }
+    assert_true(pages <= want / (size_t)fl.limit + 1);
+}
+
+static void test_paging(void **state)
+{
+    struct fix *f = *state;
+    struct allot_store *st = open_ok(f);
+    struct paged *all = calloc(NPAGED, sizeof *all);
+    struct allot_store_job_filter fl = {0};
+    struct allot_store_job_page p;
+    struct allot_rng rng;
+
+    assert_non_null(all);
+    allot_rng_seed(&rng, 7);
+    assert_int_equal(allot_store_begin(st), 0);
+    for (int i = 0; i < NPAGED; i++) {
+        struct allot_store_job j;
+
+        all[i].tenant = (int)allot_rng_below(&rng, 5);
+        all[i].state = (int)allot_rng_below(&rng, ALLOT_SJ_NSTATES);
+        allot_fmt(all[i].name, sizeof all[i].name, "%s-%05d",
+                  allot_rng_below(&rng, 4) ? "train" : "infer", i);
+        j = mkjob(paged_tenants[all[i].tenant], all[i].name, 1);
+        j.state = all[i].state;
+        assert_int_equal(allot_store_job_submit(st, &j, &all[i].id, NULL), 0);
+    }
+    assert_int_equal(allot_store_commit(st), 0);
+
+    for (int order = 0; order < 2; order++) {
+        fl = (struct allot_store_job_filter){.limit = 333, .newest_first = order};
+        check_listing(st, all, fl);
+        fl.tenant = "a";
+        check_listing(st, all, fl);
+        fl.tenant_subtree = true; /* a, a/x, a/y but not ab */
+        check_listing(st, all, fl);
+        fl.states = 1u << ALLOT_SJ_RUNNING;
+        check_listing(st, all, fl);
+        fl.states = ALLOT_SJ_LIVE_MASK;
+        check_listing(st, all, fl);
+        fl.tenant_subtree = false;
+        check_listing(st, all, fl);
+        fl.name_prefix = "infer-0";
+        check_listing(st, all, fl);
+        fl.tenant = NULL;
+        check_listing(st, all, fl);
+        fl.states = 1u << ALLOT_SJ_SUCCEEDED;
+        fl.limit = 7;
+        check_listing(st, all, fl);
+        fl.name_prefix = "zzz";
+        check_listing(st, all, fl);
+        fl = (struct allot_store_job_filter){.limit = 10000, .newest_first = order};
+        check_listing(st, all, fl);
+    }
+    /* live jobs only: what allotd loads at start */
+    fl = (struct allot_store_job_filter){.states = ALLOT_SJ_LIVE_MASK, .limit = 500};
+    {
+        size_t live = 0;
+
+        for (int i = 0; i < NPAGED; i++)
+            live += !allot_store_job_state_terminal(all[i].state);
+        assert_int_equal(count_jobs(st, fl), live);
+    }
+    /* a page stays right while jobs are added behind it */
+    fl = (struct allot_store_job_filter){.limit = 10};
+    assert_int_equal(allot_store_job_list(st, &fl, &p), 0);
+    fl.cursor = p.next_cursor;
+    allot_store_job_page_free(&p);
+    submit(st, "a", "late");
+    assert_int_equal(allot_store_job_list(st, &fl, &p), 0);
+    assert_int_equal(p.jobs[0].id, all[10].id);
+    allot_store_job_page_free(&p);
+    /* bad filters */
+    fl = (struct allot_store_job_filter){.limit = ALLOT_STORE_PAGE_MAX + 1};
+    assert_int_equal(allot_store_job_list(st, &fl, &p), ALLOT_EINVAL);
+    fl = (struct allot_store_job_filter){.tenant_subtree = true};
+    assert_int_equal(allot_store_job_list(st, &fl, &p), ALLOT_EINVAL);
+    fl = (struct allot_store_job_filter){.states = 1u << ALLOT_SJ_NSTATES};
+    assert_int_equal(allot_store_job_list(st, &fl, &p), ALLOT_EINVAL);
+    free(all);
+    allot_store_close(st);
+}
+
+/* ---- audit hash chain -------------------------------------------------------------------- */
+
+static void append_audits(struct allot_store *st, int n)
+{
+    for (int i = 0; i < n; i++) {
+        char target[32];
+        struct allot_store_audit a = {.time = 5000 + i, .token_id = 1 + i % 3};
+        int64_t seq;
+
+        allot_fmt(target, sizeof target, "job/%d", i);
+        a.action = (char *)(i % 2 ? "job.cancel" : "job.submit");
+        a.target = target;
+        a.result = (char *)"ok";
+        assert_int_equal(allot_store_audit_append(st, &a, &seq), 0);
+    }
+}
+
+static int64_t verify_bad(const struct fix *f, char *why, size_t len)
+{
+    struct allot_store *st = open_ok(f);
+    int64_t bad = -1;
+    int rc = allot_store_audit_verify(st, &bad, why, len);
+
+    allot_store_close(st);
+    if (rc == 0)
+        return 0;
+    assert_int_equal(rc, ALLOT_ESTATE);
+    return bad;
+}
+
+static void test_audit_chain(void **state)
+{
+    struct fix *f = *state;
+    struct allot_store *st = open_ok(f);
+    struct allot_store_audit *as;
+    uint8_t head[ALLOT_STORE_HASH_LEN], zero[ALLOT_STORE_HASH_LEN] = {0};
+    int64_t seq, bad;
+    char why[256];
+    size_t n;
+
+    assert_int_equal(allot_store_audit_head(st, &seq, head), 0);
+    assert_int_equal(seq, 0);
+    assert_memory_equal(head, zero, sizeof zero);
+    assert_int_equal(allot_store_audit_verify(st, &bad, why, sizeof why), 0);
+    append_audits(st, 1200); /* more than one verify page */
+    assert_int_equal(allot_store_audit_verify(st, &bad, why, sizeof why), 0);
+    assert_int_equal(allot_store_audit_head(st, &seq, head), 0);
+    assert_int_equal(seq, 1200);
+    assert_int_equal(allot_store_audit_list(st, 0, 3, &as, &n), 0);
+    assert_int_equal(n, 3);
+    assert_int_equal(as[0].seq, 1);
+    assert_memory_equal(as[0].prev_hash, zero, sizeof zero);
+    assert_memory_equal(as[1].prev_hash, as[0].hash, ALLOT_STORE_HASH_LEN);
+    assert_string_equal(as[1].action, "job.cancel");
+    assert_string_equal(as[2].target, "job/2");
+    assert_int_equal(as[2].token_id, 3);
+    allot_store_audits_free(as, n);
+    {
+        struct allot_store_audit a = {0};
+
+        assert_int_equal(allot_store_audit_append(st, &a, NULL), ALLOT_EINVAL);
+    }
+    allot_store_close(st);
+
+    /* the schema refuses edits through SQL */
+    assert_int_equal(raw_sql(f, "UPDATE audit SET result = 'x' WHERE seq = 3"), SQLITE_CONSTRAINT);
+    assert_int_equal(raw_sql(f, "DELETE FROM audit WHERE seq = 3"), SQLITE_CONSTRAINT);
+    /* someone with the file drops the guards ... */
+    assert_int_equal(raw_sql(f, "DROP TRIGGER audit_no_update; DROP TRIGGER audit_no_delete"),
+                     SQLITE_OK);
+
+    /* ... and edits an entry */
+    assert_int_equal(raw_sql(f, "UPDATE audit SET result = 'denied' WHERE seq = 700"), SQLITE_OK);
+    assert_int_equal(verify_bad(f, why, sizeof why), 700);
+    assert_non_null(strstr(why, "edited"));
+    assert_int_equal(raw_sql(f, "UPDATE audit SET result = 'ok' WHERE seq = 700"), SQLITE_OK);
+    assert_int_equal(verify_bad(f, why, sizeof why), 0);
+    assert_int_equal(raw_sql(f, "UPDATE audit SET time = time + 1 WHERE seq = 1"), SQLITE_OK);
+    assert_int_equal(verify_bad(f, why, sizeof why), 1);
+    assert_int_equal(raw_sql(f, "UPDATE audit SET time = time - 1 WHERE seq = 1"), SQLITE_OK);
+    /* an edit that also recomputes nothing but copies a hash still fails */
+    assert_int_equal(raw_sql(f, "UPDATE audit SET hash = (SELECT hash FROM audit WHERE seq = 5)"
+                                " WHERE seq = 4"),
+                     SQLITE_OK);
+    bad = verify_bad(f, why, sizeof why);
+    assert_int_equal(bad, 4);
+    assert_int_equal(raw_sql(f, "UPDATE audit SET hash = (SELECT prev_hash FROM audit WHERE seq"
+                                " = 5) WHERE seq = 4"),
+                     SQLITE_OK);
+    assert_int_equal(verify_bad(f, why, sizeof why), 0);
+
+    /* deletes an entry (kept aside to put it back) */
+    assert_int_equal(raw_sql(f, "CREATE TABLE keep AS SELECT * FROM audit WHERE seq = 300;"
+                                "DELETE FROM audit WHERE seq = 300"),
+                     SQLITE_OK);
+    assert_int_equal(verify_bad(f, why, sizeof why), 300);
+    assert_non_null(strstr(why, "missing"));
+    assert_int_equal(raw_sql(f, "INSERT INTO audit SELECT * FROM keep; DROP TABLE keep"),
+                     SQLITE_OK);
+    assert_int_equal(verify_bad(f, why, sizeof why), 0);
+    /* deleting the first entry is found as well */
+    assert_int_equal(raw_sql(f, "CREATE TABLE keep AS SELECT * FROM audit WHERE seq = 1;"
+                                "DELETE FROM audit WHERE seq = 1"),
+                     SQLITE_OK);
+    assert_int_equal(verify_bad(f, why, sizeof why), 1);
+    assert_int_equal(raw_sql(f, "INSERT INTO audit SELECT * FROM keep; DROP TABLE keep"),
+                     SQLITE_OK);
+
+    /* inserts an entry: renumber the tail and slip one in at 500, copying
+     * the real 500's prev_hash so the link into it looks right */
+    assert_int_equal(raw_sql(f, "UPDATE audit SET seq = -seq WHERE seq >= 500;"
+                                "UPDATE audit SET seq = 1 - seq WHERE seq < 0;"
+                                "INSERT INTO audit SELECT 500, time, token_id, 'token.create',"
+                                " 'token/99', 'ok', prev_hash, hash FROM audit WHERE seq = 501"),
+                     SQLITE_OK);
+    bad = verify_bad(f, why, sizeof why);
+    assert_true(bad == 500 || bad == 501);
+    /* and an insertion that passes as the entry after 499 (its own hash
+     * recomputed would need the secret-free encoding: the next one breaks) */
+    assert_int_equal(raw_sql(f, "DELETE FROM audit WHERE seq = 500;"
+                                "UPDATE audit SET seq = -seq WHERE seq > 500;"
+                                "UPDATE audit SET seq = -seq - 1 WHERE seq < 0"),
+                     SQLITE_OK);
+    assert_int_equal(verify_bad(f, why, sizeof why), 0);
+
+    /* appending goes on after the chain's head */
+    st = open_ok(f);
+    append_audits(st, 3);
+    assert_int_equal(allot_store_audit_verify(st, &bad, why, sizeof why), 0);
+    assert_int_equal(allot_store_audit_head(st, &seq, head), 0);
+    assert_int_equal(seq, 1203);
+    allot_store_close(st);
+}
+
+/* ---- failure of every allocation in turn -------------------------------------------------- */
+
+/* Everything one API mutation writes, as allotd would batch it. */
+static int fault_ops(struct allot_store *st, int round, int64_t dep)
+{
+    struct allot_store_job j = mkjob("research/nlp", "fault", 1);
+    struct allot_store_audit a = {.time = round, .token_id = 1};
+    struct allot_store_event ev = {.time = round, .kind = (char *)"submitted"};
+    struct allot_store_tenant t = {(char *)"research/nlp", 1, (char *)"shared", (char *)"{}"};
+    char key[32];
+    int64_t id;
+    int rc;
+
+    allot_fmt(key, sizeof key, "f-%d", round);
+    j.idem_key = key;
+    j.deps = &dep;
+    j.n_deps = 1;
+    a.action = (char *)"job.submit";
+    a.target = key;
+    a.result = (char *)"ok";
+    if ((rc = allot_store_begin(st)) != 0)
+        return rc;
+    if ((rc = allot_store_job_submit(st, &j, &id, NULL)) != 0)
+        goto undo;
+    ev.job_id = id;
+    if ((rc = allot_store_event_add(st, &ev, NULL)) != 0 ||
+        (rc = allot_store_audit_append(st, &a, NULL)) != 0 ||
+        (rc = allot_store_tenant_put(st, &t)) != 0 ||
+        (rc = allot_store_node_heartbeat(st, "gpu-1", round, round + 30)) != 0)
+        goto undo;
+    return allot_store_commit(st);
+undo:
+    allot_store_rollback(st);
+    return rc;
+}
+
+/* Reads under failure: each either works or fails cleanly. */
+static void fault_reads(struct allot_store *st, int64_t dep)
+{
+    struct allot_store_job_filter fl = {.tenant = "research/nlp", .limit = 5};
+    struct allot_store_job_page p;
+    struct allot_store_job j;
+    struct allot_store_tenant *ts;
+    struct allot_store_audit *as;
+    size_t n;
+    int rc;
+
+    if ((rc = allot_store_job_list(st, &fl, &p)) == 0)
+        allot_store_job_page_free(&p);
+    else
+        assert_int_equal(p.n, 0);
+    if (allot_store_job_get(st, dep, &j) == 0)
+        allot_store_job_clear(&j);
+    else
+        assert_null(j.tenant);
+    if (allot_store_tenant_list(st, &ts, &n) == 0)
+        allot_store_tenants_free(ts, n);
+    if (allot_store_audit_list(st, 0, 10, &as, &n) == 0)
+        allot_store_audits_free(as, n);
+}
+
+static void fault_loop(const struct fix *f, bool sticky)
+{
+    struct allot_store *st = open_ok(f);
+    struct allot_store_job_filter all = {.name_prefix = "fault"};
+    struct allot_store_node nd = {(char *)"gpu-1", (char *)"{}", ALLOT_SN_READY, 0, 0};
+    size_t done = count_jobs(st, all);
+    int64_t dep = submit(st, "research/nlp", "base"), seq;
+    uint8_t h[ALLOT_STORE_HASH_LEN];
+    unsigned long n;
+    int failures = 0;
+
+    assert_int_equal(allot_store_node_put(st, &nd), 0);
+    for (n = 1;; n++) {
+        unsigned long used;
+        int rc;
+
+        allot_alloc_fail_at(n, sticky);
+        rc = fault_ops(st, (int)n + (sticky ? 100000 : 0), dep);
+        fault_reads(st, dep);
+        used = allot_alloc_count();
+        allot_alloc_fail_at(0, false);
+        if (rc != 0) {
+            assert_true(rc == ALLOT_ENOMEM || rc == ALLOT_EIO);
+            failures++;
+        } else {
+            done++;
+        }
+        /* all or nothing: one job, one audit entry per committed round */
+        assert_int_equal(count_jobs(st, all), done);
+        assert_int_equal(allot_store_audit_head(st, &seq, h), 0);
+        assert_int_equal((size_t)seq, done);
+        assert_int_equal(allot_store_audit_verify(st, NULL, NULL, 0), 0);
+        if (used < n)
+            break; /* the whole round ran without reaching the failure */
+    }
+    assert_true(failures > 0);
+    print_message("alloc failures (%s): %lu allocations per round, %d rounds failed\n",
+                  sticky ? "sticky" : "one-shot", n - 1, failures);
+    allot_store_close(st);
+    /* the same after a restart */
+    st = open_ok(f);
+    assert_int_equal(count_jobs(st, all), done);
+    assert_int_equal(allot_store_audit_verify(st, NULL, NULL, 0), 0);
+    allot_store_close(st);
+}
+
+static void test_alloc_failures(void **state)
+{
+    sqlite3_int64 base = sqlite3_memory_used();
+
+    fault_loop(*state, false);
+    fault_loop(*state, true);
+    /* nothing SQLite allocated is left once every handle is closed (the
+     * sanitizer build checks the store's own allocations) */
+    assert_int_equal(sqlite3_memory_used(), base);
+}
+
+static void test_open_alloc_failures(void **state)
+{
+    struct fix *f = *state;
+    struct allot_store *st;
+    sqlite3_int64 base = sqlite3_memory_used();
+    char err[256];
+
+    /* creating and migrating a new database, failing every allocation */
+    for (unsigned long n = 1;; n++) {
+        unsigned long used;
+        int rc;
+
+        st = NULL;
+        allot_alloc_fail_at(n, true);
+        rc = allot_store_open(f->url, &create_opts, &st, err, sizeof err);
+        used = allot_alloc_count();
+        allot_alloc_fail_at(0, false);
+        if (rc == 0) {
+            assert_non_null(st);
+            assert_int_equal(allot_store_schema_version(st), allot_store_schema_latest());
+            allot_store_close(st);
+            if (used < n)
+                break;
+            continue;
+        }
+        assert_null(st);
+        assert_true(rc == ALLOT_ENOMEM || rc == ALLOT_EIO);
+        assert_true(err[0] != '\0');
+    }
+    st = open_ok(f);
+    assert_int_equal(allot_store_schema_version(st), allot_store_schema_latest());
+    allot_store_close(st);
+    assert_int_equal(sqlite3_memory_used(), base);
+}
+
+/* ---- a writer killed at a random moment -------------------------------------------------- */
+
+/* The child: writes jobs named "c-V" (V unique) forever, alone or three to
+ * a batch, and reports V on fd once the write's commit returned 0. */
+static void crash_child(const char *url, int fd, int64_t base)
+{
+    struct allot_store *st = NULL;
+    char err[256], name[32];
+    int64_t v = base, id, got[3];
+
+    if (allot_store_open(url, &create_opts, &st, err, sizeof err) != 0)
+        _exit(2);
+    for (int i = 0;; i++) {
+        int k = i % 4 == 0 ? 3 : 1;
+        bool ok = true;
+
+        if (k > 1 && allot_store_begin(st) != 0)
+            _exit(3);
+        for (int m = 0; m < k; m++) {
+            struct allot_store_job j = mkjob("crash", name, 1);
+            struct allot_store_audit a = {.time = v, .token_id = 1};
+
+            allot_fmt(name, sizeof name, "c-%lld", (long long)v);
+            j.idem_key = name;
+            a.action = (char *)"job.submit";
+            a.target = name;
+            a.result = (char *)"ok";
+            ok = ok && allot_store_job_submit(st, &j, &id, NULL) == 0 &&
+                 allot_store_audit_append(st, &a, NULL) == 0;
+            got[m] = v++;
+        }
+        if (!ok || (k > 1 && allot_store_commit(st) != 0))
+            _exit(4);
+        for (int m = 0; m < k; m++)
+            if (write(fd, &got[m], sizeof got[m]) != (ssize_t)sizeof got[m])
+                _exit(5);
+    }
+}
+
+static void test_crash(void **state)
+{
+    struct fix *f = *state;
+    struct allot_rng rng;
+    int64_t *acked = NULL;
+    size_t nacked = 0, cap = 0;
+    uint64_t seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 16);
+
+    print_message("crash test seed %llu\n", (unsigned long long)seed);
+    allot_rng_seed(&rng, seed);
+    for (int round = 0; round < 3; round++) {
+        int fds[2], status;
+        int64_t v;
+        pid_t pid;
+
+        assert_int_equal(pipe(fds), 0);
+        pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            close(fds[0]);
+            crash_child(f->url, fds[1], (int64_t)round * 1000000);
+        }
+        close(fds[1]);
+        /* wait for the first acknowledged write, then kill at random */
+        assert_int_equal(read(fds[0], &v, sizeof v), (ssize_t)sizeof v);
+        assert_int_equal(allot_grow((void **)&acked, &cap, nacked + 1, sizeof *acked), 0);
+        acked[nacked++] = v;
+        sleep_us((long)(1000 + allot_rng_below(&rng, 150000)));
+        kill(pid, SIGKILL);
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        assert_true(WIFSIGNALED(status));
+        for (;;) {
+            ssize_t r = read(fds[0], &v, sizeof v);
+
+            if (r == 0)
+                break;
+            assert_int_equal(r, (ssize_t)sizeof v);
+            assert_int_equal(allot_grow((void **)&acked, &cap, nacked + 1, sizeof *acked), 0);
+            acked[nacked++] = v;
+        }
+        close(fds[0]);
+
+        /* every acknowledged write is there exactly once */
+        {
+            struct allot_store *st = open_ok(f);
+            struct allot_store_job_filter fl = {.tenant = "crash", .limit = 1000};
+            struct allot_store_job_page p;
+            size_t total = 0, found = 0, k = 0;
+
+            do {
+                assert_int_equal(allot_store_job_list(st, &fl, &p), 0);
+                for (size_t i = 0; i < p.n; i++) {
+                    long long x = strtoll(p.jobs[i].name + 2, NULL, 10);
+
+                    /* ids grow with V: acked (sorted) is matched in one pass */
+                    while (k < nacked && acked[k] < x)
+                        k++;
+                    if (k < nacked && acked[k] == x)
+                        found++;
+                    total++;
+                }
+                fl.cursor = p.next_cursor;
+                allot_store_job_page_free(&p);
+            } while (fl.cursor);
+            assert_int_equal(found, nacked);
+            /* at most the batch in flight of each round got in
+             * without its report */
+            assert_true(total - found <= 3 * ((size_t)round + 1));
+            assert_int_equal(allot_store_audit_verify(st, NULL, NULL, 0), 0);
+            print_message("crash round %d: %zu writes acknowledged, %zu stored\n", round, nacked,
+                          total);
+            allot_store_close(st);
+        }
+    }
+    free(acked);
+}
+
+/* ---- group commit ------------------------------------------------------------------------- */
+
+#define GC_THREADS 8
+#define GC_WRITES  500
+
+struct gc_write {
+    int thread, i;
+    bool fail;
+};
+
+static int gc_write_fn(struct allot_store *st, void *arg)
+{
+    struct gc_write *w = arg;
+    char name[32];
+    struct allot_store_job j = mkjob("gc", name, w->thread + 1);
+    struct allot_store_audit a = {.time = w->i, .token_id = w->thread + 1};
+    int64_t id;
+    int rc;
+
+    allot_fmt(name, sizeof name, "g%d-%d", w->thread, w->i);
+    j.idem_key = name;
+    a.action = (char *)"job.submit";
+    a.target = name;
+    a.result = (char *)"ok";
+    if ((rc = allot_store_job_submit(st, &j, &id, NULL)) != 0 ||
+        (rc = allot_store_audit_append(st, &a, NULL)) != 0)
+        return rc;
+    /* a write that fails after writing: its writes must be undone */
+    return w->fail ? ALLOT_EINVAL : 0;
+}
+
+struct gc_thread {
+    struct allot_store_gc *gc;
+    int thread;
+    int errors;
+};
+
+static void *gc_thread_main(void *arg)
+{
+    struct gc_thread *t = arg;
+
+    for (int i = 0; i < GC_WRITES; i++) {
+        struct gc_write w = {t->thread, i, i % 100 == 99};
+        int rc = allot_store_gc_submit(t->gc, gc_write_fn, &w);
+
+        if (rc != (w.fail ? ALLOT_EINVAL : 0))
+            t->errors++;
+    }
+    return NULL;
+}
+
+static void test_group_commit(void **state)
+{
+    struct fix *f = *state;
+    struct allot_store *st = open_ok(f), *rd = open_ok(f);
+    struct allot_store_gc *gc = allot_store_gc_new(st, 64, 200);
+    struct gc_thread th[GC_THREADS];
+    pthread_t tid[GC_THREADS];
+    struct allot_store_job_filter fl = {.tenant = "gc"};
+    size_t want = GC_THREADS * (GC_WRITES - GC_WRITES / 100);
+    uint64_t commits;
+    int64_t seq;
+    uint8_t h[ALLOT_STORE_HASH_LEN];
+
+    assert_non_null(gc);
+    assert_null(allot_store_gc_new(st, -1, 0));
+    for (int i = 0; i < GC_THREADS; i++) {
+        th[i] = (struct gc_thread){gc, i, 0};
+        assert_int_equal(pthread_create(&tid[i], NULL, gc_thread_main, &th[i]), 0);
+    }
+    /* a reader on its own handle is never blocked by the writers (WAL) */
+    for (int k = 0; k < 5; k++) {
+        size_t seen = count_jobs(rd, fl);
+
+        assert_true(seen <= want);
+        sleep_us(10000);
+    }
+    for (int i = 0; i < GC_THREADS; i++) {
+        assert_int_equal(pthread_join(tid[i], NULL), 0);
+        assert_int_equal(th[i].errors, 0);
+    }
+    commits = allot_store_gc_commits(gc);
+    allot_store_gc_free(gc);
+    allot_store_gc_free(NULL);
+    print_message("group commit: %d writes in %llu transactions\n", GC_THREADS * GC_WRITES,
+                  (unsigned long long)commits);
+    assert_true(commits < (uint64_t)(GC_THREADS * GC_WRITES) / 2);
+    assert_int_equal(count_jobs(rd, fl), want);
+    assert_int_equal(allot_store_audit_head(rd, &seq, h), 0);
+    assert_int_equal(seq, (int64_t)want);
+    assert_int_equal(allot_store_audit_verify(rd, NULL, NULL, 0), 0);
+    /* every job once, none of the failed ones */
+    for (int t = 0; t < GC_THREADS; t++) {
+        char name[32];
+        struct allot_store_job_page p;
+
+        for (int i = 95; i < 105; i++) {
+            fl.name_prefix = name;
+            allot_fmt(name, sizeof name, "g%d-%d", t, i);
+            fl.limit = 10;
+            assert_int_equal(allot_store_job_list(rd, &fl, &p), 0);
+            /* "gT-99" is a prefix of no other name in 0..499 but "gT-99x" */
+            if (i == 99)
+                assert_int_equal(p.n, 0);
+            else
+                assert_true(p.n >= 1);
+            allot_store_job_page_free(&p);
+        }
+    }
+    allot_store_close(rd);
+    allot_store_close(st);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_open_and_migrations, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_meta_and_batches, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_jobs, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tables, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_input_verbatim, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_paging, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_audit_chain, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_alloc_failures, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_open_alloc_failures, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_crash, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_group_commit, setup, teardown),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
