@@ -10,6 +10,7 @@
 #include "allot/common.h"
 #include "cliopt.h"
 #include "fill.h"
+#include "fill_perturb.h"
 #include "fill_published.h"
 #include "fill_report.h"
 #include "fill_seeds.h"
@@ -39,6 +40,7 @@ enum {
     OPT_POLICY,
     OPT_SEEDS,
     OPT_TUNE,
+    OPT_PERTURB,
     OPT_JSON,
     OPT_PLOT,
     OPT_EXPECTED,
@@ -61,6 +63,9 @@ static const struct cliopt fill_options[N_OPTS] = {
                    "seeds, e.g. 42-51 or 1,5,7-9 (at most 1000, no repeats)"},
     [OPT_TUNE] = {"tune", "X", "1.3",
                   "inflate or trim the trace to X times the GPU capacity\n(1 <= X <= 100)"},
+    [OPT_PERTURB] = {"perturb", "SPEC", NULL,
+                     "change the workload: flip, scale=F, subset=P[,seed=N]\n"
+                     "(comma-separated; docs/allot-sim.md, \"Perturbed workloads\")"},
     [OPT_JSON] = {"json", "OUT", NULL, "write the curves as JSON"},
     [OPT_PLOT] = {"plot", "OUT.svg", NULL, "plot unallocated GPU % vs arrived %"},
     [OPT_EXPECTED] = {"expected", "DIR", NULL,
@@ -83,6 +88,7 @@ struct fill_args {
     int ns;
     double tune;
     int64_t workers;
+    struct sim_fill_perturb perturb; /* all zero: none */
 };
 
 static double now_s(void)
@@ -193,6 +199,9 @@ static int parse_args(int argc, char **argv, struct fill_args *a)
     if (a->given[OPT_JOBS])
         fprintf(stderr, "allot-sim fill: --jobs is deprecated, use --workers (in allot-sim "
                         "replay --jobs names the job trace)\n");
+    if (a->val[OPT_PERTURB] &&
+        sim_fill_perturb_parse(a->val[OPT_PERTURB], &a->perturb, err, sizeof(err)))
+        return usage_error("--perturb \"%s\": %s", a->val[OPT_PERTURB], err);
     workers = a->val[OPT_WORKERS] ? a->val[OPT_WORKERS] : a->val[OPT_JOBS];
     if (workers && !cliopt_parse_int(workers, 1, MAX_WORKERS, &a->workers))
         return usage_error("--%s \"%s\": want an integer 1..%d",
@@ -229,6 +238,10 @@ static int open_inputs(const struct fill_args *a, struct sim_fill_trace *trace,
     }
     if (sim_fill_trace_load(trace, a->val[OPT_NODES], a->val[OPT_PODS], err, sizeof(err))) {
         fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    if (a->val[OPT_PERTURB] && sim_fill_perturb_apply(trace, &a->perturb, err, sizeof(err))) {
+        fprintf(stderr, "allot-sim fill: %s\n", err);
         return 1;
     }
     if (a->val[OPT_EXPECTED]) {

@@ -621,7 +621,42 @@ static void test_command_line_values(void **state)
         assert_int_equal(run_main_err(7, a, err, sizeof(err)), 1);
         assert_non_null(strstr(err, "is a directory"));
     }
+    {
+        char json[300];
+        json_t *root;
+        json_error_t jerr;
+
+        allot_fmt(json, sizeof(json), "%s/p.json", dir);
+        {
+            const char *a[] = {"fill",
+                               "--nodes",
+                               nodes,
+                               "--pods",
+                               pods,
+                               "--json",
+                               json,
+                               "--seeds",
+                               "1",
+                               "--policy",
+                               "fgd",
+                               "--perturb",
+                               "flip,subset=0.5,seed=4"};
+            assert_int_equal(run_main_err(13, a, err, sizeof(err)), 0);
+        }
+        root = json_load_file(json, 0, &jerr);
+        assert_non_null(root);
+        assert_string_equal(json_string_value(json_object_get(root, "workload")),
+                            "pods+flip,subset=0.5,seed=4");
+        assert_true(json_integer_value(json_object_get(root, "nodes")) < 5);
+        json_decref(root);
+        unlink(json);
+    }
     assert_int_equal(rmdir(dir), 0);
+    {
+        const char *a[] = {"fill", "--nodes", nodes, "--pods", pods, "--perturb", "mirror"};
+        assert_int_equal(run_main_err(7, a, err, sizeof(err)), 2);
+        assert_non_null(strstr(err, "--perturb \"mirror\": \"mirror\": want flip"));
+    }
     {
         /* below 1 the arrived request never reaches 100 %: frag@100 was nan */
         const char *a[] = {"fill", "--nodes", nodes, "--pods", pods, "--tune", "0.5"};
