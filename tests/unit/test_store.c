@@ -1157,7 +1157,7 @@ static void test_open_alloc_failures(void **state)
 static void crash_child(const char *url, int fd, int64_t base)
 {
     struct allot_store *st = NULL;
-    char err[256], name[32];
+    char err[256], name[32] = "";
     int64_t v = base, id, got[3];
 
     if (allot_store_open(url, &create_opts, &st, err, sizeof err) != 0)
@@ -1279,7 +1279,7 @@ struct gc_write {
 static int gc_write_fn(struct allot_store *st, void *arg)
 {
     struct gc_write *w = arg;
-    char name[32];
+    char name[32] = "";
     struct allot_store_job j = mkjob("gc", name, w->thread + 1);
     struct allot_store_audit a = {.time = w->i, .token_id = w->thread + 1};
     int64_t id;
