@@ -378,8 +378,8 @@ int allot_store_audit_head(struct allot_store *st, int64_t *seq,
  * from any number of threads at once; each call blocks until its write is
  * durable or has failed. A write function runs on the committer thread
  * inside its own savepoint: it may call any allot_store_* write on the
- * handle it is given (never begin/commit a batch of its own, never block on
- * other submitters), and its failure undoes only its own writes. A batch
+ * handle it is given (and nest batches, closing each), must never block on
+ * other submitters, and its failure undoes only its own writes. A batch
  * closes when it holds max_batch writes or max_wait_us after the committer
  * picked up its first write (so a lone write waits at most that long); the
  * next batch gathers while the previous one commits.

@@ -59,6 +59,11 @@ static void gc_run_batch(struct allot_store_gc *gc, struct gc_req *batch)
         if (r->rc != 0)
             continue;
         r->rc = r->fn(st, r->arg);
+        /* a write that left a batch of its own open is a bug: close it */
+        while (ALLOT_NEVER(st->depth > 2)) {
+            allot_store_rollback(st);
+            r->rc = ALLOT_EINTERNAL;
+        }
         if (r->rc == 0)
             r->rc = allot_store_commit(st);
         else
