@@ -1,7 +1,8 @@
 #!/bin/sh
 # Real-trace checks (make test-data): replays the Alibaba openb traces with
-# allot-sim fill (docs/benchmarks.md, "openb fill: reproducing the FGD paper") and compares the unallocated
-# GPU share at arrived = 100 % with the FGD authors' published 10-seed means.
+# allot-sim fill (docs/benchmarks.md, "openb fill: reproducing the FGD
+# paper") and compares the unallocated GPU share at arrived = 100 % with
+# the FGD authors' published 10-seed means.
 # Fails when any of the six published policies is more than 1.0 percentage
 # point away, or when the published numbers cannot be matched up.
 #
@@ -59,8 +60,9 @@ if [ $status -eq 0 ]; then
     echo "data-checks: every published policy within $tolerance pp of the published mean at 100 %"
 fi
 
-# Philly multi-tenant replay (docs/benchmarks.md, "Philly multi-tenant replay"), load 0.8: the
-# targets allot meets there, checked against static from the same run.
+# Philly multi-tenant replay (docs/benchmarks.md, "Philly multi-tenant
+# replay"), load 0.8: the targets allot meets there, checked against
+# static from the same run.
 philly="$2/philly"
 if [ -f "$philly/philly_jobs.csv" ] && [ -f "$philly/philly_vc_nodes.csv" ]; then
     out=$("$sim" replay --jobs "$philly/philly_jobs.csv" --vcs "$philly/philly_vc_nodes.csv" \

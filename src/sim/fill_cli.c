@@ -71,7 +71,7 @@ static const struct cliopt fill_options[N_OPTS] = {
     [OPT_EXPECTED] = {"expected", "DIR", NULL,
                       "compare with DIR/analysis_allo_discrete.csv (published)"},
     [OPT_DLOG] = {"decision-log", "OUT", NULL, "write one line per placement decision"},
-    [OPT_WORKERS] = {"workers", "N", "1", "worker processes (results do not depend on N)"},
+    [OPT_WORKERS] = {"workers", "N", "1", "worker processes, 1..256 (results do not depend on N)"},
     [OPT_JOBS] = {"jobs", "N", NULL, "deprecated alias of --workers"},
     [OPT_CHECK] = {"check", NULL, NULL, "check scheduler invariants after every placement"},
     [OPT_OFFLINE] = {"offline", NULL, NULL, "add an offline reference packing (offline.h)"},
