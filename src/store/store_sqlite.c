@@ -364,6 +364,7 @@ static int sq_int(struct sq_store *s, const char *sql, int64_t *v)
     sqlite3_stmt *st;
     int r = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
 
+    *v = 0;
     if (r != SQLITE_OK)
         return sq_err(s, r);
     r = sqlite3_step(st);
@@ -399,6 +400,8 @@ static int sq_read_version(struct sq_store *s, int *version, char *err, size_t e
         return ALLOT_EINVAL;
     }
     rc = sq_meta_get(&s->base, "schema_version", &v);
+    if (rc == 0 && !v)
+        rc = ALLOT_ENOENT; /* cannot happen: the column is NOT NULL */
     if (rc != 0) {
         allot_fmt(err, errlen, "no schema version in the store: %s", s->base.err);
         return rc == ALLOT_ENOENT ? ALLOT_EINVAL : rc;

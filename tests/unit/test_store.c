@@ -1042,9 +1042,8 @@ static void fault_reads(struct allot_store *st, int64_t dep)
     struct allot_store_tenant *ts;
     struct allot_store_audit *as;
     size_t n;
-    int rc;
 
-    if ((rc = allot_store_job_list(st, &fl, &p)) == 0)
+    if (allot_store_job_list(st, &fl, &p) == 0)
         allot_store_job_page_free(&p);
     else
         assert_int_equal(p.n, 0);
