@@ -118,8 +118,12 @@ struct allot_job {
     int preemptors[4]; /* the last jobs that preempted this one (never its victims) */
     int n_preemptors;
     int stopping_victims;          /* jobs in their grace period to make room for this one */
-    uint64_t preempt_epoch;        /* run epoch + 1 of the last fruitless victim search */
+    uint64_t preempt_epoch;        /* leave epoch + 1 of the last fruitless victim search */
+    uint64_t preempt_starts;       /* ... the queue's start count then */
     int64_t preempt_recheck_at;    /* ... and when a running job next becomes eligible */
+    int64_t preempt_searched_at;   /* ... and when it ran */
+    int ten_next, ten_prev;        /* the queue's index of running jobs by tenant */
+    int bor_next, bor_prev;        /* ... and of running borrowed jobs */
     struct allot_resvec req;       /* what the whole gang uses */
     struct allot_placement *pl;    /* owned, n_tasks entries while running */
     struct allot_why why;          /* the current reason, structured */
@@ -155,6 +159,8 @@ struct allot_queue_opts {
     int64_t las_threshold_gpu_s; /* > 0: preemptive two-queue LAS (Tiresias): a job that
                                     has received less GPU-time than this may preempt
                                     jobs that have received more */
+    int preempt_searches;        /* victim searches per cycle (0: 32); jobs past it search
+                                    at the next cycle, so a cycle stays bounded */
     uint64_t seed;
 };
 
@@ -166,6 +172,8 @@ struct allot_queue_policy_ops {
     /* Tenants take turns by fair share (lowest key first), each offering
      * its best job by key; otherwise one global order by key. */
     bool per_tenant;
+    /* The key reads the GPUs each user of a tenant holds (rebuilt every cycle). */
+    bool user_share;
     /* Fills key[0..ALLOT_QUEUE_KEY_LEN) (compared in order) for job j at now. */
     void (*key)(const struct allot_queue *q, const struct allot_job *j, int64_t now,
                 double key[ALLOT_QUEUE_KEY_LEN]);

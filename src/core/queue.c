@@ -48,13 +48,21 @@ struct allot_queue {
     struct allot_resvec capacity;
     struct user_use *users; /* owned: GPU use per (tenant, user), sorted, per cycle */
     size_t n_users, users_cap;
-    uint64_t run_epoch; /* bumped whenever a job starts or leaves the cluster */
-    int *first;         /* owned: jobs whose victims just stopped (this cycle) */
+    uint64_t run_epoch;        /* bumped whenever a job starts or leaves the cluster */
+    uint64_t leave_epoch;      /* bumped whenever a job leaves the cluster */
+    uint64_t starts;           /* jobs started so far */
+    int64_t min_runtime_floor; /* the least minimum runtime of any job started */
+    int *first;                /* owned: jobs whose victims just stopped (this cycle) */
     size_t n_first, first_cap;
     struct allot_placement *orphans; /* owned: held by the cluster for no job (see top) */
     size_t n_orphans, orphans_cap;
     size_t orphans_keep; /* orphan room every reservation leaves free on top (a trial's
                             victims, should one have to be evicted) */
+    int *ten_head;       /* owned, per tenant id: first running job (ten_next links), -1 */
+    size_t ten_cap;
+    int bor_head;         /* first running borrowed job (bor_next links), -1 */
+    int searches_left;    /* victim searches this cycle may still run */
+    struct las_pool *las; /* owned: LAS candidates across tenants, per cycle (see below) */
     int64_t wakeup;
     allot_decision_fn fn;
     void *ud;
@@ -64,6 +72,22 @@ struct allot_queue {
 struct user_use {
     int64_t key; /* tenant << 32 | user */
     int64_t milli;
+};
+
+/*
+ * Two-queue LAS without quotas lets a job in the first queue preempt any
+ * running job of the same priority that has had the threshold's worth of
+ * service. Those candidates are the same for every such job of one
+ * priority at one time, so they are gathered once (cheapest first) and
+ * reused until a job starts or stops or time moves on.
+ */
+struct las_pool {
+    uint64_t epoch;    /* 1 while valid for `now`; 0: rebuild (see las_pool_started) */
+    int64_t now;       /* time it was built at */
+    int prio;          /* the priority it was built for */
+    struct victim *vs; /* owned: eligible running jobs, cheapest first */
+    size_t n, cap;
+    int64_t recheck_at; /* when a running job not eligible now may become so */
 };
 
 /* ---- small helpers -------------------------------------------------------- */
@@ -206,6 +230,8 @@ struct allot_queue *allot_queue_new(struct allot_cluster *c, struct allot_tenant
         }
     }
     q->wakeup = INT64_MAX;
+    q->bor_head = -1;
+    q->min_runtime_floor = INT64_MAX;
     return q;
 oom:
     allot_fmt(err, errlen, "out of memory");
@@ -227,6 +253,10 @@ void allot_queue_free(struct allot_queue *q)
     allot_free(q->users);
     allot_free(q->first);
     allot_free(q->orphans);
+    allot_free(q->ten_head);
+    if (q->las)
+        allot_free(q->las->vs);
+    allot_free(q->las);
     allot_sched_free(q->placer);
     allot_free(q);
 }
@@ -376,6 +406,58 @@ static void job_model_usage(const struct allot_queue *q, const struct allot_job 
     }
 }
 
+/* ---- the index of running jobs (victim candidates) ------------------------------------ */
+
+/* Makes room in the per-tenant index for tenant id `tenant`. */
+static int index_reserve(struct allot_queue *q, int tenant)
+{
+    size_t old = q->ten_cap;
+
+    if (allot_grow((void **)&q->ten_head, &q->ten_cap, (size_t)tenant + 1, sizeof(*q->ten_head)))
+        return ALLOT_ENOMEM;
+    for (size_t i = old; i < q->ten_cap; i++)
+        q->ten_head[i] = -1;
+    return 0;
+}
+
+/* Links a job that starts into its tenant's list and, when borrowed, the
+ * borrowed list (room reserved with index_reserve). */
+static void index_add(struct allot_queue *q, struct allot_job *j)
+{
+    int *head = &q->ten_head[j->spec.tenant];
+
+    j->ten_prev = -1;
+    j->ten_next = *head;
+    if (*head >= 0)
+        q->jobs[*head].ten_prev = j->id;
+    *head = j->id;
+    j->bor_prev = j->bor_next = -1;
+    if (j->borrowed) {
+        j->bor_next = q->bor_head;
+        if (q->bor_head >= 0)
+            q->jobs[q->bor_head].bor_prev = j->id;
+        q->bor_head = j->id;
+    }
+}
+
+static void index_del(struct allot_queue *q, struct allot_job *j)
+{
+    if (j->ten_prev >= 0)
+        q->jobs[j->ten_prev].ten_next = j->ten_next;
+    else
+        q->ten_head[j->spec.tenant] = j->ten_next;
+    if (j->ten_next >= 0)
+        q->jobs[j->ten_next].ten_prev = j->ten_prev;
+    if (j->borrowed) {
+        if (j->bor_prev >= 0)
+            q->jobs[j->bor_prev].bor_next = j->bor_next;
+        else
+            q->bor_head = j->bor_next;
+        if (j->bor_next >= 0)
+            q->jobs[j->bor_next].bor_prev = j->bor_prev;
+    }
+}
+
 /* A running or stopping job leaves the cluster: the bookkeeping once its
  * placements are released and its usage uncharged. Never fails. */
 static void job_leave(struct allot_queue *q, struct allot_job *j, int64_t now)
@@ -386,9 +468,11 @@ static void job_leave(struct allot_queue *q, struct allot_job *j, int64_t now)
         j->preempted_for = -1;
     }
     q->run_epoch++;
+    q->leave_epoch++;
     allot_free(j->pl);
     j->pl = NULL;
     list_del(q->running, &q->n_running, j->id);
+    index_del(q, j);
 }
 
 /* Releases a running job's placements and quota. The caller reserved room
@@ -610,6 +694,8 @@ static void gang_unplace(struct allot_queue *q, struct allot_job *j)
     j->pl = NULL;
 }
 
+static void las_pool_started(struct allot_queue *q, const struct allot_job *v, int64_t now);
+
 /* Commits a placed job: charges quota, marks it running, emits START. The
  * caller reserved room in the running list (job_start_reserve). */
 static void job_start(struct allot_queue *q, struct allot_job *j, int64_t now)
@@ -621,11 +707,16 @@ static void job_start(struct allot_queue *q, struct allot_job *j, int64_t now)
     list_del(q->pending, &q->n_pending, j->id);
     job_model_usage(q, j, &use);
     j->borrowed = !allot_tenants_in_nominal(q->t, j->spec.tenant, &use);
+    index_add(q, j);
     allot_tenants_charge(q->t, j->spec.tenant, &use, +1);
     j->state = ALLOT_JOB_RUNNING;
     q->run_epoch++;
+    q->starts++;
+    if (j->spec.min_runtime_s < q->min_runtime_floor)
+        q->min_runtime_floor = j->spec.min_runtime_s;
     j->start = now;
     j->runs++;
+    las_pool_started(q, j, now);
     j->why.kind = ALLOT_WHY_RUNNING;
     emit(q, ALLOT_DEC_START, j, j->borrowed ? "started on borrowed capacity" : "started");
 }
@@ -886,6 +977,9 @@ struct search {
     size_t tasks_off;   /* tasks of the chosen victims */
     struct slot *slots; /* owned: (node, candidate) pairs, by node then candidate */
     size_t n_slots;
+    int *node_free; /* owned, per slot: whole GPUs free on its node (kept current) */
+    int *e_slot;    /* owned, per candidate: its first slot, then slot_next; -1 */
+    int *slot_next; /* owned, per slot */
 };
 
 /* Candidate e holds `gpus` GPUs of `node`. */
@@ -899,6 +993,9 @@ static void search_free(struct search *s)
     allot_free(s->vs);
     allot_free(s->chosen);
     allot_free(s->slots);
+    allot_free(s->node_free);
+    allot_free(s->e_slot);
+    allot_free(s->slot_next);
 }
 
 /* A running job v that may not be preempted for j now may become a victim
@@ -922,25 +1019,126 @@ static void recheck_note(const struct allot_queue *q, struct allot_job *j,
     }
 }
 
-/* Step 1: the running jobs j may preempt, cheapest first. Returns their
- * number or ALLOT_ENOMEM. */
+/* Adds running job v to j's candidates when j may preempt it now; notes
+ * when it may become one otherwise. */
+static void collect_one(const struct allot_queue *q, struct allot_job *j, bool in_nom,
+                        const struct allot_job *v, int64_t now, struct search *s)
+{
+    if (!may_preempt(q, j, in_nom, v, now)) {
+        recheck_note(q, j, v, now);
+        return;
+    }
+    s->vs[s->n].id = v->id;
+    s->vs[s->n].borrowed = v->borrowed;
+    s->vs[s->n].cost = (int64_t)job_gpus(v) * lost_work(q, v, now - v->start);
+    s->n++;
+}
+
+/* The LAS pool for jobs of priority `prio` at now (rebuilt when stale).
+ * Returns it or NULL on allocation failure. */
+static struct las_pool *las_pool(struct allot_queue *q, int prio, int64_t now)
+{
+    struct las_pool *p = q->las;
+    /* a job of no tenant below the threshold: only the LAS rule applies */
+    struct allot_job probe = {.id = -1, .spec = {.prio_class = -1, .tenant = -1}};
+
+    if (!p) {
+        p = q->las = allot_calloc(1, sizeof(*p));
+        if (!p)
+            return NULL;
+    }
+    if (p->epoch && p->now == now && p->prio == prio)
+        return p;
+    if (allot_grow((void **)&p->vs, &p->cap, q->n_running + 1, sizeof(*p->vs)))
+        return NULL;
+    p->n = 0;
+    probe.preempt_recheck_at = INT64_MAX;
+    for (size_t i = 0; i < q->n_running; i++) {
+        const struct allot_job *v = &q->jobs[q->running[i]];
+        if (job_prio(q, v) != prio || !may_preempt(q, &probe, false, v, now)) {
+            recheck_note(q, &probe, v, now);
+            continue;
+        }
+        p->vs[p->n].id = v->id;
+        p->vs[p->n].borrowed = v->borrowed;
+        p->vs[p->n].cost = (int64_t)job_gpus(v) * lost_work(q, v, now - v->start);
+        p->n++;
+    }
+    if (p->n > 1)
+        qsort(p->vs, p->n, sizeof(*p->vs), cmp_victim);
+    p->recheck_at = probe.preempt_recheck_at;
+    p->epoch = 1;
+    p->now = now;
+    p->prio = prio;
+    return p;
+}
+
+/* Job v starts at now: a current pool learns when it may become a
+ * candidate; one that could be a candidate at once (no minimum runtime)
+ * makes the pool rebuild. Jobs that leave are skipped when collecting. */
+static void las_pool_started(struct allot_queue *q, const struct allot_job *v, int64_t now)
+{
+    struct las_pool *p = q->las;
+    struct allot_job probe = {.id = -1, .spec = {.prio_class = -1, .tenant = -1}};
+
+    if (!p || !p->epoch || p->now != now)
+        return;
+    if (v->spec.min_runtime_s <= 0) {
+        p->epoch = 0;
+        return;
+    }
+    probe.preempt_recheck_at = p->recheck_at;
+    recheck_note(q, &probe, v, now);
+    p->recheck_at = probe.preempt_recheck_at;
+}
+
+/* Adds the LAS pool's candidates of other tenants that did not preempt j,
+ * and the pool's next recheck time. Returns 0 or ALLOT_ENOMEM. */
+static int collect_las(struct allot_queue *q, struct allot_job *j, int64_t now, struct search *s)
+{
+    const struct las_pool *p = las_pool(q, job_prio(q, j), now);
+
+    if (!p)
+        return ALLOT_ENOMEM;
+    for (size_t i = 0; i < p->n; i++) {
+        const struct allot_job *v = &q->jobs[p->vs[i].id];
+        /* jobs that stopped or were preempted since the pool was built */
+        bool skip = v->spec.tenant == j->spec.tenant || v->state != ALLOT_JOB_RUNNING ||
+                    now - v->start < v->spec.min_runtime_s;
+        for (int k = 0; k < j->n_preemptors && !skip; k++)
+            skip = j->preemptors[k] == v->id;
+        if (!skip)
+            s->vs[s->n++] = p->vs[i];
+    }
+    if (p->recheck_at < j->preempt_recheck_at)
+        j->preempt_recheck_at = p->recheck_at;
+    return 0;
+}
+
+/*
+ * Step 1: the running jobs j may preempt, cheapest first. Only the pools
+ * the standing rule allows are visited: j's own tenant (priority, LAS);
+ * with quotas, the borrowed jobs of others when j fits in its nominal
+ * (reclaim); without quotas, the LAS pool when j is in LAS's first queue.
+ * Returns their number or ALLOT_ENOMEM.
+ */
 static int search_collect(struct allot_queue *q, struct allot_job *j, int64_t now, struct search *s)
 {
     bool in_nom = allot_tenants_in_nominal(q->t, j->spec.tenant, &j->req);
+    int te = j->spec.tenant;
 
     s->vs = allot_malloc((q->n_running + 1) * sizeof(*s->vs));
     if (!s->vs)
         return ALLOT_ENOMEM;
-    for (size_t i = 0; i < q->n_running; i++) {
-        const struct allot_job *v = &q->jobs[q->running[i]];
-        if (!may_preempt(q, j, in_nom, v, now)) {
-            recheck_note(q, j, v, now);
-            continue;
-        }
-        s->vs[s->n].id = v->id;
-        s->vs[s->n].borrowed = v->borrowed;
-        s->vs[s->n].cost = (int64_t)job_gpus(v) * lost_work(q, v, now - v->start);
-        s->n++;
+    for (int v = (size_t)te < q->ten_cap ? q->ten_head[te] : -1; v >= 0; v = q->jobs[v].ten_next)
+        collect_one(q, j, in_nom, &q->jobs[v], now, s);
+    if (q->o.quotas && in_nom) {
+        for (int v = q->bor_head; v >= 0; v = q->jobs[v].bor_next)
+            if (q->jobs[v].spec.tenant != te)
+                collect_one(q, j, in_nom, &q->jobs[v], now, s);
+    } else if (!q->o.quotas && q->o.las_threshold_gpu_s > 0 &&
+               j->attained_s < q->o.las_threshold_gpu_s && collect_las(q, j, now, s) != 0) {
+        return ALLOT_ENOMEM;
     }
     if (s->n > 1)
         qsort(s->vs, (size_t)s->n, sizeof(*s->vs), cmp_victim);
@@ -954,6 +1152,16 @@ static int cmp_slot(const void *a, const void *b)
     if (x->node != y->node)
         return x->node < y->node ? -1 : 1;
     return x->e != y->e ? (x->e < y->e ? -1 : 1) : (x->k > y->k) - (x->k < y->k);
+}
+
+/* Whole GPUs free on a node. */
+static int node_whole_free(const struct allot_node *node)
+{
+    int free = 0;
+
+    for (int g = 0; g < node->n_gpus; g++)
+        free += node->gpus[g].mode != ALLOT_GPU_MIG && node->gpus[g].free_milli == ALLOT_MILLI;
+    return free;
 }
 
 /* Step 2: the candidates grouped by node, so that freeing room on one node
@@ -987,17 +1195,35 @@ static int search_slots(struct allot_queue *q, struct search *s)
             s->slots[n++] = s->slots[i];
     }
     s->n_slots = n;
+    /* whole free GPUs per node, kept current as candidates are taken off */
+    s->node_free = allot_malloc((n + 1) * sizeof(*s->node_free));
+    s->slot_next = allot_malloc((n + 1) * sizeof(*s->slot_next));
+    s->e_slot = allot_malloc(((size_t)s->n + 1) * sizeof(*s->e_slot));
+    if (!s->node_free || !s->slot_next || !s->e_slot)
+        return ALLOT_ENOMEM;
+    for (int e = 0; e < s->n; e++)
+        s->e_slot[e] = -1;
+    for (size_t i = n; i-- > 0;) {
+        s->slot_next[i] = s->e_slot[s->slots[i].e];
+        s->e_slot[s->slots[i].e] = (int)i;
+        s->node_free[i] = i + 1 < n && s->slots[i + 1].node == s->slots[i].node
+                              ? s->node_free[i + 1]
+                              : node_whole_free(allot_cluster_node(q->c, s->slots[i].node));
+    }
     return 0;
 }
 
-/* Whole GPUs free on a node. */
-static int node_whole_free(const struct allot_node *node)
+/* Candidate e was taken off: the whole free GPUs of its nodes changed. */
+static void slots_refresh(struct allot_queue *q, struct search *s, int e)
 {
-    int free = 0;
-
-    for (int g = 0; g < node->n_gpus; g++)
-        free += node->gpus[g].mode != ALLOT_GPU_MIG && node->gpus[g].free_milli == ALLOT_MILLI;
-    return free;
+    for (int i = s->e_slot[e]; i >= 0; i = s->slot_next[i]) {
+        int node = s->slots[i].node, f = node_whole_free(allot_cluster_node(q->c, node));
+        /* every slot of the node carries the count */
+        for (int x = i; x >= 0 && s->slots[x].node == node; x--)
+            s->node_free[x] = f;
+        for (size_t x = (size_t)i + 1; x < s->n_slots && s->slots[x].node == node; x++)
+            s->node_free[x] = f;
+    }
 }
 
 /*
@@ -1030,7 +1256,7 @@ static int node_pick(struct allot_queue *q, const struct allot_job *j, const str
         }
         first_e = s->slots[x].e;
         first_k = s->slots[x].k;
-        free = node_whole_free(allot_cluster_node(q->c, node));
+        free = s->node_free[x];
         for (; x < end && free < need && m < max && m < 64; x++) {
             const struct slot *sl = &s->slots[x];
             if (s->chosen[sl->e] || !sl->gpus)
@@ -1150,6 +1376,7 @@ static int search_take(struct allot_queue *q, struct search *s, int e, int64_t n
         return rc;
     s->order[s->used++] = e;
     s->tasks_off += (size_t)v->spec.n_tasks;
+    slots_refresh(q, s, e);
     /* every later reservation keeps room to evict the victims now off */
     q->orphans_keep = s->tasks_off;
     return 0;
@@ -1264,6 +1491,34 @@ static int victims_preempt(struct allot_queue *q, struct allot_job *j, const str
     return 0;
 }
 
+/*
+ * Until when j's last fruitless victim search still holds (INT64_MIN: it
+ * does not). Only a job leaving the cluster frees room or quota; a job
+ * starting takes some and becomes a candidate only once past its minimum
+ * runtime (and LAS threshold), so starts since the search matter from
+ * the search time plus the least minimum runtime on. Running jobs that
+ * were not candidates become ones at preempt_recheck_at. With the lending
+ * hold, admission also changes as recent peaks decay, so a search holds
+ * only for the time it ran at.
+ */
+static int64_t search_memo_until(const struct allot_queue *q, const struct allot_job *j)
+{
+    int64_t until = j->preempt_recheck_at;
+
+    if (j->preempt_epoch != q->leave_epoch + 1)
+        return INT64_MIN;
+    if (q->o.hold_half_life_s > 0 && q->o.quotas)
+        return j->preempt_searched_at + 1 < until ? j->preempt_searched_at + 1 : until;
+    if (j->preempt_starts != q->starts) {
+        int64_t fresh = q->min_runtime_floor > INT64_MAX - j->preempt_searched_at
+                            ? INT64_MAX
+                            : j->preempt_searched_at + q->min_runtime_floor;
+        if (fresh < until)
+            until = fresh;
+    }
+    return until;
+}
+
 /* Finds the cheapest victim set for j and preempts it. Returns 1 when
  * victims were signalled or stopped (or already are), 0 when none would
  * help, or an error (nothing preempted; a victim that could not be put back
@@ -1275,11 +1530,16 @@ static int try_preempt(struct allot_queue *q, struct allot_job *j, int64_t now)
 
     if (j->stopping_victims > 0)
         return 1; /* already making room */
-    /* nothing changed since the last fruitless search: still nothing */
-    if (j->preempt_epoch == q->run_epoch + 1 && now < j->preempt_recheck_at)
+    if (now < search_memo_until(q, j))
         return 0;
-    j->preempt_epoch = q->run_epoch + 1;
+    /* the cycle's budget is spent: search at the next cycle */
+    if (q->searches_left <= 0)
+        return 0;
+    q->searches_left--;
+    j->preempt_epoch = q->leave_epoch + 1;
+    j->preempt_starts = q->starts;
     j->preempt_recheck_at = INT64_MAX;
+    j->preempt_searched_at = now;
     rc = search_collect(q, j, now, &s);
     if (rc > 0) {
         s.chosen = allot_calloc((size_t)s.n, sizeof(*s.chosen));
@@ -1437,7 +1697,8 @@ static int consider(struct allot_queue *q, struct allot_job *j, int64_t now, str
         return 0;
     }
     /* room to start it, so that job_start cannot fail */
-    if (list_reserve(&q->running, q->n_running, &q->running_cap, 1))
+    if (list_reserve(&q->running, q->n_running, &q->running_cap, 1) ||
+        index_reserve(q, j->spec.tenant))
         return ALLOT_ENOMEM;
     if (q->o.quotas &&
         !allot_tenants_admits(q->t, j->spec.tenant, &j->req, q->o.borrowing, &who, &res)) {
@@ -1494,9 +1755,10 @@ static int cycle_begin(struct allot_queue *q, int64_t now, struct reservation *r
 
     allot_tenants_advance(q->t, now, q->o.half_life_s, &q->capacity);
     orphans_retry(q);
+    q->searches_left = q->o.preempt_searches > 0 ? q->o.preempt_searches : 32;
     q->n_first = 0;
     rc = stop_due(q, now);
-    if (rc == 0)
+    if (rc == 0 && q->order->user_share)
         rc = users_rebuild(q);
     for (size_t i = 0; i < q->n_first && rc == 0; i++)
         if (q->jobs[q->first[i]].state == ALLOT_JOB_PENDING)
@@ -1536,57 +1798,125 @@ static int cycle_serve_global(struct allot_queue *q, const struct keyed *ks, siz
     return rc;
 }
 
-/* The tenant whose turn it is: the lowest fair-share key (with its current
- * usage) among those with a job left at head[]; an aged job goes first. */
-static int next_tenant(const struct allot_queue *q, const struct keyed *ks, const size_t *head,
-                       int nt)
-{
-    int best = -1;
-    double bk = 0;
+/*
+ * Tenants' turns: the tenant with a job left whose key is lowest goes next
+ * (ties to the lowest tenant id); the key is -1 when its best job has
+ * aged, else its fair-share key. Fair-share keys change only when usage
+ * does, i.e. when a job starts or stops (q->run_epoch), so they are
+ * computed once per such change and the tenants kept in a heap.
+ */
+struct turns {
+    const struct keyed *ks;
+    size_t *head; /* per tenant: position of its best job left in ks, SIZE_MAX: none */
+    size_t *next; /* per position: the next position of the same tenant, SIZE_MAX */
+    double *fair; /* per tenant: fair-share key at `epoch` */
+    int *heap;    /* tenants with a job left, by turn_key */
+    int n_heap, nt;
+    uint64_t epoch; /* run epoch + 1 the keys belong to; 0: none */
+};
 
-    for (int ti = 0; ti < nt; ti++) {
-        double k;
-        if (head[ti] == SIZE_MAX)
-            continue;
-        k = ks[head[ti]].key[0] < 0.5 ? -1.0 : allot_tenants_fair_key(q->t, ti, &q->capacity);
-        if (best < 0 || k < bk) {
-            best = ti;
-            bk = k;
-        }
+static double turn_key(const struct turns *u, int ti)
+{
+    return u->ks[u->head[ti]].key[0] < 0.5 ? -1.0 : u->fair[ti];
+}
+
+static bool turn_before(const struct turns *u, int a, int b)
+{
+    double ka = turn_key(u, a), kb = turn_key(u, b);
+
+    return ka < kb || (ka == kb && a < b);
+}
+
+static void turns_down(struct turns *u, int i)
+{
+    for (;;) {
+        int l = 2 * i + 1, m = i;
+        if (l < u->n_heap && turn_before(u, u->heap[l], u->heap[m]))
+            m = l;
+        if (l + 1 < u->n_heap && turn_before(u, u->heap[l + 1], u->heap[m]))
+            m = l + 1;
+        if (m == i)
+            return;
+        int x = u->heap[i];
+        u->heap[i] = u->heap[m];
+        u->heap[m] = x;
+        i = m;
     }
-    return best;
+}
+
+static void turns_push(struct turns *u, int ti)
+{
+    int i = u->n_heap++;
+
+    u->heap[i] = ti;
+    while (i > 0 && turn_before(u, u->heap[i], u->heap[(i - 1) / 2])) {
+        int p = (i - 1) / 2, x = u->heap[i];
+        u->heap[i] = u->heap[p];
+        u->heap[p] = x;
+        i = p;
+    }
+}
+
+/* Recomputes every fair-share key and the heap after usage changed. */
+static void turns_rebuild(struct allot_queue *q, struct turns *u)
+{
+    u->n_heap = 0;
+    for (int ti = 0; ti < u->nt; ti++)
+        if (u->head[ti] != SIZE_MAX) {
+            u->fair[ti] = allot_tenants_fair_key(q->t, ti, &q->capacity);
+            u->heap[u->n_heap++] = ti;
+        }
+    for (int i = u->n_heap / 2; i-- > 0;)
+        turns_down(u, i);
+    u->epoch = q->run_epoch + 1;
 }
 
 /* Step 3b: tenants take turns, each offering its best job (ks sorted). */
 static int cycle_serve_by_tenant(struct allot_queue *q, const struct keyed *ks, size_t n,
                                  int64_t now, struct reservation *r)
 {
-    int nt = allot_tenants_count(q->t), rc = 0;
-    size_t *head = allot_calloc((size_t)nt, sizeof(*head)), left = n;
+    struct turns u = {.ks = ks, .nt = allot_tenants_count(q->t)};
+    size_t left = n;
+    int rc = 0;
 
-    if (!head)
-        return ALLOT_ENOMEM;
-    for (int i = 0; i < nt; i++)
-        head[i] = SIZE_MAX;
-    for (size_t i = n; i-- > 0;)
-        head[ks[i].tenant] = i; /* first (best) position per tenant */
+    u.head = allot_malloc(((size_t)u.nt + 1) * sizeof(*u.head));
+    u.next = allot_malloc((n + 1) * sizeof(*u.next));
+    u.fair = allot_malloc(((size_t)u.nt + 1) * sizeof(*u.fair));
+    u.heap = allot_malloc(((size_t)u.nt + 1) * sizeof(*u.heap));
+    if (!u.head || !u.next || !u.fair || !u.heap) {
+        rc = ALLOT_ENOMEM;
+        goto out;
+    }
+    for (int i = 0; i < u.nt; i++)
+        u.head[i] = SIZE_MAX;
+    for (size_t i = n; i-- > 0;) {
+        u.next[i] = u.head[ks[i].tenant];
+        u.head[ks[i].tenant] = i; /* first (best) position per tenant */
+    }
     while (left > 0 && rc == 0) {
-        int best = next_tenant(q, ks, head, nt);
+        int best;
         size_t pos;
-        if (best < 0)
+        if (u.epoch != q->run_epoch + 1)
+            turns_rebuild(q, &u);
+        if (u.n_heap == 0)
             break;
-        pos = head[best];
+        best = u.heap[0];
+        u.heap[0] = u.heap[--u.n_heap];
+        turns_down(&u, 0);
+        pos = u.head[best];
         if (q->jobs[ks[pos].id].state == ALLOT_JOB_PENDING)
             rc = consider(q, &q->jobs[ks[pos].id], now, r);
         left--;
-        head[best] = SIZE_MAX;
-        for (size_t i = pos + 1; i < n; i++)
-            if (ks[i].tenant == best) {
-                head[best] = i;
-                break;
-            }
+        u.head[best] = u.next[pos];
+        if (u.head[best] != SIZE_MAX && u.epoch == q->run_epoch + 1)
+            turns_push(&u, best);
+        /* otherwise the rebuild at the top picks it up */
     }
-    allot_free(head);
+out:
+    allot_free(u.head);
+    allot_free(u.next);
+    allot_free(u.fair);
+    allot_free(u.heap);
     return rc;
 }
 
@@ -1596,9 +1926,12 @@ static void cycle_wakeup(struct allot_queue *q, int64_t now)
     /* a waiting job whose victims are too young wants a cycle when they come of age */
     for (size_t i = 0; i < q->n_pending; i++) {
         const struct allot_job *j = &q->jobs[q->pending[i]];
-        if (j->preempt_epoch == q->run_epoch + 1 && j->preempt_recheck_at > now &&
-            j->preempt_recheck_at < q->wakeup)
-            q->wakeup = j->preempt_recheck_at;
+        /* (with the lending hold a search is redone at every later cycle
+         * anyway: no need to ask for one a second later) */
+        int64_t at = q->o.hold_half_life_s > 0 && q->o.quotas ? j->preempt_recheck_at
+                                                              : search_memo_until(q, j);
+        if (j->preempt_epoch == q->leave_epoch + 1 && at > now && at < q->wakeup)
+            q->wakeup = at;
     }
     for (size_t i = 0; i < q->n_running; i++) {
         const struct allot_job *j = &q->jobs[q->running[i]];
@@ -1728,6 +2061,7 @@ static const struct allot_queue_policy_ops order_fair = {
     .name = "fair",
     .summary = "tenants by dominant share over weight with decaying history; then priority, age",
     .per_tenant = true,
+    .user_share = true,
     .key = key_fair};
 
 const struct allot_queue_policy_ops *const allot_queue_policies[] = {&order_fair, &order_fifo,

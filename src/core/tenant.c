@@ -3,6 +3,12 @@
  * docs/tenancy.md). Tenants live in one array; children are linked through
  * first_child/next_sibling. Trees are small (hundreds of tenants), so
  * lookups scan.
+ *
+ * What a subtree withholds (keep(), the admission rule's W) is cached per
+ * tenant and resource: charging a job changes it only on the job's path,
+ * so a charge invalidates those entries; anything else that may change it
+ * (time and the lending hold, quotas, the tree) bumps a generation that
+ * invalidates every entry. An admission test is then O(depth).
  */
 #include "allot/tenant.h"
 
@@ -17,6 +23,15 @@ struct allot_tenants {
     int n;
     size_t cap;
     double hold_half_life_s; /* lending hold, 0 = off */
+    struct keep_memo *memo;  /* owned: per tenant x ALLOT_RES_MAX, cached keep() */
+    size_t memo_cap;
+    uint64_t gen; /* memo entries of another generation are stale; >= 1 */
+};
+
+/* keep() of one tenant and resource, and the sum over its children. */
+struct keep_memo {
+    int64_t keep, kids;
+    uint64_t gen;
 };
 
 static void quota_default(struct allot_tenant *t)
@@ -35,8 +50,13 @@ static int tenant_append(struct allot_tenants *t, const char *name, size_t n, in
     size_t plen = parent >= 0 ? strlen(t->v[parent].path) : 0;
     char *nm, *path;
 
-    if (allot_grow((void **)&t->v, &t->cap, (size_t)t->n + 1, sizeof(*t->v)))
+    size_t mold = t->memo_cap;
+
+    if (allot_grow((void **)&t->v, &t->cap, (size_t)t->n + 1, sizeof(*t->v)) ||
+        allot_grow((void **)&t->memo, &t->memo_cap, ((size_t)t->n + 1) * ALLOT_RES_MAX,
+                   sizeof(*t->memo)))
         return ALLOT_ENOMEM;
+    memset(t->memo + mold, 0, (t->memo_cap - mold) * sizeof(*t->memo));
     nm = allot_malloc(n + 1);
     path = allot_malloc(plen + n + 2);
     if (!nm || !path) {
@@ -82,6 +102,7 @@ struct allot_tenants *allot_tenants_new(const struct allot_catalog *cat)
     if (!t)
         return NULL;
     t->cat = cat;
+    t->gen = 1;
     if (tenant_append(t, "", 0, -1) < 0) {
         allot_tenants_free(t); /* the array may have grown */
         return NULL;
@@ -98,6 +119,7 @@ void allot_tenants_free(struct allot_tenants *t)
         allot_free(t->v[i].path);
     }
     allot_free(t->v);
+    allot_free(t->memo);
     allot_free(t);
 }
 
@@ -189,6 +211,7 @@ int allot_tenants_add(struct allot_tenants *t, const char *path, char *err, size
         allot_fmt(err, errlen, "tenant \"%s\" already exists", path);
         return ALLOT_EEXIST;
     }
+    t->gen++;
     return cur;
 }
 
@@ -210,6 +233,7 @@ int allot_tenants_set_quota(struct allot_tenants *t, int i, int res, struct allo
     if (res >= ALLOT_RES_MODEL0 && res - ALLOT_RES_MODEL0 >= t->cat->n_models)
         return ALLOT_EINVAL;
     t->v[i].quota[res] = q;
+    t->gen++;
     return 0;
 }
 
@@ -237,6 +261,7 @@ void allot_tenants_fill_nominal(struct allot_tenants *t)
 {
     for (int k = 0; k < ALLOT_RES_MAX; k++)
         fill_one(t, 0, k);
+    t->gen++;
 }
 
 /* Unused nominal of c that it does not lend: max(0, N - L - U), and with
@@ -262,17 +287,33 @@ static int64_t reserved(const struct allot_tenants *t, const struct allot_tenant
 void allot_tenants_set_hold(struct allot_tenants *t, double half_life_s)
 {
     t->hold_half_life_s = half_life_s > 0 ? half_life_s : 0;
+    t->gen++;
 }
 
 /* What subtree i withholds from tenants outside it: its own reservation or
  * its children's together, whichever is larger. */
 static int64_t keep(const struct allot_tenants *t, int i, int k)
 {
-    int64_t sum = 0, own = reserved(t, &t->v[i], k);
+    struct keep_memo *m = &t->memo[(size_t)i * ALLOT_RES_MAX + (size_t)k];
+    int64_t sum = 0, own;
 
+    if (m->gen == t->gen)
+        return m->keep;
+    own = reserved(t, &t->v[i], k);
     for (int c = t->v[i].first_child; c >= 0; c = t->v[c].next_sibling)
         sum += keep(t, c, k);
-    return own > sum ? own : sum;
+    m->kids = sum;
+    m->keep = own > sum ? own : sum;
+    m->gen = t->gen;
+    return m->keep;
+}
+
+/* What the children of i other than `except` withhold together. */
+static int64_t keep_others(const struct allot_tenants *t, int i, int except, int k)
+{
+    (void)keep(t, i, k); /* makes the children's sum current */
+    return t->memo[(size_t)i * ALLOT_RES_MAX + (size_t)k].kids -
+           (except >= 0 ? keep(t, except, k) : 0);
 }
 
 bool allot_tenants_admits(const struct allot_tenants *t, int i, const struct allot_resvec *r,
@@ -287,9 +328,7 @@ bool allot_tenants_admits(const struct allot_tenants *t, int i, const struct all
             const struct allot_tenant *x = &t->v[a];
             const struct allot_quota *q = &x->quota[k];
             int64_t limit;
-            for (int c = x->first_child; c >= 0; c = t->v[c].next_sibling)
-                if (c != below)
-                    withheld += keep(t, c, k);
+            withheld += keep_others(t, a, below, k);
             if (q->nominal == ALLOT_UNLIMITED)
                 continue;
             limit = q->nominal;
@@ -325,6 +364,8 @@ void allot_tenants_charge(struct allot_tenants *t, int i, const struct allot_res
 {
     for (int a = i; a >= 0; a = t->v[a].parent)
         for (int k = 0; k < ALLOT_RES_MAX; k++) {
+            /* what a's subtree withholds may change; subtrees off the path keep theirs */
+            t->memo[(size_t)a * ALLOT_RES_MAX + (size_t)k].gen = 0;
             t->v[a].usage[k] += sign * r->v[k];
             if (t->v[a].peak[k] < (double)t->v[a].usage[k])
                 t->v[a].peak[k] = (double)t->v[a].usage[k];
@@ -347,6 +388,8 @@ static double dominant(const struct allot_tenant *x, const struct allot_resvec *
 void allot_tenants_advance(struct allot_tenants *t, int64_t now, double half_life_s,
                            const struct allot_resvec *capacity)
 {
+    /* recent peaks decay, and callers may have edited tenants in between */
+    t->gen++;
     for (int i = 0; i < t->n; i++) {
         struct allot_tenant *x = &t->v[i];
         double dt = (double)(now - x->history_at);
