@@ -541,6 +541,13 @@ static int sq_open(const char *path, const struct allot_store_opts *opts, struct
     }
     if ((rc = sq_check_schema(s, opts, err, errlen)) != 0)
         goto fail;
+    /* the statements that end a batch are prepared now, so that undoing a
+     * write never needs memory to prepare them */
+    for (int i = SQ_BEGIN; i <= SQ_ROLLBACK_TO; i++)
+        if (!sq_stmt(s, i, &rc)) {
+            allot_fmt(err, errlen, "sqlite: %s: %s", path, s->base.err);
+            goto fail;
+        }
     s->base.err[0] = '\0';
     *out = &s->base;
     return 0;

@@ -1316,6 +1316,69 @@ static void *gc_thread_main(void *arg)
     return NULL;
 }
 
+/* Two handles writing at once without a group committer: the second waits
+ * for the write lock (busy timeout) instead of failing. */
+struct writer {
+    const struct fix *f;
+    int id, errors;
+};
+
+static void *writer_main(void *arg)
+{
+    struct writer *w = arg;
+    struct allot_store *st = NULL;
+    char err[256], name[32];
+
+    if (allot_store_open(w->f->url, NULL, &st, err, sizeof err) != 0) {
+        w->errors++;
+        return NULL;
+    }
+    for (int i = 0; i < 100; i++) {
+        struct allot_store_job j = mkjob("two", name, w->id);
+        struct allot_store_audit a = {.time = i, .token_id = w->id};
+        int64_t id;
+
+        allot_fmt(name, sizeof name, "w%d-%d", w->id, i);
+        a.action = (char *)"job.submit";
+        a.target = a.result = name;
+        if (i % 2) {
+            w->errors += allot_store_job_submit(st, &j, &id, NULL) != 0;
+            w->errors += allot_store_audit_append(st, &a, NULL) != 0;
+        } else if (allot_store_begin(st) == 0) {
+            w->errors += allot_store_job_submit(st, &j, &id, NULL) != 0;
+            w->errors += allot_store_audit_append(st, &a, NULL) != 0;
+            w->errors += allot_store_commit(st) != 0;
+        } else {
+            w->errors++;
+        }
+    }
+    allot_store_close(st);
+    return NULL;
+}
+
+static void test_two_writers(void **state)
+{
+    struct fix *f = *state;
+    struct allot_store *st = open_ok(f);
+    struct writer w[2] = {{f, 1, 0}, {f, 2, 0}};
+    struct allot_store_job_filter fl = {.tenant = "two"};
+    pthread_t t[2];
+    int64_t seq;
+    uint8_t h[ALLOT_STORE_HASH_LEN];
+
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_create(&t[i], NULL, writer_main, &w[i]), 0);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(pthread_join(t[i], NULL), 0);
+        assert_int_equal(w[i].errors, 0);
+    }
+    assert_int_equal(count_jobs(st, fl), 200);
+    assert_int_equal(allot_store_audit_head(st, &seq, h), 0);
+    assert_int_equal(seq, 200);
+    assert_int_equal(allot_store_audit_verify(st, NULL, NULL, 0), 0);
+    allot_store_close(st);
+}
+
 static void test_group_commit(void **state)
 {
     struct fix *f = *state;
@@ -1428,6 +1491,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_alloc_failures, setup, teardown),
         cmocka_unit_test_setup_teardown(test_open_alloc_failures, setup, teardown),
         cmocka_unit_test_setup_teardown(test_crash, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_two_writers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_group_commit, setup, teardown),
     };
 
