@@ -162,8 +162,9 @@ void allot_store_job_clear(struct allot_store_job *j);
 int allot_store_job_submit(struct allot_store *st, const struct allot_store_job *job, int64_t *id,
                            bool *existed);
 
-/* Reads job `id` into *out (cleared first by the caller or zeroed). Returns
- * 0, ALLOT_ENOENT, ALLOT_EIO or ALLOT_ENOMEM (*out then holds nothing). */
+/* Reads job `id` with its dependencies into *out, which is overwritten
+ * (clear a job filled before first). Returns 0, ALLOT_ENOENT, ALLOT_EIO or
+ * ALLOT_ENOMEM (*out then holds nothing). */
 int allot_store_job_get(struct allot_store *st, int64_t id, struct allot_store_job *out);
 
 /* Writes the mutable fields of job->id: state, placement, pending reason,
@@ -343,7 +344,8 @@ struct allot_store_audit {
 };
 
 /* Appends an entry (seq and hashes are computed, the caller's ignored);
- * *seq (may be NULL) gets its number. */
+ * *seq (may be NULL) gets its number. Append it in the batch of the
+ * mutation it records, so that both commit or neither. */
 int allot_store_audit_append(struct allot_store *st, const struct allot_store_audit *e,
                              int64_t *seq);
 /* Up to `limit` entries with seq > after_seq, in order. */

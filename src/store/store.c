@@ -330,6 +330,10 @@ int allot_store_job_list(struct allot_store *st, const struct allot_store_job_fi
         g.limit = 100;
     if (g.name_prefix && !*g.name_prefix)
         g.name_prefix = NULL; /* every name starts with "" */
+    if (g.tenant && !*g.tenant && g.tenant_subtree) {
+        g.tenant = NULL; /* the root's subtree: every tenant */
+        g.tenant_subtree = false;
+    }
     if (g.limit < 0 || g.limit > ALLOT_STORE_PAGE_MAX || g.cursor < 0 ||
         g.states >= (1u << ALLOT_SJ_NSTATES) || (g.tenant_subtree && !g.tenant)) {
         store_set_err(st, "bad job filter");

@@ -265,7 +265,9 @@ int sq_col_text(sqlite3_stmt *st, int i, char **out)
     if (sqlite3_column_type(st, i) == SQLITE_NULL)
         return 0;
     t = sqlite3_column_text(st, i);
-    if (!t)
+    if (!t && sqlite3_column_bytes(st, i) == 0)
+        t = (const unsigned char *)""; /* an empty blob (a hand-edited row) */
+    else if (!t)
         return ALLOT_ENOMEM; /* a non-NULL value SQLite failed to convert */
     *out = store_dupn((const char *)t, (size_t)sqlite3_column_bytes(st, i));
     return *out ? 0 : ALLOT_ENOMEM;

@@ -740,7 +740,7 @@ static bool paged_match(const struct paged *p, const struct allot_store_job_filt
 {
     const char *t = paged_tenants[p->tenant];
 
-    if (fl->tenant && strcmp(t, fl->tenant) != 0 &&
+    if (fl->tenant && !(fl->tenant_subtree && !*fl->tenant) && strcmp(t, fl->tenant) != 0 &&
         !(fl->tenant_subtree && strncmp(t, fl->tenant, strlen(fl->tenant)) == 0 &&
           t[strlen(fl->tenant)] == '/'))
         return false;
@@ -832,6 +832,10 @@ static void test_paging(void **state)
         fl.name_prefix = "zzz";
         check_listing(st, all, fl);
         fl = (struct allot_store_job_filter){.limit = 10000, .newest_first = order};
+        check_listing(st, all, fl);
+        fl.tenant = ""; /* the root's subtree: everything */
+        fl.tenant_subtree = true;
+        fl.limit = 4000;
         check_listing(st, all, fl);
     }
     /* live jobs only: what allotd loads at start */
