@@ -46,7 +46,8 @@ struct allot_queue {
     int *running; /* owned: ids (running or stopping) */
     size_t n_running, running_cap;
     struct allot_resvec capacity;
-    struct user_use *users; /* owned: GPU use per (tenant, user), sorted, per cycle */
+    struct user_use *users; /* owned: GPU use per (tenant, user), sorted by key, kept
+                               current as jobs start and leave (orders with user_share) */
     size_t n_users, users_cap;
     uint64_t run_epoch;        /* bumped whenever a job starts or leaves the cluster */
     uint64_t leave_epoch;      /* bumped whenever a job leaves the cluster */
@@ -406,6 +407,53 @@ static void job_model_usage(const struct allot_queue *q, const struct allot_job 
     }
 }
 
+/* ---- GPUs per user (fair order) -------------------------------------------------------- */
+
+static int cmp_user(const void *a, const void *b)
+{
+    const struct user_use *x = a, *y = b;
+
+    return x->key < y->key ? -1 : x->key > y->key;
+}
+
+static int64_t user_key(const struct allot_job *j)
+{
+    return (int64_t)j->spec.tenant << 32 | (uint32_t)j->spec.user;
+}
+
+/* Makes room for one more user, so that users_add cannot fail. */
+static int users_reserve(struct allot_queue *q)
+{
+    return allot_grow((void **)&q->users, &q->users_cap, q->n_users + 1, sizeof(*q->users))
+               ? ALLOT_ENOMEM
+               : 0;
+}
+
+/* Adds (sign +1) or removes (-1) running job j's GPUs to its user's use. */
+static void users_add(struct allot_queue *q, const struct allot_job *j, int sign)
+{
+    size_t lo = 0, hi = q->n_users;
+    int64_t key = user_key(j);
+
+    if (!q->order->user_share)
+        return;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (q->users[mid].key < key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == q->n_users || q->users[lo].key != key) {
+        if (ALLOT_NEVER(sign < 0 || q->n_users >= q->users_cap))
+            return;
+        memmove(q->users + lo + 1, q->users + lo, (q->n_users - lo) * sizeof(*q->users));
+        q->users[lo] = (struct user_use){.key = key, .milli = 0};
+        q->n_users++;
+    }
+    q->users[lo].milli += sign * j->req.v[ALLOT_RES_GPU];
+}
+
 /* ---- the index of running jobs (victim candidates) ------------------------------------ */
 
 /* Makes room in the per-tenant index for tenant id `tenant`. */
@@ -473,6 +521,7 @@ static void job_leave(struct allot_queue *q, struct allot_job *j, int64_t now)
     j->pl = NULL;
     list_del(q->running, &q->n_running, j->id);
     index_del(q, j);
+    users_add(q, j, -1);
 }
 
 /* Releases a running job's placements and quota. The caller reserved room
@@ -708,6 +757,7 @@ static void job_start(struct allot_queue *q, struct allot_job *j, int64_t now)
     job_model_usage(q, j, &use);
     j->borrowed = !allot_tenants_in_nominal(q->t, j->spec.tenant, &use);
     index_add(q, j);
+    users_add(q, j, +1);
     allot_tenants_charge(q->t, j->spec.tenant, &use, +1);
     j->state = ALLOT_JOB_RUNNING;
     q->run_epoch++;
@@ -1557,8 +1607,6 @@ static int try_preempt(struct allot_queue *q, struct allot_job *j, int64_t now)
 
 /* ---- the cycle ---------------------------------------------------------------------------- */
 
-static int users_rebuild(struct allot_queue *q);
-
 struct reservation {
     int holder;     /* job id, -1 when none */
     int64_t shadow; /* expected start of the holder */
@@ -1698,7 +1746,7 @@ static int consider(struct allot_queue *q, struct allot_job *j, int64_t now, str
     }
     /* room to start it, so that job_start cannot fail */
     if (list_reserve(&q->running, q->n_running, &q->running_cap, 1) ||
-        index_reserve(q, j->spec.tenant))
+        index_reserve(q, j->spec.tenant) || users_reserve(q))
         return ALLOT_ENOMEM;
     if (q->o.quotas &&
         !allot_tenants_admits(q->t, j->spec.tenant, &j->req, q->o.borrowing, &who, &res)) {
@@ -1758,8 +1806,6 @@ static int cycle_begin(struct allot_queue *q, int64_t now, struct reservation *r
     q->searches_left = q->o.preempt_searches > 0 ? q->o.preempt_searches : 32;
     q->n_first = 0;
     rc = stop_due(q, now);
-    if (rc == 0 && q->order->user_share)
-        rc = users_rebuild(q);
     for (size_t i = 0; i < q->n_first && rc == 0; i++)
         if (q->jobs[q->first[i]].state == ALLOT_JOB_PENDING)
             rc = consider(q, &q->jobs[q->first[i]], now, r);
@@ -1993,44 +2039,9 @@ static void key_sjf(const struct allot_queue *q, const struct allot_job *j, int6
     k[2] = k[3] = 0;
 }
 
-static int cmp_user(const void *a, const void *b)
-{
-    const struct user_use *x = a, *y = b;
-
-    return x->key < y->key ? -1 : x->key > y->key;
-}
-
-/* Rebuilds the per-user GPU use table from the running jobs. */
-static int users_rebuild(struct allot_queue *q)
-{
-    q->n_users = 0;
-    for (size_t i = 0; i < q->n_running; i++) {
-        const struct allot_job *j = &q->jobs[q->running[i]];
-        if (allot_grow((void **)&q->users, &q->users_cap, q->n_users + 1, sizeof(*q->users)))
-            return ALLOT_ENOMEM;
-        q->users[q->n_users].key = (int64_t)j->spec.tenant << 32 | (uint32_t)j->spec.user;
-        q->users[q->n_users].milli = j->req.v[ALLOT_RES_GPU];
-        q->n_users++;
-    }
-    if (q->n_users > 1)
-        qsort(q->users, q->n_users, sizeof(*q->users), cmp_user);
-    /* fold equal keys into the first of each run */
-    {
-        size_t w = 0;
-        for (size_t i = 0; i < q->n_users; i++) {
-            if (w > 0 && q->users[w - 1].key == q->users[i].key)
-                q->users[w - 1].milli += q->users[i].milli;
-            else
-                q->users[w++] = q->users[i];
-        }
-        q->n_users = w;
-    }
-    return 0;
-}
-
 static int64_t user_milli(const struct allot_queue *q, const struct allot_job *j)
 {
-    struct user_use k = {.key = (int64_t)j->spec.tenant << 32 | (uint32_t)j->spec.user};
+    struct user_use k = {.key = user_key(j)};
     const struct user_use *u =
         q->n_users ? bsearch(&k, q->users, q->n_users, sizeof(k), cmp_user) : NULL;
 
