@@ -1,7 +1,9 @@
 /*
  * The multi-tenant job queue (see queue.h for the cycle and guarantees,
  * docs/tenancy.md for the rules). Jobs live in one array indexed by id;
- * pending and running jobs are kept in two id lists.
+ * pending and running jobs are kept in two id lists, running jobs also in
+ * an index by tenant and of borrowed work (the victim search's pools). The
+ * state is declared in queue_int.h; the victim search is queue_preempt.c.
  *
  * Standing (who may preempt whom): a job may preempt another only when the
  * victim is preemptible, past its minimum runtime, and either of lower
@@ -26,70 +28,10 @@
  * per-GPU task counts, CPU and memory equal those of the running jobs and
  * orphans.
  */
-#include "allot/queue.h"
+#include "queue_int.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-struct allot_queue {
-    struct allot_cluster *c;    /* borrowed */
-    struct allot_tenants *t;    /* borrowed */
-    struct allot_sched *placer; /* owned */
-    const struct allot_queue_policy_ops *order;
-    struct allot_queue_opts o;
-    struct allot_prio_class prio[ALLOT_PRIO_CLASSES];
-    int n_prio;
-    struct allot_job *jobs; /* owned, by id */
-    size_t n_jobs, jobs_cap;
-    int *pending; /* owned: ids */
-    size_t n_pending, pending_cap;
-    int *running; /* owned: ids (running or stopping) */
-    size_t n_running, running_cap;
-    struct allot_resvec capacity;
-    struct user_use *users; /* owned: GPU use per (tenant, user), sorted by key, kept
-                               current as jobs start and leave (orders with user_share) */
-    size_t n_users, users_cap;
-    uint64_t run_epoch;        /* bumped whenever a job starts or leaves the cluster */
-    uint64_t leave_epoch;      /* bumped whenever a job leaves the cluster */
-    uint64_t starts;           /* jobs started so far */
-    int64_t min_runtime_floor; /* the least minimum runtime of any job started */
-    int *first;                /* owned: jobs whose victims just stopped (this cycle) */
-    size_t n_first, first_cap;
-    struct allot_placement *orphans; /* owned: held by the cluster for no job (see top) */
-    size_t n_orphans, orphans_cap;
-    size_t orphans_keep; /* orphan room every reservation leaves free on top (a trial's
-                            victims, should one have to be evicted) */
-    int *ten_head;       /* owned, per tenant id: first running job (ten_next links), -1 */
-    size_t ten_cap;
-    int bor_head;         /* first running borrowed job (bor_next links), -1 */
-    int searches_left;    /* victim searches this cycle may still run */
-    struct las_pool *las; /* owned: LAS candidates across tenants, per cycle (see below) */
-    int64_t wakeup;
-    allot_decision_fn fn;
-    void *ud;
-};
-
-/* GPU milli a user of a tenant holds (fair share of users inside a tenant). */
-struct user_use {
-    int64_t key; /* tenant << 32 | user */
-    int64_t milli;
-};
-
-/*
- * Two-queue LAS without quotas lets a job in the first queue preempt any
- * running job of the same priority that has had the threshold's worth of
- * service. Those candidates are the same for every such job of one
- * priority at one time, so they are gathered once (cheapest first) and
- * reused until a job starts or stops or time moves on.
- */
-struct las_pool {
-    uint64_t epoch;    /* 1 while valid for `now`; 0: rebuild (see las_pool_started) */
-    int64_t now;       /* time it was built at */
-    int prio;          /* the priority it was built for */
-    struct victim *vs; /* owned: eligible running jobs, cheapest first */
-    size_t n, cap;
-    int64_t recheck_at; /* when a running job not eligible now may become so */
-};
 
 /* ---- small helpers -------------------------------------------------------- */
 
@@ -103,40 +45,11 @@ static void list_del(int *v, size_t *n, int id)
         }
 }
 
-static int job_prio(const struct allot_queue *q, const struct allot_job *j)
-{
-    return j->spec.prio_class >= 0 ? q->prio[j->spec.prio_class].value : 0;
-}
-
-static bool job_preemptible(const struct allot_queue *q, const struct allot_job *j)
-{
-    if (j->spec.qos == ALLOT_QOS_BEST_EFFORT)
-        return true;
-    return j->spec.prio_class < 0 || q->prio[j->spec.prio_class].preemptible;
-}
-
-static int job_gpus(const struct allot_job *j)
-{
-    return (int)(j->req.v[ALLOT_RES_GPU] / ALLOT_MILLI);
-}
-
-static void emit(struct allot_queue *q, int kind, const struct allot_job *j, const char *why)
-{
-    if (q->fn)
-        q->fn(kind, j, why, q->ud);
-}
-
 /* ---- writing the cluster (through the scheduler) --------------------------------- */
-
-/* Makes room for n more entries in list v so that adding them cannot fail. */
-static int list_reserve(int **v, size_t n_used, size_t *cap, size_t n)
-{
-    return allot_grow((void **)v, cap, n_used + n, sizeof(**v)) ? ALLOT_ENOMEM : 0;
-}
 
 /* Makes room for n more orphans, so that pl_release cannot lose one, on
  * top of the q->orphans_keep that a victim trial holds for itself. */
-static int orphans_reserve(struct allot_queue *q, size_t n)
+int queue_orphans_reserve(struct allot_queue *q, size_t n)
 {
     return allot_grow((void **)&q->orphans, &q->orphans_cap, q->n_orphans + n + q->orphans_keep,
                       sizeof(*q->orphans))
@@ -159,7 +72,7 @@ static void pl_release(struct allot_queue *q, const struct allot_placement *p)
 
 /* Releases pl[0..n) in reverse order (see pl_release; room for n orphans
  * reserved by the caller). */
-static void pl_release_all(struct allot_queue *q, const struct allot_placement *pl, int n)
+void queue_pl_release_all(struct allot_queue *q, const struct allot_placement *pl, int n)
 {
     while (n-- > 0)
         pl_release(q, &pl[n]);
@@ -173,7 +86,7 @@ static int pl_apply_all(struct allot_queue *q, const struct allot_placement *pl,
     for (int k = 0; k < n; k++) {
         int rc = allot_sched_apply(q->placer, &pl[k]);
         if (rc) {
-            pl_release_all(q, pl, k);
+            queue_pl_release_all(q, pl, k);
             return rc;
         }
     }
@@ -181,7 +94,7 @@ static int pl_apply_all(struct allot_queue *q, const struct allot_placement *pl,
 }
 
 /* Tries again to release the orphans; keeps those the cluster still refuses. */
-static void orphans_retry(struct allot_queue *q)
+void queue_orphans_retry(struct allot_queue *q)
 {
     size_t w = 0;
 
@@ -255,9 +168,7 @@ void allot_queue_free(struct allot_queue *q)
     allot_free(q->first);
     allot_free(q->orphans);
     allot_free(q->ten_head);
-    if (q->las)
-        allot_free(q->las->vs);
-    allot_free(q->las);
+    queue_las_free(q->las);
     allot_sched_free(q->placer);
     allot_free(q);
 }
@@ -395,8 +306,7 @@ oom:
 /* ---- running and stopping --------------------------------------------------------- */
 
 /* Per-model GPU usage of a placed job. */
-static void job_model_usage(const struct allot_queue *q, const struct allot_job *j,
-                            struct allot_resvec *r)
+void queue_job_usage(const struct allot_queue *q, const struct allot_job *j, struct allot_resvec *r)
 {
     *r = j->req;
     for (int k = 0; k < j->spec.n_tasks; k++) {
@@ -508,9 +418,9 @@ static void index_del(struct allot_queue *q, struct allot_job *j)
 
 /* A running or stopping job leaves the cluster: the bookkeeping once its
  * placements are released and its usage uncharged. Never fails. */
-static void job_leave(struct allot_queue *q, struct allot_job *j, int64_t now)
+void queue_job_leave(struct allot_queue *q, struct allot_job *j, int64_t now)
 {
-    j->attained_s += (now - j->start) * job_gpus(j);
+    j->attained_s += (now - j->start) * queue_job_gpus(j);
     if (j->state == ALLOT_JOB_STOPPING && j->preempted_for >= 0) {
         q->jobs[j->preempted_for].stopping_victims--;
         j->preempted_for = -1;
@@ -526,18 +436,18 @@ static void job_leave(struct allot_queue *q, struct allot_job *j, int64_t now)
 
 /* Releases a running job's placements and quota. The caller reserved room
  * for its tasks as orphans (orphans_reserve), so it cannot fail. */
-static void job_unplace(struct allot_queue *q, struct allot_job *j, int64_t now)
+void queue_job_unplace(struct allot_queue *q, struct allot_job *j, int64_t now)
 {
     struct allot_resvec use;
 
-    job_model_usage(q, j, &use);
+    queue_job_usage(q, j, &use);
     allot_tenants_charge(q->t, j->spec.tenant, &use, -1);
-    pl_release_all(q, j->pl, j->spec.n_tasks);
-    job_leave(q, j, now);
+    queue_pl_release_all(q, j->pl, j->spec.n_tasks);
+    queue_job_leave(q, j, now);
 }
 
 /* Puts j back into the pending list; the caller reserved room in it. */
-static void requeue(struct allot_queue *q, struct allot_job *j, int64_t now)
+void queue_requeue(struct allot_queue *q, struct allot_job *j, int64_t now)
 {
     if (!ALLOT_NEVER(q->n_pending >= q->pending_cap))
         q->pending[q->n_pending++] = j->id;
@@ -550,10 +460,10 @@ static void requeue(struct allot_queue *q, struct allot_job *j, int64_t now)
 static int job_end(struct allot_queue *q, struct allot_job *j, int64_t now, int why)
 {
     if (j->state != ALLOT_JOB_PENDING) {
-        if (orphans_reserve(q, (size_t)j->spec.n_tasks))
+        if (queue_orphans_reserve(q, (size_t)j->spec.n_tasks))
             return ALLOT_ENOMEM;
-        orphans_retry(q);
-        job_unplace(q, j, now);
+        queue_orphans_retry(q);
+        queue_job_unplace(q, j, now);
     } else {
         list_del(q->pending, &q->n_pending, j->id);
     }
@@ -604,7 +514,7 @@ static bool place_in_rack(struct allot_queue *q, const struct allot_job *j, int 
     }
     if (placed == j->spec.n_tasks)
         return true;
-    pl_release_all(q, pl, placed);
+    queue_pl_release_all(q, pl, placed);
     return false;
 }
 
@@ -642,7 +552,7 @@ static int gang_lift(struct allot_queue *q, struct allot_job *j)
             continue;
         /* tasks k+1.. are off, 0..k still on: put the others back */
         if (pl_apply_all(q, &j->pl[k + 1], n - k - 1) != 0) {
-            pl_release_all(q, j->pl, k + 1);
+            queue_pl_release_all(q, j->pl, k + 1);
             allot_free(j->pl);
             j->pl = NULL;
             return ALLOT_ENOMEM;
@@ -667,7 +577,7 @@ static int gang_prefer_rack(struct allot_queue *q, struct allot_job *j)
     if (nr <= 1)
         return 0;
     alt = allot_calloc((size_t)n, sizeof(*alt));
-    if (!alt || orphans_reserve(q, 2 * (size_t)n)) {
+    if (!alt || queue_orphans_reserve(q, 2 * (size_t)n)) {
         allot_free(alt);
         return 0; /* keep the policy's placement */
     }
@@ -682,7 +592,7 @@ static int gang_prefer_rack(struct allot_queue *q, struct allot_job *j)
             if (counts[i] > counts[best])
                 best = i;
         /* room for a failed try's orphans and for putting the policy's placement back */
-        if (counts[best] < 0 || orphans_reserve(q, 2 * (size_t)n))
+        if (counts[best] < 0 || queue_orphans_reserve(q, 2 * (size_t)n))
             break;
         counts[best] = -1;
         if (place_in_rack(q, j, racks[best], alt)) {
@@ -706,12 +616,12 @@ static int gang_prefer_rack(struct allot_queue *q, struct allot_job *j)
  * (nothing of j applied). On success room for n_tasks orphans is still
  * reserved (every step that used some reserved its own first), so
  * gang_unplace cannot fail. */
-static int gang_place(struct allot_queue *q, struct allot_job *j)
+int queue_gang_place(struct allot_queue *q, struct allot_job *j)
 {
     struct allot_placement *pl;
     int k, rc = 0;
 
-    if (orphans_reserve(q, (size_t)j->spec.n_tasks))
+    if (queue_orphans_reserve(q, (size_t)j->spec.n_tasks))
         return ALLOT_ENOMEM;
     pl = allot_calloc((size_t)j->spec.n_tasks, sizeof(*pl));
     if (!pl)
@@ -722,7 +632,7 @@ static int gang_place(struct allot_queue *q, struct allot_job *j)
             break;
     }
     if (rc) {
-        pl_release_all(q, pl, k);
+        queue_pl_release_all(q, pl, k);
         allot_free(pl);
         return rc;
     }
@@ -736,14 +646,12 @@ static int gang_place(struct allot_queue *q, struct allot_job *j)
 }
 
 /* Releases a gang placed by gang_place (not started). */
-static void gang_unplace(struct allot_queue *q, struct allot_job *j)
+void queue_gang_unplace(struct allot_queue *q, struct allot_job *j)
 {
-    pl_release_all(q, j->pl, j->spec.n_tasks);
+    queue_pl_release_all(q, j->pl, j->spec.n_tasks);
     allot_free(j->pl);
     j->pl = NULL;
 }
-
-static void las_pool_started(struct allot_queue *q, const struct allot_job *v, int64_t now);
 
 /* Commits a placed job: charges quota, marks it running, emits START. The
  * caller reserved room in the running list (job_start_reserve). */
@@ -754,7 +662,7 @@ static void job_start(struct allot_queue *q, struct allot_job *j, int64_t now)
     if (!ALLOT_NEVER(q->n_running >= q->running_cap))
         q->running[q->n_running++] = j->id;
     list_del(q->pending, &q->n_pending, j->id);
-    job_model_usage(q, j, &use);
+    queue_job_usage(q, j, &use);
     j->borrowed = !allot_tenants_in_nominal(q->t, j->spec.tenant, &use);
     index_add(q, j);
     users_add(q, j, +1);
@@ -766,12 +674,10 @@ static void job_start(struct allot_queue *q, struct allot_job *j, int64_t now)
         q->min_runtime_floor = j->spec.min_runtime_s;
     j->start = now;
     j->runs++;
-    las_pool_started(q, j, now);
+    queue_las_started(q, j, now);
     j->why.kind = ALLOT_WHY_RUNNING;
-    emit(q, ALLOT_DEC_START, j, j->borrowed ? "started on borrowed capacity" : "started");
+    queue_emit(q, ALLOT_DEC_START, j, j->borrowed ? "started on borrowed capacity" : "started");
 }
-
-static const char *preempt_text(int kind);
 
 /* ---- pending reasons -------------------------------------------------------------------- */
 
@@ -793,8 +699,7 @@ static void amount_text(char *buf, size_t len, int res, int64_t v)
         allot_fmt(buf, len, "%lld MiB", (long long)v);
 }
 
-static void set_why(struct allot_job *j, int kind, int who, int res, int other, int64_t a,
-                    int64_t b)
+void queue_set_why(struct allot_job *j, int kind, int who, int res, int other, int64_t a, int64_t b)
 {
     j->why =
         (struct allot_why){.kind = kind, .who = who, .res = res, .other = other, .a = a, .b = b};
@@ -906,7 +811,7 @@ const char *allot_queue_reason(struct allot_queue *q, int id)
                       q->jobs[w->other].name, (long long)w->a);
         break;
     case ALLOT_WHY_PREEMPTED:
-        allot_fmt(r, n, "requeued: %s job %s", preempt_text(w->res), q->jobs[w->other].name);
+        allot_fmt(r, n, "requeued: %s job %s", queue_preempt_text(w->res), q->jobs[w->other].name);
         break;
     case ALLOT_WHY_EVICTED:
         allot_fmt(r, n,
@@ -929,680 +834,6 @@ const char *allot_queue_reason(struct allot_queue *q, int id)
         allot_fmt(r, n, "unknown");
     }
     return r;
-}
-
-/* ---- preemption and reclaim ------------------------------------------------------------- */
-
-struct victim {
-    int id;
-    int64_t cost; /* GPU-seconds of work lost */
-    int borrowed;
-};
-
-static int cmp_victim(const void *a, const void *b)
-{
-    const struct victim *x = a, *y = b;
-
-    if (x->borrowed != y->borrowed)
-        return y->borrowed - x->borrowed; /* borrowed first */
-    if (x->cost != y->cost)
-        return x->cost < y->cost ? -1 : 1;
-    return x->id - y->id;
-}
-
-/* Seconds of work a preemption of v (running for `ran` s) throws away: the
- * work since its last checkpoint, counted at the end of the grace period;
- * all of it for a job that cannot checkpoint. */
-static int64_t lost_work(const struct allot_queue *q, const struct allot_job *v, int64_t ran)
-{
-    int64_t c = v->spec.checkpoint_interval_s;
-
-    if (!v->spec.checkpointable)
-        return ran;
-    ran += q->o.grace_s;
-    return c > 0 ? ran % c : ran;
-}
-
-/* True when quota (not room) is what keeps j out right now. */
-static bool quota_blocked(struct allot_queue *q, const struct allot_job *j)
-{
-    return q->o.quotas &&
-           !allot_tenants_admits(q->t, j->spec.tenant, &j->req, q->o.borrowing, NULL, NULL);
-}
-
-/* May running job v be preempted for pending job j (the standing rule)? */
-static bool may_preempt(const struct allot_queue *q, const struct allot_job *j, bool j_in_nominal,
-                        const struct allot_job *v, int64_t now)
-{
-    if (v->state != ALLOT_JOB_RUNNING || !job_preemptible(q, v) ||
-        now - v->start < v->spec.min_runtime_s)
-        return false;
-    /* never turn on a job that preempted j: no two jobs preempt each other */
-    for (int i = 0; i < j->n_preemptors; i++)
-        if (j->preemptors[i] == v->id)
-            return false;
-    /* standing inside a tenant (everywhere without quotas): priority, then
-     * the two-queue LAS level (a job that has had less than the threshold
-     * of GPU-time outranks one that has had more) */
-    if (v->spec.tenant == j->spec.tenant || !q->o.quotas) {
-        int64_t v_att = v->attained_s + (now - v->start) * job_gpus(v);
-        if (job_prio(q, v) != job_prio(q, j))
-            return job_prio(q, v) < job_prio(q, j) && v->spec.tenant == j->spec.tenant;
-        return q->o.las_threshold_gpu_s > 0 && j->attained_s < q->o.las_threshold_gpu_s &&
-               v_att >= q->o.las_threshold_gpu_s;
-    }
-    /* reclaim: only borrowed work, only for work inside its own nominal */
-    return q->o.quotas && j_in_nominal && v->borrowed;
-}
-
-/* Which case of the standing rule lets j preempt v (enum allot_preempt_kind). */
-static int preempt_kind(const struct allot_queue *q, const struct allot_job *j,
-                        const struct allot_job *v)
-{
-    if (v->spec.tenant == j->spec.tenant || !q->o.quotas)
-        return job_prio(q, v) != job_prio(q, j) ? ALLOT_PREEMPT_PRIORITY : ALLOT_PREEMPT_LAS;
-    return ALLOT_PREEMPT_RECLAIM;
-}
-
-/* What happened to a victim, followed by " job <preemptor>". */
-static const char *preempt_text(int kind)
-{
-    switch (kind) {
-    case ALLOT_PREEMPT_PRIORITY:
-        return "preempted for higher-priority";
-    case ALLOT_PREEMPT_LAS:
-        return "preempted (over the LAS service threshold) for less-served";
-    default:
-        return "borrowed capacity reclaimed by";
-    }
-}
-
-/* The search for victims of one pending job j. */
-struct search {
-    struct victim *vs;  /* owned: candidates, cheapest first */
-    int n;              /* candidates */
-    bool *chosen;       /* owned: per candidate, taken off tentatively */
-    int order[64];      /* the chosen candidates, in the order they were taken */
-    int used;           /* entries of order[] */
-    size_t tasks_off;   /* tasks of the chosen victims */
-    struct slot *slots; /* owned: (node, candidate) pairs, by node then candidate */
-    size_t n_slots;
-    int *node_free; /* owned, per slot: whole GPUs free on its node (kept current) */
-    int *e_slot;    /* owned, per candidate: its first slot, then slot_next; -1 */
-    int *slot_next; /* owned, per slot */
-};
-
-/* Candidate e holds `gpus` GPUs of `node`. */
-struct slot {
-    int node, e, k; /* k: its first task on the node (evaluation order) */
-    int gpus;
-};
-
-static void search_free(struct search *s)
-{
-    allot_free(s->vs);
-    allot_free(s->chosen);
-    allot_free(s->slots);
-    allot_free(s->node_free);
-    allot_free(s->e_slot);
-    allot_free(s->slot_next);
-}
-
-/* A running job v that may not be preempted for j now may become a victim
- * later: when it reaches its minimum runtime or the LAS threshold. Notes
- * the earliest such time in j->preempt_recheck_at. */
-static void recheck_note(const struct allot_queue *q, struct allot_job *j,
-                         const struct allot_job *v, int64_t now)
-{
-    int64_t ran = now - v->start;
-
-    if (v->state != ALLOT_JOB_RUNNING)
-        return;
-    if (ran < v->spec.min_runtime_s && v->start + v->spec.min_runtime_s < j->preempt_recheck_at)
-        j->preempt_recheck_at = v->start + v->spec.min_runtime_s;
-    if (q->o.las_threshold_gpu_s > 0 && job_gpus(v) > 0 &&
-        v->attained_s + ran * job_gpus(v) < q->o.las_threshold_gpu_s) {
-        int64_t at =
-            v->start + (q->o.las_threshold_gpu_s - v->attained_s + job_gpus(v) - 1) / job_gpus(v);
-        if (at > now && at < j->preempt_recheck_at)
-            j->preempt_recheck_at = at;
-    }
-}
-
-/* Adds running job v to j's candidates when j may preempt it now; notes
- * when it may become one otherwise. */
-static void collect_one(const struct allot_queue *q, struct allot_job *j, bool in_nom,
-                        const struct allot_job *v, int64_t now, struct search *s)
-{
-    if (!may_preempt(q, j, in_nom, v, now)) {
-        recheck_note(q, j, v, now);
-        return;
-    }
-    s->vs[s->n].id = v->id;
-    s->vs[s->n].borrowed = v->borrowed;
-    s->vs[s->n].cost = (int64_t)job_gpus(v) * lost_work(q, v, now - v->start);
-    s->n++;
-}
-
-/* The LAS pool for jobs of priority `prio` at now (rebuilt when stale).
- * Returns it or NULL on allocation failure. */
-static struct las_pool *las_pool(struct allot_queue *q, int prio, int64_t now)
-{
-    struct las_pool *p = q->las;
-    /* a job of no tenant below the threshold: only the LAS rule applies */
-    struct allot_job probe = {.id = -1, .spec = {.prio_class = -1, .tenant = -1}};
-
-    if (!p) {
-        p = q->las = allot_calloc(1, sizeof(*p));
-        if (!p)
-            return NULL;
-    }
-    if (p->epoch && p->now == now && p->prio == prio)
-        return p;
-    if (allot_grow((void **)&p->vs, &p->cap, q->n_running + 1, sizeof(*p->vs)))
-        return NULL;
-    p->n = 0;
-    probe.preempt_recheck_at = INT64_MAX;
-    for (size_t i = 0; i < q->n_running; i++) {
-        const struct allot_job *v = &q->jobs[q->running[i]];
-        if (job_prio(q, v) != prio || !may_preempt(q, &probe, false, v, now)) {
-            recheck_note(q, &probe, v, now);
-            continue;
-        }
-        p->vs[p->n].id = v->id;
-        p->vs[p->n].borrowed = v->borrowed;
-        p->vs[p->n].cost = (int64_t)job_gpus(v) * lost_work(q, v, now - v->start);
-        p->n++;
-    }
-    if (p->n > 1)
-        qsort(p->vs, p->n, sizeof(*p->vs), cmp_victim);
-    p->recheck_at = probe.preempt_recheck_at;
-    p->epoch = 1;
-    p->now = now;
-    p->prio = prio;
-    return p;
-}
-
-/* Job v starts at now: a current pool learns when it may become a
- * candidate; one that could be a candidate at once (no minimum runtime)
- * makes the pool rebuild. Jobs that leave are skipped when collecting. */
-static void las_pool_started(struct allot_queue *q, const struct allot_job *v, int64_t now)
-{
-    struct las_pool *p = q->las;
-    struct allot_job probe = {.id = -1, .spec = {.prio_class = -1, .tenant = -1}};
-
-    if (!p || !p->epoch || p->now != now)
-        return;
-    if (v->spec.min_runtime_s <= 0) {
-        p->epoch = 0;
-        return;
-    }
-    probe.preempt_recheck_at = p->recheck_at;
-    recheck_note(q, &probe, v, now);
-    p->recheck_at = probe.preempt_recheck_at;
-}
-
-/* Adds the LAS pool's candidates of other tenants that did not preempt j,
- * and the pool's next recheck time. Returns 0 or ALLOT_ENOMEM. */
-static int collect_las(struct allot_queue *q, struct allot_job *j, int64_t now, struct search *s)
-{
-    const struct las_pool *p = las_pool(q, job_prio(q, j), now);
-
-    if (!p)
-        return ALLOT_ENOMEM;
-    for (size_t i = 0; i < p->n; i++) {
-        const struct allot_job *v = &q->jobs[p->vs[i].id];
-        /* jobs that stopped or were preempted since the pool was built */
-        bool skip = v->spec.tenant == j->spec.tenant || v->state != ALLOT_JOB_RUNNING ||
-                    now - v->start < v->spec.min_runtime_s;
-        for (int k = 0; k < j->n_preemptors && !skip; k++)
-            skip = j->preemptors[k] == v->id;
-        if (!skip)
-            s->vs[s->n++] = p->vs[i];
-    }
-    if (p->recheck_at < j->preempt_recheck_at)
-        j->preempt_recheck_at = p->recheck_at;
-    return 0;
-}
-
-/*
- * Step 1: the running jobs j may preempt, cheapest first. Only the pools
- * the standing rule allows are visited: j's own tenant (priority, LAS);
- * with quotas, the borrowed jobs of others when j fits in its nominal
- * (reclaim); without quotas, the LAS pool when j is in LAS's first queue.
- * Returns their number or ALLOT_ENOMEM.
- */
-static int search_collect(struct allot_queue *q, struct allot_job *j, int64_t now, struct search *s)
-{
-    bool in_nom = allot_tenants_in_nominal(q->t, j->spec.tenant, &j->req);
-    int te = j->spec.tenant;
-
-    s->vs = allot_malloc((q->n_running + 1) * sizeof(*s->vs));
-    if (!s->vs)
-        return ALLOT_ENOMEM;
-    for (int v = (size_t)te < q->ten_cap ? q->ten_head[te] : -1; v >= 0; v = q->jobs[v].ten_next)
-        collect_one(q, j, in_nom, &q->jobs[v], now, s);
-    if (q->o.quotas && in_nom) {
-        for (int v = q->bor_head; v >= 0; v = q->jobs[v].bor_next)
-            if (q->jobs[v].spec.tenant != te)
-                collect_one(q, j, in_nom, &q->jobs[v], now, s);
-    } else if (!q->o.quotas && q->o.las_threshold_gpu_s > 0 &&
-               j->attained_s < q->o.las_threshold_gpu_s && collect_las(q, j, now, s) != 0) {
-        return ALLOT_ENOMEM;
-    }
-    if (s->n > 1)
-        qsort(s->vs, (size_t)s->n, sizeof(*s->vs), cmp_victim);
-    return s->n;
-}
-
-static int cmp_slot(const void *a, const void *b)
-{
-    const struct slot *x = a, *y = b;
-
-    if (x->node != y->node)
-        return x->node < y->node ? -1 : 1;
-    return x->e != y->e ? (x->e < y->e ? -1 : 1) : (x->k > y->k) - (x->k < y->k);
-}
-
-/* Whole GPUs free on a node. */
-static int node_whole_free(const struct allot_node *node)
-{
-    int free = 0;
-
-    for (int g = 0; g < node->n_gpus; g++)
-        free += node->gpus[g].mode != ALLOT_GPU_MIG && node->gpus[g].free_milli == ALLOT_MILLI;
-    return free;
-}
-
-/* Step 2: the candidates grouped by node, so that freeing room on one node
- * is evaluated in one pass over its candidates. Returns 0 or ALLOT_ENOMEM. */
-static int search_slots(struct allot_queue *q, struct search *s)
-{
-    size_t n = 0, w = 0;
-    int nn = allot_cluster_node_count(q->c);
-
-    for (int e = 0; e < s->n; e++)
-        n += (size_t)q->jobs[s->vs[e].id].spec.n_tasks;
-    s->slots = allot_malloc((n + 1) * sizeof(*s->slots));
-    if (!s->slots)
-        return ALLOT_ENOMEM;
-    for (int e = 0; e < s->n; e++) {
-        const struct allot_job *v = &q->jobs[s->vs[e].id];
-        for (int k = 0; k < v->spec.n_tasks; k++)
-            if (v->pl[k].node >= 0 && v->pl[k].node < nn)
-                s->slots[w++] = (struct slot){.node = v->pl[k].node,
-                                              .e = e,
-                                              .k = k,
-                                              .gpus = __builtin_popcount(v->pl[k].gpu_mask)};
-    }
-    qsort(s->slots, w, sizeof(*s->slots), cmp_slot);
-    /* one slot per (node, candidate): its GPUs summed, its first task kept */
-    n = 0;
-    for (size_t i = 0; i < w; i++) {
-        if (n > 0 && s->slots[n - 1].node == s->slots[i].node && s->slots[n - 1].e == s->slots[i].e)
-            s->slots[n - 1].gpus += s->slots[i].gpus;
-        else
-            s->slots[n++] = s->slots[i];
-    }
-    s->n_slots = n;
-    /* whole free GPUs per node, kept current as candidates are taken off */
-    s->node_free = allot_malloc((n + 1) * sizeof(*s->node_free));
-    s->slot_next = allot_malloc((n + 1) * sizeof(*s->slot_next));
-    s->e_slot = allot_malloc(((size_t)s->n + 1) * sizeof(*s->e_slot));
-    if (!s->node_free || !s->slot_next || !s->e_slot)
-        return ALLOT_ENOMEM;
-    for (int e = 0; e < s->n; e++)
-        s->e_slot[e] = -1;
-    for (size_t i = n; i-- > 0;) {
-        s->slot_next[i] = s->e_slot[s->slots[i].e];
-        s->e_slot[s->slots[i].e] = (int)i;
-        s->node_free[i] = i + 1 < n && s->slots[i + 1].node == s->slots[i].node
-                              ? s->node_free[i + 1]
-                              : node_whole_free(allot_cluster_node(q->c, s->slots[i].node));
-    }
-    return 0;
-}
-
-/* Candidate e was taken off: the whole free GPUs of its nodes changed. */
-static void slots_refresh(struct allot_queue *q, struct search *s, int e)
-{
-    for (int i = s->e_slot[e]; i >= 0; i = s->slot_next[i]) {
-        int node = s->slots[i].node, f = node_whole_free(allot_cluster_node(q->c, node));
-        /* every slot of the node carries the count */
-        for (int x = i; x >= 0 && s->slots[x].node == node; x--)
-            s->node_free[x] = f;
-        for (size_t x = (size_t)i + 1; x < s->n_slots && s->slots[x].node == node; x++)
-            s->node_free[x] = f;
-    }
-}
-
-/*
- * Room for one task of j on one node: of the nodes that hold candidates not
- * yet chosen, the one where freeing the fewest, cheapest of them (cheapest
- * first) gives the task enough whole GPUs, at most `max`. Ties go to the
- * node whose cheapest candidate comes first. One pass over the slots.
- * Writes the candidates' indices into pick and returns how many (0: no node
- * can make room).
- */
-static int node_pick(struct allot_queue *q, const struct allot_job *j, const struct search *s,
-                     int *pick, int max)
-{
-    int need = j->spec.task.num_gpu, best_n = 0, cur[64];
-    int64_t best_cost = INT64_MAX;
-    int best_e = INT32_MAX, best_k = INT32_MAX;
-
-    for (size_t i = 0; i < s->n_slots;) {
-        size_t end = i, x;
-        int node = s->slots[i].node, free, m = 0, first_e, first_k;
-        int64_t cost = 0;
-        while (end < s->n_slots && s->slots[end].node == node)
-            end++;
-        /* a node is evaluated at its cheapest candidate not yet chosen */
-        for (x = i; x < end && s->chosen[s->slots[x].e]; x++)
-            ;
-        if (x == end) {
-            i = end;
-            continue;
-        }
-        first_e = s->slots[x].e;
-        first_k = s->slots[x].k;
-        free = s->node_free[x];
-        for (; x < end && free < need && m < max && m < 64; x++) {
-            const struct slot *sl = &s->slots[x];
-            if (s->chosen[sl->e] || !sl->gpus)
-                continue;
-            free += sl->gpus;
-            cost += s->vs[sl->e].cost;
-            cur[m++] = sl->e;
-        }
-        if (free >= need &&
-            (cost < best_cost || (cost == best_cost &&
-                                  (first_e < best_e || (first_e == best_e && first_k < best_k))))) {
-            best_cost = cost;
-            best_e = first_e;
-            best_k = first_k;
-            best_n = m;
-            for (int e = 0; e < m; e++)
-                pick[e] = cur[e];
-        }
-        i = end;
-    }
-    return best_n;
-}
-
-static void victim_evict(struct allot_queue *q, struct allot_job *v, int on, int off, int64_t now);
-
-/* Puts tasks [0, off) of tentatively released victim v back, in order, and
- * its usage on the quotas. Returns 0, or ALLOT_ENOMEM when the cluster
- * refused one: v is then evicted (victim_evict). */
-static int victim_back(struct allot_queue *q, struct allot_job *v, int off, int64_t now)
-{
-    struct allot_resvec use;
-
-    for (int k = 0; k < off; k++) {
-        if (allot_sched_apply(q->placer, &v->pl[k]) != 0) {
-            /* out of memory in the cluster's index, or room held by an
-             * orphan that could not be released: memory either way */
-            victim_evict(q, v, k, off, now);
-            return ALLOT_ENOMEM;
-        }
-    }
-    job_model_usage(q, v, &use);
-    allot_tenants_charge(q->t, v->spec.tenant, &use, +1);
-    return 0;
-}
-
-/* Takes running job v's tasks off the cluster and its usage off the quotas,
- * tentatively. Returns 0, or an error with v back in place, or evicted when
- * putting it back failed too. */
-static int victim_off(struct allot_queue *q, struct allot_job *v, int64_t now)
-{
-    struct allot_resvec use;
-
-    job_model_usage(q, v, &use);
-    allot_tenants_charge(q->t, v->spec.tenant, &use, -1);
-    for (int k = 0; k < v->spec.n_tasks; k++) {
-        int rc = allot_sched_release(q->placer, &v->pl[k]);
-        if (rc) {
-            int rb = victim_back(q, v, k, now);
-            return rb ? rb : rc;
-        }
-    }
-    return 0;
-}
-
-/*
- * A tentatively released victim that could not be put back: the cluster
- * holds its tasks [0, on) and [off, n_tasks) only, so it cannot go on
- * running as if placed. Releases those, and stops and requeues it (room for
- * its tasks as orphans and for it in the pending list reserved by the
- * caller). Its usage is already off the quotas.
- */
-static void victim_evict(struct allot_queue *q, struct allot_job *v, int on, int off, int64_t now)
-{
-    pl_release_all(q, v->pl, on);
-    pl_release_all(q, v->pl + off, v->spec.n_tasks - off);
-    job_leave(q, v, now);
-    requeue(q, v, now);
-    set_why(v, ALLOT_WHY_EVICTED, 0, 0, -1, 0, 0);
-    emit(q, ALLOT_DEC_STOP, v, allot_queue_reason(q, v->id));
-}
-
-/* True (1) when j would be admitted and placed (then undone), 0 when not,
- * or ALLOT_ENOMEM. */
-static int would_fit(struct allot_queue *q, struct allot_job *j)
-{
-    struct allot_resvec use;
-    bool ok;
-    int rc;
-
-    if (q->o.quotas &&
-        !allot_tenants_admits(q->t, j->spec.tenant, &j->req, q->o.borrowing, NULL, NULL))
-        return 0;
-    rc = gang_place(q, j);
-    if (rc)
-        return rc == ALLOT_ENOMEM ? rc : 0;
-    job_model_usage(q, j, &use);
-    ok = !q->o.quotas ||
-         allot_tenants_admits(q->t, j->spec.tenant, &use, q->o.borrowing, NULL, NULL);
-    gang_unplace(q, j);
-    return ok;
-}
-
-/* Takes candidate e off tentatively, after reserving what evicting every
- * victim taken off so far would need. Returns 0 or an error (e is then not
- * off: back in place, or evicted). */
-static int search_take(struct allot_queue *q, struct search *s, int e, int64_t now)
-{
-    struct allot_job *v = &q->jobs[s->vs[e].id];
-    int rc;
-
-    s->chosen[e] = true;
-    if (orphans_reserve(q, (size_t)v->spec.n_tasks) ||
-        list_reserve(&q->pending, q->n_pending, &q->pending_cap, (size_t)s->used + 1))
-        return ALLOT_ENOMEM;
-    rc = victim_off(q, v, now);
-    if (rc)
-        return rc;
-    s->order[s->used++] = e;
-    s->tasks_off += (size_t)v->spec.n_tasks;
-    slots_refresh(q, s, e);
-    /* every later reservation keeps room to evict the victims now off */
-    q->orphans_keep = s->tasks_off;
-    return 0;
-}
-
-/* Puts every victim taken off back, in the order they were taken. Returns
- * 0, or an error when one had to be evicted (the others are back). */
-static int search_restore(struct allot_queue *q, struct search *s, int64_t now)
-{
-    int rc = 0;
-
-    /* a trial placement whose release failed would hold a victim's room */
-    orphans_retry(q);
-    for (int i = 0; i < s->used; i++) {
-        struct allot_job *v = &q->jobs[s->vs[s->order[i]].id];
-        int r = victim_back(q, v, v->spec.n_tasks, now);
-        if (r && !rc)
-            rc = r;
-    }
-    return rc;
-}
-
-/*
- * Step 3: add victims until j would be admitted and placed: against quota,
- * the cheapest borrowed work anywhere; against room, the cheapest set that
- * frees one node enough for one of j's tasks, node after node. Everything
- * taken off is put back before returning. Returns 1 when s->order[0..used)
- * makes room, 0 when no set of at most 64 does, or an error.
- */
-static int search_trial(struct allot_queue *q, struct allot_job *j, struct search *s, int64_t now)
-{
-    int fit, rc = 0;
-
-    for (;;) {
-        int pick[64], np = 0;
-        fit = would_fit(q, j);
-        if (fit != 0 || s->used >= 64)
-            break;
-        if (!quota_blocked(q, j) && j->spec.task.num_gpu > 0)
-            np = node_pick(q, j, s, pick, 64 - s->used);
-        for (int i = 0; i < s->n && np == 0; i++)
-            if (!s->chosen[i])
-                pick[np++] = i;
-        if (np == 0)
-            break;
-        for (int p = 0; p < np && rc == 0; p++)
-            rc = search_take(q, s, pick[p], now);
-        if (rc)
-            break;
-    }
-    {
-        int rb = search_restore(q, s, now);
-        q->orphans_keep = 0;
-        if (fit < 0)
-            return fit;
-        return rc ? rc : rb ? rb : fit;
-    }
-}
-
-/* Records that j preempted v (the last four preemptors are remembered). */
-static void note_preemptor(struct allot_job *v, const struct allot_job *j)
-{
-    v->preemptions++;
-    if (v->n_preemptors < 4) {
-        v->preemptors[v->n_preemptors++] = j->id;
-    } else {
-        memmove(v->preemptors, v->preemptors + 1, 3 * sizeof(int));
-        v->preemptors[3] = j->id;
-    }
-}
-
-/* Step 4: preempts the chosen victims: checkpointable ones get the grace
- * period, the others stop and are requeued now. Returns 0, or ALLOT_ENOMEM
- * with nothing preempted. */
-static int victims_preempt(struct allot_queue *q, struct allot_job *j, const struct search *s,
-                           int64_t now)
-{
-    int stopping = 0;
-    int64_t g = 0;
-
-    /* everything below must not fail halfway */
-    if (orphans_reserve(q, s->tasks_off) ||
-        list_reserve(&q->pending, q->n_pending, &q->pending_cap, (size_t)s->used))
-        return ALLOT_ENOMEM;
-    for (int i = 0; i < s->used; i++) {
-        struct allot_job *v = &q->jobs[s->vs[s->order[i]].id];
-        int kind = preempt_kind(q, j, v);
-        char why[ALLOT_REASON_MAX];
-        note_preemptor(v, j);
-        allot_fmt(why, sizeof(why), "%s job %s", preempt_text(kind), j->name);
-        g += v->req.v[ALLOT_RES_GPU];
-        if (v->spec.checkpointable && q->o.grace_s > 0) {
-            v->state = ALLOT_JOB_STOPPING;
-            v->stop_at = now + q->o.grace_s;
-            v->preempted_for = j->id;
-            j->stopping_victims++;
-            if (v->stop_at < q->wakeup)
-                q->wakeup = v->stop_at;
-            stopping++;
-            emit(q, ALLOT_DEC_PREEMPT, v, why);
-        } else {
-            emit(q, ALLOT_DEC_PREEMPT, v, why);
-            job_unplace(q, v, now);
-            requeue(q, v, now);
-            set_why(v, ALLOT_WHY_PREEMPTED, 0, kind, j->id, 0, 0);
-        }
-    }
-    if (stopping) {
-        const struct allot_job *v0 = &q->jobs[s->vs[s->order[0]].id];
-        set_why(j, ALLOT_WHY_RECLAIM, v0->spec.tenant, preempt_kind(q, j, v0), -1, g, q->o.grace_s);
-    }
-    return 0;
-}
-
-/*
- * Until when j's last fruitless victim search still holds (INT64_MIN: it
- * does not). Only a job leaving the cluster frees room or quota; a job
- * starting takes some and becomes a candidate only once past its minimum
- * runtime (and LAS threshold), so starts since the search matter from
- * the search time plus the least minimum runtime on. Running jobs that
- * were not candidates become ones at preempt_recheck_at. With the lending
- * hold, admission also changes as recent peaks decay, so a search holds
- * only for the time it ran at.
- */
-static int64_t search_memo_until(const struct allot_queue *q, const struct allot_job *j)
-{
-    int64_t until = j->preempt_recheck_at;
-
-    if (j->preempt_epoch != q->leave_epoch + 1)
-        return INT64_MIN;
-    if (q->o.hold_half_life_s > 0 && q->o.quotas)
-        return j->preempt_searched_at + 1 < until ? j->preempt_searched_at + 1 : until;
-    if (j->preempt_starts != q->starts) {
-        int64_t fresh = q->min_runtime_floor > INT64_MAX - j->preempt_searched_at
-                            ? INT64_MAX
-                            : j->preempt_searched_at + q->min_runtime_floor;
-        if (fresh < until)
-            until = fresh;
-    }
-    return until;
-}
-
-/* Finds the cheapest victim set for j and preempts it. Returns 1 when
- * victims were signalled or stopped (or already are), 0 when none would
- * help, or an error (nothing preempted; a victim that could not be put back
- * after the trial was stopped and requeued). */
-static int try_preempt(struct allot_queue *q, struct allot_job *j, int64_t now)
-{
-    struct search s = {0};
-    int rc;
-
-    if (j->stopping_victims > 0)
-        return 1; /* already making room */
-    if (now < search_memo_until(q, j))
-        return 0;
-    /* the cycle's budget is spent: search at the next cycle */
-    if (q->searches_left <= 0)
-        return 0;
-    q->searches_left--;
-    j->preempt_epoch = q->leave_epoch + 1;
-    j->preempt_starts = q->starts;
-    j->preempt_recheck_at = INT64_MAX;
-    j->preempt_searched_at = now;
-    rc = search_collect(q, j, now, &s);
-    if (rc > 0) {
-        s.chosen = allot_calloc((size_t)s.n, sizeof(*s.chosen));
-        rc = s.chosen ? search_slots(q, &s) : ALLOT_ENOMEM;
-        if (rc == 0)
-            rc = search_trial(q, j, &s, now);
-        if (rc == 1)
-            rc = victims_preempt(q, j, &s, now) < 0 ? ALLOT_ENOMEM : 1;
-    }
-    if (rc < 0)
-        j->preempt_epoch = 0; /* search again next time */
-    search_free(&s);
-    return rc;
 }
 
 /* ---- the cycle ---------------------------------------------------------------------------- */
@@ -1686,25 +917,25 @@ static int stop_due(struct allot_queue *q, int64_t now)
             i++;
             continue;
         }
-        if (orphans_reserve(q, (size_t)j->spec.n_tasks) ||
-            list_reserve(&q->pending, q->n_pending, &q->pending_cap, 1) ||
-            list_reserve(&q->first, q->n_first, &q->first_cap, 1))
+        if (queue_orphans_reserve(q, (size_t)j->spec.n_tasks) ||
+            queue_list_reserve(&q->pending, q->n_pending, &q->pending_cap, 1) ||
+            queue_list_reserve(&q->first, q->n_first, &q->first_cap, 1))
             return ALLOT_ENOMEM;
         if (grace_over) {
             int pf = j->preempted_for;
-            job_unplace(q, j, now);
+            queue_job_unplace(q, j, now);
             /* the room was made for pf: it gets the first try at it */
             if (pf >= 0 && q->jobs[pf].stopping_victims == 0 &&
                 q->jobs[pf].state == ALLOT_JOB_PENDING)
                 q->first[q->n_first++] = pf;
-            requeue(q, j, now);
-            set_why(j, ALLOT_WHY_GRACE_OVER, 0, 0, -1, 0, 0);
-            emit(q, ALLOT_DEC_STOP, j, "grace period over: stopped and requeued");
+            queue_requeue(q, j, now);
+            queue_set_why(j, ALLOT_WHY_GRACE_OVER, 0, 0, -1, 0, 0);
+            queue_emit(q, ALLOT_DEC_STOP, j, "grace period over: stopped and requeued");
         } else {
-            job_unplace(q, j, now);
+            queue_job_unplace(q, j, now);
             j->state = ALLOT_JOB_DONE;
-            set_why(j, ALLOT_WHY_LIMIT, 0, 0, -1, j->spec.limit_s, 0);
-            emit(q, ALLOT_DEC_STOP, j, allot_queue_reason(q, j->id));
+            queue_set_why(j, ALLOT_WHY_LIMIT, 0, 0, -1, j->spec.limit_s, 0);
+            queue_emit(q, ALLOT_DEC_STOP, j, allot_queue_reason(q, j->id));
         }
     }
     return 0;
@@ -1736,25 +967,25 @@ static int consider(struct allot_queue *q, struct allot_job *j, int64_t now, str
 {
     int who = 0, res = 0, rc;
     bool aged = now - j->submit >= q->o.aging_s && q->o.aging_s > 0;
-    bool large = job_gpus(j) >= (q->o.large_gang_gpus ? q->o.large_gang_gpus : 8);
+    bool large = queue_job_gpus(j) >= (q->o.large_gang_gpus ? q->o.large_gang_gpus : 8);
 
     if (r->holder >= 0 && r->holder != j->id && !backfill_ok(q, r, j, now)) {
         const struct allot_job *h = &q->jobs[r->holder];
-        set_why(j, ALLOT_WHY_HELD, 0, 0, h->id, r->shadow == INT64_MAX ? -1 : r->shadow - now,
-                now - h->submit);
+        queue_set_why(j, ALLOT_WHY_HELD, 0, 0, h->id, r->shadow == INT64_MAX ? -1 : r->shadow - now,
+                      now - h->submit);
         return 0;
     }
     /* room to start it, so that job_start cannot fail */
-    if (list_reserve(&q->running, q->n_running, &q->running_cap, 1) ||
+    if (queue_list_reserve(&q->running, q->n_running, &q->running_cap, 1) ||
         index_reserve(q, j->spec.tenant) || users_reserve(q))
         return ALLOT_ENOMEM;
     if (q->o.quotas &&
         !allot_tenants_admits(q->t, j->spec.tenant, &j->req, q->o.borrowing, &who, &res)) {
-        set_why(j, ALLOT_WHY_QUOTA, who, res, -1, 0, 0);
+        queue_set_why(j, ALLOT_WHY_QUOTA, who, res, -1, 0, 0);
         if (q->o.preemption) {
-            rc = try_preempt(q, j, now);
+            rc = queue_try_preempt(q, j, now);
             if (rc == 1 && j->state == ALLOT_JOB_PENDING)
-                rc = would_fit(q, j);
+                rc = queue_would_fit(q, j);
             if (rc < 0)
                 return rc;
             if (rc == 1 && j->state == ALLOT_JOB_PENDING)
@@ -1763,26 +994,26 @@ static int consider(struct allot_queue *q, struct allot_job *j, int64_t now, str
         return 0;
     }
 place:
-    rc = gang_place(q, j);
+    rc = queue_gang_place(q, j);
     if (rc == ALLOT_ENOMEM)
         return rc;
     if (rc == 0) {
         struct allot_resvec use;
-        job_model_usage(q, j, &use);
+        queue_job_usage(q, j, &use);
         if (q->o.quotas &&
             !allot_tenants_admits(q->t, j->spec.tenant, &use, q->o.borrowing, &who, &res)) {
-            gang_unplace(q, j);
-            set_why(j, ALLOT_WHY_QUOTA, who, res, -1, 0, 0);
+            queue_gang_unplace(q, j);
+            queue_set_why(j, ALLOT_WHY_QUOTA, who, res, -1, 0, 0);
             return 0;
         }
         job_start(q, j, now);
         return 0;
     }
-    set_why(j, ALLOT_WHY_CAPACITY, 0, 0, -1, 0, 0);
+    queue_set_why(j, ALLOT_WHY_CAPACITY, 0, 0, -1, 0, 0);
     if (q->o.preemption) {
-        rc = try_preempt(q, j, now);
+        rc = queue_try_preempt(q, j, now);
         if (rc == 1)
-            rc = gang_place(q, j) == 0 ? 2 : 0;
+            rc = queue_gang_place(q, j) == 0 ? 2 : 0;
         if (rc < 0)
             return rc;
         if (rc == 2) {
@@ -1802,7 +1033,7 @@ static int cycle_begin(struct allot_queue *q, int64_t now, struct reservation *r
     int rc;
 
     allot_tenants_advance(q->t, now, q->o.half_life_s, &q->capacity);
-    orphans_retry(q);
+    queue_orphans_retry(q);
     q->searches_left = q->o.preempt_searches > 0 ? q->o.preempt_searches : 32;
     q->n_first = 0;
     rc = stop_due(q, now);
@@ -1975,7 +1206,7 @@ static void cycle_wakeup(struct allot_queue *q, int64_t now)
         /* (with the lending hold a search is redone at every later cycle
          * anyway: no need to ask for one a second later) */
         int64_t at = q->o.hold_half_life_s > 0 && q->o.quotas ? j->preempt_recheck_at
-                                                              : search_memo_until(q, j);
+                                                              : queue_search_memo_until(q, j);
         if (j->preempt_epoch == q->leave_epoch + 1 && at > now && at < q->wakeup)
             q->wakeup = at;
     }
@@ -2054,7 +1285,7 @@ static void key_fair(const struct allot_queue *q, const struct allot_job *j, int
 {
     k[0] = q->o.aging_s > 0 && now - j->submit >= q->o.aging_s ? 0.0 : 1.0;
     /* priority, then QoS inside a priority: guaranteed, burstable, best-effort */
-    k[1] = -(double)job_prio(q, j) * 4 + j->spec.qos;
+    k[1] = -(double)queue_job_prio(q, j) * 4 + j->spec.qos;
     /* the LAS level (with a threshold), then the user holding fewest GPUs */
     k[2] =
         (q->o.las_threshold_gpu_s > 0 && j->attained_s >= q->o.las_threshold_gpu_s ? 1e15 : 0.0) +
@@ -2167,7 +1398,7 @@ int allot_queue_check_invariants(const struct allot_queue *q, char *err, size_t 
                 a = allot_tenants_get(q->t, a)->parent;
             if (a != ti)
                 continue;
-            job_model_usage(q, j, &use);
+            queue_job_usage(q, j, &use);
             for (int k = 0; k < ALLOT_RES_MAX; k++)
                 sum->v[k] += use.v[k];
         }

@@ -1,0 +1,148 @@
+/*
+ * Internal header of the job queue (src/core/queue*.c), not installed:
+ * the queue's state and the steps its files share. queue.c owns the
+ * lifecycle, jobs starting and leaving, gangs, reasons, the cycle, the
+ * ordering policies and the invariants; queue_preempt.c owns preemption
+ * and reclaim (the victim search). See queue.c for the state's invariants.
+ */
+#ifndef ALLOT_QUEUE_INT_H
+#define ALLOT_QUEUE_INT_H
+
+#include "allot/queue.h"
+
+#include <string.h>
+
+struct allot_queue {
+    struct allot_cluster *c;    /* borrowed */
+    struct allot_tenants *t;    /* borrowed */
+    struct allot_sched *placer; /* owned */
+    const struct allot_queue_policy_ops *order;
+    struct allot_queue_opts o;
+    struct allot_prio_class prio[ALLOT_PRIO_CLASSES];
+    int n_prio;
+    struct allot_job *jobs; /* owned, by id */
+    size_t n_jobs, jobs_cap;
+    int *pending; /* owned: ids */
+    size_t n_pending, pending_cap;
+    int *running; /* owned: ids (running or stopping) */
+    size_t n_running, running_cap;
+    struct allot_resvec capacity;
+    struct user_use *users; /* owned: GPU use per (tenant, user), sorted by key, kept
+                               current as jobs start and leave (orders with user_share) */
+    size_t n_users, users_cap;
+    uint64_t run_epoch;        /* bumped whenever a job starts or leaves the cluster */
+    uint64_t leave_epoch;      /* bumped whenever a job leaves the cluster */
+    uint64_t starts;           /* jobs started so far */
+    int64_t min_runtime_floor; /* the least minimum runtime of any job started */
+    int *first;                /* owned: jobs whose victims just stopped (this cycle) */
+    size_t n_first, first_cap;
+    struct allot_placement *orphans; /* owned: held by the cluster for no job (see top) */
+    size_t n_orphans, orphans_cap;
+    size_t orphans_keep; /* orphan room every reservation leaves free on top (a trial's
+                            victims, should one have to be evicted) */
+    int *ten_head;       /* owned, per tenant id: first running job (ten_next links), -1 */
+    size_t ten_cap;
+    int bor_head;         /* first running borrowed job (bor_next links), -1 */
+    int searches_left;    /* victim searches this cycle may still run */
+    struct las_pool *las; /* owned: LAS candidates across tenants, per cycle (see below) */
+    int64_t wakeup;
+    allot_decision_fn fn;
+    void *ud;
+};
+
+/* GPU milli a user of a tenant holds (fair share of users inside a tenant). */
+struct user_use {
+    int64_t key; /* tenant << 32 | user */
+    int64_t milli;
+};
+
+/*
+ * Two-queue LAS without quotas lets a job in the first queue preempt any
+ * running job of the same priority that has had the threshold's worth of
+ * service. Those candidates are the same for every such job of one
+ * priority at one time, so they are gathered once (cheapest first) and
+ * reused until a job starts or stops or time moves on.
+ */
+struct las_pool {
+    uint64_t epoch;    /* 1 while valid for `now`; 0: rebuild (see las_pool_started) */
+    int64_t now;       /* time it was built at */
+    int prio;          /* the priority it was built for */
+    struct victim *vs; /* owned: eligible running jobs, cheapest first */
+    size_t n, cap;
+    int64_t recheck_at; /* when a running job not eligible now may become so */
+};
+
+/* ---- small helpers ---- */
+
+static inline int queue_job_prio(const struct allot_queue *q, const struct allot_job *j)
+{
+    return j->spec.prio_class >= 0 ? q->prio[j->spec.prio_class].value : 0;
+}
+
+static inline bool queue_job_preemptible(const struct allot_queue *q, const struct allot_job *j)
+{
+    if (j->spec.qos == ALLOT_QOS_BEST_EFFORT)
+        return true;
+    return j->spec.prio_class < 0 || q->prio[j->spec.prio_class].preemptible;
+}
+
+static inline int queue_job_gpus(const struct allot_job *j)
+{
+    return (int)(j->req.v[ALLOT_RES_GPU] / ALLOT_MILLI);
+}
+
+/* Passes one decision to the cycle's callback. */
+static inline void queue_emit(struct allot_queue *q, int kind, const struct allot_job *j,
+                              const char *why)
+{
+    if (q->fn)
+        q->fn(kind, j, why, q->ud);
+}
+
+/* Makes room for n more entries in list v so that adding them cannot fail. */
+static inline int queue_list_reserve(int **v, size_t n_used, size_t *cap, size_t n)
+{
+    return allot_grow((void **)v, cap, n_used + n, sizeof(**v)) ? ALLOT_ENOMEM : 0;
+}
+
+/* ---- queue.c: shared steps (contracts at their definitions) ---- */
+
+int queue_orphans_reserve(struct allot_queue *q, size_t n);
+void queue_orphans_retry(struct allot_queue *q);
+void queue_pl_release_all(struct allot_queue *q, const struct allot_placement *pl, int n);
+void queue_job_usage(const struct allot_queue *q, const struct allot_job *j,
+                     struct allot_resvec *r);
+void queue_job_leave(struct allot_queue *q, struct allot_job *j, int64_t now);
+void queue_job_unplace(struct allot_queue *q, struct allot_job *j, int64_t now);
+void queue_requeue(struct allot_queue *q, struct allot_job *j, int64_t now);
+int queue_gang_place(struct allot_queue *q, struct allot_job *j);
+void queue_gang_unplace(struct allot_queue *q, struct allot_job *j);
+void queue_set_why(struct allot_job *j, int kind, int who, int res, int other, int64_t a,
+                   int64_t b);
+
+/* ---- queue_preempt.c ---- */
+
+/* Finds the cheapest victim set for pending job j and preempts it. Returns
+ * 1 when victims were signalled or stopped (or already are), 0 when none
+ * would help, or an error (nothing preempted; a victim that could not be
+ * put back after the trial was stopped and requeued). */
+int queue_try_preempt(struct allot_queue *q, struct allot_job *j, int64_t now);
+
+/* 1 when j would be admitted and placed now (tried, then undone), 0 when
+ * not, or ALLOT_ENOMEM. */
+int queue_would_fit(struct allot_queue *q, struct allot_job *j);
+
+/* Job v started at now (keeps the LAS candidate pool right). */
+void queue_las_started(struct allot_queue *q, const struct allot_job *v, int64_t now);
+
+/* Until when j's last fruitless victim search holds (INT64_MIN: it does not). */
+int64_t queue_search_memo_until(const struct allot_queue *q, const struct allot_job *j);
+
+/* What happened to a victim under enum allot_preempt_kind `kind`, to be
+ * followed by " job <preemptor>" (static text). */
+const char *queue_preempt_text(int kind);
+
+/* Frees the LAS candidate pool (accepts NULL). */
+void queue_las_free(struct las_pool *p);
+
+#endif
