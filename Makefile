@@ -4,7 +4,8 @@
 #   make test       install missing packages, build, run every unit test
 #   make test-data  checks against the real traces in ../shared/data
 #   make test-asan  unit tests under AddressSanitizer + UBSan
-#   make bench      placement and simulator benchmarks
+#   make bench      placement, scheduling-cycle and simulator benchmarks
+#   make bench-cycle  one scheduling cycle at daemon scale (latency, memory)
 #   make check      clang-format, clang-tidy, cppcheck, source rules
 #   make install    build, then install allot-sim into $(PREFIX)/bin
 #                   (PREFIX=/usr/local by default; DESTDIR is honoured)
@@ -16,7 +17,7 @@ DATA      ?= $(abspath ../shared/data)
 CMAKE_GEN  = cmake -S . -G Ninja -Wno-dev
 PREFIX    ?= /usr/local
 
-.PHONY: all build deps demo test test-data test-asan bench check format install clean
+.PHONY: all build deps demo test test-data test-asan bench bench-cycle check format install clean
 
 all: build
 
@@ -46,7 +47,11 @@ test-asan: deps
 
 bench: deps build
 	@$(BUILD)/bench-placement
+	@$(BUILD)/bench-cycle
 	@if [ -d $(DATA)/openb ]; then ./bench/fill.sh $(BUILD) $(DATA); fi
+
+bench-cycle: deps build
+	@$(BUILD)/bench-cycle
 
 check: deps build
 	@./scripts/check-source

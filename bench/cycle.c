@@ -1,0 +1,244 @@
+/*
+ * bench/cycle: what one scheduling cycle of the multi-tenant queue costs
+ * a long-running daemon. A synthetic 10,000-node cluster (8 GPUs each,
+ * mixed models) shared by 1,000 tenants (50 organisations of 20 teams,
+ * nominal quotas summing to the cluster, borrowing on) is filled with
+ * running work, then 100,000 more jobs wait. Preemption, reclaim, backfill
+ * and the lending hold are on, as in `allot-sim replay --policy allot`.
+ * Each measured event (a running job finishes, or a job arrives) is
+ * followed by one cycle; the event-to-decision latency is the time of the
+ * event call plus that cycle, as wall-clock time and as this process's
+ * CPU time (the figure to trust on a shared machine). Prints one line:
+ *   bench=cycle nodes=N tenants=T pending=P running=R events=E p50_ms=X
+ *   p99_ms=Y max_ms=Z cpu_p50_ms=.. cpu_p99_ms=.. starts=S preemptions=K
+ *   peak_rss_mib=M
+ * Target: p99 <= 5 ms. Timing lives here only; tests never assert on it.
+ */
+#include "allot/queue.h"
+#include "workload.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+static double clock_ms(clockid_t id)
+{
+    struct timespec ts;
+
+    clock_gettime(id, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+
+    return x < y ? -1 : x > y;
+}
+
+struct counts {
+    long starts, preempts;
+};
+
+static void on_decision(int kind, const struct allot_job *j, const char *why, void *ud)
+{
+    struct counts *c = ud;
+
+    (void)j;
+    (void)why;
+    if (kind == ALLOT_DEC_START)
+        c->starts++;
+    else if (kind == ALLOT_DEC_PREEMPT)
+        c->preempts++;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: bench-cycle [--nodes N] [--tenants T] [--pending P] [--events E] "
+               "[--seed S]\n"
+               "Fills an N-node cluster shared by T tenants, queues P more jobs, then\n"
+               "times E events each followed by one scheduling cycle; prints one line.\n");
+}
+
+/* A random job of leaf tenant `tenant`: mostly 1-8 GPUs, some 2 x 8 gangs. */
+static int submit_one(struct allot_queue *q, struct allot_rng *r, int tenant, long n, int64_t now)
+{
+    static const int gpus[] = {1, 1, 1, 1, 2, 2, 4, 8};
+    char name[32], err[128];
+    struct allot_job_spec s = {.name = name,
+                               .tenant = tenant,
+                               .user = (int)allot_rng_below(r, 4),
+                               .prio_class = (int)allot_rng_below(r, 4) == 0,
+                               .qos = (int)allot_rng_below(r, 3),
+                               .n_tasks = allot_rng_below(r, 20) == 0 ? 2 : 1,
+                               .est_runtime_s = 600 + (int64_t)allot_rng_below(r, 36000),
+                               .checkpointable = allot_rng_below(r, 2) == 0,
+                               .checkpoint_interval_s = 900};
+
+    s.task = (struct allot_task){.num_gpu = s.n_tasks == 2 ? 8 : gpus[allot_rng_below(r, 8)],
+                                 .gpu_milli = 1000,
+                                 .mig_profile = -1,
+                                 .cpu_milli = 4000,
+                                 .mem_mib = 16384};
+    allot_fmt(name, sizeof(name), "j%ld", n);
+    return allot_queue_submit(q, &s, now, err, sizeof(err));
+}
+
+int main(int argc, char **argv)
+{
+    int nodes = 10000, ntenants = 1000, events = 100;
+    long pending = 100000, n = 0;
+    unsigned long long seed = 42;
+    char err[256];
+    struct allot_catalog *cat;
+    struct allot_cluster *c;
+    struct allot_tenants *t;
+    struct allot_queue *q;
+    struct allot_rng r;
+    struct counts cnt = {0};
+    int *leaves;
+    double *lat, *cpu;
+    int64_t now = 0;
+    struct rusage ru;
+    struct allot_queue_opts o = {.order = "fair",
+                                 .placement = "bestfit",
+                                 .quotas = true,
+                                 .borrowing = true,
+                                 .preemption = true,
+                                 .backfill = true,
+                                 .grace_s = 30,
+                                 .min_runtime_s = 600,
+                                 .aging_s = 6 * 3600,
+                                 .half_life_s = 86400,
+                                 .hold_half_life_s = 7200,
+                                 .las_threshold_gpu_s = 8 * 3600};
+
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(argv[i], "--nodes") && i + 1 < argc) {
+            nodes = (int)strtol(argv[++i], NULL, 10);
+        } else if (!strcmp(argv[i], "--tenants") && i + 1 < argc) {
+            ntenants = (int)strtol(argv[++i], NULL, 10);
+        } else if (!strcmp(argv[i], "--pending") && i + 1 < argc) {
+            pending = strtol(argv[++i], NULL, 10);
+        } else if (!strcmp(argv[i], "--events") && i + 1 < argc) {
+            events = (int)strtol(argv[++i], NULL, 10);
+        } else if (!strcmp(argv[i], "--seed") && i + 1 < argc) {
+            seed = strtoull(argv[++i], NULL, 10);
+        } else {
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (nodes <= 0 || ntenants <= 0 || pending < 0 || events <= 0) {
+        fprintf(stderr, "bench-cycle: --nodes, --tenants and --events must be positive\n");
+        return 2;
+    }
+    cat = allot_catalog_default(err, sizeof(err));
+    if (!cat) {
+        fprintf(stderr, "bench-cycle: catalog: %s\n", err);
+        return 1;
+    }
+    c = sim_synth_cluster(cat, nodes, true, seed);
+    t = allot_tenants_new(cat);
+    leaves = calloc((size_t)ntenants, sizeof(*leaves));
+    lat = calloc((size_t)events, sizeof(*lat));
+    cpu = calloc((size_t)events, sizeof(*cpu));
+    if (!c || !t || !leaves || !lat || !cpu) {
+        fprintf(stderr, "bench-cycle: out of memory\n");
+        return 1;
+    }
+    /* 20 teams per organisation; nominal quotas share the cluster evenly */
+    for (int i = 0; i < ntenants; i++) {
+        char path[64];
+        struct allot_quota qt = {.nominal = allot_cluster_gpu_count(c) * ALLOT_MILLI / ntenants,
+                                 .borrow_limit = ALLOT_UNLIMITED,
+                                 .lend_limit = ALLOT_UNLIMITED};
+        allot_fmt(path, sizeof(path), "org%03d/team%02d", i / 20, i % 20);
+        leaves[i] = allot_tenants_add(t, path, err, sizeof(err));
+        if (leaves[i] < 0 || allot_tenants_set_quota(t, leaves[i], ALLOT_RES_GPU, qt) != 0) {
+            fprintf(stderr, "bench-cycle: tenant %s: %s\n", path, err);
+            return 1;
+        }
+    }
+    allot_tenants_fill_nominal(t);
+    q = allot_queue_new(c, t, &o, err, sizeof(err));
+    if (!q || allot_queue_add_prio_class(q, "batch", 10, true) != 0 ||
+        allot_queue_add_prio_class(q, "prod", 100, true) != 1) {
+        fprintf(stderr, "bench-cycle: queue: %s\n", q ? "priority classes" : err);
+        return 1;
+    }
+    allot_rng_seed(&r, seed);
+    /* fill the cluster: about as many GPUs asked as there are */
+    for (int64_t asked = 0; asked < allot_cluster_gpu_count(c); n++) {
+        int id = submit_one(q, &r, leaves[allot_rng_below(&r, (uint64_t)ntenants)], n, now);
+        if (id < 0)
+            return 1;
+        asked += (int64_t)allot_queue_job(q, id)->req.v[ALLOT_RES_GPU] / ALLOT_MILLI;
+    }
+    if (allot_queue_cycle(q, now, on_decision, &cnt) != 0)
+        return 1;
+    /* then the waiting crowd */
+    now = 60;
+    for (long i = 0; i < pending; i++, n++)
+        if (submit_one(q, &r, leaves[allot_rng_below(&r, (uint64_t)ntenants)], n, now) < 0)
+            return 1;
+    if (allot_queue_cycle(q, now, on_decision, &cnt) != 0)
+        return 1;
+    cnt.starts = cnt.preempts = 0;
+    for (int e = 0; e < events; e++) {
+        double t0, c0;
+        int rc = 0, done = -1;
+        now += 1 + (int64_t)allot_rng_below(&r, 20);
+        /* which running job finishes (chosen before the clock starts) */
+        for (int id = (int)allot_rng_below(&r, (uint64_t)n); e % 2 == 0 && done < 0 && id < n; id++)
+            if (allot_queue_job(q, id)->state == ALLOT_JOB_RUNNING)
+                done = id;
+        t0 = clock_ms(CLOCK_MONOTONIC);
+        c0 = clock_ms(CLOCK_PROCESS_CPUTIME_ID);
+        if (done >= 0) {
+            rc = allot_queue_finish(q, done, now);
+        } else {
+            rc = submit_one(q, &r, leaves[allot_rng_below(&r, (uint64_t)ntenants)], n++, now);
+            rc = rc < 0 ? rc : 0;
+        }
+        if (rc == 0)
+            rc = allot_queue_cycle(q, now, on_decision, &cnt);
+        lat[e] = clock_ms(CLOCK_MONOTONIC) - t0;
+        cpu[e] = clock_ms(CLOCK_PROCESS_CPUTIME_ID) - c0;
+        if (rc != 0) {
+            fprintf(stderr, "bench-cycle: event %d: %s\n", e, allot_strerror(rc));
+            return 1;
+        }
+    }
+    qsort(lat, (size_t)events, sizeof(*lat), cmp_double);
+    qsort(cpu, (size_t)events, sizeof(*cpu), cmp_double);
+    getrusage(RUSAGE_SELF, &ru);
+    {
+        long run = 0, wait = 0;
+        for (int id = 0; id < allot_queue_job_count(q); id++) {
+            int st = allot_queue_job(q, id)->state;
+            run += st == ALLOT_JOB_RUNNING || st == ALLOT_JOB_STOPPING;
+            wait += st == ALLOT_JOB_PENDING;
+        }
+        printf("bench=cycle nodes=%d tenants=%d pending=%ld running=%ld events=%d p50_ms=%.2f "
+               "p99_ms=%.2f max_ms=%.2f cpu_p50_ms=%.2f cpu_p99_ms=%.2f starts=%ld preemptions=%ld "
+               "peak_rss_mib=%.0f\n",
+               nodes, ntenants, wait, run, events, lat[events / 2],
+               lat[(size_t)((double)events * 0.99)], lat[events - 1], cpu[events / 2],
+               cpu[(size_t)((double)events * 0.99)], cnt.starts, cnt.preempts,
+               (double)ru.ru_maxrss / 1024.0);
+    }
+    allot_queue_free(q);
+    allot_tenants_free(t);
+    allot_cluster_free(c);
+    allot_catalog_free(cat);
+    free(leaves);
+    free(lat);
+    free(cpu);
+    return 0;
+}
