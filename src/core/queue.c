@@ -297,6 +297,10 @@ int allot_queue_submit(struct allot_queue *q, const struct allot_job_spec *spec,
     job_request(q, spec, &j->req);
     j->why.kind = ALLOT_WHY_NEW;
     q->pending[q->n_pending++] = j->id;
+    /* the placement policy learns from submissions, once per task of a
+     * gang; never from the placement attempts of later cycles */
+    for (int k = 0; k < spec->n_tasks; k++)
+        allot_sched_observe(q->placer, &j->spec.task);
     return (int)q->n_jobs++;
 oom:
     allot_fmt(err, errlen, "job %s: out of memory", spec->name);
