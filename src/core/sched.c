@@ -478,7 +478,7 @@ int allot_sched_pick(struct allot_sched *s, const struct allot_task *t, struct a
     const int32_t *ids;
     int nlive;
     int shape = shape_id(s, t);
-    int node = -1;
+    int node = -1, rc;
     struct shape_cache *sc;
     const struct allot_class_hot *hot = allot_cluster_class_hot(s->c);
 
@@ -521,7 +521,7 @@ int allot_sched_pick(struct allot_sched *s, const struct allot_task *t, struct a
             r -= (uint64_t)k->n_members;
         }
     } else if (s->ops->bound) {
-        int rc = bounded_search(s, sc, t, &node);
+        rc = bounded_search(s, sc, t, &node);
         if (rc)
             return rc;
     } else {
@@ -548,8 +548,12 @@ int allot_sched_pick(struct allot_sched *s, const struct allot_task *t, struct a
         sc->nofit_epoch = allot_cluster_grow_epoch(s->c) + 1;
         return ALLOT_ENOSPC;
     }
-    return s->ops->choose ? s->ops->choose(s->pstate, s, node, t, out)
-                          : allot_sched_choose_default(s, node, t, out);
+    rc = s->ops->choose ? s->ops->choose(s->pstate, s, node, t, out)
+                        : allot_sched_choose_default(s, node, t, out);
+    /* the node was chosen because it fits: its GPUs must take the task */
+    if (ALLOT_NEVER(rc == ALLOT_ENOSPC))
+        return ALLOT_EINTERNAL;
+    return rc;
 }
 
 int allot_sched_place(struct allot_sched *s, const struct allot_task *t,
@@ -564,7 +568,12 @@ int allot_sched_place(struct allot_sched *s, const struct allot_task *t,
     rc = allot_sched_pick(s, t, out);
     if (rc)
         return rc;
-    return allot_cluster_apply(s->c, out);
+    rc = allot_cluster_apply(s->c, out);
+    /* one feasibility rule: what the pick found, the cluster accepts (only
+     * index growth may fail) */
+    if (ALLOT_NEVER(rc != 0 && rc != ALLOT_ENOMEM))
+        return ALLOT_EINTERNAL;
+    return rc;
 }
 
 void allot_sched_observe(struct allot_sched *s, const struct allot_task *t)
