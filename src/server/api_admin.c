@@ -1,0 +1,295 @@
+/*
+ * Administrative routes of allotd: health and readiness, /metrics, API
+ * tokens (create, list, revoke) and the audit log (list, verify), plus the
+ * audit helper every mutating handler calls inside its store batch.
+ * Runs on HTTP worker threads; store access under the store lock.
+ */
+#include "http.h"
+#include "loop.h"
+
+#include "allot/common.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int api_audit(struct req *r, const char *target, const char *result, int64_t now)
+{
+    struct allot_store_audit e = {.time = now,
+                                  .token_id = r->who.token_id,
+                                  .action = (char *)(r->action ? r->action : "unknown"),
+                                  .target = (char *)target,
+                                  .result = (char *)result};
+
+    r->audited = true;
+    return allot_store_audit_append(r->srv->st, &e, NULL);
+}
+
+int api_healthz(struct req *r)
+{
+    return api_json(r, 200, json_pack("{s:s}", "status", "ok"));
+}
+
+int api_readyz(struct req *r)
+{
+    if (!atomic_load(&r->srv->ready))
+        return api_error(r, 503, "starting", "rebuilding the scheduler from the store");
+    return api_json(r, 200, json_pack("{s:s}", "status", "ready"));
+}
+
+int api_metrics(struct req *r)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+
+    if (!f)
+        return api_error(r, 500, "internal", "out of memory");
+    http_metrics(r->srv->http, f);
+    loop_metrics(r->srv->loop, f);
+    fclose(f);
+    api_text(r, 200, "text/plain; version=0.0.4", buf ? buf : "");
+    free(buf);
+    return 0;
+}
+
+/* ---- tokens ---- */
+
+static json_t *token_json(const struct allot_store_token *t)
+{
+    return json_pack("{s:I,s:s,s:s,s:s,s:I,s:I}", "id", (json_int_t)t->id, "name",
+                     t->name ? t->name : "", "role", allot_store_role_name(t->role), "tenant",
+                     t->tenant ? t->tenant : "", "created", (json_int_t)t->created, "revoked",
+                     (json_int_t)t->revoked);
+}
+
+static int role_parse(const char *s)
+{
+    for (int i = 0; i < ALLOT_ROLE_NROLES; i++)
+        if (!strcmp(allot_store_role_name(i), s))
+            return i;
+    return -1;
+}
+
+/* May the caller manage token t (list, revoke)? */
+static bool may_manage(const struct principal *p, int role, const char *tenant)
+{
+    if (p->role == ALLOT_ROLE_ADMIN)
+        return true;
+    return p->role == ALLOT_ROLE_TENANT_ADMIN && role != ALLOT_ROLE_ADMIN &&
+           role != ALLOT_ROLE_AGENT && *p->tenant && auth_in_scope(p->tenant, tenant);
+}
+
+int api_tokens_create(struct req *r)
+{
+    static const char *const fields[] = {"name", "role", "tenant", NULL};
+    json_t *b = api_body_object(r);
+    json_t *jn, *jr, *jt;
+    struct allot_store_token t = {0};
+    char secret[80], target[64];
+    int64_t id = 0, now = srv_now();
+    int role, rc;
+
+    if (!b)
+        return 0;
+    if (!api_known_fields(r, b, fields, NULL))
+        goto out;
+    jn = json_object_get(b, "name");
+    jr = json_object_get(b, "role");
+    jt = json_object_get(b, "tenant");
+    if ((jn && !json_is_string(jn)) || !json_is_string(jr) || (jt && !json_is_string(jt))) {
+        api_error(r, 400, "bad_type",
+                  !json_is_string(jr) ? "field \"role\": a string is required"
+                                      : "fields \"name\" and \"tenant\" must be strings");
+        goto out;
+    }
+    role = role_parse(json_string_value(jr));
+    if (role < 0) {
+        api_error(r, 422, "invalid", "field \"role\": unknown role \"%s\"", json_string_value(jr));
+        goto out;
+    }
+    t.role = role;
+    t.name = (char *)(jn ? json_string_value(jn) : "");
+    t.tenant = (char *)(jt ? json_string_value(jt) : "");
+    if ((role == ALLOT_ROLE_TENANT_ADMIN || role == ALLOT_ROLE_MEMBER) && !*t.tenant) {
+        api_error(r, 422, "invalid", "field \"tenant\": role %s needs a tenant",
+                  allot_store_role_name(role));
+        goto out;
+    }
+    if (!may_manage(&r->who, role, t.tenant)) {
+        api_error(r, 403, "forbidden", "a %s may not create %s tokens for tenant \"%s\"",
+                  allot_store_role_name(r->who.role), allot_store_role_name(role), t.tenant);
+        goto out;
+    }
+    auth_new_secret(secret, sizeof(secret), t.hash);
+    t.created = now;
+    srv_lock(r->srv);
+    rc = allot_store_begin(r->srv->st);
+    if (!rc)
+        rc = allot_store_token_add(r->srv->st, &t, &id);
+    allot_fmt(target, sizeof(target), "token/%lld", (long long)id);
+    if (!rc)
+        rc = api_audit(r, target, "ok", now);
+    if (!rc)
+        rc = allot_store_commit(r->srv->st);
+    else
+        allot_store_rollback(r->srv->st);
+    srv_unlock(r->srv);
+    if (rc < 0) {
+        r->audited = false;
+        api_error(r, 500, "store", "cannot store the token: %s", allot_strerror(rc));
+        goto out;
+    }
+    t.id = id;
+    json_t *o = token_json(&t);
+    json_object_set_new(o, "token", json_string(secret));
+    api_json(r, 201, o);
+out:
+    json_decref(b);
+    return 0;
+}
+
+int api_tokens_list(struct req *r)
+{
+    struct allot_store_token *t = NULL;
+    size_t n = 0;
+    json_t *a;
+    int rc;
+
+    srv_lock(r->srv);
+    rc = allot_store_token_list(r->srv->st, &t, &n);
+    srv_unlock(r->srv);
+    if (rc < 0)
+        return api_error(r, 500, "store", "%s", allot_strerror(rc));
+    a = json_array();
+    for (size_t i = 0; i < n; i++)
+        if (may_manage(&r->who, t[i].role, t[i].tenant ? t[i].tenant : ""))
+            json_array_append_new(a, token_json(&t[i]));
+    allot_store_tokens_free(t, n);
+    return api_json(r, 200, json_pack("{s:o}", "tokens", a));
+}
+
+static bool parse_id(const char *s, int64_t *out)
+{
+    char *end;
+    long long v;
+
+    if (!*s || *s < '0' || *s > '9' || strlen(s) > 18)
+        return false;
+    v = strtoll(s, &end, 10);
+    if (*end || v <= 0)
+        return false;
+    *out = v;
+    return true;
+}
+
+int api_tokens_revoke(struct req *r)
+{
+    struct allot_store_token t = {0};
+    char target[64];
+    int64_t id, now = srv_now();
+    int rc;
+
+    if (!parse_id(r->params[0], &id))
+        return api_error(r, 404, "not_found", "no token %s", r->params[0]);
+    allot_fmt(target, sizeof(target), "token/%lld", (long long)id);
+    srv_lock(r->srv);
+    rc = allot_store_token_get(r->srv->st, id, &t);
+    if (rc == 0 && !may_manage(&r->who, t.role, t.tenant ? t.tenant : ""))
+        rc = ALLOT_ENOENT; /* do not reveal tokens outside the caller's scope */
+    if (rc == 0 && t.revoked)
+        rc = ALLOT_ESTATE;
+    if (rc == 0) {
+        rc = allot_store_begin(r->srv->st);
+        if (!rc)
+            rc = allot_store_token_revoke(r->srv->st, id, now);
+        if (!rc)
+            rc = api_audit(r, target, "ok", now);
+        if (!rc)
+            rc = allot_store_commit(r->srv->st);
+        else {
+            r->audited = false;
+            allot_store_rollback(r->srv->st);
+        }
+    }
+    srv_unlock(r->srv);
+    if (rc == ALLOT_ENOENT)
+        api_error(r, 404, "not_found", "no token %lld", (long long)id);
+    else if (rc == ALLOT_ESTATE)
+        api_error(r, 409, "conflict", "token %lld is already revoked", (long long)id);
+    else if (rc < 0)
+        api_error(r, 500, "store", "%s", allot_strerror(rc));
+    else {
+        t.revoked = now;
+        api_json(r, 200, token_json(&t));
+    }
+    allot_store_token_clear(&t);
+    return 0;
+}
+
+/* ---- audit ---- */
+
+static void hex(const uint8_t *h, char *out)
+{
+    static const char d[] = "0123456789abcdef";
+
+    for (int i = 0; i < ALLOT_STORE_HASH_LEN; i++) {
+        out[2 * i] = d[h[i] >> 4];
+        out[2 * i + 1] = d[h[i] & 15];
+    }
+    out[2 * ALLOT_STORE_HASH_LEN] = '\0';
+}
+
+int api_audit_list(struct req *r)
+{
+    const char *qa = api_query(r, "after"), *ql = api_query(r, "limit");
+    int64_t after = 0, limit = 100;
+    struct allot_store_audit *e = NULL;
+    size_t n = 0;
+    json_t *a;
+    int rc;
+
+    if ((qa && !parse_id(qa, &after) && strcmp(qa, "0")) ||
+        (ql && (!parse_id(ql, &limit) || limit > 1000)))
+        return api_error(r, 400, "bad_query", "after must be >= 0, limit 1..1000");
+    srv_lock(r->srv);
+    rc = allot_store_audit_list(r->srv->st, after, (int)limit, &e, &n);
+    srv_unlock(r->srv);
+    if (rc < 0)
+        return api_error(r, 500, "store", "%s", allot_strerror(rc));
+    a = json_array();
+    for (size_t i = 0; i < n; i++) {
+        char h[2 * ALLOT_STORE_HASH_LEN + 1];
+
+        hex(e[i].hash, h);
+        json_array_append_new(
+            a, json_pack("{s:I,s:I,s:I,s:s,s:s,s:s,s:s}", "seq", (json_int_t)e[i].seq, "time",
+                         (json_int_t)e[i].time, "token_id", (json_int_t)e[i].token_id, "action",
+                         e[i].action, "target", e[i].target, "result", e[i].result, "hash", h));
+    }
+    int64_t next = n == (size_t)limit ? e[n - 1].seq : 0;
+    allot_store_audits_free(e, n);
+    return api_json(r, 200, json_pack("{s:o,s:I}", "entries", a, "next_after", (json_int_t)next));
+}
+
+int api_audit_verify(struct req *r)
+{
+    int64_t bad = 0, head = 0;
+    uint8_t hh[ALLOT_STORE_HASH_LEN];
+    char why[256] = "", h[2 * ALLOT_STORE_HASH_LEN + 1];
+    int rc;
+
+    srv_lock(r->srv);
+    rc = allot_store_audit_verify(r->srv->st, &bad, why, sizeof(why));
+    if (rc == 0)
+        rc = allot_store_audit_head(r->srv->st, &head, hh);
+    srv_unlock(r->srv);
+    if (rc == ALLOT_ESTATE)
+        return api_json(
+            r, 200, json_pack("{s:b,s:I,s:s}", "ok", 0, "bad_seq", (json_int_t)bad, "why", why));
+    if (rc < 0)
+        return api_error(r, 500, "store", "%s", allot_strerror(rc));
+    hex(hh, h);
+    return api_json(r, 200,
+                    json_pack("{s:b,s:I,s:s}", "ok", 1, "entries", (json_int_t)head, "head", h));
+}

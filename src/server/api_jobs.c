@@ -1,0 +1,347 @@
+/*
+ * Job routes: submit (strict validation, Idempotency-Key, committed with
+ * its "submitted" event and audit entry before the reply, then handed to
+ * the scheduling loop), list (filters, keyset paging), get (with pending
+ * reason and placement), cancel, events. A caller bound to a tenant only
+ * ever sees jobs of its subtree; other jobs answer 404, as if missing.
+ */
+#include "http.h"
+#include "jobspec.h"
+#include "loop.h"
+
+#include "allot/common.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+json_t *api_job_json(const struct allot_store_job *j)
+{
+    json_t *spec = json_loads(j->spec ? j->spec : "{}", 0, NULL);
+    json_t *pl = j->placement ? json_loads(j->placement, 0, NULL) : NULL;
+    json_t *o =
+        json_pack("{s:I,s:s,s:s,s:s,s:o,s:o,s:I,s:I,s:I}", "id", (json_int_t)j->id, "name",
+                  j->name ? j->name : "", "tenant", j->tenant ? j->tenant : "", "state",
+                  allot_store_job_state_name(j->state), "spec", spec ? spec : json_object(),
+                  "placement", pl ? pl : json_null(), "submit_time", (json_int_t)j->submit_time,
+                  "start_time", (json_int_t)j->start_time, "end_time", (json_int_t)j->end_time);
+
+    if (!o)
+        return NULL;
+    json_object_set_new(o, "pending_reason",
+                        j->pending_reason ? json_string(j->pending_reason) : json_null());
+    json_object_set_new(o, "exit_code",
+                        j->has_exit_code ? json_integer(j->exit_code) : json_null());
+    if (j->idem_key)
+        json_object_set_new(o, "idempotency_key", json_string(j->idem_key));
+    return o;
+}
+
+/* Checks tenant and priority against the store (lock held): 0 or 422 text. */
+static int check_refs(struct allot_store *st, const struct jobspec *js, char *err, size_t errlen)
+{
+    struct allot_store_tenant *t = NULL;
+    struct allot_store_prio_class *p = NULL;
+    size_t nt = 0, np = 0, len = strlen(js->tenant);
+    bool found = false, leaf = true;
+    int rc = allot_store_tenant_list(st, &t, &nt);
+
+    if (rc < 0)
+        return rc;
+    for (size_t i = 0; i < nt; i++) {
+        found |= !strcmp(t[i].path, js->tenant);
+        if (!strncmp(t[i].path, js->tenant, len) && t[i].path[len] == '/')
+            leaf = false;
+    }
+    allot_store_tenants_free(t, nt);
+    if (!found)
+        return allot_fmt(err, errlen, "field \"tenant\": unknown tenant \"%s\"", js->tenant), 422;
+    if (!leaf)
+        return allot_fmt(err, errlen,
+                         "field \"tenant\": \"%s\" has sub-tenants; jobs run in leaves",
+                         js->tenant),
+               422;
+    if (js->priority) {
+        found = false;
+        rc = allot_store_prio_list(st, &p, &np);
+        if (rc < 0)
+            return rc;
+        for (size_t i = 0; i < np; i++)
+            found |= !strcmp(p[i].name, js->priority);
+        allot_store_prios_free(p, np);
+        if (!found)
+            return allot_fmt(err, errlen, "field \"priority\": unknown priority class \"%s\"",
+                             js->priority),
+                   422;
+    }
+    return 0;
+}
+
+int api_jobs_submit(struct req *r)
+{
+    const char *key = api_header(r, "Idempotency-Key");
+    struct allot_store_job j = {0}, got = {0};
+    struct jobspec js;
+    char err[512], target[64];
+    json_t *b = api_body_object(r);
+    char *spec = NULL;
+    bool existed = false;
+    int64_t id = 0, now = srv_now();
+    int rc, maxg;
+
+    if (!b)
+        return 0;
+    rc = jobspec_parse(b, r->srv->cat, &js, err, sizeof(err));
+    if (rc) {
+        api_error(r, rc, rc == 400 ? "bad_request" : "invalid", "%s", err);
+        goto out;
+    }
+    maxg = atomic_load(&r->srv->max_node_gpus);
+    if (maxg > 0 && js.task.num_gpu > maxg && js.task.mig_profile < 0) {
+        api_error(r, 422, "invalid",
+                  "field \"gpus\" is %d; the largest registered node has %d GPUs", js.task.num_gpu,
+                  maxg);
+        goto out;
+    }
+    if (key && (!*key || strlen(key) > 128)) {
+        api_error(r, 400, "bad_request", "header Idempotency-Key must be 1..128 bytes");
+        goto out;
+    }
+    if (!auth_sees_tenant(&r->who, js.tenant)) {
+        api_error(r, 403, "forbidden", "this token may not submit jobs to tenant \"%s\"",
+                  js.tenant);
+        goto out;
+    }
+    spec = json_dumps(b, JSON_COMPACT);
+    j.tenant = (char *)js.tenant;
+    j.name = (char *)js.name;
+    j.token_id = r->who.token_id;
+    j.spec = spec;
+    j.state = ALLOT_SJ_PENDING;
+    j.submit_time = now;
+    j.idem_key = (char *)key;
+    srv_lock(r->srv);
+    rc = check_refs(r->srv->st, &js, err, sizeof(err));
+    if (rc == 0)
+        rc = allot_store_begin(r->srv->st);
+    if (rc == 0) {
+        rc = allot_store_job_submit(r->srv->st, &j, &id, &existed);
+        if (!rc && !existed) {
+            struct allot_store_event ev = {.job_id = id, .time = now, .kind = "submitted"};
+
+            allot_fmt(target, sizeof(target), "job/%lld", (long long)id);
+            rc = allot_store_event_add(r->srv->st, &ev, NULL);
+            if (!rc)
+                rc = api_audit(r, target, "ok", now);
+        }
+        if (!rc)
+            rc = allot_store_commit(r->srv->st);
+        else {
+            r->audited = false;
+            allot_store_rollback(r->srv->st);
+        }
+        if (!rc)
+            rc = allot_store_job_get(r->srv->st, id, &got);
+    }
+    srv_unlock(r->srv);
+    if (rc == 422)
+        api_error(r, 422, "invalid", "%s", err);
+    else if (rc < 0)
+        api_error(r, 500, "store", "%s", allot_strerror(rc));
+    else {
+        if (!existed)
+            loop_post(r->srv->loop, LOOP_JOB_SUBMITTED, id, NULL);
+        api_json(r, existed ? 200 : 201, api_job_json(&got));
+    }
+    allot_store_job_clear(&got);
+out:
+    free(spec);
+    json_decref(b);
+    return 0;
+}
+
+static bool parse_num(const char *s, int64_t lo, int64_t hi, int64_t *out)
+{
+    char *end;
+    long long v;
+
+    if (!s || !*s || strlen(s) > 18)
+        return false;
+    v = strtoll(s, &end, 10);
+    if (*end || v < lo || v > hi)
+        return false;
+    *out = v;
+    return true;
+}
+
+int api_jobs_list(struct req *r)
+{
+    const char *tenant = api_query(r, "tenant"), *state = api_query(r, "state");
+    const char *cur = api_query(r, "cursor"), *lim = api_query(r, "limit");
+    const char *sub = api_query(r, "subtree");
+    struct allot_store_job_filter f = {.limit = 100};
+    struct allot_store_job_page pg = {0};
+    int64_t v;
+    json_t *a;
+    int rc;
+
+    if (state) {
+        int s = allot_store_job_state_parse(state);
+        if (s < 0)
+            return api_error(r, 400, "bad_query", "unknown state \"%s\"", state);
+        f.states = 1u << s;
+    }
+    if (cur) {
+        if (!parse_num(cur, 0, INT64_MAX, &v))
+            return api_error(r, 400, "bad_query", "cursor must be a number");
+        f.cursor = v;
+    }
+    if (lim) {
+        if (!parse_num(lim, 1, 1000, &v))
+            return api_error(r, 400, "bad_query", "limit must be in 1..1000");
+        f.limit = (int)v;
+    }
+    f.tenant_subtree = sub && (!strcmp(sub, "1") || !strcmp(sub, "true"));
+    f.tenant = tenant;
+    if (r->who.role != ALLOT_ROLE_ADMIN && *r->who.tenant) {
+        if (!tenant) {
+            f.tenant = r->who.tenant;
+            f.tenant_subtree = true;
+        } else if (!auth_in_scope(r->who.tenant, tenant)) {
+            return api_json(r, 200, json_pack("{s:[],s:I}", "jobs", "next_cursor", (json_int_t)0));
+        }
+    }
+    srv_lock(r->srv);
+    rc = allot_store_job_list(r->srv->st, &f, &pg);
+    srv_unlock(r->srv);
+    if (rc < 0)
+        return api_error(r, rc == ALLOT_EINVAL ? 400 : 500, "bad_query", "%s", allot_strerror(rc));
+    a = json_array();
+    for (size_t i = 0; i < pg.n; i++)
+        json_array_append_new(a, api_job_json(&pg.jobs[i]));
+    v = pg.next_cursor;
+    allot_store_job_page_free(&pg);
+    return api_json(r, 200, json_pack("{s:o,s:I}", "jobs", a, "next_cursor", (json_int_t)v));
+}
+
+/* Reads job {id} if the caller may see it; replies 404 otherwise. */
+static bool load_visible(struct req *r, struct allot_store_job *j)
+{
+    int64_t id;
+    int rc;
+
+    if (!parse_num(r->params[0], 1, INT64_MAX, &id)) {
+        api_error(r, 404, "not_found", "no job %s", r->params[0]);
+        return false;
+    }
+    srv_lock(r->srv);
+    rc = allot_store_job_get(r->srv->st, id, j);
+    srv_unlock(r->srv);
+    if (rc == ALLOT_ENOENT || (rc == 0 && !auth_sees_tenant(&r->who, j->tenant))) {
+        allot_store_job_clear(j);
+        api_error(r, 404, "not_found", "no job %lld", (long long)id);
+        return false;
+    }
+    if (rc < 0) {
+        api_error(r, 500, "store", "%s", allot_strerror(rc));
+        return false;
+    }
+    return true;
+}
+
+int api_jobs_get(struct req *r)
+{
+    struct allot_store_job j = {0};
+
+    if (!load_visible(r, &j))
+        return 0;
+    api_json(r, 200, api_job_json(&j));
+    allot_store_job_clear(&j);
+    return 0;
+}
+
+int api_jobs_cancel(struct req *r)
+{
+    struct allot_store_job j = {0};
+    char target[64];
+    int64_t now = srv_now();
+    int rc;
+
+    if (!load_visible(r, &j))
+        return 0;
+    allot_fmt(target, sizeof(target), "job/%lld", (long long)j.id);
+    if (r->who.role == ALLOT_ROLE_VIEWER) {
+        api_error(r, 403, "forbidden", "a viewer may not cancel jobs");
+        goto out;
+    }
+    srv_lock(r->srv);
+    /* read again under the lock: the loop may have moved it meanwhile */
+    allot_store_job_clear(&j);
+    rc = allot_store_job_get(r->srv->st, (int64_t)strtoll(r->params[0], NULL, 10), &j);
+    if (!rc && allot_store_job_state_terminal(j.state))
+        rc = ALLOT_ESTATE;
+    if (!rc)
+        rc = allot_store_begin(r->srv->st);
+    if (!rc) {
+        struct allot_store_event ev = {.job_id = j.id, .time = now, .kind = "cancelled"};
+
+        j.state = ALLOT_SJ_CANCELLED;
+        j.end_time = now;
+        allot_free(j.pending_reason);
+        j.pending_reason = NULL;
+        rc = allot_store_job_update(r->srv->st, &j);
+        if (!rc)
+            rc = allot_store_event_add(r->srv->st, &ev, NULL);
+        if (!rc)
+            rc = api_audit(r, target, "ok", now);
+        if (!rc)
+            rc = allot_store_commit(r->srv->st);
+        else {
+            r->audited = false;
+            allot_store_rollback(r->srv->st);
+        }
+    }
+    srv_unlock(r->srv);
+    if (rc == ALLOT_ESTATE)
+        api_error(r, 409, "conflict", "job %lld already ended (%s)", (long long)j.id,
+                  allot_store_job_state_name(j.state));
+    else if (rc < 0)
+        api_error(r, 500, "store", "%s", allot_strerror(rc));
+    else {
+        loop_post(r->srv->loop, LOOP_JOB_CANCELLED, j.id, NULL);
+        api_json(r, 200, api_job_json(&j));
+    }
+out:
+    allot_store_job_clear(&j);
+    return 0;
+}
+
+int api_jobs_events(struct req *r)
+{
+    struct allot_store_job j = {0};
+    struct allot_store_event *ev = NULL;
+    size_t n = 0;
+    int64_t after = 0, limit = 100;
+    json_t *a;
+    int rc;
+
+    if ((api_query(r, "after") && !parse_num(api_query(r, "after"), 0, INT64_MAX, &after)) ||
+        (api_query(r, "limit") && !parse_num(api_query(r, "limit"), 1, 1000, &limit)))
+        return api_error(r, 400, "bad_query", "after must be >= 0, limit 1..1000");
+    if (!load_visible(r, &j))
+        return 0;
+    srv_lock(r->srv);
+    rc = allot_store_event_list(r->srv->st, j.id, after, (int)limit, &ev, &n);
+    srv_unlock(r->srv);
+    allot_store_job_clear(&j);
+    if (rc < 0)
+        return api_error(r, 500, "store", "%s", allot_strerror(rc));
+    a = json_array();
+    for (size_t i = 0; i < n; i++) {
+        json_t *o = json_pack("{s:I,s:I,s:s}", "seq", (json_int_t)ev[i].seq, "time",
+                              (json_int_t)ev[i].time, "kind", ev[i].kind);
+        json_object_set_new(o, "detail", ev[i].detail ? json_string(ev[i].detail) : json_null());
+        json_array_append_new(a, o);
+    }
+    allot_store_events_free(ev, n);
+    return api_json(r, 200, json_pack("{s:o}", "events", a));
+}

@@ -1,0 +1,160 @@
+/*
+ * Tenant routes: PUT /v1/tenants replaces the whole tree and the priority
+ * classes (declarative, like `allot apply -f tenants.yaml`): listed
+ * tenants are created or updated, unlisted ones deleted (refused with 409
+ * while one still has live jobs), all in one store batch with its audit
+ * entry; GET /v1/tenants returns the same document, limited to the
+ * caller's subtree for tenant-bound tokens.
+ */
+#include "http.h"
+#include "loop.h"
+#include "tenants.h"
+
+#include "allot/common.h"
+
+#include <string.h>
+
+static const char *const iso_names[] = {"shared", "exclusive-gpu", "exclusive-node"};
+
+static bool listed(const struct sim_tenants_conf *c, const char *path)
+{
+    return sim_tenants_conf_find(c, path) >= 0;
+}
+
+static bool has_live_jobs(struct allot_store *st, const char *path, int *rc)
+{
+    struct allot_store_job_filter f = {.tenant = path, .states = ALLOT_SJ_LIVE_MASK, .limit = 1};
+    struct allot_store_job_page pg = {0};
+    bool live;
+
+    *rc = allot_store_job_list(st, &f, &pg);
+    live = pg.n > 0;
+    allot_store_job_page_free(&pg);
+    return live;
+}
+
+/* Writes the tree; store lock held, inside a batch. Returns 0, an
+ * ALLOT_E* code, or ALLOT_ESTATE with the tenant in `busy`. */
+static int write_tree(struct allot_store *st, json_t *doc, const struct sim_tenants_conf *c,
+                      char *busy, size_t busylen)
+{
+    struct allot_store_tenant *old = NULL;
+    struct allot_store_prio_class *oldp = NULL;
+    size_t n_old = 0, n_oldp = 0;
+    json_t *ts = json_object_get(doc, "tenants");
+    int rc;
+
+    rc = allot_store_tenant_list(st, &old, &n_old);
+    if (rc < 0)
+        return rc;
+    /* children sort after their parents: delete from the end */
+    for (size_t i = n_old; i-- > 0 && !rc;) {
+        if (listed(c, old[i].path))
+            continue;
+        if (has_live_jobs(st, old[i].path, &rc) && !rc) {
+            allot_strlcpy(busy, old[i].path, busylen);
+            rc = ALLOT_ESTATE;
+        }
+        if (!rc)
+            rc = allot_store_tenant_delete(st, old[i].path);
+    }
+    allot_store_tenants_free(old, n_old);
+    for (size_t i = 0; i < c->n && !rc; i++) {
+        json_t *q = NULL;
+        size_t k;
+        json_t *x;
+
+        json_array_foreach(ts, k, x) if (!strcmp(json_string_value(json_object_get(x, "path")),
+                                                 c->v[i].path)) q = json_object_get(x, "quotas");
+        char *qs = q ? json_dumps(q, JSON_COMPACT) : NULL;
+        struct allot_store_tenant t = {.path = c->v[i].path,
+                                       .weight = c->v[i].weight,
+                                       .isolation = (char *)iso_names[c->v[i].isolation],
+                                       .quotas = qs ? qs : "{}"};
+        rc = (q && !qs) ? ALLOT_ENOMEM : allot_store_tenant_put(st, &t);
+        free(qs);
+    }
+    if (!rc)
+        rc = allot_store_prio_list(st, &oldp, &n_oldp);
+    for (size_t i = 0; i < n_oldp && !rc; i++) {
+        bool keep = false;
+        for (int j = 0; j < c->n_prio; j++)
+            keep |= !strcmp(c->prio[j].name, oldp[i].name);
+        if (!keep)
+            rc = allot_store_prio_delete(st, oldp[i].name);
+    }
+    allot_store_prios_free(oldp, n_oldp);
+    for (int j = 0; j < c->n_prio && !rc; j++) {
+        struct allot_store_prio_class p = {.name = (char *)c->prio[j].name,
+                                           .value = c->prio[j].value,
+                                           .preemptible = c->prio[j].preemptible};
+        rc = allot_store_prio_put(st, &p);
+    }
+    return rc;
+}
+
+int api_tenants_put(struct req *r)
+{
+    struct sim_tenants_conf conf = {0};
+    char err[512], busy[256] = "";
+    json_t *doc = api_body_object(r);
+    int rc;
+
+    if (!doc)
+        return 0;
+    if (tenants_doc_check(doc, err, sizeof(err))) {
+        api_error(r, 400, "bad_request", "%s", err);
+        goto out;
+    }
+    rc = tenants_doc_parse(doc, r->srv->cat, &conf, err, sizeof(err));
+    if (rc < 0) {
+        api_error(r, rc == ALLOT_ENOMEM ? 500 : 422, "invalid", "%s", err);
+        goto out;
+    }
+    srv_lock(r->srv);
+    rc = allot_store_begin(r->srv->st);
+    if (!rc) {
+        rc = write_tree(r->srv->st, doc, &conf, busy, sizeof(busy));
+        if (!rc)
+            rc = api_audit(r, "tenants", "ok", srv_now());
+        if (!rc)
+            rc = allot_store_commit(r->srv->st);
+        else {
+            r->audited = false;
+            allot_store_rollback(r->srv->st);
+        }
+    }
+    srv_unlock(r->srv);
+    if (rc == ALLOT_ESTATE)
+        api_error(r, 409, "conflict", "tenant %s still has live jobs; it cannot be removed", busy);
+    else if (rc < 0)
+        api_error(r, 500, "store", "%s", allot_strerror(rc));
+    else {
+        loop_post(r->srv->loop, LOOP_TENANTS, 0, NULL);
+        api_json(
+            r, 200,
+            json_pack("{s:I,s:i}", "tenants", (json_int_t)conf.n, "priority_classes", conf.n_prio));
+    }
+out:
+    sim_tenants_conf_free(&conf);
+    json_decref(doc);
+    return 0;
+}
+
+int api_tenants_get(struct req *r)
+{
+    json_t *doc, *ts;
+    size_t i;
+
+    srv_lock(r->srv);
+    doc = tenants_doc_from_store(r->srv->st);
+    srv_unlock(r->srv);
+    if (!doc)
+        return api_error(r, 500, "store", "cannot read the tenants");
+    ts = json_object_get(doc, "tenants");
+    for (i = json_array_size(ts); i-- > 0;)
+        if (!auth_sees_tenant(&r->who,
+                              json_string_value(json_object_get(json_array_get(ts, i), "path"))))
+            json_array_remove(ts, i);
+    return api_json(r, 200, doc);
+}

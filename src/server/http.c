@@ -1,0 +1,466 @@
+/*
+ * The HTTP layer of allotd (see http.h). libmicrohttpd calls
+ * http_access() several times per request: first with the headers (a
+ * Content-Length over body-max is answered 413 at once), then with body
+ * chunks (collected up to body-max; more is discarded and answered 413),
+ * then once more to run the route. Route matching, the token and role
+ * check, the 503 while the core is being rebuilt, the audit entry of a
+ * refused mutating call and the metrics all happen here, so handlers only
+ * do their own work. Runs on libmicrohttpd's worker threads.
+ */
+#include "http.h"
+
+#include "allot/common.h"
+#include "log.h"
+
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#define A(r)        ROLE_BIT(ALLOT_ROLE_##r)
+#define ROLES_USERS (A(ADMIN) | A(TENANT_ADMIN) | A(MEMBER) | A(VIEWER))
+#define ROLES_JOBS  (A(ADMIN) | A(TENANT_ADMIN) | A(MEMBER))
+
+const struct route http_routes[] = {
+    {"GET", "/healthz", api_healthz, ROLES_NONE, NULL},
+    {"GET", "/readyz", api_readyz, ROLES_NONE, NULL},
+    {"GET", "/metrics", api_metrics, ROLES_NONE, NULL},
+    {"POST", "/v1/tokens", api_tokens_create, A(ADMIN) | A(TENANT_ADMIN), "token.create"},
+    {"GET", "/v1/tokens", api_tokens_list, A(ADMIN) | A(TENANT_ADMIN), NULL},
+    {"DELETE", "/v1/tokens/{id}", api_tokens_revoke, A(ADMIN) | A(TENANT_ADMIN), "token.revoke"},
+    {"GET", "/v1/audit", api_audit_list, A(ADMIN), NULL},
+    {"GET", "/v1/audit/verify", api_audit_verify, A(ADMIN), NULL},
+    {"PUT", "/v1/tenants", api_tenants_put, A(ADMIN), "tenant.apply"},
+    {"GET", "/v1/tenants", api_tenants_get, ROLES_USERS, NULL},
+    {"POST", "/v1/jobs", api_jobs_submit, ROLES_JOBS, "job.submit"},
+    {"GET", "/v1/jobs", api_jobs_list, ROLES_USERS, NULL},
+    {"GET", "/v1/jobs/{id}", api_jobs_get, ROLES_USERS, NULL},
+    {"POST", "/v1/jobs/{id}/cancel", api_jobs_cancel, ROLES_USERS, "job.cancel"},
+    {"GET", "/v1/jobs/{id}/events", api_jobs_events, ROLES_USERS, NULL},
+    {"GET", "/v1/nodes", api_nodes_list, ROLES_USERS, NULL},
+    {"POST", "/v1/nodes/register", api_nodes_register, A(ADMIN) | A(AGENT), "node.register"},
+    {"POST", "/v1/nodes/{name}/heartbeat", api_nodes_heartbeat, A(ADMIN) | A(AGENT),
+     "node.heartbeat"},
+};
+const size_t http_n_routes = sizeof(http_routes) / sizeof(http_routes[0]);
+
+/* ---- metrics ---- */
+
+static const int metric_codes[] = {200, 201, 204, 400, 401, 403, 404, 405, 409, 413, 422, 500, 503};
+#define N_CODES   (sizeof(metric_codes) / sizeof(metric_codes[0]))
+#define N_BUCKETS 12
+static const double buckets[N_BUCKETS] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+                                          0.05,   0.1,   0.25,   0.5,   1,    2.5};
+#define MAX_ROUTES 32
+
+struct metric_cell {
+    uint64_t count;
+    double sum;
+    uint64_t le[N_BUCKETS];
+};
+
+struct http {
+    struct server *srv;
+    struct MHD_Daemon *d;
+    int64_t body_max;
+    pthread_mutex_t mlock;
+    /* [route][code]; route index http_n_routes = no route matched */
+    struct metric_cell cells[MAX_ROUTES + 1][N_CODES];
+};
+
+static void metric_record(struct http *h, size_t route, int status, double secs)
+{
+    size_t c = 0;
+
+    while (c < N_CODES && metric_codes[c] != status)
+        c++;
+    if (c == N_CODES)
+        c = N_CODES - 3; /* 500: an unexpected status is a server bug */
+    pthread_mutex_lock(&h->mlock);
+    struct metric_cell *m = &h->cells[route][c];
+    m->count++;
+    m->sum += secs;
+    for (int b = 0; b < N_BUCKETS; b++)
+        if (secs <= buckets[b])
+            m->le[b]++;
+    pthread_mutex_unlock(&h->mlock);
+}
+
+void http_metrics(struct http *h, FILE *out)
+{
+    fprintf(out, "# HELP allot_api_requests_total API requests by route and status code.\n"
+                 "# TYPE allot_api_requests_total counter\n");
+    pthread_mutex_lock(&h->mlock);
+    for (size_t i = 0; i <= http_n_routes; i++)
+        for (size_t c = 0; c < N_CODES; c++) {
+            const struct metric_cell *m = &h->cells[i][c];
+            if (!m->count)
+                continue;
+            fprintf(out, "allot_api_requests_total{method=\"%s\",route=\"%s\",code=\"%d\"} %llu\n",
+                    i < http_n_routes ? http_routes[i].method : "",
+                    i < http_n_routes ? http_routes[i].pattern : "unmatched", metric_codes[c],
+                    (unsigned long long)m->count);
+        }
+    fprintf(out, "# HELP allot_api_request_seconds API request latency by route and status code.\n"
+                 "# TYPE allot_api_request_seconds histogram\n");
+    for (size_t i = 0; i <= http_n_routes; i++)
+        for (size_t c = 0; c < N_CODES; c++) {
+            const struct metric_cell *m = &h->cells[i][c];
+            char lab[256];
+
+            if (!m->count)
+                continue;
+            allot_fmt(lab, sizeof(lab), "method=\"%s\",route=\"%s\",code=\"%d\"",
+                      i < http_n_routes ? http_routes[i].method : "",
+                      i < http_n_routes ? http_routes[i].pattern : "unmatched", metric_codes[c]);
+            for (int b = 0; b < N_BUCKETS; b++)
+                fprintf(out, "allot_api_request_seconds_bucket{%s,le=\"%g\"} %llu\n", lab,
+                        buckets[b], (unsigned long long)m->le[b]);
+            fprintf(out, "allot_api_request_seconds_bucket{%s,le=\"+Inf\"} %llu\n", lab,
+                    (unsigned long long)m->count);
+            fprintf(out, "allot_api_request_seconds_sum{%s} %.6f\n", lab, m->sum);
+            fprintf(out, "allot_api_request_seconds_count{%s} %llu\n", lab,
+                    (unsigned long long)m->count);
+        }
+    pthread_mutex_unlock(&h->mlock);
+}
+
+/* ---- replies ---- */
+
+static void set_resp(struct req *r, int status, const char *type, char *body)
+{
+    allot_free(r->resp);
+    r->status = status;
+    r->content_type = type;
+    r->resp = body;
+}
+
+int api_json(struct req *r, int status, json_t *v)
+{
+    char *s = v ? json_dumps(v, JSON_COMPACT) : NULL;
+    char *copy = s ? allot_strdup(s) : NULL;
+
+    free(s);
+    json_decref(v);
+    if (!copy) {
+        set_resp(r, 500, "application/json",
+                 allot_strdup("{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}"));
+        return 0;
+    }
+    set_resp(r, status, "application/json", copy);
+    return 0;
+}
+
+int api_error(struct req *r, int status, const char *code, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    return api_json(r, status, json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg));
+}
+
+int api_text(struct req *r, int status, const char *content_type, const char *text)
+{
+    set_resp(r, status, content_type, allot_strdup(text));
+    return 0;
+}
+
+const char *api_query(struct req *r, const char *key)
+{
+    return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, key);
+}
+
+const char *api_header(struct req *r, const char *key)
+{
+    return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, key);
+}
+
+json_t *api_body_object(struct req *r)
+{
+    json_error_t e;
+    json_t *v;
+
+    if (!r->body_len) {
+        api_error(r, 400, "bad_request", "a JSON object body is required");
+        return NULL;
+    }
+    v = json_loadb(r->body, r->body_len, JSON_REJECT_DUPLICATES, &e);
+    if (!v) {
+        api_error(r, 400, "malformed_json", "line %d column %d: %s", e.line, e.column, e.text);
+        return NULL;
+    }
+    if (!json_is_object(v)) {
+        json_decref(v);
+        api_error(r, 400, "bad_request", "the body must be a JSON object");
+        return NULL;
+    }
+    return v;
+}
+
+bool api_known_fields(struct req *r, json_t *obj, const char *const *allowed, const char *where)
+{
+    const char *k;
+    json_t *v;
+
+    json_object_foreach(obj, k, v)
+    {
+        bool ok = false;
+        for (const char *const *a = allowed; *a && !ok; a++)
+            ok = !strcmp(*a, k);
+        if (!ok) {
+            api_error(r, 400, "unknown_field", "unknown field \"%s%s%s\"", where ? where : "",
+                      where ? "." : "", k);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* ---- routing ---- */
+
+/* Matches path against pattern, filling r->params. */
+static bool route_match(const char *pat, const char *path, struct req *r)
+{
+    int np = 0;
+
+    while (*pat && *path) {
+        if (*pat == '{') {
+            const char *end = strchr(path, '/');
+            size_t len = end ? (size_t)(end - path) : strlen(path);
+
+            if (!len || len >= sizeof(r->params[0]) || np >= 2)
+                return false;
+            memcpy(r->params[np], path, len);
+            r->params[np][len] = '\0';
+            np++;
+            path += len;
+            pat = strchr(pat, '}');
+            if (!pat)
+                return false;
+            pat++;
+            continue;
+        }
+        if (*pat != *path)
+            return false;
+        pat++;
+        path++;
+    }
+    return !*pat && !*path;
+}
+
+struct conn_ctx {
+    struct req r;
+    size_t cap;
+    bool too_large;
+    struct timespec t0;
+};
+
+static double since(const struct timespec *t0)
+{
+    struct timespec t;
+
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)(t.tv_sec - t0->tv_sec) + (double)(t.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+static enum MHD_Result send_reply(struct MHD_Connection *c, struct req *r)
+{
+    struct MHD_Response *resp;
+    enum MHD_Result ret;
+    const char *body = r->resp ? r->resp : "";
+
+    resp = MHD_create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_MUST_COPY);
+    if (!resp)
+        return MHD_NO;
+    MHD_add_response_header(resp, "Content-Type",
+                            r->content_type ? r->content_type : "application/json");
+    ret = MHD_queue_response(c, (unsigned)r->status, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+static void dispatch(struct http *h, struct req *r, size_t *route_out)
+{
+    bool path_seen = false;
+    size_t i;
+
+    for (i = 0; i < http_n_routes; i++) {
+        memset(r->params, 0, sizeof(r->params));
+        if (!route_match(http_routes[i].pattern, r->path, r))
+            continue;
+        path_seen = true;
+        if (!strcmp(http_routes[i].method, r->method))
+            break;
+    }
+    *route_out = i;
+    if (i == http_n_routes) {
+        if (path_seen)
+            api_error(r, 405, "method_not_allowed", "%s is not allowed on %s", r->method, r->path);
+        else
+            api_error(r, 404, "not_found", "no such route: %s", r->path);
+        return;
+    }
+    const struct route *rt = &http_routes[i];
+    r->action = rt->action;
+    if (rt->roles != ROLES_NONE) {
+        if (!atomic_load(&h->srv->ready)) {
+            api_error(r, 503, "starting", "allotd is starting; retry shortly");
+            return;
+        }
+        if (!auth_resolve(r)) {
+            api_error(r, 401, "unauthorized", "a valid bearer token is required");
+            return;
+        }
+        if (!(rt->roles & ROLE_BIT(r->who.role))) {
+            api_error(r, 403, "forbidden", "role %s may not %s %s",
+                      allot_store_role_name(r->who.role), rt->method, rt->pattern);
+            goto audit;
+        }
+    }
+    rt->fn(r);
+    if (!r->resp)
+        api_error(r, 500, "internal", "no reply");
+audit:
+    if (rt->action && r->who.resolved && !r->audited && r->status >= 400) {
+        char result[64];
+        char target[160];
+
+        allot_fmt(result, sizeof(result), "error %d", r->status);
+        allot_fmt(target, sizeof(target), "%s", r->path);
+        srv_lock(h->srv);
+        if (api_audit(r, target, result, srv_now()) < 0)
+            LOG_WARN("http", "audit append failed: %s", allot_store_errmsg(h->srv->st));
+        srv_unlock(h->srv);
+    }
+}
+
+static enum MHD_Result http_access(void *cls, struct MHD_Connection *c, const char *url,
+                                   const char *method, const char *version, const char *upload_data,
+                                   size_t *upload_size, void **con_cls)
+{
+    struct http *h = cls;
+    struct conn_ctx *x = *con_cls;
+
+    if (!x) {
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+
+        x = allot_calloc(1, sizeof(*x));
+        if (!x)
+            return MHD_NO;
+        clock_gettime(CLOCK_MONOTONIC, &x->t0);
+        x->r.srv = h->srv;
+        x->r.method = method;
+        x->r.path = url;
+        x->r.conn = c;
+        *con_cls = x;
+        if (cl && strtoll(cl, NULL, 10) > h->body_max)
+            x->too_large = true;
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        size_t n = *upload_size;
+
+        *upload_size = 0;
+        if (x->too_large || x->r.body_len + n > (size_t)h->body_max) {
+            x->too_large = true;
+            return MHD_YES;
+        }
+        if (allot_grow((void **)&x->r.body, &x->cap, x->r.body_len + n + 1, 1) < 0)
+            return MHD_NO;
+        memcpy(x->r.body + x->r.body_len, upload_data, n);
+        x->r.body_len += n;
+        x->r.body[x->r.body_len] = '\0';
+        return MHD_YES;
+    }
+    size_t route = http_n_routes;
+    if (x->too_large)
+        api_error(&x->r, 413, "too_large", "request body over %lld bytes", (long long)h->body_max);
+    else
+        dispatch(h, &x->r, &route);
+    metric_record(h, route, x->r.status, since(&x->t0));
+    LOG_DEBUG("http", "%s %s -> %d", method, url, x->r.status);
+    return send_reply(c, &x->r);
+}
+
+static void http_done(void *cls, struct MHD_Connection *c, void **con_cls,
+                      enum MHD_RequestTerminationCode toe)
+{
+    struct conn_ctx *x = *con_cls;
+
+    if (!x)
+        return;
+    allot_free(x->r.body);
+    allot_free(x->r.resp);
+    auth_principal_clear(&x->r.who);
+    allot_free(x);
+    *con_cls = NULL;
+}
+
+struct http *http_start(struct server *s, const char *listen, int workers, int *port, char *err,
+                        size_t errlen)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    char host[64];
+    const char *colon = strrchr(listen, ':');
+    struct http *h;
+    char *end;
+    long p;
+
+    if (!colon || (size_t)(colon - listen) >= sizeof(host)) {
+        allot_fmt(err, errlen, "listen: expected HOST:PORT, got \"%s\"", listen);
+        return NULL;
+    }
+    memcpy(host, listen, (size_t)(colon - listen));
+    host[colon - listen] = '\0';
+    p = strtol(colon + 1, &end, 10);
+    if (*end || p < 0 || p > 65535 || inet_pton(AF_INET, host, &sa.sin_addr) != 1) {
+        allot_fmt(err, errlen, "listen: expected IPv4-ADDRESS:PORT, got \"%s\"", listen);
+        return NULL;
+    }
+    sa.sin_port = htons((uint16_t)p);
+    h = allot_calloc(1, sizeof(*h));
+    if (!h) {
+        allot_fmt(err, errlen, "out of memory");
+        return NULL;
+    }
+    if (http_n_routes > MAX_ROUTES) {
+        allot_fmt(err, errlen, "route table over %d entries", MAX_ROUTES);
+        allot_free(h);
+        return NULL;
+    }
+    h->srv = s;
+    h->body_max = s->cfg.body_max;
+    pthread_mutex_init(&h->mlock, NULL);
+    h->d = MHD_start_daemon(
+        MHD_USE_AUTO | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG, 0, NULL,
+        NULL, http_access, h, MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_THREAD_POOL_SIZE,
+        (unsigned)workers, MHD_OPTION_NOTIFY_COMPLETED, http_done, h, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)30, MHD_OPTION_END);
+    if (!h->d) {
+        allot_fmt(err, errlen, "cannot listen on %s", listen);
+        pthread_mutex_destroy(&h->mlock);
+        allot_free(h);
+        return NULL;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
+    *port = info ? info->port : (int)p;
+    return h;
+}
+
+void http_stop(struct http *h)
+{
+    if (!h)
+        return;
+    MHD_quiesce_daemon(h->d);
+    MHD_stop_daemon(h->d);
+    pthread_mutex_destroy(&h->mlock);
+    allot_free(h);
+}

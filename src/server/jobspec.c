@@ -1,0 +1,169 @@
+/*
+ * Validation of job requests (see jobspec.h). Types and unknown fields
+ * are 400; shapes the cluster can never run (a MIG profile or GPU model
+ * the catalog does not know, more GPUs than a node can have, exclusive
+ * fields combined) are 422. Pure: no I/O, no store.
+ */
+#include "jobspec.h"
+
+#include "allot/common.h"
+
+#include <math.h>
+#include <string.h>
+
+static const char *const fields[] = {
+    "name",       "tenant",     "tasks",          "gpus",    "mig", "gpu_milli", "gpu_memory",
+    "cpus",       "memory",     "priority",       "command", "env", "workdir",   "image",
+    "gpu_models", "time_limit", "checkpointable", "labels",  NULL};
+
+#define E400(...) (allot_fmt(err, errlen, __VA_ARGS__), 400)
+#define E422(...) (allot_fmt(err, errlen, __VA_ARGS__), 422)
+
+static int get_int(json_t *b, const char *k, int64_t lo, int64_t hi, int64_t *out, char *err,
+                   size_t errlen)
+{
+    json_t *v = json_object_get(b, k);
+
+    if (!v)
+        return 0;
+    if (!json_is_integer(v))
+        return E400("field \"%s\" must be an integer", k);
+    if (json_integer_value(v) < lo || json_integer_value(v) > hi)
+        return E422("field \"%s\" is %lld; must be in %lld..%lld", k,
+                    (long long)json_integer_value(v), (long long)lo, (long long)hi);
+    *out = json_integer_value(v);
+    return 0;
+}
+
+static int get_str(json_t *b, const char *k, size_t max, const char **out, char *err, size_t errlen)
+{
+    json_t *v = json_object_get(b, k);
+
+    if (!v)
+        return 0;
+    if (!json_is_string(v))
+        return E400("field \"%s\" must be a string", k);
+    if (json_string_length(v) > max || strlen(json_string_value(v)) != json_string_length(v))
+        return E422("field \"%s\" is longer than %zu bytes or holds a NUL", k, max);
+    *out = json_string_value(v);
+    return 0;
+}
+
+/* An array of strings or an object of strings. */
+static int get_strings(json_t *b, const char *k, bool object, char *err, size_t errlen)
+{
+    json_t *v = json_object_get(b, k), *x;
+    const char *key;
+    size_t i;
+
+    if (!v)
+        return 0;
+    if (object ? !json_is_object(v) : !json_is_array(v))
+        return E400("field \"%s\" must be %s", k,
+                    object ? "an object of strings" : "an array of strings");
+    if (object) {
+        json_object_foreach(v, key, x) if (!json_is_string(x)) return E400(
+            "field \"%s.%s\" must be a string", k, key);
+    } else {
+        json_array_foreach(v, i, x) if (!json_is_string(x)) return E400(
+            "field \"%s[%zu]\" must be a string", k, i);
+    }
+    return 0;
+}
+
+int jobspec_parse(json_t *b, const struct allot_catalog *cat, struct jobspec *out, char *err,
+                  size_t errlen)
+{
+    const char *k, *mig = NULL;
+    json_t *v;
+    int64_t tasks = 1, gpus = -1, milli = -1, gmem = -1, mem = 0, limit = 0;
+    int rc;
+
+    memset(out, 0, sizeof(*out));
+    out->name = "";
+    json_object_foreach(b, k, v)
+    {
+        bool ok = false;
+        for (const char *const *f = fields; *f && !ok; f++)
+            ok = !strcmp(*f, k);
+        if (!ok)
+            return E400("unknown field \"%s\"", k);
+    }
+    if (!json_object_get(b, "tenant"))
+        return E400("field \"tenant\" is required");
+    if ((rc = get_str(b, "tenant", 255, &out->tenant, err, errlen)) ||
+        (rc = get_str(b, "name", 128, &out->name, err, errlen)) ||
+        (rc = get_str(b, "priority", 31, &out->priority, err, errlen)) ||
+        (rc = get_str(b, "mig", 31, &mig, err, errlen)) ||
+        (rc = get_int(b, "tasks", 1, 1024, &tasks, err, errlen)) ||
+        (rc = get_int(b, "gpus", 0, 1000000, &gpus, err, errlen)) ||
+        (rc = get_int(b, "gpu_milli", 1, 999, &milli, err, errlen)) ||
+        (rc = get_int(b, "gpu_memory", 1, INT64_C(1) << 40, &gmem, err, errlen)) ||
+        (rc = get_int(b, "memory", 0, INT64_C(1) << 40, &mem, err, errlen)) ||
+        (rc = get_int(b, "time_limit", 0, INT64_C(1) << 40, &limit, err, errlen)) ||
+        (rc = get_strings(b, "command", false, err, errlen)) ||
+        (rc = get_strings(b, "gpu_models", false, err, errlen)) ||
+        (rc = get_strings(b, "env", true, err, errlen)) ||
+        (rc = get_strings(b, "labels", true, err, errlen)))
+        return rc;
+    if ((v = json_object_get(b, "workdir")) && !json_is_string(v))
+        return E400("field \"workdir\" must be a string");
+    if ((v = json_object_get(b, "image")) && !json_is_string(v))
+        return E400("field \"image\" must be a string");
+    if ((v = json_object_get(b, "checkpointable")) && !json_is_boolean(v))
+        return E400("field \"checkpointable\" must be a boolean");
+    out->checkpointable = v && json_is_true(v);
+    if (!*out->tenant)
+        return E422("field \"tenant\" must name a tenant");
+
+    struct allot_task *t = &out->task;
+    t->mig_profile = -1;
+    t->cpu_milli = 1000;
+    if ((v = json_object_get(b, "cpus"))) {
+        if (!json_is_number(v))
+            return E400("field \"cpus\" must be a number");
+        double c = json_number_value(v);
+        if (!(c >= 0 && c <= 65536))
+            return E422("field \"cpus\" must be in 0..65536");
+        t->cpu_milli = (int64_t)llround(c * 1000);
+    }
+    t->mem_mib = mem;
+    int kinds = (gpus >= 0) + (mig != NULL) + (milli >= 0 || gmem >= 0);
+    if (kinds > 1)
+        return E422("fields \"gpus\", \"mig\" and \"gpu_milli\"/\"gpu_memory\" exclude each "
+                    "other");
+    if (gpus > ALLOT_MAX_GPUS)
+        return E422("field \"gpus\" is %lld; no node holds more than %d GPUs", (long long)gpus,
+                    ALLOT_MAX_GPUS);
+    if (gpus >= 0) {
+        t->num_gpu = (int)gpus;
+        t->gpu_milli = gpus ? ALLOT_MILLI : 0;
+    } else if (mig) {
+        t->num_gpu = 1;
+        t->mig_profile = allot_catalog_find_profile(cat, mig);
+        if (t->mig_profile < 0)
+            return E422("field \"mig\": unknown MIG profile \"%s\"", mig);
+    } else if (milli >= 0 || gmem >= 0) {
+        t->num_gpu = 1;
+        t->gpu_milli = milli >= 0 ? (int)milli : 0;
+        t->gpu_mem_mib = gmem >= 0 ? gmem : 0;
+    }
+    if ((v = json_object_get(b, "gpu_models"))) {
+        size_t i;
+        json_t *m;
+
+        json_array_foreach(v, i, m)
+        {
+            int idx = allot_catalog_find_model(cat, json_string_value(m));
+            if (idx < 0)
+                return E422("field \"gpu_models[%zu]\": unknown GPU model \"%s\"", i,
+                            json_string_value(m));
+            t->model_mask |= UINT64_C(1) << idx;
+        }
+    }
+    if (allot_task_validate(cat, t, err, errlen) < 0)
+        return 422;
+    out->n_tasks = (int)tasks;
+    out->limit_s = limit;
+    return 0;
+}

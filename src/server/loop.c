@@ -1,0 +1,725 @@
+/*
+ * The scheduling loop of allotd (see loop.h).
+ *
+ * State owned by the loop thread alone: the core (cluster, tenants,
+ * queue) and the live set, one entry per job the core holds that has not
+ * ended, with what was last written to the store for it (state, run
+ * count, pending reason hash). After each cycle the loop compares every
+ * live job's core state with that record and writes only what changed,
+ * in one store batch; decisions become job events. Finished jobs leave
+ * the live set, so the loop's own memory follows the live jobs.
+ *
+ * Shared state: the message queue (l->mu, l->cv) and the published
+ * desired state per node (l->dmu, a JSON object name -> task array) and
+ * the metrics (l->dmu too).
+ *
+ * Restart: live jobs are rebuilt as pending in submission order; one that
+ * was starting or running is placed again by the next cycle (liballot-core
+ * has no entry point yet to adopt a running job at a given placement).
+ */
+#include "loop.h"
+
+#include "jobspec.h"
+#include "log.h"
+#include "tenants.h"
+
+#include "allot/common.h"
+#include "allot/queue.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct msg {
+    struct msg *next;
+    int kind;
+    int64_t id;
+    char *name; /* owned */
+};
+
+struct live {
+    int64_t sid;      /* store job id */
+    int qid;          /* core job id */
+    int wstate;       /* store state last written (enum allot_store_job_state) */
+    int64_t wruns;    /* core run count when last written */
+    uint64_t wreason; /* hash of the pending reason last written */
+    json_t *spec;     /* owned: the stored spec (desired state shows it) */
+};
+
+#define N_CYCLE_BUCKETS 10
+static const double cycle_buckets[N_CYCLE_BUCKETS] = {0.0001, 0.0005, 0.001, 0.005, 0.01,
+                                                      0.05,   0.1,    0.5,   1,     5};
+
+struct loop {
+    struct server *srv;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct msg *head, *tail;
+    bool stop;
+
+    /* loop thread only */
+    struct allot_cluster *c;
+    struct allot_tenants *t;
+    struct allot_queue *q;
+    char prio_names[ALLOT_PRIO_CLASSES][32];
+    int n_prio;
+    struct live *live;
+    size_t n_live, cap_live;
+    struct dec {
+        int kind;
+        int qid;
+        char why[128];
+    } * decs;
+    size_t n_decs, cap_decs;
+
+    /* published, under dmu */
+    pthread_mutex_t dmu;
+    json_t *desired;
+    uint64_t cycles;
+    double cycle_sum;
+    uint64_t cycle_le[N_CYCLE_BUCKETS];
+    int64_t jobs_pending, jobs_running, nodes, gpus, gpu_used_milli;
+};
+
+static uint64_t hash_str(const char *s)
+{
+    uint64_t h = 1469598103934665603ULL;
+
+    for (; s && *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    return h;
+}
+
+/* ---- messages ---- */
+
+int loop_post(struct loop *l, int kind, int64_t id, const char *name)
+{
+    struct msg *m = allot_calloc(1, sizeof(*m));
+
+    if (!m || (name && !(m->name = allot_strdup(name)))) {
+        allot_free(m);
+        LOG_ERROR("loop", "out of memory queueing a message");
+        return ALLOT_ENOMEM;
+    }
+    m->kind = kind;
+    m->id = id;
+    pthread_mutex_lock(&l->mu);
+    if (l->tail)
+        l->tail->next = m;
+    else
+        l->head = m;
+    l->tail = m;
+    pthread_cond_signal(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+    return 0;
+}
+
+/* ---- building the core ---- */
+
+static int add_node(struct loop *l, const char *name, const char *inventory)
+{
+    json_t *inv = json_loads(inventory ? inventory : "{}", 0, NULL);
+    json_t *gpus = json_object_get(inv, "gpus"), *labels = json_object_get(inv, "labels");
+    const char *mode = json_string_value(json_object_get(inv, "gpu_mode"));
+    struct allot_label lab[32];
+    struct allot_node_spec ns = {.name = name};
+    char err[256];
+    const char *k;
+    json_t *v;
+    int rc;
+
+    if (allot_cluster_find_node(l->c, name) >= 0 || !inv) {
+        json_decref(inv);
+        return 0;
+    }
+    ns.cpu_milli = (int64_t)llround(json_number_value(json_object_get(inv, "cpus")) * 1000);
+    ns.mem_mib = json_integer_value(json_object_get(inv, "memory"));
+    ns.n_gpus = (int)json_array_size(gpus);
+    if (ns.n_gpus)
+        ns.model = json_string_value(json_object_get(json_array_get(gpus, 0), "model"));
+    ns.gpu_mode = !mode || !strcmp(mode, "shared") ? ALLOT_GPU_SHARED
+                  : !strcmp(mode, "mig")           ? ALLOT_GPU_MIG
+                                                   : ALLOT_GPU_EXCLUSIVE;
+    json_object_foreach(labels, k, v)
+    {
+        if (ns.n_labels == 32)
+            break;
+        lab[ns.n_labels].key = (char *)k;
+        lab[ns.n_labels++].value = (char *)json_string_value(v);
+    }
+    ns.labels = lab;
+    rc = allot_cluster_add_node(l->c, &ns, err, sizeof(err));
+    if (rc < 0)
+        LOG_ERROR("loop", "node %s not added: %s", name, err);
+    else
+        LOG_INFO("loop", "node %s added (%d GPUs)", name, ns.n_gpus);
+    if (ns.n_gpus > atomic_load(&l->srv->max_node_gpus))
+        atomic_store(&l->srv->max_node_gpus, ns.n_gpus);
+    json_decref(inv);
+    return rc < 0 ? rc : 0;
+}
+
+/* Reads the tenant tree and classes from the store into the core. */
+static int load_tenants(struct loop *l)
+{
+    struct sim_tenants_conf conf = {0};
+    char err[512];
+    json_t *doc;
+    int rc;
+
+    pthread_mutex_lock(&l->srv->store_lock);
+    doc = tenants_doc_from_store(l->srv->st);
+    pthread_mutex_unlock(&l->srv->store_lock);
+    if (!doc)
+        return ALLOT_EIO;
+    if (!json_array_size(json_object_get(doc, "tenants"))) {
+        json_decref(doc);
+        return 0; /* nothing applied yet */
+    }
+    rc = tenants_doc_parse(doc, l->srv->cat, &conf, err, sizeof(err));
+    json_decref(doc);
+    if (rc == 0)
+        rc = tenants_apply(l->t, &conf, err, sizeof(err));
+    for (int i = 0; rc == 0 && i < conf.n_prio; i++) {
+        bool known = false;
+        for (int j = 0; j < l->n_prio; j++)
+            known |= !strcmp(l->prio_names[j], conf.prio[i].name);
+        if (known || l->n_prio == ALLOT_PRIO_CLASSES)
+            continue;
+        if (allot_queue_add_prio_class(l->q, conf.prio[i].name, conf.prio[i].value,
+                                       conf.prio[i].preemptible) >= 0)
+            allot_strlcpy(l->prio_names[l->n_prio++], conf.prio[i].name, 32);
+    }
+    if (rc < 0)
+        LOG_ERROR("loop", "tenants not applied: %s", err);
+    sim_tenants_conf_free(&conf);
+    return rc;
+}
+
+/* Marks a job the core refuses as failed (store lock taken here). */
+static void reject(struct loop *l, int64_t sid, const char *why)
+{
+    struct allot_store_job j = {0};
+    struct allot_store_event ev = {
+        .job_id = sid, .time = srv_now(), .kind = "rejected", .detail = (char *)why};
+
+    pthread_mutex_lock(&l->srv->store_lock);
+    if (allot_store_job_get(l->srv->st, sid, &j) == 0 && !allot_store_job_state_terminal(j.state) &&
+        allot_store_begin(l->srv->st) == 0) {
+        j.state = ALLOT_SJ_FAILED;
+        j.end_time = ev.time;
+        allot_free(j.pending_reason);
+        j.pending_reason = allot_strdup(why);
+        if (allot_store_job_update(l->srv->st, &j) || allot_store_event_add(l->srv->st, &ev, NULL))
+            allot_store_rollback(l->srv->st);
+        else
+            allot_store_commit(l->srv->st);
+    }
+    allot_store_job_clear(&j);
+    pthread_mutex_unlock(&l->srv->store_lock);
+    LOG_WARN("loop", "job %lld rejected: %s", (long long)sid, why);
+}
+
+/* Puts stored job j into the core. */
+static void submit_job(struct loop *l, const struct allot_store_job *j)
+{
+    struct allot_job_spec spec = {0};
+    struct jobspec js;
+    char err[512];
+    json_t *b = json_loads(j->spec, 0, NULL);
+    int qid;
+
+    if (!b || jobspec_parse(b, l->srv->cat, &js, err, sizeof(err))) {
+        reject(l, j->id, b ? err : "stored spec is not JSON");
+        json_decref(b);
+        return;
+    }
+    spec.name = js.name;
+    spec.tenant = allot_tenants_find(l->t, js.tenant);
+    spec.prio_class = -1;
+    for (int i = 0; js.priority && i < l->n_prio; i++)
+        if (!strcmp(l->prio_names[i], js.priority))
+            spec.prio_class = i;
+    spec.qos = ALLOT_QOS_BURSTABLE;
+    spec.n_tasks = js.n_tasks;
+    spec.task = js.task;
+    spec.limit_s = js.limit_s;
+    spec.checkpointable = js.checkpointable;
+    if (spec.tenant <= 0) {
+        allot_fmt(err, sizeof(err), "tenant %s is not known to the scheduler", js.tenant);
+        reject(l, j->id, err);
+        json_decref(b);
+        return;
+    }
+    if (allot_grow((void **)&l->live, &l->cap_live, l->n_live + 1, sizeof(*l->live)) < 0) {
+        reject(l, j->id, "out of memory");
+        json_decref(b);
+        return;
+    }
+    qid = allot_queue_submit(l->q, &spec, srv_now(), err, sizeof(err));
+    if (qid < 0) {
+        reject(l, j->id, err);
+        json_decref(b);
+        return;
+    }
+    l->live[l->n_live++] = (struct live){.sid = j->id,
+                                         .qid = qid,
+                                         .wstate = j->state,
+                                         .wruns = 0,
+                                         .wreason = hash_str(j->pending_reason),
+                                         .spec = b};
+}
+
+static struct live *find_live(struct loop *l, int64_t sid, size_t *idx)
+{
+    for (size_t i = 0; i < l->n_live; i++)
+        if (l->live[i].sid == sid) {
+            *idx = i;
+            return &l->live[i];
+        }
+    return NULL;
+}
+
+static void drop_live(struct loop *l, size_t i)
+{
+    json_decref(l->live[i].spec);
+    l->live[i] = l->live[--l->n_live];
+}
+
+static int rebuild(struct loop *l)
+{
+    struct allot_store_node *nodes = NULL;
+    struct allot_store_job_filter f = {.states = ALLOT_SJ_LIVE_MASK, .limit = 1000};
+    struct allot_store_job_page pg = {0};
+    size_t nn = 0;
+    int rc;
+
+    pthread_mutex_lock(&l->srv->store_lock);
+    rc = allot_store_node_list(l->srv->st, &nodes, &nn);
+    pthread_mutex_unlock(&l->srv->store_lock);
+    if (rc < 0)
+        return rc;
+    for (size_t i = 0; i < nn; i++)
+        add_node(l, nodes[i].name, nodes[i].inventory);
+    allot_store_nodes_free(nodes, nn);
+    rc = load_tenants(l);
+    if (rc < 0 && rc != ALLOT_EINVAL)
+        return rc;
+    do {
+        pthread_mutex_lock(&l->srv->store_lock);
+        rc = allot_store_job_list(l->srv->st, &f, &pg);
+        pthread_mutex_unlock(&l->srv->store_lock);
+        if (rc < 0)
+            return rc;
+        for (size_t i = 0; i < pg.n; i++)
+            submit_job(l, &pg.jobs[i]);
+        f.cursor = pg.next_cursor;
+        allot_store_job_page_free(&pg);
+    } while (f.cursor);
+    LOG_INFO("loop", "rebuilt: %d nodes, %zu live jobs", allot_cluster_node_count(l->c), l->n_live);
+    return 0;
+}
+
+/* ---- handling messages ---- */
+
+static void handle(struct loop *l, struct msg *m)
+{
+    struct allot_store_job j = {0};
+    struct allot_store_node n = {0};
+    struct live *e;
+    size_t idx;
+    int rc;
+
+    switch (m->kind) {
+    case LOOP_JOB_SUBMITTED:
+        pthread_mutex_lock(&l->srv->store_lock);
+        rc = allot_store_job_get(l->srv->st, m->id, &j);
+        pthread_mutex_unlock(&l->srv->store_lock);
+        if (rc == 0 && !allot_store_job_state_terminal(j.state) && !find_live(l, m->id, &idx))
+            submit_job(l, &j);
+        allot_store_job_clear(&j);
+        break;
+    case LOOP_JOB_CANCELLED:
+    case LOOP_JOB_FINISHED:
+        e = find_live(l, m->id, &idx);
+        if (!e)
+            break;
+        if (m->kind == LOOP_JOB_CANCELLED)
+            rc = allot_queue_cancel(l->q, e->qid, srv_now());
+        else if (allot_queue_job(l->q, e->qid)->state == ALLOT_JOB_PENDING)
+            rc = allot_queue_cancel(l->q, e->qid, srv_now());
+        else
+            rc = allot_queue_finish(l->q, e->qid, srv_now());
+        if (rc < 0 && rc != ALLOT_ESTATE)
+            LOG_ERROR("loop", "job %lld: %s", (long long)m->id, allot_strerror(rc));
+        drop_live(l, idx);
+        break;
+    case LOOP_NODE_ADDED:
+        pthread_mutex_lock(&l->srv->store_lock);
+        rc = allot_store_node_get(l->srv->st, m->name, &n);
+        pthread_mutex_unlock(&l->srv->store_lock);
+        if (rc == 0)
+            add_node(l, n.name, n.inventory);
+        allot_store_node_clear(&n);
+        break;
+    case LOOP_TENANTS:
+        load_tenants(l);
+        break;
+    }
+}
+
+/* ---- a cycle ---- */
+
+static void on_decision(int kind, const struct allot_job *job, const char *why, void *ud)
+{
+    struct loop *l = ud;
+
+    if (allot_grow((void **)&l->decs, &l->cap_decs, l->n_decs + 1, sizeof(*l->decs)) < 0)
+        return; /* events are best effort; states are diffed after the cycle */
+    l->decs[l->n_decs].kind = kind;
+    l->decs[l->n_decs].qid = job->id;
+    allot_strlcpy(l->decs[l->n_decs].why, why ? why : "", sizeof(l->decs[0].why));
+    l->n_decs++;
+}
+
+static json_t *placement_json(struct loop *l, const struct allot_job *qj)
+{
+    const struct allot_catalog *cat = l->srv->cat;
+    json_t *tasks = json_array();
+
+    for (int k = 0; k < qj->spec.n_tasks; k++) {
+        const struct allot_placement *p = &qj->pl[k];
+        const struct allot_node *n = allot_cluster_node(l->c, p->node);
+        json_t *g = json_array();
+
+        for (int b = 0; b < ALLOT_MAX_GPUS; b++)
+            if (p->gpu_mask & (1u << b))
+                json_array_append_new(g, json_integer(b));
+        json_t *o =
+            json_pack("{s:i,s:s,s:o,s:i,s:I,s:I,s:I}", "task", k, "node", n->name, "gpus", g,
+                      "gpu_milli", p->gpu_milli, "gpu_memory", (json_int_t)p->gpu_mem_mib,
+                      "cpu_milli", (json_int_t)p->cpu_milli, "memory", (json_int_t)p->mem_mib);
+        if (p->mig_profile >= 0 && n->model >= 0)
+            json_object_set_new(o, "mig_profile",
+                                json_string(cat->models[n->model].profiles[p->mig_profile].name));
+        json_array_append_new(tasks, o);
+    }
+    return json_pack("{s:o}", "tasks", tasks);
+}
+
+static const char *dec_event(int kind)
+{
+    return kind == ALLOT_DEC_START ? "placed" : kind == ALLOT_DEC_PREEMPT ? "preempted" : "stopped";
+}
+
+/* Writes what changed since the last cycle (store lock held, in a batch). */
+static void write_changes(struct loop *l, int64_t now)
+{
+    struct allot_store *st = l->srv->st;
+
+    for (size_t d = 0; d < l->n_decs; d++)
+        for (size_t i = 0; i < l->n_live; i++)
+            if (l->live[i].qid == l->decs[d].qid) {
+                struct allot_store_event ev = {.job_id = l->live[i].sid,
+                                               .time = now,
+                                               .kind = (char *)dec_event(l->decs[d].kind),
+                                               .detail = l->decs[d].why};
+                allot_store_event_add(st, &ev, NULL);
+            }
+    for (size_t i = 0; i < l->n_live; i++) {
+        struct live *e = &l->live[i];
+        const struct allot_job *qj = allot_queue_job(l->q, e->qid);
+        struct allot_store_job j = {0};
+        int want = e->wstate;
+        const char *reason = NULL;
+        uint64_t rh = e->wreason;
+
+        if (qj->state == ALLOT_JOB_PENDING) {
+            want = ALLOT_SJ_PENDING;
+            reason = allot_queue_reason(l->q, e->qid);
+            rh = hash_str(reason);
+        } else if (qj->state == ALLOT_JOB_DONE) {
+            want = ALLOT_SJ_FAILED;
+            reason = allot_queue_reason(l->q, e->qid);
+        } else if (qj->runs != e->wruns) {
+            want = ALLOT_SJ_STARTING;
+        }
+        if (want == e->wstate && rh == e->wreason && qj->runs == e->wruns)
+            continue;
+        if (allot_store_job_get(st, e->sid, &j) < 0)
+            continue;
+        if (allot_store_job_state_terminal(j.state)) {
+            allot_store_job_clear(&j);
+            continue; /* cancelled meanwhile: its message is on the way */
+        }
+        allot_free(j.pending_reason);
+        j.pending_reason = reason ? allot_strdup(reason) : NULL;
+        j.state = want;
+        if (want == ALLOT_SJ_STARTING) {
+            json_t *pl = placement_json(l, qj);
+            char *s = pl ? json_dumps(pl, JSON_COMPACT) : NULL;
+
+            allot_free(j.placement);
+            j.placement = s ? allot_strdup(s) : NULL;
+            free(s);
+            json_decref(pl);
+            j.start_time = now;
+        } else if (want == ALLOT_SJ_PENDING) {
+            allot_free(j.placement);
+            j.placement = NULL;
+        } else {
+            j.end_time = now;
+        }
+        if (allot_store_job_update(st, &j) == 0) {
+            e->wstate = want;
+            e->wruns = qj->runs;
+            e->wreason = rh;
+        }
+        allot_store_job_clear(&j);
+    }
+    /* jobs the core ended (time limit) leave the live set */
+    for (size_t i = l->n_live; i-- > 0;)
+        if (allot_queue_job(l->q, l->live[i].qid)->state == ALLOT_JOB_DONE)
+            drop_live(l, i);
+}
+
+static void publish(struct loop *l, double secs)
+{
+    json_t *d = json_object();
+    int64_t pend = 0, run = 0;
+
+    for (size_t i = 0; i < l->n_live; i++) {
+        const struct allot_job *qj = allot_queue_job(l->q, l->live[i].qid);
+
+        if (qj->state == ALLOT_JOB_PENDING) {
+            pend++;
+            continue;
+        }
+        run++;
+        json_t *pl = placement_json(l, qj), *x;
+        size_t k;
+
+        json_array_foreach(json_object_get(pl, "tasks"), k, x)
+        {
+            const char *node = json_string_value(json_object_get(x, "node"));
+            json_t *arr = json_object_get(d, node);
+
+            if (!arr) {
+                arr = json_array();
+                json_object_set_new(d, node, arr);
+            }
+            json_object_set_new(x, "job", json_integer(l->live[i].sid));
+            json_object_set(x, "spec", l->live[i].spec);
+            json_object_set_new(x, "stopping", json_boolean(qj->state == ALLOT_JOB_STOPPING));
+            json_array_append(arr, x);
+        }
+        json_decref(pl);
+    }
+    pthread_mutex_lock(&l->dmu);
+    json_decref(l->desired);
+    l->desired = d;
+    l->cycles++;
+    l->cycle_sum += secs;
+    for (int b = 0; b < N_CYCLE_BUCKETS; b++)
+        if (secs <= cycle_buckets[b])
+            l->cycle_le[b]++;
+    l->jobs_pending = pend;
+    l->jobs_running = run;
+    l->nodes = allot_cluster_node_count(l->c);
+    l->gpus = allot_cluster_gpu_count(l->c);
+    l->gpu_used_milli = allot_cluster_used_milli(l->c);
+    pthread_mutex_unlock(&l->dmu);
+}
+
+static void cycle(struct loop *l)
+{
+    struct timespec t0, t1;
+    int64_t now = srv_now();
+    int rc;
+
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    l->n_decs = 0;
+    rc = allot_queue_cycle(l->q, now, on_decision, l);
+    if (rc < 0)
+        LOG_WARN("loop", "cycle stopped early: %s", allot_strerror(rc));
+    pthread_mutex_lock(&l->srv->store_lock);
+    if (allot_store_begin(l->srv->st) == 0) {
+        write_changes(l, now);
+        if (allot_store_commit(l->srv->st) < 0)
+            LOG_ERROR("loop", "commit of decisions failed: %s", allot_store_errmsg(l->srv->st));
+    }
+    pthread_mutex_unlock(&l->srv->store_lock);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    publish(l, (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
+    if (l->n_decs)
+        LOG_DEBUG("loop", "cycle: %zu decisions, %zu live jobs", l->n_decs, l->n_live);
+}
+
+static void *loop_main(void *arg)
+{
+    struct loop *l = arg;
+    int64_t interval_ms = l->srv->cfg.cycle_interval;
+
+    if (rebuild(l) < 0)
+        LOG_ERROR("loop", "rebuild from the store incomplete");
+    cycle(l);
+    if (l->srv->cfg.ready_delay > 0) {
+        struct timespec d = {l->srv->cfg.ready_delay / 1000,
+                             (l->srv->cfg.ready_delay % 1000) * 1000000};
+        nanosleep(&d, NULL);
+    }
+    atomic_store(&l->srv->ready, true);
+    LOG_INFO("loop", "ready");
+    for (;;) {
+        struct timespec until;
+        struct msg *m;
+        bool stop;
+
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += interval_ms / 1000;
+        until.tv_nsec += (interval_ms % 1000) * 1000000;
+        if (until.tv_nsec >= 1000000000) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000;
+        }
+        pthread_mutex_lock(&l->mu);
+        while (!l->head && !l->stop)
+            if (pthread_cond_timedwait(&l->cv, &l->mu, &until) == ETIMEDOUT)
+                break;
+        m = l->head;
+        l->head = l->tail = NULL;
+        stop = l->stop;
+        pthread_mutex_unlock(&l->mu);
+        while (m) {
+            struct msg *next = m->next;
+            handle(l, m);
+            allot_free(m->name);
+            allot_free(m);
+            m = next;
+        }
+        if (stop)
+            break;
+        cycle(l);
+    }
+    return NULL;
+}
+
+struct loop *loop_start(struct server *s, char *err, size_t errlen)
+{
+    const struct allot_sched_policy_ops *pl = allot_sched_policy_find(s->cfg.placement);
+    struct allot_queue_opts qo = {.order = s->cfg.order,
+                                  .placement = s->cfg.placement,
+                                  .quotas = true,
+                                  .borrowing = true,
+                                  .preemption = true,
+                                  .backfill = true,
+                                  .grace_s = 30,
+                                  .min_runtime_s = 60,
+                                  .half_life_s = 86400,
+                                  .seed = 1};
+    struct loop *l;
+
+    if (!pl) {
+        allot_fmt(err, errlen, "placement: unknown policy \"%s\"", s->cfg.placement);
+        return NULL;
+    }
+    l = allot_calloc(1, sizeof(*l));
+    if (!l) {
+        allot_fmt(err, errlen, "out of memory");
+        return NULL;
+    }
+    l->srv = s;
+    pthread_mutex_init(&l->mu, NULL);
+    pthread_cond_init(&l->cv, NULL);
+    pthread_mutex_init(&l->dmu, NULL);
+    l->desired = json_object();
+    l->c = allot_cluster_new(
+        s->cat, pl->flags & ALLOT_SCHED_POLICY_POD_CLASSES ? ALLOT_CLASS_POD_CLASSES : 0);
+    l->t = allot_tenants_new(s->cat);
+    if (!l->c || !l->t) {
+        allot_fmt(err, errlen, "out of memory");
+        goto fail;
+    }
+    l->q = allot_queue_new(l->c, l->t, &qo, err, errlen);
+    if (!l->q)
+        goto fail;
+    if (pthread_create(&l->thread, NULL, loop_main, l) != 0) {
+        allot_fmt(err, errlen, "cannot start the scheduling thread");
+        goto fail;
+    }
+    return l;
+fail:
+    allot_queue_free(l->q);
+    allot_tenants_free(l->t);
+    allot_cluster_free(l->c);
+    json_decref(l->desired);
+    allot_free(l);
+    return NULL;
+}
+
+void loop_stop(struct loop *l)
+{
+    if (!l)
+        return;
+    pthread_mutex_lock(&l->mu);
+    l->stop = true;
+    pthread_cond_signal(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+    pthread_join(l->thread, NULL);
+    for (size_t i = 0; i < l->n_live; i++)
+        json_decref(l->live[i].spec);
+    allot_free(l->live);
+    allot_free(l->decs);
+    for (struct msg *m = l->head; m;) {
+        struct msg *next = m->next;
+        allot_free(m->name);
+        allot_free(m);
+        m = next;
+    }
+    allot_queue_free(l->q);
+    allot_tenants_free(l->t);
+    allot_cluster_free(l->c);
+    json_decref(l->desired);
+    pthread_mutex_destroy(&l->mu);
+    pthread_cond_destroy(&l->cv);
+    pthread_mutex_destroy(&l->dmu);
+    allot_free(l);
+}
+
+json_t *loop_desired(struct loop *l, const char *name)
+{
+    json_t *a;
+
+    pthread_mutex_lock(&l->dmu);
+    a = json_deep_copy(json_object_get(l->desired, name));
+    pthread_mutex_unlock(&l->dmu);
+    return a ? a : json_array();
+}
+
+void loop_metrics(struct loop *l, FILE *out)
+{
+    pthread_mutex_lock(&l->dmu);
+    fprintf(out,
+            "# HELP allot_jobs Live jobs by state.\n# TYPE allot_jobs gauge\n"
+            "allot_jobs{state=\"pending\"} %lld\nallot_jobs{state=\"running\"} %lld\n"
+            "# HELP allot_nodes Registered nodes.\n# TYPE allot_nodes gauge\nallot_nodes %lld\n"
+            "# HELP allot_gpus GPUs of the registered nodes.\n# TYPE allot_gpus gauge\n"
+            "allot_gpus %lld\n"
+            "# HELP allot_gpus_allocated GPUs allocated (fractions count in part).\n"
+            "# TYPE allot_gpus_allocated gauge\nallot_gpus_allocated %.3f\n"
+            "# HELP allot_sched_cycle_seconds Scheduling cycle latency.\n"
+            "# TYPE allot_sched_cycle_seconds histogram\n",
+            (long long)l->jobs_pending, (long long)l->jobs_running, (long long)l->nodes,
+            (long long)l->gpus, (double)l->gpu_used_milli / 1000.0);
+    for (int b = 0; b < N_CYCLE_BUCKETS; b++)
+        fprintf(out, "allot_sched_cycle_seconds_bucket{le=\"%g\"} %llu\n", cycle_buckets[b],
+                (unsigned long long)l->cycle_le[b]);
+    fprintf(out,
+            "allot_sched_cycle_seconds_bucket{le=\"+Inf\"} %llu\n"
+            "allot_sched_cycle_seconds_sum %.6f\nallot_sched_cycle_seconds_count %llu\n",
+            (unsigned long long)l->cycles, l->cycle_sum, (unsigned long long)l->cycles);
+    pthread_mutex_unlock(&l->dmu);
+}

@@ -1,0 +1,39 @@
+/*
+ * The scheduling loop of allotd: one thread owns liballot-core (the
+ * cluster built from registered nodes, the tenant tree, the queue and its
+ * placement scheduler). API threads hand it work through loop_post(); it
+ * runs a cycle after each batch of changes and every cycle-interval,
+ * commits the decisions (placements, pending reasons) to the store, and
+ * publishes each node's desired state for heartbeats (loop_desired).
+ * On start it rebuilds the core from the store (live jobs only) and then
+ * marks the server ready.
+ */
+#ifndef ALLOT_SERVER_LOOP_H
+#define ALLOT_SERVER_LOOP_H
+
+#include "server.h"
+
+#include <stdio.h>
+
+enum loop_msg_kind {
+    LOOP_JOB_SUBMITTED, /* id: store job id */
+    LOOP_JOB_CANCELLED, /* id: store job id (already terminal in the store) */
+    LOOP_JOB_FINISHED,  /* id: store job id (already terminal in the store) */
+    LOOP_NODE_ADDED,    /* name: node name (stored) */
+    LOOP_TENANTS,       /* the tenant tree or priority classes changed */
+};
+
+/* Starts the loop thread. Returns NULL with a message on failure. */
+struct loop *loop_start(struct server *s, char *err, size_t errlen);
+/* Stops the thread (finishing the cycle in progress) and frees. NULL ok. */
+void loop_stop(struct loop *l);
+/* Queues a message for the loop (never blocks on a cycle). Returns 0 or
+ * ALLOT_ENOMEM. `name` is copied; may be NULL. */
+int loop_post(struct loop *l, int kind, int64_t id, const char *name);
+/* The desired state of node `name`: a new JSON array of the tasks placed
+ * there ({"job":ID,"task":I,"gpus":[...],...}). */
+json_t *loop_desired(struct loop *l, const char *name);
+/* Scheduler metrics in Prometheus text format. */
+void loop_metrics(struct loop *l, FILE *out);
+
+#endif

@@ -1,0 +1,337 @@
+/*
+ * allotd: the control plane of allot. This file owns the option table
+ * (one table drives defaults, the config file, the command line, --help
+ * and etc/allotd.conf.example), the `init` command that creates the store
+ * and the first admin token, and the serving life cycle: open the store,
+ * listen, start the scheduling loop, then wait for signals (SIGTERM and
+ * SIGINT drain and exit 0, SIGHUP reopens the log file). Signals are
+ * blocked in every thread and taken by the main thread with sigwait().
+ *
+ * Exit codes: 0 done; 1 runtime failure (store, listen); 2 usage or
+ * configuration error.
+ */
+#include "http.h"
+#include "log.h"
+#include "loop.h"
+
+#include "allot/common.h"
+#include "allot/config.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define F(x) offsetof(struct server_config, x)
+
+static const char *const log_formats[] = {"text", "json", NULL};
+static const char *const log_levels[] = {"error", "warn", "info", "debug", NULL};
+
+static const struct allot_config_option options[] = {
+    {.name = "data-dir",
+     .type = ALLOT_CFG_STRING,
+     .offset = F(data_dir),
+     .help = "Folder of the store (DIR/allot.db, SQLite). Required."},
+    {.name = "listen",
+     .type = ALLOT_CFG_STRING,
+     .offset = F(listen),
+     .def = "127.0.0.1:7070",
+     .help = "IPv4 address and port of the HTTP API. Port 0 picks a free port; the "
+             "daemon prints `listening on ADDR:PORT` to stderr once it accepts connections."},
+    {.name = "config",
+     .type = ALLOT_CFG_STRING,
+     .offset = F(config),
+     .help = "Config file read before the command line (command-line options win). "
+             "Only meaningful on the command line."},
+    {.name = "log-file",
+     .type = ALLOT_CFG_STRING,
+     .offset = F(log_file),
+     .help = "Append logs to this file instead of stderr; SIGHUP reopens it (log rotation)."},
+    {.name = "log-format",
+     .type = ALLOT_CFG_ENUM,
+     .offset = F(log_format),
+     .def = "text",
+     .choices = log_formats,
+     .help = "Log line format: text, or json (one JSON object per line)."},
+    {.name = "log-level",
+     .type = ALLOT_CFG_ENUM,
+     .offset = F(log_level),
+     .def = "info",
+     .choices = log_levels,
+     .help = "Most verbose level logged."},
+    {.name = "workers",
+     .type = ALLOT_CFG_INT,
+     .offset = F(workers),
+     .def = "4",
+     .min = 1,
+     .max = 256,
+     .help = "HTTP worker threads."},
+    {.name = "body-max",
+     .type = ALLOT_CFG_SIZE,
+     .offset = F(body_max),
+     .def = "1M",
+     .min = 1024,
+     .max = 1 << 30,
+     .help = "Largest request body accepted; larger ones get 413."},
+    {.name = "cycle-interval",
+     .type = ALLOT_CFG_DURATION,
+     .offset = F(cycle_interval),
+     .def = "1s",
+     .min = 10,
+     .max = 3600000,
+     .help = "A scheduling cycle runs after every change and at least this often."},
+    {.name = "placement",
+     .type = ALLOT_CFG_STRING,
+     .offset = F(placement),
+     .def = "allot",
+     .help = "Placement policy by name (allot, fgd, bestfit, firstfit, spread, ...)."},
+    {.name = "order",
+     .type = ALLOT_CFG_STRING,
+     .offset = F(order),
+     .def = "fair",
+     .help = "Queue ordering policy by name (fair, fifo, las, sjf)."},
+    {.name = "lease",
+     .type = ALLOT_CFG_DURATION,
+     .offset = F(lease),
+     .def = "30s",
+     .min = 1000,
+     .max = 86400000,
+     .help = "A node's lease: how long after its last heartbeat it stays alive."},
+    {.name = "debug-ready-delay",
+     .type = ALLOT_CFG_DURATION,
+     .offset = F(ready_delay),
+     .def = "0",
+     .min = 0,
+     .max = 60000,
+     .help = "Testing only: stay in the starting state (503) this long after the core "
+             "is rebuilt. Off (0) by default."},
+};
+#define N_OPTIONS (sizeof(options) / sizeof(options[0]))
+
+static struct server srv;
+
+void srv_lock(struct server *s)
+{
+    pthread_mutex_lock(&s->store_lock);
+}
+
+void srv_unlock(struct server *s)
+{
+    pthread_mutex_unlock(&s->store_lock);
+}
+
+int64_t srv_now(void)
+{
+    return (int64_t)time(NULL);
+}
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: allotd init --data-dir DIR\n"
+                 "       allotd --data-dir DIR [--listen 127.0.0.1:7070] [--config FILE] "
+                 "[OPTIONS]\n"
+                 "       allotd --print-config-example | --print-routes | --help\n\n"
+                 "The control plane of allot (docs/allotd.md). `init` creates the store and "
+                 "prints\nthe first admin token once. Options:\n\n");
+    allot_config_help(options, N_OPTIONS, out);
+}
+
+static int store_url(const struct server_config *c, char *buf, size_t len)
+{
+    if (!c->data_dir || !*c->data_dir) {
+        fprintf(stderr, "allotd: --data-dir is required\n");
+        return -1;
+    }
+    allot_fmt(buf, len, "sqlite:%s/allot.db", c->data_dir);
+    return 0;
+}
+
+static int cmd_init(struct server_config *c)
+{
+    struct allot_store_opts so = {.flags = ALLOT_STORE_CREATE | ALLOT_STORE_MIGRATE};
+    struct allot_store_token t = {.name = "admin", .role = ALLOT_ROLE_ADMIN, .tenant = ""};
+    struct allot_store_audit a = {.action = "store.init", .target = "token/1", .result = "ok"};
+    struct allot_store_token *all = NULL;
+    struct allot_store *st = NULL;
+    char url[4200], err[512], secret[80];
+    size_t n = 0;
+    int rc;
+
+    if (store_url(c, url, sizeof(url)) < 0)
+        return 2;
+    if (mkdir(c->data_dir, 0700) < 0 && errno != EEXIST) {
+        fprintf(stderr, "allotd: %s: %s\n", c->data_dir, strerror(errno));
+        return 1;
+    }
+    rc = allot_store_open(url, &so, &st, err, sizeof(err));
+    if (rc < 0) {
+        fprintf(stderr, "allotd: %s\n", err);
+        return 1;
+    }
+    rc = allot_store_token_list(st, &all, &n);
+    allot_store_tokens_free(all, n);
+    if (rc == 0 && n > 0) {
+        fprintf(stderr, "allotd: %s is already initialised (it holds tokens)\n", c->data_dir);
+        allot_store_close(st);
+        return 1;
+    }
+    auth_new_secret(secret, sizeof(secret), t.hash);
+    t.created = a.time = srv_now();
+    rc = allot_store_begin(st);
+    if (!rc)
+        rc = allot_store_token_add(st, &t, &t.id);
+    if (!rc)
+        rc = allot_store_audit_append(st, &a, NULL);
+    if (!rc)
+        rc = allot_store_commit(st);
+    else
+        allot_store_rollback(st);
+    if (rc < 0) {
+        fprintf(stderr, "allotd: cannot store the admin token: %s\n", allot_store_errmsg(st));
+        allot_store_close(st);
+        return 1;
+    }
+    allot_store_close(st);
+    printf("%s\n", secret);
+    fflush(stdout);
+    return 0;
+}
+
+static int serve(struct server *s)
+{
+    struct allot_store_opts so = {.flags = ALLOT_STORE_MIGRATE};
+    char url[4200], err[512];
+    sigset_t set;
+    int port = 0, rc = 1, sig;
+
+    if (store_url(&s->cfg, url, sizeof(url)) < 0)
+        return 2;
+    if (allot_store_open(url, &so, &s->st, err, sizeof(err)) < 0) {
+        fprintf(stderr, "allotd: %s (run `allotd init --data-dir %s` first)\n", err,
+                s->cfg.data_dir);
+        return 1;
+    }
+    s->cat = allot_catalog_default(err, sizeof(err));
+    if (!s->cat) {
+        fprintf(stderr, "allotd: GPU catalog: %s\n", err);
+        goto out_store;
+    }
+    pthread_mutex_init(&s->store_lock, NULL);
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    s->http = http_start(s, s->cfg.listen, (int)s->cfg.workers, &port, err, sizeof(err));
+    if (!s->http) {
+        fprintf(stderr, "allotd: %s\n", err);
+        goto out_cat;
+    }
+    {
+        char host[64];
+        const char *colon = strrchr(s->cfg.listen, ':');
+        size_t hl = (size_t)(colon - s->cfg.listen);
+
+        memcpy(host, s->cfg.listen, hl < sizeof(host) ? hl : sizeof(host) - 1);
+        host[hl < sizeof(host) ? hl : sizeof(host) - 1] = '\0';
+        fprintf(stderr, "listening on %s:%d\n", host, port);
+        fflush(stderr);
+        LOG_INFO("main", "listening on %s:%d, store %s", host, port, url);
+    }
+    s->loop = loop_start(s, err, sizeof(err));
+    if (!s->loop) {
+        fprintf(stderr, "allotd: %s\n", err);
+        goto out_http;
+    }
+    for (;;) {
+        if (sigwait(&set, &sig) != 0)
+            continue;
+        if (sig == SIGHUP) {
+            if (log_reopen() < 0)
+                fprintf(stderr, "allotd: cannot reopen %s\n", s->cfg.log_file);
+            LOG_INFO("main", "SIGHUP: log reopened");
+            continue;
+        }
+        LOG_INFO("main", "signal %d: draining", sig);
+        break;
+    }
+    rc = 0;
+    atomic_store(&s->ready, false);
+out_http:
+    http_stop(s->http);
+    s->http = NULL;
+    loop_stop(s->loop);
+    s->loop = NULL;
+out_cat:
+    allot_catalog_free(s->cat);
+out_store:
+    allot_store_close(s->st);
+    if (!rc)
+        LOG_INFO("main", "stopped");
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    struct server_config *c = &srv.cfg;
+    char err[512];
+    bool init = false;
+    int i = 1, rc;
+
+    if (allot_config_defaults(options, N_OPTIONS, c, err, sizeof(err)) < 0) {
+        fprintf(stderr, "allotd: %s\n", err);
+        return 2;
+    }
+    for (int k = 1; k < argc; k++) {
+        if (!strcmp(argv[k], "--help") || !strcmp(argv[k], "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        if (!strcmp(argv[k], "--print-config-example")) {
+            allot_config_example(options, N_OPTIONS, "allotd", stdout);
+            return 0;
+        }
+        if (!strcmp(argv[k], "--print-routes")) {
+            for (size_t r = 0; r < http_n_routes; r++)
+                printf("%s %s\n", http_routes[r].method, http_routes[r].pattern);
+            return 0;
+        }
+        /* the config file is read first, so the command line wins */
+        const char *file = NULL;
+        if (!strcmp(argv[k], "--config") && k + 1 < argc)
+            file = argv[k + 1];
+        else if (!strncmp(argv[k], "--config=", 9))
+            file = argv[k] + 9;
+        if (file && allot_config_load_file(options, N_OPTIONS, c, file, err, sizeof(err)) < 0) {
+            fprintf(stderr, "allotd: %s\n", err);
+            return 2;
+        }
+    }
+    if (argc > 1 && !strcmp(argv[1], "init")) {
+        init = true;
+        i = 2;
+    }
+    if (allot_config_parse_args(options, N_OPTIONS, c, argc, argv, &i, err, sizeof(err)) < 0) {
+        fprintf(stderr, "allotd: %s\n", err);
+        usage(stderr);
+        return 2;
+    }
+    if (i < argc) {
+        fprintf(stderr, "allotd: unexpected argument \"%s\"\n", argv[i]);
+        usage(stderr);
+        return 2;
+    }
+    if (log_setup(c->log_file, !strcmp(c->log_format, "json"), c->log_level) < 0) {
+        fprintf(stderr, "allotd: cannot open log file %s\n", c->log_file);
+        return 1;
+    }
+    rc = init ? cmd_init(c) : serve(&srv);
+    log_close();
+    allot_config_free(options, N_OPTIONS, c);
+    return rc;
+}

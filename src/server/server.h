@@ -1,0 +1,147 @@
+/*
+ * allotd internals shared by the files of src/server/: the server object,
+ * the request handed to API handlers, and the helpers handlers use.
+ *
+ * Threading: HTTP worker threads (libmicrohttpd's pool) run the handlers;
+ * one scheduling thread (loop.c) owns liballot-core. The store handle is
+ * shared and serialised by `store_lock`. Lock order: store_lock before
+ * the loop's queue lock before the metrics lock; no code takes them the
+ * other way round.
+ */
+#ifndef ALLOT_SERVER_H
+#define ALLOT_SERVER_H
+
+#include "allot/catalog.h"
+#include "allot/store.h"
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Values of the option table (main.c). */
+struct server_config {
+    char *data_dir;
+    char *listen;
+    char *config;
+    char *log_file;
+    char *log_format;
+    char *log_level;
+    char *placement;
+    char *order;
+    int64_t workers;
+    int64_t body_max;
+    int64_t cycle_interval; /* ms */
+    int64_t lease;          /* ms */
+    int64_t ready_delay;    /* ms: test hook, stays 503 this long */
+};
+
+struct http;
+struct loop;
+
+struct server {
+    struct server_config cfg;
+    struct allot_store *st; /* owned; used under store_lock */
+    pthread_mutex_t store_lock;
+    struct allot_catalog *cat; /* owned, immutable */
+    struct http *http;         /* owned */
+    struct loop *loop;         /* owned */
+    atomic_bool ready;         /* the core was rebuilt from the store */
+    atomic_int max_node_gpus;  /* most GPUs on one registered node (0: none yet) */
+};
+
+/* Who called: resolved from the bearer token. */
+struct principal {
+    int64_t token_id;
+    int role;      /* enum allot_store_role */
+    char *tenant;  /* owned; "" = cluster-wide */
+    bool resolved; /* a valid token was presented */
+};
+
+/* One API request as handlers see it. */
+struct req {
+    struct server *srv;
+    const char *method;
+    const char *path;
+    char *body; /* NUL-terminated, owned by the HTTP layer */
+    size_t body_len;
+    void *conn;               /* struct MHD_Connection * */
+    char params[2][128];      /* {id}, {name} path parameters, in order */
+    struct principal who;     /* filled before the handler runs */
+    const char *action;       /* audit action of a mutating route */
+    int status;               /* response status set by the reply helpers */
+    char *resp;               /* owned response body */
+    const char *content_type; /* static */
+    bool audited;             /* the handler wrote the audit entry */
+};
+
+/* ---- replies (http.c) ---- */
+
+/* Replies with `status` and the JSON `v` (reference stolen). Returns 0. */
+int api_json(struct req *r, int status, json_t *v);
+/* Replies {"error":{"code":code,"message":...}} with `status`. Returns 0. */
+int api_error(struct req *r, int status, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Replies with plain text (copied). */
+int api_text(struct req *r, int status, const char *content_type, const char *text);
+/* The value of query argument `key`, or NULL. */
+const char *api_query(struct req *r, const char *key);
+/* The value of request header `key`, or NULL. */
+const char *api_header(struct req *r, const char *key);
+
+/* Parses the body as a JSON object. On failure replies 400 and returns NULL. */
+json_t *api_body_object(struct req *r);
+/* Replies 400 naming the first key of `obj` not in the NULL-terminated
+ * `allowed` list and returns false; true when all keys are known. */
+bool api_known_fields(struct req *r, json_t *obj, const char *const *allowed, const char *where);
+
+/* ---- auth (auth.c) ---- */
+
+/* Makes a new secret token ("allot_" + 64 hex) into buf (>= 71 bytes) and
+ * its hash. */
+void auth_new_secret(char *buf, size_t len, uint8_t hash[ALLOT_STORE_HASH_LEN]);
+/* Resolves the Authorization header into r->who. Returns true when valid. */
+bool auth_resolve(struct req *r);
+/* True when tenant path `t` lies in the subtree of `scope` ("" = all). */
+bool auth_in_scope(const char *scope, const char *t);
+/* True when the caller may see/act on tenant `t`. */
+bool auth_sees_tenant(const struct principal *p, const char *t);
+void auth_principal_clear(struct principal *p);
+
+/* ---- audit (api_admin.c) ---- */
+
+/* Appends an audit entry for the caller (store lock held by the caller,
+ * inside the mutation's batch). Returns the store's code. */
+int api_audit(struct req *r, const char *target, const char *result, int64_t now);
+
+/* ---- the store under its lock ---- */
+void srv_lock(struct server *s);
+void srv_unlock(struct server *s);
+int64_t srv_now(void);
+
+/* ---- handlers ---- */
+int api_healthz(struct req *r);
+int api_readyz(struct req *r);
+int api_metrics(struct req *r);
+int api_tokens_create(struct req *r);
+int api_tokens_list(struct req *r);
+int api_tokens_revoke(struct req *r);
+int api_audit_list(struct req *r);
+int api_audit_verify(struct req *r);
+int api_tenants_put(struct req *r);
+int api_tenants_get(struct req *r);
+int api_jobs_submit(struct req *r);
+int api_jobs_list(struct req *r);
+int api_jobs_get(struct req *r);
+int api_jobs_cancel(struct req *r);
+int api_jobs_events(struct req *r);
+int api_nodes_register(struct req *r);
+int api_nodes_heartbeat(struct req *r);
+int api_nodes_list(struct req *r);
+
+/* Job JSON as the API shows it (new reference). */
+json_t *api_job_json(const struct allot_store_job *j);
+
+#endif

@@ -1,0 +1,184 @@
+/*
+ * Tenant documents (see tenants.h). The store keeps each tenant's quotas
+ * as the JSON text of its `quotas` object exactly as the API received it;
+ * rebuilding the document from the store and parsing it again gives the
+ * same tree, so the scheduling loop and the API never disagree.
+ */
+#include "tenants.h"
+
+#include "allot/common.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const top_fields[] = {"version", "priority_classes", "tenants", NULL};
+static const char *const tenant_fields[] = {"path", "weight", "isolation", "quotas", NULL};
+static const char *const class_fields[] = {"name", "value", "preemptible", NULL};
+
+static const char *unknown(json_t *o, const char *const *allowed)
+{
+    const char *k;
+    json_t *v;
+
+    json_object_foreach(o, k, v)
+    {
+        bool ok = false;
+        for (const char *const *a = allowed; *a && !ok; a++)
+            ok = !strcmp(*a, k);
+        if (!ok)
+            return k;
+    }
+    return NULL;
+}
+
+const char *tenants_doc_check(json_t *doc, char *err, size_t errlen)
+{
+    json_t *ts = json_object_get(doc, "tenants"), *pc = json_object_get(doc, "priority_classes");
+    json_t *x, *v;
+    const char *bad;
+    size_t i;
+
+    if ((bad = unknown(doc, top_fields)))
+        return allot_fmt(err, errlen, "unknown field \"%s\"", bad), err;
+    if ((v = json_object_get(doc, "version")) && !json_is_integer(v))
+        return allot_fmt(err, errlen, "field \"version\" must be an integer"), err;
+    if (!json_is_array(ts))
+        return allot_fmt(err, errlen, "field \"tenants\" must be an array"), err;
+    if (pc && !json_is_array(pc))
+        return allot_fmt(err, errlen, "field \"priority_classes\" must be an array"), err;
+    json_array_foreach(ts, i, x)
+    {
+        if (!json_is_object(x))
+            return allot_fmt(err, errlen, "tenants[%zu] must be an object", i), err;
+        if ((bad = unknown(x, tenant_fields)))
+            return allot_fmt(err, errlen, "unknown field \"tenants[%zu].%s\"", i, bad), err;
+        if (!json_is_string(json_object_get(x, "path")))
+            return allot_fmt(err, errlen, "field \"tenants[%zu].path\" must be a string", i), err;
+        if ((v = json_object_get(x, "weight")) && !json_is_number(v))
+            return allot_fmt(err, errlen, "field \"tenants[%zu].weight\" must be a number", i), err;
+        if ((v = json_object_get(x, "isolation")) && !json_is_string(v))
+            return allot_fmt(err, errlen, "field \"tenants[%zu].isolation\" must be a string", i),
+                   err;
+        if ((v = json_object_get(x, "quotas")) && !json_is_object(v))
+            return allot_fmt(err, errlen, "field \"tenants[%zu].quotas\" must be an object", i),
+                   err;
+    }
+    json_array_foreach(pc, i, x)
+    {
+        if (!json_is_object(x))
+            return allot_fmt(err, errlen, "priority_classes[%zu] must be an object", i), err;
+        if ((bad = unknown(x, class_fields)))
+            return allot_fmt(err, errlen, "unknown field \"priority_classes[%zu].%s\"", i, bad),
+                   err;
+        if (!json_is_string(json_object_get(x, "name")) ||
+            !json_is_integer(json_object_get(x, "value")))
+            return allot_fmt(err, errlen,
+                             "priority_classes[%zu]: \"name\" must be a string and \"value\" an "
+                             "integer",
+                             i),
+                   err;
+        if ((v = json_object_get(x, "preemptible")) && !json_is_boolean(v))
+            return allot_fmt(err, errlen,
+                             "field \"priority_classes[%zu].preemptible\" must be a boolean", i),
+                   err;
+    }
+    return NULL;
+}
+
+int tenants_doc_parse(json_t *doc, const struct allot_catalog *cat, struct sim_tenants_conf *out,
+                      char *err, size_t errlen)
+{
+    /* indented output keeps "key": value apart, as YAML flow style wants */
+    char *text = json_dumps(doc, JSON_INDENT(1) | JSON_ENSURE_ASCII);
+    int rc;
+
+    if (!text) {
+        allot_fmt(err, errlen, "out of memory");
+        return ALLOT_ENOMEM;
+    }
+    rc = sim_tenants_parse(text, strlen(text), "tenants", cat, out, err, errlen);
+    free(text);
+    return rc;
+}
+
+json_t *tenants_doc_from_store(struct allot_store *st)
+{
+    struct allot_store_tenant *t = NULL;
+    struct allot_store_prio_class *p = NULL;
+    size_t nt = 0, np = 0;
+    json_t *doc = NULL, *ta, *pa;
+
+    if (allot_store_tenant_list(st, &t, &nt) < 0)
+        return NULL;
+    if (allot_store_prio_list(st, &p, &np) < 0)
+        goto out;
+    doc = json_pack("{s:i,s:[],s:[]}", "version", 1, "priority_classes", "tenants");
+    if (!doc)
+        goto out;
+    pa = json_object_get(doc, "priority_classes");
+    ta = json_object_get(doc, "tenants");
+    for (size_t i = 0; i < np; i++)
+        json_array_append_new(pa, json_pack("{s:s,s:i,s:b}", "name", p[i].name, "value", p[i].value,
+                                            "preemptible", p[i].preemptible));
+    for (size_t i = 0; i < nt; i++) {
+        json_t *q = json_loads(t[i].quotas ? t[i].quotas : "{}", 0, NULL);
+
+        if (!q)
+            q = json_object();
+        json_array_append_new(ta, json_pack("{s:s,s:f,s:s,s:o}", "path", t[i].path, "weight",
+                                            t[i].weight, "isolation", t[i].isolation, "quotas", q));
+    }
+out:
+    allot_store_tenants_free(t, nt);
+    allot_store_prios_free(p, np);
+    return doc;
+}
+
+static int depth_of(const char *p)
+{
+    int d = 1;
+
+    for (; *p; p++)
+        d += *p == '/';
+    return d;
+}
+
+int tenants_apply(struct allot_tenants *t, const struct sim_tenants_conf *conf, char *err,
+                  size_t errlen)
+{
+    int max_depth = 0;
+
+    for (size_t i = 0; i < conf->n; i++)
+        if (depth_of(conf->v[i].path) > max_depth)
+            max_depth = depth_of(conf->v[i].path);
+    /* parents before children, so a listed parent is never auto-created */
+    for (int d = 0; d <= max_depth; d++)
+        for (size_t i = 0; i < conf->n; i++) {
+            const struct sim_tenant_conf *c = &conf->v[i];
+            struct allot_tenant *x;
+            int idx;
+
+            if (depth_of(c->path) != d)
+                continue;
+            idx = allot_tenants_find(t, c->path);
+            if (idx < 0)
+                idx = allot_tenants_add(t, c->path, err, errlen);
+            if (idx < 0)
+                return idx;
+            x = allot_tenants_get(t, idx);
+            x->weight = c->weight;
+            x->isolation = c->isolation;
+            for (int res = 0; res < ALLOT_RES_MAX; res++) {
+                struct allot_quota q = {ALLOT_UNLIMITED, ALLOT_UNLIMITED, ALLOT_UNLIMITED};
+
+                if (c->has_quota[res])
+                    q = c->quota[res];
+                if (allot_tenants_set_quota(t, idx, res, q) < 0) {
+                    allot_fmt(err, errlen, "tenant %s: quota rejected by the core", c->path);
+                    return ALLOT_EINVAL;
+                }
+            }
+        }
+    allot_tenants_fill_nominal(t);
+    return 0;
+}

@@ -1,0 +1,36 @@
+/*
+ * The tenant tree of allotd in its three forms: the JSON document of the
+ * API (the fields of etc/tenants.example.yaml: version, priority_classes,
+ * tenants with path, weight, isolation and quotas), the rows of the store,
+ * and liballot-core's tree. The document is checked by the tenants-file
+ * parser shared with allot-sim (JSON is YAML), so both read quotas alike.
+ */
+#ifndef ALLOT_SERVER_TENANTS_H
+#define ALLOT_SERVER_TENANTS_H
+
+#include "allot/store.h"
+#include "allot/tenant.h"
+
+#include "tenants_yaml.h"
+
+#include <jansson.h>
+
+/* Checks the document's structure: field names and JSON types. Returns
+ * NULL when fine, else writes the problem into err and returns err. */
+const char *tenants_doc_check(json_t *doc, char *err, size_t errlen);
+
+/* Parses document `doc` (borrowed) into *out (sim_tenants_conf_free).
+ * Returns 0 or ALLOT_EINVAL / ALLOT_ENOMEM with a message. */
+int tenants_doc_parse(json_t *doc, const struct allot_catalog *cat, struct sim_tenants_conf *out,
+                      char *err, size_t errlen);
+
+/* The document stored in `st` (new reference, NULL on failure). Caller
+ * holds the store lock. */
+json_t *tenants_doc_from_store(struct allot_store *st);
+
+/* Adds or updates the tenants of conf in tree t; classes are not touched.
+ * Returns 0 or an ALLOT_E* code with a message. */
+int tenants_apply(struct allot_tenants *t, const struct sim_tenants_conf *conf, char *err,
+                  size_t errlen);
+
+#endif

@@ -1,0 +1,107 @@
+"""allotd as a daemon: init, options (--help, config file, generated
+example), readiness (503 while starting), structured logs, SIGHUP log
+reopening and SIGTERM draining with exit status 0."""
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import allotd_fixture as fx
+from allotd_fixture import ALLOTD, SOURCE, Daemon, expect
+
+
+def test_init_prints_one_token_once():
+    d = fx.tempdir()
+    tok = fx.init(d)
+    assert tok.startswith("allot_") and len(tok) == 6 + 64, tok
+    assert os.path.exists(os.path.join(d, "allot.db"))
+    again = subprocess.run([ALLOTD, "init", "--data-dir", d], capture_output=True, text=True,
+                           timeout=20)
+    assert again.returncode == 1 and again.stdout == "", again
+    assert "already initialised" in again.stderr
+    # the secret itself is never stored
+    with open(os.path.join(d, "allot.db"), "rb") as f:
+        assert tok.encode() not in f.read()
+
+
+def test_usage_errors_and_help():
+    r = subprocess.run([ALLOTD, "--help"], capture_output=True, text=True, timeout=10)
+    assert r.returncode == 0 and "--data-dir" in r.stdout and "--listen" in r.stdout
+    r = subprocess.run([ALLOTD, "--no-such-option"], capture_output=True, text=True, timeout=10)
+    assert r.returncode == 2, r
+    r = subprocess.run([ALLOTD, "--listen", "127.0.0.1:0"], capture_output=True, text=True,
+                       timeout=10)
+    assert r.returncode == 2 and "--data-dir" in r.stderr, r
+    r = subprocess.run([ALLOTD, "--data-dir", fx.tempdir(), "--listen", "127.0.0.1:0"],
+                       capture_output=True, text=True, timeout=10)
+    assert r.returncode == 1 and "allotd init" in r.stderr, r
+
+
+def test_config_example_is_generated():
+    r = subprocess.run([ALLOTD, "--print-config-example"], capture_output=True, text=True,
+                       timeout=10)
+    assert r.returncode == 0
+    with open(os.path.join(SOURCE, "etc", "allotd.conf.example")) as f:
+        committed = f.read()
+    assert committed == r.stdout, "etc/allotd.conf.example is stale: regenerate it with " \
+                                  "allotd --print-config-example"
+
+
+def test_config_file_and_json_logs():
+    d = fx.tempdir()
+    admin = fx.init(d)
+    conf = os.path.join(d, "allotd.conf")
+    logf = os.path.join(d, "allotd.log")
+    with open(conf, "w") as f:
+        f.write("# test config\nlog-format json\nlog-file = \"%s\"\nworkers 2\n" % logf)
+    dm = Daemon(d, ["--config", conf])
+    dm.admin = admin
+    expect(dm.req("GET", "/v1/tenants", token=admin), 200)
+    lines = open(logf).read().splitlines()
+    assert lines, "nothing logged"
+    for line in lines:
+        o = json.loads(line)
+        assert {"time", "level", "subsys", "msg"} <= set(o), o
+    # SIGHUP reopens the log file: after a rotation the daemon writes a new one
+    os.rename(logf, logf + ".1")
+    os.kill(dm.proc.pid, signal.SIGHUP)
+    end = time.time() + 5
+    while time.time() < end and not os.path.exists(logf):
+        time.sleep(0.05)
+    assert os.path.exists(logf), "SIGHUP did not reopen the log"
+    assert dm.stop() == 0
+    assert "draining" in open(logf).read()
+    # a bad config file is a usage error naming the line
+    with open(conf, "w") as f:
+        f.write("workers 0\n")
+    r = subprocess.run([ALLOTD, "--data-dir", d, "--config", conf], capture_output=True,
+                       text=True, timeout=10)
+    assert r.returncode == 2 and "allotd.conf:1" in r.stderr, r
+
+
+def test_starting_is_503_then_ready():
+    dm = Daemon(args=["--debug-ready-delay", "1500ms"], ready=False)
+    st, _ = dm.req("GET", "/readyz")
+    assert st == 503, st
+    expect(dm.req("GET", "/healthz"), 200)
+    expect(dm.req("GET", "/v1/jobs", token=dm.admin), 503)
+    dm.wait_ready(10)
+    expect(dm.req("GET", "/v1/jobs", token=dm.admin), 200)
+    assert dm.stop() == 0
+
+
+def test_sigterm_drains_and_exits_0():
+    dm = Daemon()
+    expect(dm.req("GET", "/healthz"), 200)
+    t0 = time.time()
+    assert dm.stop() == 0
+    assert time.time() - t0 < 10
+    assert "draining" in dm.log() and "stopped" in dm.log()
+
+
+if __name__ == "__main__":
+    fx.run([test_init_prints_one_token_once, test_usage_errors_and_help,
+            test_config_example_is_generated, test_config_file_and_json_logs,
+            test_starting_is_503_then_ready, test_sigterm_drains_and_exits_0])
