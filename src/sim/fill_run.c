@@ -64,6 +64,58 @@ static void log_line(struct sim_fill_text *log, const char *policy, uint64_t see
                           pod, suffix);
 }
 
+/* Per-bucket sums of one job: allocation %, fragmentation rate %, count. */
+struct buckets {
+    double asum[SIM_FILL_TRACKED], rsum[SIM_FILL_TRACKED];
+    uint64_t cnt[SIM_FILL_TRACKED];
+};
+
+/* The --check tallies after a placement: the scheduler's invariants, the
+ * job's GPU tally against the cluster's, and (when the bucket changed) the
+ * fixed-point fragmentation sum against a full recount. Returns 0, or
+ * ALLOT_EINTERNAL with the breach in msg. */
+static int check_tallies(struct allot_sched *s, const struct allot_cluster *c,
+                         const struct allot_frag_mix *mix, int64_t used, int64_t fsum,
+                         bool new_bucket, char *msg, size_t msglen)
+{
+    int rc = allot_sched_check_invariants(s, msg, msglen);
+
+    if (rc == 0 && used != allot_cluster_used_milli(c)) {
+        allot_fmt(msg, msglen, "used GPU tally %lld, cluster says %lld", (long long)used,
+                  (long long)allot_cluster_used_milli(c));
+        rc = ALLOT_EINTERNAL;
+    }
+    if (rc == 0 && new_bucket &&
+        fabs((double)fsum / FRAG_FIXED - allot_frag_cluster(mix, c)) > 1e-3) {
+        allot_fmt(msg, msglen, "fragmentation tally %.6f, cluster says %.6f",
+                  (double)fsum / FRAG_FIXED, allot_frag_cluster(mix, c));
+        rc = ALLOT_EINTERNAL;
+    }
+    return rc ? ALLOT_EINTERNAL : 0;
+}
+
+/* Bucket means into out; an empty bucket takes the mean over its
+ * neighbours, as the authors do. */
+static void finish_buckets(const struct buckets *bk, struct sim_fill_result *out)
+{
+    for (int b = 0; b < SIM_FILL_BUCKETS; b++) {
+        double a = bk->asum[b], r = bk->rsum[b];
+        uint64_t k = bk->cnt[b];
+        if (k == 0) {
+            if (b > 0) {
+                a += bk->asum[b - 1];
+                r += bk->rsum[b - 1];
+                k += bk->cnt[b - 1];
+            }
+            a += bk->asum[b + 1];
+            r += bk->rsum[b + 1];
+            k += bk->cnt[b + 1];
+        }
+        out->alloc_pct[b] = k ? a / (double)k : NAN;
+        out->frag_pct[b] = k ? r / (double)k : NAN;
+    }
+}
+
 int sim_fill_run(const struct sim_fill_trace *t, const struct allot_sched_policy_ops *policy,
                  uint64_t seed, double tune, bool check, struct sim_fill_text *log,
                  struct sim_fill_result *out, char *err, size_t errlen)
@@ -74,15 +126,14 @@ int sim_fill_run(const struct sim_fill_trace *t, const struct allot_sched_policy
     struct sim_fill_workload w = {0};
     int64_t *fq = NULL, fsum = 0, used = 0, arrived = 0;
     int64_t cap = t->gpus * ALLOT_MILLI;
-    double asum[SIM_FILL_TRACKED] = {0}, rsum[SIM_FILL_TRACKED] = {0};
-    uint64_t cnt[SIM_FILL_TRACKED] = {0};
+    struct buckets *bk = allot_calloc(1, sizeof(*bk));
     int64_t last_bucket = -1;
     int rc;
 
     memset(out, 0, sizeof(*out));
     c = allot_cluster_new(t->cat, 0);
     fq = allot_calloc(t->n_nodes, sizeof(*fq));
-    if (!c || !fq)
+    if (!c || !fq || !bk)
         goto oom;
     for (size_t i = 0; i < t->n_nodes; i++) {
         rc = allot_cluster_add_node(c, &t->nodes[i], err, errlen);
@@ -126,32 +177,18 @@ int sim_fill_run(const struct sim_fill_trace *t, const struct allot_sched_policy
         }
         arrived += sim_fill_task_request(tk);
         b = round_half_even(arrived * 100, cap);
-        if (check) {
-            rc = allot_sched_check_invariants(s, msg, sizeof(msg));
-            if (rc == 0 && used != allot_cluster_used_milli(c)) {
-                allot_fmt(msg, sizeof(msg), "used GPU tally %lld, cluster says %lld",
-                          (long long)used, (long long)allot_cluster_used_milli(c));
-                rc = ALLOT_EINTERNAL;
-            }
-            if (rc == 0 && b != last_bucket &&
-                fabs((double)fsum / FRAG_FIXED - allot_frag_cluster(&t->mix, c)) > 1e-3) {
-                allot_fmt(msg, sizeof(msg), "fragmentation tally %.6f, cluster says %.6f",
-                          (double)fsum / FRAG_FIXED, allot_frag_cluster(&t->mix, c));
-                rc = ALLOT_EINTERNAL;
-            }
-            if (rc) {
-                allot_fmt(err, errlen, "%s seed %llu after pod %zu (%s): invariant broken: %s",
-                          policy->name, (unsigned long long)seed, k, pod, msg);
-                rc = ALLOT_EINTERNAL;
-                goto done;
-            }
+        if (check && (rc = check_tallies(s, c, &t->mix, used, fsum, b != last_bucket, msg,
+                                         sizeof(msg))) < 0) {
+            allot_fmt(err, errlen, "%s seed %llu after pod %zu (%s): invariant broken: %s",
+                      policy->name, (unsigned long long)seed, k, pod, msg);
+            goto done;
         }
         last_bucket = b;
         if (b < SIM_FILL_TRACKED) {
             int64_t idle = cap - used;
-            asum[b] += (double)used * 100.0 / (double)cap;
-            rsum[b] += idle > 0 ? (double)fsum / FRAG_FIXED * 100.0 / (double)idle : 0.0;
-            cnt[b]++;
+            bk->asum[b] += (double)used * 100.0 / (double)cap;
+            bk->rsum[b] += idle > 0 ? (double)fsum / FRAG_FIXED * 100.0 / (double)idle : 0.0;
+            bk->cnt[b]++;
         }
     }
     if (log && log->err) {
@@ -159,23 +196,7 @@ int sim_fill_run(const struct sim_fill_trace *t, const struct allot_sched_policy
         allot_fmt(err, errlen, "decision log: %s", allot_strerror(rc));
         goto done;
     }
-    for (int b = 0; b < SIM_FILL_BUCKETS; b++) {
-        double a = asum[b], r = rsum[b];
-        uint64_t k = cnt[b];
-        if (k == 0) {
-            /* empty bucket: the mean over its neighbours, as the authors do */
-            if (b > 0) {
-                a += asum[b - 1];
-                r += rsum[b - 1];
-                k += cnt[b - 1];
-            }
-            a += asum[b + 1];
-            r += rsum[b + 1];
-            k += cnt[b + 1];
-        }
-        out->alloc_pct[b] = k ? a / (double)k : NAN;
-        out->frag_pct[b] = k ? r / (double)k : NAN;
-    }
+    finish_buckets(bk, out);
     out->pods = w.n;
     out->arrived_milli = arrived;
     out->used_milli = used;
@@ -188,6 +209,7 @@ oom:
 done:
     out->seconds = now_s() - t0;
     sim_fill_workload_free(&w);
+    allot_free(bk);
     allot_free(fq);
     allot_sched_free(s);
     allot_cluster_free(c);
