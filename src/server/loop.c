@@ -182,7 +182,7 @@ static int load_tenants(struct loop *l)
     rc = tenants_doc_parse(doc, l->srv->cat, &conf, err, sizeof(err));
     json_decref(doc);
     if (rc == 0)
-        rc = tenants_apply(l->t, &conf, err, sizeof(err));
+        rc = tenants_apply(l->t, &conf, l->srv->cat, err, sizeof(err));
     for (int i = 0; rc == 0 && i < conf.n_prio; i++) {
         bool known = false;
         for (int j = 0; j < l->n_prio; j++)

@@ -85,19 +85,115 @@ const char *tenants_doc_check(json_t *doc, char *err, size_t errlen)
     return NULL;
 }
 
+/* Appends YAML flow text for v to the growing buffer (sticky error). */
+struct ybuf {
+    char *p;
+    size_t n, cap;
+    bool oom;
+};
+
+static void yput(struct ybuf *b, const char *s, size_t len)
+{
+    if (b->oom || allot_grow((void **)&b->p, &b->cap, b->n + len + 1, 1) < 0) {
+        b->oom = true;
+        return;
+    }
+    memcpy(b->p + b->n, s, len);
+    b->n += len;
+    b->p[b->n] = '\0';
+}
+
+static void yputs(struct ybuf *b, const char *s)
+{
+    yput(b, s, strlen(s));
+}
+
+/* A quota amount may carry a unit ("8Ti", "500m"): the tenants file
+ * wants it as a plain scalar, so short unit-like strings go unquoted. */
+static bool plain_amount(const char *s)
+{
+    size_t n = strlen(s);
+
+    if (!n || n > 40)
+        return false;
+    for (; *s; s++)
+        if (!(*s >= '0' && *s <= '9') && !(*s >= 'a' && *s <= 'z') && !(*s >= 'A' && *s <= 'Z') &&
+            *s != '.')
+            return false;
+    return true;
+}
+
+static void yemit(struct ybuf *b, json_t *v, bool amounts)
+{
+    const char *k;
+    json_t *x;
+    size_t i;
+
+    switch (json_typeof(v)) {
+    case JSON_OBJECT:
+        yputs(b, "{");
+        i = 0;
+        json_object_foreach(v, k, x)
+        {
+            json_t *ks = json_string(k);
+            char *kt = ks ? json_dumps(ks, JSON_ENCODE_ANY | JSON_ENSURE_ASCII) : NULL;
+
+            if (!kt)
+                b->oom = true;
+            else {
+                yputs(b, i++ ? ", " : "");
+                yputs(b, kt);
+                yputs(b, ": ");
+            }
+            free(kt);
+            json_decref(ks);
+            yemit(b, x, amounts || !strcmp(k, "quotas"));
+        }
+        yputs(b, "}");
+        return;
+    case JSON_ARRAY:
+        yputs(b, "[");
+        json_array_foreach(v, i, x)
+        {
+            yputs(b, i ? ", " : "");
+            yemit(b, x, amounts);
+        }
+        yputs(b, "]");
+        return;
+    case JSON_STRING:
+        if (amounts && plain_amount(json_string_value(v))) {
+            yputs(b, json_string_value(v));
+            return;
+        }
+        /* JSON text of the string is a YAML double-quoted scalar */
+        __attribute__((fallthrough));
+    default: {
+        char *t = json_dumps(v, JSON_ENCODE_ANY | JSON_ENSURE_ASCII);
+
+        if (!t)
+            b->oom = true;
+        else
+            yputs(b, t);
+        free(t);
+    }
+    }
+}
+
 int tenants_doc_parse(json_t *doc, const struct allot_catalog *cat, struct sim_tenants_conf *out,
                       char *err, size_t errlen)
 {
-    /* indented output keeps "key": value apart, as YAML flow style wants */
-    char *text = json_dumps(doc, JSON_INDENT(1) | JSON_ENSURE_ASCII);
+    struct ybuf b = {0};
     int rc;
 
-    if (!text) {
+    yemit(&b, doc, false);
+    yputs(&b, "\n");
+    if (b.oom) {
+        allot_free(b.p);
         allot_fmt(err, errlen, "out of memory");
         return ALLOT_ENOMEM;
     }
-    rc = sim_tenants_parse(text, strlen(text), "tenants", cat, out, err, errlen);
-    free(text);
+    rc = sim_tenants_parse(b.p, b.n, "tenants", cat, out, err, errlen);
+    allot_free(b.p);
     return rc;
 }
 
@@ -143,8 +239,8 @@ static int depth_of(const char *p)
     return d;
 }
 
-int tenants_apply(struct allot_tenants *t, const struct sim_tenants_conf *conf, char *err,
-                  size_t errlen)
+int tenants_apply(struct allot_tenants *t, const struct sim_tenants_conf *conf,
+                  const struct allot_catalog *cat, char *err, size_t errlen)
 {
     int max_depth = 0;
 
@@ -168,7 +264,7 @@ int tenants_apply(struct allot_tenants *t, const struct sim_tenants_conf *conf, 
             x = allot_tenants_get(t, idx);
             x->weight = c->weight;
             x->isolation = c->isolation;
-            for (int res = 0; res < ALLOT_RES_MAX; res++) {
+            for (int res = 0; res < ALLOT_RES_MODEL0 + cat->n_models; res++) {
                 struct allot_quota q = {ALLOT_UNLIMITED, ALLOT_UNLIMITED, ALLOT_UNLIMITED};
 
                 if (c->has_quota[res])

@@ -30,7 +30,7 @@ json_t *tenants_doc_from_store(struct allot_store *st);
 
 /* Adds or updates the tenants of conf in tree t; classes are not touched.
  * Returns 0 or an ALLOT_E* code with a message. */
-int tenants_apply(struct allot_tenants *t, const struct sim_tenants_conf *conf, char *err,
-                  size_t errlen);
+int tenants_apply(struct allot_tenants *t, const struct sim_tenants_conf *conf,
+                  const struct allot_catalog *cat, char *err, size_t errlen);
 
 #endif

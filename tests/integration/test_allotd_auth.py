@@ -1,0 +1,146 @@
+"""Bearer tokens, roles and the audit log of allotd: token create, list and
+revoke (shown once, 409 on a second revoke, 401 once revoked), the
+authorization matrix of every route for admin, tenant-admin, member,
+viewer, agent and no token, tenant scoping (a member never sees another
+tenant's jobs: 404), and the hash-chained audit log (list, verify)."""
+
+import allotd_fixture as fx
+from allotd_fixture import TENANTS, Daemon, expect
+
+dm = None
+T = {}
+
+
+def setup():
+    expect(dm.req("PUT", "/v1/tenants", TENANTS, token=dm.admin), 200)
+    T["admin"] = dm.admin
+    T["tadmin"] = dm.token("tenant-admin", "research", "ta")
+    T["member"] = dm.token("member", "research/nlp", "alice")
+    T["other"] = dm.token("member", "product/search", "bob")
+    T["viewer"] = dm.token("viewer", "", "v")
+    T["agent"] = dm.token("agent", "", "node-agent")
+    T["none"] = None
+
+
+def test_token_lifecycle():
+    st, b = dm.req("POST", "/v1/tokens", {"role": "viewer", "name": "tmp"}, token=dm.admin)
+    assert st == 201 and b["token"].startswith("allot_") and b["role"] == "viewer", b
+    tok, tid = b["token"], b["id"]
+    expect(dm.req("GET", "/v1/tenants", token=tok), 200)
+    lst = expect(dm.req("GET", "/v1/tokens", token=dm.admin), 200)["tokens"]
+    assert any(t["id"] == tid for t in lst)
+    assert all("token" not in t for t in lst), "a listing must never show secrets"
+    expect(dm.req("DELETE", "/v1/tokens/%d" % tid, token=dm.admin), 200)
+    expect(dm.req("DELETE", "/v1/tokens/%d" % tid, token=dm.admin), 409)
+    expect(dm.req("DELETE", "/v1/tokens/99999", token=dm.admin), 404)
+    expect(dm.req("DELETE", "/v1/tokens/abc", token=dm.admin), 404)
+    expect(dm.req("GET", "/v1/tenants", token=tok), 401)
+    expect(dm.req("POST", "/v1/tokens", {"role": "emperor"}, token=dm.admin), 422)
+    expect(dm.req("POST", "/v1/tokens", {"role": "member"}, token=dm.admin), 422)
+    expect(dm.req("POST", "/v1/tokens", {"role": 3}, token=dm.admin), 400)
+
+
+def test_tenant_admin_manages_its_subtree_only():
+    ta = T["tadmin"]
+    st, b = dm.req("POST", "/v1/tokens", {"role": "member", "tenant": "research/vision"}, token=ta)
+    assert st == 201, b
+    vid = b["id"]
+    expect(dm.req("POST", "/v1/tokens", {"role": "member", "tenant": "product/search"},
+                  token=ta), 403)
+    expect(dm.req("POST", "/v1/tokens", {"role": "admin"}, token=ta), 403)
+    expect(dm.req("POST", "/v1/tokens", {"role": "agent"}, token=ta), 403)
+    expect(dm.req("POST", "/v1/tokens", {"role": "viewer", "tenant": ""}, token=ta), 403)
+    ids = [t["id"] for t in expect(dm.req("GET", "/v1/tokens", token=ta), 200)["tokens"]]
+    assert vid in ids and 1 not in ids, ids
+    # bob's token (product/search) is invisible to research's admin
+    bob = [t for t in expect(dm.req("GET", "/v1/tokens", token=dm.admin), 200)["tokens"]
+           if t["name"] == "bob"][0]
+    expect(dm.req("DELETE", "/v1/tokens/%d" % bob["id"], token=ta), 404)
+    expect(dm.req("DELETE", "/v1/tokens/%d" % vid, token=ta), 200)
+
+
+# route -> expected status per role (admin, tadmin, member, viewer, agent, none)
+NODE = {"name": "auth-n1", "cpus": 8, "memory": 65536, "gpus": [{"model": "A100-80GB"}]}
+MATRIX = [
+    ("GET", "/v1/tokens", None, (200, 200, 403, 403, 403, 401)),
+    ("POST", "/v1/tokens", {"role": "viewer", "tenant": "research"},
+     (201, 201, 403, 403, 403, 401)),
+    ("GET", "/v1/audit", None, (200, 403, 403, 403, 403, 401)),
+    ("GET", "/v1/audit/verify", None, (200, 403, 403, 403, 403, 401)),
+    ("PUT", "/v1/tenants", TENANTS, (200, 403, 403, 403, 403, 401)),
+    ("GET", "/v1/tenants", None, (200, 200, 200, 200, 403, 401)),
+    ("POST", "/v1/jobs", {"tenant": "research/nlp", "cpus": 1},
+     (201, 201, 201, 403, 403, 401)),
+    ("GET", "/v1/jobs", None, (200, 200, 200, 200, 403, 401)),
+    ("GET", "/v1/nodes", None, (200, 200, 200, 200, 403, 401)),
+    ("POST", "/v1/nodes/register", NODE, (201, 403, 403, 403, 200, 401)),
+    ("POST", "/v1/nodes/auth-n1/heartbeat", {}, (200, 403, 403, 403, 200, 401)),
+    ("GET", "/healthz", None, (200,) * 6),
+    ("GET", "/readyz", None, (200,) * 6),
+    ("GET", "/metrics", None, (200,) * 6),
+]
+ROLES = ("admin", "tadmin", "member", "viewer", "agent", "none")
+
+
+def test_authorization_matrix():
+    for method, path, body, want in MATRIX:
+        for role, w in zip(ROLES, want):
+            st, b = dm.req(method, path, body, token=T[role])
+            assert st == w, "%s %s as %s: want %d got %d %r" % (method, path, role, w, st, b)
+
+
+def test_jobs_are_scoped_to_tenants():
+    st, j = dm.req("POST", "/v1/jobs", {"tenant": "product/search", "name": "secret"},
+                   token=T["other"])
+    assert st == 201, j
+    jid = j["id"]
+    # alice (research/nlp) cannot see, read, cancel or list bob's job: 404 / absent
+    expect(dm.req("GET", "/v1/jobs/%d" % jid, token=T["member"]), 404)
+    expect(dm.req("GET", "/v1/jobs/%d/events" % jid, token=T["member"]), 404)
+    expect(dm.req("POST", "/v1/jobs/%d/cancel" % jid, token=T["member"]), 404)
+    expect(dm.req("GET", "/v1/jobs/%d" % jid, token=T["tadmin"]), 404)
+    for q in ("", "?tenant=product/search", "?tenant=product&subtree=1"):
+        jobs = expect(dm.req("GET", "/v1/jobs" + q, token=T["member"]), 200)["jobs"]
+        assert all(x["tenant"] == "research/nlp" for x in jobs), jobs
+    # alice may not submit into bob's tenant
+    expect(dm.req("POST", "/v1/jobs", {"tenant": "product/search"}, token=T["member"]), 403)
+    # a cluster-wide viewer sees it but may not cancel it
+    expect(dm.req("GET", "/v1/jobs/%d" % jid, token=T["viewer"]), 200)
+    expect(dm.req("POST", "/v1/jobs/%d/cancel" % jid, token=T["viewer"]), 403)
+    # tenant-scoped tenant listing
+    paths = [t["path"] for t in
+             expect(dm.req("GET", "/v1/tenants", token=T["member"]), 200)["tenants"]]
+    assert paths == ["research/nlp"], paths
+    expect(dm.req("POST", "/v1/jobs/%d/cancel" % jid, token=T["other"]), 200)
+
+
+def test_audit_log():
+    entries = []
+    after = 0
+    for _ in range(100):
+        b = expect(dm.req("GET", "/v1/audit?after=%d&limit=50" % after, token=dm.admin), 200)
+        entries += b["entries"]
+        if not b["next_after"]:
+            break
+        after = b["next_after"]
+    seqs = [e["seq"] for e in entries]
+    assert seqs == list(range(1, len(seqs) + 1)), seqs
+    actions = {e["action"] for e in entries}
+    assert {"store.init", "token.create", "token.revoke", "tenant.apply", "job.submit",
+            "job.cancel", "node.register"} <= actions, actions
+    denied = [e for e in entries if e["result"] == "error 403"]
+    assert denied, "refused mutating calls are audited too"
+    assert all(e["token_id"] > 0 for e in denied)
+    v = expect(dm.req("GET", "/v1/audit/verify", token=dm.admin), 200)
+    assert v["ok"] is True and v["entries"] == len(entries), v
+    expect(dm.req("GET", "/v1/audit?limit=0", token=dm.admin), 400)
+
+
+if __name__ == "__main__":
+    dm = Daemon()
+    try:
+        setup()
+        fx.run([test_token_lifecycle, test_tenant_admin_manages_its_subtree_only,
+                test_authorization_matrix, test_jobs_are_scoped_to_tenants, test_audit_log])
+    finally:
+        dm.stop()
