@@ -237,7 +237,9 @@ static void submit_job(struct loop *l, const struct allot_store_job *j)
         json_decref(b);
         return;
     }
-    spec.name = js.name;
+    char fallback[32];
+    allot_fmt(fallback, sizeof(fallback), "job-%lld", (long long)j->id);
+    spec.name = *js.name ? js.name : fallback; /* the core wants a name */
     spec.tenant = allot_tenants_find(l->t, js.tenant);
     spec.prio_class = -1;
     for (int i = 0; js.priority && i < l->n_prio; i++)
