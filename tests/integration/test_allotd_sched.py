@@ -1,0 +1,141 @@
+"""The scheduling loop of allotd end to end, with the test acting as the
+agents: nodes register their inventory, jobs are submitted, the loop
+places them (placement and pending reason visible in GET /v1/jobs/{id}),
+heartbeats answer each node's desired state, job reports move jobs to
+running and succeeded, cancel frees the GPUs, and a restart rebuilds the
+core from the store."""
+
+import time
+
+import allotd_fixture as fx
+from allotd_fixture import TENANTS, Daemon, expect
+
+dm = None
+AG = None
+
+N1 = {"name": "n1", "cpus": 64, "memory": 512000, "gpus": [{"model": "A100-80GB"}] * 4,
+      "labels": {"rack": "r1"}}
+N2 = {"name": "n2", "cpus": 32, "memory": 256000, "gpu_mode": "mig",
+      "gpus": [{"model": "A100-80GB", "uuid": "GPU-0"}]}
+
+
+def wait_job(jid, pred, timeout=10):
+    end = time.time() + timeout
+    while time.time() < end:
+        j = expect(dm.req("GET", "/v1/jobs/%d" % jid, token=dm.admin), 200)
+        if pred(j):
+            return j
+        time.sleep(0.05)
+    raise AssertionError("job %d: condition not met within %ss: %r" % (jid, timeout, j))
+
+
+def heartbeat(node, jobs=None, status=200):
+    body = {} if jobs is None else {"jobs": jobs}
+    return expect(dm.req("POST", "/v1/nodes/%s/heartbeat" % node, body, token=AG), status)
+
+
+def test_register():
+    expect(dm.req("POST", "/v1/nodes/register", N1, token=AG), 201)
+    expect(dm.req("POST", "/v1/nodes/register", N2, token=AG), 201)
+    expect(dm.req("POST", "/v1/nodes/register", N1, token=AG), 200)  # same inventory: no-op
+    expect(dm.req("POST", "/v1/nodes/register", dict(N1, cpus=128), token=AG), 409)
+    expect(dm.req("POST", "/v1/nodes/register", dict(N1, name="x", gpus=[{"model": "Z9"}]),
+                  token=AG), 422)
+    expect(dm.req("POST", "/v1/nodes/register",
+                  dict(N1, name="x", gpus=[{"model": "A100-80GB"}, {"model": "T4"}]),
+                  token=AG), 422)
+    expect(dm.req("POST", "/v1/nodes/register", dict(N1, name="../etc"), token=AG), 422)
+    expect(dm.req("POST", "/v1/nodes/register", dict(N1, name="x", disks=2), token=AG), 400)
+    expect(dm.req("POST", "/v1/nodes/register", dict(N1, name="x", cpus="many"), token=AG), 400)
+    heartbeat("ghost", status=404)
+    nodes = expect(dm.req("GET", "/v1/nodes", token=dm.admin), 200)["nodes"]
+    assert [n["name"] for n in nodes] == ["n1", "n2"], nodes
+    assert heartbeat("n1")["jobs"] == []
+
+
+def test_place_run_succeed():
+    j = expect(dm.req("POST", "/v1/jobs", {"name": "gang", "tenant": "research/nlp", "tasks": 2,
+                                           "gpus": 2, "cpus": 4, "memory": 8192,
+                                           "command": ["train"]}, token=dm.admin), 201)
+    j = wait_job(j["id"], lambda x: x["state"] == "starting")
+    tasks = j["placement"]["tasks"]
+    assert len(tasks) == 2 and all(t["node"] == "n1" and len(t["gpus"]) == 2 for t in tasks), j
+    assert sorted(g for t in tasks for g in t["gpus"]) == [0, 1, 2, 3], j
+    assert j["pending_reason"] is None and j["start_time"] > 0
+    desired = heartbeat("n1")["jobs"]
+    assert sorted((d["job"], d["task"]) for d in desired) == [(j["id"], 0), (j["id"], 1)], desired
+    assert desired[0]["spec"]["command"] == ["train"]
+    assert heartbeat("n2")["jobs"] == []
+    # n1 is full: the next GPU job waits with a reason
+    w = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 1},
+                      token=dm.admin), 201)
+    w = wait_job(w["id"], lambda x: x["pending_reason"])
+    assert w["state"] == "pending", w
+    # the agent reports the gang running, then done: the waiting job starts
+    heartbeat("n1", [{"id": j["id"], "state": "running"}])
+    assert expect(dm.req("GET", "/v1/jobs/%d" % j["id"], token=dm.admin), 200)["state"] == \
+        "running"
+    heartbeat("n1", [{"id": j["id"], "state": "succeeded", "exit_code": 0}])
+    done = expect(dm.req("GET", "/v1/jobs/%d" % j["id"], token=dm.admin), 200)
+    assert done["state"] == "succeeded" and done["exit_code"] == 0, done
+    w = wait_job(w["id"], lambda x: x["state"] == "starting")
+    kinds = [e["kind"] for e in expect(dm.req("GET", "/v1/jobs/%d/events" % j["id"],
+                                              token=dm.admin), 200)["events"]]
+    assert kinds == ["submitted", "placed", "running", "succeeded"], kinds
+    # stale or malformed reports
+    heartbeat("n1", [{"id": j["id"], "state": "failed"}])  # already ended: ignored
+    heartbeat("n1", [{"id": "x", "state": "running"}], status=400)
+    heartbeat("n1", [{"id": 1, "state": "sleeping"}], status=400)
+    heartbeat("n1", [{"id": 1, "state": "running", "pid": 4}], status=400)
+
+
+def test_mig_and_cancel_frees():
+    m = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/vision", "mig": "3g.40gb"},
+                      token=dm.admin), 201)
+    m = wait_job(m["id"], lambda x: x["state"] == "starting")
+    t = m["placement"]["tasks"][0]
+    assert t["node"] == "n2" and t["mig_profile"] == "3g.40gb", m
+    assert [d["job"] for d in heartbeat("n2")["jobs"]] == [m["id"]]
+    expect(dm.req("POST", "/v1/jobs/%d/cancel" % m["id"], token=dm.admin), 200)
+    end = time.time() + 10
+    while time.time() < end and heartbeat("n2")["jobs"]:
+        time.sleep(0.05)
+    assert heartbeat("n2")["jobs"] == []
+
+
+def test_metrics_show_the_cluster():
+    st, text = dm.req("GET", "/metrics", raw=True)
+    assert "allot_nodes 2" in text and "allot_gpus 5" in text, text
+
+
+def test_restart_rebuilds_from_store():
+    global dm
+    p = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 4},
+                      token=dm.admin), 201)
+    p = wait_job(p["id"], lambda x: x["pending_reason"])
+    running = [j for j in expect(dm.req("GET", "/v1/jobs?state=starting", token=dm.admin),
+                                 200)["jobs"]]
+    assert running
+    admin = dm.admin
+    assert dm.stop() == 0
+    dm = Daemon(dm.dir)
+    dm.admin = admin
+    for j in running:
+        j2 = wait_job(j["id"], lambda x: x["state"] == "starting")
+        assert j2["placement"]["tasks"][0]["node"] == "n1", j2
+    assert expect(dm.req("GET", "/v1/jobs/%d" % p["id"], token=dm.admin), 200)["state"] == \
+        "pending"
+    assert any(d["job"] == running[0]["id"] for d in heartbeat("n1")["jobs"])
+    v = expect(dm.req("GET", "/v1/audit/verify", token=dm.admin), 200)
+    assert v["ok"] is True, v
+
+
+if __name__ == "__main__":
+    dm = Daemon()
+    try:
+        expect(dm.req("PUT", "/v1/tenants", TENANTS, token=dm.admin), 200)
+        AG = dm.token("agent", "", "agents")
+        fx.run([test_register, test_place_run_succeed, test_mig_and_cancel_frees,
+                test_metrics_show_the_cluster, test_restart_rebuilds_from_store])
+    finally:
+        dm.stop()
