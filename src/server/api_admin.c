@@ -46,7 +46,8 @@ int api_metrics(struct req *r)
     if (!f)
         return api_error(r, 500, "internal", "out of memory");
     http_metrics(r->srv->http, f);
-    loop_metrics(r->srv->loop, f);
+    if (atomic_load(&r->srv->ready)) /* the loop exists once ready */
+        loop_metrics(r->srv->loop, f);
     fclose(f);
     api_text(r, 200, "text/plain; version=0.0.4", buf ? buf : "");
     free(buf);

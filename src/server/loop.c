@@ -648,7 +648,11 @@ struct loop *loop_start(struct server *s, char *err, size_t errlen)
     l->q = allot_queue_new(l->c, l->t, &qo, err, errlen);
     if (!l->q)
         goto fail;
+    /* published before the thread can mark the server ready, so API
+     * threads that see ready also see the loop */
+    s->loop = l;
     if (pthread_create(&l->thread, NULL, loop_main, l) != 0) {
+        s->loop = NULL;
         allot_fmt(err, errlen, "cannot start the scheduling thread");
         goto fail;
     }
@@ -703,6 +707,8 @@ json_t *loop_desired(struct loop *l, const char *name)
 
 void loop_metrics(struct loop *l, FILE *out)
 {
+    if (!l)
+        return; /* still starting */
     pthread_mutex_lock(&l->dmu);
     fprintf(out,
             "# HELP allot_jobs Live jobs by state.\n# TYPE allot_jobs gauge\n"

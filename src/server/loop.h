@@ -23,7 +23,8 @@ enum loop_msg_kind {
     LOOP_TENANTS,       /* the tenant tree or priority classes changed */
 };
 
-/* Starts the loop thread. Returns NULL with a message on failure. */
+/* Starts the loop thread and sets s->loop (before the thread can mark the
+ * server ready). Returns the loop, or NULL with a message on failure. */
 struct loop *loop_start(struct server *s, char *err, size_t errlen);
 /* Stops the thread (finishing the cycle in progress) and frees. NULL ok. */
 void loop_stop(struct loop *l);

@@ -243,8 +243,7 @@ static int serve(struct server *s)
         fflush(stderr);
         LOG_INFO("main", "listening on %s:%d, store %s", host, port, url);
     }
-    s->loop = loop_start(s, err, sizeof(err));
-    if (!s->loop) {
+    if (!loop_start(s, err, sizeof(err))) {
         fprintf(stderr, "allotd: %s\n", err);
         goto out_http;
     }
