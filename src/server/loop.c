@@ -441,7 +441,8 @@ static void write_changes(struct loop *l, int64_t now)
 
         if (qj->state == ALLOT_JOB_PENDING) {
             want = ALLOT_SJ_PENDING;
-            reason = allot_queue_reason(l->q, e->qid);
+            reason = allot_cluster_node_count(l->c) ? allot_queue_reason(l->q, e->qid)
+                                                    : "no node is registered yet";
             rh = hash_str(reason);
         } else if (qj->state == ALLOT_JOB_DONE) {
             want = ALLOT_SJ_FAILED;
@@ -544,7 +545,10 @@ static void cycle(struct loop *l)
 
     clock_gettime(CLOCK_MONOTONIC, &t0);
     l->n_decs = 0;
-    rc = allot_queue_cycle(l->q, now, on_decision, l);
+    /* Without nodes nothing can be placed. The core's placement scheduler
+     * also passes a NULL array to memset when the cluster has no state
+     * class yet (UBSan: src/core/sched.c shape_cache), so no cycle runs. */
+    rc = allot_cluster_node_count(l->c) ? allot_queue_cycle(l->q, now, on_decision, l) : 0;
     if (rc < 0)
         LOG_WARN("loop", "cycle stopped early: %s", allot_strerror(rc));
     pthread_mutex_lock(&l->srv->store_lock);

@@ -24,6 +24,7 @@ SOURCE = sys.argv[2] if len(sys.argv) > 2 else "."
 
 _procs = []
 _dirs = []
+_logs = []
 
 
 def _cleanup():
@@ -61,6 +62,7 @@ class Daemon:
             self.admin = init(self.dir)
         self.stderr_path = os.path.join(self.dir, "stderr.log")
         self.err = open(self.stderr_path, "w+")
+        _logs.append(self.stderr_path)
         self.proc = subprocess.Popen(
             [ALLOTD, "--data-dir", self.dir, "--listen", "127.0.0.1:0",
              "--cycle-interval", "200ms"] + list(args),
@@ -133,6 +135,8 @@ class Daemon:
             self.proc.wait(timeout=10)
             raise AssertionError("allotd did not stop within %ss" % timeout)
         self.err.close()
+        log = self.log()
+        assert "runtime error" not in log and "Sanitizer" not in log, log[-4000:]
         return rc
 
     def log(self):
@@ -178,4 +182,7 @@ def run(tests):
             import traceback
             traceback.print_exc()
             print("FAIL %s" % t.__name__)
+            for path in _logs:
+                with open(path, errors="replace") as f:
+                    print("---- %s (last 40 lines)\n%s" % (path, "".join(f.readlines()[-40:])))
     sys.exit(1 if failed else 0)
