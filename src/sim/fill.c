@@ -159,6 +159,77 @@ static void progress(const struct sim_fill_opts *o, int done, int n)
                 "##############################", done, n, done == n ? "\n" : "");
 }
 
+/* Starts job `job` in slot sl[i] (free) on a forked worker; sl[0..nw) are
+ * the other slots, whose pipes the child closes. Returns 0 or ALLOT_EIO
+ * with a message in err. */
+static int spawn_worker(const struct sim_fill_trace *t, const struct sim_fill_opts *o,
+                        struct slot *sl, int nw, int i, int job, char *err, size_t errlen)
+{
+    int p[2];
+
+    fflush(NULL); /* the child must not inherit unwritten stdio buffers */
+    if (pipe(p) < 0) {
+        allot_fmt(err, errlen, "pipe: %s", strerror(errno));
+        return ALLOT_EIO;
+    }
+    sl[i].pid = fork();
+    if (sl[i].pid < 0) {
+        sl[i].pid = 0;
+        close(p[0]);
+        close(p[1]);
+        allot_fmt(err, errlen, "fork: %s", strerror(errno));
+        return ALLOT_EIO;
+    }
+    if (sl[i].pid == 0) {
+        close(p[0]);
+        for (int k = 0; k < nw; k++)
+            if (k != i && sl[k].pid)
+                close(sl[k].fd);
+        worker_main(t, o, job, p[1]);
+    }
+    close(p[1]);
+    sl[i].fd = p[0];
+    sl[i].job = job;
+    return 0;
+}
+
+/* Reads what slot s's worker has sent; when it is done, reaps it and
+ * files its result in jobs[]. Returns 1 when the job is in, 0 when more is
+ * to come, or a negative code with a message in err. */
+static int collect_worker(const struct sim_fill_opts *o, struct slot *s, struct job_out *jobs,
+                          char *err, size_t errlen)
+{
+    struct job_out *jo;
+    int st = 0, r = slot_read(s);
+
+    if (r < 0) {
+        allot_fmt(err, errlen, "reading a worker: %s", allot_strerror(r));
+        return r;
+    }
+    if (r == 0)
+        return 0;
+    close(s->fd);
+    while (waitpid(s->pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    s->pid = 0;
+    jo = &jobs[s->job];
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || wire_parse(&s->in, jo)) {
+        allot_fmt(err, errlen, "the worker for %s seed %llu died",
+                  o->policies[s->job / o->n_seeds]->name,
+                  (unsigned long long)o->seeds[s->job % o->n_seeds]);
+        sim_fill_text_free(&s->in);
+        return ALLOT_EIO;
+    }
+    jo->done = true;
+    if (jo->rc) {
+        allot_fmt(err, errlen, "%s", jo->err);
+        return jo->rc;
+    }
+    return 1;
+}
+
+/* Runs the n jobs on up to o->workers forked workers, polling their pipes,
+ * and writes the logs in job order as soon as every earlier job is in. */
 static int run_forked(const struct sim_fill_trace *t, const struct sim_fill_opts *o,
                       struct job_out *jobs, int n, uint64_t *hash, char *err, size_t errlen)
 {
@@ -172,37 +243,11 @@ static int run_forked(const struct sim_fill_trace *t, const struct sim_fill_opts
         goto out;
     }
     while (finished < n) {
-        for (int i = 0; i < nw && next < n; i++) {
-            int p[2];
-            if (sl[i].pid)
-                continue;
-            fflush(NULL); /* the child must not inherit unwritten stdio buffers */
-            if (pipe(p) < 0) {
-                rc = ALLOT_EIO;
-                allot_fmt(err, errlen, "pipe: %s", strerror(errno));
-                goto out;
-            }
-            sl[i].pid = fork();
-            if (sl[i].pid < 0) {
-                sl[i].pid = 0;
-                close(p[0]);
-                close(p[1]);
-                rc = ALLOT_EIO;
-                allot_fmt(err, errlen, "fork: %s", strerror(errno));
-                goto out;
-            }
-            if (sl[i].pid == 0) {
-                close(p[0]);
-                for (int k = 0; k < nw; k++)
-                    if (k != i && sl[k].pid)
-                        close(sl[k].fd);
-                worker_main(t, o, next, p[1]);
-            }
-            close(p[1]);
-            sl[i].fd = p[0];
-            sl[i].job = next++;
-        }
         int m = 0;
+
+        for (int i = 0; i < nw && next < n; i++)
+            if (!sl[i].pid && (rc = spawn_worker(t, o, sl, nw, i, next++, err, errlen)) < 0)
+                goto out;
         for (int i = 0; i < nw; i++)
             if (sl[i].pid) {
                 pf[m].fd = sl[i].fd;
@@ -218,40 +263,14 @@ static int run_forked(const struct sim_fill_trace *t, const struct sim_fill_opts
             goto out;
         }
         for (int i = 0, q = 0; i < nw; i++) {
-            int st = 0, r;
-            struct job_out *jo;
-            if (!sl[i].pid)
+            if (!sl[i].pid || !pf[q++].revents)
                 continue;
-            if (!pf[q++].revents)
-                continue;
-            r = slot_read(&sl[i]);
-            if (r < 0) {
-                rc = r;
-                allot_fmt(err, errlen, "reading a worker: %s", allot_strerror(r));
+            rc = collect_worker(o, &sl[i], jobs, err, errlen);
+            if (rc < 0)
                 goto out;
-            }
-            if (r == 0)
+            if (rc == 0)
                 continue;
-            close(sl[i].fd);
-            while (waitpid(sl[i].pid, &st, 0) < 0 && errno == EINTR)
-                ;
-            sl[i].pid = 0;
-            jo = &jobs[sl[i].job];
-            if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || wire_parse(&sl[i].in, jo)) {
-                rc = ALLOT_EIO;
-                allot_fmt(err, errlen, "the worker for %s seed %llu died",
-                          o->policies[sl[i].job / o->n_seeds]->name,
-                          (unsigned long long)o->seeds[sl[i].job % o->n_seeds]);
-                sim_fill_text_free(&sl[i].in);
-                goto out;
-            }
-            jo->done = true;
             finished++;
-            if (jo->rc) {
-                rc = jo->rc;
-                allot_fmt(err, errlen, "%s", jo->err);
-                goto out;
-            }
             progress(o, finished, n);
             rc = emit_ready(jobs, n, &emitted, o, hash, err, errlen);
             if (rc)
