@@ -250,7 +250,7 @@ int api_audit_list(struct req *r)
     json_t *a;
     int rc;
 
-    if ((qa && !parse_id(qa, &after) && strcmp(qa, "0")) ||
+    if ((qa && !parse_id(qa, &after) && strcmp(qa, "0") != 0) ||
         (ql && (!parse_id(ql, &limit) || limit > 1000)))
         return api_error(r, 400, "bad_query", "after must be >= 0, limit 1..1000");
     srv_lock(r->srv);
@@ -276,7 +276,7 @@ int api_audit_list(struct req *r)
 int api_audit_verify(struct req *r)
 {
     int64_t bad = 0, head = 0;
-    uint8_t hh[ALLOT_STORE_HASH_LEN];
+    uint8_t hh[ALLOT_STORE_HASH_LEN] = {0};
     char why[256] = "", h[2 * ALLOT_STORE_HASH_LEN + 1];
     int rc;
 

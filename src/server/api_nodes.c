@@ -59,9 +59,9 @@ static int check_inventory(json_t *b, const struct allot_catalog *cat, int *n_gp
         json_integer_value(json_object_get(b, "memory")) <= 0)
         return allot_fmt(err, errlen, "fields \"cpus\" and \"memory\" must be positive"), 422;
     if ((v = json_object_get(b, "gpu_mode")) &&
-        (!json_is_string(v) ||
-         (strcmp(json_string_value(v), "shared") && strcmp(json_string_value(v), "exclusive") &&
-          strcmp(json_string_value(v), "mig"))))
+        (!json_is_string(v) || (strcmp(json_string_value(v), "shared") != 0 &&
+                                strcmp(json_string_value(v), "exclusive") != 0 &&
+                                strcmp(json_string_value(v), "mig") != 0)))
         return allot_fmt(err, errlen, "field \"gpu_mode\": shared, exclusive or mig"), 400;
     if ((v = json_object_get(b, "labels"))) {
         if (!json_is_object(v))
@@ -166,9 +166,11 @@ int api_nodes_register(struct req *r)
                 ;
             loop_post(r->srv->loop, LOOP_NODE_ADDED, 0, name);
         }
-        api_json(r, status,
-                 json_pack("{s:s,s:s,s:I}", "name", name, "state", "ready", "lease_expiry",
-                           (json_int_t)(now + r->srv->cfg.lease / 1000)));
+        json_int_t expiry = (json_int_t)now + (json_int_t)(r->srv->cfg.lease / 1000);
+
+        api_json(
+            r, status,
+            json_pack("{s:s,s:s,s:I}", "name", name, "state", "ready", "lease_expiry", expiry));
     }
     allot_store_node_clear(&old);
 out:

@@ -38,7 +38,7 @@ bool auth_resolve(struct req *r)
     uint8_t hash[ALLOT_STORE_HASH_LEN];
     int rc;
 
-    if (!h || strncmp(h, "Bearer ", 7))
+    if (!h || strncmp(h, "Bearer ", 7) != 0)
         return false;
     h += 7;
     if (strlen(h) > 256)

@@ -112,7 +112,7 @@ int jobspec_parse(json_t *b, const struct allot_catalog *cat, struct jobspec *ou
         return E400("field \"image\" must be a string");
     if ((v = json_object_get(b, "checkpointable")) && !json_is_boolean(v))
         return E400("field \"checkpointable\" must be a boolean");
-    out->checkpointable = v && json_is_true(v);
+    out->checkpointable = json_is_true(v);
     if (!*out->tenant)
         return E422("field \"tenant\" must name a tenant");
 

@@ -349,9 +349,9 @@ static void handle(struct loop *l, struct msg *m)
         e = find_live(l, m->id, &idx);
         if (!e)
             break;
-        if (m->kind == LOOP_JOB_CANCELLED)
-            rc = allot_queue_cancel(l->q, e->qid, srv_now());
-        else if (allot_queue_job(l->q, e->qid)->state == ALLOT_JOB_PENDING)
+        /* a job reported done while the core requeued it ends as cancelled */
+        if (m->kind == LOOP_JOB_CANCELLED ||
+            allot_queue_job(l->q, e->qid)->state == ALLOT_JOB_PENDING)
             rc = allot_queue_cancel(l->q, e->qid, srv_now());
         else
             rc = allot_queue_finish(l->q, e->qid, srv_now());

@@ -286,7 +286,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "allotd: %s\n", err);
         return 2;
     }
-    for (int k = 1; k < argc; k++) {
+    for (int k = 1; k < argc && argv[k]; k++) {
         if (!strcmp(argv[k], "--help") || !strcmp(argv[k], "-h")) {
             usage(stdout);
             return 0;
@@ -311,7 +311,7 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (argc > 1 && !strcmp(argv[1], "init")) {
+    if (argc > 1 && argv[1] && !strcmp(argv[1], "init")) {
         init = true;
         i = 2;
     }
