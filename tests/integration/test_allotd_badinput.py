@@ -1,0 +1,85 @@
+"""A corpus of bad input against allotd: malformed and truncated JSON,
+invalid UTF-8, huge numbers, SQL-looking strings, path tricks in names and
+routes, NUL bytes, deep nesting. Each gets its documented error, and no
+job, tenant, token or node changes (refusals are only audited)."""
+
+import allotd_fixture as fx
+from allotd_fixture import TENANTS, Daemon, expect
+
+dm = None
+
+
+def snapshot():
+    a = dm.admin
+    return (expect(dm.req("GET", "/v1/jobs?limit=1000", token=a), 200)["jobs"],
+            expect(dm.req("GET", "/v1/tenants", token=a), 200),
+            expect(dm.req("GET", "/v1/tokens", token=a), 200),
+            expect(dm.req("GET", "/v1/nodes", token=a), 200))
+
+
+CORPUS = [
+    # (method, path, body, status)
+    ("POST", "/v1/jobs", b'{"tenant":"research/nlp",', 400),
+    ("POST", "/v1/jobs", b'{"tenant":"research/nlp"}}', 400),
+    ("POST", "/v1/jobs", b'\xef\xbb\xbf{"tenant":"research/nlp","cpus":1,"x":', 400),
+    ("POST", "/v1/jobs", b'{"tenant":"research/nlp","name":"\xc3\x28"}', 400),
+    ("POST", "/v1/jobs", b'{"tenant":"research/nlp","name":"a\\u0000b"}', 400),
+    ("POST", "/v1/jobs", b'{"tenant":"research/nlp","gpus":99999999999999999999999}', 400),
+    ("POST", "/v1/jobs", b'{"tenant":"research/nlp","gpus":1e300}', 400),
+    ("POST", "/v1/jobs", b'{"tenant":"research/nlp","cpus":1e300}', 422),
+    ("POST", "/v1/jobs", b'{"tenant":"research/nlp","memory":-1}', 422),
+    ("POST", "/v1/jobs", b'{"tenant":"research/nlp","tasks":9223372036854775807}', 422),
+    ("POST", "/v1/jobs", b'[' * 5000 + b']' * 5000, 400),
+    ("POST", "/v1/jobs", b'{"tenant":"x\'); DROP TABLE jobs;--"}', 422),
+    ("POST", "/v1/jobs", b'{"tenant":"../../etc/passwd"}', 422),
+    ("POST", "/v1/jobs", b'{"tenant":"research/nlp/../vision"}', 422),
+    ("POST", "/v1/jobs", b'{"tenant":"research/nlp","name":"' + b"n" * 200 + b'"}', 422),
+    ("PUT", "/v1/tenants", b'{"tenants":[{"path":"a; DELETE FROM tenants"}]}', 422),
+    ("PUT", "/v1/tenants", b'{"tenants":[{"path":"../x"}]}', 422),
+    ("PUT", "/v1/tenants", b'{"tenants":[{"path":"a","weight":-1}]}', 422),
+    ("PUT", "/v1/tenants", b'{"tenants":[{"path":"a","quotas":{"gpu":"lots"}}]}', 422),
+    ("PUT", "/v1/tenants", b'{"tenants":[{"path":"a","quotas":{"gpu":1e400}}]}', 400),
+    ("POST", "/v1/nodes/register", b'{"name":"../../x","cpus":1,"memory":1}', 422),
+    ("POST", "/v1/nodes/register", b'{"name":"n\' OR 1=1","cpus":1,"memory":1}', 422),
+    ("POST", "/v1/nodes/register", b'{"name":"n","cpus":1,"memory":1,"gpus":' +
+     b'[' + b','.join([b'{"model":"T4"}'] * 17) + b']}', 422),
+    ("POST", "/v1/tokens", b'{"role":"admin","tenant":"x\'--"}', 201),
+    ("GET", "/v1/jobs/1%20OR%201=1", None, 404),
+    ("GET", "/v1/jobs/%2e%2e", None, 404),
+    ("GET", "/v1/jobs/99999999999999999999999", None, 404),
+    ("DELETE", "/v1/tokens/0", None, 404),
+    ("GET", "/v1/jobs?tenant=%27%20OR%201%3D1--", None, 200),
+]
+
+
+def test_corpus():
+    before = snapshot()
+    for method, path, body, want in CORPUS:
+        if want == 201:
+            continue  # the one valid request is checked below
+        st, b = dm.req(method, path, body, token=dm.admin)
+        assert st == want, "%s %s %r: want %d got %d %r" % (method, path, body[:80] if body
+                                                              else body, want, st, b)
+        if st >= 400:
+            assert set(b["error"]) == {"code", "message"}, b
+    assert snapshot() == before, "a refused request changed stored state"
+
+
+def test_sql_looking_strings_are_stored_verbatim():
+    name = "x'); DROP TABLE jobs;-- \u00e9\u4e2d"
+    j = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "name": name, "cpus": 1,
+                                           "env": {"Q": "' OR 1=1 --"}}, token=dm.admin), 201)
+    got = expect(dm.req("GET", "/v1/jobs/%d" % j["id"], token=dm.admin), 200)
+    assert got["name"] == name and got["spec"]["env"]["Q"] == "' OR 1=1 --", got
+    st, b = dm.req("POST", "/v1/tokens", {"role": "viewer", "tenant": "x'--", "name": "'; --"},
+                   token=dm.admin)
+    assert st == 201 and b["tenant"] == "x'--" and b["name"] == "'; --", b
+
+
+if __name__ == "__main__":
+    dm = Daemon()
+    try:
+        expect(dm.req("PUT", "/v1/tenants", TENANTS, token=dm.admin), 200)
+        fx.run([test_corpus, test_sql_looking_strings_are_stored_verbatim])
+    finally:
+        dm.stop()
