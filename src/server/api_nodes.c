@@ -165,6 +165,8 @@ int api_nodes_register(struct req *r)
                    !atomic_compare_exchange_weak(&r->srv->max_node_gpus, &cur, n_gpus))
                 ;
             loop_post(r->srv->loop, LOOP_NODE_ADDED, 0, name);
+        } else {
+            loop_post(r->srv->loop, LOOP_NODE_SEEN, now + r->srv->cfg.lease / 1000, name);
         }
         json_int_t expiry = (json_int_t)now + (json_int_t)(r->srv->cfg.lease / 1000);
 
@@ -287,6 +289,7 @@ int api_nodes_heartbeat(struct req *r)
     else {
         for (i = 0; i < n_ended; i++)
             loop_post(r->srv->loop, LOOP_JOB_FINISHED, ended[i], NULL);
+        loop_post(r->srv->loop, LOOP_NODE_SEEN, expiry, name);
         api_json(r, 200,
                  json_pack("{s:s,s:s,s:I,s:o}", "node", name, "state",
                            allot_store_node_state_name(n.state), "lease_expiry", (json_int_t)expiry,

@@ -68,6 +68,8 @@ struct loop {
     int n_prio;
     struct live *live;
     size_t n_live, cap_live;
+    int64_t *expiry; /* lease expiry per core node index */
+    size_t cap_expiry;
     struct dec {
         int kind;
         int qid;
@@ -119,7 +121,7 @@ int loop_post(struct loop *l, int kind, int64_t id, const char *name)
 
 /* ---- building the core ---- */
 
-static int add_node(struct loop *l, const char *name, const char *inventory)
+static int add_node(struct loop *l, const char *name, const char *inventory, bool lost)
 {
     json_t *inv = json_loads(inventory ? inventory : "{}", 0, NULL);
     json_t *gpus = json_object_get(inv, "gpus"), *labels = json_object_get(inv, "labels");
@@ -151,11 +153,21 @@ static int add_node(struct loop *l, const char *name, const char *inventory)
         lab[ns.n_labels++].value = (char *)json_string_value(v);
     }
     ns.labels = lab;
+    if (allot_grow((void **)&l->expiry, &l->cap_expiry, (size_t)allot_cluster_node_count(l->c) + 1,
+                   sizeof(*l->expiry)) < 0) {
+        json_decref(inv);
+        return ALLOT_ENOMEM;
+    }
     rc = allot_cluster_add_node(l->c, &ns, err, sizeof(err));
     if (rc < 0)
         LOG_ERROR("loop", "node %s not added: %s", name, err);
-    else
-        LOG_INFO("loop", "node %s added (%d GPUs)", name, ns.n_gpus);
+    else {
+        /* a full lease from now, also after a restart of allotd */
+        l->expiry[rc] = srv_now() + l->srv->cfg.lease / 1000;
+        if (lost)
+            allot_cluster_set_state(l->c, rc, ALLOT_NODE_LOST);
+        LOG_INFO("loop", "node %s added (%d GPUs)%s", name, ns.n_gpus, lost ? ", lost" : "");
+    }
     if (ns.n_gpus > atomic_load(&l->srv->max_node_gpus))
         atomic_store(&l->srv->max_node_gpus, ns.n_gpus);
     json_decref(inv);
@@ -305,7 +317,7 @@ static int rebuild(struct loop *l)
     if (rc < 0)
         return rc;
     for (size_t i = 0; i < nn; i++)
-        add_node(l, nodes[i].name, nodes[i].inventory);
+        add_node(l, nodes[i].name, nodes[i].inventory, nodes[i].state == ALLOT_SN_LOST);
     allot_store_nodes_free(nodes, nn);
     rc = load_tenants(l);
     if (rc < 0 && rc != ALLOT_EINVAL)
@@ -323,6 +335,108 @@ static int rebuild(struct loop *l)
     } while (f.cursor);
     LOG_INFO("loop", "rebuilt: %d nodes, %zu live jobs", allot_cluster_node_count(l->c), l->n_live);
     return 0;
+}
+
+/* ---- leases ---- */
+
+/* Sets node `name`'s state in the store (lock held, in a batch). */
+static int store_node_state(struct allot_store *st, const char *name, int state)
+{
+    struct allot_store_node n = {0};
+    int rc = allot_store_node_get(st, name, &n);
+
+    if (rc == 0 && n.state != state) {
+        n.state = state;
+        rc = allot_store_node_put(st, &n);
+    }
+    allot_store_node_clear(&n);
+    return rc;
+}
+
+static void node_seen(struct loop *l, const char *name, int64_t expiry)
+{
+    int i = allot_cluster_find_node(l->c, name);
+
+    if (i < 0)
+        return;
+    l->expiry[i] = expiry;
+    if (allot_cluster_node(l->c, i)->state != ALLOT_NODE_LOST)
+        return;
+    pthread_mutex_lock(&l->srv->store_lock);
+    if (allot_store_begin(l->srv->st) == 0) {
+        if (store_node_state(l->srv->st, name, ALLOT_SN_READY) == 0 &&
+            allot_store_commit(l->srv->st) == 0)
+            allot_cluster_set_state(l->c, i, ALLOT_NODE_READY);
+        else
+            allot_store_rollback(l->srv->st);
+    }
+    pthread_mutex_unlock(&l->srv->store_lock);
+    LOG_INFO("loop", "node %s is back", name);
+}
+
+/* True when one of job j's tasks is on node i. */
+static bool job_on_node(const struct allot_job *j, int i)
+{
+    if (j->state != ALLOT_JOB_RUNNING && j->state != ALLOT_JOB_STOPPING)
+        return false;
+    for (int k = 0; k < j->spec.n_tasks; k++)
+        if (j->pl[k].node == i)
+            return true;
+    return false;
+}
+
+/* Marks node i lost with the jobs placed on it (store lock held, in a batch). */
+static void node_lost(struct loop *l, int i, int64_t now)
+{
+    struct allot_store *st = l->srv->st;
+    const char *name = allot_cluster_node(l->c, i)->name;
+    char why[160];
+
+    allot_fmt(why, sizeof(why), "node %s lost: no heartbeat within its lease", name);
+    LOG_WARN("loop", "%s", why);
+    store_node_state(st, name, ALLOT_SN_LOST);
+    for (size_t k = l->n_live; k-- > 0;) {
+        struct allot_store_job j = {0};
+        struct allot_store_event ev = {
+            .job_id = l->live[k].sid, .time = now, .kind = "lost", .detail = why};
+
+        if (!job_on_node(allot_queue_job(l->q, l->live[k].qid), i))
+            continue;
+        allot_queue_cancel(l->q, l->live[k].qid, now);
+        if (allot_store_job_get(st, l->live[k].sid, &j) == 0 &&
+            !allot_store_job_state_terminal(j.state)) {
+            j.state = ALLOT_SJ_LOST;
+            j.end_time = now;
+            allot_free(j.pending_reason);
+            j.pending_reason = allot_strdup(why);
+            if (allot_store_job_update(st, &j) == 0)
+                allot_store_event_add(st, &ev, NULL);
+        }
+        allot_store_job_clear(&j);
+        drop_live(l, k);
+    }
+    allot_cluster_set_state(l->c, i, ALLOT_NODE_LOST);
+}
+
+/* Marks every node whose lease ran out as lost. */
+static void check_leases(struct loop *l, int64_t now)
+{
+    int n = allot_cluster_node_count(l->c);
+    bool any = false;
+
+    for (int i = 0; i < n && !any; i++)
+        any = now > l->expiry[i] && allot_cluster_node(l->c, i)->state != ALLOT_NODE_LOST;
+    if (!any)
+        return;
+    pthread_mutex_lock(&l->srv->store_lock);
+    if (allot_store_begin(l->srv->st) == 0) {
+        for (int i = 0; i < n; i++)
+            if (now > l->expiry[i] && allot_cluster_node(l->c, i)->state != ALLOT_NODE_LOST)
+                node_lost(l, i, now);
+        if (allot_store_commit(l->srv->st) < 0)
+            LOG_ERROR("loop", "commit of lost nodes failed: %s", allot_store_errmsg(l->srv->st));
+    }
+    pthread_mutex_unlock(&l->srv->store_lock);
 }
 
 /* ---- handling messages ---- */
@@ -364,11 +478,14 @@ static void handle(struct loop *l, struct msg *m)
         rc = allot_store_node_get(l->srv->st, m->name, &n);
         pthread_mutex_unlock(&l->srv->store_lock);
         if (rc == 0)
-            add_node(l, n.name, n.inventory);
+            add_node(l, n.name, n.inventory, false);
         allot_store_node_clear(&n);
         break;
     case LOOP_TENANTS:
         load_tenants(l);
+        break;
+    case LOOP_NODE_SEEN:
+        node_seen(l, m->name, m->id);
         break;
     }
 }
@@ -608,6 +725,7 @@ static void *loop_main(void *arg)
         }
         if (stop)
             break;
+        check_leases(l, srv_now());
         cycle(l);
     }
     return NULL;
@@ -682,6 +800,7 @@ void loop_stop(struct loop *l)
     for (size_t i = 0; i < l->n_live; i++)
         json_decref(l->live[i].spec);
     allot_free(l->live);
+    allot_free(l->expiry);
     allot_free(l->decs);
     for (struct msg *m = l->head; m;) {
         struct msg *next = m->next;

@@ -7,6 +7,11 @@
  * publishes each node's desired state for heartbeats (loop_desired).
  * On start it rebuilds the core from the store (live jobs only) and then
  * marks the server ready.
+ *
+ * Leases: a node whose lease (renewed by each heartbeat) runs out is
+ * marked lost in the core and the store, and the jobs placed on it end
+ * as lost; its next heartbeat makes it ready again. After a restart every
+ * node gets at least one full lease to send a heartbeat.
  */
 #ifndef ALLOT_SERVER_LOOP_H
 #define ALLOT_SERVER_LOOP_H
@@ -21,6 +26,7 @@ enum loop_msg_kind {
     LOOP_JOB_FINISHED,  /* id: store job id (already terminal in the store) */
     LOOP_NODE_ADDED,    /* name: node name (stored) */
     LOOP_TENANTS,       /* the tenant tree or priority classes changed */
+    LOOP_NODE_SEEN,     /* name: node that sent a heartbeat; id: its lease expiry */
 };
 
 /* Starts the loop thread and sets s->loop (before the thread can mark the

@@ -1,0 +1,60 @@
+"""Node leases in allotd: a node that stops sending heartbeats is marked
+lost once its lease runs out, the jobs placed on it end as lost, and its
+next heartbeat makes it ready again so new jobs go there."""
+
+import time
+
+import allotd_fixture as fx
+from allotd_fixture import TENANTS, Daemon, expect
+
+N1 = {"name": "lease-n1", "cpus": 16, "memory": 65536, "gpus": [{"model": "T4"}] * 2}
+
+
+def poll(fn, timeout=10):
+    end = time.time() + timeout
+    while time.time() < end:
+        v = fn()
+        if v:
+            return v
+        time.sleep(0.05)
+    raise AssertionError("condition not met within %ss" % timeout)
+
+
+def test_lease_expiry_and_return():
+    dm = Daemon(args=["--lease", "1s"])
+    a = dm.admin
+    expect(dm.req("PUT", "/v1/tenants", TENANTS, token=a), 200)
+    ag = dm.token("agent", "", "agent")
+    expect(dm.req("POST", "/v1/nodes/register", N1, token=ag), 201)
+    j = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 2}, token=a), 201)
+
+    def state(jid):
+        return expect(dm.req("GET", "/v1/jobs/%d" % jid, token=a), 200)
+
+    poll(lambda: state(j["id"])["state"] == "starting")
+    # no heartbeat: the lease (1 s) runs out
+    lost = poll(lambda: (lambda x: x if x["state"] == "lost" else None)(state(j["id"])))
+    assert "lease-n1" in lost["pending_reason"] and lost["end_time"] > 0, lost
+    nodes = expect(dm.req("GET", "/v1/nodes", token=a), 200)["nodes"]
+    assert nodes[0]["state"] == "lost", nodes
+    kinds = [e["kind"] for e in expect(dm.req("GET", "/v1/jobs/%d/events" % j["id"], token=a),
+                                       200)["events"]]
+    assert kinds[-1] == "lost", kinds
+    # a job submitted now waits: no ready node
+    k = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 1}, token=a), 201)
+    time.sleep(0.5)
+    assert state(k["id"])["state"] == "pending"
+    # the node comes back with a heartbeat, and keeps it up
+    expect(dm.req("POST", "/v1/nodes/lease-n1/heartbeat", {}, token=ag), 200)
+
+    def beat_and_check():
+        expect(dm.req("POST", "/v1/nodes/lease-n1/heartbeat", {}, token=ag), 200)
+        return state(k["id"])["state"] == "starting"
+
+    poll(beat_and_check)
+    assert expect(dm.req("GET", "/v1/nodes", token=a), 200)["nodes"][0]["state"] == "ready"
+    assert dm.stop() == 0
+
+
+if __name__ == "__main__":
+    fx.run([test_lease_expiry_and_return])
