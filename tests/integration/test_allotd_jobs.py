@@ -165,11 +165,35 @@ def test_removing_a_busy_tenant_is_409():
     assert "tmp/x" not in paths, paths
 
 
+def test_concurrent_submissions():
+    import threading
+    ids, errors = [], []
+    lock = threading.Lock()
+
+    def client(c):
+        for i in range(15):
+            st, b = dm.req("POST", "/v1/jobs", {"tenant": "research/vision", "cpus": 1,
+                                                "name": "c%d-%d" % (c, i)}, token=dm.admin,
+                           headers={"Idempotency-Key": "conc-%d-%d" % (c, i)})
+            with lock:
+                (ids if st == 201 else errors).append(b["id"] if st == 201 else (st, b))
+
+    threads = [threading.Thread(target=client, args=(c,)) for c in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert not errors, errors[:3]
+    assert len(ids) == 120 and len(set(ids)) == 120
+    v = expect(dm.req("GET", "/v1/audit/verify", token=dm.admin), 200)
+    assert v["ok"] is True, v
+
+
 if __name__ == "__main__":
     dm = Daemon()
     try:
         fx.run([test_tenants_round_trip, test_tenants_422, test_submit_get_and_idempotency,
                 test_submit_422_and_400, test_list_filters_and_paging, test_cancel,
-                test_removing_a_busy_tenant_is_409])
+                test_removing_a_busy_tenant_is_409, test_concurrent_submissions])
     finally:
         dm.stop()
