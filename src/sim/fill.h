@@ -18,6 +18,7 @@
  *                    worker processes, aggregated per policy;
  *   fill_published.h the FGD authors' published curves, for comparison;
  *   fill_seeds.h     seed lists ("42-51", "1,5,7-9");
+ *   fill_perturb.h   perturbed workloads (--perturb: flip, scale, subset);
  *   fill_report.h    the table, JSON and plot of a finished experiment;
  *   fill_cli.h       the `allot-sim fill` command line.
  * The offline reference packer (offline.h) sits beside fill.h: it uses the

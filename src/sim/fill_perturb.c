@@ -159,8 +159,8 @@ int sim_fill_perturb_apply(struct sim_fill_trace *t, const struct sim_fill_pertu
         }
         t->request_milli += (int64_t)k->num_gpu * k->gpu_milli;
     }
-    if (p->subset > 0 && (rc = keep_subset(t, p->subset, p->seed)) < 0)
-        goto oom;
+    if (p->subset > 0 && keep_subset(t, p->subset, p->seed) < 0)
+        goto oom; /* its only failure */
     allot_frag_mix_clear(&t->mix);
     rc = allot_frag_mix_build(t->tasks, t->n_tasks, SIM_FILL_COVERAGE, &t->mix);
     if (rc == ALLOT_ENOMEM)
