@@ -1,13 +1,21 @@
 #!/bin/sh
-# Real-trace checks (make test-data): replays the Alibaba openb traces with
-# allot-sim fill (docs/benchmarks.md, "openb fill: reproducing the FGD
-# paper") and compares the unallocated GPU share at arrived = 100 % with
-# the FGD authors' published 10-seed means.
-# Fails when any of the six published policies is more than 1.0 percentage
-# point away, or when the published numbers cannot be matched up.
+# Real-trace checks (make test-data), on the public traces in DATA_DIR:
+#  1. openb fill reproduction (docs/benchmarks.md, "openb fill: reproducing
+#     the FGD paper"): the six published policies within 0.5 pp of the FGD
+#     authors' 10-seed means at arrived = 100 % (the tolerance the README
+#     claims; one documented exception, see `exceptions` below);
+#  2. allot against fgd, in sample (seeds 42-51, which allot was tuned on)
+#     and out of sample (seeds 1-10 and perturbed workloads): allot must
+#     leave less GPU unallocated than fgd on every run; the ratio is printed
+#     next to the 0.9 target;
+#  3. the Philly multi-tenant replay at load 0.8 (the window and load the
+#     queue was tuned on), at load 0.95, and on a second window at 0.8 and
+#     0.95: every target is printed as met or MISSED; the run fails on the
+#     targets listed as required for that run (docs/benchmarks.md, "Philly
+#     replay: targets in and out of sample", says which and why).
 #
 # usage: tests/data-checks.sh BUILD_DIR DATA_DIR
-# Runs about 40-60 s on two cores (the Philly replay takes most).
+# Runs about 25 minutes on two cores (the four Philly replays take most).
 set -eu
 
 if [ $# -ne 2 ]; then
@@ -16,7 +24,11 @@ if [ $# -ne 2 ]; then
 fi
 sim="$1/allot-sim"
 data="$2/openb"
-tolerance=1.0
+tolerance=0.5
+# policy/workload pairs allowed a wider gap, with the reason: gpupacking and
+# gpuclustering on gpushare40 are 0.51/0.50 pp below the published mean with
+# seeds 42-51 but 0.32/0.31 pp over 60 seeds (docs/benchmarks.md): seed noise.
+exceptions="gpushare40:gpupacking:0.6 gpushare40:gpuclustering:0.6"
 if [ ! -x "$sim" ]; then
     echo "data-checks: $sim not built" >&2
     exit 1
@@ -39,16 +51,21 @@ for workload in default gpushare40 cpu100; do
     }
     printf '%s\n\n' "$out"
     # Table rows end in "pub@100 diff"; "-" where nothing was published.
-    verdict=$(printf '%s\n' "$out" | awk -v tol="$tolerance" -v w="$workload" '
+    verdict=$(printf '%s\n' "$out" | awk -v tol="$tolerance" -v w="$workload" -v exc="$exceptions" '
+        BEGIN { n = split(exc, e, " "); for (i = 1; i <= n; i++) { split(e[i], f, ":"); wide[f[1] ":" f[2]] = f[3] } }
         /^decision-log hash/ { table = 0; next }
         $1 == "policy" { table = 1; next }
+        table && $1 == "fgd" { fgd = $5 + 0 }
+        table && $1 == "allot" { allot = $5 + 0 }
         table && NF >= 3 && $NF != "-" && $(NF-1) != "-" {
-            n++
+            m++
             d = $NF + 0; if (d < 0) d = -d
-            if (d > tol) { printf "%s: %s differs by %s pp (published %s)\n", w, $1, $NF, $(NF-1); bad++ }
+            t = (w ":" $1) in wide ? wide[w ":" $1] : tol
+            if (d > t) { printf "%s: %s differs by %s pp (published %s, tolerance %s)\n", w, $1, $NF, $(NF-1), t; bad++ }
         }
         END {
-            if (n != 6) { printf "%s: %d policies matched published results, want 6\n", w, n; bad++ }
+            if (m != 6) { printf "%s: %d policies matched published results, want 6\n", w, m; bad++ }
+            if (!(allot < fgd)) { printf "%s: allot %s not below fgd %s (seeds 42-51)\n", w, allot, fgd; bad++ }
             exit bad > 0
         }') || {
         printf '%s\n' "$verdict" >&2
@@ -57,44 +74,93 @@ for workload in default gpushare40 cpu100; do
     }
 done
 if [ $status -eq 0 ]; then
-    echo "data-checks: every published policy within $tolerance pp of the published mean at 100 %"
+    echo "data-checks: every published policy within $tolerance pp of the published mean at 100 % (exceptions: $exceptions); allot below fgd on every workload in sample"
 fi
 
-# Philly multi-tenant replay (docs/benchmarks.md, "Philly multi-tenant
-# replay"), load 0.8: the targets allot meets there, checked against
-# static from the same run.
-philly="$2/philly"
-if [ -f "$philly/philly_jobs.csv" ] && [ -f "$philly/philly_vc_nodes.csv" ]; then
-    out=$("$sim" replay --jobs "$philly/philly_jobs.csv" --vcs "$philly/philly_vc_nodes.csv" \
-        --from 2017-10-01 --to 2017-12-01 --load 0.8 --policy static,fifo,las,allot 2>&1) || {
+# allot against fgd out of sample: other seeds, perturbed workloads.
+oos_fail=0
+for run in "default::1-10" "gpushare40::1-10" "cpu100::1-10" "default:flip:42-51" \
+           "default:flip:1-10" "default:scale=0.8:1-10" "default:subset=0.33:1-10" \
+           "gpushare40:flip:1-10"; do
+    workload=${run%%:*}; rest=${run#*:}; perturb=${rest%%:*}; seeds=${rest#*:}
+    set -- --nodes "$data/openb_node_list_gpu_node.csv" --pods "$data/openb_pod_list_$workload.csv" \
+        --policy fgd,allot --seeds "$seeds" --workers 2
+    [ -n "$perturb" ] && set -- "$@" --perturb "$perturb"
+    out=$("$sim" fill "$@" 2>&1) || {
         printf '%s\n' "$out"
-        echo "data-checks: allot-sim replay failed" >&2
-        exit 1
+        echo "data-checks: allot-sim fill failed on $run" >&2
+        oos_fail=1
+        continue
+    }
+    printf '%s\n' "$out" | awk -v r="$workload ${perturb:-plain} seeds $seeds" '
+        $1 == "fgd" { fgd = $5 + 0 } $1 == "allot" { allot = $5 + 0 }
+        END {
+            ratio = fgd > 0 ? allot / fgd : 0
+            printf "out of sample: %-36s fgd %5.2f allot %5.2f allot/fgd %.3f (target 0.9: %s)\n", r, fgd, allot, ratio, ratio <= 0.9 ? "met" : "MISSED"
+            exit !(allot < fgd)
+        }' || { echo "data-checks: allot not below fgd on $run" >&2; oos_fail=1; }
+done
+[ $oos_fail -eq 0 ] && echo "data-checks: allot below fgd on every out-of-sample run"
+[ $oos_fail -eq 0 ] || status=1
+
+# Philly multi-tenant replay: targets per run. `required` lists the
+# targets that fail the check; the others are printed as met or MISSED.
+# Targets: q (avg queueing <= static/3), util (> static), inq (in-quota wait
+# p99 <= 120 s), jain (>= 0.9), lost (<= 2 % of used GPU time), fifo (avg
+# JCT below fifo), las (avg JCT within 3 % of las), vc (no VC's avg JCT more
+# than 10 % above static).
+philly="$2/philly"
+replay_check() { # from to load required
+    out=$("$sim" replay --jobs "$philly/philly_jobs.csv" --vcs "$philly/philly_vc_nodes.csv" \
+        --from "$1" --to "$2" --load "$3" --policy static,fifo,las,allot 2>&1) || {
+        printf '%s\n' "$out"
+        echo "data-checks: allot-sim replay failed ($1..$2 load $3)" >&2
+        return 1
     }
     printf '%s\n\n' "$out"
     # columns: policy jobs done unfin avg_jct p50 p95 p99 avg_q p50_q p95_q p99_q util inq_p99
-    #          jain jainN preempt lost_gh wall_s; the cluster line gives the GPU count
-    verdict=$(printf '%s\n' "$out" | awk '
+    #          jain jainN preempt lost_gh wall_s; the cluster line gives the GPU count;
+    # per-tenant rows: tenant gpus jobs s:unfin s:avg_jct ... a:unfin a:avg_jct ...
+    days=$(( ($(date -u -d "$2" +%s) - $(date -u -d "$1" +%s)) / 86400 ))
+    printf '%s\n' "$out" | awk -v run="$1..$2 load $3" -v req="$4" -v days="$days" '
         /^cluster:/ { for (i = 1; i <= NF; i++) if ($i == "=" && !gpus) gpus = $(i + 1) }
         $1 == "static" || $1 == "fifo" || $1 == "las" || $1 == "allot" {
             jct[$1] = $5; q[$1] = $9; util[$1] = $13; inq[$1] = $14; jain[$1] = $15; lost[$1] = $18
         }
+        /^tenant / { tenants = 1; next }
+        tenants && NF >= 15 && $1 ~ /^[0-9a-f]+$/ {
+            if ($11 > 1.10 * $5) { vcbad++; worst = worst sprintf(" %s %+.0f%%", $1, 100 * ($11 / $5 - 1)) }
+        }
+        function check(name, ok, text) {
+            printf "  %-5s %-60s %s\n", name, text, ok ? "met" : "MISSED"
+            if (!ok && index(" " req " ", " " name " ")) bad++
+        }
         END {
-            hours = 61 * 24
             if (!("allot" in q) || !("static" in q)) { print "replay: table not found"; exit 1 }
-            if (q["allot"] > q["static"] / 3) { printf "replay: allot queueing %s > static/3\n", q["allot"]; bad++ }
-            if (util["allot"] <= util["static"]) { printf "replay: allot utilisation %s <= static\n", util["allot"]; bad++ }
-            if (inq["allot"] > 120) { printf "replay: allot in-quota wait p99 %s s > 120\n", inq["allot"]; bad++ }
-            if (jain["allot"] < 0.9) { printf "replay: allot Jain %s < 0.9\n", jain["allot"]; bad++ }
-            if (lost["allot"] > 0.02 * util["allot"] * gpus * hours) { printf "replay: allot lost %s GPU-h > 2 %%\n", lost["allot"]; bad++ }
-            if (jct["allot"] >= jct["fifo"]) { printf "replay: allot avg JCT %s not below fifo %s\n", jct["allot"], jct["fifo"]; bad++ }
-            # against preemptive LAS allot is within a few percent, not below (docs/benchmarks.md)
-            if (jct["allot"] > 1.05 * jct["las"]) { printf "replay: allot avg JCT %s more than 5 %% above las %s\n", jct["allot"], jct["las"]; bad++ }
+            printf "Philly %s, allot (required: %s):\n", run, req
+            check("q", q["allot"] <= q["static"] / 3, sprintf("avg queueing %s s <= static %s / 3", q["allot"], q["static"]))
+            check("util", util["allot"] > util["static"], sprintf("utilisation %s > static %s", util["allot"], util["static"]))
+            check("inq", inq["allot"] <= 120, sprintf("in-quota wait p99 %s s <= 120", inq["allot"]))
+            check("jain", jain["allot"] >= 0.9, sprintf("Jain %s >= 0.9", jain["allot"]))
+            used = util["allot"] * gpus * days * 24
+            check("lost", lost["allot"] <= 0.02 * used, sprintf("lost %s GPU-h = %.2f %% of used <= 2 %%", lost["allot"], 100 * lost["allot"] / used))
+            check("fifo", jct["allot"] < jct["fifo"], sprintf("avg JCT %s < fifo %s", jct["allot"], jct["fifo"]))
+            check("las", jct["allot"] <= 1.03 * jct["las"], sprintf("avg JCT %s within 3 %% of las %s (%+.1f %%)", jct["allot"], jct["las"], 100 * (jct["allot"] / jct["las"] - 1)))
+            check("vc", vcbad == 0, sprintf("no VC avg JCT > static + 10 %%:%s", vcbad ? worst : " none"))
             exit bad > 0
-        }') || {
-        printf '%s\n' "$verdict" >&2
-        exit 1
-    }
-    echo "data-checks: Philly replay at load 0.8 meets the queueing, utilisation, in-quota wait, Jain, lost-work and fifo JCT targets (las within 5 %)"
+        }'
+}
+if [ -f "$philly/philly_jobs.csv" ] && [ -f "$philly/philly_vc_nodes.csv" ]; then
+    pstatus=0
+    replay_check 2017-10-01 2017-12-01 0.8 "q util inq jain lost fifo" || pstatus=1
+    replay_check 2017-10-01 2017-12-01 0.95 "q util inq lost fifo las" || pstatus=1
+    replay_check 2017-09-01 2017-11-01 0.8 "q util inq jain lost fifo" || pstatus=1
+    replay_check 2017-09-01 2017-11-01 0.95 "q util inq fifo" || pstatus=1
+    if [ $pstatus -eq 0 ]; then
+        echo "data-checks: Philly replays meet their required targets (MISSED lines are open work, docs/benchmarks.md)"
+    else
+        echo "data-checks: a required Philly target is missed" >&2
+        status=1
+    fi
 fi
 exit $status
