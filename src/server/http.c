@@ -361,8 +361,19 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *c, const ch
         x->r.path = url;
         x->r.conn = c;
         *con_cls = x;
-        if (cl && strtoll(cl, NULL, 10) > h->body_max)
+        long long len = cl ? strtoll(cl, NULL, 10) : 0;
+
+        /* A body somewhat over the limit is read and dropped, so the
+         * client, still sending, gets its 413 cleanly; one far over it is
+         * answered at once and the connection closed unread. */
+        if (len > h->body_max)
             x->too_large = true;
+        if (len / 8 > h->body_max) {
+            api_error(&x->r, 413, "too_large", "request body over %lld bytes",
+                      (long long)h->body_max);
+            metric_record(h, http_n_routes, 413, since(&x->t0));
+            return send_reply(c, &x->r);
+        }
         return MHD_YES;
     }
     if (*upload_size) {
@@ -381,6 +392,8 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *c, const ch
         return MHD_YES;
     }
     size_t route = http_n_routes;
+    if (x->r.status)
+        return MHD_YES; /* answered already (413 on the headers) */
     if (x->too_large)
         api_error(&x->r, 413, "too_large", "request body over %lld bytes", (long long)h->body_max);
     else

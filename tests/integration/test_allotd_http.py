@@ -49,6 +49,15 @@ def test_413_over_one_mib():
         r.read()
     finally:
         c.close()
+    # a huge declared body is refused on its headers, before any of it is sent
+    s = socket.create_connection(("127.0.0.1", dm.port), timeout=5)
+    try:
+        s.sendall(b"POST /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+                  b"Content-Length: 1073741824\r\n\r\n" % dm.admin.encode())
+        head = s.recv(4096)
+        assert head.startswith(b"HTTP/1.1 413"), head
+    finally:
+        s.close()
     # just under the limit is parsed (and refused for what it says)
     ok = b'{"tenant":"' + b"x" * ((1 << 20) - 100) + b'"}'
     expect(dm.req("POST", "/v1/jobs", ok, token=dm.admin), 422)
