@@ -91,10 +91,14 @@ static void test_edges(void **state)
     assert_null(ints);
     assert_int_equal(icap, 0);
     /* a capacity past half the range must not double into a wrap: with
-     * cap already huge (fake, never dereferenced) the request is refused
-     * by the allocator instead of looping or shrinking */
+     * cap already huge (fake, never dereferenced) the capacity becomes
+     * exactly `need` and one allocation is attempted (made to fail here),
+     * instead of looping or shrinking */
     cap = SIZE_MAX / 2 + 2;
+    allot_alloc_fail_at(1, false); /* the allocator is never really asked */
     assert_int_equal(allot_grow((void **)&arr, &cap, SIZE_MAX - 1, 1), ALLOT_ENOMEM);
+    assert_int_equal(allot_alloc_count(), 1); /* one attempt: no wrap, no loop */
+    allot_alloc_fail_at(0, false);
     assert_int_equal(cap, SIZE_MAX / 2 + 2);
     assert_null(arr);
     assert_int_equal(allot_grow((void **)&arr, &cap, 3, 1), 0); /* already big enough */
