@@ -1,8 +1,9 @@
 /*
  * Administrative routes of allotd: health and readiness, /metrics, API
  * tokens (create, list, revoke) and the audit log (list, verify), plus the
- * audit helper every mutating handler calls inside its store batch.
- * Runs on HTTP worker threads; store access under the store lock.
+ * audit helper every mutating handler calls inside its write function.
+ * Runs on HTTP worker threads; reads on the thread's handle, writes
+ * through the group committer.
  */
 #include "http.h"
 #include "loop.h"
@@ -13,7 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-int api_audit(struct req *r, const char *target, const char *result, int64_t now)
+int api_audit(struct allot_store *st, struct req *r, const char *target, const char *result,
+              int64_t now)
 {
     struct allot_store_audit e = {.time = now,
                                   .token_id = r->who.token_id,
@@ -22,7 +24,16 @@ int api_audit(struct req *r, const char *target, const char *result, int64_t now
                                   .result = (char *)result};
 
     r->audited = true;
-    return allot_store_audit_append(r->srv->st, &e, NULL);
+    return allot_store_audit_append(st, &e, NULL);
+}
+
+struct allot_store *api_reader(struct req *r)
+{
+    struct allot_store *st = srv_reader(r->srv);
+
+    if (!st)
+        api_error(r, 500, "store", "cannot open the store for reading");
+    return st;
 }
 
 int api_healthz(struct req *r)
@@ -81,13 +92,40 @@ static bool may_manage(const struct principal *p, int role, const char *tenant)
            role != ALLOT_ROLE_AGENT && *p->tenant && auth_in_scope(p->tenant, tenant);
 }
 
+struct token_write {
+    struct req *r;
+    struct allot_store_token *t;
+    int64_t id, now;
+};
+
+/* Group-commit write: the token and its audit entry. */
+static int token_add_fn(struct allot_store *st, void *arg)
+{
+    struct token_write *w = arg;
+    char target[64];
+    int rc = allot_store_token_add(st, w->t, &w->id);
+
+    allot_fmt(target, sizeof(target), "token/%lld", (long long)w->id);
+    return rc ? rc : api_audit(st, w->r, target, "ok", w->now);
+}
+
+static int token_revoke_fn(struct allot_store *st, void *arg)
+{
+    struct token_write *w = arg;
+    char target[64];
+    int rc = allot_store_token_revoke(st, w->id, w->now);
+
+    allot_fmt(target, sizeof(target), "token/%lld", (long long)w->id);
+    return rc ? rc : api_audit(st, w->r, target, "ok", w->now);
+}
+
 int api_tokens_create(struct req *r)
 {
     static const char *const fields[] = {"name", "role", "tenant", NULL};
     json_t *b = api_body_object(r);
     json_t *jn, *jr, *jt;
     struct allot_store_token t = {0};
-    char secret[80], target[64];
+    char secret[80];
     int64_t id = 0, now = srv_now();
     int role, rc;
 
@@ -124,18 +162,9 @@ int api_tokens_create(struct req *r)
     }
     auth_new_secret(secret, sizeof(secret), t.hash);
     t.created = now;
-    srv_lock(r->srv);
-    rc = allot_store_begin(r->srv->st);
-    if (!rc)
-        rc = allot_store_token_add(r->srv->st, &t, &id);
-    allot_fmt(target, sizeof(target), "token/%lld", (long long)id);
-    if (!rc)
-        rc = api_audit(r, target, "ok", now);
-    if (!rc)
-        rc = allot_store_commit(r->srv->st);
-    else
-        allot_store_rollback(r->srv->st);
-    srv_unlock(r->srv);
+    struct token_write w = {.r = r, .t = &t, .now = now};
+    rc = srv_write(r->srv, token_add_fn, &w);
+    id = w.id;
     if (rc < 0) {
         r->audited = false;
         api_error(r, 500, "store", "cannot store the token: %s", allot_strerror(rc));
@@ -157,9 +186,11 @@ int api_tokens_list(struct req *r)
     json_t *a;
     int rc;
 
-    srv_lock(r->srv);
-    rc = allot_store_token_list(r->srv->st, &t, &n);
-    srv_unlock(r->srv);
+    struct allot_store *st = api_reader(r);
+
+    if (!st)
+        return 0;
+    rc = allot_store_token_list(st, &t, &n);
     if (rc < 0)
         return api_error(r, 500, "store", "%s", allot_strerror(rc));
     a = json_array();
@@ -194,26 +225,22 @@ int api_tokens_revoke(struct req *r)
     if (!parse_id(r->params[0], &id))
         return api_error(r, 404, "not_found", "no token %s", r->params[0]);
     allot_fmt(target, sizeof(target), "token/%lld", (long long)id);
-    srv_lock(r->srv);
-    rc = allot_store_token_get(r->srv->st, id, &t);
+    struct allot_store *st = api_reader(r);
+
+    if (!st)
+        return 0;
+    rc = allot_store_token_get(st, id, &t);
     if (rc == 0 && !may_manage(&r->who, t.role, t.tenant ? t.tenant : ""))
         rc = ALLOT_ENOENT; /* do not reveal tokens outside the caller's scope */
     if (rc == 0 && t.revoked)
         rc = ALLOT_ESTATE;
     if (rc == 0) {
-        rc = allot_store_begin(r->srv->st);
-        if (!rc)
-            rc = allot_store_token_revoke(r->srv->st, id, now);
-        if (!rc)
-            rc = api_audit(r, target, "ok", now);
-        if (!rc)
-            rc = allot_store_commit(r->srv->st);
-        else {
+        struct token_write w = {.r = r, .id = id, .now = now};
+
+        rc = srv_write(r->srv, token_revoke_fn, &w);
+        if (rc)
             r->audited = false;
-            allot_store_rollback(r->srv->st);
-        }
     }
-    srv_unlock(r->srv);
     if (rc == ALLOT_ENOENT)
         api_error(r, 404, "not_found", "no token %lld", (long long)id);
     else if (rc == ALLOT_ESTATE)
@@ -253,9 +280,11 @@ int api_audit_list(struct req *r)
     if ((qa && !parse_id(qa, &after) && strcmp(qa, "0") != 0) ||
         (ql && (!parse_id(ql, &limit) || limit > 1000)))
         return api_error(r, 400, "bad_query", "after must be >= 0, limit 1..1000");
-    srv_lock(r->srv);
-    rc = allot_store_audit_list(r->srv->st, after, (int)limit, &e, &n);
-    srv_unlock(r->srv);
+    struct allot_store *st = api_reader(r);
+
+    if (!st)
+        return 0;
+    rc = allot_store_audit_list(st, after, (int)limit, &e, &n);
     if (rc < 0)
         return api_error(r, 500, "store", "%s", allot_strerror(rc));
     a = json_array();
@@ -280,11 +309,13 @@ int api_audit_verify(struct req *r)
     char why[256] = "", h[2 * ALLOT_STORE_HASH_LEN + 1];
     int rc;
 
-    srv_lock(r->srv);
-    rc = allot_store_audit_verify(r->srv->st, &bad, why, sizeof(why));
+    struct allot_store *st = api_reader(r);
+
+    if (!st)
+        return 0;
+    rc = allot_store_audit_verify(st, &bad, why, sizeof(why));
     if (rc == 0)
-        rc = allot_store_audit_head(r->srv->st, &head, hh);
-    srv_unlock(r->srv);
+        rc = allot_store_audit_head(st, &head, hh);
     if (rc == ALLOT_ESTATE)
         return api_json(
             r, 200, json_pack("{s:b,s:I,s:s}", "ok", 0, "bad_seq", (json_int_t)bad, "why", why));

@@ -76,12 +76,70 @@ static int check_refs(struct allot_store *st, const struct jobspec *js, char *er
     return 0;
 }
 
+struct submit_write {
+    struct req *r;
+    const struct allot_store_job *j;
+    int64_t id, now;
+    bool existed;
+};
+
+/* Group-commit write: the job, its "submitted" event and the audit entry
+ * (only the job lookup when its Idempotency-Key was seen before). */
+static int submit_fn(struct allot_store *st, void *arg)
+{
+    struct submit_write *w = arg;
+    char target[64];
+    int rc = allot_store_job_submit(st, w->j, &w->id, &w->existed);
+
+    if (!rc && !w->existed) {
+        struct allot_store_event ev = {.job_id = w->id, .time = w->now, .kind = "submitted"};
+
+        allot_fmt(target, sizeof(target), "job/%lld", (long long)w->id);
+        rc = allot_store_event_add(st, &ev, NULL);
+        if (!rc)
+            rc = api_audit(st, w->r, target, "ok", w->now);
+    }
+    return rc;
+}
+
+struct cancel_write {
+    struct req *r;
+    int64_t id, now;
+    struct allot_store_job j; /* OUT: the job as read (and cancelled) */
+};
+
+/* Group-commit write: reads the job where it is written, so a job the
+ * loop or an agent ended meanwhile answers 409. */
+static int cancel_fn(struct allot_store *st, void *arg)
+{
+    struct cancel_write *w = arg;
+    struct allot_store_event ev = {.job_id = w->id, .time = w->now, .kind = "cancelled"};
+    char target[64];
+    int rc = allot_store_job_get(st, w->id, &w->j);
+
+    if (rc)
+        return rc;
+    if (allot_store_job_state_terminal(w->j.state))
+        return ALLOT_ESTATE;
+    w->j.state = ALLOT_SJ_CANCELLED;
+    w->j.end_time = w->now;
+    allot_free(w->j.pending_reason);
+    w->j.pending_reason = NULL;
+    allot_fmt(target, sizeof(target), "job/%lld", (long long)w->id);
+    rc = allot_store_job_update(st, &w->j);
+    if (!rc)
+        rc = allot_store_event_add(st, &ev, NULL);
+    if (!rc)
+        rc = api_audit(st, w->r, target, "ok", w->now);
+    return rc;
+}
+
 int api_jobs_submit(struct req *r)
 {
     const char *key = api_header(r, "Idempotency-Key");
     struct allot_store_job j = {0}, got = {0};
     struct jobspec js;
-    char err[512], target[64];
+    char err[512];
     json_t *b = api_body_object(r);
     char *spec = NULL;
     bool existed = false;
@@ -119,30 +177,21 @@ int api_jobs_submit(struct req *r)
     j.state = ALLOT_SJ_PENDING;
     j.submit_time = now;
     j.idem_key = (char *)key;
-    srv_lock(r->srv);
-    rc = check_refs(r->srv->st, &js, err, sizeof(err));
-    if (rc == 0)
-        rc = allot_store_begin(r->srv->st);
+    struct allot_store *st = api_reader(r);
+    if (!st)
+        goto out;
+    rc = check_refs(st, &js, err, sizeof(err));
     if (rc == 0) {
-        rc = allot_store_job_submit(r->srv->st, &j, &id, &existed);
-        if (!rc && !existed) {
-            struct allot_store_event ev = {.job_id = id, .time = now, .kind = "submitted"};
+        struct submit_write w = {.r = r, .j = &j, .now = now};
 
-            allot_fmt(target, sizeof(target), "job/%lld", (long long)id);
-            rc = allot_store_event_add(r->srv->st, &ev, NULL);
-            if (!rc)
-                rc = api_audit(r, target, "ok", now);
-        }
-        if (!rc)
-            rc = allot_store_commit(r->srv->st);
-        else {
+        rc = srv_write(r->srv, submit_fn, &w);
+        id = w.id;
+        existed = w.existed;
+        if (rc)
             r->audited = false;
-            allot_store_rollback(r->srv->st);
-        }
-        if (!rc)
-            rc = allot_store_job_get(r->srv->st, id, &got);
+        else
+            rc = allot_store_job_get(st, id, &got);
     }
-    srv_unlock(r->srv);
     if (rc == 422)
         api_error(r, 422, "invalid", "%s", err);
     else if (rc < 0)
@@ -210,9 +259,11 @@ int api_jobs_list(struct req *r)
             return api_json(r, 200, json_pack("{s:[],s:I}", "jobs", "next_cursor", (json_int_t)0));
         }
     }
-    srv_lock(r->srv);
-    rc = allot_store_job_list(r->srv->st, &f, &pg);
-    srv_unlock(r->srv);
+    struct allot_store *st = api_reader(r);
+
+    if (!st)
+        return 0;
+    rc = allot_store_job_list(st, &f, &pg);
     if (rc < 0)
         return api_error(r, rc == ALLOT_EINVAL ? 400 : 500, "bad_query", "%s", allot_strerror(rc));
     a = json_array();
@@ -233,9 +284,11 @@ static bool load_visible(struct req *r, struct allot_store_job *j)
         api_error(r, 404, "not_found", "no job %s", r->params[0]);
         return false;
     }
-    srv_lock(r->srv);
-    rc = allot_store_job_get(r->srv->st, id, j);
-    srv_unlock(r->srv);
+    struct allot_store *st = api_reader(r);
+
+    if (!st)
+        return false;
+    rc = allot_store_job_get(st, id, j);
     if (rc == ALLOT_ENOENT || (rc == 0 && !auth_sees_tenant(&r->who, j->tenant))) {
         allot_store_job_clear(j);
         api_error(r, 404, "not_found", "no job %lld", (long long)id);
@@ -262,45 +315,22 @@ int api_jobs_get(struct req *r)
 int api_jobs_cancel(struct req *r)
 {
     struct allot_store_job j = {0};
-    char target[64];
     int64_t now = srv_now();
     int rc;
 
     if (!load_visible(r, &j))
         return 0;
-    allot_fmt(target, sizeof(target), "job/%lld", (long long)j.id);
     if (r->who.role == ALLOT_ROLE_VIEWER) {
         api_error(r, 403, "forbidden", "a viewer may not cancel jobs");
         goto out;
     }
-    srv_lock(r->srv);
-    /* read again under the lock: the loop may have moved it meanwhile */
-    allot_store_job_clear(&j);
-    rc = allot_store_job_get(r->srv->st, (int64_t)strtoll(r->params[0], NULL, 10), &j);
-    if (!rc && allot_store_job_state_terminal(j.state))
-        rc = ALLOT_ESTATE;
-    if (!rc)
-        rc = allot_store_begin(r->srv->st);
-    if (!rc) {
-        struct allot_store_event ev = {.job_id = j.id, .time = now, .kind = "cancelled"};
+    struct cancel_write w = {.r = r, .id = j.id, .now = now};
 
-        j.state = ALLOT_SJ_CANCELLED;
-        j.end_time = now;
-        allot_free(j.pending_reason);
-        j.pending_reason = NULL;
-        rc = allot_store_job_update(r->srv->st, &j);
-        if (!rc)
-            rc = allot_store_event_add(r->srv->st, &ev, NULL);
-        if (!rc)
-            rc = api_audit(r, target, "ok", now);
-        if (!rc)
-            rc = allot_store_commit(r->srv->st);
-        else {
-            r->audited = false;
-            allot_store_rollback(r->srv->st);
-        }
-    }
-    srv_unlock(r->srv);
+    rc = srv_write(r->srv, cancel_fn, &w);
+    if (rc)
+        r->audited = false;
+    allot_store_job_clear(&j);
+    j = w.j; /* the job as the write saw it */
     if (rc == ALLOT_ESTATE)
         api_error(r, 409, "conflict", "job %lld already ended (%s)", (long long)j.id,
                   allot_store_job_state_name(j.state));
@@ -329,9 +359,13 @@ int api_jobs_events(struct req *r)
         return api_error(r, 400, "bad_query", "after must be >= 0, limit 1..1000");
     if (!load_visible(r, &j))
         return 0;
-    srv_lock(r->srv);
-    rc = allot_store_event_list(r->srv->st, j.id, after, (int)limit, &ev, &n);
-    srv_unlock(r->srv);
+    struct allot_store *st = api_reader(r);
+
+    if (!st) {
+        allot_store_job_clear(&j);
+        return 0;
+    }
+    rc = allot_store_event_list(st, j.id, after, (int)limit, &ev, &n);
     allot_store_job_clear(&j);
     if (rc < 0)
         return api_error(r, 500, "store", "%s", allot_strerror(rc));

@@ -107,9 +107,44 @@ static int check_inventory(json_t *b, const struct allot_catalog *cat, int *n_gp
     return 0;
 }
 
+struct register_write {
+    struct req *r;
+    const char *name, *inv, *target;
+    int64_t now, expiry;
+    int status; /* OUT: 201 new, 200 same inventory, 409 another one */
+};
+
+/* Group-commit write: a new node, or a heartbeat of a known one. */
+static int register_fn(struct allot_store *st, void *arg)
+{
+    struct register_write *w = arg;
+    struct allot_store_node old = {0};
+    int rc = allot_store_node_get(st, w->name, &old);
+
+    if (rc == 0) {
+        w->status = strcmp(old.inventory ? old.inventory : "", w->inv) ? 409 : 200;
+        if (w->status == 200) {
+            rc = allot_store_node_heartbeat(st, w->name, w->now, w->expiry);
+            if (!rc)
+                rc = api_audit(st, w->r, w->target, "ok (again)", w->now);
+        }
+    } else if (rc == ALLOT_ENOENT) {
+        struct allot_store_node n = {.name = (char *)w->name,
+                                     .inventory = (char *)w->inv,
+                                     .state = ALLOT_SN_READY,
+                                     .last_heartbeat = w->now,
+                                     .lease_expiry = w->expiry};
+        w->status = 201;
+        rc = allot_store_node_put(st, &n);
+        if (!rc)
+            rc = api_audit(st, w->r, w->target, "ok", w->now);
+    }
+    allot_store_node_clear(&old);
+    return rc;
+}
+
 int api_nodes_register(struct req *r)
 {
-    struct allot_store_node old = {0};
     json_t *b = api_body_object(r);
     char err[512], target[96];
     char *inv = NULL;
@@ -126,34 +161,16 @@ int api_nodes_register(struct req *r)
     const char *name = json_string_value(json_object_get(b, "name"));
     inv = json_dumps(b, JSON_COMPACT | JSON_SORT_KEYS);
     allot_fmt(target, sizeof(target), "node/%s", name);
-    srv_lock(r->srv);
-    rc = allot_store_node_get(r->srv->st, name, &old);
-    if (rc == 0) {
-        status = strcmp(old.inventory ? old.inventory : "", inv) ? 409 : 200;
-        rc = status == 200
-                 ? allot_store_node_heartbeat(r->srv->st, name, now, now + r->srv->cfg.lease / 1000)
-                 : 0;
-        if (!rc && status == 200)
-            rc = api_audit(r, target, "ok (again)", now);
-    } else if (rc == ALLOT_ENOENT) {
-        struct allot_store_node n = {.name = (char *)name,
-                                     .inventory = inv,
-                                     .state = ALLOT_SN_READY,
-                                     .last_heartbeat = now,
-                                     .lease_expiry = now + r->srv->cfg.lease / 1000};
-        rc = allot_store_begin(r->srv->st);
-        if (!rc)
-            rc = allot_store_node_put(r->srv->st, &n);
-        if (!rc)
-            rc = api_audit(r, target, "ok", now);
-        if (!rc)
-            rc = allot_store_commit(r->srv->st);
-        else {
-            r->audited = false;
-            allot_store_rollback(r->srv->st);
-        }
-    }
-    srv_unlock(r->srv);
+    struct register_write w = {.r = r,
+                               .name = name,
+                               .inv = inv,
+                               .target = target,
+                               .now = now,
+                               .expiry = now + r->srv->cfg.lease / 1000};
+    rc = srv_write(r->srv, register_fn, &w);
+    status = w.status;
+    if (rc)
+        r->audited = false;
     if (rc < 0)
         api_error(r, 500, "store", "%s", allot_strerror(rc));
     else if (status == 409)
@@ -174,7 +191,6 @@ int api_nodes_register(struct req *r)
             r, status,
             json_pack("{s:s,s:s,s:I}", "name", name, "state", "ready", "lease_expiry", expiry));
     }
-    allot_store_node_clear(&old);
 out:
     free(inv);
     json_decref(b);
@@ -183,42 +199,75 @@ out:
 
 /* Applies one job report of node `node` (store lock held, in a batch).
  * Returns 0, 1 when the job ended (the loop must hear of it), or an error. */
-static int job_report(struct req *r, json_t *rep, int64_t now, int64_t *ended)
+static int job_report(struct allot_store *st, json_t *rep, int64_t now, int64_t *ended)
 {
     json_t *jid = json_object_get(rep, "id"), *js = json_object_get(rep, "state");
     json_t *jx = json_object_get(rep, "exit_code");
     struct allot_store_job j = {0};
-    int st, rc;
+    int state, rc;
 
     *ended = 0;
-    st = allot_store_job_state_parse(json_string_value(js));
-    rc = allot_store_job_get(r->srv->st, json_integer_value(jid), &j);
+    state = allot_store_job_state_parse(json_string_value(js));
+    rc = allot_store_job_get(st, json_integer_value(jid), &j);
     if (rc == ALLOT_ENOENT || (rc == 0 && allot_store_job_state_terminal(j.state))) {
         allot_store_job_clear(&j);
         return 0; /* stale report: the job ended or never was */
     }
     if (rc < 0)
         return rc;
-    if (st == ALLOT_SJ_RUNNING && j.state == ALLOT_SJ_STARTING) {
+    if (state == ALLOT_SJ_RUNNING && j.state == ALLOT_SJ_STARTING) {
         struct allot_store_event ev = {.job_id = j.id, .time = now, .kind = "running"};
         j.state = ALLOT_SJ_RUNNING;
-        rc = allot_store_job_update(r->srv->st, &j);
+        rc = allot_store_job_update(st, &j);
         if (!rc)
-            rc = allot_store_event_add(r->srv->st, &ev, NULL);
-    } else if ((st == ALLOT_SJ_SUCCEEDED || st == ALLOT_SJ_FAILED) && j.state != ALLOT_SJ_PENDING) {
+            rc = allot_store_event_add(st, &ev, NULL);
+    } else if ((state == ALLOT_SJ_SUCCEEDED || state == ALLOT_SJ_FAILED) &&
+               j.state != ALLOT_SJ_PENDING) {
         struct allot_store_event ev = {
-            .job_id = j.id, .time = now, .kind = (char *)allot_store_job_state_name(st)};
-        j.state = st;
+            .job_id = j.id, .time = now, .kind = (char *)allot_store_job_state_name(state)};
+        j.state = state;
         j.end_time = now;
         j.has_exit_code = jx != NULL;
         j.exit_code = (int)json_integer_value(jx);
-        rc = allot_store_job_update(r->srv->st, &j);
+        rc = allot_store_job_update(st, &j);
         if (!rc)
-            rc = allot_store_event_add(r->srv->st, &ev, NULL);
+            rc = allot_store_event_add(st, &ev, NULL);
         if (!rc)
             *ended = j.id;
     }
     allot_store_job_clear(&j);
+    return rc;
+}
+
+struct beat_write {
+    struct req *r;
+    const char *name, *target;
+    json_t *jobs;
+    int64_t now, expiry;
+    struct allot_store_node *n; /* OUT: the node */
+    int64_t *ended;             /* OUT: jobs that ended (64 at most) */
+    size_t n_ended;
+};
+
+/* Group-commit write: the lease, the job reports and their audit entry. */
+static int beat_fn(struct allot_store *st, void *arg)
+{
+    struct beat_write *w = arg;
+    json_t *x;
+    size_t i;
+    int rc = allot_store_node_get(st, w->name, w->n);
+
+    if (!rc)
+        rc = allot_store_node_heartbeat(st, w->name, w->now, w->expiry);
+    json_array_foreach(w->jobs, i, x)
+    {
+        if (rc)
+            break;
+        rc = job_report(st, x, w->now, &w->ended[w->n_ended]);
+        w->n_ended += w->ended[w->n_ended] != 0;
+    }
+    if (!rc && json_array_size(w->jobs))
+        rc = api_audit(st, w->r, w->target, "ok", w->now);
     return rc;
 }
 
@@ -259,29 +308,18 @@ int api_nodes_heartbeat(struct req *r)
         }
     }
     allot_fmt(target, sizeof(target), "node/%s", name);
-    srv_lock(r->srv);
-    rc = allot_store_node_get(r->srv->st, name, &n);
-    if (!rc)
-        rc = allot_store_begin(r->srv->st);
-    if (!rc) {
-        rc = allot_store_node_heartbeat(r->srv->st, name, now, expiry);
-        json_array_foreach(jobs, i, x)
-        {
-            if (rc)
-                break;
-            rc = job_report(r, x, now, &ended[n_ended]);
-            n_ended += ended[n_ended] != 0;
-        }
-        if (!rc && json_array_size(jobs))
-            rc = api_audit(r, target, "ok", now);
-        if (!rc)
-            rc = allot_store_commit(r->srv->st);
-        else {
-            r->audited = false;
-            allot_store_rollback(r->srv->st);
-        }
-    }
-    srv_unlock(r->srv);
+    struct beat_write w = {.r = r,
+                           .name = name,
+                           .target = target,
+                           .jobs = jobs,
+                           .now = now,
+                           .expiry = expiry,
+                           .n = &n,
+                           .ended = ended};
+    rc = srv_write(r->srv, beat_fn, &w);
+    n_ended = w.n_ended;
+    if (rc)
+        r->audited = false;
     if (rc == ALLOT_ENOENT)
         api_error(r, 404, "not_found", "no node %s; register it first", name);
     else if (rc < 0)
@@ -315,9 +353,11 @@ int api_nodes_list(struct req *r)
     json_t *a;
     int rc;
 
-    srv_lock(r->srv);
-    rc = allot_store_node_list(r->srv->st, &n, &cnt);
-    srv_unlock(r->srv);
+    struct allot_store *st = api_reader(r);
+
+    if (!st)
+        return 0;
+    rc = allot_store_node_list(st, &n, &cnt);
     if (rc < 0)
         return api_error(r, 500, "store", "%s", allot_strerror(rc));
     a = json_array();

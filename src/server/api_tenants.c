@@ -2,8 +2,8 @@
  * Tenant routes: PUT /v1/tenants replaces the whole tree and the priority
  * classes (declarative, like `allot apply -f tenants.yaml`): listed
  * tenants are created or updated, unlisted ones deleted (refused with 409
- * while one still has live jobs), all in one store batch with its audit
- * entry; GET /v1/tenants returns the same document, limited to the
+ * while one still has live jobs), all in one write of the group committer
+ * with its audit entry; GET /v1/tenants returns the same document, limited to the
  * caller's subtree for tenant-bound tokens.
  */
 #include "http.h"
@@ -93,6 +93,23 @@ static int write_tree(struct allot_store *st, json_t *doc, const struct sim_tena
     return rc;
 }
 
+struct tree_write {
+    struct req *r;
+    json_t *doc;
+    const struct sim_tenants_conf *conf;
+    char *busy;
+    size_t busylen;
+};
+
+/* Group-commit write: the whole tree, the classes and the audit entry. */
+static int tree_fn(struct allot_store *st, void *arg)
+{
+    struct tree_write *w = arg;
+    int rc = write_tree(st, w->doc, w->conf, w->busy, w->busylen);
+
+    return rc ? rc : api_audit(st, w->r, "tenants", "ok", srv_now());
+}
+
 int api_tenants_put(struct req *r)
 {
     struct sim_tenants_conf conf = {0};
@@ -111,20 +128,11 @@ int api_tenants_put(struct req *r)
         api_error(r, rc == ALLOT_ENOMEM ? 500 : 422, "invalid", "%s", err);
         goto out;
     }
-    srv_lock(r->srv);
-    rc = allot_store_begin(r->srv->st);
-    if (!rc) {
-        rc = write_tree(r->srv->st, doc, &conf, busy, sizeof(busy));
-        if (!rc)
-            rc = api_audit(r, "tenants", "ok", srv_now());
-        if (!rc)
-            rc = allot_store_commit(r->srv->st);
-        else {
-            r->audited = false;
-            allot_store_rollback(r->srv->st);
-        }
-    }
-    srv_unlock(r->srv);
+    struct tree_write w = {
+        .r = r, .doc = doc, .conf = &conf, .busy = busy, .busylen = sizeof(busy)};
+    rc = srv_write(r->srv, tree_fn, &w);
+    if (rc)
+        r->audited = false;
     if (rc == ALLOT_ESTATE)
         api_error(r, 409, "conflict", "tenant %s still has live jobs; it cannot be removed", busy);
     else if (rc < 0)
@@ -146,9 +154,11 @@ int api_tenants_get(struct req *r)
     json_t *doc, *ts;
     size_t i;
 
-    srv_lock(r->srv);
-    doc = tenants_doc_from_store(r->srv->st);
-    srv_unlock(r->srv);
+    struct allot_store *st = api_reader(r);
+
+    if (!st)
+        return 0;
+    doc = tenants_doc_from_store(st);
     if (!doc)
         return api_error(r, 500, "store", "cannot read the tenants");
     ts = json_object_get(doc, "tenants");

@@ -44,9 +44,10 @@ bool auth_resolve(struct req *r)
     if (strlen(h) > 256)
         return false;
     allot_store_sha256(h, strlen(h), hash);
-    srv_lock(r->srv);
-    rc = allot_store_token_find(r->srv->st, hash, &t);
-    srv_unlock(r->srv);
+    struct allot_store *st = srv_reader(r->srv);
+    if (!st)
+        return false;
+    rc = allot_store_token_find(st, hash, &t);
     if (rc < 0 || t.revoked || t.role < 0 || t.role >= ALLOT_ROLE_NROLES) {
         allot_store_token_clear(&t);
         return false;

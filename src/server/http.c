@@ -287,6 +287,20 @@ static enum MHD_Result send_reply(struct MHD_Connection *c, struct req *r)
     return ret;
 }
 
+struct audit_write {
+    struct req *r;
+    const char *target, *result;
+    int64_t now;
+};
+
+/* Group-commit write: the audit entry of a refused mutating call. */
+static int audit_fn(struct allot_store *st, void *arg)
+{
+    struct audit_write *w = arg;
+
+    return api_audit(st, w->r, w->target, w->result, w->now);
+}
+
 static void dispatch(struct http *h, struct req *r, size_t *route_out)
 {
     bool path_seen = false;
@@ -333,12 +347,12 @@ audit:
         char result[64];
         char target[160];
 
+        struct audit_write w = {.r = r, .target = target, .result = result, .now = srv_now()};
+
         allot_fmt(result, sizeof(result), "error %d", r->status);
         allot_fmt(target, sizeof(target), "%s", r->path);
-        srv_lock(h->srv);
-        if (api_audit(r, target, result, srv_now()) < 0)
-            LOG_WARN("http", "audit append failed: %s", allot_store_errmsg(h->srv->st));
-        srv_unlock(h->srv);
+        if (srv_write(h->srv, audit_fn, &w) < 0)
+            LOG_WARN("http", "audit append failed for %s %s", r->method, r->path);
     }
 }
 

@@ -182,9 +182,9 @@ static int load_tenants(struct loop *l)
     json_t *doc;
     int rc;
 
-    pthread_mutex_lock(&l->srv->store_lock);
-    doc = tenants_doc_from_store(l->srv->st);
-    pthread_mutex_unlock(&l->srv->store_lock);
+    struct allot_store *rd = srv_reader(l->srv);
+
+    doc = rd ? tenants_doc_from_store(rd) : NULL;
     if (!doc)
         return ALLOT_EIO;
     if (!json_array_size(json_object_get(doc, "tenants"))) {
@@ -211,27 +211,48 @@ static int load_tenants(struct loop *l)
     return rc;
 }
 
-/* Marks a job the core refuses as failed (store lock taken here). */
-static void reject(struct loop *l, int64_t sid, const char *why)
+/* Ends stored job `sid` in `state` with `why` as its reason and an event
+ * `kind` (on a group-commit handle). A job already ended stays as it is. */
+static int end_job(struct allot_store *st, int64_t sid, int state, const char *kind,
+                   const char *why, int64_t now)
 {
     struct allot_store_job j = {0};
     struct allot_store_event ev = {
-        .job_id = sid, .time = srv_now(), .kind = "rejected", .detail = (char *)why};
+        .job_id = sid, .time = now, .kind = (char *)kind, .detail = (char *)why};
+    int rc = allot_store_job_get(st, sid, &j);
 
-    pthread_mutex_lock(&l->srv->store_lock);
-    if (allot_store_job_get(l->srv->st, sid, &j) == 0 && !allot_store_job_state_terminal(j.state) &&
-        allot_store_begin(l->srv->st) == 0) {
-        j.state = ALLOT_SJ_FAILED;
-        j.end_time = ev.time;
+    if (rc == 0 && !allot_store_job_state_terminal(j.state)) {
+        j.state = state;
+        j.end_time = now;
         allot_free(j.pending_reason);
         j.pending_reason = allot_strdup(why);
-        if (allot_store_job_update(l->srv->st, &j) || allot_store_event_add(l->srv->st, &ev, NULL))
-            allot_store_rollback(l->srv->st);
-        else
-            allot_store_commit(l->srv->st);
+        rc = allot_store_job_update(st, &j);
+        if (!rc)
+            rc = allot_store_event_add(st, &ev, NULL);
     }
     allot_store_job_clear(&j);
-    pthread_mutex_unlock(&l->srv->store_lock);
+    return rc == ALLOT_ENOENT ? 0 : rc;
+}
+
+struct reject_write {
+    int64_t sid;
+    const char *why;
+};
+
+static int reject_fn(struct allot_store *st, void *arg)
+{
+    struct reject_write *w = arg;
+
+    return end_job(st, w->sid, ALLOT_SJ_FAILED, "rejected", w->why, srv_now());
+}
+
+/* Marks a job the core refuses as failed. */
+static void reject(struct loop *l, int64_t sid, const char *why)
+{
+    struct reject_write w = {.sid = sid, .why = why};
+
+    if (srv_write(l->srv, reject_fn, &w) < 0)
+        LOG_ERROR("loop", "job %lld: cannot record its rejection", (long long)sid);
     LOG_WARN("loop", "job %lld rejected: %s", (long long)sid, why);
 }
 
@@ -311,9 +332,11 @@ static int rebuild(struct loop *l)
     size_t nn = 0;
     int rc;
 
-    pthread_mutex_lock(&l->srv->store_lock);
-    rc = allot_store_node_list(l->srv->st, &nodes, &nn);
-    pthread_mutex_unlock(&l->srv->store_lock);
+    struct allot_store *rd = srv_reader(l->srv);
+
+    if (!rd)
+        return ALLOT_EIO;
+    rc = allot_store_node_list(rd, &nodes, &nn);
     if (rc < 0)
         return rc;
     for (size_t i = 0; i < nn; i++)
@@ -323,9 +346,7 @@ static int rebuild(struct loop *l)
     if (rc < 0 && rc != ALLOT_EINVAL)
         return rc;
     do {
-        pthread_mutex_lock(&l->srv->store_lock);
-        rc = allot_store_job_list(l->srv->st, &f, &pg);
-        pthread_mutex_unlock(&l->srv->store_lock);
+        rc = allot_store_job_list(rd, &f, &pg);
         if (rc < 0)
             return rc;
         for (size_t i = 0; i < pg.n; i++)
@@ -353,6 +374,11 @@ static int store_node_state(struct allot_store *st, const char *name, int state)
     return rc;
 }
 
+static int node_ready_fn(struct allot_store *st, void *arg)
+{
+    return store_node_state(st, arg, ALLOT_SN_READY);
+}
+
 static void node_seen(struct loop *l, const char *name, int64_t expiry)
 {
     int i = allot_cluster_find_node(l->c, name);
@@ -362,16 +388,10 @@ static void node_seen(struct loop *l, const char *name, int64_t expiry)
     l->expiry[i] = expiry;
     if (allot_cluster_node(l->c, i)->state != ALLOT_NODE_LOST)
         return;
-    pthread_mutex_lock(&l->srv->store_lock);
-    if (allot_store_begin(l->srv->st) == 0) {
-        if (store_node_state(l->srv->st, name, ALLOT_SN_READY) == 0 &&
-            allot_store_commit(l->srv->st) == 0)
-            allot_cluster_set_state(l->c, i, ALLOT_NODE_READY);
-        else
-            allot_store_rollback(l->srv->st);
+    if (srv_write(l->srv, node_ready_fn, (void *)name) == 0) {
+        allot_cluster_set_state(l->c, i, ALLOT_NODE_READY);
+        LOG_INFO("loop", "node %s is back", name);
     }
-    pthread_mutex_unlock(&l->srv->store_lock);
-    LOG_INFO("loop", "node %s is back", name);
 }
 
 /* True when one of job j's tasks is on node i. */
@@ -385,58 +405,67 @@ static bool job_on_node(const struct allot_job *j, int i)
     return false;
 }
 
-/* Marks node i lost with the jobs placed on it (store lock held, in a batch). */
-static void node_lost(struct loop *l, int i, int64_t now)
+static bool lease_over(struct loop *l, int i, int64_t now)
 {
-    struct allot_store *st = l->srv->st;
-    const char *name = allot_cluster_node(l->c, i)->name;
-    char why[160];
-
-    allot_fmt(why, sizeof(why), "node %s lost: no heartbeat within its lease", name);
-    LOG_WARN("loop", "%s", why);
-    store_node_state(st, name, ALLOT_SN_LOST);
-    for (size_t k = l->n_live; k-- > 0;) {
-        struct allot_store_job j = {0};
-        struct allot_store_event ev = {
-            .job_id = l->live[k].sid, .time = now, .kind = "lost", .detail = why};
-
-        if (!job_on_node(allot_queue_job(l->q, l->live[k].qid), i))
-            continue;
-        allot_queue_cancel(l->q, l->live[k].qid, now);
-        if (allot_store_job_get(st, l->live[k].sid, &j) == 0 &&
-            !allot_store_job_state_terminal(j.state)) {
-            j.state = ALLOT_SJ_LOST;
-            j.end_time = now;
-            allot_free(j.pending_reason);
-            j.pending_reason = allot_strdup(why);
-            if (allot_store_job_update(st, &j) == 0)
-                allot_store_event_add(st, &ev, NULL);
-        }
-        allot_store_job_clear(&j);
-        drop_live(l, k);
-    }
-    allot_cluster_set_state(l->c, i, ALLOT_NODE_LOST);
+    return now > l->expiry[i] && allot_cluster_node(l->c, i)->state != ALLOT_NODE_LOST;
 }
 
-/* Marks every node whose lease ran out as lost. */
+struct lost_write {
+    struct loop *l;
+    int64_t now;
+};
+
+/* Group-commit write: every node past its lease and the jobs placed on
+ * it become lost. Reads the loop's state only (the loop thread waits). */
+static int lost_fn(struct allot_store *st, void *arg)
+{
+    struct lost_write *w = arg;
+    struct loop *l = w->l;
+    int rc = 0;
+
+    for (int i = 0; i < allot_cluster_node_count(l->c) && !rc; i++) {
+        const char *name = allot_cluster_node(l->c, i)->name;
+        char why[160];
+
+        if (!lease_over(l, i, w->now))
+            continue;
+        allot_fmt(why, sizeof(why), "node %s lost: no heartbeat within its lease", name);
+        rc = store_node_state(st, name, ALLOT_SN_LOST);
+        for (size_t k = 0; k < l->n_live && !rc; k++)
+            if (job_on_node(allot_queue_job(l->q, l->live[k].qid), i))
+                rc = end_job(st, l->live[k].sid, ALLOT_SJ_LOST, "lost", why, w->now);
+    }
+    return rc;
+}
+
+/* Marks every node whose lease ran out as lost, with its jobs: first in
+ * the store, then in the core. */
 static void check_leases(struct loop *l, int64_t now)
 {
+    struct lost_write w = {.l = l, .now = now};
     int n = allot_cluster_node_count(l->c);
     bool any = false;
 
     for (int i = 0; i < n && !any; i++)
-        any = now > l->expiry[i] && allot_cluster_node(l->c, i)->state != ALLOT_NODE_LOST;
+        any = lease_over(l, i, now);
     if (!any)
         return;
-    pthread_mutex_lock(&l->srv->store_lock);
-    if (allot_store_begin(l->srv->st) == 0) {
-        for (int i = 0; i < n; i++)
-            if (now > l->expiry[i] && allot_cluster_node(l->c, i)->state != ALLOT_NODE_LOST)
-                node_lost(l, i, now);
-        if (allot_store_commit(l->srv->st) < 0)
-            LOG_ERROR("loop", "commit of lost nodes failed: %s", allot_store_errmsg(l->srv->st));
+    if (srv_write(l->srv, lost_fn, &w) < 0) {
+        LOG_ERROR("loop", "cannot record lost nodes; retrying next cycle");
+        return;
     }
-    pthread_mutex_unlock(&l->srv->store_lock);
+    for (int i = 0; i < n; i++) {
+        if (!lease_over(l, i, now))
+            continue;
+        LOG_WARN("loop", "node %s lost: no heartbeat within its lease",
+                 allot_cluster_node(l->c, i)->name);
+        for (size_t k = l->n_live; k-- > 0;)
+            if (job_on_node(allot_queue_job(l->q, l->live[k].qid), i)) {
+                allot_queue_cancel(l->q, l->live[k].qid, now);
+                drop_live(l, k);
+            }
+        allot_cluster_set_state(l->c, i, ALLOT_NODE_LOST);
+    }
 }
 
 /* ---- handling messages ---- */
@@ -451,9 +480,7 @@ static void handle(struct loop *l, struct msg *m)
 
     switch (m->kind) {
     case LOOP_JOB_SUBMITTED:
-        pthread_mutex_lock(&l->srv->store_lock);
-        rc = allot_store_job_get(l->srv->st, m->id, &j);
-        pthread_mutex_unlock(&l->srv->store_lock);
+        rc = srv_reader(l->srv) ? allot_store_job_get(srv_reader(l->srv), m->id, &j) : ALLOT_EIO;
         if (rc == 0 && !allot_store_job_state_terminal(j.state) && !find_live(l, m->id, &idx))
             submit_job(l, &j);
         allot_store_job_clear(&j);
@@ -474,9 +501,7 @@ static void handle(struct loop *l, struct msg *m)
         drop_live(l, idx);
         break;
     case LOOP_NODE_ADDED:
-        pthread_mutex_lock(&l->srv->store_lock);
-        rc = allot_store_node_get(l->srv->st, m->name, &n);
-        pthread_mutex_unlock(&l->srv->store_lock);
+        rc = srv_reader(l->srv) ? allot_store_node_get(srv_reader(l->srv), m->name, &n) : ALLOT_EIO;
         if (rc == 0)
             add_node(l, n.name, n.inventory, false);
         allot_store_node_clear(&n);
@@ -534,10 +559,18 @@ static const char *dec_event(int kind)
     return kind == ALLOT_DEC_START ? "placed" : kind == ALLOT_DEC_PREEMPT ? "preempted" : "stopped";
 }
 
-/* Writes what changed since the last cycle (store lock held, in a batch). */
-static void write_changes(struct loop *l, int64_t now)
+struct changes_write {
+    struct loop *l;
+    int64_t now;
+};
+
+/* Group-commit write: what changed since the last cycle. Runs while the
+ * loop thread waits for it, so it may update the live set's records. */
+static int changes_fn(struct allot_store *st, void *arg)
 {
-    struct allot_store *st = l->srv->st;
+    struct changes_write *w = arg;
+    struct loop *l = w->l;
+    int64_t now = w->now;
 
     for (size_t d = 0; d < l->n_decs; d++)
         for (size_t i = 0; i < l->n_live; i++)
@@ -600,10 +633,7 @@ static void write_changes(struct loop *l, int64_t now)
         }
         allot_store_job_clear(&j);
     }
-    /* jobs the core ended (time limit) leave the live set */
-    for (size_t i = l->n_live; i-- > 0;)
-        if (allot_queue_job(l->q, l->live[i].qid)->state == ALLOT_JOB_DONE)
-            drop_live(l, i);
+    return 0;
 }
 
 static void publish(struct loop *l, double secs)
@@ -668,13 +698,16 @@ static void cycle(struct loop *l)
     rc = allot_cluster_node_count(l->c) ? allot_queue_cycle(l->q, now, on_decision, l) : 0;
     if (rc < 0)
         LOG_WARN("loop", "cycle stopped early: %s", allot_strerror(rc));
-    pthread_mutex_lock(&l->srv->store_lock);
-    if (allot_store_begin(l->srv->st) == 0) {
-        write_changes(l, now);
-        if (allot_store_commit(l->srv->st) < 0)
-            LOG_ERROR("loop", "commit of decisions failed: %s", allot_store_errmsg(l->srv->st));
+    struct changes_write w = {.l = l, .now = now};
+    if (srv_write(l->srv, changes_fn, &w) < 0) {
+        LOG_ERROR("loop", "commit of decisions failed; rewriting them next cycle");
+        for (size_t i = 0; i < l->n_live; i++)
+            l->live[i].wstate = -1; /* differs from every state: written again */
     }
-    pthread_mutex_unlock(&l->srv->store_lock);
+    /* jobs the core ended (time limit) leave the live set */
+    for (size_t i = l->n_live; i-- > 0;)
+        if (allot_queue_job(l->q, l->live[i].qid)->state == ALLOT_JOB_DONE)
+            drop_live(l, i);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     publish(l, (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
     if (l->n_decs)

@@ -114,14 +114,40 @@ static const struct allot_config_option options[] = {
 
 static struct server srv;
 
-void srv_lock(struct server *s)
+static _Thread_local struct allot_store *tl_reader;
+
+struct allot_store *srv_reader(struct server *s)
 {
-    pthread_mutex_lock(&s->store_lock);
+    char err[512];
+    struct allot_store *st = NULL;
+
+    if (tl_reader)
+        return tl_reader;
+    pthread_mutex_lock(&s->readers_lock);
+    if (allot_grow((void **)&s->readers, &s->cap_readers, s->n_readers + 1, sizeof(*s->readers)) ==
+            0 &&
+        allot_store_open(s->store_url, NULL, &st, err, sizeof(err)) == 0)
+        s->readers[s->n_readers++] = st;
+    else
+        LOG_ERROR("main", "cannot open a read handle: %s", st ? "" : err);
+    pthread_mutex_unlock(&s->readers_lock);
+    tl_reader = st;
+    return st;
 }
 
-void srv_unlock(struct server *s)
+int srv_write(struct server *s, allot_store_write_fn fn, void *arg)
 {
-    pthread_mutex_unlock(&s->store_lock);
+    return allot_store_gc_submit(s->gc, fn, arg);
+}
+
+/* Closes every thread's read handle; the threads have stopped. */
+static void close_readers(struct server *s)
+{
+    for (size_t i = 0; i < s->n_readers; i++)
+        allot_store_close(s->readers[i]);
+    allot_free(s->readers);
+    s->readers = NULL;
+    s->n_readers = s->cap_readers = 0;
 }
 
 int64_t srv_now(void)
@@ -210,17 +236,24 @@ static int serve(struct server *s)
 
     if (store_url(&s->cfg, url, sizeof(url)) < 0)
         return 2;
-    if (allot_store_open(url, &so, &s->st, err, sizeof(err)) < 0) {
+    allot_strlcpy(s->store_url, url, sizeof(s->store_url));
+    if (allot_store_open(url, &so, &s->wst, err, sizeof(err)) < 0) {
         fprintf(stderr, "allotd: %s (run `allotd init --data-dir %s` first)\n", err,
                 s->cfg.data_dir);
         return 1;
     }
+    pthread_mutex_init(&s->readers_lock, NULL);
+    /* a lone write waits at most 200 us for company before it commits */
+    s->gc = allot_store_gc_new(s->wst, 256, 200);
+    if (!s->gc) {
+        fprintf(stderr, "allotd: cannot start the group committer\n");
+        goto out_store;
+    }
     s->cat = allot_catalog_default(err, sizeof(err));
     if (!s->cat) {
         fprintf(stderr, "allotd: GPU catalog: %s\n", err);
-        goto out_store;
+        goto out_cat;
     }
-    pthread_mutex_init(&s->store_lock, NULL);
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGINT);
@@ -268,8 +301,10 @@ out_http:
     s->loop = NULL;
 out_cat:
     allot_catalog_free(s->cat);
+    allot_store_gc_free(s->gc);
+    close_readers(s);
 out_store:
-    allot_store_close(s->st);
+    allot_store_close(s->wst);
     if (!rc)
         LOG_INFO("main", "stopped");
     return rc;

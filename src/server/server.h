@@ -3,10 +3,13 @@
  * the request handed to API handlers, and the helpers handlers use.
  *
  * Threading: HTTP worker threads (libmicrohttpd's pool) run the handlers;
- * one scheduling thread (loop.c) owns liballot-core. The store handle is
- * shared and serialised by `store_lock`. Lock order: store_lock before
- * the loop's queue lock before the metrics lock; no code takes them the
- * other way round.
+ * one scheduling thread (loop.c) owns liballot-core. Store access: every
+ * thread reads through a handle of its own (srv_reader, opened on first
+ * use); every write goes through the store's group committer (srv_write),
+ * which owns the writing handle and commits the writes of many threads in
+ * one transaction, so concurrent submissions share one fsync. Locks: the
+ * readers list, the loop's message queue and the metrics locks are leaves
+ * (nothing else is taken while one is held).
  */
 #ifndef ALLOT_SERVER_H
 #define ALLOT_SERVER_H
@@ -43,8 +46,12 @@ struct loop;
 
 struct server {
     struct server_config cfg;
-    struct allot_store *st; /* owned; used under store_lock */
-    pthread_mutex_t store_lock;
+    char store_url[4200];
+    struct allot_store *wst;   /* owned; the group committer's handle */
+    struct allot_store_gc *gc; /* owned; every write goes through it */
+    pthread_mutex_t readers_lock;
+    struct allot_store **readers; /* owned: the threads' read handles */
+    size_t n_readers, cap_readers;
     struct allot_catalog *cat; /* owned, immutable */
     struct http *http;         /* owned */
     struct loop *loop;         /* owned */
@@ -112,13 +119,22 @@ void auth_principal_clear(struct principal *p);
 
 /* ---- audit (api_admin.c) ---- */
 
-/* Appends an audit entry for the caller (store lock held by the caller,
- * inside the mutation's batch). Returns the store's code. */
-int api_audit(struct req *r, const char *target, const char *result, int64_t now);
+/* Appends an audit entry for the caller on `st` (inside a write function
+ * of the group committer, with the mutation it records). Returns the
+ * store's code. */
+int api_audit(struct allot_store *st, struct req *r, const char *target, const char *result,
+              int64_t now);
 
-/* ---- the store under its lock ---- */
-void srv_lock(struct server *s);
-void srv_unlock(struct server *s);
+/* ---- the store ---- */
+
+/* The calling thread's read handle (opened on first use, closed at
+ * shutdown); NULL when it cannot be opened (logged). */
+struct allot_store *srv_reader(struct server *s);
+/* The read handle, or NULL after replying 500. */
+struct allot_store *api_reader(struct req *r);
+/* Runs fn(st, arg) in the next group transaction; returns once durable
+ * (0) or failed (fn's error or the commit's). */
+int srv_write(struct server *s, allot_store_write_fn fn, void *arg);
 int64_t srv_now(void);
 
 /* ---- handlers ---- */
