@@ -1,0 +1,313 @@
+/*
+ * Option tables of the verbs (see cli.h): one table per verb drives both
+ * the parsing of its arguments and its `--help`. Accepted forms:
+ * `--name VALUE`, `--name=VALUE`, `-x VALUE`, `-xVALUE`, flags `--name` /
+ * `-x`, and `--` after which everything is kept as is (submit's command).
+ * Global options (conf.c) are accepted anywhere among a verb's arguments.
+ * Values are borrowed from argv.
+ */
+#include "cli.h"
+
+#include "allot/common.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+void cli_error(const char *code, const char *fmt, ...)
+{
+    va_list ap;
+
+    fprintf(stderr, "allot: %s: ", code);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+int cli_usage_error(const char *fmt, ...)
+{
+    va_list ap;
+
+    fputs("allot: usage: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return CLI_USAGE;
+}
+
+static int find_opt(const struct cli_opt *opts, const char *name, size_t len, char short_name)
+{
+    for (int i = 0; opts && opts[i].name; i++) {
+        if (short_name ? opts[i].short_name == short_name
+                       : strlen(opts[i].name) == len && !strncmp(opts[i].name, name, len))
+            return i;
+    }
+    return -1;
+}
+
+static int push(const char ***arr, size_t *n, const char *v)
+{
+    size_t cap = *n;
+    void *p = *arr;
+
+    /* grow by one each time: argument lists are short */
+    if (allot_grow(&p, &cap, *n + 1, sizeof(char *)) < 0)
+        return ALLOT_ENOMEM;
+    *arr = p;
+    (*arr)[(*n)++] = v;
+    return 0;
+}
+
+void args_help(const struct cli_opt *opts, const struct cli_usage *u, FILE *out)
+{
+    fprintf(out, "usage: allot %s %s\n\n%s\n", u->verb, u->synopsis, u->summary);
+    if (opts && opts[0].name) {
+        fputs("\nOptions:\n", out);
+        for (int i = 0; opts[i].name; i++) {
+            char left[64];
+
+            if (opts[i].short_name)
+                allot_fmt(left, sizeof(left), "-%c, --%s%s%s", opts[i].short_name, opts[i].name,
+                          opts[i].arg ? " " : "", opts[i].arg ? opts[i].arg : "");
+            else
+                allot_fmt(left, sizeof(left), "    --%s%s%s", opts[i].name, opts[i].arg ? " " : "",
+                          opts[i].arg ? opts[i].arg : "");
+            fprintf(out, "  %-28s %s\n", left, opts[i].help);
+        }
+    }
+    fputs("\nGlobal options (any verb):\n", out);
+    conf_help(out);
+}
+
+/* Takes the value of option `name` from `attached` or the next argument. */
+static int take_value(const char *name, const char *attached, int argc, char **argv, int *i,
+                      const char **val)
+{
+    if (attached) {
+        *val = attached;
+        return 0;
+    }
+    if (*i + 1 >= argc)
+        return cli_usage_error("option --%s needs a value", name);
+    *val = argv[++*i];
+    return 0;
+}
+
+int args_parse(struct cli *c, const struct cli_opt *opts, const struct cli_usage *u, int argc,
+               char **argv, struct cli_args *a)
+{
+    size_t n_opts = 0;
+    int rc = CLI_OK;
+
+    memset(a, 0, sizeof(*a));
+    while (opts && opts[n_opts].name)
+        n_opts++;
+    if (ALLOT_NEVER(n_opts > CLI_MAX_OPTS))
+        return CLI_USAGE;
+    a->opts = opts;
+    a->n_opts = n_opts;
+    for (int i = 0; i < argc && rc == CLI_OK; i++) {
+        const char *arg = argv[i], *attached = NULL, *val = NULL, *name;
+        char shortbuf[2] = {0};
+        size_t len;
+        int k;
+
+        if (!strcmp(arg, "--")) {
+            a->rest = argv + i + 1;
+            a->n_rest = argc - i - 1;
+            break;
+        }
+        if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
+            args_help(opts, u, stdout);
+            rc = CLI_HELP;
+            break;
+        }
+        if (arg[0] != '-' || !arg[1]) { /* positional ("-" alone too: stdin) */
+            if (push(&a->pos, &a->n_pos, arg) < 0)
+                rc = cli_usage_error("out of memory");
+            continue;
+        }
+        if (arg[1] == '-') {
+            name = arg + 2;
+            const char *eq = strchr(name, '=');
+            len = eq ? (size_t)(eq - name) : strlen(name);
+            attached = eq ? eq + 1 : NULL;
+            k = find_opt(opts, name, len, 0);
+        } else {
+            shortbuf[0] = arg[1];
+            name = shortbuf;
+            len = 1;
+            attached = arg[2] ? arg + 2 : NULL;
+            k = find_opt(opts, NULL, 0, arg[1]);
+        }
+        if (k >= 0) {
+            if (opts[k].arg)
+                rc = take_value(opts[k].name, attached, argc, argv, &i, &val);
+            else if (attached)
+                rc = cli_usage_error("option --%s takes no value", opts[k].name);
+            else
+                val = "";
+            if (rc == CLI_OK && push(&a->vals[k], &a->n_vals[k], val) < 0)
+                rc = cli_usage_error("out of memory");
+            continue;
+        }
+        /* a global option? */
+        char gname[64];
+        const char *lname;
+        bool needs;
+
+        allot_fmt(gname, sizeof(gname), "%.*s", (int)len, name);
+        if (!conf_is_global(arg[1] == '-' ? gname : NULL, arg[1] == '-' ? 0 : arg[1], &needs,
+                            &lname)) {
+            rc = cli_usage_error("unknown option %s%.*s for `allot %s` (see allot %s --help)",
+                                 arg[1] == '-' ? "--" : "-", (int)len, name, u->verb, u->verb);
+            break;
+        }
+        if (needs)
+            rc = take_value(lname, attached, argc, argv, &i, &val);
+        else if (attached)
+            rc = cli_usage_error("option --%s takes no value", lname);
+        if (rc == CLI_OK && conf_set(&c->conf, lname, needs ? val : "") < 0)
+            rc = CLI_USAGE;
+    }
+    if (rc == CLI_OK) {
+        const char *o = c->conf.output;
+        c->fmt = !strcmp(o, "json")   ? CLI_FMT_JSON
+                 : !strcmp(o, "yaml") ? CLI_FMT_YAML
+                                      : CLI_FMT_TABLE;
+    }
+    if (rc != CLI_OK)
+        args_free(a);
+    return rc;
+}
+
+void args_free(struct cli_args *a)
+{
+    for (size_t i = 0; i < a->n_opts; i++)
+        allot_free(a->vals[i]);
+    allot_free(a->pos);
+    memset(a->vals, 0, sizeof(a->vals));
+    a->pos = NULL;
+    a->n_pos = 0;
+}
+
+static int index_of(const struct cli_args *a, const char *name)
+{
+    for (size_t i = 0; i < a->n_opts; i++)
+        if (!strcmp(a->opts[i].name, name))
+            return (int)i;
+    return -1;
+}
+
+const char *args_get(const struct cli_args *a, const char *name)
+{
+    int k = index_of(a, name);
+
+    return k >= 0 && a->n_vals[k] ? a->vals[k][a->n_vals[k] - 1] : NULL;
+}
+
+bool args_has(const struct cli_args *a, const char *name)
+{
+    int k = index_of(a, name);
+
+    return k >= 0 && a->n_vals[k] > 0;
+}
+
+const char *const *args_all(const struct cli_args *a, const char *name, size_t *n)
+{
+    int k = index_of(a, name);
+
+    *n = k >= 0 ? a->n_vals[k] : 0;
+    return k >= 0 ? a->vals[k] : NULL;
+}
+
+int args_int(const char *opt, const char *s, int64_t lo, int64_t hi, int64_t *out)
+{
+    char *end;
+    long long v;
+
+    errno = 0;
+    v = strtoll(s, &end, 10);
+    if (!*s || *end || errno || v < lo || v > hi)
+        return cli_usage_error("--%s: \"%s\" is not an integer in %lld..%lld", opt, s,
+                               (long long)lo, (long long)hi);
+    *out = v;
+    return CLI_OK;
+}
+
+int args_num(const char *opt, const char *s, double lo, double hi, double *out)
+{
+    char *end;
+    double v;
+
+    errno = 0;
+    v = strtod(s, &end);
+    if (!*s || *end || errno || !isfinite(v) || v < lo || v > hi)
+        return cli_usage_error("--%s: \"%s\" is not a number in %g..%g", opt, s, lo, hi);
+    *out = v;
+    return CLI_OK;
+}
+
+int args_mib(const char *opt, const char *s, int64_t *out)
+{
+    static const struct {
+        const char *suffix;
+        int shift; /* of KiB: K=0, M=10, G=20, T=30 */
+    } units[] = {{"", 10},    {"K", 0},   {"KI", 0},   {"KB", 0},  {"KIB", 0}, {"M", 10},
+                 {"MI", 10},  {"MB", 10}, {"MIB", 10}, {"G", 20},  {"GI", 20}, {"GB", 20},
+                 {"GIB", 20}, {"T", 30},  {"TI", 30},  {"TB", 30}, {"TIB", 30}};
+    char *end, up[8];
+    double v;
+    size_t i, n;
+
+    errno = 0;
+    v = strtod(s, &end);
+    n = strlen(end);
+    if (!*s || s == end || errno || !isfinite(v) || v < 0 || n >= sizeof(up))
+        goto bad;
+    for (i = 0; i <= n; i++)
+        up[i] = (char)(end[i] >= 'a' && end[i] <= 'z' ? end[i] - 32 : end[i]);
+    for (i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+        if (!strcmp(units[i].suffix, up)) {
+            double kib = v * (double)(INT64_C(1) << units[i].shift);
+            double mib = ceil(kib / 1024.0);
+            if (mib > (double)(INT64_C(1) << 40))
+                goto bad;
+            *out = (int64_t)mib;
+            return CLI_OK;
+        }
+    }
+bad:
+    return cli_usage_error("--%s: \"%s\" is not a size (a number of MiB, or with K, M, G, T)", opt,
+                           s);
+}
+
+int args_seconds(const char *opt, const char *s, int64_t *out)
+{
+    char *end;
+    double v;
+    int64_t mult = 1;
+
+    errno = 0;
+    v = strtod(s, &end);
+    if (!*s || s == end || errno || !isfinite(v) || v < 0)
+        goto bad;
+    if (!strcmp(end, "m"))
+        mult = 60;
+    else if (!strcmp(end, "h"))
+        mult = 3600;
+    else if (!strcmp(end, "d"))
+        mult = 86400;
+    else if (*end && strcmp(end, "s") != 0)
+        goto bad;
+    if (v * (double)mult > (double)(INT64_C(1) << 40))
+        goto bad;
+    *out = (int64_t)ceil(v * (double)mult);
+    return CLI_OK;
+bad:
+    return cli_usage_error("--%s: \"%s\" is not a duration (seconds, or with s, m, h, d)", opt, s);
+}

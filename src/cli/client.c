@@ -1,0 +1,367 @@
+/*
+ * The HTTP client of the command line, on libcurl: one easy handle per run
+ * (so pages and repeated calls reuse the connection), the bearer token,
+ * JSON bodies, retries, paging, and the mapping of the server's errors
+ * `{"error":{"code","message"}}` to `allot: CODE: MESSAGE` and exit codes.
+ *
+ * Retries: a request whose connection could not be opened reached nobody
+ * and is always tried again; so is one answered 429 or 503 (the server did
+ * nothing). A request that may have reached the server (the connection
+ * broke, the reply was lost or timed out) is tried again only when the
+ * caller says it is safe: reads, PUT of a whole document, and a submission
+ * that carries an Idempotency-Key, whose repeat returns the job the first
+ * attempt made. At most 1 + conf.retries attempts, with backoff from 250 ms
+ * doubling to at most 4 s.
+ */
+#include "cli.h"
+
+#include "allot/common.h"
+
+#include <curl/curl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define REPLY_MAX (256u << 20) /* a reply larger than this is refused */
+#define PAGE_MAX  1000         /* the API's largest page */
+
+struct client {
+    CURL *h;      /* owned */
+    char *base;   /* owned: server URL without a trailing slash */
+    char *auth;   /* owned: the Authorization header line */
+    long timeout; /* ms */
+    int retries;
+    bool verbose;
+    char errbuf[CURL_ERROR_SIZE];
+};
+
+struct buf {
+    char *p;
+    size_t len, cap;
+    bool too_big;
+};
+
+static size_t on_data(char *data, size_t size, size_t n, void *ud)
+{
+    struct buf *b = ud;
+    size_t len = size * n;
+
+    if (b->len + len + 1 > REPLY_MAX) {
+        b->too_big = true;
+        return 0;
+    }
+    if (allot_grow((void **)&b->p, &b->cap, b->len + len + 1, 1) < 0)
+        return 0;
+    memcpy(b->p + b->len, data, len);
+    b->len += len;
+    b->p[b->len] = '\0';
+    return len;
+}
+
+struct client *cli_client(struct cli *c)
+{
+    struct client *cl;
+    const char *s = c->conf.server;
+    char tmp[4096];
+
+    if (c->http)
+        return c->http;
+    if (!s || !*s) {
+        cli_usage_error("no server: give --server, set ALLOT_SERVER or put `server URL` in "
+                        "~/.config/allot/config");
+        return NULL;
+    }
+    if (!c->conf.token || !*c->conf.token) {
+        cli_usage_error("no token: give --token, set ALLOT_TOKEN or put `token TOKEN` in "
+                        "~/.config/allot/config");
+        return NULL;
+    }
+    if (strstr(s, "://") && strncmp(s, "http://", 7) != 0) {
+        cli_usage_error("server %s: only http:// URLs are supported", s);
+        return NULL;
+    }
+    if (strpbrk(c->conf.token, "\r\n")) {
+        cli_usage_error("the token holds a line break");
+        return NULL;
+    }
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+        cli_error("internal", "cannot initialise libcurl");
+        return NULL;
+    }
+    cl = allot_calloc(1, sizeof(*cl));
+    if (!cl)
+        goto oom;
+    allot_fmt(tmp, sizeof(tmp), "%s%s", strstr(s, "://") ? "" : "http://", s);
+    for (size_t n = strlen(tmp); n > 0 && tmp[n - 1] == '/'; n--)
+        tmp[n - 1] = '\0';
+    cl->base = allot_strdup(tmp);
+    allot_fmt(tmp, sizeof(tmp), "Authorization: Bearer %s", c->conf.token);
+    cl->auth = allot_strdup(tmp);
+    cl->h = curl_easy_init();
+    if (!cl->base || !cl->auth || !cl->h)
+        goto oom;
+    cl->timeout = (long)c->conf.timeout;
+    cl->retries = (int)c->conf.retries;
+    cl->verbose = c->conf.verbose;
+    c->http = cl;
+    return cl;
+oom:
+    client_free(cl);
+    cli_error("internal", "out of memory");
+    return NULL;
+}
+
+void client_free(struct client *cl)
+{
+    if (!cl)
+        return;
+    if (cl->h)
+        curl_easy_cleanup(cl->h);
+    allot_free(cl->base);
+    allot_free(cl->auth);
+    allot_free(cl);
+    curl_global_cleanup();
+}
+
+char *client_escape(struct client *cl, const char *s)
+{
+    char *e = curl_easy_escape(cl->h, s, 0);
+    char *copy = e ? allot_strdup(e) : NULL;
+
+    curl_free(e);
+    return copy;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+
+    nanosleep(&ts, NULL);
+}
+
+/* Did the request possibly reach the server? Connect failures did not. */
+static bool reached_nobody(CURLcode rc)
+{
+    return rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST;
+}
+
+static bool transient(CURLcode rc)
+{
+    return rc == CURLE_SEND_ERROR || rc == CURLE_RECV_ERROR || rc == CURLE_GOT_NOTHING ||
+           rc == CURLE_OPERATION_TIMEDOUT || rc == CURLE_PARTIAL_FILE;
+}
+
+static int exit_of_status(long st)
+{
+    switch (st) {
+    case 401:
+    case 403:
+        return CLI_DENIED;
+    case 404:
+        return CLI_NOTFOUND;
+    case 409:
+        return CLI_CONFLICT;
+    case 400:
+    case 405:
+    case 413:
+    case 422:
+        return CLI_INVALID;
+    default:
+        return CLI_SERVER;
+    }
+}
+
+/* Prints the server's error reply; returns its exit code. */
+static int report_error(long st, const struct buf *b)
+{
+    json_t *v = b->p ? json_loadb(b->p, b->len, 0, NULL) : NULL;
+    json_t *e = json_object_get(v, "error");
+    const char *code = json_string_value(json_object_get(e, "code"));
+    const char *msg = json_string_value(json_object_get(e, "message"));
+
+    if (code && msg)
+        cli_error(code, "%s", msg);
+    else
+        cli_error("http", "HTTP %ld: %.200s", st, b->p ? b->p : "(no body)");
+    json_decref(v);
+    return exit_of_status(st);
+}
+
+int client_call(struct client *cl, const char *method, const char *path, json_t *body,
+                const char *idem_key, enum client_retry retry, json_t **reply, long *status)
+{
+    struct curl_slist *hdr = NULL, *h2;
+    struct buf b = {0};
+    char *text = NULL, url[8192], line[256];
+    long st = 0;
+    int rc = CLI_SERVER;
+    CURLcode crc = CURLE_OK;
+
+    if (reply)
+        *reply = NULL;
+    if (allot_fmt(url, sizeof(url), "%s%s", cl->base, path) >= (int)sizeof(url)) {
+        cli_error("usage", "request URL too long");
+        return CLI_USAGE;
+    }
+    if (body && !(text = json_dumps(body, JSON_COMPACT))) {
+        cli_error("internal", "out of memory");
+        return CLI_SERVER;
+    }
+    hdr = curl_slist_append(hdr, cl->auth);
+    if (hdr && (h2 = curl_slist_append(hdr, "Accept: application/json")))
+        hdr = h2;
+    if (hdr && text && (h2 = curl_slist_append(hdr, "Content-Type: application/json")))
+        hdr = h2;
+    if (hdr && idem_key) {
+        allot_fmt(line, sizeof(line), "Idempotency-Key: %s", idem_key);
+        if ((h2 = curl_slist_append(hdr, line)))
+            hdr = h2;
+    }
+    /* Expect: 100-continue would cost a round trip per submission */
+    if (hdr && text && (h2 = curl_slist_append(hdr, "Expect:")))
+        hdr = h2;
+    if (!hdr) {
+        free(text);
+        cli_error("internal", "out of memory");
+        return CLI_SERVER;
+    }
+    for (int attempt = 0; attempt <= cl->retries; attempt++) {
+        CURL *h = cl->h;
+
+        curl_easy_reset(h);
+        cl->errbuf[0] = '\0';
+        b.len = 0;
+        b.too_big = false;
+        if (b.p)
+            b.p[0] = '\0';
+        curl_easy_setopt(h, CURLOPT_URL, url);
+        curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+        curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
+        curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, cl->timeout);
+        curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, cl->timeout < 10000 ? cl->timeout : 10000);
+        curl_easy_setopt(h, CURLOPT_ERRORBUFFER, cl->errbuf);
+        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+        curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
+        curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http");
+        curl_easy_setopt(h, CURLOPT_USERAGENT, "allot/0.1");
+        if (text) {
+            curl_easy_setopt(h, CURLOPT_POSTFIELDS, text);
+            curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(text));
+        } else if (!strcmp(method, "GET")) {
+            curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
+        }
+        if (cl->verbose)
+            fprintf(stderr, "> %s %s%s%s\n", method, url, idem_key ? " key=" : "",
+                    idem_key ? idem_key : "");
+        crc = curl_easy_perform(h);
+        st = 0;
+        if (crc == CURLE_OK)
+            curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &st);
+        if (cl->verbose)
+            fprintf(stderr, "< %s\n", crc == CURLE_OK ? "reply" : curl_easy_strerror(crc));
+        bool again = crc == CURLE_OK       ? (st == 429 || st == 503)
+                     : reached_nobody(crc) ? true
+                     : transient(crc)      ? retry == CLIENT_RETRY_ALWAYS
+                                           : false;
+        if (!again || attempt == cl->retries)
+            break;
+        long wait = 250L << (attempt < 4 ? attempt : 4);
+        if (wait > 4000)
+            wait = 4000;
+        if (cl->verbose || crc != CURLE_OK)
+            fprintf(stderr, "allot: %s; retrying in %ld ms (%d of %d)\n",
+                    crc == CURLE_OK ? "server busy or starting"
+                    : cl->errbuf[0] ? cl->errbuf
+                                    : curl_easy_strerror(crc),
+                    wait, attempt + 1, cl->retries);
+        sleep_ms(wait);
+    }
+    if (status)
+        *status = st;
+    if (crc != CURLE_OK) {
+        if (b.too_big)
+            cli_error("bad_reply", "the reply of %s is larger than %u MiB", url, REPLY_MAX >> 20);
+        else
+            cli_error("connection", "%s %s: %s", method, url,
+                      cl->errbuf[0] ? cl->errbuf : curl_easy_strerror(crc));
+        rc = CLI_SERVER;
+    } else if (st < 200 || st > 299) {
+        rc = report_error(st, &b);
+    } else if (b.len == 0) {
+        rc = CLI_OK;
+    } else {
+        json_error_t je;
+        json_t *v = json_loadb(b.p, b.len, 0, &je);
+
+        if (!v) {
+            cli_error("bad_reply", "%s %s: the reply is not JSON: %s", method, url, je.text);
+            rc = CLI_SERVER;
+        } else {
+            rc = CLI_OK;
+            if (reply)
+                *reply = v;
+            else
+                json_decref(v);
+        }
+    }
+    curl_slist_free_all(hdr);
+    allot_free(b.p);
+    free(text);
+    return rc;
+}
+
+int client_list(struct client *cl, const char *path, const char *items_key,
+                const char *cursor_param, const char *next_key, long long cursor, size_t max,
+                json_t **out)
+{
+    json_t *all = json_array();
+    char url[4096];
+    int rc = CLI_OK;
+
+    *out = NULL;
+    if (!all)
+        return CLI_SERVER;
+    /* each page advances the cursor strictly, so this ends */
+    for (;;) {
+        json_t *r = NULL, *items, *x;
+        size_t want = PAGE_MAX, i;
+
+        if (max && max - json_array_size(all) < want)
+            want = max - json_array_size(all);
+        allot_fmt(url, sizeof(url), "%s%climit=%zu", path, strchr(path, '?') ? '&' : '?', want);
+        if (cursor) {
+            size_t n = strlen(url);
+            allot_fmt(url + n, sizeof(url) - n, "&%s=%lld", cursor_param, cursor);
+        }
+        rc = client_call(cl, "GET", url, NULL, NULL, CLIENT_RETRY_ALWAYS, &r, NULL);
+        if (rc != CLI_OK)
+            break;
+        items = json_object_get(r, items_key);
+        if (!json_is_array(items)) {
+            cli_error("bad_reply", "GET %s: no \"%s\" array in the reply", url, items_key);
+            json_decref(r);
+            rc = CLI_SERVER;
+            break;
+        }
+        json_array_foreach(items, i, x) json_array_append(all, x);
+        long long next;
+        if (next_key) {
+            next = json_integer_value(json_object_get(r, next_key));
+        } else {
+            json_t *last = json_array_get(items, json_array_size(items) - 1);
+            next = json_array_size(items) == want ? json_integer_value(json_object_get(last, "seq"))
+                                                  : 0;
+        }
+        json_decref(r);
+        if (next <= cursor || (max && json_array_size(all) >= max))
+            break;
+        cursor = next;
+    }
+    if (rc != CLI_OK) {
+        json_decref(all);
+        return rc;
+    }
+    *out = all;
+    return CLI_OK;
+}

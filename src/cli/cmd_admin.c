@@ -1,0 +1,385 @@
+/*
+ * Administrative verbs: `nodes` (GET /v1/nodes), `tokens create|ls|revoke`
+ * (POST, GET /v1/tokens, DELETE /v1/tokens/{id}) and `audit ls|verify`
+ * (GET /v1/audit, /v1/audit/verify).
+ *
+ * `tokens create` prints the new secret as the last line of its output
+ * (it is shown only once; scripts take `tail -n 1`). `audit verify` exits
+ * with CLI_AUDIT_BAD when the server finds the hash chain broken.
+ */
+#include "cli.h"
+
+#include "allot/common.h"
+
+#include <string.h>
+
+static const struct cli_opt no_opts[] = {{NULL, 0, NULL, NULL}};
+
+/* ---- nodes ---- */
+
+static const struct cli_usage nodes_usage = {
+    "nodes", "[NAME...]",
+    "Lists registered nodes: state, GPU model and count, CPUs, memory and the\n"
+    "last heartbeat. NAME limits the list to those nodes."};
+
+int cmd_nodes(struct cli *c, int argc, char **argv)
+{
+    static const char *const titles[] = {"NAME", "STATE",  "MODEL",         "GPUS",
+                                         "CPUS", "MEMORY", "LAST-HEARTBEAT"};
+    struct cli_args a;
+    struct client *cl;
+    json_t *r = NULL, *nodes, *x;
+    size_t i;
+    int rc = args_parse(c, no_opts, &nodes_usage, argc, argv, &a);
+
+    if (rc != CLI_OK)
+        return rc;
+    if (!(cl = cli_client(c))) {
+        rc = CLI_USAGE;
+        goto out;
+    }
+    rc = client_call(cl, "GET", "/v1/nodes", NULL, NULL, CLIENT_RETRY_ALWAYS, &r, NULL);
+    if (rc != CLI_OK)
+        goto out;
+    nodes = json_object_get(r, "nodes");
+    if (a.n_pos) {
+        for (i = json_array_size(nodes); i-- > 0;) {
+            const char *name = json_string_value(json_object_get(json_array_get(nodes, i), "name"));
+            bool want = false;
+            for (size_t k = 0; k < a.n_pos && !want; k++)
+                want = name && !strcmp(name, a.pos[k]);
+            if (!want)
+                json_array_remove(nodes, i);
+        }
+        if (json_array_size(nodes) < a.n_pos) {
+            cli_error("not_found", "no such node among %s%s", a.pos[0], a.n_pos > 1 ? ", ..." : "");
+            rc = CLI_NOTFOUND;
+            goto out;
+        }
+    }
+    if (out_structured(c, nodes))
+        goto out;
+    struct table *t = table_new(7, titles);
+    json_array_foreach(nodes, i, x)
+    {
+        json_t *inv = json_object_get(x, "inventory");
+        json_t *gpus = json_object_get(inv, "gpus");
+        char n[16], cpus[32], mem[32], hb[32];
+
+        allot_fmt(n, sizeof(n), "%zu", json_array_size(gpus));
+        allot_fmt(mem, sizeof(mem), "%lldMiB",
+                  (long long)json_integer_value(json_object_get(inv, "memory")));
+        const char *cells[7] = {
+            json_string_value(json_object_get(x, "name")),
+            json_string_value(json_object_get(x, "state")),
+            json_string_value(json_object_get(json_array_get(gpus, 0), "model")),
+            n,
+            out_cell(json_object_get(inv, "cpus"), cpus, sizeof(cpus)),
+            mem,
+            out_time(json_object_get(x, "last_heartbeat"), hb, sizeof(hb))};
+        table_row(t, cells);
+    }
+    table_print(t, stdout);
+out:
+    json_decref(r);
+    args_free(&a);
+    return rc;
+}
+
+/* ---- tokens ---- */
+
+static const struct cli_opt create_opts[] = {
+    {"role", 'r', "ROLE", "admin, tenant-admin, member, viewer or agent (required)"},
+    {"tenant", 't', "PATH",
+     "tenant subtree the token is bound to (needed by member, "
+     "tenant-admin)"},
+    {"name", 'n', "NAME", "a name to recognise the token by"},
+    {NULL, 0, NULL, NULL}};
+
+static const struct cli_usage create_usage = {
+    "tokens create", "--role ROLE [--tenant PATH] [--name NAME]",
+    "Creates an API token and prints it as the last line of the output. The\n"
+    "secret is shown only this once; the server keeps only its hash."};
+
+static const struct cli_usage tls_usage = {
+    "tokens ls", "", "Lists tokens (never their secrets): id, name, role, tenant, times."};
+
+static const struct cli_usage revoke_usage = {"tokens revoke", "TOKEN_ID...",
+                                              "Revokes tokens by id; they stop working at once."};
+
+static const struct cli_usage tokens_usage = {
+    "tokens", "create|ls|revoke ...",
+    "Manages API tokens:\n"
+    "  allot tokens create --role ROLE [--tenant PATH] [--name NAME]\n"
+    "  allot tokens ls\n"
+    "  allot tokens revoke TOKEN_ID...\n"
+    "See `allot tokens SUBCOMMAND --help`."};
+
+static int tokens_create(struct cli *c, int argc, char **argv)
+{
+    struct cli_args a;
+    json_t *body = NULL, *r = NULL;
+    const char *s;
+    int rc = args_parse(c, create_opts, &create_usage, argc, argv, &a);
+
+    if (rc != CLI_OK)
+        return rc;
+    if (a.n_pos || !args_get(&a, "role")) {
+        rc = cli_usage_error("allot tokens create --role ROLE [--tenant PATH] [--name NAME]");
+        goto out;
+    }
+    body = json_pack("{s:s}", "role", args_get(&a, "role"));
+    if ((s = args_get(&a, "tenant")))
+        json_object_set_new(body, "tenant", json_string(s));
+    if ((s = args_get(&a, "name")))
+        json_object_set_new(body, "name", json_string(s));
+    if (!cli_client(c)) {
+        rc = CLI_USAGE;
+        goto out;
+    }
+    /* not repeated after a lost reply: a repeat would make a second token */
+    rc = client_call(c->http, "POST", "/v1/tokens", body, NULL, CLIENT_RETRY_CONNECT, &r, NULL);
+    if (rc != CLI_OK || out_structured(c, r))
+        goto out;
+    char b[32];
+    printf("id:     %s\n", out_cell(json_object_get(r, "id"), b, sizeof(b)));
+    printf("role:   %s\n", json_string_value(json_object_get(r, "role")));
+    printf("tenant: %s\n", out_cell(json_object_get(r, "tenant"), b, sizeof(b)));
+    printf("%s\n", json_string_value(json_object_get(r, "token")));
+out:
+    json_decref(r);
+    json_decref(body);
+    args_free(&a);
+    return rc;
+}
+
+static int tokens_ls(struct cli *c, int argc, char **argv)
+{
+    static const char *const titles[] = {"ID", "NAME", "ROLE", "TENANT", "CREATED", "REVOKED"};
+    struct cli_args a;
+    json_t *r = NULL, *x;
+    size_t i;
+    int rc = args_parse(c, no_opts, &tls_usage, argc, argv, &a);
+
+    if (rc != CLI_OK)
+        return rc;
+    if (a.n_pos) {
+        rc = cli_usage_error("allot tokens ls");
+        goto out;
+    }
+    if (!cli_client(c)) {
+        rc = CLI_USAGE;
+        goto out;
+    }
+    rc = client_call(c->http, "GET", "/v1/tokens", NULL, NULL, CLIENT_RETRY_ALWAYS, &r, NULL);
+    if (rc != CLI_OK || out_structured(c, json_object_get(r, "tokens")))
+        goto out;
+    struct table *t = table_new(6, titles);
+    json_array_foreach(json_object_get(r, "tokens"), i, x)
+    {
+        char id[32], cr[32], rv[32];
+        const char *cells[6] = {out_cell(json_object_get(x, "id"), id, sizeof(id)),
+                                json_string_value(json_object_get(x, "name")),
+                                json_string_value(json_object_get(x, "role")),
+                                json_string_value(json_object_get(x, "tenant")),
+                                out_time(json_object_get(x, "created"), cr, sizeof(cr)),
+                                out_time(json_object_get(x, "revoked"), rv, sizeof(rv))};
+        table_row(t, cells);
+    }
+    table_print(t, stdout);
+out:
+    json_decref(r);
+    args_free(&a);
+    return rc;
+}
+
+static int tokens_revoke(struct cli *c, int argc, char **argv)
+{
+    struct cli_args a;
+    json_t *all = NULL;
+    int rc = args_parse(c, no_opts, &revoke_usage, argc, argv, &a), first_err = CLI_OK;
+
+    if (rc != CLI_OK)
+        return rc;
+    if (!a.n_pos) {
+        rc = cli_usage_error("allot tokens revoke TOKEN_ID...");
+        goto out;
+    }
+    for (size_t i = 0; i < a.n_pos; i++) {
+        int64_t id;
+        if ((rc = args_int("id", a.pos[i], 1, INT64_MAX, &id)) != CLI_OK)
+            goto out;
+    }
+    if (!cli_client(c)) {
+        rc = CLI_USAGE;
+        goto out;
+    }
+    all = json_array();
+    for (size_t i = 0; i < a.n_pos; i++) {
+        char path[64];
+        json_t *r = NULL;
+
+        allot_fmt(path, sizeof(path), "/v1/tokens/%s", a.pos[i]);
+        rc = client_call(c->http, "DELETE", path, NULL, NULL, CLIENT_RETRY_CONNECT, &r, NULL);
+        if (rc != CLI_OK) {
+            if (first_err == CLI_OK)
+                first_err = rc;
+            continue;
+        }
+        if (c->fmt == CLI_FMT_TABLE)
+            printf("revoked token %s\n", a.pos[i]);
+        json_array_append_new(all, r);
+    }
+    if (c->fmt != CLI_FMT_TABLE && json_array_size(all))
+        out_structured(c, a.n_pos == 1 ? json_array_get(all, 0) : all);
+    rc = first_err;
+out:
+    json_decref(all);
+    args_free(&a);
+    return rc;
+}
+
+/* Runs subcommand argv[0] of a verb with subcommands. */
+struct sub {
+    const char *name, *alias;
+    int (*run)(struct cli *c, int argc, char **argv);
+};
+
+static int dispatch(struct cli *c, const struct sub *subs, const struct cli_usage *u, int argc,
+                    char **argv)
+{
+    if (argc < 1 || !strcmp(argv[0], "-h") || !strcmp(argv[0], "--help")) {
+        args_help(no_opts, u, argc < 1 ? stderr : stdout);
+        return argc < 1 ? CLI_USAGE : CLI_HELP;
+    }
+    for (const struct sub *s = subs; s->name; s++)
+        if (!strcmp(argv[0], s->name) || (s->alias && !strcmp(argv[0], s->alias)))
+            return s->run(c, argc - 1, argv + 1);
+    return cli_usage_error("unknown subcommand `allot %s %s` (see allot %s --help)", u->verb,
+                           argv[0], u->verb);
+}
+
+int cmd_tokens(struct cli *c, int argc, char **argv)
+{
+    static const struct sub subs[] = {{"create", NULL, tokens_create},
+                                      {"ls", "list", tokens_ls},
+                                      {"revoke", "rm", tokens_revoke},
+                                      {NULL, NULL, NULL}};
+    return dispatch(c, subs, &tokens_usage, argc, argv);
+}
+
+/* ---- audit ---- */
+
+static const struct cli_opt als_opts[] = {
+    {"after", 0, "SEQ", "only entries after this sequence number"},
+    {"limit", 0, "N", "at most N entries (default: all)"},
+    {NULL, 0, NULL, NULL}};
+
+static const struct cli_usage als_usage = {
+    "audit ls", "[--after SEQ] [--limit N]",
+    "Lists audit log entries in order: who (token id), action, target, result\n"
+    "and the entry's hash in the chain."};
+
+static const struct cli_usage verify_usage = {
+    "audit verify", "",
+    "Asks the server to check the audit log's hash chain. Exits 0 when it is\n"
+    "intact, 7 when an entry was edited, inserted or deleted."};
+
+static const struct cli_usage audit_usage = {"audit", "ls|verify ...",
+                                             "The audit log (admin only):\n"
+                                             "  allot audit ls [--after SEQ] [--limit N]\n"
+                                             "  allot audit verify"};
+
+static int audit_ls(struct cli *c, int argc, char **argv)
+{
+    static const char *const titles[] = {"SEQ", "TIME", "TOKEN", "ACTION", "TARGET", "RESULT"};
+    struct cli_args a;
+    json_t *all = NULL, *x;
+    const char *s;
+    int64_t after = 0, limit = 0;
+    size_t i;
+    int rc = args_parse(c, als_opts, &als_usage, argc, argv, &a);
+
+    if (rc != CLI_OK)
+        return rc;
+    if (a.n_pos) {
+        rc = cli_usage_error("allot audit ls [--after SEQ] [--limit N]");
+        goto out;
+    }
+    if (((s = args_get(&a, "after")) && (rc = args_int("after", s, 0, INT64_MAX, &after))) ||
+        ((s = args_get(&a, "limit")) && (rc = args_int("limit", s, 1, INT64_MAX, &limit))))
+        goto out;
+    if (!cli_client(c)) {
+        rc = CLI_USAGE;
+        goto out;
+    }
+    rc = client_list(c->http, "/v1/audit", "entries", "after", "next_after", (long long)after,
+                     (size_t)limit, &all);
+    if (rc != CLI_OK || out_structured(c, all))
+        goto out;
+    struct table *t = table_new(6, titles);
+    json_array_foreach(all, i, x)
+    {
+        char sq[32], tm[32], tk[32];
+        const char *cells[6] = {out_cell(json_object_get(x, "seq"), sq, sizeof(sq)),
+                                out_time(json_object_get(x, "time"), tm, sizeof(tm)),
+                                out_cell(json_object_get(x, "token_id"), tk, sizeof(tk)),
+                                json_string_value(json_object_get(x, "action")),
+                                json_string_value(json_object_get(x, "target")),
+                                json_string_value(json_object_get(x, "result"))};
+        table_row(t, cells);
+    }
+    table_print(t, stdout);
+out:
+    json_decref(all);
+    args_free(&a);
+    return rc;
+}
+
+static int audit_verify(struct cli *c, int argc, char **argv)
+{
+    struct cli_args a;
+    json_t *r = NULL;
+    int rc = args_parse(c, no_opts, &verify_usage, argc, argv, &a);
+
+    if (rc != CLI_OK)
+        return rc;
+    if (a.n_pos) {
+        rc = cli_usage_error("allot audit verify");
+        goto out;
+    }
+    if (!cli_client(c)) {
+        rc = CLI_USAGE;
+        goto out;
+    }
+    rc = client_call(c->http, "GET", "/v1/audit/verify", NULL, NULL, CLIENT_RETRY_ALWAYS, &r, NULL);
+    if (rc != CLI_OK)
+        goto out;
+    bool ok = json_is_true(json_object_get(r, "ok"));
+    if (!out_structured(c, r)) {
+        char b[32];
+        if (ok)
+            printf("audit log intact: %s entries, head %s\n",
+                   out_cell(json_object_get(r, "entries"), b, sizeof(b)),
+                   json_string_value(json_object_get(r, "head")));
+        else
+            printf("audit log BROKEN at entry %s: %s\n",
+                   out_cell(json_object_get(r, "bad_seq"), b, sizeof(b)),
+                   json_string_value(json_object_get(r, "why")));
+    }
+    if (!ok) {
+        cli_error("audit_broken", "the audit log's hash chain does not verify");
+        rc = CLI_AUDIT_BAD;
+    }
+out:
+    json_decref(r);
+    args_free(&a);
+    return rc;
+}
+
+int cmd_audit(struct cli *c, int argc, char **argv)
+{
+    static const struct sub subs[] = {
+        {"ls", "list", audit_ls}, {"verify", NULL, audit_verify}, {NULL, NULL, NULL}};
+    return dispatch(c, subs, &audit_usage, argc, argv);
+}

@@ -1,0 +1,613 @@
+/*
+ * Job verbs: submit, ls, show, cancel, events, over POST/GET /v1/jobs,
+ * GET /v1/jobs/{id}, POST /v1/jobs/{id}/cancel and GET
+ * /v1/jobs/{id}/events (docs/api.yaml).
+ *
+ * submit always sends an Idempotency-Key (the user's, or 128 random bits
+ * made here) and so may repeat a request whose reply was lost: the server
+ * answers the repeat with the job the first attempt created, never a
+ * second one.
+ */
+#include "cli.h"
+
+#include "allot/common.h"
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- submit ---- */
+
+static const struct cli_opt submit_opts[] = {
+    {"file", 'f', "FILE", "job as JSON or YAML (the fields of POST /v1/jobs); flags override it"},
+    {"tenant", 't', "TENANT", "leaf tenant to run in (required here or in the file)"},
+    {"name", 'n', "NAME", "job name"},
+    {"tasks", 0, "N", "tasks of the gang (default 1)"},
+    {"gpus", 'g', "N", "whole GPUs per task"},
+    {"mig", 0, "PROFILE", "one MIG instance per task, e.g. 1g.10gb"},
+    {"gpu-milli", 0, "M", "a fraction of one GPU per task, in thousandths (1..999)"},
+    {"gpu-memory", 0, "SIZE", "GPU memory per task (MiB, or with K/M/G/T)"},
+    {"cpus", 'c', "C", "CPUs per task (default 1; fractions allowed)"},
+    {"mem", 'm', "SIZE", "memory per task (MiB, or with K/M/G/T)"},
+    {"priority", 'p', "CLASS", "priority class"},
+    {"gpu-model", 0, "MODEL", "allowed GPU model (repeatable)"},
+    {"image", 0, "IMAGE", "container image"},
+    {"workdir", 0, "DIR", "working directory"},
+    {"env", 'e', "K=V", "environment variable (repeatable)"},
+    {"label", 'l', "K=V", "label (repeatable)"},
+    {"time-limit", 0, "DURATION", "time limit (seconds, or with s/m/h/d)"},
+    {"checkpointable", 0, NULL, "the job can be checkpointed and preempted safely"},
+    {"idempotency-key", 0, "KEY", "key of this submission (default: a random one)"},
+    {NULL, 0, NULL, NULL}};
+
+static const struct cli_usage submit_usage = {
+    "submit", "[OPTIONS] [-f JOB.yaml] [-- COMMAND ARGS...]",
+    "Submits a job and prints its id (with -o json|yaml: the whole job).\n"
+    "A submission repeated with the same idempotency key returns the first job."};
+
+/* 128 random bits as hex, prefixed; 0 or CLI_SERVER. */
+static int random_key(char *out, size_t n)
+{
+    unsigned char r[16];
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    ssize_t got = fd >= 0 ? read(fd, r, sizeof(r)) : -1;
+
+    if (fd >= 0)
+        close(fd);
+    if (got != (ssize_t)sizeof(r)) {
+        cli_error("internal", "cannot read /dev/urandom");
+        return CLI_SERVER;
+    }
+    size_t k = (size_t)allot_fmt(out, n, "allot-");
+    for (size_t i = 0; i < sizeof(r) && k + 2 < n; i++, k += 2)
+        allot_fmt(out + k, n - k, "%02x", r[i]);
+    return CLI_OK;
+}
+
+/* K=V pairs into an object field of job. */
+static int set_pairs(json_t *job, const char *field, const char *opt, const char *const *v,
+                     size_t n)
+{
+    json_t *o;
+
+    if (!n)
+        return CLI_OK;
+    o = json_object_get(job, field);
+    if (!json_is_object(o)) {
+        o = json_object();
+        json_object_set_new(job, field, o);
+    }
+    for (size_t i = 0; i < n; i++) {
+        const char *eq = strchr(v[i], '=');
+        char key[256];
+
+        if (!eq || eq == v[i] || (size_t)(eq - v[i]) >= sizeof(key))
+            return cli_usage_error("--%s: \"%s\" is not KEY=VALUE", opt, v[i]);
+        allot_fmt(key, sizeof(key), "%.*s", (int)(eq - v[i]), v[i]);
+        json_object_set_new(o, key, json_string(eq + 1));
+    }
+    return CLI_OK;
+}
+
+static int build_job(const struct cli_args *a, json_t **out)
+{
+    static const struct {
+        const char *opt, *field;
+    } strs[] = {{"tenant", "tenant"},     {"name", "name"},   {"mig", "mig"},
+                {"priority", "priority"}, {"image", "image"}, {"workdir", "workdir"}};
+    const char *s;
+    json_t *job;
+    int64_t i64;
+    double d;
+    int rc = CLI_OK;
+
+    *out = NULL;
+    if ((s = args_get(a, "file"))) {
+        if (!(job = input_load(s)))
+            return CLI_USAGE;
+        if (!json_is_object(job)) {
+            json_decref(job);
+            return cli_usage_error("%s: a job file holds one object (the fields of a job)", s);
+        }
+    } else {
+        job = json_object();
+    }
+    for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++)
+        if ((s = args_get(a, strs[i].opt)))
+            json_object_set_new(job, strs[i].field, json_string(s));
+    if (rc == CLI_OK && (s = args_get(a, "tasks")) && !(rc = args_int("tasks", s, 1, 1024, &i64)))
+        json_object_set_new(job, "tasks", json_integer(i64));
+    if (rc == CLI_OK && (s = args_get(a, "gpus")) && !(rc = args_int("gpus", s, 0, 1024, &i64)))
+        json_object_set_new(job, "gpus", json_integer(i64));
+    if (rc == CLI_OK && (s = args_get(a, "gpu-milli")) &&
+        !(rc = args_int("gpu-milli", s, 1, 999, &i64)))
+        json_object_set_new(job, "gpu_milli", json_integer(i64));
+    if (rc == CLI_OK && (s = args_get(a, "gpu-memory")) && !(rc = args_mib("gpu-memory", s, &i64)))
+        json_object_set_new(job, "gpu_memory", json_integer(i64));
+    if (rc == CLI_OK && (s = args_get(a, "mem")) && !(rc = args_mib("mem", s, &i64)))
+        json_object_set_new(job, "memory", json_integer(i64));
+    if (rc == CLI_OK && (s = args_get(a, "cpus")) && !(rc = args_num("cpus", s, 0, 65536, &d)))
+        json_object_set_new(job, "cpus", json_real(d));
+    if (rc == CLI_OK && (s = args_get(a, "time-limit")) &&
+        !(rc = args_seconds("time-limit", s, &i64)))
+        json_object_set_new(job, "time_limit", json_integer(i64));
+    if (rc == CLI_OK && args_has(a, "checkpointable"))
+        json_object_set_new(job, "checkpointable", json_true());
+    if (rc == CLI_OK) {
+        const char *const *v;
+        size_t n;
+
+        v = args_all(a, "env", &n);
+        rc = set_pairs(job, "env", "env", v, n);
+        v = args_all(a, "label", &n);
+        if (rc == CLI_OK)
+            rc = set_pairs(job, "labels", "label", v, n);
+        v = args_all(a, "gpu-model", &n);
+        if (rc == CLI_OK && n) {
+            json_t *m = json_array();
+            for (size_t i = 0; i < n; i++)
+                json_array_append_new(m, json_string(v[i]));
+            json_object_set_new(job, "gpu_models", m);
+        }
+    }
+    if (rc == CLI_OK && a->rest) {
+        json_t *cmd = json_array();
+        for (int i = 0; i < a->n_rest; i++)
+            json_array_append_new(cmd, json_string(a->rest[i]));
+        json_object_set_new(job, "command", cmd);
+    }
+    if (rc == CLI_OK) {
+        int kinds = !!json_object_get(job, "gpus") + !!json_object_get(job, "mig") +
+                    !!(json_object_get(job, "gpu_milli") || json_object_get(job, "gpu_memory"));
+        if (kinds > 1)
+            rc = cli_usage_error("--gpus, --mig and --gpu-milli/--gpu-memory exclude each other");
+        else if (!json_is_string(json_object_get(job, "tenant")))
+            rc = cli_usage_error("a job needs a tenant: give --tenant T or `tenant` in the file");
+    }
+    if (rc != CLI_OK) {
+        json_decref(job);
+        return rc;
+    }
+    *out = job;
+    return CLI_OK;
+}
+
+int cmd_submit(struct cli *c, int argc, char **argv)
+{
+    struct cli_args a;
+    struct client *cl;
+    json_t *job = NULL, *reply = NULL;
+    char key[64];
+    const char *k;
+    long st = 0;
+    int rc = args_parse(c, submit_opts, &submit_usage, argc, argv, &a);
+
+    if (rc != CLI_OK)
+        return rc;
+    if (a.n_pos) {
+        rc = cli_usage_error("unexpected argument \"%s\"; put the command after --", a.pos[0]);
+        goto out;
+    }
+    if ((rc = build_job(&a, &job)) != CLI_OK)
+        goto out;
+    k = args_get(&a, "idempotency-key");
+    if (k && (!*k || strlen(k) > 128)) {
+        rc = cli_usage_error("--idempotency-key must be 1..128 bytes");
+        goto out;
+    }
+    if (!k) {
+        if ((rc = random_key(key, sizeof(key))) != CLI_OK)
+            goto out;
+        k = key;
+    }
+    if (!(cl = cli_client(c))) {
+        rc = CLI_USAGE;
+        goto out;
+    }
+    rc = client_call(cl, "POST", "/v1/jobs", job, k, CLIENT_RETRY_ALWAYS, &reply, &st);
+    if (rc != CLI_OK)
+        goto out;
+    if (st == 200)
+        fprintf(stderr, "allot: job %lld was already submitted with idempotency key %s\n",
+                (long long)json_integer_value(json_object_get(reply, "id")), k);
+    if (!out_structured(c, reply))
+        printf("%lld\n", (long long)json_integer_value(json_object_get(reply, "id")));
+out:
+    json_decref(job);
+    json_decref(reply);
+    args_free(&a);
+    return rc;
+}
+
+/* ---- shared ---- */
+
+/* "2x1", "1g.10gb", "0.25", "10240MiB" ... : what one job asks for. */
+static const char *shape(json_t *spec, char *buf, size_t n)
+{
+    json_int_t tasks = json_integer_value(json_object_get(spec, "tasks"));
+    json_t *g = json_object_get(spec, "gpus"), *mig = json_object_get(spec, "mig");
+    json_t *milli = json_object_get(spec, "gpu_milli"), *mem = json_object_get(spec, "gpu_memory");
+    char one[64];
+
+    if (g)
+        allot_fmt(one, sizeof(one), "%lld", (long long)json_integer_value(g));
+    else if (mig)
+        allot_fmt(one, sizeof(one), "%s", json_string_value(mig));
+    else if (milli)
+        allot_fmt(one, sizeof(one), "%.3g", (double)json_integer_value(milli) / 1000.0);
+    else if (mem)
+        allot_fmt(one, sizeof(one), "%lldMiB", (long long)json_integer_value(mem));
+    else
+        allot_fmt(one, sizeof(one), "0");
+    if (tasks > 1)
+        allot_fmt(buf, n, "%lldx%s", (long long)tasks, one);
+    else
+        allot_fmt(buf, n, "%s", one);
+    return buf;
+}
+
+static int parse_id(const char *s, long long *id)
+{
+    int64_t v;
+
+    if (args_int("id", s, 1, INT64_MAX, &v) != CLI_OK)
+        return CLI_USAGE;
+    *id = v;
+    return CLI_OK;
+}
+
+static bool terminal(const char *state)
+{
+    return state && (!strcmp(state, "succeeded") || !strcmp(state, "failed") ||
+                     !strcmp(state, "cancelled") || !strcmp(state, "lost"));
+}
+
+/* ---- ls ---- */
+
+static const struct cli_opt ls_opts[] = {
+    {"tenant", 't', "TENANT", "only jobs of this tenant"},
+    {"subtree", 'r', NULL, "with --tenant: also the tenants below it"},
+    {"state", 's', "STATE", "pending, starting, running, succeeded, failed, cancelled or lost"},
+    {"limit", 0, "N", "at most N jobs (default: every match)"},
+    {NULL, 0, NULL, NULL}};
+
+static const struct cli_usage ls_usage = {
+    "ls", "[--tenant T [--subtree]] [--state S] [--limit N]",
+    "Lists jobs, oldest first, following every page of the listing.\n"
+    "With -o json|yaml, all matches are one array."};
+
+int cmd_ls(struct cli *c, int argc, char **argv)
+{
+    static const char *const titles[] = {"ID",   "NAME",     "TENANT",    "STATE",
+                                         "GPUS", "PRIORITY", "SUBMITTED", "REASON"};
+    struct cli_args a;
+    struct client *cl;
+    json_t *jobs = NULL, *j;
+    char path[1024], *esc;
+    const char *s;
+    int64_t limit = 0;
+    size_t i;
+    int rc = args_parse(c, ls_opts, &ls_usage, argc, argv, &a);
+
+    if (rc != CLI_OK)
+        return rc;
+    if (a.n_pos) {
+        rc = cli_usage_error("unexpected argument \"%s\"", a.pos[0]);
+        goto out;
+    }
+    if ((s = args_get(&a, "limit")) && (rc = args_int("limit", s, 1, INT64_MAX, &limit)))
+        goto out;
+    if (!(cl = cli_client(c))) {
+        rc = CLI_USAGE;
+        goto out;
+    }
+    allot_fmt(path, sizeof(path), "/v1/jobs");
+    if ((s = args_get(&a, "tenant"))) {
+        esc = client_escape(cl, s);
+        allot_fmt(path, sizeof(path), "/v1/jobs?tenant=%s%s", esc ? esc : "",
+                  args_has(&a, "subtree") ? "&subtree=1" : "");
+        allot_free(esc);
+    } else if (args_has(&a, "subtree")) {
+        rc = cli_usage_error("--subtree needs --tenant");
+        goto out;
+    }
+    if ((s = args_get(&a, "state"))) {
+        size_t n = strlen(path);
+        esc = client_escape(cl, s);
+        allot_fmt(path + n, sizeof(path) - n, "%cstate=%s", strchr(path, '?') ? '&' : '?',
+                  esc ? esc : "");
+        allot_free(esc);
+    }
+    rc = client_list(cl, path, "jobs", "cursor", "next_cursor", 0, (size_t)limit, &jobs);
+    if (rc != CLI_OK || out_structured(c, jobs))
+        goto out;
+    struct table *t = table_new(8, titles);
+    json_array_foreach(jobs, i, j)
+    {
+        char id[32], sh[64], tm[32];
+        json_t *spec = json_object_get(j, "spec");
+        const char *cells[8] = {out_cell(json_object_get(j, "id"), id, sizeof(id)),
+                                json_string_value(json_object_get(j, "name")),
+                                json_string_value(json_object_get(j, "tenant")),
+                                json_string_value(json_object_get(j, "state")),
+                                shape(spec, sh, sizeof(sh)),
+                                json_string_value(json_object_get(spec, "priority")),
+                                out_time(json_object_get(j, "submit_time"), tm, sizeof(tm)),
+                                json_string_value(json_object_get(j, "pending_reason"))};
+        table_row(t, cells);
+    }
+    table_print(t, stdout);
+out:
+    json_decref(jobs);
+    args_free(&a);
+    return rc;
+}
+
+/* ---- show ---- */
+
+static const struct cli_opt no_opts[] = {{NULL, 0, NULL, NULL}};
+
+static const struct cli_usage show_usage = {
+    "show", "JOB_ID...",
+    "Shows jobs: state, pending reason, placement, request and times.\n"
+    "With -o json|yaml: the job object (an array for several ids)."};
+
+static void show_one(json_t *j)
+{
+    json_t *spec = json_object_get(j, "spec"), *pl = json_object_get(j, "placement"), *x;
+    char b1[64], b2[64], b3[32];
+    size_t i;
+
+    printf("%-13s %s\n", "id:", out_cell(json_object_get(j, "id"), b1, sizeof(b1)));
+    printf("%-13s %s\n", "name:", out_cell(json_object_get(j, "name"), b1, sizeof(b1)));
+    printf("%-13s %s\n", "tenant:", out_cell(json_object_get(j, "tenant"), b1, sizeof(b1)));
+    printf("%-13s %s\n", "state:", out_cell(json_object_get(j, "state"), b1, sizeof(b1)));
+    if (json_is_string(json_object_get(j, "pending_reason")))
+        printf("%-13s %s\n", "reason:", json_string_value(json_object_get(j, "pending_reason")));
+    printf("%-13s %s\n", "priority:", out_cell(json_object_get(spec, "priority"), b1, sizeof(b1)));
+    printf("%-13s gpus %s, cpus %s per task, memory %s MiB per task\n",
+           "request:", shape(spec, b1, sizeof(b1)),
+           json_object_get(spec, "cpus") ? out_cell(json_object_get(spec, "cpus"), b2, sizeof(b2))
+                                         : "1",
+           out_cell(json_object_get(spec, "memory"), b3, sizeof(b3)));
+    if ((x = json_object_get(spec, "command")) && json_is_array(x)) {
+        json_t *w;
+        printf("%-13s", "command:");
+        json_array_foreach(x, i, w) printf(" %s", json_string_value(w));
+        putchar('\n');
+    }
+    printf("%-13s %s\n", "submitted:", out_time(json_object_get(j, "submit_time"), b1, sizeof(b1)));
+    printf("%-13s %s\n", "started:", out_time(json_object_get(j, "start_time"), b1, sizeof(b1)));
+    printf("%-13s %s\n", "ended:", out_time(json_object_get(j, "end_time"), b1, sizeof(b1)));
+    printf("%-13s %s\n", "exit code:", out_cell(json_object_get(j, "exit_code"), b1, sizeof(b1)));
+    json_array_foreach(json_object_get(pl, "tasks"), i, x)
+    {
+        json_t *mig = json_object_get(x, "mig_profile");
+        printf("%-13s task %lld on %s, GPUs %s%s%s\n",
+               i ? "" : "placement:", (long long)json_integer_value(json_object_get(x, "task")),
+               json_string_value(json_object_get(x, "node")),
+               out_cell(json_object_get(x, "gpus"), b1, sizeof(b1)), mig ? ", MIG " : "",
+               mig ? json_string_value(mig) : "");
+    }
+}
+
+int cmd_show(struct cli *c, int argc, char **argv)
+{
+    struct cli_args a;
+    struct client *cl;
+    json_t *all = NULL;
+    int rc = args_parse(c, no_opts, &show_usage, argc, argv, &a), first_err = CLI_OK;
+
+    if (rc != CLI_OK)
+        return rc;
+    if (!a.n_pos) {
+        rc = cli_usage_error("allot show JOB_ID...");
+        goto out;
+    }
+    for (size_t i = 0; i < a.n_pos; i++) {
+        long long id;
+        if ((rc = parse_id(a.pos[i], &id)) != CLI_OK)
+            goto out;
+    }
+    if (!(cl = cli_client(c))) {
+        rc = CLI_USAGE;
+        goto out;
+    }
+    all = json_array();
+    for (size_t i = 0; i < a.n_pos; i++) {
+        char path[64];
+        json_t *j = NULL;
+
+        allot_fmt(path, sizeof(path), "/v1/jobs/%s", a.pos[i]);
+        rc = client_call(cl, "GET", path, NULL, NULL, CLIENT_RETRY_ALWAYS, &j, NULL);
+        if (rc != CLI_OK) {
+            if (first_err == CLI_OK)
+                first_err = rc;
+            continue;
+        }
+        if (c->fmt == CLI_FMT_TABLE) {
+            if (i)
+                putchar('\n');
+            show_one(j);
+        }
+        json_array_append_new(all, j);
+    }
+    if (c->fmt != CLI_FMT_TABLE && json_array_size(all))
+        out_structured(c, a.n_pos == 1 ? json_array_get(all, 0) : all);
+    rc = first_err;
+out:
+    json_decref(all);
+    args_free(&a);
+    return rc;
+}
+
+/* ---- cancel ---- */
+
+static const struct cli_usage cancel_usage = {
+    "cancel", "JOB_ID...",
+    "Cancels pending or running jobs. Every id is tried; the exit status is\n"
+    "that of the first failure."};
+
+int cmd_cancel(struct cli *c, int argc, char **argv)
+{
+    struct cli_args a;
+    struct client *cl;
+    json_t *all = NULL;
+    int rc = args_parse(c, no_opts, &cancel_usage, argc, argv, &a), first_err = CLI_OK;
+
+    if (rc != CLI_OK)
+        return rc;
+    if (!a.n_pos) {
+        rc = cli_usage_error("allot cancel JOB_ID...");
+        goto out;
+    }
+    for (size_t i = 0; i < a.n_pos; i++) {
+        long long id;
+        if ((rc = parse_id(a.pos[i], &id)) != CLI_OK)
+            goto out;
+    }
+    if (!(cl = cli_client(c))) {
+        rc = CLI_USAGE;
+        goto out;
+    }
+    all = json_array();
+    for (size_t i = 0; i < a.n_pos; i++) {
+        char path[64];
+        json_t *j = NULL;
+
+        allot_fmt(path, sizeof(path), "/v1/jobs/%s/cancel", a.pos[i]);
+        /* not repeated after a lost reply: the repeat would answer 409 */
+        rc = client_call(cl, "POST", path, NULL, NULL, CLIENT_RETRY_CONNECT, &j, NULL);
+        if (rc != CLI_OK) {
+            if (first_err == CLI_OK)
+                first_err = rc;
+            continue;
+        }
+        if (c->fmt == CLI_FMT_TABLE)
+            printf("cancelled job %s\n", a.pos[i]);
+        json_array_append_new(all, j);
+    }
+    if (c->fmt != CLI_FMT_TABLE && json_array_size(all))
+        out_structured(c, a.n_pos == 1 ? json_array_get(all, 0) : all);
+    rc = first_err;
+out:
+    json_decref(all);
+    args_free(&a);
+    return rc;
+}
+
+/* ---- events ---- */
+
+static const struct cli_opt events_opts[] = {
+    {"after", 0, "SEQ", "only events after this sequence number"},
+    {"follow", 'w', NULL, "keep printing new events until the job has ended"},
+    {NULL, 0, NULL, NULL}};
+
+static const struct cli_usage events_usage = {
+    "events", "JOB_ID [--after SEQ] [--follow]",
+    "Lists a job's events in order (submitted, placed, running, preempted, ...).\n"
+    "With --follow, polls every second and prints events as they come (with\n"
+    "-o json: one JSON object per line) until the job has ended."};
+
+static void event_line(const struct cli *c, json_t *e)
+{
+    char b1[32], b2[32];
+
+    if (c->fmt == CLI_FMT_TABLE) {
+        printf("%-6s %-20s %-10s %s\n", out_cell(json_object_get(e, "seq"), b1, sizeof(b1)),
+               out_time(json_object_get(e, "time"), b2, sizeof(b2)),
+               json_string_value(json_object_get(e, "kind")),
+               json_is_string(json_object_get(e, "detail"))
+                   ? json_string_value(json_object_get(e, "detail"))
+                   : "-");
+    } else if (c->fmt == CLI_FMT_JSON) {
+        json_dumpf(e, stdout, JSON_COMPACT);
+        putchar('\n');
+    } else {
+        json_t *one = json_pack("[O]", e);
+        out_yaml(stdout, one);
+        json_decref(one);
+    }
+    fflush(stdout);
+}
+
+int cmd_events(struct cli *c, int argc, char **argv)
+{
+    struct cli_args a;
+    struct client *cl;
+    json_t *ev = NULL;
+    char path[256];
+    const char *s;
+    long long id;
+    int64_t after = 0;
+    int rc = args_parse(c, events_opts, &events_usage, argc, argv, &a);
+
+    if (rc != CLI_OK)
+        return rc;
+    if (a.n_pos != 1) {
+        rc = cli_usage_error("allot events JOB_ID");
+        goto out;
+    }
+    if ((rc = parse_id(a.pos[0], &id)) != CLI_OK)
+        goto out;
+    if ((s = args_get(&a, "after")) && (rc = args_int("after", s, 0, INT64_MAX, &after)))
+        goto out;
+    if (!(cl = cli_client(c))) {
+        rc = CLI_USAGE;
+        goto out;
+    }
+    if (!args_has(&a, "follow")) {
+        allot_fmt(path, sizeof(path), "/v1/jobs/%lld/events", id);
+        rc = client_list(cl, path, "events", "after", NULL, (long long)after, 0, &ev);
+        if (rc != CLI_OK || out_structured(c, ev))
+            goto out;
+        static const char *const titles[] = {"SEQ", "TIME", "KIND", "DETAIL"};
+        struct table *t = table_new(4, titles);
+        size_t i;
+        json_t *e;
+        json_array_foreach(ev, i, e)
+        {
+            char b1[32], b2[32];
+            const char *cells[4] = {out_cell(json_object_get(e, "seq"), b1, sizeof(b1)),
+                                    out_time(json_object_get(e, "time"), b2, sizeof(b2)),
+                                    json_string_value(json_object_get(e, "kind")),
+                                    json_string_value(json_object_get(e, "detail"))};
+            table_row(t, cells);
+        }
+        table_print(t, stdout);
+        goto out;
+    }
+    /* --follow: each round reads the job first, then its new events, so the
+     * events of a job seen ended are all printed before stopping */
+    for (;;) {
+        json_t *job = NULL, *e;
+        size_t i;
+        bool ended;
+
+        allot_fmt(path, sizeof(path), "/v1/jobs/%lld", id);
+        if ((rc = client_call(cl, "GET", path, NULL, NULL, CLIENT_RETRY_ALWAYS, &job, NULL)))
+            break;
+        ended = terminal(json_string_value(json_object_get(job, "state")));
+        json_decref(job);
+        allot_fmt(path, sizeof(path), "/v1/jobs/%lld/events", id);
+        if ((rc = client_list(cl, path, "events", "after", NULL, (long long)after, 0, &ev)))
+            break;
+        json_array_foreach(ev, i, e)
+        {
+            event_line(c, e);
+            after = json_integer_value(json_object_get(e, "seq"));
+        }
+        json_decref(ev);
+        ev = NULL;
+        if (ended)
+            break;
+        struct timespec ts = {.tv_sec = 1};
+        nanosleep(&ts, NULL);
+    }
+out:
+    json_decref(ev);
+    args_free(&a);
+    return rc;
+}

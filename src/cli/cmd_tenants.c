@@ -1,0 +1,364 @@
+/*
+ * Tenant verbs over GET and PUT /v1/tenants: `tenants` (the tree and the
+ * priority classes), `quota` (each tenant's quotas per resource) and
+ * `apply -f tenants.yaml` (the simulator's tenants file, see
+ * etc/tenants.example.yaml).
+ *
+ * The server's PUT replaces the whole document. `apply` without --prune
+ * merges: it reads the current document, replaces the tenants and classes
+ * the file lists and keeps the others; with --prune the file is the whole
+ * tree and unlisted tenants and classes are removed (refused with 409
+ * while a removed tenant has live jobs). The simulator-only `synthetic`
+ * field of a tenant is dropped.
+ */
+#include "cli.h"
+
+#include "allot/common.h"
+
+#include <string.h>
+
+static int get_doc(struct cli *c, json_t **doc)
+{
+    struct client *cl = cli_client(c);
+
+    *doc = NULL;
+    if (!cl)
+        return CLI_USAGE;
+    return client_call(cl, "GET", "/v1/tenants", NULL, NULL, CLIENT_RETRY_ALWAYS, doc, NULL);
+}
+
+/* Is path `p` equal to `root` or below it? */
+static bool under(const char *p, const char *root)
+{
+    size_t n = strlen(root);
+
+    return p && !strncmp(p, root, n) && (p[n] == '\0' || p[n] == '/');
+}
+
+/* One quota amount as text. */
+static const char *amount(json_t *v, char *buf, size_t n)
+{
+    if (!v)
+        return "unlimited";
+    return out_cell(v, buf, n);
+}
+
+/* "gpu=16/+8 cpu=1024" : nominal, then +borrow limit when set. */
+static void quota_summary(json_t *q, char *buf, size_t n)
+{
+    const char *k;
+    json_t *v;
+    size_t len = 0;
+
+    buf[0] = '\0';
+    json_object_foreach(q, k, v)
+    {
+        char a[32], b[32];
+
+        if (json_is_object(v)) {
+            json_t *bl = json_object_get(v, "borrow_limit");
+            len +=
+                (size_t)allot_fmt(buf + len, len < n ? n - len : 0, "%s%s=%s%s%s", len ? " " : "",
+                                  k, amount(json_object_get(v, "nominal"), a, sizeof(a)),
+                                  bl ? "/+" : "", bl ? amount(bl, b, sizeof(b)) : "");
+        } else {
+            len += (size_t)allot_fmt(buf + len, len < n ? n - len : 0, "%s%s=%s", len ? " " : "", k,
+                                     amount(v, a, sizeof(a)));
+        }
+        if (len >= n)
+            break;
+    }
+}
+
+/* ---- tenants ---- */
+
+static const struct cli_opt tenants_opts[] = {
+    {"priority-classes", 'P', NULL, "list the priority classes instead of the tenants"},
+    {NULL, 0, NULL, NULL}};
+
+static const struct cli_usage tenants_usage = {
+    "tenants", "[TENANT] [--priority-classes]",
+    "Lists the tenant tree (or the subtree of TENANT) with weights, isolation\n"
+    "and quotas. With -o json|yaml: the whole document, which `allot apply -f`\n"
+    "takes back unchanged."};
+
+int cmd_tenants(struct cli *c, int argc, char **argv)
+{
+    static const char *const titles[] = {"PATH", "WEIGHT", "ISOLATION", "QUOTAS (nominal/+borrow)"};
+    static const char *const ctitles[] = {"NAME", "VALUE", "PREEMPTIBLE"};
+    struct cli_args a;
+    json_t *doc = NULL, *x;
+    size_t i;
+    int rc = args_parse(c, tenants_opts, &tenants_usage, argc, argv, &a);
+
+    if (rc != CLI_OK)
+        return rc;
+    if (a.n_pos > 1) {
+        rc = cli_usage_error("allot tenants [TENANT]");
+        goto out;
+    }
+    if ((rc = get_doc(c, &doc)) != CLI_OK)
+        goto out;
+    if (a.n_pos) {
+        json_t *ts = json_object_get(doc, "tenants");
+        for (i = json_array_size(ts); i-- > 0;)
+            if (!under(json_string_value(json_object_get(json_array_get(ts, i), "path")), a.pos[0]))
+                json_array_remove(ts, i);
+        if (!json_array_size(ts)) {
+            cli_error("not_found", "no tenant %s", a.pos[0]);
+            rc = CLI_NOTFOUND;
+            goto out;
+        }
+    }
+    if (out_structured(c, doc))
+        goto out;
+    if (args_has(&a, "priority-classes")) {
+        struct table *t = table_new(3, ctitles);
+        json_array_foreach(json_object_get(doc, "priority_classes"), i, x)
+        {
+            char b1[32], b2[32];
+            const char *cells[3] = {json_string_value(json_object_get(x, "name")),
+                                    out_cell(json_object_get(x, "value"), b1, sizeof(b1)),
+                                    out_cell(json_object_get(x, "preemptible"), b2, sizeof(b2))};
+            table_row(t, cells);
+        }
+        table_print(t, stdout);
+        goto out;
+    }
+    struct table *t = table_new(4, titles);
+    json_array_foreach(json_object_get(doc, "tenants"), i, x)
+    {
+        char w[32], q[512];
+        json_t *wt = json_object_get(x, "weight");
+        json_t *iso = json_object_get(x, "isolation");
+
+        quota_summary(json_object_get(x, "quotas"), q, sizeof(q));
+        const char *cells[4] = {json_string_value(json_object_get(x, "path")),
+                                wt ? out_cell(wt, w, sizeof(w)) : "1",
+                                iso ? json_string_value(iso) : "shared", q};
+        table_row(t, cells);
+    }
+    table_print(t, stdout);
+out:
+    json_decref(doc);
+    args_free(&a);
+    return rc;
+}
+
+/* ---- quota ---- */
+
+static const struct cli_opt no_opts[] = {{NULL, 0, NULL, NULL}};
+
+static const struct cli_usage quota_usage = {
+    "quota", "[TENANT]",
+    "Shows each tenant's quotas, one row per resource: nominal (guaranteed),\n"
+    "borrow limit and lend limit. TENANT limits the list to its subtree.\n"
+    "With -o json|yaml: [{tenant, resource, nominal, borrow_limit, lend_limit}]."};
+
+int cmd_quota(struct cli *c, int argc, char **argv)
+{
+    static const char *const titles[] = {"TENANT", "RESOURCE", "NOMINAL", "BORROW-LIMIT",
+                                         "LEND-LIMIT"};
+    struct cli_args a;
+    json_t *doc = NULL, *rows = NULL, *x;
+    size_t i;
+    int rc = args_parse(c, no_opts, &quota_usage, argc, argv, &a);
+
+    if (rc != CLI_OK)
+        return rc;
+    if (a.n_pos > 1) {
+        rc = cli_usage_error("allot quota [TENANT]");
+        goto out;
+    }
+    if ((rc = get_doc(c, &doc)) != CLI_OK)
+        goto out;
+    rows = json_array();
+    json_array_foreach(json_object_get(doc, "tenants"), i, x)
+    {
+        const char *path = json_string_value(json_object_get(x, "path")), *k;
+        json_t *v;
+
+        if (a.n_pos && !under(path, a.pos[0]))
+            continue;
+        json_object_foreach(json_object_get(x, "quotas"), k, v)
+        {
+            json_t *nom = json_is_object(v) ? json_object_get(v, "nominal") : v;
+            json_t *bl = json_is_object(v) ? json_object_get(v, "borrow_limit") : NULL;
+            json_t *ll = json_is_object(v) ? json_object_get(v, "lend_limit") : NULL;
+
+            json_t *row = json_pack("{s:s,s:s}", "tenant", path, "resource", k);
+
+            json_object_set(row, "nominal", nom ? nom : json_null());
+            json_object_set_new(row, "borrow_limit",
+                                bl ? json_incref(bl) : json_string("unlimited"));
+            json_object_set_new(row, "lend_limit", ll ? json_incref(ll) : json_string("unlimited"));
+            json_array_append_new(rows, row);
+        }
+    }
+    if (a.n_pos && !json_array_size(rows)) {
+        bool known = false;
+        json_array_foreach(json_object_get(doc, "tenants"), i, x) known |=
+            under(json_string_value(json_object_get(x, "path")), a.pos[0]);
+        if (!known) {
+            cli_error("not_found", "no tenant %s", a.pos[0]);
+            rc = CLI_NOTFOUND;
+            goto out;
+        }
+    }
+    if (out_structured(c, rows))
+        goto out;
+    struct table *t = table_new(5, titles);
+    json_array_foreach(rows, i, x)
+    {
+        char b1[32], b2[32], b3[32];
+        const char *cells[5] = {json_string_value(json_object_get(x, "tenant")),
+                                json_string_value(json_object_get(x, "resource")),
+                                amount(json_object_get(x, "nominal"), b1, sizeof(b1)),
+                                amount(json_object_get(x, "borrow_limit"), b2, sizeof(b2)),
+                                amount(json_object_get(x, "lend_limit"), b3, sizeof(b3))};
+        table_row(t, cells);
+    }
+    table_print(t, stdout);
+out:
+    json_decref(rows);
+    json_decref(doc);
+    args_free(&a);
+    return rc;
+}
+
+/* ---- apply ---- */
+
+static const struct cli_opt apply_opts[] = {
+    {"file", 'f', "FILE", "tenants file, YAML or JSON (required; - for stdin)"},
+    {"prune", 0, NULL, "remove tenants and priority classes the file does not list"},
+    {"dry-run", 0, NULL, "print what would change; change nothing"},
+    {NULL, 0, NULL, NULL}};
+
+static const struct cli_usage apply_usage = {
+    "apply", "-f TENANTS.yaml [--prune] [--dry-run]",
+    "Applies a tenants file (the format of etc/tenants.example.yaml): tenants and\n"
+    "priority classes it lists are created or updated; with --prune, those it\n"
+    "does not list are removed. Prints one line per tenant and class that\n"
+    "changes (created, configured, pruned)."};
+
+/* Index of the element of array arr whose `key` is `val`, or -1. */
+static long find_by(json_t *arr, const char *key, const char *val)
+{
+    size_t i;
+    json_t *x;
+
+    json_array_foreach(
+        arr, i, x) if (val && json_is_string(json_object_get(x, key)) &&
+                       !strcmp(json_string_value(json_object_get(x, key)), val)) return (long)i;
+    return -1;
+}
+
+/* Prints (and counts) the differences of list `key` between cur and next. */
+static int diff(const char *kind, const char *key, json_t *cur, json_t *next, bool print)
+{
+    size_t i;
+    json_t *x;
+    int changes = 0;
+
+    json_array_foreach(next, i, x)
+    {
+        const char *name = json_string_value(json_object_get(x, key));
+        long k = find_by(cur, key, name);
+        const char *what = k < 0                                            ? "created"
+                           : !json_equal(json_array_get(cur, (size_t)k), x) ? "configured"
+                                                                            : NULL;
+        if (what) {
+            changes++;
+            if (print)
+                printf("%s/%s %s\n", kind, name, what);
+        }
+    }
+    json_array_foreach(cur, i, x)
+    {
+        const char *name = json_string_value(json_object_get(x, key));
+        if (find_by(next, key, name) < 0) {
+            changes++;
+            if (print)
+                printf("%s/%s pruned\n", kind, name);
+        }
+    }
+    return changes;
+}
+
+int cmd_apply(struct cli *c, int argc, char **argv)
+{
+    struct cli_args a;
+    json_t *doc = NULL, *cur = NULL, *next = NULL, *reply = NULL, *x;
+    const char *file;
+    size_t i;
+    int rc = args_parse(c, apply_opts, &apply_usage, argc, argv, &a);
+
+    if (rc != CLI_OK)
+        return rc;
+    if (a.n_pos || !(file = args_get(&a, "file"))) {
+        rc = cli_usage_error("allot apply -f TENANTS.yaml [--prune]");
+        goto out;
+    }
+    if (!(doc = input_load(file))) {
+        rc = CLI_USAGE;
+        goto out;
+    }
+    if (!json_is_object(doc) || !json_is_array(json_object_get(doc, "tenants"))) {
+        rc = cli_usage_error("%s: a tenants file is an object with a `tenants` list", file);
+        goto out;
+    }
+    json_array_foreach(json_object_get(doc, "tenants"), i, x) json_object_del(x, "synthetic");
+    if ((rc = get_doc(c, &cur)) != CLI_OK)
+        goto out;
+    next = json_deep_copy(doc);
+    if (!args_has(&a, "prune")) {
+        /* keep what the file does not mention */
+        json_t *nt = json_object_get(next, "tenants");
+        json_t *np = json_object_get(next, "priority_classes");
+
+        json_array_foreach(
+            json_object_get(cur, "tenants"), i,
+            x) if (find_by(nt, "path", json_string_value(json_object_get(x, "path"))) < 0)
+            json_array_append(nt, x);
+        if (!np && json_array_size(json_object_get(cur, "priority_classes"))) {
+            np = json_array();
+            json_object_set_new(next, "priority_classes", np);
+        }
+        json_array_foreach(
+            json_object_get(cur, "priority_classes"), i,
+            x) if (find_by(np, "name", json_string_value(json_object_get(x, "name"))) < 0)
+            json_array_append(np, x);
+    }
+    bool print = c->fmt == CLI_FMT_TABLE, dry = args_has(&a, "dry-run");
+    int changes = diff("tenant", "path", json_object_get(cur, "tenants"),
+                       json_object_get(next, "tenants"), print && dry) +
+                  diff("priorityclass", "name", json_object_get(cur, "priority_classes"),
+                       json_object_get(next, "priority_classes"), print && dry);
+    if (dry) {
+        if (print)
+            printf("(dry run: %d change%s, nothing applied)\n", changes, changes == 1 ? "" : "s");
+        else
+            out_structured(c, next);
+        goto out;
+    }
+    rc = client_call(cli_client(c), "PUT", "/v1/tenants", next, NULL, CLIENT_RETRY_ALWAYS, &reply,
+                     NULL);
+    if (rc != CLI_OK)
+        goto out;
+    if (!out_structured(c, reply)) {
+        /* what changed, printed once the server has taken it */
+        diff("tenant", "path", json_object_get(cur, "tenants"), json_object_get(next, "tenants"),
+             true);
+        diff("priorityclass", "name", json_object_get(cur, "priority_classes"),
+             json_object_get(next, "priority_classes"), true);
+        if (!changes)
+            printf("no changes\n");
+    }
+out:
+    json_decref(reply);
+    json_decref(next);
+    json_decref(cur);
+    json_decref(doc);
+    args_free(&a);
+    return rc;
+}

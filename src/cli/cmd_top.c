@@ -1,0 +1,246 @@
+/*
+ * `allot top`: a live view of the cluster built from GET /v1/nodes and the
+ * job listings of the live states: GPUs in use per tenant, and the queue
+ * of pending jobs with their reasons. GPUs in use are counted from each
+ * placed task's placement: whole GPUs by count, fractions by gpu_milli,
+ * MIG instances separately (their share of a GPU depends on the model).
+ *
+ * On a terminal it redraws every --interval until interrupted or until
+ * --count snapshots; otherwise (a pipe, -o json|yaml) it prints one
+ * snapshot unless --count says more.
+ */
+#include "cli.h"
+
+#include "allot/common.h"
+
+#include <math.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static const struct cli_opt top_opts[] = {
+    {"interval", 'i', "SECONDS", "time between two snapshots (default 2)"},
+    {"count", 'n', "N", "stop after N snapshots (default: 1 unless on a terminal)"},
+    {"tenant", 't', "TENANT", "only this tenant and the tenants below it"},
+    {"queue", 'q', "N", "show at most N pending jobs (default 20)"},
+    {NULL, 0, NULL, NULL}};
+
+static const struct cli_usage top_usage = {
+    "top", "[--interval S] [--count N] [--tenant T] [--queue N]",
+    "A live view of the cluster: nodes and GPUs, GPUs in use and jobs per\n"
+    "tenant, and the queue of pending jobs with their pending reasons.\n"
+    "With -o json|yaml: one document per snapshot."};
+
+/* The per-tenant row of `path` in rows, created when missing. */
+static json_t *tenant_row(json_t *rows, const char *path)
+{
+    size_t i;
+    json_t *x;
+
+    json_array_foreach(
+        rows, i, x) if (!strcmp(json_string_value(json_object_get(x, "tenant")), path)) return x;
+    x = json_pack("{s:s,s:i,s:i,s:i,s:f,s:i}", "tenant", path, "running", 0, "starting", 0,
+                  "pending", 0, "gpus", 0.0, "mig", 0);
+    json_array_append_new(rows, x);
+    return x;
+}
+
+static void add_int(json_t *o, const char *k, json_int_t d)
+{
+    json_object_set_new(o, k, json_integer(json_integer_value(json_object_get(o, k)) + d));
+}
+
+/* GPUs a placed job holds: whole and fractional; MIG instances apart. */
+static void job_gpus(json_t *job, double *gpus, int *mig)
+{
+    size_t i;
+    json_t *t;
+
+    json_array_foreach(json_object_get(json_object_get(job, "placement"), "tasks"), i, t)
+    {
+        size_t n = json_array_size(json_object_get(t, "gpus"));
+        json_int_t milli = json_integer_value(json_object_get(t, "gpu_milli"));
+
+        if (json_object_get(t, "mig_profile"))
+            *mig += 1;
+        else if (milli > 0 && milli < 1000)
+            *gpus += (double)milli / 1000.0 * (double)n;
+        else
+            *gpus += (double)n;
+    }
+}
+
+static int snapshot(struct cli *c, const char *tenant, size_t queue_max, json_t **out)
+{
+    static const char *const states[] = {"running", "starting", "pending"};
+    struct client *cl = c->http;
+    json_t *nodes = NULL, *snap, *rows, *queue, *x;
+    long long n_ready = 0, gpus_total = 0, n_jobs[3] = {0};
+    double used = 0;
+    int mig = 0, rc;
+    size_t i;
+    char path[512];
+
+    *out = NULL;
+    rc = client_call(cl, "GET", "/v1/nodes", NULL, NULL, CLIENT_RETRY_ALWAYS, &nodes, NULL);
+    if (rc != CLI_OK)
+        return rc;
+    json_array_foreach(json_object_get(nodes, "nodes"), i, x)
+    {
+        const char *st = json_string_value(json_object_get(x, "state"));
+
+        n_ready += st && !strcmp(st, "ready");
+        gpus_total +=
+            (long long)json_array_size(json_object_get(json_object_get(x, "inventory"), "gpus"));
+    }
+    rows = json_array();
+    queue = json_array();
+    for (int s = 0; s < 3 && rc == CLI_OK; s++) {
+        json_t *jobs = NULL;
+        char *esc = tenant ? client_escape(cl, tenant) : NULL;
+
+        allot_fmt(path, sizeof(path), "/v1/jobs?state=%s%s%s", states[s],
+                  tenant ? "&subtree=1&tenant=" : "", esc ? esc : "");
+        allot_free(esc);
+        rc = client_list(cl, path, "jobs", "cursor", "next_cursor", 0, 0, &jobs);
+        json_array_foreach(jobs, i, x)
+        {
+            const char *tn = json_string_value(json_object_get(x, "tenant"));
+            json_t *row = tenant_row(rows, tn ? tn : "");
+            double g = 0;
+            int m = 0;
+
+            n_jobs[s]++;
+            add_int(row, states[s], 1);
+            if (s < 2) {
+                job_gpus(x, &g, &m);
+                json_object_set_new(row, "gpus",
+                                    json_real(json_real_value(json_object_get(row, "gpus")) + g));
+                add_int(row, "mig", m);
+                used += g;
+                mig += m;
+            } else if (json_array_size(queue) < queue_max) {
+                json_array_append(queue, x);
+            }
+        }
+        json_decref(jobs);
+    }
+    if (rc != CLI_OK) {
+        json_decref(rows);
+        json_decref(queue);
+        json_decref(nodes);
+        return rc;
+    }
+    snap = json_pack("{s:I,s:{s:I,s:I},s:{s:I,s:f,s:i},s:{s:I,s:I,s:I},s:o,s:o}", "time",
+                     (json_int_t)time(NULL), "nodes", "total",
+                     (json_int_t)json_array_size(json_object_get(nodes, "nodes")), "ready",
+                     (json_int_t)n_ready, "gpus", "total", (json_int_t)gpus_total, "allocated",
+                     round(used * 1000.0) / 1000.0, "mig_instances", mig, "jobs", "running",
+                     (json_int_t)n_jobs[0], "starting", (json_int_t)n_jobs[1], "pending",
+                     (json_int_t)n_jobs[2], "tenants", rows, "queue", queue);
+    json_decref(nodes);
+    *out = snap;
+    return snap ? CLI_OK : CLI_SERVER;
+}
+
+static void print_snapshot(struct cli *c, json_t *s)
+{
+    static const char *const ttitles[] = {"TENANT",  "GPUS",     "MIG",
+                                          "RUNNING", "STARTING", "PENDING"};
+    static const char *const qtitles[] = {"ID", "TENANT", "NAME", "PRIORITY", "WAITING", "REASON"};
+    json_t *n = json_object_get(s, "nodes"), *g = json_object_get(s, "gpus");
+    json_t *j = json_object_get(s, "jobs"), *x;
+    char tm[32];
+    size_t i;
+    time_t now = (time_t)json_integer_value(json_object_get(s, "time"));
+
+    printf("allot top  %s  %s\n", out_time(json_object_get(s, "time"), tm, sizeof(tm)),
+           c->conf.server);
+    printf("nodes %lld (%lld ready)  GPUs %lld, %.3g allocated, %lld MIG instances  "
+           "jobs %lld running, %lld starting, %lld pending\n\n",
+           (long long)json_integer_value(json_object_get(n, "total")),
+           (long long)json_integer_value(json_object_get(n, "ready")),
+           (long long)json_integer_value(json_object_get(g, "total")),
+           json_real_value(json_object_get(g, "allocated")),
+           (long long)json_integer_value(json_object_get(g, "mig_instances")),
+           (long long)json_integer_value(json_object_get(j, "running")),
+           (long long)json_integer_value(json_object_get(j, "starting")),
+           (long long)json_integer_value(json_object_get(j, "pending")));
+    struct table *t = table_new(6, ttitles);
+    json_array_foreach(json_object_get(s, "tenants"), i, x)
+    {
+        char b[5][32];
+        allot_fmt(b[0], sizeof(b[0]), "%.3g", json_real_value(json_object_get(x, "gpus")));
+        const char *cells[6] = {json_string_value(json_object_get(x, "tenant")),
+                                b[0],
+                                out_cell(json_object_get(x, "mig"), b[1], sizeof(b[1])),
+                                out_cell(json_object_get(x, "running"), b[2], sizeof(b[2])),
+                                out_cell(json_object_get(x, "starting"), b[3], sizeof(b[3])),
+                                out_cell(json_object_get(x, "pending"), b[4], sizeof(b[4]))};
+        table_row(t, cells);
+    }
+    table_print(t, stdout);
+    printf("\nQUEUE (pending, oldest first)\n");
+    t = table_new(6, qtitles);
+    json_array_foreach(json_object_get(s, "queue"), i, x)
+    {
+        char id[32], w[32];
+        long long since = (long long)(now - json_integer_value(json_object_get(x, "submit_time")));
+
+        allot_fmt(w, sizeof(w), "%lldm%02llds", since / 60, since % 60);
+        const char *cells[6] = {
+            out_cell(json_object_get(x, "id"), id, sizeof(id)),
+            json_string_value(json_object_get(x, "tenant")),
+            json_string_value(json_object_get(x, "name")),
+            json_string_value(json_object_get(json_object_get(x, "spec"), "priority")),
+            w,
+            json_string_value(json_object_get(x, "pending_reason"))};
+        table_row(t, cells);
+    }
+    table_print(t, stdout);
+}
+
+int cmd_top(struct cli *c, int argc, char **argv)
+{
+    struct cli_args a;
+    const char *s;
+    int64_t interval = 2, count = 0, qmax = 20;
+    int rc = args_parse(c, top_opts, &top_usage, argc, argv, &a);
+    bool tty = isatty(STDOUT_FILENO) && c->fmt == CLI_FMT_TABLE;
+
+    if (rc != CLI_OK)
+        return rc;
+    if (a.n_pos) {
+        rc = cli_usage_error("unexpected argument \"%s\"", a.pos[0]);
+        goto out;
+    }
+    if (((s = args_get(&a, "interval")) && (rc = args_int("interval", s, 1, 3600, &interval))) ||
+        ((s = args_get(&a, "count")) && (rc = args_int("count", s, 1, INT64_MAX, &count))) ||
+        ((s = args_get(&a, "queue")) && (rc = args_int("queue", s, 0, 100000, &qmax))))
+        goto out;
+    if (!count && !tty)
+        count = 1;
+    if (!cli_client(c)) {
+        rc = CLI_USAGE;
+        goto out;
+    }
+    for (int64_t k = 0; !count || k < count; k++) {
+        json_t *snap = NULL;
+
+        if (k) {
+            struct timespec ts = {.tv_sec = (time_t)interval};
+            nanosleep(&ts, NULL);
+        }
+        if ((rc = snapshot(c, args_get(&a, "tenant"), (size_t)qmax, &snap)) != CLI_OK)
+            break;
+        if (tty)
+            fputs("\033[H\033[2J", stdout);
+        if (!out_structured(c, snap))
+            print_snapshot(c, snap);
+        fflush(stdout);
+        json_decref(snap);
+    }
+out:
+    args_free(&a);
+    return rc;
+}

@@ -1,0 +1,306 @@
+/*
+ * Output of the command line: indented JSON, YAML written from the jansson
+ * value (block style; a string is quoted whenever a YAML reader could take
+ * it for a number, boolean, null or structure, so `-o yaml` output read
+ * back with `apply -f` gives the same document), and aligned tables.
+ */
+#include "cli.h"
+
+#include "allot/common.h"
+
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+void out_json(FILE *f, json_t *v)
+{
+    json_dumpf(v, f, JSON_INDENT(2) | JSON_ENCODE_ANY);
+    fputc('\n', f);
+}
+
+/* ---- YAML ---- */
+
+static bool looks_like_other(const char *s)
+{
+    static const char *const words[] = {"null", "~",   "true", "false", "yes",  "no",
+                                        "on",   "off", "y",    "n",     ".inf", ".nan"};
+    char low[8];
+    size_t n = strlen(s);
+
+    if (n < sizeof(low)) {
+        for (size_t i = 0; i <= n; i++)
+            low[i] = (char)tolower((unsigned char)s[i]);
+        for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++)
+            if (!strcmp(low, words[i]) ||
+                (low[0] && low[0] != '.' && low[0] != '~' && (low[0] == '+' || low[0] == '-') &&
+                 !strcmp(low + 1, words[i])))
+                return true;
+    }
+    /* anything that starts like a number: 1, -1, .5, +3, 0x1f, 1e3, 12:30 */
+    if (isdigit((unsigned char)s[0]) ||
+        ((s[0] == '-' || s[0] == '+' || s[0] == '.') && isdigit((unsigned char)s[1])))
+        return true;
+    return false;
+}
+
+static bool plain_ok(const char *s)
+{
+    size_t n = strlen(s);
+
+    if (!n || s[0] == ' ' || s[n - 1] == ' ' || strchr("-?:,[]{}#&*!|>'\"%@`", s[0]))
+        return false;
+    for (const char *p = s; *p; p++) {
+        unsigned char ch = (unsigned char)*p;
+        if (ch < 0x20 || ch >= 0x7f || ch == ':' || ch == '#' || ch == '\\')
+            return false;
+    }
+    return !looks_like_other(s);
+}
+
+static void y_string(FILE *f, const char *s)
+{
+    if (plain_ok(s)) {
+        fputs(s, f);
+    } else {
+        /* a JSON string is a valid YAML double-quoted scalar */
+        json_t *j = json_string(s);
+        if (j)
+            json_dumpf(j, f, JSON_ENCODE_ANY);
+        json_decref(j);
+    }
+}
+
+static void y_scalar(FILE *f, json_t *v)
+{
+    char buf[64];
+
+    switch (json_typeof(v)) {
+    case JSON_STRING:
+        y_string(f, json_string_value(v));
+        break;
+    case JSON_INTEGER:
+        fprintf(f, "%lld", (long long)json_integer_value(v));
+        break;
+    case JSON_REAL:
+        allot_fmt(buf, sizeof(buf), "%.17g", json_real_value(v));
+        /* keep it a float when read back */
+        fputs(buf, f);
+        if (!strpbrk(buf, ".eEn"))
+            fputs(".0", f);
+        break;
+    case JSON_TRUE:
+        fputs("true", f);
+        break;
+    case JSON_FALSE:
+        fputs("false", f);
+        break;
+    case JSON_OBJECT:
+        fputs("{}", f);
+        break;
+    case JSON_ARRAY:
+        fputs("[]", f);
+        break;
+    default:
+        fputs("null", f);
+    }
+}
+
+enum y_ctx { Y_TOP, Y_KEY, Y_DASH };
+
+static void y_obj(FILE *f, json_t *o, int ind, bool first_inline);
+static void y_arr(FILE *f, json_t *a, int ind, bool first_inline);
+
+static bool y_nested(json_t *v)
+{
+    return (json_is_object(v) && json_object_size(v)) || (json_is_array(v) && json_array_size(v));
+}
+
+static void y_value(FILE *f, json_t *v, int ind, enum y_ctx ctx)
+{
+    if (!y_nested(v)) {
+        if (ctx == Y_KEY)
+            fputc(' ', f);
+        y_scalar(f, v);
+        fputc('\n', f);
+        return;
+    }
+    if (ctx == Y_KEY) {
+        fputc('\n', f);
+        if (json_is_object(v))
+            y_obj(f, v, ind + 2, false);
+        else
+            y_arr(f, v, ind + 2, false);
+    } else {
+        if (json_is_object(v))
+            y_obj(f, v, ind, ctx == Y_DASH);
+        else
+            y_arr(f, v, ind, ctx == Y_DASH);
+    }
+}
+
+static void y_obj(FILE *f, json_t *o, int ind, bool first_inline)
+{
+    const char *k;
+    json_t *v;
+    bool first = true;
+
+    json_object_foreach(o, k, v)
+    {
+        if (!(first && first_inline))
+            fprintf(f, "%*s", ind, "");
+        first = false;
+        y_string(f, k);
+        fputc(':', f);
+        y_value(f, v, ind, Y_KEY);
+    }
+}
+
+static void y_arr(FILE *f, json_t *a, int ind, bool first_inline)
+{
+    size_t i;
+    json_t *v;
+
+    json_array_foreach(a, i, v)
+    {
+        if (!(i == 0 && first_inline))
+            fprintf(f, "%*s", ind, "");
+        fputs("- ", f);
+        y_value(f, v, ind + 2, Y_DASH);
+    }
+}
+
+void out_yaml(FILE *f, json_t *v)
+{
+    y_value(f, v, 0, Y_TOP);
+}
+
+bool out_structured(const struct cli *c, json_t *v)
+{
+    if (c->fmt == CLI_FMT_JSON)
+        out_json(stdout, v);
+    else if (c->fmt == CLI_FMT_YAML)
+        out_yaml(stdout, v);
+    else
+        return false;
+    return true;
+}
+
+/* ---- tables ---- */
+
+struct table {
+    size_t n_cols;
+    const char *const *titles; /* borrowed */
+    char **cells;              /* owned: n_rows * n_cols strings */
+    size_t n_rows, cap;
+    bool oom;
+};
+
+struct table *table_new(size_t n_cols, const char *const *titles)
+{
+    struct table *t = allot_calloc(1, sizeof(*t));
+
+    if (t) {
+        t->n_cols = n_cols;
+        t->titles = titles;
+    }
+    return t;
+}
+
+void table_row(struct table *t, const char *const *cells)
+{
+    size_t need;
+
+    if (!t || t->oom)
+        return;
+    need = (t->n_rows + 1) * t->n_cols;
+    if (allot_grow((void **)&t->cells, &t->cap, need, sizeof(char *)) < 0) {
+        t->oom = true;
+        return;
+    }
+    for (size_t i = 0; i < t->n_cols; i++) {
+        const char *s = cells[i] && *cells[i] ? cells[i] : "-";
+        char *copy = allot_strdup(s);
+        char *p;
+
+        if (!copy)
+            t->oom = true;
+        /* a cell stays on one line */
+        for (p = copy; p && *p; p++)
+            if (*p == '\n' || *p == '\t' || *p == '\r')
+                *p = ' ';
+        t->cells[t->n_rows * t->n_cols + i] = copy;
+    }
+    t->n_rows++;
+}
+
+void table_print(struct table *t, FILE *f)
+{
+    size_t w[32] = {0};
+
+    if (!t)
+        return;
+    if (t->oom)
+        cli_error("internal", "out of memory; the table is incomplete");
+    for (size_t c = 0; c < t->n_cols && c < 32; c++) {
+        w[c] = strlen(t->titles[c]);
+        for (size_t r = 0; r < t->n_rows; r++) {
+            const char *s = t->cells[r * t->n_cols + c];
+            if (s && strlen(s) > w[c])
+                w[c] = strlen(s);
+        }
+    }
+    for (size_t r = 0; r <= t->n_rows; r++) {
+        for (size_t c = 0; c < t->n_cols; c++) {
+            const char *s = r == 0 ? t->titles[c] : t->cells[(r - 1) * t->n_cols + c];
+            bool last = c + 1 == t->n_cols;
+
+            if (!s)
+                s = "-";
+            fprintf(f, "%-*s%s", last ? 0 : (int)w[c < 32 ? c : 31], s, last ? "\n" : "  ");
+        }
+    }
+    for (size_t i = 0; i < t->n_rows * t->n_cols; i++)
+        allot_free(t->cells[i]);
+    allot_free(t->cells);
+    allot_free(t);
+}
+
+const char *out_cell(json_t *v, char *buf, size_t n)
+{
+    char *s;
+
+    switch (v ? json_typeof(v) : JSON_NULL) {
+    case JSON_STRING:
+        return json_string_value(v)[0] ? json_string_value(v) : "-";
+    case JSON_INTEGER:
+        allot_fmt(buf, n, "%lld", (long long)json_integer_value(v));
+        return buf;
+    case JSON_REAL:
+        allot_fmt(buf, n, "%g", json_real_value(v));
+        return buf;
+    case JSON_TRUE:
+        return "true";
+    case JSON_FALSE:
+        return "false";
+    case JSON_OBJECT:
+    case JSON_ARRAY:
+        s = json_dumps(v, JSON_COMPACT);
+        allot_strlcpy(buf, s ? s : "?", n);
+        free(s);
+        return buf;
+    default:
+        return "-";
+    }
+}
+
+const char *out_time(json_t *v, char *buf, size_t n)
+{
+    time_t t = (time_t)json_integer_value(v);
+    struct tm tm;
+
+    if (!json_is_integer(v) || t <= 0 || !gmtime_r(&t, &tm))
+        return "-";
+    strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return buf;
+}
