@@ -59,6 +59,11 @@ int api_metrics(struct req *r)
     http_metrics(r->srv->http, f);
     if (atomic_load(&r->srv->ready)) /* the loop exists once ready */
         loop_metrics(r->srv->loop, f);
+    fprintf(f,
+            "# HELP allot_store_commits_total Store transactions committed by the group "
+            "committer.\n# TYPE allot_store_commits_total counter\nallot_store_commits_total "
+            "%llu\n",
+            (unsigned long long)allot_store_gc_commits(r->srv->gc));
     fclose(f);
     api_text(r, 200, "text/plain; version=0.0.4", buf ? buf : "");
     free(buf);

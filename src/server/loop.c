@@ -52,6 +52,10 @@ struct live {
 static const double cycle_buckets[N_CYCLE_BUCKETS] = {0.0001, 0.0005, 0.001, 0.005, 0.01,
                                                       0.05,   0.1,    0.5,   1,     5};
 
+#define N_WAIT_BUCKETS 10
+static const double wait_buckets[N_WAIT_BUCKETS] = {1,   5,    15,    60,    300,
+                                                    900, 3600, 14400, 43200, 86400};
+
 struct loop {
     struct server *srv;
     pthread_t thread;
@@ -84,6 +88,9 @@ struct loop {
     double cycle_sum;
     uint64_t cycle_le[N_CYCLE_BUCKETS];
     int64_t jobs_pending, jobs_running, nodes, gpus, gpu_used_milli;
+    char *gauges; /* owned: per-tenant and per-model gauges, Prometheus text */
+    uint64_t wait_le[N_WAIT_BUCKETS], waits;
+    double wait_sum;
 };
 
 static uint64_t hash_str(const char *s)
@@ -523,6 +530,17 @@ static void on_decision(int kind, const struct allot_job *job, const char *why, 
 
     if (allot_grow((void **)&l->decs, &l->cap_decs, l->n_decs + 1, sizeof(*l->decs)) < 0)
         return; /* events are best effort; states are diffed after the cycle */
+    if (kind == ALLOT_DEC_START) {
+        double w = (double)(srv_now() - job->submit);
+
+        pthread_mutex_lock(&l->dmu);
+        l->waits++;
+        l->wait_sum += w;
+        for (int b = 0; b < N_WAIT_BUCKETS; b++)
+            if (w <= wait_buckets[b])
+                l->wait_le[b]++;
+        pthread_mutex_unlock(&l->dmu);
+    }
     l->decs[l->n_decs].kind = kind;
     l->decs[l->n_decs].qid = job->id;
     allot_strlcpy(l->decs[l->n_decs].why, why ? why : "", sizeof(l->decs[0].why));
@@ -636,10 +654,78 @@ static int changes_fn(struct allot_store *st, void *arg)
     return 0;
 }
 
+/* Per-tenant and per-model gauges as Prometheus text (allocated by
+ * open_memstream; NULL when out of memory). */
+static char *gauges_text(struct loop *l)
+{
+    const struct allot_catalog *cat = l->srv->cat;
+    int nt = allot_tenants_count(l->t), nn = allot_cluster_node_count(l->c);
+    int64_t *jobs = allot_calloc((size_t)nt * 2 + 1, sizeof(*jobs));
+    int64_t mg[ALLOT_MAX_MODELS] = {0}, mfree[ALLOT_MAX_MODELS] = {0};
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f;
+
+    if (!jobs || !(f = open_memstream(&buf, &len))) {
+        allot_free(jobs);
+        return NULL;
+    }
+    for (size_t i = 0; i < l->n_live; i++) {
+        const struct allot_job *qj = allot_queue_job(l->q, l->live[i].qid);
+
+        if (qj->spec.tenant >= 0 && qj->spec.tenant < nt)
+            jobs[qj->spec.tenant * 2 + (qj->state != ALLOT_JOB_PENDING)]++;
+    }
+    fprintf(f, "# HELP allot_tenant_jobs Live jobs by tenant and state.\n"
+               "# TYPE allot_tenant_jobs gauge\n");
+    for (int i = 1; i < nt; i++)
+        for (int s = 0; s < 2; s++)
+            if (jobs[i * 2 + s])
+                fprintf(f, "allot_tenant_jobs{tenant=\"%s\",state=\"%s\"} %lld\n",
+                        allot_tenants_get(l->t, i)->path, s ? "running" : "pending",
+                        (long long)jobs[i * 2 + s]);
+    fprintf(f, "# HELP allot_tenant_gpus GPUs a tenant's subtree uses.\n"
+               "# TYPE allot_tenant_gpus gauge\n"
+               "# HELP allot_tenant_gpu_nominal GPUs a tenant is guaranteed.\n"
+               "# TYPE allot_tenant_gpu_nominal gauge\n");
+    for (int i = 1; i < nt; i++) {
+        const struct allot_tenant *t = allot_tenants_get(l->t, i);
+
+        fprintf(f, "allot_tenant_gpus{tenant=\"%s\"} %.3f\n", t->path,
+                (double)t->usage[ALLOT_RES_GPU] / 1000.0);
+        if (t->quota[ALLOT_RES_GPU].nominal != ALLOT_UNLIMITED)
+            fprintf(f, "allot_tenant_gpu_nominal{tenant=\"%s\"} %.3f\n", t->path,
+                    (double)t->quota[ALLOT_RES_GPU].nominal / 1000.0);
+    }
+    for (int i = 0; i < nn; i++) {
+        const struct allot_node *n = allot_cluster_node(l->c, i);
+
+        if (n->model < 0 || n->model >= ALLOT_MAX_MODELS)
+            continue;
+        mg[n->model] += n->n_gpus;
+        for (int g = 0; g < n->n_gpus; g++)
+            mfree[n->model] += n->gpus[g].free_milli;
+    }
+    fprintf(f, "# HELP allot_model_gpus GPUs by model.\n# TYPE allot_model_gpus gauge\n"
+               "# HELP allot_model_gpus_free Free GPUs by model (fractions count in part).\n"
+               "# TYPE allot_model_gpus_free gauge\n");
+    for (int m = 0; m < cat->n_models && m < ALLOT_MAX_MODELS; m++)
+        if (mg[m])
+            fprintf(f,
+                    "allot_model_gpus{model=\"%s\"} %lld\nallot_model_gpus_free{model=\"%s\"} "
+                    "%.3f\n",
+                    cat->models[m].name, (long long)mg[m], cat->models[m].name,
+                    (double)mfree[m] / 1000.0);
+    fclose(f);
+    allot_free(jobs);
+    return buf;
+}
+
 static void publish(struct loop *l, double secs)
 {
     json_t *d = json_object();
     int64_t pend = 0, run = 0;
+    char *gauges = gauges_text(l);
 
     for (size_t i = 0; i < l->n_live; i++) {
         const struct allot_job *qj = allot_queue_job(l->q, l->live[i].qid);
@@ -681,6 +767,8 @@ static void publish(struct loop *l, double secs)
     l->nodes = allot_cluster_node_count(l->c);
     l->gpus = allot_cluster_gpu_count(l->c);
     l->gpu_used_milli = allot_cluster_used_milli(l->c);
+    free(l->gauges);
+    l->gauges = gauges;
     pthread_mutex_unlock(&l->dmu);
 }
 
@@ -845,6 +933,7 @@ void loop_stop(struct loop *l)
     allot_tenants_free(l->t);
     allot_cluster_free(l->c);
     json_decref(l->desired);
+    free(l->gauges);
     pthread_mutex_destroy(&l->mu);
     pthread_cond_destroy(&l->cv);
     pthread_mutex_destroy(&l->dmu);
@@ -885,5 +974,16 @@ void loop_metrics(struct loop *l, FILE *out)
             "allot_sched_cycle_seconds_bucket{le=\"+Inf\"} %llu\n"
             "allot_sched_cycle_seconds_sum %.6f\nallot_sched_cycle_seconds_count %llu\n",
             (unsigned long long)l->cycles, l->cycle_sum, (unsigned long long)l->cycles);
+    fprintf(out, "# HELP allot_queue_wait_seconds Time from (re)queueing to start.\n"
+                 "# TYPE allot_queue_wait_seconds histogram\n");
+    for (int b = 0; b < N_WAIT_BUCKETS; b++)
+        fprintf(out, "allot_queue_wait_seconds_bucket{le=\"%g\"} %llu\n", wait_buckets[b],
+                (unsigned long long)l->wait_le[b]);
+    fprintf(out,
+            "allot_queue_wait_seconds_bucket{le=\"+Inf\"} %llu\n"
+            "allot_queue_wait_seconds_sum %.3f\nallot_queue_wait_seconds_count %llu\n",
+            (unsigned long long)l->waits, l->wait_sum, (unsigned long long)l->waits);
+    if (l->gauges)
+        fputs(l->gauges, out);
     pthread_mutex_unlock(&l->dmu);
 }

@@ -106,6 +106,14 @@ def test_mig_and_cancel_frees():
 def test_metrics_show_the_cluster():
     st, text = dm.req("GET", "/metrics", raw=True)
     assert "allot_nodes 2" in text and "allot_gpus 5" in text, text
+    assert 'allot_model_gpus{model="A100-80GB"} 5' in text, text
+    assert 'allot_tenant_gpus{tenant="research/nlp"}' in text, text
+    assert 'allot_tenant_gpu_nominal{tenant="research/nlp"} 8.000' in text, text
+    assert "allot_queue_wait_seconds_count" in text and "allot_store_commits_total" in text
+    import re
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            assert re.match(r'^[a-z_]+(\{.*\})? [0-9.e+-]+$', line), line
 
 
 def test_restart_rebuilds_from_store():
