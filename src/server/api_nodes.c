@@ -3,7 +3,9 @@
  * carrying job state reports, answered with the node's desired state from
  * the scheduling loop) and the node list. A node's inventory is fixed
  * once registered: registering again with the same inventory is a no-op,
- * with another one a 409.
+ * with another one a 409. An admin cordons a node (no new jobs), drains it
+ * (no new jobs; the running ones finish: drained once empty) or makes it
+ * ready again (uncordon).
  */
 #include "http.h"
 #include "loop.h"
@@ -371,4 +373,73 @@ int api_nodes_list(struct req *r)
     }
     allot_store_nodes_free(n, cnt);
     return api_json(r, 200, json_pack("{s:o}", "nodes", a));
+}
+
+/* ---- cordon, drain, uncordon ---- */
+
+struct state_write {
+    struct req *r;
+    const char *name;
+    int state;
+    int64_t now;
+    int old; /* OUT: the state before */
+};
+
+/* Group-commit write: the node's administrative state and the audit entry.
+ * A lost node answers ALLOT_ESTATE: it comes back with its next heartbeat. */
+static int state_fn(struct allot_store *st, void *arg)
+{
+    struct state_write *w = arg;
+    struct allot_store_node n = {0};
+    char target[96];
+    int rc = allot_store_node_get(st, w->name, &n);
+
+    if (rc == 0 && n.state == ALLOT_SN_LOST)
+        rc = ALLOT_ESTATE;
+    if (rc == 0) {
+        w->old = n.state;
+        n.state = w->state;
+        rc = allot_store_node_put(st, &n);
+    }
+    allot_fmt(target, sizeof(target), "node/%s", w->name);
+    if (rc == 0)
+        rc = api_audit(st, w->r, target, "ok", w->now);
+    allot_store_node_clear(&n);
+    return rc;
+}
+
+static int set_state(struct req *r, int state)
+{
+    struct state_write w = {.r = r, .name = r->params[0], .state = state, .now = srv_now()};
+    int rc = srv_write(r->srv, state_fn, &w);
+
+    if (rc)
+        r->audited = false;
+    if (rc == ALLOT_ENOENT)
+        return api_error(r, 404, "not_found", "no node %s", w.name);
+    if (rc == ALLOT_ESTATE)
+        return api_error(r, 409, "conflict", "node %s is lost; it returns with a heartbeat",
+                         w.name);
+    if (rc < 0)
+        return api_error(r, 500, "store", "%s", allot_strerror(rc));
+    loop_post(r->srv->loop, LOOP_NODE_STATE, state, w.name);
+    return api_json(r, 200,
+                    json_pack("{s:s,s:s,s:s}", "name", w.name, "state",
+                              allot_store_node_state_name(state), "previous",
+                              allot_store_node_state_name(w.old)));
+}
+
+int api_nodes_cordon(struct req *r)
+{
+    return set_state(r, ALLOT_SN_CORDONED);
+}
+
+int api_nodes_drain(struct req *r)
+{
+    return set_state(r, ALLOT_SN_DRAINING);
+}
+
+int api_nodes_uncordon(struct req *r)
+{
+    return set_state(r, ALLOT_SN_READY);
 }

@@ -44,6 +44,9 @@ const struct route http_routes[] = {
     {"GET", "/v1/jobs/{id}/events", api_jobs_events, ROLES_USERS, NULL},
     {"GET", "/v1/nodes", api_nodes_list, ROLES_USERS, NULL},
     {"POST", "/v1/nodes/register", api_nodes_register, A(ADMIN) | A(AGENT), "node.register"},
+    {"POST", "/v1/nodes/{name}/cordon", api_nodes_cordon, A(ADMIN), "node.cordon"},
+    {"POST", "/v1/nodes/{name}/drain", api_nodes_drain, A(ADMIN), "node.drain"},
+    {"POST", "/v1/nodes/{name}/uncordon", api_nodes_uncordon, A(ADMIN), "node.uncordon"},
     {"POST", "/v1/nodes/{name}/heartbeat", api_nodes_heartbeat, A(ADMIN) | A(AGENT),
      "node.heartbeat"},
 };

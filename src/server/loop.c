@@ -128,7 +128,7 @@ int loop_post(struct loop *l, int kind, int64_t id, const char *name)
 
 /* ---- building the core ---- */
 
-static int add_node(struct loop *l, const char *name, const char *inventory, bool lost)
+static int add_node(struct loop *l, const char *name, const char *inventory, int sstate)
 {
     json_t *inv = json_loads(inventory ? inventory : "{}", 0, NULL);
     json_t *gpus = json_object_get(inv, "gpus"), *labels = json_object_get(inv, "labels");
@@ -171,9 +171,11 @@ static int add_node(struct loop *l, const char *name, const char *inventory, boo
     else {
         /* a full lease from now, also after a restart of allotd */
         l->expiry[rc] = srv_now() + l->srv->cfg.lease / 1000;
-        if (lost)
-            allot_cluster_set_state(l->c, rc, ALLOT_NODE_LOST);
-        LOG_INFO("loop", "node %s added (%d GPUs)%s", name, ns.n_gpus, lost ? ", lost" : "");
+        if (sstate != ALLOT_SN_READY)
+            allot_cluster_set_state(
+                l->c, rc, sstate == ALLOT_SN_LOST ? ALLOT_NODE_LOST : ALLOT_NODE_DRAINING);
+        LOG_INFO("loop", "node %s added (%d GPUs, %s)", name, ns.n_gpus,
+                 allot_store_node_state_name(sstate));
     }
     if (ns.n_gpus > atomic_load(&l->srv->max_node_gpus))
         atomic_store(&l->srv->max_node_gpus, ns.n_gpus);
@@ -347,7 +349,7 @@ static int rebuild(struct loop *l)
     if (rc < 0)
         return rc;
     for (size_t i = 0; i < nn; i++)
-        add_node(l, nodes[i].name, nodes[i].inventory, nodes[i].state == ALLOT_SN_LOST);
+        add_node(l, nodes[i].name, nodes[i].inventory, nodes[i].state);
     allot_store_nodes_free(nodes, nn);
     rc = load_tenants(l);
     if (rc < 0 && rc != ALLOT_EINVAL)
@@ -510,7 +512,7 @@ static void handle(struct loop *l, struct msg *m)
     case LOOP_NODE_ADDED:
         rc = srv_reader(l->srv) ? allot_store_node_get(srv_reader(l->srv), m->name, &n) : ALLOT_EIO;
         if (rc == 0)
-            add_node(l, n.name, n.inventory, false);
+            add_node(l, n.name, n.inventory, n.state);
         allot_store_node_clear(&n);
         break;
     case LOOP_TENANTS:
@@ -519,6 +521,15 @@ static void handle(struct loop *l, struct msg *m)
     case LOOP_NODE_SEEN:
         node_seen(l, m->name, m->id);
         break;
+    case LOOP_NODE_STATE: {
+        int i = allot_cluster_find_node(l->c, m->name);
+
+        /* cordoned and draining nodes keep their jobs and take no new ones */
+        if (i >= 0 && allot_cluster_node(l->c, i)->state != ALLOT_NODE_LOST)
+            allot_cluster_set_state(
+                l->c, i, m->id == ALLOT_SN_READY ? ALLOT_NODE_READY : ALLOT_NODE_DRAINING);
+        break;
+    }
     }
 }
 

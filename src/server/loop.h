@@ -27,6 +27,8 @@ enum loop_msg_kind {
     LOOP_NODE_ADDED,    /* name: node name (stored) */
     LOOP_TENANTS,       /* the tenant tree or priority classes changed */
     LOOP_NODE_SEEN,     /* name: node that sent a heartbeat; id: its lease expiry */
+    LOOP_NODE_STATE,    /* name: node an admin cordoned, drained or made ready; id: its
+                           enum allot_store_node_state */
 };
 
 /* Starts the loop thread and sets s->loop (before the thread can mark the

@@ -156,6 +156,9 @@ int api_jobs_events(struct req *r);
 int api_nodes_register(struct req *r);
 int api_nodes_heartbeat(struct req *r);
 int api_nodes_list(struct req *r);
+int api_nodes_cordon(struct req *r);
+int api_nodes_drain(struct req *r);
+int api_nodes_uncordon(struct req *r);
 
 /* Job JSON as the API shows it (new reference). */
 json_t *api_job_json(const struct allot_store_job *j);

@@ -75,6 +75,7 @@ MATRIX = [
     ("GET", "/v1/nodes", None, (200, 200, 200, 200, 403, 401)),
     ("POST", "/v1/nodes/register", NODE, (201, 403, 403, 403, 200, 401)),
     ("POST", "/v1/nodes/auth-n1/heartbeat", {}, (200, 403, 403, 403, 200, 401)),
+    ("POST", "/v1/nodes/auth-n1/uncordon", None, (200, 403, 403, 403, 403, 401)),
     ("GET", "/healthz", None, (200,) * 6),
     ("GET", "/readyz", None, (200,) * 6),
     ("GET", "/metrics", None, (200,) * 6),

@@ -1,0 +1,76 @@
+"""Node administration in allotd: cordon and drain stop new placements on
+a node while its jobs keep running; uncordon makes it schedulable again;
+the states survive a restart; only admins may do it; unknown nodes 404."""
+
+import time
+
+import allotd_fixture as fx
+from allotd_fixture import TENANTS, Daemon, expect
+
+N1 = {"name": "adm-n1", "cpus": 32, "memory": 131072, "gpus": [{"model": "L4"}] * 4}
+
+
+def poll(fn, timeout=10):
+    end = time.time() + timeout
+    while time.time() < end:
+        v = fn()
+        if v:
+            return v
+        time.sleep(0.05)
+    raise AssertionError("condition not met within %ss" % timeout)
+
+
+def test_cordon_drain_uncordon():
+    dm = Daemon()
+    a = dm.admin
+    expect(dm.req("PUT", "/v1/tenants", TENANTS, token=a), 200)
+    ag = dm.token("agent", "", "agent")
+    member = dm.token("member", "research/nlp", "m")
+    expect(dm.req("POST", "/v1/nodes/register", N1, token=ag), 201)
+
+    def job(jid):
+        return expect(dm.req("GET", "/v1/jobs/%d" % jid, token=a), 200)
+
+    def node_state():
+        return expect(dm.req("GET", "/v1/nodes", token=a), 200)["nodes"][0]["state"]
+
+    first = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 1},
+                          token=a), 201)["id"]
+    poll(lambda: job(first)["state"] == "starting")
+    b = expect(dm.req("POST", "/v1/nodes/adm-n1/cordon", token=a), 200)
+    assert b["state"] == "cordoned" and b["previous"] == "ready", b
+    assert node_state() == "cordoned"
+    second = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 1},
+                           token=a), 201)["id"]
+    time.sleep(0.6)
+    assert job(second)["state"] == "pending", job(second)
+    # the running job stays in the node's desired state
+    hb = expect(dm.req("POST", "/v1/nodes/adm-n1/heartbeat", {}, token=ag), 200)
+    assert [d["job"] for d in hb["jobs"]] == [first] and hb["state"] == "cordoned", hb
+    b = expect(dm.req("POST", "/v1/nodes/adm-n1/drain", token=a), 200)
+    assert b["state"] == "draining" and b["previous"] == "cordoned", b
+    # drained state survives a restart
+    dm.stop()
+    dm2 = Daemon(dm.dir)
+    dm2.admin = a
+    dm = dm2
+    assert node_state() == "draining"
+    time.sleep(0.6)
+    assert job(second)["state"] == "pending"
+    expect(dm.req("POST", "/v1/nodes/adm-n1/uncordon", token=a), 200)
+    poll(lambda: job(second)["state"] == "starting")
+    assert node_state() == "ready"
+    # authorization and unknown nodes
+    for tok in (member, ag):
+        expect(dm.req("POST", "/v1/nodes/adm-n1/cordon", token=tok), 403)
+    expect(dm.req("POST", "/v1/nodes/adm-n1/drain"), 401)
+    expect(dm.req("POST", "/v1/nodes/nope/cordon", token=a), 404)
+    expect(dm.req("GET", "/v1/nodes/adm-n1/cordon", token=a), 405)
+    actions = [e["action"] for e in expect(dm.req("GET", "/v1/audit?limit=1000", token=a),
+                                           200)["entries"]]
+    assert {"node.cordon", "node.drain", "node.uncordon"} <= set(actions), actions
+    assert dm.stop() == 0
+
+
+if __name__ == "__main__":
+    fx.run([test_cordon_drain_uncordon])
