@@ -95,7 +95,8 @@ int main(int argc, char **argv)
     struct allot_catalog *cat;
     struct allot_cluster *c;
     struct allot_tenants *t;
-    struct allot_queue *q;
+    struct allot_queue *q = NULL;
+    int rc = 1;
     struct allot_rng r;
     struct counts cnt = {0};
     int *leaves;
@@ -150,7 +151,7 @@ int main(int argc, char **argv)
     cpu = calloc((size_t)events, sizeof(*cpu));
     if (!c || !t || !leaves || !lat || !cpu) {
         fprintf(stderr, "bench-cycle: out of memory\n");
-        return 1;
+        goto out;
     }
     /* 20 teams per organisation; nominal quotas share the cluster evenly */
     for (int i = 0; i < ntenants; i++) {
@@ -162,7 +163,7 @@ int main(int argc, char **argv)
         leaves[i] = allot_tenants_add(t, path, err, sizeof(err));
         if (leaves[i] < 0 || allot_tenants_set_quota(t, leaves[i], ALLOT_RES_GPU, qt) != 0) {
             fprintf(stderr, "bench-cycle: tenant %s: %s\n", path, err);
-            return 1;
+            goto out;
         }
     }
     allot_tenants_fill_nominal(t);
@@ -170,25 +171,25 @@ int main(int argc, char **argv)
     if (!q || allot_queue_add_prio_class(q, "batch", 10, true) != 0 ||
         allot_queue_add_prio_class(q, "prod", 100, true) != 1) {
         fprintf(stderr, "bench-cycle: queue: %s\n", q ? "priority classes" : err);
-        return 1;
+        goto out;
     }
     allot_rng_seed(&r, seed);
     /* fill the cluster: about as many GPUs asked as there are */
     for (int64_t asked = 0; asked < allot_cluster_gpu_count(c); n++) {
         int id = submit_one(q, &r, leaves[allot_rng_below(&r, (uint64_t)ntenants)], n, now);
         if (id < 0)
-            return 1;
+            goto out;
         asked += (int64_t)allot_queue_job(q, id)->req.v[ALLOT_RES_GPU] / ALLOT_MILLI;
     }
     if (allot_queue_cycle(q, now, on_decision, &cnt) != 0)
-        return 1;
+        goto out;
     /* then the waiting crowd */
     now = 60;
     for (long i = 0; i < pending; i++, n++)
         if (submit_one(q, &r, leaves[allot_rng_below(&r, (uint64_t)ntenants)], n, now) < 0)
-            return 1;
+            goto out;
     if (allot_queue_cycle(q, now, on_decision, &cnt) != 0)
-        return 1;
+        goto out;
     cnt.starts = cnt.preempts = 0;
     for (int e = 0; e < events; e++) {
         double t0, c0;
@@ -212,7 +213,7 @@ int main(int argc, char **argv)
         cpu[e] = clock_ms(CLOCK_PROCESS_CPUTIME_ID) - c0;
         if (rc != 0) {
             fprintf(stderr, "bench-cycle: event %d: %s\n", e, allot_strerror(rc));
-            return 1;
+            goto out;
         }
     }
     qsort(lat, (size_t)events, sizeof(*lat), cmp_double);
@@ -233,6 +234,8 @@ int main(int argc, char **argv)
                cpu[(size_t)((double)events * 0.99)], cnt.starts, cnt.preempts,
                (double)ru.ru_maxrss / 1024.0);
     }
+    rc = 0;
+out:
     allot_queue_free(q);
     allot_tenants_free(t);
     allot_cluster_free(c);
@@ -240,5 +243,5 @@ int main(int argc, char **argv)
     free(leaves);
     free(lat);
     free(cpu);
-    return 0;
+    return rc;
 }
