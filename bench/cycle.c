@@ -193,7 +193,7 @@ int main(int argc, char **argv)
     cnt.starts = cnt.preempts = 0;
     for (int e = 0; e < events; e++) {
         double t0, c0;
-        int rc = 0, done = -1;
+        int erc = 0, done = -1;
         now += 1 + (int64_t)allot_rng_below(&r, 20);
         /* which running job finishes (chosen before the clock starts) */
         for (int id = (int)allot_rng_below(&r, (uint64_t)n); e % 2 == 0 && done < 0 && id < n; id++)
@@ -202,17 +202,17 @@ int main(int argc, char **argv)
         t0 = clock_ms(CLOCK_MONOTONIC);
         c0 = clock_ms(CLOCK_PROCESS_CPUTIME_ID);
         if (done >= 0) {
-            rc = allot_queue_finish(q, done, now);
+            erc = allot_queue_finish(q, done, now);
         } else {
-            rc = submit_one(q, &r, leaves[allot_rng_below(&r, (uint64_t)ntenants)], n++, now);
-            rc = rc < 0 ? rc : 0;
+            erc = submit_one(q, &r, leaves[allot_rng_below(&r, (uint64_t)ntenants)], n++, now);
+            erc = erc < 0 ? erc : 0;
         }
-        if (rc == 0)
-            rc = allot_queue_cycle(q, now, on_decision, &cnt);
+        if (erc == 0)
+            erc = allot_queue_cycle(q, now, on_decision, &cnt);
         lat[e] = clock_ms(CLOCK_MONOTONIC) - t0;
         cpu[e] = clock_ms(CLOCK_PROCESS_CPUTIME_ID) - c0;
-        if (rc != 0) {
-            fprintf(stderr, "bench-cycle: event %d: %s\n", e, allot_strerror(rc));
+        if (erc != 0) {
+            fprintf(stderr, "bench-cycle: event %d: %s\n", e, allot_strerror(erc));
             goto out;
         }
     }
