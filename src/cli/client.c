@@ -80,6 +80,12 @@ struct client *cli_client(struct cli *c)
         cli_usage_error("server %s: only http:// URLs are supported", s);
         return NULL;
     }
+    for (const char *p = s; *p; p++) {
+        if ((unsigned char)*p <= ' ' || *p == 0x7f) {
+            cli_usage_error("server \"%s\": a URL holds no spaces or control characters", s);
+            return NULL;
+        }
+    }
     if (strpbrk(c->conf.token, "\r\n")) {
         cli_usage_error("the token holds a line break");
         return NULL;
@@ -279,7 +285,11 @@ int client_call(struct client *cl, const char *method, const char *path, json_t 
     }
     if (status)
         *status = st;
-    if (crc != CURLE_OK) {
+    if (crc == CURLE_URL_MALFORMAT || crc == CURLE_UNSUPPORTED_PROTOCOL) {
+        cli_usage_error("server %s: %s", cl->base,
+                        cl->errbuf[0] ? cl->errbuf : curl_easy_strerror(crc));
+        rc = CLI_USAGE;
+    } else if (crc != CURLE_OK) {
         if (b.too_big)
             cli_error("bad_reply", "the reply of %s is larger than %u MiB", url, REPLY_MAX >> 20);
         else
@@ -317,15 +327,20 @@ int client_list(struct client *cl, const char *path, const char *items_key,
 {
     json_t *all = json_array();
     char url[4096];
+    const char *knob = getenv("ALLOT_CLI_PAGE");
+    size_t page = PAGE_MAX;
     int rc = CLI_OK;
 
     *out = NULL;
     if (!all)
         return CLI_SERVER;
+    /* testing only: smaller pages, so tests cross page boundaries cheaply */
+    if (knob && strtol(knob, NULL, 10) >= 1 && strtol(knob, NULL, 10) <= PAGE_MAX)
+        page = (size_t)strtol(knob, NULL, 10);
     /* each page advances the cursor strictly, so this ends */
     for (;;) {
         json_t *r = NULL, *items, *x;
-        size_t want = PAGE_MAX, i;
+        size_t want = page, i;
 
         if (max && max - json_array_size(all) < want)
             want = max - json_array_size(all);

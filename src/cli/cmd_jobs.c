@@ -223,8 +223,9 @@ out:
 
 /* ---- shared ---- */
 
-/* "2x1", "1g.10gb", "0.25", "10240MiB" ... : what one job asks for. */
-static const char *shape(json_t *spec, char *buf, size_t n)
+/* "2x1", "1g.10gb", "0.25", "10240MiB" ... : what one job asks for (with
+ * the task count when with_tasks and there are several). */
+static const char *shape(json_t *spec, char *buf, size_t n, bool with_tasks)
 {
     json_int_t tasks = json_integer_value(json_object_get(spec, "tasks"));
     json_t *g = json_object_get(spec, "gpus"), *mig = json_object_get(spec, "mig");
@@ -241,7 +242,7 @@ static const char *shape(json_t *spec, char *buf, size_t n)
         allot_fmt(one, sizeof(one), "%lldMiB", (long long)json_integer_value(mem));
     else
         allot_fmt(one, sizeof(one), "0");
-    if (tasks > 1)
+    if (tasks > 1 && with_tasks)
         allot_fmt(buf, n, "%lldx%s", (long long)tasks, one);
     else
         allot_fmt(buf, n, "%s", one);
@@ -332,7 +333,7 @@ int cmd_ls(struct cli *c, int argc, char **argv)
                                 json_string_value(json_object_get(j, "name")),
                                 json_string_value(json_object_get(j, "tenant")),
                                 json_string_value(json_object_get(j, "state")),
-                                shape(spec, sh, sizeof(sh)),
+                                shape(spec, sh, sizeof(sh), true),
                                 json_string_value(json_object_get(spec, "priority")),
                                 out_time(json_object_get(j, "submit_time"), tm, sizeof(tm)),
                                 json_string_value(json_object_get(j, "pending_reason"))};
@@ -367,10 +368,11 @@ static void show_one(json_t *j)
     if (json_is_string(json_object_get(j, "pending_reason")))
         printf("%-13s %s\n", "reason:", json_string_value(json_object_get(j, "pending_reason")));
     printf("%-13s %s\n", "priority:", out_cell(json_object_get(spec, "priority"), b1, sizeof(b1)));
-    printf("%-13s gpus %s, cpus %s per task, memory %s MiB per task\n",
-           "request:", shape(spec, b1, sizeof(b1)),
-           json_object_get(spec, "cpus") ? out_cell(json_object_get(spec, "cpus"), b2, sizeof(b2))
-                                         : "1",
+    json_t *tasks = json_object_get(spec, "tasks"), *cpus = json_object_get(spec, "cpus");
+    printf("%-13s %lld task%s, each gpus %s, cpus %s, memory %s MiB\n",
+           "request:", tasks ? (long long)json_integer_value(tasks) : 1LL,
+           json_integer_value(tasks) > 1 ? "s" : "", shape(spec, b1, sizeof(b1), false),
+           cpus ? out_cell(cpus, b2, sizeof(b2)) : "1",
            out_cell(json_object_get(spec, "memory"), b3, sizeof(b3)));
     if ((x = json_object_get(spec, "command")) && json_is_array(x)) {
         json_t *w;

@@ -253,6 +253,38 @@ static long find_by(json_t *arr, const char *key, const char *val)
     return -1;
 }
 
+/* A copy of a tenant or priority class with the server's defaults filled
+ * in (weight 1 as a real, isolation shared, no quotas, not preemptible),
+ * so that a file that leaves them out compares equal to what GET returns. */
+static json_t *normal(json_t *x)
+{
+    json_t *n = json_deep_copy(x), *w;
+
+    if (!n)
+        return NULL;
+    if (json_object_get(n, "path")) {
+        w = json_object_get(n, "weight");
+        json_object_set_new(n, "weight", json_real(!w ? 1.0 : json_number_value(w)));
+        if (!json_object_get(n, "isolation"))
+            json_object_set_new(n, "isolation", json_string("shared"));
+        if (!json_object_get(n, "quotas"))
+            json_object_set_new(n, "quotas", json_object());
+    } else if (!json_object_get(n, "preemptible")) {
+        json_object_set_new(n, "preemptible", json_false());
+    }
+    return n;
+}
+
+static bool same(json_t *a, json_t *b)
+{
+    json_t *na = normal(a), *nb = normal(b);
+    bool eq = na && nb && json_equal(na, nb);
+
+    json_decref(na);
+    json_decref(nb);
+    return eq;
+}
+
 /* Prints (and counts) the differences of list `key` between cur and next. */
 static int diff(const char *kind, const char *key, json_t *cur, json_t *next, bool print)
 {
@@ -264,9 +296,9 @@ static int diff(const char *kind, const char *key, json_t *cur, json_t *next, bo
     {
         const char *name = json_string_value(json_object_get(x, key));
         long k = find_by(cur, key, name);
-        const char *what = k < 0                                            ? "created"
-                           : !json_equal(json_array_get(cur, (size_t)k), x) ? "configured"
-                                                                            : NULL;
+        const char *what = k < 0                                      ? "created"
+                           : !same(json_array_get(cur, (size_t)k), x) ? "configured"
+                                                                      : NULL;
         if (what) {
             changes++;
             if (print)
@@ -276,7 +308,18 @@ static int diff(const char *kind, const char *key, json_t *cur, json_t *next, bo
     json_array_foreach(cur, i, x)
     {
         const char *name = json_string_value(json_object_get(x, key));
-        if (find_by(next, key, name) < 0) {
+        bool parent = false;
+        size_t j;
+        json_t *y;
+
+        /* a parent of a listed tenant stays (the server creates it) */
+        json_array_foreach(next, j, y)
+        {
+            const char *p = json_string_value(json_object_get(y, key));
+            parent |=
+                !strcmp(key, "path") && name && p && strlen(p) > strlen(name) && under(p, name);
+        }
+        if (!parent && find_by(next, key, name) < 0) {
             changes++;
             if (print)
                 printf("%s/%s pruned\n", kind, name);
@@ -311,6 +354,8 @@ int cmd_apply(struct cli *c, int argc, char **argv)
     if ((rc = get_doc(c, &cur)) != CLI_OK)
         goto out;
     next = json_deep_copy(doc);
+    if (!json_object_get(next, "version") && json_object_get(cur, "version"))
+        json_object_set(next, "version", json_object_get(cur, "version"));
     if (!args_has(&a, "prune")) {
         /* keep what the file does not mention */
         json_t *nt = json_object_get(next, "tenants");
@@ -339,6 +384,12 @@ int cmd_apply(struct cli *c, int argc, char **argv)
             printf("(dry run: %d change%s, nothing applied)\n", changes, changes == 1 ? "" : "s");
         else
             out_structured(c, next);
+        goto out;
+    }
+    if (!changes) {
+        /* nothing to write: the server already holds this document */
+        if (!out_structured(c, json_object_get(cur, "tenants") ? cur : next))
+            printf("no changes\n");
         goto out;
     }
     rc = client_call(cli_client(c), "PUT", "/v1/tenants", next, NULL, CLIENT_RETRY_ALWAYS, &reply,

@@ -2,8 +2,7 @@
  * Files given with -f (submit's job file, apply's tenants file): JSON read
  * by jansson, YAML by libyaml's document loader, both into a jansson value.
  * YAML plain scalars follow the YAML 1.2 core schema (null, true/false,
- * decimal integers, floats); quoted or tagged-as-string scalars stay
- * strings. Aliases are expanded; nesting is bounded.
+ * decimal integers, floats); quoted scalars stay strings. Aliases are expanded; nesting is bounded.
  */
 #include "cli.h"
 
@@ -63,10 +62,9 @@ static json_t *convert(yaml_document_t *doc, yaml_node_t *n, int depth, char *er
     case YAML_SCALAR_NODE: {
         const char *s = (const char *)n->data.scalar.value;
         size_t len = n->data.scalar.length;
-        const char *tag = (const char *)n->tag;
-
-        if (n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
-            (!tag || strcmp(tag, YAML_STR_TAG) != 0))
+        /* libyaml's loader tags every untagged scalar !!str, so only the
+         * style tells a plain scalar from a quoted one */
+        if (n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE)
             out = plain_scalar(s, len);
         else
             out = json_stringn(s, len);

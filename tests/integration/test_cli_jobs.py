@@ -1,0 +1,256 @@
+"""The `allot` command line against a real allotd: help on every verb,
+tenants (apply, prune, round trip through -o yaml), quota, jobs (submit
+from flags and from files, ls with paging and filters, show, cancel,
+events), output formats, error lines and exit codes, and what a member
+token may see and do."""
+
+import json
+import os
+
+import allotd_fixture as fx
+from allotd_fixture import TENANTS, Daemon
+from cli_fixture import cli, fails, ok, write
+
+dm = None
+
+VERBS = ["submit", "ls", "show", "cancel", "events", "tenants", "quota", "apply", "nodes",
+         "tokens", "audit", "top"]
+
+
+def test_help_everywhere():
+    r = ok(cli(dm, "--help"))
+    for v in VERBS:
+        assert ("\n  %s " % v) in r.out, v
+        h = ok(cli(dm, v, "--help"), v)
+        assert h.out.startswith("usage: allot %s" % v), h
+        assert "Global options" in h.out
+    for sub in (["tokens", "create"], ["tokens", "ls"], ["tokens", "revoke"], ["audit", "ls"],
+                ["audit", "verify"]):
+        h = ok(cli(dm, *(sub + ["--help"])), sub)
+        assert h.out.startswith("usage: allot %s" % " ".join(sub)), h
+    ok(cli(dm, "help", "submit"))
+    fails(cli(dm), 1)
+    fails(cli(dm, "frobnicate"), 1, "usage")
+    fails(cli(dm, "ls", "--frob"), 1, "usage")
+    fails(cli(dm, "tokens", "frob"), 1, "usage")
+    fails(cli(dm, "ls", "-o", "xml"), 1, "usage")
+    fails(cli(dm, "show", "abc"), 1, "usage")
+
+
+def test_apply_tenants_and_quota():
+    src = os.path.join(fx.SOURCE, "etc", "tenants.example.yaml")
+    r = ok(cli(dm, "apply", "-f", src))
+    assert "tenant/research/vision created" in r.lines(), r
+    assert "priorityclass/training created" in r.lines(), r
+    ok(cli(dm, "apply", "-f", src)).out == "no changes\n"
+    # the document as JSON is what the server returns
+    st, doc = dm.req("GET", "/v1/tenants", token=dm.admin)
+    assert st == 200 and ok(cli(dm, "tenants", "-o", "json")).json() == doc
+    # -o yaml reads back unchanged
+    y = write(os.path.join(fx.tempdir(), "t.yaml"), ok(cli(dm, "tenants", "-o", "yaml")).out)
+    assert ok(cli(dm, "apply", "-f", y)).out == "no changes\n"
+    t = ok(cli(dm, "tenants")).lines()
+    assert t[0].split()[:3] == ["PATH", "WEIGHT", "ISOLATION"], t
+    assert any(l.split()[0] == "product/search" and "exclusive-gpu" in l for l in t), t
+    assert ok(cli(dm, "tenants", "research", "-o", "json")).json()["tenants"][0]["path"] == \
+        "research"
+    fails(cli(dm, "tenants", "nosuch"), 2, "not_found")
+    pc = ok(cli(dm, "tenants", "--priority-classes")).lines()
+    assert [l.split()[0] for l in pc] == ["NAME", "inference", "notebooks", "training"], pc
+    q = ok(cli(dm, "quota", "research/vision", "-o", "json")).json()
+    assert {"tenant": "research/vision", "resource": "memory", "nominal": "8Ti",
+            "borrow_limit": "unlimited", "lend_limit": "unlimited"} in q, q
+    gpu = [x for x in q if x["resource"] == "gpu"][0]
+    assert (gpu["nominal"], gpu["borrow_limit"]) == (128, 64), gpu
+    assert "research/speech  gpu:V100-32GB" in ok(cli(dm, "quota")).out
+    fails(cli(dm, "quota", "nosuch"), 2, "not_found")
+    # --prune with the fixture's tree replaces the example's; a dry run changes nothing
+    f = write(os.path.join(fx.tempdir(), "t.json"), json.dumps(TENANTS))
+    r = ok(cli(dm, "apply", "-f", f, "--prune", "--dry-run"))
+    assert "tenant/interns pruned" in r.lines() and "dry run" in r.out, r
+    assert "interns" in ok(cli(dm, "tenants")).out
+    r = ok(cli(dm, "apply", "-f", f, "--prune"))
+    assert "tenant/interns pruned" in r.lines(), r
+    got = ok(cli(dm, "tenants", "-o", "json")).json()
+    assert sorted(t["path"] for t in got["tenants"]) == sorted(
+        t["path"] for t in TENANTS["tenants"])
+    # bad files: usage; a tree the server refuses: invalid
+    fails(cli(dm, "apply", "-f", "/nonexistent.yaml"), 1, "usage")
+    bad = write(os.path.join(fx.tempdir(), "bad.yaml"), "tenants: [\n")
+    fails(cli(dm, "apply", "-f", bad), 1, "usage")
+    bad = write(os.path.join(fx.tempdir(), "bad2.yaml"),
+                "version: 1\ntenants:\n  - path: x\n    isolation: paranoid\n")
+    fails(cli(dm, "apply", "-f", bad), 6, "invalid")
+    fails(cli(dm, "apply"), 1)
+
+
+def submit(*args, **kw):
+    r = ok(cli(dm, "submit", *args, **kw), args)
+    assert r.out.strip().isdigit(), r
+    return int(r.out)
+
+
+def test_submit_show_cancel_events():
+    jid = submit("--tenant", "research/nlp", "--gpus", "2", "--tasks", "2", "--cpus", "4",
+                 "--mem", "16G", "--priority", "training", "--name", "train-1", "--image",
+                 "pytorch:2", "-e", "EPOCHS=3", "-l", "team=nlp", "--time-limit", "1h",
+                 "--gpu-model", "A100-80GB", "--checkpointable", "--", "python3", "train.py",
+                 "--lr", "0.1")
+    j = ok(cli(dm, "show", jid, "-o", "json")).json()
+    assert j["id"] == jid and j["state"] == "pending" and j["name"] == "train-1", j
+    assert j["spec"] == {"tenant": "research/nlp", "name": "train-1", "priority": "training",
+                         "image": "pytorch:2", "tasks": 2, "gpus": 2, "memory": 16384,
+                         "cpus": 4.0, "time_limit": 3600, "checkpointable": True,
+                         "env": {"EPOCHS": "3"}, "labels": {"team": "nlp"},
+                         "gpu_models": ["A100-80GB"],
+                         "command": ["python3", "train.py", "--lr", "0.1"]}, j["spec"]
+    assert j["idempotency_key"].startswith("allot-"), j
+    t = ok(cli(dm, "show", jid)).out
+    assert "state:        pending" in t and "command:      python3 train.py --lr 0.1" in t, t
+    ls = ok(cli(dm, "ls", "-o", "json")).json()
+    assert [x["id"] for x in ls if x["id"] == jid] == [jid]
+    rows = ok(cli(dm, "ls")).lines()
+    assert rows[0].split() == ["ID", "NAME", "TENANT", "STATE", "GPUS", "PRIORITY", "SUBMITTED",
+                               "REASON"], rows
+    assert any(l.split()[:5] == [str(jid), "train-1", "research/nlp", "pending", "2x2"]
+               for l in rows), rows
+    r = ok(cli(dm, "cancel", jid))
+    assert r.out == "cancelled job %d\n" % jid, r
+    assert ok(cli(dm, "show", jid, "-o", "json")).json()["state"] == "cancelled"
+    fails(cli(dm, "cancel", jid), 4, "conflict")
+    ev = ok(cli(dm, "events", jid, "-o", "json")).json()
+    assert [e["kind"] for e in ev] == ["submitted", "cancelled"], ev
+    after = ok(cli(dm, "events", jid, "--after", ev[0]["seq"], "-o", "json")).json()
+    assert [e["kind"] for e in after] == ["cancelled"], after
+    t = ok(cli(dm, "events", jid)).lines()
+    assert t[0].split() == ["SEQ", "TIME", "KIND", "DETAIL"] and len(t) == 3, t
+    # --follow ends once the job has ended, after its last event
+    f = ok(cli(dm, "events", jid, "--follow", "-o", "json", timeout=10)).lines()
+    assert [json.loads(l)["kind"] for l in f] == ["submitted", "cancelled"], f
+    fails(cli(dm, "show", 999999), 2, "not_found")
+    fails(cli(dm, "events", 999999), 2, "not_found")
+    fails(cli(dm, "cancel", 999999), 2, "not_found")
+    # several ids: every one tried, the first failure decides
+    a, b = submit("-t", "research/nlp"), submit("-t", "research/nlp")
+    r = fails(cli(dm, "cancel", a, 999998, b), 2, "not_found")
+    assert r.lines() == ["cancelled job %d" % a, "cancelled job %d" % b], r
+    two = ok(cli(dm, "show", a, b, "-o", "json")).json()
+    assert [x["id"] for x in two] == [a, b]
+
+
+def test_submit_shapes_and_files():
+    m = submit("-t", "research/nlp", "--mig", "1g.10gb")
+    f = submit("-t", "research/nlp", "--gpu-milli", "250", "--gpu-memory", "10G")
+    assert ok(cli(dm, "show", m, "-o", "json")).json()["spec"]["mig"] == "1g.10gb"
+    assert ok(cli(dm, "show", f, "-o", "json")).json()["spec"]["gpu_memory"] == 10240
+    d = fx.tempdir()
+    y = write(os.path.join(d, "job.yaml"),
+              "tenant: research/nlp\nname: from-yaml\ngpus: 1\ncpus: 2.5\n"
+              "command: [python3, eval.py]\nenv: {SEED: \"7\"}\nlabels:\n  tier: \"1\"\n")
+    jid = submit("-f", y)
+    s = ok(cli(dm, "show", jid, "-o", "json")).json()["spec"]
+    assert s["name"] == "from-yaml" and s["gpus"] == 1 and s["cpus"] == 2.5, s
+    assert s["env"] == {"SEED": "7"} and s["labels"] == {"tier": "1"}, s
+    # flags override the file; -- replaces the command
+    jid = submit("-f", y, "--name", "renamed", "--", "sleep", "1")
+    s = ok(cli(dm, "show", jid, "-o", "json")).json()["spec"]
+    assert s["name"] == "renamed" and s["command"] == ["sleep", "1"], s
+    js = write(os.path.join(d, "job.json"), json.dumps({"tenant": "research/vision", "gpus": 1}))
+    jid = submit("-f", js)
+    assert ok(cli(dm, "show", jid, "-o", "json")).json()["tenant"] == "research/vision"
+    jid = submit("-f", "-", stdin='{"tenant": "research/vision", "name": "stdin"}')
+    assert ok(cli(dm, "show", jid, "-o", "json")).json()["name"] == "stdin"
+    # -o yaml prints the job
+    r = ok(cli(dm, "submit", "-t", "research/nlp", "-o", "yaml"))
+    assert r.out.startswith("id: ") and "\nstate: pending\n" in r.out, r
+
+
+def test_submit_errors():
+    # found here: usage (1)
+    fails(cli(dm, "submit", "--gpus", "1"), 1, "usage")
+    fails(cli(dm, "submit", "-t", "research/nlp", "--gpus", "1", "--mig", "1g.10gb"), 1, "usage")
+    fails(cli(dm, "submit", "-t", "research/nlp", "--mem", "lots"), 1, "usage")
+    fails(cli(dm, "submit", "-t", "research/nlp", "--gpu-milli", "1000"), 1, "usage")
+    fails(cli(dm, "submit", "-t", "research/nlp", "python3"), 1, "usage")
+    fails(cli(dm, "submit", "-t", "research/nlp", "--idempotency-key", "x" * 129), 1, "usage")
+    fails(cli(dm, "submit", "-f", "/nonexistent.yaml"), 1, "usage")
+    # refused by the server: invalid (6), with the server's code and message
+    r = fails(cli(dm, "submit", "-t", "nosuch/team"), 6, "invalid")
+    assert 'unknown tenant \\"nosuch/team\\"' in r.err or 'unknown tenant "nosuch/team"' in r.err
+    fails(cli(dm, "submit", "-t", "research/nlp", "--gpus", "17"), 6, "invalid")
+    fails(cli(dm, "submit", "-t", "research/nlp", "--mig", "9g.900gb"), 6, "invalid")
+    fails(cli(dm, "submit", "-t", "research", "--gpus", "1"), 6, "invalid")
+    bad = write(os.path.join(fx.tempdir(), "j.json"), '{"tenant": "research/nlp", "gpu": 1}')
+    r = fails(cli(dm, "submit", "-f", bad), 6, "bad_request")
+    assert '"gpu"' in r.err, r
+
+
+def test_idempotency_key_flag():
+    a = submit("-t", "research/nlp", "--idempotency-key", "cli-key-1")
+    r = ok(cli(dm, "submit", "-t", "research/nlp", "--idempotency-key", "cli-key-1"))
+    assert int(r.out) == a and "already submitted" in r.err, r
+    assert submit("-t", "research/nlp", "--idempotency-key", "cli-key-2") != a
+    ls = ok(cli(dm, "ls", "-o", "json")).json()
+    assert sum(1 for j in ls if j.get("idempotency_key") == "cli-key-1") == 1
+
+
+def test_ls_pages_and_filters():
+    for i in range(23):
+        st, _ = dm.req("POST", "/v1/jobs", {"tenant": "research/vision", "name": "bulk-%d" % i},
+                       token=dm.admin)
+        assert st == 201
+    direct = []
+    cursor = 0
+    for _ in range(100):
+        st, b = dm.req("GET", "/v1/jobs?limit=1000&cursor=%d" % cursor, token=dm.admin)
+        direct += b["jobs"]
+        cursor = b["next_cursor"]
+        if not cursor:
+            break
+    small = {"ALLOT_CLI_PAGE": "4"}
+    got = ok(cli(dm, "ls", "-o", "json", env=small)).json()
+    assert [j["id"] for j in got] == [j["id"] for j in direct] and len(got) > 30, len(got)
+    assert ok(cli(dm, "ls", "-o", "json")).json() == got
+    assert len(ok(cli(dm, "ls", "--limit", "7", "-o", "json", env=small)).json()) == 7
+    vis = ok(cli(dm, "ls", "--tenant", "research/vision", "-o", "json", env=small)).json()
+    assert len(vis) >= 23 and {j["tenant"] for j in vis} == {"research/vision"}
+    sub = ok(cli(dm, "ls", "--tenant", "research", "--subtree", "-o", "json")).json()
+    assert {j["tenant"] for j in sub} == {"research/vision", "research/nlp"}, sub
+    canc = ok(cli(dm, "ls", "--state", "cancelled", "-o", "json")).json()
+    assert canc and {j["state"] for j in canc} == {"cancelled"}
+    fails(cli(dm, "ls", "--state", "sleeping"), 6, "bad_query")
+    fails(cli(dm, "ls", "--subtree"), 1, "usage")
+    # table: a header and one row per job; yaml: one list item per job
+    assert len(ok(cli(dm, "ls", env=small)).lines()) == len(got) + 1
+    y = ok(cli(dm, "ls", "-o", "yaml", env=small)).out
+    assert sum(1 for l in y.splitlines() if l.startswith("- id: ")) == len(got)
+    assert ok(cli(dm, "ls", "--state", "lost", "-o", "json")).out.strip() == "[]"
+    assert ok(cli(dm, "ls", "--state", "lost", "-o", "yaml")).out.strip() == "[]"
+
+
+def test_member_scope_and_denied():
+    member = dm.token("member", "research/nlp", "m")
+    viewer = dm.token("viewer", "", "v")
+    mine = submit("-t", "research/nlp", token=member)
+    other = submit("-t", "research/vision")
+    ls = ok(cli(dm, "ls", "-o", "json", token=member)).json()
+    assert ls and {j["tenant"] for j in ls} == {"research/nlp"}
+    fails(cli(dm, "show", other, token=member), 2, "not_found")  # 404, never 403
+    fails(cli(dm, "cancel", other, token=member), 2, "not_found")
+    fails(cli(dm, "submit", "-t", "research/vision", token=member), 3, "forbidden")
+    fails(cli(dm, "cancel", mine, token=viewer), 3, "forbidden")
+    fails(cli(dm, "audit", "ls", token=member), 3, "forbidden")
+    fails(cli(dm, "apply", "-f", os.path.join(fx.SOURCE, "etc", "tenants.example.yaml"),
+              "--prune", token=viewer), 3, "forbidden")
+    fails(cli(dm, "ls", token="allot_" + "0" * 64), 3, "unauthorized")
+    ok(cli(dm, "cancel", mine, token=member))
+
+
+if __name__ == "__main__":
+    dm = Daemon()
+    try:
+        fx.run([test_help_everywhere, test_apply_tenants_and_quota, test_submit_show_cancel_events,
+                test_submit_shapes_and_files, test_submit_errors, test_idempotency_key_flag,
+                test_ls_pages_and_filters, test_member_scope_and_denied])
+    finally:
+        assert dm.stop() == 0
