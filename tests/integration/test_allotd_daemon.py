@@ -82,7 +82,7 @@ def test_config_file_and_json_logs():
 
 
 def test_starting_is_503_then_ready():
-    dm = Daemon(args=["--debug-ready-delay", "1500ms"], ready=False)
+    dm = Daemon(args=["--debug-ready-delay", "3s"], ready=False)
     st, _ = dm.req("GET", "/readyz")
     assert st == 503, st
     expect(dm.req("GET", "/healthz"), 200)
