@@ -201,7 +201,25 @@ out:
 
 /* Applies one job report of node `node` (store lock held, in a batch).
  * Returns 0, 1 when the job ended (the loop must hear of it), or an error. */
-static int job_report(struct allot_store *st, json_t *rep, int64_t now, int64_t *ended)
+/* True when the placement (JSON text) puts a task on node `name`. */
+static bool placed_on(const char *placement, const char *name)
+{
+    json_t *pl = placement ? json_loads(placement, 0, NULL) : NULL, *t;
+    bool on = false;
+    size_t i;
+
+    json_array_foreach(json_object_get(pl, "tasks"), i, t)
+    {
+        const char *n = json_string_value(json_object_get(t, "node"));
+
+        on |= n && !strcmp(n, name);
+    }
+    json_decref(pl);
+    return on;
+}
+
+static int job_report(struct allot_store *st, const char *node, json_t *rep, int64_t now,
+                      int64_t *ended)
 {
     json_t *jid = json_object_get(rep, "id"), *js = json_object_get(rep, "state");
     json_t *jx = json_object_get(rep, "exit_code");
@@ -211,9 +229,10 @@ static int job_report(struct allot_store *st, json_t *rep, int64_t now, int64_t 
     *ended = 0;
     state = allot_store_job_state_parse(json_string_value(js));
     rc = allot_store_job_get(st, json_integer_value(jid), &j);
-    if (rc == ALLOT_ENOENT || (rc == 0 && allot_store_job_state_terminal(j.state))) {
+    if (rc == ALLOT_ENOENT ||
+        (rc == 0 && (allot_store_job_state_terminal(j.state) || !placed_on(j.placement, node)))) {
         allot_store_job_clear(&j);
-        return 0; /* stale report: the job ended or never was */
+        return 0; /* stale report: the job ended, moved, or never was here */
     }
     if (rc < 0)
         return rc;
@@ -265,7 +284,7 @@ static int beat_fn(struct allot_store *st, void *arg)
     {
         if (rc)
             break;
-        rc = job_report(st, x, w->now, &w->ended[w->n_ended]);
+        rc = job_report(st, w->name, x, w->now, &w->ended[w->n_ended]);
         w->n_ended += w->ended[w->n_ended] != 0;
     }
     if (!rc && json_array_size(w->jobs))

@@ -71,6 +71,10 @@ def test_place_run_succeed():
                       token=dm.admin), 201)
     w = wait_job(w["id"], lambda x: x["pending_reason"])
     assert w["state"] == "pending", w
+    # another node cannot report on the gang
+    heartbeat("n2", [{"id": j["id"], "state": "failed", "exit_code": 9}])
+    assert expect(dm.req("GET", "/v1/jobs/%d" % j["id"], token=dm.admin), 200)["state"] == \
+        "starting"
     # the agent reports the gang running, then done: the waiting job starts
     heartbeat("n1", [{"id": j["id"], "state": "running"}])
     assert expect(dm.req("GET", "/v1/jobs/%d" % j["id"], token=dm.admin), 200)["state"] == \
