@@ -3,8 +3,10 @@
  * all-or-nothing, quota and capacity pending reasons (their text), reclaim
  * of borrowed work with a grace period, minimum runtime, priority
  * preemption inside a tenant only, no preemption loops, EASY backfill that
- * never delays the reserved head job, aging, runtime limits, and the
- * invariants after every cycle.
+ * never delays the reserved head job, aging, runtime limits, the reason
+ * each preemption gives (priority, LAS, reclaim), the per-cycle budget of
+ * victim searches, every allocation of submit, finish, cancel and cycles
+ * with preemption failing in turn, and the invariants after every cycle.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -200,6 +202,7 @@ static void test_reclaim_with_grace(void **state)
     cycle(&w, 100);
     /* victims get the grace signal; a waits with a specific reason */
     assert_int_equal(w.preempts, 2);
+    assert_string_equal(w.last_why, "borrowed capacity reclaimed by job a1");
     assert_string_equal(allot_queue_reason(w.q, aj[0]),
                         "waiting for reclaim of 1 GPUs from ml/team-b (grace 30 s)");
     assert_int_equal(allot_queue_next_wakeup(w.q), 130);
@@ -479,6 +482,11 @@ static void test_las_preemption(void **state)
     assert_int_equal(w.preempts, 0);
     cycle(&w, 1000); /* 4000 GPU-s: above it */
     assert_int_equal(w.preempts, 1);
+    /* the reason names the LAS rule, not a reclaim or a priority */
+    assert_string_equal(w.last_why,
+                        "preempted (over the LAS service threshold) for less-served job fresh");
+    assert_string_equal(allot_queue_reason(w.q, fresh),
+                        "waiting for preemption of 4 GPUs from ml/team-a (grace 30 s)");
     cycle(&w, 1030);
     assert_int_equal(allot_queue_job(w.q, fresh)->state, ALLOT_JOB_RUNNING);
     assert_int_equal(allot_queue_job(w.q, longj)->state, ALLOT_JOB_PENDING);
@@ -590,6 +598,35 @@ static void test_qos(void **state)
     assert_int_equal(allot_queue_job(w.q, gu)->state, ALLOT_JOB_RUNNING);
     assert_int_equal(allot_queue_job(w.q, bu)->state, ALLOT_JOB_RUNNING);
     assert_int_equal(allot_queue_job(w.q, be)->state, ALLOT_JOB_PENDING);
+    world_free(&w);
+}
+
+/* At most preempt_searches victim searches per cycle: the others wait for
+ * the next cycle, best placed first. */
+static void test_search_budget(void **state)
+{
+    struct allot_queue_opts o = base;
+    struct world w;
+    char name[16];
+    int a[2];
+
+    o.preempt_searches = 1;
+    o.grace_s = 0;
+    world_init(&w, 2, 4, o); /* 8 GPUs, 4 each */
+    for (int i = 0; i < 8; i++) {
+        allot_fmt(name, sizeof(name), "b%d", i);
+        submit(&w, name, w.b, 1, 1, 0, 0);
+    }
+    cycle(&w, 0);
+    a[0] = submit(&w, "a0", w.a, 1, 2, 100, 0);
+    a[1] = submit(&w, "a1", w.a, 1, 2, 101, 0);
+    cycle(&w, 200); /* one search: a0 reclaims two GPUs and starts */
+    assert_int_equal(w.preempts, 2);
+    assert_int_equal(allot_queue_job(w.q, a[0])->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(allot_queue_job(w.q, a[1])->state, ALLOT_JOB_PENDING);
+    cycle(&w, 201); /* the next cycle serves a1 */
+    assert_int_equal(w.preempts, 4);
+    assert_int_equal(allot_queue_job(w.q, a[1])->state, ALLOT_JOB_RUNNING);
     world_free(&w);
 }
 
@@ -834,6 +871,7 @@ int main(void)
         cmocka_unit_test(test_aging),
         cmocka_unit_test(test_reclaim_order),
         cmocka_unit_test(test_qos),
+        cmocka_unit_test(test_search_budget),
         cmocka_unit_test(test_fault_scenarios_preempt),
         cmocka_unit_test(test_alloc_failures),
     };
