@@ -80,7 +80,7 @@ class Proxy:
     "drop" forwards the request and closes without passing on the reply.
     Later connections are relayed both ways. `conns` counts connections."""
 
-    def __init__(self, upstream_port, mode="drop", bad=1):
+    def __init__(self, upstream_port, mode="drop", bad=1, port=0):
         self.up = upstream_port
         self.mode = mode
         self.bad = bad
@@ -88,7 +88,7 @@ class Proxy:
         self.forwarded = 0
         self.sock = socket.socket()
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
+        self.sock.bind(("127.0.0.1", port))
         self.sock.listen(16)
         self.sock.settimeout(0.2)
         self.port = self.sock.getsockname()[1]

@@ -1,0 +1,185 @@
+"""The `allot` command line's administrative verbs and its settings against
+a real allotd: tokens (create prints the secret last, ls, revoke), the
+audit log (ls with paging, verify, and a tampered log found broken), nodes
+and top with a node registered by a test agent, output formats, and where
+server and token come from (flags, ALLOT_SERVER/ALLOT_TOKEN, the config
+file, --config), with the exit codes of each failure."""
+
+import json
+import os
+import sqlite3
+import time
+
+import allotd_fixture as fx
+from allotd_fixture import TENANTS, Daemon, expect
+from cli_fixture import cli, fails, ok, write
+
+dm = None
+
+
+def test_tokens():
+    r = ok(cli(dm, "tokens", "create", "--role", "member", "--tenant", "research/nlp",
+               "--name", "alice"))
+    secret = r.lines()[-1]
+    assert secret.startswith("allot_") and len(secret) == 70, r
+    tid = int([l for l in r.lines() if l.startswith("id:")][0].split()[1])
+    # the new token works
+    assert ok(cli(dm, "ls", "-o", "json", token=secret)).out.strip() == "[]"
+    ls = ok(cli(dm, "tokens", "ls", "-o", "json")).json()
+    mine = [t for t in ls if t["id"] == tid][0]
+    assert (mine["name"], mine["role"], mine["tenant"], mine["revoked"]) == \
+        ("alice", "member", "research/nlp", 0), mine
+    assert all("token" not in t for t in ls), "never secrets"
+    rows = ok(cli(dm, "tokens", "ls")).lines()
+    assert rows[0].split() == ["ID", "NAME", "ROLE", "TENANT", "CREATED", "REVOKED"], rows
+    y = ok(cli(dm, "tokens", "ls", "-o", "yaml")).out
+    assert "  name: alice\n" in y and "  role: member\n" in y, y
+    j = ok(cli(dm, "tokens", "create", "--role", "viewer", "-o", "json")).json()
+    assert j["role"] == "viewer" and j["token"].startswith("allot_"), j
+    assert ok(cli(dm, "tokens", "revoke", tid)).out == "revoked token %d\n" % tid
+    fails(cli(dm, "ls", token=secret), 3, "unauthorized")
+    fails(cli(dm, "tokens", "revoke", tid), 4, "conflict")
+    fails(cli(dm, "tokens", "revoke", 99999), 2, "not_found")
+    fails(cli(dm, "tokens", "create", "--role", "wizard"), 6, "invalid")
+    fails(cli(dm, "tokens", "create", "--role", "member"), 6, "invalid")  # needs a tenant
+    fails(cli(dm, "tokens", "create"), 1, "usage")
+    # a tenant-admin creates members in its subtree only
+    ta = dm.token("tenant-admin", "research", "ta")
+    ok(cli(dm, "tokens", "create", "--role", "member", "--tenant", "research/nlp", token=ta))
+    fails(cli(dm, "tokens", "create", "--role", "member", "--tenant", "product/search",
+              token=ta), 3, "forbidden")
+
+
+def test_audit():
+    ent = ok(cli(dm, "audit", "ls", "-o", "json", env={"ALLOT_CLI_PAGE": "3"})).json()
+    assert len(ent) > 10 and [e["seq"] for e in ent] == list(range(1, len(ent) + 1)), ent
+    assert ok(cli(dm, "audit", "ls", "-o", "json")).json() == ent
+    assert any(e["action"] == "token.create" for e in ent)
+    assert len(ok(cli(dm, "audit", "ls", "--limit", "5", "-o", "json")).json()) == 5
+    tail = ok(cli(dm, "audit", "ls", "--after", ent[-3]["seq"], "-o", "json")).json()
+    assert [e["seq"] for e in tail] == [e["seq"] for e in ent[-2:]], tail
+    rows = ok(cli(dm, "audit", "ls")).lines()
+    assert rows[0].split() == ["SEQ", "TIME", "TOKEN", "ACTION", "TARGET", "RESULT"], rows
+    r = ok(cli(dm, "audit", "verify"))
+    assert r.out.startswith("audit log intact: "), r
+    v = ok(cli(dm, "audit", "verify", "-o", "json")).json()
+    assert v["ok"] is True and v["entries"] >= len(ent), v
+
+
+def test_audit_tampered():
+    d = Daemon()
+    try:
+        expect(d.req("PUT", "/v1/tenants", TENANTS, token=d.admin), 200)
+        ok(cli(d, "submit", "-t", "research/nlp"))
+        assert d.stop() == 0
+        db = sqlite3.connect(os.path.join(d.dir, "allot.db"))
+        # someone with the file edits an entry behind the store's back
+        db.execute("DROP TRIGGER audit_no_update")
+        db.execute("UPDATE audit SET target = 'job/999' WHERE action = 'job.submit'")
+        db.commit()
+        db.close()
+        admin = d.admin
+        d = Daemon(data_dir=d.dir)
+        d.admin = admin
+        r = fails(cli(d, "audit", "verify"), 7, "audit_broken")
+        assert "audit log BROKEN at entry" in r.out, r
+        j = cli(d, "audit", "verify", "-o", "json")
+        assert j.rc == 7 and j.json()["ok"] is False, j
+    finally:
+        assert d.stop() == 0
+
+
+def register(name, n_gpus, model="A100-80GB"):
+    agent = dm.token("agent", "", "agent-" + name)
+    inv = {"name": name, "cpus": 64, "memory": 512000,
+           "gpus": [{"model": model} for _ in range(n_gpus)]}
+    expect(dm.req("POST", "/v1/nodes/register", inv, token=agent), 201)
+
+
+def test_nodes_and_top():
+    expect(dm.req("PUT", "/v1/tenants", TENANTS, token=dm.admin), 200)
+    register("gpu-node-1", 8)
+    register("gpu-node-2", 8)
+    rows = ok(cli(dm, "nodes")).lines()
+    assert rows[0].split() == ["NAME", "STATE", "MODEL", "GPUS", "CPUS", "MEMORY",
+                               "LAST-HEARTBEAT"], rows
+    assert rows[1].split()[:4] == ["gpu-node-1", "ready", "A100-80GB", "8"], rows
+    n = ok(cli(dm, "nodes", "gpu-node-2", "-o", "json")).json()
+    assert [x["name"] for x in n] == ["gpu-node-2"], n
+    fails(cli(dm, "nodes", "nosuch"), 2, "not_found")
+    a = int(ok(cli(dm, "submit", "-t", "research/nlp", "--gpus", "4", "-n", "big")).out)
+    b = int(ok(cli(dm, "submit", "-t", "research/vision", "--gpu-milli", "500")).out)
+    # no node of this model: stays pending
+    c = int(ok(cli(dm, "submit", "-t", "research/vision", "--gpus", "1", "--gpu-model",
+                   "V100-32GB")).out)
+    snap = None
+    for _ in range(50):  # bounded: the loop places within a few cycles
+        snap = ok(cli(dm, "top", "-o", "json")).json()
+        if snap["gpus"]["allocated"] == 4.5:
+            break
+        time.sleep(0.1)
+    assert snap["nodes"] == {"total": 2, "ready": 2} and snap["gpus"]["total"] == 16, snap
+    assert snap["gpus"]["allocated"] == 4.5, snap
+    by = {t["tenant"]: t for t in snap["tenants"]}
+    assert by["research/nlp"]["gpus"] == 4 and by["research/vision"]["gpus"] == 0.5, by
+    assert by["research/vision"]["pending"] == 1, by
+    assert [q["id"] for q in snap["queue"]] == [c] and snap["queue"][0]["pending_reason"], snap
+    t = ok(cli(dm, "top", "--count", "1")).out
+    assert "nodes 2 (2 ready)  GPUs 16, 4.5 allocated" in t and "QUEUE" in t, t
+    assert ok(cli(dm, "top", "--tenant", "research/nlp", "-o", "json")).json()["queue"] == []
+    two = ok(cli(dm, "top", "--count", "2", "--interval", "1", "-o", "json")).out
+    assert two.count('"queue"') == 2
+    s = ok(cli(dm, "show", a)).out
+    assert "placement:    task 0 on gpu-node-" in s, s
+    ok(cli(dm, "cancel", a, b, c))
+
+
+def test_config_sources():
+    good, server = dm.admin, "http://127.0.0.1:%d" % dm.port
+    home = fx.tempdir()
+    os.makedirs(os.path.join(home, ".config", "allot"))
+    cfg = os.path.join(home, ".config", "allot", "config")
+    # nothing anywhere: no token (usage)
+    fails(cli(dm, "ls", no_env=True, home=home), 1, "usage")
+    # the config file alone
+    write(cfg, "# allot\nserver %s\ntoken %s\noutput json\n" % (server, good))
+    r = ok(cli(dm, "tokens", "ls", no_env=True, home=home))
+    assert isinstance(json.loads(r.out), list) and "warning" not in r.err, r
+    # a token in a file others can read draws a warning
+    os.chmod(cfg, 0o644)
+    r = ok(cli(dm, "ls", no_env=True, home=home))
+    assert "readable by others" in r.err, r
+    os.chmod(cfg, 0o600)
+    # the environment beats the file, flags beat the environment
+    fails(cli(dm, "ls", home=home, token="allot_" + "1" * 64), 3, "unauthorized")
+    ok(cli(dm, "ls", "--token", good, home=home, token="allot_" + "1" * 64))
+    ok(cli(dm, "--token", good, "ls", home=home, token="allot_" + "1" * 64))
+    assert ok(cli(dm, "ls", "-o", "table", home=home, no_env=True)).out.startswith("ID ")
+    # --config and ALLOT_CONFIG name another file; XDG_CONFIG_HOME moves the default
+    other = write(os.path.join(fx.tempdir(), "cfg"), "server %s\ntoken %s\n" % (server, good))
+    ok(cli(dm, "--config", other, "ls", no_env=True))
+    ok(cli(dm, "ls", "--config=" + other, no_env=True))
+    ok(cli(dm, "ls", no_env=True, env={"ALLOT_CONFIG": other}))
+    xdg = fx.tempdir()
+    os.makedirs(os.path.join(xdg, "allot"))
+    write(os.path.join(xdg, "allot", "config"), "server %s\ntoken %s\n" % (server, good))
+    ok(cli(dm, "ls", no_env=True, env={"XDG_CONFIG_HOME": xdg}))
+    fails(cli(dm, "--config", "/nonexistent/cfg", "ls", no_env=True), 1, "usage")
+    bad = write(os.path.join(fx.tempdir(), "bad"), "colour blue\n")
+    r = fails(cli(dm, "--config", bad, "ls", no_env=True), 1, "usage")
+    assert bad + ":1" in r.err, r
+    # ALLOT_SERVER takes host:port too; a closed port is a connection error (5)
+    ok(cli(dm, "ls", server="127.0.0.1:%d" % dm.port))
+    fails(cli(dm, "ls", server="127.0.0.1:1", env={"ALLOT_OUTPUT": "json"}), 5, "connection")
+    fails(cli(dm, "ls", "--retries", "0", server="https://127.0.0.1:1"), 1, "usage")
+    fails(cli(dm, "ls", "--retries", "99"), 1, "usage")
+
+
+if __name__ == "__main__":
+    dm = Daemon()
+    try:
+        expect(dm.req("PUT", "/v1/tenants", TENANTS, token=dm.admin), 200)
+        fx.run([test_tokens, test_audit, test_audit_tampered, test_nodes_and_top,
+                test_config_sources])
+    finally:
+        assert dm.stop() == 0

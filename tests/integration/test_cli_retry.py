@@ -1,0 +1,143 @@
+"""`allot submit` retries without making a second job: through a relay
+that drops the reply of the first submission (the job was created, the
+client never heard), that closes the first connections unread, and
+against a port where nothing listens yet; cancel and token creation are
+not repeated after a lost reply; a server that never answers ends with
+exit status 5 after the bounded retries."""
+
+import socket
+import threading
+import time
+
+import allotd_fixture as fx
+from allotd_fixture import TENANTS, Daemon, expect
+from cli_fixture import Proxy, cli, fails, ok
+
+dm = None
+
+
+def jobs_named(name):
+    st, b = dm.req("GET", "/v1/jobs?limit=1000", token=dm.admin)
+    assert st == 200 and not b["next_cursor"]
+    return [j for j in b["jobs"] if j["name"] == name]
+
+
+def test_lost_reply_makes_one_job():
+    p = Proxy(dm.port, mode="drop", bad=1)
+    try:
+        r = ok(cli(dm, "submit", "-t", "research/nlp", "-n", "lost-reply",
+                   server="http://127.0.0.1:%d" % p.port))
+        assert p.forwarded == 1 and p.conns >= 2, (p.forwarded, p.conns)
+        assert "retrying" in r.err and "already submitted" in r.err, r
+        js = jobs_named("lost-reply")
+        assert [j["id"] for j in js] == [int(r.out)], js
+    finally:
+        p.stop()
+
+
+def test_lost_replies_with_own_key():
+    p = Proxy(dm.port, mode="drop", bad=2)
+    try:
+        r = ok(cli(dm, "submit", "-t", "research/nlp", "-n", "own-key", "--idempotency-key",
+                   "retry-key-1", server="http://127.0.0.1:%d" % p.port))
+        assert p.forwarded == 2, p.forwarded
+        assert [j["id"] for j in jobs_named("own-key")] == [int(r.out)]
+    finally:
+        p.stop()
+
+
+def test_closed_connections_then_ok():
+    p = Proxy(dm.port, mode="close", bad=2)
+    try:
+        r = ok(cli(dm, "submit", "-t", "research/nlp", "-n", "closed-first",
+                   server="http://127.0.0.1:%d" % p.port))
+        assert p.conns >= 3, p.conns
+        assert [j["id"] for j in jobs_named("closed-first")] == [int(r.out)]
+    finally:
+        p.stop()
+
+
+def test_server_comes_up_late():
+    # a port nobody listens on yet; a relay opens it while allot retries
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    holder = {}
+
+    def start_later():
+        time.sleep(0.6)
+        holder["p"] = Proxy(dm.port, mode="close", bad=0, port=port)
+
+    t = threading.Thread(target=start_later, daemon=True)
+    t.start()
+    try:
+        r = ok(cli(dm, "submit", "-t", "research/nlp", "-n", "late-server",
+                   server="127.0.0.1:%d" % port))
+        assert "retrying" in r.err, r
+        assert [j["id"] for j in jobs_named("late-server")] == [int(r.out)]
+    finally:
+        t.join(timeout=5)
+        if "p" in holder:
+            holder["p"].stop()
+
+
+def test_no_server_gives_up():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    t0 = time.time()
+    r = fails(cli(dm, "submit", "-t", "research/nlp", "-n", "never", "--retries", "2",
+                  server="127.0.0.1:%d" % port), 5, "connection")
+    assert time.time() - t0 < 10 and r.err.count("retrying") == 2, r
+    assert jobs_named("never") == []
+    fails(cli(dm, "ls", "--retries", "0", server="127.0.0.1:%d" % port), 5, "connection")
+
+
+def test_not_repeated_when_unsafe():
+    jid = int(ok(cli(dm, "submit", "-t", "research/nlp", "-n", "to-cancel")).out)
+    p = Proxy(dm.port, mode="drop", bad=1)
+    try:
+        # the cancel went through but its reply was lost: no second attempt
+        fails(cli(dm, "cancel", jid, server="http://127.0.0.1:%d" % p.port), 5, "connection")
+        assert p.conns == 1 and p.forwarded == 1, (p.conns, p.forwarded)
+    finally:
+        p.stop()
+    st, j = dm.req("GET", "/v1/jobs/%d" % jid, token=dm.admin)
+    assert j["state"] == "cancelled"
+    p = Proxy(dm.port, mode="drop", bad=1)
+    try:
+        st, before = dm.req("GET", "/v1/tokens", token=dm.admin)
+        fails(cli(dm, "tokens", "create", "--role", "viewer",
+                  server="http://127.0.0.1:%d" % p.port), 5, "connection")
+        assert p.conns == 1
+        st, after = dm.req("GET", "/v1/tokens", token=dm.admin)
+        assert len(after["tokens"]) == len(before["tokens"]) + 1
+    finally:
+        p.stop()
+
+
+def test_starting_server_is_waited_for():
+    # 503 while allotd rebuilds its state: retried until ready
+    d = Daemon(args=["--debug-ready-delay", "1s"], ready=False)
+    try:
+        expect(d.req("GET", "/v1/jobs", token=d.admin), 503)
+        r = ok(cli(d, "tokens", "ls", "-o", "json"))
+        assert "retrying" not in r.err  # 503 retries are quiet unless -v
+        assert len(r.json()) == 1, r
+        fails(cli(d, "ls", token="allot_" + "2" * 64), 3, "unauthorized")
+    finally:
+        assert d.stop() == 0
+
+
+if __name__ == "__main__":
+    dm = Daemon()
+    try:
+        expect(dm.req("PUT", "/v1/tenants", TENANTS, token=dm.admin), 200)
+        fx.run([test_lost_reply_makes_one_job, test_lost_replies_with_own_key,
+                test_closed_connections_then_ok, test_server_comes_up_late,
+                test_no_server_gives_up, test_not_repeated_when_unsafe,
+                test_starting_server_is_waited_for])
+    finally:
+        assert dm.stop() == 0
