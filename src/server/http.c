@@ -54,7 +54,8 @@ const size_t http_n_routes = sizeof(http_routes) / sizeof(http_routes[0]);
 
 /* ---- metrics ---- */
 
-static const int metric_codes[] = {200, 201, 204, 400, 401, 403, 404, 405, 409, 413, 422, 500, 503};
+static const int metric_codes[] = {200, 201, 204, 400, 401, 403, 404,
+                                   405, 409, 413, 422, 429, 500, 503};
 #define N_CODES   (sizeof(metric_codes) / sizeof(metric_codes[0]))
 #define N_BUCKETS 12
 static const double buckets[N_BUCKETS] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
@@ -67,8 +68,19 @@ struct metric_cell {
     uint64_t le[N_BUCKETS];
 };
 
+/* Token buckets of the per-token rate limit, by token id (open
+ * addressing; a full table admits everything rather than refuse). */
+#define RATE_SLOTS 4096
+struct bucket {
+    int64_t token_id; /* 0: free slot */
+    double tokens;
+    double at; /* monotonic seconds of the last refill */
+};
+
 struct http {
     struct server *srv;
+    pthread_mutex_t rlock;
+    struct bucket *rate; /* owned, RATE_SLOTS entries; NULL when the limit is off */
     struct MHD_Daemon *d;
     int64_t body_max;
     pthread_mutex_t mlock;
@@ -83,7 +95,7 @@ static void metric_record(struct http *h, size_t route, int status, double secs)
     while (c < N_CODES && metric_codes[c] != status)
         c++;
     if (c == N_CODES)
-        c = N_CODES - 3; /* 500: an unexpected status is a server bug */
+        c = N_CODES - 2; /* 500: an unexpected status is a server bug */
     pthread_mutex_lock(&h->mlock);
     struct metric_cell *m = &h->cells[route][c];
     m->count++;
@@ -285,6 +297,8 @@ static enum MHD_Result send_reply(struct MHD_Connection *c, struct req *r)
         return MHD_NO;
     MHD_add_response_header(resp, "Content-Type",
                             r->content_type ? r->content_type : "application/json");
+    if (r->status == 429)
+        MHD_add_response_header(resp, "Retry-After", "1");
     ret = MHD_queue_response(c, (unsigned)r->status, resp);
     MHD_destroy_response(resp);
     return ret;
@@ -302,6 +316,44 @@ static int audit_fn(struct allot_store *st, void *arg)
     struct audit_write *w = arg;
 
     return api_audit(st, w->r, w->target, w->result, w->now);
+}
+
+static double mono_now(void)
+{
+    struct timespec t;
+
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* Takes one request from token id's bucket; false when it is empty. */
+static bool rate_take(struct http *h, int64_t id)
+{
+    const struct server_config *c = &h->srv->cfg;
+    double now = mono_now();
+    bool ok = true;
+
+    if (!h->rate)
+        return true;
+    pthread_mutex_lock(&h->rlock);
+    for (size_t k = 0; k < RATE_SLOTS; k++) {
+        struct bucket *b = &h->rate[((uint64_t)id * 0x9e3779b97f4a7c15ULL + k) % RATE_SLOTS];
+
+        if (b->token_id && b->token_id != id)
+            continue;
+        if (!b->token_id)
+            *b = (struct bucket){.token_id = id, .tokens = (double)c->rate_burst, .at = now};
+        b->tokens += (now - b->at) * (double)c->rate_limit;
+        if (b->tokens > (double)c->rate_burst)
+            b->tokens = (double)c->rate_burst;
+        b->at = now;
+        ok = b->tokens >= 1;
+        if (ok)
+            b->tokens -= 1;
+        break;
+    }
+    pthread_mutex_unlock(&h->rlock);
+    return ok;
 }
 
 static void dispatch(struct http *h, struct req *r, size_t *route_out)
@@ -335,6 +387,11 @@ static void dispatch(struct http *h, struct req *r, size_t *route_out)
         if (!auth_resolve(r)) {
             api_error(r, 401, "unauthorized", "a valid bearer token is required");
             return;
+        }
+        if (!rate_take(h, r->who.token_id)) {
+            api_error(r, 429, "rate_limited", "over %lld requests per second for this token",
+                      (long long)h->srv->cfg.rate_limit);
+            return; /* not audited: a flood must not flood the log */
         }
         if (!(rt->roles & ROLE_BIT(r->who.role))) {
             api_error(r, 403, "forbidden", "role %s may not %s %s",
@@ -469,6 +526,14 @@ struct http *http_start(struct server *s, const char *listen, int workers, int *
     h->srv = s;
     h->body_max = s->cfg.body_max;
     pthread_mutex_init(&h->mlock, NULL);
+    pthread_mutex_init(&h->rlock, NULL);
+    if (s->cfg.rate_limit > 0 && !(h->rate = allot_calloc(RATE_SLOTS, sizeof(*h->rate)))) {
+        allot_fmt(err, errlen, "out of memory");
+        pthread_mutex_destroy(&h->mlock);
+        pthread_mutex_destroy(&h->rlock);
+        allot_free(h);
+        return NULL;
+    }
     h->d = MHD_start_daemon(
         MHD_USE_AUTO | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG, 0, NULL,
         NULL, http_access, h, MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_THREAD_POOL_SIZE,
@@ -477,6 +542,8 @@ struct http *http_start(struct server *s, const char *listen, int workers, int *
     if (!h->d) {
         allot_fmt(err, errlen, "cannot listen on %s", listen);
         pthread_mutex_destroy(&h->mlock);
+        pthread_mutex_destroy(&h->rlock);
+        allot_free(h->rate);
         allot_free(h);
         return NULL;
     }
@@ -492,5 +559,7 @@ void http_stop(struct http *h)
     MHD_quiesce_daemon(h->d);
     MHD_stop_daemon(h->d);
     pthread_mutex_destroy(&h->mlock);
+    pthread_mutex_destroy(&h->rlock);
+    allot_free(h->rate);
     allot_free(h);
 }

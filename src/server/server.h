@@ -39,6 +39,8 @@ struct server_config {
     int64_t cycle_interval; /* ms */
     int64_t lease;          /* ms */
     int64_t ready_delay;    /* ms: test hook, stays 503 this long */
+    int64_t rate_limit;     /* requests per second per token; 0 = off */
+    int64_t rate_burst;     /* requests a token may send at once */
 };
 
 struct http;

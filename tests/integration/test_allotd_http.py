@@ -5,6 +5,7 @@ in the Prometheus text format."""
 
 import re
 import socket
+import time
 
 import allotd_fixture as fx
 from allotd_fixture import Daemon, expect
@@ -107,11 +108,42 @@ def test_metrics():
             assert re.match(r'^[a-z_]+(\{.*\})? [0-9.e+-]+$', line), line
 
 
+def test_rate_limit_429():
+    rl = Daemon(args=["--rate-limit", "1", "--rate-burst", "3"])
+
+    def get(tok):
+        c = rl.conn()
+        try:
+            c.request("GET", "/v1/tenants", headers={"Authorization": "Bearer " + tok})
+            r = c.getresponse()
+            return r.status, r.getheader("Retry-After"), r.read()
+        finally:
+            c.close()
+
+    try:
+        other = rl.token("viewer", "", "other")  # one request of the admin's burst
+        got = []
+        for _ in range(10):  # bounded: the burst is 3, refills 1/s
+            got.append(get(rl.admin))
+            if got[-1][0] == 429:
+                break
+        assert [g[0] for g in got[:2]] == [200, 200], got
+        st, retry, body = got[-1]
+        assert st == 429 and retry == "1" and b'"rate_limited"' in body, got
+        # other tokens and the public routes are not affected
+        expect(rl.req("GET", "/v1/tenants", token=other), 200)
+        expect(rl.req("GET", "/healthz"), 200)
+        time.sleep(1.1)
+        expect(rl.req("GET", "/v1/tenants", token=rl.admin), 200)
+    finally:
+        assert rl.stop() == 0
+
+
 if __name__ == "__main__":
     dm = Daemon()
     try:
         fx.run([test_health_and_routing, test_401_without_or_with_a_bad_token,
                 test_413_over_one_mib, test_400_malformed_wrong_types_unknown_fields,
-                test_slow_client_does_not_block_others, test_metrics])
+                test_slow_client_does_not_block_others, test_metrics, test_rate_limit_429])
     finally:
         dm.stop()
