@@ -6,6 +6,8 @@
 #   make test-asan  unit tests under AddressSanitizer + UBSan
 #   make bench      placement, scheduling-cycle and simulator benchmarks
 #   make bench-cycle  one scheduling cycle at daemon scale (latency, memory)
+#   make bench-api      allotd's durable submissions with 1, 8, 64 clients
+#   make bench-cluster  allotd filling 1,024 emulated nodes with 5,000 jobs
 #   make check      clang-format, clang-tidy, cppcheck, source rules
 #   make install    build, then install allot-sim into $(PREFIX)/bin
 #                   (PREFIX=/usr/local by default; DESTDIR is honoured)
@@ -17,7 +19,7 @@ DATA      ?= $(abspath ../shared/data)
 CMAKE_GEN  = cmake -S . -G Ninja -Wno-dev
 PREFIX    ?= /usr/local
 
-.PHONY: all build deps demo test test-data test-asan bench bench-cycle check format install clean
+.PHONY: all build deps demo test test-data test-asan bench bench-cycle bench-api bench-cluster check format install clean
 
 all: build
 
@@ -48,10 +50,18 @@ test-asan: deps
 bench: deps build
 	@$(BUILD)/bench-placement
 	@$(BUILD)/bench-cycle
+	@$(BUILD)/bench-api
+	@$(BUILD)/bench-cluster
 	@if [ -d $(DATA)/openb ]; then ./bench/fill.sh $(BUILD) $(DATA); fi
 
 bench-cycle: deps build
 	@$(BUILD)/bench-cycle
+
+bench-api: deps build
+	@$(BUILD)/bench-api
+
+bench-cluster: deps build
+	@$(BUILD)/bench-cluster
 
 check: deps build
 	@./scripts/check-source
