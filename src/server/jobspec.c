@@ -12,9 +12,9 @@
 #include <string.h>
 
 static const char *const fields[] = {
-    "name",       "tenant",     "tasks",          "gpus",    "mig", "gpu_milli", "gpu_memory",
-    "cpus",       "memory",     "priority",       "command", "env", "workdir",   "image",
-    "gpu_models", "time_limit", "checkpointable", "labels",  NULL};
+    "name",       "tenant",     "tasks",          "gpus",    "mig",     "gpu_milli", "gpu_memory",
+    "cpus",       "memory",     "priority",       "command", "env",     "workdir",   "image",
+    "gpu_models", "time_limit", "checkpointable", "labels",  "requeue", NULL};
 
 #define E400(...) (allot_fmt(err, errlen, __VA_ARGS__), 400)
 #define E422(...) (allot_fmt(err, errlen, __VA_ARGS__), 422)
@@ -113,6 +113,9 @@ int jobspec_parse(json_t *b, const struct allot_catalog *cat, struct jobspec *ou
     if ((v = json_object_get(b, "checkpointable")) && !json_is_boolean(v))
         return E400("field \"checkpointable\" must be a boolean");
     out->checkpointable = json_is_true(v);
+    if ((v = json_object_get(b, "requeue")) && !json_is_boolean(v))
+        return E400("field \"requeue\" must be a boolean");
+    out->requeue = !v || json_is_true(v);
     if (!*out->tenant)
         return E422("field \"tenant\" must name a tenant");
 

@@ -20,6 +20,7 @@ struct jobspec {
     struct allot_task task;
     int64_t limit_s;
     bool checkpointable;
+    bool requeue; /* goes back to pending when its node is lost (default) */
 };
 
 /* Checks body `b` (borrowed) and fills *out. Returns 0, or 400 (unknown

@@ -46,6 +46,7 @@ struct live {
     int64_t wruns;    /* core run count when last written */
     uint64_t wreason; /* hash of the pending reason last written */
     json_t *spec;     /* owned: the stored spec (desired state shows it) */
+    bool requeue;     /* back to pending when its node is lost */
 };
 
 #define N_CYCLE_BUCKETS 10
@@ -314,7 +315,8 @@ static void submit_job(struct loop *l, const struct allot_store_job *j)
                                          .wstate = j->state,
                                          .wruns = 0,
                                          .wreason = hash_str(j->pending_reason),
-                                         .spec = b};
+                                         .spec = b,
+                                         .requeue = js.requeue};
 }
 
 static struct live *find_live(struct loop *l, int64_t sid, size_t *idx)
@@ -414,6 +416,29 @@ static bool job_on_node(const struct allot_job *j, int i)
     return false;
 }
 
+/* Puts stored job `sid` back to pending, without placement, with an event
+ * "requeued" (on a group-commit handle). */
+static int requeue_job(struct allot_store *st, int64_t sid, const char *why, int64_t now)
+{
+    struct allot_store_job j = {0};
+    struct allot_store_event ev = {
+        .job_id = sid, .time = now, .kind = "requeued", .detail = (char *)why};
+    int rc = allot_store_job_get(st, sid, &j);
+
+    if (rc == 0 && !allot_store_job_state_terminal(j.state)) {
+        j.state = ALLOT_SJ_PENDING;
+        allot_free(j.placement);
+        j.placement = NULL;
+        allot_free(j.pending_reason);
+        j.pending_reason = allot_strdup(why);
+        rc = allot_store_job_update(st, &j);
+        if (!rc)
+            rc = allot_store_event_add(st, &ev, NULL);
+    }
+    allot_store_job_clear(&j);
+    return rc == ALLOT_ENOENT ? 0 : rc;
+}
+
 static bool lease_over(struct loop *l, int i, int64_t now)
 {
     return now > l->expiry[i] && allot_cluster_node(l->c, i)->state != ALLOT_NODE_LOST;
@@ -440,9 +465,13 @@ static int lost_fn(struct allot_store *st, void *arg)
             continue;
         allot_fmt(why, sizeof(why), "node %s lost: no heartbeat within its lease", name);
         rc = store_node_state(st, name, ALLOT_SN_LOST);
-        for (size_t k = 0; k < l->n_live && !rc; k++)
-            if (job_on_node(allot_queue_job(l->q, l->live[k].qid), i))
-                rc = end_job(st, l->live[k].sid, ALLOT_SJ_LOST, "lost", why, w->now);
+        for (size_t k = 0; k < l->n_live && !rc; k++) {
+            if (!job_on_node(allot_queue_job(l->q, l->live[k].qid), i))
+                continue;
+            rc = l->live[k].requeue
+                     ? requeue_job(st, l->live[k].sid, why, w->now)
+                     : end_job(st, l->live[k].sid, ALLOT_SJ_LOST, "lost", why, w->now);
+        }
     }
     return rc;
 }
@@ -468,11 +497,25 @@ static void check_leases(struct loop *l, int64_t now)
             continue;
         LOG_WARN("loop", "node %s lost: no heartbeat within its lease",
                  allot_cluster_node(l->c, i)->name);
-        for (size_t k = l->n_live; k-- > 0;)
-            if (job_on_node(allot_queue_job(l->q, l->live[k].qid), i)) {
-                allot_queue_cancel(l->q, l->live[k].qid, now);
+        for (size_t k = l->n_live; k-- > 0;) {
+            struct live *e = &l->live[k];
+            char *spec;
+
+            if (!job_on_node(allot_queue_job(l->q, e->qid), i))
+                continue;
+            allot_queue_cancel(l->q, e->qid, now);
+            spec = e->requeue ? json_dumps(e->spec, JSON_COMPACT) : NULL;
+            if (spec) {
+                /* a new core job for the same stored one: pending again */
+                struct allot_store_job sj = {
+                    .id = e->sid, .spec = spec, .state = ALLOT_SJ_PENDING, .pending_reason = NULL};
+                drop_live(l, k);
+                submit_job(l, &sj);
+                free(spec);
+            } else {
                 drop_live(l, k);
             }
+        }
         allot_cluster_set_state(l->c, i, ALLOT_NODE_LOST);
     }
 }

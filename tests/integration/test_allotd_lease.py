@@ -1,6 +1,7 @@
 """Node leases in allotd: a node that stops sending heartbeats is marked
-lost once its lease runs out, the jobs placed on it end as lost, and its
-next heartbeat makes it ready again so new jobs go there."""
+lost once its lease runs out; the jobs placed on it go back to pending
+(the default) or end as lost ("requeue": false); its next heartbeat makes
+it ready again so the waiting jobs start there."""
 
 import time
 
@@ -26,12 +27,15 @@ def test_lease_expiry_and_return():
     expect(dm.req("PUT", "/v1/tenants", TENANTS, token=a), 200)
     ag = dm.token("agent", "", "agent")
     expect(dm.req("POST", "/v1/nodes/register", N1, token=ag), 201)
-    j = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 2}, token=a), 201)
+    j = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 1,
+                                           "requeue": False}, token=a), 201)
+    rq = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 1}, token=a), 201)
 
     def state(jid):
         return expect(dm.req("GET", "/v1/jobs/%d" % jid, token=a), 200)
 
     poll(lambda: state(j["id"])["state"] == "starting")
+    poll(lambda: state(rq["id"])["state"] == "starting")
     # no heartbeat: the lease (1 s) runs out
     lost = poll(lambda: (lambda x: x if x["state"] == "lost" else None)(state(j["id"])))
     assert "lease-n1" in lost["pending_reason"] and lost["end_time"] > 0, lost
@@ -40,16 +44,22 @@ def test_lease_expiry_and_return():
     kinds = [e["kind"] for e in expect(dm.req("GET", "/v1/jobs/%d/events" % j["id"], token=a),
                                        200)["events"]]
     assert kinds[-1] == "lost", kinds
+    # the job that may be requeued (the default) waits again, without placement
+    again = state(rq["id"])
+    assert again["state"] == "pending" and again["placement"] is None, again
+    kinds = [e["kind"] for e in expect(dm.req("GET", "/v1/jobs/%d/events" % rq["id"], token=a),
+                                       200)["events"]]
+    assert "requeued" in kinds, kinds
     # a job submitted now waits: no ready node
     k = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 1}, token=a), 201)
     time.sleep(0.5)
     assert state(k["id"])["state"] == "pending"
-    # the node comes back with a heartbeat, and keeps it up
+    # the node comes back with a heartbeat, and keeps it up: both waiting jobs start
     expect(dm.req("POST", "/v1/nodes/lease-n1/heartbeat", {}, token=ag), 200)
 
     def beat_and_check():
         expect(dm.req("POST", "/v1/nodes/lease-n1/heartbeat", {}, token=ag), 200)
-        return state(k["id"])["state"] == "starting"
+        return state(k["id"])["state"] == "starting" and state(rq["id"])["state"] == "starting"
 
     poll(beat_and_check)
     assert expect(dm.req("GET", "/v1/nodes", token=a), 200)["nodes"][0]["state"] == "ready"
