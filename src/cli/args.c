@@ -41,7 +41,7 @@ int cli_usage_error(const char *fmt, ...)
 
 static int find_opt(const struct cli_opt *opts, const char *name, size_t len, char short_name)
 {
-    for (int i = 0; opts && opts[i].name; i++) {
+    for (int i = 0; opts[i].name; i++) {
         if (short_name ? opts[i].short_name == short_name
                        : strlen(opts[i].name) == len && !strncmp(opts[i].name, name, len))
             return i;
@@ -65,7 +65,7 @@ static int push(const char ***arr, size_t *n, const char *v)
 void args_help(const struct cli_opt *opts, const struct cli_usage *u, FILE *out)
 {
     fprintf(out, "usage: allot %s %s\n\n%s\n", u->verb, u->synopsis, u->summary);
-    if (opts && opts[0].name) {
+    if (opts[0].name) {
         fputs("\nOptions:\n", out);
         for (int i = 0; opts[i].name; i++) {
             char left[64];
@@ -104,7 +104,7 @@ int args_parse(struct cli *c, const struct cli_opt *opts, const struct cli_usage
     int rc = CLI_OK;
 
     memset(a, 0, sizeof(*a));
-    while (opts && opts[n_opts].name)
+    while (opts[n_opts].name)
         n_opts++;
     if (ALLOT_NEVER(n_opts > CLI_MAX_OPTS))
         return CLI_USAGE;
@@ -142,7 +142,7 @@ int args_parse(struct cli *c, const struct cli_opt *opts, const struct cli_usage
             name = shortbuf;
             len = 1;
             attached = arg[2] ? arg + 2 : NULL;
-            k = find_opt(opts, NULL, 0, arg[1]);
+            k = find_opt(opts, "", 0, arg[1]);
         }
         if (k >= 0) {
             if (opts[k].arg)

@@ -92,7 +92,8 @@ struct cli_usage {
     const char *summary;  /* one or more lines */
 };
 
-/* Parses argv[0..argc) (argv[0] is the first argument after the verb).
+/* Parses argv[0..argc) (argv[0] is the first argument after the verb) by
+ * the table opts (never NULL; ends with an entry whose name is NULL).
  * Global options (see conf.c) are accepted anywhere and stored in c->conf.
  * `-h`/`--help` prints the usage and returns CLI_HELP. Returns CLI_OK, or
  * CLI_USAGE after printing what is wrong. Free a with args_free. */

@@ -359,7 +359,10 @@ int client_list(struct client *cl, const char *path, const char *items_key,
             rc = CLI_SERVER;
             break;
         }
-        json_array_foreach(items, i, x) json_array_append(all, x);
+        json_array_foreach(items, i, x)
+        {
+            json_array_append(all, x);
+        }
         long long next;
         if (next_key) {
             next = json_integer_value(json_object_get(r, next_key));

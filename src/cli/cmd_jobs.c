@@ -377,7 +377,10 @@ static void show_one(json_t *j)
     if ((x = json_object_get(spec, "command")) && json_is_array(x)) {
         json_t *w;
         printf("%-13s", "command:");
-        json_array_foreach(x, i, w) printf(" %s", json_string_value(w));
+        json_array_foreach(x, i, w)
+        {
+            printf(" %s", json_string_value(w));
+        }
         putchar('\n');
     }
     printf("%-13s %s\n", "submitted:", out_time(json_object_get(j, "submit_time"), b1, sizeof(b1)));

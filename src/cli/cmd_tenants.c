@@ -197,8 +197,10 @@ int cmd_quota(struct cli *c, int argc, char **argv)
     }
     if (a.n_pos && !json_array_size(rows)) {
         bool known = false;
-        json_array_foreach(json_object_get(doc, "tenants"), i, x) known |=
-            under(json_string_value(json_object_get(x, "path")), a.pos[0]);
+        json_array_foreach(json_object_get(doc, "tenants"), i, x)
+        {
+            known |= under(json_string_value(json_object_get(x, "path")), a.pos[0]);
+        }
         if (!known) {
             cli_error("not_found", "no tenant %s", a.pos[0]);
             rc = CLI_NOTFOUND;
@@ -247,9 +249,12 @@ static long find_by(json_t *arr, const char *key, const char *val)
     size_t i;
     json_t *x;
 
-    json_array_foreach(
-        arr, i, x) if (val && json_is_string(json_object_get(x, key)) &&
-                       !strcmp(json_string_value(json_object_get(x, key)), val)) return (long)i;
+    json_array_foreach(arr, i, x)
+    {
+        const char *v = json_string_value(json_object_get(x, key));
+        if (val && v && !strcmp(v, val))
+            return (long)i;
+    }
     return -1;
 }
 
@@ -350,7 +355,10 @@ int cmd_apply(struct cli *c, int argc, char **argv)
         rc = cli_usage_error("%s: a tenants file is an object with a `tenants` list", file);
         goto out;
     }
-    json_array_foreach(json_object_get(doc, "tenants"), i, x) json_object_del(x, "synthetic");
+    json_array_foreach(json_object_get(doc, "tenants"), i, x)
+    {
+        json_object_del(x, "synthetic");
+    }
     if ((rc = get_doc(c, &cur)) != CLI_OK)
         goto out;
     next = json_deep_copy(doc);
@@ -361,18 +369,20 @@ int cmd_apply(struct cli *c, int argc, char **argv)
         json_t *nt = json_object_get(next, "tenants");
         json_t *np = json_object_get(next, "priority_classes");
 
-        json_array_foreach(
-            json_object_get(cur, "tenants"), i,
-            x) if (find_by(nt, "path", json_string_value(json_object_get(x, "path"))) < 0)
-            json_array_append(nt, x);
+        json_array_foreach(json_object_get(cur, "tenants"), i, x)
+        {
+            if (find_by(nt, "path", json_string_value(json_object_get(x, "path"))) < 0)
+                json_array_append(nt, x);
+        }
         if (!np && json_array_size(json_object_get(cur, "priority_classes"))) {
             np = json_array();
             json_object_set_new(next, "priority_classes", np);
         }
-        json_array_foreach(
-            json_object_get(cur, "priority_classes"), i,
-            x) if (find_by(np, "name", json_string_value(json_object_get(x, "name"))) < 0)
-            json_array_append(np, x);
+        json_array_foreach(json_object_get(cur, "priority_classes"), i, x)
+        {
+            if (find_by(np, "name", json_string_value(json_object_get(x, "name"))) < 0)
+                json_array_append(np, x);
+        }
     }
     bool print = c->fmt == CLI_FMT_TABLE, dry = args_has(&a, "dry-run");
     int changes = diff("tenant", "path", json_object_get(cur, "tenants"),

@@ -37,8 +37,11 @@ static json_t *tenant_row(json_t *rows, const char *path)
     size_t i;
     json_t *x;
 
-    json_array_foreach(
-        rows, i, x) if (!strcmp(json_string_value(json_object_get(x, "tenant")), path)) return x;
+    json_array_foreach(rows, i, x)
+    {
+        if (!strcmp(json_string_value(json_object_get(x, "tenant")), path))
+            return x;
+    }
     x = json_pack("{s:s,s:i,s:i,s:i,s:f,s:i}", "tenant", path, "running", 0, "starting", 0,
                   "pending", 0, "gpus", 0.0, "mig", 0);
     json_array_append_new(rows, x);
