@@ -79,6 +79,7 @@ struct bucket {
 
 struct http {
     struct server *srv;
+    char *tls_cert, *tls_key; /* owned: PEM text while serving HTTPS, else NULL */
     pthread_mutex_t rlock;
     struct bucket *rate; /* owned, RATE_SLOTS entries; NULL when the limit is off */
     struct MHD_Daemon *d;
@@ -491,6 +492,32 @@ static void http_done(void *cls, struct MHD_Connection *c, void **con_cls,
     *con_cls = NULL;
 }
 
+/* Reads a whole (small) file into a NUL-terminated string. */
+static char *read_file(const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    size_t len = 0, cap = 0, n;
+
+    if (!f) {
+        allot_fmt(err, errlen, "%s: cannot open", path);
+        return NULL;
+    }
+    do {
+        if (allot_grow((void **)&buf, &cap, len + 4097, 1) < 0 || len > (1u << 20)) {
+            allot_fmt(err, errlen, "%s: too large or out of memory", path);
+            allot_free(buf);
+            fclose(f);
+            return NULL;
+        }
+        n = fread(buf + len, 1, 4096, f);
+        len += n;
+    } while (n > 0);
+    fclose(f);
+    buf[len] = '\0';
+    return buf;
+}
+
 struct http *http_start(struct server *s, const char *listen, int workers, int *port, char *err,
                         size_t errlen)
 {
@@ -534,22 +561,41 @@ struct http *http_start(struct server *s, const char *listen, int workers, int *
         allot_free(h);
         return NULL;
     }
-    h->d = MHD_start_daemon(
-        MHD_USE_AUTO | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG, 0, NULL,
-        NULL, http_access, h, MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_THREAD_POOL_SIZE,
-        (unsigned)workers, MHD_OPTION_NOTIFY_COMPLETED, http_done, h, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)30, MHD_OPTION_END);
+    unsigned flags =
+        MHD_USE_AUTO | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG;
+    if (s->cfg.tls_cert && *s->cfg.tls_cert) {
+        if (!MHD_is_feature_supported(MHD_FEATURE_TLS)) {
+            allot_fmt(err, errlen, "this libmicrohttpd has no TLS support");
+            goto fail;
+        }
+        h->tls_cert = read_file(s->cfg.tls_cert, err, errlen);
+        h->tls_key = h->tls_cert ? read_file(s->cfg.tls_key, err, errlen) : NULL;
+        if (!h->tls_key)
+            goto fail;
+        flags |= MHD_USE_TLS;
+    }
+    h->d =
+        MHD_start_daemon(flags, 0, NULL, NULL, http_access, h, MHD_OPTION_SOCK_ADDR, &sa,
+                         MHD_OPTION_THREAD_POOL_SIZE, (unsigned)workers,
+                         MHD_OPTION_NOTIFY_COMPLETED, http_done, h, MHD_OPTION_CONNECTION_TIMEOUT,
+                         (unsigned)30, h->tls_cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END,
+                         h->tls_cert, MHD_OPTION_HTTPS_MEM_KEY, h->tls_key, MHD_OPTION_END);
     if (!h->d) {
-        allot_fmt(err, errlen, "cannot listen on %s", listen);
-        pthread_mutex_destroy(&h->mlock);
-        pthread_mutex_destroy(&h->rlock);
-        allot_free(h->rate);
-        allot_free(h);
-        return NULL;
+        allot_fmt(err, errlen, "cannot listen on %s%s", listen,
+                  h->tls_cert ? " (or the TLS certificate and key do not load)" : "");
+        goto fail;
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
     *port = info ? info->port : (int)p;
     return h;
+fail:
+    pthread_mutex_destroy(&h->mlock);
+    pthread_mutex_destroy(&h->rlock);
+    allot_free(h->rate);
+    allot_free(h->tls_cert);
+    allot_free(h->tls_key);
+    allot_free(h);
+    return NULL;
 }
 
 void http_stop(struct http *h)
@@ -561,5 +607,7 @@ void http_stop(struct http *h)
     pthread_mutex_destroy(&h->mlock);
     pthread_mutex_destroy(&h->rlock);
     allot_free(h->rate);
+    allot_free(h->tls_cert);
+    allot_free(h->tls_key);
     allot_free(h);
 }

@@ -47,6 +47,15 @@ static const struct allot_config_option options[] = {
      .offset = F(config),
      .help = "Config file read before the command line (command-line options win). "
              "Only meaningful on the command line."},
+    {.name = "tls-cert",
+     .type = ALLOT_CFG_STRING,
+     .offset = F(tls_cert),
+     .help = "PEM certificate (chain) file: with tls-key, the API is served over HTTPS "
+             "only."},
+    {.name = "tls-key",
+     .type = ALLOT_CFG_STRING,
+     .offset = F(tls_key),
+     .help = "PEM private key file of tls-cert."},
     {.name = "log-file",
      .type = ALLOT_CFG_STRING,
      .offset = F(log_file),
@@ -289,7 +298,8 @@ static int serve(struct server *s)
         host[hl < sizeof(host) ? hl : sizeof(host) - 1] = '\0';
         fprintf(stderr, "listening on %s:%d\n", host, port);
         fflush(stderr);
-        LOG_INFO("main", "listening on %s:%d, store %s", host, port, url);
+        LOG_INFO("main", "listening on %s:%d%s, store %s", host, port,
+                 s->cfg.tls_cert && *s->cfg.tls_cert ? " (HTTPS)" : "", url);
     }
     if (!loop_start(s, err, sizeof(err))) {
         fprintf(stderr, "allotd: %s\n", err);
@@ -373,6 +383,10 @@ int main(int argc, char **argv)
     if (i < argc) {
         fprintf(stderr, "allotd: unexpected argument \"%s\"\n", argv[i]);
         usage(stderr);
+        return 2;
+    }
+    if ((c->tls_cert && *c->tls_cert) != (c->tls_key && *c->tls_key)) {
+        fprintf(stderr, "allotd: --tls-cert and --tls-key go together\n");
         return 2;
     }
     if (log_setup(c->log_file, !strcmp(c->log_format, "json"), c->log_level) < 0) {

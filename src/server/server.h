@@ -32,6 +32,8 @@ struct server_config {
     char *log_file;
     char *log_format;
     char *log_level;
+    char *tls_cert;
+    char *tls_key;
     char *placement;
     char *order;
     int64_t workers;
