@@ -79,7 +79,7 @@ static double round_run(const char *allotd, int clients, long jobs, double secs,
     if (bench_conn_open(&c, d.port) < 0 ||
         bench_setup_tenants(&c, d.admin, agent, a.member, sizeof(agent)) < 0)
         goto out;
-    if (nodes > 0 && bench_register_nodes(d.port, agent, nodes, 8, &reg_s) != nodes) {
+    if (nodes > 0 && bench_register_nodes(d.port, agent, nodes, 8, NULL, NULL, &reg_s) != nodes) {
         fprintf(stderr, "bench-api: node registration failed\n");
         goto out;
     }

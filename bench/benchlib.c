@@ -771,7 +771,16 @@ struct reg {
     const char *agent;
     int count, next;
     long ok;
+    void (*tick)(void *);
+    void *ud;
 };
+
+static void reg_tick(void *ud)
+{
+    struct reg *r = ud;
+
+    r->tick(r->ud);
+}
 
 static size_t reg_next(void *ud, int k, char *buf, size_t cap)
 {
@@ -807,14 +816,16 @@ static void reg_reply(void *ud, int k, int status, const char *body, size_t len)
         fprintf(stderr, "bench: register: %d %.*s\n", status, (int)(len > 300 ? 300 : len), body);
 }
 
-long bench_register_nodes(int port, const char *agent, int count, int clients, double *secs)
+long bench_register_nodes(int port, const char *agent, int count, int clients, void (*tick)(void *),
+                          void *ud, double *secs)
 {
-    struct reg r = {.agent = agent, .count = count};
+    struct reg r = {.agent = agent, .count = count, .tick = tick, .ud = ud};
     struct bench_load L = {.port = port,
                            .clients = clients,
                            .max_s = 120,
                            .next = reg_next,
                            .reply = reg_reply,
+                           .tick = tick ? reg_tick : NULL,
                            .ud = &r};
 
     if (bench_load_run(&L) < 0)

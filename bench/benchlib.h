@@ -126,10 +126,12 @@ extern const char bench_tenants_json[];
 int bench_setup_tenants(struct bench_conn *c, const char *admin, char *agent, char member[4][128],
                         size_t cap);
 
-/* Registers nodes n0001..n<count> (8 GPUs of `model`, 64 CPUs, 500 GiB)
- * through the agent API with `clients` connections. OUT: *secs. Returns
- * the number registered (201 or 200), or -1. */
-long bench_register_nodes(int port, const char *agent, int count, int clients, double *secs);
+/* Registers nodes n0001..n<count> (8 A100 GPUs, 64 CPUs, 500 GiB)
+ * through the agent API with `clients` connections, calling tick(ud)
+ * about every 10 ms when not NULL. OUT: *secs. Returns the number
+ * registered (201 or 200), or -1. */
+long bench_register_nodes(int port, const char *agent, int count, int clients, void (*tick)(void *),
+                          void *ud, double *secs);
 
 /* GET /metrics and reads gauge `name` (the full series name, labels
  * included). Returns 0 (OUT: *v) or -1. */

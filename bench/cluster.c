@@ -47,6 +47,13 @@ struct fill {
     int *node_used;
 };
 
+struct opts {
+    int nodes, clients, queued_first;
+    long jobs, stored;
+    double quiet;
+    const char *mix;
+};
+
 static const char *const gauges[] = {"allot_jobs{state=\"running\"}",
                                      "allot_jobs{state=\"pending\"}", "allot_gpus_allocated",
                                      "allot_sched_cycle_seconds_count"};
@@ -183,16 +190,9 @@ static int min_pending_gpus(struct bench_conn *c, const char *admin, long *n_pen
 static void usage(void)
 {
     fprintf(stderr, "usage: bench-cluster [--nodes 1024] [--jobs 5000] [--clients 64] "
-                    "[--stored 100000] [--quiet 3] [--mix jobs.tsv]\n"
+                    "[--stored 100000] [--quiet 3] [--queued-first 1] [--mix jobs.tsv]\n"
                     "  allotd is $ALLOTD or the one next to this program\n");
 }
-
-struct opts {
-    int nodes, clients;
-    long jobs, stored;
-    double quiet;
-    const char *mix;
-};
 
 static int parse(int argc, char **argv, struct opts *o)
 {
@@ -210,6 +210,8 @@ static int parse(int argc, char **argv, struct opts *o)
             o->stored = strtol(v, NULL, 10);
         else if (!strcmp(argv[i], "--quiet"))
             o->quiet = strtod(v, NULL);
+        else if (!strcmp(argv[i], "--queued-first"))
+            o->queued_first = (int)strtol(v, NULL, 10);
         else if (!strcmp(argv[i], "--mix"))
             o->mix = v;
         else
@@ -236,6 +238,25 @@ static int wait_nodes(struct bench_conn *c, int nodes)
     return -1;
 }
 
+/* Waits until the number of started jobs stops changing: --quiet
+ * seconds and two cycles after the last change (bounded: 300 s from
+ * t0). Returns the fill time, t0 to the last change. */
+static double wait_quiet(struct fill *f, const struct opts *o)
+{
+    for (double cyc_at_change = f->cycles; bench_now() < f->t0 + 300;) {
+        double before = f->last_change;
+        struct timespec ts = {0, 20000000};
+
+        poll_metrics(f);
+        if (f->last_change != before)
+            cyc_at_change = f->cycles;
+        if (bench_now() - f->last_change >= o->quiet && f->cycles >= cyc_at_change + 2)
+            break;
+        nanosleep(&ts, NULL);
+    }
+    return f->last_change - f->t0;
+}
+
 /* The fill; prints its line. Returns 0 or -1. */
 static int fill_run(struct bench_daemon *d, struct fill *f, const struct opts *o)
 {
@@ -259,20 +280,7 @@ static int fill_run(struct bench_daemon *d, struct fill *f, const struct opts *o
     if (bench_load_run(&L) < 0)
         goto out;
     submitted_at = bench_now();
-    /* wait until started jobs stop changing: --quiet seconds and two
-     * cycles after the last change (bounded: 300 s) */
-    for (double cyc_at_change = f->cycles; bench_now() < f->t0 + 300;) {
-        double before = f->last_change;
-        struct timespec ts = {0, 20000000};
-
-        poll_metrics(f);
-        if (f->last_change != before)
-            cyc_at_change = f->cycles;
-        if (bench_now() - f->last_change >= o->quiet && f->cycles >= cyc_at_change + 2)
-            break;
-        nanosleep(&ts, NULL);
-    }
-    fill_s = f->last_change - f->t0;
+    fill_s = wait_quiet(f, o);
     /* every node heartbeats once: what the agents would be told */
     f->hb_nodes = o->nodes;
     struct bench_load H = {.port = d->port,
@@ -293,8 +301,9 @@ static int fill_run(struct bench_daemon *d, struct fill *f, const struct opts *o
            "submit_errors=%zu cycles=%.0f\n",
            o->nodes, o->jobs, fill_s, fill_s > 0 ? f->started / fill_s : 0.0,
            (double)bench_proc_kib(d->pid, "VmRSS") / 1024.0, L.wall_s,
-           fill_s - (submitted_at - f->t0), f->started, f->pending, f->gpus_alloc,
-           o->nodes * GPUS_PER_NODE, (double)bench_proc_kib(d->pid, "VmHWM") / 1024.0,
+           fill_s > submitted_at - f->t0 ? fill_s - (submitted_at - f->t0) : 0.0, f->started,
+           f->pending, f->gpus_alloc, o->nodes * GPUS_PER_NODE,
+           (double)bench_proc_kib(d->pid, "VmHWM") / 1024.0,
            bench_percentile(L.lat_ms, L.n_lat, 50), bench_percentile(L.lat_ms, L.n_lat, 99),
            L.n_bad, f->cycles - cycles0);
     printf("check heartbeats=%d in %.3f s (%.0f/s): desired tasks=%ld gpus=%ld (metrics %.0f); "
@@ -341,9 +350,65 @@ static void stored_run(struct bench_daemon *d, struct fill *f, const struct opts
     bench_load_free(&L);
 }
 
+/* The fill from a full queue (as Slurm's figure, where the partition
+ * goes up under 5,000 queued jobs): on a fresh allotd the mix is
+ * submitted before any node exists, then the 1,024 nodes register; the
+ * fill time runs from the first registration. Prints its line. */
+static int queued_first_run(const char *allotd, const struct opts *o, const struct bench_job *mix,
+                            long n_mix)
+{
+    static const char *const extra[] = {"--lease", "10m", NULL};
+    struct bench_daemon d;
+    struct bench_conn c = {.fd = -1};
+    struct fill f = {.mix = mix, .n_mix = n_mix, .limit = o->jobs, .key_prefix = "queued"};
+    struct bench_load L = {
+        .clients = o->clients, .max_s = 300, .next = next_submit, .reply = bad_reply, .ud = &f};
+    char agent[128];
+    double reg_s = 0, end, fill_s;
+    long n;
+    int rc = -1;
+
+    if (bench_daemon_start(&d, allotd, extra) < 0)
+        return -1;
+    L.port = d.port;
+    f.mc = &c;
+    if (bench_conn_open(&c, d.port) < 0 ||
+        bench_setup_tenants(&c, d.admin, agent, f.member, sizeof(agent)) < 0 ||
+        bench_load_run(&L) < 0)
+        goto out;
+    end = bench_now() + 60;
+    do
+        poll_metrics(&f);
+    while (f.pending < (double)o->jobs && bench_now() < end);
+    f.t0 = f.last_change = bench_now();
+    n = bench_register_nodes(d.port, agent, o->nodes, 16, tick, &f, &reg_s);
+    if (n != o->nodes)
+        goto out;
+    fill_s = wait_quiet(&f, o);
+    printf("queued_first nodes=%d jobs=%ld fill_s=%.3f placed_per_s=%.0f rss_mib=%.1f "
+           "register_s=%.3f started=%.0f pending=%.0f gpus_alloc=%.0f/%d submit_s=%.3f "
+           "(%.0f/s, before any node)\n",
+           o->nodes, o->jobs, fill_s, fill_s > 0 ? f.started / fill_s : 0.0,
+           (double)bench_proc_kib(d.pid, "VmRSS") / 1024.0, reg_s, f.started, f.pending,
+           f.gpus_alloc, o->nodes * GPUS_PER_NODE, L.wall_s,
+           L.wall_s > 0 ? (double)L.n_lat / L.wall_s : 0.0);
+    fflush(stdout);
+    rc = 0;
+out:
+    bench_load_free(&L);
+    bench_conn_close(&c);
+    bench_daemon_stop(&d);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
-    struct opts o = {.nodes = 1024, .clients = 64, .jobs = 5000, .stored = 100000, .quiet = 3};
+    struct opts o = {.nodes = 1024,
+                     .clients = 64,
+                     .jobs = 5000,
+                     .stored = 100000,
+                     .quiet = 3,
+                     .queued_first = 1};
     static const char *const extra[] = {"--lease", "10m", NULL};
     struct bench_daemon d;
     struct bench_conn c = {.fd = -1};
@@ -382,7 +447,7 @@ int main(int argc, char **argv)
     if (bench_conn_open(&c, d.port) < 0 ||
         bench_setup_tenants(&c, d.admin, agent, f.member, sizeof(agent)) < 0)
         goto out;
-    n = bench_register_nodes(d.port, agent, o.nodes, 16, &reg_s);
+    n = bench_register_nodes(d.port, agent, o.nodes, 16, NULL, NULL, &reg_s);
     printf("registered nodes=%ld in %.3f s (%.0f/s) rss_mib=%.1f\n", n, reg_s,
            reg_s > 0 ? (double)n / reg_s : 0.0, (double)bench_proc_kib(d.pid, "VmRSS") / 1024.0);
     if (n != o.nodes || wait_nodes(&c, o.nodes) < 0)
@@ -394,6 +459,8 @@ int main(int argc, char **argv)
 out:
     bench_conn_close(&c);
     bench_daemon_stop(&d);
+    if (status == 0 && o.queued_first && queued_first_run(allotd, &o, mix, f.n_mix) < 0)
+        status = 1;
     free(mix);
     free(f.node_used);
     return status;
