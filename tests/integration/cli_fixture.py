@@ -51,6 +51,8 @@ def cli(dm, *args, token=None, server=None, env=None, home=None, stdin=None, tim
     e.update(env or {})
     p = subprocess.run([ALLOT] + [str(a) for a in args], capture_output=True, text=True,
                        env=e, input=stdin, timeout=timeout)
+    # a sanitizer build (ALLOT_CLI=build-asan/allot) reports here
+    assert "runtime error" not in p.stderr and "Sanitizer" not in p.stderr, p.stderr
     return Result(p)
 
 
