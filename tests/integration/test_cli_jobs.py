@@ -29,6 +29,14 @@ def test_help_everywhere():
         h = ok(cli(dm, *(sub + ["--help"])), sub)
         assert h.out.startswith("usage: allot %s" % " ".join(sub)), h
     ok(cli(dm, "help", "submit"))
+    # a man page per verb, with the usual sections, and the overview lists every verb
+    docs = os.path.join(fx.SOURCE, "docs", "cli")
+    overview = open(os.path.join(docs, "allot.md")).read()
+    for v in VERBS:
+        assert "`%s`" % v in overview and "allot-%s.md" % v in overview, v
+        page = open(os.path.join(docs, "allot-%s.md" % v)).read()
+        for sec in ("NAME", "SYNOPSIS", "DESCRIPTION", "OPTIONS", "EXAMPLES", "EXIT STATUS"):
+            assert "\n## %s" % sec in page, (v, sec)
     fails(cli(dm), 1)
     fails(cli(dm, "frobnicate"), 1, "usage")
     fails(cli(dm, "ls", "--frob"), 1, "usage")
