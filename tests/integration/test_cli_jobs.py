@@ -6,6 +6,8 @@ token may see and do."""
 
 import json
 import os
+import re
+import subprocess
 
 import allotd_fixture as fx
 from allotd_fixture import TENANTS, Daemon
@@ -43,6 +45,23 @@ def test_help_everywhere():
     fails(cli(dm, "tokens", "frob"), 1, "usage")
     fails(cli(dm, "ls", "-o", "xml"), 1, "usage")
     fails(cli(dm, "show", "abc"), 1, "usage")
+
+
+def test_cli_uses_only_served_routes():
+    """Every API path in the CLI's source is a route allotd serves."""
+    routes = subprocess.run([fx.ALLOTD, "--print-routes"], capture_output=True, text=True,
+                            timeout=10, check=True).stdout.split("\n")
+    pats = [re.compile("^" + re.sub(r"\\{\w+\\}", "[^/]+", re.escape(r.split(" ", 1)[1])) + "$")
+            for r in routes if " " in r]
+    src = os.path.join(fx.SOURCE, "src", "cli")
+    used = set()
+    for f in os.listdir(src):
+        with open(os.path.join(src, f)) as fh:
+            used |= set(re.findall(r'"(/v1[^"?]*)', fh.read()))
+    assert len(used) >= 8, used
+    for u in used:
+        path = re.sub(r"%[a-z]+", "x", u)
+        assert any(p.match(path) for p in pats), "allot uses %s, which allotd does not serve" % u
 
 
 def test_apply_tenants_and_quota():
@@ -257,7 +276,8 @@ def test_member_scope_and_denied():
 if __name__ == "__main__":
     dm = Daemon()
     try:
-        fx.run([test_help_everywhere, test_apply_tenants_and_quota, test_submit_show_cancel_events,
+        fx.run([test_help_everywhere, test_cli_uses_only_served_routes,
+                test_apply_tenants_and_quota, test_submit_show_cancel_events,
                 test_submit_shapes_and_files, test_submit_errors, test_idempotency_key_flag,
                 test_ls_pages_and_filters, test_member_scope_and_denied])
     finally:
