@@ -148,8 +148,8 @@ struct allot_store *srv_reader(struct server *s)
     if (tl_reader)
         return tl_reader;
     pthread_mutex_lock(&s->readers_lock);
-    if (allot_grow((void **)&s->readers, &s->cap_readers, s->n_readers + 1, sizeof(*s->readers)) ==
-            0 &&
+    if (allot_grow((void **)&s->readers, &s->cap_readers, s->n_readers + 1,
+                   sizeof(struct allot_store *)) == 0 &&
         allot_store_open(s->store_url, NULL, &st, err, sizeof(err)) == 0)
         s->readers[s->n_readers++] = st;
     else
