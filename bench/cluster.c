@@ -48,8 +48,8 @@ struct fill {
 };
 
 struct opts {
-    int nodes, clients, queued_first;
-    long jobs, stored;
+    int nodes, clients, queued_first, concurrent;
+    long jobs, stored, queued_jobs;
     double quiet;
     const char *mix;
 };
@@ -190,7 +190,8 @@ static int min_pending_gpus(struct bench_conn *c, const char *admin, long *n_pen
 static void usage(void)
 {
     fprintf(stderr, "usage: bench-cluster [--nodes 1024] [--jobs 5000] [--clients 64] "
-                    "[--stored 100000] [--quiet 3] [--queued-first 1] [--mix jobs.tsv]\n"
+                    "[--stored 100000] [--quiet 3] [--queued-first 1] [--queued-jobs N]\n"
+                    "       [--concurrent 1] [--mix jobs.tsv]\n"
                     "  allotd is $ALLOTD or the one next to this program\n");
 }
 
@@ -210,6 +211,10 @@ static int parse(int argc, char **argv, struct opts *o)
             o->stored = strtol(v, NULL, 10);
         else if (!strcmp(argv[i], "--quiet"))
             o->quiet = strtod(v, NULL);
+        else if (!strcmp(argv[i], "--queued-jobs"))
+            o->queued_jobs = strtol(v, NULL, 10);
+        else if (!strcmp(argv[i], "--concurrent"))
+            o->concurrent = (int)strtol(v, NULL, 10);
         else if (!strcmp(argv[i], "--queued-first"))
             o->queued_first = (int)strtol(v, NULL, 10);
         else if (!strcmp(argv[i], "--mix"))
@@ -360,7 +365,8 @@ static int queued_first_run(const char *allotd, const struct opts *o, const stru
     static const char *const extra[] = {"--lease", "10m", NULL};
     struct bench_daemon d;
     struct bench_conn c = {.fd = -1};
-    struct fill f = {.mix = mix, .n_mix = n_mix, .limit = o->jobs, .key_prefix = "queued"};
+    long queued = o->queued_jobs > 0 ? o->queued_jobs : o->jobs;
+    struct fill f = {.mix = mix, .n_mix = n_mix, .limit = queued, .key_prefix = "queued"};
     struct bench_load L = {
         .clients = o->clients, .max_s = 300, .next = next_submit, .reply = bad_reply, .ud = &f};
     char agent[128];
@@ -376,10 +382,10 @@ static int queued_first_run(const char *allotd, const struct opts *o, const stru
         bench_setup_tenants(&c, d.admin, agent, f.member, sizeof(agent)) < 0 ||
         bench_load_run(&L) < 0)
         goto out;
-    end = bench_now() + 60;
+    end = bench_now() + 120;
     do
         poll_metrics(&f);
-    while (f.pending < (double)o->jobs && bench_now() < end);
+    while (f.pending < (double)queued && bench_now() < end);
     f.t0 = f.last_change = bench_now();
     n = bench_register_nodes(d.port, agent, o->nodes, 16, tick, &f, &reg_s);
     if (n != o->nodes)
@@ -388,7 +394,7 @@ static int queued_first_run(const char *allotd, const struct opts *o, const stru
     printf("queued_first nodes=%d jobs=%ld fill_s=%.3f placed_per_s=%.0f rss_mib=%.1f "
            "register_s=%.3f started=%.0f pending=%.0f gpus_alloc=%.0f/%d submit_s=%.3f "
            "(%.0f/s, before any node)\n",
-           o->nodes, o->jobs, fill_s, fill_s > 0 ? f.started / fill_s : 0.0,
+           o->nodes, queued, fill_s, fill_s > 0 ? f.started / fill_s : 0.0,
            (double)bench_proc_kib(d.pid, "VmRSS") / 1024.0, reg_s, f.started, f.pending,
            f.gpus_alloc, o->nodes * GPUS_PER_NODE, L.wall_s,
            L.wall_s > 0 ? (double)L.n_lat / L.wall_s : 0.0);
@@ -401,6 +407,38 @@ out:
     return rc;
 }
 
+/* The fill while submitting, then the stored jobs, on one allotd.
+ * Returns 0 or -1. */
+static int concurrent_run(const char *allotd, const struct opts *o, struct fill *f)
+{
+    static const char *const extra[] = {"--lease", "10m", NULL};
+    struct bench_daemon d;
+    struct bench_conn c = {.fd = -1};
+    char agent[128];
+    double reg_s = 0;
+    long n;
+    int rc = -1;
+
+    if (bench_daemon_start(&d, allotd, extra) < 0)
+        return -1;
+    f->mc = &c;
+    f->agent = agent;
+    if (bench_conn_open(&c, d.port) < 0 ||
+        bench_setup_tenants(&c, d.admin, agent, f->member, sizeof(agent)) < 0)
+        goto out;
+    n = bench_register_nodes(d.port, agent, o->nodes, 16, NULL, NULL, &reg_s);
+    printf("registered nodes=%ld in %.3f s (%.0f/s) rss_mib=%.1f\n", n, reg_s,
+           reg_s > 0 ? (double)n / reg_s : 0.0, (double)bench_proc_kib(d.pid, "VmRSS") / 1024.0);
+    if (n != o->nodes || wait_nodes(&c, o->nodes) < 0 || fill_run(&d, f, o) < 0)
+        goto out;
+    stored_run(&d, f, o);
+    rc = 0;
+out:
+    bench_conn_close(&c);
+    bench_daemon_stop(&d);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     struct opts o = {.nodes = 1024,
@@ -408,16 +446,12 @@ int main(int argc, char **argv)
                      .jobs = 5000,
                      .stored = 100000,
                      .quiet = 3,
-                     .queued_first = 1};
-    static const char *const extra[] = {"--lease", "10m", NULL};
-    struct bench_daemon d;
-    struct bench_conn c = {.fd = -1};
+                     .queued_first = 1,
+                     .concurrent = 1};
     struct fill f = {0};
     struct bench_job *mix = NULL;
-    char allotd[1024], agent[128];
-    double reg_s = 0;
-    long n;
-    int status = 1;
+    char allotd[1024];
+    int status = 0;
 
     if (parse(argc, argv, &o) < 0) {
         usage();
@@ -437,29 +471,9 @@ int main(int argc, char **argv)
         return 1;
     }
     o.jobs = f.n_mix < o.jobs ? f.n_mix : o.jobs;
-    if (bench_daemon_start(&d, allotd, extra) < 0) {
-        free(mix);
-        free(f.node_used);
-        return 1;
-    }
-    f.mc = &c;
-    f.agent = agent;
-    if (bench_conn_open(&c, d.port) < 0 ||
-        bench_setup_tenants(&c, d.admin, agent, f.member, sizeof(agent)) < 0)
-        goto out;
-    n = bench_register_nodes(d.port, agent, o.nodes, 16, NULL, NULL, &reg_s);
-    printf("registered nodes=%ld in %.3f s (%.0f/s) rss_mib=%.1f\n", n, reg_s,
-           reg_s > 0 ? (double)n / reg_s : 0.0, (double)bench_proc_kib(d.pid, "VmRSS") / 1024.0);
-    if (n != o.nodes || wait_nodes(&c, o.nodes) < 0)
-        goto out;
-    if (fill_run(&d, &f, &o) < 0)
-        goto out;
-    stored_run(&d, &f, &o);
-    status = 0;
-out:
-    bench_conn_close(&c);
-    bench_daemon_stop(&d);
-    if (status == 0 && o.queued_first && queued_first_run(allotd, &o, mix, f.n_mix) < 0)
+    if (o.concurrent && concurrent_run(allotd, &o, &f) < 0)
+        status = 1;
+    if (o.queued_first && queued_first_run(allotd, &o, mix, f.n_mix) < 0)
         status = 1;
     free(mix);
     free(f.node_used);
