@@ -356,7 +356,8 @@ static struct shape_cache *shape_cache(struct allot_sched *s, int shape)
         memset(sc->v + old, 0, (sc->cap - old) * sizeof(*sc->v));
     }
     if (sc->gen != s->gen) {
-        memset(sc->v, 0, sc->cap * sizeof(*sc->v));
+        if (sc->cap) /* no class yet: nothing to clear (and no array) */
+            memset(sc->v, 0, sc->cap * sizeof(*sc->v));
         sc->gen = s->gen;
         sc->nofit_epoch = 0;
     }

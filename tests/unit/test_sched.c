@@ -282,13 +282,34 @@ static void test_policy_registry(void **state)
     assert_null(allot_sched_policy_find("nope"));
 }
 
+/* A cluster without nodes (a daemon before its first agent registers):
+ * every policy answers ENOSPC, without touching a score array that does
+ * not exist yet (UBSan checked memset on NULL here). */
+static void test_empty_cluster(void **state)
+{
+    struct allot_task t = {.num_gpu = 1, .gpu_milli = 1000, .mig_profile = -1, .cpu_milli = 1000};
+
+    (void)state;
+    for (int i = 0; allot_sched_policies[i]; i++) {
+        struct allot_cluster *c = allot_cluster_new(cat, 0);
+        struct allot_sched *s = allot_sched_new(c, allot_sched_policies[i], NULL);
+        struct allot_placement p;
+        assert_non_null(s);
+        allot_sched_observe(s, &t);
+        assert_int_equal(allot_sched_place(s, &t, &p, NULL, 0), ALLOT_ENOSPC);
+        assert_int_equal(allot_sched_pick(s, &t, &p), ALLOT_ENOSPC);
+        allot_sched_free(s);
+        allot_cluster_free(c);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_policy_registry), cmocka_unit_test(test_matches_brute_force),
         cmocka_unit_test(test_deterministic),   cmocka_unit_test(test_bad_task_changes_nothing),
         cmocka_unit_test(test_nospace),         cmocka_unit_test(test_mig_tasks),
-        cmocka_unit_test(test_alloc_failure),
+        cmocka_unit_test(test_alloc_failure),   cmocka_unit_test(test_empty_cluster),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
