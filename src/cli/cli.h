@@ -12,7 +12,7 @@
  *   input.c        -f FILE: JSON or YAML (libyaml) into a jansson value
  *   cmd_jobs.c     submit, ls, show, cancel, events
  *   cmd_tenants.c  tenants, quota, apply
- *   cmd_admin.c    nodes, tokens, audit
+ *   cmd_admin.c    nodes, cordon, drain, uncordon, tokens, audit
  *   cmd_top.c      top
  *
  * Errors are printed once, where they are found, as `allot: CODE: MESSAGE`
@@ -48,6 +48,7 @@ struct cli_conf {
     char *server;    /* base URL, e.g. http://127.0.0.1:7070 */
     char *token;     /* bearer token or NULL */
     char *output;    /* "table", "json" or "yaml" */
+    char *cacert;    /* PEM file of the CA that signed allotd's certificate, or NULL */
     char *config;    /* config file named with --config, or NULL */
     int64_t retries; /* extra attempts after a failure that may be retried */
     int64_t timeout; /* milliseconds per HTTP request */
@@ -231,6 +232,9 @@ int cmd_tenants(struct cli *c, int argc, char **argv);
 int cmd_quota(struct cli *c, int argc, char **argv);
 int cmd_apply(struct cli *c, int argc, char **argv);
 int cmd_nodes(struct cli *c, int argc, char **argv);
+int cmd_cordon(struct cli *c, int argc, char **argv);
+int cmd_drain(struct cli *c, int argc, char **argv);
+int cmd_uncordon(struct cli *c, int argc, char **argv);
 int cmd_tokens(struct cli *c, int argc, char **argv);
 int cmd_audit(struct cli *c, int argc, char **argv);
 int cmd_top(struct cli *c, int argc, char **argv);

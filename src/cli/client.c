@@ -11,7 +11,8 @@
  * caller says it is safe: reads, PUT of a whole document, and a submission
  * that carries an Idempotency-Key, whose repeat returns the job the first
  * attempt made. At most 1 + conf.retries attempts, with backoff from 250 ms
- * doubling to at most 4 s.
+ * doubling to at most 4 s; a 429 waits its Retry-After (at most 10 s).
+ * https:// URLs are checked against the system's CAs or conf.cacert.
  */
 #include "cli.h"
 
@@ -29,6 +30,7 @@ struct client {
     CURL *h;      /* owned */
     char *base;   /* owned: server URL without a trailing slash */
     char *auth;   /* owned: the Authorization header line */
+    char *cacert; /* owned: CA file for https, or NULL */
     long timeout; /* ms */
     int retries;
     bool verbose;
@@ -76,8 +78,8 @@ struct client *cli_client(struct cli *c)
                         "~/.config/allot/config");
         return NULL;
     }
-    if (strstr(s, "://") && strncmp(s, "http://", 7) != 0) {
-        cli_usage_error("server %s: only http:// URLs are supported", s);
+    if (strstr(s, "://") && strncmp(s, "http://", 7) != 0 && strncmp(s, "https://", 8) != 0) {
+        cli_usage_error("server %s: only http:// and https:// URLs are supported", s);
         return NULL;
     }
     for (const char *p = s; *p; p++) {
@@ -104,6 +106,8 @@ struct client *cli_client(struct cli *c)
     allot_fmt(tmp, sizeof(tmp), "Authorization: Bearer %s", c->conf.token);
     cl->auth = allot_strdup(tmp);
     cl->h = curl_easy_init();
+    if (c->conf.cacert && *c->conf.cacert && !(cl->cacert = allot_strdup(c->conf.cacert)))
+        goto oom;
     if (!cl->base || !cl->auth || !cl->h)
         goto oom;
     cl->timeout = (long)c->conf.timeout;
@@ -125,6 +129,7 @@ void client_free(struct client *cl)
         curl_easy_cleanup(cl->h);
     allot_free(cl->base);
     allot_free(cl->auth);
+    allot_free(cl->cacert);
     allot_free(cl);
     curl_global_cleanup();
 }
@@ -249,7 +254,9 @@ int client_call(struct client *cl, const char *method, const char *path, json_t 
         curl_easy_setopt(h, CURLOPT_ERRORBUFFER, cl->errbuf);
         curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
         curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
-        curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http");
+        curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+        if (cl->cacert)
+            curl_easy_setopt(h, CURLOPT_CAINFO, cl->cacert);
         curl_easy_setopt(h, CURLOPT_USERAGENT, "allot/0.1");
         if (text) {
             curl_easy_setopt(h, CURLOPT_POSTFIELDS, text);
@@ -273,11 +280,16 @@ int client_call(struct client *cl, const char *method, const char *path, json_t 
         if (!again || attempt == cl->retries)
             break;
         long wait = 250L << (attempt < 4 ? attempt : 4);
+        curl_off_t after = 0;
         if (wait > 4000)
             wait = 4000;
+        /* a rate-limited token is told when to come back (at most 10 s) */
+        if (st == 429 && curl_easy_getinfo(h, CURLINFO_RETRY_AFTER, &after) == CURLE_OK &&
+            after > 0)
+            wait = after >= 10 ? 10000 : (long)after * 1000;
         if (cl->verbose || crc != CURLE_OK)
             fprintf(stderr, "allot: %s; retrying in %ld ms (%d of %d)\n",
-                    crc == CURLE_OK ? "server busy or starting"
+                    crc == CURLE_OK ? (st == 429 ? "rate limited" : "server busy or starting")
                     : cl->errbuf[0] ? cl->errbuf
                                     : curl_easy_strerror(crc),
                     wait, attempt + 1, cl->retries);
@@ -293,8 +305,11 @@ int client_call(struct client *cl, const char *method, const char *path, json_t 
         if (b.too_big)
             cli_error("bad_reply", "the reply of %s is larger than %u MiB", url, REPLY_MAX >> 20);
         else
-            cli_error("connection", "%s %s: %s", method, url,
-                      cl->errbuf[0] ? cl->errbuf : curl_easy_strerror(crc));
+            cli_error("connection", "%s %s: %s%s", method, url,
+                      cl->errbuf[0] ? cl->errbuf : curl_easy_strerror(crc),
+                      crc == CURLE_PEER_FAILED_VERIFICATION
+                          ? " (a private CA or self-signed certificate: give --cacert FILE)"
+                          : "");
         rc = CLI_SERVER;
     } else if (st < 200 || st > 299) {
         rc = report_error(st, &b);

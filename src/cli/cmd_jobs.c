@@ -39,6 +39,7 @@ static const struct cli_opt submit_opts[] = {
     {"label", 'l', "K=V", "label (repeatable)"},
     {"time-limit", 0, "DURATION", "time limit (seconds, or with s/m/h/d)"},
     {"checkpointable", 0, NULL, "the job can be checkpointed and preempted safely"},
+    {"no-requeue", 0, NULL, "end as lost when its node is lost (default: back to pending)"},
     {"idempotency-key", 0, "KEY", "key of this submission (default: a random one)"},
     {NULL, 0, NULL, NULL}};
 
@@ -135,6 +136,8 @@ static int build_job(const struct cli_args *a, json_t **out)
         json_object_set_new(job, "time_limit", json_integer(i64));
     if (rc == CLI_OK && args_has(a, "checkpointable"))
         json_object_set_new(job, "checkpointable", json_true());
+    if (rc == CLI_OK && args_has(a, "no-requeue"))
+        json_object_set_new(job, "requeue", json_false());
     if (rc == CLI_OK) {
         const char *const *v;
         size_t n;

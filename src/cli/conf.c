@@ -4,7 +4,7 @@
  * global flags and their --help. Precedence, lowest first: defaults, the
  * config file ($XDG_CONFIG_HOME/allot/config, else ~/.config/allot/config,
  * or --config FILE / ALLOT_CONFIG), the environment (ALLOT_SERVER,
- * ALLOT_TOKEN, ALLOT_OUTPUT), then flags. A config file that holds a token
+ * ALLOT_TOKEN, ALLOT_OUTPUT, ALLOT_CACERT), then flags. A config file that holds a token
  * and is readable by others draws a warning.
  */
 #include "cli.h"
@@ -25,11 +25,16 @@ static const struct allot_config_option options[] = {
      .type = ALLOT_CFG_STRING,
      .offset = F(server),
      .def = "http://127.0.0.1:7070",
-     .help = "URL of allotd (http://HOST:PORT; a bare HOST:PORT means http)"},
+     .help = "URL of allotd (http:// or https://HOST:PORT; a bare HOST:PORT means http)"},
     {.name = "token",
      .type = ALLOT_CFG_STRING,
      .offset = F(token),
      .help = "API token (allot_...); prefer ALLOT_TOKEN or the config file over the flag"},
+    {.name = "cacert",
+     .type = ALLOT_CFG_STRING,
+     .offset = F(cacert),
+     .help = "PEM file of the CA (or the self-signed certificate) allotd's HTTPS "
+             "certificate is checked against; default: the system's CAs"},
     {.name = "output",
      .type = ALLOT_CFG_ENUM,
      .offset = F(output),
@@ -54,21 +59,27 @@ static const struct allot_config_option options[] = {
 
 #define N_OPTIONS (sizeof(options) / sizeof(options[0]))
 
-/* Flags that are not in the file: --config and --verbose. */
+/* The options of the table, plus two flags that are not in the file:
+ * --config and --verbose. -o is short for --output, -v for --verbose. */
 bool conf_is_global(const char *name, char short_name, bool *needs_value, const char **long_name)
 {
     static const struct {
         const char *name;
         char short_name;
         bool value;
-    } flags[] = {{"server", 0, true},    {"token", 0, true},   {"output", 'o', true},
-                 {"retries", 0, true},   {"timeout", 0, true}, {"config", 0, true},
-                 {"verbose", 'v', false}};
+    } extra[] = {{"config", 0, true}, {"verbose", 'v', false}, {"output", 'o', true}};
 
-    for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++) {
-        if (name ? !strcmp(name, flags[i].name) : short_name == flags[i].short_name) {
-            *needs_value = flags[i].value;
-            *long_name = flags[i].name;
+    for (size_t i = 0; i < sizeof(extra) / sizeof(extra[0]); i++) {
+        if (name ? !strcmp(name, extra[i].name) : short_name == extra[i].short_name) {
+            *needs_value = extra[i].value;
+            *long_name = extra[i].name;
+            return true;
+        }
+    }
+    for (size_t i = 0; name && i < N_OPTIONS; i++) {
+        if (!strcmp(name, options[i].name)) {
+            *needs_value = options[i].type != ALLOT_CFG_BOOL;
+            *long_name = options[i].name;
             return true;
         }
     }
@@ -96,6 +107,7 @@ void conf_help(FILE *out)
 {
     fputs("  -o, --output table|json|yaml  output format (default table)\n"
           "      --server URL              allotd's URL (default http://127.0.0.1:7070)\n"
+          "      --cacert FILE             CA certificate (PEM) to check an https server with\n"
           "      --token TOKEN             API token (better: ALLOT_TOKEN or the config file)\n"
           "      --config FILE             config file (default ~/.config/allot/config)\n"
           "      --retries N               extra attempts after a connection error (default 4)\n"
@@ -176,6 +188,8 @@ int conf_load(struct cli_conf *cf, const char *config_path)
         rc = env_set(cf, "ALLOT_TOKEN", "token");
     if (rc == CLI_OK)
         rc = env_set(cf, "ALLOT_OUTPUT", "output");
+    if (rc == CLI_OK)
+        rc = env_set(cf, "ALLOT_CACERT", "cacert");
     return rc;
 }
 

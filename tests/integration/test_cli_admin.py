@@ -1,13 +1,16 @@
 """The `allot` command line's administrative verbs and its settings against
 a real allotd: tokens (create prints the secret last, ls, revoke), the
 audit log (ls with paging, verify, and a tampered log found broken), nodes
-and top with a node registered by a test agent, output formats, and where
-server and token come from (flags, ALLOT_SERVER/ALLOT_TOKEN, the config
-file, --config), with the exit codes of each failure."""
+and top with a node registered by a test agent, cordon/drain/uncordon,
+output formats, where server and token come from (flags,
+ALLOT_SERVER/ALLOT_TOKEN, the config file, --config) with the exit codes of
+each failure, and HTTPS with --cacert."""
 
 import json
 import os
+import shutil
 import sqlite3
+import subprocess
 import time
 
 import allotd_fixture as fx
@@ -132,6 +135,22 @@ def test_nodes_and_top():
     s = ok(cli(dm, "show", a)).out
     assert "placement:    task 0 on gpu-node-" in s, s
     ok(cli(dm, "cancel", a, b, c))
+    # cordon, drain, uncordon
+    r = ok(cli(dm, "cordon", "gpu-node-2"))
+    assert r.out == "node gpu-node-2 cordoned (was ready)\n", r
+    assert ok(cli(dm, "nodes", "gpu-node-2", "-o", "json")).json()[0]["state"] == "cordoned"
+    j = ok(cli(dm, "drain", "gpu-node-2", "-o", "json")).json()
+    assert j == {"name": "gpu-node-2", "state": "draining", "previous": "cordoned"}, j
+    r = ok(cli(dm, "uncordon", "gpu-node-2"))
+    assert r.out == "node gpu-node-2 ready (was draining)\n", r
+    two = ok(cli(dm, "cordon", "gpu-node-1", "gpu-node-2", "-o", "json")).json()
+    assert [x["state"] for x in two] == ["cordoned", "cordoned"], two
+    assert "cordoned" in ok(cli(dm, "nodes")).out
+    ok(cli(dm, "uncordon", "gpu-node-1", "gpu-node-2"))
+    fails(cli(dm, "cordon", "nosuch"), 2, "not_found")
+    fails(cli(dm, "drain"), 1, "usage")
+    viewer = dm.token("viewer", "", "v2")
+    fails(cli(dm, "drain", "gpu-node-1", token=viewer), 3, "forbidden")
 
 
 def test_config_sources():
@@ -171,8 +190,34 @@ def test_config_sources():
     # ALLOT_SERVER takes host:port too; a closed port is a connection error (5)
     ok(cli(dm, "ls", server="127.0.0.1:%d" % dm.port))
     fails(cli(dm, "ls", server="127.0.0.1:1", env={"ALLOT_OUTPUT": "json"}), 5, "connection")
-    fails(cli(dm, "ls", "--retries", "0", server="https://127.0.0.1:1"), 1, "usage")
+    fails(cli(dm, "ls", "--retries", "0", server="gopher://127.0.0.1:1"), 1, "usage")
     fails(cli(dm, "ls", "--retries", "99"), 1, "usage")
+
+
+def test_https():
+    if not shutil.which("openssl"):
+        print("skip: no openssl command")
+        return
+    d = fx.tempdir()
+    cert, key = os.path.join(d, "cert.pem"), os.path.join(d, "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key,
+                    "-out", cert, "-days", "2", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True, timeout=30)
+    t = Daemon(args=["--tls-cert", cert, "--tls-key", key], ready=False)
+    try:
+        url = "https://127.0.0.1:%d" % t.port
+        # retried through the 503s of start-up, over HTTPS
+        r = ok(cli(t, "tokens", "ls", "-o", "json", "--cacert", cert, server=url))
+        assert len(r.json()) == 1, r
+        ok(cli(t, "ls", server=url, env={"ALLOT_CACERT": cert}))
+        r = fails(cli(t, "ls", "--retries", "0", server=url), 5, "connection")
+        assert "--cacert" in r.err, r
+        fails(cli(t, "ls", "--retries", "0", server="http://127.0.0.1:%d" % t.port), 5,
+              "connection")
+        fails(cli(t, "ls", server="ftp://127.0.0.1:%d" % t.port), 1, "usage")
+    finally:
+        assert t.stop() == 0
 
 
 if __name__ == "__main__":
@@ -180,6 +225,6 @@ if __name__ == "__main__":
     try:
         expect(dm.req("PUT", "/v1/tenants", TENANTS, token=dm.admin), 200)
         fx.run([test_tokens, test_audit, test_audit_tampered, test_nodes_and_top,
-                test_config_sources])
+                test_config_sources, test_https])
     finally:
         assert dm.stop() == 0

@@ -16,7 +16,7 @@ from cli_fixture import cli, fails, ok, write
 dm = None
 
 VERBS = ["submit", "ls", "show", "cancel", "events", "tenants", "quota", "apply", "nodes",
-         "tokens", "audit", "top"]
+         "cordon", "drain", "uncordon", "tokens", "audit", "top"]
 
 
 def test_help_everywhere():
@@ -121,13 +121,14 @@ def test_submit_show_cancel_events():
     jid = submit("--tenant", "research/nlp", "--gpus", "2", "--tasks", "2", "--cpus", "4",
                  "--mem", "16G", "--priority", "training", "--name", "train-1", "--image",
                  "pytorch:2", "-e", "EPOCHS=3", "-l", "team=nlp", "--time-limit", "1h",
-                 "--gpu-model", "A100-80GB", "--checkpointable", "--", "python3", "train.py",
+                 "--gpu-model", "A100-80GB", "--checkpointable", "--no-requeue", "--", "python3",
+                 "train.py",
                  "--lr", "0.1")
     j = ok(cli(dm, "show", jid, "-o", "json")).json()
     assert j["id"] == jid and j["state"] == "pending" and j["name"] == "train-1", j
     assert j["spec"] == {"tenant": "research/nlp", "name": "train-1", "priority": "training",
                          "image": "pytorch:2", "tasks": 2, "gpus": 2, "memory": 16384,
-                         "cpus": 4.0, "time_limit": 3600, "checkpointable": True,
+                         "cpus": 4.0, "time_limit": 3600, "checkpointable": True, "requeue": False,
                          "env": {"EPOCHS": "3"}, "labels": {"team": "nlp"},
                          "gpu_models": ["A100-80GB"],
                          "command": ["python3", "train.py", "--lr", "0.1"]}, j["spec"]

@@ -3,7 +3,8 @@ that drops the reply of the first submission (the job was created, the
 client never heard), that closes the first connections unread, and
 against a port where nothing listens yet; cancel and token creation are
 not repeated after a lost reply; a server that never answers ends with
-exit status 5 after the bounded retries."""
+exit status 5 after the bounded retries; 503 while starting and 429 over
+a rate limit are waited for."""
 
 import socket
 import threading
@@ -131,6 +132,22 @@ def test_starting_server_is_waited_for():
         assert d.stop() == 0
 
 
+def test_rate_limited_waits():
+    # one request per second per token: the second run in the same second
+    # gets 429 and waits the Retry-After instead of failing
+    d = Daemon(args=["--rate-limit", "1", "--rate-burst", "1"])
+    try:
+        t0 = time.time()
+        for _ in range(3):
+            r = ok(cli(d, "tokens", "ls", "-o", "json", "-v"))
+            assert len(r.json()) == 1, r
+        assert time.time() - t0 >= 1.0
+        assert "rate limited" in r.err, r
+        fails(cli(d, "tokens", "ls", "--retries", "0"), 5, None)
+    finally:
+        assert d.stop() == 0
+
+
 if __name__ == "__main__":
     dm = Daemon()
     try:
@@ -138,6 +155,6 @@ if __name__ == "__main__":
         fx.run([test_lost_reply_makes_one_job, test_lost_replies_with_own_key,
                 test_closed_connections_then_ok, test_server_comes_up_late,
                 test_no_server_gives_up, test_not_repeated_when_unsafe,
-                test_starting_server_is_waited_for])
+                test_starting_server_is_waited_for, test_rate_limited_waits])
     finally:
         assert dm.stop() == 0
