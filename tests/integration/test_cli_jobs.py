@@ -193,6 +193,33 @@ def test_submit_shapes_and_files():
     assert r.out.startswith("id: ") and "\nstate: pending\n" in r.out, r
 
 
+def test_yaml_round_trip():
+    """Strings YAML could misread come back unchanged: -o yaml of a job's spec,
+    read again by submit -f, gives the same spec."""
+    tricky = ["true", "no", "null", "~", "1.5", "0x1f", "-3", "", " lead", "trail ", "a: b",
+              "#hash", "x #y", "- dash", "[list]", "{map}", "multi\nline", "tab\there",
+              "quote'\"s", "back\\slash", "\u00fcnicode", "@at", "`tick`", "12:30", ".5",
+              "Yes", "NULL", "*star", "&amp", "!bang", "%pct", "|pipe", ">gt", "?q", ":colon"]
+    spec = {"tenant": "research/nlp", "name": "yaml: round trip", "gpus": 0, "cpus": 0.5,
+            "labels": {"k%d" % i: v for i, v in enumerate(tricky)},
+            "env": {"a b": "1", "true": "x", "0": "zero", "": "empty key"},
+            "command": tricky}
+    f = write(os.path.join(fx.tempdir(), "j.json"), json.dumps(spec))
+    a = submit("-f", f)
+    y = ok(cli(dm, "show", a, "-o", "yaml")).out
+    lines = y.splitlines()
+    start = lines.index("spec:") + 1
+    body = []
+    for l in lines[start:]:
+        if not l.startswith("  "):
+            break
+        body.append(l[2:])
+    b = submit("-f", "-", stdin="\n".join(body) + "\n")
+    sa = ok(cli(dm, "show", a, "-o", "json")).json()["spec"]
+    sb = ok(cli(dm, "show", b, "-o", "json")).json()["spec"]
+    assert sa == sb == spec, (sa, sb)
+
+
 def test_submit_errors():
     # found here: usage (1)
     fails(cli(dm, "submit", "--gpus", "1"), 1, "usage")
@@ -279,7 +306,8 @@ if __name__ == "__main__":
     try:
         fx.run([test_help_everywhere, test_cli_uses_only_served_routes,
                 test_apply_tenants_and_quota, test_submit_show_cancel_events,
-                test_submit_shapes_and_files, test_submit_errors, test_idempotency_key_flag,
-                test_ls_pages_and_filters, test_member_scope_and_denied])
+                test_submit_shapes_and_files, test_yaml_round_trip, test_submit_errors,
+                test_idempotency_key_flag, test_ls_pages_and_filters,
+                test_member_scope_and_denied])
     finally:
         assert dm.stop() == 0
