@@ -225,7 +225,16 @@ int64_t allot_queue_next_wakeup(const struct allot_queue *q);
  * and is valid until the next call for it; "" for an unknown id. */
 const char *allot_queue_reason(struct allot_queue *q, int id);
 
+/* Forgets ended job id (state ALLOT_JOB_DONE) so that its slot and id are
+ * reused by a later submission: a long-running caller (allotd) that has
+ * stored the job's end calls it, and the queue's memory then follows the
+ * live jobs, not every job ever submitted. Returns 0, ALLOT_ENOENT,
+ * ALLOT_ESTATE (not ended) or ALLOT_ENOMEM (nothing changed). */
+int allot_queue_forget(struct allot_queue *q, int id);
+
+/* Number of job slots (ids are below it; forgotten slots included). */
 int allot_queue_job_count(const struct allot_queue *q);
+/* Job id, or NULL for an unknown or forgotten id. */
 const struct allot_job *allot_queue_job(const struct allot_queue *q, int id);
 struct allot_tenants *allot_queue_tenants(const struct allot_queue *q);
 struct allot_cluster *allot_queue_cluster(const struct allot_queue *q);

@@ -162,6 +162,7 @@ void allot_queue_free(struct allot_queue *q)
         allot_free(q->jobs[i].pl);
     }
     allot_free(q->jobs);
+    allot_free(q->free_ids);
     allot_free(q->pending);
     allot_free(q->running);
     allot_free(q->users);
@@ -194,7 +195,48 @@ int allot_queue_job_count(const struct allot_queue *q)
 
 const struct allot_job *allot_queue_job(const struct allot_queue *q, int id)
 {
-    return id >= 0 && (size_t)id < q->n_jobs ? &q->jobs[id] : NULL;
+    return id >= 0 && (size_t)id < q->n_jobs && q->jobs[id].name ? &q->jobs[id] : NULL;
+}
+
+/* Removes id from a job's list of preemptors (the slot is about to be reused). */
+static void drop_preemptor(struct allot_job *j, int id)
+{
+    for (int i = 0; i < j->n_preemptors;) {
+        if (j->preemptors[i] == id)
+            j->preemptors[i] = j->preemptors[--j->n_preemptors];
+        else
+            i++;
+    }
+}
+
+int allot_queue_forget(struct allot_queue *q, int id)
+{
+    struct allot_job *j;
+
+    if (id < 0 || (size_t)id >= q->n_jobs || !q->jobs[id].name)
+        return ALLOT_ENOENT;
+    j = &q->jobs[id];
+    if (j->state != ALLOT_JOB_DONE)
+        return ALLOT_ESTATE;
+    if (allot_grow((void **)&q->free_ids, &q->free_cap, q->n_free + 1, sizeof(*q->free_ids)))
+        return ALLOT_ENOMEM;
+    /* no live job may keep pointing at the slot: it will be someone else */
+    for (size_t i = 0; i < q->n_pending; i++)
+        drop_preemptor(&q->jobs[q->pending[i]], id);
+    for (size_t i = 0; i < q->n_running; i++) {
+        struct allot_job *r = &q->jobs[q->running[i]];
+        drop_preemptor(r, id);
+        if (r->preempted_for == id)
+            r->preempted_for = -1;
+    }
+    allot_free(j->name);
+    allot_free(j->pl);
+    memset(j, 0, sizeof(*j));
+    j->id = id;
+    j->state = ALLOT_JOB_DONE;
+    j->preempted_for = -1;
+    q->free_ids[q->n_free++] = id;
+    return 0;
 }
 
 struct allot_tenants *allot_queue_tenants(const struct allot_queue *q)
@@ -247,6 +289,7 @@ int allot_queue_submit(struct allot_queue *q, const struct allot_job_spec *spec,
 {
     struct allot_job *j;
     const struct allot_tenant *ten = allot_tenants_get(q->t, spec->tenant);
+    size_t slot;
     int rc;
 
     if (!spec->name || !*spec->name) {
@@ -278,7 +321,9 @@ int allot_queue_submit(struct allot_queue *q, const struct allot_job_spec *spec,
     if (allot_grow((void **)&q->jobs, &q->jobs_cap, q->n_jobs + 1, sizeof(*q->jobs)) ||
         allot_grow((void **)&q->pending, &q->pending_cap, q->n_pending + 1, sizeof(*q->pending)))
         goto oom;
-    j = &q->jobs[q->n_jobs];
+    /* a forgotten job's slot first, so the table does not grow with ended jobs */
+    slot = q->n_free ? (size_t)q->free_ids[q->n_free - 1] : q->n_jobs;
+    j = &q->jobs[slot];
     memset(j, 0, sizeof(*j));
     j->name = allot_strdup(spec->name);
     if (!j->name)
@@ -290,7 +335,7 @@ int allot_queue_submit(struct allot_queue *q, const struct allot_job_spec *spec,
     j->spec.task.isolation = ten->isolation;
     if (!j->spec.min_runtime_s)
         j->spec.min_runtime_s = q->o.min_runtime_s;
-    j->id = (int)q->n_jobs;
+    j->id = (int)slot;
     j->preempted_for = -1;
     j->state = ALLOT_JOB_PENDING;
     j->submit = j->first_submit = now;
@@ -301,7 +346,11 @@ int allot_queue_submit(struct allot_queue *q, const struct allot_job_spec *spec,
      * gang; never from the placement attempts of later cycles */
     for (int k = 0; k < spec->n_tasks; k++)
         allot_sched_observe(q->placer, &j->spec.task);
-    return (int)q->n_jobs++;
+    if (slot == q->n_jobs)
+        q->n_jobs++;
+    else
+        q->n_free--;
+    return j->id;
 oom:
     allot_fmt(err, errlen, "job %s: out of memory", spec->name);
     return ALLOT_ENOMEM;
@@ -478,7 +527,7 @@ static int job_end(struct allot_queue *q, struct allot_job *j, int64_t now, int 
 
 int allot_queue_cancel(struct allot_queue *q, int id, int64_t now)
 {
-    if (id < 0 || (size_t)id >= q->n_jobs)
+    if (id < 0 || (size_t)id >= q->n_jobs || !q->jobs[id].name)
         return ALLOT_ENOENT;
     if (q->jobs[id].state == ALLOT_JOB_DONE)
         return ALLOT_ESTATE;
@@ -487,7 +536,7 @@ int allot_queue_cancel(struct allot_queue *q, int id, int64_t now)
 
 int allot_queue_finish(struct allot_queue *q, int id, int64_t now)
 {
-    if (id < 0 || (size_t)id >= q->n_jobs)
+    if (id < 0 || (size_t)id >= q->n_jobs || !q->jobs[id].name)
         return ALLOT_ENOENT;
     if (q->jobs[id].state != ALLOT_JOB_RUNNING && q->jobs[id].state != ALLOT_JOB_STOPPING)
         return ALLOT_ESTATE;
@@ -781,7 +830,7 @@ const char *allot_queue_reason(struct allot_queue *q, int id)
     char *r;
     size_t n;
 
-    if (id < 0 || (size_t)id >= q->n_jobs)
+    if (id < 0 || (size_t)id >= q->n_jobs || !q->jobs[id].name)
         return "";
     j = &q->jobs[id];
     w = &j->why;

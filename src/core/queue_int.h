@@ -20,8 +20,10 @@ struct allot_queue {
     struct allot_queue_opts o;
     struct allot_prio_class prio[ALLOT_PRIO_CLASSES];
     int n_prio;
-    struct allot_job *jobs; /* owned, by id */
+    struct allot_job *jobs; /* owned, by id; a forgotten job's slot has name NULL */
     size_t n_jobs, jobs_cap;
+    int *free_ids; /* owned: slots of forgotten jobs, reused by submissions */
+    size_t n_free, free_cap;
     int *pending; /* owned: ids */
     size_t n_pending, pending_cap;
     int *running; /* owned: ids (running or stopping) */

@@ -331,6 +331,13 @@ static struct live *find_live(struct loop *l, int64_t sid, size_t *idx)
 
 static void drop_live(struct loop *l, size_t i)
 {
+    const struct allot_job *qj = allot_queue_job(l->q, l->live[i].qid);
+
+    /* the core forgets the ended job too, so that nothing in the daemon
+     * grows with the number of finished jobs (its slot is reused) */
+    if (qj && qj->state == ALLOT_JOB_DONE && allot_queue_forget(l->q, l->live[i].qid) < 0)
+        LOG_WARN("loop", "job %lld: the core keeps its slot (out of memory)",
+                 (long long)l->live[i].sid);
     json_decref(l->live[i].spec);
     l->live[i] = l->live[--l->n_live];
 }

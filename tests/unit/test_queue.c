@@ -48,7 +48,7 @@ static void on_decision(int kind, const struct allot_job *j, const char *why, vo
         if (by && w->n_pairs < 64) {
             const struct allot_job *p = NULL;
             for (int i = 0; i < allot_queue_job_count(w->q); i++)
-                if (strcmp(allot_queue_job(w->q, i)->name, by + 4) == 0)
+                if (allot_queue_job(w->q, i) && strcmp(allot_queue_job(w->q, i)->name, by + 4) == 0)
                     p = allot_queue_job(w->q, i);
             assert_non_null(p);
             w->pairs[w->n_pairs][0] = j->id;
@@ -853,6 +853,77 @@ static void test_fault_scenarios_preempt(void **state)
     world_free(&w);
 }
 
+/* A long-running caller forgets ended jobs: slots and ids are reused, so
+ * the queue's job table follows the live jobs, not every job ever seen. */
+static void test_forget(void **state)
+{
+    struct world w;
+    int id, live;
+
+    (void)state;
+    world_init(&w, 2, 8, base);
+    id = submit(&w, "first", w.a, 1, 1, 0, 0);
+    assert_int_equal(allot_queue_forget(w.q, id), ALLOT_ESTATE); /* pending */
+    cycle(&w, 1);
+    assert_int_equal(allot_queue_forget(w.q, id), ALLOT_ESTATE); /* running */
+    assert_int_equal(allot_queue_finish(w.q, id, 2), 0);
+    assert_int_equal(allot_queue_forget(w.q, id), 0);
+    assert_null(allot_queue_job(w.q, id));
+    assert_int_equal(allot_queue_forget(w.q, id), ALLOT_ENOENT);
+    assert_int_equal(allot_queue_cancel(w.q, id, 3), ALLOT_ENOENT);
+    assert_int_equal(allot_queue_finish(w.q, id, 3), ALLOT_ENOENT);
+    assert_string_equal(allot_queue_reason(w.q, id), "");
+    /* the slot goes to the next submission */
+    assert_int_equal(submit(&w, "second", w.b, 1, 1, 3, 0), id);
+    assert_string_equal(allot_queue_job(w.q, id)->name, "second");
+    cycle(&w, 4);
+    assert_int_equal(allot_queue_finish(w.q, id, 5), 0);
+    assert_int_equal(allot_queue_forget(w.q, id), 0);
+    /* 5,000 jobs through, three live at a time: the table stays small */
+    live = 0;
+    for (int k = 0; k < 5000; k++) {
+        int ids[3];
+        char name[32];
+        for (int x = 0; x < 3; x++) {
+            allot_fmt(name, sizeof(name), "job-%d-%d", k, x);
+            ids[x] = submit(&w, name, x % 2 ? w.a : w.b, 1, 2, 10 + 2 * k, 0);
+        }
+        cycle(&w, 10 + 2 * k);
+        for (int x = 0; x < 3; x++) {
+            const struct allot_job *j = allot_queue_job(w.q, ids[x]);
+            assert_non_null(j);
+            if (j->state == ALLOT_JOB_RUNNING)
+                assert_int_equal(allot_queue_finish(w.q, ids[x], 11 + 2 * k), 0);
+            else
+                assert_int_equal(allot_queue_cancel(w.q, ids[x], 11 + 2 * k), 0);
+            assert_int_equal(allot_queue_forget(w.q, ids[x]), 0);
+        }
+        live += allot_queue_job_count(w.q) <= 4;
+    }
+    assert_int_equal(live, 5000);
+    assert_true(allot_queue_job_count(w.q) <= 4);
+    world_free(&w);
+}
+
+/* Forgetting under allocation failure: a clean error and nothing changes. */
+static void test_forget_alloc_failure(void **state)
+{
+    for (unsigned long n = 1; n < 8; n++) {
+        struct world w;
+        int id;
+        (void)state;
+        world_init(&w, 1, 4, base);
+        id = submit(&w, "a", w.a, 1, 1, 0, 0);
+        cycle(&w, 1);
+        assert_int_equal(allot_queue_finish(w.q, id, 2), 0);
+        allot_alloc_fail_at(n, true);
+        if (allot_queue_forget(w.q, id) == ALLOT_ENOMEM)
+            assert_non_null(allot_queue_job(w.q, id));
+        allot_alloc_fail_at(0, false);
+        world_free(&w);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -874,6 +945,8 @@ int main(void)
         cmocka_unit_test(test_search_budget),
         cmocka_unit_test(test_fault_scenarios_preempt),
         cmocka_unit_test(test_alloc_failures),
+        cmocka_unit_test(test_forget),
+        cmocka_unit_test(test_forget_alloc_failure),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
