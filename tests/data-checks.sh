@@ -23,7 +23,8 @@ if [ $# -ne 2 ]; then
     exit 2
 fi
 sim="$1/allot-sim"
-data="$2/openb"
+root="$2" # the positional parameters are reused below
+data="$root/openb"
 tolerance=0.5
 # policy/workload pairs allowed a wider gap, with the reason: gpupacking and
 # gpuclustering on gpushare40 are 0.51/0.50 pp below the published mean with
@@ -109,7 +110,7 @@ done
 # p99 <= 120 s), jain (>= 0.9), lost (<= 2 % of used GPU time), fifo (avg
 # JCT below fifo), las (avg JCT within 3 % of las), vc (no VC's avg JCT more
 # than 10 % above static).
-philly="$2/philly"
+philly="$root/philly"
 replay_check() { # from to load required
     out=$("$sim" replay --jobs "$philly/philly_jobs.csv" --vcs "$philly/philly_vc_nodes.csv" \
         --from "$1" --to "$2" --load "$3" --policy static,fifo,las,allot 2>&1) || {
