@@ -70,7 +70,7 @@ bool conf_is_global(const char *name, char short_name, bool *needs_value, const 
     } extra[] = {{"config", 0, true}, {"verbose", 'v', false}, {"output", 'o', true}};
 
     for (size_t i = 0; i < sizeof(extra) / sizeof(extra[0]); i++) {
-        if (name ? !strcmp(name, extra[i].name) : short_name == extra[i].short_name) {
+        if (name ? !strcmp(name, extra[i].name) : short_name && short_name == extra[i].short_name) {
             *needs_value = extra[i].value;
             *long_name = extra[i].name;
             return true;

@@ -45,6 +45,11 @@ def test_help_everywhere():
     fails(cli(dm, "tokens", "frob"), 1, "usage")
     fails(cli(dm, "ls", "-o", "xml"), 1, "usage")
     fails(cli(dm, "show", "abc"), 1, "usage")
+    fails(cli(dm, "-", "ls"), 1, "usage")
+    # global options before or after the verb, in every spelling
+    for args in (["-ojson", "ls"], ["--output=json", "ls"], ["-o", "json", "ls"],
+                 ["ls", "-ojson"], ["ls", "--output", "json"]):
+        assert ok(cli(dm, *args), args).out.startswith("["), args
 
 
 def test_cli_uses_only_served_routes():
