@@ -199,7 +199,8 @@ bool out_structured(const struct cli *c, json_t *v);
 
 struct table;
 
-/* A table of n_cols columns with the given titles (borrowed). */
+/* A table of n_cols (at most 32) columns with the given titles (borrowed);
+ * NULL when out of memory (table_row and table_print accept NULL). */
 struct table *table_new(size_t n_cols, const char *const *titles);
 /* Adds a row of n_cols cells (copied; NULL prints as "-"). */
 void table_row(struct table *t, const char *const *cells);
@@ -221,7 +222,10 @@ const char *out_time(json_t *v, char *buf, size_t n);
  * printing `allot: usage: FILE:LINE: ...`. */
 json_t *input_load(const char *path);
 
-/* ---- verbs ---- */
+/* ---- verbs ----
+ * Each runs one verb: argv holds the argc arguments after the verb's name.
+ * Returns an exit code (enum cli_exit), CLI_HELP after printing --help;
+ * errors are printed where they are found. Pages: docs/cli/allot-VERB.md. */
 
 int cmd_submit(struct cli *c, int argc, char **argv);
 int cmd_ls(struct cli *c, int argc, char **argv);
