@@ -225,6 +225,18 @@ int64_t allot_queue_next_wakeup(const struct allot_queue *q);
  * and is valid until the next call for it; "" for an unknown id. */
 const char *allot_queue_reason(struct allot_queue *q, int id);
 
+/* Takes a job that already runs (a daemon restarting, an agent reporting
+ * work it kept running): submits it and starts it at once at placements
+ * pl[0..n_tasks) (node, gpu_mask, gpu_milli, gpu_mem_mib, mig_profile,
+ * mig_start are read; the rest comes from the spec), started at `start`
+ * (<= now). Its quota is charged even above nominal (it runs already); no
+ * decision is emitted. Returns the job id, or ALLOT_EINVAL (message in
+ * err) when a task no longer fits where it runs, or ALLOT_ENOMEM; nothing
+ * changes on error. */
+int allot_queue_adopt(struct allot_queue *q, const struct allot_job_spec *spec,
+                      const struct allot_placement *pl, int64_t start, int64_t now, char *err,
+                      size_t errlen);
+
 /* Forgets ended job id (state ALLOT_JOB_DONE) so that its slot and id are
  * reused by a later submission: a long-running caller (allotd) that has
  * stored the job's end calls it, and the queue's memory then follows the

@@ -732,6 +732,66 @@ static void job_start(struct allot_queue *q, struct allot_job *j, int64_t now)
     queue_emit(q, ALLOT_DEC_START, j, j->borrowed ? "started on borrowed capacity" : "started");
 }
 
+int allot_queue_adopt(struct allot_queue *q, const struct allot_job_spec *spec,
+                      const struct allot_placement *pl, int64_t start, int64_t now, char *err,
+                      size_t errlen)
+{
+    struct allot_placement *mine = NULL;
+    struct allot_job *j;
+    allot_decision_fn fn = q->fn;
+    int id, k, rc;
+
+    if (!pl || start > now) {
+        allot_fmt(err, errlen, "job %s: no placement, or a start in the future", spec->name);
+        return ALLOT_EINVAL;
+    }
+    id = allot_queue_submit(q, spec, now, err, errlen);
+    if (id < 0)
+        return id;
+    j = &q->jobs[id];
+    rc = ALLOT_ENOMEM;
+    if (allot_grow((void **)&q->free_ids, &q->free_cap, q->n_free + 1, sizeof(*q->free_ids)) ||
+        queue_list_reserve(&q->running, q->n_running, &q->running_cap, 1) ||
+        index_reserve(q, j->spec.tenant) || users_reserve(q) ||
+        queue_orphans_reserve(q, (size_t)j->spec.n_tasks) ||
+        !(mine = allot_calloc((size_t)j->spec.n_tasks, sizeof(*mine)))) {
+        allot_fmt(err, errlen, "job %s: out of memory", spec->name);
+        goto undo;
+    }
+    for (k = 0; k < j->spec.n_tasks; k++) {
+        /* what the task asks comes from the job, where from the caller */
+        allot_sched_placement_init(q->placer, pl[k].node, &j->spec.task, &mine[k]);
+        mine[k].gpu_mask = pl[k].gpu_mask;
+        mine[k].gpu_milli = pl[k].gpu_milli;
+        mine[k].gpu_mem_mib = pl[k].gpu_mem_mib;
+        mine[k].mig_profile = pl[k].mig_profile;
+        mine[k].mig_start = pl[k].mig_start;
+        rc = pl[k].node >= 0 && pl[k].node < allot_cluster_node_count(q->c)
+                 ? allot_sched_apply(q->placer, &mine[k])
+                 : ALLOT_EINVAL;
+        if (rc) {
+            allot_fmt(err, errlen, "job %s: task %d does not fit where it runs (%s)", spec->name, k,
+                      allot_strerror(rc));
+            queue_pl_release_all(q, mine, k);
+            rc = rc == ALLOT_ENOMEM ? rc : ALLOT_EINVAL;
+            goto undo;
+        }
+    }
+    j->pl = mine;
+    /* started as by a cycle, but at its real start and with no decision */
+    q->fn = NULL;
+    job_start(q, j, now);
+    q->fn = fn;
+    j->start = start;
+    return id;
+undo:
+    allot_free(mine);
+    list_del(q->pending, &q->n_pending, id);
+    j->state = ALLOT_JOB_DONE;
+    (void)allot_queue_forget(q, id); /* cannot fail: free-list room reserved above */
+    return rc;
+}
+
 /* ---- pending reasons -------------------------------------------------------------------- */
 
 static void gpus_text(char *buf, size_t len, int64_t milli)

@@ -13,9 +13,10 @@
  * desired state per node (l->dmu, a JSON object name -> task array) and
  * the metrics (l->dmu too).
  *
- * Restart: live jobs are rebuilt as pending in submission order; one that
- * was starting or running is placed again by the next cycle (liballot-core
- * has no entry point yet to adopt a running job at a given placement).
+ * Restart: live jobs are rebuilt in submission order. One that was
+ * starting or running is adopted where it runs (allot_queue_adopt: same
+ * node and GPUs, quota charged, its start time kept), so its agent keeps it
+ * running; one whose stored placement no longer fits is queued again.
  */
 #include "loop.h"
 
@@ -267,6 +268,83 @@ static void reject(struct loop *l, int64_t sid, const char *why)
 }
 
 /* Puts stored job j into the core. */
+/* Reads a stored placement (placement_json's shape) back into pl[0..n).
+ * Returns 0, or -1 when it does not match the cluster or the job. */
+static int placement_parse(struct loop *l, const char *text, int n, struct allot_placement *pl)
+{
+    json_t *doc = text ? json_loads(text, 0, NULL) : NULL;
+    json_t *tasks = json_object_get(doc, "tasks");
+    int rc = json_is_array(tasks) && (int)json_array_size(tasks) == n ? 0 : -1;
+
+    for (int k = 0; rc == 0 && k < n; k++) {
+        json_t *t = json_array_get(tasks, (size_t)k), *g = json_object_get(t, "gpus"), *x;
+        const char *prof = json_string_value(json_object_get(t, "mig_profile"));
+        int node = allot_cluster_find_node(l->c, json_string_value(json_object_get(t, "node"))
+                                                     ? json_string_value(json_object_get(t, "node"))
+                                                     : "");
+        size_t i;
+        memset(&pl[k], 0, sizeof(pl[k]));
+        pl[k].node = node;
+        pl[k].mig_profile = -1;
+        pl[k].mig_start = -1;
+        pl[k].gpu_milli = (int)json_integer_value(json_object_get(t, "gpu_milli"));
+        pl[k].gpu_mem_mib = json_integer_value(json_object_get(t, "gpu_memory"));
+        if (node < 0 || !json_is_array(g)) {
+            rc = -1;
+            break;
+        }
+        json_array_foreach(g, i, x)
+        {
+            json_int_t b = json_integer_value(x);
+            if (!json_is_integer(x) || b < 0 || b >= ALLOT_MAX_GPUS)
+                rc = -1;
+            else
+                pl[k].gpu_mask |= 1u << b;
+        }
+        if (prof) {
+            const struct allot_node *nd = allot_cluster_node(l->c, node);
+            const struct allot_gpu_model *m =
+                nd->model >= 0 ? &l->srv->cat->models[nd->model] : NULL;
+            for (int p = 0; m && p < m->n_profiles; p++)
+                if (strcmp(m->profiles[p].name, prof) == 0)
+                    pl[k].mig_profile = p;
+            pl[k].mig_start = (int)json_integer_value(json_object_get(t, "mig_start"));
+            if (pl[k].mig_profile < 0 || !json_is_integer(json_object_get(t, "mig_start")))
+                rc = -1;
+        }
+    }
+    json_decref(doc);
+    return rc;
+}
+
+/* A stored job that was starting or running when allotd stopped is adopted
+ * where it runs (its node's agent keeps it running); one whose placement no
+ * longer fits is queued again. Returns the core id or a negative code. */
+static int adopt_job(struct loop *l, const struct allot_store_job *j,
+                     const struct allot_job_spec *spec, char *err, size_t errlen)
+{
+    struct allot_placement *pl;
+    int qid = ALLOT_EINVAL;
+
+    if ((j->state != ALLOT_SJ_STARTING && j->state != ALLOT_SJ_RUNNING) || !j->placement)
+        return ALLOT_ENOENT;
+    pl = allot_calloc((size_t)spec->n_tasks, sizeof(*pl));
+    if (!pl)
+        return ALLOT_ENOMEM;
+    if (placement_parse(l, j->placement, spec->n_tasks, pl) == 0) {
+        int64_t now = srv_now(),
+                start = j->start_time > 0 && j->start_time <= now ? j->start_time : now;
+        qid = allot_queue_adopt(l->q, spec, pl, start, now, err, errlen);
+    } else {
+        allot_fmt(err, errlen, "stored placement does not match the cluster");
+    }
+    allot_free(pl);
+    if (qid < 0)
+        LOG_WARN("loop", "job %lld not adopted where it ran (%s): queued again", (long long)j->id,
+                 err);
+    return qid;
+}
+
 static void submit_job(struct loop *l, const struct allot_store_job *j)
 {
     struct allot_job_spec spec = {0};
@@ -274,6 +352,7 @@ static void submit_job(struct loop *l, const struct allot_store_job *j)
     char err[512];
     json_t *b = json_loads(j->spec, 0, NULL);
     int qid;
+    bool adopted;
 
     if (!b || jobspec_parse(b, l->srv->cat, &js, err, sizeof(err))) {
         reject(l, j->id, b ? err : "stored spec is not JSON");
@@ -304,7 +383,10 @@ static void submit_job(struct loop *l, const struct allot_store_job *j)
         json_decref(b);
         return;
     }
-    qid = allot_queue_submit(l->q, &spec, srv_now(), err, sizeof(err));
+    qid = adopt_job(l, j, &spec, err, sizeof(err));
+    adopted = qid >= 0;
+    if (!adopted)
+        qid = allot_queue_submit(l->q, &spec, srv_now(), err, sizeof(err));
     if (qid < 0) {
         reject(l, j->id, err);
         json_decref(b);
@@ -313,7 +395,7 @@ static void submit_job(struct loop *l, const struct allot_store_job *j)
     l->live[l->n_live++] = (struct live){.sid = j->id,
                                          .qid = qid,
                                          .wstate = j->state,
-                                         .wruns = 0,
+                                         .wruns = adopted ? 1 : 0,
                                          .wreason = hash_str(j->pending_reason),
                                          .spec = b,
                                          .requeue = js.requeue};
@@ -625,9 +707,11 @@ static json_t *placement_json(struct loop *l, const struct allot_job *qj)
             json_pack("{s:i,s:s,s:o,s:i,s:I,s:I,s:I}", "task", k, "node", n->name, "gpus", g,
                       "gpu_milli", p->gpu_milli, "gpu_memory", (json_int_t)p->gpu_mem_mib,
                       "cpu_milli", (json_int_t)p->cpu_milli, "memory", (json_int_t)p->mem_mib);
-        if (p->mig_profile >= 0 && n->model >= 0)
+        if (p->mig_profile >= 0 && n->model >= 0) {
             json_object_set_new(o, "mig_profile",
                                 json_string(cat->models[n->model].profiles[p->mig_profile].name));
+            json_object_set_new(o, "mig_start", json_integer(p->mig_start));
+        }
         json_array_append_new(tasks, o);
     }
     return json_pack("{s:o}", "tasks", tasks);

@@ -134,7 +134,11 @@ def test_restart_rebuilds_from_store():
     dm.admin = admin
     for j in running:
         j2 = wait_job(j["id"], lambda x: x["state"] == "starting")
-        assert j2["placement"]["tasks"][0]["node"] == "n1", j2
+        # adopted where it runs: the same placement, and not placed a second time
+        assert j2["placement"] == j["placement"], (j, j2)
+        ev = expect(dm.req("GET", "/v1/jobs/%d/events" % j["id"], token=dm.admin), 200)
+        placed = [e for e in ev["events"] if e["kind"] == "placed"]
+        assert len(placed) == 1, ev
     assert expect(dm.req("GET", "/v1/jobs/%d" % p["id"], token=dm.admin), 200)["state"] == \
         "pending"
     assert any(d["job"] == running[0]["id"] for d in heartbeat("n1")["jobs"])

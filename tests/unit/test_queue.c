@@ -924,6 +924,55 @@ static void test_forget_alloc_failure(void **state)
     }
 }
 
+/* A restarted caller adopts a running job where it runs: same GPUs, quota
+ * charged, no START decision; a placement that no longer fits is refused
+ * and changes nothing. */
+static void test_adopt(void **state)
+{
+    struct world w, v;
+    int id, id2, starts;
+    struct allot_placement pl[2];
+    char err[256];
+    struct allot_job_spec s = {
+        .name = "kept",
+        .prio_class = -1,
+        .n_tasks = 2,
+        .task = {.num_gpu = 2, .gpu_milli = 1000, .mig_profile = -1, .cpu_milli = 1000}};
+
+    (void)state;
+    /* run a gang in one world, adopt it in a fresh one */
+    world_init(&w, 2, 8, base);
+    id = submit(&w, "kept", w.a, 2, 2, 0, 0);
+    cycle(&w, 1);
+    assert_int_equal(allot_queue_job(w.q, id)->state, ALLOT_JOB_RUNNING);
+    memcpy(pl, allot_queue_job(w.q, id)->pl, sizeof(pl));
+    world_init(&v, 2, 8, base);
+    s.tenant = v.a;
+    starts = v.starts;
+    id2 = allot_queue_adopt(v.q, &s, pl, 1, 100, err, sizeof(err));
+    assert_true(id2 >= 0);
+    assert_int_equal(v.starts, starts); /* no decision */
+    assert_int_equal(allot_queue_job(v.q, id2)->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(allot_queue_job(v.q, id2)->start, 1);
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(allot_queue_job(v.q, id2)->pl[k].node, pl[k].node);
+        assert_int_equal(allot_queue_job(v.q, id2)->pl[k].gpu_mask, pl[k].gpu_mask);
+    }
+    assert_int_equal(allot_tenants_get(v.t, v.a)->usage[ALLOT_RES_GPU], 4000);
+    cycle(&v, 101);
+    /* the same GPUs again: refused, nothing changes */
+    s.name = "twice";
+    assert_int_equal(allot_queue_adopt(v.q, &s, pl, 1, 100, err, sizeof(err)), ALLOT_EINVAL);
+    assert_non_null(strstr(err, "does not fit where it runs"));
+    assert_int_equal(allot_tenants_get(v.t, v.a)->usage[ALLOT_RES_GPU], 4000);
+    cycle(&v, 102);
+    assert_int_equal(allot_queue_finish(v.q, id2, 200), 0);
+    cycle(&v, 201);
+    assert_int_equal(allot_tenants_get(v.t, v.a)->usage[ALLOT_RES_GPU], 0);
+    world_free(&v);
+    world_free(&w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -946,6 +995,7 @@ int main(void)
         cmocka_unit_test(test_fault_scenarios_preempt),
         cmocka_unit_test(test_alloc_failures),
         cmocka_unit_test(test_forget),
+        cmocka_unit_test(test_adopt),
         cmocka_unit_test(test_forget_alloc_failure),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
