@@ -1,6 +1,7 @@
 /*
- * `allot top`: a live view of the cluster built from GET /v1/nodes and the
- * job listings of the live states: GPUs in use per tenant, and the queue
+ * `allot top`: a live view of the cluster built from GET /v1/nodes, the
+ * job listings of the live states and GET /v1/tenants: GPUs in use per
+ * tenant beside its nominal GPU quota, and the queue
  * of pending jobs with their reasons. GPUs in use are counted from each
  * placed task's placement: whole GPUs by count, fractions by gpu_milli,
  * MIG instances separately (their share of a GPU depends on the model).
@@ -73,6 +74,35 @@ static void job_gpus(json_t *job, double *gpus, int *mig)
     }
 }
 
+/* Sets each row's "gpu_quota": the tenant's nominal GPU quota (a number,
+ * "unlimited", or null when it has none of its own). */
+static int add_quotas(struct client *cl, json_t *rows)
+{
+    json_t *doc = NULL, *row, *t;
+    size_t i, k;
+    int rc = client_call(cl, "GET", "/v1/tenants", NULL, NULL, CLIENT_RETRY_ALWAYS, &doc, NULL);
+
+    if (rc != CLI_OK)
+        return rc;
+    json_array_foreach(rows, i, row)
+    {
+        json_t *q = NULL;
+        const char *path = json_string_value(json_object_get(row, "tenant"));
+
+        json_array_foreach(json_object_get(doc, "tenants"), k, t)
+        {
+            const char *p = json_string_value(json_object_get(t, "path"));
+            if (p && path && !strcmp(p, path))
+                q = json_object_get(json_object_get(t, "quotas"), "gpu");
+        }
+        if (json_is_object(q))
+            q = json_object_get(q, "nominal");
+        json_object_set(row, "gpu_quota", q ? q : json_null());
+    }
+    json_decref(doc);
+    return CLI_OK;
+}
+
 static int snapshot(struct cli *c, const char *tenant, size_t queue_max, json_t **out)
 {
     static const char *const states[] = {"running", "starting", "pending"};
@@ -128,6 +158,8 @@ static int snapshot(struct cli *c, const char *tenant, size_t queue_max, json_t 
         }
         json_decref(jobs);
     }
+    if (rc == CLI_OK)
+        rc = add_quotas(cl, rows);
     if (rc != CLI_OK) {
         json_decref(rows);
         json_decref(queue);
@@ -148,7 +180,7 @@ static int snapshot(struct cli *c, const char *tenant, size_t queue_max, json_t 
 
 static void print_snapshot(struct cli *c, json_t *s)
 {
-    static const char *const ttitles[] = {"TENANT",  "GPUS",     "MIG",
+    static const char *const ttitles[] = {"TENANT",  "GPUS",     "QUOTA",  "MIG",
                                           "RUNNING", "STARTING", "PENDING"};
     static const char *const qtitles[] = {"ID", "TENANT", "NAME", "PRIORITY", "WAITING", "REASON"};
     json_t *n = json_object_get(s, "nodes"), *g = json_object_get(s, "gpus");
@@ -169,13 +201,14 @@ static void print_snapshot(struct cli *c, json_t *s)
            (long long)json_integer_value(json_object_get(j, "running")),
            (long long)json_integer_value(json_object_get(j, "starting")),
            (long long)json_integer_value(json_object_get(j, "pending")));
-    struct table *t = table_new(6, ttitles);
+    struct table *t = table_new(sizeof(ttitles) / sizeof(ttitles[0]), ttitles);
     json_array_foreach(json_object_get(s, "tenants"), i, x)
     {
-        char b[5][32];
+        char b[6][32];
         allot_fmt(b[0], sizeof(b[0]), "%.3g", json_real_value(json_object_get(x, "gpus")));
-        const char *cells[6] = {json_string_value(json_object_get(x, "tenant")),
+        const char *cells[7] = {json_string_value(json_object_get(x, "tenant")),
                                 b[0],
+                                out_cell(json_object_get(x, "gpu_quota"), b[5], sizeof(b[5])),
                                 out_cell(json_object_get(x, "mig"), b[1], sizeof(b[1])),
                                 out_cell(json_object_get(x, "running"), b[2], sizeof(b[2])),
                                 out_cell(json_object_get(x, "starting"), b[3], sizeof(b[3])),
@@ -184,7 +217,7 @@ static void print_snapshot(struct cli *c, json_t *s)
     }
     table_print(t, stdout);
     printf("\nQUEUE (pending, oldest first)\n");
-    t = table_new(6, qtitles);
+    t = table_new(sizeof(qtitles) / sizeof(qtitles[0]), qtitles);
     json_array_foreach(json_object_get(s, "queue"), i, x)
     {
         char id[32], w[32];

@@ -126,9 +126,13 @@ def test_nodes_and_top():
     by = {t["tenant"]: t for t in snap["tenants"]}
     assert by["research/nlp"]["gpus"] == 4 and by["research/vision"]["gpus"] == 0.5, by
     assert by["research/vision"]["pending"] == 1, by
+    assert by["research/nlp"]["gpu_quota"] == 8 and by["research/vision"]["gpu_quota"] == 8, by
     assert [q["id"] for q in snap["queue"]] == [c] and snap["queue"][0]["pending_reason"], snap
     t = ok(cli(dm, "top", "--count", "1")).out
     assert "nodes 2 (2 ready)  GPUs 16, 4.5 allocated" in t and "QUEUE" in t, t
+    rows = [l.split() for l in t.splitlines()]
+    assert ["TENANT", "GPUS", "QUOTA", "MIG", "RUNNING", "STARTING", "PENDING"] in rows, t
+    assert [r[:4] for r in rows if r[:1] == ["research/nlp"]] == [["research/nlp", "4", "8", "0"]]
     assert ok(cli(dm, "top", "--tenant", "research/nlp", "-o", "json")).json()["queue"] == []
     two = ok(cli(dm, "top", "--count", "2", "--interval", "1", "-o", "json")).out
     assert two.count('"queue"') == 2
