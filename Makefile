@@ -67,7 +67,8 @@ check: deps build
 	@./scripts/check-source
 	@clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h')
 	@cppcheck --quiet --error-exitcode=1 --enable=warning,portability \
-		--suppress=missingIncludeSystem --inline-suppr -Iinclude -Isrc/sim src
+		--suppress=missingIncludeSystem --inline-suppr --include=scripts/cppcheck-defs.h \
+		-Iinclude -Isrc/sim src
 	@clang-tidy --quiet -p $(BUILD) $$(git ls-files 'src/*.c') 2>/dev/null
 
 install: build

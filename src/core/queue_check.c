@@ -1,0 +1,125 @@
+/*
+ * The job queue's invariant checker (allot_queue_check_invariants, see
+ * include/allot/queue.h): what the cluster holds per node and GPU equals
+ * the running jobs' placements plus the orphans; every tenant's usage is
+ * the sum of its running jobs'; the lists and indexes agree with the jobs'
+ * states. Read-only; called by tests and the simulator after every event.
+ */
+#include "queue_int.h"
+
+/* ---- invariants ------------------------------------------------------------------------ */
+
+/* What the placements of running jobs and orphans hold on one node. */
+struct held {
+    int64_t cpu, mem;
+    int32_t tasks;
+    int32_t gpu_tasks[ALLOT_MAX_GPUS];
+};
+
+static void held_add(struct held *h, const struct allot_placement *p)
+{
+    struct held *x = &h[p->node];
+
+    x->cpu += p->cpu_milli;
+    x->mem += p->mem_mib;
+    x->tasks++;
+    for (int g = 0; g < ALLOT_MAX_GPUS; g++)
+        x->gpu_tasks[g] += (int32_t)(p->gpu_mask >> g & 1);
+}
+
+/* Every task the cluster holds belongs to a running job or is an orphan,
+ * and every running job's tasks are held: per node the task count, CPU and
+ * memory, per GPU the task count. A job running on GPUs that look free
+ * fails here. */
+static int check_held(const struct allot_queue *q, char *err, size_t errlen)
+{
+    int nn = allot_cluster_node_count(q->c), rc = 0;
+    struct held *h = allot_calloc((size_t)nn + 1, sizeof(*h));
+
+    if (!h) {
+        allot_fmt(err, errlen, "out of memory");
+        return ALLOT_ENOMEM;
+    }
+    for (size_t i = 0; i < q->n_running; i++) {
+        const struct allot_job *j = &q->jobs[q->running[i]];
+        for (int k = 0; j->pl && k < j->spec.n_tasks; k++)
+            if (j->pl[k].node >= 0 && j->pl[k].node < nn)
+                held_add(h, &j->pl[k]);
+    }
+    for (size_t i = 0; i < q->n_orphans; i++)
+        if (q->orphans[i].node >= 0 && q->orphans[i].node < nn)
+            held_add(h, &q->orphans[i]);
+    for (int i = 0; i < nn && rc == 0; i++) {
+        const struct allot_node *n = allot_cluster_node(q->c, i);
+        bool ok = h[i].tasks == n->n_tasks && h[i].cpu == n->cpu_milli - n->cpu_free &&
+                  h[i].mem == n->mem_mib - n->mem_free;
+        for (int g = 0; g < n->n_gpus && ok; g++)
+            ok = h[i].gpu_tasks[g] == n->gpus[g].n_tasks;
+        if (!ok) {
+            allot_fmt(err, errlen,
+                      "node %s: holds %d tasks, running jobs and orphans %d (or CPU, memory "
+                      "or a GPU's tasks differ)",
+                      n->name, n->n_tasks, h[i].tasks);
+            rc = ALLOT_EINTERNAL;
+        }
+    }
+    allot_free(h);
+    return rc;
+}
+
+int allot_queue_check_invariants(const struct allot_queue *q, char *err, size_t errlen)
+{
+    struct allot_resvec sum[1];
+    int rc = allot_sched_check_invariants(q->placer, err, errlen);
+    int nt = allot_tenants_count(q->t);
+
+    if (rc == 0)
+        rc = check_held(q, err, errlen);
+    if (rc)
+        return rc;
+    for (int ti = 0; ti < nt; ti++) {
+        const struct allot_tenant *x = allot_tenants_get(q->t, ti);
+        memset(sum, 0, sizeof(sum));
+        for (size_t i = 0; i < q->n_running; i++) {
+            const struct allot_job *j = &q->jobs[q->running[i]];
+            struct allot_resvec use;
+            int a = j->spec.tenant;
+            while (a >= 0 && a != ti)
+                a = allot_tenants_get(q->t, a)->parent;
+            if (a != ti)
+                continue;
+            queue_job_usage(q, j, &use);
+            for (int k = 0; k < ALLOT_RES_MAX; k++)
+                sum->v[k] += use.v[k];
+        }
+        for (int k = 0; k < ALLOT_RES_MAX; k++) {
+            const struct allot_quota *qt = &x->quota[k];
+            if (sum->v[k] != x->usage[k]) {
+                allot_fmt(err, errlen, "tenant %s: usage %lld differs from running jobs' %lld",
+                          x->path, (long long)x->usage[k], (long long)sum->v[k]);
+                return ALLOT_EINTERNAL;
+            }
+            if (q->o.quotas && qt->nominal != ALLOT_UNLIMITED &&
+                (x->parent < 0 || !q->o.borrowing || qt->borrow_limit != ALLOT_UNLIMITED) &&
+                x->usage[k] >
+                    qt->nominal + (q->o.borrowing && x->parent >= 0 ? qt->borrow_limit : 0)) {
+                allot_fmt(err, errlen, "tenant %s: over its hard limit", x->path);
+                return ALLOT_EINTERNAL;
+            }
+        }
+    }
+    for (size_t i = 0; i < q->n_running; i++) {
+        const struct allot_job *j = &q->jobs[q->running[i]];
+        if ((j->state != ALLOT_JOB_RUNNING && j->state != ALLOT_JOB_STOPPING) || !j->pl) {
+            allot_fmt(err, errlen, "job %s: listed as running but not placed", j->name);
+            return ALLOT_EINTERNAL;
+        }
+    }
+    for (size_t i = 0; i < q->n_pending; i++)
+        if (q->jobs[q->pending[i]].state != ALLOT_JOB_PENDING) {
+            allot_fmt(err, errlen, "job %s: listed as pending in another state",
+                      q->jobs[q->pending[i]].name);
+            return ALLOT_EINTERNAL;
+        }
+    return 0;
+}
