@@ -16,14 +16,25 @@
 
 static const char *const iso_names[] = {"shared", "exclusive-gpu", "exclusive-node"};
 
+/* True when path is in the new tree: listed, or the ancestor of a listed
+ * tenant (listing research/nlp keeps research). */
 static bool listed(const struct sim_tenants_conf *c, const char *path)
 {
-    return sim_tenants_conf_find(c, path) >= 0;
+    size_t len = strlen(path);
+
+    if (sim_tenants_conf_find(c, path) >= 0)
+        return true;
+    for (size_t i = 0; i < c->n; i++)
+        if (strncmp(c->v[i].path, path, len) == 0 && c->v[i].path[len] == '/')
+            return true;
+    return false;
 }
 
 static bool has_live_jobs(struct allot_store *st, const char *path, int *rc)
 {
-    struct allot_store_job_filter f = {.tenant = path, .states = ALLOT_SJ_LIVE_MASK, .limit = 1};
+    /* the subtree: a tenant is removed with everything below it */
+    struct allot_store_job_filter f = {
+        .tenant = path, .tenant_subtree = true, .states = ALLOT_SJ_LIVE_MASK, .limit = 1};
     struct allot_store_job_page pg = {0};
     bool live;
 

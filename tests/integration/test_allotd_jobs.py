@@ -163,6 +163,20 @@ def test_removing_a_busy_tenant_is_409():
     paths = [t["path"] for t in expect(dm.req("GET", "/v1/tenants", token=dm.admin), 200)[
         "tenants"]]
     assert "tmp/x" not in paths, paths
+    # removing a parent whose children have live jobs names a busy child
+    parentless = copy.deepcopy(TENANTS)
+    parentless["tenants"] = [t for t in parentless["tenants"]
+                             if not t["path"].startswith("research")]
+    st, body = dm.req("PUT", "/v1/tenants", parentless, token=dm.admin)
+    assert st == 409 and "tenant research/" in body["error"]["message"], (st, body)
+    # listing a child keeps its ancestors (they are not removed, nothing is busy)
+    only = {"version": 1, "priority_classes": TENANTS["priority_classes"],
+            "tenants": [t for t in TENANTS["tenants"] if t["path"] != "research"]}
+    expect(dm.req("PUT", "/v1/tenants", only, token=dm.admin), 200)
+    paths = [t["path"] for t in expect(dm.req("GET", "/v1/tenants", token=dm.admin), 200)[
+        "tenants"]]
+    assert "research" in paths and "research/nlp" in paths, paths
+    expect(dm.req("PUT", "/v1/tenants", TENANTS, token=dm.admin), 200)
 
 
 def test_concurrent_submissions():
