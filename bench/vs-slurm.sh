@@ -4,10 +4,13 @@
 # machine). As root: Slurm's harness (../shared/bench/slurm) installs its
 # Debian packages if missing and starts its daemons on loopback only.
 #
-# Usage: bench/vs-slurm.sh [BUILD_DIR] [-P clients] [-N jobs]
+# Usage: bench/vs-slurm.sh [BUILD_DIR] [-P clients] [-N jobs] [-q quiet_s]
 #   BUILD_DIR  where bench-api, bench-cluster and allotd are (default: build)
 #   -P         concurrent REST clients on both sides          (default 8)
 #   -N         jobs in the mix                                (default 5000)
+#   -q         seconds without a new start that end Slurm's fill (default 90;
+#              run.sh's own 30 s cut Slurm's fill short at 20 % of the GPUs
+#              here once, between two backfill cycles)
 # Steps: jobmix.sh N > jobs.tsv; Slurm: setup.sh -n 1024 -m cloud -r 1,
 # run.sh -N N -s rest -P P (partition down while submitting, then the fill
 # from a full queue), teardown.sh; allot: bench-cluster and bench-api on the
@@ -18,10 +21,10 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
 BUILD=$ROOT/build
 if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then BUILD=$(cd "$1" && pwd); shift; fi
-P=8; N=5000
-while getopts "P:N:h" o; do
+P=8; N=5000; Q=90
+while getopts "P:N:q:h" o; do
     case $o in
-        P) P=$OPTARG ;; N) N=$OPTARG ;; *) sed -n '2,17p' "$0"; exit 2 ;;
+        P) P=$OPTARG ;; N) N=$OPTARG ;; q) Q=$OPTARG ;; *) sed -n '2,20p' "$0"; exit 2 ;;
     esac
 done
 SHARED=${SHARED_BENCH:-$(cd "$ROOT/../shared/bench" && pwd)}
@@ -45,8 +48,8 @@ say "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}'
 say "Slurm: setup.sh -n 1024 -m cloud -r 1"
 SLURM_UP=1
 "$SHARED/slurm/setup.sh" -n 1024 -m cloud -r 1 > "$OUT/slurm-setup.log" 2>&1
-say "Slurm: run.sh -N $N -s rest -P $P (minutes)"
-"$SHARED/slurm/run.sh" -N "$N" -s rest -P "$P" > "$OUT/slurm-run.log" 2>&1 || true
+say "Slurm: run.sh -N $N -s rest -P $P -q $Q (minutes)"
+"$SHARED/slurm/run.sh" -N "$N" -s rest -P "$P" -q "$Q" > "$OUT/slurm-run.log" 2>&1 || true
 grep '^RESULT' "$OUT/slurm-run.log" > "$OUT/slurm.txt" || true
 "$SHARED/slurm/teardown.sh" > "$OUT/slurm-teardown.log" 2>&1 || true
 SLURM_UP=0
@@ -82,7 +85,7 @@ printf '%-44s %-26s %-26s %s\n' figure Slurm allot "allot/Slurm"
 printf '%-44s %-26s %-26s %s\n' "REST submits/s, $P clients" "${s_rate:-?}" "${a_rate:-?}" "$(ratio "${a_rate:-0}" "${s_rate:-0}")"
 printf '%-44s %-26s %-26s %s\n' "submit p50 / p99 ms, $P clients" "${s_p50:-?} / ${s_p99:-?}" "${a_p50:-?} / ${a_p99:-?}" "p99 $(ratio "${s_p99:-0}" "${a_p99:-0}") lower"
 printf '%-44s %-26s %-26s %s\n' "REST submits/s, 64 clients (allot)" "-" "${a_rate64:-?} (p99 ${a_p99_64:-?} ms)" "$(ratio "${a_rate64:-0}" "${s_rate:-0}") vs Slurm at $P"
-printf '%-44s %-26s %-26s %s\n' "fill from a full queue, s" "${s_fill:-?} (${s_started:-?} started)" "${a_qfill:-?} (${a_qstarted:-?} started)" "$(ratio "${s_fill:-0}" "${a_qfill:-0}") faster"
+printf '%-44s %-26s %-26s %s\n' "fill from a full queue, s" "${s_fill:-?} (${s_started:-?} started, $(kv "$S" '^RESULT schedule' gpus_alloc))" "${a_qfill:-?} (${a_qstarted:-?} started)" "$(ratio "${s_fill:-0}" "${a_qfill:-0}") faster"
 printf '%-44s %-26s %-26s %s\n' "placements/s in that fill" "${s_place:-?}" "${a_qplace:-?}" "$(ratio "${a_qplace:-0}" "${s_place:-0}")"
 printf '%-44s %-26s %-26s %s\n' "fill while submitting (allot), s" "-" "${a_fill:-?} (${a_place:-?}/s)" "-"
 printf '%-44s %-26s %-26s %s\n' "controller RSS after the fill, MiB" "${s_rss:-?} (+rest ${s_rest:-?}, dbd ${s_dbd:-?})" "${a_qrss:-?} (${a_rss:-?} concurrent)" "$(ratio "${s_rss:-0}" "${a_qrss:-0}") smaller"
