@@ -160,7 +160,9 @@ struct allot_queue_opts {
                                     has received less GPU-time than this may preempt
                                     jobs that have received more */
     int preempt_searches;        /* victim searches per cycle (0: 32); jobs past it search
-                                    at the next cycle, so a cycle stays bounded */
+                                    at the next cycle, so a cycle stays bounded. Reclaim for
+                                    jobs inside their nominal has 8 times this budget of its
+                                    own (the in-quota guarantee) */
     uint64_t seed;
 };
 

@@ -46,6 +46,7 @@ struct allot_queue {
     size_t ten_cap;
     int bor_head;         /* first running borrowed job (bor_next links), -1 */
     int searches_left;    /* victim searches this cycle may still run */
+    int reclaims_left;    /* ... for jobs inside their nominal (8 x searches_left) */
     struct las_pool *las; /* owned: LAS candidates across tenants, per cycle (see below) */
     int64_t wakeup;
     allot_decision_fn fn;

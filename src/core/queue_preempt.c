@@ -660,16 +660,24 @@ int64_t queue_search_memo_until(const struct allot_queue *q, const struct allot_
 int queue_try_preempt(struct allot_queue *q, struct allot_job *j, int64_t now)
 {
     struct search s = {0};
+    bool in_nom;
     int rc;
 
     if (j->stopping_victims > 0)
         return 1; /* already making room */
     if (now < queue_search_memo_until(q, j))
         return 0;
-    /* the cycle's budget is spent: search at the next cycle */
-    if (q->searches_left <= 0)
+    /* The cycle's budget is spent: search at the next cycle. Reclaim for a
+     * job inside its tenant's nominal quota is the guarantee (in-quota
+     * wait): it has its own, larger budget, so that other searches cannot
+     * use it up. */
+    in_nom = q->o.quotas && allot_tenants_in_nominal(q->t, j->spec.tenant, &j->req);
+    if ((in_nom ? q->reclaims_left : q->searches_left) <= 0)
         return 0;
-    q->searches_left--;
+    if (in_nom)
+        q->reclaims_left--;
+    else
+        q->searches_left--;
     j->preempt_epoch = q->leave_epoch + 1;
     j->preempt_starts = q->starts;
     j->preempt_recheck_at = INT64_MAX;

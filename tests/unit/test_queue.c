@@ -601,8 +601,13 @@ static void test_qos(void **state)
     world_free(&w);
 }
 
-/* At most preempt_searches victim searches per cycle: the others wait for
- * the next cycle, best placed first. */
+/* At most preempt_searches victim searches per cycle for jobs above their
+ * tenant's nominal (or without quotas): the others wait for the next
+ * cycle, best placed first. Reclaim for a job inside its nominal is the
+ * guarantee and is exempt from the budget. */
+static int submit_full(struct world *w, const char *name, int tenant, int prio, int tasks, int gpus,
+                       int64_t now, bool checkpointable);
+
 static void test_search_budget(void **state)
 {
     struct allot_queue_opts o = base;
@@ -620,11 +625,31 @@ static void test_search_budget(void **state)
     cycle(&w, 0);
     a[0] = submit(&w, "a0", w.a, 1, 2, 100, 0);
     a[1] = submit(&w, "a1", w.a, 1, 2, 101, 0);
-    cycle(&w, 200); /* one search: a0 reclaims two GPUs and starts */
+    cycle(&w, 200); /* both inside a's nominal: both reclaim in one cycle */
+    assert_int_equal(w.preempts, 4);
+    assert_int_equal(allot_queue_job(w.q, a[0])->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(allot_queue_job(w.q, a[1])->state, ALLOT_JOB_RUNNING);
+    world_free(&w);
+
+    /* without quotas nothing is a guarantee: priority preemption for two
+     * urgent jobs takes two cycles with a budget of one */
+    o.quotas = false;
+    o.borrowing = false;
+    world_init(&w, 2, 4, o);
+    assert_int_equal(allot_queue_add_prio_class(w.q, "training", 10, true), 0);
+    assert_int_equal(allot_queue_add_prio_class(w.q, "urgent", 100, false), 1);
+    for (int i = 0; i < 8; i++) {
+        allot_fmt(name, sizeof(name), "lo%d", i);
+        assert_true(submit_full(&w, name, w.a, 0, 1, 1, 0, false) >= 0);
+    }
+    cycle(&w, 0);
+    a[0] = submit_full(&w, "hi0", w.a, 1, 1, 2, 100, false);
+    a[1] = submit_full(&w, "hi1", w.a, 1, 1, 2, 101, false);
+    cycle(&w, 200);
     assert_int_equal(w.preempts, 2);
     assert_int_equal(allot_queue_job(w.q, a[0])->state, ALLOT_JOB_RUNNING);
     assert_int_equal(allot_queue_job(w.q, a[1])->state, ALLOT_JOB_PENDING);
-    cycle(&w, 201); /* the next cycle serves a1 */
+    cycle(&w, 201); /* the next cycle serves hi1 */
     assert_int_equal(w.preempts, 4);
     assert_int_equal(allot_queue_job(w.q, a[1])->state, ALLOT_JOB_RUNNING);
     world_free(&w);
