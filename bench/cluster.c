@@ -14,11 +14,17 @@
  * submission's reply is printed too. Afterwards every node heartbeats
  * once: the desired states it gets back must hold as many GPUs as the
  * metrics say, and no pending job may fit any node's free GPUs (else the
- * fill was not over: printed, not asserted). Then more of the mix is
- * submitted until --stored jobs (100,000) are stored, and allotd's RSS is
- * read again. Prints:
+ * fill was not over: printed, not asserted). With --stored N (off by
+ * default: slow, see docs/benchmarks.md) more of the mix is then
+ * submitted into the full cluster until N jobs are stored (<= 600 s).
+ * Second, on a fresh allotd, the fill from a full queue: the 5,000 jobs
+ * are submitted before any node exists, then the nodes register (the
+ * fill time runs from the first registration). Third, the same with
+ * --rss-jobs (100,000) jobs queued: allotd's RSS with that many stored.
+ * Prints:
  *   nodes=1024 jobs=5000 fill_s=X placed_per_s=Y rss_mib=Z ...
- *   stored_jobs=N rss_mib=M ...
+ *   queued_first nodes=1024 jobs=5000 fill_s=X placed_per_s=Y rss_mib=Z ...
+ *   queued_first nodes=1024 jobs=100000 ... rss_mib=M ...
  * Every loop is bounded in count and time. Figures only.
  */
 #include "benchlib.h"
@@ -49,7 +55,7 @@ struct fill {
 
 struct opts {
     int nodes, clients, queued_first, concurrent;
-    long jobs, stored, queued_jobs;
+    long jobs, stored, rss_jobs;
     double quiet;
     const char *mix;
 };
@@ -190,7 +196,7 @@ static int min_pending_gpus(struct bench_conn *c, const char *admin, long *n_pen
 static void usage(void)
 {
     fprintf(stderr, "usage: bench-cluster [--nodes 1024] [--jobs 5000] [--clients 64] "
-                    "[--stored 100000] [--quiet 3] [--queued-first 1] [--queued-jobs N]\n"
+                    "[--stored 0] [--quiet 3] [--queued-first 1] [--rss-jobs 100000]\n"
                     "       [--concurrent 1] [--mix jobs.tsv]\n"
                     "  allotd is $ALLOTD or the one next to this program\n");
 }
@@ -211,8 +217,8 @@ static int parse(int argc, char **argv, struct opts *o)
             o->stored = strtol(v, NULL, 10);
         else if (!strcmp(argv[i], "--quiet"))
             o->quiet = strtod(v, NULL);
-        else if (!strcmp(argv[i], "--queued-jobs"))
-            o->queued_jobs = strtol(v, NULL, 10);
+        else if (!strcmp(argv[i], "--rss-jobs"))
+            o->rss_jobs = strtol(v, NULL, 10);
         else if (!strcmp(argv[i], "--concurrent"))
             o->concurrent = (int)strtol(v, NULL, 10);
         else if (!strcmp(argv[i], "--queued-first"))
@@ -317,8 +323,9 @@ static int fill_run(struct bench_daemon *d, struct fill *f, const struct opts *o
            f->hb_gpus, f->gpus_alloc, n_pending, min_pend, max_free,
            min_pend > 0 && min_pend <= max_free ? "a pending job still fits (fill not over)"
                                                 : "no pending job fits anywhere");
-    printf("target fill_s < 1 and rss < 200 MiB: %s\n",
-           fill_s < 1 && bench_proc_kib(d->pid, "VmRSS") < 200 * 1024 ? "met" : "MISSED");
+    if (o->nodes == 1024 && o->jobs == 5000)
+        printf("target fill_s < 1 and rss < 200 MiB: %s\n",
+               fill_s < 1 && bench_proc_kib(d->pid, "VmRSS") < 200 * 1024 ? "met" : "MISSED");
     fflush(stdout);
     bench_load_free(&H);
     rc = 0;
@@ -359,13 +366,12 @@ static void stored_run(struct bench_daemon *d, struct fill *f, const struct opts
  * goes up under 5,000 queued jobs): on a fresh allotd the mix is
  * submitted before any node exists, then the 1,024 nodes register; the
  * fill time runs from the first registration. Prints its line. */
-static int queued_first_run(const char *allotd, const struct opts *o, const struct bench_job *mix,
-                            long n_mix)
+static int queued_first_run(const char *allotd, const struct opts *o, long queued,
+                            const struct bench_job *mix, long n_mix)
 {
     static const char *const extra[] = {"--lease", "10m", NULL};
     struct bench_daemon d;
     struct bench_conn c = {.fd = -1};
-    long queued = o->queued_jobs > 0 ? o->queued_jobs : o->jobs;
     struct fill f = {.mix = mix, .n_mix = n_mix, .limit = queued, .key_prefix = "queued"};
     struct bench_load L = {
         .clients = o->clients, .max_s = 300, .next = next_submit, .reply = bad_reply, .ud = &f};
@@ -444,7 +450,8 @@ int main(int argc, char **argv)
     struct opts o = {.nodes = 1024,
                      .clients = 64,
                      .jobs = 5000,
-                     .stored = 100000,
+                     .stored = 0,
+                     .rss_jobs = 100000,
                      .quiet = 3,
                      .queued_first = 1,
                      .concurrent = 1};
@@ -473,7 +480,9 @@ int main(int argc, char **argv)
     o.jobs = f.n_mix < o.jobs ? f.n_mix : o.jobs;
     if (o.concurrent && concurrent_run(allotd, &o, &f) < 0)
         status = 1;
-    if (o.queued_first && queued_first_run(allotd, &o, mix, f.n_mix) < 0)
+    if (o.queued_first && queued_first_run(allotd, &o, o.jobs, mix, f.n_mix) < 0)
+        status = 1;
+    if (o.rss_jobs > 0 && queued_first_run(allotd, &o, o.rss_jobs, mix, f.n_mix) < 0)
         status = 1;
     free(mix);
     free(f.node_used);

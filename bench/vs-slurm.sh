@@ -56,7 +56,7 @@ SLURM_UP=0
 
 # ---------------------------------------------------------------- allot
 say "allot: bench-cluster (1024 nodes, $N jobs)"
-"$BUILD/bench-cluster" --jobs "$N" --stored 0 --mix "$OUT/jobs.tsv" > "$OUT/allot-cluster.txt" 2> "$OUT/allot-cluster.err" || true
+"$BUILD/bench-cluster" --jobs "$N" --rss-jobs 0 --mix "$OUT/jobs.tsv" > "$OUT/allot-cluster.txt" 2> "$OUT/allot-cluster.err" || true
 say "allot: bench-api (1, $P, 64 clients)"
 "$BUILD/bench-api" --clients "1,$P,64" --jobs "$N" --mix "$OUT/jobs.tsv" > "$OUT/allot-api.txt" 2> "$OUT/allot-api.err" || true
 
