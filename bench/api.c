@@ -131,7 +131,7 @@ int main(int argc, char **argv)
     struct bench_job *mix = NULL;
     long n_mix;
 
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(argv[i], "--clients") && v)
             clients_arg = v;
@@ -147,7 +147,6 @@ int main(int argc, char **argv)
             usage();
             return 2;
         }
-        i++;
     }
     if (jobs < 1 || secs <= 0 || nodes < 0 || nodes > 9999) {
         usage();

@@ -440,6 +440,8 @@ static int concurrent_run(const char *allotd, const struct opts *o, struct fill 
     stored_run(&d, f, o);
     rc = 0;
 out:
+    f->mc = NULL; /* both are this function's */
+    f->agent = NULL;
     bench_conn_close(&c);
     bench_daemon_stop(&d);
     return rc;
