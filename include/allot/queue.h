@@ -159,7 +159,7 @@ struct allot_queue_opts {
     int64_t las_threshold_gpu_s; /* > 0: preemptive two-queue LAS (Tiresias): a job that
                                     has received less GPU-time than this may preempt
                                     jobs that have received more */
-    int preempt_searches;        /* victim searches per cycle (0: 32); jobs past it search
+    int preempt_searches;        /* victim searches per cycle (0: 256); jobs past it search
                                     at the next cycle, so a cycle stays bounded. Reclaim for
                                     jobs inside their nominal has 8 times this budget of its
                                     own (the in-quota guarantee) */

@@ -1147,7 +1147,7 @@ static int cycle_begin(struct allot_queue *q, int64_t now, struct reservation *r
 
     allot_tenants_advance(q->t, now, q->o.half_life_s, &q->capacity);
     queue_orphans_retry(q);
-    q->searches_left = q->o.preempt_searches > 0 ? q->o.preempt_searches : 32;
+    q->searches_left = q->o.preempt_searches > 0 ? q->o.preempt_searches : 256;
     q->reclaims_left = 8 * q->searches_left;
     q->n_first = 0;
     rc = stop_due(q, now);
