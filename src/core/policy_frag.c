@@ -129,25 +129,34 @@ static double mix_distance(const struct allot_frag_mix *a, const struct allot_fr
     return d;
 }
 
+/* One arrival for a learning policy: counts t and, when a rebuild is due
+ * and the rebuilt mix moved from `cur`, writes it to *fresh (the caller
+ * installs or clears it) and returns true. Learning is best effort: on
+ * any failure the old mix stays. */
+static bool learn_arrival(struct allot_frag_counts *c, uint64_t *next,
+                          const struct allot_frag_mix *cur, const struct allot_task *t,
+                          struct allot_frag_mix *fresh)
+{
+    if (allot_frag_counts_add(c, t) || c->arrivals < *next)
+        return false;
+    *next = next_rebuild(c->arrivals);
+    if (allot_frag_counts_mix(c, ALLOT_MIX_COVERAGE, fresh) != 0)
+        return false;
+    if (mix_distance(cur, fresh) < ALLOT_MIX_MOVED) {
+        /* the mix has not moved: keep every cached score */
+        allot_frag_mix_clear(fresh);
+        return false;
+    }
+    return true;
+}
+
 static void frag_observe(void *state, struct allot_sched *s, const struct allot_task *t)
 {
     struct frag_policy *p = state;
     struct allot_frag_mix fresh;
 
-    if (!p->learn)
+    if (!p->learn || !learn_arrival(&p->counts, &p->next_rebuild, &p->mix, t, &fresh))
         return;
-    if (allot_frag_counts_add(&p->counts, t))
-        return; /* keep the old mix: learning is best effort */
-    if (p->counts.arrivals < p->next_rebuild)
-        return;
-    p->next_rebuild = next_rebuild(p->counts.arrivals);
-    if (allot_frag_counts_mix(&p->counts, ALLOT_MIX_COVERAGE, &fresh) != 0)
-        return;
-    if (mix_distance(&p->mix, &fresh) < ALLOT_MIX_MOVED) {
-        /* the mix has not moved: keep every cached score */
-        allot_frag_mix_clear(&fresh);
-        return;
-    }
     allot_frag_mix_clear(&p->mix);
     p->mix = fresh;
     allot_sched_set_mix(s, &p->mix);
@@ -440,18 +449,11 @@ static void allot_observe(void *state, struct allot_sched *s, const struct allot
     }
     if (p->arrivals >= p->next_snapshot)
         stale = allot_snapshot(p, allot_sched_cluster(s));
-    if (allot_frag_counts_add(&p->counts, t) == 0) {
-        if (p->counts.arrivals >= p->next_rebuild) {
-            p->next_rebuild = next_rebuild(p->counts.arrivals);
-            /* learning is best effort: on failure keep the old mix */
-            if (allot_frag_counts_mix(&p->counts, ALLOT_MIX_COVERAGE, &fresh) == 0) {
-                if (mix_distance(&p->mix, &fresh) >= ALLOT_MIX_MOVED &&
-                    allot_install_mix(p, &fresh) == 0)
-                    stale = true;
-                else
-                    allot_frag_mix_clear(&fresh);
-            }
-        }
+    if (learn_arrival(&p->counts, &p->next_rebuild, &p->mix, t, &fresh)) {
+        if (allot_install_mix(p, &fresh) == 0)
+            stale = true;
+        else
+            allot_frag_mix_clear(&fresh);
     }
     if (stale)
         allot_sched_set_mix(s, &p->mix);
