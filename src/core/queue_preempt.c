@@ -253,11 +253,12 @@ static int collect_las(struct allot_queue *q, struct allot_job *j, int64_t now, 
  * the standing rule allows are visited: j's own tenant (priority, LAS);
  * with quotas, the borrowed jobs of others when j fits in its nominal
  * (reclaim); without quotas, the LAS pool when j is in LAS's first queue.
+ * in_nom: j fits inside its tenant's nominal (with quotas on).
  * Returns their number or ALLOT_ENOMEM.
  */
-static int search_collect(struct allot_queue *q, struct allot_job *j, int64_t now, struct search *s)
+static int search_collect(struct allot_queue *q, struct allot_job *j, bool in_nom, int64_t now,
+                          struct search *s)
 {
-    bool in_nom = allot_tenants_in_nominal(q->t, j->spec.tenant, &j->req);
     int te = j->spec.tenant;
 
     s->vs = allot_malloc((q->n_running + 1) * sizeof(*s->vs));
@@ -682,7 +683,7 @@ int queue_try_preempt(struct allot_queue *q, struct allot_job *j, int64_t now)
     j->preempt_starts = q->starts;
     j->preempt_recheck_at = INT64_MAX;
     j->preempt_searched_at = now;
-    rc = search_collect(q, j, now, &s);
+    rc = search_collect(q, j, in_nom, now, &s);
     if (rc > 0) {
         s.chosen = allot_calloc((size_t)s.n, sizeof(*s.chosen));
         rc = s.chosen ? search_slots(q, &s) : ALLOT_ENOMEM;
