@@ -74,6 +74,8 @@ struct loop {
     int n_prio;
     struct live *live;
     size_t n_live, cap_live;
+    int32_t *live_at; /* owned: by core job id, its index in live, or -1 */
+    size_t cap_live_at;
     int64_t *expiry; /* lease expiry per core node index */
     size_t cap_expiry;
     struct dec {
@@ -345,6 +347,19 @@ static int adopt_job(struct loop *l, const struct allot_store_job *j,
     return qid;
 }
 
+/* Makes room in live_at for any id the next submission can get (at most
+ * the core's current job count), so that indexing it cannot fail. */
+static int live_at_reserve(struct loop *l)
+{
+    size_t old = l->cap_live_at, need = (size_t)allot_queue_job_count(l->q) + 1;
+
+    if (allot_grow((void **)&l->live_at, &l->cap_live_at, need, sizeof(*l->live_at)) < 0)
+        return ALLOT_ENOMEM;
+    for (size_t i = old; i < l->cap_live_at; i++)
+        l->live_at[i] = -1;
+    return 0;
+}
+
 static void submit_job(struct loop *l, const struct allot_store_job *j)
 {
     struct allot_job_spec spec = {0};
@@ -378,7 +393,8 @@ static void submit_job(struct loop *l, const struct allot_store_job *j)
         json_decref(b);
         return;
     }
-    if (allot_grow((void **)&l->live, &l->cap_live, l->n_live + 1, sizeof(*l->live)) < 0) {
+    if (allot_grow((void **)&l->live, &l->cap_live, l->n_live + 1, sizeof(*l->live)) < 0 ||
+        live_at_reserve(l) < 0) {
         reject(l, j->id, "out of memory");
         json_decref(b);
         return;
@@ -399,6 +415,7 @@ static void submit_job(struct loop *l, const struct allot_store_job *j)
                                          .wreason = hash_str(j->pending_reason),
                                          .spec = b,
                                          .requeue = js.requeue};
+    l->live_at[qid] = (int32_t)(l->n_live - 1);
 }
 
 static struct live *find_live(struct loop *l, int64_t sid, size_t *idx)
@@ -421,7 +438,10 @@ static void drop_live(struct loop *l, size_t i)
         LOG_WARN("loop", "job %lld: the core keeps its slot (out of memory)",
                  (long long)l->live[i].sid);
     json_decref(l->live[i].spec);
+    l->live_at[l->live[i].qid] = -1;
     l->live[i] = l->live[--l->n_live];
+    if (i < l->n_live)
+        l->live_at[l->live[i].qid] = (int32_t)i;
 }
 
 static int rebuild(struct loop *l)
@@ -533,7 +553,8 @@ static bool lease_over(struct loop *l, int i, int64_t now)
     return now > l->expiry[i] && allot_cluster_node(l->c, i)->state != ALLOT_NODE_LOST;
 }
 
-struct lost_write {
+/* What a group-commit write of the loop reads: the loop and the time. */
+struct loop_write {
     struct loop *l;
     int64_t now;
 };
@@ -542,7 +563,7 @@ struct lost_write {
  * it become lost. Reads the loop's state only (the loop thread waits). */
 static int lost_fn(struct allot_store *st, void *arg)
 {
-    struct lost_write *w = arg;
+    struct loop_write *w = arg;
     struct loop *l = w->l;
     int rc = 0;
 
@@ -569,7 +590,7 @@ static int lost_fn(struct allot_store *st, void *arg)
  * the store, then in the core. */
 static void check_leases(struct loop *l, int64_t now)
 {
-    struct lost_write w = {.l = l, .now = now};
+    struct loop_write w = {.l = l, .now = now};
     int n = allot_cluster_node_count(l->c);
     bool any = false;
 
@@ -722,28 +743,25 @@ static const char *dec_event(int kind)
     return kind == ALLOT_DEC_START ? "placed" : kind == ALLOT_DEC_PREEMPT ? "preempted" : "stopped";
 }
 
-struct changes_write {
-    struct loop *l;
-    int64_t now;
-};
-
 /* Group-commit write: what changed since the last cycle. Runs while the
  * loop thread waits for it, so it may update the live set's records. */
 static int changes_fn(struct allot_store *st, void *arg)
 {
-    struct changes_write *w = arg;
+    struct loop_write *w = arg;
     struct loop *l = w->l;
     int64_t now = w->now;
 
-    for (size_t d = 0; d < l->n_decs; d++)
-        for (size_t i = 0; i < l->n_live; i++)
-            if (l->live[i].qid == l->decs[d].qid) {
-                struct allot_store_event ev = {.job_id = l->live[i].sid,
-                                               .time = now,
-                                               .kind = (char *)dec_event(l->decs[d].kind),
-                                               .detail = l->decs[d].why};
-                allot_store_event_add(st, &ev, NULL);
-            }
+    for (size_t d = 0; d < l->n_decs; d++) {
+        /* every core job came through submit_job, which reserved its id */
+        int32_t i =
+            ALLOT_ALWAYS((size_t)l->decs[d].qid < l->cap_live_at) ? l->live_at[l->decs[d].qid] : -1;
+        struct allot_store_event ev = {
+            .time = now, .kind = (char *)dec_event(l->decs[d].kind), .detail = l->decs[d].why};
+        if (i < 0)
+            continue;
+        ev.job_id = l->live[i].sid;
+        allot_store_event_add(st, &ev, NULL);
+    }
     for (size_t i = 0; i < l->n_live; i++) {
         struct live *e = &l->live[i];
         const struct allot_job *qj = allot_queue_job(l->q, e->qid);
@@ -931,7 +949,7 @@ static void cycle(struct loop *l)
     rc = allot_cluster_node_count(l->c) ? allot_queue_cycle(l->q, now, on_decision, l) : 0;
     if (rc < 0)
         LOG_WARN("loop", "cycle stopped early: %s", allot_strerror(rc));
-    struct changes_write w = {.l = l, .now = now};
+    struct loop_write w = {.l = l, .now = now};
     if (srv_write(l->srv, changes_fn, &w) < 0) {
         LOG_ERROR("loop", "commit of decisions failed; rewriting them next cycle");
         for (size_t i = 0; i < l->n_live; i++)
@@ -1066,6 +1084,7 @@ void loop_stop(struct loop *l)
     for (size_t i = 0; i < l->n_live; i++)
         json_decref(l->live[i].spec);
     allot_free(l->live);
+    allot_free(l->live_at);
     allot_free(l->expiry);
     allot_free(l->decs);
     for (struct msg *m = l->head; m;) {
