@@ -358,7 +358,7 @@ static const struct cli_usage show_usage = {
     "Shows jobs: state, pending reason, placement, request and times.\n"
     "With -o json|yaml: the job object (an array for several ids)."};
 
-static void show_one(json_t *j)
+static void show_one(const json_t *j)
 {
     json_t *spec = json_object_get(j, "spec"), *pl = json_object_get(j, "placement"), *x;
     char b1[64], b2[64], b3[32];
@@ -401,17 +401,23 @@ static void show_one(json_t *j)
     }
 }
 
-int cmd_show(struct cli *c, int argc, char **argv)
+/* One call per job id given (show, cancel): every id is checked first,
+ * then each is called in turn (/v1/jobs/ID + suffix), each answer goes
+ * to `table` in table output, and the structured output is the one answer
+ * or an array of all. Returns the first failure's exit code or CLI_OK. */
+static int each_job(struct cli *c, int argc, char **argv, const struct cli_usage *usage,
+                    const char *method, const char *suffix, int retry,
+                    void (*table)(const json_t *j, const char *id, size_t i))
 {
     struct cli_args a;
     struct client *cl;
     json_t *all = NULL;
-    int rc = args_parse(c, no_opts, &show_usage, argc, argv, &a), first_err = CLI_OK;
+    int rc = args_parse(c, no_opts, usage, argc, argv, &a), first_err = CLI_OK;
 
     if (rc != CLI_OK)
         return rc;
     if (!a.n_pos) {
-        rc = cli_usage_error("allot show JOB_ID...");
+        rc = cli_usage_error("allot %s JOB_ID...", usage->verb);
         goto out;
     }
     for (size_t i = 0; i < a.n_pos; i++) {
@@ -428,18 +434,15 @@ int cmd_show(struct cli *c, int argc, char **argv)
         char path[64];
         json_t *j = NULL;
 
-        allot_fmt(path, sizeof(path), "/v1/jobs/%s", a.pos[i]);
-        rc = client_call(cl, "GET", path, NULL, NULL, CLIENT_RETRY_ALWAYS, &j, NULL);
+        allot_fmt(path, sizeof(path), "/v1/jobs/%s%s", a.pos[i], suffix);
+        rc = client_call(cl, method, path, NULL, NULL, retry, &j, NULL);
         if (rc != CLI_OK) {
             if (first_err == CLI_OK)
                 first_err = rc;
             continue;
         }
-        if (c->fmt == CLI_FMT_TABLE) {
-            if (i)
-                putchar('\n');
-            show_one(j);
-        }
+        if (c->fmt == CLI_FMT_TABLE)
+            table(j, a.pos[i], i);
         json_array_append_new(all, j);
     }
     if (c->fmt != CLI_FMT_TABLE && json_array_size(all))
@@ -451,6 +454,19 @@ out:
     return rc;
 }
 
+static void show_table(const json_t *j, const char *id, size_t i)
+{
+    (void)id;
+    if (i)
+        putchar('\n');
+    show_one(j);
+}
+
+int cmd_show(struct cli *c, int argc, char **argv)
+{
+    return each_job(c, argc, argv, &show_usage, "GET", "", CLIENT_RETRY_ALWAYS, show_table);
+}
+
 /* ---- cancel ---- */
 
 static const struct cli_usage cancel_usage = {
@@ -458,52 +474,18 @@ static const struct cli_usage cancel_usage = {
     "Cancels pending or running jobs. Every id is tried; the exit status is\n"
     "that of the first failure."};
 
+static void cancel_table(const json_t *j, const char *id, size_t i)
+{
+    (void)j;
+    (void)i;
+    printf("cancelled job %s\n", id);
+}
+
 int cmd_cancel(struct cli *c, int argc, char **argv)
 {
-    struct cli_args a;
-    struct client *cl;
-    json_t *all = NULL;
-    int rc = args_parse(c, no_opts, &cancel_usage, argc, argv, &a), first_err = CLI_OK;
-
-    if (rc != CLI_OK)
-        return rc;
-    if (!a.n_pos) {
-        rc = cli_usage_error("allot cancel JOB_ID...");
-        goto out;
-    }
-    for (size_t i = 0; i < a.n_pos; i++) {
-        long long id;
-        if ((rc = parse_id(a.pos[i], &id)) != CLI_OK)
-            goto out;
-    }
-    if (!(cl = cli_client(c))) {
-        rc = CLI_USAGE;
-        goto out;
-    }
-    all = json_array();
-    for (size_t i = 0; i < a.n_pos; i++) {
-        char path[64];
-        json_t *j = NULL;
-
-        allot_fmt(path, sizeof(path), "/v1/jobs/%s/cancel", a.pos[i]);
-        /* not repeated after a lost reply: the repeat would answer 409 */
-        rc = client_call(cl, "POST", path, NULL, NULL, CLIENT_RETRY_CONNECT, &j, NULL);
-        if (rc != CLI_OK) {
-            if (first_err == CLI_OK)
-                first_err = rc;
-            continue;
-        }
-        if (c->fmt == CLI_FMT_TABLE)
-            printf("cancelled job %s\n", a.pos[i]);
-        json_array_append_new(all, j);
-    }
-    if (c->fmt != CLI_FMT_TABLE && json_array_size(all))
-        out_structured(c, a.n_pos == 1 ? json_array_get(all, 0) : all);
-    rc = first_err;
-out:
-    json_decref(all);
-    args_free(&a);
-    return rc;
+    /* not repeated after a lost reply: the repeat would answer 409 */
+    return each_job(c, argc, argv, &cancel_usage, "POST", "/cancel", CLIENT_RETRY_CONNECT,
+                    cancel_table);
 }
 
 /* ---- events ---- */
