@@ -250,31 +250,22 @@ static void world_fill_one(struct world *w, struct allot_rng *r)
         int need = kind == K_MULTI ? 2 : 1;
         if (!oracle_fits(w, ni, &t))
             continue;
-        for (int g = 0; g < n->n_gpus && t.num_gpu && __builtin_popcount(p.gpu_mask) < need; g++) {
-            if (t.mig_profile >= 0 && oracle_mig_gpu(w, ni, g, &t)) {
-                const struct allot_gpu_model *m = &cat->models[n->model];
-                struct allot_mig_placement mp;
-                p.mig_profile = m->profile_by_global[t.mig_profile];
-                assert_true(allot_mig_list_placements(m, &n->gpus[g].mig, p.mig_profile, &mp, 1) >
-                            0);
-                p.mig_start = mp.start;
-                p.gpu_milli =
-                    m->profiles[p.mig_profile].compute_slices * ALLOT_MILLI / m->compute_slices;
-                p.gpu_mask = 1u << g;
-                /* what the node's accounting charges for the instance */
-                p.gpu_mem_mib = 0;
-            } else if (t.mig_profile < 0 && is_frac(&t) && oracle_frac_gpu(w, ni, g, &t)) {
+        /* whole GPUs and fractions by the oracle; MIG by the default chooser
+         * below (it computes the instance's memory) */
+        for (int g = 0; g < n->n_gpus && t.num_gpu && t.mig_profile < 0 &&
+                        __builtin_popcount(p.gpu_mask) < need;
+             g++) {
+            if (is_frac(&t) && oracle_frac_gpu(w, ni, g, &t)) {
                 p.gpu_mask = 1u << g;
                 p.gpu_milli = t.gpu_milli;
                 p.gpu_mem_mib = t.gpu_mem_mib;
-            } else if (t.mig_profile < 0 && !is_frac(&t) && oracle_whole_gpu(w, ni, g)) {
+            } else if (!is_frac(&t) && oracle_whole_gpu(w, ni, g)) {
                 p.gpu_mask |= 1u << g;
                 p.gpu_milli = ALLOT_MILLI;
                 p.gpu_mem_mib = n->gpus[g].free_mem_mib;
             }
         }
         if (t.mig_profile >= 0) {
-            /* let the default chooser compute the memory of the instance */
             struct allot_sched *s =
                 allot_sched_new(w->c, allot_sched_policy_find("firstfit"), NULL);
             assert_non_null(s);
