@@ -260,6 +260,15 @@ static int serve(struct server *s)
 
     if (store_url(&s->cfg, url, sizeof(url)) < 0)
         return 2;
+    /* Block the signals the main thread waits for before any thread exists
+     * (the store's group committer, the HTTP pool, the loop): a thread
+     * created earlier would inherit them unblocked and SIGTERM or SIGHUP
+     * could be delivered there and kill the daemon with the default action. */
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
     allot_strlcpy(s->store_url, url, sizeof(s->store_url));
     if (allot_store_open(url, &so, &s->wst, err, sizeof(err)) < 0) {
         fprintf(stderr, "allotd: %s (run `allotd init --data-dir %s` first)\n", err,
@@ -278,11 +287,6 @@ static int serve(struct server *s)
         fprintf(stderr, "allotd: GPU catalog: %s\n", err);
         goto out_cat;
     }
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
     s->http = http_start(s, s->cfg.listen, (int)s->cfg.workers, &port, err, sizeof(err));
     if (!s->http) {

@@ -71,7 +71,8 @@ def test_config_file_and_json_logs():
     while time.time() < end and not os.path.exists(logf):
         time.sleep(0.05)
     assert os.path.exists(logf), "SIGHUP did not reopen the log"
-    assert dm.stop() == 0
+    rc = dm.stop()
+    assert rc == 0, "allotd exited %r after SIGTERM; its log:\n%s" % (rc, open(logf).read()[-3000:])
     assert "draining" in open(logf).read()
     # a bad config file is a usage error naming the line
     with open(conf, "w") as f:
