@@ -144,12 +144,16 @@ struct allot_store_job {
     int64_t submit_time, start_time, end_time;
     bool has_exit_code;
     int exit_code;
-    int64_t array_parent; /* 0 = not part of an array */
+    int64_t array_parent; /* 0 = not part of an array; else the id of the array's
+                             first job (ALLOT_STORE_ARRAY_NEW in a submit: this
+                             job starts a new array, stored as its own id) */
     int array_index;      /* index in its array (0 when none) */
     char *idem_key;       /* idempotency key, unique per token; NULL = none */
     int64_t *deps;        /* ids of the jobs this one waits for */
     size_t n_deps;
 };
+
+#define ALLOT_STORE_ARRAY_NEW (-1)
 
 /* Frees the fields of a job the store filled and zeroes it. Accepts NULL. */
 void allot_store_job_clear(struct allot_store_job *j);
@@ -176,12 +180,14 @@ int allot_store_job_update(struct allot_store *st, const struct allot_store_job 
 /* Filters of a job listing; zero-initialised means "all jobs, oldest first".
  * Cost of a page: O(page) for no filter, one state, one exact tenant, or
  * both; a mask of several states or a whole subtree costs O(matching jobs)
- * (fine for the live states); a name prefix is checked on the rows read. */
+ * (fine for the live states); an array costs O(its members); a name prefix
+ * is checked on the rows read. */
 struct allot_store_job_filter {
     const char *tenant;      /* NULL = any */
     bool tenant_subtree;     /* also the tenants below `tenant` */
     unsigned states;         /* mask of 1u << state; 0 = any (ALLOT_SJ_LIVE_MASK) */
     const char *name_prefix; /* byte prefix of the name; NULL = any */
+    int64_t array_parent;    /* only the members of this array; 0 = any */
     bool newest_first;       /* descending ids */
     int64_t cursor;          /* 0 to start; else the next_cursor of the last page */
     int limit;               /* page size, 1..ALLOT_STORE_PAGE_MAX (0 = 100) */

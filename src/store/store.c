@@ -269,7 +269,8 @@ static int job_check(struct allot_store *st, const struct allot_store_job *j, bo
         store_set_err(st, "a job needs a tenant, a name and a spec");
         return ALLOT_EINVAL;
     }
-    if ((j->n_deps && !j->deps) || j->array_parent < 0 || j->array_index < 0) {
+    if ((j->n_deps && !j->deps) || j->array_parent < ALLOT_STORE_ARRAY_NEW ||
+        j->array_index < 0) {
         store_set_err(st, "bad dependencies or array position");
         return ALLOT_EINVAL;
     }
@@ -335,7 +336,8 @@ int allot_store_job_list(struct allot_store *st, const struct allot_store_job_fi
         g.tenant_subtree = false;
     }
     if (g.limit < 0 || g.limit > ALLOT_STORE_PAGE_MAX || g.cursor < 0 ||
-        g.states >= (1u << ALLOT_SJ_NSTATES) || (g.tenant_subtree && !g.tenant)) {
+        g.states >= (1u << ALLOT_SJ_NSTATES) || (g.tenant_subtree && !g.tenant) ||
+        g.array_parent < 0) {
         store_set_err(st, "bad job filter");
         return ALLOT_EINVAL;
     }

@@ -87,6 +87,8 @@ static const struct migration migrations[] = {
         "CREATE INDEX jobs_by_tenant ON jobs(tenant, id);\n"
         "CREATE INDEX jobs_by_tenant_state ON jobs(tenant, state, id);\n"
         "CREATE INDEX job_events_by_job ON job_events(job_id, seq);\n"},
+    /* the members of a job array, for listing and cancelling them together */
+    {3, "CREATE INDEX jobs_by_array ON jobs(array_parent, id) WHERE array_parent != 0;\n"},
 };
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 

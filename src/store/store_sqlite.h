@@ -26,6 +26,7 @@ enum sq_stmt_id {
     SQ_META_SET,
     SQ_JOB_BY_KEY,
     SQ_JOB_INSERT,
+    SQ_JOB_ARRAY_SELF,
     SQ_DEP_INSERT,
     SQ_JOB_GET,
     SQ_DEPS_GET,
@@ -58,7 +59,7 @@ enum sq_stmt_id {
 
 /* job listing shapes: tenant (none, exact, subtree) x states (any, one,
  * several) x name prefix (no, yes) x order (ascending, descending) */
-#define SQ_NLIST 36
+#define SQ_NLIST 72
 
 struct sq_store {
     struct allot_store base;      /* first: the handle callers hold */

@@ -32,6 +32,7 @@ const char *const sq_stmt_sql[SQ_NSTMT] = {
                       " pending_reason, submit_time, start_time, end_time, exit_code,"
                       " array_parent, array_index, idem_key)"
                       " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+    [SQ_JOB_ARRAY_SELF] = "UPDATE jobs SET array_parent = id WHERE id = ?1",
     [SQ_DEP_INSERT] = "INSERT OR IGNORE INTO job_deps(job_id, dep_id) VALUES (?1, ?2)",
     [SQ_JOB_GET] = "SELECT " JOB_COLS " FROM jobs WHERE id = ?1",
     [SQ_DEPS_GET] = "SELECT dep_id FROM job_deps WHERE job_id = ?1 ORDER BY dep_id",
@@ -231,6 +232,13 @@ int sq_job_insert(struct allot_store *base, const struct allot_store_job *j, int
     if ((rc = sq_done(s, st, sqlite3_step(st))) != 0)
         return rc;
     *id = sqlite3_last_insert_rowid(s->db);
+    if (j->array_parent == ALLOT_STORE_ARRAY_NEW) {
+        if (!(st = sq_stmt(s, SQ_JOB_ARRAY_SELF, &rc)))
+            return rc;
+        sqlite3_bind_int64(st, 1, *id);
+        if ((rc = sq_done(s, st, sqlite3_step(st))) != 0)
+            return rc;
+    }
     for (size_t i = 0; i < j->n_deps; i++) {
         if (j->deps[i] == *id) {
             store_set_err(base, "a job cannot depend on itself");
@@ -328,11 +336,14 @@ static void list_sql(int k, char *buf, size_t len)
         " AND state = ?3",
         " AND state IN (?3, ?4, ?5, ?6, ?7, ?8, ?9)",
     };
-    int desc = k & 1, prefix = (k >> 1) & 1, sm = (k >> 2) % 3, tm = (k >> 2) / 3;
+    int desc = k & 1, prefix = (k >> 1) & 1, array = (k >> 2) & 1, sm = (k >> 3) % 3,
+        tm = (k >> 3) / 3;
 
+    /* "array_parent != 0" lets SQLite use the partial index jobs_by_array */
     allot_fmt(buf, len,
-              "SELECT " JOB_COLS " FROM jobs WHERE id %s ?1%s%s%s ORDER BY id %s LIMIT ?11",
+              "SELECT " JOB_COLS " FROM jobs WHERE id %s ?1%s%s%s%s ORDER BY id %s LIMIT ?11",
               desc ? "<" : ">", tenant[tm], states[sm],
+              array ? " AND array_parent != 0 AND array_parent = ?12" : "",
               prefix ? " AND substr(CAST(name AS BLOB), 1, length(CAST(?10 AS BLOB)))"
                        " = CAST(?10 AS BLOB)"
                      : "",
@@ -346,7 +357,8 @@ int sq_job_list(struct allot_store *base, const struct allot_store_job_filter *f
     int nstates = __builtin_popcount(f->states);
     int sm = nstates == 0 ? 0 : nstates == 1 ? 1 : 2;
     int tm = !f->tenant ? 0 : f->tenant_subtree ? 2 : 1;
-    int k = ((tm * 3 + sm) << 2) | (f->name_prefix ? 2 : 0) | (f->newest_first ? 1 : 0);
+    int k = ((tm * 3 + sm) << 3) | (f->array_parent ? 4 : 0) | (f->name_prefix ? 2 : 0) |
+            (f->newest_first ? 1 : 0);
     sqlite3_stmt *st = s->list[k];
     int rc, r, p = 3;
 
@@ -369,6 +381,8 @@ int sq_job_list(struct allot_store *base, const struct allot_store_job_filter *f
             sq_bind_text(st, p++, allot_store_job_state_name(i));
     if (f->name_prefix)
         sqlite3_bind_blob(st, 10, f->name_prefix, (int)strlen(f->name_prefix), SQLITE_STATIC);
+    if (f->array_parent)
+        sqlite3_bind_int64(st, 12, f->array_parent);
     /* one row more than asked tells whether another page follows */
     sqlite3_bind_int(st, 11, f->limit + 1);
     rc = sq_rows(s, st, sizeof *page->jobs, job_row, job_clear, (void **)&page->jobs, &page->n);

@@ -60,6 +60,7 @@ static void test_open_and_migrations(void **state)
     /* an older schema: refused without MIGRATE, migrated with it */
     assert_int_equal(raw_sql(f, "DROP INDEX jobs_by_state; DROP INDEX jobs_by_tenant;"
                                 "DROP INDEX jobs_by_tenant_state; DROP INDEX job_events_by_job;"
+                                "DROP INDEX jobs_by_array;"
                                 "UPDATE meta SET value = '1' WHERE key = 'schema_version'"),
                      SQLITE_OK);
     assert_int_equal(allot_store_open(f->url, &plain, &st, err, sizeof err), ALLOT_ESTATE);
@@ -67,9 +68,9 @@ static void test_open_and_migrations(void **state)
     assert_int_equal(allot_store_open(f->url, &migrate, &st, err, sizeof err), 0);
     assert_int_equal(allot_store_schema_version(st), latest);
     allot_store_close(st);
-    assert_int_equal(raw_int(f, "SELECT count(*) FROM sqlite_schema WHERE name = "
-                                "'jobs_by_tenant_state'"),
-                     1);
+    assert_int_equal(raw_int(f, "SELECT count(*) FROM sqlite_schema WHERE name IN "
+                                "('jobs_by_tenant_state', 'jobs_by_array')"),
+                     2);
 
     /* a newer schema is refused, even with MIGRATE, and left alone */
     allot_fmt(sql, sizeof sql, "UPDATE meta SET value = '%d' WHERE key = 'schema_version'",
@@ -627,6 +628,63 @@ static void check_listing(struct allot_store *st, const struct paged *all,
     assert_true(pages <= want / (size_t)fl.limit + 1);
 }
 
+/* Job arrays: the first member is its own parent; the array filter lists
+ * exactly its members, in pages, combined with the other filters. */
+static void test_arrays(void **state)
+{
+    struct fix *f = *state;
+    struct allot_store *st = open_ok(f);
+    struct allot_store_job j = mkjob("t", "arr", 1), got;
+    struct allot_store_job_filter flt = {.limit = 2};
+    struct allot_store_job_page pg = {0};
+    int64_t first, id, other;
+    bool existed;
+    size_t seen = 0;
+
+    other = submit(st, "t", "lone");
+    j.array_parent = ALLOT_STORE_ARRAY_NEW;
+    assert_int_equal(allot_store_job_submit(st, &j, &first, &existed), 0);
+    assert_int_equal(allot_store_job_get(st, first, &got), 0);
+    assert_int_equal(got.array_parent, first);
+    allot_store_job_clear(&got);
+    for (int i = 1; i < 5; i++) {
+        j.array_parent = first;
+        j.array_index = i * 10;
+        assert_int_equal(allot_store_job_submit(st, &j, &id, &existed), 0);
+    }
+    submit(st, "t", "after");
+    j.array_parent = -2;
+    assert_int_equal(allot_store_job_submit(st, &j, &id, &existed), ALLOT_EINVAL);
+
+    flt.array_parent = first;
+    do {
+        assert_int_equal(allot_store_job_list(st, &flt, &pg), 0);
+        for (size_t i = 0; i < pg.n; i++) {
+            assert_int_equal(pg.jobs[i].array_parent, first);
+            assert_int_equal(pg.jobs[i].array_index, (int)(seen + i) * 10);
+            assert_true(pg.jobs[i].id != other);
+        }
+        seen += pg.n;
+        flt.cursor = pg.next_cursor;
+        allot_store_job_page_free(&pg);
+    } while (flt.cursor);
+    assert_int_equal(seen, 5);
+    /* with a state filter and newest first */
+    flt = (struct allot_store_job_filter){
+        .array_parent = first, .states = 1u << ALLOT_SJ_PENDING, .newest_first = true};
+    assert_int_equal(allot_store_job_list(st, &flt, &pg), 0);
+    assert_int_equal(pg.n, 5);
+    assert_int_equal(pg.jobs[0].array_index, 40);
+    allot_store_job_page_free(&pg);
+    flt.array_parent = other; /* not an array: no members */
+    assert_int_equal(allot_store_job_list(st, &flt, &pg), 0);
+    assert_int_equal(pg.n, 0);
+    allot_store_job_page_free(&pg);
+    flt.array_parent = -1;
+    assert_int_equal(allot_store_job_list(st, &flt, &pg), ALLOT_EINVAL);
+    allot_store_close(st);
+}
+
 static void test_paging(void **state)
 {
     struct fix *f = *state;
@@ -853,6 +911,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_tables, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_input_verbatim, setup, teardown),
         cmocka_unit_test_setup_teardown(test_paging, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_arrays, setup, teardown),
         cmocka_unit_test_setup_teardown(test_audit_chain, setup, teardown),
     };
 
