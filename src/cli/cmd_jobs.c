@@ -40,6 +40,8 @@ static const struct cli_opt submit_opts[] = {
     {"time-limit", 0, "DURATION", "time limit (seconds, or with s/m/h/d)"},
     {"checkpointable", 0, NULL, "the job can be checkpointed and preempted safely"},
     {"no-requeue", 0, NULL, "end as lost when its node is lost (default: back to pending)"},
+    {"array", 'a', "SPEC", "job array, e.g. 0-99%10 (indices, ranges A-B[:STEP]; %N: N at once)"},
+    {"dependency", 'd', "DEP", "afterok|afterany|afternotok:ID[:ID...][,...]"},
     {"idempotency-key", 0, "KEY", "key of this submission (default: a random one)"},
     {NULL, 0, NULL, NULL}};
 
@@ -96,8 +98,10 @@ static int build_job(const struct cli_args *a, json_t **out)
 {
     static const struct {
         const char *opt, *field;
-    } strs[] = {{"tenant", "tenant"},     {"name", "name"},   {"mig", "mig"},
-                {"priority", "priority"}, {"image", "image"}, {"workdir", "workdir"}};
+    } strs[] = {{"tenant", "tenant"}, {"name", "name"},
+                {"mig", "mig"},       {"priority", "priority"},
+                {"image", "image"},   {"workdir", "workdir"},
+                {"array", "array"},   {"dependency", "dependency"}};
     const char *s;
     json_t *job;
     int64_t i64;
@@ -215,6 +219,10 @@ int cmd_submit(struct cli *c, int argc, char **argv)
     if (st == 200)
         fprintf(stderr, "allot: job %lld was already submitted with idempotency key %s\n",
                 (long long)json_integer_value(json_object_get(reply, "id")), k);
+    if (json_object_get(reply, "array_size"))
+        fprintf(stderr, "allot: array %lld: %lld jobs\n",
+                (long long)json_integer_value(json_object_get(reply, "id")),
+                (long long)json_integer_value(json_object_get(reply, "array_size")));
     if (!out_structured(c, reply))
         printf("%lld\n", (long long)json_integer_value(json_object_get(reply, "id")));
 out:
@@ -252,14 +260,60 @@ static const char *shape(json_t *spec, char *buf, size_t n, bool with_tasks)
     return buf;
 }
 
-static int parse_id(const char *s, long long *id)
+/* A job id, or ARRAYID_INDEX (a member of an array by its index, as in
+ * Slurm): *id gets the number before "_", *index the one after (-1 when
+ * there is none). */
+static int parse_id(const char *s, long long *id, long long *index)
 {
-    int64_t v;
+    char head[32];
+    const char *us = strchr(s, '_');
+    int64_t v, x = -1;
 
-    if (args_int("id", s, 1, INT64_MAX, &v) != CLI_OK)
+    if (us && ((size_t)(us - s) >= sizeof(head) ||
+               args_int("array index", us + 1, 0, INT32_MAX, &x) != CLI_OK))
+        return CLI_USAGE;
+    allot_fmt(head, sizeof(head), "%.*s", us ? (int)(us - s) : (int)strlen(s), s);
+    if (args_int("id", head, 1, INT64_MAX, &v) != CLI_OK)
         return CLI_USAGE;
     *id = v;
+    *index = x;
     return CLI_OK;
+}
+
+/* The id of member `index` of array `aid`: 0 and an error printed when
+ * there is none. */
+static long long member_id(struct client *cl, long long aid, long long index)
+{
+    char path[64];
+    json_t *jobs = NULL, *j;
+    long long id = 0;
+    size_t i;
+
+    allot_fmt(path, sizeof(path), "/v1/jobs?array=%lld&limit=1000", aid);
+    if (client_list(cl, path, "jobs", "cursor", "next_cursor", 0, 0, &jobs) != CLI_OK)
+        return 0;
+    json_array_foreach(jobs, i, j) if (json_integer_value(json_object_get(j, "array_index")) ==
+                                       index) id = json_integer_value(json_object_get(j, "id"));
+    json_decref(jobs);
+    if (!id)
+        fprintf(stderr, "allot: not_found: no job %lld_%lld (array %lld has no index %lld)\n", aid,
+                index, aid, index);
+    return id;
+}
+
+/* "12" or "15 (12_3)" for a job in an array. */
+static const char *job_label(json_t *j, char *buf, size_t n)
+{
+    json_t *a = json_object_get(j, "array_job_id");
+
+    if (a)
+        allot_fmt(buf, n, "%lld (%lld_%lld)",
+                  (long long)json_integer_value(json_object_get(j, "id")),
+                  (long long)json_integer_value(a),
+                  (long long)json_integer_value(json_object_get(j, "array_index")));
+    else
+        allot_fmt(buf, n, "%lld", (long long)json_integer_value(json_object_get(j, "id")));
+    return buf;
 }
 
 static bool terminal(const char *state)
@@ -274,11 +328,12 @@ static const struct cli_opt ls_opts[] = {
     {"tenant", 't', "TENANT", "only jobs of this tenant"},
     {"subtree", 'r', NULL, "with --tenant: also the tenants below it"},
     {"state", 's', "STATE", "pending, starting, running, succeeded, failed, cancelled or lost"},
+    {"array", 'a', "ID", "only the members of this job array"},
     {"limit", 0, "N", "at most N jobs (default: every match)"},
     {NULL, 0, NULL, NULL}};
 
 static const struct cli_usage ls_usage = {
-    "ls", "[--tenant T [--subtree]] [--state S] [--limit N]",
+    "ls", "[--tenant T [--subtree]] [--state S] [--array ID] [--limit N]",
     "Lists jobs, oldest first, following every page of the listing.\n"
     "With -o json|yaml, all matches are one array."};
 
@@ -324,15 +379,24 @@ int cmd_ls(struct cli *c, int argc, char **argv)
                   esc ? esc : "");
         allot_free(esc);
     }
+    if ((s = args_get(&a, "array"))) {
+        int64_t aid;
+        size_t n = strlen(path);
+
+        if ((rc = args_int("array", s, 1, INT64_MAX, &aid)) != CLI_OK)
+            goto out;
+        allot_fmt(path + n, sizeof(path) - n, "%carray=%lld", strchr(path, '?') ? '&' : '?',
+                  (long long)aid);
+    }
     rc = client_list(cl, path, "jobs", "cursor", "next_cursor", 0, (size_t)limit, &jobs);
     if (rc != CLI_OK || out_structured(c, jobs))
         goto out;
     struct table *t = table_new(8, titles);
     json_array_foreach(jobs, i, j)
     {
-        char id[32], sh[64], tm[32];
+        char id[64], sh[64], tm[32];
         json_t *spec = json_object_get(j, "spec");
-        const char *cells[8] = {out_cell(json_object_get(j, "id"), id, sizeof(id)),
+        const char *cells[8] = {job_label(j, id, sizeof(id)),
                                 json_string_value(json_object_get(j, "name")),
                                 json_string_value(json_object_get(j, "tenant")),
                                 json_string_value(json_object_get(j, "state")),
@@ -354,7 +418,7 @@ out:
 static const struct cli_opt no_opts[] = {{NULL, 0, NULL, NULL}};
 
 static const struct cli_usage show_usage = {
-    "show", "JOB_ID...",
+    "show", "JOB_ID|ARRAYID_INDEX...",
     "Shows jobs: state, pending reason, placement, request and times.\n"
     "With -o json|yaml: the job object (an array for several ids)."};
 
@@ -364,13 +428,17 @@ static void show_one(const json_t *j)
     char b1[64], b2[64], b3[32];
     size_t i;
 
-    printf("%-13s %s\n", "id:", out_cell(json_object_get(j, "id"), b1, sizeof(b1)));
+    printf("%-13s %s\n", "id:", job_label((json_t *)j, b1, sizeof(b1)));
     printf("%-13s %s\n", "name:", out_cell(json_object_get(j, "name"), b1, sizeof(b1)));
     printf("%-13s %s\n", "tenant:", out_cell(json_object_get(j, "tenant"), b1, sizeof(b1)));
     printf("%-13s %s\n", "state:", out_cell(json_object_get(j, "state"), b1, sizeof(b1)));
     if (json_is_string(json_object_get(j, "pending_reason")))
         printf("%-13s %s\n", "reason:", json_string_value(json_object_get(j, "pending_reason")));
     printf("%-13s %s\n", "priority:", out_cell(json_object_get(spec, "priority"), b1, sizeof(b1)));
+    if ((x = json_object_get(spec, "array")))
+        printf("%-13s %s\n", "array:", json_string_value(x));
+    if ((x = json_object_get(spec, "dependency")))
+        printf("%-13s %s\n", "dependency:", json_string_value(x));
     json_t *tasks = json_object_get(spec, "tasks"), *cpus = json_object_get(spec, "cpus");
     printf("%-13s %lld task%s, each gpus %s, cpus %s, memory %s MiB\n",
            "request:", tasks ? (long long)json_integer_value(tasks) : 1LL,
@@ -406,7 +474,7 @@ static void show_one(const json_t *j)
  * to `table` in table output, and the structured output is the one answer
  * or an array of all. Returns the first failure's exit code or CLI_OK. */
 static int each_job(struct cli *c, int argc, char **argv, const struct cli_usage *usage,
-                    const char *method, const char *suffix, int retry,
+                    const char *method, const char *suffix, const char *array_query, int retry,
                     void (*table)(const json_t *j, const char *id, size_t i))
 {
     struct cli_args a;
@@ -421,8 +489,8 @@ static int each_job(struct cli *c, int argc, char **argv, const struct cli_usage
         goto out;
     }
     for (size_t i = 0; i < a.n_pos; i++) {
-        long long id;
-        if ((rc = parse_id(a.pos[i], &id)) != CLI_OK)
+        long long id, index;
+        if ((rc = parse_id(a.pos[i], &id, &index)) != CLI_OK)
             goto out;
     }
     if (!(cl = cli_client(c))) {
@@ -431,10 +499,19 @@ static int each_job(struct cli *c, int argc, char **argv, const struct cli_usage
     }
     all = json_array();
     for (size_t i = 0; i < a.n_pos; i++) {
-        char path[64];
+        char path[96];
         json_t *j = NULL;
+        long long id, index;
 
-        allot_fmt(path, sizeof(path), "/v1/jobs/%s%s", a.pos[i], suffix);
+        parse_id(a.pos[i], &id, &index);
+        if (index >= 0 && !(id = member_id(cl, id, index))) {
+            if (first_err == CLI_OK)
+                first_err = CLI_NOTFOUND;
+            continue;
+        }
+        /* a plain id names the whole array when it is an array's first job */
+        allot_fmt(path, sizeof(path), "/v1/jobs/%lld%s%s", id, suffix,
+                  index < 0 ? array_query : "");
         rc = client_call(cl, method, path, NULL, NULL, retry, &j, NULL);
         if (rc != CLI_OK) {
             if (first_err == CLI_OK)
@@ -464,28 +541,33 @@ static void show_table(const json_t *j, const char *id, size_t i)
 
 int cmd_show(struct cli *c, int argc, char **argv)
 {
-    return each_job(c, argc, argv, &show_usage, "GET", "", CLIENT_RETRY_ALWAYS, show_table);
+    return each_job(c, argc, argv, &show_usage, "GET", "", "", CLIENT_RETRY_ALWAYS, show_table);
 }
 
 /* ---- cancel ---- */
 
 static const struct cli_usage cancel_usage = {
     "cancel", "JOB_ID...",
-    "Cancels pending or running jobs. Every id is tried; the exit status is\n"
-    "that of the first failure."};
+    "Cancels pending or running jobs. The id of an array's first job cancels\n"
+    "the whole array; ARRAYID_INDEX cancels one member. Every id is tried; the\n"
+    "exit status is that of the first failure."};
 
 static void cancel_table(const json_t *j, const char *id, size_t i)
 {
-    (void)j;
+    json_t *m = json_object_get(j, "members_cancelled");
+
     (void)i;
-    printf("cancelled job %s\n", id);
+    if (json_integer_value(m))
+        printf("cancelled array %s (%lld more jobs)\n", id, (long long)json_integer_value(m));
+    else
+        printf("cancelled job %s\n", id);
 }
 
 int cmd_cancel(struct cli *c, int argc, char **argv)
 {
     /* not repeated after a lost reply: the repeat would answer 409 */
-    return each_job(c, argc, argv, &cancel_usage, "POST", "/cancel", CLIENT_RETRY_CONNECT,
-                    cancel_table);
+    return each_job(c, argc, argv, &cancel_usage, "POST", "/cancel", "?array=true",
+                    CLIENT_RETRY_CONNECT, cancel_table);
 }
 
 /* ---- events ---- */
@@ -530,7 +612,7 @@ int cmd_events(struct cli *c, int argc, char **argv)
     json_t *ev = NULL;
     char path[256];
     const char *s;
-    long long id;
+    long long id, index;
     int64_t after = 0;
     int rc = args_parse(c, events_opts, &events_usage, argc, argv, &a);
 
@@ -540,12 +622,16 @@ int cmd_events(struct cli *c, int argc, char **argv)
         rc = cli_usage_error("allot events JOB_ID");
         goto out;
     }
-    if ((rc = parse_id(a.pos[0], &id)) != CLI_OK)
+    if ((rc = parse_id(a.pos[0], &id, &index)) != CLI_OK)
         goto out;
     if ((s = args_get(&a, "after")) && (rc = args_int("after", s, 0, INT64_MAX, &after)))
         goto out;
     if (!(cl = cli_client(c))) {
         rc = CLI_USAGE;
+        goto out;
+    }
+    if (index >= 0 && !(id = member_id(cl, id, index))) {
+        rc = CLI_NOTFOUND;
         goto out;
     }
     if (!args_has(&a, "follow")) {

@@ -33,6 +33,16 @@ json_t *api_job_json(const struct allot_store_job *j)
                         j->has_exit_code ? json_integer(j->exit_code) : json_null());
     if (j->idem_key)
         json_object_set_new(o, "idempotency_key", json_string(j->idem_key));
+    if (j->array_parent) {
+        json_object_set_new(o, "array_job_id", json_integer(j->array_parent));
+        json_object_set_new(o, "array_index", json_integer(j->array_index));
+    }
+    if (j->n_deps) {
+        json_t *d = json_array();
+        for (size_t i = 0; i < j->n_deps; i++)
+            json_array_append_new(d, json_integer(j->deps[i]));
+        json_object_set_new(o, "depends_on", d);
+    }
     return o;
 }
 
@@ -78,60 +88,142 @@ static int check_refs(struct allot_store *st, const struct jobspec *js, char *er
 
 struct submit_write {
     struct req *r;
-    const struct allot_store_job *j;
-    int64_t id, now;
+    struct allot_store_job *j;
+    const int *idx; /* array indices (n of them), or NULL: not an array */
+    int n;
+    int64_t *ids; /* OUT: the ids of the n jobs (1 when not an array) */
+    int64_t now;
     bool existed;
 };
 
-/* Group-commit write: the job, its "submitted" event and the audit entry
- * (only the job lookup when its Idempotency-Key was seen before). */
+/* Group-commit write: the job (every member of an array), a "submitted"
+ * event each and one audit entry (only the job lookup when its
+ * Idempotency-Key was seen before: the key belongs to the first member). */
 static int submit_fn(struct allot_store *st, void *arg)
 {
     struct submit_write *w = arg;
     char target[64];
-    int rc = allot_store_job_submit(st, w->j, &w->id, &w->existed);
+    int rc = 0;
 
-    if (!rc && !w->existed) {
-        struct allot_store_event ev = {.job_id = w->id, .time = w->now, .kind = "submitted"};
+    w->j->array_parent = w->idx ? ALLOT_STORE_ARRAY_NEW : 0;
+    for (int i = 0; i < (w->idx ? w->n : 1) && !rc; i++) {
+        struct allot_store_event ev = {.time = w->now, .kind = "submitted"};
 
-        allot_fmt(target, sizeof(target), "job/%lld", (long long)w->id);
+        if (w->idx) {
+            w->j->array_index = w->idx[i];
+            if (i == 1) {
+                w->j->array_parent = w->ids[0];
+                w->j->idem_key = NULL;
+            }
+        }
+        rc = allot_store_job_submit(st, w->j, &w->ids[i], i ? NULL : &w->existed);
+        if (rc || w->existed)
+            return rc;
+        ev.job_id = w->ids[i];
         rc = allot_store_event_add(st, &ev, NULL);
-        if (!rc)
-            rc = api_audit(st, w->r, target, "ok", w->now);
+    }
+    if (!rc) {
+        if (w->idx)
+            allot_fmt(target, sizeof(target), "job/%lld[%d members]", (long long)w->ids[0], w->n);
+        else
+            allot_fmt(target, sizeof(target), "job/%lld", (long long)w->ids[0]);
+        rc = api_audit(st, w->r, target, "ok", w->now);
     }
     return rc;
+}
+
+/* Checks that every dependency names a job the caller may see, and fills
+ * ids[] with them. Returns 0 or 422 with a message (a job the caller may
+ * not see reads as missing). */
+static int check_deps(struct req *r, struct allot_store *st, const struct jobspec *js, int64_t *ids,
+                      char *err, size_t errlen)
+{
+    for (int i = 0; i < js->n_deps; i++) {
+        struct allot_store_job d = {0};
+        int rc = allot_store_job_get(st, js->deps[i].id, &d);
+        bool ok = rc == 0 && auth_sees_tenant(&r->who, d.tenant);
+
+        allot_store_job_clear(&d);
+        if (rc < 0 && rc != ALLOT_ENOENT)
+            return rc;
+        if (!ok)
+            return allot_fmt(err, errlen, "field \"dependency\": no job %lld",
+                             (long long)js->deps[i].id),
+                   422;
+        ids[i] = js->deps[i].id;
+    }
+    return 0;
 }
 
 struct cancel_write {
     struct req *r;
     int64_t id, now;
+    bool array;               /* every live member of the array {id} starts */
     struct allot_store_job j; /* OUT: the job as read (and cancelled) */
+    int64_t *ids;             /* OUT: the other members cancelled (allot_free) */
+    size_t n_ids, cap_ids;
 };
 
+/* Ends live job *j as cancelled, with its event. */
+static int cancel_one(struct allot_store *st, struct allot_store_job *j, int64_t now)
+{
+    struct allot_store_event ev = {.job_id = j->id, .time = now, .kind = "cancelled"};
+    int rc;
+
+    j->state = ALLOT_SJ_CANCELLED;
+    j->end_time = now;
+    allot_free(j->pending_reason);
+    j->pending_reason = NULL;
+    rc = allot_store_job_update(st, j);
+    return rc ? rc : allot_store_event_add(st, &ev, NULL);
+}
+
+/* The live members of array w->id other than the first, cancelled. */
+static int cancel_members(struct allot_store *st, struct cancel_write *w)
+{
+    struct allot_store_job_filter f = {
+        .array_parent = w->id, .states = ALLOT_SJ_LIVE_MASK, .limit = 1000};
+    struct allot_store_job_page pg = {0};
+    int rc;
+
+    do {
+        rc = allot_store_job_list(st, &f, &pg);
+        for (size_t i = 0; i < pg.n && !rc; i++) {
+            if (pg.jobs[i].id == w->id)
+                continue;
+            rc = allot_grow((void **)&w->ids, &w->cap_ids, w->n_ids + 1, sizeof(*w->ids));
+            if (!rc)
+                rc = cancel_one(st, &pg.jobs[i], w->now);
+            if (!rc)
+                w->ids[w->n_ids++] = pg.jobs[i].id;
+        }
+        f.cursor = pg.next_cursor;
+        allot_store_job_page_free(&pg);
+    } while (!rc && f.cursor);
+    return rc;
+}
+
 /* Group-commit write: reads the job where it is written, so a job the
- * loop or an agent ended meanwhile answers 409. */
+ * loop or an agent ended meanwhile answers 409 (for an array: only when
+ * no member was live). */
 static int cancel_fn(struct allot_store *st, void *arg)
 {
     struct cancel_write *w = arg;
-    struct allot_store_event ev = {.job_id = w->id, .time = w->now, .kind = "cancelled"};
     char target[64];
     int rc = allot_store_job_get(st, w->id, &w->j);
+    bool live, array = w->array && w->j.array_parent == w->id;
 
     if (rc)
         return rc;
-    if (allot_store_job_state_terminal(w->j.state))
+    live = !allot_store_job_state_terminal(w->j.state);
+    if (array && (rc = cancel_members(st, w)) != 0)
+        return rc;
+    if (!live && !w->n_ids)
         return ALLOT_ESTATE;
-    w->j.state = ALLOT_SJ_CANCELLED;
-    w->j.end_time = w->now;
-    allot_free(w->j.pending_reason);
-    w->j.pending_reason = NULL;
-    allot_fmt(target, sizeof(target), "job/%lld", (long long)w->id);
-    rc = allot_store_job_update(st, &w->j);
-    if (!rc)
-        rc = allot_store_event_add(st, &ev, NULL);
-    if (!rc)
-        rc = api_audit(st, w->r, target, "ok", w->now);
-    return rc;
+    if (live && (rc = cancel_one(st, &w->j, w->now)) != 0)
+        return rc;
+    allot_fmt(target, sizeof(target), array ? "job/%lld[]" : "job/%lld", (long long)w->id);
+    return api_audit(st, w->r, target, "ok", w->now);
 }
 
 int api_jobs_submit(struct req *r)
@@ -143,8 +235,8 @@ int api_jobs_submit(struct req *r)
     json_t *b = api_body_object(r);
     char *spec = NULL;
     bool existed = false;
-    int64_t id = 0, now = srv_now();
-    int rc, maxg;
+    int64_t now = srv_now(), *ids = NULL, deps[JOBSPEC_DEPS_MAX];
+    int rc, maxg, n, throttle, *idx = NULL;
 
     if (!b)
         return 0;
@@ -180,29 +272,47 @@ int api_jobs_submit(struct req *r)
     struct allot_store *st = api_reader(r);
     if (!st)
         goto out;
+    n = js.array ? js.array_count : 1;
+    ids = allot_calloc((size_t)n, sizeof(*ids));
+    idx = js.array ? allot_calloc((size_t)n, sizeof(*idx)) : NULL;
+    if (!ids || (js.array && !idx)) {
+        api_error(r, 500, "internal", "out of memory");
+        goto out;
+    }
+    if (idx)
+        jobspec_array_parse(js.array, idx, &throttle, err, sizeof(err));
     rc = check_refs(st, &js, err, sizeof(err));
+    if (rc == 0)
+        rc = check_deps(r, st, &js, deps, err, sizeof(err));
     if (rc == 0) {
-        struct submit_write w = {.r = r, .j = &j, .now = now};
+        struct submit_write w = {.r = r, .j = &j, .idx = idx, .n = n, .ids = ids, .now = now};
 
+        j.deps = deps;
+        j.n_deps = (size_t)js.n_deps;
         rc = srv_write(r->srv, submit_fn, &w);
-        id = w.id;
         existed = w.existed;
         if (rc)
             r->audited = false;
         else
-            rc = allot_store_job_get(st, id, &got);
+            rc = allot_store_job_get(st, ids[0], &got);
     }
     if (rc == 422)
         api_error(r, 422, "invalid", "%s", err);
     else if (rc < 0)
         api_error(r, 500, "store", "%s", allot_strerror(rc));
     else {
-        if (!existed)
-            loop_post(r->srv->loop, LOOP_JOB_SUBMITTED, id, NULL);
-        api_json(r, existed ? 200 : 201, api_job_json(&got));
+        json_t *o = api_job_json(&got);
+
+        for (int i = 0; i < n && !existed; i++)
+            loop_post(r->srv->loop, LOOP_JOB_SUBMITTED, ids[i], NULL);
+        if (js.array)
+            json_object_set_new(o, "array_size", json_integer(n));
+        api_json(r, existed ? 200 : 201, o);
     }
     allot_store_job_clear(&got);
 out:
+    allot_free(ids);
+    allot_free(idx);
     free(spec);
     json_decref(b);
     return 0;
@@ -220,6 +330,11 @@ static bool parse_num(const char *s, int64_t lo, int64_t hi, int64_t *out)
         return false;
     *out = v;
     return true;
+}
+
+static bool is_true(const char *s)
+{
+    return s && (!strcmp(s, "1") || !strcmp(s, "true"));
 }
 
 int api_jobs_list(struct req *r)
@@ -249,7 +364,12 @@ int api_jobs_list(struct req *r)
             return api_error(r, 400, "bad_query", "limit must be in 1..1000");
         f.limit = (int)v;
     }
-    f.tenant_subtree = sub && (!strcmp(sub, "1") || !strcmp(sub, "true"));
+    if (api_query(r, "array")) {
+        if (!parse_num(api_query(r, "array"), 1, INT64_MAX, &v))
+            return api_error(r, 400, "bad_query", "array must be a job id");
+        f.array_parent = v;
+    }
+    f.tenant_subtree = is_true(sub);
     f.tenant = tenant;
     if (r->who.role != ALLOT_ROLE_ADMIN && *r->who.tenant) {
         if (!tenant) {
@@ -324,7 +444,8 @@ int api_jobs_cancel(struct req *r)
         api_error(r, 403, "forbidden", "a viewer may not cancel jobs");
         goto out;
     }
-    struct cancel_write w = {.r = r, .id = j.id, .now = now};
+    struct cancel_write w = {
+        .r = r, .id = j.id, .now = now, .array = is_true(api_query(r, "array"))};
 
     rc = srv_write(r->srv, cancel_fn, &w);
     if (rc)
@@ -337,9 +458,16 @@ int api_jobs_cancel(struct req *r)
     else if (rc < 0)
         api_error(r, 500, "store", "%s", allot_strerror(rc));
     else {
+        json_t *o = api_job_json(&j);
+
         loop_post(r->srv->loop, LOOP_JOB_CANCELLED, j.id, NULL);
-        api_json(r, 200, api_job_json(&j));
+        for (size_t i = 0; i < w.n_ids; i++)
+            loop_post(r->srv->loop, LOOP_JOB_CANCELLED, w.ids[i], NULL);
+        if (w.array && j.array_parent == j.id)
+            json_object_set_new(o, "members_cancelled", json_integer((json_int_t)w.n_ids));
+        api_json(r, 200, o);
     }
+    allot_free(w.ids);
 out:
     allot_store_job_clear(&j);
     return 0;

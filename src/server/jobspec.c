@@ -8,13 +8,16 @@
 
 #include "allot/common.h"
 
+#include <errno.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char *const fields[] = {
     "name",       "tenant",     "tasks",          "gpus",    "mig",     "gpu_milli", "gpu_memory",
     "cpus",       "memory",     "priority",       "command", "env",     "workdir",   "image",
-    "gpu_models", "time_limit", "checkpointable", "labels",  "requeue", NULL};
+    "gpu_models", "time_limit", "checkpointable", "labels",  "requeue", "array",     "dependency",
+    NULL};
 
 #define E400(...) (allot_fmt(err, errlen, __VA_ARGS__), 400)
 #define E422(...) (allot_fmt(err, errlen, __VA_ARGS__), 422)
@@ -71,10 +74,140 @@ static int get_strings(json_t *b, const char *k, bool object, char *err, size_t 
     return 0;
 }
 
+/* A decimal number in lo..hi at *p, advancing *p; -1 when there is none. */
+static int64_t number(const char **p, int64_t lo, int64_t hi)
+{
+    char *end;
+    long long v;
+
+    if (**p < '0' || **p > '9')
+        return -1;
+    errno = 0;
+    v = strtoll(*p, &end, 10);
+    if (errno || v < lo || v > hi)
+        return -1;
+    *p = end;
+    return v;
+}
+
+int jobspec_array_parse(const char *s, int *idx, int *throttle, char *err, size_t errlen)
+{
+    unsigned char seen[(JOBSPEC_ARRAY_MAX + 7) / 8] = {0};
+    const char *p = s;
+    int count = 0;
+
+    *throttle = 0;
+    if (!*p) {
+        allot_fmt(err, errlen, "field \"array\" is empty");
+        return -1;
+    }
+    for (;;) {
+        int64_t lo = number(&p, 0, JOBSPEC_ARRAY_MAX - 1), hi = lo, step = 1;
+
+        if (lo >= 0 && *p == '-') {
+            p++;
+            hi = number(&p, lo, JOBSPEC_ARRAY_MAX - 1);
+            if (hi >= 0 && *p == ':') {
+                p++;
+                step = number(&p, 1, JOBSPEC_ARRAY_MAX);
+            }
+        }
+        if (lo < 0 || hi < 0 || step < 0) {
+            allot_fmt(err, errlen,
+                      "field \"array\": bad range at \"%.20s\" (want A, A-B or A-B:STEP with "
+                      "0 <= A <= B <= %d)",
+                      p, JOBSPEC_ARRAY_MAX - 1);
+            return -1;
+        }
+        for (int64_t i = lo; i <= hi; i += step) {
+            if (seen[i / 8] & (1u << (i % 8))) {
+                allot_fmt(err, errlen, "field \"array\": index %lld appears twice", (long long)i);
+                return -1;
+            }
+            seen[i / 8] |= (unsigned char)(1u << (i % 8));
+            count++;
+        }
+        if (*p != ',')
+            break;
+        p++;
+    }
+    if (*p == '%') {
+        p++;
+        int64_t t = number(&p, 1, JOBSPEC_ARRAY_MAX);
+        if (t < 0) {
+            allot_fmt(err, errlen, "field \"array\": the throttle after %% must be 1..%d",
+                      JOBSPEC_ARRAY_MAX);
+            return -1;
+        }
+        *throttle = t >= count ? 0 : (int)t;
+    }
+    if (*p) {
+        allot_fmt(err, errlen, "field \"array\": unexpected \"%.20s\"", p);
+        return -1;
+    }
+    if (idx) {
+        int n = 0;
+        for (int i = 0; i < JOBSPEC_ARRAY_MAX; i++)
+            if (seen[i / 8] & (1u << (i % 8)))
+                idx[n++] = i;
+    }
+    return count;
+}
+
+static const char *const dep_kinds[] = {"afterok", "afterany", "afternotok"};
+
+const char *jobdep_kind_name(int kind)
+{
+    return kind >= 0 && kind < 3 ? dep_kinds[kind] : "?";
+}
+
+int jobspec_deps_parse(const char *s, struct jobdep *deps, char *err, size_t errlen)
+{
+    const char *p = s;
+    int n = 0;
+
+    do {
+        int kind = -1;
+        size_t len = strcspn(p, ":,");
+
+        for (int k = 0; k < 3; k++)
+            if (len == strlen(dep_kinds[k]) && !strncmp(p, dep_kinds[k], len))
+                kind = k;
+        if (kind < 0 || p[len] != ':') {
+            allot_fmt(err, errlen,
+                      "field \"dependency\": want afterok|afterany|afternotok:ID[:ID...] "
+                      "joined by \",\", got \"%.20s\"",
+                      p);
+            return -1;
+        }
+        p += len;
+        while (*p == ':') {
+            int64_t id;
+
+            p++;
+            id = number(&p, 1, INT64_C(1) << 53);
+            if (id < 0) {
+                allot_fmt(err, errlen, "field \"dependency\": bad job id at \"%.20s\"", p);
+                return -1;
+            }
+            if (n == JOBSPEC_DEPS_MAX) {
+                allot_fmt(err, errlen, "field \"dependency\": more than %d jobs", JOBSPEC_DEPS_MAX);
+                return -1;
+            }
+            deps[n++] = (struct jobdep){.id = id, .kind = kind};
+        }
+    } while (*p == ',' && p++);
+    if (*p || !n) {
+        allot_fmt(err, errlen, "field \"dependency\": unexpected \"%.20s\"", p);
+        return -1;
+    }
+    return n;
+}
+
 int jobspec_parse(json_t *b, const struct allot_catalog *cat, struct jobspec *out, char *err,
                   size_t errlen)
 {
-    const char *k, *mig = NULL;
+    const char *k, *mig = NULL, *dep = NULL;
     json_t *v;
     int64_t tasks = 1, gpus = -1, milli = -1, gmem = -1, mem = 0, limit = 0;
     int rc;
@@ -95,6 +228,8 @@ int jobspec_parse(json_t *b, const struct allot_catalog *cat, struct jobspec *ou
         (rc = get_str(b, "name", 128, &out->name, err, errlen)) ||
         (rc = get_str(b, "priority", 31, &out->priority, err, errlen)) ||
         (rc = get_str(b, "mig", 31, &mig, err, errlen)) ||
+        (rc = get_str(b, "array", 1024, &out->array, err, errlen)) ||
+        (rc = get_str(b, "dependency", 4096, &dep, err, errlen)) ||
         (rc = get_int(b, "tasks", 1, 1024, &tasks, err, errlen)) ||
         (rc = get_int(b, "gpus", 0, 1000000, &gpus, err, errlen)) ||
         (rc = get_int(b, "gpu_milli", 1, 999, &milli, err, errlen)) ||
@@ -118,6 +253,11 @@ int jobspec_parse(json_t *b, const struct allot_catalog *cat, struct jobspec *ou
     out->requeue = !v || json_is_true(v);
     if (!*out->tenant)
         return E422("field \"tenant\" must name a tenant");
+    if (out->array && (out->array_count = jobspec_array_parse(
+                           out->array, NULL, &out->array_throttle, err, errlen)) < 0)
+        return 422;
+    if (dep && (out->n_deps = jobspec_deps_parse(dep, out->deps, err, errlen)) < 0)
+        return 422;
 
     struct allot_task *t = &out->task;
     t->mig_profile = -1;

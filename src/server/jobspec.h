@@ -12,6 +12,23 @@
 
 #include <jansson.h>
 
+/* Job arrays ("0-99%10", "1,3,5-11:2"): indices 0..JOBSPEC_ARRAY_MAX-1,
+ * at most JOBSPEC_ARRAY_MAX members. Dependencies ("afterok:12:13,
+ * afterany:14"): at most JOBSPEC_DEPS_MAX job ids, all of which must hold. */
+#define JOBSPEC_ARRAY_MAX 10000
+#define JOBSPEC_DEPS_MAX  64
+
+enum jobdep_kind {
+    JOBDEP_AFTEROK = 0, /* after the job succeeded */
+    JOBDEP_AFTERANY,    /* after the job ended, however */
+    JOBDEP_AFTERNOTOK,  /* after the job failed, was cancelled or lost */
+};
+
+struct jobdep {
+    int64_t id;
+    int kind; /* enum jobdep_kind */
+};
+
 struct jobspec {
     const char *name;     /* borrowed from the JSON */
     const char *tenant;   /* borrowed */
@@ -20,7 +37,12 @@ struct jobspec {
     struct allot_task task;
     int64_t limit_s;
     bool checkpointable;
-    bool requeue; /* goes back to pending when its node is lost (default) */
+    bool requeue;       /* goes back to pending when its node is lost (default) */
+    const char *array;  /* borrowed; NULL = not an array */
+    int array_count;    /* members of the array (0 = not an array) */
+    int array_throttle; /* at most this many members in the queue at once; 0 = all */
+    int n_deps;
+    struct jobdep deps[JOBSPEC_DEPS_MAX];
 };
 
 /* Checks body `b` (borrowed) and fills *out. Returns 0, or 400 (unknown
@@ -28,5 +50,18 @@ struct jobspec {
  * asks for something impossible) with a message in err. */
 int jobspec_parse(json_t *b, const struct allot_catalog *cat, struct jobspec *out, char *err,
                   size_t errlen);
+
+/* Parses an array expression into its indices, ascending, into idx
+ * (JOBSPEC_ARRAY_MAX entries; NULL to only check and count) and the
+ * throttle (0 = none). Returns the number of members, or -1 with a
+ * message in err. */
+int jobspec_array_parse(const char *s, int *idx, int *throttle, char *err, size_t errlen);
+
+/* Parses a dependency expression into deps[JOBSPEC_DEPS_MAX]. Returns the
+ * number of dependencies, or -1 with a message in err. */
+int jobspec_deps_parse(const char *s, struct jobdep *deps, char *err, size_t errlen);
+
+/* "afterok", "afterany", "afternotok". */
+const char *jobdep_kind_name(int kind);
 
 #endif

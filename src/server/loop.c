@@ -13,12 +13,16 @@
  * desired state per node (l->dmu, a JSON object name -> task array) and
  * the metrics (l->dmu too).
  *
+ * Held jobs (dependencies, array throttles) wait outside the core in the
+ * gate (loop_gate.c); a pass of the gate runs before a cycle whenever a
+ * job ended or was held.
+ *
  * Restart: live jobs are rebuilt in submission order. One that was
  * starting or running is adopted where it runs (allot_queue_adopt: same
  * node and GPUs, quota charged, its start time kept), so its agent keeps it
  * running; one whose stored placement no longer fits is queued again.
  */
-#include "loop.h"
+#include "loop_int.h"
 
 #include "jobspec.h"
 #include "log.h"
@@ -33,71 +37,12 @@
 #include <string.h>
 #include <time.h>
 
-struct msg {
-    struct msg *next;
-    int kind;
-    int64_t id;
-    char *name; /* owned */
-};
-
-struct live {
-    int64_t sid;      /* store job id */
-    int qid;          /* core job id */
-    int wstate;       /* store state last written (enum allot_store_job_state) */
-    int64_t wruns;    /* core run count when last written */
-    uint64_t wreason; /* hash of the pending reason last written */
-    json_t *spec;     /* owned: the stored spec (desired state shows it) */
-    bool requeue;     /* back to pending when its node is lost */
-};
-
-#define N_CYCLE_BUCKETS 10
 static const double cycle_buckets[N_CYCLE_BUCKETS] = {0.0001, 0.0005, 0.001, 0.005, 0.01,
                                                       0.05,   0.1,    0.5,   1,     5};
-
-#define N_WAIT_BUCKETS 10
 static const double wait_buckets[N_WAIT_BUCKETS] = {1,   5,    15,    60,    300,
                                                     900, 3600, 14400, 43200, 86400};
 
-struct loop {
-    struct server *srv;
-    pthread_t thread;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    struct msg *head, *tail;
-    bool stop;
-
-    /* loop thread only */
-    struct allot_cluster *c;
-    struct allot_tenants *t;
-    struct allot_queue *q;
-    char prio_names[ALLOT_PRIO_CLASSES][32];
-    int n_prio;
-    struct live *live;
-    size_t n_live, cap_live;
-    int32_t *live_at; /* owned: by core job id, its index in live, or -1 */
-    size_t cap_live_at;
-    int64_t *expiry; /* lease expiry per core node index */
-    size_t cap_expiry;
-    struct dec {
-        int kind;
-        int qid;
-        char why[128];
-    } * decs;
-    size_t n_decs, cap_decs;
-
-    /* published, under dmu */
-    pthread_mutex_t dmu;
-    json_t *desired;
-    uint64_t cycles;
-    double cycle_sum;
-    uint64_t cycle_le[N_CYCLE_BUCKETS];
-    int64_t jobs_pending, jobs_running, nodes, gpus, gpu_used_milli;
-    char *gauges; /* owned: per-tenant and per-model gauges, Prometheus text */
-    uint64_t wait_le[N_WAIT_BUCKETS], waits;
-    double wait_sum;
-};
-
-static uint64_t hash_str(const char *s)
+uint64_t loop_hash_str(const char *s)
 {
     uint64_t h = 1469598103934665603ULL;
 
@@ -226,8 +171,8 @@ static int load_tenants(struct loop *l)
 
 /* Ends stored job `sid` in `state` with `why` as its reason and an event
  * `kind` (on a group-commit handle). A job already ended stays as it is. */
-static int end_job(struct allot_store *st, int64_t sid, int state, const char *kind,
-                   const char *why, int64_t now)
+int loop_end_job(struct allot_store *st, int64_t sid, int state, const char *kind, const char *why,
+                 int64_t now)
 {
     struct allot_store_job j = {0};
     struct allot_store_event ev = {
@@ -256,20 +201,20 @@ static int reject_fn(struct allot_store *st, void *arg)
 {
     struct reject_write *w = arg;
 
-    return end_job(st, w->sid, ALLOT_SJ_FAILED, "rejected", w->why, srv_now());
+    return loop_end_job(st, w->sid, ALLOT_SJ_FAILED, "rejected", w->why, srv_now());
 }
 
 /* Marks a job the core refuses as failed. */
-static void reject(struct loop *l, int64_t sid, const char *why)
+void loop_reject(struct loop *l, int64_t sid, const char *why)
 {
     struct reject_write w = {.sid = sid, .why = why};
 
     if (srv_write(l->srv, reject_fn, &w) < 0)
         LOG_ERROR("loop", "job %lld: cannot record its rejection", (long long)sid);
     LOG_WARN("loop", "job %lld rejected: %s", (long long)sid, why);
+    l->hold_dirty = true;
 }
 
-/* Puts stored job j into the core. */
 /* Reads a stored placement (placement_json's shape) back into pl[0..n).
  * Returns 0, or -1 when it does not match the cluster or the job. */
 static int placement_parse(struct loop *l, const char *text, int n, struct allot_placement *pl)
@@ -360,7 +305,10 @@ static int live_at_reserve(struct loop *l)
     return 0;
 }
 
-static void submit_job(struct loop *l, const struct allot_store_job *j)
+/* Puts stored job j into the core. With `gate`, a pending job with
+ * dependencies or an array throttle is held back instead (hold_job); the
+ * gate lets it in once they allow. */
+void loop_submit_job(struct loop *l, const struct allot_store_job *j, bool gate)
 {
     struct allot_job_spec spec = {0};
     struct jobspec js;
@@ -370,7 +318,7 @@ static void submit_job(struct loop *l, const struct allot_store_job *j)
     bool adopted;
 
     if (!b || jobspec_parse(b, l->srv->cat, &js, err, sizeof(err))) {
-        reject(l, j->id, b ? err : "stored spec is not JSON");
+        loop_reject(l, j->id, b ? err : "stored spec is not JSON");
         json_decref(b);
         return;
     }
@@ -389,13 +337,18 @@ static void submit_job(struct loop *l, const struct allot_store_job *j)
     spec.checkpointable = js.checkpointable;
     if (spec.tenant <= 0) {
         allot_fmt(err, sizeof(err), "tenant %s is not known to the scheduler", js.tenant);
-        reject(l, j->id, err);
+        loop_reject(l, j->id, err);
+        json_decref(b);
+        return;
+    }
+    if (gate && j->state == ALLOT_SJ_PENDING && (js.n_deps || js.array_throttle)) {
+        gate_hold(l, j, &js);
         json_decref(b);
         return;
     }
     if (allot_grow((void **)&l->live, &l->cap_live, l->n_live + 1, sizeof(*l->live)) < 0 ||
         live_at_reserve(l) < 0) {
-        reject(l, j->id, "out of memory");
+        loop_reject(l, j->id, "out of memory");
         json_decref(b);
         return;
     }
@@ -404,7 +357,7 @@ static void submit_job(struct loop *l, const struct allot_store_job *j)
     if (!adopted)
         qid = allot_queue_submit(l->q, &spec, srv_now(), err, sizeof(err));
     if (qid < 0) {
-        reject(l, j->id, err);
+        loop_reject(l, j->id, err);
         json_decref(b);
         return;
     }
@@ -412,9 +365,11 @@ static void submit_job(struct loop *l, const struct allot_store_job *j)
                                          .qid = qid,
                                          .wstate = j->state,
                                          .wruns = adopted ? 1 : 0,
-                                         .wreason = hash_str(j->pending_reason),
+                                         .wreason = loop_hash_str(j->pending_reason),
                                          .spec = b,
-                                         .requeue = js.requeue};
+                                         .requeue = js.requeue,
+                                         .parent = j->array_parent,
+                                         .index = j->array_index};
     l->live_at[qid] = (int32_t)(l->n_live - 1);
 }
 
@@ -438,6 +393,7 @@ static void drop_live(struct loop *l, size_t i)
         LOG_WARN("loop", "job %lld: the core keeps its slot (out of memory)",
                  (long long)l->live[i].sid);
     json_decref(l->live[i].spec);
+    l->hold_dirty = true; /* a job that others wait for may have ended */
     l->live_at[l->live[i].qid] = -1;
     l->live[i] = l->live[--l->n_live];
     if (i < l->n_live)
@@ -470,7 +426,7 @@ static int rebuild(struct loop *l)
         if (rc < 0)
             return rc;
         for (size_t i = 0; i < pg.n; i++)
-            submit_job(l, &pg.jobs[i]);
+            loop_submit_job(l, &pg.jobs[i], true);
         f.cursor = pg.next_cursor;
         allot_store_job_page_free(&pg);
     } while (f.cursor);
@@ -580,7 +536,7 @@ static int lost_fn(struct allot_store *st, void *arg)
                 continue;
             rc = l->live[k].requeue
                      ? requeue_job(st, l->live[k].sid, why, w->now)
-                     : end_job(st, l->live[k].sid, ALLOT_SJ_LOST, "lost", why, w->now);
+                     : loop_end_job(st, l->live[k].sid, ALLOT_SJ_LOST, "lost", why, w->now);
         }
     }
     return rc;
@@ -620,7 +576,7 @@ static void check_leases(struct loop *l, int64_t now)
                 struct allot_store_job sj = {
                     .id = e->sid, .spec = spec, .state = ALLOT_SJ_PENDING, .pending_reason = NULL};
                 drop_live(l, k);
-                submit_job(l, &sj);
+                loop_submit_job(l, &sj, false);
                 free(spec);
             } else {
                 drop_live(l, k);
@@ -644,14 +600,20 @@ static void handle(struct loop *l, struct msg *m)
     case LOOP_JOB_SUBMITTED:
         rc = srv_reader(l->srv) ? allot_store_job_get(srv_reader(l->srv), m->id, &j) : ALLOT_EIO;
         if (rc == 0 && !allot_store_job_state_terminal(j.state) && !find_live(l, m->id, &idx))
-            submit_job(l, &j);
+            loop_submit_job(l, &j, true);
         allot_store_job_clear(&j);
         break;
     case LOOP_JOB_CANCELLED:
     case LOOP_JOB_FINISHED:
         e = find_live(l, m->id, &idx);
-        if (!e)
+        if (!e) {
+            for (size_t i = 0; i < l->n_held; i++)
+                if (l->held[i].sid == m->id) {
+                    gate_unhold(l, i);
+                    break;
+                }
             break;
+        }
         /* a job reported done while the core requeued it ends as cancelled */
         if (m->kind == LOOP_JOB_CANCELLED ||
             allot_queue_job(l->q, e->qid)->state == ALLOT_JOB_PENDING)
@@ -774,7 +736,7 @@ static int changes_fn(struct allot_store *st, void *arg)
             want = ALLOT_SJ_PENDING;
             reason = allot_cluster_node_count(l->c) ? allot_queue_reason(l->q, e->qid)
                                                     : "no node is registered yet";
-            rh = hash_str(reason);
+            rh = loop_hash_str(reason);
         } else if (qj->state == ALLOT_JOB_DONE) {
             want = ALLOT_SJ_FAILED;
             reason = allot_queue_reason(l->q, e->qid);
@@ -839,6 +801,9 @@ static char *gauges_text(struct loop *l)
         if (qj->spec.tenant >= 0 && qj->spec.tenant < nt)
             jobs[qj->spec.tenant * 2 + (qj->state != ALLOT_JOB_PENDING)]++;
     }
+    for (size_t i = 0; i < l->n_held; i++)
+        if (l->held[i].tenant > 0 && l->held[i].tenant < nt)
+            jobs[l->held[i].tenant * 2]++;
     fprintf(f, "# HELP allot_tenant_jobs Live jobs by tenant and state.\n"
                "# TYPE allot_tenant_jobs gauge\n");
     for (int i = 1; i < nt; i++)
@@ -911,12 +876,17 @@ static void publish(struct loop *l, double secs)
                 json_object_set_new(d, node, arr);
             }
             json_object_set_new(x, "job", json_integer(l->live[i].sid));
+            if (l->live[i].parent) {
+                json_object_set_new(x, "array_job_id", json_integer(l->live[i].parent));
+                json_object_set_new(x, "array_index", json_integer(l->live[i].index));
+            }
             json_object_set(x, "spec", l->live[i].spec);
             json_object_set_new(x, "stopping", json_boolean(qj->state == ALLOT_JOB_STOPPING));
             json_array_append(arr, x);
         }
         json_decref(pl);
     }
+    pend += (int64_t)l->n_held;
     pthread_mutex_lock(&l->dmu);
     json_decref(l->desired);
     l->desired = d;
@@ -942,6 +912,8 @@ static void cycle(struct loop *l)
     int rc;
 
     clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (l->hold_dirty)
+        gate_pass(l);
     l->n_decs = 0;
     /* Without nodes nothing can be placed. The core's placement scheduler
      * also passes a NULL array to memset when the cluster has no state
@@ -1084,6 +1056,9 @@ void loop_stop(struct loop *l)
     for (size_t i = 0; i < l->n_live; i++)
         json_decref(l->live[i].spec);
     allot_free(l->live);
+    for (size_t i = 0; i < l->n_held; i++)
+        allot_free(l->held[i].deps);
+    allot_free(l->held);
     allot_free(l->live_at);
     allot_free(l->expiry);
     allot_free(l->decs);

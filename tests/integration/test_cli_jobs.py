@@ -8,6 +8,7 @@ import json
 import os
 import re
 import subprocess
+import time
 
 import allotd_fixture as fx
 from allotd_fixture import TENANTS, Daemon
@@ -245,6 +246,41 @@ def test_submit_errors():
     assert '"gpu"' in r.err, r
 
 
+def test_arrays_and_dependencies():
+    r = ok(cli(dm, "submit", "-t", "research/nlp", "--name", "sweep", "--array", "0-4%2",
+               "--", "run", "x"))
+    aid = int(r.out)
+    assert "array %d: 5 jobs" % aid in r.err, r
+    ls = ok(cli(dm, "ls", "--array", str(aid), "-o", "json")).json()
+    assert [j["array_index"] for j in ls] == [0, 1, 2, 3, 4], ls
+    table = ok(cli(dm, "ls", "--array", str(aid))).out
+    assert "(%d_3)" % aid in table, table
+    m3 = ls[3]["id"]
+    assert ok(cli(dm, "show", "%d_3" % aid, "-o", "json")).json()["id"] == m3
+    assert "array:" in ok(cli(dm, "show", "%d_3" % aid)).out
+    fails(cli(dm, "show", "%d_9" % aid), 2, "not_found")
+    fails(cli(dm, "show", "%d_x" % aid), 1, "usage")
+    ok(cli(dm, "events", "%d_3" % aid))
+    dep = submit("-t", "research/nlp", "--dependency", "afterok:%d" % m3)
+    assert ok(cli(dm, "show", str(dep), "-o", "json")).json()["depends_on"] == [m3]
+    fails(cli(dm, "submit", "-t", "research/nlp", "--dependency", "after:1"), 6, "invalid")
+    fails(cli(dm, "submit", "-t", "research/nlp", "--array", "9-1"), 6, "invalid")
+    # one member by ARRAYID_INDEX, then the rest through the array's id
+    assert "cancelled job %d_3" % aid in ok(cli(dm, "cancel", "%d_3" % aid)).out
+    r = ok(cli(dm, "cancel", str(aid)))
+    assert "cancelled array %d (3 more jobs)" % aid in r.out, r
+    states = [j["state"] for j in ok(cli(dm, "ls", "--array", str(aid), "-o", "json")).json()]
+    assert states == ["cancelled"] * 5, states
+    # its dependency can never hold now: the dependant ends cancelled
+    j = ok(cli(dm, "show", str(dep), "-o", "json")).json()
+    for _ in range(100):
+        if j["state"] == "cancelled":
+            break
+        time.sleep(0.05)
+        j = ok(cli(dm, "show", str(dep), "-o", "json")).json()
+    assert j["state"] == "cancelled" and "never" in j["pending_reason"], j
+
+
 def test_idempotency_key_flag():
     a = submit("-t", "research/nlp", "--idempotency-key", "cli-key-1")
     r = ok(cli(dm, "submit", "-t", "research/nlp", "--idempotency-key", "cli-key-1"))
@@ -312,7 +348,8 @@ if __name__ == "__main__":
         fx.run([test_help_everywhere, test_cli_uses_only_served_routes,
                 test_apply_tenants_and_quota, test_submit_show_cancel_events,
                 test_submit_shapes_and_files, test_yaml_round_trip, test_submit_errors,
-                test_idempotency_key_flag, test_ls_pages_and_filters,
+                test_idempotency_key_flag, test_arrays_and_dependencies,
+                test_ls_pages_and_filters,
                 test_member_scope_and_denied])
     finally:
         assert dm.stop() == 0

@@ -1,0 +1,280 @@
+/*
+ * The gate of the scheduling loop: pending jobs with dependencies
+ * (afterok, afterany, afternotok, as in Slurm) or in an array with a
+ * throttle ("0-99%10") wait here, outside the core, until gate_check lets
+ * them in. A dependency on an array's first job means every member. A job
+ * whose dependency can never hold any more (afterok of a job that failed,
+ * afternotok of one that succeeded) ends as cancelled with the reason, and
+ * so, in turn, do the jobs that wait for it with afterok.
+ */
+#include "loop_int.h"
+
+#include "log.h"
+
+#include "allot/common.h"
+
+#include <string.h>
+
+void gate_hold(struct loop *l, const struct allot_store_job *j, const struct jobspec *js)
+{
+    struct held *h;
+
+    if (allot_grow((void **)&l->held, &l->cap_held, l->n_held + 1, sizeof(*l->held)) < 0) {
+        loop_reject(l, j->id, "out of memory");
+        return;
+    }
+    h = &l->held[l->n_held];
+    *h = (struct held){.sid = j->id,
+                       .parent = j->array_parent,
+                       .throttle = js->array_throttle,
+                       .tenant = allot_tenants_find(l->t, js->tenant),
+                       .n_deps = js->n_deps,
+                       .wreason = loop_hash_str(j->pending_reason)};
+    if (js->n_deps) {
+        h->deps = allot_malloc((size_t)js->n_deps * sizeof(*h->deps));
+        if (!h->deps) {
+            loop_reject(l, j->id, "out of memory");
+            return;
+        }
+        memcpy(h->deps, js->deps, (size_t)js->n_deps * sizeof(*h->deps));
+    }
+    l->n_held++;
+    l->hold_dirty = true;
+}
+
+void gate_unhold(struct loop *l, size_t i)
+{
+    allot_free(l->held[i].deps);
+    memmove(&l->held[i], &l->held[i + 1], (l->n_held - i - 1) * sizeof(*l->held));
+    l->n_held--;
+    l->hold_dirty = true;
+}
+
+enum gate { GATE_OPEN, GATE_WAIT, GATE_NEVER };
+
+/* How the jobs a dependency names ended so far: one job, or every member
+ * when it names an array's first job (as Slurm does). */
+struct dep_state {
+    int64_t id;
+    bool all_ended, any_ok, any_notok;
+    int first_bad; /* the state of an ended, unsuccessful one */
+};
+
+static void dep_account(struct dep_state *d, int state)
+{
+    if (!allot_store_job_state_terminal(state)) {
+        d->all_ended = false;
+    } else if (state == ALLOT_SJ_SUCCEEDED) {
+        d->any_ok = true;
+    } else {
+        if (!d->any_notok)
+            d->first_bad = state;
+        d->any_notok = true;
+    }
+}
+
+static int dep_read(struct allot_store *rd, int64_t id, struct dep_state *d)
+{
+    struct allot_store_job j = {0};
+    int rc = allot_store_job_get(rd, id, &j);
+
+    *d = (struct dep_state){.id = id, .all_ended = true};
+    if (rc == ALLOT_ENOENT) {
+        d->any_notok = true; /* cannot happen: the store keeps every job */
+        d->first_bad = ALLOT_SJ_CANCELLED;
+        return 0;
+    }
+    if (rc == 0 && j.array_parent == id) {
+        struct allot_store_job_filter f = {.array_parent = id, .limit = 1000};
+        struct allot_store_job_page pg = {0};
+
+        do {
+            rc = allot_store_job_list(rd, &f, &pg);
+            for (size_t i = 0; i < pg.n; i++)
+                dep_account(d, pg.jobs[i].state);
+            f.cursor = pg.next_cursor;
+            allot_store_job_page_free(&pg);
+        } while (rc == 0 && f.cursor);
+    } else if (rc == 0) {
+        dep_account(d, j.state);
+    }
+    allot_store_job_clear(&j);
+    return rc;
+}
+
+/* The one rule for "may this held job enter the queue": every dependency
+ * holds, and its array has fewer than `throttle` members in the queue
+ * (`in_queue`). Never when a dependency cannot hold any more. `cache`
+ * keeps the last dependency read (array members share theirs). */
+static enum gate gate_check(struct allot_store *rd, const struct held *h, int in_queue,
+                            struct dep_state *cache, char *why, size_t len)
+{
+    for (int i = 0; i < h->n_deps; i++) {
+        const struct jobdep *d = &h->deps[i];
+        long long id = (long long)d->id;
+
+        if (cache->id != d->id && dep_read(rd, d->id, cache) < 0) {
+            cache->id = 0;
+            allot_fmt(why, len, "waiting for job %lld: its state cannot be read", id);
+            return GATE_WAIT;
+        }
+        switch (d->kind) {
+        case JOBDEP_AFTEROK:
+            if (cache->any_notok) {
+                allot_fmt(why, len, "dependency can never be satisfied: job %lld %s (afterok)", id,
+                          allot_store_job_state_name(cache->first_bad));
+                return GATE_NEVER;
+            }
+            if (!cache->all_ended) {
+                allot_fmt(why, len, "waiting for job %lld to succeed (afterok)", id);
+                return GATE_WAIT;
+            }
+            break;
+        case JOBDEP_AFTERANY:
+            if (!cache->all_ended) {
+                allot_fmt(why, len, "waiting for job %lld to end (afterany)", id);
+                return GATE_WAIT;
+            }
+            break;
+        default: /* JOBDEP_AFTERNOTOK */
+            if (cache->all_ended && !cache->any_notok) {
+                allot_fmt(why, len,
+                          "dependency can never be satisfied: job %lld succeeded "
+                          "(afternotok)",
+                          id);
+                return GATE_NEVER;
+            }
+            if (!cache->all_ended) {
+                allot_fmt(why, len, "waiting for job %lld to fail (afternotok)", id);
+                return GATE_WAIT;
+            }
+            break;
+        }
+    }
+    if (h->throttle && in_queue >= h->throttle) {
+        allot_fmt(why, len, "array throttle: at most %d jobs of array %lld run at once",
+                  h->throttle, (long long)h->parent);
+        return GATE_WAIT;
+    }
+    return GATE_OPEN;
+}
+
+/* What one gate pass decided for a held job. */
+struct gate_out {
+    int verdict; /* enum gate */
+    char why[160];
+};
+
+struct gate_write {
+    struct loop *l;
+    struct gate_out *out; /* one per held job */
+    int64_t now;
+};
+
+/* Group-commit write: new pending reasons of held jobs, and the ones whose
+ * dependency can never hold end as cancelled. */
+static int gate_fn(struct allot_store *st, void *arg)
+{
+    struct gate_write *w = arg;
+    struct loop *l = w->l;
+
+    for (size_t i = 0; i < l->n_held; i++) {
+        struct held *h = &l->held[i];
+        struct gate_out *o = &w->out[i];
+        struct allot_store_job j = {0};
+        int rc;
+
+        if (o->verdict == GATE_NEVER) {
+            rc = loop_end_job(st, h->sid, ALLOT_SJ_CANCELLED, "cancelled", o->why, w->now);
+        } else if (o->verdict == GATE_WAIT && loop_hash_str(o->why) != h->wreason) {
+            rc = allot_store_job_get(st, h->sid, &j);
+            if (rc == 0 && !allot_store_job_state_terminal(j.state)) {
+                allot_free(j.pending_reason);
+                j.pending_reason = allot_strdup(o->why);
+                rc = allot_store_job_update(st, &j);
+            }
+            allot_store_job_clear(&j);
+            if (rc == 0)
+                h->wreason = loop_hash_str(o->why);
+        } else {
+            continue;
+        }
+        if (rc < 0 && rc != ALLOT_ENOENT)
+            return rc;
+    }
+    return 0;
+}
+
+/* Members of array `parent` in the core (pending or running). */
+static int array_in_queue(const struct loop *l, int64_t parent)
+{
+    int n = 0;
+
+    for (size_t i = 0; i < l->n_live; i++)
+        n += l->live[i].parent == parent;
+    return n;
+}
+
+/* Evaluates every held job (after something ended or was held): writes
+ * the pending reasons that changed, cancels jobs whose dependencies can
+ * never hold, and lets the others into the core in submission order. */
+void gate_pass(struct loop *l)
+{
+    struct allot_store *rd = srv_reader(l->srv);
+    struct dep_state cache = {0};
+    struct gate_write w = {.l = l, .now = srv_now()};
+    int64_t parent = 0;
+    int in_queue = 0;
+
+    l->hold_dirty = false;
+    if (!l->n_held || !rd)
+        return;
+    w.out = allot_calloc(l->n_held, sizeof(*w.out));
+    if (!w.out) {
+        l->hold_dirty = true;
+        return;
+    }
+    for (size_t i = 0; i < l->n_held; i++) {
+        const struct held *h = &l->held[i];
+
+        if (h->throttle && h->parent != parent) {
+            parent = h->parent;
+            in_queue = array_in_queue(l, parent);
+        }
+        w.out[i].verdict = gate_check(rd, h, in_queue, &cache, w.out[i].why, sizeof(w.out[i].why));
+        if (w.out[i].verdict == GATE_OPEN && h->throttle)
+            in_queue++; /* it enters below: the next member sees it */
+    }
+    if (srv_write(l->srv, gate_fn, &w) < 0) {
+        LOG_ERROR("loop", "cannot record the gate's decisions; retrying next cycle");
+        l->hold_dirty = true;
+        allot_free(w.out);
+        return;
+    }
+    /* the sids let in, then the held list without the jobs that left it */
+    int64_t *open = allot_malloc(l->n_held * sizeof(*open));
+    size_t keep = 0, n_open = 0;
+
+    for (size_t i = 0; i < l->n_held; i++) {
+        if (w.out[i].verdict == GATE_WAIT || (w.out[i].verdict == GATE_OPEN && !open)) {
+            l->held[keep++] = l->held[i]; /* out of memory: stays held, tried again */
+            l->hold_dirty |= w.out[i].verdict == GATE_OPEN;
+            continue;
+        }
+        if (w.out[i].verdict == GATE_OPEN)
+            open[n_open++] = l->held[i].sid;
+        else
+            l->hold_dirty = true; /* ended: its dependants may end too */
+        allot_free(l->held[i].deps);
+    }
+    l->n_held = keep;
+    for (size_t k = 0; k < n_open; k++) {
+        struct allot_store_job j = {0};
+
+        if (allot_store_job_get(rd, open[k], &j) == 0 && j.state == ALLOT_SJ_PENDING)
+            loop_submit_job(l, &j, false);
+        allot_store_job_clear(&j);
+    }
+    allot_free(open);
+    allot_free(w.out);
+}

@@ -1,0 +1,125 @@
+/*
+ * Internals of the scheduling loop shared by loop.c (messages, the core,
+ * decisions, leases, publishing) and loop_gate.c (the gate: jobs held back
+ * for their dependencies or their array's throttle). Everything here is
+ * used by the loop thread only, except the fields loop.h's comment names
+ * as shared (the message queue under mu, the published state under dmu).
+ */
+#ifndef ALLOT_SERVER_LOOP_INT_H
+#define ALLOT_SERVER_LOOP_INT_H
+
+#include "jobspec.h"
+#include "loop.h"
+
+#include "allot/queue.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+struct msg {
+    struct msg *next;
+    int kind;
+    int64_t id;
+    char *name; /* owned */
+};
+
+struct live {
+    int64_t sid;      /* store job id */
+    int qid;          /* core job id */
+    int wstate;       /* store state last written (enum allot_store_job_state) */
+    int64_t wruns;    /* core run count when last written */
+    uint64_t wreason; /* hash of the pending reason last written */
+    json_t *spec;     /* owned: the stored spec (desired state shows it) */
+    bool requeue;     /* back to pending when its node is lost */
+    int64_t parent;   /* array it belongs to (its first job's id), 0 = none */
+    int index;        /* its index in that array */
+};
+
+/* A pending job the core does not see yet: it waits for its dependencies
+ * or for its array's throttle (the gate, gate_check). */
+struct held {
+    int64_t sid;
+    int64_t parent; /* array (first job's id), 0 = none */
+    int throttle;   /* at most this many of the array in the core; 0 = any */
+    int tenant;     /* core tenant index, for the gauges */
+    int n_deps;
+    struct jobdep *deps; /* owned */
+    uint64_t wreason;    /* hash of the pending reason last written */
+};
+
+#define N_CYCLE_BUCKETS 10
+
+#define N_WAIT_BUCKETS 10
+
+struct loop {
+    struct server *srv;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct msg *head, *tail;
+    bool stop;
+
+    /* loop thread only */
+    struct allot_cluster *c;
+    struct allot_tenants *t;
+    struct allot_queue *q;
+    char prio_names[ALLOT_PRIO_CLASSES][32];
+    int n_prio;
+    struct live *live;
+    size_t n_live, cap_live;
+    struct held *held; /* owned, in submission order */
+    size_t n_held, cap_held;
+    bool hold_dirty;  /* a job ended or was held: evaluate the gate again */
+    int32_t *live_at; /* owned: by core job id, its index in live, or -1 */
+    size_t cap_live_at;
+    int64_t *expiry; /* lease expiry per core node index */
+    size_t cap_expiry;
+    struct dec {
+        int kind;
+        int qid;
+        char why[128];
+    } * decs;
+    size_t n_decs, cap_decs;
+
+    /* published, under dmu */
+    pthread_mutex_t dmu;
+    json_t *desired;
+    uint64_t cycles;
+    double cycle_sum;
+    uint64_t cycle_le[N_CYCLE_BUCKETS];
+    int64_t jobs_pending, jobs_running, nodes, gpus, gpu_used_milli;
+    char *gauges; /* owned: per-tenant and per-model gauges, Prometheus text */
+    uint64_t wait_le[N_WAIT_BUCKETS], waits;
+    double wait_sum;
+};
+
+/* FNV-1a of a string (NULL hashes like ""): pending reasons are compared
+ * through it. */
+uint64_t loop_hash_str(const char *s);
+
+/* Ends stored job `sid` in `state` with `why` as its reason and an event
+ * `kind` (on a group-commit handle). A job already ended stays as it is. */
+int loop_end_job(struct allot_store *st, int64_t sid, int state, const char *kind, const char *why,
+                 int64_t now);
+
+/* Marks a job the core refuses as failed. */
+void loop_reject(struct loop *l, int64_t sid, const char *why);
+
+/* Puts stored job j into the core. With `gate`, a pending job with
+ * dependencies or an array throttle is held back instead (gate_hold); the
+ * gate lets it in once they allow. */
+void loop_submit_job(struct loop *l, const struct allot_store_job *j, bool gate);
+
+/* ---- the gate (loop_gate.c) ---- */
+
+/* Holds pending job j (spec js) back from the core. */
+void gate_hold(struct loop *l, const struct allot_store_job *j, const struct jobspec *js);
+/* Forgets held job i (cancelled). */
+void gate_unhold(struct loop *l, size_t i);
+/* Evaluates every held job when something ended or was held: writes the
+ * pending reasons that changed, cancels the jobs whose dependencies can
+ * never hold, and submits the others to the core in submission order. */
+void gate_pass(struct loop *l);
+
+#endif
