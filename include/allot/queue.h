@@ -196,6 +196,13 @@ void allot_queue_free(struct allot_queue *q);
 int allot_queue_add_prio_class(struct allot_queue *q, const char *name, int value,
                                bool preemptible);
 
+/* Overwrites priority class `idx` (from allot_queue_add_prio_class) with a
+ * new name, value and preemptibility; the queued and running jobs of that
+ * class see the new ones from the next cycle on. Returns 0, ALLOT_EINVAL
+ * (bad index or name) or ALLOT_EEXIST (another class has that name). */
+int allot_queue_set_prio_class(struct allot_queue *q, int idx, const char *name, int value,
+                               bool preemptible);
+
 /* Submits a job at time now; returns its id (>= 0) or ALLOT_EINVAL with a
  * message naming the field (unknown tenant, gang of 0, bad task shape). */
 int allot_queue_submit(struct allot_queue *q, const struct allot_job_spec *spec, int64_t now,

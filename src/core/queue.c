@@ -188,6 +188,24 @@ int allot_queue_add_prio_class(struct allot_queue *q, const char *name, int valu
     return q->n_prio++;
 }
 
+int allot_queue_set_prio_class(struct allot_queue *q, int idx, const char *name, int value,
+                               bool preemptible)
+{
+    if (idx < 0 || idx >= q->n_prio || !name || !*name || strlen(name) >= sizeof(q->prio[0].name))
+        return ALLOT_EINVAL;
+    for (int i = 0; i < q->n_prio; i++)
+        if (i != idx && strcmp(q->prio[i].name, name) == 0)
+            return ALLOT_EEXIST;
+    allot_strlcpy(q->prio[idx].name, name, sizeof(q->prio[0].name));
+    q->prio[idx].value = value;
+    q->prio[idx].preemptible = preemptible;
+    /* who may preempt whom changed: fruitless victim searches and the
+     * usage order they were made in no longer hold */
+    q->run_epoch++;
+    q->leave_epoch++;
+    return 0;
+}
+
 int allot_queue_job_count(const struct allot_queue *q)
 {
     return (int)q->n_jobs;

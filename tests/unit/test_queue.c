@@ -280,6 +280,41 @@ static void test_priority_preemption(void **state)
     world_free(&w);
 }
 
+/* A class changed in place applies to the jobs already queued or running. */
+static void test_prio_class_changed(void **state)
+{
+    struct world w;
+    struct allot_job_spec s = {.name = "hi",
+                               .prio_class = 1,
+                               .n_tasks = 1,
+                               .task = {.num_gpu = 4, .gpu_milli = 1000, .mig_profile = -1}};
+    char err[128];
+    int id;
+
+    world_init(&w, 1, 4, base);
+    assert_int_equal(allot_queue_add_prio_class(w.q, "base", 10, false), 0);
+    assert_int_equal(allot_queue_add_prio_class(w.q, "hi", 50, false), 1);
+    assert_int_equal(allot_queue_set_prio_class(w.q, 2, "x", 1, true), ALLOT_EINVAL);
+    assert_int_equal(allot_queue_set_prio_class(w.q, 0, "hi", 1, true), ALLOT_EEXIST);
+    assert_int_equal(allot_queue_set_prio_class(w.q, 0, "", 1, true), ALLOT_EINVAL);
+    s.tenant = w.a;
+    s.name = "base";
+    s.prio_class = 0;
+    assert_true(allot_queue_submit(w.q, &s, 0, err, sizeof(err)) >= 0);
+    cycle(&w, 0);
+    s.name = "hi";
+    s.prio_class = 1;
+    id = allot_queue_submit(w.q, &s, 10, err, sizeof(err));
+    cycle(&w, 10);
+    assert_int_equal(w.preempts, 0); /* "base" is not preemptible */
+    assert_int_equal(allot_queue_set_prio_class(w.q, 0, "base", 10, true), 0);
+    cycle(&w, 20);
+    assert_int_equal(w.preempts, 1);
+    cycle(&w, 60);
+    assert_int_equal(allot_queue_job(w.q, id)->state, ALLOT_JOB_RUNNING);
+    world_free(&w);
+}
+
 /* Many tenants' jobs arriving and finishing: a victim never preempts its preemptor. */
 static void test_no_preemption_loops(void **state)
 {
@@ -1006,6 +1041,7 @@ int main(void)
         cmocka_unit_test(test_reclaim_with_grace),
         cmocka_unit_test(test_min_runtime),
         cmocka_unit_test(test_priority_preemption),
+        cmocka_unit_test(test_prio_class_changed),
         cmocka_unit_test(test_no_preemption_loops),
         cmocka_unit_test(test_backfill_respects_reservation),
         cmocka_unit_test(test_runtime_limit_and_validation),
