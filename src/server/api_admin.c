@@ -7,6 +7,7 @@
  */
 #include "http.h"
 #include "loop.h"
+#include "reqparse.h"
 
 #include "allot/common.h"
 
@@ -206,20 +207,6 @@ int api_tokens_list(struct req *r)
     return api_json(r, 200, json_pack("{s:o}", "tokens", a));
 }
 
-static bool parse_id(const char *s, int64_t *out)
-{
-    char *end;
-    long long v;
-
-    if (!*s || *s < '0' || *s > '9' || strlen(s) > 18)
-        return false;
-    v = strtoll(s, &end, 10);
-    if (*end || v <= 0)
-        return false;
-    *out = v;
-    return true;
-}
-
 int api_tokens_revoke(struct req *r)
 {
     struct allot_store_token t = {0};
@@ -227,7 +214,7 @@ int api_tokens_revoke(struct req *r)
     int64_t id, now = srv_now();
     int rc;
 
-    if (!parse_id(r->params[0], &id))
+    if (!req_parse_id(r->params[0], &id))
         return api_error(r, 404, "not_found", "no token %s", r->params[0]);
     allot_fmt(target, sizeof(target), "token/%lld", (long long)id);
     struct allot_store *st = api_reader(r);
@@ -282,8 +269,8 @@ int api_audit_list(struct req *r)
     json_t *a;
     int rc;
 
-    if ((qa && !parse_id(qa, &after) && strcmp(qa, "0") != 0) ||
-        (ql && (!parse_id(ql, &limit) || limit > 1000)))
+    if ((qa && !req_parse_id(qa, &after) && strcmp(qa, "0") != 0) ||
+        (ql && (!req_parse_id(ql, &limit) || limit > 1000)))
         return api_error(r, 400, "bad_query", "after must be >= 0, limit 1..1000");
     struct allot_store *st = api_reader(r);
 

@@ -6,6 +6,7 @@
  * bound to "" acts everywhere.
  */
 #include "http.h"
+#include "reqparse.h"
 
 #include "allot/common.h"
 
@@ -33,15 +34,12 @@ void auth_new_secret(char *buf, size_t len, uint8_t hash[ALLOT_STORE_HASH_LEN])
 
 bool auth_resolve(struct req *r)
 {
-    const char *h = api_header(r, "Authorization");
+    const char *h = req_bearer(api_header(r, "Authorization"));
     struct allot_store_token t = {0};
     uint8_t hash[ALLOT_STORE_HASH_LEN];
     int rc;
 
-    if (!h || strncmp(h, "Bearer ", 7) != 0)
-        return false;
-    h += 7;
-    if (strlen(h) > 256)
+    if (!h)
         return false;
     allot_store_sha256(h, strlen(h), hash);
     struct allot_store *st = srv_reader(r->srv);

@@ -12,6 +12,7 @@
 
 #include "allot/common.h"
 #include "log.h"
+#include "reqparse.h"
 
 #include <microhttpd.h>
 #include <netinet/in.h>
@@ -242,35 +243,11 @@ bool api_known_fields(struct req *r, json_t *obj, const char *const *allowed, co
 
 /* ---- routing ---- */
 
-/* Matches path against pattern, filling r->params. */
-static bool route_match(const char *pat, const char *path, struct req *r)
-{
-    int np = 0;
-
-    while (*pat && *path) {
-        if (*pat == '{') {
-            const char *end = strchr(path, '/');
-            size_t len = end ? (size_t)(end - path) : strlen(path);
-
-            if (!len || len >= sizeof(r->params[0]) || np >= 2)
-                return false;
-            memcpy(r->params[np], path, len);
-            r->params[np][len] = '\0';
-            np++;
-            path += len;
-            pat = strchr(pat, '}');
-            if (!pat)
-                return false;
-            pat++;
-            continue;
-        }
-        if (*pat != *path)
-            return false;
-        pat++;
-        path++;
-    }
-    return !*pat && !*path;
-}
+/* req_route_match writes up to REQ_MAX_PARAMS segments into r->params
+ * (the segment size is checked by the call's type). */
+_Static_assert(sizeof(((struct req *)0)->params) / sizeof(((struct req *)0)->params[0]) >=
+                   REQ_MAX_PARAMS,
+               "struct req holds fewer path parameters than reqparse.h writes");
 
 struct conn_ctx {
     struct req r;
@@ -364,7 +341,7 @@ static void dispatch(struct http *h, struct req *r, size_t *route_out)
 
     for (i = 0; i < http_n_routes; i++) {
         memset(r->params, 0, sizeof(r->params));
-        if (!route_match(http_routes[i].pattern, r->path, r))
+        if (!req_route_match(http_routes[i].pattern, r->path, r->params))
             continue;
         path_seen = true;
         if (!strcmp(http_routes[i].method, r->method))
