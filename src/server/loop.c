@@ -132,6 +132,57 @@ static int add_node(struct loop *l, const char *name, const char *inventory, int
     return rc < 0 ? rc : 0;
 }
 
+static bool conf_has_class(const struct sim_tenants_conf *conf, const char *name)
+{
+    for (int i = 0; i < conf->n_prio; i++)
+        if (!strcmp(conf->prio[i].name, name))
+            return true;
+    return false;
+}
+
+/* True when a job in the core has priority class slot k. */
+static bool class_in_use(const struct loop *l, int k)
+{
+    for (size_t i = 0; i < l->n_live; i++)
+        if (allot_queue_job(l->q, l->live[i].qid)->spec.prio_class == k)
+            return true;
+    return false;
+}
+
+/* Puts class i of conf into the core: a known name is changed in place
+ * (its jobs follow, like a Slurm QOS), a new one takes a free slot or the
+ * slot of a deleted class that no job uses any more. */
+static void apply_class(struct loop *l, const struct sim_tenants_conf *conf, int i)
+{
+    const struct sim_prio_conf *c = &conf->prio[i];
+    int k = -1;
+
+    for (int j = 0; j < l->n_prio && k < 0; j++)
+        if (!strcmp(l->prio[j].name, c->name))
+            k = j;
+    if (k >= 0 && l->prio[k].value == c->value && l->prio[k].preemptible == c->preemptible)
+        return;
+    if (k < 0 && l->n_prio < ALLOT_PRIO_CLASSES) {
+        k = allot_queue_add_prio_class(l->q, c->name, c->value, c->preemptible);
+        if (k >= 0)
+            l->n_prio++;
+    } else {
+        for (int j = 0; j < l->n_prio && k < 0; j++)
+            if (!conf_has_class(conf, l->prio[j].name) && !class_in_use(l, j))
+                k = j; /* deleted and unused: reused */
+        if (k >= 0 && allot_queue_set_prio_class(l->q, k, c->name, c->value, c->preemptible) < 0)
+            k = -1;
+    }
+    if (k < 0) {
+        LOG_WARN("loop", "priority class %s not applied: %d classes in use", c->name,
+                 ALLOT_PRIO_CLASSES);
+        return;
+    }
+    allot_strlcpy(l->prio[k].name, c->name, sizeof(l->prio[k].name));
+    l->prio[k].value = c->value;
+    l->prio[k].preemptible = c->preemptible;
+}
+
 /* Reads the tenant tree and classes from the store into the core. */
 static int load_tenants(struct loop *l)
 {
@@ -153,16 +204,8 @@ static int load_tenants(struct loop *l)
     json_decref(doc);
     if (rc == 0)
         rc = tenants_apply(l->t, &conf, l->srv->cat, err, sizeof(err));
-    for (int i = 0; rc == 0 && i < conf.n_prio; i++) {
-        bool known = false;
-        for (int j = 0; j < l->n_prio; j++)
-            known |= !strcmp(l->prio_names[j], conf.prio[i].name);
-        if (known || l->n_prio == ALLOT_PRIO_CLASSES)
-            continue;
-        if (allot_queue_add_prio_class(l->q, conf.prio[i].name, conf.prio[i].value,
-                                       conf.prio[i].preemptible) >= 0)
-            allot_strlcpy(l->prio_names[l->n_prio++], conf.prio[i].name, 32);
-    }
+    for (int i = 0; rc == 0 && i < conf.n_prio; i++)
+        apply_class(l, &conf, i);
     if (rc < 0)
         LOG_ERROR("loop", "tenants not applied: %s", err);
     sim_tenants_conf_free(&conf);
@@ -328,7 +371,7 @@ void loop_submit_job(struct loop *l, const struct allot_store_job *j, bool gate)
     spec.tenant = allot_tenants_find(l->t, js.tenant);
     spec.prio_class = -1;
     for (int i = 0; js.priority && i < l->n_prio; i++)
-        if (!strcmp(l->prio_names[i], js.priority))
+        if (!strcmp(l->prio[i].name, js.priority))
             spec.prio_class = i;
     spec.qos = ALLOT_QOS_BURSTABLE;
     spec.n_tasks = js.n_tasks;

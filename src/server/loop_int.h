@@ -64,7 +64,12 @@ struct loop {
     struct allot_cluster *c;
     struct allot_tenants *t;
     struct allot_queue *q;
-    char prio_names[ALLOT_PRIO_CLASSES][32];
+    /* the core's priority classes by slot (apply_class) */
+    struct {
+        char name[32];
+        int value;
+        bool preemptible;
+    } prio[ALLOT_PRIO_CLASSES];
     int n_prio;
     struct live *live;
     size_t n_live, cap_live;
