@@ -13,6 +13,7 @@
 #include "allot/common.h"
 
 #include <string.h>
+#include <unistd.h>
 
 static const struct cli_opt no_opts[] = {{NULL, 0, NULL, NULL}};
 
@@ -25,8 +26,8 @@ static const struct cli_usage nodes_usage = {
 
 int cmd_nodes(struct cli *c, int argc, char **argv)
 {
-    static const char *const titles[] = {"NAME", "STATE",  "MODEL",         "GPUS",
-                                         "CPUS", "MEMORY", "LAST-HEARTBEAT"};
+    static const char *const titles[] = {"NAME", "STATE",  "MODEL", "GPUS",
+                                         "CPUS", "MEMORY", "TASKS", "LAST-HEARTBEAT"};
     struct cli_args a;
     struct client *cl;
     json_t *r = NULL, *nodes, *x;
@@ -60,23 +61,24 @@ int cmd_nodes(struct cli *c, int argc, char **argv)
     }
     if (out_structured(c, nodes))
         goto out;
-    struct table *t = table_new(7, titles);
+    struct table *t = table_new(8, titles);
     json_array_foreach(nodes, i, x)
     {
         json_t *inv = json_object_get(x, "inventory");
         json_t *gpus = json_object_get(inv, "gpus");
-        char n[16], cpus[32], mem[32], hb[32];
+        char n[16], cpus[32], mem[32], hb[32], tasks[16];
 
         allot_fmt(n, sizeof(n), "%zu", json_array_size(gpus));
         allot_fmt(mem, sizeof(mem), "%lldMiB",
                   (long long)json_integer_value(json_object_get(inv, "memory")));
-        const char *cells[7] = {
+        const char *cells[8] = {
             json_string_value(json_object_get(x, "name")),
             json_string_value(json_object_get(x, "state")),
             json_string_value(json_object_get(json_array_get(gpus, 0), "model")),
             n,
             out_cell(json_object_get(inv, "cpus"), cpus, sizeof(cpus)),
             mem,
+            out_cell(json_object_get(x, "tasks"), tasks, sizeof(tasks)),
             out_time(json_object_get(x, "last_heartbeat"), hb, sizeof(hb))};
         table_row(t, cells);
     }
@@ -92,20 +94,30 @@ out:
 static const struct cli_usage cordon_usage = {
     "cordon", "NODE...", "Cordons nodes (admin): no new jobs are placed there; running jobs stay."};
 
+static const struct cli_opt drain_opts[] = {
+    {"wait", 'w', NULL, "wait until every node is drained (no task left)"},
+    {"timeout", 0, "DURATION", "with --wait: give up after this long (default 1h)"},
+    {NULL, 0, NULL, NULL}};
+
 static const struct cli_usage drain_usage = {
-    "drain", "NODE...", "Drains nodes (admin): no new jobs are placed there; running jobs finish."};
+    "drain", "NODE... [--wait [--timeout DURATION]]",
+    "Drains nodes (admin): no new jobs are placed there; running jobs finish,\n"
+    "then the node shows as drained. With --wait, returns once every node is\n"
+    "drained (exit 4 when the timeout comes first)."};
 
 static const struct cli_usage uncordon_usage = {
     "uncordon", "NODE...", "Makes cordoned or draining nodes ready for new jobs again (admin)."};
 
 /* POST /v1/nodes/{name}/ACTION for every name; the same state set twice is
  * harmless, so a lost reply may be repeated. */
-static int node_state(struct cli *c, const struct cli_usage *u, const char *action, int argc,
-                      char **argv)
+static int drain_wait(struct cli *c, const struct cli_args *a);
+
+static int node_state(struct cli *c, const struct cli_usage *u, const struct cli_opt *opts,
+                      const char *action, int argc, char **argv)
 {
     struct cli_args a;
     json_t *all = NULL;
-    int rc = args_parse(c, no_opts, u, argc, argv, &a), first_err = CLI_OK;
+    int rc = args_parse(c, opts, u, argc, argv, &a), first_err = CLI_OK;
 
     if (rc != CLI_OK)
         return rc;
@@ -145,25 +157,69 @@ static int node_state(struct cli *c, const struct cli_usage *u, const char *acti
     if (c->fmt != CLI_FMT_TABLE && json_array_size(all))
         out_structured(c, a.n_pos == 1 ? json_array_get(all, 0) : all);
     rc = first_err;
+    if (rc == CLI_OK && args_has(&a, "wait"))
+        rc = drain_wait(c, &a);
 out:
     json_decref(all);
     args_free(&a);
     return rc;
 }
 
+/* Polls GET /v1/nodes once a second until every node named in a is
+ * drained; CLI_CONFLICT when the timeout comes first. */
+static int drain_wait(struct cli *c, const struct cli_args *a)
+{
+    int64_t timeout = 3600;
+    const char *s = args_get(a, "timeout");
+    int rc;
+
+    if (s && (rc = args_seconds("timeout", s, &timeout)) != CLI_OK)
+        return rc;
+    for (int64_t waited = 0;; waited++) {
+        json_t *r = NULL, *x;
+        size_t i, left = 0, tasks = 0;
+
+        rc = client_call(c->http, "GET", "/v1/nodes", NULL, NULL, CLIENT_RETRY_ALWAYS, &r, NULL);
+        if (rc != CLI_OK)
+            return rc;
+        json_array_foreach(json_object_get(r, "nodes"), i, x)
+        {
+            const char *name = json_string_value(json_object_get(x, "name"));
+            for (size_t k = 0; k < a->n_pos; k++)
+                if (name && !strcmp(name, a->pos[k]) &&
+                    strcmp(json_string_value(json_object_get(x, "state")), "drained")) {
+                    left++;
+                    tasks += (size_t)json_integer_value(json_object_get(x, "tasks"));
+                }
+        }
+        json_decref(r);
+        if (!left) {
+            if (c->fmt == CLI_FMT_TABLE)
+                printf("drained\n");
+            return CLI_OK;
+        }
+        if (waited >= timeout) {
+            cli_error("timeout", "%zu node%s not drained after %llds (%zu tasks left)", left,
+                      left > 1 ? "s" : "", (long long)timeout, tasks);
+            return CLI_CONFLICT;
+        }
+        sleep(1);
+    }
+}
+
 int cmd_cordon(struct cli *c, int argc, char **argv)
 {
-    return node_state(c, &cordon_usage, "cordon", argc, argv);
+    return node_state(c, &cordon_usage, no_opts, "cordon", argc, argv);
 }
 
 int cmd_drain(struct cli *c, int argc, char **argv)
 {
-    return node_state(c, &drain_usage, "drain", argc, argv);
+    return node_state(c, &drain_usage, drain_opts, "drain", argc, argv);
 }
 
 int cmd_uncordon(struct cli *c, int argc, char **argv)
 {
-    return node_state(c, &uncordon_usage, "uncordon", argc, argv);
+    return node_state(c, &uncordon_usage, no_opts, "uncordon", argc, argv);
 }
 
 /* ---- tokens ---- */

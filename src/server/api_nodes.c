@@ -384,11 +384,17 @@ int api_nodes_list(struct req *r)
     a = json_array();
     for (size_t i = 0; i < cnt; i++) {
         json_t *inv = json_loads(n[i].inventory ? n[i].inventory : "{}", 0, NULL);
-        json_array_append_new(a, json_pack("{s:s,s:s,s:o,s:I,s:I}", "name", n[i].name, "state",
-                                           allot_store_node_state_name(n[i].state), "inventory",
-                                           inv ? inv : json_object(), "last_heartbeat",
-                                           (json_int_t)n[i].last_heartbeat, "lease_expiry",
-                                           (json_int_t)n[i].lease_expiry));
+        size_t tasks = loop_node_tasks(r->srv->loop, n[i].name);
+        /* a draining node without tasks left is drained (as in Slurm) */
+        const char *state = n[i].state == ALLOT_SN_DRAINING && !tasks
+                                ? "drained"
+                                : allot_store_node_state_name(n[i].state);
+
+        json_array_append_new(a, json_pack("{s:s,s:s,s:o,s:I,s:I,s:I}", "name", n[i].name, "state",
+                                           state, "inventory", inv ? inv : json_object(),
+                                           "last_heartbeat", (json_int_t)n[i].last_heartbeat,
+                                           "lease_expiry", (json_int_t)n[i].lease_expiry, "tasks",
+                                           (json_int_t)tasks));
     }
     allot_store_nodes_free(n, cnt);
     return api_json(r, 200, json_pack("{s:o}", "nodes", a));

@@ -458,21 +458,34 @@ static int rebuild(struct loop *l)
     rc = allot_store_node_list(rd, &nodes, &nn);
     if (rc < 0)
         return rc;
+    /* cordoned and draining nodes are ready while the jobs that run there
+     * are adopted (the core places nothing on them, adopted jobs included);
+     * their states follow before the first cycle. A lost node has no live
+     * jobs: they were requeued or ended when it was lost. */
     for (size_t i = 0; i < nn; i++)
-        add_node(l, nodes[i].name, nodes[i].inventory, nodes[i].state);
-    allot_store_nodes_free(nodes, nn);
+        add_node(l, nodes[i].name, nodes[i].inventory,
+                 nodes[i].state == ALLOT_SN_LOST ? ALLOT_SN_LOST : ALLOT_SN_READY);
     rc = load_tenants(l);
-    if (rc < 0 && rc != ALLOT_EINVAL)
+    if (rc < 0 && rc != ALLOT_EINVAL) {
+        allot_store_nodes_free(nodes, nn);
         return rc;
+    }
     do {
         rc = allot_store_job_list(rd, &f, &pg);
-        if (rc < 0)
-            return rc;
         for (size_t i = 0; i < pg.n; i++)
             loop_submit_job(l, &pg.jobs[i], true);
         f.cursor = pg.next_cursor;
         allot_store_job_page_free(&pg);
-    } while (f.cursor);
+    } while (rc == 0 && f.cursor);
+    for (size_t i = 0; i < nn; i++) {
+        int k = allot_cluster_find_node(l->c, nodes[i].name);
+        if (k >= 0 && nodes[i].state != ALLOT_SN_READY)
+            allot_cluster_set_state(
+                l->c, k, nodes[i].state == ALLOT_SN_LOST ? ALLOT_NODE_LOST : ALLOT_NODE_DRAINING);
+    }
+    allot_store_nodes_free(nodes, nn);
+    if (rc < 0)
+        return rc;
     LOG_INFO("loop", "rebuilt: %d nodes, %zu live jobs", allot_cluster_node_count(l->c), l->n_live);
     return 0;
 }
@@ -1130,6 +1143,18 @@ json_t *loop_desired(struct loop *l, const char *name)
     a = json_deep_copy(json_object_get(l->desired, name));
     pthread_mutex_unlock(&l->dmu);
     return a ? a : json_array();
+}
+
+size_t loop_node_tasks(struct loop *l, const char *name)
+{
+    size_t n;
+
+    if (!l)
+        return 0; /* still starting */
+    pthread_mutex_lock(&l->dmu);
+    n = json_array_size(json_object_get(l->desired, name));
+    pthread_mutex_unlock(&l->dmu);
+    return n;
 }
 
 void loop_metrics(struct loop *l, FILE *out)

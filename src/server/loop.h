@@ -42,6 +42,8 @@ int loop_post(struct loop *l, int kind, int64_t id, const char *name);
 /* The desired state of node `name`: a new JSON array of the tasks placed
  * there ({"job":ID,"task":I,"gpus":[...],...}). */
 json_t *loop_desired(struct loop *l, const char *name);
+/* How many tasks are placed on node `name` (0 for an unknown node). */
+size_t loop_node_tasks(struct loop *l, const char *name);
 /* Scheduler metrics in Prometheus text format. */
 void loop_metrics(struct loop *l, FILE *out);
 

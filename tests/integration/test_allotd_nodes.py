@@ -54,6 +54,9 @@ def test_cordon_drain_uncordon():
     dm2 = Daemon(dm.dir)
     dm2.admin = a
     dm = dm2
+    # its running job is adopted where it runs (not queued again), so the
+    # node is still draining, not drained
+    assert job(first)["state"] == "starting", job(first)
     assert node_state() == "draining"
     time.sleep(0.6)
     assert job(second)["state"] == "pending"

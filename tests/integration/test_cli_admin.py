@@ -104,7 +104,7 @@ def test_nodes_and_top():
     register("gpu-node-1", 8)
     register("gpu-node-2", 8)
     rows = ok(cli(dm, "nodes")).lines()
-    assert rows[0].split() == ["NAME", "STATE", "MODEL", "GPUS", "CPUS", "MEMORY",
+    assert rows[0].split() == ["NAME", "STATE", "MODEL", "GPUS", "CPUS", "MEMORY", "TASKS",
                                "LAST-HEARTBEAT"], rows
     assert rows[1].split()[:4] == ["gpu-node-1", "ready", "A100-80GB", "8"], rows
     n = ok(cli(dm, "nodes", "gpu-node-2", "-o", "json")).json()
@@ -151,6 +151,25 @@ def test_nodes_and_top():
     assert [x["state"] for x in two] == ["cordoned", "cordoned"], two
     assert "cordoned" in ok(cli(dm, "nodes")).out
     ok(cli(dm, "uncordon", "gpu-node-1", "gpu-node-2"))
+    # drain lets the node's tasks end, then shows it drained; --wait waits for that
+    d = int(ok(cli(dm, "submit", "-t", "research/nlp", "--gpus", "8")).out)
+    node, j = None, None
+    for _ in range(50):  # bounded: placed within a few cycles
+        j = ok(cli(dm, "show", d, "-o", "json")).json()
+        if j["placement"]:
+            node = j["placement"]["tasks"][0]["node"]
+            break
+        time.sleep(0.1)
+    assert node, j
+    r = fails(cli(dm, "drain", node, "--wait", "--timeout", "1"), 4, "timeout")
+    assert "(1 tasks left)" in r.err, r
+    n = ok(cli(dm, "nodes", node, "-o", "json")).json()[0]
+    assert n["state"] == "draining" and n["tasks"] == 1, n
+    ok(cli(dm, "cancel", d))
+    assert ok(cli(dm, "drain", node, "--wait", "--timeout", "10")).lines()[-1] == "drained"
+    assert ok(cli(dm, "nodes", node, "-o", "json")).json()[0]["state"] == "drained"
+    ok(cli(dm, "uncordon", node))
+    fails(cli(dm, "drain", node, "--wait", "--timeout", "x"), 1, "usage")
     fails(cli(dm, "cordon", "nosuch"), 2, "not_found")
     fails(cli(dm, "drain"), 1, "usage")
     viewer = dm.token("viewer", "", "v2")
