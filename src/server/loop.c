@@ -397,8 +397,14 @@ void loop_submit_job(struct loop *l, const struct allot_store_job *j, bool gate)
     }
     qid = adopt_job(l, j, &spec, err, sizeof(err));
     adopted = qid >= 0;
-    if (!adopted)
-        qid = allot_queue_submit(l->q, &spec, srv_now(), err, sizeof(err));
+    if (!adopted) {
+        /* its place in the queue is its submission, also when it comes back
+         * after a restart or the loss of its node */
+        int64_t now = srv_now();
+        qid = allot_queue_submit(l->q, &spec,
+                                 j->submit_time > 0 && j->submit_time <= now ? j->submit_time : now,
+                                 err, sizeof(err));
+    }
     if (qid < 0) {
         loop_reject(l, j->id, err);
         json_decref(b);
@@ -629,8 +635,13 @@ static void check_leases(struct loop *l, int64_t now)
             spec = e->requeue ? json_dumps(e->spec, JSON_COMPACT) : NULL;
             if (spec) {
                 /* a new core job for the same stored one: pending again */
-                struct allot_store_job sj = {
-                    .id = e->sid, .spec = spec, .state = ALLOT_SJ_PENDING, .pending_reason = NULL};
+                struct allot_store_job sj = {.id = e->sid,
+                                             .spec = spec,
+                                             .state = ALLOT_SJ_PENDING,
+                                             .submit_time =
+                                                 allot_queue_job(l->q, e->qid)->first_submit,
+                                             .array_parent = e->parent,
+                                             .array_index = e->index};
                 drop_live(l, k);
                 loop_submit_job(l, &sj, false);
                 free(spec);

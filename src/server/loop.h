@@ -9,8 +9,10 @@
  * marks the server ready.
  *
  * Leases: a node whose lease (renewed by each heartbeat) runs out is
- * marked lost in the core and the store, and the jobs placed on it end
- * as lost; its next heartbeat makes it ready again. After a restart every
+ * marked lost in the core and the store, and the jobs placed on it go
+ * back to pending, keeping their place in the queue (their submission
+ * time), or end as lost ("requeue": false); its next heartbeat makes it
+ * ready again. After a restart every
  * node gets at least one full lease to send a heartbeat.
  */
 #ifndef ALLOT_SERVER_LOOP_H

@@ -36,6 +36,8 @@ def test_lease_expiry_and_return():
 
     poll(lambda: state(j["id"])["state"] == "starting")
     poll(lambda: state(rq["id"])["state"] == "starting")
+    # submitted while both run: it waits, and comes after rq in the queue
+    k = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 1}, token=a), 201)
     # no heartbeat: the lease (1 s) runs out
     lost = poll(lambda: (lambda x: x if x["state"] == "lost" else None)(state(j["id"])))
     assert "lease-n1" in lost["pending_reason"] and lost["end_time"] > 0, lost
@@ -50,19 +52,25 @@ def test_lease_expiry_and_return():
     kinds = [e["kind"] for e in expect(dm.req("GET", "/v1/jobs/%d/events" % rq["id"], token=a),
                                        200)["events"]]
     assert "requeued" in kinds, kinds
-    # a job submitted now waits: no ready node
-    k = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 1}, token=a), 201)
+    # no ready node: both wait
     time.sleep(0.5)
     assert state(k["id"])["state"] == "pending"
-    # the node comes back with a heartbeat, and keeps it up: both waiting jobs start
-    expect(dm.req("POST", "/v1/nodes/lease-n1/heartbeat", {}, token=ag), 200)
+    # a one-GPU node joins: the requeued job keeps its place before k
+    n2 = dict(N1, name="lease-n2", gpus=[{"model": "T4"}])
+    expect(dm.req("POST", "/v1/nodes/register", n2, token=ag), 201)
 
-    def beat_and_check():
-        expect(dm.req("POST", "/v1/nodes/lease-n1/heartbeat", {}, token=ag), 200)
-        return state(k["id"])["state"] == "starting" and state(rq["id"])["state"] == "starting"
+    def beat(*names):
+        for n in names:
+            expect(dm.req("POST", "/v1/nodes/%s/heartbeat" % n, {}, token=ag), 200)
 
-    poll(beat_and_check)
-    assert expect(dm.req("GET", "/v1/nodes", token=a), 200)["nodes"][0]["state"] == "ready"
+    poll(lambda: beat("lease-n2") or state(rq["id"])["state"] == "starting")
+    placed = state(rq["id"])["placement"]["tasks"][0]["node"]
+    assert placed == "lease-n2" and state(k["id"])["state"] == "pending", placed
+    # the node comes back with a heartbeat, and keeps it up: k starts there
+    beat("lease-n1")
+    poll(lambda: beat("lease-n1", "lease-n2") or state(k["id"])["state"] == "starting")
+    assert [n["state"] for n in expect(dm.req("GET", "/v1/nodes", token=a), 200)["nodes"]] == \
+        ["ready", "ready"]
     assert dm.stop() == 0
 
 
