@@ -1,9 +1,11 @@
 /*
  * Internal header of the job queue (src/core/queue*.c), not installed:
  * the queue's state and the steps its files share. queue.c owns the
- * lifecycle, jobs starting and leaving, gangs, reasons, the cycle, the
- * ordering policies and the invariants; queue_preempt.c owns preemption
- * and reclaim (the victim search). See queue.c for the state's invariants.
+ * lifecycle, jobs starting and leaving, gangs, reasons and the cycle's
+ * steps; queue_serve.c the ordering policies and the order in which a
+ * cycle considers pending jobs; queue_preempt.c preemption and reclaim
+ * (the victim search); queue_check.c the invariants. See queue.c for the
+ * state's invariants.
  */
 #ifndef ALLOT_QUEUE_INT_H
 #define ALLOT_QUEUE_INT_H
@@ -75,7 +77,20 @@ struct las_pool {
     int64_t recheck_at; /* when a running job not eligible now may become so */
 };
 
+/* The EASY reservation of one cycle (at most one holder). */
+struct reservation {
+    int holder;     /* job id, -1 when none */
+    int64_t shadow; /* expected start of the holder */
+    int64_t extra;  /* GPU milli free beyond the holder's need at shadow */
+};
+
 /* ---- small helpers ---- */
+
+/* Key of a job's user in q->users. */
+static inline int64_t queue_user_key(const struct allot_job *j)
+{
+    return (int64_t)j->spec.tenant << 32 | (uint32_t)j->spec.user;
+}
 
 static inline int queue_job_prio(const struct allot_queue *q, const struct allot_job *j)
 {
@@ -122,6 +137,14 @@ int queue_gang_place(struct allot_queue *q, struct allot_job *j);
 void queue_gang_unplace(struct allot_queue *q, struct allot_job *j);
 void queue_set_why(struct allot_job *j, int kind, int who, int res, int other, int64_t a,
                    int64_t b);
+int queue_consider(struct allot_queue *q, struct allot_job *j, int64_t now, struct reservation *r);
+
+/* ---- queue_serve.c ---- */
+
+/* Step 3 of a cycle: orders the pending jobs by the ordering policy and
+ * considers each in turn (queue_consider), under reservation r. Returns 0
+ * or ALLOT_ENOMEM (the cycle stops; decisions made stand). */
+int queue_serve(struct allot_queue *q, int64_t now, struct reservation *r);
 
 /* ---- queue_preempt.c ---- */
 
