@@ -8,6 +8,7 @@
 #include "http.h"
 #include "jobspec.h"
 #include "loop.h"
+#include "refs.h"
 #include "reqparse.h"
 
 #include "allot/common.h"
@@ -45,46 +46,6 @@ json_t *api_job_json(const struct allot_store_job *j)
         json_object_set_new(o, "depends_on", d);
     }
     return o;
-}
-
-/* Checks tenant and priority against the store (lock held): 0 or 422 text. */
-static int check_refs(struct allot_store *st, const struct jobspec *js, char *err, size_t errlen)
-{
-    struct allot_store_tenant *t = NULL;
-    struct allot_store_prio_class *p = NULL;
-    size_t nt = 0, np = 0, len = strlen(js->tenant);
-    bool found = false, leaf = true;
-    int rc = allot_store_tenant_list(st, &t, &nt);
-
-    if (rc < 0)
-        return rc;
-    for (size_t i = 0; i < nt; i++) {
-        found |= !strcmp(t[i].path, js->tenant);
-        if (!strncmp(t[i].path, js->tenant, len) && t[i].path[len] == '/')
-            leaf = false;
-    }
-    allot_store_tenants_free(t, nt);
-    if (!found)
-        return allot_fmt(err, errlen, "field \"tenant\": unknown tenant \"%s\"", js->tenant), 422;
-    if (!leaf)
-        return allot_fmt(err, errlen,
-                         "field \"tenant\": \"%s\" has sub-tenants; jobs run in leaves",
-                         js->tenant),
-               422;
-    if (js->priority) {
-        found = false;
-        rc = allot_store_prio_list(st, &p, &np);
-        if (rc < 0)
-            return rc;
-        for (size_t i = 0; i < np; i++)
-            found |= !strcmp(p[i].name, js->priority);
-        allot_store_prios_free(p, np);
-        if (!found)
-            return allot_fmt(err, errlen, "field \"priority\": unknown priority class \"%s\"",
-                             js->priority),
-                   422;
-    }
-    return 0;
 }
 
 struct submit_write {
@@ -282,7 +243,7 @@ int api_jobs_submit(struct req *r)
     }
     if (idx)
         jobspec_array_parse(js.array, idx, &throttle, err, sizeof(err));
-    rc = check_refs(st, &js, err, sizeof(err));
+    rc = refs_check(r->srv, st, js.tenant, js.priority, err, sizeof(err));
     if (rc == 0)
         rc = check_deps(r, st, &js, deps, err, sizeof(err));
     if (rc == 0) {
@@ -294,7 +255,7 @@ int api_jobs_submit(struct req *r)
         existed = w.existed;
         if (rc)
             r->audited = false;
-        else
+        else if (existed)
             rc = allot_store_job_get(st, ids[0], &got);
     }
     if (rc == 422)
@@ -302,7 +263,14 @@ int api_jobs_submit(struct req *r)
     else if (rc < 0)
         api_error(r, 500, "store", "%s", allot_strerror(rc));
     else {
-        json_t *o = api_job_json(&got);
+        /* a new job is what was just written: no need to read it back */
+        if (!existed) {
+            j.id = ids[0];
+            j.array_parent = js.array ? ids[0] : 0;
+            j.array_index = idx ? idx[0] : 0;
+            j.idem_key = (char *)key;
+        }
+        json_t *o = api_job_json(existed ? &got : &j);
 
         for (int i = 0; i < n && !existed; i++)
             loop_post(r->srv->loop, LOOP_JOB_SUBMITTED, ids[i], NULL);

@@ -13,6 +13,7 @@
  */
 #include "http.h"
 #include "loop.h"
+#include "refs.h"
 #include "tenants.h"
 
 #include "allot/common.h"
@@ -108,6 +109,7 @@ static int prio_change(struct req *r, const struct allot_store_prio_class *c)
         return api_error(r, 422, "invalid", "%s", w.err);
     if (rc < 0)
         return api_error(r, 500, "store", "%s", allot_strerror(rc));
+    refs_changed(r->srv);
     loop_post(r->srv->loop, LOOP_TENANTS, 0, NULL);
     if (!c)
         return api_json(r, 200, json_pack("{s:s}", "deleted", r->params[0]));

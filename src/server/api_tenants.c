@@ -8,6 +8,7 @@
  */
 #include "http.h"
 #include "loop.h"
+#include "refs.h"
 #include "tenants.h"
 
 #include "allot/common.h"
@@ -149,6 +150,7 @@ int api_tenants_put(struct req *r)
     else if (rc < 0)
         api_error(r, 500, "store", "%s", allot_strerror(rc));
     else {
+        refs_changed(r->srv);
         loop_post(r->srv->loop, LOOP_TENANTS, 0, NULL);
         api_json(
             r, 200,

@@ -410,11 +410,15 @@ void loop_submit_job(struct loop *l, const struct allot_store_job *j, bool gate)
         json_decref(b);
         return;
     }
+    /* where an adopted job runs, as stored (written back when it ends) */
+    char *wpl = adopted && j->placement ? strdup(j->placement) : NULL;
     l->live[l->n_live++] = (struct live){.sid = j->id,
                                          .qid = qid,
                                          .wstate = j->state,
                                          .wruns = adopted ? 1 : 0,
                                          .wreason = loop_hash_str(j->pending_reason),
+                                         .wstart = j->start_time,
+                                         .wplacement = wpl,
                                          .spec = b,
                                          .requeue = js.requeue,
                                          .parent = j->array_parent,
@@ -442,6 +446,7 @@ static void drop_live(struct loop *l, size_t i)
         LOG_WARN("loop", "job %lld: the core keeps its slot (out of memory)",
                  (long long)l->live[i].sid);
     json_decref(l->live[i].spec);
+    free(l->live[i].wplacement);
     l->hold_dirty = true; /* a job that others wait for may have ended */
     l->live_at[l->live[i].qid] = -1;
     l->live[i] = l->live[--l->n_live];
@@ -772,8 +777,79 @@ static const char *dec_event(int kind)
     return kind == ALLOT_DEC_START ? "placed" : kind == ALLOT_DEC_PREEMPT ? "preempted" : "stopped";
 }
 
-/* Group-commit write: what changed since the last cycle. Runs while the
- * loop thread waits for it, so it may update the live set's records. */
+/* Pending jobs whose reason is recomputed per cycle besides the new ones:
+ * a reason scans the nodes, so computing every waiting job's in every
+ * cycle would cost O(pending x nodes) per change. A waiting job's reason is
+ * at most ceil(pending / REASONS_PER_CYCLE) cycles old. */
+#define REASONS_PER_CYCLE 64
+
+static void changes_clear(struct loop *l)
+{
+    for (size_t i = 0; i < l->n_chg; i++) {
+        allot_free(l->chg[i].reason);
+        free(l->chg[i].placement);
+    }
+    l->n_chg = 0;
+}
+
+/* Works out, on the loop thread, what the store needs after this cycle:
+ * new states, placements (as JSON text) and pending reasons of live jobs,
+ * so that the group-commit write (changes_fn) only writes. Returns 0 or
+ * ALLOT_ENOMEM (the changes found so far are kept; the rest next cycle). */
+static int changes_prepare(struct loop *l)
+{
+    size_t n = l->n_live, window = n < REASONS_PER_CYCLE ? n : REASONS_PER_CYCLE;
+    bool nodes = allot_cluster_node_count(l->c) > 0;
+
+    changes_clear(l);
+    for (size_t i = 0; i < n; i++) {
+        struct live *e = &l->live[i];
+        const struct allot_job *qj = allot_queue_job(l->q, e->qid);
+        struct change c = {.i = i, .want = e->wstate};
+        const char *reason = NULL;
+        bool fresh = qj->runs != e->wruns;
+
+        if (qj->state == ALLOT_JOB_PENDING) {
+            c.want = ALLOT_SJ_PENDING;
+            /* new in pending, or its turn in the round robin */
+            if (!fresh && e->wstate == ALLOT_SJ_PENDING &&
+                (i + n - l->reason_cursor % n) % n >= window)
+                continue;
+            reason = nodes ? allot_queue_reason(l->q, e->qid) : "no node is registered yet";
+        } else if (qj->state == ALLOT_JOB_DONE) {
+            c.want = ALLOT_SJ_FAILED;
+            reason = allot_queue_reason(l->q, e->qid);
+        } else if (fresh) {
+            c.want = ALLOT_SJ_STARTING;
+        }
+        c.reason_hash = loop_hash_str(reason);
+        if (c.want == e->wstate && c.reason_hash == e->wreason && !fresh)
+            continue;
+        if (allot_grow((void **)&l->chg, &l->cap_chg, l->n_chg + 1, sizeof(*l->chg)) < 0)
+            return ALLOT_ENOMEM;
+        if (reason && !(c.reason = allot_strdup(reason)))
+            return ALLOT_ENOMEM;
+        if (c.want == ALLOT_SJ_STARTING) {
+            json_t *pl = placement_json(l, qj);
+
+            c.placement = pl ? json_dumps(pl, JSON_COMPACT) : NULL;
+            json_decref(pl);
+            if (!c.placement) {
+                allot_free(c.reason);
+                return ALLOT_ENOMEM;
+            }
+        }
+        c.runs = qj->runs;
+        l->chg[l->n_chg++] = c;
+    }
+    l->reason_cursor = n ? (l->reason_cursor % n + window) % n : 0;
+    return 0;
+}
+
+/* Group-commit write: the cycle's decisions as events, and the changes
+ * changes_prepare found, written as they are (a job cancelled or ended
+ * meanwhile is left alone: the store refuses to change an ended job). Runs
+ * while the loop thread waits for it, so it may update the live records. */
 static int changes_fn(struct allot_store *st, void *arg)
 {
     struct loop_write *w = arg;
@@ -781,7 +857,7 @@ static int changes_fn(struct allot_store *st, void *arg)
     int64_t now = w->now;
 
     for (size_t d = 0; d < l->n_decs; d++) {
-        /* every core job came through submit_job, which reserved its id */
+        /* every core job came through loop_submit_job, which reserved its id */
         int32_t i =
             ALLOT_ALWAYS((size_t)l->decs[d].qid < l->cap_live_at) ? l->live_at[l->decs[d].qid] : -1;
         struct allot_store_event ev = {
@@ -791,57 +867,32 @@ static int changes_fn(struct allot_store *st, void *arg)
         ev.job_id = l->live[i].sid;
         allot_store_event_add(st, &ev, NULL);
     }
-    for (size_t i = 0; i < l->n_live; i++) {
-        struct live *e = &l->live[i];
-        const struct allot_job *qj = allot_queue_job(l->q, e->qid);
-        struct allot_store_job j = {0};
-        int want = e->wstate;
-        const char *reason = NULL;
-        uint64_t rh = e->wreason;
+    for (size_t k = 0; k < l->n_chg; k++) {
+        const struct change *c = &l->chg[k];
+        struct live *e = &l->live[c->i];
+        struct allot_store_job j = {.id = e->sid,
+                                    .state = c->want,
+                                    .placement = c->want == ALLOT_SJ_PENDING ? NULL
+                                                 : c->placement              ? c->placement
+                                                                             : e->wplacement,
+                                    .pending_reason = c->reason,
+                                    .start_time = c->want == ALLOT_SJ_STARTING ? now : e->wstart,
+                                    .end_time = c->want == ALLOT_SJ_FAILED ? now : 0};
+        int rc = allot_store_job_update(st, &j);
 
-        if (qj->state == ALLOT_JOB_PENDING) {
-            want = ALLOT_SJ_PENDING;
-            reason = allot_cluster_node_count(l->c) ? allot_queue_reason(l->q, e->qid)
-                                                    : "no node is registered yet";
-            rh = loop_hash_str(reason);
-        } else if (qj->state == ALLOT_JOB_DONE) {
-            want = ALLOT_SJ_FAILED;
-            reason = allot_queue_reason(l->q, e->qid);
-        } else if (qj->runs != e->wruns) {
-            want = ALLOT_SJ_STARTING;
+        if (rc == 0) {
+            e->wstate = c->want;
+            e->wruns = c->runs;
+            e->wreason = c->reason_hash;
+            e->wstart = j.start_time;
+            if (c->placement) {
+                free(e->wplacement);
+                e->wplacement = l->chg[k].placement;
+                l->chg[k].placement = NULL; /* kept by the live record */
+            }
+        } else if (rc != ALLOT_ESTATE && rc != ALLOT_ENOENT) {
+            return rc;
         }
-        if (want == e->wstate && rh == e->wreason && qj->runs == e->wruns)
-            continue;
-        if (allot_store_job_get(st, e->sid, &j) < 0)
-            continue;
-        if (allot_store_job_state_terminal(j.state)) {
-            allot_store_job_clear(&j);
-            continue; /* cancelled meanwhile: its message is on the way */
-        }
-        allot_free(j.pending_reason);
-        j.pending_reason = reason ? allot_strdup(reason) : NULL;
-        j.state = want;
-        if (want == ALLOT_SJ_STARTING) {
-            json_t *pl = placement_json(l, qj);
-            char *s = pl ? json_dumps(pl, JSON_COMPACT) : NULL;
-
-            allot_free(j.placement);
-            j.placement = s ? allot_strdup(s) : NULL;
-            free(s);
-            json_decref(pl);
-            j.start_time = now;
-        } else if (want == ALLOT_SJ_PENDING) {
-            allot_free(j.placement);
-            j.placement = NULL;
-        } else {
-            j.end_time = now;
-        }
-        if (allot_store_job_update(st, &j) == 0) {
-            e->wstate = want;
-            e->wruns = qj->runs;
-            e->wreason = rh;
-        }
-        allot_store_job_clear(&j);
     }
     return 0;
 }
@@ -989,11 +1040,14 @@ static void cycle(struct loop *l)
     if (rc < 0)
         LOG_WARN("loop", "cycle stopped early: %s", allot_strerror(rc));
     struct loop_write w = {.l = l, .now = now};
+    if (changes_prepare(l) < 0)
+        LOG_ERROR("loop", "out of memory noting the cycle's changes; the rest next cycle");
     if (srv_write(l->srv, changes_fn, &w) < 0) {
         LOG_ERROR("loop", "commit of decisions failed; rewriting them next cycle");
         for (size_t i = 0; i < l->n_live; i++)
             l->live[i].wstate = -1; /* differs from every state: written again */
     }
+    changes_clear(l);
     /* jobs the core ended (time limit) leave the live set */
     for (size_t i = l->n_live; i-- > 0;)
         if (allot_queue_job(l->q, l->live[i].qid)->state == ALLOT_JOB_DONE)
@@ -1004,10 +1058,20 @@ static void cycle(struct loop *l)
         LOG_DEBUG("loop", "cycle: %zu decisions, %zu live jobs", l->n_decs, l->n_live);
 }
 
+static void ts_add_ms(struct timespec *t, int64_t ms)
+{
+    t->tv_sec += ms / 1000;
+    t->tv_nsec += (ms % 1000) * 1000000;
+    if (t->tv_nsec >= 1000000000) {
+        t->tv_sec++;
+        t->tv_nsec -= 1000000000;
+    }
+}
+
 static void *loop_main(void *arg)
 {
     struct loop *l = arg;
-    int64_t interval_ms = l->srv->cfg.cycle_interval;
+    int64_t interval_ms = l->srv->cfg.cycle_interval, gap_ms = l->srv->cfg.cycle_gap;
 
     if (rebuild(l) < 0)
         LOG_ERROR("loop", "rebuild from the store incomplete");
@@ -1020,20 +1084,22 @@ static void *loop_main(void *arg)
     atomic_store(&l->srv->ready, true);
     LOG_INFO("loop", "ready");
     for (;;) {
-        struct timespec until;
+        struct timespec until, gap_end;
         struct msg *m;
         bool stop;
 
         clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_sec += interval_ms / 1000;
-        until.tv_nsec += (interval_ms % 1000) * 1000000;
-        if (until.tv_nsec >= 1000000000) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000;
-        }
+        gap_end = until;
+        ts_add_ms(&until, interval_ms);
+        ts_add_ms(&gap_end, gap_ms);
         pthread_mutex_lock(&l->mu);
         while (!l->head && !l->stop)
             if (pthread_cond_timedwait(&l->cv, &l->mu, &until) == ETIMEDOUT)
+                break;
+        /* changes that come close together share one cycle: wait out the
+         * gap since the last cycle, gathering more */
+        while (l->head && !l->stop)
+            if (pthread_cond_timedwait(&l->cv, &l->mu, &gap_end) == ETIMEDOUT)
                 break;
         m = l->head;
         l->head = l->tail = NULL;
@@ -1120,9 +1186,13 @@ void loop_stop(struct loop *l)
     pthread_cond_signal(&l->cv);
     pthread_mutex_unlock(&l->mu);
     pthread_join(l->thread, NULL);
-    for (size_t i = 0; i < l->n_live; i++)
+    for (size_t i = 0; i < l->n_live; i++) {
         json_decref(l->live[i].spec);
+        free(l->live[i].wplacement);
+    }
     allot_free(l->live);
+    changes_clear(l);
+    allot_free(l->chg);
     for (size_t i = 0; i < l->n_held; i++)
         allot_free(l->held[i].deps);
     allot_free(l->held);

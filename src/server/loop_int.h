@@ -34,6 +34,18 @@ struct live {
     bool requeue;     /* back to pending when its node is lost */
     int64_t parent;   /* array it belongs to (its first job's id), 0 = none */
     int index;        /* its index in that array */
+    int64_t wstart;   /* start time last written */
+    char *wplacement; /* owned (malloc): placement last written, or NULL */
+};
+
+/* What a cycle writes for one live job (changes_prepare, changes_fn). */
+struct change {
+    size_t i;     /* index in the live set */
+    int want;     /* store state to write */
+    int64_t runs; /* the core's run count it reflects */
+    char *reason; /* owned (allot_malloc), or NULL */
+    uint64_t reason_hash;
+    char *placement; /* owned (malloc): the new placement, or NULL */
 };
 
 /* A pending job the core does not see yet: it waits for its dependencies
@@ -73,7 +85,10 @@ struct loop {
     int n_prio;
     struct live *live;
     size_t n_live, cap_live;
-    struct held *held; /* owned, in submission order */
+    struct change *chg; /* owned: this cycle's changes */
+    size_t n_chg, cap_chg;
+    size_t reason_cursor; /* round robin of pending reasons (changes_prepare) */
+    struct held *held;    /* owned, in submission order */
     size_t n_held, cap_held;
     bool hold_dirty;  /* a job ended or was held: evaluate the gate again */
     int32_t *live_at; /* owned: by core job id, its index in live, or -1 */

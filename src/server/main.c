@@ -13,6 +13,7 @@
 #include "http.h"
 #include "log.h"
 #include "loop.h"
+#include "refs.h"
 
 #include "allot/common.h"
 #include "allot/config.h"
@@ -93,6 +94,14 @@ static const struct allot_config_option options[] = {
      .min = 10,
      .max = 3600000,
      .help = "A scheduling cycle runs after every change and at least this often."},
+    {.name = "cycle-gap",
+     .type = ALLOT_CFG_DURATION,
+     .offset = F(cycle_gap),
+     .def = "10ms",
+     .min = 0,
+     .max = 1000,
+     .help = "Least time between two cycles: changes that come closer together share one "
+             "cycle (under load, fewer and larger cycles)."},
     {.name = "placement",
      .type = ALLOT_CFG_STRING,
      .offset = F(placement),
@@ -276,6 +285,7 @@ static int serve(struct server *s)
         return 1;
     }
     pthread_mutex_init(&s->readers_lock, NULL);
+    pthread_mutex_init(&s->refs_lock, NULL);
     /* a lone write waits at most 200 us for company before it commits */
     s->gc = allot_store_gc_new(s->wst, 256, 200);
     if (!s->gc) {
@@ -332,6 +342,7 @@ out_cat:
     allot_catalog_free(s->cat);
     allot_store_gc_free(s->gc);
     close_readers(s);
+    refs_free(s);
 out_store:
     allot_store_close(s->wst);
     if (!rc)

@@ -39,6 +39,7 @@ struct server_config {
     int64_t workers;
     int64_t body_max;
     int64_t cycle_interval; /* ms */
+    int64_t cycle_gap;      /* ms: least time between two cycles */
     int64_t lease;          /* ms */
     int64_t ready_delay;    /* ms: test hook, stays 503 this long */
     int64_t rate_limit;     /* requests per second per token; 0 = off */
@@ -56,11 +57,14 @@ struct server {
     pthread_mutex_t readers_lock;
     struct allot_store **readers; /* owned: the threads' read handles */
     size_t n_readers, cap_readers;
-    struct allot_catalog *cat; /* owned, immutable */
-    struct http *http;         /* owned */
-    struct loop *loop;         /* owned */
-    atomic_bool ready;         /* the core was rebuilt from the store */
-    atomic_int max_node_gpus;  /* most GPUs on one registered node (0: none yet) */
+    struct allot_catalog *cat;     /* owned, immutable */
+    struct http *http;             /* owned */
+    struct loop *loop;             /* owned */
+    atomic_bool ready;             /* the core was rebuilt from the store */
+    atomic_int max_node_gpus;      /* most GPUs on one registered node (0: none yet) */
+    pthread_mutex_t refs_lock;     /* leaf lock: guards refs */
+    struct refs *refs;             /* owned: tenants and classes jobs may name (refs.c) */
+    atomic_uint_fast64_t refs_gen; /* bumped by every change of them */
 };
 
 /* Who called: resolved from the bearer token. */
