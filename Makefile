@@ -4,6 +4,7 @@
 #   make test       install missing packages, build, run every unit test
 #   make test-data  checks against the real traces in ../shared/data
 #   make test-asan  unit tests under AddressSanitizer + UBSan
+#   make fuzz       libFuzzer (clang) on each parser, FUZZ_SECONDS (60) each
 #   make bench      placement, scheduling-cycle and simulator benchmarks
 #   make bench-cycle  one scheduling cycle at daemon scale (latency, memory)
 #   make bench-api      allotd's durable submissions with 1, 8, 64 clients
@@ -19,7 +20,7 @@ DATA      ?= $(abspath ../shared/data)
 CMAKE_GEN  = cmake -S . -G Ninja -Wno-dev
 PREFIX    ?= /usr/local
 
-.PHONY: all build deps demo test test-data test-asan bench bench-cycle bench-api bench-cluster check format install clean
+.PHONY: all build deps demo test test-data test-asan fuzz bench bench-cycle bench-api bench-cluster check format install clean
 
 all: build
 
@@ -46,6 +47,30 @@ test-asan: deps
 	@ninja -C $(ASAN) -j$(JOBS) --quiet
 	@cd $(ASAN) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 		ctest --output-on-failure -j$(JOBS)
+
+# libFuzzer on a copy of each committed corpus (docs/fuzzing.md)
+FUZZ         ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS  = jobspec tenants http cli_input
+
+fuzz: deps
+	@command -v clang >/dev/null || { echo "make fuzz needs clang" >&2; exit 1; }
+	@CC=clang $(CMAKE_GEN) -B $(FUZZ) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DALLOT_FUZZ=ON >/dev/null
+	@ninja -C $(FUZZ) -j$(JOBS) --quiet $(addprefix fuzz-,$(FUZZ_TARGETS))
+	@for t in $(FUZZ_TARGETS); do \
+		rm -rf $(FUZZ)/corpus/$$t; mkdir -p $(FUZZ)/corpus/$$t $(FUZZ)/artifacts/$$t; \
+		cp tests/fuzz/corpus/$$t/* $(FUZZ)/corpus/$$t/; \
+		echo "fuzz-$$t: $(FUZZ_SECONDS) s"; \
+		if ! $(FUZZ)/fuzz-$$t -max_total_time=$(FUZZ_SECONDS) -close_fd_mask=2 \
+			-artifact_prefix=$(FUZZ)/artifacts/$$t/ $(FUZZ)/corpus/$$t >$(FUZZ)/fuzz-$$t.log 2>&1; then \
+			tail -n 40 $(FUZZ)/fuzz-$$t.log; \
+			echo "fuzz-$$t failed: the input is in $(FUZZ)/artifacts/$$t/ (docs/fuzzing.md)" >&2; \
+			exit 1; \
+		fi; \
+		grep -E '^#[0-9]+' $(FUZZ)/fuzz-$$t.log | tail -n 1; \
+	done
+	@echo "New inputs are in $(FUZZ)/corpus/TARGET. To keep those that add coverage:"
+	@echo "  $(FUZZ)/fuzz-TARGET -merge=1 tests/fuzz/corpus/TARGET $(FUZZ)/corpus/TARGET"
 
 bench: deps build
 	@$(BUILD)/bench-placement

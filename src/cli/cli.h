@@ -222,6 +222,10 @@ const char *out_time(json_t *v, char *buf, size_t n);
  * printing `allot: usage: FILE:LINE: ...`. */
 json_t *input_load(const char *path);
 
+/* The same on open stream f (IN, borrowed: read, never closed), called
+ * `name` in messages; `json` says to read JSON whatever the first byte. */
+json_t *input_read(FILE *f, const char *name, bool json);
+
 /* ---- verbs ----
  * Each runs one verb: argv holds the argc arguments after the verb's name.
  * Returns an exit code (enum cli_exit), CLI_HELP after printing --help;

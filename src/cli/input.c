@@ -144,20 +144,11 @@ static json_t *load_yaml(FILE *f, const char *name)
     return v;
 }
 
-json_t *input_load(const char *path)
+json_t *input_read(FILE *f, const char *name, bool json)
 {
-    bool stdin_ = !strcmp(path, "-");
-    FILE *f = stdin_ ? stdin : fopen(path, "rb");
-    const char *name = stdin_ ? "(stdin)" : path;
-    size_t n = strlen(path);
-    bool json = n > 5 && !strcmp(path + n - 5, ".json");
     json_t *v = NULL;
     int ch;
 
-    if (!f) {
-        cli_usage_error("cannot open %s: %s", path, strerror(errno));
-        return NULL;
-    }
     /* peek at the first non-blank byte */
     while ((ch = getc(f)) == ' ' || ch == '\t' || ch == '\n' || ch == '\r')
         ;
@@ -174,6 +165,21 @@ json_t *input_load(const char *path)
     } else {
         v = load_yaml(f, name);
     }
+    return v;
+}
+
+json_t *input_load(const char *path)
+{
+    bool stdin_ = !strcmp(path, "-");
+    FILE *f = stdin_ ? stdin : fopen(path, "rb");
+    size_t n = strlen(path);
+    json_t *v;
+
+    if (!f) {
+        cli_usage_error("cannot open %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    v = input_read(f, stdin_ ? "(stdin)" : path, n > 5 && !strcmp(path + n - 5, ".json"));
     if (!stdin_)
         fclose(f);
     return v;

@@ -410,6 +410,14 @@ void loop_submit_job(struct loop *l, const struct allot_store_job *j, bool gate)
         json_decref(b);
         return;
     }
+    char *spec_text = strdup(j->spec);
+    json_decref(b);
+    if (!spec_text) {
+        allot_queue_cancel(l->q, qid, srv_now());
+        allot_queue_forget(l->q, qid);
+        loop_reject(l, j->id, "out of memory");
+        return;
+    }
     /* where an adopted job runs, as stored (written back when it ends) */
     char *wpl = adopted && j->placement ? strdup(j->placement) : NULL;
     l->live[l->n_live++] = (struct live){.sid = j->id,
@@ -419,7 +427,7 @@ void loop_submit_job(struct loop *l, const struct allot_store_job *j, bool gate)
                                          .wreason = loop_hash_str(j->pending_reason),
                                          .wstart = j->start_time,
                                          .wplacement = wpl,
-                                         .spec = b,
+                                         .spec_text = spec_text,
                                          .requeue = js.requeue,
                                          .parent = j->array_parent,
                                          .index = j->array_index};
@@ -446,6 +454,7 @@ static void drop_live(struct loop *l, size_t i)
         LOG_WARN("loop", "job %lld: the core keeps its slot (out of memory)",
                  (long long)l->live[i].sid);
     json_decref(l->live[i].spec);
+    free(l->live[i].spec_text);
     free(l->live[i].wplacement);
     l->hold_dirty = true; /* a job that others wait for may have ended */
     l->live_at[l->live[i].qid] = -1;
@@ -637,7 +646,7 @@ static void check_leases(struct loop *l, int64_t now)
             if (!job_on_node(allot_queue_job(l->q, e->qid), i))
                 continue;
             allot_queue_cancel(l->q, e->qid, now);
-            spec = e->requeue ? json_dumps(e->spec, JSON_COMPACT) : NULL;
+            spec = e->requeue ? strdup(e->spec_text) : NULL;
             if (spec) {
                 /* a new core job for the same stored one: pending again */
                 struct allot_store_job sj = {.id = e->sid,
@@ -978,9 +987,13 @@ static void publish(struct loop *l, double secs)
 
         if (qj->state == ALLOT_JOB_PENDING) {
             pend++;
+            json_decref(l->live[i].spec);
+            l->live[i].spec = NULL;
             continue;
         }
         run++;
+        if (!l->live[i].spec)
+            l->live[i].spec = json_loads(l->live[i].spec_text, 0, NULL);
         json_t *pl = placement_json(l, qj), *x;
         size_t k;
 
@@ -1188,6 +1201,7 @@ void loop_stop(struct loop *l)
     pthread_join(l->thread, NULL);
     for (size_t i = 0; i < l->n_live; i++) {
         json_decref(l->live[i].spec);
+        free(l->live[i].spec_text);
         free(l->live[i].wplacement);
     }
     allot_free(l->live);

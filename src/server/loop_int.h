@@ -30,7 +30,10 @@ struct live {
     int wstate;       /* store state last written (enum allot_store_job_state) */
     int64_t wruns;    /* core run count when last written */
     uint64_t wreason; /* hash of the pending reason last written */
-    json_t *spec;     /* owned: the stored spec (desired state shows it) */
+    char *spec_text;  /* owned (malloc): the stored spec, as JSON text */
+    json_t *spec;     /* owned: spec_text parsed while the job is placed (the
+                         desired state shows it), else NULL: memory follows
+                         the running jobs, not the waiting ones */
     bool requeue;     /* back to pending when its node is lost */
     int64_t parent;   /* array it belongs to (its first job's id), 0 = none */
     int index;        /* its index in that array */
