@@ -62,6 +62,15 @@ static json_t *convert(yaml_document_t *doc, yaml_node_t *n, int depth, char *er
     case YAML_SCALAR_NODE: {
         const char *s = (const char *)n->data.scalar.value;
         size_t len = n->data.scalar.length;
+
+        /* "\0" in a double-quoted scalar: jansson could hold it, but the
+         * JSON reader refuses it, the YAML writer would cut the string
+         * there, and the API refuses \u0000 (fuzz_cli_input) */
+        if (strlen(s) != len) {
+            allot_fmt(err, errlen, "line %zu: a string holds a NUL character",
+                      n->start_mark.line + 1);
+            return NULL;
+        }
         /* libyaml's loader tags every untagged scalar !!str, so only the
          * style tells a plain scalar from a quoted one */
         if (n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE)
@@ -91,7 +100,8 @@ static json_t *convert(yaml_document_t *doc, yaml_node_t *n, int depth, char *er
             yaml_node_t *k = yaml_document_get_node(doc, p->key);
             json_t *v;
 
-            if (!k || k->type != YAML_SCALAR_NODE) {
+            if (!k || k->type != YAML_SCALAR_NODE ||
+                strlen((const char *)k->data.scalar.value) != k->data.scalar.length) {
                 allot_fmt(err, errlen, "line %zu: a key must be a plain string",
                           k ? k->start_mark.line + 1 : 0);
                 json_decref(out);
