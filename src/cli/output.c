@@ -58,17 +58,49 @@ static bool plain_ok(const char *s)
     return !looks_like_other(s);
 }
 
+/* Writes s (valid UTF-8, as jansson keeps it) as a YAML double-quoted
+ * scalar. JSON's escaping is not enough: YAML 1.1 reads U+0085, U+2028 and
+ * U+2029 as line breaks (folded away inside quotes) and refuses C1 controls,
+ * U+FEFF, U+FFFE and U+FFFF, so those are written as escapes. */
+static void y_quoted(FILE *f, const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+
+    fputc('"', f);
+    while (*p) {
+        unsigned cp = *p;
+        int n = cp < 0x80 ? 1 : cp < 0xe0 ? 2 : cp < 0xf0 ? 3 : 4;
+
+        if (n == 1) {
+            if (cp == '"' || cp == '\\')
+                fprintf(f, "\\%c", (int)cp);
+            else if (cp < 0x20 || cp == 0x7f)
+                fprintf(f, "\\x%02x", cp);
+            else
+                fputc((int)cp, f);
+            p++;
+            continue;
+        }
+        cp &= 0x7fu >> n;
+        for (int i = 1; i < n && p[i]; i++)
+            cp = cp << 6 | (p[i] & 0x3fu);
+        if ((cp >= 0x80 && cp <= 0x9f) || cp == 0x2028 || cp == 0x2029 || cp == 0xfeff ||
+            cp == 0xfffe || cp == 0xffff)
+            fprintf(f, "\\u%04x", cp);
+        else
+            fwrite(p, 1, (size_t)n, f);
+        for (int i = 0; i < n && *p; i++)
+            p++;
+    }
+    fputc('"', f);
+}
+
 static void y_string(FILE *f, const char *s)
 {
-    if (plain_ok(s)) {
+    if (plain_ok(s))
         fputs(s, f);
-    } else {
-        /* a JSON string is a valid YAML double-quoted scalar */
-        json_t *j = json_string(s);
-        if (j)
-            json_dumpf(j, f, JSON_ENCODE_ANY);
-        json_decref(j);
-    }
+    else
+        y_quoted(f, s);
 }
 
 static void y_scalar(FILE *f, json_t *v)
