@@ -182,7 +182,15 @@ static void y_obj(FILE *f, json_t *o, int ind, bool first_inline)
         if (!(first && first_inline))
             fprintf(f, "%*s", ind, "");
         first = false;
-        y_string(f, k);
+        /* YAML readers take an implicit key of at most 1024 characters;
+         * a longer one (after escaping, up to 4 per byte) is explicit */
+        if (strlen(k) > 250) {
+            fputs("? ", f);
+            y_string(f, k);
+            fprintf(f, "\n%*s", ind, "");
+        } else {
+            y_string(f, k);
+        }
         fputc(':', f);
         y_value(f, v, ind, Y_KEY);
     }
