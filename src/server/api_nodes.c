@@ -199,38 +199,71 @@ out:
     return 0;
 }
 
-/* Applies one job report of node `node` (store lock held, in a batch).
- * Returns 0, 1 when the job ended (the loop must hear of it), or an error. */
-/* True when the placement (JSON text) puts a task on node `name`. */
-static bool placed_on(const char *placement, const char *name)
+/* How many distinct nodes the placement (JSON text) uses, and whether
+ * `name` is one of them. */
+static int placement_nodes(const char *placement, const char *name, bool *on)
 {
-    json_t *pl = placement ? json_loads(placement, 0, NULL) : NULL, *t;
-    bool on = false;
+    json_t *pl = placement ? json_loads(placement, 0, NULL) : NULL, *t, *seen = json_object();
+    int n;
     size_t i;
 
+    *on = false;
     json_array_foreach(json_object_get(pl, "tasks"), i, t)
     {
-        const char *n = json_string_value(json_object_get(t, "node"));
+        const char *nn = json_string_value(json_object_get(t, "node"));
 
-        on |= n && !strcmp(n, name);
+        if (nn) {
+            *on |= !strcmp(nn, name);
+            json_object_set_new(seen, nn, json_true());
+        }
     }
+    n = (int)json_object_size(seen);
+    json_decref(seen);
     json_decref(pl);
-    return on;
+    return n;
 }
 
+/* How many distinct nodes reported a gang's tasks on them done ("node-done"
+ * events), counting `node`'s report being written. */
+static int nodes_done(struct allot_store *st, int64_t job, const char *node, int *rc)
+{
+    struct allot_store_event *ev = NULL;
+    json_t *seen = json_object();
+    size_t n = 0;
+    int count;
+
+    json_object_set_new(seen, node, json_true());
+    *rc = allot_store_event_list(st, job, 0, ALLOT_STORE_PAGE_MAX, &ev, &n);
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(ev[i].kind, "node-done") && ev[i].detail)
+            json_object_set_new(seen, ev[i].detail, json_true());
+    allot_store_events_free(ev, n);
+    count = (int)json_object_size(seen);
+    json_decref(seen);
+    return count;
+}
+
+/* Applies one job report of node `node` (inside the heartbeat's write).
+ * *ended gets the job's id when the report ended it (the loop must hear
+ * of it). A report that succeeded ends a job whose tasks are on several
+ * nodes only once every one of them reported (a "node-done" event each);
+ * a failure or loss ends it at once (the other tasks are stopped). */
 static int job_report(struct allot_store *st, const char *node, json_t *rep, int64_t now,
                       int64_t *ended)
 {
     json_t *jid = json_object_get(rep, "id"), *js = json_object_get(rep, "state");
     json_t *jx = json_object_get(rep, "exit_code");
+    const char *detail = json_string_value(json_object_get(rep, "detail"));
     struct allot_store_job j = {0};
-    int state, rc;
+    int state, rc, nodes = 0;
+    bool on = false;
 
     *ended = 0;
     state = allot_store_job_state_parse(json_string_value(js));
     rc = allot_store_job_get(st, json_integer_value(jid), &j);
-    if (rc == ALLOT_ENOENT ||
-        (rc == 0 && (allot_store_job_state_terminal(j.state) || !placed_on(j.placement, node)))) {
+    if (rc == 0)
+        nodes = placement_nodes(j.placement, node, &on);
+    if (rc == ALLOT_ENOENT || (rc == 0 && (allot_store_job_state_terminal(j.state) || !on))) {
         allot_store_job_clear(&j);
         return 0; /* stale report: the job ended, moved, or never was here */
     }
@@ -242,14 +275,25 @@ static int job_report(struct allot_store *st, const char *node, json_t *rep, int
         rc = allot_store_job_update(st, &j);
         if (!rc)
             rc = allot_store_event_add(st, &ev, NULL);
-    } else if ((state == ALLOT_SJ_SUCCEEDED || state == ALLOT_SJ_FAILED) &&
-               j.state != ALLOT_SJ_PENDING) {
+    } else if (state == ALLOT_SJ_SUCCEEDED && nodes > 1 && j.state != ALLOT_SJ_PENDING &&
+               nodes_done(st, j.id, node, &rc) < nodes) {
         struct allot_store_event ev = {
-            .job_id = j.id, .time = now, .kind = (char *)allot_store_job_state_name(state)};
+            .job_id = j.id, .time = now, .kind = "node-done", .detail = (char *)node};
+        if (!rc)
+            rc = allot_store_event_add(st, &ev, NULL);
+    } else if ((state == ALLOT_SJ_SUCCEEDED || state == ALLOT_SJ_FAILED ||
+                state == ALLOT_SJ_LOST) &&
+               j.state != ALLOT_SJ_PENDING) {
+        struct allot_store_event ev = {.job_id = j.id,
+                                       .time = now,
+                                       .kind = (char *)allot_store_job_state_name(state),
+                                       .detail = (char *)detail};
         j.state = state;
         j.end_time = now;
         j.has_exit_code = jx != NULL;
         j.exit_code = (int)json_integer_value(jx);
+        allot_free(j.pending_reason);
+        j.pending_reason = detail ? allot_strdup(detail) : NULL; /* why it ended */
         rc = allot_store_job_update(st, &j);
         if (!rc)
             rc = allot_store_event_add(st, &ev, NULL);
@@ -294,13 +338,14 @@ static int beat_fn(struct allot_store *st, void *arg)
 
 int api_nodes_heartbeat(struct req *r)
 {
-    static const char *const fields[] = {"jobs", "health", "usage", NULL};
-    static const char *const job_fields[] = {"id", "state", "exit_code", NULL};
+    static const char *const fields[] = {"jobs", "health", "usage", "wait_ms", "known", NULL};
+    static const char *const job_fields[] = {"id", "state", "exit_code", "detail", NULL};
     const char *name = r->params[0];
     struct allot_store_node n = {0};
     json_t *b = NULL, *jobs = NULL, *x;
     int64_t now = srv_now(), expiry = now + r->srv->cfg.lease / 1000;
-    int64_t ended[64];
+    int64_t ended[64], wait_ms = 0;
+    const char *known = NULL;
     size_t i, n_ended = 0;
     char target[96];
     int rc;
@@ -322,11 +367,28 @@ int api_nodes_heartbeat(struct req *r)
                 goto bad_job;
             st = allot_store_job_state_parse(json_string_value(json_object_get(x, "state")));
             if (!json_is_integer(json_object_get(x, "id")) ||
-                (st != ALLOT_SJ_RUNNING && st != ALLOT_SJ_SUCCEEDED && st != ALLOT_SJ_FAILED) ||
+                (st != ALLOT_SJ_RUNNING && st != ALLOT_SJ_SUCCEEDED && st != ALLOT_SJ_FAILED &&
+                 st != ALLOT_SJ_LOST) ||
                 (json_object_get(x, "exit_code") &&
-                 !json_is_integer(json_object_get(x, "exit_code"))))
+                 !json_is_integer(json_object_get(x, "exit_code"))) ||
+                (json_object_get(x, "detail") &&
+                 (!json_is_string(json_object_get(x, "detail")) ||
+                  json_string_length(json_object_get(x, "detail")) > 512)))
                 goto bad_job;
         }
+        x = json_object_get(b, "wait_ms");
+        if (x &&
+            (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) > 60000)) {
+            api_error(r, 400, "bad_request", "field \"wait_ms\" must be an integer 0..60000");
+            goto out;
+        }
+        wait_ms = json_integer_value(x);
+        x = json_object_get(b, "known");
+        if (x && (!json_is_string(x) || json_string_length(x) > 64)) {
+            api_error(r, 400, "bad_request", "field \"known\" must be a version string");
+            goto out;
+        }
+        known = json_string_value(x);
     }
     allot_fmt(target, sizeof(target), "node/%s", name);
     struct beat_write w = {.r = r,
@@ -349,18 +411,25 @@ int api_nodes_heartbeat(struct req *r)
         for (i = 0; i < n_ended; i++)
             loop_post(r->srv->loop, LOOP_JOB_FINISHED, ended[i], NULL);
         loop_post(r->srv->loop, LOOP_NODE_SEEN, expiry, name);
+        /* long poll: an agent that already has this desired state waits
+         * (at most wait_ms) for the next one, so a placement reaches it
+         * within one cycle instead of one heartbeat interval */
+        char version[32];
+        json_t *desired =
+            loop_desired_wait(r->srv->loop, name, known, json_array_size(jobs) ? 0 : wait_ms,
+                              version, sizeof(version));
         api_json(r, 200,
-                 json_pack("{s:s,s:s,s:I,s:o}", "node", name, "state",
+                 json_pack("{s:s,s:s,s:I,s:o,s:s}", "node", name, "state",
                            allot_store_node_state_name(n.state), "lease_expiry", (json_int_t)expiry,
-                           "jobs", loop_desired(r->srv->loop, name)));
+                           "jobs", desired, "version", version));
     }
     allot_store_node_clear(&n);
     goto out;
 bad_job:
     if (!r->resp)
         api_error(r, 400, "bad_request",
-                  "field \"jobs[%zu]\": want {\"id\": int, \"state\": running|succeeded|failed, "
-                  "\"exit_code\": int}",
+                  "field \"jobs[%zu]\": want {\"id\": int, \"state\": "
+                  "running|succeeded|failed|lost, \"exit_code\": int, \"detail\": string}",
                   i);
 out:
     json_decref(b);

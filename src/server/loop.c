@@ -1033,6 +1033,7 @@ static void publish(struct loop *l, double secs)
     l->gpu_used_milli = allot_cluster_used_milli(l->c);
     free(l->gauges);
     l->gauges = gauges;
+    pthread_cond_broadcast(&l->dcv);
     pthread_mutex_unlock(&l->dmu);
 }
 
@@ -1161,6 +1162,7 @@ struct loop *loop_start(struct server *s, char *err, size_t errlen)
     pthread_mutex_init(&l->mu, NULL);
     pthread_cond_init(&l->cv, NULL);
     pthread_mutex_init(&l->dmu, NULL);
+    pthread_cond_init(&l->dcv, NULL);
     l->desired = json_object();
     l->c = allot_cluster_new(
         s->cat, pl->flags & ALLOT_SCHED_POLICY_POD_CLASSES ? ALLOT_CLASS_POD_CLASSES : 0);
@@ -1227,7 +1229,65 @@ void loop_stop(struct loop *l)
     pthread_mutex_destroy(&l->mu);
     pthread_cond_destroy(&l->cv);
     pthread_mutex_destroy(&l->dmu);
+    pthread_cond_destroy(&l->dcv);
     allot_free(l);
+}
+
+static void node_version(json_t *a, char *version, size_t vlen)
+{
+    char *text = json_dumps(a, JSON_COMPACT | JSON_SORT_KEYS);
+
+    allot_fmt(version, vlen, "%016llx", (unsigned long long)loop_hash_str(text));
+    free(text);
+}
+
+json_t *loop_desired_wait(struct loop *l, const char *name, const char *known, int64_t wait_ms,
+                          char *version, size_t vlen)
+{
+    struct timespec until;
+    json_t *a = NULL;
+    bool waiting = false;
+
+    clock_gettime(CLOCK_REALTIME, &until);
+    ts_add_ms(&until, wait_ms);
+    pthread_mutex_lock(&l->dmu);
+    for (;;) {
+        a = json_deep_copy(json_object_get(l->desired, name));
+        if (!a)
+            a = json_array();
+        node_version(a, version, vlen);
+        if (!known || wait_ms <= 0 || strcmp(version, known) || l->closing)
+            break;
+        if (!waiting) {
+            if (l->waiters >= (l->srv->cfg.workers > 3 ? l->srv->cfg.workers - 2 : 1))
+                break; /* every worker would wait: answer now */
+            waiting = true;
+            l->waiters++;
+        }
+        if (pthread_cond_timedwait(&l->dcv, &l->dmu, &until) == ETIMEDOUT) {
+            json_decref(a);
+            a = json_deep_copy(json_object_get(l->desired, name));
+            if (!a)
+                a = json_array();
+            node_version(a, version, vlen);
+            break;
+        }
+        json_decref(a);
+    }
+    if (waiting)
+        l->waiters--;
+    pthread_mutex_unlock(&l->dmu);
+    return a;
+}
+
+void loop_release_waiters(struct loop *l)
+{
+    if (!l)
+        return;
+    pthread_mutex_lock(&l->dmu);
+    l->closing = true;
+    pthread_cond_broadcast(&l->dcv);
+    pthread_mutex_unlock(&l->dmu);
 }
 
 json_t *loop_desired(struct loop *l, const char *name)

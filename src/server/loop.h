@@ -44,6 +44,16 @@ int loop_post(struct loop *l, int kind, int64_t id, const char *name);
 /* The desired state of node `name`: a new JSON array of the tasks placed
  * there ({"job":ID,"task":I,"gpus":[...],...}). */
 json_t *loop_desired(struct loop *l, const char *name);
+/* Like loop_desired, with its version (a hash of the array, hex) in
+ * `version`. When `known` equals that version and wait_ms > 0, waits up to
+ * wait_ms for a cycle to change the node's desired state first (long poll;
+ * at most workers - 2 callers wait at once, the others answer at once). */
+json_t *loop_desired_wait(struct loop *l, const char *name, const char *known, int64_t wait_ms,
+                          char *version, size_t vlen);
+/* Wakes every caller waiting in loop_desired_wait and makes later ones
+ * answer at once (at shutdown, before the HTTP server stops). */
+void loop_release_waiters(struct loop *l);
+
 /* How many tasks are placed on node `name` (0 for an unknown node). */
 size_t loop_node_tasks(struct loop *l, const char *name);
 /* Scheduler metrics in Prometheus text format. */

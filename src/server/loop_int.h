@@ -107,6 +107,9 @@ struct loop {
 
     /* published, under dmu */
     pthread_mutex_t dmu;
+    pthread_cond_t dcv; /* broadcast when the desired state is published */
+    int waiters;        /* callers in loop_desired_wait */
+    bool closing;       /* loop_release_waiters was called */
     json_t *desired;
     uint64_t cycles;
     double cycle_sum;

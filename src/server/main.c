@@ -334,6 +334,7 @@ static int serve(struct server *s)
     rc = 0;
     atomic_store(&s->ready, false);
 out_http:
+    loop_release_waiters(s->loop);
     http_stop(s->http);
     s->http = NULL;
     loop_stop(s->loop);

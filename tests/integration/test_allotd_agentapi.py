@@ -1,0 +1,118 @@
+"""The agent side of allotd's API, driven by the test as agents: the
+desired state's version and the long poll (a heartbeat that already has
+the current version waits for the next one), reports with a detail and the
+"lost" state, and a gang across two nodes that ends only when both report
+it done (or at once when one fails)."""
+
+import threading
+import time
+
+import allotd_fixture as fx
+from allotd_fixture import TENANTS, Daemon, expect
+
+dm = None
+AG = None
+
+
+def node(name, gpus=2):
+    return {"name": name, "cpus": 16, "memory": 65536, "gpus": [{"model": "L4"}] * gpus}
+
+
+def beat(name, body=None, status=200):
+    return expect(dm.req("POST", "/v1/nodes/%s/heartbeat" % name, body or {}, token=AG), status)
+
+
+def get(jid):
+    return expect(dm.req("GET", "/v1/jobs/%d" % jid, token=dm.admin), 200)
+
+
+def wait_state(jid, state, timeout=10):
+    end = time.time() + timeout
+    while time.time() < end:
+        j = get(jid)
+        if j["state"] == state:
+            return j
+        time.sleep(0.05)
+    raise AssertionError("job %d not %s: %r" % (jid, state, j))
+
+
+def test_long_poll():
+    expect(dm.req("POST", "/v1/nodes/register", node("ap-1"), token=AG), 201)
+    expect(dm.req("POST", "/v1/nodes/register", node("ap-2"), token=AG), 201)
+    h = beat("ap-1")
+    v0 = h["version"]
+    assert h["jobs"] == [] and len(v0) == 16, h
+    # nothing changes: the poll waits its time out and answers the same version
+    t0 = time.time()
+    h = beat("ap-1", {"known": v0, "wait_ms": 400})
+    assert h["version"] == v0 and time.time() - t0 >= 0.35, (h, time.time() - t0)
+    # a stale version answers at once
+    t0 = time.time()
+    beat("ap-1", {"known": "0" * 16, "wait_ms": 5000})
+    assert time.time() - t0 < 1
+    # a placement wakes the poll well before its time out
+    got = {}
+
+    def poll():
+        t = time.time()
+        got["reply"] = beat("ap-1", {"known": v0, "wait_ms": 10000})
+        got["took"] = time.time() - t
+
+    th = threading.Thread(target=poll)
+    th.start()
+    time.sleep(0.2)
+    j = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 2},
+                      token=dm.admin), 201)
+    th.join(15)
+    assert got["took"] < 5 and got["reply"]["version"] != v0, got
+    assert [d["job"] for d in got["reply"]["jobs"]] == [j["id"]], got
+    # reports answer at once, even with a wait
+    t0 = time.time()
+    beat("ap-1", {"jobs": [{"id": j["id"], "state": "running"}], "known": v0, "wait_ms": 5000})
+    assert time.time() - t0 < 1
+    beat("ap-1", {"wait_ms": 60001}, 400)
+    beat("ap-1", {"known": 5}, 400)
+    # lost with a detail
+    beat("ap-1", {"jobs": [{"id": j["id"], "state": "lost", "detail": "process vanished"}]})
+    j = wait_state(j["id"], "lost")
+    assert j["pending_reason"] == "process vanished", j
+    ev = expect(dm.req("GET", "/v1/jobs/%d/events" % j["id"], token=dm.admin), 200)["events"]
+    assert ev[-1]["kind"] == "lost" and ev[-1]["detail"] == "process vanished", ev
+    beat("ap-1", {"jobs": [{"id": j["id"], "state": "failed", "detail": 7}]}, 400)
+    beat("ap-1", {"jobs": [{"id": j["id"], "state": "failed", "detail": "x" * 513}]}, 400)
+
+
+def test_gang_over_two_nodes():
+    g = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 2, "tasks": 2},
+                      token=dm.admin), 201)
+    g = wait_state(g["id"], "starting")
+    nodes = sorted({t["node"] for t in g["placement"]["tasks"]})
+    assert nodes == ["ap-1", "ap-2"], g
+    for n in nodes:
+        beat(n, {"jobs": [{"id": g["id"], "state": "running"}]})
+    beat("ap-1", {"jobs": [{"id": g["id"], "state": "succeeded", "exit_code": 0}]})
+    time.sleep(0.3)
+    assert get(g["id"])["state"] == "running"
+    beat("ap-1", {"jobs": [{"id": g["id"], "state": "succeeded", "exit_code": 0}]})  # again
+    time.sleep(0.2)
+    assert get(g["id"])["state"] == "running"
+    beat("ap-2", {"jobs": [{"id": g["id"], "state": "succeeded", "exit_code": 0}]})
+    wait_state(g["id"], "succeeded")
+    # one failed task ends the gang at once, with its detail
+    f = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 2, "tasks": 2},
+                      token=dm.admin), 201)
+    wait_state(f["id"], "starting")
+    beat("ap-2", {"jobs": [{"id": f["id"], "state": "failed", "exit_code": 137,
+                            "detail": "OOM killed (memory limit 1024 MiB)"}]})
+    f = wait_state(f["id"], "failed")
+    assert f["exit_code"] == 137 and "OOM" in f["pending_reason"], f
+
+
+if __name__ == "__main__":
+    dm = Daemon()
+    try:
+        expect(dm.req("PUT", "/v1/tenants", TENANTS, token=dm.admin), 200)
+        AG = dm.token("agent", "", "agents")
+        fx.run([test_long_poll, test_gang_over_two_nodes])
+    finally:
+        dm.stop()
