@@ -72,10 +72,17 @@ static void y_quoted(FILE *f, const char *s)
         int n = cp < 0x80 ? 1 : cp < 0xe0 ? 2 : cp < 0xf0 ? 3 : 4;
 
         if (n == 1) {
-            if (cp == '"' || cp == '\\')
-                fprintf(f, "\\%c", (int)cp);
+            static const char short_esc[][2] = {{'"', '"'},  {'\\', '\\'}, {'\b', 'b'}, {'\f', 'f'},
+                                                {'\n', 'n'}, {'\r', 'r'},  {'\t', 't'}};
+            size_t e = 0;
+
+            /* JSON's escapes (all valid in YAML), so common text reads alike */
+            while (e < sizeof(short_esc) / sizeof(short_esc[0]) && short_esc[e][0] != (char)cp)
+                e++;
+            if (e < sizeof(short_esc) / sizeof(short_esc[0]))
+                fprintf(f, "\\%c", short_esc[e][1]);
             else if (cp < 0x20 || cp == 0x7f)
-                fprintf(f, "\\x%02x", cp);
+                fprintf(f, "\\u%04x", cp);
             else
                 fputc((int)cp, f);
             p++;
