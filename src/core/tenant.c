@@ -237,8 +237,8 @@ int allot_tenants_set_quota(struct allot_tenants *t, int i, int res, struct allo
     return 0;
 }
 
-/* Sum of children's nominal on res, or UNLIMITED if any is unlimited or
- * there are no children. */
+/* Sum of children's nominal on res, or UNLIMITED if any is unlimited, if
+ * the sum reaches UNLIMITED, or if there are no children. */
 static int64_t fill_one(struct allot_tenants *t, int i, int res)
 {
     struct allot_tenant *x = &t->v[i];
@@ -247,7 +247,7 @@ static int64_t fill_one(struct allot_tenants *t, int i, int res)
 
     for (int c = x->first_child; c >= 0; c = t->v[c].next_sibling) {
         int64_t v = fill_one(t, c, res);
-        if (v == ALLOT_UNLIMITED)
+        if (v >= ALLOT_UNLIMITED - sum) /* nominals are >= 0 (set_quota) */
             unlimited = true;
         else if (!unlimited)
             sum += v;
@@ -290,6 +290,13 @@ void allot_tenants_set_hold(struct allot_tenants *t, double half_life_s)
     t->gen++;
 }
 
+/* a + b for amounts a, b >= 0, capped at INT64_MAX: sums over thousands
+ * of tenants with huge quotas must not overflow (found by fuzz_tenants). */
+static int64_t sat_add(int64_t a, int64_t b)
+{
+    return b > INT64_MAX - a ? INT64_MAX : a + b;
+}
+
 /* What subtree i withholds from tenants outside it: its own reservation or
  * its children's together, whichever is larger. */
 static int64_t keep(const struct allot_tenants *t, int i, int k)
@@ -301,7 +308,7 @@ static int64_t keep(const struct allot_tenants *t, int i, int k)
         return m->keep;
     own = reserved(t, &t->v[i], k);
     for (int c = t->v[i].first_child; c >= 0; c = t->v[c].next_sibling)
-        sum += keep(t, c, k);
+        sum = sat_add(sum, keep(t, c, k));
     m->kids = sum;
     m->keep = own > sum ? own : sum;
     m->gen = t->gen;
@@ -328,16 +335,16 @@ bool allot_tenants_admits(const struct allot_tenants *t, int i, const struct all
             const struct allot_tenant *x = &t->v[a];
             const struct allot_quota *q = &x->quota[k];
             int64_t limit;
-            withheld += keep_others(t, a, below, k);
+            withheld = sat_add(withheld, keep_others(t, a, below, k));
             if (q->nominal == ALLOT_UNLIMITED)
                 continue;
             limit = q->nominal;
             if (borrow && x->parent >= 0) {
                 if (q->borrow_limit == ALLOT_UNLIMITED)
                     continue; /* may borrow without bound: the levels above decide */
-                limit += q->borrow_limit;
+                limit = sat_add(limit, q->borrow_limit);
             }
-            if (x->usage[k] + r->v[k] + withheld > limit) {
+            if (sat_add(sat_add(x->usage[k], r->v[k]), withheld) > limit) {
                 if (why_tenant)
                     *why_tenant = a;
                 if (why_res)

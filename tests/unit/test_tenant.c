@@ -251,12 +251,42 @@ static void test_alloc_failures(void **state)
     tenant_fault_loop(true);
 }
 
+/* 8,200 children of an unlisted parent, each with the largest memory
+ * nominal a tenants file takes (2^50 MiB): their sum passes INT64_MAX, so
+ * the parent has no limit (it overflowed; found by fuzz_tenants). Each
+ * lends nothing, so what they withhold passes INT64_MAX too. */
+static void test_huge_sums(void **state)
+{
+    struct allot_tenants *t = allot_tenants_new(cat);
+    struct allot_quota q = {INT64_C(1) << 50, ALLOT_UNLIMITED, 0};
+    struct allot_resvec r;
+    char err[128], path[32];
+    int a = -1, first = -1;
+
+    for (int i = 0; i < 8200; i++) {
+        allot_fmt(path, sizeof(path), "org/t%d", i);
+        a = allot_tenants_add(t, path, err, sizeof(err));
+        assert_true(a > 0);
+        if (first < 0)
+            first = a;
+        assert_int_equal(allot_tenants_set_quota(t, a, ALLOT_RES_MEM, q), 0);
+    }
+    allot_tenants_fill_nominal(t);
+    assert_true(allot_tenants_get(t, allot_tenants_find(t, "org"))->quota[ALLOT_RES_MEM].nominal ==
+                ALLOT_UNLIMITED);
+    memset(&r, 0, sizeof(r));
+    r.v[ALLOT_RES_MEM] = 1;
+    assert_true(allot_tenants_admits(t, first, &r, false, NULL, NULL));
+    assert_true(allot_tenants_admits(t, first, &r, true, NULL, NULL));
+    allot_tenants_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_paths),          cmocka_unit_test(test_borrow_and_lend),
         cmocka_unit_test(test_fair_share),     cmocka_unit_test(test_lending_hold),
-        cmocka_unit_test(test_alloc_failures),
+        cmocka_unit_test(test_alloc_failures), cmocka_unit_test(test_huge_sums),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
