@@ -652,10 +652,13 @@ static int check_tree(struct ctx *c, struct sim_tenants_conf *conf)
     /* children's nominal quotas against a listed parent's, one pass per resource */
     for (int res = 0; res < ALLOT_RES_MAX; res++) {
         memset(sum, 0, n * sizeof(*sum));
-        for (size_t i = 0; i < n; i++)
-            if (up[i] >= 0 && conf->v[i].has_quota[res] &&
-                conf->v[i].quota[res].nominal != ALLOT_UNLIMITED)
-                sum[up[i]] += conf->v[i].quota[res].nominal;
+        for (size_t i = 0; i < n; i++) {
+            int64_t v = conf->v[i].quota[res].nominal;
+
+            /* capped: 8,192 children of 2^50 MiB pass INT64_MAX (fuzz_tenants) */
+            if (up[i] >= 0 && conf->v[i].has_quota[res] && v != ALLOT_UNLIMITED)
+                sum[up[i]] = v > INT64_MAX - sum[up[i]] ? INT64_MAX : sum[up[i]] + v;
+        }
         for (size_t pi = 0; pi < n; pi++) {
             const struct sim_tenant_conf *p = &conf->v[pi];
 

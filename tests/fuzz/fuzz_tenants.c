@@ -6,8 +6,9 @@
  * rewrites the document as YAML for the same parser). Invariants: the
  * parsers return 0 or ALLOT_EINVAL with a message; an accepted tree obeys
  * tenants_yaml.h (unique well-formed paths, weight > 0, known isolation,
- * quotas >= 0, classes named and unique, leaves marked) and applies to a
- * fresh core tree without error, as allotd's scheduling loop applies it.
+ * quotas >= 0, classes named and unique, leaves marked, children's
+ * nominals within a listed parent's) and applies to a fresh core tree
+ * without error, as allotd's scheduling loop applies it.
  */
 #include "fuzz.h"
 
@@ -81,6 +82,76 @@ static void check_conf(const struct sim_tenants_conf *c)
     }
 }
 
+static const struct sim_tenants_conf *sorting; /* qsort has no context argument */
+
+static int by_path(const void *a, const void *b)
+{
+    return strcmp(sorting->v[*(const size_t *)a].path, sorting->v[*(const size_t *)b].path);
+}
+
+/* Index of the listed tenant whose path is the len bytes at p, or -1. */
+static long find_listed(const struct sim_tenants_conf *c, const size_t *ord, const char *p,
+                        size_t len)
+{
+    size_t lo = 0, hi = c->n;
+
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        const char *m = c->v[ord[mid]].path;
+        int r = strncmp(m, p, len);
+
+        if (r == 0 && m[len])
+            r = 1;
+        if (r == 0)
+            return (long)ord[mid];
+        if (r < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return -1;
+}
+
+/* tenants_yaml.h: the nominal quotas of the tenants whose nearest listed
+ * ancestor is P add up to at most P's own (summed without overflow). */
+static void check_nominal_sums(const struct sim_tenants_conf *c)
+{
+    size_t *ord = malloc(c->n * sizeof(*ord));
+    long *up = malloc(c->n * sizeof(*up));
+    int64_t *sum = malloc(c->n * sizeof(*sum));
+
+    if (!ord || !up || !sum)
+        goto out; /* out of memory: nothing to check */
+    for (size_t i = 0; i < c->n; i++)
+        ord[i] = i;
+    sorting = c;
+    qsort(ord, c->n, sizeof(*ord), by_path);
+    for (size_t i = 0; i < c->n; i++) {
+        const char *p = c->v[i].path;
+
+        up[i] = -1;
+        for (size_t len = strlen(p); len > 0 && up[i] < 0; len--)
+            if (p[len - 1] == '/')
+                up[i] = find_listed(c, ord, p, len - 1);
+    }
+    for (int r = 0; r < ALLOT_RES_MAX; r++) {
+        memset(sum, 0, c->n * sizeof(*sum));
+        for (size_t i = 0; i < c->n; i++) {
+            int64_t v = c->v[i].quota[r].nominal;
+
+            if (up[i] >= 0 && c->v[i].has_quota[r] && v != ALLOT_UNLIMITED)
+                sum[up[i]] = v > INT64_MAX - sum[up[i]] ? INT64_MAX : sum[up[i]] + v;
+        }
+        for (size_t i = 0; i < c->n; i++)
+            if (c->v[i].has_quota[r] && c->v[i].quota[r].nominal != ALLOT_UNLIMITED)
+                FUZZ_CHECK(sum[i] <= c->v[i].quota[r].nominal);
+    }
+out:
+    free(ord);
+    free(up);
+    free(sum);
+}
+
 /* An accepted tree applies to a fresh core tree, as in the loop. */
 static void check_apply(const struct sim_tenants_conf *c)
 {
@@ -102,6 +173,7 @@ static void check_result(int rc, const struct sim_tenants_conf *c, const char *e
         return;
     }
     check_conf(c);
+    check_nominal_sums(c);
     check_apply(c);
 }
 
