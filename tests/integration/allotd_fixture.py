@@ -27,11 +27,48 @@ _dirs = []
 _logs = []
 
 
+AGENT = os.path.join(os.path.dirname(os.path.abspath(ALLOTD)), "allot-agent")
+# the cgroups of this run's tasks: one folder per hierarchy, removed at exit
+CGROUP_ROOT = "allot-test-%d" % os.getpid()
+
+
+def _cleanup_cgroups():
+    """Kills what is left in this run's task cgroups (by pid) and removes them."""
+    base = "/sys/fs/cgroup"
+    roots = [os.path.join(base, CGROUP_ROOT)]
+    if os.path.isdir(base):
+        roots += [os.path.join(base, c, CGROUP_ROOT) for c in os.listdir(base)]
+    for root in roots:
+        if not os.path.isdir(root):
+            continue
+        for sub in sorted(os.listdir(root)):
+            d = os.path.join(root, sub)
+            if not os.path.isdir(d):
+                continue
+            try:
+                with open(os.path.join(d, "cgroup.procs")) as f:
+                    for pid in f.read().split():
+                        os.kill(int(pid), signal.SIGKILL)
+            except OSError:
+                pass
+            for _ in range(50):  # bounded: killed processes leave in milliseconds
+                try:
+                    os.rmdir(d)
+                    break
+                except OSError:
+                    time.sleep(0.02)
+        try:
+            os.rmdir(root)
+        except OSError:
+            pass
+
+
 def _cleanup():
     for p in _procs:
         if p.poll() is None:
             os.kill(p.pid, signal.SIGKILL)
             p.wait(timeout=10)
+    _cleanup_cgroups()
     for d in _dirs:
         shutil.rmtree(d, ignore_errors=True)
 
@@ -141,6 +178,44 @@ class Daemon:
 
     def log(self):
         with open(self.stderr_path) as f:
+            return f.read()
+
+
+class Agent:
+    """A real allot-agent for node `name` with emulated GPUs, talking to dm."""
+
+    def __init__(self, dm, token, name, emulate="2xL4", args=(), state_dir=None, server=None):
+        self.dir = state_dir or tempdir()
+        os.chmod(self.dir, 0o755)  # jobs (as nobody) reach the emulated devices in it
+        self.name = name
+        self.args = ["--server", server or "http://127.0.0.1:%d" % dm.port, "--token", token,
+                     "--name", name, "--emulate", emulate, "--state-dir", self.dir,
+                     "--cgroup-root", CGROUP_ROOT, "--grace", "2s", "--poll-wait", "500ms",
+                     "--heartbeat", "200ms"] + list(args)
+        self.log_path = os.path.join(self.dir, "agent.log")
+        _logs.append(self.log_path)
+        self.start()
+
+    def start(self):
+        self.err = open(self.log_path, "a")
+        self.proc = subprocess.Popen([AGENT] + self.args, stdout=subprocess.DEVNULL,
+                                     stderr=self.err)
+        _procs.append(self.proc)
+
+    def stop(self, sig=signal.SIGTERM, timeout=15):
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, sig)
+        rc = self.proc.wait(timeout=timeout)
+        self.err.close()
+        return rc
+
+    def task_log(self, job, task=0):
+        with open(os.path.join(self.dir, "logs", str(job), "task-%d.log" % task),
+                  errors="replace") as f:
+            return f.read()
+
+    def log(self):
+        with open(self.log_path, errors="replace") as f:
             return f.read()
 
 

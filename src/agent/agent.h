@@ -1,0 +1,183 @@
+/*
+ * allot-agent internals (docs/agent.md): the node inventory (emulated or
+ * discovered), per-task cgroups, the task executor with its on-disk
+ * bookkeeping, and the client of allotd's agent endpoints.
+ *
+ * Threading: the agent is one thread. Each task runs under a small
+ * supervisor process the agent forks: the supervisor starts the task's
+ * process in its own process group, waits for it and writes how it ended
+ * to the task's folder, so the agent itself may be restarted (or killed)
+ * at any time and finds every task again from disk.
+ */
+#ifndef ALLOT_AGENT_H
+#define ALLOT_AGENT_H
+
+#include "allot/catalog.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define AGENT_MAX_GPUS 16
+#define NVIDIA_MAJOR   195 /* character major of /dev/nvidiaN and nvidiactl */
+#define NVIDIACTL_MINOR 255
+
+/* ---- options (main.c) ---- */
+
+struct agent_config {
+    char *server;     /* allotd URL */
+    char *token;      /* agent-role token (or token_file) */
+    char *token_file;
+    char *name;       /* node name; default: the host name */
+    char *state_dir;  /* bookkeeping, logs, emulated devices */
+    char *emulate;    /* "2xH100-80GB,1xA100-40GB", or empty: discover */
+    char *nvml_lib;   /* NVML library to load (default libnvidia-ml.so.1) */
+    char *gpu_mode;   /* exclusive, shared or mig */
+    char *cgroup_root; /* folder of the tasks' cgroups under each hierarchy */
+    char *run_as;      /* default user of jobs */
+    char *user_map;    /* file: TENANT USER|UID[:GID] [allow-root] */
+    char *shim_lib;    /* liballot-cuda.so preloaded into fractional jobs */
+    char *log_file;
+    char *log_format;
+    char *log_level;
+    char *cacert;
+    int64_t cpus_milli; /* 0: all online CPUs */
+    int64_t memory;     /* bytes; 0: MemTotal */
+    int64_t pids_max;
+    int64_t heartbeat;  /* ms between heartbeats when nothing happens */
+    int64_t poll_wait;  /* ms a heartbeat waits for a new desired state */
+    int64_t grace;      /* ms between SIGTERM and SIGKILL */
+    bool fence;         /* stop every task when allotd is unreachable for a lease */
+};
+
+/* ---- inventory (inventory.c) ---- */
+
+struct agent_gpu {
+    int index;       /* as allotd numbers them: 0.. */
+    int minor;       /* /dev/nvidiaMINOR */
+    char model[32];  /* catalog name */
+    char uuid[96];
+    int64_t mem_mib;
+};
+
+struct agent_inventory {
+    int n_gpus;
+    struct agent_gpu gpus[AGENT_MAX_GPUS];
+    int64_t cpu_milli;
+    int64_t mem_mib;
+    bool emulated;
+    char dev_dir[4096]; /* where the GPUs' device nodes are */
+};
+
+/* Builds the inventory: emulated GPUs from cfg->emulate (catalog models,
+ * device nodes made in STATE/dev), else the GPUs NVML finds (none when
+ * NVML is missing). Returns 0 or -1 with a message. */
+int inventory_build(const struct agent_config *cfg, const struct allot_catalog *cat,
+                    struct agent_inventory *inv, char *err, size_t errlen);
+/* Parses an --emulate spec into inv->gpus (no device nodes). */
+int inventory_parse_emulate(const char *spec, const struct allot_catalog *cat,
+                            struct agent_inventory *inv, char *err, size_t errlen);
+/* The GPUs NVML finds (discover.c): fills inv->gpus; none when the NVML
+ * library is missing (logged). Returns 0 or -1 with a message. */
+int nvml_inventory(const char *lib, const struct allot_catalog *cat, struct agent_inventory *inv,
+                   char *err, size_t errlen);
+/* The POST /v1/nodes/register body (new reference). */
+json_t *inventory_json(const struct agent_config *cfg, const struct agent_inventory *inv);
+
+/* ---- cgroups (cgroup.c) ---- */
+
+struct cg_limits {
+    int64_t cpu_milli; /* 0: no quota */
+    int64_t mem_bytes; /* 0: no limit */
+    int64_t pids_max;  /* 0: no limit */
+    /* devices: the task's GPUs (minors) besides the usual ones */
+    int n_gpu_minors;
+    int gpu_minors[AGENT_MAX_GPUS];
+};
+
+/* Detects the cgroup layout (v2 unified, or v1 controllers). Returns 1 for
+ * v2, 0 for v1, -1 when none is usable (message in err). */
+int cg_detect(char *err, size_t errlen);
+/* Creates the cgroup ROOT/NAME with limits (v1: cpu, memory, pids,
+ * devices; v2: cpu, memory, pids; a device program is not loaded on v2 yet).
+ * Returns 0 or -1 with a message. */
+int cg_create(const char *root, const char *name, const struct cg_limits *lim, char *err,
+              size_t errlen);
+/* Moves process pid into ROOT/NAME (every hierarchy). 0 or -errno. */
+int cg_enter(const char *root, const char *name, pid_t pid);
+/* OOM kills seen in ROOT/NAME (0 when unknown). */
+int64_t cg_oom_kills(const char *root, const char *name);
+/* CPU time (ns) and memory in use (bytes) of ROOT/NAME; -1 when unknown. */
+void cg_usage(const char *root, const char *name, int64_t *cpu_ns, int64_t *mem_bytes);
+/* Kills what is left in ROOT/NAME and removes it. */
+void cg_destroy(const char *root, const char *name);
+
+/* ---- tasks (task.c) ---- */
+
+enum task_state {
+    TASK_STARTING = 0, /* supervisor forked, not yet seen running */
+    TASK_RUNNING,
+    TASK_STOPPING, /* SIGTERM sent, SIGKILL at kill_at */
+    TASK_EXITED,   /* ended; exit_code / signal / detail tell how */
+    TASK_LOST,     /* its process vanished without a word (agent restart) */
+};
+
+struct task {
+    int64_t job;
+    int index;
+    char key[48]; /* "JOB-INDEX": folder and cgroup name */
+    int state;    /* enum task_state */
+    pid_t sup;    /* supervisor (our child while we live), 0 when adopted */
+    pid_t pid;    /* the task's process (and process group) */
+    int64_t started_ms, kill_at_ms;
+    int exit_code;  /* when EXITED: the exit status, or 128 + signal */
+    char detail[160];
+    bool reported_running, reported_end;
+    bool cancelled; /* stopped because allotd no longer wants it */
+};
+
+struct agent;
+
+/* Starts the task described by desired-state entry d (borrowed). On a
+ * failure that is the job's (no command, user refused) the task exists in
+ * state EXITED with a detail; -1 only when the agent itself failed. */
+int task_start(struct agent *a, json_t *d, struct task *t);
+/* SIGTERM to the task's process group; SIGKILL after the grace. */
+void task_stop(struct agent *a, struct task *t, int64_t now_ms);
+/* Notices how the task is doing (exit file, vanished process, kill due). */
+void task_poll(struct agent *a, struct task *t, int64_t now_ms);
+/* Removes the task's folder and cgroup (after its end was reported). */
+void task_forget(struct agent *a, struct task *t);
+/* Finds the tasks left on disk by an earlier agent: *out (allot_free),
+ * each RUNNING, EXITED or LOST. Returns the count or -1. */
+int task_adopt_all(struct agent *a, struct task **out);
+
+/* ---- the agent (main.c) ---- */
+
+struct agent {
+    struct agent_config cfg;
+    struct agent_inventory inv;
+    const struct allot_catalog *cat;
+    int cg_v2; /* 1: unified, 0: v1, -1: no cgroups (refuses to start tasks) */
+    char tasks_dir[4096], logs_dir[4096];
+    struct task *tasks;
+    size_t n_tasks, cap_tasks;
+};
+
+int64_t agent_now_ms(void);
+
+/* ---- client (client.c) ---- */
+
+struct agent_client;
+
+struct agent_client *client_new(const char *server, const char *token, const char *cacert);
+void client_free(struct agent_client *c);
+/* POST path with body (borrowed); *reply gets the parsed JSON (may be
+ * NULL). Returns the HTTP status, or -1 when no answer came (message in
+ * err). timeout_ms bounds the whole request. */
+long client_post(struct agent_client *c, const char *path, json_t *body, int64_t timeout_ms,
+                 json_t **reply, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,308 @@
+/*
+ * Per-task cgroups on cgroup v1 (one folder per controller: cpu, cpuacct,
+ * memory, pids, devices) and v2 (one unified folder: cpu, memory, pids).
+ * Limits: CPU quota from the task's CPUs (period 100 ms), memory (and
+ * memory+swap on v1, swap 0 on v2), process count. Devices (v1): every
+ * device denied but the usual ones of a container (null, zero, full,
+ * random, urandom, tty, ptmx, pts), nvidiactl, nvidia-uvm and the task's
+ * own GPUs, so opening another GPU fails with EPERM. On v2 device rules
+ * need a BPF device program, which the agent does not load yet (logged).
+ */
+#include "agent.h"
+
+#include "allot/common.h"
+#include "log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CG_BASE "/sys/fs/cgroup"
+
+static const char *const v1_ctrls[] = {"cpu", "cpuacct", "memory", "pids", "devices"};
+#define N_V1 (sizeof(v1_ctrls) / sizeof(v1_ctrls[0]))
+
+static int v2 = -1; /* cg_detect's answer */
+
+static int write_file(const char *dir, const char *file, const char *text)
+{
+    char path[4400];
+    int fd, rc = 0;
+
+    allot_fmt(path, sizeof(path), "%s/%s", dir, file);
+    fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    if (write(fd, text, strlen(text)) < 0)
+        rc = -errno;
+    close(fd);
+    return rc;
+}
+
+static int64_t read_key(const char *path, const char *key)
+{
+    FILE *f = fopen(path, "r");
+    char line[256];
+    long long v = -1;
+    size_t kl = key ? strlen(key) : 0;
+
+    while (f && fgets(line, sizeof(line), f)) {
+        if (!key) {
+            v = strtoll(line, NULL, 10);
+            break;
+        }
+        if (!strncmp(line, key, kl) && line[kl] == ' ') {
+            v = strtoll(line + kl + 1, NULL, 10);
+            break;
+        }
+    }
+    if (f)
+        fclose(f);
+    return v;
+}
+
+int cg_detect(char *err, size_t errlen)
+{
+    struct stat st;
+
+    if (stat(CG_BASE "/cgroup.controllers", &st) == 0)
+        return v2 = 1;
+    if (stat(CG_BASE "/memory/memory.limit_in_bytes", &st) == 0)
+        return v2 = 0;
+    allot_fmt(err, errlen, "no usable cgroup hierarchy under %s", CG_BASE);
+    return v2 = -1;
+}
+
+static void dir_of(char *buf, size_t len, const char *ctrl, const char *root, const char *name)
+{
+    if (v2 == 1)
+        allot_fmt(buf, len, CG_BASE "/%s%s%s", root, name ? "/" : "", name ? name : "");
+    else
+        allot_fmt(buf, len, CG_BASE "/%s/%s%s%s", ctrl, root, name ? "/" : "", name ? name : "");
+}
+
+static int mkdir_p(const char *path)
+{
+    char tmp[4400];
+
+    allot_strlcpy(tmp, path, sizeof(tmp));
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+            return -errno;
+        *p = '/';
+    }
+    return mkdir(tmp, 0755) < 0 && errno != EEXIST ? -errno : 0;
+}
+
+/* Major number of a character driver in /proc/devices, or -1. */
+static int char_major(const char *driver)
+{
+    FILE *f = fopen("/proc/devices", "r");
+    char line[128], name[64];
+    int major = -1, m;
+    bool chars = false;
+
+    while (f && fgets(line, sizeof(line), f)) {
+        if (!strncmp(line, "Character devices:", 18))
+            chars = true;
+        else if (!strncmp(line, "Block devices:", 14))
+            chars = false;
+        else if (chars && sscanf(line, "%d %63s", &m, name) == 2 && !strcmp(name, driver))
+            major = m;
+    }
+    if (f)
+        fclose(f);
+    return major;
+}
+
+static int v1_devices(const char *dir, const struct cg_limits *lim)
+{
+    static const char *const usual[] = {"c 1:3 rwm", "c 1:5 rwm", "c 1:7 rwm",   "c 1:8 rwm",
+                                        "c 1:9 rwm", "c 5:0 rwm", "c 5:2 rwm",   "c 136:* rwm",
+                                        NULL};
+    char rule[64];
+    int rc = write_file(dir, "devices.deny", "a"), uvm = char_major("nvidia-uvm");
+
+    for (const char *const *u = usual; !rc && *u; u++)
+        rc = write_file(dir, "devices.allow", *u);
+    allot_fmt(rule, sizeof(rule), "c %d:%d rwm", NVIDIA_MAJOR, NVIDIACTL_MINOR);
+    if (!rc)
+        rc = write_file(dir, "devices.allow", rule);
+    if (!rc && uvm > 0) {
+        allot_fmt(rule, sizeof(rule), "c %d:* rwm", uvm);
+        rc = write_file(dir, "devices.allow", rule);
+    }
+    for (int i = 0; !rc && i < lim->n_gpu_minors; i++) {
+        allot_fmt(rule, sizeof(rule), "c %d:%d rwm", NVIDIA_MAJOR, lim->gpu_minors[i]);
+        rc = write_file(dir, "devices.allow", rule);
+    }
+    return rc;
+}
+
+int cg_create(const char *root, const char *name, const struct cg_limits *lim, char *err,
+              size_t errlen)
+{
+    char dir[4400], num[64];
+    int rc = 0;
+
+    if (v2 < 0) {
+        allot_fmt(err, errlen, "no cgroups");
+        return -1;
+    }
+    if (v2 == 1) {
+        static bool warned;
+        char top[4400];
+
+        dir_of(top, sizeof(top), NULL, root, NULL);
+        mkdir_p(top);
+        write_file(CG_BASE, "cgroup.subtree_control", "+cpu +memory +pids");
+        write_file(top, "cgroup.subtree_control", "+cpu +memory +pids");
+        dir_of(dir, sizeof(dir), NULL, root, name);
+        if ((rc = mkdir_p(dir)) < 0)
+            goto fail;
+        if (lim->cpu_milli > 0) {
+            allot_fmt(num, sizeof(num), "%lld 100000", (long long)lim->cpu_milli * 100);
+            rc = write_file(dir, "cpu.max", num);
+        }
+        if (!rc && lim->mem_bytes > 0) {
+            allot_fmt(num, sizeof(num), "%lld", (long long)lim->mem_bytes);
+            rc = write_file(dir, "memory.max", num);
+            write_file(dir, "memory.swap.max", "0");
+        }
+        if (!rc && lim->pids_max > 0) {
+            allot_fmt(num, sizeof(num), "%lld", (long long)lim->pids_max);
+            rc = write_file(dir, "pids.max", num);
+        }
+        if (!warned) {
+            LOG_WARN("cgroup", "cgroup v2: GPU device rules need a BPF device program, which "
+                               "this agent does not load yet; device isolation is off");
+            warned = true;
+        }
+        if (rc)
+            goto fail;
+        return 0;
+    }
+    for (size_t c = 0; c < N_V1 && !rc; c++) {
+        dir_of(dir, sizeof(dir), v1_ctrls[c], root, name);
+        if ((rc = mkdir_p(dir)) < 0)
+            goto fail;
+        if (!strcmp(v1_ctrls[c], "cpu")) {
+            rc = write_file(dir, "cpu.cfs_period_us", "100000");
+            allot_fmt(num, sizeof(num), "%lld",
+                      lim->cpu_milli > 0 ? (long long)lim->cpu_milli * 100 : -1LL);
+            if (!rc)
+                rc = write_file(dir, "cpu.cfs_quota_us", num);
+        } else if (!strcmp(v1_ctrls[c], "memory") && lim->mem_bytes > 0) {
+            allot_fmt(num, sizeof(num), "%lld", (long long)lim->mem_bytes);
+            rc = write_file(dir, "memory.limit_in_bytes", num);
+            write_file(dir, "memory.memsw.limit_in_bytes", num); /* no swap beyond it */
+        } else if (!strcmp(v1_ctrls[c], "pids") && lim->pids_max > 0) {
+            allot_fmt(num, sizeof(num), "%lld", (long long)lim->pids_max);
+            rc = write_file(dir, "pids.max", num);
+        } else if (!strcmp(v1_ctrls[c], "devices")) {
+            rc = v1_devices(dir, lim);
+        }
+    }
+    if (rc)
+        goto fail;
+    return 0;
+fail:
+    allot_fmt(err, errlen, "cgroup %s/%s: %s (in %s)", root, name, strerror(-rc), dir);
+    cg_destroy(root, name);
+    return -1;
+}
+
+int cg_enter(const char *root, const char *name, pid_t pid)
+{
+    char dir[4400], num[32];
+    int rc = 0;
+
+    allot_fmt(num, sizeof(num), "%d", (int)pid);
+    if (v2 == 1) {
+        dir_of(dir, sizeof(dir), NULL, root, name);
+        return write_file(dir, "cgroup.procs", num);
+    }
+    for (size_t c = 0; c < N_V1 && !rc; c++) {
+        dir_of(dir, sizeof(dir), v1_ctrls[c], root, name);
+        rc = write_file(dir, "cgroup.procs", num);
+    }
+    return rc;
+}
+
+int64_t cg_oom_kills(const char *root, const char *name)
+{
+    char dir[4400], path[4500];
+    int64_t n;
+
+    dir_of(dir, sizeof(dir), "memory", root, name);
+    allot_fmt(path, sizeof(path), "%s/%s", dir, v2 == 1 ? "memory.events" : "memory.oom_control");
+    n = read_key(path, "oom_kill");
+    return n > 0 ? n : 0;
+}
+
+void cg_usage(const char *root, const char *name, int64_t *cpu_ns, int64_t *mem_bytes)
+{
+    char dir[4400], path[4500];
+
+    if (v2 == 1) {
+        dir_of(dir, sizeof(dir), NULL, root, name);
+        allot_fmt(path, sizeof(path), "%s/cpu.stat", dir);
+        *cpu_ns = read_key(path, "usage_usec");
+        if (*cpu_ns > 0)
+            *cpu_ns *= 1000;
+        allot_fmt(path, sizeof(path), "%s/memory.current", dir);
+        *mem_bytes = read_key(path, NULL);
+        return;
+    }
+    dir_of(dir, sizeof(dir), "cpuacct", root, name);
+    allot_fmt(path, sizeof(path), "%s/cpuacct.usage", dir);
+    *cpu_ns = read_key(path, NULL);
+    dir_of(dir, sizeof(dir), "memory", root, name);
+    allot_fmt(path, sizeof(path), "%s/memory.usage_in_bytes", dir);
+    *mem_bytes = read_key(path, NULL);
+}
+
+/* SIGKILLs every process listed in DIR/cgroup.procs; the count. */
+static int kill_procs(const char *dir)
+{
+    char path[4500];
+    FILE *f;
+    int pid, n = 0;
+
+    allot_fmt(path, sizeof(path), "%s/cgroup.procs", dir);
+    if (!(f = fopen(path, "r")))
+        return 0;
+    while (fscanf(f, "%d", &pid) == 1) {
+        kill(pid, SIGKILL);
+        n++;
+    }
+    fclose(f);
+    return n;
+}
+
+void cg_destroy(const char *root, const char *name)
+{
+    char dir[4400];
+    size_t n = v2 == 1 ? 1 : N_V1;
+
+    for (size_t c = 0; c < n; c++) {
+        dir_of(dir, sizeof(dir), v2 == 1 ? NULL : v1_ctrls[c], root, name);
+        /* bounded: the killed processes leave within a few milliseconds */
+        for (int tries = 0; tries < 50; tries++) {
+            if (rmdir(dir) == 0 || errno == ENOENT)
+                break;
+            kill_procs(dir);
+            struct timespec d = {0, 10 * 1000 * 1000};
+            nanosleep(&d, NULL);
+        }
+    }
+}

@@ -1,0 +1,162 @@
+/*
+ * The node's inventory: CPUs, memory and GPUs. With --emulate the GPUs
+ * come from the catalog ("2xH100-80GB"), each with a stable UUID made from
+ * the node name and a character device the agent creates in STATE/dev with
+ * NVIDIA's major number, so that everything above the device layer (the
+ * cgroup device rules, CUDA_VISIBLE_DEVICES, the scheduler) is the real
+ * path. Otherwise the GPUs are the ones NVML reports (nvml.c).
+ */
+#include "agent.h"
+
+#include "allot/common.h"
+#include "log.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+int inventory_parse_emulate(const char *spec, const struct allot_catalog *cat,
+                            struct agent_inventory *inv, char *err, size_t errlen)
+{
+    const char *p = spec;
+
+    inv->n_gpus = 0;
+    while (*p) {
+        char model[64];
+        char *end;
+        long n = strtol(p, &end, 10);
+        size_t len;
+        int m;
+
+        if (end == p || *end != 'x' || n < 1 || n > AGENT_MAX_GPUS) {
+            allot_fmt(err, errlen, "--emulate: want COUNTxMODEL[,COUNTxMODEL...], got \"%s\"",
+                      p);
+            return -1;
+        }
+        p = end + 1;
+        len = strcspn(p, ",");
+        if (len == 0 || len >= sizeof(model)) {
+            allot_fmt(err, errlen, "--emulate: a GPU model after \"x\"");
+            return -1;
+        }
+        memcpy(model, p, len);
+        model[len] = '\0';
+        m = allot_catalog_find_model(cat, model);
+        if (m < 0) {
+            allot_fmt(err, errlen, "--emulate: unknown GPU model \"%s\"", model);
+            return -1;
+        }
+        if (inv->n_gpus + n > AGENT_MAX_GPUS) {
+            allot_fmt(err, errlen, "--emulate: at most %d GPUs", AGENT_MAX_GPUS);
+            return -1;
+        }
+        for (long i = 0; i < n; i++) {
+            struct agent_gpu *g = &inv->gpus[inv->n_gpus];
+            g->index = g->minor = inv->n_gpus;
+            allot_strlcpy(g->model, cat->models[m].name, sizeof(g->model));
+            g->mem_mib = cat->models[m].memory_mib;
+            inv->n_gpus++;
+        }
+        p += len;
+        if (*p == ',')
+            p++;
+    }
+    if (!inv->n_gpus) {
+        allot_fmt(err, errlen, "--emulate: no GPU");
+        return -1;
+    }
+    inv->emulated = true;
+    return 0;
+}
+
+/* A UUID-shaped name, stable for a node name and index. */
+static void emulated_uuid(const char *node, int i, char *out, size_t len)
+{
+    uint64_t h = 1469598103934665603ULL, h2;
+
+    for (const char *s = node; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    h2 = (h ^ (uint64_t)(i + 1)) * 1099511628211ULL;
+    allot_fmt(out, len, "GPU-%08x-%04x-%04x-%04x-%012llx", (unsigned)(h >> 32),
+              (unsigned)(h >> 16) & 0xffff, 0x4000u | ((unsigned)h & 0x0fff),
+              0x8000u | ((unsigned)(h2 >> 48) & 0x3fff),
+              (unsigned long long)(h2 & 0xffffffffffffULL));
+}
+
+/* Makes the character device path (major 195) unless it is there. */
+static int make_dev(const char *path, int minor)
+{
+    struct stat st;
+
+    if (stat(path, &st) == 0 && S_ISCHR(st.st_mode) && major(st.st_rdev) == NVIDIA_MAJOR &&
+        (int)minor(st.st_rdev) == minor && (st.st_mode & 0777) == 0666)
+        return 0;
+    unlink(path);
+    if (mknod(path, S_IFCHR | 0666, makedev(NVIDIA_MAJOR, (unsigned)minor)) < 0)
+        return -errno;
+    return chmod(path, 0666) == 0 ? 0 : -errno; /* as the driver's: the umask took some */
+}
+
+static int64_t mem_total_mib(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    long long kb = 0;
+
+    while (f && fgets(line, sizeof(line), f))
+        if (sscanf(line, "MemTotal: %lld kB", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kb / 1024;
+}
+
+int inventory_build(const struct agent_config *cfg, const struct allot_catalog *cat,
+                    struct agent_inventory *inv, char *err, size_t errlen)
+{
+    memset(inv, 0, sizeof(*inv));
+    inv->cpu_milli = cfg->cpus_milli ? cfg->cpus_milli : sysconf(_SC_NPROCESSORS_ONLN) * 1000;
+    inv->mem_mib = cfg->memory ? cfg->memory / (1024 * 1024) : mem_total_mib();
+    if (cfg->emulate && *cfg->emulate) {
+        char path[4200];
+
+        if (inventory_parse_emulate(cfg->emulate, cat, inv, err, errlen) < 0)
+            return -1;
+        allot_fmt(inv->dev_dir, sizeof(inv->dev_dir), "%s/dev", cfg->state_dir);
+        if (mkdir(inv->dev_dir, 0755) < 0 && errno != EEXIST) {
+            allot_fmt(err, errlen, "%s: %s", inv->dev_dir, strerror(errno));
+            return -1;
+        }
+        for (int i = 0; i < inv->n_gpus; i++) {
+            int rc;
+
+            emulated_uuid(cfg->name, i, inv->gpus[i].uuid, sizeof(inv->gpus[i].uuid));
+            allot_fmt(path, sizeof(path), "%s/nvidia%d", inv->dev_dir, inv->gpus[i].minor);
+            if ((rc = make_dev(path, inv->gpus[i].minor)) < 0)
+                LOG_WARN("agent", "cannot make %s (%s): device rules are not testable here", path,
+                         strerror(-rc));
+        }
+        allot_fmt(path, sizeof(path), "%s/nvidiactl", inv->dev_dir);
+        make_dev(path, NVIDIACTL_MINOR);
+        return 0;
+    }
+    allot_strlcpy(inv->dev_dir, "/dev", sizeof(inv->dev_dir));
+    return nvml_inventory(cfg->nvml_lib, cat, inv, err, errlen);
+}
+
+json_t *inventory_json(const struct agent_config *cfg, const struct agent_inventory *inv)
+{
+    json_t *gpus = json_array();
+
+    for (int i = 0; i < inv->n_gpus; i++)
+        json_array_append_new(gpus, json_pack("{s:s,s:s}", "model", inv->gpus[i].model, "uuid",
+                                              inv->gpus[i].uuid));
+    return json_pack("{s:s,s:f,s:I,s:s,s:o,s:{s:s}}", "name", cfg->name, "cpus",
+                     (double)inv->cpu_milli / 1000.0, "memory", (json_int_t)inv->mem_mib,
+                     "gpu_mode", cfg->gpu_mode, "gpus", gpus, "labels", "allot.io/emulated",
+                     inv->emulated ? "true" : "false");
+}

@@ -1,0 +1,571 @@
+/*
+ * allot-agent: one per GPU node (docs/agent.md). It registers the node's
+ * inventory with allotd, then loops: notice how its tasks are doing,
+ * heartbeat (renewing the node's lease, reporting job states, and long
+ * polling for the node's desired state), and reconcile towards that state:
+ * start the tasks placed here, stop (SIGTERM, grace, SIGKILL) the ones
+ * allotd no longer wants or preempts. Reconciling is idempotent: a task is
+ * keyed by (job, task index) and is never started twice, also across agent
+ * restarts (the executor's folders in STATE/tasks say what runs).
+ *
+ * A job's end is reported once every task of it on this node ended:
+ * "succeeded" when all exited 0, else "failed" (exit code and a detail:
+ * the signal, an OOM kill) or "lost" (the process vanished while the agent
+ * was down). Tasks allot itself stopped are not reported: allotd decided
+ * their fate (cancelled, preempted, requeued).
+ *
+ * Fencing: when allotd cannot be reached for most of a lease, allotd will
+ * soon count the node lost and requeue its jobs elsewhere; the agent stops
+ * its tasks first, so that no job runs twice.
+ */
+#include "agent.h"
+
+#include "allot/common.h"
+#include "allot/config.h"
+#include "log.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define F(f) offsetof(struct agent_config, f)
+
+static const char *const modes[] = {"exclusive", "shared", "mig", NULL};
+static const char *const formats[] = {"text", "json", NULL};
+static const char *const levels[] = {"error", "warn", "info", "debug", NULL};
+
+static const struct allot_config_option options[] = {
+    {.name = "server",
+     .type = ALLOT_CFG_STRING,
+     .offset = F(server),
+     .def = "http://127.0.0.1:7070",
+     .help = "URL of allotd."},
+    {.name = "token",
+     .type = ALLOT_CFG_STRING,
+     .offset = F(token),
+     .help = "Join token: an allotd token of role agent (or ALLOT_TOKEN, or --token-file)."},
+    {.name = "token-file",
+     .type = ALLOT_CFG_STRING,
+     .offset = F(token_file),
+     .help = "File holding the join token (first line)."},
+    {.name = "name",
+     .type = ALLOT_CFG_STRING,
+     .offset = F(name),
+     .help = "Node name registered with allotd (default: the host name)."},
+    {.name = "state-dir",
+     .type = ALLOT_CFG_STRING,
+     .offset = F(state_dir),
+     .def = "/var/lib/allot-agent",
+     .help = "Where the agent keeps its tasks' bookkeeping, their logs and emulated devices."},
+    {.name = "emulate",
+     .type = ALLOT_CFG_STRING,
+     .offset = F(emulate),
+     .help = "Emulated GPUs for nodes without any, e.g. 4xH100-80GB (catalog models)."},
+    {.name = "nvml-lib",
+     .type = ALLOT_CFG_STRING,
+     .offset = F(nvml_lib),
+     .def = "libnvidia-ml.so.1",
+     .help = "NVML library to load for GPU discovery."},
+    {.name = "gpu-mode",
+     .type = ALLOT_CFG_ENUM,
+     .offset = F(gpu_mode),
+     .def = "exclusive",
+     .choices = modes,
+     .help = "How allotd may use the GPUs: whole (exclusive), shared in fractions, or MIG."},
+    {.name = "cgroup-root",
+     .type = ALLOT_CFG_STRING,
+     .offset = F(cgroup_root),
+     .def = "allot",
+     .help = "Folder of the tasks' cgroups in each cgroup hierarchy."},
+    {.name = "run-as",
+     .type = ALLOT_CFG_STRING,
+     .offset = F(run_as),
+     .def = "nobody",
+     .help = "User (name or UID[:GID]) jobs run as unless the user map says otherwise."},
+    {.name = "user-map",
+     .type = ALLOT_CFG_STRING,
+     .offset = F(user_map),
+     .help = "File of `TENANT USER[:GID] [allow-root]` lines: the user a tenant's jobs run as "
+             "(longest tenant prefix wins). Jobs never run as root without allow-root."},
+    {.name = "shim-lib",
+     .type = ALLOT_CFG_STRING,
+     .offset = F(shim_lib),
+     .def = "/usr/local/lib/liballot-cuda.so",
+     .help = "GPU sharing shim preloaded into jobs that get a fraction of a GPU."},
+    {.name = "cpus",
+     .type = ALLOT_CFG_INT,
+     .offset = F(cpus_milli),
+     .min = 0,
+     .max = 65536000,
+     .help = "CPUs offered, in thousandths (default: every online CPU)."},
+    {.name = "memory",
+     .type = ALLOT_CFG_SIZE,
+     .offset = F(memory),
+     .help = "Memory offered (default: all of it)."},
+    {.name = "pids-max",
+     .type = ALLOT_CFG_INT,
+     .offset = F(pids_max),
+     .def = "4096",
+     .min = 0,
+     .max = 4194304,
+     .help = "Most processes one task may have (0: no limit)."},
+    {.name = "heartbeat",
+     .type = ALLOT_CFG_DURATION,
+     .offset = F(heartbeat),
+     .def = "2s",
+     .min = 50,
+     .max = 60000,
+     .help = "Time between heartbeats when allotd cannot be reached."},
+    {.name = "poll-wait",
+     .type = ALLOT_CFG_DURATION,
+     .offset = F(poll_wait),
+     .def = "1s",
+     .min = 0,
+     .max = 60000,
+     .help = "How long one heartbeat waits for a new desired state (long poll); also the "
+             "longest time before a task's end is reported."},
+    {.name = "grace",
+     .type = ALLOT_CFG_DURATION,
+     .offset = F(grace),
+     .def = "30s",
+     .min = 0,
+     .max = 3600000,
+     .help = "Time between SIGTERM and SIGKILL when a task is stopped."},
+    {.name = "fence",
+     .type = ALLOT_CFG_BOOL,
+     .offset = F(fence),
+     .def = "true",
+     .help = "Stop every task when allotd has been unreachable for most of the node's lease "
+             "(allotd then requeues them elsewhere)."},
+    {.name = "cacert",
+     .type = ALLOT_CFG_STRING,
+     .offset = F(cacert),
+     .help = "CA certificate to check an HTTPS allotd with."},
+    {.name = "log-file",
+     .type = ALLOT_CFG_STRING,
+     .offset = F(log_file),
+     .help = "Log file (default: standard error); SIGHUP reopens it."},
+    {.name = "log-format",
+     .type = ALLOT_CFG_ENUM,
+     .offset = F(log_format),
+     .def = "text",
+     .choices = formats,
+     .help = "Log lines as text or JSON."},
+    {.name = "log-level",
+     .type = ALLOT_CFG_ENUM,
+     .offset = F(log_level),
+     .def = "info",
+     .choices = levels,
+     .help = "Least severe level logged."},
+};
+#define N_OPTIONS (sizeof(options) / sizeof(options[0]))
+
+static volatile sig_atomic_t stop_signal, hup_signal;
+
+static void on_signal(int sig)
+{
+    if (sig == SIGHUP)
+        hup_signal = 1;
+    else
+        stop_signal = 1;
+}
+
+int64_t agent_now_ms(void)
+{
+    struct timespec t;
+
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+static void sleep_ms(int64_t ms)
+{
+    struct timespec d = {ms / 1000, (ms % 1000) * 1000000};
+
+    nanosleep(&d, NULL);
+}
+
+static struct task *find_task(struct agent *a, int64_t job, int index)
+{
+    for (size_t i = 0; i < a->n_tasks; i++)
+        if (a->tasks[i].job == job && a->tasks[i].index == index)
+            return &a->tasks[i];
+    return NULL;
+}
+
+static bool in_desired(json_t *desired, int64_t job, int index, bool *stopping)
+{
+    json_t *d;
+    size_t i;
+
+    json_array_foreach(desired, i, d) if (json_integer_value(json_object_get(d, "job")) == job &&
+                                          json_integer_value(json_object_get(d, "task")) == index)
+    {
+        *stopping = json_is_true(json_object_get(d, "stopping"));
+        return true;
+    }
+    return false;
+}
+
+/* Starts what is placed here and not running, stops what allotd no longer
+ * wants or preempts, forgets what ended, was reported and left the desired
+ * state. */
+static void reconcile(struct agent *a, json_t *desired)
+{
+    int64_t now = agent_now_ms();
+    json_t *d;
+    size_t i;
+
+    json_array_foreach(desired, i, d)
+    {
+        int64_t job = json_integer_value(json_object_get(d, "job"));
+        int index = (int)json_integer_value(json_object_get(d, "task"));
+        struct task *t = find_task(a, job, index);
+
+        if (t) {
+            if (json_is_true(json_object_get(d, "stopping")) && !t->cancelled) {
+                t->cancelled = true; /* preempted: allotd requeues or ends it */
+                task_stop(a, t, now);
+            }
+            continue;
+        }
+        if (json_is_true(json_object_get(d, "stopping")))
+            continue;
+        if (allot_grow((void **)&a->tasks, &a->cap_tasks, a->n_tasks + 1, sizeof(*a->tasks)) < 0)
+            return;
+        if (task_start(a, d, &a->tasks[a->n_tasks]) == 0)
+            a->n_tasks++;
+    }
+    for (size_t k = a->n_tasks; k-- > 0;) {
+        struct task *t = &a->tasks[k];
+        bool stopping = false;
+
+        if (in_desired(desired, t->job, t->index, &stopping))
+            continue;
+        if (t->state == TASK_STARTING || t->state == TASK_RUNNING) {
+            t->cancelled = true;
+            task_stop(a, t, now);
+        } else if ((t->state == TASK_EXITED || t->state == TASK_LOST) &&
+                   (t->reported_end || t->cancelled)) {
+            task_forget(a, t);
+            a->tasks[k] = a->tasks[--a->n_tasks];
+        }
+    }
+}
+
+/* This heartbeat's job reports: "running" once per job, and the end of a
+ * job once every task of it here ended. */
+static json_t *reports(struct agent *a)
+{
+    json_t *out = json_array();
+
+    for (size_t i = 0; i < a->n_tasks; i++) {
+        struct task *t = &a->tasks[i];
+        bool first = true, all_ended = true, running = false, lost = false, cancelled = false;
+        const struct task *bad = NULL;
+
+        for (size_t k = 0; k < i && first; k++)
+            first = a->tasks[k].job != t->job;
+        if (!first)
+            continue; /* one report per job */
+        for (size_t k = i; k < a->n_tasks; k++) {
+            const struct task *u = &a->tasks[k];
+            if (u->job != t->job)
+                continue;
+            all_ended &= u->state == TASK_EXITED || u->state == TASK_LOST;
+            running |= u->state == TASK_RUNNING && !u->reported_running;
+            lost |= u->state == TASK_LOST;
+            cancelled |= u->cancelled;
+            if (!bad && (u->state == TASK_LOST || (u->state == TASK_EXITED && u->exit_code)))
+                bad = u;
+        }
+        if (cancelled)
+            continue; /* allotd stopped it: nothing to tell */
+        if (all_ended && !t->reported_end) {
+            json_t *r = json_pack("{s:I,s:s}", "id", (json_int_t)t->job, "state",
+                                  lost  ? "lost"
+                                  : bad ? "failed"
+                                        : "succeeded");
+            if (!lost)
+                json_object_set_new(r, "exit_code", json_integer(bad ? bad->exit_code : 0));
+            if (bad && *bad->detail)
+                json_object_set_new(r, "detail", json_string(bad->detail));
+            json_array_append_new(out, r);
+        } else if (running && !all_ended) {
+            json_array_append_new(out,
+                                  json_pack("{s:I,s:s}", "id", (json_int_t)t->job, "state",
+                                            "running"));
+        }
+    }
+    return out;
+}
+
+/* The reports went through: mark them so. */
+static void reported(struct agent *a, json_t *sent)
+{
+    json_t *r;
+    size_t i;
+
+    json_array_foreach(sent, i, r)
+    {
+        int64_t job = json_integer_value(json_object_get(r, "id"));
+        bool end = strcmp(json_string_value(json_object_get(r, "state")), "running") != 0;
+
+        for (size_t k = 0; k < a->n_tasks; k++)
+            if (a->tasks[k].job == job) {
+                a->tasks[k].reported_running = true;
+                a->tasks[k].reported_end |= end;
+            }
+    }
+}
+
+/* Registers the node, retrying while allotd cannot be reached. Returns
+ * the lease in ms, or -1 (refused, or stopped by a signal). */
+static int64_t register_node(struct agent *a, struct agent_client *c)
+{
+    json_t *inv = inventory_json(&a->cfg, &a->inv), *reply = NULL;
+    char err[512];
+    int64_t lease = -1;
+
+    while (!stop_signal) {
+        long st = client_post(c, "/v1/nodes/register", inv, 10000, &reply, err, sizeof(err));
+
+        if (st == 200 || st == 201) {
+            time_t now = time(NULL);
+            json_int_t exp = json_integer_value(json_object_get(reply, "lease_expiry"));
+            lease = exp > now ? (int64_t)(exp - now) * 1000 : 30000;
+            LOG_INFO("agent", "registered as %s (%d GPUs%s)", a->cfg.name, a->inv.n_gpus,
+                     a->inv.emulated ? ", emulated" : "");
+            break;
+        }
+        json_decref(reply);
+        reply = NULL;
+        if (st >= 400 && st < 500) {
+            LOG_ERROR("agent", "registration refused: %s", err);
+            break;
+        }
+        LOG_WARN("agent", "cannot register yet: %s", err);
+        sleep_ms(a->cfg.heartbeat);
+    }
+    json_decref(reply);
+    json_decref(inv);
+    return lease;
+}
+
+static json_t *usage_json(struct agent *a)
+{
+    json_t *jobs = json_object();
+
+    for (size_t i = 0; i < a->n_tasks && getuid() == 0; i++) {
+        const struct task *t = &a->tasks[i];
+        int64_t cpu = -1, mem = -1;
+        char key[32];
+
+        if (t->state != TASK_RUNNING)
+            continue;
+        cg_usage(a->cfg.cgroup_root, t->key, &cpu, &mem);
+        allot_fmt(key, sizeof(key), "%s", t->key);
+        json_object_set_new(jobs, key,
+                            json_pack("{s:I,s:I}", "cpu_ns", (json_int_t)cpu, "memory_bytes",
+                                      (json_int_t)mem));
+    }
+    return json_pack("{s:o}", "tasks", jobs);
+}
+
+static int run(struct agent *a)
+{
+    struct agent_client *c = client_new(a->cfg.server, a->cfg.token, a->cfg.cacert);
+    char err[512], version[80] = "";
+    int64_t lease, last_ok;
+    int n;
+
+    if (!c) {
+        LOG_ERROR("agent", "cannot set up the HTTP client");
+        return 1;
+    }
+    n = task_adopt_all(a, &a->tasks);
+    a->n_tasks = a->cap_tasks = n > 0 ? (size_t)n : 0;
+    lease = register_node(a, c);
+    if (lease < 0) {
+        client_free(c);
+        return stop_signal ? 0 : 1;
+    }
+    last_ok = agent_now_ms();
+    while (!stop_signal) {
+        int64_t now = agent_now_ms();
+        bool busy = false;
+        json_t *rep, *body, *reply = NULL;
+        long st;
+
+        if (hup_signal) {
+            hup_signal = 0;
+            log_reopen();
+        }
+        for (size_t i = 0; i < a->n_tasks; i++) {
+            task_poll(a, &a->tasks[i], now);
+            busy |= a->tasks[i].state == TASK_STARTING || a->tasks[i].state == TASK_STOPPING;
+        }
+        rep = reports(a);
+        body = json_pack("{s:O,s:s,s:I,s:o}", "jobs", rep, "known", version, "wait_ms",
+                         (json_int_t)(json_array_size(rep) || busy ? 0 : a->cfg.poll_wait),
+                         "usage", usage_json(a));
+        char path[600];
+        allot_fmt(path, sizeof(path), "/v1/nodes/%s/heartbeat", a->cfg.name);
+        st = client_post(c, path, body, a->cfg.poll_wait + 15000, &reply, err, sizeof(err));
+        json_decref(body);
+        if (st == 200) {
+            last_ok = agent_now_ms();
+            reported(a, rep);
+            allot_strlcpy(version, json_string_value(json_object_get(reply, "version"))
+                                       ? json_string_value(json_object_get(reply, "version"))
+                                       : "",
+                          sizeof(version));
+            reconcile(a, json_object_get(reply, "jobs"));
+        } else if (st == 404) {
+            LOG_WARN("agent", "allotd does not know this node: registering again");
+            if ((lease = register_node(a, c)) < 0)
+                st = -2;
+        } else {
+            LOG_WARN("agent", "heartbeat failed: %s", err);
+            if (a->cfg.fence && agent_now_ms() - last_ok > lease * 4 / 5) {
+                json_t *none = json_array();
+                LOG_WARN("agent", "allotd unreachable for most of the lease: stopping every "
+                                  "task (allotd requeues them)");
+                reconcile(a, none); /* nothing is wanted here any more */
+                json_decref(none);
+            }
+            sleep_ms(a->cfg.heartbeat);
+        }
+        json_decref(rep);
+        json_decref(reply);
+        if (st == -2)
+            break;
+        if (busy)
+            sleep_ms(20); /* starting or stopping: look again soon */
+    }
+    client_free(c);
+    LOG_INFO("agent", "stopped; %zu tasks keep running and are adopted at the next start",
+             a->n_tasks);
+    allot_free(a->tasks);
+    return 0;
+}
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: allot-agent --server URL --token TOKEN [--emulate 4xH100-80GB] "
+                 "[OPTIONS]\n"
+                 "       allot-agent --print-config-example | --help\n\n"
+                 "The node agent of allot (docs/agent.md): registers this node's GPUs with "
+                 "allotd and\nruns the jobs placed here, isolated in cgroups. Options:\n\n");
+    allot_config_help(options, N_OPTIONS, out);
+}
+
+static int read_token_file(struct agent_config *c, char *err, size_t errlen)
+{
+    FILE *f = fopen(c->token_file, "r");
+    char line[512];
+
+    if (!f || !fgets(line, sizeof(line), f)) {
+        allot_fmt(err, errlen, "--token-file %s: %s", c->token_file,
+                  f ? "empty" : strerror(errno));
+        if (f)
+            fclose(f);
+        return -1;
+    }
+    fclose(f);
+    line[strcspn(line, "\r\n")] = '\0';
+    return allot_config_set(options, N_OPTIONS, c, "token", line, err, errlen);
+}
+
+int main(int argc, char **argv)
+{
+    static struct agent a;
+    struct agent_config *c = &a.cfg;
+    char err[512], host[256];
+    int i = 1, rc;
+
+    if (allot_config_defaults(options, N_OPTIONS, c, err, sizeof(err)) < 0) {
+        fprintf(stderr, "allot-agent: %s\n", err);
+        return 2;
+    }
+    for (int k = 1; k < argc; k++) {
+        if (!strcmp(argv[k], "--help") || !strcmp(argv[k], "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        if (!strcmp(argv[k], "--print-config-example")) {
+            allot_config_example(options, N_OPTIONS, "allot-agent", stdout);
+            return 0;
+        }
+    }
+    if (allot_config_parse_args(options, N_OPTIONS, c, argc, argv, &i, err, sizeof(err)) < 0 ||
+        i < argc) {
+        fprintf(stderr, "allot-agent: %s\n", i < argc ? "unexpected argument" : err);
+        usage(stderr);
+        return 2;
+    }
+    if ((!c->token || !*c->token) && getenv("ALLOT_TOKEN"))
+        allot_config_set(options, N_OPTIONS, c, "token", getenv("ALLOT_TOKEN"), err, sizeof(err));
+    if ((!c->token || !*c->token) && c->token_file && *c->token_file &&
+        read_token_file(c, err, sizeof(err)) < 0) {
+        fprintf(stderr, "allot-agent: %s\n", err);
+        return 2;
+    }
+    if (!c->token || !*c->token) {
+        fprintf(stderr, "allot-agent: a join token is required (--token, --token-file or "
+                        "ALLOT_TOKEN)\n");
+        return 2;
+    }
+    if (!c->name || !*c->name) {
+        if (gethostname(host, sizeof(host)) < 0)
+            allot_strlcpy(host, "node", sizeof(host));
+        host[sizeof(host) - 1] = '\0';
+        allot_config_set(options, N_OPTIONS, c, "name", host, err, sizeof(err));
+    }
+    if (log_setup(c->log_file, !strcmp(c->log_format, "json"), c->log_level) < 0) {
+        fprintf(stderr, "allot-agent: cannot open log file %s\n", c->log_file);
+        return 1;
+    }
+    allot_fmt(a.tasks_dir, sizeof(a.tasks_dir), "%s/tasks", c->state_dir);
+    allot_fmt(a.logs_dir, sizeof(a.logs_dir), "%s/logs", c->state_dir);
+    if ((mkdir(c->state_dir, 0755) < 0 && errno != EEXIST) ||
+        (mkdir(a.tasks_dir, 0700) < 0 && errno != EEXIST) ||
+        (mkdir(a.logs_dir, 0755) < 0 && errno != EEXIST)) {
+        fprintf(stderr, "allot-agent: %s: %s\n", c->state_dir, strerror(errno));
+        return 1;
+    }
+    a.cat = allot_catalog_default(err, sizeof(err));
+    if (!a.cat) {
+        fprintf(stderr, "allot-agent: GPU catalog: %s\n", err);
+        return 1;
+    }
+    if (inventory_build(c, a.cat, &a.inv, err, sizeof(err)) < 0) {
+        fprintf(stderr, "allot-agent: %s\n", err);
+        return 1;
+    }
+    a.cg_v2 = cg_detect(err, sizeof(err));
+    if (a.cg_v2 < 0)
+        LOG_WARN("agent", "%s: tasks cannot be isolated", err);
+    if (getuid() != 0)
+        LOG_WARN("agent", "not running as root: no cgroups, and tasks run as uid %d",
+                 (int)getuid());
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    rc = run(&a);
+    curl_global_cleanup();
+    allot_catalog_free((struct allot_catalog *)a.cat);
+    log_close();
+    allot_config_free(options, N_OPTIONS, c);
+    return rc;
+}

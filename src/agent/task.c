@@ -1,0 +1,629 @@
+/*
+ * The process executor. A task is a folder STATE/tasks/JOB-INDEX holding
+ * task.json (its desired-state entry), pid ("SUPERVISOR PID STARTTICKS",
+ * written by the supervisor) and, once the process ended, exit ("exit N"
+ * or "signal N"). The agent forks a supervisor per task; the supervisor
+ * starts the task's process (its own process group, the task's cgroup,
+ * the mapped user, stdout and stderr to STATE/logs/JOB/task-INDEX.log),
+ * waits for it and writes the exit file. So an agent restarted while tasks
+ * run reads their folders back (task_adopt_all): a live process is adopted
+ * where it runs, an ended one is reported with its status, and one that
+ * vanished without an exit file is reported lost.
+ */
+#include "agent.h"
+
+#include "allot/common.h"
+#include "log.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static void task_dir(const struct agent *a, const struct task *t, char *buf, size_t len)
+{
+    allot_fmt(buf, len, "%s/%s", a->tasks_dir, t->key);
+}
+
+/* Writes text to DIR/NAME atomically (temporary file, then rename). */
+static int write_atomic(const char *dir, const char *name, const char *text)
+{
+    char tmp[4400], path[4400];
+    int fd, rc = 0;
+
+    allot_fmt(tmp, sizeof(tmp), "%s/.%s.tmp", dir, name);
+    allot_fmt(path, sizeof(path), "%s/%s", dir, name);
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -errno;
+    if (write(fd, text, strlen(text)) < 0 || fsync(fd) < 0)
+        rc = -errno;
+    close(fd);
+    if (!rc && rename(tmp, path) < 0)
+        rc = -errno;
+    return rc;
+}
+
+static int read_small(const char *dir, const char *name, char *buf, size_t len)
+{
+    char path[4400];
+    int fd;
+    ssize_t n;
+
+    allot_fmt(path, sizeof(path), "%s/%s", dir, name);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    n = read(fd, buf, len - 1);
+    close(fd);
+    if (n < 0)
+        return -1;
+    buf[n] = '\0';
+    return 0;
+}
+
+/* Start time of process pid in clock ticks since boot (field 22 of
+ * /proc/PID/stat), or -1 when it does not exist: with the pid it names a
+ * process, so a recycled pid is not mistaken for the task. */
+static long long proc_start(pid_t pid)
+{
+    char path[64], buf[1024], *p;
+    long long start = -1;
+    FILE *f;
+
+    allot_fmt(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    if (!(f = fopen(path, "r")))
+        return -1;
+    if (fgets(buf, sizeof(buf), f) && (p = strrchr(buf, ')'))) {
+        /* after the command: state is field 3; start time field 22 */
+        int field = 2;
+        for (p++; *p && field < 22; p++)
+            if (*p == ' ')
+                field++;
+        start = strtoll(p, NULL, 10);
+    }
+    fclose(f);
+    return start;
+}
+
+/* ---- who the task runs as ---- */
+
+struct run_user {
+    uid_t uid;
+    gid_t gid;
+    char name[64], home[256];
+};
+
+static int lookup_user(const char *who, struct run_user *u)
+{
+    struct passwd *pw;
+    char *end;
+    unsigned long id = strtoul(who, &end, 10);
+
+    pw = *end == '\0' || *end == ':' ? getpwuid((uid_t)id) : getpwnam(who);
+    if (!pw && !(*end == '\0' || *end == ':'))
+        return -1;
+    u->uid = pw ? pw->pw_uid : (uid_t)id;
+    u->gid = pw ? pw->pw_gid : (gid_t)id;
+    if (*end == ':')
+        u->gid = (gid_t)strtoul(end + 1, NULL, 10);
+    allot_strlcpy(u->name, pw ? pw->pw_name : who, sizeof(u->name));
+    allot_strlcpy(u->home, pw && pw->pw_dir ? pw->pw_dir : "/", sizeof(u->home));
+    return 0;
+}
+
+/* The user for tenant: its line in the user map ("TENANT USER[:GID]
+ * [allow-root]", longest tenant prefix wins), else run-as. Root only where
+ * the map allows it. Returns 0 or -1 with the reason in why. */
+static int resolve_user(const struct agent *a, const char *tenant, struct run_user *u, char *why,
+                        size_t len)
+{
+    char line[512], best[128] = "", who[128];
+    size_t best_len = 0;
+    bool allow_root = false;
+    FILE *f = a->cfg.user_map && *a->cfg.user_map ? fopen(a->cfg.user_map, "r") : NULL;
+
+    allot_strlcpy(who, a->cfg.run_as, sizeof(who));
+    while (f && fgets(line, sizeof(line), f)) {
+        char t[256], usr[128], flag[32] = "";
+        int n = sscanf(line, "%255s %127s %31s", t, usr, flag);
+        size_t tl = strlen(t);
+
+        if (n < 2 || t[0] == '#')
+            continue;
+        if ((!strcmp(t, tenant) || (!strncmp(tenant, t, tl) && tenant[tl] == '/')) &&
+            tl > best_len) {
+            best_len = tl;
+            allot_strlcpy(best, usr, sizeof(best));
+            allow_root = n == 3 && !strcmp(flag, "allow-root");
+        }
+    }
+    if (f)
+        fclose(f);
+    if (best_len)
+        allot_strlcpy(who, best, sizeof(who));
+    if (lookup_user(who, u) < 0) {
+        allot_fmt(why, len, "no user \"%s\" on this node (run-as / user-map)", who);
+        return -1;
+    }
+    if (getuid() != 0) {
+        /* an unprivileged agent can only run tasks as itself */
+        struct run_user self;
+        char me[32];
+        allot_fmt(me, sizeof(me), "%d", (int)getuid());
+        lookup_user(me, &self);
+        *u = self;
+    }
+    if (u->uid == 0 && !allow_root) {
+        allot_fmt(why, len, "refusing to run tenant %s's job as root (user-map has no allow-root)",
+                  tenant);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- environment ---- */
+
+struct env {
+    char **v;
+    size_t n, cap;
+};
+
+static void env_set(struct env *e, const char *k, const char *val)
+{
+    size_t kl = strlen(k);
+    char *s = allot_malloc(kl + strlen(val) + 2);
+
+    if (!s)
+        return;
+    sprintf(s, "%s=%s", k, val);
+    for (size_t i = 0; i < e->n; i++)
+        if (!strncmp(e->v[i], k, kl) && e->v[i][kl] == '=') {
+            allot_free(e->v[i]);
+            e->v[i] = s;
+            return;
+        }
+    if (allot_grow((void **)&e->v, &e->cap, e->n + 2, sizeof(*e->v)) < 0) {
+        allot_free(s);
+        return;
+    }
+    e->v[e->n++] = s;
+    e->v[e->n] = NULL;
+}
+
+static void env_free(struct env *e)
+{
+    for (size_t i = 0; i < e->n; i++)
+        allot_free(e->v[i]);
+    allot_free(e->v);
+}
+
+/* The task's environment: the job's own variables first, then allot's,
+ * which win (a job cannot widen its GPUs through CUDA_VISIBLE_DEVICES). */
+static void build_env(const struct agent *a, json_t *d, const struct run_user *u,
+                      const char *dir, struct env *e)
+{
+    json_t *spec = json_object_get(d, "spec"), *g = json_object_get(d, "gpus"), *x;
+    char buf[2048], num[64];
+    const char *k;
+    size_t i;
+
+    json_object_foreach(json_object_get(spec, "env"), k, x) env_set(e, k, json_string_value(x));
+    env_set(e, "PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+    env_set(e, "HOME", u->home);
+    env_set(e, "USER", u->name);
+    env_set(e, "LOGNAME", u->name);
+    allot_fmt(num, sizeof(num), "%lld", (long long)json_integer_value(json_object_get(d, "job")));
+    env_set(e, "ALLOT_JOB_ID", num);
+    allot_fmt(num, sizeof(num), "%lld", (long long)json_integer_value(json_object_get(d, "task")));
+    env_set(e, "ALLOT_TASK_INDEX", num);
+    allot_fmt(num, sizeof(num), "%lld",
+              json_integer_value(json_object_get(spec, "tasks"))
+                  ? (long long)json_integer_value(json_object_get(spec, "tasks"))
+                  : 1LL);
+    env_set(e, "ALLOT_NUM_TASKS", num);
+    env_set(e, "ALLOT_NODE", a->cfg.name);
+    if (json_string_value(json_object_get(spec, "tenant")))
+        env_set(e, "ALLOT_TENANT", json_string_value(json_object_get(spec, "tenant")));
+    if ((x = json_object_get(d, "array_job_id"))) {
+        allot_fmt(num, sizeof(num), "%lld", (long long)json_integer_value(x));
+        env_set(e, "ALLOT_ARRAY_JOB_ID", num);
+        allot_fmt(num, sizeof(num), "%lld",
+                  (long long)json_integer_value(json_object_get(d, "array_index")));
+        env_set(e, "ALLOT_ARRAY_TASK_ID", num);
+    }
+    /* the GPUs, by UUID as CUDA and the NVIDIA container runtime read them */
+    buf[0] = '\0';
+    char devs[2048] = "";
+    json_array_foreach(g, i, x)
+    {
+        json_int_t idx = json_integer_value(x);
+        if (idx < 0 || idx >= a->inv.n_gpus)
+            continue;
+        size_t bl = strlen(buf), dl = strlen(devs);
+        allot_fmt(buf + bl, sizeof(buf) - bl, "%s%s", bl ? "," : "", a->inv.gpus[idx].uuid);
+        allot_fmt(devs + dl, sizeof(devs) - dl, "%s%s/nvidia%d", dl ? "," : "", a->inv.dev_dir,
+                  a->inv.gpus[idx].minor);
+    }
+    env_set(e, "CUDA_VISIBLE_DEVICES", *buf ? buf : "");
+    env_set(e, "NVIDIA_VISIBLE_DEVICES", *buf ? buf : "void");
+    env_set(e, "ALLOT_GPU_DEVICES", devs);
+    /* a fraction of a GPU: the shim enforces it (liballot-cuda.so) */
+    json_int_t milli = json_integer_value(json_object_get(d, "gpu_milli"));
+    json_int_t gmem = json_integer_value(json_object_get(d, "gpu_memory"));
+    if (json_array_size(g) == 1 && !json_object_get(d, "mig_profile") &&
+        ((milli > 0 && milli < 1000) || gmem > 0)) {
+        if (gmem > 0) {
+            allot_fmt(num, sizeof(num), "%lldMi", (long long)gmem);
+            env_set(e, "ALLOT_GPU_MEMORY_LIMIT", num);
+        }
+        if (milli > 0 && milli < 1000) {
+            allot_fmt(num, sizeof(num), "%lld", (long long)(milli + 9) / 10);
+            env_set(e, "ALLOT_GPU_SM_LIMIT", num);
+        }
+        allot_fmt(buf, sizeof(buf), "%s/shim.region", dir);
+        env_set(e, "ALLOT_SHIM_REGION", buf);
+        if (a->cfg.shim_lib && *a->cfg.shim_lib && access(a->cfg.shim_lib, R_OK) == 0)
+            env_set(e, "LD_PRELOAD", a->cfg.shim_lib);
+    }
+}
+
+/* ---- start ---- */
+
+static void task_fail(struct task *t, const char *why)
+{
+    t->state = TASK_EXITED;
+    t->exit_code = 1;
+    allot_strlcpy(t->detail, why, sizeof(t->detail));
+}
+
+/* In the task's process, after fork: never returns. */
+static void run_child(const struct agent *a, const struct task *t, char **argv, char **envp,
+                      const struct run_user *u, const char *workdir, int log_fd)
+{
+    int null_fd = open("/dev/null", O_RDONLY);
+
+    setpgid(0, 0);
+    if (getuid() == 0 && cg_enter(a->cfg.cgroup_root, t->key, getpid()) < 0) {
+        dprintf(log_fd, "allot-agent: cannot enter the task's cgroup\n");
+        _exit(126);
+    }
+    if (null_fd >= 0)
+        dup2(null_fd, 0);
+    dup2(log_fd, 1);
+    dup2(log_fd, 2);
+    close_range(3, ~0U, 0);
+    if (workdir && chdir(workdir) < 0) {
+        dprintf(2, "allot-agent: workdir %s: %s\n", workdir, strerror(errno));
+        _exit(126);
+    }
+    if (!workdir && chdir(u->home) < 0 && chdir("/") < 0)
+        _exit(126);
+    if (getuid() == 0 &&
+        (setgroups(0, NULL) < 0 || setgid(u->gid) < 0 || setuid(u->uid) < 0)) {
+        dprintf(2, "allot-agent: cannot become uid %d: %s\n", (int)u->uid, strerror(errno));
+        _exit(126);
+    }
+    for (int s = 1; s < NSIG; s++)
+        signal(s, SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    execvpe(argv[0], argv, envp);
+    dprintf(2, "allot-agent: cannot run %s: %s\n", argv[0], strerror(errno));
+    _exit(127);
+}
+
+/* The supervisor: starts the task, records its pid, waits, records how it
+ * ended. Never returns. */
+static void run_supervisor(const struct agent *a, const struct task *t, const char *dir,
+                           char **argv, char **envp, const struct run_user *u, const char *workdir,
+                           int log_fd)
+{
+    char text[128];
+    int status;
+    pid_t pid;
+
+    setsid();
+    signal(SIGTERM, SIG_IGN); /* the agent signals the task's group, not us */
+    signal(SIGHUP, SIG_IGN);
+    signal(SIGINT, SIG_IGN);
+    pid = fork();
+    if (pid == 0)
+        run_child(a, t, argv, envp, u, workdir, log_fd);
+    close(log_fd);
+    if (pid < 0) {
+        write_atomic(dir, "exit", "exit 127 fork failed");
+        _exit(1);
+    }
+    setpgid(pid, pid); /* also here: no window where the group does not exist */
+    allot_fmt(text, sizeof(text), "%d %d %lld\n", (int)getpid(), (int)pid, proc_start(pid));
+    write_atomic(dir, "pid", text);
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (WIFSIGNALED(status))
+        allot_fmt(text, sizeof(text), "signal %d\n", WTERMSIG(status));
+    else
+        allot_fmt(text, sizeof(text), "exit %d\n", WEXITSTATUS(status));
+    write_atomic(dir, "exit", text);
+    _exit(0);
+}
+
+int task_start(struct agent *a, json_t *d, struct task *t)
+{
+    json_t *spec = json_object_get(d, "spec"), *cmd = json_object_get(spec, "command"), *x;
+    const char *tenant = json_string_value(json_object_get(spec, "tenant"));
+    const char *workdir = json_string_value(json_object_get(spec, "workdir"));
+    char dir[4400], logd[4400], logf[4500], why[256], *text;
+    struct cg_limits lim = {.pids_max = a->cfg.pids_max};
+    struct env env = {0};
+    struct run_user u;
+    char **argv = NULL;
+    size_t i;
+    int log_fd = -1;
+    pid_t sup;
+
+    memset(t, 0, sizeof(*t));
+    t->job = json_integer_value(json_object_get(d, "job"));
+    t->index = (int)json_integer_value(json_object_get(d, "task"));
+    allot_fmt(t->key, sizeof(t->key), "%lld-%d", (long long)t->job, t->index);
+    t->started_ms = agent_now_ms();
+    task_dir(a, t, dir, sizeof(dir));
+    if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+        LOG_ERROR("task", "%s: %s", dir, strerror(errno));
+        return -1;
+    }
+    text = json_dumps(d, JSON_COMPACT);
+    if (!text || write_atomic(dir, "task.json", text) < 0) {
+        free(text);
+        LOG_ERROR("task", "%s: cannot record the task", dir);
+        return -1;
+    }
+    free(text);
+    if (!json_is_array(cmd) || !json_array_size(cmd)) {
+        task_fail(t, "the job has no command");
+        return 0;
+    }
+    if (resolve_user(a, tenant ? tenant : "", &u, why, sizeof(why)) < 0) {
+        task_fail(t, why);
+        return 0;
+    }
+    if (a->cg_v2 < 0 && getuid() == 0) {
+        task_fail(t, "no cgroups on this node: tasks cannot be isolated");
+        return 0;
+    }
+    lim.cpu_milli = json_integer_value(json_object_get(d, "cpu_milli"));
+    lim.mem_bytes = json_integer_value(json_object_get(d, "memory")) * 1024 * 1024;
+    json_array_foreach(json_object_get(d, "gpus"), i, x)
+    {
+        json_int_t idx = json_integer_value(x);
+        if (idx >= 0 && idx < a->inv.n_gpus && lim.n_gpu_minors < AGENT_MAX_GPUS)
+            lim.gpu_minors[lim.n_gpu_minors++] = a->inv.gpus[idx].minor;
+    }
+    if (getuid() == 0 &&
+        cg_create(a->cfg.cgroup_root, t->key, &lim, why, sizeof(why)) < 0) {
+        LOG_ERROR("task", "job %lld: %s", (long long)t->job, why);
+        task_fail(t, why);
+        return 0;
+    }
+    allot_fmt(logd, sizeof(logd), "%s/%lld", a->logs_dir, (long long)t->job);
+    mkdir(logd, 0755);
+    allot_fmt(logf, sizeof(logf), "%s/task-%d.log", logd, t->index);
+    log_fd = open(logf, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+    if (log_fd < 0) {
+        allot_fmt(why, sizeof(why), "cannot open the log %s: %s", logf, strerror(errno));
+        task_fail(t, why);
+        return 0;
+    }
+    if (getuid() == 0 && fchown(log_fd, u.uid, u.gid) < 0)
+        LOG_WARN("task", "%s: cannot give it to uid %d", logf, (int)u.uid);
+    build_env(a, d, &u, dir, &env);
+    if (json_object_get(d, "gpu_milli") || json_object_get(d, "gpu_memory")) {
+        char region[4500];
+        int fd;
+        allot_fmt(region, sizeof(region), "%s/shim.region", dir);
+        fd = open(region, O_RDWR | O_CREAT | O_CLOEXEC, 0660);
+        if (fd >= 0) {
+            if (getuid() == 0 && fchown(fd, u.uid, u.gid) < 0)
+                LOG_WARN("task", "%s: cannot give it to uid %d", region, (int)u.uid);
+            close(fd);
+        }
+    }
+    argv = allot_calloc(json_array_size(cmd) + 1, sizeof(*argv));
+    if (!argv || !env.v) {
+        close(log_fd);
+        env_free(&env);
+        allot_free(argv);
+        return -1;
+    }
+    json_array_foreach(cmd, i, x) argv[i] = (char *)(json_string_value(x) ? json_string_value(x)
+                                                                           : "");
+    sup = fork();
+    if (sup == 0)
+        run_supervisor(a, t, dir, argv, env.v, &u, workdir, log_fd);
+    close(log_fd);
+    env_free(&env);
+    allot_free(argv);
+    if (sup < 0) {
+        task_fail(t, "fork failed");
+        return 0;
+    }
+    t->sup = sup;
+    t->state = TASK_STARTING;
+    LOG_INFO("task", "job %lld task %d started (supervisor %d) as %s", (long long)t->job,
+             t->index, (int)sup, u.name);
+    return 0;
+}
+
+/* ---- stop, poll, forget ---- */
+
+void task_stop(struct agent *a, struct task *t, int64_t now_ms)
+{
+    if (t->state != TASK_STARTING && t->state != TASK_RUNNING)
+        return;
+    t->state = TASK_STOPPING;
+    t->kill_at_ms = now_ms + a->cfg.grace;
+    if (t->pid > 0)
+        kill(-t->pid, SIGTERM);
+    LOG_INFO("task", "job %lld task %d: SIGTERM, SIGKILL in %lld ms", (long long)t->job,
+             t->index, (long long)a->cfg.grace);
+}
+
+/* Reads the pid file: 0 when read. */
+static int read_pid(const char *dir, struct task *t, long long *start)
+{
+    char buf[128];
+    int sup = 0, pid = 0;
+
+    *start = -1;
+    if (read_small(dir, "pid", buf, sizeof(buf)) < 0 ||
+        sscanf(buf, "%d %d %lld", &sup, &pid, start) < 2 || pid <= 0)
+        return -1;
+    t->pid = pid;
+    if (!t->sup)
+        t->sup = -sup; /* not our child: only its liveness is checked */
+    return 0;
+}
+
+static void read_exit(struct agent *a, const char *dir, struct task *t, const char *text)
+{
+    int n = 0;
+
+    t->state = TASK_EXITED;
+    if (sscanf(text, "signal %d", &n) == 1) {
+        t->exit_code = 128 + n;
+        allot_fmt(t->detail, sizeof(t->detail), "killed by signal %d (%s)", n, strsignal(n));
+    } else {
+        sscanf(text, "exit %d", &n);
+        t->exit_code = n;
+        if (n)
+            allot_fmt(t->detail, sizeof(t->detail), "exited with status %d", n);
+    }
+    if (getuid() == 0 && cg_oom_kills(a->cfg.cgroup_root, t->key) > 0)
+        allot_fmt(t->detail, sizeof(t->detail), "OOM killed: over its memory limit");
+    if (t->cancelled)
+        allot_fmt(t->detail, sizeof(t->detail), "stopped by allot");
+    (void)dir;
+}
+
+void task_poll(struct agent *a, struct task *t, int64_t now_ms)
+{
+    char dir[4400], buf[128];
+    long long start;
+    int status;
+
+    if (t->state == TASK_EXITED || t->state == TASK_LOST)
+        return;
+    task_dir(a, t, dir, sizeof(dir));
+    if (t->sup > 0 && waitpid(t->sup, &status, WNOHANG) == t->sup)
+        t->sup = 0; /* reaped; its exit file says how the task ended */
+    if (t->pid <= 0 && read_pid(dir, t, &start) == 0 && t->state == TASK_STOPPING)
+        kill(-t->pid, SIGTERM); /* asked to stop before its pid was known */
+    if (read_small(dir, "exit", buf, sizeof(buf)) == 0) {
+        read_exit(a, dir, t, buf);
+        if (getuid() == 0)
+            cg_destroy(a->cfg.cgroup_root, t->key);
+        LOG_INFO("task", "job %lld task %d ended: %s", (long long)t->job, t->index,
+                 *t->detail ? t->detail : "exit 0");
+        return;
+    }
+    if (t->state == TASK_STARTING && t->pid > 0)
+        t->state = TASK_RUNNING;
+    /* no exit file and no supervisor: the process vanished with it */
+    bool sup_gone = t->sup == 0 || (t->sup < 0 && kill(-t->sup, 0) < 0 && errno == ESRCH);
+    if (sup_gone && (t->pid <= 0 || (kill(t->pid, 0) < 0 && errno == ESRCH)) &&
+        read_small(dir, "exit", buf, sizeof(buf)) < 0) {
+        t->state = TASK_LOST;
+        allot_fmt(t->detail, sizeof(t->detail), "its process vanished without an exit status");
+        if (getuid() == 0)
+            cg_destroy(a->cfg.cgroup_root, t->key);
+        return;
+    }
+    if (t->state == TASK_STOPPING && now_ms >= t->kill_at_ms && t->pid > 0) {
+        kill(-t->pid, SIGKILL);
+        if (getuid() == 0)
+            cg_destroy(a->cfg.cgroup_root, t->key); /* also what left the group */
+        t->kill_at_ms = now_ms + 1000;
+    }
+}
+
+static void rm_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char path[4600];
+
+    while (d && (e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        allot_fmt(path, sizeof(path), "%s/%s", dir, e->d_name);
+        unlink(path);
+    }
+    if (d)
+        closedir(d);
+    rmdir(dir);
+}
+
+void task_forget(struct agent *a, struct task *t)
+{
+    char dir[4400];
+
+    task_dir(a, t, dir, sizeof(dir));
+    rm_dir(dir);
+    if (getuid() == 0)
+        cg_destroy(a->cfg.cgroup_root, t->key);
+}
+
+int task_adopt_all(struct agent *a, struct task **out)
+{
+    DIR *d = opendir(a->tasks_dir);
+    struct dirent *e;
+    struct task *v = NULL;
+    size_t n = 0, cap = 0;
+
+    *out = NULL;
+    if (!d)
+        return 0;
+    while ((e = readdir(d))) {
+        char dir[4400], buf[128];
+        long long job;
+        int index;
+        long long start;
+        struct task t = {0};
+
+        if (sscanf(e->d_name, "%lld-%d", &job, &index) != 2)
+            continue;
+        if (allot_grow((void **)&v, &cap, n + 1, sizeof(*v)) < 0)
+            break;
+        t.job = job;
+        t.index = index;
+        allot_fmt(t.key, sizeof(t.key), "%lld-%d", job, index);
+        allot_fmt(dir, sizeof(dir), "%s/%s", a->tasks_dir, t.key);
+        t.started_ms = agent_now_ms();
+        if (read_small(dir, "exit", buf, sizeof(buf)) == 0) {
+            read_exit(a, dir, &t, buf);
+        } else if (read_pid(dir, &t, &start) == 0 && proc_start(t.pid) == start && start >= 0) {
+            t.state = TASK_RUNNING;
+        } else {
+            t.state = TASK_LOST;
+            allot_fmt(t.detail, sizeof(t.detail), "its process vanished while the agent was down");
+        }
+        LOG_INFO("task", "job %lld task %d found on disk: %s", job, index,
+                 t.state == TASK_RUNNING ? "running, adopted"
+                 : t.state == TASK_LOST  ? "vanished"
+                                         : "ended");
+        v[n++] = t;
+    }
+    closedir(d);
+    *out = v;
+    return (int)n;
+}

@@ -1,0 +1,208 @@
+"""allot-agent end to end with a real allotd, on loopback, with emulated
+GPUs: jobs run to completion with their exit code and logs, as an
+unprivileged user, in cgroups that enforce memory (an OOM kill is reported
+as such), CPU quota and device access (another GPU: EPERM); cancel stops a
+job with SIGTERM and grace; an agent killed with SIGKILL and restarted
+adopts its running tasks (none runs twice); allotd killed and restarted on
+the same port is found again. The agent needs root for cgroups and user
+switching, as on a real node."""
+
+import os
+import signal
+import time
+
+import allotd_fixture as fx
+from allotd_fixture import TENANTS, Agent, Daemon, expect
+
+dm = None
+AG = None
+agent = None
+
+
+def submit(body):
+    body = dict({"tenant": "research/nlp", "gpus": 1, "cpus": 1, "memory": 256}, **body)
+    return expect(dm.req("POST", "/v1/jobs", body, token=dm.admin), 201)["id"]
+
+
+def sh(script):
+    return ["sh", "-c", script]
+
+
+def wait_state(jid, states, timeout=20):
+    end = time.time() + timeout
+    while time.time() < end:
+        j = expect(dm.req("GET", "/v1/jobs/%d" % jid, token=dm.admin), 200)
+        if j["state"] in states:
+            return j
+        time.sleep(0.05)
+    raise AssertionError("job %d not %s within %ss: %r" % (jid, states, timeout, j))
+
+
+def test_run_to_completion():
+    jid = submit({"command": sh("echo hello $ALLOT_JOB_ID; id -u; echo gpus=$CUDA_VISIBLE_DEVICES;"
+                                " echo nv=$NVIDIA_VISIBLE_DEVICES")})
+    j = wait_state(jid, ("succeeded", "failed"))
+    assert j["state"] == "succeeded" and j["exit_code"] == 0, j
+    out = agent.task_log(jid)
+    assert "hello %d" % jid in out, out
+    assert "\n65534\n" in out, out  # nobody, never root
+    assert "gpus=GPU-" in out and out.split("gpus=")[1].split()[0] == \
+        out.split("nv=")[1].split()[0], out
+    kinds = [e["kind"] for e in expect(dm.req("GET", "/v1/jobs/%d/events" % jid,
+                                              token=dm.admin), 200)["events"]]
+    assert kinds[:2] == ["submitted", "placed"] and kinds[-1] == "succeeded", kinds
+
+
+def test_exit_code_and_no_command():
+    jid = submit({"command": sh("echo bad >&2; exit 3")})
+    j = wait_state(jid, ("succeeded", "failed"))
+    assert j["state"] == "failed" and j["exit_code"] == 3, j
+    assert "status 3" in j["pending_reason"] and "bad" in agent.task_log(jid), j
+    jid = submit({"command": ["/nonexistent/program"]})
+    j = wait_state(jid, ("succeeded", "failed"))
+    assert j["exit_code"] == 127 and "cannot run" in agent.task_log(jid), j
+    jid = submit({})
+    j = wait_state(jid, ("succeeded", "failed"))
+    assert j["state"] == "failed" and "no command" in j["pending_reason"], j
+
+
+def test_memory_limit_is_an_oom_kill():
+    jid = submit({"memory": 64, "command": ["python3", "-c",
+                                            "x = bytearray(400 * 1024 * 1024); print(len(x))"]})
+    j = wait_state(jid, ("succeeded", "failed"))
+    assert j["state"] == "failed" and "OOM" in (j["pending_reason"] or ""), j
+
+
+def test_cpu_quota():
+    prog = ("import time\nt0 = time.time()\nwhile time.time() - t0 < 2: pass\n"
+            "print('cpu', time.process_time(), 'wall', time.time() - t0)\n")
+    jid = submit({"cpus": 0.25, "gpus": 0, "command": ["python3", "-c", prog]})
+    j = wait_state(jid, ("succeeded", "failed"))
+    assert j["state"] == "succeeded", j
+    words = agent.task_log(jid).split()
+    cpu, wall = float(words[words.index("cpu") + 1]), float(words[words.index("wall") + 1])
+    assert cpu <= 0.25 * wall * 1.4 + 0.05, (cpu, wall)
+
+
+def test_device_access():
+    prog = ("import os\n"
+            "mine = os.environ['ALLOT_GPU_DEVICES'].split(',')\n"
+            "d = os.path.dirname(mine[0])\n"
+            "for p in sorted(os.listdir(d)):\n"
+            "    path = os.path.join(d, p)\n"
+            "    try:\n"
+            "        os.close(os.open(path, os.O_RDWR)); e = 0\n"
+            "    except OSError as x:\n"
+            "        e = x.errno\n"
+            "    print(p, 'mine' if path in mine else 'other', e)\n")
+    jid = submit({"command": ["python3", "-c", prog]})
+    j = wait_state(jid, ("succeeded", "failed"))
+    assert j["state"] == "succeeded", (j, agent.task_log(jid))
+    rows = [l.split() for l in agent.task_log(jid).splitlines() if l.startswith("nvidia")]
+    by = {r[0]: (r[1], int(r[2])) for r in rows}
+    mine = [k for k, v in by.items() if v[0] == "mine"]
+    assert len(mine) == 1 and "nvidiactl" in by, by
+    # the assigned GPU passes the cgroup (no driver behind it: ENXIO), another is denied
+    assert by[mine[0]][1] != 1, by
+    others = [v[1] for k, v in by.items() if v[0] == "other" and k != "nvidiactl"]
+    assert others and all(e == 1 for e in others), by  # EPERM
+    assert by["nvidiactl"][1] != 1, by
+
+
+def test_root_refused():
+    m = os.path.join(fx.tempdir(), "users")
+    with open(m, "w") as f:
+        f.write("# tenant user\nresearch root\nresearch/nlp nobody\n")
+    ag2 = Agent(dm, AG, "ag-root", emulate="1xT4", args=["--user-map", m])
+    try:
+        # only ag-root has a T4; research/vision maps to root (its parent's line)
+        jid = submit({"tenant": "research/vision", "gpu_models": ["T4"],
+                      "command": sh("id -u")})
+        j = wait_state(jid, ("succeeded", "failed"))
+        assert j["placement"]["tasks"][0]["node"] == "ag-root", j
+        assert j["state"] == "failed" and "as root" in j["pending_reason"], j
+        # the longer prefix wins: research/nlp runs as nobody there
+        jid = submit({"gpu_models": ["T4"], "command": sh("id -u")})
+        j = wait_state(jid, ("succeeded", "failed"))
+        assert j["state"] == "succeeded" and "65534" in ag2.task_log(jid), j
+    finally:
+        ag2.stop()
+
+
+def test_cancel_stops_with_grace():
+    jid = submit({"command": sh("trap 'echo got TERM; exit 0' TERM; echo started; "
+                                "sleep 100 & wait")})
+    wait_state(jid, ("running",))
+    time.sleep(0.3)
+    expect(dm.req("POST", "/v1/jobs/%d/cancel" % jid, token=dm.admin), 200)
+    end = time.time() + 10
+    while time.time() < end and "got TERM" not in agent.task_log(jid):
+        time.sleep(0.05)
+    assert "got TERM" in agent.task_log(jid), agent.task_log(jid)
+    # a job that ignores SIGTERM is killed after the grace (2 s here)
+    jid = submit({"command": sh("trap '' TERM; echo started; while :; do sleep 0.1; done")})
+    wait_state(jid, ("running",))
+    time.sleep(0.3)
+    expect(dm.req("POST", "/v1/jobs/%d/cancel" % jid, token=dm.admin), 200)
+    task_dir = os.path.join(agent.dir, "tasks", "%d-0" % jid)
+    end = time.time() + 10
+    while time.time() < end and os.path.isdir(task_dir):
+        time.sleep(0.1)
+    assert not os.path.isdir(task_dir), "task not stopped within the grace"
+
+
+def test_agent_restart_adopts():
+    global agent
+    jid = submit({"command": sh("echo run-once; sleep 2; echo done")})
+    wait_state(jid, ("running",))
+    assert agent.stop(signal.SIGKILL) == -signal.SIGKILL
+    time.sleep(0.5)
+    agent.start()
+    j = wait_state(jid, ("succeeded", "failed"), timeout=20)
+    assert j["state"] == "succeeded", (j, agent.log())
+    out = agent.task_log(jid)
+    assert out.count("run-once") == 1 and "done" in out, out
+    assert "adopted" in agent.log(), agent.log()
+    # a task whose process vanished while the agent was down is reported lost
+    jid = submit({"command": sh("sleep 30")})
+    wait_state(jid, ("running",))
+    agent.stop(signal.SIGKILL)
+    with open(os.path.join(agent.dir, "tasks", "%d-0" % jid, "pid")) as f:
+        sup, pid = [int(x) for x in f.read().split()[:2]]
+    os.kill(sup, signal.SIGKILL)
+    os.kill(-pid, signal.SIGKILL)
+    time.sleep(0.3)
+    agent.start()
+    j = wait_state(jid, ("lost",))
+    assert "vanished" in j["pending_reason"], j
+
+
+def test_allotd_restart():
+    global dm
+    jid = submit({"command": sh("sleep 2; echo finished")})
+    wait_state(jid, ("running",))
+    port, admin = dm.port, dm.admin
+    dm.stop(signal.SIGKILL)
+    dm = Daemon(dm.dir, args=["--listen", "127.0.0.1:%d" % port])
+    dm.admin = admin
+    j = wait_state(jid, ("succeeded", "failed"), timeout=30)
+    assert j["state"] == "succeeded" and agent.task_log(jid).count("finished") == 1, j
+
+
+if __name__ == "__main__":
+    if os.geteuid() != 0:
+        print("SKIP: allot-agent needs root for cgroups and user switching")
+        raise SystemExit(0)
+    dm = Daemon()
+    try:
+        expect(dm.req("PUT", "/v1/tenants", TENANTS, token=dm.admin), 200)
+        AG = dm.token("agent", "", "agents")
+        agent = Agent(dm, AG, "ag-1", emulate="2xL4")
+        fx.run([test_run_to_completion, test_exit_code_and_no_command,
+                test_memory_limit_is_an_oom_kill, test_cpu_quota, test_device_access,
+                test_root_refused, test_cancel_stops_with_grace, test_agent_restart_adopts,
+                test_allotd_restart])
+    finally:
+        if agent:
+            agent.stop()
+        dm.stop()
