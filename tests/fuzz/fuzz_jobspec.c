@@ -2,10 +2,14 @@
  * Fuzz target: the body of POST /v1/jobs. The bytes go through what
  * allotd does with a body (json_loadb with JSON_REJECT_DUPLICATES, an
  * object required) into jobspec_parse with the built-in GPU catalog.
- * Invariants: the result is 0, 400 or 422, with a message when not 0; an
- * accepted spec lies inside the ranges jobspec.h and docs/api.yaml give;
- * and the spec as the store keeps it (json_dumps, JSON_COMPACT) parses
- * again, as the scheduling loop does, into the same job.
+ * Its first line also goes to the array and dependency parsers
+ * (jobspec_array_parse, jobspec_deps_parse) on their own. Invariants: the
+ * result is 0, 400 or 422, with a message when not 0; an accepted spec
+ * lies inside the ranges jobspec.h and docs/api.yaml give (array indices
+ * ascending and in range, throttle below the member count, dependencies
+ * with valid ids and kinds); and the spec as the store keeps it
+ * (json_dumps, JSON_COMPACT) parses again, as the scheduling loop does,
+ * into the same job.
  */
 #include "fuzz.h"
 
@@ -16,6 +20,16 @@
 #include <string.h>
 
 static struct allot_catalog *cat; /* owned; loaded once, kept for the process */
+
+static void check_deps(const struct jobdep *d, int n)
+{
+    FUZZ_CHECK(n >= 0 && n <= JOBSPEC_DEPS_MAX);
+    for (int i = 0; i < n; i++) {
+        FUZZ_CHECK(d[i].id >= 1 && d[i].id <= INT64_C(1) << 53);
+        FUZZ_CHECK(d[i].kind >= JOBDEP_AFTEROK && d[i].kind <= JOBDEP_AFTERNOTOK);
+        FUZZ_CHECK(jobdep_kind_name(d[i].kind) != NULL);
+    }
+}
 
 static void check_spec(const struct jobspec *s)
 {
@@ -41,6 +55,11 @@ static void check_spec(const struct jobspec *s)
         FUZZ_CHECK(t->num_gpu == 1);
     if (cat->n_models < 64)
         FUZZ_CHECK((t->model_mask >> cat->n_models) == 0);
+    FUZZ_CHECK(!s->array == !s->array_count);
+    FUZZ_CHECK(s->array_count >= 0 && s->array_count <= JOBSPEC_ARRAY_MAX);
+    FUZZ_CHECK(s->array_throttle >= 0 &&
+               (!s->array_throttle || s->array_throttle < s->array_count));
+    check_deps(s->deps, s->n_deps);
 }
 
 static bool str_eq(const char *a, const char *b)
@@ -58,11 +77,47 @@ static bool same_spec(const struct jobspec *a, const struct jobspec *b)
            a->requeue == b->requeue && x->num_gpu == y->num_gpu && x->gpu_milli == y->gpu_milli &&
            x->gpu_mem_mib == y->gpu_mem_mib && x->mig_profile == y->mig_profile &&
            x->cpu_milli == y->cpu_milli && x->mem_mib == y->mem_mib &&
-           x->model_mask == y->model_mask && x->tenant == y->tenant && x->isolation == y->isolation;
+           x->model_mask == y->model_mask && x->tenant == y->tenant &&
+           x->isolation == y->isolation && str_eq(a->array, b->array) &&
+           a->array_count == b->array_count && a->array_throttle == b->array_throttle &&
+           a->n_deps == b->n_deps &&
+           !memcmp(a->deps, b->deps, (size_t)a->n_deps * sizeof(*a->deps));
+}
+
+/* The array and dependency expressions on their own: s is the input's
+ * first line. */
+static void check_expressions(const char *s)
+{
+    static int idx[JOBSPEC_ARRAY_MAX];
+    struct jobdep deps[JOBSPEC_DEPS_MAX];
+    char err[256] = "";
+    int n, throttle = -1, again_throttle = -1;
+
+    n = jobspec_array_parse(s, idx, &throttle, err, sizeof(err));
+    FUZZ_CHECK(n == -1 || (n >= 1 && n <= JOBSPEC_ARRAY_MAX));
+    if (n < 0) {
+        FUZZ_CHECK(err[0] != '\0');
+    } else {
+        for (int i = 0; i < n; i++)
+            FUZZ_CHECK(idx[i] >= 0 && idx[i] < JOBSPEC_ARRAY_MAX && (!i || idx[i - 1] < idx[i]));
+        FUZZ_CHECK(throttle >= 0 && (!throttle || throttle < n));
+        FUZZ_CHECK(jobspec_array_parse(s, NULL, &again_throttle, err, sizeof(err)) == n);
+        FUZZ_CHECK(again_throttle == throttle);
+    }
+    err[0] = '\0';
+    n = jobspec_deps_parse(s, deps, err, sizeof(err));
+    FUZZ_CHECK(n == -1 || n >= 1);
+    if (n < 0)
+        FUZZ_CHECK(err[0] != '\0');
+    else
+        check_deps(deps, n);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    static char line[1100];
+    const uint8_t *nl = memchr(data, '\n', size);
+    size_t n = nl ? (size_t)(nl - data) : size;
     struct jobspec s, again;
     char err[512];
     json_t *b, *stored = NULL;
@@ -73,6 +128,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         cat = allot_catalog_default(err, sizeof(err));
         FUZZ_CHECK(cat != NULL);
     }
+    /* a C string, as jansson hands strings to jobspec_parse (a NUL ends it) */
+    if (n >= sizeof(line))
+        n = sizeof(line) - 1;
+    memcpy(line, data, n);
+    line[n] = '\0';
+    check_expressions(line);
+
     b = json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES, NULL);
     if (!json_is_object(b))
         goto out;
