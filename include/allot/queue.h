@@ -164,6 +164,11 @@ struct allot_queue_opts {
                                     jobs inside their nominal has 8 times this budget of its
                                     own (the in-quota guarantee) */
     uint64_t seed;
+    /* Reference mode, for tests: every cycle orders all pending jobs and
+     * considers each in full, with none of the work the queue otherwise
+     * skips when it already knows a job cannot start (queue_fast.c). The
+     * decisions and pending reasons are the same either way. */
+    bool exhaustive;
 };
 
 /* Ordering policies: a key per pending job (lower goes first). */

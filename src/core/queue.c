@@ -70,6 +70,7 @@ static void pl_release(struct allot_queue *q, const struct allot_placement *p)
     if (rc == 0 || ALLOT_NEVER(rc != ALLOT_ENOMEM) || ALLOT_NEVER(q->n_orphans >= q->orphans_cap))
         return;
     q->orphans[q->n_orphans++] = *p;
+    q->serial++;
 }
 
 /* Releases pl[0..n) in reverse order (see pl_release; room for n orphans
@@ -103,6 +104,10 @@ void queue_orphans_retry(struct allot_queue *q)
     for (size_t i = 0; i < q->n_orphans; i++)
         if (allot_sched_release(q->placer, &q->orphans[i]) != 0)
             q->orphans[w++] = q->orphans[i];
+    if (w < q->n_orphans) {
+        q->serial++;
+        q->free_epoch++;
+    }
     q->n_orphans = w;
 }
 
@@ -148,6 +153,10 @@ struct allot_queue *allot_queue_new(struct allot_cluster *c, struct allot_tenant
     q->wakeup = INT64_MAX;
     q->bor_head = -1;
     q->min_runtime_floor = INT64_MAX;
+    /* a random placement may draw numbers even when a gang fails to place */
+    q->fast = !opts->exhaustive && !(pl->flags & ALLOT_SCHED_POLICY_RANDOM);
+    if (q->fast && queue_fast_new(q))
+        goto oom;
     return q;
 oom:
     allot_fmt(err, errlen, "out of memory");
@@ -172,6 +181,8 @@ void allot_queue_free(struct allot_queue *q)
     allot_free(q->orphans);
     allot_free(q->ten_head);
     queue_las_free(q->las);
+    queue_bor_free(q->bor);
+    queue_fast_free(q->fq);
     allot_sched_free(q->placer);
     allot_free(q);
 }
@@ -205,6 +216,8 @@ int allot_queue_set_prio_class(struct allot_queue *q, int idx, const char *name,
      * usage order they were made in no longer hold */
     q->run_epoch++;
     q->leave_epoch++;
+    queue_fast_all_dirty(q);
+    queue_bor_reset(q);
     return 0;
 }
 
@@ -362,6 +375,7 @@ int allot_queue_submit(struct allot_queue *q, const struct allot_job_spec *spec,
     job_request(q, spec, &j->req);
     j->why.kind = ALLOT_WHY_NEW;
     q->pending[q->n_pending++] = j->id;
+    queue_fast_pending(q, j);
     /* the placement policy learns from submissions, once per task of a
      * gang; never from the placement attempts of later cycles */
     for (int k = 0; k < spec->n_tasks; k++)
@@ -488,6 +502,12 @@ void queue_job_leave(struct allot_queue *q, struct allot_job *j, int64_t now)
     }
     q->run_epoch++;
     q->leave_epoch++;
+    q->serial++;
+    q->free_epoch++;
+    q->n_excl -= j->spec.task.isolation != ALLOT_ISO_SHARED;
+    if (j->borrowed)
+        queue_bor_left(q, j);
+    queue_fast_usage(q, j->spec.tenant);
     allot_free(j->pl);
     j->pl = NULL;
     list_del(q->running, &q->n_running, j->id);
@@ -514,6 +534,7 @@ void queue_requeue(struct allot_queue *q, struct allot_job *j, int64_t now)
         q->pending[q->n_pending++] = j->id;
     j->state = ALLOT_JOB_PENDING;
     j->submit = now;
+    queue_fast_pending(q, j);
 }
 
 /* Ends a running or stopping job at now (cancelled or finished). Returns 0
@@ -527,6 +548,7 @@ static int job_end(struct allot_queue *q, struct allot_job *j, int64_t now, int 
         queue_job_unplace(q, j, now);
     } else {
         list_del(q->pending, &q->n_pending, j->id);
+        queue_fast_gone(q, j);
     }
     j->state = ALLOT_JOB_DONE;
     j->why.kind = why;
@@ -730,12 +752,18 @@ static void job_start(struct allot_queue *q, struct allot_job *j, int64_t now)
     allot_tenants_charge(q->t, j->spec.tenant, &use, +1);
     j->state = ALLOT_JOB_RUNNING;
     q->run_epoch++;
+    q->serial++;
+    q->n_excl += j->spec.task.isolation != ALLOT_ISO_SHARED;
+    queue_fast_gone(q, j);
+    queue_fast_usage(q, j->spec.tenant);
     q->starts++;
     if (j->spec.min_runtime_s < q->min_runtime_floor)
         q->min_runtime_floor = j->spec.min_runtime_s;
     j->start = now;
     j->runs++;
     queue_las_started(q, j, now);
+    if (j->borrowed)
+        queue_bor_started(q, j, now);
     j->why.kind = ALLOT_WHY_RUNNING;
     queue_emit(q, ALLOT_DEC_START, j, j->borrowed ? "started on borrowed capacity" : "started");
 }
@@ -791,10 +819,13 @@ int allot_queue_adopt(struct allot_queue *q, const struct allot_job_spec *spec,
     job_start(q, j, now);
     q->fn = fn;
     j->start = start;
+    if (j->borrowed)
+        queue_bor_reset(q); /* may be a reclaim candidate at once */
     return id;
 undo:
     allot_free(mine);
     list_del(q->pending, &q->n_pending, id);
+    queue_fast_gone(q, j);
     j->state = ALLOT_JOB_DONE;
     (void)allot_queue_forget(q, id); /* cannot fail: free-list room reserved above */
     return rc;
@@ -1089,9 +1120,12 @@ int queue_consider(struct allot_queue *q, struct allot_job *j, int64_t now, stru
         return 0;
     }
 place:
-    rc = queue_gang_place(q, j);
+    /* a shape that found no room finds none until room is freed */
+    rc = queue_fast_place_fails(q, j) ? ALLOT_ENOSPC : queue_gang_place(q, j);
     if (rc == ALLOT_ENOMEM)
         return rc;
+    if (rc == ALLOT_ENOSPC)
+        queue_fast_place_failed(q, j);
     if (rc == 0) {
         struct allot_resvec use;
         queue_job_usage(q, j, &use);
@@ -1128,6 +1162,9 @@ static int cycle_begin(struct allot_queue *q, int64_t now, struct reservation *r
     int rc;
 
     allot_tenants_advance(q->t, now, q->o.half_life_s, &q->capacity);
+    /* tenants, nodes and time may have changed since the last cycle */
+    q->serial++;
+    q->free_epoch++;
     queue_orphans_retry(q);
     q->searches_left = q->o.preempt_searches > 0 ? q->o.preempt_searches : 256;
     q->reclaims_left = 8 * q->searches_left;
@@ -1172,7 +1209,7 @@ int allot_queue_cycle(struct allot_queue *q, int64_t now, allot_decision_fn fn, 
     q->wakeup = INT64_MAX;
     rc = cycle_begin(q, now, &r);
     if (rc == 0)
-        rc = queue_serve(q, now, &r);
+        rc = queue_fast_ordered(q) ? queue_fast_serve(q, now, &r) : queue_serve(q, now, &r);
     cycle_wakeup(q, now);
     q->fn = NULL;
     return rc;

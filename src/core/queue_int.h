@@ -53,6 +53,20 @@ struct allot_queue {
     int64_t wakeup;
     allot_decision_fn fn;
     void *ud;
+    /* What lets a cycle skip work it already knows the answer to
+     * (queue_fast.c). Off in reference mode (opts.exhaustive) and with a
+     * random placement policy, whose failed attempts may draw numbers. */
+    bool fast;
+    uint64_t serial;        /* bumped whenever what a pending job would be told may change:
+                               a job starts or leaves, victims are signalled, an orphan
+                               appears or goes, a cycle begins */
+    uint64_t free_epoch;    /* bumped whenever free capacity may have grown: a job
+                               leaves, an orphan is released, a cycle begins */
+    int n_excl;             /* running and stopping jobs whose tasks are not shared */
+    struct queue_fast *fq;  /* owned: per-tenant orders and verdicts (queue_fast.c) */
+    struct fast_cls *visit; /* the verdict class of the job queue_fast_serve is
+                               considering, NULL (victim searches share results) */
+    struct bor_pool *bor;   /* owned: reclaim candidates across tenants (queue_preempt.c) */
 };
 
 /* GPU milli a user of a tenant holds (fair share of users inside a tenant). */
@@ -85,6 +99,15 @@ struct reservation {
 };
 
 /* ---- small helpers ---- */
+
+/* The order of two pending jobs by policy keys, ties to the lower id. */
+static inline int queue_key_cmp(const double *a, const double *b, int ida, int idb)
+{
+    for (int k = 0; k < ALLOT_QUEUE_KEY_LEN; k++)
+        if (a[k] != b[k])
+            return a[k] < b[k] ? -1 : 1;
+    return ida < idb ? -1 : ida > idb;
+}
 
 /* Key of a job's user in q->users. */
 static inline int64_t queue_user_key(const struct allot_job *j)
@@ -146,6 +169,39 @@ int queue_consider(struct allot_queue *q, struct allot_job *j, int64_t now, stru
  * or ALLOT_ENOMEM (the cycle stops; decisions made stand). */
 int queue_serve(struct allot_queue *q, int64_t now, struct reservation *r);
 
+/* ---- queue_fast.c ---- */
+
+/* Step 3 of a cycle with the fair order when q->fast: the same decisions
+ * and reasons as queue_serve, without considering in full the jobs whose
+ * outcome is already known. Returns 0 or ALLOT_ENOMEM. */
+int queue_fast_serve(struct allot_queue *q, int64_t now, struct reservation *r);
+/* Job j became pending (submitted, requeued). Never fails: without memory
+ * the next cycle rebuilds its lists from q->pending. */
+void queue_fast_pending(struct allot_queue *q, const struct allot_job *j);
+/* Job j stopped being pending (started, cancelled). */
+void queue_fast_gone(struct allot_queue *q, const struct allot_job *j);
+/* The usage of tenant `tenant` changed (a job of it started or left). */
+void queue_fast_usage(struct allot_queue *q, int tenant);
+/* Something every pending job's order depends on changed (a priority class). */
+void queue_fast_all_dirty(struct allot_queue *q);
+/* True when placing j's gang is known to fail now (no capacity freed since
+ * an attempt failed). */
+bool queue_fast_place_fails(struct allot_queue *q, const struct allot_job *j);
+/* Placing j's gang just failed for lack of room (not in a trial). */
+void queue_fast_place_failed(struct allot_queue *q, const struct allot_job *j);
+/* The recheck time of a fruitless victim search that job j (considered
+ * through queue_fast_serve) would repeat exactly, or INT64_MIN when none is
+ * known; queue_fast_search_put records one. */
+int64_t queue_fast_search_get(struct allot_queue *q, const struct allot_job *j, int64_t now);
+void queue_fast_search_put(struct allot_queue *q, const struct allot_job *j, int64_t now,
+                           uint64_t serial, int64_t recheck);
+/* Creates q->fq (q->fast set, q->order chosen). Returns 0 or ALLOT_ENOMEM. */
+int queue_fast_new(struct allot_queue *q);
+/* Frees what queue_fast_new made (accepts NULL). */
+void queue_fast_free(struct queue_fast *f);
+/* True when the cycle serves through queue_fast_serve (fast, fair order). */
+bool queue_fast_ordered(const struct allot_queue *q);
+
 /* ---- queue_preempt.c ---- */
 
 /* Finds the cheapest victim set for pending job j and preempts it. Returns
@@ -170,5 +226,15 @@ const char *queue_preempt_text(int kind);
 
 /* Frees the LAS candidate pool (accepts NULL). */
 void queue_las_free(struct las_pool *p);
+
+/* The reclaim pool (borrowed running jobs as candidates of every tenant's
+ * searches at one time) follows the borrowed jobs: job v started borrowed
+ * at now, or v (borrowed) left the cluster, or something else it depends
+ * on changed (queue_bor_reset). */
+void queue_bor_started(struct allot_queue *q, const struct allot_job *v, int64_t now);
+void queue_bor_left(struct allot_queue *q, const struct allot_job *v);
+void queue_bor_reset(struct allot_queue *q);
+/* Frees the reclaim pool (accepts NULL). */
+void queue_bor_free(struct bor_pool *p);
 
 #endif

@@ -131,25 +131,34 @@ static void search_free(struct search *s)
     allot_free(s->slot_next);
 }
 
-/* A running job v that may not be preempted for j now may become a victim
- * later: when it reaches its minimum runtime or the LAS threshold. Notes
- * the earliest such time in j->preempt_recheck_at. */
-static void recheck_note(const struct allot_queue *q, struct allot_job *j,
-                         const struct allot_job *v, int64_t now)
+/* A running job v that may not be preempted now may become a victim
+ * later: when it reaches its minimum runtime or the LAS threshold. Returns
+ * the earlier of that time and `until`. */
+static int64_t recheck_at(const struct allot_queue *q, const struct allot_job *v, int64_t now,
+                          int64_t until)
 {
     int64_t ran = now - v->start;
 
     if (v->state != ALLOT_JOB_RUNNING)
-        return;
-    if (ran < v->spec.min_runtime_s && v->start + v->spec.min_runtime_s < j->preempt_recheck_at)
-        j->preempt_recheck_at = v->start + v->spec.min_runtime_s;
+        return until;
+    if (ran < v->spec.min_runtime_s && v->start + v->spec.min_runtime_s < until)
+        until = v->start + v->spec.min_runtime_s;
     if (q->o.las_threshold_gpu_s > 0 && queue_job_gpus(v) > 0 &&
         v->attained_s + ran * queue_job_gpus(v) < q->o.las_threshold_gpu_s) {
         int64_t at = v->start + (q->o.las_threshold_gpu_s - v->attained_s + queue_job_gpus(v) - 1) /
                                     queue_job_gpus(v);
-        if (at > now && at < j->preempt_recheck_at)
-            j->preempt_recheck_at = at;
+        if (at > now && at < until)
+            until = at;
     }
+    return until;
+}
+
+/* Running job v may not be preempted for j now: notes in
+ * j->preempt_recheck_at when it may become a victim. */
+static void recheck_note(const struct allot_queue *q, struct allot_job *j,
+                         const struct allot_job *v, int64_t now)
+{
+    j->preempt_recheck_at = recheck_at(q, v, now, j->preempt_recheck_at);
 }
 
 /* Adds running job v to j's candidates when j may preempt it now; notes
@@ -249,6 +258,132 @@ static int collect_las(struct allot_queue *q, struct allot_job *j, int64_t now, 
 }
 
 /*
+ * Reclaim candidates across tenants (q->fast). A job inside its nominal
+ * may preempt any borrowed job of another tenant that runs, is preemptible
+ * and is past its minimum runtime: the same jobs for every such search at
+ * one time, whatever its tenant, but for the tenant's own. So they are
+ * gathered once (cheapest first) with the earliest time a borrowed job not
+ * yet a candidate may become one, and reused until time moves on or the
+ * borrowed jobs change in a way the pool cannot follow. Jobs that stopped
+ * or left since are skipped when collecting. (That earliest time may be
+ * set by a job of the searching tenant itself: its own-tenant walk notes
+ * every one of its jobs that is not a candidate, at the same time, so the
+ * search's recheck time is the same.)
+ */
+struct bor_pool {
+    bool valid;
+    int64_t now;       /* the time it was built at */
+    struct victim *vs; /* owned: candidates, cheapest first */
+    size_t n, cap;
+    int64_t at; /* earliest recheck time of a borrowed job not a candidate */
+    int at_job; /* the job that set it */
+};
+
+static void pool_note(struct bor_pool *p, const struct allot_job *v, int64_t at)
+{
+    if (at < p->at) {
+        p->at = at;
+        p->at_job = v->id;
+    }
+}
+
+/* True when borrowed job v may be reclaimed at now by a job of another
+ * tenant inside its nominal and without preemptors (may_preempt). */
+static bool bor_candidate(const struct allot_queue *q, const struct allot_job *v, int64_t now)
+{
+    return v->state == ALLOT_JOB_RUNNING && v->borrowed && queue_job_preemptible(q, v) &&
+           now - v->start >= v->spec.min_runtime_s;
+}
+
+/* The pool at now (rebuilt when stale). Returns it or NULL on allocation
+ * failure. */
+static struct bor_pool *bor_pool(struct allot_queue *q, int64_t now)
+{
+    struct bor_pool *p = q->bor;
+
+    if (!p) {
+        p = q->bor = allot_calloc(1, sizeof(*p));
+        if (!p)
+            return NULL;
+    }
+    if (p->valid && p->now == now)
+        return p;
+    if (allot_grow((void **)&p->vs, &p->cap, q->n_running + 1, sizeof(*p->vs)))
+        return NULL;
+    p->n = 0;
+    p->at = INT64_MAX;
+    p->at_job = -1;
+    for (int id = q->bor_head; id >= 0; id = q->jobs[id].bor_next) {
+        const struct allot_job *v = &q->jobs[id];
+        if (!bor_candidate(q, v, now)) {
+            pool_note(p, v, recheck_at(q, v, now, INT64_MAX));
+            continue;
+        }
+        p->vs[p->n].id = v->id;
+        p->vs[p->n].borrowed = v->borrowed;
+        p->vs[p->n].cost = (int64_t)queue_job_gpus(v) * lost_work(q, v, now - v->start);
+        p->n++;
+    }
+    if (p->n > 1)
+        qsort(p->vs, p->n, sizeof(*p->vs), cmp_victim);
+    p->valid = true;
+    p->now = now;
+    return p;
+}
+
+void queue_bor_started(struct allot_queue *q, const struct allot_job *v, int64_t now)
+{
+    struct bor_pool *p = q->bor;
+
+    if (!p || !p->valid || p->now != now)
+        return;
+    if (v->spec.min_runtime_s <= 0)
+        p->valid = false; /* a candidate at once */
+    else
+        pool_note(p, v, recheck_at(q, v, now, INT64_MAX));
+}
+
+void queue_bor_left(struct allot_queue *q, const struct allot_job *v)
+{
+    struct bor_pool *p = q->bor;
+
+    if (p && v->id == p->at_job)
+        p->valid = false;
+}
+
+void queue_bor_reset(struct allot_queue *q)
+{
+    if (q->bor)
+        q->bor->valid = false;
+}
+
+void queue_bor_free(struct bor_pool *p)
+{
+    if (p)
+        allot_free(p->vs);
+    allot_free(p);
+}
+
+/* Adds the pool's candidates of other tenants than j's (j has no
+ * preemptors) and the earliest time another may become one. Returns 0 or
+ * ALLOT_ENOMEM. */
+static int collect_bor(struct allot_queue *q, struct allot_job *j, int64_t now, struct search *s)
+{
+    const struct bor_pool *p = bor_pool(q, now);
+
+    if (!p)
+        return ALLOT_ENOMEM;
+    for (size_t i = 0; i < p->n; i++) {
+        const struct allot_job *v = &q->jobs[p->vs[i].id];
+        if (v->spec.tenant != j->spec.tenant && bor_candidate(q, v, now))
+            s->vs[s->n++] = p->vs[i];
+    }
+    if (p->at < j->preempt_recheck_at)
+        j->preempt_recheck_at = p->at;
+    return 0;
+}
+
+/*
  * Step 1: the running jobs j may preempt, cheapest first. Only the pools
  * the standing rule allows are visited: j's own tenant (priority, LAS);
  * with quotas, the borrowed jobs of others when j fits in its nominal
@@ -266,7 +401,10 @@ static int search_collect(struct allot_queue *q, struct allot_job *j, bool in_no
         return ALLOT_ENOMEM;
     for (int v = (size_t)te < q->ten_cap ? q->ten_head[te] : -1; v >= 0; v = q->jobs[v].ten_next)
         collect_one(q, j, in_nom, &q->jobs[v], now, s);
-    if (q->o.quotas && in_nom) {
+    if (q->o.quotas && in_nom && q->fast && j->n_preemptors == 0) {
+        if (collect_bor(q, j, now, s) != 0)
+            return ALLOT_ENOMEM;
+    } else if (q->o.quotas && in_nom) {
         for (int v = q->bor_head; v >= 0; v = q->jobs[v].bor_next)
             if (q->jobs[v].spec.tenant != te)
                 collect_one(q, j, in_nom, &q->jobs[v], now, s);
@@ -595,6 +733,7 @@ static int victims_preempt(struct allot_queue *q, struct allot_job *j, const str
     if (queue_orphans_reserve(q, s->tasks_off) ||
         queue_list_reserve(&q->pending, q->n_pending, &q->pending_cap, (size_t)s->used))
         return ALLOT_ENOMEM;
+    q->serial++; /* victims stop being candidates */
     for (int i = 0; i < s->used; i++) {
         struct allot_job *v = &q->jobs[s->vs[s->order[i]].id];
         int kind = preempt_kind(q, j, v);
@@ -663,6 +802,8 @@ int queue_try_preempt(struct allot_queue *q, struct allot_job *j, int64_t now)
     struct search s = {0};
     bool in_nom;
     int rc;
+    int64_t known;
+    uint64_t serial;
 
     if (j->stopping_victims > 0)
         return 1; /* already making room */
@@ -683,6 +824,13 @@ int queue_try_preempt(struct allot_queue *q, struct allot_job *j, int64_t now)
     j->preempt_starts = q->starts;
     j->preempt_recheck_at = INT64_MAX;
     j->preempt_searched_at = now;
+    /* the same search as one that just came to nothing (queue_fast.c) */
+    known = queue_fast_search_get(q, j, now);
+    if (known != INT64_MIN) {
+        j->preempt_recheck_at = known;
+        return 0;
+    }
+    serial = q->serial;
     rc = search_collect(q, j, in_nom, now, &s);
     if (rc > 0) {
         s.chosen = allot_calloc((size_t)s.n, sizeof(*s.chosen));
@@ -694,6 +842,8 @@ int queue_try_preempt(struct allot_queue *q, struct allot_job *j, int64_t now)
     }
     if (rc < 0)
         j->preempt_epoch = 0; /* search again next time */
+    if (rc == 0)
+        queue_fast_search_put(q, j, now, serial, j->preempt_recheck_at);
     search_free(&s);
     return rc;
 }

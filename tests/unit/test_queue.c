@@ -1033,6 +1033,329 @@ static void test_adopt(void **state)
     world_free(&w);
 }
 
+/* ---- what a cycle skips: shapes that found no room, tenants at their quota ---------------- */
+
+/* A gang shape that found no room is not tried again until room is freed,
+ * and then it is: the job starts and its twin keeps a capacity reason. */
+static void test_failed_shape_retried(void **state)
+{
+    struct world w;
+    int a0, b0, b1, b2;
+
+    world_init(&w, 2, 8, base); /* 8 GPUs; a and b 8 each in nominal */
+    a0 = submit(&w, "a0", w.a, 1, 4, 0, 0);
+    submit(&w, "a1", w.a, 1, 4, 0, 0);
+    cycle(&w, 0);
+    b0 = submit(&w, "b0", w.b, 1, 4, 1, 0);
+    b1 = submit(&w, "b1", w.b, 1, 4, 1, 0);
+    b2 = submit(&w, "b2", w.b, 1, 2, 1, 0);
+    cycle(&w, 1);
+    cycle(&w, 2);
+    cycle(&w, 2); /* the same time again */
+    for (int id = b0; id <= b2; id++) {
+        assert_int_equal(allot_queue_job(w.q, id)->state, ALLOT_JOB_PENDING);
+        assert_int_equal(allot_queue_job(w.q, id)->why.kind, ALLOT_WHY_CAPACITY);
+    }
+    assert_int_equal(allot_queue_finish(w.q, a0, 10), 0);
+    cycle(&w, 10);
+    assert_int_equal(allot_queue_job(w.q, b0)->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(allot_queue_job(w.q, b1)->state, ALLOT_JOB_PENDING);
+    assert_string_equal(allot_queue_reason(w.q, b1),
+                        "no node has 4 free GPUs in one NVLink island (most free on one node: 0)");
+    assert_int_equal(allot_queue_job(w.q, b2)->why.kind, ALLOT_WHY_CAPACITY);
+    world_free(&w);
+}
+
+/* A tenant turned away by its quota starts work once its quota is raised,
+ * and again once its own usage drops. */
+static void test_quota_block_lifted(void **state)
+{
+    struct allot_queue_opts o = base;
+    struct allot_quota six = {
+        .nominal = 6000, .borrow_limit = ALLOT_UNLIMITED, .lend_limit = ALLOT_UNLIMITED};
+    struct world w;
+    int a0, a[3];
+
+    o.borrowing = false;
+    world_init(&w, 2, 4, o); /* 8 GPUs; a and b 4 each */
+    a0 = submit(&w, "a0", w.a, 1, 4, 0, 0);
+    a[0] = submit(&w, "a1", w.a, 1, 1, 0, 0);
+    a[1] = submit(&w, "a2", w.a, 1, 1, 0, 0);
+    a[2] = submit(&w, "a3", w.a, 1, 1, 0, 0);
+    cycle(&w, 0);
+    cycle(&w, 1);
+    for (int i = 0; i < 3; i++)
+        assert_string_equal(allot_queue_reason(w.q, a[i]),
+                            "tenant ml/team-a at nominal (4/4 GPU), borrowing is off");
+    assert_int_equal(allot_tenants_set_quota(w.t, w.a, ALLOT_RES_GPU, six), 0);
+    cycle(&w, 2);
+    assert_int_equal(allot_queue_job(w.q, a[0])->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(allot_queue_job(w.q, a[1])->state, ALLOT_JOB_RUNNING);
+    assert_string_equal(allot_queue_reason(w.q, a[2]),
+                        "tenant ml/team-a at nominal (6/6 GPU), borrowing is off");
+    cycle(&w, 3);
+    assert_int_equal(allot_queue_job(w.q, a[2])->state, ALLOT_JOB_PENDING);
+    assert_int_equal(allot_queue_finish(w.q, a0, 4), 0);
+    cycle(&w, 4);
+    assert_int_equal(allot_queue_job(w.q, a[2])->state, ALLOT_JOB_RUNNING);
+    world_free(&w);
+}
+
+/* A shape that found no room for one tenant may still fit for another
+ * when isolation tells them apart: here a tenant that became shared still
+ * holds a node exclusively, where its own shared jobs fit. */
+static void test_failed_shape_per_tenant(void **state)
+{
+    struct allot_queue_opts o = base;
+    struct world w;
+    char err[128];
+    int solo, other, a1, s1;
+
+    o.quotas = false;
+    o.preemption = false;
+    world_init(&w, 2, 4, o);
+    allot_queue_free(w.q);
+    solo = allot_tenants_add(w.t, "solo", err, sizeof(err));
+    other = allot_tenants_add(w.t, "other", err, sizeof(err));
+    assert_true(solo > 0 && other > 0);
+    allot_tenants_get(w.t, solo)->isolation = ALLOT_ISO_EXCLUSIVE_NODE;
+    w.q = allot_queue_new(w.c, w.t, &o, err, sizeof(err));
+    submit(&w, "s0", solo, 1, 1, 0, 0);  /* takes a node for itself */
+    submit(&w, "x0", other, 1, 4, 0, 0); /* fills the other */
+    cycle(&w, 0);
+    assert_int_equal(allot_cluster_used_milli(w.c), 5000);
+    allot_tenants_get(w.t, solo)->isolation = ALLOT_ISO_SHARED;
+    a1 = submit(&w, "a1", w.a, 1, 1, 1, 0); /* goes first (no use) and finds no room */
+    s1 = submit(&w, "s1", solo, 1, 1, 1, 0);
+    cycle(&w, 1);
+    assert_int_equal(allot_queue_job(w.q, a1)->why.kind, ALLOT_WHY_CAPACITY);
+    assert_int_equal(allot_queue_job(w.q, s1)->state, ALLOT_JOB_RUNNING);
+    world_free(&w);
+}
+
+/* ---- the queue against its reference mode -------------------------------------------------- */
+
+/* Decisions of one cycle as text, for comparing two queues. */
+struct dlog {
+    char text[16384];
+    size_t len;
+    uint64_t hash; /* FNV-1a of everything, text cut short or not */
+};
+
+static void on_dlog(int kind, const struct allot_job *j, const char *why, void *ud)
+{
+    struct dlog *d = ud;
+    char line[320];
+    int n = snprintf(line, sizeof(line), "%d %s %s\n", kind, j->name, why);
+
+    for (int i = 0; i < n; i++)
+        d->hash = (d->hash ^ (unsigned char)line[i]) * 1099511628211ULL;
+    if (d->len + (size_t)n < sizeof(d->text)) {
+        memcpy(d->text + d->len, line, (size_t)n + 1);
+        d->len += (size_t)n;
+    }
+}
+
+/* Two identical clusters and tenant trees, one queue in reference mode. */
+struct twin {
+    struct allot_cluster *c[2];
+    struct allot_tenants *t[2];
+    struct allot_queue *q[2];
+    int leaf[6];
+};
+
+static void twin_init(struct twin *w, struct allot_queue_opts o, bool exclusive)
+{
+    static const char *const paths[6] = {"o1/a", "o1/b", "o1/c", "o2/d", "o2/e", "solo"};
+    static const int nominal[6] = {8, 8, 4, 8, 4, 8};
+    char err[256], name[16];
+
+    memset(w, 0, sizeof(*w));
+    for (int m = 0; m < 2; m++) {
+        w->c[m] = allot_cluster_new(cat, 0);
+        for (int i = 0; i < 10; i++) {
+            struct allot_node_spec sp = {.name = name,
+                                         .model = "H100",
+                                         .cpu_milli = 16000,
+                                         .mem_mib = 262144,
+                                         .n_gpus = 4,
+                                         .island_size = 4,
+                                         .rack = i / 2};
+            allot_fmt(name, sizeof(name), "n%d", i);
+            assert_true(allot_cluster_add_node(w->c[m], &sp, err, sizeof(err)) >= 0);
+        }
+        w->t[m] = allot_tenants_new(cat);
+        for (int i = 0; i < 6; i++) {
+            struct allot_quota q = {.nominal = nominal[i] * 1000,
+                                    .borrow_limit = i == 2 ? 4000 : ALLOT_UNLIMITED,
+                                    .lend_limit = i == 3 ? 4000 : ALLOT_UNLIMITED};
+            w->leaf[i] = allot_tenants_add(w->t[m], paths[i], err, sizeof(err));
+            assert_true(w->leaf[i] > 0);
+            assert_int_equal(allot_tenants_set_quota(w->t[m], w->leaf[i], ALLOT_RES_GPU, q), 0);
+        }
+        if (exclusive) {
+            allot_tenants_get(w->t[m], w->leaf[5])->isolation = ALLOT_ISO_EXCLUSIVE_NODE;
+            allot_tenants_get(w->t[m], w->leaf[4])->isolation = ALLOT_ISO_EXCLUSIVE_GPU;
+        }
+        allot_tenants_fill_nominal(w->t[m]);
+        o.exhaustive = m == 1;
+        w->q[m] = allot_queue_new(w->c[m], w->t[m], &o, err, sizeof(err));
+        assert_non_null(w->q[m]);
+        assert_int_equal(allot_queue_add_prio_class(w->q[m], "batch", 10, true), 0);
+        assert_int_equal(allot_queue_add_prio_class(w->q[m], "prod", 100, false), 1);
+    }
+}
+
+static void twin_free(struct twin *w)
+{
+    for (int m = 0; m < 2; m++) {
+        allot_queue_free(w->q[m]);
+        allot_tenants_free(w->t[m]);
+        allot_cluster_free(w->c[m]);
+    }
+}
+
+/* Everything a cycle may have changed in a job, the same in both queues. */
+static void twin_compare(struct twin *w, int64_t now)
+{
+    int n = allot_queue_job_count(w->q[0]);
+
+    assert_int_equal(allot_queue_job_count(w->q[1]), n);
+    assert_int_equal(allot_queue_next_wakeup(w->q[0]), allot_queue_next_wakeup(w->q[1]));
+    for (int id = 0; id < n; id++) {
+        const struct allot_job *x = allot_queue_job(w->q[0], id), *y = allot_queue_job(w->q[1], id);
+        char rx[ALLOT_REASON_MAX];
+        if (!x || !y) {
+            assert_true(!x && !y);
+            continue;
+        }
+        if (x->state != y->state || memcmp(&x->why, &y->why, sizeof(x->why)) != 0 ||
+            x->preempt_epoch != y->preempt_epoch ||
+            x->preempt_recheck_at != y->preempt_recheck_at ||
+            x->preempt_searched_at != y->preempt_searched_at || x->runs != y->runs ||
+            x->start != y->start || x->preemptions != y->preemptions)
+            fail_msg("at %lld job %s: state %d/%d, reason %d/%d (%s / %s), search %llu/%llu "
+                     "recheck %lld/%lld",
+                     (long long)now, x->name, x->state, y->state, x->why.kind, y->why.kind,
+                     allot_queue_reason(w->q[0], id), allot_queue_reason(w->q[1], id),
+                     (unsigned long long)x->preempt_epoch, (unsigned long long)y->preempt_epoch,
+                     (long long)x->preempt_recheck_at, (long long)y->preempt_recheck_at);
+        allot_strlcpy(rx, allot_queue_reason(w->q[0], id), sizeof(rx));
+        assert_string_equal(rx, allot_queue_reason(w->q[1], id));
+    }
+}
+
+/* Random arrivals, ends and cancellations on both queues, a cycle after
+ * each step: the fast queue decides and explains exactly as the reference. */
+static void twin_run(struct allot_queue_opts o, bool exclusive, uint64_t seed, int steps)
+{
+    static const int gpus[] = {1, 1, 2, 4};
+    struct twin w;
+    struct allot_rng r;
+    int64_t now = 0;
+    int jobs = 0;
+    char err[256], name[16];
+
+    twin_init(&w, o, exclusive);
+    allot_rng_seed(&r, seed);
+    for (int step = 0; step < steps; step++) {
+        struct dlog d[2] = {{.hash = 14695981039346656037ULL}, {.hash = 14695981039346656037ULL}};
+        int arrivals = (int)allot_rng_below(&r, 4), n = allot_queue_job_count(w.q[0]);
+        if (exclusive && step == steps / 2) /* exclusive work keeps running after this */
+            for (int m = 0; m < 2; m++)
+                allot_tenants_get(w.t[m], w.leaf[5])->isolation = ALLOT_ISO_SHARED;
+        if (allot_rng_below(&r, 8) != 0)
+            now += 1 + (int64_t)allot_rng_below(&r, 120);
+        for (int id = 0; id < n; id++) {
+            const struct allot_job *j = allot_queue_job(w.q[0], id);
+            int what = (int)allot_rng_below(&r, 40);
+            if (j && (j->state == ALLOT_JOB_RUNNING || j->state == ALLOT_JOB_STOPPING) && what < 2)
+                for (int m = 0; m < 2; m++)
+                    assert_int_equal(allot_queue_finish(w.q[m], id, now), 0);
+            else if (j && j->state == ALLOT_JOB_PENDING && what == 0 && allot_rng_below(&r, 4) == 0)
+                for (int m = 0; m < 2; m++)
+                    assert_int_equal(allot_queue_cancel(w.q[m], id, now), 0);
+        }
+        for (int a = 0; a < arrivals; a++) {
+            struct allot_job_spec s = {
+                .name = name,
+                .tenant = w.leaf[allot_rng_below(&r, 6)],
+                .user = (int)allot_rng_below(&r, 3),
+                .prio_class = allot_rng_below(&r, 6) == 0 ? 1 : (int)allot_rng_below(&r, 2) - 1,
+                .qos = (int)allot_rng_below(&r, 3),
+                .n_tasks = allot_rng_below(&r, 6) == 0 ? 2 + (int)allot_rng_below(&r, 2) : 1,
+                .est_runtime_s =
+                    allot_rng_below(&r, 3) ? 100 + (int64_t)allot_rng_below(&r, 3000) : 0,
+                .limit_s =
+                    allot_rng_below(&r, 10) == 0 ? 500 + (int64_t)allot_rng_below(&r, 2000) : 0,
+                .min_runtime_s =
+                    allot_rng_below(&r, 4) == 0 ? (int64_t)allot_rng_below(&r, 300) : 0,
+                .checkpointable = allot_rng_below(&r, 2) == 0,
+                .checkpoint_interval_s = allot_rng_below(&r, 2) ? 300 : 0};
+            s.task = (struct allot_task){.num_gpu = gpus[allot_rng_below(&r, 4)],
+                                         .gpu_milli = 1000,
+                                         .mig_profile = -1,
+                                         .cpu_milli = 1000 * (1 + (int64_t)allot_rng_below(&r, 2)),
+                                         .mem_mib = 1024};
+            allot_fmt(name, sizeof(name), "j%d", jobs++);
+            for (int m = 0; m < 2; m++)
+                assert_true(allot_queue_submit(w.q[m], &s, now, err, sizeof(err)) >= 0);
+        }
+        if (allot_rng_below(&r, 50) == 0) /* a priority class changes */
+            for (int m = 0; m < 2; m++)
+                assert_int_equal(allot_queue_set_prio_class(w.q[m], 0, "batch", 5 + (int)(now % 10),
+                                                            now % 3 != 0),
+                                 0);
+        if (allot_rng_below(&r, 50) == 0) { /* a quota changes */
+            struct allot_quota qt = {.nominal = 1000 * (2 + (int64_t)allot_rng_below(&r, 10)),
+                                     .borrow_limit = ALLOT_UNLIMITED,
+                                     .lend_limit = ALLOT_UNLIMITED};
+            int leaf = w.leaf[allot_rng_below(&r, 6)];
+            for (int m = 0; m < 2; m++)
+                assert_int_equal(allot_tenants_set_quota(w.t[m], leaf, ALLOT_RES_GPU, qt), 0);
+        }
+        for (int m = 0; m < 2; m++) {
+            assert_int_equal(allot_queue_cycle(w.q[m], now, on_dlog, &d[m]), 0);
+            if (allot_queue_check_invariants(w.q[m], err, sizeof(err)) != 0)
+                fail_msg("seed %llu step %d queue %d: %s", (unsigned long long)seed, step, m, err);
+        }
+        if (d[0].hash != d[1].hash)
+            fail_msg("seed %llu step %d at %lld: decisions differ\nfast:\n%s\nreference:\n%s",
+                     (unsigned long long)seed, step, (long long)now, d[0].text, d[1].text);
+        twin_compare(&w, now);
+    }
+    twin_free(&w);
+}
+
+static void test_fast_matches_reference(void **state)
+{
+    struct allot_queue_opts o = base;
+
+    o.min_runtime_s = 60;
+    o.aging_s = 1800;
+    o.preempt_searches = 3;
+    for (uint64_t seed = 1; seed <= 3; seed++)
+        twin_run(o, false, seed, 400);
+    o.hold_half_life_s = 7200;
+    o.las_threshold_gpu_s = 3000;
+    twin_run(o, false, 4, 400);
+    twin_run(o, true, 5, 400); /* a tenant that takes whole nodes */
+    o.placement = "allot";
+    twin_run(o, false, 6, 300);
+    o.placement = "bestfit";
+    o.preemption = false;
+    twin_run(o, false, 7, 300);
+    twin_run(o, true, 10, 300);
+    o.preemption = true;
+    o.quotas = false;
+    o.borrowing = false;
+    twin_run(o, false, 8, 300);
+    o = base;
+    o.preempt_searches = 0; /* the default budget */
+    o.backfill = false;
+    twin_run(o, false, 9, 300);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1058,6 +1381,10 @@ int main(void)
         cmocka_unit_test(test_forget),
         cmocka_unit_test(test_adopt),
         cmocka_unit_test(test_forget_alloc_failure),
+        cmocka_unit_test(test_failed_shape_retried),
+        cmocka_unit_test(test_quota_block_lifted),
+        cmocka_unit_test(test_failed_shape_per_tenant),
+        cmocka_unit_test(test_fast_matches_reference),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

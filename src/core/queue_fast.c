@@ -1,0 +1,781 @@
+/*
+ * The cycle's step 3 without repeating work whose answer is known
+ * (q->fast; queue_serve.c is the reference). In a busy cluster most pending
+ * jobs cannot start: their tenant's quota or the lack of room turns them
+ * away, and it does so the same way for every job of the same shape. Here
+ * the fair order (tenants' turns) makes the same decisions and leaves the
+ * same pending reasons as queue_serve.c, but:
+ *
+ *  - every tenant keeps its pending jobs in key order across cycles
+ *    (struct fast_ten); the order is rebuilt only when it may have changed:
+ *    a job joined or left the tenant's pending jobs, the GPU use of one of
+ *    its users changed (key_fair reads it), one of its jobs aged, or a
+ *    priority class changed;
+ *  - a tenant's jobs fall into verdict classes (same task, tenant included,
+ *    and gang size, hence the same request). Within one queue state
+ *    (q->serial) a class gets one admission answer; within one free epoch
+ *    (no capacity freed, q->free_epoch) a gang that failed to place fails
+ *    again, since a placement only takes room. So a class's verdict -- turned
+ *    away by quota (tenant and resource) or by capacity -- is worked out
+ *    once per state, from the tenant's admission answer (one test for the
+ *    largest request of all its classes first) and a table of the shapes
+ *    that failed to place, shared by all tenants when isolation cannot tell
+ *    them apart (shared tasks, no exclusive job running, no orphans);
+ *  - a job of a class with a verdict is skipped when considering it could do
+ *    nothing else: it is not special (no victims stopping for it, cannot
+ *    make a reservation), no reservation holds, and no victim search would
+ *    run (preemption off, or the cycle's budget for its kind of search is
+ *    spent). Its reason becomes the verdict, written only when it differs.
+ *    Every other job is considered in full (queue_consider);
+ *  - tenants take turns from an indexed heap; a start or leave refreshes
+ *    only the fair-share keys of the tenants under the same top-level
+ *    organisation (fair keys sum shares down the path, the root excluded),
+ *    and a tenant keeps the turn while its key is unchanged, as in
+ *    queue_serve.c where it would be popped and pushed straight back.
+ *
+ * Victim searches of jobs considered from here share results
+ * (q->visit): a fruitless search of one class, priority and LAS level at
+ * one state and time is not repeated; the job gets the same recheck time,
+ * and the search still counts against the cycle's budget.
+ *
+ * Every pending job is listed with its tenant when it becomes pending; a
+ * list that cannot grow marks the lists lost, and the next cycle lists
+ * every tenant's jobs again from q->pending. Called from the cycle and the
+ * queue's hooks only; single-threaded.
+ */
+#include "queue_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* A fruitless victim search of one priority and LAS level. */
+struct fast_search {
+    int prio;
+    bool las1; /* the job had less service than the LAS threshold */
+    uint64_t serial;
+    int64_t now, recheck;
+};
+
+#define FAST_SEARCHES 4
+
+/* The pending jobs of one tenant with the same task and gang size. */
+struct fast_cls {
+    int rep; /* a job of the class: its task, gang size and request */
+    uint64_t hash;
+    uint64_t serial; /* q->serial the admission answer is for; 0: none */
+    bool adm, in_nom;
+    int who, res;       /* what refused admission */
+    uint64_t fail_free; /* q->free_epoch + 1 when placing it is known to fail */
+    struct fast_search s[FAST_SEARCHES];
+    int n_s;
+};
+
+/* One pending job of a tenant, in key order. */
+struct fast_ent {
+    int id;
+    int cls;      /* index in the tenant's classes */
+    uint32_t tag; /* its reason when a quota or capacity one (why_tag), else 0 */
+    bool aged;    /* first key below 0.5 (the turn key of its tenant is then -1) */
+    bool special; /* considered in full: victims stopping for it, or may reserve */
+};
+
+struct fast_ten {
+    int *mem; /* owned: ids that became pending; stale and repeated ones go at a build */
+    size_t n_mem, mem_cap;
+    struct fast_ent *e; /* owned: its pending jobs in key order, from the last build */
+    size_t n_e, e_cap;
+    struct fast_cls *cls; /* owned */
+    size_t n_cls, cls_cap;
+    struct allot_resvec rmax; /* the largest request of any class, per resource */
+    uint64_t rmax_serial;     /* q->serial rmax_adm and rmax_nom are for */
+    bool rmax_adm, rmax_nom;
+    size_t pos;     /* next entry to consider in this cycle */
+    int64_t age_at; /* when a job not aged at the build ages */
+    double fair;    /* fair-share key */
+    int hpos;       /* index in the turns heap, -1 */
+    bool dirty;     /* the order may have changed: rebuild at the next cycle */
+    bool key_aged;  /* the head's aged flag its heap key was made with */
+    uint64_t mark;  /* refresh pass that visited it */
+};
+
+/* A shape (task and gang size) that failed to place in one free epoch. */
+struct fast_fail {
+    uint64_t epoch1; /* q->free_epoch + 1; any other value: an empty slot */
+    uint64_t hash;
+    struct allot_task task;
+    int n_tasks;
+};
+
+struct sortkey {
+    double key[ALLOT_QUEUE_KEY_LEN];
+    int id;
+};
+
+struct queue_fast {
+    bool ordered;       /* the order is fair: per-tenant lists are kept */
+    bool lost;          /* a list could not grow: relist from q->pending */
+    bool serving;       /* inside queue_fast_serve: usage changes are noted */
+    struct fast_ten *t; /* owned, per tenant id */
+    size_t nt;
+    int *heap; /* owned: tenants with jobs left this cycle */
+    size_t n_heap, heap_cap;
+    int *touched; /* owned: tenants whose usage changed since the last refresh */
+    size_t n_touched, touched_cap;
+    bool touched_all;
+    uint64_t mark;
+    struct fast_fail *fail; /* owned: open addressing, slots of other epochs empty */
+    size_t fail_cap, n_fail;
+    uint64_t fail_epoch1;
+    struct sortkey *sk; /* owned: scratch of a build */
+    size_t sk_cap;
+    int *tab; /* owned: scratch of a build, class lookup */
+    size_t tab_cap;
+};
+
+/* ---- small pieces ---- */
+
+/* A quota or capacity reason packed in 32 bits (0: any other reason, or
+ * one that does not fit). */
+static uint32_t why_pack(int kind, int who, int res)
+{
+    if ((kind != ALLOT_WHY_QUOTA && kind != ALLOT_WHY_CAPACITY) || who < 0 || who >= 1 << 20 ||
+        res < 0 || res >= 128)
+        return 0;
+    return (uint32_t)kind | (uint32_t)res << 4 | (uint32_t)who << 11;
+}
+
+static uint32_t why_tag(const struct allot_why *w)
+{
+    if (w->other != -1 || w->a || w->b)
+        return 0;
+    return why_pack(w->kind, w->who, w->res);
+}
+
+static uint64_t task_hash(const struct allot_task *t, int n_tasks)
+{
+    uint64_t h = allot_hash_mix(0xfa57, (uint64_t)t->num_gpu);
+
+    h = allot_hash_mix(h, (uint64_t)t->gpu_milli);
+    h = allot_hash_mix(h, (uint64_t)t->gpu_mem_mib);
+    h = allot_hash_mix(h, (uint64_t)t->mig_profile + 1);
+    h = allot_hash_mix(h, (uint64_t)t->cpu_milli);
+    h = allot_hash_mix(h, (uint64_t)t->mem_mib);
+    h = allot_hash_mix(h, (uint64_t)t->tenant << 2 | (uint64_t)t->isolation);
+    h = allot_hash_mix(h, t->model_mask);
+    return allot_hash_mix(h, (uint64_t)n_tasks);
+}
+
+static bool task_eq(const struct allot_task *a, const struct allot_task *b)
+{
+    return a->num_gpu == b->num_gpu && a->gpu_milli == b->gpu_milli &&
+           a->gpu_mem_mib == b->gpu_mem_mib && a->mig_profile == b->mig_profile &&
+           a->cpu_milli == b->cpu_milli && a->mem_mib == b->mem_mib &&
+           a->model_mask == b->model_mask && a->tenant == b->tenant && a->isolation == b->isolation;
+}
+
+/* Considered in full whatever its class's verdict (see consider()). */
+static bool is_special(const struct allot_queue *q, const struct allot_job *j, int64_t now)
+{
+    bool aged = now - j->submit >= q->o.aging_s && q->o.aging_s > 0;
+    bool large = queue_job_gpus(j) >= (q->o.large_gang_gpus ? q->o.large_gang_gpus : 8);
+
+    return j->stopping_victims > 0 || (q->o.backfill && large && aged);
+}
+
+/* Makes room for tenant ids below n. Returns 0 or ALLOT_ENOMEM. */
+static int fast_tenants(struct queue_fast *f, size_t n)
+{
+    size_t cap = f->nt;
+
+    if (n <= f->nt)
+        return 0;
+    if (allot_grow((void **)&f->t, &cap, n, sizeof(*f->t)))
+        return ALLOT_ENOMEM;
+    memset(f->t + f->nt, 0, (cap - f->nt) * sizeof(*f->t));
+    for (size_t i = f->nt; i < cap; i++) {
+        f->t[i].hpos = -1;
+        f->t[i].age_at = INT64_MAX;
+    }
+    f->nt = cap;
+    return 0;
+}
+
+/* ---- hooks ---- */
+
+void queue_fast_pending(struct allot_queue *q, const struct allot_job *j)
+{
+    struct queue_fast *f = q->fq;
+    struct fast_ten *T;
+
+    if (!q->fast || !f->ordered || f->lost)
+        return;
+    if (fast_tenants(f, (size_t)j->spec.tenant + 1)) {
+        f->lost = true;
+        return;
+    }
+    T = &f->t[j->spec.tenant];
+    if (allot_grow((void **)&T->mem, &T->mem_cap, T->n_mem + 1, sizeof(*T->mem))) {
+        f->lost = true;
+        return;
+    }
+    T->mem[T->n_mem++] = j->id;
+    T->dirty = true;
+}
+
+void queue_fast_gone(struct allot_queue *q, const struct allot_job *j)
+{
+    if (q->fast && (size_t)j->spec.tenant < q->fq->nt)
+        q->fq->t[j->spec.tenant].dirty = true;
+}
+
+void queue_fast_usage(struct allot_queue *q, int tenant)
+{
+    struct queue_fast *f = q->fq;
+
+    if (!q->fast)
+        return;
+    if ((size_t)tenant < f->nt)
+        f->t[tenant].dirty = true; /* its users' GPU use is in its keys */
+    if (!f->serving || f->touched_all)
+        return;
+    if (allot_grow((void **)&f->touched, &f->touched_cap, f->n_touched + 1, sizeof(*f->touched)))
+        f->touched_all = true;
+    else
+        f->touched[f->n_touched++] = tenant;
+}
+
+void queue_fast_all_dirty(struct allot_queue *q)
+{
+    if (!q->fast)
+        return;
+    for (size_t i = 0; i < q->fq->nt; i++)
+        q->fq->t[i].dirty = true;
+}
+
+/* ---- shapes that failed to place ---- */
+
+/* The task j's gang is remembered under: without the tenant when nothing
+ * placed could tell tenants apart (shared task, no exclusive job running,
+ * no orphan, whose isolation is unknown). */
+static void fail_task(const struct allot_queue *q, const struct allot_job *j, struct allot_task *k)
+{
+    *k = j->spec.task;
+    if (k->isolation == ALLOT_ISO_SHARED && q->n_excl == 0 && q->n_orphans == 0)
+        k->tenant = 0;
+}
+
+/* The slot of (k, n) in the current epoch's table: its own, or the empty one
+ * where it would go. NULL when the table has no slots. */
+static struct fast_fail *fail_slot(struct queue_fast *f, const struct allot_task *k, int n,
+                                   uint64_t h)
+{
+    size_t mask = f->fail_cap - 1, i;
+
+    if (!f->fail_cap)
+        return NULL;
+    for (i = (size_t)h & mask;; i = (i + 1) & mask) {
+        struct fast_fail *s = &f->fail[i];
+        if (s->epoch1 != f->fail_epoch1 ||
+            (s->hash == h && s->n_tasks == n && task_eq(&s->task, k)))
+            return s;
+    }
+}
+
+/* Starts the table afresh when the free epoch moved on. */
+static void fail_epoch(const struct allot_queue *q, struct queue_fast *f)
+{
+    if (f->fail_epoch1 != q->free_epoch + 1) {
+        f->fail_epoch1 = q->free_epoch + 1;
+        f->n_fail = 0;
+    }
+}
+
+bool queue_fast_place_fails(struct allot_queue *q, const struct allot_job *j)
+{
+    struct allot_task k;
+    struct fast_fail *s;
+    uint64_t h;
+
+    if (!q->fast)
+        return false;
+    fail_epoch(q, q->fq);
+    fail_task(q, j, &k);
+    h = task_hash(&k, j->spec.n_tasks);
+    s = fail_slot(q->fq, &k, j->spec.n_tasks, h);
+    return s && s->epoch1 == q->fq->fail_epoch1;
+}
+
+void queue_fast_place_failed(struct allot_queue *q, const struct allot_job *j)
+{
+    struct queue_fast *f = q->fq;
+    struct allot_task k;
+    struct fast_fail *s;
+    uint64_t h;
+
+    if (!q->fast)
+        return;
+    fail_epoch(q, f);
+    if ((f->n_fail + 1) * 2 > f->fail_cap) {
+        size_t ncap = f->fail_cap ? f->fail_cap * 2 : 64;
+        struct fast_fail *old = f->fail, *nf = allot_calloc(ncap, sizeof(*nf));
+        size_t ocap = f->fail_cap;
+        if (!nf)
+            return; /* not remembered: the next job tries to place it */
+        f->fail = nf;
+        f->fail_cap = ncap;
+        for (size_t i = 0; i < ocap; i++)
+            if (old[i].epoch1 == f->fail_epoch1)
+                *fail_slot(f, &old[i].task, old[i].n_tasks, old[i].hash) = old[i];
+        allot_free(old);
+    }
+    fail_task(q, j, &k);
+    h = task_hash(&k, j->spec.n_tasks);
+    s = fail_slot(f, &k, j->spec.n_tasks, h);
+    if (s->epoch1 != f->fail_epoch1) {
+        *s = (struct fast_fail){
+            .epoch1 = f->fail_epoch1, .hash = h, .task = k, .n_tasks = j->spec.n_tasks};
+        f->n_fail++;
+    }
+}
+
+/* ---- shared victim searches ---- */
+
+static bool las1(const struct allot_queue *q, const struct allot_job *j)
+{
+    return q->o.las_threshold_gpu_s > 0 && j->attained_s < q->o.las_threshold_gpu_s;
+}
+
+int64_t queue_fast_search_get(struct allot_queue *q, const struct allot_job *j, int64_t now)
+{
+    const struct fast_cls *c = q->visit;
+
+    if (!c || j->n_preemptors > 0)
+        return INT64_MIN;
+    for (int i = 0; i < c->n_s; i++) {
+        const struct fast_search *s = &c->s[i];
+        if (s->serial == q->serial && s->now == now && s->prio == queue_job_prio(q, j) &&
+            s->las1 == las1(q, j))
+            return s->recheck;
+    }
+    return INT64_MIN;
+}
+
+void queue_fast_search_put(struct allot_queue *q, const struct allot_job *j, int64_t now,
+                           uint64_t serial, int64_t recheck)
+{
+    struct fast_cls *c = q->visit;
+    struct fast_search *s = NULL;
+
+    if (!c || j->n_preemptors > 0 || serial != q->serial)
+        return;
+    /* a slot of an older state or time, else the oldest */
+    for (int i = 0; i < c->n_s && !s; i++)
+        if (c->s[i].serial != serial || c->s[i].now != now)
+            s = &c->s[i];
+    if (!s && c->n_s < FAST_SEARCHES)
+        s = &c->s[c->n_s++];
+    if (!s) {
+        memmove(c->s, c->s + 1, (FAST_SEARCHES - 1) * sizeof(*c->s));
+        s = &c->s[FAST_SEARCHES - 1];
+    }
+    *s = (struct fast_search){.prio = queue_job_prio(q, j),
+                              .las1 = las1(q, j),
+                              .serial = serial,
+                              .now = now,
+                              .recheck = recheck};
+}
+
+/* ---- a tenant's order ---- */
+
+static int cmp_sortkey(const void *a, const void *b)
+{
+    const struct sortkey *x = a, *y = b;
+
+    return queue_key_cmp(x->key, y->key, x->id, y->id);
+}
+
+/* The class of job j in T, added when new (room reserved by the caller;
+ * tab: an open-addressing table of mask + 1 slots). */
+static int cls_of(const struct allot_queue *q, struct fast_ten *T, int *tab, size_t mask,
+                  const struct allot_job *j)
+{
+    uint64_t h = task_hash(&j->spec.task, j->spec.n_tasks);
+    size_t i;
+
+    for (i = (size_t)h & mask; tab[i] >= 0; i = (i + 1) & mask) {
+        const struct fast_cls *c = &T->cls[tab[i]];
+        const struct allot_job *r = &q->jobs[c->rep];
+        if (c->hash == h && r->spec.n_tasks == j->spec.n_tasks &&
+            task_eq(&r->spec.task, &j->spec.task))
+            return tab[i];
+    }
+    tab[i] = (int)T->n_cls;
+    T->cls[T->n_cls] = (struct fast_cls){.rep = j->id, .hash = h};
+    return (int)T->n_cls++;
+}
+
+/* Orders tenant ti's pending jobs by key at now, as queue_serve.c would,
+ * and sorts them into classes. Returns 0 or ALLOT_ENOMEM (T stays dirty). */
+static int ten_build(struct allot_queue *q, struct queue_fast *f, int ti, int64_t now)
+{
+    struct fast_ten *T = &f->t[ti];
+    size_t n = 0, m = 0, tabn = 16;
+
+    for (size_t i = 0; i < T->n_mem; i++) {
+        const struct allot_job *j = allot_queue_job(q, T->mem[i]);
+        if (j && j->state == ALLOT_JOB_PENDING && j->spec.tenant == ti)
+            T->mem[n++] = j->id;
+    }
+    T->n_mem = n;
+    while (tabn < 2 * n + 2)
+        tabn *= 2;
+    if (allot_grow((void **)&f->sk, &f->sk_cap, n + 1, sizeof(*f->sk)) ||
+        allot_grow((void **)&T->e, &T->e_cap, n + 1, sizeof(*T->e)) ||
+        allot_grow((void **)&T->cls, &T->cls_cap, n + 1, sizeof(*T->cls)) ||
+        allot_grow((void **)&f->tab, &f->tab_cap, tabn, sizeof(*f->tab)))
+        return ALLOT_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        q->order->key(q, &q->jobs[T->mem[i]], now, f->sk[i].key);
+        f->sk[i].id = T->mem[i];
+    }
+    qsort(f->sk, n, sizeof(*f->sk), cmp_sortkey);
+    for (size_t i = 0; i < tabn; i++)
+        f->tab[i] = -1;
+    T->n_cls = 0;
+    T->age_at = INT64_MAX;
+    memset(&T->rmax, 0, sizeof(T->rmax));
+    for (size_t i = 0; i < n; i++) {
+        const struct allot_job *j = &q->jobs[f->sk[i].id];
+        struct fast_ent *e = &T->e[m];
+        if (m > 0 && T->e[m - 1].id == j->id)
+            continue; /* listed twice (requeued twice between builds) */
+        e->id = j->id;
+        e->cls = cls_of(q, T, f->tab, tabn - 1, j);
+        e->tag = why_tag(&j->why);
+        e->aged = f->sk[i].key[0] < 0.5;
+        e->special = is_special(q, j, now);
+        if (q->o.aging_s > 0 && now - j->submit < q->o.aging_s) {
+            int64_t at =
+                j->submit > INT64_MAX - q->o.aging_s ? INT64_MAX : j->submit + q->o.aging_s;
+            if (at < T->age_at)
+                T->age_at = at;
+        }
+        T->mem[m++] = j->id;
+    }
+    T->n_e = T->n_mem = m;
+    for (size_t c = 0; c < T->n_cls; c++)
+        for (int k = 0; k < ALLOT_RES_MAX; k++)
+            if (q->jobs[T->cls[c].rep].req.v[k] > T->rmax.v[k])
+                T->rmax.v[k] = q->jobs[T->cls[c].rep].req.v[k];
+    T->rmax_serial = 0;
+    T->dirty = false;
+    return 0;
+}
+
+/* Lists every pending job with its tenant again (after a list could not
+ * grow). Returns 0 or ALLOT_ENOMEM (still lost). */
+static int relist(struct allot_queue *q, struct queue_fast *f)
+{
+    for (size_t i = 0; i < f->nt; i++) {
+        f->t[i].n_mem = 0;
+        f->t[i].dirty = true;
+    }
+    for (size_t i = 0; i < q->n_pending; i++) {
+        const struct allot_job *j = &q->jobs[q->pending[i]];
+        struct fast_ten *T;
+        if (fast_tenants(f, (size_t)j->spec.tenant + 1))
+            return ALLOT_ENOMEM;
+        T = &f->t[j->spec.tenant];
+        if (allot_grow((void **)&T->mem, &T->mem_cap, T->n_mem + 1, sizeof(*T->mem)))
+            return ALLOT_ENOMEM;
+        T->mem[T->n_mem++] = j->id;
+        T->dirty = true;
+    }
+    f->lost = false;
+    return 0;
+}
+
+/* ---- verdicts ---- */
+
+/* What considering a job of class c of tenant ti now would tell it without
+ * a victim search, packed (why_pack), or 0 when that is not known to be a
+ * refusal (it might start). */
+static uint32_t cls_verdict(struct allot_queue *q, struct fast_ten *T, int ti, struct fast_cls *c)
+{
+    const struct allot_job *rep = &q->jobs[c->rep];
+
+    if (c->serial != q->serial) {
+        int who = 0, res = 0;
+        c->adm = true;
+        c->in_nom = false;
+        if (q->o.quotas) {
+            /* admission is monotone in the request: one test often answers all */
+            if (T->rmax_serial != q->serial) {
+                T->rmax_adm = allot_tenants_admits(q->t, ti, &T->rmax, q->o.borrowing, NULL, NULL);
+                T->rmax_nom = allot_tenants_in_nominal(q->t, ti, &T->rmax);
+                T->rmax_serial = q->serial;
+            }
+            c->adm = T->rmax_adm ||
+                     allot_tenants_admits(q->t, ti, &rep->req, q->o.borrowing, &who, &res);
+            c->in_nom = T->rmax_nom || allot_tenants_in_nominal(q->t, ti, &rep->req);
+        }
+        c->who = who;
+        c->res = res;
+        c->serial = q->serial;
+    }
+    if (!c->adm)
+        return why_pack(ALLOT_WHY_QUOTA, c->who, c->res);
+    if (c->fail_free != q->free_epoch + 1) {
+        if (!queue_fast_place_fails(q, rep))
+            return 0;
+        c->fail_free = q->free_epoch + 1;
+    }
+    return why_pack(ALLOT_WHY_CAPACITY, 0, 0);
+}
+
+/* True when entry e can be skipped: considering it would only set its
+ * reason to its class's verdict (set here). */
+static bool ent_skip(struct allot_queue *q, struct fast_ten *T, int ti, struct fast_ent *e,
+                     const struct reservation *r)
+{
+    struct fast_cls *c;
+    uint32_t v;
+
+    if (e->special || r->holder >= 0)
+        return false;
+    c = &T->cls[e->cls];
+    v = cls_verdict(q, T, ti, c);
+    if (!v || (q->o.preemption && (c->in_nom ? q->reclaims_left : q->searches_left) > 0))
+        return false;
+    if (e->tag != v) {
+        queue_set_why(&q->jobs[e->id], (int)(v & 15), (int)(v >> 11), (int)(v >> 4 & 127), -1, 0,
+                      0);
+        e->tag = v;
+    }
+    return true;
+}
+
+/* ---- tenants' turns ---- */
+
+static double ten_key(const struct fast_ten *T)
+{
+    return T->key_aged ? -1.0 : T->fair;
+}
+
+static bool ten_before(const struct queue_fast *f, int a, int b)
+{
+    double ka = ten_key(&f->t[a]), kb = ten_key(&f->t[b]);
+
+    return ka < kb || (ka == kb && a < b);
+}
+
+static void heap_set(struct queue_fast *f, size_t i, int ti)
+{
+    f->heap[i] = ti;
+    f->t[ti].hpos = (int)i;
+}
+
+static void heap_up(struct queue_fast *f, size_t i)
+{
+    int x = f->heap[i];
+
+    while (i > 0 && ten_before(f, x, f->heap[(i - 1) / 2])) {
+        heap_set(f, i, f->heap[(i - 1) / 2]);
+        i = (i - 1) / 2;
+    }
+    heap_set(f, i, x);
+}
+
+static void heap_down(struct queue_fast *f, size_t i)
+{
+    int x = f->heap[i];
+
+    for (;;) {
+        size_t l = 2 * i + 1, m = l;
+        if (l >= f->n_heap)
+            break;
+        if (l + 1 < f->n_heap && ten_before(f, f->heap[l + 1], f->heap[l]))
+            m = l + 1;
+        if (!ten_before(f, f->heap[m], x))
+            break;
+        heap_set(f, i, f->heap[m]);
+        i = m;
+    }
+    heap_set(f, i, x);
+}
+
+/* Tenant ti's key changed: restores the heap order. */
+static void heap_fix(struct queue_fast *f, int ti)
+{
+    heap_up(f, (size_t)f->t[ti].hpos);
+    heap_down(f, (size_t)f->t[ti].hpos);
+}
+
+static void heap_remove(struct queue_fast *f, int ti)
+{
+    size_t i = (size_t)f->t[ti].hpos;
+
+    f->t[ti].hpos = -1;
+    if (i + 1 < f->n_heap) {
+        heap_set(f, i, f->heap[--f->n_heap]);
+        heap_fix(f, f->heap[i]);
+    } else {
+        f->n_heap--;
+    }
+}
+
+/* Recomputes the fair key of every tenant in the heap under the top-level
+ * organisation of each tenant whose usage changed. */
+static void turns_refresh(struct allot_queue *q, struct queue_fast *f)
+{
+    f->mark++;
+    for (size_t i = 0; i < (f->touched_all ? f->nt : f->n_touched); i++) {
+        int top = f->touched_all ? (int)i : f->touched[i], x;
+        while (top > 0 && allot_tenants_get(q->t, top)->parent > 0)
+            top = allot_tenants_get(q->t, top)->parent;
+        if (top <= 0 || (size_t)top >= f->nt || f->t[top].mark == f->mark)
+            continue;
+        f->t[top].mark = f->mark;
+        /* the subtree of top, depth first */
+        for (x = top;;) {
+            const struct allot_tenant *a = allot_tenants_get(q->t, x);
+            if ((size_t)x < f->nt && f->t[x].hpos >= 0) {
+                f->t[x].fair = allot_tenants_fair_key(q->t, x, &q->capacity);
+                heap_fix(f, x);
+            }
+            if (a->first_child >= 0) {
+                x = a->first_child;
+                continue;
+            }
+            while (x != top && allot_tenants_get(q->t, x)->next_sibling < 0)
+                x = allot_tenants_get(q->t, x)->parent;
+            if (x == top)
+                break;
+            x = allot_tenants_get(q->t, x)->next_sibling;
+        }
+    }
+    f->n_touched = 0;
+    f->touched_all = false;
+}
+
+/* Tenant ti's turn: considers or skips its jobs in order until it has none
+ * left, a job started or left the cluster (the turns may change), or its
+ * head stopped being aged (its key changes). Returns 0 or ALLOT_ENOMEM. */
+static int ten_run(struct allot_queue *q, struct queue_fast *f, int ti, int64_t now,
+                   struct reservation *r)
+{
+    struct fast_ten *T = &f->t[ti];
+
+    while (T->pos < T->n_e) {
+        struct fast_ent *e = &T->e[T->pos];
+        struct allot_job *j = &q->jobs[e->id];
+        uint64_t epoch = q->run_epoch;
+        int rc;
+        if (e->aged != T->key_aged)
+            return 0;
+        T->pos++;
+        if (ent_skip(q, T, ti, e, r) || j->state != ALLOT_JOB_PENDING)
+            continue;
+        q->visit = e->special ? NULL : &T->cls[e->cls];
+        rc = queue_consider(q, j, now, r);
+        q->visit = NULL;
+        if (rc)
+            return rc;
+        if (j->state == ALLOT_JOB_PENDING) {
+            e->tag = why_tag(&j->why);
+            e->special = is_special(q, j, now);
+        }
+        if (q->run_epoch != epoch)
+            return 0;
+    }
+    return 0;
+}
+
+int queue_fast_serve(struct allot_queue *q, int64_t now, struct reservation *r)
+{
+    struct queue_fast *f = q->fq;
+    uint64_t epoch;
+    int rc;
+
+    if (fast_tenants(f, (size_t)allot_tenants_count(q->t)) || (f->lost && relist(q, f)) ||
+        allot_grow((void **)&f->heap, &f->heap_cap, f->nt + 1, sizeof(*f->heap)))
+        return ALLOT_ENOMEM;
+    f->n_heap = 0;
+    for (size_t ti = 0; ti < f->nt; ti++) {
+        struct fast_ten *T = &f->t[ti];
+        T->pos = 0;
+        T->hpos = -1;
+        if (T->dirty || (T->n_e > 0 && now >= T->age_at)) {
+            rc = ten_build(q, f, (int)ti, now);
+            if (rc)
+                return rc;
+        }
+        if (T->n_e > 0) {
+            T->fair = allot_tenants_fair_key(q->t, (int)ti, &q->capacity);
+            T->key_aged = T->e[0].aged;
+            heap_set(f, f->n_heap++, (int)ti);
+        }
+    }
+    for (size_t i = f->n_heap / 2; i-- > 0;)
+        heap_down(f, i);
+    f->n_touched = 0;
+    f->touched_all = false;
+    f->serving = true;
+    epoch = q->run_epoch;
+    rc = 0;
+    while (f->n_heap > 0 && rc == 0) {
+        int ti;
+        struct fast_ten *T;
+        if (epoch != q->run_epoch) {
+            turns_refresh(q, f);
+            epoch = q->run_epoch;
+        }
+        ti = f->heap[0];
+        T = &f->t[ti];
+        rc = ten_run(q, f, ti, now, r);
+        if (T->pos >= T->n_e) {
+            heap_remove(f, ti);
+        } else if (T->e[T->pos].aged != T->key_aged) {
+            T->key_aged = T->e[T->pos].aged;
+            heap_fix(f, ti);
+        }
+    }
+    f->serving = false;
+    return rc;
+}
+
+/* ---- lifecycle ---- */
+
+/* Creates the structures for q (q->fast set, q->order chosen). Returns 0 or
+ * ALLOT_ENOMEM. */
+int queue_fast_new(struct allot_queue *q)
+{
+    q->fq = allot_calloc(1, sizeof(*q->fq));
+    if (!q->fq)
+        return ALLOT_ENOMEM;
+    q->fq->ordered = strcmp(q->order->name, "fair") == 0;
+    return 0;
+}
+
+void queue_fast_free(struct queue_fast *f)
+{
+    if (!f)
+        return;
+    for (size_t i = 0; i < f->nt; i++) {
+        allot_free(f->t[i].mem);
+        allot_free(f->t[i].e);
+        allot_free(f->t[i].cls);
+    }
+    allot_free(f->t);
+    allot_free(f->heap);
+    allot_free(f->touched);
+    allot_free(f->fail);
+    allot_free(f->sk);
+    allot_free(f->tab);
+    allot_free(f);
+}
+
+bool queue_fast_ordered(const struct allot_queue *q)
+{
+    return q->fast && q->fq->ordered;
+}
