@@ -61,7 +61,7 @@ fuzz: deps
 		rm -rf $(FUZZ)/corpus/$$t; mkdir -p $(FUZZ)/corpus/$$t $(FUZZ)/artifacts/$$t; \
 		cp tests/fuzz/corpus/$$t/* $(FUZZ)/corpus/$$t/; \
 		echo "fuzz-$$t: $(FUZZ_SECONDS) s"; \
-		if ! $(FUZZ)/fuzz-$$t -max_total_time=$(FUZZ_SECONDS) -close_fd_mask=2 \
+		if ! $(FUZZ)/fuzz-$$t -max_total_time=$(FUZZ_SECONDS) -max_len=8192 -close_fd_mask=2 \
 			-artifact_prefix=$(FUZZ)/artifacts/$$t/ $(FUZZ)/corpus/$$t >$(FUZZ)/fuzz-$$t.log 2>&1; then \
 			tail -n 40 $(FUZZ)/fuzz-$$t.log; \
 			echo "fuzz-$$t failed: the input is in $(FUZZ)/artifacts/$$t/ (docs/fuzzing.md)" >&2; \
