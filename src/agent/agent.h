@@ -20,21 +20,21 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define AGENT_MAX_GPUS 16
-#define NVIDIA_MAJOR   195 /* character major of /dev/nvidiaN and nvidiactl */
+#define AGENT_MAX_GPUS  16
+#define NVIDIA_MAJOR    195 /* character major of /dev/nvidiaN and nvidiactl */
 #define NVIDIACTL_MINOR 255
 
 /* ---- options (main.c) ---- */
 
 struct agent_config {
-    char *server;     /* allotd URL */
-    char *token;      /* agent-role token (or token_file) */
+    char *server; /* allotd URL */
+    char *token;  /* agent-role token (or token_file) */
     char *token_file;
-    char *name;       /* node name; default: the host name */
-    char *state_dir;  /* bookkeeping, logs, emulated devices */
-    char *emulate;    /* "2xH100-80GB,1xA100-40GB", or empty: discover */
-    char *nvml_lib;   /* NVML library to load (default libnvidia-ml.so.1) */
-    char *gpu_mode;   /* exclusive, shared or mig */
+    char *name;        /* node name; default: the host name */
+    char *state_dir;   /* bookkeeping, logs, emulated devices */
+    char *emulate;     /* "2xH100-80GB,1xA100-40GB", or empty: discover */
+    char *nvml_lib;    /* NVML library to load (default libnvidia-ml.so.1) */
+    char *gpu_mode;    /* exclusive, shared or mig */
     char *cgroup_root; /* folder of the tasks' cgroups under each hierarchy */
     char *run_as;      /* default user of jobs */
     char *user_map;    /* file: TENANT USER|UID[:GID] [allow-root] */
@@ -43,21 +43,23 @@ struct agent_config {
     char *log_format;
     char *log_level;
     char *cacert;
+    char *listen;       /* the log endpoint's address */
+    char *advertise;    /* its URL as allotd should use it; default from listen */
     int64_t cpus_milli; /* 0: all online CPUs */
     int64_t memory;     /* bytes; 0: MemTotal */
     int64_t pids_max;
-    int64_t heartbeat;  /* ms between heartbeats when nothing happens */
-    int64_t poll_wait;  /* ms a heartbeat waits for a new desired state */
-    int64_t grace;      /* ms between SIGTERM and SIGKILL */
-    bool fence;         /* stop every task when allotd is unreachable for a lease */
+    int64_t heartbeat; /* ms between heartbeats when nothing happens */
+    int64_t poll_wait; /* ms a heartbeat waits for a new desired state */
+    int64_t grace;     /* ms between SIGTERM and SIGKILL */
+    bool fence;        /* stop every task when allotd is unreachable for a lease */
 };
 
 /* ---- inventory (inventory.c) ---- */
 
 struct agent_gpu {
-    int index;       /* as allotd numbers them: 0.. */
-    int minor;       /* /dev/nvidiaMINOR */
-    char model[32];  /* catalog name */
+    int index;      /* as allotd numbers them: 0.. */
+    int minor;      /* /dev/nvidiaMINOR */
+    char model[32]; /* catalog name */
     char uuid[96];
     int64_t mem_mib;
 };
@@ -132,7 +134,7 @@ struct task {
     pid_t sup;    /* supervisor (our child while we live), 0 when adopted */
     pid_t pid;    /* the task's process (and process group) */
     int64_t started_ms, kill_at_ms;
-    int exit_code;  /* when EXITED: the exit status, or 128 + signal */
+    int exit_code; /* when EXITED: the exit status, or 128 + signal */
     char detail[160];
     bool reported_running, reported_end;
     bool cancelled; /* stopped because allotd no longer wants it */
@@ -153,6 +155,15 @@ void task_forget(struct agent *a, struct task *t);
 /* Finds the tasks left on disk by an earlier agent: *out (allot_free),
  * each RUNNING, EXITED or LOST. Returns the count or -1. */
 int task_adopt_all(struct agent *a, struct task **out);
+
+/* ---- the log endpoint (serve.c) ---- */
+
+struct serve;
+/* Starts it on listen ("ADDR:PORT"; port 0: any); url gets what allotd
+ * should call, key the bearer it must present. NULL on failure. */
+struct serve *serve_start(const char *listen, const char *logs_dir, char *url, size_t urllen,
+                          char *key, size_t keylen);
+void serve_stop(struct serve *s);
 
 /* ---- the agent (main.c) ---- */
 

@@ -126,9 +126,9 @@ static int char_major(const char *driver)
 
 static int v1_devices(const char *dir, const struct cg_limits *lim)
 {
-    static const char *const usual[] = {"c 1:3 rwm", "c 1:5 rwm", "c 1:7 rwm",   "c 1:8 rwm",
-                                        "c 1:9 rwm", "c 5:0 rwm", "c 5:2 rwm",   "c 136:* rwm",
-                                        NULL};
+    static const char *const usual[] = {"c 1:3 rwm", "c 1:5 rwm",   "c 1:7 rwm",
+                                        "c 1:8 rwm", "c 1:9 rwm",   "c 5:0 rwm",
+                                        "c 5:2 rwm", "c 136:* rwm", NULL};
     char rule[64];
     int rc = write_file(dir, "devices.deny", "a"), uvm = char_major("nvidia-uvm");
 

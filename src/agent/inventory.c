@@ -33,8 +33,7 @@ int inventory_parse_emulate(const char *spec, const struct allot_catalog *cat,
         int m;
 
         if (end == p || *end != 'x' || n < 1 || n > AGENT_MAX_GPUS) {
-            allot_fmt(err, errlen, "--emulate: want COUNTxMODEL[,COUNTxMODEL...], got \"%s\"",
-                      p);
+            allot_fmt(err, errlen, "--emulate: want COUNTxMODEL[,COUNTxMODEL...], got \"%s\"", p);
             return -1;
         }
         p = end + 1;
@@ -153,8 +152,8 @@ json_t *inventory_json(const struct agent_config *cfg, const struct agent_invent
     json_t *gpus = json_array();
 
     for (int i = 0; i < inv->n_gpus; i++)
-        json_array_append_new(gpus, json_pack("{s:s,s:s}", "model", inv->gpus[i].model, "uuid",
-                                              inv->gpus[i].uuid));
+        json_array_append_new(
+            gpus, json_pack("{s:s,s:s}", "model", inv->gpus[i].model, "uuid", inv->gpus[i].uuid));
     return json_pack("{s:s,s:f,s:I,s:s,s:o,s:{s:s}}", "name", cfg->name, "cpus",
                      (double)inv->cpu_milli / 1000.0, "memory", (json_int_t)inv->mem_mib,
                      "gpu_mode", cfg->gpu_mode, "gpus", gpus, "labels", "allot.io/emulated",

@@ -143,6 +143,17 @@ static const struct allot_config_option options[] = {
      .def = "true",
      .help = "Stop every task when allotd has been unreachable for most of the node's lease "
              "(allotd then requeues them elsewhere)."},
+    {.name = "listen",
+     .type = ALLOT_CFG_STRING,
+     .offset = F(listen),
+     .def = "0.0.0.0:7071",
+     .help = "Address of the agent's log endpoint (allotd reads task logs from it); port 0 "
+             "picks one."},
+    {.name = "advertise",
+     .type = ALLOT_CFG_STRING,
+     .offset = F(advertise),
+     .help = "URL allotd reaches the log endpoint at (default: http://NAME:PORT, or the "
+             "listen address when it is not 0.0.0.0)."},
     {.name = "cacert",
      .type = ALLOT_CFG_STRING,
      .offset = F(cacert),
@@ -298,9 +309,8 @@ static json_t *reports(struct agent *a)
                 json_object_set_new(r, "detail", json_string(bad->detail));
             json_array_append_new(out, r);
         } else if (running && !all_ended) {
-            json_array_append_new(out,
-                                  json_pack("{s:I,s:s}", "id", (json_int_t)t->job, "state",
-                                            "running"));
+            json_array_append_new(
+                out, json_pack("{s:I,s:s}", "id", (json_int_t)t->job, "state", "running"));
         }
     }
     return out;
@@ -371,9 +381,9 @@ static json_t *usage_json(struct agent *a)
             continue;
         cg_usage(a->cfg.cgroup_root, t->key, &cpu, &mem);
         allot_fmt(key, sizeof(key), "%s", t->key);
-        json_object_set_new(jobs, key,
-                            json_pack("{s:I,s:I}", "cpu_ns", (json_int_t)cpu, "memory_bytes",
-                                      (json_int_t)mem));
+        json_object_set_new(
+            jobs, key,
+            json_pack("{s:I,s:I}", "cpu_ns", (json_int_t)cpu, "memory_bytes", (json_int_t)mem));
     }
     return json_pack("{s:o}", "tasks", jobs);
 }
@@ -381,19 +391,33 @@ static json_t *usage_json(struct agent *a)
 static int run(struct agent *a)
 {
     struct agent_client *c = client_new(a->cfg.server, a->cfg.token, a->cfg.cacert);
-    char err[512], version[80] = "";
+    char err[512], version[80] = "", logs_url[512], logs_key[80];
+    struct serve *srv = serve_start(a->cfg.listen, a->logs_dir, logs_url, sizeof(logs_url),
+                                    logs_key, sizeof(logs_key));
     int64_t lease, last_ok;
     int n;
 
-    if (!c) {
-        LOG_ERROR("agent", "cannot set up the HTTP client");
+    if (!c || !srv) {
+        LOG_ERROR("agent", "cannot set up the HTTP client or listen on %s", a->cfg.listen);
+        client_free(c);
+        serve_stop(srv);
         return 1;
     }
+    if (a->cfg.advertise && *a->cfg.advertise)
+        allot_strlcpy(logs_url, a->cfg.advertise, sizeof(logs_url));
+    else if (!strncmp(a->cfg.listen, "0.0.0.0:", 8)) {
+        const char *port = strrchr(logs_url, ':');
+        char tmp[512];
+        allot_fmt(tmp, sizeof(tmp), "http://%s%s", a->cfg.name, port ? port : "");
+        allot_strlcpy(logs_url, tmp, sizeof(logs_url));
+    }
+    LOG_INFO("agent", "task logs served at %s", logs_url);
     n = task_adopt_all(a, &a->tasks);
     a->n_tasks = a->cap_tasks = n > 0 ? (size_t)n : 0;
     lease = register_node(a, c);
     if (lease < 0) {
         client_free(c);
+        serve_stop(srv);
         return stop_signal ? 0 : 1;
     }
     last_ok = agent_now_ms();
@@ -412,9 +436,9 @@ static int run(struct agent *a)
             busy |= a->tasks[i].state == TASK_STARTING || a->tasks[i].state == TASK_STOPPING;
         }
         rep = reports(a);
-        body = json_pack("{s:O,s:s,s:I,s:o}", "jobs", rep, "known", version, "wait_ms",
-                         (json_int_t)(json_array_size(rep) || busy ? 0 : a->cfg.poll_wait),
-                         "usage", usage_json(a));
+        body = json_pack("{s:O,s:s,s:I,s:o,s:{s:s,s:s}}", "jobs", rep, "known", version, "wait_ms",
+                         (json_int_t)(json_array_size(rep) || busy ? 0 : a->cfg.poll_wait), "usage",
+                         usage_json(a), "logs", "url", logs_url, "key", logs_key);
         char path[600];
         allot_fmt(path, sizeof(path), "/v1/nodes/%s/heartbeat", a->cfg.name);
         st = client_post(c, path, body, a->cfg.poll_wait + 15000, &reply, err, sizeof(err));
@@ -422,9 +446,10 @@ static int run(struct agent *a)
         if (st == 200) {
             last_ok = agent_now_ms();
             reported(a, rep);
-            allot_strlcpy(version, json_string_value(json_object_get(reply, "version"))
-                                       ? json_string_value(json_object_get(reply, "version"))
-                                       : "",
+            allot_strlcpy(version,
+                          json_string_value(json_object_get(reply, "version"))
+                              ? json_string_value(json_object_get(reply, "version"))
+                              : "",
                           sizeof(version));
             reconcile(a, json_object_get(reply, "jobs"));
         } else if (st == 404) {
@@ -450,6 +475,7 @@ static int run(struct agent *a)
             sleep_ms(20); /* starting or stopping: look again soon */
     }
     client_free(c);
+    serve_stop(srv);
     LOG_INFO("agent", "stopped; %zu tasks keep running and are adopted at the next start",
              a->n_tasks);
     allot_free(a->tasks);
@@ -472,8 +498,7 @@ static int read_token_file(struct agent_config *c, char *err, size_t errlen)
     char line[512];
 
     if (!f || !fgets(line, sizeof(line), f)) {
-        allot_fmt(err, errlen, "--token-file %s: %s", c->token_file,
-                  f ? "empty" : strerror(errno));
+        allot_fmt(err, errlen, "--token-file %s: %s", c->token_file, f ? "empty" : strerror(errno));
         if (f)
             fclose(f);
         return -1;

@@ -209,8 +209,8 @@ static void env_free(struct env *e)
 
 /* The task's environment: the job's own variables first, then allot's,
  * which win (a job cannot widen its GPUs through CUDA_VISIBLE_DEVICES). */
-static void build_env(const struct agent *a, json_t *d, const struct run_user *u,
-                      const char *dir, struct env *e)
+static void build_env(const struct agent *a, json_t *d, const struct run_user *u, const char *dir,
+                      struct env *e)
 {
     json_t *spec = json_object_get(d, "spec"), *g = json_object_get(d, "gpus"), *x;
     char buf[2048], num[64];
@@ -308,8 +308,7 @@ static void run_child(const struct agent *a, const struct task *t, char **argv, 
     }
     if (!workdir && chdir(u->home) < 0 && chdir("/") < 0)
         _exit(126);
-    if (getuid() == 0 &&
-        (setgroups(0, NULL) < 0 || setgid(u->gid) < 0 || setuid(u->uid) < 0)) {
+    if (getuid() == 0 && (setgroups(0, NULL) < 0 || setgid(u->gid) < 0 || setuid(u->uid) < 0)) {
         dprintf(2, "allot-agent: cannot become uid %d: %s\n", (int)u->uid, strerror(errno));
         _exit(126);
     }
@@ -409,8 +408,7 @@ int task_start(struct agent *a, json_t *d, struct task *t)
         if (idx >= 0 && idx < a->inv.n_gpus && lim.n_gpu_minors < AGENT_MAX_GPUS)
             lim.gpu_minors[lim.n_gpu_minors++] = a->inv.gpus[idx].minor;
     }
-    if (getuid() == 0 &&
-        cg_create(a->cfg.cgroup_root, t->key, &lim, why, sizeof(why)) < 0) {
+    if (getuid() == 0 && cg_create(a->cfg.cgroup_root, t->key, &lim, why, sizeof(why)) < 0) {
         LOG_ERROR("task", "job %lld: %s", (long long)t->job, why);
         task_fail(t, why);
         return 0;
@@ -445,8 +443,8 @@ int task_start(struct agent *a, json_t *d, struct task *t)
         allot_free(argv);
         return -1;
     }
-    json_array_foreach(cmd, i, x) argv[i] = (char *)(json_string_value(x) ? json_string_value(x)
-                                                                           : "");
+    json_array_foreach(cmd, i, x) argv[i] =
+        (char *)(json_string_value(x) ? json_string_value(x) : "");
     sup = fork();
     if (sup == 0)
         run_supervisor(a, t, dir, argv, env.v, &u, workdir, log_fd);
@@ -459,8 +457,8 @@ int task_start(struct agent *a, json_t *d, struct task *t)
     }
     t->sup = sup;
     t->state = TASK_STARTING;
-    LOG_INFO("task", "job %lld task %d started (supervisor %d) as %s", (long long)t->job,
-             t->index, (int)sup, u.name);
+    LOG_INFO("task", "job %lld task %d started (supervisor %d) as %s", (long long)t->job, t->index,
+             (int)sup, u.name);
     return 0;
 }
 
@@ -474,8 +472,8 @@ void task_stop(struct agent *a, struct task *t, int64_t now_ms)
     t->kill_at_ms = now_ms + a->cfg.grace;
     if (t->pid > 0)
         kill(-t->pid, SIGTERM);
-    LOG_INFO("task", "job %lld task %d: SIGTERM, SIGKILL in %lld ms", (long long)t->job,
-             t->index, (long long)a->cfg.grace);
+    LOG_INFO("task", "job %lld task %d: SIGTERM, SIGKILL in %lld ms", (long long)t->job, t->index,
+             (long long)a->cfg.grace);
 }
 
 /* Reads the pid file: 0 when read. */

@@ -173,6 +173,10 @@ void client_free(struct client *cl);
 int client_call(struct client *cl, const char *method, const char *path, json_t *body,
                 const char *idem_key, enum client_retry retry, json_t **reply, long *status);
 
+/* GET path; on 2xx *out gets the body as it is (allot_free; NUL after
+ * the last byte) and *len its length. Errors as client_call. */
+int client_get_bytes(struct client *cl, const char *path, char **out, size_t *len);
+
 /* Follows pages of a list route. path has its query already (or none);
  * items_key names the array in each reply; cursor_param is the query
  * parameter of the next page; next_key names the reply's next-page value
@@ -234,6 +238,20 @@ json_t *input_read(FILE *f, const char *name, bool json);
 int cmd_submit(struct cli *c, int argc, char **argv);
 int cmd_ls(struct cli *c, int argc, char **argv);
 int cmd_show(struct cli *c, int argc, char **argv);
+int cmd_logs(struct cli *c, int argc, char **argv);
+int cmd_run(struct cli *c, int argc, char **argv);
+
+/* ---- shared by the job verbs (cmd_jobs.c) ---- */
+
+/* The options of submit (also run's). */
+extern const struct cli_opt jobs_submit_opts[];
+/* Builds the job from the parsed options and submits it with an
+ * Idempotency-Key; *reply gets the job. Returns an exit code. */
+int jobs_submit(struct cli *c, const struct cli_args *a, json_t **reply);
+/* A job id from "ID" or "ARRAYID_INDEX". Returns an exit code. */
+int jobs_resolve(struct client *cl, const char *arg, long long *id);
+/* True for the states a job ends in. */
+bool jobs_terminal(const char *state);
 int cmd_cancel(struct cli *c, int argc, char **argv);
 int cmd_events(struct cli *c, int argc, char **argv);
 int cmd_tenants(struct cli *c, int argc, char **argv);

@@ -198,8 +198,10 @@ static int report_error(long st, const struct buf *b)
     return exit_of_status(st);
 }
 
-int client_call(struct client *cl, const char *method, const char *path, json_t *body,
-                const char *idem_key, enum client_retry retry, json_t **reply, long *status)
+/* client_call, and with raw set: a 2xx body is handed over as it is. */
+static int call(struct client *cl, const char *method, const char *path, json_t *body,
+                const char *idem_key, enum client_retry retry, json_t **reply, long *status,
+                struct buf *raw)
 {
     struct curl_slist *hdr = NULL, *h2;
     struct buf b = {0};
@@ -313,6 +315,10 @@ int client_call(struct client *cl, const char *method, const char *path, json_t 
         rc = CLI_SERVER;
     } else if (st < 200 || st > 299) {
         rc = report_error(st, &b);
+    } else if (raw) {
+        *raw = b;
+        b = (struct buf){0};
+        rc = CLI_OK;
     } else if (b.len == 0) {
         rc = CLI_OK;
     } else {
@@ -333,6 +339,22 @@ int client_call(struct client *cl, const char *method, const char *path, json_t 
     curl_slist_free_all(hdr);
     allot_free(b.p);
     free(text);
+    return rc;
+}
+
+int client_call(struct client *cl, const char *method, const char *path, json_t *body,
+                const char *idem_key, enum client_retry retry, json_t **reply, long *status)
+{
+    return call(cl, method, path, body, idem_key, retry, reply, status, NULL);
+}
+
+int client_get_bytes(struct client *cl, const char *path, char **out, size_t *len)
+{
+    struct buf b = {0};
+    int rc = call(cl, "GET", path, NULL, NULL, CLIENT_RETRY_ALWAYS, NULL, NULL, &b);
+
+    *out = b.p;
+    *len = b.len;
     return rc;
 }
 

@@ -20,7 +20,7 @@
 
 /* ---- submit ---- */
 
-static const struct cli_opt submit_opts[] = {
+const struct cli_opt jobs_submit_opts[] = {
     {"file", 'f', "FILE", "job as JSON or YAML (the fields of POST /v1/jobs); flags override it"},
     {"tenant", 't', "TENANT", "leaf tenant to run in (required here or in the file)"},
     {"name", 'n', "NAME", "job name"},
@@ -181,25 +181,19 @@ static int build_job(const struct cli_args *a, json_t **out)
     return CLI_OK;
 }
 
-int cmd_submit(struct cli *c, int argc, char **argv)
+int jobs_submit(struct cli *c, const struct cli_args *a, json_t **reply)
 {
-    struct cli_args a;
     struct client *cl;
-    json_t *job = NULL, *reply = NULL;
+    json_t *job = NULL;
     char key[64];
     const char *k;
     long st = 0;
-    int rc = args_parse(c, submit_opts, &submit_usage, argc, argv, &a);
+    int rc;
 
-    if (rc != CLI_OK)
+    *reply = NULL;
+    if ((rc = build_job(a, &job)) != CLI_OK)
         return rc;
-    if (a.n_pos) {
-        rc = cli_usage_error("unexpected argument \"%s\"; put the command after --", a.pos[0]);
-        goto out;
-    }
-    if ((rc = build_job(&a, &job)) != CLI_OK)
-        goto out;
-    k = args_get(&a, "idempotency-key");
+    k = args_get(a, "idempotency-key");
     if (k && (!*k || strlen(k) > 128)) {
         rc = cli_usage_error("--idempotency-key must be 1..128 bytes");
         goto out;
@@ -213,20 +207,35 @@ int cmd_submit(struct cli *c, int argc, char **argv)
         rc = CLI_USAGE;
         goto out;
     }
-    rc = client_call(cl, "POST", "/v1/jobs", job, k, CLIENT_RETRY_ALWAYS, &reply, &st);
+    rc = client_call(cl, "POST", "/v1/jobs", job, k, CLIENT_RETRY_ALWAYS, reply, &st);
     if (rc != CLI_OK)
         goto out;
     if (st == 200)
         fprintf(stderr, "allot: job %lld was already submitted with idempotency key %s\n",
-                (long long)json_integer_value(json_object_get(reply, "id")), k);
-    if (json_object_get(reply, "array_size"))
+                (long long)json_integer_value(json_object_get(*reply, "id")), k);
+    if (json_object_get(*reply, "array_size"))
         fprintf(stderr, "allot: array %lld: %lld jobs\n",
-                (long long)json_integer_value(json_object_get(reply, "id")),
-                (long long)json_integer_value(json_object_get(reply, "array_size")));
-    if (!out_structured(c, reply))
-        printf("%lld\n", (long long)json_integer_value(json_object_get(reply, "id")));
+                (long long)json_integer_value(json_object_get(*reply, "id")),
+                (long long)json_integer_value(json_object_get(*reply, "array_size")));
 out:
     json_decref(job);
+    return rc;
+}
+
+int cmd_submit(struct cli *c, int argc, char **argv)
+{
+    struct cli_args a;
+    json_t *reply = NULL;
+    int rc = args_parse(c, jobs_submit_opts, &submit_usage, argc, argv, &a);
+
+    if (rc != CLI_OK)
+        return rc;
+    if (a.n_pos)
+        rc = cli_usage_error("unexpected argument \"%s\"; put the command after --", a.pos[0]);
+    else
+        rc = jobs_submit(c, &a, &reply);
+    if (rc == CLI_OK && !out_structured(c, reply))
+        printf("%lld\n", (long long)json_integer_value(json_object_get(reply, "id")));
     json_decref(reply);
     args_free(&a);
     return rc;
@@ -301,6 +310,18 @@ static long long member_id(struct client *cl, long long aid, long long index)
     return id;
 }
 
+int jobs_resolve(struct client *cl, const char *arg, long long *id)
+{
+    long long index;
+    int rc = parse_id(arg, id, &index);
+
+    if (rc != CLI_OK)
+        return rc;
+    if (index >= 0 && !(*id = member_id(cl, *id, index)))
+        return CLI_NOTFOUND;
+    return CLI_OK;
+}
+
 /* "12" or "15 (12_3)" for a job in an array. */
 static const char *job_label(json_t *j, char *buf, size_t n)
 {
@@ -316,7 +337,7 @@ static const char *job_label(json_t *j, char *buf, size_t n)
     return buf;
 }
 
-static bool terminal(const char *state)
+bool jobs_terminal(const char *state)
 {
     return state && (!strcmp(state, "succeeded") || !strcmp(state, "failed") ||
                      !strcmp(state, "cancelled") || !strcmp(state, "lost"));
@@ -665,7 +686,7 @@ int cmd_events(struct cli *c, int argc, char **argv)
         allot_fmt(path, sizeof(path), "/v1/jobs/%lld", id);
         if ((rc = client_call(cl, "GET", path, NULL, NULL, CLIENT_RETRY_ALWAYS, &job, NULL)))
             break;
-        ended = terminal(json_string_value(json_object_get(job, "state")));
+        ended = jobs_terminal(json_string_value(json_object_get(job, "state")));
         json_decref(job);
         allot_fmt(path, sizeof(path), "/v1/jobs/%lld/events", id);
         if ((rc = client_list(cl, path, "events", "after", NULL, (long long)after, 0, &ev)))

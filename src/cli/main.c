@@ -23,6 +23,8 @@ static const struct verb verbs[] = {
     {"show", cmd_show, "one job: state, pending reason, placement"},
     {"cancel", cmd_cancel, "cancel jobs"},
     {"events", cmd_events, "a job's events (--follow to wait for more)"},
+    {"logs", cmd_logs, "a job's output (--follow until it ends)"},
+    {"run", cmd_run, "submit, stream the output, exit with the job's code"},
     {"tenants", cmd_tenants, "the tenant tree and priority classes"},
     {"quota", cmd_quota, "quotas per tenant and resource"},
     {"apply", cmd_apply, "apply a tenants file (-f tenants.yaml [--prune])"},

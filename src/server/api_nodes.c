@@ -338,7 +338,8 @@ static int beat_fn(struct allot_store *st, void *arg)
 
 int api_nodes_heartbeat(struct req *r)
 {
-    static const char *const fields[] = {"jobs", "health", "usage", "wait_ms", "known", NULL};
+    static const char *const fields[] = {"jobs",  "health", "usage", "wait_ms",
+                                         "known", "logs",   NULL};
     static const char *const job_fields[] = {"id", "state", "exit_code", "detail", NULL};
     const char *name = r->params[0];
     struct allot_store_node n = {0};
@@ -346,6 +347,7 @@ int api_nodes_heartbeat(struct req *r)
     int64_t now = srv_now(), expiry = now + r->srv->cfg.lease / 1000;
     int64_t ended[64], wait_ms = 0;
     const char *known = NULL;
+    json_t *logs = NULL;
     size_t i, n_ended = 0;
     char target[96];
     int rc;
@@ -389,6 +391,18 @@ int api_nodes_heartbeat(struct req *r)
             goto out;
         }
         known = json_string_value(x);
+        x = json_object_get(b, "logs");
+        if (x) {
+            const char *u = json_string_value(json_object_get(x, "url"));
+            const char *k = json_string_value(json_object_get(x, "key"));
+            if (!json_is_object(x) || json_object_size(x) != 2 || !u || !k || strlen(u) > 256 ||
+                strlen(k) > 80 || (strncmp(u, "http://", 7) && strncmp(u, "https://", 8))) {
+                api_error(r, 400, "bad_request",
+                          "field \"logs\": want {\"url\": \"http(s)://...\", \"key\": string}");
+                goto out;
+            }
+            logs = x;
+        }
     }
     allot_fmt(target, sizeof(target), "node/%s", name);
     struct beat_write w = {.r = r,
@@ -411,6 +425,11 @@ int api_nodes_heartbeat(struct req *r)
         for (i = 0; i < n_ended; i++)
             loop_post(r->srv->loop, LOOP_JOB_FINISHED, ended[i], NULL);
         loop_post(r->srv->loop, LOOP_NODE_SEEN, expiry, name);
+        if (logs) { /* where `allot logs` reads this node's task logs */
+            pthread_mutex_lock(&r->srv->agents_lock);
+            json_object_set_new(r->srv->agents, name, json_deep_copy(logs));
+            pthread_mutex_unlock(&r->srv->agents_lock);
+        }
         /* long poll: an agent that already has this desired state waits
          * (at most wait_ms) for the next one, so a placement reaches it
          * within one cycle instead of one heartbeat interval */

@@ -46,6 +46,7 @@ const struct route http_routes[] = {
     {"GET", "/v1/jobs/{id}", api_jobs_get, ROLES_USERS, NULL},
     {"POST", "/v1/jobs/{id}/cancel", api_jobs_cancel, ROLES_USERS, "job.cancel"},
     {"GET", "/v1/jobs/{id}/events", api_jobs_events, ROLES_USERS, NULL},
+    {"GET", "/v1/jobs/{id}/logs", api_jobs_logs, ROLES_USERS, NULL},
     {"GET", "/v1/nodes", api_nodes_list, ROLES_USERS, NULL},
     {"POST", "/v1/nodes/register", api_nodes_register, A(ADMIN) | A(AGENT), "node.register"},
     {"POST", "/v1/nodes/{name}/cordon", api_nodes_cordon, A(ADMIN), "node.cordon"},
@@ -158,6 +159,7 @@ static void set_resp(struct req *r, int status, const char *type, char *body)
     r->status = status;
     r->content_type = type;
     r->resp = body;
+    r->resp_len = body ? strlen(body) : 0;
 }
 
 int api_json(struct req *r, int status, json_t *v)
@@ -185,6 +187,19 @@ int api_error(struct req *r, int status, const char *code, const char *fmt, ...)
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
     return api_json(r, status, json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg));
+}
+
+int api_bytes(struct req *r, int status, const char *content_type, const void *buf, size_t len)
+{
+    char *copy = allot_malloc(len + 1);
+
+    if (!copy)
+        return api_error(r, 500, "internal", "out of memory");
+    memcpy(copy, buf, len);
+    copy[len] = '\0';
+    set_resp(r, status, content_type, copy);
+    r->resp_len = len;
+    return 0;
 }
 
 int api_text(struct req *r, int status, const char *content_type, const char *text)
@@ -273,11 +288,14 @@ static enum MHD_Result send_reply(struct MHD_Connection *c, struct req *r)
     enum MHD_Result ret;
     const char *body = r->resp ? r->resp : "";
 
-    resp = MHD_create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_MUST_COPY);
+    resp = MHD_create_response_from_buffer(r->resp ? r->resp_len : 0, (void *)body,
+                                           MHD_RESPMEM_MUST_COPY);
     if (!resp)
         return MHD_NO;
     MHD_add_response_header(resp, "Content-Type",
                             r->content_type ? r->content_type : "application/json");
+    if (*r->hdr_name)
+        MHD_add_response_header(resp, r->hdr_name, r->hdr_value);
     if (r->status == 429)
         MHD_add_response_header(resp, "Retry-After", "1");
     ret = MHD_queue_response(c, (unsigned)r->status, resp);

@@ -18,6 +18,7 @@
 #include "allot/common.h"
 #include "allot/config.h"
 
+#include <curl/curl.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -286,6 +287,8 @@ static int serve(struct server *s)
     }
     pthread_mutex_init(&s->readers_lock, NULL);
     pthread_mutex_init(&s->refs_lock, NULL);
+    pthread_mutex_init(&s->agents_lock, NULL);
+    s->agents = json_object();
     /* a lone write waits at most 200 us for company before it commits */
     s->gc = allot_store_gc_new(s->wst, 256, 200);
     if (!s->gc) {
@@ -344,6 +347,7 @@ out_cat:
     allot_store_gc_free(s->gc);
     close_readers(s);
     refs_free(s);
+    json_decref(s->agents);
 out_store:
     allot_store_close(s->wst);
     if (!rc)
@@ -409,7 +413,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "allotd: cannot open log file %s\n", c->log_file);
         return 1;
     }
+    curl_global_init(CURL_GLOBAL_DEFAULT); /* before any thread: api_logs.c */
     rc = init ? cmd_init(c) : serve(&srv);
+    curl_global_cleanup();
     log_close();
     allot_config_free(options, N_OPTIONS, c);
     return rc;

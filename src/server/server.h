@@ -65,6 +65,9 @@ struct server {
     pthread_mutex_t refs_lock;     /* leaf lock: guards refs */
     struct refs *refs;             /* owned: tenants and classes jobs may name (refs.c) */
     atomic_uint_fast64_t refs_gen; /* bumped by every change of them */
+    pthread_mutex_t agents_lock;   /* leaf lock: guards agents */
+    json_t *agents; /* owned: node name -> {"url", "key"} of its agent's log endpoint, as its
+                       heartbeats tell (memory only) */
 };
 
 /* Who called: resolved from the bearer token. */
@@ -82,12 +85,15 @@ struct req {
     const char *path;
     char *body; /* NUL-terminated, owned by the HTTP layer */
     size_t body_len;
-    void *conn;               /* struct MHD_Connection * */
-    char params[2][128];      /* {id}, {name} path parameters, in order */
-    struct principal who;     /* filled before the handler runs */
-    const char *action;       /* audit action of a mutating route */
-    int status;               /* response status set by the reply helpers */
-    char *resp;               /* owned response body */
+    void *conn;           /* struct MHD_Connection * */
+    char params[2][128];  /* {id}, {name} path parameters, in order */
+    struct principal who; /* filled before the handler runs */
+    const char *action;   /* audit action of a mutating route */
+    int status;           /* response status set by the reply helpers */
+    char *resp;           /* owned response body */
+    size_t resp_len;      /* its length (it may hold NUL bytes) */
+    char hdr_name[32];    /* one extra response header, or "" */
+    char hdr_value[64];
     const char *content_type; /* static */
     bool audited;             /* the handler wrote the audit entry */
 };
@@ -99,6 +105,8 @@ int api_json(struct req *r, int status, json_t *v);
 /* Replies {"error":{"code":code,"message":...}} with `status`. Returns 0. */
 int api_error(struct req *r, int status, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* Replies with `len` bytes (copied) of any content. */
+int api_bytes(struct req *r, int status, const char *content_type, const void *buf, size_t len);
 /* Replies with plain text (copied). */
 int api_text(struct req *r, int status, const char *content_type, const char *text);
 /* The value of query argument `key`, or NULL. */
@@ -164,6 +172,7 @@ int api_jobs_list(struct req *r);
 int api_jobs_get(struct req *r);
 int api_jobs_cancel(struct req *r);
 int api_jobs_events(struct req *r);
+int api_jobs_logs(struct req *r);
 int api_nodes_register(struct req *r);
 int api_nodes_heartbeat(struct req *r);
 int api_nodes_list(struct req *r);

@@ -191,7 +191,7 @@ class Agent:
         self.args = ["--server", server or "http://127.0.0.1:%d" % dm.port, "--token", token,
                      "--name", name, "--emulate", emulate, "--state-dir", self.dir,
                      "--cgroup-root", CGROUP_ROOT, "--grace", "2s", "--poll-wait", "500ms",
-                     "--heartbeat", "200ms"] + list(args)
+                     "--heartbeat", "200ms", "--listen", "127.0.0.1:0"] + list(args)
         self.log_path = os.path.join(self.dir, "agent.log")
         _logs.append(self.log_path)
         self.start()

@@ -13,6 +13,7 @@ import time
 
 import allotd_fixture as fx
 from allotd_fixture import TENANTS, Agent, Daemon, expect
+from cli_fixture import cli, fails, ok
 
 dm = None
 AG = None
@@ -127,6 +128,8 @@ def test_root_refused():
         assert j["state"] == "succeeded" and "65534" in ag2.task_log(jid), j
     finally:
         ag2.stop()
+        # its agent is gone: no later job may land there
+        expect(dm.req("POST", "/v1/nodes/ag-root/cordon", token=dm.admin), 200)
 
 
 def test_cancel_stops_with_grace():
@@ -149,6 +152,32 @@ def test_cancel_stops_with_grace():
     while time.time() < end and os.path.isdir(task_dir):
         time.sleep(0.1)
     assert not os.path.isdir(task_dir), "task not stopped within the grace"
+
+
+def test_logs_and_run():
+    # allot run: the output as it comes, and the job's exit code
+    r = cli(dm, "run", "-t", "research/nlp", "--gpus", "0", "--", "sh", "-c",
+            "echo line-1; sleep 0.5; echo line-2 >&2; exit 7")
+    assert r.rc == 7 and r.out == "line-1\nline-2\n", r
+    assert "submitted" in r.err and "failed" in r.err, r
+    r = ok(cli(dm, "run", "-t", "research/nlp", "--gpus", "0", "--", "printf", "a\\0b"))
+    assert r.out == "a\x00b", r
+    # allot logs: whole, from a running job with --follow, and through the API
+    jid = submit({"gpus": 0, "command": sh("for i in 1 2 3; do echo tick $i; sleep 0.3; done")})
+    r = ok(cli(dm, "logs", "-f", jid))
+    assert r.out == "tick 1\ntick 2\ntick 3\n", r
+    assert ok(cli(dm, "logs", jid)).out == r.out
+    st, body = dm.req("GET", "/v1/jobs/%d/logs?offset=7" % jid, token=dm.admin, raw=True)
+    assert st == 200 and body == "tick 2\ntick 3\n", (st, body)
+    fails(cli(dm, "logs", "999999"), 2, "not_found")
+    fails(cli(dm, "logs", jid, "--task", "x"), 1, "usage")
+    # no ready node has an A100: never placed
+    pend = submit({"gpu_models": ["A100-80GB"], "command": sh("true")})
+    fails(cli(dm, "logs", pend), 4, "not_started")
+    expect(dm.req("POST", "/v1/jobs/%d/cancel" % pend, token=dm.admin), 200)
+    # a member of another tenant does not see it
+    member = dm.token("member", "research/vision", "mv")
+    fails(cli(dm, "logs", jid, token=member), 2, "not_found")
 
 
 def test_agent_restart_adopts():
@@ -200,7 +229,8 @@ if __name__ == "__main__":
         agent = Agent(dm, AG, "ag-1", emulate="2xL4")
         fx.run([test_run_to_completion, test_exit_code_and_no_command,
                 test_memory_limit_is_an_oom_kill, test_cpu_quota, test_device_access,
-                test_root_refused, test_cancel_stops_with_grace, test_agent_restart_adopts,
+                test_root_refused, test_cancel_stops_with_grace, test_logs_and_run,
+                test_agent_restart_adopts,
                 test_allotd_restart])
     finally:
         if agent:

@@ -16,7 +16,8 @@ from cli_fixture import cli, fails, ok, write
 
 dm = None
 
-VERBS = ["submit", "ls", "show", "cancel", "events", "tenants", "quota", "apply", "nodes",
+VERBS = ["submit", "ls", "show", "cancel", "events", "logs", "run", "tenants", "quota", "apply",
+         "nodes",
          "cordon", "drain", "uncordon", "tokens", "audit", "top"]
 
 

@@ -1,0 +1,165 @@
+/*
+ * The agent's own small HTTP endpoint: task logs for allotd, which proxies
+ * them to `allot logs` (GET /v1/jobs/{id}/logs), as the API server proxies
+ * to the kubelet. One route, GET /logs/JOB/TASK?offset=N&limit=M, answers
+ * the bytes of STATE/logs/JOB/task-TASK.log from offset (at most limit,
+ * 1 MiB by default) with the file's size in X-Allot-Log-Size. The caller
+ * must present the key the agent made at start and sends allotd with every
+ * heartbeat (a bearer token allotd keeps in memory only).
+ *
+ * Threading: libmicrohttpd's internal thread; it only reads log files.
+ */
+#include "agent.h"
+
+#include "allot/common.h"
+#include "log.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <microhttpd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define LOG_CHUNK_MAX (1 << 20)
+
+struct serve {
+    struct MHD_Daemon *d;
+    char logs_dir[4096];
+    char key[80];
+};
+
+static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *text,
+                             int64_t size)
+{
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_MUST_COPY);
+    char num[32];
+    enum MHD_Result rc;
+
+    if (!r)
+        return MHD_NO;
+    if (size >= 0) {
+        allot_fmt(num, sizeof(num), "%lld", (long long)size);
+        MHD_add_response_header(r, "X-Allot-Log-Size", num);
+    }
+    rc = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return rc;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version, const char *upload,
+                                  size_t *upload_len, void **state)
+{
+    struct serve *s = cls;
+    const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    const char *off = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "offset");
+    const char *lim = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "limit");
+    char path[4400], bearer[100];
+    long long job, offset = off ? atoll(off) : 0, limit = lim ? atoll(lim) : LOG_CHUNK_MAX;
+    int task, n = 0, fd;
+    struct stat st;
+
+    (void)version;
+    (void)upload;
+    if (!*state) {
+        *state = (void *)1; /* headers only: the body (none) comes next */
+        return MHD_YES;
+    }
+    *upload_len = 0;
+    allot_fmt(bearer, sizeof(bearer), "Bearer %s", s->key);
+    if (!auth || strcmp(auth, bearer))
+        return reply(c, 401, "bad key\n", -1);
+    if (strcmp(method, "GET"))
+        return reply(c, 405, "GET only\n", -1);
+    if (sscanf(url, "/logs/%lld/%d%n", &job, &task, &n) != 2 || url[n] || job < 1 || task < 0)
+        return reply(c, 404, "no such route\n", -1);
+    if (offset < 0 || limit < 1 || limit > LOG_CHUNK_MAX)
+        return reply(c, 400, "offset >= 0, limit 1..1048576\n", -1);
+    allot_fmt(path, sizeof(path), "%s/%lld/task-%d.log", s->logs_dir, job, task);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &st) < 0) {
+        if (fd >= 0)
+            close(fd);
+        return reply(c, 404, "no log for this task on this node (yet)\n", -1);
+    }
+    char *buf = allot_malloc((size_t)limit);
+    ssize_t got = buf ? pread(fd, buf, (size_t)limit, offset) : -1;
+    close(fd);
+    if (got < 0) {
+        allot_free(buf);
+        return reply(c, 500, "cannot read the log\n", -1);
+    }
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer((size_t)got, buf, MHD_RESPMEM_MUST_COPY);
+    allot_free(buf);
+    if (!r)
+        return MHD_NO;
+    char num[32];
+    allot_fmt(num, sizeof(num), "%lld", (long long)st.st_size);
+    MHD_add_response_header(r, "X-Allot-Log-Size", num);
+    MHD_add_response_header(r, "Content-Type", "application/octet-stream");
+    enum MHD_Result rc = MHD_queue_response(c, 200, r);
+    MHD_destroy_response(r);
+    return rc;
+}
+
+/* Starts the endpoint on `listen` ("ADDR:PORT", port 0: any); writes the
+ * URL allotd should use into url. Returns the handle or NULL. */
+struct serve *serve_start(const char *listen, const char *logs_dir, char *url, size_t urllen,
+                          char *key, size_t keylen)
+{
+    struct serve *s = allot_calloc(1, sizeof(*s));
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    const char *colon = strrchr(listen, ':');
+    char host[64];
+    unsigned char rnd[24];
+    FILE *f;
+
+    if (!s || !colon || (size_t)(colon - listen) >= sizeof(host)) {
+        allot_free(s);
+        return NULL;
+    }
+    memcpy(host, listen, (size_t)(colon - listen));
+    host[colon - listen] = '\0';
+    if (inet_pton(AF_INET, host, &sa.sin_addr) != 1) {
+        allot_free(s);
+        return NULL;
+    }
+    sa.sin_port = htons((uint16_t)atoi(colon + 1));
+    f = fopen("/dev/urandom", "rb");
+    if (!f || fread(rnd, 1, sizeof(rnd), f) != sizeof(rnd)) {
+        if (f)
+            fclose(f);
+        allot_free(s);
+        return NULL;
+    }
+    fclose(f);
+    for (size_t i = 0; i < sizeof(rnd); i++)
+        sprintf(s->key + 2 * i, "%02x", rnd[i]);
+    allot_strlcpy(s->logs_dir, logs_dir, sizeof(s->logs_dir));
+    s->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+                            on_request, s, MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_CONNECTION_TIMEOUT,
+                            (unsigned)30, MHD_OPTION_END);
+    if (!s->d) {
+        allot_free(s);
+        return NULL;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
+    allot_fmt(url, urllen, "http://%s:%u", strcmp(host, "0.0.0.0") ? host : "127.0.0.1",
+              info ? (unsigned)info->port : (unsigned)ntohs(sa.sin_port));
+    allot_strlcpy(key, s->key, keylen);
+    return s;
+}
+
+void serve_stop(struct serve *s)
+{
+    if (!s)
+        return;
+    MHD_stop_daemon(s->d);
+    allot_free(s);
+}

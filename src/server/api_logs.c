@@ -1,0 +1,146 @@
+/*
+ * GET /v1/jobs/{id}/logs?task=N&offset=O&limit=L: a task's output, read
+ * from the agent of the node the task runs (or ran) on, as the API server
+ * reads a pod's from its kubelet. The agent tells allotd where its log
+ * endpoint is, and the key to use, with every heartbeat (server->agents,
+ * memory only). The answer is the bytes from offset on (at most limit,
+ * 1 MiB by default), with the log's whole size in X-Allot-Log-Size, so a
+ * follower asks again from offset + bytes received.
+ */
+#include "http.h"
+#include "reqparse.h"
+
+#include "allot/common.h"
+
+#include <curl/curl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+struct fetch {
+    char *buf;
+    size_t len, cap;
+    char size[32]; /* X-Allot-Log-Size */
+};
+
+static size_t on_body(char *p, size_t size, size_t n, void *ud)
+{
+    struct fetch *f = ud;
+    size_t add = size * n;
+
+    if (f->len + add > (2u << 20) || allot_grow((void **)&f->buf, &f->cap, f->len + add + 1, 1) < 0)
+        return 0;
+    memcpy(f->buf + f->len, p, add);
+    f->len += add;
+    return add;
+}
+
+static size_t on_header(char *p, size_t size, size_t n, void *ud)
+{
+    struct fetch *f = ud;
+    size_t len = size * n;
+    static const char name[] = "X-Allot-Log-Size:";
+
+    if (len > sizeof(name) && !strncasecmp(p, name, sizeof(name) - 1)) {
+        size_t vl = len - (sizeof(name) - 1);
+        const char *v = p + sizeof(name) - 1;
+        while (vl && (*v == ' ' || *v == '\t'))
+            v++, vl--;
+        while (vl && (v[vl - 1] == '\r' || v[vl - 1] == '\n'))
+            vl--;
+        allot_fmt(f->size, sizeof(f->size), "%.*s", (int)vl, v);
+    }
+    return len;
+}
+
+/* The node of task `task` in a job's placement (JSON text), or "" . */
+static void task_node(const char *placement, int64_t task, char *node, size_t len)
+{
+    json_t *pl = placement ? json_loads(placement, 0, NULL) : NULL;
+    json_t *t = json_array_get(json_object_get(pl, "tasks"), (size_t)task);
+
+    allot_strlcpy(node,
+                  json_string_value(json_object_get(t, "node"))
+                      ? json_string_value(json_object_get(t, "node"))
+                      : "",
+                  len);
+    json_decref(pl);
+}
+
+int api_jobs_logs(struct req *r)
+{
+    struct allot_store_job j = {0};
+    int64_t id, task = 0, offset = 0, limit = 1 << 20;
+    char node[128], url[4400], auth[128] = "";
+    struct fetch f = {0};
+    long status = 0;
+    int rc;
+
+    if ((api_query(r, "task") && !req_parse_num(api_query(r, "task"), 0, 1023, &task)) ||
+        (api_query(r, "offset") && !req_parse_num(api_query(r, "offset"), 0, INT64_MAX, &offset)) ||
+        (api_query(r, "limit") && !req_parse_num(api_query(r, "limit"), 1, 1 << 20, &limit)))
+        return api_error(r, 400, "bad_query", "task 0..1023, offset >= 0, limit 1..1048576");
+    if (!req_parse_num(r->params[0], 1, INT64_MAX, &id))
+        return api_error(r, 404, "not_found", "no job %s", r->params[0]);
+    struct allot_store *st = api_reader(r);
+    if (!st)
+        return 0;
+    rc = allot_store_job_get(st, id, &j);
+    if (rc == ALLOT_ENOENT || (rc == 0 && !auth_sees_tenant(&r->who, j.tenant))) {
+        allot_store_job_clear(&j);
+        return api_error(r, 404, "not_found", "no job %lld", (long long)id);
+    }
+    if (rc < 0)
+        return api_error(r, 500, "store", "%s", allot_strerror(rc));
+    task_node(j.placement, task, node, sizeof(node));
+    allot_store_job_clear(&j);
+    if (!*node)
+        return api_error(r, 409, "not_started", "job %lld task %lld has not been placed (yet)",
+                         (long long)id, (long long)task);
+    pthread_mutex_lock(&r->srv->agents_lock);
+    json_t *a = json_object_get(r->srv->agents, node);
+    const char *base = json_string_value(json_object_get(a, "url"));
+    const char *key = json_string_value(json_object_get(a, "key"));
+    if (base && key) {
+        allot_fmt(url, sizeof(url), "%s/logs/%lld/%lld?offset=%lld&limit=%lld", base, (long long)id,
+                  (long long)task, (long long)offset, (long long)limit);
+        allot_fmt(auth, sizeof(auth), "Authorization: Bearer %s", key);
+    }
+    pthread_mutex_unlock(&r->srv->agents_lock);
+    if (!*auth)
+        return api_error(r, 502, "no_agent", "the agent of node %s has not told where its logs are",
+                         node);
+    CURL *h = curl_easy_init();
+    struct curl_slist *hdrs = h ? curl_slist_append(NULL, auth) : NULL;
+    CURLcode cr = CURLE_FAILED_INIT;
+    if (h && hdrs) {
+        curl_easy_setopt(h, CURLOPT_URL, url);
+        curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+        curl_easy_setopt(h, CURLOPT_WRITEDATA, &f);
+        curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+        curl_easy_setopt(h, CURLOPT_HEADERDATA, &f);
+        curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 10000L);
+        curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+        cr = curl_easy_perform(h);
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    }
+    curl_slist_free_all(hdrs);
+    if (h)
+        curl_easy_cleanup(h);
+    if (cr != CURLE_OK)
+        api_error(r, 502, "agent_unreachable", "node %s: %s", node, curl_easy_strerror(cr));
+    else if (status == 404)
+        api_error(r, 404, "no_log", "node %s has no log for job %lld task %lld (yet)", node,
+                  (long long)id, (long long)task);
+    else if (status != 200)
+        api_error(r, 502, "agent_error", "node %s answered %ld", node, status);
+    else {
+        api_bytes(r, 200, "text/plain; charset=utf-8", f.buf ? f.buf : "", f.len);
+        allot_strlcpy(r->hdr_name, "X-Allot-Log-Size", sizeof(r->hdr_name));
+        allot_strlcpy(r->hdr_value, *f.size ? f.size : "0", sizeof(r->hdr_value));
+    }
+    allot_free(f.buf);
+    return 0;
+}
