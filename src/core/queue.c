@@ -47,6 +47,27 @@ static void list_del(int *v, size_t *n, int id)
         }
 }
 
+/* Appends job id to the pending list (room reserved by the caller). */
+static void pending_add(struct allot_queue *q, int id)
+{
+    q->pend_at[id] = q->n_pending;
+    q->pending[q->n_pending++] = id;
+}
+
+/* Takes job id off the pending list in O(1): the order of that list means
+ * nothing (every reader sorts by key or takes a minimum). */
+static void pending_del(struct allot_queue *q, int id)
+{
+    size_t i = q->pend_at[id];
+
+    if (ALLOT_NEVER(i >= q->n_pending || q->pending[i] != id)) {
+        list_del(q->pending, &q->n_pending, id);
+        return;
+    }
+    q->pending[i] = q->pending[--q->n_pending];
+    q->pend_at[q->pending[i]] = i;
+}
+
 /* ---- writing the cluster (through the scheduler) --------------------------------- */
 
 /* Makes room for n more orphans, so that pl_release cannot lose one, on
@@ -175,6 +196,7 @@ void allot_queue_free(struct allot_queue *q)
     allot_free(q->jobs);
     allot_free(q->free_ids);
     allot_free(q->pending);
+    allot_free(q->pend_at);
     allot_free(q->running);
     allot_free(q->users);
     allot_free(q->first);
@@ -352,6 +374,7 @@ int allot_queue_submit(struct allot_queue *q, const struct allot_job_spec *spec,
     if (rc)
         return rc;
     if (allot_grow((void **)&q->jobs, &q->jobs_cap, q->n_jobs + 1, sizeof(*q->jobs)) ||
+        allot_grow((void **)&q->pend_at, &q->pend_at_cap, q->n_jobs + 1, sizeof(*q->pend_at)) ||
         allot_grow((void **)&q->pending, &q->pending_cap, q->n_pending + 1, sizeof(*q->pending)))
         goto oom;
     /* a forgotten job's slot first, so the table does not grow with ended jobs */
@@ -374,7 +397,7 @@ int allot_queue_submit(struct allot_queue *q, const struct allot_job_spec *spec,
     j->submit = j->first_submit = now;
     job_request(q, spec, &j->req);
     j->why.kind = ALLOT_WHY_NEW;
-    q->pending[q->n_pending++] = j->id;
+    pending_add(q, j->id);
     queue_fast_pending(q, j);
     /* the placement policy learns from submissions, once per task of a
      * gang; never from the placement attempts of later cycles */
@@ -531,7 +554,7 @@ void queue_job_unplace(struct allot_queue *q, struct allot_job *j, int64_t now)
 void queue_requeue(struct allot_queue *q, struct allot_job *j, int64_t now)
 {
     if (!ALLOT_NEVER(q->n_pending >= q->pending_cap))
-        q->pending[q->n_pending++] = j->id;
+        pending_add(q, j->id);
     j->state = ALLOT_JOB_PENDING;
     j->submit = now;
     queue_fast_pending(q, j);
@@ -547,7 +570,7 @@ static int job_end(struct allot_queue *q, struct allot_job *j, int64_t now, int 
         queue_orphans_retry(q);
         queue_job_unplace(q, j, now);
     } else {
-        list_del(q->pending, &q->n_pending, j->id);
+        pending_del(q, j->id);
         queue_fast_gone(q, j);
     }
     j->state = ALLOT_JOB_DONE;
@@ -744,7 +767,7 @@ static void job_start(struct allot_queue *q, struct allot_job *j, int64_t now)
 
     if (!ALLOT_NEVER(q->n_running >= q->running_cap))
         q->running[q->n_running++] = j->id;
-    list_del(q->pending, &q->n_pending, j->id);
+    pending_del(q, j->id);
     queue_job_usage(q, j, &use);
     j->borrowed = !allot_tenants_in_nominal(q->t, j->spec.tenant, &use);
     index_add(q, j);
@@ -761,6 +784,7 @@ static void job_start(struct allot_queue *q, struct allot_job *j, int64_t now)
         q->min_runtime_floor = j->spec.min_runtime_s;
     j->start = now;
     j->runs++;
+    queue_fast_timer(q, j);
     queue_las_started(q, j, now);
     if (j->borrowed)
         queue_bor_started(q, j, now);
@@ -819,12 +843,13 @@ int allot_queue_adopt(struct allot_queue *q, const struct allot_job_spec *spec,
     job_start(q, j, now);
     q->fn = fn;
     j->start = start;
+    queue_fast_timer(q, j); /* its limit counts from its real start */
     if (j->borrowed)
         queue_bor_reset(q); /* may be a reclaim candidate at once */
     return id;
 undo:
     allot_free(mine);
-    list_del(q->pending, &q->n_pending, id);
+    pending_del(q, id);
     queue_fast_gone(q, j);
     j->state = ALLOT_JOB_DONE;
     (void)allot_queue_forget(q, id); /* cannot fail: free-list room reserved above */
@@ -1050,39 +1075,62 @@ static bool backfill_ok(const struct allot_queue *q, struct reservation *r,
     return false;
 }
 
-/* Ends grace periods and runtime limits due at now. Returns 0 or
- * ALLOT_ENOMEM (the job at hand left as it was). */
+/* Ends running job j's grace period or runtime limit when due at now.
+ * Returns 0 when it did, 1 when j is not due, or ALLOT_ENOMEM (j left as
+ * it was). */
+static int stop_one(struct allot_queue *q, struct allot_job *j, int64_t now)
+{
+    bool grace_over = j->state == ALLOT_JOB_STOPPING && j->stop_at <= now;
+    bool limit =
+        j->state == ALLOT_JOB_RUNNING && j->spec.limit_s && now - j->start >= j->spec.limit_s;
+
+    if (!grace_over && !limit)
+        return 1;
+    if (queue_orphans_reserve(q, (size_t)j->spec.n_tasks) ||
+        queue_list_reserve(&q->pending, q->n_pending, &q->pending_cap, 1) ||
+        queue_list_reserve(&q->first, q->n_first, &q->first_cap, 1))
+        return ALLOT_ENOMEM;
+    if (grace_over) {
+        int pf = j->preempted_for;
+        queue_job_unplace(q, j, now);
+        /* the room was made for pf: it gets the first try at it */
+        if (pf >= 0 && q->jobs[pf].stopping_victims == 0 && q->jobs[pf].state == ALLOT_JOB_PENDING)
+            q->first[q->n_first++] = pf;
+        queue_requeue(q, j, now);
+        queue_set_why(j, ALLOT_WHY_GRACE_OVER, 0, 0, -1, 0, 0);
+        queue_emit(q, ALLOT_DEC_STOP, j, "grace period over: stopped and requeued");
+    } else {
+        queue_job_unplace(q, j, now);
+        j->state = ALLOT_JOB_DONE;
+        queue_set_why(j, ALLOT_WHY_LIMIT, 0, 0, -1, j->spec.limit_s, 0);
+        queue_emit(q, ALLOT_DEC_STOP, j, allot_queue_reason(q, j->id));
+    }
+    return 0;
+}
+
+/* Ends grace periods and runtime limits due at now, in the running list's
+ * order. Returns 0 or ALLOT_ENOMEM (the job at hand left as it was). */
 static int stop_due(struct allot_queue *q, int64_t now)
 {
+    const int *due;
+    size_t n;
+
+    if (queue_fast_due(q, now, &due, &n) == 0) {
+        for (size_t i = 0; i < n; i++) {
+            int rc = stop_one(q, &q->jobs[due[i]], now);
+            if (rc < 0) {
+                while (i < n) /* still due: the next cycle tries again */
+                    queue_fast_timer(q, &q->jobs[due[i++]]);
+                return rc;
+            }
+        }
+        return 0;
+    }
     for (size_t i = 0; i < q->n_running;) {
-        struct allot_job *j = &q->jobs[q->running[i]];
-        bool grace_over = j->state == ALLOT_JOB_STOPPING && j->stop_at <= now;
-        bool limit =
-            j->state == ALLOT_JOB_RUNNING && j->spec.limit_s && now - j->start >= j->spec.limit_s;
-        if (!grace_over && !limit) {
-            i++;
-            continue;
-        }
-        if (queue_orphans_reserve(q, (size_t)j->spec.n_tasks) ||
-            queue_list_reserve(&q->pending, q->n_pending, &q->pending_cap, 1) ||
-            queue_list_reserve(&q->first, q->n_first, &q->first_cap, 1))
-            return ALLOT_ENOMEM;
-        if (grace_over) {
-            int pf = j->preempted_for;
-            queue_job_unplace(q, j, now);
-            /* the room was made for pf: it gets the first try at it */
-            if (pf >= 0 && q->jobs[pf].stopping_victims == 0 &&
-                q->jobs[pf].state == ALLOT_JOB_PENDING)
-                q->first[q->n_first++] = pf;
-            queue_requeue(q, j, now);
-            queue_set_why(j, ALLOT_WHY_GRACE_OVER, 0, 0, -1, 0, 0);
-            queue_emit(q, ALLOT_DEC_STOP, j, "grace period over: stopped and requeued");
-        } else {
-            queue_job_unplace(q, j, now);
-            j->state = ALLOT_JOB_DONE;
-            queue_set_why(j, ALLOT_WHY_LIMIT, 0, 0, -1, j->spec.limit_s, 0);
-            queue_emit(q, ALLOT_DEC_STOP, j, allot_queue_reason(q, j->id));
-        }
+        int rc = stop_one(q, &q->jobs[q->running[i]], now);
+        if (rc < 0)
+            return rc;
+        i += rc; /* a job stopped leaves the list */
     }
     return 0;
 }
@@ -1179,6 +1227,13 @@ static int cycle_begin(struct allot_queue *q, int64_t now, struct reservation *r
 /* Step 4: the earliest time the queue wants a cycle for its own sake. */
 static void cycle_wakeup(struct allot_queue *q, int64_t now)
 {
+    int64_t fast = queue_fast_wakeup(q, now);
+
+    if (fast != INT64_MIN) { /* the same, from the timers and searched jobs */
+        if (fast < q->wakeup)
+            q->wakeup = fast;
+        return;
+    }
     /* a waiting job whose victims are too young wants a cycle when they come of age */
     for (size_t i = 0; i < q->n_pending; i++) {
         const struct allot_job *j = &q->jobs[q->pending[i]];

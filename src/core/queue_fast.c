@@ -38,10 +38,19 @@
  * one state and time is not repeated; the job gets the same recheck time,
  * and the search still counts against the cycle's budget.
  *
+ * The cycle's first and last steps need not scan every job either
+ * (any order, q->fast): grace periods and runtime limits wait in a timer
+ * heap (stale entries dropped when they come up), so stop_due finds the
+ * jobs due without a scan and hands them over in the running list's order;
+ * the jobs whose fruitless search may ask for a wakeup are exactly those
+ * that searched since the last job left (their search memo is current),
+ * kept in a list per leave epoch.
+ *
  * Every pending job is listed with its tenant when it becomes pending; a
  * list that cannot grow marks the lists lost, and the next cycle lists
- * every tenant's jobs again from q->pending. Called from the cycle and the
- * queue's hooks only; single-threaded.
+ * every tenant's jobs again from q->pending; lost timers or searched jobs
+ * make the cycle scan instead until they are whole again. Called from the
+ * cycle and the queue's hooks only; single-threaded.
  */
 #include "queue_int.h"
 
@@ -60,12 +69,18 @@ struct fast_search {
 
 /* The pending jobs of one tenant with the same task and gang size. */
 struct fast_cls {
-    int rep; /* a job of the class: its task, gang size and request */
-    uint64_t hash;
-    uint64_t serial; /* q->serial the admission answer is for; 0: none */
-    bool adm, in_nom;
-    int who, res;       /* what refused admission */
-    uint64_t fail_free; /* q->free_epoch + 1 when placing it is known to fail */
+    int rep;             /* a job of the class: its task, gang size and request */
+    uint64_t hash;       /* of its task and gang size */
+    uint64_t fhash[2];   /* its key among failed shapes: with, without the tenant */
+    uint64_t serial;     /* q->serial the admission answer is for; 0: none */
+    bool adm;            /* admitted by quota */
+    int who, res;        /* else what refused it */
+    uint64_t nom_serial; /* q->serial in_nom is for */
+    bool in_nom;         /* inside its tenant's nominal (which search budget) */
+    uint64_t fail_free;  /* q->free_epoch + 1 when placing it is known to fail */
+    uint32_t vtag;       /* its latest verdict, packed (0: none) */
+    uint32_t tagv;       /* the reason n_mis counts against */
+    size_t n, n_mis;     /* its entries; those whose tag is not tagv */
     struct fast_search s[FAST_SEARCHES];
     int n_s;
 };
@@ -87,15 +102,18 @@ struct fast_ten {
     struct fast_cls *cls; /* owned */
     size_t n_cls, cls_cap;
     struct allot_resvec rmax; /* the largest request of any class, per resource */
-    uint64_t rmax_serial;     /* q->serial rmax_adm and rmax_nom are for */
-    bool rmax_adm, rmax_nom;
-    size_t pos;     /* next entry to consider in this cycle */
-    int64_t age_at; /* when a job not aged at the build ages */
-    double fair;    /* fair-share key */
-    int hpos;       /* index in the turns heap, -1 */
-    bool dirty;     /* the order may have changed: rebuild at the next cycle */
-    bool key_aged;  /* the head's aged flag its heap key was made with */
-    uint64_t mark;  /* refresh pass that visited it */
+    uint64_t rmax_serial;     /* q->serial rmax_adm is for */
+    bool rmax_adm;            /* rmax admitted: so is every class */
+    size_t pos;               /* next entry to consider in this cycle */
+    size_t n_aged;            /* entries [0, n_aged) are aged (they come first) */
+    size_t special_end;       /* no entry at or after it is special */
+    bool recount;             /* a class's reasons drifted from tagv: recount at the end */
+    int64_t age_at;           /* when a job not aged at the build ages */
+    double fair;              /* fair-share key */
+    int hpos;                 /* index in the turns heap, -1 */
+    bool dirty;               /* the order may have changed: rebuild at the next cycle */
+    bool key_aged;            /* the head's aged flag its heap key was made with */
+    uint64_t mark;            /* refresh pass that visited it */
 };
 
 /* A shape (task and gang size) that failed to place in one free epoch. */
@@ -109,6 +127,15 @@ struct fast_fail {
 struct sortkey {
     double key[ALLOT_QUEUE_KEY_LEN];
     int id;
+};
+
+/* A grace period or runtime limit ending at `at` (valid while the job is
+ * still in that run and state). */
+struct fast_timer {
+    int64_t at;
+    int64_t runs; /* the job's run it belongs to */
+    int id;
+    bool grace; /* else the runtime limit */
 };
 
 struct queue_fast {
@@ -130,6 +157,15 @@ struct queue_fast {
     size_t sk_cap;
     int *tab; /* owned: scratch of a build, class lookup */
     size_t tab_cap;
+    struct fast_timer *tm; /* owned: min-heap by time */
+    size_t n_tm, tm_cap;
+    bool tm_lost; /* a timer could not be kept: rebuild from the running jobs */
+    int *due;     /* owned: jobs due in one cycle, in running order */
+    size_t due_cap;
+    int *sr; /* owned: jobs that searched at leave epoch sr_epoch (may repeat) */
+    size_t n_sr, sr_cap;
+    uint64_t sr_epoch;
+    bool sr_lost; /* one could not be listed: scan until the epoch moves on */
 };
 
 /* ---- small pieces ---- */
@@ -290,19 +326,39 @@ static void fail_epoch(const struct allot_queue *q, struct queue_fast *f)
     }
 }
 
-bool queue_fast_place_fails(struct allot_queue *q, const struct allot_job *j)
+/* True when the shape of job j, whose failed-shape key hashes to h[0]
+ * with its tenant and h[1] without, is known to fail now. */
+static bool fail_known(struct allot_queue *q, const struct allot_job *j, const uint64_t h[2])
 {
     struct allot_task k;
     struct fast_fail *s;
-    uint64_t h;
 
-    if (!q->fast)
-        return false;
     fail_epoch(q, q->fq);
+    if (!q->fq->n_fail)
+        return false;
     fail_task(q, j, &k);
-    h = task_hash(&k, j->spec.n_tasks);
-    s = fail_slot(q->fq, &k, j->spec.n_tasks, h);
+    s = fail_slot(q->fq, &k, j->spec.n_tasks, h[k.tenant == 0]);
     return s && s->epoch1 == q->fq->fail_epoch1;
+}
+
+/* The failed-shape hashes of job j: with its tenant, and without. */
+static void fail_hashes(const struct allot_job *j, uint64_t h[2])
+{
+    struct allot_task k = j->spec.task;
+
+    h[0] = task_hash(&k, j->spec.n_tasks);
+    k.tenant = 0;
+    h[1] = task_hash(&k, j->spec.n_tasks);
+}
+
+bool queue_fast_place_fails(struct allot_queue *q, const struct allot_job *j)
+{
+    uint64_t h[2];
+
+    if (!q->fast || !q->fq->n_fail)
+        return false;
+    fail_hashes(j, h);
+    return fail_known(q, j, h);
 }
 
 void queue_fast_place_failed(struct allot_queue *q, const struct allot_job *j)
@@ -410,8 +466,38 @@ static int cls_of(const struct allot_queue *q, struct fast_ten *T, int *tab, siz
             return tab[i];
     }
     tab[i] = (int)T->n_cls;
-    T->cls[T->n_cls] = (struct fast_cls){.rep = j->id, .hash = h};
+    T->cls[T->n_cls] = (struct fast_cls){.rep = j->id, .hash = h, .tagv = why_tag(&j->why)};
+    fail_hashes(j, T->cls[T->n_cls].fhash);
     return (int)T->n_cls++;
+}
+
+/* Sets entry e's reason tag, keeping its class's count of tags that are
+ * not tagv. */
+static void ent_tag(struct fast_ten *T, struct fast_ent *e, uint32_t tag)
+{
+    struct fast_cls *c = &T->cls[e->cls];
+
+    c->n_mis += (size_t)(tag != c->tagv) - (size_t)(e->tag != c->tagv);
+    e->tag = tag;
+}
+
+/* Counts again, per class, the entries whose tag is not the class's
+ * latest verdict (or, without one, its first entry's tag). */
+static void ten_recount(struct fast_ten *T)
+{
+    for (size_t c = 0; c < T->n_cls; c++) {
+        T->cls[c].tagv = T->cls[c].vtag;
+        T->cls[c].n_mis = T->cls[c].vtag ? 0 : SIZE_MAX; /* SIZE_MAX: take the first's */
+    }
+    for (size_t i = 0; i < T->n_e; i++) {
+        struct fast_cls *c = &T->cls[T->e[i].cls];
+        if (c->n_mis == SIZE_MAX) {
+            c->tagv = T->e[i].tag;
+            c->n_mis = 0;
+        }
+        c->n_mis += T->e[i].tag != c->tagv;
+    }
+    T->recount = false;
 }
 
 /* Orders tenant ti's pending jobs by key at now, as queue_serve.c would,
@@ -442,6 +528,7 @@ static int ten_build(struct allot_queue *q, struct queue_fast *f, int ti, int64_
     for (size_t i = 0; i < tabn; i++)
         f->tab[i] = -1;
     T->n_cls = 0;
+    T->n_aged = T->special_end = 0;
     T->age_at = INT64_MAX;
     memset(&T->rmax, 0, sizeof(T->rmax));
     for (size_t i = 0; i < n; i++) {
@@ -454,6 +541,12 @@ static int ten_build(struct allot_queue *q, struct queue_fast *f, int ti, int64_
         e->tag = why_tag(&j->why);
         e->aged = f->sk[i].key[0] < 0.5;
         e->special = is_special(q, j, now);
+        T->cls[e->cls].n++;
+        T->cls[e->cls].n_mis += e->tag != T->cls[e->cls].tagv;
+        if (e->aged)
+            T->n_aged = m + 1;
+        if (e->special)
+            T->special_end = m + 1;
         if (q->o.aging_s > 0 && now - j->submit < q->o.aging_s) {
             int64_t at =
                 j->submit > INT64_MAX - q->o.aging_s ? INT64_MAX : j->submit + q->o.aging_s;
@@ -468,6 +561,7 @@ static int ten_build(struct allot_queue *q, struct queue_fast *f, int ti, int64_
             if (q->jobs[T->cls[c].rep].req.v[k] > T->rmax.v[k])
                 T->rmax.v[k] = q->jobs[T->cls[c].rep].req.v[k];
     T->rmax_serial = 0;
+    T->recount = false;
     T->dirty = false;
     return 0;
 }
@@ -502,35 +596,50 @@ static int relist(struct allot_queue *q, struct queue_fast *f)
  * refusal (it might start). */
 static uint32_t cls_verdict(struct allot_queue *q, struct fast_ten *T, int ti, struct fast_cls *c)
 {
-    const struct allot_job *rep = &q->jobs[c->rep];
+    const struct allot_job *rep;
 
+    if (c->serial == q->serial && (!c->adm || c->fail_free == q->free_epoch + 1))
+        return c->vtag; /* known this state */
+    rep = &q->jobs[c->rep];
     if (c->serial != q->serial) {
         int who = 0, res = 0;
         c->adm = true;
-        c->in_nom = false;
         if (q->o.quotas) {
             /* admission is monotone in the request: one test often answers all */
             if (T->rmax_serial != q->serial) {
                 T->rmax_adm = allot_tenants_admits(q->t, ti, &T->rmax, q->o.borrowing, NULL, NULL);
-                T->rmax_nom = allot_tenants_in_nominal(q->t, ti, &T->rmax);
                 T->rmax_serial = q->serial;
             }
             c->adm = T->rmax_adm ||
                      allot_tenants_admits(q->t, ti, &rep->req, q->o.borrowing, &who, &res);
-            c->in_nom = T->rmax_nom || allot_tenants_in_nominal(q->t, ti, &rep->req);
         }
         c->who = who;
         c->res = res;
         c->serial = q->serial;
+        if (!c->adm)
+            return c->vtag = why_pack(ALLOT_WHY_QUOTA, who, res);
     }
-    if (!c->adm)
-        return why_pack(ALLOT_WHY_QUOTA, c->who, c->res);
     if (c->fail_free != q->free_epoch + 1) {
-        if (!queue_fast_place_fails(q, rep))
+        if (!fail_known(q, rep, c->fhash))
             return 0;
         c->fail_free = q->free_epoch + 1;
     }
-    return why_pack(ALLOT_WHY_CAPACITY, 0, 0);
+    return c->vtag = why_pack(ALLOT_WHY_CAPACITY, 0, 0);
+}
+
+/* True when a job of class c with verdict v would run no victim search
+ * now (try_preempt's budget test, in its order). */
+static bool cls_quiet(struct allot_queue *q, int ti, struct fast_cls *c)
+{
+    if (!q->o.preemption || (q->reclaims_left <= 0 && q->searches_left <= 0))
+        return true;
+    if (q->reclaims_left > 0 && q->searches_left > 0)
+        return false;
+    if (c->nom_serial != q->serial) {
+        c->in_nom = q->o.quotas && allot_tenants_in_nominal(q->t, ti, &q->jobs[c->rep].req);
+        c->nom_serial = q->serial;
+    }
+    return (c->in_nom ? q->reclaims_left : q->searches_left) <= 0;
 }
 
 /* True when entry e can be skipped: considering it would only set its
@@ -545,14 +654,39 @@ static bool ent_skip(struct allot_queue *q, struct fast_ten *T, int ti, struct f
         return false;
     c = &T->cls[e->cls];
     v = cls_verdict(q, T, ti, c);
-    if (!v || (q->o.preemption && (c->in_nom ? q->reclaims_left : q->searches_left) > 0))
+    if (!v || !cls_quiet(q, ti, c))
         return false;
     if (e->tag != v) {
         queue_set_why(&q->jobs[e->id], (int)(v & 15), (int)(v >> 11), (int)(v >> 4 & 127), -1, 0,
                       0);
-        e->tag = v;
+        ent_tag(T, e, v);
     }
     return true;
+}
+
+/* The end of the run of entries from T->pos that may all be skipped
+ * without looking at them (T->pos when none): no reservation, no special
+ * entry left, every class refused with no search to run, and every
+ * entry's reason already its class's verdict. Stops at the end of the
+ * aged entries (the tenant's turn key changes there). */
+static size_t ten_skip_end(struct allot_queue *q, struct fast_ten *T, int ti,
+                           const struct reservation *r)
+{
+    size_t end = T->pos < T->n_aged ? T->n_aged : T->n_e;
+
+    if (r->holder >= 0 || T->pos < T->special_end)
+        return T->pos;
+    for (size_t i = 0; i < T->n_cls; i++) {
+        struct fast_cls *c = &T->cls[i];
+        uint32_t v = cls_verdict(q, T, ti, c);
+        if (!v || !cls_quiet(q, ti, c))
+            return T->pos;
+        if (c->n_mis > 0 || c->tagv != v) {
+            T->recount = true; /* entries get v one by one; count them again after */
+            return T->pos;
+        }
+    }
+    return end;
 }
 
 /* ---- tenants' turns ---- */
@@ -665,16 +799,28 @@ static int ten_run(struct allot_queue *q, struct queue_fast *f, int ti, int64_t 
                    struct reservation *r)
 {
     struct fast_ten *T = &f->t[ti];
+    bool look = true; /* whether the rest may be skippable as a whole */
 
     while (T->pos < T->n_e) {
         struct fast_ent *e = &T->e[T->pos];
-        struct allot_job *j = &q->jobs[e->id];
+        struct allot_job *j;
         uint64_t epoch = q->run_epoch;
         int rc;
         if (e->aged != T->key_aged)
             return 0;
+        if (look) {
+            size_t end = ten_skip_end(q, T, ti, r);
+            look = false;
+            if (end > T->pos) {
+                T->pos = end;
+                continue;
+            }
+        }
         T->pos++;
-        if (ent_skip(q, T, ti, e, r) || j->state != ALLOT_JOB_PENDING)
+        if (ent_skip(q, T, ti, e, r))
+            continue;
+        j = &q->jobs[e->id];
+        if (j->state != ALLOT_JOB_PENDING)
             continue;
         q->visit = e->special ? NULL : &T->cls[e->cls];
         rc = queue_consider(q, j, now, r);
@@ -682,12 +828,15 @@ static int ten_run(struct allot_queue *q, struct queue_fast *f, int ti, int64_t 
         if (rc)
             return rc;
         if (j->state == ALLOT_JOB_PENDING) {
-            e->tag = why_tag(&j->why);
+            ent_tag(T, e, why_tag(&j->why));
             e->special = is_special(q, j, now);
         }
         if (q->run_epoch != epoch)
             return 0;
+        look = true;
     }
+    if (T->recount)
+        ten_recount(T);
     return 0;
 }
 
@@ -734,6 +883,8 @@ int queue_fast_serve(struct allot_queue *q, int64_t now, struct reservation *r)
         T = &f->t[ti];
         rc = ten_run(q, f, ti, now, r);
         if (T->pos >= T->n_e) {
+            if (T->recount)
+                ten_recount(T);
             heap_remove(f, ti);
         } else if (T->e[T->pos].aged != T->key_aged) {
             T->key_aged = T->e[T->pos].aged;
@@ -742,6 +893,191 @@ int queue_fast_serve(struct allot_queue *q, int64_t now, struct reservation *r)
     }
     f->serving = false;
     return rc;
+}
+
+/* ---- timers and searched jobs (the cycle's first and last steps) ---- */
+
+/* When j's grace period or runtime limit ends, INT64_MAX when never. */
+static int64_t timer_at(const struct allot_job *j, bool *grace)
+{
+    *grace = j->state == ALLOT_JOB_STOPPING;
+    if (*grace)
+        return j->stop_at;
+    if (j->state != ALLOT_JOB_RUNNING || !j->spec.limit_s)
+        return INT64_MAX;
+    return j->start > INT64_MAX - j->spec.limit_s ? INT64_MAX : j->start + j->spec.limit_s;
+}
+
+static bool tm_before(const struct fast_timer *a, const struct fast_timer *b)
+{
+    return a->at < b->at;
+}
+
+static void tm_up(struct queue_fast *f, size_t i)
+{
+    struct fast_timer x = f->tm[i];
+
+    while (i > 0 && tm_before(&x, &f->tm[(i - 1) / 2])) {
+        f->tm[i] = f->tm[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    f->tm[i] = x;
+}
+
+static void tm_pop(struct queue_fast *f)
+{
+    struct fast_timer x = f->tm[--f->n_tm];
+    size_t i = 0;
+
+    for (;;) {
+        size_t l = 2 * i + 1, m = l;
+        if (l >= f->n_tm)
+            break;
+        if (l + 1 < f->n_tm && tm_before(&f->tm[l + 1], &f->tm[l]))
+            m = l + 1;
+        if (!tm_before(&f->tm[m], &x))
+            break;
+        f->tm[i] = f->tm[m];
+        i = m;
+    }
+    if (f->n_tm > 0)
+        f->tm[i] = x;
+}
+
+/* Whether timer t still stands for its job. */
+static bool tm_valid(const struct allot_queue *q, const struct fast_timer *t)
+{
+    const struct allot_job *j = allot_queue_job(q, t->id);
+    bool grace;
+
+    return j && j->runs == t->runs && timer_at(j, &grace) == t->at && grace == t->grace;
+}
+
+void queue_fast_timer(struct allot_queue *q, const struct allot_job *j)
+{
+    struct queue_fast *f = q->fq;
+    bool grace;
+    int64_t at = timer_at(j, &grace);
+
+    if (!q->fast || at == INT64_MAX || f->tm_lost)
+        return;
+    if (allot_grow((void **)&f->tm, &f->tm_cap, f->n_tm + 1, sizeof(*f->tm))) {
+        f->tm_lost = true;
+        return;
+    }
+    f->tm[f->n_tm] = (struct fast_timer){.at = at, .runs = j->runs, .id = j->id, .grace = grace};
+    tm_up(f, f->n_tm++);
+}
+
+/* Makes the timers whole again from the running jobs. Returns 0 or
+ * ALLOT_ENOMEM (still lost). */
+static int tm_rebuild(struct allot_queue *q, struct queue_fast *f)
+{
+    f->n_tm = 0;
+    f->tm_lost = false;
+    for (size_t i = 0; i < q->n_running && !f->tm_lost; i++)
+        queue_fast_timer(q, &q->jobs[q->running[i]]);
+    return f->tm_lost ? ALLOT_ENOMEM : 0;
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+
+    return (x > y) - (x < y);
+}
+
+int queue_fast_due(struct allot_queue *q, int64_t now, const int **out, size_t *n_out)
+{
+    struct queue_fast *f = q->fq;
+    size_t n = 0;
+
+    if (!q->fast || (f->tm_lost && tm_rebuild(q, f)))
+        return ALLOT_ENOMEM;
+    while (f->n_tm > 0 && f->tm[0].at <= now) {
+        struct fast_timer t = f->tm[0];
+        tm_pop(f);
+        if (!tm_valid(q, &t))
+            continue;
+        if (allot_grow((void **)&f->due, &f->due_cap, n + 1, sizeof(*f->due))) {
+            f->tm_lost = true; /* the ones popped are rebuilt from the running jobs */
+            return ALLOT_ENOMEM;
+        }
+        f->due[n++] = t.id;
+    }
+    if (n > 1) {
+        /* in the running list's order, once each (as a scan would) */
+        size_t m = 0, k = n;
+        if (allot_grow((void **)&f->due, &f->due_cap, 2 * n, sizeof(*f->due))) {
+            f->tm_lost = true;
+            return ALLOT_ENOMEM;
+        }
+        qsort(f->due, n, sizeof(*f->due), cmp_int);
+        for (size_t i = 0; i < n; i++)
+            if (i == 0 || f->due[i] != f->due[i - 1])
+                f->due[m++] = f->due[i];
+        n = m;
+        m = 0;
+        for (size_t i = 0; i < q->n_running && m < n; i++)
+            if (bsearch(&q->running[i], f->due, n, sizeof(*f->due), cmp_int))
+                f->due[k + m++] = q->running[i];
+        memmove(f->due, f->due + k, m * sizeof(*f->due));
+        n = m;
+    }
+    *out = f->due;
+    *n_out = n;
+    return 0;
+}
+
+void queue_fast_searched(struct allot_queue *q, const struct allot_job *j)
+{
+    struct queue_fast *f = q->fq;
+
+    if (!q->fast)
+        return;
+    if (f->sr_epoch != q->leave_epoch + 1) {
+        f->sr_epoch = q->leave_epoch + 1;
+        f->n_sr = 0;
+        f->sr_lost = false;
+    }
+    if (f->sr_lost)
+        return;
+    if (allot_grow((void **)&f->sr, &f->sr_cap, f->n_sr + 1, sizeof(*f->sr)))
+        f->sr_lost = true;
+    else
+        f->sr[f->n_sr++] = j->id;
+}
+
+int64_t queue_fast_wakeup(struct allot_queue *q, int64_t now)
+{
+    struct queue_fast *f = q->fq;
+    int64_t wake = INT64_MAX;
+
+    if (!q->fast || f->tm_lost || (f->sr_epoch == q->leave_epoch + 1 && f->sr_lost))
+        return INT64_MIN;
+    if (f->sr_epoch == q->leave_epoch + 1 && f->n_sr > 0) {
+        size_t m = 0;
+        qsort(f->sr, f->n_sr, sizeof(*f->sr), cmp_int);
+        for (size_t i = 0; i < f->n_sr; i++) {
+            const struct allot_job *j = allot_queue_job(q, f->sr[i]);
+            int64_t at;
+            if ((m > 0 && f->sr[m - 1] == f->sr[i]) || !j || j->state != ALLOT_JOB_PENDING ||
+                j->preempt_epoch != q->leave_epoch + 1)
+                continue; /* not waiting on its search any more */
+            f->sr[m++] = f->sr[i];
+            /* as cycle_wakeup's scan */
+            at = q->o.hold_half_life_s > 0 && q->o.quotas ? j->preempt_recheck_at
+                                                          : queue_search_memo_until(q, j);
+            if (at > now && at < wake)
+                wake = at;
+        }
+        f->n_sr = m;
+    }
+    while (f->n_tm > 0 && !tm_valid(q, &f->tm[0]))
+        tm_pop(f);
+    if (f->n_tm > 0 && f->tm[0].at < wake)
+        wake = f->tm[0].at;
+    return wake;
 }
 
 /* ---- lifecycle ---- */
@@ -772,6 +1108,9 @@ void queue_fast_free(struct queue_fast *f)
     allot_free(f->fail);
     allot_free(f->sk);
     allot_free(f->tab);
+    allot_free(f->tm);
+    allot_free(f->due);
+    allot_free(f->sr);
     allot_free(f);
 }
 

@@ -26,8 +26,10 @@ struct allot_queue {
     size_t n_jobs, jobs_cap;
     int *free_ids; /* owned: slots of forgotten jobs, reused by submissions */
     size_t n_free, free_cap;
-    int *pending; /* owned: ids */
+    int *pending; /* owned: ids, in no particular order */
     size_t n_pending, pending_cap;
+    size_t *pend_at; /* owned, per job id: its index in pending (while pending) */
+    size_t pend_at_cap;
     int *running; /* owned: ids (running or stopping) */
     size_t n_running, running_cap;
     struct allot_resvec capacity;
@@ -195,6 +197,20 @@ void queue_fast_place_failed(struct allot_queue *q, const struct allot_job *j);
 int64_t queue_fast_search_get(struct allot_queue *q, const struct allot_job *j, int64_t now);
 void queue_fast_search_put(struct allot_queue *q, const struct allot_job *j, int64_t now,
                            uint64_t serial, int64_t recheck);
+/* Job j's grace period or runtime limit may have begun (it started with a
+ * limit, started at another time, or was signalled). Never fails. */
+void queue_fast_timer(struct allot_queue *q, const struct allot_job *j);
+/* The running jobs whose grace period or limit ends by now, in the
+ * running list's order (*out valid until the next call). Returns 0, or
+ * ALLOT_ENOMEM when the caller must scan. A job the caller does not stop
+ * goes back through queue_fast_timer. */
+int queue_fast_due(struct allot_queue *q, int64_t now, const int **out, size_t *n_out);
+/* Job j just set its search memo (preempt_epoch). Never fails. */
+void queue_fast_searched(struct allot_queue *q, const struct allot_job *j);
+/* The earliest time after now a waiting job's search or a running job's
+ * grace period or limit wants a cycle (INT64_MAX: none), or INT64_MIN
+ * when the caller must scan. */
+int64_t queue_fast_wakeup(struct allot_queue *q, int64_t now);
 /* Creates q->fq (q->fast set, q->order chosen). Returns 0 or ALLOT_ENOMEM. */
 int queue_fast_new(struct allot_queue *q);
 /* Frees what queue_fast_new made (accepts NULL). */

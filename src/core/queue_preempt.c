@@ -748,6 +748,7 @@ static int victims_preempt(struct allot_queue *q, struct allot_job *j, const str
             j->stopping_victims++;
             if (v->stop_at < q->wakeup)
                 q->wakeup = v->stop_at;
+            queue_fast_timer(q, v);
             stopping++;
             queue_emit(q, ALLOT_DEC_PREEMPT, v, why);
         } else {
@@ -824,6 +825,7 @@ int queue_try_preempt(struct allot_queue *q, struct allot_job *j, int64_t now)
     j->preempt_starts = q->starts;
     j->preempt_recheck_at = INT64_MAX;
     j->preempt_searched_at = now;
+    queue_fast_searched(q, j);
     /* the same search as one that just came to nothing (queue_fast.c) */
     known = queue_fast_search_get(q, j, now);
     if (known != INT64_MIN) {
