@@ -104,7 +104,8 @@ static int run_dir(const char *dir, size_t *count)
         names[n++] = p;
     }
     closedir(d);
-    qsort(names, n, sizeof(*names), by_name);
+    if (n)
+        qsort(names, n, sizeof(*names), by_name);
     for (size_t i = 0; i < n; i++) {
         if (rc == 0 && run_file(names[i]) < 0)
             rc = -1;
