@@ -40,6 +40,7 @@ static const char *const patterns[] = {
     "/v1/jobs/{id}",
     "/v1/jobs/{id}/cancel",
     "/v1/jobs/{id}/events",
+    "/v1/jobs/{id}/logs",
     "/v1/nodes",
     "/v1/nodes/register",
     "/v1/nodes/{name}/cordon",
