@@ -1135,9 +1135,12 @@ static int stop_due(struct allot_queue *q, int64_t now)
     return 0;
 }
 
-/* Considers pending job j: admits, places or preempts, or explains. Returns
- * 0 or ALLOT_ENOMEM. */
-int queue_consider(struct allot_queue *q, struct allot_job *j, int64_t now, struct reservation *r)
+/* Considers pending job j: admits, places or preempts, or explains.
+ * `known`, when not NULL, is the quota or capacity refusal that admitting
+ * and placing j would meet now (queue_fast.c knows it; no reservation may
+ * hold then): those steps are skipped. Returns 0 or ALLOT_ENOMEM. */
+int queue_consider(struct allot_queue *q, struct allot_job *j, int64_t now, struct reservation *r,
+                   const struct allot_why *known)
 {
     int who = 0, res = 0, rc;
     bool aged = now - j->submit >= q->o.aging_s && q->o.aging_s > 0;
@@ -1153,8 +1156,13 @@ int queue_consider(struct allot_queue *q, struct allot_job *j, int64_t now, stru
     if (queue_list_reserve(&q->running, q->n_running, &q->running_cap, 1) ||
         index_reserve(q, j->spec.tenant) || users_reserve(q))
         return ALLOT_ENOMEM;
-    if (q->o.quotas &&
-        !allot_tenants_admits(q->t, j->spec.tenant, &j->req, q->o.borrowing, &who, &res)) {
+    if (known ? known->kind == ALLOT_WHY_QUOTA
+              : q->o.quotas && !allot_tenants_admits(q->t, j->spec.tenant, &j->req, q->o.borrowing,
+                                                     &who, &res)) {
+        if (known) {
+            who = known->who;
+            res = known->res;
+        }
         queue_set_why(j, ALLOT_WHY_QUOTA, who, res, -1, 0, 0);
         if (q->o.preemption) {
             rc = queue_try_preempt(q, j, now);
@@ -1167,6 +1175,8 @@ int queue_consider(struct allot_queue *q, struct allot_job *j, int64_t now, stru
         }
         return 0;
     }
+    if (known)
+        goto no_room;
 place:
     /* a shape that found no room finds none until room is freed */
     rc = queue_fast_place_fails(q, j) ? ALLOT_ENOSPC : queue_gang_place(q, j);
@@ -1186,6 +1196,7 @@ place:
         job_start(q, j, now);
         return 0;
     }
+no_room:
     queue_set_why(j, ALLOT_WHY_CAPACITY, 0, 0, -1, 0, 0);
     if (q->o.preemption) {
         rc = queue_try_preempt(q, j, now);
@@ -1220,7 +1231,7 @@ static int cycle_begin(struct allot_queue *q, int64_t now, struct reservation *r
     rc = stop_due(q, now);
     for (size_t i = 0; i < q->n_first && rc == 0; i++)
         if (q->jobs[q->first[i]].state == ALLOT_JOB_PENDING)
-            rc = queue_consider(q, &q->jobs[q->first[i]], now, r);
+            rc = queue_consider(q, &q->jobs[q->first[i]], now, r, NULL);
     return rc;
 }
 

@@ -69,7 +69,9 @@ struct fast_search {
 
 /* The pending jobs of one tenant with the same task and gang size. */
 struct fast_cls {
-    int rep;             /* a job of the class: its task, gang size and request */
+    int rep; /* a job of the class: its request */
+    struct allot_task task;
+    int n_tasks;
     uint64_t hash;       /* of its task and gang size */
     uint64_t fhash[2];   /* its key among failed shapes: with, without the tenant */
     uint64_t serial;     /* q->serial the admission answer is for; 0: none */
@@ -326,29 +328,32 @@ static void fail_epoch(const struct allot_queue *q, struct queue_fast *f)
     }
 }
 
-/* True when the shape of job j, whose failed-shape key hashes to h[0]
+/* True when a gang of n tasks t, whose failed-shape key hashes to h[0]
  * with its tenant and h[1] without, is known to fail now. */
-static bool fail_known(struct allot_queue *q, const struct allot_job *j, const uint64_t h[2])
+static bool fail_known(struct allot_queue *q, const struct allot_task *t, int n,
+                       const uint64_t h[2])
 {
-    struct allot_task k;
+    struct allot_task k = *t;
     struct fast_fail *s;
 
     fail_epoch(q, q->fq);
     if (!q->fq->n_fail)
         return false;
-    fail_task(q, j, &k);
-    s = fail_slot(q->fq, &k, j->spec.n_tasks, h[k.tenant == 0]);
+    if (k.isolation == ALLOT_ISO_SHARED && q->n_excl == 0 && q->n_orphans == 0)
+        k.tenant = 0; /* as fail_task */
+    s = fail_slot(q->fq, &k, n, h[k.tenant == 0]);
     return s && s->epoch1 == q->fq->fail_epoch1;
 }
 
-/* The failed-shape hashes of job j: with its tenant, and without. */
-static void fail_hashes(const struct allot_job *j, uint64_t h[2])
+/* The failed-shape hashes of a gang of n tasks t: with its tenant, and
+ * without. */
+static void fail_hashes(const struct allot_task *t, int n, uint64_t h[2])
 {
-    struct allot_task k = j->spec.task;
+    struct allot_task k = *t;
 
-    h[0] = task_hash(&k, j->spec.n_tasks);
+    h[0] = task_hash(&k, n);
     k.tenant = 0;
-    h[1] = task_hash(&k, j->spec.n_tasks);
+    h[1] = task_hash(&k, n);
 }
 
 bool queue_fast_place_fails(struct allot_queue *q, const struct allot_job *j)
@@ -357,8 +362,23 @@ bool queue_fast_place_fails(struct allot_queue *q, const struct allot_job *j)
 
     if (!q->fast || !q->fq->n_fail)
         return false;
-    fail_hashes(j, h);
-    return fail_known(q, j, h);
+    fail_hashes(&j->spec.task, j->spec.n_tasks, h);
+    return fail_known(q, &j->spec.task, j->spec.n_tasks, h);
+}
+
+bool queue_fast_in_nom(struct allot_queue *q, const struct allot_job *j)
+{
+    struct fast_cls *c = q->visit;
+    bool in_nom;
+
+    if (c && c->nom_serial == q->serial)
+        return c->in_nom;
+    in_nom = q->o.quotas && allot_tenants_in_nominal(q->t, j->spec.tenant, &j->req);
+    if (c) { /* j is of class c: the same request and tenant */
+        c->in_nom = in_nom;
+        c->nom_serial = q->serial;
+    }
+    return in_nom;
 }
 
 void queue_fast_place_failed(struct allot_queue *q, const struct allot_job *j)
@@ -460,14 +480,16 @@ static int cls_of(const struct allot_queue *q, struct fast_ten *T, int *tab, siz
 
     for (i = (size_t)h & mask; tab[i] >= 0; i = (i + 1) & mask) {
         const struct fast_cls *c = &T->cls[tab[i]];
-        const struct allot_job *r = &q->jobs[c->rep];
-        if (c->hash == h && r->spec.n_tasks == j->spec.n_tasks &&
-            task_eq(&r->spec.task, &j->spec.task))
+        if (c->hash == h && c->n_tasks == j->spec.n_tasks && task_eq(&c->task, &j->spec.task))
             return tab[i];
     }
     tab[i] = (int)T->n_cls;
-    T->cls[T->n_cls] = (struct fast_cls){.rep = j->id, .hash = h, .tagv = why_tag(&j->why)};
-    fail_hashes(j, T->cls[T->n_cls].fhash);
+    T->cls[T->n_cls] = (struct fast_cls){.rep = j->id,
+                                         .task = j->spec.task,
+                                         .n_tasks = j->spec.n_tasks,
+                                         .hash = h,
+                                         .tagv = why_tag(&j->why)};
+    fail_hashes(&j->spec.task, j->spec.n_tasks, T->cls[T->n_cls].fhash);
     return (int)T->n_cls++;
 }
 
@@ -596,11 +618,8 @@ static int relist(struct allot_queue *q, struct queue_fast *f)
  * refusal (it might start). */
 static uint32_t cls_verdict(struct allot_queue *q, struct fast_ten *T, int ti, struct fast_cls *c)
 {
-    const struct allot_job *rep;
-
     if (c->serial == q->serial && (!c->adm || c->fail_free == q->free_epoch + 1))
         return c->vtag; /* known this state */
-    rep = &q->jobs[c->rep];
     if (c->serial != q->serial) {
         int who = 0, res = 0;
         c->adm = true;
@@ -610,8 +629,8 @@ static uint32_t cls_verdict(struct allot_queue *q, struct fast_ten *T, int ti, s
                 T->rmax_adm = allot_tenants_admits(q->t, ti, &T->rmax, q->o.borrowing, NULL, NULL);
                 T->rmax_serial = q->serial;
             }
-            c->adm = T->rmax_adm ||
-                     allot_tenants_admits(q->t, ti, &rep->req, q->o.borrowing, &who, &res);
+            c->adm = T->rmax_adm || allot_tenants_admits(q->t, ti, &q->jobs[c->rep].req,
+                                                         q->o.borrowing, &who, &res);
         }
         c->who = who;
         c->res = res;
@@ -620,7 +639,7 @@ static uint32_t cls_verdict(struct allot_queue *q, struct fast_ten *T, int ti, s
             return c->vtag = why_pack(ALLOT_WHY_QUOTA, who, res);
     }
     if (c->fail_free != q->free_epoch + 1) {
-        if (!fail_known(q, rep, c->fhash))
+        if (!fail_known(q, &c->task, c->n_tasks, c->fhash))
             return 0;
         c->fail_free = q->free_epoch + 1;
     }
@@ -650,7 +669,8 @@ static bool ent_skip(struct allot_queue *q, struct fast_ten *T, int ti, struct f
     struct fast_cls *c;
     uint32_t v;
 
-    if (e->special || r->holder >= 0)
+    if (e->special || r->holder >= 0 ||
+        (q->o.preemption && q->reclaims_left > 0 && q->searches_left > 0))
         return false;
     c = &T->cls[e->cls];
     v = cls_verdict(q, T, ti, c);
@@ -664,6 +684,24 @@ static bool ent_skip(struct allot_queue *q, struct fast_ten *T, int ti, struct f
     return true;
 }
 
+/* The refusal considering entry e would meet before any victim search, in
+ * *w, or NULL when not known (or a reservation holds, or e is special). */
+static const struct allot_why *ent_known(struct allot_queue *q, struct fast_ten *T, int ti,
+                                         const struct fast_ent *e, const struct reservation *r,
+                                         struct allot_why *w)
+{
+    uint32_t v;
+
+    if (e->special || r->holder >= 0)
+        return NULL;
+    v = cls_verdict(q, T, ti, &T->cls[e->cls]);
+    if (!v)
+        return NULL;
+    *w = (struct allot_why){
+        .kind = (int)(v & 15), .who = (int)(v >> 11), .res = (int)(v >> 4 & 127)};
+    return w;
+}
+
 /* The end of the run of entries from T->pos that may all be skipped
  * without looking at them (T->pos when none): no reservation, no special
  * entry left, every class refused with no search to run, and every
@@ -674,7 +712,8 @@ static size_t ten_skip_end(struct allot_queue *q, struct fast_ten *T, int ti,
 {
     size_t end = T->pos < T->n_aged ? T->n_aged : T->n_e;
 
-    if (r->holder >= 0 || T->pos < T->special_end)
+    if (r->holder >= 0 || T->pos < T->special_end ||
+        (q->o.preemption && q->reclaims_left > 0 && q->searches_left > 0))
         return T->pos;
     for (size_t i = 0; i < T->n_cls; i++) {
         struct fast_cls *c = &T->cls[i];
@@ -800,6 +839,7 @@ static int ten_run(struct allot_queue *q, struct queue_fast *f, int ti, int64_t 
 {
     struct fast_ten *T = &f->t[ti];
     bool look = true; /* whether the rest may be skippable as a whole */
+    struct allot_why known;
 
     while (T->pos < T->n_e) {
         struct fast_ent *e = &T->e[T->pos];
@@ -823,7 +863,7 @@ static int ten_run(struct allot_queue *q, struct queue_fast *f, int ti, int64_t 
         if (j->state != ALLOT_JOB_PENDING)
             continue;
         q->visit = e->special ? NULL : &T->cls[e->cls];
-        rc = queue_consider(q, j, now, r);
+        rc = queue_consider(q, j, now, r, ent_known(q, T, ti, e, r, &known));
         q->visit = NULL;
         if (rc)
             return rc;

@@ -162,7 +162,8 @@ int queue_gang_place(struct allot_queue *q, struct allot_job *j);
 void queue_gang_unplace(struct allot_queue *q, struct allot_job *j);
 void queue_set_why(struct allot_job *j, int kind, int who, int res, int other, int64_t a,
                    int64_t b);
-int queue_consider(struct allot_queue *q, struct allot_job *j, int64_t now, struct reservation *r);
+int queue_consider(struct allot_queue *q, struct allot_job *j, int64_t now, struct reservation *r,
+                   const struct allot_why *known);
 
 /* ---- queue_serve.c ---- */
 
@@ -191,6 +192,9 @@ void queue_fast_all_dirty(struct allot_queue *q);
 bool queue_fast_place_fails(struct allot_queue *q, const struct allot_job *j);
 /* Placing j's gang just failed for lack of room (not in a trial). */
 void queue_fast_place_failed(struct allot_queue *q, const struct allot_job *j);
+/* Whether job j fits inside its tenant's nominal now (shared by the jobs of
+ * the class being considered, q->visit, within one state). */
+bool queue_fast_in_nom(struct allot_queue *q, const struct allot_job *j);
 /* The recheck time of a fruitless victim search that job j (considered
  * through queue_fast_serve) would repeat exactly, or INT64_MIN when none is
  * known; queue_fast_search_put records one. */

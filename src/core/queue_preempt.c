@@ -814,7 +814,7 @@ int queue_try_preempt(struct allot_queue *q, struct allot_job *j, int64_t now)
      * job inside its tenant's nominal quota is the guarantee (in-quota
      * wait): it has its own, larger budget, so that other searches cannot
      * use it up. */
-    in_nom = q->o.quotas && allot_tenants_in_nominal(q->t, j->spec.tenant, &j->req);
+    in_nom = queue_fast_in_nom(q, j);
     if ((in_nom ? q->reclaims_left : q->searches_left) <= 0)
         return 0;
     if (in_nom)

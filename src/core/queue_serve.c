@@ -62,7 +62,7 @@ static int cycle_serve_global(struct allot_queue *q, const struct keyed *ks, siz
 
     for (size_t i = 0; i < n && rc == 0; i++)
         if (q->jobs[ks[i].id].state == ALLOT_JOB_PENDING)
-            rc = queue_consider(q, &q->jobs[ks[i].id], now, r);
+            rc = queue_consider(q, &q->jobs[ks[i].id], now, r, NULL);
     return rc;
 }
 
@@ -173,7 +173,7 @@ static int cycle_serve_by_tenant(struct allot_queue *q, const struct keyed *ks, 
         turns_down(&u, 0);
         pos = u.head[best];
         if (q->jobs[ks[pos].id].state == ALLOT_JOB_PENDING)
-            rc = queue_consider(q, &q->jobs[ks[pos].id], now, r);
+            rc = queue_consider(q, &q->jobs[ks[pos].id], now, r, NULL);
         left--;
         u.head[best] = u.next[pos];
         if (u.head[best] != SIZE_MAX && u.epoch == q->run_epoch + 1)
