@@ -1,6 +1,9 @@
 # allot: top-level entry points. The build itself is CMake + Ninja.
 #   make            build (RelWithDebInfo) into build/
-#   make demo       install missing packages, build, run the placement demo
+#   make demo       install missing packages, build, run the whole product on
+#                   one machine: allotd, two emulated agents, a workload
+#                   (ARGS=--exit-when-done: exit 0 when it has finished)
+#   make demo-sim   the placement demo of allot-sim
 #   make test       install missing packages, build, run every unit test
 #   make test-data  checks against the real traces in ../shared/data
 #   make test-asan  unit tests under AddressSanitizer + UBSan
@@ -20,7 +23,7 @@ DATA      ?= $(abspath ../shared/data)
 CMAKE_GEN  = cmake -S . -G Ninja -Wno-dev
 PREFIX    ?= /usr/local
 
-.PHONY: all build deps demo test test-data test-asan fuzz bench bench-cycle bench-api bench-cluster check format install clean
+.PHONY: all build deps demo demo-sim test test-data test-asan fuzz bench bench-cycle bench-api bench-cluster check format install clean
 
 all: build
 
@@ -34,6 +37,9 @@ build: $(BUILD)/build.ninja
 	@ninja -C $(BUILD) -j$(JOBS) --quiet
 
 demo: deps build
+	@python3 scripts/demo.py --build $(BUILD) $(ARGS)
+
+demo-sim: deps build
 	@$(BUILD)/allot-sim demo
 
 test: deps build

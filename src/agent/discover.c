@@ -1,18 +1,67 @@
 /*
- * GPU discovery through NVML for the inventory (see nvml.c).
+ * The inventory's GPUs from NVML (nvml.c): every GPU NVML lists, with its
+ * UUID, device minor and memory, named by the catalog model NVML's name
+ * maps to. A missing NVML library means a node without GPUs (logged); a
+ * GPU whose model the catalog does not know, or one NVML reports unhealthy,
+ * is left out of the inventory with the reason logged (it is not offered
+ * to the scheduler).
  */
 #include "agent.h"
 
+#include "allot/common.h"
 #include "log.h"
+#include "nvml.h"
+
+#include <string.h>
 
 int nvml_inventory(const char *lib, const struct allot_catalog *cat, struct agent_inventory *inv,
                    char *err, size_t errlen)
 {
-    (void)lib;
-    (void)cat;
-    (void)err;
-    (void)errlen;
+    struct nvml_gpu *gpus = allot_calloc(AGENT_MAX_GPUS, sizeof(*gpus));
+    char why[256];
+    struct nvml *nv;
+    int n;
+
     inv->n_gpus = 0;
-    LOG_WARN("agent", "GPU discovery through NVML is not built in yet: no GPUs");
+    if (!gpus) {
+        allot_fmt(err, errlen, "out of memory");
+        return -1;
+    }
+    nv = nvml_open(lib, why, sizeof(why));
+    if (!nv) {
+        LOG_WARN("agent", "no GPUs: %s", why);
+        allot_free(gpus);
+        return 0;
+    }
+    n = nvml_devices(nv, gpus, AGENT_MAX_GPUS);
+    if (n > AGENT_MAX_GPUS)
+        LOG_WARN("agent", "NVML lists %d GPUs; the first %d are used", n, AGENT_MAX_GPUS);
+    for (int i = 0; i < n && i < AGENT_MAX_GPUS; i++) {
+        const struct nvml_gpu *g = &gpus[i];
+        const char *model = nvml_model_name(g->name, g->memory_mib, cat);
+        struct agent_gpu *a = &inv->gpus[inv->n_gpus];
+
+        if (!model) {
+            LOG_WARN("agent", "GPU %d (%s, %lld MiB): no catalog model; not offered", g->index,
+                     g->name, (long long)g->memory_mib);
+            continue;
+        }
+        if (g->health == ALLOT_NVML_UNHEALTHY || g->lost) {
+            LOG_WARN("agent", "GPU %d (%s) is unhealthy: %s; not offered", g->index, g->uuid,
+                     g->health_text);
+            continue;
+        }
+        a->index = inv->n_gpus;
+        a->minor = g->minor >= 0 ? g->minor : g->index;
+        allot_strlcpy(a->model, model, sizeof(a->model));
+        allot_strlcpy(a->uuid, g->uuid, sizeof(a->uuid));
+        a->mem_mib = g->memory_mib;
+        inv->n_gpus++;
+    }
+    if (n < 0)
+        LOG_WARN("agent", "NVML cannot list the GPUs: %s", nvml_last_error(nv));
+    LOG_INFO("agent", "NVML: %d GPUs offered", inv->n_gpus);
+    nvml_close(nv);
+    allot_free(gpus);
     return 0;
 }

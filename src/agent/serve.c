@@ -130,7 +130,13 @@ struct serve *serve_start(const char *listen, const char *logs_dir, char *url, s
         allot_free(s);
         return NULL;
     }
-    sa.sin_port = htons((uint16_t)atoi(colon + 1));
+    char *end;
+    long port = strtol(colon + 1, &end, 10);
+    if (*end || port < 0 || port > 65535) {
+        allot_free(s);
+        return NULL;
+    }
+    sa.sin_port = htons((uint16_t)port);
     f = fopen("/dev/urandom", "rb");
     if (!f || fread(rnd, 1, sizeof(rnd), f) != sizeof(rnd)) {
         if (f)
@@ -140,7 +146,7 @@ struct serve *serve_start(const char *listen, const char *logs_dir, char *url, s
     }
     fclose(f);
     for (size_t i = 0; i < sizeof(rnd); i++)
-        sprintf(s->key + 2 * i, "%02x", rnd[i]);
+        allot_fmt(s->key + 2 * i, sizeof(s->key) - 2 * i, "%02x", rnd[i]);
     allot_strlcpy(s->logs_dir, logs_dir, sizeof(s->logs_dir));
     s->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
                             on_request, s, MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_CONNECTION_TIMEOUT,

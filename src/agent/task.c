@@ -180,12 +180,12 @@ struct env {
 
 static void env_set(struct env *e, const char *k, const char *val)
 {
-    size_t kl = strlen(k);
-    char *s = allot_malloc(kl + strlen(val) + 2);
+    size_t kl = strlen(k), len = kl + strlen(val) + 2;
+    char *s = allot_malloc(len);
 
     if (!s)
         return;
-    sprintf(s, "%s=%s", k, val);
+    allot_fmt(s, len, "%s=%s", k, val);
     for (size_t i = 0; i < e->n; i++)
         if (!strncmp(e->v[i], k, kl) && e->v[i][kl] == '=') {
             allot_free(e->v[i]);

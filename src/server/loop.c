@@ -1143,8 +1143,8 @@ struct loop *loop_start(struct server *s, char *err, size_t errlen)
                                   .borrowing = true,
                                   .preemption = true,
                                   .backfill = true,
-                                  .grace_s = 30,
-                                  .min_runtime_s = 60,
+                                  .grace_s = s->cfg.preempt_grace / 1000,
+                                  .min_runtime_s = s->cfg.preempt_min_runtime / 1000,
                                   .half_life_s = 86400,
                                   .seed = 1};
     struct loop *l;

@@ -38,12 +38,14 @@ struct server_config {
     char *order;
     int64_t workers;
     int64_t body_max;
-    int64_t cycle_interval; /* ms */
-    int64_t cycle_gap;      /* ms: least time between two cycles */
-    int64_t lease;          /* ms */
-    int64_t ready_delay;    /* ms: test hook, stays 503 this long */
-    int64_t rate_limit;     /* requests per second per token; 0 = off */
-    int64_t rate_burst;     /* requests a token may send at once */
+    int64_t cycle_interval;      /* ms */
+    int64_t cycle_gap;           /* ms: least time between two cycles */
+    int64_t lease;               /* ms */
+    int64_t preempt_grace;       /* ms */
+    int64_t preempt_min_runtime; /* ms */
+    int64_t ready_delay;         /* ms: test hook, stays 503 this long */
+    int64_t rate_limit;          /* requests per second per token; 0 = off */
+    int64_t rate_burst;          /* requests a token may send at once */
 };
 
 struct http;

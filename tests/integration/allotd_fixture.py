@@ -184,10 +184,12 @@ class Daemon:
 class Agent:
     """A real allot-agent for node `name` with emulated GPUs, talking to dm."""
 
-    def __init__(self, dm, token, name, emulate="2xL4", args=(), state_dir=None, server=None):
+    def __init__(self, dm, token, name, emulate="2xL4", args=(), state_dir=None, server=None,
+                 env=None):
         self.dir = state_dir or tempdir()
         os.chmod(self.dir, 0o755)  # jobs (as nobody) reach the emulated devices in it
         self.name = name
+        self.env = env
         self.args = ["--server", server or "http://127.0.0.1:%d" % dm.port, "--token", token,
                      "--name", name, "--emulate", emulate, "--state-dir", self.dir,
                      "--cgroup-root", CGROUP_ROOT, "--grace", "2s", "--poll-wait", "500ms",
@@ -199,7 +201,8 @@ class Agent:
     def start(self):
         self.err = open(self.log_path, "a")
         self.proc = subprocess.Popen([AGENT] + self.args, stdout=subprocess.DEVNULL,
-                                     stderr=self.err)
+                                     stderr=self.err,
+                                     env=dict(os.environ, **self.env) if self.env else None)
         _procs.append(self.proc)
 
     def stop(self, sig=signal.SIGTERM, timeout=15):

@@ -154,6 +154,36 @@ def test_cancel_stops_with_grace():
     assert not os.path.isdir(task_dir), "task not stopped within the grace"
 
 
+def test_nvml_discovery():
+    """Without --emulate the GPUs come from NVML (here the fake libnvidia-ml of tests/fake)."""
+    lib = os.path.join(os.path.dirname(fx.AGENT), "fake-nvml", "libnvidia-ml.so.1")
+    conf = os.path.join(fx.tempdir(), "machine")
+    with open(conf, "w") as f:
+        f.write('gpu name="NVIDIA H100 80GB HBM3" mem=81559 uuid=GPU-aaaa minor=0\n'
+                'gpu name="NVIDIA H100 80GB HBM3" mem=81559 uuid=GPU-bbbb minor=1\n'
+                'gpu name="NVIDIA H100 80GB HBM3" mem=81559 uuid=GPU-cccc minor=2 ecc=3\n'
+                'gpu name="Mystery GPU" mem=1000 uuid=GPU-dddd minor=3\n')
+    ag = Agent(dm, AG, "ag-nvml", emulate="", args=["--nvml-lib", lib],
+               env={"FAKE_NVML_CONFIG": conf})
+    try:
+        node = None
+        for _ in range(100):
+            nodes = expect(dm.req("GET", "/v1/nodes", token=dm.admin), 200)["nodes"]
+            node = ([n for n in nodes if n["name"] == "ag-nvml"] or [None])[0]
+            if node:
+                break
+            time.sleep(0.05)
+        assert node, ag.log()
+        gpus = node["inventory"]["gpus"]
+        # the unhealthy one (uncorrectable ECC) and the unknown model are not offered
+        assert gpus == [{"model": "H100-80GB", "uuid": "GPU-aaaa"},
+                        {"model": "H100-80GB", "uuid": "GPU-bbbb"}], (gpus, ag.log())
+        assert "unhealthy" in ag.log() and "no catalog model" in ag.log(), ag.log()
+    finally:
+        ag.stop()
+        expect(dm.req("POST", "/v1/nodes/ag-nvml/cordon", token=dm.admin), 200)
+
+
 def test_logs_and_run():
     # allot run: the output as it comes, and the job's exit code
     r = cli(dm, "run", "-t", "research/nlp", "--gpus", "0", "--", "sh", "-c",
@@ -229,7 +259,8 @@ if __name__ == "__main__":
         agent = Agent(dm, AG, "ag-1", emulate="2xL4")
         fx.run([test_run_to_completion, test_exit_code_and_no_command,
                 test_memory_limit_is_an_oom_kill, test_cpu_quota, test_device_access,
-                test_root_refused, test_cancel_stops_with_grace, test_logs_and_run,
+                test_root_refused, test_cancel_stops_with_grace, test_nvml_discovery,
+                test_logs_and_run,
                 test_agent_restart_adopts,
                 test_allotd_restart])
     finally:
