@@ -12,6 +12,7 @@
 #   make bench-cycle  one scheduling cycle at daemon scale (latency, memory)
 #   make bench-api      allotd's durable submissions with 1, 8, 64 clients
 #   make bench-cluster  allotd filling 1,024 emulated nodes with 5,000 jobs
+#   make bench-agent    job start/stop latency through allotd and one agent
 #   make check      clang-format, clang-tidy, cppcheck, source rules
 #   make install    build, then install allot-sim into $(PREFIX)/bin
 #                   (PREFIX=/usr/local by default; DESTDIR is honoured)
@@ -23,7 +24,7 @@ DATA      ?= $(abspath ../shared/data)
 CMAKE_GEN  = cmake -S . -G Ninja -Wno-dev
 PREFIX    ?= /usr/local
 
-.PHONY: all build deps demo demo-sim test test-data test-asan fuzz bench bench-cycle bench-api bench-cluster check format install clean
+.PHONY: all build deps demo demo-sim test test-data test-asan fuzz bench bench-cycle bench-api bench-cluster bench-agent check format install clean
 
 all: build
 
@@ -83,6 +84,7 @@ bench: deps build
 	@$(BUILD)/bench-cycle
 	@$(BUILD)/bench-api
 	@$(BUILD)/bench-cluster
+	@python3 bench/agent.py --build $(BUILD)
 	@if [ -d $(DATA)/openb ]; then ./bench/fill.sh $(BUILD) $(DATA); fi
 
 bench-cycle: deps build
@@ -93,6 +95,9 @@ bench-api: deps build
 
 bench-cluster: deps build
 	@$(BUILD)/bench-cluster
+
+bench-agent: deps build
+	@python3 bench/agent.py --build $(BUILD)
 
 check: deps build
 	@./scripts/check-source
