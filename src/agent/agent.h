@@ -58,6 +58,7 @@ struct agent_config {
 
 struct agent_gpu {
     int index;      /* as allotd numbers them: 0.. */
+    int nvml_index; /* NVML's index (-1: emulated) */
     int minor;      /* /dev/nvidiaMINOR */
     char model[32]; /* catalog name */
     char uuid[96];
@@ -73,18 +74,24 @@ struct agent_inventory {
     char dev_dir[4096]; /* where the GPUs' device nodes are */
 };
 
+struct nvml;
+
 /* Builds the inventory: emulated GPUs from cfg->emulate (catalog models,
  * device nodes made in STATE/dev), else the GPUs NVML finds (none when
- * NVML is missing). Returns 0 or -1 with a message. */
+ * NVML is missing); *nv gets the open NVML (NULL when emulated or
+ * missing), kept for MIG and samples. Returns 0 or -1 with a message. */
 int inventory_build(const struct agent_config *cfg, const struct allot_catalog *cat,
-                    struct agent_inventory *inv, char *err, size_t errlen);
+                    struct agent_inventory *inv, struct nvml **nv, char *err, size_t errlen);
 /* Parses an --emulate spec into inv->gpus (no device nodes). */
 int inventory_parse_emulate(const char *spec, const struct allot_catalog *cat,
                             struct agent_inventory *inv, char *err, size_t errlen);
 /* The GPUs NVML finds (discover.c): fills inv->gpus; none when the NVML
  * library is missing (logged). Returns 0 or -1 with a message. */
 int nvml_inventory(const char *lib, const struct allot_catalog *cat, struct agent_inventory *inv,
-                   char *err, size_t errlen);
+                   struct nvml **nv, char *err, size_t errlen);
+/* Turns MIG mode on for every GPU of inv (gpu-mode mig, NVML): logs what
+ * stays pending until a GPU reset. */
+void nvml_mig_enable_all(struct nvml *nv, const struct agent_inventory *inv);
 /* The POST /v1/nodes/register body (new reference). */
 json_t *inventory_json(const struct agent_config *cfg, const struct agent_inventory *inv);
 
@@ -170,6 +177,7 @@ void serve_stop(struct serve *s);
 struct agent {
     struct agent_config cfg;
     struct agent_inventory inv;
+    struct nvml *nv; /* open NVML, or NULL (emulated, or no NVML) */
     const struct allot_catalog *cat;
     int cg_v2; /* 1: unified, 0: v1, -1: no cgroups (refuses to start tasks) */
     char tasks_dir[4096], logs_dir[4096];

@@ -15,7 +15,7 @@
 #include <string.h>
 
 int nvml_inventory(const char *lib, const struct allot_catalog *cat, struct agent_inventory *inv,
-                   char *err, size_t errlen)
+                   struct nvml **nv_out, char *err, size_t errlen)
 {
     struct nvml_gpu *gpus = allot_calloc(AGENT_MAX_GPUS, sizeof(*gpus));
     char why[256];
@@ -27,6 +27,7 @@ int nvml_inventory(const char *lib, const struct allot_catalog *cat, struct agen
         allot_fmt(err, errlen, "out of memory");
         return -1;
     }
+    *nv_out = NULL;
     nv = nvml_open(lib, why, sizeof(why));
     if (!nv) {
         LOG_WARN("agent", "no GPUs: %s", why);
@@ -52,6 +53,7 @@ int nvml_inventory(const char *lib, const struct allot_catalog *cat, struct agen
             continue;
         }
         a->index = inv->n_gpus;
+        a->nvml_index = g->index;
         a->minor = g->minor >= 0 ? g->minor : g->index;
         allot_strlcpy(a->model, model, sizeof(a->model));
         allot_strlcpy(a->uuid, g->uuid, sizeof(a->uuid));
@@ -61,7 +63,20 @@ int nvml_inventory(const char *lib, const struct allot_catalog *cat, struct agen
     if (n < 0)
         LOG_WARN("agent", "NVML cannot list the GPUs: %s", nvml_last_error(nv));
     LOG_INFO("agent", "NVML: %d GPUs offered", inv->n_gpus);
-    nvml_close(nv);
+    *nv_out = nv; /* kept for MIG and samples */
     allot_free(gpus);
     return 0;
+}
+
+void nvml_mig_enable_all(struct nvml *nv, const struct agent_inventory *inv)
+{
+    for (int i = 0; nv && i < inv->n_gpus; i++) {
+        bool now = false;
+        int rc = nvml_mig_set_mode(nv, inv->gpus[i].nvml_index, true, &now);
+
+        if (rc < 0)
+            LOG_WARN("agent", "GPU %d: cannot turn MIG on: %s", i, nvml_last_error(nv));
+        else if (!now)
+            LOG_WARN("agent", "GPU %d: MIG mode is pending until the GPU is reset", i);
+    }
 }

@@ -56,6 +56,7 @@ int inventory_parse_emulate(const char *spec, const struct allot_catalog *cat,
         for (long i = 0; i < n; i++) {
             struct agent_gpu *g = &inv->gpus[inv->n_gpus];
             g->index = g->minor = inv->n_gpus;
+            g->nvml_index = -1;
             allot_strlcpy(g->model, cat->models[m].name, sizeof(g->model));
             g->mem_mib = cat->models[m].memory_mib;
             inv->n_gpus++;
@@ -115,9 +116,10 @@ static int64_t mem_total_mib(void)
 }
 
 int inventory_build(const struct agent_config *cfg, const struct allot_catalog *cat,
-                    struct agent_inventory *inv, char *err, size_t errlen)
+                    struct agent_inventory *inv, struct nvml **nv, char *err, size_t errlen)
 {
     memset(inv, 0, sizeof(*inv));
+    *nv = NULL;
     inv->cpu_milli = cfg->cpus_milli ? cfg->cpus_milli : sysconf(_SC_NPROCESSORS_ONLN) * 1000;
     inv->mem_mib = cfg->memory ? cfg->memory / (1024 * 1024) : mem_total_mib();
     if (cfg->emulate && *cfg->emulate) {
@@ -144,7 +146,7 @@ int inventory_build(const struct agent_config *cfg, const struct allot_catalog *
         return 0;
     }
     allot_strlcpy(inv->dev_dir, "/dev", sizeof(inv->dev_dir));
-    return nvml_inventory(cfg->nvml_lib, cat, inv, err, errlen);
+    return nvml_inventory(cfg->nvml_lib, cat, inv, nv, err, errlen);
 }
 
 json_t *inventory_json(const struct agent_config *cfg, const struct agent_inventory *inv)

@@ -23,6 +23,7 @@
 #include "allot/common.h"
 #include "allot/config.h"
 #include "log.h"
+#include "nvml.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -570,10 +571,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "allot-agent: GPU catalog: %s\n", err);
         return 1;
     }
-    if (inventory_build(c, a.cat, &a.inv, err, sizeof(err)) < 0) {
+    if (inventory_build(c, a.cat, &a.inv, &a.nv, err, sizeof(err)) < 0) {
         fprintf(stderr, "allot-agent: %s\n", err);
         return 1;
     }
+    if (a.nv && !strcmp(c->gpu_mode, "mig"))
+        nvml_mig_enable_all(a.nv, &a.inv);
     a.cg_v2 = cg_detect(err, sizeof(err));
     if (a.cg_v2 < 0)
         LOG_WARN("agent", "%s: tasks cannot be isolated", err);
@@ -589,6 +592,7 @@ int main(int argc, char **argv)
     curl_global_init(CURL_GLOBAL_DEFAULT);
     rc = run(&a);
     curl_global_cleanup();
+    nvml_close(a.nv);
     allot_catalog_free((struct allot_catalog *)a.cat);
     log_close();
     allot_config_free(options, N_OPTIONS, c);

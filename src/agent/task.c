@@ -14,6 +14,7 @@
 
 #include "allot/common.h"
 #include "log.h"
+#include "nvml.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -210,7 +211,7 @@ static void env_free(struct env *e)
 /* The task's environment: the job's own variables first, then allot's,
  * which win (a job cannot widen its GPUs through CUDA_VISIBLE_DEVICES). */
 static void build_env(const struct agent *a, json_t *d, const struct run_user *u, const char *dir,
-                      struct env *e)
+                      const char *mig_uuid, struct env *e)
 {
     json_t *spec = json_object_get(d, "spec"), *g = json_object_get(d, "gpus"), *x;
     char buf[2048], num[64];
@@ -254,6 +255,8 @@ static void build_env(const struct agent *a, json_t *d, const struct run_user *u
         allot_fmt(devs + dl, sizeof(devs) - dl, "%s%s/nvidia%d", dl ? "," : "", a->inv.dev_dir,
                   a->inv.gpus[idx].minor);
     }
+    if (*mig_uuid) /* a MIG slice: the instance, not the whole GPU */
+        allot_strlcpy(buf, mig_uuid, sizeof(buf));
     env_set(e, "CUDA_VISIBLE_DEVICES", *buf ? buf : "");
     env_set(e, "NVIDIA_VISIBLE_DEVICES", *buf ? buf : "void");
     env_set(e, "ALLOT_GPU_DEVICES", devs);
@@ -275,6 +278,76 @@ static void build_env(const struct agent *a, json_t *d, const struct run_user *u
         if (a->cfg.shim_lib && *a->cfg.shim_lib && access(a->cfg.shim_lib, R_OK) == 0)
             env_set(e, "LD_PRELOAD", a->cfg.shim_lib);
     }
+}
+
+/* ---- MIG ---- */
+
+/* The MIG instance of a task placed on a slice: with NVML it is created
+ * now, at the placement the scheduler chose, and destroyed when the task
+ * is forgotten (its GPU-instance id in the task's `mig` file); an emulated
+ * GPU's instance only gets a UUID made from the GPU, profile and start.
+ * uuid gets "" for a task without MIG. Returns 0 or -1 with why. */
+static int mig_prepare(struct agent *a, json_t *d, const char *dir, char *uuid, size_t len,
+                       char *why, size_t wlen)
+{
+    const char *prof = json_string_value(json_object_get(d, "mig_profile"));
+    json_int_t start = json_integer_value(json_object_get(d, "mig_start"));
+    json_int_t g = json_integer_value(json_array_get(json_object_get(d, "gpus"), 0));
+    const struct agent_gpu *gpu;
+    struct nvml_mig_instance inst;
+    char text[64];
+    int m;
+
+    *uuid = '\0';
+    if (!prof)
+        return 0;
+    if (g < 0 || g >= a->inv.n_gpus) {
+        allot_fmt(why, wlen, "MIG %s: GPU %lld is not on this node", prof, (long long)g);
+        return -1;
+    }
+    gpu = &a->inv.gpus[g];
+    if (!a->nv || gpu->nvml_index < 0) {
+        uint64_t h = 1469598103934665603ULL;
+        char key[200];
+        allot_fmt(key, sizeof(key), "%s/%s/%lld", gpu->uuid, prof, (long long)start);
+        for (const char *p = key; *p; p++)
+            h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+        allot_fmt(uuid, len, "MIG-%08x-%04x-%04x-%04x-%012llx", (unsigned)(h >> 32),
+                  (unsigned)(h >> 16) & 0xffff, 0x4000u | ((unsigned)h & 0xfff),
+                  0x8000u | ((unsigned)(h >> 40) & 0x3fff),
+                  (unsigned long long)(h * 2654435761ULL) & 0xffffffffffffULL);
+        return 0;
+    }
+    m = allot_catalog_find_model(a->cat, gpu->model);
+    if (nvml_mig_create(a->nv, gpu->nvml_index, prof, (int)start,
+                        m >= 0 ? &a->cat->models[m] : NULL, &inst) < 0) {
+        allot_fmt(why, wlen, "MIG %s at %lld on GPU %lld: %s", prof, (long long)start, (long long)g,
+                  nvml_last_error(a->nv));
+        return -1;
+    }
+    allot_fmt(text, sizeof(text), "%d %d\n", gpu->nvml_index, inst.gi_id);
+    if (write_atomic(dir, "mig", text) < 0)
+        LOG_WARN("task", "%s: cannot record MIG instance %d", dir, inst.gi_id);
+    allot_strlcpy(uuid, inst.uuid, len);
+    LOG_INFO("task", "MIG %s at %lld on GPU %lld: instance %d (%s)", prof, (long long)start,
+             (long long)g, inst.gi_id, inst.uuid);
+    return 0;
+}
+
+/* Destroys the MIG instance a task made, if any. */
+static void mig_release(struct agent *a, const char *dir)
+{
+    char buf[64];
+    int idx, gi;
+
+    if (!a->nv || read_small(dir, "mig", buf, sizeof(buf)) < 0 ||
+        sscanf(buf, "%d %d", &idx, &gi) != 2)
+        return;
+    if (nvml_mig_destroy(a->nv, idx, gi) < 0)
+        LOG_WARN("task", "MIG instance %d on GPU %d not destroyed: %s", gi, idx,
+                 nvml_last_error(a->nv));
+    else
+        LOG_INFO("task", "MIG instance %d on GPU %d destroyed", gi, idx);
 }
 
 /* ---- start ---- */
@@ -362,7 +435,7 @@ int task_start(struct agent *a, json_t *d, struct task *t)
     json_t *spec = json_object_get(d, "spec"), *cmd = json_object_get(spec, "command"), *x;
     const char *tenant = json_string_value(json_object_get(spec, "tenant"));
     const char *workdir = json_string_value(json_object_get(spec, "workdir"));
-    char dir[4400], logd[4400], logf[4500], why[256], *text;
+    char dir[4400], logd[4400], logf[4500], why[256], mig_uuid[96], *text;
     struct cg_limits lim = {.pids_max = a->cfg.pids_max};
     struct env env = {0};
     struct run_user u;
@@ -400,6 +473,10 @@ int task_start(struct agent *a, json_t *d, struct task *t)
         task_fail(t, "no cgroups on this node: tasks cannot be isolated");
         return 0;
     }
+    if (mig_prepare(a, d, dir, mig_uuid, sizeof(mig_uuid), why, sizeof(why)) < 0) {
+        task_fail(t, why);
+        return 0;
+    }
     lim.cpu_milli = json_integer_value(json_object_get(d, "cpu_milli"));
     lim.mem_bytes = json_integer_value(json_object_get(d, "memory")) * 1024 * 1024;
     json_array_foreach(json_object_get(d, "gpus"), i, x)
@@ -424,7 +501,7 @@ int task_start(struct agent *a, json_t *d, struct task *t)
     }
     if (getuid() == 0 && fchown(log_fd, u.uid, u.gid) < 0)
         LOG_WARN("task", "%s: cannot give it to uid %d", logf, (int)u.uid);
-    build_env(a, d, &u, dir, &env);
+    build_env(a, d, &u, dir, mig_uuid, &env);
     if (json_object_get(d, "gpu_milli") || json_object_get(d, "gpu_memory")) {
         char region[4500];
         int fd;
@@ -576,6 +653,7 @@ void task_forget(struct agent *a, struct task *t)
     char dir[4400];
 
     task_dir(a, t, dir, sizeof(dir));
+    mig_release(a, dir);
     rm_dir(dir);
     if (getuid() == 0)
         cg_destroy(a->cfg.cgroup_root, t->key);

@@ -22,7 +22,18 @@ agent = None
 
 def submit(body):
     body = dict({"tenant": "research/nlp", "gpus": 1, "cpus": 1, "memory": 256}, **body)
+    if "mig" in body:
+        del body["gpus"]
     return expect(dm.req("POST", "/v1/jobs", body, token=dm.admin), 201)["id"]
+
+
+def wait_node(name):
+    for _ in range(200):  # bounded: an agent registers within a second
+        if any(n["name"] == name for n in
+               expect(dm.req("GET", "/v1/nodes", token=dm.admin), 200)["nodes"]):
+            return
+        time.sleep(0.05)
+    raise AssertionError("node %s did not register" % name)
 
 
 def sh(script):
@@ -184,6 +195,41 @@ def test_nvml_discovery():
         expect(dm.req("POST", "/v1/nodes/ag-nvml/cordon", token=dm.admin), 200)
 
 
+def test_mig():
+    """MIG tasks see their instance's UUID: made up on emulated GPUs; created with NVML at
+    the scheduler's placement (here the fake libnvidia-ml) and destroyed after the task."""
+    ag = Agent(dm, AG, "ag-mig", emulate="1xA100-80GB", args=["--gpu-mode", "mig"])
+    lib = os.path.join(os.path.dirname(fx.AGENT), "fake-nvml", "libnvidia-ml.so.1")
+    conf = os.path.join(fx.tempdir(), "machine")
+    with open(conf, "w") as f:
+        f.write('gpu name="NVIDIA A30" mem=24576 uuid=GPU-a30 minor=0 mig=on\n')
+    ag2 = Agent(dm, AG, "ag-fmig", emulate="", args=["--nvml-lib", lib, "--gpu-mode", "mig"],
+                env={"FAKE_NVML_CONFIG": conf})
+    wait_node("ag-mig")
+    wait_node("ag-fmig")
+    try:
+        a = submit({"mig": "1g.10gb", "gpu_models": ["A100-80GB"],
+                    "command": sh("echo cvd=$CUDA_VISIBLE_DEVICES")})
+        b = submit({"mig": "2g.12gb", "gpu_models": ["A30-24GB"],
+                    "command": sh("echo cvd=$CUDA_VISIBLE_DEVICES; sleep 0.5")})
+        for jid, agent_of in ((a, ag), (b, ag2)):
+            j = wait_state(jid, ("succeeded", "failed"))
+            assert j["state"] == "succeeded", (j, agent_of.log())
+            assert j["placement"]["tasks"][0]["mig_profile"], j
+            out = agent_of.task_log(jid)
+            assert out.startswith("cvd=MIG-"), out
+        assert "MIG 2g.12gb at" in ag2.log(), ag2.log()
+        end = time.time() + 5
+        while time.time() < end and "destroyed" not in ag2.log():
+            time.sleep(0.1)
+        assert "MIG instance" in ag2.log() and "destroyed" in ag2.log(), ag2.log()
+    finally:
+        ag.stop()
+        ag2.stop()
+        for n in ("ag-mig", "ag-fmig"):
+            expect(dm.req("POST", "/v1/nodes/%s/cordon" % n, token=dm.admin), 200)
+
+
 def test_logs_and_run():
     # allot run: the output as it comes, and the job's exit code
     r = cli(dm, "run", "-t", "research/nlp", "--gpus", "0", "--", "sh", "-c",
@@ -259,7 +305,7 @@ if __name__ == "__main__":
         agent = Agent(dm, AG, "ag-1", emulate="2xL4")
         fx.run([test_run_to_completion, test_exit_code_and_no_command,
                 test_memory_limit_is_an_oom_kill, test_cpu_quota, test_device_access,
-                test_root_refused, test_cancel_stops_with_grace, test_nvml_discovery,
+                test_root_refused, test_cancel_stops_with_grace, test_nvml_discovery, test_mig,
                 test_logs_and_run,
                 test_agent_restart_adopts,
                 test_allotd_restart])
