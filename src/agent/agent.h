@@ -183,9 +183,15 @@ struct agent {
     char tasks_dir[4096], logs_dir[4096];
     struct task *tasks;
     size_t n_tasks, cap_tasks;
+    json_t *desired; /* owned: the last desired state allotd sent */
 };
 
 int64_t agent_now_ms(void);
+
+/* The node's GPU health for the heartbeat (discover.c): per GPU its
+ * verdict, the reasons and its MIG instances; from NVML, or for emulated
+ * GPUs healthy with the instances of the MIG tasks placed here. */
+json_t *gpu_health_json(const struct agent *a);
 
 /* ---- client (client.c) ---- */
 

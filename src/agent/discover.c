@@ -80,3 +80,48 @@ void nvml_mig_enable_all(struct nvml *nv, const struct agent_inventory *inv)
             LOG_WARN("agent", "GPU %d: MIG mode is pending until the GPU is reset", i);
     }
 }
+
+static const char *const verdicts[] = {"healthy", "degraded", "unhealthy"};
+
+json_t *gpu_health_json(const struct agent *a)
+{
+    json_t *out = json_array();
+    struct nvml_gpu *gpus = a->nv ? allot_calloc(AGENT_MAX_GPUS, sizeof(*gpus)) : NULL;
+    int n = gpus ? nvml_devices(a->nv, gpus, AGENT_MAX_GPUS) : -1;
+
+    for (int i = 0; i < a->inv.n_gpus; i++) {
+        const struct agent_gpu *g = &a->inv.gpus[i];
+        const struct nvml_gpu *ng = NULL;
+        json_t *mig = json_array(), *d;
+        size_t k;
+
+        for (int j = 0; j < n && j < AGENT_MAX_GPUS; j++)
+            if (gpus[j].index == g->nvml_index)
+                ng = &gpus[j];
+        if (ng) {
+            for (int m = 0; m < ng->n_mig; m++)
+                json_array_append_new(mig,
+                                      json_pack("{s:s,s:i,s:i,s:s}", "profile", ng->mig[m].profile,
+                                                "start", ng->mig[m].start, "size", ng->mig[m].size,
+                                                "uuid", ng->mig[m].uuid));
+        } else {
+            /* emulated: the slices of the MIG tasks placed on this GPU */
+            json_array_foreach(a->desired, k, d)
+            {
+                if (!json_object_get(d, "mig_profile") ||
+                    json_integer_value(json_array_get(json_object_get(d, "gpus"), 0)) != i)
+                    continue;
+                json_array_append_new(mig, json_pack("{s:O,s:O}", "profile",
+                                                     json_object_get(d, "mig_profile"), "start",
+                                                     json_object_get(d, "mig_start")));
+            }
+        }
+        json_array_append_new(
+            out,
+            json_pack("{s:i,s:s,s:s,s:s,s:s,s:o}", "index", i, "uuid", g->uuid, "model", g->model,
+                      "health", ng ? verdicts[ng->health <= 2 ? ng->health : 2] : "healthy", "text",
+                      ng ? ng->health_text : (a->inv.emulated ? "emulated" : "ok"), "mig", mig));
+    }
+    allot_free(gpus);
+    return out;
+}

@@ -437,9 +437,11 @@ static int run(struct agent *a)
             busy |= a->tasks[i].state == TASK_STARTING || a->tasks[i].state == TASK_STOPPING;
         }
         rep = reports(a);
-        body = json_pack("{s:O,s:s,s:I,s:o,s:{s:s,s:s}}", "jobs", rep, "known", version, "wait_ms",
-                         (json_int_t)(json_array_size(rep) || busy ? 0 : a->cfg.poll_wait), "usage",
-                         usage_json(a), "logs", "url", logs_url, "key", logs_key);
+        body =
+            json_pack("{s:O,s:s,s:I,s:o,s:{s:s,s:s},s:{s:o}}", "jobs", rep, "known", version,
+                      "wait_ms", (json_int_t)(json_array_size(rep) || busy ? 0 : a->cfg.poll_wait),
+                      "usage", usage_json(a), "logs", "url", logs_url, "key", logs_key, "health",
+                      "gpus", gpu_health_json(a));
         char path[600];
         allot_fmt(path, sizeof(path), "/v1/nodes/%s/heartbeat", a->cfg.name);
         st = client_post(c, path, body, a->cfg.poll_wait + 15000, &reply, err, sizeof(err));
@@ -453,6 +455,8 @@ static int run(struct agent *a)
                               : "",
                           sizeof(version));
             reconcile(a, json_object_get(reply, "jobs"));
+            json_decref(a->desired);
+            a->desired = json_incref(json_object_get(reply, "jobs"));
         } else if (st == 404) {
             LOG_WARN("agent", "allotd does not know this node: registering again");
             if ((lease = register_node(a, c)) < 0)
@@ -477,6 +481,7 @@ static int run(struct agent *a)
     }
     client_free(c);
     serve_stop(srv);
+    json_decref(a->desired);
     LOG_INFO("agent", "stopped; %zu tasks keep running and are adopted at the next start",
              a->n_tasks);
     allot_free(a->tasks);

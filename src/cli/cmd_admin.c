@@ -19,20 +19,81 @@ static const struct cli_opt no_opts[] = {{NULL, 0, NULL, NULL}};
 
 /* ---- nodes ---- */
 
+static const struct cli_opt nodes_opts[] = {
+    {"gpus", 'g', NULL, "one line per GPU: UUID, health and its MIG instances"},
+    {NULL, 0, NULL, NULL}};
+
 static const struct cli_usage nodes_usage = {
-    "nodes", "[NAME...]",
-    "Lists registered nodes: state, GPU model and count, CPUs, memory and the\n"
-    "last heartbeat. NAME limits the list to those nodes."};
+    "nodes", "[--gpus] [NAME...]",
+    "Lists registered nodes: state, GPU model and count, GPU health as the\n"
+    "agent last reported it, CPUs, memory, tasks and the last heartbeat.\n"
+    "With --gpus: one line per GPU with its health and MIG layout. NAME\n"
+    "limits the list to those nodes."};
+
+/* "ok", "1 unhealthy", "2 degraded" or "-" (no report yet). */
+static const char *health_cell(json_t *node, char *buf, size_t len)
+{
+    json_t *gpus = json_object_get(json_object_get(node, "health"), "gpus"), *g;
+    size_t i, bad = 0, degraded = 0;
+
+    if (!json_is_array(gpus))
+        return "-";
+    json_array_foreach(gpus, i, g)
+    {
+        const char *h = json_string_value(json_object_get(g, "health"));
+        bad += h && !strcmp(h, "unhealthy");
+        degraded += h && !strcmp(h, "degraded");
+    }
+    if (bad)
+        allot_fmt(buf, len, "%zu unhealthy", bad);
+    else if (degraded)
+        allot_fmt(buf, len, "%zu degraded", degraded);
+    else
+        allot_fmt(buf, len, "ok");
+    return buf;
+}
+
+static void gpus_table(json_t *nodes)
+{
+    static const char *const titles[] = {"NODE", "GPU", "MODEL", "UUID", "HEALTH", "MIG", "WHY"};
+    struct table *t = table_new(7, titles);
+    json_t *x, *g, *m;
+    size_t i, k, j;
+
+    json_array_foreach(nodes, i, x)
+    {
+        json_array_foreach(json_object_get(json_object_get(x, "health"), "gpus"), k, g)
+        {
+            char idx[16], mig[512] = "";
+            json_array_foreach(json_object_get(g, "mig"), j, m)
+            {
+                size_t ml = strlen(mig);
+                allot_fmt(mig + ml, sizeof(mig) - ml, "%s%s@%lld", ml ? "," : "",
+                          json_string_value(json_object_get(m, "profile")),
+                          (long long)json_integer_value(json_object_get(m, "start")));
+            }
+            const char *cells[7] = {json_string_value(json_object_get(x, "name")),
+                                    out_cell(json_object_get(g, "index"), idx, sizeof(idx)),
+                                    json_string_value(json_object_get(g, "model")),
+                                    json_string_value(json_object_get(g, "uuid")),
+                                    json_string_value(json_object_get(g, "health")),
+                                    *mig ? mig : "-",
+                                    json_string_value(json_object_get(g, "text"))};
+            table_row(t, cells);
+        }
+    }
+    table_print(t, stdout);
+}
 
 int cmd_nodes(struct cli *c, int argc, char **argv)
 {
-    static const char *const titles[] = {"NAME", "STATE",  "MODEL", "GPUS",
+    static const char *const titles[] = {"NAME", "STATE",  "MODEL", "GPUS",          "HEALTH",
                                          "CPUS", "MEMORY", "TASKS", "LAST-HEARTBEAT"};
     struct cli_args a;
     struct client *cl;
     json_t *r = NULL, *nodes, *x;
     size_t i;
-    int rc = args_parse(c, no_opts, &nodes_usage, argc, argv, &a);
+    int rc = args_parse(c, nodes_opts, &nodes_usage, argc, argv, &a);
 
     if (rc != CLI_OK)
         return rc;
@@ -61,21 +122,26 @@ int cmd_nodes(struct cli *c, int argc, char **argv)
     }
     if (out_structured(c, nodes))
         goto out;
-    struct table *t = table_new(8, titles);
+    if (args_has(&a, "gpus")) {
+        gpus_table(nodes);
+        goto out;
+    }
+    struct table *t = table_new(9, titles);
     json_array_foreach(nodes, i, x)
     {
         json_t *inv = json_object_get(x, "inventory");
         json_t *gpus = json_object_get(inv, "gpus");
-        char n[16], cpus[32], mem[32], hb[32], tasks[16];
+        char n[16], cpus[32], mem[32], hb[32], tasks[16], health[32];
 
         allot_fmt(n, sizeof(n), "%zu", json_array_size(gpus));
         allot_fmt(mem, sizeof(mem), "%lldMiB",
                   (long long)json_integer_value(json_object_get(inv, "memory")));
-        const char *cells[8] = {
+        const char *cells[9] = {
             json_string_value(json_object_get(x, "name")),
             json_string_value(json_object_get(x, "state")),
             json_string_value(json_object_get(json_array_get(gpus, 0), "model")),
             n,
+            health_cell(x, health, sizeof(health)),
             out_cell(json_object_get(inv, "cpus"), cpus, sizeof(cpus)),
             mem,
             out_cell(json_object_get(x, "tasks"), tasks, sizeof(tasks)),

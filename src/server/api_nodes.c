@@ -347,7 +347,7 @@ int api_nodes_heartbeat(struct req *r)
     int64_t now = srv_now(), expiry = now + r->srv->cfg.lease / 1000;
     int64_t ended[64], wait_ms = 0;
     const char *known = NULL;
-    json_t *logs = NULL;
+    json_t *logs = NULL, *health = NULL;
     size_t i, n_ended = 0;
     char target[96];
     int rc;
@@ -403,6 +403,14 @@ int api_nodes_heartbeat(struct req *r)
             }
             logs = x;
         }
+        x = json_object_get(b, "health");
+        if (x && (!json_is_object(x) || !json_is_array(json_object_get(x, "gpus")) ||
+                  json_array_size(json_object_get(x, "gpus")) > ALLOT_MAX_GPUS)) {
+            api_error(r, 400, "bad_request",
+                      "field \"health\": want {\"gpus\": [at most %d objects]}", ALLOT_MAX_GPUS);
+            goto out;
+        }
+        health = x;
     }
     allot_fmt(target, sizeof(target), "node/%s", name);
     struct beat_write w = {.r = r,
@@ -425,9 +433,18 @@ int api_nodes_heartbeat(struct req *r)
         for (i = 0; i < n_ended; i++)
             loop_post(r->srv->loop, LOOP_JOB_FINISHED, ended[i], NULL);
         loop_post(r->srv->loop, LOOP_NODE_SEEN, expiry, name);
-        if (logs) { /* where `allot logs` reads this node's task logs */
+        if (logs || health) {
+            /* where `allot logs` reads this node's task logs; its GPUs' health */
             pthread_mutex_lock(&r->srv->agents_lock);
-            json_object_set_new(r->srv->agents, name, json_deep_copy(logs));
+            json_t *e = json_object_get(r->srv->agents, name);
+            if (!e) {
+                e = json_object();
+                json_object_set_new(r->srv->agents, name, e);
+            }
+            if (logs)
+                json_object_update(e, logs);
+            if (health)
+                json_object_set_new(e, "health", json_deep_copy(health));
             pthread_mutex_unlock(&r->srv->agents_lock);
         }
         /* long poll: an agent that already has this desired state waits
@@ -473,6 +490,12 @@ int api_nodes_list(struct req *r)
     for (size_t i = 0; i < cnt; i++) {
         json_t *inv = json_loads(n[i].inventory ? n[i].inventory : "{}", 0, NULL);
         size_t tasks = loop_node_tasks(r->srv->loop, n[i].name);
+        json_t *health;
+
+        pthread_mutex_lock(&r->srv->agents_lock);
+        health =
+            json_deep_copy(json_object_get(json_object_get(r->srv->agents, n[i].name), "health"));
+        pthread_mutex_unlock(&r->srv->agents_lock);
         /* a draining node without tasks left is drained (as in Slurm) */
         const char *state = n[i].state == ALLOT_SN_DRAINING && !tasks
                                 ? "drained"
@@ -483,6 +506,8 @@ int api_nodes_list(struct req *r)
                                            "last_heartbeat", (json_int_t)n[i].last_heartbeat,
                                            "lease_expiry", (json_int_t)n[i].lease_expiry, "tasks",
                                            (json_int_t)tasks));
+        json_object_set_new(json_array_get(a, json_array_size(a) - 1), "health",
+                            health ? health : json_null());
     }
     allot_store_nodes_free(n, cnt);
     return api_json(r, 200, json_pack("{s:o}", "nodes", a));

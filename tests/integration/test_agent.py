@@ -219,6 +219,18 @@ def test_mig():
             out = agent_of.task_log(jid)
             assert out.startswith("cvd=MIG-"), out
         assert "MIG 2g.12gb at" in ag2.log(), ag2.log()
+        # allot nodes: the health and MIG layout the agents report
+        long = submit({"mig": "1g.10gb", "gpu_models": ["A100-80GB"], "command": sh("sleep 30")})
+        wait_state(long, ("running",))
+        time.sleep(1.2)  # a heartbeat carries the new layout
+        rows = [l.split() for l in cli(dm, "nodes", "--gpus", "ag-mig").out.splitlines()]
+        assert rows[0][:6] == ["NODE", "GPU", "MODEL", "UUID", "HEALTH", "MIG"], rows
+        assert rows[1][0] == "ag-mig" and rows[1][4] == "healthy", rows
+        assert rows[1][5].startswith("1g.10gb@"), rows
+        n = [x for x in cli(dm, "nodes", "-o", "json").json() if x["name"] == "ag-mig"][0]
+        assert n["health"]["gpus"][0]["mig"][0]["profile"] == "1g.10gb", n
+        assert "ok" in cli(dm, "nodes", "ag-mig").out
+        expect(dm.req("POST", "/v1/jobs/%d/cancel" % long, token=dm.admin), 200)
         end = time.time() + 5
         while time.time() < end and "destroyed" not in ag2.log():
             time.sleep(0.1)

@@ -104,7 +104,7 @@ def test_nodes_and_top():
     register("gpu-node-1", 8)
     register("gpu-node-2", 8)
     rows = ok(cli(dm, "nodes")).lines()
-    assert rows[0].split() == ["NAME", "STATE", "MODEL", "GPUS", "CPUS", "MEMORY", "TASKS",
+    assert rows[0].split() == ["NAME", "STATE", "MODEL", "GPUS", "HEALTH", "CPUS", "MEMORY", "TASKS",
                                "LAST-HEARTBEAT"], rows
     assert rows[1].split()[:4] == ["gpu-node-1", "ready", "A100-80GB", "8"], rows
     n = ok(cli(dm, "nodes", "gpu-node-2", "-o", "json")).json()
