@@ -268,6 +268,31 @@ def test_logs_and_run():
     fails(cli(dm, "logs", jid, token=member), 2, "not_found")
 
 
+def test_preemption_with_grace():
+    """A higher class preempts a running job of the same tenant: SIGTERM reaches it, the
+    grace passes, it goes back to pending and runs again once the GPUs are free."""
+    low = submit({"gpus": 2, "priority": "training", "gpu_models": ["L4"],
+                  "command": sh("echo started; trap 'echo got TERM; sleep 0.3; exit 143' TERM; "
+                                "sleep 3 & wait; echo finished")})
+    wait_state(low, ("running",))
+    time.sleep(0.2)
+    high = submit({"gpus": 2, "priority": "inference", "gpu_models": ["L4"],
+                   "command": sh("echo high; sleep 1")})
+    end = time.time() + 15
+    while time.time() < end and "got TERM" not in agent.task_log(low):
+        time.sleep(0.05)
+    assert "got TERM" in agent.task_log(low), agent.task_log(low)
+    wait_state(high, ("running", "succeeded"))
+    j = wait_state(high, ("succeeded",))
+    assert j["exit_code"] == 0, j
+    kinds = [e["kind"] for e in expect(dm.req("GET", "/v1/jobs/%d/events" % low,
+                                              token=dm.admin), 200)["events"]]
+    assert "preempted" in kinds, kinds
+    j = wait_state(low, ("succeeded",), timeout=30)
+    out = agent.task_log(low)
+    assert out.count("started") == 2 and out.count("finished") == 1, out
+
+
 def test_agent_restart_adopts():
     global agent
     jid = submit({"command": sh("echo run-once; sleep 2; echo done")})
@@ -310,7 +335,7 @@ if __name__ == "__main__":
     if os.geteuid() != 0:
         print("SKIP: allot-agent needs root for cgroups and user switching")
         raise SystemExit(0)
-    dm = Daemon()
+    dm = Daemon(args=["--preempt-grace", "2s", "--preempt-min-runtime", "0s"])
     try:
         expect(dm.req("PUT", "/v1/tenants", TENANTS, token=dm.admin), 200)
         AG = dm.token("agent", "", "agents")
@@ -318,7 +343,7 @@ if __name__ == "__main__":
         fx.run([test_run_to_completion, test_exit_code_and_no_command,
                 test_memory_limit_is_an_oom_kill, test_cpu_quota, test_device_access,
                 test_root_refused, test_cancel_stops_with_grace, test_nvml_discovery, test_mig,
-                test_logs_and_run,
+                test_logs_and_run, test_preemption_with_grace,
                 test_agent_restart_adopts,
                 test_allotd_restart])
     finally:
