@@ -47,6 +47,41 @@ static void list_del(int *v, size_t *n, int id)
         }
 }
 
+/* Appends job id to the running list (room reserved by the caller). */
+static void running_add(struct allot_queue *q, int id)
+{
+    q->run_at[id] = q->n_running;
+    q->running[q->n_running++] = id;
+}
+
+/* Takes job id off the running list in O(1), leaving a hole: the list
+ * keeps start order (stop_due and reserve read it in that order). */
+static void running_del(struct allot_queue *q, int id)
+{
+    size_t i = q->run_at[id];
+
+    if (ALLOT_NEVER(i >= q->n_running || q->running[i] != id))
+        return;
+    q->running[i] = -1;
+    q->n_holes++;
+}
+
+void queue_running_compact(struct allot_queue *q)
+{
+    size_t w = 0;
+
+    if (q->n_holes * 2 <= q->n_running)
+        return;
+    for (size_t i = 0; i < q->n_running; i++)
+        if (q->running[i] >= 0) {
+            q->running[w] = q->running[i];
+            q->run_at[q->running[w]] = w;
+            w++;
+        }
+    q->n_running = w;
+    q->n_holes = 0;
+}
+
 /* Appends job id to the pending list (room reserved by the caller). */
 static void pending_add(struct allot_queue *q, int id)
 {
@@ -197,6 +232,7 @@ void allot_queue_free(struct allot_queue *q)
     allot_free(q->free_ids);
     allot_free(q->pending);
     allot_free(q->pend_at);
+    allot_free(q->run_at);
     allot_free(q->running);
     allot_free(q->users);
     allot_free(q->first);
@@ -279,7 +315,10 @@ int allot_queue_forget(struct allot_queue *q, int id)
     for (size_t i = 0; i < q->n_pending; i++)
         drop_preemptor(&q->jobs[q->pending[i]], id);
     for (size_t i = 0; i < q->n_running; i++) {
-        struct allot_job *r = &q->jobs[q->running[i]];
+        struct allot_job *r;
+        if (q->running[i] < 0)
+            continue;
+        r = &q->jobs[q->running[i]];
         drop_preemptor(r, id);
         if (r->preempted_for == id)
             r->preempted_for = -1;
@@ -375,6 +414,7 @@ int allot_queue_submit(struct allot_queue *q, const struct allot_job_spec *spec,
         return rc;
     if (allot_grow((void **)&q->jobs, &q->jobs_cap, q->n_jobs + 1, sizeof(*q->jobs)) ||
         allot_grow((void **)&q->pend_at, &q->pend_at_cap, q->n_jobs + 1, sizeof(*q->pend_at)) ||
+        allot_grow((void **)&q->run_at, &q->run_at_cap, q->n_jobs + 1, sizeof(*q->run_at)) ||
         allot_grow((void **)&q->pending, &q->pending_cap, q->n_pending + 1, sizeof(*q->pending)))
         goto oom;
     /* a forgotten job's slot first, so the table does not grow with ended jobs */
@@ -533,7 +573,7 @@ void queue_job_leave(struct allot_queue *q, struct allot_job *j, int64_t now)
     queue_fast_usage(q, j->spec.tenant);
     allot_free(j->pl);
     j->pl = NULL;
-    list_del(q->running, &q->n_running, j->id);
+    running_del(q, j->id);
     index_del(q, j);
     users_add(q, j, -1);
 }
@@ -766,7 +806,7 @@ static void job_start(struct allot_queue *q, struct allot_job *j, int64_t now)
     struct allot_resvec use;
 
     if (!ALLOT_NEVER(q->n_running >= q->running_cap))
-        q->running[q->n_running++] = j->id;
+        running_add(q, j->id);
     pending_del(q, j->id);
     queue_job_usage(q, j, &use);
     j->borrowed = !allot_tenants_in_nominal(q->t, j->spec.tenant, &use);
@@ -1038,10 +1078,14 @@ static int reserve(struct allot_queue *q, struct allot_job *j, int64_t now, stru
     if (!e)
         return ALLOT_ENOMEM;
     for (size_t i = 0; i < q->n_running; i++) {
-        const struct allot_job *v = &q->jobs[q->running[i]];
-        int64_t est = v->state == ALLOT_JOB_STOPPING ? v->stop_at - v->start
-                      : v->spec.est_runtime_s        ? v->spec.est_runtime_s
-                                                     : v->spec.limit_s;
+        const struct allot_job *v;
+        int64_t est;
+        if (q->running[i] < 0)
+            continue;
+        v = &q->jobs[q->running[i]];
+        est = v->state == ALLOT_JOB_STOPPING ? v->stop_at - v->start
+              : v->spec.est_runtime_s        ? v->spec.est_runtime_s
+                                             : v->spec.limit_s;
         e[n].at = est ? v->start + est : INT64_MAX;
         e[n].milli = v->req.v[ALLOT_RES_GPU];
         n++;
@@ -1126,11 +1170,10 @@ static int stop_due(struct allot_queue *q, int64_t now)
         }
         return 0;
     }
-    for (size_t i = 0; i < q->n_running;) {
-        int rc = stop_one(q, &q->jobs[q->running[i]], now);
+    for (size_t i = 0; i < q->n_running; i++) {
+        int rc = q->running[i] < 0 ? 1 : stop_one(q, &q->jobs[q->running[i]], now);
         if (rc < 0)
             return rc;
-        i += rc; /* a job stopped leaves the list */
     }
     return 0;
 }
@@ -1222,6 +1265,7 @@ static int cycle_begin(struct allot_queue *q, int64_t now, struct reservation *r
 
     allot_tenants_advance(q->t, now, q->o.half_life_s, &q->capacity);
     /* tenants, nodes and time may have changed since the last cycle */
+    queue_running_compact(q);
     q->serial++;
     q->free_epoch++;
     queue_orphans_retry(q);
@@ -1256,10 +1300,14 @@ static void cycle_wakeup(struct allot_queue *q, int64_t now)
             q->wakeup = at;
     }
     for (size_t i = 0; i < q->n_running; i++) {
-        const struct allot_job *j = &q->jobs[q->running[i]];
-        int64_t at = j->state == ALLOT_JOB_STOPPING ? j->stop_at
-                     : j->spec.limit_s              ? j->start + j->spec.limit_s
-                                                    : INT64_MAX;
+        const struct allot_job *j;
+        int64_t at;
+        if (q->running[i] < 0)
+            continue;
+        j = &q->jobs[q->running[i]];
+        at = j->state == ALLOT_JOB_STOPPING ? j->stop_at
+             : j->spec.limit_s              ? j->start + j->spec.limit_s
+                                            : INT64_MAX;
         if (at < q->wakeup)
             q->wakeup = at;
     }

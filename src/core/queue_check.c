@@ -41,7 +41,10 @@ static int check_held(const struct allot_queue *q, char *err, size_t errlen)
         return ALLOT_ENOMEM;
     }
     for (size_t i = 0; i < q->n_running; i++) {
-        const struct allot_job *j = &q->jobs[q->running[i]];
+        const struct allot_job *j;
+        if (q->running[i] < 0)
+            continue; /* a hole */
+        j = &q->jobs[q->running[i]];
         for (int k = 0; j->pl && k < j->spec.n_tasks; k++)
             if (j->pl[k].node >= 0 && j->pl[k].node < nn)
                 held_add(h, &j->pl[k]);
@@ -81,9 +84,13 @@ int allot_queue_check_invariants(const struct allot_queue *q, char *err, size_t 
         const struct allot_tenant *x = allot_tenants_get(q->t, ti);
         memset(sum, 0, sizeof(sum));
         for (size_t i = 0; i < q->n_running; i++) {
-            const struct allot_job *j = &q->jobs[q->running[i]];
+            const struct allot_job *j;
             struct allot_resvec use;
-            int a = j->spec.tenant;
+            int a;
+            if (q->running[i] < 0)
+                continue;
+            j = &q->jobs[q->running[i]];
+            a = j->spec.tenant;
             while (a >= 0 && a != ti)
                 a = allot_tenants_get(q->t, a)->parent;
             if (a != ti)
@@ -109,14 +116,18 @@ int allot_queue_check_invariants(const struct allot_queue *q, char *err, size_t 
         }
     }
     for (size_t i = 0; i < q->n_running; i++) {
-        const struct allot_job *j = &q->jobs[q->running[i]];
-        if ((j->state != ALLOT_JOB_RUNNING && j->state != ALLOT_JOB_STOPPING) || !j->pl) {
+        const struct allot_job *j;
+        if (q->running[i] < 0)
+            continue;
+        j = &q->jobs[q->running[i]];
+        if ((j->state != ALLOT_JOB_RUNNING && j->state != ALLOT_JOB_STOPPING) || !j->pl ||
+            q->run_at[j->id] != i) {
             allot_fmt(err, errlen, "job %s: listed as running but not placed", j->name);
             return ALLOT_EINTERNAL;
         }
     }
     for (size_t i = 0; i < q->n_pending; i++)
-        if (q->jobs[q->pending[i]].state != ALLOT_JOB_PENDING) {
+        if (q->jobs[q->pending[i]].state != ALLOT_JOB_PENDING || q->pend_at[q->pending[i]] != i) {
             allot_fmt(err, errlen, "job %s: listed as pending in another state",
                       q->jobs[q->pending[i]].name);
             return ALLOT_EINTERNAL;

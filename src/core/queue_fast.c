@@ -164,9 +164,11 @@ struct queue_fast {
     bool tm_lost; /* a timer could not be kept: rebuild from the running jobs */
     int *due;     /* owned: jobs due in one cycle, in running order */
     size_t due_cap;
-    int *sr; /* owned: jobs that searched at leave epoch sr_epoch (may repeat) */
+    int *sr; /* owned: jobs that searched at leave epoch sr_epoch */
     size_t n_sr, sr_cap;
     uint64_t sr_epoch;
+    uint64_t *sr_mark; /* owned, per job id: sr_epoch when listed in sr */
+    size_t sr_mark_cap;
     bool sr_lost; /* one could not be listed: scan until the epoch moves on */
 };
 
@@ -262,8 +264,12 @@ void queue_fast_pending(struct allot_queue *q, const struct allot_job *j)
 
 void queue_fast_gone(struct allot_queue *q, const struct allot_job *j)
 {
-    if (q->fast && (size_t)j->spec.tenant < q->fq->nt)
+    if (!q->fast)
+        return;
+    if ((size_t)j->spec.tenant < q->fq->nt)
         q->fq->t[j->spec.tenant].dirty = true;
+    if ((size_t)j->id < q->fq->sr_mark_cap)
+        q->fq->sr_mark[j->id] = 0; /* its slot may be someone else's next */
 }
 
 void queue_fast_usage(struct allot_queue *q, int tenant)
@@ -1016,15 +1022,22 @@ static int tm_rebuild(struct allot_queue *q, struct queue_fast *f)
     f->n_tm = 0;
     f->tm_lost = false;
     for (size_t i = 0; i < q->n_running && !f->tm_lost; i++)
-        queue_fast_timer(q, &q->jobs[q->running[i]]);
+        if (q->running[i] >= 0)
+            queue_fast_timer(q, &q->jobs[q->running[i]]);
     return f->tm_lost ? ALLOT_ENOMEM : 0;
 }
 
-static int cmp_int(const void *a, const void *b)
-{
-    int x = *(const int *)a, y = *(const int *)b;
+/* A job due, and its slot in the running list. */
+struct due_at {
+    size_t slot;
+    int id;
+};
 
-    return (x > y) - (x < y);
+static int cmp_due(const void *a, const void *b)
+{
+    const struct due_at *x = a, *y = b;
+
+    return (x->slot > y->slot) - (x->slot < y->slot);
 }
 
 int queue_fast_due(struct allot_queue *q, int64_t now, const int **out, size_t *n_out)
@@ -1047,25 +1060,35 @@ int queue_fast_due(struct allot_queue *q, int64_t now, const int **out, size_t *
     }
     if (n > 1) {
         /* in the running list's order, once each (as a scan would) */
-        size_t m = 0, k = n;
-        if (allot_grow((void **)&f->due, &f->due_cap, 2 * n, sizeof(*f->due))) {
+        /* in the running list's order (slots keep start order), once each */
+        size_t m = 0;
+        struct due_at *d = allot_malloc(n * sizeof(*d));
+        if (!d) {
             f->tm_lost = true;
             return ALLOT_ENOMEM;
         }
-        qsort(f->due, n, sizeof(*f->due), cmp_int);
         for (size_t i = 0; i < n; i++)
-            if (i == 0 || f->due[i] != f->due[i - 1])
-                f->due[m++] = f->due[i];
-        n = m;
-        m = 0;
-        for (size_t i = 0; i < q->n_running && m < n; i++)
-            if (bsearch(&q->running[i], f->due, n, sizeof(*f->due), cmp_int))
-                f->due[k + m++] = q->running[i];
-        memmove(f->due, f->due + k, m * sizeof(*f->due));
+            d[i] = (struct due_at){.slot = q->run_at[f->due[i]], .id = f->due[i]};
+        qsort(d, n, sizeof(*d), cmp_due);
+        for (size_t i = 0; i < n; i++)
+            if (i == 0 || d[i].id != d[i - 1].id)
+                f->due[m++] = d[i].id;
+        allot_free(d);
         n = m;
     }
     *out = f->due;
     *n_out = n;
+    return 0;
+}
+
+/* Makes room for marks of job ids below n (new ones 0). */
+static int grow_marks(struct queue_fast *f, size_t n)
+{
+    size_t old = f->sr_mark_cap;
+
+    if (allot_grow((void **)&f->sr_mark, &f->sr_mark_cap, n, sizeof(*f->sr_mark)))
+        return ALLOT_ENOMEM;
+    memset(f->sr_mark + old, 0, (f->sr_mark_cap - old) * sizeof(*f->sr_mark));
     return 0;
 }
 
@@ -1080,12 +1103,15 @@ void queue_fast_searched(struct allot_queue *q, const struct allot_job *j)
         f->n_sr = 0;
         f->sr_lost = false;
     }
-    if (f->sr_lost)
-        return;
-    if (allot_grow((void **)&f->sr, &f->sr_cap, f->n_sr + 1, sizeof(*f->sr)))
+    if (f->sr_lost || ((size_t)j->id < f->sr_mark_cap && f->sr_mark[j->id] == f->sr_epoch))
+        return; /* listed already */
+    if (grow_marks(f, (size_t)j->id + 1) ||
+        allot_grow((void **)&f->sr, &f->sr_cap, f->n_sr + 1, sizeof(*f->sr))) {
         f->sr_lost = true;
-    else
-        f->sr[f->n_sr++] = j->id;
+        return;
+    }
+    f->sr_mark[j->id] = f->sr_epoch;
+    f->sr[f->n_sr++] = j->id;
 }
 
 int64_t queue_fast_wakeup(struct allot_queue *q, int64_t now)
@@ -1097,13 +1123,13 @@ int64_t queue_fast_wakeup(struct allot_queue *q, int64_t now)
         return INT64_MIN;
     if (f->sr_epoch == q->leave_epoch + 1 && f->n_sr > 0) {
         size_t m = 0;
-        qsort(f->sr, f->n_sr, sizeof(*f->sr), cmp_int);
         for (size_t i = 0; i < f->n_sr; i++) {
             const struct allot_job *j = allot_queue_job(q, f->sr[i]);
             int64_t at;
-            if ((m > 0 && f->sr[m - 1] == f->sr[i]) || !j || j->state != ALLOT_JOB_PENDING ||
-                j->preempt_epoch != q->leave_epoch + 1)
-                continue; /* not waiting on its search any more */
+            if (!j || j->state != ALLOT_JOB_PENDING || j->preempt_epoch != q->leave_epoch + 1) {
+                f->sr_mark[f->sr[i]] = 0; /* may be listed again */
+                continue;                 /* not waiting on its search any more */
+            }
             f->sr[m++] = f->sr[i];
             /* as cycle_wakeup's scan */
             at = q->o.hold_half_life_s > 0 && q->o.quotas ? j->preempt_recheck_at
@@ -1151,6 +1177,7 @@ void queue_fast_free(struct queue_fast *f)
     allot_free(f->tm);
     allot_free(f->due);
     allot_free(f->sr);
+    allot_free(f->sr_mark);
     allot_free(f);
 }
 

@@ -30,8 +30,12 @@ struct allot_queue {
     size_t n_pending, pending_cap;
     size_t *pend_at; /* owned, per job id: its index in pending (while pending) */
     size_t pend_at_cap;
-    int *running; /* owned: ids (running or stopping) */
-    size_t n_running, running_cap;
+    int *running; /* owned: ids (running or stopping) in start order; a job that left
+                     is a hole (-1) until queue_running_compact */
+    size_t n_running, running_cap; /* slots used, holes included */
+    size_t n_holes;
+    size_t *run_at; /* owned, per job id: its slot in running (while running) */
+    size_t run_at_cap;
     struct allot_resvec capacity;
     struct user_use *users; /* owned: GPU use per (tenant, user), sorted by key, kept
                                current as jobs start and leave (orders with user_share) */
@@ -149,6 +153,10 @@ static inline int queue_list_reserve(int **v, size_t n_used, size_t *cap, size_t
 }
 
 /* ---- queue.c: shared steps (contracts at their definitions) ---- */
+
+/* Closes the holes of the running list when they are many (never while a
+ * loop walks it). */
+void queue_running_compact(struct allot_queue *q);
 
 int queue_orphans_reserve(struct allot_queue *q, size_t n);
 void queue_orphans_retry(struct allot_queue *q);

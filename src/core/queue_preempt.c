@@ -196,7 +196,10 @@ static struct las_pool *las_pool(struct allot_queue *q, int prio, int64_t now)
     p->n = 0;
     probe.preempt_recheck_at = INT64_MAX;
     for (size_t i = 0; i < q->n_running; i++) {
-        const struct allot_job *v = &q->jobs[q->running[i]];
+        const struct allot_job *v;
+        if (q->running[i] < 0)
+            continue;
+        v = &q->jobs[q->running[i]];
         if (queue_job_prio(q, v) != prio || !may_preempt(q, &probe, false, v, now)) {
             recheck_note(q, &probe, v, now);
             continue;
@@ -288,7 +291,7 @@ static void pool_note(struct bor_pool *p, const struct allot_job *v, int64_t at)
 }
 
 /* True when borrowed job v may be reclaimed at now by a job of another
- * tenant inside its nominal and without preemptors (may_preempt). */
+ * tenant inside its nominal that it did not preempt (may_preempt). */
 static bool bor_candidate(const struct allot_queue *q, const struct allot_job *v, int64_t now)
 {
     return v->state == ALLOT_JOB_RUNNING && v->borrowed && queue_job_preemptible(q, v) &&
@@ -364,9 +367,19 @@ void queue_bor_free(struct bor_pool *p)
     allot_free(p);
 }
 
-/* Adds the pool's candidates of other tenants than j's (j has no
- * preemptors) and the earliest time another may become one. Returns 0 or
- * ALLOT_ENOMEM. */
+/* True when v is one of the jobs that preempted j (never its victim). */
+static bool is_preemptor(const struct allot_job *j, int v)
+{
+    for (int k = 0; k < j->n_preemptors; k++)
+        if (j->preemptors[k] == v)
+            return true;
+    return false;
+}
+
+/* Adds the pool's candidates of other tenants than j's that did not
+ * preempt j, and the earliest time another may become one (j's preemptors
+ * among the candidates are not victims but are noted, as may_preempt
+ * refuses them). Returns 0 or ALLOT_ENOMEM. */
 static int collect_bor(struct allot_queue *q, struct allot_job *j, int64_t now, struct search *s)
 {
     const struct bor_pool *p = bor_pool(q, now);
@@ -375,7 +388,11 @@ static int collect_bor(struct allot_queue *q, struct allot_job *j, int64_t now, 
         return ALLOT_ENOMEM;
     for (size_t i = 0; i < p->n; i++) {
         const struct allot_job *v = &q->jobs[p->vs[i].id];
-        if (v->spec.tenant != j->spec.tenant && bor_candidate(q, v, now))
+        if (v->spec.tenant == j->spec.tenant || !bor_candidate(q, v, now))
+            continue;
+        if (j->n_preemptors > 0 && is_preemptor(j, v->id))
+            recheck_note(q, j, v, now);
+        else
             s->vs[s->n++] = p->vs[i];
     }
     if (p->at < j->preempt_recheck_at)
@@ -394,16 +411,42 @@ static int collect_bor(struct allot_queue *q, struct allot_job *j, int64_t now, 
 static int search_collect(struct allot_queue *q, struct allot_job *j, bool in_nom, int64_t now,
                           struct search *s)
 {
-    int te = j->spec.tenant;
+    int te = j->spec.tenant, own, first = (size_t)te < q->ten_cap ? q->ten_head[te] : -1;
+    bool pool = q->o.quotas && in_nom && q->fast;
+    size_t cap = q->n_running + 1;
 
-    s->vs = allot_malloc((q->n_running + 1) * sizeof(*s->vs));
+    if (q->fast && q->o.quotas) {
+        /* room for the tenant's own jobs and the pool's, not for every
+         * running job (a block that large costs a mapping per search) */
+        const struct bor_pool *p = pool ? bor_pool(q, now) : NULL;
+        if (pool && !p)
+            return ALLOT_ENOMEM;
+        cap = pool ? p->n + 1 : in_nom ? q->n_running + 1 : 1;
+        for (int v = first; v >= 0; v = q->jobs[v].ten_next)
+            cap++;
+    }
+    s->vs = allot_malloc(cap * sizeof(*s->vs));
     if (!s->vs)
         return ALLOT_ENOMEM;
-    for (int v = (size_t)te < q->ten_cap ? q->ten_head[te] : -1; v >= 0; v = q->jobs[v].ten_next)
+    for (int v = first; v >= 0; v = q->jobs[v].ten_next)
         collect_one(q, j, in_nom, &q->jobs[v], now, s);
-    if (q->o.quotas && in_nom && q->fast && j->n_preemptors == 0) {
-        if (collect_bor(q, j, now, s) != 0)
+    own = s->n;
+    if (pool) {
+        /* the pool comes sorted: sort the tenant's own, then merge */
+        struct victim *all = allot_malloc(cap * sizeof(*all));
+        int a = 0, b = own, w = 0;
+        if (!all || collect_bor(q, j, now, s) != 0) {
+            allot_free(all);
             return ALLOT_ENOMEM;
+        }
+        if (own > 1)
+            qsort(s->vs, (size_t)own, sizeof(*s->vs), cmp_victim);
+        while (a < own || b < s->n)
+            all[w++] = b >= s->n || (a < own && cmp_victim(&s->vs[a], &s->vs[b]) < 0) ? s->vs[a++]
+                                                                                      : s->vs[b++];
+        allot_free(s->vs);
+        s->vs = all;
+        return s->n;
     } else if (q->o.quotas && in_nom) {
         for (int v = q->bor_head; v >= 0; v = q->jobs[v].bor_next)
             if (q->jobs[v].spec.tenant != te)
@@ -424,6 +467,29 @@ static int cmp_slot(const void *a, const void *b)
     if (x->node != y->node)
         return x->node < y->node ? -1 : 1;
     return x->e != y->e ? (x->e < y->e ? -1 : 1) : (x->k > y->k) - (x->k < y->k);
+}
+
+/* Sorts slots v[0..n), made in (candidate, task) order, by node, keeping
+ * that order among a node's slots (the order cmp_slot gives): a radix sort
+ * on the node, 8 bits a pass (nodes below nn). Returns 0 or ALLOT_ENOMEM. */
+static int slots_by_node(struct slot *v, size_t n, int nn)
+{
+    struct slot *tmp = allot_malloc(n * sizeof(*tmp));
+
+    if (!tmp)
+        return ALLOT_ENOMEM;
+    for (int shift = 0; shift < 31 && (nn - 1) >> shift > 0; shift += 8) {
+        size_t at[257] = {0};
+        for (size_t i = 0; i < n; i++)
+            at[((unsigned)v[i].node >> shift & 255) + 1]++;
+        for (int d = 0; d < 256; d++)
+            at[d + 1] += at[d];
+        for (size_t i = 0; i < n; i++)
+            tmp[at[(unsigned)v[i].node >> shift & 255]++] = v[i];
+        memcpy(v, tmp, n * sizeof(*v));
+    }
+    allot_free(tmp);
+    return 0;
 }
 
 /* Whole GPUs free on a node. */
@@ -457,7 +523,14 @@ static int search_slots(struct allot_queue *q, struct search *s)
                                               .k = k,
                                               .gpus = __builtin_popcount(v->pl[k].gpu_mask)};
     }
-    qsort(s->slots, w, sizeof(*s->slots), cmp_slot);
+    if (q->fast && w > 64) {
+        /* made in (candidate, task) order: a stable sort by node is enough */
+        int rc = slots_by_node(s->slots, w, nn);
+        if (rc)
+            return rc;
+    } else {
+        qsort(s->slots, w, sizeof(*s->slots), cmp_slot);
+    }
     /* one slot per (node, candidate): its GPUs summed, its first task kept */
     n = 0;
     for (size_t i = 0; i < w; i++) {
