@@ -39,6 +39,8 @@ struct agent_config {
     char *run_as;      /* default user of jobs */
     char *user_map;    /* file: TENANT USER|UID[:GID] [allow-root] */
     char *shim_lib;    /* liballot-cuda.so preloaded into fractional jobs */
+    char *image_dir;   /* root file systems of the images jobs may name */
+    char *crun;        /* the OCI runtime */
     char *log_file;
     char *log_format;
     char *log_level;
@@ -162,6 +164,16 @@ void task_forget(struct agent *a, struct task *t);
 /* Finds the tasks left on disk by an earlier agent: *out (allot_free),
  * each RUNNING, EXITED or LOST. Returns the count or -1. */
 int task_adopt_all(struct agent *a, struct task **out);
+
+/* ---- the oci executor (oci.c) ---- */
+
+/* Writes the OCI bundle of task t (desired entry d) into DIR/bundle: the
+ * image's root file system, user uid:gid, environment envp, working
+ * directory, the task's GPU devices and cgroup. bundle gets its path.
+ * Returns 0 or -1 with the reason (the job's: no such image...). */
+int oci_bundle(const struct agent *a, json_t *d, const struct task *t, const char *dir, uid_t uid,
+               gid_t gid, char **envp, const char *workdir, char *bundle, size_t blen, char *why,
+               size_t wlen);
 
 /* ---- the log endpoint (serve.c) ---- */
 

@@ -25,6 +25,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -201,6 +203,17 @@ static void env_set(struct env *e, const char *k, const char *val)
     e->v[e->n] = NULL;
 }
 
+/* The value of K in e, or "". */
+static const char *env_get(const struct env *e, const char *k)
+{
+    size_t kl = strlen(k);
+
+    for (size_t i = 0; i < e->n; i++)
+        if (!strncmp(e->v[i], k, kl) && e->v[i][kl] == '=')
+            return e->v[i] + kl + 1;
+    return "";
+}
+
 static void env_free(struct env *e)
 {
     for (size_t i = 0; i < e->n; i++)
@@ -363,6 +376,8 @@ static void task_fail(struct task *t, const char *why)
 static void run_child(const struct agent *a, const struct task *t, char **argv, char **envp,
                       const struct run_user *u, const char *workdir, int log_fd)
 {
+    /* a container: crun (root) sets the user, directory and environment */
+    bool crun = argv[0] == a->cfg.crun;
     int null_fd = open("/dev/null", O_RDONLY);
 
     setpgid(0, 0);
@@ -375,13 +390,16 @@ static void run_child(const struct agent *a, const struct task *t, char **argv, 
     dup2(log_fd, 1);
     dup2(log_fd, 2);
     close_range(3, ~0U, 0);
+    if (crun)
+        workdir = "/";
     if (workdir && chdir(workdir) < 0) {
         dprintf(2, "allot-agent: workdir %s: %s\n", workdir, strerror(errno));
         _exit(126);
     }
     if (!workdir && chdir(u->home) < 0 && chdir("/") < 0)
         _exit(126);
-    if (getuid() == 0 && (setgroups(0, NULL) < 0 || setgid(u->gid) < 0 || setuid(u->uid) < 0)) {
+    if (getuid() == 0 && !crun &&
+        (setgroups(0, NULL) < 0 || setgid(u->gid) < 0 || setuid(u->uid) < 0)) {
         dprintf(2, "allot-agent: cannot become uid %d: %s\n", (int)u->uid, strerror(errno));
         _exit(126);
     }
@@ -390,7 +408,20 @@ static void run_child(const struct agent *a, const struct task *t, char **argv, 
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
-    execvpe(argv[0], argv, envp);
+    if (crun && a->cg_v2 == 0) {
+        /* a hybrid host (v1 controllers, a v2 mount beside them), which crun
+         * refuses: in a mount namespace of its own crun sees v1 only */
+        if (unshare(CLONE_NEWNS) == 0 && mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0)
+            umount2("/sys/fs/cgroup/unified", MNT_DETACH);
+    }
+    if (crun) {
+        static char *const crun_env[] = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:"
+                                         "/usr/bin:/sbin:/bin",
+                                         NULL};
+        execvpe(argv[0], argv, crun_env);
+    } else {
+        execvpe(argv[0], argv, envp);
+    }
     dprintf(2, "allot-agent: cannot run %s: %s\n", argv[0], strerror(errno));
     _exit(127);
 }
@@ -436,6 +467,7 @@ int task_start(struct agent *a, json_t *d, struct task *t)
     const char *tenant = json_string_value(json_object_get(spec, "tenant"));
     const char *workdir = json_string_value(json_object_get(spec, "workdir"));
     char dir[4400], logd[4400], logf[4500], why[256], mig_uuid[96], *text;
+    char bundle[4500], crun_root[4200], cid[64];
     struct cg_limits lim = {.pids_max = a->cfg.pids_max};
     struct env env = {0};
     struct run_user u;
@@ -502,7 +534,7 @@ int task_start(struct agent *a, json_t *d, struct task *t)
     if (getuid() == 0 && fchown(log_fd, u.uid, u.gid) < 0)
         LOG_WARN("task", "%s: cannot give it to uid %d", logf, (int)u.uid);
     build_env(a, d, &u, dir, mig_uuid, &env);
-    if (json_object_get(d, "gpu_milli") || json_object_get(d, "gpu_memory")) {
+    if (*env_get(&env, "ALLOT_SHIM_REGION")) { /* a fraction: the shim's shared region */
         char region[4500];
         int fd;
         allot_fmt(region, sizeof(region), "%s/shim.region", dir);
@@ -513,15 +545,40 @@ int task_start(struct agent *a, json_t *d, struct task *t)
             close(fd);
         }
     }
-    argv = allot_calloc(json_array_size(cmd) + 1, sizeof(*argv));
+    argv = allot_calloc(json_array_size(cmd) + 9, sizeof(*argv));
     if (!argv || !env.v) {
         close(log_fd);
         env_free(&env);
         allot_free(argv);
         return -1;
     }
-    json_array_foreach(cmd, i, x) argv[i] =
-        (char *)(json_string_value(x) ? json_string_value(x) : "");
+    if (json_string_value(json_object_get(spec, "image"))) {
+        /* the oci executor: crun runs the command in the image */
+        if (getuid() != 0)
+            allot_fmt(why, sizeof(why), "jobs with an image need an agent running as root");
+        if (getuid() != 0 || oci_bundle(a, d, t, dir, u.uid, u.gid, env.v, workdir, bundle,
+                                        sizeof(bundle), why, sizeof(why)) < 0) {
+            close(log_fd);
+            env_free(&env);
+            allot_free(argv);
+            task_fail(t, why);
+            return 0;
+        }
+        allot_fmt(crun_root, sizeof(crun_root), "%s/../crun", a->tasks_dir);
+        allot_fmt(cid, sizeof(cid), "allot-%s", t->key);
+        /* cgroup v2: crun joins the task's cgroup and loads the device rules as a
+         * BPF program; v1 (and hybrid, which crun refuses): crun stays out of
+         * cgroups, the container inherits the task's (run_child entered it) */
+        char *cv[] = {
+            a->cfg.crun, "--root",
+            crun_root,   a->cg_v2 == 1 ? "--cgroup-manager=cgroupfs" : "--cgroup-manager=disabled",
+            "run",       "--bundle",
+            bundle,      cid};
+        memcpy(argv, cv, sizeof(cv));
+    } else {
+        json_array_foreach(cmd, i, x) argv[i] =
+            (char *)(json_string_value(x) ? json_string_value(x) : "");
+    }
     sup = fork();
     if (sup == 0)
         run_supervisor(a, t, dir, argv, env.v, &u, workdir, log_fd);
@@ -631,6 +688,34 @@ void task_poll(struct agent *a, struct task *t, int64_t now_ms)
     }
 }
 
+/* Removes what crun keeps of the task's container, if it had one. */
+static void crun_delete(struct agent *a, const struct task *t, const char *dir)
+{
+    char bundle[4500], root[4200], cid[64], cfg[4600];
+    struct stat st;
+    pid_t pid;
+
+    allot_fmt(bundle, sizeof(bundle), "%s/bundle", dir);
+    if (stat(bundle, &st) < 0)
+        return;
+    allot_fmt(root, sizeof(root), "%s/../crun", a->tasks_dir);
+    allot_fmt(cid, sizeof(cid), "allot-%s", t->key);
+    pid = fork();
+    if (pid == 0) {
+        int null_fd = open("/dev/null", O_RDWR);
+        dup2(null_fd, 1);
+        dup2(null_fd, 2);
+        execlp(a->cfg.crun, a->cfg.crun, "--root", root, "delete", "-f", cid, (char *)NULL);
+        _exit(127);
+    }
+    if (pid > 0)
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+    allot_fmt(cfg, sizeof(cfg), "%s/config.json", bundle);
+    unlink(cfg);
+    rmdir(bundle);
+}
+
 static void rm_dir(const char *dir)
 {
     DIR *d = opendir(dir);
@@ -654,6 +739,7 @@ void task_forget(struct agent *a, struct task *t)
 
     task_dir(a, t, dir, sizeof(dir));
     mig_release(a, dir);
+    crun_delete(a, t, dir);
     rm_dir(dir);
     if (getuid() == 0)
         cg_destroy(a->cfg.cgroup_root, t->key);

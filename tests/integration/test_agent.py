@@ -8,6 +8,7 @@ the same port is found again. The agent needs root for cgroups and user
 switching, as on a real node."""
 
 import os
+import shutil
 import signal
 import time
 
@@ -242,6 +243,65 @@ def test_mig():
             expect(dm.req("POST", "/v1/nodes/%s/cordon" % n, token=dm.admin), 200)
 
 
+def busybox_image(root):
+    """A root file system of busybox (Debian's busybox-static): IMAGE-DIR/bb."""
+    fs = os.path.join(root, "bb")
+    os.makedirs(os.path.join(fs, "bin"))
+    for d in ("proc", "sys", "dev", "tmp", "etc"):
+        os.makedirs(os.path.join(fs, d))
+    shutil.copy("/bin/busybox", os.path.join(fs, "bin", "busybox"))
+    for tool in ("sh", "echo", "id", "ls", "cat", "sleep", "hostname", "test"):
+        os.symlink("busybox", os.path.join(fs, "bin", tool))
+    return root
+
+
+def test_oci_image():
+    """A job naming an image runs in a crun container of that root file system: its own
+    view of the files and processes, its user, its GPU device only, the job's cgroup."""
+    if not shutil.which("crun") or not os.path.exists("/bin/busybox"):
+        raise AssertionError("crun and busybox-static are needed (scripts/install-deps)")
+    images = busybox_image(fx.tempdir())
+    os.chmod(images, 0o755)
+    ag = Agent(dm, AG, "ag-oci", emulate="2xA10-24GB", args=["--image-dir", images])
+    wait_node("ag-oci")
+    try:
+        jid = submit({"image": "bb", "gpu_models": ["A10-24GB"], "env": {"GREETING": "hi"},
+                      "command": ["sh", "-c", "echo $GREETING; id -u; hostname; ls /dev; "
+                                              "ls / ; test -e /work && echo host-visible; "
+                                              "echo pid=$$; exit 4"]})
+        j = wait_state(jid, ("succeeded", "failed"))
+        out = ag.task_log(jid)
+        assert j["exit_code"] == 4, (j, out, ag.log())
+        lines = out.split()
+        assert lines[0] == "hi" and lines[1] == "65534" and lines[2] == "allot-job", out
+        gpu_devs = [w for w in lines if w.startswith("nvidia") and w != "nvidiactl"]
+        assert len(gpu_devs) == 1 and "nvidiactl" in lines, out
+        assert "host-visible" not in out and "pid=1" in out, out
+        # an image that is not there fails the job with the reason
+        jid = submit({"image": "nope", "gpu_models": ["A10-24GB"], "command": ["true"]})
+        j = wait_state(jid, ("succeeded", "failed"))
+        assert j["state"] == "failed" and "no root file system" in j["pending_reason"], j
+        jid = submit({"image": "../etc", "gpu_models": ["A10-24GB"], "command": ["true"]})
+        j = wait_state(jid, ("succeeded", "failed"))
+        assert j["state"] == "failed" and "want a name" in j["pending_reason"], j
+        # cancel reaches the process in the container
+        jid = submit({"image": "bb", "gpu_models": ["A10-24GB"],
+                      "command": ["sh", "-c", "trap 'echo got TERM; exit 0' TERM; echo up; "
+                                              "sleep 100 & wait"]})
+        wait_state(jid, ("running",))
+        end = time.time() + 10
+        while time.time() < end and "up" not in ag.task_log(jid):
+            time.sleep(0.05)
+        expect(dm.req("POST", "/v1/jobs/%d/cancel" % jid, token=dm.admin), 200)
+        end = time.time() + 10
+        while time.time() < end and "got TERM" not in ag.task_log(jid):
+            time.sleep(0.05)
+        assert "got TERM" in ag.task_log(jid), (ag.task_log(jid), ag.log())
+    finally:
+        ag.stop()
+        expect(dm.req("POST", "/v1/nodes/ag-oci/cordon", token=dm.admin), 200)
+
+
 def test_logs_and_run():
     # allot run: the output as it comes, and the job's exit code
     r = cli(dm, "run", "-t", "research/nlp", "--gpus", "0", "--", "sh", "-c",
@@ -343,6 +403,7 @@ if __name__ == "__main__":
         fx.run([test_run_to_completion, test_exit_code_and_no_command,
                 test_memory_limit_is_an_oom_kill, test_cpu_quota, test_device_access,
                 test_root_refused, test_cancel_stops_with_grace, test_nvml_discovery, test_mig,
+                test_oci_image,
                 test_logs_and_run, test_preemption_with_grace,
                 test_agent_restart_adopts,
                 test_allotd_restart])

@@ -1,0 +1,147 @@
+/*
+ * The oci executor: a job that names an `image` runs as an OCI container
+ * with crun. The image is a root file system the admin provides as a folder
+ * IMAGE-DIR/NAME (docs/agent.md says how to make one); the agent writes a
+ * bundle (STATE/tasks/KEY/bundle/config.json) around it and the task's
+ * supervisor runs `crun --root STATE/crun run --bundle ... allot-KEY`
+ * instead of the command, so the exit status, logs, stop with grace and
+ * adoption after a restart work as for processes.
+ *
+ * The container: the image read-only, fresh /dev, /proc, /sys (read-only),
+ * /tmp and /dev/shm; its own pid, ipc, uts and mount namespaces (the host's
+ * network until the network isolation of the agent sets one up); the task's
+ * user with no capabilities and no new privileges; the task's environment
+ * and working directory; the device nodes of its own GPUs (and nvidiactl)
+ * with the same device rules as the process executor. It joins the task's
+ * cgroup (cgroupsPath), so the limits are the ones cgroup.c set.
+ */
+#include "agent.h"
+
+#include "allot/common.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* A name of an image folder: no path tricks. */
+static bool image_name_ok(const char *s)
+{
+    if (!*s || strlen(s) > 128 || !strcmp(s, ".") || strstr(s, ".."))
+        return false;
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+              *s == '.' || *s == '_' || *s == '-' || *s == ':'))
+            return false;
+    return true;
+}
+
+static json_t *device_rule(bool allow, const char *type, int major, int minor)
+{
+    json_t *r = json_pack("{s:b,s:s}", "allow", allow, "access", "rwm");
+
+    if (type)
+        json_object_set_new(r, "type", json_string(type));
+    if (major >= 0)
+        json_object_set_new(r, "major", json_integer(major));
+    if (minor >= 0)
+        json_object_set_new(r, "minor", json_integer(minor));
+    return r;
+}
+
+int oci_bundle(const struct agent *a, json_t *d, const struct task *t, const char *dir, uid_t uid,
+               gid_t gid, char **envp, const char *workdir, char *bundle, size_t blen, char *why,
+               size_t wlen)
+{
+    const char *image = json_string_value(json_object_get(json_object_get(d, "spec"), "image"));
+    json_t *cmd = json_object_get(json_object_get(d, "spec"), "command");
+    char rootfs[4400], path[4500];
+    struct stat st;
+    json_t *env = json_array(), *devices = json_array(), *rules = json_array(), *x, *cfg;
+    size_t i;
+
+    if (!a->cfg.image_dir || !*a->cfg.image_dir) {
+        allot_fmt(why, wlen, "this node runs no images (the agent has no --image-dir)");
+        goto fail;
+    }
+    if (!image_name_ok(image)) {
+        allot_fmt(why, wlen, "image \"%.60s\": want a name of [A-Za-z0-9._:-]", image);
+        goto fail;
+    }
+    allot_fmt(rootfs, sizeof(rootfs), "%s/%s", a->cfg.image_dir, image);
+    if (stat(rootfs, &st) < 0 || !S_ISDIR(st.st_mode)) {
+        allot_fmt(why, wlen, "image %s: no root file system %s on this node", image, rootfs);
+        goto fail;
+    }
+    for (char **e = envp; *e; e++)
+        json_array_append_new(env, json_string(*e));
+    /* the task's GPUs as device nodes, and the same rules as cgroup.c */
+    json_array_append_new(rules, device_rule(false, NULL, -1, -1));
+    static const int usual[][2] = {{1, 3}, {1, 5}, {1, 7}, {1, 8}, {1, 9}, {5, 0}, {5, 2}};
+    for (size_t k = 0; k < sizeof(usual) / sizeof(usual[0]); k++)
+        json_array_append_new(rules, device_rule(true, "c", usual[k][0], usual[k][1]));
+    json_array_append_new(rules, device_rule(true, "c", 136, -1));
+    json_array_append_new(rules, device_rule(true, "c", NVIDIA_MAJOR, NVIDIACTL_MINOR));
+    json_array_append_new(devices, json_pack("{s:s,s:s,s:i,s:i,s:i}", "path", "/dev/nvidiactl",
+                                             "type", "c", "major", NVIDIA_MAJOR, "minor",
+                                             NVIDIACTL_MINOR, "fileMode", 0666));
+    json_array_foreach(json_object_get(d, "gpus"), i, x)
+    {
+        json_int_t g = json_integer_value(x);
+        char dev[64];
+
+        if (g < 0 || g >= a->inv.n_gpus)
+            continue;
+        allot_fmt(dev, sizeof(dev), "/dev/nvidia%d", a->inv.gpus[g].minor);
+        json_array_append_new(devices, json_pack("{s:s,s:s,s:i,s:i,s:i}", "path", dev, "type", "c",
+                                                 "major", NVIDIA_MAJOR, "minor",
+                                                 a->inv.gpus[g].minor, "fileMode", 0666));
+        json_array_append_new(rules, device_rule(true, "c", NVIDIA_MAJOR, a->inv.gpus[g].minor));
+    }
+    char cgpath[256];
+    allot_fmt(cgpath, sizeof(cgpath), "/%s/%s", a->cfg.cgroup_root, t->key);
+    cfg = json_pack(
+        "{s:s,s:{s:b,s:{s:i,s:i},s:O,s:o,s:s,s:b,s:{s:[],s:[],s:[],s:[],s:[]}},"
+        "s:{s:s,s:b},s:s,"
+        "s:[{s:s,s:s,s:s},{s:s,s:s,s:s,s:[s,s,s,s]},{s:s,s:s,s:s,s:[s,s,s,s,s,s]},"
+        "{s:s,s:s,s:s,s:[s,s,s,s,s]},{s:s,s:s,s:s,s:[s,s,s,s]},{s:s,s:s,s:s,s:[s,s,s,s]}],"
+        "s:{s:[{s:s},{s:s},{s:s},{s:s}],s:s,s:o,s:{s:o},s:[s,s,s,s],s:[s,s,s]}}",
+        "ociVersion", "1.0.2", "process", "terminal", 0, "user", "uid", (int)uid, "gid", (int)gid,
+        "args", cmd, "env", env, "cwd", workdir && *workdir ? workdir : "/", "noNewPrivileges", 1,
+        "capabilities", "bounding", "effective", "inheritable", "permitted", "ambient", "root",
+        "path", rootfs, "readonly", 1, "hostname", "allot-job", "mounts", "destination", "/proc",
+        "type", "proc", "source", "proc", "destination", "/dev", "type", "tmpfs", "source", "tmpfs",
+        "options", "nosuid", "strictatime", "mode=755", "size=65536k", "destination", "/dev/pts",
+        "type", "devpts", "source", "devpts", "options", "nosuid", "noexec", "newinstance",
+        "ptmxmode=0666", "mode=0620", "gid=5", "destination", "/dev/shm", "type", "tmpfs", "source",
+        "shm", "options", "nosuid", "noexec", "nodev", "mode=1777", "size=65536k", "destination",
+        "/tmp", "type", "tmpfs", "source", "tmpfs", "options", "nosuid", "nodev", "mode=1777",
+        "size=1g", "destination", "/sys", "type", "sysfs", "source", "sysfs", "options", "nosuid",
+        "noexec", "nodev", "ro",
+        /* linux */
+        "linux", "namespaces", "type", "pid", "type", "ipc", "type", "uts", "type", "mount",
+        "cgroupsPath", cgpath, "devices", devices, "resources", "devices", rules, "maskedPaths",
+        "/proc/kcore", "/proc/keys", "/proc/timer_list", "/sys/firmware", "readonlyPaths",
+        "/proc/bus", "/proc/sys", "/proc/sysrq-trigger");
+    /* env, devices and rules belong to cfg now (json_pack "o"), also on failure */
+    if (!cfg) {
+        allot_fmt(why, wlen, "cannot build the container's configuration");
+        return -1;
+    }
+    allot_fmt(bundle, blen, "%s/bundle", dir);
+    allot_fmt(path, sizeof(path), "%s/config.json", bundle);
+    if ((mkdir(bundle, 0700) < 0 && errno != EEXIST) ||
+        json_dump_file(cfg, path, JSON_INDENT(1)) < 0) {
+        allot_fmt(why, wlen, "cannot write %s", path);
+        json_decref(cfg);
+        return -1;
+    }
+    json_decref(cfg);
+    return 0;
+fail:
+    json_decref(env);
+    json_decref(devices);
+    json_decref(rules);
+    return -1;
+}
