@@ -502,6 +502,7 @@ static void usage(FILE *out)
 {
     fprintf(out, "usage: allot-agent --server URL --token TOKEN [--emulate 4xH100-80GB] "
                  "[OPTIONS]\n"
+                 "       allot-agent --print-inventory [--emulate SPEC | --nvml-lib LIB]\n"
                  "       allot-agent --print-config-example | --help\n\n"
                  "The node agent of allot (docs/agent.md): registers this node's GPUs with "
                  "allotd and\nruns the jobs placed here, isolated in cgroups. Options:\n\n");
@@ -529,6 +530,7 @@ int main(int argc, char **argv)
     static struct agent a;
     struct agent_config *c = &a.cfg;
     char err[512], host[256];
+    bool print_inventory = false;
     int i = 1, rc;
 
     if (allot_config_defaults(options, N_OPTIONS, c, err, sizeof(err)) < 0) {
@@ -544,6 +546,12 @@ int main(int argc, char **argv)
             allot_config_example(options, N_OPTIONS, "allot-agent", stdout);
             return 0;
         }
+        if (!strcmp(argv[k], "--print-inventory")) {
+            print_inventory = true;
+            memmove(&argv[k], &argv[k + 1], (size_t)(argc - k) * sizeof(*argv));
+            argc--;
+            k--;
+        }
     }
     if (allot_config_parse_args(options, N_OPTIONS, c, argc, argv, &i, err, sizeof(err)) < 0 ||
         i < argc) {
@@ -558,7 +566,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "allot-agent: %s\n", err);
         return 2;
     }
-    if (!c->token || !*c->token) {
+    if ((!c->token || !*c->token) && !print_inventory) {
         fprintf(stderr, "allot-agent: a join token is required (--token, --token-file or "
                         "ALLOT_TOKEN)\n");
         return 2;
@@ -589,6 +597,18 @@ int main(int argc, char **argv)
     if (inventory_build(c, a.cat, &a.inv, &a.nv, err, sizeof(err)) < 0) {
         fprintf(stderr, "allot-agent: %s\n", err);
         return 1;
+    }
+    if (print_inventory) {
+        /* what would be registered, and the GPUs' health: nothing else */
+        json_t *o = json_pack("{s:o,s:o}", "register", inventory_json(c, &a.inv), "health",
+                              gpu_health_json(&a));
+        json_dumpf(o, stdout, JSON_INDENT(2));
+        putchar('\n');
+        json_decref(o);
+        nvml_close(a.nv);
+        allot_catalog_free((struct allot_catalog *)a.cat);
+        allot_config_free(options, N_OPTIONS, c);
+        return 0;
     }
     if (a.nv && !strcmp(c->gpu_mode, "mig"))
         nvml_mig_enable_all(a.nv, &a.inv);

@@ -7,9 +7,11 @@ adopts its running tasks (none runs twice); allotd killed and restarted on
 the same port is found again. The agent needs root for cgroups and user
 switching, as on a real node."""
 
+import json
 import os
 import shutil
 import signal
+import subprocess
 import time
 
 import allotd_fixture as fx
@@ -191,6 +193,12 @@ def test_nvml_discovery():
         assert gpus == [{"model": "H100-80GB", "uuid": "GPU-aaaa"},
                         {"model": "H100-80GB", "uuid": "GPU-bbbb"}], (gpus, ag.log())
         assert "unhealthy" in ag.log() and "no catalog model" in ag.log(), ag.log()
+        # --print-inventory shows the same without registering
+        r = subprocess.run([fx.AGENT, "--print-inventory", "--nvml-lib", lib, "--state-dir",
+                            fx.tempdir()], capture_output=True, text=True, timeout=20,
+                           env=dict(os.environ, FAKE_NVML_CONFIG=conf))
+        inv = json.loads(r.stdout)
+        assert inv["register"]["gpus"] == gpus and len(inv["health"]) == 2, r
     finally:
         ag.stop()
         expect(dm.req("POST", "/v1/nodes/ag-nvml/cordon", token=dm.admin), 200)
