@@ -40,6 +40,8 @@ struct agent_config {
     char *user_map;    /* file: TENANT USER|UID[:GID] [allow-root] */
     char *shim_lib;    /* liballot-cuda.so preloaded into fractional jobs */
     char *image_dir;   /* root file systems of the images jobs may name */
+    char *cuda_lib;    /* the CUDA driver the scrubber loads */
+    bool scrub;        /* clear a GPU's memory before it passes to another tenant */
     char *crun;        /* the OCI runtime */
     char *log_file;
     char *log_format;
@@ -146,7 +148,8 @@ struct task {
     int exit_code; /* when EXITED: the exit status, or 128 + signal */
     char detail[160];
     bool reported_running, reported_end;
-    bool cancelled; /* stopped because allotd no longer wants it */
+    bool cancelled;    /* stopped because allotd no longer wants it */
+    unsigned gpu_mask; /* its GPUs (inventory indices) */
 };
 
 struct agent;
@@ -161,9 +164,17 @@ void task_stop(struct agent *a, struct task *t, int64_t now_ms);
 void task_poll(struct agent *a, struct task *t, int64_t now_ms);
 /* Removes the task's folder and cgroup (after its end was reported). */
 void task_forget(struct agent *a, struct task *t);
+/* Reads STATE/gpu-tenants into a->last_tenant (nothing when missing). */
+void scrub_load(struct agent *a);
 /* Finds the tasks left on disk by an earlier agent: *out (allot_free),
  * each RUNNING, EXITED or LOST. Returns the count or -1. */
 int task_adopt_all(struct agent *a, struct task **out);
+
+/* ---- memory scrubbing (scrub.c) ---- */
+
+/* `allot-agent --scrub UUID`: clears the free memory of that GPU through
+ * the CUDA driver `lib`. Prints what it did; returns the exit status. */
+int scrub_main(const char *lib, const char *uuid);
 
 /* ---- the oci executor (oci.c) ---- */
 
@@ -196,6 +207,8 @@ struct agent {
     struct task *tasks;
     size_t n_tasks, cap_tasks;
     json_t *desired; /* owned: the last desired state allotd sent */
+    /* per GPU, the tenant whose job last had it (STATE/gpu-tenants) */
+    char last_tenant[AGENT_MAX_GPUS][256];
 };
 
 int64_t agent_now_ms(void);

@@ -109,6 +109,17 @@ static const struct allot_config_option options[] = {
      .offset = F(crun),
      .def = "crun",
      .help = "The OCI runtime that runs jobs with an image."},
+    {.name = "scrub",
+     .type = ALLOT_CFG_BOOL,
+     .offset = F(scrub),
+     .def = "true",
+     .help = "Clear a GPU's memory (through the CUDA driver) before a job of another tenant "
+             "gets it; a GPU that cannot be cleared is not handed over. Never on emulated GPUs."},
+    {.name = "cuda-lib",
+     .type = ALLOT_CFG_STRING,
+     .offset = F(cuda_lib),
+     .def = "libcuda.so.1",
+     .help = "CUDA driver library the scrubber loads."},
     {.name = "cpus",
      .type = ALLOT_CFG_INT,
      .offset = F(cpus_milli),
@@ -423,6 +434,7 @@ static int run(struct agent *a)
         allot_strlcpy(logs_url, tmp, sizeof(logs_url));
     }
     LOG_INFO("agent", "task logs served at %s", logs_url);
+    scrub_load(a);
     n = task_adopt_all(a, &a->tasks);
     a->n_tasks = a->cap_tasks = n > 0 ? (size_t)n : 0;
     lease = register_node(a, c);
@@ -503,6 +515,7 @@ static void usage(FILE *out)
     fprintf(out, "usage: allot-agent --server URL --token TOKEN [--emulate 4xH100-80GB] "
                  "[OPTIONS]\n"
                  "       allot-agent --print-inventory [--emulate SPEC | --nvml-lib LIB]\n"
+                 "       allot-agent --scrub GPU-UUID [--cuda-lib LIB]\n"
                  "       allot-agent --print-config-example | --help\n\n"
                  "The node agent of allot (docs/agent.md): registers this node's GPUs with "
                  "allotd and\nruns the jobs placed here, isolated in cgroups. Options:\n\n");
@@ -533,6 +546,8 @@ int main(int argc, char **argv)
     bool print_inventory = false;
     int i = 1, rc;
 
+    if (argc >= 3 && !strcmp(argv[1], "--scrub")) /* the scrubber (scrub.c) */
+        return scrub_main(argc >= 5 && !strcmp(argv[3], "--cuda-lib") ? argv[4] : NULL, argv[2]);
     if (allot_config_defaults(options, N_OPTIONS, c, err, sizeof(err)) < 0) {
         fprintf(stderr, "allot-agent: %s\n", err);
         return 2;

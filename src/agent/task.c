@@ -363,6 +363,107 @@ static void mig_release(struct agent *a, const char *dir)
         LOG_INFO("task", "MIG instance %d on GPU %d destroyed", gi, idx);
 }
 
+/* ---- memory scrubbing ---- */
+
+static void scrub_save(const struct agent *a)
+{
+    char text[AGENT_MAX_GPUS * 270] = "", dir[4200];
+    size_t len = 0;
+
+    for (int g = 0; g < a->inv.n_gpus; g++)
+        if (*a->last_tenant[g])
+            len +=
+                (size_t)allot_fmt(text + len, sizeof(text) - len, "%d %s\n", g, a->last_tenant[g]);
+    allot_fmt(dir, sizeof(dir), "%s/..", a->tasks_dir);
+    if (write_atomic(dir, "gpu-tenants", text) < 0)
+        LOG_WARN("task", "cannot record the GPUs' last tenants");
+}
+
+void scrub_load(struct agent *a)
+{
+    char path[4300], line[300], name[260];
+    FILE *f;
+    int g;
+
+    allot_fmt(path, sizeof(path), "%s/../gpu-tenants", a->tasks_dir);
+    if (!(f = fopen(path, "r")))
+        return;
+    while (fgets(line, sizeof(line), f))
+        if (sscanf(line, "%d %259s", &g, name) == 2 && g >= 0 && g < AGENT_MAX_GPUS)
+            allot_strlcpy(a->last_tenant[g], name, sizeof(a->last_tenant[g]));
+    fclose(f);
+}
+
+/* Runs the scrubber (this program, --scrub) on GPU g. 0, or -1 with why. */
+static int run_scrubber(const struct agent *a, int g, char *out, size_t len)
+{
+    int fds[2], status = 0;
+    ssize_t n, got = 0;
+    pid_t pid;
+
+    if (pipe2(fds, O_CLOEXEC) < 0)
+        return -1;
+    pid = fork();
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        dup2(fds[1], 2);
+        execl("/proc/self/exe", "allot-agent", "--scrub", a->inv.gpus[g].uuid, "--cuda-lib",
+              a->cfg.cuda_lib, (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    while (pid > 0 && (size_t)got < len - 1 &&
+           (n = read(fds[0], out + got, len - 1 - (size_t)got)) > 0)
+        got += n;
+    out[got > 0 ? got : 0] = '\0';
+    out[strcspn(out, "\n")] = '\0';
+    close(fds[0]);
+    if (pid < 0)
+        return -1;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+}
+
+/* Before a task of `tenant` gets GPUs another tenant's job used last, their
+ * memory is cleared (scrub.c); a GPU that cannot be cleared is not handed
+ * over (the task fails with the reason). Not for emulated GPUs, MIG slices,
+ * or a GPU another task still runs on (it cannot be cleared under it). */
+static int scrub_gpus(struct agent *a, const struct task *t, json_t *d, const char *tenant,
+                      char *why, size_t wlen)
+{
+    bool changed = false;
+
+    if (json_object_get(d, "mig_profile"))
+        return 0;
+    for (int g = 0; g < a->inv.n_gpus; g++) {
+        char out[256];
+        bool busy = false;
+
+        if (!(t->gpu_mask & (1u << g)) || !strcmp(a->last_tenant[g], tenant))
+            continue;
+        for (size_t k = 0; k < a->n_tasks && !busy; k++)
+            busy = &a->tasks[k] != t && (a->tasks[k].gpu_mask & (1u << g)) &&
+                   a->tasks[k].state != TASK_EXITED && a->tasks[k].state != TASK_LOST;
+        if (busy)
+            continue;
+        if (a->cfg.scrub && !a->inv.emulated) {
+            if (run_scrubber(a, g, out, sizeof(out)) < 0) {
+                allot_fmt(why, wlen, "GPU %d memory could not be cleared for another tenant: %s", g,
+                          *out ? out : "the scrubber failed");
+                return -1;
+            }
+            LOG_INFO("task", "GPU %d: %s (%s -> %s)", g, out,
+                     *a->last_tenant[g] ? a->last_tenant[g] : "unknown", tenant);
+        }
+        allot_strlcpy(a->last_tenant[g], tenant, sizeof(a->last_tenant[g]));
+        changed = true;
+    }
+    if (changed)
+        scrub_save(a);
+    return 0;
+}
+
 /* ---- start ---- */
 
 static void task_fail(struct task *t, const char *why)
@@ -503,6 +604,16 @@ int task_start(struct agent *a, json_t *d, struct task *t)
     }
     if (a->cg_v2 < 0 && getuid() == 0) {
         task_fail(t, "no cgroups on this node: tasks cannot be isolated");
+        return 0;
+    }
+    json_array_foreach(json_object_get(d, "gpus"), i, x)
+    {
+        json_int_t idx = json_integer_value(x);
+        if (idx >= 0 && idx < a->inv.n_gpus)
+            t->gpu_mask |= 1u << idx;
+    }
+    if (scrub_gpus(a, t, d, tenant ? tenant : "", why, sizeof(why)) < 0) {
+        task_fail(t, why);
         return 0;
     }
     if (mig_prepare(a, d, dir, mig_uuid, sizeof(mig_uuid), why, sizeof(why)) < 0) {
@@ -771,6 +882,14 @@ int task_adopt_all(struct agent *a, struct task **out)
         allot_fmt(t.key, sizeof(t.key), "%lld-%d", job, index);
         allot_fmt(dir, sizeof(dir), "%s/%s", a->tasks_dir, t.key);
         t.started_ms = agent_now_ms();
+        char jpath[4500];
+        allot_fmt(jpath, sizeof(jpath), "%s/task.json", dir);
+        json_t *tj = json_load_file(jpath, 0, NULL), *g;
+        size_t gi;
+        json_array_foreach(json_object_get(tj, "gpus"), gi,
+                           g) if (json_integer_value(g) >= 0 && json_integer_value(g) < 32)
+            t.gpu_mask |= 1u << json_integer_value(g);
+        json_decref(tj);
         if (read_small(dir, "exit", buf, sizeof(buf)) == 0) {
             read_exit(a, dir, &t, buf);
         } else if (read_pid(dir, &t, &start) == 0 && proc_start(t.pid) == start && start >= 0) {

@@ -15,6 +15,8 @@
 #      its UUID.
 #   4. MIG layout (read only): on a GPU already in MIG mode, the agent
 #      reports its instances as nvidia-smi does.
+#   5. Memory scrubbing: allot-agent --scrub clears the first GPU's free
+#      memory through the real CUDA driver.
 set -u
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
@@ -115,6 +117,10 @@ if nvidia-smi -L 2>/dev/null | grep -q "MIG"; then
 else
     skip "MIG layout: no GPU in MIG mode (MIG settings are left alone)"
 fi
-skip "memory scrubbing between tenants: not implemented yet (issue 9 note)"
+# ---- 5. memory scrubbing with the real driver ----
+UUID=$(head -n 1 "$WORK/smi.csv" | cut -d, -f1 | tr -d ' ')
+OUT=$(timeout 120 "$BUILD/allot-agent" --scrub "$UUID" 2>&1)
+if echo "$OUT" | grep -q "^scrubbed [1-9][0-9]* MiB"; then ok "memory scrubbing: $OUT"
+else fail "memory scrubbing: $OUT"; fi
 skip "MPS limits: not implemented yet (issue 9 note)"
 exit $FAILED

@@ -310,6 +310,57 @@ def test_oci_image():
         expect(dm.req("POST", "/v1/nodes/ag-oci/cordon", token=dm.admin), 200)
 
 
+def test_scrub_between_tenants():
+    """A GPU passing to another tenant is cleared first (the fake CUDA driver logs what was
+    set to zero); the same tenant again is not; a GPU that cannot be cleared is not handed
+    over."""
+    build = os.path.dirname(fx.AGENT)
+    nvml = os.path.join(build, "fake-nvml", "libnvidia-ml.so.1")
+    cuda = os.path.join(build, "fake-cuda", "libcuda.so.1")
+    uuid = "GPU-11111111-2222-3333-4444-555555555555"
+    tmp = fx.tempdir()
+    conf, clog = os.path.join(tmp, "machine"), os.path.join(tmp, "cuda.log")
+    with open(conf, "w") as f:
+        f.write('gpu name="NVIDIA A30" mem=24576 uuid=%s minor=0\n' % uuid)
+    env = {"FAKE_NVML_CONFIG": conf, "FAKE_CUDA_UUIDS": uuid, "FAKE_CUDA_MEM_MIB": "512",
+           "FAKE_CUDA_LOG": clog}
+    ag = Agent(dm, AG, "ag-scrub", emulate="", env=env,
+               args=["--nvml-lib", nvml, "--cuda-lib", cuda])
+    wait_node("ag-scrub")
+
+    def run(tenant):
+        jid = submit({"tenant": tenant, "gpu_models": ["A30-24GB"], "command": sh("true")})
+        return wait_state(jid, ("succeeded", "failed"))
+
+    def cleared():
+        if not os.path.exists(clog):
+            return []
+        return [int(l.split()[2]) for l in open(clog) if l.startswith("done " + uuid)]
+
+    try:
+        assert run("research/nlp")["state"] == "succeeded"
+        assert cleared() == [512], (cleared(), ag.log())  # first use: unknown before
+        assert run("research/nlp")["state"] == "succeeded"
+        assert cleared() == [512], cleared()  # same tenant: not again
+        assert run("research/vision")["state"] == "succeeded"
+        assert cleared() == [512, 512], cleared()
+        assert "scrubbed 512 MiB" in ag.log() and "research/nlp -> research/vision" in ag.log()
+        # a restarted agent remembers the last tenant (STATE/gpu-tenants)
+        ag.stop()
+        ag.start()
+        assert run("research/vision")["state"] == "succeeded"
+        assert cleared() == [512, 512], cleared()
+        # the driver fails: the GPU is not handed to the next tenant
+        ag.stop()
+        ag.env = dict(env, FAKE_CUDA_FAIL="memset")
+        ag.start()
+        j = run("research/nlp")
+        assert j["state"] == "failed" and "could not be cleared" in j["pending_reason"], j
+    finally:
+        ag.stop()
+        expect(dm.req("POST", "/v1/nodes/ag-scrub/cordon", token=dm.admin), 200)
+
+
 def test_logs_and_run():
     # allot run: the output as it comes, and the job's exit code
     r = cli(dm, "run", "-t", "research/nlp", "--gpus", "0", "--", "sh", "-c",
@@ -411,7 +462,7 @@ if __name__ == "__main__":
         fx.run([test_run_to_completion, test_exit_code_and_no_command,
                 test_memory_limit_is_an_oom_kill, test_cpu_quota, test_device_access,
                 test_root_refused, test_cancel_stops_with_grace, test_nvml_discovery, test_mig,
-                test_oci_image,
+                test_oci_image, test_scrub_between_tenants,
                 test_logs_and_run, test_preemption_with_grace,
                 test_agent_restart_adopts,
                 test_allotd_restart])
