@@ -41,6 +41,8 @@ struct agent_config {
     char *shim_lib;    /* liballot-cuda.so preloaded into fractional jobs */
     char *image_dir;   /* root file systems of the images jobs may name */
     char *cuda_lib;    /* the CUDA driver the scrubber loads */
+    char *sharing;     /* how fractions of a GPU are enforced: shim or mps */
+    char *mps_control; /* nvidia-cuda-mps-control */
     bool scrub;        /* clear a GPU's memory before it passes to another tenant */
     char *crun;        /* the OCI runtime */
     char *log_file;
@@ -169,6 +171,10 @@ void scrub_load(struct agent *a);
 /* Finds the tasks left on disk by an earlier agent: *out (allot_free),
  * each RUNNING, EXITED or LOST. Returns the count or -1. */
 int task_adopt_all(struct agent *a, struct task **out);
+
+/* Starts one MPS control daemon per GPU (--sharing mps): pipe and log
+ * folders STATE/mps/GPU/{pipe,log}, the GPU by UUID. Logs failures. */
+void mps_start_all(const struct agent *a);
 
 /* ---- memory scrubbing (scrub.c) ---- */
 

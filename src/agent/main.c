@@ -38,6 +38,7 @@
 #define F(f) offsetof(struct agent_config, f)
 
 static const char *const modes[] = {"exclusive", "shared", "mig", NULL};
+static const char *const sharings[] = {"shim", "mps", NULL};
 static const char *const formats[] = {"text", "json", NULL};
 static const char *const levels[] = {"error", "warn", "info", "debug", NULL};
 
@@ -109,6 +110,19 @@ static const struct allot_config_option options[] = {
      .offset = F(crun),
      .def = "crun",
      .help = "The OCI runtime that runs jobs with an image."},
+    {.name = "sharing",
+     .type = ALLOT_CFG_ENUM,
+     .offset = F(sharing),
+     .def = "shim",
+     .choices = sharings,
+     .help = "How a job's fraction of a shared GPU is enforced: the allot CUDA shim "
+             "(--shim-lib), or NVIDIA MPS (one control daemon per GPU, active-thread "
+             "percentage and pinned memory limit per job)."},
+    {.name = "mps-control",
+     .type = ALLOT_CFG_STRING,
+     .offset = F(mps_control),
+     .def = "nvidia-cuda-mps-control",
+     .help = "The MPS control program (with --sharing mps)."},
     {.name = "scrub",
      .type = ALLOT_CFG_BOOL,
      .offset = F(scrub),
@@ -627,6 +641,8 @@ int main(int argc, char **argv)
     }
     if (a.nv && !strcmp(c->gpu_mode, "mig"))
         nvml_mig_enable_all(a.nv, &a.inv);
+    if (!strcmp(c->sharing, "mps") && !strcmp(c->gpu_mode, "shared"))
+        mps_start_all(&a);
     a.cg_v2 = cg_detect(err, sizeof(err));
     if (a.cg_v2 < 0)
         LOG_WARN("agent", "%s: tasks cannot be isolated", err);

@@ -273,23 +273,80 @@ static void build_env(const struct agent *a, json_t *d, const struct run_user *u
     env_set(e, "CUDA_VISIBLE_DEVICES", *buf ? buf : "");
     env_set(e, "NVIDIA_VISIBLE_DEVICES", *buf ? buf : "void");
     env_set(e, "ALLOT_GPU_DEVICES", devs);
-    /* a fraction of a GPU: the shim enforces it (liballot-cuda.so) */
+    /* a fraction of a GPU (less than all of its compute or memory): MPS or
+     * the shim (liballot-cuda.so) enforces it */
     json_int_t milli = json_integer_value(json_object_get(d, "gpu_milli"));
     json_int_t gmem = json_integer_value(json_object_get(d, "gpu_memory"));
-    if (json_array_size(g) == 1 && !json_object_get(d, "mig_profile") &&
-        ((milli > 0 && milli < 1000) || gmem > 0)) {
-        if (gmem > 0) {
-            allot_fmt(num, sizeof(num), "%lldMi", (long long)gmem);
-            env_set(e, "ALLOT_GPU_MEMORY_LIMIT", num);
-        }
+    json_int_t g0 = json_integer_value(json_array_get(g, 0));
+    int64_t total = g0 >= 0 && g0 < a->inv.n_gpus ? a->inv.gpus[g0].mem_mib : 0;
+    bool part_mem = gmem > 0 && (total <= 0 || gmem < total);
+    if (json_array_size(g) != 1 || json_object_get(d, "mig_profile") ||
+        !((milli > 0 && milli < 1000) || part_mem))
+        return;
+    if (!strcmp(a->cfg.sharing, "mps")) {
+        allot_fmt(buf, sizeof(buf), "%s/../mps/%lld/pipe", a->tasks_dir, (long long)g0);
+        env_set(e, "CUDA_MPS_PIPE_DIRECTORY", buf);
+        allot_fmt(buf, sizeof(buf), "%s/../mps/%lld/log", a->tasks_dir, (long long)g0);
+        env_set(e, "CUDA_MPS_LOG_DIRECTORY", buf);
         if (milli > 0 && milli < 1000) {
             allot_fmt(num, sizeof(num), "%lld", (long long)(milli + 9) / 10);
-            env_set(e, "ALLOT_GPU_SM_LIMIT", num);
+            env_set(e, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", num);
         }
-        allot_fmt(buf, sizeof(buf), "%s/shim.region", dir);
-        env_set(e, "ALLOT_SHIM_REGION", buf);
-        if (a->cfg.shim_lib && *a->cfg.shim_lib && access(a->cfg.shim_lib, R_OK) == 0)
-            env_set(e, "LD_PRELOAD", a->cfg.shim_lib);
+        if (part_mem) { /* the client sees its one GPU as device 0 */
+            allot_fmt(num, sizeof(num), "0=%lldM", (long long)gmem);
+            env_set(e, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", num);
+        }
+        return;
+    }
+    if (part_mem) {
+        allot_fmt(num, sizeof(num), "%lldMi", (long long)gmem);
+        env_set(e, "ALLOT_GPU_MEMORY_LIMIT", num);
+    }
+    if (milli > 0 && milli < 1000) {
+        allot_fmt(num, sizeof(num), "%lld", (long long)(milli + 9) / 10);
+        env_set(e, "ALLOT_GPU_SM_LIMIT", num);
+    }
+    allot_fmt(buf, sizeof(buf), "%s/shim.region", dir);
+    env_set(e, "ALLOT_SHIM_REGION", buf);
+    if (a->cfg.shim_lib && *a->cfg.shim_lib && access(a->cfg.shim_lib, R_OK) == 0)
+        env_set(e, "LD_PRELOAD", a->cfg.shim_lib);
+}
+
+/* ---- MPS ---- */
+
+void mps_start_all(const struct agent *a)
+{
+    for (int g = 0; g < a->inv.n_gpus; g++) {
+        char base[4300], pipe_dir[4400], log_dir[4400];
+        int status = 0;
+        pid_t pid;
+
+        allot_fmt(base, sizeof(base), "%s/../mps", a->tasks_dir);
+        mkdir(base, 0755);
+        allot_fmt(base, sizeof(base), "%s/../mps/%d", a->tasks_dir, g);
+        allot_fmt(pipe_dir, sizeof(pipe_dir), "%s/pipe", base);
+        allot_fmt(log_dir, sizeof(log_dir), "%s/log", base);
+        mkdir(base, 0755);
+        mkdir(pipe_dir, 0755);
+        mkdir(log_dir, 0755);
+        pid = fork();
+        if (pid == 0) {
+            int null_fd = open("/dev/null", O_RDWR);
+            dup2(null_fd, 0);
+            dup2(null_fd, 1);
+            setenv("CUDA_VISIBLE_DEVICES", a->inv.gpus[g].uuid, 1);
+            setenv("CUDA_MPS_PIPE_DIRECTORY", pipe_dir, 1);
+            setenv("CUDA_MPS_LOG_DIRECTORY", log_dir, 1);
+            execlp(a->cfg.mps_control, a->cfg.mps_control, "-d", (char *)NULL);
+            _exit(127);
+        }
+        /* -d daemonises: the command itself returns at once */
+        while (pid > 0 && waitpid(pid, &status, 0) < 0 && errno == EINTR)
+            ;
+        if (pid < 0 || !WIFEXITED(status) || WEXITSTATUS(status))
+            LOG_WARN("task", "GPU %d: MPS control daemon not started (%s)", g, a->cfg.mps_control);
+        else
+            LOG_INFO("task", "GPU %d: MPS control daemon, pipes in %s", g, pipe_dir);
     }
 }
 

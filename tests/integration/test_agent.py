@@ -27,6 +27,7 @@ def submit(body):
     body = dict({"tenant": "research/nlp", "gpus": 1, "cpus": 1, "memory": 256}, **body)
     if "mig" in body:
         del body["gpus"]
+    body = {k: v for k, v in body.items() if v is not None}
     return expect(dm.req("POST", "/v1/jobs", body, token=dm.admin), 201)["id"]
 
 
@@ -361,6 +362,45 @@ def test_scrub_between_tenants():
         expect(dm.req("POST", "/v1/nodes/ag-scrub/cordon", token=dm.admin), 200)
 
 
+def test_fractions_shim_and_mps():
+    """A fraction of a shared GPU: the shim's limits (and none for a whole GPU), or with
+    --sharing mps an MPS control daemon per GPU and the job's MPS limits."""
+    prog = sh("env | grep -E '^(ALLOT_GPU_MEMORY|ALLOT_GPU_SM|ALLOT_SHIM|CUDA_MPS_)' | sort")
+    fake = os.path.join(fx.SOURCE, "tests", "fake", "nvidia-cuda-mps-control")
+    mlog = os.path.join(fx.tempdir(), "mps.log")
+    shim = Agent(dm, AG, "ag-shim", emulate="1xA10-24GB", args=["--gpu-mode", "shared"])
+    mps = Agent(dm, AG, "ag-mps", emulate="1xA30-24GB",
+                args=["--gpu-mode", "shared", "--sharing", "mps", "--mps-control", fake],
+                env={"FAKE_MPS_LOG": mlog})
+    wait_node("ag-shim")
+    wait_node("ag-mps")
+    try:
+        a = submit({"gpus": None, "gpu_milli": 250, "gpu_memory": 4096,
+                    "gpu_models": ["A10-24GB"], "command": prog})
+        b = submit({"gpu_models": ["A10-24GB"], "command": prog})
+        c = submit({"gpus": None, "gpu_milli": 500, "gpu_memory": 8192,
+                    "gpu_models": ["A30-24GB"], "command": prog})
+        for jid in (a, b, c):
+            assert wait_state(jid, ("succeeded", "failed"))["state"] == "succeeded"
+        env_a = shim.task_log(a)
+        assert "ALLOT_GPU_MEMORY_LIMIT=4096Mi" in env_a and "ALLOT_GPU_SM_LIMIT=25" in env_a, env_a
+        assert "ALLOT_SHIM_REGION=" in env_a, env_a
+        assert shim.task_log(b) == "", shim.task_log(b)  # a whole GPU: no limits
+        env_c = mps.task_log(c)
+        assert "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50" in env_c, env_c
+        assert "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=8192M" in env_c, env_c
+        pipe = [l for l in env_c.splitlines() if l.startswith("CUDA_MPS_PIPE_DIRECTORY=")][0]
+        assert "ALLOT_SHIM_REGION" not in env_c, env_c
+        started = open(mlog).read().split()
+        assert started[0] == "started" and started[1].startswith("GPU-"), started
+        assert started[2] == pipe.split("=", 1)[1], (started, pipe)
+    finally:
+        shim.stop()
+        mps.stop()
+        for n in ("ag-shim", "ag-mps"):
+            expect(dm.req("POST", "/v1/nodes/%s/cordon" % n, token=dm.admin), 200)
+
+
 def test_logs_and_run():
     # allot run: the output as it comes, and the job's exit code
     r = cli(dm, "run", "-t", "research/nlp", "--gpus", "0", "--", "sh", "-c",
@@ -462,7 +502,7 @@ if __name__ == "__main__":
         fx.run([test_run_to_completion, test_exit_code_and_no_command,
                 test_memory_limit_is_an_oom_kill, test_cpu_quota, test_device_access,
                 test_root_refused, test_cancel_stops_with_grace, test_nvml_discovery, test_mig,
-                test_oci_image, test_scrub_between_tenants,
+                test_oci_image, test_scrub_between_tenants, test_fractions_shim_and_mps,
                 test_logs_and_run, test_preemption_with_grace,
                 test_agent_restart_adopts,
                 test_allotd_restart])
