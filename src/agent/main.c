@@ -421,7 +421,20 @@ static json_t *usage_json(struct agent *a)
             jobs, key,
             json_pack("{s:I,s:I}", "cpu_ns", (json_int_t)cpu, "memory_bytes", (json_int_t)mem));
     }
-    return json_pack("{s:o}", "tasks", jobs);
+    /* the GPUs as NVML measures them: utilisation, memory, energy */
+    json_t *gpus = json_array();
+    struct nvml_sample *smp = a->nv ? allot_malloc(sizeof(*smp)) : NULL;
+    for (int g = 0; smp && g < a->inv.n_gpus; g++) {
+        if (nvml_sample(a->nv, a->inv.gpus[g].nvml_index, smp) < 0)
+            continue;
+        json_array_append_new(gpus, json_pack("{s:i,s:i,s:i,s:I,s:I,s:i,s:i}", "index", g,
+                                              "util_gpu", smp->util_gpu, "util_mem", smp->util_mem,
+                                              "mem_used_mib", (json_int_t)smp->mem_used_mib,
+                                              "energy_mj", (json_int_t)smp->energy_mj, "temp_c",
+                                              smp->temp_c, "processes", smp->n_procs));
+    }
+    allot_free(smp);
+    return json_pack("{s:o,s:o}", "tasks", jobs, "gpus", gpus);
 }
 
 static int run(struct agent *a)
@@ -473,14 +486,20 @@ static int run(struct agent *a)
             busy |= a->tasks[i].state == TASK_STARTING || a->tasks[i].state == TASK_STOPPING;
         }
         rep = reports(a);
-        body =
-            json_pack("{s:O,s:s,s:I,s:o,s:{s:s,s:s},s:{s:o}}", "jobs", rep, "known", version,
-                      "wait_ms", (json_int_t)(json_array_size(rep) || busy ? 0 : a->cfg.poll_wait),
-                      "usage", usage_json(a), "logs", "url", logs_url, "key", logs_key, "health",
-                      "gpus", gpu_health_json(a));
+        /* a heartbeat never outlasts the time left before fencing: an allotd
+         * that takes the connection and does not answer is noticed in time */
+        int64_t left = last_ok + lease * 4 / 5 - now, timeout = a->cfg.poll_wait + 15000;
+        if (a->cfg.fence && left < timeout)
+            timeout = left > 500 ? left : 500;
+        int64_t wait = json_array_size(rep) || busy ? 0 : a->cfg.poll_wait;
+        if (wait > timeout - 400)
+            wait = timeout > 400 ? timeout - 400 : 0;
+        body = json_pack("{s:O,s:s,s:I,s:o,s:{s:s,s:s},s:{s:o}}", "jobs", rep, "known", version,
+                         "wait_ms", (json_int_t)wait, "usage", usage_json(a), "logs", "url",
+                         logs_url, "key", logs_key, "health", "gpus", gpu_health_json(a));
         char path[600];
         allot_fmt(path, sizeof(path), "/v1/nodes/%s/heartbeat", a->cfg.name);
-        st = client_post(c, path, body, a->cfg.poll_wait + 15000, &reply, err, sizeof(err));
+        st = client_post(c, path, body, timeout, &reply, err, sizeof(err));
         json_decref(body);
         if (st == 200) {
             last_ok = agent_now_ms();

@@ -452,6 +452,41 @@ def test_preemption_with_grace():
     assert out.count("started") == 2 and out.count("finished") == 1, out
 
 
+def test_fencing_never_twice():
+    """allotd stops answering (SIGSTOP) for longer than the lease: the agent stops its task
+    before allotd counts the node lost and requeues the job, so when allotd is back and
+    places the job again, the first run has ended before the second starts."""
+    d2 = Daemon(args=["--lease", "2s"])
+    try:
+        expect(d2.req("PUT", "/v1/tenants", TENANTS, token=d2.admin), 200)
+        tok = d2.token("agent", "", "agents")
+        ag = Agent(d2, tok, "fence-1", emulate="1xT4", args=["--grace", "1s"])
+        j = expect(d2.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 1, "command": sh(
+            "echo start $(date +%s%N); trap 'echo stop $(date +%s%N); exit 143' TERM; "
+            "sleep 60 & wait")}, token=d2.admin), 201)["id"]
+        end = time.time() + 15
+        while time.time() < end and "start" not in (open(os.path.join(
+                ag.dir, "logs", str(j), "task-0.log")).read() if os.path.exists(os.path.join(
+                ag.dir, "logs", str(j), "task-0.log")) else ""):
+            time.sleep(0.05)
+        os.kill(d2.proc.pid, signal.SIGSTOP)
+        time.sleep(3.5)
+        os.kill(d2.proc.pid, signal.SIGCONT)
+        end = time.time() + 20
+        while time.time() < end and ag.task_log(j).count("start") < 2:
+            time.sleep(0.1)
+        words = ag.task_log(j).split()
+        starts = [int(words[i + 1]) for i, w in enumerate(words) if w == "start"]
+        stops = [int(words[i + 1]) for i, w in enumerate(words) if w == "stop"]
+        assert len(starts) == 2 and stops and stops[0] < starts[1], (words, ag.log())
+        assert "stopping every task" in ag.log(), ag.log()
+        ag.stop()
+    finally:
+        if d2.proc.poll() is None:
+            os.kill(d2.proc.pid, signal.SIGCONT)
+        d2.stop()
+
+
 def test_agent_restart_adopts():
     global agent
     jid = submit({"command": sh("echo run-once; sleep 2; echo done")})
@@ -503,7 +538,7 @@ if __name__ == "__main__":
                 test_memory_limit_is_an_oom_kill, test_cpu_quota, test_device_access,
                 test_root_refused, test_cancel_stops_with_grace, test_nvml_discovery, test_mig,
                 test_oci_image, test_scrub_between_tenants, test_fractions_shim_and_mps,
-                test_logs_and_run, test_preemption_with_grace,
+                test_logs_and_run, test_preemption_with_grace, test_fencing_never_twice,
                 test_agent_restart_adopts,
                 test_allotd_restart])
     finally:
