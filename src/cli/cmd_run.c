@@ -69,7 +69,8 @@ static int stream(struct client *cl, long long id, long long task, bool follow, 
             json_decref(job);
             return rc;
         }
-        fwrite(buf, 1, len, stdout);
+        if (len) /* an empty answer has no buffer */
+            fwrite(buf, 1, len, stdout);
         fflush(stdout);
         allot_free(buf);
         offset += (long long)len;
