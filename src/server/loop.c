@@ -669,7 +669,9 @@ static void check_leases(struct loop *l, int64_t now)
 
 /* ---- handling messages ---- */
 
-static void handle(struct loop *l, struct msg *m)
+/* Applies message m. Returns true when it may change what a cycle decides
+ * (a heartbeat of a node that was not lost does not). */
+static bool handle(struct loop *l, struct msg *m)
 {
     struct allot_store_job j = {0};
     struct allot_store_node n = {0};
@@ -714,9 +716,13 @@ static void handle(struct loop *l, struct msg *m)
     case LOOP_TENANTS:
         load_tenants(l);
         break;
-    case LOOP_NODE_SEEN:
+    case LOOP_NODE_SEEN: {
+        int i = allot_cluster_find_node(l->c, m->name);
+        bool was_lost = i >= 0 && allot_cluster_node(l->c, i)->state == ALLOT_NODE_LOST;
+
         node_seen(l, m->name, m->id);
-        break;
+        return was_lost;
+    }
     case LOOP_NODE_STATE: {
         int i = allot_cluster_find_node(l->c, m->name);
 
@@ -727,6 +733,7 @@ static void handle(struct loop *l, struct msg *m)
         break;
     }
     }
+    return true;
 }
 
 /* ---- a cycle ---- */
@@ -1056,7 +1063,7 @@ static void cycle(struct loop *l)
     struct loop_write w = {.l = l, .now = now};
     if (changes_prepare(l) < 0)
         LOG_ERROR("loop", "out of memory noting the cycle's changes; the rest next cycle");
-    if (srv_write(l->srv, changes_fn, &w) < 0) {
+    if ((l->n_decs || l->n_chg) && srv_write(l->srv, changes_fn, &w) < 0) {
         LOG_ERROR("loop", "commit of decisions failed; rewriting them next cycle");
         for (size_t i = 0; i < l->n_live; i++)
             l->live[i].wstate = -1; /* differs from every state: written again */
@@ -1119,9 +1126,10 @@ static void *loop_main(void *arg)
         l->head = l->tail = NULL;
         stop = l->stop;
         pthread_mutex_unlock(&l->mu);
+        bool periodic = !m, changed = false;
         while (m) {
             struct msg *next = m->next;
-            handle(l, m);
+            changed |= handle(l, m);
             allot_free(m->name);
             allot_free(m);
             m = next;
@@ -1129,7 +1137,14 @@ static void *loop_main(void *arg)
         if (stop)
             break;
         check_leases(l, srv_now());
-        cycle(l);
+        /* heartbeats alone change nothing to decide: no cycle, no commit */
+        struct timespec mono;
+        clock_gettime(CLOCK_MONOTONIC, &mono);
+        int64_t now_ms = (int64_t)mono.tv_sec * 1000 + mono.tv_nsec / 1000000;
+        if (periodic || changed || l->hold_dirty || now_ms - l->last_cycle_ms >= interval_ms) {
+            l->last_cycle_ms = now_ms;
+            cycle(l);
+        }
     }
     return NULL;
 }

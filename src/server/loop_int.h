@@ -90,8 +90,9 @@ struct loop {
     size_t n_live, cap_live;
     struct change *chg; /* owned: this cycle's changes */
     size_t n_chg, cap_chg;
-    size_t reason_cursor; /* round robin of pending reasons (changes_prepare) */
-    struct held *held;    /* owned, in submission order */
+    size_t reason_cursor;  /* round robin of pending reasons (changes_prepare) */
+    int64_t last_cycle_ms; /* CLOCK_MONOTONIC of the last cycle's start */
+    struct held *held;     /* owned, in submission order */
     size_t n_held, cap_held;
     bool hold_dirty;  /* a job ended or was held: evaluate the gate again */
     int32_t *live_at; /* owned: by core job id, its index in live, or -1 */
