@@ -112,6 +112,23 @@ struct cg_limits {
     int gpu_minors[AGENT_MAX_GPUS];
 };
 
+/* One device rule: character devices of `major`, minor `minor` (-1: any). */
+struct dev_rule {
+    int major, minor;
+};
+#define CG_MAX_DEV_RULES (16 + AGENT_MAX_GPUS)
+
+/* The devices a task may use, the one list every mechanism applies (v1
+ * devices controller, v2 BPF program, the OCI runtime): null, zero, full,
+ * random, urandom, tty, ptmx, pts, nvidiactl, nvidia-uvm and the task's own
+ * GPUs. Everything else is denied. Returns the number of rules. */
+int cg_device_rules(const struct cg_limits *lim, struct dev_rule *out);
+
+/* Loads a BPF device program allowing exactly rules[0..n) (character
+ * devices, any access) and attaches it to the cgroup v2 folder `dir`.
+ * Returns 0 or -1 with a message (devbpf.c). */
+int devbpf_attach(const char *dir, const struct dev_rule *rules, int n, char *err, size_t errlen);
+
 /* Detects the cgroup layout (v2 unified, or v1 controllers). Returns 1 for
  * v2, 0 for v1, -1 when none is usable (message in err). */
 int cg_detect(char *err, size_t errlen);

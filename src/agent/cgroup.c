@@ -5,8 +5,8 @@
  * memory+swap on v1, swap 0 on v2), process count. Devices (v1): every
  * device denied but the usual ones of a container (null, zero, full,
  * random, urandom, tty, ptmx, pts), nvidiactl, nvidia-uvm and the task's
- * own GPUs, so opening another GPU fails with EPERM. On v2 device rules
- * need a BPF device program, which the agent does not load yet (logged).
+ * own GPUs, so opening another GPU fails with EPERM; on v2 the same rules
+ * are a BPF device program attached to the task's cgroup (devbpf.c).
  */
 #include "agent.h"
 
@@ -124,25 +124,33 @@ static int char_major(const char *driver)
     return major;
 }
 
+int cg_device_rules(const struct cg_limits *lim, struct dev_rule *out)
+{
+    static const struct dev_rule usual[] = {{1, 3}, {1, 5}, {1, 7}, {1, 8},
+                                            {1, 9}, {5, 0}, {5, 2}, {136, -1}};
+    int n = 0, uvm = char_major("nvidia-uvm");
+
+    for (size_t i = 0; i < sizeof(usual) / sizeof(usual[0]); i++)
+        out[n++] = usual[i];
+    out[n++] = (struct dev_rule){NVIDIA_MAJOR, NVIDIACTL_MINOR};
+    if (uvm > 0)
+        out[n++] = (struct dev_rule){uvm, -1};
+    for (int i = 0; i < lim->n_gpu_minors && n < CG_MAX_DEV_RULES; i++)
+        out[n++] = (struct dev_rule){NVIDIA_MAJOR, lim->gpu_minors[i]};
+    return n;
+}
+
 static int v1_devices(const char *dir, const struct cg_limits *lim)
 {
-    static const char *const usual[] = {"c 1:3 rwm", "c 1:5 rwm",   "c 1:7 rwm",
-                                        "c 1:8 rwm", "c 1:9 rwm",   "c 5:0 rwm",
-                                        "c 5:2 rwm", "c 136:* rwm", NULL};
+    struct dev_rule r[CG_MAX_DEV_RULES];
+    int n = cg_device_rules(lim, r), rc = write_file(dir, "devices.deny", "a");
     char rule[64];
-    int rc = write_file(dir, "devices.deny", "a"), uvm = char_major("nvidia-uvm");
 
-    for (const char *const *u = usual; !rc && *u; u++)
-        rc = write_file(dir, "devices.allow", *u);
-    allot_fmt(rule, sizeof(rule), "c %d:%d rwm", NVIDIA_MAJOR, NVIDIACTL_MINOR);
-    if (!rc)
-        rc = write_file(dir, "devices.allow", rule);
-    if (!rc && uvm > 0) {
-        allot_fmt(rule, sizeof(rule), "c %d:* rwm", uvm);
-        rc = write_file(dir, "devices.allow", rule);
-    }
-    for (int i = 0; !rc && i < lim->n_gpu_minors; i++) {
-        allot_fmt(rule, sizeof(rule), "c %d:%d rwm", NVIDIA_MAJOR, lim->gpu_minors[i]);
+    for (int i = 0; !rc && i < n; i++) {
+        if (r[i].minor < 0)
+            allot_fmt(rule, sizeof(rule), "c %d:* rwm", r[i].major);
+        else
+            allot_fmt(rule, sizeof(rule), "c %d:%d rwm", r[i].major, r[i].minor);
         rc = write_file(dir, "devices.allow", rule);
     }
     return rc;
@@ -159,7 +167,6 @@ int cg_create(const char *root, const char *name, const struct cg_limits *lim, c
         return -1;
     }
     if (v2 == 1) {
-        static bool warned;
         char top[4400];
 
         dir_of(top, sizeof(top), NULL, root, NULL);
@@ -182,10 +189,16 @@ int cg_create(const char *root, const char *name, const struct cg_limits *lim, c
             allot_fmt(num, sizeof(num), "%lld", (long long)lim->pids_max);
             rc = write_file(dir, "pids.max", num);
         }
-        if (!warned) {
-            LOG_WARN("cgroup", "cgroup v2: GPU device rules need a BPF device program, which "
-                               "this agent does not load yet; device isolation is off");
-            warned = true;
+        if (!rc) {
+            struct dev_rule r[CG_MAX_DEV_RULES];
+            char why[256];
+            int n = cg_device_rules(lim, r);
+
+            if (devbpf_attach(dir, r, n, why, sizeof(why)) < 0) {
+                allot_fmt(err, errlen, "cgroup %s/%s: device rules: %s", root, name, why);
+                cg_destroy(root, name);
+                return -1;
+            }
         }
         if (rc)
             goto fail;

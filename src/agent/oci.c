@@ -76,13 +76,10 @@ int oci_bundle(const struct agent *a, json_t *d, const struct task *t, const cha
     }
     for (char **e = envp; *e; e++)
         json_array_append_new(env, json_string(*e));
-    /* the task's GPUs as device nodes, and the same rules as cgroup.c */
+    /* the task's GPUs as device nodes, and the rules of cg_device_rules */
+    struct cg_limits lim = {0};
+    struct dev_rule dr[CG_MAX_DEV_RULES];
     json_array_append_new(rules, device_rule(false, NULL, -1, -1));
-    static const int usual[][2] = {{1, 3}, {1, 5}, {1, 7}, {1, 8}, {1, 9}, {5, 0}, {5, 2}};
-    for (size_t k = 0; k < sizeof(usual) / sizeof(usual[0]); k++)
-        json_array_append_new(rules, device_rule(true, "c", usual[k][0], usual[k][1]));
-    json_array_append_new(rules, device_rule(true, "c", 136, -1));
-    json_array_append_new(rules, device_rule(true, "c", NVIDIA_MAJOR, NVIDIACTL_MINOR));
     json_array_append_new(devices, json_pack("{s:s,s:s,s:i,s:i,s:i}", "path", "/dev/nvidiactl",
                                              "type", "c", "major", NVIDIA_MAJOR, "minor",
                                              NVIDIACTL_MINOR, "fileMode", 0666));
@@ -91,14 +88,17 @@ int oci_bundle(const struct agent *a, json_t *d, const struct task *t, const cha
         json_int_t g = json_integer_value(x);
         char dev[64];
 
-        if (g < 0 || g >= a->inv.n_gpus)
+        if (g < 0 || g >= a->inv.n_gpus || lim.n_gpu_minors == AGENT_MAX_GPUS)
             continue;
+        lim.gpu_minors[lim.n_gpu_minors++] = a->inv.gpus[g].minor;
         allot_fmt(dev, sizeof(dev), "/dev/nvidia%d", a->inv.gpus[g].minor);
         json_array_append_new(devices, json_pack("{s:s,s:s,s:i,s:i,s:i}", "path", dev, "type", "c",
                                                  "major", NVIDIA_MAJOR, "minor",
                                                  a->inv.gpus[g].minor, "fileMode", 0666));
-        json_array_append_new(rules, device_rule(true, "c", NVIDIA_MAJOR, a->inv.gpus[g].minor));
     }
+    int n_dr = cg_device_rules(&lim, dr);
+    for (int k = 0; k < n_dr; k++)
+        json_array_append_new(rules, device_rule(true, "c", dr[k].major, dr[k].minor));
     char cgpath[256];
     allot_fmt(cgpath, sizeof(cgpath), "/%s/%s", a->cfg.cgroup_root, t->key);
     cfg = json_pack(
