@@ -93,8 +93,9 @@ static const struct allot_config_option options[] = {
     {.name = "user-map",
      .type = ALLOT_CFG_STRING,
      .offset = F(user_map),
-     .help = "File of `TENANT USER[:GID] [allow-root]` lines: the user a tenant's jobs run as "
-             "(longest tenant prefix wins). Jobs never run as root without allow-root."},
+     .help = "File of `@TOKEN-NAME USER[:GID] [allow-root]` (a submitting user) and `TENANT "
+             "USER[:GID] [allow-root]` lines (longest tenant prefix wins): who jobs run as. Jobs "
+             "never run as root without allow-root."},
     {.name = "shim-lib",
      .type = ALLOT_CFG_STRING,
      .offset = F(shim_lib),

@@ -22,6 +22,7 @@
 #include <grp.h>
 #include <pwd.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,15 +125,17 @@ static int lookup_user(const char *who, struct run_user *u)
     return 0;
 }
 
-/* The user for tenant: its line in the user map ("TENANT USER[:GID]
- * [allow-root]", longest tenant prefix wins), else run-as. Root only where
- * the map allows it. Returns 0 or -1 with the reason in why. */
-static int resolve_user(const struct agent *a, const char *tenant, struct run_user *u, char *why,
-                        size_t len)
+/* The user a job runs as: the user map's line for its submitting user
+ * ("@NAME USER [allow-root]", NAME the token's name allotd sends), else
+ * for its tenant ("TENANT USER[:GID] [allow-root]", the longest tenant
+ * prefix wins), else run-as. Root only where the line that applies says
+ * allow-root. Returns 0 or -1 with the reason in why. */
+static int resolve_user(const struct agent *a, const char *tenant, const char *submitter,
+                        struct run_user *u, char *why, size_t len)
 {
     char line[512], best[128] = "", who[128];
     size_t best_len = 0;
-    bool allow_root = false;
+    bool allow_root = false, by_user = false;
     FILE *f = a->cfg.user_map && *a->cfg.user_map ? fopen(a->cfg.user_map, "r") : NULL;
 
     allot_strlcpy(who, a->cfg.run_as, sizeof(who));
@@ -143,7 +146,16 @@ static int resolve_user(const struct agent *a, const char *tenant, struct run_us
 
         if (n < 2 || t[0] == '#')
             continue;
-        if ((!strcmp(t, tenant) || (!strncmp(tenant, t, tl) && tenant[tl] == '/')) &&
+        if (t[0] == '@') {
+            if (*submitter && !strcmp(t + 1, submitter) && !by_user) {
+                by_user = true;
+                best_len = SIZE_MAX;
+                allot_strlcpy(best, usr, sizeof(best));
+                allow_root = n == 3 && !strcmp(flag, "allow-root");
+            }
+            continue;
+        }
+        if (!by_user && (!strcmp(t, tenant) || (!strncmp(tenant, t, tl) && tenant[tl] == '/')) &&
             tl > best_len) {
             best_len = tl;
             allot_strlcpy(best, usr, sizeof(best));
@@ -655,7 +667,9 @@ int task_start(struct agent *a, json_t *d, struct task *t)
         task_fail(t, "the job has no command");
         return 0;
     }
-    if (resolve_user(a, tenant ? tenant : "", &u, why, sizeof(why)) < 0) {
+    const char *submitter = json_string_value(json_object_get(d, "user"));
+    if (resolve_user(a, tenant ? tenant : "", submitter ? submitter : "", &u, why, sizeof(why)) <
+        0) {
         task_fail(t, why);
         return 0;
     }

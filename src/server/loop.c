@@ -430,7 +430,8 @@ void loop_submit_job(struct loop *l, const struct allot_store_job *j, bool gate)
                                          .spec_text = spec_text,
                                          .requeue = js.requeue,
                                          .parent = j->array_parent,
-                                         .index = j->array_index};
+                                         .index = j->array_index,
+                                         .token_id = j->token_id};
     l->live_at[qid] = (int32_t)(l->n_live - 1);
 }
 
@@ -655,7 +656,8 @@ static void check_leases(struct loop *l, int64_t now)
                                              .submit_time =
                                                  allot_queue_job(l->q, e->qid)->first_submit,
                                              .array_parent = e->parent,
-                                             .array_index = e->index};
+                                             .array_index = e->index,
+                                             .token_id = e->token_id};
                 drop_live(l, k);
                 loop_submit_job(l, &sj, false);
                 free(spec);
@@ -983,6 +985,28 @@ static char *gauges_text(struct loop *l)
     return buf;
 }
 
+/* The name of token id (the submitting user as the agent's user map knows
+ * it), cached; "" when it cannot be read. */
+static const char *token_name(struct loop *l, int64_t id)
+{
+    struct allot_store_token t = {0};
+    struct allot_store *rd;
+    char key[32];
+    json_t *v;
+
+    allot_fmt(key, sizeof(key), "%lld", (long long)id);
+    if (!l->token_names)
+        l->token_names = json_object();
+    if ((v = json_object_get(l->token_names, key)))
+        return json_string_value(v);
+    rd = srv_reader(l->srv);
+    if (!rd || allot_store_token_get(rd, id, &t) < 0)
+        return "";
+    json_object_set_new(l->token_names, key, json_string(t.name ? t.name : ""));
+    allot_store_token_clear(&t);
+    return json_string_value(json_object_get(l->token_names, key));
+}
+
 static void publish(struct loop *l, double secs)
 {
     json_t *d = json_object();
@@ -1019,6 +1043,7 @@ static void publish(struct loop *l, double secs)
                 json_object_set_new(x, "array_index", json_integer(l->live[i].index));
             }
             json_object_set(x, "spec", l->live[i].spec);
+            json_object_set_new(x, "user", json_string(token_name(l, l->live[i].token_id)));
             json_object_set_new(x, "stopping", json_boolean(qj->state == ALLOT_JOB_STOPPING));
             json_array_append(arr, x);
         }
@@ -1240,6 +1265,7 @@ void loop_stop(struct loop *l)
     allot_tenants_free(l->t);
     allot_cluster_free(l->c);
     json_decref(l->desired);
+    json_decref(l->token_names);
     free(l->gauges);
     pthread_mutex_destroy(&l->mu);
     pthread_cond_destroy(&l->cv);

@@ -39,6 +39,7 @@ struct live {
     int index;        /* its index in that array */
     int64_t wstart;   /* start time last written */
     char *wplacement; /* owned (malloc): placement last written, or NULL */
+    int64_t token_id; /* who submitted it: the agent maps the token's name to a user */
 };
 
 /* What a cycle writes for one live job (changes_prepare, changes_fn). */
@@ -92,6 +93,7 @@ struct loop {
     size_t n_chg, cap_chg;
     size_t reason_cursor;  /* round robin of pending reasons (changes_prepare) */
     int64_t last_cycle_ms; /* CLOCK_MONOTONIC of the last cycle's start */
+    json_t *token_names;   /* owned: token id (text) -> name, read on first use */
     struct held *held;     /* owned, in submission order */
     size_t n_held, cap_held;
     bool hold_dirty;  /* a job ended or was held: evaluate the gate again */

@@ -128,7 +128,7 @@ def test_device_access():
 def test_root_refused():
     m = os.path.join(fx.tempdir(), "users")
     with open(m, "w") as f:
-        f.write("# tenant user\nresearch root\nresearch/nlp nobody\n")
+        f.write("# tenant user\nresearch root\nresearch/nlp nobody\n@alice 4242:4242\n")
     ag2 = Agent(dm, AG, "ag-root", emulate="1xT4", args=["--user-map", m])
     try:
         # only ag-root has a T4; research/vision maps to root (its parent's line)
@@ -141,6 +141,14 @@ def test_root_refused():
         jid = submit({"gpu_models": ["T4"], "command": sh("id -u")})
         j = wait_state(jid, ("succeeded", "failed"))
         assert j["state"] == "succeeded" and "65534" in ag2.task_log(jid), j
+        # a submitting user's line (the token's name) wins over the tenant's
+        alice = dm.token("member", "research/vision", "alice")
+        jid = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/vision", "gpus": 1,
+                                                 "gpu_models": ["T4"], "command": sh("id -u")},
+                            token=alice), 201)["id"]
+        j = wait_state(jid, ("succeeded", "failed"))
+        assert j["state"] == "succeeded" and ag2.task_log(jid).strip() == "4242", \
+            (j, ag2.task_log(jid))
     finally:
         ag2.stop()
         # its agent is gone: no later job may land there
