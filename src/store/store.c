@@ -269,8 +269,7 @@ static int job_check(struct allot_store *st, const struct allot_store_job *j, bo
         store_set_err(st, "a job needs a tenant, a name and a spec");
         return ALLOT_EINVAL;
     }
-    if ((j->n_deps && !j->deps) || j->array_parent < ALLOT_STORE_ARRAY_NEW ||
-        j->array_index < 0) {
+    if ((j->n_deps && !j->deps) || j->array_parent < ALLOT_STORE_ARRAY_NEW || j->array_index < 0) {
         store_set_err(st, "bad dependencies or array position");
         return ALLOT_EINVAL;
     }
