@@ -77,6 +77,7 @@ struct agent_inventory {
     int64_t cpu_milli;
     int64_t mem_mib;
     bool emulated;
+    int island_size;    /* GPUs per NVLink island; 0: one island (or unknown) */
     char dev_dir[4096]; /* where the GPUs' device nodes are */
 };
 
@@ -230,6 +231,9 @@ struct agent {
     struct task *tasks;
     size_t n_tasks, cap_tasks;
     json_t *desired; /* owned: the last desired state allotd sent */
+    /* per GPU, the Xid errors NVML reported since the agent started */
+    char xids[AGENT_MAX_GPUS][96];
+    bool xid_fatal[AGENT_MAX_GPUS];
     /* per GPU, the tenant whose job last had it (STATE/gpu-tenants) */
     char last_tenant[AGENT_MAX_GPUS][256];
 };
@@ -239,7 +243,7 @@ int64_t agent_now_ms(void);
 /* The node's GPU health for the heartbeat (discover.c): per GPU its
  * verdict, the reasons and its MIG instances; from NVML, or for emulated
  * GPUs healthy with the instances of the MIG tasks placed here. */
-json_t *gpu_health_json(const struct agent *a);
+json_t *gpu_health_json(struct agent *a);
 
 /* ---- client (client.c) ---- */
 

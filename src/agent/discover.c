@@ -14,6 +14,45 @@
 
 #include <string.h>
 
+/* GPUs per NVLink island when every island (connected group of the
+ * offered GPUs) has the same size, else 0 (allotd then sees one island). */
+static int islands(const struct nvml_gpu *gpus, int n, const struct agent_inventory *inv)
+{
+    int parent[AGENT_MAX_GPUS], size[AGENT_MAX_GPUS] = {0}, k = 0;
+
+    for (int i = 0; i < inv->n_gpus; i++)
+        parent[i] = i;
+    for (int i = 0; i < inv->n_gpus; i++)
+        for (int j = 0; j < n; j++) {
+            if (gpus[j].index != inv->gpus[i].nvml_index)
+                continue;
+            for (int p = 0; p < gpus[j].n_peers; p++)
+                for (int m = 0; m < inv->n_gpus; m++)
+                    if (inv->gpus[m].nvml_index == gpus[j].peers[p].index) {
+                        int a = i, b = m;
+                        while (parent[a] != a)
+                            a = parent[a];
+                        while (parent[b] != b)
+                            b = parent[b];
+                        parent[a] = b;
+                    }
+        }
+    for (int i = 0; i < inv->n_gpus; i++) {
+        int r = i;
+        while (parent[r] != r)
+            r = parent[r];
+        size[r]++;
+    }
+    for (int i = 0; i < inv->n_gpus; i++) {
+        if (!size[i])
+            continue;
+        if (k && size[i] != k)
+            return 0;
+        k = size[i];
+    }
+    return k == inv->n_gpus ? 0 : k;
+}
+
 int nvml_inventory(const char *lib, const struct allot_catalog *cat, struct agent_inventory *inv,
                    struct nvml **nv_out, char *err, size_t errlen)
 {
@@ -62,6 +101,7 @@ int nvml_inventory(const char *lib, const struct allot_catalog *cat, struct agen
     }
     if (n < 0)
         LOG_WARN("agent", "NVML cannot list the GPUs: %s", nvml_last_error(nv));
+    inv->island_size = islands(gpus, n < AGENT_MAX_GPUS ? n : AGENT_MAX_GPUS, inv);
     LOG_INFO("agent", "NVML: %d GPUs offered", inv->n_gpus);
     *nv_out = nv; /* kept for MIG and samples */
     allot_free(gpus);
@@ -83,9 +123,33 @@ void nvml_mig_enable_all(struct nvml *nv, const struct agent_inventory *inv)
 
 static const char *const verdicts[] = {"healthy", "degraded", "unhealthy"};
 
-json_t *gpu_health_json(const struct agent *a)
+/* Xid codes NVIDIA documents as needing a reset or the GPU's removal. */
+static bool xid_is_fatal(uint64_t x)
+{
+    static const uint64_t fatal[] = {48, 63, 64, 74, 79, 92, 94, 95, 119, 120};
+
+    for (size_t i = 0; i < sizeof(fatal) / sizeof(fatal[0]); i++)
+        if (x == fatal[i])
+            return true;
+    return false;
+}
+
+json_t *gpu_health_json(struct agent *a)
 {
     json_t *out = json_array();
+    struct nvml_xid ev[16];
+    int ne = a->nv ? nvml_events_poll(a->nv, ev, 16) : 0;
+
+    for (int e = 0; e < ne; e++)
+        for (int g = 0; g < a->inv.n_gpus; g++) {
+            size_t len = strlen(a->xids[g]);
+            if (a->inv.gpus[g].nvml_index != ev[e].index)
+                continue;
+            LOG_WARN("agent", "GPU %d: Xid %llu", g, (unsigned long long)ev[e].xid);
+            allot_fmt(a->xids[g] + len, sizeof(a->xids[g]) - len, "%sXid %llu", len ? ", " : "",
+                      (unsigned long long)ev[e].xid);
+            a->xid_fatal[g] |= xid_is_fatal(ev[e].xid);
+        }
     struct nvml_gpu *gpus = a->nv ? allot_calloc(AGENT_MAX_GPUS, sizeof(*gpus)) : NULL;
     int n = gpus ? nvml_devices(a->nv, gpus, AGENT_MAX_GPUS) : -1;
 
@@ -116,11 +180,18 @@ json_t *gpu_health_json(const struct agent *a)
                                                      json_object_get(d, "mig_start")));
             }
         }
-        json_array_append_new(
-            out,
-            json_pack("{s:i,s:s,s:s,s:s,s:s,s:o}", "index", i, "uuid", g->uuid, "model", g->model,
-                      "health", ng ? verdicts[ng->health <= 2 ? ng->health : 2] : "healthy", "text",
-                      ng ? ng->health_text : (a->inv.emulated ? "emulated" : "ok"), "mig", mig));
+        int v = ng ? (ng->health <= 2 ? (int)ng->health : 2) : 0;
+        char text[300];
+        if (a->xid_fatal[i])
+            v = 2;
+        else if (*a->xids[i] && v < 1)
+            v = 1;
+        allot_fmt(text, sizeof(text), "%s%s%s",
+                  ng ? ng->health_text : (a->inv.emulated ? "emulated" : "ok"),
+                  *a->xids[i] ? "; " : "", a->xids[i]);
+        json_array_append_new(out, json_pack("{s:i,s:s,s:s,s:s,s:s,s:o}", "index", i, "uuid",
+                                             g->uuid, "model", g->model, "health", verdicts[v],
+                                             "text", text, "mig", mig));
     }
     allot_free(gpus);
     return out;

@@ -156,8 +156,11 @@ json_t *inventory_json(const struct agent_config *cfg, const struct agent_invent
     for (int i = 0; i < inv->n_gpus; i++)
         json_array_append_new(
             gpus, json_pack("{s:s,s:s}", "model", inv->gpus[i].model, "uuid", inv->gpus[i].uuid));
-    return json_pack("{s:s,s:f,s:I,s:s,s:o,s:{s:s}}", "name", cfg->name, "cpus",
-                     (double)inv->cpu_milli / 1000.0, "memory", (json_int_t)inv->mem_mib,
-                     "gpu_mode", cfg->gpu_mode, "gpus", gpus, "labels", "allot.io/emulated",
-                     inv->emulated ? "true" : "false");
+    json_t *o = json_pack("{s:s,s:f,s:I,s:s,s:o,s:{s:s}}", "name", cfg->name, "cpus",
+                          (double)inv->cpu_milli / 1000.0, "memory", (json_int_t)inv->mem_mib,
+                          "gpu_mode", cfg->gpu_mode, "gpus", gpus, "labels", "allot.io/emulated",
+                          inv->emulated ? "true" : "false");
+    if (o && inv->island_size > 0)
+        json_object_set_new(o, "island_size", json_integer(inv->island_size));
+    return o;
 }

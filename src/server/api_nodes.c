@@ -33,8 +33,8 @@ static bool name_ok(const char *s)
 static int check_inventory(json_t *b, const struct allot_catalog *cat, int *n_gpus, char *err,
                            size_t errlen)
 {
-    static const char *const fields[] = {"name",     "cpus",   "memory", "gpus",
-                                         "gpu_mode", "labels", NULL};
+    static const char *const fields[] = {"name",     "cpus",   "memory",      "gpus",
+                                         "gpu_mode", "labels", "island_size", NULL};
     static const char *const gpu_fields[] = {"model", "uuid", NULL};
     json_t *v, *g, *gv;
     const char *k, *model = NULL;
@@ -75,6 +75,12 @@ static int check_inventory(json_t *b, const struct allot_catalog *cat, int *n_gp
             k),
             400;
     }
+    if ((v = json_object_get(b, "island_size")) &&
+        (!json_is_integer(v) || json_integer_value(v) < 0 ||
+         json_integer_value(v) > ALLOT_MAX_GPUS))
+        return allot_fmt(err, errlen, "field \"island_size\" must be an integer 0..%d",
+                         ALLOT_MAX_GPUS),
+               400;
     v = json_object_get(b, "gpus");
     if (v && !json_is_array(v))
         return allot_fmt(err, errlen, "field \"gpus\" must be an array"), 400;

@@ -96,6 +96,7 @@ static int add_node(struct loop *l, const char *name, const char *inventory, int
     ns.cpu_milli = (int64_t)llround(json_number_value(json_object_get(inv, "cpus")) * 1000);
     ns.mem_mib = json_integer_value(json_object_get(inv, "memory"));
     ns.n_gpus = (int)json_array_size(gpus);
+    ns.island_size = (int)json_integer_value(json_object_get(inv, "island_size"));
     if (ns.n_gpus)
         ns.model = json_string_value(json_object_get(json_array_get(gpus, 0), "model"));
     ns.gpu_mode = !mode || !strcmp(mode, "shared") ? ALLOT_GPU_SHARED

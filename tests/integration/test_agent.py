@@ -208,6 +208,20 @@ def test_nvml_discovery():
                            env=dict(os.environ, FAKE_NVML_CONFIG=conf))
         inv = json.loads(r.stdout)
         assert inv["register"]["gpus"] == gpus and len(inv["health"]) == 2, r
+        # NVLink islands (pairs here) and an Xid that needs a reset
+        with open(conf, "w") as f:
+            for i in range(4):
+                f.write('gpu name="NVIDIA H100 80GB HBM3" mem=81559 uuid=GPU-%d minor=%d\n'
+                        % (i, i))
+            f.write("nvlink 0 1 4\nnvlink 2 3 4\nxid 1 79\n")
+        r = subprocess.run([fx.AGENT, "--print-inventory", "--nvml-lib", lib, "--state-dir",
+                            fx.tempdir()], capture_output=True, text=True, timeout=20,
+                           env=dict(os.environ, FAKE_NVML_CONFIG=conf))
+        inv = json.loads(r.stdout)
+        assert inv["register"]["island_size"] == 2, inv
+        h = {g["index"]: g for g in inv["health"]}
+        assert h[1]["health"] == "unhealthy" and "Xid 79" in h[1]["text"], h
+        assert h[0]["health"] == "healthy", h
     finally:
         ag.stop()
         expect(dm.req("POST", "/v1/nodes/ag-nvml/cordon", token=dm.admin), 200)
