@@ -72,9 +72,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     *upload_len = 0;
     allot_fmt(bearer, sizeof(bearer), "Bearer %s", s->key);
-    if (!auth || strcmp(auth, bearer))
+    if (!auth || strcmp(auth, bearer) != 0)
         return reply(c, 401, "bad key\n", -1);
-    if (strcmp(method, "GET"))
+    if (strcmp(method, "GET") != 0)
         return reply(c, 405, "GET only\n", -1);
     if (sscanf(url, "/logs/%lld/%d%n", &job, &task, &n) != 2 || url[n] || job < 1 || task < 0)
         return reply(c, 404, "no such route\n", -1);

@@ -470,6 +470,7 @@ static int run_scrubber(const struct agent *a, int g, char *out, size_t len)
     ssize_t n, got = 0;
     pid_t pid;
 
+    *out = '\0';
     if (pipe2(fds, O_CLOEXEC) < 0)
         return -1;
     pid = fork();

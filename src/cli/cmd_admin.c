@@ -251,9 +251,9 @@ static int drain_wait(struct cli *c, const struct cli_args *a)
         json_array_foreach(json_object_get(r, "nodes"), i, x)
         {
             const char *name = json_string_value(json_object_get(x, "name"));
+            const char *st = json_string_value(json_object_get(x, "state"));
             for (size_t k = 0; k < a->n_pos; k++)
-                if (name && !strcmp(name, a->pos[k]) &&
-                    strcmp(json_string_value(json_object_get(x, "state")), "drained")) {
+                if (name && !strcmp(name, a->pos[k]) && (!st || strcmp(st, "drained") != 0)) {
                     left++;
                     tasks += (size_t)json_integer_value(json_object_get(x, "tasks"));
                 }

@@ -522,7 +522,7 @@ static int each_job(struct cli *c, int argc, char **argv, const struct cli_usage
     for (size_t i = 0; i < a.n_pos; i++) {
         char path[96];
         json_t *j = NULL;
-        long long id, index;
+        long long id = 0, index = -1;
 
         parse_id(a.pos[i], &id, &index);
         if (index >= 0 && !(id = member_id(cl, id, index))) {

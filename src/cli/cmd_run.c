@@ -48,7 +48,8 @@ static int stream(struct client *cl, long long id, long long task, bool follow, 
         if ((rc = get_job(cl, id, &job)) != CLI_OK)
             return rc;
         st = json_string_value(json_object_get(job, "state"));
-        if (!follow || (st && strcmp(st, "pending") && strcmp(st, "starting")) || jobs_terminal(st))
+        if (!follow || (st && strcmp(st, "pending") != 0 && strcmp(st, "starting") != 0) ||
+            jobs_terminal(st))
             break;
         sleep_ms(250);
     }
@@ -159,7 +160,7 @@ int cmd_run(struct cli *c, int argc, char **argv)
     const char *st = json_string_value(json_object_get(final, "state"));
     json_t *code = json_object_get(final, "exit_code");
     const char *why = json_string_value(json_object_get(final, "pending_reason"));
-    if (st && strcmp(st, "succeeded"))
+    if (st && strcmp(st, "succeeded") != 0)
         fprintf(stderr, "allot: job %lld %s%s%s\n", id, st, why ? ": " : "", why ? why : "");
     rc = json_is_integer(code)            ? (int)(json_integer_value(code) & 0xff)
          : st && !strcmp(st, "succeeded") ? 0

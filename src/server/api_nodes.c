@@ -402,7 +402,8 @@ int api_nodes_heartbeat(struct req *r)
             const char *u = json_string_value(json_object_get(x, "url"));
             const char *k = json_string_value(json_object_get(x, "key"));
             if (!json_is_object(x) || json_object_size(x) != 2 || !u || !k || strlen(u) > 256 ||
-                strlen(k) > 80 || (strncmp(u, "http://", 7) && strncmp(u, "https://", 8))) {
+                strlen(k) > 80 ||
+                (strncmp(u, "http://", 7) != 0 && strncmp(u, "https://", 8) != 0)) {
                 api_error(r, 400, "bad_request",
                           "field \"logs\": want {\"url\": \"http(s)://...\", \"key\": string}");
                 goto out;

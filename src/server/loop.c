@@ -1298,7 +1298,7 @@ json_t *loop_desired_wait(struct loop *l, const char *name, const char *known, i
         if (!a)
             a = json_array();
         node_version(a, version, vlen);
-        if (!known || wait_ms <= 0 || strcmp(version, known) || l->closing)
+        if (!known || wait_ms <= 0 || strcmp(version, known) != 0 || l->closing)
             break;
         if (!waiting) {
             if (l->waiters >= (l->srv->cfg.workers > 3 ? l->srv->cfg.workers - 2 : 1))

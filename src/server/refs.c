@@ -29,9 +29,9 @@ static int cmp_str(const void *a, const void *b)
 
 static void refs_clear(struct refs *r)
 {
-    for (size_t i = 0; i < r->n; i++)
+    for (size_t i = 0; r->tenants && i < r->n; i++)
         allot_free(r->tenants[i]);
-    for (size_t i = 0; i < r->n_classes; i++)
+    for (size_t i = 0; r->classes && i < r->n_classes; i++)
         allot_free(r->classes[i]);
     allot_free(r->tenants);
     allot_free(r->leaf);
