@@ -168,8 +168,9 @@ struct task {
     int exit_code; /* when EXITED: the exit status, or 128 + signal */
     char detail[160];
     bool reported_running, reported_end;
-    bool cancelled;    /* stopped because allotd no longer wants it */
-    unsigned gpu_mask; /* its GPUs (inventory indices) */
+    bool cancelled;     /* stopped because allotd no longer wants it */
+    unsigned gpu_mask;  /* its GPUs (inventory indices) */
+    int64_t runtime_ms; /* how long its process ran (-1: unknown) */
 };
 
 struct agent;

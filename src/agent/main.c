@@ -344,6 +344,12 @@ static json_t *reports(struct agent *a)
                 json_object_set_new(r, "exit_code", json_integer(bad ? bad->exit_code : 0));
             if (bad && *bad->detail)
                 json_object_set_new(r, "detail", json_string(bad->detail));
+            int64_t ran = -1; /* the longest task here */
+            for (size_t k = i; k < a->n_tasks; k++)
+                if (a->tasks[k].job == t->job && a->tasks[k].runtime_ms > ran)
+                    ran = a->tasks[k].runtime_ms;
+            if (ran >= 0)
+                json_object_set_new(r, "runtime_ms", json_integer(ran));
             json_array_append_new(out, r);
         } else if (running && !all_ended) {
             json_array_append_new(

@@ -31,6 +31,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static void task_dir(const struct agent *a, const struct task *t, char *buf, size_t len)
@@ -611,6 +612,8 @@ static void run_supervisor(const struct agent *a, const struct task *t, const ch
     signal(SIGTERM, SIG_IGN); /* the agent signals the task's group, not us */
     signal(SIGHUP, SIG_IGN);
     signal(SIGINT, SIG_IGN);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     pid = fork();
     if (pid == 0)
         run_child(a, t, argv, envp, u, workdir, log_fd);
@@ -624,10 +627,13 @@ static void run_supervisor(const struct agent *a, const struct task *t, const ch
     write_atomic(dir, "pid", text);
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    /* how it ended, and how long it ran (ms) */
+    long long ran = (long long)(t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
     if (WIFSIGNALED(status))
-        allot_fmt(text, sizeof(text), "signal %d\n", WTERMSIG(status));
+        allot_fmt(text, sizeof(text), "signal %d %lld\n", WTERMSIG(status), ran);
     else
-        allot_fmt(text, sizeof(text), "exit %d\n", WEXITSTATUS(status));
+        allot_fmt(text, sizeof(text), "exit %d %lld\n", WEXITSTATUS(status), ran);
     write_atomic(dir, "exit", text);
     _exit(0);
 }
@@ -648,6 +654,7 @@ int task_start(struct agent *a, json_t *d, struct task *t)
     pid_t sup;
 
     memset(t, 0, sizeof(*t));
+    t->runtime_ms = -1;
     t->job = json_integer_value(json_object_get(d, "job"));
     t->index = (int)json_integer_value(json_object_get(d, "task"));
     allot_fmt(t->key, sizeof(t->key), "%lld-%d", (long long)t->job, t->index);
@@ -812,8 +819,11 @@ static int read_pid(const char *dir, struct task *t, long long *start)
 static void read_exit(struct agent *a, const char *dir, struct task *t, const char *text)
 {
     int n = 0;
+    long long ran = -1;
 
     t->state = TASK_EXITED;
+    if (sscanf(text, "%*s %*d %lld", &ran) == 1)
+        t->runtime_ms = ran;
     if (sscanf(text, "signal %d", &n) == 1) {
         t->exit_code = 128 + n;
         allot_fmt(t->detail, sizeof(t->detail), "killed by signal %d (%s)", n, strsignal(n));
@@ -951,6 +961,7 @@ int task_adopt_all(struct agent *a, struct task **out)
             break;
         t.job = job;
         t.index = index;
+        t.runtime_ms = -1;
         allot_fmt(t.key, sizeof(t.key), "%lld-%d", job, index);
         allot_fmt(dir, sizeof(dir), "%s/%s", a->tasks_dir, t.key);
         t.started_ms = agent_now_ms();

@@ -290,10 +290,16 @@ static int job_report(struct allot_store *st, const char *node, json_t *rep, int
     } else if ((state == ALLOT_SJ_SUCCEEDED || state == ALLOT_SJ_FAILED ||
                 state == ALLOT_SJ_LOST) &&
                j.state != ALLOT_SJ_PENDING) {
+        json_t *rt = json_object_get(rep, "runtime_ms");
+        char evd[700];
+        /* the event says how long the job's processes ran, as the agent measured */
+        if (rt)
+            allot_fmt(evd, sizeof(evd), "%s%sran %.3f s", detail ? detail : "", detail ? "; " : "",
+                      (double)json_integer_value(rt) / 1000.0);
         struct allot_store_event ev = {.job_id = j.id,
                                        .time = now,
                                        .kind = (char *)allot_store_job_state_name(state),
-                                       .detail = (char *)detail};
+                                       .detail = rt ? evd : (char *)detail};
         j.state = state;
         j.end_time = now;
         j.has_exit_code = jx != NULL;
@@ -346,7 +352,8 @@ int api_nodes_heartbeat(struct req *r)
 {
     static const char *const fields[] = {"jobs",  "health", "usage", "wait_ms",
                                          "known", "logs",   NULL};
-    static const char *const job_fields[] = {"id", "state", "exit_code", "detail", NULL};
+    static const char *const job_fields[] = {"id",     "state",      "exit_code",
+                                             "detail", "runtime_ms", NULL};
     const char *name = r->params[0];
     struct allot_store_node n = {0};
     json_t *b = NULL, *jobs = NULL, *x;
@@ -379,6 +386,9 @@ int api_nodes_heartbeat(struct req *r)
                  st != ALLOT_SJ_LOST) ||
                 (json_object_get(x, "exit_code") &&
                  !json_is_integer(json_object_get(x, "exit_code"))) ||
+                (json_object_get(x, "runtime_ms") &&
+                 (!json_is_integer(json_object_get(x, "runtime_ms")) ||
+                  json_integer_value(json_object_get(x, "runtime_ms")) < 0)) ||
                 (json_object_get(x, "detail") &&
                  (!json_is_string(json_object_get(x, "detail")) ||
                   json_string_length(json_object_get(x, "detail")) > 512)))

@@ -64,9 +64,10 @@ def test_run_to_completion():
     assert "\n65534\n" in out, out  # nobody, never root
     assert "gpus=GPU-" in out and out.split("gpus=")[1].split()[0] == \
         out.split("nv=")[1].split()[0], out
-    kinds = [e["kind"] for e in expect(dm.req("GET", "/v1/jobs/%d/events" % jid,
-                                              token=dm.admin), 200)["events"]]
+    evs = expect(dm.req("GET", "/v1/jobs/%d/events" % jid, token=dm.admin), 200)["events"]
+    kinds = [e["kind"] for e in evs]
     assert kinds[:2] == ["submitted", "placed"] and kinds[-1] == "succeeded", kinds
+    assert evs[-1]["detail"].startswith("ran "), evs  # the run time the agent measured
 
 
 def test_exit_code_and_no_command():
