@@ -7,8 +7,21 @@
  *   FAKE_CUDA_LOG      file to append "memset UUID BYTES" and "done UUID
  *                      CLEARED_MIB" lines to, so a test sees what was cleared
  *   FAKE_CUDA_FAIL     "memset": cuMemsetD8 fails (CUDA_ERROR_UNKNOWN)
+ *   FAKE_CUDA_PITCH    row alignment of cuMemAllocPitch (default 1024)
+ *   FAKE_CUDA_PROC     "private": cuGetProcAddress answers cuMemAlloc with a
+ *                      function no symbol names (as drivers may), to test
+ *                      the shim's lookup by name
  * One context at a time; allocations count against its device's memory and
  * fail with CUDA_ERROR_OUT_OF_MEMORY beyond it. Not thread-safe.
+ *
+ * For liballot-cuda.so's tests (tests/shim) it also has every allocation
+ * family the shim counts (cuMemAlloc v1/v2, pitch, managed, async, pool,
+ * VMM cuMemCreate, arrays) with their frees, each allocation remembered so
+ * a free gives its bytes back and a free of an unknown pointer fails with
+ * CUDA_ERROR_INVALID_VALUE; cuGetProcAddress(_v2) answering from its own
+ * table; and fake_cuda_* helpers a test calls to see the driver's books.
+ * Build it with -Bsymbolic, as NVIDIA's driver is: its calls to itself must
+ * not reach the shim.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,22 +35,73 @@ typedef struct {
     char bytes[16];
 } CUuuid;
 
-#define CUDA_SUCCESS                0
-#define CUDA_ERROR_INVALID_VALUE    1
-#define CUDA_ERROR_OUT_OF_MEMORY    2
-#define CUDA_ERROR_NOT_INITIALIZED  3
-#define CUDA_ERROR_INVALID_CONTEXT  201
-#define CUDA_ERROR_INVALID_DEVICE   101
-#define CUDA_ERROR_UNKNOWN          999
+#define CUDA_SUCCESS               0
+#define CUDA_ERROR_INVALID_VALUE   1
+#define CUDA_ERROR_OUT_OF_MEMORY   2
+#define CUDA_ERROR_NOT_INITIALIZED 3
+#define CUDA_ERROR_INVALID_CONTEXT 201
+#define CUDA_ERROR_INVALID_DEVICE  101
+#define CUDA_ERROR_NOT_FOUND       500
+#define CUDA_ERROR_UNKNOWN         999
 
 #define MAX_DEV 16
 
 static char uuids[MAX_DEV][64];
 static int n_dev = -1;
 static size_t mem_bytes;
-static int cur = -1;                 /* device of the context, -1: none */
+static int cur = -1; /* device of the context, -1: none */
 static size_t used, cleared;
 static unsigned long long next_ptr = 0x100000;
+
+/* the live allocations, so frees give their bytes back */
+#define MAX_ALLOCS 8192
+static struct {
+    unsigned long long key;
+    size_t size;
+    char kind; /* 'p' pointer, 'h' VMM handle, 'a' array */
+} allocs[MAX_ALLOCS];
+static int n_allocs;
+static unsigned long long next_handle = 1;
+
+/* Takes size bytes of the context's device; *key gets a fresh pointer,
+ * handle or array of kind. */
+static CUresult fake_alloc(unsigned long long *key, size_t size, char kind)
+{
+    if (!key)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (cur < 0)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (!size)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (size > mem_bytes - used || n_allocs == MAX_ALLOCS)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    used += size;
+    if (kind == 'p') {
+        *key = next_ptr;
+        next_ptr += (size + 255) & ~(size_t)255;
+    } else {
+        *key = next_handle++ * 16;
+    }
+    allocs[n_allocs].key = *key;
+    allocs[n_allocs].size = size;
+    allocs[n_allocs++].kind = kind;
+    return CUDA_SUCCESS;
+}
+
+/* Gives back the allocation key of kind; CUDA_ERROR_INVALID_VALUE if unknown. */
+static CUresult fake_free(unsigned long long key, char kind)
+{
+    if (cur < 0)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    for (int i = 0; i < n_allocs; i++) {
+        if (allocs[i].key == key && allocs[i].kind == kind) {
+            used -= allocs[i].size;
+            allocs[i] = allocs[--n_allocs];
+            return CUDA_SUCCESS;
+        }
+    }
+    return CUDA_ERROR_INVALID_VALUE;
+}
 
 static void load(void)
 {
@@ -135,6 +199,7 @@ CUresult cuCtxCreate_v2(CUcontext *c, unsigned flags, CUdevice d)
         return CUDA_ERROR_INVALID_DEVICE;
     cur = d;
     used = cleared = 0;
+    n_allocs = 0;
     *c = (CUcontext)(unsigned long)(d + 1);
     return CUDA_SUCCESS;
 }
@@ -162,16 +227,7 @@ CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total)
 CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t size);
 CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t size)
 {
-    if (cur < 0)
-        return CUDA_ERROR_INVALID_CONTEXT;
-    if (!size)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (size > mem_bytes - used)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    used += size;
-    *p = next_ptr;
-    next_ptr += size;
-    return CUDA_SUCCESS;
+    return fake_alloc(p, size, 'p');
 }
 
 CUresult cuMemsetD8_v2(CUdeviceptr p, unsigned char v, size_t n);
@@ -190,15 +246,338 @@ CUresult cuMemsetD8_v2(CUdeviceptr p, unsigned char v, size_t n)
     return CUDA_SUCCESS;
 }
 
-CUresult cuMemFree_v2(CUdeviceptr p);
-CUresult cuMemFree_v2(CUdeviceptr p)
-{
-    (void)p;
-    return cur < 0 ? CUDA_ERROR_INVALID_CONTEXT : CUDA_SUCCESS;
-}
-
 CUresult cuCtxSynchronize(void);
 CUresult cuCtxSynchronize(void)
 {
     return cur < 0 ? CUDA_ERROR_INVALID_CONTEXT : CUDA_SUCCESS;
+}
+
+CUresult cuMemFree_v2(CUdeviceptr p);
+CUresult cuMemFree_v2(CUdeviceptr p)
+{
+    return fake_free(p, 'p');
+}
+
+/* ---- what liballot-cuda.so's tests use beyond the scrubber ---------------- */
+
+/* The driver's own books, for tests: bytes in use on the context's device. */
+size_t fake_cuda_used(void);
+size_t fake_cuda_used(void)
+{
+    return used;
+}
+
+/* An allocation no hooked function made (the shim cannot know it). */
+CUresult fake_cuda_alloc_raw(CUdeviceptr *p, size_t size);
+CUresult fake_cuda_alloc_raw(CUdeviceptr *p, size_t size)
+{
+    return fake_alloc(p, size, 'p');
+}
+
+CUresult cuCtxGetDevice(CUdevice *d);
+CUresult cuCtxGetDevice(CUdevice *d)
+{
+    if (!d)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (cur < 0)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    *d = cur;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice d);
+CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice d)
+{
+    if (!bytes)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (d < 0 || d >= n_dev)
+        return CUDA_ERROR_INVALID_DEVICE;
+    *bytes = mem_bytes;
+    return CUDA_SUCCESS;
+}
+
+/* the 32-bit API of CUDA < 3.2 */
+CUresult cuMemAlloc(unsigned int *p, unsigned int size);
+CUresult cuMemAlloc(unsigned int *p, unsigned int size)
+{
+    unsigned long long k;
+    CUresult r;
+
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    r = fake_alloc(&k, size, 'p');
+    if (r == CUDA_SUCCESS)
+        *p = (unsigned int)k;
+    return r;
+}
+
+CUresult cuMemFree(unsigned int p);
+CUresult cuMemFree(unsigned int p)
+{
+    return fake_free(p, 'p');
+}
+
+CUresult cuMemAllocPitch_v2(CUdeviceptr *p, size_t *pitch, size_t width, size_t height,
+                            unsigned elem);
+CUresult cuMemAllocPitch_v2(CUdeviceptr *p, size_t *pitch, size_t width, size_t height,
+                            unsigned elem)
+{
+    const char *a = getenv("FAKE_CUDA_PITCH");
+    size_t align = a ? strtoull(a, NULL, 10) : 1024;
+    size_t row;
+
+    (void)elem;
+    if (!p || !pitch || !width || !height || !align)
+        return CUDA_ERROR_INVALID_VALUE;
+    row = (width + align - 1) / align * align;
+    if (height > (size_t)-1 / row)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *pitch = row;
+    return fake_alloc(p, row * height, 'p');
+}
+
+CUresult cuMemAllocManaged(CUdeviceptr *p, size_t size, unsigned flags);
+CUresult cuMemAllocManaged(CUdeviceptr *p, size_t size, unsigned flags)
+{
+    (void)flags;
+    return fake_alloc(p, size, 'p');
+}
+
+typedef struct CUstream_st *CUstream;
+typedef struct CUmemPoolHandle_st *CUmemoryPool;
+
+CUresult cuMemAllocAsync(CUdeviceptr *p, size_t size, CUstream s);
+CUresult cuMemAllocAsync(CUdeviceptr *p, size_t size, CUstream s)
+{
+    (void)s;
+    return fake_alloc(p, size, 'p');
+}
+
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr *p, size_t size, CUstream s);
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr *p, size_t size, CUstream s)
+{
+    (void)s;
+    return fake_alloc(p, size, 'p');
+}
+
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr *p, size_t size, CUmemoryPool pool, CUstream s);
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr *p, size_t size, CUmemoryPool pool, CUstream s)
+{
+    (void)pool;
+    (void)s;
+    return fake_alloc(p, size, 'p');
+}
+
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *p, size_t size, CUmemoryPool pool, CUstream s);
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *p, size_t size, CUmemoryPool pool, CUstream s)
+{
+    (void)pool;
+    (void)s;
+    return fake_alloc(p, size, 'p');
+}
+
+CUresult cuMemFreeAsync(CUdeviceptr p, CUstream s);
+CUresult cuMemFreeAsync(CUdeviceptr p, CUstream s)
+{
+    (void)s;
+    return fake_free(p, 'p');
+}
+
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr p, CUstream s);
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr p, CUstream s)
+{
+    (void)s;
+    return fake_free(p, 'p');
+}
+
+typedef struct {
+    int type;
+    int requestedHandleTypes;
+    struct {
+        int type; /* 1: device */
+        int id;
+    } location;
+    void *win32HandleMetaData;
+    unsigned char allocFlags[8];
+} CUmemAllocationProp;
+
+CUresult cuMemCreate(unsigned long long *h, size_t size, const CUmemAllocationProp *prop,
+                     unsigned long long flags);
+CUresult cuMemCreate(unsigned long long *h, size_t size, const CUmemAllocationProp *prop,
+                     unsigned long long flags)
+{
+    (void)flags;
+    if (!prop)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (prop->location.type == 1 && (prop->location.id < 0 || prop->location.id >= n_dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    return fake_alloc(h, size, 'h');
+}
+
+CUresult cuMemRelease(unsigned long long h);
+CUresult cuMemRelease(unsigned long long h)
+{
+    return fake_free(h, 'h');
+}
+
+typedef struct CUarray_st *CUarray;
+typedef struct {
+    size_t Width, Height;
+    int Format;
+    unsigned NumChannels;
+} CUDA_ARRAY_DESCRIPTOR;
+typedef struct {
+    size_t Width, Height, Depth;
+    int Format;
+    unsigned NumChannels, Flags;
+} CUDA_ARRAY3D_DESCRIPTOR;
+
+static size_t format_bytes(int f)
+{
+    return f == 0x01 || f == 0x08 ? 1 : f == 0x02 || f == 0x09 || f == 0x10 ? 2 : 4;
+}
+
+static CUresult array_new(CUarray *a, size_t w, size_t h, size_t d, int f, unsigned ch)
+{
+    unsigned long long k;
+    CUresult r;
+
+    if (!a || !w)
+        return CUDA_ERROR_INVALID_VALUE;
+    r = fake_alloc(&k, w * (h ? h : 1) * (d ? d : 1) * (ch ? ch : 1) * format_bytes(f), 'a');
+    if (r == CUDA_SUCCESS)
+        *a = (CUarray)(unsigned long)k;
+    return r;
+}
+
+CUresult cuArrayCreate_v2(CUarray *a, const CUDA_ARRAY_DESCRIPTOR *d);
+CUresult cuArrayCreate_v2(CUarray *a, const CUDA_ARRAY_DESCRIPTOR *d)
+{
+    if (!d)
+        return CUDA_ERROR_INVALID_VALUE;
+    return array_new(a, d->Width, d->Height, 1, d->Format, d->NumChannels);
+}
+
+CUresult cuArray3DCreate_v2(CUarray *a, const CUDA_ARRAY3D_DESCRIPTOR *d);
+CUresult cuArray3DCreate_v2(CUarray *a, const CUDA_ARRAY3D_DESCRIPTOR *d)
+{
+    if (!d)
+        return CUDA_ERROR_INVALID_VALUE;
+    return array_new(a, d->Width, d->Height, d->Depth, d->Format, d->NumChannels);
+}
+
+CUresult cuArrayDestroy(CUarray a);
+CUresult cuArrayDestroy(CUarray a)
+{
+    return fake_free((unsigned long long)(unsigned long)a, 'a');
+}
+
+CUresult cuMemGetInfo(unsigned *free_b, unsigned *total);
+CUresult cuMemGetInfo(unsigned *free_b, unsigned *total)
+{
+    size_t f, t;
+    CUresult r = cuMemGetInfo_v2(&f, &t);
+
+    if (r == CUDA_SUCCESS) {
+        *free_b = f > 0xffffffffu ? 0xffffffffu : (unsigned)f;
+        *total = t > 0xffffffffu ? 0xffffffffu : (unsigned)t;
+    }
+    return r;
+}
+
+/* cuMemAlloc as FAKE_CUDA_PROC=private hands it out: no symbol names it */
+static CUresult private_alloc(CUdeviceptr *p, size_t size)
+{
+    return fake_alloc(p, size, 'p');
+}
+
+CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, unsigned long long flags);
+CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, unsigned long long flags,
+                             int *status);
+
+#define FN(name)                                                                                   \
+    {                                                                                              \
+#name, (void *)name                                                                        \
+    }
+static const struct {
+    const char *name;
+    void *fn;
+} procs[] = {
+    FN(cuInit),
+    FN(cuDeviceGetCount),
+    FN(cuDeviceGet),
+    FN(cuDeviceGetUuid),
+    FN(cuDeviceGetUuid_v2),
+    FN(cuCtxCreate_v2),
+    FN(cuCtxDestroy_v2),
+    FN(cuCtxGetDevice),
+    FN(cuCtxSynchronize),
+    FN(cuDeviceTotalMem_v2),
+    FN(cuMemGetInfo),
+    FN(cuMemGetInfo_v2),
+    FN(cuMemAlloc),
+    FN(cuMemAlloc_v2),
+    FN(cuMemAllocPitch_v2),
+    FN(cuMemAllocManaged),
+    FN(cuMemAllocAsync),
+    FN(cuMemAllocAsync_ptsz),
+    FN(cuMemAllocFromPoolAsync),
+    FN(cuMemAllocFromPoolAsync_ptsz),
+    FN(cuMemFree),
+    FN(cuMemFree_v2),
+    FN(cuMemFreeAsync),
+    FN(cuMemFreeAsync_ptsz),
+    FN(cuMemCreate),
+    FN(cuMemRelease),
+    FN(cuMemsetD8_v2),
+    FN(cuArrayCreate_v2),
+    FN(cuArray3DCreate_v2),
+    FN(cuArrayDestroy),
+    FN(cuGetProcAddress),
+    FN(cuGetProcAddress_v2),
+};
+#undef FN
+
+static void *proc_named(const char *name)
+{
+    for (size_t i = 0; i < sizeof(procs) / sizeof(procs[0]); i++)
+        if (!strcmp(procs[i].name, name))
+            return procs[i].fn;
+    return NULL;
+}
+
+/* As the driver does: the per-thread flavour when asked for, else the
+ * newest _v2 the version reaches (CUDA 3.2, 12.0 for cuGetProcAddress),
+ * else the plain name. */
+CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, unsigned long long flags,
+                             int *status)
+{
+    const char *mode = getenv("FAKE_CUDA_PROC");
+    char name[128];
+    void *f = NULL;
+
+    if (!symbol || !pfn || strlen(symbol) > 100)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (flags & 2) {
+        snprintf(name, sizeof(name), "%s_ptsz", symbol);
+        f = proc_named(name);
+    }
+    if (!f) {
+        snprintf(name, sizeof(name), "%s_v2", symbol);
+        if (version >= (strcmp(symbol, "cuGetProcAddress") ? 3020 : 12000))
+            f = proc_named(name);
+    }
+    if (!f)
+        f = proc_named(symbol);
+    if (f == (void *)cuMemAlloc_v2 && mode && !strcmp(mode, "private"))
+        f = (void *)private_alloc;
+    *pfn = f;
+    if (status)
+        *status = f ? 0 : 1;
+    return f ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+}
+
+CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, unsigned long long flags)
+{
+    return cuGetProcAddress_v2(symbol, pfn, version, flags, NULL);
 }

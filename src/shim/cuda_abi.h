@@ -1,0 +1,96 @@
+/*
+ * The slice of the CUDA driver ABI that liballot-cuda.so hooks, written
+ * out here so the shim builds without NVIDIA's headers. Every type and
+ * constant matches cuda.h (checked against CUDA 13.0's header; the layouts
+ * used have not changed since CUDA 10.2). Names are CUDA's own, so code
+ * reads like the driver documentation; nothing here is exported.
+ *
+ * cuda.h is deliberately not included: it #defines cuMemAlloc to
+ * cuMemAlloc_v2 and so on, and the shim must define the plain and the
+ * versioned symbols side by side.
+ */
+#ifndef ALLOT_SHIM_CUDA_ABI_H
+#define ALLOT_SHIM_CUDA_ABI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef unsigned long long CUdeviceptr;
+typedef unsigned int CUdeviceptr_v1; /* the 32-bit pointers of CUDA < 3.2 */
+typedef unsigned long long CUmemGenericAllocationHandle;
+typedef uint64_t cuuint64_t;
+typedef struct CUctx_st *CUcontext;
+typedef struct CUstream_st *CUstream;
+typedef struct CUarray_st *CUarray;
+typedef struct CUmemPoolHandle_st *CUmemoryPool;
+typedef int CUdriverProcAddressQueryResult;
+
+#define CUDA_SUCCESS               0
+#define CUDA_ERROR_INVALID_VALUE   1
+#define CUDA_ERROR_OUT_OF_MEMORY   2
+#define CUDA_ERROR_NOT_INITIALIZED 3
+#define CUDA_ERROR_INVALID_DEVICE  101
+#define CUDA_ERROR_INVALID_CONTEXT 201
+#define CUDA_ERROR_NOT_FOUND       500
+#define CUDA_ERROR_NOT_SUPPORTED   801
+#define CUDA_ERROR_UNKNOWN         999
+
+/* cuGetProcAddress flags and query results */
+#define CU_GET_PROC_ADDRESS_DEFAULT                   0
+#define CU_GET_PROC_ADDRESS_LEGACY_STREAM             (1 << 0)
+#define CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM (1 << 1)
+#define CU_GET_PROC_ADDRESS_SUCCESS                   0
+#define CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND          1
+
+#define CU_MEM_LOCATION_TYPE_DEVICE 1
+
+typedef struct {
+    int type; /* CUmemLocationType */
+    int id;
+} CUmemLocation;
+
+/* CUmemAllocationProp: only the leading fields the shim reads are named;
+ * the rest of the caller's structure is never touched. */
+typedef struct {
+    int type;                 /* CUmemAllocationType */
+    int requestedHandleTypes; /* CUmemAllocationHandleType */
+    CUmemLocation location;
+    void *win32HandleMetaData;
+    unsigned char allocFlags[8];
+} CUmemAllocationProp;
+
+typedef struct {
+    size_t Width;
+    size_t Height;
+    int Format; /* CUarray_format */
+    unsigned int NumChannels;
+} CUDA_ARRAY_DESCRIPTOR;
+
+typedef struct {
+    unsigned int Width;
+    unsigned int Height;
+    int Format;
+    unsigned int NumChannels;
+} CUDA_ARRAY_DESCRIPTOR_v1;
+
+typedef struct {
+    size_t Width;
+    size_t Height;
+    size_t Depth;
+    int Format;
+    unsigned int NumChannels;
+    unsigned int Flags;
+} CUDA_ARRAY3D_DESCRIPTOR;
+
+typedef struct {
+    unsigned int Width;
+    unsigned int Height;
+    unsigned int Depth;
+    int Format;
+    unsigned int NumChannels;
+    unsigned int Flags;
+} CUDA_ARRAY3D_DESCRIPTOR_v1;
+
+#endif

@@ -1,0 +1,545 @@
+/*
+ * The exported cu* hooks of liballot-cuda.so (docs/shim.md). Each hook
+ * checks its arguments, reserves the bytes against the cap (account.c),
+ * calls the driver's own function and then records the allocation in the
+ * table (table.c), or gives the reservation back when the driver refused.
+ * Frees take the record out first and put it back if the driver refuses,
+ * so a pointer the driver hands out again right away is never seen twice;
+ * a pointer the shim does not know is still passed to the driver.
+ *
+ * Errors are CUresult codes: CUDA_ERROR_INVALID_VALUE for a NULL output
+ * pointer, CUDA_ERROR_OUT_OF_MEMORY over the cap, CUDA_ERROR_NOT_INITIALIZED
+ * when the driver could not be loaded, CUDA_ERROR_NOT_FOUND when it lacks
+ * the function. Sizes of zero are the driver's business: passed through
+ * uncounted.
+ */
+#include <stdint.h>
+
+#include "shim.h"
+
+#define REAL(name) ((__typeof__(&name))shim_real(SHIM_FN_##name))
+
+/* Pitch the estimate assumes before the driver says (it aligns rows to at
+ * most this on every GPU so far); a larger real pitch is reserved after. */
+#define PITCH_GUESS 512u
+
+static CUresult missing(void)
+{
+    return shim_driver_loaded() ? CUDA_ERROR_NOT_FOUND : CUDA_ERROR_NOT_INITIALIZED;
+}
+
+static uint64_t mul_sat(uint64_t a, uint64_t b)
+{
+    uint64_t r;
+
+    return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
+static CUresult current_device(int *dev)
+{
+    typedef CUresult (*get_fn)(CUdevice *);
+    get_fn get = (get_fn)shim_real(SHIM_FN_cuCtxGetDevice);
+
+    if (!get)
+        return missing();
+    return get(dev);
+}
+
+/* Reserves bytes on the calling thread's current device. OUT *dev. */
+static CUresult begin(int *dev, uint64_t bytes)
+{
+    CUresult rc = current_device(dev);
+
+    return rc != CUDA_SUCCESS ? rc : shim_reserve(*dev, bytes);
+}
+
+static void undo_ptr(uint64_t key)
+{
+    __typeof__(&cuMemFree_v2) f = REAL(cuMemFree_v2);
+
+    if (f)
+        f((CUdeviceptr)key);
+}
+
+static void undo_handle(uint64_t key)
+{
+    __typeof__(&cuMemRelease) f = REAL(cuMemRelease);
+
+    if (f)
+        f((CUmemGenericAllocationHandle)key);
+}
+
+static void undo_array(uint64_t key)
+{
+    __typeof__(&cuArrayDestroy) f = REAL(cuArrayDestroy);
+
+    if (f)
+        f((CUarray)(uintptr_t)key);
+}
+
+/*
+ * After the driver answered rc to an allocation that reserved bytes on
+ * dev: records (key, space) on success, gives the bytes back otherwise.
+ * When the table cannot take the record the allocation is undone, so the
+ * books never miss memory, and the caller sees CUDA_ERROR_OUT_OF_MEMORY.
+ */
+static CUresult settle(CUresult rc, int dev, uint64_t bytes, int space, uint64_t key,
+                       void (*undo)(uint64_t))
+{
+    struct shim_alloc a = {.key = key, .bytes = bytes, .dev = dev, .space = (uint8_t)space};
+
+    if (rc != CUDA_SUCCESS) {
+        shim_release(dev, bytes);
+        return rc;
+    }
+    if (!shim_table_put(&shim_allocs, &a)) {
+        undo(key);
+        shim_release(dev, bytes);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return CUDA_SUCCESS;
+}
+
+/*
+ * Frees (key, space) through call's answer: the record comes out first and
+ * goes back if the driver refuses. Returns the driver's answer.
+ */
+static CUresult forget(CUresult (*call)(uint64_t, void *), void *arg, uint64_t key, int space)
+{
+    struct shim_alloc a;
+    bool known = shim_table_take(&shim_allocs, key, space, &a);
+    CUresult rc = call(key, arg);
+
+    if (known) {
+        if (rc == CUDA_SUCCESS)
+            shim_release(a.dev, a.bytes);
+        else
+            shim_table_put(&shim_allocs, &a);
+    }
+    return rc;
+}
+
+/* ---- cuMemAlloc and its relatives: one device pointer per call ----------- */
+
+CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+    __typeof__(&cuMemAlloc_v2) real = REAL(cuMemAlloc_v2);
+    CUresult rc;
+    int dev;
+
+    if (!real)
+        return missing();
+    if (!dptr)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!bytesize)
+        return real(dptr, bytesize);
+    if ((rc = begin(&dev, bytesize)) != CUDA_SUCCESS)
+        return rc;
+    rc = real(dptr, bytesize);
+    return settle(rc, dev, bytesize, SHIM_SPACE_PTR, rc ? 0 : *dptr, undo_ptr);
+}
+
+static void undo_ptr_v1(uint64_t key)
+{
+    __typeof__(&cuMemFree) f = REAL(cuMemFree);
+
+    if (f)
+        f((CUdeviceptr_v1)key);
+}
+
+/* The 32-bit API of CUDA < 3.2, still exported by drivers. */
+CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
+{
+    __typeof__(&cuMemAlloc) real = REAL(cuMemAlloc);
+    CUresult rc;
+    int dev;
+
+    if (!real)
+        return missing();
+    if (!dptr)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!bytesize)
+        return real(dptr, bytesize);
+    if ((rc = begin(&dev, bytesize)) != CUDA_SUCCESS)
+        return rc;
+    rc = real(dptr, bytesize);
+    return settle(rc, dev, bytesize, SHIM_SPACE_PTR, rc ? 0 : *dptr, undo_ptr_v1);
+}
+
+CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
+                            unsigned int elem)
+{
+    __typeof__(&cuMemAllocPitch_v2) real = REAL(cuMemAllocPitch_v2);
+    uint64_t guess, actual;
+    CUresult rc;
+    int dev;
+
+    if (!real)
+        return missing();
+    if (!dptr || !pitch)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!width || !height)
+        return real(dptr, pitch, width, height, elem);
+    guess = mul_sat(((uint64_t)width + PITCH_GUESS - 1) / PITCH_GUESS * PITCH_GUESS, height);
+    if ((rc = begin(&dev, guess)) != CUDA_SUCCESS)
+        return rc;
+    rc = real(dptr, pitch, width, height, elem);
+    if (rc != CUDA_SUCCESS)
+        return settle(rc, dev, guess, SHIM_SPACE_PTR, 0, undo_ptr);
+    /* what the rows really take: the driver's pitch times the height */
+    actual = mul_sat(*pitch, height);
+    if (actual > guess && shim_reserve(dev, actual - guess) != CUDA_SUCCESS) {
+        undo_ptr(*dptr);
+        shim_release(dev, guess);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (actual < guess)
+        shim_release(dev, guess - actual);
+    return settle(rc, dev, actual, SHIM_SPACE_PTR, *dptr, undo_ptr);
+}
+
+CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+{
+    __typeof__(&cuMemAllocManaged) real = REAL(cuMemAllocManaged);
+    CUresult rc;
+    int dev;
+
+    if (!real)
+        return missing();
+    if (!dptr)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!bytesize)
+        return real(dptr, bytesize, flags);
+    /* counted in full on the current device: it may all migrate there */
+    if ((rc = begin(&dev, bytesize)) != CUDA_SUCCESS)
+        return rc;
+    rc = real(dptr, bytesize, flags);
+    return settle(rc, dev, bytesize, SHIM_SPACE_PTR, rc ? 0 : *dptr, undo_ptr);
+}
+
+/*
+ * Stream-ordered allocations are counted on the calling thread's current
+ * device when they are requested and given back when their free is
+ * requested; cuMemAllocAsync and its _ptsz twin differ only in the real
+ * function called.
+ */
+static CUresult alloc_async(enum shim_fn f, CUdeviceptr *dptr, size_t bytesize, CUstream s)
+{
+    CUresult (*real)(CUdeviceptr *, size_t, CUstream) =
+        (CUresult(*)(CUdeviceptr *, size_t, CUstream))shim_real(f);
+    CUresult rc;
+    int dev;
+
+    if (!real)
+        return missing();
+    if (!dptr)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!bytesize)
+        return real(dptr, bytesize, s);
+    if ((rc = begin(&dev, bytesize)) != CUDA_SUCCESS)
+        return rc;
+    rc = real(dptr, bytesize, s);
+    return settle(rc, dev, bytesize, SHIM_SPACE_PTR, rc ? 0 : *dptr, undo_ptr);
+}
+
+CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream s)
+{
+    return alloc_async(SHIM_FN_cuMemAllocAsync, dptr, bytesize, s);
+}
+
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream s)
+{
+    return alloc_async(SHIM_FN_cuMemAllocAsync_ptsz, dptr, bytesize, s);
+}
+
+static CUresult alloc_pool(enum shim_fn f, CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                           CUstream s)
+{
+    CUresult (*real)(CUdeviceptr *, size_t, CUmemoryPool, CUstream) =
+        (CUresult(*)(CUdeviceptr *, size_t, CUmemoryPool, CUstream))shim_real(f);
+    CUresult rc;
+    int dev;
+
+    if (!real)
+        return missing();
+    if (!dptr)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!bytesize)
+        return real(dptr, bytesize, pool, s);
+    if ((rc = begin(&dev, bytesize)) != CUDA_SUCCESS)
+        return rc;
+    rc = real(dptr, bytesize, pool, s);
+    return settle(rc, dev, bytesize, SHIM_SPACE_PTR, rc ? 0 : *dptr, undo_ptr);
+}
+
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream s)
+{
+    return alloc_pool(SHIM_FN_cuMemAllocFromPoolAsync, dptr, bytesize, pool, s);
+}
+
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                      CUstream s)
+{
+    return alloc_pool(SHIM_FN_cuMemAllocFromPoolAsync_ptsz, dptr, bytesize, pool, s);
+}
+
+/* ---- frees ------------------------------------------------------------------ */
+
+static CUresult call_free_v2(uint64_t key, void *fn)
+{
+    return ((__typeof__(&cuMemFree_v2))fn)((CUdeviceptr)key);
+}
+
+static CUresult call_free_v1(uint64_t key, void *fn)
+{
+    return ((__typeof__(&cuMemFree))fn)((CUdeviceptr_v1)key);
+}
+
+CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+    void *real = shim_real(SHIM_FN_cuMemFree_v2);
+
+    return real ? forget(call_free_v2, real, dptr, SHIM_SPACE_PTR) : missing();
+}
+
+CUresult cuMemFree(CUdeviceptr_v1 dptr)
+{
+    void *real = shim_real(SHIM_FN_cuMemFree);
+
+    return real ? forget(call_free_v1, real, dptr, SHIM_SPACE_PTR) : missing();
+}
+
+struct free_async_arg {
+    CUresult (*fn)(CUdeviceptr, CUstream);
+    CUstream s;
+};
+
+static CUresult call_free_async(uint64_t key, void *arg)
+{
+    struct free_async_arg *a = arg;
+
+    return a->fn((CUdeviceptr)key, a->s);
+}
+
+static CUresult free_async(enum shim_fn f, CUdeviceptr dptr, CUstream s)
+{
+    struct free_async_arg a = {(CUresult(*)(CUdeviceptr, CUstream))shim_real(f), s};
+
+    return a.fn ? forget(call_free_async, &a, dptr, SHIM_SPACE_PTR) : missing();
+}
+
+CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s)
+{
+    return free_async(SHIM_FN_cuMemFreeAsync, dptr, s);
+}
+
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream s)
+{
+    return free_async(SHIM_FN_cuMemFreeAsync_ptsz, dptr, s);
+}
+
+/* ---- virtual memory management: physical allocations by handle ---------- */
+
+CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+                     const CUmemAllocationProp *prop, unsigned long long flags)
+{
+    __typeof__(&cuMemCreate) real = REAL(cuMemCreate);
+    CUresult rc;
+    int dev;
+
+    if (!real)
+        return missing();
+    if (!handle || !prop)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* host and host-NUMA locations are not GPU memory */
+    if (!size || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+        return real(handle, size, prop, flags);
+    dev = prop->location.id;
+    if ((rc = shim_reserve(dev, size)) != CUDA_SUCCESS)
+        return rc;
+    rc = real(handle, size, prop, flags);
+    return settle(rc, dev, size, SHIM_SPACE_HANDLE, rc ? 0 : *handle, undo_handle);
+}
+
+static CUresult call_release(uint64_t key, void *fn)
+{
+    return ((__typeof__(&cuMemRelease))fn)((CUmemGenericAllocationHandle)key);
+}
+
+CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+    void *real = shim_real(SHIM_FN_cuMemRelease);
+
+    return real ? forget(call_release, real, handle, SHIM_SPACE_HANDLE) : missing();
+}
+
+/* ---- arrays: sized from their descriptors ---------------------------------- */
+
+/* Bytes of one channel of format (CUarray_format); rounded up for packed
+ * and block-compressed formats, 4 for formats this table does not know. */
+static uint64_t channel_bytes(int format)
+{
+    switch (format) {
+    case 0x01: /* UNSIGNED_INT8 */
+    case 0x08: /* SIGNED_INT8 */
+    case 0xc0: /* UNORM_INT8X1 ... */
+    case 0xc1:
+    case 0xc2:
+    case 0xc6: /* SNORM_INT8X1 ... */
+    case 0xc7:
+    case 0xc8:
+        return 1;
+    case 0x02: /* UNSIGNED_INT16 */
+    case 0x09: /* SIGNED_INT16 */
+    case 0x10: /* HALF */
+    case 0xc3: /* UNORM_INT16X1 ... */
+    case 0xc4:
+    case 0xc5:
+    case 0xc9: /* SNORM_INT16X1 ... */
+    case 0xca:
+    case 0xcb:
+        return 2;
+    default:
+        return 4;
+    }
+}
+
+static uint64_t array_bytes(size_t w, size_t h, size_t d, int format, unsigned channels)
+{
+    uint64_t n = mul_sat(w, h ? h : 1);
+
+    n = mul_sat(n, d ? d : 1);
+    n = mul_sat(n, channels ? channels : 1);
+    return mul_sat(n, channel_bytes(format));
+}
+
+CUresult cuArrayCreate_v2(CUarray *arr, const CUDA_ARRAY_DESCRIPTOR *desc)
+{
+    __typeof__(&cuArrayCreate_v2) real = REAL(cuArrayCreate_v2);
+    uint64_t bytes;
+    CUresult rc;
+    int dev;
+
+    if (!real)
+        return missing();
+    if (!arr || !desc)
+        return CUDA_ERROR_INVALID_VALUE;
+    bytes = array_bytes(desc->Width, desc->Height, 1, desc->Format, desc->NumChannels);
+    if ((rc = begin(&dev, bytes)) != CUDA_SUCCESS)
+        return rc;
+    rc = real(arr, desc);
+    return settle(rc, dev, bytes, SHIM_SPACE_ARRAY, rc ? 0 : (uint64_t)(uintptr_t)*arr, undo_array);
+}
+
+CUresult cuArray3DCreate_v2(CUarray *arr, const CUDA_ARRAY3D_DESCRIPTOR *desc)
+{
+    __typeof__(&cuArray3DCreate_v2) real = REAL(cuArray3DCreate_v2);
+    uint64_t bytes;
+    CUresult rc;
+    int dev;
+
+    if (!real)
+        return missing();
+    if (!arr || !desc)
+        return CUDA_ERROR_INVALID_VALUE;
+    bytes = array_bytes(desc->Width, desc->Height, desc->Depth, desc->Format, desc->NumChannels);
+    if ((rc = begin(&dev, bytes)) != CUDA_SUCCESS)
+        return rc;
+    rc = real(arr, desc);
+    return settle(rc, dev, bytes, SHIM_SPACE_ARRAY, rc ? 0 : (uint64_t)(uintptr_t)*arr, undo_array);
+}
+
+static CUresult call_destroy(uint64_t key, void *fn)
+{
+    return ((__typeof__(&cuArrayDestroy))fn)((CUarray)(uintptr_t)key);
+}
+
+CUresult cuArrayDestroy(CUarray arr)
+{
+    void *real = shim_real(SHIM_FN_cuArrayDestroy);
+
+    return real ? forget(call_destroy, real, (uint64_t)(uintptr_t)arr, SHIM_SPACE_ARRAY)
+                : missing();
+}
+
+/* ---- what the program is told about memory ------------------------------- */
+
+CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
+{
+    __typeof__(&cuMemGetInfo_v2) real = REAL(cuMemGetInfo_v2);
+    size_t f, t;
+    uint64_t limit, used;
+    CUresult rc;
+    int dev;
+
+    if (!real)
+        return missing();
+    if (!free_bytes || !total)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((rc = real(&f, &t)) != CUDA_SUCCESS)
+        return rc;
+    if (current_device(&dev) == CUDA_SUCCESS && shim_limit(dev, &limit)) {
+        /* total: the cap (or the device, if smaller); free: what the cap
+         * leaves, never more than the device really has free */
+        if (limit < t)
+            t = (size_t)limit;
+        used = shim_used(dev);
+        if (used >= t)
+            f = 0;
+        else if (t - used < f)
+            f = (size_t)(t - used);
+    }
+    *free_bytes = f;
+    *total = t;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
+{
+    __typeof__(&cuDeviceTotalMem_v2) real = REAL(cuDeviceTotalMem_v2);
+    uint64_t limit;
+    CUresult rc;
+
+    if (!real)
+        return missing();
+    if (!bytes)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((rc = real(bytes, dev)) != CUDA_SUCCESS)
+        return rc;
+    if (shim_limit(dev, &limit) && limit < *bytes)
+        *bytes = (size_t)limit;
+    return CUDA_SUCCESS;
+}
+
+/* ---- run-time lookup through the driver ----------------------------------- */
+
+CUresult cuGetProcAddress(const char *symbol, void **pfn, int cuda_version, cuuint64_t flags)
+{
+    __typeof__(&cuGetProcAddress) real = REAL(cuGetProcAddress);
+    CUresult rc;
+
+    if (!real)
+        return missing();
+    if (!symbol || !pfn)
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = real(symbol, pfn, cuda_version, flags);
+    if (rc == CUDA_SUCCESS)
+        *pfn = shim_swap_proc(symbol, *pfn, cuda_version, flags);
+    return rc;
+}
+
+CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cuda_version, cuuint64_t flags,
+                             CUdriverProcAddressQueryResult *status)
+{
+    __typeof__(&cuGetProcAddress_v2) real = REAL(cuGetProcAddress_v2);
+    CUresult rc;
+
+    if (!real)
+        return missing();
+    if (!symbol || !pfn)
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = real(symbol, pfn, cuda_version, flags, status);
+    if (rc == CUDA_SUCCESS)
+        *pfn = shim_swap_proc(symbol, *pfn, cuda_version, flags);
+    return rc;
+}

@@ -1,0 +1,322 @@
+/*
+ * The job-wide shared region (ALLOT_SHIM_REGION, docs/shim.md): a file the
+ * agent creates empty, mapped by every process of the job. The first
+ * process initialises it under flock() (the kernel drops that lock if the
+ * process dies); after that the file only changes under the header's
+ * robust process-shared mutex. A process that dies holding the mutex hands
+ * the next locker EOWNERDEAD: that locker reclaims dead processes' slots and
+ * marks the mutex consistent, so nobody deadlocks.
+ *
+ * The job's usage of a device is the sum of the live slots' counters; no
+ * separate total is kept, so a process dying half-way through an update
+ * leaves nothing to repair beyond its own slot.
+ *
+ * A process takes a slot on its first reservation; its pid and start time
+ * tell a dead process's slot from a live one (and from a new process that
+ * reuses the pid).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "shim.h"
+
+struct shim_region {
+    struct shim_region_hdr *h; /* owned mapping of sizeof(*h) bytes */
+    int slot;                  /* this process's slot, -1 none yet */
+    pid_t pid;                 /* the pid slot belongs to */
+};
+
+/* Field 22 of /proc/PID/stat (start time in clock ticks), 0 if unknown. */
+static uint64_t proc_start(pid_t pid)
+{
+    char path[64], buf[512];
+    unsigned long long start = 0;
+    const char *p;
+    size_t n;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    f = fopen(path, "re");
+    if (!f)
+        return 0;
+    n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    /* the command name may hold spaces and parentheses: skip past the last ')' */
+    p = strrchr(buf, ')');
+    if (!p)
+        return 0;
+    /* the k-th space after ')' starts field k + 2; the start time is field 22 */
+    for (int k = 0; k < 20 && p; k++)
+        p = strchr(p + 1, ' ');
+    if (p && sscanf(p + 1, "%llu", &start) != 1)
+        start = 0;
+    return start;
+}
+
+static bool slot_alive(const struct shim_slot *s)
+{
+    uint64_t start;
+
+    if (s->pid <= 0)
+        return false;
+    if (kill(s->pid, 0) != 0 && errno == ESRCH)
+        return false;
+    start = proc_start(s->pid);
+    /* same pid, different start time: the pid was reused */
+    return !(s->start && start && start != s->start);
+}
+
+static int reclaim_locked(struct shim_region_hdr *h)
+{
+    int n = 0;
+
+    for (int i = 0; i < SHIM_MAX_PROC; i++) {
+        struct shim_slot *s = &h->slots[i];
+
+        if (s->pid && s->pid != getpid() && !slot_alive(s)) {
+            memset(s, 0, sizeof(*s));
+            n++;
+        }
+    }
+    h->reclaimed += (uint32_t)n;
+    return n;
+}
+
+static bool region_lock(struct shim_region *r)
+{
+    int e = pthread_mutex_lock(&r->h->lock.m);
+
+    if (e == EOWNERDEAD) {
+        /* its owner died inside an update: only its own slot can be torn */
+        reclaim_locked(r->h);
+        pthread_mutex_consistent(&r->h->lock.m);
+        return true;
+    }
+    return e == 0;
+}
+
+static void region_unlock(struct shim_region *r)
+{
+    pthread_mutex_unlock(&r->h->lock.m);
+}
+
+static bool init_header(struct shim_region_hdr *h)
+{
+    pthread_mutexattr_t a;
+    bool ok;
+
+    memset(h, 0, sizeof(*h));
+    h->version = SHIM_REGION_VERSION;
+    h->size = sizeof(*h);
+    h->max_dev = SHIM_MAX_DEV;
+    h->max_proc = SHIM_MAX_PROC;
+    if (pthread_mutexattr_init(&a))
+        return false;
+    ok = !pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED) &&
+         !pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST) &&
+         !pthread_mutex_init(&h->lock.m, &a);
+    pthread_mutexattr_destroy(&a);
+    if (ok)
+        __atomic_store_n(&h->magic, SHIM_REGION_MAGIC, __ATOMIC_RELEASE);
+    return ok;
+}
+
+static bool header_valid(const struct shim_region_hdr *h)
+{
+    return __atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) == SHIM_REGION_MAGIC &&
+           h->version == SHIM_REGION_VERSION && h->size == sizeof(*h) &&
+           h->max_dev == SHIM_MAX_DEV && h->max_proc == SHIM_MAX_PROC;
+}
+
+struct shim_region *shim_region_open(const char *path)
+{
+    struct shim_region *r = NULL;
+    struct shim_region_hdr *h = MAP_FAILED;
+    const char *why = NULL;
+    struct stat st;
+    int fd;
+
+    fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) {
+        shim_warn("cannot open the region %s (%s): counting per process", path, strerror(errno));
+        return NULL;
+    }
+    if (flock(fd, LOCK_EX) || fstat(fd, &st)) {
+        why = "cannot lock it";
+        goto out_fd;
+    }
+    if (st.st_size == 0 && ftruncate(fd, (off_t)sizeof(*h))) {
+        why = "cannot size it";
+        goto out_fd;
+    }
+    if (st.st_size != 0 && (uint64_t)st.st_size != sizeof(*h)) {
+        why = "its size is wrong";
+        goto out_fd;
+    }
+    h = mmap(NULL, sizeof(*h), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (h == MAP_FAILED) {
+        why = "cannot map it";
+        goto out_fd;
+    }
+    if (st.st_size == 0 && !init_header(h)) {
+        why = "cannot initialise its lock";
+        goto out_map;
+    }
+    if (!header_valid(h)) {
+        why = "its header is corrupt (magic, version or layout)";
+        goto out_map;
+    }
+    r = calloc(1, sizeof(*r));
+    if (!r) {
+        why = "out of memory";
+        goto out_map;
+    }
+    r->h = h;
+    r->slot = -1;
+    goto out_fd;
+out_map:
+    munmap(h, sizeof(*h));
+out_fd:
+    /* explicitly: the mapping holds the open file, so close() alone would
+     * keep the flock until munmap */
+    flock(fd, LOCK_UN);
+    close(fd);
+    if (why)
+        shim_warn("region %s unusable, %s: counting per process", path, why);
+    return r;
+}
+
+void shim_region_close(struct shim_region *r)
+{
+    if (!r)
+        return;
+    munmap(r->h, sizeof(*r->h));
+    free(r);
+}
+
+/* This process's slot, taken on first use. Called locked. */
+static struct shim_slot *own_slot(struct shim_region *r)
+{
+    pid_t pid = getpid();
+    int free_slot = -1;
+
+    if (r->slot >= 0 && r->pid == pid && r->h->slots[r->slot].pid == pid)
+        return &r->h->slots[r->slot];
+    for (int pass = 0; pass < 2 && free_slot < 0; pass++) {
+        if (pass == 1 && !reclaim_locked(r->h))
+            break;
+        for (int i = 0; i < SHIM_MAX_PROC; i++) {
+            if (r->h->slots[i].pid == pid) {
+                /* ours from before (a slot taken back by another
+                 * process's mistake is simply taken again) */
+                free_slot = i;
+                break;
+            }
+            if (!r->h->slots[i].pid && free_slot < 0)
+                free_slot = i;
+        }
+    }
+    if (free_slot < 0)
+        return NULL;
+    if (r->h->slots[free_slot].pid != pid) {
+        memset(&r->h->slots[free_slot], 0, sizeof(r->h->slots[0]));
+        r->h->slots[free_slot].start = proc_start(pid);
+        r->h->slots[free_slot].pid = pid;
+    }
+    r->slot = free_slot;
+    r->pid = pid;
+    return &r->h->slots[free_slot];
+}
+
+static uint64_t used_locked(const struct shim_region_hdr *h, int dev)
+{
+    uint64_t sum = 0;
+
+    for (int i = 0; i < SHIM_MAX_PROC; i++)
+        if (h->slots[i].pid)
+            sum += h->slots[i].used[dev];
+    return sum;
+}
+
+CUresult shim_region_reserve(struct shim_region *r, int dev, uint64_t bytes, bool limited,
+                             uint64_t limit)
+{
+    CUresult rc = CUDA_ERROR_OUT_OF_MEMORY;
+    struct shim_slot *s;
+
+    if (dev < 0 || dev >= SHIM_MAX_DEV || !region_lock(r))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    s = own_slot(r);
+    if (!s) {
+        shim_warn("the region has no free process slot (%d in use)", SHIM_MAX_PROC);
+        goto out;
+    }
+    if (limited) {
+        uint64_t used = used_locked(r->h, dev);
+
+        /* a refusal may only be owed to the dead: take their bytes back */
+        if ((used > limit || bytes > limit - used) && reclaim_locked(r->h))
+            used = used_locked(r->h, dev);
+        if (used > limit || bytes > limit - used)
+            goto out;
+    }
+    s->used[dev] += bytes;
+    if (s->used[dev] > s->peak[dev])
+        s->peak[dev] = s->used[dev];
+    rc = CUDA_SUCCESS;
+out:
+    region_unlock(r);
+    return rc;
+}
+
+void shim_region_release(struct shim_region *r, int dev, uint64_t bytes)
+{
+    struct shim_slot *s;
+
+    if (dev < 0 || dev >= SHIM_MAX_DEV || !region_lock(r))
+        return;
+    s = own_slot(r);
+    if (s)
+        s->used[dev] -= bytes < s->used[dev] ? bytes : s->used[dev];
+    region_unlock(r);
+}
+
+uint64_t shim_region_used(struct shim_region *r, int dev)
+{
+    uint64_t used = 0;
+
+    if (dev < 0 || dev >= SHIM_MAX_DEV || !region_lock(r))
+        return 0;
+    /* what a program is told must not include the dead: reclaim first
+     * (one kill() and one /proc read per occupied slot; not a hot path) */
+    reclaim_locked(r->h);
+    used = used_locked(r->h, dev);
+    region_unlock(r);
+    return used;
+}
+
+int shim_region_reclaim(struct shim_region *r)
+{
+    int n;
+
+    if (!region_lock(r))
+        return 0;
+    n = reclaim_locked(r->h);
+    region_unlock(r);
+    return n;
+}
+
+void shim_region_reset_child(struct shim_region *r)
+{
+    if (r)
+        r->slot = -1;
+}

@@ -1,0 +1,249 @@
+/*
+ * liballot-cuda.so internals (docs/shim.md): the pieces behind the hooks.
+ *
+ *   env.c     ALLOT_* environment: sizes with suffixes, per-device caps
+ *   table.c   the allocation table: device pointer / VMM handle / array ->
+ *             (device, bytes), so a free gives back what its allocation took
+ *   region.c  the job-wide shared region (ALLOT_SHIM_REGION): per-process
+ *             slots of per-device bytes under a robust process-shared mutex
+ *   account.c reserve/release against the cap, through the region when there
+ *             is one, per process otherwise
+ *   lookup.c  start-up (the real driver, pthread_once), the dlsym override,
+ *             cuGetProcAddress(_v2) and the table of hooked names
+ *   hooks.c   the exported cu* hooks
+ *
+ * The shim speaks CUDA's language: actions return a CUresult (CUDA_SUCCESS
+ * or a CUDA_ERROR_* code the host program understands), predicates return
+ * bool. Nothing here aborts or exits (STYLE.md 11).
+ *
+ * Lock order: the table's mutex and the region's mutex are never held
+ * together; a hook reserves in the region, calls the driver, then records
+ * in the table (and the reverse on a free).
+ */
+#ifndef ALLOT_SHIM_H
+#define ALLOT_SHIM_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cuda_abi.h"
+
+#define SHIM_MAX_DEV  32  /* device ordinals the cap and region cover */
+#define SHIM_MAX_PROC 128 /* processes of one job sharing a region */
+
+/* ---- env.c ---------------------------------------------------------------- */
+
+struct shim_config {
+    uint64_t limit[SHIM_MAX_DEV]; /* bytes; meaningful where limited[d] */
+    bool limited[SHIM_MAX_DEV];
+    bool any_limit;
+    bool bad_env;            /* a value was rejected (the cap failed closed) */
+    const char *region_path; /* borrowed from the environment, or NULL */
+    const char *cuda_lib;    /* borrowed from the environment, or NULL */
+};
+
+/*
+ * Parses a size: decimal digits, then nothing or one of K M G T (powers of
+ * 1000) or Ki Mi Gi Ti (powers of 1024); no sign, no spaces, no overflow.
+ * OUT *bytes. Returns true on success, false (with *bytes untouched) on
+ * anything else.
+ */
+bool shim_parse_size(const char *s, uint64_t *bytes);
+
+/*
+ * Fills *c from getenv(): ALLOT_GPU_MEMORY_LIMIT for every device,
+ * ALLOT_GPU_MEMORY_LIMIT_<i> overriding device i, ALLOT_SHIM_REGION and
+ * ALLOT_CUDA_LIB. A value that does not parse caps its devices at 0 bytes
+ * (fail closed) and sets c->bad_env; the caller warns.
+ */
+void shim_config_load(struct shim_config *c);
+
+/* Prints "allot-cuda: MESSAGE" on stderr unless ALLOT_SHIM_LOG=off. */
+void shim_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- table.c -------------------------------------------------------------- */
+
+enum shim_space { SHIM_SPACE_PTR = 0, SHIM_SPACE_HANDLE = 1, SHIM_SPACE_ARRAY = 2 };
+
+struct shim_alloc {
+    uint64_t key; /* device pointer, VMM handle or CUarray */
+    uint64_t bytes;
+    int32_t dev;
+    uint8_t space; /* enum shim_space */
+    bool used;     /* slot occupied (inside the table only) */
+};
+
+/* Open addressing with linear probing and backward-shift deletion. */
+struct shim_table {
+    pthread_mutex_t lock;
+    struct shim_alloc *slots; /* owned; cap entries, NULL until first put */
+    size_t cap, n;
+    void *(*calloc_fn)(size_t, size_t); /* replaceable so tests can fail it */
+};
+
+/* Initialises an empty table; calloc_fn NULL means calloc. */
+void shim_table_init(struct shim_table *t, void *(*calloc_fn)(size_t, size_t));
+/* Frees the slots; the table is empty and usable again. */
+void shim_table_clear(struct shim_table *t);
+/* After fork() in the child: a fresh mutex and no entries (the child owns
+ * no device memory). */
+void shim_table_reset_child(struct shim_table *t);
+/* Records a (copied). Returns false when memory for the table ran out or
+ * (key, space) is already recorded; the table is unchanged then. */
+bool shim_table_put(struct shim_table *t, const struct shim_alloc *a);
+/* Looks (key, space) up without removing it. OUT *a. Returns found. */
+bool shim_table_get(struct shim_table *t, uint64_t key, int space, struct shim_alloc *a);
+/* Removes (key, space). OUT *a (may be NULL). Returns whether it was there. */
+bool shim_table_take(struct shim_table *t, uint64_t key, int space, struct shim_alloc *a);
+
+/* The process's allocations (lookup.c owns it; hooks.c fills it). */
+extern struct shim_table shim_allocs;
+
+/* ---- region.c ------------------------------------------------------------- */
+
+#define SHIM_REGION_MAGIC   0x414c4f54u /* "ALOT" */
+#define SHIM_REGION_VERSION 1u
+
+struct shim_slot {
+    int32_t pid;    /* 0: free */
+    uint32_t flags; /* reserved, 0 */
+    uint64_t start; /* the process's start time (/proc/PID/stat field 22), 0 unknown */
+    uint64_t used[SHIM_MAX_DEV];
+    uint64_t peak[SHIM_MAX_DEV];
+};
+
+struct shim_region_hdr {
+    uint32_t magic;   /* SHIM_REGION_MAGIC, written last when initialised */
+    uint32_t version; /* SHIM_REGION_VERSION */
+    uint64_t size;    /* sizeof(struct shim_region_hdr) */
+    uint32_t max_dev, max_proc;
+    uint32_t reclaimed; /* dead processes' slots taken back so far */
+    uint32_t pad;
+    union {
+        pthread_mutex_t m; /* process-shared, robust */
+        char bytes[64];
+    } lock;
+    struct shim_slot slots[SHIM_MAX_PROC];
+};
+
+struct shim_region; /* opaque: the mapping plus this process's slot */
+
+/*
+ * Maps the region file at path, initialising it when empty (under flock, so
+ * two first processes do not both initialise). Returns NULL, after a
+ * warning, when the file cannot be opened or mapped or is corrupt (magic,
+ * version or size wrong): the caller then counts per process.
+ */
+struct shim_region *shim_region_open(const char *path);
+/* Unmaps and frees r; accepts NULL. Does not clear this process's slot. */
+void shim_region_close(struct shim_region *r);
+/*
+ * Adds bytes to this process's slot on dev when the job's total stays
+ * within limit (no check when !limited); dead processes' slots are
+ * reclaimed before refusing. Returns CUDA_SUCCESS or
+ * CUDA_ERROR_OUT_OF_MEMORY (also when no slot or lock can be had).
+ */
+CUresult shim_region_reserve(struct shim_region *r, int dev, uint64_t bytes, bool limited,
+                             uint64_t limit);
+/* Takes bytes (at most what the slot holds) off this process's slot. */
+void shim_region_release(struct shim_region *r, int dev, uint64_t bytes);
+/* The job's bytes in use on dev, after reclaiming dead processes' slots. */
+uint64_t shim_region_used(struct shim_region *r, int dev);
+/* Clears slots of processes that no longer exist. Returns how many. */
+int shim_region_reclaim(struct shim_region *r);
+/* After fork() in the child: forget the parent's slot. */
+void shim_region_reset_child(struct shim_region *r);
+
+/* ---- account.c ------------------------------------------------------------ */
+
+/* Sets up accounting from the loaded config; region may be NULL. */
+void shim_account_init(const struct shim_config *c, struct shim_region *region);
+/* Reserves bytes on dev against its cap. Returns CUDA_SUCCESS or
+ * CUDA_ERROR_OUT_OF_MEMORY (nothing reserved then). */
+CUresult shim_reserve(int dev, uint64_t bytes);
+/* Gives back bytes reserved on dev. */
+void shim_release(int dev, uint64_t bytes);
+/* Bytes in use on dev: the job's with a region, this process's otherwise. */
+uint64_t shim_used(int dev);
+/* Whether dev has a cap. OUT *limit the cap in bytes. */
+bool shim_limit(int dev, uint64_t *limit);
+/* After fork() in the child. */
+void shim_account_reset_child(void);
+
+/* ---- lookup.c ------------------------------------------------------------- */
+
+/* Every driver function the shim hooks, then those it only calls. */
+#define SHIM_HOOKED(X)                                                                             \
+    X(cuMemAlloc)                                                                                  \
+    X(cuMemAlloc_v2)                                                                               \
+    X(cuMemAllocPitch_v2)                                                                          \
+    X(cuMemAllocManaged)                                                                           \
+    X(cuMemAllocAsync)                                                                             \
+    X(cuMemAllocAsync_ptsz)                                                                        \
+    X(cuMemAllocFromPoolAsync)                                                                     \
+    X(cuMemAllocFromPoolAsync_ptsz)                                                                \
+    X(cuMemFree)                                                                                   \
+    X(cuMemFree_v2)                                                                                \
+    X(cuMemFreeAsync)                                                                              \
+    X(cuMemFreeAsync_ptsz)                                                                         \
+    X(cuMemCreate)                                                                                 \
+    X(cuMemRelease)                                                                                \
+    X(cuArrayCreate_v2)                                                                            \
+    X(cuArray3DCreate_v2)                                                                          \
+    X(cuArrayDestroy)                                                                              \
+    X(cuMemGetInfo_v2)                                                                             \
+    X(cuDeviceTotalMem_v2)                                                                         \
+    X(cuGetProcAddress)                                                                            \
+    X(cuGetProcAddress_v2)
+#define SHIM_CALLED(X) X(cuCtxGetDevice)
+
+#define SHIM_ENUM(name) SHIM_FN_##name,
+enum shim_fn { SHIM_HOOKED(SHIM_ENUM) SHIM_N_HOOKED, SHIM_CALLED(SHIM_ENUM) SHIM_N_FN };
+#undef SHIM_ENUM
+
+/*
+ * The driver's own function for f, loading the driver on first use.
+ * Returns NULL when the driver or the symbol is missing.
+ */
+void *shim_real(enum shim_fn f);
+/* Whether the driver was loaded (CUDA_ERROR_NOT_INITIALIZED otherwise). */
+bool shim_driver_loaded(void);
+/* The hook exported for a driver symbol name, or NULL when not hooked. */
+void *shim_hook_for_name(const char *name);
+/*
+ * For a pointer p the driver handed out for symbol (cuGetProcAddress
+ * semantics: base name, CUDA version, flags): our hook when p is, or
+ * stands for, a function we hook; p otherwise.
+ */
+void *shim_swap_proc(const char *symbol, void *p, int cuda_version, cuuint64_t flags);
+
+/* ---- hooks.c: the exported hooks, declared for lookup.c -------------------- */
+
+CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize);
+CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize);
+CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
+                            unsigned int elem);
+CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags);
+CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream s);
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream s);
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream s);
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                      CUstream s);
+CUresult cuMemFree(CUdeviceptr_v1 dptr);
+CUresult cuMemFree_v2(CUdeviceptr dptr);
+CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s);
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream s);
+CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+                     const CUmemAllocationProp *prop, unsigned long long flags);
+CUresult cuMemRelease(CUmemGenericAllocationHandle handle);
+CUresult cuArrayCreate_v2(CUarray *arr, const CUDA_ARRAY_DESCRIPTOR *desc);
+CUresult cuArray3DCreate_v2(CUarray *arr, const CUDA_ARRAY3D_DESCRIPTOR *desc);
+CUresult cuArrayDestroy(CUarray arr);
+CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total);
+CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev);
+CUresult cuGetProcAddress(const char *symbol, void **pfn, int cuda_version, cuuint64_t flags);
+CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cuda_version, cuuint64_t flags,
+                             CUdriverProcAddressQueryResult *status);
+
+#endif

@@ -1,0 +1,692 @@
+/*
+ * liballot-cuda.so against the fake driver (tests/fake/fake_cuda.c): this
+ * program links the fake libcuda.so.1 and runs with the shim in
+ * LD_PRELOAD (CMakeLists.txt registers one ctest entry per group, each in
+ * its own process with its own environment):
+ *
+ *   cap          ALLOT_GPU_MEMORY_LIMIT=1Mi, ALLOT_GPU_MEMORY_LIMIT_1=2Mi:
+ *                every allocation family, memory info, lookups, NULLs,
+ *                unknown frees
+ *   private      as cap, FAKE_CUDA_PROC=private: cuGetProcAddress hands out
+ *                a pointer no symbol names
+ *   nolimit      no cap: everything passes through
+ *   badenv       a cap that does not parse: fails closed
+ *   nodriver     ALLOT_CUDA_LIB names no library: clean errors
+ *   region       a shared region: processes share one cap, a killed
+ *                process's bytes and a lock held by a dead process are
+ *                taken back, racing processes never exceed the cap
+ *   corrupt      a region file with a wrong size or header: per-process
+ *                accounting, no crash
+ *
+ * The fake has 2 devices of 64 MiB (FAKE_CUDA_MEM_MIB); the cap is far
+ * below, so every refusal seen here is the shim's.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "cuda_abi.h"
+#include "shim.h" /* the region layout only; nothing of the shim is linked */
+
+#define KIB 1024ull
+#define MIB (1024ull * 1024)
+#define CAP MIB
+
+/* the driver's entry points, as a program declares them */
+CUresult cuInit(unsigned flags);
+CUresult cuDeviceGet(CUdevice *d, int ordinal);
+CUresult cuCtxCreate_v2(CUcontext *c, unsigned flags, CUdevice d);
+CUresult cuCtxDestroy_v2(CUcontext c);
+/* the fake's own books */
+size_t fake_cuda_used(void);
+CUresult fake_cuda_alloc_raw(CUdeviceptr *p, size_t size);
+
+static CUcontext ctx;
+
+static void open_device(int ordinal)
+{
+    CUdevice d;
+
+    if (ctx)
+        assert_int_equal(cuCtxDestroy_v2(ctx), CUDA_SUCCESS);
+    ctx = NULL;
+    assert_int_equal(cuInit(0), CUDA_SUCCESS);
+    assert_int_equal(cuDeviceGet(&d, ordinal), CUDA_SUCCESS);
+    assert_int_equal(cuCtxCreate_v2(&ctx, 0, d), CUDA_SUCCESS);
+}
+
+static int setup_dev0(void **state)
+{
+    (void)state;
+    open_device(0);
+    return 0;
+}
+
+static uint64_t shim_free(void)
+{
+    size_t f = 0, t = 0;
+
+    assert_int_equal(cuMemGetInfo_v2(&f, &t), CUDA_SUCCESS);
+    return f;
+}
+
+/* ---- every allocation family through one interface ---------------------- */
+
+struct family {
+    const char *name;
+    CUresult (*alloc)(uint64_t *key, size_t bytes);
+    CUresult (*free)(uint64_t key);
+};
+
+static CUresult a_v2(uint64_t *k, size_t n)
+{
+    return cuMemAlloc_v2((CUdeviceptr *)k, n);
+}
+static CUresult f_v2(uint64_t k)
+{
+    return cuMemFree_v2(k);
+}
+static CUresult a_v1(uint64_t *k, size_t n)
+{
+    CUdeviceptr_v1 p = 0;
+    CUresult r = cuMemAlloc(&p, (unsigned)n);
+
+    *k = p;
+    return r;
+}
+static CUresult f_v1(uint64_t k)
+{
+    return cuMemFree((CUdeviceptr_v1)k);
+}
+static CUresult a_managed(uint64_t *k, size_t n)
+{
+    return cuMemAllocManaged((CUdeviceptr *)k, n, 1);
+}
+static CUresult a_async(uint64_t *k, size_t n)
+{
+    return cuMemAllocAsync((CUdeviceptr *)k, n, NULL);
+}
+static CUresult f_async(uint64_t k)
+{
+    return cuMemFreeAsync(k, NULL);
+}
+static CUresult a_async_ptsz(uint64_t *k, size_t n)
+{
+    return cuMemAllocAsync_ptsz((CUdeviceptr *)k, n, NULL);
+}
+static CUresult f_async_ptsz(uint64_t k)
+{
+    return cuMemFreeAsync_ptsz(k, NULL);
+}
+static CUresult a_pool(uint64_t *k, size_t n)
+{
+    return cuMemAllocFromPoolAsync((CUdeviceptr *)k, n, NULL, NULL);
+}
+static CUresult a_pool_ptsz(uint64_t *k, size_t n)
+{
+    return cuMemAllocFromPoolAsync_ptsz((CUdeviceptr *)k, n, NULL, NULL);
+}
+static CUresult a_vmm(uint64_t *k, size_t n)
+{
+    CUmemAllocationProp p = {.type = 1, .location = {CU_MEM_LOCATION_TYPE_DEVICE, 0}};
+
+    return cuMemCreate((CUmemGenericAllocationHandle *)k, n, &p, 0);
+}
+static CUresult f_vmm(uint64_t k)
+{
+    return cuMemRelease(k);
+}
+static CUresult a_array(uint64_t *k, size_t n)
+{
+    /* FLOAT (4 bytes) x 1 channel x (n / 4) x 1 */
+    CUDA_ARRAY_DESCRIPTOR d = {.Width = n / 4, .Height = 0, .Format = 0x20, .NumChannels = 1};
+    CUarray a = NULL;
+    CUresult r = cuArrayCreate_v2(&a, &d);
+
+    *k = (uint64_t)(uintptr_t)a;
+    return r;
+}
+static CUresult a_array3d(uint64_t *k, size_t n)
+{
+    /* UINT8 x 4 channels x 16 x 16 x (n / 1024) */
+    CUDA_ARRAY3D_DESCRIPTOR d = {
+        .Width = 16, .Height = 16, .Depth = n / 1024, .Format = 0x01, .NumChannels = 4};
+    CUarray a = NULL;
+    CUresult r = cuArray3DCreate_v2(&a, &d);
+
+    *k = (uint64_t)(uintptr_t)a;
+    return r;
+}
+static CUresult f_array(uint64_t k)
+{
+    return cuArrayDestroy((CUarray)(uintptr_t)k);
+}
+
+static const struct family families[] = {
+    {"cuMemAlloc_v2", a_v2, f_v2},
+    {"cuMemAlloc (v1)", a_v1, f_v1},
+    {"cuMemAllocManaged", a_managed, f_v2},
+    {"cuMemAllocAsync", a_async, f_async},
+    {"cuMemAllocAsync_ptsz", a_async_ptsz, f_async_ptsz},
+    {"cuMemAllocFromPoolAsync", a_pool, f_async},
+    {"cuMemAllocFromPoolAsync_ptsz", a_pool_ptsz, f_v2},
+    {"cuMemCreate", a_vmm, f_vmm},
+    {"cuArrayCreate_v2", a_array, f_array},
+    {"cuArray3DCreate_v2", a_array3d, f_array},
+};
+
+/* The cap holds exactly for each family: two halves fit, one more byte's
+ * worth does not and leaves the driver untouched; frees give it all back. */
+static void test_cap_each_family(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof(families) / sizeof(families[0]); i++) {
+        const struct family *f = &families[i];
+        uint64_t a = 0, b = 0, c = 0;
+        size_t before;
+
+        print_message("  family %s\n", f->name);
+        assert_int_equal(f->alloc(&a, CAP / 2), CUDA_SUCCESS);
+        assert_int_equal(f->alloc(&b, CAP / 2), CUDA_SUCCESS);
+        assert_int_equal(shim_free(), 0);
+        before = fake_cuda_used();
+        assert_int_equal(f->alloc(&c, 4 * KIB), CUDA_ERROR_OUT_OF_MEMORY);
+        assert_int_equal(fake_cuda_used(), before); /* nothing allocated */
+        assert_int_equal(f->free(a), CUDA_SUCCESS);
+        assert_int_equal(shim_free(), CAP / 2);
+        assert_int_equal(f->alloc(&c, 4 * KIB), CUDA_SUCCESS);
+        assert_int_equal(f->free(c), CUDA_SUCCESS);
+        assert_int_equal(f->free(b), CUDA_SUCCESS);
+        assert_int_equal(shim_free(), CAP);
+        assert_int_equal(fake_cuda_used(), 0);
+    }
+}
+
+/* One request above the cap fails even when the device has room. */
+static void test_cap_single_request(void **state)
+{
+    CUdeviceptr p;
+
+    (void)state;
+    assert_int_equal(cuMemAlloc_v2(&p, CAP + 1), CUDA_ERROR_OUT_OF_MEMORY);
+    assert_int_equal(cuMemAlloc_v2(&p, SIZE_MAX), CUDA_ERROR_OUT_OF_MEMORY);
+    assert_int_equal(fake_cuda_used(), 0);
+    assert_int_equal(cuMemAlloc_v2(&p, CAP), CUDA_SUCCESS);
+    assert_int_equal(cuMemFree_v2(p), CUDA_SUCCESS);
+}
+
+/* Pitched allocations count the driver's pitch times the height (the fake
+ * aligns rows to 1024 bytes, more than the shim's first guess). */
+static void test_cap_pitch(void **state)
+{
+    CUdeviceptr a, b, c;
+    size_t pitch = 0;
+
+    (void)state;
+    assert_int_equal(cuMemAllocPitch_v2(&a, &pitch, 100, 512, 4), CUDA_SUCCESS);
+    assert_int_equal(pitch, 1024);
+    assert_int_equal(shim_free(), CAP - 512 * KIB);
+    assert_int_equal(cuMemAllocPitch_v2(&b, &pitch, 100, 512, 4), CUDA_SUCCESS);
+    assert_int_equal(cuMemAllocPitch_v2(&c, &pitch, 100, 1, 4), CUDA_ERROR_OUT_OF_MEMORY);
+    assert_int_equal(fake_cuda_used(), CAP);
+    assert_int_equal(cuMemFree_v2(a), CUDA_SUCCESS);
+    assert_int_equal(cuMemFree_v2(b), CUDA_SUCCESS);
+    /* 100 bytes wide but 1025 rows of 1024: over the cap */
+    assert_int_equal(cuMemAllocPitch_v2(&c, &pitch, 100, 1025, 4), CUDA_ERROR_OUT_OF_MEMORY);
+    assert_int_equal(fake_cuda_used(), 0);
+    assert_int_equal(shim_free(), CAP);
+}
+
+/* Host-located VMM allocations are not GPU memory: not counted. */
+static void test_vmm_host_uncounted(void **state)
+{
+    CUmemAllocationProp p = {.type = 1, .location = {2 /* HOST */, 0}};
+    CUmemGenericAllocationHandle h;
+
+    (void)state;
+    assert_int_equal(cuMemCreate(&h, 4 * MIB, &p, 0), CUDA_SUCCESS);
+    assert_int_equal(shim_free(), CAP);
+    assert_int_equal(cuMemRelease(h), CUDA_SUCCESS);
+}
+
+static void test_meminfo_reports_cap(void **state)
+{
+    size_t f, t, total;
+    CUdeviceptr p;
+
+    (void)state;
+    assert_int_equal(cuMemGetInfo_v2(&f, &t), CUDA_SUCCESS);
+    assert_int_equal(t, CAP);
+    assert_int_equal(f, CAP);
+    assert_int_equal(cuMemAlloc_v2(&p, 300 * KIB), CUDA_SUCCESS);
+    assert_int_equal(cuMemGetInfo_v2(&f, &t), CUDA_SUCCESS);
+    assert_int_equal(t, CAP);
+    assert_int_equal(f, CAP - 300 * KIB);
+    assert_int_equal(cuMemFree_v2(p), CUDA_SUCCESS);
+    assert_int_equal(cuDeviceTotalMem_v2(&total, 0), CUDA_SUCCESS);
+    assert_int_equal(total, CAP);
+    /* ALLOT_GPU_MEMORY_LIMIT_1 overrides device 1 */
+    assert_int_equal(cuDeviceTotalMem_v2(&total, 1), CUDA_SUCCESS);
+    assert_int_equal(total, 2 * MIB);
+}
+
+static void test_per_device_cap(void **state)
+{
+    CUdeviceptr a, b;
+
+    (void)state;
+    open_device(1);
+    assert_int_equal(shim_free(), 2 * MIB);
+    assert_int_equal(cuMemAlloc_v2(&a, 2 * MIB), CUDA_SUCCESS);
+    assert_int_equal(cuMemAlloc_v2(&b, 1), CUDA_ERROR_OUT_OF_MEMORY);
+    assert_int_equal(cuMemFree_v2(a), CUDA_SUCCESS);
+    open_device(0);
+    assert_int_equal(shim_free(), CAP);
+}
+
+static void test_null_arguments(void **state)
+{
+    CUmemAllocationProp p = {.type = 1, .location = {CU_MEM_LOCATION_TYPE_DEVICE, 0}};
+    CUDA_ARRAY_DESCRIPTOR d = {.Width = 4, .Format = 0x20, .NumChannels = 1};
+    size_t s;
+    void *fn;
+    CUarray a;
+
+    (void)state;
+    assert_int_equal(cuMemAlloc_v2(NULL, 16), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuMemAlloc(NULL, 16), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuMemAllocPitch_v2(NULL, &s, 4, 4, 4), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuMemAllocManaged(NULL, 16, 1), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuMemAllocAsync(NULL, 16, NULL), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuMemAllocFromPoolAsync(NULL, 16, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuMemCreate(NULL, 16, &p, 0), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuMemCreate((CUmemGenericAllocationHandle *)&s, 16, NULL, 0),
+                     CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuArrayCreate_v2(NULL, &d), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuArrayCreate_v2(&a, NULL), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuArray3DCreate_v2(&a, NULL), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuMemGetInfo_v2(NULL, &s), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuMemGetInfo_v2(&s, NULL), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuDeviceTotalMem_v2(NULL, 0), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuGetProcAddress(NULL, &fn, 12000, 0), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuGetProcAddress("cuMemAlloc", NULL, 12000, 0), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuGetProcAddress_v2(NULL, &fn, 12000, 0, NULL), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(fake_cuda_used(), 0);
+}
+
+/* Frees of pointers the shim never saw reach the driver. */
+static void test_unknown_free_forwarded(void **state)
+{
+    CUdeviceptr raw;
+
+    (void)state;
+    assert_int_equal(fake_cuda_alloc_raw(&raw, 64 * KIB), CUDA_SUCCESS);
+    assert_int_equal(fake_cuda_used(), 64 * KIB);
+    assert_int_equal(cuMemFree_v2(raw), CUDA_SUCCESS);
+    assert_int_equal(fake_cuda_used(), 0);
+    /* a pointer nobody allocated: the driver's own answer */
+    assert_int_equal(cuMemFree_v2(0xdead0000ull), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuMemFreeAsync(0xdead0000ull, NULL), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuMemRelease(12345), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuArrayDestroy((CUarray)(uintptr_t)0xbad0), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(shim_free(), CAP);
+}
+
+/* A pointer obtained by lookup is hooked when allocating beyond the cap
+ * fails and allocating within it shows in the shim's memory info. */
+static void check_hooked_alloc(CUresult (*alloc)(CUdeviceptr *, size_t))
+{
+    CUdeviceptr p;
+
+    assert_non_null(alloc);
+    assert_int_equal(alloc(&p, CAP + 1), CUDA_ERROR_OUT_OF_MEMORY);
+    assert_int_equal(alloc(&p, 256 * KIB), CUDA_SUCCESS);
+    assert_int_equal(shim_free(), CAP - 256 * KIB);
+    assert_int_equal(cuMemFree_v2(p), CUDA_SUCCESS);
+    assert_int_equal(shim_free(), CAP);
+}
+
+typedef CUresult (*alloc_fn)(CUdeviceptr *, size_t);
+typedef CUresult (*async_fn)(CUdeviceptr *, size_t, CUstream);
+
+static void test_lookup_dlsym(void **state)
+{
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+
+    (void)state;
+    assert_non_null(h);
+    check_hooked_alloc((alloc_fn)dlsym(h, "cuMemAlloc_v2"));
+    check_hooked_alloc((alloc_fn)dlsym(RTLD_DEFAULT, "cuMemAlloc_v2"));
+    check_hooked_alloc((alloc_fn)dlsym(RTLD_NEXT, "cuMemAlloc_v2"));
+    /* names the driver lacks stay missing; other names pass through */
+    assert_null(dlsym(h, "cuNoSuchFunction"));
+    assert_non_null(dlsym(h, "cuMemsetD8_v2"));
+    dlclose(h);
+}
+
+static void test_lookup_get_proc_address(void **state)
+{
+    CUdriverProcAddressQueryResult st = -1;
+    void *fn = NULL, *gpa = NULL;
+    CUdeviceptr p;
+
+    (void)state;
+    assert_int_equal(cuGetProcAddress("cuMemAlloc", &fn, 12000, 0), CUDA_SUCCESS);
+    check_hooked_alloc((alloc_fn)fn);
+    fn = NULL;
+    assert_int_equal(cuGetProcAddress_v2("cuMemAlloc", &fn, 13000, 0, &st), CUDA_SUCCESS);
+    assert_int_equal(st, CU_GET_PROC_ADDRESS_SUCCESS);
+    check_hooked_alloc((alloc_fn)fn);
+    /* the per-thread default stream flavour */
+    fn = NULL;
+    assert_int_equal(cuGetProcAddress_v2("cuMemAllocAsync", &fn, 12000,
+                                         CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st),
+                     CUDA_SUCCESS);
+    assert_ptr_equal(fn, (void *)cuMemAllocAsync_ptsz);
+    assert_int_equal(((async_fn)fn)(&p, CAP + 1, NULL), CUDA_ERROR_OUT_OF_MEMORY);
+    /* the lookup function itself, at the version that means _v2 */
+    assert_int_equal(cuGetProcAddress_v2("cuGetProcAddress", &gpa, 12000, 0, &st), CUDA_SUCCESS);
+    assert_ptr_equal(gpa, (void *)cuGetProcAddress_v2);
+    assert_int_equal(cuGetProcAddress("cuGetProcAddress", &gpa, 11080, 0), CUDA_SUCCESS);
+    assert_ptr_equal(gpa, (void *)cuGetProcAddress);
+    /* the old-version name of a hooked function: the driver's v1 */
+    assert_int_equal(cuGetProcAddress("cuMemFree", &fn, 3000, 0), CUDA_SUCCESS);
+    assert_ptr_equal(fn, (void *)cuMemFree);
+    /* cuGetProcAddress found through dlsym is hooked too */
+    gpa = dlsym(RTLD_DEFAULT, "cuGetProcAddress_v2");
+    assert_ptr_equal(gpa, (void *)cuGetProcAddress_v2);
+    /* not found: the driver's answer */
+    assert_int_equal(cuGetProcAddress_v2("cuNoSuch", &fn, 12000, 0, &st), CUDA_ERROR_NOT_FOUND);
+    assert_int_equal(st, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+}
+
+/* FAKE_CUDA_PROC=private: the driver answers with a pointer that no symbol
+ * names; the shim goes by the name and still hands out its hook. */
+static void test_lookup_private_pointer(void **state)
+{
+    void *fn = NULL;
+
+    (void)state;
+    assert_int_equal(cuGetProcAddress_v2("cuMemAlloc", &fn, 12000, 0, NULL), CUDA_SUCCESS);
+    assert_ptr_equal(fn, (void *)cuMemAlloc_v2);
+    check_hooked_alloc((alloc_fn)fn);
+}
+
+static void test_nolimit_passes_through(void **state)
+{
+    size_t f, t;
+    CUdeviceptr p;
+
+    (void)state;
+    assert_int_equal(cuMemGetInfo_v2(&f, &t), CUDA_SUCCESS);
+    assert_int_equal(t, 64 * MIB);
+    assert_int_equal(cuMemAlloc_v2(&p, 32 * MIB), CUDA_SUCCESS);
+    assert_int_equal(cuMemGetInfo_v2(&f, &t), CUDA_SUCCESS);
+    assert_int_equal(f, 32 * MIB);
+    /* the driver's own refusal */
+    assert_int_equal(cuMemAlloc_v2(&p, 64 * MIB), CUDA_ERROR_OUT_OF_MEMORY);
+}
+
+static void test_badenv_fails_closed(void **state)
+{
+    CUdeviceptr p;
+    size_t f, t;
+
+    (void)state;
+    assert_int_equal(cuMemAlloc_v2(&p, 1), CUDA_ERROR_OUT_OF_MEMORY);
+    assert_int_equal(cuMemGetInfo_v2(&f, &t), CUDA_SUCCESS);
+    assert_int_equal(t, 0);
+    assert_int_equal(f, 0);
+}
+
+static void test_nodriver_errors(void **state)
+{
+    CUdeviceptr p;
+    size_t f, t;
+    void *fn;
+
+    (void)state;
+    assert_int_equal(cuMemAlloc_v2(&p, 1), CUDA_ERROR_NOT_INITIALIZED);
+    assert_int_equal(cuMemFree_v2(0x1000), CUDA_ERROR_NOT_INITIALIZED);
+    assert_int_equal(cuMemGetInfo_v2(&f, &t), CUDA_ERROR_NOT_INITIALIZED);
+    assert_int_equal(cuGetProcAddress("cuMemAlloc", &fn, 12000, 0), CUDA_ERROR_NOT_INITIALIZED);
+}
+
+/* ---- the shared region ----------------------------------------------------- */
+
+static const char *region_path(void)
+{
+    const char *p = getenv("ALLOT_SHIM_REGION");
+
+    assert_non_null(p);
+    return p;
+}
+
+/* Forks a child that allocates bytes through the shim, reports on the
+ * pipe and waits to be killed; with lock, it then also takes the region's
+ * mutex itself, so it dies holding it. Returns its pid. */
+static pid_t spawn_holder(size_t bytes, bool lock)
+{
+    int fds[2];
+    pid_t pid;
+    char c = 0;
+
+    assert_int_equal(pipe(fds), 0);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        CUdeviceptr p;
+
+        close(fds[0]);
+        c = cuMemAlloc_v2(&p, bytes) == CUDA_SUCCESS ? 'y' : 'n';
+        if (lock) {
+            int fd = open(region_path(), O_RDWR);
+            struct shim_region_hdr *h =
+                mmap(NULL, sizeof(*h), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+
+            if (h == MAP_FAILED || pthread_mutex_lock(&h->lock.m))
+                c = 'n';
+        }
+        if (write(fds[1], &c, 1) != 1)
+            _exit(1);
+        for (;;)
+            pause();
+    }
+    close(fds[1]);
+    assert_int_equal(read(fds[0], &c, 1), 1);
+    close(fds[0]);
+    assert_int_equal(c, 'y');
+    return pid;
+}
+
+static void kill_wait(pid_t pid)
+{
+    int st;
+
+    assert_int_equal(kill(pid, SIGKILL), 0);
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+}
+
+static void test_region_shared_cap(void **state)
+{
+    pid_t a = spawn_holder(600 * KIB, false);
+    CUdeviceptr p, q;
+
+    (void)state;
+    /* the other process's 600 KiB count here */
+    assert_int_equal(shim_free(), CAP - 600 * KIB);
+    assert_int_equal(cuMemAlloc_v2(&p, 600 * KIB), CUDA_ERROR_OUT_OF_MEMORY);
+    assert_int_equal(cuMemAlloc_v2(&p, 400 * KIB), CUDA_SUCCESS);
+    assert_int_equal(cuMemFree_v2(p), CUDA_SUCCESS);
+    /* killed: its bytes come back at the next refusal */
+    kill_wait(a);
+    assert_int_equal(cuMemAlloc_v2(&p, 600 * KIB), CUDA_SUCCESS);
+    assert_int_equal(cuMemAlloc_v2(&q, 600 * KIB), CUDA_ERROR_OUT_OF_MEMORY);
+    assert_int_equal(cuMemFree_v2(p), CUDA_SUCCESS);
+    assert_int_equal(shim_free(), CAP);
+}
+
+static void test_region_lock_holder_killed(void **state)
+{
+    pid_t a = spawn_holder(700 * KIB, true);
+    CUdeviceptr p;
+
+    (void)state;
+    kill_wait(a);
+    /* must neither hang (ctest's timeout) nor keep the dead one's bytes */
+    assert_int_equal(cuMemAlloc_v2(&p, 700 * KIB), CUDA_SUCCESS);
+    assert_int_equal(cuMemFree_v2(p), CUDA_SUCCESS);
+    assert_int_equal(shim_free(), CAP);
+}
+
+/* Racing processes allocate 100 KiB pieces until refused: together they
+ * never get more than the cap (10 pieces of a 1 MiB cap). */
+static void test_region_race(void **state)
+{
+    enum { N = 4 };
+    int res[2], go[2];
+    pid_t kids[N];
+    int total = 0;
+
+    (void)state;
+    assert_int_equal(pipe(res), 0);
+    assert_int_equal(pipe(go), 0);
+    for (int i = 0; i < N; i++) {
+        kids[i] = fork();
+        assert_true(kids[i] >= 0);
+        if (kids[i] == 0) {
+            CUdeviceptr p;
+            unsigned char n = 0;
+            char c;
+
+            close(res[0]);
+            close(go[1]);
+            /* start together: wait until the parent closes the pipe */
+            if (read(go[0], &c, 1) < 0)
+                _exit(1);
+            while (cuMemAlloc_v2(&p, 100 * KIB) == CUDA_SUCCESS)
+                n++;
+            if (write(res[1], &n, 1) != 1)
+                _exit(1);
+            /* hold the pieces until the parent has counted */
+            for (;;)
+                pause();
+        }
+    }
+    close(res[1]);
+    close(go[0]);
+    close(go[1]);
+    for (int i = 0; i < N; i++) {
+        unsigned char n;
+
+        assert_int_equal(read(res[0], &n, 1), 1);
+        total += n;
+    }
+    close(res[0]);
+    assert_int_equal(total, (int)(CAP / (100 * KIB)));
+    for (int i = 0; i < N; i++)
+        kill_wait(kids[i]);
+    assert_int_equal(shim_free(), CAP); /* all reclaimed */
+}
+
+static void test_corrupt_region_falls_back(void **state)
+{
+    CUdeviceptr p;
+
+    (void)state;
+    assert_int_equal(cuMemAlloc_v2(&p, CAP), CUDA_SUCCESS);
+    assert_int_equal(cuMemAlloc_v2(&p, 1), CUDA_ERROR_OUT_OF_MEMORY);
+    assert_int_equal(shim_free(), 0);
+}
+
+/* ---- groups ------------------------------------------------------------------ */
+
+/* Writes the region file ALLOT_SHIM_REGION as the group needs it. */
+static void prepare_region(const char *how)
+{
+    const char *path = getenv("ALLOT_SHIM_REGION");
+    FILE *f;
+
+    if (!path)
+        return;
+    f = fopen(path, "w");
+    if (!f)
+        return;
+    if (!strcmp(how, "garbage")) {
+        fputs("not a region", f);
+    } else if (!strcmp(how, "badmagic")) {
+        for (size_t i = 0; i < sizeof(struct shim_region_hdr); i++)
+            fputc(0x5a, f);
+    }
+    fclose(f);
+}
+
+int main(int argc, char **argv)
+{
+    const struct CMUnitTest cap[] = {
+        cmocka_unit_test_setup(test_cap_each_family, setup_dev0),
+        cmocka_unit_test_setup(test_cap_single_request, setup_dev0),
+        cmocka_unit_test_setup(test_cap_pitch, setup_dev0),
+        cmocka_unit_test_setup(test_vmm_host_uncounted, setup_dev0),
+        cmocka_unit_test_setup(test_meminfo_reports_cap, setup_dev0),
+        cmocka_unit_test_setup(test_per_device_cap, setup_dev0),
+        cmocka_unit_test_setup(test_null_arguments, setup_dev0),
+        cmocka_unit_test_setup(test_unknown_free_forwarded, setup_dev0),
+        cmocka_unit_test_setup(test_lookup_dlsym, setup_dev0),
+        cmocka_unit_test_setup(test_lookup_get_proc_address, setup_dev0),
+    };
+    const struct CMUnitTest private[] = {
+        cmocka_unit_test_setup(test_lookup_private_pointer, setup_dev0),
+    };
+    const struct CMUnitTest nolimit[] = {
+        cmocka_unit_test_setup(test_nolimit_passes_through, setup_dev0),
+    };
+    const struct CMUnitTest badenv[] = {
+        cmocka_unit_test_setup(test_badenv_fails_closed, setup_dev0),
+    };
+    const struct CMUnitTest nodriver[] = {
+        cmocka_unit_test(test_nodriver_errors),
+    };
+    const struct CMUnitTest region[] = {
+        cmocka_unit_test_setup(test_region_shared_cap, setup_dev0),
+        cmocka_unit_test_setup(test_region_lock_holder_killed, setup_dev0),
+        cmocka_unit_test_setup(test_region_race, setup_dev0),
+    };
+    const struct CMUnitTest corrupt[] = {
+        cmocka_unit_test_setup(test_corrupt_region_falls_back, setup_dev0),
+    };
+    const char *g = argc > 1 ? argv[1] : "";
+
+    if (!strcmp(g, "cap"))
+        return cmocka_run_group_tests_name("shim_cap", cap, NULL, NULL);
+    if (!strcmp(g, "private"))
+        return cmocka_run_group_tests_name("shim_private", private, NULL, NULL);
+    if (!strcmp(g, "nolimit"))
+        return cmocka_run_group_tests_name("shim_nolimit", nolimit, NULL, NULL);
+    if (!strcmp(g, "badenv"))
+        return cmocka_run_group_tests_name("shim_badenv", badenv, NULL, NULL);
+    if (!strcmp(g, "nodriver"))
+        return cmocka_run_group_tests_name("shim_nodriver", nodriver, NULL, NULL);
+    if (!strcmp(g, "region")) {
+        prepare_region("empty");
+        return cmocka_run_group_tests_name("shim_region", region, NULL, NULL);
+    }
+    if (!strcmp(g, "corrupt-size") || !strcmp(g, "corrupt-magic")) {
+        prepare_region(strcmp(g, "corrupt-size") ? "badmagic" : "garbage");
+        return cmocka_run_group_tests_name("shim_corrupt", corrupt, NULL, NULL);
+    }
+    fprintf(stderr, "usage: %s cap|private|nolimit|badenv|nodriver|region|corrupt-*\n", argv[0]);
+    return 2;
+}

@@ -1,0 +1,305 @@
+/*
+ * liballot-cuda.so's parts without the preload: size parsing and the
+ * environment (env.c), the allocation table (table.c, with a calloc that
+ * fails on demand) and the shared region (region.c: reservations against
+ * a cap, dead processes' slots reclaimed, corrupt files refused). Links
+ * allot-shim-objs, from which only these objects are pulled in.
+ */
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "shim.h"
+
+static void test_parse_size(void **state)
+{
+    static const struct {
+        const char *s;
+        uint64_t v;
+    } good[] = {
+        {"0", 0},
+        {"1", 1},
+        {"4096", 4096},
+        {"1K", 1000},
+        {"1Ki", 1024},
+        {"3M", 3000000},
+        {"3Mi", 3ull << 20},
+        {"4G", 4000000000ull},
+        {"4Gi", 4ull << 30},
+        {"2Ti", 2ull << 40},
+        {"18446744073709551615", UINT64_MAX},
+    };
+    static const char *const bad[] = {
+        "",
+        "-1",
+        "+1",
+        " 1",
+        "1 ",
+        "1k",
+        "1KB",
+        "1Kib",
+        "Gi",
+        "1.5G",
+        "0x10",
+        "18446744073709551616",
+        "17179869184Gi",
+        "1Pi",
+        "1e9",
+    };
+    uint64_t v;
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        v = 7;
+        assert_true(shim_parse_size(good[i].s, &v));
+        assert_int_equal(v, good[i].v);
+    }
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        v = 7;
+        assert_false(shim_parse_size(bad[i], &v));
+        assert_int_equal(v, 7);
+    }
+    assert_false(shim_parse_size(NULL, &v));
+}
+
+static void test_config(void **state)
+{
+    struct shim_config c;
+
+    (void)state;
+    unsetenv("ALLOT_GPU_MEMORY_LIMIT");
+    shim_config_load(&c);
+    assert_false(c.any_limit);
+    setenv("ALLOT_GPU_MEMORY_LIMIT", "2Gi", 1);
+    setenv("ALLOT_GPU_MEMORY_LIMIT_3", "1Gi", 1);
+    shim_config_load(&c);
+    assert_true(c.any_limit && !c.bad_env);
+    assert_true(c.limited[0] && c.limited[31]);
+    assert_int_equal(c.limit[0], 2ull << 30);
+    assert_int_equal(c.limit[3], 1ull << 30);
+    /* a value that does not parse: that cap is 0 (fail closed) */
+    setenv("ALLOT_GPU_MEMORY_LIMIT_3", "lots", 1);
+    shim_config_load(&c);
+    assert_true(c.bad_env && c.limited[3]);
+    assert_int_equal(c.limit[3], 0);
+    assert_int_equal(c.limit[2], 2ull << 30);
+    unsetenv("ALLOT_GPU_MEMORY_LIMIT_3");
+    setenv("ALLOT_GPU_MEMORY_LIMIT_1", "512Mi", 1);
+    unsetenv("ALLOT_GPU_MEMORY_LIMIT");
+    shim_config_load(&c);
+    assert_true(c.any_limit && c.limited[1] && !c.limited[0]);
+    unsetenv("ALLOT_GPU_MEMORY_LIMIT_1");
+}
+
+static int fail_after = -1; /* calloc calls left before failing; -1 never */
+
+static void *failing_calloc(size_t n, size_t size)
+{
+    if (fail_after == 0)
+        return NULL;
+    if (fail_after > 0)
+        fail_after--;
+    return calloc(n, size);
+}
+
+/* Puts and takes against a reference array, many rounds of growth and
+ * backward-shift deletion. */
+static void test_table_model(void **state)
+{
+    enum { N = 5000 };
+    static bool in[N];
+    struct shim_table t;
+    struct shim_alloc a;
+    unsigned seed = 1;
+
+    (void)state;
+    shim_table_init(&t, NULL);
+    assert_false(shim_table_get(&t, 1, 0, &a));
+    assert_false(shim_table_take(&t, 1, 0, NULL));
+    for (int round = 0; round < 100000; round++) {
+        unsigned k;
+
+        seed = seed * 1103515245u + 12345u;
+        k = (seed >> 8) % N;
+        /* keys collide in their low bits, as device pointers do */
+        a = (struct shim_alloc){.key = 0x7f0000000000ull + ((uint64_t)k << 21),
+                                .bytes = k + 1,
+                                .dev = (int)(k % 3),
+                                .space = (uint8_t)(k % 3)};
+        if (in[k]) {
+            struct shim_alloc out;
+
+            assert_true(shim_table_take(&t, a.key, a.space, &out));
+            assert_int_equal(out.bytes, k + 1);
+            in[k] = false;
+        } else {
+            assert_true(shim_table_put(&t, &a));
+            assert_false(shim_table_put(&t, &a)); /* no duplicates */
+            in[k] = true;
+        }
+    }
+    for (unsigned k = 0; k < N; k++) {
+        uint64_t key = 0x7f0000000000ull + ((uint64_t)k << 21);
+
+        assert_int_equal(shim_table_get(&t, key, (int)(k % 3), &a), in[k]);
+        /* the same value in another space is another entry */
+        assert_false(shim_table_get(&t, key, (int)((k + 1) % 3), &a));
+    }
+    shim_table_clear(&t);
+    assert_false(shim_table_get(&t, 0x7f0000000000ull, 0, &a));
+}
+
+/* A table that cannot grow refuses the put and stays consistent. */
+static void test_table_alloc_failure(void **state)
+{
+    struct shim_table t;
+    struct shim_alloc a = {.key = 1, .bytes = 1};
+
+    (void)state;
+    fail_after = 0;
+    shim_table_init(&t, failing_calloc);
+    assert_false(shim_table_put(&t, &a));
+    assert_false(shim_table_get(&t, 1, 0, &a));
+    fail_after = 1; /* the first table, not its growth */
+    for (uint64_t k = 1; k <= 32; k++) {
+        a.key = k;
+        assert_true(shim_table_put(&t, &a));
+    }
+    a.key = 33;
+    assert_false(shim_table_put(&t, &a));
+    for (uint64_t k = 1; k <= 32; k++)
+        assert_true(shim_table_get(&t, k, 0, &a));
+    fail_after = -1;
+    a.key = 33;
+    assert_true(shim_table_put(&t, &a));
+    shim_table_clear(&t);
+}
+
+static char *temp_file(const char *content, size_t n)
+{
+    char *path = strdup("/tmp/allot-shim-region-XXXXXX");
+    int fd = mkstemp(path);
+
+    assert_true(fd >= 0);
+    if (n)
+        assert_int_equal(write(fd, content, n), (ssize_t)n);
+    close(fd);
+    return path;
+}
+
+static void test_region_reserve_release(void **state)
+{
+    char *path = temp_file(NULL, 0);
+    struct shim_region *r = shim_region_open(path), *r2;
+
+    (void)state;
+    assert_non_null(r);
+    assert_int_equal(shim_region_reserve(r, 0, 600, true, 1000), CUDA_SUCCESS);
+    assert_int_equal(shim_region_reserve(r, 0, 401, true, 1000), CUDA_ERROR_OUT_OF_MEMORY);
+    assert_int_equal(shim_region_reserve(r, 0, 400, true, 1000), CUDA_SUCCESS);
+    assert_int_equal(shim_region_reserve(r, 1, 5000, false, 0), CUDA_SUCCESS);
+    assert_int_equal(shim_region_used(r, 0), 1000);
+    assert_int_equal(shim_region_used(r, 1), 5000);
+    assert_int_equal(shim_region_reserve(r, SHIM_MAX_DEV, 1, false, 0), CUDA_ERROR_OUT_OF_MEMORY);
+    /* a second mapping (as another process would have) sees the same */
+    r2 = shim_region_open(path);
+    assert_non_null(r2);
+    assert_int_equal(shim_region_used(r2, 0), 1000);
+    shim_region_release(r, 0, 600);
+    shim_region_release(r, 0, 9999); /* never below zero */
+    assert_int_equal(shim_region_used(r2, 0), 0);
+    shim_region_close(r2);
+    shim_region_close(r);
+    shim_region_close(NULL);
+    unlink(path);
+    free(path);
+}
+
+/* A slot whose process has exited is reclaimed. */
+static void test_region_reclaim_dead(void **state)
+{
+    char *path = temp_file(NULL, 0);
+    struct shim_region *r = shim_region_open(path);
+    int st;
+    pid_t pid;
+
+    (void)state;
+    assert_non_null(r);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        struct shim_region *c = shim_region_open(path);
+
+        _exit(c && shim_region_reserve(c, 0, 900, true, 1000) == CUDA_SUCCESS ? 0 : 1);
+    }
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    /* refused only until the dead one's bytes are taken back */
+    assert_int_equal(shim_region_reserve(r, 0, 500, true, 1000), CUDA_SUCCESS);
+    assert_int_equal(shim_region_used(r, 0), 500);
+    assert_int_equal(shim_region_reclaim(r), 0);
+    shim_region_close(r);
+    unlink(path);
+    free(path);
+}
+
+static void test_region_corrupt(void **state)
+{
+    char junk[sizeof(struct shim_region_hdr)];
+    char *small = temp_file("short", 5), *bad;
+    struct shim_region *r;
+
+    (void)state;
+    assert_null(shim_region_open(small));
+    memset(junk, 0x5a, sizeof(junk));
+    bad = temp_file(junk, sizeof(junk));
+    assert_null(shim_region_open(bad));
+    assert_null(shim_region_open("/nonexistent/allot-region"));
+    /* a valid region whose version is from elsewhere */
+    unlink(bad);
+    free(bad);
+    bad = temp_file(NULL, 0);
+    r = shim_region_open(bad);
+    assert_non_null(r);
+    shim_region_close(r);
+    {
+        int fd = open(bad, O_RDWR);
+        struct shim_region_hdr *h =
+            mmap(NULL, sizeof(*h), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+
+        assert_true(h != MAP_FAILED);
+        h->version = 99;
+        munmap(h, sizeof(*h));
+        close(fd);
+    }
+    assert_null(shim_region_open(bad));
+    unlink(small);
+    unlink(bad);
+    free(small);
+    free(bad);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_parse_size),
+        cmocka_unit_test(test_config),
+        cmocka_unit_test(test_table_model),
+        cmocka_unit_test(test_table_alloc_failure),
+        cmocka_unit_test(test_region_reserve_release),
+        cmocka_unit_test(test_region_reclaim_dead),
+        cmocka_unit_test(test_region_corrupt),
+    };
+
+    setenv("ALLOT_SHIM_LOG", "off", 1); /* the corrupt files' warnings */
+    return cmocka_run_group_tests_name("shim_units", tests, NULL, NULL);
+}
