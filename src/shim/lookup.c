@@ -43,7 +43,11 @@ static __thread bool starting; /* this thread is inside shim_start */
 
 typedef void *(*dlsym_fn)(void *, const char *);
 
-static dlsym_fn real_dlsym(void)
+/* ASan resolves its interceptors with dlsym before it has mapped its
+ * shadow memory: the override's path must not be instrumented. */
+#define SHIM_EARLY __attribute__((no_sanitize("address")))
+
+SHIM_EARLY static dlsym_fn real_dlsym(void)
 {
     static dlsym_fn fn;
     static const char *const versions[] = {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17"};
@@ -116,7 +120,7 @@ bool shim_driver_loaded(void)
     return driver != NULL;
 }
 
-static int hook_index(const char *name)
+SHIM_EARLY static int hook_index(const char *name)
 {
     if (!name || name[0] != 'c' || name[1] != 'u')
         return -1;
@@ -193,7 +197,7 @@ void *shim_swap_proc(const char *symbol, void *p, int cuda_version, cuuint64_t f
  * by the shim (the real dlsym reads its caller's address), which finds the
  * same objects for a program but not for another preloaded interposer.
  */
-void *dlsym(void *restrict handle, const char *restrict symbol)
+SHIM_EARLY void *dlsym(void *restrict handle, const char *restrict symbol)
 {
     dlsym_fn dls = real_dlsym();
     void *p = dls ? dls(handle, symbol) : NULL;
