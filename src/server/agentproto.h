@@ -1,0 +1,40 @@
+/*
+ * The bodies agents send allotd, checked by pure functions (no store, no
+ * I/O) so a fuzz target can drive them: the inventory of POST
+ * /v1/nodes/register and the heartbeat of POST /v1/nodes/{name}/heartbeat.
+ */
+#ifndef ALLOT_SERVER_AGENTPROTO_H
+#define ALLOT_SERVER_AGENTPROTO_H
+
+#include "allot/catalog.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define AGENTPROTO_MAX_REPORTS 64
+
+/* A heartbeat body, checked; pointers borrowed from the body. */
+struct hb_body {
+    json_t *jobs;      /* array of reports, or NULL */
+    json_t *logs;      /* {"url", "key"}, or NULL */
+    json_t *health;    /* {"gpus": [...]}, or NULL */
+    const char *known; /* version of the desired state the agent has, or NULL */
+    int64_t wait_ms;   /* long poll, 0..60000 */
+};
+
+/* 1..63 of A-Z a-z 0-9 . _ - */
+bool agentproto_name_ok(const char *s);
+
+/* Checks an inventory body. Returns 0 (n_gpus set), or 400 (unknown field,
+ * wrong type) or 422 (impossible: unknown model, mixed models, too many
+ * GPUs) with a message naming the field. */
+int agentproto_inventory(json_t *b, const struct allot_catalog *cat, int *n_gpus, char *err,
+                         size_t errlen);
+
+/* Checks a heartbeat body (NULL: an empty one). Returns 0 with *out filled,
+ * or 400 with a message naming the field. */
+int agentproto_heartbeat(json_t *b, struct hb_body *out, char *err, size_t errlen);
+
+#endif
