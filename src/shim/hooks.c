@@ -45,11 +45,25 @@ static CUresult current_device(int *dev)
     return get(dev);
 }
 
-/* Reserves bytes on the calling thread's current device. OUT *dev. */
-static CUresult begin(int *dev, uint64_t bytes)
+/* The calling thread's current context as a table key, 0 if none. */
+static uint64_t current_ctx(void)
+{
+    typedef CUresult (*get_fn)(CUcontext *);
+    get_fn get = (get_fn)shim_real(SHIM_FN_cuCtxGetCurrent);
+    CUcontext c = NULL;
+
+    if (!get || get(&c) != CUDA_SUCCESS)
+        return 0;
+    return (uint64_t)(uintptr_t)c;
+}
+
+/* Reserves bytes on the calling thread's current device. OUT *dev, *ctx
+ * (the context the allocation will die with). */
+static CUresult begin(int *dev, uint64_t *ctx, uint64_t bytes)
 {
     CUresult rc = current_device(dev);
 
+    *ctx = current_ctx();
     return rc != CUDA_SUCCESS ? rc : shim_reserve(*dev, bytes);
 }
 
@@ -83,20 +97,26 @@ static void undo_array(uint64_t key)
  * When the table cannot take the record the allocation is undone, so the
  * books never miss memory, and the caller sees CUDA_ERROR_OUT_OF_MEMORY.
  */
-static CUresult settle(CUresult rc, int dev, uint64_t bytes, int space, uint64_t key,
+static CUresult settle(CUresult rc, int dev, uint64_t ctx, uint64_t bytes, int space, uint64_t key,
                        void (*undo)(uint64_t))
 {
-    struct shim_alloc a = {.key = key, .bytes = bytes, .dev = dev, .space = (uint8_t)space};
+    struct shim_alloc a = {
+        .key = key, .bytes = bytes, .ctx = ctx, .dev = dev, .space = (uint8_t)space};
+    struct shim_alloc old;
 
     if (rc != CUDA_SUCCESS) {
         shim_release(dev, bytes);
         return rc;
     }
-    if (!shim_table_put(&shim_allocs, &a)) {
+    if (!shim_table_replace(&shim_allocs, &a, &old)) {
         undo(key);
         shim_release(dev, bytes);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
+    /* the driver reused the value: what it named was freed without the
+     * shim seeing it (a destroyed context, a reset device) */
+    if (old.used)
+        shim_release(old.dev, old.bytes);
     return CUDA_SUCCESS;
 }
 
@@ -124,6 +144,7 @@ static CUresult forget(CUresult (*call)(uint64_t, void *), void *arg, uint64_t k
 CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
     __typeof__(&cuMemAlloc_v2) real = REAL(cuMemAlloc_v2);
+    uint64_t ctx;
     CUresult rc;
     int dev;
 
@@ -133,10 +154,10 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
         return CUDA_ERROR_INVALID_VALUE;
     if (!bytesize)
         return real(dptr, bytesize);
-    if ((rc = begin(&dev, bytesize)) != CUDA_SUCCESS)
+    if ((rc = begin(&dev, &ctx, bytesize)) != CUDA_SUCCESS)
         return rc;
     rc = real(dptr, bytesize);
-    return settle(rc, dev, bytesize, SHIM_SPACE_PTR, rc ? 0 : *dptr, undo_ptr);
+    return settle(rc, dev, ctx, bytesize, SHIM_SPACE_PTR, rc ? 0 : *dptr, undo_ptr);
 }
 
 static void undo_ptr_v1(uint64_t key)
@@ -151,6 +172,7 @@ static void undo_ptr_v1(uint64_t key)
 CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
 {
     __typeof__(&cuMemAlloc) real = REAL(cuMemAlloc);
+    uint64_t ctx;
     CUresult rc;
     int dev;
 
@@ -160,10 +182,10 @@ CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
         return CUDA_ERROR_INVALID_VALUE;
     if (!bytesize)
         return real(dptr, bytesize);
-    if ((rc = begin(&dev, bytesize)) != CUDA_SUCCESS)
+    if ((rc = begin(&dev, &ctx, bytesize)) != CUDA_SUCCESS)
         return rc;
     rc = real(dptr, bytesize);
-    return settle(rc, dev, bytesize, SHIM_SPACE_PTR, rc ? 0 : *dptr, undo_ptr_v1);
+    return settle(rc, dev, ctx, bytesize, SHIM_SPACE_PTR, rc ? 0 : *dptr, undo_ptr_v1);
 }
 
 CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
@@ -171,6 +193,7 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size
 {
     __typeof__(&cuMemAllocPitch_v2) real = REAL(cuMemAllocPitch_v2);
     uint64_t guess, actual;
+    uint64_t ctx;
     CUresult rc;
     int dev;
 
@@ -181,11 +204,11 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size
     if (!width || !height)
         return real(dptr, pitch, width, height, elem);
     guess = mul_sat(((uint64_t)width + PITCH_GUESS - 1) / PITCH_GUESS * PITCH_GUESS, height);
-    if ((rc = begin(&dev, guess)) != CUDA_SUCCESS)
+    if ((rc = begin(&dev, &ctx, guess)) != CUDA_SUCCESS)
         return rc;
     rc = real(dptr, pitch, width, height, elem);
     if (rc != CUDA_SUCCESS)
-        return settle(rc, dev, guess, SHIM_SPACE_PTR, 0, undo_ptr);
+        return settle(rc, dev, ctx, guess, SHIM_SPACE_PTR, 0, undo_ptr);
     /* what the rows really take: the driver's pitch times the height */
     actual = mul_sat(*pitch, height);
     if (actual > guess && shim_reserve(dev, actual - guess) != CUDA_SUCCESS) {
@@ -195,12 +218,13 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size
     }
     if (actual < guess)
         shim_release(dev, guess - actual);
-    return settle(rc, dev, actual, SHIM_SPACE_PTR, *dptr, undo_ptr);
+    return settle(rc, dev, ctx, actual, SHIM_SPACE_PTR, *dptr, undo_ptr);
 }
 
 CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
 {
     __typeof__(&cuMemAllocManaged) real = REAL(cuMemAllocManaged);
+    uint64_t ctx;
     CUresult rc;
     int dev;
 
@@ -211,10 +235,10 @@ CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flag
     if (!bytesize)
         return real(dptr, bytesize, flags);
     /* counted in full on the current device: it may all migrate there */
-    if ((rc = begin(&dev, bytesize)) != CUDA_SUCCESS)
+    if ((rc = begin(&dev, &ctx, bytesize)) != CUDA_SUCCESS)
         return rc;
     rc = real(dptr, bytesize, flags);
-    return settle(rc, dev, bytesize, SHIM_SPACE_PTR, rc ? 0 : *dptr, undo_ptr);
+    return settle(rc, dev, ctx, bytesize, SHIM_SPACE_PTR, rc ? 0 : *dptr, undo_ptr);
 }
 
 /*
@@ -227,6 +251,7 @@ static CUresult alloc_async(enum shim_fn f, CUdeviceptr *dptr, size_t bytesize, 
 {
     CUresult (*real)(CUdeviceptr *, size_t, CUstream) =
         (CUresult(*)(CUdeviceptr *, size_t, CUstream))shim_real(f);
+    uint64_t ctx;
     CUresult rc;
     int dev;
 
@@ -236,10 +261,10 @@ static CUresult alloc_async(enum shim_fn f, CUdeviceptr *dptr, size_t bytesize, 
         return CUDA_ERROR_INVALID_VALUE;
     if (!bytesize)
         return real(dptr, bytesize, s);
-    if ((rc = begin(&dev, bytesize)) != CUDA_SUCCESS)
+    if ((rc = begin(&dev, &ctx, bytesize)) != CUDA_SUCCESS)
         return rc;
     rc = real(dptr, bytesize, s);
-    return settle(rc, dev, bytesize, SHIM_SPACE_PTR, rc ? 0 : *dptr, undo_ptr);
+    return settle(rc, dev, ctx, bytesize, SHIM_SPACE_PTR, rc ? 0 : *dptr, undo_ptr);
 }
 
 CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream s)
@@ -257,6 +282,7 @@ static CUresult alloc_pool(enum shim_fn f, CUdeviceptr *dptr, size_t bytesize, C
 {
     CUresult (*real)(CUdeviceptr *, size_t, CUmemoryPool, CUstream) =
         (CUresult(*)(CUdeviceptr *, size_t, CUmemoryPool, CUstream))shim_real(f);
+    uint64_t ctx;
     CUresult rc;
     int dev;
 
@@ -266,10 +292,10 @@ static CUresult alloc_pool(enum shim_fn f, CUdeviceptr *dptr, size_t bytesize, C
         return CUDA_ERROR_INVALID_VALUE;
     if (!bytesize)
         return real(dptr, bytesize, pool, s);
-    if ((rc = begin(&dev, bytesize)) != CUDA_SUCCESS)
+    if ((rc = begin(&dev, &ctx, bytesize)) != CUDA_SUCCESS)
         return rc;
     rc = real(dptr, bytesize, pool, s);
-    return settle(rc, dev, bytesize, SHIM_SPACE_PTR, rc ? 0 : *dptr, undo_ptr);
+    return settle(rc, dev, ctx, bytesize, SHIM_SPACE_PTR, rc ? 0 : *dptr, undo_ptr);
 }
 
 CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream s)
@@ -344,6 +370,7 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
                      const CUmemAllocationProp *prop, unsigned long long flags)
 {
     __typeof__(&cuMemCreate) real = REAL(cuMemCreate);
+    uint64_t ctx;
     CUresult rc;
     int dev;
 
@@ -355,10 +382,11 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
     if (!size || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
         return real(handle, size, prop, flags);
     dev = prop->location.id;
+    ctx = 0; /* physical memory outlives contexts */
     if ((rc = shim_reserve(dev, size)) != CUDA_SUCCESS)
         return rc;
     rc = real(handle, size, prop, flags);
-    return settle(rc, dev, size, SHIM_SPACE_HANDLE, rc ? 0 : *handle, undo_handle);
+    return settle(rc, dev, ctx, size, SHIM_SPACE_HANDLE, rc ? 0 : *handle, undo_handle);
 }
 
 static CUresult call_release(uint64_t key, void *fn)
@@ -417,6 +445,7 @@ CUresult cuArrayCreate_v2(CUarray *arr, const CUDA_ARRAY_DESCRIPTOR *desc)
 {
     __typeof__(&cuArrayCreate_v2) real = REAL(cuArrayCreate_v2);
     uint64_t bytes;
+    uint64_t ctx;
     CUresult rc;
     int dev;
 
@@ -425,16 +454,18 @@ CUresult cuArrayCreate_v2(CUarray *arr, const CUDA_ARRAY_DESCRIPTOR *desc)
     if (!arr || !desc)
         return CUDA_ERROR_INVALID_VALUE;
     bytes = array_bytes(desc->Width, desc->Height, 1, desc->Format, desc->NumChannels);
-    if ((rc = begin(&dev, bytes)) != CUDA_SUCCESS)
+    if ((rc = begin(&dev, &ctx, bytes)) != CUDA_SUCCESS)
         return rc;
     rc = real(arr, desc);
-    return settle(rc, dev, bytes, SHIM_SPACE_ARRAY, rc ? 0 : (uint64_t)(uintptr_t)*arr, undo_array);
+    return settle(rc, dev, ctx, bytes, SHIM_SPACE_ARRAY, rc ? 0 : (uint64_t)(uintptr_t)*arr,
+                  undo_array);
 }
 
 CUresult cuArray3DCreate_v2(CUarray *arr, const CUDA_ARRAY3D_DESCRIPTOR *desc)
 {
     __typeof__(&cuArray3DCreate_v2) real = REAL(cuArray3DCreate_v2);
     uint64_t bytes;
+    uint64_t ctx;
     CUresult rc;
     int dev;
 
@@ -443,10 +474,11 @@ CUresult cuArray3DCreate_v2(CUarray *arr, const CUDA_ARRAY3D_DESCRIPTOR *desc)
     if (!arr || !desc)
         return CUDA_ERROR_INVALID_VALUE;
     bytes = array_bytes(desc->Width, desc->Height, desc->Depth, desc->Format, desc->NumChannels);
-    if ((rc = begin(&dev, bytes)) != CUDA_SUCCESS)
+    if ((rc = begin(&dev, &ctx, bytes)) != CUDA_SUCCESS)
         return rc;
     rc = real(arr, desc);
-    return settle(rc, dev, bytes, SHIM_SPACE_ARRAY, rc ? 0 : (uint64_t)(uintptr_t)*arr, undo_array);
+    return settle(rc, dev, ctx, bytes, SHIM_SPACE_ARRAY, rc ? 0 : (uint64_t)(uintptr_t)*arr,
+                  undo_array);
 }
 
 static CUresult call_destroy(uint64_t key, void *fn)
@@ -460,6 +492,84 @@ CUresult cuArrayDestroy(CUarray arr)
 
     return real ? forget(call_destroy, real, (uint64_t)(uintptr_t)arr, SHIM_SPACE_ARRAY)
                 : missing();
+}
+
+/* ---- contexts: destroying one frees its memory --------------------------- */
+
+/* Primary contexts by device, learnt from cuDevicePrimaryCtxRetain, so a
+ * reset of the device can drop their allocations. */
+static uint64_t primary_ctx[SHIM_MAX_DEV];
+
+static void drop_ctx(uint64_t ctx)
+{
+    uint64_t freed[SHIM_MAX_DEV] = {0};
+
+    if (!ctx || !shim_table_take_ctx(&shim_allocs, ctx, freed))
+        return;
+    for (int d = 0; d < SHIM_MAX_DEV; d++)
+        if (freed[d])
+            shim_release(d, freed[d]);
+}
+
+static CUresult ctx_destroy(enum shim_fn f, CUcontext c)
+{
+    CUresult (*real)(CUcontext) = (CUresult(*)(CUcontext))shim_real(f);
+    CUresult rc;
+
+    if (!real)
+        return missing();
+    rc = real(c);
+    if (rc == CUDA_SUCCESS)
+        drop_ctx((uint64_t)(uintptr_t)c);
+    return rc;
+}
+
+CUresult cuCtxDestroy_v2(CUcontext c)
+{
+    return ctx_destroy(SHIM_FN_cuCtxDestroy_v2, c);
+}
+
+CUresult cuCtxDestroy(CUcontext c)
+{
+    return ctx_destroy(SHIM_FN_cuCtxDestroy, c);
+}
+
+CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice dev)
+{
+    __typeof__(&cuDevicePrimaryCtxRetain) real = REAL(cuDevicePrimaryCtxRetain);
+    CUresult rc;
+
+    if (!real)
+        return missing();
+    if (!c)
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = real(c, dev);
+    if (rc == CUDA_SUCCESS && dev >= 0 && dev < SHIM_MAX_DEV)
+        __atomic_store_n(&primary_ctx[dev], (uint64_t)(uintptr_t)*c, __ATOMIC_RELEASE);
+    return rc;
+}
+
+static CUresult primary_reset(enum shim_fn f, CUdevice dev)
+{
+    CUresult (*real)(CUdevice) = (CUresult(*)(CUdevice))shim_real(f);
+    CUresult rc;
+
+    if (!real)
+        return missing();
+    rc = real(dev);
+    if (rc == CUDA_SUCCESS && dev >= 0 && dev < SHIM_MAX_DEV)
+        drop_ctx(__atomic_load_n(&primary_ctx[dev], __ATOMIC_ACQUIRE));
+    return rc;
+}
+
+CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
+{
+    return primary_reset(SHIM_FN_cuDevicePrimaryCtxReset_v2, dev);
+}
+
+CUresult cuDevicePrimaryCtxReset(CUdevice dev)
+{
+    return primary_reset(SHIM_FN_cuDevicePrimaryCtxReset, dev);
 }
 
 /* ---- what the program is told about memory ------------------------------- */

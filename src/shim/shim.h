@@ -69,6 +69,7 @@ enum shim_space { SHIM_SPACE_PTR = 0, SHIM_SPACE_HANDLE = 1, SHIM_SPACE_ARRAY = 
 struct shim_alloc {
     uint64_t key; /* device pointer, VMM handle or CUarray */
     uint64_t bytes;
+    uint64_t ctx; /* the CUcontext it dies with, 0 none (VMM handles) */
     int32_t dev;
     uint8_t space; /* enum shim_space */
     bool used;     /* slot occupied (inside the table only) */
@@ -92,6 +93,19 @@ void shim_table_reset_child(struct shim_table *t);
 /* Records a (copied). Returns false when memory for the table ran out or
  * (key, space) is already recorded; the table is unchanged then. */
 bool shim_table_put(struct shim_table *t, const struct shim_alloc *a);
+/*
+ * Records a like shim_table_put, but a record already there for (key,
+ * space) is replaced: the driver handed the value out again, so the old
+ * allocation was freed behind the shim's back (a destroyed context, say).
+ * OUT *old the replaced record, old->used false when there was none.
+ * Returns false only when memory for the table ran out.
+ */
+bool shim_table_replace(struct shim_table *t, const struct shim_alloc *a, struct shim_alloc *old);
+/*
+ * Removes every record of context ctx, adding their bytes to freed[dev]
+ * (devices below SHIM_MAX_DEV). Returns how many were removed.
+ */
+size_t shim_table_take_ctx(struct shim_table *t, uint64_t ctx, uint64_t freed[SHIM_MAX_DEV]);
 /* Looks (key, space) up without removing it. OUT *a. Returns found. */
 bool shim_table_get(struct shim_table *t, uint64_t key, int space, struct shim_alloc *a);
 /* Removes (key, space). OUT *a (may be NULL). Returns whether it was there. */
@@ -192,11 +206,16 @@ void shim_account_reset_child(void);
     X(cuArrayCreate_v2)                                                                            \
     X(cuArray3DCreate_v2)                                                                          \
     X(cuArrayDestroy)                                                                              \
+    X(cuCtxDestroy)                                                                                \
+    X(cuCtxDestroy_v2)                                                                             \
+    X(cuDevicePrimaryCtxRetain)                                                                    \
+    X(cuDevicePrimaryCtxReset)                                                                     \
+    X(cuDevicePrimaryCtxReset_v2)                                                                  \
     X(cuMemGetInfo_v2)                                                                             \
     X(cuDeviceTotalMem_v2)                                                                         \
     X(cuGetProcAddress)                                                                            \
     X(cuGetProcAddress_v2)
-#define SHIM_CALLED(X) X(cuCtxGetDevice)
+#define SHIM_CALLED(X) X(cuCtxGetDevice) X(cuCtxGetCurrent)
 
 #define SHIM_ENUM(name) SHIM_FN_##name,
 enum shim_fn { SHIM_HOOKED(SHIM_ENUM) SHIM_N_HOOKED, SHIM_CALLED(SHIM_ENUM) SHIM_N_FN };
@@ -240,6 +259,11 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle handle);
 CUresult cuArrayCreate_v2(CUarray *arr, const CUDA_ARRAY_DESCRIPTOR *desc);
 CUresult cuArray3DCreate_v2(CUarray *arr, const CUDA_ARRAY3D_DESCRIPTOR *desc);
 CUresult cuArrayDestroy(CUarray arr);
+CUresult cuCtxDestroy(CUcontext c);
+CUresult cuCtxDestroy_v2(CUcontext c);
+CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice dev);
+CUresult cuDevicePrimaryCtxReset(CUdevice dev);
+CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev);
 CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total);
 CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev);
 CUresult cuGetProcAddress(const char *symbol, void **pfn, int cuda_version, cuuint64_t flags);

@@ -76,22 +76,46 @@ static bool grow(struct shim_table *t)
     return true;
 }
 
-bool shim_table_put(struct shim_table *t, const struct shim_alloc *a)
+/* Inserts or (replace) overwrites. Called locked. */
+static bool put_locked(struct shim_table *t, const struct shim_alloc *a, bool replace,
+                       struct shim_alloc *old)
 {
-    bool ok = false;
     size_t i;
 
-    pthread_mutex_lock(&t->lock);
+    if (old)
+        memset(old, 0, sizeof(*old));
     if ((t->n + 1) * 2 > t->cap && !grow(t))
-        goto out;
+        return false;
     i = find_slot(t, a->key, a->space);
-    if (t->slots[i].used)
-        goto out;
+    if (t->slots[i].used) {
+        if (!replace)
+            return false;
+        if (old)
+            *old = t->slots[i];
+    } else {
+        t->n++;
+    }
     t->slots[i] = *a;
     t->slots[i].used = true;
-    t->n++;
-    ok = true;
-out:
+    return true;
+}
+
+bool shim_table_put(struct shim_table *t, const struct shim_alloc *a)
+{
+    bool ok;
+
+    pthread_mutex_lock(&t->lock);
+    ok = put_locked(t, a, false, NULL);
+    pthread_mutex_unlock(&t->lock);
+    return ok;
+}
+
+bool shim_table_replace(struct shim_table *t, const struct shim_alloc *a, struct shim_alloc *old)
+{
+    bool ok;
+
+    pthread_mutex_lock(&t->lock);
+    ok = put_locked(t, a, true, old);
     pthread_mutex_unlock(&t->lock);
     return ok;
 }
@@ -113,25 +137,16 @@ bool shim_table_get(struct shim_table *t, uint64_t key, int space, struct shim_a
     return found;
 }
 
-bool shim_table_take(struct shim_table *t, uint64_t key, int space, struct shim_alloc *a)
+/* Removes slot i (used), shifting the rest of its probe run back. Called
+ * locked. */
+static void remove_at(struct shim_table *t, size_t i)
 {
-    bool found = false;
-    size_t i, j, mask;
+    size_t mask = t->cap - 1;
 
-    pthread_mutex_lock(&t->lock);
-    if (!t->cap)
-        goto out;
-    mask = t->cap - 1;
-    i = find_slot(t, key, space);
-    if (!t->slots[i].used)
-        goto out;
-    if (a)
-        *a = t->slots[i];
-    found = true;
     t->n--;
     /* backward shift: move later members of the probe run into the hole
      * when their home slot does not lie cyclically in (hole, j] */
-    for (j = (i + 1) & mask; t->slots[j].used; j = (j + 1) & mask) {
+    for (size_t j = (i + 1) & mask; t->slots[j].used; j = (j + 1) & mask) {
         size_t home = (size_t)key_hash(t->slots[j].key, t->slots[j].space) & mask;
 
         if (((j - home) & mask) >= ((j - i) & mask)) {
@@ -140,7 +155,45 @@ bool shim_table_take(struct shim_table *t, uint64_t key, int space, struct shim_
         }
     }
     memset(&t->slots[i], 0, sizeof(t->slots[i]));
-out:
+}
+
+bool shim_table_take(struct shim_table *t, uint64_t key, int space, struct shim_alloc *a)
+{
+    bool found = false;
+    size_t i;
+
+    pthread_mutex_lock(&t->lock);
+    if (t->cap) {
+        i = find_slot(t, key, space);
+        if (t->slots[i].used) {
+            if (a)
+                *a = t->slots[i];
+            remove_at(t, i);
+            found = true;
+        }
+    }
     pthread_mutex_unlock(&t->lock);
     return found;
+}
+
+size_t shim_table_take_ctx(struct shim_table *t, uint64_t ctx, uint64_t freed[SHIM_MAX_DEV])
+{
+    size_t n = 0;
+
+    pthread_mutex_lock(&t->lock);
+    /* a removal may pull a later record into slot i: look at i again */
+    for (size_t i = 0; i < t->cap;) {
+        struct shim_alloc *s = &t->slots[i];
+
+        if (!s->used || s->ctx != ctx || !ctx) {
+            i++;
+            continue;
+        }
+        if (s->dev >= 0 && s->dev < SHIM_MAX_DEV)
+            freed[s->dev] += s->bytes;
+        remove_at(t, i);
+        n++;
+    }
+    pthread_mutex_unlock(&t->lock);
+    return n;
 }

@@ -211,6 +211,8 @@ CUresult cuCtxDestroy_v2(CUcontext c)
         return CUDA_ERROR_INVALID_CONTEXT;
     note("done", uuids[cur], (unsigned long long)(cleared >> 20));
     cur = -1;
+    used = 0; /* a context's memory dies with it */
+    n_allocs = 0;
     return CUDA_SUCCESS;
 }
 
@@ -282,6 +284,48 @@ CUresult cuCtxGetDevice(CUdevice *d)
     if (cur < 0)
         return CUDA_ERROR_INVALID_CONTEXT;
     *d = cur;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetCurrent(CUcontext *c);
+CUresult cuCtxGetCurrent(CUcontext *c)
+{
+    if (!c)
+        return CUDA_ERROR_INVALID_VALUE;
+    *c = cur < 0 ? NULL : (CUcontext)(unsigned long)(cur + 1);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxDestroy(CUcontext c);
+CUresult cuCtxDestroy(CUcontext c)
+{
+    return cuCtxDestroy_v2(c);
+}
+
+/* The primary context: the one context of the fake, kept when current. */
+CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d);
+CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d)
+{
+    if (!c)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (cur == d) {
+        *c = (CUcontext)(unsigned long)(d + 1);
+        return CUDA_SUCCESS;
+    }
+    return cuCtxCreate_v2(c, 0, d);
+}
+
+/* Frees everything the primary context of d held. */
+CUresult cuDevicePrimaryCtxReset_v2(CUdevice d);
+CUresult cuDevicePrimaryCtxReset_v2(CUdevice d)
+{
+    if (d < 0 || d >= n_dev)
+        return CUDA_ERROR_INVALID_DEVICE;
+    if (cur == d) {
+        cur = -1;
+        used = 0;
+        n_allocs = 0;
+    }
     return CUDA_SUCCESS;
 }
 
@@ -511,6 +555,10 @@ static const struct {
     FN(cuCtxCreate_v2),
     FN(cuCtxDestroy_v2),
     FN(cuCtxGetDevice),
+    FN(cuCtxGetCurrent),
+    FN(cuCtxDestroy),
+    FN(cuDevicePrimaryCtxRetain),
+    FN(cuDevicePrimaryCtxReset_v2),
     FN(cuCtxSynchronize),
     FN(cuDeviceTotalMem_v2),
     FN(cuMemGetInfo),

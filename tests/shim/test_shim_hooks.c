@@ -296,6 +296,31 @@ static void test_per_device_cap(void **state)
     assert_int_equal(shim_free(), CAP);
 }
 
+/* Destroying a context (or resetting a device's primary one) frees its
+ * memory in the driver: the shim's books follow. */
+static void test_context_destroy_frees(void **state)
+{
+    CUdeviceptr p;
+    CUcontext pc;
+
+    (void)state;
+    assert_int_equal(cuMemAlloc_v2(&p, 600 * KIB), CUDA_SUCCESS);
+    assert_int_equal(shim_free(), CAP - 600 * KIB);
+    open_device(0); /* destroys the context, creates another */
+    assert_int_equal(shim_free(), CAP);
+    assert_int_equal(cuMemAlloc_v2(&p, 600 * KIB), CUDA_SUCCESS);
+    assert_int_equal(cuCtxDestroy_v2(ctx), CUDA_SUCCESS);
+    ctx = NULL;
+    assert_int_equal(cuDevicePrimaryCtxRetain(&pc, 0), CUDA_SUCCESS);
+    assert_int_equal(shim_free(), CAP);
+    assert_int_equal(cuMemAlloc_v2(&p, CAP), CUDA_SUCCESS);
+    assert_int_equal(cuDevicePrimaryCtxReset_v2(0), CUDA_SUCCESS);
+    assert_int_equal(cuDevicePrimaryCtxRetain(&pc, 0), CUDA_SUCCESS);
+    assert_int_equal(shim_free(), CAP);
+    assert_int_equal(cuDevicePrimaryCtxRetain(NULL, 0), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuDevicePrimaryCtxReset_v2(0), CUDA_SUCCESS);
+}
+
 static void test_null_arguments(void **state)
 {
     CUmemAllocationProp p = {.type = 1, .location = {CU_MEM_LOCATION_TYPE_DEVICE, 0}};
@@ -642,6 +667,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup(test_vmm_host_uncounted, setup_dev0),
         cmocka_unit_test_setup(test_meminfo_reports_cap, setup_dev0),
         cmocka_unit_test_setup(test_per_device_cap, setup_dev0),
+        cmocka_unit_test_setup(test_context_destroy_frees, setup_dev0),
         cmocka_unit_test_setup(test_null_arguments, setup_dev0),
         cmocka_unit_test_setup(test_unknown_free_forwarded, setup_dev0),
         cmocka_unit_test_setup(test_lookup_dlsym, setup_dev0),

@@ -158,6 +158,40 @@ static void test_table_model(void **state)
     assert_false(shim_table_get(&t, 0x7f0000000000ull, 0, &a));
 }
 
+/* replace: a value the driver hands out again displaces the stale record;
+ * take_ctx: a context's records go at once, their bytes summed per device. */
+static void test_table_replace_and_ctx(void **state)
+{
+    uint64_t freed[SHIM_MAX_DEV] = {0};
+    struct shim_table t;
+    struct shim_alloc a = {.key = 0x1000, .bytes = 10, .ctx = 7, .dev = 1}, old;
+
+    (void)state;
+    shim_table_init(&t, NULL);
+    assert_true(shim_table_replace(&t, &a, &old));
+    assert_false(old.used);
+    a.bytes = 20;
+    assert_true(shim_table_replace(&t, &a, &old));
+    assert_true(old.used);
+    assert_int_equal(old.bytes, 10);
+    for (uint64_t k = 1; k <= 1000; k++) {
+        struct shim_alloc b = {
+            .key = k << 12, .bytes = 1, .ctx = k % 2 ? 7 : 9, .dev = (int)(k % 4)};
+
+        if (b.key != 0x1000)
+            assert_true(shim_table_put(&t, &b));
+    }
+    /* 500 odd keys of context 7 (0x1000 among them, 20 bytes, device 1) */
+    assert_int_equal(shim_table_take_ctx(&t, 7, freed), 500);
+    assert_int_equal(freed[1], 250 - 1 + 20);
+    assert_int_equal(freed[3], 250);
+    assert_int_equal(freed[0] + freed[2], 0);
+    for (uint64_t k = 1; k <= 1000; k++)
+        assert_int_equal(shim_table_get(&t, k << 12, 0, &a), k % 2 == 0);
+    assert_int_equal(shim_table_take_ctx(&t, 0, freed), 0); /* 0: no context */
+    shim_table_clear(&t);
+}
+
 /* A table that cannot grow refuses the put and stays consistent. */
 static void test_table_alloc_failure(void **state)
 {
@@ -291,13 +325,10 @@ static void test_region_corrupt(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_parse_size),
-        cmocka_unit_test(test_config),
-        cmocka_unit_test(test_table_model),
-        cmocka_unit_test(test_table_alloc_failure),
-        cmocka_unit_test(test_region_reserve_release),
-        cmocka_unit_test(test_region_reclaim_dead),
-        cmocka_unit_test(test_region_corrupt),
+        cmocka_unit_test(test_parse_size),          cmocka_unit_test(test_config),
+        cmocka_unit_test(test_table_model),         cmocka_unit_test(test_table_replace_and_ctx),
+        cmocka_unit_test(test_table_alloc_failure), cmocka_unit_test(test_region_reserve_release),
+        cmocka_unit_test(test_region_reclaim_dead), cmocka_unit_test(test_region_corrupt),
     };
 
     setenv("ALLOT_SHIM_LOG", "off", 1); /* the corrupt files' warnings */
