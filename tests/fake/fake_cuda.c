@@ -12,7 +12,8 @@
  *                      function no symbol names (as drivers may), to test
  *                      the shim's lookup by name
  * One context at a time; allocations count against its device's memory and
- * fail with CUDA_ERROR_OUT_OF_MEMORY beyond it. Not thread-safe.
+ * fail with CUDA_ERROR_OUT_OF_MEMORY beyond it. Only allocations and frees
+ * are thread-safe (one mutex); contexts are not.
  *
  * For liballot-cuda.so's tests (tests/shim) it also has every allocation
  * family the shim counts (cuMemAlloc v1/v2, pitch, managed, async, pool,
@@ -25,6 +26,7 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <pthread.h>
 #include <string.h>
 
 typedef int CUresult;
@@ -65,7 +67,7 @@ static unsigned long long next_handle = 1;
 
 /* Takes size bytes of the context's device; *key gets a fresh pointer,
  * handle or array of kind. */
-static CUresult fake_alloc(unsigned long long *key, size_t size, char kind)
+static CUresult fake_alloc_locked(unsigned long long *key, size_t size, char kind)
 {
     if (!key)
         return CUDA_ERROR_INVALID_VALUE;
@@ -89,7 +91,7 @@ static CUresult fake_alloc(unsigned long long *key, size_t size, char kind)
 }
 
 /* Gives back the allocation key of kind; CUDA_ERROR_INVALID_VALUE if unknown. */
-static CUresult fake_free(unsigned long long key, char kind)
+static CUresult fake_free_locked(unsigned long long key, char kind)
 {
     if (cur < 0)
         return CUDA_ERROR_INVALID_CONTEXT;
@@ -101,6 +103,28 @@ static CUresult fake_free(unsigned long long key, char kind)
         }
     }
     return CUDA_ERROR_INVALID_VALUE;
+}
+
+static pthread_mutex_t alloc_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static CUresult fake_alloc(unsigned long long *key, size_t size, char kind)
+{
+    CUresult r;
+
+    pthread_mutex_lock(&alloc_lock);
+    r = fake_alloc_locked(key, size, kind);
+    pthread_mutex_unlock(&alloc_lock);
+    return r;
+}
+
+static CUresult fake_free(unsigned long long key, char kind)
+{
+    CUresult r;
+
+    pthread_mutex_lock(&alloc_lock);
+    r = fake_free_locked(key, kind);
+    pthread_mutex_unlock(&alloc_lock);
+    return r;
 }
 
 static void load(void)

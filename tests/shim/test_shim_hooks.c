@@ -24,6 +24,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -247,6 +248,49 @@ static void test_cap_pitch(void **state)
     assert_int_equal(cuMemAllocPitch_v2(&c, &pitch, 100, 1025, 4), CUDA_ERROR_OUT_OF_MEMORY);
     assert_int_equal(fake_cuda_used(), 0);
     assert_int_equal(shim_free(), CAP);
+}
+
+struct racer {
+    CUcontext ctx;
+    int got;
+    CUdeviceptr ptrs[64];
+};
+
+static void *race_alloc(void *arg)
+{
+    struct racer *r = arg;
+    CUdeviceptr p;
+
+    /* the fake has one context for all threads; the shim asks per thread */
+    while (r->got < 64 && cuMemAlloc_v2(&p, 16 * KIB) == CUDA_SUCCESS)
+        r->ptrs[r->got++] = p;
+    return NULL;
+}
+
+/* Threads racing to allocate 16 KiB pieces get exactly the cap's worth
+ * between them, and every piece comes back. */
+static void test_cap_threads(void **state)
+{
+    enum { N = 8 };
+    struct racer r[N];
+    pthread_t th[N];
+    int total = 0;
+
+    (void)state;
+    memset(r, 0, sizeof(r));
+    for (int i = 0; i < N; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, race_alloc, &r[i]), 0);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(pthread_join(th[i], NULL), 0);
+        total += r[i].got;
+    }
+    assert_int_equal(total, (int)(CAP / (16 * KIB)));
+    assert_int_equal(fake_cuda_used(), CAP);
+    for (int i = 0; i < N; i++)
+        for (int k = 0; k < r[i].got; k++)
+            assert_int_equal(cuMemFree_v2(r[i].ptrs[k]), CUDA_SUCCESS);
+    assert_int_equal(shim_free(), CAP);
+    assert_int_equal(fake_cuda_used(), 0);
 }
 
 /* Host-located VMM allocations are not GPU memory: not counted. */
@@ -664,6 +708,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup(test_cap_each_family, setup_dev0),
         cmocka_unit_test_setup(test_cap_single_request, setup_dev0),
         cmocka_unit_test_setup(test_cap_pitch, setup_dev0),
+        cmocka_unit_test_setup(test_cap_threads, setup_dev0),
         cmocka_unit_test_setup(test_vmm_host_uncounted, setup_dev0),
         cmocka_unit_test_setup(test_meminfo_reports_cap, setup_dev0),
         cmocka_unit_test_setup(test_per_device_cap, setup_dev0),
@@ -689,6 +734,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup(test_region_shared_cap, setup_dev0),
         cmocka_unit_test_setup(test_region_lock_holder_killed, setup_dev0),
         cmocka_unit_test_setup(test_region_race, setup_dev0),
+        cmocka_unit_test_setup(test_cap_threads, setup_dev0),
     };
     const struct CMUnitTest corrupt[] = {
         cmocka_unit_test_setup(test_corrupt_region_falls_back, setup_dev0),
