@@ -167,7 +167,9 @@ struct shim_region *shim_region_open(const char *path)
         why = "cannot map it";
         goto out_fd;
     }
-    if (st.st_size == 0 && !init_header(h)) {
+    /* magic 0: new, or its first process died initialising it (we hold
+     * the flock, so nobody else is) */
+    if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) == 0 && !init_header(h)) {
         why = "cannot initialise its lock";
         goto out_map;
     }
@@ -258,6 +260,9 @@ CUresult shim_region_reserve(struct shim_region *r, int dev, uint64_t bytes, boo
     s = own_slot(r);
     if (!s) {
         shim_warn("the region has no free process slot (%d in use)", SHIM_MAX_PROC);
+        /* without a cap there is nothing to refuse: the bytes go uncounted */
+        if (!limited)
+            rc = CUDA_SUCCESS;
         goto out;
     }
     if (limited) {

@@ -286,6 +286,32 @@ static void test_region_reclaim_dead(void **state)
     free(path);
 }
 
+/* Every slot held by a live process: refused under a cap, uncounted
+ * without one. */
+static void test_region_full(void **state)
+{
+    char *path = temp_file(NULL, 0);
+    struct shim_region *r = shim_region_open(path);
+    struct shim_region_hdr *h;
+    int fd;
+
+    (void)state;
+    assert_non_null(r);
+    fd = open(path, O_RDWR);
+    h = mmap(NULL, sizeof(*h), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    assert_true(h != MAP_FAILED);
+    for (int i = 0; i < SHIM_MAX_PROC; i++)
+        h->slots[i].pid = 1; /* init: alive, whoever we are */
+    assert_int_equal(shim_region_reserve(r, 0, 1, true, 10), CUDA_ERROR_OUT_OF_MEMORY);
+    assert_int_equal(shim_region_reserve(r, 0, 1, false, 0), CUDA_SUCCESS);
+    assert_int_equal(shim_region_used(r, 0), 0);
+    munmap(h, sizeof(*h));
+    close(fd);
+    shim_region_close(r);
+    unlink(path);
+    free(path);
+}
+
 static void test_region_corrupt(void **state)
 {
     char junk[sizeof(struct shim_region_hdr)];
@@ -316,6 +342,19 @@ static void test_region_corrupt(void **state)
         close(fd);
     }
     assert_null(shim_region_open(bad));
+    /* all zeros (its first process died initialising it): initialised */
+    {
+        int fd = open(bad, O_RDWR);
+        char zero[sizeof(struct shim_region_hdr)];
+
+        memset(zero, 0, sizeof(zero));
+        assert_int_equal(pwrite(fd, zero, sizeof(zero), 0), (ssize_t)sizeof(zero));
+        close(fd);
+    }
+    r = shim_region_open(bad);
+    assert_non_null(r);
+    assert_int_equal(shim_region_reserve(r, 0, 5, true, 10), CUDA_SUCCESS);
+    shim_region_close(r);
     unlink(small);
     unlink(bad);
     free(small);
@@ -328,7 +367,8 @@ int main(void)
         cmocka_unit_test(test_parse_size),          cmocka_unit_test(test_config),
         cmocka_unit_test(test_table_model),         cmocka_unit_test(test_table_replace_and_ctx),
         cmocka_unit_test(test_table_alloc_failure), cmocka_unit_test(test_region_reserve_release),
-        cmocka_unit_test(test_region_reclaim_dead), cmocka_unit_test(test_region_corrupt),
+        cmocka_unit_test(test_region_reclaim_dead), cmocka_unit_test(test_region_full),
+        cmocka_unit_test(test_region_corrupt),
     };
 
     setenv("ALLOT_SHIM_LOG", "off", 1); /* the corrupt files' warnings */
