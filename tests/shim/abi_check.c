@@ -1,0 +1,150 @@
+/*
+ * Build-time check that src/shim/cuda_abi.h matches NVIDIA's cuda.h: the
+ * shim's own copies of the constants and layouts are taken under other
+ * names first, then cuda.h is included and each is compared with
+ * _Static_assert. Compiled (never run) when the build finds cuda.h;
+ * a mismatch fails the build.
+ */
+#include <stddef.h>
+
+/* the shim's types under shim_ names */
+#define CUmemLocation                  shim_CUmemLocation
+#define CUmemAllocationProp            shim_CUmemAllocationProp
+#define CUDA_ARRAY_DESCRIPTOR          shim_CUDA_ARRAY_DESCRIPTOR
+#define CUDA_ARRAY3D_DESCRIPTOR        shim_CUDA_ARRAY3D_DESCRIPTOR
+#define CUDA_ARRAY_DESCRIPTOR_v1       shim_CUDA_ARRAY_DESCRIPTOR_v1
+#define CUDA_ARRAY3D_DESCRIPTOR_v1     shim_CUDA_ARRAY3D_DESCRIPTOR_v1
+#define CUresult                       shim_CUresult
+#define CUdevice                       shim_CUdevice
+#define CUdeviceptr                    shim_CUdeviceptr
+#define CUdeviceptr_v1                 shim_CUdeviceptr_v1
+#define CUmemGenericAllocationHandle   shim_CUmemGenericAllocationHandle
+#define cuuint64_t                     shim_cuuint64_t
+#define CUcontext                      shim_CUcontext
+#define CUstream                       shim_CUstream
+#define CUarray                        shim_CUarray
+#define CUmemoryPool                   shim_CUmemoryPool
+#define CUdriverProcAddressQueryResult shim_CUdriverProcAddressQueryResult
+#define CUctx_st                       shim_CUctx_st
+#define CUstream_st                    shim_CUstream_st
+#define CUarray_st                     shim_CUarray_st
+#define CUmemPoolHandle_st             shim_CUmemPoolHandle_st
+#include "cuda_abi.h"
+
+/* the shim's constants, taken before cuda.h defines the same names */
+enum {
+    S_SUCCESS = CUDA_SUCCESS,
+    S_INVALID_VALUE = CUDA_ERROR_INVALID_VALUE,
+    S_OUT_OF_MEMORY = CUDA_ERROR_OUT_OF_MEMORY,
+    S_NOT_INITIALIZED = CUDA_ERROR_NOT_INITIALIZED,
+    S_INVALID_DEVICE = CUDA_ERROR_INVALID_DEVICE,
+    S_INVALID_CONTEXT = CUDA_ERROR_INVALID_CONTEXT,
+    S_NOT_FOUND = CUDA_ERROR_NOT_FOUND,
+    S_NOT_SUPPORTED = CUDA_ERROR_NOT_SUPPORTED,
+    S_UNKNOWN = CUDA_ERROR_UNKNOWN,
+    S_GPA_DEFAULT = CU_GET_PROC_ADDRESS_DEFAULT,
+    S_GPA_LEGACY = CU_GET_PROC_ADDRESS_LEGACY_STREAM,
+    S_GPA_PTDS = CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
+    S_GPA_SUCCESS = CU_GET_PROC_ADDRESS_SUCCESS,
+    S_GPA_NOT_FOUND = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND,
+    S_LOC_DEVICE = CU_MEM_LOCATION_TYPE_DEVICE,
+};
+#undef CUDA_SUCCESS
+#undef CUDA_ERROR_INVALID_VALUE
+#undef CUDA_ERROR_OUT_OF_MEMORY
+#undef CUDA_ERROR_NOT_INITIALIZED
+#undef CUDA_ERROR_INVALID_DEVICE
+#undef CUDA_ERROR_INVALID_CONTEXT
+#undef CUDA_ERROR_NOT_FOUND
+#undef CUDA_ERROR_NOT_SUPPORTED
+#undef CUDA_ERROR_UNKNOWN
+#undef CU_GET_PROC_ADDRESS_DEFAULT
+#undef CU_GET_PROC_ADDRESS_LEGACY_STREAM
+#undef CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
+#undef CU_GET_PROC_ADDRESS_SUCCESS
+#undef CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND
+#undef CU_MEM_LOCATION_TYPE_DEVICE
+#undef CUmemLocation
+#undef CUmemAllocationProp
+#undef CUDA_ARRAY_DESCRIPTOR
+#undef CUDA_ARRAY3D_DESCRIPTOR
+#undef CUDA_ARRAY_DESCRIPTOR_v1
+#undef CUDA_ARRAY3D_DESCRIPTOR_v1
+#undef CUresult
+#undef CUdevice
+#undef CUdeviceptr
+#undef CUdeviceptr_v1
+#undef CUmemGenericAllocationHandle
+#undef cuuint64_t
+#undef CUcontext
+#undef CUstream
+#undef CUarray
+#undef CUmemoryPool
+#undef CUdriverProcAddressQueryResult
+#undef CUctx_st
+#undef CUstream_st
+#undef CUarray_st
+#undef CUmemPoolHandle_st
+
+#include <cuda.h>
+
+#define SAME(a, b) _Static_assert((long long)(a) == (long long)(b), #a " != " #b)
+#define SAME_TYPE(s, c)                                                                            \
+    _Static_assert(sizeof(s) == sizeof(c), "size of " #s);                                         \
+    _Static_assert(_Alignof(s) == _Alignof(c), "alignment of " #s)
+#define SAME_FIELD(s, c, f)                                                                        \
+    _Static_assert(offsetof(s, f) == offsetof(c, f), "offset of " #s "." #f);                      \
+    _Static_assert(sizeof(((s *)0)->f) == sizeof(((c *)0)->f), "size of " #s "." #f)
+
+SAME(S_SUCCESS, CUDA_SUCCESS);
+SAME(S_INVALID_VALUE, CUDA_ERROR_INVALID_VALUE);
+SAME(S_OUT_OF_MEMORY, CUDA_ERROR_OUT_OF_MEMORY);
+SAME(S_NOT_INITIALIZED, CUDA_ERROR_NOT_INITIALIZED);
+SAME(S_INVALID_DEVICE, CUDA_ERROR_INVALID_DEVICE);
+SAME(S_INVALID_CONTEXT, CUDA_ERROR_INVALID_CONTEXT);
+SAME(S_NOT_FOUND, CUDA_ERROR_NOT_FOUND);
+SAME(S_NOT_SUPPORTED, CUDA_ERROR_NOT_SUPPORTED);
+SAME(S_UNKNOWN, CUDA_ERROR_UNKNOWN);
+SAME(S_GPA_DEFAULT, CU_GET_PROC_ADDRESS_DEFAULT);
+SAME(S_GPA_LEGACY, CU_GET_PROC_ADDRESS_LEGACY_STREAM);
+SAME(S_GPA_PTDS, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM);
+SAME(S_GPA_SUCCESS, CU_GET_PROC_ADDRESS_SUCCESS);
+SAME(S_GPA_NOT_FOUND, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+SAME(S_LOC_DEVICE, CU_MEM_LOCATION_TYPE_DEVICE);
+
+SAME_TYPE(shim_CUresult, CUresult);
+SAME_TYPE(shim_CUdevice, CUdevice);
+SAME_TYPE(shim_CUdeviceptr, CUdeviceptr);
+SAME_TYPE(shim_CUmemGenericAllocationHandle, CUmemGenericAllocationHandle);
+SAME_TYPE(shim_cuuint64_t, cuuint64_t);
+SAME_TYPE(shim_CUdriverProcAddressQueryResult, CUdriverProcAddressQueryResult);
+
+SAME_TYPE(shim_CUmemLocation, CUmemLocation);
+SAME_FIELD(shim_CUmemLocation, CUmemLocation, type);
+SAME_FIELD(shim_CUmemLocation, CUmemLocation, id);
+SAME_TYPE(shim_CUmemAllocationProp, CUmemAllocationProp);
+SAME_FIELD(shim_CUmemAllocationProp, CUmemAllocationProp, type);
+SAME_FIELD(shim_CUmemAllocationProp, CUmemAllocationProp, requestedHandleTypes);
+SAME_FIELD(shim_CUmemAllocationProp, CUmemAllocationProp, location);
+SAME_FIELD(shim_CUmemAllocationProp, CUmemAllocationProp, win32HandleMetaData);
+SAME_FIELD(shim_CUmemAllocationProp, CUmemAllocationProp, allocFlags);
+
+SAME_TYPE(shim_CUDA_ARRAY_DESCRIPTOR, CUDA_ARRAY_DESCRIPTOR);
+SAME_FIELD(shim_CUDA_ARRAY_DESCRIPTOR, CUDA_ARRAY_DESCRIPTOR, Width);
+SAME_FIELD(shim_CUDA_ARRAY_DESCRIPTOR, CUDA_ARRAY_DESCRIPTOR, Height);
+SAME_FIELD(shim_CUDA_ARRAY_DESCRIPTOR, CUDA_ARRAY_DESCRIPTOR, Format);
+SAME_FIELD(shim_CUDA_ARRAY_DESCRIPTOR, CUDA_ARRAY_DESCRIPTOR, NumChannels);
+SAME_TYPE(shim_CUDA_ARRAY3D_DESCRIPTOR, CUDA_ARRAY3D_DESCRIPTOR);
+SAME_FIELD(shim_CUDA_ARRAY3D_DESCRIPTOR, CUDA_ARRAY3D_DESCRIPTOR, Width);
+SAME_FIELD(shim_CUDA_ARRAY3D_DESCRIPTOR, CUDA_ARRAY3D_DESCRIPTOR, Height);
+SAME_FIELD(shim_CUDA_ARRAY3D_DESCRIPTOR, CUDA_ARRAY3D_DESCRIPTOR, Depth);
+SAME_FIELD(shim_CUDA_ARRAY3D_DESCRIPTOR, CUDA_ARRAY3D_DESCRIPTOR, Format);
+SAME_FIELD(shim_CUDA_ARRAY3D_DESCRIPTOR, CUDA_ARRAY3D_DESCRIPTOR, NumChannels);
+SAME_FIELD(shim_CUDA_ARRAY3D_DESCRIPTOR, CUDA_ARRAY3D_DESCRIPTOR, Flags);
+
+/* something for the object file to hold */
+int shim_abi_checked(void);
+int shim_abi_checked(void)
+{
+    return 1;
+}
