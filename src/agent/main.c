@@ -509,13 +509,16 @@ static int run(struct agent *a)
         st = client_post(c, path, body, timeout, &reply, err, sizeof(err));
         json_decref(body);
         if (st == 200) {
+            const char *v = json_string_value(json_object_get(reply, "version"));
             last_ok = agent_now_ms();
+            /* allotd answered a long poll at once with nothing new (every
+             * worker it lends to long polls is taken): poll at the heartbeat
+             * interval instead of again at once */
+            if (wait > 0 && !json_array_size(rep) && v && !strcmp(v, version) &&
+                last_ok - now < wait / 2)
+                sleep_ms(a->cfg.heartbeat < wait ? a->cfg.heartbeat : wait);
             reported(a, rep);
-            allot_strlcpy(version,
-                          json_string_value(json_object_get(reply, "version"))
-                              ? json_string_value(json_object_get(reply, "version"))
-                              : "",
-                          sizeof(version));
+            allot_strlcpy(version, v ? v : "", sizeof(version));
             reconcile(a, json_object_get(reply, "jobs"));
             json_decref(a->desired);
             a->desired = json_incref(json_object_get(reply, "jobs"));

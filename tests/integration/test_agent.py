@@ -510,6 +510,34 @@ def test_fencing_never_twice():
         d2.stop()
 
 
+def test_long_poll_saturated():
+    """With every worker allotd lends to long polls taken, the other agents' polls are
+    answered at once: they fall back to the heartbeat interval, never to a busy loop."""
+    d2 = Daemon(args=["--workers", "3"])  # one long poll at a time
+    ags = []
+    try:
+        tok = d2.token("agent", "", "agents")
+        ags = [Agent(d2, tok, "sat-%d" % i, emulate="1xT4", args=["--poll-wait", "2s"])
+               for i in range(3)]
+
+        def beats():
+            st, text = d2.req("GET", "/metrics", raw=True)
+            return sum(float(l.split()[-1]) for l in text.splitlines()
+                       if l.startswith("allot_api_requests_total") and "heartbeat" in l)
+
+        time.sleep(1.5)
+        b0 = beats()
+        time.sleep(2)
+        n = beats() - b0
+        # 3 agents x 2 s at 200 ms heartbeats at most: 30; a busy loop is thousands
+        print("heartbeats in 2 s:", n)
+        assert n < 60, n
+    finally:
+        for ag in ags:
+            ag.stop()
+        d2.stop()
+
+
 def test_agent_restart_adopts():
     global agent
     jid = submit({"command": sh("echo run-once; sleep 2; echo done")})
@@ -562,6 +590,7 @@ if __name__ == "__main__":
                 test_root_refused, test_cancel_stops_with_grace, test_nvml_discovery, test_mig,
                 test_oci_image, test_scrub_between_tenants, test_fractions_shim_and_mps,
                 test_logs_and_run, test_preemption_with_grace, test_fencing_never_twice,
+                test_long_poll_saturated,
                 test_agent_restart_adopts,
                 test_allotd_restart])
     finally:
