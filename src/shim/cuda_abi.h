@@ -25,6 +25,7 @@ typedef struct CUctx_st *CUcontext;
 typedef struct CUstream_st *CUstream;
 typedef struct CUarray_st *CUarray;
 typedef struct CUmemPoolHandle_st *CUmemoryPool;
+typedef struct CUmipmappedArray_st *CUmipmappedArray;
 typedef int CUdriverProcAddressQueryResult;
 
 #define CUDA_SUCCESS               0

@@ -188,12 +188,37 @@ CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
     return settle(rc, dev, ctx, bytesize, SHIM_SPACE_PTR, rc ? 0 : *dptr, undo_ptr_v1);
 }
 
+/* A pitched allocation reserves width rounded to PITCH_GUESS x height
+ * before the driver answers; this settles it at pitch x height. */
+static CUresult settle_pitch(CUresult rc, int dev, uint64_t ctx, uint64_t guess, uint64_t pitch,
+                             uint64_t height, uint64_t key, void (*undo)(uint64_t))
+{
+    uint64_t actual;
+
+    if (rc != CUDA_SUCCESS)
+        return settle(rc, dev, ctx, guess, SHIM_SPACE_PTR, 0, undo);
+    /* what the rows really take: the driver's pitch times the height */
+    actual = mul_sat(pitch, height);
+    if (actual > guess && shim_reserve(dev, actual - guess) != CUDA_SUCCESS) {
+        undo(key);
+        shim_release(dev, guess);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (actual < guess)
+        shim_release(dev, guess - actual);
+    return settle(rc, dev, ctx, actual, SHIM_SPACE_PTR, key, undo);
+}
+
+static uint64_t pitch_guess(uint64_t width, uint64_t height)
+{
+    return mul_sat((width + PITCH_GUESS - 1) / PITCH_GUESS * PITCH_GUESS, height);
+}
+
 CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
                             unsigned int elem)
 {
     __typeof__(&cuMemAllocPitch_v2) real = REAL(cuMemAllocPitch_v2);
-    uint64_t guess, actual;
-    uint64_t ctx;
+    uint64_t guess, ctx;
     CUresult rc;
     int dev;
 
@@ -203,22 +228,32 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size
         return CUDA_ERROR_INVALID_VALUE;
     if (!width || !height)
         return real(dptr, pitch, width, height, elem);
-    guess = mul_sat(((uint64_t)width + PITCH_GUESS - 1) / PITCH_GUESS * PITCH_GUESS, height);
+    guess = pitch_guess(width, height);
     if ((rc = begin(&dev, &ctx, guess)) != CUDA_SUCCESS)
         return rc;
     rc = real(dptr, pitch, width, height, elem);
-    if (rc != CUDA_SUCCESS)
-        return settle(rc, dev, ctx, guess, SHIM_SPACE_PTR, 0, undo_ptr);
-    /* what the rows really take: the driver's pitch times the height */
-    actual = mul_sat(*pitch, height);
-    if (actual > guess && shim_reserve(dev, actual - guess) != CUDA_SUCCESS) {
-        undo_ptr(*dptr);
-        shim_release(dev, guess);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    if (actual < guess)
-        shim_release(dev, guess - actual);
-    return settle(rc, dev, ctx, actual, SHIM_SPACE_PTR, *dptr, undo_ptr);
+    return settle_pitch(rc, dev, ctx, guess, rc ? 0 : *pitch, height, rc ? 0 : *dptr, undo_ptr);
+}
+
+CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pitch, unsigned int width,
+                         unsigned int height, unsigned int elem)
+{
+    __typeof__(&cuMemAllocPitch) real = REAL(cuMemAllocPitch);
+    uint64_t guess, ctx;
+    CUresult rc;
+    int dev;
+
+    if (!real)
+        return missing();
+    if (!dptr || !pitch)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!width || !height)
+        return real(dptr, pitch, width, height, elem);
+    guess = pitch_guess(width, height);
+    if ((rc = begin(&dev, &ctx, guess)) != CUDA_SUCCESS)
+        return rc;
+    rc = real(dptr, pitch, width, height, elem);
+    return settle_pitch(rc, dev, ctx, guess, rc ? 0 : *pitch, height, rc ? 0 : *dptr, undo_ptr_v1);
 }
 
 CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
@@ -481,6 +516,100 @@ CUresult cuArray3DCreate_v2(CUarray *arr, const CUDA_ARRAY3D_DESCRIPTOR *desc)
                   undo_array);
 }
 
+CUresult cuArrayCreate(CUarray *arr, const CUDA_ARRAY_DESCRIPTOR_v1 *desc)
+{
+    __typeof__(&cuArrayCreate) real = REAL(cuArrayCreate);
+    uint64_t bytes, ctx;
+    CUresult rc;
+    int dev;
+
+    if (!real)
+        return missing();
+    if (!arr || !desc)
+        return CUDA_ERROR_INVALID_VALUE;
+    bytes = array_bytes(desc->Width, desc->Height, 1, desc->Format, desc->NumChannels);
+    if ((rc = begin(&dev, &ctx, bytes)) != CUDA_SUCCESS)
+        return rc;
+    rc = real(arr, desc);
+    return settle(rc, dev, ctx, bytes, SHIM_SPACE_ARRAY, rc ? 0 : (uint64_t)(uintptr_t)*arr,
+                  undo_array);
+}
+
+CUresult cuArray3DCreate(CUarray *arr, const CUDA_ARRAY3D_DESCRIPTOR_v1 *desc)
+{
+    __typeof__(&cuArray3DCreate) real = REAL(cuArray3DCreate);
+    uint64_t bytes, ctx;
+    CUresult rc;
+    int dev;
+
+    if (!real)
+        return missing();
+    if (!arr || !desc)
+        return CUDA_ERROR_INVALID_VALUE;
+    bytes = array_bytes(desc->Width, desc->Height, desc->Depth, desc->Format, desc->NumChannels);
+    if ((rc = begin(&dev, &ctx, bytes)) != CUDA_SUCCESS)
+        return rc;
+    rc = real(arr, desc);
+    return settle(rc, dev, ctx, bytes, SHIM_SPACE_ARRAY, rc ? 0 : (uint64_t)(uintptr_t)*arr,
+                  undo_array);
+}
+
+static void undo_mipmap(uint64_t key)
+{
+    __typeof__(&cuMipmappedArrayDestroy) f = REAL(cuMipmappedArrayDestroy);
+
+    if (f)
+        f((CUmipmappedArray)(uintptr_t)key);
+}
+
+/* Every level of the mipmap, each dimension halved per level (at least 1). */
+static uint64_t mipmap_bytes(const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned int levels)
+{
+    uint64_t sum = 0;
+
+    for (unsigned int l = 0; l < levels && l < 64; l++) {
+        size_t w = d->Width >> l, h = d->Height >> l, z = d->Depth >> l;
+        uint64_t b = array_bytes(w ? w : 1, d->Height ? (h ? h : 1) : 0, d->Depth ? (z ? z : 1) : 0,
+                                 d->Format, d->NumChannels);
+
+        sum = sum > UINT64_MAX - b ? UINT64_MAX : sum + b;
+    }
+    return sum;
+}
+
+CUresult cuMipmappedArrayCreate(CUmipmappedArray *arr, const CUDA_ARRAY3D_DESCRIPTOR *desc,
+                                unsigned int levels)
+{
+    __typeof__(&cuMipmappedArrayCreate) real = REAL(cuMipmappedArrayCreate);
+    uint64_t bytes, ctx;
+    CUresult rc;
+    int dev;
+
+    if (!real)
+        return missing();
+    if (!arr || !desc)
+        return CUDA_ERROR_INVALID_VALUE;
+    bytes = mipmap_bytes(desc, levels ? levels : 1);
+    if ((rc = begin(&dev, &ctx, bytes)) != CUDA_SUCCESS)
+        return rc;
+    rc = real(arr, desc, levels);
+    return settle(rc, dev, ctx, bytes, SHIM_SPACE_MIPMAP, rc ? 0 : (uint64_t)(uintptr_t)*arr,
+                  undo_mipmap);
+}
+
+static CUresult call_mipmap_destroy(uint64_t key, void *fn)
+{
+    return ((__typeof__(&cuMipmappedArrayDestroy))fn)((CUmipmappedArray)(uintptr_t)key);
+}
+
+CUresult cuMipmappedArrayDestroy(CUmipmappedArray arr)
+{
+    void *real = shim_real(SHIM_FN_cuMipmappedArrayDestroy);
+
+    return real ? forget(call_mipmap_destroy, real, (uint64_t)(uintptr_t)arr, SHIM_SPACE_MIPMAP)
+                : missing();
+}
+
 static CUresult call_destroy(uint64_t key, void *fn)
 {
     return ((__typeof__(&cuArrayDestroy))fn)((CUarray)(uintptr_t)key);
@@ -574,13 +703,31 @@ CUresult cuDevicePrimaryCtxReset(CUdevice dev)
 
 /* ---- what the program is told about memory ------------------------------- */
 
+/* Applies the current device's cap to the driver's free and total:
+ * total = the cap (or the device, if smaller); free = what the cap leaves,
+ * never more than the driver says is free. */
+static void cap_info(uint64_t *f, uint64_t *t)
+{
+    uint64_t limit, used;
+    int dev;
+
+    if (current_device(&dev) != CUDA_SUCCESS || !shim_limit(dev, &limit))
+        return;
+    if (limit < *t)
+        *t = limit;
+    used = shim_used(dev);
+    if (used >= *t)
+        *f = 0;
+    else if (*t - used < *f)
+        *f = *t - used;
+}
+
 CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
 {
     __typeof__(&cuMemGetInfo_v2) real = REAL(cuMemGetInfo_v2);
     size_t f, t;
-    uint64_t limit, used;
+    uint64_t f64, t64;
     CUresult rc;
-    int dev;
 
     if (!real)
         return missing();
@@ -588,19 +735,34 @@ CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
         return CUDA_ERROR_INVALID_VALUE;
     if ((rc = real(&f, &t)) != CUDA_SUCCESS)
         return rc;
-    if (current_device(&dev) == CUDA_SUCCESS && shim_limit(dev, &limit)) {
-        /* total: the cap (or the device, if smaller); free: what the cap
-         * leaves, never more than the device really has free */
-        if (limit < t)
-            t = (size_t)limit;
-        used = shim_used(dev);
-        if (used >= t)
-            f = 0;
-        else if (t - used < f)
-            f = (size_t)(t - used);
-    }
-    *free_bytes = f;
-    *total = t;
+    f64 = f;
+    t64 = t;
+    cap_info(&f64, &t64);
+    *free_bytes = (size_t)f64;
+    *total = (size_t)t64;
+    return CUDA_SUCCESS;
+}
+
+/* The 32-bit form: the driver's values are already clamped to 4 GiB - 1,
+ * and capping only lowers them. */
+CUresult cuMemGetInfo(unsigned int *free_bytes, unsigned int *total)
+{
+    __typeof__(&cuMemGetInfo) real = REAL(cuMemGetInfo);
+    unsigned int f, t;
+    uint64_t f64, t64;
+    CUresult rc;
+
+    if (!real)
+        return missing();
+    if (!free_bytes || !total)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((rc = real(&f, &t)) != CUDA_SUCCESS)
+        return rc;
+    f64 = f;
+    t64 = t;
+    cap_info(&f64, &t64);
+    *free_bytes = (unsigned int)f64;
+    *total = (unsigned int)t64;
     return CUDA_SUCCESS;
 }
 
@@ -618,6 +780,23 @@ CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
         return rc;
     if (shim_limit(dev, &limit) && limit < *bytes)
         *bytes = (size_t)limit;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
+{
+    __typeof__(&cuDeviceTotalMem) real = REAL(cuDeviceTotalMem);
+    uint64_t limit;
+    CUresult rc;
+
+    if (!real)
+        return missing();
+    if (!bytes)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((rc = real(bytes, dev)) != CUDA_SUCCESS)
+        return rc;
+    if (shim_limit(dev, &limit) && limit < *bytes)
+        *bytes = (unsigned int)limit;
     return CUDA_SUCCESS;
 }
 

@@ -64,7 +64,12 @@ void shim_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---- table.c -------------------------------------------------------------- */
 
-enum shim_space { SHIM_SPACE_PTR = 0, SHIM_SPACE_HANDLE = 1, SHIM_SPACE_ARRAY = 2 };
+enum shim_space {
+    SHIM_SPACE_PTR = 0,
+    SHIM_SPACE_HANDLE = 1,
+    SHIM_SPACE_ARRAY = 2,
+    SHIM_SPACE_MIPMAP = 3,
+};
 
 struct shim_alloc {
     uint64_t key; /* device pointer, VMM handle or CUarray */
@@ -191,6 +196,7 @@ void shim_account_reset_child(void);
 #define SHIM_HOOKED(X)                                                                             \
     X(cuMemAlloc)                                                                                  \
     X(cuMemAlloc_v2)                                                                               \
+    X(cuMemAllocPitch)                                                                             \
     X(cuMemAllocPitch_v2)                                                                          \
     X(cuMemAllocManaged)                                                                           \
     X(cuMemAllocAsync)                                                                             \
@@ -203,15 +209,21 @@ void shim_account_reset_child(void);
     X(cuMemFreeAsync_ptsz)                                                                         \
     X(cuMemCreate)                                                                                 \
     X(cuMemRelease)                                                                                \
+    X(cuArrayCreate)                                                                               \
     X(cuArrayCreate_v2)                                                                            \
+    X(cuArray3DCreate)                                                                             \
     X(cuArray3DCreate_v2)                                                                          \
     X(cuArrayDestroy)                                                                              \
+    X(cuMipmappedArrayCreate)                                                                      \
+    X(cuMipmappedArrayDestroy)                                                                     \
     X(cuCtxDestroy)                                                                                \
     X(cuCtxDestroy_v2)                                                                             \
     X(cuDevicePrimaryCtxRetain)                                                                    \
     X(cuDevicePrimaryCtxReset)                                                                     \
     X(cuDevicePrimaryCtxReset_v2)                                                                  \
+    X(cuMemGetInfo)                                                                                \
     X(cuMemGetInfo_v2)                                                                             \
+    X(cuDeviceTotalMem)                                                                            \
     X(cuDeviceTotalMem_v2)                                                                         \
     X(cuGetProcAddress)                                                                            \
     X(cuGetProcAddress_v2)
@@ -241,6 +253,8 @@ void *shim_swap_proc(const char *symbol, void *p, int cuda_version, cuuint64_t f
 
 CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize);
 CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize);
+CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pitch, unsigned int width,
+                         unsigned int height, unsigned int elem);
 CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
                             unsigned int elem);
 CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags);
@@ -256,15 +270,22 @@ CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream s);
 CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
                      const CUmemAllocationProp *prop, unsigned long long flags);
 CUresult cuMemRelease(CUmemGenericAllocationHandle handle);
+CUresult cuArrayCreate(CUarray *arr, const CUDA_ARRAY_DESCRIPTOR_v1 *desc);
 CUresult cuArrayCreate_v2(CUarray *arr, const CUDA_ARRAY_DESCRIPTOR *desc);
+CUresult cuArray3DCreate(CUarray *arr, const CUDA_ARRAY3D_DESCRIPTOR_v1 *desc);
 CUresult cuArray3DCreate_v2(CUarray *arr, const CUDA_ARRAY3D_DESCRIPTOR *desc);
 CUresult cuArrayDestroy(CUarray arr);
+CUresult cuMipmappedArrayCreate(CUmipmappedArray *arr, const CUDA_ARRAY3D_DESCRIPTOR *desc,
+                                unsigned int levels);
+CUresult cuMipmappedArrayDestroy(CUmipmappedArray arr);
 CUresult cuCtxDestroy(CUcontext c);
 CUresult cuCtxDestroy_v2(CUcontext c);
 CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice dev);
 CUresult cuDevicePrimaryCtxReset(CUdevice dev);
 CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev);
+CUresult cuMemGetInfo(unsigned int *free_bytes, unsigned int *total);
 CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total);
+CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev);
 CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev);
 CUresult cuGetProcAddress(const char *symbol, void **pfn, int cuda_version, cuuint64_t flags);
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cuda_version, cuuint64_t flags,

@@ -404,6 +404,39 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *p, size_t *pitch, size_t width, size_t 
     return fake_alloc(p, row * height, 'p');
 }
 
+CUresult cuMemAllocPitch(unsigned *p, unsigned *pitch, unsigned width, unsigned height,
+                         unsigned elem);
+CUresult cuMemAllocPitch(unsigned *p, unsigned *pitch, unsigned width, unsigned height,
+                         unsigned elem)
+{
+    CUdeviceptr p64;
+    size_t pitch64;
+    CUresult r;
+
+    if (!p || !pitch)
+        return CUDA_ERROR_INVALID_VALUE;
+    r = cuMemAllocPitch_v2(&p64, &pitch64, width, height, elem);
+    if (r == CUDA_SUCCESS) {
+        *p = (unsigned)p64;
+        *pitch = (unsigned)pitch64;
+    }
+    return r;
+}
+
+CUresult cuDeviceTotalMem(unsigned *bytes, CUdevice d);
+CUresult cuDeviceTotalMem(unsigned *bytes, CUdevice d)
+{
+    size_t b;
+    CUresult r;
+
+    if (!bytes)
+        return CUDA_ERROR_INVALID_VALUE;
+    r = cuDeviceTotalMem_v2(&b, d);
+    if (r == CUDA_SUCCESS)
+        *bytes = b > 0xffffffffu ? 0xffffffffu : (unsigned)b;
+    return r;
+}
+
 CUresult cuMemAllocManaged(CUdeviceptr *p, size_t size, unsigned flags);
 CUresult cuMemAllocManaged(CUdeviceptr *p, size_t size, unsigned flags)
 {
@@ -518,6 +551,33 @@ static CUresult array_new(CUarray *a, size_t w, size_t h, size_t d, int f, unsig
     return r;
 }
 
+typedef struct {
+    unsigned Width, Height;
+    int Format;
+    unsigned NumChannels;
+} CUDA_ARRAY_DESCRIPTOR_v1;
+typedef struct {
+    unsigned Width, Height, Depth;
+    int Format;
+    unsigned NumChannels, Flags;
+} CUDA_ARRAY3D_DESCRIPTOR_v1;
+
+CUresult cuArrayCreate(CUarray *a, const CUDA_ARRAY_DESCRIPTOR_v1 *d);
+CUresult cuArrayCreate(CUarray *a, const CUDA_ARRAY_DESCRIPTOR_v1 *d)
+{
+    if (!d)
+        return CUDA_ERROR_INVALID_VALUE;
+    return array_new(a, d->Width, d->Height, 1, d->Format, d->NumChannels);
+}
+
+CUresult cuArray3DCreate(CUarray *a, const CUDA_ARRAY3D_DESCRIPTOR_v1 *d);
+CUresult cuArray3DCreate(CUarray *a, const CUDA_ARRAY3D_DESCRIPTOR_v1 *d)
+{
+    if (!d)
+        return CUDA_ERROR_INVALID_VALUE;
+    return array_new(a, d->Width, d->Height, d->Depth, d->Format, d->NumChannels);
+}
+
 CUresult cuArrayCreate_v2(CUarray *a, const CUDA_ARRAY_DESCRIPTOR *d);
 CUresult cuArrayCreate_v2(CUarray *a, const CUDA_ARRAY_DESCRIPTOR *d)
 {
@@ -538,6 +598,38 @@ CUresult cuArrayDestroy(CUarray a);
 CUresult cuArrayDestroy(CUarray a)
 {
     return fake_free((unsigned long long)(unsigned long)a, 'a');
+}
+
+typedef struct CUmipmappedArray_st *CUmipmappedArray;
+
+/* every level, each dimension halved per level (at least 1) */
+CUresult cuMipmappedArrayCreate(CUmipmappedArray *m, const CUDA_ARRAY3D_DESCRIPTOR *d,
+                                unsigned levels);
+CUresult cuMipmappedArrayCreate(CUmipmappedArray *m, const CUDA_ARRAY3D_DESCRIPTOR *d,
+                                unsigned levels)
+{
+    unsigned long long k;
+    size_t bytes = 0;
+    CUresult r;
+
+    if (!m || !d || !d->Width || !levels)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (unsigned l = 0; l < levels && l < 64; l++) {
+        size_t w = d->Width >> l, h = d->Height >> l, z = d->Depth >> l;
+
+        bytes += (w ? w : 1) * (h ? h : 1) * (z ? z : 1) * (d->NumChannels ? d->NumChannels : 1) *
+                 format_bytes(d->Format);
+    }
+    r = fake_alloc(&k, bytes, 'm');
+    if (r == CUDA_SUCCESS)
+        *m = (CUmipmappedArray)(unsigned long)k;
+    return r;
+}
+
+CUresult cuMipmappedArrayDestroy(CUmipmappedArray m);
+CUresult cuMipmappedArrayDestroy(CUmipmappedArray m)
+{
+    return fake_free((unsigned long long)(unsigned long)m, 'm');
 }
 
 CUresult cuMemGetInfo(unsigned *free_b, unsigned *total);
@@ -602,9 +694,15 @@ static const struct {
     FN(cuMemCreate),
     FN(cuMemRelease),
     FN(cuMemsetD8_v2),
+    FN(cuArrayCreate),
     FN(cuArrayCreate_v2),
+    FN(cuArray3DCreate),
     FN(cuArray3DCreate_v2),
     FN(cuArrayDestroy),
+    FN(cuMipmappedArrayCreate),
+    FN(cuMipmappedArrayDestroy),
+    FN(cuMemAllocPitch),
+    FN(cuDeviceTotalMem),
     FN(cuGetProcAddress),
     FN(cuGetProcAddress_v2),
 };

@@ -170,6 +170,51 @@ static CUresult a_array3d(uint64_t *k, size_t n)
     *k = (uint64_t)(uintptr_t)a;
     return r;
 }
+static CUresult a_pitch_v1(uint64_t *k, size_t n)
+{
+    /* rows of 1024 bytes, the fake's pitch */
+    CUdeviceptr_v1 p = 0;
+    unsigned int pitch = 0;
+    CUresult r = cuMemAllocPitch(&p, &pitch, 1024, (unsigned)(n / 1024), 4);
+
+    *k = p;
+    return r;
+}
+static CUresult a_array_v1(uint64_t *k, size_t n)
+{
+    /* SIGNED_INT16 (2 bytes) x 2 channels x (n / 4) */
+    CUDA_ARRAY_DESCRIPTOR_v1 d = {.Width = (unsigned)(n / 4), .Format = 0x09, .NumChannels = 2};
+    CUarray a = NULL;
+    CUresult r = cuArrayCreate(&a, &d);
+
+    *k = (uint64_t)(uintptr_t)a;
+    return r;
+}
+static CUresult a_array3d_v1(uint64_t *k, size_t n)
+{
+    CUDA_ARRAY3D_DESCRIPTOR_v1 d = {
+        .Width = 16, .Height = 16, .Depth = (unsigned)(n / 1024), .Format = 0x01, .NumChannels = 4};
+    CUarray a = NULL;
+    CUresult r = cuArray3DCreate(&a, &d);
+
+    *k = (uint64_t)(uintptr_t)a;
+    return r;
+}
+static CUresult a_mipmap(uint64_t *k, size_t n)
+{
+    /* one level: FLOAT x 1 channel x 256 x (n / 1024) */
+    CUDA_ARRAY3D_DESCRIPTOR d = {
+        .Width = 256, .Height = n / 1024, .Depth = 0, .Format = 0x20, .NumChannels = 1};
+    CUmipmappedArray m = NULL;
+    CUresult r = cuMipmappedArrayCreate(&m, &d, 1);
+
+    *k = (uint64_t)(uintptr_t)m;
+    return r;
+}
+static CUresult f_mipmap(uint64_t k)
+{
+    return cuMipmappedArrayDestroy((CUmipmappedArray)(uintptr_t)k);
+}
 static CUresult f_array(uint64_t k)
 {
     return cuArrayDestroy((CUarray)(uintptr_t)k);
@@ -186,6 +231,10 @@ static const struct family families[] = {
     {"cuMemCreate", a_vmm, f_vmm},
     {"cuArrayCreate_v2", a_array, f_array},
     {"cuArray3DCreate_v2", a_array3d, f_array},
+    {"cuMemAllocPitch (v1)", a_pitch_v1, f_v2},
+    {"cuArrayCreate (v1)", a_array_v1, f_array},
+    {"cuArray3DCreate (v1)", a_array3d_v1, f_array},
+    {"cuMipmappedArrayCreate", a_mipmap, f_mipmap},
 };
 
 /* The cap holds exactly for each family: two halves fit, one more byte's
@@ -293,6 +342,24 @@ static void test_cap_threads(void **state)
     assert_int_equal(fake_cuda_used(), 0);
 }
 
+/* A mipmap counts every level: 512 x 512 bytes, then 256 x 256. */
+static void test_mipmap_levels(void **state)
+{
+    CUDA_ARRAY3D_DESCRIPTOR d = {.Width = 512, .Height = 512, .Format = 0x01, .NumChannels = 1};
+    CUmipmappedArray m;
+
+    (void)state;
+    assert_int_equal(cuMipmappedArrayCreate(&m, &d, 2), CUDA_SUCCESS);
+    assert_int_equal(shim_free(), CAP - 512 * 512 - 256 * 256);
+    assert_int_equal(fake_cuda_used(), 512 * 512 + 256 * 256);
+    assert_int_equal(cuMipmappedArrayDestroy(m), CUDA_SUCCESS);
+    d.Width = d.Height = 1024; /* 1 MiB + 256 KiB: over */
+    assert_int_equal(cuMipmappedArrayCreate(&m, &d, 2), CUDA_ERROR_OUT_OF_MEMORY);
+    assert_int_equal(cuMipmappedArrayCreate(NULL, &d, 2), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuMipmappedArrayCreate(&m, NULL, 2), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(fake_cuda_used(), 0);
+}
+
 /* Host-located VMM allocations are not GPU memory: not counted. */
 static void test_vmm_host_uncounted(void **state)
 {
@@ -321,6 +388,18 @@ static void test_meminfo_reports_cap(void **state)
     assert_int_equal(cuMemFree_v2(p), CUDA_SUCCESS);
     assert_int_equal(cuDeviceTotalMem_v2(&total, 0), CUDA_SUCCESS);
     assert_int_equal(total, CAP);
+    {
+        /* the 32-bit forms */
+        unsigned int f32, t32;
+
+        assert_int_equal(cuMemGetInfo(&f32, &t32), CUDA_SUCCESS);
+        assert_int_equal(t32, CAP);
+        assert_int_equal(f32, CAP);
+        assert_int_equal(cuDeviceTotalMem(&t32, 0), CUDA_SUCCESS);
+        assert_int_equal(t32, CAP);
+        assert_int_equal(cuMemGetInfo(NULL, &t32), CUDA_ERROR_INVALID_VALUE);
+        assert_int_equal(cuDeviceTotalMem(NULL, 0), CUDA_ERROR_INVALID_VALUE);
+    }
     /* ALLOT_GPU_MEMORY_LIMIT_1 overrides device 1 */
     assert_int_equal(cuDeviceTotalMem_v2(&total, 1), CUDA_SUCCESS);
     assert_int_equal(total, 2 * MIB);
@@ -709,6 +788,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup(test_cap_single_request, setup_dev0),
         cmocka_unit_test_setup(test_cap_pitch, setup_dev0),
         cmocka_unit_test_setup(test_cap_threads, setup_dev0),
+        cmocka_unit_test_setup(test_mipmap_levels, setup_dev0),
         cmocka_unit_test_setup(test_vmm_host_uncounted, setup_dev0),
         cmocka_unit_test_setup(test_meminfo_reports_cap, setup_dev0),
         cmocka_unit_test_setup(test_per_device_cap, setup_dev0),
