@@ -26,6 +26,10 @@ typedef struct CUstream_st *CUstream;
 typedef struct CUarray_st *CUarray;
 typedef struct CUmemPoolHandle_st *CUmemoryPool;
 typedef struct CUmipmappedArray_st *CUmipmappedArray;
+typedef struct CUfunc_st *CUfunction;
+typedef struct CUevent_st *CUevent;
+typedef struct CUgraphExec_st *CUgraphExec;
+typedef struct CUlaunchAttribute_st CUlaunchAttribute;
 typedef int CUdriverProcAddressQueryResult;
 
 #define CUDA_SUCCESS               0
@@ -35,6 +39,7 @@ typedef int CUdriverProcAddressQueryResult;
 #define CUDA_ERROR_INVALID_DEVICE  101
 #define CUDA_ERROR_INVALID_CONTEXT 201
 #define CUDA_ERROR_NOT_FOUND       500
+#define CUDA_ERROR_NOT_READY       600
 #define CUDA_ERROR_NOT_SUPPORTED   801
 #define CUDA_ERROR_UNKNOWN         999
 
@@ -93,5 +98,15 @@ typedef struct {
     unsigned int NumChannels;
     unsigned int Flags;
 } CUDA_ARRAY3D_DESCRIPTOR_v1;
+
+/* cuLaunchKernelEx's configuration: the shim reads hStream only */
+typedef struct {
+    unsigned int gridDimX, gridDimY, gridDimZ;
+    unsigned int blockDimX, blockDimY, blockDimZ;
+    unsigned int sharedMemBytes;
+    CUstream hStream;
+    CUlaunchAttribute *attrs;
+    unsigned int numAttrs;
+} CUlaunchConfig;
 
 #endif

@@ -3,6 +3,7 @@
  * per-device memory caps. Read once, at start-up, by lookup.c; pure
  * functions otherwise, so tests call them directly.
  */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +47,21 @@ bool shim_parse_size(const char *s, uint64_t *bytes)
         return true;
     }
     return false;
+}
+
+bool shim_parse_percent(const char *s, int *percent)
+{
+    char *end;
+    long v;
+
+    if (!s || *s < '0' || *s > '9')
+        return false;
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (errno || *end || v < 1 || v > 100)
+        return false;
+    *percent = (int)v;
+    return true;
 }
 
 void shim_config_load(struct shim_config *c)

@@ -74,6 +74,7 @@ static void fork_child(void)
 {
     shim_table_reset_child(&shim_allocs);
     shim_account_reset_child();
+    shim_limiter_reset_child();
 }
 
 static void shim_start(void)
@@ -104,6 +105,7 @@ static void shim_start(void)
     if (cfg.region_path)
         region = shim_region_open(cfg.region_path);
     shim_account_init(&cfg, region);
+    shim_limiter_init();
     pthread_atfork(fork_prepare, fork_parent, fork_child);
     starting = false;
 }

@@ -51,6 +51,9 @@ struct shim_config {
  */
 bool shim_parse_size(const char *s, uint64_t *bytes);
 
+/* Parses a percent, 1 to 100, digits only. OUT *percent. Returns success. */
+bool shim_parse_percent(const char *s, int *percent);
+
 /*
  * Fills *c from getenv(): ALLOT_GPU_MEMORY_LIMIT for every device,
  * ALLOT_GPU_MEMORY_LIMIT_<i> overriding device i, ALLOT_SHIM_REGION and
@@ -190,6 +193,33 @@ bool shim_limit(int dev, uint64_t *limit);
 /* After fork() in the child. */
 void shim_account_reset_child(void);
 
+/* ---- limiter.c: the compute share ----------------------------------------- */
+
+enum shim_launch_kind { SHIM_LAUNCH_KERNEL = 0, SHIM_LAUNCH_GRAPH = 1 };
+
+/* Reads ALLOT_GPU_SM_LIMIT (a bad value: a warning, no limit). */
+void shim_limiter_init(void);
+/* Whether launches are limited. */
+bool shim_limiter_on(void);
+/*
+ * Before a launch of kind in context ctx: sleeps while the process has used
+ * more than its share, then charges the launch's estimated GPU time.
+ * Returns the charge in ns.
+ */
+uint64_t shim_limiter_before(int kind, uint64_t ctx);
+/*
+ * Brackets the next launch with timing events on stream s (the _ptsz
+ * record when ptsz) when no measurement is under way. Returns true when it
+ * did: the caller launches, then must call shim_limiter_probe_end.
+ */
+bool shim_limiter_probe_start(int kind, uint64_t ctx, CUstream s, bool ptsz);
+/* Closes the bracket; launched false when the launch failed. */
+void shim_limiter_probe_end(CUstream s, bool ptsz, bool launched);
+/* Total time launches were held back, ns. */
+uint64_t shim_limiter_throttled_ns(void);
+/* After fork() in the child. */
+void shim_limiter_reset_child(void);
+
 /* ---- lookup.c ------------------------------------------------------------- */
 
 /* Every driver function the shim hooks, then those it only calls. */
@@ -225,9 +255,26 @@ void shim_account_reset_child(void);
     X(cuMemGetInfo_v2)                                                                             \
     X(cuDeviceTotalMem)                                                                            \
     X(cuDeviceTotalMem_v2)                                                                         \
+    X(cuLaunchKernel)                                                                              \
+    X(cuLaunchKernel_ptsz)                                                                         \
+    X(cuLaunchKernelEx)                                                                            \
+    X(cuLaunchKernelEx_ptsz)                                                                       \
+    X(cuLaunchCooperativeKernel)                                                                   \
+    X(cuLaunchCooperativeKernel_ptsz)                                                              \
+    X(cuGraphLaunch)                                                                               \
+    X(cuGraphLaunch_ptsz)                                                                          \
     X(cuGetProcAddress)                                                                            \
     X(cuGetProcAddress_v2)
-#define SHIM_CALLED(X) X(cuCtxGetDevice) X(cuCtxGetCurrent)
+#define SHIM_CALLED(X)                                                                             \
+    X(cuCtxGetDevice)                                                                              \
+    X(cuCtxGetCurrent)                                                                             \
+    X(cuEventCreate)                                                                               \
+    X(cuEventRecord)                                                                               \
+    X(cuEventRecord_ptsz)                                                                          \
+    X(cuEventQuery)                                                                                \
+    X(cuEventElapsedTime)                                                                          \
+    X(cuEventElapsedTime_v2)                                                                       \
+    X(cuEventDestroy_v2)
 
 #define SHIM_ENUM(name) SHIM_FN_##name,
 enum shim_fn { SHIM_HOOKED(SHIM_ENUM) SHIM_N_HOOKED, SHIM_CALLED(SHIM_ENUM) SHIM_N_FN };
@@ -287,6 +334,24 @@ CUresult cuMemGetInfo(unsigned int *free_bytes, unsigned int *total);
 CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total);
 CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev);
 CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev);
+CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                        unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem,
+                        CUstream s, void **params, void **extra);
+CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                             unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem,
+                             CUstream s, void **params, void **extra);
+CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **params, void **extra);
+CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **params,
+                               void **extra);
+CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                                   unsigned int bx, unsigned int by, unsigned int bz,
+                                   unsigned int shmem, CUstream s, void **params);
+CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy,
+                                        unsigned int gz, unsigned int bx, unsigned int by,
+                                        unsigned int bz, unsigned int shmem, CUstream s,
+                                        void **params);
+CUresult cuGraphLaunch(CUgraphExec g, CUstream s);
+CUresult cuGraphLaunch_ptsz(CUgraphExec g, CUstream s);
 CUresult cuGetProcAddress(const char *symbol, void **pfn, int cuda_version, cuuint64_t flags);
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cuda_version, cuuint64_t flags,
                              CUdriverProcAddressQueryResult *status);

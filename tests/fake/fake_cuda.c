@@ -8,6 +8,9 @@
  *                      CLEARED_MIB" lines to, so a test sees what was cleared
  *   FAKE_CUDA_FAIL     "memset": cuMemsetD8 fails (CUDA_ERROR_UNKNOWN)
  *   FAKE_CUDA_PITCH    row alignment of cuMemAllocPitch (default 1024)
+ *   FAKE_CUDA_KERNEL_US how long each kernel or graph launch keeps the GPU
+ *                      busy (default 100); launches run one after another
+ *                      on one timeline, events complete when it reaches them
  *   FAKE_CUDA_PROC     "private": cuGetProcAddress answers cuMemAlloc with a
  *                      function no symbol names (as drivers may), to test
  *                      the shim's lookup by name
@@ -28,6 +31,7 @@
 #include <stdlib.h>
 #include <pthread.h>
 #include <string.h>
+#include <time.h>
 
 typedef int CUresult;
 typedef int CUdevice;
@@ -645,6 +649,185 @@ CUresult cuMemGetInfo(unsigned *free_b, unsigned *total)
     return r;
 }
 
+/* ---- kernels and events on one timeline ------------------------------------ */
+
+typedef struct CUfunc_st *CUfunction;
+typedef struct CUgraphExec_st *CUgraphExec;
+typedef struct CUevent_st *CUevent;
+#define CUDA_ERROR_NOT_READY 600
+
+static pthread_mutex_t gpu_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned long long busy_until, busy_total, first_launch; /* ns, CLOCK_MONOTONIC */
+
+static unsigned long long mono_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
+}
+
+static CUresult run_kernel(void)
+{
+    const char *k = getenv("FAKE_CUDA_KERNEL_US");
+    unsigned long long dur = (k ? strtoull(k, NULL, 10) : 100) * 1000ull, now = mono_ns();
+
+    if (cur < 0)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    pthread_mutex_lock(&gpu_lock);
+    if (!first_launch)
+        first_launch = now;
+    busy_until = (busy_until > now ? busy_until : now) + dur;
+    busy_total += dur;
+    pthread_mutex_unlock(&gpu_lock);
+    return CUDA_SUCCESS;
+}
+
+/* For tests: the GPU time kernels took, and the span from the first launch
+ * to when the last one ends. */
+void fake_cuda_gpu_time(unsigned long long *busy_ns, unsigned long long *span_ns);
+void fake_cuda_gpu_time(unsigned long long *busy_ns, unsigned long long *span_ns)
+{
+    pthread_mutex_lock(&gpu_lock);
+    *busy_ns = busy_total;
+    *span_ns = first_launch ? busy_until - first_launch : 0;
+    pthread_mutex_unlock(&gpu_lock);
+}
+
+CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                        unsigned by, unsigned bz, unsigned shmem, CUstream s, void **params,
+                        void **extra);
+CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                        unsigned by, unsigned bz, unsigned shmem, CUstream s, void **params,
+                        void **extra)
+{
+    (void)f, (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)shmem, (void)s;
+    (void)params, (void)extra;
+    return run_kernel();
+}
+
+CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                             unsigned by, unsigned bz, unsigned shmem, CUstream s, void **params,
+                             void **extra);
+CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                             unsigned by, unsigned bz, unsigned shmem, CUstream s, void **params,
+                             void **extra)
+{
+    return cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
+}
+
+CUresult cuLaunchKernelEx(const void *config, CUfunction f, void **params, void **extra);
+CUresult cuLaunchKernelEx(const void *config, CUfunction f, void **params, void **extra)
+{
+    (void)f, (void)params, (void)extra;
+    return config ? run_kernel() : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult cuLaunchKernelEx_ptsz(const void *config, CUfunction f, void **params, void **extra);
+CUresult cuLaunchKernelEx_ptsz(const void *config, CUfunction f, void **params, void **extra)
+{
+    return cuLaunchKernelEx(config, f, params, extra);
+}
+
+CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                   unsigned by, unsigned bz, unsigned shmem, CUstream s,
+                                   void **params);
+CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                   unsigned by, unsigned bz, unsigned shmem, CUstream s,
+                                   void **params)
+{
+    return cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, s, params, NULL);
+}
+
+CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                                        unsigned bx, unsigned by, unsigned bz, unsigned shmem,
+                                        CUstream s, void **params);
+CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                                        unsigned bx, unsigned by, unsigned bz, unsigned shmem,
+                                        CUstream s, void **params)
+{
+    return cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, s, params, NULL);
+}
+
+CUresult cuGraphLaunch(CUgraphExec g, CUstream s);
+CUresult cuGraphLaunch(CUgraphExec g, CUstream s)
+{
+    (void)g, (void)s;
+    return run_kernel();
+}
+
+CUresult cuGraphLaunch_ptsz(CUgraphExec g, CUstream s);
+CUresult cuGraphLaunch_ptsz(CUgraphExec g, CUstream s)
+{
+    return cuGraphLaunch(g, s);
+}
+
+struct CUevent_st {
+    unsigned long long t; /* when the timeline reaches it */
+    int recorded;
+};
+
+CUresult cuEventCreate(CUevent *e, unsigned flags);
+CUresult cuEventCreate(CUevent *e, unsigned flags)
+{
+    (void)flags;
+    if (!e)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (cur < 0)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    *e = calloc(1, sizeof(**e));
+    return *e ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+CUresult cuEventRecord(CUevent e, CUstream s);
+CUresult cuEventRecord(CUevent e, CUstream s)
+{
+    unsigned long long now = mono_ns();
+
+    (void)s;
+    if (!e)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&gpu_lock);
+    e->t = busy_until > now ? busy_until : now;
+    e->recorded = 1;
+    pthread_mutex_unlock(&gpu_lock);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuEventRecord_ptsz(CUevent e, CUstream s);
+CUresult cuEventRecord_ptsz(CUevent e, CUstream s)
+{
+    return cuEventRecord(e, s);
+}
+
+CUresult cuEventQuery(CUevent e);
+CUresult cuEventQuery(CUevent e)
+{
+    if (!e)
+        return CUDA_ERROR_INVALID_VALUE;
+    return !e->recorded || mono_ns() >= e->t ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+
+CUresult cuEventElapsedTime_v2(float *ms, CUevent a, CUevent b);
+CUresult cuEventElapsedTime_v2(float *ms, CUevent a, CUevent b)
+{
+    if (!ms || !a || !b || !a->recorded || !b->recorded)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (cuEventQuery(a) != CUDA_SUCCESS || cuEventQuery(b) != CUDA_SUCCESS)
+        return CUDA_ERROR_NOT_READY;
+    *ms = (float)((double)(long long)(b->t - a->t) / 1e6);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuEventDestroy_v2(CUevent e);
+CUresult cuEventDestroy_v2(CUevent e)
+{
+    if (!e)
+        return CUDA_ERROR_INVALID_VALUE;
+    free(e);
+    return CUDA_SUCCESS;
+}
+
 /* cuMemAlloc as FAKE_CUDA_PROC=private hands it out: no symbol names it */
 static CUresult private_alloc(CUdeviceptr *p, size_t size)
 {
@@ -703,6 +886,20 @@ static const struct {
     FN(cuMipmappedArrayDestroy),
     FN(cuMemAllocPitch),
     FN(cuDeviceTotalMem),
+    FN(cuLaunchKernel),
+    FN(cuLaunchKernel_ptsz),
+    FN(cuLaunchKernelEx),
+    FN(cuLaunchKernelEx_ptsz),
+    FN(cuLaunchCooperativeKernel),
+    FN(cuLaunchCooperativeKernel_ptsz),
+    FN(cuGraphLaunch),
+    FN(cuGraphLaunch_ptsz),
+    FN(cuEventCreate),
+    FN(cuEventRecord),
+    FN(cuEventRecord_ptsz),
+    FN(cuEventQuery),
+    FN(cuEventElapsedTime_v2),
+    FN(cuEventDestroy_v2),
     FN(cuGetProcAddress),
     FN(cuGetProcAddress_v2),
 };

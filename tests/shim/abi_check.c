@@ -29,6 +29,17 @@
 #define CUstream_st                    shim_CUstream_st
 #define CUarray_st                     shim_CUarray_st
 #define CUmemPoolHandle_st             shim_CUmemPoolHandle_st
+#define CUmipmappedArray               shim_CUmipmappedArray
+#define CUmipmappedArray_st            shim_CUmipmappedArray_st
+#define CUfunction                     shim_CUfunction
+#define CUfunc_st                      shim_CUfunc_st
+#define CUevent                        shim_CUevent
+#define CUevent_st                     shim_CUevent_st
+#define CUgraphExec                    shim_CUgraphExec
+#define CUgraphExec_st                 shim_CUgraphExec_st
+#define CUlaunchAttribute              shim_CUlaunchAttribute
+#define CUlaunchAttribute_st           shim_CUlaunchAttribute_st
+#define CUlaunchConfig                 shim_CUlaunchConfig
 #include "cuda_abi.h"
 
 /* the shim's constants, taken before cuda.h defines the same names */
@@ -40,6 +51,7 @@ enum {
     S_INVALID_DEVICE = CUDA_ERROR_INVALID_DEVICE,
     S_INVALID_CONTEXT = CUDA_ERROR_INVALID_CONTEXT,
     S_NOT_FOUND = CUDA_ERROR_NOT_FOUND,
+    S_NOT_READY = CUDA_ERROR_NOT_READY,
     S_NOT_SUPPORTED = CUDA_ERROR_NOT_SUPPORTED,
     S_UNKNOWN = CUDA_ERROR_UNKNOWN,
     S_GPA_DEFAULT = CU_GET_PROC_ADDRESS_DEFAULT,
@@ -56,6 +68,7 @@ enum {
 #undef CUDA_ERROR_INVALID_DEVICE
 #undef CUDA_ERROR_INVALID_CONTEXT
 #undef CUDA_ERROR_NOT_FOUND
+#undef CUDA_ERROR_NOT_READY
 #undef CUDA_ERROR_NOT_SUPPORTED
 #undef CUDA_ERROR_UNKNOWN
 #undef CU_GET_PROC_ADDRESS_DEFAULT
@@ -85,6 +98,17 @@ enum {
 #undef CUstream_st
 #undef CUarray_st
 #undef CUmemPoolHandle_st
+#undef CUmipmappedArray
+#undef CUmipmappedArray_st
+#undef CUfunction
+#undef CUfunc_st
+#undef CUevent
+#undef CUevent_st
+#undef CUgraphExec
+#undef CUgraphExec_st
+#undef CUlaunchAttribute
+#undef CUlaunchAttribute_st
+#undef CUlaunchConfig
 
 #include <cuda.h>
 
@@ -103,6 +127,7 @@ SAME(S_NOT_INITIALIZED, CUDA_ERROR_NOT_INITIALIZED);
 SAME(S_INVALID_DEVICE, CUDA_ERROR_INVALID_DEVICE);
 SAME(S_INVALID_CONTEXT, CUDA_ERROR_INVALID_CONTEXT);
 SAME(S_NOT_FOUND, CUDA_ERROR_NOT_FOUND);
+SAME(S_NOT_READY, CUDA_ERROR_NOT_READY);
 SAME(S_NOT_SUPPORTED, CUDA_ERROR_NOT_SUPPORTED);
 SAME(S_UNKNOWN, CUDA_ERROR_UNKNOWN);
 SAME(S_GPA_DEFAULT, CU_GET_PROC_ADDRESS_DEFAULT);
@@ -141,6 +166,12 @@ SAME_FIELD(shim_CUDA_ARRAY3D_DESCRIPTOR, CUDA_ARRAY3D_DESCRIPTOR, Depth);
 SAME_FIELD(shim_CUDA_ARRAY3D_DESCRIPTOR, CUDA_ARRAY3D_DESCRIPTOR, Format);
 SAME_FIELD(shim_CUDA_ARRAY3D_DESCRIPTOR, CUDA_ARRAY3D_DESCRIPTOR, NumChannels);
 SAME_FIELD(shim_CUDA_ARRAY3D_DESCRIPTOR, CUDA_ARRAY3D_DESCRIPTOR, Flags);
+
+SAME_TYPE(shim_CUlaunchConfig, CUlaunchConfig);
+SAME_FIELD(shim_CUlaunchConfig, CUlaunchConfig, sharedMemBytes);
+SAME_FIELD(shim_CUlaunchConfig, CUlaunchConfig, hStream);
+SAME_FIELD(shim_CUlaunchConfig, CUlaunchConfig, attrs);
+SAME_FIELD(shim_CUlaunchConfig, CUlaunchConfig, numAttrs);
 
 /* something for the object file to hold */
 int shim_abi_checked(void);

@@ -34,6 +34,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -749,6 +750,76 @@ static void test_region_race(void **state)
     assert_int_equal(shim_free(), CAP); /* all reclaimed */
 }
 
+/* ---- the compute share ------------------------------------------------------ */
+
+void fake_cuda_gpu_time(unsigned long long *busy_ns, unsigned long long *span_ns);
+
+static double mono_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Launches 1 ms kernels (FAKE_CUDA_KERNEL_US=1000) as fast as the shim
+ * lets it for a second, through each launch family (graphs included), and returns the
+ * share of the fake GPU's time they took, in percent. */
+static double busy_percent(void)
+{
+    CUlaunchConfig cfg = {.gridDimX = 1, .gridDimY = 1, .gridDimZ = 1};
+    unsigned long long busy, span;
+    double t0 = mono_s();
+    int i = 0;
+
+    while (mono_s() - t0 < 1.0) {
+        switch (i++ % 5) {
+        case 0:
+            assert_int_equal(cuLaunchKernel(NULL, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL),
+                             CUDA_SUCCESS);
+            break;
+        case 1:
+            assert_int_equal(cuLaunchKernel_ptsz(NULL, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL),
+                             CUDA_SUCCESS);
+            break;
+        case 2:
+            assert_int_equal(cuLaunchKernelEx(&cfg, NULL, NULL, NULL), CUDA_SUCCESS);
+            break;
+        case 3:
+            assert_int_equal(cuGraphLaunch(NULL, NULL), CUDA_SUCCESS);
+            break;
+        default:
+            assert_int_equal(cuLaunchCooperativeKernel(NULL, 1, 1, 1, 1, 1, 1, 0, NULL, NULL),
+                             CUDA_SUCCESS);
+        }
+    }
+    fake_cuda_gpu_time(&busy, &span);
+    assert_true(span > 0);
+    print_message("  %d launches, GPU busy %.1f %% of %.3f s\n", i,
+                  100.0 * (double)busy / (double)span, (double)span / 1e9);
+    return 100.0 * (double)busy / (double)span;
+}
+
+/* ALLOT_GPU_SM_LIMIT (the ctest entry sets 25, 50 or 75): the GPU's busy
+ * share lands within 5 points of it. */
+static void test_share_converges(void **state)
+{
+    const char *want = getenv("ALLOT_GPU_SM_LIMIT");
+    double got;
+
+    (void)state;
+    assert_non_null(want);
+    got = busy_percent();
+    assert_true(got > atof(want) - 5 && got < atof(want) + 5);
+}
+
+/* Without a limit nothing is held back: the GPU is kept saturated. */
+static void test_share_off(void **state)
+{
+    (void)state;
+    assert_true(busy_percent() > 95);
+}
+
 static void test_corrupt_region_falls_back(void **state)
 {
     CUdeviceptr p;
@@ -819,6 +890,12 @@ int main(int argc, char **argv)
     const struct CMUnitTest corrupt[] = {
         cmocka_unit_test_setup(test_corrupt_region_falls_back, setup_dev0),
     };
+    const struct CMUnitTest share[] = {
+        cmocka_unit_test_setup(test_share_converges, setup_dev0),
+    };
+    const struct CMUnitTest share_off[] = {
+        cmocka_unit_test_setup(test_share_off, setup_dev0),
+    };
     const char *g = argc > 1 ? argv[1] : "";
 
     if (!strcmp(g, "cap"))
@@ -831,6 +908,10 @@ int main(int argc, char **argv)
         return cmocka_run_group_tests_name("shim_badenv", badenv, NULL, NULL);
     if (!strcmp(g, "nodriver"))
         return cmocka_run_group_tests_name("shim_nodriver", nodriver, NULL, NULL);
+    if (!strcmp(g, "share"))
+        return cmocka_run_group_tests_name("shim_share", share, NULL, NULL);
+    if (!strcmp(g, "share-off"))
+        return cmocka_run_group_tests_name("shim_share_off", share_off, NULL, NULL);
     if (!strcmp(g, "region")) {
         prepare_region("empty");
         return cmocka_run_group_tests_name("shim_region", region, NULL, NULL);

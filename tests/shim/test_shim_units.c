@@ -71,6 +71,24 @@ static void test_parse_size(void **state)
     assert_false(shim_parse_size(NULL, &v));
 }
 
+static void test_parse_percent(void **state)
+{
+    static const char *const bad[] = {"", "0", "101", "-5", "+5", "5%", " 5", "5 ", "1e2", "x"};
+    int p = 7;
+
+    (void)state;
+    assert_true(shim_parse_percent("1", &p) && p == 1);
+    assert_true(shim_parse_percent("50", &p) && p == 50);
+    assert_true(shim_parse_percent("100", &p) && p == 100);
+    assert_true(shim_parse_percent("050", &p) && p == 50);
+    p = 7;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_false(shim_parse_percent(bad[i], &p));
+    assert_false(shim_parse_percent(NULL, &p));
+    assert_false(shim_parse_percent("99999999999999999999", &p));
+    assert_int_equal(p, 7);
+}
+
 static void test_config(void **state)
 {
     struct shim_config c;
@@ -364,10 +382,15 @@ static void test_region_corrupt(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_parse_size),          cmocka_unit_test(test_config),
-        cmocka_unit_test(test_table_model),         cmocka_unit_test(test_table_replace_and_ctx),
-        cmocka_unit_test(test_table_alloc_failure), cmocka_unit_test(test_region_reserve_release),
-        cmocka_unit_test(test_region_reclaim_dead), cmocka_unit_test(test_region_full),
+        cmocka_unit_test(test_parse_size),
+        cmocka_unit_test(test_parse_percent),
+        cmocka_unit_test(test_config),
+        cmocka_unit_test(test_table_model),
+        cmocka_unit_test(test_table_replace_and_ctx),
+        cmocka_unit_test(test_table_alloc_failure),
+        cmocka_unit_test(test_region_reserve_release),
+        cmocka_unit_test(test_region_reclaim_dead),
+        cmocka_unit_test(test_region_full),
         cmocka_unit_test(test_region_corrupt),
     };
 

@@ -1,0 +1,234 @@
+/*
+ * The compute share (ALLOT_GPU_SM_LIMIT, percent): a duty-cycle limiter on
+ * the launch path, per process. Every launch is charged an estimate of the
+ * GPU time it takes; an allowance accrues at PERCENT of the wall clock;
+ * a launch that finds more charged than allowed sleeps until the allowance
+ * catches up. The estimate is measured: one launch at a time is bracketed
+ * by a pair of timing events on its stream, and when that pair completes
+ * its elapsed time corrects the charge for that launch (the feedback) and
+ * updates the estimate (an exponential average, one for kernels and one
+ * for graph launches).
+ *
+ * State: one struct under one mutex, a leaf lock (the driver calls made
+ * under it are not hooked). Off (no limit, or 100) the hooks cost one
+ * load and a branch.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "shim.h"
+
+/* Unused allowance kept for later, so a short idle spell lets a burst
+ * through: 20 ms of GPU time at most. */
+#define BURST_NS 20000000ll
+/* A probe whose end has not completed after this long is abandoned (its
+ * context may be gone). */
+#define PROBE_GIVE_UP_NS 2000000000ull
+/* At most one probe started per this long: the events cost little, but the
+ * launch they bracket holds the limiter's lock. */
+#define PROBE_EVERY_NS 5000000ull
+
+typedef CUresult (*event_create_fn)(CUevent *, unsigned int);
+typedef CUresult (*event_record_fn)(CUevent, CUstream);
+typedef CUresult (*event_query_fn)(CUevent);
+typedef CUresult (*event_elapsed_fn)(float *, CUevent, CUevent);
+typedef CUresult (*event_destroy_fn)(CUevent);
+
+static struct {
+    pthread_mutex_t lock;
+    int percent;      /* 1..99; 0: off */
+    int64_t debt_ns;  /* charged minus allowed; <= 0 means launch now */
+    uint64_t last_ns; /* when the allowance was last accrued */
+    uint64_t est_ns[2];
+    /* the probe: a launch bracketed by two events */
+    bool pending;
+    int probe_kind;
+    uint64_t probe_ctx, probe_since, probe_charged;
+    CUevent start, end; /* created lazily in probe_ctx */
+    uint64_t events_ctx;
+    uint64_t throttled_ns; /* total time slept, for tests and metering */
+} lim = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void shim_limiter_init(void)
+{
+    const char *s = getenv("ALLOT_GPU_SM_LIMIT");
+    int p = 0;
+
+    if (s && *s && !shim_parse_percent(s, &p))
+        shim_warn("ALLOT_GPU_SM_LIMIT=%s is not a percent from 1 to 100: not limited", s);
+    lim.percent = p >= 100 ? 0 : p;
+    lim.last_ns = now_ns();
+}
+
+bool shim_limiter_on(void)
+{
+    return __atomic_load_n(&lim.percent, __ATOMIC_RELAXED) != 0;
+}
+
+/* Accrues the allowance since last_ns. Called locked. */
+static void accrue(uint64_t now)
+{
+    int64_t allowed = (int64_t)((now - lim.last_ns) * (uint64_t)lim.percent / 100);
+
+    lim.debt_ns -= allowed;
+    if (lim.debt_ns < -BURST_NS * lim.percent / 100)
+        lim.debt_ns = -BURST_NS * lim.percent / 100;
+    lim.last_ns = now;
+}
+
+static void drop_events(void)
+{
+    event_destroy_fn destroy = (event_destroy_fn)shim_real(SHIM_FN_cuEventDestroy_v2);
+
+    if (destroy && lim.start)
+        destroy(lim.start);
+    if (destroy && lim.end)
+        destroy(lim.end);
+    lim.start = lim.end = NULL;
+    lim.events_ctx = 0;
+}
+
+/* Reads a completed probe into the estimate and the charge. Called locked. */
+static void poll_probe(uint64_t ctx, uint64_t now)
+{
+    event_query_fn query = (event_query_fn)shim_real(SHIM_FN_cuEventQuery);
+    event_elapsed_fn elapsed = (event_elapsed_fn)shim_real(SHIM_FN_cuEventElapsedTime_v2);
+    float ms = 0;
+    uint64_t measured, *est;
+
+    if (!elapsed)
+        elapsed = (event_elapsed_fn)shim_real(SHIM_FN_cuEventElapsedTime);
+    if (!lim.pending)
+        return;
+    if (ctx != lim.probe_ctx || !query || !elapsed) {
+        if (now - lim.probe_since > PROBE_GIVE_UP_NS)
+            lim.pending = false;
+        return;
+    }
+    if (query(lim.end) != CUDA_SUCCESS) {
+        if (now - lim.probe_since > PROBE_GIVE_UP_NS)
+            lim.pending = false;
+        return;
+    }
+    lim.pending = false;
+    if (elapsed(&ms, lim.start, lim.end) != CUDA_SUCCESS || !(ms >= 0))
+        return;
+    measured = (uint64_t)((double)ms * 1e6);
+    /* the feedback: what that launch really took, not what was charged */
+    lim.debt_ns += (int64_t)measured - (int64_t)lim.probe_charged;
+    est = &lim.est_ns[lim.probe_kind];
+    *est = *est ? (*est * 7 + measured) / 8 : measured;
+}
+
+uint64_t shim_limiter_before(int kind, uint64_t ctx)
+{
+    uint64_t now;
+
+    pthread_mutex_lock(&lim.lock);
+    for (;;) {
+        int64_t wait_ns;
+        struct timespec ts;
+
+        now = now_ns();
+        accrue(now);
+        poll_probe(ctx, now);
+        if (!lim.est_ns[kind] && lim.pending && lim.probe_kind == kind) {
+            /* nothing measured yet: wait for the first measurement rather
+             * than queue launches charged at nothing */
+            wait_ns = 50000;
+        } else if (lim.debt_ns <= 0) {
+            break;
+        } else {
+            /* until the allowance covers the debt */
+            wait_ns = lim.debt_ns * 100 / lim.percent;
+        }
+        if (wait_ns > 100000000)
+            wait_ns = 100000000; /* look again at least every 100 ms */
+        pthread_mutex_unlock(&lim.lock);
+        ts.tv_sec = wait_ns / 1000000000;
+        ts.tv_nsec = wait_ns % 1000000000;
+        nanosleep(&ts, NULL);
+        pthread_mutex_lock(&lim.lock);
+        lim.throttled_ns += (uint64_t)wait_ns;
+    }
+    lim.debt_ns += (int64_t)lim.est_ns[kind];
+    pthread_mutex_unlock(&lim.lock);
+    return lim.est_ns[kind];
+}
+
+bool shim_limiter_probe_start(int kind, uint64_t ctx, CUstream s, bool ptsz)
+{
+    event_create_fn create = (event_create_fn)shim_real(SHIM_FN_cuEventCreate);
+    event_record_fn record =
+        (event_record_fn)shim_real(ptsz ? SHIM_FN_cuEventRecord_ptsz : SHIM_FN_cuEventRecord);
+    bool started = false;
+
+    if (!create || !record || !ctx)
+        return false;
+    pthread_mutex_lock(&lim.lock);
+    if (lim.pending ||
+        (lim.probe_since && now_ns() - lim.probe_since < PROBE_EVERY_NS && lim.est_ns[kind]))
+        goto out;
+    if (lim.events_ctx != ctx) {
+        drop_events();
+        /* 0: timing enabled */
+        if (create(&lim.start, 0) != CUDA_SUCCESS || create(&lim.end, 0) != CUDA_SUCCESS) {
+            drop_events();
+            goto out;
+        }
+        lim.events_ctx = ctx;
+    }
+    if (record(lim.start, s) != CUDA_SUCCESS)
+        goto out;
+    lim.pending = true;
+    lim.probe_kind = kind;
+    lim.probe_ctx = ctx;
+    lim.probe_since = now_ns();
+    lim.probe_charged = lim.est_ns[kind];
+    started = true;
+out:
+    /* the lock stays held from here to shim_limiter_probe_end: the launch
+     * between the two events must be the one measured */
+    if (!started)
+        pthread_mutex_unlock(&lim.lock);
+    return started;
+}
+
+void shim_limiter_probe_end(CUstream s, bool ptsz, bool launched)
+{
+    event_record_fn record =
+        (event_record_fn)shim_real(ptsz ? SHIM_FN_cuEventRecord_ptsz : SHIM_FN_cuEventRecord);
+
+    if (!launched || !record || record(lim.end, s) != CUDA_SUCCESS)
+        lim.pending = false;
+    pthread_mutex_unlock(&lim.lock);
+}
+
+uint64_t shim_limiter_throttled_ns(void)
+{
+    uint64_t t;
+
+    pthread_mutex_lock(&lim.lock);
+    t = lim.throttled_ns;
+    pthread_mutex_unlock(&lim.lock);
+    return t;
+}
+
+void shim_limiter_reset_child(void)
+{
+    pthread_mutex_init(&lim.lock, NULL);
+    lim.pending = false;
+    lim.start = lim.end = NULL; /* the parent's events are not the child's */
+    lim.events_ctx = 0;
+    lim.debt_ns = 0;
+    lim.last_ns = now_ns();
+}
