@@ -22,6 +22,11 @@ void shim_account_init(const struct shim_config *c, struct shim_region *region)
     memset(acct.used, 0, sizeof(acct.used));
 }
 
+struct shim_region *shim_account_region(void)
+{
+    return acct.region;
+}
+
 bool shim_limit(int dev, uint64_t *limit)
 {
     if (dev < 0)

@@ -23,7 +23,7 @@
  * most this on every GPU so far); a larger real pitch is reserved after. */
 #define PITCH_GUESS 512u
 
-static CUresult missing(void)
+CUresult shim_missing(void)
 {
     return shim_driver_loaded() ? CUDA_ERROR_NOT_FOUND : CUDA_ERROR_NOT_INITIALIZED;
 }
@@ -35,18 +35,18 @@ static uint64_t mul_sat(uint64_t a, uint64_t b)
     return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
 }
 
-static CUresult current_device(int *dev)
+CUresult shim_current_device(int *dev)
 {
     typedef CUresult (*get_fn)(CUdevice *);
     get_fn get = (get_fn)shim_real(SHIM_FN_cuCtxGetDevice);
 
     if (!get)
-        return missing();
+        return shim_missing();
     return get(dev);
 }
 
 /* The calling thread's current context as a table key, 0 if none. */
-static uint64_t current_ctx(void)
+uint64_t shim_current_ctx(void)
 {
     typedef CUresult (*get_fn)(CUcontext *);
     get_fn get = (get_fn)shim_real(SHIM_FN_cuCtxGetCurrent);
@@ -61,9 +61,9 @@ static uint64_t current_ctx(void)
  * (the context the allocation will die with). */
 static CUresult begin(int *dev, uint64_t *ctx, uint64_t bytes)
 {
-    CUresult rc = current_device(dev);
+    CUresult rc = shim_current_device(dev);
 
-    *ctx = current_ctx();
+    *ctx = shim_current_ctx();
     return rc != CUDA_SUCCESS ? rc : shim_reserve(*dev, bytes);
 }
 
@@ -149,7 +149,7 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
     int dev;
 
     if (!real)
-        return missing();
+        return shim_missing();
     if (!dptr)
         return CUDA_ERROR_INVALID_VALUE;
     if (!bytesize)
@@ -177,7 +177,7 @@ CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
     int dev;
 
     if (!real)
-        return missing();
+        return shim_missing();
     if (!dptr)
         return CUDA_ERROR_INVALID_VALUE;
     if (!bytesize)
@@ -223,7 +223,7 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size
     int dev;
 
     if (!real)
-        return missing();
+        return shim_missing();
     if (!dptr || !pitch)
         return CUDA_ERROR_INVALID_VALUE;
     if (!width || !height)
@@ -244,7 +244,7 @@ CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pitch, unsigned int
     int dev;
 
     if (!real)
-        return missing();
+        return shim_missing();
     if (!dptr || !pitch)
         return CUDA_ERROR_INVALID_VALUE;
     if (!width || !height)
@@ -264,7 +264,7 @@ CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flag
     int dev;
 
     if (!real)
-        return missing();
+        return shim_missing();
     if (!dptr)
         return CUDA_ERROR_INVALID_VALUE;
     if (!bytesize)
@@ -291,7 +291,7 @@ static CUresult alloc_async(enum shim_fn f, CUdeviceptr *dptr, size_t bytesize, 
     int dev;
 
     if (!real)
-        return missing();
+        return shim_missing();
     if (!dptr)
         return CUDA_ERROR_INVALID_VALUE;
     if (!bytesize)
@@ -322,7 +322,7 @@ static CUresult alloc_pool(enum shim_fn f, CUdeviceptr *dptr, size_t bytesize, C
     int dev;
 
     if (!real)
-        return missing();
+        return shim_missing();
     if (!dptr)
         return CUDA_ERROR_INVALID_VALUE;
     if (!bytesize)
@@ -360,14 +360,14 @@ CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
     void *real = shim_real(SHIM_FN_cuMemFree_v2);
 
-    return real ? forget(call_free_v2, real, dptr, SHIM_SPACE_PTR) : missing();
+    return real ? forget(call_free_v2, real, dptr, SHIM_SPACE_PTR) : shim_missing();
 }
 
 CUresult cuMemFree(CUdeviceptr_v1 dptr)
 {
     void *real = shim_real(SHIM_FN_cuMemFree);
 
-    return real ? forget(call_free_v1, real, dptr, SHIM_SPACE_PTR) : missing();
+    return real ? forget(call_free_v1, real, dptr, SHIM_SPACE_PTR) : shim_missing();
 }
 
 struct free_async_arg {
@@ -386,7 +386,7 @@ static CUresult free_async(enum shim_fn f, CUdeviceptr dptr, CUstream s)
 {
     struct free_async_arg a = {(CUresult(*)(CUdeviceptr, CUstream))shim_real(f), s};
 
-    return a.fn ? forget(call_free_async, &a, dptr, SHIM_SPACE_PTR) : missing();
+    return a.fn ? forget(call_free_async, &a, dptr, SHIM_SPACE_PTR) : shim_missing();
 }
 
 CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s)
@@ -410,7 +410,7 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
     int dev;
 
     if (!real)
-        return missing();
+        return shim_missing();
     if (!handle || !prop)
         return CUDA_ERROR_INVALID_VALUE;
     /* host and host-NUMA locations are not GPU memory */
@@ -433,7 +433,7 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 {
     void *real = shim_real(SHIM_FN_cuMemRelease);
 
-    return real ? forget(call_release, real, handle, SHIM_SPACE_HANDLE) : missing();
+    return real ? forget(call_release, real, handle, SHIM_SPACE_HANDLE) : shim_missing();
 }
 
 /* ---- arrays: sized from their descriptors ---------------------------------- */
@@ -485,7 +485,7 @@ CUresult cuArrayCreate_v2(CUarray *arr, const CUDA_ARRAY_DESCRIPTOR *desc)
     int dev;
 
     if (!real)
-        return missing();
+        return shim_missing();
     if (!arr || !desc)
         return CUDA_ERROR_INVALID_VALUE;
     bytes = array_bytes(desc->Width, desc->Height, 1, desc->Format, desc->NumChannels);
@@ -505,7 +505,7 @@ CUresult cuArray3DCreate_v2(CUarray *arr, const CUDA_ARRAY3D_DESCRIPTOR *desc)
     int dev;
 
     if (!real)
-        return missing();
+        return shim_missing();
     if (!arr || !desc)
         return CUDA_ERROR_INVALID_VALUE;
     bytes = array_bytes(desc->Width, desc->Height, desc->Depth, desc->Format, desc->NumChannels);
@@ -524,7 +524,7 @@ CUresult cuArrayCreate(CUarray *arr, const CUDA_ARRAY_DESCRIPTOR_v1 *desc)
     int dev;
 
     if (!real)
-        return missing();
+        return shim_missing();
     if (!arr || !desc)
         return CUDA_ERROR_INVALID_VALUE;
     bytes = array_bytes(desc->Width, desc->Height, 1, desc->Format, desc->NumChannels);
@@ -543,7 +543,7 @@ CUresult cuArray3DCreate(CUarray *arr, const CUDA_ARRAY3D_DESCRIPTOR_v1 *desc)
     int dev;
 
     if (!real)
-        return missing();
+        return shim_missing();
     if (!arr || !desc)
         return CUDA_ERROR_INVALID_VALUE;
     bytes = array_bytes(desc->Width, desc->Height, desc->Depth, desc->Format, desc->NumChannels);
@@ -586,7 +586,7 @@ CUresult cuMipmappedArrayCreate(CUmipmappedArray *arr, const CUDA_ARRAY3D_DESCRI
     int dev;
 
     if (!real)
-        return missing();
+        return shim_missing();
     if (!arr || !desc)
         return CUDA_ERROR_INVALID_VALUE;
     bytes = mipmap_bytes(desc, levels ? levels : 1);
@@ -607,7 +607,7 @@ CUresult cuMipmappedArrayDestroy(CUmipmappedArray arr)
     void *real = shim_real(SHIM_FN_cuMipmappedArrayDestroy);
 
     return real ? forget(call_mipmap_destroy, real, (uint64_t)(uintptr_t)arr, SHIM_SPACE_MIPMAP)
-                : missing();
+                : shim_missing();
 }
 
 static CUresult call_destroy(uint64_t key, void *fn)
@@ -620,7 +620,7 @@ CUresult cuArrayDestroy(CUarray arr)
     void *real = shim_real(SHIM_FN_cuArrayDestroy);
 
     return real ? forget(call_destroy, real, (uint64_t)(uintptr_t)arr, SHIM_SPACE_ARRAY)
-                : missing();
+                : shim_missing();
 }
 
 /* ---- contexts: destroying one frees its memory --------------------------- */
@@ -646,7 +646,7 @@ static CUresult ctx_destroy(enum shim_fn f, CUcontext c)
     CUresult rc;
 
     if (!real)
-        return missing();
+        return shim_missing();
     rc = real(c);
     if (rc == CUDA_SUCCESS)
         drop_ctx((uint64_t)(uintptr_t)c);
@@ -669,7 +669,7 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice dev)
     CUresult rc;
 
     if (!real)
-        return missing();
+        return shim_missing();
     if (!c)
         return CUDA_ERROR_INVALID_VALUE;
     rc = real(c, dev);
@@ -684,7 +684,7 @@ static CUresult primary_reset(enum shim_fn f, CUdevice dev)
     CUresult rc;
 
     if (!real)
-        return missing();
+        return shim_missing();
     rc = real(dev);
     if (rc == CUDA_SUCCESS && dev >= 0 && dev < SHIM_MAX_DEV)
         drop_ctx(__atomic_load_n(&primary_ctx[dev], __ATOMIC_ACQUIRE));
@@ -711,7 +711,7 @@ static void cap_info(uint64_t *f, uint64_t *t)
     uint64_t limit, used;
     int dev;
 
-    if (current_device(&dev) != CUDA_SUCCESS || !shim_limit(dev, &limit))
+    if (shim_current_device(&dev) != CUDA_SUCCESS || !shim_limit(dev, &limit))
         return;
     if (limit < *t)
         *t = limit;
@@ -730,7 +730,7 @@ CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
     CUresult rc;
 
     if (!real)
-        return missing();
+        return shim_missing();
     if (!free_bytes || !total)
         return CUDA_ERROR_INVALID_VALUE;
     if ((rc = real(&f, &t)) != CUDA_SUCCESS)
@@ -753,7 +753,7 @@ CUresult cuMemGetInfo(unsigned int *free_bytes, unsigned int *total)
     CUresult rc;
 
     if (!real)
-        return missing();
+        return shim_missing();
     if (!free_bytes || !total)
         return CUDA_ERROR_INVALID_VALUE;
     if ((rc = real(&f, &t)) != CUDA_SUCCESS)
@@ -773,7 +773,7 @@ CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
     CUresult rc;
 
     if (!real)
-        return missing();
+        return shim_missing();
     if (!bytes)
         return CUDA_ERROR_INVALID_VALUE;
     if ((rc = real(bytes, dev)) != CUDA_SUCCESS)
@@ -790,7 +790,7 @@ CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
     CUresult rc;
 
     if (!real)
-        return missing();
+        return shim_missing();
     if (!bytes)
         return CUDA_ERROR_INVALID_VALUE;
     if ((rc = real(bytes, dev)) != CUDA_SUCCESS)
@@ -798,195 +798,6 @@ CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
     if (shim_limit(dev, &limit) && limit < *bytes)
         *bytes = (unsigned int)limit;
     return CUDA_SUCCESS;
-}
-
-/* ---- launches: the compute share (limiter.c) ------------------------------- */
-
-struct launch {
-    CUresult (*call)(const struct launch *);
-    void *fn; /* the driver's function */
-    CUfunction f;
-    unsigned int g[3], b[3], shmem;
-    CUstream s;
-    void **params, **extra;
-    const CUlaunchConfig *config;
-    CUgraphExec graph;
-};
-
-/* Waits for the share, then launches, bracketed by timing events when the
- * limiter wants a measurement. */
-static CUresult launch_limited(int kind, bool ptsz, const struct launch *l)
-{
-    uint64_t ctx = current_ctx();
-    bool probe;
-    CUresult rc;
-
-    shim_limiter_before(kind, ctx);
-    probe = shim_limiter_probe_start(kind, ctx, l->s, ptsz);
-    rc = l->call(l);
-    if (probe)
-        shim_limiter_probe_end(l->s, ptsz, rc == CUDA_SUCCESS);
-    return rc;
-}
-
-typedef CUresult (*kernel_fn)(CUfunction, unsigned int, unsigned int, unsigned int, unsigned int,
-                              unsigned int, unsigned int, unsigned int, CUstream, void **, void **);
-typedef CUresult (*kernel_ex_fn)(const CUlaunchConfig *, CUfunction, void **, void **);
-typedef CUresult (*coop_fn)(CUfunction, unsigned int, unsigned int, unsigned int, unsigned int,
-                            unsigned int, unsigned int, unsigned int, CUstream, void **);
-typedef CUresult (*graph_fn)(CUgraphExec, CUstream);
-
-static CUresult call_kernel(const struct launch *l)
-{
-    return ((kernel_fn)l->fn)(l->f, l->g[0], l->g[1], l->g[2], l->b[0], l->b[1], l->b[2], l->shmem,
-                              l->s, l->params, l->extra);
-}
-
-static CUresult call_kernel_ex(const struct launch *l)
-{
-    return ((kernel_ex_fn)l->fn)(l->config, l->f, l->params, l->extra);
-}
-
-static CUresult call_coop(const struct launch *l)
-{
-    return ((coop_fn)l->fn)(l->f, l->g[0], l->g[1], l->g[2], l->b[0], l->b[1], l->b[2], l->shmem,
-                            l->s, l->params);
-}
-
-static CUresult call_graph(const struct launch *l)
-{
-    return ((graph_fn)l->fn)(l->graph, l->s);
-}
-
-static CUresult launch_kernel(enum shim_fn which, bool ptsz, CUfunction f, unsigned int gx,
-                              unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by,
-                              unsigned int bz, unsigned int shmem, CUstream s, void **params,
-                              void **extra)
-{
-    kernel_fn real = (kernel_fn)shim_real(which);
-    struct launch l = {.call = call_kernel,
-                       .fn = (void *)real,
-                       .f = f,
-                       .g = {gx, gy, gz},
-                       .b = {bx, by, bz},
-                       .shmem = shmem,
-                       .s = s,
-                       .params = params,
-                       .extra = extra};
-
-    if (!real)
-        return missing();
-    if (!shim_limiter_on())
-        return real(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
-    return launch_limited(SHIM_LAUNCH_KERNEL, ptsz, &l);
-}
-
-CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
-                        unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem,
-                        CUstream s, void **params, void **extra)
-{
-    return launch_kernel(SHIM_FN_cuLaunchKernel, false, f, gx, gy, gz, bx, by, bz, shmem, s, params,
-                         extra);
-}
-
-CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
-                             unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem,
-                             CUstream s, void **params, void **extra)
-{
-    return launch_kernel(SHIM_FN_cuLaunchKernel_ptsz, true, f, gx, gy, gz, bx, by, bz, shmem, s,
-                         params, extra);
-}
-
-static CUresult launch_kernel_ex(enum shim_fn which, bool ptsz, const CUlaunchConfig *config,
-                                 CUfunction f, void **params, void **extra)
-{
-    kernel_ex_fn real = (kernel_ex_fn)shim_real(which);
-    struct launch l = {.call = call_kernel_ex,
-                       .fn = (void *)real,
-                       .f = f,
-                       .params = params,
-                       .extra = extra,
-                       .config = config};
-
-    if (!real)
-        return missing();
-    if (!config)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (!shim_limiter_on())
-        return real(config, f, params, extra);
-    l.s = config->hStream;
-    return launch_limited(SHIM_LAUNCH_KERNEL, ptsz, &l);
-}
-
-CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **params, void **extra)
-{
-    return launch_kernel_ex(SHIM_FN_cuLaunchKernelEx, false, config, f, params, extra);
-}
-
-CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **params,
-                               void **extra)
-{
-    return launch_kernel_ex(SHIM_FN_cuLaunchKernelEx_ptsz, true, config, f, params, extra);
-}
-
-static CUresult launch_coop(enum shim_fn which, bool ptsz, CUfunction f, unsigned int gx,
-                            unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by,
-                            unsigned int bz, unsigned int shmem, CUstream s, void **params)
-{
-    coop_fn real = (coop_fn)shim_real(which);
-    struct launch l = {.call = call_coop,
-                       .fn = (void *)real,
-                       .f = f,
-                       .g = {gx, gy, gz},
-                       .b = {bx, by, bz},
-                       .shmem = shmem,
-                       .s = s,
-                       .params = params};
-
-    if (!real)
-        return missing();
-    if (!shim_limiter_on())
-        return real(f, gx, gy, gz, bx, by, bz, shmem, s, params);
-    return launch_limited(SHIM_LAUNCH_KERNEL, ptsz, &l);
-}
-
-CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
-                                   unsigned int bx, unsigned int by, unsigned int bz,
-                                   unsigned int shmem, CUstream s, void **params)
-{
-    return launch_coop(SHIM_FN_cuLaunchCooperativeKernel, false, f, gx, gy, gz, bx, by, bz, shmem,
-                       s, params);
-}
-
-CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy,
-                                        unsigned int gz, unsigned int bx, unsigned int by,
-                                        unsigned int bz, unsigned int shmem, CUstream s,
-                                        void **params)
-{
-    return launch_coop(SHIM_FN_cuLaunchCooperativeKernel_ptsz, true, f, gx, gy, gz, bx, by, bz,
-                       shmem, s, params);
-}
-
-static CUresult launch_graph(enum shim_fn which, bool ptsz, CUgraphExec g, CUstream s)
-{
-    graph_fn real = (graph_fn)shim_real(which);
-    struct launch l = {.call = call_graph, .fn = (void *)real, .s = s, .graph = g};
-
-    if (!real)
-        return missing();
-    if (!shim_limiter_on())
-        return real(g, s);
-    return launch_limited(SHIM_LAUNCH_GRAPH, ptsz, &l);
-}
-
-CUresult cuGraphLaunch(CUgraphExec g, CUstream s)
-{
-    return launch_graph(SHIM_FN_cuGraphLaunch, false, g, s);
-}
-
-CUresult cuGraphLaunch_ptsz(CUgraphExec g, CUstream s)
-{
-    return launch_graph(SHIM_FN_cuGraphLaunch_ptsz, true, g, s);
 }
 
 /* ---- run-time lookup through the driver ----------------------------------- */
@@ -997,7 +808,7 @@ CUresult cuGetProcAddress(const char *symbol, void **pfn, int cuda_version, cuui
     CUresult rc;
 
     if (!real)
-        return missing();
+        return shim_missing();
     if (!symbol || !pfn)
         return CUDA_ERROR_INVALID_VALUE;
     rc = real(symbol, pfn, cuda_version, flags);
@@ -1013,7 +824,7 @@ CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cuda_version, c
     CUresult rc;
 
     if (!real)
-        return missing();
+        return shim_missing();
     if (!symbol || !pfn)
         return CUDA_ERROR_INVALID_VALUE;
     rc = real(symbol, pfn, cuda_version, flags, status);

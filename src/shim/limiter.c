@@ -1,16 +1,16 @@
 /*
  * The compute share (ALLOT_GPU_SM_LIMIT, percent): a duty-cycle limiter on
- * the launch path, per process. Every launch is charged an estimate of the
- * GPU time it takes; an allowance accrues at PERCENT of the wall clock;
- * a launch that finds more charged than allowed sleeps until the allowance
- * catches up. The estimate is measured: one launch at a time is bracketed
- * by a pair of timing events on its stream, and when that pair completes
- * its elapsed time corrects the charge for that launch (the feedback) and
- * updates the estimate (an exponential average, one for kernels and one
- * for graph launches).
+ * the launch path. Every launch is charged an estimate of the GPU time it
+ * takes; an allowance accrues at PERCENT of the wall clock; a launch that
+ * finds more charged than allowed sleeps until the allowance catches up.
+ * With a shared region the books are the job's, per device (all its
+ * processes draw on one budget); without one, the process's own. The estimate is measured: one
+ * launch at a time is bracketed by a pair of timing events on its stream, and when that pair
+ * completes its elapsed time corrects the charge for that launch (the feedback) and updates the
+ * estimate (an exponential average, one for kernels and one for graph launches).
  *
- * State: one struct under one mutex, a leaf lock (the driver calls made
- * under it are not hooked). Off (no limit, or 100) the hooks cost one
+ * State: one struct under one mutex, taken before the region's (the
+ * driver calls made under it are not hooked). Off (no limit, or 100) the hooks cost one
  * load and a branch.
  */
 #include <stdlib.h>
@@ -37,9 +37,10 @@ typedef CUresult (*event_destroy_fn)(CUevent);
 
 static struct {
     pthread_mutex_t lock;
-    int percent;      /* 1..99; 0: off */
-    int64_t debt_ns;  /* charged minus allowed; <= 0 means launch now */
-    uint64_t last_ns; /* when the allowance was last accrued */
+    int percent;           /* 1..99; 0: off */
+    int64_t debt_ns;       /* without a region: charged minus allowed */
+    uint64_t last_ns;      /* without a region: when the allowance last accrued */
+    int64_t correction_ns; /* measured minus charged, not yet applied */
     uint64_t est_ns[2];
     /* the probe: a launch bracketed by two events */
     bool pending;
@@ -72,17 +73,6 @@ void shim_limiter_init(void)
 bool shim_limiter_on(void)
 {
     return __atomic_load_n(&lim.percent, __ATOMIC_RELAXED) != 0;
-}
-
-/* Accrues the allowance since last_ns. Called locked. */
-static void accrue(uint64_t now)
-{
-    int64_t allowed = (int64_t)((now - lim.last_ns) * (uint64_t)lim.percent / 100);
-
-    lim.debt_ns -= allowed;
-    if (lim.debt_ns < -BURST_NS * lim.percent / 100)
-        lim.debt_ns = -BURST_NS * lim.percent / 100;
-    lim.last_ns = now;
 }
 
 static void drop_events(void)
@@ -124,45 +114,49 @@ static void poll_probe(uint64_t ctx, uint64_t now)
         return;
     measured = (uint64_t)((double)ms * 1e6);
     /* the feedback: what that launch really took, not what was charged */
-    lim.debt_ns += (int64_t)measured - (int64_t)lim.probe_charged;
+    lim.correction_ns += (int64_t)measured - (int64_t)lim.probe_charged;
     est = &lim.est_ns[lim.probe_kind];
     *est = *est ? (*est * 7 + measured) / 8 : measured;
 }
 
-uint64_t shim_limiter_before(int kind, uint64_t ctx)
+uint64_t shim_limiter_before(int kind, int dev, uint64_t ctx)
 {
-    uint64_t now;
+    struct shim_region *region = shim_account_region();
+    uint64_t charge;
 
     pthread_mutex_lock(&lim.lock);
     for (;;) {
-        int64_t wait_ns;
+        uint64_t now = now_ns(), wait_ns;
+        int64_t corr;
         struct timespec ts;
 
-        now = now_ns();
-        accrue(now);
         poll_probe(ctx, now);
-        if (!lim.est_ns[kind] && lim.pending && lim.probe_kind == kind) {
+        charge = lim.est_ns[kind];
+        if (!charge && lim.pending && lim.probe_kind == kind) {
             /* nothing measured yet: wait for the first measurement rather
              * than queue launches charged at nothing */
             wait_ns = 50000;
-        } else if (lim.debt_ns <= 0) {
-            break;
         } else {
-            /* until the allowance covers the debt */
-            wait_ns = lim.debt_ns * 100 / lim.percent;
+            corr = lim.correction_ns;
+            lim.correction_ns = 0;
+            wait_ns = region ? shim_region_sm_charge(region, dev, lim.percent, BURST_NS, corr,
+                                                     charge, now)
+                             : shim_sm_charge(&lim.debt_ns, &lim.last_ns, lim.percent, BURST_NS,
+                                              corr, charge, now);
+            if (!wait_ns)
+                break;
         }
         if (wait_ns > 100000000)
             wait_ns = 100000000; /* look again at least every 100 ms */
         pthread_mutex_unlock(&lim.lock);
-        ts.tv_sec = wait_ns / 1000000000;
-        ts.tv_nsec = wait_ns % 1000000000;
+        ts.tv_sec = (time_t)(wait_ns / 1000000000);
+        ts.tv_nsec = (long)(wait_ns % 1000000000);
         nanosleep(&ts, NULL);
         pthread_mutex_lock(&lim.lock);
-        lim.throttled_ns += (uint64_t)wait_ns;
+        lim.throttled_ns += wait_ns;
     }
-    lim.debt_ns += (int64_t)lim.est_ns[kind];
     pthread_mutex_unlock(&lim.lock);
-    return lim.est_ns[kind];
+    return charge;
 }
 
 bool shim_limiter_probe_start(int kind, uint64_t ctx, CUstream s, bool ptsz)
@@ -229,6 +223,6 @@ void shim_limiter_reset_child(void)
     lim.pending = false;
     lim.start = lim.end = NULL; /* the parent's events are not the child's */
     lim.events_ctx = 0;
-    lim.debt_ns = 0;
+    lim.debt_ns = lim.correction_ns = 0;
     lim.last_ns = now_ns();
 }

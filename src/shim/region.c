@@ -325,3 +325,38 @@ void shim_region_reset_child(struct shim_region *r)
     if (r)
         r->slot = -1;
 }
+
+uint64_t shim_sm_charge(int64_t *debt_ns, uint64_t *last_ns, int percent, int64_t burst_ns,
+                        int64_t correction_ns, uint64_t charge_ns, uint64_t now_ns)
+{
+    int64_t floor = -burst_ns * percent / 100;
+
+    if (percent <= 0)
+        return 0;
+    /* a clock behind ours (another process read it a moment earlier): no
+     * allowance, not a negative one */
+    if (now_ns > *last_ns) {
+        *debt_ns -= (int64_t)((now_ns - *last_ns) * (uint64_t)percent / 100);
+        *last_ns = now_ns;
+    }
+    if (*debt_ns < floor)
+        *debt_ns = floor;
+    *debt_ns += correction_ns;
+    if (*debt_ns > 0)
+        return (uint64_t)*debt_ns * 100 / (uint64_t)percent;
+    *debt_ns += (int64_t)charge_ns;
+    return 0;
+}
+
+uint64_t shim_region_sm_charge(struct shim_region *r, int dev, int percent, int64_t burst_ns,
+                               int64_t correction_ns, uint64_t charge_ns, uint64_t now_ns)
+{
+    uint64_t wait;
+
+    if (dev < 0 || dev >= SHIM_MAX_DEV || !region_lock(r))
+        return 0;
+    wait = shim_sm_charge(&r->h->sm_debt_ns[dev], &r->h->sm_last_ns[dev], percent, burst_ns,
+                          correction_ns, charge_ns, now_ns);
+    region_unlock(r);
+    return wait;
+}

@@ -8,9 +8,13 @@
  *             slots of per-device bytes under a robust process-shared mutex
  *   account.c reserve/release against the cap, through the region when there
  *             is one, per process otherwise
+ *   limiter.c the compute share (ALLOT_GPU_SM_LIMIT): a duty-cycle limiter
+ *             with measured launch times, its budget in the region when
+ *             there is one
  *   lookup.c  start-up (the real driver, pthread_once), the dlsym override,
  *             cuGetProcAddress(_v2) and the table of hooked names
- *   hooks.c   the exported cu* hooks
+ *   hooks.c   the exported cu* hooks for memory and contexts
+ *   launch.c  the exported launch hooks
  *
  * The shim speaks CUDA's language: actions return a CUresult (CUDA_SUCCESS
  * or a CUDA_ERROR_* code the host program understands), predicates return
@@ -18,7 +22,8 @@
  *
  * Lock order: the table's mutex and the region's mutex are never held
  * together; a hook reserves in the region, calls the driver, then records
- * in the table (and the reverse on a free).
+ * in the table (and the reverse on a free). The limiter's mutex comes
+ * before the region's (the job's compute budget lives there).
  */
 #ifndef ALLOT_SHIM_H
 #define ALLOT_SHIM_H
@@ -125,7 +130,7 @@ extern struct shim_table shim_allocs;
 /* ---- region.c ------------------------------------------------------------- */
 
 #define SHIM_REGION_MAGIC   0x414c4f54u /* "ALOT" */
-#define SHIM_REGION_VERSION 1u
+#define SHIM_REGION_VERSION 2u
 
 struct shim_slot {
     int32_t pid;    /* 0: free */
@@ -146,6 +151,11 @@ struct shim_region_hdr {
         pthread_mutex_t m; /* process-shared, robust */
         char bytes[64];
     } lock;
+    /* the job's compute share per device (limiter.c): GPU time charged
+     * minus allowed, and when the allowance was last accrued
+     * (CLOCK_MONOTONIC, ns) */
+    int64_t sm_debt_ns[SHIM_MAX_DEV];
+    uint64_t sm_last_ns[SHIM_MAX_DEV];
     struct shim_slot slots[SHIM_MAX_PROC];
 };
 
@@ -177,6 +187,21 @@ int shim_region_reclaim(struct shim_region *r);
 /* After fork() in the child: forget the parent's slot. */
 void shim_region_reset_child(struct shim_region *r);
 
+/*
+ * The compute budget: how a charge against a share is settled, on the
+ * region's books (shim_region_sm_charge) or a process's own (limiter.c).
+ * Accrues percent of the time since *last_ns as allowance (keeping at most
+ * burst_ns of it unused), adds correction_ns, and charges charge_ns when
+ * nothing is owed. Returns 0 when charged, or how long (ns) to wait before
+ * asking again.
+ */
+uint64_t shim_sm_charge(int64_t *debt_ns, uint64_t *last_ns, int percent, int64_t burst_ns,
+                        int64_t correction_ns, uint64_t charge_ns, uint64_t now_ns);
+/* shim_sm_charge on the job's budget for dev, under the region's lock.
+ * Returns as shim_sm_charge; 0 (go ahead) when the lock cannot be had. */
+uint64_t shim_region_sm_charge(struct shim_region *r, int dev, int percent, int64_t burst_ns,
+                               int64_t correction_ns, uint64_t charge_ns, uint64_t now_ns);
+
 /* ---- account.c ------------------------------------------------------------ */
 
 /* Sets up accounting from the loaded config; region may be NULL. */
@@ -186,6 +211,8 @@ void shim_account_init(const struct shim_config *c, struct shim_region *region);
 CUresult shim_reserve(int dev, uint64_t bytes);
 /* Gives back bytes reserved on dev. */
 void shim_release(int dev, uint64_t bytes);
+/* The shared region, or NULL (borrowed; lives as long as the process). */
+struct shim_region *shim_account_region(void);
 /* Bytes in use on dev: the job's with a region, this process's otherwise. */
 uint64_t shim_used(int dev);
 /* Whether dev has a cap. OUT *limit the cap in bytes. */
@@ -202,11 +229,12 @@ void shim_limiter_init(void);
 /* Whether launches are limited. */
 bool shim_limiter_on(void);
 /*
- * Before a launch of kind in context ctx: sleeps while the process has used
- * more than its share, then charges the launch's estimated GPU time.
+ * Before a launch of kind in context ctx on device dev: sleeps while the
+ * job (with a region; the process otherwise) has used more than its share,
+ * then charges the launch's estimated GPU time.
  * Returns the charge in ns.
  */
-uint64_t shim_limiter_before(int kind, uint64_t ctx);
+uint64_t shim_limiter_before(int kind, int dev, uint64_t ctx);
 /*
  * Brackets the next launch with timing events on stream s (the _ptsz
  * record when ptsz) when no measurement is under way. Returns true when it
@@ -297,6 +325,14 @@ void *shim_hook_for_name(const char *name);
 void *shim_swap_proc(const char *symbol, void *p, int cuda_version, cuuint64_t flags);
 
 /* ---- hooks.c: the exported hooks, declared for lookup.c -------------------- */
+
+/* CUDA_ERROR_NOT_INITIALIZED without a driver, else CUDA_ERROR_NOT_FOUND:
+ * what a hook whose driver function is missing answers. */
+CUresult shim_missing(void);
+/* The calling thread's current device (cuCtxGetDevice). OUT *dev. */
+CUresult shim_current_device(int *dev);
+/* The calling thread's current context as a table key, 0 if none. */
+uint64_t shim_current_ctx(void);
 
 CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize);
 CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize);

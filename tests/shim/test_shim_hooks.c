@@ -813,6 +813,46 @@ static void test_share_converges(void **state)
     assert_true(got > atof(want) - 5 && got < atof(want) + 5);
 }
 
+/* Two processes sharing a region at ALLOT_GPU_SM_LIMIT=50 share one
+ * budget: together they keep the GPU busy half the time, not all of it. */
+static void test_share_job_wide(void **state)
+{
+    enum { N = 2 };
+    unsigned long long busy = 0, span = 0;
+    pid_t kids[N];
+    int fds[2];
+
+    (void)state;
+    assert_int_equal(pipe(fds), 0);
+    for (int i = 0; i < N; i++) {
+        kids[i] = fork();
+        assert_true(kids[i] >= 0);
+        if (kids[i] == 0) {
+            unsigned long long r[2];
+
+            close(fds[0]);
+            busy_percent();
+            fake_cuda_gpu_time(&r[0], &r[1]);
+            _exit(write(fds[1], r, sizeof(r)) == (ssize_t)sizeof(r) ? 0 : 1);
+        }
+    }
+    close(fds[1]);
+    for (int i = 0; i < N; i++) {
+        unsigned long long r[2];
+        int st;
+
+        assert_int_equal(read(fds[0], r, sizeof(r)), (ssize_t)sizeof(r));
+        busy += r[0];
+        span = r[1] > span ? r[1] : span;
+        assert_int_equal(waitpid(kids[i], &st, 0), kids[i]);
+        assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    close(fds[0]);
+    print_message("  job: GPU busy %.1f %%\n", 100.0 * (double)busy / (double)span);
+    assert_true(100.0 * (double)busy / (double)span > 45 &&
+                100.0 * (double)busy / (double)span < 55);
+}
+
 /* Without a limit nothing is held back: the GPU is kept saturated. */
 static void test_share_off(void **state)
 {
@@ -893,6 +933,9 @@ int main(int argc, char **argv)
     const struct CMUnitTest share[] = {
         cmocka_unit_test_setup(test_share_converges, setup_dev0),
     };
+    const struct CMUnitTest share_region[] = {
+        cmocka_unit_test_setup(test_share_job_wide, setup_dev0),
+    };
     const struct CMUnitTest share_off[] = {
         cmocka_unit_test_setup(test_share_off, setup_dev0),
     };
@@ -910,6 +953,10 @@ int main(int argc, char **argv)
         return cmocka_run_group_tests_name("shim_nodriver", nodriver, NULL, NULL);
     if (!strcmp(g, "share"))
         return cmocka_run_group_tests_name("shim_share", share, NULL, NULL);
+    if (!strcmp(g, "share-region")) {
+        prepare_region("empty");
+        return cmocka_run_group_tests_name("shim_share_region", share_region, NULL, NULL);
+    }
     if (!strcmp(g, "share-off"))
         return cmocka_run_group_tests_name("shim_share_off", share_off, NULL, NULL);
     if (!strcmp(g, "region")) {

@@ -330,6 +330,36 @@ static void test_region_full(void **state)
     free(path);
 }
 
+/* The compute budget's arithmetic, at 50 % with a 20 ms burst. */
+static void test_sm_charge(void **state)
+{
+    int64_t debt = 0;
+    uint64_t last = 1000000000ull, t = last;
+
+    (void)state;
+    /* at most 10 ms of unused allowance, however long the idle spell */
+    assert_int_equal(shim_sm_charge(&debt, &last, 50, 20000000, 0, 4000000, t + 3000000000ull), 0);
+    assert_int_equal(debt, -10000000 + 4000000);
+    t += 3000000000ull;
+    assert_int_equal(shim_sm_charge(&debt, &last, 50, 20000000, 0, 8000000, t), 0);
+    assert_int_equal(debt, 2000000);
+    /* owing 2 ms at 50 %: wait 4 ms */
+    assert_int_equal(shim_sm_charge(&debt, &last, 50, 20000000, 0, 1000000, t), 4000000);
+    /* 4 ms later: settled, charged */
+    t += 4000000;
+    assert_int_equal(shim_sm_charge(&debt, &last, 50, 20000000, 0, 1000000, t), 0);
+    assert_int_equal(debt, 1000000);
+    /* a measurement says the last launch took 3 ms less than charged */
+    assert_int_equal(shim_sm_charge(&debt, &last, 50, 20000000, -3000000, 1000000, t), 0);
+    assert_int_equal(debt, -1000000);
+    /* a clock reading behind the books accrues nothing */
+    assert_int_equal(shim_sm_charge(&debt, &last, 50, 20000000, 0, 0, t - 5000000), 0);
+    assert_int_equal(last, t);
+    /* no share: never wait */
+    debt = 1000000000;
+    assert_int_equal(shim_sm_charge(&debt, &last, 0, 20000000, 0, 1, t), 0);
+}
+
 static void test_region_corrupt(void **state)
 {
     char junk[sizeof(struct shim_region_hdr)];
@@ -391,6 +421,7 @@ int main(void)
         cmocka_unit_test(test_region_reserve_release),
         cmocka_unit_test(test_region_reclaim_dead),
         cmocka_unit_test(test_region_full),
+        cmocka_unit_test(test_sm_charge),
         cmocka_unit_test(test_region_corrupt),
     };
 
