@@ -545,6 +545,13 @@ static void test_lookup_get_proc_address(void **state)
                      CUDA_SUCCESS);
     assert_ptr_equal(fn, (void *)cuMemAllocAsync_ptsz);
     assert_int_equal(((async_fn)fn)(&p, CAP + 1, NULL), CUDA_ERROR_OUT_OF_MEMORY);
+    /* launches too, in their per-thread flavour */
+    assert_int_equal(cuGetProcAddress_v2("cuLaunchKernel", &fn, 12000,
+                                         CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st),
+                     CUDA_SUCCESS);
+    assert_ptr_equal(fn, (void *)cuLaunchKernel_ptsz);
+    assert_int_equal(cuGetProcAddress("cuGraphLaunch", &fn, 12000, 0), CUDA_SUCCESS);
+    assert_ptr_equal(fn, (void *)cuGraphLaunch);
     /* the lookup function itself, at the version that means _v2 */
     assert_int_equal(cuGetProcAddress_v2("cuGetProcAddress", &gpa, 12000, 0, &st), CUDA_SUCCESS);
     assert_ptr_equal(gpa, (void *)cuGetProcAddress_v2);
