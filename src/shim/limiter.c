@@ -48,7 +48,6 @@ static struct {
     uint64_t probe_ctx, probe_since, probe_charged;
     CUevent start, end; /* created lazily in probe_ctx */
     uint64_t events_ctx;
-    uint64_t throttled_ns; /* total time slept, for tests and metering */
 } lim = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static uint64_t now_ns(void)
@@ -153,7 +152,6 @@ uint64_t shim_limiter_before(int kind, int dev, uint64_t ctx)
         ts.tv_nsec = (long)(wait_ns % 1000000000);
         nanosleep(&ts, NULL);
         pthread_mutex_lock(&lim.lock);
-        lim.throttled_ns += wait_ns;
     }
     pthread_mutex_unlock(&lim.lock);
     return charge;
@@ -205,16 +203,6 @@ void shim_limiter_probe_end(CUstream s, bool ptsz, bool launched)
     if (!launched || !record || record(lim.end, s) != CUDA_SUCCESS)
         lim.pending = false;
     pthread_mutex_unlock(&lim.lock);
-}
-
-uint64_t shim_limiter_throttled_ns(void)
-{
-    uint64_t t;
-
-    pthread_mutex_lock(&lim.lock);
-    t = lim.throttled_ns;
-    pthread_mutex_unlock(&lim.lock);
-    return t;
 }
 
 void shim_limiter_reset_child(void)

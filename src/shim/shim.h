@@ -243,8 +243,6 @@ uint64_t shim_limiter_before(int kind, int dev, uint64_t ctx);
 bool shim_limiter_probe_start(int kind, uint64_t ctx, CUstream s, bool ptsz);
 /* Closes the bracket; launched false when the launch failed. */
 void shim_limiter_probe_end(CUstream s, bool ptsz, bool launched);
-/* Total time launches were held back, ns. */
-uint64_t shim_limiter_throttled_ns(void);
 /* After fork() in the child. */
 void shim_limiter_reset_child(void);
 
