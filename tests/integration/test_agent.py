@@ -388,10 +388,13 @@ def test_scrub_between_tenants():
 def test_fractions_shim_and_mps():
     """A fraction of a shared GPU: the shim's limits (and none for a whole GPU), or with
     --sharing mps an MPS control daemon per GPU and the job's MPS limits."""
-    prog = sh("env | grep -E '^(ALLOT_GPU_MEMORY|ALLOT_GPU_SM|ALLOT_SHIM|CUDA_MPS_)' | sort")
+    prog = sh("env | grep -E '^(ALLOT_GPU_MEMORY|ALLOT_GPU_SM|ALLOT_SHIM|CUDA_MPS_|LD_PRELOAD)' "
+              "| sort")
+    shim_lib = os.path.join(os.path.dirname(fx.AGENT), "liballot-cuda.so")
     fake = os.path.join(fx.SOURCE, "tests", "fake", "nvidia-cuda-mps-control")
     mlog = os.path.join(fx.tempdir(), "mps.log")
-    shim = Agent(dm, AG, "ag-shim", emulate="1xA10-24GB", args=["--gpu-mode", "shared"])
+    shim = Agent(dm, AG, "ag-shim", emulate="1xA10-24GB",
+                 args=["--gpu-mode", "shared", "--shim-lib", shim_lib])
     mps = Agent(dm, AG, "ag-mps", emulate="1xA30-24GB",
                 args=["--gpu-mode", "shared", "--sharing", "mps", "--mps-control", fake],
                 env={"FAKE_MPS_LOG": mlog})
@@ -408,6 +411,8 @@ def test_fractions_shim_and_mps():
         env_a = shim.task_log(a)
         assert "ALLOT_GPU_MEMORY_LIMIT=4096Mi" in env_a and "ALLOT_GPU_SM_LIMIT=25" in env_a, env_a
         assert "ALLOT_SHIM_REGION=" in env_a, env_a
+        # the shim is preloaded, and a program that never touches CUDA runs as before
+        assert "LD_PRELOAD=%s" % shim_lib in env_a, env_a
         assert shim.task_log(b) == "", shim.task_log(b)  # a whole GPU: no limits
         env_c = mps.task_log(c)
         assert "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50" in env_c, env_c
