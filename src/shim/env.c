@@ -39,7 +39,7 @@ bool shim_parse_size(const char *s, uint64_t *bytes)
         v = v * 10 + (uint64_t)(*p - '0');
     }
     for (size_t i = 0; i < sizeof(size_units) / sizeof(size_units[0]); i++) {
-        if (strcmp(p, size_units[i].suffix))
+        if (strcmp(p, size_units[i].suffix) != 0)
             continue;
         if (v && size_units[i].mult > UINT64_MAX / v)
             return false;
@@ -111,20 +111,23 @@ void shim_config_load(struct shim_config *c)
 void shim_warn(const char *fmt, ...)
 {
     const char *log = getenv("ALLOT_SHIM_LOG");
+    static const char prefix[] = "allot-cuda: ";
+    size_t len = sizeof(prefix) - 1;
     char buf[512];
     va_list ap;
     int n;
 
     if (log && !strcmp(log, "off"))
         return;
-    memcpy(buf, "allot-cuda: ", 12);
+    memcpy(buf, prefix, sizeof(prefix));
     va_start(ap, fmt);
-    n = vsnprintf(buf + 12, sizeof(buf) - 13, fmt, ap);
+    n = vsnprintf(buf + len, sizeof(buf) - len - 1, fmt, ap);
     va_end(ap);
     if (n < 0)
         return;
-    n = n + 12 > (int)sizeof(buf) - 2 ? (int)sizeof(buf) - 2 : n + 12;
-    buf[n++] = '\n';
+    /* a truncated message keeps room for its newline */
+    len += (size_t)n < sizeof(buf) - len - 2 ? (size_t)n : sizeof(buf) - len - 2;
+    buf[len++] = '\n';
     /* one write, so lines of several processes do not interleave */
-    fwrite(buf, 1, (size_t)n, stderr);
+    fwrite(buf, 1, len, stderr);
 }

@@ -32,7 +32,7 @@ static const char *const fn_names[SHIM_N_FN] = {SHIM_HOOKED(SHIM_NAME) "", SHIM_
 #undef SHIM_NAME
 /* Converting a function pointer to void * is what dlsym does the other way
  * round; POSIX requires it to work. */
-#define SHIM_HOOK(name) (void *)name,
+#define SHIM_HOOK(name) (void *)(name),
 static void *const fn_hooks[SHIM_N_HOOKED] = {SHIM_HOOKED(SHIM_HOOK)};
 #undef SHIM_HOOK
 

@@ -191,7 +191,7 @@ static CUresult parse_uuid(const char *s, CUuuid *u)
 {
     int k = 0;
 
-    if (strncmp(s, "GPU-", 4))
+    if (strncmp(s, "GPU-", 4) != 0)
         return CUDA_ERROR_INVALID_VALUE;
     for (s += 4; *s && k < 16; s++) {
         unsigned v;
@@ -228,14 +228,14 @@ CUresult cuCtxCreate_v2(CUcontext *c, unsigned flags, CUdevice d)
     cur = d;
     used = cleared = 0;
     n_allocs = 0;
-    *c = (CUcontext)(unsigned long)(d + 1);
+    *c = (CUcontext)((unsigned long)d + 1);
     return CUDA_SUCCESS;
 }
 
 CUresult cuCtxDestroy_v2(CUcontext c);
 CUresult cuCtxDestroy_v2(CUcontext c)
 {
-    if (cur < 0 || (unsigned long)c != (unsigned long)(cur + 1))
+    if (cur < 0 || (unsigned long)c != (unsigned long)cur + 1)
         return CUDA_ERROR_INVALID_CONTEXT;
     note("done", uuids[cur], (unsigned long long)(cleared >> 20));
     cur = -1;
@@ -320,7 +320,7 @@ CUresult cuCtxGetCurrent(CUcontext *c)
 {
     if (!c)
         return CUDA_ERROR_INVALID_VALUE;
-    *c = cur < 0 ? NULL : (CUcontext)(unsigned long)(cur + 1);
+    *c = cur < 0 ? NULL : (CUcontext)((unsigned long)cur + 1);
     return CUDA_SUCCESS;
 }
 
@@ -337,7 +337,7 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d)
     if (!c)
         return CUDA_ERROR_INVALID_VALUE;
     if (cur == d) {
-        *c = (CUcontext)(unsigned long)(d + 1);
+        *c = (CUcontext)((unsigned long)d + 1);
         return CUDA_SUCCESS;
     }
     return cuCtxCreate_v2(c, 0, d);
@@ -838,10 +838,10 @@ CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, unsigned 
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, unsigned long long flags,
                              int *status);
 
-#define FN(name)                                                                                   \
-    {                                                                                              \
-#name, (void *)name                                                                        \
-    }
+/* (clang-format would split this macro oddly) */
+// clang-format off
+#define FN(name) {#name, (void *)(name)}
+// clang-format on
 static const struct {
     const char *name;
     void *fn;
