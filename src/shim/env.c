@@ -4,10 +4,12 @@
  * functions otherwise, so tests call them directly.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "shim.h"
 
@@ -128,6 +130,19 @@ void shim_warn(const char *fmt, ...)
     /* a truncated message keeps room for its newline */
     len += (size_t)n < sizeof(buf) - len - 2 ? (size_t)n : sizeof(buf) - len - 2;
     buf[len++] = '\n';
+    if (log && *log && strcmp(log, "stderr") != 0) {
+        /* a file: appended to, one write per line (O_APPEND), so lines of
+         * several processes do not interleave */
+        int fd = open(log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+
+        if (fd >= 0) {
+            ssize_t w = write(fd, buf, len);
+
+            (void)w; /* nowhere to report a failed warning */
+            close(fd);
+            return;
+        }
+    }
     /* one write, so lines of several processes do not interleave */
     fwrite(buf, 1, len, stderr);
 }

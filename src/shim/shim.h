@@ -67,7 +67,9 @@ bool shim_parse_percent(const char *s, int *percent);
  */
 void shim_config_load(struct shim_config *c);
 
-/* Prints "allot-cuda: MESSAGE" on stderr unless ALLOT_SHIM_LOG=off. */
+/* Writes the line "allot-cuda: MESSAGE": to stderr, or appended to the
+ * file ALLOT_SHIM_LOG names (stderr if it cannot be opened); nothing when
+ * ALLOT_SHIM_LOG=off. */
 void shim_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---- table.c -------------------------------------------------------------- */

@@ -409,6 +409,43 @@ static void test_region_corrupt(void **state)
     free(bad);
 }
 
+/* ALLOT_SHIM_LOG: off, a file (appended, one line each), stderr. */
+static void test_warn_destinations(void **state)
+{
+    char *path = temp_file(NULL, 0), text[256] = "";
+    FILE *f;
+    size_t n;
+
+    (void)state;
+    setenv("ALLOT_SHIM_LOG", path, 1);
+    shim_warn("first %d", 1);
+    shim_warn("%s", "second");
+    f = fopen(path, "r");
+    assert_non_null(f);
+    n = fread(text, 1, sizeof(text) - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    assert_string_equal(text, "allot-cuda: first 1\nallot-cuda: second\n");
+    /* a long message is cut to the 512-byte line, its newline kept */
+    {
+        char big[2000], line[1024];
+
+        memset(big, 'x', sizeof(big) - 1);
+        big[sizeof(big) - 1] = '\0';
+        assert_int_equal(truncate(path, 0), 0);
+        shim_warn("%s", big);
+        f = fopen(path, "r");
+        assert_non_null(f);
+        n = fread(line, 1, sizeof(line), f);
+        fclose(f);
+        assert_int_equal(n, 511);
+        assert_int_equal(line[510], '\n');
+    }
+    setenv("ALLOT_SHIM_LOG", "off", 1);
+    unlink(path);
+    free(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -422,6 +459,7 @@ int main(void)
         cmocka_unit_test(test_region_reclaim_dead),
         cmocka_unit_test(test_region_full),
         cmocka_unit_test(test_sm_charge),
+        cmocka_unit_test(test_warn_destinations),
         cmocka_unit_test(test_region_corrupt),
     };
 
