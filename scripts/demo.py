@@ -198,7 +198,9 @@ def main():
             start([os.path.join(build, "allot-agent"), "--server", url, "--token", agent_token,
                    "--name", name, "--emulate", gpus, "--gpu-mode", mode, "--state-dir", sd,
                    "--cgroup-root", "allot-demo", "--listen", "127.0.0.1:0", "--grace", "3s",
-                   "--poll-wait", "1s", "--heartbeat", "500ms"], os.path.join(d, name + ".log"))
+                   "--poll-wait", "1s", "--heartbeat", "500ms",
+                   "--shim-lib", os.path.join(build, "liballot-cuda.so")],
+                  os.path.join(d, name + ".log"))
         for _ in range(100):
             if len(api.call("GET", "/v1/nodes")[1]["nodes"]) == 2:
                 break
