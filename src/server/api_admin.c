@@ -240,6 +240,7 @@ int api_tokens_revoke(struct req *r)
     else if (rc < 0)
         api_error(r, 500, "store", "%s", allot_strerror(rc));
     else {
+        auth_forget_tokens(r->srv); /* the revoked token stops working at once */
         t.revoked = now;
         api_json(r, 200, token_json(&t));
     }

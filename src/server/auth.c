@@ -32,16 +32,53 @@ void auth_new_secret(char *buf, size_t len, uint8_t hash[ALLOT_STORE_HASH_LEN])
     allot_store_sha256(buf, strlen(buf), hash);
 }
 
+/* Most tokens the cache keeps before it starts again. */
+#define TOKEN_CACHE_MAX 10000
+
+void auth_forget_tokens(struct server *s)
+{
+    pthread_mutex_lock(&s->tokens_lock);
+    json_object_clear(s->tokens);
+    pthread_mutex_unlock(&s->tokens_lock);
+}
+
+/* The principal of a valid token from the cache: true when found. */
+static bool cached(struct req *r, const char *key)
+{
+    json_t *e;
+    bool hit;
+
+    pthread_mutex_lock(&r->srv->tokens_lock);
+    e = json_object_get(r->srv->tokens, key);
+    hit = e != NULL;
+    if (hit) {
+        auth_principal_clear(&r->who);
+        r->who.token_id = json_integer_value(json_array_get(e, 0));
+        r->who.role = (int)json_integer_value(json_array_get(e, 1));
+        r->who.tenant = allot_strdup(json_string_value(json_array_get(e, 2)));
+        r->who.resolved = r->who.tenant != NULL;
+    }
+    pthread_mutex_unlock(&r->srv->tokens_lock);
+    return hit;
+}
+
 bool auth_resolve(struct req *r)
 {
     const char *h = req_bearer(api_header(r, "Authorization"));
     struct allot_store_token t = {0};
     uint8_t hash[ALLOT_STORE_HASH_LEN];
+    char key[2 * ALLOT_STORE_HASH_LEN + 1];
     int rc;
 
     if (!h)
         return false;
     allot_store_sha256(h, strlen(h), hash);
+    for (int i = 0; i < ALLOT_STORE_HASH_LEN; i++)
+        allot_fmt(key + 2 * i, 3, "%02x", hash[i]);
+    /* valid tokens are remembered: a request costs no store read; a
+     * revocation empties the cache (auth_forget_tokens) */
+    if (cached(r, key))
+        return r->who.resolved;
     struct allot_store *st = srv_reader(r->srv);
     if (!st)
         return false;
@@ -50,6 +87,12 @@ bool auth_resolve(struct req *r)
         allot_store_token_clear(&t);
         return false;
     }
+    pthread_mutex_lock(&r->srv->tokens_lock);
+    if (json_object_size(r->srv->tokens) >= TOKEN_CACHE_MAX)
+        json_object_clear(r->srv->tokens);
+    json_object_set_new(r->srv->tokens, key,
+                        json_pack("[I,i,s]", (json_int_t)t.id, t.role, t.tenant ? t.tenant : ""));
+    pthread_mutex_unlock(&r->srv->tokens_lock);
     auth_principal_clear(&r->who);
     r->who.token_id = t.id;
     r->who.role = t.role;

@@ -303,6 +303,8 @@ static int serve(struct server *s)
     pthread_mutex_init(&s->readers_lock, NULL);
     pthread_mutex_init(&s->refs_lock, NULL);
     pthread_mutex_init(&s->agents_lock, NULL);
+    pthread_mutex_init(&s->tokens_lock, NULL);
+    s->tokens = json_object();
     s->agents = json_object();
     /* a lone write waits at most 200 us for company before it commits */
     s->gc = allot_store_gc_new(s->wst, 256, 200);
@@ -363,6 +365,7 @@ out_cat:
     close_readers(s);
     refs_free(s);
     json_decref(s->agents);
+    json_decref(s->tokens);
 out_store:
     allot_store_close(s->wst);
     if (!rc)

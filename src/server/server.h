@@ -67,7 +67,10 @@ struct server {
     pthread_mutex_t refs_lock;     /* leaf lock: guards refs */
     struct refs *refs;             /* owned: tenants and classes jobs may name (refs.c) */
     atomic_uint_fast64_t refs_gen; /* bumped by every change of them */
-    pthread_mutex_t agents_lock;   /* leaf lock: guards agents */
+    pthread_mutex_t tokens_lock;   /* leaf lock: guards tokens */
+    json_t *tokens;              /* owned: valid tokens seen, by the hex of their hash -> [id, role,
+                                    tenant]; emptied when a token is revoked (auth.c) */
+    pthread_mutex_t agents_lock; /* leaf lock: guards agents */
     json_t *agents; /* owned: node name -> {"url", "key"} of its agent's log endpoint, as its
                        heartbeats tell (memory only) */
 };
@@ -129,6 +132,8 @@ bool api_known_fields(struct req *r, json_t *obj, const char *const *allowed, co
 void auth_new_secret(char *buf, size_t len, uint8_t hash[ALLOT_STORE_HASH_LEN]);
 /* Resolves the Authorization header into r->who. Returns true when valid. */
 bool auth_resolve(struct req *r);
+/* Forgets every token auth_resolve cached (after a revocation). */
+void auth_forget_tokens(struct server *s);
 /* True when tenant path `t` lies in the subtree of `scope` ("" = all). */
 bool auth_in_scope(const char *scope, const char *t);
 /* True when the caller may see/act on tenant `t`. */
