@@ -272,8 +272,14 @@ int api_jobs_submit(struct req *r)
         }
         json_t *o = api_job_json(existed ? &got : &j);
 
-        for (int i = 0; i < n && !existed; i++)
-            loop_post(r->srv->loop, LOOP_JOB_SUBMITTED, ids[i], NULL);
+        for (int i = 0; i < n && !existed; i++) {
+            /* the loop gets the job as written, each member with its place */
+            struct allot_store_job m = j;
+            m.id = ids[i];
+            m.array_parent = js.array ? ids[0] : 0;
+            m.array_index = idx ? idx[i] : 0;
+            loop_post_job(r->srv->loop, &m);
+        }
         if (js.array)
             json_object_set_new(o, "array_size", json_integer(n));
         api_json(r, existed ? 200 : 201, o);

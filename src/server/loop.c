@@ -53,6 +53,27 @@ uint64_t loop_hash_str(const char *s)
 
 /* ---- messages ---- */
 
+static void msg_free(struct msg *m)
+{
+    allot_free(m->name);
+    if (m->has_job)
+        allot_store_job_clear(&m->job);
+    allot_free(m);
+}
+
+static int post(struct loop *l, struct msg *m)
+{
+    pthread_mutex_lock(&l->mu);
+    if (l->tail)
+        l->tail->next = m;
+    else
+        l->head = m;
+    l->tail = m;
+    pthread_cond_signal(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+    return 0;
+}
+
 int loop_post(struct loop *l, int kind, int64_t id, const char *name)
 {
     struct msg *m = allot_calloc(1, sizeof(*m));
@@ -64,15 +85,32 @@ int loop_post(struct loop *l, int kind, int64_t id, const char *name)
     }
     m->kind = kind;
     m->id = id;
-    pthread_mutex_lock(&l->mu);
-    if (l->tail)
-        l->tail->next = m;
-    else
-        l->head = m;
-    l->tail = m;
-    pthread_cond_signal(&l->cv);
-    pthread_mutex_unlock(&l->mu);
-    return 0;
+    return post(l, m);
+}
+
+int loop_post_job(struct loop *l, const struct allot_store_job *j)
+{
+    struct msg *m = allot_calloc(1, sizeof(*m));
+
+    if (!m)
+        return loop_post(l, LOOP_JOB_SUBMITTED, j->id, NULL);
+    m->kind = LOOP_JOB_SUBMITTED;
+    m->id = j->id;
+    m->job = (struct allot_store_job){.id = j->id,
+                                      .tenant = allot_strdup(j->tenant ? j->tenant : ""),
+                                      .name = allot_strdup(j->name ? j->name : ""),
+                                      .token_id = j->token_id,
+                                      .spec = allot_strdup(j->spec ? j->spec : "{}"),
+                                      .state = j->state,
+                                      .submit_time = j->submit_time,
+                                      .array_parent = j->array_parent,
+                                      .array_index = j->array_index};
+    m->has_job = true;
+    if (!m->job.tenant || !m->job.name || !m->job.spec) {
+        msg_free(m); /* the loop reads it from the store instead */
+        return loop_post(l, LOOP_JOB_SUBMITTED, j->id, NULL);
+    }
+    return post(l, m);
 }
 
 /* ---- building the core ---- */
@@ -421,6 +459,8 @@ void loop_submit_job(struct loop *l, const struct allot_store_job *j, bool gate)
     }
     /* where an adopted job runs, as stored (written back when it ends) */
     char *wpl = adopted && j->placement ? strdup(j->placement) : NULL;
+    if (j->id > l->max_sid)
+        l->max_sid = j->id;
     l->live[l->n_live++] = (struct live){.sid = j->id,
                                          .qid = qid,
                                          .wstate = j->state,
@@ -684,8 +724,16 @@ static bool handle(struct loop *l, struct msg *m)
 
     switch (m->kind) {
     case LOOP_JOB_SUBMITTED:
+        /* a job newer than every one the loop holds cannot be live yet: no
+         * scan; the job itself came with the message (no store read) */
+        if (m->id <= l->max_sid && (find_live(l, m->id, &idx) || gate_holds(l, m->id)))
+            break;
+        if (m->has_job) {
+            loop_submit_job(l, &m->job, true);
+            break;
+        }
         rc = srv_reader(l->srv) ? allot_store_job_get(srv_reader(l->srv), m->id, &j) : ALLOT_EIO;
-        if (rc == 0 && !allot_store_job_state_terminal(j.state) && !find_live(l, m->id, &idx))
+        if (rc == 0 && !allot_store_job_state_terminal(j.state))
             loop_submit_job(l, &j, true);
         allot_store_job_clear(&j);
         break;
@@ -1156,8 +1204,7 @@ static void *loop_main(void *arg)
         while (m) {
             struct msg *next = m->next;
             changed |= handle(l, m);
-            allot_free(m->name);
-            allot_free(m);
+            msg_free(m);
             m = next;
         }
         if (stop)
@@ -1258,8 +1305,7 @@ void loop_stop(struct loop *l)
     allot_free(l->decs);
     for (struct msg *m = l->head; m;) {
         struct msg *next = m->next;
-        allot_free(m->name);
-        allot_free(m);
+        msg_free(m);
         m = next;
     }
     allot_queue_free(l->q);

@@ -41,6 +41,9 @@ void loop_stop(struct loop *l);
 /* Queues a message for the loop (never blocks on a cycle). Returns 0 or
  * ALLOT_ENOMEM. `name` is copied; may be NULL. */
 int loop_post(struct loop *l, int kind, int64_t id, const char *name);
+/* Tells the loop of job j just committed (a copy is queued: the loop does
+ * not read it back from the store). Returns 0 or ALLOT_ENOMEM. */
+int loop_post_job(struct loop *l, const struct allot_store_job *j);
 /* The desired state of node `name`: a new JSON array of the tasks placed
  * there ({"job":ID,"task":I,"gpus":[...],...}). */
 json_t *loop_desired(struct loop *l, const char *name);

@@ -39,7 +39,17 @@ void gate_hold(struct loop *l, const struct allot_store_job *j, const struct job
         memcpy(h->deps, js->deps, (size_t)js->n_deps * sizeof(*h->deps));
     }
     l->n_held++;
+    if (j->id > l->max_sid)
+        l->max_sid = j->id;
     l->hold_dirty = true;
+}
+
+bool gate_holds(const struct loop *l, int64_t sid)
+{
+    for (size_t i = 0; i < l->n_held; i++)
+        if (l->held[i].sid == sid)
+            return true;
+    return false;
 }
 
 void gate_unhold(struct loop *l, size_t i)

@@ -21,7 +21,10 @@ struct msg {
     struct msg *next;
     int kind;
     int64_t id;
-    char *name; /* owned */
+    char *name;                 /* owned */
+    struct allot_store_job job; /* LOOP_JOB_SUBMITTED by loop_post_job: the job as
+                                   written (strings owned), so the loop need not read it */
+    bool has_job;
 };
 
 struct live {
@@ -93,6 +96,7 @@ struct loop {
     size_t n_chg, cap_chg;
     size_t reason_cursor;  /* round robin of pending reasons (changes_prepare) */
     int64_t last_cycle_ms; /* CLOCK_MONOTONIC of the last cycle's start */
+    int64_t max_sid;       /* largest store id the live set or the gate ever held */
     json_t *token_names;   /* owned: token id (text) -> name, read on first use */
     struct held *held;     /* owned, in submission order */
     size_t n_held, cap_held;
@@ -144,6 +148,8 @@ void loop_submit_job(struct loop *l, const struct allot_store_job *j, bool gate)
 
 /* Holds pending job j (spec js) back from the core. */
 void gate_hold(struct loop *l, const struct allot_store_job *j, const struct jobspec *js);
+/* True when job sid is held in the gate. */
+bool gate_holds(const struct loop *l, int64_t sid);
 /* Forgets held job i (cancelled). */
 void gate_unhold(struct loop *l, size_t i);
 /* Evaluates every held job when something ended or was held: writes the
