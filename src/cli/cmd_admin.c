@@ -161,15 +161,18 @@ static const struct cli_usage cordon_usage = {
     "cordon", "NODE...", "Cordons nodes (admin): no new jobs are placed there; running jobs stay."};
 
 static const struct cli_opt drain_opts[] = {
+    {"evict", 0, NULL, "also take the nodes' jobs off them now: they queue again (kubectl drain)"},
     {"wait", 'w', NULL, "wait until every node is drained (no task left)"},
     {"timeout", 0, "DURATION", "with --wait: give up after this long (default 1h)"},
     {NULL, 0, NULL, NULL}};
 
 static const struct cli_usage drain_usage = {
-    "drain", "NODE... [--wait [--timeout DURATION]]",
+    "drain", "NODE... [--evict] [--wait [--timeout DURATION]]",
     "Drains nodes (admin): no new jobs are placed there; running jobs finish,\n"
-    "then the node shows as drained. With --wait, returns once every node is\n"
-    "drained (exit 4 when the timeout comes first)."};
+    "then the node shows as drained. With --evict the jobs are taken off the\n"
+    "nodes at once and queue again (their agents stop them with the grace).\n"
+    "With --wait, returns once every node is drained (exit 4 when the timeout\n"
+    "comes first)."};
 
 static const struct cli_usage uncordon_usage = {
     "uncordon", "NODE...", "Makes cordoned or draining nodes ready for new jobs again (admin)."};
@@ -204,7 +207,8 @@ static int node_state(struct cli *c, const struct cli_usage *u, const struct cli
         if (!strcmp(action, "cordon"))
             allot_fmt(path, sizeof(path), "/v1/nodes/%s/cordon", esc ? esc : "");
         else if (!strcmp(action, "drain"))
-            allot_fmt(path, sizeof(path), "/v1/nodes/%s/drain", esc ? esc : "");
+            allot_fmt(path, sizeof(path), "/v1/nodes/%s/drain%s", esc ? esc : "",
+                      args_has(&a, "evict") ? "?evict=true" : "");
         else
             allot_fmt(path, sizeof(path), "/v1/nodes/%s/uncordon", esc ? esc : "");
         allot_free(esc);

@@ -431,7 +431,14 @@ int api_nodes_cordon(struct req *r)
 
 int api_nodes_drain(struct req *r)
 {
-    return set_state(r, ALLOT_SN_DRAINING);
+    const char *ev = api_query(r, "evict");
+    bool evict = ev && (!strcmp(ev, "1") || !strcmp(ev, "true"));
+
+    set_state(r, ALLOT_SN_DRAINING);
+    /* after the node took no new jobs: its jobs go back to the queue */
+    if (evict && r->status == 200)
+        loop_post(r->srv->loop, LOOP_NODE_EVICT, 0, r->params[0]);
+    return 0;
 }
 
 int api_nodes_uncordon(struct req *r)

@@ -662,6 +662,8 @@ static int lost_fn(struct allot_store *st, void *arg)
 
 /* Marks every node whose lease ran out as lost, with its jobs: first in
  * the store, then in the core. */
+static void requeue_node(struct loop *l, int i, int64_t now, bool evict);
+
 static void check_leases(struct loop *l, int64_t now)
 {
     struct loop_write w = {.l = l, .now = now};
@@ -681,6 +683,18 @@ static void check_leases(struct loop *l, int64_t now)
             continue;
         LOG_WARN("loop", "node %s lost: no heartbeat within its lease",
                  allot_cluster_node(l->c, i)->name);
+        requeue_node(l, i, now, false);
+        allot_cluster_set_state(l->c, i, ALLOT_NODE_LOST);
+    }
+}
+
+/* Takes the jobs on node i out of the core: each goes back to pending as a
+ * new core job of the same stored job, keeping its place (all of them when
+ * evicted; only those that may be requeued when the node was lost, the
+ * others are dropped: their end is already stored). */
+static void requeue_node(struct loop *l, int i, int64_t now, bool evict)
+{
+    {
         for (size_t k = l->n_live; k-- > 0;) {
             struct live *e = &l->live[k];
             char *spec;
@@ -688,7 +702,7 @@ static void check_leases(struct loop *l, int64_t now)
             if (!job_on_node(allot_queue_job(l->q, e->qid), i))
                 continue;
             allot_queue_cancel(l->q, e->qid, now);
-            spec = e->requeue ? strdup(e->spec_text) : NULL;
+            spec = e->requeue || evict ? strdup(e->spec_text) : NULL;
             if (spec) {
                 /* a new core job for the same stored one: pending again */
                 struct allot_store_job sj = {.id = e->sid,
@@ -706,8 +720,46 @@ static void check_leases(struct loop *l, int64_t now)
                 drop_live(l, k);
             }
         }
-        allot_cluster_set_state(l->c, i, ALLOT_NODE_LOST);
     }
+}
+
+struct evict_write {
+    struct loop *l;
+    int node;
+    int64_t now;
+};
+
+/* Group-commit write: every job on the node back to pending, with why. */
+static int evict_fn(struct allot_store *st, void *arg)
+{
+    struct evict_write *w = arg;
+    struct loop *l = w->l;
+    char why[200];
+    int rc = 0;
+
+    allot_fmt(why, sizeof(why), "evicted: node %s is drained",
+              allot_cluster_node(l->c, w->node)->name);
+    for (size_t k = 0; k < l->n_live && !rc; k++)
+        if (job_on_node(allot_queue_job(l->q, l->live[k].qid), w->node))
+            rc = requeue_job(st, l->live[k].sid, why, w->now);
+    return rc;
+}
+
+/* An admin drained node `name` with eviction: its jobs go back to pending
+ * (their agents stop them: they leave the node's desired state). */
+static void evict_node(struct loop *l, const char *name)
+{
+    int i = allot_cluster_find_node(l->c, name);
+    struct evict_write w = {.l = l, .node = i, .now = srv_now()};
+
+    if (i < 0)
+        return;
+    if (srv_write(l->srv, evict_fn, &w) < 0) {
+        LOG_ERROR("loop", "node %s: cannot record the eviction of its jobs", name);
+        return;
+    }
+    LOG_INFO("loop", "node %s drained: its jobs are evicted and queue again", name);
+    requeue_node(l, i, w.now, true);
 }
 
 /* ---- handling messages ---- */
@@ -774,6 +826,9 @@ static bool handle(struct loop *l, struct msg *m)
         node_seen(l, m->name, m->id);
         return was_lost;
     }
+    case LOOP_NODE_EVICT:
+        evict_node(l, m->name);
+        break;
     case LOOP_NODE_STATE: {
         int i = allot_cluster_find_node(l->c, m->name);
 

@@ -63,6 +63,21 @@ def test_cordon_drain_uncordon():
     expect(dm.req("POST", "/v1/nodes/adm-n1/uncordon", token=a), 200)
     poll(lambda: job(second)["state"] == "starting")
     assert node_state() == "ready"
+    # drain with eviction: the job running there queues again, the node empties
+    j3 = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 2},
+                       token=a), 201)["id"]
+    poll(lambda: job(j3)["state"] == "starting")
+    b = expect(dm.req("POST", "/v1/nodes/adm-n1/drain?evict=true", token=a), 200)
+    assert b["state"] == "draining", b
+    j = poll(lambda: (lambda x: x if x["state"] == "pending" else None)(job(j3)))
+    assert j["placement"] is None, j
+    ev = expect(dm.req("GET", "/v1/jobs/%d/events" % j3, token=a), 200)["events"]
+    assert [e["detail"] for e in ev if e["kind"] == "requeued"] == \
+        ["evicted: node adm-n1 is drained"], ev
+    poll(lambda: expect(dm.req("GET", "/v1/nodes", token=a), 200)["nodes"][0]["state"] ==
+         "drained")
+    expect(dm.req("POST", "/v1/nodes/adm-n1/uncordon", token=a), 200)
+    poll(lambda: job(j3)["state"] == "starting")
     # authorization and unknown nodes
     for tok in (member, ag):
         expect(dm.req("POST", "/v1/nodes/adm-n1/cordon", token=tok), 403)
