@@ -13,6 +13,7 @@
 #include "allot/common.h"
 #include "log.h"
 #include "reqparse.h"
+#include "ui.h"
 
 #include <microhttpd.h>
 #include <netinet/in.h>
@@ -360,6 +361,11 @@ static void dispatch(struct http *h, struct req *r, size_t *route_out)
     bool path_seen = false;
     size_t i;
 
+    if (ui_path(r->path)) {
+        *route_out = http_n_routes;
+        ui_serve(r);
+        return;
+    }
     for (i = 0; i < http_n_routes; i++) {
         memset(r->params, 0, sizeof(r->params));
         if (!req_route_match(http_routes[i].pattern, r->path, r->params))

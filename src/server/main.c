@@ -30,6 +30,10 @@
 
 #define F(x) offsetof(struct server_config, x)
 
+#ifndef ALLOT_WEB_DIR
+#define ALLOT_WEB_DIR "/usr/local/share/allot/web"
+#endif
+
 static const char *const log_formats[] = {"text", "json", NULL};
 static const char *const log_levels[] = {"error", "warn", "info", "debug", NULL};
 
@@ -150,6 +154,12 @@ static const struct allot_config_option options[] = {
      .min = 1,
      .max = 1000000,
      .help = "Requests a token may make at once before rate-limit applies."},
+    {.name = "ui-dir",
+     .type = ALLOT_CFG_STRING,
+     .offset = F(ui_dir),
+     .def = ALLOT_WEB_DIR,
+     .help = "Folder of the web dashboard's files, served under /ui/ (web/ in the source "
+             "tree). Empty: no dashboard."},
     {.name = "debug-ready-delay",
      .type = ALLOT_CFG_DURATION,
      .offset = F(ready_delay),

@@ -36,6 +36,7 @@ struct server_config {
     char *tls_key;
     char *placement;
     char *order;
+    char *ui_dir;
     int64_t workers;
     int64_t body_max;
     int64_t cycle_interval;      /* ms */
