@@ -6,6 +6,7 @@
  * cannot be kept there); without a cap it is not counted.
  */
 #include <string.h>
+#include <unistd.h>
 
 #include "shim.h"
 
@@ -13,18 +14,18 @@ static struct {
     struct shim_config cfg;
     struct shim_region *region; /* owned; NULL: per-process books */
     uint64_t used[SHIM_MAX_DEV];
-} acct;
+} books;
 
 void shim_account_init(const struct shim_config *c, struct shim_region *region)
 {
-    acct.cfg = *c;
-    acct.region = region;
-    memset(acct.used, 0, sizeof(acct.used));
+    books.cfg = *c;
+    books.region = region;
+    memset(books.used, 0, sizeof(books.used));
 }
 
 struct shim_region *shim_account_region(void)
 {
-    return acct.region;
+    return books.region;
 }
 
 bool shim_limit(int dev, uint64_t *limit)
@@ -34,10 +35,10 @@ bool shim_limit(int dev, uint64_t *limit)
     if (dev >= SHIM_MAX_DEV) {
         /* beyond the table: the general cap, if any */
         *limit = 0;
-        return acct.cfg.any_limit;
+        return books.cfg.any_limit;
     }
-    *limit = acct.cfg.limit[dev];
-    return acct.cfg.limited[dev];
+    *limit = books.cfg.limit[dev];
+    return books.cfg.limited[dev];
 }
 
 CUresult shim_reserve(int dev, uint64_t bytes)
@@ -47,32 +48,55 @@ CUresult shim_reserve(int dev, uint64_t bytes)
 
     if (dev < 0 || dev >= SHIM_MAX_DEV)
         return limited ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
-    if (acct.region)
-        return shim_region_reserve(acct.region, dev, bytes, limited, limit);
+    shim_nvml_tick(dev);
+    if (books.region)
+        return shim_region_reserve(books.region, dev, bytes, limited, limit);
     for (;;) {
-        uint64_t old = __atomic_load_n(&acct.used[dev], __ATOMIC_RELAXED);
+        uint64_t old = __atomic_load_n(&books.used[dev], __ATOMIC_RELAXED);
 
         if (limited && (old > limit || bytes > limit - old))
             return CUDA_ERROR_OUT_OF_MEMORY;
-        if (__atomic_compare_exchange_n(&acct.used[dev], &old, old + bytes, false, __ATOMIC_ACQ_REL,
-                                        __ATOMIC_RELAXED))
+        if (__atomic_compare_exchange_n(&books.used[dev], &old, old + bytes, false,
+                                        __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
             return CUDA_SUCCESS;
     }
+}
+
+uint64_t shim_used_self(int dev)
+{
+    if (dev < 0 || dev >= SHIM_MAX_DEV)
+        return 0;
+    if (books.region)
+        return shim_region_self_used(books.region, dev);
+    return __atomic_load_n(&books.used[dev], __ATOMIC_RELAXED);
+}
+
+int shim_host_pid(void)
+{
+    int pid = books.region ? shim_region_host_pid(books.region) : 0;
+
+    return pid > 0 ? pid : (int)getpid();
+}
+
+void shim_note_nvml(int dev, uint64_t bytes)
+{
+    if (books.region && dev >= 0 && dev < SHIM_MAX_DEV)
+        shim_region_note_nvml(books.region, dev, bytes);
 }
 
 void shim_release(int dev, uint64_t bytes)
 {
     if (dev < 0 || dev >= SHIM_MAX_DEV)
         return;
-    if (acct.region) {
-        shim_region_release(acct.region, dev, bytes);
+    if (books.region) {
+        shim_region_release(books.region, dev, bytes);
         return;
     }
     for (;;) {
-        uint64_t old = __atomic_load_n(&acct.used[dev], __ATOMIC_RELAXED);
+        uint64_t old = __atomic_load_n(&books.used[dev], __ATOMIC_RELAXED);
         uint64_t next = bytes < old ? old - bytes : 0;
 
-        if (__atomic_compare_exchange_n(&acct.used[dev], &old, next, false, __ATOMIC_ACQ_REL,
+        if (__atomic_compare_exchange_n(&books.used[dev], &old, next, false, __ATOMIC_ACQ_REL,
                                         __ATOMIC_RELAXED))
             return;
     }
@@ -82,13 +106,13 @@ uint64_t shim_used(int dev)
 {
     if (dev < 0 || dev >= SHIM_MAX_DEV)
         return 0;
-    if (acct.region)
-        return shim_region_used(acct.region, dev);
-    return __atomic_load_n(&acct.used[dev], __ATOMIC_RELAXED);
+    if (books.region)
+        return shim_region_used(books.region, dev);
+    return __atomic_load_n(&books.used[dev], __ATOMIC_RELAXED);
 }
 
 void shim_account_reset_child(void)
 {
-    memset(acct.used, 0, sizeof(acct.used));
-    shim_region_reset_child(acct.region);
+    memset(books.used, 0, sizeof(books.used));
+    shim_region_reset_child(books.region);
 }

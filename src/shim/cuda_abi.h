@@ -109,4 +109,44 @@ typedef struct {
     unsigned int numAttrs;
 } CUlaunchConfig;
 
+typedef struct {
+    char bytes[16];
+} CUuuid;
+
+/* ---- the slice of NVML (nvml.h) the shim hooks or calls ------------------ */
+
+typedef int nvmlReturn_t;
+typedef struct nvmlDevice_st *nvmlDevice_t;
+
+#define NVML_SUCCESS                  0
+#define NVML_ERROR_UNINITIALIZED      1
+#define NVML_ERROR_INVALID_ARGUMENT   2
+#define NVML_ERROR_INSUFFICIENT_SIZE  7
+#define NVML_ERROR_FUNCTION_NOT_FOUND 13
+#define NVML_VALUE_NOT_AVAILABLE      (~0ull) /* usedGpuMemory unknown */
+
+typedef struct {
+    unsigned long long total, free, used;
+} nvmlMemory_t;
+
+/* version: nvmlMemory_v2, sizeof | 2 << 24 */
+typedef struct {
+    unsigned int version;
+    unsigned long long total, reserved, free, used;
+} nvmlMemory_v2_t;
+#define nvmlMemory_v2 ((unsigned int)(sizeof(nvmlMemory_v2_t) | (2u << 24)))
+
+/* what nvmlDeviceGetComputeRunningProcesses_v2 and _v3 list */
+typedef struct {
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+    unsigned int gpuInstanceId, computeInstanceId;
+} nvmlProcessInfo_t;
+
+/* the plain (v1) function's entries */
+typedef struct {
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+} nvmlProcessInfo_v1_t;
+
 #endif

@@ -110,21 +110,22 @@ void shim_config_load(struct shim_config *c)
         c->cuda_lib = NULL;
 }
 
-void shim_warn(const char *fmt, ...)
+/* Writes one line: where ALLOT_SHIM_LOG says, or to stderr when it is
+ * unset and always_stderr (warnings), or nowhere. */
+static void log_line(bool always_stderr, const char *fmt, va_list ap)
 {
     const char *log = getenv("ALLOT_SHIM_LOG");
     static const char prefix[] = "allot-cuda: ";
     size_t len = sizeof(prefix) - 1;
     char buf[512];
-    va_list ap;
     int n;
 
     if (log && !strcmp(log, "off"))
         return;
+    if (!always_stderr && (!log || !*log))
+        return;
     memcpy(buf, prefix, sizeof(prefix));
-    va_start(ap, fmt);
     n = vsnprintf(buf + len, sizeof(buf) - len - 1, fmt, ap);
-    va_end(ap);
     if (n < 0)
         return;
     /* a truncated message keeps room for its newline */
@@ -145,4 +146,22 @@ void shim_warn(const char *fmt, ...)
     }
     /* one write, so lines of several processes do not interleave */
     fwrite(buf, 1, len, stderr);
+}
+
+void shim_warn(const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    log_line(true, fmt, ap);
+    va_end(ap);
+}
+
+void shim_log(const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    log_line(false, fmt, ap);
+    va_end(ap);
 }

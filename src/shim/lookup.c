@@ -106,6 +106,7 @@ static void shim_start(void)
         region = shim_region_open(cfg.region_path);
     shim_account_init(&cfg, region);
     shim_limiter_init();
+    shim_nvml_init();
     pthread_atfork(fork_prepare, fork_parent, fork_child);
     starting = false;
 }
@@ -130,6 +131,13 @@ SHIM_EARLY static int hook_index(const char *name)
         if (!strcmp(name, fn_names[i]))
             return i;
     return -1;
+}
+
+void *shim_dlsym(void *handle, const char *name)
+{
+    dlsym_fn dls = real_dlsym();
+
+    return dls ? dls(handle, name) : NULL;
 }
 
 void *shim_hook_for_name(const char *name)
@@ -208,8 +216,12 @@ SHIM_EARLY void *dlsym(void *restrict handle, const char *restrict symbol)
     if (!p)
         return NULL;
     i = hook_index(symbol);
-    if (i < 0)
-        return p;
+    if (i < 0) {
+        /* NVML's hooked names: their library is loaded apart (nvml.c) */
+        void *h = symbol[0] == 'n' ? shim_nvml_hook_for_name(symbol) : NULL;
+
+        return h ? h : p;
+    }
     /* the real functions must be known before a hook can be called; a
      * lookup made while the driver loads must not wait for itself */
     if (!starting)

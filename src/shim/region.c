@@ -309,6 +309,31 @@ uint64_t shim_region_used(struct shim_region *r, int dev)
     return used;
 }
 
+uint64_t shim_region_self_used(struct shim_region *r, int dev)
+{
+    uint64_t used = 0;
+    struct shim_slot *s;
+
+    if (dev < 0 || dev >= SHIM_MAX_DEV || !region_lock(r))
+        return 0;
+    s = r->slot >= 0 && r->pid == getpid() ? &r->h->slots[r->slot] : NULL;
+    if (s && s->pid == r->pid)
+        used = s->used[dev];
+    region_unlock(r);
+    return used;
+}
+
+int shim_region_host_pid(struct shim_region *r)
+{
+    (void)r;
+    return 0;
+}
+
+void shim_region_note_nvml(struct shim_region *r, int dev, uint64_t bytes)
+{
+    (void)r, (void)dev, (void)bytes;
+}
+
 int shim_region_reclaim(struct shim_region *r)
 {
     int n;

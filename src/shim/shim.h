@@ -15,6 +15,7 @@
  *             cuGetProcAddress(_v2) and the table of hooked names
  *   hooks.c   the exported cu* hooks for memory and contexts
  *   launch.c  the exported launch hooks
+ *   nvml.c    NVML: capped memory info, the books checked against NVML
  *
  * The shim speaks CUDA's language: actions return a CUresult (CUDA_SUCCESS
  * or a CUDA_ERROR_* code the host program understands), predicates return
@@ -71,6 +72,9 @@ void shim_config_load(struct shim_config *c);
  * file ALLOT_SHIM_LOG names (stderr if it cannot be opened); nothing when
  * ALLOT_SHIM_LOG=off. */
 void shim_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* As shim_warn, but only when ALLOT_SHIM_LOG names stderr or a file:
+ * reports (NVML drift) that are silent by default. */
+void shim_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---- table.c -------------------------------------------------------------- */
 
@@ -184,6 +188,12 @@ CUresult shim_region_reserve(struct shim_region *r, int dev, uint64_t bytes, boo
 void shim_region_release(struct shim_region *r, int dev, uint64_t bytes);
 /* The job's bytes in use on dev, after reclaiming dead processes' slots. */
 uint64_t shim_region_used(struct shim_region *r, int dev);
+/* This process's bytes on dev (0 before its first reservation). */
+uint64_t shim_region_self_used(struct shim_region *r, int dev);
+/* The host pid the agent wrote into this process's slot, 0 if none. */
+int shim_region_host_pid(struct shim_region *r);
+/* Records NVML's usedGpuMemory of this process on dev in its slot. */
+void shim_region_note_nvml(struct shim_region *r, int dev, uint64_t bytes);
 /* Clears slots of processes that no longer exist. Returns how many. */
 int shim_region_reclaim(struct shim_region *r);
 /* After fork() in the child: forget the parent's slot. */
@@ -221,6 +231,14 @@ uint64_t shim_used(int dev);
 bool shim_limit(int dev, uint64_t *limit);
 /* After fork() in the child. */
 void shim_account_reset_child(void);
+/* Bytes this process (not the job) holds on dev. */
+uint64_t shim_used_self(int dev);
+/* This process's pid as NVML lists it: the host pid the agent wrote into
+ * the region's slot, else getpid(). */
+int shim_host_pid(void);
+/* Records NVML's last answer for this process on dev (the region's
+ * metering fields). */
+void shim_note_nvml(int dev, uint64_t bytes);
 
 /* ---- limiter.c: the compute share ----------------------------------------- */
 
@@ -247,6 +265,19 @@ bool shim_limiter_probe_start(int kind, uint64_t ctx, CUstream s, bool ptsz);
 void shim_limiter_probe_end(CUstream s, bool ptsz, bool launched);
 /* After fork() in the child. */
 void shim_limiter_reset_child(void);
+
+/* ---- nvml.c: NVML's memory info and the drift check ----------------------- */
+
+/* Reads ALLOT_SHIM_NVML_CHECK and ALLOT_SHIM_NVML_DRIFT. NVML itself is
+ * loaded on first need. */
+void shim_nvml_init(void);
+/* On the allocation path: checks dev's books against NVML's per-process
+ * usage when the period has passed (one thread at a time). */
+void shim_nvml_tick(int dev);
+/* The NVML hook exported for name, or NULL. */
+void *shim_nvml_hook_for_name(const char *name);
+nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory);
+nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory);
 
 /* ---- lookup.c ------------------------------------------------------------- */
 
@@ -302,7 +333,12 @@ void shim_limiter_reset_child(void);
     X(cuEventQuery)                                                                                \
     X(cuEventElapsedTime)                                                                          \
     X(cuEventElapsedTime_v2)                                                                       \
-    X(cuEventDestroy_v2)
+    X(cuEventDestroy_v2)                                                                           \
+    X(cuInit)                                                                                      \
+    X(cuDeviceGetCount)                                                                            \
+    X(cuDeviceGet)                                                                                 \
+    X(cuDeviceGetUuid)                                                                             \
+    X(cuDeviceGetUuid_v2)
 
 #define SHIM_ENUM(name) SHIM_FN_##name,
 enum shim_fn { SHIM_HOOKED(SHIM_ENUM) SHIM_N_HOOKED, SHIM_CALLED(SHIM_ENUM) SHIM_N_FN };
@@ -317,6 +353,15 @@ void *shim_real(enum shim_fn f);
 bool shim_driver_loaded(void);
 /* The hook exported for a driver symbol name, or NULL when not hooked. */
 void *shim_hook_for_name(const char *name);
+/* The real dlsym (not the override): handle and name as dlsym's. */
+void *shim_dlsym(void *handle, const char *name);
+/* The CUDA ordinal (as this process numbers its visible devices) whose
+ * UUID has the 32 hex digits hex, or -1. Initialises the driver (cuInit)
+ * when it was not yet; the devices are learnt once. */
+int shim_cuda_ordinal_of(const char *hex);
+/* The 32 lower-case hex digits of a UUID string ("GPU-..." or "MIG-...",
+ * dashes anywhere) into out[33]. Returns false when it is not one. */
+bool shim_uuid_hex(const char *uuid, char out[33]);
 /*
  * For a pointer p the driver handed out for symbol (cuGetProcAddress
  * semantics: base name, CUDA version, flags): our hook when p is, or

@@ -40,6 +40,7 @@
 #define CUlaunchAttribute              shim_CUlaunchAttribute
 #define CUlaunchAttribute_st           shim_CUlaunchAttribute_st
 #define CUlaunchConfig                 shim_CUlaunchConfig
+#define CUuuid                         shim_CUuuid
 #include "cuda_abi.h"
 
 /* the shim's constants, taken before cuda.h defines the same names */
@@ -109,6 +110,7 @@ enum {
 #undef CUlaunchAttribute
 #undef CUlaunchAttribute_st
 #undef CUlaunchConfig
+#undef CUuuid
 
 #include <cuda.h>
 
@@ -172,6 +174,8 @@ SAME_FIELD(shim_CUlaunchConfig, CUlaunchConfig, sharedMemBytes);
 SAME_FIELD(shim_CUlaunchConfig, CUlaunchConfig, hStream);
 SAME_FIELD(shim_CUlaunchConfig, CUlaunchConfig, attrs);
 SAME_FIELD(shim_CUlaunchConfig, CUlaunchConfig, numAttrs);
+
+SAME_TYPE(shim_CUuuid, CUuuid);
 
 /* something for the object file to hold */
 int shim_abi_checked(void);

@@ -17,6 +17,8 @@
  *                taken back, racing processes never exceed the cap
  *   corrupt      a region file with a wrong size or header: per-process
  *                accounting, no crash
+ *   nvml         the fake NVML (its GPUs in another order than CUDA's):
+ *                memory info capped per CUDA ordinal, drift logged
  *
  * The fake has 2 devices of 64 MiB (FAKE_CUDA_MEM_MIB); the cap is far
  * below, so every refusal seen here is the shim's.
@@ -877,6 +879,112 @@ static void test_corrupt_region_falls_back(void **state)
     assert_int_equal(shim_free(), 0);
 }
 
+/* ---- NVML ------------------------------------------------------------------ */
+
+nvmlReturn_t nvmlInit_v2(void);
+nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int i, nvmlDevice_t *d);
+
+/* The fake NVML's machine: NVML's GPU 0 is CUDA's device 1 and the other
+ * way round; its GPU 2 is not visible to CUDA. This process uses 5 MiB of
+ * GPU 1 (CUDA's device 0) as NVML sees it. */
+static void write_nvml_config(void)
+{
+    const char *path = getenv("FAKE_NVML_CONFIG");
+    FILE *f = path ? fopen(path, "w") : NULL;
+
+    if (!f)
+        return;
+    fprintf(f,
+            "gpu uuid=GPU-00000000-0000-0000-0000-000000000002 mem=64\n"
+            "gpu uuid=GPU-00000000-0000-0000-0000-000000000001 mem=64\n"
+            "gpu uuid=GPU-00000000-0000-0000-0000-000000000003 mem=64\n"
+            "proc 1 %d 5\n",
+            (int)getpid());
+    fclose(f);
+}
+
+static bool log_has(const char *needle)
+{
+    const char *path = getenv("ALLOT_SHIM_LOG");
+    char buf[4096];
+    size_t n;
+    FILE *f = path ? fopen(path, "r") : NULL;
+
+    if (!f)
+        return false;
+    n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return strstr(buf, needle) != NULL;
+}
+
+/* The first allocation checks the books against NVML: 100 KiB booked,
+ * 5 MiB as NVML sees this process: drift, logged. */
+static void test_nvml_drift_logged(void **state)
+{
+    CUdeviceptr p;
+
+    (void)state;
+    assert_int_equal(cuMemAlloc_v2(&p, 100 * KIB), CUDA_SUCCESS);
+    assert_true(log_has("drift: the books hold 0 bytes for pid"));
+    assert_true(log_has("NVML 5242880"));
+    assert_int_equal(cuMemFree_v2(p), CUDA_SUCCESS);
+}
+
+static void test_nvml_memory_capped(void **state)
+{
+    nvmlReturn_t (*by_dlsym)(nvmlDevice_t, nvmlMemory_t *);
+    nvmlDevice_t g0, g1, g2;
+    nvmlMemory_v2_t m2 = {.version = nvmlMemory_v2};
+    nvmlMemory_t m;
+    CUdeviceptr p;
+    size_t f, t;
+    void *lib;
+
+    (void)state;
+    assert_int_equal(nvmlInit_v2(), NVML_SUCCESS);
+    assert_int_equal(nvmlDeviceGetHandleByIndex_v2(0, &g0), NVML_SUCCESS);
+    assert_int_equal(nvmlDeviceGetHandleByIndex_v2(1, &g1), NVML_SUCCESS);
+    assert_int_equal(nvmlDeviceGetHandleByIndex_v2(2, &g2), NVML_SUCCESS);
+    /* NVML's GPU 1 is CUDA's device 0 (cap 1 MiB) */
+    assert_int_equal(cuMemAlloc_v2(&p, 300 * KIB), CUDA_SUCCESS);
+    assert_int_equal(nvmlDeviceGetMemoryInfo(g1, &m), NVML_SUCCESS);
+    assert_int_equal(m.total, CAP);
+    assert_int_equal(m.used, 300 * KIB);
+    assert_int_equal(m.free, CAP - 300 * KIB);
+    /* the same as CUDA says */
+    assert_int_equal(cuMemGetInfo_v2(&f, &t), CUDA_SUCCESS);
+    assert_int_equal(f, m.free);
+    assert_int_equal(t, m.total);
+    assert_int_equal(nvmlDeviceGetMemoryInfo_v2(g1, &m2), NVML_SUCCESS);
+    assert_int_equal(m2.total, CAP);
+    assert_int_equal(m2.reserved, 0);
+    assert_int_equal(m2.used, 300 * KIB);
+    assert_int_equal(m2.free, CAP - 300 * KIB);
+    /* NVML's GPU 0 is CUDA's device 1 (cap 2 MiB, nothing used) */
+    assert_int_equal(nvmlDeviceGetMemoryInfo(g0, &m), NVML_SUCCESS);
+    assert_int_equal(m.total, 2 * MIB);
+    assert_int_equal(m.used, 0);
+    assert_int_equal(m.free, 2 * MIB);
+    /* a GPU CUDA does not see is not the job's: NVML's own answer */
+    assert_int_equal(nvmlDeviceGetMemoryInfo(g2, &m), NVML_SUCCESS);
+    assert_int_equal(m.total, 64 * MIB);
+    /* over the cap: free is 0, never negative */
+    assert_int_equal(cuMemAlloc_v2(&p, CAP - 300 * KIB), CUDA_SUCCESS);
+    assert_int_equal(nvmlDeviceGetMemoryInfo(g1, &m), NVML_SUCCESS);
+    assert_int_equal(m.free, 0);
+    assert_int_equal(m.used, CAP);
+    /* reached through dlsym as well */
+    lib = dlopen(getenv("ALLOT_NVML_LIB"), RTLD_NOW);
+    assert_non_null(lib);
+    *(void **)&by_dlsym = dlsym(lib, "nvmlDeviceGetMemoryInfo");
+    assert_ptr_equal((void *)by_dlsym, (void *)nvmlDeviceGetMemoryInfo);
+    assert_int_equal(by_dlsym(g1, &m), NVML_SUCCESS);
+    assert_int_equal(m.total, CAP);
+    /* NULL: NVML's answer, untouched */
+    assert_int_equal(nvmlDeviceGetMemoryInfo(g1, NULL), NVML_ERROR_INVALID_ARGUMENT);
+}
+
 /* ---- groups ------------------------------------------------------------------ */
 
 /* Writes the region file ALLOT_SHIM_REGION as the group needs it. */
@@ -937,6 +1045,10 @@ int main(int argc, char **argv)
     const struct CMUnitTest corrupt[] = {
         cmocka_unit_test_setup(test_corrupt_region_falls_back, setup_dev0),
     };
+    const struct CMUnitTest nvml[] = {
+        cmocka_unit_test_setup(test_nvml_drift_logged, setup_dev0),
+        cmocka_unit_test_setup(test_nvml_memory_capped, setup_dev0),
+    };
     const struct CMUnitTest share[] = {
         cmocka_unit_test_setup(test_share_converges, setup_dev0),
     };
@@ -958,6 +1070,14 @@ int main(int argc, char **argv)
         return cmocka_run_group_tests_name("shim_badenv", badenv, NULL, NULL);
     if (!strcmp(g, "nodriver"))
         return cmocka_run_group_tests_name("shim_nodriver", nodriver, NULL, NULL);
+    if (!strcmp(g, "nvml")) {
+        const char *log = getenv("ALLOT_SHIM_LOG");
+
+        if (log)
+            unlink(log);
+        write_nvml_config();
+        return cmocka_run_group_tests_name("shim_nvml", nvml, NULL, NULL);
+    }
     if (!strcmp(g, "share"))
         return cmocka_run_group_tests_name("shim_share", share, NULL, NULL);
     if (!strcmp(g, "share-region")) {

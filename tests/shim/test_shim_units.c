@@ -446,6 +446,22 @@ static void test_warn_destinations(void **state)
     free(path);
 }
 
+/* UUID strings to hex digits, as NVML devices are matched to CUDA's */
+static void test_uuid_hex(void **state)
+{
+    char hex[33];
+
+    (void)state;
+    assert_true(shim_uuid_hex("GPU-0123abcd-EF01-2345-6789-abcdef012345", hex));
+    assert_string_equal(hex, "0123abcdef0123456789abcdef012345");
+    assert_true(shim_uuid_hex("MIG-0123abcd-ef01-2345-6789-abcdef012345", hex));
+    assert_string_equal(hex, "0123abcdef0123456789abcdef012345");
+    assert_false(shim_uuid_hex("GPU-0123", hex));
+    assert_false(shim_uuid_hex("GPU-0123abcd-ef01-2345-6789-abcdef0123456", hex));
+    assert_false(shim_uuid_hex("GPU-0123abcd-ef01-2345-6789-abcdef01234x", hex));
+    assert_false(shim_uuid_hex(NULL, hex));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -461,6 +477,7 @@ int main(void)
         cmocka_unit_test(test_sm_charge),
         cmocka_unit_test(test_warn_destinations),
         cmocka_unit_test(test_region_corrupt),
+        cmocka_unit_test(test_uuid_hex),
     };
 
     setenv("ALLOT_SHIM_LOG", "off", 1); /* the corrupt files' warnings */
