@@ -13,9 +13,11 @@
  * driver calls made under it are not hooked). Off (no limit, or 100) the hooks cost one
  * load and a branch.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "shim.h"
 
@@ -35,9 +37,22 @@ typedef CUresult (*event_query_fn)(CUevent);
 typedef CUresult (*event_elapsed_fn)(float *, CUevent, CUevent);
 typedef CUresult (*event_destroy_fn)(CUevent);
 
+/* How often a job sharing a GPU with others recomputes its rate (and
+ * tells the others it still wants time). */
+#define RATE_EVERY_NS 5000000ull
+
 static struct {
     pthread_mutex_t lock;
     int percent;           /* 1..99; 0: off */
+    int ceiling;           /* what the job may reach: the limit, or the soft ceiling */
+    uint32_t weight;       /* its weight between the GPU's jobs */
+    const char *share_dir; /* ALLOT_GPU_SHARE_DIR (borrowed), NULL: no sharing */
+    struct {
+        struct shim_share *s; /* owned; NULL: not shared (yet) */
+        bool tried;
+        int rate;    /* percent, 0: not computed yet */
+        uint64_t at; /* when it was */
+    } share[SHIM_MAX_DEV];
     int64_t debt_ns;       /* without a region: charged minus allowed */
     uint64_t last_ns;      /* without a region: when the allowance last accrued */
     int64_t correction_ns; /* measured minus charged, not yet applied */
@@ -58,6 +73,43 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* ALLOT_GPU_SM_SOFT, ALLOT_GPU_SM_CEILING, ALLOT_GPU_SM_WEIGHT and
+ * ALLOT_GPU_SHARE_DIR, once the limit is known. */
+static void load_sharing(void)
+{
+    const char *soft = getenv("ALLOT_GPU_SM_SOFT"), *ceil_s = getenv("ALLOT_GPU_SM_CEILING");
+    const char *weight = getenv("ALLOT_GPU_SM_WEIGHT"), *dir = getenv("ALLOT_GPU_SHARE_DIR");
+    uint64_t w = 0;
+    int c = 100;
+
+    lim.ceiling = lim.percent;
+    lim.weight = (uint32_t)lim.percent;
+    lim.share_dir = dir && *dir ? dir : NULL;
+    if (weight && *weight) {
+        if (shim_parse_size(weight, &w) && w >= 1 && w <= 1000000)
+            lim.weight = (uint32_t)w;
+        else
+            shim_warn("ALLOT_GPU_SM_WEIGHT=%s is not a weight from 1 to 1000000: %d", weight,
+                      lim.percent);
+    }
+    if (ceil_s && *ceil_s && !shim_parse_percent(ceil_s, &c)) {
+        shim_warn("ALLOT_GPU_SM_CEILING=%s is not a percent from 1 to 100: 100", ceil_s);
+        c = 100;
+    }
+    if (!soft || !*soft || !strcmp(soft, "0"))
+        return;
+    if (strcmp(soft, "1") != 0) {
+        shim_warn("ALLOT_GPU_SM_SOFT=%s is neither 0 nor 1: the limit is hard", soft);
+        return;
+    }
+    if (!lim.share_dir) {
+        /* idle time is only known from the other jobs' demand */
+        shim_warn("ALLOT_GPU_SM_SOFT=1 without ALLOT_GPU_SHARE_DIR: the limit is hard");
+        return;
+    }
+    lim.ceiling = c > lim.percent ? c : lim.percent;
+}
+
 void shim_limiter_init(void)
 {
     const char *s = getenv("ALLOT_GPU_SM_LIMIT");
@@ -67,6 +119,50 @@ void shim_limiter_init(void)
         shim_warn("ALLOT_GPU_SM_LIMIT=%s is not a percent from 1 to 100: not limited", s);
     lim.percent = p >= 100 ? 0 : p;
     lim.last_ns = now_ns();
+    if (lim.percent)
+        load_sharing();
+}
+
+/* This job's key in the GPUs' share files: its region's, else this
+ * process's own (a job of one process). */
+static uint64_t job_key(void)
+{
+    struct shim_region *r = shim_account_region();
+
+    if (r)
+        return shim_region_key(r);
+    return 0x5bd1e9955bd1e995ull ^ ((uint64_t)getpid() << 32) ^ lim.last_ns;
+}
+
+/*
+ * The job's percent on dev now: its limit, or with ALLOT_GPU_SHARE_DIR
+ * its weighted fair part among the GPU's active jobs (recomputed every
+ * RATE_EVERY_NS, which also tells the others this job wants time).
+ * Called locked.
+ */
+static int rate_for(int dev, uint64_t now)
+{
+    char hex[33], path[4096];
+
+    if (!lim.share_dir || dev < 0 || dev >= SHIM_MAX_DEV)
+        return lim.percent;
+    if (!lim.share[dev].tried) {
+        lim.share[dev].tried = true;
+        if (shim_cuda_uuid_hex(dev, hex) && (size_t)snprintf(path, sizeof(path), "%s/gpu-%s.share",
+                                                             lim.share_dir, hex) < sizeof(path))
+            lim.share[dev].s = shim_share_open(path, job_key());
+        else
+            shim_warn("device %d: no UUID for a GPU share file: the limit is hard", dev);
+    }
+    if (!lim.share[dev].s)
+        return lim.percent;
+    if (!lim.share[dev].rate || now - lim.share[dev].at >= RATE_EVERY_NS) {
+        shim_share_touch(lim.share[dev].s, lim.weight, (uint32_t)lim.ceiling, now);
+        lim.share[dev].rate =
+            shim_share_rate(lim.share[dev].s, lim.weight, (uint32_t)lim.ceiling, now);
+        lim.share[dev].at = now;
+    }
+    return lim.share[dev].rate;
 }
 
 bool shim_limiter_on(void)
@@ -136,12 +232,14 @@ uint64_t shim_limiter_before(int kind, int dev, uint64_t ctx)
              * than queue launches charged at nothing */
             wait_ns = 50000;
         } else {
+            int percent = rate_for(dev, now);
+
             corr = lim.correction_ns;
             lim.correction_ns = 0;
-            wait_ns = region ? shim_region_sm_charge(region, dev, lim.percent, BURST_NS, corr,
-                                                     charge, now)
-                             : shim_sm_charge(&lim.debt_ns, &lim.last_ns, lim.percent, BURST_NS,
-                                              corr, charge, now);
+            wait_ns = region
+                          ? shim_region_sm_charge(region, dev, percent, BURST_NS, corr, charge, now)
+                          : shim_sm_charge(&lim.debt_ns, &lim.last_ns, percent, BURST_NS, corr,
+                                           charge, now);
             if (!wait_ns)
                 break;
         }

@@ -218,8 +218,7 @@ int shim_cuda_ordinal_of(const char *hex)
     return found;
 }
 
-/* The hex UUID of CUDA ordinal dev into out[33]; false when unknown. */
-static bool cuda_hex_of(int dev, char out[33])
+bool shim_cuda_uuid_hex(int dev, char out[33])
 {
     bool ok = false;
 
@@ -341,7 +340,7 @@ static nvmlDevice_t handle_of(int dev)
     char hex[33], uuid[64];
     nvmlDevice_t h = NULL;
 
-    if (!by_uuid || !cuda_hex_of(dev, hex))
+    if (!by_uuid || !shim_cuda_uuid_hex(dev, hex))
         return NULL;
     for (size_t i = 0; i < 2; i++) {
         snprintf(uuid, sizeof(uuid), "%s%.8s-%.4s-%.4s-%.4s-%.12s", prefixes[i], hex, hex + 8,

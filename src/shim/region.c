@@ -32,6 +32,7 @@ struct shim_region {
     struct shim_region_hdr *h; /* owned mapping of sizeof(*h) bytes */
     int slot;                  /* this process's slot, -1 none yet */
     pid_t pid;                 /* the pid slot belongs to */
+    uint64_t key;              /* the file's device and inode, mixed */
 };
 
 /* Field 22 of /proc/PID/stat (start time in clock ticks), 0 if unknown. */
@@ -184,6 +185,7 @@ struct shim_region *shim_region_open(const char *path)
     }
     r->h = h;
     r->slot = -1;
+    r->key = ((uint64_t)st.st_dev << 40) ^ (uint64_t)st.st_ino ^ 0x9e3779b97f4a7c15ull;
     goto out_fd;
 out_map:
     munmap(h, sizeof(*h));
@@ -321,6 +323,11 @@ uint64_t shim_region_self_used(struct shim_region *r, int dev)
         used = s->used[dev];
     region_unlock(r);
     return used;
+}
+
+uint64_t shim_region_key(const struct shim_region *r)
+{
+    return r->key;
 }
 
 int shim_region_host_pid(struct shim_region *r)

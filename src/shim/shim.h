@@ -15,6 +15,7 @@
  *             cuGetProcAddress(_v2) and the table of hooked names
  *   hooks.c   the exported cu* hooks for memory and contexts
  *   launch.c  the exported launch hooks
+ *   share.c   weighted fair sharing of one GPU between jobs (a file per GPU)
  *   nvml.c    NVML: capped memory info, the books checked against NVML
  *
  * The shim speaks CUDA's language: actions return a CUresult (CUDA_SUCCESS
@@ -192,6 +193,9 @@ uint64_t shim_region_used(struct shim_region *r, int dev);
 uint64_t shim_region_self_used(struct shim_region *r, int dev);
 /* The host pid the agent wrote into this process's slot, 0 if none. */
 int shim_region_host_pid(struct shim_region *r);
+/* An identity of the region file (its device and inode), the same for
+ * every process of the job, to tell jobs apart. */
+uint64_t shim_region_key(const struct shim_region *r);
 /* Records NVML's usedGpuMemory of this process on dev in its slot. */
 void shim_region_note_nvml(struct shim_region *r, int dev, uint64_t bytes);
 /* Clears slots of processes that no longer exist. Returns how many. */
@@ -239,6 +243,48 @@ int shim_host_pid(void);
 /* Records NVML's last answer for this process on dev (the region's
  * metering fields). */
 void shim_note_nvml(int dev, uint64_t bytes);
+
+/* ---- share.c: weighted fair sharing of a GPU between jobs ----------------- */
+
+#define SHIM_SHARE_MAGIC   0x53484152u /* "SHAR" */
+#define SHIM_SHARE_VERSION 1u
+#define SHIM_SHARE_JOBS    64
+/* A job that wanted GPU time this recently is active (a co-tenant). */
+#define SHIM_SHARE_ACTIVE_NS 200000000ull
+
+struct shim_share_job {
+    uint64_t key;     /* the job (its region file), 0: free */
+    uint64_t seen_ns; /* when it last wanted time (CLOCK_MONOTONIC) */
+    uint32_t weight;  /* its weight, 1 and up */
+    uint32_t ceiling; /* percent it may reach: its limit, or its soft ceiling */
+    uint32_t pid;     /* the process that last wrote (for people) */
+    uint32_t pad;
+};
+
+/* One GPU's share file: ALLOT_GPU_SHARE_DIR/gpu-<UUID hex>.share */
+struct shim_share_hdr {
+    uint32_t magic;   /* SHIM_SHARE_MAGIC, written last */
+    uint32_t version; /* SHIM_SHARE_VERSION */
+    uint64_t size;    /* sizeof(struct shim_share_hdr) */
+    uint32_t max_jobs, pad;
+    struct shim_share_job jobs[SHIM_SHARE_JOBS];
+};
+
+struct shim_share; /* opaque: the mapping plus this job's entry */
+
+/* Maps (creating and initialising when new) the share file at path for
+ * the job key. Returns NULL after a warning when it cannot be used. */
+struct shim_share *shim_share_open(const char *path, uint64_t key);
+/* Unmaps and frees s; accepts NULL. */
+void shim_share_close(struct shim_share *s);
+/* Marks the job as wanting GPU time now, with its weight and ceiling. */
+void shim_share_touch(struct shim_share *s, uint32_t weight, uint32_t ceiling, uint64_t now);
+/* The job's rate, percent 1..100: weighted max-min fair among the active
+ * jobs, none above its ceiling. */
+int shim_share_rate(struct shim_share *s, uint32_t weight, uint32_t ceiling, uint64_t now);
+/* Water-filling: n jobs' weights and ceilings (percent) to their parts of
+ * 100 % in out[]. Pure; n <= SHIM_SHARE_JOBS. */
+void shim_share_fill(int n, const uint32_t *weight, const uint32_t *ceiling, double *out);
 
 /* ---- limiter.c: the compute share ----------------------------------------- */
 
@@ -362,6 +408,9 @@ int shim_cuda_ordinal_of(const char *hex);
 /* The 32 lower-case hex digits of a UUID string ("GPU-..." or "MIG-...",
  * dashes anywhere) into out[33]. Returns false when it is not one. */
 bool shim_uuid_hex(const char *uuid, char out[33]);
+/* The 32 hex digits of CUDA ordinal dev's UUID into out[33]. Returns
+ * false when unknown. */
+bool shim_cuda_uuid_hex(int dev, char out[33]);
 /*
  * For a pointer p the driver handed out for symbol (cuGetProcAddress
  * semantics: base name, CUDA version, flags): our hook when p is, or

@@ -11,6 +11,9 @@
  *   FAKE_CUDA_KERNEL_US how long each kernel or graph launch keeps the GPU
  *                      busy (default 100); launches run one after another
  *                      on one timeline, events complete when it reaches them
+ *   FAKE_CUDA_TIMELINE a file: the GPU's timeline is shared by every process
+ *                      that names it (one GPU time-shared by several jobs);
+ *                      otherwise each process has its own
  *   FAKE_CUDA_PROC     "private": cuGetProcAddress answers cuMemAlloc with a
  *                      function no symbol names (as drivers may), to test
  *                      the shim's lookup by name
@@ -27,9 +30,12 @@
  * Build it with -Bsymbolic, as NVIDIA's driver is: its calls to itself must
  * not reach the shim.
  */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <pthread.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <string.h>
 #include <time.h>
 
@@ -657,7 +663,28 @@ typedef struct CUevent_st *CUevent;
 #define CUDA_ERROR_NOT_READY 600
 
 static pthread_mutex_t gpu_lock = PTHREAD_MUTEX_INITIALIZER;
+/* busy_until: when this process's last kernel ends */
 static unsigned long long busy_until, busy_total, first_launch; /* ns, CLOCK_MONOTONIC */
+/* when the GPU's last queued kernel ends: FAKE_CUDA_TIMELINE's word, shared
+ * between processes (updated with compare-and-swap), or this process's */
+static unsigned long long local_until, *gpu_until = &local_until;
+static pthread_once_t timeline_once = PTHREAD_ONCE_INIT;
+
+static void timeline_map(void)
+{
+    const char *path = getenv("FAKE_CUDA_TIMELINE");
+    int fd = path && *path ? open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644) : -1;
+    void *m;
+
+    if (fd < 0)
+        return;
+    if (ftruncate(fd, 4096) == 0) {
+        m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (m != MAP_FAILED)
+            gpu_until = m;
+    }
+    close(fd);
+}
 
 static unsigned long long mono_ns(void)
 {
@@ -671,13 +698,21 @@ static CUresult run_kernel(void)
 {
     const char *k = getenv("FAKE_CUDA_KERNEL_US");
     unsigned long long dur = (k ? strtoull(k, NULL, 10) : 100) * 1000ull, now = mono_ns();
+    unsigned long long old, start;
 
     if (cur < 0)
         return CUDA_ERROR_INVALID_CONTEXT;
+    pthread_once(&timeline_once, timeline_map);
     pthread_mutex_lock(&gpu_lock);
     if (!first_launch)
         first_launch = now;
-    busy_until = (busy_until > now ? busy_until : now) + dur;
+    /* queued behind every kernel on the GPU, this process's or not */
+    old = __atomic_load_n(gpu_until, __ATOMIC_ACQUIRE);
+    do
+        start = old > now ? old : now;
+    while (!__atomic_compare_exchange_n(gpu_until, &old, start + dur, 0, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE));
+    busy_until = start + dur;
     busy_total += dur;
     pthread_mutex_unlock(&gpu_lock);
     return CUDA_SUCCESS;
@@ -784,11 +819,15 @@ CUresult cuEventRecord(CUevent e, CUstream s)
 {
     unsigned long long now = mono_ns();
 
+    unsigned long long until;
+
     (void)s;
     if (!e)
         return CUDA_ERROR_INVALID_VALUE;
+    pthread_once(&timeline_once, timeline_map);
     pthread_mutex_lock(&gpu_lock);
-    e->t = busy_until > now ? busy_until : now;
+    until = __atomic_load_n(gpu_until, __ATOMIC_ACQUIRE);
+    e->t = until > now ? until : now;
     e->recorded = 1;
     pthread_mutex_unlock(&gpu_lock);
     return CUDA_SUCCESS;

@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -862,6 +863,93 @@ static void test_share_job_wide(void **state)
                 100.0 * (double)busy / (double)span < 55);
 }
 
+/* Soft mode alone on the GPU (ALLOT_GPU_SM_LIMIT=25, ALLOT_GPU_SM_SOFT=1,
+ * ALLOT_GPU_SM_CEILING=80, a share folder): no co-tenant wants time, so
+ * the job gets its ceiling, not its limit. */
+static void test_share_soft_alone(void **state)
+{
+    double got;
+
+    (void)state;
+    got = busy_percent();
+    assert_true(got > 75 && got < 85);
+}
+
+/* Runs this program as a job of its own ("share-child" below) with the
+ * weight and start time given; its results come back on fd. */
+static pid_t spawn_job(const char *weight, int fd, unsigned long long start_ns)
+{
+    char fd_s[16], start_s[32];
+    pid_t pid = fork();
+
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        snprintf(fd_s, sizeof(fd_s), "%d", fd);
+        snprintf(start_s, sizeof(start_s), "%llu", start_ns);
+        setenv("ALLOT_GPU_SM_WEIGHT", weight, 1);
+        execl("/proc/self/exe", "test_shim_hooks", "share-child", fd_s, start_s, (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+/* Two jobs on one GPU (the fake's timeline shared through
+ * FAKE_CUDA_TIMELINE), both soft at 50 % with weights 3 and 1, both busy:
+ * 75 / 25 % of the GPU's time, together no more than all of it. */
+static void test_share_weights(void **state)
+{
+    unsigned long long start;
+    double pct[2], sum = 0;
+    pid_t kids[2];
+    int fds[2];
+
+    (void)state;
+    assert_int_equal(pipe(fds), 0);
+    start = (unsigned long long)(mono_s() * 1e9) + 300000000ull;
+    kids[0] = spawn_job("3", fds[1], start);
+    kids[1] = spawn_job("1", fds[1], start);
+    close(fds[1]);
+    for (int i = 0; i < 2; i++) {
+        unsigned long long r[3];
+        int st;
+
+        assert_int_equal(read(fds[0], r, sizeof(r)), (ssize_t)sizeof(r));
+        /* r: weight, busy, span */
+        pct[r[0] == 3 ? 0 : 1] = 100.0 * (double)r[1] / (double)r[2];
+        assert_int_equal(waitpid(kids[i], &st, 0), kids[i]);
+        assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    close(fds[0]);
+    sum = pct[0] + pct[1];
+    print_message("  weight 3: %.1f %%, weight 1: %.1f %%, together %.1f %%\n", pct[0], pct[1],
+                  sum);
+    assert_true(pct[0] > 70 && pct[0] < 80);
+    assert_true(pct[1] > 20 && pct[1] < 30);
+    assert_true(sum < 102);
+}
+
+/* The child job of test_share_weights: waits for the common start, keeps
+ * the GPU as busy as its share lets it for a second, reports. */
+static int share_child(int fd, unsigned long long start_ns)
+{
+    unsigned long long r[3];
+    struct timespec ts;
+    double now = mono_s() * 1e9;
+
+    if (now < (double)start_ns) {
+        unsigned long long d = start_ns - (unsigned long long)now;
+
+        ts.tv_sec = (time_t)(d / 1000000000ull);
+        ts.tv_nsec = (long)(d % 1000000000ull);
+        nanosleep(&ts, NULL);
+    }
+    open_device(0);
+    busy_percent();
+    fake_cuda_gpu_time(&r[1], &r[2]);
+    r[0] = strtoull(getenv("ALLOT_GPU_SM_WEIGHT"), NULL, 10);
+    return write(fd, r, sizeof(r)) == (ssize_t)sizeof(r) ? 0 : 1;
+}
+
 /* Without a limit nothing is held back: the GPU is kept saturated. */
 static void test_share_off(void **state)
 {
@@ -987,6 +1075,21 @@ static void test_nvml_memory_capped(void **state)
 
 /* ---- groups ------------------------------------------------------------------ */
 
+/* A fresh ALLOT_GPU_SHARE_DIR: no jobs from an earlier run. */
+static void clean_share_dir(void)
+{
+    const char *dir = getenv("ALLOT_GPU_SHARE_DIR");
+    char path[4096];
+
+    if (!dir)
+        return;
+    mkdir(dir, 0777);
+    for (int i = 1; i <= 2; i++) {
+        snprintf(path, sizeof(path), "%s/gpu-000000000000000000000000000000%02d.share", dir, i);
+        unlink(path);
+    }
+}
+
 /* Writes the region file ALLOT_SHIM_REGION as the group needs it. */
 static void prepare_region(const char *how)
 {
@@ -1055,6 +1158,12 @@ int main(int argc, char **argv)
     const struct CMUnitTest share_region[] = {
         cmocka_unit_test_setup(test_share_job_wide, setup_dev0),
     };
+    const struct CMUnitTest share_soft[] = {
+        cmocka_unit_test_setup(test_share_soft_alone, setup_dev0),
+    };
+    const struct CMUnitTest share_weights[] = {
+        cmocka_unit_test(test_share_weights),
+    };
     const struct CMUnitTest share_off[] = {
         cmocka_unit_test_setup(test_share_off, setup_dev0),
     };
@@ -1084,6 +1193,17 @@ int main(int argc, char **argv)
         prepare_region("empty");
         return cmocka_run_group_tests_name("shim_share_region", share_region, NULL, NULL);
     }
+    if (!strcmp(g, "share-soft")) {
+        clean_share_dir();
+        return cmocka_run_group_tests_name("shim_share_soft", share_soft, NULL, NULL);
+    }
+    if (!strcmp(g, "share-weights")) {
+        clean_share_dir();
+        unlink(getenv("FAKE_CUDA_TIMELINE"));
+        return cmocka_run_group_tests_name("shim_share_weights", share_weights, NULL, NULL);
+    }
+    if (!strcmp(g, "share-child") && argc == 4)
+        return share_child(atoi(argv[2]), strtoull(argv[3], NULL, 10));
     if (!strcmp(g, "share-off"))
         return cmocka_run_group_tests_name("shim_share_off", share_off, NULL, NULL);
     if (!strcmp(g, "region")) {

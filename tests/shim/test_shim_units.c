@@ -462,6 +462,33 @@ static void test_uuid_hex(void **state)
     assert_false(shim_uuid_hex(NULL, hex));
 }
 
+/* Water-filling: weights split the GPU, ceilings cap, leftovers go on */
+static void test_share_fill(void **state)
+{
+    const uint32_t w31[] = {3, 1}, c100[] = {100, 100, 100};
+    const uint32_t w11[] = {1, 1}, c30[] = {30, 100};
+    const uint32_t w1[] = {1}, c80[] = {80};
+    const uint32_t w3[] = {1, 1, 2}, c3[] = {10, 50, 50};
+    const uint32_t c5050[] = {50, 50};
+    double out[3];
+
+    (void)state;
+    shim_share_fill(2, w31, c100, out);
+    assert_true(out[0] > 74.9 && out[0] < 75.1 && out[1] > 24.9 && out[1] < 25.1);
+    shim_share_fill(2, w11, c30, out);
+    assert_true(out[0] > 29.9 && out[0] < 30.1 && out[1] > 69.9 && out[1] < 70.1);
+    shim_share_fill(1, w1, c80, out);
+    assert_true(out[0] > 79.9 && out[0] < 80.1);
+    /* fair parts 25 / 25 / 50 cap the first and the last; 40 is left */
+    shim_share_fill(3, w3, c3, out);
+    assert_true(out[0] > 9.9 && out[0] < 10.1);
+    assert_true(out[1] > 39.9 && out[1] < 40.1);
+    assert_true(out[2] > 49.9 && out[2] < 50.1);
+    /* hard limits that fit: each its limit whatever the weights */
+    shim_share_fill(2, w31, c5050, out);
+    assert_true(out[0] > 49.9 && out[0] < 50.1 && out[1] > 49.9 && out[1] < 50.1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -478,6 +505,7 @@ int main(void)
         cmocka_unit_test(test_warn_destinations),
         cmocka_unit_test(test_region_corrupt),
         cmocka_unit_test(test_uuid_hex),
+        cmocka_unit_test(test_share_fill),
     };
 
     setenv("ALLOT_SHIM_LOG", "off", 1); /* the corrupt files' warnings */
