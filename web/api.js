@@ -1,0 +1,75 @@
+// The dashboard's only way to allotd: every call carries the signed-in
+// token as `Authorization: Bearer` (kept in this tab's sessionStorage).
+// Failed calls throw ApiError with the HTTP status and allotd's message.
+
+const KEY = "allot.token";
+
+export class ApiError extends Error {
+  constructor(status, code, message) {
+    super(message || `HTTP ${status}`);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+export function token() {
+  return sessionStorage.getItem(KEY) || "";
+}
+
+export function setToken(t) {
+  if (t) sessionStorage.setItem(KEY, t);
+  else sessionStorage.removeItem(KEY);
+}
+
+async function call(method, path, as) {
+  const r = await fetch(path, {
+    method,
+    headers: {Authorization: "Bearer " + token()},
+    cache: "no-store",
+  });
+  if (!r.ok) {
+    let code = "", msg = `${r.status} ${r.statusText}`;
+    try {
+      const b = await r.json();
+      if (b && b.error) ({code, message: msg} = b.error);
+    } catch (e) { /* not JSON: keep the status line */ }
+    throw new ApiError(r.status, code, msg);
+  }
+  if (as === "text") return r.text();
+  if (as === "blob") return r.blob();
+  return r.json();
+}
+
+export const get = (path) => call("GET", path);
+export const getText = (path) => call("GET", path, "text");
+export const getBlob = (path) => call("GET", path, "blob");
+export const post = (path) => call("POST", path);
+
+/** Every job the caller may see (all pages), optionally filtered by query. */
+export async function allJobs(query = "") {
+  const out = [];
+  let cursor = 0;
+  for (let page = 0; page < 20; page++) { // bounded: 20,000 jobs at most
+    const b = await get(`/v1/jobs?limit=1000${query}${cursor ? "&cursor=" + cursor : ""}`);
+    out.push(...b.jobs);
+    cursor = b.next_cursor;
+    if (!cursor) break;
+  }
+  return out;
+}
+
+let metering = null;
+
+/**
+ * Whether this allotd serves the metering routes (/v1/usage, /v1/invoices).
+ * Asked of the public /metrics page, whose metering series come with those
+ * routes, instead of calling a route that may answer 404 (which the browser
+ * reports as an error). Remembered once it is true.
+ */
+export async function hasMetering() {
+  if (metering) return true;
+  const r = await fetch("/metrics", {cache: "no-store"});
+  const text = r.ok ? await r.text() : "";
+  metering = /^# (HELP|TYPE) allot_tenant_(gpu_seconds_total|cost_minor_total)\b/m.test(text);
+  return metering;
+}

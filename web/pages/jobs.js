@@ -1,0 +1,180 @@
+// Jobs: filters by state and tenant (kept in the hash: #/jobs?state=pending),
+// a name filter, the pending reason, the placement; a job's details with its
+// events, its task logs (read through allotd with the token) and a cancel
+// button. allotd decides who may cancel: a refusal (a viewer) is shown and
+// the buttons go away for the rest of the session.
+
+import {ApiError, allJobs, get, getText, post} from "../api.js";
+import {LIVE, fmtDuration, fmtNum, fmtTime, h, jobGpus, nowSec, table, tenantTag} from "../util.js";
+
+export const title = "Jobs";
+const STATES = ["pending", "starting", "running", "succeeded", "failed", "cancelled", "lost"];
+let mayCancel = true;
+
+export function shape(spec) {
+  const tasks = spec.tasks && spec.tasks > 1 ? `${spec.tasks} × ` : "";
+  if (spec.mig) return tasks + "MIG " + spec.mig;
+  if (spec.gpu_milli) return tasks + `${fmtNum(spec.gpu_milli / 1000, 3)} GPU` +
+    (spec.gpu_memory ? ` ${fmtNum(spec.gpu_memory / 1024, 1)} GiB` : "");
+  if (spec.gpus) return tasks + `${spec.gpus} GPU${spec.gpus > 1 ? "s" : ""}`;
+  return tasks + "CPU only";
+}
+
+export function placementText(j) {
+  if (!j.placement) return "-";
+  return (j.placement.tasks || []).map((t) => {
+    let what = `${t.node}:${(t.gpus || []).join(",")}`;
+    if (t.mig_profile) what += ` ${t.mig_profile}@${t.mig_start}`;
+    else if (t.gpu_milli && t.gpu_milli < 1000) what += ` (${t.gpu_milli}‰)`;
+    return what;
+  }).join("; ");
+}
+
+export function mount(root, params, ctx) {
+  const state = h("select", {id: "f-state"}, h("option", {value: ""}, "all states"),
+    h("option", {value: "live"}, "live (pending, starting, running)"),
+    STATES.map((s) => h("option", {value: s}, s)));
+  const tenant = h("select", {id: "f-tenant"}, h("option", {value: ""}, "all tenants"));
+  const name = h("input", {id: "f-name", type: "search", placeholder: "name contains"});
+  state.value = params.get("state") || "";
+  name.value = params.get("name") || "";
+  let selected = Number(params.get("job")) || 0;
+  let tenantWanted = params.get("tenant") || "";
+  const msg = h("p", {class: "error", id: "jobs-msg", role: "alert"});
+  const list = h("div", {class: "body"});
+  const detail = h("div", {class: "detail", id: "job-detail"});
+  let last = [];
+
+  function save() {
+    const p = new URLSearchParams();
+    if (state.value) p.set("state", state.value);
+    if (tenant.value) p.set("tenant", tenant.value);
+    if (name.value) p.set("name", name.value);
+    if (selected) p.set("job", selected);
+    ctx.setParams(p);
+  }
+  const changed = () => { tenantWanted = tenant.value; save(); ctx.refresh(); };
+  state.addEventListener("change", changed);
+  tenant.addEventListener("change", changed);
+  name.addEventListener("input", () => { save(); list.replaceChildren(renderList(last)); });
+
+  root.append(h("h1", null, "Jobs"),
+    h("div", {class: "filters"}, h("label", null, "State ", state), h("label", null, "Tenant ", tenant),
+      h("label", null, "Name ", name)), msg, list, detail);
+
+  async function cancel(j, btn) {
+    if (btn.dataset.armed !== "1") { // two clicks: no modal dialog
+      btn.dataset.armed = "1";
+      btn.textContent = "confirm cancel";
+      setTimeout(() => { btn.dataset.armed = ""; btn.textContent = "cancel"; }, 4000);
+      return;
+    }
+    btn.disabled = true;
+    try {
+      await post(`/v1/jobs/${j.id}/cancel`);
+      msg.textContent = "";
+    } catch (e) {
+      if (e instanceof ApiError && e.status === 403) mayCancel = false;
+      msg.textContent = `Cannot cancel job ${j.id}: ${e.message}`;
+    }
+    ctx.refresh();
+  }
+
+  function select(id) {
+    selected = selected === id ? 0 : id;
+    save();
+    ctx.refresh();
+  }
+
+  function renderList(jobs) {
+    const want = name.value.trim().toLowerCase();
+    const now = nowSec();
+    const shown = jobs.filter((j) => !want || (j.name || "").toLowerCase().includes(want));
+    return table(["ID", "Name", "Tenant", "State", "Asks", "Placement", "Submitted", "Waited / ran", "Reason", ""],
+      shown.slice().reverse().map((j) => {
+        const waited = (j.start_time || now) - j.submit_time;
+        const ran = j.start_time ? (j.end_time || now) - j.start_time : null;
+        return h("tr", {"data-job": j.id, "data-state": j.state, class: j.id === selected ? "selected" : null},
+          h("td", {class: "num"}, j.id),
+          h("td", {class: "name"}, h("a", {href: "#", onclick: (e) => { e.preventDefault(); select(j.id); }},
+            j.name || "(no name)")),
+          h("td", null, tenantTag(j.tenant)),
+          h("td", null, h("span", {class: "state " + j.state}, j.state)),
+          h("td", null, shape(j.spec || {})),
+          h("td", {class: "placement"}, placementText(j)),
+          h("td", null, fmtTime(j.submit_time)),
+          h("td", null, fmtDuration(waited) + (ran !== null ? " / " + fmtDuration(ran) : "")),
+          h("td", {class: "reason"}, j.pending_reason || (j.state === "pending" ? "waiting for the next cycle" : "")),
+          h("td", {class: "actions"},
+            mayCancel && LIVE.includes(j.state)
+              ? h("button", {type: "button", class: "cancel", onclick: (e) => cancel(j, e.currentTarget)}, "cancel")
+              : null));
+      }), {id: "jobs"});
+  }
+
+  async function renderDetail(j) {
+    if (!j) return [];
+    const ev = await get(`/v1/jobs/${j.id}/events?limit=1000`);
+    const logBox = h("pre", {class: "logs", id: "job-logs", hidden: true});
+    const tasks = (j.placement && j.placement.tasks) || [];
+    const logLinks = tasks.map((t) => h("a", {href: `/v1/jobs/${j.id}/logs?task=${t.task}`, class: "logs-link",
+      onclick: async (e) => {
+        e.preventDefault();
+        logBox.hidden = false;
+        logBox.textContent = "loading…";
+        try {
+          const text = await getText(`/v1/jobs/${j.id}/logs?task=${t.task}&offset=0`);
+          logBox.textContent = text || "(empty)";
+        } catch (err) {
+          logBox.textContent = "Cannot read the log: " + err.message;
+        }
+      }}, `logs of task ${t.task}`));
+    return [
+      h("h2", null, `Job ${j.id} ${j.name || ""}`),
+      h("dl", {class: "kv"},
+        h("dt", null, "tenant"), h("dd", null, tenantTag(j.tenant)),
+        h("dt", null, "state"), h("dd", null, j.state + (j.exit_code !== null && j.exit_code !== undefined ? ` (exit ${j.exit_code})` : "")),
+        h("dt", null, "asks"), h("dd", null, shape(j.spec || {}), j.spec && j.spec.priority ? `, class ${j.spec.priority}` : ""),
+        h("dt", null, "placement"), h("dd", null, placementText(j)),
+        h("dt", null, "GPUs held"), h("dd", null, fmtNum(jobGpus(j), 3)),
+        h("dt", null, "command"), h("dd", null, h("code", null, ((j.spec && j.spec.command) || []).join(" ")))),
+      tasks.length ? h("p", null, logLinks) : null,
+      logBox,
+      h("h3", null, "Events"),
+      table(["#", "Time", "Event", "Detail"], ev.events.map((e) => h("tr", {"data-event": e.kind},
+        h("td", {class: "num"}, e.seq), h("td", null, fmtTime(e.time)), h("td", null, e.kind),
+        h("td", null, e.detail || ""))), {id: "events"}),
+    ];
+  }
+
+  let detailFor = 0;
+  return {
+    async refresh() {
+      const [tn, jobs] = await Promise.all([get("/v1/tenants"), (async () => {
+        let q = "";
+        if (state.value && state.value !== "live") q += "&state=" + state.value;
+        if (tenantWanted) q += "&tenant=" + encodeURIComponent(tenantWanted) + "&subtree=1";
+        const all = await allJobs(q);
+        return state.value === "live" ? all.filter((j) => LIVE.includes(j.state)) : all;
+      })()]);
+      const paths = (tn.tenants || []).map((t) => t.path).sort();
+      if (tenant.options.length !== paths.length + 1 || paths.some((p, i) => tenant.options[i + 1].value !== p)) {
+        tenant.replaceChildren(h("option", {value: ""}, "all tenants"), paths.map((p) => h("option", {value: p}, p)));
+      }
+      tenant.value = paths.includes(tenantWanted) ? tenantWanted : "";
+      last = jobs;
+      list.replaceChildren(renderList(jobs));
+      const j = selected ? (jobs.find((x) => x.id === selected) || await get(`/v1/jobs/${selected}`)) : null;
+      // keep an open log box across refreshes of the same job
+      if (j && detailFor === j.id && detail.querySelector("#job-logs:not([hidden])")) {
+        const fresh = await renderDetail(j);
+        const box = detail.querySelector("#job-logs");
+        detail.replaceChildren(...fresh);
+        detail.querySelector("#job-logs").replaceWith(box);
+      } else {
+        detail.replaceChildren(...await renderDetail(j));
+      }
+      detailFor = j ? j.id : 0;
+    },
+  };
+}

@@ -1,0 +1,139 @@
+// Usage and invoices: GPU-hours per tenant over time (by day for a month,
+// or by hour for the last two days) from /v1/usage, totals per tenant, and
+// the month's invoice from /v1/invoices with a CSV download. Money arrives
+// in integer minor units and is formatted here. When this allotd does not
+// meter usage yet, the page says so and calls nothing that is not there.
+
+import {get, getBlob, hasMetering} from "../api.js";
+import {stackedColumns} from "../charts.js";
+import {fmtMoney, fmtNum, h, nowSec, table, tenantColor, tenantTag, thisMonth} from "../util.js";
+
+export const title = "Usage & invoices";
+
+function nextMonth(period) {
+  let [y, m] = period.split("-").map(Number);
+  m++;
+  if (m > 12) { m = 1; y++; }
+  return `${y}-${String(m).padStart(2, "0")}`;
+}
+
+/** Every "YYYY-MM-DD" of a month, or every "YYYY-MM-DDTHH" (UTC) of the last 48 hours. */
+function axisKeys(by, period) {
+  const keys = [];
+  if (by === "day") {
+    const [y, m] = period.split("-").map(Number);
+    const days = new Date(Date.UTC(y, m, 0)).getUTCDate();
+    for (let d = 1; d <= days; d++) keys.push(`${period}-${String(d).padStart(2, "0")}`);
+  } else {
+    const end = Math.floor(nowSec() / 3600) * 3600;
+    for (let t = end - 47 * 3600; t <= end; t += 3600) keys.push(new Date(t * 1000).toISOString().slice(0, 13));
+  }
+  return keys;
+}
+
+export function mount(root, params, ctx) {
+  const month = h("input", {id: "f-period", type: "month", value: params.get("period") || thisMonth()});
+  const by = h("select", {id: "f-by"}, h("option", {value: "day"}, "by day (the month)"),
+    h("option", {value: "hour"}, "by hour (last 48 hours)"));
+  by.value = params.get("by") === "hour" ? "hour" : "day";
+  const save = () => {
+    const p = new URLSearchParams();
+    p.set("period", month.value || thisMonth());
+    p.set("by", by.value);
+    ctx.setParams(p);
+    ctx.refresh();
+  };
+  month.addEventListener("change", save);
+  by.addEventListener("change", save);
+  const msg = h("p", {class: "error", role: "alert"});
+  const body = h("div", {class: "body"});
+  root.append(h("h1", null, "Usage and invoices"),
+    h("div", {class: "filters"}, h("label", null, "Period ", month), h("label", null, "Chart ", by)), msg, body);
+
+  async function download(period, btn) {
+    btn.disabled = true;
+    try {
+      const blob = await getBlob(`/v1/invoices?period=${period}&format=csv`);
+      const a = h("a", {href: URL.createObjectURL(blob), download: `allot-invoice-${period}.csv`});
+      document.body.append(a);
+      a.click();
+      a.remove();
+      setTimeout(() => URL.revokeObjectURL(a.href), 10000);
+      msg.textContent = "";
+    } catch (e) {
+      msg.textContent = "Cannot download the invoice: " + e.message;
+    }
+    btn.disabled = false;
+  }
+
+  return {
+    async refresh() {
+      if (!(await hasMetering())) {
+        body.replaceChildren(h("p", {class: "note", id: "no-metering"},
+          "This allotd does not meter usage yet: /v1/usage and /v1/invoices are not served."));
+        return;
+      }
+      const period = /^\d{4}-\d{2}$/.test(month.value) ? month.value : thisMonth();
+      const range = by.value === "day"
+        ? `from=${period}-01&to=${nextMonth(period)}-01`
+        : `from=${nowSec() - 48 * 3600}&to=${nowSec()}`;
+      const [series, totals, inv] = await Promise.all([
+        get(`/v1/usage?${range}&by=${by.value}&split=tenant`),
+        get(`/v1/usage?from=${period}-01&to=${nextMonth(period)}-01&by=tenant`),
+        get(`/v1/invoices?period=${period}`),
+      ]);
+      body.replaceChildren(...render(period, by.value, series, totals, inv, download));
+    },
+  };
+}
+
+function render(period, by, series, totals, inv, download) {
+  const keys = axisKeys(by, period);
+  const perTenant = new Map();
+  for (const r of series.rows || []) {
+    const t = r.tenant || "all";
+    if (!perTenant.has(t)) perTenant.set(t, new Map());
+    const v = perTenant.get(t);
+    v.set(r.key, (v.get(r.key) || 0) + (r.gpu_hours || 0));
+    if (!keys.includes(r.key)) keys.push(r.key);
+  }
+  keys.sort();
+  const chart = stackedColumns(keys, [...perTenant.keys()].sort().map((t) =>
+    ({name: t, color: tenantColor(t), values: perTenant.get(t)})),
+  {unit: " GPU-h", title: `GPU-hours per tenant, ${by === "day" ? "by day, " + period : "by hour (UTC), last 48 hours"}`});
+  chart.id = "usage-chart";
+  const trow = (key, r, attrs) => h("tr", attrs,
+    h("td", null, key), h("td", {class: "num"}, fmtNum(r.gpu_hours, 2)),
+    h("td", {class: "num"}, fmtNum((r.cpu_core_seconds || 0) / 3600, 2)),
+    h("td", {class: "num"}, fmtNum((r.memory_gib_seconds || 0) / 3600, 2)),
+    h("td", {class: "num"}, r.sm_util_avg === null || r.sm_util_avg === undefined ? "-" : fmtNum(r.sm_util_avg, 1) + "%"),
+    h("td", {class: "num"}, r.gpu_memory_peak_bytes ? fmtNum(r.gpu_memory_peak_bytes / 2 ** 30, 1) + " GiB" : "-"),
+    h("td", {class: "num"}, r.energy_joules ? fmtNum(r.energy_joules / 3.6e6, 2) + " kWh" : "-"),
+    h("td", {class: "num"}, r.jobs));
+  const cur = inv.currency || "";
+  const btn = h("button", {type: "button", id: "csv", onclick: (e) => download(period, e.currentTarget)}, "Download CSV");
+  return [
+    chart,
+    h("h2", null, `Usage in ${period}`),
+    table(["Tenant", "GPU-hours", "CPU core-hours", "Memory GiB-hours", "SM util", "GPU mem peak", "Energy", "Jobs"],
+      (totals.rows || []).map((r) => trow(tenantTag(r.key), r, {"data-tenant": r.key}))
+        .concat(totals.totals ? [trow("total", totals.totals, {class: "total"})] : []), {id: "usage-totals"}),
+    h("h2", null, `Invoice ${inv.period} `, btn),
+    h("p", {class: "note"}, `Price book ${inv.price_book || "-"}; amounts in ${cur}.`),
+    table(["Tenant", "Item", "Model", "Kind", "Profile", "Capacity", "Hours", "Rate / h", "Amount"],
+      (inv.tenants || []).flatMap((t) => [
+        ...(t.lines || []).map((l) => h("tr", {"data-tenant": t.tenant},
+          h("td", null, tenantTag(t.tenant)), h("td", null, l.item), h("td", null, l.model || "-"),
+          h("td", null, l.kind || "-"), h("td", null, l.profile || "-"), h("td", null, l.capacity || "-"),
+          h("td", {class: "num"}, fmtNum(l.hours, 2)), h("td", {class: "num"}, fmtMoney(l.rate_minor, cur)),
+          h("td", {class: "num"}, fmtMoney(l.amount_minor, cur)))),
+        h("tr", {class: "subtotal", "data-tenant-total": t.tenant},
+          h("td", {colspan: 8}, `${t.tenant} total` + (t.budget_minor !== null && t.budget_minor !== undefined
+            ? ` (budget ${fmtMoney(t.budget_minor, cur)}, ${Math.round(t.total_minor / Math.max(1, t.budget_minor) * 100)}% used)` : "")),
+          h("td", {class: "num"}, fmtMoney(t.total_minor, cur))),
+      ]).concat([
+        h("tr", {class: "subtotal"}, h("td", {colspan: 8}, "idle capacity"), h("td", {class: "num"}, fmtMoney(inv.idle && inv.idle.amount_minor, cur))),
+        h("tr", {class: "total"}, h("td", {colspan: 8}, "cluster"), h("td", {class: "num", id: "cluster-total"}, fmtMoney(inv.cluster && inv.cluster.amount_minor, cur))),
+      ]), {id: "invoice"}),
+  ];
+}
