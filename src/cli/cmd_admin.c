@@ -206,9 +206,10 @@ static int node_state(struct cli *c, const struct cli_usage *u, const struct cli
         /* one literal path per route: tests check them against allotd's */
         if (!strcmp(action, "cordon"))
             allot_fmt(path, sizeof(path), "/v1/nodes/%s/cordon", esc ? esc : "");
+        else if (!strcmp(action, "drain") && args_has(&a, "evict"))
+            allot_fmt(path, sizeof(path), "/v1/nodes/%s/drain?evict=true", esc ? esc : "");
         else if (!strcmp(action, "drain"))
-            allot_fmt(path, sizeof(path), "/v1/nodes/%s/drain%s", esc ? esc : "",
-                      args_has(&a, "evict") ? "?evict=true" : "");
+            allot_fmt(path, sizeof(path), "/v1/nodes/%s/drain", esc ? esc : "");
         else
             allot_fmt(path, sizeof(path), "/v1/nodes/%s/uncordon", esc ? esc : "");
         allot_free(esc);
