@@ -416,6 +416,86 @@ uint64_t allot_store_gc_commits(struct allot_store_gc *gc);
  * No submit may be in progress or start afterwards. */
 void allot_store_gc_free(struct allot_store_gc *gc);
 
+/* ---- metering ----------------------------------------------------------------------- */
+/*
+ * The store keeps the raw facts metering needs, written by the store itself
+ * so that no caller can forget them:
+ *   runs:       one row per time a job held resources: opened when a job
+ *               enters starting/running (at its start_time, with its
+ *               placement), closed when it leaves them (at its end_time, or
+ *               the store's clock when that is not set);
+ *   node spans: one row per time a node was registered and not lost (its
+ *               inventory), the cluster's capacity over time.
+ * Agents' usage samples are added idempotently (one per job, task and
+ * sample time), and the metering pass keeps hourly roll-ups.
+ */
+struct allot_store_run {
+    int64_t id;
+    int64_t job_id;
+    char *tenant;
+    char *user;      /* the owner token's name ("" if it is gone) */
+    char *placement; /* JSON text, as stored when the run began */
+    int64_t start;   /* unix seconds */
+    int64_t end;     /* unix seconds; 0 while the run goes on */
+};
+/* The runs overlapping [from, to), in id order. */
+int allot_store_run_list(struct allot_store *st, int64_t from, int64_t to,
+                         struct allot_store_run **out, size_t *n);
+void allot_store_runs_free(struct allot_store_run *r, size_t n);
+
+struct allot_store_node_span {
+    char *node;
+    char *inventory;    /* JSON text */
+    int64_t start, end; /* unix seconds; end 0 = still registered */
+};
+/* The node spans overlapping [from, to). */
+int allot_store_node_span_list(struct allot_store *st, int64_t from, int64_t to,
+                               struct allot_store_node_span **out, size_t *n);
+void allot_store_node_spans_free(struct allot_store_node_span *s, size_t n);
+
+/* One usage sample of a task, as its agent measured it (-1: not measured). */
+struct allot_store_sample {
+    int64_t job_id;
+    int task;
+    int64_t at;            /* agent's clock, unix milliseconds */
+    int64_t cpu_ns;        /* CPU time used so far by the task (cumulative) */
+    int64_t mem_bytes;     /* memory in use */
+    int64_t gpu_util;      /* utilisation of its GPUs, percent */
+    int64_t gpu_mem_bytes; /* GPU memory in use */
+    int64_t energy_mj;     /* its GPUs' energy counter (cumulative), millijoules */
+};
+/* Adds a sample; one already stored (same job, task and time) is left as it
+ * is and *added is false. `added` may be NULL. */
+int allot_store_sample_add(struct allot_store *st, const struct allot_store_sample *s, bool *added);
+/* The samples with at in [from_ms, to_ms), by job, task and time. */
+int allot_store_sample_list(struct allot_store *st, int64_t from_ms, int64_t to_ms,
+                            struct allot_store_sample **out, size_t *n);
+
+/* An hourly roll-up row: what one tenant's user held and used of one kind
+ * of resource in one hour. */
+struct allot_store_usage {
+    int64_t hour; /* unix seconds, a multiple of 3600 */
+    char *tenant, *user;
+    char *model;          /* GPU model, "" for CPU-only work */
+    char *item;           /* "gpu" (whole GPUs), "mig:PROFILE", "fraction", "cpu" */
+    bool borrowed;        /* held above the tenant's nominal quota */
+    int64_t gpu_ppm_s;    /* GPU-seconds x 1e6 (a 1g MIG slice of 7 is 142857 per s) */
+    int64_t cpu_milli_s;  /* allocated milli-cores x seconds */
+    int64_t mem_mib_s;    /* allocated MiB x seconds */
+    int64_t util_pct_ms;  /* measured utilisation x milliseconds sampled */
+    int64_t util_ms;      /* milliseconds covered by utilisation samples */
+    int64_t gpu_mem_peak; /* bytes, -1 unmeasured */
+    int64_t energy_mj;    /* measured, -1 unmeasured */
+    int64_t cpu_used_ms;  /* measured CPU time */
+};
+/* Replaces every roll-up row with hour in [from, to) by rows[0..n). */
+int allot_store_usage_replace(struct allot_store *st, int64_t from, int64_t to,
+                              const struct allot_store_usage *rows, size_t n);
+/* The roll-up rows with hour in [from, to), by hour. */
+int allot_store_usage_list(struct allot_store *st, int64_t from, int64_t to,
+                           struct allot_store_usage **out, size_t *n);
+void allot_store_usages_free(struct allot_store_usage *u, size_t n);
+
 /* ---- back-ends -------------------------------------------------------------------- */
 
 /*
@@ -476,6 +556,18 @@ struct allot_store_ops {
     int (*audit_insert)(struct allot_store *st, const struct allot_store_audit *e);
     int (*audit_list)(struct allot_store *st, int64_t after, int limit,
                       struct allot_store_audit **out, size_t *n);
+
+    int (*run_list)(struct allot_store *st, int64_t from, int64_t to, struct allot_store_run **out,
+                    size_t *n);
+    int (*node_span_list)(struct allot_store *st, int64_t from, int64_t to,
+                          struct allot_store_node_span **out, size_t *n);
+    int (*sample_add)(struct allot_store *st, const struct allot_store_sample *s, bool *added);
+    int (*sample_list)(struct allot_store *st, int64_t from, int64_t to,
+                       struct allot_store_sample **out, size_t *n);
+    int (*usage_replace)(struct allot_store *st, int64_t from, int64_t to,
+                         const struct allot_store_usage *rows, size_t n);
+    int (*usage_list)(struct allot_store *st, int64_t from, int64_t to,
+                      struct allot_store_usage **out, size_t *n);
 };
 
 #endif

@@ -54,10 +54,12 @@ struct agent_config {
     int64_t cpus_milli; /* 0: all online CPUs */
     int64_t memory;     /* bytes; 0: MemTotal */
     int64_t pids_max;
-    int64_t heartbeat; /* ms between heartbeats when nothing happens */
-    int64_t poll_wait; /* ms a heartbeat waits for a new desired state */
-    int64_t grace;     /* ms between SIGTERM and SIGKILL */
-    bool fence;        /* stop every task when allotd is unreachable for a lease */
+    int64_t heartbeat;       /* ms between heartbeats when nothing happens */
+    int64_t poll_wait;       /* ms a heartbeat waits for a new desired state */
+    int64_t grace;           /* ms between SIGTERM and SIGKILL */
+    bool fence;              /* stop every task when allotd is unreachable for a lease */
+    int64_t sample_interval; /* ms between usage samples */
+    int64_t emulate_util;    /* emulated GPUs: the utilisation they report (-1: none) */
 };
 
 /* ---- inventory (inventory.c) ---- */
@@ -237,6 +239,8 @@ struct agent {
     bool xid_fatal[AGENT_MAX_GPUS];
     /* per GPU, the tenant whose job last had it (STATE/gpu-tenants) */
     char last_tenant[AGENT_MAX_GPUS][256];
+    json_t *samples;    /* owned: usage samples not yet acknowledged by allotd */
+    int64_t sampled_ms; /* monotonic time of the last samples taken */
 };
 
 int64_t agent_now_ms(void);

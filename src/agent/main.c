@@ -159,6 +159,23 @@ static const struct allot_config_option options[] = {
      .min = 50,
      .max = 60000,
      .help = "Time between heartbeats when allotd cannot be reached."},
+    {.name = "sample-interval",
+     .type = ALLOT_CFG_DURATION,
+     .offset = F(sample_interval),
+     .def = "15s",
+     .min = 100,
+     .max = 3600000,
+     .help = "Time between usage samples of each task (CPU time, memory, its GPUs' "
+             "utilisation, memory and energy), sent with the heartbeats; kept and resent "
+             "while allotd cannot be reached (the last 2,880)."},
+    {.name = "emulate-util",
+     .type = ALLOT_CFG_INT,
+     .offset = F(emulate_util),
+     .def = "-1",
+     .min = -1,
+     .max = 100,
+     .help = "With --emulate: the utilisation (percent) the emulated GPUs report in usage "
+             "samples, for trying out idle detection. -1: none."},
     {.name = "poll-wait",
      .type = ALLOT_CFG_DURATION,
      .offset = F(poll_wait),
@@ -411,7 +428,98 @@ static int64_t register_node(struct agent *a, struct agent_client *c)
     return lease;
 }
 
-static json_t *usage_json(struct agent *a)
+#define SAMPLES_MAX 2880
+
+static int64_t wall_ms(void)
+{
+    struct timespec t;
+
+    clock_gettime(CLOCK_REALTIME, &t);
+    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* True when another live task holds one of t's GPUs (a shared GPU: what
+ * NVML measures of it is not this task's alone). */
+static bool gpus_shared(const struct agent *a, const struct task *t)
+{
+    for (size_t i = 0; i < a->n_tasks; i++)
+        if (&a->tasks[i] != t && a->tasks[i].state == TASK_RUNNING &&
+            (a->tasks[i].gpu_mask & t->gpu_mask))
+            return true;
+    return false;
+}
+
+/* Every sample-interval, appends one sample per running task to
+ * a->samples: CPU time and memory from its cgroup; for GPUs it has to
+ * itself, their utilisation (mean), memory and energy (sums) from NVML or
+ * the emulated utilisation. At most SAMPLES_MAX are kept (oldest dropped). */
+static void take_samples(struct agent *a, int64_t now)
+{
+    struct nvml_sample *smp = NULL;
+    bool have[AGENT_MAX_GPUS] = {false};
+    int util[AGENT_MAX_GPUS];
+    int64_t mem[AGENT_MAX_GPUS], energy[AGENT_MAX_GPUS], at = wall_ms();
+
+    if (a->sampled_ms && now - a->sampled_ms < a->cfg.sample_interval)
+        return;
+    a->sampled_ms = now;
+    if (!a->samples && !(a->samples = json_array()))
+        return;
+    if (a->nv && (smp = allot_malloc(sizeof(*smp)))) {
+        for (int g = 0; g < a->inv.n_gpus && g < AGENT_MAX_GPUS; g++) {
+            if (nvml_sample(a->nv, a->inv.gpus[g].nvml_index, smp) < 0)
+                continue;
+            have[g] = true;
+            util[g] = smp->supported & ALLOT_NVML_F_UTIL ? smp->util_gpu : -1;
+            mem[g] = smp->supported & ALLOT_NVML_F_MEMORY ? smp->mem_used_mib * 1048576 : -1;
+            energy[g] = smp->supported & ALLOT_NVML_F_ENERGY ? (int64_t)smp->energy_mj : -1;
+        }
+        allot_free(smp);
+    } else if (!a->nv && a->cfg.emulate_util >= 0) {
+        for (int g = 0; g < a->inv.n_gpus && g < AGENT_MAX_GPUS; g++) {
+            have[g] = true;
+            util[g] = (int)a->cfg.emulate_util;
+            mem[g] = -1;
+            energy[g] = -1;
+        }
+    }
+    for (size_t i = 0; i < a->n_tasks && getuid() == 0; i++) {
+        const struct task *t = &a->tasks[i];
+        int64_t cpu = -1, m = -1, u_sum = 0, u_n = 0, gm = 0, en = 0;
+        bool gpu_ok = t->gpu_mask != 0 && !gpus_shared(a, t), mem_ok = gpu_ok, en_ok = gpu_ok;
+
+        if (t->state != TASK_RUNNING)
+            continue;
+        cg_usage(a->cfg.cgroup_root, t->key, &cpu, &m);
+        for (int g = 0; g < AGENT_MAX_GPUS && gpu_ok; g++) {
+            if (!(t->gpu_mask & (1u << g)))
+                continue;
+            if (!have[g] || util[g] < 0)
+                gpu_ok = false;
+            else
+                u_sum += util[g], u_n++;
+            if (!have[g] || mem[g] < 0)
+                mem_ok = false;
+            else
+                gm += mem[g];
+            if (!have[g] || energy[g] < 0)
+                en_ok = false;
+            else
+                en += energy[g];
+        }
+        json_array_append_new(a->samples,
+                              json_pack("{s:I,s:i,s:I,s:I,s:I,s:I,s:I,s:I}", "job",
+                                        (json_int_t)t->job, "task", t->index, "at", (json_int_t)at,
+                                        "cpu_ns", (json_int_t)cpu, "mem_bytes", (json_int_t)m,
+                                        "gpu_util", (json_int_t)(gpu_ok && u_n ? u_sum / u_n : -1),
+                                        "gpu_mem_bytes", (json_int_t)(mem_ok ? gm : -1),
+                                        "energy_mj", (json_int_t)(en_ok ? en : -1)));
+    }
+    while (json_array_size(a->samples) > SAMPLES_MAX)
+        json_array_remove(a->samples, 0);
+}
+
+static json_t *usage_json(struct agent *a, size_t *n_sent)
 {
     json_t *jobs = json_object();
 
@@ -441,7 +549,13 @@ static json_t *usage_json(struct agent *a)
                                               smp->temp_c, "processes", smp->n_procs));
     }
     allot_free(smp);
-    return json_pack("{s:o,s:o}", "tasks", jobs, "gpus", gpus);
+    /* the buffered samples, oldest first, at most AGENTPROTO's limit per heartbeat */
+    json_t *samples = json_array();
+    size_t n = json_array_size(a->samples);
+    *n_sent = n < 1000 ? n : 1000;
+    for (size_t i = 0; i < *n_sent; i++)
+        json_array_append(samples, json_array_get(a->samples, i));
+    return json_pack("{s:o,s:o,s:o}", "tasks", jobs, "gpus", gpus, "samples", samples);
 }
 
 static int run(struct agent *a)
@@ -493,6 +607,7 @@ static int run(struct agent *a)
             busy |= a->tasks[i].state == TASK_STARTING || a->tasks[i].state == TASK_STOPPING;
         }
         rep = reports(a);
+        take_samples(a, now);
         /* a heartbeat never outlasts the time left before fencing: an allotd
          * that takes the connection and does not answer is noticed in time */
         int64_t left = last_ok + lease * 4 / 5 - now, timeout = a->cfg.poll_wait + 15000;
@@ -501,9 +616,10 @@ static int run(struct agent *a)
         int64_t wait = json_array_size(rep) || busy ? 0 : a->cfg.poll_wait;
         if (wait > timeout - 400)
             wait = timeout > 400 ? timeout - 400 : 0;
+        size_t n_sent = 0;
         body = json_pack("{s:O,s:s,s:I,s:o,s:{s:s,s:s},s:{s:o}}", "jobs", rep, "known", version,
-                         "wait_ms", (json_int_t)wait, "usage", usage_json(a), "logs", "url",
-                         logs_url, "key", logs_key, "health", "gpus", gpu_health_json(a));
+                         "wait_ms", (json_int_t)wait, "usage", usage_json(a, &n_sent), "logs",
+                         "url", logs_url, "key", logs_key, "health", "gpus", gpu_health_json(a));
         char path[600];
         allot_fmt(path, sizeof(path), "/v1/nodes/%s/heartbeat", a->cfg.name);
         st = client_post(c, path, body, timeout, &reply, err, sizeof(err));
@@ -518,6 +634,8 @@ static int run(struct agent *a)
                 last_ok - now < wait / 2)
                 sleep_ms(a->cfg.heartbeat < wait ? a->cfg.heartbeat : wait);
             reported(a, rep);
+            for (size_t k = 0; k < n_sent; k++) /* allotd has them: stored once */
+                json_array_remove(a->samples, 0);
             allot_strlcpy(version, v ? v : "", sizeof(version));
             reconcile(a, json_object_get(reply, "jobs"));
             json_decref(a->desired);
@@ -547,6 +665,7 @@ static int run(struct agent *a)
     client_free(c);
     serve_stop(srv);
     json_decref(a->desired);
+    json_decref(a->samples);
     LOG_INFO("agent", "stopped; %zu tasks keep running and are adopted at the next start",
              a->n_tasks);
     allot_free(a->tasks);

@@ -196,5 +196,35 @@ int agentproto_heartbeat(json_t *b, struct hb_body *out, char *err, size_t errle
               json_array_size(json_object_get(x, "gpus")) > ALLOT_MAX_GPUS))
         return E400("field \"health\": want {\"gpus\": [at most %d objects]}", ALLOT_MAX_GPUS);
     out->health = x;
+    x = json_object_get(b, "usage");
+    if (x && !json_is_object(x))
+        return E400("field \"usage\" must be an object");
+    x = json_object_get(x, "samples");
+    if (x && (!json_is_array(x) || json_array_size(x) > AGENTPROTO_MAX_SAMPLES))
+        return E400("field \"usage.samples\" must be an array of at most %d",
+                    AGENTPROTO_MAX_SAMPLES);
+    json_t *smp;
+    json_array_foreach(x, i, smp)
+    {
+        static const char *const sf[] = {"job",           "task",      "at",
+                                         "cpu_ns",        "mem_bytes", "gpu_util",
+                                         "gpu_mem_bytes", "energy_mj", NULL};
+        static const long long lo[] = {1, 0, 1, -1, -1, -1, -1, -1};
+        static const long long hi[] = {INT64_MAX, 1023, INT64_MAX, INT64_MAX,
+                                       INT64_MAX, 100,  INT64_MAX, INT64_MAX};
+
+        if (!json_is_object(smp))
+            return E400("field \"usage.samples[%zu]\" must be an object", i);
+        if ((bad = unknown_key(smp, sf)))
+            return E400("unknown field \"usage.samples[%zu].%s\"", i, bad);
+        for (size_t k = 0; sf[k]; k++) {
+            json_t *v = json_object_get(smp, sf[k]);
+            if (!json_is_integer(v) || json_integer_value(v) < lo[k] ||
+                json_integer_value(v) > hi[k])
+                return E400("field \"usage.samples[%zu].%s\" must be an integer %lld..%lld", i,
+                            sf[k], lo[k], hi[k]);
+        }
+    }
+    out->samples = x;
     return 0;
 }

@@ -22,7 +22,11 @@ struct hb_body {
     json_t *health;    /* {"gpus": [...]}, or NULL */
     const char *known; /* version of the desired state the agent has, or NULL */
     int64_t wait_ms;   /* long poll, 0..60000 */
+    json_t *samples;   /* usage.samples: array of checked samples, or NULL */
 };
+
+/* Most usage samples one heartbeat may carry. */
+#define AGENTPROTO_MAX_SAMPLES 1000
 
 /* 1..63 of A-Z a-z 0-9 . _ - */
 bool agentproto_name_ok(const char *s);

@@ -223,6 +223,7 @@ struct beat_write {
     struct req *r;
     const char *name, *target;
     json_t *jobs;
+    json_t *samples; /* usage samples to store (each once) */
     int64_t now, expiry;
     struct allot_store_node *n; /* OUT: the node */
     int64_t *ended;             /* OUT: jobs that ended (64 at most) */
@@ -245,6 +246,21 @@ static int beat_fn(struct allot_store *st, void *arg)
             break;
         rc = job_report(st, w->name, x, w->now, &w->ended[w->n_ended]);
         w->n_ended += w->ended[w->n_ended] != 0;
+    }
+    json_array_foreach(w->samples, i, x)
+    {
+        struct allot_store_sample smp = {
+            .job_id = json_integer_value(json_object_get(x, "job")),
+            .task = (int)json_integer_value(json_object_get(x, "task")),
+            .at = json_integer_value(json_object_get(x, "at")),
+            .cpu_ns = json_integer_value(json_object_get(x, "cpu_ns")),
+            .mem_bytes = json_integer_value(json_object_get(x, "mem_bytes")),
+            .gpu_util = json_integer_value(json_object_get(x, "gpu_util")),
+            .gpu_mem_bytes = json_integer_value(json_object_get(x, "gpu_mem_bytes")),
+            .energy_mj = json_integer_value(json_object_get(x, "energy_mj"))};
+        if (rc)
+            break;
+        rc = allot_store_sample_add(st, &smp, NULL);
     }
     if (!rc && json_array_size(w->jobs))
         rc = api_audit(st, w->r, w->target, "ok", w->now);
@@ -280,6 +296,7 @@ int api_nodes_heartbeat(struct req *r)
                            .name = name,
                            .target = target,
                            .jobs = jobs,
+                           .samples = hb.samples,
                            .now = now,
                            .expiry = expiry,
                            .n = &n,

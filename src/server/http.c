@@ -55,6 +55,10 @@ const struct route http_routes[] = {
     {"POST", "/v1/nodes/{name}/uncordon", api_nodes_uncordon, A(ADMIN), "node.uncordon"},
     {"POST", "/v1/nodes/{name}/heartbeat", api_nodes_heartbeat, A(ADMIN) | A(AGENT),
      "node.heartbeat"},
+    {"GET", "/v1/usage", api_usage, ROLES_USERS, NULL},
+    {"GET", "/v1/invoices", api_invoices, ROLES_USERS, NULL},
+    {"GET", "/v1/pricebook", api_pricebook_get, ROLES_USERS, NULL},
+    {"PUT", "/v1/pricebook", api_pricebook_put, A(ADMIN), "pricebook.put"},
 };
 const size_t http_n_routes = sizeof(http_routes) / sizeof(http_routes[0]);
 

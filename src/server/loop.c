@@ -884,6 +884,8 @@ static json_t *placement_json(struct loop *l, const struct allot_job *qj)
             json_pack("{s:i,s:s,s:o,s:i,s:I,s:I,s:I}", "task", k, "node", n->name, "gpus", g,
                       "gpu_milli", p->gpu_milli, "gpu_memory", (json_int_t)p->gpu_mem_mib,
                       "cpu_milli", (json_int_t)p->cpu_milli, "memory", (json_int_t)p->mem_mib);
+        if (n->model >= 0)
+            json_object_set_new(o, "model", json_string(cat->models[n->model].name));
         if (p->mig_profile >= 0 && n->model >= 0) {
             json_object_set_new(o, "mig_profile",
                                 json_string(cat->models[n->model].profiles[p->mig_profile].name));
@@ -891,7 +893,8 @@ static json_t *placement_json(struct loop *l, const struct allot_job *qj)
         }
         json_array_append_new(tasks, o);
     }
-    return json_pack("{s:o}", "tasks", tasks);
+    /* "borrowed": started above its tenant's nominal quota (metering bills it so) */
+    return json_pack("{s:o,s:b}", "tasks", tasks, "borrowed", qj->borrowed);
 }
 
 static const char *dec_event(int kind)

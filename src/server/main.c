@@ -12,6 +12,7 @@
  */
 #include "http.h"
 #include "log.h"
+#include "meter.h"
 #include "loop.h"
 #include "refs.h"
 
@@ -154,6 +155,14 @@ static const struct allot_config_option options[] = {
      .min = 1,
      .max = 1000000,
      .help = "Requests a token may make at once before rate-limit applies."},
+    {.name = "meter-interval",
+     .type = ALLOT_CFG_DURATION,
+     .offset = F(meter_interval),
+     .def = "60s",
+     .min = 100,
+     .max = 3600000,
+     .help = "How often the hourly usage roll-ups are brought up to date (the current hour "
+             "included); /v1/usage and invoices see usage this fresh."},
     {.name = "ui-dir",
      .type = ALLOT_CFG_STRING,
      .offset = F(ui_dir),
@@ -349,6 +358,10 @@ static int serve(struct server *s)
         fprintf(stderr, "allotd: %s\n", err);
         goto out_http;
     }
+    if (!meter_start(s, err, sizeof(err))) {
+        fprintf(stderr, "allotd: %s\n", err);
+        goto out_http;
+    }
     for (;;) {
         if (sigwait(&set, &sig) != 0)
             continue;
@@ -364,6 +377,7 @@ static int serve(struct server *s)
     rc = 0;
     atomic_store(&s->ready, false);
 out_http:
+    meter_stop(s);
     loop_release_waiters(s->loop);
     http_stop(s->http);
     s->http = NULL;

@@ -47,6 +47,7 @@ struct server_config {
     int64_t ready_delay;         /* ms: test hook, stays 503 this long */
     int64_t rate_limit;          /* requests per second per token; 0 = off */
     int64_t rate_burst;          /* requests a token may send at once */
+    int64_t meter_interval;      /* ms between metering roll-up passes */
 };
 
 struct http;
@@ -74,6 +75,7 @@ struct server {
     pthread_mutex_t agents_lock; /* leaf lock: guards agents */
     json_t *agents; /* owned: node name -> {"url", "key"} of its agent's log endpoint, as its
                        heartbeats tell (memory only) */
+    atomic_int_fast64_t meter_at; /* time of the last metering roll-up (0: none yet) */
 };
 
 /* Who called: resolved from the bearer token. */
@@ -187,6 +189,10 @@ int api_nodes_list(struct req *r);
 int api_nodes_cordon(struct req *r);
 int api_nodes_drain(struct req *r);
 int api_nodes_uncordon(struct req *r);
+int api_usage(struct req *r);
+int api_invoices(struct req *r);
+int api_pricebook_get(struct req *r);
+int api_pricebook_put(struct req *r);
 
 /* Job JSON as the API shows it (new reference). */
 json_t *api_job_json(const struct allot_store_job *j);

@@ -793,3 +793,97 @@ int allot_store_audit_verify(struct allot_store *st, int64_t *bad_seq, char *why
             return rc;
     }
 }
+
+/* ---- metering ---- */
+
+int allot_store_run_list(struct allot_store *st, int64_t from, int64_t to,
+                         struct allot_store_run **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    return st->ops->run_list(st, from, to, out, n);
+}
+
+void allot_store_runs_free(struct allot_store_run *r, size_t n)
+{
+    for (size_t i = 0; r && i < n; i++) {
+        allot_free(r[i].tenant);
+        allot_free(r[i].user);
+        allot_free(r[i].placement);
+    }
+    allot_free(r);
+}
+
+int allot_store_node_span_list(struct allot_store *st, int64_t from, int64_t to,
+                               struct allot_store_node_span **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    return st->ops->node_span_list(st, from, to, out, n);
+}
+
+void allot_store_node_spans_free(struct allot_store_node_span *s, size_t n)
+{
+    for (size_t i = 0; s && i < n; i++) {
+        allot_free(s[i].node);
+        allot_free(s[i].inventory);
+    }
+    allot_free(s);
+}
+
+int allot_store_sample_add(struct allot_store *st, const struct allot_store_sample *s, bool *added)
+{
+    bool dummy;
+    int rc;
+
+    if (s->job_id <= 0 || s->task < 0 || s->at <= 0) {
+        store_set_err(st, "a sample needs a job, a task and a time");
+        return ALLOT_EINVAL;
+    }
+    if ((rc = write_begin(st)) != 0)
+        return rc;
+    return write_end(st, st->ops->sample_add(st, s, added ? added : &dummy));
+}
+
+int allot_store_sample_list(struct allot_store *st, int64_t from_ms, int64_t to_ms,
+                            struct allot_store_sample **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    return st->ops->sample_list(st, from_ms, to_ms, out, n);
+}
+
+int allot_store_usage_replace(struct allot_store *st, int64_t from, int64_t to,
+                              const struct allot_store_usage *rows, size_t n)
+{
+    int rc;
+
+    for (size_t i = 0; i < n; i++)
+        if (!rows[i].tenant || !rows[i].user || !rows[i].model || !rows[i].item ||
+            rows[i].hour % 3600 || rows[i].hour < from || rows[i].hour >= to) {
+            store_set_err(st, "usage row %zu: missing field or hour outside the range", i);
+            return ALLOT_EINVAL;
+        }
+    if ((rc = write_begin(st)) != 0)
+        return rc;
+    return write_end(st, st->ops->usage_replace(st, from, to, rows, n));
+}
+
+int allot_store_usage_list(struct allot_store *st, int64_t from, int64_t to,
+                           struct allot_store_usage **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    return st->ops->usage_list(st, from, to, out, n);
+}
+
+void allot_store_usages_free(struct allot_store_usage *u, size_t n)
+{
+    for (size_t i = 0; u && i < n; i++) {
+        allot_free(u[i].tenant);
+        allot_free(u[i].user);
+        allot_free(u[i].model);
+        allot_free(u[i].item);
+    }
+    allot_free(u);
+}

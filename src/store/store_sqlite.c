@@ -89,6 +89,62 @@ static const struct migration migrations[] = {
         "CREATE INDEX job_events_by_job ON job_events(job_id, seq);\n"},
     /* the members of a job array, for listing and cancelling them together */
     {3, "CREATE INDEX jobs_by_array ON jobs(array_parent, id) WHERE array_parent != 0;\n"},
+    /* metering: runs and node spans kept by triggers, samples, hourly roll-ups */
+    {4, "CREATE TABLE runs(id INTEGER PRIMARY KEY AUTOINCREMENT,"
+        " job_id INTEGER NOT NULL REFERENCES jobs(id), tenant TEXT NOT NULL,"
+        " token_id INTEGER NOT NULL, placement TEXT NOT NULL, start_time INTEGER NOT NULL,"
+        " end_time INTEGER);\n"
+        "CREATE INDEX runs_open ON runs(job_id) WHERE end_time IS NULL;\n"
+        "CREATE INDEX runs_by_start ON runs(start_time);\n"
+        "CREATE INDEX runs_by_end ON runs(end_time);\n"
+        "CREATE TRIGGER runs_begin AFTER UPDATE OF state ON jobs"
+        " WHEN NEW.state IN ('starting','running') AND OLD.state NOT IN ('starting','running')"
+        " BEGIN INSERT INTO runs(job_id, tenant, token_id, placement, start_time)"
+        " VALUES (NEW.id, NEW.tenant, NEW.token_id, COALESCE(NEW.placement, '{}'),"
+        " CASE WHEN NEW.start_time > 0 THEN NEW.start_time"
+        " ELSE CAST(strftime('%s','now') AS INTEGER) END); END;\n"
+        "CREATE TRIGGER runs_end AFTER UPDATE OF state ON jobs"
+        " WHEN OLD.state IN ('starting','running') AND NEW.state NOT IN ('starting','running')"
+        " BEGIN UPDATE runs SET end_time = MAX(start_time,"
+        " CASE WHEN NEW.end_time >= OLD.start_time AND NEW.end_time > 0 THEN NEW.end_time"
+        " ELSE CAST(strftime('%s','now') AS INTEGER) END)"
+        " WHERE job_id = NEW.id AND end_time IS NULL; END;\n"
+        "CREATE TABLE node_spans(id INTEGER PRIMARY KEY AUTOINCREMENT, node TEXT NOT NULL,"
+        " inventory TEXT NOT NULL, start_time INTEGER NOT NULL, end_time INTEGER);\n"
+        "CREATE INDEX node_spans_open ON node_spans(node) WHERE end_time IS NULL;\n"
+        "CREATE TRIGGER node_spans_new AFTER INSERT ON nodes WHEN NEW.state != 'lost'"
+        " BEGIN INSERT INTO node_spans(node, inventory, start_time)"
+        " VALUES (NEW.name, NEW.inventory, CAST(strftime('%s','now') AS INTEGER)); END;\n"
+        "CREATE TRIGGER node_spans_lost AFTER UPDATE OF state, inventory ON nodes"
+        " WHEN OLD.state != 'lost' AND (NEW.state = 'lost' OR NEW.inventory != OLD.inventory)"
+        " BEGIN UPDATE node_spans SET end_time = CAST(strftime('%s','now') AS INTEGER)"
+        " WHERE node = NEW.name AND end_time IS NULL; END;\n"
+        "CREATE TRIGGER node_spans_back AFTER UPDATE OF state, inventory ON nodes"
+        " WHEN NEW.state != 'lost' AND (OLD.state = 'lost' OR NEW.inventory != OLD.inventory)"
+        " BEGIN INSERT INTO node_spans(node, inventory, start_time)"
+        " VALUES (NEW.name, NEW.inventory, CAST(strftime('%s','now') AS INTEGER)); END;\n"
+        "CREATE TRIGGER node_spans_gone AFTER DELETE ON nodes"
+        " BEGIN UPDATE node_spans SET end_time = CAST(strftime('%s','now') AS INTEGER)"
+        " WHERE node = OLD.name AND end_time IS NULL; END;\n"
+        /* spans of the nodes registered before this version */
+        "INSERT INTO node_spans(node, inventory, start_time) SELECT name, inventory,"
+        " last_heartbeat FROM nodes WHERE state != 'lost';\n"
+        "INSERT INTO runs(job_id, tenant, token_id, placement, start_time)"
+        " SELECT id, tenant, token_id, COALESCE(placement, '{}'), start_time FROM jobs"
+        " WHERE state IN ('starting','running');\n"
+        "CREATE TABLE samples(job_id INTEGER NOT NULL, task INTEGER NOT NULL,"
+        " at INTEGER NOT NULL, cpu_ns INTEGER NOT NULL, mem_bytes INTEGER NOT NULL,"
+        " gpu_util INTEGER NOT NULL, gpu_mem_bytes INTEGER NOT NULL,"
+        " energy_mj INTEGER NOT NULL, PRIMARY KEY (job_id, task, at)) WITHOUT ROWID;\n"
+        "CREATE INDEX samples_by_time ON samples(at);\n"
+        "CREATE TABLE usage_hourly(hour INTEGER NOT NULL, tenant TEXT NOT NULL,"
+        " user TEXT NOT NULL, model TEXT NOT NULL, item TEXT NOT NULL,"
+        " borrowed INTEGER NOT NULL CHECK (borrowed IN (0, 1)),"
+        " gpu_ppm_s INTEGER NOT NULL, cpu_milli_s INTEGER NOT NULL,"
+        " mem_mib_s INTEGER NOT NULL, util_pct_ms INTEGER NOT NULL, util_ms INTEGER NOT NULL,"
+        " gpu_mem_peak INTEGER NOT NULL, energy_mj INTEGER NOT NULL,"
+        " cpu_used_ms INTEGER NOT NULL,"
+        " PRIMARY KEY (hour, tenant, user, model, item, borrowed)) WITHOUT ROWID;\n"},
 };
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
@@ -593,4 +649,10 @@ const struct allot_store_ops allot_store_sqlite_ops = {
     .audit_last = sq_audit_last,
     .audit_insert = sq_audit_insert,
     .audit_list = sq_audit_list,
+    .run_list = sq_run_list,
+    .node_span_list = sq_node_span_list,
+    .sample_add = sq_sample_add,
+    .sample_list = sq_sample_list,
+    .usage_replace = sq_usage_replace,
+    .usage_list = sq_usage_list,
 };

@@ -54,6 +54,13 @@ enum sq_stmt_id {
     SQ_AUDIT_LAST,
     SQ_AUDIT_INSERT,
     SQ_AUDIT_LIST,
+    SQ_RUN_LIST,
+    SQ_SPAN_LIST,
+    SQ_SAMPLE_ADD,
+    SQ_SAMPLE_LIST,
+    SQ_USAGE_DELETE,
+    SQ_USAGE_INSERT,
+    SQ_USAGE_LIST,
     SQ_NSTMT
 };
 
@@ -113,6 +120,27 @@ int sq_token_list(struct allot_store *st, struct allot_store_token **out, size_t
 int sq_audit_last(struct allot_store *st, int64_t *seq, uint8_t hash[ALLOT_STORE_HASH_LEN]);
 int sq_audit_insert(struct allot_store *st, const struct allot_store_audit *e);
 int sq_audit_list(struct allot_store *st, int64_t after, int limit, struct allot_store_audit **out,
+                  size_t *n);
+
+/* Steps the bound statement st to the end, filling one zeroed element of
+ * `size` bytes per row with fn, into a new array *out of *n elements. On
+ * failure every element is cleared, the array freed, *out NULL and *n 0. */
+typedef int (*sq_row_fn)(struct sq_store *s, sqlite3_stmt *st, void *elem);
+typedef void (*sq_clear_fn)(void *elem);
+int sq_rows(struct sq_store *s, sqlite3_stmt *st, size_t size, sq_row_fn fn, sq_clear_fn clear,
+            void **out, size_t *n);
+
+/* metering (store_sqlite_meter.c) */
+int sq_run_list(struct allot_store *st, int64_t from, int64_t to, struct allot_store_run **out,
+                size_t *n);
+int sq_node_span_list(struct allot_store *st, int64_t from, int64_t to,
+                      struct allot_store_node_span **out, size_t *n);
+int sq_sample_add(struct allot_store *st, const struct allot_store_sample *s, bool *added);
+int sq_sample_list(struct allot_store *st, int64_t from, int64_t to,
+                   struct allot_store_sample **out, size_t *n);
+int sq_usage_replace(struct allot_store *st, int64_t from, int64_t to,
+                     const struct allot_store_usage *rows, size_t n);
+int sq_usage_list(struct allot_store *st, int64_t from, int64_t to, struct allot_store_usage **out,
                   size_t *n);
 
 #endif

@@ -83,20 +83,42 @@ const char *const sq_stmt_sql[SQ_NSTMT] = {
                         " prev_hash, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
     [SQ_AUDIT_LIST] = "SELECT seq, time, token_id, action, target, result, prev_hash, hash"
                       " FROM audit WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+    [SQ_RUN_LIST] = "SELECT r.id, r.job_id, r.tenant, COALESCE(t.name, ''), r.placement,"
+                    " r.start_time, COALESCE(r.end_time, 0) FROM runs r"
+                    " LEFT JOIN tokens t ON t.id = r.token_id"
+                    " WHERE r.start_time < ?2 AND (r.end_time IS NULL OR r.end_time > ?1)"
+                    " ORDER BY r.id",
+    [SQ_SPAN_LIST] = "SELECT node, inventory, start_time, COALESCE(end_time, 0) FROM node_spans"
+                     " WHERE start_time < ?2 AND (end_time IS NULL OR end_time > ?1) ORDER BY id",
+    [SQ_SAMPLE_ADD] = "INSERT OR IGNORE INTO samples(job_id, task, at, cpu_ns, mem_bytes,"
+                      " gpu_util, gpu_mem_bytes, energy_mj)"
+                      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+    [SQ_SAMPLE_LIST] = "SELECT job_id, task, at, cpu_ns, mem_bytes, gpu_util, gpu_mem_bytes,"
+                       " energy_mj FROM samples WHERE at >= ?1 AND at < ?2"
+                       " ORDER BY job_id, task, at",
+    [SQ_USAGE_DELETE] = "DELETE FROM usage_hourly WHERE hour >= ?1 AND hour < ?2",
+    [SQ_USAGE_INSERT] = "INSERT INTO usage_hourly(hour, tenant, user, model, item, borrowed,"
+                        " gpu_ppm_s, cpu_milli_s, mem_mib_s, util_pct_ms, util_ms,"
+                        " gpu_mem_peak, energy_mj, cpu_used_ms)"
+                        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+    [SQ_USAGE_LIST] = "SELECT hour, tenant, user, model, item, borrowed, gpu_ppm_s, cpu_milli_s,"
+                      " mem_mib_s, util_pct_ms, util_ms, gpu_mem_peak, energy_mj, cpu_used_ms"
+                      " FROM usage_hourly WHERE hour >= ?1 AND hour < ?2"
+                      " ORDER BY hour, tenant, user, model, item, borrowed",
 };
 
 /* ---- reading rows into arrays ---------------------------------------------- */
 
-typedef int (*row_fn)(struct sq_store *s, sqlite3_stmt *st, void *elem);
-typedef void (*clear_fn)(void *elem);
+typedef sq_row_fn row_fn;
+typedef sq_clear_fn clear_fn;
 
 /*
  * Steps the bound statement st to the end, filling one zeroed element of
  * `size` bytes per row with fn, into a new array *out of *n elements. On
  * failure every element is cleared, the array freed, *out NULL and *n 0.
  */
-static int sq_rows(struct sq_store *s, sqlite3_stmt *st, size_t size, row_fn fn, clear_fn clear,
-                   void **out, size_t *n)
+int sq_rows(struct sq_store *s, sqlite3_stmt *st, size_t size, row_fn fn, clear_fn clear,
+            void **out, size_t *n)
 {
     unsigned char *arr = NULL;
     size_t cap = 0, count = 0;

@@ -1,0 +1,503 @@
+/*
+ * Metering: runs and samples into hourly usage rows (see meter.h and
+ * docs/metering.md).
+ *
+ * Allocated use comes from the store's runs: a run opens when a job enters
+ * starting/running and closes when it leaves, written by the store in the
+ * same transaction as the job's state, so an allotd or agent restart can
+ * neither lose nor double a second of it. Measured use comes from the
+ * agents' samples, stored once per (job, task, sample time): a sample sent
+ * twice (an agent resending what it buffered while allotd was away) is
+ * stored once. Cumulative counters (CPU time, GPU energy) are differenced
+ * between consecutive samples of a task, so missing samples lose no CPU
+ * time or energy, only resolution.
+ *
+ * The roll-up thread recomputes the hours from the first one not yet final
+ * up to now every meter-interval, in one write, and makes an hour final
+ * once it ended more than METER_LATE ago (samples later than that are kept
+ * but not rolled up again).
+ */
+#include "meter.h"
+
+#include "allot/common.h"
+#include "log.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define HOUR       3600
+#define METER_LATE 3600   /* s: an hour is final this long after it ended */
+#define SAMPLE_GAP 900000 /* ms: samples further apart are not differenced */
+#define PPM        1000000
+
+static int64_t floor_hour(int64_t t)
+{
+    return t - ((t % HOUR) + HOUR) % HOUR;
+}
+
+void meter_acc_init(struct meter_acc *a, bool per_job)
+{
+    memset(a, 0, sizeof(*a));
+    a->per_job = per_job;
+    a->index = json_object();
+    a->seen = json_object();
+}
+
+void meter_acc_free(struct meter_acc *a)
+{
+    allot_store_usages_free(a->rows, a->n);
+    allot_free(a->job);
+    allot_free(a->jobs);
+    json_decref(a->index);
+    json_decref(a->seen);
+    memset(a, 0, sizeof(*a));
+}
+
+/* The row of a key, created zeroed (measured fields -1) when new; NULL on
+ * allocation failure. */
+static struct allot_store_usage *acc_row(struct meter_acc *a, int64_t hour, const char *tenant,
+                                         const char *user, const char *model, const char *item,
+                                         bool borrowed, int64_t job)
+{
+    char key[1024];
+    json_t *ix;
+
+    if (!a->index || !a->seen)
+        return NULL;
+    allot_fmt(key, sizeof(key), "%lld|%s|%s|%s|%s|%d|%lld", (long long)hour, tenant, user, model,
+              item, borrowed ? 1 : 0, (long long)(a->per_job ? job : 0));
+    if ((ix = json_object_get(a->index, key)))
+        return &a->rows[json_integer_value(ix)];
+    if (allot_grow((void **)&a->rows, &a->cap, a->n + 1, sizeof(*a->rows)) < 0)
+        return NULL;
+    /* the per-row arrays follow rows' capacity */
+    int64_t *j1 = allot_realloc(a->job, a->cap * sizeof(*a->job));
+    if (!j1)
+        return NULL;
+    a->job = j1;
+    int64_t *j2 = allot_realloc(a->jobs, a->cap * sizeof(*a->jobs));
+    if (!j2)
+        return NULL;
+    a->jobs = j2;
+    struct allot_store_usage *u = &a->rows[a->n];
+    memset(u, 0, sizeof(*u));
+    u->hour = hour;
+    u->borrowed = borrowed;
+    u->gpu_mem_peak = -1;
+    u->energy_mj = -1;
+    u->tenant = allot_strdup(tenant);
+    u->user = allot_strdup(user);
+    u->model = allot_strdup(model);
+    u->item = allot_strdup(item);
+    if (!u->tenant || !u->user || !u->model || !u->item ||
+        json_object_set_new(a->index, key, json_integer((json_int_t)a->n)) < 0) {
+        allot_free(u->tenant);
+        allot_free(u->user);
+        allot_free(u->model);
+        allot_free(u->item);
+        return NULL;
+    }
+    a->job[a->n] = a->per_job ? job : 0;
+    a->jobs[a->n] = 0;
+    a->n++;
+    return u;
+}
+
+/* Counts job once for the row u. */
+static void acc_count_job(struct meter_acc *a, struct allot_store_usage *u, int64_t job)
+{
+    char key[64];
+    size_t i = (size_t)(u - a->rows);
+
+    allot_fmt(key, sizeof(key), "%zu|%lld", i, (long long)job);
+    if (json_object_get(a->seen, key))
+        return;
+    json_object_set_new(a->seen, key, json_true());
+    a->jobs[i]++;
+}
+
+void meter_task_share(const struct allot_catalog *cat, json_t *task, int64_t *ppm, char *item,
+                      size_t itemlen, char *model, size_t modellen)
+{
+    const char *m = json_string_value(json_object_get(task, "model"));
+    const char *prof = json_string_value(json_object_get(task, "mig_profile"));
+    size_t n_gpus = json_array_size(json_object_get(task, "gpus"));
+    json_int_t milli = json_integer_value(json_object_get(task, "gpu_milli"));
+    json_int_t gmem = json_integer_value(json_object_get(task, "gpu_memory"));
+    int mi = m ? allot_catalog_find_model(cat, m) : -1;
+    const struct allot_gpu_model *gm = mi >= 0 ? &cat->models[mi] : NULL;
+
+    allot_strlcpy(model, gm ? gm->name : m ? m : "", modellen);
+    *ppm = 0;
+    if (n_gpus == 0) {
+        allot_strlcpy(item, "cpu", itemlen);
+        allot_strlcpy(model, "", modellen);
+    } else if (prof) {
+        allot_fmt(item, itemlen, "mig:%s", prof);
+        for (int p = 0; gm && p < gm->n_profiles; p++)
+            if (!strcmp(gm->profiles[p].name, prof) && gm->compute_slices > 0)
+                *ppm = (int64_t)gm->profiles[p].compute_slices * PPM / gm->compute_slices;
+    } else if (milli >= 1000 || (milli <= 0 && gmem <= 0)) {
+        allot_strlcpy(item, "gpu", itemlen);
+        *ppm = (int64_t)n_gpus * PPM;
+    } else {
+        int64_t by_sm = milli > 0 ? (int64_t)milli * (PPM / 1000) : 0;
+        int64_t by_mem = gm && gm->memory_mib > 0 && gmem > 0 ? gmem * PPM / gm->memory_mib : 0;
+
+        allot_strlcpy(item, "fraction", itemlen);
+        *ppm = (by_sm > by_mem ? by_sm : by_mem) * (int64_t)n_gpus;
+        if (*ppm > (int64_t)n_gpus * PPM)
+            *ppm = (int64_t)n_gpus * PPM;
+    }
+}
+
+/* The run of job `job` that covers time t (seconds), or NULL. */
+static const struct allot_store_run *run_at(const struct allot_store_run *runs, size_t n,
+                                            int64_t job, int64_t t, int64_t now)
+{
+    for (size_t i = 0; i < n; i++)
+        if (runs[i].job_id == job && runs[i].start <= t && t <= (runs[i].end ? runs[i].end : now))
+            return &runs[i];
+    return NULL;
+}
+
+static int collect_runs(const struct allot_catalog *cat, const struct allot_store_run *runs,
+                        size_t n_runs, int64_t from, int64_t to, int64_t now, struct meter_acc *a)
+{
+    for (size_t i = 0; i < n_runs; i++) {
+        const struct allot_store_run *r = &runs[i];
+        int64_t s = r->start > from ? r->start : from;
+        int64_t e = r->end ? r->end : now;
+        json_t *pl = json_loads(r->placement ? r->placement : "{}", 0, NULL);
+        json_t *tasks = json_object_get(pl, "tasks"), *t;
+        bool borrowed = json_is_true(json_object_get(pl, "borrowed"));
+        size_t k;
+
+        if (e > to)
+            e = to;
+        for (int64_t h = floor_hour(s); h < e; h += HOUR) {
+            int64_t lo = s > h ? s : h, hi = e < h + HOUR ? e : h + HOUR;
+
+            if (hi <= lo)
+                continue;
+            json_array_foreach(tasks, k, t)
+            {
+                char item[64], model[64];
+                int64_t ppm;
+                struct allot_store_usage *u;
+
+                meter_task_share(cat, t, &ppm, item, sizeof(item), model, sizeof(model));
+                u = acc_row(a, h, r->tenant, r->user, model, item, borrowed, r->job_id);
+                if (!u) {
+                    json_decref(pl);
+                    return ALLOT_ENOMEM;
+                }
+                u->gpu_ppm_s += ppm * (hi - lo);
+                u->cpu_milli_s += json_integer_value(json_object_get(t, "cpu_milli")) * (hi - lo);
+                u->mem_mib_s += json_integer_value(json_object_get(t, "memory")) * (hi - lo);
+                acc_count_job(a, u, r->job_id);
+            }
+        }
+        json_decref(pl);
+    }
+    return 0;
+}
+
+static int collect_samples(const struct allot_catalog *cat, const struct allot_store_run *runs,
+                           size_t n_runs, const struct allot_store_sample *smp, size_t n_smp,
+                           int64_t from, int64_t to, int64_t now, struct meter_acc *a)
+{
+    for (size_t i = 1; i < n_smp; i++) {
+        const struct allot_store_sample *p = &smp[i - 1], *x = &smp[i];
+        int64_t t = x->at / 1000, dt = x->at - p->at;
+        const struct allot_store_run *r;
+
+        if (p->job_id != x->job_id || p->task != x->task || dt <= 0 || dt > SAMPLE_GAP ||
+            t < from || t >= to)
+            continue;
+        if (!(r = run_at(runs, n_runs, x->job_id, t, now)))
+            continue; /* a sample outside every run: nothing was allocated */
+        json_t *pl = json_loads(r->placement ? r->placement : "{}", 0, NULL);
+        json_t *task = json_array_get(json_object_get(pl, "tasks"), (size_t)x->task);
+        char item[64], model[64];
+        int64_t ppm;
+        struct allot_store_usage *u;
+
+        if (!task) {
+            json_decref(pl);
+            continue;
+        }
+        meter_task_share(cat, task, &ppm, item, sizeof(item), model, sizeof(model));
+        u = acc_row(a, floor_hour(t), r->tenant, r->user, model, item,
+                    json_is_true(json_object_get(pl, "borrowed")), r->job_id);
+        json_decref(pl);
+        if (!u)
+            return ALLOT_ENOMEM;
+        if (x->gpu_util >= 0) {
+            u->util_pct_ms += x->gpu_util * dt;
+            u->util_ms += dt;
+        }
+        if (x->cpu_ns >= 0 && p->cpu_ns >= 0 && x->cpu_ns > p->cpu_ns)
+            u->cpu_used_ms += (x->cpu_ns - p->cpu_ns) / 1000000;
+        if (x->energy_mj >= 0 && p->energy_mj >= 0 && x->energy_mj >= p->energy_mj)
+            u->energy_mj = (u->energy_mj < 0 ? 0 : u->energy_mj) + (x->energy_mj - p->energy_mj);
+        if (x->gpu_mem_bytes > u->gpu_mem_peak)
+            u->gpu_mem_peak = x->gpu_mem_bytes;
+    }
+    return 0;
+}
+
+int meter_collect(const struct allot_catalog *cat, const struct allot_store_run *runs,
+                  size_t n_runs, const struct allot_store_sample *smp, size_t n_smp, int64_t from,
+                  int64_t to, int64_t now, struct meter_acc *a)
+{
+    int rc = collect_runs(cat, runs, n_runs, from, to, now, a);
+
+    return rc ? rc : collect_samples(cat, runs, n_runs, smp, n_smp, from, to, now, a);
+}
+
+/* ---- the roll-up pass ---- */
+
+struct rollup_write {
+    int64_t from, to, final;
+    const struct allot_store_usage *rows;
+    size_t n;
+};
+
+static int rollup_fn(struct allot_store *st, void *arg)
+{
+    struct rollup_write *w = arg;
+    char v[32];
+    int rc = allot_store_usage_replace(st, w->from, w->to, w->rows, w->n);
+
+    allot_fmt(v, sizeof(v), "%lld", (long long)w->final);
+    return rc ? rc : allot_store_meta_set(st, "meter_final", v);
+}
+
+int meter_rollup(struct server *s, int64_t now)
+{
+    struct allot_store *st = srv_reader(s);
+    struct allot_store_run *runs = NULL;
+    struct allot_store_sample *smp = NULL;
+    size_t n_runs = 0, n_smp = 0;
+    struct meter_acc a;
+    char *v = NULL;
+    int64_t from, to = floor_hour(now) + HOUR;
+    int rc;
+
+    if (!st)
+        return ALLOT_EIO;
+    rc = allot_store_meta_get(st, "meter_final", &v);
+    if (rc == 0 && v)
+        from = strtoll(v, NULL, 10);
+    else
+        from = -1;
+    allot_free(v);
+    if (rc != 0 && rc != ALLOT_ENOENT)
+        return rc;
+    if ((rc = allot_store_run_list(st, from < 0 ? INT64_MIN / 2 : from, to, &runs, &n_runs)))
+        return rc;
+    if (from < 0) { /* first pass: from the first run's hour */
+        from = floor_hour(now);
+        for (size_t i = 0; i < n_runs; i++)
+            if (floor_hour(runs[i].start) < from)
+                from = floor_hour(runs[i].start);
+    }
+    rc = allot_store_sample_list(st, (from - SAMPLE_GAP / 1000) * 1000, to * 1000, &smp, &n_smp);
+    if (rc) {
+        allot_store_runs_free(runs, n_runs);
+        return rc;
+    }
+    meter_acc_init(&a, false);
+    rc = meter_collect(s->cat, runs, n_runs, smp, n_smp, from, to, now, &a);
+    if (rc == 0) {
+        int64_t final = floor_hour(now - METER_LATE);
+        struct rollup_write w = {
+            .from = from, .to = to, .final = final > from ? final : from, .rows = a.rows, .n = a.n};
+        rc = srv_write(s, rollup_fn, &w);
+    }
+    meter_acc_free(&a);
+    allot_store_runs_free(runs, n_runs);
+    allot_free(smp);
+    if (rc == 0)
+        atomic_store(&s->meter_at, now);
+    return rc;
+}
+
+static struct {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool stop, running;
+} mt = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+static void *meter_main(void *arg)
+{
+    struct server *s = arg;
+
+    pthread_mutex_lock(&mt.mu);
+    while (!mt.stop) {
+        struct timespec until;
+
+        pthread_mutex_unlock(&mt.mu);
+        if (atomic_load(&s->ready)) {
+            int rc = meter_rollup(s, srv_now());
+            if (rc)
+                LOG_WARN("meter", "roll-up failed: %s", allot_strerror(rc));
+        }
+        pthread_mutex_lock(&mt.mu);
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += s->cfg.meter_interval / 1000;
+        until.tv_nsec += (s->cfg.meter_interval % 1000) * 1000000;
+        if (until.tv_nsec >= 1000000000) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000;
+        }
+        if (!mt.stop)
+            pthread_cond_timedwait(&mt.cv, &mt.mu, &until);
+    }
+    pthread_mutex_unlock(&mt.mu);
+    return NULL;
+}
+
+bool meter_start(struct server *s, char *err, size_t errlen)
+{
+    mt.stop = false;
+    if (pthread_create(&mt.thread, NULL, meter_main, s) != 0) {
+        allot_fmt(err, errlen, "cannot start the metering thread");
+        return false;
+    }
+    mt.running = true;
+    return true;
+}
+
+void meter_stop(struct server *s)
+{
+    (void)s;
+    if (!mt.running)
+        return;
+    pthread_mutex_lock(&mt.mu);
+    mt.stop = true;
+    pthread_cond_signal(&mt.cv);
+    pthread_mutex_unlock(&mt.mu);
+    pthread_join(mt.thread, NULL);
+    mt.running = false;
+}
+
+/* ---- time arguments ---- */
+
+static int64_t days_from_civil(int64_t y, int m, int d)
+{
+    y -= m <= 2;
+    int64_t era = (y >= 0 ? y : y - 399) / 400;
+    int64_t yoe = y - era * 400;
+    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+bool meter_parse_month(const char *s, int64_t *start, int64_t *end)
+{
+    int y, m, n = 0;
+
+    if (!s || sscanf(s, "%4d-%2d%n", &y, &m, &n) != 2 || s[n] || n != 7 || m < 1 || m > 12 ||
+        y < 1970 || y > 9999)
+        return false;
+    *start = days_from_civil(y, m, 1) * 86400;
+    *end = days_from_civil(m == 12 ? y + 1 : y, m == 12 ? 1 : m + 1, 1) * 86400;
+    return true;
+}
+
+bool meter_parse_time(const char *s, int64_t *out)
+{
+    int y, m, d, n = 0;
+    int64_t end;
+
+    if (!s || !*s)
+        return false;
+    if (meter_parse_month(s, out, &end))
+        return true;
+    if (sscanf(s, "%4d-%2d-%2d%n", &y, &m, &d, &n) == 3 && !s[n] && n == 10 && m >= 1 && m <= 12 &&
+        d >= 1 && d <= 31 && y >= 1970 && y <= 9999) {
+        *out = days_from_civil(y, m, d) * 86400;
+        return true;
+    }
+    char *e;
+    long long v = strtoll(s, &e, 10);
+    if (*e || e == s || v < 0 || v > 253402300799LL)
+        return false;
+    *out = v;
+    return true;
+}
+
+/* ---- queries ---- */
+
+int meter_query(struct req *r, int64_t from, int64_t to, const char *tenant, bool per_job,
+                struct meter_acc *out, struct meter_acc *jobs)
+{
+    struct allot_store *st = api_reader(r);
+    struct allot_store_run *runs = NULL;
+    size_t n_runs = 0;
+    int rc;
+
+    meter_acc_init(out, per_job);
+    if (jobs)
+        meter_acc_init(jobs, true);
+    if (!st)
+        return ALLOT_EIO;
+    if ((rc = allot_store_run_list(st, from, to, &runs, &n_runs)))
+        return rc;
+    /* only what the caller may see, in the subtree asked for */
+    size_t keep = 0;
+    for (size_t i = 0; i < n_runs; i++) {
+        if (auth_sees_tenant(&r->who, runs[i].tenant) && auth_in_scope(tenant, runs[i].tenant)) {
+            struct allot_store_run tmp = runs[keep];
+            runs[keep++] = runs[i];
+            runs[i] = tmp;
+        }
+    }
+    if (per_job) {
+        struct allot_store_sample *smp = NULL;
+        size_t n_smp = 0;
+
+        rc =
+            allot_store_sample_list(st, (from - SAMPLE_GAP / 1000) * 1000, to * 1000, &smp, &n_smp);
+        if (rc == 0)
+            rc = meter_collect(r->srv->cat, runs, keep, smp, n_smp, from, to, srv_now(), out);
+        allot_free(smp);
+    } else {
+        /* the roll-ups for the amounts; jobs are counted from the runs */
+        struct allot_store_usage *u = NULL;
+        size_t n_u = 0;
+
+        rc = allot_store_usage_list(st, floor_hour(from), to, &u, &n_u);
+        for (size_t i = 0; rc == 0 && i < n_u; i++) {
+            if (!auth_sees_tenant(&r->who, u[i].tenant) || !auth_in_scope(tenant, u[i].tenant))
+                continue;
+            struct allot_store_usage *o = acc_row(out, u[i].hour, u[i].tenant, u[i].user,
+                                                  u[i].model, u[i].item, u[i].borrowed, 0);
+            if (!o) {
+                rc = ALLOT_ENOMEM;
+                break;
+            }
+            o->gpu_ppm_s += u[i].gpu_ppm_s;
+            o->cpu_milli_s += u[i].cpu_milli_s;
+            o->mem_mib_s += u[i].mem_mib_s;
+            o->util_pct_ms += u[i].util_pct_ms;
+            o->util_ms += u[i].util_ms;
+            o->cpu_used_ms += u[i].cpu_used_ms;
+            if (u[i].gpu_mem_peak > o->gpu_mem_peak)
+                o->gpu_mem_peak = u[i].gpu_mem_peak;
+            if (u[i].energy_mj >= 0)
+                o->energy_mj = (o->energy_mj < 0 ? 0 : o->energy_mj) + u[i].energy_mj;
+        }
+        allot_store_usages_free(u, n_u);
+        if (rc == 0 && jobs)
+            rc = collect_runs(r->srv->cat, runs, keep, from, to, srv_now(), jobs);
+    }
+    allot_store_runs_free(runs, n_runs);
+    return rc;
+}

@@ -1,0 +1,71 @@
+/*
+ * Metering (meter.c): turns the store's runs (when a job held what) and the
+ * agents' samples (what it measured) into usage rows per hour, tenant,
+ * user, GPU model, item and reserved/borrowed; keeps the hourly roll-ups
+ * in the store up to date (a thread); answers /v1/usage. docs/metering.md
+ * describes the rules.
+ */
+#ifndef ALLOT_SERVER_METER_H
+#define ALLOT_SERVER_METER_H
+
+#include "server.h"
+
+#include "allot/catalog.h"
+#include "allot/store.h"
+
+#include <jansson.h>
+
+/* Rows being accumulated, unique by key. `job` is set only when the rows
+ * are kept per job (0 in roll-ups). */
+struct meter_acc {
+    json_t *index; /* key text -> row index */
+    struct allot_store_usage *rows;
+    int64_t *job;  /* per row */
+    int64_t *jobs; /* per row: jobs seen (counted once per row and job) */
+    json_t *seen;  /* "row|job" keys already counted */
+    size_t n, cap;
+    bool per_job;
+};
+
+void meter_acc_init(struct meter_acc *a, bool per_job);
+void meter_acc_free(struct meter_acc *a);
+
+/* The GPU share, item and model of one task of a stored placement. ppm:
+ * GPU-equivalents x 1e6 (whole GPUs 1e6 each, a MIG slice its compute
+ * slices over the GPU's, a fraction the larger of its gpu_milli and its
+ * share of the GPU's memory). item: "gpu", "mig:PROFILE", "fraction" or
+ * "cpu". */
+void meter_task_share(const struct allot_catalog *cat, json_t *task, int64_t *ppm, char *item,
+                      size_t itemlen, char *model, size_t modellen);
+
+/*
+ * Adds to `a` what runs[] held and samples[] measured within [from, to)
+ * (unix seconds), split per hour. A run still going counts until `now`.
+ * samples[] must be ordered by job, task and time and may start before
+ * `from` (earlier ones only serve as the base of the first difference).
+ * Returns 0 or ALLOT_ENOMEM.
+ */
+int meter_collect(const struct allot_catalog *cat, const struct allot_store_run *runs,
+                  size_t n_runs, const struct allot_store_sample *smp, size_t n_smp, int64_t from,
+                  int64_t to, int64_t now, struct meter_acc *a);
+
+/* Starts / stops the roll-up thread. */
+bool meter_start(struct server *s, char *err, size_t errlen);
+void meter_stop(struct server *s);
+/* Runs one roll-up pass now (also what the thread does); 0 or ALLOT_E*. */
+int meter_rollup(struct server *s, int64_t now);
+
+/* Parses a time argument: unix seconds, YYYY-MM-DD or YYYY-MM (UTC). */
+bool meter_parse_time(const char *s, int64_t *out);
+/* [start, end) of month "YYYY-MM" (UTC). */
+bool meter_parse_month(const char *s, int64_t *start, int64_t *end);
+
+/* Usage rows for [from, to) (whole hours) seen by the caller: the
+ * roll-ups, or per job straight from runs and samples (per_job). `tenant`
+ * ("" = all) limits them to a subtree. `jobs` (may be NULL; not with
+ * per_job) gets the allocation rows per job, to count jobs by. Both are
+ * initialised here and freed by the caller. Returns 0 or ALLOT_E*. */
+int meter_query(struct req *r, int64_t from, int64_t to, const char *tenant, bool per_job,
+                struct meter_acc *out, struct meter_acc *jobs);
+
+#endif

@@ -1,0 +1,251 @@
+"""Metering and billing against a real allotd, the test acting as the node's
+agent: allocated GPU, CPU and memory seconds are exact (known jobs, known
+durations, also across an allotd restart), samples sent twice count once,
+the price book is validated, invoices price every line to the cent and
+reconcile with the cluster's cost, and members see only their tenant."""
+
+import signal
+import time
+
+import allotd_fixture as fx
+from allotd_fixture import TENANTS, Daemon, expect
+
+dm = None
+AG = None
+MEMBER = None
+H100_MIB = None
+
+BOOK = {
+    "currency": "EUR",
+    "books": [{
+        "effective": "2026-01-01",
+        # per hour; large so that seconds-long test jobs cost whole cents
+        "gpu_hour": {"H100-80GB": 3600000},
+        "cpu_core_hour": 36000,
+        "memory_gib_hour": 3600,
+        "reserved_discount_pct": 20,
+        "borrowed_premium_pct": 10,
+    }],
+    "budgets": {"research/nlp": {"monthly_minor": 100000, "warn_pct": 80}},
+}
+
+
+def node(name, gpus=2):
+    return {"name": name, "cpus": 16, "memory": 65536, "gpus": [{"model": "H100-80GB"}] * gpus}
+
+
+def beat(name, body=None, status=200):
+    return expect(dm.req("POST", "/v1/nodes/%s/heartbeat" % name, body or {}, token=AG), status)
+
+
+def get(jid):
+    return expect(dm.req("GET", "/v1/jobs/%d" % jid, token=dm.admin), 200)
+
+
+def wait_state(jid, state, timeout=10):
+    end = time.time() + timeout
+    while time.time() < end:
+        j = get(jid)
+        if j["state"] == state:
+            return j
+        time.sleep(0.05)
+    raise AssertionError("job %d not %s: %r" % (jid, state, j))
+
+
+def submit(**kw):
+    body = dict({"tenant": "research/nlp", "cpus": 2, "memory": 1024, "command": ["true"]}, **kw)
+    return expect(dm.req("POST", "/v1/jobs", body, token=dm.admin), 201)["id"]
+
+
+def run_job(seconds, **kw):
+    """A job the test runs as its agent: placed, running, then succeeded."""
+    jid = submit(**kw)
+    j = wait_state(jid, "starting")
+    node_name = j["placement"]["tasks"][0]["node"]
+    beat(node_name, {"jobs": [{"id": jid, "state": "running"}]})
+    time.sleep(seconds)
+    beat(node_name, {"jobs": [{"id": jid, "state": "succeeded", "exit_code": 0}]})
+    return wait_state(jid, "succeeded")
+
+
+def usage(query, token=None, status=200):
+    return expect(dm.req("GET", "/v1/usage?" + query, token=token or dm.admin), status)
+
+
+def wait_rollup(after):
+    """Waits for a roll-up pass that began after time `after`."""
+    end = time.time() + 15
+    while time.time() < end:
+        if usage("by=tenant")["as_of"] > after:
+            return
+        time.sleep(0.1)
+    raise AssertionError("no metering roll-up after %d" % after)
+
+
+def job_row(jid, t0):
+    rows = usage("by=job&from=%d" % t0)["rows"]
+    mine = [r for r in rows if r["key"] == str(jid)]
+    assert len(mine) == 1, rows
+    return mine[0]
+
+
+def test_pricebook_validation():
+    expect(dm.req("GET", "/v1/pricebook", token=dm.admin), 404)
+    expect(dm.req("GET", "/v1/invoices", token=dm.admin), 409)
+    bad = [
+        ({"currency": "EUR", "books": []}, "books"),
+        ({"currency": "EURO", "books": BOOK["books"]}, "currency"),
+        ({"currency": "EUR", "books": [dict(BOOK["books"][0], colour=1)]}, "colour"),
+        ({"currency": "EUR", "books": [dict(BOOK["books"][0], gpu_hour={"Z9": 1})]}, "Z9"),
+        ({"currency": "EUR", "books": [dict(BOOK["books"][0], gpu_hour={"H100-80GB": -1})]},
+         "gpu_hour"),
+        ({"currency": "EUR", "books": [dict(BOOK["books"][0], reserved_discount_pct=101)]},
+         "reserved_discount_pct"),
+        ({"currency": "EUR", "books": [BOOK["books"][0], BOOK["books"][0]]}, "increase"),
+        ({"currency": "EUR", "books": [dict(BOOK["books"][0], effective="soon")]}, "effective"),
+        ({"currency": "EUR", "books": BOOK["books"], "budgets": {"x": {"monthly_minor": "a"}}},
+         "budgets.x"),
+    ]
+    for body, word in bad:
+        b = expect(dm.req("PUT", "/v1/pricebook", body, token=dm.admin), 422, word)
+        assert word in b["error"]["message"], (word, b)
+    expect(dm.req("PUT", "/v1/pricebook", "{", token=dm.admin), 400)
+    expect(dm.req("PUT", "/v1/pricebook", BOOK, token=MEMBER), 403)
+    expect(dm.req("GET", "/v1/pricebook", token=dm.admin), 404)  # nothing stored by the above
+    expect(dm.req("PUT", "/v1/pricebook", BOOK, token=dm.admin), 200)
+    assert expect(dm.req("GET", "/v1/pricebook", token=MEMBER), 200) == BOOK
+
+
+def test_allocated_seconds_exact():
+    t0 = int(time.time()) - 1
+    a = run_job(2.2, gpus=1)
+    b = run_job(1.2, gpu_milli=250)
+    wait_rollup(b["end_time"])
+    ra, rb = job_row(a["id"], t0), job_row(b["id"], t0)
+    da, db = a["end_time"] - a["start_time"], b["end_time"] - b["start_time"]
+    assert da >= 2 and db >= 1, (a, b)
+    assert ra["gpu_seconds"] == da and ra["cpu_core_seconds"] == 2 * da, (ra, a)
+    assert ra["memory_gib_seconds"] == da and ra["jobs"] == 1, ra
+    assert rb["gpu_seconds"] == 0.25 * db, (rb, b)
+    # the roll-ups say the same, grouped
+    t = [r for r in usage("by=tenant&from=%d" % t0)["rows"] if r["key"] == "research/nlp"][0]
+    assert t["gpu_seconds"] == da + 0.25 * db and t["jobs"] == 2, t
+    items = {r["key"]: r for r in usage("by=item&from=%d" % t0)["rows"]}
+    assert items["gpu"]["gpu_seconds"] == da and items["fraction"]["gpu_seconds"] == 0.25 * db
+    day = usage("by=day&from=%d" % t0)["rows"]
+    assert sum(r["gpu_seconds"] for r in day) == da + 0.25 * db, day
+
+
+def test_samples_count_once():
+    t0 = int(time.time()) - 1
+    jid = submit(gpus=1)
+    j = wait_state(jid, "starting")
+    name = j["placement"]["tasks"][0]["node"]
+    beat(name, {"jobs": [{"id": jid, "state": "running"}]})
+    now = int(time.time() * 1000)
+    smp = [{"job": jid, "task": 0, "at": now + k * 500, "cpu_ns": k * 500000000,
+            "mem_bytes": 1 << 20, "gpu_util": 50 + 20 * k, "gpu_mem_bytes": (k + 1) << 30,
+            "energy_mj": 1000 * k} for k in range(3)]
+    body = {"usage": {"samples": smp}}
+    beat(name, body)
+    beat(name, body)  # an agent resending what it buffered: stored once
+    # bad samples are refused whole and store nothing
+    bad = {"usage": {"samples": [dict(smp[0], at=now + 99, gpu_util=101)]}}
+    e = beat(name, bad, 400)
+    assert "gpu_util" in e["error"]["message"], e
+    e = beat(name, {"usage": {"samples": [dict(smp[0], extra=1)]}}, 400)
+    assert "extra" in e["error"]["message"], e
+    time.sleep(1.1)
+    beat(name, {"jobs": [{"id": jid, "state": "succeeded", "exit_code": 0}]})
+    j = wait_state(jid, "succeeded")
+    wait_rollup(j["end_time"])
+    r = job_row(jid, t0)
+    assert r["cpu_used_seconds"] == 1.0, r
+    assert r["sm_util_avg"] == 80.0, r  # (70 x 0.5 s + 90 x 0.5 s) / 1 s
+    assert r["gpu_memory_peak_bytes"] == 3 << 30 and r["energy_joules"] == 2.0, r
+
+
+def test_restart_keeps_runs_exact():
+    global dm
+    t0 = int(time.time()) - 1
+    jid = submit(gpus=2)
+    j = wait_state(jid, "starting")
+    name = j["placement"]["tasks"][0]["node"]
+    beat(name, {"jobs": [{"id": jid, "state": "running"}]})
+    time.sleep(1.1)
+    port, admin = dm.port, dm.admin
+    dm.stop(signal.SIGKILL)
+    dm = Daemon(dm.dir, args=["--listen", "127.0.0.1:%d" % port, "--meter-interval", "200ms"])
+    dm.admin = admin
+    time.sleep(1.1)
+    beat(name, {"jobs": [{"id": jid, "state": "succeeded", "exit_code": 0}]})
+    j = wait_state(jid, "succeeded")
+    wait_rollup(j["end_time"])
+    r = job_row(jid, t0)
+    assert r["gpu_seconds"] == 2 * (j["end_time"] - j["start_time"]), (r, j)
+
+
+def test_invoice_prices_and_reconciles():
+    period = time.strftime("%Y-%m", time.gmtime())
+    inv = expect(dm.req("GET", "/v1/invoices?period=" + period, token=dm.admin), 200)
+    assert inv["currency"] == "EUR" and inv["price_book"] == "2026-01-01", inv
+    total = sum(t["total_minor"] for t in inv["tenants"])
+    assert total == inv["billed_minor"], inv
+    assert total + inv["unbilled"]["amount_minor"] == inv["cluster"]["amount_minor"], inv
+    u = inv["unbilled"]
+    assert u["amount_minor"] == u["idle_minor"] + u["adjustments_minor"], u
+    assert u["idle_minor"] >= 0 and u["adjustments_minor"] > 0, u  # reserved work: a discount
+    nlp = [t for t in inv["tenants"] if t["tenant"] == "research/nlp"][0]
+    assert nlp["budget_minor"] == 100000, nlp
+    by_item = usage("by=item&from=" + period)["rows"]
+    gpu_s = [r for r in by_item if r["key"] == "gpu"][0]["gpu_seconds"]
+    whole = [x for x in nlp["lines"] if x["item"] == "gpu" and x["kind"] == "whole"]
+    assert len(whole) == 1 and whole[0]["capacity"] == "reserved", nlp
+    # 3,600,000 per GPU-hour, 20 % off inside the quota, rounded once, half up
+    want = int(gpu_s * 3600000 * 80 / 100 / 3600 + 0.5)
+    assert whole[0]["amount_minor"] == want, (whole, gpu_s)
+    assert abs(whole[0]["hours"] - gpu_s / 3600) < 1e-6, whole
+    cpu = [x for x in nlp["lines"] if x["item"] == "cpu"]
+    assert len(cpu) == 1 and cpu[0]["amount_minor"] >= 0, nlp
+    # CSV and HTML carry the same totals
+    st, csv = dm.req("GET", "/v1/invoices?format=csv&period=" + period, token=dm.admin, raw=True)
+    assert st == 200 and csv.startswith("tenant,item,"), csv
+    assert "research/nlp,total,,,,,,,,%d," % nlp["total_minor"] in csv, csv
+    st, html = dm.req("GET", "/v1/invoices?format=html&period=" + period, token=dm.admin,
+                      raw=True)
+    assert st == 200 and "<h2>research/nlp</h2>" in html, html
+    expect(dm.req("GET", "/v1/invoices?period=2026-13", token=dm.admin), 400)
+    expect(dm.req("GET", "/v1/invoices?format=pdf", token=dm.admin), 400)
+
+
+def test_members_see_their_tenant_only():
+    period = time.strftime("%Y-%m", time.gmtime())
+    rows = usage("by=tenant&from=" + period, token=MEMBER)["rows"]
+    assert rows == [] or {r["key"] for r in rows} == {"research/vision"}, rows
+    assert usage("by=job&from=" + period, token=MEMBER)["rows"] == []
+    inv = expect(dm.req("GET", "/v1/invoices?period=" + period, token=MEMBER), 200)
+    assert inv["tenants"] == [] and "cluster" not in inv and "unbilled" not in inv, inv
+    usage("tenant=research/nlp", token=MEMBER, status=404)
+    expect(dm.req("GET", "/v1/invoices?tenant=research/nlp", token=MEMBER), 404)
+
+
+def test_bad_queries():
+    for q, word in [("by=colour", "by"), ("from=yesterday", "from"), ("to=2026-02-30x", "to"),
+                    ("from=2026-11-02&to=2026-11-01", "after"), ("split=user", "split"),
+                    ("from=2020-01&to=2026-01", "400 days")]:
+        e = usage(q, status=400)
+        assert word in e["error"]["message"], (q, e)
+
+
+if __name__ == "__main__":
+    dm = Daemon(args=["--meter-interval", "200ms"])
+    try:
+        expect(dm.req("PUT", "/v1/tenants", TENANTS, token=dm.admin), 200)
+        AG = dm.token("agent", "", "agents")
+        MEMBER = dm.token("member", "research/vision", "vision-member")
+        expect(dm.req("POST", "/v1/nodes/register", node("m-1"), token=AG), 201)
+        fx.run([test_pricebook_validation, test_allocated_seconds_exact, test_samples_count_once,
+                test_restart_keeps_runs_exact, test_invoice_prices_and_reconciles,
+                test_members_see_their_tenant_only, test_bad_queries])
+    finally:
+        dm.stop()
