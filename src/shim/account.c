@@ -78,6 +78,12 @@ int shim_host_pid(void)
     return pid > 0 ? pid : (int)getpid();
 }
 
+void shim_meter(uint64_t throttled_ns, int64_t busy_ns)
+{
+    if (books.region)
+        shim_region_meter(books.region, throttled_ns, busy_ns);
+}
+
 void shim_note_nvml(int dev, uint64_t bytes)
 {
     if (books.region && dev >= 0 && dev < SHIM_MAX_DEV)

@@ -4,7 +4,8 @@
  * (cuGraphLaunch), each with its _ptsz twin. Without ALLOT_GPU_SM_LIMIT
  * they call the driver straight away; with it each launch first waits for
  * the compute share (limiter.c) and, when the limiter wants a measurement,
- * is bracketed by its timing events.
+ * is bracketed by its timing events. A launch the driver takes is
+ * counted in the region (metering).
  */
 #include "shim.h"
 
@@ -18,6 +19,14 @@ struct launch {
     const CUlaunchConfig *config;
     CUgraphExec graph;
 };
+
+/* Counts a launch the driver took (the region's metering). Returns rc. */
+static inline CUresult counted(CUresult rc)
+{
+    if (rc == CUDA_SUCCESS)
+        shim_count_launch();
+    return rc;
+}
 
 /* Waits for the share, then launches, bracketed by timing events when the
  * limiter wants a measurement. */
@@ -35,7 +44,7 @@ static CUresult launch_limited(int kind, bool ptsz, const struct launch *l)
     rc = l->call(l);
     if (probe)
         shim_limiter_probe_end(l->s, ptsz, rc == CUDA_SUCCESS);
-    return rc;
+    return counted(rc);
 }
 
 typedef CUresult (*kernel_fn)(CUfunction, unsigned int, unsigned int, unsigned int, unsigned int,
@@ -86,7 +95,7 @@ static CUresult launch_kernel(enum shim_fn which, bool ptsz, CUfunction f, unsig
     if (!real)
         return shim_missing();
     if (!shim_limiter_on())
-        return real(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
+        return counted(real(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra));
     return launch_limited(SHIM_LAUNCH_KERNEL, ptsz, &l);
 }
 
@@ -122,7 +131,7 @@ static CUresult launch_kernel_ex(enum shim_fn which, bool ptsz, const CUlaunchCo
     if (!config)
         return CUDA_ERROR_INVALID_VALUE;
     if (!shim_limiter_on())
-        return real(config, f, params, extra);
+        return counted(real(config, f, params, extra));
     l.s = config->hStream;
     return launch_limited(SHIM_LAUNCH_KERNEL, ptsz, &l);
 }
@@ -155,7 +164,7 @@ static CUresult launch_coop(enum shim_fn which, bool ptsz, CUfunction f, unsigne
     if (!real)
         return shim_missing();
     if (!shim_limiter_on())
-        return real(f, gx, gy, gz, bx, by, bz, shmem, s, params);
+        return counted(real(f, gx, gy, gz, bx, by, bz, shmem, s, params));
     return launch_limited(SHIM_LAUNCH_KERNEL, ptsz, &l);
 }
 
@@ -184,7 +193,7 @@ static CUresult launch_graph(enum shim_fn which, bool ptsz, CUgraphExec g, CUstr
     if (!real)
         return shim_missing();
     if (!shim_limiter_on())
-        return real(g, s);
+        return counted(real(g, s));
     return launch_limited(SHIM_LAUNCH_GRAPH, ptsz, &l);
 }
 

@@ -210,6 +210,7 @@ static void poll_probe(uint64_t ctx, uint64_t now)
     measured = (uint64_t)((double)ms * 1e6);
     /* the feedback: what that launch really took, not what was charged */
     lim.correction_ns += (int64_t)measured - (int64_t)lim.probe_charged;
+    shim_meter(0, (int64_t)measured - (int64_t)lim.probe_charged);
     est = &lim.est_ns[lim.probe_kind];
     *est = *est ? (*est * 7 + measured) / 8 : measured;
 }
@@ -217,7 +218,7 @@ static void poll_probe(uint64_t ctx, uint64_t now)
 uint64_t shim_limiter_before(int kind, int dev, uint64_t ctx)
 {
     struct shim_region *region = shim_account_region();
-    uint64_t charge;
+    uint64_t charge, slept = 0;
 
     pthread_mutex_lock(&lim.lock);
     for (;;) {
@@ -249,9 +250,11 @@ uint64_t shim_limiter_before(int kind, int dev, uint64_t ctx)
         ts.tv_sec = (time_t)(wait_ns / 1000000000);
         ts.tv_nsec = (long)(wait_ns % 1000000000);
         nanosleep(&ts, NULL);
+        slept += wait_ns;
         pthread_mutex_lock(&lim.lock);
     }
     pthread_mutex_unlock(&lim.lock);
+    shim_meter(slept, (int64_t)charge);
     return charge;
 }
 

@@ -63,6 +63,22 @@ static uint64_t proc_start(pid_t pid)
     return start;
 }
 
+/* The inode of this process's pid namespace, 0 if unknown: with the pid,
+ * what the agent needs to find the process's host pid. */
+static uint64_t own_pidns(void)
+{
+    char link[64];
+    unsigned long long ino = 0;
+    ssize_t n = readlink("/proc/self/ns/pid", link, sizeof(link) - 1);
+
+    if (n <= 0)
+        return 0;
+    link[n] = '\0';
+    if (sscanf(link, "pid:[%llu]", &ino) != 1)
+        return 0;
+    return ino;
+}
+
 static bool slot_alive(const struct shim_slot *s)
 {
     uint64_t start;
@@ -84,6 +100,10 @@ static int reclaim_locked(struct shim_region_hdr *h)
         struct shim_slot *s = &h->slots[i];
 
         if (s->pid && s->pid != getpid() && !slot_alive(s)) {
+            /* the job's totals keep what the dead process did */
+            h->done_launches += s->launches;
+            h->done_throttled_ns += s->throttled_ns;
+            h->done_busy_ns += s->busy_ns;
             memset(s, 0, sizeof(*s));
             n++;
         }
@@ -234,10 +254,11 @@ static struct shim_slot *own_slot(struct shim_region *r)
     if (r->h->slots[free_slot].pid != pid) {
         memset(&r->h->slots[free_slot], 0, sizeof(r->h->slots[0]));
         r->h->slots[free_slot].start = proc_start(pid);
+        r->h->slots[free_slot].pidns = own_pidns();
         r->h->slots[free_slot].pid = pid;
     }
-    r->slot = free_slot;
     r->pid = pid;
+    __atomic_store_n(&r->slot, free_slot, __ATOMIC_RELEASE);
     return &r->h->slots[free_slot];
 }
 
@@ -251,11 +272,22 @@ static uint64_t used_locked(const struct shim_region_hdr *h, int dev)
     return sum;
 }
 
+static uint64_t over_locked(const struct shim_region_hdr *h, int dev)
+{
+    uint64_t sum = 0;
+
+    for (int i = 0; i < SHIM_MAX_PROC; i++)
+        if (h->slots[i].pid)
+            sum += h->slots[i].over[dev];
+    return sum;
+}
+
 CUresult shim_region_reserve(struct shim_region *r, int dev, uint64_t bytes, bool limited,
                              uint64_t limit)
 {
     CUresult rc = CUDA_ERROR_OUT_OF_MEMORY;
     struct shim_slot *s;
+    uint64_t used;
 
     if (dev < 0 || dev >= SHIM_MAX_DEV || !region_lock(r))
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -267,9 +299,8 @@ CUresult shim_region_reserve(struct shim_region *r, int dev, uint64_t bytes, boo
             rc = CUDA_SUCCESS;
         goto out;
     }
+    used = used_locked(r->h, dev);
     if (limited) {
-        uint64_t used = used_locked(r->h, dev);
-
         /* a refusal may only be owed to the dead: take their bytes back */
         if ((used > limit || bytes > limit - used) && reclaim_locked(r->h))
             used = used_locked(r->h, dev);
@@ -279,6 +310,8 @@ CUresult shim_region_reserve(struct shim_region *r, int dev, uint64_t bytes, boo
     s->used[dev] += bytes;
     if (s->used[dev] > s->peak[dev])
         s->peak[dev] = s->used[dev];
+    if (used + bytes > r->h->job_peak[dev])
+        r->h->job_peak[dev] = used + bytes;
     rc = CUDA_SUCCESS;
 out:
     region_unlock(r);
@@ -294,6 +327,41 @@ void shim_region_release(struct shim_region *r, int dev, uint64_t bytes)
     s = own_slot(r);
     if (s)
         s->used[dev] -= bytes < s->used[dev] ? bytes : s->used[dev];
+    region_unlock(r);
+}
+
+CUresult shim_region_reserve_over(struct shim_region *r, int dev, uint64_t bytes, uint64_t limit)
+{
+    CUresult rc = CUDA_ERROR_OUT_OF_MEMORY;
+    struct shim_slot *s;
+    uint64_t over;
+
+    if (dev < 0 || dev >= SHIM_MAX_DEV || !region_lock(r))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    s = own_slot(r);
+    if (!s)
+        goto out;
+    over = over_locked(r->h, dev);
+    if ((over > limit || bytes > limit - over) && reclaim_locked(r->h))
+        over = over_locked(r->h, dev);
+    if (over > limit || bytes > limit - over)
+        goto out;
+    s->over[dev] += bytes;
+    rc = CUDA_SUCCESS;
+out:
+    region_unlock(r);
+    return rc;
+}
+
+void shim_region_release_over(struct shim_region *r, int dev, uint64_t bytes)
+{
+    struct shim_slot *s;
+
+    if (dev < 0 || dev >= SHIM_MAX_DEV || !region_lock(r))
+        return;
+    s = own_slot(r);
+    if (s)
+        s->over[dev] -= bytes < s->over[dev] ? bytes : s->over[dev];
     region_unlock(r);
 }
 
@@ -330,15 +398,72 @@ uint64_t shim_region_key(const struct shim_region *r)
     return r->key;
 }
 
+/* This process's slot without the lock, once it has one: what only this
+ * process writes (its metering counters) is updated with atomics. Takes
+ * the slot (locked) the first time. NULL when none can be had. */
+static struct shim_slot *own_slot_fast(struct shim_region *r)
+{
+    struct shim_slot *s;
+    int slot = __atomic_load_n(&r->slot, __ATOMIC_ACQUIRE);
+
+    /* no getpid() (a system call): a forked child's slot is reset by the
+     * fork handler */
+    if (slot >= 0)
+        return &r->h->slots[slot];
+    if (!region_lock(r))
+        return NULL;
+    s = own_slot(r);
+    region_unlock(r);
+    return s;
+}
+
 int shim_region_host_pid(struct shim_region *r)
 {
-    (void)r;
-    return 0;
+    struct shim_slot *s = own_slot_fast(r);
+    uint64_t start;
+    int32_t pid;
+
+    if (!s)
+        return 0;
+    /* the agent writes host_pid, then host_start */
+    start = __atomic_load_n(&s->host_start, __ATOMIC_ACQUIRE);
+    pid = __atomic_load_n(&s->host_pid, __ATOMIC_RELAXED);
+    return start && start == s->start ? pid : 0;
 }
 
 void shim_region_note_nvml(struct shim_region *r, int dev, uint64_t bytes)
 {
-    (void)r, (void)dev, (void)bytes;
+    struct shim_slot *s = own_slot_fast(r);
+
+    if (s && dev >= 0 && dev < SHIM_MAX_DEV)
+        __atomic_store_n(&s->nvml_used[dev], bytes, __ATOMIC_RELAXED);
+}
+
+void shim_region_count_launch(struct shim_region *r)
+{
+    struct shim_slot *s = own_slot_fast(r);
+
+    if (s)
+        __atomic_fetch_add(&s->launches, 1, __ATOMIC_RELAXED);
+}
+
+void shim_region_meter(struct shim_region *r, uint64_t throttled_ns, int64_t busy_ns)
+{
+    struct shim_slot *s = own_slot_fast(r);
+    uint64_t old;
+
+    if (!s)
+        return;
+    if (throttled_ns)
+        __atomic_fetch_add(&s->throttled_ns, throttled_ns, __ATOMIC_RELAXED);
+    if (busy_ns >= 0) {
+        __atomic_fetch_add(&s->busy_ns, (uint64_t)busy_ns, __ATOMIC_RELAXED);
+        return;
+    }
+    /* a correction downwards: never below 0 (only this process writes) */
+    old = __atomic_load_n(&s->busy_ns, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->busy_ns, old > (uint64_t)-busy_ns ? old - (uint64_t)-busy_ns : 0,
+                     __ATOMIC_RELAXED);
 }
 
 int shim_region_reclaim(struct shim_region *r)
@@ -355,7 +480,7 @@ int shim_region_reclaim(struct shim_region *r)
 void shim_region_reset_child(struct shim_region *r)
 {
     if (r)
-        r->slot = -1;
+        __atomic_store_n(&r->slot, -1, __ATOMIC_RELEASE);
 }
 
 uint64_t shim_sm_charge(int64_t *debt_ns, uint64_t *last_ns, int percent, int64_t burst_ns,

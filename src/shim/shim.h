@@ -35,9 +35,7 @@
 #include <stdint.h>
 
 #include "cuda_abi.h"
-
-#define SHIM_MAX_DEV  32  /* device ordinals the cap and region cover */
-#define SHIM_MAX_PROC 128 /* processes of one job sharing a region */
+#include "region_layout.h"
 
 /* ---- env.c ---------------------------------------------------------------- */
 
@@ -136,36 +134,6 @@ extern struct shim_table shim_allocs;
 
 /* ---- region.c ------------------------------------------------------------- */
 
-#define SHIM_REGION_MAGIC   0x414c4f54u /* "ALOT" */
-#define SHIM_REGION_VERSION 2u
-
-struct shim_slot {
-    int32_t pid;    /* 0: free */
-    uint32_t flags; /* reserved, 0 */
-    uint64_t start; /* the process's start time (/proc/PID/stat field 22), 0 unknown */
-    uint64_t used[SHIM_MAX_DEV];
-    uint64_t peak[SHIM_MAX_DEV];
-};
-
-struct shim_region_hdr {
-    uint32_t magic;   /* SHIM_REGION_MAGIC, written last when initialised */
-    uint32_t version; /* SHIM_REGION_VERSION */
-    uint64_t size;    /* sizeof(struct shim_region_hdr) */
-    uint32_t max_dev, max_proc;
-    uint32_t reclaimed; /* dead processes' slots taken back so far */
-    uint32_t pad;
-    union {
-        pthread_mutex_t m; /* process-shared, robust */
-        char bytes[64];
-    } lock;
-    /* the job's compute share per device (limiter.c): GPU time charged
-     * minus allowed, and when the allowance was last accrued
-     * (CLOCK_MONOTONIC, ns) */
-    int64_t sm_debt_ns[SHIM_MAX_DEV];
-    uint64_t sm_last_ns[SHIM_MAX_DEV];
-    struct shim_slot slots[SHIM_MAX_PROC];
-};
-
 struct shim_region; /* opaque: the mapping plus this process's slot */
 
 /*
@@ -187,6 +155,15 @@ CUresult shim_region_reserve(struct shim_region *r, int dev, uint64_t bytes, boo
                              uint64_t limit);
 /* Takes bytes (at most what the slot holds) off this process's slot. */
 void shim_region_release(struct shim_region *r, int dev, uint64_t bytes);
+/* As shim_region_reserve / _release for oversubscribed bytes (the slots'
+ * over[]), against limit. */
+CUresult shim_region_reserve_over(struct shim_region *r, int dev, uint64_t bytes, uint64_t limit);
+void shim_region_release_over(struct shim_region *r, int dev, uint64_t bytes);
+/* Metering, this process's slot (atomics, no lock once it has a slot):
+ * one launch; time throttled and GPU time estimated (busy_ns may be a
+ * negative correction). */
+void shim_region_count_launch(struct shim_region *r);
+void shim_region_meter(struct shim_region *r, uint64_t throttled_ns, int64_t busy_ns);
 /* The job's bytes in use on dev, after reclaiming dead processes' slots. */
 uint64_t shim_region_used(struct shim_region *r, int dev);
 /* This process's bytes on dev (0 before its first reservation). */
@@ -240,6 +217,18 @@ uint64_t shim_used_self(int dev);
 /* This process's pid as NVML lists it: the host pid the agent wrote into
  * the region's slot, else getpid(). */
 int shim_host_pid(void);
+/* Metering into the region, when there is one: time throttled, GPU time
+ * estimated (or a correction of it). */
+void shim_meter(uint64_t throttled_ns, int64_t busy_ns);
+/* Counts one launch in the region, when there is one. Inline: the launch
+ * path without a limit costs this and a branch. */
+static inline void shim_count_launch(void)
+{
+    struct shim_region *r = shim_account_region();
+
+    if (r)
+        shim_region_count_launch(r);
+}
 /* Records NVML's last answer for this process on dev (the region's
  * metering fields). */
 void shim_note_nvml(int dev, uint64_t bytes);

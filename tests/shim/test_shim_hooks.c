@@ -43,6 +43,7 @@
 #include <cmocka.h>
 
 #include "cuda_abi.h"
+#include "allot/shim_region.h"
 #include "shim.h" /* the region layout only; nothing of the shim is linked */
 
 #define KIB 1024ull
@@ -710,6 +711,32 @@ static void test_region_lock_holder_killed(void **state)
     assert_int_equal(shim_free(), CAP);
 }
 
+/* What the agent reads back (allot-shimreader): this process's launches
+ * and bytes, the job's peak. */
+static void test_region_metering(void **state)
+{
+    struct allot_shim_usage *u = calloc(1, sizeof(*u));
+    const struct allot_shim_proc *me = NULL;
+    CUdeviceptr p;
+
+    (void)state;
+    assert_non_null(u);
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(cuLaunchKernel(NULL, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL), CUDA_SUCCESS);
+    assert_int_equal(cuGraphLaunch(NULL, NULL), CUDA_SUCCESS);
+    assert_int_equal(cuMemAlloc_v2(&p, 300 * KIB), CUDA_SUCCESS);
+    assert_int_equal(allot_shim_region_read(region_path(), u), 0);
+    for (int i = 0; i < u->n_procs; i++)
+        if (u->procs[i].pid == getpid())
+            me = &u->procs[i];
+    assert_non_null(me);
+    assert_int_equal(me->launches, 6);
+    assert_int_equal(me->used[0], 300 * KIB);
+    assert_true(u->peak[0] >= 700 * KIB); /* the killed holder's 700 KiB earlier */
+    assert_int_equal(cuMemFree_v2(p), CUDA_SUCCESS);
+    free(u);
+}
+
 /* Racing processes allocate 100 KiB pieces until refused: together they
  * never get more than the cap (10 pieces of a 1 MiB cap). */
 static void test_region_race(void **state)
@@ -1143,6 +1170,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup(test_region_shared_cap, setup_dev0),
         cmocka_unit_test_setup(test_region_lock_holder_killed, setup_dev0),
         cmocka_unit_test_setup(test_region_race, setup_dev0),
+        cmocka_unit_test_setup(test_region_metering, setup_dev0),
         cmocka_unit_test_setup(test_cap_threads, setup_dev0),
     };
     const struct CMUnitTest corrupt[] = {

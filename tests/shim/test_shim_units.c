@@ -18,6 +18,8 @@
 
 #include <cmocka.h>
 
+#include "allot/common.h"
+#include "allot/shim_region.h"
 #include "shim.h"
 
 static void test_parse_size(void **state)
@@ -304,6 +306,111 @@ static void test_region_reclaim_dead(void **state)
     free(path);
 }
 
+/* The reader library: per-job totals and per-process slots, a dead
+ * process's counters kept, host pids written by the agent and read back
+ * by the shim, files refused cleanly. */
+static void test_region_reader(void **state)
+{
+    char *path = temp_file(NULL, 0), link_path[64];
+    struct allot_shim_usage *u = calloc(1, sizeof(*u));
+    struct shim_region *r;
+    const struct allot_shim_proc *me;
+    int st, self = (int)getpid();
+    pid_t pid;
+
+    (void)state;
+    assert_non_null(u);
+    /* created by the agent, not yet initialised: no use */
+    assert_int_equal(allot_shim_region_read(path, u), 0);
+    assert_int_equal(u->n_procs, 0);
+    r = shim_region_open(path);
+    assert_non_null(r);
+    assert_int_equal(shim_region_reserve(r, 0, 600, true, 1000), CUDA_SUCCESS);
+    shim_region_release(r, 0, 500);
+    assert_int_equal(shim_region_reserve(r, 0, 300, true, 1000), CUDA_SUCCESS);
+    assert_int_equal(shim_region_reserve_over(r, 0, 4000, 5000), CUDA_SUCCESS);
+    assert_int_equal(shim_region_reserve_over(r, 0, 1001, 5000), CUDA_ERROR_OUT_OF_MEMORY);
+    for (int i = 0; i < 7; i++)
+        shim_region_count_launch(r);
+    shim_region_meter(r, 1000, 5000);
+    shim_region_meter(r, 0, -2000);
+    shim_region_note_nvml(r, 0, 12345);
+    /* a process that launched, was throttled and died */
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        struct shim_region *c = shim_region_open(path);
+
+        if (!c || shim_region_reserve(c, 0, 200, true, 1000) != CUDA_SUCCESS)
+            _exit(1);
+        shim_region_count_launch(c);
+        shim_region_meter(c, 50, 70);
+        _exit(0);
+    }
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    assert_int_equal(allot_shim_region_read(path, u), 0);
+    assert_int_equal(u->version, 3);
+    assert_int_equal(u->n_procs, 2); /* the dead one not reclaimed yet */
+    assert_int_equal(u->used[0], 600);
+    assert_int_equal(u->peak[0], 600);
+    assert_int_equal(shim_region_reclaim(r), 1);
+    assert_int_equal(allot_shim_region_read(path, u), 0);
+    assert_int_equal(u->n_procs, 1);
+    assert_int_equal(u->reclaimed, 1);
+    assert_int_equal(u->used[0], 400);
+    assert_int_equal(u->peak[0], 600); /* the job's, dead processes' bytes included */
+    assert_int_equal(u->over[0], 4000);
+    assert_int_equal(u->launches, 8);
+    assert_int_equal(u->throttled_ns, 1050);
+    assert_int_equal(u->busy_ns, 3070);
+    me = &u->procs[0];
+    assert_int_equal(me->pid, self);
+    assert_int_equal(me->used[0], 400);
+    assert_int_equal(me->peak[0], 600);
+    assert_int_equal(me->over[0], 4000);
+    assert_int_equal(me->nvml_used[0], 12345);
+    assert_int_equal(me->launches, 7);
+    assert_int_equal(me->busy_ns, 3000);
+    assert_true(me->start > 0);
+    assert_int_equal(me->host_pid, 0);
+    /* the agent finds and writes the host pid; the shim reads it back */
+    assert_int_equal(allot_shim_region_find_host_pid(me, &self, 1), self);
+    assert_int_equal(allot_shim_region_find_host_pid(me, &(int){1}, 1), 0);
+    assert_int_equal(shim_region_host_pid(r), 0);
+    assert_int_equal(allot_shim_region_set_host_pid(path, me->slot, 4242, me->start + 1), 0);
+    assert_int_equal(shim_region_host_pid(r), 0); /* another process's start time */
+    assert_int_equal(allot_shim_region_set_host_pid(path, me->slot, 4242, me->start), 0);
+    assert_int_equal(shim_region_host_pid(r), 4242);
+    assert_int_equal(allot_shim_region_read(path, u), 0);
+    assert_int_equal(u->procs[0].host_pid, 4242);
+    assert_int_equal(allot_shim_region_set_host_pid(path, SHIM_MAX_PROC, 1, 1), ALLOT_EINVAL);
+    /* refused: a link, a missing file, a wrong size, a wrong magic */
+    snprintf(link_path, sizeof(link_path), "%s.link", path);
+    assert_int_equal(symlink(path, link_path), 0);
+    assert_int_equal(allot_shim_region_read(link_path, u), ALLOT_EIO);
+    unlink(link_path);
+    assert_int_equal(allot_shim_region_read("/nonexistent/region", u), ALLOT_ENOENT);
+    shim_region_close(r);
+    assert_int_equal(truncate(path, 100), 0);
+    assert_int_equal(allot_shim_region_read(path, u), ALLOT_EINVAL);
+    assert_int_equal(truncate(path, 0), 0);
+    assert_int_equal(truncate(path, (off_t)sizeof(struct shim_region_hdr)), 0);
+    {
+        int fd = open(path, O_WRONLY);
+        uint32_t bad = 0x12345678;
+
+        assert_true(fd >= 0);
+        assert_int_equal(pwrite(fd, &bad, sizeof(bad), 0), (ssize_t)sizeof(bad));
+        close(fd);
+    }
+    assert_int_equal(allot_shim_region_read(path, u), ALLOT_EINVAL);
+    assert_int_equal(allot_shim_region_read(path, NULL), ALLOT_EINVAL);
+    unlink(path);
+    free(path);
+    free(u);
+}
+
 /* Every slot held by a live process: refused under a cap, uncounted
  * without one. */
 static void test_region_full(void **state)
@@ -506,6 +613,7 @@ int main(void)
         cmocka_unit_test(test_region_corrupt),
         cmocka_unit_test(test_uuid_hex),
         cmocka_unit_test(test_share_fill),
+        cmocka_unit_test(test_region_reader),
     };
 
     setenv("ALLOT_SHIM_LOG", "off", 1); /* the corrupt files' warnings */
