@@ -40,7 +40,7 @@ export function stackedColumns(keys, series, {height = 220, unit = "", title = "
   const max = niceMax(Math.max(0, ...sums));
   const ih = height - pad.t - pad.b;
   const y = (v) => pad.t + ih - v / max * ih;
-  const svg = s("svg", {class: "chart columns", viewBox: `0 0 ${width} ${height}`, width,
+  const svg = s("svg", {class: "chart col-chart", viewBox: `0 0 ${width} ${height}`, width,
     height, role: "img", "aria-label": title});
   for (let i = 0; i <= 4; i++) { // grid and y labels
     const v = max * i / 4;
@@ -72,6 +72,6 @@ export function stackedColumns(keys, series, {height = 220, unit = "", title = "
 function niceMax(v) {
   if (v <= 0) return 1;
   const p = Math.pow(10, Math.floor(Math.log10(v)));
-  for (const m of [1, 2, 2.5, 5, 10]) if (m * p >= v) return m * p;
+  for (const m of [1, 2, 4, 6, 8, 10]) if (m * p >= v) return m * p;
   return 10 * p;
 }

@@ -23,7 +23,7 @@ export function shape(spec) {
 export function placementText(j) {
   if (!j.placement) return "-";
   return (j.placement.tasks || []).map((t) => {
-    let what = `${t.node}:${(t.gpus || []).join(",")}`;
+    let what = (t.gpus || []).length ? `${t.node}:${t.gpus.join(",")}` : t.node;
     if (t.mig_profile) what += ` ${t.mig_profile}@${t.mig_start}`;
     else if (t.gpu_milli && t.gpu_milli < 1000) what += ` (${t.gpu_milli}‰)`;
     return what;

@@ -40,6 +40,9 @@ function part(j, style, text, cls) {
 function gpuBox(g, mode) {
   const st = slotState(g);
   const inner = [];
+  if (g.mig.length || mode === "mig") { // the 8 memory slots MIG instances are placed on
+    for (let k = 1; k < MIG_SLOTS; k++) inner.push(h("span", {class: "slot-line", style: {left: k / MIG_SLOTS * 100 + "%"}}));
+  }
   if (g.whole) {
     inner.push(part(g.whole, {left: "0", width: "100%"}, [g.whole.tenant, h("br"), g.whole.name || `job ${g.whole.id}`], "whole"));
   }
@@ -57,7 +60,7 @@ function gpuBox(g, mode) {
   return h("div", {class: `gpu ${st} health-${g.health}`, "data-gpu": g.index, "data-uuid": g.uuid,
     "data-state": st, "data-health": g.health, title: `GPU ${g.index} ${g.model} ${g.uuid}\n${g.health}${g.text ? ": " + g.text : ""}`},
   h("div", {class: "gpu-head"}, h("span", null, `GPU ${g.index}`), h("span", {class: "model"}, g.model)),
-  h("div", {class: "gpu-body" + (g.mig.length || mode === "mig" ? " mig-slots" : "")}, inner),
+  h("div", {class: "gpu-body"}, inner),
   h("div", {class: "gpu-foot"}, g.health === "healthy" ? "" : `${g.health}${g.text ? ": " + g.text : ""}`));
 }
 
