@@ -174,7 +174,8 @@ def main():
         url = "http://127.0.0.1:%d" % port
         start([os.path.join(build, "allotd"), "--data-dir", os.path.join(d, "allotd"),
                "--listen", "127.0.0.1:%d" % port, "--cycle-interval", "500ms",
-               "--preempt-grace", "5s", "--preempt-min-runtime", "2s"],
+               "--preempt-grace", "5s", "--preempt-min-runtime", "2s",
+               "--ui-dir", os.path.join(SOURCE, "web")],
               os.path.join(d, "allotd.log"))
         api = Api(url, admin)
         for _ in range(100):  # bounded: allotd is ready within a second or two
@@ -207,6 +208,7 @@ def main():
             time.sleep(0.1)
         log("allotd at %s, admin token %s" % (url, admin))
         log("try: ALLOT_SERVER=%s ALLOT_TOKEN=%s %s/allot top" % (url, admin, build))
+        log("dashboard: %s/ui/ (sign in with the admin token)" % url)
         log("files in %s; Ctrl-C stops everything" % d)
         t0 = time.time()
         pending = workload()
