@@ -178,7 +178,14 @@ int args_parse(struct cli *c, const struct cli_opt *opts, const struct cli_usage
         const char *o = c->conf.output;
         c->fmt = !strcmp(o, "json")   ? CLI_FMT_JSON
                  : !strcmp(o, "yaml") ? CLI_FMT_YAML
+                 : !strcmp(o, "csv")  ? CLI_FMT_CSV
+                 : !strcmp(o, "html") ? CLI_FMT_HTML
                                       : CLI_FMT_TABLE;
+        /* csv and html only where a verb prints them */
+        bool csv_ok = !strcmp(u->verb, "usage") || !strcmp(u->verb, "invoice");
+        if ((c->fmt == CLI_FMT_CSV && !csv_ok) ||
+            (c->fmt == CLI_FMT_HTML && strcmp(u->verb, "invoice") != 0))
+            rc = cli_usage_error("-o %s: allot %s prints table, json or yaml", o, u->verb);
     }
     if (rc != CLI_OK)
         args_free(a);

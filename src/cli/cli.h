@@ -41,13 +41,13 @@ enum cli_exit {
     CLI_HELP = -1      /* internal: --help was printed; exit 0 */
 };
 
-enum cli_format { CLI_FMT_TABLE, CLI_FMT_JSON, CLI_FMT_YAML };
+enum cli_format { CLI_FMT_TABLE, CLI_FMT_JSON, CLI_FMT_YAML, CLI_FMT_CSV, CLI_FMT_HTML };
 
 /* Settings from conf.c; the strings are owned by the struct (conf_free). */
 struct cli_conf {
     char *server;    /* base URL, e.g. http://127.0.0.1:7070 */
     char *token;     /* bearer token or NULL */
-    char *output;    /* "table", "json" or "yaml" */
+    char *output;    /* "table", "json", "yaml", "csv" or "html" */
     char *cacert;    /* PEM file of the CA that signed allotd's certificate, or NULL */
     char *config;    /* config file named with --config, or NULL */
     int64_t retries; /* extra attempts after a failure that may be retried */
@@ -261,6 +261,9 @@ int cmd_nodes(struct cli *c, int argc, char **argv);
 int cmd_cordon(struct cli *c, int argc, char **argv);
 int cmd_drain(struct cli *c, int argc, char **argv);
 int cmd_uncordon(struct cli *c, int argc, char **argv);
+int cmd_usage(struct cli *c, int argc, char **argv);
+int cmd_invoice(struct cli *c, int argc, char **argv);
+int cmd_pricebook(struct cli *c, int argc, char **argv);
 int cmd_tokens(struct cli *c, int argc, char **argv);
 int cmd_audit(struct cli *c, int argc, char **argv);
 int cmd_top(struct cli *c, int argc, char **argv);

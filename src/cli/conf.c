@@ -18,7 +18,7 @@
 
 #define F(x) offsetof(struct cli_conf, x)
 
-static const char *const formats[] = {"table", "json", "yaml", NULL};
+static const char *const formats[] = {"table", "json", "yaml", "csv", "html", NULL};
 
 static const struct allot_config_option options[] = {
     {.name = "server",
@@ -40,7 +40,7 @@ static const struct allot_config_option options[] = {
      .offset = F(output),
      .def = "table",
      .choices = formats,
-     .help = "output format: table, json or yaml"},
+     .help = "output format: table, json or yaml (csv: usage and invoice; html: invoice)"},
     {.name = "retries",
      .type = ALLOT_CFG_INT,
      .offset = F(retries),
@@ -105,7 +105,8 @@ int conf_set(struct cli_conf *cf, const char *name, const char *value)
 
 void conf_help(FILE *out)
 {
-    fputs("  -o, --output table|json|yaml  output format (default table)\n"
+    fputs("  -o, --output table|json|yaml  output format (default table; csv for usage and\n"
+          "                               invoice, html for invoice)\n"
           "      --server URL              allotd's URL (default http://127.0.0.1:7070)\n"
           "      --cacert FILE             CA certificate (PEM) to check an https server with\n"
           "      --token TOKEN             API token (better: ALLOT_TOKEN or the config file)\n"

@@ -35,6 +35,9 @@ static const struct verb verbs[] = {
     {"tokens", cmd_tokens, "API tokens: create, ls, revoke"},
     {"audit", cmd_audit, "the audit log: ls, verify"},
     {"top", cmd_top, "live view of GPUs per tenant and the queue"},
+    {"usage", cmd_usage, "GPU, CPU and memory use by tenant, user, job, model, day"},
+    {"invoice", cmd_invoice, "a month's invoice per tenant (-o json|csv|html)"},
+    {"pricebook", cmd_pricebook, "the price book: show, apply -f FILE"},
 };
 
 #define N_VERBS (sizeof(verbs) / sizeof(verbs[0]))

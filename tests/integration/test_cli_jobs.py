@@ -18,7 +18,7 @@ dm = None
 
 VERBS = ["submit", "ls", "show", "cancel", "events", "logs", "run", "tenants", "quota", "apply",
          "nodes",
-         "cordon", "drain", "uncordon", "tokens", "audit", "top"]
+         "cordon", "drain", "uncordon", "tokens", "audit", "top", "usage", "invoice", "pricebook"]
 
 
 def test_help_everywhere():

@@ -7,8 +7,12 @@ reconcile with the cluster's cost, and members see only their tenant."""
 import signal
 import time
 
+import json
+import os
+
 import allotd_fixture as fx
 from allotd_fixture import TENANTS, Daemon, expect
+from cli_fixture import cli, fails, ok
 
 dm = None
 AG = None
@@ -229,6 +233,35 @@ def test_members_see_their_tenant_only():
     expect(dm.req("GET", "/v1/invoices?tenant=research/nlp", token=MEMBER), 404)
 
 
+def test_cli():
+    period = time.strftime("%Y-%m", time.gmtime())
+    r = ok(cli(dm, "usage", "--by", "tenant", "--from", period))
+    assert r.out.splitlines()[0].split() == ["KEY", "GPU-HOURS", "CPU-CORE-HOURS",
+                                             "MEM-GIB-HOURS", "SM-UTIL%", "JOBS"], r.out
+    assert "research/nlp" in r.out and "(total)" in r.out, r.out
+    r = ok(cli(dm, "-o", "csv", "usage", "--by", "item", "--from", period))
+    assert r.out.startswith("key,gpu_hours,") and '"fraction",' in r.out, r.out
+    js = ok(cli(dm, "-o", "json", "usage", "--by", "job")).json()
+    assert js["by"] == "job" and js["rows"], js
+    fails(cli(dm, "usage", "--by", "colour"), 6, "bad_request")
+    fails(cli(dm, "-o", "csv", "ls"), 1)
+    r = ok(cli(dm, "invoice", "--period", period))
+    assert "research/nlp" in r.out and "= cluster" in r.out, r.out
+    r = ok(cli(dm, "-o", "csv", "invoice", "--period", period))
+    assert r.out.startswith("tenant,item,"), r.out
+    r = ok(cli(dm, "-o", "html", "invoice"))
+    assert r.out.startswith("<!doctype html>"), r.out
+    fails(cli(dm, "pricebook", "apply", "-f", "/nonexistent.yaml"), 1)
+    fails(cli(dm, "pricebook", "apply", "-f", os.path.join(fx.SOURCE, "etc",
+                                                          "pricebook.example.yaml"),
+              token=MEMBER), 3)
+    ok(cli(dm, "pricebook", "apply", "-f", os.path.join(fx.SOURCE, "etc",
+                                                        "pricebook.example.yaml")))
+    shown = ok(cli(dm, "-o", "json", "pricebook")).json()
+    assert [b["effective"] for b in shown["books"]] == ["2026-01-01", "2026-12-01"], shown
+    ok(cli(dm, "pricebook", "apply", "-f", "-", stdin=json.dumps(BOOK)))
+
+
 def test_bad_queries():
     for q, word in [("by=colour", "by"), ("from=yesterday", "from"), ("to=2026-02-30x", "to"),
                     ("from=2026-11-02&to=2026-11-01", "after"), ("split=user", "split"),
@@ -246,6 +279,6 @@ if __name__ == "__main__":
         expect(dm.req("POST", "/v1/nodes/register", node("m-1"), token=AG), 201)
         fx.run([test_pricebook_validation, test_allocated_seconds_exact, test_samples_count_once,
                 test_restart_keeps_runs_exact, test_invoice_prices_and_reconciles,
-                test_members_see_their_tenant_only, test_bad_queries])
+                test_members_see_their_tenant_only, test_cli, test_bad_queries])
     finally:
         dm.stop()
