@@ -14,6 +14,7 @@ static struct {
     struct shim_config cfg;
     struct shim_region *region; /* owned; NULL: per-process books */
     uint64_t used[SHIM_MAX_DEV];
+    uint64_t over[SHIM_MAX_DEV]; /* oversubscribed, without a region */
 } books;
 
 void shim_account_init(const struct shim_config *c, struct shim_region *region)
@@ -21,6 +22,7 @@ void shim_account_init(const struct shim_config *c, struct shim_region *region)
     books.cfg = *c;
     books.region = region;
     memset(books.used, 0, sizeof(books.used));
+    memset(books.over, 0, sizeof(books.over));
 }
 
 struct shim_region *shim_account_region(void)
@@ -59,6 +61,48 @@ CUresult shim_reserve(int dev, uint64_t bytes)
         if (__atomic_compare_exchange_n(&books.used[dev], &old, old + bytes, false,
                                         __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
             return CUDA_SUCCESS;
+    }
+}
+
+uint64_t shim_over_limit(void)
+{
+    return books.cfg.over_limit;
+}
+
+CUresult shim_reserve_over(int dev, uint64_t bytes)
+{
+    uint64_t limit = books.cfg.over_limit;
+
+    if (dev < 0 || dev >= SHIM_MAX_DEV || !limit)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (books.region)
+        return shim_region_reserve_over(books.region, dev, bytes, limit);
+    for (;;) {
+        uint64_t old = __atomic_load_n(&books.over[dev], __ATOMIC_RELAXED);
+
+        if (old > limit || bytes > limit - old)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        if (__atomic_compare_exchange_n(&books.over[dev], &old, old + bytes, false,
+                                        __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+            return CUDA_SUCCESS;
+    }
+}
+
+void shim_release_over(int dev, uint64_t bytes)
+{
+    if (dev < 0 || dev >= SHIM_MAX_DEV)
+        return;
+    if (books.region) {
+        shim_region_release_over(books.region, dev, bytes);
+        return;
+    }
+    for (;;) {
+        uint64_t old = __atomic_load_n(&books.over[dev], __ATOMIC_RELAXED);
+        uint64_t next = bytes < old ? old - bytes : 0;
+
+        if (__atomic_compare_exchange_n(&books.over[dev], &old, next, false, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_RELAXED))
+            return;
     }
 }
 

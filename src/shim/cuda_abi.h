@@ -51,6 +51,11 @@ typedef int CUdriverProcAddressQueryResult;
 #define CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND          1
 
 #define CU_MEM_LOCATION_TYPE_DEVICE 1
+#define CU_MEM_LOCATION_TYPE_HOST   2
+
+#define CU_MEM_ATTACH_GLOBAL                 0x1
+#define CU_MEM_ADVISE_SET_PREFERRED_LOCATION 3
+#define CU_DEVICE_CPU                        ((CUdevice)-1)
 
 typedef struct {
     int type; /* CUmemLocationType */

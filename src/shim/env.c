@@ -68,7 +68,7 @@ bool shim_parse_percent(const char *s, int *percent)
 
 void shim_config_load(struct shim_config *c)
 {
-    const char *all = getenv("ALLOT_GPU_MEMORY_LIMIT");
+    const char *all = getenv("ALLOT_GPU_MEMORY_LIMIT"), *one;
     uint64_t v;
 
     memset(c, 0, sizeof(*c));
@@ -88,7 +88,6 @@ void shim_config_load(struct shim_config *c)
     }
     for (int d = 0; d < SHIM_MAX_DEV; d++) {
         char name[40];
-        const char *one;
 
         snprintf(name, sizeof(name), "ALLOT_GPU_MEMORY_LIMIT_%d", d);
         one = getenv(name);
@@ -101,6 +100,12 @@ void shim_config_load(struct shim_config *c)
         c->limit[d] = v;
         c->limited[d] = true;
         c->any_limit = true;
+    }
+    one = getenv("ALLOT_GPU_MEMORY_OVERSUBSCRIBE");
+    if (one && *one && !shim_parse_size(one, &c->over_limit)) {
+        /* failing closed here is not spilling */
+        c->bad_over = true;
+        c->over_limit = 0;
     }
     c->region_path = getenv("ALLOT_SHIM_REGION");
     if (c->region_path && !*c->region_path)

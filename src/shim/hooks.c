@@ -93,6 +93,15 @@ static void undo_array(uint64_t key)
         f((CUarray)(uintptr_t)key);
 }
 
+/* Gives a record's bytes back to the books they were taken from. */
+static void give_back(const struct shim_alloc *a)
+{
+    if (a->over)
+        shim_release_over(a->dev, a->bytes);
+    else
+        shim_release(a->dev, a->bytes);
+}
+
 /*
  * After the driver answered rc to an allocation that reserved bytes on
  * dev: records (key, space) on success, gives the bytes back otherwise.
@@ -118,7 +127,7 @@ static CUresult settle(CUresult rc, int dev, uint64_t ctx, uint64_t bytes, int s
     /* the driver reused the value: what it named was freed without the
      * shim seeing it (a destroyed context, a reset device) */
     if (old.used)
-        shim_release(old.dev, old.bytes);
+        give_back(&old);
     return CUDA_SUCCESS;
 }
 
@@ -134,7 +143,7 @@ static CUresult forget(CUresult (*call)(uint64_t, void *), void *arg, uint64_t k
 
     if (known) {
         if (rc == CUDA_SUCCESS)
-            shim_release(a.dev, a.bytes);
+            give_back(&a);
         else
             shim_table_put(&shim_allocs, &a);
     }
@@ -142,6 +151,47 @@ static CUresult forget(CUresult (*call)(uint64_t, void *), void *arg, uint64_t k
 }
 
 /* ---- cuMemAlloc and its relatives: one device pointer per call ----------- */
+
+/*
+ * Oversubscription (ALLOT_GPU_MEMORY_OVERSUBSCRIBE): an allocation the cap
+ * refused becomes managed memory whose preferred location is the host, so
+ * it lives in host memory and is reached over the bus (it spills instead
+ * of failing), counted against the oversubscription allowance apart from
+ * the cap. If the advice cannot be given the memory could migrate onto
+ * the GPU past the cap: it is freed and the allocation refused.
+ */
+static CUresult alloc_over(CUdeviceptr *dptr, size_t bytesize, int dev, uint64_t ctx)
+{
+    typedef CUresult (*advise_fn)(CUdeviceptr, size_t, int, CUdevice);
+    typedef CUresult (*advise2_fn)(CUdeviceptr, size_t, int, CUmemLocation);
+    __typeof__(&cuMemAllocManaged) managed = REAL(cuMemAllocManaged);
+    advise2_fn advise2 = (advise2_fn)shim_real(SHIM_FN_cuMemAdvise_v2);
+    advise_fn advise = (advise_fn)shim_real(SHIM_FN_cuMemAdvise);
+    struct shim_alloc a = {.bytes = bytesize, .ctx = ctx, .dev = dev, .over = true}, old;
+    CUdeviceptr p = 0;
+    CUresult rc;
+
+    if (!managed || (!advise2 && !advise) || shim_reserve_over(dev, bytesize) != CUDA_SUCCESS)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    rc = managed(&p, bytesize, CU_MEM_ATTACH_GLOBAL);
+    if (rc != CUDA_SUCCESS) {
+        shim_release_over(dev, bytesize);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    rc = advise2 ? advise2(p, bytesize, CU_MEM_ADVISE_SET_PREFERRED_LOCATION,
+                           (CUmemLocation){.type = CU_MEM_LOCATION_TYPE_HOST, .id = 0})
+                 : advise(p, bytesize, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, CU_DEVICE_CPU);
+    a.key = p;
+    if (rc != CUDA_SUCCESS || !shim_table_replace(&shim_allocs, &a, &old)) {
+        undo_ptr(p);
+        shim_release_over(dev, bytesize);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (old.used)
+        give_back(&old);
+    *dptr = p;
+    return CUDA_SUCCESS;
+}
 
 CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
@@ -156,8 +206,12 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
         return CUDA_ERROR_INVALID_VALUE;
     if (!bytesize)
         return real(dptr, bytesize);
-    if ((rc = begin(&dev, &ctx, bytesize)) != CUDA_SUCCESS)
+    if ((rc = begin(&dev, &ctx, bytesize)) != CUDA_SUCCESS) {
+        /* beyond the cap: spill to the host when the job may */
+        if (rc == CUDA_ERROR_OUT_OF_MEMORY && shim_over_limit())
+            return alloc_over(dptr, bytesize, dev, ctx);
         return rc;
+    }
     rc = real(dptr, bytesize);
     return settle(rc, dev, ctx, bytesize, SHIM_SPACE_PTR, rc ? 0 : *dptr, undo_ptr);
 }
@@ -633,13 +687,16 @@ static uint64_t primary_ctx[SHIM_MAX_DEV];
 
 static void drop_ctx(uint64_t ctx)
 {
-    uint64_t freed[SHIM_MAX_DEV] = {0};
+    uint64_t freed[SHIM_MAX_DEV] = {0}, freed_over[SHIM_MAX_DEV] = {0};
 
-    if (!ctx || !shim_table_take_ctx(&shim_allocs, ctx, freed))
+    if (!ctx || !shim_table_take_ctx(&shim_allocs, ctx, freed, freed_over))
         return;
-    for (int d = 0; d < SHIM_MAX_DEV; d++)
+    for (int d = 0; d < SHIM_MAX_DEV; d++) {
         if (freed[d])
             shim_release(d, freed[d]);
+        if (freed_over[d])
+            shim_release_over(d, freed_over[d]);
+    }
 }
 
 static CUresult ctx_destroy(enum shim_fn f, CUcontext c)

@@ -88,6 +88,8 @@ static void shim_start(void)
     shim_config_load(&cfg);
     if (cfg.bad_env)
         shim_warn("an ALLOT_GPU_MEMORY_LIMIT value does not parse: that cap is 0 bytes");
+    if (cfg.bad_over)
+        shim_warn("ALLOT_GPU_MEMORY_OVERSUBSCRIBE does not parse: no oversubscription");
     shim_table_init(&shim_allocs, NULL);
     lib = cfg.cuda_lib ? cfg.cuda_lib : "libcuda.so.1";
     driver = dlopen(lib, RTLD_NOW | RTLD_LOCAL);

@@ -44,6 +44,8 @@ struct shim_config {
     bool limited[SHIM_MAX_DEV];
     bool any_limit;
     bool bad_env;            /* a value was rejected (the cap failed closed) */
+    uint64_t over_limit;     /* ALLOT_GPU_MEMORY_OVERSUBSCRIBE, bytes per device; 0 off */
+    bool bad_over;           /* that value was rejected (no oversubscription) */
     const char *region_path; /* borrowed from the environment, or NULL */
     const char *cuda_lib;    /* borrowed from the environment, or NULL */
 };
@@ -90,6 +92,7 @@ struct shim_alloc {
     uint64_t ctx; /* the CUcontext it dies with, 0 none (VMM handles) */
     int32_t dev;
     uint8_t space; /* enum shim_space */
+    bool over;     /* oversubscribed: counted apart from the cap */
     bool used;     /* slot occupied (inside the table only) */
 };
 
@@ -120,10 +123,12 @@ bool shim_table_put(struct shim_table *t, const struct shim_alloc *a);
  */
 bool shim_table_replace(struct shim_table *t, const struct shim_alloc *a, struct shim_alloc *old);
 /*
- * Removes every record of context ctx, adding their bytes to freed[dev]
- * (devices below SHIM_MAX_DEV). Returns how many were removed.
+ * Removes every record of context ctx, adding their bytes to freed[dev],
+ * or freed_over[dev] for oversubscribed ones (devices below SHIM_MAX_DEV).
+ * Returns how many were removed.
  */
-size_t shim_table_take_ctx(struct shim_table *t, uint64_t ctx, uint64_t freed[SHIM_MAX_DEV]);
+size_t shim_table_take_ctx(struct shim_table *t, uint64_t ctx, uint64_t freed[SHIM_MAX_DEV],
+                           uint64_t freed_over[SHIM_MAX_DEV]);
 /* Looks (key, space) up without removing it. OUT *a. Returns found. */
 bool shim_table_get(struct shim_table *t, uint64_t key, int space, struct shim_alloc *a);
 /* Removes (key, space). OUT *a (may be NULL). Returns whether it was there. */
@@ -204,6 +209,13 @@ void shim_account_init(const struct shim_config *c, struct shim_region *region);
 CUresult shim_reserve(int dev, uint64_t bytes);
 /* Gives back bytes reserved on dev. */
 void shim_release(int dev, uint64_t bytes);
+/* Oversubscription (ALLOT_GPU_MEMORY_OVERSUBSCRIBE): the bytes per device
+ * a job may hold beyond its cap as host-preferred managed memory, 0 off. */
+uint64_t shim_over_limit(void);
+/* Reserves / gives back oversubscribed bytes on dev, counted apart from
+ * the cap. Returns CUDA_SUCCESS or CUDA_ERROR_OUT_OF_MEMORY. */
+CUresult shim_reserve_over(int dev, uint64_t bytes);
+void shim_release_over(int dev, uint64_t bytes);
 /* The shared region, or NULL (borrowed; lives as long as the process). */
 struct shim_region *shim_account_region(void);
 /* Bytes in use on dev: the job's with a region, this process's otherwise. */
@@ -373,7 +385,9 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *me
     X(cuDeviceGetCount)                                                                            \
     X(cuDeviceGet)                                                                                 \
     X(cuDeviceGetUuid)                                                                             \
-    X(cuDeviceGetUuid_v2)
+    X(cuDeviceGetUuid_v2)                                                                          \
+    X(cuMemAdvise)                                                                                 \
+    X(cuMemAdvise_v2)
 
 #define SHIM_ENUM(name) SHIM_FN_##name,
 enum shim_fn { SHIM_HOOKED(SHIM_ENUM) SHIM_N_HOOKED, SHIM_CALLED(SHIM_ENUM) SHIM_N_FN };

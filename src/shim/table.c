@@ -176,7 +176,8 @@ bool shim_table_take(struct shim_table *t, uint64_t key, int space, struct shim_
     return found;
 }
 
-size_t shim_table_take_ctx(struct shim_table *t, uint64_t ctx, uint64_t freed[SHIM_MAX_DEV])
+size_t shim_table_take_ctx(struct shim_table *t, uint64_t ctx, uint64_t freed[SHIM_MAX_DEV],
+                           uint64_t freed_over[SHIM_MAX_DEV])
 {
     size_t n = 0;
 
@@ -190,7 +191,7 @@ size_t shim_table_take_ctx(struct shim_table *t, uint64_t ctx, uint64_t freed[SH
             continue;
         }
         if (s->dev >= 0 && s->dev < SHIM_MAX_DEV)
-            freed[s->dev] += s->bytes;
+            (s->over ? freed_over : freed)[s->dev] += s->bytes;
         remove_at(t, i);
         n++;
     }

@@ -501,6 +501,53 @@ CUresult cuMemFreeAsync_ptsz(CUdeviceptr p, CUstream s)
     return fake_free(p, 'p');
 }
 
+/* cuMemAdvise(_v2): the last advice, for tests (fake_cuda_last_advice) */
+static struct {
+    CUdeviceptr p;
+    size_t n;
+    int advice, loc_type, loc_id;
+} last_advice;
+
+CUresult cuMemAdvise(CUdeviceptr p, size_t n, int advice, CUdevice d);
+CUresult cuMemAdvise(CUdeviceptr p, size_t n, int advice, CUdevice d)
+{
+    if (!p || !n)
+        return CUDA_ERROR_INVALID_VALUE;
+    last_advice.p = p;
+    last_advice.n = n;
+    last_advice.advice = advice;
+    last_advice.loc_type = d == -1 ? 2 : 1; /* CU_DEVICE_CPU: the host */
+    last_advice.loc_id = d == -1 ? 0 : d;
+    return CUDA_SUCCESS;
+}
+
+typedef struct {
+    int type, id;
+} fake_location;
+
+CUresult cuMemAdvise_v2(CUdeviceptr p, size_t n, int advice, fake_location loc);
+CUresult cuMemAdvise_v2(CUdeviceptr p, size_t n, int advice, fake_location loc)
+{
+    if (!p || !n)
+        return CUDA_ERROR_INVALID_VALUE;
+    last_advice.p = p;
+    last_advice.n = n;
+    last_advice.advice = advice;
+    last_advice.loc_type = loc.type;
+    last_advice.loc_id = loc.id;
+    return CUDA_SUCCESS;
+}
+
+/* For tests: the last advice given (pointer, bytes, advice, location). */
+void fake_cuda_last_advice(CUdeviceptr *p, size_t *n, int *advice, int *loc_type);
+void fake_cuda_last_advice(CUdeviceptr *p, size_t *n, int *advice, int *loc_type)
+{
+    *p = last_advice.p;
+    *n = last_advice.n;
+    *advice = last_advice.advice;
+    *loc_type = last_advice.loc_type;
+}
+
 typedef struct {
     int type;
     int requestedHandleTypes;
@@ -914,6 +961,8 @@ static const struct {
     FN(cuMemFreeAsync),
     FN(cuMemFreeAsync_ptsz),
     FN(cuMemCreate),
+    FN(cuMemAdvise),
+    FN(cuMemAdvise_v2),
     FN(cuMemRelease),
     FN(cuMemsetD8_v2),
     FN(cuArrayCreate),

@@ -17,6 +17,8 @@
  *                taken back, racing processes never exceed the cap
  *   corrupt      a region file with a wrong size or header: per-process
  *                accounting, no crash
+ *   oversub      ALLOT_GPU_MEMORY_OVERSUBSCRIBE=2Mi with a region: beyond
+ *                the cap cuMemAlloc spills to host-preferred managed memory
  *   nvml         the fake NVML (its GPUs in another order than CUDA's):
  *                memory info capped per CUDA ordinal, drift logged
  *
@@ -994,6 +996,64 @@ static void test_corrupt_region_falls_back(void **state)
     assert_int_equal(shim_free(), 0);
 }
 
+/* ---- oversubscription ------------------------------------------------------ */
+
+void fake_cuda_last_advice(CUdeviceptr *p, size_t *n, int *advice, int *loc_type);
+
+static uint64_t region_over(void)
+{
+    struct allot_shim_usage *u = calloc(1, sizeof(*u));
+    uint64_t over;
+
+    assert_non_null(u);
+    assert_int_equal(allot_shim_region_read(region_path(), u), 0);
+    over = u->over[0];
+    free(u);
+    return over;
+}
+
+/* Beyond the 1 MiB cap, cuMemAlloc_v2 gets managed memory advised to stay
+ * on the host, up to 2 MiB more, counted apart and reported in the region;
+ * the cap and what the program is told do not move. */
+static void test_oversubscribe(void **state)
+{
+    CUdeviceptr dev, a, b, c, adv_p;
+    size_t adv_n, before;
+    int advice, loc;
+
+    (void)state;
+    assert_int_equal(cuMemAlloc_v2(&dev, CAP), CUDA_SUCCESS);
+    assert_int_equal(region_over(), 0);
+    assert_int_equal(cuMemAlloc_v2(&a, MIB), CUDA_SUCCESS);
+    fake_cuda_last_advice(&adv_p, &adv_n, &advice, &loc);
+    assert_int_equal(adv_p, a);
+    assert_int_equal(adv_n, MIB);
+    assert_int_equal(advice, CU_MEM_ADVISE_SET_PREFERRED_LOCATION);
+    assert_int_equal(loc, CU_MEM_LOCATION_TYPE_HOST);
+    assert_int_equal(shim_free(), 0);
+    assert_int_equal(region_over(), MIB);
+    assert_int_equal(cuMemAlloc_v2(&b, MIB), CUDA_SUCCESS);
+    assert_int_equal(region_over(), 2 * MIB);
+    /* the allowance is spent: refused, the driver untouched */
+    before = fake_cuda_used();
+    assert_int_equal(cuMemAlloc_v2(&c, 4 * KIB), CUDA_ERROR_OUT_OF_MEMORY);
+    assert_int_equal(fake_cuda_used(), before);
+    /* only cuMemAlloc spills; the other families stay refused */
+    assert_int_equal(cuMemAllocAsync(&c, 4 * KIB, NULL), CUDA_ERROR_OUT_OF_MEMORY);
+    /* a free gives the allowance back, not the cap */
+    assert_int_equal(cuMemFree_v2(a), CUDA_SUCCESS);
+    assert_int_equal(region_over(), MIB);
+    assert_int_equal(shim_free(), 0);
+    assert_int_equal(cuMemAlloc_v2(&a, 512 * KIB), CUDA_SUCCESS);
+    assert_int_equal(region_over(), MIB + 512 * KIB);
+    assert_int_equal(cuMemFree_v2(dev), CUDA_SUCCESS);
+    assert_int_equal(shim_free(), CAP);
+    /* destroying the context gives everything back */
+    open_device(0);
+    assert_int_equal(region_over(), 0);
+    assert_int_equal(shim_free(), CAP);
+}
+
 /* ---- NVML ------------------------------------------------------------------ */
 
 nvmlReturn_t nvmlInit_v2(void);
@@ -1176,6 +1236,9 @@ int main(int argc, char **argv)
     const struct CMUnitTest corrupt[] = {
         cmocka_unit_test_setup(test_corrupt_region_falls_back, setup_dev0),
     };
+    const struct CMUnitTest oversub[] = {
+        cmocka_unit_test_setup(test_oversubscribe, setup_dev0),
+    };
     const struct CMUnitTest nvml[] = {
         cmocka_unit_test_setup(test_nvml_drift_logged, setup_dev0),
         cmocka_unit_test_setup(test_nvml_memory_capped, setup_dev0),
@@ -1207,6 +1270,10 @@ int main(int argc, char **argv)
         return cmocka_run_group_tests_name("shim_badenv", badenv, NULL, NULL);
     if (!strcmp(g, "nodriver"))
         return cmocka_run_group_tests_name("shim_nodriver", nodriver, NULL, NULL);
+    if (!strcmp(g, "oversub")) {
+        prepare_region("empty");
+        return cmocka_run_group_tests_name("shim_oversub", oversub, NULL, NULL);
+    }
     if (!strcmp(g, "nvml")) {
         const char *log = getenv("ALLOT_SHIM_LOG");
 

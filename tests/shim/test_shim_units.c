@@ -182,7 +182,7 @@ static void test_table_model(void **state)
  * take_ctx: a context's records go at once, their bytes summed per device. */
 static void test_table_replace_and_ctx(void **state)
 {
-    uint64_t freed[SHIM_MAX_DEV] = {0};
+    uint64_t freed[SHIM_MAX_DEV] = {0}, freed_over[SHIM_MAX_DEV] = {0};
     struct shim_table t;
     struct shim_alloc a = {.key = 0x1000, .bytes = 10, .ctx = 7, .dev = 1}, old;
 
@@ -195,20 +195,24 @@ static void test_table_replace_and_ctx(void **state)
     assert_true(old.used);
     assert_int_equal(old.bytes, 10);
     for (uint64_t k = 1; k <= 1000; k++) {
-        struct shim_alloc b = {
-            .key = k << 12, .bytes = 1, .ctx = k % 2 ? 7 : 9, .dev = (int)(k % 4)};
+        struct shim_alloc b = {.key = k << 12,
+                               .bytes = 1,
+                               .ctx = k % 2 ? 7 : 9,
+                               .dev = (int)(k % 4),
+                               .over = k == 999};
 
         if (b.key != 0x1000)
             assert_true(shim_table_put(&t, &b));
     }
     /* 500 odd keys of context 7 (0x1000 among them, 20 bytes, device 1) */
-    assert_int_equal(shim_table_take_ctx(&t, 7, freed), 500);
+    assert_int_equal(shim_table_take_ctx(&t, 7, freed, freed_over), 500);
     assert_int_equal(freed[1], 250 - 1 + 20);
-    assert_int_equal(freed[3], 250);
+    assert_int_equal(freed[3], 250 - 1); /* 999: oversubscribed, apart */
+    assert_int_equal(freed_over[3], 1);
     assert_int_equal(freed[0] + freed[2], 0);
     for (uint64_t k = 1; k <= 1000; k++)
         assert_int_equal(shim_table_get(&t, k << 12, 0, &a), k % 2 == 0);
-    assert_int_equal(shim_table_take_ctx(&t, 0, freed), 0); /* 0: no context */
+    assert_int_equal(shim_table_take_ctx(&t, 0, freed, freed_over), 0); /* 0: no context */
     shim_table_clear(&t);
 }
 
