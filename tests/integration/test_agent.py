@@ -572,6 +572,25 @@ def test_agent_restart_adopts():
     assert "vanished" in j["pending_reason"], j
 
 
+def test_usage_samples():
+    """The agent samples each task (here: 35 % emulated utilisation, its cgroup's CPU time)
+    and allotd meters them: the job's usage shows the utilisation and the CPU it burnt."""
+    t0 = int(time.time()) - 1
+    jid = submit({"command": sh("i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; sleep 1")})
+    j = wait_state(jid, ("succeeded", "failed"), timeout=60)
+    assert j["state"] == "succeeded", j
+    end = time.time() + 15
+    while time.time() < end:
+        rows = expect(dm.req("GET", "/v1/usage?by=job&from=%d" % t0, token=dm.admin), 200)["rows"]
+        r = [x for x in rows if x["key"] == str(jid)]
+        if r and r[0]["sm_util_avg"] is not None:
+            break
+        time.sleep(0.2)
+    assert r and r[0]["sm_util_avg"] == 35.0, rows
+    assert r[0]["gpu_seconds"] == j["end_time"] - j["start_time"], (r, j)
+    assert r[0]["cpu_used_seconds"] >= 0.0, r
+
+
 def test_allotd_restart():
     global dm
     jid = submit({"command": sh("sleep 2; echo finished")})
@@ -588,18 +607,20 @@ if __name__ == "__main__":
     if os.geteuid() != 0:
         print("SKIP: allot-agent needs root for cgroups and user switching")
         raise SystemExit(0)
-    dm = Daemon(args=["--preempt-grace", "2s", "--preempt-min-runtime", "0s"])
+    dm = Daemon(args=["--preempt-grace", "2s", "--preempt-min-runtime", "0s",
+                      "--meter-interval", "300ms"])
     try:
         expect(dm.req("PUT", "/v1/tenants", TENANTS, token=dm.admin), 200)
         AG = dm.token("agent", "", "agents")
-        agent = Agent(dm, AG, "ag-1", emulate="2xL4")
+        agent = Agent(dm, AG, "ag-1", emulate="2xL4",
+                      args=["--emulate-util", "35", "--sample-interval", "200ms"])
         fx.run([test_run_to_completion, test_exit_code_and_no_command,
                 test_memory_limit_is_an_oom_kill, test_cpu_quota, test_device_access,
                 test_root_refused, test_cancel_stops_with_grace, test_nvml_discovery, test_mig,
                 test_oci_image, test_scrub_between_tenants, test_fractions_shim_and_mps,
                 test_logs_and_run, test_preemption_with_grace, test_fencing_never_twice,
                 test_long_poll_saturated,
-                test_agent_restart_adopts,
+                test_agent_restart_adopts, test_usage_samples,
                 test_allotd_restart])
     finally:
         if agent:
