@@ -226,5 +226,9 @@ int agentproto_heartbeat(json_t *b, struct hb_body *out, char *err, size_t errle
         }
     }
     out->samples = x;
+    x = json_object_get(json_object_get(b, "usage"), "gpus");
+    if (x && (!json_is_array(x) || json_array_size(x) > ALLOT_MAX_GPUS))
+        return E400("field \"usage.gpus\" must be an array of at most %d", ALLOT_MAX_GPUS);
+    out->gpus = x;
     return 0;
 }

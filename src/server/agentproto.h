@@ -23,6 +23,7 @@ struct hb_body {
     const char *known; /* version of the desired state the agent has, or NULL */
     int64_t wait_ms;   /* long poll, 0..60000 */
     json_t *samples;   /* usage.samples: array of checked samples, or NULL */
+    json_t *gpus;      /* usage.gpus: the GPUs' current readings, or NULL */
 };
 
 /* Most usage samples one heartbeat may carry. */

@@ -7,6 +7,7 @@
  */
 #include "http.h"
 #include "loop.h"
+#include "meter.h"
 #include "reqparse.h"
 
 #include "allot/common.h"
@@ -60,6 +61,7 @@ int api_metrics(struct req *r)
     http_metrics(r->srv->http, f);
     if (atomic_load(&r->srv->ready)) /* the loop exists once ready */
         loop_metrics(r->srv->loop, f);
+    meter_metrics(r->srv, f);
     fprintf(f,
             "# HELP allot_store_commits_total Store transactions committed by the group "
             "committer.\n# TYPE allot_store_commits_total counter\nallot_store_commits_total "

@@ -313,7 +313,7 @@ int api_nodes_heartbeat(struct req *r)
         for (i = 0; i < n_ended; i++)
             loop_post(r->srv->loop, LOOP_JOB_FINISHED, ended[i], NULL);
         loop_post(r->srv->loop, LOOP_NODE_SEEN, expiry, name);
-        if (logs || health) {
+        if (logs || health || hb.gpus) {
             /* where `allot logs` reads this node's task logs; its GPUs' health */
             pthread_mutex_lock(&r->srv->agents_lock);
             json_t *e = json_object_get(r->srv->agents, name);
@@ -325,6 +325,8 @@ int api_nodes_heartbeat(struct req *r)
                 json_object_update(e, logs);
             if (health)
                 json_object_set_new(e, "health", json_deep_copy(health));
+            if (hb.gpus) /* the latest readings, for /metrics */
+                json_object_set_new(e, "gpus", json_deep_copy(hb.gpus));
             pthread_mutex_unlock(&r->srv->agents_lock);
         }
         /* long poll: an agent that already has this desired state waits

@@ -187,7 +187,7 @@ static bool pb_valid(const struct allot_catalog *cat, json_t *pb, char *err, siz
 }
 
 /* The stored price book (new reference) or NULL when none is set. */
-static json_t *pb_load(struct allot_store *st, int *rc)
+json_t *billing_pricebook(struct allot_store *st, int *rc)
 {
     char *text = NULL;
     json_t *pb;
@@ -212,7 +212,7 @@ int api_pricebook_get(struct req *r)
 
     if (!st)
         return 0;
-    pb = pb_load(st, &rc);
+    pb = billing_pricebook(st, &rc);
     if (rc)
         return api_error(r, 500, "internal", "price book: %s", allot_strerror(rc));
     if (!pb)
@@ -755,7 +755,7 @@ int api_invoices(struct req *r)
         return api_error(r, 400, "bad_request", "format: json, csv or html (got \"%s\")", format);
     if (*tenant && !auth_sees_tenant(&r->who, tenant) && !auth_in_scope(tenant, r->who.tenant))
         return api_error(r, 404, "not_found", "no such tenant: %s", tenant);
-    pb = pb_load(st, &rc);
+    pb = billing_pricebook(st, &rc);
     if (rc)
         return api_error(r, 500, "internal", "price book: %s", allot_strerror(rc));
     if (!pb)
@@ -775,4 +775,23 @@ int api_invoices(struct req *r)
     api_bytes(r, 200, !strcmp(format, "html") ? "text/html; charset=utf-8" : "text/csv", text, len);
     free(text);
     return 0;
+}
+
+int billing_costs(const struct allot_catalog *cat, json_t *pb, const struct allot_store_usage *rows,
+                  size_t n, json_t *out)
+{
+    struct invoice v = {.index = json_object()};
+    int rc = v.index ? 0 : ALLOT_ENOMEM;
+
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        rc = price_row(cat, pb, &rows[i], &v);
+    for (size_t i = 0; rc == 0 && i < v.n; i++) {
+        json_t *cur = json_object_get(out, v.lines[i].tenant);
+        json_int_t sum = json_integer_value(cur) + round_den(v.lines[i].bill_num);
+        if (json_object_set_new(out, v.lines[i].tenant, json_integer(sum)) < 0)
+            rc = ALLOT_ENOMEM;
+    }
+    allot_free(v.lines);
+    json_decref(v.index);
+    return rc;
 }

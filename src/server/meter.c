@@ -332,7 +332,285 @@ static struct {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool stop, running;
+    json_t *snap; /* guarded by mu: this month per tenant, for /metrics */
 } mt = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+/* ---- this month per tenant: /metrics and budgets ---- */
+
+struct budget_write {
+    const char *levels; /* meta budget_levels */
+    json_t *crossed;    /* [[tenant, action, result]] */
+    int64_t now;
+};
+
+static int budget_fn(struct allot_store *st, void *arg)
+{
+    struct budget_write *w = arg;
+    json_t *x;
+    size_t i;
+    int rc = allot_store_meta_set(st, "budget_levels", w->levels);
+
+    json_array_foreach(w->crossed, i, x)
+    {
+        char target[300];
+        allot_fmt(target, sizeof(target), "tenant/%s", json_string_value(json_array_get(x, 0)));
+        struct allot_store_audit e = {.time = w->now,
+                                      .token_id = 0,
+                                      .action = (char *)json_string_value(json_array_get(x, 1)),
+                                      .target = target,
+                                      .result = (char *)json_string_value(json_array_get(x, 2))};
+        if (!rc)
+            rc = allot_store_audit_append(st, &e, NULL);
+    }
+    return rc;
+}
+
+/* Level of a tenant's spending: 0 under the warning, 1 warned, 2 spent. */
+static int budget_level(json_int_t cost, json_t *bud)
+{
+    json_int_t cap = json_integer_value(json_object_get(bud, "monthly_minor"));
+    json_int_t warn = json_object_get(bud, "warn_pct")
+                          ? json_integer_value(json_object_get(bud, "warn_pct"))
+                          : 80;
+
+    if (cost >= cap)
+        return 2;
+    return (__int128)cost * 100 >= (__int128)cap * warn ? 1 : 0;
+}
+
+/* Recomputes this month's per-tenant figures; records (audit entry, log
+ * line) each budget whose warning or limit was crossed for the first time
+ * this month. */
+static int meter_snapshot(struct server *s, int64_t now)
+{
+    struct allot_store *st = srv_reader(s);
+    struct allot_store_usage *u = NULL;
+    size_t n = 0;
+    int64_t from, to;
+    char month[16], *lv_text = NULL;
+    time_t tt = (time_t)now;
+    struct tm tm;
+    int rc;
+
+    if (!st)
+        return ALLOT_EIO;
+    gmtime_r(&tt, &tm);
+    strftime(month, sizeof(month), "%Y-%m", &tm);
+    meter_parse_month(month, &from, &to);
+    if ((rc = allot_store_usage_list(st, from, to, &u, &n)))
+        return rc;
+    json_t *snap = json_object(), *pb = billing_pricebook(st, &rc);
+    for (size_t i = 0; i < n; i++) {
+        json_t *t = json_object_get(snap, u[i].tenant);
+        if (!t) {
+            t = json_pack("{s:{}}", "gpu_seconds");
+            json_object_set_new(snap, u[i].tenant, t);
+        }
+        if (*u[i].model) {
+            json_t *g = json_object_get(t, "gpu_seconds");
+            double v = json_real_value(json_object_get(g, u[i].model));
+            json_object_set_new(g, u[i].model, json_real(v + (double)u[i].gpu_ppm_s / 1e6));
+        }
+    }
+    json_t *costs = json_object(), *budgets = json_object_get(pb, "budgets"),
+           *crossed = json_array();
+    if (pb && rc == 0)
+        rc = billing_costs(s->cat, pb, u, n, costs);
+    allot_store_usages_free(u, n);
+    /* budget levels already recorded this month */
+    json_t *levels = NULL;
+    if (allot_store_meta_get(st, "budget_levels", &lv_text) == 0 && lv_text)
+        levels = json_loads(lv_text, 0, NULL);
+    allot_free(lv_text);
+    if (!levels || strcmp(json_string_value(json_object_get(levels, "month")) ?: "", month)) {
+        json_decref(levels);
+        levels = json_pack("{s:s,s:{}}", "month", month, "levels");
+    }
+    bool changed = false;
+    const char *k;
+    json_t *bud;
+    json_object_foreach(budgets, k, bud)
+    {
+        json_int_t cost = json_integer_value(json_object_get(costs, k));
+        json_int_t cap = json_integer_value(json_object_get(bud, "monthly_minor"));
+        int level = budget_level(cost, bud);
+        json_t *t = json_object_get(snap, k);
+
+        if (!t) {
+            t = json_pack("{s:{}}", "gpu_seconds");
+            json_object_set_new(snap, k, t);
+        }
+        json_object_set_new(t, "budget_minor", json_integer(cap));
+        if (level > json_integer_value(json_object_get(json_object_get(levels, "levels"), k))) {
+            char res[160];
+            allot_fmt(res, sizeof(res), "%lld of %lld minor units spent in %s", (long long)cost,
+                      (long long)cap, month);
+            json_array_append_new(
+                crossed,
+                json_pack("[s,s,s]", k, level == 2 ? "budget.exhausted" : "budget.warning", res));
+            json_object_set_new(json_object_get(levels, "levels"), k, json_integer(level));
+            LOG_WARN("meter", "tenant %s: %s", k, res);
+            changed = true;
+        }
+    }
+    json_object_foreach(costs, k, bud)
+    {
+        json_t *t = json_object_get(snap, k);
+        if (!t) {
+            t = json_pack("{s:{}}", "gpu_seconds");
+            json_object_set_new(snap, k, t);
+        }
+        json_object_set_new(t, "cost_minor", json_integer(json_integer_value(bud)));
+    }
+    if (changed) {
+        char *text = json_dumps(levels, JSON_COMPACT);
+        struct budget_write w = {.levels = text, .crossed = crossed, .now = now};
+        rc = text ? srv_write(s, budget_fn, &w) : ALLOT_ENOMEM;
+        free(text);
+    }
+    json_decref(levels);
+    json_decref(crossed);
+    json_decref(costs);
+    json_decref(pb);
+    pthread_mutex_lock(&mt.mu);
+    json_decref(mt.snap);
+    mt.snap = snap;
+    pthread_mutex_unlock(&mt.mu);
+    return rc;
+}
+
+/* A Prometheus label value: backslash, quote and newline escaped. */
+static void label(FILE *f, const char *v)
+{
+    for (; v && *v; v++) {
+        if (*v == '\\' || *v == '"')
+            fputc('\\', f);
+        if (*v == '\n')
+            fputs("\\n", f);
+        else
+            fputc(*v, f);
+    }
+}
+
+void meter_metrics(struct server *s, FILE *f)
+{
+    const char *k, *m;
+    json_t *t, *v;
+
+    pthread_mutex_lock(&mt.mu);
+    fputs("# HELP allot_tenant_gpu_seconds_total GPU-equivalent seconds allocated this month, by "
+          "tenant and GPU model (resets when a month begins).\n"
+          "# TYPE allot_tenant_gpu_seconds_total counter\n",
+          f);
+    json_object_foreach(mt.snap, k, t)
+    {
+        json_object_foreach(json_object_get(t, "gpu_seconds"), m, v)
+        {
+            fputs("allot_tenant_gpu_seconds_total{tenant=\"", f);
+            label(f, k);
+            fputs("\",model=\"", f);
+            label(f, m);
+            fprintf(f, "\"} %.3f\n", json_real_value(v));
+        }
+    }
+    fputs("# HELP allot_tenant_cost_minor_total What the tenant's usage this month costs, in "
+          "minor units of the price book's currency.\n"
+          "# TYPE allot_tenant_cost_minor_total counter\n",
+          f);
+    json_object_foreach(mt.snap, k, t)
+    {
+        if (!json_object_get(t, "cost_minor"))
+            continue;
+        fputs("allot_tenant_cost_minor_total{tenant=\"", f);
+        label(f, k);
+        fprintf(f, "\"} %lld\n", (long long)json_integer_value(json_object_get(t, "cost_minor")));
+    }
+    fputs("# HELP allot_tenant_budget_minor The tenant's monthly budget.\n"
+          "# TYPE allot_tenant_budget_minor gauge\n",
+          f);
+    json_object_foreach(mt.snap, k, t)
+    {
+        if (!json_object_get(t, "budget_minor"))
+            continue;
+        fputs("allot_tenant_budget_minor{tenant=\"", f);
+        label(f, k);
+        fprintf(f, "\"} %lld\n", (long long)json_integer_value(json_object_get(t, "budget_minor")));
+    }
+    fputs("# HELP allot_tenant_budget_used_ratio This month's cost over the monthly budget.\n"
+          "# TYPE allot_tenant_budget_used_ratio gauge\n",
+          f);
+    json_object_foreach(mt.snap, k, t)
+    {
+        json_int_t cap = json_integer_value(json_object_get(t, "budget_minor"));
+        if (!json_object_get(t, "budget_minor"))
+            continue;
+        fputs("allot_tenant_budget_used_ratio{tenant=\"", f);
+        label(f, k);
+        fprintf(f, "\"} %.6f\n",
+                cap > 0 ? (double)json_integer_value(json_object_get(t, "cost_minor")) / (double)cap
+                        : 1.0);
+    }
+    pthread_mutex_unlock(&mt.mu);
+
+    /* per GPU: health, and the agents' latest readings under DCGM-exporter names */
+    static const struct {
+        const char *name, *help, *field;
+    } dcgm[] = {
+        {"DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", "util_gpu"},
+        {"DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", "mem_used_mib"},
+        {"DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", "temp_c"},
+        {"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "Total energy consumption since boot (in mJ).",
+         "energy_mj"},
+    };
+    pthread_mutex_lock(&s->agents_lock);
+    fputs("# HELP allot_gpu_health GPU health as the node's agent reports it: 0 healthy, 1 "
+          "degraded, 2 unhealthy.\n# TYPE allot_gpu_health gauge\n",
+          f);
+    json_object_foreach(s->agents, k, t)
+    {
+        size_t i;
+        json_array_foreach(json_object_get(json_object_get(t, "health"), "gpus"), i, v)
+        {
+            const char *h = json_string_value(json_object_get(v, "health"));
+            fprintf(f, "allot_gpu_health{node=\"");
+            label(f, k);
+            fprintf(f, "\",gpu=\"%lld\",uuid=\"",
+                    (long long)json_integer_value(json_object_get(v, "index")));
+            label(f, json_string_value(json_object_get(v, "uuid")));
+            fprintf(f, "\",model=\"");
+            label(f, json_string_value(json_object_get(v, "model")));
+            fprintf(f, "\"} %d\n",
+                    !h || !strcmp(h, "healthy") ? 0
+                    : !strcmp(h, "degraded")    ? 1
+                                                : 2);
+        }
+    }
+    for (size_t d = 0; d < sizeof(dcgm) / sizeof(dcgm[0]); d++) {
+        fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", dcgm[d].name, dcgm[d].help, dcgm[d].name,
+                d == 3 ? "counter" : "gauge");
+        json_object_foreach(s->agents, k, t)
+        {
+            json_t *health = json_object_get(json_object_get(t, "health"), "gpus");
+            size_t i;
+            json_array_foreach(json_object_get(t, "gpus"), i, v)
+            {
+                json_int_t gi = json_integer_value(json_object_get(v, "index"));
+                json_t *hg = json_array_get(health, (size_t)gi),
+                       *x = json_object_get(v, dcgm[d].field);
+                if (!json_is_integer(x))
+                    continue;
+                fprintf(f, "%s{gpu=\"%lld\",UUID=\"", dcgm[d].name, (long long)gi);
+                label(f, json_string_value(json_object_get(hg, "uuid")));
+                fputs("\",Hostname=\"", f);
+                label(f, k);
+                fputs("\",modelName=\"", f);
+                label(f, json_string_value(json_object_get(hg, "model")));
+                fprintf(f, "\"} %lld\n", (long long)json_integer_value(x));
+            }
+        }
+    }
+    pthread_mutex_unlock(&s->agents_lock);
+}
 
 static void *meter_main(void *arg)
 {
@@ -344,9 +622,12 @@ static void *meter_main(void *arg)
 
         pthread_mutex_unlock(&mt.mu);
         if (atomic_load(&s->ready)) {
-            int rc = meter_rollup(s, srv_now());
+            int64_t now = srv_now();
+            int rc = meter_rollup(s, now);
             if (rc)
                 LOG_WARN("meter", "roll-up failed: %s", allot_strerror(rc));
+            else if ((rc = meter_snapshot(s, now)))
+                LOG_WARN("meter", "this month's figures: %s", allot_strerror(rc));
         }
         pthread_mutex_lock(&mt.mu);
         clock_gettime(CLOCK_REALTIME, &until);
@@ -385,6 +666,8 @@ void meter_stop(struct server *s)
     pthread_mutex_unlock(&mt.mu);
     pthread_join(mt.thread, NULL);
     mt.running = false;
+    json_decref(mt.snap);
+    mt.snap = NULL;
 }
 
 /* ---- time arguments ---- */

@@ -14,6 +14,7 @@
 #include "allot/store.h"
 
 #include <jansson.h>
+#include <stdio.h>
 
 /* Rows being accumulated, unique by key. `job` is set only when the rows
  * are kept per job (0 in roll-ups). */
@@ -67,5 +68,20 @@ bool meter_parse_month(const char *s, int64_t *start, int64_t *end);
  * initialised here and freed by the caller. Returns 0 or ALLOT_E*. */
 int meter_query(struct req *r, int64_t from, int64_t to, const char *tenant, bool per_job,
                 struct meter_acc *out, struct meter_acc *jobs);
+
+/* Writes the metering series of /metrics: per tenant this month's GPU
+ * seconds by model, cost and budget; per GPU its health and the agents'
+ * latest readings under DCGM-exporter names. */
+void meter_metrics(struct server *s, FILE *f);
+
+/* ---- billing.c ---- */
+
+/* The stored price book (new reference), NULL when none is set (*rc 0) or
+ * on a store failure (*rc set). */
+json_t *billing_pricebook(struct allot_store *st, int *rc);
+/* Adds each tenant's billed amount of rows[0..n) (minor units) into out
+ * (tenant -> integer). Returns 0 or ALLOT_ENOMEM. */
+int billing_costs(const struct allot_catalog *cat, json_t *pb, const struct allot_store_usage *rows,
+                  size_t n, json_t *out);
 
 #endif

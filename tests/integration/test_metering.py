@@ -222,6 +222,50 @@ def test_invoice_prices_and_reconciles():
     expect(dm.req("GET", "/v1/invoices?format=pdf", token=dm.admin), 400)
 
 
+def metrics():
+    st, text = dm.req("GET", "/metrics", raw=True)
+    assert st == 200, text
+    return text
+
+
+def test_metrics_and_budgets():
+    # the node's readings and health, as an agent sends them
+    beat("m-1", {"usage": {"gpus": [{"index": 0, "util_gpu": 42, "util_mem": 10,
+                                     "mem_used_mib": 2048, "energy_mj": 123456, "temp_c": 51,
+                                     "processes": 1}]},
+                 "health": {"gpus": [{"index": 0, "uuid": "GPU-m1-0", "model": "H100-80GB",
+                                      "health": "degraded", "text": "Xid 13", "mig": []},
+                                     {"index": 1, "uuid": "GPU-m1-1", "model": "H100-80GB",
+                                      "health": "healthy", "text": "ok", "mig": []}]}})
+    # a budget nlp has spent already: crossed once, recorded once
+    book = dict(BOOK, budgets={"research/nlp": {"monthly_minor": 1}})
+    expect(dm.req("PUT", "/v1/pricebook", book, token=dm.admin), 200)
+    end = time.time() + 15
+    while time.time() < end:
+        m = metrics()
+        if 'allot_tenant_budget_minor{tenant="research/nlp"} 1\n' in m:
+            break
+        time.sleep(0.1)
+    assert 'allot_tenant_budget_minor{tenant="research/nlp"} 1\n' in m, m
+    assert 'allot_tenant_gpu_seconds_total{tenant="research/nlp",model="H100-80GB"}' in m, m
+    assert 'allot_tenant_cost_minor_total{tenant="research/nlp"}' in m, m
+    ratio = [l for l in m.splitlines()
+             if l.startswith('allot_tenant_budget_used_ratio{tenant="research/nlp"}')]
+    assert ratio and float(ratio[0].split()[1]) > 1, ratio
+    assert ('DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-m1-0",Hostname="m-1",'
+            'modelName="H100-80GB"} 42\n') in m, m
+    assert 'DCGM_FI_DEV_FB_USED{gpu="0",UUID="GPU-m1-0",Hostname="m-1",' in m, m
+    assert 'allot_gpu_health{node="m-1",gpu="0",uuid="GPU-m1-0",model="H100-80GB"} 1\n' in m, m
+    assert 'allot_gpu_health{node="m-1",gpu="1",uuid="GPU-m1-1",model="H100-80GB"} 0\n' in m, m
+    time.sleep(0.5)  # more passes: still one entry
+    entries = expect(dm.req("GET", "/v1/audit?limit=1000", token=dm.admin), 200)["entries"]
+    crossed = [e for e in entries if e["target"] == "tenant/research/nlp"
+               and e["action"].startswith("budget.")]
+    assert len(crossed) == 1 and crossed[0]["action"] == "budget.exhausted", crossed
+    assert expect(dm.req("GET", "/v1/audit/verify", token=dm.admin), 200)["ok"], "chain"
+    expect(dm.req("PUT", "/v1/pricebook", BOOK, token=dm.admin), 200)
+
+
 def test_members_see_their_tenant_only():
     period = time.strftime("%Y-%m", time.gmtime())
     rows = usage("by=tenant&from=" + period, token=MEMBER)["rows"]
@@ -279,6 +323,7 @@ if __name__ == "__main__":
         expect(dm.req("POST", "/v1/nodes/register", node("m-1"), token=AG), 201)
         fx.run([test_pricebook_validation, test_allocated_seconds_exact, test_samples_count_once,
                 test_restart_keeps_runs_exact, test_invoice_prices_and_reconciles,
-                test_members_see_their_tenant_only, test_cli, test_bad_queries])
+                test_metrics_and_budgets, test_members_see_their_tenant_only, test_cli,
+                test_bad_queries])
     finally:
         dm.stop()
