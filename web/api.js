@@ -58,18 +58,20 @@ export async function allJobs(query = "") {
   return out;
 }
 
-let metering = null;
+let book;   // undefined: not asked yet; null: none is set
 
 /**
- * Whether this allotd serves the metering routes (/v1/usage, /v1/invoices).
- * Asked of the public /metrics page, whose metering series come with those
- * routes, instead of calling a route that may answer 404 (which the browser
- * reports as an error). Remembered once it is true.
+ * The price book (GET /v1/pricebook), or null when none is set; asked once
+ * per page load. Invoices need one (allotd answers 409 without), so the
+ * pages ask for invoices only when this is not null.
  */
-export async function hasMetering() {
-  if (metering) return true;
-  const r = await fetch("/metrics", {cache: "no-store"});
-  const text = r.ok ? await r.text() : "";
-  metering = /^# (HELP|TYPE) allot_tenant_(gpu_seconds_total|cost_minor_total)\b/m.test(text);
-  return metering;
+export async function priceBook() {
+  if (book !== undefined) return book;
+  try {
+    book = await get("/v1/pricebook");
+  } catch (e) {
+    if (!(e instanceof ApiError && e.status === 404)) throw e;
+    book = null;
+  }
+  return book;
 }

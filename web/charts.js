@@ -1,7 +1,7 @@
 // Charts drawn as inline SVG (no library): a horizontal stacked bar and a
 // stacked column chart over time. Each part carries a <title> tooltip.
 
-import {h, s, fmtNum} from "./util.js";
+import {h, s, fmtNum, fmtQty} from "./util.js";
 
 /**
  * One horizontal bar split into parts [{label, value, color}], with a legend.
@@ -45,7 +45,7 @@ export function stackedColumns(keys, series, {height = 220, unit = "", title = "
   for (let i = 0; i <= 4; i++) { // grid and y labels
     const v = max * i / 4;
     svg.append(s("line", {x1: pad.l, x2: width - pad.r, y1: y(v), y2: y(v), class: "grid"}),
-      s("text", {x: pad.l - 4, y: y(v) + 4, "text-anchor": "end", class: "axis"}, fmtNum(v, v < 10 ? 1 : 0)));
+      s("text", {x: pad.l - 4, y: y(v) + 4, "text-anchor": "end", class: "axis"}, axisLabel(v, max)));
   }
   const every = Math.max(1, Math.ceil(keys.length / 12));
   keys.forEach((k, i) => {
@@ -56,7 +56,7 @@ export function stackedColumns(keys, series, {height = 220, unit = "", title = "
       if (v <= 0) continue;
       svg.append(s("rect", {x: x + 1, width: colW - 2, y: y(acc + v), height: y(acc) - y(acc + v),
         fill: se.color, "data-series": se.name, "data-key": k},
-      s("title", null, `${se.name} ${k}: ${fmtNum(v, 2)}${unit}`)));
+      s("title", null, `${se.name} ${k}: ${fmtQty(v)}${unit}`)));
       acc += v;
     }
     if (i % every === 0) {
@@ -67,6 +67,12 @@ export function stackedColumns(keys, series, {height = 220, unit = "", title = "
   return h("figure", {class: "columns"}, title ? h("figcaption", null, title) : null,
     h("div", {class: "scroll"}, svg),
     legend(series.map((se) => ({label: se.name, color: se.color}))));
+}
+
+/** A y-axis label with as many decimals as the axis' step needs. */
+function axisLabel(v, max) {
+  const digits = Math.max(0, Math.ceil(-Math.log10(max / 4)) + 1);
+  return v === 0 ? "0" : v.toFixed(Math.min(digits, 6));
 }
 
 function niceMax(v) {

@@ -53,6 +53,15 @@ export function fmtNum(x, digits = 1) {
   return Number.isInteger(x) ? String(x) : x.toFixed(digits);
 }
 
+/** A measured quantity: 0, two significant digits when small, else 3 or 1 decimals. */
+export function fmtQty(x) {
+  if (x === null || x === undefined || Number.isNaN(x)) return "-";
+  const a = Math.abs(x);
+  if (a === 0) return "0";
+  if (a < 0.01) return x.toPrecision(2);
+  return x.toFixed(a < 10 ? 3 : a < 1000 ? 1 : 0);
+}
+
 /** Seconds as "45s", "12m", "3h 05m", "2d 4h". */
 export function fmtDuration(sec) {
   if (sec === null || sec === undefined || sec < 0) return "-";
@@ -81,10 +90,10 @@ export function fmtMoney(minor, currency) {
   return (neg ? "-" : "") + units + "." + cents + (currency ? " " + currency : "");
 }
 
-/** The current month as "YYYY-MM" (local time). */
+/** The current month as "YYYY-MM" (UTC, as allotd's invoices and usage days). */
 export function thisMonth() {
   const d = new Date();
-  return d.getFullYear() + "-" + String(d.getMonth() + 1).padStart(2, "0");
+  return d.getUTCFullYear() + "-" + String(d.getUTCMonth() + 1).padStart(2, "0");
 }
 
 export function nowSec() {

@@ -4,7 +4,7 @@
 // weights give among siblings against the share in use; this month's cost
 // and budget from the invoice when allotd meters usage.
 
-import {allJobs, get, hasMetering} from "../api.js";
+import {allJobs, get, priceBook} from "../api.js";
 import {quotaNominal} from "./overview.js";
 import {fmtMoney, fmtNum, h, jobGpus, table, tenantTag, thisMonth} from "../util.js";
 
@@ -16,9 +16,8 @@ export function mount(root) {
   root.append(body);
   return {
     async refresh() {
-      const [tn, jobs, metering] = await Promise.all([get("/v1/tenants"), allJobs(), hasMetering()]);
-      let invoice = null;
-      if (metering) invoice = await get(`/v1/invoices?period=${thisMonth()}`);
+      const [tn, jobs, book] = await Promise.all([get("/v1/tenants"), allJobs(), priceBook()]);
+      const invoice = book ? await get(`/v1/invoices?period=${thisMonth()}`) : null;
       body.replaceChildren(...render(tn, jobs, invoice));
     },
   };
@@ -88,7 +87,7 @@ function render(tn, jobs, invoice) {
       "which others may borrow (up to the lend limit). Fair share: the tenant's weight among its siblings, ",
       "against its share of the GPUs they use now."),
   ];
-  if (!invoice) out.push(h("p", {class: "note", id: "no-metering"}, "Cost and budget appear once allotd meters usage (/v1/invoices)."));
+  if (!invoice) out.push(h("p", {class: "note", id: "no-metering"}, "Cost and budget appear once an admin sets a price book (allot pricebook apply)."));
   if (tn.priority_classes && tn.priority_classes.length) {
     out.push(h("h2", null, "Priority classes"), table(["Class", "Value", "Preemptible"],
       tn.priority_classes.map((c) => h("tr", null, h("td", null, c.name), h("td", {class: "num"}, c.value),

@@ -1,12 +1,12 @@
 // Usage and invoices: GPU-hours per tenant over time (by day for a month,
 // or by hour for the last two days) from /v1/usage, totals per tenant, and
 // the month's invoice from /v1/invoices with a CSV download. Money arrives
-// in integer minor units and is formatted here. When this allotd does not
-// meter usage yet, the page says so and calls nothing that is not there.
+// in integer minor units and is formatted here. Without a price book there
+// is no invoice (allotd answers 409): the page says so and does not ask.
 
-import {get, getBlob, hasMetering} from "../api.js";
+import {get, getBlob, priceBook} from "../api.js";
 import {stackedColumns} from "../charts.js";
-import {fmtMoney, fmtNum, h, nowSec, table, tenantColor, tenantTag, thisMonth} from "../util.js";
+import {fmtMoney, fmtNum, fmtQty, fmtTime, h, nowSec, table, tenantColor, tenantTag, thisMonth} from "../util.js";
 
 export const title = "Usage & invoices";
 
@@ -68,20 +68,16 @@ export function mount(root, params, ctx) {
 
   return {
     async refresh() {
-      if (!(await hasMetering())) {
-        body.replaceChildren(h("p", {class: "note", id: "no-metering"},
-          "This allotd does not meter usage yet: /v1/usage and /v1/invoices are not served."));
-        return;
-      }
       const period = /^\d{4}-\d{2}$/.test(month.value) ? month.value : thisMonth();
       const range = by.value === "day"
         ? `from=${period}-01&to=${nextMonth(period)}-01`
         : `from=${nowSec() - 48 * 3600}&to=${nowSec()}`;
-      const [series, totals, inv] = await Promise.all([
+      const [series, totals, book] = await Promise.all([
         get(`/v1/usage?${range}&by=${by.value}&split=tenant`),
         get(`/v1/usage?from=${period}-01&to=${nextMonth(period)}-01&by=tenant`),
-        get(`/v1/invoices?period=${period}`),
+        priceBook(),
       ]);
+      const inv = book ? await get(`/v1/invoices?period=${period}`) : null;
       body.replaceChildren(...render(period, by.value, series, totals, inv, download));
     },
   };
@@ -103,37 +99,54 @@ function render(period, by, series, totals, inv, download) {
   {unit: " GPU-h", title: `GPU-hours per tenant, ${by === "day" ? "by day, " + period : "by hour (UTC), last 48 hours"}`});
   chart.id = "usage-chart";
   const trow = (key, r, attrs) => h("tr", attrs,
-    h("td", null, key), h("td", {class: "num"}, fmtNum(r.gpu_hours, 2)),
-    h("td", {class: "num"}, fmtNum((r.cpu_core_seconds || 0) / 3600, 2)),
-    h("td", {class: "num"}, fmtNum((r.memory_gib_seconds || 0) / 3600, 2)),
+    h("td", null, key), h("td", {class: "num"}, fmtQty(r.gpu_hours)),
+    h("td", {class: "num"}, fmtQty((r.cpu_core_seconds || 0) / 3600)),
+    h("td", {class: "num"}, fmtQty((r.memory_gib_seconds || 0) / 3600)),
     h("td", {class: "num"}, r.sm_util_avg === null || r.sm_util_avg === undefined ? "-" : fmtNum(r.sm_util_avg, 1) + "%"),
     h("td", {class: "num"}, r.gpu_memory_peak_bytes ? fmtNum(r.gpu_memory_peak_bytes / 2 ** 30, 1) + " GiB" : "-"),
-    h("td", {class: "num"}, r.energy_joules ? fmtNum(r.energy_joules / 3.6e6, 2) + " kWh" : "-"),
+    h("td", {class: "num"}, r.energy_joules ? fmtQty(r.energy_joules / 3.6e6) + " kWh" : "-"),
     h("td", {class: "num"}, r.jobs));
-  const cur = inv.currency || "";
-  const btn = h("button", {type: "button", id: "csv", onclick: (e) => download(period, e.currentTarget)}, "Download CSV");
-  return [
+  const out = [
     chart,
     h("h2", null, `Usage in ${period}`),
     table(["Tenant", "GPU-hours", "CPU core-hours", "Memory GiB-hours", "SM util", "GPU mem peak", "Energy", "Jobs"],
       (totals.rows || []).map((r) => trow(tenantTag(r.key), r, {"data-tenant": r.key}))
         .concat(totals.totals ? [trow("total", totals.totals, {class: "total"})] : []), {id: "usage-totals"}),
-    h("h2", null, `Invoice ${inv.period} `, btn),
-    h("p", {class: "note"}, `Price book ${inv.price_book || "-"}; amounts in ${cur}.`),
-    table(["Tenant", "Item", "Model", "Kind", "Profile", "Capacity", "Hours", "Rate / h", "Amount"],
-      (inv.tenants || []).flatMap((t) => [
-        ...(t.lines || []).map((l) => h("tr", {"data-tenant": t.tenant},
-          h("td", null, tenantTag(t.tenant)), h("td", null, l.item), h("td", null, l.model || "-"),
-          h("td", null, l.kind || "-"), h("td", null, l.profile || "-"), h("td", null, l.capacity || "-"),
-          h("td", {class: "num"}, fmtNum(l.hours, 2)), h("td", {class: "num"}, fmtMoney(l.rate_minor, cur)),
-          h("td", {class: "num"}, fmtMoney(l.amount_minor, cur)))),
-        h("tr", {class: "subtotal", "data-tenant-total": t.tenant},
-          h("td", {colspan: 8}, `${t.tenant} total` + (t.budget_minor !== null && t.budget_minor !== undefined
-            ? ` (budget ${fmtMoney(t.budget_minor, cur)}, ${Math.round(t.total_minor / Math.max(1, t.budget_minor) * 100)}% used)` : "")),
-          h("td", {class: "num"}, fmtMoney(t.total_minor, cur))),
-      ]).concat([
-        h("tr", {class: "subtotal"}, h("td", {colspan: 8}, "idle capacity"), h("td", {class: "num"}, fmtMoney(inv.idle && inv.idle.amount_minor, cur))),
-        h("tr", {class: "total"}, h("td", {colspan: 8}, "cluster"), h("td", {class: "num", id: "cluster-total"}, fmtMoney(inv.cluster && inv.cluster.amount_minor, cur))),
-      ]), {id: "invoice"}),
+    h("p", {class: "note"}, "GPU-hours count GPU-equivalents: a MIG instance its share of the GPU's compute slices, ",
+      "a fraction its share of the GPU. Days and hours are UTC.", series.as_of ? ` Up to date as of ${fmtTime(series.as_of)}.` : ""),
   ];
+  if (!inv) {
+    out.push(h("h2", null, `Invoice ${period}`), h("p", {class: "note", id: "no-price-book"},
+      "No price book is set, so there is no invoice: an admin sets one with allot pricebook apply -f FILE (docs/billing.md)."));
+    return out;
+  }
+  const cur = inv.currency || "";
+  const btn = h("button", {type: "button", id: "csv", onclick: (e) => download(period, e.currentTarget)}, "Download CSV");
+  const money = (x) => h("td", {class: "num"}, fmtMoney(x, cur));
+  const rows = (inv.tenants || []).flatMap((t) => [
+    ...(t.lines || []).map((l) => h("tr", {"data-tenant": t.tenant},
+      h("td", null, tenantTag(t.tenant)), h("td", null, l.item), h("td", null, l.model || "-"),
+      h("td", null, l.kind || "-"), h("td", null, l.profile || "-"),
+      h("td", null, (l.capacity || "-") + (l.offpeak ? ", off-peak" : "")),
+      h("td", {class: "num"}, fmtQty(l.hours)), money(l.rate_minor), money(l.amount_minor))),
+    h("tr", {class: "subtotal", "data-tenant-total": t.tenant},
+      h("td", {colspan: 8}, `${t.tenant} total` + (t.budget_minor !== null && t.budget_minor !== undefined
+        ? ` (budget ${fmtMoney(t.budget_minor, cur)}, ${Math.round(t.total_minor / Math.max(1, t.budget_minor) * 100)}% used)` : "")),
+      money(t.total_minor)),
+  ]);
+  const unbilled = inv.unbilled || (inv.idle ? {amount_minor: inv.idle.amount_minor} : null);
+  if (unbilled) {
+    rows.push(h("tr", {class: "subtotal", id: "unbilled"}, h("td", {colspan: 8}, "unbilled: idle capacity" +
+      (unbilled.idle_minor !== undefined ? ` ${fmtMoney(unbilled.idle_minor, cur)}, discounts and premiums ${fmtMoney(unbilled.adjustments_minor, cur)}` : "")),
+    money(unbilled.amount_minor)));
+  }
+  if (inv.cluster) {
+    rows.push(h("tr", {class: "total"}, h("td", {colspan: 8}, "cluster" +
+      (inv.cluster.gpu_hours !== undefined ? ` (${fmtQty(inv.cluster.gpu_hours)} GPU-hours of capacity at list price)` : "")),
+    h("td", {class: "num", id: "cluster-total"}, fmtMoney(inv.cluster.amount_minor, cur))));
+  }
+  out.push(h("h2", null, `Invoice ${inv.period} `, btn),
+    h("p", {class: "note"}, `Price book version ${inv.price_book || "-"}; amounts in ${cur}.`),
+    table(["Tenant", "Item", "Model", "Kind", "Profile", "Capacity", "Hours", "Rate / h", "Amount"], rows, {id: "invoice"}));
+  return out;
 }
