@@ -75,8 +75,17 @@ def wait_job(jid, states, timeout=20):
 
 
 def metering():
-    st, text = dm.req("GET", "/metrics", raw=True)
-    return st == 200 and "allot_tenant_gpu_seconds_total" in text
+    """Whether this allotd serves /v1/usage (and so invoices)."""
+    return dm.req("GET", "/v1/usage?by=tenant", token=dm.admin)[0] == 200
+
+
+PRICE_BOOK = {
+    "currency": "EUR",
+    "books": [{"effective": "2026-01-01", "gpu_hour": {"H100-80GB": 400, "A100-80GB": 250},
+               "cpu_core_hour": 3, "memory_gib_hour": 1, "reserved_discount_pct": 20,
+               "borrowed_premium_pct": 10}],
+    "budgets": {"research": {"monthly_minor": 5000, "warn_pct": 80}},
+}
 
 
 def no_console_errors(where):
@@ -84,11 +93,16 @@ def no_console_errors(where):
     assert not bad, "%s: the browser console has errors: %r" % (where, bad)
 
 
-def shot(name):
+def shot(name, height=None):
+    """With ALLOT_SCREENSHOTS=1: docs/img/dashboard-NAME.png (a taller window when asked)."""
     if SHOTS:
         d = os.path.join(fx.SOURCE, "docs", "img")
         os.makedirs(d, exist_ok=True)
+        if height:
+            br.cmd("POST", "/window/rect", {"width": 1400, "height": height})
         br.screenshot(os.path.join(d, "dashboard-%s.png" % name))
+        if height:
+            br.cmd("POST", "/window/rect", {"width": 1400, "height": 1000})
 
 
 def page_text():
@@ -175,7 +189,9 @@ def test_tenants():
     assert cell("product", "use") == "0", cell("product", "use")
     assert cell("interns", "use") == "0.14", cell("interns", "use")
     if metering():
-        assert cell("research", "cost") != "-", "no cost shown while allotd meters usage"
+        assert cell("research", "cost").endswith(" EUR"), cell("research", "cost")
+        assert "50.00 EUR" in cell("research", "budget"), cell("research", "budget")
+        assert cell("product", "budget") == "-", cell("product", "budget")
     no_console_errors("tenants")
     shot("tenants")
 
@@ -262,26 +278,37 @@ def test_gpu_map():
 
 def test_usage_and_invoices():
     if not metering():
-        goto("#/usage", "return document.getElementById('no-metering');", "the usage page")
-        no_console_errors("usage")
-        print("skip test_usage_and_invoices data checks: this allotd does not serve "
-              "/v1/usage and /v1/invoices yet (no allot_tenant_gpu_seconds_total in /metrics); "
-              "checked only that the page says so without console errors")
+        print("SKIP test_usage_and_invoices: this allotd does not serve /v1/usage")
         return
+    end = time.time() + 20
+    while time.time() < end:  # the roll-ups follow every --meter-interval (200 ms here)
+        b = expect(dm.req("GET", "/v1/usage?by=tenant", token=dm.admin), 200)
+        if any(r["key"] == "research" and r["gpu_seconds"] > 0 for r in b["rows"]):
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError("no metered usage of research: %r" % b)
     goto("#/usage", "return document.querySelector('#invoice tr.total') && "
-         "document.querySelector('#usage-totals tr[data-tenant]');", "usage and invoice")
+         "document.querySelector('#usage-totals tr[data-tenant=research]');",
+         "usage and invoice")
     tenants = br.js("return [...document.querySelectorAll('#usage-totals tr[data-tenant]')]"
                     ".map(function (r) { return r.dataset.tenant; });")
     assert "research" in tenants, tenants
     bars = br.js("return document.querySelectorAll('#usage-chart rect[data-series]').length;")
     assert bars >= 1, "no usage bars"
-    total = br.js("return document.getElementById('cluster-total').textContent;")
-    st, inv = dm.req("GET", "/v1/invoices?period=" + time.strftime("%Y-%m"), token=dm.admin)
-    assert st == 200, (st, inv)
-    minor = inv["cluster"]["amount_minor"]
-    assert total.startswith("%s.%02d" % (format(minor // 100, ","), minor % 100)), (total, minor)
+    period = time.strftime("%Y-%m", time.gmtime())
+    lines = br.js("return [...document.querySelectorAll('#invoice tr[data-tenant=research]')]"
+                  ".map(function (r) { return r.innerText; });")
+    assert any("H100-80GB" in l and "EUR" in l for l in lines), lines
+    assert br.js("return !!document.getElementById('unbilled');"), "no unbilled line"
+    shown = br.js("return document.getElementById('cluster-total').textContent;")
+    inv = expect(dm.req("GET", "/v1/invoices?period=" + period, token=dm.admin), 200)
+    minor = int(shown.split()[0].replace(",", "").replace(".", ""))
+    # the cluster's cost grows with time: what the page shows is at most what allotd says now
+    assert 0 < minor <= inv["cluster"]["amount_minor"], (shown, inv["cluster"])
+    assert shown.endswith(" EUR"), shown
     no_console_errors("usage")
-    shot("usage")
+    shot("usage", 1500)
 
 
 def test_member_sees_only_its_tenant():
@@ -299,6 +326,14 @@ def test_member_sees_only_its_tenant():
     seen = br.js("return [...document.querySelectorAll('.part[data-tenant]')]"
                  ".map(function (p) { return p.dataset.tenant; });")
     assert set(seen) == {"interns"}, seen
+    if metering():
+        goto("#/usage", "return document.querySelector('#usage-totals tr[data-tenant]') && "
+             "document.querySelector('#invoice tr.subtotal');", "the member's usage")
+        seen = br.js("return [...document.querySelectorAll('#usage-totals tr[data-tenant], "
+                     "#invoice tr[data-tenant], #usage-chart rect[data-series]')].map("
+                     "function (r) { return r.dataset.tenant || r.dataset.series; });")
+        assert set(seen) == {"interns"}, seen
+        assert not br.js("return document.getElementById('cluster-total');"), "cluster cost shown"
     goto("#/overview", "return document.querySelector('#by-tenant tr[data-tenant]');",
          "the member's overview")
     rows = br.js("return [...document.querySelectorAll('#by-tenant tr[data-tenant]')]"
@@ -312,9 +347,11 @@ def test_member_sees_only_its_tenant():
 
 def setup():
     global dm, br, url, member
-    dm = Daemon(args=["--ui-dir", os.path.join(fx.SOURCE, "web")])
+    dm = Daemon(args=["--ui-dir", os.path.join(fx.SOURCE, "web"), "--meter-interval", "200ms"])
     url = "http://127.0.0.1:%d/ui/" % dm.port
     expect(dm.req("PUT", "/v1/tenants", TENANTS, token=dm.admin), 200)
+    if metering():
+        expect(dm.req("PUT", "/v1/pricebook", PRICE_BOOK, token=dm.admin), 200)
     ag = dm.token("agent", name="nodes")
     Agent(dm, ag, "gpu-1", emulate="4xH100-80GB", args=["--gpu-mode", "shared"])
     Agent(dm, ag, "gpu-2", emulate="2xA100-80GB", args=["--gpu-mode", "mig"])
