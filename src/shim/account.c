@@ -64,6 +64,11 @@ CUresult shim_reserve(int dev, uint64_t bytes)
     }
 }
 
+uint64_t shim_ctx_overhead(void)
+{
+    return books.cfg.ctx_overhead;
+}
+
 uint64_t shim_over_limit(void)
 {
     return books.cfg.over_limit;

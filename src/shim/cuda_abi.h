@@ -118,6 +118,47 @@ typedef struct {
     char bytes[16];
 } CUuuid;
 
+typedef struct CUgraph_st *CUgraph;
+typedef struct CUgraphNode_st *CUgraphNode;
+typedef struct CUexecAffinityParam_st CUexecAffinityParam;
+typedef struct CUctxCreateParams_st CUctxCreateParams;
+typedef struct CUgraphEdgeData_st CUgraphEdgeData;
+typedef struct CUmemAccessDesc_st CUmemAccessDesc;
+
+#define CU_GRAPH_NODE_TYPE_MEM_ALLOC 10
+
+/* CUmemPoolProps: the location is what the shim reads */
+typedef struct {
+    int allocType;   /* CUmemAllocationType */
+    int handleTypes; /* CUmemAllocationHandleType */
+    CUmemLocation location;
+    void *win32SecurityAttributes;
+    size_t maxSize;
+    unsigned short usage;
+    unsigned char reserved[54];
+} CUmemPoolProps;
+
+/* a graph's memory allocation node (the _v2 of cuGraphAddNode's union
+ * has the same layout) */
+typedef struct {
+    CUmemPoolProps poolProps;
+    const CUmemAccessDesc *accessDescs;
+    size_t accessDescCount;
+    size_t bytesize;
+    CUdeviceptr dptr; /* out */
+} CUDA_MEM_ALLOC_NODE_PARAMS;
+
+/* cuGraphAddNode's parameters: the type, then a union of 232 bytes */
+typedef struct {
+    int type; /* CUgraphNodeType */
+    int reserved0[3];
+    union {
+        long long reserved1[29];
+        CUDA_MEM_ALLOC_NODE_PARAMS alloc;
+    };
+    long long reserved2;
+} CUgraphNodeParams;
+
 /* ---- the slice of NVML (nvml.h) the shim hooks or calls ------------------ */
 
 typedef int nvmlReturn_t;

@@ -107,6 +107,11 @@ void shim_config_load(struct shim_config *c)
         c->bad_over = true;
         c->over_limit = 0;
     }
+    one = getenv("ALLOT_GPU_CONTEXT_OVERHEAD");
+    if (one && *one && !shim_parse_size(one, &c->ctx_overhead)) {
+        c->bad_ctx = true; /* an estimate: warned about, not failed closed */
+        c->ctx_overhead = 0;
+    }
     c->region_path = getenv("ALLOT_SHIM_REGION");
     if (c->region_path && !*c->region_path)
         c->region_path = NULL;

@@ -685,7 +685,34 @@ CUresult cuArrayDestroy(CUarray arr)
  * reset of the device can drop their allocations. */
 static uint64_t primary_ctx[SHIM_MAX_DEV];
 
-static void drop_ctx(uint64_t ctx)
+uint64_t shim_primary_ctx(int dev)
+{
+    return dev >= 0 && dev < SHIM_MAX_DEV ? __atomic_load_n(&primary_ctx[dev], __ATOMIC_ACQUIRE)
+                                          : 0;
+}
+
+bool shim_record(const struct shim_alloc *a)
+{
+    struct shim_alloc old;
+
+    if (!shim_table_replace(&shim_allocs, a, &old))
+        return false;
+    if (old.used)
+        give_back(&old);
+    return true;
+}
+
+bool shim_forget(uint64_t key, int space)
+{
+    struct shim_alloc a;
+
+    if (!shim_table_take(&shim_allocs, key, space, &a))
+        return false;
+    give_back(&a);
+    return true;
+}
+
+void shim_drop_owner(uint64_t ctx)
 {
     uint64_t freed[SHIM_MAX_DEV] = {0}, freed_over[SHIM_MAX_DEV] = {0};
 
@@ -708,7 +735,7 @@ static CUresult ctx_destroy(enum shim_fn f, CUcontext c)
         return shim_missing();
     rc = real(c);
     if (rc == CUDA_SUCCESS)
-        drop_ctx((uint64_t)(uintptr_t)c);
+        shim_drop_owner((uint64_t)(uintptr_t)c);
     return rc;
 }
 
@@ -732,9 +759,12 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice dev)
     if (!c)
         return CUDA_ERROR_INVALID_VALUE;
     rc = real(c, dev);
-    if (rc == CUDA_SUCCESS && dev >= 0 && dev < SHIM_MAX_DEV)
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (dev >= 0 && dev < SHIM_MAX_DEV)
         __atomic_store_n(&primary_ctx[dev], (uint64_t)(uintptr_t)*c, __ATOMIC_RELEASE);
-    return rc;
+    /* its overhead, the first time (it may be refused by the cap) */
+    return shim_primary_retained(*c, dev);
 }
 
 static CUresult primary_reset(enum shim_fn f, CUdevice dev)
@@ -745,8 +775,10 @@ static CUresult primary_reset(enum shim_fn f, CUdevice dev)
     if (!real)
         return shim_missing();
     rc = real(dev);
+    /* its allocations and its overhead go; its references stay (the
+     * driver keeps them), and the next retain counts the overhead again */
     if (rc == CUDA_SUCCESS && dev >= 0 && dev < SHIM_MAX_DEV)
-        drop_ctx(__atomic_load_n(&primary_ctx[dev], __ATOMIC_ACQUIRE));
+        shim_drop_owner(__atomic_load_n(&primary_ctx[dev], __ATOMIC_ACQUIRE));
     return rc;
 }
 

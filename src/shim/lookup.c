@@ -88,6 +88,8 @@ static void shim_start(void)
     shim_config_load(&cfg);
     if (cfg.bad_env)
         shim_warn("an ALLOT_GPU_MEMORY_LIMIT value does not parse: that cap is 0 bytes");
+    if (cfg.bad_ctx)
+        shim_warn("ALLOT_GPU_CONTEXT_OVERHEAD does not parse: contexts are not counted");
     if (cfg.bad_over)
         shim_warn("ALLOT_GPU_MEMORY_OVERSUBSCRIBE does not parse: no oversubscription");
     shim_table_init(&shim_allocs, NULL);
@@ -149,10 +151,27 @@ void *shim_hook_for_name(const char *name)
     return i < 0 ? NULL : fn_hooks[i];
 }
 
-/* The CUDA version from which name's _vN is what the plain name means. */
+/* The CUDA version from which name's _vN is what the plain name means
+ * (cuda.h's __CUDA_API_VERSION choices); 3.2 for the other _v2 names. */
 static int since_version(const char *versioned)
 {
-    return strcmp(versioned, "cuGetProcAddress_v2") ? 3020 : 12000;
+    static const struct {
+        const char *name;
+        int since;
+    } table[] = {
+        {"cuGetProcAddress_v2", 12000},
+        {"cuCtxCreate_v3", 11040},
+        {"cuCtxCreate_v4", 12050},
+        {"cuCtxDestroy_v2", 4000},
+        {"cuDevicePrimaryCtxRelease_v2", 11000},
+        {"cuDevicePrimaryCtxReset_v2", 11000},
+        {"cuGraphAddNode_v2", 12030},
+    };
+
+    for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
+        if (!strcmp(versioned, table[i].name))
+            return table[i].since;
+    return 3020;
 }
 
 /*
@@ -175,7 +194,7 @@ static int index_by_name(const char *symbol, int cuda_version, cuuint64_t flags)
         if ((i = hook_index(name)) >= 0)
             return i;
     }
-    for (int v = 3; v >= 2; v--) {
+    for (int v = 4; v >= 2; v--) {
         snprintf(name, sizeof(name), "%s_v%d", symbol, v);
         i = hook_index(name);
         if (i >= 0 && cuda_version >= since_version(name))

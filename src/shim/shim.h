@@ -46,6 +46,8 @@ struct shim_config {
     bool bad_env;            /* a value was rejected (the cap failed closed) */
     uint64_t over_limit;     /* ALLOT_GPU_MEMORY_OVERSUBSCRIBE, bytes per device; 0 off */
     bool bad_over;           /* that value was rejected (no oversubscription) */
+    uint64_t ctx_overhead;   /* ALLOT_GPU_CONTEXT_OVERHEAD: bytes counted per context */
+    bool bad_ctx;            /* that value was rejected (0 counted) */
     const char *region_path; /* borrowed from the environment, or NULL */
     const char *cuda_lib;    /* borrowed from the environment, or NULL */
 };
@@ -84,12 +86,15 @@ enum shim_space {
     SHIM_SPACE_HANDLE = 1,
     SHIM_SPACE_ARRAY = 2,
     SHIM_SPACE_MIPMAP = 3,
+    SHIM_SPACE_CTX = 4,   /* a context's overhead, keyed by the context */
+    SHIM_SPACE_GRAPH = 5, /* a graph's memory allocation node, keyed by the node */
 };
 
 struct shim_alloc {
     uint64_t key; /* device pointer, VMM handle or CUarray */
     uint64_t bytes;
-    uint64_t ctx; /* the CUcontext it dies with, 0 none (VMM handles) */
+    uint64_t ctx; /* what it dies with: its CUcontext (its CUgraph for a
+                   * graph node), 0 none (VMM handles) */
     int32_t dev;
     uint8_t space; /* enum shim_space */
     bool over;     /* oversubscribed: counted apart from the cap */
@@ -370,7 +375,18 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *me
     X(cuGraphLaunch)                                                                               \
     X(cuGraphLaunch_ptsz)                                                                          \
     X(cuGetProcAddress)                                                                            \
-    X(cuGetProcAddress_v2)
+    X(cuGetProcAddress_v2)                                                                         \
+    X(cuCtxCreate)                                                                                 \
+    X(cuCtxCreate_v2)                                                                              \
+    X(cuCtxCreate_v3)                                                                              \
+    X(cuCtxCreate_v4)                                                                              \
+    X(cuDevicePrimaryCtxRelease)                                                                   \
+    X(cuDevicePrimaryCtxRelease_v2)                                                                \
+    X(cuGraphAddMemAllocNode)                                                                      \
+    X(cuGraphAddNode)                                                                              \
+    X(cuGraphAddNode_v2)                                                                           \
+    X(cuGraphDestroyNode)                                                                          \
+    X(cuGraphDestroy)
 #define SHIM_CALLED(X)                                                                             \
     X(cuCtxGetDevice)                                                                              \
     X(cuCtxGetCurrent)                                                                             \
@@ -430,6 +446,17 @@ CUresult shim_missing(void);
 CUresult shim_current_device(int *dev);
 /* The calling thread's current context as a table key, 0 if none. */
 uint64_t shim_current_ctx(void);
+/* Drops every record that dies with owner (a context or a graph), giving
+ * their bytes back. */
+void shim_drop_owner(uint64_t owner);
+/* Records a with its bytes already reserved; false (nothing recorded)
+ * when the table cannot grow. A record the value replaces is given back. */
+bool shim_record(const struct shim_alloc *a);
+/* Takes (key, space) out of the table and gives its bytes back. Returns
+ * whether it was there. */
+bool shim_forget(uint64_t key, int space);
+/* Primary contexts: the one of dev (0 unknown), learnt at retain. */
+uint64_t shim_primary_ctx(int dev);
 
 CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize);
 CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize);
@@ -488,5 +515,26 @@ CUresult cuGraphLaunch_ptsz(CUgraphExec g, CUstream s);
 CUresult cuGetProcAddress(const char *symbol, void **pfn, int cuda_version, cuuint64_t flags);
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cuda_version, cuuint64_t flags,
                              CUdriverProcAddressQueryResult *status);
+/* overhead.c: contexts' overhead and graphs' memory nodes */
+CUresult cuCtxCreate(CUcontext *c, unsigned int flags, CUdevice dev);
+CUresult cuCtxCreate_v2(CUcontext *c, unsigned int flags, CUdevice dev);
+CUresult cuCtxCreate_v3(CUcontext *c, CUexecAffinityParam *params, int n, unsigned int flags,
+                        CUdevice dev);
+CUresult cuCtxCreate_v4(CUcontext *c, CUctxCreateParams *params, unsigned int flags, CUdevice dev);
+CUresult cuDevicePrimaryCtxRelease(CUdevice dev);
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev);
+CUresult cuGraphAddMemAllocNode(CUgraphNode *node, CUgraph g, const CUgraphNode *deps, size_t n,
+                                CUDA_MEM_ALLOC_NODE_PARAMS *params);
+CUresult cuGraphAddNode(CUgraphNode *node, CUgraph g, const CUgraphNode *deps, size_t n,
+                        CUgraphNodeParams *params);
+CUresult cuGraphAddNode_v2(CUgraphNode *node, CUgraph g, const CUgraphNode *deps,
+                           const CUgraphEdgeData *edges, size_t n, CUgraphNodeParams *params);
+CUresult cuGraphDestroyNode(CUgraphNode node);
+CUresult cuGraphDestroy(CUgraph g);
+/* Counts a newly retained primary context's overhead (retain calls it).
+ * Returns CUDA_ERROR_OUT_OF_MEMORY when the cap refuses it. */
+CUresult shim_primary_retained(CUcontext c, CUdevice dev);
+/* The bytes counted per context (ALLOT_GPU_CONTEXT_OVERHEAD), 0 none. */
+uint64_t shim_ctx_overhead(void);
 
 #endif

@@ -336,12 +336,17 @@ CUresult cuCtxDestroy(CUcontext c)
     return cuCtxDestroy_v2(c);
 }
 
+/* References to the primary context: the last release frees it, as a
+ * reset does. */
+static int primary_refs;
+
 /* The primary context: the one context of the fake, kept when current. */
 CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d);
 CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d)
 {
     if (!c)
         return CUDA_ERROR_INVALID_VALUE;
+    primary_refs++;
     if (cur == d) {
         *c = (CUcontext)((unsigned long)d + 1);
         return CUDA_SUCCESS;
@@ -361,6 +366,28 @@ CUresult cuDevicePrimaryCtxReset_v2(CUdevice d)
         n_allocs = 0;
     }
     return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d);
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d)
+{
+    if (d < 0 || d >= n_dev)
+        return CUDA_ERROR_INVALID_DEVICE;
+    if (primary_refs > 0 && --primary_refs == 0)
+        return cuDevicePrimaryCtxReset_v2(d);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxRelease(CUdevice d);
+CUresult cuDevicePrimaryCtxRelease(CUdevice d)
+{
+    return cuDevicePrimaryCtxRelease_v2(d);
+}
+
+CUresult cuCtxCreate(CUcontext *c, unsigned flags, CUdevice d);
+CUresult cuCtxCreate(CUcontext *c, unsigned flags, CUdevice d)
+{
+    return cuCtxCreate_v2(c, flags, d);
 }
 
 CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice d);
@@ -844,6 +871,126 @@ CUresult cuGraphLaunch_ptsz(CUgraphExec g, CUstream s)
     return cuGraphLaunch(g, s);
 }
 
+/* ---- graphs: memory allocation nodes only ------------------------------------ */
+
+typedef struct fake_graph *CUgraph;
+typedef struct fake_node *CUgraphNode;
+struct fake_graph {
+    int nodes;
+};
+struct fake_node {
+    CUgraph g;
+    unsigned long long dptr;
+};
+static int graph_nodes_added; /* for tests: memory nodes the driver made */
+
+CUresult cuGraphCreate(CUgraph *g, unsigned flags);
+CUresult cuGraphCreate(CUgraph *g, unsigned flags)
+{
+    (void)flags;
+    if (!g)
+        return CUDA_ERROR_INVALID_VALUE;
+    *g = calloc(1, sizeof(**g));
+    return *g ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+static CUresult add_node(CUgraphNode *n, CUgraph g, unsigned long long *dptr)
+{
+    if (!n || !g)
+        return CUDA_ERROR_INVALID_VALUE;
+    *n = calloc(1, sizeof(**n));
+    if (!*n)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    (*n)->g = g;
+    g->nodes++;
+    if (dptr) {
+        pthread_mutex_lock(&alloc_lock);
+        (*n)->dptr = *dptr = next_ptr;
+        next_ptr += 1 << 20;
+        graph_nodes_added++;
+        pthread_mutex_unlock(&alloc_lock);
+    }
+    return CUDA_SUCCESS;
+}
+
+/* CUDA_MEM_ALLOC_NODE_PARAMS: pool properties (88 bytes), access
+ * descriptors, their count, the size, the address out */
+typedef struct {
+    unsigned char pool_props[88];
+    const void *access;
+    size_t n_access, bytesize;
+    CUdeviceptr dptr;
+} fake_mem_alloc_params;
+
+CUresult cuGraphAddMemAllocNode(CUgraphNode *n, CUgraph g, const CUgraphNode *deps, size_t nd,
+                                fake_mem_alloc_params *p);
+CUresult cuGraphAddMemAllocNode(CUgraphNode *n, CUgraph g, const CUgraphNode *deps, size_t nd,
+                                fake_mem_alloc_params *p)
+{
+    (void)deps, (void)nd;
+    if (!p || !p->bytesize)
+        return CUDA_ERROR_INVALID_VALUE;
+    return add_node(n, g, &p->dptr);
+}
+
+/* CUgraphNodeParams: the type, 12 reserved bytes, a 232-byte union */
+typedef struct {
+    int type, reserved0[3];
+    union {
+        long long reserved1[29];
+        fake_mem_alloc_params alloc;
+    };
+    long long reserved2;
+} fake_node_params;
+
+CUresult cuGraphAddNode(CUgraphNode *n, CUgraph g, const CUgraphNode *deps, size_t nd,
+                        fake_node_params *p);
+CUresult cuGraphAddNode(CUgraphNode *n, CUgraph g, const CUgraphNode *deps, size_t nd,
+                        fake_node_params *p)
+{
+    (void)deps, (void)nd;
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    return add_node(n, g, p->type == 10 ? &p->alloc.dptr : NULL);
+}
+
+CUresult cuGraphAddNode_v2(CUgraphNode *n, CUgraph g, const CUgraphNode *deps, const void *edges,
+                           size_t nd, fake_node_params *p);
+CUresult cuGraphAddNode_v2(CUgraphNode *n, CUgraph g, const CUgraphNode *deps, const void *edges,
+                           size_t nd, fake_node_params *p)
+{
+    (void)edges;
+    return cuGraphAddNode(n, g, deps, nd, p);
+}
+
+CUresult cuGraphDestroyNode(CUgraphNode n);
+CUresult cuGraphDestroyNode(CUgraphNode n)
+{
+    if (!n)
+        return CUDA_ERROR_INVALID_VALUE;
+    n->g->nodes--;
+    free(n);
+    return CUDA_SUCCESS;
+}
+
+/* Frees the graph (its nodes are the caller's to have destroyed or not:
+ * the fake leaks them, as it does not track them) */
+CUresult cuGraphDestroy(CUgraph g);
+CUresult cuGraphDestroy(CUgraph g)
+{
+    if (!g)
+        return CUDA_ERROR_INVALID_VALUE;
+    free(g);
+    return CUDA_SUCCESS;
+}
+
+/* For tests: memory allocation nodes the driver made. */
+int fake_cuda_graph_nodes(void);
+int fake_cuda_graph_nodes(void)
+{
+    return graph_nodes_added;
+}
+
 struct CUevent_st {
     unsigned long long t; /* when the timeline reaches it */
     int recorded;
@@ -937,7 +1084,16 @@ static const struct {
     FN(cuDeviceGet),
     FN(cuDeviceGetUuid),
     FN(cuDeviceGetUuid_v2),
+    FN(cuCtxCreate),
     FN(cuCtxCreate_v2),
+    FN(cuDevicePrimaryCtxRelease),
+    FN(cuDevicePrimaryCtxRelease_v2),
+    FN(cuGraphCreate),
+    FN(cuGraphAddMemAllocNode),
+    FN(cuGraphAddNode),
+    FN(cuGraphAddNode_v2),
+    FN(cuGraphDestroyNode),
+    FN(cuGraphDestroy),
     FN(cuCtxDestroy_v2),
     FN(cuCtxGetDevice),
     FN(cuCtxGetCurrent),

@@ -41,6 +41,21 @@
 #define CUlaunchAttribute_st           shim_CUlaunchAttribute_st
 #define CUlaunchConfig                 shim_CUlaunchConfig
 #define CUuuid                         shim_CUuuid
+#define CUgraph                        shim_CUgraph
+#define CUgraph_st                     shim_CUgraph_st
+#define CUgraphNode                    shim_CUgraphNode
+#define CUgraphNode_st                 shim_CUgraphNode_st
+#define CUexecAffinityParam            shim_CUexecAffinityParam
+#define CUexecAffinityParam_st         shim_CUexecAffinityParam_st
+#define CUctxCreateParams              shim_CUctxCreateParams
+#define CUctxCreateParams_st           shim_CUctxCreateParams_st
+#define CUgraphEdgeData                shim_CUgraphEdgeData
+#define CUgraphEdgeData_st             shim_CUgraphEdgeData_st
+#define CUmemAccessDesc                shim_CUmemAccessDesc
+#define CUmemAccessDesc_st             shim_CUmemAccessDesc_st
+#define CUmemPoolProps                 shim_CUmemPoolProps
+#define CUDA_MEM_ALLOC_NODE_PARAMS     shim_CUDA_MEM_ALLOC_NODE_PARAMS
+#define CUgraphNodeParams              shim_CUgraphNodeParams
 #include "cuda_abi.h"
 
 /* the shim's constants, taken before cuda.h defines the same names */
@@ -65,6 +80,7 @@ enum {
     S_ATTACH_GLOBAL = CU_MEM_ATTACH_GLOBAL,
     S_ADVISE_PREFERRED = CU_MEM_ADVISE_SET_PREFERRED_LOCATION,
     S_DEVICE_CPU = CU_DEVICE_CPU,
+    S_NODE_MEM_ALLOC = CU_GRAPH_NODE_TYPE_MEM_ALLOC,
 };
 #undef CUDA_SUCCESS
 #undef CUDA_ERROR_INVALID_VALUE
@@ -86,6 +102,7 @@ enum {
 #undef CU_MEM_ATTACH_GLOBAL
 #undef CU_MEM_ADVISE_SET_PREFERRED_LOCATION
 #undef CU_DEVICE_CPU
+#undef CU_GRAPH_NODE_TYPE_MEM_ALLOC
 #undef CUmemLocation
 #undef CUmemAllocationProp
 #undef CUDA_ARRAY_DESCRIPTOR
@@ -119,6 +136,21 @@ enum {
 #undef CUlaunchAttribute_st
 #undef CUlaunchConfig
 #undef CUuuid
+#undef CUgraph
+#undef CUgraph_st
+#undef CUgraphNode
+#undef CUgraphNode_st
+#undef CUexecAffinityParam
+#undef CUexecAffinityParam_st
+#undef CUctxCreateParams
+#undef CUctxCreateParams_st
+#undef CUgraphEdgeData
+#undef CUgraphEdgeData_st
+#undef CUmemAccessDesc
+#undef CUmemAccessDesc_st
+#undef CUmemPoolProps
+#undef CUDA_MEM_ALLOC_NODE_PARAMS
+#undef CUgraphNodeParams
 
 #include <cuda.h>
 
@@ -188,6 +220,20 @@ SAME_FIELD(shim_CUlaunchConfig, CUlaunchConfig, attrs);
 SAME_FIELD(shim_CUlaunchConfig, CUlaunchConfig, numAttrs);
 
 SAME_TYPE(shim_CUuuid, CUuuid);
+SAME(S_NODE_MEM_ALLOC, CU_GRAPH_NODE_TYPE_MEM_ALLOC);
+SAME_TYPE(shim_CUmemPoolProps, CUmemPoolProps);
+SAME_FIELD(shim_CUmemPoolProps, CUmemPoolProps, location);
+SAME_FIELD(shim_CUmemPoolProps, CUmemPoolProps, usage);
+SAME_TYPE(shim_CUDA_MEM_ALLOC_NODE_PARAMS, CUDA_MEM_ALLOC_NODE_PARAMS);
+SAME_FIELD(shim_CUDA_MEM_ALLOC_NODE_PARAMS, CUDA_MEM_ALLOC_NODE_PARAMS, poolProps);
+SAME_FIELD(shim_CUDA_MEM_ALLOC_NODE_PARAMS, CUDA_MEM_ALLOC_NODE_PARAMS, bytesize);
+SAME_FIELD(shim_CUDA_MEM_ALLOC_NODE_PARAMS, CUDA_MEM_ALLOC_NODE_PARAMS, dptr);
+SAME_TYPE(shim_CUDA_MEM_ALLOC_NODE_PARAMS, CUDA_MEM_ALLOC_NODE_PARAMS_v2);
+SAME_FIELD(shim_CUDA_MEM_ALLOC_NODE_PARAMS, CUDA_MEM_ALLOC_NODE_PARAMS_v2, bytesize);
+SAME_TYPE(shim_CUgraphNodeParams, CUgraphNodeParams);
+SAME_FIELD(shim_CUgraphNodeParams, CUgraphNodeParams, type);
+SAME_FIELD(shim_CUgraphNodeParams, CUgraphNodeParams, alloc);
+SAME_FIELD(shim_CUgraphNodeParams, CUgraphNodeParams, reserved2);
 
 /* something for the object file to hold */
 int shim_abi_checked(void);

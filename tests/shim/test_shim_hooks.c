@@ -19,6 +19,8 @@
  *                accounting, no crash
  *   oversub      ALLOT_GPU_MEMORY_OVERSUBSCRIBE=2Mi with a region: beyond
  *                the cap cuMemAlloc spills to host-preferred managed memory
+ *   overhead     ALLOT_GPU_CONTEXT_OVERHEAD=256Ki: contexts and graphs'
+ *                memory nodes count against the cap
  *   nvml         the fake NVML (its GPUs in another order than CUDA's):
  *                memory info capped per CUDA ordinal, drift logged
  *
@@ -1054,6 +1056,82 @@ static void test_oversubscribe(void **state)
     assert_int_equal(shim_free(), CAP);
 }
 
+/* ---- context overhead and graph memory ------------------------------------- */
+
+CUresult cuGraphCreate(CUgraph *g, unsigned flags);
+int fake_cuda_graph_nodes(void);
+
+/* ALLOT_GPU_CONTEXT_OVERHEAD=256Ki: every context counts 256 KiB, given
+ * back when it goes; a context the cap has no room for is refused. */
+static void test_context_overhead(void **state)
+{
+    CUcontext pc, c1;
+    CUdeviceptr p;
+    CUdevice d1;
+
+    (void)state;
+    /* setup_dev0 created a context */
+    assert_int_equal(shim_free(), CAP - 256 * KIB);
+    assert_int_equal(cuMemAlloc_v2(&p, CAP - 256 * KIB), CUDA_SUCCESS);
+    assert_int_equal(cuMemAlloc_v2(&p, 4 * KIB), CUDA_ERROR_OUT_OF_MEMORY);
+    assert_int_equal(cuCtxDestroy_v2(ctx), CUDA_SUCCESS);
+    ctx = NULL;
+    /* device 1's cap (200 KiB) has no room for a context */
+    assert_int_equal(cuDeviceGet(&d1, 1), CUDA_SUCCESS);
+    assert_int_equal(cuCtxCreate_v2(&c1, 0, d1), CUDA_ERROR_OUT_OF_MEMORY);
+    assert_null(c1);
+    /* the primary context: counted once however often retained, given
+     * back (with its allocations) at the last release */
+    assert_int_equal(cuDevicePrimaryCtxRetain(&pc, 0), CUDA_SUCCESS);
+    assert_int_equal(cuDevicePrimaryCtxRetain(&pc, 0), CUDA_SUCCESS);
+    assert_int_equal(shim_free(), CAP - 256 * KIB);
+    assert_int_equal(cuMemAlloc_v2(&p, 100 * KIB), CUDA_SUCCESS);
+    assert_int_equal(cuDevicePrimaryCtxRelease_v2(0), CUDA_SUCCESS);
+    assert_int_equal(cuDevicePrimaryCtxRetain(&pc, 0), CUDA_SUCCESS);
+    assert_int_equal(shim_free(), CAP - 356 * KIB);
+    assert_int_equal(cuDevicePrimaryCtxRelease_v2(0), CUDA_SUCCESS);
+    assert_int_equal(cuDevicePrimaryCtxRelease_v2(0), CUDA_SUCCESS);
+    assert_int_equal(cuDevicePrimaryCtxRetain(&pc, 0), CUDA_SUCCESS);
+    assert_int_equal(shim_free(), CAP - 256 * KIB);
+    assert_int_equal(cuDevicePrimaryCtxRelease_v2(0), CUDA_SUCCESS);
+}
+
+/* A graph's memory allocation nodes count from their creation to their
+ * destruction or the graph's; over the cap the node is refused before
+ * the driver sees it. */
+static void test_graph_memory_nodes(void **state)
+{
+    CUDA_MEM_ALLOC_NODE_PARAMS mp = {.bytesize = 384 * KIB};
+    CUgraphNodeParams np = {.type = CU_GRAPH_NODE_TYPE_MEM_ALLOC};
+    CUgraphNode n1, n2, n3, n4;
+    CUgraph g;
+    int made;
+
+    (void)state;
+    mp.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    mp.poolProps.location.id = 0;
+    np.alloc = mp;
+    np.alloc.bytesize = 512 * KIB; /* 384 KiB left */
+    assert_int_equal(cuGraphCreate(&g, 0), CUDA_SUCCESS);
+    assert_int_equal(cuGraphAddMemAllocNode(&n1, g, NULL, 0, &mp), CUDA_SUCCESS);
+    assert_int_equal(shim_free(), CAP - 640 * KIB); /* the context's 256 KiB too */
+    assert_int_equal(cuGraphAddNode_v2(&n2, g, NULL, NULL, 0, &np), CUDA_ERROR_OUT_OF_MEMORY);
+    made = fake_cuda_graph_nodes();
+    assert_int_equal(cuGraphAddMemAllocNode(&n2, g, NULL, 0, &mp), CUDA_SUCCESS);
+    assert_int_equal(cuGraphAddMemAllocNode(&n3, g, NULL, 0, &mp), CUDA_ERROR_OUT_OF_MEMORY);
+    assert_int_equal(fake_cuda_graph_nodes(), made + 1); /* the refused one never reached it */
+    assert_int_equal(shim_free(), 0);
+    assert_int_equal(cuGraphDestroyNode(n1), CUDA_SUCCESS);
+    assert_int_equal(shim_free(), CAP - 640 * KIB);
+    /* other node types pass straight through */
+    np.type = 0; /* kernel */
+    assert_int_equal(cuGraphAddNode(&n4, g, NULL, 0, &np), CUDA_SUCCESS);
+    assert_int_equal(shim_free(), CAP - 640 * KIB);
+    assert_int_equal(cuGraphDestroy(g), CUDA_SUCCESS);
+    assert_int_equal(shim_free(), CAP - 256 * KIB);
+    assert_int_equal(cuGraphAddMemAllocNode(NULL, g, NULL, 0, &mp), CUDA_ERROR_INVALID_VALUE);
+}
+
 /* ---- NVML ------------------------------------------------------------------ */
 
 nvmlReturn_t nvmlInit_v2(void);
@@ -1239,6 +1317,10 @@ int main(int argc, char **argv)
     const struct CMUnitTest oversub[] = {
         cmocka_unit_test_setup(test_oversubscribe, setup_dev0),
     };
+    const struct CMUnitTest overhead[] = {
+        cmocka_unit_test_setup(test_context_overhead, setup_dev0),
+        cmocka_unit_test_setup(test_graph_memory_nodes, setup_dev0),
+    };
     const struct CMUnitTest nvml[] = {
         cmocka_unit_test_setup(test_nvml_drift_logged, setup_dev0),
         cmocka_unit_test_setup(test_nvml_memory_capped, setup_dev0),
@@ -1274,6 +1356,8 @@ int main(int argc, char **argv)
         prepare_region("empty");
         return cmocka_run_group_tests_name("shim_oversub", oversub, NULL, NULL);
     }
+    if (!strcmp(g, "overhead"))
+        return cmocka_run_group_tests_name("shim_overhead", overhead, NULL, NULL);
     if (!strcmp(g, "nvml")) {
         const char *log = getenv("ALLOT_SHIM_LOG");
 
