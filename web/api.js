@@ -45,17 +45,29 @@ export const getText = (path) => call("GET", path, "text");
 export const getBlob = (path) => call("GET", path, "blob");
 export const post = (path) => call("POST", path);
 
-/** Every job the caller may see (all pages), optionally filtered by query. */
-export async function allJobs(query = "") {
+/**
+ * Every job the caller may see that matches query ("&state=pending",
+ * "&tenant=T&subtree=1"), in submission order, walking the pages; at most
+ * `max` jobs (the result's `truncated` is then true).
+ */
+export async function allJobs(query = "", max = 20000) {
   const out = [];
   let cursor = 0;
-  for (let page = 0; page < 20; page++) { // bounded: 20,000 jobs at most
+  while (out.length < max) {
     const b = await get(`/v1/jobs?limit=1000${query}${cursor ? "&cursor=" + cursor : ""}`);
     out.push(...b.jobs);
     cursor = b.next_cursor;
-    if (!cursor) break;
+    if (!cursor) return out;
   }
+  out.truncated = true;
   return out;
+}
+
+/** The live jobs (pending, starting, running) matching query: what the cluster holds now. */
+export async function liveJobs(query = "") {
+  const parts = await Promise.all(["pending", "starting", "running"].map((st) =>
+    allJobs(`&state=${st}${query}`)));
+  return parts.flat().sort((a, b) => a.id - b.id);
 }
 
 let book;   // undefined: not asked yet; null: none is set

@@ -197,7 +197,7 @@ def test_tenants():
 
 
 def test_jobs_page():
-    t = goto("#/jobs", "return document.querySelector('#jobs tr[data-job]') && "
+    t = goto("#/jobs?state=all", "return document.querySelector('#jobs tr[data-job]') && "
              "document.getElementById('page').innerText;", "the jobs table")
     for name in ("train-a", "notebook", "eval-quarter", "serve-big", "hello"):
         assert name in t, (name, t)
@@ -215,7 +215,10 @@ def test_jobs_page():
     assert "state=pending" in br.js("return location.hash;")
     br.js("var s = document.getElementById('f-state'); s.value = '';"
           "s.dispatchEvent(new Event('change'));")
-    br.wait("return document.querySelectorAll('#jobs tr[data-job]').length >= 5;", "all jobs")
+    live = br.wait("var r = [...document.querySelectorAll('#jobs tr[data-job]')];"
+                   "return r.length === 4 && r.map(function (x) { return x.dataset.state; });",
+                   "the live jobs (the default)")
+    assert set(live) == {"pending", "running"}, live
     # details: events and the task log
     goto("#/jobs?job=%d" % jobs["hello"], "return document.querySelector('#events "
          "tr[data-event=succeeded]');", "the events of job hello")
@@ -233,8 +236,7 @@ def test_jobs_page():
 
 def test_live_update_and_cancel():
     """A job submitted elsewhere appears without a reload; cancel stops it."""
-    goto("#/jobs?state=live", "return document.querySelector('#jobs tr[data-job]');",
-         "live jobs")
+    goto("#/jobs", "return document.querySelector('#jobs tr[data-job]');", "live jobs")
     br.js("window.__marker = 1;")  # gone if the page reloads
     jid = submit("research", "late-arrival", ["sleep", "300"], gpus=1)
     br.wait("return document.querySelector('#jobs tr[data-job=\"%d\"]');" % jid,

@@ -1,10 +1,11 @@
-// Jobs: filters by state and tenant (kept in the hash: #/jobs?state=pending),
+// Jobs: the live jobs by default, or filtered by state ("all" walks the
+// whole history) and tenant, kept in the hash (#/jobs?state=pending),
 // a name filter, the pending reason, the placement; a job's details with its
 // events, its task logs (read through allotd with the token) and a cancel
 // button. allotd decides who may cancel: a refusal (a viewer) is shown and
 // the buttons go away for the rest of the session.
 
-import {ApiError, allJobs, get, getText, post} from "../api.js";
+import {ApiError, allJobs, get, getText, liveJobs, post} from "../api.js";
 import {LIVE, fmtDuration, fmtNum, fmtTime, h, jobGpus, nowSec, table, tenantTag} from "../util.js";
 
 export const title = "Jobs";
@@ -31,9 +32,8 @@ export function placementText(j) {
 }
 
 export function mount(root, params, ctx) {
-  const state = h("select", {id: "f-state"}, h("option", {value: ""}, "all states"),
-    h("option", {value: "live"}, "live (pending, starting, running)"),
-    STATES.map((s) => h("option", {value: s}, s)));
+  const state = h("select", {id: "f-state"}, h("option", {value: ""}, "live (pending, starting, running)"),
+    h("option", {value: "all"}, "all states"), STATES.map((s) => h("option", {value: s}, s)));
   const tenant = h("select", {id: "f-tenant"}, h("option", {value: ""}, "all tenants"));
   const name = h("input", {id: "f-name", type: "search", placeholder: "name contains"});
   state.value = params.get("state") || "";
@@ -41,6 +41,7 @@ export function mount(root, params, ctx) {
   let selected = Number(params.get("job")) || 0;
   let tenantWanted = params.get("tenant") || "";
   const msg = h("p", {class: "error", id: "jobs-msg", role: "alert"});
+  const note = h("p", {class: "note"});
   const list = h("div", {class: "body"});
   const detail = h("div", {class: "detail", id: "job-detail"});
   let last = [];
@@ -60,7 +61,7 @@ export function mount(root, params, ctx) {
 
   root.append(h("h1", null, "Jobs"),
     h("div", {class: "filters"}, h("label", null, "State ", state), h("label", null, "Tenant ", tenant),
-      h("label", null, "Name ", name)), msg, list, detail);
+      h("label", null, "Name ", name)), msg, note, list, detail);
 
   async function cancel(j, btn) {
     if (btn.dataset.armed !== "1") { // two clicks: no modal dialog
@@ -150,13 +151,11 @@ export function mount(root, params, ctx) {
   let detailFor = 0;
   return {
     async refresh() {
-      const [tn, jobs] = await Promise.all([get("/v1/tenants"), (async () => {
-        let q = "";
-        if (state.value && state.value !== "live") q += "&state=" + state.value;
-        if (tenantWanted) q += "&tenant=" + encodeURIComponent(tenantWanted) + "&subtree=1";
-        const all = await allJobs(q);
-        return state.value === "live" ? all.filter((j) => LIVE.includes(j.state)) : all;
-      })()]);
+      const tq = tenantWanted ? "&tenant=" + encodeURIComponent(tenantWanted) + "&subtree=1" : "";
+      const [tn, jobs] = await Promise.all([get("/v1/tenants"),
+        !state.value ? liveJobs(tq) : allJobs((state.value === "all" ? "" : "&state=" + state.value) + tq)]);
+      note.textContent = jobs.truncated ? `Showing the first ${jobs.length} jobs in submission order; ` +
+        "choose a state or a tenant to see the others." : "";
       const paths = (tn.tenants || []).map((t) => t.path).sort();
       if (tenant.options.length !== paths.length + 1 || paths.some((p, i) => tenant.options[i + 1].value !== p)) {
         tenant.replaceChildren(h("option", {value: ""}, "all tenants"), paths.map((p) => h("option", {value: p}, p)));

@@ -1,7 +1,7 @@
 // Cluster overview: GPUs by state, model and tenant; the queue (length,
 // wait, the longest-waiting jobs with their pending reason); nodes by state.
 
-import {allJobs, get} from "../api.js";
+import {get, liveJobs} from "../api.js";
 import {stackedBar} from "../charts.js";
 import {gpuMap, totals} from "../model.js";
 import {fmtDuration, fmtNum, h, nowSec, table, tenantColor, tenantTag} from "../util.js";
@@ -18,7 +18,7 @@ export function mount(root) {
   root.append(body);
   return {
     async refresh() {
-      const [n, jobs, tn] = await Promise.all([get("/v1/nodes"), allJobs(), get("/v1/tenants")]);
+      const [n, jobs, tn] = await Promise.all([get("/v1/nodes"), liveJobs(), get("/v1/tenants")]);
       body.replaceChildren(...render(n.nodes, jobs, tn.tenants || []));
     },
   };

@@ -4,7 +4,7 @@
 // weights give among siblings against the share in use; this month's cost
 // and budget from the invoice when allotd meters usage.
 
-import {allJobs, get, priceBook} from "../api.js";
+import {get, liveJobs, priceBook} from "../api.js";
 import {quotaNominal} from "./overview.js";
 import {fmtMoney, fmtNum, h, jobGpus, table, tenantTag, thisMonth} from "../util.js";
 
@@ -16,7 +16,7 @@ export function mount(root) {
   root.append(body);
   return {
     async refresh() {
-      const [tn, jobs, book] = await Promise.all([get("/v1/tenants"), allJobs(), priceBook()]);
+      const [tn, jobs, book] = await Promise.all([get("/v1/tenants"), liveJobs(), priceBook()]);
       const invoice = book ? await get(`/v1/invoices?period=${thisMonth()}`) : null;
       body.replaceChildren(...render(tn, jobs, invoice));
     },
