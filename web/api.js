@@ -16,9 +16,14 @@ export function token() {
   return sessionStorage.getItem(KEY) || "";
 }
 
+/** What the pages learnt about the signed-in token; forgotten with it. */
+export const session = {mayCancel: true};
+
 export function setToken(t) {
   if (t) sessionStorage.setItem(KEY, t);
   else sessionStorage.removeItem(KEY);
+  session.mayCancel = true;
+  book = undefined;
 }
 
 async function call(method, path, as) {

@@ -53,6 +53,7 @@ br = None
 url = None
 jobs = {}
 member = None
+viewer = None
 SHOTS = os.environ.get("ALLOT_SCREENSHOTS") == "1"
 
 
@@ -313,6 +314,48 @@ def test_usage_and_invoices():
     shot("usage", 1500)
 
 
+def test_hidden_tab_makes_no_calls():
+    """A hidden tab stops polling; shown again, it refreshes at once."""
+    goto("#/overview", "return document.querySelector('#by-tenant tr[data-tenant]');",
+         "the overview")
+    br.js("Object.defineProperty(document, 'hidden', {configurable: true, get: function () {"
+          "  return true; }});"
+          "window.__hiddenAt = performance.now(); window.__calls = 0;"
+          "new PerformanceObserver(function (list) { list.getEntries().forEach(function (e) {"
+          "  if (e.name.indexOf('/v1/') >= 0 && e.startTime > window.__hiddenAt)"
+          "    window.__calls++; }); }).observe({type: 'resource'});"
+          "document.dispatchEvent(new Event('visibilitychange'));")
+    time.sleep(4.5)  # proving an absence: longer than the 3 s poll interval
+    assert br.js("return window.__calls;") == 0, "a hidden tab kept polling"
+    br.js("delete document.hidden; document.dispatchEvent(new Event('visibilitychange'));")
+    br.wait("return window.__calls > 0;", "a refresh once visible again", 5)
+    no_console_errors("hidden tab")
+
+
+def test_viewer_cannot_cancel():
+    """allotd refuses a viewer's cancel: the page says so and drops the buttons."""
+    logout()
+    login(viewer)
+    jid = jobs["serve-big"]
+    sel = "#jobs tr[data-job=\"%d\"] button.cancel" % jid
+    goto("#/jobs", "return document.querySelector('%s');" % sel.replace("'", "\\'"),
+         "a cancel button")
+    br.js("document.querySelector(arguments[0]).click();", sel)
+    br.js("document.querySelector(arguments[0]).click();", sel)
+    msg = br.wait("var m = document.getElementById('jobs-msg').textContent;"
+                  "return !document.querySelector('button.cancel') && m;", "the refusal")
+    assert "Cannot cancel job %d" % jid in msg, msg
+    assert wait_job(jid, ("pending",))["state"] == "pending"
+    # the refused call is the one entry in the console
+    got = []
+    end = time.time() + 5
+    while time.time() < end and not got:
+        got = br.logs()
+        time.sleep(0.1)
+    assert len(got) == 1 and "/cancel" in got[0]["message"] and "403" in got[0]["message"], got
+    no_console_errors("viewer")
+
+
 def test_member_sees_only_its_tenant():
     logout()
     login(member)
@@ -321,6 +364,8 @@ def test_member_sees_only_its_tenant():
     tenants = br.js("return [...document.querySelectorAll('#jobs tr[data-job] [data-tenant]')]"
                     ".map(function (e) { return e.dataset.tenant; });")
     assert tenants and set(tenants) == {"interns"}, tenants
+    # a member may cancel its jobs: the viewer's refusal was forgotten with its token
+    assert br.js("return !!document.querySelector('#jobs button.cancel');"), "no cancel button"
     for other in ("train-a", "eval-quarter", "serve-big", "hello"):
         assert other not in t, (other, t)
     goto("#/nodes", "return document.querySelector('[data-node=gpu-2] .part.mig[data-job]');",
@@ -348,7 +393,7 @@ def test_member_sees_only_its_tenant():
 
 
 def setup():
-    global dm, br, url, member
+    global dm, br, url, member, viewer
     dm = Daemon(args=["--ui-dir", os.path.join(fx.SOURCE, "web"), "--meter-interval", "200ms"])
     url = "http://127.0.0.1:%d/ui/" % dm.port
     expect(dm.req("PUT", "/v1/tenants", TENANTS, token=dm.admin), 200)
@@ -381,6 +426,7 @@ def setup():
             break
         time.sleep(0.05)
     member = dm.token("member", "interns", "intern-1")
+    viewer = dm.token("viewer", "", "watcher")
     br = webdriver.Browser()
 
 
@@ -397,7 +443,8 @@ def main():
         setup()
         tests = [test_console_check_catches_errors, test_login_and_overview, test_tenants,
                  test_jobs_page, test_live_update_and_cancel, test_gpu_map,
-                 test_usage_and_invoices, test_member_sees_only_its_tenant]
+                 test_usage_and_invoices, test_hidden_tab_makes_no_calls,
+                 test_viewer_cannot_cancel, test_member_sees_only_its_tenant]
         try:
             fx.run(tests)  # exits: 0 when every test passed
         except SystemExit as e:

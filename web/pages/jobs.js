@@ -3,14 +3,13 @@
 // a name filter, the pending reason, the placement; a job's details with its
 // events, its task logs (read through allotd with the token) and a cancel
 // button. allotd decides who may cancel: a refusal (a viewer) is shown and
-// the buttons go away for the rest of the session.
+// the buttons go away until the token changes.
 
-import {ApiError, allJobs, get, getText, liveJobs, post} from "../api.js";
+import {ApiError, allJobs, get, getText, liveJobs, post, session} from "../api.js";
 import {LIVE, fmtDuration, fmtNum, fmtTime, h, jobGpus, nowSec, table, tenantTag} from "../util.js";
 
 export const title = "Jobs";
 const STATES = ["pending", "starting", "running", "succeeded", "failed", "cancelled", "lost"];
-let mayCancel = true;
 
 export function shape(spec) {
   const tasks = spec.tasks && spec.tasks > 1 ? `${spec.tasks} × ` : "";
@@ -75,7 +74,7 @@ export function mount(root, params, ctx) {
       await post(`/v1/jobs/${j.id}/cancel`);
       msg.textContent = "";
     } catch (e) {
-      if (e instanceof ApiError && e.status === 403) mayCancel = false;
+      if (e instanceof ApiError && e.status === 403) session.mayCancel = false;
       msg.textContent = `Cannot cancel job ${j.id}: ${e.message}`;
     }
     ctx.refresh();
@@ -107,7 +106,7 @@ export function mount(root, params, ctx) {
           h("td", null, fmtDuration(waited) + (ran !== null ? " / " + fmtDuration(ran) : "")),
           h("td", {class: "reason"}, j.pending_reason || (j.state === "pending" ? "waiting for the next cycle" : "")),
           h("td", {class: "actions"},
-            mayCancel && LIVE.includes(j.state)
+            session.mayCancel && LIVE.includes(j.state)
               ? h("button", {type: "button", class: "cancel", onclick: (e) => cancel(j, e.currentTarget)}, "cancel")
               : null));
       }), {id: "jobs"});
