@@ -307,3 +307,65 @@ out:
     args_free(&a);
     return rc;
 }
+
+/* ---- idle ---- */
+
+static const struct cli_opt idle_opts[] = {{"tenant", 't', "TENANT", "only this tenant's subtree"},
+                                           {NULL, 0, NULL, NULL}};
+
+static const struct cli_usage idle_usage = {
+    "idle", "[--tenant T]",
+    "Running jobs that hold GPUs they do not use: measured utilisation under\n"
+    "allotd's idle-threshold for their class's idle window. WASTED is the\n"
+    "GPU-hours held since the job went idle."};
+
+int cmd_idle(struct cli *c, int argc, char **argv)
+{
+    static const char *const titles[] = {"JOB",  "TENANT", "USER",       "CLASS",
+                                         "GPUS", "UTIL%",  "IDLE-SINCE", "WASTED-GPU-H"};
+    struct cli_args a;
+    struct client *cl;
+    json_t *reply = NULL, *x;
+    char q[1024] = "/v1/idle";
+    size_t i;
+    int rc = args_parse(c, idle_opts, &idle_usage, argc, argv, &a);
+
+    if (rc != CLI_OK)
+        return rc;
+    if (a.n_pos) {
+        rc = cli_usage_error("allot idle takes no arguments (got %s)", a.pos[0]);
+        goto out;
+    }
+    if (!(cl = cli_client(c))) {
+        rc = CLI_USAGE;
+        goto out;
+    }
+    if (add_query(cl, q, sizeof(q), "tenant", args_get(&a, "tenant"))) {
+        rc = CLI_SERVER;
+        goto out;
+    }
+    if ((rc = client_call(cl, "GET", q, NULL, NULL, CLIENT_RETRY_ALWAYS, &reply, NULL)) != CLI_OK)
+        goto out;
+    if (out_structured(c, reply))
+        goto out;
+    struct table *t = table_new(8, titles);
+    json_array_foreach(json_object_get(reply, "jobs"), i, x)
+    {
+        char b[6][40];
+        const char *cls = json_string_value(json_object_get(x, "class"));
+        const char *cells[8] = {out_cell(json_object_get(x, "job"), b[0], 40),
+                                json_string_value(json_object_get(x, "tenant")),
+                                json_string_value(json_object_get(x, "user")),
+                                cls && *cls ? cls : "(default)",
+                                num(json_object_get(x, "gpus"), 2, b[1], 40),
+                                num(json_object_get(x, "util_avg"), 1, b[2], 40),
+                                out_time(json_object_get(x, "idle_since"), b[3], 40),
+                                num(json_object_get(x, "wasted_gpu_hours"), 3, b[4], 40)};
+        table_row(t, cells);
+    }
+    table_print(t, stdout);
+out:
+    json_decref(reply);
+    args_free(&a);
+    return rc;
+}

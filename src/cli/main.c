@@ -38,6 +38,7 @@ static const struct verb verbs[] = {
     {"usage", cmd_usage, "GPU, CPU and memory use by tenant, user, job, model, day"},
     {"invoice", cmd_invoice, "a month's invoice per tenant (-o json|csv|html)"},
     {"pricebook", cmd_pricebook, "the price book: show, apply -f FILE"},
+    {"idle", cmd_idle, "running jobs holding GPUs they do not use"},
 };
 
 #define N_VERBS (sizeof(verbs) / sizeof(verbs[0]))

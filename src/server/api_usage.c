@@ -232,3 +232,23 @@ int api_usage(struct req *r)
         return api_error(r, 500, "internal", "out of memory");
     return api_json(r, 200, out);
 }
+
+int api_idle(struct req *r)
+{
+    const char *tenant = api_query(r, "tenant") ? api_query(r, "tenant") : "";
+    json_t *all = meter_idle_jobs(), *out = json_array(), *x;
+    size_t i;
+
+    json_array_foreach(all, i, x)
+    {
+        const char *t = json_string_value(json_object_get(x, "tenant"));
+        if (t && auth_sees_tenant(&r->who, t) && auth_in_scope(tenant, t))
+            json_array_append(out, x);
+    }
+    json_decref(all);
+    return api_json(r, 200,
+                    json_pack("{s:o,s:I,s:I,s:I}", "jobs", out, "threshold",
+                              (json_int_t)r->srv->cfg.idle_threshold, "window_s",
+                              (json_int_t)(r->srv->cfg.idle_window / 1000), "as_of",
+                              (json_int_t)atomic_load(&r->srv->meter_at)));
+}

@@ -56,6 +56,7 @@ const struct route http_routes[] = {
     {"POST", "/v1/nodes/{name}/heartbeat", api_nodes_heartbeat, A(ADMIN) | A(AGENT),
      "node.heartbeat"},
     {"GET", "/v1/usage", api_usage, ROLES_USERS, NULL},
+    {"GET", "/v1/idle", api_idle, ROLES_USERS, NULL},
     {"GET", "/v1/invoices", api_invoices, ROLES_USERS, NULL},
     {"GET", "/v1/pricebook", api_pricebook_get, ROLES_USERS, NULL},
     {"PUT", "/v1/pricebook", api_pricebook_put, A(ADMIN), "pricebook.put"},

@@ -692,35 +692,38 @@ static void check_leases(struct loop *l, int64_t now)
  * new core job of the same stored job, keeping its place (all of them when
  * evicted; only those that may be requeued when the node was lost, the
  * others are dropped: their end is already stored). */
+/* Takes live job k out of the core: back to pending as a new core job of
+ * the same stored job, keeping its place (always when evicted; only when
+ * it may be requeued otherwise, else it is dropped: its end is stored). */
+static void requeue_live(struct loop *l, size_t k, int64_t now, bool evict)
+{
+    struct live *e = &l->live[k];
+    char *spec;
+
+    allot_queue_cancel(l->q, e->qid, now);
+    spec = e->requeue || evict ? strdup(e->spec_text) : NULL;
+    if (spec) {
+        /* a new core job for the same stored one: pending again */
+        struct allot_store_job sj = {.id = e->sid,
+                                     .spec = spec,
+                                     .state = ALLOT_SJ_PENDING,
+                                     .submit_time = allot_queue_job(l->q, e->qid)->first_submit,
+                                     .array_parent = e->parent,
+                                     .array_index = e->index,
+                                     .token_id = e->token_id};
+        drop_live(l, k);
+        loop_submit_job(l, &sj, false);
+        free(spec);
+    } else {
+        drop_live(l, k);
+    }
+}
+
 static void requeue_node(struct loop *l, int i, int64_t now, bool evict)
 {
-    {
-        for (size_t k = l->n_live; k-- > 0;) {
-            struct live *e = &l->live[k];
-            char *spec;
-
-            if (!job_on_node(allot_queue_job(l->q, e->qid), i))
-                continue;
-            allot_queue_cancel(l->q, e->qid, now);
-            spec = e->requeue || evict ? strdup(e->spec_text) : NULL;
-            if (spec) {
-                /* a new core job for the same stored one: pending again */
-                struct allot_store_job sj = {.id = e->sid,
-                                             .spec = spec,
-                                             .state = ALLOT_SJ_PENDING,
-                                             .submit_time =
-                                                 allot_queue_job(l->q, e->qid)->first_submit,
-                                             .array_parent = e->parent,
-                                             .array_index = e->index,
-                                             .token_id = e->token_id};
-                drop_live(l, k);
-                loop_submit_job(l, &sj, false);
-                free(spec);
-            } else {
-                drop_live(l, k);
-            }
-        }
-    }
+    for (size_t k = l->n_live; k-- > 0;)
+        if (job_on_node(allot_queue_job(l->q, l->live[k].qid), i))
+            requeue_live(l, k, now, evict);
 }
 
 struct evict_write {
@@ -760,6 +763,36 @@ static void evict_node(struct loop *l, const char *name)
     }
     LOG_INFO("loop", "node %s drained: its jobs are evicted and queue again", name);
     requeue_node(l, i, w.now, true);
+}
+
+struct evict_job_write {
+    int64_t sid, now;
+    const char *why;
+};
+
+static int evict_job_fn(struct allot_store *st, void *arg)
+{
+    struct evict_job_write *w = arg;
+
+    return requeue_job(st, w->sid, w->why, w->now);
+}
+
+/* Sends running job `sid` back to the queue (its agent stops it), with why. */
+static void evict_job(struct loop *l, int64_t sid, const char *why)
+{
+    size_t k;
+    struct live *e = find_live(l, sid, &k);
+    struct evict_job_write w = {.sid = sid, .now = srv_now(), .why = why};
+    const struct allot_job *qj = e ? allot_queue_job(l->q, e->qid) : NULL;
+
+    if (!qj || qj->state != ALLOT_JOB_RUNNING)
+        return;
+    if (srv_write(l->srv, evict_job_fn, &w) < 0) {
+        LOG_ERROR("loop", "job %lld: cannot record its eviction", (long long)sid);
+        return;
+    }
+    LOG_INFO("loop", "job %lld evicted: %s", (long long)sid, why);
+    requeue_live(l, k, w.now, true);
 }
 
 /* ---- handling messages ---- */
@@ -828,6 +861,9 @@ static bool handle(struct loop *l, struct msg *m)
     }
     case LOOP_NODE_EVICT:
         evict_node(l, m->name);
+        break;
+    case LOOP_JOB_EVICT:
+        evict_job(l, m->id, m->name ? m->name : "evicted");
         break;
     case LOOP_NODE_STATE: {
         int i = allot_cluster_find_node(l->c, m->name);

@@ -31,6 +31,7 @@ enum loop_msg_kind {
     LOOP_NODE_SEEN,     /* name: node that sent a heartbeat; id: its lease expiry */
     LOOP_NODE_STATE,    /* name: node an admin cordoned, drained or made ready; id: its
                            enum allot_store_node_state */
+    LOOP_JOB_EVICT,     /* id: a running job to send back to the queue; name: why */
     LOOP_NODE_EVICT,    /* name: a drained node whose jobs are to be evicted (requeued) */
 };
 

@@ -37,6 +37,7 @@
 
 static const char *const log_formats[] = {"text", "json", NULL};
 static const char *const log_levels[] = {"error", "warn", "info", "debug", NULL};
+static const char *const idle_actions[] = {"notify", "preempt", NULL};
 
 static const struct allot_config_option options[] = {
     {.name = "data-dir",
@@ -163,6 +164,34 @@ static const struct allot_config_option options[] = {
      .max = 3600000,
      .help = "How often the hourly usage roll-ups are brought up to date (the current hour "
              "included); /v1/usage and invoices see usage this fresh."},
+    {.name = "idle-threshold",
+     .type = ALLOT_CFG_INT,
+     .offset = F(idle_threshold),
+     .def = "5",
+     .min = 0,
+     .max = 100,
+     .help = "A job holding GPUs whose measured utilisation stays under this percent for "
+             "idle-window is flagged idle (allot idle, /v1/idle, allot_idle_jobs)."},
+    {.name = "idle-window",
+     .type = ALLOT_CFG_DURATION,
+     .offset = F(idle_window),
+     .def = "1h",
+     .min = 0,
+     .max = 604800000,
+     .help = "How long a job must stay under idle-threshold to be flagged. 0: never."},
+    {.name = "idle-class-windows",
+     .type = ALLOT_CFG_STRING,
+     .offset = F(idle_class_windows),
+     .def = "",
+     .help = "Per priority class idle windows, CLASS=DURATION separated by commas "
+             "(notebook=4h,inference=0); other classes use idle-window."},
+    {.name = "idle-action",
+     .type = ALLOT_CFG_ENUM,
+     .offset = F(idle_action),
+     .def = "notify",
+     .choices = idle_actions,
+     .help = "What happens to an idle job: notify (a log line and an audit entry), or "
+             "preempt (also sends a job of a preemptible class back to the queue)."},
     {.name = "ui-dir",
      .type = ALLOT_CFG_STRING,
      .offset = F(ui_dir),

@@ -21,6 +21,7 @@
 
 #include "allot/common.h"
 #include "log.h"
+#include "loop.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -332,7 +333,10 @@ static struct {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool stop, running;
-    json_t *snap; /* guarded by mu: this month per tenant, for /metrics */
+    json_t *snap;    /* guarded by mu: this month per tenant, for /metrics */
+    json_t *idle;    /* guarded by mu: the jobs flagged idle now */
+    json_t *windows; /* priority class -> idle window (ms), from idle-class-windows */
+    json_t *told;    /* job ids already notified or evicted while idle */
 } mt = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
 /* ---- this month per tenant: /metrics and budgets ---- */
@@ -479,6 +483,196 @@ static int meter_snapshot(struct server *s, int64_t now)
     return rc;
 }
 
+/* ---- idle allocations ---- */
+
+struct idle_write {
+    json_t *flagged; /* [{job, tenant, ...}] newly flagged: audited */
+    int64_t now;
+};
+
+static int idle_fn(struct allot_store *st, void *arg)
+{
+    struct idle_write *w = arg;
+    json_t *x;
+    size_t i;
+    int rc = 0;
+
+    json_array_foreach(w->flagged, i, x)
+    {
+        char target[64], res[200];
+        allot_fmt(target, sizeof(target), "job/%lld",
+                  (long long)json_integer_value(json_object_get(x, "job")));
+        allot_fmt(res, sizeof(res), "idle since %lld: mean utilisation %.1f%%, %.3f GPU-hours held",
+                  (long long)json_integer_value(json_object_get(x, "idle_since")),
+                  json_real_value(json_object_get(x, "util_avg")),
+                  json_real_value(json_object_get(x, "wasted_gpu_hours")));
+        struct allot_store_audit e = {
+            .time = w->now, .token_id = 0, .action = "job.idle", .target = target, .result = res};
+        if (!rc)
+            rc = allot_store_audit_append(st, &e, NULL);
+    }
+    return rc;
+}
+
+/* The priority class named by a job's spec ("" for the default). */
+static void job_class(struct allot_store *st, int64_t id, char *cls, size_t len)
+{
+    struct allot_store_job j = {0};
+
+    cls[0] = '\0';
+    if (allot_store_job_get(st, id, &j) == 0 && j.spec) {
+        json_t *spec = json_loads(j.spec, 0, NULL);
+        const char *p = json_string_value(json_object_get(spec, "priority"));
+        allot_strlcpy(cls, p ? p : "", len);
+        json_decref(spec);
+    }
+    allot_store_job_clear(&j);
+}
+
+/*
+ * Finds the running jobs that hold GPUs (whole or MIG) and whose measured
+ * utilisation stayed under idle-threshold for their class's idle window:
+ * observed since at most half-way into the window, at least two
+ * utilisation samples in it, none at or over the threshold. Such a job is idle since its
+ * last busy sample (or its start); the GPU-hours it held since are wasted.
+ */
+static int meter_idle(struct server *s, int64_t now)
+{
+    struct allot_store *st = srv_reader(s);
+    struct allot_store_run *runs = NULL;
+    struct allot_store_sample *smp = NULL;
+    struct allot_store_prio_class *pc = NULL;
+    size_t n_runs = 0, n_smp = 0, n_pc = 0;
+    int64_t wmax = s->cfg.idle_window;
+    const char *k;
+    json_t *v, *idle = json_array(), *flagged = json_array();
+    int rc;
+
+    if (!st)
+        return ALLOT_EIO;
+    json_object_foreach(mt.windows, k, v) if (json_integer_value(v) > wmax) wmax =
+        json_integer_value(v);
+    if ((rc = allot_store_run_list(st, now, now + 1, &runs, &n_runs)) ||
+        (rc = allot_store_sample_list(st, now * 1000 - 2 * wmax - 1, now * 1000 + 60000, &smp,
+                                      &n_smp)) ||
+        (rc = allot_store_prio_list(st, &pc, &n_pc)))
+        goto out;
+    for (size_t i = 0; i < n_runs; i++) {
+        const struct allot_store_run *r = &runs[i];
+        json_t *pl = json_loads(r->placement ? r->placement : "{}", 0, NULL), *t;
+        int64_t ppm_sum = 0, window;
+        size_t x;
+        char cls[64];
+
+        if (r->end) {
+            json_decref(pl);
+            continue;
+        }
+        json_array_foreach(json_object_get(pl, "tasks"), x, t)
+        {
+            char item[64], model[64];
+            int64_t ppm;
+            meter_task_share(s->cat, t, &ppm, item, sizeof(item), model, sizeof(model));
+            if (strcmp(item, "fraction") != 0)
+                ppm_sum += ppm;
+        }
+        json_decref(pl);
+        if (ppm_sum <= 0)
+            continue;
+        job_class(st, r->job_id, cls, sizeof(cls));
+        json_t *cw = json_object_get(mt.windows, cls);
+        window = cw ? json_integer_value(cw) : s->cfg.idle_window;
+        if (window <= 0 || (now - r->start) * 1000 < window)
+            continue;
+        int64_t lo = now * 1000 - window, first = 0, last_busy = 0, u_sum = 0, u_n = 0;
+        bool busy = false;
+        for (size_t q = 0; q < n_smp; q++) {
+            const struct allot_store_sample *p = &smp[q];
+            if (p->job_id != r->job_id || p->gpu_util < 0 || p->at < r->start * 1000)
+                continue;
+            if (!first || p->at < first)
+                first = p->at;
+            if (p->gpu_util >= s->cfg.idle_threshold)
+                last_busy = p->at > last_busy ? p->at : last_busy;
+            if (p->at < lo)
+                continue;
+            busy |= p->gpu_util >= s->cfg.idle_threshold;
+            u_sum += p->gpu_util;
+            u_n++;
+        }
+        /* observed for most of the window, at least twice in it, never busy in it */
+        if (busy || u_n < 2 || !first || first > lo + window / 2)
+            continue;
+        int64_t since = last_busy ? last_busy / 1000 : r->start;
+        double wasted = (double)ppm_sum / 1e6 * (double)(now - since) / 3600.0;
+        bool preemptible = false;
+        for (size_t q = 0; q < n_pc; q++)
+            if (!strcmp(pc[q].name, cls))
+                preemptible = pc[q].preemptible;
+        json_t *o =
+            json_pack("{s:I,s:s,s:s,s:s,s:f,s:f,s:I,s:f,s:b}", "job", (json_int_t)r->job_id,
+                      "tenant", r->tenant, "user", r->user, "class", cls, "gpus",
+                      (double)ppm_sum / 1e6, "util_avg", (double)u_sum / (double)u_n, "idle_since",
+                      (json_int_t)since, "wasted_gpu_hours", wasted, "preemptible", preemptible);
+        json_array_append(idle, o);
+        char key[32];
+        allot_fmt(key, sizeof(key), "%lld", (long long)r->job_id);
+        if (!json_object_get(mt.told, key)) {
+            json_object_set_new(mt.told, key, json_true());
+            json_array_append(flagged, o);
+            LOG_WARN("meter", "job %lld (%s) idle: mean utilisation %.1f%% since %lld",
+                     (long long)r->job_id, r->tenant, (double)u_sum / (double)u_n,
+                     (long long)since);
+            if (!strcmp(s->cfg.idle_action, "preempt") && preemptible) {
+                char why[160];
+                allot_fmt(why, sizeof(why),
+                          "evicted: idle (GPU utilisation under %lld%% for %lld s)",
+                          (long long)s->cfg.idle_threshold, (long long)(window / 1000));
+                loop_post(s->loop, LOOP_JOB_EVICT, r->job_id, why);
+            }
+        }
+        json_decref(o);
+    }
+    /* jobs no longer idle may be told again later */
+    json_t *keep = json_object();
+    size_t q;
+    json_array_foreach(idle, q, v)
+    {
+        char key[32];
+        allot_fmt(key, sizeof(key), "%lld",
+                  (long long)json_integer_value(json_object_get(v, "job")));
+        json_object_set_new(keep, key, json_true());
+    }
+    json_decref(mt.told);
+    mt.told = keep;
+    if (json_array_size(flagged)) {
+        struct idle_write w = {.flagged = flagged, .now = now};
+        rc = srv_write(s, idle_fn, &w);
+    }
+    pthread_mutex_lock(&mt.mu);
+    json_decref(mt.idle);
+    mt.idle = idle;
+    idle = NULL;
+    pthread_mutex_unlock(&mt.mu);
+out:
+    json_decref(idle);
+    json_decref(flagged);
+    allot_store_runs_free(runs, n_runs);
+    allot_free(smp);
+    allot_store_prios_free(pc, n_pc);
+    return rc;
+}
+
+json_t *meter_idle_jobs(void)
+{
+    json_t *out;
+
+    pthread_mutex_lock(&mt.mu);
+    out = mt.idle ? json_deep_copy(mt.idle) : json_array();
+    pthread_mutex_unlock(&mt.mu);
+    return out;
+}
+
 /* A Prometheus label value: backslash, quote and newline escaped. */
 static void label(FILE *f, const char *v)
 {
@@ -550,7 +744,42 @@ void meter_metrics(struct server *s, FILE *f)
                 cap > 0 ? (double)json_integer_value(json_object_get(t, "cost_minor")) / (double)cap
                         : 1.0);
     }
+    /* idle jobs per tenant */
+    json_t *per = json_object();
+    size_t ix;
+    json_array_foreach(mt.idle, ix, t)
+    {
+        const char *tn = json_string_value(json_object_get(t, "tenant"));
+        json_t *c = json_object_get(per, tn);
+        if (!c) {
+            c = json_pack("[i,f]", 0, 0.0);
+            json_object_set_new(per, tn, c);
+        }
+        json_array_set_new(c, 0, json_integer(json_integer_value(json_array_get(c, 0)) + 1));
+        json_array_set_new(c, 1,
+                           json_real(json_real_value(json_array_get(c, 1)) +
+                                     json_real_value(json_object_get(t, "wasted_gpu_hours"))));
+    }
     pthread_mutex_unlock(&mt.mu);
+    fputs("# HELP allot_idle_jobs Running jobs holding GPUs they have not used for their idle "
+          "window, by tenant.\n# TYPE allot_idle_jobs gauge\n",
+          f);
+    json_object_foreach(per, k, t)
+    {
+        fputs("allot_idle_jobs{tenant=\"", f);
+        label(f, k);
+        fprintf(f, "\"} %lld\n", (long long)json_integer_value(json_array_get(t, 0)));
+    }
+    fputs("# HELP allot_idle_gpu_hours GPU-hours the idle jobs have held since they went idle, by "
+          "tenant.\n# TYPE allot_idle_gpu_hours gauge\n",
+          f);
+    json_object_foreach(per, k, t)
+    {
+        fputs("allot_idle_gpu_hours{tenant=\"", f);
+        label(f, k);
+        fprintf(f, "\"} %.4f\n", json_real_value(json_array_get(t, 1)));
+    }
+    json_decref(per);
 
     /* per GPU: health, and the agents' latest readings under DCGM-exporter names */
     static const struct {
@@ -628,6 +857,8 @@ static void *meter_main(void *arg)
                 LOG_WARN("meter", "roll-up failed: %s", allot_strerror(rc));
             else if ((rc = meter_snapshot(s, now)))
                 LOG_WARN("meter", "this month's figures: %s", allot_strerror(rc));
+            if ((rc = meter_idle(s, now)))
+                LOG_WARN("meter", "idle detection: %s", allot_strerror(rc));
         }
         pthread_mutex_lock(&mt.mu);
         clock_gettime(CLOCK_REALTIME, &until);
@@ -644,8 +875,57 @@ static void *meter_main(void *arg)
     return NULL;
 }
 
+/* "500ms", "30s", "5m", "4h", "1d" or plain milliseconds; -1 when bad. */
+static int64_t duration_ms(const char *t, size_t n)
+{
+    static const struct {
+        const char *u;
+        int64_t ms;
+    } units[] = {{"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}, {"d", 86400000}, {"", 1}};
+    int64_t v = 0;
+    size_t i = 0;
+
+    while (i < n && t[i] >= '0' && t[i] <= '9' && v < INT64_MAX / 100)
+        v = v * 10 + (t[i++] - '0');
+    if (i == 0)
+        return -1;
+    for (size_t u = 0; u < sizeof(units) / sizeof(units[0]); u++)
+        if (n - i == strlen(units[u].u) && !strncmp(t + i, units[u].u, n - i))
+            return v <= INT64_MAX / units[u].ms ? v * units[u].ms : -1;
+    return -1;
+}
+
+/* Parses idle-class-windows into mt.windows. */
+static bool parse_windows(const char *spec, char *err, size_t errlen)
+{
+    json_decref(mt.windows);
+    mt.windows = json_object();
+    for (const char *p = spec ? spec : ""; *p;) {
+        const char *comma = strchr(p, ','), *end = comma ? comma : p + strlen(p);
+        const char *eq = memchr(p, '=', (size_t)(end - p));
+        int64_t ms = eq ? duration_ms(eq + 1, (size_t)(end - eq - 1)) : -1;
+
+        if (!eq || eq == p || ms < 0 || eq - p > 63) {
+            allot_fmt(err, errlen,
+                      "idle-class-windows: want CLASS=DURATION[,CLASS=DURATION...] "
+                      "(e.g. notebook=4h,inference=0), got \"%.*s\"",
+                      (int)(end - p), p);
+            return false;
+        }
+        char cls[64];
+        allot_fmt(cls, sizeof(cls), "%.*s", (int)(eq - p), p);
+        json_object_set_new(mt.windows, cls, json_integer(ms));
+        p = comma ? comma + 1 : end;
+    }
+    return true;
+}
+
 bool meter_start(struct server *s, char *err, size_t errlen)
 {
+    if (!parse_windows(s->cfg.idle_class_windows, err, errlen))
+        return false;
+    if (!mt.told)
+        mt.told = json_object();
     mt.stop = false;
     if (pthread_create(&mt.thread, NULL, meter_main, s) != 0) {
         allot_fmt(err, errlen, "cannot start the metering thread");
@@ -667,7 +947,10 @@ void meter_stop(struct server *s)
     pthread_join(mt.thread, NULL);
     mt.running = false;
     json_decref(mt.snap);
-    mt.snap = NULL;
+    json_decref(mt.idle);
+    json_decref(mt.windows);
+    json_decref(mt.told);
+    mt.snap = mt.idle = mt.windows = mt.told = NULL;
 }
 
 /* ---- time arguments ---- */

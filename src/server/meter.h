@@ -74,6 +74,10 @@ int meter_query(struct req *r, int64_t from, int64_t to, const char *tenant, boo
  * latest readings under DCGM-exporter names. */
 void meter_metrics(struct server *s, FILE *f);
 
+/* The jobs flagged idle at the last pass (new reference): [{job, tenant,
+ * user, class, gpus, util_avg, idle_since, wasted_gpu_hours, preemptible}]. */
+json_t *meter_idle_jobs(void);
+
 /* ---- billing.c ---- */
 
 /* The stored price book (new reference), NULL when none is set (*rc 0) or

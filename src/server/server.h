@@ -48,6 +48,10 @@ struct server_config {
     int64_t rate_limit;          /* requests per second per token; 0 = off */
     int64_t rate_burst;          /* requests a token may send at once */
     int64_t meter_interval;      /* ms between metering roll-up passes */
+    int64_t idle_threshold;      /* percent: a GPU job under it is idle */
+    int64_t idle_window;         /* ms idle before a job is flagged (0: never) */
+    char *idle_class_windows;    /* "CLASS=DURATION,...": per priority class */
+    char *idle_action;           /* "notify" or "preempt" (preemptible jobs only) */
 };
 
 struct http;
@@ -190,6 +194,7 @@ int api_nodes_cordon(struct req *r);
 int api_nodes_drain(struct req *r);
 int api_nodes_uncordon(struct req *r);
 int api_usage(struct req *r);
+int api_idle(struct req *r);
 int api_invoices(struct req *r);
 int api_pricebook_get(struct req *r);
 int api_pricebook_put(struct req *r);

@@ -18,7 +18,8 @@ dm = None
 
 VERBS = ["submit", "ls", "show", "cancel", "events", "logs", "run", "tenants", "quota", "apply",
          "nodes",
-         "cordon", "drain", "uncordon", "tokens", "audit", "top", "usage", "invoice", "pricebook"]
+         "cordon", "drain", "uncordon", "tokens", "audit", "top", "usage", "invoice", "pricebook",
+         "idle"]
 
 
 def test_help_everywhere():

@@ -179,7 +179,9 @@ def test_restart_keeps_runs_exact():
     time.sleep(1.1)
     port, admin = dm.port, dm.admin
     dm.stop(signal.SIGKILL)
-    dm = Daemon(dm.dir, args=["--listen", "127.0.0.1:%d" % port, "--meter-interval", "200ms"])
+    dm = Daemon(dm.dir, args=["--listen", "127.0.0.1:%d" % port, "--meter-interval", "200ms",
+                              "--idle-window", "2s", "--idle-threshold", "10",
+                              "--idle-class-windows", "inference=0", "--idle-action", "preempt"])
     dm.admin = admin
     time.sleep(1.1)
     beat(name, {"jobs": [{"id": jid, "state": "succeeded", "exit_code": 0}]})
@@ -266,6 +268,53 @@ def test_metrics_and_budgets():
     expect(dm.req("PUT", "/v1/pricebook", BOOK, token=dm.admin), 200)
 
 
+def requeued_idle(jid):
+    ev = expect(dm.req("GET", "/v1/jobs/%d/events" % jid, token=dm.admin), 200)["events"]
+    return any(e["kind"] == "requeued" and "idle" in (e.get("detail") or "") for e in ev)
+
+
+def test_idle_detection():
+    """Jobs under 10 % for their window (2 s here) are flagged; a preemptible one is sent back
+    to the queue, a default-class one only reported; inference (window 0) never."""
+    ids = {}
+    expect(dm.req("POST", "/v1/nodes/register", node("m-2"), token=AG), 201)
+    for cls in ("training", None, "inference"):
+        kw = {"gpus": 1, "priority": cls} if cls else {"gpus": 1}
+        jid = submit(**kw)
+        j = wait_state(jid, "starting")
+        beat(j["placement"]["tasks"][0]["node"], {"jobs": [{"id": jid, "state": "running"}]})
+        ids[cls] = jid
+    end = time.time() + 20
+    seen, m, out, x = set(), "", "", None
+    while time.time() < end:
+        now = int(time.time() * 1000)
+        beat("m-1", {"usage": {"samples": [
+            {"job": jid, "task": 0, "at": now, "cpu_ns": 0, "mem_bytes": 0, "gpu_util": 3,
+             "gpu_mem_bytes": 0, "energy_mj": -1} for jid in ids.values()]}})
+        beat("m-2")
+        idle = expect(dm.req("GET", "/v1/idle", token=dm.admin), 200)["jobs"]
+        seen |= {i["job"] for i in idle}
+        now_idle = [i for i in idle if i["job"] == ids[None]]
+        if now_idle and x is None:  # what the reports say while it is idle
+            x, m, out = now_idle[0], metrics(), ok(cli(dm, "idle")).out
+        if x is not None and requeued_idle(ids["training"]):
+            break
+        time.sleep(0.25)
+    assert x is not None and ids["inference"] not in seen, (seen, ids)
+    assert requeued_idle(ids["training"]), ids  # sent back to the queue (and placed again)
+    assert get(ids[None])["state"] == "running"
+    assert x["tenant"] == "research/nlp" and x["gpus"] == 1 and x["util_avg"] == 3, x
+    assert x["wasted_gpu_hours"] > 0 and not x["preemptible"], x
+    assert 'allot_idle_jobs{tenant="research/nlp"} ' in m, m
+    assert str(ids[None]) in out and "WASTED-GPU-H" in out, out
+    assert expect(dm.req("GET", "/v1/idle", token=MEMBER), 200)["jobs"] == []
+    entries = expect(dm.req("GET", "/v1/audit?limit=1000", token=dm.admin), 200)["entries"]
+    flagged = {e["target"] for e in entries if e["action"] == "job.idle"}
+    assert "job/%d" % ids[None] in flagged and "job/%d" % ids["training"] in flagged, flagged
+    for jid in ids.values():
+        expect(dm.req("POST", "/v1/jobs/%d/cancel" % jid, token=dm.admin), 200)
+
+
 def test_members_see_their_tenant_only():
     period = time.strftime("%Y-%m", time.gmtime())
     rows = usage("by=tenant&from=" + period, token=MEMBER)["rows"]
@@ -315,7 +364,8 @@ def test_bad_queries():
 
 
 if __name__ == "__main__":
-    dm = Daemon(args=["--meter-interval", "200ms"])
+    dm = Daemon(args=["--meter-interval", "200ms", "--idle-window", "2s", "--idle-threshold", "10",
+                      "--idle-class-windows", "inference=0", "--idle-action", "preempt"])
     try:
         expect(dm.req("PUT", "/v1/tenants", TENANTS, token=dm.admin), 200)
         AG = dm.token("agent", "", "agents")
@@ -323,7 +373,8 @@ if __name__ == "__main__":
         expect(dm.req("POST", "/v1/nodes/register", node("m-1"), token=AG), 201)
         fx.run([test_pricebook_validation, test_allocated_seconds_exact, test_samples_count_once,
                 test_restart_keeps_runs_exact, test_invoice_prices_and_reconciles,
-                test_metrics_and_budgets, test_members_see_their_tenant_only, test_cli,
+                test_metrics_and_budgets, test_idle_detection,
+                test_members_see_their_tenant_only, test_cli,
                 test_bad_queries])
     finally:
         dm.stop()
