@@ -2,6 +2,8 @@
 // token as `Authorization: Bearer` (kept in this tab's sessionStorage).
 // Failed calls throw ApiError with the HTTP status and allotd's message.
 
+import {setServerSkew} from "./util.js";
+
 const KEY = "allot.token";
 
 export class ApiError extends Error {
@@ -32,6 +34,8 @@ async function call(method, path, as) {
     headers: {Authorization: "Bearer " + token()},
     cache: "no-store",
   });
+  const date = Date.parse(r.headers.get("Date") || "");
+  if (!Number.isNaN(date)) setServerSkew(date - Date.now());
   if (!r.ok) {
     let code = "", msg = `${r.status} ${r.statusText}`;
     try {

@@ -96,8 +96,16 @@ export function thisMonth() {
   return d.getUTCFullYear() + "-" + String(d.getUTCMonth() + 1).padStart(2, "0");
 }
 
+let skewMs = 0;
+
+/** allotd's clock minus ours (from its replies' Date header, whole seconds). */
+export function setServerSkew(ms) {
+  skewMs = Math.abs(ms) < 2000 ? 0 : ms; // the header has whole seconds: ignore less
+}
+
+/** Now, in allotd's unix seconds: waits and ages are computed on its clock. */
 export function nowSec() {
-  return Math.floor(Date.now() / 1000);
+  return Math.floor((Date.now() + skewMs) / 1000);
 }
 
 /** A stable colour per tenant path: a hue from a string hash. */
