@@ -57,6 +57,7 @@ static struct {
     uint64_t last_ns;      /* without a region: when the allowance last accrued */
     int64_t correction_ns; /* measured minus charged, not yet applied */
     uint64_t est_ns[2];
+    bool measured[2]; /* est_ns[kind] holds a measurement (0 ns is one) */
     /* the probe: a launch bracketed by two events */
     bool pending;
     int probe_kind;
@@ -212,7 +213,8 @@ static void poll_probe(uint64_t ctx, uint64_t now)
     lim.correction_ns += (int64_t)measured - (int64_t)lim.probe_charged;
     shim_meter(0, (int64_t)measured - (int64_t)lim.probe_charged);
     est = &lim.est_ns[lim.probe_kind];
-    *est = *est ? (*est * 7 + measured) / 8 : measured;
+    *est = lim.measured[lim.probe_kind] ? (*est * 7 + measured) / 8 : measured;
+    lim.measured[lim.probe_kind] = true;
 }
 
 uint64_t shim_limiter_before(int kind, int dev, uint64_t ctx)
@@ -228,7 +230,7 @@ uint64_t shim_limiter_before(int kind, int dev, uint64_t ctx)
 
         poll_probe(ctx, now);
         charge = lim.est_ns[kind];
-        if (!charge && lim.pending && lim.probe_kind == kind) {
+        if (!lim.measured[kind] && lim.pending && lim.probe_kind == kind) {
             /* nothing measured yet: wait for the first measurement rather
              * than queue launches charged at nothing */
             wait_ns = 50000;
@@ -269,7 +271,7 @@ bool shim_limiter_probe_start(int kind, uint64_t ctx, CUstream s, bool ptsz)
         return false;
     pthread_mutex_lock(&lim.lock);
     if (lim.pending ||
-        (lim.probe_since && now_ns() - lim.probe_since < PROBE_EVERY_NS && lim.est_ns[kind]))
+        (lim.probe_since && now_ns() - lim.probe_since < PROBE_EVERY_NS && lim.measured[kind]))
         goto out;
     if (lim.events_ctx != ctx) {
         drop_events();

@@ -230,11 +230,14 @@ void shim_region_close(struct shim_region *r)
 /* This process's slot, taken on first use. Called locked. */
 static struct shim_slot *own_slot(struct shim_region *r)
 {
-    pid_t pid = getpid();
     int free_slot = -1;
+    pid_t pid;
 
-    if (r->slot >= 0 && r->pid == pid && r->h->slots[r->slot].pid == pid)
+    /* no getpid() here (a system call on every reservation): a forked
+     * child's r->slot is reset by the fork handler */
+    if (r->slot >= 0 && r->h->slots[r->slot].pid == r->pid)
         return &r->h->slots[r->slot];
+    pid = getpid();
     for (int pass = 0; pass < 2 && free_slot < 0; pass++) {
         if (pass == 1 && !reclaim_locked(r->h))
             break;
@@ -257,16 +260,24 @@ static struct shim_slot *own_slot(struct shim_region *r)
         r->h->slots[free_slot].pidns = own_pidns();
         r->h->slots[free_slot].pid = pid;
     }
+    if ((uint32_t)free_slot >= r->h->slots_hi)
+        r->h->slots_hi = (uint32_t)free_slot + 1;
     r->pid = pid;
     __atomic_store_n(&r->slot, free_slot, __ATOMIC_RELEASE);
     return &r->h->slots[free_slot];
+}
+
+/* How many slots the sums look at: a job of a few processes has a few. */
+static int slots_hi(const struct shim_region_hdr *h)
+{
+    return h->slots_hi < SHIM_MAX_PROC ? (int)h->slots_hi : SHIM_MAX_PROC;
 }
 
 static uint64_t used_locked(const struct shim_region_hdr *h, int dev)
 {
     uint64_t sum = 0;
 
-    for (int i = 0; i < SHIM_MAX_PROC; i++)
+    for (int i = 0; i < slots_hi(h); i++)
         if (h->slots[i].pid)
             sum += h->slots[i].used[dev];
     return sum;
@@ -276,7 +287,7 @@ static uint64_t over_locked(const struct shim_region_hdr *h, int dev)
 {
     uint64_t sum = 0;
 
-    for (int i = 0; i < SHIM_MAX_PROC; i++)
+    for (int i = 0; i < slots_hi(h); i++)
         if (h->slots[i].pid)
             sum += h->slots[i].over[dev];
     return sum;

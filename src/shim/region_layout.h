@@ -50,7 +50,7 @@ struct shim_region_hdr {
     uint64_t size;    /* sizeof(struct shim_region_hdr) */
     uint32_t max_dev, max_proc;
     uint32_t reclaimed; /* dead processes' slots taken back so far */
-    uint32_t pad;
+    uint32_t slots_hi;  /* one past the highest slot ever taken: sums stop there */
     union {
         pthread_mutex_t m; /* process-shared, robust */
         char bytes[64];
