@@ -13,6 +13,7 @@
 #   make bench-api      allotd's durable submissions with 1, 8, 64 clients
 #   make bench-cluster  allotd filling 1,024 emulated nodes with 5,000 jobs
 #   make bench-agent    job start/stop latency through allotd and one agent
+#   make bench-shim     liballot-cuda.so's cost per launch and allocation
 #   make check      clang-format, clang-tidy, cppcheck, source rules
 #   make install    build, then install allot-sim into $(PREFIX)/bin
 #                   (PREFIX=/usr/local by default; DESTDIR is honoured)
@@ -24,7 +25,7 @@ DATA      ?= $(abspath ../shared/data)
 CMAKE_GEN  = cmake -S . -G Ninja -Wno-dev
 PREFIX    ?= /usr/local
 
-.PHONY: all build deps demo demo-sim test test-data test-asan fuzz bench bench-cycle bench-api bench-cluster bench-agent check format install clean
+.PHONY: all build deps demo demo-sim test test-data test-asan fuzz bench bench-cycle bench-api bench-cluster bench-agent bench-shim check format install clean
 
 all: build
 
@@ -98,6 +99,9 @@ bench-cluster: deps build
 
 bench-agent: deps build
 	@python3 bench/agent.py --build $(BUILD)
+
+bench-shim: deps build
+	@$(BUILD)/bench-shim
 
 check: deps build
 	@./scripts/check-source

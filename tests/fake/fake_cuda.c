@@ -9,7 +9,8 @@
  *   FAKE_CUDA_FAIL     "memset": cuMemsetD8 fails (CUDA_ERROR_UNKNOWN)
  *   FAKE_CUDA_PITCH    row alignment of cuMemAllocPitch (default 1024)
  *   FAKE_CUDA_KERNEL_US how long each kernel or graph launch keeps the GPU
- *                      busy (default 100); launches run one after another
+ *                      busy (default 100; read at the first launch or
+ *                      event); launches run one after another
  *                      on one timeline, events complete when it reaches them
  *   FAKE_CUDA_TIMELINE a file: the GPU's timeline is shared by every process
  *                      that names it (one GPU time-shared by several jobs);
@@ -743,13 +744,17 @@ static unsigned long long busy_until, busy_total, first_launch; /* ns, CLOCK_MON
  * between processes (updated with compare-and-swap), or this process's */
 static unsigned long long local_until, *gpu_until = &local_until;
 static pthread_once_t timeline_once = PTHREAD_ONCE_INIT;
+static unsigned long long kernel_ns = 100000; /* FAKE_CUDA_KERNEL_US, read once */
 
 static void timeline_map(void)
 {
-    const char *path = getenv("FAKE_CUDA_TIMELINE");
+    const char *path = getenv("FAKE_CUDA_TIMELINE"), *k = getenv("FAKE_CUDA_KERNEL_US");
     int fd = path && *path ? open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644) : -1;
     void *m;
 
+    /* once, not per launch: bench/shim measures the launch path */
+    if (k)
+        kernel_ns = strtoull(k, NULL, 10) * 1000ull;
     if (fd < 0)
         return;
     if (ftruncate(fd, 4096) == 0) {
@@ -770,13 +775,13 @@ static unsigned long long mono_ns(void)
 
 static CUresult run_kernel(void)
 {
-    const char *k = getenv("FAKE_CUDA_KERNEL_US");
-    unsigned long long dur = (k ? strtoull(k, NULL, 10) : 100) * 1000ull, now = mono_ns();
+    unsigned long long dur, now = mono_ns();
     unsigned long long old, start;
 
     if (cur < 0)
         return CUDA_ERROR_INVALID_CONTEXT;
     pthread_once(&timeline_once, timeline_map);
+    dur = kernel_ns;
     pthread_mutex_lock(&gpu_lock);
     if (!first_launch)
         first_launch = now;
