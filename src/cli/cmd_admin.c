@@ -131,14 +131,17 @@ int cmd_nodes(struct cli *c, int argc, char **argv)
     {
         json_t *inv = json_object_get(x, "inventory");
         json_t *gpus = json_object_get(inv, "gpus");
-        char n[16], cpus[32], mem[32], hb[32], tasks[16], health[32];
+        char n[16], cpus[32], mem[32], hb[32], tasks[16], health[32], state[48];
 
         allot_fmt(n, sizeof(n), "%zu", json_array_size(gpus));
+        /* fenced: an unhealthy GPU keeps new work off the node (the reason is in -o json) */
+        allot_fmt(state, sizeof(state), "%s%s", json_string_value(json_object_get(x, "state")),
+                  json_is_string(json_object_get(x, "fenced")) ? ",fenced" : "");
         allot_fmt(mem, sizeof(mem), "%lldMiB",
                   (long long)json_integer_value(json_object_get(inv, "memory")));
         const char *cells[9] = {
             json_string_value(json_object_get(x, "name")),
-            json_string_value(json_object_get(x, "state")),
+            state,
             json_string_value(json_object_get(json_array_get(gpus, 0), "model")),
             n,
             health_cell(x, health, sizeof(health)),

@@ -323,8 +323,30 @@ int api_nodes_heartbeat(struct req *r)
             }
             if (logs)
                 json_object_update(e, logs);
-            if (health)
+            if (health) {
+                /* an unhealthy GPU fences the node (no new work); the reason shows in
+                 * GET /v1/nodes; the loop hears of every change */
+                char why[600] = "";
+                size_t len = 0, gi;
+                json_t *g;
+                json_array_foreach(json_object_get(health, "gpus"), gi, g)
+                {
+                    const char *h = json_string_value(json_object_get(g, "health"));
+                    const char *txt = json_string_value(json_object_get(g, "text"));
+                    if (h && !strcmp(h, "unhealthy") && len < sizeof(why))
+                        len += (size_t)allot_fmt(
+                            why + len, sizeof(why) - len, "%sGPU %lld unhealthy: %.120s",
+                            len ? "; " : "",
+                            (long long)json_integer_value(json_object_get(g, "index")),
+                            txt ? txt : "");
+                }
+                const char *was = json_string_value(json_object_get(e, "fenced"));
+                if (strcmp(was ? was : "", why) != 0) {
+                    json_object_set_new(e, "fenced", *why ? json_string(why) : json_null());
+                    loop_post(r->srv->loop, LOOP_NODE_HEALTH, *why ? 1 : 0, name);
+                }
                 json_object_set_new(e, "health", json_deep_copy(health));
+            }
             if (hb.gpus) /* the latest readings, for /metrics */
                 json_object_set_new(e, "gpus", json_deep_copy(hb.gpus));
             pthread_mutex_unlock(&r->srv->agents_lock);
@@ -366,11 +388,13 @@ int api_nodes_list(struct req *r)
     for (size_t i = 0; i < cnt; i++) {
         json_t *inv = json_loads(n[i].inventory ? n[i].inventory : "{}", 0, NULL);
         size_t tasks = loop_node_tasks(r->srv->loop, n[i].name);
-        json_t *health;
+        json_t *health, *fenced;
 
         pthread_mutex_lock(&r->srv->agents_lock);
         health =
             json_deep_copy(json_object_get(json_object_get(r->srv->agents, n[i].name), "health"));
+        fenced =
+            json_deep_copy(json_object_get(json_object_get(r->srv->agents, n[i].name), "fenced"));
         pthread_mutex_unlock(&r->srv->agents_lock);
         /* a draining node without tasks left is drained (as in Slurm) */
         const char *state = n[i].state == ALLOT_SN_DRAINING && !tasks
@@ -384,6 +408,9 @@ int api_nodes_list(struct req *r)
                                            (json_int_t)tasks));
         json_object_set_new(json_array_get(a, json_array_size(a) - 1), "health",
                             health ? health : json_null());
+        /* why the node takes no new work although ready: an unhealthy GPU */
+        json_object_set_new(json_array_get(a, json_array_size(a) - 1), "fenced",
+                            fenced ? fenced : json_null());
     }
     allot_store_nodes_free(n, cnt);
     return api_json(r, 200, json_pack("{s:o}", "nodes", a));

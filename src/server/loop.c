@@ -148,11 +148,16 @@ static int add_node(struct loop *l, const char *name, const char *inventory, int
         lab[ns.n_labels++].value = (char *)json_string_value(v);
     }
     ns.labels = lab;
+    size_t cap_before = l->cap_fenced;
     if (allot_grow((void **)&l->expiry, &l->cap_expiry, (size_t)allot_cluster_node_count(l->c) + 1,
-                   sizeof(*l->expiry)) < 0) {
+                   sizeof(*l->expiry)) < 0 ||
+        allot_grow((void **)&l->fenced, &l->cap_fenced, (size_t)allot_cluster_node_count(l->c) + 1,
+                   sizeof(*l->fenced)) < 0) {
         json_decref(inv);
         return ALLOT_ENOMEM;
     }
+    for (size_t f = cap_before; f < l->cap_fenced; f++)
+        l->fenced[f] = false;
     rc = allot_cluster_add_node(l->c, &ns, err, sizeof(err));
     if (rc < 0)
         LOG_ERROR("loop", "node %s not added: %s", name, err);
@@ -583,9 +588,36 @@ static void node_seen(struct loop *l, const char *name, int64_t expiry)
     if (allot_cluster_node(l->c, i)->state != ALLOT_NODE_LOST)
         return;
     if (srv_write(l->srv, node_ready_fn, (void *)name) == 0) {
-        allot_cluster_set_state(l->c, i, ALLOT_NODE_READY);
+        allot_cluster_set_state(l->c, i, l->fenced[i] ? ALLOT_NODE_DRAINING : ALLOT_NODE_READY);
         LOG_INFO("loop", "node %s is back", name);
     }
+}
+
+/* The agent of node `name` reports an unhealthy GPU (or none any more):
+ * like a failed health check in Slurm, the node takes no new work until
+ * its GPUs are healthy again; running jobs stay. The admin's state
+ * (cordoned, draining) is restored when the fence lifts. */
+static void node_health(struct loop *l, const char *name, bool unhealthy)
+{
+    int i = allot_cluster_find_node(l->c, name);
+    struct allot_store_node n = {0};
+
+    if (i < 0 || l->fenced[i] == unhealthy)
+        return;
+    l->fenced[i] = unhealthy;
+    if (allot_cluster_node(l->c, i)->state == ALLOT_NODE_LOST)
+        return;
+    if (unhealthy) {
+        allot_cluster_set_state(l->c, i, ALLOT_NODE_DRAINING);
+        LOG_WARN("loop", "node %s fenced: its agent reports an unhealthy GPU", name);
+        return;
+    }
+    int st = ALLOT_SN_READY;
+    if (srv_reader(l->srv) && allot_store_node_get(srv_reader(l->srv), name, &n) == 0)
+        st = n.state;
+    allot_store_node_clear(&n);
+    allot_cluster_set_state(l->c, i, st == ALLOT_SN_READY ? ALLOT_NODE_READY : ALLOT_NODE_DRAINING);
+    LOG_INFO("loop", "node %s: its GPUs are healthy again; fence lifted", name);
 }
 
 /* True when one of job j's tasks is on node i. */
@@ -865,13 +897,18 @@ static bool handle(struct loop *l, struct msg *m)
     case LOOP_JOB_EVICT:
         evict_job(l, m->id, m->name ? m->name : "evicted");
         break;
+    case LOOP_NODE_HEALTH:
+        node_health(l, m->name ? m->name : "", m->id != 0);
+        break;
     case LOOP_NODE_STATE: {
         int i = allot_cluster_find_node(l->c, m->name);
 
-        /* cordoned and draining nodes keep their jobs and take no new ones */
+        /* cordoned and draining nodes keep their jobs and take no new ones;
+         * nor does a node fenced for an unhealthy GPU */
         if (i >= 0 && allot_cluster_node(l->c, i)->state != ALLOT_NODE_LOST)
-            allot_cluster_set_state(
-                l->c, i, m->id == ALLOT_SN_READY ? ALLOT_NODE_READY : ALLOT_NODE_DRAINING);
+            allot_cluster_set_state(l->c, i,
+                                    m->id == ALLOT_SN_READY && !l->fenced[i] ? ALLOT_NODE_READY
+                                                                             : ALLOT_NODE_DRAINING);
         break;
     }
     }
@@ -1396,6 +1433,7 @@ void loop_stop(struct loop *l)
     allot_free(l->held);
     allot_free(l->live_at);
     allot_free(l->expiry);
+    allot_free(l->fenced);
     allot_free(l->decs);
     for (struct msg *m = l->head; m;) {
         struct msg *next = m->next;

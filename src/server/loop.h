@@ -32,6 +32,8 @@ enum loop_msg_kind {
     LOOP_NODE_STATE,    /* name: node an admin cordoned, drained or made ready; id: its
                            enum allot_store_node_state */
     LOOP_JOB_EVICT,     /* id: a running job to send back to the queue; name: why */
+    LOOP_NODE_HEALTH,   /* name: a node whose agent reports (id 1) an unhealthy GPU, or
+                           (id 0) none any more */
     LOOP_NODE_EVICT,    /* name: a drained node whose jobs are to be evicted (requeued) */
 };
 

@@ -105,6 +105,8 @@ struct loop {
     size_t cap_live_at;
     int64_t *expiry; /* lease expiry per core node index */
     size_t cap_expiry;
+    bool *fenced; /* per core node index: an unhealthy GPU keeps new work off it */
+    size_t cap_fenced;
     struct dec {
         int kind;
         int qid;

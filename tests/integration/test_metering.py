@@ -315,6 +315,46 @@ def test_idle_detection():
         expect(dm.req("POST", "/v1/jobs/%d/cancel" % jid, token=dm.admin), 200)
 
 
+def health(name, bad=()):
+    return {"health": {"gpus": [
+        {"index": g, "uuid": "GPU-%s-%d" % (name, g), "model": "H100-80GB",
+         "health": "unhealthy" if g in bad else "healthy",
+         "text": "Xid 79 (fallen off the bus)" if g in bad else "ok", "mig": []}
+        for g in range(2)]}}
+
+
+def test_unhealthy_gpu_fences_its_node():
+    beat("m-1", health("m-1", bad=(1,)))
+    beat("m-2", health("m-2", bad=(0,)))
+    nodes = {n["name"]: n for n in
+             expect(dm.req("GET", "/v1/nodes", token=dm.admin), 200)["nodes"]}
+    assert nodes["m-1"]["fenced"] == "GPU 1 unhealthy: Xid 79 (fallen off the bus)", nodes
+    assert nodes["m-1"]["state"] == "ready", nodes  # the admin's state is unchanged
+    r = ok(cli(dm, "nodes"))
+    assert "ready,fenced" in r.out, r.out
+    jid = submit(gpus=1)
+    time.sleep(0.6)  # a few cycles: nowhere to go
+    j = get(jid)
+    assert j["state"] == "pending", j
+    beat("m-2", health("m-2"))  # healthy again: the fence lifts
+    j = wait_state(jid, "starting")
+    assert j["placement"]["tasks"][0]["node"] == "m-2", j
+    nodes = {n["name"]: n for n in
+             expect(dm.req("GET", "/v1/nodes", token=dm.admin), 200)["nodes"]}
+    assert nodes["m-2"]["fenced"] is None and nodes["m-1"]["fenced"], nodes
+    # an admin's cordon outlives the fence
+    expect(dm.req("POST", "/v1/nodes/m-1/cordon", token=dm.admin), 200)
+    beat("m-1", health("m-1"))
+    jid2 = submit(gpus=2)
+    time.sleep(0.6)
+    assert get(jid2)["state"] == "pending", get(jid2)
+    expect(dm.req("POST", "/v1/nodes/m-1/uncordon", token=dm.admin), 200)
+    j2 = wait_state(jid2, "starting")
+    assert j2["placement"]["tasks"][0]["node"] == "m-1", j2
+    for x in (jid, jid2):
+        expect(dm.req("POST", "/v1/jobs/%d/cancel" % x, token=dm.admin), 200)
+
+
 def test_members_see_their_tenant_only():
     period = time.strftime("%Y-%m", time.gmtime())
     rows = usage("by=tenant&from=" + period, token=MEMBER)["rows"]
@@ -373,7 +413,7 @@ if __name__ == "__main__":
         expect(dm.req("POST", "/v1/nodes/register", node("m-1"), token=AG), 201)
         fx.run([test_pricebook_validation, test_allocated_seconds_exact, test_samples_count_once,
                 test_restart_keeps_runs_exact, test_invoice_prices_and_reconciles,
-                test_metrics_and_budgets, test_idle_detection,
+                test_metrics_and_budgets, test_idle_detection, test_unhealthy_gpu_fences_its_node,
                 test_members_see_their_tenant_only, test_cli,
                 test_bad_queries])
     finally:
