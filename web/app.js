@@ -8,8 +8,9 @@ import * as tenants from "./pages/tenants.js";
 import * as jobs from "./pages/jobs.js";
 import * as nodes from "./pages/nodes.js";
 import * as usage from "./pages/usage.js";
+import * as idle from "./pages/idle.js";
 
-const PAGES = {overview, tenants, jobs, nodes, usage};
+const PAGES = {overview, tenants, jobs, nodes, usage, idle};
 const POLL_MS = 3000;
 
 const $ = (id) => document.getElementById(id);

@@ -28,7 +28,8 @@ export function gpuMap(nodes, jobs) {
     const inv = (n.inventory && n.inventory.gpus) || [];
     const hg = (n.health && n.health.gpus) || [];
     const slots = inv.map((g, i) => {
-      const r = hg.find((x) => x.index === i) || {};
+      // the agent's health list is by NVML index; match by UUID where both have one
+      const r = hg.find((x) => g.uuid && x.uuid === g.uuid) || hg.find((x) => x.index === i) || {};
       return {
         index: i, model: g.model, uuid: g.uuid || r.uuid || "",
         health: r.health || "unknown", text: r.text || "",

@@ -73,7 +73,8 @@ function render(nodes, jobs) {
     ...nodes.map((n) => {
       const inv = n.inventory || {};
       const gpus = map.get(n.name) || [];
-      const used = gpus.filter((g) => slotState(g) !== "free").length;
+      const used = gpus.filter((g) => !["free", "unhealthy"].includes(slotState(g))).length;
+      const bad = gpus.filter((g) => g.health === "unhealthy").length;
       return h("section", {class: "node state-" + n.state, "data-node": n.name},
         h("div", {class: "node-head"},
           h("strong", null, n.name),
@@ -81,7 +82,8 @@ function render(nodes, jobs) {
           h("span", null, `${gpus.length} × ${gpus.length ? gpus[0].model : "no GPU"}`),
           h("span", null, `mode ${inv.gpu_mode || "shared"}`),
           h("span", null, `${fmtNum(inv.cpus, 1)} CPUs, ${fmtNum((inv.memory || 0) / 1024, 1)} GiB`),
-          h("span", null, `${n.tasks} tasks, ${used} GPUs busy`),
+          h("span", null, `${n.tasks} task${n.tasks === 1 ? "" : "s"}, ${used} GPU${used === 1 ? "" : "s"} in use` +
+            (bad ? `, ${bad} unhealthy` : "")),
           h("span", {class: "muted"}, "heartbeat " + fmtDuration(now - n.last_heartbeat) + " ago")),
         h("div", {class: "gpus"}, gpus.length ? gpus.map((g) => gpuBox(g, inv.gpu_mode)) : h("p", {class: "muted"}, "no GPUs")));
     }),
