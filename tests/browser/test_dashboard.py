@@ -54,6 +54,7 @@ url = None
 jobs = {}
 member = None
 viewer = None
+AG_TOKEN = None
 SHOTS = os.environ.get("ALLOT_SCREENSHOTS") == "1"
 
 
@@ -276,7 +277,6 @@ def test_gpu_map():
                    "return g.dataset.health; });")
     assert health == ["healthy"] * 6, health
     no_console_errors("nodes")
-    shot("nodes")
 
 
 def test_usage_and_invoices():
@@ -312,6 +312,48 @@ def test_usage_and_invoices():
     assert shown.endswith(" EUR"), shown
     no_console_errors("usage")
     shot("usage", 1500)
+
+
+def test_idle_and_health():
+    """The 2-GPU job on gpu-1 (0 % utilisation) is listed idle; the MIG notebook (60 %) not."""
+    jid = jobs["train-a"]
+    end = time.time() + 20
+    while time.time() < end:  # flagged after its 2 s window, refreshed every 200 ms
+        idle = expect(dm.req("GET", "/v1/idle", token=dm.admin), 200)["jobs"]
+        if any(i["job"] == jid for i in idle):
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError("train-a was not flagged idle: %r" % idle)
+    goto("#/idle", "return document.querySelector('#idle tr[data-job=\"%d\"]');" % jid,
+         "the idle job")
+    rows = br.js("return [...document.querySelectorAll('#idle tr[data-job]')].map(function (r) {"
+                 "return r.dataset.job + ' ' + r.querySelector('[data-tenant]').dataset.tenant; });")
+    assert "%d research" % jid in rows and str(jobs["notebook"]) + " interns" not in rows, rows
+    cells = br.js("return document.querySelector('#idle tr[data-job=\"%d\"]').innerText;" % jid)
+    assert "0%" in cells, cells  # its measured utilisation
+    # a third node whose GPU 1 had an Xid 79 (the fake libnvidia-ml of tests/fake)
+    lib = os.path.join(os.path.dirname(fx.AGENT), "fake-nvml", "libnvidia-ml.so.1")
+    conf = os.path.join(fx.tempdir(), "machine")
+    with open(conf, "w") as f:
+        f.write('gpu name="NVIDIA H100 80GB HBM3" mem=81559 uuid=GPU-f0 minor=0\n'
+                'gpu name="NVIDIA H100 80GB HBM3" mem=81559 uuid=GPU-f1 minor=1\nxid 1 79\n')
+    Agent(dm, AG_TOKEN, "gpu-3", emulate="", args=["--nvml-lib", lib],
+          env={"FAKE_NVML_CONFIG": conf})
+    row = br.wait("var r = document.querySelector('#gpu-health tr[data-uuid=GPU-f1]');"
+                  "return r && r.innerText;", "the unhealthy GPU of gpu-3", 20)
+    assert "gpu-3" in row and "unhealthy" in row and "Xid 79" in row, row
+    assert br.js("return document.querySelector('[data-card=unhealthy] .value').textContent;") \
+        == "1"
+    no_console_errors("idle")
+    shot("idle")
+    goto("#/nodes", "return document.querySelector('[data-node=gpu-3] .gpu[data-uuid=GPU-f1]');",
+         "gpu-3 on the map")
+    health = br.js("return [...document.querySelectorAll('[data-node=gpu-3] .gpu')].map("
+                   "function (g) { return g.dataset.health + ' ' + g.dataset.state; });")
+    assert health == ["healthy free", "unhealthy unhealthy"], health
+    no_console_errors("nodes with an unhealthy GPU")
+    shot("nodes")
 
 
 def test_hidden_tab_makes_no_calls():
@@ -381,6 +423,9 @@ def test_member_sees_only_its_tenant():
                      "function (r) { return r.dataset.tenant || r.dataset.series; });")
         assert set(seen) == {"interns"}, seen
         assert not br.js("return document.getElementById('cluster-total');"), "cluster cost shown"
+        goto("#/idle", "return document.getElementById('idle');", "the member's idle jobs")
+        assert br.js("return document.querySelectorAll('#idle tr[data-job]').length;") == 0, \
+            "a member sees another tenant's idle job"
     goto("#/overview", "return document.querySelector('#by-tenant tr[data-tenant]');",
          "the member's overview")
     rows = br.js("return [...document.querySelectorAll('#by-tenant tr[data-tenant]')]"
@@ -394,14 +439,19 @@ def test_member_sees_only_its_tenant():
 
 def setup():
     global dm, br, url, member, viewer
-    dm = Daemon(args=["--ui-dir", os.path.join(fx.SOURCE, "web"), "--meter-interval", "200ms"])
+    dm = Daemon(args=["--ui-dir", os.path.join(fx.SOURCE, "web"), "--meter-interval", "200ms",
+                      "--idle-window", "2s", "--idle-threshold", "10"])
     url = "http://127.0.0.1:%d/ui/" % dm.port
     expect(dm.req("PUT", "/v1/tenants", TENANTS, token=dm.admin), 200)
     if metering():
         expect(dm.req("PUT", "/v1/pricebook", PRICE_BOOK, token=dm.admin), 200)
-    ag = dm.token("agent", name="nodes")
-    Agent(dm, ag, "gpu-1", emulate="4xH100-80GB", args=["--gpu-mode", "shared"])
-    Agent(dm, ag, "gpu-2", emulate="2xA100-80GB", args=["--gpu-mode", "mig"])
+    global AG_TOKEN
+    ag = AG_TOKEN = dm.token("agent", name="nodes")
+    # gpu-1's GPUs report 0 % utilisation (its whole-GPU job is flagged idle), gpu-2's 60 %
+    Agent(dm, ag, "gpu-1", emulate="4xH100-80GB",
+          args=["--gpu-mode", "shared", "--emulate-util", "0", "--sample-interval", "200ms"])
+    Agent(dm, ag, "gpu-2", emulate="2xA100-80GB",
+          args=["--gpu-mode", "mig", "--emulate-util", "60", "--sample-interval", "200ms"])
     for _ in range(200):  # bounded: agents register within a second
         st, b = dm.req("GET", "/v1/nodes", token=dm.admin)
         if st == 200 and len(b["nodes"]) == 2:
@@ -443,7 +493,7 @@ def main():
         setup()
         tests = [test_console_check_catches_errors, test_login_and_overview, test_tenants,
                  test_jobs_page, test_live_update_and_cancel, test_gpu_map,
-                 test_usage_and_invoices, test_hidden_tab_makes_no_calls,
+                 test_usage_and_invoices, test_idle_and_health, test_hidden_tab_makes_no_calls,
                  test_viewer_cannot_cancel, test_member_sees_only_its_tenant]
         try:
             fx.run(tests)  # exits: 0 when every test passed
