@@ -14,7 +14,7 @@ const PAGES = {overview, tenants, jobs, nodes, usage, idle};
 const POLL_MS = 3000;
 
 const $ = (id) => document.getElementById(id);
-let current = null;   // {name, page, view}
+let current = null;   // {name, hash, view}: the page shown
 let timer = 0;
 let busy = false;
 let generation = 0;   // bumped on every navigation: late answers are dropped

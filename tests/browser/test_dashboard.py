@@ -334,6 +334,10 @@ def test_idle_and_health():
     assert "0%" in cells, cells  # its measured utilisation
     # a third node whose GPU 1 had an Xid 79 (the fake libnvidia-ml of tests/fake)
     lib = os.path.join(os.path.dirname(fx.AGENT), "fake-nvml", "libnvidia-ml.so.1")
+    if not os.path.exists(lib):
+        print("SKIP the unhealthy GPU: %s is not built" % lib)
+        no_console_errors("idle")
+        return
     conf = os.path.join(fx.tempdir(), "machine")
     with open(conf, "w") as f:
         f.write('gpu name="NVIDIA H100 80GB HBM3" mem=81559 uuid=GPU-f0 minor=0\n'
