@@ -120,28 +120,28 @@ void shim_config_load(struct shim_config *c)
         c->cuda_lib = NULL;
 }
 
-/* Writes one line: where ALLOT_SHIM_LOG says, or to stderr when it is
- * unset and always_stderr (warnings), or nowhere. */
-static void log_line(bool always_stderr, const char *fmt, va_list ap)
+void shim_warn(const char *fmt, ...)
 {
     const char *log = getenv("ALLOT_SHIM_LOG");
     static const char prefix[] = "allot-cuda: ";
     size_t len = sizeof(prefix) - 1;
     char buf[512];
+    va_list ap;
     int n;
 
-    if (log && !strcmp(log, "off"))
-        return;
-    if (!always_stderr && (!log || !*log))
+    /* silent unless asked (issue 10): unset, empty or "off" */
+    if (!log || !*log || !strcmp(log, "off"))
         return;
     memcpy(buf, prefix, sizeof(prefix));
+    va_start(ap, fmt);
     n = vsnprintf(buf + len, sizeof(buf) - len - 1, fmt, ap);
+    va_end(ap);
     if (n < 0)
         return;
     /* a truncated message keeps room for its newline */
     len += (size_t)n < sizeof(buf) - len - 2 ? (size_t)n : sizeof(buf) - len - 2;
     buf[len++] = '\n';
-    if (log && *log && strcmp(log, "stderr") != 0) {
+    if (strcmp(log, "stderr") != 0) {
         /* a file: appended to, one write per line (O_APPEND), so lines of
          * several processes do not interleave */
         int fd = open(log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
@@ -156,22 +156,4 @@ static void log_line(bool always_stderr, const char *fmt, va_list ap)
     }
     /* one write, so lines of several processes do not interleave */
     fwrite(buf, 1, len, stderr);
-}
-
-void shim_warn(const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    log_line(true, fmt, ap);
-    va_end(ap);
-}
-
-void shim_log(const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    log_line(false, fmt, ap);
-    va_end(ap);
 }

@@ -22,7 +22,7 @@
  * thread, with no lock held: NVML's usedGpuMemory of this process (its
  * host pid as the agent wrote it into the region, else getpid()) against
  * the bytes the books hold for this process; a difference above
- * ALLOT_SHIM_NVML_DRIFT (default 32Mi) is logged through shim_log.
+ * ALLOT_SHIM_NVML_DRIFT (default 32Mi) is logged (shim_warn).
  *
  * State: the NVML functions (resolved once, pthread_once), a cache of
  * NVML handle -> ordinal under a mutex, and the next check's time
@@ -104,7 +104,7 @@ static void nv_load(void)
         path = "libnvidia-ml.so.1";
     nv.lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!nv.lib) {
-        shim_log("cannot load NVML %s: NVML memory info is not capped", path);
+        shim_warn("cannot load NVML %s: NVML memory info is not capped", path);
         return;
     }
     for (int i = 0; i < NV_N; i++) {
@@ -417,18 +417,18 @@ static void check_drift(int dev)
         return;
     if (!nvml_usage(h, pid, &nvml_bytes)) {
         if (!nv.warned_pid)
-            shim_log("device %d: NVML does not list pid %u (another pid namespace, and the "
-                     "agent has not written the host pid?): books not checked",
-                     dev, pid);
+            shim_warn("device %d: NVML does not list pid %u (another pid namespace, and the "
+                      "agent has not written the host pid?): books not checked",
+                      dev, pid);
         nv.warned_pid = true;
         return;
     }
     books = shim_used_self(dev);
     shim_note_nvml(dev, nvml_bytes);
     if ((nvml_bytes > books ? nvml_bytes - books : books - nvml_bytes) > nv.tolerance)
-        shim_log("device %d: drift: the books hold %llu bytes for pid %u, NVML %llu (%+lld)", dev,
-                 (unsigned long long)books, pid, (unsigned long long)nvml_bytes,
-                 (long long)(nvml_bytes - books));
+        shim_warn("device %d: drift: the books hold %llu bytes for pid %u, NVML %llu (%+lld)", dev,
+                  (unsigned long long)books, pid, (unsigned long long)nvml_bytes,
+                  (long long)(nvml_bytes - books));
 }
 
 void shim_nvml_tick(int dev)

@@ -71,13 +71,10 @@ bool shim_parse_percent(const char *s, int *percent);
  */
 void shim_config_load(struct shim_config *c);
 
-/* Writes the line "allot-cuda: MESSAGE": to stderr, or appended to the
- * file ALLOT_SHIM_LOG names (stderr if it cannot be opened); nothing when
- * ALLOT_SHIM_LOG=off. */
+/* Writes the line "allot-cuda: MESSAGE" where ALLOT_SHIM_LOG says:
+ * "stderr", or appended to the file it names (stderr if it cannot be
+ * opened); nothing when it is unset, empty or "off". */
 void shim_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* As shim_warn, but only when ALLOT_SHIM_LOG names stderr or a file:
- * reports (NVML drift) that are silent by default. */
-void shim_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---- table.c -------------------------------------------------------------- */
 

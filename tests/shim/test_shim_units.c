@@ -552,6 +552,29 @@ static void test_warn_destinations(void **state)
         assert_int_equal(n, 511);
         assert_int_equal(line[510], '\n');
     }
+    /* unset: silent; "stderr": stderr */
+    {
+        int saved = dup(2), fd = open(path, O_WRONLY | O_TRUNC);
+
+        assert_true(saved >= 0 && fd >= 0);
+        assert_int_equal(dup2(fd, 2), 2);
+        unsetenv("ALLOT_SHIM_LOG");
+        shim_warn("not shown");
+        setenv("ALLOT_SHIM_LOG", "", 1);
+        shim_warn("not shown either");
+        setenv("ALLOT_SHIM_LOG", "stderr", 1);
+        shim_warn("shown");
+        fflush(stderr);
+        assert_int_equal(dup2(saved, 2), 2);
+        close(saved);
+        close(fd);
+        f = fopen(path, "r");
+        assert_non_null(f);
+        n = fread(text, 1, sizeof(text) - 1, f);
+        fclose(f);
+        text[n] = '\0';
+        assert_string_equal(text, "allot-cuda: shown\n");
+    }
     setenv("ALLOT_SHIM_LOG", "off", 1);
     unlink(path);
     free(path);
