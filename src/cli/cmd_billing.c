@@ -369,3 +369,60 @@ out:
     args_free(&a);
     return rc;
 }
+
+/* ---- anomalies ---- */
+
+static const struct cli_usage anomalies_usage = {
+    "anomalies", "[--tenant T]",
+    "What allotd's metering found unusual at its last pass: tenants whose GPU\n"
+    "use in the last hour is far above their own history (robust z-score),\n"
+    "and running jobs whose GPU utilisation or memory changed abruptly.\n"
+    "Unhealthy GPUs fence their node instead (allot nodes)."};
+
+int cmd_anomalies(struct cli *c, int argc, char **argv)
+{
+    static const char *const titles[] = {"KIND", "TENANT", "JOB", "SINCE", "SCORE", "DETAIL"};
+    struct cli_args a;
+    struct client *cl;
+    json_t *reply = NULL, *x;
+    char q[1024] = "/v1/anomalies";
+    size_t i;
+    int rc = args_parse(c, idle_opts, &anomalies_usage, argc, argv, &a);
+
+    if (rc != CLI_OK)
+        return rc;
+    if (a.n_pos) {
+        rc = cli_usage_error("allot anomalies takes no arguments (got %s)", a.pos[0]);
+        goto out;
+    }
+    if (!(cl = cli_client(c))) {
+        rc = CLI_USAGE;
+        goto out;
+    }
+    if (add_query(cl, q, sizeof(q), "tenant", args_get(&a, "tenant"))) {
+        rc = CLI_SERVER;
+        goto out;
+    }
+    if ((rc = client_call(cl, "GET", q, NULL, NULL, CLIENT_RETRY_ALWAYS, &reply, NULL)) != CLI_OK)
+        goto out;
+    if (out_structured(c, reply))
+        goto out;
+    struct table *t = table_new(6, titles);
+    json_array_foreach(json_object_get(reply, "anomalies"), i, x)
+    {
+        char b[3][40];
+        json_t *job = json_object_get(x, "job");
+        const char *cells[6] = {json_string_value(json_object_get(x, "kind")),
+                                json_string_value(json_object_get(x, "tenant")),
+                                json_is_integer(job) ? out_cell(job, b[0], 40) : "-",
+                                out_time(json_object_get(x, "since"), b[1], 40),
+                                num(json_object_get(x, "score"), 1, b[2], 40),
+                                json_string_value(json_object_get(x, "detail"))};
+        table_row(t, cells);
+    }
+    table_print(t, stdout);
+out:
+    json_decref(reply);
+    args_free(&a);
+    return rc;
+}

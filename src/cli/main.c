@@ -39,6 +39,7 @@ static const struct verb verbs[] = {
     {"invoice", cmd_invoice, "a month's invoice per tenant (-o json|csv|html)"},
     {"pricebook", cmd_pricebook, "the price book: show, apply -f FILE"},
     {"idle", cmd_idle, "running jobs holding GPUs they do not use"},
+    {"anomalies", cmd_anomalies, "unusual tenant usage and job patterns"},
 };
 
 #define N_VERBS (sizeof(verbs) / sizeof(verbs[0]))

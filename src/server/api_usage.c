@@ -252,3 +252,21 @@ int api_idle(struct req *r)
                               (json_int_t)(r->srv->cfg.idle_window / 1000), "as_of",
                               (json_int_t)atomic_load(&r->srv->meter_at)));
 }
+
+int api_anomalies(struct req *r)
+{
+    const char *tenant = api_query(r, "tenant") ? api_query(r, "tenant") : "";
+    json_t *all = meter_anomaly_list(), *out = json_array(), *x;
+    size_t i;
+
+    json_array_foreach(all, i, x)
+    {
+        const char *t = json_string_value(json_object_get(x, "tenant"));
+        if (t && auth_sees_tenant(&r->who, t) && auth_in_scope(tenant, t))
+            json_array_append(out, x);
+    }
+    json_decref(all);
+    return api_json(r, 200,
+                    json_pack("{s:o,s:I}", "anomalies", out, "as_of",
+                              (json_int_t)atomic_load(&r->srv->meter_at)));
+}

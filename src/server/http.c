@@ -57,6 +57,7 @@ const struct route http_routes[] = {
      "node.heartbeat"},
     {"GET", "/v1/usage", api_usage, ROLES_USERS, NULL},
     {"GET", "/v1/idle", api_idle, ROLES_USERS, NULL},
+    {"GET", "/v1/anomalies", api_anomalies, ROLES_USERS, NULL},
     {"GET", "/v1/invoices", api_invoices, ROLES_USERS, NULL},
     {"GET", "/v1/pricebook", api_pricebook_get, ROLES_USERS, NULL},
     {"PUT", "/v1/pricebook", api_pricebook_put, A(ADMIN), "pricebook.put"},

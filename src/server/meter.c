@@ -20,6 +20,7 @@
 #include "meter.h"
 
 #include "allot/common.h"
+#include "anomaly.h"
 #include "log.h"
 #include "loop.h"
 
@@ -333,10 +334,12 @@ static struct {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool stop, running;
-    json_t *snap;    /* guarded by mu: this month per tenant, for /metrics */
-    json_t *idle;    /* guarded by mu: the jobs flagged idle now */
-    json_t *windows; /* priority class -> idle window (ms), from idle-class-windows */
-    json_t *told;    /* job ids already notified or evicted while idle */
+    json_t *snap;      /* guarded by mu: this month per tenant, for /metrics */
+    json_t *idle;      /* guarded by mu: the jobs flagged idle now */
+    json_t *windows;   /* priority class -> idle window (ms), from idle-class-windows */
+    json_t *told;      /* job ids already notified or evicted while idle */
+    json_t *anom;      /* guarded by mu: the anomalies seen at the last pass */
+    json_t *anom_told; /* anomaly keys already logged and audited */
 } mt = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
 /* ---- this month per tenant: /metrics and budgets ---- */
@@ -663,6 +666,218 @@ out:
     return rc;
 }
 
+/* ---- anomalies ---- */
+
+/* Appends anomaly o (stolen) to list, and to fresh when its key is new. */
+static void anomaly_add(json_t *list, json_t *fresh, json_t *seen, const char *key, json_t *o)
+{
+    json_array_append(list, o);
+    json_object_set_new(seen, key, json_true());
+    if (!json_object_get(mt.anom_told, key))
+        json_array_append(fresh, o);
+    json_decref(o);
+}
+
+/* Tenants whose GPU use in the last complete hour is far above their own
+ * hourly history (robust z-score, anomaly.c). */
+static int tenant_anomalies(struct server *s, struct allot_store *st, int64_t now, json_t *list,
+                            json_t *fresh, json_t *seen)
+{
+    int64_t last = floor_hour(now) - HOUR, from = last - s->cfg.anomaly_history / 1000;
+    size_t n_h = (size_t)((last - from) / HOUR), n = 0;
+    struct allot_store_usage *u = NULL;
+    json_t *per = json_object(); /* tenant -> [first hour index, x, hist...] */
+    const char *k;
+    json_t *v;
+    int rc;
+
+    if (from >= last || (rc = allot_store_usage_list(st, from, last + HOUR, &u, &n))) {
+        json_decref(per);
+        return from >= last ? 0 : rc;
+    }
+    double *hist = allot_calloc(n_h + 1, sizeof(*hist));
+    for (size_t i = 0; hist && i < n; i++)
+        if (!json_object_get(per, u[i].tenant))
+            json_object_set_new(per, u[i].tenant, json_true());
+    json_object_foreach(per, k, v)
+    {
+        int64_t first = -1;
+        double x = 0, z = 0;
+
+        memset(hist, 0, (n_h + 1) * sizeof(*hist));
+        for (size_t i = 0; i < n; i++) {
+            if (strcmp(u[i].tenant, k) != 0)
+                continue;
+            size_t h = (size_t)((u[i].hour - from) / HOUR);
+            hist[h] += (double)u[i].gpu_ppm_s / 1e6;
+            if (u[i].gpu_ppm_s > 0 && (first < 0 || (int64_t)h < first) && h < n_h)
+                first = (int64_t)h;
+        }
+        x = hist[n_h];
+        /* history from the tenant's first hour of use: a new tenant is not an anomaly */
+        if (first < 0 || x <= 0 ||
+            !anomaly_robust_z(hist + first, n_h - (size_t)first, x, 99.0, &z) ||
+            z < (double)s->cfg.anomaly_z)
+            continue;
+        char key[300], detail[300];
+        allot_fmt(key, sizeof(key), "tenant-usage|%s|%lld", k, (long long)last);
+        allot_fmt(detail, sizeof(detail),
+                  "%.1f GPU-hours in the hour from %lld, robust z-score %.1f over %zu hours",
+                  x / 3600.0, (long long)last, z, n_h - (size_t)first);
+        anomaly_add(list, fresh, seen, key,
+                    json_pack("{s:s,s:s,s:n,s:s,s:f,s:I}", "kind", "tenant-usage", "tenant", k,
+                              "job", "detail", detail, "score", z, "since", (json_int_t)last));
+    }
+    allot_free(hist);
+    allot_store_usages_free(u, n);
+    json_decref(per);
+    return 0;
+}
+
+/* Running jobs whose GPU utilisation or memory in the last quarter of
+ * anomaly-window differs abruptly from the rest of it. */
+static int job_anomalies(struct server *s, struct allot_store *st, int64_t now, json_t *list,
+                         json_t *fresh, json_t *seen)
+{
+    int64_t w = s->cfg.anomaly_window, cut = now * 1000 - w / 4, lo = now * 1000 - w;
+    struct allot_store_run *runs = NULL;
+    struct allot_store_sample *smp = NULL;
+    size_t n_runs = 0, n_smp = 0;
+    int rc;
+
+    if (w <= 0)
+        return 0;
+    if ((rc = allot_store_run_list(st, now, now + 1, &runs, &n_runs)) ||
+        (rc = allot_store_sample_list(st, lo, now * 1000 + 60000, &smp, &n_smp))) {
+        allot_store_runs_free(runs, n_runs);
+        return rc;
+    }
+    double *a = allot_calloc(n_smp + 1, sizeof(*a) * 4);
+    for (size_t i = 0; a && i < n_runs; i++) {
+        const struct allot_store_run *r = &runs[i];
+        double *ub = a, *ua = a + n_smp + 1, *mb = ua + n_smp + 1, *ma = mb + n_smp + 1;
+        size_t nub = 0, nua = 0, nmb = 0, nma = 0;
+        double from = 0, to = 0;
+        char key[100], detail[200];
+
+        if (r->end || (now - r->start) * 1000 < w)
+            continue;
+        for (size_t q = 0; q < n_smp; q++) {
+            const struct allot_store_sample *p = &smp[q];
+            if (p->job_id != r->job_id)
+                continue;
+            if (p->gpu_util >= 0)
+                *(p->at < cut ? &ub[nub++] : &ua[nua++]) = (double)p->gpu_util;
+            if (p->gpu_mem_bytes >= 0)
+                *(p->at < cut ? &mb[nmb++] : &ma[nma++]) = (double)p->gpu_mem_bytes / 1073741824.0;
+        }
+        if (anomaly_shift(ub, nub, ua, nua, 40.0, &from, &to)) {
+            allot_fmt(key, sizeof(key), "job-util|%lld", (long long)r->job_id);
+            allot_fmt(detail, sizeof(detail), "GPU utilisation went from %.0f%% to %.0f%%", from,
+                      to);
+            anomaly_add(list, fresh, seen, key,
+                        json_pack("{s:s,s:s,s:I,s:s,s:f,s:I}", "kind", "job-pattern", "tenant",
+                                  r->tenant, "job", (json_int_t)r->job_id, "detail", detail,
+                                  "score", to - from, "since", (json_int_t)(cut / 1000)));
+        }
+        if (anomaly_shift(mb, nmb, ma, nma, 1.0, &from, &to) &&
+            (to >= 2 * from || to <= from / 2)) {
+            allot_fmt(key, sizeof(key), "job-mem|%lld", (long long)r->job_id);
+            allot_fmt(detail, sizeof(detail), "GPU memory went from %.1f GiB to %.1f GiB", from,
+                      to);
+            anomaly_add(list, fresh, seen, key,
+                        json_pack("{s:s,s:s,s:I,s:s,s:f,s:I}", "kind", "job-pattern", "tenant",
+                                  r->tenant, "job", (json_int_t)r->job_id, "detail", detail,
+                                  "score", to - from, "since", (json_int_t)(cut / 1000)));
+        }
+    }
+    allot_free(a);
+    allot_store_runs_free(runs, n_runs);
+    allot_free(smp);
+    return 0;
+}
+
+struct anom_write {
+    json_t *fresh;
+    int64_t now;
+};
+
+static int anom_fn(struct allot_store *st, void *arg)
+{
+    struct anom_write *w = arg;
+    json_t *x;
+    size_t i;
+    int rc = 0;
+
+    json_array_foreach(w->fresh, i, x)
+    {
+        char target[300], action[64];
+        json_t *job = json_object_get(x, "job");
+        if (json_is_integer(job))
+            allot_fmt(target, sizeof(target), "job/%lld", (long long)json_integer_value(job));
+        else
+            allot_fmt(target, sizeof(target), "tenant/%s",
+                      json_string_value(json_object_get(x, "tenant")));
+        allot_fmt(action, sizeof(action), "anomaly.%s",
+                  json_string_value(json_object_get(x, "kind")));
+        struct allot_store_audit e = {.time = w->now,
+                                      .token_id = 0,
+                                      .action = action,
+                                      .target = target,
+                                      .result =
+                                          (char *)json_string_value(json_object_get(x, "detail"))};
+        if (!rc)
+            rc = allot_store_audit_append(st, &e, NULL);
+    }
+    return rc;
+}
+
+static int meter_anomalies(struct server *s, int64_t now)
+{
+    struct allot_store *st = srv_reader(s);
+    json_t *list = json_array(), *fresh = json_array(), *seen = json_object(), *x;
+    size_t i;
+    int rc;
+
+    if (!st)
+        return ALLOT_EIO;
+    if (!mt.anom_told)
+        mt.anom_told = json_object();
+    rc = tenant_anomalies(s, st, now, list, fresh, seen);
+    if (!rc)
+        rc = job_anomalies(s, st, now, list, fresh, seen);
+    json_array_foreach(fresh, i, x)
+        LOG_WARN("meter", "anomaly: %s %s: %s", json_string_value(json_object_get(x, "kind")),
+                 json_string_value(json_object_get(x, "tenant")),
+                 json_string_value(json_object_get(x, "detail")));
+    if (!rc && json_array_size(fresh)) {
+        struct anom_write w = {.fresh = fresh, .now = now};
+        rc = srv_write(s, anom_fn, &w);
+    }
+    if (!rc) {
+        json_decref(mt.anom_told);
+        mt.anom_told = json_incref(seen); /* gone and back: reported again */
+        pthread_mutex_lock(&mt.mu);
+        json_decref(mt.anom);
+        mt.anom = json_incref(list);
+        pthread_mutex_unlock(&mt.mu);
+    }
+    json_decref(list);
+    json_decref(fresh);
+    json_decref(seen);
+    return rc;
+}
+
+json_t *meter_anomaly_list(void)
+{
+    json_t *out;
+
+    pthread_mutex_lock(&mt.mu);
+    out = mt.anom ? json_deep_copy(mt.anom) : json_array();
+    pthread_mutex_unlock(&mt.mu);
+    return out;
+}
+
 json_t *meter_idle_jobs(void)
 {
     json_t *out;
@@ -780,6 +995,28 @@ void meter_metrics(struct server *s, FILE *f)
         fprintf(f, "\"} %.4f\n", json_real_value(json_array_get(t, 1)));
     }
     json_decref(per);
+    json_t *anom = meter_anomaly_list(), *ax;
+    fputs("# HELP allot_anomalies Anomalies seen at the last metering pass, by kind and tenant.\n"
+          "# TYPE allot_anomalies gauge\n",
+          f);
+    json_t *acount = json_object();
+    json_array_foreach(anom, ix, ax)
+    {
+        char key[400];
+        allot_fmt(key, sizeof(key), "%s\x1f%s", json_string_value(json_object_get(ax, "kind")),
+                  json_string_value(json_object_get(ax, "tenant")));
+        json_object_set_new(acount, key,
+                            json_integer(json_integer_value(json_object_get(acount, key)) + 1));
+    }
+    json_object_foreach(acount, k, ax)
+    {
+        const char *sep = strchr(k, '\x1f');
+        fprintf(f, "allot_anomalies{kind=\"%.*s\",tenant=\"", (int)(sep - k), k);
+        label(f, sep + 1);
+        fprintf(f, "\"} %lld\n", (long long)json_integer_value(ax));
+    }
+    json_decref(acount);
+    json_decref(anom);
 
     /* per GPU: health, and the agents' latest readings under DCGM-exporter names */
     static const struct {
@@ -859,6 +1096,8 @@ static void *meter_main(void *arg)
                 LOG_WARN("meter", "this month's figures: %s", allot_strerror(rc));
             if ((rc = meter_idle(s, now)))
                 LOG_WARN("meter", "idle detection: %s", allot_strerror(rc));
+            if ((rc = meter_anomalies(s, now)))
+                LOG_WARN("meter", "anomaly detection: %s", allot_strerror(rc));
         }
         pthread_mutex_lock(&mt.mu);
         clock_gettime(CLOCK_REALTIME, &until);
@@ -950,7 +1189,9 @@ void meter_stop(struct server *s)
     json_decref(mt.idle);
     json_decref(mt.windows);
     json_decref(mt.told);
-    mt.snap = mt.idle = mt.windows = mt.told = NULL;
+    json_decref(mt.anom);
+    json_decref(mt.anom_told);
+    mt.snap = mt.idle = mt.windows = mt.told = mt.anom = mt.anom_told = NULL;
 }
 
 /* ---- time arguments ---- */

@@ -77,6 +77,9 @@ void meter_metrics(struct server *s, FILE *f);
 /* The jobs flagged idle at the last pass (new reference): [{job, tenant,
  * user, class, gpus, util_avg, idle_since, wasted_gpu_hours, preemptible}]. */
 json_t *meter_idle_jobs(void);
+/* The anomalies seen at the last pass (new reference): [{kind
+ * (tenant-usage, job-pattern), tenant, job (or null), detail, score, since}]. */
+json_t *meter_anomaly_list(void);
 
 /* ---- billing.c ---- */
 

@@ -52,6 +52,9 @@ struct server_config {
     int64_t idle_window;         /* ms idle before a job is flagged (0: never) */
     char *idle_class_windows;    /* "CLASS=DURATION,...": per priority class */
     char *idle_action;           /* "notify" or "preempt" (preemptible jobs only) */
+    int64_t anomaly_z;           /* robust z-score over which a tenant's hour is anomalous */
+    int64_t anomaly_history;     /* ms of hourly history a tenant is compared with */
+    int64_t anomaly_window;      /* ms: a job's last quarter against the rest */
 };
 
 struct http;
@@ -195,6 +198,7 @@ int api_nodes_drain(struct req *r);
 int api_nodes_uncordon(struct req *r);
 int api_usage(struct req *r);
 int api_idle(struct req *r);
+int api_anomalies(struct req *r);
 int api_invoices(struct req *r);
 int api_pricebook_get(struct req *r);
 int api_pricebook_put(struct req *r);

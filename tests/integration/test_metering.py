@@ -181,7 +181,8 @@ def test_restart_keeps_runs_exact():
     dm.stop(signal.SIGKILL)
     dm = Daemon(dm.dir, args=["--listen", "127.0.0.1:%d" % port, "--meter-interval", "200ms",
                               "--idle-window", "2s", "--idle-threshold", "10",
-                              "--idle-class-windows", "inference=0", "--idle-action", "preempt"])
+                              "--idle-class-windows", "inference=0", "--idle-action", "preempt",
+                      "--anomaly-window", "4s"])
     dm.admin = admin
     time.sleep(1.1)
     beat(name, {"jobs": [{"id": jid, "state": "succeeded", "exit_code": 0}]})
@@ -355,6 +356,38 @@ def test_unhealthy_gpu_fences_its_node():
         expect(dm.req("POST", "/v1/jobs/%d/cancel" % x, token=dm.admin), 200)
 
 
+def test_job_pattern_anomaly():
+    """A job busy at 90 % that falls to 5 % in the last quarter of the window (4 s here) is
+    reported once (an audit entry), with both means."""
+    jid = submit(gpus=1)
+    j = wait_state(jid, "starting")
+    name = j["placement"]["tasks"][0]["node"]
+    beat(name, {"jobs": [{"id": jid, "state": "running"}]})
+    t0, found = time.time(), None
+    while time.time() < t0 + 20 and not found:
+        now = int(time.time() * 1000)
+        util = 90 if time.time() < t0 + 3.5 else 5
+        beat(name, {"usage": {"samples": [
+            {"job": jid, "task": 0, "at": now, "cpu_ns": 0, "mem_bytes": 0, "gpu_util": util,
+             "gpu_mem_bytes": 1 << 30, "energy_mj": -1}]}})
+        an = expect(dm.req("GET", "/v1/anomalies", token=dm.admin), 200)["anomalies"]
+        found = [a for a in an if a["job"] == jid]
+        time.sleep(0.2)
+    assert found and found[0]["kind"] == "job-pattern", found
+    assert "went from 90% to" in found[0]["detail"] and found[0]["score"] <= -40, found
+    assert found[0]["tenant"] == "research/nlp", found
+    assert 'allot_anomalies{kind="job-pattern",tenant="research/nlp"}' in metrics()
+    r = ok(cli(dm, "anomalies"))
+    assert "job-pattern" in r.out and str(jid) in r.out, r.out
+    assert expect(dm.req("GET", "/v1/anomalies", token=MEMBER), 200)["anomalies"] == []
+    time.sleep(0.5)
+    entries = expect(dm.req("GET", "/v1/audit?limit=1000", token=dm.admin), 200)["entries"]
+    got = [e for e in entries if e["action"] == "anomaly.job-pattern"
+           and e["target"] == "job/%d" % jid]
+    assert len(got) == 1, got
+    expect(dm.req("POST", "/v1/jobs/%d/cancel" % jid, token=dm.admin), 200)
+
+
 def test_members_see_their_tenant_only():
     period = time.strftime("%Y-%m", time.gmtime())
     rows = usage("by=tenant&from=" + period, token=MEMBER)["rows"]
@@ -405,7 +438,8 @@ def test_bad_queries():
 
 if __name__ == "__main__":
     dm = Daemon(args=["--meter-interval", "200ms", "--idle-window", "2s", "--idle-threshold", "10",
-                      "--idle-class-windows", "inference=0", "--idle-action", "preempt"])
+                      "--idle-class-windows", "inference=0", "--idle-action", "preempt",
+                      "--anomaly-window", "4s"])
     try:
         expect(dm.req("PUT", "/v1/tenants", TENANTS, token=dm.admin), 200)
         AG = dm.token("agent", "", "agents")
@@ -414,6 +448,7 @@ if __name__ == "__main__":
         fx.run([test_pricebook_validation, test_allocated_seconds_exact, test_samples_count_once,
                 test_restart_keeps_runs_exact, test_invoice_prices_and_reconciles,
                 test_metrics_and_budgets, test_idle_detection, test_unhealthy_gpu_fences_its_node,
+                test_job_pattern_anomaly,
                 test_members_see_their_tenant_only, test_cli,
                 test_bad_queries])
     finally:
