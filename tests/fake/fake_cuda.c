@@ -808,6 +808,15 @@ void fake_cuda_gpu_time(unsigned long long *busy_ns, unsigned long long *span_ns
     pthread_mutex_unlock(&gpu_lock);
 }
 
+/* For tests: starts the counts of fake_cuda_gpu_time afresh. */
+void fake_cuda_gpu_reset(void);
+void fake_cuda_gpu_reset(void)
+{
+    pthread_mutex_lock(&gpu_lock);
+    busy_total = first_launch = 0;
+    pthread_mutex_unlock(&gpu_lock);
+}
+
 CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                         unsigned by, unsigned bz, unsigned shmem, CUstream s, void **params,
                         void **extra);
