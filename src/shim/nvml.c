@@ -18,7 +18,8 @@
  * its info is passed on unchanged.
  *
  * The drift check runs on the allocation path at most once per
- * ALLOT_SHIM_NVML_CHECK seconds (default 10, 0 off), in the allocating
+ * ALLOT_SHIM_NVML_CHECK seconds (default 10, 0 off; the first one period
+ * after start), in the allocating
  * thread, with no lock held: NVML's usedGpuMemory of this process (its
  * host pid as the agent wrote it into the region, else getpid()) against
  * the bytes the books hold for this process; a difference above
@@ -140,7 +141,9 @@ void shim_nvml_init(void)
         shim_warn("ALLOT_SHIM_NVML_DRIFT=%s is not a size: 32Mi", d);
         nv.tolerance = 32ull << 20;
     }
-    nv.next_ns = 0;
+    /* the first check one period after start: a short-lived process
+     * never loads NVML (nvmlInit can take a good part of a second) */
+    nv.next_ns = mono_ns() + nv.period_ns;
 }
 
 /* ---- UUIDs: NVML's strings, CUDA's bytes --------------------------------- */

@@ -1216,13 +1216,19 @@ static bool log_has(const char *needle)
     return strstr(buf, needle) != NULL;
 }
 
-/* The first allocation checks the books against NVML: 100 KiB booked,
- * 5 MiB as NVML sees this process: drift, logged. */
+/* The first allocation a period (ALLOT_SHIM_NVML_CHECK=1) after start
+ * checks the books against NVML: nothing booked before it, 5 MiB as NVML
+ * sees this process: drift, logged. None before the period. */
 static void test_nvml_drift_logged(void **state)
 {
+    struct timespec ts = {1, 100000000};
     CUdeviceptr p;
 
     (void)state;
+    assert_int_equal(cuMemAlloc_v2(&p, 100 * KIB), CUDA_SUCCESS);
+    assert_int_equal(cuMemFree_v2(p), CUDA_SUCCESS);
+    assert_false(log_has("drift"));
+    nanosleep(&ts, NULL);
     assert_int_equal(cuMemAlloc_v2(&p, 100 * KIB), CUDA_SUCCESS);
     assert_true(log_has("drift: the books hold 0 bytes for pid"));
     assert_true(log_has("NVML 5242880"));
