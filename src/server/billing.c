@@ -53,7 +53,7 @@ static bool pb_valid(const struct allot_catalog *cat, json_t *pb, char *err, siz
                                          "offpeak",
                                          "bill",
                                          NULL};
-    static const char *const budget_f[] = {"monthly_minor", "warn_pct", NULL};
+    static const char *const budget_f[] = {"monthly_minor", "warn_pct", "hold_borrowed", NULL};
     const char *k, *prev = NULL;
     json_t *v, *books;
     size_t i;

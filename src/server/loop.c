@@ -26,6 +26,7 @@
 
 #include "jobspec.h"
 #include "log.h"
+#include "meter.h"
 #include "tenants.h"
 
 #include "allot/common.h"
@@ -246,6 +247,12 @@ static int load_tenants(struct loop *l)
     }
     rc = tenants_doc_parse(doc, l->srv->cat, &conf, err, sizeof(err));
     json_decref(doc);
+    /* a tenant that spent its budget (hold_borrowed) borrows nothing more */
+    for (size_t i = 0; rc == 0 && i < conf.n; i++)
+        if (meter_borrow_held(conf.v[i].path))
+            for (int res = 0; res < ALLOT_RES_MAX; res++)
+                if (conf.v[i].has_quota[res])
+                    conf.v[i].quota[res].borrow_limit = 0;
     if (rc == 0)
         rc = tenants_apply(l->t, &conf, l->srv->cat, err, sizeof(err));
     for (int i = 0; rc == 0 && i < conf.n_prio; i++)

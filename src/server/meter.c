@@ -340,6 +340,7 @@ static struct {
     json_t *told;      /* job ids already notified or evicted while idle */
     json_t *anom;      /* guarded by mu: the anomalies seen at the last pass */
     json_t *anom_told; /* anomaly keys already logged and audited */
+    json_t *held;      /* guarded by mu: tenants whose borrowing is held (budget spent) */
 } mt = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
 /* ---- this month per tenant: /metrics and budgets ---- */
@@ -435,9 +436,12 @@ static int meter_snapshot(struct server *s, int64_t now)
     }
     bool changed = false;
     const char *k;
-    json_t *bud;
+    json_t *bud, *held = json_object();
     json_object_foreach(budgets, k, bud)
     {
+        if (budget_level(json_integer_value(json_object_get(costs, k)), bud) == 2 &&
+            json_is_true(json_object_get(bud, "hold_borrowed")))
+            json_object_set_new(held, k, json_true());
         json_int_t cost = json_integer_value(json_object_get(costs, k));
         json_int_t cap = json_integer_value(json_object_get(bud, "monthly_minor"));
         int level = budget_level(cost, bud);
@@ -482,8 +486,30 @@ static int meter_snapshot(struct server *s, int64_t now)
     pthread_mutex_lock(&mt.mu);
     json_decref(mt.snap);
     mt.snap = snap;
+    bool held_changed = !json_equal(held, mt.held ? mt.held : json_object());
+    if (!mt.held || held_changed) {
+        json_decref(mt.held);
+        mt.held = json_incref(held);
+    }
     pthread_mutex_unlock(&mt.mu);
+    if (held_changed) {
+        /* the loop applies the tenants again, without borrowing for these */
+        json_object_foreach(held, k, bud)
+            LOG_WARN("meter", "tenant %s: budget spent, borrowing held", k);
+        loop_post(s->loop, LOOP_TENANTS, 0, NULL);
+    }
+    json_decref(held);
     return rc;
+}
+
+bool meter_borrow_held(const char *tenant)
+{
+    bool held;
+
+    pthread_mutex_lock(&mt.mu);
+    held = json_is_true(json_object_get(mt.held, tenant));
+    pthread_mutex_unlock(&mt.mu);
+    return held;
 }
 
 /* ---- idle allocations ---- */
@@ -1191,7 +1217,8 @@ void meter_stop(struct server *s)
     json_decref(mt.told);
     json_decref(mt.anom);
     json_decref(mt.anom_told);
-    mt.snap = mt.idle = mt.windows = mt.told = mt.anom = mt.anom_told = NULL;
+    json_decref(mt.held);
+    mt.snap = mt.idle = mt.windows = mt.told = mt.anom = mt.anom_told = mt.held = NULL;
 }
 
 /* ---- time arguments ---- */

@@ -81,6 +81,11 @@ json_t *meter_idle_jobs(void);
  * (tenant-usage, job-pattern), tenant, job (or null), detail, score, since}]. */
 json_t *meter_anomaly_list(void);
 
+/* True when tenant `tenant` has spent its monthly budget and its budget
+ * holds borrowing (hold_borrowed): the loop applies its quotas without
+ * borrowing until the budget allows again. */
+bool meter_borrow_held(const char *tenant);
+
 /* ---- billing.c ---- */
 
 /* The stored price book (new reference), NULL when none is set (*rc 0) or

@@ -388,6 +388,35 @@ def test_job_pattern_anomaly():
     expect(dm.req("POST", "/v1/jobs/%d/cancel" % jid, token=dm.admin), 200)
 
 
+def test_budget_holds_borrowing():
+    """A tenant with hold_borrowed that spent its budget borrows nothing more: its job above
+    nominal waits, one inside runs; a larger budget lets the first start."""
+    doc = expect(dm.req("GET", "/v1/tenants", token=dm.admin), 200)
+    doc["tenants"].append({"path": "tiny",
+                           "quotas": {"gpu": {"nominal": 1, "borrow_limit": 4}}})
+    expect(dm.req("PUT", "/v1/tenants", doc, token=dm.admin), 200)
+    run_job(1.1, gpus=1, tenant="tiny")  # spends more than 1 minor unit
+    book = dict(BOOK, budgets={"tiny": {"monthly_minor": 1, "hold_borrowed": True}})
+    expect(dm.req("PUT", "/v1/pricebook", book, token=dm.admin), 200)
+    end = time.time() + 15
+    while time.time() < end and 'allot_tenant_budget_used_ratio{tenant="tiny"}' \
+            not in metrics():
+        time.sleep(0.1)
+    time.sleep(0.5)  # the tenants are applied again without borrowing
+    big = submit(gpus=2, tenant="tiny")
+    time.sleep(0.8)
+    j = get(big)
+    assert j["state"] == "pending" and "borrow" in (j["pending_reason"] or ""), j
+    small = submit(gpus=1, tenant="tiny")
+    wait_state(small, "starting")
+    expect(dm.req("POST", "/v1/jobs/%d/cancel" % small, token=dm.admin), 200)
+    book["budgets"]["tiny"]["monthly_minor"] = 10 ** 12
+    expect(dm.req("PUT", "/v1/pricebook", book, token=dm.admin), 200)
+    wait_state(big, "starting")
+    expect(dm.req("POST", "/v1/jobs/%d/cancel" % big, token=dm.admin), 200)
+    expect(dm.req("PUT", "/v1/pricebook", BOOK, token=dm.admin), 200)
+
+
 def test_members_see_their_tenant_only():
     period = time.strftime("%Y-%m", time.gmtime())
     rows = usage("by=tenant&from=" + period, token=MEMBER)["rows"]
@@ -448,7 +477,7 @@ if __name__ == "__main__":
         fx.run([test_pricebook_validation, test_allocated_seconds_exact, test_samples_count_once,
                 test_restart_keeps_runs_exact, test_invoice_prices_and_reconciles,
                 test_metrics_and_budgets, test_idle_detection, test_unhealthy_gpu_fences_its_node,
-                test_job_pattern_anomaly,
+                test_job_pattern_anomaly, test_budget_holds_borrowing,
                 test_members_see_their_tenant_only, test_cli,
                 test_bad_queries])
     finally:
