@@ -22,6 +22,7 @@ Usage: test_dashboard.py ALLOTD SOURCE_DIR
 """
 
 import os
+import subprocess
 import sys
 import time
 
@@ -55,6 +56,7 @@ jobs = {}
 member = None
 viewer = None
 AG_TOKEN = None
+agents = []
 SHOTS = os.environ.get("ALLOT_SCREENSHOTS") == "1"
 
 
@@ -342,8 +344,8 @@ def test_idle_and_health():
     with open(conf, "w") as f:
         f.write('gpu name="NVIDIA H100 80GB HBM3" mem=81559 uuid=GPU-f0 minor=0\n'
                 'gpu name="NVIDIA H100 80GB HBM3" mem=81559 uuid=GPU-f1 minor=1\nxid 1 79\n')
-    Agent(dm, AG_TOKEN, "gpu-3", emulate="", args=["--nvml-lib", lib],
-          env={"FAKE_NVML_CONFIG": conf})
+    agents.append(Agent(dm, AG_TOKEN, "gpu-3", emulate="", args=["--nvml-lib", lib],
+                        env={"FAKE_NVML_CONFIG": conf}))
     row = br.wait("var r = document.querySelector('#gpu-health tr[data-uuid=GPU-f1]');"
                   "return r && r.innerText;", "the unhealthy GPU of gpu-3", 20)
     assert "gpu-3" in row and "unhealthy" in row and "Xid 79" in row, row
@@ -452,10 +454,10 @@ def setup():
     global AG_TOKEN
     ag = AG_TOKEN = dm.token("agent", name="nodes")
     # gpu-1's GPUs report 0 % utilisation (its whole-GPU job is flagged idle), gpu-2's 60 %
-    Agent(dm, ag, "gpu-1", emulate="4xH100-80GB",
-          args=["--gpu-mode", "shared", "--emulate-util", "0", "--sample-interval", "200ms"])
-    Agent(dm, ag, "gpu-2", emulate="2xA100-80GB",
-          args=["--gpu-mode", "mig", "--emulate-util", "60", "--sample-interval", "200ms"])
+    agents.append(Agent(dm, ag, "gpu-1", emulate="4xH100-80GB",
+          args=["--gpu-mode", "shared", "--emulate-util", "0", "--sample-interval", "200ms"]))
+    agents.append(Agent(dm, ag, "gpu-2", emulate="2xA100-80GB",
+          args=["--gpu-mode", "mig", "--emulate-util", "60", "--sample-interval", "200ms"]))
     for _ in range(200):  # bounded: agents register within a second
         st, b = dm.req("GET", "/v1/nodes", token=dm.admin)
         if st == 200 and len(b["nodes"]) == 2:
@@ -504,15 +506,32 @@ def main():
         except SystemExit as e:
             rc = e.code
     finally:
-        for jid in jobs.values():  # agents leave running tasks alone: stop them first
+        # agents leave running tasks alone when stopped: cancel them and let them end first
+        end = time.time() + 10
+        for jid in jobs.values():
             try:
                 dm.req("POST", "/v1/jobs/%d/cancel" % jid, token=dm.admin)
-            except OSError:
+                while time.time() < end and dm.req("GET", "/v1/jobs/%d" % jid, token=dm.admin)[
+                        1]["state"] in ("pending", "starting", "running"):
+                    time.sleep(0.05)
+            except (OSError, KeyError, TypeError):
                 pass
         if br:
             if rc:
                 print("---- chromedriver log\n" + br.driver_log())
             br.close()
+        for ag in agents:
+            try:
+                ag.stop()
+            except subprocess.TimeoutExpired:
+                print("FAIL allot-agent %s did not stop" % ag.name)
+                rc = 1
+        if dm:
+            try:
+                dm.stop()  # also: no sanitizer report in its log
+            except AssertionError as e:
+                print("FAIL allotd: %s" % e)
+                rc = 1
     sys.exit(rc)
 
 
