@@ -43,6 +43,33 @@ bool shim_limit(int dev, uint64_t *limit)
     return books.cfg.limited[dev];
 }
 
+/* Adds bytes to *v unless that takes it past limit (when limited), with
+ * compare-and-swap, so two threads cannot both take the last bytes. */
+static CUresult add_within(uint64_t *v, uint64_t bytes, bool limited, uint64_t limit)
+{
+    for (;;) {
+        uint64_t old = __atomic_load_n(v, __ATOMIC_RELAXED);
+
+        if (limited && (old > limit || bytes > limit - old))
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        if (__atomic_compare_exchange_n(v, &old, old + bytes, false, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_RELAXED))
+            return CUDA_SUCCESS;
+    }
+}
+
+/* Takes bytes off *v, never below 0. */
+static void sub_floor(uint64_t *v, uint64_t bytes)
+{
+    for (;;) {
+        uint64_t old = __atomic_load_n(v, __ATOMIC_RELAXED);
+        uint64_t next = bytes < old ? old - bytes : 0;
+
+        if (__atomic_compare_exchange_n(v, &old, next, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+            return;
+    }
+}
+
 CUresult shim_reserve(int dev, uint64_t bytes)
 {
     uint64_t limit = 0;
@@ -53,15 +80,7 @@ CUresult shim_reserve(int dev, uint64_t bytes)
     shim_nvml_tick(dev);
     if (books.region)
         return shim_region_reserve(books.region, dev, bytes, limited, limit);
-    for (;;) {
-        uint64_t old = __atomic_load_n(&books.used[dev], __ATOMIC_RELAXED);
-
-        if (limited && (old > limit || bytes > limit - old))
-            return CUDA_ERROR_OUT_OF_MEMORY;
-        if (__atomic_compare_exchange_n(&books.used[dev], &old, old + bytes, false,
-                                        __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
-            return CUDA_SUCCESS;
-    }
+    return add_within(&books.used[dev], bytes, limited, limit);
 }
 
 uint64_t shim_ctx_overhead(void)
@@ -82,15 +101,7 @@ CUresult shim_reserve_over(int dev, uint64_t bytes)
         return CUDA_ERROR_OUT_OF_MEMORY;
     if (books.region)
         return shim_region_reserve_over(books.region, dev, bytes, limit);
-    for (;;) {
-        uint64_t old = __atomic_load_n(&books.over[dev], __ATOMIC_RELAXED);
-
-        if (old > limit || bytes > limit - old)
-            return CUDA_ERROR_OUT_OF_MEMORY;
-        if (__atomic_compare_exchange_n(&books.over[dev], &old, old + bytes, false,
-                                        __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
-            return CUDA_SUCCESS;
-    }
+    return add_within(&books.over[dev], bytes, true, limit);
 }
 
 void shim_release_over(int dev, uint64_t bytes)
@@ -101,14 +112,7 @@ void shim_release_over(int dev, uint64_t bytes)
         shim_region_release_over(books.region, dev, bytes);
         return;
     }
-    for (;;) {
-        uint64_t old = __atomic_load_n(&books.over[dev], __ATOMIC_RELAXED);
-        uint64_t next = bytes < old ? old - bytes : 0;
-
-        if (__atomic_compare_exchange_n(&books.over[dev], &old, next, false, __ATOMIC_ACQ_REL,
-                                        __ATOMIC_RELAXED))
-            return;
-    }
+    sub_floor(&books.over[dev], bytes);
 }
 
 uint64_t shim_used_self(int dev)
@@ -147,14 +151,7 @@ void shim_release(int dev, uint64_t bytes)
         shim_region_release(books.region, dev, bytes);
         return;
     }
-    for (;;) {
-        uint64_t old = __atomic_load_n(&books.used[dev], __ATOMIC_RELAXED);
-        uint64_t next = bytes < old ? old - bytes : 0;
-
-        if (__atomic_compare_exchange_n(&books.used[dev], &old, next, false, __ATOMIC_ACQ_REL,
-                                        __ATOMIC_RELAXED))
-            return;
-    }
+    sub_floor(&books.used[dev], bytes);
 }
 
 uint64_t shim_used(int dev)

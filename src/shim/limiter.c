@@ -66,7 +66,7 @@ static struct {
     uint64_t events_ctx;
 } lim = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-static uint64_t now_ns(void)
+uint64_t shim_now_ns(void)
 {
     struct timespec ts;
 
@@ -119,7 +119,7 @@ void shim_limiter_init(void)
     if (s && *s && !shim_parse_percent(s, &p))
         shim_warn("ALLOT_GPU_SM_LIMIT=%s is not a percent from 1 to 100: not limited", s);
     lim.percent = p >= 100 ? 0 : p;
-    lim.last_ns = now_ns();
+    lim.last_ns = shim_now_ns();
     if (lim.percent)
         load_sharing();
 }
@@ -224,7 +224,7 @@ uint64_t shim_limiter_before(int kind, int dev, uint64_t ctx)
 
     pthread_mutex_lock(&lim.lock);
     for (;;) {
-        uint64_t now = now_ns(), wait_ns;
+        uint64_t now = shim_now_ns(), wait_ns;
         int64_t corr;
         struct timespec ts;
 
@@ -271,7 +271,7 @@ bool shim_limiter_probe_start(int kind, uint64_t ctx, CUstream s, bool ptsz)
         return false;
     pthread_mutex_lock(&lim.lock);
     if (lim.pending ||
-        (lim.probe_since && now_ns() - lim.probe_since < PROBE_EVERY_NS && lim.measured[kind]))
+        (lim.probe_since && shim_now_ns() - lim.probe_since < PROBE_EVERY_NS && lim.measured[kind]))
         goto out;
     if (lim.events_ctx != ctx) {
         drop_events();
@@ -287,7 +287,7 @@ bool shim_limiter_probe_start(int kind, uint64_t ctx, CUstream s, bool ptsz)
     lim.pending = true;
     lim.probe_kind = kind;
     lim.probe_ctx = ctx;
-    lim.probe_since = now_ns();
+    lim.probe_since = shim_now_ns();
     lim.probe_charged = lim.est_ns[kind];
     started = true;
 out:
@@ -315,5 +315,5 @@ void shim_limiter_reset_child(void)
     lim.start = lim.end = NULL; /* the parent's events are not the child's */
     lim.events_ctx = 0;
     lim.debt_ns = lim.correction_ns = 0;
-    lim.last_ns = now_ns();
+    lim.last_ns = shim_now_ns();
 }

@@ -89,14 +89,6 @@ static struct {
     char hex[SHIM_MAX_DEV][33];
 } cu_ids = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static void nv_load(void)
 {
     const char *path = getenv("ALLOT_NVML_LIB");
@@ -143,7 +135,7 @@ void shim_nvml_init(void)
     }
     /* the first check one period after start: a short-lived process
      * never loads NVML (nvmlInit can take a good part of a second) */
-    nv.next_ns = mono_ns() + nv.period_ns;
+    nv.next_ns = shim_now_ns() + nv.period_ns;
 }
 
 /* ---- UUIDs: NVML's strings, CUDA's bytes --------------------------------- */
@@ -440,7 +432,7 @@ void shim_nvml_tick(int dev)
 
     if (!nv.period_ns)
         return;
-    now = mono_ns();
+    now = shim_now_ns();
     if (now < next)
         return;
     /* one thread checks; the others go on */

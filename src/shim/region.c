@@ -16,16 +16,13 @@
  * reuses the pid).
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
+#include "procfs.h"
 #include "shim.h"
 
 struct shim_region {
@@ -35,50 +32,6 @@ struct shim_region {
     uint64_t key;              /* the file's device and inode, mixed */
 };
 
-/* Field 22 of /proc/PID/stat (start time in clock ticks), 0 if unknown. */
-static uint64_t proc_start(pid_t pid)
-{
-    char path[64], buf[512];
-    unsigned long long start = 0;
-    const char *p;
-    size_t n;
-    FILE *f;
-
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    f = fopen(path, "re");
-    if (!f)
-        return 0;
-    n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    /* the command name may hold spaces and parentheses: skip past the last ')' */
-    p = strrchr(buf, ')');
-    if (!p)
-        return 0;
-    /* the k-th space after ')' starts field k + 2; the start time is field 22 */
-    for (int k = 0; k < 20 && p; k++)
-        p = strchr(p + 1, ' ');
-    if (p && sscanf(p + 1, "%llu", &start) != 1)
-        start = 0;
-    return start;
-}
-
-/* The inode of this process's pid namespace, 0 if unknown: with the pid,
- * what the agent needs to find the process's host pid. */
-static uint64_t own_pidns(void)
-{
-    char link[64];
-    unsigned long long ino = 0;
-    ssize_t n = readlink("/proc/self/ns/pid", link, sizeof(link) - 1);
-
-    if (n <= 0)
-        return 0;
-    link[n] = '\0';
-    if (sscanf(link, "pid:[%llu]", &ino) != 1)
-        return 0;
-    return ino;
-}
-
 static bool slot_alive(const struct shim_slot *s)
 {
     uint64_t start;
@@ -87,7 +40,7 @@ static bool slot_alive(const struct shim_slot *s)
         return false;
     if (kill(s->pid, 0) != 0 && errno == ESRCH)
         return false;
-    start = proc_start(s->pid);
+    start = shim_proc_start(s->pid);
     /* same pid, different start time: the pid was reused */
     return !(s->start && start && start != s->start);
 }
@@ -130,8 +83,9 @@ static void region_unlock(struct shim_region *r)
     pthread_mutex_unlock(&r->h->lock.m);
 }
 
-static bool init_header(struct shim_region_hdr *h)
+static bool init_header(void *map)
 {
+    struct shim_region_hdr *h = map;
     pthread_mutexattr_t a;
     bool ok;
 
@@ -151,8 +105,10 @@ static bool init_header(struct shim_region_hdr *h)
     return ok;
 }
 
-static bool header_valid(const struct shim_region_hdr *h)
+static bool header_valid(const void *map)
 {
+    const struct shim_region_hdr *h = map;
+
     return __atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) == SHIM_REGION_MAGIC &&
            h->version == SHIM_REGION_VERSION && h->size == sizeof(*h) &&
            h->max_dev == SHIM_MAX_DEV && h->max_proc == SHIM_MAX_PROC;
@@ -160,62 +116,23 @@ static bool header_valid(const struct shim_region_hdr *h)
 
 struct shim_region *shim_region_open(const char *path)
 {
-    struct shim_region *r = NULL;
-    struct shim_region_hdr *h = MAP_FAILED;
-    const char *why = NULL;
-    struct stat st;
-    int fd;
+    struct shim_region *r;
+    struct shim_mapped m;
+    const char *why;
 
-    fd = open(path, O_RDWR | O_CLOEXEC);
-    if (fd < 0) {
-        shim_warn("cannot open the region %s (%s): counting per process", path, strerror(errno));
+    /* the agent creates the file: the shim never does */
+    why = shim_map_file(path, sizeof(struct shim_region_hdr), false, init_header, header_valid, &m);
+    if (!why && !(r = calloc(1, sizeof(*r)))) {
+        munmap(m.map, sizeof(struct shim_region_hdr));
+        why = "out of memory";
+    }
+    if (why) {
+        shim_warn("region %s unusable, %s: counting per process", path, why);
         return NULL;
     }
-    if (flock(fd, LOCK_EX) || fstat(fd, &st)) {
-        why = "cannot lock it";
-        goto out_fd;
-    }
-    if (st.st_size == 0 && ftruncate(fd, (off_t)sizeof(*h))) {
-        why = "cannot size it";
-        goto out_fd;
-    }
-    if (st.st_size != 0 && (uint64_t)st.st_size != sizeof(*h)) {
-        why = "its size is wrong";
-        goto out_fd;
-    }
-    h = mmap(NULL, sizeof(*h), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (h == MAP_FAILED) {
-        why = "cannot map it";
-        goto out_fd;
-    }
-    /* magic 0: new, or its first process died initialising it (we hold
-     * the flock, so nobody else is) */
-    if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) == 0 && !init_header(h)) {
-        why = "cannot initialise its lock";
-        goto out_map;
-    }
-    if (!header_valid(h)) {
-        why = "its header is corrupt (magic, version or layout)";
-        goto out_map;
-    }
-    r = calloc(1, sizeof(*r));
-    if (!r) {
-        why = "out of memory";
-        goto out_map;
-    }
-    r->h = h;
+    r->h = m.map;
     r->slot = -1;
-    r->key = ((uint64_t)st.st_dev << 40) ^ (uint64_t)st.st_ino ^ 0x9e3779b97f4a7c15ull;
-    goto out_fd;
-out_map:
-    munmap(h, sizeof(*h));
-out_fd:
-    /* explicitly: the mapping holds the open file, so close() alone would
-     * keep the flock until munmap */
-    flock(fd, LOCK_UN);
-    close(fd);
-    if (why)
-        shim_warn("region %s unusable, %s: counting per process", path, why);
+    r->key = (m.dev << 40) ^ m.ino ^ 0x9e3779b97f4a7c15ull;
     return r;
 }
 
@@ -256,8 +173,8 @@ static struct shim_slot *own_slot(struct shim_region *r)
         return NULL;
     if (r->h->slots[free_slot].pid != pid) {
         memset(&r->h->slots[free_slot], 0, sizeof(r->h->slots[0]));
-        r->h->slots[free_slot].start = proc_start(pid);
-        r->h->slots[free_slot].pidns = own_pidns();
+        r->h->slots[free_slot].start = shim_proc_start(pid);
+        r->h->slots[free_slot].pidns = shim_proc_pidns(0);
         r->h->slots[free_slot].pid = pid;
     }
     if ((uint32_t)free_slot >= r->h->slots_hi)
@@ -273,32 +190,32 @@ static int slots_hi(const struct shim_region_hdr *h)
     return h->slots_hi < SHIM_MAX_PROC ? (int)h->slots_hi : SHIM_MAX_PROC;
 }
 
-static uint64_t used_locked(const struct shim_region_hdr *h, int dev)
+/* A slot's bytes on dev: those held against the cap, or (over) the
+ * oversubscribed ones. */
+static uint64_t *bytes_of(struct shim_slot *s, int dev, bool over)
+{
+    return over ? &s->over[dev] : &s->used[dev];
+}
+
+/* The job's bytes on dev (or its oversubscribed ones). Called locked. */
+static uint64_t sum_locked(struct shim_region_hdr *h, int dev, bool over)
 {
     uint64_t sum = 0;
 
     for (int i = 0; i < slots_hi(h); i++)
         if (h->slots[i].pid)
-            sum += h->slots[i].used[dev];
+            sum += *bytes_of(&h->slots[i], dev, over);
     return sum;
 }
 
-static uint64_t over_locked(const struct shim_region_hdr *h, int dev)
-{
-    uint64_t sum = 0;
-
-    for (int i = 0; i < slots_hi(h); i++)
-        if (h->slots[i].pid)
-            sum += h->slots[i].over[dev];
-    return sum;
-}
-
-CUresult shim_region_reserve(struct shim_region *r, int dev, uint64_t bytes, bool limited,
-                             uint64_t limit)
+/* shim_region_reserve and shim_region_reserve_over: bytes against the cap
+ * (with the peaks), or oversubscribed ones. */
+static CUresult reserve(struct shim_region *r, int dev, uint64_t bytes, bool limited,
+                        uint64_t limit, bool over)
 {
     CUresult rc = CUDA_ERROR_OUT_OF_MEMORY;
     struct shim_slot *s;
-    uint64_t used;
+    uint64_t sum;
 
     if (dev < 0 || dev >= SHIM_MAX_DEV || !region_lock(r))
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -310,70 +227,59 @@ CUresult shim_region_reserve(struct shim_region *r, int dev, uint64_t bytes, boo
             rc = CUDA_SUCCESS;
         goto out;
     }
-    used = used_locked(r->h, dev);
+    sum = sum_locked(r->h, dev, over);
     if (limited) {
         /* a refusal may only be owed to the dead: take their bytes back */
-        if ((used > limit || bytes > limit - used) && reclaim_locked(r->h))
-            used = used_locked(r->h, dev);
-        if (used > limit || bytes > limit - used)
+        if ((sum > limit || bytes > limit - sum) && reclaim_locked(r->h))
+            sum = sum_locked(r->h, dev, over);
+        if (sum > limit || bytes > limit - sum)
             goto out;
     }
-    s->used[dev] += bytes;
-    if (s->used[dev] > s->peak[dev])
+    *bytes_of(s, dev, over) += bytes;
+    if (!over && s->used[dev] > s->peak[dev])
         s->peak[dev] = s->used[dev];
-    if (used + bytes > r->h->job_peak[dev])
-        r->h->job_peak[dev] = used + bytes;
+    if (!over && sum + bytes > r->h->job_peak[dev])
+        r->h->job_peak[dev] = sum + bytes;
     rc = CUDA_SUCCESS;
 out:
     region_unlock(r);
     return rc;
+}
+
+static void release(struct shim_region *r, int dev, uint64_t bytes, bool over)
+{
+    struct shim_slot *s;
+    uint64_t *held;
+
+    if (dev < 0 || dev >= SHIM_MAX_DEV || !region_lock(r))
+        return;
+    s = own_slot(r);
+    if (s) {
+        held = bytes_of(s, dev, over);
+        *held -= bytes < *held ? bytes : *held;
+    }
+    region_unlock(r);
+}
+
+CUresult shim_region_reserve(struct shim_region *r, int dev, uint64_t bytes, bool limited,
+                             uint64_t limit)
+{
+    return reserve(r, dev, bytes, limited, limit, false);
 }
 
 void shim_region_release(struct shim_region *r, int dev, uint64_t bytes)
 {
-    struct shim_slot *s;
-
-    if (dev < 0 || dev >= SHIM_MAX_DEV || !region_lock(r))
-        return;
-    s = own_slot(r);
-    if (s)
-        s->used[dev] -= bytes < s->used[dev] ? bytes : s->used[dev];
-    region_unlock(r);
+    release(r, dev, bytes, false);
 }
 
 CUresult shim_region_reserve_over(struct shim_region *r, int dev, uint64_t bytes, uint64_t limit)
 {
-    CUresult rc = CUDA_ERROR_OUT_OF_MEMORY;
-    struct shim_slot *s;
-    uint64_t over;
-
-    if (dev < 0 || dev >= SHIM_MAX_DEV || !region_lock(r))
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    s = own_slot(r);
-    if (!s)
-        goto out;
-    over = over_locked(r->h, dev);
-    if ((over > limit || bytes > limit - over) && reclaim_locked(r->h))
-        over = over_locked(r->h, dev);
-    if (over > limit || bytes > limit - over)
-        goto out;
-    s->over[dev] += bytes;
-    rc = CUDA_SUCCESS;
-out:
-    region_unlock(r);
-    return rc;
+    return reserve(r, dev, bytes, true, limit, true);
 }
 
 void shim_region_release_over(struct shim_region *r, int dev, uint64_t bytes)
 {
-    struct shim_slot *s;
-
-    if (dev < 0 || dev >= SHIM_MAX_DEV || !region_lock(r))
-        return;
-    s = own_slot(r);
-    if (s)
-        s->over[dev] -= bytes < s->over[dev] ? bytes : s->over[dev];
-    region_unlock(r);
+    release(r, dev, bytes, true);
 }
 
 uint64_t shim_region_used(struct shim_region *r, int dev)
@@ -385,7 +291,7 @@ uint64_t shim_region_used(struct shim_region *r, int dev)
     /* what a program is told must not include the dead: reclaim first
      * (one kill() and one /proc read per occupied slot; not a hot path) */
     reclaim_locked(r->h);
-    used = used_locked(r->h, dev);
+    used = sum_locked(r->h, dev, false);
     region_unlock(r);
     return used;
 }

@@ -20,6 +20,7 @@
 
 #include "allot/common.h"
 #include "allot/shim_region.h"
+#include "procfs.h"
 #include "region_layout.h"
 
 _Static_assert(ALLOT_SHIM_MAX_DEV == SHIM_MAX_DEV, "device count");
@@ -188,30 +189,6 @@ int allot_shim_region_set_host_pid(const char *path, int slot, int host_pid, uin
     return rc;
 }
 
-/* Field 22 of /proc/PID/stat, 0 if unknown. */
-static uint64_t start_of(int pid)
-{
-    char path[64], buf[512];
-    unsigned long long v = 0;
-    const char *p;
-    size_t n;
-    FILE *f;
-
-    snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-    f = fopen(path, "re");
-    if (!f)
-        return 0;
-    n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    p = strrchr(buf, ')');
-    for (int k = 0; k < 20 && p; k++)
-        p = strchr(p + 1, ' ');
-    if (!p || sscanf(p + 1, "%llu", &v) != 1)
-        return 0;
-    return v;
-}
-
 /* The innermost pid of host pid pid (the last NSpid field), 0 if unknown. */
 static int inner_pid(int pid)
 {
@@ -240,20 +217,6 @@ static int inner_pid(int pid)
     return inner;
 }
 
-static uint64_t pidns_of(int pid)
-{
-    char path[64], link[64];
-    unsigned long long ino = 0;
-    ssize_t n;
-
-    snprintf(path, sizeof(path), "/proc/%d/ns/pid", pid);
-    n = readlink(path, link, sizeof(link) - 1);
-    if (n <= 0)
-        return 0;
-    link[n] = '\0';
-    return sscanf(link, "pid:[%llu]", &ino) == 1 ? ino : 0;
-}
-
 int allot_shim_region_find_host_pid(const struct allot_shim_proc *p, const int *candidates, int n)
 {
     if (!p || !candidates)
@@ -261,9 +224,9 @@ int allot_shim_region_find_host_pid(const struct allot_shim_proc *p, const int *
     for (int i = 0; i < n; i++) {
         int c = candidates[i];
 
-        if (c <= 0 || start_of(c) != p->start || inner_pid(c) != p->pid)
+        if (c <= 0 || shim_proc_start(c) != p->start || inner_pid(c) != p->pid)
             continue;
-        if (p->pidns && pidns_of(c) && pidns_of(c) != p->pidns)
+        if (p->pidns && shim_proc_pidns(c) && shim_proc_pidns(c) != p->pidns)
             continue;
         return c;
     }

@@ -19,17 +19,13 @@
  *
  * The file is created by the first job on the GPU (O_CREAT, mode 0666, so
  * jobs of other users can join; the agent may create the folder and the
- * files itself) and initialised under flock, like the region. It is
+ * files itself) and initialised under flock, like the region
+ * (mapfile.c). It is
  * bookkeeping among cooperating jobs, not a security boundary.
  */
-#include <errno.h>
-#include <fcntl.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "shim.h"
@@ -44,8 +40,22 @@ struct shim_share {
     uint64_t key;
 };
 
-static bool share_valid(const struct shim_share_hdr *h)
+static bool share_init(void *map)
 {
+    struct shim_share_hdr *h = map;
+
+    memset(h, 0, sizeof(*h));
+    h->version = SHIM_SHARE_VERSION;
+    h->size = sizeof(*h);
+    h->max_jobs = SHIM_SHARE_JOBS;
+    __atomic_store_n(&h->magic, SHIM_SHARE_MAGIC, __ATOMIC_RELEASE);
+    return true;
+}
+
+static bool share_valid(const void *map)
+{
+    const struct shim_share_hdr *h = map;
+
     return __atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) == SHIM_SHARE_MAGIC &&
            h->version == SHIM_SHARE_VERSION && h->size == sizeof(*h) &&
            h->max_jobs == SHIM_SHARE_JOBS;
@@ -53,68 +63,22 @@ static bool share_valid(const struct shim_share_hdr *h)
 
 struct shim_share *shim_share_open(const char *path, uint64_t key)
 {
-    struct shim_share_hdr *h = MAP_FAILED;
     struct shim_share *s = NULL;
-    const char *why = NULL;
-    struct stat st;
-    int fd;
+    struct shim_mapped m;
+    const char *why;
 
-    fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-    if (fd < 0) {
-        shim_warn("cannot open the GPU share file %s (%s): the limit is hard", path,
-                  strerror(errno));
+    why = shim_map_file(path, sizeof(struct shim_share_hdr), true, share_init, share_valid, &m);
+    if (!why && !(s = calloc(1, sizeof(*s)))) {
+        munmap(m.map, sizeof(struct shim_share_hdr));
+        why = "out of memory";
+    }
+    if (why) {
+        shim_warn("GPU share file %s unusable, %s: the limit is hard", path, why);
         return NULL;
     }
-    if (flock(fd, LOCK_EX) || fstat(fd, &st)) {
-        why = "cannot lock it";
-        goto out_fd;
-    }
-    if (st.st_size == 0) {
-        /* created here: open it to the jobs of other users (umask) */
-        if (fchmod(fd, 0666) && errno != EPERM) {
-            why = "cannot open it to other jobs";
-            goto out_fd;
-        }
-        if (ftruncate(fd, (off_t)sizeof(*h))) {
-            why = "cannot size it";
-            goto out_fd;
-        }
-    } else if ((uint64_t)st.st_size != sizeof(*h)) {
-        why = "its size is wrong";
-        goto out_fd;
-    }
-    h = mmap(NULL, sizeof(*h), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (h == MAP_FAILED) {
-        why = "cannot map it";
-        goto out_fd;
-    }
-    if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) == 0) {
-        memset(h, 0, sizeof(*h));
-        h->version = SHIM_SHARE_VERSION;
-        h->size = sizeof(*h);
-        h->max_jobs = SHIM_SHARE_JOBS;
-        __atomic_store_n(&h->magic, SHIM_SHARE_MAGIC, __ATOMIC_RELEASE);
-    }
-    if (!share_valid(h)) {
-        why = "its header is corrupt";
-        goto out_map;
-    }
-    s = calloc(1, sizeof(*s));
-    if (!s) {
-        why = "out of memory";
-        goto out_map;
-    }
-    s->h = h;
+    s->h = m.map;
     s->me = -1;
     s->key = key ? key : 1;
-    goto out_fd;
-out_map:
-    munmap(h, sizeof(*h));
-out_fd:
-    flock(fd, LOCK_UN);
-    close(fd);
-    if (why)
-        shim_warn("GPU share file %s unusable, %s: the limit is hard", path, why);
     return s;
 }
 

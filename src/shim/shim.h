@@ -76,6 +76,23 @@ void shim_config_load(struct shim_config *c);
  * opened); nothing when it is unset, empty or "off". */
 void shim_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* ---- mapfile.c: files mapped by several processes ----------------------- */
+
+struct shim_mapped {
+    void *map;         /* the mapping, owned by the caller (munmap) */
+    uint64_t dev, ino; /* the file's identity */
+};
+
+/*
+ * Opens path (created, mode 0666, when create), takes its flock, sizes it
+ * to size when empty or refuses another size, maps it MAP_SHARED, calls
+ * init(map) when its first 32-bit word (the magic) is 0, then valid(map);
+ * all under the flock. OUT *m. Returns NULL on success, else why not (a
+ * static text), with nothing mapped.
+ */
+const char *shim_map_file(const char *path, size_t size, bool create, bool (*init)(void *),
+                          bool (*valid)(const void *), struct shim_mapped *m);
+
 /* ---- table.c -------------------------------------------------------------- */
 
 enum shim_space {
@@ -293,6 +310,8 @@ void shim_share_fill(int n, const uint32_t *weight, const uint32_t *ceiling, dou
 
 enum shim_launch_kind { SHIM_LAUNCH_KERNEL = 0, SHIM_LAUNCH_GRAPH = 1 };
 
+/* CLOCK_MONOTONIC in ns (the clock every process of the machine shares). */
+uint64_t shim_now_ns(void);
 /* Reads ALLOT_GPU_SM_LIMIT (a bad value: a warning, no limit). */
 void shim_limiter_init(void);
 /* Whether launches are limited. */
