@@ -16,7 +16,15 @@
  *   hooks.c   the exported cu* hooks for memory and contexts
  *   launch.c  the exported launch hooks
  *   share.c   weighted fair sharing of one GPU between jobs (a file per GPU)
- *   nvml.c    NVML: capped memory info, the books checked against NVML
+ *   nvml.c    NVML: capped memory info, the books checked against NVML;
+ *             NVML devices mapped to CUDA ordinals by UUID
+ *   overhead.c contexts' overhead, primary-context references, graphs'
+ *             memory allocation nodes
+ *   mapfile.c opening a file several processes map (the region, the share
+ *             files): sized and initialised under flock
+ *   procfs.c  a process's start time and pid namespace (also in the reader)
+ *   region_layout.h, region_reader.c  the region's layout and the agent's
+ *             reader library (allot-shimreader, not part of the shim)
  *
  * The shim speaks CUDA's language: actions return a CUresult (CUDA_SUCCESS
  * or a CUDA_ERROR_* code the host program understands), predicates return
@@ -25,7 +33,10 @@
  * Lock order: the table's mutex and the region's mutex are never held
  * together; a hook reserves in the region, calls the driver, then records
  * in the table (and the reverse on a free). The limiter's mutex comes
- * before the region's (the job's compute budget lives there).
+ * before the region's (the job's compute budget lives there) and before
+ * nvml.c's lock on the CUDA devices' UUIDs (a share file is named by the
+ * UUID). nvml.c never holds its two locks together. The share files have
+ * no lock.
  */
 #ifndef ALLOT_SHIM_H
 #define ALLOT_SHIM_H
