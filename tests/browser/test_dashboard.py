@@ -234,6 +234,16 @@ def test_jobs_page():
                   "return l && !l.hidden && /hello-dashboard/.test(l.textContent) && "
                   "l.textContent;", "the task log")
     assert "hello-dashboard" in log, log
+    # the open log stays through the next refreshes, and its link still fills it
+    before = br.js("return document.getElementById('status').textContent;")
+    br.wait("return document.getElementById('status').textContent !== arguments[0] && "
+            "/updated/.test(document.getElementById('status').textContent);",
+            "the next refresh", 10, before)
+    assert "hello-dashboard" in br.js("return document.getElementById('job-logs').textContent;")
+    br.js("var l = document.getElementById('job-logs'); l.textContent = '';"
+          "document.querySelector('.logs-link').click();")
+    br.wait("return /hello-dashboard/.test(document.getElementById('job-logs').textContent);",
+            "the log read again after refreshes")
     no_console_errors("jobs")
     shot("jobs")
 

@@ -120,13 +120,14 @@ export function mount(root, params, ctx) {
     const logLinks = tasks.map((t) => h("a", {href: `/v1/jobs/${j.id}/logs?task=${t.task}`, class: "logs-link",
       onclick: async (e) => {
         e.preventDefault();
-        logBox.hidden = false;
-        logBox.textContent = "loading…";
+        const box = detail.querySelector("#job-logs") || logBox; // the box kept across refreshes
+        box.hidden = false;
+        box.textContent = "loading…";
         try {
           const text = await getText(`/v1/jobs/${j.id}/logs?task=${t.task}&offset=0`);
-          logBox.textContent = text || "(empty)";
+          box.textContent = text || "(empty)";
         } catch (err) {
-          logBox.textContent = "Cannot read the log: " + err.message;
+          box.textContent = "Cannot read the log: " + err.message;
         }
       }}, `logs of task ${t.task}`));
     return [
