@@ -203,6 +203,13 @@ static CUresult add_alloc_node(CUgraphNode *node, CUgraph g, const CUDA_MEM_ALLO
     return CUDA_SUCCESS;
 }
 
+typedef CUresult (*add_mem_fn)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+                               CUDA_MEM_ALLOC_NODE_PARAMS *);
+typedef CUresult (*add_node_fn)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+                                CUgraphNodeParams *);
+typedef CUresult (*add_node_v2_fn)(CUgraphNode *, CUgraph, const CUgraphNode *,
+                                   const CUgraphEdgeData *, size_t, CUgraphNodeParams *);
+
 struct add_args {
     void *fn;
     CUgraphNode *node;
@@ -217,22 +224,27 @@ static CUresult call_add_mem(void *arg)
 {
     struct add_args *a = arg;
 
-    return ((__typeof__(&cuGraphAddMemAllocNode))a->fn)(a->node, a->g, a->deps, a->n, a->params);
+    add_mem_fn fn = (add_mem_fn)a->fn;
+
+    return fn(a->node, a->g, a->deps, a->n, a->params);
 }
 
 static CUresult call_add_node(void *arg)
 {
     struct add_args *a = arg;
 
-    return ((__typeof__(&cuGraphAddNode))a->fn)(a->node, a->g, a->deps, a->n, a->params);
+    add_node_fn fn = (add_node_fn)a->fn;
+
+    return fn(a->node, a->g, a->deps, a->n, a->params);
 }
 
 static CUresult call_add_node_v2(void *arg)
 {
     struct add_args *a = arg;
 
-    return ((__typeof__(&cuGraphAddNode_v2))a->fn)(a->node, a->g, a->deps, a->edges, a->n,
-                                                   a->params);
+    add_node_v2_fn fn = (add_node_v2_fn)a->fn;
+
+    return fn(a->node, a->g, a->deps, a->edges, a->n, a->params);
 }
 
 CUresult cuGraphAddMemAllocNode(CUgraphNode *node, CUgraph g, const CUgraphNode *deps, size_t n,

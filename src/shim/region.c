@@ -122,12 +122,14 @@ struct shim_region *shim_region_open(const char *path)
 
     /* the agent creates the file: the shim never does */
     why = shim_map_file(path, sizeof(struct shim_region_hdr), false, init_header, header_valid, &m);
-    if (!why && !(r = calloc(1, sizeof(*r)))) {
-        munmap(m.map, sizeof(struct shim_region_hdr));
-        why = "out of memory";
-    }
     if (why) {
         shim_warn("region %s unusable, %s: counting per process", path, why);
+        return NULL;
+    }
+    r = calloc(1, sizeof(*r));
+    if (!r) {
+        munmap(m.map, sizeof(struct shim_region_hdr));
+        shim_warn("region %s unusable, out of memory: counting per process", path);
         return NULL;
     }
     r->h = m.map;

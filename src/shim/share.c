@@ -63,17 +63,19 @@ static bool share_valid(const void *map)
 
 struct shim_share *shim_share_open(const char *path, uint64_t key)
 {
-    struct shim_share *s = NULL;
+    struct shim_share *s;
     struct shim_mapped m;
     const char *why;
 
     why = shim_map_file(path, sizeof(struct shim_share_hdr), true, share_init, share_valid, &m);
-    if (!why && !(s = calloc(1, sizeof(*s)))) {
-        munmap(m.map, sizeof(struct shim_share_hdr));
-        why = "out of memory";
-    }
     if (why) {
         shim_warn("GPU share file %s unusable, %s: the limit is hard", path, why);
+        return NULL;
+    }
+    s = calloc(1, sizeof(*s));
+    if (!s) {
+        munmap(m.map, sizeof(struct shim_share_hdr));
+        shim_warn("GPU share file %s unusable, out of memory: the limit is hard", path);
         return NULL;
     }
     s->h = m.map;

@@ -825,58 +825,6 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t *m)
     return memory_info(d, m);
 }
 
-/* By UUID, as NVIDIA's: a GPU's or a MIG device's (liballot-cuda.so). */
-nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *d)
-{
-    READY();
-    FAIL("nvmlDeviceGetHandleByUUID", -1);
-    if (!uuid || !d)
-        return NVML_ERROR_INVALID_ARGUMENT;
-    for (int i = 0; i < S.n_gpus; i++) {
-        struct fk_gpu *g = &S.gpus[i];
-
-        if (!strcmp(g->uuid, uuid)) {
-            *d = &g->h;
-            return NVML_SUCCESS;
-        }
-        for (int k = 0; k < MAX_GI; k++)
-            for (int c = 0; c < MAX_CI; c++)
-                if (g->gi[k].used && g->gi[k].ci[c].used && !strcmp(g->gi[k].ci[c].uuid, uuid)) {
-                    *d = &g->gi[k].ci[c].h;
-                    return NVML_SUCCESS;
-                }
-    }
-    return NVML_ERROR_NOT_FOUND;
-}
-
-#ifndef FAKE_NVML_MINIMAL
-typedef struct {
-    unsigned int version;
-    unsigned long long total, reserved, free, used;
-} nvmlMemory_v2_t;
-#define MEMORY_V2 ((unsigned int)(sizeof(nvmlMemory_v2_t) | (2u << 24)))
-
-/* As nvmlDeviceGetMemoryInfo, with 1 MiB reserved by the driver. */
-nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t d, nvmlMemory_v2_t *m)
-{
-    nvmlMemory_t v1;
-    nvmlReturn_t rc;
-
-    if (!m)
-        return NVML_ERROR_INVALID_ARGUMENT;
-    if (m->version != MEMORY_V2)
-        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
-    rc = memory_info(d, &v1);
-    if (rc != NVML_SUCCESS)
-        return rc;
-    m->total = v1.total;
-    m->reserved = 1ull << 20;
-    m->used = v1.used;
-    m->free = v1.total > v1.used + m->reserved ? v1.total - v1.used - m->reserved : 0;
-    return NVML_SUCCESS;
-}
-#endif
-
 static void fill_pci(const struct fk_gpu *g, nvmlPciInfo_t *p, bool legacy_only)
 {
     memset(p, 0, legacy_only ? 36 : sizeof(*p));
@@ -1538,3 +1486,8 @@ nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t d, unsigned int *id)
 }
 
 #endif /* !FAKE_NVML_MINIMAL */
+
+/* what liballot-cuda.so's tests need beyond the agent's (its own file:
+ * the file-size rule); part of this translation unit, it reads the state
+ * above */
+#include "fake_nvml_shim.inc"

@@ -1432,7 +1432,7 @@ int main(int argc, char **argv)
         return cmocka_run_group_tests_name("shim_share_weights", share_weights, NULL, NULL);
     }
     if (!strcmp(g, "share-child") && argc == 4)
-        return share_child(atoi(argv[2]), strtoull(argv[3], NULL, 10));
+        return share_child((int)strtol(argv[2], NULL, 10), strtoull(argv[3], NULL, 10));
     if (!strcmp(g, "share-off"))
         return cmocka_run_group_tests_name("shim_share_off", share_off, NULL, NULL);
     if (!strcmp(g, "region")) {
