@@ -146,6 +146,8 @@ int cg_enter(const char *root, const char *name, pid_t pid);
 int64_t cg_oom_kills(const char *root, const char *name);
 /* CPU time (ns) and memory in use (bytes) of ROOT/NAME; -1 when unknown. */
 void cg_usage(const char *root, const char *name, int64_t *cpu_ns, int64_t *mem_bytes);
+/* The pids in the task's cgroup, at most max into out; the count. */
+int cg_pids(const char *root, const char *name, int *out, int max);
 /* Kills what is left in ROOT/NAME and removes it. */
 void cg_destroy(const char *root, const char *name);
 
@@ -170,9 +172,11 @@ struct task {
     int exit_code; /* when EXITED: the exit status, or 128 + signal */
     char detail[160];
     bool reported_running, reported_end;
-    bool cancelled;     /* stopped because allotd no longer wants it */
-    unsigned gpu_mask;  /* its GPUs (inventory indices) */
-    int64_t runtime_ms; /* how long its process ran (-1: unknown) */
+    bool cancelled;        /* stopped because allotd no longer wants it */
+    unsigned gpu_mask;     /* its GPUs (inventory indices) */
+    int64_t runtime_ms;    /* how long its process ran (-1: unknown) */
+    uint64_t shim_busy_ns; /* a fraction: GPU time its shim region counted at the last sample */
+    int64_t shim_at_ms;    /* ... and when (monotonic; 0: none yet) */
 };
 
 struct agent;

@@ -284,6 +284,22 @@ void cg_usage(const char *root, const char *name, int64_t *cpu_ns, int64_t *mem_
     *mem_bytes = read_key(path, NULL);
 }
 
+int cg_pids(const char *root, const char *name, int *out, int max)
+{
+    char dir[4400], path[4500];
+    FILE *f;
+    int pid, n = 0;
+
+    dir_of(dir, sizeof(dir), v2 == 1 ? NULL : "memory", root, name);
+    allot_fmt(path, sizeof(path), "%s/cgroup.procs", dir);
+    if (!(f = fopen(path, "r")))
+        return 0;
+    while (n < max && fscanf(f, "%d", &pid) == 1)
+        out[n++] = pid;
+    fclose(f);
+    return n;
+}
+
 /* SIGKILLs every process listed in DIR/cgroup.procs; the count. */
 static int kill_procs(const char *dir)
 {

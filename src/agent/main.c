@@ -20,6 +20,8 @@
  */
 #include "agent.h"
 
+#include "allot/shim_region.h"
+
 #include "allot/common.h"
 #include "allot/config.h"
 #include "log.h"
@@ -449,6 +451,46 @@ static bool gpus_shared(const struct agent *a, const struct task *t)
     return false;
 }
 
+/*
+ * A fraction's GPU use as its shim region counts it (docs/shim.md): the
+ * share of wall time its kernels kept the GPU busy since the last sample
+ * (percent; -1 at the first sample) and the device memory it holds now.
+ * Also tells the shim its processes' host pids (from the task's cgroup),
+ * which it needs to find itself in NVML's process lists. False when the
+ * task has no readable region (not a fraction, or the shim not loaded).
+ */
+static bool shim_sample(struct agent *a, struct task *t, int64_t now, struct allot_shim_usage *u,
+                        int64_t *util, int64_t *mem)
+{
+    char path[4500];
+    int pids[256];
+    int n_pids = -1;
+
+    allot_fmt(path, sizeof(path), "%s/%s/shim.region", a->tasks_dir, t->key);
+    if (allot_shim_region_read(path, u) != 0)
+        return false;
+    *mem = 0;
+    for (int d = 0; d < ALLOT_SHIM_MAX_DEV; d++)
+        *mem += (int64_t)u->used[d];
+    *util = -1;
+    if (t->shim_at_ms && now > t->shim_at_ms && u->busy_ns >= t->shim_busy_ns) {
+        int64_t pct = (int64_t)((u->busy_ns - t->shim_busy_ns) / 10000) / (now - t->shim_at_ms);
+        *util = pct > 100 ? 100 : pct;
+    }
+    t->shim_busy_ns = u->busy_ns;
+    t->shim_at_ms = now;
+    for (int i = 0; i < u->n_procs; i++) {
+        if (u->procs[i].host_pid)
+            continue;
+        if (n_pids < 0)
+            n_pids = cg_pids(a->cfg.cgroup_root, t->key, pids, 256);
+        int hp = allot_shim_region_find_host_pid(&u->procs[i], pids, n_pids);
+        if (hp > 0)
+            allot_shim_region_set_host_pid(path, u->procs[i].slot, hp, u->procs[i].start);
+    }
+    return true;
+}
+
 /* Every sample-interval, appends one sample per running task to
  * a->samples: CPU time and memory from its cgroup; for GPUs it has to
  * itself, their utilisation (mean), memory and energy (sums) from NVML or
@@ -483,14 +525,25 @@ static void take_samples(struct agent *a, int64_t now)
             energy[g] = -1;
         }
     }
+    struct allot_shim_usage *su = allot_malloc(sizeof(*su));
     for (size_t i = 0; i < a->n_tasks && getuid() == 0; i++) {
-        const struct task *t = &a->tasks[i];
-        int64_t cpu = -1, m = -1, u_sum = 0, u_n = 0, gm = 0, en = 0;
+        struct task *t = &a->tasks[i];
+        int64_t cpu = -1, m = -1, u_sum = 0, u_n = 0, gm = 0, en = 0, s_util = -1, s_mem = -1;
         bool gpu_ok = t->gpu_mask != 0 && !gpus_shared(a, t), mem_ok = gpu_ok, en_ok = gpu_ok;
 
         if (t->state != TASK_RUNNING)
             continue;
         cg_usage(a->cfg.cgroup_root, t->key, &cpu, &m);
+        if (su && shim_sample(a, t, now, su, &s_util, &s_mem)) {
+            /* a fraction: what its shim measured, not the shared GPU's NVML figures */
+            json_array_append_new(
+                a->samples,
+                json_pack("{s:I,s:i,s:I,s:I,s:I,s:I,s:I,s:I}", "job", (json_int_t)t->job, "task",
+                          t->index, "at", (json_int_t)at, "cpu_ns", (json_int_t)cpu, "mem_bytes",
+                          (json_int_t)m, "gpu_util", (json_int_t)s_util, "gpu_mem_bytes",
+                          (json_int_t)s_mem, "energy_mj", (json_int_t)-1));
+            continue;
+        }
         for (int g = 0; g < AGENT_MAX_GPUS && gpu_ok; g++) {
             if (!(t->gpu_mask & (1u << g)))
                 continue;
@@ -515,6 +568,7 @@ static void take_samples(struct agent *a, int64_t now)
                                         "gpu_mem_bytes", (json_int_t)(mem_ok ? gm : -1),
                                         "energy_mj", (json_int_t)(en_ok ? en : -1)));
     }
+    allot_free(su);
     while (json_array_size(a->samples) > SAMPLES_MAX)
         json_array_remove(a->samples, 0);
 }
@@ -760,8 +814,10 @@ int main(int argc, char **argv)
     }
     allot_fmt(a.tasks_dir, sizeof(a.tasks_dir), "%s/tasks", c->state_dir);
     allot_fmt(a.logs_dir, sizeof(a.logs_dir), "%s/logs", c->state_dir);
+    /* tasks/ may be passed through (not listed): a fraction's job reaches its
+     * shim region in its own task folder, which only its group may enter */
     if ((mkdir(c->state_dir, 0755) < 0 && errno != EEXIST) ||
-        (mkdir(a.tasks_dir, 0700) < 0 && errno != EEXIST) ||
+        (mkdir(a.tasks_dir, 0711) < 0 && errno != EEXIST) || chmod(a.tasks_dir, 0711) < 0 ||
         (mkdir(a.logs_dir, 0755) < 0 && errno != EEXIST)) {
         fprintf(stderr, "allot-agent: %s: %s\n", c->state_dir, strerror(errno));
         return 1;

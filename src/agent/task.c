@@ -734,6 +734,10 @@ int task_start(struct agent *a, json_t *d, struct task *t)
                 LOG_WARN("task", "%s: cannot give it to uid %d", region, (int)u.uid);
             close(fd);
         }
+        /* the job's processes reach their region through the task's folder:
+         * its group may pass through it (0710), nobody else */
+        if (getuid() == 0 && (chown(dir, 0, u.gid) < 0 || chmod(dir, 0710) < 0))
+            LOG_WARN("task", "%s: cannot let gid %d reach the shim region", dir, (int)u.gid);
     }
     argv = allot_calloc(json_array_size(cmd) + 9, sizeof(*argv));
     if (!argv || !env.v) {

@@ -432,6 +432,42 @@ def test_fractions_shim_and_mps():
             expect(dm.req("POST", "/v1/nodes/%s/cordon" % n, token=dm.admin), 200)
 
 
+def test_fraction_metering():
+    """A fraction's GPU use comes from its shim region: a CUDA job on the fake driver holding
+    1 MiB and launching kernels under a 50 % share is metered with that memory and a busy
+    share, and the shim learns its processes' host pids."""
+    shim_lib = os.path.join(os.path.dirname(fx.AGENT), "liballot-cuda.so")
+    if b"libasan" in subprocess.run(["ldd", shim_lib], capture_output=True).stdout:
+        print("  (sanitizer build: the shim is not preloaded, nothing to meter)")
+        return
+    job = os.path.join(os.path.dirname(fx.AGENT), "fake-cuda-job")
+    ag = Agent(dm, AG, "ag-frac", emulate="1xA10-24GB",
+               args=["--gpu-mode", "shared", "--shim-lib", shim_lib, "--sample-interval", "200ms"])
+    wait_node("ag-frac")
+    try:
+        t0 = int(time.time()) - 1
+        jid = submit({"gpus": None, "gpu_milli": 500, "gpu_memory": 4096,
+                      "gpu_models": ["A10-24GB"], "command": [job, "1048576", "2"],
+                      "env": {"FAKE_CUDA_KERNEL_US": "1000", "ALLOT_SHIM_LOG": "stderr",
+                              "FAKE_CUDA_UUIDS": "GPU-11111111-2222-3333-4444-555555555555"}})
+        j = wait_state(jid, ("succeeded", "failed"), timeout=60)
+        assert j["state"] == "succeeded", (j, ag.task_log(jid))
+        assert "alloc 0" in ag.task_log(jid), ag.task_log(jid)
+        end = time.time() + 15
+        while time.time() < end:
+            rows = expect(dm.req("GET", "/v1/usage?by=job&from=%d" % t0, token=dm.admin),
+                          200)["rows"]
+            r = [x for x in rows if x["key"] == str(jid)]
+            if r and r[0]["gpu_memory_peak_bytes"] is not None:
+                break
+            time.sleep(0.2)
+        assert r and r[0]["gpu_memory_peak_bytes"] == 1048576, (rows, ag.task_log(jid))
+        assert r[0]["sm_util_avg"] is not None and 10 <= r[0]["sm_util_avg"] <= 90, r
+    finally:
+        ag.stop()
+        expect(dm.req("POST", "/v1/nodes/ag-frac/cordon", token=dm.admin), 200)
+
+
 def test_logs_and_run():
     # allot run: the output as it comes, and the job's exit code
     r = cli(dm, "run", "-t", "research/nlp", "--gpus", "0", "--", "sh", "-c",
@@ -618,6 +654,7 @@ if __name__ == "__main__":
                 test_memory_limit_is_an_oom_kill, test_cpu_quota, test_device_access,
                 test_root_refused, test_cancel_stops_with_grace, test_nvml_discovery, test_mig,
                 test_oci_image, test_scrub_between_tenants, test_fractions_shim_and_mps,
+                test_fraction_metering,
                 test_logs_and_run, test_preemption_with_grace, test_fencing_never_twice,
                 test_long_poll_saturated,
                 test_agent_restart_adopts, test_usage_samples,
