@@ -314,16 +314,22 @@ static struct allot_cluster *build_cluster(const struct replay_setup *s, unsigne
         allot_fmt(err, errlen, "out of memory");
         return NULL;
     }
-    for (int i = 0; i < s->n_nodes; i++) {
+    /* nodes numbered across the groups (or n_nodes of the one shape) */
+    for (int i = 0, g = 0, in_g = 0; i < s->n_nodes; i++, in_g++) {
+        const struct replay_node_group *shape = s->n_groups ? &s->groups[g] : &s->shape;
         char name[32];
         struct allot_node_spec ns = {.name = name,
-                                     .model = REPLAY_NODE_MODEL,
-                                     .cpu_milli = REPLAY_NODE_CPU,
-                                     .mem_mib = REPLAY_NODE_MEM,
-                                     .n_gpus = REPLAY_NODE_GPUS,
+                                     .model = shape->model,
+                                     .cpu_milli = shape->cpu_milli,
+                                     .mem_mib = shape->mem_mib,
+                                     .n_gpus = shape->gpus,
                                      .gpu_mode = ALLOT_GPU_SHARED,
                                      .rack = i / 32};
 
+        if (s->n_groups && in_g == s->groups[g].count - 1) {
+            g++;
+            in_g = -1;
+        }
         allot_fmt(name, sizeof(name), "n%05d", i);
         if (allot_cluster_add_node(c, &ns, err, errlen) < 0) {
             allot_cluster_free(c);
@@ -342,9 +348,11 @@ static void job_resvec(const struct replay_setup *s, const struct replay_job *j,
 
     memset(v, 0, sizeof(*v));
     v->v[ALLOT_RES_GPU] = g * ALLOT_MILLI;
-    v->v[ALLOT_RES_CPU] = g * REPLAY_CPU_PER_GPU;
-    v->v[ALLOT_RES_MEM] = g * REPLAY_MEM_PER_GPU;
-    v->v[ALLOT_RES_MODEL0 + s->model] = g * ALLOT_MILLI;
+    v->v[ALLOT_RES_CPU] = g * s->cpu_per_gpu;
+    v->v[ALLOT_RES_MEM] = g * s->mem_per_gpu;
+    /* with several models a job may land on any: no model is charged */
+    if (s->model >= 0)
+        v->v[ALLOT_RES_MODEL0 + s->model] = g * ALLOT_MILLI;
 }
 
 static int64_t job_gpus(const struct replay_job *j)
@@ -684,8 +692,8 @@ static int submit(struct run *r, int i)
     spec.task.num_gpu = j->gpus;
     spec.task.gpu_milli = ALLOT_MILLI;
     spec.task.mig_profile = -1;
-    spec.task.cpu_milli = (int64_t)j->gpus * REPLAY_CPU_PER_GPU;
-    spec.task.mem_mib = (int64_t)j->gpus * REPLAY_MEM_PER_GPU;
+    spec.task.cpu_milli = (int64_t)j->gpus * r->s->cpu_per_gpu;
+    spec.task.mem_mib = (int64_t)j->gpus * r->s->mem_per_gpu;
     spec.est_runtime_s = r->policy == REPLAY_SJF_ORACLE ? j->duration : 0;
     spec.checkpointable = true;
     spec.checkpoint_interval_s = r->o->checkpoint_s;

@@ -16,10 +16,17 @@
  *   replay_write_*    the JSON report and the SVG plots;
  *   sim_replay_main() the `allot-sim replay` command line (replay_cli.c).
  *
- * Jobs: a job of g GPUs is a gang of ceil(g / 8) tasks of min(g, 8) GPUs
- * each (the queue places gangs of identical tasks, so 12 GPUs become two
- * tasks of 8); each GPU comes with 4 cores and 32 GiB. Nodes are 8 x
- * V100-32GB, 64 cores, 512 GiB.
+ * Nodes: by default every node is 8 x V100-32GB, 64 cores, 512 GiB (the
+ * REPLAY_NODE_* shape); a setup may give another shape for the nodes it
+ * sizes from the tenants (s->shape), or explicit node groups (s->groups:
+ * model x count, each with its GPUs, cores and memory per node; Slurm's
+ * node list, allot plan's inventory).
+ *
+ * Jobs: a job of g GPUs is a gang of ceil(g / G) tasks of min(g, G) GPUs
+ * each, G the most GPUs of a node (8 by default; the queue places gangs of
+ * identical tasks, so 12 GPUs become two tasks of 8); each GPU comes with
+ * 4 cores and 32 GiB, or less where the smallest node shape has less per
+ * GPU (s->cpu_per_gpu, s->mem_per_gpu).
  *
  * Determinism: a run depends only on the setup, the policy and the options;
  * its decision log is byte-identical for the same inputs. Not thread-safe:
@@ -29,6 +36,7 @@
 #define ALLOT_SIM_REPLAY_H
 
 #include "allot/catalog.h"
+#include "allot/cluster.h"
 #include "philly.h"
 #include "tenants_yaml.h"
 
@@ -47,6 +55,19 @@
 #define REPLAY_BIN_S       3600 /* plot resolution */
 #define REPLAY_MAX_NODES   1000000
 #define REPLAY_MAX_DAYS    3660 /* longest window: hourly bins and samples stay small */
+
+#define REPLAY_MAX_GROUPS   64      /* node groups of one setup */
+#define REPLAY_MAX_JOB_GPUS 1000000 /* a trace job asking for more is left out (too_big) */
+
+/* Nodes of one shape. */
+struct replay_node_group {
+    char model[ALLOT_MODEL_NAME_MAX]; /* catalog name (canonical) */
+    int model_idx;                    /* catalog index */
+    int gpus;                         /* per node, 1..ALLOT_MAX_GPUS */
+    int64_t cpu_milli;                /* per node */
+    int64_t mem_mib;                  /* per node */
+    int count;                        /* nodes */
+};
 
 /* The policies of the experiment (see replay_policy_names and docs). */
 enum replay_policy {
@@ -86,8 +107,15 @@ struct replay_tenant {
 /* Everything the runs share. Zero-initialise; free with replay_setup_free(). */
 struct replay_setup {
     struct allot_catalog *cat; /* owned */
-    int model;                 /* catalog index of REPLAY_NODE_MODEL */
+    int model;                 /* catalog index of the one GPU model; -1 when several */
     int n_nodes;               /* cluster size, after scaling */
+    struct replay_node_group shape; /* nodes sized from the tenants: their shape
+                                       (REPLAY_NODE_* unless given); count unused */
+    int n_groups;                   /* 0: n_nodes nodes of `shape`; else these groups */
+    struct replay_node_group groups[REPLAY_MAX_GROUPS]; /* counts add up to n_nodes */
+    int node_gpus;                  /* most GPUs of a node: the gang task size */
+    int64_t cpu_per_gpu;            /* milli-cores a job's GPU comes with */
+    int64_t mem_per_gpu;            /* MiB a job's GPU comes with */
     int n_tenants;
     struct replay_tenant *tenants; /* owned, n_tenants */
     bool has_conf;
@@ -103,7 +131,8 @@ struct replay_setup {
     size_t other_vc;      /* jobs of VCs that are not tenants */
     size_t zero;          /* jobs with 0 GPUs or 0 duration */
     size_t outside;       /* jobs outside the window */
-    size_t rounded_up;    /* jobs whose GPUs were rounded up to whole 8-GPU tasks */
+    size_t rounded_up;    /* jobs whose GPUs were rounded up to whole node_gpus tasks */
+    size_t too_big;       /* trace setups: jobs asking for more GPUs than the cluster has */
     double offered_gpu_s; /* GPU-seconds asked for by the jobs in the window */
     double load;          /* offered_gpu_s over (GPUs x window) */
     char source[256];     /* what the jobs are, for reports */
@@ -135,6 +164,105 @@ int replay_setup_philly(struct replay_setup *s, const char *jobs_path, const cha
 int replay_setup_synthetic(struct replay_setup *s, const char *vcs_path, const char *tenants_path,
                            int days, int64_t start, double load, uint64_t seed, char *err,
                            size_t errlen);
+
+/* The same two on nodes of `shape` (IN, borrowed; NULL: the default
+ * 8 x V100-32GB, 64 cores, 512 GiB) instead of the default shape: VC
+ * nominals are nodes x its GPUs, a tenants file's nominals are packed into
+ * nodes of it, and jobs are cut into tasks of at most its GPUs. */
+int replay_setup_philly_shape(struct replay_setup *s, const struct replay_node_group *shape,
+                              const char *jobs_path, const char *vcs_path,
+                              const char *tenants_path, int64_t from, int64_t to, double load,
+                              char *err, size_t errlen);
+int replay_setup_synthetic_shape(struct replay_setup *s, const struct replay_node_group *shape,
+                                 const char *vcs_path, const char *tenants_path, int days,
+                                 int64_t start, double load, uint64_t seed, char *err,
+                                 size_t errlen);
+
+/* One job of a trace read by a front end (Slurm's accounting in slurm.c,
+ * allot plan's recorded history). */
+struct replay_trace_job {
+    int64_t submit;   /* epoch seconds */
+    int64_t duration; /* seconds; 0 is counted and left out */
+    int tenant;       /* index into the trace's tenants */
+    int64_t gpus;     /* the whole job's GPUs; 0 is counted and left out */
+    int prio;         /* index into the trace's priority class names, -1 = none */
+    uint32_t line;    /* where it came from (file line), 0 = none */
+};
+
+/* A trace. Zero-initialise; free with replay_trace_free(). */
+struct replay_trace {
+    size_t n, cap;
+    struct replay_trace_job *v; /* owned */
+    int n_tenants;
+    char **tenants; /* owned: names as the source spells them */
+    int n_prio;
+    char **prio;    /* owned: priority class names */
+    char source[256];
+};
+
+/* Index of tenant (or priority class when `prio`) `name` in the trace,
+ * added when new. Returns the index or ALLOT_ENOMEM. */
+int replay_trace_intern(struct replay_trace *t, bool prio, const char *name);
+
+/* Appends a job (copied). Returns 0 or ALLOT_ENOMEM. */
+int replay_trace_add(struct replay_trace *t, const struct replay_trace_job *j);
+
+/* Frees what the trace owns; accepts NULL. */
+void replay_trace_free(struct replay_trace *t);
+
+/* A tenant's GPU nominal quota set by the caller (allot plan --quota). */
+struct replay_quota_change {
+    const char *tenant; /* borrowed: a leaf path, or its last element */
+    int64_t gpu_milli;  /* new nominal */
+};
+
+/* How replay_setup_trace() builds its tenants and cluster. */
+struct replay_trace_opts {
+    const char *tenants_path; /* tenants file, or NULL */
+    const char *tenants_buf;  /* or a tenants document in memory (borrowed), or NULL */
+    size_t tenants_len;
+    const char *tenants_name; /* its name in messages */
+    bool equal_shares;        /* no tenants given: equal nominals instead of usage shares */
+    const struct replay_node_group *groups; /* explicit nodes (borrowed), or NULL */
+    int n_groups;
+    const struct replay_node_group *shape; /* shape of nodes sized from the tenants, or NULL */
+    const struct replay_quota_change *quota; /* borrowed, n_quota */
+    int n_quota;
+    int64_t from, to; /* the window; -1 as in replay_setup_philly() */
+    double load;      /* > 0: rescale as replay_setup_philly() (no explicit groups) */
+};
+
+/*
+ * Builds a setup from a trace (IN, borrowed). Tenants: the tenants file or
+ * document of `o`, jobs going to the leaf named like their tenant (or the
+ * only leaf with that last element); with neither, one leaf per trace
+ * tenant whose GPU nominal is its share of the cluster: in proportion to
+ * the GPU-time its jobs in the window ask for (or equal with
+ * o->equal_shares); without explicit nodes the cluster is then sized to
+ * the mean demand (load 1) before any --load. Priority classes are matched
+ * by name. The cluster: o->groups when given (a tenant without a finite
+ * GPU nominal then counts 0 in the figures), else nodes of o->shape (or the
+ * default) sized from the nominal quotas. Returns as replay_setup_philly().
+ */
+int replay_setup_trace(struct replay_setup *s, const struct replay_trace *tr,
+                       const struct replay_trace_opts *o, char *err, size_t errlen);
+
+/*
+ * Parses a node group "[COUNTx]MODEL[:GPUS[:CORES[:MEM]]]" (MODEL a
+ * catalog name or alias; GPUS per node, default 8; CORES per node, default
+ * 8 per GPU; MEM per node in GiB or with a Mi/Gi/Ti suffix, default 64 GiB
+ * per GPU; COUNT default 1) into *g with the catalog `cat`. Returns 0 or
+ * ALLOT_EINVAL with a message in err.
+ */
+int replay_parse_group(const char *spec, const struct allot_catalog *cat,
+                       struct replay_node_group *g, char *err, size_t errlen);
+
+/* The setup's GPUs (all nodes). */
+int64_t replay_setup_gpus(const struct replay_setup *s);
+
+/* Describes the setup's nodes ("4 nodes x 8 V100-32GB" or
+ * "2 x 8 H100-80GB + 4 x 4 A100-80GB") into buf; returns buf. */
+const char *replay_setup_describe(const struct replay_setup *s, char *buf, size_t n);
 
 /* Frees what the setup owns; accepts NULL and a zeroed setup. */
 void replay_setup_free(struct replay_setup *s);

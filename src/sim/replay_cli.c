@@ -10,6 +10,7 @@
 #include "allot/sched.h"
 #include "cliopt.h"
 #include "outpath.h"
+#include "slurm.h"
 #include "svgplot.h"
 
 #include <errno.h>
@@ -38,6 +39,13 @@ enum opt {
     OPT_DLOG,
     OPT_DRAIN,
     OPT_CHECK,
+    OPT_SACCT,
+    OPT_SLURM_NODES,
+    OPT_GPU_MODEL,
+    OPT_TZ,
+    OPT_SHARES,
+    OPT_NODES,
+    OPT_NODE_SHAPE,
     OPT_HELP,
     N_OPTS
 };
@@ -71,6 +79,24 @@ static const struct cliopt options[N_OPTS] = {
     [OPT_DLOG] = {"decision-log", "OUT", NULL, "write every submit, start, preemption and end"},
     [OPT_DRAIN] = {"drain", NULL, NULL, "after --to, run on until every job has finished"},
     [OPT_CHECK] = {"check", NULL, NULL, "check the queue's invariants after every event (slow)"},
+    [OPT_SACCT] = {"sacct", "FILE", NULL,
+                   "Slurm accounting export (sacct -P -o JobID,Account,\n"
+                   "Submit,Start,End,State,AllocTRES,...) instead of --jobs;\n"
+                   "tenants = accounts unless --tenants (docs/planning.md)"},
+    [OPT_SLURM_NODES] = {"slurm-nodes", "FILE", NULL,
+                         "with --sacct: the nodes, from scontrol show nodes -o"},
+    [OPT_GPU_MODEL] = {"gpu-model", "MODEL", NULL,
+                       "with --slurm-nodes: catalog model of untyped GPUs (gpu:4)\n"
+                       "and of GPU types the catalog does not know"},
+    [OPT_TZ] = {"tz", "UTC|+HH:MM", "UTC", "with --sacct: the time zone sacct printed times in"},
+    [OPT_SHARES] = {"shares", "usage|equal", "usage",
+                    "with --sacct and no --tenants: each account's GPU nominal\n"
+                    "in proportion to its GPU-time, or equal"},
+    [OPT_NODES] = {"nodes", "G[,G...]", NULL,
+                   "with --sacct: the nodes as groups [COUNTx]MODEL[:GPUS[:CORES\n"
+                   "[:MEM]]], e.g. 4xA100-80GB,2xH100-80GB:8:112:2Ti"},
+    [OPT_NODE_SHAPE] = {"node-shape", "MODEL[:GPUS[:CORES[:MEM]]]", "V100-32GB:8:64:512",
+                        "the nodes of a cluster sized from the tenants"},
     [OPT_HELP] = {"help", NULL, NULL, "show this help"},
 };
 
@@ -79,6 +105,8 @@ static void usage(FILE *f)
     cliopt_usage(f,
                  "usage: allot-sim replay (--jobs FILE | --synthetic DAYS) (--vcs FILE | --tenants "
                  "FILE) [options]\n"
+                 "       allot-sim replay --sacct FILE [--slurm-nodes FILE | --nodes G,...] "
+                 "[--tenants FILE] [options]\n"
                  "Replays a multi-tenant GPU job trace on a virtual clock through the allot queue\n"
                  "under each policy, each on a fresh cluster, and prints job completion and\n"
                  "queueing times, utilisation, in-quota waits, fairness and preemptions\n"
@@ -305,8 +333,7 @@ int replay_write_json(const char *path, const struct replay_setup *s, const stru
         bad |=
             json_object_set_new(root, "to", json_string(philly_format_time(s->to, to, sizeof(to))));
         bad |= json_object_set_new(root, "nodes", json_integer(s->n_nodes));
-        bad |= json_object_set_new(root, "gpus",
-                                   json_integer((json_int_t)s->n_nodes * REPLAY_NODE_GPUS));
+        bad |= json_object_set_new(root, "gpus", json_integer((json_int_t)replay_setup_gpus(s)));
         bad |= json_object_set_new(root, "jobs", json_integer((json_int_t)s->n_jobs));
         bad |= json_object_set_new(root, "dropped_other_vc", json_integer((json_int_t)s->other_vc));
         bad |= json_object_set_new(root, "dropped_zero", json_integer((json_int_t)s->zero));
@@ -374,13 +401,13 @@ int replay_write_plots(const char *path, const struct replay_setup *s,
 
     if ((rc = sim_outpath_sibling("--plot", path, "-util", upath, sizeof(upath), err, errlen)) < 0)
         return rc;
-    allot_fmt(title, sizeof(title), "Pending jobs (hourly mean): %s, %d GPUs, load %.2f", src,
-              s->n_nodes * REPLAY_NODE_GPUS, s->load);
+    allot_fmt(title, sizeof(title), "Pending jobs (hourly mean): %s, %lld GPUs, load %.2f", src,
+              (long long)replay_setup_gpus(s), s->load);
     rc = plot_one(path, title, "pending jobs", false, r, n, err, errlen);
     if (rc)
         return rc;
-    allot_fmt(title, sizeof(title), "GPU utilisation (hourly): %s, %d GPUs, load %.2f", src,
-              s->n_nodes * REPLAY_NODE_GPUS, s->load);
+    allot_fmt(title, sizeof(title), "GPU utilisation (hourly): %s, %lld GPUs, load %.2f", src,
+              (long long)replay_setup_gpus(s), s->load);
     return plot_one(upath, title, "allocated GPUs (% of capacity)", true, r, n, err, errlen);
 }
 
@@ -406,20 +433,28 @@ static void progress(void *ud, double done)
     fflush(stderr);
 }
 
-static void print_header(const struct replay_setup *s, bool synthetic, double load_arg)
+static void print_header(const struct replay_setup *s, bool synthetic, double load_arg,
+                         const struct slurm_sacct_counts *sc)
 {
-    char from[32], to[32];
+    char from[32], to[32], desc[1024];
 
     printf("replay: %s: %zu jobs in [%s, %s) (%.1f days), %d tenants\n", s->source, s->n_jobs,
            philly_format_time(s->from, from, sizeof(from)),
            philly_format_time(s->to, to, sizeof(to)), (double)(s->to - s->from) / 86400.0,
            s->n_tenants);
+    if (sc)
+        printf("sacct: %zu lines, %zu jobs that ran; skipped %zu steps, %zu never started, %zu "
+               "still running\n",
+               sc->lines, sc->jobs, sc->steps, sc->never_started, sc->running);
     if (!synthetic)
-        printf("left out: %zu of other VCs, %zu with 0 GPUs or 0 duration (in the window), %zu "
-               "outside the window; %zu rounded up to whole 8-GPU tasks\n",
-               s->other_vc, s->zero, s->outside, s->rounded_up);
-    printf("cluster: %d nodes x %d %s = %d GPUs%s; offered GPU-time / capacity = %.3f\n",
-           s->n_nodes, REPLAY_NODE_GPUS, REPLAY_NODE_MODEL, s->n_nodes * REPLAY_NODE_GPUS,
+        printf("left out: %zu of other %s, %zu with 0 GPUs or 0 duration (in the window), %zu "
+               "outside the window; %zu rounded up to whole %d-GPU tasks\n",
+               s->other_vc, sc ? "accounts" : "VCs", s->zero, s->outside, s->rounded_up,
+               s->node_gpus);
+    if (s->too_big)
+        printf("left out: %zu jobs asking for more GPUs than the cluster has\n", s->too_big);
+    printf("cluster: %s = %lld GPUs%s; offered GPU-time / capacity = %.3f\n",
+           replay_setup_describe(s, desc, sizeof(desc)), (long long)replay_setup_gpus(s),
            !synthetic && load_arg > 0 ? " (scaled by --load)" : "", s->load);
     fflush(stdout);
 }
@@ -430,9 +465,15 @@ struct replay_args {
     bool given[N_OPTS];
     int pol[REPLAY_POLICIES];
     int np;
-    int64_t from, to, days;
+    int64_t from, to, days, tz;
     double load;
     struct replay_opts o;
+    bool has_shape;
+    struct replay_node_group shape; /* --node-shape */
+    struct replay_node_group *groups; /* owned: --nodes or --slurm-nodes */
+    int n_groups;
+    size_t cpu_only; /* --slurm-nodes: nodes without GPUs */
+    struct slurm_sacct_counts sc;
 };
 
 /* Parses and checks argv into *a. Returns -1 when all is well, else the
@@ -450,10 +491,35 @@ static int parse_args(int argc, char **argv, struct replay_args *a)
         usage(stdout);
         return 0;
     }
-    if (a->given[OPT_JOBS] == a->given[OPT_SYNTHETIC])
-        return usage_error("give exactly one of --jobs FILE and --synthetic DAYS");
-    if (a->given[OPT_VCS] == a->given[OPT_TENANTS])
-        return usage_error("give exactly one of --vcs FILE and --tenants FILE");
+    if (a->given[OPT_JOBS] + a->given[OPT_SYNTHETIC] + a->given[OPT_SACCT] != 1)
+        return usage_error("give exactly one of --jobs FILE, --synthetic DAYS and --sacct FILE");
+    if (a->given[OPT_SACCT]) {
+        if (a->given[OPT_VCS])
+            return usage_error("--vcs does not go with --sacct (the tenants are the accounts, "
+                               "or --tenants FILE)");
+        if (a->given[OPT_SLURM_NODES] && a->given[OPT_NODES])
+            return usage_error("give at most one of --slurm-nodes FILE and --nodes G,...");
+        if (a->given[OPT_SHARES] && a->given[OPT_TENANTS])
+            return usage_error("--shares sets the nominals of accounts without --tenants");
+        if (a->val[OPT_SHARES] && strcmp(a->val[OPT_SHARES], "usage") != 0 &&
+            strcmp(a->val[OPT_SHARES], "equal") != 0)
+            return usage_error("--shares \"%s\": want usage or equal", a->val[OPT_SHARES]);
+        if (a->val[OPT_TZ] && slurm_parse_tz(a->val[OPT_TZ], &a->tz) < 0)
+            return usage_error("--tz \"%s\": want UTC or +HH:MM / -HH:MM (at most 14:00)",
+                               a->val[OPT_TZ]);
+        if ((a->given[OPT_SLURM_NODES] || a->given[OPT_NODES]) &&
+            (a->given[OPT_NODE_SHAPE] || a->given[OPT_LOAD]))
+            return usage_error("--node-shape and --load size a cluster from the tenants; the "
+                               "nodes are given");
+    } else {
+        if (a->given[OPT_VCS] == a->given[OPT_TENANTS])
+            return usage_error("give exactly one of --vcs FILE and --tenants FILE");
+        for (int k = OPT_SLURM_NODES; k <= OPT_NODES; k++)
+            if (a->given[k])
+                return usage_error("--%s goes with --sacct", options[k].name);
+    }
+    if (a->given[OPT_GPU_MODEL] && !a->given[OPT_SLURM_NODES])
+        return usage_error("--gpu-model goes with --slurm-nodes");
     if (a->val[OPT_SYNTHETIC] &&
         !cliopt_parse_int(a->val[OPT_SYNTHETIC], 1, REPLAY_MAX_DAYS, &a->days))
         return usage_error("--synthetic \"%s\": want a number of days 1..%d", a->val[OPT_SYNTHETIC],
@@ -518,22 +584,112 @@ static int check_outputs(const struct replay_args *a)
 /* Builds the setup from the trace or the generator; a --to past the
  * trace's end turns on --drain (replay_setup_philly() clamps the window).
  * Returns 0 or 1 after reporting. */
+/* --node-shape, --nodes and --slurm-nodes into a->shape / a->groups.
+ * Returns 0, 1 (a file) or 2 (a bad option value) after reporting. */
+static int load_nodes(struct replay_args *a, char *err, size_t errlen)
+{
+    struct allot_catalog *cat = allot_catalog_default(err, errlen);
+    int status = 0;
+
+    if (!cat) {
+        fprintf(stderr, "allot-sim replay: GPU catalog: %s\n", err);
+        return 1;
+    }
+    if (a->val[OPT_NODE_SHAPE]) {
+        /* a COUNTx prefix is ignored: the tenants size the cluster */
+        if (replay_parse_group(a->val[OPT_NODE_SHAPE], cat, &a->shape, err, errlen) < 0) {
+            status = usage_error("--node-shape: %s", err);
+            goto out;
+        }
+        a->has_shape = true;
+    }
+    if (a->val[OPT_NODES]) {
+        const char *p = a->val[OPT_NODES];
+
+        while (*p) {
+            char spec[128];
+            size_t n = strcspn(p, ",");
+
+            if (a->n_groups == REPLAY_MAX_GROUPS || n == 0 || n >= sizeof(spec)) {
+                status = usage_error("--nodes \"%s\": want up to %d groups G[,G...]",
+                                     a->val[OPT_NODES], REPLAY_MAX_GROUPS);
+                goto out;
+            }
+            memcpy(spec, p, n);
+            spec[n] = 0;
+            if (!a->groups && !(a->groups = allot_calloc(REPLAY_MAX_GROUPS, sizeof(*a->groups)))) {
+                fprintf(stderr, "allot-sim replay: out of memory\n");
+                status = 1;
+                goto out;
+            }
+            if (replay_parse_group(spec, cat, &a->groups[a->n_groups], err, errlen) < 0) {
+                status = usage_error("--nodes: %s", err);
+                goto out;
+            }
+            a->n_groups++;
+            p += n;
+            p += *p == ',';
+        }
+    }
+    if (a->val[OPT_SLURM_NODES] &&
+        slurm_read_nodes(a->val[OPT_SLURM_NODES], cat, a->val[OPT_GPU_MODEL], &a->groups,
+                         &a->n_groups, &a->cpu_only, err, errlen) < 0) {
+        fprintf(stderr, "allot-sim replay: %s\n", err);
+        status = 1;
+    }
+out:
+    allot_catalog_free(cat);
+    return status;
+}
+
+/* The --sacct setup. Returns 0 or ALLOT_E* with a message in err. */
+static int setup_sacct(struct replay_args *a, struct replay_setup *setup, char *err,
+                       size_t errlen)
+{
+    struct replay_trace tr = {0};
+    struct replay_trace_opts o = {
+        .tenants_path = a->val[OPT_TENANTS],
+        .equal_shares = a->val[OPT_SHARES] && strcmp(a->val[OPT_SHARES], "equal") == 0,
+        .groups = a->groups,
+        .n_groups = a->n_groups,
+        .shape = a->has_shape ? &a->shape : NULL,
+        .from = a->from,
+        .to = a->to,
+        .load = a->load,
+    };
+    int rc = slurm_read_sacct(a->val[OPT_SACCT], a->tz, &tr, &a->sc, err, errlen);
+
+    if (rc == 0)
+        rc = replay_setup_trace(setup, &tr, &o, err, errlen);
+    replay_trace_free(&tr);
+    return rc;
+}
+
 static int load_setup(struct replay_args *a, struct replay_setup *setup)
 {
-    char err[1024], t1[32], t2[32];
+    char err[1024] = "", t1[32], t2[32];
     int rc;
 
-    if (a->given[OPT_SYNTHETIC])
-        rc = replay_setup_synthetic(setup, a->val[OPT_VCS], a->val[OPT_TENANTS], (int)a->days,
-                                    a->from, a->load > 0 ? a->load : 0.8, a->o.seed, err,
-                                    sizeof(err));
+    if ((rc = load_nodes(a, err, sizeof(err))) != 0)
+        return rc;
+    if (a->given[OPT_SACCT])
+        rc = setup_sacct(a, setup, err, sizeof(err));
+    else if (a->given[OPT_SYNTHETIC])
+        rc = replay_setup_synthetic_shape(setup, a->has_shape ? &a->shape : NULL,
+                                          a->val[OPT_VCS], a->val[OPT_TENANTS], (int)a->days,
+                                          a->from, a->load > 0 ? a->load : 0.8, a->o.seed, err,
+                                          sizeof(err));
     else
-        rc = replay_setup_philly(setup, a->val[OPT_JOBS], a->val[OPT_VCS], a->val[OPT_TENANTS],
-                                 a->from, a->to, a->load, err, sizeof(err));
+        rc = replay_setup_philly_shape(setup, a->has_shape ? &a->shape : NULL, a->val[OPT_JOBS],
+                                       a->val[OPT_VCS], a->val[OPT_TENANTS], a->from, a->to,
+                                       a->load, err, sizeof(err));
     if (rc) {
         fprintf(stderr, "allot-sim replay: %s\n", err);
         return 1;
     }
+    if (a->cpu_only)
+        fprintf(stderr, "allot-sim replay: %s: %zu nodes without GPUs left out\n",
+                a->val[OPT_SLURM_NODES], a->cpu_only);
     if (setup->to_asked >= 0) {
         /* Nothing arrives after the trace's end; run on until every job is
          * done, which is what a window reaching that far would show. */
@@ -618,8 +774,11 @@ int sim_replay_main(int argc, char **argv)
     status = parse_args(argc, argv, &a);
     if (status >= 0)
         return status;
-    if (check_outputs(&a) || load_setup(&a, &setup))
+    if (check_outputs(&a))
         return 1;
+    status = load_setup(&a, &setup);
+    if (status)
+        goto out;
     status = 1;
     if (a.val[OPT_DLOG]) {
         dlog = fopen(a.val[OPT_DLOG], "w");
@@ -629,7 +788,7 @@ int sim_replay_main(int argc, char **argv)
         }
         a.o.log = dlog;
     }
-    print_header(&setup, a.given[OPT_SYNTHETIC], a.load);
+    print_header(&setup, a.given[OPT_SYNTHETIC], a.load, a.given[OPT_SACCT] ? &a.sc : NULL);
     if (run_policies(&a, &setup, res, &nres))
         goto out;
     if (dlog) {
@@ -648,5 +807,6 @@ out:
     for (int i = 0; i < nres; i++)
         replay_result_free(&res[i]);
     replay_setup_free(&setup);
+    allot_free(a.groups);
     return status;
 }

@@ -50,7 +50,97 @@ static int setup_begin(struct replay_setup *s, char *err, size_t errlen)
         allot_fmt(err, errlen, "GPU catalog: no model %s", REPLAY_NODE_MODEL);
         return ALLOT_EINVAL;
     }
+    allot_fmt(s->shape.model, sizeof(s->shape.model), "%s", REPLAY_NODE_MODEL);
+    s->shape.model_idx = s->model;
+    s->shape.gpus = REPLAY_NODE_GPUS;
+    s->shape.cpu_milli = REPLAY_NODE_CPU;
+    s->shape.mem_mib = REPLAY_NODE_MEM;
+    s->node_gpus = REPLAY_NODE_GPUS;
+    s->cpu_per_gpu = REPLAY_CPU_PER_GPU;
+    s->mem_per_gpu = REPLAY_MEM_PER_GPU;
     return 0;
+}
+
+/* A node shape's resources per GPU, capped at the default 4 cores and
+ * 32 GiB: what each GPU of a job asks for, so every job fits every shape
+ * with enough GPUs. */
+static void per_gpu_cap(struct replay_setup *s, const struct replay_node_group *g)
+{
+    int64_t c = g->cpu_milli / g->gpus, m = g->mem_mib / g->gpus;
+
+    s->cpu_per_gpu = c < s->cpu_per_gpu ? c : s->cpu_per_gpu;
+    s->mem_per_gpu = m < s->mem_per_gpu ? m : s->mem_per_gpu;
+}
+
+/* Sets the nodes of a setup: groups[0..n) when n > 0, else nodes of `shape`
+ * (NULL: the default) sized later from the tenants. */
+static int set_nodes(struct replay_setup *s, const struct replay_node_group *shape,
+                     const struct replay_node_group *groups, int n, char *err, size_t errlen)
+{
+    int64_t total = 0;
+
+    if (n > REPLAY_MAX_GROUPS) {
+        allot_fmt(err, errlen, "%d node groups; at most %d are supported", n, REPLAY_MAX_GROUPS);
+        return ALLOT_EINVAL;
+    }
+    if (shape) {
+        s->shape = *shape;
+        s->shape.count = 0;
+        s->model = shape->model_idx;
+        s->node_gpus = shape->gpus;
+        per_gpu_cap(s, shape);
+    }
+    if (n <= 0)
+        return 0;
+    s->node_gpus = 0;
+    s->model = -2;
+    for (int i = 0; i < n; i++) {
+        if (groups[i].count <= 0 || groups[i].gpus < 1 || groups[i].gpus > ALLOT_MAX_GPUS)
+            continue; /* emptied by a removal; or no GPUs: nothing to replay on */
+        if (s->model == -2)
+            s->model = groups[i].model_idx;
+        s->groups[s->n_groups++] = groups[i];
+        total += groups[i].count;
+        s->node_gpus = groups[i].gpus > s->node_gpus ? groups[i].gpus : s->node_gpus;
+        if (groups[i].model_idx != s->model)
+            s->model = -1;
+        per_gpu_cap(s, &groups[i]);
+    }
+    if (total < 1 || total > REPLAY_MAX_NODES) {
+        allot_fmt(err, errlen, "the cluster has %lld nodes; want 1..%d", (long long)total,
+                  REPLAY_MAX_NODES);
+        return ALLOT_EINVAL;
+    }
+    s->n_nodes = (int)total;
+    return 0;
+}
+
+int64_t replay_setup_gpus(const struct replay_setup *s)
+{
+    int64_t g = 0;
+
+    if (s->n_groups == 0)
+        return (int64_t)s->n_nodes * s->shape.gpus;
+    for (int i = 0; i < s->n_groups; i++)
+        g += (int64_t)s->groups[i].count * s->groups[i].gpus;
+    return g;
+}
+
+const char *replay_setup_describe(const struct replay_setup *s, char *buf, size_t n)
+{
+    size_t used = 0;
+
+    if (s->n_groups == 0) {
+        allot_fmt(buf, n, "%d nodes x %d %s", s->n_nodes, s->shape.gpus, s->shape.model);
+        return buf;
+    }
+    buf[0] = 0;
+    for (int i = 0; i < s->n_groups && used < n; i++) {
+        allot_fmt(buf + used, n - used, "%s%d x %d %s", i ? " + " : "", s->groups[i].count,
+                  s->groups[i].gpus, s->groups[i].model);
+        used += strlen(buf + used);
+    }
+    return buf;
 }
 
 /* Tenants from a VC list: one leaf per VC, nominal = its GPUs. */
@@ -76,7 +166,7 @@ static int tenants_from_vcs(struct replay_setup *s, const char *path, char *err,
         }
         s->n_tenants++;
         t->nodes = vcs.v[i].nodes;
-        t->nominal_milli = (int64_t)t->nodes * REPLAY_NODE_GPUS * ALLOT_MILLI;
+        t->nominal_milli = (int64_t)t->nodes * s->shape.gpus * ALLOT_MILLI;
         t->conf = -1;
         s->n_nodes += t->nodes;
     }
@@ -85,14 +175,12 @@ out:
     return rc;
 }
 
-/* Tenants from a tenants file: its leaves, each with a finite GPU nominal. */
-static int tenants_from_conf(struct replay_setup *s, const char *path, char *err, size_t errlen)
+/* Tenants from the parsed tenants file s->conf (called `path`): its leaves,
+ * each with a finite GPU nominal unless the nodes are explicit. */
+static int tenants_adopt(struct replay_setup *s, const char *path, char *err, size_t errlen)
 {
     int64_t total = 0;
-    int rc = sim_tenants_read(path, s->cat, &s->conf, err, errlen);
 
-    if (rc)
-        return rc;
     s->has_conf = true;
     s->tenants = allot_calloc(s->conf.n, sizeof(*s->tenants));
     if (!s->tenants)
@@ -103,7 +191,8 @@ static int tenants_from_conf(struct replay_setup *s, const char *path, char *err
 
         if (!c->leaf)
             continue;
-        if (!c->has_quota[ALLOT_RES_GPU] || c->quota[ALLOT_RES_GPU].nominal == ALLOT_UNLIMITED) {
+        if (s->n_groups == 0 &&
+            (!c->has_quota[ALLOT_RES_GPU] || c->quota[ALLOT_RES_GPU].nominal == ALLOT_UNLIMITED)) {
             allot_fmt(err, errlen,
                       "%s:%u: tenant \"%s\" has no finite gpu nominal quota: the replay sizes "
                       "the cluster and the entitlements from them",
@@ -115,12 +204,18 @@ static int tenants_from_conf(struct replay_setup *s, const char *path, char *err
         if (!t->path)
             return oom(err, errlen);
         s->n_tenants++;
-        t->nominal_milli = c->quota[ALLOT_RES_GPU].nominal;
+        /* explicit nodes: a tenant without a finite nominal counts 0 */
+        t->nominal_milli =
+            c->has_quota[ALLOT_RES_GPU] && c->quota[ALLOT_RES_GPU].nominal != ALLOT_UNLIMITED
+                ? c->quota[ALLOT_RES_GPU].nominal
+                : 0;
         t->conf = (int)i;
         total += t->nominal_milli;
     }
-    s->n_nodes =
-        (int)((total + REPLAY_NODE_GPUS * ALLOT_MILLI - 1) / (REPLAY_NODE_GPUS * ALLOT_MILLI));
+    if (s->n_groups > 0)
+        return 0;
+    s->n_nodes = (int)((total + (int64_t)s->shape.gpus * ALLOT_MILLI - 1) /
+                       ((int64_t)s->shape.gpus * ALLOT_MILLI));
     if (s->n_nodes < 1)
         s->n_nodes = 1;
     if (s->n_nodes > REPLAY_MAX_NODES) {
@@ -129,6 +224,13 @@ static int tenants_from_conf(struct replay_setup *s, const char *path, char *err
         return ALLOT_EINVAL;
     }
     return 0;
+}
+
+static int tenants_from_conf(struct replay_setup *s, const char *path, char *err, size_t errlen)
+{
+    int rc = sim_tenants_read(path, s->cat, &s->conf, err, errlen);
+
+    return rc ? rc : tenants_adopt(s, path, err, errlen);
 }
 
 static int tenants_load(struct replay_setup *s, const char *vcs_path, const char *tenants_path,
@@ -163,10 +265,10 @@ static int tenant_of_vc(const struct replay_setup *s, const char *vc)
     return found;
 }
 
-static void gang_shape(int g, int *n_tasks, int *per_task)
+static void gang_shape(const struct replay_setup *s, int64_t g, int *n_tasks, int *per_task)
 {
-    *n_tasks = (g + REPLAY_NODE_GPUS - 1) / REPLAY_NODE_GPUS;
-    *per_task = g < REPLAY_NODE_GPUS ? g : REPLAY_NODE_GPUS;
+    *n_tasks = (int)((g + s->node_gpus - 1) / s->node_gpus);
+    *per_task = g < s->node_gpus ? (int)g : s->node_gpus;
 }
 
 static int cmp_job(const void *a, const void *b)
@@ -180,14 +282,14 @@ static int cmp_job(const void *a, const void *b)
 
 static double window_gpu_s(const struct replay_setup *s)
 {
-    return (double)s->n_nodes * REPLAY_NODE_GPUS * (double)(s->to - s->from);
+    return (double)replay_setup_gpus(s) * (double)(s->to - s->from);
 }
 
 /* Rescales the cluster so the offered GPU-time is `load` x capacity. */
 static int rescale(struct replay_setup *s, double load, char *err, size_t errlen)
 {
     double want_gpus = s->offered_gpu_s / (load * (double)(s->to - s->from));
-    double f = want_gpus / ((double)s->n_nodes * REPLAY_NODE_GPUS);
+    double f = want_gpus / (double)replay_setup_gpus(s);
 
     if (s->has_conf) {
         double n = llround((double)s->n_nodes * f);
@@ -207,7 +309,7 @@ static int rescale(struct replay_setup *s, double load, char *err, size_t errlen
         double n = llround((double)s->tenants[i].nodes * f);
 
         s->tenants[i].nodes = n < 1 ? 1 : (int)fmin(n, REPLAY_MAX_NODES);
-        s->tenants[i].nominal_milli = (int64_t)s->tenants[i].nodes * REPLAY_NODE_GPUS * ALLOT_MILLI;
+        s->tenants[i].nominal_milli = (int64_t)s->tenants[i].nodes * s->shape.gpus * ALLOT_MILLI;
         s->n_nodes += s->tenants[i].nodes;
         if (s->n_nodes > REPLAY_MAX_NODES)
             goto too_big;
@@ -267,11 +369,21 @@ int replay_setup_philly(struct replay_setup *s, const char *jobs_path, const cha
                         const char *tenants_path, int64_t from, int64_t to, double load, char *err,
                         size_t errlen)
 {
+    return replay_setup_philly_shape(s, NULL, jobs_path, vcs_path, tenants_path, from, to, load,
+                                     err, errlen);
+}
+
+int replay_setup_philly_shape(struct replay_setup *s, const struct replay_node_group *shape,
+                              const char *jobs_path, const char *vcs_path,
+                              const char *tenants_path, int64_t from, int64_t to, double load,
+                              char *err, size_t errlen)
+{
     struct philly_jobs pj = {0};
     int *map = NULL, rc;
     int64_t first = INT64_MAX, last = INT64_MIN;
 
     if ((rc = setup_begin(s, err, errlen)) < 0 ||
+        (rc = set_nodes(s, shape, NULL, 0, err, errlen)) < 0 ||
         (rc = tenants_load(s, vcs_path, tenants_path, err, errlen)) < 0 ||
         (rc = philly_read_jobs(jobs_path, &pj, err, errlen)) < 0)
         goto fail;
@@ -326,7 +438,7 @@ int replay_setup_philly(struct replay_setup *s, const char *jobs_path, const cha
         r->submit = j->submit;
         r->duration = j->duration;
         r->tenant = map[j->vc];
-        gang_shape(j->num_gpus, &r->n_tasks, &r->gpus);
+        gang_shape(s, j->num_gpus, &r->n_tasks, &r->gpus);
         s->rounded_up += r->n_tasks * r->gpus != j->num_gpus;
         r->prio_class = -1;
         r->line = j->line;
@@ -359,6 +471,15 @@ int replay_setup_synthetic(struct replay_setup *s, const char *vcs_path, const c
                            int days, int64_t start, double load, uint64_t seed, char *err,
                            size_t errlen)
 {
+    return replay_setup_synthetic_shape(s, NULL, vcs_path, tenants_path, days, start, load, seed,
+                                        err, errlen);
+}
+
+int replay_setup_synthetic_shape(struct replay_setup *s, const struct replay_node_group *shape,
+                                 const char *vcs_path, const char *tenants_path, int days,
+                                 int64_t start, double load, uint64_t seed, char *err,
+                                 size_t errlen)
+{
     static const double default_mix[MTGEN_KINDS] = {0.3, 0.5, 0.2};
     struct mtgen_tenant *mt = NULL;
     struct mtgen_job *gj = NULL;
@@ -368,6 +489,7 @@ int replay_setup_synthetic(struct replay_setup *s, const char *vcs_path, const c
     int rc;
 
     if ((rc = setup_begin(s, err, errlen)) < 0 ||
+        (rc = set_nodes(s, shape, NULL, 0, err, errlen)) < 0 ||
         (rc = tenants_load(s, vcs_path, tenants_path, err, errlen)) < 0)
         goto fail;
     o.start = start >= 0 ? start : philly_days_from_civil(2024, 1, 1) * 86400;
@@ -404,7 +526,7 @@ int replay_setup_synthetic(struct replay_setup *s, const char *vcs_path, const c
         r->submit = gj[i].submit;
         r->duration = gj[i].duration;
         r->tenant = gj[i].tenant;
-        gang_shape(gj[i].gpus, &r->n_tasks, &r->gpus);
+        gang_shape(s, gj[i].gpus, &r->n_tasks, &r->gpus);
         r->prio_class = kind_class[gj[i].kind];
     }
     s->n_jobs = s->read_jobs = n;
@@ -425,6 +547,370 @@ int replay_setup_synthetic(struct replay_setup *s, const char *vcs_path, const c
 fail:
     allot_free(mt);
     allot_free(gj);
+    replay_setup_free(s);
+    return rc;
+}
+
+/* ---- traces (Slurm accounting, allot plan's history) --------------------------- */
+
+int replay_trace_intern(struct replay_trace *t, bool prio, const char *name)
+{
+    char ***v = prio ? &t->prio : &t->tenants;
+    int *n = prio ? &t->n_prio : &t->n_tenants;
+    char **grown;
+
+    for (int i = 0; i < *n; i++)
+        if (strcmp((*v)[i], name) == 0)
+            return i;
+    grown = allot_realloc(*v, (size_t)(*n + 1) * sizeof(**v));
+    if (!grown)
+        return ALLOT_ENOMEM;
+    *v = grown;
+    grown[*n] = allot_strdup(name);
+    if (!grown[*n])
+        return ALLOT_ENOMEM;
+    return (*n)++;
+}
+
+int replay_trace_add(struct replay_trace *t, const struct replay_trace_job *j)
+{
+    if (t->n == t->cap && allot_grow((void **)&t->v, &t->cap, t->n + 1, sizeof(*t->v)) < 0)
+        return ALLOT_ENOMEM;
+    t->v[t->n++] = *j;
+    return 0;
+}
+
+void replay_trace_free(struct replay_trace *t)
+{
+    if (!t)
+        return;
+    for (int i = 0; i < t->n_tenants; i++)
+        allot_free(t->tenants[i]);
+    for (int i = 0; i < t->n_prio; i++)
+        allot_free(t->prio[i]);
+    allot_free(t->tenants);
+    allot_free(t->prio);
+    allot_free(t->v);
+    memset(t, 0, sizeof(*t));
+}
+
+/* Strict decimal in [0, max]: digits only. */
+static bool parse_count(const char *s, size_t n, int64_t max, int64_t *out)
+{
+    int64_t v = 0;
+
+    if (n == 0)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9' || v > (max - (s[i] - '0')) / 10)
+            return false;
+        v = v * 10 + (s[i] - '0');
+    }
+    *out = v;
+    return true;
+}
+
+int replay_parse_group(const char *spec, const struct allot_catalog *cat,
+                       struct replay_node_group *g, char *err, size_t errlen)
+{
+    const char *p = spec, *x = strchr(spec, 'x'), *colon;
+    char model[ALLOT_MODEL_NAME_MAX];
+    int64_t count = 1, gpus = REPLAY_NODE_GPUS, cores, mem;
+    size_t n;
+    int idx;
+
+    memset(g, 0, sizeof(*g));
+    /* "16xH100": the count is the digits before the first 'x' */
+    if (x && x > p && strspn(p, "0123456789") == (size_t)(x - p)) {
+        if (!parse_count(p, (size_t)(x - p), REPLAY_MAX_NODES, &count) || count < 1)
+            goto bad;
+        p = x + 1;
+    }
+    colon = strchr(p, ':');
+    n = colon ? (size_t)(colon - p) : strlen(p);
+    if (n == 0 || n >= sizeof(model))
+        goto bad;
+    memcpy(model, p, n);
+    model[n] = 0;
+    idx = allot_catalog_find_model(cat, model);
+    if (idx < 0) {
+        allot_fmt(err, errlen, "node group \"%s\": no GPU model \"%s\" in the catalog", spec,
+                  model);
+        return ALLOT_EINVAL;
+    }
+    if (colon) {
+        const char *q = colon + 1, *c2 = strchr(q, ':');
+
+        if (!parse_count(q, c2 ? (size_t)(c2 - q) : strlen(q), ALLOT_MAX_GPUS, &gpus) ||
+            gpus < 1)
+            goto bad;
+        colon = c2;
+    }
+    cores = 8 * gpus;
+    mem = 65536 * gpus;
+    if (colon) {
+        const char *q = colon + 1, *c2 = strchr(q, ':');
+
+        if (!parse_count(q, c2 ? (size_t)(c2 - q) : strlen(q), 100000, &cores) || cores < 1)
+            goto bad;
+        if (c2) {
+            const char *m = c2 + 1;
+            size_t ml = strlen(m), digits = strspn(m, "0123456789");
+            int64_t unit = 1024; /* GiB by default */
+
+            if (digits < ml) {
+                if (strcmp(m + digits, "Mi") == 0)
+                    unit = 1;
+                else if (strcmp(m + digits, "Gi") == 0)
+                    unit = 1024;
+                else if (strcmp(m + digits, "Ti") == 0)
+                    unit = 1024 * 1024;
+                else
+                    goto bad;
+            }
+            if (!parse_count(m, digits, INT64_MAX / (1024 * 1024) / 1024, &mem) || mem < 1)
+                goto bad;
+            mem *= unit;
+        }
+    }
+    allot_fmt(g->model, sizeof(g->model), "%s", cat->models[idx].name);
+    g->model_idx = idx;
+    g->gpus = (int)gpus;
+    g->cpu_milli = cores * ALLOT_MILLI;
+    g->mem_mib = mem;
+    g->count = (int)count;
+    return 0;
+bad:
+    allot_fmt(err, errlen,
+              "node group \"%s\": want [COUNTx]MODEL[:GPUS[:CORES[:MEM]]], e.g. 16xH100-80GB or "
+              "4xA100-80GB:4:64:512Gi (GPUS 1..%d, MEM in GiB or with Mi/Gi/Ti)",
+              spec, ALLOT_MAX_GPUS);
+    return ALLOT_EINVAL;
+}
+
+/* A tenant path element made of a trace's tenant name: characters outside
+ * [A-Za-z0-9_.-] become '_'. */
+static void path_of(const char *name, char *out, size_t n)
+{
+    size_t i = 0;
+
+    for (; name[i] && i + 1 < n && i < SIM_TENANT_PATH_MAX; i++) {
+        char c = name[i];
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '_' || c == '.' || c == '-';
+
+        out[i] = ok ? c : '_';
+    }
+    out[i] = 0;
+    if (i == 0)
+        allot_fmt(out, n, "_");
+}
+
+/* A tenants document with one leaf per trace tenant: nominal = share of
+ * `gpus` by the GPU-time asked in the window (or equal). */
+static int tenants_generate(struct replay_setup *s, const struct replay_trace *tr,
+                            const double *gpu_s, double gpus, bool equal, char *err,
+                            size_t errlen)
+{
+    size_t cap = 64 + (size_t)tr->n_tenants * (SIM_TENANT_PATH_MAX + 96), used;
+    char *doc = allot_malloc(cap), name[SIM_TENANT_PATH_MAX + 1];
+    double total = 0;
+    int rc;
+
+    if (!doc)
+        return oom(err, errlen);
+    for (int i = 0; i < tr->n_tenants; i++)
+        total += gpu_s[i];
+    allot_fmt(doc, cap, "version: 1\ntenants:\n");
+    used = strlen(doc);
+    for (int i = 0; i < tr->n_tenants; i++) {
+        double share = equal || total <= 0 ? 1.0 / tr->n_tenants : gpu_s[i] / total;
+        double nominal = floor(share * gpus * 1000.0) / 1000.0;
+
+        path_of(tr->tenants[i], name, sizeof(name));
+        allot_fmt(doc + used, cap - used, "  - path: \"%s\"\n    quotas: {gpu: %.3f}\n", name,
+                  nominal);
+        used += strlen(doc + used);
+    }
+    rc = sim_tenants_parse(doc, used, "the accounts", s->cat, &s->conf, err, errlen);
+    allot_free(doc);
+    return rc ? rc : tenants_adopt(s, "the accounts", err, errlen);
+}
+
+/* Applies the caller's GPU nominal changes to s->conf. */
+static int apply_quota(struct replay_setup *s, const struct replay_trace_opts *o, char *err,
+                       size_t errlen)
+{
+    for (int q = 0; q < o->n_quota; q++) {
+        int found = -1;
+
+        for (size_t i = 0; i < s->conf.n; i++) {
+            const char *p = s->conf.v[i].path, *slash = strrchr(p, '/');
+
+            if (strcmp(p, o->quota[q].tenant) == 0 ||
+                (slash && strcmp(slash + 1, o->quota[q].tenant) == 0)) {
+                found = (int)i;
+                break;
+            }
+        }
+        if (found < 0) {
+            allot_fmt(err, errlen, "--quota: no tenant \"%s\"", o->quota[q].tenant);
+            return ALLOT_EINVAL;
+        }
+        if (!s->conf.v[found].has_quota[ALLOT_RES_GPU]) {
+            s->conf.v[found].quota[ALLOT_RES_GPU].borrow_limit = ALLOT_UNLIMITED;
+            s->conf.v[found].quota[ALLOT_RES_GPU].lend_limit = ALLOT_UNLIMITED;
+        }
+        s->conf.v[found].has_quota[ALLOT_RES_GPU] = true;
+        s->conf.v[found].quota[ALLOT_RES_GPU].nominal = o->quota[q].gpu_milli;
+    }
+    return 0;
+}
+
+int replay_setup_trace(struct replay_setup *s, const struct replay_trace *tr,
+                       const struct replay_trace_opts *o, char *err, size_t errlen)
+{
+    int *map = NULL, *prio = NULL, rc;
+    double *gpu_s = NULL, span;
+    int64_t first = INT64_MAX, last = INT64_MIN;
+    bool given = o->tenants_path || o->tenants_buf;
+
+    if ((rc = setup_begin(s, err, errlen)) < 0 ||
+        (rc = set_nodes(s, o->shape, o->groups, o->n_groups, err, errlen)) < 0)
+        goto fail;
+    if (o->load > 0 && o->n_groups > 0) {
+        allot_fmt(err, errlen, "--load rescales a cluster sized from the tenants, not given nodes");
+        rc = ALLOT_EINVAL;
+        goto fail;
+    }
+    map = allot_malloc(((size_t)tr->n_tenants + 1) * sizeof(*map));
+    prio = allot_malloc(((size_t)tr->n_prio + 1) * sizeof(*prio));
+    gpu_s = allot_calloc((size_t)tr->n_tenants + 1, sizeof(*gpu_s));
+    s->jobs = allot_calloc(tr->n + 1, sizeof(*s->jobs));
+    if (!map || !prio || !gpu_s || !s->jobs) {
+        rc = oom(err, errlen);
+        goto fail;
+    }
+    if (o->tenants_path)
+        rc = tenants_from_conf(s, o->tenants_path, err, errlen);
+    else if (o->tenants_buf)
+        rc = sim_tenants_parse(o->tenants_buf, o->tenants_len,
+                               o->tenants_name ? o->tenants_name : "tenants", s->cat, &s->conf,
+                               err, errlen);
+    if (rc < 0)
+        goto fail;
+    if (o->tenants_buf && !o->tenants_path &&
+        ((rc = apply_quota(s, o, err, errlen)) < 0 ||
+         (rc = tenants_adopt(s, o->tenants_name ? o->tenants_name : "tenants", err, errlen)) < 0))
+        goto fail;
+    for (int v = 0; v < tr->n_tenants; v++) {
+        char name[SIM_TENANT_PATH_MAX + 1];
+
+        path_of(tr->tenants[v], name, sizeof(name));
+        map[v] = given ? tenant_of_vc(s, name) : v;
+        if (map[v] == -2) {
+            allot_fmt(err, errlen, "tenant \"%s\" matches the last path element of several leaves",
+                      tr->tenants[v]);
+            rc = ALLOT_EINVAL;
+            goto fail;
+        }
+    }
+    for (int p = 0; p < tr->n_prio; p++) {
+        prio[p] = -1;
+        for (int k = 0; s->has_conf && k < s->conf.n_prio; k++)
+            if (strcmp(s->conf.prio[k].name, tr->prio[p]) == 0)
+                prio[p] = k;
+    }
+    s->read_jobs = tr->n;
+    for (size_t i = 0; i < tr->n; i++) {
+        const struct replay_trace_job *j = &tr->v[i];
+
+        if (map[j->tenant] < 0 || j->gpus <= 0 || j->duration <= 0)
+            continue;
+        first = j->submit < first ? j->submit : first;
+        last = j->submit > last ? j->submit : last;
+    }
+    s->from = o->from >= 0 ? o->from : first;
+    s->to = o->to >= 0 ? o->to : (last == INT64_MIN ? INT64_MAX : last + 1);
+    if (first == INT64_MAX || s->from >= s->to) {
+        allot_fmt(err, errlen, "%s: no job of a known tenant with GPUs and a duration %s",
+                  tr->source, first == INT64_MAX ? "at all" : "in the window");
+        rc = ALLOT_EINVAL;
+        goto fail;
+    }
+    for (size_t i = 0; i < tr->n; i++) {
+        const struct replay_trace_job *j = &tr->v[i];
+        struct replay_job *r = &s->jobs[s->n_jobs];
+
+        if (j->submit < s->from || j->submit >= s->to) {
+            s->outside++;
+            continue;
+        }
+        if (map[j->tenant] < 0) {
+            s->other_vc++;
+            continue;
+        }
+        if (j->gpus <= 0 || j->duration <= 0) {
+            s->zero++;
+            continue;
+        }
+        if (j->gpus > REPLAY_MAX_JOB_GPUS || (s->n_groups > 0 && j->gpus > replay_setup_gpus(s))) {
+            s->too_big++;
+            continue;
+        }
+        r->submit = j->submit;
+        r->duration = j->duration;
+        r->tenant = map[j->tenant];
+        gang_shape(s, j->gpus, &r->n_tasks, &r->gpus);
+        s->rounded_up += (int64_t)r->n_tasks * r->gpus != j->gpus;
+        r->prio_class = j->prio >= 0 && j->prio < tr->n_prio ? prio[j->prio] : -1;
+        r->line = j->line;
+        gpu_s[j->tenant] += (double)j->gpus * (double)j->duration;
+        s->n_jobs++;
+    }
+    if (s->n_jobs == 0) {
+        allot_fmt(err, errlen, "%s: no job to replay in the window", tr->source);
+        rc = ALLOT_EINVAL;
+        goto fail;
+    }
+    if ((rc = bound_window(s, err, errlen)) < 0)
+        goto fail;
+    span = (double)(s->to - s->from);
+    if (!given) {
+        double offered = 0;
+
+        for (int v = 0; v < tr->n_tenants; v++)
+            offered += gpu_s[v];
+        if ((rc = tenants_generate(s, tr, gpu_s,
+                                   s->n_groups ? (double)replay_setup_gpus(s) : offered / span,
+                                   o->equal_shares, err, errlen)) < 0 ||
+            (rc = apply_quota(s, o, err, errlen)) < 0)
+            goto fail;
+        /* tenants_adopt ran before the changes: take them into the leaves */
+        for (int t = 0; t < s->n_tenants; t++) {
+            const struct sim_tenant_conf *c = &s->conf.v[s->tenants[t].conf];
+
+            s->tenants[t].nominal_milli = c->quota[ALLOT_RES_GPU].nominal;
+        }
+    } else if (o->tenants_path && o->n_quota) {
+        allot_fmt(err, errlen, "--quota goes with a tenants document in memory, not a file");
+        rc = ALLOT_EINVAL;
+        goto fail;
+    }
+    qsort(s->jobs, s->n_jobs, sizeof(*s->jobs), cmp_job);
+    finish_setup(s);
+    if (o->load > 0 && (rc = rescale(s, o->load, err, errlen)) < 0)
+        goto fail;
+    s->load = s->offered_gpu_s / window_gpu_s(s);
+    allot_fmt(s->source, sizeof(s->source), "%s", tr->source);
+    allot_free(map);
+    allot_free(prio);
+    allot_free(gpu_s);
+    return 0;
+fail:
+    allot_free(map);
+    allot_free(prio);
+    allot_free(gpu_s);
     replay_setup_free(s);
     return rc;
 }
