@@ -1,6 +1,7 @@
 // The dashboard's shell: sign-in, hash routing (#/overview, #/jobs?state=...),
-// and live updates. The shown page is refreshed every POLL_MS while the tab
-// is visible; a hidden tab makes no calls. One refresh at a time.
+// and live updates. The shown page is refreshed every POLL_MS (or its own
+// pollMs) while the tab is visible; a hidden tab makes no calls. One
+// refresh at a time.
 
 import {ApiError, get, setToken, token} from "./api.js";
 import * as overview from "./pages/overview.js";
@@ -60,7 +61,7 @@ async function refresh() {
 function schedule() {
   clearInterval(timer);
   timer = 0;
-  if (!document.hidden && current) timer = setInterval(refresh, POLL_MS);
+  if (!document.hidden && current) timer = setInterval(refresh, PAGES[current.name].pollMs || POLL_MS);
 }
 
 function show() {

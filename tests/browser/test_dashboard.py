@@ -116,10 +116,14 @@ def page_text():
 def goto(page, ready_js, what):
     """Opens #/page and waits until ready_js (a function body) is truthy."""
     br.js("location.hash = arguments[0];", page)
-    br.wait("return document.getElementById('page').dataset.page === arguments[0] && "
-            "/updated/.test(document.getElementById('status').textContent);",
-            "page %s loaded" % page, 15, page.split("?")[0].lstrip("#/"))
-    return br.wait(ready_js, what)
+    try:
+        br.wait("return document.getElementById('page').dataset.page === arguments[0] && "
+                "/updated/.test(document.getElementById('status').textContent);",
+                "page %s loaded" % page, 15, page.split("?")[0].lstrip("#/"))
+        return br.wait(ready_js, what)
+    except AssertionError as e:
+        raise AssertionError("%s; the page's status: %r; console: %r" % (
+            e, br.js("return document.getElementById('status').textContent;"), br.logs()))
 
 
 def login(token):
@@ -309,6 +313,9 @@ def test_usage_and_invoices():
     tenants = br.js("return [...document.querySelectorAll('#usage-totals tr[data-tenant]')]"
                     ".map(function (r) { return r.dataset.tenant; });")
     assert "research" in tenants, tenants
+    models = br.js("return [...document.querySelectorAll('#usage-models tr[data-model]')]"
+                   ".map(function (r) { return r.dataset.model; });")
+    assert "H100-80GB" in models and "A100-80GB" in models, models
     bars = br.js("return document.querySelectorAll('#usage-chart rect[data-series]').length;")
     assert bars >= 1, "no usage bars"
     period = time.strftime("%Y-%m", time.gmtime())

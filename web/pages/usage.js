@@ -9,6 +9,7 @@ import {stackedColumns} from "../charts.js";
 import {fmtMoney, fmtNum, fmtQty, fmtTime, h, nowSec, table, tenantColor, tenantTag, thisMonth} from "../util.js";
 
 export const title = "Usage & invoices";
+export const pollMs = 15000; // allotd rolls usage up every --meter-interval (60 s by default)
 
 function nextMonth(period) {
   let [y, m] = period.split("-").map(Number);
@@ -72,18 +73,20 @@ export function mount(root, params, ctx) {
       const range = by.value === "day"
         ? `from=${period}-01&to=${nextMonth(period)}-01`
         : `from=${nowSec() - 48 * 3600}&to=${nowSec()}`;
-      const [series, totals, book] = await Promise.all([
+      const whole = `from=${period}-01&to=${nextMonth(period)}-01`;
+      const [series, totals, models, book] = await Promise.all([
         get(`/v1/usage?${range}&by=${by.value}&split=tenant`),
-        get(`/v1/usage?from=${period}-01&to=${nextMonth(period)}-01&by=tenant`),
+        get(`/v1/usage?${whole}&by=tenant`),
+        get(`/v1/usage?${whole}&by=model`),
         priceBook(),
       ]);
       const inv = book ? await get(`/v1/invoices?period=${period}`) : null;
-      body.replaceChildren(...render(period, by.value, series, totals, inv, download));
+      body.replaceChildren(...render(period, by.value, series, totals, models, inv, download));
     },
   };
 }
 
-function render(period, by, series, totals, inv, download) {
+function render(period, by, series, totals, models, inv, download) {
   const keys = axisKeys(by, period);
   const perTenant = new Map();
   for (const r of series.rows || []) {
@@ -112,6 +115,8 @@ function render(period, by, series, totals, inv, download) {
     table(["Tenant", "GPU-hours", "CPU core-hours", "Memory GiB-hours", "SM util", "GPU mem peak", "Energy", "Jobs"],
       (totals.rows || []).map((r) => trow(tenantTag(r.key), r, {"data-tenant": r.key}))
         .concat(totals.totals ? [trow("total", totals.totals, {class: "total"})] : []), {id: "usage-totals"}),
+    table(["GPU model", "GPU-hours", "CPU core-hours", "Memory GiB-hours", "SM util", "GPU mem peak", "Energy", "Jobs"],
+      (models.rows || []).map((r) => trow(r.key, r, {"data-model": r.key})), {id: "usage-models"}),
     h("p", {class: "note"}, "GPU-hours count GPU-equivalents: a MIG instance its share of the GPU's compute slices, ",
       "a fraction its share of the GPU. Days and hours are UTC.", series.as_of ? ` Up to date as of ${fmtTime(series.as_of)}.` : ""),
   ];
