@@ -59,7 +59,7 @@ test-asan: deps
 # libFuzzer on a copy of each committed corpus (docs/fuzzing.md)
 FUZZ         ?= build-fuzz
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS  = jobspec tenants http cli_input
+FUZZ_TARGETS  = jobspec tenants http cli_input sacct
 
 fuzz: deps
 	@command -v clang >/dev/null || { echo "make fuzz needs clang" >&2; exit 1; }

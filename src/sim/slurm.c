@@ -432,9 +432,11 @@ int slurm_parse_sacct(const char *buf, size_t len, const char *name, int64_t tz_
         j.line = line > UINT32_MAX ? UINT32_MAX : (uint32_t)line;
         j.tenant = replay_trace_intern(tr, false, *f[col[SC_ACCOUNT]] ? f[col[SC_ACCOUNT]]
                                                                       : "(no account)");
-        j.prio = col[SC_QOS] >= 0 && *f[col[SC_QOS]] ? replay_trace_intern(tr, true, f[col[SC_QOS]])
-                                                     : -1;
-        if (j.tenant < 0 || j.prio == ALLOT_ENOMEM || replay_trace_add(tr, &j) < 0) {
+        j.prio = -1;
+        if (j.tenant >= 0 && col[SC_QOS] >= 0 && *f[col[SC_QOS]] &&
+            (j.prio = replay_trace_intern(tr, true, f[col[SC_QOS]])) < 0)
+            j.tenant = ALLOT_ENOMEM;
+        if (j.tenant < 0 || replay_trace_add(tr, &j) < 0) {
             allot_fmt(err, errlen, "out of memory");
             rc = ALLOT_ENOMEM;
             goto out;
