@@ -369,7 +369,6 @@ def test_idle_and_health():
     assert br.js("return document.querySelector('[data-card=unhealthy] .value').textContent;") \
         == "1"
     no_console_errors("idle")
-    shot("idle")
     goto("#/nodes", "return document.querySelector('[data-node=gpu-3] .gpu[data-uuid=GPU-f1]');",
          "gpu-3 on the map")
     health = br.js("return [...document.querySelectorAll('[data-node=gpu-3] .gpu')].map("
@@ -377,6 +376,33 @@ def test_idle_and_health():
     assert health == ["healthy free", "unhealthy unhealthy"], health
     no_console_errors("nodes with an unhealthy GPU")
     shot("nodes")
+
+
+def test_anomalies_and_fencing():
+    """gpu-2's agent comes back reporting 0 % instead of 60 %: the MIG notebook's utilisation
+    changed abruptly (an anomaly); gpu-3, with its unhealthy GPU, is fenced."""
+    jid = jobs["notebook"]
+    gpu2 = [a for a in agents if a.name == "gpu-2"][0]
+    gpu2.stop()
+    gpu2.args[gpu2.args.index("--emulate-util") + 1] = "0"
+    gpu2.start()  # adopts the running notebook
+    end = time.time() + 30
+    while time.time() < end:
+        found = expect(dm.req("GET", "/v1/anomalies", token=dm.admin), 200)["anomalies"]
+        if any(a.get("job") == jid for a in found):
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError("no anomaly for the notebook: %r" % found)
+    row = goto("#/idle", "var r = document.querySelector('#anomalies tr[data-job=\"%d\"]');"
+               "return r && r.innerText;" % jid, "the notebook's anomaly")
+    assert "interns" in row and "notebook" in row, row
+    if [a for a in agents if a.name == "gpu-3"]:
+        fenced = br.wait("var r = document.querySelector('#not-ready tr[data-node=gpu-3]');"
+                         "return r && r.innerText;", "gpu-3 fenced")
+        assert "Xid 79" in fenced, fenced
+    no_console_errors("anomalies")
+    shot("idle")
 
 
 def test_hidden_tab_makes_no_calls():
@@ -447,8 +473,10 @@ def test_member_sees_only_its_tenant():
         assert set(seen) == {"interns"}, seen
         assert not br.js("return document.getElementById('cluster-total');"), "cluster cost shown"
         goto("#/idle", "return document.getElementById('idle');", "the member's idle jobs")
-        assert br.js("return document.querySelectorAll('#idle tr[data-job]').length;") == 0, \
-            "a member sees another tenant's idle job"
+        seen = br.js("return [...document.querySelectorAll('#idle tr[data-job], "
+                     "#anomalies tr[data-kind]')].map(function (r) {"
+                     "return r.querySelector('[data-tenant]').dataset.tenant; });")
+        assert set(seen) <= {"interns"}, seen
     goto("#/overview", "return document.querySelector('#by-tenant tr[data-tenant]');",
          "the member's overview")
     rows = br.js("return [...document.querySelectorAll('#by-tenant tr[data-tenant]')]"
@@ -463,7 +491,7 @@ def test_member_sees_only_its_tenant():
 def setup():
     global dm, br, url, member, viewer
     dm = Daemon(args=["--ui-dir", os.path.join(fx.SOURCE, "web"), "--meter-interval", "200ms",
-                      "--idle-window", "2s", "--idle-threshold", "10"])
+                      "--idle-window", "2s", "--idle-threshold", "10", "--anomaly-window", "4s"])
     url = "http://127.0.0.1:%d/ui/" % dm.port
     expect(dm.req("PUT", "/v1/tenants", TENANTS, token=dm.admin), 200)
     if metering():
@@ -516,7 +544,8 @@ def main():
         setup()
         tests = [test_console_check_catches_errors, test_login_and_overview, test_tenants,
                  test_jobs_page, test_live_update_and_cancel, test_gpu_map,
-                 test_usage_and_invoices, test_idle_and_health, test_hidden_tab_makes_no_calls,
+                 test_usage_and_invoices, test_idle_and_health, test_anomalies_and_fencing,
+                 test_hidden_tab_makes_no_calls,
                  test_viewer_cannot_cancel, test_member_sees_only_its_tenant]
         try:
             fx.run(tests)  # exits: 0 when every test passed

@@ -79,6 +79,7 @@ function render(nodes, jobs) {
         h("div", {class: "node-head"},
           h("strong", null, n.name),
           h("span", {class: "state " + n.state}, n.state),
+          n.fenced ? h("span", {class: "state fenced", title: n.fenced}, "fenced: " + n.fenced) : null,
           h("span", null, `${gpus.length} × ${gpus.length ? gpus[0].model : "no GPU"}`),
           h("span", null, `mode ${inv.gpu_mode || "shared"}`),
           h("span", null, `${fmtNum(inv.cpus, 1)} CPUs, ${fmtNum((inv.memory || 0) / 1024, 1)} GiB`),
