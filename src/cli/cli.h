@@ -266,6 +266,7 @@ int cmd_invoice(struct cli *c, int argc, char **argv);
 int cmd_pricebook(struct cli *c, int argc, char **argv);
 int cmd_idle(struct cli *c, int argc, char **argv);
 int cmd_anomalies(struct cli *c, int argc, char **argv);
+int cmd_plan(struct cli *c, int argc, char **argv);
 int cmd_tokens(struct cli *c, int argc, char **argv);
 int cmd_audit(struct cli *c, int argc, char **argv);
 int cmd_top(struct cli *c, int argc, char **argv);

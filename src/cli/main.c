@@ -40,6 +40,7 @@ static const struct verb verbs[] = {
     {"pricebook", cmd_pricebook, "the price book: show, apply -f FILE"},
     {"idle", cmd_idle, "running jobs holding GPUs they do not use"},
     {"anomalies", cmd_anomalies, "unusual tenant usage and job patterns"},
+    {"plan", cmd_plan, "what if: replay the history on a changed cluster; --forecast"},
 };
 
 #define N_VERBS (sizeof(verbs) / sizeof(verbs[0]))

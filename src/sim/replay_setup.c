@@ -804,10 +804,9 @@ int replay_setup_trace(struct replay_setup *s, const struct replay_trace *tr,
          (rc = tenants_adopt(s, o->tenants_name ? o->tenants_name : "tenants", err, errlen)) < 0))
         goto fail;
     for (int v = 0; v < tr->n_tenants; v++) {
-        char name[SIM_TENANT_PATH_MAX + 1];
-
-        path_of(tr->tenants[v], name, sizeof(name));
-        map[v] = given ? tenant_of_vc(s, name) : v;
+        /* a tenants document names them as the trace does; without one
+         * each trace tenant becomes the generated leaf of the same index */
+        map[v] = given ? tenant_of_vc(s, tr->tenants[v]) : v;
         if (map[v] == -2) {
             allot_fmt(err, errlen, "tenant \"%s\" matches the last path element of several leaves",
                       tr->tenants[v]);
