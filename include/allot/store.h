@@ -496,6 +496,21 @@ int allot_store_usage_list(struct allot_store *st, int64_t from, int64_t to,
                            struct allot_store_usage **out, size_t *n);
 void allot_store_usages_free(struct allot_store_usage *u, size_t n);
 
+/* ---- tenant networks ------------------------------------------------------------- */
+
+/* A tenant's network: its subnet and VXLAN id, allotted once and kept. */
+struct allot_store_net {
+    char *tenant;
+    int64_t vni;
+    char *subnet; /* "198.18.16.0/24" */
+};
+/* Records a tenant's network; ALLOT_EEXIST when the tenant, vni or subnet
+ * is taken. */
+int allot_store_net_add(struct allot_store *st, const struct allot_store_net *n);
+/* Every tenant network, by vni. */
+int allot_store_net_list(struct allot_store *st, struct allot_store_net **out, size_t *n);
+void allot_store_nets_free(struct allot_store_net *v, size_t n);
+
 /* ---- back-ends -------------------------------------------------------------------- */
 
 /*
@@ -568,6 +583,8 @@ struct allot_store_ops {
                          const struct allot_store_usage *rows, size_t n);
     int (*usage_list)(struct allot_store *st, int64_t from, int64_t to,
                       struct allot_store_usage **out, size_t *n);
+    int (*net_add)(struct allot_store *st, const struct allot_store_net *n);
+    int (*net_list)(struct allot_store *st, struct allot_store_net **out, size_t *n);
 };
 
 #endif

@@ -482,12 +482,21 @@ static void show_one(const json_t *j)
     json_array_foreach(json_object_get(pl, "tasks"), i, x)
     {
         json_t *mig = json_object_get(x, "mig_profile");
-        printf("%-13s task %lld on %s, GPUs %s%s%s\n",
+        json_t *addr = json_object_get(x, "address");
+        printf("%-13s task %lld on %s, GPUs %s%s%s%s%s\n",
                i ? "" : "placement:", (long long)json_integer_value(json_object_get(x, "task")),
                json_string_value(json_object_get(x, "node")),
                out_cell(json_object_get(x, "gpus"), b1, sizeof(b1)), mig ? ", MIG " : "",
-               mig ? json_string_value(mig) : "");
+               mig ? json_string_value(mig) : "", addr ? ", address " : "",
+               addr ? json_string_value(addr) : "");
     }
+    json_t *net = json_object_get(j, "network");
+    if (net)
+        printf("%-13s tenant %s, subnet %s, gateway %s, VXLAN %lld\n",
+               "network:", json_string_value(json_object_get(net, "tenant")),
+               json_string_value(json_object_get(net, "subnet")),
+               json_string_value(json_object_get(net, "gateway")),
+               (long long)json_integer_value(json_object_get(net, "vni")));
 }
 
 /* One call per job id given (show, cancel): every id is checked first,

@@ -10,6 +10,7 @@
 #include "allot/store.h"
 
 #include <ctype.h>
+#include <stdio.h>
 #include <string.h>
 
 bool agentproto_name_ok(const char *s)
@@ -28,8 +29,8 @@ bool agentproto_name_ok(const char *s)
 int agentproto_inventory(json_t *b, const struct allot_catalog *cat, int *n_gpus, char *err,
                          size_t errlen)
 {
-    static const char *const fields[] = {"name",     "cpus",   "memory",      "gpus",
-                                         "gpu_mode", "labels", "island_size", NULL};
+    static const char *const fields[] = {"name",   "cpus",        "memory",   "gpus", "gpu_mode",
+                                         "labels", "island_size", "underlay", "rdma", NULL};
     static const char *const gpu_fields[] = {"model", "uuid", NULL};
     json_t *v, *g, *gv;
     const char *k, *model = NULL;
@@ -76,6 +77,29 @@ int agentproto_inventory(json_t *b, const struct allot_catalog *cat, int *n_gpus
         return allot_fmt(err, errlen, "field \"island_size\" must be an integer 0..%d",
                          ALLOT_MAX_GPUS),
                400;
+    if ((v = json_object_get(b, "underlay"))) {
+        unsigned a, c, d, e;
+        int n = 0;
+        const char *u = json_string_value(v);
+        if (!u || sscanf(u, "%3u.%3u.%3u.%3u%n", &a, &c, &d, &e, &n) != 4 || u[n] || a > 255 ||
+            c > 255 || d > 255 || e > 255)
+            return allot_fmt(err, errlen, "field \"underlay\" must be an IPv4 address"), 400;
+    }
+    if ((v = json_object_get(b, "rdma"))) {
+        size_t ri;
+        json_t *x;
+        if (!json_is_array(v) || json_array_size(v) > 64)
+            return allot_fmt(err, errlen, "field \"rdma\" must be an array of at most 64"), 400;
+        json_array_foreach(v, ri, x)
+        {
+            if (!json_is_object(x) || !json_is_string(json_object_get(x, "name")) ||
+                json_string_length(json_object_get(x, "name")) > 64 ||
+                (json_object_get(x, "vfs") && !json_is_integer(json_object_get(x, "vfs"))))
+                return allot_fmt(err, errlen,
+                                 "field \"rdma[%zu]\": want {\"name\": string, \"vfs\": int}", ri),
+                       400;
+        }
+    }
     v = json_object_get(b, "gpus");
     if (v && !json_is_array(v))
         return allot_fmt(err, errlen, "field \"gpus\" must be an array"), 400;

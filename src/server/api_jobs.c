@@ -8,6 +8,7 @@
 #include "http.h"
 #include "jobspec.h"
 #include "loop.h"
+#include "netconf.h"
 #include "refs.h"
 #include "reqparse.h"
 
@@ -382,13 +383,43 @@ static bool load_visible(struct req *r, struct allot_store_job *j)
     return true;
 }
 
+/* The job's tenant network ({tenant, vni, subnet, gateway}) when its tasks
+ * have addresses in it, else NULL. */
+static json_t *job_network(struct req *r, const struct allot_store_job *j)
+{
+    struct allot_store *st = srv_reader(r->srv);
+    struct allot_store_net *v = NULL;
+    size_t n = 0;
+    json_t *out = NULL;
+
+    if (!j->placement || !strstr(j->placement, "\"address\"") || !st ||
+        allot_store_net_list(st, &v, &n) < 0)
+        return NULL;
+    for (size_t i = 0; i < n && !out; i++) {
+        uint32_t a;
+        int p;
+        char gw[32];
+        if (strcmp(v[i].tenant, j->tenant) != 0 || !netconf_cidr(v[i].subnet, true, &a, &p))
+            continue;
+        netconf_fmt(a + 1, -1, gw, sizeof(gw));
+        out = json_pack("{s:s,s:I,s:s,s:s}", "tenant", v[i].tenant, "vni", (json_int_t)v[i].vni,
+                        "subnet", v[i].subnet, "gateway", gw);
+    }
+    allot_store_nets_free(v, n);
+    return out;
+}
+
 int api_jobs_get(struct req *r)
 {
     struct allot_store_job j = {0};
+    json_t *o, *net;
 
     if (!load_visible(r, &j))
         return 0;
-    api_json(r, 200, api_job_json(&j));
+    o = api_job_json(&j);
+    if (o && (net = job_network(r, &j)))
+        json_object_set_new(o, "network", net);
+    api_json(r, 200, o);
     allot_store_job_clear(&j);
     return 0;
 }

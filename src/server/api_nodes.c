@@ -358,10 +358,13 @@ int api_nodes_heartbeat(struct req *r)
         json_t *desired =
             loop_desired_wait(r->srv->loop, name, known, json_array_size(jobs) ? 0 : wait_ms,
                               version, sizeof(version));
-        api_json(r, 200,
-                 json_pack("{s:s,s:s,s:I,s:o,s:s}", "node", name, "state",
-                           allot_store_node_state_name(n.state), "lease_expiry", (json_int_t)expiry,
-                           "jobs", desired, "version", version));
+        json_t *reply = json_pack("{s:s,s:s,s:I,s:o,s:s}", "node", name, "state",
+                                  allot_store_node_state_name(n.state), "lease_expiry",
+                                  (json_int_t)expiry, "jobs", desired, "version", version);
+        json_t *peers = loop_node_peers(r->srv->loop, name);
+        if (peers) /* tenant networks: the other nodes of each overlay */
+            json_object_set_new(reply, "network", json_pack("{s:o}", "peers", peers));
+        api_json(r, 200, reply);
     }
     allot_store_node_clear(&n);
     goto out;

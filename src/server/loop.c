@@ -159,12 +159,24 @@ static int add_node(struct loop *l, const char *name, const char *inventory, int
     }
     for (size_t f = cap_before; f < l->cap_fenced; f++)
         l->fenced[f] = false;
+    size_t ucap = l->cap_underlay;
+    if (allot_grow((void **)&l->underlay, &l->cap_underlay,
+                   (size_t)allot_cluster_node_count(l->c) + 1, sizeof(*l->underlay)) < 0) {
+        json_decref(inv);
+        return ALLOT_ENOMEM;
+    }
+    for (size_t f = ucap; f < l->cap_underlay; f++)
+        l->underlay[f] = NULL;
     rc = allot_cluster_add_node(l->c, &ns, err, sizeof(err));
     if (rc < 0)
         LOG_ERROR("loop", "node %s not added: %s", name, err);
     else {
         /* a full lease from now, also after a restart of allotd */
         l->expiry[rc] = srv_now() + l->srv->cfg.lease / 1000;
+        /* its address on the data-centre network: the tenant overlays' peer */
+        const char *ul = json_string_value(json_object_get(inv, "underlay"));
+        allot_free(l->underlay[rc]);
+        l->underlay[rc] = ul ? allot_strdup(ul) : NULL;
         if (sstate != ALLOT_SN_READY)
             allot_cluster_set_state(
                 l->c, rc, sstate == ALLOT_SN_LOST ? ALLOT_NODE_LOST : ALLOT_NODE_DRAINING);
@@ -246,6 +258,7 @@ static int load_tenants(struct loop *l)
         return 0; /* nothing applied yet */
     }
     rc = tenants_doc_parse(doc, l->srv->cat, &conf, err, sizeof(err));
+    lnet_tenants(l, doc); /* the tenants' network quotas and egress */
     json_decref(doc);
     /* a tenant that spent its budget (hold_borrowed) borrows nothing more */
     for (size_t i = 0; rc == 0 && i < conf.n; i++)
@@ -484,8 +497,11 @@ void loop_submit_job(struct loop *l, const struct allot_store_job *j, bool gate)
                                          .requeue = js.requeue,
                                          .parent = j->array_parent,
                                          .index = j->array_index,
-                                         .token_id = j->token_id};
+                                         .token_id = j->token_id,
+                                         .net_t = -1};
     l->live_at[qid] = (int32_t)(l->n_live - 1);
+    if (adopted)
+        lnet_adopt(l, &l->live[l->n_live - 1], j->tenant, j->placement);
 }
 
 static struct live *find_live(struct loop *l, int64_t sid, size_t *idx)
@@ -507,6 +523,7 @@ static void drop_live(struct loop *l, size_t i)
     if (qj && qj->state == ALLOT_JOB_DONE && allot_queue_forget(l->q, l->live[i].qid) < 0)
         LOG_WARN("loop", "job %lld: the core keeps its slot (out of memory)",
                  (long long)l->live[i].sid);
+    lnet_release(l, &l->live[i]);
     json_decref(l->live[i].spec);
     free(l->live[i].spec_text);
     free(l->live[i].wplacement);
@@ -1037,6 +1054,14 @@ static int changes_prepare(struct loop *l)
         if (c.want == ALLOT_SJ_STARTING) {
             json_t *pl = placement_json(l, qj);
 
+            /* its tasks' addresses in the tenant network, stored with the start */
+            if (pl && lnet_on(l) &&
+                lnet_assign(l, e,
+                            qj->spec.tenant >= 0 ? allot_tenants_get(l->t, qj->spec.tenant)->path
+                                                 : "",
+                            pl) < 0)
+                LOG_ERROR("loop", "job %lld starts without a tenant network address",
+                          (long long)e->sid);
             c.placement = pl ? json_dumps(pl, JSON_COMPACT) : NULL;
             json_decref(pl);
             if (!c.placement) {
@@ -1060,7 +1085,10 @@ static int changes_fn(struct allot_store *st, void *arg)
     struct loop_write *w = arg;
     struct loop *l = w->l;
     int64_t now = w->now;
+    int nrc = lnet_write(st, l); /* tenant networks cut for this cycle's starts */
 
+    if (nrc)
+        return nrc;
     for (size_t d = 0; d < l->n_decs; d++) {
         /* every core job came through loop_submit_job, which reserved its id */
         int32_t i =
@@ -1203,10 +1231,11 @@ static void publish(struct loop *l, double secs)
     for (size_t i = 0; i < l->n_live; i++) {
         const struct allot_job *qj = allot_queue_job(l->q, l->live[i].qid);
 
-        if (qj->state == ALLOT_JOB_PENDING) {
-            pend++;
+        if (qj->state == ALLOT_JOB_PENDING || qj->state == ALLOT_JOB_DONE) {
+            pend += qj->state == ALLOT_JOB_PENDING;
             json_decref(l->live[i].spec);
             l->live[i].spec = NULL;
+            lnet_release(l, &l->live[i]); /* not running: its addresses go back */
             continue;
         }
         run++;
@@ -1232,14 +1261,26 @@ static void publish(struct loop *l, double secs)
             json_object_set(x, "spec", l->live[i].spec);
             json_object_set_new(x, "user", json_string(token_name(l, l->live[i].token_id)));
             json_object_set_new(x, "stopping", json_boolean(qj->state == ALLOT_JOB_STOPPING));
+            if (lnet_on(l) && qj->spec.tenant >= 0) {
+                const struct allot_tenant *tn = allot_tenants_get(l->t, qj->spec.tenant);
+                lnet_decorate(l, &l->live[i], tn->path,
+                              qj->spec.prio_class >= 0 && qj->spec.prio_class < l->n_prio
+                                  ? l->prio[qj->spec.prio_class].value
+                                  : 0,
+                              qj->spec.task.isolation == ALLOT_ISO_EXCLUSIVE_NODE, x,
+                              l->live[i].wplacement, k);
+            }
             json_array_append(arr, x);
         }
         json_decref(pl);
     }
     pend += (int64_t)l->n_held;
+    json_t *peers = lnet_peers(l, d);
     pthread_mutex_lock(&l->dmu);
     json_decref(l->desired);
     l->desired = d;
+    json_decref(l->peers);
+    l->peers = peers;
     l->cycles++;
     l->cycle_sum += secs;
     for (int b = 0; b < N_CYCLE_BUCKETS; b++)
@@ -1279,7 +1320,8 @@ static void cycle(struct loop *l)
         LOG_ERROR("loop", "commit of decisions failed; rewriting them next cycle");
         for (size_t i = 0; i < l->n_live; i++)
             l->live[i].wstate = -1; /* differs from every state: written again */
-    }
+    } else if (l->n_decs || l->n_chg)
+        lnet_written(l);
     changes_clear(l);
     /* jobs the core ended (time limit) leave the live set */
     for (size_t i = l->n_live; i-- > 0;)
@@ -1306,6 +1348,9 @@ static void *loop_main(void *arg)
     struct loop *l = arg;
     int64_t interval_ms = l->srv->cfg.cycle_interval, gap_ms = l->srv->cfg.cycle_gap;
 
+    char nerr[300];
+    if (lnet_start(l, nerr, sizeof(nerr)) < 0)
+        LOG_ERROR("loop", "%s: tasks get no tenant network", nerr);
     if (rebuild(l) < 0)
         LOG_ERROR("loop", "rebuild from the store incomplete");
     cycle(l);
@@ -1431,8 +1476,14 @@ void loop_stop(struct loop *l)
         json_decref(l->live[i].spec);
         free(l->live[i].spec_text);
         free(l->live[i].wplacement);
+        allot_free(l->live[i].net_hosts);
     }
     allot_free(l->live);
+    lnet_stop(l);
+    for (size_t i = 0; i < l->cap_underlay; i++)
+        allot_free(l->underlay[i]);
+    allot_free(l->underlay);
+    json_decref(l->peers);
     changes_clear(l);
     allot_free(l->chg);
     for (size_t i = 0; i < l->n_held; i++)
@@ -1575,4 +1626,15 @@ void loop_metrics(struct loop *l, FILE *out)
     if (l->gauges)
         fputs(l->gauges, out);
     pthread_mutex_unlock(&l->dmu);
+}
+
+json_t *loop_node_peers(struct loop *l, const char *name)
+{
+    json_t *p;
+
+    pthread_mutex_lock(&l->dmu);
+    p = json_object_get(l->peers, name);
+    p = p ? json_deep_copy(p) : NULL;
+    pthread_mutex_unlock(&l->dmu);
+    return p;
 }

@@ -61,6 +61,10 @@ json_t *loop_desired_wait(struct loop *l, const char *name, const char *known, i
  * answer at once (at shutdown, before the HTTP server stops). */
 void loop_release_waiters(struct loop *l);
 
+/* The VXLAN peers of node `name`'s tenant networks ({vni: [underlay
+ * addresses of the other nodes hosting it]}; new reference) or NULL. */
+json_t *loop_node_peers(struct loop *l, const char *name);
+
 /* How many tasks are placed on node `name` (0 for an unknown node). */
 size_t loop_node_tasks(struct loop *l, const char *name);
 /* Scheduler metrics in Prometheus text format. */

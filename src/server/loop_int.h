@@ -28,21 +28,24 @@ struct msg {
 };
 
 struct live {
-    int64_t sid;      /* store job id */
-    int qid;          /* core job id */
-    int wstate;       /* store state last written (enum allot_store_job_state) */
-    int64_t wruns;    /* core run count when last written */
-    uint64_t wreason; /* hash of the pending reason last written */
-    char *spec_text;  /* owned (malloc): the stored spec, as JSON text */
-    json_t *spec;     /* owned: spec_text parsed while the job is placed (the
-                         desired state shows it), else NULL: memory follows
-                         the running jobs, not the waiting ones */
-    bool requeue;     /* back to pending when its node is lost */
-    int64_t parent;   /* array it belongs to (its first job's id), 0 = none */
-    int index;        /* its index in that array */
-    int64_t wstart;   /* start time last written */
-    char *wplacement; /* owned (malloc): placement last written, or NULL */
-    int64_t token_id; /* who submitted it: the agent maps the token's name to a user */
+    int64_t sid;         /* store job id */
+    int qid;             /* core job id */
+    int wstate;          /* store state last written (enum allot_store_job_state) */
+    int64_t wruns;       /* core run count when last written */
+    uint64_t wreason;    /* hash of the pending reason last written */
+    char *spec_text;     /* owned (malloc): the stored spec, as JSON text */
+    json_t *spec;        /* owned: spec_text parsed while the job is placed (the
+                            desired state shows it), else NULL: memory follows
+                            the running jobs, not the waiting ones */
+    bool requeue;        /* back to pending when its node is lost */
+    int64_t parent;      /* array it belongs to (its first job's id), 0 = none */
+    int index;           /* its index in that array */
+    int64_t wstart;      /* start time last written */
+    char *wplacement;    /* owned (malloc): placement last written, or NULL */
+    int64_t token_id;    /* who submitted it: the agent maps the token's name to a user */
+    int net_t;           /* its tenant network (loop_net.c), -1 none */
+    uint32_t *net_hosts; /* owned: the host indices its tasks hold there */
+    int n_net_hosts;
 };
 
 /* What a cycle writes for one live job (changes_prepare, changes_fn). */
@@ -107,6 +110,9 @@ struct loop {
     size_t cap_expiry;
     bool *fenced; /* per core node index: an unhealthy GPU keeps new work off it */
     size_t cap_fenced;
+    char **underlay; /* per core node index: its data-centre address (owned), or NULL */
+    size_t cap_underlay;
+    struct lnet *net; /* owned: tenant networks (loop_net.c), NULL when network is off */
     struct dec {
         int kind;
         int qid;
@@ -124,7 +130,8 @@ struct loop {
     double cycle_sum;
     uint64_t cycle_le[N_CYCLE_BUCKETS];
     int64_t jobs_pending, jobs_running, nodes, gpus, gpu_used_milli;
-    char *gauges; /* owned: per-tenant and per-model gauges, Prometheus text */
+    char *gauges;  /* owned: per-tenant and per-model gauges, Prometheus text */
+    json_t *peers; /* node -> {vni: [underlay of the other nodes]} (lnet_peers) */
     uint64_t wait_le[N_WAIT_BUCKETS], waits;
     double wait_sum;
 };
@@ -145,6 +152,32 @@ void loop_reject(struct loop *l, int64_t sid, const char *why);
  * dependencies or an array throttle is held back instead (gate_hold); the
  * gate lets it in once they allow. */
 void loop_submit_job(struct loop *l, const struct allot_store_job *j, bool gate);
+
+/* ---- tenant networks (loop_net.c) ---- */
+
+/* Sets up l->net when the network option is on, with the stored tenant
+ * networks. Returns 0 or ALLOT_E* (message in err). */
+int lnet_start(struct loop *l, char *err, size_t errlen);
+void lnet_stop(struct loop *l);
+bool lnet_on(const struct loop *l);
+/* Takes note of the tenants document's quotas.network entries. */
+void lnet_tenants(struct loop *l, json_t *doc);
+/* Gives live job e addresses in its tenant's network: "address" in each
+ * task of placement (placement_json's shape). 0, ALLOT_ENOSPC, ALLOT_ENOMEM. */
+int lnet_assign(struct loop *l, struct live *e, const char *tenant, json_t *placement);
+/* Marks the addresses of an adopted job's stored placement as taken. */
+void lnet_adopt(struct loop *l, struct live *e, const char *tenant, const char *placement);
+/* Gives back what e holds (its job stopped running, or left). */
+void lnet_release(struct loop *l, struct live *e);
+/* Writes the tenant networks cut since the last write (in changes_fn);
+ * lnet_written after the commit. */
+int lnet_write(struct allot_store *st, struct loop *l);
+void lnet_written(struct loop *l);
+/* Adds task `index`'s "network" to its desired-state entry. */
+void lnet_decorate(struct loop *l, const struct live *e, const char *tenant, int prio_value,
+                   bool exclusive, json_t *task, const char *stored_placement, size_t index);
+/* Per node, the VXLAN peers of each tenant network it hosts (new ref). */
+json_t *lnet_peers(struct loop *l, json_t *desired);
 
 /* ---- the gate (loop_gate.c) ---- */
 

@@ -38,6 +38,7 @@
 static const char *const log_formats[] = {"text", "json", NULL};
 static const char *const log_levels[] = {"error", "warn", "info", "debug", NULL};
 static const char *const idle_actions[] = {"notify", "preempt", NULL};
+static const char *const on_off[] = {"off", "on", NULL};
 
 static const struct allot_config_option options[] = {
     {.name = "data-dir",
@@ -215,6 +216,33 @@ static const struct allot_config_option options[] = {
      .max = 604800000,
      .help = "A running job whose GPU utilisation or memory in the last quarter of this "
              "window differs abruptly from the rest of it is reported. 0: never."},
+    {.name = "network",
+     .type = ALLOT_CFG_ENUM,
+     .offset = F(network),
+     .def = "off",
+     .choices = on_off,
+     .help = "on: every task gets an address in its tenant's network, which agents started "
+             "with --network on isolate (docs/network.md)."},
+    {.name = "net-pool",
+     .type = ALLOT_CFG_STRING,
+     .offset = F(net_pool),
+     .def = "10.96.0.0/12",
+     .help = "IPv4 range the tenant subnets are cut from (one subnet per tenant, never "
+             "overlapping; kept in the store, so a restart keeps them)."},
+    {.name = "net-prefix",
+     .type = ALLOT_CFG_INT,
+     .offset = F(net_prefix),
+     .def = "24",
+     .min = 16,
+     .max = 29,
+     .help = "Prefix length of one tenant's subnet (24: 253 tasks of a tenant at once)."},
+    {.name = "net-vni-base",
+     .type = ALLOT_CFG_INT,
+     .offset = F(net_vni_base),
+     .def = "4096",
+     .min = 1,
+     .max = 16000000,
+     .help = "VXLAN id of the first tenant network; the others follow."},
     {.name = "ui-dir",
      .type = ALLOT_CFG_STRING,
      .offset = F(ui_dir),

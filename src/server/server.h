@@ -55,6 +55,10 @@ struct server_config {
     int64_t anomaly_z;           /* robust z-score over which a tenant's hour is anomalous */
     int64_t anomaly_history;     /* ms of hourly history a tenant is compared with */
     int64_t anomaly_window;      /* ms: a job's last quarter against the rest */
+    char *network;               /* "on": tasks get tenant networks (docs/network.md) */
+    char *net_pool;              /* CIDR the tenant subnets are cut from */
+    int64_t net_prefix;          /* prefix length of one tenant's subnet */
+    int64_t net_vni_base;        /* VXLAN id of the first tenant network */
 };
 
 struct http;

@@ -7,6 +7,7 @@
 #include "tenants.h"
 
 #include "allot/common.h"
+#include "netconf.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -62,6 +63,11 @@ const char *tenants_doc_check(json_t *doc, char *err, size_t errlen)
         if ((v = json_object_get(x, "quotas")) && !json_is_object(v))
             return allot_fmt(err, errlen, "field \"tenants[%zu].quotas\" must be an object", i),
                    err;
+        /* the network quota is allotd's (tc rates, egress), not the scheduler's */
+        json_t *net = json_object_get(v, "network");
+        char why[300];
+        if (net && !netconf_check(net, why, sizeof(why)))
+            return allot_fmt(err, errlen, "tenants[%zu].quotas.network: %s", i, why), err;
     }
     json_array_foreach(pc, i, x)
     {
@@ -183,9 +189,15 @@ int tenants_doc_parse(json_t *doc, const struct allot_catalog *cat, struct sim_t
                       char *err, size_t errlen)
 {
     struct ybuf b = {0};
+    json_t *copy = json_deep_copy(doc), *x;
+    size_t i;
     int rc;
 
-    yemit(&b, doc, false);
+    /* quotas.network goes to the agents, not to the scheduler's tenant tree */
+    json_array_foreach(json_object_get(copy, "tenants"), i, x)
+        json_object_del(json_object_get(x, "quotas"), "network");
+    yemit(&b, copy ? copy : doc, false);
+    json_decref(copy);
     yputs(&b, "\n");
     if (b.oom) {
         allot_free(b.p);

@@ -887,3 +887,34 @@ void allot_store_usages_free(struct allot_store_usage *u, size_t n)
     }
     allot_free(u);
 }
+
+/* ---- tenant networks ---- */
+
+int allot_store_net_add(struct allot_store *st, const struct allot_store_net *n)
+{
+    int rc;
+
+    if (!n->tenant || !n->subnet || n->vni <= 0) {
+        store_set_err(st, "a tenant network needs a tenant, a vni and a subnet");
+        return ALLOT_EINVAL;
+    }
+    if ((rc = write_begin(st)) != 0)
+        return rc;
+    return write_end(st, st->ops->net_add(st, n));
+}
+
+int allot_store_net_list(struct allot_store *st, struct allot_store_net **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    return st->ops->net_list(st, out, n);
+}
+
+void allot_store_nets_free(struct allot_store_net *v, size_t n)
+{
+    for (size_t i = 0; v && i < n; i++) {
+        allot_free(v[i].tenant);
+        allot_free(v[i].subnet);
+    }
+    allot_free(v);
+}

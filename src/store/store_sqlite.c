@@ -145,6 +145,9 @@ static const struct migration migrations[] = {
         " gpu_mem_peak INTEGER NOT NULL, energy_mj INTEGER NOT NULL,"
         " cpu_used_ms INTEGER NOT NULL,"
         " PRIMARY KEY (hour, tenant, user, model, item, borrowed)) WITHOUT ROWID;\n"},
+    /* tenant networks: one subnet and VXLAN id per tenant, kept across restarts */
+    {5, "CREATE TABLE tenant_nets(tenant TEXT PRIMARY KEY NOT NULL,"
+        " vni INTEGER NOT NULL UNIQUE, subnet TEXT NOT NULL UNIQUE) WITHOUT ROWID;\n"},
 };
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
@@ -655,4 +658,6 @@ const struct allot_store_ops allot_store_sqlite_ops = {
     .sample_list = sq_sample_list,
     .usage_replace = sq_usage_replace,
     .usage_list = sq_usage_list,
+    .net_add = sq_net_add,
+    .net_list = sq_net_list,
 };

@@ -61,6 +61,8 @@ enum sq_stmt_id {
     SQ_USAGE_DELETE,
     SQ_USAGE_INSERT,
     SQ_USAGE_LIST,
+    SQ_NET_ADD,
+    SQ_NET_LIST,
     SQ_NSTMT
 };
 
@@ -142,5 +144,7 @@ int sq_usage_replace(struct allot_store *st, int64_t from, int64_t to,
                      const struct allot_store_usage *rows, size_t n);
 int sq_usage_list(struct allot_store *st, int64_t from, int64_t to, struct allot_store_usage **out,
                   size_t *n);
+int sq_net_add(struct allot_store *st, const struct allot_store_net *n);
+int sq_net_list(struct allot_store *st, struct allot_store_net **out, size_t *n);
 
 #endif

@@ -219,3 +219,49 @@ int sq_usage_list(struct allot_store *base, int64_t from, int64_t to,
     sqlite3_bind_int64(st, 2, to);
     return sq_rows(s, st, sizeof **out, usage_row, usage_clear, (void **)out, n);
 }
+
+/* ---- tenant networks ---- */
+
+int sq_net_add(struct allot_store *base, const struct allot_store_net *n)
+{
+    struct sq_store *s = (struct sq_store *)base;
+    sqlite3_stmt *st;
+    int rc = 0;
+
+    if (!(st = sq_stmt(s, SQ_NET_ADD, &rc)))
+        return rc;
+    sq_bind_text(st, 1, n->tenant);
+    sqlite3_bind_int64(st, 2, n->vni);
+    sq_bind_text(st, 3, n->subnet);
+    return sq_done(s, st, sqlite3_step(st));
+}
+
+static int net_row(struct sq_store *s, sqlite3_stmt *st, void *elem)
+{
+    struct allot_store_net *n = elem;
+    int rc;
+
+    (void)s;
+    n->vni = sqlite3_column_int64(st, 1);
+    if ((rc = sq_col_text(st, 0, &n->tenant)) || (rc = sq_col_text(st, 2, &n->subnet)))
+        return rc;
+    return 0;
+}
+
+static void net_clear(void *elem)
+{
+    struct allot_store_net *n = elem;
+    allot_free(n->tenant);
+    allot_free(n->subnet);
+}
+
+int sq_net_list(struct allot_store *base, struct allot_store_net **out, size_t *n)
+{
+    struct sq_store *s = (struct sq_store *)base;
+    sqlite3_stmt *st;
+    int rc = 0;
+
+    if (!(st = sq_stmt(s, SQ_NET_LIST, &rc)))
+        return rc;
+    return sq_rows(s, st, sizeof **out, net_row, net_clear, (void **)out, n);
+}

@@ -1,0 +1,363 @@
+/*
+ * Tenant networks in the scheduling loop (docs/network.md): each tenant
+ * gets a subnet of net-pool and a VXLAN id once (stored in tenant_nets, so
+ * restarts keep them); each task of a starting job gets a free address in
+ * its tenant's subnet, written in its placement with the job's start, and
+ * given back when the job stops running. The desired state sent to the
+ * agents carries, per task, its network (address, gateway, VXLAN id, the
+ * tenant's rates and egress policy) and, per node, the underlay addresses
+ * of the other nodes that host each of its tenant networks (VXLAN peers).
+ * Loop thread only.
+ */
+#include "loop_int.h"
+#include "netconf.h"
+
+#include "allot/common.h"
+#include "log.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct lnet_tenant {
+    char *tenant; /* owned */
+    int64_t vni;
+    uint32_t base;    /* subnet address */
+    uint8_t *used;    /* owned: one byte per host index */
+    uint32_t n_hosts; /* 2^(32 - prefix) */
+    bool stored;      /* in tenant_nets already */
+};
+
+struct lnet {
+    uint32_t pool;
+    int pool_prefix, prefix;
+    int64_t vni_base;
+    struct lnet_tenant *t;
+    size_t n, cap;
+    json_t *conf; /* tenant -> quotas.network (from the tenants document) */
+};
+
+bool lnet_on(const struct loop *l)
+{
+    return l->net != NULL;
+}
+
+static struct lnet_tenant *tenant_add(struct lnet *n, const char *tenant, int64_t vni,
+                                      uint32_t base, bool stored)
+{
+    struct lnet_tenant *t;
+
+    if (allot_grow((void **)&n->t, &n->cap, n->n + 1, sizeof(*n->t)) < 0)
+        return NULL;
+    t = &n->t[n->n];
+    memset(t, 0, sizeof(*t));
+    t->n_hosts = 1u << (32 - n->prefix);
+    t->tenant = allot_strdup(tenant);
+    t->used = allot_calloc(t->n_hosts, 1);
+    if (!t->tenant || !t->used) {
+        allot_free(t->tenant);
+        allot_free(t->used);
+        return NULL;
+    }
+    t->vni = vni;
+    t->base = base;
+    t->stored = stored;
+    t->used[0] = t->used[1] = t->used[t->n_hosts - 1] = 1; /* network, gateway, broadcast */
+    n->n++;
+    return t;
+}
+
+int lnet_start(struct loop *l, char *err, size_t errlen)
+{
+    struct allot_store *st = srv_reader(l->srv);
+    struct allot_store_net *v = NULL;
+    size_t n = 0;
+    struct lnet *net;
+    int rc;
+
+    if (strcmp(l->srv->cfg.network, "on") != 0)
+        return 0;
+    if (!(net = allot_calloc(1, sizeof(*net))))
+        return ALLOT_ENOMEM;
+    net->prefix = (int)l->srv->cfg.net_prefix;
+    net->vni_base = l->srv->cfg.net_vni_base;
+    net->conf = json_object();
+    if (!netconf_cidr(l->srv->cfg.net_pool, true, &net->pool, &net->pool_prefix) ||
+        net->pool_prefix > net->prefix) {
+        allot_fmt(err, errlen, "net-pool %s: an IPv4 network of prefix at most net-prefix (%d)",
+                  l->srv->cfg.net_pool, net->prefix);
+        json_decref(net->conf);
+        allot_free(net);
+        return ALLOT_EINVAL;
+    }
+    l->net = net;
+    rc = st ? allot_store_net_list(st, &v, &n) : ALLOT_EIO;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        uint32_t a;
+        int p;
+        if (!netconf_cidr(v[i].subnet, true, &a, &p) || p != net->prefix) {
+            /* a network of an earlier net-prefix: kept in the store, not used */
+            LOG_WARN("net", "tenant %s: subnet %s does not fit net-prefix %d; a new one is cut",
+                     v[i].tenant, v[i].subnet, net->prefix);
+            continue;
+        }
+        if (!tenant_add(net, v[i].tenant, v[i].vni, a, true))
+            rc = ALLOT_ENOMEM;
+    }
+    allot_store_nets_free(v, n);
+    if (rc)
+        allot_fmt(err, errlen, "tenant networks: %s", allot_strerror(rc));
+    return rc;
+}
+
+void lnet_stop(struct loop *l)
+{
+    struct lnet *n = l->net;
+
+    if (!n)
+        return;
+    for (size_t i = 0; i < n->n; i++) {
+        allot_free(n->t[i].tenant);
+        allot_free(n->t[i].used);
+    }
+    allot_free(n->t);
+    json_decref(n->conf);
+    allot_free(n);
+    l->net = NULL;
+}
+
+void lnet_tenants(struct loop *l, json_t *doc)
+{
+    json_t *x;
+    size_t i;
+
+    if (!l->net)
+        return;
+    json_object_clear(l->net->conf);
+    json_array_foreach(json_object_get(doc, "tenants"), i, x)
+    {
+        json_t *net = json_object_get(json_object_get(x, "quotas"), "network");
+        const char *path = json_string_value(json_object_get(x, "path"));
+        if (net && path)
+            json_object_set(l->net->conf, path, net);
+    }
+}
+
+static struct lnet_tenant *find_tenant(struct lnet *n, const char *tenant)
+{
+    for (size_t i = 0; i < n->n; i++)
+        if (!strcmp(n->t[i].tenant, tenant))
+            return &n->t[i];
+    return NULL;
+}
+
+/* The tenant's network, cut from the pool when it has none yet (the next
+ * free subnet and VXLAN id; written with the cycle's changes). */
+static struct lnet_tenant *tenant_net(struct lnet *n, const char *tenant)
+{
+    struct lnet_tenant *t = find_tenant(n, tenant);
+    uint64_t subnets = 1ull << (n->prefix - n->pool_prefix);
+    int64_t vni = n->vni_base;
+
+    if (t)
+        return t;
+    for (size_t i = 0; i < n->n; i++)
+        if (n->t[i].vni >= vni)
+            vni = n->t[i].vni + 1;
+    for (uint64_t k = 0; k < subnets; k++) {
+        uint32_t base = n->pool + (uint32_t)(k << (32 - n->prefix));
+        bool taken = false;
+        for (size_t i = 0; i < n->n && !taken; i++)
+            taken = n->t[i].base == base;
+        if (!taken)
+            return tenant_add(n, tenant, vni, base, false);
+    }
+    return NULL;
+}
+
+static void hosts_release(struct loop *l, struct live *e)
+{
+    struct lnet_tenant *t =
+        l->net && e->net_t >= 0 && (size_t)e->net_t < l->net->n ? &l->net->t[e->net_t] : NULL;
+
+    for (int k = 0; t && k < e->n_net_hosts; k++)
+        if (e->net_hosts[k] < t->n_hosts)
+            t->used[e->net_hosts[k]] = 0;
+    allot_free(e->net_hosts);
+    e->net_hosts = NULL;
+    e->n_net_hosts = 0;
+    e->net_t = -1;
+}
+
+void lnet_release(struct loop *l, struct live *e)
+{
+    if (e->n_net_hosts || e->net_hosts)
+        hosts_release(l, e);
+}
+
+int lnet_assign(struct loop *l, struct live *e, const char *tenant, json_t *placement)
+{
+    struct lnet *n = l->net;
+    json_t *tasks = json_object_get(placement, "tasks"), *x;
+    struct lnet_tenant *t;
+    size_t k;
+
+    if (!n)
+        return 0;
+    lnet_release(l, e); /* a job started again gets new addresses */
+    if (!(t = tenant_net(n, tenant))) {
+        LOG_ERROR("net", "tenant %s: no subnet left in net-pool %s", tenant, l->srv->cfg.net_pool);
+        return ALLOT_ENOSPC;
+    }
+    e->net_t = (int)(t - n->t);
+    e->net_hosts = allot_calloc(json_array_size(tasks) + 1, sizeof(*e->net_hosts));
+    if (!e->net_hosts)
+        return ALLOT_ENOMEM;
+    json_array_foreach(tasks, k, x)
+    {
+        uint32_t h = 2;
+        char addr[32];
+
+        while (h < t->n_hosts && t->used[h])
+            h++;
+        if (h >= t->n_hosts) {
+            LOG_ERROR("net", "tenant %s: its subnet is full", tenant);
+            hosts_release(l, e);
+            return ALLOT_ENOSPC;
+        }
+        t->used[h] = 1;
+        e->net_hosts[e->n_net_hosts++] = h;
+        netconf_fmt(t->base + h, n->prefix, addr, sizeof(addr));
+        json_object_set_new(x, "address", json_string(addr));
+    }
+    return 0;
+}
+
+void lnet_adopt(struct loop *l, struct live *e, const char *tenant, const char *placement)
+{
+    struct lnet *n = l->net;
+    json_t *pl = n && placement ? json_loads(placement, 0, NULL) : NULL, *x;
+    struct lnet_tenant *t = pl ? find_tenant(n, tenant) : NULL;
+    size_t k;
+
+    if (t && (e->net_hosts = allot_calloc(json_array_size(json_object_get(pl, "tasks")) + 1,
+                                          sizeof(*e->net_hosts)))) {
+        e->net_t = (int)(t - n->t);
+        json_array_foreach(json_object_get(pl, "tasks"), k, x)
+        {
+            uint32_t a;
+            int p;
+            if (!netconf_cidr(json_string_value(json_object_get(x, "address")), false, &a, &p) ||
+                a - t->base >= t->n_hosts)
+                continue;
+            t->used[a - t->base] = 1;
+            e->net_hosts[e->n_net_hosts++] = a - t->base;
+        }
+    }
+    json_decref(pl);
+}
+
+int lnet_write(struct allot_store *st, struct loop *l)
+{
+    struct lnet *n = l->net;
+    int rc = 0;
+
+    for (size_t i = 0; n && rc == 0 && i < n->n; i++) {
+        char subnet[32];
+        if (n->t[i].stored)
+            continue;
+        netconf_fmt(n->t[i].base, n->prefix, subnet, sizeof(subnet));
+        struct allot_store_net sn = {
+            .tenant = n->t[i].tenant, .vni = n->t[i].vni, .subnet = subnet};
+        rc = allot_store_net_add(st, &sn);
+    }
+    return rc;
+}
+
+void lnet_written(struct loop *l)
+{
+    for (size_t i = 0; l->net && i < l->net->n; i++)
+        l->net->t[i].stored = true;
+}
+
+void lnet_decorate(struct loop *l, const struct live *e, const char *tenant, int prio_value,
+                   bool exclusive, json_t *task, const char *stored_placement, size_t index)
+{
+    struct lnet *n = l->net;
+    struct lnet_tenant *t = n && e->net_t >= 0 && (size_t)e->net_t < n->n ? &n->t[e->net_t] : NULL;
+    json_t *pl, *addr;
+    struct netconf c;
+    char subnet[32], gw[32];
+
+    if (!t)
+        return;
+    pl = stored_placement ? json_loads(stored_placement, 0, NULL) : NULL;
+    addr = json_object_get(json_array_get(json_object_get(pl, "tasks"), index), "address");
+    if (!json_is_string(addr)) {
+        json_decref(pl);
+        return;
+    }
+    netconf_parse(json_object_get(n->conf, tenant), &c);
+    netconf_fmt(t->base, n->prefix, subnet, sizeof(subnet));
+    netconf_fmt(t->base + 1, -1, gw, sizeof(gw));
+    /* tc priority 0 goes first: the higher the class's value, the lower */
+    int prio = prio_value >= 1000 ? 0 : prio_value >= 100 ? 2 : prio_value >= 0 ? 4 : 6;
+    json_t *o = json_pack("{s:s,s:I,s:s,s:O,s:s,s:s,s:{s:I,s:I},s:i,s:b}", "tenant", tenant, "vni",
+                          (json_int_t)t->vni, "subnet", subnet, "address", addr, "gateway", gw,
+                          "egress", c.egress, "rate", "guarantee_bps", (json_int_t)c.nominal_bps,
+                          "ceil_bps", (json_int_t)c.ceil_bps, "prio", prio, "exclusive", exclusive);
+    json_object_set_new(o, "allow", c.allow ? json_deep_copy(c.allow) : json_array());
+    json_object_set_new(task, "network", o);
+    json_decref(pl);
+}
+
+json_t *lnet_peers(struct loop *l, json_t *desired)
+{
+    json_t *per_vni = json_object(), *out = json_object(), *arr, *x;
+    const char *node, *vk;
+    size_t i;
+
+    if (!l->net)
+        return out;
+    /* vni -> {node: true} */
+    json_object_foreach(desired, node, arr)
+    {
+        json_array_foreach(arr, i, x)
+        {
+            json_t *net = json_object_get(x, "network");
+            char key[32];
+            if (!net)
+                continue;
+            allot_fmt(key, sizeof(key), "%lld",
+                      (long long)json_integer_value(json_object_get(net, "vni")));
+            json_t *nodes = json_object_get(per_vni, key);
+            if (!nodes) {
+                nodes = json_object();
+                json_object_set_new(per_vni, key, nodes);
+            }
+            json_object_set_new(nodes, node, json_true());
+        }
+    }
+    /* node -> {vni: [underlay of the other nodes]} */
+    json_object_foreach(per_vni, vk, x)
+    {
+        const char *a, *b;
+        json_t *ta, *tb;
+        json_object_foreach(x, a, ta)
+        {
+            json_t *mine = json_object_get(out, a), *list = json_array();
+            if (!mine) {
+                mine = json_object();
+                json_object_set_new(out, a, mine);
+            }
+            json_object_foreach(x, b, tb)
+            {
+                int ni = strcmp(a, b) ? allot_cluster_find_node(l->c, b) : -1;
+                if (ni >= 0 && (size_t)ni < l->cap_underlay && l->underlay[ni] && *l->underlay[ni])
+                    json_array_append_new(list, json_string(l->underlay[ni]));
+            }
+            json_object_set_new(mine, vk, list);
+        }
+    }
+    json_decref(per_vni);
+    return out;
+}

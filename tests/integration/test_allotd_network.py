@@ -1,0 +1,174 @@
+"""Tenant networks in allotd (the agent's side is test_network.py): with
+--network on each tenant gets its own subnet of net-pool and VXLAN id, kept
+across restarts; every task of a running job gets a free address in it;
+the desired state carries each task's network (address, gateway, rates and
+egress from the tenant's quotas.network) and each node its VXLAN peers
+(the underlay addresses of the other nodes hosting the same tenant); the
+tenants document's network quotas and the inventory's underlay address are
+validated. The test acts as the agents."""
+
+import ipaddress
+import signal
+import time
+
+import allotd_fixture as fx
+from allotd_fixture import Daemon, expect
+from cli_fixture import cli, ok
+
+dm = None
+AG = None
+
+TENANTS = {
+    "version": 1,
+    "priority_classes": [{"name": "inference", "value": 1000, "preemptible": False}],
+    "tenants": [
+        {"path": "nlp", "quotas": {"gpu": 8, "network": {
+            "nominal": "1Gbit", "borrow_limit": "1Gbit", "egress": "nat"}}},
+        {"path": "vision", "quotas": {"gpu": 8, "network": {
+            "nominal": "500Mbit", "egress": "allow", "allow": ["192.0.2.0/24"]}}},
+    ],
+}
+
+
+def node(name, underlay):
+    return {"name": name, "cpus": 16, "memory": 65536, "gpus": [{"model": "L4"}],
+            "underlay": underlay}
+
+
+def beat(name, body=None, status=200):
+    return expect(dm.req("POST", "/v1/nodes/%s/heartbeat" % name, body or {}, token=AG), status)
+
+
+def get(jid):
+    return expect(dm.req("GET", "/v1/jobs/%d" % jid, token=dm.admin), 200)
+
+
+def wait_state(jid, state, timeout=10):
+    end = time.time() + timeout
+    while time.time() < end:
+        j = get(jid)
+        if j["state"] == state:
+            return j
+        time.sleep(0.05)
+    raise AssertionError("job %d not %s: %r" % (jid, state, j))
+
+
+def submit(**kw):
+    body = dict({"cpus": 1, "memory": 256, "gpus": 1, "command": ["true"]}, **kw)
+    return expect(dm.req("POST", "/v1/jobs", body, token=dm.admin), 201)["id"]
+
+
+def desired(name):
+    """The node's desired state and VXLAN peers, as its agent gets them."""
+    r = beat(name)
+    return r["jobs"], r.get("network", {}).get("peers", {})
+
+
+def test_bad_network_quotas_and_inventory():
+    bad = [({"nominal": "fast"}, "nominal"), ({"borrow_limit": -1}, "borrow_limit"),
+           ({"egress": "everywhere"}, "egress"), ({"egress": "allow", "allow": ["10.0.0.1/8"]},
+                                                   "allow[0]"),
+           ({"allow": ["10.0.0.0/8"]}, "only with egress"), ({"colour": 1}, "colour")]
+    for net, word in bad:
+        doc = {"version": 1, "tenants": [{"path": "x", "quotas": {"network": net}}]}
+        e = expect(dm.req("PUT", "/v1/tenants", doc, token=dm.admin), 400, word)
+        assert word in e["error"]["message"] and "quotas.network" in e["error"]["message"], e
+    e = expect(dm.req("POST", "/v1/nodes/register", node("bad", "300.1.2.3"), token=AG), 400)
+    assert "underlay" in e["error"]["message"], e
+    e = expect(dm.req("POST", "/v1/nodes/register",
+                      dict(node("bad", "198.18.0.9"), rdma=[{"vfs": 2}]), token=AG), 400)
+    assert "rdma" in e["error"]["message"], e
+
+
+def test_addresses_subnets_and_peers():
+    gang = submit(tenant="nlp", tasks=2, priority="inference")
+    solo = submit(tenant="vision")
+    g = wait_state(gang, "starting")
+    s = wait_state(solo, "starting")
+    nodes = {t["node"] for t in g["placement"]["tasks"]}
+    assert len(nodes) == 2, g
+    addrs = [t["address"] for t in g["placement"]["tasks"]]
+    nlp = ipaddress.ip_network(g["network"]["subnet"])
+    vis = ipaddress.ip_network(s["network"]["subnet"])
+    pool = ipaddress.ip_network("198.18.64.0/20")
+    assert nlp.prefixlen == 26 and nlp.subnet_of(pool) and vis.subnet_of(pool), (nlp, vis)
+    assert not nlp.overlaps(vis) and g["network"]["vni"] != s["network"]["vni"], (g, s)
+    assert len(set(addrs)) == 2, addrs
+    for a in addrs:
+        assert ipaddress.ip_interface(a).ip in nlp and ipaddress.ip_interface(a).network == nlp
+    assert g["network"]["gateway"] == str(nlp.network_address + 1), g
+    # what the agents get
+    vni = g["network"]["vni"]
+    seen = {}
+    for n in nodes:
+        jobs, peers = desired(n)
+        mine = [x for x in jobs if x["job"] == gang]
+        assert len(mine) == 1, jobs
+        net = mine[0]["network"]
+        assert net["tenant"] == "nlp" and net["vni"] == vni and net["subnet"] == str(nlp), net
+        assert net["address"] in addrs and net["gateway"] == g["network"]["gateway"], net
+        assert net["egress"] == "nat" and net["allow"] == [], net
+        assert net["rate"] == {"guarantee_bps": 10 ** 9, "ceil_bps": 2 * 10 ** 9}, net
+        assert net["prio"] == 0 and net["exclusive"] is False, net
+        other = [x for x in nodes if x != n][0]
+        assert peers == {str(vni): [UNDERLAY[other]]}, (n, peers)
+        seen[n] = net["address"]
+    assert sorted(seen.values()) == sorted(addrs)
+    jobs, peers = desired(s["placement"]["tasks"][0]["node"])
+    v = [x for x in jobs if x["job"] == solo][0]["network"]
+    assert v["egress"] == "allow" and v["allow"] == ["192.0.2.0/24"], v
+    assert v["rate"] == {"guarantee_bps": 5 * 10 ** 8, "ceil_bps": 0}, v
+    assert peers == {str(s["network"]["vni"]): []}, peers  # alone: no VXLAN peer
+    r = ok(cli(dm, "show", str(gang)))
+    assert "network:" in r.out and str(nlp) in r.out and addrs[0] in r.out, r.out
+
+
+def test_restart_keeps_networks_and_addresses():
+    global dm
+    before = {j["id"]: get(j["id"]) for j in
+              expect(dm.req("GET", "/v1/jobs?state=starting", token=dm.admin), 200)["jobs"]}
+    assert len(before) == 2, before
+    port, admin = dm.port, dm.admin
+    dm.stop(signal.SIGKILL)
+    dm = Daemon(dm.dir, args=["--listen", "127.0.0.1:%d" % port] + ARGS)
+    dm.admin = admin
+    for jid, j in before.items():
+        after = get(jid)
+        assert after["placement"] == j["placement"] and after["network"] == j["network"], jid
+    # a new job of the same tenant takes another address, in the same subnet
+    gang = [j for j in before.values() if j["tenant"] == "nlp"][0]
+    for x in gang["placement"]["tasks"]:  # the gang's nodes report it running
+        beat(x["node"], {"jobs": [{"id": gang["id"], "state": "running"}]})
+    expect(dm.req("POST", "/v1/nodes/register", node("n-4", "198.18.0.5"), token=AG), 201)
+    jid = submit(tenant="nlp")
+    j = wait_state(jid, "starting")
+    addr = j["placement"]["tasks"][0]["address"]
+    assert addr not in [t["address"] for t in gang["placement"]["tasks"]], (addr, gang)
+    assert j["network"]["subnet"] == gang["network"]["subnet"], j
+    # the gang's nodes and the new one now peer with each other for nlp
+    _, peers = desired("n-4")
+    vni = str(gang["network"]["vni"])
+    assert sorted(peers[vni]) == sorted(UNDERLAY[x["node"]]
+                                        for x in gang["placement"]["tasks"]), peers
+    # an ended job's address is free again
+    expect(dm.req("POST", "/v1/jobs/%d/cancel" % jid, token=dm.admin), 200)
+    time.sleep(0.5)
+    expect(dm.req("POST", "/v1/nodes/n-4/heartbeat", {}, token=AG), 200)
+    j2 = wait_state(submit(tenant="nlp"), "starting")
+    assert j2["placement"]["tasks"][0]["address"] == addr, (j2, addr)
+
+
+UNDERLAY = {"n-1": "198.18.0.2", "n-2": "198.18.0.3", "n-3": "198.18.0.4", "n-4": "198.18.0.5"}
+ARGS = ["--network", "on", "--net-pool", "198.18.64.0/20", "--net-prefix", "26"]
+
+if __name__ == "__main__":
+    dm = Daemon(args=ARGS)
+    try:
+        expect(dm.req("PUT", "/v1/tenants", TENANTS, token=dm.admin), 200)
+        AG = dm.token("agent", "", "agents")
+        for n in ("n-1", "n-2", "n-3"):
+            expect(dm.req("POST", "/v1/nodes/register", node(n, UNDERLAY[n]), token=AG), 201)
+        fx.run([test_bad_network_quotas_and_inventory, test_addresses_subnets_and_peers,
+                test_restart_keeps_networks_and_addresses])
+    finally:
+        dm.stop()
