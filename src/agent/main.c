@@ -19,6 +19,7 @@
  * its tasks first, so that no job runs twice.
  */
 #include "agent.h"
+#include "net.h"
 
 #include "allot/shim_region.h"
 
@@ -28,6 +29,7 @@
 #include "nvml.h"
 
 #include <curl/curl.h>
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -199,6 +201,29 @@ static const struct allot_config_option options[] = {
      .def = "true",
      .help = "Stop every task when allotd has been unreachable for most of the node's lease "
              "(allotd then requeues them elsewhere)."},
+    {.name = "network",
+     .type = ALLOT_CFG_BOOL,
+     .offset = F(network),
+     .def = "false",
+     .help = "Tenant networks (docs/network.md): a task whose desired state carries a network "
+             "runs in its own network namespace on its tenant's bridge and VXLAN overlay, "
+             "behind the nftables table inet allot and the uplink's HTB classes. Needs root "
+             "and --underlay-ip."},
+    {.name = "underlay-ip",
+     .type = ALLOT_CFG_STRING,
+     .offset = F(underlay_ip),
+     .help = "This node's IPv4 address on the data-centre network: the VXLAN overlay's local "
+             "end, registered with allotd (its peers reach this node there)."},
+    {.name = "uplink",
+     .type = ALLOT_CFG_STRING,
+     .offset = F(uplink),
+     .help = "Interface towards the data-centre network, for NAT and the tenants' HTB classes "
+             "(default: the one holding --underlay-ip)."},
+    {.name = "uplink-rate",
+     .type = ALLOT_CFG_STRING,
+     .offset = F(uplink_rate),
+     .help = "Capacity of the uplink shared by the tenants' HTB classes, e.g. 25Gbit (default: "
+             "the link's speed, else 10Gbit)."},
     {.name = "listen",
      .type = ALLOT_CFG_STRING,
      .offset = F(listen),
@@ -573,6 +598,61 @@ static void take_samples(struct agent *a, int64_t now)
         json_array_remove(a->samples, 0);
 }
 
+/* A counter under /sys/class/net/DEV/statistics; 0 when unreadable. */
+static long long net_stat(const char *dev, const char *name)
+{
+    char path[512];
+    long long v = 0;
+    FILE *f;
+
+    allot_fmt(path, sizeof(path), "/sys/class/net/%s/statistics/%s", dev, name);
+    if ((f = fopen(path, "r"))) {
+        if (fscanf(f, "%lld", &v) != 1)
+            v = 0;
+        fclose(f);
+    }
+    return v;
+}
+
+/* Per tenant network on this node (devices alx-VNI, the tenant's VXLAN, and
+ * alb-VNI, its bridge: traffic between nodes and out of the node), the
+ * byte counters; [] when none. */
+static json_t *net_usage(void)
+{
+    json_t *out = json_array(), *per = json_object();
+    DIR *d = opendir("/sys/class/net");
+    struct dirent *e;
+    const char *k;
+    json_t *v;
+
+    while (d && (e = readdir(d))) {
+        char *end;
+        long vni;
+        if (strncmp(e->d_name, "alx-", 4) != 0 && strncmp(e->d_name, "alb-", 4) != 0)
+            continue;
+        vni = strtol(e->d_name + 4, &end, 10);
+        if (*end || vni <= 0)
+            continue;
+        json_t *c = json_object_get(per, e->d_name + 4);
+        if (!c) {
+            c = json_pack("{s:I,s:I,s:I}", "vni", (json_int_t)vni, "rx_bytes", (json_int_t)0,
+                          "tx_bytes", (json_int_t)0);
+            json_object_set_new(per, e->d_name + 4, c);
+        }
+        json_object_set_new(c, "rx_bytes",
+                            json_integer(json_integer_value(json_object_get(c, "rx_bytes")) +
+                                         net_stat(e->d_name, "rx_bytes")));
+        json_object_set_new(c, "tx_bytes",
+                            json_integer(json_integer_value(json_object_get(c, "tx_bytes")) +
+                                         net_stat(e->d_name, "tx_bytes")));
+    }
+    if (d)
+        closedir(d);
+    json_object_foreach(per, k, v) json_array_append(out, v);
+    json_decref(per);
+    return out;
+}
+
 static json_t *usage_json(struct agent *a, size_t *n_sent)
 {
     json_t *jobs = json_object();
@@ -609,7 +689,8 @@ static json_t *usage_json(struct agent *a, size_t *n_sent)
     *n_sent = n < 1000 ? n : 1000;
     for (size_t i = 0; i < *n_sent; i++)
         json_array_append(samples, json_array_get(a->samples, i));
-    return json_pack("{s:o,s:o,s:o}", "tasks", jobs, "gpus", gpus, "samples", samples);
+    return json_pack("{s:o,s:o,s:o,s:o}", "tasks", jobs, "gpus", gpus, "samples", samples, "net",
+                     net_usage());
 }
 
 static int run(struct agent *a)
@@ -638,6 +719,8 @@ static int run(struct agent *a)
     LOG_INFO("agent", "task logs served at %s", logs_url);
     scrub_load(a);
     n = task_adopt_all(a, &a->tasks);
+    if (a->net) /* what the adopted tasks need stays, the rest of allot's goes */
+        net_sync(a->net, true);
     a->n_tasks = a->cap_tasks = n > 0 ? (size_t)n : 0;
     lease = register_node(a, c);
     if (lease < 0) {
@@ -691,7 +774,11 @@ static int run(struct agent *a)
             for (size_t k = 0; k < n_sent; k++) /* allotd has them: stored once */
                 json_array_remove(a->samples, 0);
             allot_strlcpy(version, v ? v : "", sizeof(version));
+            if (a->net)
+                net_set_peers(a->net, json_object_get(reply, "network"));
             reconcile(a, json_object_get(reply, "jobs"));
+            if (a->net)
+                net_sync(a->net, false);
             json_decref(a->desired);
             a->desired = json_incref(json_object_get(reply, "jobs"));
         } else if (st == 404) {
@@ -860,7 +947,20 @@ int main(int argc, char **argv)
     sigaction(SIGHUP, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
     curl_global_init(CURL_GLOBAL_DEFAULT);
+    if (c->network) {
+        struct net_config nc = {.node = c->name,
+                                .underlay = c->underlay_ip,
+                                .uplink = c->uplink,
+                                .rate = c->uplink_rate,
+                                .state_dir = c->state_dir};
+        if (getuid() != 0 || !(a.net = net_new(&nc, err, sizeof(err)))) {
+            fprintf(stderr, "allot-agent: --network on: %s\n",
+                    getuid() != 0 ? "needs root" : err);
+            return 1;
+        }
+    }
     rc = run(&a);
+    net_free(a.net);
     curl_global_cleanup();
     nvml_close(a.nv);
     allot_catalog_free((struct allot_catalog *)a.cat);

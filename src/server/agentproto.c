@@ -254,5 +254,23 @@ int agentproto_heartbeat(json_t *b, struct hb_body *out, char *err, size_t errle
     if (x && (!json_is_array(x) || json_array_size(x) > ALLOT_MAX_GPUS))
         return E400("field \"usage.gpus\" must be an array of at most %d", ALLOT_MAX_GPUS);
     out->gpus = x;
+    x = json_object_get(json_object_get(b, "usage"), "net");
+    if (x && (!json_is_array(x) || json_array_size(x) > 4096))
+        return E400("field \"usage.net\" must be an array of at most 4096");
+    json_t *nt;
+    json_array_foreach(x, i, nt)
+    {
+        static const char *const nf[] = {"vni", "rx_bytes", "tx_bytes", NULL};
+        if (!json_is_object(nt) || unknown_key(nt, nf) ||
+            json_integer_value(json_object_get(nt, "vni")) <= 0 ||
+            !json_is_integer(json_object_get(nt, "rx_bytes")) ||
+            !json_is_integer(json_object_get(nt, "tx_bytes")) ||
+            json_integer_value(json_object_get(nt, "rx_bytes")) < 0 ||
+            json_integer_value(json_object_get(nt, "tx_bytes")) < 0)
+            return E400("field \"usage.net[%zu]\": want {\"vni\": int > 0, \"rx_bytes\": int, "
+                        "\"tx_bytes\": int}",
+                        i);
+    }
+    out->net = x;
     return 0;
 }

@@ -24,6 +24,7 @@ struct hb_body {
     int64_t wait_ms;   /* long poll, 0..60000 */
     json_t *samples;   /* usage.samples: array of checked samples, or NULL */
     json_t *gpus;      /* usage.gpus: the GPUs' current readings, or NULL */
+    json_t *net;       /* usage.net: per tenant network, its traffic counters, or NULL */
 };
 
 /* Most usage samples one heartbeat may carry. */

@@ -313,7 +313,7 @@ int api_nodes_heartbeat(struct req *r)
         for (i = 0; i < n_ended; i++)
             loop_post(r->srv->loop, LOOP_JOB_FINISHED, ended[i], NULL);
         loop_post(r->srv->loop, LOOP_NODE_SEEN, expiry, name);
-        if (logs || health || hb.gpus) {
+        if (logs || health || hb.gpus || hb.net) {
             /* where `allot logs` reads this node's task logs; its GPUs' health */
             pthread_mutex_lock(&r->srv->agents_lock);
             json_t *e = json_object_get(r->srv->agents, name);
@@ -349,6 +349,8 @@ int api_nodes_heartbeat(struct req *r)
             }
             if (hb.gpus) /* the latest readings, for /metrics */
                 json_object_set_new(e, "gpus", json_deep_copy(hb.gpus));
+            if (hb.net) /* the tenant networks' traffic on the node, for /metrics */
+                json_object_set_new(e, "net", json_deep_copy(hb.net));
             pthread_mutex_unlock(&r->srv->agents_lock);
         }
         /* long poll: an agent that already has this desired state waits

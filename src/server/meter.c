@@ -1044,6 +1044,58 @@ void meter_metrics(struct server *s, FILE *f)
     json_decref(acount);
     json_decref(anom);
 
+    /* per tenant network: the traffic its agents count (overlay and egress) */
+    struct allot_store_net *nets = NULL;
+    size_t n_nets = 0;
+    json_t *rx = json_object(), *tx = json_object();
+    if (srv_reader(s))
+        allot_store_net_list(srv_reader(s), &nets, &n_nets);
+    pthread_mutex_lock(&s->agents_lock);
+    json_object_foreach(s->agents, k, t)
+    {
+        size_t i;
+        json_array_foreach(json_object_get(t, "net"), i, v)
+        {
+            json_int_t vni = json_integer_value(json_object_get(v, "vni"));
+            for (size_t q = 0; q < n_nets; q++)
+                if (nets[q].vni == vni) {
+                    const char *tn = nets[q].tenant;
+                    json_object_set_new(
+                        rx, tn,
+                        json_integer(json_integer_value(json_object_get(rx, tn)) +
+                                     json_integer_value(json_object_get(v, "rx_bytes"))));
+                    json_object_set_new(
+                        tx, tn,
+                        json_integer(json_integer_value(json_object_get(tx, tn)) +
+                                     json_integer_value(json_object_get(v, "tx_bytes"))));
+                }
+        }
+    }
+    pthread_mutex_unlock(&s->agents_lock);
+    allot_store_nets_free(nets, n_nets);
+    fputs("# HELP allot_tenant_network_receive_bytes_total Bytes the tenant's network received "
+          "on its nodes (overlay and egress), as the agents count them.\n"
+          "# TYPE allot_tenant_network_receive_bytes_total counter\n",
+          f);
+    json_object_foreach(rx, k, v)
+    {
+        fputs("allot_tenant_network_receive_bytes_total{tenant=\"", f);
+        label(f, k);
+        fprintf(f, "\"} %lld\n", (long long)json_integer_value(v));
+    }
+    fputs("# HELP allot_tenant_network_transmit_bytes_total Bytes the tenant's network sent "
+          "from its nodes (overlay and egress), as the agents count them.\n"
+          "# TYPE allot_tenant_network_transmit_bytes_total counter\n",
+          f);
+    json_object_foreach(tx, k, v)
+    {
+        fputs("allot_tenant_network_transmit_bytes_total{tenant=\"", f);
+        label(f, k);
+        fprintf(f, "\"} %lld\n", (long long)json_integer_value(v));
+    }
+    json_decref(rx);
+    json_decref(tx);
+
     /* per GPU: health, and the agents' latest readings under DCGM-exporter names */
     static const struct {
         const char *name, *help, *field;

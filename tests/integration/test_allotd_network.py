@@ -158,6 +158,21 @@ def test_restart_keeps_networks_and_addresses():
     assert j2["placement"]["tasks"][0]["address"] == addr, (j2, addr)
 
 
+def test_traffic_per_tenant_in_metrics():
+    nets = {}
+    for j in expect(dm.req("GET", "/v1/jobs?state=starting", token=dm.admin), 200)["jobs"]:
+        nets[j["tenant"]] = get(j["id"])["network"]["vni"]
+    beat("n-1", {"usage": {"net": [{"vni": nets["nlp"], "rx_bytes": 1000, "tx_bytes": 2000}]}})
+    beat("n-2", {"usage": {"net": [{"vni": nets["nlp"], "rx_bytes": 500, "tx_bytes": 0},
+                                   {"vni": nets["vision"], "rx_bytes": 7, "tx_bytes": 9}]}})
+    st, m = dm.req("GET", "/metrics", raw=True)
+    assert 'allot_tenant_network_receive_bytes_total{tenant="nlp"} 1500\n' in m, m
+    assert 'allot_tenant_network_transmit_bytes_total{tenant="nlp"} 2000\n' in m, m
+    assert 'allot_tenant_network_transmit_bytes_total{tenant="vision"} 9\n' in m, m
+    e = beat("n-1", {"usage": {"net": [{"vni": 0, "rx_bytes": 1, "tx_bytes": 1}]}}, 400)
+    assert "usage.net[0]" in e["error"]["message"], e
+
+
 UNDERLAY = {"n-1": "198.18.0.2", "n-2": "198.18.0.3", "n-3": "198.18.0.4", "n-4": "198.18.0.5"}
 ARGS = ["--network", "on", "--net-pool", "198.18.64.0/20", "--net-prefix", "26"]
 
@@ -169,6 +184,6 @@ if __name__ == "__main__":
         for n in ("n-1", "n-2", "n-3"):
             expect(dm.req("POST", "/v1/nodes/register", node(n, UNDERLAY[n]), token=AG), 201)
         fx.run([test_bad_network_quotas_and_inventory, test_addresses_subnets_and_peers,
-                test_restart_keeps_networks_and_addresses])
+                test_restart_keeps_networks_and_addresses, test_traffic_per_tenant_in_metrics])
     finally:
         dm.stop()
