@@ -624,7 +624,8 @@ static void print_side_by_side(const struct plan *p, json_t *root)
                 allot_fmt(b[col], sizeof(b[col]), strcmp(keys[k], "utilization") == 0 ? "%.3f" : "%.0f",
                           json_real_value(v));
             } else {
-                out_cell(v, b[col], sizeof(b[col]));
+                cells[col + 1] = out_cell(v, b[col], sizeof(b[col]));
+                continue;
             }
             cells[col + 1] = b[col];
         }

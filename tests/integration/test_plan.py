@@ -1,0 +1,143 @@
+"""`allot plan` against a real allotd, the test acting as the node's agent:
+a small recorded history (four 2-GPU jobs queued on one 2-GPU node, run one
+after the other) replayed on the current cluster and on one with two more
+nodes shows the waits go away; a quota change and a removed node show in
+the changed cluster; the price book gives a cost; the forecast reports; bad
+options give clear errors and exit status 1."""
+
+import time
+
+import allotd_fixture as fx
+from allotd_fixture import TENANTS, Daemon, expect
+from cli_fixture import cli, fails, ok
+
+dm = None
+AG = None
+
+BOOK = {"currency": "EUR",
+        "books": [{"effective": "2026-01-01", "gpu_hour": {"H100-80GB": 400}}]}
+
+
+def node(name, gpus=2):
+    return {"name": name, "cpus": 16, "memory": 65536, "gpus": [{"model": "H100-80GB"}] * gpus}
+
+
+def beat(name, body=None):
+    return expect(dm.req("POST", "/v1/nodes/%s/heartbeat" % name, body or {}, token=AG), 200)
+
+
+def get(jid):
+    return expect(dm.req("GET", "/v1/jobs/%d" % jid, token=dm.admin), 200)
+
+
+def wait_state(jid, state, timeout=15):
+    end = time.time() + timeout
+    while time.time() < end:
+        j = get(jid)
+        if j["state"] == state:
+            return j
+        beat("p-1")
+        time.sleep(0.05)
+    raise AssertionError("job %d not %s: %r" % (jid, state, j))
+
+
+def submit(**kw):
+    body = dict({"tenant": "research/nlp", "cpus": 2, "memory": 1024, "gpus": 2,
+                 "command": ["true"]}, **kw)
+    return expect(dm.req("POST", "/v1/jobs", body, token=dm.admin), 201)["id"]
+
+
+def record_history():
+    """Four 2-GPU jobs submitted together on the one 2-GPU node: each
+    waits for the one before (about 2 s each), then runs 2 s."""
+    left = [submit(tenant="research/nlp" if i % 2 else "research/vision") for i in range(4)]
+    end = time.time() + 40
+    while left and time.time() < end:
+        started = [j for j in (get(x) for x in left) if j["state"] == "starting"]
+        if not started:
+            beat("p-1")
+            time.sleep(0.05)
+            continue
+        jid = started[0]["id"]
+        beat("p-1", {"jobs": [{"id": jid, "state": "running"}]})
+        time.sleep(2)
+        beat("p-1", {"jobs": [{"id": jid, "state": "succeeded", "exit_code": 0}]})
+        wait_state(jid, "succeeded")
+        left.remove(jid)
+    assert not left, left
+    # one job that has not started: its node is cordoned
+    ok(cli(dm, "cordon", "p-1"))
+    submit()
+
+
+def test_add_nodes_cuts_the_wait():
+    r = ok(cli(dm, "plan", "--add", "2xH100-80GB:8:64:512"))
+    assert "history: 4 jobs replayed" in r.out and "1 pending" in r.out, r
+    assert "mean wait (s)" in r.out and "changed" in r.out, r
+    js = ok(cli(dm, "-o", "json", "plan", "--add", "2xH100-80GB:8:64:512")).json()
+    cur, chg = js["current"], js["changed"]
+    assert cur["gpus"] == 2 and chg["gpus"] == 18, js
+    assert cur["jobs"] == 4 and cur["unfinished"] == 0 and chg["unfinished"] == 0, js
+    assert cur["mean_wait_s"] >= 1.5, js  # each job waited for the one before
+    assert chg["mean_wait_s"] < cur["mean_wait_s"] and chg["p95_wait_s"] == 0, js
+    assert cur["utilization"] > chg["utilization"] > 0, js
+    assert js["changes"] == [{"add": "2xH100-80GB:8:64:512"}], js
+    assert set(cur["tenants"]) == {"research/nlp", "research/vision", "product/search"}, js
+    assert cur["tenants"]["research/nlp"]["jobs"] == 2, js
+    assert js["history"]["recorded_mean_wait_s"] > 1, js
+    assert cur["capacity_cost_minor"] is None, js  # no price book yet
+
+
+def test_second_node():
+    expect(dm.req("POST", "/v1/nodes/register", node("p-2"), token=AG), 201)
+
+
+def test_quota_remove_and_cost():
+    expect(dm.req("PUT", "/v1/pricebook", BOOK, token=dm.admin), 200)
+    js = ok(cli(dm, "-o", "json", "plan", "--quota", "research/nlp=gpu:1", "--remove", "p-2",
+                "--add", "H100")).json()
+    assert js["changed"]["tenants"]["research/nlp"]["nominal_gpus"] == 1, js
+    assert js["current"]["tenants"]["research/nlp"]["nominal_gpus"] == 8, js
+    assert js["current"]["gpus"] == 4 and js["changed"]["gpus"] == 10, js  # -2 + 8
+    assert js["currency"] == "EUR", js
+    cur = js["current"]
+    hours = cur["gpu_hours"]
+    assert hours > 0 and cur["gpu_time_cost_minor"] == round(hours * 400), js
+    assert cur["capacity_cost_minor"] >= cur["gpu_time_cost_minor"], js
+    r = ok(cli(dm, "plan"))
+    assert "EUR" in r.out and "changed" not in r.out.split("\n\n")[1], r
+
+
+def test_forecast():
+    r = ok(cli(dm, "plan", "--forecast", "--wait-target", "30m"))
+    assert "forecast:" in r.out and "p95 wait target" not in r.out, r  # under two hours
+    js = ok(cli(dm, "-o", "json", "plan", "--forecast")).json()
+    assert "less than two whole hours" in js["forecast"]["error"], js
+
+
+def test_bad_options():
+    fails(cli(dm, "plan", "--add", "4xTPU"), 1, "usage")
+    fails(cli(dm, "plan", "--add", "0xH100"), 1, "usage")
+    fails(cli(dm, "plan", "--remove", "nosuch"), 1, "usage")
+    fails(cli(dm, "plan", "--quota", "research/nlp=cpu:4"), 1, "usage")
+    fails(cli(dm, "plan", "--quota", "research/nlp=gpu:-1"), 1, "usage")
+    r = fails(cli(dm, "plan", "--quota", "nobody=gpu:4"), 1, "plan")
+    assert "no tenant \"nobody\"" in r.err, r
+    fails(cli(dm, "plan", "--wait-target", "1h"), 1, "usage")
+    fails(cli(dm, "plan", "--forecast", "--horizon", "0"), 1, "usage")
+    fails(cli(dm, "plan", "extra"), 1, "usage")
+    fails(cli(dm, "-o", "csv", "plan"), 1, "usage")
+    fails(cli(dm, "plan", "--remove", "p-1", "--remove", "p-2"), 1, "usage")
+    fails(cli(dm, "plan", token="nope"), 3)
+
+
+if __name__ == "__main__":
+    dm = Daemon()
+    try:
+        expect(dm.req("PUT", "/v1/tenants", TENANTS, token=dm.admin), 200)
+        AG = dm.token("agent", "", "agents")
+        expect(dm.req("POST", "/v1/nodes/register", node("p-1"), token=AG), 201)
+        fx.run([record_history, test_add_nodes_cuts_the_wait, test_second_node,
+                test_quota_remove_and_cost, test_forecast, test_bad_options])
+    finally:
+        dm.stop()
