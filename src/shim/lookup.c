@@ -8,8 +8,8 @@
  * Programs reach driver functions three ways and all three lead to the
  * hooks: direct binding (the exported cu* functions of hooks.c, found
  * before the driver's because the shim is preloaded), dlsym() (overridden
- * here: the real dlsym answers first, and a hooked name it finds is
- * answered with the hook) and cuGetProcAddress(_v2) (the driver answers
+ * in dlsym.c: the real dlsym answers first, and a hooked name it finds is
+ * answered with the hook, shim_dlsym_answer here) and cuGetProcAddress(_v2) (the driver answers
  * first; a pointer that is one of the driver's hooked functions, or
  * failing that a hooked name at the requested version and stream flavour,
  * is replaced by the hook).
@@ -137,7 +137,7 @@ SHIM_EARLY static int hook_index(const char *name)
     return -1;
 }
 
-void *shim_dlsym(void *handle, const char *name)
+SHIM_EARLY void *shim_dlsym(void *handle, const char *name)
 {
     dlsym_fn dls = real_dlsym();
 
@@ -223,20 +223,13 @@ void *shim_swap_proc(const char *symbol, void *p, int cuda_version, cuuint64_t f
     return fn_hooks[i];
 }
 
-/*
- * The dlsym override. Limit: dlsym(RTLD_NEXT, ...) is answered as if asked
- * by the shim (the real dlsym reads its caller's address), which finds the
- * same objects for a program but not for another preloaded interposer.
- */
-SHIM_EARLY void *dlsym(void *restrict handle, const char *restrict symbol)
+/* The hook dlsym hands out for symbol, which the real dlsym found at p:
+ * p itself when the name is not hooked. Reached from the override
+ * (dlsym.c), maybe before ASan is ready: no intercepted call here. */
+SHIM_EARLY void *shim_dlsym_answer(const char *symbol, void *p)
 {
-    dlsym_fn dls = real_dlsym();
-    void *p = dls ? dls(handle, symbol) : NULL;
-    int i;
+    int i = hook_index(symbol);
 
-    if (!p)
-        return NULL;
-    i = hook_index(symbol);
     if (i < 0) {
         /* NVML's hooked names: their library is loaded apart (nvml.c) */
         void *h = symbol[0] == 'n' ? shim_nvml_hook_for_name(symbol) : NULL;

@@ -11,8 +11,10 @@
  *   limiter.c the compute share (ALLOT_GPU_SM_LIMIT): a duty-cycle limiter
  *             with measured launch times, its budget in the region when
  *             there is one
- *   lookup.c  start-up (the real driver, pthread_once), the dlsym override,
- *             cuGetProcAddress(_v2) and the table of hooked names
+ *   lookup.c  start-up (the real driver, pthread_once), what the dlsym
+ *             override answers, cuGetProcAddress(_v2) and the table of
+ *             hooked names
+ *   dlsym.c   the dlsym override itself (alone: see there why)
  *   hooks.c   the exported cu* hooks for memory and contexts
  *   launch.c  the exported launch hooks
  *   share.c   weighted fair sharing of one GPU between jobs (a file per GPU)
@@ -447,6 +449,9 @@ bool shim_driver_loaded(void);
 void *shim_hook_for_name(const char *name);
 /* The real dlsym (not the override): handle and name as dlsym's. */
 void *shim_dlsym(void *handle, const char *name);
+/* What the dlsym override (dlsym.c) answers for symbol, which the real
+ * dlsym found at p (not NULL): the hook when the name is hooked, else p. */
+void *shim_dlsym_answer(const char *symbol, void *p);
 /* The CUDA ordinal (as this process numbers its visible devices) whose
  * UUID has the 32 hex digits hex, or -1. Initialises the driver (cuInit)
  * when it was not yet; the devices are learnt once. */

@@ -889,12 +889,13 @@ CUresult cuGraphLaunch_ptsz(CUgraphExec g, CUstream s)
 
 typedef struct fake_graph *CUgraph;
 typedef struct fake_node *CUgraphNode;
-struct fake_graph {
-    int nodes;
-};
 struct fake_node {
     CUgraph g;
     unsigned long long dptr;
+    struct fake_node *next; /* the graph's next node */
+};
+struct fake_graph {
+    struct fake_node *nodes; /* owned */
 };
 static int graph_nodes_added; /* for tests: memory nodes the driver made */
 
@@ -916,7 +917,8 @@ static CUresult add_node(CUgraphNode *n, CUgraph g, unsigned long long *dptr)
     if (!*n)
         return CUDA_ERROR_OUT_OF_MEMORY;
     (*n)->g = g;
-    g->nodes++;
+    (*n)->next = g->nodes;
+    g->nodes = *n;
     if (dptr) {
         pthread_mutex_lock(&alloc_lock);
         (*n)->dptr = *dptr = next_ptr;
@@ -980,20 +982,31 @@ CUresult cuGraphAddNode_v2(CUgraphNode *n, CUgraph g, const CUgraphNode *deps, c
 CUresult cuGraphDestroyNode(CUgraphNode n);
 CUresult cuGraphDestroyNode(CUgraphNode n)
 {
+    struct fake_node **p;
+
     if (!n)
         return CUDA_ERROR_INVALID_VALUE;
-    n->g->nodes--;
+    for (p = &n->g->nodes; *p && *p != n; p = &(*p)->next)
+        ;
+    if (!*p)
+        return CUDA_ERROR_INVALID_VALUE;
+    *p = n->next;
     free(n);
     return CUDA_SUCCESS;
 }
 
-/* Frees the graph (its nodes are the caller's to have destroyed or not:
- * the fake leaks them, as it does not track them) */
+/* Frees the graph and its nodes. */
 CUresult cuGraphDestroy(CUgraph g);
 CUresult cuGraphDestroy(CUgraph g)
 {
     if (!g)
         return CUDA_ERROR_INVALID_VALUE;
+    while (g->nodes) {
+        struct fake_node *n = g->nodes;
+
+        g->nodes = n->next;
+        free(n);
+    }
     free(g);
     return CUDA_SUCCESS;
 }
