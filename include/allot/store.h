@@ -463,6 +463,7 @@ struct allot_store_sample {
     int64_t gpu_util;      /* utilisation of its GPUs, percent */
     int64_t gpu_mem_bytes; /* GPU memory in use */
     int64_t energy_mj;     /* its GPUs' energy counter (cumulative), millijoules */
+    int64_t interval_ms;   /* the agent's sample interval (0: not said) */
 };
 /* Adds a sample; one already stored (same job, task and time) is left as it
  * is and *added is false. `added` may be NULL. */

@@ -45,6 +45,7 @@ static const char *const modes[] = {"exclusive", "shared", "mig", NULL};
 static const char *const sharings[] = {"shim", "mps", NULL};
 static const char *const formats[] = {"text", "json", NULL};
 static const char *const levels[] = {"error", "warn", "info", "debug", NULL};
+static const char *const on_off[] = {"off", "on", NULL};
 
 static const struct allot_config_option options[] = {
     {.name = "server",
@@ -202,9 +203,10 @@ static const struct allot_config_option options[] = {
      .help = "Stop every task when allotd has been unreachable for most of the node's lease "
              "(allotd then requeues them elsewhere)."},
     {.name = "network",
-     .type = ALLOT_CFG_BOOL,
+     .type = ALLOT_CFG_ENUM,
      .offset = F(network),
-     .def = "false",
+     .def = "off",
+     .choices = on_off,
      .help = "Tenant networks (docs/network.md): a task whose desired state carries a network "
              "runs in its own network namespace on its tenant's bridge and VXLAN overlay, "
              "behind the nftables table inet allot and the uplink's HTB classes. Needs root "
@@ -563,7 +565,8 @@ static void take_samples(struct agent *a, int64_t now)
             /* a fraction: what its shim measured, not the shared GPU's NVML figures */
             json_array_append_new(
                 a->samples,
-                json_pack("{s:I,s:i,s:I,s:I,s:I,s:I,s:I,s:I}", "job", (json_int_t)t->job, "task",
+                json_pack("{s:I,s:I,s:i,s:I,s:I,s:I,s:I,s:I,s:I}", "interval_ms",
+                          (json_int_t)a->cfg.sample_interval, "job", (json_int_t)t->job, "task",
                           t->index, "at", (json_int_t)at, "cpu_ns", (json_int_t)cpu, "mem_bytes",
                           (json_int_t)m, "gpu_util", (json_int_t)s_util, "gpu_mem_bytes",
                           (json_int_t)s_mem, "energy_mj", (json_int_t)-1));
@@ -586,7 +589,8 @@ static void take_samples(struct agent *a, int64_t now)
                 en += energy[g];
         }
         json_array_append_new(a->samples,
-                              json_pack("{s:I,s:i,s:I,s:I,s:I,s:I,s:I,s:I}", "job",
+                              json_pack("{s:I,s:I,s:i,s:I,s:I,s:I,s:I,s:I,s:I}", "interval_ms",
+                                        (json_int_t)a->cfg.sample_interval, "job",
                                         (json_int_t)t->job, "task", t->index, "at", (json_int_t)at,
                                         "cpu_ns", (json_int_t)cpu, "mem_bytes", (json_int_t)m,
                                         "gpu_util", (json_int_t)(gpu_ok && u_n ? u_sum / u_n : -1),
@@ -947,15 +951,14 @@ int main(int argc, char **argv)
     sigaction(SIGHUP, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
     curl_global_init(CURL_GLOBAL_DEFAULT);
-    if (c->network) {
+    if (!strcmp(c->network, "on")) {
         struct net_config nc = {.node = c->name,
                                 .underlay = c->underlay_ip,
                                 .uplink = c->uplink,
                                 .rate = c->uplink_rate,
                                 .state_dir = c->state_dir};
         if (getuid() != 0 || !(a.net = net_new(&nc, err, sizeof(err)))) {
-            fprintf(stderr, "allot-agent: --network on: %s\n",
-                    getuid() != 0 ? "needs root" : err);
+            fprintf(stderr, "allot-agent: --network on: %s\n", getuid() != 0 ? "needs root" : err);
             return 1;
         }
     }

@@ -230,12 +230,12 @@ int agentproto_heartbeat(json_t *b, struct hb_body *out, char *err, size_t errle
     json_t *smp;
     json_array_foreach(x, i, smp)
     {
-        static const char *const sf[] = {"job",           "task",      "at",
-                                         "cpu_ns",        "mem_bytes", "gpu_util",
-                                         "gpu_mem_bytes", "energy_mj", NULL};
-        static const long long lo[] = {1, 0, 1, -1, -1, -1, -1, -1};
-        static const long long hi[] = {INT64_MAX, 1023, INT64_MAX, INT64_MAX,
-                                       INT64_MAX, 100,  INT64_MAX, INT64_MAX};
+        static const char *const sf[] = {
+            "job",      "task",          "at",        "cpu_ns",      "mem_bytes",
+            "gpu_util", "gpu_mem_bytes", "energy_mj", "interval_ms", NULL};
+        static const long long lo[] = {1, 0, 1, -1, -1, -1, -1, -1, 0};
+        static const long long hi[] = {INT64_MAX, 1023,      INT64_MAX, INT64_MAX, INT64_MAX,
+                                       100,       INT64_MAX, INT64_MAX, 3600000};
 
         if (!json_is_object(smp))
             return E400("field \"usage.samples[%zu]\" must be an object", i);
@@ -243,6 +243,8 @@ int agentproto_heartbeat(json_t *b, struct hb_body *out, char *err, size_t errle
             return E400("unknown field \"usage.samples[%zu].%s\"", i, bad);
         for (size_t k = 0; sf[k]; k++) {
             json_t *v = json_object_get(smp, sf[k]);
+            if (!v && !strcmp(sf[k], "interval_ms"))
+                continue; /* optional */
             if (!json_is_integer(v) || json_integer_value(v) < lo[k] ||
                 json_integer_value(v) > hi[k])
                 return E400("field \"usage.samples[%zu].%s\" must be an integer %lld..%lld", i,

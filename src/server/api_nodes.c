@@ -257,7 +257,8 @@ static int beat_fn(struct allot_store *st, void *arg)
             .mem_bytes = json_integer_value(json_object_get(x, "mem_bytes")),
             .gpu_util = json_integer_value(json_object_get(x, "gpu_util")),
             .gpu_mem_bytes = json_integer_value(json_object_get(x, "gpu_mem_bytes")),
-            .energy_mj = json_integer_value(json_object_get(x, "energy_mj"))};
+            .energy_mj = json_integer_value(json_object_get(x, "energy_mj")),
+            .interval_ms = json_integer_value(json_object_get(x, "interval_ms"))};
         if (rc)
             break;
         rc = allot_store_sample_add(st, &smp, NULL);

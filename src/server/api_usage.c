@@ -71,6 +71,9 @@ static json_t *group_json(const struct group *g)
                           "memory_gib_seconds", (double)g->mem_mib_s / 1024.0, "cpu_used_seconds",
                           (double)g->cpu_used_ms / 1000.0, "jobs", (json_int_t)g->jobs);
 
+    /* how much of the time the GPU utilisation was measured (agents' samples) */
+    json_object_set_new(o, "measured_seconds", json_real((double)g->util_ms / 1000.0));
+
     json_object_set_new(
         o, "sm_util_avg",
         g->util_ms > 0 ? json_real(round((double)g->util_pct_ms / (double)g->util_ms * 10.0) / 10.0)

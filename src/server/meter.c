@@ -217,8 +217,11 @@ static int collect_samples(const struct allot_catalog *cat, const struct allot_s
         int64_t t = x->at / 1000, dt = x->at - p->at;
         const struct allot_store_run *r;
 
-        if (p->job_id != x->job_id || p->task != x->task || dt <= 0 || dt > SAMPLE_GAP ||
-            t < from || t >= to)
+        /* a sample speaks for the time since the previous one, up to three of
+         * its agent's sample intervals (a longer gap was not measured) */
+        int64_t gap = x->interval_ms > 0 ? 3 * x->interval_ms : SAMPLE_GAP;
+        if (p->job_id != x->job_id || p->task != x->task || dt <= 0 || dt > gap || t < from ||
+            t >= to)
             continue;
         if (!(r = run_at(runs, n_runs, x->job_id, t, now)))
             continue; /* a sample outside every run: nothing was allocated */

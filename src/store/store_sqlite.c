@@ -148,6 +148,8 @@ static const struct migration migrations[] = {
     /* tenant networks: one subnet and VXLAN id per tenant, kept across restarts */
     {5, "CREATE TABLE tenant_nets(tenant TEXT PRIMARY KEY NOT NULL,"
         " vni INTEGER NOT NULL UNIQUE, subnet TEXT NOT NULL UNIQUE) WITHOUT ROWID;\n"},
+    /* a sample covers at most a few of its agent's sample intervals back */
+    {6, "ALTER TABLE samples ADD COLUMN interval_ms INTEGER NOT NULL DEFAULT 0;\n"},
 };
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 

@@ -97,6 +97,7 @@ int sq_sample_add(struct allot_store *base, const struct allot_store_sample *x, 
     sqlite3_bind_int64(st, 6, x->gpu_util);
     sqlite3_bind_int64(st, 7, x->gpu_mem_bytes);
     sqlite3_bind_int64(st, 8, x->energy_mj);
+    sqlite3_bind_int64(st, 9, x->interval_ms);
     rc = sq_done(s, st, sqlite3_step(st));
     *added = rc == 0 && sqlite3_changes(s->db) == 1;
     return rc;
@@ -115,6 +116,7 @@ static int sample_row(struct sq_store *s, sqlite3_stmt *st, void *elem)
     x->gpu_util = sqlite3_column_int64(st, 5);
     x->gpu_mem_bytes = sqlite3_column_int64(st, 6);
     x->energy_mj = sqlite3_column_int64(st, 7);
+    x->interval_ms = sqlite3_column_int64(st, 8);
     return 0;
 }
 

@@ -91,10 +91,10 @@ const char *const sq_stmt_sql[SQ_NSTMT] = {
     [SQ_SPAN_LIST] = "SELECT node, inventory, start_time, COALESCE(end_time, 0) FROM node_spans"
                      " WHERE start_time < ?2 AND (end_time IS NULL OR end_time > ?1) ORDER BY id",
     [SQ_SAMPLE_ADD] = "INSERT OR IGNORE INTO samples(job_id, task, at, cpu_ns, mem_bytes,"
-                      " gpu_util, gpu_mem_bytes, energy_mj)"
-                      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                      " gpu_util, gpu_mem_bytes, energy_mj, interval_ms)"
+                      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
     [SQ_SAMPLE_LIST] = "SELECT job_id, task, at, cpu_ns, mem_bytes, gpu_util, gpu_mem_bytes,"
-                       " energy_mj FROM samples WHERE at >= ?1 AND at < ?2"
+                       " energy_mj, interval_ms FROM samples WHERE at >= ?1 AND at < ?2"
                        " ORDER BY job_id, task, at",
     [SQ_USAGE_DELETE] = "DELETE FROM usage_hourly WHERE hour >= ?1 AND hour < ?2",
     [SQ_USAGE_INSERT] = "INSERT INTO usage_hourly(hour, tenant, user, model, item, borrowed,"
