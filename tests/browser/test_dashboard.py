@@ -386,7 +386,8 @@ def test_anomalies_and_fencing():
     gpu2.stop()
     gpu2.args[gpu2.args.index("--emulate-util") + 1] = "0"
     gpu2.start()  # adopts the running notebook
-    end = time.time() + 30
+    # seen while the window (20 s) holds both rates and the job has run for all of it
+    end = time.time() + 40
     while time.time() < end:
         found = expect(dm.req("GET", "/v1/anomalies", token=dm.admin), 200)["anomalies"]
         if any(a.get("job") == jid for a in found):
@@ -491,7 +492,7 @@ def test_member_sees_only_its_tenant():
 def setup():
     global dm, br, url, member, viewer
     dm = Daemon(args=["--ui-dir", os.path.join(fx.SOURCE, "web"), "--meter-interval", "200ms",
-                      "--idle-window", "2s", "--idle-threshold", "10", "--anomaly-window", "4s"])
+                      "--idle-window", "2s", "--idle-threshold", "10", "--anomaly-window", "20s"])
     url = "http://127.0.0.1:%d/ui/" % dm.port
     expect(dm.req("PUT", "/v1/tenants", TENANTS, token=dm.admin), 200)
     if metering():
