@@ -61,6 +61,12 @@ static void test_open_and_migrations(void **state)
     assert_int_equal(raw_sql(f, "DROP INDEX jobs_by_state; DROP INDEX jobs_by_tenant;"
                                 "DROP INDEX jobs_by_tenant_state; DROP INDEX job_events_by_job;"
                                 "DROP INDEX jobs_by_array;"
+                                /* version 4: metering; 5: tenant networks; 6: sample intervals */
+                                "DROP TRIGGER runs_begin; DROP TRIGGER runs_end;"
+                                "DROP TRIGGER node_spans_new; DROP TRIGGER node_spans_lost;"
+                                "DROP TRIGGER node_spans_back; DROP TRIGGER node_spans_gone;"
+                                "DROP TABLE runs; DROP TABLE node_spans; DROP TABLE samples;"
+                                "DROP TABLE usage_hourly; DROP TABLE tenant_nets;"
                                 "UPDATE meta SET value = '1' WHERE key = 'schema_version'"),
                      SQLITE_OK);
     assert_int_equal(allot_store_open(f->url, &plain, &st, err, sizeof err), ALLOT_ESTATE);
@@ -69,8 +75,9 @@ static void test_open_and_migrations(void **state)
     assert_int_equal(allot_store_schema_version(st), latest);
     allot_store_close(st);
     assert_int_equal(raw_int(f, "SELECT count(*) FROM sqlite_schema WHERE name IN "
-                                "('jobs_by_tenant_state', 'jobs_by_array')"),
-                     2);
+                                "('jobs_by_tenant_state', 'jobs_by_array', 'runs', 'runs_begin',"
+                                " 'node_spans', 'samples', 'usage_hourly', 'tenant_nets')"),
+                     8);
 
     /* a newer schema is refused, even with MIGRATE, and left alone */
     allot_fmt(sql, sizeof sql, "UPDATE meta SET value = '%d' WHERE key = 'schema_version'",
@@ -338,6 +345,133 @@ static void test_jobs(void **state)
 }
 
 /* ---- tenants, classes, nodes, tokens ----------------------------------------------------- */
+
+/* Metering facts kept by the store itself: a run per time a job held
+ * resources (opened and closed by the job's state changes), samples
+ * stored once, roll-ups replaced per hour range, tenant networks unique. */
+static void test_metering(void **state)
+{
+    struct fix *f = *state;
+    struct allot_store *st = open_ok(f);
+    struct allot_store_job j = {0};
+    struct allot_store_run *runs;
+    struct allot_store_sample smp = {.job_id = 0,
+                                     .task = 0,
+                                     .at = 5000,
+                                     .cpu_ns = 7,
+                                     .mem_bytes = 1,
+                                     .gpu_util = 40,
+                                     .gpu_mem_bytes = -1,
+                                     .energy_mj = -1,
+                                     .interval_ms = 1000};
+    struct allot_store_sample *sl;
+    struct allot_store_usage u[2] = {{.hour = 3600,
+                                      .tenant = (char *)"t",
+                                      .user = (char *)"u",
+                                      .model = (char *)"L4",
+                                      .item = (char *)"gpu",
+                                      .gpu_ppm_s = 1000000,
+                                      .gpu_mem_peak = -1,
+                                      .energy_mj = -1},
+                                     {.hour = 7200,
+                                      .tenant = (char *)"t",
+                                      .user = (char *)"u",
+                                      .model = (char *)"",
+                                      .item = (char *)"cpu",
+                                      .cpu_milli_s = 5,
+                                      .gpu_mem_peak = -1,
+                                      .energy_mj = -1}};
+    struct allot_store_usage *ul;
+    struct allot_store_net net = {(char *)"t", 4096, (char *)"10.96.0.0/24"}, *nets;
+    bool added = true;
+    size_t n;
+    int64_t id = submit(st, "t", "metered");
+
+    assert_int_equal(allot_store_job_get(st, id, &j), 0);
+    /* pending: no run */
+    assert_int_equal(allot_store_run_list(st, 0, 100000, &runs, &n), 0);
+    assert_int_equal(n, 0);
+    /* starting at 100, running: one open run */
+    j.state = ALLOT_SJ_STARTING;
+    j.start_time = 100;
+    allot_free(j.placement);
+    j.placement = allot_strdup("{\"tasks\":[]}");
+    assert_int_equal(allot_store_job_update(st, &j), 0);
+    j.state = ALLOT_SJ_RUNNING;
+    assert_int_equal(allot_store_job_update(st, &j), 0);
+    assert_int_equal(allot_store_run_list(st, 0, 100000, &runs, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(runs[0].start, 100);
+    assert_int_equal(runs[0].end, 0);
+    assert_string_equal(runs[0].placement, "{\"tasks\":[]}");
+    allot_store_runs_free(runs, n);
+    /* preempted back to pending at 150, started again at 200, done at 260 */
+    j.state = ALLOT_SJ_PENDING;
+    j.end_time = 150;
+    assert_int_equal(allot_store_job_update(st, &j), 0);
+    j.state = ALLOT_SJ_STARTING;
+    j.start_time = 200;
+    assert_int_equal(allot_store_job_update(st, &j), 0);
+    j.state = ALLOT_SJ_SUCCEEDED;
+    j.end_time = 260;
+    assert_int_equal(allot_store_job_update(st, &j), 0);
+    assert_int_equal(allot_store_run_list(st, 0, 100000, &runs, &n), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(runs[0].start, 100);
+    assert_int_equal(runs[0].end, 150);
+    assert_int_equal(runs[1].start, 200);
+    assert_int_equal(runs[1].end, 260);
+    allot_store_runs_free(runs, n);
+    /* windows: a run overlapping it is listed, others not */
+    assert_int_equal(allot_store_run_list(st, 150, 200, &runs, &n), 0);
+    assert_int_equal(n, 0);
+    assert_int_equal(allot_store_run_list(st, 255, 300, &runs, &n), 0);
+    assert_int_equal(n, 1);
+    allot_store_runs_free(runs, n);
+    allot_store_job_clear(&j);
+
+    /* samples: stored once */
+    smp.job_id = id;
+    assert_int_equal(allot_store_sample_add(st, &smp, &added), 0);
+    assert_true(added);
+    assert_int_equal(allot_store_sample_add(st, &smp, &added), 0);
+    assert_false(added);
+    smp.at = 0;
+    assert_int_equal(allot_store_sample_add(st, &smp, NULL), ALLOT_EINVAL);
+    assert_int_equal(allot_store_sample_list(st, 0, 10000, &sl, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(sl[0].gpu_util, 40);
+    assert_int_equal(sl[0].interval_ms, 1000);
+    allot_free(sl);
+
+    /* roll-ups: a range is replaced whole */
+    assert_int_equal(allot_store_usage_replace(st, 3600, 10800, u, 2), 0);
+    assert_int_equal(allot_store_usage_replace(st, 7200, 10800, u + 1, 1), 0);
+    assert_int_equal(allot_store_usage_list(st, 0, 10800, &ul, &n), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(ul[0].gpu_ppm_s, 1000000);
+    assert_string_equal(ul[1].item, "cpu");
+    allot_store_usages_free(ul, n);
+    assert_int_equal(allot_store_usage_replace(st, 7200, 10800, NULL, 0), 0);
+    assert_int_equal(allot_store_usage_list(st, 0, 10800, &ul, &n), 0);
+    assert_int_equal(n, 1);
+    allot_store_usages_free(ul, n);
+    assert_int_equal(allot_store_usage_replace(st, 0, 3600, u, 1), ALLOT_EINVAL); /* outside */
+
+    /* tenant networks: a tenant, a vni and a subnet once each */
+    assert_int_equal(allot_store_net_add(st, &net), 0);
+    net.tenant = (char *)"other";
+    assert_int_equal(allot_store_net_add(st, &net), ALLOT_EEXIST);
+    net.vni = 4097;
+    assert_int_equal(allot_store_net_add(st, &net), ALLOT_EEXIST); /* same subnet */
+    net.subnet = (char *)"10.96.1.0/24";
+    assert_int_equal(allot_store_net_add(st, &net), 0);
+    assert_int_equal(allot_store_net_list(st, &nets, &n), 0);
+    assert_int_equal(n, 2);
+    assert_string_equal(nets[1].subnet, "10.96.1.0/24");
+    allot_store_nets_free(nets, n);
+    allot_store_close(st);
+}
 
 static void test_tables(void **state)
 {
@@ -909,6 +1043,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_meta_and_batches, setup, teardown),
         cmocka_unit_test_setup_teardown(test_jobs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tables, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_metering, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_input_verbatim, setup, teardown),
         cmocka_unit_test_setup_teardown(test_paging, setup, teardown),
         cmocka_unit_test_setup_teardown(test_arrays, setup, teardown),
