@@ -317,7 +317,10 @@ static int sacct_row(char **f, const int *col, int64_t tz, const char *name, siz
                                                    : "";
     if (tres_gpus(tres, &row->gpus, msg, sizeof(msg)) < 0)
         return fail(err, errlen, name, line, "%s", msg);
-    if (!row->started) {
+    /* Slurm gives a job cancelled while pending Start = End and no
+     * AllocTRES: it never ran */
+    if (!row->started || (strcmp(state, "CANCELLED") == 0 && col[SC_ALLOC] >= 0 &&
+                          !*f[col[SC_ALLOC]] && row->ended && row->end == row->start)) {
         c->never_started++;
         return 0;
     }

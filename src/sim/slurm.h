@@ -11,8 +11,9 @@
  * are skipped; array tasks (123_4) and heterogeneous components (123+1)
  * are jobs. A job counts when it started and ended (COMPLETED, FAILED,
  * TIMEOUT, CANCELLED with a start, NODE_FAIL, PREEMPTED, OUT_OF_MEMORY,
- * BOOT_FAIL, DEADLINE, REQUEUED); never-started and still-running jobs are
- * counted and skipped. GPUs: gres/gpu of AllocTRES (ReqTRES when AllocTRES
+ * BOOT_FAIL, DEADLINE, REQUEUED); never-started jobs (no Start, or
+ * CANCELLED with Start = End and no AllocTRES, as Slurm records a job
+ * cancelled while pending) and still-running jobs are counted and skipped. GPUs: gres/gpu of AllocTRES (ReqTRES when AllocTRES
  * is empty), else the sum of its gres/gpu:MODEL entries. Times are
  * YYYY-MM-DDTHH:MM:SS in the local time of the export, turned into UTC by
  * subtracting `tz_offset_s`.
