@@ -12,7 +12,11 @@
 #     queue was tuned on), at load 0.95, and on a second window at 0.8 and
 #     0.95: every target is printed as met or MISSED; the run fails on the
 #     targets listed as required for that run (docs/benchmarks.md, "Philly
-#     replay: targets in and out of sample", says which and why).
+#     replay: targets in and out of sample", says which and why);
+#  4. allot-sim replay --sacct on an export made by a real Slurm from the
+#     shared baseline harness (bench/sacct-export.sh, root only): every job
+#     that ran is read and replayed; skipped with a message when Slurm
+#     cannot be set up here (docs/planning.md).
 #
 # usage: tests/data-checks.sh BUILD_DIR DATA_DIR
 # Runs about 9 minutes on two cores (the four Philly replays take most).
@@ -166,4 +170,32 @@ if [ -f "$philly/philly_jobs.csv" ] && [ -f "$philly/philly_vc_nodes.csv" ]; the
         status=1
     fi
 fi
+
+# Slurm's own accounting, from the shared baseline (about 1-2 minutes)
+sacct_dir=$(mktemp -d)
+if [ "$(id -u)" != 0 ] || [ ! -x "$root/../bench/slurm/setup.sh" ]; then
+    echo "data-checks: SKIP allot-sim replay --sacct: needs root and $root/../bench/slurm (the shared Slurm harness)"
+elif ! SHARED_BENCH="$root/../bench" "$(dirname "$0")/../bench/sacct-export.sh" \
+        "$sacct_dir/sacct.txt" "$sacct_dir/nodes.txt" -N 24 2>"$sacct_dir/export.log"; then
+    tail -n 5 "$sacct_dir/export.log"
+    echo "data-checks: SKIP allot-sim replay --sacct: Slurm could not be set up or run here (above)"
+else
+    out=$("$sim" replay --sacct "$sacct_dir/sacct.txt" --slurm-nodes "$sacct_dir/nodes.txt" \
+        --gpu-model V100 --drain --policy fifo,allot 2>&1) || {
+        printf '%s\n' "$out"
+        echo "data-checks: allot-sim replay --sacct failed on Slurm's export" >&2
+        status=1
+    }
+    printf '%s\n\n' "$out"
+    if ! printf '%s\n' "$out" | awk '
+        /^sacct: / { ran = $4 }
+        $1 == "fifo" { jobs = $2; done = $3 }
+        END { exit !(ran >= 24 && jobs == ran && done == jobs) }'; then
+        echo "data-checks: the replay of Slurm's export did not read or finish its 24 jobs" >&2
+        status=1
+    else
+        echo "data-checks: Slurm's export (24 jobs) replays: every job read, fifo finishes them all"
+    fi
+fi
+rm -rf "$sacct_dir"
 exit $status
