@@ -122,23 +122,21 @@ def workload():
     ]
 
 
-def summary(api):
+def summary(api, build, env):
+    """Jobs per tenant and state, then what allotd metered and what it costs."""
     by = {}
     for j in api.jobs():
-        t = by.setdefault(j["tenant"], {"jobs": 0, "gpu_s": 0.0, "states": {}})
-        t["jobs"] += 1
-        t["states"][j["state"]] = t["states"].get(j["state"], 0) + 1
-        if j["start_time"] and j["end_time"] and j["placement"]:
-            gpus = sum(len(x["gpus"]) * (x.get("gpu_milli", 1000) / 1000.0)
-                       if not x.get("mig_profile") else 1.0 / 7
-                       for x in j["placement"]["tasks"])
-            t["gpu_s"] += gpus * max(0, j["end_time"] - j["start_time"])
-    print("\n%-10s %5s %10s  %s" % ("TENANT", "JOBS", "GPU-SEC", "STATES"))
+        t = by.setdefault(j["tenant"], {})
+        t[j["state"]] = t.get(j["state"], 0) + 1
+    print("\n%-10s %5s  %s" % ("TENANT", "JOBS", "STATES"))
     for name in sorted(by):
-        t = by[name]
-        states = ", ".join("%s %d" % kv for kv in sorted(t["states"].items()))
-        print("%-10s %5d %10.0f  %s" % (name, t["jobs"], t["gpu_s"], states))
-    print(flush=True)
+        states = ", ".join("%s %d" % kv for kv in sorted(by[name].items()))
+        print("%-10s %5d  %s" % (name, sum(by[name].values()), states))
+    time.sleep(2.5)  # one more metering pass (meter-interval 2s)
+    print("\n$ allot usage --by tenant")
+    print(cli(build, env, "usage", "--by", "tenant").stdout)
+    print("$ allot invoice")
+    print(cli(build, env, "invoice").stdout, flush=True)
 
 
 def main():
@@ -175,7 +173,7 @@ def main():
         start([os.path.join(build, "allotd"), "--data-dir", os.path.join(d, "allotd"),
                "--listen", "127.0.0.1:%d" % port, "--cycle-interval", "500ms",
                "--preempt-grace", "5s", "--preempt-min-runtime", "2s",
-               "--ui-dir", os.path.join(SOURCE, "web")],
+               "--meter-interval", "2s", "--ui-dir", os.path.join(SOURCE, "web")],
               os.path.join(d, "allotd.log"))
         api = Api(url, admin)
         for _ in range(100):  # bounded: allotd is ready within a second or two
@@ -189,6 +187,10 @@ def main():
         r = cli(build, env, "apply", "-f", os.path.join(SOURCE, "etc", "demo-tenants.yaml"))
         if r.returncode:
             sys.exit("demo: apply failed: " + r.stderr)
+        r = cli(build, env, "pricebook", "apply", "-f",
+                os.path.join(SOURCE, "etc", "pricebook.example.yaml"))
+        if r.returncode:
+            sys.exit("demo: pricebook apply failed: " + r.stderr)
         agent_token = cli(build, env, "tokens", "create", "--role", "agent", "--name",
                           "demo-nodes").stdout.strip().splitlines()[-1]
         for name, gpus, mode in (("gpu-1", "4xH100-80GB", "shared"),
@@ -237,14 +239,14 @@ def main():
             if not pending and not live and done_at is None:
                 done_at = time.time()
                 log("the workload has finished after %ds" % (done_at - t0))
-                summary(api)
+                summary(api, build, env)
                 if a.exit_when_done:
                     rc = 0
                     break
                 log("still serving; Ctrl-C stops everything")
             if a.exit_when_done and time.time() - t0 > a.timeout:
                 log("the workload did not finish within %ds" % a.timeout)
-                summary(api)
+                summary(api, build, env)
                 break
             time.sleep(0.5)
         else:

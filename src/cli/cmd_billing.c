@@ -216,7 +216,7 @@ int cmd_invoice(struct cli *c, int argc, char **argv)
             allot_fmt(r, sizeof(r), "%.2f",
                       json_number_value(json_object_get(l, "rate_minor")) / 100.0);
             const char *model = json_string_value(json_object_get(l, "model"));
-            const char *cells[8] = {k ? "" : tn,
+            const char *cells[8] = {tn,
                                     json_string_value(json_object_get(l, "item")),
                                     model ? model : "",
                                     kp,
@@ -233,7 +233,7 @@ int cmd_invoice(struct cli *c, int argc, char **argv)
             money(bm, sizeof(bm), json_object_get(t, "budget_minor"));
             allot_fmt(bud, sizeof(bud), "budget %s", bm);
         }
-        const char *total[8] = {"", "total", "", bud, "", "", "", m};
+        const char *total[8] = {tn, "total", "", bud, "", "", "", m};
         table_row(tb, total);
     }
     table_print(tb, stdout);
