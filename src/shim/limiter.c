@@ -157,13 +157,14 @@ static int rate_for(int dev, uint64_t now)
     }
     if (!lim.share[dev].s)
         return lim.percent;
-    if (!lim.share[dev].rate || now - lim.share[dev].at >= RATE_EVERY_NS) {
+    if (!lim.share[dev].at || now - lim.share[dev].at >= RATE_EVERY_NS) {
         shim_share_touch(lim.share[dev].s, lim.weight, (uint32_t)lim.ceiling, now);
         lim.share[dev].rate =
             shim_share_rate(lim.share[dev].s, lim.weight, (uint32_t)lim.ceiling, now);
         lim.share[dev].at = now;
     }
-    return lim.share[dev].rate;
+    /* 0: no entry in the share file, so no idle time for this job */
+    return lim.share[dev].rate ? lim.share[dev].rate : lim.percent;
 }
 
 bool shim_limiter_on(void)

@@ -107,7 +107,9 @@ static int own_entry(struct shim_share *s, uint64_t now)
         uint64_t k = __atomic_load_n(&j[i].key, __ATOMIC_ACQUIRE);
         uint64_t seen = __atomic_load_n(&j[i].seen_ns, __ATOMIC_ACQUIRE);
 
-        if (k && now > seen && now - seen < SHIM_SHARE_STALE_NS)
+        /* live unless clearly stale (a time ahead of ours is another
+         * process's fresher clock read) */
+        if (k && !(now > seen && now - seen >= SHIM_SHARE_STALE_NS))
             continue;
         /* the seen time first, so nobody takes the entry over from us
          * between the claim and the first touch */
@@ -203,12 +205,10 @@ int shim_share_rate(struct shim_share *s, uint32_t weight, uint32_t ceiling, uin
             c[n] = 100;
         n++;
     }
-    if (me < 0) {
-        /* no entry to be had: this job alone as far as it can tell */
-        me = n;
-        w[n] = weight;
-        c[n++] = ceiling;
-    }
+    /* no entry to be had (64 live jobs on one GPU): the others cannot see
+     * this job, so it must not take idle time they may want */
+    if (me < 0)
+        return 0;
     shim_share_fill(n, w, c, out);
     return out[me] < 1 ? 1 : (int)(out[me] + 0.5);
 }

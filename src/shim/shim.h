@@ -313,7 +313,8 @@ void shim_share_close(struct shim_share *s);
 /* Marks the job as wanting GPU time now, with its weight and ceiling. */
 void shim_share_touch(struct shim_share *s, uint32_t weight, uint32_t ceiling, uint64_t now);
 /* The job's rate, percent 1..100: weighted max-min fair among the active
- * jobs, none above its ceiling. */
+ * jobs, none above its ceiling. 0 when the job has no entry in the file
+ * (every entry live): the caller keeps to its limit. */
 int shim_share_rate(struct shim_share *s, uint32_t weight, uint32_t ceiling, uint64_t now);
 /* Water-filling: n jobs' weights and ceilings (percent) to their parts of
  * 100 % in out[]. Pure; n <= SHIM_SHARE_JOBS. */

@@ -623,6 +623,43 @@ static void test_share_fill(void **state)
     assert_true(out[0] > 49.9 && out[0] < 50.1 && out[1] > 49.9 && out[1] < 50.1);
 }
 
+/* The share file: two jobs' rates by weight, an idle job not counted,
+ * and a job that finds every entry live gets no idle time (0). */
+static void test_share_file(void **state)
+{
+    char *path = temp_file(NULL, 0);
+    struct shim_share *a, *b, *many[SHIM_SHARE_JOBS];
+    uint64_t now = shim_now_ns();
+
+    (void)state;
+    unlink(path); /* the first job creates it */
+    a = shim_share_open(path, 11);
+    b = shim_share_open(path, 22);
+    assert_non_null(a);
+    assert_non_null(b);
+    shim_share_touch(a, 3, 100, now);
+    shim_share_touch(b, 1, 100, now);
+    assert_int_equal(shim_share_rate(a, 3, 100, now), 75);
+    assert_int_equal(shim_share_rate(b, 1, 100, now), 25);
+    /* b idle for longer than the active window: a alone, at its ceiling */
+    assert_int_equal(shim_share_rate(a, 3, 80, now + SHIM_SHARE_ACTIVE_NS + 1), 80);
+    /* every entry live: a newcomer has none, and gets 0 */
+    for (int i = 0; i < SHIM_SHARE_JOBS - 2; i++) {
+        many[i] = shim_share_open(path, 100 + (uint64_t)i);
+        assert_non_null(many[i]);
+        shim_share_touch(many[i], 1, 1, now);
+    }
+    many[SHIM_SHARE_JOBS - 2] = shim_share_open(path, 999);
+    assert_int_equal(shim_share_rate(many[SHIM_SHARE_JOBS - 2], 1, 100, now), 0);
+    for (int i = 0; i <= SHIM_SHARE_JOBS - 2; i++)
+        shim_share_close(many[i]);
+    shim_share_close(a);
+    shim_share_close(b);
+    shim_share_close(NULL);
+    unlink(path);
+    free(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -640,6 +677,7 @@ int main(void)
         cmocka_unit_test(test_region_corrupt),
         cmocka_unit_test(test_uuid_hex),
         cmocka_unit_test(test_share_fill),
+        cmocka_unit_test(test_share_file),
         cmocka_unit_test(test_region_reader),
     };
 
