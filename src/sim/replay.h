@@ -53,6 +53,7 @@
 #define REPLAY_NODE_MODEL  "V100-32GB"
 #define REPLAY_SAMPLE_S    600  /* contention samples (Jain, queue length) */
 #define REPLAY_BIN_S       3600 /* plot resolution */
+#define REPLAY_HOLD_WAITS  64   /* --drain: looks one hold half-life later on an idle cluster */
 #define REPLAY_MAX_NODES   1000000
 #define REPLAY_MAX_DAYS    3660 /* longest window: hourly bins and samples stay small */
 
