@@ -938,27 +938,36 @@ static void test_share_soft_alone(void **state)
     assert_true(got > 75 && got < 85);
 }
 
-/* Runs this program as a job of its own ("share-child" below) with the
- * weight and start time given; its results come back on fd. */
-static pid_t spawn_job(const char *weight, int fd, unsigned long long start_ns)
+/* A job for the two-job tests: its compute settings. */
+struct job_spec {
+    const char *weight, *limit, *soft;
+};
+
+/* Runs this program as job id of its own ("share-child" below) with the
+ * settings of j and the common start time; its results come back on fd. */
+static pid_t spawn_job(int id, const struct job_spec *j, int fd, unsigned long long start_ns)
 {
-    char fd_s[16], start_s[32];
+    char fd_s[16], start_s[32], id_s[16];
     pid_t pid = fork();
 
     assert_true(pid >= 0);
     if (pid == 0) {
         snprintf(fd_s, sizeof(fd_s), "%d", fd);
         snprintf(start_s, sizeof(start_s), "%llu", start_ns);
-        setenv("ALLOT_GPU_SM_WEIGHT", weight, 1);
-        execl("/proc/self/exe", "test_shim_hooks", "share-child", fd_s, start_s, (char *)NULL);
+        snprintf(id_s, sizeof(id_s), "%d", id);
+        setenv("ALLOT_GPU_SM_WEIGHT", j->weight, 1);
+        setenv("ALLOT_GPU_SM_LIMIT", j->limit, 1);
+        setenv("ALLOT_GPU_SM_SOFT", j->soft, 1);
+        execl("/proc/self/exe", "test_shim_hooks", "share-child", fd_s, start_s, id_s,
+              (char *)NULL);
         _exit(127);
     }
     return pid;
 }
 
-/* One run of two jobs (weights 3 and 1) from a common start. OUT pct[2]:
- * the GPU's busy share of each. */
-static void run_two_jobs(double pct[2])
+/* One run of two jobs from a common start, on the fake's one timeline
+ * (FAKE_CUDA_TIMELINE). OUT pct[2]: the GPU's busy share of each. */
+static void run_two_jobs(const struct job_spec jobs[2], double pct[2])
 {
     unsigned long long start;
     pid_t kids[2];
@@ -967,46 +976,71 @@ static void run_two_jobs(double pct[2])
     unlink(getenv("FAKE_CUDA_TIMELINE"));
     assert_int_equal(pipe(fds), 0);
     start = (unsigned long long)(mono_s() * 1e9) + 300000000ull;
-    kids[0] = spawn_job("3", fds[1], start);
-    kids[1] = spawn_job("1", fds[1], start);
+    for (int i = 0; i < 2; i++)
+        kids[i] = spawn_job(i, &jobs[i], fds[1], start);
     close(fds[1]);
     for (int i = 0; i < 2; i++) {
         unsigned long long r[3];
         int st;
 
         assert_int_equal(read(fds[0], r, sizeof(r)), (ssize_t)sizeof(r));
-        /* r: weight, busy, span */
-        pct[r[0] == 3 ? 0 : 1] = 100.0 * (double)r[1] / (double)r[2];
+        /* r: job id, busy, span */
+        assert_true(r[0] < 2);
+        pct[r[0]] = 100.0 * (double)r[1] / (double)r[2];
         assert_int_equal(waitpid(kids[i], &st, 0), kids[i]);
         assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     }
     close(fds[0]);
-    print_message("  weight 3: %.1f %%, weight 1: %.1f %%, together %.1f %%\n", pct[0], pct[1],
+    print_message("  job 0: %.1f %%, job 1: %.1f %%, together %.1f %%\n", pct[0], pct[1],
                   pct[0] + pct[1]);
 }
 
-/* Two jobs on one GPU (the fake's timeline shared through
- * FAKE_CUDA_TIMELINE), both soft at 50 % with weights 3 and 1, both busy:
- * 75 / 25 % of the GPU's time, together no more than all of it (three
- * tries at most, as busy_near). */
+/* Runs two jobs until job i's share is within 5 points of want[i] for
+ * both (three tries at most, as busy_near). OUT pct[2]. */
+static void two_jobs_near(const struct job_spec jobs[2], const double want[2], double pct[2])
+{
+    for (int attempt = 0; attempt < 3; attempt++) {
+        run_two_jobs(jobs, pct);
+        if (pct[0] > want[0] - 5 && pct[0] < want[0] + 5 && pct[1] > want[1] - 5 &&
+            pct[1] < want[1] + 5)
+            break;
+    }
+}
+
+/* Two jobs on one GPU, both soft at 50 % with weights 3 and 1, both busy:
+ * 75 / 25 % of the GPU's time, together no more than all of it. */
 static void test_share_weights(void **state)
 {
+    const struct job_spec jobs[2] = {{"3", "50", "1"}, {"1", "50", "1"}};
+    const double want[2] = {75, 25};
     double pct[2];
 
     (void)state;
-    for (int attempt = 0; attempt < 3; attempt++) {
-        run_two_jobs(pct);
-        if (pct[0] > 70 && pct[0] < 80 && pct[1] > 20 && pct[1] < 30)
-            break;
-    }
+    two_jobs_near(jobs, want, pct);
     assert_true(pct[0] > 70 && pct[0] < 80);
     assert_true(pct[1] > 20 && pct[1] < 30);
     assert_true(pct[0] + pct[1] < 102);
 }
 
-/* The child job of test_share_weights: waits for the common start, keeps
+/* A hard job at 25 % and a soft one at 50 % (ceiling 100), equal weights,
+ * both busy: the hard one keeps to its 25 %, the soft one takes the idle
+ * time it leaves, 75 %. */
+static void test_share_hard_and_soft(void **state)
+{
+    const struct job_spec jobs[2] = {{"1", "25", "0"}, {"1", "50", "1"}};
+    const double want[2] = {25, 75};
+    double pct[2];
+
+    (void)state;
+    two_jobs_near(jobs, want, pct);
+    assert_true(pct[0] > 20 && pct[0] < 30);
+    assert_true(pct[1] > 70 && pct[1] < 80);
+    assert_true(pct[0] + pct[1] < 102);
+}
+
+/* The child job of the two-job tests: waits for the common start, keeps
  * the GPU as busy as its share lets it for a second, reports. */
-static int share_child(int fd, unsigned long long start_ns)
+static int share_child(int fd, unsigned long long start_ns, int id)
 {
     unsigned long long r[3];
     struct timespec ts;
@@ -1022,7 +1056,7 @@ static int share_child(int fd, unsigned long long start_ns)
     open_device(0);
     busy_percent();
     fake_cuda_gpu_time(&r[1], &r[2]);
-    r[0] = strtoull(getenv("ALLOT_GPU_SM_WEIGHT"), NULL, 10);
+    r[0] = (unsigned long long)id;
     return write(fd, r, sizeof(r)) == (ssize_t)sizeof(r) ? 0 : 1;
 }
 
@@ -1387,6 +1421,7 @@ int main(int argc, char **argv)
     };
     const struct CMUnitTest share_weights[] = {
         cmocka_unit_test(test_share_weights),
+        cmocka_unit_test(test_share_hard_and_soft),
     };
     const struct CMUnitTest share_off[] = {
         cmocka_unit_test_setup(test_share_off, setup_dev0),
@@ -1431,8 +1466,9 @@ int main(int argc, char **argv)
         clean_share_dir();
         return cmocka_run_group_tests_name("shim_share_weights", share_weights, NULL, NULL);
     }
-    if (!strcmp(g, "share-child") && argc == 4)
-        return share_child((int)strtol(argv[2], NULL, 10), strtoull(argv[3], NULL, 10));
+    if (!strcmp(g, "share-child") && argc == 5)
+        return share_child((int)strtol(argv[2], NULL, 10), strtoull(argv[3], NULL, 10),
+                           (int)strtol(argv[4], NULL, 10));
     if (!strcmp(g, "share-off"))
         return cmocka_run_group_tests_name("shim_share_off", share_off, NULL, NULL);
     if (!strcmp(g, "region")) {
