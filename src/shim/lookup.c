@@ -75,6 +75,7 @@ static void fork_child(void)
     shim_table_reset_child(&shim_allocs);
     shim_account_reset_child();
     shim_limiter_reset_child();
+    shim_nvml_reset_child();
 }
 
 static void shim_start(void)

@@ -438,6 +438,13 @@ static void check_drift(int dev)
                   (long long)(nvml_bytes - books));
 }
 
+void shim_nvml_reset_child(void)
+{
+    /* another thread of the parent may have held them at the fork */
+    pthread_mutex_init(&nv.lock, NULL);
+    pthread_mutex_init(&cu_ids.lock, NULL);
+}
+
 void shim_nvml_tick(int dev)
 {
     uint64_t next = __atomic_load_n(&nv.next_ns, __ATOMIC_RELAXED), now;

@@ -356,6 +356,8 @@ void shim_nvml_init(void);
 /* On the allocation path: checks dev's books against NVML's per-process
  * usage when the period has passed (one thread at a time). */
 void shim_nvml_tick(int dev);
+/* After fork() in the child: fresh locks. */
+void shim_nvml_reset_child(void);
 /* The NVML hook exported for name, or NULL. */
 void *shim_nvml_hook_for_name(const char *name);
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory);
