@@ -482,6 +482,53 @@ static void cost(const struct plan *p, const struct scen *x, double *capacity, d
 
 /* ---- output ---- */
 
+/* GPUs the tenant tree's top level guarantees: the sum of each top-level
+ * tenant's nominal (a listed one's own, else its leaves'). Under quotas
+ * the queue admits no more than this at once (docs/tenancy.md), whatever
+ * the cluster's size; -1 when a top-level nominal is unlimited. */
+static double quota_gpus(const struct replay_setup *s)
+{
+    const struct sim_tenants_conf *c = &s->conf;
+    double total = 0;
+
+    for (size_t i = 0; i < c->n; i++) {
+        const char *p = c->v[i].path, *slash = strchr(p, '/');
+        size_t top = slash ? (size_t)(slash - p) : strlen(p);
+        bool listed = false, seen = false;
+
+        /* count each top-level name once: at its first entry */
+        for (size_t k = 0; k < i && !seen; k++)
+            seen = strncmp(c->v[k].path, p, top) == 0 &&
+                   (c->v[k].path[top] == '/' || c->v[k].path[top] == 0);
+        if (seen)
+            continue;
+        for (size_t k = i; k < c->n; k++) {
+            const struct sim_tenant_conf *x = &c->v[k];
+
+            if (strncmp(x->path, p, top) != 0 || (x->path[top] != '/' && x->path[top] != 0))
+                continue;
+            if (x->path[top] == 0 && x->has_quota[ALLOT_RES_GPU]) {
+                listed = true;
+                if (x->quota[ALLOT_RES_GPU].nominal == ALLOT_UNLIMITED)
+                    return -1;
+                total += (double)x->quota[ALLOT_RES_GPU].nominal / ALLOT_MILLI;
+            }
+        }
+        for (size_t k = i; !listed && k < c->n; k++) {
+            const struct sim_tenant_conf *x = &c->v[k];
+
+            if (!x->leaf || strncmp(x->path, p, top) != 0 ||
+                (x->path[top] != '/' && x->path[top] != 0))
+                continue;
+            if (!x->has_quota[ALLOT_RES_GPU] ||
+                x->quota[ALLOT_RES_GPU].nominal == ALLOT_UNLIMITED)
+                return -1;
+            total += (double)x->quota[ALLOT_RES_GPU].nominal / ALLOT_MILLI;
+        }
+    }
+    return total;
+}
+
 static json_t *scen_json(const struct plan *p, const struct scen *x)
 {
     json_t *o = json_object(), *ts = json_object();
@@ -504,6 +551,8 @@ static json_t *scen_json(const struct plan *p, const struct scen *x)
     json_object_set_new(o, "capacity_cost_minor", capc >= 0 ? json_integer(llround(capc)) : json_null());
     json_object_set_new(o, "gpu_time_cost_minor", billed >= 0 ? json_integer(llround(billed)) : json_null());
     json_object_set_new(o, "preemptions", json_integer(a->preemptions));
+    json_object_set_new(o, "quota_gpus", quota_gpus(&x->s) >= 0 ? json_real(quota_gpus(&x->s))
+                                                               : json_null());
     for (int t = 0; t < x->s.n_tenants; t++) {
         const struct replay_stats *st = &x->r.tenant[t];
         json_t *e = json_object();
@@ -632,6 +681,16 @@ static void print_side_by_side(const struct plan *p, json_t *root)
         table_row(t, cells);
     }
     table_print(t, stdout);
+    for (int col = 0; col < (chg ? 2 : 1); col++) {
+        json_t *x = col ? chg : cur;
+        json_t *q = json_object_get(x, "quota_gpus");
+
+        if (json_is_number(q) && json_number_value(q) + 1e-9 < (double)jint(x, "gpus"))
+            printf("note: in the %s cluster the tenants' GPU nominal quotas add up to %.3g of its "
+                   "%lld GPUs: the queue admits no more at once (docs/tenancy.md); raise them "
+                   "with --quota\n",
+                   col ? "changed" : "current", json_number_value(q), (long long)jint(x, "gpus"));
+    }
     print_tenants(cur, chg);
     (void)p;
 }

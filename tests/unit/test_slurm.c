@@ -323,10 +323,12 @@ static void test_replay_sacct(void **state)
     assert_int_equal(r.all.unfinished, 0);
     assert_true(r.all.utilization > 0 && r.all.utilization <= 1);
     replay_result_free(&r);
-    /* allot on the same nodes, invariants checked after every event */
+    /* allot on the same nodes, invariants checked after every event: the
+     * 16-GPU job of nlp (nominal 11) waits for the others' lending hold to
+     * decay, then runs */
     assert_int_equal(replay_run(&s, REPLAY_ALLOT, &ro, &r, err, sizeof(err)), 0);
-    assert_true(r.all.finished >= 10);
-    assert_int_equal(r.all.jobs, 11);
+    assert_int_equal(r.all.finished, 11);
+    assert_true(r.all.p99_queue > 7200);
     replay_result_free(&r);
     replay_setup_free(&s);
 

@@ -1,0 +1,113 @@
+"""`allot plan --forecast` on three weeks of history. A test cannot make a
+real allotd record weeks of jobs, so a stand-in serves allotd's read API
+(GET /v1/jobs, /v1/nodes, /v1/tenants; /v1/pricebook answers 404 as allotd
+does without a price book) with a synthetic history: research/nlp's demand
+grows 4 % a day, research/vision's stays flat, both with a daily cycle, on
+two nodes of 8 H100s. Holt-Winters finds a weekly season, a growing and a
+flat trend, and the day the p95 wait target is missed comes later for a
+looser target and not at all within a short horizon."""
+
+import json
+import math
+import random
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import allotd_fixture as fx
+from cli_fixture import cli, ok
+
+NOW = int(time.time())
+
+
+def history():
+    rnd = random.Random(7)
+    start = NOW // 3600 * 3600 - 21 * 86400
+    jobs = []
+    for h in range(21 * 24):
+        for tenant, base, growth in (("research/nlp", 4.0, 0.04), ("research/vision", 3.0, 0)):
+            demand = base * (1 + growth * h / 24) * (1 + 0.5 * math.sin(2 * math.pi * (h % 24 - 8) / 24))
+            n = int(demand // 2) + (1 if rnd.random() < (demand / 2) % 1 else 0)
+            for _ in range(n):
+                sub = start + h * 3600 + rnd.randint(0, 3599)
+                jobs.append({"id": len(jobs) + 1, "tenant": tenant, "state": "succeeded",
+                             "spec": {"tenant": tenant, "gpus": 2, "cpus": 4, "memory": 4096},
+                             "placement": {"tasks": [{"task": 0, "node": "f-1"}]},
+                             "submit_time": sub, "start_time": sub + 5,
+                             "end_time": min(sub + 3605, NOW)})
+    return jobs
+
+
+REPLIES = {
+    "/v1/jobs": {"jobs": history(), "next_cursor": 0},
+    "/v1/nodes": {"nodes": [{"name": n, "state": "ready",
+                             "inventory": {"name": n, "cpus": 64, "memory": 524288,
+                                           "gpus": [{"model": "H100-80GB"}] * 8}}
+                            for n in ("f-1", "f-2")]},
+    "/v1/tenants": {"version": 1, "tenants": [
+        {"path": "research", "quotas": {"gpu": {"nominal": 16}}},
+        {"path": "research/nlp", "quotas": {"gpu": 8}},
+        {"path": "research/vision", "quotas": {"gpu": 8, "memory": "8Ti"}}]},
+}
+
+
+class Api(BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = REPLIES.get(self.path.split("?")[0])
+        status = 200 if body is not None else 404
+        if body is None:
+            body = {"error": {"code": "not_found", "message": "no price book is set"}}
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+class Server:
+    """What cli() needs of a Daemon: the port and a token."""
+    def __init__(self):
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Api)
+        self.port = self.httpd.server_address[1]
+        self.admin = "stand-in"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+
+srv = None
+
+
+def forecast(*args):
+    return ok(cli(srv, "-o", "json", "plan", "--forecast", *args)).json()["forecast"]
+
+
+def test_seasons_and_trends():
+    fc = forecast()
+    assert fc["history_hours"] >= 503 and fc["season_hours"] == 168, fc
+    trend = {s["tenant"]: s for s in fc["series"]}
+    assert set(trend) == {"research/nlp", "research/vision"}, fc
+    assert all(s["model"] == "H100-80GB" for s in fc["series"]), fc
+    # nlp grows 0.16 GPUs a day on average (4 GPUs x 4 %)
+    assert 0.05 < trend["research/nlp"]["trend_gpus_per_day"] < 0.3, fc
+    assert abs(trend["research/vision"]["trend_gpus_per_day"]) < 0.05, fc
+    assert trend["research/nlp"]["horizon_end_gpus"] > trend["research/nlp"]["next_day_gpus"], fc
+
+
+def test_wait_target_dates():
+    tight = forecast("--wait-target", "2h", "--horizon", "60")
+    loose = forecast("--wait-target", "10h", "--horizon", "60")
+    assert tight["missed"] == "on" and loose["missed"] == "on", (tight, loose)
+    assert tight["missed_on"] < loose["missed_on"], (tight, loose)
+    assert 1 < tight["growth_at_target"] < loose["growth_at_target"] <= loose["max_growth"]
+    short = forecast("--wait-target", "10h", "--horizon", "3")
+    assert short["missed"] is None, short
+    r = ok(cli(srv, "plan", "--forecast", "--wait-target", "10h", "--horizon", "60"))
+    assert "season 168 h" in r.out and "missed from %s" % loose["missed_on"] in r.out, r
+
+
+if __name__ == "__main__":
+    srv = Server()
+    fx.run([test_seasons_and_trends, test_wait_target_dates])
