@@ -1,16 +1,21 @@
 """The web dashboard in a real headless Chromium against a real allotd.
 
-allotd serves web/ (--ui-dir) on a random loopback port; two allot-agents
-with emulated GPUs register (gpu-1: 4 H100s shared; gpu-2: 2 A100s in MIG
-mode); three tenants run a 2-GPU job, a MIG slice and a quarter GPU, and
-one job waits with a pending reason. The test signs in through the login
-form and checks each page shows that real data: the overview's counts and
-queue, the tenants' use, the jobs with their pending reason, events and
-log, a cancel, the GPU map with the tenant of each allocation, and (when
-allotd meters usage) the usage chart and the invoice. A member's token
-never shows another tenant's jobs. After every page the browser's console
-must hold no error and no warning; a self-test first proves that check
-catches a console.error and a failed request.
+allotd serves web/ (--ui-dir) on a random loopback port, meters usage every
+200 ms with a price book set, and flags idle jobs and anomalies on short
+windows. Two allot-agents with emulated GPUs register (gpu-1: 4 H100s
+shared, reporting 0 % utilisation; gpu-2: 2 A100s in MIG mode at 60 %);
+three tenants run a 2-GPU job, a MIG slice and a quarter GPU, and one job
+waits with a pending reason. Later a third node on the fake libnvidia-ml
+brings an unhealthy GPU, and gpu-2's agent comes back at 0 %.
+
+The test signs in through the login form and checks that each page shows
+that real data (overview, tenants with cost and budget, jobs with pending
+reason, events, log and cancel, the GPU map, usage and invoice, idle jobs,
+anomalies and fenced nodes), that pages update without a reload and stop
+polling while hidden, that a viewer's cancel is refused cleanly, and that
+a member never sees another tenant's data. After every page the browser's
+console must hold no error and no warning; a self-test first proves that
+check catches a console.error and a failed request.
 
 Chromium is driven through chromedriver over W3C WebDriver (webdriver.py,
 standard library only). The agents need root (cgroups, user switching):
