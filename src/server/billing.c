@@ -521,7 +521,8 @@ static int invoice_build(struct req *r, json_t *pb, const char *period, int64_t 
         json_decref(v.index);
         return rc;
     }
-    qsort(v.lines, v.n, sizeof(*v.lines), line_cmp);
+    if (v.n)
+        qsort(v.lines, v.n, sizeof(*v.lines), line_cmp);
 
     json_t *tenants = json_array(), *cur = NULL, *budgets = json_object_get(pb, "budgets");
     int64_t sum_total = 0, sum_list = 0, t_total = 0;

@@ -312,12 +312,13 @@ void lnet_decorate(struct loop *l, const struct live *e, const char *tenant, int
 
 json_t *lnet_peers(struct loop *l, json_t *desired)
 {
-    json_t *per_vni = json_object(), *out = json_object(), *arr, *x;
+    json_t *per_vni, *out = json_object(), *arr, *x;
     const char *node, *vk;
     size_t i;
 
     if (!l->net)
         return out;
+    per_vni = json_object();
     /* vni -> {node: true} */
     json_object_foreach(desired, node, arr)
     {

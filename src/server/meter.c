@@ -489,7 +489,8 @@ static int meter_snapshot(struct server *s, int64_t now)
     pthread_mutex_lock(&mt.mu);
     json_decref(mt.snap);
     mt.snap = snap;
-    bool held_changed = !json_equal(held, mt.held ? mt.held : json_object());
+    /* the first pass counts as a change only when something is held */
+    bool held_changed = mt.held ? !json_equal(held, mt.held) : json_object_size(held) > 0;
     if (!mt.held || held_changed) {
         json_decref(mt.held);
         mt.held = json_incref(held);
