@@ -32,7 +32,7 @@
 #include <unistd.h>
 
 #define PLAN_MAX_CHANGES    64
-#define PLAN_MAX_SERIES     256     /* tenant x model series in a forecast */
+#define PLAN_MAX_SERIES     256       /* tenant x model series in a forecast */
 #define PLAN_FORECAST_HOURS (24 * 56) /* history a forecast looks at: 8 weeks */
 
 static const struct cli_opt plan_opts[] = {
@@ -63,21 +63,21 @@ struct scen {
 /* What the command works on. Strings borrowed from argv or the replies. */
 struct plan {
     struct cli *c;
-    struct allot_catalog *cat;                 /* owned */
-    json_t *jobs, *nodes, *tenants, *book;     /* owned replies (book may be NULL) */
-    char *tenants_yaml;                        /* owned: the document as YAML */
+    struct allot_catalog *cat;             /* owned */
+    json_t *jobs, *nodes, *tenants, *book; /* owned replies (book may be NULL) */
+    char *tenants_yaml;                    /* owned: the document as YAML */
     size_t tenants_len;
-    struct replay_trace tr;                    /* owned */
+    struct replay_trace tr; /* owned */
     struct replay_node_group cur[REPLAY_MAX_GROUPS], chg[REPLAY_MAX_GROUPS];
     int n_cur, n_chg;
     struct replay_quota_change quota[PLAN_MAX_CHANGES];
     int n_quota;
-    char *quota_names[PLAN_MAX_CHANGES];       /* owned copies of the tenant names */
+    char *quota_names[PLAN_MAX_CHANGES]; /* owned copies of the tenant names */
     bool changed;
     int64_t now, since;
     /* the history */
     size_t pending, running, no_gpus, never_ran, approx_gpus;
-    double rec_wait_sum;                       /* recorded waits of the jobs that started */
+    double rec_wait_sum; /* recorded waits of the jobs that started */
     size_t rec_waited;
 };
 
@@ -102,8 +102,9 @@ static void yaml_scalar(FILE *f, json_t *v)
 {
     if (json_is_string(v)) {
         const char *s = json_string_value(v);
-        bool plain = *s && strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-                                     "0123456789_./-:") == strlen(s) &&
+        bool plain = *s &&
+                     strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                               "0123456789_./-:") == strlen(s) &&
                      s[0] != '-' && s[0] != ':' && !strchr(s, ':');
 
         if (plain) {
@@ -311,8 +312,8 @@ static int jobs_to_trace(struct plan *p)
         if (submit < p->since)
             continue;
         tasks = tasks > 0 ? tasks : 1;
-        if (gpus <= 0 && (json_is_string(json_object_get(spec, "mig")) ||
-                          jint(spec, "gpu_milli") > 0)) {
+        if (gpus <= 0 &&
+            (json_is_string(json_object_get(spec, "mig")) || jint(spec, "gpu_milli") > 0)) {
             gpus = 1; /* a fraction or MIG instance holds a GPU in the replay */
             p->approx_gpus++;
         }
@@ -520,8 +521,7 @@ static double quota_gpus(const struct replay_setup *s)
             if (!x->leaf || strncmp(x->path, p, top) != 0 ||
                 (x->path[top] != '/' && x->path[top] != 0))
                 continue;
-            if (!x->has_quota[ALLOT_RES_GPU] ||
-                x->quota[ALLOT_RES_GPU].nominal == ALLOT_UNLIMITED)
+            if (!x->has_quota[ALLOT_RES_GPU] || x->quota[ALLOT_RES_GPU].nominal == ALLOT_UNLIMITED)
                 return -1;
             total += (double)x->quota[ALLOT_RES_GPU].nominal / ALLOT_MILLI;
         }
@@ -537,7 +537,8 @@ static json_t *scen_json(const struct plan *p, const struct scen *x)
     const struct replay_stats *a = &x->r.all;
 
     cost(p, x, &capc, &billed, &gh);
-    json_object_set_new(o, "cluster", json_string(replay_setup_describe(&x->s, desc, sizeof(desc))));
+    json_object_set_new(o, "cluster",
+                        json_string(replay_setup_describe(&x->s, desc, sizeof(desc))));
     json_object_set_new(o, "nodes", json_integer(x->s.n_nodes));
     json_object_set_new(o, "gpus", json_integer(replay_setup_gpus(&x->s)));
     json_object_set_new(o, "jobs", json_integer((json_int_t)a->jobs));
@@ -548,11 +549,13 @@ static json_t *scen_json(const struct plan *p, const struct scen *x)
     json_object_set_new(o, "mean_jct_s", num_or_null(a->avg_jct));
     json_object_set_new(o, "utilization", num_or_null(a->utilization));
     json_object_set_new(o, "gpu_hours", json_real(gh));
-    json_object_set_new(o, "capacity_cost_minor", capc >= 0 ? json_integer(llround(capc)) : json_null());
-    json_object_set_new(o, "gpu_time_cost_minor", billed >= 0 ? json_integer(llround(billed)) : json_null());
+    json_object_set_new(o, "capacity_cost_minor",
+                        capc >= 0 ? json_integer(llround(capc)) : json_null());
+    json_object_set_new(o, "gpu_time_cost_minor",
+                        billed >= 0 ? json_integer(llround(billed)) : json_null());
     json_object_set_new(o, "preemptions", json_integer(a->preemptions));
-    json_object_set_new(o, "quota_gpus", quota_gpus(&x->s) >= 0 ? json_real(quota_gpus(&x->s))
-                                                               : json_null());
+    json_object_set_new(o, "quota_gpus",
+                        quota_gpus(&x->s) >= 0 ? json_real(quota_gpus(&x->s)) : json_null());
     for (int t = 0; t < x->s.n_tenants; t++) {
         const struct replay_stats *st = &x->r.tenant[t];
         json_t *e = json_object();
@@ -585,8 +588,9 @@ static void money(char *buf, size_t n, json_t *v)
 /* Per tenant: jobs, then mean and p95 wait in each scenario. */
 static void print_tenants(json_t *cur, json_t *chg)
 {
-    static const char *const titles[] = {"TENANT", "JOBS", "NOMINAL", "MEAN-WAIT", "P95-WAIT",
-                                         "NEW-NOMINAL", "NEW-MEAN-WAIT", "NEW-P95-WAIT"};
+    static const char *const titles[] = {"TENANT",        "JOBS",        "NOMINAL",
+                                         "MEAN-WAIT",     "P95-WAIT",    "NEW-NOMINAL",
+                                         "NEW-MEAN-WAIT", "NEW-P95-WAIT"};
     struct table *t = table_new(chg ? 8 : 5, titles);
     json_t *ct = json_object_get(cur, "tenants"), *x;
     const char *k;
@@ -623,16 +627,22 @@ static void print_tenants(json_t *cur, json_t *chg)
 
 static void print_side_by_side(const struct plan *p, json_t *root)
 {
-    static const char *const keys[] = {"cluster",    "gpus",      "jobs",
-                                       "unfinished", "mean_wait_s", "p95_wait_s",
-                                       "mean_jct_s", "utilization", "gpu_hours",
-                                       "capacity_cost_minor", "gpu_time_cost_minor",
+    static const char *const keys[] = {"cluster",
+                                       "gpus",
+                                       "jobs",
+                                       "unfinished",
+                                       "mean_wait_s",
+                                       "p95_wait_s",
+                                       "mean_jct_s",
+                                       "utilization",
+                                       "gpu_hours",
+                                       "capacity_cost_minor",
+                                       "gpu_time_cost_minor",
                                        "preemptions"};
-    static const char *const names[] = {"cluster",   "GPUs",          "jobs replayed",
-                                        "unfinished", "mean wait (s)", "p95 wait (s)",
-                                        "mean JCT (s)", "utilisation", "GPU-hours",
-                                        "capacity cost", "GPU-time cost",
-                                        "preemptions"};
+    static const char *const names[] = {"cluster",       "GPUs",          "jobs replayed",
+                                        "unfinished",    "mean wait (s)", "p95 wait (s)",
+                                        "mean JCT (s)",  "utilisation",   "GPU-hours",
+                                        "capacity cost", "GPU-time cost", "preemptions"};
     json_t *cur = json_object_get(root, "current"), *chg = json_object_get(root, "changed");
     json_t *w = json_object_get(root, "history");
     const char *cur_name = "current", *chg_name = "changed";
@@ -670,7 +680,8 @@ static void print_side_by_side(const struct plan *p, json_t *root)
                     allot_fmt(b[col] + l, sizeof(b[col]) - l, " %s", cur_or);
                 }
             } else if (json_is_real(v)) {
-                allot_fmt(b[col], sizeof(b[col]), strcmp(keys[k], "utilization") == 0 ? "%.3f" : "%.0f",
+                allot_fmt(b[col], sizeof(b[col]),
+                          strcmp(keys[k], "utilization") == 0 ? "%.3f" : "%.0f",
                           json_real_value(v));
             } else {
                 cells[col + 1] = out_cell(v, b[col], sizeof(b[col]));
@@ -732,7 +743,8 @@ static int build_series(const struct plan *p, int64_t t0, size_t nb, struct seri
     {
         json_t *spec = json_object_get(x, "spec");
         const char *tenant = json_string_value(json_object_get(x, "tenant"));
-        json_t *task0 = json_array_get(json_object_get(json_object_get(x, "placement"), "tasks"), 0);
+        json_t *task0 =
+            json_array_get(json_object_get(json_object_get(x, "placement"), "tasks"), 0);
         const char *model = model_of_node(p, json_string_value(json_object_get(task0, "node")));
         int64_t start = jint(x, "start_time"), end = jint(x, "end_time");
         int64_t tasks = jint(spec, "tasks"), gpus = jint(spec, "gpus");
@@ -837,7 +849,8 @@ static int forecast(struct plan *p, const struct scen *cur, int64_t target, int6
             total[h] += one[h];
         json_object_set_new(e, "tenant", json_string(sv[k].tenant));
         json_object_set_new(e, "model", json_string(sv[k].model));
-        json_object_set_new(e, "last_day_gpus", json_real(mean_of(sv[k].y, nb > 24 ? nb - 24 : 0, nb)));
+        json_object_set_new(e, "last_day_gpus",
+                            json_real(mean_of(sv[k].y, nb > 24 ? nb - 24 : 0, nb)));
         json_object_set_new(e, "next_day_gpus", json_real(mean_of(one, 0, H < 24 ? H : 24)));
         json_object_set_new(e, "horizon_end_gpus", json_real(mean_of(one, H - 24, H)));
         json_object_set_new(e, "trend_gpus_per_day", json_real(fit.trend * 24));
@@ -907,17 +920,16 @@ out:
 
 static void print_forecast(json_t *fc)
 {
-    static const char *const titles[] = {"TENANT", "MODEL", "LAST-DAY-GPUS", "NEXT-DAY-GPUS",
-                                         "HORIZON-END-GPUS", "TREND-GPUS/DAY"};
+    static const char *const titles[] = {
+        "TENANT", "MODEL", "LAST-DAY-GPUS", "NEXT-DAY-GPUS", "HORIZON-END-GPUS", "TREND-GPUS/DAY"};
     struct table *t = table_new(6, titles);
     const char *missed = json_string_value(json_object_get(fc, "missed"));
     json_t *x;
     size_t i;
 
-    printf("\nforecast: %s\n",
-           json_is_string(json_object_get(fc, "error"))
-               ? json_string_value(json_object_get(fc, "error"))
-               : "Holt-Winters on the hourly GPU demand per tenant and model");
+    printf("\nforecast: %s\n", json_is_string(json_object_get(fc, "error"))
+                                   ? json_string_value(json_object_get(fc, "error"))
+                                   : "Holt-Winters on the hourly GPU demand per tenant and model");
     if (json_is_string(json_object_get(fc, "error")))
         return;
     printf("history %lld h, season %lld h, horizon %lld days\n",
@@ -927,7 +939,10 @@ static void print_forecast(json_t *fc)
     {
         char b[4][32];
         const char *cells[6] = {json_string_value(json_object_get(x, "tenant")),
-                                json_string_value(json_object_get(x, "model")), b[0], b[1], b[2],
+                                json_string_value(json_object_get(x, "model")),
+                                b[0],
+                                b[1],
+                                b[2],
                                 b[3]};
 
         allot_fmt(b[0], 32, "%.2f", json_real_value(json_object_get(x, "last_day_gpus")));
@@ -1000,7 +1015,8 @@ static json_t *history_json(const struct plan *p, const struct scen *cur)
     json_object_set_new(w, "to", json_string(philly_format_time(cur->s.to, b, sizeof(b))));
     json_object_set_new(w, "pending", json_integer((json_int_t)p->pending));
     json_object_set_new(w, "never_started", json_integer((json_int_t)p->never_ran));
-    json_object_set_new(w, "no_gpus", json_integer((json_int_t)(p->no_gpus + cur->s.zero)));
+    json_object_set_new(w, "no_gpus",
+                        json_integer((json_int_t)p->no_gpus + (json_int_t)cur->s.zero));
     json_object_set_new(w, "running", json_integer((json_int_t)p->running));
     json_object_set_new(w, "other_tenants", json_integer((json_int_t)cur->s.other_vc));
     json_object_set_new(w, "too_big", json_integer((json_int_t)cur->s.too_big));

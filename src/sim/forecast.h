@@ -13,10 +13,10 @@
 
 /* The fitted model. */
 struct forecast_fit {
-    size_t season;              /* season length in steps; 0: none (Holt's linear trend) */
-    double alpha, beta, gamma;  /* smoothing of level, trend, season */
-    double level, trend;        /* at the end of the series; trend per step */
-    double sse;                 /* sum of squared one-step-ahead errors */
+    size_t season;             /* season length in steps; 0: none (Holt's linear trend) */
+    double alpha, beta, gamma; /* smoothing of level, trend, season */
+    double level, trend;       /* at the end of the series; trend per step */
+    double sse;                /* sum of squared one-step-ahead errors */
 };
 
 #define FORECAST_MAX_SEASON 1024

@@ -945,8 +945,8 @@ static int loop(struct run *r, double *util, double *buf, struct replay_result *
          * one half-life later, at most REPLAY_HOLD_WAITS times in a row. */
         if (r->used > 0 || r->n_pending == 0)
             idle_waits = 0;
-        if (t == INT64_MAX && r->o->drain && r->n_pending > 0 && r->used == 0 &&
-            r->hold_s > 0 && idle_waits < REPLAY_HOLD_WAITS) {
+        if (t == INT64_MAX && r->o->drain && r->n_pending > 0 && r->used == 0 && r->hold_s > 0 &&
+            idle_waits < REPLAY_HOLD_WAITS) {
             t = r->now + r->hold_s;
             idle_waits++;
         }

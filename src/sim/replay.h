@@ -107,16 +107,16 @@ struct replay_tenant {
 
 /* Everything the runs share. Zero-initialise; free with replay_setup_free(). */
 struct replay_setup {
-    struct allot_catalog *cat; /* owned */
-    int model;                 /* catalog index of the one GPU model; -1 when several */
-    int n_nodes;               /* cluster size, after scaling */
+    struct allot_catalog *cat;      /* owned */
+    int model;                      /* catalog index of the one GPU model; -1 when several */
+    int n_nodes;                    /* cluster size, after scaling */
     struct replay_node_group shape; /* nodes sized from the tenants: their shape
                                        (REPLAY_NODE_* unless given); count unused */
     int n_groups;                   /* 0: n_nodes nodes of `shape`; else these groups */
     struct replay_node_group groups[REPLAY_MAX_GROUPS]; /* counts add up to n_nodes */
-    int node_gpus;                  /* most GPUs of a node: the gang task size */
-    int64_t cpu_per_gpu;            /* milli-cores a job's GPU comes with */
-    int64_t mem_per_gpu;            /* MiB a job's GPU comes with */
+    int node_gpus;       /* most GPUs of a node: the gang task size */
+    int64_t cpu_per_gpu; /* milli-cores a job's GPU comes with */
+    int64_t mem_per_gpu; /* MiB a job's GPU comes with */
     int n_tenants;
     struct replay_tenant *tenants; /* owned, n_tenants */
     bool has_conf;
@@ -171,9 +171,8 @@ int replay_setup_synthetic(struct replay_setup *s, const char *vcs_path, const c
  * nominals are nodes x its GPUs, a tenants file's nominals are packed into
  * nodes of it, and jobs are cut into tasks of at most its GPUs. */
 int replay_setup_philly_shape(struct replay_setup *s, const struct replay_node_group *shape,
-                              const char *jobs_path, const char *vcs_path,
-                              const char *tenants_path, int64_t from, int64_t to, double load,
-                              char *err, size_t errlen);
+                              const char *jobs_path, const char *vcs_path, const char *tenants_path,
+                              int64_t from, int64_t to, double load, char *err, size_t errlen);
 int replay_setup_synthetic_shape(struct replay_setup *s, const struct replay_node_group *shape,
                                  const char *vcs_path, const char *tenants_path, int days,
                                  int64_t start, double load, uint64_t seed, char *err,
@@ -197,7 +196,7 @@ struct replay_trace {
     int n_tenants;
     char **tenants; /* owned: names as the source spells them */
     int n_prio;
-    char **prio;    /* owned: priority class names */
+    char **prio; /* owned: priority class names */
     char source[256];
 };
 
@@ -226,7 +225,7 @@ struct replay_trace_opts {
     bool equal_shares;        /* no tenants given: equal nominals instead of usage shares */
     const struct replay_node_group *groups; /* explicit nodes (borrowed), or NULL */
     int n_groups;
-    const struct replay_node_group *shape; /* shape of nodes sized from the tenants, or NULL */
+    const struct replay_node_group *shape;   /* shape of nodes sized from the tenants, or NULL */
     const struct replay_quota_change *quota; /* borrowed, n_quota */
     int n_quota;
     int64_t from, to; /* the window; -1 as in replay_setup_philly() */

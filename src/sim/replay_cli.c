@@ -469,7 +469,7 @@ struct replay_args {
     double load;
     struct replay_opts o;
     bool has_shape;
-    struct replay_node_group shape; /* --node-shape */
+    struct replay_node_group shape;   /* --node-shape */
     struct replay_node_group *groups; /* owned: --nodes or --slurm-nodes */
     int n_groups;
     size_t cpu_only; /* --slurm-nodes: nodes without GPUs */
@@ -643,8 +643,7 @@ out:
 }
 
 /* The --sacct setup. Returns 0 or ALLOT_E* with a message in err. */
-static int setup_sacct(struct replay_args *a, struct replay_setup *setup, char *err,
-                       size_t errlen)
+static int setup_sacct(struct replay_args *a, struct replay_setup *setup, char *err, size_t errlen)
 {
     struct replay_trace tr = {0};
     struct replay_trace_opts o = {
@@ -675,10 +674,9 @@ static int load_setup(struct replay_args *a, struct replay_setup *setup)
     if (a->given[OPT_SACCT])
         rc = setup_sacct(a, setup, err, sizeof(err));
     else if (a->given[OPT_SYNTHETIC])
-        rc = replay_setup_synthetic_shape(setup, a->has_shape ? &a->shape : NULL,
-                                          a->val[OPT_VCS], a->val[OPT_TENANTS], (int)a->days,
-                                          a->from, a->load > 0 ? a->load : 0.8, a->o.seed, err,
-                                          sizeof(err));
+        rc = replay_setup_synthetic_shape(setup, a->has_shape ? &a->shape : NULL, a->val[OPT_VCS],
+                                          a->val[OPT_TENANTS], (int)a->days, a->from,
+                                          a->load > 0 ? a->load : 0.8, a->o.seed, err, sizeof(err));
     else
         rc = replay_setup_philly_shape(setup, a->has_shape ? &a->shape : NULL, a->val[OPT_JOBS],
                                        a->val[OPT_VCS], a->val[OPT_TENANTS], a->from, a->to,

@@ -374,9 +374,8 @@ int replay_setup_philly(struct replay_setup *s, const char *jobs_path, const cha
 }
 
 int replay_setup_philly_shape(struct replay_setup *s, const struct replay_node_group *shape,
-                              const char *jobs_path, const char *vcs_path,
-                              const char *tenants_path, int64_t from, int64_t to, double load,
-                              char *err, size_t errlen)
+                              const char *jobs_path, const char *vcs_path, const char *tenants_path,
+                              int64_t from, int64_t to, double load, char *err, size_t errlen)
 {
     struct philly_jobs pj = {0};
     int *map = NULL, rc;
@@ -641,8 +640,7 @@ int replay_parse_group(const char *spec, const struct allot_catalog *cat,
     if (colon) {
         const char *q = colon + 1, *c2 = strchr(q, ':');
 
-        if (!parse_count(q, c2 ? (size_t)(c2 - q) : strlen(q), ALLOT_MAX_GPUS, &gpus) ||
-            gpus < 1)
+        if (!parse_count(q, c2 ? (size_t)(c2 - q) : strlen(q), ALLOT_MAX_GPUS, &gpus) || gpus < 1)
             goto bad;
         colon = c2;
     }
@@ -709,8 +707,7 @@ static void path_of(const char *name, char *out, size_t n)
 /* A tenants document with one leaf per trace tenant: nominal = share of
  * `gpus` by the GPU-time asked in the window (or equal). */
 static int tenants_generate(struct replay_setup *s, const struct replay_trace *tr,
-                            const double *gpu_s, double gpus, bool equal, char *err,
-                            size_t errlen)
+                            const double *gpu_s, double gpus, bool equal, char *err, size_t errlen)
 {
     size_t cap = 64 + (size_t)tr->n_tenants * (SIM_TENANT_PATH_MAX + 96), used;
     char *doc = allot_malloc(cap), name[SIM_TENANT_PATH_MAX + 1];
@@ -795,8 +792,8 @@ int replay_setup_trace(struct replay_setup *s, const struct replay_trace *tr,
         rc = tenants_from_conf(s, o->tenants_path, err, errlen);
     else if (o->tenants_buf)
         rc = sim_tenants_parse(o->tenants_buf, o->tenants_len,
-                               o->tenants_name ? o->tenants_name : "tenants", s->cat, &s->conf,
-                               err, errlen);
+                               o->tenants_name ? o->tenants_name : "tenants", s->cat, &s->conf, err,
+                               errlen);
     if (rc < 0)
         goto fail;
     if (o->tenants_buf && !o->tenants_path &&

@@ -106,13 +106,23 @@ int slurm_parse_tz(const char *s, int64_t *offset_s)
 
 /* ---- sacct ---------------------------------------------------------------------- */
 
-enum scol { SC_JOBID, SC_ACCOUNT, SC_SUBMIT, SC_START, SC_END, SC_STATE, SC_ALLOC, SC_REQ, SC_QOS,
-            SC_N };
+enum scol {
+    SC_JOBID,
+    SC_ACCOUNT,
+    SC_SUBMIT,
+    SC_START,
+    SC_END,
+    SC_STATE,
+    SC_ALLOC,
+    SC_REQ,
+    SC_QOS,
+    SC_N
+};
 
 static const char *const scol_names[SC_N] = {
-    [SC_JOBID] = "JobID",  [SC_ACCOUNT] = "Account", [SC_SUBMIT] = "Submit",
-    [SC_START] = "Start",  [SC_END] = "End",         [SC_STATE] = "State",
-    [SC_ALLOC] = "AllocTRES", [SC_REQ] = "ReqTRES",  [SC_QOS] = "QOS",
+    [SC_JOBID] = "JobID",     [SC_ACCOUNT] = "Account", [SC_SUBMIT] = "Submit",
+    [SC_START] = "Start",     [SC_END] = "End",         [SC_STATE] = "State",
+    [SC_ALLOC] = "AllocTRES", [SC_REQ] = "ReqTRES",     [SC_QOS] = "QOS",
 };
 
 #define SACCT_MAX_COLS 256
@@ -195,9 +205,9 @@ static int jobid_kind(const char *s)
 /* States of a job that ran (when it has a start and an end). */
 static bool ran_state(const char *w)
 {
-    static const char *const ran[] = {"COMPLETED", "FAILED",        "TIMEOUT",   "CANCELLED",
-                                      "NODE_FAIL", "PREEMPTED",     "OUT_OF_MEMORY",
-                                      "BOOT_FAIL", "DEADLINE",      "REQUEUED"};
+    static const char *const ran[] = {"COMPLETED", "FAILED",    "TIMEOUT",       "CANCELLED",
+                                      "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY", "BOOT_FAIL",
+                                      "DEADLINE",  "REQUEUED"};
 
     for (size_t i = 0; i < sizeof(ran) / sizeof(ran[0]); i++)
         if (strcmp(w, ran[i]) == 0)
@@ -207,10 +217,9 @@ static bool ran_state(const char *w)
 
 static bool live_state(const char *w)
 {
-    static const char *const live[] = {"PENDING", "RUNNING", "SUSPENDED", "RESIZING",
-                                       "REQUEUE_HOLD", "REQUEUE_FED", "REVOKED",
-                                       "SPECIAL_EXIT", "STOPPED", "SIGNALING", "CONFIGURING",
-                                       "COMPLETING"};
+    static const char *const live[] = {"PENDING",      "RUNNING",     "SUSPENDED",   "RESIZING",
+                                       "REQUEUE_HOLD", "REQUEUE_FED", "REVOKED",     "SPECIAL_EXIT",
+                                       "STOPPED",      "SIGNALING",   "CONFIGURING", "COMPLETING"};
 
     for (size_t i = 0; i < sizeof(live) / sizeof(live[0]); i++)
         if (strcmp(w, live[i]) == 0)
@@ -276,8 +285,7 @@ struct sacct_row {
 /* One data line (already split). Returns 1 to keep the job in *row, 0 to
  * skip it (counted), or ALLOT_EINVAL. */
 static int sacct_row(char **f, const int *col, int64_t tz, const char *name, size_t line,
-                     struct slurm_sacct_counts *c, struct sacct_row *row, char *err,
-                     size_t errlen)
+                     struct slurm_sacct_counts *c, struct sacct_row *row, char *err, size_t errlen)
 {
     char qb[80], state[32], msg[256];
     const char *tres;
@@ -301,7 +309,7 @@ static int sacct_row(char **f, const int *col, int64_t tz, const char *name, siz
     if (!ran_state(state) && !live_state(state))
         return fail(err, errlen, name, line, "State %s is not a Slurm job state",
                     q(qb, sizeof(qb), f[col[SC_STATE]]));
-    if ((rc = sacct_time(f[col[SC_SUBMIT]], tz, &row->submit)) <= 0)
+    if (sacct_time(f[col[SC_SUBMIT]], tz, &row->submit) <= 0)
         return fail(err, errlen, name, line, "Submit %s is not a time YYYY-MM-DDTHH:MM:SS",
                     q(qb, sizeof(qb), f[col[SC_SUBMIT]]));
     if ((rc = sacct_time(f[col[SC_START]], tz, &row->start)) < 0)
@@ -390,7 +398,7 @@ int slurm_parse_sacct(const char *buf, size_t len, const char *name, int64_t tz_
         const char *why = line_problem(s, raw);
         char *f[SACCT_MAX_COLS];
         size_t nf;
-        struct sacct_row row;
+        struct sacct_row row = {0};
         struct replay_trace_job j = {0};
 
         line++;
@@ -433,8 +441,8 @@ int slurm_parse_sacct(const char *buf, size_t len, const char *name, int64_t tz_
         j.duration = row.end - row.start;
         j.gpus = row.gpus;
         j.line = line > UINT32_MAX ? UINT32_MAX : (uint32_t)line;
-        j.tenant = replay_trace_intern(tr, false, *f[col[SC_ACCOUNT]] ? f[col[SC_ACCOUNT]]
-                                                                      : "(no account)");
+        j.tenant = replay_trace_intern(tr, false,
+                                       *f[col[SC_ACCOUNT]] ? f[col[SC_ACCOUNT]] : "(no account)");
         j.prio = -1;
         if (j.tenant >= 0 && col[SC_QOS] >= 0 && *f[col[SC_QOS]] &&
             (j.prio = replay_trace_intern(tr, true, f[col[SC_QOS]])) < 0)
@@ -569,8 +577,7 @@ static int gres_gpus(const char *s, int64_t *gpus, char *type, size_t tn, char *
             if (!type[0])
                 allot_fmt(type, tn, "%s", c1 + 1);
         }
-        if (!parse_uint(c2 ? c2 + 1 : c1 + 1, strlen(c2 ? c2 + 1 : c1 + 1), SLURM_MAX_GPUS,
-                        &v)) {
+        if (!parse_uint(c2 ? c2 + 1 : c1 + 1, strlen(c2 ? c2 + 1 : c1 + 1), SLURM_MAX_GPUS, &v)) {
             allot_fmt(msg, ml, "Gres GPU count %s is not a whole number up to %d",
                       q(qb, sizeof(qb), c2 ? c2 + 1 : c1 + 1), SLURM_MAX_GPUS);
             return ALLOT_EINVAL;
@@ -584,9 +591,8 @@ static int gres_gpus(const char *s, int64_t *gpus, char *type, size_t tn, char *
 }
 
 /* One node line into *g (count 1). 1: a GPU node; 0: no GPUs. */
-static int node_line(const char *s, const char *name, size_t line,
-                     const struct allot_catalog *cat, const char *gpu_model,
-                     struct replay_node_group *g, char *err, size_t errlen)
+static int node_line(const char *s, const char *name, size_t line, const struct allot_catalog *cat,
+                     const char *gpu_model, struct replay_node_group *g, char *err, size_t errlen)
 {
     char v[256], type[64], msg[256], qb[80];
     int64_t gpus, cpus, mem;
@@ -634,7 +640,7 @@ int slurm_parse_nodes(const char *buf, size_t len, const char *name,
                       struct replay_node_group **groups, int *n, size_t *cpu_only, char *err,
                       size_t errlen)
 {
-    struct replay_node_group *v = NULL, g;
+    struct replay_node_group *v = NULL, g = {0};
     size_t cap = 0, line = 0, nv = 0, none = 0;
     char *text = NULL, *p, *end, *s;
     size_t raw;

@@ -13,10 +13,10 @@
  * TIMEOUT, CANCELLED with a start, NODE_FAIL, PREEMPTED, OUT_OF_MEMORY,
  * BOOT_FAIL, DEADLINE, REQUEUED); never-started jobs (no Start, or
  * CANCELLED with Start = End and no AllocTRES, as Slurm records a job
- * cancelled while pending) and still-running jobs are counted and skipped. GPUs: gres/gpu of AllocTRES (ReqTRES when AllocTRES
- * is empty), else the sum of its gres/gpu:MODEL entries. Times are
- * YYYY-MM-DDTHH:MM:SS in the local time of the export, turned into UTC by
- * subtracting `tz_offset_s`.
+ * cancelled while pending) and still-running jobs are counted and skipped. GPUs: gres/gpu of
+ * AllocTRES (ReqTRES when AllocTRES is empty), else the sum of its gres/gpu:MODEL entries. Times
+ * are YYYY-MM-DDTHH:MM:SS in the local time of the export, turned into UTC by subtracting
+ * `tz_offset_s`.
  *
  * Strict: a malformed line stops the read with "NAME:LINE: what is wrong".
  * Pure parsing on memory buffers (the file readers wrap them); no globals.
@@ -38,11 +38,11 @@
 
 /* What the sacct reader counted besides the jobs it kept. */
 struct slurm_sacct_counts {
-    size_t lines;        /* data lines */
-    size_t steps;        /* job steps skipped */
+    size_t lines;         /* data lines */
+    size_t steps;         /* job steps skipped */
     size_t never_started; /* pending, or cancelled before starting */
-    size_t running;      /* started, not ended */
-    size_t jobs;         /* jobs kept in the trace */
+    size_t running;       /* started, not ended */
+    size_t jobs;          /* jobs kept in the trace */
 };
 
 /*

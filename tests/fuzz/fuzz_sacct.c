@@ -62,8 +62,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         int rc;
 
         err[0] = 0;
-        rc = slurm_parse_nodes((const char *)data, size, "nodes", cat, k ? "A100" : NULL, &g,
-                               &ng, &cpu_only, err, sizeof(err));
+        rc = slurm_parse_nodes((const char *)data, size, "nodes", cat, k ? "A100" : NULL, &g, &ng,
+                               &cpu_only, err, sizeof(err));
         FUZZ_CHECK(rc == 0 || (rc == ALLOT_EINVAL && err[0]));
         if (rc == 0) {
             check_groups(g, ng);
@@ -80,8 +80,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         int rc;
 
         err[0] = 0;
-        rc = slurm_parse_sacct((const char *)data, size, "sacct", tz[k], &tr, &c, err,
-                               sizeof(err));
+        rc = slurm_parse_sacct((const char *)data, size, "sacct", tz[k], &tr, &c, err, sizeof(err));
         FUZZ_CHECK(rc == 0 || (rc == ALLOT_EINVAL && err[0]));
         if (rc == 0) {
             struct replay_setup s;

@@ -134,8 +134,8 @@ static void test_sacct_bad(void **state)
     for (size_t i = 0; i < sizeof(bad_sacct) / sizeof(bad_sacct[0]); i++) {
         struct replay_trace tr = {0};
         char err[512] = "";
-        int rc = slurm_parse_sacct(bad_sacct[i].text, strlen(bad_sacct[i].text), "x", 0, &tr,
-                                   NULL, err, sizeof(err));
+        int rc = slurm_parse_sacct(bad_sacct[i].text, strlen(bad_sacct[i].text), "x", 0, &tr, NULL,
+                                   err, sizeof(err));
 
         if (rc != ALLOT_EINVAL || strncmp(err, bad_sacct[i].msg, strlen(bad_sacct[i].msg)) != 0)
             fail_msg("case %zu: rc %d, \"%s\", want \"%s\"", i, rc, err, bad_sacct[i].msg);
@@ -143,7 +143,8 @@ static void test_sacct_bad(void **state)
     }
     {
         /* a NUL byte inside a line */
-        static const char t[] = "JobID|Account|Submit|Start|End|State|ReqTRES\n1|a\0b||||PENDING|\n";
+        static const char t[] =
+            "JobID|Account|Submit|Start|End|State|ReqTRES\n1|a\0b||||PENDING|\n";
         struct replay_trace tr = {0};
         char err[512] = "";
 
@@ -180,9 +181,9 @@ static void test_nodes_good(void **state)
     char err[256] = "";
 
     (void)state;
-    assert_int_equal(slurm_read_nodes(DATA "scontrol_nodes.txt", cat, NULL, &g, &n, &cpu_only, err,
-                                      sizeof(err)),
-                     0);
+    assert_int_equal(
+        slurm_read_nodes(DATA "scontrol_nodes.txt", cat, NULL, &g, &n, &cpu_only, err, sizeof(err)),
+        0);
     assert_int_equal(n, 2);
     assert_int_equal(cpu_only, 1);
     assert_string_equal(g[0].model, "A100-80GB"); /* "a100" is the alias A100 */
@@ -237,16 +238,15 @@ static void test_nodes_bad(void **state)
                                 "NodeName=n2 CPUTot=8 RealMemory=10 Gres=gpu:tpu9:4(S:0-1,3)\n";
         char err[512] = "";
 
-        assert_int_equal(slurm_parse_nodes(t, strlen(t), "x", cat, "H100", &g, &n, NULL, err,
-                                           sizeof(err)),
-                         0);
+        assert_int_equal(
+            slurm_parse_nodes(t, strlen(t), "x", cat, "H100", &g, &n, NULL, err, sizeof(err)), 0);
         assert_int_equal(n, 1);
         assert_int_equal(g[0].count, 2);
         assert_string_equal(g[0].model, "H100-80GB");
         allot_free(g);
-        assert_int_equal(slurm_parse_nodes(t, strlen(t), "x", cat, "nope", &g, &n, NULL, err,
-                                           sizeof(err)),
-                         ALLOT_EINVAL);
+        assert_int_equal(
+            slurm_parse_nodes(t, strlen(t), "x", cat, "nope", &g, &n, NULL, err, sizeof(err)),
+            ALLOT_EINVAL);
         assert_string_equal(err, "--gpu-model nope: not a model of the GPU catalog");
     }
 }
@@ -295,9 +295,8 @@ static void test_replay_sacct(void **state)
 
     (void)state;
     assert_int_equal(slurm_read_sacct(DATA "sacct_small.txt", 0, &tr, NULL, err, sizeof(err)), 0);
-    assert_int_equal(slurm_read_nodes(DATA "scontrol_nodes.txt", cat, NULL, &g, &n, NULL, err,
-                                      sizeof(err)),
-                     0);
+    assert_int_equal(
+        slurm_read_nodes(DATA "scontrol_nodes.txt", cat, NULL, &g, &n, NULL, err, sizeof(err)), 0);
     {
         struct replay_trace_opts o = {.groups = g, .n_groups = n, .from = -1, .to = -1};
 
@@ -335,8 +334,13 @@ static void test_replay_sacct(void **state)
     /* equal shares and a quota change */
     {
         struct replay_quota_change qc = {.tenant = "nlp", .gpu_milli = 2000};
-        struct replay_trace_opts o = {.groups = g, .n_groups = n, .from = -1, .to = -1,
-                                      .equal_shares = true, .quota = &qc, .n_quota = 1};
+        struct replay_trace_opts o = {.groups = g,
+                                      .n_groups = n,
+                                      .from = -1,
+                                      .to = -1,
+                                      .equal_shares = true,
+                                      .quota = &qc,
+                                      .n_quota = 1};
 
         assert_int_equal(replay_setup_trace(&s, &tr, &o, err, sizeof(err)), 0);
         assert_int_equal(s.tenants[0].nominal_milli, 6666);
@@ -386,8 +390,7 @@ static void test_alloc_failures(void **state)
         int rc;
 
         allot_alloc_fail_at(k, false);
-        rc = slurm_read_nodes(DATA "scontrol_nodes.txt", cat, NULL, &g, &n, NULL, err,
-                              sizeof(err));
+        rc = slurm_read_nodes(DATA "scontrol_nodes.txt", cat, NULL, &g, &n, NULL, err, sizeof(err));
         allot_alloc_fail_at(0, false);
         allot_free(g);
         if (rc == 0)
@@ -400,9 +403,9 @@ static void test_alloc_failures(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_sacct_good),  cmocka_unit_test(test_sacct_bad),
-        cmocka_unit_test(test_tz),          cmocka_unit_test(test_nodes_good),
-        cmocka_unit_test(test_nodes_bad),   cmocka_unit_test(test_parse_group),
+        cmocka_unit_test(test_sacct_good),   cmocka_unit_test(test_sacct_bad),
+        cmocka_unit_test(test_tz),           cmocka_unit_test(test_nodes_good),
+        cmocka_unit_test(test_nodes_bad),    cmocka_unit_test(test_parse_group),
         cmocka_unit_test(test_replay_sacct), cmocka_unit_test(test_alloc_failures),
     };
 
