@@ -60,6 +60,10 @@ struct agent_config {
     bool fence;              /* stop every task when allotd is unreachable for a lease */
     int64_t sample_interval; /* ms between usage samples */
     int64_t emulate_util;    /* emulated GPUs: the utilisation they report (-1: none) */
+    char *network;           /* on: tenant networks (docs/network.md); off */
+    char *underlay_ip;       /* this node's address on the data-centre network */
+    char *uplink;            /* interface towards it (default: the one with underlay_ip) */
+    char *uplink_rate;       /* its capacity for the tenants' HTB classes ("10Gbit") */
 };
 
 /* ---- inventory (inventory.c) ---- */
@@ -177,6 +181,7 @@ struct task {
     int64_t runtime_ms;    /* how long its process ran (-1: unknown) */
     uint64_t shim_busy_ns; /* a fraction: GPU time its shim region counted at the last sample */
     int64_t shim_at_ms;    /* ... and when (monotonic; 0: none yet) */
+    bool net;              /* runs in its network namespace allot-KEY (net.h) */
 };
 
 struct agent;
@@ -245,6 +250,7 @@ struct agent {
     char last_tenant[AGENT_MAX_GPUS][256];
     json_t *samples;    /* owned: usage samples not yet acknowledged by allotd */
     int64_t sampled_ms; /* monotonic time of the last samples taken */
+    struct net *net;    /* owned: tenant networks (--network on), or NULL */
 };
 
 int64_t agent_now_ms(void);

@@ -7,6 +7,7 @@
  * path. Otherwise the GPUs are the ones NVML reports (nvml.c).
  */
 #include "agent.h"
+#include "net.h"
 
 #include "allot/common.h"
 #include "log.h"
@@ -162,5 +163,12 @@ json_t *inventory_json(const struct agent_config *cfg, const struct agent_invent
                           inv->emulated ? "true" : "false");
     if (o && inv->island_size > 0)
         json_object_set_new(o, "island_size", json_integer(inv->island_size));
+    /* tenant networks (docs/network.md): the overlay's address, the RDMA devices */
+    json_t *rdma = net_rdma_json();
+    if (o && !strcmp(cfg->network, "on") && cfg->underlay_ip && *cfg->underlay_ip)
+        json_object_set_new(o, "underlay", json_string(cfg->underlay_ip));
+    if (o && (!strcmp(cfg->network, "on") || json_array_size(rdma)))
+        json_object_set(o, "rdma", rdma);
+    json_decref(rdma);
     return o;
 }

@@ -323,6 +323,8 @@ static void reconcile(struct agent *a, json_t *desired)
         struct task *t = find_task(a, job, index);
 
         if (t) {
+            if (t->net && a->net) /* its tenant's rates or egress may have changed */
+                net_task_refresh(a->net, t->key, json_object_get(d, "network"));
             if (json_is_true(json_object_get(d, "stopping")) && !t->cancelled) {
                 t->cancelled = true; /* preempted: allotd requeues or ends it */
                 task_stop(a, t, now);

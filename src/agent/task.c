@@ -11,6 +11,7 @@
  * vanished without an exit file is reported lost.
  */
 #include "agent.h"
+#include "net.h"
 
 #include "allot/common.h"
 #include "log.h"
@@ -557,6 +558,17 @@ static void run_child(const struct agent *a, const struct task *t, char **argv, 
         dprintf(log_fd, "allot-agent: cannot enter the task's cgroup\n");
         _exit(126);
     }
+    if (t->net) { /* its tenant network (net.h); crun inherits it */
+        char ns[96], path[160];
+        net_ns_name(t->key, ns, sizeof(ns));
+        allot_fmt(path, sizeof(path), "/run/netns/%s", ns);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0 || setns(fd, CLONE_NEWNET) < 0) {
+            dprintf(log_fd, "allot-agent: cannot join the network namespace %s\n", ns);
+            _exit(126);
+        }
+        close(fd);
+    }
     if (null_fd >= 0)
         dup2(null_fd, 0);
     dup2(log_fd, 1);
@@ -609,6 +621,11 @@ static void run_supervisor(const struct agent *a, const struct task *t, const ch
     pid_t pid;
 
     setsid();
+    /* none of the agent's descriptors (its listening socket above all: a
+     * restarted agent binds the same port) but the log */
+    if (log_fd > 3)
+        close_range(3, (unsigned)log_fd - 1, 0);
+    close_range((unsigned)log_fd + 1, ~0U, 0);
     signal(SIGTERM, SIG_IGN); /* the agent signals the task's group, not us */
     signal(SIGHUP, SIG_IGN);
     signal(SIGINT, SIG_IGN);
@@ -711,6 +728,19 @@ int task_start(struct agent *a, json_t *d, struct task *t)
         LOG_ERROR("task", "job %lld: %s", (long long)t->job, why);
         task_fail(t, why);
         return 0;
+    }
+    if ((x = json_object_get(d, "network")) && a->net) {
+        struct net_spec ns;
+        if (net_parse(x, &ns, why, sizeof(why)) < 0 ||
+            net_task_up(a->net, t->key, &ns, dir, why, sizeof(why)) < 0) {
+            LOG_ERROR("task", "job %lld: %s", (long long)t->job, why);
+            task_fail(t, why);
+            return 0;
+        }
+        t->net = true;
+    } else if (x) {
+        LOG_WARN("task", "job %lld: a tenant network, but this agent runs without --network on",
+                 (long long)t->job);
     }
     allot_fmt(logd, sizeof(logd), "%s/%lld", a->logs_dir, (long long)t->job);
     mkdir(logd, 0755);
@@ -937,6 +967,8 @@ void task_forget(struct agent *a, struct task *t)
     task_dir(a, t, dir, sizeof(dir));
     mig_release(a, dir);
     crun_delete(a, t, dir);
+    if (a->net)
+        net_task_down(a->net, t->key);
     rm_dir(dir);
     if (getuid() == 0)
         cg_destroy(a->cfg.cgroup_root, t->key);
@@ -977,6 +1009,8 @@ int task_adopt_all(struct agent *a, struct task **out)
                            g) if (json_integer_value(g) >= 0 && json_integer_value(g) < 32)
             t.gpu_mask |= 1u << json_integer_value(g);
         json_decref(tj);
+        if (a->net)
+            t.net = net_task_adopt(a->net, t.key, dir);
         if (read_small(dir, "exit", buf, sizeof(buf)) == 0) {
             read_exit(a, dir, &t, buf);
         } else if (read_pid(dir, &t, &start) == 0 && proc_start(t.pid) == start && start >= 0) {

@@ -1,0 +1,235 @@
+/*
+ * What the tenant networks need from the system (net_int.h): running
+ * iproute2, nftables and tc as child processes (the agent keeps no
+ * netlink code of its own: these programs are the tools an admin debugs
+ * with, and what they print is what the agent read), writing sysctls of
+ * the agent's network namespace, parsing rates, and the RDMA inventory
+ * from sysfs. Called by net.c and net_rules.c only (and inventory.c for
+ * net_rdma_json).
+ */
+#include "net_int.h"
+
+#include "allot/common.h"
+#include "log.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define NET_MAX_ARGS 96
+
+/* Runs argv; input to its stdin; stdout+stderr into out. */
+static int run_argv(char **argv, char *out, size_t outlen, const char *input)
+{
+    int in[2] = {-1, -1}, o[2] = {-1, -1}, status = 0;
+    size_t got = 0, inlen = input ? strlen(input) : 0, sent = 0;
+    char sink[4096];
+    pid_t pid;
+
+    if (pipe2(in, O_CLOEXEC) < 0)
+        return -1;
+    if (pipe2(o, O_CLOEXEC) < 0) {
+        close(in[0]);
+        close(in[1]);
+        return -1;
+    }
+    pid = fork();
+    if (pid == 0) {
+        dup2(in[0], 0);
+        dup2(o[1], 1);
+        dup2(o[1], 2);
+        execvp(argv[0], argv);
+        _exit(127);
+    }
+    close(in[0]);
+    close(o[1]);
+    if (pid < 0) {
+        close(in[1]);
+        close(o[0]);
+        return -1;
+    }
+    if (!inlen) {
+        close(in[1]);
+        in[1] = -1;
+    }
+    /* feed the input while reading the output: neither side can block the other */
+    for (;;) {
+        struct pollfd p[2] = {{.fd = o[0], .events = POLLIN}, {.fd = in[1], .events = POLLOUT}};
+        int np = in[1] >= 0 ? 2 : 1;
+        if (poll(p, (nfds_t)np, 10000) <= 0) {
+            kill(pid, SIGKILL); /* a tool that hangs: not the agent's loop */
+            break;
+        }
+        if (np == 2 && (p[1].revents & (POLLOUT | POLLERR | POLLHUP))) {
+            ssize_t w = write(in[1], input + sent, inlen - sent);
+            if (w > 0)
+                sent += (size_t)w;
+            if (w <= 0 || sent == inlen) {
+                close(in[1]);
+                in[1] = -1;
+            }
+        }
+        if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+            ssize_t r;
+            if (out && got + 1 < outlen)
+                r = read(o[0], out + got, outlen - 1 - got);
+            else
+                r = read(o[0], sink, sizeof(sink));
+            if (r <= 0)
+                break;
+            if (out && got + 1 < outlen)
+                got += (size_t)r;
+        }
+    }
+    if (in[1] >= 0)
+        close(in[1]);
+    close(o[0]);
+    if (out && outlen)
+        out[got] = '\0';
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* Formats and splits a command line into words (in buf). Returns argc. */
+static int split(char *buf, char **argv)
+{
+    int argc = 0;
+
+    for (char *p = buf; *p && argc < NET_MAX_ARGS - 1;) {
+        while (*p == ' ')
+            *p++ = '\0';
+        if (!*p)
+            break;
+        argv[argc++] = p;
+        while (*p && *p != ' ')
+            p++;
+    }
+    argv[argc] = NULL;
+    return argc;
+}
+
+int net_run(char *out, size_t outlen, const char *input, const char *fmt, ...)
+{
+    char line[2048], *argv[NET_MAX_ARGS];
+    va_list ap;
+    int rc;
+
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    if (!split(line, argv))
+        return -1;
+    rc = run_argv(argv, out, outlen, input);
+    if (out && rc)
+        out[strcspn(out, "\n")] = '\0'; /* the first line says why */
+    return rc;
+}
+
+json_t *net_run_json(const char *fmt, ...)
+{
+    char line[2048], *argv[NET_MAX_ARGS];
+    size_t cap = 1 << 20;
+    char *out = allot_malloc(cap);
+    json_t *j = NULL;
+    va_list ap;
+
+    if (!out)
+        return NULL;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    if (split(line, argv) && run_argv(argv, out, cap, NULL) == 0)
+        j = json_loads(out, JSON_DECODE_ANY, NULL);
+    allot_free(out);
+    return j;
+}
+
+int net_sysctl(const char *path, const char *value)
+{
+    char p[512];
+    int fd, rc = 0;
+
+    allot_fmt(p, sizeof(p), "/proc/sys/%s", path);
+    fd = open(p, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    if (write(fd, value, strlen(value)) < 0)
+        rc = -errno;
+    close(fd);
+    return rc;
+}
+
+int64_t net_parse_rate(const char *s)
+{
+    static const struct {
+        const char *unit;
+        int64_t mul;
+    } units[] = {{"", 1},           {"bit", 1},           {"kbit", 1000},
+                 {"mbit", 1000000}, {"gbit", 1000000000}, {"tbit", 1000000000000},
+                 {"k", 1000},       {"m", 1000000},       {"g", 1000000000}};
+    char *end;
+    double v;
+
+    if (!s || !*s)
+        return -1;
+    v = strtod(s, &end);
+    if (end == s || v < 0)
+        return -1;
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+        if (!strcasecmp(end, units[i].unit))
+            return (int64_t)(v * (double)units[i].mul);
+    return -1;
+}
+
+/* The integer in a small sysfs file, or -1. */
+static long read_long(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    long v = -1;
+
+    if (!f)
+        return -1;
+    if (fscanf(f, "%ld", &v) != 1)
+        v = -1;
+    fclose(f);
+    return v;
+}
+
+json_t *net_rdma_json(void)
+{
+    json_t *out = json_array();
+    const char *const roots[] = {"/sys/class/infiniband", "/sys/class/net"};
+
+    for (size_t r = 0; r < 2 && out; r++) {
+        DIR *d = opendir(roots[r]);
+        struct dirent *e;
+
+        while (d && (e = readdir(d))) {
+            char path[1024];
+            long vfs;
+
+            if (e->d_name[0] == '.')
+                continue;
+            allot_fmt(path, sizeof(path), "%s/%s/device/sriov_numvfs", roots[r], e->d_name);
+            vfs = read_long(path);
+            /* every RDMA device; network devices only when they have VFs */
+            if (r == 1 && vfs <= 0)
+                continue;
+            json_array_append_new(out, json_pack("{s:s,s:I}", "name", e->d_name, "vfs",
+                                                 (json_int_t)(vfs > 0 ? vfs : 0)));
+        }
+        if (d)
+            closedir(d);
+    }
+    return out;
+}
