@@ -453,6 +453,36 @@ def test_viewer_cannot_cancel():
     no_console_errors("viewer")
 
 
+def test_without_price_book():
+    """A second allotd with no price book: usage without an invoice, no cost; the console
+    holds at most the 404 of GET /v1/pricebook (how allotd says there is none)."""
+    if not metering():
+        print("SKIP test_without_price_book: this allotd does not serve /v1/usage")
+        return
+    global url
+    other = Daemon(args=["--ui-dir", os.path.join(fx.SOURCE, "web")])
+    saved = url
+    try:
+        expect(other.req("PUT", "/v1/tenants", TENANTS, token=other.admin), 200)
+        logout()
+        url = "http://127.0.0.1:%d/ui/" % other.port
+        login(other.admin)
+        goto("#/usage", "return document.getElementById('no-price-book');", "no invoice")
+        goto("#/tenants", "return document.querySelector('#tenants tr[data-tenant=research]');",
+             "the tenants")
+        cost = br.js("return document.querySelector('#tenants tr[data-tenant=research] "
+                     "[data-col=cost]').textContent;")
+        assert cost == "-", cost
+        bad = [e for e in br.logs() if e.get("level") in ("SEVERE", "WARNING")]
+        assert all("/v1/pricebook" in e["message"] and "404" in e["message"] for e in bad), bad
+        logout()
+    finally:
+        url = saved
+        other.stop()
+    login(viewer)  # back on the first allotd for the next test
+    no_console_errors("back")
+
+
 def test_member_sees_only_its_tenant():
     logout()
     login(member)
@@ -552,7 +582,8 @@ def main():
                  test_jobs_page, test_live_update_and_cancel, test_gpu_map,
                  test_usage_and_invoices, test_idle_and_health, test_anomalies_and_fencing,
                  test_hidden_tab_makes_no_calls,
-                 test_viewer_cannot_cancel, test_member_sees_only_its_tenant]
+                 test_viewer_cannot_cancel, test_without_price_book,
+                 test_member_sees_only_its_tenant]
         try:
             fx.run(tests)  # exits: 0 when every test passed
         except SystemExit as e:
