@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #define PLAN_MAX_CHANGES    64
@@ -651,10 +652,12 @@ static void print_side_by_side(const struct plan *p, json_t *root)
     const char *cur_or = json_string_value(json_object_get(root, "currency"));
 
     printf("history: %lld jobs replayed, submitted %s .. %s; left out: %lld pending, %lld never "
-           "started, %lld without GPUs; %lld still running (end now)\n",
+           "started, %lld without GPUs, %lld of tenants not in the tree, %lld larger than the "
+           "cluster; %lld still running (end now)\n",
            (long long)jint(w, "jobs"), json_string_value(json_object_get(w, "from")),
            json_string_value(json_object_get(w, "to")), (long long)jint(w, "pending"),
            (long long)jint(w, "never_started"), (long long)jint(w, "no_gpus"),
+           (long long)jint(w, "other_tenants"), (long long)jint(w, "too_big"),
            (long long)jint(w, "running"));
     {
         char rb[32];
@@ -754,7 +757,8 @@ static int build_series(const struct plan *p, int64_t t0, size_t nb, struct seri
         if (gpus <= 0 &&
             (json_is_string(json_object_get(spec, "mig")) || jint(spec, "gpu_milli") > 0))
             gpus = 1;
-        if (!tenant || start <= 0 || gpus <= 0 || gpus > ALLOT_MAX_GPUS || tasks > 100000)
+        if (!tenant || start <= 0 || gpus <= 0 || gpus > ALLOT_MAX_GPUS || tasks > 100000 ||
+            jint(x, "submit_time") < p->since)
             continue;
         if (end <= 0 || end < start)
             end = p->now;
@@ -973,8 +977,7 @@ static void print_forecast(json_t *fc)
 
 static int fetch(struct plan *p, struct client *cl)
 {
-    int rc;
-    int saved;
+    int rc, saved, nul;
 
     if ((rc = client_list(cl, "/v1/jobs", "jobs", "cursor", "next_cursor", 0, 0, &p->jobs)) !=
             CLI_OK ||
@@ -984,11 +987,12 @@ static int fetch(struct plan *p, struct client *cl)
                           NULL)) != CLI_OK)
         return rc;
     /* No price book is an expected answer (404), not an error to print:
-     * client_call reports every failure on stderr, so it is silenced for
-     * this one call. */
+     * client_call reports every failure on stderr, so descriptor 2 points
+     * at /dev/null for this one call (the stdio stream stays as it is). */
     fflush(stderr);
     saved = dup(STDERR_FILENO);
-    if (saved >= 0 && freopen("/dev/null", "w", stderr)) {
+    nul = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (saved >= 0 && nul >= 0 && dup2(nul, STDERR_FILENO) >= 0) {
         rc = client_call(cl, "GET", "/v1/pricebook", NULL, NULL, CLIENT_RETRY_ALWAYS, &p->book,
                          NULL);
         fflush(stderr);
@@ -996,6 +1000,8 @@ static int fetch(struct plan *p, struct client *cl)
     } else {
         rc = CLI_NOTFOUND;
     }
+    if (nul >= 0)
+        close(nul);
     if (saved >= 0)
         close(saved);
     if (rc != CLI_OK) {
