@@ -1,0 +1,344 @@
+"""Tenant networks on the agent (docs/network.md), end to end on one machine:
+two emulated nodes (network namespaces node-a and node-b of the test's own
+making, on a bridge that stands for the data-centre network: tests/net/netlab.py)
+run allot-agent --network on, driven by a fake allotd that hands out the
+tasks' networks as allotd does. Checks: the tasks of one tenant reach each
+other on one node and across nodes over the VXLAN overlay (TCP, UDP, ICMP);
+another tenant's tasks, on the same node and across nodes, do not; a task
+cannot reach the agent's port, the node's addresses or allotd, only its
+gateway's ping; egress nat reaches outside, egress off does not; the
+uplink's HTB classes hold a tenant's ceiling and both tenants' guarantees
+under contention within 10 % (iperf3 through the overlay, measured at the
+sender's uplink: see docs/network.md); after jobs end, and after an agent
+kill -9 and restart (which adopts what runs and removes what nothing
+needs), no namespace, link, nftables rule or tc class is left over. Needs
+root, iproute2, nftables, iperf3 and network namespaces."""
+
+import json
+import re
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import allotd_fixture as fx
+
+sys.path.insert(0, os.path.join(fx.SOURCE, "tests", "net"))
+import netlab  # noqa: E402
+from netlab import NODES, ok, sh  # noqa: E402
+
+ECHO = r"""
+import socket, threading
+def tcp():
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("0.0.0.0", 9000)); s.listen(16)
+    while True:
+        c, _ = s.accept(); c.sendall(c.recv(100)); c.close()
+def udp():
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("0.0.0.0", 9001))
+    while True:
+        d, a = s.recvfrom(100); s.sendto(d, a)
+threading.Thread(target=udp, daemon=True).start()
+print("echo ready", flush=True)
+tcp()
+"""
+
+PROBE = r"""
+import socket, sys
+kind, host, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+s = socket.socket(socket.AF_INET, socket.SOCK_STREAM if kind == "tcp" else socket.SOCK_DGRAM)
+s.settimeout(1.5)
+try:
+    if kind == "tcp":
+        s.connect((host, port)); s.sendall(b"hi"); ok = s.recv(10) == b"hi"
+    else:
+        s.sendto(b"hi", (host, port)); ok = s.recvfrom(10)[0] == b"hi"
+except OSError:
+    ok = False
+sys.exit(0 if ok else 1)
+"""
+
+A = {"tenant": "research/nlp", "vni": 4097, "subnet": "198.18.16.0/24",
+     "gateway": "198.18.16.1", "egress": "nat", "allow": [], "prio": 0, "exclusive": False,
+     "rate": {"guarantee_bps": 0, "ceil_bps": 0}}
+B = {"tenant": "vision", "vni": 4098, "subnet": "198.18.17.0/24", "gateway": "198.18.17.1",
+     "egress": "off", "allow": [], "prio": 3, "exclusive": False,
+     "rate": {"guarantee_bps": 0, "ceil_bps": 0}}
+AGENT_PORT = 7171
+
+lab = None
+agents = {}
+echo_path = None
+
+
+class NodeAgent:
+    def __init__(self, node):
+        self.node = node
+        self.dir = fx.tempdir()
+        os.chmod(self.dir, 0o755)
+        self.log_path = os.path.join(self.dir, "agent.log")
+        fx._logs.append(self.log_path)
+        self.start()
+
+    def start(self):
+        args = ["--server", lab.url(), "--token", "t", "--name", self.node, "--emulate", "1xL4",
+                "--state-dir", self.dir, "--cgroup-root", fx.CGROUP_ROOT, "--grace", "1s",
+                "--poll-wait", "300ms", "--heartbeat", "200ms",
+                "--listen", "0.0.0.0:%d" % AGENT_PORT, "--network", "on",
+                "--underlay-ip", NODES[self.node], "--uplink-rate", "200Mbit"]
+        self.err = open(self.log_path, "a")
+        self.proc = subprocess.Popen(netlab.agent_cmd(fx.AGENT, self.node) + args,
+                                     stdout=subprocess.DEVNULL, stderr=self.err)
+        fx._procs.append(self.proc)
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, sig)
+        self.proc.wait(timeout=15)
+        self.err.close()
+
+    def log(self):
+        with open(self.log_path, errors="replace") as f:
+            return f.read()
+
+
+def entry(job, task, net, address, command=None):
+    return {"job": job, "task": task, "cpu_milli": 0, "memory": 0, "gpus": [],
+            "spec": {"tenant": net["tenant"], "tasks": 1,
+                     "command": command or ["sh", "-c", "iperf3 -s -p 5201 >/dev/null 2>&1 & "
+                                            "exec python3 " + echo_path]},
+            "network": dict(net, address=address)}
+
+
+def wait(cond, what, timeout=20):
+    end = time.time() + timeout
+    while time.time() < end:
+        if cond():
+            return
+        time.sleep(0.1)
+    raise AssertionError("not within %ss: %s" % (timeout, what))
+
+
+def probe_cmd(ns, kind, host, port=None):
+    if kind == "icmp":
+        cmd = ["busybox", "ping", "-c", "1", "-W", "1", host]
+    else:
+        cmd = ["python3", "-c", PROBE, kind, host, str(port)]
+    return ["ip", "netns", "exec", ns] + cmd
+
+
+def probes(specs):
+    """Runs the probes (ns, kind, host, port) at once: whether each got through."""
+    procs = [subprocess.Popen(probe_cmd(*p), stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL) for p in specs]
+    return [p.wait(timeout=15) == 0 for p in procs]
+
+
+def probe(ns, kind, host, port=None):
+    return probes([(ns, kind, host, port)])[0]
+
+
+def reach(ns, host):
+    """(tcp, udp, icmp) from namespace ns to host's echo servers."""
+    return tuple(probes([(ns, "tcp", host, 9000), (ns, "udp", host, 9001),
+                         (ns, "icmp", host, None)]))
+
+
+def ready(ns, host):
+    return lambda: probe(ns, "tcp", host, 9000)
+
+
+def wait_clean(before):
+    for node in NODES:
+        wait(lambda: netlab.snapshot(node) == before[node],
+             "%s back as before: %r vs %r" % (node, netlab.snapshot(node), before[node]))
+
+
+def test_isolation():
+    lab.set_jobs({"node-a": [entry(1, 0, A, "198.18.16.10/24"), entry(1, 2, A, "198.18.16.12/24"),
+                             entry(2, 0, B, "198.18.17.10/24")],
+                  "node-b": [entry(1, 1, A, "198.18.16.11/24"), entry(2, 1, B, "198.18.17.11/24")]})
+    for host in ("198.18.16.10", "198.18.16.12", "198.18.16.11"):
+        wait(ready("allot-1-0" if host != "198.18.16.10" else "allot-1-2", host),
+             "tenant A's echo server at " + host)
+    for host in ("198.18.17.10", "198.18.17.11"):
+        wait(ready("allot-2-0" if host != "198.18.17.10" else "allot-2-1", host),
+             "tenant B's echo server at " + host)
+    # one tenant: on the node and across the overlay, TCP, UDP and ICMP
+    assert reach("allot-1-0", "198.18.16.12") == (True, True, True)
+    assert reach("allot-1-0", "198.18.16.11") == (True, True, True)
+    assert reach("allot-1-1", "198.18.16.10") == (True, True, True)
+    assert reach("allot-2-1", "198.18.17.10") == (True, True, True)
+    # another tenant: neither on the node nor across nodes, either way; the node: the
+    # agent's port on any of its addresses, allotd, the data-centre network: nothing
+    refused = []
+    for src, dst in (("allot-1-0", "198.18.17.10"), ("allot-1-0", "198.18.17.11"),
+                     ("allot-2-0", "198.18.16.10"), ("allot-2-0", "198.18.16.11"),
+                     ("allot-2-1", "198.18.16.11")):
+        refused += [(src, "tcp", dst, 9000), (src, "udp", dst, 9001), (src, "icmp", dst, None)]
+    for src in ("allot-1-0", "allot-2-0"):
+        for host in ("198.18.16.1", "198.18.17.1", "198.18.0.2", "198.18.0.3"):
+            refused.append((src, "tcp", host, AGENT_PORT))
+        refused += [(src, "tcp", netlab.TEST_ADDR, lab.port), (src, "icmp", "198.18.0.1", None)]
+    refused += [("allot-2-0", "icmp", "198.18.16.1", None),  # another tenant's gateway
+                ("allot-2-0", "icmp", "198.18.1.1", None)]  # egress off: not outside
+    got = probes(refused)
+    assert not any(got), [p for p, g in zip(refused, got) if g]
+    assert ok(["python3", "-c", "import socket; socket.create_connection(('198.18.0.2', %d), 2)"
+               % AGENT_PORT])  # the port is open, to the data centre
+    # the gateway answers ping; egress nat reaches outside (not the data-centre network)
+    assert probes([("allot-1-0", "icmp", "198.18.16.1", None),
+                   ("allot-1-0", "icmp", "198.18.1.1", None)]) == [True, True]
+    # VXLAN from a node that is no peer of the VNI is dropped (node-b has no task of 4099)
+    rules = sh(["nft", "list", "table", "inet", "allot"], ns="node-a")
+    for vni in ("0x1001", "0x1002"):
+        assert re.search(r"udp dport 4789 @th,96,24 %s ip saddr != \{? ?198\.18\.0\.3 ?\}? "
+                         r"counter packets \d+ bytes \d+ drop" % vni, rules), rules
+
+
+def iperf(ns, host, seconds=4):
+    p = subprocess.Popen(["ip", "netns", "exec", ns, "iperf3", "-c", host, "-p", "5201", "-t",
+                          str(seconds), "-J"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    return p
+
+
+def mbit(p):
+    out, err = p.communicate(timeout=30)
+    r = json.loads(out)
+    assert "error" not in r, r.get("error")
+    return r["end"]["sum_received"]["bits_per_second"] / 1e6
+
+
+def class_bytes(minor):
+    """Bytes sent through HTB class a110:MINOR of node-a's uplink (tc's text: its JSON
+    output leaves out HTB's classes)."""
+    out = sh(["tc", "-s", "class", "show", "dev", "eth0"], ns="node-a")
+    m = re.search(r"class htb a110:%x .*\n Sent (\d+) bytes" % minor, out)
+    assert m, out
+    return int(m.group(1))
+
+
+def measure(pairs, seconds=4):
+    """Runs iperf3 for each (ns, host, tenant class minor) at once; returns per pair
+    (goodput Mbit/s, Mbit/s through its HTB class on node-a's uplink)."""
+    b0 = [class_bytes(m) for _, _, m in pairs]
+    t0 = time.time()
+    procs = [iperf(ns, host, seconds) for ns, host, _ in pairs]
+    good = [mbit(p) for p in procs]
+    dt = time.time() - t0
+    wire = [(class_bytes(m) - b) * 8 / dt / 1e6 for (_, _, m), b in zip(pairs, b0)]
+    return list(zip(good, wire))
+
+
+def with_rates(ra, rb):
+    a, b = dict(A, rate=ra), dict(B, rate=rb)
+    lab.set_jobs({"node-a": [entry(1, 0, a, "198.18.16.10/24"), entry(2, 0, b, "198.18.17.10/24")],
+                  "node-b": [entry(1, 1, a, "198.18.16.11/24"), entry(2, 1, b, "198.18.17.11/24")]})
+
+    def applied():
+        cls = sh(["tc", "class", "show", "dev", "eth0"], ns="node-a")
+        return all("rate %dMbit" % (r["guarantee_bps"] // 10 ** 6) in cls
+                   for r in (ra, rb) if r["guarantee_bps"]) and \
+            all("ceil %dMbit" % (r["ceil_bps"] // 10 ** 6) in cls for r in (ra, rb)
+                if r["ceil_bps"])
+    wait(applied, "the tc classes of %r %r: %s" % (
+        ra, rb, sh(["tc", "class", "show", "dev", "eth0"], ns="node-a")))
+
+
+def test_bandwidth():
+    # A (a110:10) alone, ceiling 80 Mbit/s of the uplink's 200
+    with_rates({"guarantee_bps": 20 * 10 ** 6, "ceil_bps": 80 * 10 ** 6},
+               {"guarantee_bps": 20 * 10 ** 6, "ceil_bps": 0})
+    wait(ready("allot-1-0", "198.18.16.11"), "tenant A's server")
+    (good, wire), = measure([("allot-1-0", "198.18.16.11", 0x10)])
+    print("ceiling 80: goodput %.1f, at the uplink %.1f Mbit/s" % (good, wire))
+    assert abs(wire - 80) <= 8, wire
+    # both at once, guarantees 50 and 150 of 200: each gets its own
+    with_rates({"guarantee_bps": 50 * 10 ** 6, "ceil_bps": 200 * 10 ** 6},
+               {"guarantee_bps": 150 * 10 ** 6, "ceil_bps": 200 * 10 ** 6})
+    wait(ready("allot-2-0", "198.18.17.11"), "tenant B's server")
+    (ga, wa), (gb, wb) = measure([("allot-1-0", "198.18.16.11", 0x10),
+                                  ("allot-2-0", "198.18.17.11", 0x20)])
+    print("guarantees 50/150: goodput %.1f/%.1f, at the uplink %.1f/%.1f Mbit/s"
+          % (ga, gb, wa, wb))
+    assert abs(wa - 50) <= 5 and abs(wb - 150) <= 15, (wa, wb)
+
+
+def test_teardown_after_jobs_end():
+    lab.set_jobs({})
+    wait_clean(BEFORE)
+
+
+def test_agent_kill_and_restart():
+    lab.set_jobs({"node-a": [entry(3, 0, A, "198.18.16.20/24"), entry(4, 0, B, "198.18.17.20/24")],
+                  "node-b": [entry(3, 1, A, "198.18.16.21/24")]})
+    wait(ready("allot-3-0", "198.18.16.21"), "job 3 across nodes")
+    wait(ready("allot-4-0", "198.18.17.20"), "job 4")
+    agents["node-a"].stop(signal.SIGKILL)
+    # while it is down: job 4 is no longer wanted, and strays of allot's appear
+    lab.set_jobs({"node-a": [entry(3, 0, A, "198.18.16.20/24")],
+                  "node-b": [entry(3, 1, A, "198.18.16.21/24")]})
+    sh(["ip", "-n", "node-a", "link", "add", "alb-999", "type", "bridge"])
+    sh(["ip", "-n", "node-a", "link", "add", "al-000000000999", "type", "veth", "peer", "name",
+        "x-stray"])
+    sh(["ip", "netns", "add", "allot-999-0"])
+    sh(["ip", "-n", "allot-999-0", "link", "set", "lo", "alias", "allot:node-a"])
+    agents["node-a"].start()
+    # job 3 is adopted where it runs (its echo server keeps its pid), the rest goes
+    wait(lambda: "allot-999-0" not in netns_all() and "allot-4-0" not in netns_all(),
+         "stray namespaces removed")
+    links = lambda: json.dumps(json.loads(sh(["ip", "-j", "link", "show"], ns="node-a")))  # noqa
+    wait(lambda: "alb-999" not in links() and "al-000000000999" not in links()
+         and "alb-4098" not in links(), "stray links removed")
+    assert reach("allot-3-0", "198.18.16.21") == (True, True, True)
+    assert "allot-3-0" in netns_all()
+    rules = sh(["nft", "list", "table", "inet", "allot"], ns="node-a")
+    assert "alb-4097" in rules and "alb-4098" not in rules, rules
+    lab.set_jobs({})
+    wait_clean(BEFORE)
+    assert "adopted" in agents["node-a"].log()
+
+
+def netns_all():
+    return netlab.netns_list()
+
+
+BEFORE = {}
+
+if __name__ == "__main__":
+    missing = [t for t in ("ip", "nft", "tc", "bridge", "iperf3", "nsenter", "busybox") if
+               not shutil.which(t)]
+    if os.geteuid() != 0 or missing:
+        print("SKIP: tenant networks need root and %s" % (", ".join(missing) or
+                                                          "network namespaces"))
+        raise SystemExit(0)
+    echo_dir = fx.tempdir()
+    os.chmod(echo_dir, 0o755)
+    echo_path = os.path.join(echo_dir, "echo.py")
+    with open(echo_path, "w") as f:
+        f.write(ECHO)
+    os.chmod(echo_path, 0o644)
+    netlab.setup()
+    try:
+        BEFORE.update({n: netlab.snapshot(n) for n in NODES})
+        lab = netlab.FakeAllotd()
+        agents = {n: NodeAgent(n) for n in NODES}
+        wait(lambda: set(lab.registered) == set(NODES), "both agents registered")
+        for n in NODES:
+            assert lab.registered[n]["underlay"] == NODES[n], lab.registered[n]
+            assert lab.registered[n]["rdma"] == [], lab.registered[n]
+        fx.run([test_isolation, test_bandwidth, test_teardown_after_jobs_end,
+                test_agent_kill_and_restart])
+    finally:
+        for ag in agents.values():
+            if ag.proc.poll() is None:
+                ag.stop()
+        if lab:
+            lab.close()
+        netlab.teardown()
+        for ns in netlab.netns_list():
+            if ns.startswith("allot-") and ns != netlab.DC:
+                subprocess.run(["ip", "netns", "del", ns])
