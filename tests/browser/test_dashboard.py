@@ -201,6 +201,10 @@ def test_tenants():
     assert cell("research", "borrowed") == "0.25", cell("research", "borrowed")
     assert cell("product", "use") == "0", cell("product", "use")
     assert cell("interns", "use") == "0.14", cell("interns", "use")
+    # research's 0.25 borrowed GPU, lent by product (2 idle) and interns (1.86) in proportion
+    assert cell("research", "lent") == "0", cell("research", "lent")
+    assert cell("product", "lent") == "0.13" and cell("interns", "lent") == "0.12", \
+        (cell("product", "lent"), cell("interns", "lent"))
     if metering():
         assert cell("research", "cost").endswith(" EUR"), cell("research", "cost")
         assert "50.00 EUR" in cell("research", "budget"), cell("research", "budget")

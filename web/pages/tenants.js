@@ -1,6 +1,6 @@
 // Tenants: the tree with quotas (nominal, borrow and lend limits), weight and
 // isolation; GPUs in use by the subtree's running jobs, borrowed beyond the
-// nominal quota or left idle for others to borrow; the fair share the
+// nominal quota, left idle for others to borrow, or (an estimate) lent; the fair share the
 // weights give among siblings against the share in use; this month's cost
 // and budget from the invoice when allotd meters usage.
 
@@ -45,6 +45,22 @@ function render(tn, jobs, invoice) {
     siblingsWeight.set(p, (siblingsWeight.get(p) || 0) + (t.weight ?? 1));
     siblingsUse.set(p, (siblingsUse.get(p) || 0) + use.get(t.path));
   }
+  // Lent: what siblings borrow now, shared among the siblings with idle quota in
+  // proportion to it (allotd does not say who lent to whom; an estimate).
+  const borrowedOf = (t) => { const n = quotaNominal(t); return n === null ? 0 : Math.max(0, use.get(t.path) - n); };
+  const idleOf = (t) => {
+    const n = quotaNominal(t);
+    let idle = n === null ? 0 : Math.max(0, n - use.get(t.path));
+    if (limits(t).lend_limit !== undefined) idle = Math.min(idle, limits(t).lend_limit);
+    return idle;
+  };
+  const lent = new Map();
+  for (const p of new Set(tenants.map((t) => parentOf(t.path)))) {
+    const group = tenants.filter((t) => parentOf(t.path) === p);
+    const borrowed = group.reduce((a, t) => a + borrowedOf(t), 0);
+    const idle = group.reduce((a, t) => a + idleOf(t), 0);
+    for (const t of group) lent.set(t.path, idle > 0 ? Math.min(idleOf(t), borrowed * idleOf(t) / idle) : 0);
+  }
   const cost = new Map();
   if (invoice) for (const t of invoice.tenants || []) cost.set(t.tenant, t);
   const cur = invoice ? invoice.currency : "";
@@ -52,9 +68,8 @@ function render(tn, jobs, invoice) {
     const nominal = quotaNominal(t);
     const u = use.get(t.path);
     const lim = limits(t);
-    const borrowed = nominal !== null ? Math.max(0, u - nominal) : 0;
-    let idle = nominal !== null ? Math.max(0, nominal - u) : 0;
-    if (lim.lend_limit !== undefined) idle = Math.min(idle, lim.lend_limit);
+    const borrowed = borrowedOf(t);
+    const idle = idleOf(t);
     const p = parentOf(t.path);
     const share = (t.weight ?? 1) / (siblingsWeight.get(p) || 1);
     const inUse = siblingsUse.get(p) ? u / siblingsUse.get(p) : 0;
@@ -68,6 +83,8 @@ function render(tn, jobs, invoice) {
       h("td", {class: "num", "data-col": "use"}, fmtNum(u, 2)),
       h("td", {class: "num", "data-col": "borrowed"}, fmtNum(borrowed, 2)),
       h("td", {class: "num", "data-col": "lendable"}, fmtNum(idle, 2)),
+      h("td", {class: "num", "data-col": "lent", title: "what its siblings borrow, shared by idle quota (an estimate)"},
+        fmtNum(lent.get(t.path), 2)),
       h("td", {class: "num"}, fmtNum(t.weight ?? 1, 1)),
       h("td", {class: "num", title: "weight share among siblings / share of their GPUs in use"},
         `${Math.round(share * 100)}% / ${Math.round(inUse * 100)}%`),
@@ -80,11 +97,12 @@ function render(tn, jobs, invoice) {
   });
   const out = [
     table(["Tenant", "Nominal GPUs", "Borrow limit", "Lend limit", "In use", "Borrowed",
-      "Idle quota", "Weight", "Fair share / use", "Isolation", "Pending", "Cost " + thisMonth(), "Budget"],
+      "Idle quota", "Lent (est.)", "Weight", "Fair share / use", "Isolation", "Pending", "Cost " + thisMonth(), "Budget"],
     rows, {id: "tenants"}),
     h("p", {class: "note"}, "In use: GPUs held by the subtree's running jobs (MIG slices and fractions count their share). ",
       "Borrowed: beyond the nominal quota, taken back when the owner needs it. Idle quota: nominal GPUs not in use, ",
-      "which others may borrow (up to the lend limit). Fair share: the tenant's weight among its siblings, ",
+      "which others may borrow (up to the lend limit). Lent: what the siblings borrow now, shared among those with idle quota in proportion to it ",
+      "(allotd does not record who lent to whom). Fair share: the tenant's weight among its siblings, ",
       "against its share of the GPUs they use now."),
   ];
   if (!invoice) out.push(h("p", {class: "note", id: "no-metering"}, "Cost and budget appear once an admin sets a price book (allot pricebook apply)."));
