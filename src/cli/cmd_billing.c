@@ -49,6 +49,51 @@ static const char *hours(json_t *o, const char *k, char *buf, size_t len)
     return buf;
 }
 
+/*
+ * The common start of these read-only verbs: parses the options (no
+ * positional argument), makes the client and builds q = path?opt=value for
+ * each option named in `query` that was given. Returns CLI_OK (a is to be
+ * freed, *cl set) or an exit code (a freed; CLI_HELP after --help).
+ */
+static int prologue(struct cli *c, int argc, char **argv, const struct cli_opt *opts,
+                    const struct cli_usage *u, const char *path, const char *const *query,
+                    struct cli_args *a, struct client **cl, char *q, size_t qlen)
+{
+    int rc = args_parse(c, opts, u, argc, argv, a);
+
+    if (rc != CLI_OK)
+        return rc;
+    allot_strlcpy(q, path, qlen);
+    if (a->n_pos)
+        rc = cli_usage_error("allot %s takes no arguments (got %s)", u->verb, a->pos[0]);
+    else if (!(*cl = cli_client(c)))
+        rc = CLI_USAGE;
+    for (const char *const *k = query; rc == CLI_OK && *k; k++)
+        if (add_query(*cl, q, qlen, *k, args_get(a, *k)))
+            rc = CLI_SERVER; /* out of memory */
+    if (rc != CLI_OK)
+        args_free(a);
+    return rc;
+}
+
+/* prologue, then GET q into *reply. */
+static int fetch(struct cli *c, int argc, char **argv, const struct cli_opt *opts,
+                 const struct cli_usage *u, const char *path, const char *const *query,
+                 struct cli_args *a, json_t **reply)
+{
+    struct client *cl;
+    char q[2048];
+    int rc = prologue(c, argc, argv, opts, u, path, query, a, &cl, q, sizeof(q));
+
+    *reply = NULL;
+    if (rc != CLI_OK)
+        return rc;
+    rc = client_call(cl, "GET", q, NULL, NULL, CLIENT_RETRY_ALWAYS, reply, NULL);
+    if (rc != CLI_OK)
+        args_free(a);
+    return rc;
+}
+
 /* ---- usage ---- */
 
 static const struct cli_opt usage_opts[] = {
@@ -70,32 +115,14 @@ int cmd_usage(struct cli *c, int argc, char **argv)
 {
     static const char *const titles[] = {"KEY",           "GPU-HOURS", "CPU-CORE-HOURS",
                                          "MEM-GIB-HOURS", "SM-UTIL%",  "JOBS"};
+    static const char *const query[] = {"by", "tenant", "from", "to", NULL};
     struct cli_args a;
-    struct client *cl;
     json_t *reply = NULL, *x;
-    char q[2048] = "/v1/usage";
     size_t i;
-    int rc = args_parse(c, usage_opts, &usage_usage, argc, argv, &a);
+    int rc = fetch(c, argc, argv, usage_opts, &usage_usage, "/v1/usage", query, &a, &reply);
 
     if (rc != CLI_OK)
         return rc;
-    if (a.n_pos) {
-        rc = cli_usage_error("allot usage takes no arguments (got %s)", a.pos[0]);
-        goto out;
-    }
-    if (!(cl = cli_client(c))) {
-        rc = CLI_USAGE;
-        goto out;
-    }
-    if (add_query(cl, q, sizeof(q), "by", args_get(&a, "by")) ||
-        add_query(cl, q, sizeof(q), "tenant", args_get(&a, "tenant")) ||
-        add_query(cl, q, sizeof(q), "from", args_get(&a, "from")) ||
-        add_query(cl, q, sizeof(q), "to", args_get(&a, "to"))) {
-        rc = CLI_SERVER; /* out of memory */
-        goto out;
-    }
-    if ((rc = client_call(cl, "GET", q, NULL, NULL, CLIENT_RETRY_ALWAYS, &reply, NULL)) != CLI_OK)
-        goto out;
     if (out_structured(c, reply))
         goto out;
     json_t *rows = json_object_get(reply, "rows");
@@ -157,28 +184,17 @@ int cmd_invoice(struct cli *c, int argc, char **argv)
 {
     static const char *const titles[] = {"TENANT",   "ITEM",  "MODEL", "KIND/PROFILE",
                                          "CAPACITY", "HOURS", "RATE",  "AMOUNT"};
+    static const char *const query[] = {"period", "tenant", NULL};
     struct cli_args a;
     struct client *cl;
     json_t *reply = NULL, *t, *l;
-    char q[2048] = "/v1/invoices";
+    char q[2048];
     size_t i, k;
-    int rc = args_parse(c, invoice_opts, &invoice_usage, argc, argv, &a);
+    int rc = prologue(c, argc, argv, invoice_opts, &invoice_usage, "/v1/invoices", query, &a, &cl,
+                      q, sizeof(q));
 
     if (rc != CLI_OK)
         return rc;
-    if (a.n_pos) {
-        rc = cli_usage_error("allot invoice takes no arguments (got %s)", a.pos[0]);
-        goto out;
-    }
-    if (!(cl = cli_client(c))) {
-        rc = CLI_USAGE;
-        goto out;
-    }
-    if (add_query(cl, q, sizeof(q), "period", args_get(&a, "period")) ||
-        add_query(cl, q, sizeof(q), "tenant", args_get(&a, "tenant"))) {
-        rc = CLI_SERVER; /* out of memory */
-        goto out;
-    }
     if (c->fmt == CLI_FMT_CSV || c->fmt == CLI_FMT_HTML) {
         char *body = NULL;
         size_t len = 0;
@@ -323,29 +339,14 @@ int cmd_idle(struct cli *c, int argc, char **argv)
 {
     static const char *const titles[] = {"JOB",  "TENANT", "USER",       "CLASS",
                                          "GPUS", "UTIL%",  "IDLE-SINCE", "WASTED-GPU-H"};
+    static const char *const query[] = {"tenant", NULL};
     struct cli_args a;
-    struct client *cl;
     json_t *reply = NULL, *x;
-    char q[1024] = "/v1/idle";
     size_t i;
-    int rc = args_parse(c, idle_opts, &idle_usage, argc, argv, &a);
+    int rc = fetch(c, argc, argv, idle_opts, &idle_usage, "/v1/idle", query, &a, &reply);
 
     if (rc != CLI_OK)
         return rc;
-    if (a.n_pos) {
-        rc = cli_usage_error("allot idle takes no arguments (got %s)", a.pos[0]);
-        goto out;
-    }
-    if (!(cl = cli_client(c))) {
-        rc = CLI_USAGE;
-        goto out;
-    }
-    if (add_query(cl, q, sizeof(q), "tenant", args_get(&a, "tenant"))) {
-        rc = CLI_SERVER;
-        goto out;
-    }
-    if ((rc = client_call(cl, "GET", q, NULL, NULL, CLIENT_RETRY_ALWAYS, &reply, NULL)) != CLI_OK)
-        goto out;
     if (out_structured(c, reply))
         goto out;
     struct table *t = table_new(8, titles);
@@ -382,29 +383,14 @@ static const struct cli_usage anomalies_usage = {
 int cmd_anomalies(struct cli *c, int argc, char **argv)
 {
     static const char *const titles[] = {"KIND", "TENANT", "JOB", "SINCE", "SCORE", "DETAIL"};
+    static const char *const query[] = {"tenant", NULL};
     struct cli_args a;
-    struct client *cl;
     json_t *reply = NULL, *x;
-    char q[1024] = "/v1/anomalies";
     size_t i;
-    int rc = args_parse(c, idle_opts, &anomalies_usage, argc, argv, &a);
+    int rc = fetch(c, argc, argv, idle_opts, &anomalies_usage, "/v1/anomalies", query, &a, &reply);
 
     if (rc != CLI_OK)
         return rc;
-    if (a.n_pos) {
-        rc = cli_usage_error("allot anomalies takes no arguments (got %s)", a.pos[0]);
-        goto out;
-    }
-    if (!(cl = cli_client(c))) {
-        rc = CLI_USAGE;
-        goto out;
-    }
-    if (add_query(cl, q, sizeof(q), "tenant", args_get(&a, "tenant"))) {
-        rc = CLI_SERVER;
-        goto out;
-    }
-    if ((rc = client_call(cl, "GET", q, NULL, NULL, CLIENT_RETRY_ALWAYS, &reply, NULL)) != CLI_OK)
-        goto out;
     if (out_structured(c, reply))
         goto out;
     struct table *t = table_new(6, titles);

@@ -931,10 +931,49 @@ static void label(FILE *f, const char *v)
     }
 }
 
+/* Adds x (a number; stolen) to values[key], integers staying integers. */
+static void add_to(json_t *values, const char *key, json_t *x)
+{
+    json_t *cur = json_object_get(values, key);
+
+    if (cur && json_is_integer(cur) && json_is_integer(x))
+        json_object_set_new(values, key,
+                            json_integer(json_integer_value(cur) + json_integer_value(x)));
+    else if (cur)
+        json_object_set_new(values, key, json_real(json_number_value(cur) + json_number_value(x)));
+    else
+        json_object_set(values, key, x);
+    json_decref(x);
+}
+
+/* One series by tenant: its HELP and TYPE lines and a line per tenant of
+ * values (tenant -> number). Steals values. */
+static void per_tenant(FILE *f, const char *name, const char *type, const char *help,
+                       json_t *values)
+{
+    const char *k;
+    json_t *v;
+
+    fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+    json_object_foreach(values, k, v)
+    {
+        fprintf(f, "%s{tenant=\"", name);
+        label(f, k);
+        if (json_is_integer(v))
+            fprintf(f, "\"} %lld\n", (long long)json_integer_value(v));
+        else
+            fprintf(f, "\"} %.6f\n", json_number_value(v));
+    }
+    json_decref(values);
+}
+
 void meter_metrics(struct server *s, FILE *f)
 {
+    json_t *cost = json_object(), *budget = json_object(), *ratio = json_object();
+    json_t *idle_n = json_object(), *idle_h = json_object();
     const char *k, *m;
     json_t *t, *v;
+    size_t ix;
 
     pthread_mutex_lock(&mt.mu);
     fputs("# HELP allot_tenant_gpu_seconds_total GPU-equivalent seconds allocated this month, by "
@@ -951,92 +990,47 @@ void meter_metrics(struct server *s, FILE *f)
             label(f, m);
             fprintf(f, "\"} %.3f\n", json_real_value(v));
         }
+        json_t *c = json_object_get(t, "cost_minor"), *b = json_object_get(t, "budget_minor");
+        if (c)
+            add_to(cost, k, json_copy(c));
+        if (b) {
+            add_to(budget, k, json_copy(b));
+            add_to(ratio, k,
+                   json_real(json_integer_value(b) > 0
+                                 ? (double)json_integer_value(c) / (double)json_integer_value(b)
+                                 : 1.0));
+        }
     }
-    fputs("# HELP allot_tenant_cost_minor_total What the tenant's usage this month costs, in "
-          "minor units of the price book's currency.\n"
-          "# TYPE allot_tenant_cost_minor_total counter\n",
-          f);
-    json_object_foreach(mt.snap, k, t)
-    {
-        if (!json_object_get(t, "cost_minor"))
-            continue;
-        fputs("allot_tenant_cost_minor_total{tenant=\"", f);
-        label(f, k);
-        fprintf(f, "\"} %lld\n", (long long)json_integer_value(json_object_get(t, "cost_minor")));
-    }
-    fputs("# HELP allot_tenant_budget_minor The tenant's monthly budget.\n"
-          "# TYPE allot_tenant_budget_minor gauge\n",
-          f);
-    json_object_foreach(mt.snap, k, t)
-    {
-        if (!json_object_get(t, "budget_minor"))
-            continue;
-        fputs("allot_tenant_budget_minor{tenant=\"", f);
-        label(f, k);
-        fprintf(f, "\"} %lld\n", (long long)json_integer_value(json_object_get(t, "budget_minor")));
-    }
-    fputs("# HELP allot_tenant_budget_used_ratio This month's cost over the monthly budget.\n"
-          "# TYPE allot_tenant_budget_used_ratio gauge\n",
-          f);
-    json_object_foreach(mt.snap, k, t)
-    {
-        json_int_t cap = json_integer_value(json_object_get(t, "budget_minor"));
-        if (!json_object_get(t, "budget_minor"))
-            continue;
-        fputs("allot_tenant_budget_used_ratio{tenant=\"", f);
-        label(f, k);
-        fprintf(f, "\"} %.6f\n",
-                cap > 0 ? (double)json_integer_value(json_object_get(t, "cost_minor")) / (double)cap
-                        : 1.0);
-    }
-    /* idle jobs per tenant */
-    json_t *per = json_object();
-    size_t ix;
     json_array_foreach(mt.idle, ix, t)
     {
         const char *tn = json_string_value(json_object_get(t, "tenant"));
-        json_t *c = json_object_get(per, tn);
-        if (!c) {
-            c = json_pack("[i,f]", 0, 0.0);
-            json_object_set_new(per, tn, c);
-        }
-        json_array_set_new(c, 0, json_integer(json_integer_value(json_array_get(c, 0)) + 1));
-        json_array_set_new(c, 1,
-                           json_real(json_real_value(json_array_get(c, 1)) +
-                                     json_real_value(json_object_get(t, "wasted_gpu_hours"))));
+        add_to(idle_n, tn, json_integer(1));
+        add_to(idle_h, tn, json_real(json_real_value(json_object_get(t, "wasted_gpu_hours"))));
     }
     pthread_mutex_unlock(&mt.mu);
-    fputs("# HELP allot_idle_jobs Running jobs holding GPUs they have not used for their idle "
-          "window, by tenant.\n# TYPE allot_idle_jobs gauge\n",
-          f);
-    json_object_foreach(per, k, t)
-    {
-        fputs("allot_idle_jobs{tenant=\"", f);
-        label(f, k);
-        fprintf(f, "\"} %lld\n", (long long)json_integer_value(json_array_get(t, 0)));
-    }
-    fputs("# HELP allot_idle_gpu_hours GPU-hours the idle jobs have held since they went idle, by "
-          "tenant.\n# TYPE allot_idle_gpu_hours gauge\n",
-          f);
-    json_object_foreach(per, k, t)
-    {
-        fputs("allot_idle_gpu_hours{tenant=\"", f);
-        label(f, k);
-        fprintf(f, "\"} %.4f\n", json_real_value(json_array_get(t, 1)));
-    }
-    json_decref(per);
-    json_t *anom = meter_anomaly_list(), *ax;
+    per_tenant(f, "allot_tenant_cost_minor_total", "counter",
+               "What the tenant's usage this month costs, in minor units of the price book's "
+               "currency.",
+               cost);
+    per_tenant(f, "allot_tenant_budget_minor", "gauge", "The tenant's monthly budget.", budget);
+    per_tenant(f, "allot_tenant_budget_used_ratio", "gauge",
+               "This month's cost over the monthly budget.", ratio);
+    per_tenant(f, "allot_idle_jobs", "gauge",
+               "Running jobs holding GPUs they have not used for their idle window, by tenant.",
+               idle_n);
+    per_tenant(f, "allot_idle_gpu_hours", "gauge",
+               "GPU-hours the idle jobs have held since they went idle, by tenant.", idle_h);
+
+    json_t *anom = meter_anomaly_list(), *ax, *acount = json_object();
     fputs("# HELP allot_anomalies Anomalies seen at the last metering pass, by kind and tenant.\n"
           "# TYPE allot_anomalies gauge\n",
           f);
-    json_t *acount = json_object();
     json_array_foreach(anom, ix, ax)
     {
         char key[400];
         allot_fmt(key, sizeof(key), "%s\x1f%s", json_string_value(json_object_get(ax, "kind")),
                   json_string_value(json_object_get(ax, "tenant")));
-        json_object_set_new(acount, key,
-                            json_integer(json_integer_value(json_object_get(acount, key)) + 1));
+        add_to(acount, key, json_integer(1));
     }
     json_object_foreach(acount, k, ax)
     {
@@ -1063,42 +1057,21 @@ void meter_metrics(struct server *s, FILE *f)
             json_int_t vni = json_integer_value(json_object_get(v, "vni"));
             for (size_t q = 0; q < n_nets; q++)
                 if (nets[q].vni == vni) {
-                    const char *tn = nets[q].tenant;
-                    json_object_set_new(
-                        rx, tn,
-                        json_integer(json_integer_value(json_object_get(rx, tn)) +
-                                     json_integer_value(json_object_get(v, "rx_bytes"))));
-                    json_object_set_new(
-                        tx, tn,
-                        json_integer(json_integer_value(json_object_get(tx, tn)) +
-                                     json_integer_value(json_object_get(v, "tx_bytes"))));
+                    add_to(rx, nets[q].tenant, json_copy(json_object_get(v, "rx_bytes")));
+                    add_to(tx, nets[q].tenant, json_copy(json_object_get(v, "tx_bytes")));
                 }
         }
     }
     pthread_mutex_unlock(&s->agents_lock);
     allot_store_nets_free(nets, n_nets);
-    fputs("# HELP allot_tenant_network_receive_bytes_total Bytes the tenant's network received "
-          "on its nodes (overlay and egress), as the agents count them.\n"
-          "# TYPE allot_tenant_network_receive_bytes_total counter\n",
-          f);
-    json_object_foreach(rx, k, v)
-    {
-        fputs("allot_tenant_network_receive_bytes_total{tenant=\"", f);
-        label(f, k);
-        fprintf(f, "\"} %lld\n", (long long)json_integer_value(v));
-    }
-    fputs("# HELP allot_tenant_network_transmit_bytes_total Bytes the tenant's network sent "
-          "from its nodes (overlay and egress), as the agents count them.\n"
-          "# TYPE allot_tenant_network_transmit_bytes_total counter\n",
-          f);
-    json_object_foreach(tx, k, v)
-    {
-        fputs("allot_tenant_network_transmit_bytes_total{tenant=\"", f);
-        label(f, k);
-        fprintf(f, "\"} %lld\n", (long long)json_integer_value(v));
-    }
-    json_decref(rx);
-    json_decref(tx);
+    per_tenant(f, "allot_tenant_network_receive_bytes_total", "counter",
+               "Bytes the tenant's network received on its nodes (overlay and egress), as the "
+               "agents count them.",
+               rx);
+    per_tenant(f, "allot_tenant_network_transmit_bytes_total", "counter",
+               "Bytes the tenant's network sent from its nodes (overlay and egress), as the "
+               "agents count them.",
+               tx);
 
     /* per GPU: health, and the agents' latest readings under DCGM-exporter names */
     static const struct {

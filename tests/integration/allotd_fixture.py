@@ -231,6 +231,27 @@ def expect(got, want_status, what=""):
     return body
 
 
+def beat(dm, token, name, body=None, status=200):
+    """A heartbeat of node `name` as its agent (token) sends it; the reply."""
+    return expect(dm.req("POST", "/v1/nodes/%s/heartbeat" % name, body or {}, token=token),
+                  status)
+
+
+def job(dm, jid):
+    return expect(dm.req("GET", "/v1/jobs/%d" % jid, token=dm.admin), 200)
+
+
+def wait_job(dm, jid, state, timeout=10):
+    """Polls job jid until it is in `state` (bounded by timeout seconds)."""
+    end = time.time() + timeout
+    while time.time() < end:
+        j = job(dm, jid)
+        if j["state"] == state:
+            return j
+        time.sleep(0.05)
+    raise AssertionError("job %d not %s: %r" % (jid, state, j))
+
+
 TENANTS = {
     "version": 1,
     "priority_classes": [

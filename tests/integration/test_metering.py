@@ -39,21 +39,15 @@ def node(name, gpus=2):
 
 
 def beat(name, body=None, status=200):
-    return expect(dm.req("POST", "/v1/nodes/%s/heartbeat" % name, body or {}, token=AG), status)
+    return fx.beat(dm, AG, name, body, status)
 
 
 def get(jid):
-    return expect(dm.req("GET", "/v1/jobs/%d" % jid, token=dm.admin), 200)
+    return fx.job(dm, jid)
 
 
 def wait_state(jid, state, timeout=10):
-    end = time.time() + timeout
-    while time.time() < end:
-        j = get(jid)
-        if j["state"] == state:
-            return j
-        time.sleep(0.05)
-    raise AssertionError("job %d not %s: %r" % (jid, state, j))
+    return fx.wait_job(dm, jid, state, timeout)
 
 
 def submit(**kw):
