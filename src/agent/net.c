@@ -54,7 +54,7 @@ static bool cidr_ok(const char *s, bool need_prefix)
 int net_prefix_len(const char *cidr)
 {
     const char *slash = strchr(cidr, '/');
-    return slash ? atoi(slash + 1) : 32; /* checked by cidr_ok before */
+    return slash ? (int)strtol(slash + 1, NULL, 10) : 32; /* checked by cidr_ok before */
 }
 
 void net_addr_only(const char *cidr, char *buf, size_t len)
@@ -249,7 +249,8 @@ struct net *net_new(const struct net_config *cfg, char *err, size_t errlen)
                 buf[0] = '\0';
             fclose(f);
         }
-        n->uplink_bps = atol(buf) > 0 ? (int64_t)atol(buf) * 1000000 : 10000000000LL;
+        long mbit = strtol(buf, NULL, 10); /* -1 where the driver does not know */
+        n->uplink_bps = mbit > 0 ? (int64_t)mbit * 1000000 : 10000000000LL;
     }
     peers_load(n);
     LOG_INFO("net", "tenant networks on: underlay %s on %s (mtu %d, %lld bit/s)", n->underlay,
@@ -595,7 +596,8 @@ int net_tenants(const struct net *n, struct net_tenant **out)
         t[k].exclusive |= s->exclusive;
         t[k].prios |= 1u << s->prio;
     }
-    qsort(t, (size_t)nt, sizeof(*t), cmp_tenant);
+    if (nt > 1)
+        qsort(t, (size_t)nt, sizeof(*t), cmp_tenant);
     for (int k = 0; k < nt; k++)
         t[k].minor = (unsigned)(k + 1) << 4;
     *out = t;
