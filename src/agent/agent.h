@@ -30,21 +30,23 @@ struct agent_config {
     char *server; /* allotd URL */
     char *token;  /* agent-role token (or token_file) */
     char *token_file;
-    char *name;        /* node name; default: the host name */
-    char *state_dir;   /* bookkeeping, logs, emulated devices */
-    char *emulate;     /* "2xH100-80GB,1xA100-40GB", or empty: discover */
-    char *nvml_lib;    /* NVML library to load (default libnvidia-ml.so.1) */
-    char *gpu_mode;    /* exclusive, shared or mig */
-    char *cgroup_root; /* folder of the tasks' cgroups under each hierarchy */
-    char *run_as;      /* default user of jobs */
-    char *user_map;    /* file: TENANT USER|UID[:GID] [allow-root] */
-    char *shim_lib;    /* liballot-cuda.so preloaded into fractional jobs */
-    char *image_dir;   /* root file systems of the images jobs may name */
-    char *cuda_lib;    /* the CUDA driver the scrubber loads */
-    char *sharing;     /* how fractions of a GPU are enforced: shim or mps */
-    char *mps_control; /* nvidia-cuda-mps-control */
-    bool scrub;        /* clear a GPU's memory before it passes to another tenant */
-    char *crun;        /* the OCI runtime */
+    char *name;         /* node name; default: the host name */
+    char *state_dir;    /* bookkeeping, logs, emulated devices */
+    char *emulate;      /* "2xH100-80GB,1xA100-40GB", or empty: discover */
+    char *nvml_lib;     /* NVML library to load (default libnvidia-ml.so.1) */
+    char *gpu_mode;     /* exclusive, shared or mig */
+    char *cgroup_root;  /* folder of the tasks' cgroups under each hierarchy */
+    char *run_as;       /* default user of jobs */
+    char *user_map;     /* file: TENANT USER|UID[:GID] [allow-root] */
+    char *shim_lib;     /* liballot-cuda.so preloaded into fractional jobs */
+    char *sm_share;     /* the shim's compute share: hard or soft (idle time may be used) */
+    char *ctx_overhead; /* what each CUDA context counts against a fraction's memory cap */
+    char *image_dir;    /* root file systems of the images jobs may name */
+    char *cuda_lib;     /* the CUDA driver the scrubber loads */
+    char *sharing;      /* how fractions of a GPU are enforced: shim or mps */
+    char *mps_control;  /* nvidia-cuda-mps-control */
+    bool scrub;         /* clear a GPU's memory before it passes to another tenant */
+    char *crun;         /* the OCI runtime */
     char *log_file;
     char *log_format;
     char *log_level;

@@ -42,6 +42,7 @@
 #define F(f) offsetof(struct agent_config, f)
 
 static const char *const modes[] = {"exclusive", "shared", "mig", NULL};
+static const char *const sm_shares[] = {"hard", "soft", NULL};
 static const char *const sharings[] = {"shim", "mps", NULL};
 static const char *const formats[] = {"text", "json", NULL};
 static const char *const levels[] = {"error", "warn", "info", "debug", NULL};
@@ -106,6 +107,20 @@ static const struct allot_config_option options[] = {
      .offset = F(shim_lib),
      .def = "/usr/local/lib/liballot-cuda.so",
      .help = "GPU sharing shim preloaded into jobs that get a fraction of a GPU."},
+    {.name = "sm-share",
+     .type = ALLOT_CFG_ENUM,
+     .offset = F(sm_share),
+     .def = "hard",
+     .choices = sm_shares,
+     .help = "How the shim holds a fraction's compute share: hard (never above it), or soft "
+             "(idle GPU time above it may be used when no other job on the GPU wants it). "
+             "Jobs on one GPU share its time by their tenants' weights either way."},
+    {.name = "context-overhead",
+     .type = ALLOT_CFG_STRING,
+     .offset = F(ctx_overhead),
+     .def = "0",
+     .help = "What each CUDA context counts against a fraction's GPU-memory cap (the shim's "
+             "ALLOT_GPU_CONTEXT_OVERHEAD, e.g. 300Mi); 0: not counted."},
     {.name = "image-dir",
      .type = ALLOT_CFG_STRING,
      .offset = F(image_dir),
@@ -502,7 +517,10 @@ static bool shim_sample(struct agent *a, struct task *t, int64_t now, struct all
     for (int d = 0; d < ALLOT_SHIM_MAX_DEV; d++)
         *mem += (int64_t)u->used[d];
     *util = -1;
-    if (t->shim_at_ms && now > t->shim_at_ms && u->busy_ns >= t->shim_busy_ns) {
+    /* kernels launched but no busy time: the shim estimates it only under a
+     * compute share (a memory-only fraction): not measured */
+    if (t->shim_at_ms && now > t->shim_at_ms && u->busy_ns >= t->shim_busy_ns &&
+        !(u->launches > 0 && u->busy_ns == 0)) {
         int64_t pct = (int64_t)((u->busy_ns - t->shim_busy_ns) / 10000) / (now - t->shim_at_ms);
         *util = pct > 100 ? 100 : pct;
     }
@@ -914,6 +932,15 @@ int main(int argc, char **argv)
         (mkdir(a.logs_dir, 0755) < 0 && errno != EEXIST)) {
         fprintf(stderr, "allot-agent: %s: %s\n", c->state_dir, strerror(errno));
         return 1;
+    }
+    {
+        /* the shim's per-GPU share files: every job's user creates and
+         * updates them; nobody removes another's (sticky, like /tmp) */
+        char share[4200];
+        allot_fmt(share, sizeof(share), "%s/gpushare", c->state_dir);
+        if ((mkdir(share, 01777) < 0 && errno != EEXIST) || chmod(share, 01777) < 0)
+            LOG_WARN("agent", "%s: %s: jobs on one GPU are each limited alone", share,
+                     strerror(errno));
     }
     a.cat = allot_catalog_default(err, sizeof(err));
     if (!a.cat) {

@@ -322,6 +322,19 @@ static void build_env(const struct agent *a, json_t *d, const struct run_user *u
     }
     allot_fmt(buf, sizeof(buf), "%s/shim.region", dir);
     env_set(e, "ALLOT_SHIM_REGION", buf);
+    /* the jobs on one GPU share its time by their tenants' weights, through
+     * the node's share folder (created at start, sticky and open to all) */
+    allot_fmt(buf, sizeof(buf), "%s/../gpushare", a->tasks_dir);
+    env_set(e, "ALLOT_GPU_SHARE_DIR", buf);
+    json_int_t w = json_integer_value(json_object_get(d, "share_weight"));
+    if (w > 0) {
+        allot_fmt(num, sizeof(num), "%lld", (long long)w);
+        env_set(e, "ALLOT_GPU_SM_WEIGHT", num);
+    }
+    if (!strcmp(a->cfg.sm_share, "soft"))
+        env_set(e, "ALLOT_GPU_SM_SOFT", "1");
+    if (a->cfg.ctx_overhead && strcmp(a->cfg.ctx_overhead, "0") != 0)
+        env_set(e, "ALLOT_GPU_CONTEXT_OVERHEAD", a->cfg.ctx_overhead);
     if (a->cfg.shim_lib && *a->cfg.shim_lib && access(a->cfg.shim_lib, R_OK) == 0)
         env_set(e, "LD_PRELOAD", a->cfg.shim_lib);
 }

@@ -1261,6 +1261,14 @@ static void publish(struct loop *l, double secs)
             json_object_set(x, "spec", l->live[i].spec);
             json_object_set_new(x, "user", json_string(token_name(l, l->live[i].token_id)));
             json_object_set_new(x, "stopping", json_boolean(qj->state == ALLOT_JOB_STOPPING));
+            /* the tenant's weight: jobs sharing a GPU split its time by it (the shim) */
+            if (qj->spec.tenant >= 0) {
+                double w = allot_tenants_get(l->t, qj->spec.tenant)->weight * 100.0;
+                json_object_set_new(x, "share_weight",
+                                    json_integer(w < 1     ? 1
+                                                 : w > 1e6 ? 1000000
+                                                           : (json_int_t)w));
+            }
             if (lnet_on(l) && qj->spec.tenant >= 0) {
                 const struct allot_tenant *tn = allot_tenants_get(l->t, qj->spec.tenant);
                 lnet_decorate(l, &l->live[i], tn->path,

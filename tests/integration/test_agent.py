@@ -388,8 +388,8 @@ def test_scrub_between_tenants():
 def test_fractions_shim_and_mps():
     """A fraction of a shared GPU: the shim's limits (and none for a whole GPU), or with
     --sharing mps an MPS control daemon per GPU and the job's MPS limits."""
-    prog = sh("env | grep -E '^(ALLOT_GPU_MEMORY|ALLOT_GPU_SM|ALLOT_SHIM|CUDA_MPS_|LD_PRELOAD)' "
-              "| sort")
+    prog = sh("env | grep -E '^(ALLOT_GPU_MEMORY|ALLOT_GPU_SM|ALLOT_GPU_SHARE|ALLOT_GPU_CONTEXT|"
+              "ALLOT_SHIM|CUDA_MPS_|LD_PRELOAD)' | sort")
     shim_lib = os.path.join(os.path.dirname(fx.AGENT), "liballot-cuda.so")
     # a sanitizer build's shim needs libasan first in LD_PRELOAD (tests/shim does
     # that); preloaded into sh it would stop it: the agent gets no shim there
@@ -397,7 +397,8 @@ def test_fractions_shim_and_mps():
     fake = os.path.join(fx.SOURCE, "tests", "fake", "nvidia-cuda-mps-control")
     mlog = os.path.join(fx.tempdir(), "mps.log")
     shim = Agent(dm, AG, "ag-shim", emulate="1xA10-24GB",
-                 args=["--gpu-mode", "shared", "--shim-lib", "/nonexistent" if asan else shim_lib])
+                 args=["--gpu-mode", "shared", "--shim-lib", "/nonexistent" if asan else shim_lib,
+                       "--sm-share", "soft", "--context-overhead", "300Mi"])
     mps = Agent(dm, AG, "ag-mps", emulate="1xA30-24GB",
                 args=["--gpu-mode", "shared", "--sharing", "mps", "--mps-control", fake],
                 env={"FAKE_MPS_LOG": mlog})
@@ -414,6 +415,13 @@ def test_fractions_shim_and_mps():
         env_a = shim.task_log(a)
         assert "ALLOT_GPU_MEMORY_LIMIT=4096Mi" in env_a and "ALLOT_GPU_SM_LIMIT=25" in env_a, env_a
         assert "ALLOT_SHIM_REGION=" in env_a, env_a
+        # jobs on one GPU share its time by tenant weight (research/nlp: 1 -> 100), softly
+        share = os.path.join(shim.dir, "gpushare")
+        assert "ALLOT_GPU_SHARE_DIR=%s" % os.path.join(shim.dir, "tasks", "..", "gpushare") \
+            in env_a, env_a
+        assert os.stat(share).st_mode & 0o7777 == 0o1777, oct(os.stat(share).st_mode)
+        assert "ALLOT_GPU_SM_WEIGHT=100" in env_a and "ALLOT_GPU_SM_SOFT=1" in env_a, env_a
+        assert "ALLOT_GPU_CONTEXT_OVERHEAD=300Mi" in env_a, env_a
         # the shim is preloaded, and a program that never touches CUDA runs as before
         assert asan or "LD_PRELOAD=%s" % shim_lib in env_a, env_a
         assert shim.task_log(b) == "", shim.task_log(b)  # a whole GPU: no limits
