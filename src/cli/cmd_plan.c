@@ -926,7 +926,7 @@ static void print_forecast(json_t *fc)
 {
     static const char *const titles[] = {
         "TENANT", "MODEL", "LAST-DAY-GPUS", "NEXT-DAY-GPUS", "HORIZON-END-GPUS", "TREND-GPUS/DAY"};
-    struct table *t = table_new(6, titles);
+    struct table *t;
     const char *missed = json_string_value(json_object_get(fc, "missed"));
     json_t *x;
     size_t i;
@@ -936,6 +936,7 @@ static void print_forecast(json_t *fc)
                                    : "Holt-Winters on the hourly GPU demand per tenant and model");
     if (json_is_string(json_object_get(fc, "error")))
         return;
+    t = table_new(6, titles);
     printf("history %lld h, season %lld h, horizon %lld days\n",
            (long long)jint(fc, "history_hours"), (long long)jint(fc, "season_hours"),
            (long long)jint(fc, "horizon_days"));
