@@ -86,6 +86,7 @@ def test_add_nodes_cuts_the_wait():
     assert set(cur["tenants"]) == {"research/nlp", "research/vision", "product/search"}, js
     assert cur["tenants"]["research/nlp"]["jobs"] == 2, js
     assert js["history"]["recorded_mean_wait_s"] > 1, js
+    assert js["history"]["recorded_p95_wait_s"] >= js["history"]["recorded_mean_wait_s"], js
     assert cur["capacity_cost_minor"] is None, js  # no price book yet
 
 
