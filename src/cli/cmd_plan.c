@@ -343,6 +343,7 @@ static int jobs_to_trace(struct plan *p)
         j.submit = submit;
         j.duration = end - start > 0 ? end - start : 1;
         j.gpus = tasks * gpus;
+        j.task_gpus = (int)gpus; /* the gang as submitted */
         j.tenant = replay_trace_intern(&p->tr, false, tenant);
         if (j.tenant >= 0 && prio && (j.prio = replay_trace_intern(&p->tr, true, prio)) < 0)
             j.tenant = ALLOT_ENOMEM;

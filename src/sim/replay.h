@@ -185,6 +185,9 @@ struct replay_trace_job {
     int64_t duration; /* seconds; 0 is counted and left out */
     int tenant;       /* index into the trace's tenants */
     int64_t gpus;     /* the whole job's GPUs; 0 is counted and left out */
+    int task_gpus;    /* GPUs per task when known (a gang of gpus / task_gpus tasks);
+                         0, or one that does not divide gpus or fit a node: cut into
+                         tasks of the largest node's GPUs */
     int prio;         /* index into the trace's priority class names, -1 = none */
     uint32_t line;    /* where it came from (file line), 0 = none */
 };

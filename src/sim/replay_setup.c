@@ -857,7 +857,12 @@ int replay_setup_trace(struct replay_setup *s, const struct replay_trace *tr,
         r->submit = j->submit;
         r->duration = j->duration;
         r->tenant = map[j->tenant];
-        gang_shape(s, j->gpus, &r->n_tasks, &r->gpus);
+        if (j->task_gpus > 0 && j->task_gpus <= s->node_gpus && j->gpus % j->task_gpus == 0) {
+            r->n_tasks = (int)(j->gpus / j->task_gpus);
+            r->gpus = j->task_gpus;
+        } else {
+            gang_shape(s, j->gpus, &r->n_tasks, &r->gpus);
+        }
         s->rounded_up += (int64_t)r->n_tasks * r->gpus != j->gpus;
         r->prio_class = j->prio >= 0 && j->prio < tr->n_prio ? prio[j->prio] : -1;
         r->line = j->line;

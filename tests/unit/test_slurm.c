@@ -365,6 +365,39 @@ static void test_replay_sacct(void **state)
     replay_trace_free(&tr);
 }
 
+/* A trace job's gang as submitted (allot plan): tasks of task_gpus when
+ * they divide the job and fit a node, else cut by the node size. */
+static void test_trace_gangs(void **state)
+{
+    static const int task_gpus[] = {2, 3, 8, 16, 0};
+    static const int want_tasks[] = {4, 1, 1, 1, 1}, want_gpus[] = {2, 8, 8, 8, 8};
+    struct replay_trace tr = {0};
+    struct replay_node_group g;
+    struct replay_setup s;
+    char err[256];
+
+    (void)state;
+    assert_int_equal(replay_parse_group("2xA100", cat, &g, err, sizeof(err)), 0);
+    assert_int_equal(replay_trace_intern(&tr, false, "t"), 0);
+    for (int i = 0; i < 5; i++) {
+        struct replay_trace_job j = {
+            .submit = 1000 + i, .duration = 60, .gpus = 8, .task_gpus = task_gpus[i], .prio = -1};
+
+        assert_int_equal(replay_trace_add(&tr, &j), 0);
+    }
+    {
+        struct replay_trace_opts o = {.groups = &g, .n_groups = 1, .from = -1, .to = -1};
+
+        assert_int_equal(replay_setup_trace(&s, &tr, &o, err, sizeof(err)), 0);
+    }
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(s.jobs[i].n_tasks, want_tasks[i]);
+        assert_int_equal(s.jobs[i].gpus, want_gpus[i]);
+    }
+    replay_setup_free(&s);
+    replay_trace_free(&tr);
+}
+
 /* Failing the Nth allocation for every N gives ENOMEM and leaks nothing. */
 static void test_alloc_failures(void **state)
 {
@@ -403,10 +436,15 @@ static void test_alloc_failures(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_sacct_good),   cmocka_unit_test(test_sacct_bad),
-        cmocka_unit_test(test_tz),           cmocka_unit_test(test_nodes_good),
-        cmocka_unit_test(test_nodes_bad),    cmocka_unit_test(test_parse_group),
-        cmocka_unit_test(test_replay_sacct), cmocka_unit_test(test_alloc_failures),
+        cmocka_unit_test(test_sacct_good),
+        cmocka_unit_test(test_sacct_bad),
+        cmocka_unit_test(test_tz),
+        cmocka_unit_test(test_nodes_good),
+        cmocka_unit_test(test_nodes_bad),
+        cmocka_unit_test(test_parse_group),
+        cmocka_unit_test(test_replay_sacct),
+        cmocka_unit_test(test_trace_gangs),
+        cmocka_unit_test(test_alloc_failures),
     };
 
     return cmocka_run_group_tests(tests, setup_cat, free_cat);
