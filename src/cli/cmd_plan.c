@@ -377,7 +377,9 @@ static int scenario(struct plan *p, const struct replay_node_group *g, int n, bo
         .from = -1,
         .to = -1,
     };
-    struct replay_opts ro = {.checkpoint_s = 1800, .seed = 1, .drain = true};
+    /* the queue as allotd runs it with its defaults (src/server/main.c) */
+    struct replay_opts ro = {
+        .checkpoint_s = 1800, .placement = "allot", .seed = 1, .drain = true, .as_allotd = true};
     char err[1024];
     int64_t first = INT64_MAX;
     int rc;

@@ -277,6 +277,8 @@ struct replay_opts {
     uint64_t seed;         /* node tie-break order */
     bool check;            /* allot_queue_check_invariants after every event time */
     bool drain;            /* run past `to` until every job is done (or stuck) */
+    bool as_allotd;        /* REPLAY_ALLOT with allotd's queue options (no lending hold,
+                              no LAS split, 60 s minimum runtime): allot plan */
     FILE *log;             /* decision log, or NULL */
     /* called now and then with the share of the window replayed (0..1) */
     void (*progress)(void *ud, double done);
