@@ -29,7 +29,6 @@
 #include "nvml.h"
 
 #include <curl/curl.h>
-#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -622,61 +621,6 @@ static void take_samples(struct agent *a, int64_t now)
         json_array_remove(a->samples, 0);
 }
 
-/* A counter under /sys/class/net/DEV/statistics; 0 when unreadable. */
-static long long net_stat(const char *dev, const char *name)
-{
-    char path[512];
-    long long v = 0;
-    FILE *f;
-
-    allot_fmt(path, sizeof(path), "/sys/class/net/%s/statistics/%s", dev, name);
-    if ((f = fopen(path, "r"))) {
-        if (fscanf(f, "%lld", &v) != 1)
-            v = 0;
-        fclose(f);
-    }
-    return v;
-}
-
-/* Per tenant network on this node (devices alx-VNI, the tenant's VXLAN, and
- * alb-VNI, its bridge: traffic between nodes and out of the node), the
- * byte counters; [] when none. */
-static json_t *net_usage(void)
-{
-    json_t *out = json_array(), *per = json_object();
-    DIR *d = opendir("/sys/class/net");
-    struct dirent *e;
-    const char *k;
-    json_t *v;
-
-    while (d && (e = readdir(d))) {
-        char *end;
-        long vni;
-        if (strncmp(e->d_name, "alx-", 4) != 0 && strncmp(e->d_name, "alb-", 4) != 0)
-            continue;
-        vni = strtol(e->d_name + 4, &end, 10);
-        if (*end || vni <= 0)
-            continue;
-        json_t *c = json_object_get(per, e->d_name + 4);
-        if (!c) {
-            c = json_pack("{s:I,s:I,s:I}", "vni", (json_int_t)vni, "rx_bytes", (json_int_t)0,
-                          "tx_bytes", (json_int_t)0);
-            json_object_set_new(per, e->d_name + 4, c);
-        }
-        json_object_set_new(c, "rx_bytes",
-                            json_integer(json_integer_value(json_object_get(c, "rx_bytes")) +
-                                         net_stat(e->d_name, "rx_bytes")));
-        json_object_set_new(c, "tx_bytes",
-                            json_integer(json_integer_value(json_object_get(c, "tx_bytes")) +
-                                         net_stat(e->d_name, "tx_bytes")));
-    }
-    if (d)
-        closedir(d);
-    json_object_foreach(per, k, v) json_array_append(out, v);
-    json_decref(per);
-    return out;
-}
-
 static json_t *usage_json(struct agent *a, size_t *n_sent)
 {
     json_t *jobs = json_object();
@@ -713,8 +657,9 @@ static json_t *usage_json(struct agent *a, size_t *n_sent)
     *n_sent = n < 1000 ? n : 1000;
     for (size_t i = 0; i < *n_sent; i++)
         json_array_append(samples, json_array_get(a->samples, i));
+    /* per tenant network here, its byte counters (net.c) */
     return json_pack("{s:o,s:o,s:o,s:o}", "tasks", jobs, "gpus", gpus, "samples", samples, "net",
-                     net_usage());
+                     net_usage_json(a->net));
 }
 
 static int run(struct agent *a)

@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static bool ipv4_ok(const char *s)
@@ -266,6 +267,7 @@ void net_free(struct net *n)
     if (!n)
         return;
     json_decref(n->peers);
+    json_decref(n->usage);
     allot_free(n->e);
     allot_free(n->sig_state);
     allot_free(n->sig_nft);
@@ -559,6 +561,65 @@ static void fdb_sync(struct net *n, uint32_t vni)
             LOG_INFO("net", "VNI %u: peer %s", vni, ip);
     }
     json_decref(fdb);
+}
+
+/* ---- traffic counters ---- */
+
+static int64_t mono_ms(void)
+{
+    struct timespec t;
+
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+json_t *net_usage_json(struct net *n)
+{
+    json_t *links, *l, *per, *v, *out;
+    const char *k;
+    size_t i;
+
+    if (!n)
+        return json_array();
+    if (n->usage && mono_ms() - n->usage_ms < 1000)
+        return json_incref(n->usage);
+    links = net_run_json("ip -j -s link show");
+    per = json_object();
+    json_array_foreach(links, i, l)
+    {
+        const char *name = json_string_value(json_object_get(l, "ifname"));
+        json_t *st = json_object_get(l, "stats64"), *c;
+        unsigned vni;
+        char tail, key[16];
+
+        if (!name ||
+            (sscanf(name, "alb-%u%c", &vni, &tail) != 1 &&
+             sscanf(name, "alx-%u%c", &vni, &tail) != 1) ||
+            !vni)
+            continue;
+        allot_fmt(key, sizeof(key), "%u", vni);
+        if (!(c = json_object_get(per, key))) {
+            c = json_pack("{s:I,s:I,s:I}", "vni", (json_int_t)vni, "rx_bytes", (json_int_t)0,
+                          "tx_bytes", (json_int_t)0);
+            json_object_set_new(per, key, c);
+        }
+        json_object_set_new(
+            c, "rx_bytes",
+            json_integer(json_integer_value(json_object_get(c, "rx_bytes")) +
+                         json_integer_value(json_object_get(json_object_get(st, "rx"), "bytes"))));
+        json_object_set_new(
+            c, "tx_bytes",
+            json_integer(json_integer_value(json_object_get(c, "tx_bytes")) +
+                         json_integer_value(json_object_get(json_object_get(st, "tx"), "bytes"))));
+    }
+    json_decref(links);
+    out = json_array();
+    json_object_foreach(per, k, v) json_array_append(out, v);
+    json_decref(per);
+    json_decref(n->usage);
+    n->usage = json_incref(out);
+    n->usage_ms = mono_ms();
+    return out;
 }
 
 /* ---- the tenants view ---- */

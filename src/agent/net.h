@@ -104,6 +104,14 @@ void net_set_peers(struct net *n, json_t *network);
  * namespaces of this node). Logs what fails; returns 0 or -1. */
 int net_sync(struct net *n, bool all);
 
+/* The byte counters of each tenant network on the node, for the
+ * heartbeat's usage.net (new reference): [{"vni", "rx_bytes", "tx_bytes"}],
+ * the sums of its VXLAN device (between nodes) and bridge (to and from the
+ * node: gateway, egress). Read through netlink (`ip -s`), so they are the
+ * agent's network namespace's whatever /sys shows; at most once a second
+ * (the last reading in between). [] when n is NULL. */
+json_t *net_usage_json(struct net *n);
+
 /* The node's RDMA devices for the inventory (new reference): an array of
  * {"name", "vfs"}: InfiniBand/RoCE devices (/sys/class/infiniband) and
  * network devices with SR-IOV virtual functions (sriov_numvfs). */

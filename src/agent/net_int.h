@@ -44,6 +44,8 @@ struct net {
     json_t *peers; /* owned: {"VNI": ["IP", ...]} */
     /* what was last applied (owned; NULL: unknown, apply again) */
     char *sig_state, *sig_nft, *sig_tc;
+    json_t *usage;    /* owned: the last net_usage_json reading */
+    int64_t usage_ms; /* when (monotonic ms) */
 };
 
 /* The tenants of the registry, sorted by VNI, tc minors assigned: *out

@@ -389,6 +389,12 @@ def test_with_allotd():
                      + [(ns[0], "tcp", vaddr, 9000), (vns, "icmp", "198.18.1.1", None)])
         assert not any(got), got
         assert probe(ns[0], "icmp", "198.18.1.1")  # nlp: egress nat
+        # the tenants' traffic, as the agents count it, in allotd's /metrics
+        def counted():
+            m = dm.req("GET", "/metrics", raw=True)[1]
+            got = re.search(r'allot_tenant_network_transmit_bytes_total\{tenant="nlp"\} (\d+)', m)
+            return got and int(got.group(1)) > 0
+        wait(counted, "nlp's bytes in /metrics")
         # the rates of the tenants' quotas on the uplink of the gang's first node
         cls = sh(["tc", "class", "show", "dev", "eth0"], ns=tasks[0]["node"])
         assert "rate 50Mbit ceil 100Mbit" in cls, cls
