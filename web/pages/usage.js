@@ -115,6 +115,7 @@ function render(period, by, series, totals, models, inv, download) {
     table(["Tenant", "GPU-hours", "CPU core-hours", "Memory GiB-hours", "SM util", "GPU mem peak", "Energy", "Jobs"],
       (totals.rows || []).map((r) => trow(tenantTag(r.key), r, {"data-tenant": r.key}))
         .concat(totals.totals ? [trow("total", totals.totals, {class: "total"})] : []), {id: "usage-totals"}),
+    h("h3", null, "By GPU model"),
     table(["GPU model", "GPU-hours", "CPU core-hours", "Memory GiB-hours", "SM util", "GPU mem peak", "Energy", "Jobs"],
       (models.rows || []).map((r) => trow(r.key, r, {"data-model": r.key})), {id: "usage-models"}),
     h("p", {class: "note"}, "GPU-hours count GPU-equivalents: a MIG instance its share of the GPU's compute slices, ",
