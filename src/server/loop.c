@@ -504,7 +504,7 @@ void loop_submit_job(struct loop *l, const struct allot_store_job *j, bool gate)
         lnet_adopt(l, &l->live[l->n_live - 1], j->tenant, j->placement);
 }
 
-static struct live *find_live(struct loop *l, int64_t sid, size_t *idx)
+struct live *loop_find_live(struct loop *l, int64_t sid, size_t *idx)
 {
     for (size_t i = 0; i < l->n_live; i++)
         if (l->live[i].sid == sid) {
@@ -514,7 +514,7 @@ static struct live *find_live(struct loop *l, int64_t sid, size_t *idx)
     return NULL;
 }
 
-static void drop_live(struct loop *l, size_t i)
+void loop_drop_live(struct loop *l, size_t i)
 {
     const struct allot_job *qj = allot_queue_job(l->q, l->live[i].qid);
 
@@ -583,274 +583,6 @@ static int rebuild(struct loop *l)
 
 /* ---- leases ---- */
 
-/* Sets node `name`'s state in the store (lock held, in a batch). */
-static int store_node_state(struct allot_store *st, const char *name, int state)
-{
-    struct allot_store_node n = {0};
-    int rc = allot_store_node_get(st, name, &n);
-
-    if (rc == 0 && n.state != state) {
-        n.state = state;
-        rc = allot_store_node_put(st, &n);
-    }
-    allot_store_node_clear(&n);
-    return rc;
-}
-
-static int node_ready_fn(struct allot_store *st, void *arg)
-{
-    return store_node_state(st, arg, ALLOT_SN_READY);
-}
-
-static void node_seen(struct loop *l, const char *name, int64_t expiry)
-{
-    int i = allot_cluster_find_node(l->c, name);
-
-    if (i < 0)
-        return;
-    l->expiry[i] = expiry;
-    if (allot_cluster_node(l->c, i)->state != ALLOT_NODE_LOST)
-        return;
-    if (srv_write(l->srv, node_ready_fn, (void *)name) == 0) {
-        allot_cluster_set_state(l->c, i, l->fenced[i] ? ALLOT_NODE_DRAINING : ALLOT_NODE_READY);
-        LOG_INFO("loop", "node %s is back", name);
-    }
-}
-
-/* The agent of node `name` reports an unhealthy GPU (or none any more):
- * like a failed health check in Slurm, the node takes no new work until
- * its GPUs are healthy again; running jobs stay. The admin's state
- * (cordoned, draining) is restored when the fence lifts. */
-static void node_health(struct loop *l, const char *name, bool unhealthy)
-{
-    int i = allot_cluster_find_node(l->c, name);
-    struct allot_store_node n = {0};
-
-    if (i < 0 || l->fenced[i] == unhealthy)
-        return;
-    l->fenced[i] = unhealthy;
-    if (allot_cluster_node(l->c, i)->state == ALLOT_NODE_LOST)
-        return;
-    if (unhealthy) {
-        allot_cluster_set_state(l->c, i, ALLOT_NODE_DRAINING);
-        LOG_WARN("loop", "node %s fenced: its agent reports an unhealthy GPU", name);
-        return;
-    }
-    int st = ALLOT_SN_READY;
-    if (srv_reader(l->srv) && allot_store_node_get(srv_reader(l->srv), name, &n) == 0)
-        st = n.state;
-    allot_store_node_clear(&n);
-    allot_cluster_set_state(l->c, i, st == ALLOT_SN_READY ? ALLOT_NODE_READY : ALLOT_NODE_DRAINING);
-    LOG_INFO("loop", "node %s: its GPUs are healthy again; fence lifted", name);
-}
-
-/* True when one of job j's tasks is on node i. */
-static bool job_on_node(const struct allot_job *j, int i)
-{
-    if (j->state != ALLOT_JOB_RUNNING && j->state != ALLOT_JOB_STOPPING)
-        return false;
-    for (int k = 0; k < j->spec.n_tasks; k++)
-        if (j->pl[k].node == i)
-            return true;
-    return false;
-}
-
-/* Puts stored job `sid` back to pending, without placement, with an event
- * "requeued" (on a group-commit handle). */
-static int requeue_job(struct allot_store *st, int64_t sid, const char *why, int64_t now)
-{
-    struct allot_store_job j = {0};
-    struct allot_store_event ev = {
-        .job_id = sid, .time = now, .kind = "requeued", .detail = (char *)why};
-    int rc = allot_store_job_get(st, sid, &j);
-
-    if (rc == 0 && !allot_store_job_state_terminal(j.state)) {
-        j.state = ALLOT_SJ_PENDING;
-        allot_free(j.placement);
-        j.placement = NULL;
-        allot_free(j.pending_reason);
-        j.pending_reason = allot_strdup(why);
-        rc = allot_store_job_update(st, &j);
-        if (!rc)
-            rc = allot_store_event_add(st, &ev, NULL);
-    }
-    allot_store_job_clear(&j);
-    return rc == ALLOT_ENOENT ? 0 : rc;
-}
-
-static bool lease_over(struct loop *l, int i, int64_t now)
-{
-    return now > l->expiry[i] && allot_cluster_node(l->c, i)->state != ALLOT_NODE_LOST;
-}
-
-/* What a group-commit write of the loop reads: the loop and the time. */
-struct loop_write {
-    struct loop *l;
-    int64_t now;
-};
-
-/* Group-commit write: every node past its lease and the jobs placed on
- * it become lost. Reads the loop's state only (the loop thread waits). */
-static int lost_fn(struct allot_store *st, void *arg)
-{
-    struct loop_write *w = arg;
-    struct loop *l = w->l;
-    int rc = 0;
-
-    for (int i = 0; i < allot_cluster_node_count(l->c) && !rc; i++) {
-        const char *name = allot_cluster_node(l->c, i)->name;
-        char why[160];
-
-        if (!lease_over(l, i, w->now))
-            continue;
-        allot_fmt(why, sizeof(why), "node %s lost: no heartbeat within its lease", name);
-        rc = store_node_state(st, name, ALLOT_SN_LOST);
-        for (size_t k = 0; k < l->n_live && !rc; k++) {
-            if (!job_on_node(allot_queue_job(l->q, l->live[k].qid), i))
-                continue;
-            rc = l->live[k].requeue
-                     ? requeue_job(st, l->live[k].sid, why, w->now)
-                     : loop_end_job(st, l->live[k].sid, ALLOT_SJ_LOST, "lost", why, w->now);
-        }
-    }
-    return rc;
-}
-
-/* Marks every node whose lease ran out as lost, with its jobs: first in
- * the store, then in the core. */
-static void requeue_node(struct loop *l, int i, int64_t now, bool evict);
-
-static void check_leases(struct loop *l, int64_t now)
-{
-    struct loop_write w = {.l = l, .now = now};
-    int n = allot_cluster_node_count(l->c);
-    bool any = false;
-
-    for (int i = 0; i < n && !any; i++)
-        any = lease_over(l, i, now);
-    if (!any)
-        return;
-    if (srv_write(l->srv, lost_fn, &w) < 0) {
-        LOG_ERROR("loop", "cannot record lost nodes; retrying next cycle");
-        return;
-    }
-    for (int i = 0; i < n; i++) {
-        if (!lease_over(l, i, now))
-            continue;
-        LOG_WARN("loop", "node %s lost: no heartbeat within its lease",
-                 allot_cluster_node(l->c, i)->name);
-        requeue_node(l, i, now, false);
-        allot_cluster_set_state(l->c, i, ALLOT_NODE_LOST);
-    }
-}
-
-/* Takes the jobs on node i out of the core: each goes back to pending as a
- * new core job of the same stored job, keeping its place (all of them when
- * evicted; only those that may be requeued when the node was lost, the
- * others are dropped: their end is already stored). */
-/* Takes live job k out of the core: back to pending as a new core job of
- * the same stored job, keeping its place (always when evicted; only when
- * it may be requeued otherwise, else it is dropped: its end is stored). */
-static void requeue_live(struct loop *l, size_t k, int64_t now, bool evict)
-{
-    struct live *e = &l->live[k];
-    char *spec;
-
-    allot_queue_cancel(l->q, e->qid, now);
-    spec = e->requeue || evict ? strdup(e->spec_text) : NULL;
-    if (spec) {
-        /* a new core job for the same stored one: pending again */
-        struct allot_store_job sj = {.id = e->sid,
-                                     .spec = spec,
-                                     .state = ALLOT_SJ_PENDING,
-                                     .submit_time = allot_queue_job(l->q, e->qid)->first_submit,
-                                     .array_parent = e->parent,
-                                     .array_index = e->index,
-                                     .token_id = e->token_id};
-        drop_live(l, k);
-        loop_submit_job(l, &sj, false);
-        free(spec);
-    } else {
-        drop_live(l, k);
-    }
-}
-
-static void requeue_node(struct loop *l, int i, int64_t now, bool evict)
-{
-    for (size_t k = l->n_live; k-- > 0;)
-        if (job_on_node(allot_queue_job(l->q, l->live[k].qid), i))
-            requeue_live(l, k, now, evict);
-}
-
-struct evict_write {
-    struct loop *l;
-    int node;
-    int64_t now;
-};
-
-/* Group-commit write: every job on the node back to pending, with why. */
-static int evict_fn(struct allot_store *st, void *arg)
-{
-    struct evict_write *w = arg;
-    struct loop *l = w->l;
-    char why[200];
-    int rc = 0;
-
-    allot_fmt(why, sizeof(why), "evicted: node %s is drained",
-              allot_cluster_node(l->c, w->node)->name);
-    for (size_t k = 0; k < l->n_live && !rc; k++)
-        if (job_on_node(allot_queue_job(l->q, l->live[k].qid), w->node))
-            rc = requeue_job(st, l->live[k].sid, why, w->now);
-    return rc;
-}
-
-/* An admin drained node `name` with eviction: its jobs go back to pending
- * (their agents stop them: they leave the node's desired state). */
-static void evict_node(struct loop *l, const char *name)
-{
-    int i = allot_cluster_find_node(l->c, name);
-    struct evict_write w = {.l = l, .node = i, .now = srv_now()};
-
-    if (i < 0)
-        return;
-    if (srv_write(l->srv, evict_fn, &w) < 0) {
-        LOG_ERROR("loop", "node %s: cannot record the eviction of its jobs", name);
-        return;
-    }
-    LOG_INFO("loop", "node %s drained: its jobs are evicted and queue again", name);
-    requeue_node(l, i, w.now, true);
-}
-
-struct evict_job_write {
-    int64_t sid, now;
-    const char *why;
-};
-
-static int evict_job_fn(struct allot_store *st, void *arg)
-{
-    struct evict_job_write *w = arg;
-
-    return requeue_job(st, w->sid, w->why, w->now);
-}
-
-/* Sends running job `sid` back to the queue (its agent stops it), with why. */
-static void evict_job(struct loop *l, int64_t sid, const char *why)
-{
-    size_t k;
-    struct live *e = find_live(l, sid, &k);
-    struct evict_job_write w = {.sid = sid, .now = srv_now(), .why = why};
-    const struct allot_job *qj = e ? allot_queue_job(l->q, e->qid) : NULL;
-
-    if (!qj || qj->state != ALLOT_JOB_RUNNING)
-        return;
-    if (srv_write(l->srv, evict_job_fn, &w) < 0) {
-        LOG_ERROR("loop", "job %lld: cannot record its eviction", (long long)sid);
-        return;
-    }
-    LOG_INFO("loop", "job %lld evicted: %s", (long long)sid, why);
-    requeue_live(l, k, w.now, true);
-}
-
 /* ---- handling messages ---- */
 
 /* Applies message m. Returns true when it may change what a cycle decides
@@ -867,7 +599,7 @@ static bool handle(struct loop *l, struct msg *m)
     case LOOP_JOB_SUBMITTED:
         /* a job newer than every one the loop holds cannot be live yet: no
          * scan; the job itself came with the message (no store read) */
-        if (m->id <= l->max_sid && (find_live(l, m->id, &idx) || gate_holds(l, m->id)))
+        if (m->id <= l->max_sid && (loop_find_live(l, m->id, &idx) || gate_holds(l, m->id)))
             break;
         if (m->has_job) {
             loop_submit_job(l, &m->job, true);
@@ -880,7 +612,7 @@ static bool handle(struct loop *l, struct msg *m)
         break;
     case LOOP_JOB_CANCELLED:
     case LOOP_JOB_FINISHED:
-        e = find_live(l, m->id, &idx);
+        e = loop_find_live(l, m->id, &idx);
         if (!e) {
             for (size_t i = 0; i < l->n_held; i++)
                 if (l->held[i].sid == m->id) {
@@ -897,7 +629,7 @@ static bool handle(struct loop *l, struct msg *m)
             rc = allot_queue_finish(l->q, e->qid, srv_now());
         if (rc < 0 && rc != ALLOT_ESTATE)
             LOG_ERROR("loop", "job %lld: %s", (long long)m->id, allot_strerror(rc));
-        drop_live(l, idx);
+        loop_drop_live(l, idx);
         break;
     case LOOP_NODE_ADDED:
         rc = srv_reader(l->srv) ? allot_store_node_get(srv_reader(l->srv), m->name, &n) : ALLOT_EIO;
@@ -912,17 +644,17 @@ static bool handle(struct loop *l, struct msg *m)
         int i = allot_cluster_find_node(l->c, m->name);
         bool was_lost = i >= 0 && allot_cluster_node(l->c, i)->state == ALLOT_NODE_LOST;
 
-        node_seen(l, m->name, m->id);
+        loop_node_seen(l, m->name, m->id);
         return was_lost;
     }
     case LOOP_NODE_EVICT:
-        evict_node(l, m->name);
+        loop_evict_node(l, m->name);
         break;
     case LOOP_JOB_EVICT:
-        evict_job(l, m->id, m->name ? m->name : "evicted");
+        loop_evict_job(l, m->id, m->name ? m->name : "evicted");
         break;
     case LOOP_NODE_HEALTH:
-        node_health(l, m->name ? m->name : "", m->id != 0);
+        loop_node_health(l, m->name ? m->name : "", m->id != 0);
         break;
     case LOOP_NODE_STATE: {
         int i = allot_cluster_find_node(l->c, m->name);
@@ -1334,7 +1066,7 @@ static void cycle(struct loop *l)
     /* jobs the core ended (time limit) leave the live set */
     for (size_t i = l->n_live; i-- > 0;)
         if (allot_queue_job(l->q, l->live[i].qid)->state == ALLOT_JOB_DONE)
-            drop_live(l, i);
+            loop_drop_live(l, i);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     publish(l, (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
     if (l->n_decs)
@@ -1400,7 +1132,7 @@ static void *loop_main(void *arg)
         }
         if (stop)
             break;
-        check_leases(l, srv_now());
+        loop_check_leases(l, srv_now());
         /* heartbeats alone change nothing to decide: no cycle, no commit */
         struct timespec mono;
         clock_gettime(CLOCK_MONOTONIC, &mono);

@@ -153,6 +153,30 @@ void loop_reject(struct loop *l, int64_t sid, const char *why);
  * gate lets it in once they allow. */
 void loop_submit_job(struct loop *l, const struct allot_store_job *j, bool gate);
 
+/* What a group-commit write of the loop reads: the loop and the time. */
+struct loop_write {
+    struct loop *l;
+    int64_t now;
+};
+
+/* The live record of stored job sid (*idx its index), or NULL. */
+struct live *loop_find_live(struct loop *l, int64_t sid, size_t *idx);
+/* Takes live record i out (its core job forgotten once ended). */
+void loop_drop_live(struct loop *l, size_t i);
+
+/* ---- nodes (loop_nodes.c) ---- */
+
+/* A heartbeat of node `name` renews its lease; a lost node is ready again. */
+void loop_node_seen(struct loop *l, const char *name, int64_t expiry);
+/* An unhealthy GPU fences node `name` (no new work) until it is healthy. */
+void loop_node_health(struct loop *l, const char *name, bool unhealthy);
+/* Nodes past their lease are lost; their jobs go back to the queue. */
+void loop_check_leases(struct loop *l, int64_t now);
+/* A drained node's jobs, evicted: back to the queue at once. */
+void loop_evict_node(struct loop *l, const char *name);
+/* Running job sid back to the queue (its agent stops it), with why. */
+void loop_evict_job(struct loop *l, int64_t sid, const char *why);
+
 /* ---- tenant networks (loop_net.c) ---- */
 
 /* Sets up l->net when the network option is on, with the stored tenant
