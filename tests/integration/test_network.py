@@ -101,6 +101,8 @@ class NodeAgent:
             os.kill(self.proc.pid, sig)
         self.proc.wait(timeout=15)
         self.err.close()
+        log = self.log()  # a sanitizer build reports at exit
+        assert "runtime error" not in log and "Sanitizer" not in log, log[-4000:]
 
     def log(self):
         with open(self.log_path, errors="replace") as f:
@@ -196,6 +198,9 @@ def test_isolation():
                    ("allot-1-0", "icmp", "198.18.1.1", None)]) == [True, True]
     # VXLAN from a node that is no peer of the VNI is dropped (node-b has no task of 4099)
     rules = sh(["nft", "list", "table", "inet", "allot"], ns="node-a")
+    # a leaf per priority: A's tasks are of priority 0, B's of 3
+    cls = sh(["tc", "class", "show", "dev", "eth0"], ns="node-a")
+    assert "a110:11 parent a110:10 prio 0" in cls and "a110:24 parent a110:20 prio 3" in cls, cls
     for vni in ("0x1001", "0x1002"):
         assert re.search(r"udp dport 4789 @th,96,24 %s ip saddr != \{? ?198\.18\.0\.3 ?\}? "
                          r"counter packets \d+ bytes \d+ drop" % vni, rules), rules
@@ -340,7 +345,8 @@ TENANTS = {
     "tenants": [
         {"path": "nlp", "quotas": {"gpu": 8, "network": {
             "nominal": "50Mbit", "borrow_limit": "50Mbit", "egress": "nat"}}},
-        {"path": "vision", "quotas": {"gpu": 8, "network": {"nominal": "20Mbit"}}},
+        {"path": "vision", "quotas": {"gpu": 8, "network": {
+            "nominal": "20Mbit", "egress": "allow", "allow": ["198.18.1.2/32"]}}},
     ],
 }
 
@@ -388,7 +394,9 @@ def test_with_allotd():
         got = probes([(vns, "tcp", a, 9000) for a in addr] + [(vns, "icmp", a, None) for a in addr]
                      + [(ns[0], "tcp", vaddr, 9000), (vns, "icmp", "198.18.1.1", None)])
         assert not any(got), got
-        assert probe(ns[0], "icmp", "198.18.1.1")  # nlp: egress nat
+        # nlp: egress nat; vision: egress allow, its list only
+        assert probes([(ns[0], "icmp", "198.18.1.1", None), (vns, "icmp", "198.18.1.2", None)]) \
+            == [True, True]
         # the tenants' traffic, as the agents count it, in allotd's /metrics
         def counted():
             m = dm.req("GET", "/metrics", raw=True)[1]

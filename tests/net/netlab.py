@@ -8,7 +8,8 @@ veth into that bridge (nettest-dc, 198.18.0.254/24): the fake allotd listens
 there. Addresses come from 198.18.0.0/15 only, inside these namespaces;
 nothing is routed anywhere else and no default route is touched.
 
-    198.18.0.1/24, 198.18.1.1/24   dc0, the bridge (allot-dc): "outside"
+    198.18.0.1/24, 198.18.1.1/24,  dc0, the bridge (allot-dc): "outside"
+    198.18.1.2/24
     198.18.0.2, 198.18.0.3         node-a, node-b (eth0)
     198.18.0.254                   the test (nettest-dc)
 
@@ -91,6 +92,7 @@ def setup():
     sh(["ip", "-n", DC, "link", "add", "dc0", "type", "bridge"])
     sh(["ip", "-n", DC, "addr", "add", "198.18.0.1/24", "dev", "dc0"])
     sh(["ip", "-n", DC, "addr", "add", "198.18.1.1/24", "dev", "dc0"])
+    sh(["ip", "-n", DC, "addr", "add", "198.18.1.2/24", "dev", "dc0"])
     sh(["ip", "-n", DC, "link", "set", "dc0", "up"])
     sh(["ip", "-n", DC, "link", "set", "lo", "up"])
     for i, (node, addr) in enumerate(sorted(NODES.items())):
