@@ -182,6 +182,48 @@ def test_console_check_catches_errors():
         "the console check missed a console.error or a failed request: %r" % caught
 
 
+def test_helpers():
+    """The dashboard's own formatting and GPU-map helpers, run in the browser."""
+    got = br.js_async(
+        "var done = arguments[arguments.length - 1];"
+        "Promise.all([import('./util.js'), import('./model.js')]).then(function (m) {"
+        "  var u = m[0], g = m[1];"
+        "  var nodes = [{name: 'n', inventory: {gpus: [{model: 'A100-80GB', uuid: 'U0'},"
+        "    {model: 'A100-80GB', uuid: 'U1'}, {model: 'A100-80GB', uuid: 'U2'}]},"
+        "    health: {gpus: [{index: 0, uuid: 'U0', health: 'healthy', mig: [{profile: '3g.40gb',"
+        "    start: 4}]}, {index: 2, uuid: 'U2', health: 'unhealthy', text: 'Xid 79', mig: []},"
+        "    {index: 1, uuid: 'U1', health: 'healthy', mig: []}]}}];"
+        "  var jobs = [{id: 1, tenant: 'a', state: 'running', placement: {tasks: [{node: 'n',"
+        "    gpus: [0], gpu_milli: 428, mig_profile: '3g.40gb', mig_start: 4}]}},"
+        "    {id: 2, tenant: 'b', state: 'running', placement: {tasks: [{node: 'n', gpus: [1],"
+        "    gpu_milli: 250}]}}, {id: 3, tenant: 'c', state: 'running', placement: {tasks: [{"
+        "    node: 'n', gpus: [1], gpu_milli: 500}]}}, {id: 4, tenant: 'a', state: 'succeeded',"
+        "    placement: {tasks: [{node: 'n', gpus: [1]}]}}];"
+        "  var map = g.gpuMap(nodes, jobs).get('n');"
+        "  var t = g.totals(g.gpuMap(nodes, jobs), jobs);"
+        "  done({money: [u.fmtMoney(123456, 'EUR'), u.fmtMoney(-5, ''), u.fmtMoney(0, 'USD'),"
+        "               u.fmtMoney(100000000, '')],"
+        "        qty: [u.fmtQty(0), u.fmtQty(0.00123), u.fmtQty(2.5), u.fmtQty(1234.5)],"
+        "        dur: [u.fmtDuration(59), u.fmtDuration(3700), u.fmtDuration(90000)],"
+        "        mig: [g.migSize('1g.10gb'), g.migSize('3g.40gb'), g.migSize('7g.80gb')],"
+        "        states: map.map(g.slotState), migJob: map[0].mig[0].job.id,"
+        "        fracs: map[1].fracs.map(function (f) { return f.milli; }),"
+        "        health: map[2].text, byState: t.byState,"
+        "        tenants: [...t.byTenant.values()].map(function (x) {"
+        "          return x.tenant + ' ' + x.gpus.toFixed(3); })});"
+        "}, function (e) { done('error: ' + e); });")
+    assert got["money"] == ["1,234.56 EUR", "-0.05", "0.00 USD", "1,000,000.00"], got
+    assert got["qty"] == ["0", "0.0012", "2.500", "1235"], got
+    assert got["dur"] == ["59s", "1h 01m", "1d 1h"], got
+    assert got["mig"] == [1, 4, 8], got
+    assert got["states"] == ["mig", "fraction", "unhealthy"] and got["migJob"] == 1, got
+    assert got["fracs"] == [250, 500] and got["health"] == "Xid 79", got
+    assert got["byState"] == {"whole": 0, "mig": 1, "fraction": 1, "free": 0,
+                              "unhealthy": 1}, got
+    assert sorted(got["tenants"]) == ["a 0.428", "b 0.250", "c 0.500"], got
+    no_console_errors("helpers")
+
+
 def test_login_and_overview():
     login(dm.admin)
     t = goto("#/overview", "return document.querySelector('#queue [data-job]') && "
@@ -591,7 +633,8 @@ def main():
     rc = 1
     try:
         setup()
-        tests = [test_console_check_catches_errors, test_login_and_overview, test_tenants,
+        tests = [test_console_check_catches_errors, test_helpers, test_login_and_overview,
+                 test_tenants,
                  test_jobs_page, test_live_update_and_cancel, test_gpu_map,
                  test_usage_and_invoices, test_idle_and_health, test_anomalies_and_fencing,
                  test_hidden_tab_makes_no_calls,

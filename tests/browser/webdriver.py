@@ -119,6 +119,10 @@ class Browser:
         """Runs script (a function body; `arguments` are args) in the page."""
         return self.cmd("POST", "/execute/sync", {"script": script, "args": list(args)})
 
+    def js_async(self, script, *args):
+        """Runs script with a callback as its last argument; returns what it is called with."""
+        return self.cmd("POST", "/execute/async", {"script": script, "args": list(args)})
+
     def wait(self, script, what, timeout=15, *args):
         """Polls script until it returns something truthy; returns it."""
         end = time.time() + timeout
