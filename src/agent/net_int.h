@@ -60,6 +60,14 @@ void net_addr_only(const char *cidr, char *buf, size_t len);
  * something changed since it was last applied. */
 bool net_changed(char **sig, const char *text);
 
+/* The ruleset text `nft -f` gets for tenants t[0..nt) (nt > 0): the table
+ * inet allot, replaced whole. New string (allot_free), NULL when out of
+ * memory. */
+char *net_nft_text(const struct net *n, const struct net_tenant *t, int nt);
+/* The `tc -batch` text of the uplink's HTB tree for t[0..nt) (nt > 0). New
+ * string (allot_free), NULL when out of memory. */
+char *net_tc_text(const struct net *n, const struct net_tenant *t, int nt);
+
 /* Applies the nftables table `inet allot` for tenants t[0..nt) (deletes it
  * when nt is 0). 0 or -1 (logged). */
 int net_nft_apply(struct net *n, const struct net_tenant *t, int nt);

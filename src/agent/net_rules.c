@@ -110,9 +110,7 @@ static void peer_set(struct text *x, const struct net *n, uint32_t vni, int *cou
 
 int net_nft_apply(struct net *n, const struct net_tenant *t, int nt)
 {
-    struct text x = {0}, peers = {0};
-    char out[1024];
-    bool nat = false;
+    char out[1024], *text;
     int rc = 0;
 
     if (!nt) {
@@ -129,12 +127,34 @@ int net_nft_apply(struct net *n, const struct net_tenant *t, int nt)
         }
         return 0;
     }
+    if (!(text = net_nft_text(n, t, nt)))
+        return -1;
+    if (net_changed(&n->sig_nft, text)) {
+        if (net_run(out, sizeof(out), text, "nft -f -")) {
+            LOG_ERROR("net", "nftables table inet allot not applied: %s", out);
+            allot_free(n->sig_nft);
+            n->sig_nft = NULL; /* try again at the next sync */
+            rc = -1;
+        } else {
+            LOG_INFO("net", "nftables table inet allot: %d tenants", nt);
+        }
+    }
+    allot_free(text);
+    return rc;
+}
+
+char *net_nft_text(const struct net *n, const struct net_tenant *t, int nt)
+{
+    struct text x = {0}, peers = {0};
+    bool nat = false;
+
     add(&x, "table inet allot\ndelete table inet allot\ntable inet allot {\n");
     add(&x, "  chain input {\n    type filter hook input priority -10; policy accept;\n");
     for (int k = 0; k < nt; k++) {
         int np;
         peers.len = 0;
         peer_set(&peers, n, t[k].vni, &np);
+        x.err |= peers.err; /* the set is part of the text */
         if (np)
             add(&x, "    udp dport %d @th,96,24 %u ip saddr != %s counter drop\n", NET_VXLAN_PORT,
                 t[k].vni, peers.p ? peers.p : "{ }");
@@ -189,20 +209,9 @@ int net_nft_apply(struct net *n, const struct net_tenant *t, int nt)
     allot_free(peers.p);
     if (x.err) {
         allot_free(x.p);
-        return -1;
+        return NULL;
     }
-    if (net_changed(&n->sig_nft, x.p)) {
-        if (net_run(out, sizeof(out), x.p, "nft -f -")) {
-            LOG_ERROR("net", "nftables table inet allot not applied: %s", out);
-            allot_free(n->sig_nft);
-            n->sig_nft = NULL; /* try again at the next sync */
-            rc = -1;
-        } else {
-            LOG_INFO("net", "nftables table inet allot: %d tenants", nt);
-        }
-    }
-    allot_free(x.p);
-    return rc;
+    return x.p;
 }
 
 /* The HTB rate words for rate r (bit/s): rate, burst of 5 ms (at least a
@@ -238,9 +247,7 @@ static bool tc_ours(const struct net *n)
 int net_tc_apply(struct net *n, const struct net_tenant *t, int nt)
 {
     const char *u = n->uplink;
-    int64_t total = n->uplink_bps, sum = 0;
-    struct text x = {0};
-    char out[1024];
+    char out[1024], *text;
     int rc = 0;
 
     if (!nt) {
@@ -252,7 +259,34 @@ int net_tc_apply(struct net *n, const struct net_tenant *t, int nt)
         }
         return 0;
     }
-    add(&x, "qdisc add dev %s root handle %x: htb default ffff\n", u, NET_TC_MAJOR);
+    if (!(text = net_tc_text(n, t, nt)))
+        return -1;
+    if (net_changed(&n->sig_tc, text)) {
+        /* a tree of allot's goes first (its classes would stay under replace) */
+        if (tc_ours(n))
+            net_run(NULL, 0, NULL, "tc qdisc del dev %s root", u);
+        if (net_run(out, sizeof(out), text, "tc -batch -")) {
+            LOG_ERROR("net", "tc tree on %s not applied: %s", u, out);
+            allot_free(n->sig_tc);
+            n->sig_tc = NULL;
+            rc = -1;
+        } else {
+            LOG_INFO("net", "tc tree on %s: %d tenants, %lld bit/s", u, nt,
+                     (long long)n->uplink_bps);
+        }
+    }
+    allot_free(text);
+    return rc;
+}
+
+char *net_tc_text(const struct net *n, const struct net_tenant *t, int nt)
+{
+    const char *u = n->uplink;
+    int64_t total = n->uplink_bps, sum = 0;
+    struct text x = {0};
+
+    /* replace: whatever root qdisc the uplink had (mq, fq_codel, noqueue) */
+    add(&x, "qdisc replace dev %s root handle %x: htb default ffff\n", u, NET_TC_MAJOR);
     add(&x, "class add dev %s parent %x: classid %x:1 htb", u, NET_TC_MAJOR, NET_TC_MAJOR);
     htb_rate(&x, "rate", total);
     htb_rate(&x, "ceil", total);
@@ -315,20 +349,7 @@ int net_tc_apply(struct net *n, const struct net_tenant *t, int nt)
     add(&x, " prio 7 quantum 60000\n");
     if (x.err) {
         allot_free(x.p);
-        return -1;
+        return NULL;
     }
-    if (net_changed(&n->sig_tc, x.p)) {
-        if (tc_ours(n))
-            net_run(NULL, 0, NULL, "tc qdisc del dev %s root", u);
-        if (net_run(out, sizeof(out), x.p, "tc -batch -")) {
-            LOG_ERROR("net", "tc tree on %s not applied: %s", u, out);
-            allot_free(n->sig_tc);
-            n->sig_tc = NULL;
-            rc = -1;
-        } else {
-            LOG_INFO("net", "tc tree on %s: %d tenants, %lld bit/s", u, nt, (long long)total);
-        }
-    }
-    allot_free(x.p);
-    return rc;
+    return x.p;
 }
