@@ -72,6 +72,7 @@ AGENT_PORT = 7171
 lab = None
 agents = {}
 echo_path = None
+images = None
 
 
 class NodeAgent:
@@ -90,7 +91,8 @@ class NodeAgent:
                 "--state-dir", self.dir, "--cgroup-root", fx.CGROUP_ROOT, "--grace", "1s",
                 "--poll-wait", "300ms", "--heartbeat", "200ms",
                 "--listen", "0.0.0.0:%d" % AGENT_PORT, "--network", "on",
-                "--underlay-ip", NODES[self.node], "--uplink-rate", "200Mbit"]
+                "--underlay-ip", NODES[self.node], "--uplink-rate", "200Mbit",
+                "--image-dir", images]
         self.err = open(self.log_path, "a")
         self.proc = subprocess.Popen(netlab.agent_cmd(fx.AGENT, self.node) + args,
                                      stdout=subprocess.DEVNULL, stderr=self.err)
@@ -204,6 +206,42 @@ def test_isolation():
     for vni in ("0x1001", "0x1002"):
         assert re.search(r"udp dport 4789 @th,96,24 %s ip saddr != \{? ?198\.18\.0\.3 ?\}? "
                          r"counter packets \d+ bytes \d+ drop" % vni, rules), rules
+
+
+def test_container_in_tenant_network():
+    """A job in an image (crun) runs in its task's namespace too: its address, and its
+    tenant's other tasks across the overlay."""
+    if not shutil.which("crun"):
+        print("SKIP container check: no crun (scripts/install-deps)")
+        return
+    jobs = {n: list(lab.jobs[n]) for n in NODES}
+    c = entry(5, 0, A, "198.18.16.30/24",
+              command=["sh", "-c", "ip -4 addr show dev eth0; echo hello | nc -w 2 "
+                       "198.18.16.11 9000; echo; echo done"])
+    c["spec"]["image"] = "bb"
+    jobs["node-a"].append(c)
+    lab.set_jobs(jobs)
+    path = os.path.join(agents["node-a"].dir, "logs", "5", "task-0.log")
+
+    def out():
+        try:
+            with open(path, errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+    wait(lambda: "done" in out(), "the container's output")
+    assert "inet 198.18.16.30/24" in out() and "hello" in out(), out()
+
+
+def busybox_image(root):
+    """A root file system of busybox (Debian's busybox-static): IMAGE-DIR/bb."""
+    fs = os.path.join(root, "bb")
+    for d in ("bin", "proc", "sys", "dev", "tmp", "etc"):
+        os.makedirs(os.path.join(fs, d))
+    shutil.copy("/bin/busybox", os.path.join(fs, "bin", "busybox"))
+    for tool in ("sh", "echo", "ip", "nc"):
+        os.symlink("busybox", os.path.join(fs, "bin", tool))
+    return root
 
 
 def iperf(ns, host, seconds=4):
@@ -435,6 +473,8 @@ if __name__ == "__main__":
     with open(echo_path, "w") as f:
         f.write(ECHO)
     os.chmod(echo_path, 0o644)
+    images = busybox_image(fx.tempdir())
+    os.chmod(images, 0o755)
     netlab.setup()
     try:
         BEFORE.update({n: netlab.snapshot(n) for n in NODES})
@@ -444,7 +484,7 @@ if __name__ == "__main__":
         for n in NODES:
             assert lab.registered[n]["underlay"] == NODES[n], lab.registered[n]
             assert lab.registered[n]["rdma"] == [], lab.registered[n]
-        fx.run([test_isolation, test_bandwidth, test_teardown_after_jobs_end,
+        fx.run([test_isolation, test_container_in_tenant_network, test_bandwidth, test_teardown_after_jobs_end,
                 test_agent_kill_and_restart, test_with_allotd])
     finally:
         for ag in agents.values():
