@@ -84,6 +84,8 @@ int net_run(char *out, size_t outlen, const char *input, const char *fmt, ...)
 /* Like net_run but returns the output as parsed JSON (new reference), or
  * NULL when it failed or printed no JSON. */
 json_t *net_run_json(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* net_rdma_json with sysfs mounted at `sysfs` (tests: a made-up tree). */
+json_t *net_rdma_json_at(const char *sysfs);
 /* Writes value to /proc/sys/PATH (in the agent's network namespace). */
 int net_sysctl(const char *path, const char *value);
 /* Parses "10Gbit", "200Mbit", "1500kbit", "123" (bit/s). -1 when bad. */

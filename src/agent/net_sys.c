@@ -207,20 +207,28 @@ static long read_long(const char *path)
 
 json_t *net_rdma_json(void)
 {
+    return net_rdma_json_at("/sys");
+}
+
+json_t *net_rdma_json_at(const char *sysfs)
+{
     json_t *out = json_array();
-    const char *const roots[] = {"/sys/class/infiniband", "/sys/class/net"};
+    const char *const classes[] = {"class/infiniband", "class/net"};
 
     for (size_t r = 0; r < 2 && out; r++) {
-        DIR *d = opendir(roots[r]);
+        char root[512];
+        DIR *d;
         struct dirent *e;
 
+        allot_fmt(root, sizeof(root), "%s/%s", sysfs, classes[r]);
+        d = opendir(root);
         while (d && (e = readdir(d))) {
             char path[1024];
             long vfs;
 
             if (e->d_name[0] == '.')
                 continue;
-            allot_fmt(path, sizeof(path), "%s/%s/device/sriov_numvfs", roots[r], e->d_name);
+            allot_fmt(path, sizeof(path), "%s/%s/device/sriov_numvfs", root, e->d_name);
             vfs = read_long(path);
             /* every RDMA device; network devices only when they have VFs */
             if (r == 1 && vfs <= 0)
