@@ -8,14 +8,15 @@
  * adoption after a restart work as for processes.
  *
  * The container: the image read-only, fresh /dev, /proc, /sys (read-only),
- * /tmp and /dev/shm; its own pid, ipc, uts and mount namespaces (the host's
- * network until the network isolation of the agent sets one up); the task's
+ * /tmp and /dev/shm; its own pid, ipc, uts and mount namespaces; the host's
+ * network, or with tenant networks its task's namespace (net.h); the task's
  * user with no capabilities and no new privileges; the task's environment
  * and working directory; the device nodes of its own GPUs (and nvidiactl)
  * with the same device rules as the process executor. It joins the task's
  * cgroup (cgroupsPath), so the limits are the ones cgroup.c set.
  */
 #include "agent.h"
+#include "net.h"
 
 #include "allot/common.h"
 
@@ -128,6 +129,13 @@ int oci_bundle(const struct agent *a, json_t *d, const struct task *t, const cha
     if (!cfg) {
         allot_fmt(why, wlen, "cannot build the container's configuration");
         return -1;
+    }
+    if (t->net) { /* its tenant network (net.h): the namespace the agent made */
+        char ns[96], nspath[160];
+        net_ns_name(t->key, ns, sizeof(ns));
+        allot_fmt(nspath, sizeof(nspath), "/run/netns/%s", ns);
+        json_array_append_new(json_object_get(json_object_get(cfg, "linux"), "namespaces"),
+                              json_pack("{s:s,s:s}", "type", "network", "path", nspath));
     }
     allot_fmt(bundle, blen, "%s/bundle", dir);
     allot_fmt(path, sizeof(path), "%s/config.json", bundle);
