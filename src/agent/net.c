@@ -430,8 +430,16 @@ int net_task_up(struct net *n, const char *key, const struct net_spec *s, const 
         allot_fmt(err, errlen, "out of memory");
         goto undo;
     }
-    /* isolated before it runs: the rules include it now */
-    net_sync(n, false);
+    /* isolated before it runs: the rules include it now, or it does not run */
+    if (net_sync(n, false) < 0) {
+        struct net_entry *me = find(n, key);
+        if (me)
+            *me = n->e[--n->n];
+        allot_fmt(err, errlen,
+                  "the node's tenant network rules could not be applied "
+                  "(the agent's log says why)");
+        goto undo;
+    }
     LOG_INFO("net", "task %s: namespace %s, %s on alb-%u, %s via %s", key, e.ns, e.veth, s->vni,
              s->address, s->gateway);
     return 0;
@@ -792,8 +800,9 @@ int net_sync(struct net *n, bool all)
             LOG_WARN("net", "cannot turn IPv4 forwarding on: egress of tenant %s", t[k].s->tenant);
     if (net_nft_apply(n, t, nt) < 0)
         rc = -1;
-    if (net_tc_apply(n, t, nt) < 0)
-        rc = -1;
+    /* shaping is no isolation: a tree that cannot be built is logged (and tried
+     * again at the next change), tasks still start */
+    net_tc_apply(n, t, nt);
     allot_free(t);
     return rc;
 }

@@ -101,7 +101,9 @@ void net_set_peers(struct net *n, json_t *network);
  * their FDB entries, the nftables table, the tc tree; removes allot's
  * links, namespaces, table and classes that no task needs. Cheap when
  * nothing changed, unless `all` (at start: also looks for stray
- * namespaces of this node). Logs what fails; returns 0 or -1. */
+ * namespaces of this node). Logs what fails; returns -1 when the links or
+ * the nftables table could not be made (the isolation), else 0 (also when
+ * only the tc tree failed). */
 int net_sync(struct net *n, bool all);
 
 /* The byte counters of each tenant network on the node, for the

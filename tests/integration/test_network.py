@@ -76,9 +76,9 @@ images = None
 
 
 class NodeAgent:
-    def __init__(self, node, server=None, token="t"):
+    def __init__(self, node, server=None, token="t", env=None):
         self.node = node
-        self.server, self.token = server, token
+        self.server, self.token, self.env = server, token, env
         self.dir = fx.tempdir()
         os.chmod(self.dir, 0o755)
         self.log_path = os.path.join(self.dir, "agent.log")
@@ -95,7 +95,8 @@ class NodeAgent:
                 "--image-dir", images]
         self.err = open(self.log_path, "a")
         self.proc = subprocess.Popen(netlab.agent_cmd(fx.AGENT, self.node) + args,
-                                     stdout=subprocess.DEVNULL, stderr=self.err)
+                                     stdout=subprocess.DEVNULL, stderr=self.err,
+                                     env=dict(os.environ, **self.env) if self.env else None)
         fx._procs.append(self.proc)
 
     def stop(self, sig=signal.SIGTERM):
@@ -454,6 +455,32 @@ def test_with_allotd():
         dm.stop()
 
 
+def test_no_firewall_no_task():
+    """When the node's rules cannot be applied (here an nft that always fails), the task
+    does not start without them: it fails with the reason, and nothing of it is left."""
+    stub = fx.tempdir()
+    with open(os.path.join(stub, "nft"), "w") as f:
+        f.write("#!/bin/sh\necho 'nft: refused by the test' >&2\nexit 1\n")
+    os.chmod(os.path.join(stub, "nft"), 0o755)
+    agents["node-a"].stop()
+    agents["node-a"] = NodeAgent("node-a", env={"PATH": stub + ":" + os.environ["PATH"]})
+    try:
+        lab.set_jobs({"node-a": [entry(6, 0, A, "198.18.16.40/24")]})
+        wait(lambda: any(r.get("id") == 6 and r.get("state") == "failed" for r in lab.reports),
+             "job 6 reported failed")
+        r = [r for r in lab.reports if r.get("id") == 6 and r.get("state") == "failed"][0]
+        assert "rules could not be applied" in r.get("detail", ""), r
+        assert "nft: refused by the test" in agents["node-a"].log()
+        lab.set_jobs({})
+        wait(lambda: "allot-6-0" not in netns_all(), "job 6's namespace removed")
+        links = json.loads(sh(["ip", "-j", "link", "show"], ns="node-a"))
+        assert not [x["ifname"] for x in links if x["ifname"].startswith("al")], links
+    finally:
+        agents["node-a"].stop()
+        agents["node-a"] = NodeAgent("node-a")
+    wait_clean(BEFORE)
+
+
 def netns_all():
     return netlab.netns_list()
 
@@ -485,7 +512,7 @@ if __name__ == "__main__":
             assert lab.registered[n]["underlay"] == NODES[n], lab.registered[n]
             assert lab.registered[n]["rdma"] == [], lab.registered[n]
         fx.run([test_isolation, test_container_in_tenant_network, test_bandwidth, test_teardown_after_jobs_end,
-                test_agent_kill_and_restart, test_with_allotd])
+                test_agent_kill_and_restart, test_no_firewall_no_task, test_with_allotd])
     finally:
         for ag in agents.values():
             if ag.proc.poll() is None:
