@@ -699,7 +699,8 @@ static void links_sweep(struct net *n, const struct net_tenant *t, int nt)
 
         if (!name)
             continue;
-        if (!strncmp(name, "al-", 3)) {
+        if (!strncmp(name, "al-", 3) && strlen(name) == 15 &&
+            strspn(name + 3, "0123456789abcdef") == 12) { /* allot's veths only */
             need = false;
             for (size_t k = 0; k < n->n && !need; k++)
                 need = !strcmp(n->e[k].veth, name);
