@@ -199,7 +199,7 @@ def test_isolation():
     # the gateway answers ping; egress nat reaches outside (not the data-centre network)
     assert probes([("allot-1-0", "icmp", "198.18.16.1", None),
                    ("allot-1-0", "icmp", "198.18.1.1", None)]) == [True, True]
-    # VXLAN from a node that is no peer of the VNI is dropped (node-b has no task of 4099)
+    # VXLAN of a tenant's VNI from an address that is no peer of it is dropped
     rules = sh(["nft", "list", "table", "inet", "allot"], ns="node-a")
     # a leaf per priority: A's tasks are of priority 0, B's of 3
     cls = sh(["tc", "class", "show", "dev", "eth0"], ns="node-a")
@@ -243,6 +243,37 @@ def busybox_image(root):
     for tool in ("sh", "echo", "ip", "nc"):
         os.symlink("busybox", os.path.join(fs, "bin", tool))
     return root
+
+
+VXLAN_SEND = r"""
+import socket, struct, sys
+vni, mac = int(sys.argv[1]), bytes.fromhex(sys.argv[2])
+arp = struct.pack("!HHBBH6s4s6s4s", 1, 0x0800, 6, 4, 1, mac, socket.inet_aton("198.18.16.99"),
+                  b"\0" * 6, socket.inet_aton("198.18.16.10"))
+frame = b"\xff" * 6 + mac + b"\x08\x06" + arp
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.sendto(struct.pack("!B3x", 8) + vni.to_bytes(3, "big") + b"\0" + frame, ("198.18.0.2", 4789))
+"""
+
+
+def test_vxlan_only_from_peers():
+    """A frame sent into tenant A's VNI on node-a from the data centre's own address (no
+    peer) is dropped by the input rule; the same from node-b (a peer) reaches the bridge."""
+    def fdb():
+        return sh(["bridge", "fdb", "show", "br", "alb-4097"], ns="node-a")
+
+    def dropped():
+        rules = sh(["nft", "list", "table", "inet", "allot"], ns="node-a")
+        m = re.search(r"@th,96,24 0x1001 ip saddr != .*counter packets (\d+)", rules)
+        assert m, rules
+        return int(m.group(1))
+    before = dropped()
+    sh(["python3", "-c", VXLAN_SEND, "4097", "020000000099"], ns=netlab.DC)
+    wait(lambda: dropped() == before + 1, "the spoofed VXLAN packet counted as dropped")
+    assert "02:00:00:00:00:99" not in fdb(), fdb()
+    sh(["python3", "-c", VXLAN_SEND, "4097", "020000000098"], ns="node-b")
+    wait(lambda: "02:00:00:00:00:98 dev alx-4097" in fdb(), "the peer's frame on the bridge")
+    assert dropped() == before + 1
 
 
 def iperf(ns, host, seconds=4):
@@ -511,7 +542,8 @@ if __name__ == "__main__":
         for n in NODES:
             assert lab.registered[n]["underlay"] == NODES[n], lab.registered[n]
             assert lab.registered[n]["rdma"] == [], lab.registered[n]
-        fx.run([test_isolation, test_container_in_tenant_network, test_bandwidth, test_teardown_after_jobs_end,
+        fx.run([test_isolation, test_vxlan_only_from_peers, test_container_in_tenant_network,
+                test_bandwidth, test_teardown_after_jobs_end,
                 test_agent_kill_and_restart, test_no_firewall_no_task, test_with_allotd])
     finally:
         for ag in agents.values():
