@@ -355,6 +355,24 @@ def test_bandwidth():
         (ga, gb)
 
 
+def test_priorities():
+    """Two tasks of one tenant on node-a, of priority 0 (inference) and 7 (training), both
+    sending: each leaf gets its share of the tenant's guarantee (10 of 20 Mbit/s), and what
+    is left up to the ceiling goes to priority 0 first."""
+    a = dict(A, rate={"guarantee_bps": 20 * 10 ** 6, "ceil_bps": 200 * 10 ** 6})
+    lab.set_jobs({"node-a": [entry(1, 0, a, "198.18.16.10/24"),
+                             entry(1, 2, dict(a, prio=7), "198.18.16.13/24")],
+                  "node-b": [entry(1, 1, a, "198.18.16.11/24"), entry(1, 3, a, "198.18.16.14/24")]})
+    wait(lambda: "a110:18 parent a110:10 prio 7" in
+         sh(["tc", "class", "show", "dev", "eth0"], ns="node-a"), "the priority-7 leaf")
+    wait(ready("allot-1-0", "198.18.16.11"), "a server on node-b")
+    wait(ready("allot-1-2", "198.18.16.14"), "the other server on node-b")
+    (g0, w0), (g7, w7) = measure([("allot-1-0", "198.18.16.11", 0x11),
+                                  ("allot-1-2", "198.18.16.14", 0x18)])
+    print("priorities 0/7: goodput %.1f/%.1f, at the uplink %.1f/%.1f Mbit/s" % (g0, g7, w0, w7))
+    assert abs(w7 - 10) <= 1 and abs(w0 - 190) <= 19, (w0, w7)
+
+
 def test_teardown_after_jobs_end():
     lab.set_jobs({})
     wait_clean(BEFORE)
@@ -543,7 +561,7 @@ if __name__ == "__main__":
             assert lab.registered[n]["underlay"] == NODES[n], lab.registered[n]
             assert lab.registered[n]["rdma"] == [], lab.registered[n]
         fx.run([test_isolation, test_vxlan_only_from_peers, test_container_in_tenant_network,
-                test_bandwidth, test_teardown_after_jobs_end,
+                test_bandwidth, test_priorities, test_teardown_after_jobs_end,
                 test_agent_kill_and_restart, test_no_firewall_no_task, test_with_allotd])
     finally:
         for ag in agents.values():
