@@ -587,7 +587,7 @@ json_t *net_usage_json(struct net *n)
     const char *k;
     size_t i;
 
-    if (!n)
+    if (!n || !n->n) /* no tenant network here: nothing to read */
         return json_array();
     if (n->usage && mono_ms() - n->usage_ms < 1000)
         return json_incref(n->usage);

@@ -111,7 +111,8 @@ int net_sync(struct net *n, bool all);
  * the sums of its VXLAN device (between nodes) and bridge (to and from the
  * node: gateway, egress). Read through netlink (`ip -s`), so they are the
  * agent's network namespace's whatever /sys shows; at most once a second
- * (the last reading in between). [] when n is NULL. */
+ * (the last reading in between). [] when n is NULL or no task here has a
+ * network. */
 json_t *net_usage_json(struct net *n);
 
 /* The node's RDMA devices for the inventory (new reference): an array of
