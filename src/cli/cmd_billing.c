@@ -253,6 +253,24 @@ int cmd_invoice(struct cli *c, int argc, char **argv)
         table_row(tb, total);
     }
     table_print(tb, stdout);
+    /* the subtrees above the tenants billed (research for research/nlp, ...) */
+    const char *sk;
+    json_t *sv;
+    bool header = false;
+    json_object_foreach(json_object_get(reply, "subtrees"), sk, sv)
+    {
+        char m[40];
+        bool billed = false;
+        json_array_foreach(json_object_get(reply, "tenants"), i, t) billed |=
+            !strcmp(sk, json_string_value(json_object_get(t, "tenant")));
+        if (billed)
+            continue;
+        if (!header)
+            printf("\nsubtree totals:\n");
+        header = true;
+        money(m, sizeof(m), sv);
+        printf("  %-30s %s\n", sk, m);
+    }
     json_t *un = json_object_get(reply, "unbilled"), *cc = json_object_get(reply, "cluster");
     if (un && cc) {
         char m1[40], m2[40], m3[40], m4[40];

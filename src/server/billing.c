@@ -566,6 +566,24 @@ static int invoice_build(struct req *r, json_t *pb, const char *period, int64_t 
     json_t *o = json_pack("{s:s,s:s,s:I,s:I,s:o}", "period", period, "currency",
                           json_string_value(json_object_get(pb, "currency")), "from",
                           (json_int_t)from, "to", (json_int_t)to, "tenants", tenants);
+    /* each subtree's total: a tenant's own lines and those of the tenants below it */
+    json_t *sub = json_object(), *tt;
+    size_t ti;
+    json_array_foreach(tenants, ti, tt)
+    {
+        const char *path = json_string_value(json_object_get(tt, "tenant"));
+        json_int_t total = json_integer_value(json_object_get(tt, "total_minor"));
+        char anc[256];
+        for (const char *p = path; p;) {
+            p = strchr(p, '/');
+            allot_fmt(anc, sizeof(anc), "%.*s", p ? (int)(p - path) : (int)strlen(path), path);
+            json_object_set_new(
+                sub, anc, json_integer(json_integer_value(json_object_get(sub, anc)) + total));
+            if (p)
+                p++;
+        }
+    }
+    json_object_set_new(o, "subtrees", sub);
     json_t *b = book_at(pb, from);
     json_object_set_new(o, "price_book",
                         b ? json_copy(json_object_get(b, "effective"))

@@ -602,6 +602,16 @@ def test_agent_restart_adopts():
     out = agent.task_log(jid)
     assert out.count("run-once") == 1 and "done" in out, out
     assert "adopted" in agent.log(), agent.log()
+    # metered exactly: one run, its whole time, across the agent's kill -9
+    end = time.time() + 10
+    while time.time() < end:
+        rows = expect(dm.req("GET", "/v1/usage?by=job&from=%d" % (j["start_time"] - 1),
+                             token=dm.admin), 200)["rows"]
+        r = [x for x in rows if x["key"] == str(jid)]
+        if r:
+            break
+        time.sleep(0.1)
+    assert r and r[0]["gpu_seconds"] == j["end_time"] - j["start_time"], (r, j)
     # a task whose process vanished while the agent was down is reported lost
     jid = submit({"command": sh("sleep 30")})
     wait_state(jid, ("running",))

@@ -198,6 +198,10 @@ def test_invoice_prices_and_reconciles():
     assert u["idle_minor"] >= 0 and u["adjustments_minor"] > 0, u  # reserved work: a discount
     nlp = [t for t in inv["tenants"] if t["tenant"] == "research/nlp"][0]
     assert nlp["budget_minor"] == 100000, nlp
+    # each subtree's total: research is research/nlp plus its other children
+    assert inv["subtrees"]["research"] == sum(
+        t["total_minor"] for t in inv["tenants"] if t["tenant"].startswith("research/")), inv
+    assert inv["subtrees"]["research/nlp"] == nlp["total_minor"], inv
     by_item = usage("by=item&from=" + period)["rows"]
     gpu_s = [r for r in by_item if r["key"] == "gpu"][0]["gpu_seconds"]
     whole = [x for x in nlp["lines"] if x["item"] == "gpu" and x["kind"] == "whole"]
@@ -436,6 +440,7 @@ def test_cli():
     fails(cli(dm, "-o", "csv", "ls"), 1)
     r = ok(cli(dm, "invoice", "--period", period))
     assert "research/nlp" in r.out and "= cluster" in r.out, r.out
+    assert "subtree totals:" in r.out and "  research " in r.out, r.out
     r = ok(cli(dm, "-o", "csv", "invoice", "--period", period))
     assert r.out.startswith("tenant,item,"), r.out
     r = ok(cli(dm, "-o", "html", "invoice"))
