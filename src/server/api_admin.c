@@ -73,6 +73,23 @@ int api_metrics(struct req *r)
     return 0;
 }
 
+/* Who the caller is: its token's id, name, role and tenant scope. */
+int api_whoami(struct req *r)
+{
+    struct allot_store *st = api_reader(r);
+    struct allot_store_token t = {0};
+
+    if (!st)
+        return 0;
+    if (allot_store_token_get(st, r->who.token_id, &t) < 0)
+        return api_error(r, 500, "store", "cannot read the token");
+    json_t *o = json_pack("{s:I,s:s,s:s,s:s}", "token_id", (json_int_t)t.id, "name",
+                          t.name ? t.name : "", "role", allot_store_role_name(r->who.role),
+                          "tenant", r->who.tenant ? r->who.tenant : "");
+    allot_store_token_clear(&t);
+    return api_json(r, 200, o);
+}
+
 /* ---- tokens ---- */
 
 static json_t *token_json(const struct allot_store_token *t)

@@ -55,6 +55,7 @@ const struct route http_routes[] = {
     {"POST", "/v1/nodes/{name}/uncordon", api_nodes_uncordon, A(ADMIN), "node.uncordon"},
     {"POST", "/v1/nodes/{name}/heartbeat", api_nodes_heartbeat, A(ADMIN) | A(AGENT),
      "node.heartbeat"},
+    {"GET", "/v1/whoami", api_whoami, ROLES_USERS | A(AGENT), NULL},
     {"GET", "/v1/usage", api_usage, ROLES_USERS, NULL},
     {"GET", "/v1/idle", api_idle, ROLES_USERS, NULL},
     {"GET", "/v1/anomalies", api_anomalies, ROLES_USERS, NULL},

@@ -1073,6 +1073,32 @@ void meter_metrics(struct server *s, FILE *f)
                "agents count them.",
                tx);
 
+    /* per node: its state (1 for the one it is in) and whether a GPU fences it */
+    struct allot_store_node *nodes = NULL;
+    size_t n_nodes = 0;
+    if (srv_reader(s) && allot_store_node_list(srv_reader(s), &nodes, &n_nodes) == 0) {
+        fputs("# HELP allot_node_state A node's state (ready, cordoned, draining, lost): 1 for "
+              "the state it is in.\n# TYPE allot_node_state gauge\n",
+              f);
+        for (size_t i = 0; i < n_nodes; i++) {
+            fputs("allot_node_state{node=\"", f);
+            label(f, nodes[i].name);
+            fprintf(f, "\",state=\"%s\"} 1\n", allot_store_node_state_name(nodes[i].state));
+        }
+        fputs("# HELP allot_node_fenced 1 when an unhealthy GPU keeps new work off the node.\n"
+              "# TYPE allot_node_fenced gauge\n",
+              f);
+        pthread_mutex_lock(&s->agents_lock);
+        for (size_t i = 0; i < n_nodes; i++) {
+            json_t *e = json_object_get(s->agents, nodes[i].name);
+            fputs("allot_node_fenced{node=\"", f);
+            label(f, nodes[i].name);
+            fprintf(f, "\"} %d\n", json_is_string(json_object_get(e, "fenced")) ? 1 : 0);
+        }
+        pthread_mutex_unlock(&s->agents_lock);
+    }
+    allot_store_nodes_free(nodes, n_nodes);
+
     /* per GPU: health, and the agents' latest readings under DCGM-exporter names */
     static const struct {
         const char *name, *help, *field;

@@ -258,6 +258,8 @@ def test_metrics_and_budgets():
     assert 'DCGM_FI_DEV_FB_USED{gpu="0",UUID="GPU-m1-0",Hostname="m-1",' in m, m
     assert 'allot_gpu_health{node="m-1",gpu="0",uuid="GPU-m1-0",model="H100-80GB"} 1\n' in m, m
     assert 'allot_gpu_health{node="m-1",gpu="1",uuid="GPU-m1-1",model="H100-80GB"} 0\n' in m, m
+    assert 'allot_node_state{node="m-1",state="ready"} 1\n' in m, m
+    assert 'allot_node_fenced{node="m-1"} 0\n' in m, m
     time.sleep(0.5)  # more passes: still one entry
     entries = expect(dm.req("GET", "/v1/audit?limit=1000", token=dm.admin), 200)["entries"]
     crossed = [e for e in entries if e["target"] == "tenant/research/nlp"
@@ -307,6 +309,10 @@ def test_idle_detection():
     assert 'allot_idle_jobs{tenant="research/nlp"} ' in m, m
     assert str(ids[None]) in out and "WASTED-GPU-H" in out, out
     assert expect(dm.req("GET", "/v1/idle", token=MEMBER), 200)["jobs"] == []
+    me = expect(dm.req("GET", "/v1/whoami", token=MEMBER), 200)
+    assert me["role"] == "member" and me["tenant"] == "research/vision", me
+    assert me["name"] == "vision-member", me
+    expect(dm.req("GET", "/v1/whoami"), 401)
     entries = expect(dm.req("GET", "/v1/audit?limit=1000", token=dm.admin), 200)["entries"]
     flagged = {e["target"] for e in entries if e["action"] == "job.idle"}
     assert "job/%d" % ids[None] in flagged and "job/%d" % ids["training"] in flagged, flagged
