@@ -406,12 +406,24 @@ int net_task_up(struct net *n, const char *key, const struct net_spec *s, const 
         allot_fmt(err, errlen, "namespace %s: %s", e.ns, out);
         goto undo;
     }
+    /* the task's MAC follows from its address (06:a1:A:B:C:D): an address
+     * allotd gives again later keeps its MAC, so the tenant's other tasks
+     * (their ARP caches, the bridges' learned entries) still find it */
+    char addr[48], mac[24];
+    struct in_addr ia;
+    net_addr_only(s->address, addr, sizeof(addr));
+    inet_pton(AF_INET, addr, &ia);
+    const unsigned char *b = (const unsigned char *)&ia.s_addr;
+    allot_fmt(mac, sizeof(mac), "06:a1:%02x:%02x:%02x:%02x", b[0], b[1], b[2], b[3]);
     if (net_run(out, sizeof(out), NULL,
-                "ip link add %s mtu %d type veth peer name eth0 mtu %d netns %s", e.veth, mtu, mtu,
-                e.ns)) {
+                "ip link add %s mtu %d type veth peer name eth0 address %s mtu %d netns %s", e.veth,
+                mtu, mac, mtu, e.ns)) {
         allot_fmt(err, errlen, "veth %s: %s", e.veth, out);
         goto undo;
     }
+    /* an entry the bridge learned for that MAC elsewhere (the address's task
+     * on another node before) would keep frames away from it here */
+    net_run(NULL, 0, NULL, "bridge fdb del %s dev alx-%u master", mac, s->vni);
     no_ipv6(e.veth);
     if (net_run(out, sizeof(out), NULL, "ip link set %s master alb-%u up", e.veth, s->vni)) {
         allot_fmt(err, errlen, "veth %s: %s", e.veth, out);

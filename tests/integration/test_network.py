@@ -209,6 +209,31 @@ def test_isolation():
                          r"counter packets \d+ bytes \d+ drop" % vni, rules), rules
 
 
+def test_peers_follow_the_tasks():
+    """When node-b's last task of tenant A ends, node-a's VXLAN device for A loses its
+    entry for node-b (and A's VNI takes no packet from it); when one comes back, so does
+    the entry, and a task with the ended one's address is reached at once."""
+    def fdb(vni):
+        return sh(["bridge", "fdb", "show", "dev", "alx-%d" % vni], ns="node-a")
+    lab.set_jobs({"node-a": [entry(1, 0, A, "198.18.16.10/24"), entry(2, 0, B, "198.18.17.10/24")],
+                  "node-b": [entry(2, 1, B, "198.18.17.11/24")]})
+    def rules():
+        return sh(["nft", "list", "table", "inet", "allot"], ns="node-a")
+    wait(lambda: "dst 198.18.0.3" not in fdb(4097) and
+         "udp dport 4789 @th,96,24 0x1001 counter" in rules(),
+         "node-b gone from VNI 4097: %s %s" % (fdb(4097), rules()))
+    assert "00:00:00:00:00:00 dst 198.18.0.3" in fdb(4098), fdb(4098)
+    # (a task is never started twice: it comes back once its agent forgot it)
+    wait(lambda: "allot-1-1" not in netns_all(), "node-b's task of A gone")
+    lab.set_jobs({"node-a": [entry(1, 0, A, "198.18.16.10/24"), entry(2, 0, B, "198.18.17.10/24")],
+                  "node-b": [entry(1, 1, A, "198.18.16.11/24"), entry(2, 1, B, "198.18.17.11/24")]})
+    wait(lambda: "00:00:00:00:00:00 dst 198.18.0.3" in fdb(4097), "node-b back in VNI 4097")
+    wait(ready("allot-1-0", "198.18.16.11"), "tenant A across nodes again")
+    # a new task with the address of an ended one has its MAC: nobody's ARP cache is wrong
+    link = json.loads(sh(["ip", "-n", "allot-1-1", "-j", "link", "show", "dev", "eth0"]))
+    assert link[0]["address"] == "06:a1:c6:12:10:0b", link
+
+
 def test_container_in_tenant_network():
     """A job in an image (crun) runs in its task's namespace too: its address, and its
     tenant's other tasks across the overlay."""
@@ -561,7 +586,7 @@ if __name__ == "__main__":
             assert lab.registered[n]["underlay"] == NODES[n], lab.registered[n]
             assert lab.registered[n]["rdma"] == [], lab.registered[n]
         fx.run([test_isolation, test_vxlan_only_from_peers, test_container_in_tenant_network,
-                test_bandwidth, test_priorities, test_teardown_after_jobs_end,
+                test_peers_follow_the_tasks, test_bandwidth, test_priorities, test_teardown_after_jobs_end,
                 test_agent_kill_and_restart, test_no_firewall_no_task, test_with_allotd])
     finally:
         for ag in agents.values():
