@@ -194,6 +194,12 @@ struct net *net_new(const struct net_config *cfg, char *err, size_t errlen)
     allot_strlcpy(n->underlay, cfg->underlay, sizeof(n->underlay));
     if (cfg->uplink && *cfg->uplink)
         allot_strlcpy(n->uplink, cfg->uplink, sizeof(n->uplink));
+    /* the tools everything goes through, checked once */
+    if (net_run(NULL, 0, NULL, "nft --version") || net_run(NULL, 0, NULL, "tc -V") ||
+        net_run(NULL, 0, NULL, "bridge -V")) {
+        allot_fmt(err, errlen, "needs nft (nftables), tc and bridge (iproute2) in PATH");
+        goto fail;
+    }
     addrs = net_run_json("ip -j -4 addr show");
     if (!json_is_array(addrs)) {
         allot_fmt(err, errlen, "cannot run `ip -j addr show` (iproute2)");

@@ -534,7 +534,8 @@ def test_no_firewall_no_task():
     does not start without them: it fails with the reason, and nothing of it is left."""
     stub = fx.tempdir()
     with open(os.path.join(stub, "nft"), "w") as f:
-        f.write("#!/bin/sh\necho 'nft: refused by the test' >&2\nexit 1\n")
+        f.write("#!/bin/sh\n[ \"$1\" = --version ] && exit 0\n"
+                "echo 'nft: refused by the test' >&2\nexit 1\n")
     os.chmod(os.path.join(stub, "nft"), 0o755)
     agents["node-a"].stop()
     agents["node-a"] = NodeAgent("node-a", env={"PATH": stub + ":" + os.environ["PATH"]})
