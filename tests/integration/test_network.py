@@ -25,6 +25,8 @@ import sys
 import time
 
 import allotd_fixture as fx
+from cli_fixture import cli
+from cli_fixture import ok as cli_ok
 
 sys.path.insert(0, os.path.join(fx.SOURCE, "tests", "net"))
 import netlab  # noqa: E402
@@ -516,6 +518,9 @@ def test_with_allotd():
             got = re.search(r'allot_tenant_network_transmit_bytes_total\{tenant="nlp"\} (\d+)', m)
             return got and int(got.group(1)) > 0
         wait(counted, "nlp's bytes in /metrics")
+        # and a user sees the job's network
+        r = cli_ok(cli(dm, "show", str(gang), server="http://%s:%d" % (netlab.TEST_ADDR, dm.port)))
+        assert "network:" in r.out and g["network"]["subnet"] in r.out and addr[0] in r.out, r.out
         # the rates of the tenants' quotas on the uplink of the gang's first node
         cls = sh(["tc", "class", "show", "dev", "eth0"], ns=tasks[0]["node"])
         assert "rate 50Mbit ceil 100Mbit" in cls, cls
