@@ -61,6 +61,7 @@ static int prologue(struct cli *c, int argc, char **argv, const struct cli_opt *
 {
     int rc = args_parse(c, opts, u, argc, argv, a);
 
+    *cl = NULL;
     if (rc != CLI_OK)
         return rc;
     allot_strlcpy(q, path, qlen);

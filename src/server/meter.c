@@ -407,7 +407,8 @@ static int meter_snapshot(struct server *s, int64_t now)
         return ALLOT_EIO;
     gmtime_r(&tt, &tm);
     strftime(month, sizeof(month), "%Y-%m", &tm);
-    meter_parse_month(month, &from, &to);
+    if (!meter_parse_month(month, &from, &to))
+        return ALLOT_EINVAL;
     if ((rc = allot_store_usage_list(st, from, to, &u, &n)))
         return rc;
     json_t *snap = json_object(), *pb = billing_pricebook(st, &rc);
@@ -433,7 +434,7 @@ static int meter_snapshot(struct server *s, int64_t now)
     if (allot_store_meta_get(st, "budget_levels", &lv_text) == 0 && lv_text)
         levels = json_loads(lv_text, 0, NULL);
     allot_free(lv_text);
-    if (!levels || strcmp(json_string_value(json_object_get(levels, "month")) ?: "", month)) {
+    if (!levels || strcmp(json_string_value(json_object_get(levels, "month")) ?: "", month) != 0) {
         json_decref(levels);
         levels = json_pack("{s:s,s:{}}", "month", month, "levels");
     }
@@ -734,6 +735,8 @@ static int tenant_anomalies(struct server *s, struct allot_store *st, int64_t no
         int64_t first = -1;
         double x = 0, z = 0;
 
+        if (!hist)
+            break; /* out of memory: no verdict this pass */
         memset(hist, 0, (n_h + 1) * sizeof(*hist));
         for (size_t i = 0; i < n; i++) {
             if (strcmp(u[i].tenant, k) != 0)
@@ -936,7 +939,7 @@ static void add_to(json_t *values, const char *key, json_t *x)
 {
     json_t *cur = json_object_get(values, key);
 
-    if (cur && json_is_integer(cur) && json_is_integer(x))
+    if (json_is_integer(cur) && json_is_integer(x))
         json_object_set_new(values, key,
                             json_integer(json_integer_value(cur) + json_integer_value(x)));
     else if (cur)

@@ -98,7 +98,7 @@ bool netconf_check(json_t *net, char *err, size_t errlen)
         return allot_fmt(err, errlen, "borrow_limit: a rate such as 10Gbit, or unlimited"), false;
     eg = json_string_value(json_object_get(net, "egress"));
     if (json_object_get(net, "egress") &&
-        (!eg || (strcmp(eg, "off") && strcmp(eg, "nat") && strcmp(eg, "allow"))))
+        (!eg || (strcmp(eg, "off") != 0 && strcmp(eg, "nat") != 0 && strcmp(eg, "allow") != 0)))
         return allot_fmt(err, errlen, "egress: off, nat or allow"), false;
     v = json_object_get(net, "allow");
     if (v && (!json_is_array(v) || json_array_size(v) > 64))
