@@ -7,7 +7,9 @@
  * up to ALLOT_MAX_GPUS GPUs each in one of three modes, NVLink islands, a rack
  * and labels. A task asks for k whole GPUs, one MIG profile, or a fraction of
  * one GPU (gpu_milli and/or GPU memory), plus CPU and memory, optionally
- * restricted to a set of GPU models.
+ * restricted to a set of GPU models. Nodes may also have RDMA virtual
+ * functions (SR-IOV VFs of their HCAs), a countable resource tasks ask for
+ * by number; which VFs a task gets is the node's choice.
  *
  * Invariants (checked by allot_cluster_check): for every GPU, free <=
  * capacity and used + free = capacity; MIG instances never overlap; node CPU
@@ -31,9 +33,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ALLOT_MAX_GPUS    16   /* per node */
-#define ALLOT_MILLI       1000 /* one whole GPU in milli-GPU */
-#define ALLOT_POD_CLASSES 17   /* class 0: fractional, k: k whole GPUs (k <= 16) */
+#define ALLOT_MAX_GPUS     16   /* per node */
+#define ALLOT_MILLI        1000 /* one whole GPU in milli-GPU */
+#define ALLOT_POD_CLASSES  17   /* class 0: fractional, k: k whole GPUs (k <= 16) */
+#define ALLOT_MAX_RDMA_VFS 4096 /* per node */
 
 enum allot_gpu_mode {
     ALLOT_GPU_SHARED = 0, /* whole GPUs and fractions */
@@ -65,6 +68,8 @@ struct allot_node {
     int64_t cpu_free;
     int64_t mem_mib; /* capacity */
     int64_t mem_free;
+    int32_t rdma_vfs; /* RDMA virtual functions: capacity */
+    int32_t rdma_free;
     int n_gpus;
     struct allot_gpu gpus[ALLOT_MAX_GPUS];
     int state; /* enum allot_node_state */
@@ -83,6 +88,7 @@ struct allot_node_spec {
     const char *model; /* catalog name or alias; NULL/"" when n_gpus == 0 */
     int64_t cpu_milli;
     int64_t mem_mib;
+    int rdma_vfs; /* RDMA virtual functions (0..ALLOT_MAX_RDMA_VFS) */
     int n_gpus;
     int gpu_mode;    /* enum allot_gpu_mode for every GPU */
     int island_size; /* GPUs per NVLink island; 0 = all GPUs one island */
@@ -101,6 +107,7 @@ struct allot_task {
     int mig_profile;     /* global profile id (allot_catalog_find_profile) or -1 */
     int64_t cpu_milli;
     int64_t mem_mib;
+    int rdma_vfs;        /* RDMA virtual functions (0..ALLOT_MAX_RDMA_VFS) */
     uint64_t model_mask; /* bit i: catalog model i allowed; 0 = any */
     int tenant;          /* owning tenant id (>= 1), 0 = none */
     int isolation;       /* the tenant's enum allot_isolation (tenant.h): 0 shared,
@@ -117,6 +124,7 @@ struct allot_placement {
     int mig_start;       /* MIG placement start slice */
     int64_t cpu_milli;
     int64_t mem_mib;
+    int rdma_vfs;  /* RDMA virtual functions taken */
     int pod_class; /* -1 for CPU-only tasks */
     int tenant;    /* the task's tenant and isolation (see allot_task) */
     int isolation;
@@ -166,6 +174,12 @@ int64_t allot_cluster_used_milli(const struct allot_cluster *c);
 int allot_task_validate(const struct allot_catalog *cat, const struct allot_task *t, char *err,
                         size_t errlen);
 
+/* A hash of every field of a task shape, from `seed`, and shape equality:
+ * the one definition of "the same shape" the scheduler's and the queue's
+ * shape tables use. */
+uint64_t allot_task_hash(const struct allot_task *t, uint64_t seed);
+bool allot_task_same(const struct allot_task *a, const struct allot_task *b);
+
 /* Pod class of a task for GPU clustering: 0 fractional, k for k whole GPUs,
  * -1 for CPU-only. */
 int allot_task_pod_class(const struct allot_task *t);
@@ -188,7 +202,7 @@ bool allot_isolation_allows(int holders, int32_t excl_holder, int tenant, bool a
  * no task (a memory-only fraction holds a GPU although its milli is free). */
 bool allot_gpu_whole_free(const struct allot_gpu *g);
 
-/* True when the node's model, CPU, memory and isolation admit the task
+/* True when the node's model, CPU, memory, RDMA VFs and isolation admit the task
  * (GPU fit aside). */
 bool allot_node_admits(const struct allot_node *n, const struct allot_task *t);
 

@@ -95,7 +95,7 @@ static int cmp_u64(const void *a, const void *b)
 }
 
 /* Canonical state key of a node: fills key[] and returns its length. */
-#define KEY_MAX (8 + 3 * ALLOT_MAX_GPUS)
+#define KEY_MAX (9 + 3 * ALLOT_MAX_GPUS)
 static int node_key(const struct allot_cluster *c, const struct allot_node *n, uint64_t *key)
 {
     int k = 0;
@@ -104,6 +104,8 @@ static int node_key(const struct allot_cluster *c, const struct allot_node *n, u
     key[k++] = (uint64_t)(n->model + 1) | ((uint64_t)n->n_gpus << 32);
     key[k++] = (uint64_t)n->cpu_free;
     key[k++] = (uint64_t)n->mem_free;
+    if (n->rdma_vfs > 0) /* only nodes with VFs: the keys of all others stay as they were */
+        key[k++] = (uint64_t)n->rdma_free | 1ULL << 63;
     /* isolation: who holds the node exclusively, and whether it is empty */
     key[k++] = (uint64_t)(uint32_t)n->excl_tenant << 1 | (n->n_tasks > 0);
     if (c->class_flags & ALLOT_CLASS_POD_CLASSES) {
@@ -643,6 +645,11 @@ int allot_cluster_add_node(struct allot_cluster *c, const struct allot_node_spec
                   spec->cpu_milli < 0 ? "cpu_milli" : "memory_mib");
         return ALLOT_ERANGE;
     }
+    if (spec->rdma_vfs < 0 || spec->rdma_vfs > ALLOT_MAX_RDMA_VFS) {
+        allot_fmt(err, errlen, "node \"%s\": rdma_vfs %d out of range 0..%d", spec->name,
+                  spec->rdma_vfs, ALLOT_MAX_RDMA_VFS);
+        return ALLOT_ERANGE;
+    }
     if (spec->n_gpus > 0) {
         model = spec->model ? allot_catalog_find_model(c->cat, spec->model) : -1;
         if (model < 0) {
@@ -692,6 +699,7 @@ int allot_cluster_add_node(struct allot_cluster *c, const struct allot_node_spec
     n->model = model;
     n->cpu_milli = n->cpu_free = spec->cpu_milli;
     n->mem_mib = n->mem_free = spec->mem_mib;
+    n->rdma_vfs = n->rdma_free = spec->rdma_vfs;
     n->n_gpus = spec->n_gpus;
     n->rack = spec->rack;
     n->rank = (uint32_t)idx;
@@ -844,10 +852,12 @@ static int placement_change(const struct allot_cluster *c, const struct allot_pl
     if (p->gpu_mask >> after->n_gpus)
         return ALLOT_EINVAL;
     if (sign > 0) {
-        if (after->cpu_free < p->cpu_milli || after->mem_free < p->mem_mib)
+        if (after->cpu_free < p->cpu_milli || after->mem_free < p->mem_mib ||
+            after->rdma_free < p->rdma_vfs)
             return ALLOT_ENOSPC;
     } else if (after->cpu_free + p->cpu_milli > after->cpu_milli ||
-               after->mem_free + p->mem_mib > after->mem_mib) {
+               after->mem_free + p->mem_mib > after->mem_mib ||
+               after->rdma_free + p->rdma_vfs > after->rdma_vfs) {
         return ALLOT_EINVAL;
     }
     if (sign > 0 &&
@@ -862,6 +872,7 @@ static int placement_change(const struct allot_cluster *c, const struct allot_pl
         after->excl_tenant = 0;
     after->cpu_free -= sign * p->cpu_milli;
     after->mem_free -= sign * p->mem_mib;
+    after->rdma_free -= sign * p->rdma_vfs;
     for (int i = 0; i < after->n_gpus; i++) {
         struct allot_gpu *g = &after->gpus[i];
         if (!(p->gpu_mask >> i & 1))
@@ -957,8 +968,8 @@ static int check_node(const struct allot_cluster *c, int i, char *err, size_t er
         return ALLOT_EINTERNAL;
     }
     if (n->cpu_free < 0 || n->cpu_free > n->cpu_milli || n->mem_free < 0 ||
-        n->mem_free > n->mem_mib) {
-        allot_fmt(err, errlen, "node %s: cpu/memory free outside [0, capacity]", n->name);
+        n->mem_free > n->mem_mib || n->rdma_free < 0 || n->rdma_free > n->rdma_vfs) {
+        allot_fmt(err, errlen, "node %s: cpu/memory/RDMA VFs free outside [0, capacity]", n->name);
         return ALLOT_EINTERNAL;
     }
     for (int g = 0; g < n->n_gpus; g++) {

@@ -967,7 +967,12 @@ static void text_capacity(struct allot_queue *q, struct allot_job *j)
     }
     if (t->model_mask && __builtin_popcountll(t->model_mask) == 1)
         allot_fmt(model, sizeof(model), " %s", cat->models[__builtin_ctzll(t->model_mask)].name);
-    if (t->num_gpu == 0 || admit == 0)
+    if ((t->num_gpu == 0 || admit == 0) && t->rdma_vfs > 0)
+        allot_fmt(j->reason, sizeof(j->reason),
+                  "no node has %.1f CPU, %lld MiB memory and %d RDMA VFs free%s%s",
+                  (double)t->cpu_milli / 1000, (long long)t->mem_mib, t->rdma_vfs,
+                  model[0] ? " with GPU model" : "", model);
+    else if (t->num_gpu == 0 || admit == 0)
         allot_fmt(j->reason, sizeof(j->reason), "no node has %.1f CPU and %lld MiB memory free%s%s",
                   (double)t->cpu_milli / 1000, (long long)t->mem_mib,
                   model[0] ? " with GPU model" : "", model);

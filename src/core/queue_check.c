@@ -11,7 +11,7 @@
 
 /* What the placements of running jobs and orphans hold on one node. */
 struct held {
-    int64_t cpu, mem;
+    int64_t cpu, mem, rdma;
     int32_t tasks;
     int32_t gpu_tasks[ALLOT_MAX_GPUS];
 };
@@ -22,6 +22,7 @@ static void held_add(struct held *h, const struct allot_placement *p)
 
     x->cpu += p->cpu_milli;
     x->mem += p->mem_mib;
+    x->rdma += p->rdma_vfs;
     x->tasks++;
     for (int g = 0; g < ALLOT_MAX_GPUS; g++)
         x->gpu_tasks[g] += (int32_t)(p->gpu_mask >> g & 1);
@@ -55,13 +56,13 @@ static int check_held(const struct allot_queue *q, char *err, size_t errlen)
     for (int i = 0; i < nn && rc == 0; i++) {
         const struct allot_node *n = allot_cluster_node(q->c, i);
         bool ok = h[i].tasks == n->n_tasks && h[i].cpu == n->cpu_milli - n->cpu_free &&
-                  h[i].mem == n->mem_mib - n->mem_free;
+                  h[i].mem == n->mem_mib - n->mem_free && h[i].rdma == n->rdma_vfs - n->rdma_free;
         for (int g = 0; g < n->n_gpus && ok; g++)
             ok = h[i].gpu_tasks[g] == n->gpus[g].n_tasks;
         if (!ok) {
             allot_fmt(err, errlen,
-                      "node %s: holds %d tasks, running jobs and orphans %d (or CPU, memory "
-                      "or a GPU's tasks differ)",
+                      "node %s: holds %d tasks, running jobs and orphans %d (or CPU, memory, "
+                      "RDMA VFs or a GPU's tasks differ)",
                       n->name, n->n_tasks, h[i].tasks);
             rc = ALLOT_EINTERNAL;
         }

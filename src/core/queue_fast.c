@@ -193,24 +193,7 @@ static uint32_t why_tag(const struct allot_why *w)
 
 static uint64_t task_hash(const struct allot_task *t, int n_tasks)
 {
-    uint64_t h = allot_hash_mix(0xfa57, (uint64_t)t->num_gpu);
-
-    h = allot_hash_mix(h, (uint64_t)t->gpu_milli);
-    h = allot_hash_mix(h, (uint64_t)t->gpu_mem_mib);
-    h = allot_hash_mix(h, (uint64_t)t->mig_profile + 1);
-    h = allot_hash_mix(h, (uint64_t)t->cpu_milli);
-    h = allot_hash_mix(h, (uint64_t)t->mem_mib);
-    h = allot_hash_mix(h, (uint64_t)t->tenant << 2 | (uint64_t)t->isolation);
-    h = allot_hash_mix(h, t->model_mask);
-    return allot_hash_mix(h, (uint64_t)n_tasks);
-}
-
-static bool task_eq(const struct allot_task *a, const struct allot_task *b)
-{
-    return a->num_gpu == b->num_gpu && a->gpu_milli == b->gpu_milli &&
-           a->gpu_mem_mib == b->gpu_mem_mib && a->mig_profile == b->mig_profile &&
-           a->cpu_milli == b->cpu_milli && a->mem_mib == b->mem_mib &&
-           a->model_mask == b->model_mask && a->tenant == b->tenant && a->isolation == b->isolation;
+    return allot_hash_mix(allot_task_hash(t, 0xfa57), (uint64_t)n_tasks);
 }
 
 /* Considered in full whatever its class's verdict (see consider()). */
@@ -320,7 +303,7 @@ static struct fast_fail *fail_slot(struct queue_fast *f, const struct allot_task
     for (i = (size_t)h & mask;; i = (i + 1) & mask) {
         struct fast_fail *s = &f->fail[i];
         if (s->epoch1 != f->fail_epoch1 ||
-            (s->hash == h && s->n_tasks == n && task_eq(&s->task, k)))
+            (s->hash == h && s->n_tasks == n && allot_task_same(&s->task, k)))
             return s;
     }
 }
@@ -486,7 +469,8 @@ static int cls_of(const struct allot_queue *q, struct fast_ten *T, int *tab, siz
 
     for (i = (size_t)h & mask; tab[i] >= 0; i = (i + 1) & mask) {
         const struct fast_cls *c = &T->cls[tab[i]];
-        if (c->hash == h && c->n_tasks == j->spec.n_tasks && task_eq(&c->task, &j->spec.task))
+        if (c->hash == h && c->n_tasks == j->spec.n_tasks &&
+            allot_task_same(&c->task, &j->spec.task))
             return tab[i];
     }
     tab[i] = (int)T->n_cls;

@@ -56,23 +56,7 @@ struct shape_cache {
 
 static uint64_t shape_hash(const struct allot_task *t)
 {
-    uint64_t h = allot_hash_mix(0x5eed, (uint64_t)t->num_gpu);
-
-    h = allot_hash_mix(h, (uint64_t)t->gpu_milli);
-    h = allot_hash_mix(h, (uint64_t)t->gpu_mem_mib);
-    h = allot_hash_mix(h, (uint64_t)t->mig_profile + 1);
-    h = allot_hash_mix(h, (uint64_t)t->cpu_milli);
-    h = allot_hash_mix(h, (uint64_t)t->mem_mib);
-    h = allot_hash_mix(h, (uint64_t)t->tenant << 2 | (uint64_t)t->isolation);
-    return allot_hash_mix(h, t->model_mask);
-}
-
-static bool shape_eq(const struct allot_task *a, const struct allot_task *b)
-{
-    return a->num_gpu == b->num_gpu && a->gpu_milli == b->gpu_milli &&
-           a->gpu_mem_mib == b->gpu_mem_mib && a->mig_profile == b->mig_profile &&
-           a->cpu_milli == b->cpu_milli && a->mem_mib == b->mem_mib &&
-           a->model_mask == b->model_mask && a->tenant == b->tenant && a->isolation == b->isolation;
+    return allot_task_hash(t, 0x5eed);
 }
 
 /* Returns the id of t's shape, interning it; negative on ENOMEM. */
@@ -99,7 +83,7 @@ static int shape_id(struct allot_sched *s, const struct allot_task *t)
     }
     h = (size_t)shape_hash(t) & (s->shape_tab_cap - 1);
     while (s->shape_tab[h] >= 0) {
-        if (shape_eq(&s->shapes[s->shape_tab[h]], t))
+        if (allot_task_same(&s->shapes[s->shape_tab[h]], t))
             return s->shape_tab[h];
         h = (h + 1) & (s->shape_tab_cap - 1);
     }
@@ -214,6 +198,7 @@ void allot_sched_placement_init(const struct allot_sched *s, int node, const str
     out->mig_start = -1;
     out->cpu_milli = t->cpu_milli;
     out->mem_mib = t->mem_mib;
+    out->rdma_vfs = t->rdma_vfs;
     out->pod_class = allot_task_pod_class(t);
     out->tenant = t->tenant;
     out->isolation = t->isolation;

@@ -19,6 +19,11 @@ int allot_task_validate(const struct allot_catalog *cat, const struct allot_task
         allot_fmt(err, errlen, "task: memory_mib %lld is negative", (long long)t->mem_mib);
         return ALLOT_EINVAL;
     }
+    if (t->rdma_vfs < 0 || t->rdma_vfs > ALLOT_MAX_RDMA_VFS) {
+        allot_fmt(err, errlen, "task: rdma_vfs %d out of range 0..%d", t->rdma_vfs,
+                  ALLOT_MAX_RDMA_VFS);
+        return ALLOT_EINVAL;
+    }
     if (t->num_gpu < 0 || t->num_gpu > ALLOT_MAX_GPUS) {
         allot_fmt(err, errlen, "task: num_gpu %d out of range 0..%d", t->num_gpu, ALLOT_MAX_GPUS);
         return ALLOT_EINVAL;
@@ -101,6 +106,29 @@ int allot_task_pod_class(const struct allot_task *t)
     return t->num_gpu < ALLOT_POD_CLASSES ? t->num_gpu : ALLOT_POD_CLASSES - 1;
 }
 
+uint64_t allot_task_hash(const struct allot_task *t, uint64_t seed)
+{
+    uint64_t h = allot_hash_mix(seed, (uint64_t)t->num_gpu);
+
+    h = allot_hash_mix(h, (uint64_t)t->gpu_milli);
+    h = allot_hash_mix(h, (uint64_t)t->gpu_mem_mib);
+    h = allot_hash_mix(h, (uint64_t)t->mig_profile + 1);
+    h = allot_hash_mix(h, (uint64_t)t->cpu_milli);
+    h = allot_hash_mix(h, (uint64_t)t->mem_mib);
+    h = allot_hash_mix(h, (uint64_t)t->tenant << 2 | (uint64_t)t->isolation);
+    if (t->rdma_vfs) /* shapes without VFs hash as they always did */
+        h = allot_hash_mix(h, (uint64_t)t->rdma_vfs | 1ULL << 62);
+    return allot_hash_mix(h, t->model_mask);
+}
+
+bool allot_task_same(const struct allot_task *a, const struct allot_task *b)
+{
+    return a->num_gpu == b->num_gpu && a->gpu_milli == b->gpu_milli &&
+           a->gpu_mem_mib == b->gpu_mem_mib && a->mig_profile == b->mig_profile &&
+           a->cpu_milli == b->cpu_milli && a->mem_mib == b->mem_mib && a->rdma_vfs == b->rdma_vfs &&
+           a->model_mask == b->model_mask && a->tenant == b->tenant && a->isolation == b->isolation;
+}
+
 bool allot_isolation_allows(int holders, int32_t excl_holder, int tenant, bool asks_exclusive)
 {
     if (holders == 0)
@@ -119,7 +147,7 @@ bool allot_gpu_whole_free(const struct allot_gpu *g)
 
 bool allot_node_admits(const struct allot_node *n, const struct allot_task *t)
 {
-    if (n->cpu_free < t->cpu_milli || n->mem_free < t->mem_mib)
+    if (n->cpu_free < t->cpu_milli || n->mem_free < t->mem_mib || n->rdma_free < t->rdma_vfs)
         return false;
     /* exclusive-node tenants share a node with nobody else */
     if (!allot_isolation_allows(n->n_tasks, n->excl_tenant, t->tenant,

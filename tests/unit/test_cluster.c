@@ -264,12 +264,86 @@ static void test_isolation(void **state)
     allot_cluster_free(c);
 }
 
+/* RDMA virtual functions: a countable node resource placed like CPU. */
+static void test_rdma_vfs(void **state)
+{
+    struct allot_cluster *c = allot_cluster_new(cat, 0);
+    char err[256];
+    struct allot_node_spec sp = {
+        .name = "r0", .model = "H100", .cpu_milli = 8000, .mem_mib = 8192, .n_gpus = 2};
+    struct allot_task t = {.num_gpu = 1, .gpu_milli = 1000, .mig_profile = -1, .rdma_vfs = 3};
+    struct allot_placement p = {.node = 1,
+                                .gpu_mask = 1,
+                                .gpu_milli = 1000,
+                                .mig_profile = -1,
+                                .pod_class = 1,
+                                .rdma_vfs = 3};
+
+    (void)state;
+    sp.rdma_vfs = -1;
+    assert_int_equal(allot_cluster_add_node(c, &sp, err, sizeof(err)), ALLOT_ERANGE);
+    assert_non_null(strstr(err, "rdma_vfs"));
+    sp.rdma_vfs = ALLOT_MAX_RDMA_VFS + 1;
+    assert_int_equal(allot_cluster_add_node(c, &sp, err, sizeof(err)), ALLOT_ERANGE);
+    /* r0 has none, r1 and r2 four each */
+    sp.rdma_vfs = 0;
+    assert_int_equal(allot_cluster_add_node(c, &sp, err, sizeof(err)), 0);
+    sp.rdma_vfs = 4;
+    sp.name = "r1";
+    assert_int_equal(allot_cluster_add_node(c, &sp, err, sizeof(err)), 1);
+    sp.name = "r2";
+    assert_int_equal(allot_cluster_add_node(c, &sp, err, sizeof(err)), 2);
+    /* r1 and r2 are alike; r0 differs by its VFs */
+    assert_int_equal(allot_cluster_node_class(c, 1), allot_cluster_node_class(c, 2));
+    assert_int_not_equal(allot_cluster_node_class(c, 0), allot_cluster_node_class(c, 1));
+    assert_false(allot_node_fits(c, allot_cluster_node(c, 0), &t));
+    assert_true(allot_node_fits(c, allot_cluster_node(c, 1), &t));
+
+    assert_int_equal(allot_cluster_apply(c, &p), 0);
+    assert_int_equal(allot_cluster_node(c, 1)->rdma_free, 1);
+    /* one VF left: three more do not fit although GPU, CPU and memory do */
+    assert_false(allot_node_fits(c, allot_cluster_node(c, 1), &t));
+    p.gpu_mask = 2;
+    assert_int_equal(allot_cluster_apply(c, &p), ALLOT_ENOSPC);
+    assert_int_equal(allot_cluster_node(c, 1)->rdma_free, 1);
+    /* r1 now differs from r2 */
+    assert_int_not_equal(allot_cluster_node_class(c, 1), allot_cluster_node_class(c, 2));
+    /* releasing more VFs than were taken is refused without change */
+    p.gpu_mask = 1;
+    p.rdma_vfs = 4;
+    assert_int_equal(allot_cluster_release(c, &p), ALLOT_EINVAL);
+    p.rdma_vfs = 3;
+    assert_int_equal(allot_cluster_release(c, &p), 0);
+    assert_int_equal(allot_cluster_node(c, 1)->rdma_free, 4);
+    assert_int_equal(allot_cluster_node_class(c, 1), allot_cluster_node_class(c, 2));
+    assert_int_equal(allot_cluster_check(c, err, sizeof(err)), 0);
+
+    /* a task's ask is validated; shapes that differ only in VFs differ */
+    t.rdma_vfs = -1;
+    assert_int_equal(allot_task_validate(cat, &t, err, sizeof(err)), ALLOT_EINVAL);
+    assert_non_null(strstr(err, "rdma_vfs"));
+    t.rdma_vfs = 2;
+    {
+        struct allot_task u = t;
+        u.rdma_vfs = 0;
+        assert_false(allot_task_same(&t, &u));
+        assert_int_not_equal(allot_task_hash(&t, 1), allot_task_hash(&u, 1));
+        u.rdma_vfs = 2;
+        assert_true(allot_task_same(&t, &u));
+    }
+    allot_cluster_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_add_node_validation),      cmocka_unit_test(test_state_classes),
-        cmocka_unit_test(test_apply_refuses_overcommit), cmocka_unit_test(test_buckets),
-        cmocka_unit_test(test_task_validation),          cmocka_unit_test(test_isolation),
+        cmocka_unit_test(test_add_node_validation),
+        cmocka_unit_test(test_state_classes),
+        cmocka_unit_test(test_apply_refuses_overcommit),
+        cmocka_unit_test(test_buckets),
+        cmocka_unit_test(test_task_validation),
+        cmocka_unit_test(test_isolation),
+        cmocka_unit_test(test_rdma_vfs),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

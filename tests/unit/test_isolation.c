@@ -9,7 +9,8 @@
  *   - exclusive-gpu: a time-shared GPU holds one tenant's fractions when
  *     any of them, or the newcomer, is exclusive-gpu (MIG and whole GPUs
  *     are not time-shared);
- *   - capacity: CPU, memory, free GPUs, free milli and GPU memory, MIG
+ *   - capacity: CPU, memory, RDMA VFs (counted from the tasks placed),
+ *     free GPUs, free milli and GPU memory, MIG
  *     geometry, node state and GPU model.
  * A policy must place when the oracle finds a place and must answer
  * ALLOT_ENOSPC when it finds none; what it places must pass the oracle.
@@ -35,6 +36,7 @@ struct rec {
     uint32_t gpus; /* GPUs held */
     int tenant, iso;
     bool frac; /* a time-shared fraction */
+    int vfs;   /* RDMA VFs held */
 };
 
 struct world {
@@ -42,6 +44,7 @@ struct world {
     struct rec rec[MAX_REC];
     int n_rec;
     int iso_of[8]; /* isolation level of tenants 1..7 */
+    int vf_cap[8]; /* RDMA VFs of each node, as the oracle knows them */
 };
 
 enum kind { K_WHOLE, K_MULTI, K_MIG, K_FRAC, K_MEMFRAC, K_CPU, K_KINDS };
@@ -87,7 +90,13 @@ static bool oracle_node(const struct world *w, int ni, const struct allot_task *
 {
     const struct allot_node *n = allot_cluster_node(w->c, ni);
 
+    int vfs = 0;
+
     if (n->state != ALLOT_NODE_READY || n->cpu_free < t->cpu_milli || n->mem_free < t->mem_mib)
+        return false;
+    for (int r = 0; r < w->n_rec; r++)
+        vfs += w->rec[r].node == ni ? w->rec[r].vfs : 0;
+    if (vfs + t->rdma_vfs > w->vf_cap[ni])
         return false;
     for (int r = 0; r < w->n_rec; r++) {
         const struct rec *h = &w->rec[r];
@@ -176,6 +185,8 @@ static void oracle_check(const struct world *w, const struct allot_task *t,
 
     if (!oracle_node(w, p->node, t))
         fail_msg("%s: node %s breaks node rules", what, n->name);
+    if (p->rdma_vfs != t->rdma_vfs)
+        fail_msg("%s: %d RDMA VFs placed, %d asked", what, p->rdma_vfs, t->rdma_vfs);
     if (__builtin_popcount(p->gpu_mask) != want)
         fail_msg("%s: %d GPUs placed, %d asked", what, __builtin_popcount(p->gpu_mask), want);
     for (int g = 0; g < n->n_gpus; g++) {
@@ -195,18 +206,27 @@ static void oracle_check(const struct world *w, const struct allot_task *t,
 
 /* ---- random worlds ------------------------------------------------------ */
 
-static void add(struct allot_cluster *c, const char *name, const char *model, int gpus, int mode,
-                int64_t cpu)
+static int add_vfs(struct allot_cluster *c, const char *name, const char *model, int gpus, int mode,
+                   int64_t cpu, int vfs)
 {
     struct allot_node_spec sp = {.name = name,
                                  .model = model,
                                  .cpu_milli = cpu,
                                  .mem_mib = 65536,
+                                 .rdma_vfs = vfs,
                                  .n_gpus = gpus,
                                  .gpu_mode = mode};
     char err[128];
+    int ni = allot_cluster_add_node(c, &sp, err, sizeof(err));
 
-    assert_true(allot_cluster_add_node(c, &sp, err, sizeof(err)) >= 0);
+    assert_true(ni >= 0);
+    return ni;
+}
+
+static void add(struct allot_cluster *c, const char *name, const char *model, int gpus, int mode,
+                int64_t cpu)
+{
+    add_vfs(c, name, model, gpus, mode, cpu, 0);
 }
 
 static void world_new(struct world *w, struct allot_rng *r)
@@ -215,9 +235,11 @@ static void world_new(struct world *w, struct allot_rng *r)
     w->c = allot_cluster_new(cat, ALLOT_CLASS_POD_CLASSES);
     assert_non_null(w->c);
     add(w->c, "s0", "A100-80GB", 4, ALLOT_GPU_SHARED, 32000);
-    add(w->c, "s1", "A100-80GB", 4, ALLOT_GPU_SHARED, 32000);
+    w->vf_cap[1] = 2;
+    assert_int_equal(add_vfs(w->c, "s1", "A100-80GB", 4, ALLOT_GPU_SHARED, 32000, 2), 1);
     add(w->c, "s2", "T4", 2, ALLOT_GPU_SHARED, 8000);
-    add(w->c, "x0", "A100-80GB", 4, ALLOT_GPU_EXCLUSIVE, 32000);
+    w->vf_cap[3] = 3;
+    assert_int_equal(add_vfs(w->c, "x0", "A100-80GB", 4, ALLOT_GPU_EXCLUSIVE, 32000, 3), 3);
     add(w->c, "m0", "A100-80GB", 2, ALLOT_GPU_MIG, 32000);
     add(w->c, "cpu", NULL, 0, ALLOT_GPU_SHARED, 16000);
     for (int i = 1; i < 8; i++)
@@ -234,6 +256,7 @@ static void world_fill_one(struct world *w, struct allot_rng *r)
         task_of(kind, tenant, w->iso_of[tenant], 100 * (1 + (int)allot_rng_below(r, 9)));
     int nn = allot_cluster_node_count(w->c), start = (int)allot_rng_below(r, (uint64_t)nn);
 
+    t.rdma_vfs = allot_rng_below(r, 3) == 0 ? 1 : 0;
     if (w->n_rec == MAX_REC)
         return;
     for (int d = 0; d < nn; d++) {
@@ -244,6 +267,7 @@ static void world_fill_one(struct world *w, struct allot_rng *r)
                                     .mig_start = -1,
                                     .cpu_milli = t.cpu_milli,
                                     .mem_mib = t.mem_mib,
+                                    .rdma_vfs = t.rdma_vfs,
                                     .pod_class = allot_task_pod_class(&t),
                                     .tenant = tenant,
                                     .isolation = t.isolation};
@@ -279,7 +303,8 @@ static void world_fill_one(struct world *w, struct allot_rng *r)
                                           .gpus = p.gpu_mask,
                                           .tenant = tenant,
                                           .iso = t.isolation,
-                                          .frac = is_frac(&t)};
+                                          .frac = is_frac(&t),
+                                          .vfs = t.rdma_vfs};
         return;
     }
 }
@@ -339,9 +364,12 @@ static void test_matrix(void **state)
                 for (int k = 0; k < 2; k++) {
                     int tn = tenants[k], lvl = k ? w.iso_of[tn < 8 ? tn : 0] : iso;
                     struct allot_task t = task_of(kind, tn, lvl, 100 * (1 + scenario % 9));
-                    char what[96];
-                    allot_fmt(what, sizeof(what), "scenario %d, %s, isolation %d, tenant %d",
-                              scenario, kind_names[kind], lvl, tn);
+                    char what[112];
+                    /* every third probe asks 1..3 RDMA VFs (s1 has 2, x0 3) */
+                    t.rdma_vfs = (scenario + kind + iso + k) % 3 == 0 ? 1 + scenario % 3 : 0;
+                    allot_fmt(what, sizeof(what),
+                              "scenario %d, %s, isolation %d, tenant %d, %d VFs", scenario,
+                              kind_names[kind], lvl, tn, t.rdma_vfs);
                     placed += probe(&w, &t, what);
                     probes++;
                 }

@@ -1356,6 +1356,59 @@ static void test_fast_matches_reference(void **state)
     twin_run(o, false, 9, 300);
 }
 
+/* Jobs asking RDMA VFs go only where enough are free, wait with a reason
+ * naming them, and start when VFs come back. */
+static void test_rdma_vfs(void **state)
+{
+    struct world w;
+    char err[256];
+    struct allot_node_spec sp = {.name = "r0",
+                                 .model = "H100",
+                                 .cpu_milli = 64000,
+                                 .mem_mib = 262144,
+                                 .n_gpus = 4,
+                                 .island_size = 4,
+                                 .rdma_vfs = 2};
+    struct allot_job_spec s = {
+        .prio_class = -1,
+        .n_tasks = 1,
+        .task = {.num_gpu = 1, .gpu_milli = 1000, .mig_profile = -1, .cpu_milli = 1000}};
+    int r0, a, b, plain;
+
+    (void)state;
+    world_init(&w, 1, 8, base); /* h0: no VFs */
+    r0 = allot_cluster_add_node(w.c, &sp, err, sizeof(err));
+    assert_true(r0 >= 0);
+    s.tenant = w.a;
+    s.name = "two-vfs";
+    s.task.rdma_vfs = 2;
+    a = allot_queue_submit(w.q, &s, 0, err, sizeof(err));
+    s.name = "one-vf";
+    s.task.rdma_vfs = 1;
+    b = allot_queue_submit(w.q, &s, 1, err, sizeof(err));
+    s.name = "plain";
+    s.task.rdma_vfs = 0;
+    plain = allot_queue_submit(w.q, &s, 2, err, sizeof(err));
+    assert_true(a >= 0 && b >= 0 && plain >= 0);
+    cycle(&w, 10);
+    assert_int_equal(allot_queue_job(w.q, a)->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(allot_queue_job(w.q, a)->pl[0].node, r0);
+    assert_int_equal(allot_queue_job(w.q, a)->pl[0].rdma_vfs, 2);
+    assert_int_equal(allot_cluster_node(w.c, r0)->rdma_free, 0);
+    /* GPUs are free on both nodes, VFs on neither */
+    assert_int_equal(allot_queue_job(w.q, b)->state, ALLOT_JOB_PENDING);
+    if (!strstr(allot_queue_reason(w.q, b), "RDMA VFs"))
+        fail_msg("reason \"%s\" does not name RDMA VFs", allot_queue_reason(w.q, b));
+    assert_int_equal(allot_queue_job(w.q, plain)->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(allot_queue_finish(w.q, a, 20), 0);
+    assert_int_equal(allot_cluster_node(w.c, r0)->rdma_free, 2);
+    cycle(&w, 30);
+    assert_int_equal(allot_queue_job(w.q, b)->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(allot_queue_job(w.q, b)->pl[0].node, r0);
+    assert_int_equal(allot_cluster_node(w.c, r0)->rdma_free, 1);
+    world_free(&w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1365,6 +1418,7 @@ int main(void)
         cmocka_unit_test(test_min_runtime),
         cmocka_unit_test(test_priority_preemption),
         cmocka_unit_test(test_prio_class_changed),
+        cmocka_unit_test(test_rdma_vfs),
         cmocka_unit_test(test_no_preemption_loops),
         cmocka_unit_test(test_backfill_respects_reservation),
         cmocka_unit_test(test_runtime_limit_and_validation),
