@@ -31,6 +31,7 @@ const struct cli_opt jobs_submit_opts[] = {
     {"gpu-memory", 0, "SIZE", "GPU memory per task (MiB, or with K/M/G/T)"},
     {"cpus", 'c', "C", "CPUs per task (default 1; fractions allowed)"},
     {"mem", 'm', "SIZE", "memory per task (MiB, or with K/M/G/T)"},
+    {"rdma-vfs", 0, "N", "RDMA virtual functions (SR-IOV VFs of the node's HCAs) per task"},
     {"priority", 'p', "CLASS", "priority class"},
     {"gpu-model", 0, "MODEL", "allowed GPU model (repeatable)"},
     {"image", 0, "IMAGE", "container image"},
@@ -126,6 +127,9 @@ static int build_job(const struct cli_args *a, json_t **out)
         json_object_set_new(job, "tasks", json_integer(i64));
     if (rc == CLI_OK && (s = args_get(a, "gpus")) && !(rc = args_int("gpus", s, 0, 1024, &i64)))
         json_object_set_new(job, "gpus", json_integer(i64));
+    if (rc == CLI_OK && (s = args_get(a, "rdma-vfs")) &&
+        !(rc = args_int("rdma-vfs", s, 0, 4096, &i64)))
+        json_object_set_new(job, "rdma_vfs", json_integer(i64));
     if (rc == CLI_OK && (s = args_get(a, "gpu-milli")) &&
         !(rc = args_int("gpu-milli", s, 1, 999, &i64)))
         json_object_set_new(job, "gpu_milli", json_integer(i64));
@@ -466,6 +470,8 @@ static void show_one(const json_t *j)
            json_integer_value(tasks) > 1 ? "s" : "", shape(spec, b1, sizeof(b1), false),
            cpus ? out_cell(cpus, b2, sizeof(b2)) : "1",
            out_cell(json_object_get(spec, "memory"), b3, sizeof(b3)));
+    if ((x = json_object_get(spec, "rdma_vfs")))
+        printf("%-13s %lld RDMA VFs per task\n", "", (long long)json_integer_value(x));
     if ((x = json_object_get(spec, "command")) && json_is_array(x)) {
         json_t *w;
         printf("%-13s", "command:");
@@ -483,12 +489,16 @@ static void show_one(const json_t *j)
     {
         json_t *mig = json_object_get(x, "mig_profile");
         json_t *addr = json_object_get(x, "address");
-        printf("%-13s task %lld on %s, GPUs %s%s%s%s%s\n",
+        json_int_t vfs = json_integer_value(json_object_get(x, "rdma_vfs"));
+        printf("%-13s task %lld on %s, GPUs %s%s%s%s%s",
                i ? "" : "placement:", (long long)json_integer_value(json_object_get(x, "task")),
                json_string_value(json_object_get(x, "node")),
                out_cell(json_object_get(x, "gpus"), b1, sizeof(b1)), mig ? ", MIG " : "",
                mig ? json_string_value(mig) : "", addr ? ", address " : "",
                addr ? json_string_value(addr) : "");
+        if (vfs > 0)
+            printf(", %lld RDMA VFs", (long long)vfs);
+        putchar('\n');
     }
     json_t *net = json_object_get(j, "network");
     if (net)

@@ -13,6 +13,20 @@
 #include <stdio.h>
 #include <string.h>
 
+int agentproto_rdma_vfs(const json_t *inv)
+{
+    const json_t *x;
+    size_t i;
+    int64_t sum = 0;
+
+    json_array_foreach(json_object_get(inv, "rdma"), i, x)
+    {
+        json_int_t v = json_integer_value(json_object_get(x, "vfs"));
+        sum += v > 0 && v <= ALLOT_MAX_RDMA_VFS ? v : 0;
+    }
+    return sum > ALLOT_MAX_RDMA_VFS ? ALLOT_MAX_RDMA_VFS : (int)sum;
+}
+
 bool agentproto_name_ok(const char *s)
 {
     size_t n = strlen(s);
@@ -98,6 +112,11 @@ int agentproto_inventory(json_t *b, const struct allot_catalog *cat, int *n_gpus
                 return allot_fmt(err, errlen,
                                  "field \"rdma[%zu]\": want {\"name\": string, \"vfs\": int}", ri),
                        400;
+            if (json_integer_value(json_object_get(x, "vfs")) < 0 ||
+                json_integer_value(json_object_get(x, "vfs")) > ALLOT_MAX_RDMA_VFS)
+                return allot_fmt(err, errlen, "field \"rdma[%zu].vfs\" must be in 0..%d", ri,
+                                 ALLOT_MAX_RDMA_VFS),
+                       422;
         }
     }
     v = json_object_get(b, "gpus");

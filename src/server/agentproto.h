@@ -39,6 +39,10 @@ bool agentproto_name_ok(const char *s);
 int agentproto_inventory(json_t *b, const struct allot_catalog *cat, int *n_gpus, char *err,
                          size_t errlen);
 
+/* The RDMA virtual functions an inventory registers (the sum of its
+ * rdma[].vfs, at most ALLOT_MAX_RDMA_VFS): the node's VF capacity. */
+int agentproto_rdma_vfs(const json_t *inv);
+
 /* Checks a heartbeat body (NULL: an empty one). Returns 0 with *out filled,
  * or 400 with a message naming the field. */
 int agentproto_heartbeat(json_t *b, struct hb_body *out, char *err, size_t errlen);

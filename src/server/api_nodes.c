@@ -393,7 +393,9 @@ int api_nodes_list(struct req *r)
     a = json_array();
     for (size_t i = 0; i < cnt; i++) {
         json_t *inv = json_loads(n[i].inventory ? n[i].inventory : "{}", 0, NULL);
-        size_t tasks = loop_node_tasks(r->srv->loop, n[i].name);
+        int64_t vfs_used;
+        size_t tasks = loop_node_tasks(r->srv->loop, n[i].name, &vfs_used);
+        int vfs = agentproto_rdma_vfs(inv);
         json_t *health, *fenced;
 
         pthread_mutex_lock(&r->srv->agents_lock);
@@ -417,6 +419,9 @@ int api_nodes_list(struct req *r)
         /* why the node takes no new work although ready: an unhealthy GPU */
         json_object_set_new(json_array_get(a, json_array_size(a) - 1), "fenced",
                             fenced ? fenced : json_null());
+        if (vfs > 0) /* RDMA virtual functions: what the scheduler places against */
+            json_object_set_new(json_array_get(a, json_array_size(a) - 1), "rdma_vfs",
+                                json_pack("{s:i,s:I}", "total", vfs, "used", (json_int_t)vfs_used));
     }
     allot_store_nodes_free(n, cnt);
     return api_json(r, 200, json_pack("{s:o}", "nodes", a));

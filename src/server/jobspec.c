@@ -17,7 +17,7 @@ static const char *const fields[] = {
     "name",       "tenant",     "tasks",          "gpus",    "mig",     "gpu_milli", "gpu_memory",
     "cpus",       "memory",     "priority",       "command", "env",     "workdir",   "image",
     "gpu_models", "time_limit", "checkpointable", "labels",  "requeue", "array",     "dependency",
-    NULL};
+    "rdma_vfs",   NULL};
 
 #define E400(...) (allot_fmt(err, errlen, __VA_ARGS__), 400)
 #define E422(...) (allot_fmt(err, errlen, __VA_ARGS__), 422)
@@ -209,7 +209,7 @@ int jobspec_parse(json_t *b, const struct allot_catalog *cat, struct jobspec *ou
 {
     const char *k, *mig = NULL, *dep = NULL;
     json_t *v;
-    int64_t tasks = 1, gpus = -1, milli = -1, gmem = -1, mem = 0, limit = 0;
+    int64_t tasks = 1, gpus = -1, milli = -1, gmem = -1, mem = 0, limit = 0, vfs = 0;
     int rc;
 
     memset(out, 0, sizeof(*out));
@@ -235,6 +235,7 @@ int jobspec_parse(json_t *b, const struct allot_catalog *cat, struct jobspec *ou
         (rc = get_int(b, "gpu_milli", 1, 999, &milli, err, errlen)) ||
         (rc = get_int(b, "gpu_memory", 1, INT64_C(1) << 40, &gmem, err, errlen)) ||
         (rc = get_int(b, "memory", 0, INT64_C(1) << 40, &mem, err, errlen)) ||
+        (rc = get_int(b, "rdma_vfs", 0, ALLOT_MAX_RDMA_VFS, &vfs, err, errlen)) ||
         (rc = get_int(b, "time_limit", 0, INT64_C(1) << 40, &limit, err, errlen)) ||
         (rc = get_strings(b, "command", false, err, errlen)) ||
         (rc = get_strings(b, "gpu_models", false, err, errlen)) ||
@@ -271,6 +272,7 @@ int jobspec_parse(json_t *b, const struct allot_catalog *cat, struct jobspec *ou
         t->cpu_milli = (int64_t)llround(c * 1000);
     }
     t->mem_mib = mem;
+    t->rdma_vfs = (int)vfs;
     int kinds = (gpus >= 0) + (mig != NULL) + (milli >= 0 || gmem >= 0);
     if (kinds > 1)
         return E422("fields \"gpus\", \"mig\" and \"gpu_milli\"/\"gpu_memory\" exclude each "

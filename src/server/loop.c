@@ -24,6 +24,8 @@
  */
 #include "loop_int.h"
 
+#include "agentproto.h"
+
 #include "jobspec.h"
 #include "log.h"
 #include "meter.h"
@@ -136,6 +138,7 @@ static int add_node(struct loop *l, const char *name, const char *inventory, int
     ns.mem_mib = json_integer_value(json_object_get(inv, "memory"));
     ns.n_gpus = (int)json_array_size(gpus);
     ns.island_size = (int)json_integer_value(json_object_get(inv, "island_size"));
+    ns.rdma_vfs = agentproto_rdma_vfs(inv);
     if (ns.n_gpus)
         ns.model = json_string_value(json_object_get(json_array_get(gpus, 0), "model"));
     ns.gpu_mode = !mode || !strcmp(mode, "shared") ? ALLOT_GPU_SHARED
@@ -713,6 +716,8 @@ static json_t *placement_json(struct loop *l, const struct allot_job *qj)
             json_pack("{s:i,s:s,s:o,s:i,s:I,s:I,s:I}", "task", k, "node", n->name, "gpus", g,
                       "gpu_milli", p->gpu_milli, "gpu_memory", (json_int_t)p->gpu_mem_mib,
                       "cpu_milli", (json_int_t)p->cpu_milli, "memory", (json_int_t)p->mem_mib);
+        if (p->rdma_vfs > 0) /* how many; the node's agent picks which */
+            json_object_set_new(o, "rdma_vfs", json_integer(p->rdma_vfs));
         if (n->model >= 0)
             json_object_set_new(o, "model", json_string(cat->models[n->model].name));
         if (p->mig_profile >= 0 && n->model >= 0) {
@@ -1318,14 +1323,18 @@ json_t *loop_desired(struct loop *l, const char *name)
     return a ? a : json_array();
 }
 
-size_t loop_node_tasks(struct loop *l, const char *name)
+size_t loop_node_tasks(struct loop *l, const char *name, int64_t *rdma_vfs)
 {
-    size_t n;
+    size_t n, k;
+    json_t *x;
 
+    *rdma_vfs = 0;
     if (!l)
         return 0; /* still starting */
     pthread_mutex_lock(&l->dmu);
     n = json_array_size(json_object_get(l->desired, name));
+    json_array_foreach(json_object_get(l->desired, name), k, x) *rdma_vfs +=
+        json_integer_value(json_object_get(x, "rdma_vfs"));
     pthread_mutex_unlock(&l->dmu);
     return n;
 }

@@ -65,8 +65,9 @@ void loop_release_waiters(struct loop *l);
  * addresses of the other nodes hosting it]}; new reference) or NULL. */
 json_t *loop_node_peers(struct loop *l, const char *name);
 
-/* How many tasks are placed on node `name` (0 for an unknown node). */
-size_t loop_node_tasks(struct loop *l, const char *name);
+/* How many tasks are placed on node `name` (0 for an unknown node), and
+ * in *rdma_vfs the RDMA VFs they hold. */
+size_t loop_node_tasks(struct loop *l, const char *name, int64_t *rdma_vfs);
 /* Scheduler metrics in Prometheus text format. */
 void loop_metrics(struct loop *l, FILE *out);
 
