@@ -24,6 +24,9 @@
 #define NVIDIA_MAJOR    195 /* character major of /dev/nvidiaN and nvidiactl */
 #define NVIDIACTL_MINOR 255
 
+#define AGENT_MAX_TASK_VFS  32 /* RDMA virtual functions one task may hold (rdma.h) */
+#define AGENT_MAX_TASK_DEVS 32 /* device nodes of a task besides its GPUs (VFs' uverbs) */
+
 /* ---- options (main.c) ---- */
 
 struct agent_config {
@@ -66,6 +69,7 @@ struct agent_config {
     char *underlay_ip;       /* this node's address on the data-centre network */
     char *uplink;            /* interface towards it (default: the one with underlay_ip) */
     char *uplink_rate;       /* its capacity for the tenants' HTB classes ("10Gbit") */
+    char *sysfs;             /* where sysfs is mounted (RDMA inventory and VFs; tests) */
 };
 
 /* ---- inventory (inventory.c) ---- */
@@ -112,6 +116,11 @@ json_t *inventory_json(const struct agent_config *cfg, const struct agent_invent
 
 /* ---- cgroups (cgroup.c) ---- */
 
+/* One device rule: character devices of `major`, minor `minor` (-1: any). */
+struct dev_rule {
+    int major, minor;
+};
+
 struct cg_limits {
     int64_t cpu_milli; /* 0: no quota */
     int64_t mem_bytes; /* 0: no limit */
@@ -119,18 +128,18 @@ struct cg_limits {
     /* devices: the task's GPUs (minors) besides the usual ones */
     int n_gpu_minors;
     int gpu_minors[AGENT_MAX_GPUS];
+    /* ... and its other device nodes (the uverbs of its RDMA VFs) */
+    int n_devs;
+    struct dev_rule devs[AGENT_MAX_TASK_DEVS];
 };
 
-/* One device rule: character devices of `major`, minor `minor` (-1: any). */
-struct dev_rule {
-    int major, minor;
-};
-#define CG_MAX_DEV_RULES (16 + AGENT_MAX_GPUS)
+#define CG_MAX_DEV_RULES (16 + AGENT_MAX_GPUS + AGENT_MAX_TASK_DEVS)
 
 /* The devices a task may use, the one list every mechanism applies (v1
  * devices controller, v2 BPF program, the OCI runtime): null, zero, full,
- * random, urandom, tty, ptmx, pts, nvidiactl, nvidia-uvm and the task's own
- * GPUs. Everything else is denied. Returns the number of rules. */
+ * random, urandom, tty, ptmx, pts, nvidiactl, nvidia-uvm, the task's own
+ * GPUs and its other devices (lim->devs). Everything else is denied.
+ * Returns the number of rules. */
 int cg_device_rules(const struct cg_limits *lim, struct dev_rule *out);
 
 /* Loads a BPF device program allowing exactly rules[0..n) (character
@@ -159,6 +168,12 @@ void cg_destroy(const char *root, const char *name);
 
 /* ---- tasks (task.c) ---- */
 
+/* A character device a task gets besides its GPUs. */
+struct task_dev {
+    int major, minor;
+    char path[48]; /* /dev/infiniband/uverbsN */
+};
+
 enum task_state {
     TASK_STARTING = 0, /* supervisor forked, not yet seen running */
     TASK_RUNNING,
@@ -184,6 +199,10 @@ struct task {
     uint64_t shim_busy_ns; /* a fraction: GPU time its shim region counted at the last sample */
     int64_t shim_at_ms;    /* ... and when (monotonic; 0: none yet) */
     bool net;              /* runs in its network namespace allot-KEY (net.h) */
+    int n_vfs;             /* RDMA VFs it holds while it starts, runs or stops (rdma.h) */
+    char vfs[AGENT_MAX_TASK_VFS][32]; /* ... their PCI addresses */
+    int n_devs;
+    struct task_dev devs[AGENT_MAX_TASK_DEVS]; /* their uverbs device nodes */
 };
 
 struct agent;

@@ -4,9 +4,10 @@
  * Limits: CPU quota from the task's CPUs (period 100 ms), memory (and
  * memory+swap on v1, swap 0 on v2), process count. Devices (v1): every
  * device denied but the usual ones of a container (null, zero, full,
- * random, urandom, tty, ptmx, pts), nvidiactl, nvidia-uvm and the task's
- * own GPUs, so opening another GPU fails with EPERM; on v2 the same rules
- * are a BPF device program attached to the task's cgroup (devbpf.c).
+ * random, urandom, tty, ptmx, pts), nvidiactl, nvidia-uvm, the task's own
+ * GPUs and the uverbs nodes of its RDMA VFs, so opening another GPU (or
+ * VF) fails with EPERM; on v2 the same rules are a BPF device program
+ * attached to the task's cgroup (devbpf.c).
  */
 #include "agent.h"
 
@@ -137,6 +138,8 @@ int cg_device_rules(const struct cg_limits *lim, struct dev_rule *out)
         out[n++] = (struct dev_rule){uvm, -1};
     for (int i = 0; i < lim->n_gpu_minors && n < CG_MAX_DEV_RULES; i++)
         out[n++] = (struct dev_rule){NVIDIA_MAJOR, lim->gpu_minors[i]};
+    for (int i = 0; i < lim->n_devs && n < CG_MAX_DEV_RULES; i++)
+        out[n++] = lim->devs[i];
     return n;
 }
 

@@ -4,10 +4,11 @@
  * the node name and a character device the agent creates in STATE/dev with
  * NVIDIA's major number, so that everything above the device layer (the
  * cgroup device rules, CUDA_VISIBLE_DEVICES, the scheduler) is the real
- * path. Otherwise the GPUs are the ones NVML reports (nvml.c).
+ * path. Otherwise the GPUs are the ones NVML reports (nvml.c). The RDMA
+ * devices and their SR-IOV VFs come from sysfs (rdma.c).
  */
 #include "agent.h"
-#include "net.h"
+#include "rdma.h"
 
 #include "allot/common.h"
 #include "log.h"
@@ -164,7 +165,7 @@ json_t *inventory_json(const struct agent_config *cfg, const struct agent_invent
     if (o && inv->island_size > 0)
         json_object_set_new(o, "island_size", json_integer(inv->island_size));
     /* tenant networks (docs/network.md): the overlay's address, the RDMA devices */
-    json_t *rdma = net_rdma_json();
+    json_t *rdma = rdma_inventory_json(cfg->sysfs);
     if (o && !strcmp(cfg->network, "on") && cfg->underlay_ip && *cfg->underlay_ip)
         json_object_set_new(o, "underlay", json_string(cfg->underlay_ip));
     if (o && (!strcmp(cfg->network, "on") || json_array_size(rdma)))

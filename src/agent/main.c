@@ -240,6 +240,13 @@ static const struct allot_config_option options[] = {
      .offset = F(uplink_rate),
      .help = "Capacity of the uplink shared by the tenants' HTB classes, e.g. 25Gbit (default: "
              "the link's speed, else 10Gbit)."},
+    {.name = "sysfs",
+     .type = ALLOT_CFG_STRING,
+     .offset = F(sysfs),
+     .def = "/sys",
+     .help = "Where sysfs is mounted: the RDMA devices and their SR-IOV virtual functions are "
+             "read there (class/infiniband, class/net). For tests and containers with another "
+             "view of it."},
     {.name = "listen",
      .type = ALLOT_CFG_STRING,
      .offset = F(listen),

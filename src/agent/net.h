@@ -20,7 +20,8 @@
  *
  * Callers: task.c (up when a task starts, down when it is forgotten, the
  * namespace joined by the task's process before exec), main.c (options,
- * adoption, peers and sync after each heartbeat), inventory.c (RDMA).
+ * adoption, peers and sync after each heartbeat), rdma.c (a task's VF
+ * netdevs move into its namespace).
  */
 #ifndef ALLOT_AGENT_NET_H
 #define ALLOT_AGENT_NET_H
@@ -114,10 +115,5 @@ int net_sync(struct net *n, bool all);
  * (the last reading in between). [] when n is NULL or no task here has a
  * network. */
 json_t *net_usage_json(struct net *n);
-
-/* The node's RDMA devices for the inventory (new reference): an array of
- * {"name", "vfs"}: InfiniBand/RoCE devices (/sys/class/infiniband) and
- * network devices with SR-IOV virtual functions (sriov_numvfs). */
-json_t *net_rdma_json(void);
 
 #endif

@@ -3,7 +3,7 @@
  * per-tenant view net_sync derives from it, and the helpers the three
  * files share (net.c: registry, links, namespaces, FDB; net_rules.c: the
  * nftables table and the tc tree; net_sys.c: running ip/nft/tc, sysctls,
- * RDMA inventory, rates).
+ * rates).
  */
 #ifndef ALLOT_AGENT_NET_INT_H
 #define ALLOT_AGENT_NET_INT_H
@@ -84,8 +84,6 @@ int net_run(char *out, size_t outlen, const char *input, const char *fmt, ...)
 /* Like net_run but returns the output as parsed JSON (new reference), or
  * NULL when it failed or printed no JSON. */
 json_t *net_run_json(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* net_rdma_json with sysfs mounted at `sysfs` (tests: a made-up tree). */
-json_t *net_rdma_json_at(const char *sysfs);
 /* Writes value to /proc/sys/PATH (in the agent's network namespace). */
 int net_sysctl(const char *path, const char *value);
 /* Parses "10Gbit", "200Mbit", "1500kbit", "123" (bit/s). -1 when bad. */

@@ -3,9 +3,8 @@
  * iproute2, nftables and tc as child processes (the agent keeps no
  * netlink code of its own: these programs are the tools an admin debugs
  * with, and what they print is what the agent read), writing sysctls of
- * the agent's network namespace, parsing rates, and the RDMA inventory
- * from sysfs. Called by net.c and net_rules.c only (and inventory.c for
- * net_rdma_json).
+ * the agent's network namespace and parsing rates. Called by net.c and
+ * net_rules.c (and rdma.c, which moves VF netdevs with net_run).
  */
 #include "net_int.h"
 
@@ -189,55 +188,4 @@ int64_t net_parse_rate(const char *s)
         if (!strcasecmp(end, units[i].unit))
             return (int64_t)(v * (double)units[i].mul);
     return -1;
-}
-
-/* The integer in a small sysfs file, or -1. */
-static long read_long(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    long v = -1;
-
-    if (!f)
-        return -1;
-    if (fscanf(f, "%ld", &v) != 1)
-        v = -1;
-    fclose(f);
-    return v;
-}
-
-json_t *net_rdma_json(void)
-{
-    return net_rdma_json_at("/sys");
-}
-
-json_t *net_rdma_json_at(const char *sysfs)
-{
-    json_t *out = json_array();
-    const char *const classes[] = {"class/infiniband", "class/net"};
-
-    for (size_t r = 0; r < 2 && out; r++) {
-        char root[512];
-        DIR *d;
-        struct dirent *e;
-
-        allot_fmt(root, sizeof(root), "%s/%s", sysfs, classes[r]);
-        d = opendir(root);
-        while (d && (e = readdir(d))) {
-            char path[1024];
-            long vfs;
-
-            if (e->d_name[0] == '.')
-                continue;
-            allot_fmt(path, sizeof(path), "%s/%s/device/sriov_numvfs", root, e->d_name);
-            vfs = read_long(path);
-            /* every RDMA device; network devices only when they have VFs */
-            if (r == 1 && vfs <= 0)
-                continue;
-            json_array_append_new(out, json_pack("{s:s,s:I}", "name", e->d_name, "vfs",
-                                                 (json_int_t)(vfs > 0 ? vfs : 0)));
-        }
-        if (d)
-            closedir(d);
-    }
-    return out;
 }

@@ -12,8 +12,9 @@
  * network, or with tenant networks its task's namespace (net.h); the task's
  * user with no capabilities and no new privileges; the task's environment
  * and working directory; the device nodes of its own GPUs (and nvidiactl)
- * with the same device rules as the process executor. It joins the task's
- * cgroup (cgroupsPath), so the limits are the ones cgroup.c set.
+ * and of its RDMA VFs (uverbs) with the same device rules as the process
+ * executor. It joins the task's cgroup (cgroupsPath), so the limits are
+ * the ones cgroup.c set.
  */
 #include "agent.h"
 #include "net.h"
@@ -96,6 +97,12 @@ int oci_bundle(const struct agent *a, json_t *d, const struct task *t, const cha
         json_array_append_new(devices, json_pack("{s:s,s:s,s:i,s:i,s:i}", "path", dev, "type", "c",
                                                  "major", NVIDIA_MAJOR, "minor",
                                                  a->inv.gpus[g].minor, "fileMode", 0666));
+    }
+    for (int k = 0; k < t->n_devs; k++) { /* the uverbs nodes of its RDMA VFs */
+        lim.devs[lim.n_devs++] = (struct dev_rule){t->devs[k].major, t->devs[k].minor};
+        json_array_append_new(devices, json_pack("{s:s,s:s,s:i,s:i,s:i}", "path", t->devs[k].path,
+                                                 "type", "c", "major", t->devs[k].major, "minor",
+                                                 t->devs[k].minor, "fileMode", 0666));
     }
     int n_dr = cg_device_rules(&lim, dr);
     for (int k = 0; k < n_dr; k++)

@@ -8,10 +8,13 @@
  * waits for it and writes the exit file. So an agent restarted while tasks
  * run reads their folders back (task_adopt_all): a live process is adopted
  * where it runs, an ended one is reported with its status, and one that
- * vanished without an exit file is reported lost.
+ * vanished without an exit file is reported lost. A task's RDMA VFs
+ * (rdma.h) are recorded in its folder too (rdma.json) before it starts,
+ * and freed when its process ends, it fails to start or it is forgotten.
  */
 #include "agent.h"
 #include "net.h"
+#include "rdma.h"
 
 #include "allot/common.h"
 #include "log.h"
@@ -668,7 +671,32 @@ static void run_supervisor(const struct agent *a, const struct task *t, const ch
     _exit(0);
 }
 
-int task_start(struct agent *a, json_t *d, struct task *t)
+/* Moves the netdevs of the task's RDMA VFs into its network namespace
+ * (when it has one) and puts the VFs into its environment. 0, or -1 with
+ * why. */
+static int rdma_give(const struct task *t, const char *dir, struct env *env, char *why, size_t wlen)
+{
+    struct rdma_env re;
+    char ns[96];
+
+    if (!t->n_vfs)
+        return 0;
+    net_ns_name(t->key, ns, sizeof(ns));
+    if (t->net && rdma_task_enter(dir, ns, why, wlen) < 0)
+        return -1;
+    if (rdma_task_env(dir, &re) > 0) {
+        env_set(env, "ALLOT_RDMA_VFS", re.vfs);
+        if (*re.netdevs)
+            env_set(env, "ALLOT_RDMA_NETDEVS", re.netdevs);
+        if (*re.devices)
+            env_set(env, "ALLOT_RDMA_DEVICES", re.devices);
+    }
+    return 0;
+}
+
+/* task_start's work; task_start frees what a task that did not start
+ * holds. */
+static int task_launch(struct agent *a, json_t *d, struct task *t)
 {
     json_t *spec = json_object_get(d, "spec"), *cmd = json_object_get(spec, "command"), *x;
     const char *tenant = json_string_value(json_object_get(spec, "tenant"));
@@ -729,6 +757,13 @@ int task_start(struct agent *a, json_t *d, struct task *t)
         task_fail(t, why);
         return 0;
     }
+    if (rdma_task_assign(a, t, d, dir, why, sizeof(why)) < 0) {
+        LOG_WARN("task", "job %lld: %s", (long long)t->job, why);
+        task_fail(t, why);
+        return 0;
+    }
+    for (int k = 0; k < t->n_devs; k++) /* the uverbs nodes of its VFs */
+        lim.devs[lim.n_devs++] = (struct dev_rule){t->devs[k].major, t->devs[k].minor};
     lim.cpu_milli = json_integer_value(json_object_get(d, "cpu_milli"));
     lim.mem_bytes = json_integer_value(json_object_get(d, "memory")) * 1024 * 1024;
     json_array_foreach(json_object_get(d, "gpus"), i, x)
@@ -767,6 +802,13 @@ int task_start(struct agent *a, json_t *d, struct task *t)
     if (getuid() == 0 && fchown(log_fd, u.uid, u.gid) < 0)
         LOG_WARN("task", "%s: cannot give it to uid %d", logf, (int)u.uid);
     build_env(a, d, &u, dir, mig_uuid, &env);
+    if (rdma_give(t, dir, &env, why, sizeof(why)) < 0) {
+        LOG_ERROR("task", "job %lld: %s", (long long)t->job, why);
+        close(log_fd);
+        env_free(&env);
+        task_fail(t, why);
+        return 0;
+    }
     if (*env_get(&env, "ALLOT_SHIM_REGION")) { /* a fraction: the shim's shared region */
         char region[4500];
         int fd;
@@ -831,6 +873,18 @@ int task_start(struct agent *a, json_t *d, struct task *t)
     LOG_INFO("task", "job %lld task %d started (supervisor %d) as %s", (long long)t->job, t->index,
              (int)sup, u.name);
     return 0;
+}
+
+int task_start(struct agent *a, json_t *d, struct task *t)
+{
+    int rc = task_launch(a, d, t);
+
+    if (rc < 0 || t->state == TASK_EXITED) { /* it did not start: its VFs are free */
+        char dir[4400];
+        task_dir(a, t, dir, sizeof(dir));
+        rdma_task_release(t, dir);
+    }
+    return rc;
 }
 
 /* ---- stop, poll, forget ---- */
@@ -904,6 +958,7 @@ void task_poll(struct agent *a, struct task *t, int64_t now_ms)
         read_exit(a, dir, t, buf);
         if (getuid() == 0)
             cg_destroy(a->cfg.cgroup_root, t->key);
+        rdma_task_release(t, dir);
         LOG_INFO("task", "job %lld task %d ended: %s", (long long)t->job, t->index,
                  *t->detail ? t->detail : "exit 0");
         return;
@@ -918,6 +973,7 @@ void task_poll(struct agent *a, struct task *t, int64_t now_ms)
         allot_fmt(t->detail, sizeof(t->detail), "its process vanished without an exit status");
         if (getuid() == 0)
             cg_destroy(a->cfg.cgroup_root, t->key);
+        rdma_task_release(t, dir);
         return;
     }
     if (t->state == TASK_STOPPING && now_ms >= t->kill_at_ms && t->pid > 0) {
@@ -980,6 +1036,7 @@ void task_forget(struct agent *a, struct task *t)
     task_dir(a, t, dir, sizeof(dir));
     mig_release(a, dir);
     crun_delete(a, t, dir);
+    rdma_task_release(t, dir); /* its VF netdevs leave the namespace before it goes */
     if (a->net)
         net_task_down(a->net, t->key);
     rm_dir(dir);
@@ -1024,6 +1081,7 @@ int task_adopt_all(struct agent *a, struct task **out)
         json_decref(tj);
         if (a->net)
             t.net = net_task_adopt(a->net, t.key, dir);
+        rdma_task_adopt(&t, dir);
         if (read_small(dir, "exit", buf, sizeof(buf)) == 0) {
             read_exit(a, dir, &t, buf);
         } else if (read_pid(dir, &t, &start) == 0 && proc_start(t.pid) == start && start >= 0) {
@@ -1032,6 +1090,8 @@ int task_adopt_all(struct agent *a, struct task **out)
             t.state = TASK_LOST;
             allot_fmt(t.detail, sizeof(t.detail), "its process vanished while the agent was down");
         }
+        if (t.state != TASK_RUNNING) /* ended while the agent was down: its VFs are free */
+            rdma_task_release(&t, dir);
         LOG_INFO("task", "job %lld task %d found on disk: %s", job, index,
                  t.state == TASK_RUNNING ? "running, adopted"
                  : t.state == TASK_LOST  ? "vanished"

@@ -17,7 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include <cmocka.h>
 
@@ -318,62 +317,6 @@ static void test_changed(void **state)
     allot_free(sig);
 }
 
-static void put(const char *root, const char *rel, const char *text)
-{
-    char path[512], dir[512];
-    FILE *f;
-
-    allot_fmt(path, sizeof(path), "%s/%s", root, rel);
-    allot_strlcpy(dir, path, sizeof(dir));
-    for (char *p = dir + strlen(root) + 1; (p = strchr(p, '/')); p++) {
-        *p = '\0';
-        mkdir(dir, 0755);
-        *p = '/';
-    }
-    if (text) {
-        assert_non_null(f = fopen(path, "w"));
-        fputs(text, f);
-        fclose(f);
-    } else {
-        mkdir(path, 0755);
-    }
-}
-
-static void test_rdma_inventory(void **state)
-{
-    char root[] = "/tmp/test_net_sysfs.XXXXXX", cmd[300];
-    json_t *r, *x;
-    size_t i;
-
-    (void)state;
-    /* this machine: an array (empty without RDMA hardware) of names and VF counts */
-    r = net_rdma_json();
-    assert_true(json_is_array(r));
-    json_array_foreach(r, i, x)
-    {
-        assert_true(json_is_string(json_object_get(x, "name")));
-        assert_true(json_integer_value(json_object_get(x, "vfs")) >= 0);
-    }
-    json_decref(r);
-    /* a made-up sysfs: an HCA with 4 VFs, one without SR-IOV, a NIC with 8, plain NICs */
-    assert_non_null(mkdtemp(root));
-    put(root, "class/infiniband/mlx5_0/device/sriov_numvfs", "4\n");
-    put(root, "class/infiniband/mlx5_1/device", NULL);
-    put(root, "class/net/ens1f0/device/sriov_numvfs", "8\n");
-    put(root, "class/net/ens1f1/device/sriov_numvfs", "0\n");
-    put(root, "class/net/lo", NULL);
-    r = net_rdma_json_at(root);
-    char *text = json_dumps(r, JSON_COMPACT | JSON_SORT_KEYS);
-    assert_int_equal(json_array_size(r), 3);
-    assert_non_null(strstr(text, "{\"name\":\"mlx5_0\",\"vfs\":4}"));
-    assert_non_null(strstr(text, "{\"name\":\"mlx5_1\",\"vfs\":0}"));
-    assert_non_null(strstr(text, "{\"name\":\"ens1f0\",\"vfs\":8}"));
-    free(text);
-    json_decref(r);
-    allot_fmt(cmd, sizeof(cmd), "rm -rf %s", root);
-    assert_int_equal(system(cmd), 0);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -385,7 +328,6 @@ int main(void)
         cmocka_unit_test(test_tc_text),
         cmocka_unit_test(test_builders_out_of_memory),
         cmocka_unit_test(test_changed),
-        cmocka_unit_test(test_rdma_inventory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
