@@ -209,7 +209,9 @@ struct agent;
 
 /* Starts the task described by desired-state entry d (borrowed). On a
  * failure that is the job's (no command, user refused) the task exists in
- * state EXITED with a detail; -1 only when the agent itself failed. */
+ * state EXITED with a detail. Returns 0 then, 1 when it must wait for RDMA
+ * VFs that stopping tasks still hold (nothing done; t is not a task yet:
+ * try again later), -1 when the agent itself failed. */
 int task_start(struct agent *a, json_t *d, struct task *t);
 /* SIGTERM to the task's process group; SIGKILL after the grace. */
 void task_stop(struct agent *a, struct task *t, int64_t now_ms);

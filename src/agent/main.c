@@ -328,37 +328,33 @@ static bool in_desired(json_t *desired, int64_t job, int index, bool *stopping)
     return false;
 }
 
-/* Starts what is placed here and not running, stops what allotd no longer
- * wants or preempts, forgets what ended, was reported and left the desired
- * state. */
-static void reconcile(struct agent *a, json_t *desired)
+/* Follows what changes for tasks that run here: their tenant network's
+ * rates and egress, a preemption (stopping). */
+static void reconcile_running(struct agent *a, json_t *desired, int64_t now)
 {
-    int64_t now = agent_now_ms();
     json_t *d;
     size_t i;
 
     json_array_foreach(desired, i, d)
     {
-        int64_t job = json_integer_value(json_object_get(d, "job"));
-        int index = (int)json_integer_value(json_object_get(d, "task"));
-        struct task *t = find_task(a, job, index);
+        struct task *t = find_task(a, json_integer_value(json_object_get(d, "job")),
+                                   (int)json_integer_value(json_object_get(d, "task")));
 
-        if (t) {
-            if (t->net && a->net) /* its tenant's rates or egress may have changed */
-                net_task_refresh(a->net, t->key, json_object_get(d, "network"));
-            if (json_is_true(json_object_get(d, "stopping")) && !t->cancelled) {
-                t->cancelled = true; /* preempted: allotd requeues or ends it */
-                task_stop(a, t, now);
-            }
+        if (!t)
             continue;
+        if (t->net && a->net) /* its tenant's rates or egress may have changed */
+            net_task_refresh(a->net, t->key, json_object_get(d, "network"));
+        if (json_is_true(json_object_get(d, "stopping")) && !t->cancelled) {
+            t->cancelled = true; /* preempted: allotd requeues or ends it */
+            task_stop(a, t, now);
         }
-        if (json_is_true(json_object_get(d, "stopping")))
-            continue;
-        if (allot_grow((void **)&a->tasks, &a->cap_tasks, a->n_tasks + 1, sizeof(*a->tasks)) < 0)
-            return;
-        if (task_start(a, d, &a->tasks[a->n_tasks]) == 0)
-            a->n_tasks++;
     }
+}
+
+/* Stops what allotd no longer wants, forgets what ended, was reported and
+ * left the desired state. */
+static void reconcile_gone(struct agent *a, json_t *desired, int64_t now)
+{
     for (size_t k = a->n_tasks; k-- > 0;) {
         struct task *t = &a->tasks[k];
         bool stopping = false;
@@ -374,6 +370,38 @@ static void reconcile(struct agent *a, json_t *desired)
             a->tasks[k] = a->tasks[--a->n_tasks];
         }
     }
+}
+
+/* Starts what is placed here and not running. One that waits for what a
+ * stopping task still holds (task_start 1) is tried again next time. */
+static void reconcile_new(struct agent *a, json_t *desired)
+{
+    json_t *d;
+    size_t i;
+
+    json_array_foreach(desired, i, d)
+    {
+        if (json_is_true(json_object_get(d, "stopping")) ||
+            find_task(a, json_integer_value(json_object_get(d, "job")),
+                      (int)json_integer_value(json_object_get(d, "task"))))
+            continue;
+        if (allot_grow((void **)&a->tasks, &a->cap_tasks, a->n_tasks + 1, sizeof(*a->tasks)) < 0)
+            return;
+        if (task_start(a, d, &a->tasks[a->n_tasks]) == 0)
+            a->n_tasks++;
+    }
+}
+
+/* Makes the node match the desired state: the tasks allotd stops are
+ * stopped before new ones start, so that what a stopped task held (its
+ * RDMA VFs) is known to be on its way back. */
+static void reconcile(struct agent *a, json_t *desired)
+{
+    int64_t now = agent_now_ms();
+
+    reconcile_running(a, desired, now);
+    reconcile_gone(a, desired, now);
+    reconcile_new(a, desired);
 }
 
 /* This heartbeat's job reports: "running" once per job, and the end of a

@@ -544,6 +544,40 @@ out:
     return rc;
 }
 
+/* rdma_held_fn: a stopping task other than self holds pci. */
+static bool held_by_stopping(const char *pci, void *ud)
+{
+    const struct held_by *h = ud;
+
+    for (size_t i = 0; i < h->a->n_tasks; i++) {
+        const struct task *t = &h->a->tasks[i];
+        if (t == h->self || t->state != TASK_STOPPING)
+            continue;
+        for (int k = 0; k < t->n_vfs; k++)
+            if (!strcmp(t->vfs[k], pci))
+                return true;
+    }
+    return false;
+}
+
+bool rdma_task_must_wait(struct agent *a, const struct task *t, json_t *d)
+{
+    struct held_by h = {a, t};
+    struct rdma_vf *all = NULL;
+    int want, nv, free_now = 0, coming = 0;
+    char why[128];
+
+    if (wanted(d, &want, why, sizeof(why)) < 0 || !want ||
+        (nv = rdma_vf_list(a->cfg.sysfs, &all)) < 0)
+        return false; /* nothing to wait for, or rdma_task_assign says why not */
+    for (int i = 0; i < nv; i++) {
+        free_now += !held_by_task(all[i].pci, &h);
+        coming += held_by_stopping(all[i].pci, &h);
+    }
+    allot_free(all);
+    return free_now < want && free_now + coming >= want;
+}
+
 int rdma_task_env(const char *dir, struct rdma_env *e)
 {
     struct rdma_vf *v = NULL;

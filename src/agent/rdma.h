@@ -103,6 +103,11 @@ struct task;
  * no record written. */
 int rdma_task_assign(struct agent *a, struct task *t, json_t *d, const char *dir, char *why,
                      size_t wlen);
+/* Whether task t (desired entry d, borrowed) must wait before it starts:
+ * fewer VFs than it asks for are free, but enough will be once the tasks
+ * being stopped have ended (allotd counts a stopped task's VFs free at
+ * once; the agent hands a VF over only when its task's process is gone). */
+bool rdma_task_must_wait(struct agent *a, const struct task *t, json_t *d);
 /* The task's environment values from its record in dir. Returns the
  * number of VFs (0: none, e untouched). */
 int rdma_task_env(const char *dir, struct rdma_env *e);

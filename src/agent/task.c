@@ -877,7 +877,17 @@ static int task_launch(struct agent *a, json_t *d, struct task *t)
 
 int task_start(struct agent *a, json_t *d, struct task *t)
 {
-    int rc = task_launch(a, d, t);
+    int rc;
+
+    memset(t, 0, sizeof(*t));
+    allot_fmt(t->key, sizeof(t->key), "%lld-%lld",
+              (long long)json_integer_value(json_object_get(d, "job")),
+              (long long)json_integer_value(json_object_get(d, "task")));
+    if (rdma_task_must_wait(a, t, d)) {
+        LOG_DEBUG("task", "%s waits for RDMA VFs that stopping tasks hold", t->key);
+        return 1;
+    }
+    rc = task_launch(a, d, t);
 
     if (rc < 0 || t->state == TASK_EXITED) { /* it did not start: its VFs are free */
         char dir[4400];

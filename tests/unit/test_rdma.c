@@ -5,8 +5,9 @@
  * handed out with their PCI addresses, netdevs, RDMA devices and uverbs
  * nodes, the pick of free ones, the record a task keeps them in, the
  * environment values, a task's assignment against the VFs other live
- * tasks hold (refused when too many are asked or too few are free), its
- * release and its adoption after a restart, and all of it under failing
+ * tasks hold (refused when too many are asked or too few are free; held
+ * back while a stopping task still has what it needs), its release and its
+ * adoption after a restart, and all of it under failing
  * allocations. Moving netdevs between namespaces is
  * tests/integration/test_network.py's.
  */
@@ -353,6 +354,38 @@ static void test_task_assign(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* A task waits for VFs a stopping task still holds, never for ones a
+ * running task holds, nor for more than the node has. */
+static void test_task_waits(void **state)
+{
+    char tmp[] = "/tmp/test_rdma_wait.XXXXXX", d0[128], d1[128], d2[128], cmd[128];
+    struct task tasks[3];
+    struct agent *a = agent_with(tasks, 2, tmp);
+    json_t *two = asking("2"), *five = asking("5"), *none = asking("0");
+
+    (void)state;
+    task_at(tmp, &tasks[0], "1-0", d0, sizeof(d0));
+    task_at(tmp, &tasks[1], "2-0", d1, sizeof(d1));
+    task_at(tmp, &tasks[2], "3-0", d2, sizeof(d2));
+    assert_false(rdma_task_must_wait(a, &tasks[2], two)); /* all free */
+    assign(a, &tasks[0], d0, "1", 0, NULL);
+    assign(a, &tasks[1], d1, "3", 0, NULL);
+    tasks[0].state = tasks[1].state = TASK_RUNNING;
+    assert_false(rdma_task_must_wait(a, &tasks[2], two)); /* it fails: nothing comes back */
+    tasks[1].state = TASK_STOPPING;
+    assert_true(rdma_task_must_wait(a, &tasks[2], two));
+    assert_false(rdma_task_must_wait(a, &tasks[2], five));
+    assert_false(rdma_task_must_wait(a, &tasks[2], none));
+    tasks[1].state = TASK_EXITED; /* ended: free now */
+    assert_false(rdma_task_must_wait(a, &tasks[2], two));
+    assign(a, &tasks[2], d2, "2", 0, NULL);
+    json_decref(two);
+    json_decref(five);
+    json_decref(none);
+    allot_fmt(cmd, sizeof(cmd), "rm -rf %s", tmp);
+    assert_int_equal(system(cmd), 0);
+}
+
 static void test_out_of_memory(void **state)
 {
     char tmp[] = "/tmp/test_rdma_oom.XXXXXX", d0[128], d1[128], cmd[128];
@@ -407,9 +440,10 @@ int main(void)
 {
     allot_json_use_allot_alloc(); /* jansson's allocations fail with the others */
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_inventory),   cmocka_unit_test(test_vf_list),
-        cmocka_unit_test(test_pick),        cmocka_unit_test(test_record_and_env),
-        cmocka_unit_test(test_task_assign), cmocka_unit_test(test_out_of_memory),
+        cmocka_unit_test(test_inventory),     cmocka_unit_test(test_vf_list),
+        cmocka_unit_test(test_pick),          cmocka_unit_test(test_record_and_env),
+        cmocka_unit_test(test_task_assign),   cmocka_unit_test(test_task_waits),
+        cmocka_unit_test(test_out_of_memory),
     };
     return cmocka_run_group_tests(tests, tree_setup, tree_teardown);
 }
