@@ -25,6 +25,7 @@ import sys
 import time
 
 import allotd_fixture as fx
+import rdma_fixture
 from cli_fixture import cli
 from cli_fixture import ok as cli_ok
 
@@ -78,9 +79,9 @@ images = None
 
 
 class NodeAgent:
-    def __init__(self, node, server=None, token="t", env=None):
+    def __init__(self, node, server=None, token="t", env=None, args=()):
         self.node = node
-        self.server, self.token, self.env = server, token, env
+        self.server, self.token, self.env, self.args = server, token, env, list(args)
         self.dir = fx.tempdir()
         os.chmod(self.dir, 0o755)
         self.log_path = os.path.join(self.dir, "agent.log")
@@ -94,7 +95,7 @@ class NodeAgent:
                 "--poll-wait", "300ms", "--heartbeat", "200ms",
                 "--listen", "0.0.0.0:%d" % AGENT_PORT, "--network", "on",
                 "--underlay-ip", NODES[self.node], "--uplink-rate", "200Mbit",
-                "--image-dir", images]
+                "--image-dir", images] + self.args
         self.err = open(self.log_path, "a")
         self.proc = subprocess.Popen(netlab.agent_cmd(fx.AGENT, self.node) + args,
                                      stdout=subprocess.DEVNULL, stderr=self.err,
@@ -561,6 +562,92 @@ def test_no_firewall_no_task():
     wait_clean(BEFORE)
 
 
+def links_of(ns):
+    """The links in namespace ns by name ({} when there is no such namespace)."""
+    out = sh(["ip", "-j", "link", "show"], ns=ns, check=False)
+    return {l["ifname"]: l for l in json.loads(out or "[]")}
+
+
+def vf_netdev(name):
+    """A stand-in for a VF's netdev in node-a: one end of a veth pair (NAME, NAME-p), a
+    virtual link as a dummy would be, of a kind the lab's kernel surely has. Like a dummy
+    (and unlike a VF) it goes with a namespace that is deleted while it is in there."""
+    sh(["ip", "-n", "node-a", "link", "add", name, "type", "veth", "peer", "name", name + "-p"])
+
+
+def test_rdma_vf_netdevs():
+    """RDMA VFs (a made-up sysfs, --sysfs: an HCA with two VFs whose netdevs rvf0 and rvf1
+    are links in node-a): a task asking for one gets its VF's netdev in its
+    namespace, up, and it comes back to the node when the task ends; a netdev that cannot
+    move fails the task with the reason; after an agent kill -9 the netdev of a task that
+    ended while the agent was down comes back at the restart, and so does that of a task
+    allotd stopped wanting meanwhile."""
+    tree = fx.tempdir()
+    rdma_fixture.sysfs_tree(tree, 2)
+    for dev in ("rvf0", "rvf1"):
+        vf_netdev(dev)
+    agents["node-a"].stop()
+    agents["node-a"] = NodeAgent("node-a", args=["--sysfs", tree])
+    cmd = ["sh", "-c", "echo env $ALLOT_RDMA_VFS $ALLOT_RDMA_NETDEVS; exec sleep 1000"]
+
+    def with_vf(job, net, address):
+        return dict(entry(job, 0, net, address, command=cmd), rdma_vfs=1)
+
+    def task_log(job):
+        try:
+            with open(os.path.join(agents["node-a"].dir, "logs", str(job), "task-0.log")) as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def at(dev, ns):
+        return dev in links_of(ns)
+    try:
+        wait(lambda: lab.registered["node-a"].get("rdma") == [{"name": "mlx5_0", "vfs": 2}],
+             "node-a registered with its VFs")
+        lab.set_jobs({"node-a": [with_vf(7, A, "198.18.16.50/24"),
+                                 with_vf(8, B, "198.18.17.50/24")]})
+        wait(lambda: at("rvf0", "allot-7-0") and at("rvf1", "allot-8-0"), "the VFs' netdevs moved")
+        assert "UP" in links_of("allot-7-0")["rvf0"]["flags"], links_of("allot-7-0")
+        assert not at("rvf0", "node-a") and not at("rvf1", "node-a")
+        wait(lambda: "env 0000:3b:00.1 rvf0" in task_log(7), "job 7's environment")
+        # job 8 ends: its netdev is the node's again
+        lab.set_jobs({"node-a": [with_vf(7, A, "198.18.16.50/24")]})
+        wait(lambda: at("rvf1", "node-a") and "allot-8-0" not in netns_all(), "rvf1 back")
+        # a netdev that is not there cannot move: the task does not start
+        sh(["ip", "-n", "node-a", "link", "del", "rvf1"])
+        lab.set_jobs({"node-a": [with_vf(7, A, "198.18.16.50/24"),
+                                 with_vf(10, B, "198.18.17.51/24")]})
+        wait(lambda: any(r.get("id") == 10 and r.get("state") == "failed" for r in lab.reports),
+             "job 10 reported failed")
+        r = [r for r in lab.reports if r.get("id") == 10 and r.get("state") == "failed"][0]
+        assert "its netdev rvf1 cannot move into allot-10-0" in r.get("detail", ""), r
+        vf_netdev("rvf1")
+        # job 7's process ends while its agent is down (kill -9)
+        lab.set_jobs({"node-a": [with_vf(7, A, "198.18.16.50/24")]})
+        wait(lambda: "allot-10-0" not in netns_all(), "job 10 forgotten")
+        agents["node-a"].stop(signal.SIGKILL)
+        with open(os.path.join(agents["node-a"].dir, "tasks", "7-0", "pid")) as f:
+            os.kill(int(f.read().split()[1]), signal.SIGKILL)
+        agents["node-a"].start()
+        wait(lambda: at("rvf0", "node-a"), "rvf0 back after the restart")
+        # job 9 runs with rvf0; the agent is killed; allotd no longer wants job 9
+        lab.set_jobs({"node-a": [with_vf(9, A, "198.18.16.52/24")]})
+        wait(lambda: at("rvf0", "allot-9-0"), "rvf0 in job 9's namespace")
+        agents["node-a"].stop(signal.SIGKILL)
+        lab.set_jobs({})
+        agents["node-a"].start()
+        wait(lambda: at("rvf0", "node-a") and "allot-9-0" not in netns_all(),
+             "rvf0 back from the task stopped after the restart")
+        assert at("rvf1", "node-a")
+    finally:
+        agents["node-a"].stop()
+        for dev in ("rvf0", "rvf1", "rvf0-p", "rvf1-p"):
+            sh(["ip", "-n", "node-a", "link", "del", dev], check=False)
+        agents["node-a"] = NodeAgent("node-a")
+    wait_clean(BEFORE)
+
+
 def netns_all():
     return netlab.netns_list()
 
@@ -593,7 +680,8 @@ if __name__ == "__main__":
             assert lab.registered[n]["rdma"] == [], lab.registered[n]
         fx.run([test_isolation, test_vxlan_only_from_peers, test_container_in_tenant_network,
                 test_peers_follow_the_tasks, test_bandwidth, test_priorities, test_teardown_after_jobs_end,
-                test_agent_kill_and_restart, test_no_firewall_no_task, test_with_allotd])
+                test_agent_kill_and_restart, test_no_firewall_no_task, test_rdma_vf_netdevs,
+                test_with_allotd])
     finally:
         for ag in agents.values():
             if ag.proc.poll() is None:
