@@ -1092,6 +1092,8 @@ static void *loop_main(void *arg)
 {
     struct loop *l = arg;
     int64_t interval_ms = l->srv->cfg.cycle_interval, gap_ms = l->srv->cfg.cycle_gap;
+    int64_t busy = l->srv->cfg.cycle_busy > 0 ? l->srv->cfg.cycle_busy : 100;
+    int64_t last_ms = 0; /* how long the last cycle took */
 
     char nerr[300];
     if (lnet_start(l, nerr, sizeof(nerr)) < 0)
@@ -1114,7 +1116,12 @@ static void *loop_main(void *arg)
         clock_gettime(CLOCK_REALTIME, &until);
         gap_end = until;
         ts_add_ms(&until, interval_ms);
-        ts_add_ms(&gap_end, gap_ms);
+        /* the gap: cycle-gap, or longer after a long cycle, so that cycles
+         * take at most cycle-busy percent of the time while changes stream
+         * in (a long cycle's commit also holds up the requests' writes) */
+        int64_t back_ms = last_ms * (100 - busy) / busy;
+        ts_add_ms(&gap_end,
+                  back_ms > gap_ms ? (back_ms < interval_ms ? back_ms : interval_ms) : gap_ms);
         pthread_mutex_lock(&l->mu);
         while (!l->head && !l->stop)
             if (pthread_cond_timedwait(&l->cv, &l->mu, &until) == ETIMEDOUT)
@@ -1145,6 +1152,8 @@ static void *loop_main(void *arg)
         if (periodic || changed || l->hold_dirty || now_ms - l->last_cycle_ms >= interval_ms) {
             l->last_cycle_ms = now_ms;
             cycle(l);
+            clock_gettime(CLOCK_MONOTONIC, &mono);
+            last_ms = (int64_t)mono.tv_sec * 1000 + mono.tv_nsec / 1000000 - now_ms;
         }
     }
     return NULL;

@@ -84,10 +84,11 @@ static const struct allot_config_option options[] = {
     {.name = "workers",
      .type = ALLOT_CFG_INT,
      .offset = F(workers),
-     .def = "4",
+     .def = "64",
      .min = 1,
      .max = 256,
-     .help = "HTTP worker threads."},
+     .help = "HTTP worker threads. A worker waits for its request's commit, so the "
+             "commits of as many requests as there are workers share one transaction."},
     {.name = "body-max",
      .type = ALLOT_CFG_SIZE,
      .offset = F(body_max),
@@ -110,6 +111,15 @@ static const struct allot_config_option options[] = {
      .max = 1000,
      .help = "Least time between two cycles: changes that come closer together share one "
              "cycle (under load, fewer and larger cycles)."},
+    {.name = "cycle-busy",
+     .type = ALLOT_CFG_INT,
+     .offset = F(cycle_busy),
+     .def = "10",
+     .min = 1,
+     .max = 100,
+     .help = "Most of the time (percent) scheduling cycles may take while changes keep "
+             "coming: after a cycle that took T the next waits at least T x (100 - P) / P, so "
+             "that requests keep the rest (100: only cycle-gap)."},
     {.name = "placement",
      .type = ALLOT_CFG_STRING,
      .offset = F(placement),

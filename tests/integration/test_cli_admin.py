@@ -118,7 +118,7 @@ def test_nodes_and_top():
     snap = None
     for _ in range(50):  # bounded: the loop places within a few cycles
         snap = ok(cli(dm, "top", "-o", "json")).json()
-        if snap["gpus"]["allocated"] == 4.5:
+        if snap["gpus"]["allocated"] == 4.5 and all(q["pending_reason"] for q in snap["queue"]):
             break
         time.sleep(0.1)
     assert snap["nodes"] == {"total": 2, "ready": 2} and snap["gpus"]["total"] == 16, snap

@@ -308,7 +308,10 @@ def test_ls_pages_and_filters():
     small = {"ALLOT_CLI_PAGE": "4"}
     got = ok(cli(dm, "ls", "-o", "json", env=small)).json()
     assert [j["id"] for j in got] == [j["id"] for j in direct] and len(got) > 30, len(got)
-    assert ok(cli(dm, "ls", "-o", "json")).json() == got
+    # one page or many: the same jobs (states and reasons may move on meanwhile)
+    again = ok(cli(dm, "ls", "-o", "json")).json()
+    assert [(j["id"], j["name"], j["spec"]) for j in again] == \
+        [(j["id"], j["name"], j["spec"]) for j in got]
     assert len(ok(cli(dm, "ls", "--limit", "7", "-o", "json", env=small)).json()) == 7
     vis = ok(cli(dm, "ls", "--tenant", "research/vision", "-o", "json", env=small)).json()
     assert len(vis) >= 23 and {j["tenant"] for j in vis} == {"research/vision"}
