@@ -117,9 +117,9 @@ static const struct allot_config_option options[] = {
      .def = "10",
      .min = 1,
      .max = 100,
-     .help = "Most of the time (percent) scheduling cycles may take while changes keep "
-             "coming: after a cycle that took T the next waits at least T x (100 - P) / P, so "
-             "that requests keep the rest (100: only cycle-gap)."},
+     .help = "Most of a core (percent) scheduling cycles may take while changes keep "
+             "coming: after a cycle that computed for T (CPU time) the next waits at least "
+             "T x (100 - P) / P, so that requests keep the rest (100: only cycle-gap)."},
     {.name = "placement",
      .type = ALLOT_CFG_STRING,
      .offset = F(placement),
