@@ -33,10 +33,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ALLOT_MAX_GPUS     16   /* per node */
-#define ALLOT_MILLI        1000 /* one whole GPU in milli-GPU */
-#define ALLOT_POD_CLASSES  17   /* class 0: fractional, k: k whole GPUs (k <= 16) */
-#define ALLOT_MAX_RDMA_VFS 4096 /* per node */
+#define ALLOT_MAX_GPUS          16   /* per node */
+#define ALLOT_MILLI             1000 /* one whole GPU in milli-GPU */
+#define ALLOT_POD_CLASSES       17   /* class 0: fractional, k: k whole GPUs (k <= 16) */
+#define ALLOT_MAX_RDMA_VFS      4096 /* per node */
+#define ALLOT_MAX_TASK_RDMA_VFS 32   /* per task */
 
 enum allot_gpu_mode {
     ALLOT_GPU_SHARED = 0, /* whole GPUs and fractions */
@@ -107,7 +108,7 @@ struct allot_task {
     int mig_profile;     /* global profile id (allot_catalog_find_profile) or -1 */
     int64_t cpu_milli;
     int64_t mem_mib;
-    int rdma_vfs;        /* RDMA virtual functions (0..ALLOT_MAX_RDMA_VFS) */
+    int rdma_vfs;        /* RDMA virtual functions (0..ALLOT_MAX_TASK_RDMA_VFS) */
     uint64_t model_mask; /* bit i: catalog model i allowed; 0 = any */
     int tenant;          /* owning tenant id (>= 1), 0 = none */
     int isolation;       /* the tenant's enum allot_isolation (tenant.h): 0 shared,

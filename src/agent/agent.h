@@ -13,6 +13,7 @@
 #define ALLOT_AGENT_H
 
 #include "allot/catalog.h"
+#include "allot/cluster.h"
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -24,7 +25,7 @@
 #define NVIDIA_MAJOR    195 /* character major of /dev/nvidiaN and nvidiactl */
 #define NVIDIACTL_MINOR 255
 
-#define AGENT_MAX_TASK_VFS  32 /* RDMA virtual functions one task may hold (rdma.h) */
+#define AGENT_MAX_TASK_VFS  ALLOT_MAX_TASK_RDMA_VFS /* RDMA VFs one task may hold (rdma.h) */
 #define AGENT_MAX_TASK_DEVS 32 /* device nodes of a task besides its GPUs (VFs' uverbs) */
 
 /* ---- options (main.c) ---- */

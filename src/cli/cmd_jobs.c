@@ -10,6 +10,7 @@
  */
 #include "cli.h"
 
+#include "allot/cluster.h"
 #include "allot/common.h"
 
 #include <fcntl.h>
@@ -128,7 +129,7 @@ static int build_job(const struct cli_args *a, json_t **out)
     if (rc == CLI_OK && (s = args_get(a, "gpus")) && !(rc = args_int("gpus", s, 0, 1024, &i64)))
         json_object_set_new(job, "gpus", json_integer(i64));
     if (rc == CLI_OK && (s = args_get(a, "rdma-vfs")) &&
-        !(rc = args_int("rdma-vfs", s, 0, 4096, &i64)))
+        !(rc = args_int("rdma-vfs", s, 0, ALLOT_MAX_TASK_RDMA_VFS, &i64)))
         json_object_set_new(job, "rdma_vfs", json_integer(i64));
     if (rc == CLI_OK && (s = args_get(a, "gpu-milli")) &&
         !(rc = args_int("gpu-milli", s, 1, 999, &i64)))

@@ -19,9 +19,9 @@ int allot_task_validate(const struct allot_catalog *cat, const struct allot_task
         allot_fmt(err, errlen, "task: memory_mib %lld is negative", (long long)t->mem_mib);
         return ALLOT_EINVAL;
     }
-    if (t->rdma_vfs < 0 || t->rdma_vfs > ALLOT_MAX_RDMA_VFS) {
+    if (t->rdma_vfs < 0 || t->rdma_vfs > ALLOT_MAX_TASK_RDMA_VFS) {
         allot_fmt(err, errlen, "task: rdma_vfs %d out of range 0..%d", t->rdma_vfs,
-                  ALLOT_MAX_RDMA_VFS);
+                  ALLOT_MAX_TASK_RDMA_VFS);
         return ALLOT_EINVAL;
     }
     if (t->num_gpu < 0 || t->num_gpu > ALLOT_MAX_GPUS) {

@@ -235,7 +235,7 @@ int jobspec_parse(json_t *b, const struct allot_catalog *cat, struct jobspec *ou
         (rc = get_int(b, "gpu_milli", 1, 999, &milli, err, errlen)) ||
         (rc = get_int(b, "gpu_memory", 1, INT64_C(1) << 40, &gmem, err, errlen)) ||
         (rc = get_int(b, "memory", 0, INT64_C(1) << 40, &mem, err, errlen)) ||
-        (rc = get_int(b, "rdma_vfs", 0, ALLOT_MAX_RDMA_VFS, &vfs, err, errlen)) ||
+        (rc = get_int(b, "rdma_vfs", 0, ALLOT_MAX_TASK_RDMA_VFS, &vfs, err, errlen)) ||
         (rc = get_int(b, "time_limit", 0, INT64_C(1) << 40, &limit, err, errlen)) ||
         (rc = get_strings(b, "command", false, err, errlen)) ||
         (rc = get_strings(b, "gpu_models", false, err, errlen)) ||
