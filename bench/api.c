@@ -12,7 +12,7 @@
  * submissions, each round is bounded by --jobs submissions and
  * --seconds. Prints one line per client count:
  *   submits_per_s=X p50_ms=Y p99_ms=Z clients=N nodes=.. jobs=.. errors=..
- *   rss_mib=.. cycles=.. cycle_mean_ms=..
+ *   rss_mib=.. cycles=.. cycle_mean_ms=.. commits=.. (store transactions)
  * and whether the target (>= 5,000/s at 64 clients, p99 <= 50 ms) is met.
  * Figures only; no test asserts on them.
  */
@@ -68,10 +68,10 @@ static double round_run(const char *allotd, int clients, long jobs, double secs,
     struct api a = {.mix = mix, .n_mix = n_mix, .clients = clients};
     struct bench_load L = {.clients = clients, .next = next_submit, .reply = bad_reply, .ud = &a};
     char agent[128];
-    double reg_s = 0, rate = -1, m[2] = {0, 0};
+    double reg_s = 0, rate = -1, m[3] = {0, 0, 0};
     static const char *const mn[] = {"allot_sched_cycle_seconds_count",
-                                     "allot_sched_cycle_seconds_sum"};
-    double c0[2] = {0, 0};
+                                     "allot_sched_cycle_seconds_sum", "allot_store_commits_total"};
+    double c0[3] = {0, 0, 0};
 
     if (bench_daemon_start(&d, allotd, NULL) < 0)
         return -1;
@@ -89,22 +89,22 @@ static double round_run(const char *allotd, int clients, long jobs, double secs,
     if (bench_load_run(&L) < 0)
         goto out;
     bench_load_free(&L);
-    bench_metrics(&c, mn, c0, 2);
+    bench_metrics(&c, mn, c0, 3);
     a.limit = a.next + jobs;
     L.max_s = secs;
     if (bench_load_run(&L) < 0)
         goto out;
-    bench_metrics(&c, mn, m, 2);
+    bench_metrics(&c, mn, m, 3);
     rate = (double)L.n_lat / L.wall_s;
     double cycles = m[0] - c0[0];
     double p50 = bench_percentile(L.lat_ms, L.n_lat, 50);
     double p99 = bench_percentile(L.lat_ms, L.n_lat, 99);
     printf("submits_per_s=%.0f p50_ms=%.2f p99_ms=%.2f clients=%d nodes=%d jobs=%zu errors=%zu "
-           "wall_s=%.2f%s rss_mib=%.1f cycles=%.0f cycle_mean_ms=%.2f\n",
+           "wall_s=%.2f%s rss_mib=%.1f cycles=%.0f cycle_mean_ms=%.2f commits=%.0f\n",
            rate, p50, p99, clients, nodes, L.n_lat, L.n_bad, L.wall_s,
            L.timed_out ? " (time bound reached)" : "",
            (double)bench_proc_kib(d.pid, "VmRSS") / 1024.0, cycles,
-           cycles > 0 ? (m[1] - c0[1]) / cycles * 1e3 : 0.0);
+           cycles > 0 ? (m[1] - c0[1]) / cycles * 1e3 : 0.0, m[2] - c0[2]);
     fflush(stdout);
     *p99_out = p99;
 out:
