@@ -529,8 +529,8 @@ static char *read_file(const char *path, char *err, size_t errlen)
     return buf;
 }
 
-struct http *http_start(struct server *s, const char *listen, int workers, int *port, char *err,
-                        size_t errlen)
+struct http *http_start(struct server *s, const char *listen, int workers, int max_conn, int *port,
+                        char *err, size_t errlen)
 {
     struct sockaddr_in sa = {.sin_family = AF_INET};
     char host[64];
@@ -574,6 +574,10 @@ struct http *http_start(struct server *s, const char *listen, int workers, int *
     }
     unsigned flags =
         MHD_USE_AUTO | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG;
+    /* a thread per connection: a request that waits (its commit, a long
+     * poll) holds up no other connection, as it does in a shared pool */
+    if (workers == 0)
+        flags |= MHD_USE_THREAD_PER_CONNECTION;
     if (s->cfg.tls_cert && *s->cfg.tls_cert) {
         if (!MHD_is_feature_supported(MHD_FEATURE_TLS)) {
             allot_fmt(err, errlen, "this libmicrohttpd has no TLS support");
@@ -587,7 +591,8 @@ struct http *http_start(struct server *s, const char *listen, int workers, int *
     }
     h->d =
         MHD_start_daemon(flags, 0, NULL, NULL, http_access, h, MHD_OPTION_SOCK_ADDR, &sa,
-                         MHD_OPTION_THREAD_POOL_SIZE, (unsigned)workers,
+                         MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(workers > 1 ? workers : 0),
+                         MHD_OPTION_CONNECTION_LIMIT, (unsigned)max_conn,
                          MHD_OPTION_NOTIFY_COMPLETED, http_done, h, MHD_OPTION_CONNECTION_TIMEOUT,
                          (unsigned)30, h->tls_cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END,
                          h->tls_cert, MHD_OPTION_HTTPS_MEM_KEY, h->tls_key, MHD_OPTION_END);

@@ -26,10 +26,12 @@ struct route {
 extern const struct route http_routes[];
 extern const size_t http_n_routes;
 
-/* Starts serving on `listen` ("HOST:PORT", port 0 = any) with `workers`
- * threads. *port gets the bound port. Returns NULL with err on failure. */
-struct http *http_start(struct server *s, const char *listen, int workers, int *port, char *err,
-                        size_t errlen);
+/* Starts serving on `listen` ("HOST:PORT", port 0 = any) with a thread
+ * per connection (workers 0) or a pool of `workers` threads, at most
+ * `max_conn` connections at once. *port gets the bound port. Returns NULL
+ * with err on failure. */
+struct http *http_start(struct server *s, const char *listen, int workers, int max_conn, int *port,
+                        char *err, size_t errlen);
 /* Stops accepting, waits for requests in flight, frees. Accepts NULL. */
 void http_stop(struct http *h);
 

@@ -1276,6 +1276,16 @@ static void node_version(json_t *a, char *version, size_t vlen)
     free(text);
 }
 
+/* How many long polls may wait at once: in a pool of N threads, N - 2
+ * (two answer everything else); with a thread per connection, half the
+ * connections. */
+static int64_t long_poll_cap(const struct server_config *cfg)
+{
+    if (cfg->workers == 0)
+        return cfg->max_connections / 2;
+    return cfg->workers > 3 ? cfg->workers - 2 : 1;
+}
+
 json_t *loop_desired_wait(struct loop *l, const char *name, const char *known, int64_t wait_ms,
                           char *version, size_t vlen)
 {
@@ -1294,7 +1304,7 @@ json_t *loop_desired_wait(struct loop *l, const char *name, const char *known, i
         if (!known || wait_ms <= 0 || strcmp(version, known) != 0 || l->closing)
             break;
         if (!waiting) {
-            if (l->waiters >= (l->srv->cfg.workers > 3 ? l->srv->cfg.workers - 2 : 1))
+            if (l->waiters >= long_poll_cap(&l->srv->cfg))
                 break; /* every worker would wait: answer now */
             waiting = true;
             l->waiters++;

@@ -84,11 +84,19 @@ static const struct allot_config_option options[] = {
     {.name = "workers",
      .type = ALLOT_CFG_INT,
      .offset = F(workers),
-     .def = "64",
-     .min = 1,
+     .def = "0",
+     .min = 0,
      .max = 256,
-     .help = "HTTP worker threads. A worker waits for its request's commit, so the "
-             "commits of as many requests as there are workers share one transaction."},
+     .help = "HTTP threads. 0: a thread per connection (up to max-connections), so a request "
+             "that waits (for its commit, or an agent's long poll) holds up no other "
+             "connection; N: a pool of N threads the connections share."},
+    {.name = "max-connections",
+     .type = ALLOT_CFG_INT,
+     .offset = F(max_connections),
+     .def = "1024",
+     .min = 4,
+     .max = 65536,
+     .help = "Connections served at once; more are closed as they arrive."},
     {.name = "body-max",
      .type = ALLOT_CFG_SIZE,
      .offset = F(body_max),
@@ -272,24 +280,42 @@ static const struct allot_config_option options[] = {
 
 static struct server srv;
 
-static _Thread_local struct allot_store *tl_reader;
+/* A thread that held a read handle ends (a connection's thread): its
+ * handle goes to the idle list for the next thread. */
+static void reader_release(void *p)
+{
+    struct server *s = &srv;
+
+    pthread_mutex_lock(&s->readers_lock);
+    if (ALLOT_ALWAYS(s->n_idle < s->cap_idle)) /* room was reserved at the handle's opening */
+        s->idle_readers[s->n_idle++] = p;
+    pthread_mutex_unlock(&s->readers_lock);
+}
 
 struct allot_store *srv_reader(struct server *s)
 {
     char err[512];
-    struct allot_store *st = NULL;
+    struct allot_store *st = pthread_getspecific(s->reader_key);
 
-    if (tl_reader)
-        return tl_reader;
+    if (st)
+        return st;
     pthread_mutex_lock(&s->readers_lock);
-    if (allot_grow((void **)&s->readers, &s->cap_readers, s->n_readers + 1,
-                   sizeof(struct allot_store *)) == 0 &&
-        allot_store_open(s->store_url, NULL, &st, err, sizeof(err)) == 0)
-        s->readers[s->n_readers++] = st;
-    else
+    if (s->n_idle > 0) {
+        st = s->idle_readers[--s->n_idle];
+    } else if (allot_grow((void **)&s->readers, &s->cap_readers, s->n_readers + 1,
+                          sizeof(struct allot_store *)) == 0 &&
+               allot_grow((void **)&s->idle_readers, &s->cap_idle, s->n_readers + 1,
+                          sizeof(struct allot_store *)) == 0 &&
+               allot_store_open(s->store_url, NULL, &st, err, sizeof(err)) == 0) {
+        s->readers[s->n_readers++] = st; /* the idle list has room for every handle */
+    } else {
         LOG_ERROR("main", "cannot open a read handle: %s", st ? "" : err);
+    }
     pthread_mutex_unlock(&s->readers_lock);
-    tl_reader = st;
+    if (st && pthread_setspecific(s->reader_key, st) != 0) {
+        reader_release(st); /* cannot be this thread's: back to the list, used once */
+        return st;
+    }
     return st;
 }
 
@@ -304,8 +330,9 @@ static void close_readers(struct server *s)
     for (size_t i = 0; i < s->n_readers; i++)
         allot_store_close(s->readers[i]);
     allot_free(s->readers);
-    s->readers = NULL;
-    s->n_readers = s->cap_readers = 0;
+    allot_free(s->idle_readers);
+    s->readers = s->idle_readers = NULL;
+    s->n_readers = s->cap_readers = s->n_idle = s->cap_idle = 0;
 }
 
 int64_t srv_now(void)
@@ -410,6 +437,7 @@ static int serve(struct server *s)
         return 1;
     }
     pthread_mutex_init(&s->readers_lock, NULL);
+    pthread_key_create(&s->reader_key, reader_release);
     pthread_mutex_init(&s->refs_lock, NULL);
     pthread_mutex_init(&s->agents_lock, NULL);
     pthread_mutex_init(&s->tokens_lock, NULL);
@@ -427,7 +455,8 @@ static int serve(struct server *s)
         goto out_cat;
     }
     signal(SIGPIPE, SIG_IGN);
-    s->http = http_start(s, s->cfg.listen, (int)s->cfg.workers, &port, err, sizeof(err));
+    s->http = http_start(s, s->cfg.listen, (int)s->cfg.workers, (int)s->cfg.max_connections, &port,
+                         err, sizeof(err));
     if (!s->http) {
         fprintf(stderr, "allotd: %s\n", err);
         goto out_cat;
@@ -477,6 +506,7 @@ out_cat:
     allot_catalog_free(s->cat);
     allot_store_gc_free(s->gc);
     close_readers(s);
+    pthread_key_delete(s->reader_key);
     refs_free(s);
     json_decref(s->agents);
     json_decref(s->tokens);

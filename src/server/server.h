@@ -37,7 +37,8 @@ struct server_config {
     char *placement;
     char *order;
     char *ui_dir;
-    int64_t workers;
+    int64_t workers;         /* 0: a thread per connection; N: a pool of N */
+    int64_t max_connections; /* connections served at once */
     int64_t body_max;
     int64_t cycle_interval;      /* ms */
     int64_t cycle_gap;           /* ms: least time between two cycles */
@@ -71,8 +72,11 @@ struct server {
     struct allot_store *wst;   /* owned; the group committer's handle */
     struct allot_store_gc *gc; /* owned; every write goes through it */
     pthread_mutex_t readers_lock;
-    struct allot_store **readers; /* owned: the threads' read handles */
+    struct allot_store **readers; /* owned: every read handle opened */
     size_t n_readers, cap_readers;
+    struct allot_store **idle_readers; /* those no thread holds (its thread ended) */
+    size_t n_idle, cap_idle;
+    pthread_key_t reader_key;      /* a thread's handle; given back when the thread ends */
     struct allot_catalog *cat;     /* owned, immutable */
     struct http *http;             /* owned */
     struct loop *loop;             /* owned */

@@ -76,7 +76,7 @@ def test_config_file_and_json_logs():
     assert "draining" in open(logf).read()
     # a bad config file is a usage error naming the line
     with open(conf, "w") as f:
-        f.write("workers 0\n")
+        f.write("workers -1\n")
     r = subprocess.run([ALLOTD, "--data-dir", d, "--config", conf], capture_output=True,
                        text=True, timeout=10)
     assert r.returncode == 2 and "allotd.conf:1" in r.stderr, r

@@ -1,8 +1,12 @@
 """The HTTP layer of allotd: routing (404, 405), bearer tokens (401),
 body limits (413), JSON errors for malformed JSON, wrong types and
 unknown fields (400, naming the field), /healthz, /readyz and /metrics
-in the Prometheus text format."""
+in the Prometheus text format; a thread per connection (a long poll holds
+up no other connection; with one shared thread it does) and the
+connection limit."""
 
+import http.client
+import json
 import re
 import socket
 import time
@@ -90,6 +94,79 @@ def test_slow_client_does_not_block_others():
         s.close()
 
 
+def _long_poll_blocks(d):
+    """Seconds a /healthz on another open connection takes while an agent's
+    heartbeat long-polls (2 s) on its own."""
+    ag = d.token("agent", "", "agents")
+    node = {"name": "lp-1", "cpus": 4, "memory": 4096, "gpus": []}
+    expect(d.req("POST", "/v1/nodes/register", node, token=ag), 201)
+    version = expect(d.req("POST", "/v1/nodes/lp-1/heartbeat", {}, token=ag), 200)["version"]
+    other = d.conn()  # open before the poll starts
+    other.connect()
+    poll = socket.create_connection(("127.0.0.1", d.port), timeout=10)
+    try:
+        body = json.dumps({"known": version, "wait_ms": 2000}).encode()
+        poll.sendall(b"POST /v1/nodes/lp-1/heartbeat HTTP/1.1\r\nHost: x\r\n"
+                     b"Authorization: Bearer " + ag.encode() + b"\r\n"
+                     b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" %
+                     len(body) + body)
+        time.sleep(0.3)  # the poll is waiting now
+        t0 = time.time()
+        other.request("GET", "/healthz")
+        assert other.getresponse().status == 200
+        took = time.time() - t0
+        assert b"200" in poll.recv(4096)  # the poll itself is answered when it ends
+        return took
+    finally:
+        poll.close()
+        other.close()
+
+
+def test_waiting_request_holds_up_no_other_connection():
+    # a thread per connection (the default): answered at once
+    took = _long_poll_blocks(dm)
+    assert took < 1.0, took
+    # one shared thread: the same request waits for the poll
+    one = Daemon(args=["--workers", "1"])
+    try:
+        took = _long_poll_blocks(one)
+        assert took > 1.0, took
+    finally:
+        assert one.stop() == 0
+
+
+def test_max_connections():
+    d = Daemon(args=["--max-connections", "4"])
+    held = []
+    try:
+        for _ in range(4):  # four connections that sent half a request
+            s = socket.create_connection(("127.0.0.1", d.port), timeout=5)
+            s.sendall(b"GET /healthz HTTP/1.1\r\n")
+            held.append(s)
+        st = 200
+        end = time.time() + 5
+        while time.time() < end and st is not None:  # bounded: until the four are accepted
+            try:
+                st, _ = d.req("GET", "/healthz")
+                time.sleep(0.05)
+            except (ConnectionError, http.client.HTTPException, OSError):
+                st = None
+        assert st is None, st  # the fifth is closed as it arrives
+        held.pop().close()
+        end = time.time() + 5
+        st = None
+        while time.time() < end and st != 200:  # bounded: the slot frees at once
+            try:
+                st, _ = d.req("GET", "/healthz")
+            except (ConnectionError, http.client.HTTPException, OSError):
+                time.sleep(0.05)
+        assert st == 200, st
+    finally:
+        for s in held:
+            s.close()
+        assert d.stop() == 0
+
+
 def test_metrics():
     st, text = dm.req("GET", "/metrics", raw=True)
     assert st == 200
@@ -144,6 +221,8 @@ if __name__ == "__main__":
     try:
         fx.run([test_health_and_routing, test_401_without_or_with_a_bad_token,
                 test_413_over_one_mib, test_400_malformed_wrong_types_unknown_fields,
-                test_slow_client_does_not_block_others, test_metrics, test_rate_limit_429])
+                test_slow_client_does_not_block_others,
+                test_waiting_request_holds_up_no_other_connection, test_max_connections,
+                test_metrics, test_rate_limit_429])
     finally:
         dm.stop()
