@@ -88,6 +88,7 @@ function showLogin(message) {
   $("page").replaceChildren();
   $("nav").hidden = true;
   $("logout").hidden = true;
+  $("who").hidden = true;
   $("login").hidden = false;
   $("login-error").textContent = message || "";
   status("");
@@ -105,7 +106,8 @@ async function login(ev) {
   if (!t) return;
   setToken(t);
   try {
-    await get("/v1/tenants"); // any user role may read it: checks the token
+    const me = await get("/v1/whoami"); // any token: what it is
+    if (me.role === "agent") throw new ApiError(403, "forbidden");
   } catch (e) {
     setToken("");
     $("login-error").textContent = e instanceof ApiError && e.status === 403
@@ -117,11 +119,24 @@ async function login(ev) {
   enter();
 }
 
+/* Shows who is signed in: the token's name, role and tenant. */
+async function showWho() {
+  try {
+    const me = await get("/v1/whoami");
+    $("who").textContent = me.name + " (" + me.role +
+      (me.tenant ? ", " + me.tenant : ", all tenants") + ")";
+    $("who").hidden = false;
+  } catch (e) {
+    $("who").hidden = true;
+  }
+}
+
 function enter() {
   $("login").hidden = true;
   $("nav").hidden = false;
   $("logout").hidden = false;
   current = null;
+  showWho();
   show();
 }
 
