@@ -67,6 +67,15 @@ int api_metrics(struct req *r)
             "committer.\n# TYPE allot_store_commits_total counter\nallot_store_commits_total "
             "%llu\n",
             (unsigned long long)allot_store_gc_commits(r->srv->gc));
+    pthread_mutex_lock(&r->srv->readers_lock);
+    size_t open = r->srv->n_readers, idle = r->srv->n_idle;
+    pthread_mutex_unlock(&r->srv->readers_lock);
+    fprintf(f,
+            "# HELP allot_store_read_handles Store read handles open (lent to threads, or "
+            "idle).\n# TYPE allot_store_read_handles gauge\n"
+            "allot_store_read_handles{state=\"lent\"} %zu\n"
+            "allot_store_read_handles{state=\"idle\"} %zu\n",
+            open - idle, idle);
     fclose(f);
     api_text(r, 200, "text/plain; version=0.0.4", buf ? buf : "");
     free(buf);

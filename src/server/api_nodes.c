@@ -358,6 +358,7 @@ int api_nodes_heartbeat(struct req *r)
          * (at most wait_ms) for the next one, so a placement reaches it
          * within one cycle instead of one heartbeat interval */
         char version[32];
+        srv_reader_release(r->srv); /* no store read from here: the wait holds no handle */
         json_t *desired =
             loop_desired_wait(r->srv->loop, name, known, json_array_size(jobs) ? 0 : wait_ms,
                               version, sizeof(version));

@@ -494,6 +494,9 @@ static void http_done(void *cls, struct MHD_Connection *c, void **con_cls,
 {
     struct conn_ctx *x = *con_cls;
 
+    /* the thread's store handle goes back: a connection that stays open
+     * holds none between requests */
+    srv_reader_release(((struct http *)cls)->srv);
     if (!x)
         return;
     allot_free(x->r.body);

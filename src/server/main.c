@@ -280,16 +280,38 @@ static const struct allot_config_option options[] = {
 
 static struct server srv;
 
-/* A thread that held a read handle ends (a connection's thread): its
- * handle goes to the idle list for the next thread. */
+/* A handle a thread no longer holds goes to the idle list for the next
+ * one, or is closed when SRV_IDLE_READERS are idle already. Also the
+ * thread-specific key's destructor (a thread that ends holding one). */
 static void reader_release(void *p)
 {
     struct server *s = &srv;
+    struct allot_store *st = p;
 
     pthread_mutex_lock(&s->readers_lock);
+    if (s->n_idle >= SRV_IDLE_READERS) {
+        for (size_t i = 0; i < s->n_readers; i++)
+            if (s->readers[i] == st) {
+                s->readers[i] = s->readers[--s->n_readers];
+                break;
+            }
+        pthread_mutex_unlock(&s->readers_lock);
+        allot_store_close(st);
+        return;
+    }
     if (ALLOT_ALWAYS(s->n_idle < s->cap_idle)) /* room was reserved at the handle's opening */
-        s->idle_readers[s->n_idle++] = p;
+        s->idle_readers[s->n_idle++] = st;
     pthread_mutex_unlock(&s->readers_lock);
+}
+
+void srv_reader_release(struct server *s)
+{
+    struct allot_store *st = pthread_getspecific(s->reader_key);
+
+    if (!st)
+        return;
+    pthread_setspecific(s->reader_key, NULL);
+    reader_release(st);
 }
 
 struct allot_store *srv_reader(struct server *s)

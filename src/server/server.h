@@ -2,10 +2,13 @@
  * allotd internals shared by the files of src/server/: the server object,
  * the request handed to API handlers, and the helpers handlers use.
  *
- * Threading: HTTP worker threads (libmicrohttpd's pool) run the handlers;
- * one scheduling thread (loop.c) owns liballot-core. Store access: every
- * thread reads through a handle of its own (srv_reader, opened on first
- * use); every write goes through the store's group committer (srv_write),
+ * Threading: HTTP threads (libmicrohttpd: one per connection, or a pool)
+ * run the handlers; one scheduling thread (loop.c) owns liballot-core.
+ * Store access: a thread reads through a handle lent to it (srv_reader,
+ * from the idle handles or opened on first use); an HTTP thread gives it
+ * back when its request ends (srv_reader_release), so handles number the
+ * requests in flight, not the connections; every write goes through the
+ * store's group committer (srv_write),
  * which owns the writing handle and commits the writes of many threads in
  * one transaction, so concurrent submissions share one fsync. Locks: the
  * readers list, the loop's message queue and the metrics locks are leaves
@@ -169,9 +172,14 @@ int api_audit(struct allot_store *st, struct req *r, const char *target, const c
 
 /* ---- the store ---- */
 
-/* The calling thread's read handle (opened on first use, closed at
- * shutdown); NULL when it cannot be opened (logged). */
+/* The calling thread's read handle (lent from the idle ones or opened on
+ * first use, closed at shutdown); NULL when it cannot be opened (logged). */
 struct allot_store *srv_reader(struct server *s);
+/* Gives the calling thread's read handle back to the idle ones (a request
+ * ended, or is about to wait long); the next srv_reader lends one again.
+ * Idle handles beyond SRV_IDLE_READERS are closed. */
+void srv_reader_release(struct server *s);
+#define SRV_IDLE_READERS 128
 /* The read handle, or NULL after replying 500. */
 struct allot_store *api_reader(struct req *r);
 /* Runs fn(st, arg) in the next group transaction; returns once durable

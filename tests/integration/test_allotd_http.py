@@ -167,6 +167,33 @@ def test_max_connections():
         assert d.stop() == 0
 
 
+def test_open_connections_hold_no_store_handle():
+    """A store read handle is lent to a request, not to a connection: 40
+    keep-alive connections that each made a request hold none between
+    requests, and the idle ones are reused."""
+    def handles():
+        st, text = dm.req("GET", "/metrics", raw=True)
+        return {m.group(1): int(m.group(2)) for m in
+                re.finditer(r'^allot_store_read_handles\{state="(\w+)"\} (\d+)$', text, re.M)}
+    before = handles()
+    conns = []
+    try:
+        for _ in range(40):
+            c = dm.conn()
+            c.request("GET", "/v1/jobs", headers={"Authorization": "Bearer " + dm.admin})
+            r = c.getresponse()
+            assert r.status == 200
+            r.read()
+            conns.append(c)  # kept open
+        after = handles()
+        # the loop's and the metering thread's own, and the /metrics request's
+        assert after["lent"] <= before["lent"] + 1, (before, after)
+        assert after["lent"] + after["idle"] <= before["lent"] + before["idle"] + 2, (before, after)
+    finally:
+        for c in conns:
+            c.close()
+
+
 def test_metrics():
     st, text = dm.req("GET", "/metrics", raw=True)
     assert st == 200
@@ -223,6 +250,7 @@ if __name__ == "__main__":
                 test_413_over_one_mib, test_400_malformed_wrong_types_unknown_fields,
                 test_slow_client_does_not_block_others,
                 test_waiting_request_holds_up_no_other_connection, test_max_connections,
+                test_open_connections_hold_no_store_handle,
                 test_metrics, test_rate_limit_429])
     finally:
         dm.stop()
