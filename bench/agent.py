@@ -25,6 +25,9 @@ import tempfile
 import time
 import urllib.request
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+import cgroups  # noqa: E402 - scripts/cgroups.py
+
 BUILD = os.environ.get("BUILD", "build")
 
 
@@ -132,13 +135,10 @@ def main():
                     p.wait(timeout=10)
                 except subprocess.TimeoutExpired:
                     p.kill()
-        for base in ["/sys/fs/cgroup"] + ["/sys/fs/cgroup/" + c for c in
-                                          (os.listdir("/sys/fs/cgroup")
-                                           if os.path.isdir("/sys/fs/cgroup") else [])]:
-            try:
-                os.rmdir(os.path.join(base, "allot-bench"))
-            except OSError:
-                pass
+        # agents leave running tasks alone when stopped: kill them, remove their cgroups
+        left = cgroups.remove_tree("allot-bench")
+        if left:
+            print("bench-agent: cgroups left over: %s" % left, file=sys.stderr)
         shutil.rmtree(d, ignore_errors=True)
 
 

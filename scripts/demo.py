@@ -28,6 +28,8 @@ import time
 import urllib.error
 import urllib.request
 
+import cgroups  # scripts/cgroups.py: the agents' cgroup folders at the end
+
 SOURCE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 procs = []
 
@@ -262,13 +264,10 @@ def main():
             except OSError:
                 pass
         stop_all()
-        # the agents' (empty) cgroup folders
-        base = "/sys/fs/cgroup"
-        for sub in [""] + (os.listdir(base) if os.path.isdir(base) else []):
-            try:
-                os.rmdir(os.path.join(base, sub, "allot-demo"))
-            except OSError:
-                pass
+        # the agents' cgroup folders (a task that outlived its cancel is killed)
+        left = cgroups.remove_tree("allot-demo")
+        if left:
+            print("demo: cgroups left over: %s" % left, file=sys.stderr)
         if not a.dir:
             shutil.rmtree(d, ignore_errors=True)
     sys.exit(rc)

@@ -19,6 +19,10 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "scripts"))
+import cgroups  # noqa: E402 - scripts/cgroups.py, shared with the demo and bench/agent.py
+
 ALLOTD = sys.argv[1] if len(sys.argv) > 1 else "build/allotd"
 SOURCE = sys.argv[2] if len(sys.argv) > 2 else "."
 
@@ -34,33 +38,9 @@ CGROUP_ROOT = "allot-test-%d" % os.getpid()
 
 def _cleanup_cgroups():
     """Kills what is left in this run's task cgroups (by pid) and removes them."""
-    base = "/sys/fs/cgroup"
-    roots = [os.path.join(base, CGROUP_ROOT)]
-    if os.path.isdir(base):
-        roots += [os.path.join(base, c, CGROUP_ROOT) for c in os.listdir(base)]
-    for root in roots:
-        if not os.path.isdir(root):
-            continue
-        for sub in sorted(os.listdir(root)):
-            d = os.path.join(root, sub)
-            if not os.path.isdir(d):
-                continue
-            try:
-                with open(os.path.join(d, "cgroup.procs")) as f:
-                    for pid in f.read().split():
-                        os.kill(int(pid), signal.SIGKILL)
-            except OSError:
-                pass
-            for _ in range(50):  # bounded: killed processes leave in milliseconds
-                try:
-                    os.rmdir(d)
-                    break
-                except OSError:
-                    time.sleep(0.02)
-        try:
-            os.rmdir(root)
-        except OSError:
-            pass
+    left = cgroups.remove_tree(CGROUP_ROOT)
+    if left:
+        print("allotd_fixture: cgroups left over: %s" % left, file=sys.stderr)
 
 
 def _cleanup():

@@ -1,0 +1,47 @@
+"""Removing the cgroup tree of an allot-agent run (tests, benchmarks, the
+demo): the agent's --cgroup-root folder in every hierarchy (cgroup v1
+controllers and the v2 mount), the task folders below it first. A task
+still in one is killed by its pid; every wait is bounded. Standard
+library only."""
+
+import os
+import signal
+import time
+
+BASE = "/sys/fs/cgroup"
+
+
+def remove_tree(root_name):
+    """Kills what is left in root_name's task cgroups and removes them and
+    root_name, in every hierarchy. Returns the folders that could not be
+    removed (empty when all went)."""
+    roots = [os.path.join(BASE, root_name)]
+    if os.path.isdir(BASE):
+        roots += [os.path.join(BASE, c, root_name) for c in sorted(os.listdir(BASE))]
+    left = []
+    for root in roots:
+        if not os.path.isdir(root):
+            continue
+        subs = [os.path.join(root, s) for s in sorted(os.listdir(root))]
+        for d in [s for s in subs if os.path.isdir(s)] + [root]:
+            if not _remove(d):
+                left.append(d)
+    return left
+
+
+def _remove(d):
+    for _ in range(50):  # bounded: killed processes leave in milliseconds
+        try:
+            with open(os.path.join(d, "cgroup.procs")) as f:
+                for pid in f.read().split():
+                    os.kill(int(pid), signal.SIGKILL)
+        except (OSError, ValueError):
+            pass
+        try:
+            os.rmdir(d)
+            return True
+        except FileNotFoundError:
+            return True
+        except OSError:
+            time.sleep(0.02)
+    return False
