@@ -13,6 +13,8 @@
  * --seconds. Prints one line per client count:
  *   submits_per_s=X p50_ms=Y p99_ms=Z clients=N nodes=.. jobs=.. errors=..
  *   rss_mib=.. cycles=.. cycle_mean_ms=.. commits=.. (store transactions)
+ * and then, with 300 keep-alive connections open that each listed 1,000
+ * jobs: open_conns=300 rss_mib=.. read_handles_lent=.. read_handles_idle=..
  * and whether the target (>= 5,000/s at 64 clients, p99 <= 50 ms) is met.
  * Figures only; no test asserts on them.
  */
@@ -56,6 +58,35 @@ static void bad_reply(void *ud, int k, int status, const char *body, size_t len)
     if ((status < 200 || status > 299) && shown++ < 5)
         fprintf(stderr, "bench-api: submit answered %d: %.*s\n", status,
                 (int)(len > 300 ? 300 : len), body);
+}
+
+/* After a round: N keep-alive connections that each list 1,000 jobs and
+ * stay open (clients, dashboards, agents between heartbeats). Prints
+ * allotd's RSS and its store read handles then: a handle is lent to a
+ * request, not held by an open connection. */
+#define OPEN_CONNS 300
+static void open_connections(const struct bench_daemon *d, struct bench_conn *m)
+{
+    static const char *const mn[] = {"allot_store_read_handles{state=\"lent\"}",
+                                     "allot_store_read_handles{state=\"idle\"}"};
+    struct bench_conn *c = calloc(OPEN_CONNS, sizeof(*c));
+    double h[2] = {0, 0};
+    int n = 0, st;
+    const char *body;
+
+    for (; c && n < OPEN_CONNS; n++) {
+        c[n].fd = -1;
+        if (bench_conn_open(&c[n], d->port) < 0 ||
+            bench_call(&c[n], "GET", "/v1/jobs?limit=1000", d->admin, NULL, NULL, &st, &body) < 0 ||
+            st != 200)
+            break;
+    }
+    bench_metrics(m, mn, h, 2);
+    printf("open_conns=%d rss_mib=%.1f read_handles_lent=%.0f read_handles_idle=%.0f\n", n,
+           (double)bench_proc_kib(d->pid, "VmRSS") / 1024.0, h[0], h[1]);
+    for (int i = 0; c && i <= n && i < OPEN_CONNS; i++)
+        bench_conn_close(&c[i]);
+    free(c);
 }
 
 /* One round with `clients` connections on a fresh allotd. Returns the
@@ -105,6 +136,7 @@ static double round_run(const char *allotd, int clients, long jobs, double secs,
            L.timed_out ? " (time bound reached)" : "",
            (double)bench_proc_kib(d.pid, "VmRSS") / 1024.0, cycles,
            cycles > 0 ? (m[1] - c0[1]) / cycles * 1e3 : 0.0, m[2] - c0[2]);
+    open_connections(&d, &c);
     fflush(stdout);
     *p99_out = p99;
 out:
