@@ -335,8 +335,10 @@ struct allot_store *srv_reader(struct server *s)
     }
     pthread_mutex_unlock(&s->readers_lock);
     if (st && pthread_setspecific(s->reader_key, st) != 0) {
-        reader_release(st); /* cannot be this thread's: back to the list, used once */
-        return st;
+        /* not recorded as this thread's, it would be lent twice: back it goes */
+        LOG_ERROR("main", "cannot lend a read handle: out of memory");
+        reader_release(st);
+        return NULL;
     }
     return st;
 }
