@@ -140,6 +140,12 @@ def goto(page, ready_js, what):
             e, br.js("return document.getElementById('status').textContent;"), br.logs()))
 
 
+def signed_in_as():
+    """The header's "name (role, tenant)" once it shows."""
+    return br.wait("return !document.getElementById('who').hidden && "
+                   "document.getElementById('who').textContent;", "who is signed in")
+
+
 def login(token):
     br.get(url)
     br.wait("return !document.getElementById('login').hidden;", "the login form")
@@ -238,8 +244,7 @@ def test_login_and_overview():
     row = br.js("return document.querySelector('#by-tenant tr[data-tenant=research]').innerText;")
     assert "2.25" in row, row  # 2 whole GPUs and a quarter
     assert "serve-big" in t and "borrowing not allowed" in t, t
-    who = br.wait("return !document.getElementById('who').hidden && "
-                  "document.getElementById('who').textContent;", "who is signed in")
+    who = signed_in_as()
     assert "(admin, all tenants)" in who, who
     no_console_errors("overview")
     shot("overview")
@@ -549,8 +554,7 @@ def test_member_sees_only_its_tenant():
     tenants = br.js("return [...document.querySelectorAll('#jobs tr[data-job] [data-tenant]')]"
                     ".map(function (e) { return e.dataset.tenant; });")
     assert tenants and set(tenants) == {"interns"}, tenants
-    who = br.wait("return !document.getElementById('who').hidden && "
-                  "document.getElementById('who').textContent;", "who is signed in")
+    who = signed_in_as()
     assert "(member, interns)" in who, who
     # a member may cancel its jobs: the viewer's refusal was forgotten with its token
     assert br.js("return !!document.querySelector('#jobs button.cancel');"), "no cancel button"
