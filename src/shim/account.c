@@ -70,17 +70,36 @@ static void sub_floor(uint64_t *v, uint64_t bytes)
     }
 }
 
+static CUresult reserve_once(int dev, uint64_t bytes, bool limited, uint64_t limit)
+{
+    if (books.region)
+        return shim_region_reserve(books.region, dev, bytes, limited, limit);
+    return add_within(&books.used[dev], bytes, limited, limit);
+}
+
 CUresult shim_reserve(int dev, uint64_t bytes)
 {
     uint64_t limit = 0;
     bool limited = shim_limit(dev, &limit);
+    CUresult rc;
 
     if (dev < 0 || dev >= SHIM_MAX_DEV)
         return limited ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
     shim_nvml_tick(dev);
-    if (books.region)
-        return shim_region_reserve(books.region, dev, bytes, limited, limit);
-    return add_within(&books.used[dev], bytes, limited, limit);
+    rc = reserve_once(dev, bytes, limited, limit);
+    /* a refusal may be owed to a pool's spare reserve counted before the
+     * driver gave it back (at a synchronisation the shim does not see):
+     * recount the pools, and try again if that gave bytes back */
+    if (rc == CUDA_ERROR_OUT_OF_MEMORY && shim_pools_counted(dev) && shim_pool_refresh(dev))
+        rc = reserve_once(dev, bytes, limited, limit);
+    return rc;
+}
+
+void shim_reserve_force(int dev, uint64_t bytes)
+{
+    if (dev < 0 || dev >= SHIM_MAX_DEV || !bytes)
+        return;
+    reserve_once(dev, bytes, false, 0);
 }
 
 uint64_t shim_ctx_overhead(void)

@@ -31,6 +31,7 @@ typedef struct CUevent_st *CUevent;
 typedef struct CUgraphExec_st *CUgraphExec;
 typedef struct CUlaunchAttribute_st CUlaunchAttribute;
 typedef int CUdriverProcAddressQueryResult;
+typedef int CUmemPool_attribute; /* an enum in cuda.h */
 
 #define CUDA_SUCCESS               0
 #define CUDA_ERROR_INVALID_VALUE   1
@@ -52,6 +53,11 @@ typedef int CUdriverProcAddressQueryResult;
 
 #define CU_MEM_LOCATION_TYPE_DEVICE 1
 #define CU_MEM_LOCATION_TYPE_HOST   2
+
+/* CUmemPool_attribute: the ones the shim reads or watches (cuuint64_t values) */
+#define CU_MEMPOOL_ATTR_RELEASE_THRESHOLD    4
+#define CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT 5
+#define CU_MEMPOOL_ATTR_USED_MEM_CURRENT     7
 
 #define CU_MEM_ATTACH_GLOBAL                 0x1
 #define CU_MEM_ADVISE_SET_PREFERRED_LOCATION 3

@@ -147,6 +147,9 @@ static CUresult forget(CUresult (*call)(uint64_t, void *), void *arg, uint64_t k
         else
             shim_table_put(&shim_allocs, &a);
     }
+    /* a pointer freed into a pool that keeps it: the pool's spare grew */
+    if (rc == CUDA_SUCCESS && space == SHIM_SPACE_PTR && shim_pools_counted(-1))
+        shim_pool_refresh(known ? a.dev : -1);
     return rc;
 }
 
@@ -336,68 +339,67 @@ CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flag
  * Stream-ordered allocations are counted on the calling thread's current
  * device when they are requested and given back when their free is
  * requested; cuMemAllocAsync and its _ptsz twin differ only in the real
- * function called.
+ * function called. When a pool of the device keeps its freed memory (a
+ * raised release threshold, pool.c), the allocation first draws on what
+ * that pool keeps spare, and the pool is recounted after the driver
+ * answered. pool is the pool asked for (NULL: the device's current one).
  */
-static CUresult alloc_async(enum shim_fn f, CUdeviceptr *dptr, size_t bytesize, CUstream s)
+static CUresult alloc_stream(void *fn, bool from_pool, CUdeviceptr *dptr, size_t bytesize,
+                             CUmemoryPool pool, CUstream s)
 {
-    CUresult (*real)(CUdeviceptr *, size_t, CUstream) =
-        (CUresult(*)(CUdeviceptr *, size_t, CUstream))shim_real(f);
-    uint64_t ctx;
+    typedef CUresult (*async_fn)(CUdeviceptr *, size_t, CUstream);
+    typedef CUresult (*pool_fn)(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
+    uint64_t ctx, key = 0;
+    bool counted = false;
     CUresult rc;
     int dev;
 
-    if (!real)
+    if (!fn)
         return shim_missing();
     if (!dptr)
         return CUDA_ERROR_INVALID_VALUE;
     if (!bytesize)
-        return real(dptr, bytesize, s);
-    if ((rc = begin(&dev, &ctx, bytesize)) != CUDA_SUCCESS)
+        return from_pool ? ((pool_fn)fn)(dptr, bytesize, pool, s)
+                         : ((async_fn)fn)(dptr, bytesize, s);
+    rc = shim_current_device(&dev);
+    ctx = shim_current_ctx();
+    if (rc != CUDA_SUCCESS)
         return rc;
-    rc = real(dptr, bytesize, s);
-    return settle(rc, dev, ctx, bytesize, SHIM_SPACE_PTR, rc ? 0 : *dptr, undo_ptr);
+    if (shim_pools_counted(-1)) {
+        key = pool ? (uint64_t)(uintptr_t)pool : shim_pool_current(dev);
+        counted = shim_pool_draw(key, bytesize);
+    }
+    rc = shim_reserve(dev, bytesize);
+    if (rc == CUDA_SUCCESS) {
+        rc = from_pool ? ((pool_fn)fn)(dptr, bytesize, pool, s) : ((async_fn)fn)(dptr, bytesize, s);
+        rc = settle(rc, dev, ctx, bytesize, SHIM_SPACE_PTR, rc ? 0 : *dptr, undo_ptr);
+    }
+    /* what the pool keeps spare now (the draw undone if it refused) */
+    if (counted)
+        shim_pool_refresh_one(key);
+    return rc;
 }
 
 CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream s)
 {
-    return alloc_async(SHIM_FN_cuMemAllocAsync, dptr, bytesize, s);
+    return alloc_stream(shim_real(SHIM_FN_cuMemAllocAsync), false, dptr, bytesize, NULL, s);
 }
 
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream s)
 {
-    return alloc_async(SHIM_FN_cuMemAllocAsync_ptsz, dptr, bytesize, s);
-}
-
-static CUresult alloc_pool(enum shim_fn f, CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
-                           CUstream s)
-{
-    CUresult (*real)(CUdeviceptr *, size_t, CUmemoryPool, CUstream) =
-        (CUresult(*)(CUdeviceptr *, size_t, CUmemoryPool, CUstream))shim_real(f);
-    uint64_t ctx;
-    CUresult rc;
-    int dev;
-
-    if (!real)
-        return shim_missing();
-    if (!dptr)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (!bytesize)
-        return real(dptr, bytesize, pool, s);
-    if ((rc = begin(&dev, &ctx, bytesize)) != CUDA_SUCCESS)
-        return rc;
-    rc = real(dptr, bytesize, pool, s);
-    return settle(rc, dev, ctx, bytesize, SHIM_SPACE_PTR, rc ? 0 : *dptr, undo_ptr);
+    return alloc_stream(shim_real(SHIM_FN_cuMemAllocAsync_ptsz), false, dptr, bytesize, NULL, s);
 }
 
 CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream s)
 {
-    return alloc_pool(SHIM_FN_cuMemAllocFromPoolAsync, dptr, bytesize, pool, s);
+    return alloc_stream(shim_real(SHIM_FN_cuMemAllocFromPoolAsync), true, dptr, bytesize, pool, s);
 }
 
 CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
                                       CUstream s)
 {
-    return alloc_pool(SHIM_FN_cuMemAllocFromPoolAsync_ptsz, dptr, bytesize, pool, s);
+    return alloc_stream(shim_real(SHIM_FN_cuMemAllocFromPoolAsync_ptsz), true, dptr, bytesize, pool,
+                        s);
 }
 
 /* ---- frees ------------------------------------------------------------------ */
@@ -806,6 +808,7 @@ static void cap_info(uint64_t *f, uint64_t *t)
         return;
     if (limit < *t)
         *t = limit;
+    shim_pool_refresh(dev);
     used = shim_used(dev);
     if (used >= *t)
         *f = 0;

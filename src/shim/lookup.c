@@ -76,6 +76,7 @@ static void fork_child(void)
     shim_account_reset_child();
     shim_limiter_reset_child();
     shim_nvml_reset_child();
+    shim_pool_reset_child();
 }
 
 static void shim_start(void)

@@ -281,6 +281,7 @@ static void cap_nvml(nvmlDevice_t h, unsigned long long *total, unsigned long lo
         if (reserved)
             *reserved = 0;
     }
+    shim_pool_refresh(dev);
     mine = shim_used(dev);
     *used = mine;
     if (mine >= *total)

@@ -20,8 +20,10 @@
  *   share.c   weighted fair sharing of one GPU between jobs (a file per GPU)
  *   nvml.c    NVML: capped memory info, the books checked against NVML;
  *             NVML devices mapped to CUDA ordinals by UUID
- *   overhead.c contexts' overhead, primary-context references, graphs'
- *             memory allocation nodes
+ *   overhead.c contexts' overhead (estimated, then measured), primary-
+ *             context references, graphs' memory allocation nodes
+ *   pool.c    memory pools with a raised release threshold: their spare
+ *             reserve counted
  *   mapfile.c opening a file several processes map (the region, the share
  *             files): sized and initialised under flock
  *   procfs.c  a process's start time and pid namespace (also in the reader)
@@ -37,8 +39,9 @@
  * in the table (and the reverse on a free). The limiter's mutex comes
  * before the region's (the job's compute budget lives there) and before
  * nvml.c's lock on the CUDA devices' UUIDs (a share file is named by the
- * UUID). nvml.c never holds its two locks together. The share files have
- * no lock.
+ * UUID). nvml.c never holds its two locks together. pool.c's lock comes
+ * before the region's (it adjusts the books holding it) and is never held
+ * while calling the driver. The share files have no lock.
  */
 #ifndef ALLOT_SHIM_H
 #define ALLOT_SHIM_H
@@ -165,6 +168,13 @@ size_t shim_table_take_ctx(struct shim_table *t, uint64_t ctx, uint64_t freed[SH
 bool shim_table_get(struct shim_table *t, uint64_t key, int space, struct shim_alloc *a);
 /* Removes (key, space). OUT *a (may be NULL). Returns whether it was there. */
 bool shim_table_take(struct shim_table *t, uint64_t key, int space, struct shim_alloc *a);
+/*
+ * Sets the bytes of every record of space on dev to bytes (UINT64_MAX:
+ * leaves them, only counts). OUT *old_sum their bytes before. Returns how
+ * many there are.
+ */
+size_t shim_table_resize_space(struct shim_table *t, int space, int dev, uint64_t bytes,
+                               uint64_t *old_sum);
 
 /* The process's allocations (lookup.c owns it; hooks.c fills it). */
 extern struct shim_table shim_allocs;
@@ -241,6 +251,10 @@ void shim_account_init(const struct shim_config *c, struct shim_region *region);
 CUresult shim_reserve(int dev, uint64_t bytes);
 /* Gives back bytes reserved on dev. */
 void shim_release(int dev, uint64_t bytes);
+/* Adds bytes the driver already holds (a pool's reserve, a measured
+ * context overhead) to dev's books, past the cap if need be: they are
+ * not a request that could be refused. */
+void shim_reserve_force(int dev, uint64_t bytes);
 /* Oversubscription (ALLOT_GPU_MEMORY_OVERSUBSCRIBE): the bytes per device
  * a job may hold beyond its cap as host-preferred managed memory, 0 off. */
 uint64_t shim_over_limit(void);
@@ -276,6 +290,33 @@ static inline void shim_count_launch(void)
 /* Records NVML's last answer for this process on dev (the region's
  * metering fields). */
 void shim_note_nvml(int dev, uint64_t bytes);
+
+/* ---- pool.c: memory pools' reserved memory ---------------------------------- */
+
+/* Whether a pool with a raised release threshold is counted on dev (any
+ * device when dev < 0). Cheap: one load. */
+bool shim_pools_counted(int dev);
+/* The pool stream-ordered allocations on dev come from (cuDeviceGetMemPool),
+ * as a key; 0 when unknown. */
+uint64_t shim_pool_current(int dev);
+/* Before an allocation of bytes from pool: the spare bytes the pool keeps
+ * (counted already) are taken off the books up to bytes, since the driver
+ * hands them out first. Returns whether pool is counted (the caller then
+ * calls shim_pool_refresh_one after the driver answered). */
+bool shim_pool_draw(uint64_t pool, uint64_t bytes);
+/* Recounts pool's spare bytes (reserved minus used, from the driver). */
+void shim_pool_refresh_one(uint64_t pool);
+/* Recounts every counted pool of dev (every device when dev < 0).
+ * Returns whether bytes were given back. */
+bool shim_pool_refresh(int dev);
+/* After fork() in the child: no pools. */
+void shim_pool_reset_child(void);
+CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props);
+CUresult cuMemPoolDestroy(CUmemoryPool pool);
+CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value);
+CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep);
+CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice dev);
+CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev);
 
 /* ---- share.c: weighted fair sharing of a GPU between jobs ----------------- */
 
@@ -418,7 +459,13 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *me
     X(cuGraphAddNode)                                                                              \
     X(cuGraphAddNode_v2)                                                                           \
     X(cuGraphDestroyNode)                                                                          \
-    X(cuGraphDestroy)
+    X(cuGraphDestroy)                                                                              \
+    X(cuMemPoolCreate)                                                                             \
+    X(cuMemPoolDestroy)                                                                            \
+    X(cuMemPoolSetAttribute)                                                                       \
+    X(cuMemPoolTrimTo)                                                                             \
+    X(cuDeviceGetDefaultMemPool)                                                                   \
+    X(cuDeviceGetMemPool)
 #define SHIM_CALLED(X)                                                                             \
     X(cuCtxGetDevice)                                                                              \
     X(cuCtxGetCurrent)                                                                             \
@@ -435,7 +482,8 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *me
     X(cuDeviceGetUuid)                                                                             \
     X(cuDeviceGetUuid_v2)                                                                          \
     X(cuMemAdvise)                                                                                 \
-    X(cuMemAdvise_v2)
+    X(cuMemAdvise_v2)                                                                              \
+    X(cuMemPoolGetAttribute)
 
 #define SHIM_ENUM(name) SHIM_FN_##name,
 enum shim_fn { SHIM_HOOKED(SHIM_ENUM) SHIM_N_HOOKED, SHIM_CALLED(SHIM_ENUM) SHIM_N_FN };

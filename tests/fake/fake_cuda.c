@@ -28,6 +28,17 @@
  * a free gives its bytes back and a free of an unknown pointer fails with
  * CUDA_ERROR_INVALID_VALUE; cuGetProcAddress(_v2) answering from its own
  * table; and fake_cuda_* helpers a test calls to see the driver's books.
+ *
+ * Memory pools: a default pool per device and created ones
+ * (cuMemPoolCreate), each with its reserved and used bytes and its release
+ * threshold (CU_MEMPOOL_ATTR_*, read and set with cuMemPoolGet/SetAttribute).
+ * A stream-ordered allocation comes out of the pool's reserved but unused
+ * bytes first and takes device memory only for the rest; a free gives its
+ * bytes back to the pool, which keeps them reserved: a pool whose threshold
+ * is 0 releases them at once (the real driver: at the next
+ * synchronisation), a raised threshold keeps them until cuCtxSynchronize or
+ * cuStreamSynchronize (down to the threshold) or cuMemPoolTrimTo. A NULL
+ * pool is the device's current pool (cuDeviceGetMemPool).
  * Build it with -Bsymbolic, as NVIDIA's driver is: its calls to itself must
  * not reach the shim.
  */
@@ -72,6 +83,7 @@ static struct {
     unsigned long long key;
     size_t size;
     char kind; /* 'p' pointer, 'h' VMM handle, 'a' array */
+    int pool;  /* the pool it came out of, -1 none */
 } allocs[MAX_ALLOCS];
 static int n_allocs;
 static unsigned long long next_handle = 1;
@@ -97,8 +109,29 @@ static CUresult fake_alloc_locked(unsigned long long *key, size_t size, char kin
     }
     allocs[n_allocs].key = *key;
     allocs[n_allocs].size = size;
+    allocs[n_allocs].pool = -1;
     allocs[n_allocs++].kind = kind;
     return CUDA_SUCCESS;
+}
+
+/* Memory pools: [0, MAX_DEV) the devices' default pools, then created ones. */
+#define MAX_POOLS (MAX_DEV + 16)
+static struct fake_pool {
+    int live, dev;
+    size_t reserved, used, threshold;
+} pools[MAX_POOLS];
+static int cur_pool[MAX_DEV]; /* cuDeviceSetMemPool's choice + 1, 0 the default */
+
+/* Gives back what pool i keeps reserved beyond its use and keep bytes. */
+static void pool_release(int i, size_t keep)
+{
+    struct fake_pool *p = &pools[i];
+    size_t floor = p->used > keep ? p->used : keep;
+
+    if (p->reserved > floor) {
+        used -= p->reserved - floor;
+        p->reserved = floor;
+    }
 }
 
 /* Gives back the allocation key of kind; CUDA_ERROR_INVALID_VALUE if unknown. */
@@ -108,7 +141,16 @@ static CUresult fake_free_locked(unsigned long long key, char kind)
         return CUDA_ERROR_INVALID_CONTEXT;
     for (int i = 0; i < n_allocs; i++) {
         if (allocs[i].key == key && allocs[i].kind == kind) {
-            used -= allocs[i].size;
+            int pool = allocs[i].pool;
+
+            if (pool < 0) {
+                used -= allocs[i].size;
+            } else {
+                /* back to its pool, which keeps it reserved */
+                pools[pool].used -= allocs[i].size;
+                if (!pools[pool].threshold)
+                    pool_release(pool, 0);
+            }
             allocs[i] = allocs[--n_allocs];
             return CUDA_SUCCESS;
         }
@@ -235,6 +277,8 @@ CUresult cuCtxCreate_v2(CUcontext *c, unsigned flags, CUdevice d)
     cur = d;
     used = cleared = 0;
     n_allocs = 0;
+    for (int i = 0; i < MAX_POOLS; i++)
+        pools[i].reserved = pools[i].used = 0;
     *c = (CUcontext)((unsigned long)d + 1);
     return CUDA_SUCCESS;
 }
@@ -246,8 +290,10 @@ CUresult cuCtxDestroy_v2(CUcontext c)
         return CUDA_ERROR_INVALID_CONTEXT;
     note("done", uuids[cur], (unsigned long long)(cleared >> 20));
     cur = -1;
-    used = 0; /* a context's memory dies with it */
+    used = 0; /* a context's memory dies with it, pools' reserves too */
     n_allocs = 0;
+    for (int i = 0; i < MAX_POOLS; i++)
+        pools[i].reserved = pools[i].used = 0;
     return CUDA_SUCCESS;
 }
 
@@ -283,10 +329,23 @@ CUresult cuMemsetD8_v2(CUdeviceptr p, unsigned char v, size_t n)
     return CUDA_SUCCESS;
 }
 
+/* Pools above their release threshold give back what they do not use. */
+static CUresult synchronize(void)
+{
+    if (cur < 0)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    pthread_mutex_lock(&alloc_lock);
+    for (int i = 0; i < MAX_POOLS; i++)
+        if (pools[i].reserved > pools[i].threshold)
+            pool_release(i, pools[i].threshold);
+    pthread_mutex_unlock(&alloc_lock);
+    return CUDA_SUCCESS;
+}
+
 CUresult cuCtxSynchronize(void);
 CUresult cuCtxSynchronize(void)
 {
-    return cur < 0 ? CUDA_ERROR_INVALID_CONTEXT : CUDA_SUCCESS;
+    return synchronize();
 }
 
 CUresult cuMemFree_v2(CUdeviceptr p);
@@ -365,6 +424,8 @@ CUresult cuDevicePrimaryCtxReset_v2(CUdevice d)
         cur = -1;
         used = 0;
         n_allocs = 0;
+        for (int i = 0; i < MAX_POOLS; i++)
+            pools[i].reserved = pools[i].used = 0;
     }
     return CUDA_SUCCESS;
 }
@@ -485,34 +546,86 @@ CUresult cuMemAllocManaged(CUdeviceptr *p, size_t size, unsigned flags)
 typedef struct CUstream_st *CUstream;
 typedef struct CUmemPoolHandle_st *CUmemoryPool;
 
+/* Pool of handle h (NULL: the current device's current pool), -1 if none. */
+static int pool_index(CUmemoryPool h)
+{
+    long i;
+
+    if (!h) {
+        if (cur < 0)
+            return -1;
+        i = cur_pool[cur] > 0 ? cur_pool[cur] - 1 : cur;
+        pools[i].live = 1;
+        pools[i].dev = cur;
+        return (int)i;
+    }
+    i = (struct fake_pool *)(void *)h - pools;
+    return i >= 0 && i < MAX_POOLS && pools[i].live ? (int)i : -1;
+}
+
+/* A stream-ordered allocation out of pool (see the top). */
+static CUresult pool_alloc(CUdeviceptr *ptr, size_t size, CUmemoryPool h)
+{
+    CUresult r = CUDA_SUCCESS;
+    struct fake_pool *p;
+    size_t grow;
+    int i;
+
+    if (!ptr || !size)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&alloc_lock);
+    i = pool_index(h);
+    if (i < 0) {
+        r = cur < 0 ? CUDA_ERROR_INVALID_CONTEXT : CUDA_ERROR_INVALID_VALUE;
+        goto out;
+    }
+    p = &pools[i];
+    /* the pool's spare bytes first: only the rest is new device memory */
+    grow = size > p->reserved - p->used ? size - (p->reserved - p->used) : 0;
+    if (grow > mem_bytes - used || n_allocs == MAX_ALLOCS) {
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    used += grow;
+    p->reserved += grow;
+    p->used += size;
+    *ptr = next_ptr;
+    next_ptr += (size + 255) & ~(size_t)255;
+    allocs[n_allocs].key = *ptr;
+    allocs[n_allocs].size = size;
+    allocs[n_allocs].pool = i;
+    allocs[n_allocs++].kind = 'p';
+out:
+    pthread_mutex_unlock(&alloc_lock);
+    return r;
+}
+
 CUresult cuMemAllocAsync(CUdeviceptr *p, size_t size, CUstream s);
 CUresult cuMemAllocAsync(CUdeviceptr *p, size_t size, CUstream s)
 {
     (void)s;
-    return fake_alloc(p, size, 'p');
+    return pool_alloc(p, size, NULL);
 }
 
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr *p, size_t size, CUstream s);
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr *p, size_t size, CUstream s)
 {
     (void)s;
-    return fake_alloc(p, size, 'p');
+    return pool_alloc(p, size, NULL);
 }
 
 CUresult cuMemAllocFromPoolAsync(CUdeviceptr *p, size_t size, CUmemoryPool pool, CUstream s);
 CUresult cuMemAllocFromPoolAsync(CUdeviceptr *p, size_t size, CUmemoryPool pool, CUstream s)
 {
-    (void)pool;
     (void)s;
-    return fake_alloc(p, size, 'p');
+    return pool_alloc(p, size, pool);
 }
 
 CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *p, size_t size, CUmemoryPool pool, CUstream s);
 CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *p, size_t size, CUmemoryPool pool, CUstream s)
 {
-    (void)pool;
     (void)s;
-    return fake_alloc(p, size, 'p');
+    return pool_alloc(p, size, pool);
 }
 
 CUresult cuMemFreeAsync(CUdeviceptr p, CUstream s);
@@ -527,6 +640,131 @@ CUresult cuMemFreeAsync_ptsz(CUdeviceptr p, CUstream s)
 {
     (void)s;
     return fake_free(p, 'p');
+}
+
+CUresult cuStreamSynchronize(CUstream s);
+CUresult cuStreamSynchronize(CUstream s)
+{
+    (void)s;
+    return synchronize();
+}
+
+CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice d);
+CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice d)
+{
+    if (!pool)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (d < 0 || d >= n_dev)
+        return CUDA_ERROR_INVALID_DEVICE;
+    pools[d].live = 1;
+    pools[d].dev = d;
+    *pool = (CUmemoryPool)(void *)&pools[d];
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice d);
+CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice d)
+{
+    if (!pool)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (d < 0 || d >= n_dev)
+        return CUDA_ERROR_INVALID_DEVICE;
+    if (cur_pool[d] > 0) {
+        *pool = (CUmemoryPool)(void *)&pools[cur_pool[d] - 1];
+        return CUDA_SUCCESS;
+    }
+    return cuDeviceGetDefaultMemPool(pool, d);
+}
+
+CUresult cuDeviceSetMemPool(CUdevice d, CUmemoryPool pool);
+CUresult cuDeviceSetMemPool(CUdevice d, CUmemoryPool pool)
+{
+    int i = pool_index(pool);
+
+    if (d < 0 || d >= n_dev)
+        return CUDA_ERROR_INVALID_DEVICE;
+    if (!pool || i < 0 || pools[i].dev != d)
+        return CUDA_ERROR_INVALID_VALUE;
+    cur_pool[d] = i == d ? 0 : i + 1;
+    return CUDA_SUCCESS;
+}
+
+/* CUmemPoolProps: the location (type, id) follows two ints */
+CUresult cuMemPoolCreate(CUmemoryPool *pool, const int *props);
+CUresult cuMemPoolCreate(CUmemoryPool *pool, const int *props)
+{
+    if (!pool || !props || props[2] != 1 /* DEVICE */ || props[3] < 0 || props[3] >= n_dev)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (int i = MAX_DEV; i < MAX_POOLS; i++) {
+        if (!pools[i].live) {
+            pools[i] = (struct fake_pool){.live = 1, .dev = props[3]};
+            *pool = (CUmemoryPool)(void *)&pools[i];
+            return CUDA_SUCCESS;
+        }
+    }
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+CUresult cuMemPoolDestroy(CUmemoryPool pool);
+CUresult cuMemPoolDestroy(CUmemoryPool pool)
+{
+    int i = pool_index(pool);
+
+    if (!pool || i < MAX_DEV)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&alloc_lock);
+    used -= pools[i].reserved;
+    pools[i] = (struct fake_pool){0};
+    for (int d = 0; d < MAX_DEV; d++)
+        if (cur_pool[d] == i + 1)
+            cur_pool[d] = 0;
+    pthread_mutex_unlock(&alloc_lock);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep);
+CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep)
+{
+    int i = pool_index(pool);
+
+    if (!pool || i < 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&alloc_lock);
+    pool_release(i, keep);
+    pthread_mutex_unlock(&alloc_lock);
+    return CUDA_SUCCESS;
+}
+
+/* CU_MEMPOOL_ATTR_*: RELEASE_THRESHOLD 4, RESERVED_MEM_CURRENT 5,
+ * USED_MEM_CURRENT 7 (cuuint64_t); the others are not modelled */
+CUresult cuMemPoolSetAttribute(CUmemoryPool pool, int attr, void *value);
+CUresult cuMemPoolSetAttribute(CUmemoryPool pool, int attr, void *value)
+{
+    int i = pool_index(pool);
+
+    if (!pool || i < 0 || !value)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (attr != 4)
+        return CUDA_ERROR_INVALID_VALUE;
+    pools[i].threshold = (size_t) * (unsigned long long *)value;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemPoolGetAttribute(CUmemoryPool pool, int attr, void *value);
+CUresult cuMemPoolGetAttribute(CUmemoryPool pool, int attr, void *value)
+{
+    int i = pool_index(pool);
+    unsigned long long v;
+
+    if (!pool || i < 0 || !value)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&alloc_lock);
+    v = attr == 4 ? pools[i].threshold : attr == 5 ? pools[i].reserved : pools[i].used;
+    pthread_mutex_unlock(&alloc_lock);
+    if (attr != 4 && attr != 5 && attr != 7)
+        return CUDA_ERROR_INVALID_VALUE;
+    *(unsigned long long *)value = v;
+    return CUDA_SUCCESS;
 }
 
 /* cuMemAdvise(_v2): the last advice, for tests (fake_cuda_last_advice) */

@@ -25,6 +25,7 @@
 #define CUarray                        shim_CUarray
 #define CUmemoryPool                   shim_CUmemoryPool
 #define CUdriverProcAddressQueryResult shim_CUdriverProcAddressQueryResult
+#define CUmemPool_attribute            shim_CUmemPool_attribute
 #define CUctx_st                       shim_CUctx_st
 #define CUstream_st                    shim_CUstream_st
 #define CUarray_st                     shim_CUarray_st
@@ -81,6 +82,9 @@ enum {
     S_ADVISE_PREFERRED = CU_MEM_ADVISE_SET_PREFERRED_LOCATION,
     S_DEVICE_CPU = CU_DEVICE_CPU,
     S_NODE_MEM_ALLOC = CU_GRAPH_NODE_TYPE_MEM_ALLOC,
+    S_POOL_THRESHOLD = CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+    S_POOL_RESERVED = CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT,
+    S_POOL_USED = CU_MEMPOOL_ATTR_USED_MEM_CURRENT,
 };
 #undef CUDA_SUCCESS
 #undef CUDA_ERROR_INVALID_VALUE
@@ -103,6 +107,9 @@ enum {
 #undef CU_MEM_ADVISE_SET_PREFERRED_LOCATION
 #undef CU_DEVICE_CPU
 #undef CU_GRAPH_NODE_TYPE_MEM_ALLOC
+#undef CU_MEMPOOL_ATTR_RELEASE_THRESHOLD
+#undef CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT
+#undef CU_MEMPOOL_ATTR_USED_MEM_CURRENT
 #undef CUmemLocation
 #undef CUmemAllocationProp
 #undef CUDA_ARRAY_DESCRIPTOR
@@ -120,6 +127,7 @@ enum {
 #undef CUarray
 #undef CUmemoryPool
 #undef CUdriverProcAddressQueryResult
+#undef CUmemPool_attribute
 #undef CUctx_st
 #undef CUstream_st
 #undef CUarray_st
@@ -189,6 +197,10 @@ SAME_TYPE(shim_CUdeviceptr, CUdeviceptr);
 SAME_TYPE(shim_CUmemGenericAllocationHandle, CUmemGenericAllocationHandle);
 SAME_TYPE(shim_cuuint64_t, cuuint64_t);
 SAME_TYPE(shim_CUdriverProcAddressQueryResult, CUdriverProcAddressQueryResult);
+SAME_TYPE(shim_CUmemPool_attribute, CUmemPool_attribute);
+SAME(S_POOL_THRESHOLD, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD);
+SAME(S_POOL_RESERVED, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT);
+SAME(S_POOL_USED, CU_MEMPOOL_ATTR_USED_MEM_CURRENT);
 
 SAME_TYPE(shim_CUmemLocation, CUmemLocation);
 SAME_FIELD(shim_CUmemLocation, CUmemLocation, type);

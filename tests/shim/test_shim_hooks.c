@@ -6,7 +6,7 @@
  *
  *   cap          ALLOT_GPU_MEMORY_LIMIT=1Mi, ALLOT_GPU_MEMORY_LIMIT_1=2Mi:
  *                every allocation family, memory info, lookups, NULLs,
- *                unknown frees
+ *                unknown frees, memory pools' reserve
  *   private      as cap, FAKE_CUDA_PROC=private: cuGetProcAddress hands out
  *                a pointer no symbol names
  *   nolimit      no cap: everything passes through
@@ -1135,193 +1135,9 @@ static void test_oversubscribe(void **state)
     assert_int_equal(shim_free(), CAP);
 }
 
-/* ---- context overhead and graph memory ------------------------------------- */
-
-CUresult cuGraphCreate(CUgraph *g, unsigned flags);
-int fake_cuda_graph_nodes(void);
-
-/* ALLOT_GPU_CONTEXT_OVERHEAD=256Ki: every context counts 256 KiB, given
- * back when it goes; a context the cap has no room for is refused. */
-static void test_context_overhead(void **state)
-{
-    CUcontext pc, c1;
-    CUdeviceptr p;
-    CUdevice d1;
-
-    (void)state;
-    /* setup_dev0 created a context */
-    assert_int_equal(shim_free(), CAP - 256 * KIB);
-    assert_int_equal(cuMemAlloc_v2(&p, CAP - 256 * KIB), CUDA_SUCCESS);
-    assert_int_equal(cuMemAlloc_v2(&p, 4 * KIB), CUDA_ERROR_OUT_OF_MEMORY);
-    assert_int_equal(cuCtxDestroy_v2(ctx), CUDA_SUCCESS);
-    ctx = NULL;
-    /* device 1's cap (200 KiB) has no room for a context */
-    assert_int_equal(cuDeviceGet(&d1, 1), CUDA_SUCCESS);
-    assert_int_equal(cuCtxCreate_v2(&c1, 0, d1), CUDA_ERROR_OUT_OF_MEMORY);
-    assert_null(c1);
-    /* the primary context: counted once however often retained, given
-     * back (with its allocations) at the last release */
-    assert_int_equal(cuDevicePrimaryCtxRetain(&pc, 0), CUDA_SUCCESS);
-    assert_int_equal(cuDevicePrimaryCtxRetain(&pc, 0), CUDA_SUCCESS);
-    assert_int_equal(shim_free(), CAP - 256 * KIB);
-    assert_int_equal(cuMemAlloc_v2(&p, 100 * KIB), CUDA_SUCCESS);
-    assert_int_equal(cuDevicePrimaryCtxRelease_v2(0), CUDA_SUCCESS);
-    assert_int_equal(cuDevicePrimaryCtxRetain(&pc, 0), CUDA_SUCCESS);
-    assert_int_equal(shim_free(), CAP - 356 * KIB);
-    assert_int_equal(cuDevicePrimaryCtxRelease_v2(0), CUDA_SUCCESS);
-    assert_int_equal(cuDevicePrimaryCtxRelease_v2(0), CUDA_SUCCESS);
-    assert_int_equal(cuDevicePrimaryCtxRetain(&pc, 0), CUDA_SUCCESS);
-    assert_int_equal(shim_free(), CAP - 256 * KIB);
-    assert_int_equal(cuDevicePrimaryCtxRelease_v2(0), CUDA_SUCCESS);
-}
-
-/* A graph's memory allocation nodes count from their creation to their
- * destruction or the graph's; over the cap the node is refused before
- * the driver sees it. */
-static void test_graph_memory_nodes(void **state)
-{
-    CUDA_MEM_ALLOC_NODE_PARAMS mp = {.bytesize = 384 * KIB};
-    CUgraphNodeParams np = {.type = CU_GRAPH_NODE_TYPE_MEM_ALLOC};
-    CUgraphNode n1, n2, n3, n4;
-    CUgraph g;
-    int made;
-
-    (void)state;
-    mp.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    mp.poolProps.location.id = 0;
-    np.alloc = mp;
-    np.alloc.bytesize = 512 * KIB; /* 384 KiB left */
-    assert_int_equal(cuGraphCreate(&g, 0), CUDA_SUCCESS);
-    assert_int_equal(cuGraphAddMemAllocNode(&n1, g, NULL, 0, &mp), CUDA_SUCCESS);
-    assert_int_equal(shim_free(), CAP - 640 * KIB); /* the context's 256 KiB too */
-    assert_int_equal(cuGraphAddNode_v2(&n2, g, NULL, NULL, 0, &np), CUDA_ERROR_OUT_OF_MEMORY);
-    made = fake_cuda_graph_nodes();
-    assert_int_equal(cuGraphAddMemAllocNode(&n2, g, NULL, 0, &mp), CUDA_SUCCESS);
-    assert_int_equal(cuGraphAddMemAllocNode(&n3, g, NULL, 0, &mp), CUDA_ERROR_OUT_OF_MEMORY);
-    assert_int_equal(fake_cuda_graph_nodes(), made + 1); /* the refused one never reached it */
-    assert_int_equal(shim_free(), 0);
-    assert_int_equal(cuGraphDestroyNode(n1), CUDA_SUCCESS);
-    assert_int_equal(shim_free(), CAP - 640 * KIB);
-    /* other node types pass straight through */
-    np.type = 0; /* kernel */
-    assert_int_equal(cuGraphAddNode(&n4, g, NULL, 0, &np), CUDA_SUCCESS);
-    assert_int_equal(shim_free(), CAP - 640 * KIB);
-    assert_int_equal(cuGraphDestroy(g), CUDA_SUCCESS);
-    assert_int_equal(shim_free(), CAP - 256 * KIB);
-    assert_int_equal(cuGraphAddMemAllocNode(NULL, g, NULL, 0, &mp), CUDA_ERROR_INVALID_VALUE);
-}
-
-/* ---- NVML ------------------------------------------------------------------ */
-
-nvmlReturn_t nvmlInit_v2(void);
-nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int i, nvmlDevice_t *d);
-
-/* The fake NVML's machine: NVML's GPU 0 is CUDA's device 1 and the other
- * way round; its GPU 2 is not visible to CUDA. This process uses 5 MiB of
- * GPU 1 (CUDA's device 0) as NVML sees it. */
-static void write_nvml_config(void)
-{
-    const char *path = getenv("FAKE_NVML_CONFIG");
-    FILE *f = path ? fopen(path, "w") : NULL;
-
-    if (!f)
-        return;
-    fprintf(f,
-            "gpu uuid=GPU-00000000-0000-0000-0000-000000000002 mem=64\n"
-            "gpu uuid=GPU-00000000-0000-0000-0000-000000000001 mem=64\n"
-            "gpu uuid=GPU-00000000-0000-0000-0000-000000000003 mem=64\n"
-            "proc 1 %d 5\n",
-            (int)getpid());
-    fclose(f);
-}
-
-static bool log_has(const char *needle)
-{
-    const char *path = getenv("ALLOT_SHIM_LOG");
-    char buf[4096];
-    size_t n;
-    FILE *f = path ? fopen(path, "r") : NULL;
-
-    if (!f)
-        return false;
-    n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    return strstr(buf, needle) != NULL;
-}
-
-/* The first allocation a period (ALLOT_SHIM_NVML_CHECK=1) after start
- * checks the books against NVML: nothing booked before it, 5 MiB as NVML
- * sees this process: drift, logged. None before the period. */
-static void test_nvml_drift_logged(void **state)
-{
-    struct timespec ts = {1, 100000000};
-    CUdeviceptr p;
-
-    (void)state;
-    assert_int_equal(cuMemAlloc_v2(&p, 100 * KIB), CUDA_SUCCESS);
-    assert_int_equal(cuMemFree_v2(p), CUDA_SUCCESS);
-    assert_false(log_has("drift"));
-    nanosleep(&ts, NULL);
-    assert_int_equal(cuMemAlloc_v2(&p, 100 * KIB), CUDA_SUCCESS);
-    assert_true(log_has("drift: the books hold 0 bytes for pid"));
-    assert_true(log_has("NVML 5242880"));
-    assert_int_equal(cuMemFree_v2(p), CUDA_SUCCESS);
-}
-
-static void test_nvml_memory_capped(void **state)
-{
-    nvmlReturn_t (*by_dlsym)(nvmlDevice_t, nvmlMemory_t *);
-    nvmlDevice_t g0, g1, g2;
-    nvmlMemory_v2_t m2 = {.version = nvmlMemory_v2};
-    nvmlMemory_t m;
-    CUdeviceptr p;
-    size_t f, t;
-    void *lib;
-
-    (void)state;
-    assert_int_equal(nvmlInit_v2(), NVML_SUCCESS);
-    assert_int_equal(nvmlDeviceGetHandleByIndex_v2(0, &g0), NVML_SUCCESS);
-    assert_int_equal(nvmlDeviceGetHandleByIndex_v2(1, &g1), NVML_SUCCESS);
-    assert_int_equal(nvmlDeviceGetHandleByIndex_v2(2, &g2), NVML_SUCCESS);
-    /* NVML's GPU 1 is CUDA's device 0 (cap 1 MiB) */
-    assert_int_equal(cuMemAlloc_v2(&p, 300 * KIB), CUDA_SUCCESS);
-    assert_int_equal(nvmlDeviceGetMemoryInfo(g1, &m), NVML_SUCCESS);
-    assert_int_equal(m.total, CAP);
-    assert_int_equal(m.used, 300 * KIB);
-    assert_int_equal(m.free, CAP - 300 * KIB);
-    /* the same as CUDA says */
-    assert_int_equal(cuMemGetInfo_v2(&f, &t), CUDA_SUCCESS);
-    assert_int_equal(f, m.free);
-    assert_int_equal(t, m.total);
-    assert_int_equal(nvmlDeviceGetMemoryInfo_v2(g1, &m2), NVML_SUCCESS);
-    assert_int_equal(m2.total, CAP);
-    assert_int_equal(m2.reserved, 0);
-    assert_int_equal(m2.used, 300 * KIB);
-    assert_int_equal(m2.free, CAP - 300 * KIB);
-    /* NVML's GPU 0 is CUDA's device 1 (cap 2 MiB, nothing used) */
-    assert_int_equal(nvmlDeviceGetMemoryInfo(g0, &m), NVML_SUCCESS);
-    assert_int_equal(m.total, 2 * MIB);
-    assert_int_equal(m.used, 0);
-    assert_int_equal(m.free, 2 * MIB);
-    /* a GPU CUDA does not see is not the job's: NVML's own answer */
-    assert_int_equal(nvmlDeviceGetMemoryInfo(g2, &m), NVML_SUCCESS);
-    assert_int_equal(m.total, 64 * MIB);
-    /* over the cap: free is 0, never negative */
-    assert_int_equal(cuMemAlloc_v2(&p, CAP - 300 * KIB), CUDA_SUCCESS);
-    assert_int_equal(nvmlDeviceGetMemoryInfo(g1, &m), NVML_SUCCESS);
-    assert_int_equal(m.free, 0);
-    assert_int_equal(m.used, CAP);
-    /* reached through dlsym as well */
-    lib = dlopen(getenv("ALLOT_NVML_LIB"), RTLD_NOW);
-    assert_non_null(lib);
-    *(void **)&by_dlsym = dlsym(lib, "nvmlDeviceGetMemoryInfo");
-    assert_ptr_equal((void *)by_dlsym, (void *)nvmlDeviceGetMemoryInfo);
-    assert_int_equal(by_dlsym(g1, &m), NVML_SUCCESS);
-    assert_int_equal(m.total, CAP);
-    /* NULL: NVML's answer, untouched */
-    assert_int_equal(nvmlDeviceGetMemoryInfo(g1, NULL), NVML_ERROR_INVALID_ARGUMENT);
-}
+/* what the shim counts beyond the allocation calls: pools' reserve,
+ * contexts' overhead, graphs' memory nodes, and the NVML view */
+#include "hooks_counting.inc"
 
 /* ---- groups ------------------------------------------------------------------ */
 
@@ -1376,6 +1192,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup(test_unknown_free_forwarded, setup_dev0),
         cmocka_unit_test_setup(test_lookup_dlsym, setup_dev0),
         cmocka_unit_test_setup(test_lookup_get_proc_address, setup_dev0),
+        cmocka_unit_test_setup(test_pool_reserve_counted, setup_dev0),
     };
     const struct CMUnitTest private[] = {
         cmocka_unit_test_setup(test_lookup_private_pointer, setup_dev0),
