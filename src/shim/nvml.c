@@ -23,7 +23,9 @@
  * thread, with no lock held: NVML's usedGpuMemory of this process (its
  * host pid as the agent wrote it into the region, else getpid()) against
  * the bytes the books hold for this process; a difference above
- * ALLOT_SHIM_NVML_DRIFT (default 32Mi) is logged (shim_warn).
+ * ALLOT_SHIM_NVML_DRIFT (default 32Mi) is logged (shim_warn), and the
+ * process's contexts on the device are recounted at what NVML shows
+ * beyond the allocations (shim_ctx_measured, overhead.c).
  *
  * State: the NVML functions (resolved once, pthread_once), a cache of
  * NVML handle -> ordinal under a mutex, and the next check's time
@@ -437,6 +439,8 @@ static void check_drift(int dev)
         shim_warn("device %d: drift: the books hold %llu bytes for pid %u, NVML %llu (%+lld)", dev,
                   (unsigned long long)books, pid, (unsigned long long)nvml_bytes,
                   (long long)(nvml_bytes - books));
+    /* what NVML sees beyond the allocations is the contexts' overhead */
+    shim_ctx_measured(dev, nvml_bytes, books);
 }
 
 void shim_nvml_reset_child(void)

@@ -2,12 +2,16 @@
  * What the driver allocates on a program's behalf, beyond the allocation
  * calls (docs/shim.md "Context overhead and graph memory"):
  *
- * - contexts: ALLOT_GPU_CONTEXT_OVERHEAD bytes (a configured estimate;
- *   0, the default, counts nothing and leaves these hooks pass-through)
- *   per context, counted when cuCtxCreate (any version) or the first
- *   cuDevicePrimaryCtxRetain of a primary context makes one, and given
- *   back when it is destroyed, reset or released for the last time;
- *   refused (the context undone) when the cap has no room for it;
+ * - contexts: each counts a per-context figure of its device, counted
+ *   when cuCtxCreate (any version) or the first cuDevicePrimaryCtxRetain
+ *   of a primary context makes one, and given back when it is destroyed,
+ *   reset or released for the last time; refused (the context undone)
+ *   when the cap has no room for it. The figure is
+ *   ALLOT_GPU_CONTEXT_OVERHEAD (a configured estimate, default 0) until
+ *   the NVML check (nvml.c) has measured the device: then what NVML says
+ *   the process uses there beyond the books' allocations, shared among its
+ *   contexts on the device (shim_ctx_measured), and the contexts already
+ *   counted are recounted at that figure;
  * - primary contexts' references: counted here, so the last
  *   cuDevicePrimaryCtxRelease, which frees the context's memory in the
  *   driver, gives its allocations back in the books too;
@@ -32,20 +36,64 @@
 /* References to each device's primary context taken through the hooks. */
 static int primary_refs[SHIM_MAX_DEV];
 
+/* The measured per-context figure of each device: bytes, then known
+ * (release ordering), written by the NVML check. */
+static struct {
+    uint64_t bytes;
+    bool known;
+} measured[SHIM_MAX_DEV];
+
+uint64_t shim_ctx_figure(int dev)
+{
+    if (dev >= 0 && dev < SHIM_MAX_DEV && __atomic_load_n(&measured[dev].known, __ATOMIC_ACQUIRE))
+        return __atomic_load_n(&measured[dev].bytes, __ATOMIC_RELAXED);
+    return shim_ctx_overhead();
+}
+
+void shim_ctx_measured(int dev, uint64_t nvml_bytes, uint64_t books)
+{
+    uint64_t sum = 0, alloc, total, per, old = 0, fresh;
+    size_t n;
+
+    if (dev < 0 || dev >= SHIM_MAX_DEV)
+        return;
+    /* the contexts counted on dev and what they count now */
+    n = shim_table_resize_space(&shim_allocs, SHIM_SPACE_CTX, dev, UINT64_MAX, &sum);
+    if (!n)
+        return; /* nothing to attribute the difference to */
+    /* what the books hold for allocations (pools' reserve included) */
+    alloc = books > sum ? books - sum : 0;
+    total = nvml_bytes > alloc ? nvml_bytes - alloc : 0;
+    per = total / n;
+    __atomic_store_n(&measured[dev].bytes, per, __ATOMIC_RELAXED);
+    __atomic_store_n(&measured[dev].known, true, __ATOMIC_RELEASE);
+    /* every context of dev now counts per; the books follow (bytes the
+     * driver holds already: past the cap if need be) */
+    n = shim_table_resize_space(&shim_allocs, SHIM_SPACE_CTX, dev, per, &old);
+    fresh = per * (uint64_t)n;
+    if (fresh > old)
+        shim_reserve_force(dev, fresh - old);
+    else if (old > fresh)
+        shim_release(dev, old - fresh);
+}
+
 /* ---- contexts ------------------------------------------------------------- */
 
-/* Counts a new context's overhead on dev. */
+/* Counts a new context's overhead on dev. A context is recorded even at 0
+ * bytes, so a later measurement can recount it. */
 static CUresult count_context(CUcontext c, int dev)
 {
-    uint64_t bytes = shim_ctx_overhead(), key = (uint64_t)(uintptr_t)c;
+    uint64_t bytes = shim_ctx_figure(dev), key = (uint64_t)(uintptr_t)c;
     struct shim_alloc a = {
         .key = key, .bytes = bytes, .ctx = key, .dev = dev, .space = SHIM_SPACE_CTX};
 
-    if (!bytes || !c)
+    if (!c)
         return CUDA_SUCCESS;
-    if (shim_reserve(dev, bytes) != CUDA_SUCCESS)
+    if (bytes && shim_reserve(dev, bytes) != CUDA_SUCCESS)
         return CUDA_ERROR_OUT_OF_MEMORY;
     if (!shim_record(&a)) {
+        if (!bytes)
+            return CUDA_SUCCESS; /* nothing counted: not worth refusing it */
         shim_release(dev, bytes);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -122,8 +170,7 @@ CUresult shim_primary_retained(CUcontext c, CUdevice dev)
     if (!release)
         release = (release_fn)shim_real(SHIM_FN_cuDevicePrimaryCtxRelease);
     /* the first retain (or the first since a reset) makes the context */
-    if (shim_ctx_overhead() &&
-        !shim_table_get(&shim_allocs, (uint64_t)(uintptr_t)c, SHIM_SPACE_CTX, &a) &&
+    if (!shim_table_get(&shim_allocs, (uint64_t)(uintptr_t)c, SHIM_SPACE_CTX, &a) &&
         count_context(c, dev) != CUDA_SUCCESS) {
         /* no room for it: the reference just taken is given back */
         if (release)

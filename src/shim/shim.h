@@ -617,7 +617,18 @@ CUresult cuGraphDestroy(CUgraph g);
 /* Counts a newly retained primary context's overhead (retain calls it).
  * Returns CUDA_ERROR_OUT_OF_MEMORY when the cap refuses it. */
 CUresult shim_primary_retained(CUcontext c, CUdevice dev);
-/* The bytes counted per context (ALLOT_GPU_CONTEXT_OVERHEAD), 0 none. */
+/* The configured estimate per context (ALLOT_GPU_CONTEXT_OVERHEAD), 0 none. */
 uint64_t shim_ctx_overhead(void);
+/* What a new context on dev counts: the measured figure once the NVML
+ * check has measured dev, the configured estimate until then. */
+uint64_t shim_ctx_figure(int dev);
+/*
+ * The NVML check's measurement on dev: NVML says this process uses
+ * nvml_bytes there while its books hold books (contexts included). The
+ * process's contexts on dev are recounted at max(0, nvml_bytes - the
+ * books' other bytes) / their number, which new contexts on dev count
+ * from then on. Nothing happens when no context of dev is counted.
+ */
+void shim_ctx_measured(int dev, uint64_t nvml_bytes, uint64_t books);
 
 #endif

@@ -198,3 +198,24 @@ size_t shim_table_take_ctx(struct shim_table *t, uint64_t ctx, uint64_t freed[SH
     pthread_mutex_unlock(&t->lock);
     return n;
 }
+
+size_t shim_table_resize_space(struct shim_table *t, int space, int dev, uint64_t bytes,
+                               uint64_t *old_sum)
+{
+    size_t n = 0;
+
+    *old_sum = 0;
+    pthread_mutex_lock(&t->lock);
+    for (size_t i = 0; i < t->cap; i++) {
+        struct shim_alloc *s = &t->slots[i];
+
+        if (!s->used || s->space != space || s->dev != dev)
+            continue;
+        *old_sum += s->bytes;
+        if (bytes != UINT64_MAX)
+            s->bytes = bytes;
+        n++;
+    }
+    pthread_mutex_unlock(&t->lock);
+    return n;
+}

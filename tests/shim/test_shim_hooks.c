@@ -22,7 +22,8 @@
  *   overhead     ALLOT_GPU_CONTEXT_OVERHEAD=256Ki: contexts and graphs'
  *                memory nodes count against the cap
  *   nvml         the fake NVML (its GPUs in another order than CUDA's):
- *                memory info capped per CUDA ordinal, drift logged
+ *                memory info capped per CUDA ordinal, drift logged,
+ *                contexts' overhead measured
  *
  * The fake has 2 devices of 64 MiB (FAKE_CUDA_MEM_MIB); the cap is far
  * below, so every refusal seen here is the shim's.
@@ -1225,6 +1226,7 @@ int main(int argc, char **argv)
     };
     const struct CMUnitTest nvml[] = {
         cmocka_unit_test_setup(test_nvml_drift_logged, setup_dev0),
+        cmocka_unit_test_setup(test_nvml_measured_overhead, setup_dev0),
         cmocka_unit_test_setup(test_nvml_memory_capped, setup_dev0),
     };
     const struct CMUnitTest share[] = {

@@ -216,6 +216,43 @@ static void test_table_replace_and_ctx(void **state)
     shim_table_clear(&t);
 }
 
+/* Recounting one space on one device (contexts' measured overhead): only
+ * those records change; UINT64_MAX only counts. */
+static void test_table_resize_space(void **state)
+{
+    struct shim_table t;
+    struct shim_alloc a;
+    uint64_t old = 0;
+
+    (void)state;
+    shim_table_init(&t, NULL);
+    for (uint64_t k = 1; k <= 40; k++) {
+        struct shim_alloc b = {.key = k,
+                               .bytes = k,
+                               .ctx = k,
+                               .dev = (int)(k % 2),
+                               .space = k <= 20 ? SHIM_SPACE_CTX : SHIM_SPACE_PTR};
+
+        assert_true(shim_table_put(&t, &b));
+    }
+    /* contexts on device 0: keys 2, 4, ... 20 */
+    assert_int_equal(shim_table_resize_space(&t, SHIM_SPACE_CTX, 0, UINT64_MAX, &old), 10);
+    assert_int_equal(old, 110);
+    assert_int_equal(shim_table_resize_space(&t, SHIM_SPACE_CTX, 0, 7, &old), 10);
+    assert_int_equal(old, 110);
+    assert_int_equal(shim_table_resize_space(&t, SHIM_SPACE_CTX, 0, UINT64_MAX, &old), 10);
+    assert_int_equal(old, 70);
+    assert_true(shim_table_get(&t, 4, SHIM_SPACE_CTX, &a));
+    assert_int_equal(a.bytes, 7);
+    assert_true(shim_table_get(&t, 3, SHIM_SPACE_CTX, &a)); /* device 1: untouched */
+    assert_int_equal(a.bytes, 3);
+    assert_true(shim_table_get(&t, 22, SHIM_SPACE_PTR, &a)); /* another space */
+    assert_int_equal(a.bytes, 22);
+    assert_int_equal(shim_table_resize_space(&t, SHIM_SPACE_CTX, 5, 1, &old), 0);
+    assert_int_equal(old, 0);
+    shim_table_clear(&t);
+}
+
 /* A table that cannot grow refuses the put and stays consistent. */
 static void test_table_alloc_failure(void **state)
 {
@@ -668,6 +705,7 @@ int main(void)
         cmocka_unit_test(test_config),
         cmocka_unit_test(test_table_model),
         cmocka_unit_test(test_table_replace_and_ctx),
+        cmocka_unit_test(test_table_resize_space),
         cmocka_unit_test(test_table_alloc_failure),
         cmocka_unit_test(test_region_reserve_release),
         cmocka_unit_test(test_region_reclaim_dead),
