@@ -117,9 +117,10 @@ static const struct allot_config_option options[] = {
     {.name = "context-overhead",
      .type = ALLOT_CFG_STRING,
      .offset = F(ctx_overhead),
-     .def = "0",
-     .help = "What each CUDA context counts against a fraction's GPU-memory cap (the shim's "
-             "ALLOT_GPU_CONTEXT_OVERHEAD, e.g. 300Mi); 0: not counted."},
+     .def = "300Mi",
+     .help = "What each CUDA context counts against a fraction's GPU-memory cap until the shim "
+             "has measured it from NVML (the shim's ALLOT_GPU_CONTEXT_OVERHEAD; a CUDA 12 "
+             "context takes a few hundred MiB); 0: nothing until measured."},
     {.name = "image-dir",
      .type = ALLOT_CFG_STRING,
      .offset = F(image_dir),

@@ -398,7 +398,7 @@ def test_fractions_shim_and_mps():
     mlog = os.path.join(fx.tempdir(), "mps.log")
     shim = Agent(dm, AG, "ag-shim", emulate="1xA10-24GB",
                  args=["--gpu-mode", "shared", "--shim-lib", "/nonexistent" if asan else shim_lib,
-                       "--sm-share", "soft", "--context-overhead", "300Mi"])
+                       "--sm-share", "soft"])
     mps = Agent(dm, AG, "ag-mps", emulate="1xA30-24GB",
                 args=["--gpu-mode", "shared", "--sharing", "mps", "--mps-control", fake],
                 env={"FAKE_MPS_LOG": mlog})
@@ -421,6 +421,7 @@ def test_fractions_shim_and_mps():
             in env_a, env_a
         assert os.stat(share).st_mode & 0o7777 == 0o1777, oct(os.stat(share).st_mode)
         assert "ALLOT_GPU_SM_WEIGHT=100" in env_a and "ALLOT_GPU_SM_SOFT=1" in env_a, env_a
+        # contexts count the agent's default estimate until the shim measures them
         assert "ALLOT_GPU_CONTEXT_OVERHEAD=300Mi" in env_a, env_a
         # the shim is preloaded, and a program that never touches CUDA runs as before
         assert asan or "LD_PRELOAD=%s" % shim_lib in env_a, env_a
@@ -442,8 +443,9 @@ def test_fractions_shim_and_mps():
 
 def test_fraction_metering():
     """A fraction's GPU use comes from its shim region: a CUDA job on the fake driver holding
-    1 MiB and launching kernels under a 50 % share is metered with that memory and a busy
-    share, and the shim learns its processes' host pids."""
+    1 MiB and launching kernels under a 50 % share is metered with that memory (and its
+    context's overhead: the agent's default estimate, 300Mi, with no NVML to measure it) and a
+    busy share, and the shim learns its processes' host pids."""
     shim_lib = os.path.join(os.path.dirname(fx.AGENT), "liballot-cuda.so")
     if b"libasan" in subprocess.run(["ldd", shim_lib], capture_output=True).stdout:
         print("  (sanitizer build: the shim is not preloaded, nothing to meter)")
@@ -469,7 +471,8 @@ def test_fraction_metering():
             if r and r[0]["gpu_memory_peak_bytes"] is not None:
                 break
             time.sleep(0.2)
-        assert r and r[0]["gpu_memory_peak_bytes"] == 1048576, (rows, ag.task_log(jid))
+        assert r and r[0]["gpu_memory_peak_bytes"] == 1048576 + (300 << 20), \
+            (rows, ag.task_log(jid))
         assert r[0]["sm_util_avg"] is not None and 10 <= r[0]["sm_util_avg"] <= 90, r
     finally:
         ag.stop()
