@@ -8,7 +8,8 @@
  * up to the cap (at most one piece short: the cap need not be a multiple,
  * and what the job holds already counts), then frees them all. It also
  * checks cuMemGetInfo, cuDeviceTotalMem and NVML's memory info report
- * the cap. One line per check: "ok   ..." or "FAIL ...". Exit status 1
+ * the cap, and that a memory pool whose release threshold is raised keeps
+ * its freed memory counted until trimmed. One line per check: "ok   ..." or "FAIL ...". Exit status 1
  * when a check failed.
  *
  *   shim_cap CAP_MIB
@@ -176,6 +177,45 @@ static void one_family(const struct family *f)
               total / MIB);
 }
 
+/* A pool that keeps its freed memory (release threshold raised): after
+ * filling the cap from it and freeing everything, the pool's reserve still
+ * counts, so one more piece of another family is refused; trimmed, it is
+ * not. */
+static void pool_reserve(void)
+{
+    cuuint64_t keep = ~0ull, reserved = 0;
+    unsigned long long got = 0;
+    CUdeviceptr p;
+    CUresult rc;
+    int n = 0;
+
+    if (cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep)) {
+        check(false, "pool reserve", "cuMemPoolSetAttribute failed");
+        return;
+    }
+    while (n < MAXP && a_pool(&held[n]) == CUDA_SUCCESS) {
+        n++;
+        got += PIECE;
+    }
+    for (int i = 0; i < n; i++)
+        f_async(held[i]);
+    cuCtxSynchronize();
+    cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved);
+    rc = cuMemAlloc(&p, PIECE);
+    check(rc == CUDA_ERROR_OUT_OF_MEMORY && reserved + PIECE > cap, "pool reserve",
+          "%llu MiB allocated and freed, %llu MiB kept reserved, then error %d", got / MIB,
+          (unsigned long long)reserved / MIB, (int)rc);
+    if (rc == CUDA_SUCCESS)
+        cuMemFree(p);
+    cuMemPoolTrimTo(pool, 0);
+    rc = cuMemAlloc(&p, PIECE);
+    check(rc == CUDA_SUCCESS, "pool trimmed", "error %d", (int)rc);
+    if (rc == CUDA_SUCCESS)
+        cuMemFree(p);
+    keep = 0;
+    cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep);
+}
+
 /* NVML through dlopen and dlsym, as pynvml does: the shim's hook answers. */
 static void nvml_info(void)
 {
@@ -239,6 +279,7 @@ int main(int argc, char **argv)
         check(false, "pool", "cuMemPoolCreate failed");
     for (size_t i = 0; i < sizeof(families) / sizeof(families[0]); i++)
         one_family(&families[i]);
+    pool_reserve();
     nvml_info();
     return failed;
 }
