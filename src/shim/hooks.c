@@ -273,6 +273,30 @@ static uint64_t pitch_guess(uint64_t width, uint64_t height)
     return mul_sat((width + PITCH_GUESS - 1) / PITCH_GUESS * PITCH_GUESS, height);
 }
 
+/*
+ * Oversubscription of a pitched allocation the cap refused: managed memory
+ * as for cuMemAlloc_v2 (alloc_over), its rows PITCH_GUESS-aligned (the
+ * most the driver aligns them to on current GPUs, and a multiple of every
+ * element size), the pitch told to the program. elem is checked as the
+ * driver would (4, 8 or 16), since the driver is not asked.
+ */
+static CUresult alloc_pitch_over(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
+                                 unsigned int elem, int dev, uint64_t ctx)
+{
+    uint64_t row = (width + PITCH_GUESS - 1) / PITCH_GUESS * PITCH_GUESS;
+    uint64_t bytes = mul_sat(row, height);
+    CUresult rc;
+
+    if (elem != 4 && elem != 8 && elem != 16)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (row < width || bytes == UINT64_MAX || bytes > SIZE_MAX)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    rc = alloc_over(dptr, (size_t)bytes, dev, ctx);
+    if (rc == CUDA_SUCCESS)
+        *pitch = (size_t)row;
+    return rc;
+}
+
 CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
                             unsigned int elem)
 {
@@ -288,10 +312,20 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size
     if (!width || !height)
         return real(dptr, pitch, width, height, elem);
     guess = pitch_guess(width, height);
-    if ((rc = begin(&dev, &ctx, guess)) != CUDA_SUCCESS)
+    if ((rc = begin(&dev, &ctx, guess)) != CUDA_SUCCESS) {
+        /* beyond the cap: spill to the host when the job may */
+        if (rc == CUDA_ERROR_OUT_OF_MEMORY && shim_over_limit())
+            return alloc_pitch_over(dptr, pitch, width, height, elem, dev, ctx);
         return rc;
+    }
     rc = real(dptr, pitch, width, height, elem);
-    return settle_pitch(rc, dev, ctx, guess, rc ? 0 : *pitch, height, rc ? 0 : *dptr, undo_ptr);
+    if (rc != CUDA_SUCCESS)
+        return settle_pitch(rc, dev, ctx, guess, 0, height, 0, undo_ptr);
+    rc = settle_pitch(rc, dev, ctx, guess, *pitch, height, *dptr, undo_ptr);
+    /* the driver's pitch took it past the cap (the allocation is undone) */
+    if (rc == CUDA_ERROR_OUT_OF_MEMORY && shim_over_limit())
+        return alloc_pitch_over(dptr, pitch, width, height, elem, dev, ctx);
+    return rc;
 }
 
 CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pitch, unsigned int width,

@@ -1136,6 +1136,41 @@ static void test_oversubscribe(void **state)
     assert_int_equal(shim_free(), CAP);
 }
 
+/* Pitched allocations spill too: with rows aligned to 512 bytes, whether
+ * the shim's first estimate is already over the cap or only the driver's
+ * pitch (the fake's 1024) is. */
+static void test_oversubscribe_pitched(void **state)
+{
+    CUdeviceptr fill, p, q, adv_p;
+    size_t pitch = 0, adv_n;
+    int advice, loc;
+
+    (void)state;
+    assert_int_equal(cuMemAlloc_v2(&fill, CAP - 300 * KIB), CUDA_SUCCESS);
+    /* 100 x 512: the estimate (256 KiB) fits, the driver's 512 KiB not */
+    assert_int_equal(cuMemAllocPitch_v2(&p, &pitch, 100, 512, 4), CUDA_SUCCESS);
+    assert_int_equal(pitch, 512);
+    fake_cuda_last_advice(&adv_p, &adv_n, &advice, &loc);
+    assert_int_equal(adv_p, p);
+    assert_int_equal(adv_n, 256 * KIB);
+    assert_int_equal(advice, CU_MEM_ADVISE_SET_PREFERRED_LOCATION);
+    assert_int_equal(loc, CU_MEM_LOCATION_TYPE_HOST);
+    assert_int_equal(region_over(), 256 * KIB);
+    assert_int_equal(shim_free(), 300 * KIB); /* the cap is untouched */
+    /* 1000 x 512: over the cap from the start; rows of 1024 */
+    assert_int_equal(cuMemAllocPitch_v2(&q, &pitch, 1000, 512, 8), CUDA_SUCCESS);
+    assert_int_equal(pitch, 1024);
+    assert_int_equal(region_over(), 768 * KIB);
+    /* past the allowance: refused; a bad element size as the driver would */
+    assert_int_equal(cuMemAllocPitch_v2(&p, &pitch, 4096, 512, 4), CUDA_ERROR_OUT_OF_MEMORY);
+    assert_int_equal(cuMemAllocPitch_v2(&p, &pitch, 100, 4096, 3), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuMemFree_v2(p), CUDA_SUCCESS);
+    assert_int_equal(cuMemFree_v2(q), CUDA_SUCCESS);
+    assert_int_equal(region_over(), 0);
+    assert_int_equal(cuMemFree_v2(fill), CUDA_SUCCESS);
+    assert_int_equal(shim_free(), CAP);
+}
+
 /* what the shim counts beyond the allocation calls: pools' reserve,
  * contexts' overhead, graphs' memory nodes, and the NVML view */
 #include "hooks_counting.inc"
@@ -1219,6 +1254,7 @@ int main(int argc, char **argv)
     };
     const struct CMUnitTest oversub[] = {
         cmocka_unit_test_setup(test_oversubscribe, setup_dev0),
+        cmocka_unit_test_setup(test_oversubscribe_pitched, setup_dev0),
     };
     const struct CMUnitTest overhead[] = {
         cmocka_unit_test_setup(test_context_overhead, setup_dev0),
