@@ -68,7 +68,10 @@ void shim_ctx_measured(int dev, uint64_t nvml_bytes, uint64_t books)
     __atomic_store_n(&measured[dev].bytes, per, __ATOMIC_RELAXED);
     __atomic_store_n(&measured[dev].known, true, __ATOMIC_RELEASE);
     /* every context of dev now counts per; the books follow (bytes the
-     * driver holds already: past the cap if need be) */
+     * driver holds already: past the cap if need be). A context destroyed
+     * on another thread between the resize and this adjustment gives back
+     * its new figure first; the books' floor at 0 can then only leave them
+     * counting more, never less. */
     n = shim_table_resize_space(&shim_allocs, SHIM_SPACE_CTX, dev, per, &old);
     fresh = per * (uint64_t)n;
     if (fresh > old)
