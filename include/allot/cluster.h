@@ -232,6 +232,10 @@ int allot_cluster_release(struct allot_cluster *c, const struct allot_placement 
  * task that fit nowhere still fits nowhere while the counter is unchanged. */
 uint64_t allot_cluster_grow_epoch(const struct allot_cluster *c);
 
+/* A counter bumped by every change to the nodes (added, state, placement
+ * applied or released, ranks): equal values mean an unchanged cluster. */
+uint64_t allot_cluster_changes(const struct allot_cluster *c);
+
 /* Checks every invariant listed above. Returns 0 or ALLOT_EINTERNAL with a
  * description of the first breach in `err`. */
 int allot_cluster_check(const struct allot_cluster *c, char *err, size_t errlen);

@@ -163,6 +163,11 @@ struct allot_queue_opts {
                                     at the next cycle, so a cycle stays bounded. Reclaim for
                                     jobs inside their nominal has 8 times this budget of its
                                     own (the in-quota guarantee) */
+    int cycle_work;              /* starts plus victim searches one cycle makes at most (0:
+                                    ALLOT_QUEUE_CYCLE_WORK); a cycle that reaches it stops,
+                                    and allot_queue_more says so: the next cycle continues
+                                    the round with what is left of its search budgets. Keeps
+                                    every cycle short when many decisions come due at once */
     uint64_t seed;
     /* Reference mode, for tests: every cycle orders all pending jobs and
      * considers each in full, with none of the work the queue otherwise
@@ -223,7 +228,9 @@ int allot_queue_cancel(struct allot_queue *q, int id, int64_t now);
  * stay looking used until a later event releases them. */
 int allot_queue_finish(struct allot_queue *q, int id, int64_t now);
 
-/* Runs one scheduling cycle at time now; decisions go to fn. Returns 0 or
+/* Runs one scheduling cycle at time now; decisions go to fn. It makes at
+ * most opts.cycle_work starts and victim searches (see allot_queue_more).
+ * Returns 0 or
  * ALLOT_ENOMEM: the cycle stopped early, the decisions already emitted
  * stand and the queue is consistent (a victim that could not be put back
  * after a preemption trial was stopped and requeued, ALLOT_WHY_EVICTED);
@@ -233,6 +240,17 @@ int allot_queue_cycle(struct allot_queue *q, int64_t now, allot_decision_fn fn, 
 /* Earliest future time the queue wants a cycle for its own sake (a grace
  * period or limit ending, a reservation); INT64_MAX when none. */
 int64_t allot_queue_next_wakeup(const struct allot_queue *q);
+
+/* Default of opts.cycle_work: about 3 ms of decisions on the 10,000-node
+ * bench-cycle (docs/benchmarks.md). */
+#define ALLOT_QUEUE_CYCLE_WORK 16
+
+/* Whether the last cycle stopped at its work budget (opts.cycle_work) with
+ * jobs it did not consider: call allot_queue_cycle again soon (the
+ * simulator at the same time, the daemon after serving its requests).
+ * The next cycle continues the round: it does not reset the victim-search
+ * budgets. allot_queue_next_wakeup is then the time of that cycle. */
+bool allot_queue_more(const struct allot_queue *q);
 
 /* The pending reason (or end) of job id as text, e.g. "tenant ml/vision at
  * nominal (8/8 GPU), borrowing limit reached". The string lives in the job

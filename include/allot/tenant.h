@@ -118,6 +118,11 @@ bool allot_tenants_in_nominal(const struct allot_tenants *t, int i, const struct
 /* Adds (sign +1) or removes (sign -1) usage r of leaf i and its ancestors. */
 void allot_tenants_charge(struct allot_tenants *t, int i, const struct allot_resvec *r, int sign);
 
+/* A counter bumped by every change made through these functions (tree,
+ * quotas, hold, charges, time): equal values mean unchanged tenants, as
+ * far as the functions tell (fields written directly are not seen). */
+uint64_t allot_tenants_changes(const struct allot_tenants *t);
+
 /* Lending hold: with half_life_s > 0 a tenant does not lend the part of
  * its nominal it used recently: its unused nominal up to its recent peak
  * usage (a maximum that decays with this half-life) stays reserved for it.

@@ -36,6 +36,7 @@ struct allot_cluster {
     size_t hot_cap;
     uint32_t births;     /* class creation serial */
     uint64_t grow_epoch; /* bumped whenever free capacity may grow */
+    uint64_t changes;    /* bumped whenever a node or its state changes */
     size_t n_classes;
     size_t classes_cap;
     int32_t *free_classes; /* recycled class ids */
@@ -387,6 +388,7 @@ static void index_remove(struct allot_cluster *c, int i)
     struct allot_class *k;
     int32_t pos, id = c->slot[i].cls;
 
+    c->changes++;
     if (id < 0)
         return;
     k = &c->classes[id];
@@ -458,6 +460,7 @@ static int index_place(struct allot_cluster *c, int i, const struct allot_node *
     int32_t id, *fresh = NULL;
     struct allot_class *k;
 
+    c->changes++;
     if (tmp.state != ALLOT_NODE_READY) {
         index_remove(c, i);
         c->nodes[i] = tmp;
@@ -733,6 +736,7 @@ void allot_cluster_shuffle_ranks(struct allot_cluster *c, uint64_t seed)
     int n = c->n_nodes;
 
     allot_rng_seed(&r, seed);
+    c->changes++;
     /* Fisher-Yates over ranks held in place in the nodes, then rebuild heaps */
     for (int i = 0; i < n; i++)
         c->nodes[i].rank = (uint32_t)i;
@@ -954,6 +958,11 @@ int allot_cluster_release(struct allot_cluster *c, const struct allot_placement 
 uint64_t allot_cluster_grow_epoch(const struct allot_cluster *c)
 {
     return c->grow_epoch;
+}
+
+uint64_t allot_cluster_changes(const struct allot_cluster *c)
+{
+    return c->changes;
 }
 
 /* ---- invariants ------------------------------------------------------------ */

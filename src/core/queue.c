@@ -241,12 +241,14 @@ void allot_queue_free(struct allot_queue *q)
     queue_las_free(q->las);
     queue_bor_free(q->bor);
     queue_fast_free(q->fq);
+    queue_serving_free(q->serving);
     allot_sched_free(q->placer);
     allot_free(q);
 }
 
 int allot_queue_add_prio_class(struct allot_queue *q, const char *name, int value, bool preemptible)
 {
+    q->pause.valid = false; /* a cycle cut short starts over */
     if (q->n_prio >= ALLOT_PRIO_CLASSES || !name || !*name ||
         strlen(name) >= sizeof(q->prio[0].name))
         return ALLOT_EINVAL;
@@ -262,6 +264,7 @@ int allot_queue_add_prio_class(struct allot_queue *q, const char *name, int valu
 int allot_queue_set_prio_class(struct allot_queue *q, int idx, const char *name, int value,
                                bool preemptible)
 {
+    q->pause.valid = false; /* a cycle cut short starts over */
     if (idx < 0 || idx >= q->n_prio || !name || !*name || strlen(name) >= sizeof(q->prio[0].name))
         return ALLOT_EINVAL;
     for (int i = 0; i < q->n_prio; i++)
@@ -304,6 +307,7 @@ int allot_queue_forget(struct allot_queue *q, int id)
 {
     struct allot_job *j;
 
+    q->pause.valid = false; /* a cycle cut short starts over */
     if (id < 0 || (size_t)id >= q->n_jobs || !q->jobs[id].name)
         return ALLOT_ENOENT;
     j = &q->jobs[id];
@@ -348,6 +352,19 @@ int64_t allot_queue_next_wakeup(const struct allot_queue *q)
     return q->wakeup;
 }
 
+bool allot_queue_more(const struct allot_queue *q)
+{
+    return q->more;
+}
+
+bool queue_cut(struct allot_queue *q)
+{
+    if (q->work_left > 0)
+        return false;
+    q->more = true;
+    return true;
+}
+
 /* ---- submission ------------------------------------------------------------------ */
 
 /* The base resource vector of a gang (per-model GPUs are added once placed). */
@@ -386,6 +403,7 @@ int allot_queue_submit(struct allot_queue *q, const struct allot_job_spec *spec,
     size_t slot;
     int rc;
 
+    q->pause.valid = false; /* a cycle cut short starts over */
     if (!spec->name || !*spec->name) {
         allot_fmt(err, errlen, "job: name is empty");
         return ALLOT_EINVAL;
@@ -620,6 +638,7 @@ static int job_end(struct allot_queue *q, struct allot_job *j, int64_t now, int 
 
 int allot_queue_cancel(struct allot_queue *q, int id, int64_t now)
 {
+    q->pause.valid = false; /* a cycle cut short starts over */
     if (id < 0 || (size_t)id >= q->n_jobs || !q->jobs[id].name)
         return ALLOT_ENOENT;
     if (q->jobs[id].state == ALLOT_JOB_DONE)
@@ -629,6 +648,7 @@ int allot_queue_cancel(struct allot_queue *q, int id, int64_t now)
 
 int allot_queue_finish(struct allot_queue *q, int id, int64_t now)
 {
+    q->pause.valid = false; /* a cycle cut short starts over */
     if (id < 0 || (size_t)id >= q->n_jobs || !q->jobs[id].name)
         return ALLOT_ENOENT;
     if (q->jobs[id].state != ALLOT_JOB_RUNNING && q->jobs[id].state != ALLOT_JOB_STOPPING)
@@ -820,6 +840,7 @@ static void job_start(struct allot_queue *q, struct allot_job *j, int64_t now)
     queue_fast_gone(q, j);
     queue_fast_usage(q, j->spec.tenant);
     q->starts++;
+    q->work_left--;
     if (j->spec.min_runtime_s < q->min_runtime_floor)
         q->min_runtime_floor = j->spec.min_runtime_s;
     j->start = now;
@@ -841,6 +862,7 @@ int allot_queue_adopt(struct allot_queue *q, const struct allot_job_spec *spec,
     allot_decision_fn fn = q->fn;
     int id, k, rc;
 
+    q->pause.valid = false; /* a cycle cut short starts over */
     if (!pl || start > now) {
         allot_fmt(err, errlen, "job %s: no placement, or a start in the future", spec->name);
         return ALLOT_EINVAL;
@@ -1164,21 +1186,26 @@ static int stop_due(struct allot_queue *q, int64_t now)
     const int *due;
     size_t n;
 
+    /* every stop is work (opts.cycle_work): past the budget the rest
+     * stay due for the cycle that continues the round */
     if (queue_fast_due(q, now, &due, &n) == 0) {
         for (size_t i = 0; i < n; i++) {
-            int rc = stop_one(q, &q->jobs[due[i]], now);
-            if (rc < 0) {
+            bool cut = queue_cut(q);
+            int rc = cut ? 0 : stop_one(q, &q->jobs[due[i]], now);
+            if (cut || rc < 0) {
                 while (i < n) /* still due: the next cycle tries again */
                     queue_fast_timer(q, &q->jobs[due[i++]]);
                 return rc;
             }
+            q->work_left -= rc == 0;
         }
         return 0;
     }
-    for (size_t i = 0; i < q->n_running; i++) {
+    for (size_t i = 0; i < q->n_running && !queue_cut(q); i++) {
         int rc = q->running[i] < 0 ? 1 : stop_one(q, &q->jobs[q->running[i]], now);
         if (rc < 0)
             return rc;
+        q->work_left -= rc == 0;
     }
     return 0;
 }
@@ -1262,33 +1289,75 @@ no_room:
     return 0;
 }
 
-/* Step 1 of a cycle: grace periods and limits, per-user use, and the jobs
- * whose victims just stopped (they go before everyone else). */
-static int cycle_begin(struct allot_queue *q, int64_t now, struct reservation *r)
+/* Step 1 of a cycle: time, and what changed since the last one (tenants,
+ * nodes). A cycle that continues a round cut short at its work budget
+ * keeps the round's victim-search budgets. */
+static void cycle_start(struct allot_queue *q, int64_t now)
 {
-    int rc;
-
+    if (!q->more) {
+        q->searches_left = q->o.preempt_searches > 0 ? q->o.preempt_searches : 256;
+        q->reclaims_left = 8 * q->searches_left;
+    }
     allot_tenants_advance(q->t, now, q->o.half_life_s, &q->capacity);
-    /* tenants, nodes and time may have changed since the last cycle */
     queue_running_compact(q);
     q->serial++;
     q->free_epoch++;
     queue_orphans_retry(q);
-    q->searches_left = q->o.preempt_searches > 0 ? q->o.preempt_searches : 256;
-    q->reclaims_left = 8 * q->searches_left;
     q->n_first = 0;
-    rc = stop_due(q, now);
-    for (size_t i = 0; i < q->n_first && rc == 0; i++)
-        if (q->jobs[q->first[i]].state == ALLOT_JOB_PENDING)
-            rc = queue_consider(q, &q->jobs[q->first[i]], now, r, NULL);
-    return rc;
+    q->pause = (struct cycle_pause){.step = CYCLE_STOPS, .r = {.holder = -1}};
+}
+
+/* Whether a cycle at now may resume the one cut short where it stopped:
+ * nothing changed in between (the queue's own calls clear pause.valid). */
+static bool cycle_resumable(const struct allot_queue *q, int64_t now)
+{
+    const struct cycle_pause *p = &q->pause;
+
+    return q->more && p->valid && p->now == now && p->cluster == allot_cluster_changes(q->c) && p->tenants == allot_tenants_changes(q->t);
+}
+
+/* Steps 2 and 3, each from where a pause left it: grace periods and
+ * limits, the jobs whose victims just stopped (they go before everyone
+ * else), then the pending jobs in order. */
+static int cycle_steps(struct allot_queue *q, int64_t now, bool resume)
+{
+    struct cycle_pause *p = &q->pause;
+    int rc = 0;
+
+    if (p->step == CYCLE_STOPS) {
+        rc = stop_due(q, now);
+        if (rc || q->more)
+            return rc;
+        p->step = CYCLE_FIRST;
+        p->first_pos = 0;
+    }
+    if (p->step == CYCLE_FIRST) {
+        for (; p->first_pos < q->n_first && rc == 0; p->first_pos++) {
+            struct allot_job *j = &q->jobs[q->first[p->first_pos]];
+            if (queue_cut(q))
+                return 0;
+            if (j->state == ALLOT_JOB_PENDING)
+                rc = queue_consider(q, j, now, &p->r, NULL);
+        }
+        if (rc)
+            return rc;
+        p->step = CYCLE_SERVE;
+        resume = false; /* the serving begins */
+    }
+    return queue_fast_ordered(q) ? queue_fast_serve(q, now, &p->r, resume)
+                                 : queue_serve(q, now, &p->r, resume);
 }
 
 /* Step 4: the earliest time the queue wants a cycle for its own sake. */
 static void cycle_wakeup(struct allot_queue *q, int64_t now)
 {
-    int64_t fast = queue_fast_wakeup(q, now);
+    int64_t fast;
 
+    if (q->more) { /* the round goes on at once */
+        q->wakeup = now;
+        return;
+    }
+    fast = queue_fast_wakeup(q, now);
     if (fast != INT64_MIN) { /* the same, from the timers and searched jobs */
         if (fast < q->wakeup)
             q->wakeup = fast;
@@ -1320,15 +1389,21 @@ static void cycle_wakeup(struct allot_queue *q, int64_t now)
 
 int allot_queue_cycle(struct allot_queue *q, int64_t now, allot_decision_fn fn, void *ud)
 {
-    struct reservation r = {.holder = -1};
+    bool resume = cycle_resumable(q, now);
     int rc;
 
     q->fn = fn;
     q->ud = ud;
     q->wakeup = INT64_MAX;
-    rc = cycle_begin(q, now, &r);
-    if (rc == 0)
-        rc = queue_fast_ordered(q) ? queue_fast_serve(q, now, &r) : queue_serve(q, now, &r);
+    if (!resume)
+        cycle_start(q, now);
+    q->work_left = q->o.cycle_work > 0 ? q->o.cycle_work : ALLOT_QUEUE_CYCLE_WORK;
+    q->more = false;
+    rc = cycle_steps(q, now, resume);
+    q->pause.valid = rc == 0 && q->more;
+    q->pause.now = now;
+    q->pause.cluster = allot_cluster_changes(q->c);
+    q->pause.tenants = allot_tenants_changes(q->t);
     cycle_wakeup(q, now);
     q->fn = NULL;
     return rc;

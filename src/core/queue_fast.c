@@ -141,10 +141,13 @@ struct fast_timer {
 };
 
 struct queue_fast {
-    bool ordered;       /* the order is fair: per-tenant lists are kept */
-    bool lost;          /* a list could not grow: relist from q->pending */
-    bool serving;       /* inside queue_fast_serve: usage changes are noted */
-    struct fast_ten *t; /* owned, per tenant id */
+    bool ordered;         /* the order is fair: per-tenant lists are kept */
+    bool lost;            /* a list could not grow: relist from q->pending */
+    bool serving;         /* inside queue_fast_serve: usage changes are noted */
+    bool initing;         /* serve_init has not finished (a cut stopped it) */
+    size_t init_pos;      /* the next tenant serve_init looks at */
+    uint64_t serve_epoch; /* the run epoch the turns were last refreshed at */
+    struct fast_ten *t;   /* owned, per tenant id */
     size_t nt;
     int *heap; /* owned: tenants with jobs left this cycle */
     size_t n_heap, heap_cap;
@@ -836,7 +839,7 @@ static int ten_run(struct allot_queue *q, struct queue_fast *f, int ti, int64_t 
         struct allot_job *j;
         uint64_t epoch = q->run_epoch;
         int rc;
-        if (e->aged != T->key_aged)
+        if (e->aged != T->key_aged || queue_cut(q))
             return 0;
         if (look) {
             size_t end = ten_skip_end(q, T, ti, r);
@@ -870,39 +873,62 @@ static int ten_run(struct allot_queue *q, struct queue_fast *f, int ti, int64_t 
     return 0;
 }
 
-int queue_fast_serve(struct allot_queue *q, int64_t now, struct reservation *r)
+/* The turns of a serving: every tenant with pending jobs, its order rebuilt
+ * when stale. A rebuild is work (opts.cycle_work, one unit per 512 jobs
+ * begun): a cut may stop here, and a resume goes on from f->init_pos, so
+ * that no cycle sorts every tenant's jobs at once after a wave of starts
+ * or stops touched them all. Returns 0 or ALLOT_ENOMEM. */
+static int serve_init(struct allot_queue *q, struct queue_fast *f, int64_t now)
 {
-    struct queue_fast *f = q->fq;
-    uint64_t epoch;
-    int rc;
-
-    if (fast_tenants(f, (size_t)allot_tenants_count(q->t)) || (f->lost && relist(q, f)) ||
-        allot_grow((void **)&f->heap, &f->heap_cap, f->nt + 1, sizeof(*f->heap)))
-        return ALLOT_ENOMEM;
-    f->n_heap = 0;
-    for (size_t ti = 0; ti < f->nt; ti++) {
-        struct fast_ten *T = &f->t[ti];
+    for (; f->init_pos < f->nt; f->init_pos++) {
+        struct fast_ten *T = &f->t[f->init_pos];
+        int ti = (int)f->init_pos;
+        if (queue_cut(q))
+            return 0;
         T->pos = 0;
         T->hpos = -1;
         if (T->dirty || (T->n_e > 0 && now >= T->age_at)) {
-            rc = ten_build(q, f, (int)ti, now);
+            int rc = ten_build(q, f, ti, now);
             if (rc)
                 return rc;
+            q->work_left -= 1 + (int)(T->n_e / 512);
         }
         if (T->n_e > 0) {
-            T->fair = allot_tenants_fair_key(q->t, (int)ti, &q->capacity);
+            T->fair = allot_tenants_fair_key(q->t, ti, &q->capacity);
             T->key_aged = T->e[0].aged;
-            heap_set(f, f->n_heap++, (int)ti);
+            heap_set(f, f->n_heap++, ti);
         }
     }
     for (size_t i = f->n_heap / 2; i-- > 0;)
         heap_down(f, i);
     f->n_touched = 0;
     f->touched_all = false;
+    f->serve_epoch = q->run_epoch;
+    f->initing = false;
+    return 0;
+}
+
+int queue_fast_serve(struct allot_queue *q, int64_t now, struct reservation *r, bool resume)
+{
+    struct queue_fast *f = q->fq;
+    uint64_t epoch;
+    int rc;
+
+    if (!resume) {
+        if (fast_tenants(f, (size_t)allot_tenants_count(q->t)) || (f->lost && relist(q, f)) ||
+            allot_grow((void **)&f->heap, &f->heap_cap, f->nt + 1, sizeof(*f->heap)))
+            return ALLOT_ENOMEM;
+        f->n_heap = 0;
+        f->init_pos = 0;
+        f->initing = true;
+    }
+    if (f->initing && ((rc = serve_init(q, f, now)) != 0 || f->initing))
+        return rc;
+    /* the turns, positions and epoch as serve_init or the cut left them */
     f->serving = true;
-    epoch = q->run_epoch;
+    epoch = f->serve_epoch;
     rc = 0;
-    while (f->n_heap > 0 && rc == 0) {
+    while (f->n_heap > 0 && rc == 0 && !queue_cut(q)) {
         int ti;
         struct fast_ten *T;
         if (epoch != q->run_epoch) {
@@ -921,6 +947,7 @@ int queue_fast_serve(struct allot_queue *q, int64_t now, struct reservation *r)
             heap_fix(f, ti);
         }
     }
+    f->serve_epoch = epoch;
     f->serving = false;
     return rc;
 }

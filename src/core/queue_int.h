@@ -14,6 +14,29 @@
 
 #include <string.h>
 
+/* The EASY reservation of one cycle (at most one holder). */
+struct reservation {
+    int holder;     /* job id, -1 when none */
+    int64_t shadow; /* expected start of the holder */
+    int64_t extra;  /* GPU milli free beyond the holder's need at shadow */
+};
+
+/* Where a cycle cut short at its work budget stopped (allot_queue_cycle):
+ * the next cycle resumes there when nothing changed in between, so that
+ * the round decides exactly as one uncut cycle would. */
+enum { CYCLE_STOPS, CYCLE_FIRST, CYCLE_SERVE };
+struct cycle_pause {
+    bool valid;       /* resumable (no error, nothing changed since) */
+    int step;         /* CYCLE_*: the step the cycle stopped in */
+    size_t first_pos; /* CYCLE_FIRST: the next of `first` to consider */
+    int64_t now;      /* the cycle's time */
+    uint64_t cluster; /* allot_cluster_changes then */
+    uint64_t tenants; /* allot_tenants_changes then */
+    struct reservation r;
+};
+
+struct queue_serving;
+
 struct allot_queue {
     struct allot_cluster *c;    /* borrowed */
     struct allot_tenants *t;    /* borrowed */
@@ -52,9 +75,16 @@ struct allot_queue {
                             victims, should one have to be evicted) */
     int *ten_head;       /* owned, per tenant id: first running job (ten_next links), -1 */
     size_t ten_cap;
-    int bor_head;         /* first running borrowed job (bor_next links), -1 */
-    int searches_left;    /* victim searches this cycle may still run */
-    int reclaims_left;    /* ... for jobs inside their nominal (8 x searches_left) */
+    int bor_head;      /* first running borrowed job (bor_next links), -1 */
+    int searches_left; /* victim searches this cycle may still run */
+    int reclaims_left; /* ... for jobs inside their nominal (8 x searches_left) */
+    int work_left;     /* starts and victim searches this cycle may still make
+                          (opts.cycle_work); at 0 the cycle stops and `more` is set */
+    bool more;         /* the last cycle stopped at its work budget: the next one
+                          continues its round (same search budgets) */
+    struct cycle_pause pause;
+    struct queue_serving *serving; /* owned: queue_serve's order while a cut cycle may
+                                      resume (queue_serve.c), NULL */
     struct las_pool *las; /* owned: LAS candidates across tenants, per cycle (see below) */
     int64_t wakeup;
     allot_decision_fn fn;
@@ -95,13 +125,6 @@ struct las_pool {
     struct victim *vs; /* owned: eligible running jobs, cheapest first */
     size_t n, cap;
     int64_t recheck_at; /* when a running job not eligible now may become so */
-};
-
-/* The EASY reservation of one cycle (at most one holder). */
-struct reservation {
-    int holder;     /* job id, -1 when none */
-    int64_t shadow; /* expected start of the holder */
-    int64_t extra;  /* GPU milli free beyond the holder's need at shadow */
 };
 
 /* ---- small helpers ---- */
@@ -172,20 +195,29 @@ void queue_set_why(struct allot_job *j, int kind, int who, int res, int other, i
                    int64_t b);
 int queue_consider(struct allot_queue *q, struct allot_job *j, int64_t now, struct reservation *r,
                    const struct allot_why *known);
+/* Whether the cycle's work budget is spent (then sets q->more): every
+ * serving loop asks before each job it would look at, so that both
+ * serving paths stop after the same decision. */
+bool queue_cut(struct allot_queue *q);
 
 /* ---- queue_serve.c ---- */
 
 /* Step 3 of a cycle: orders the pending jobs by the ordering policy and
- * considers each in turn (queue_consider), under reservation r. Returns 0
- * or ALLOT_ENOMEM (the cycle stops; decisions made stand). */
-int queue_serve(struct allot_queue *q, int64_t now, struct reservation *r);
+ * considers each in turn (queue_consider), under reservation r; with
+ * resume, goes on in the order a cycle cut short kept. Returns 0 or
+ * ALLOT_ENOMEM (the cycle stops; decisions made stand). */
+int queue_serve(struct allot_queue *q, int64_t now, struct reservation *r, bool resume);
+/* Frees a serving kept for a resume (accepts NULL). */
+void queue_serving_free(struct queue_serving *v);
 
 /* ---- queue_fast.c ---- */
 
 /* Step 3 of a cycle with the fair order when q->fast: the same decisions
  * and reasons as queue_serve, without considering in full the jobs whose
- * outcome is already known. Returns 0 or ALLOT_ENOMEM. */
-int queue_fast_serve(struct allot_queue *q, int64_t now, struct reservation *r);
+ * outcome is already known. With resume, goes on where the serving cut
+ * short at the work budget stopped (nothing changed since). Returns 0 or
+ * ALLOT_ENOMEM. */
+int queue_fast_serve(struct allot_queue *q, int64_t now, struct reservation *r, bool resume);
 /* Job j became pending (submitted, requeued). Never fails: without memory
  * the next cycle rebuilds its lists from q->pending. */
 void queue_fast_pending(struct allot_queue *q, const struct allot_job *j);

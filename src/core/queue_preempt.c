@@ -905,6 +905,7 @@ int queue_try_preempt(struct allot_queue *q, struct allot_job *j, int64_t now)
         j->preempt_recheck_at = known;
         return 0;
     }
+    q->work_left--; /* a search run in full is work (opts.cycle_work) */
     serial = q->serial;
     rc = search_collect(q, j, in_nom, now, &s);
     if (rc > 0) {

@@ -5,8 +5,9 @@
  * pending jobs: one global order by key, or tenants taking turns by fair
  * share, each offering its best job by key. Keys are computed once per
  * cycle, after its first step; a job that becomes pending during the cycle
- * (a preempted victim) waits for the next one. Called from the cycle only;
- * single-threaded.
+ * (a preempted victim) waits for the next one, also when the cycle is cut
+ * short at its work budget and resumed (the order is kept in q->serving).
+ * Called from the cycle only; single-threaded.
  */
 #include "queue_int.h"
 
@@ -54,18 +55,6 @@ static long cycle_order(struct allot_queue *q, int64_t now, struct keyed **out)
     return (long)n;
 }
 
-/* Step 3a: one global order: considers the jobs in key order. */
-static int cycle_serve_global(struct allot_queue *q, const struct keyed *ks, size_t n, int64_t now,
-                              struct reservation *r)
-{
-    int rc = 0;
-
-    for (size_t i = 0; i < n && rc == 0; i++)
-        if (q->jobs[ks[i].id].state == ALLOT_JOB_PENDING)
-            rc = queue_consider(q, &q->jobs[ks[i].id], now, r, NULL);
-    return rc;
-}
-
 /*
  * Tenants' turns: the tenant with a job left whose key is lowest goes next
  * (ties to the lowest tenant id); the key is -1 when its best job has
@@ -74,7 +63,6 @@ static int cycle_serve_global(struct allot_queue *q, const struct keyed *ks, siz
  * computed once per such change and the tenants kept in a heap.
  */
 struct turns {
-    const struct keyed *ks;
     size_t *head; /* per tenant: position of its best job left in ks, SIZE_MAX: none */
     size_t *next; /* per position: the next position of the same tenant, SIZE_MAX */
     double *fair; /* per tenant: fair-share key at `epoch` */
@@ -83,25 +71,39 @@ struct turns {
     uint64_t epoch; /* run epoch + 1 the keys belong to; 0: none */
 };
 
-static double turn_key(const struct turns *u, int ti)
+/* What a serving is at: its order, and where it stands in it, kept in q
+ * while a cycle cut short at its work budget may resume. */
+struct queue_serving {
+    struct keyed *ks; /* the cycle's pending jobs, best first */
+    size_t n;
+    size_t pos;  /* one global order: the next position */
+    size_t left; /* tenants' turns: positions not yet taken */
+    struct turns u;
+};
+
+static double turn_key(const struct queue_serving *v, int ti)
 {
-    return u->ks[u->head[ti]].key[0] < 0.5 ? -1.0 : u->fair[ti];
+    const struct turns *u = &v->u;
+
+    return v->ks[u->head[ti]].key[0] < 0.5 ? -1.0 : u->fair[ti];
 }
 
-static bool turn_before(const struct turns *u, int a, int b)
+static bool turn_before(const struct queue_serving *v, int a, int b)
 {
-    double ka = turn_key(u, a), kb = turn_key(u, b);
+    double ka = turn_key(v, a), kb = turn_key(v, b);
 
     return ka < kb || (ka == kb && a < b);
 }
 
-static void turns_down(struct turns *u, int i)
+static void turns_down(struct queue_serving *v, int i)
 {
+    struct turns *u = &v->u;
+
     for (;;) {
         int l = 2 * i + 1, m = i;
-        if (l < u->n_heap && turn_before(u, u->heap[l], u->heap[m]))
+        if (l < u->n_heap && turn_before(v, u->heap[l], u->heap[m]))
             m = l;
-        if (l + 1 < u->n_heap && turn_before(u, u->heap[l + 1], u->heap[m]))
+        if (l + 1 < u->n_heap && turn_before(v, u->heap[l + 1], u->heap[m]))
             m = l + 1;
         if (m == i)
             return;
@@ -112,12 +114,13 @@ static void turns_down(struct turns *u, int i)
     }
 }
 
-static void turns_push(struct turns *u, int ti)
+static void turns_push(struct queue_serving *v, int ti)
 {
+    struct turns *u = &v->u;
     int i = u->n_heap++;
 
     u->heap[i] = ti;
-    while (i > 0 && turn_before(u, u->heap[i], u->heap[(i - 1) / 2])) {
+    while (i > 0 && turn_before(v, u->heap[i], u->heap[(i - 1) / 2])) {
         int p = (i - 1) / 2, x = u->heap[i];
         u->heap[i] = u->heap[p];
         u->heap[p] = x;
@@ -126,8 +129,10 @@ static void turns_push(struct turns *u, int ti)
 }
 
 /* Recomputes every fair-share key and the heap after usage changed. */
-static void turns_rebuild(struct allot_queue *q, struct turns *u)
+static void turns_rebuild(struct allot_queue *q, struct queue_serving *v)
 {
+    struct turns *u = &v->u;
+
     u->n_heap = 0;
     for (int ti = 0; ti < u->nt; ti++)
         if (u->head[ti] != SIZE_MAX) {
@@ -135,70 +140,116 @@ static void turns_rebuild(struct allot_queue *q, struct turns *u)
             u->heap[u->n_heap++] = ti;
         }
     for (int i = u->n_heap / 2; i-- > 0;)
-        turns_down(u, i);
+        turns_down(v, i);
     u->epoch = q->run_epoch + 1;
 }
 
-/* Step 3b: tenants take turns, each offering its best job (ks sorted). */
-static int cycle_serve_by_tenant(struct allot_queue *q, const struct keyed *ks, size_t n,
-                                 int64_t now, struct reservation *r)
+/* Step 3a: one global order: considers the jobs in key order. */
+static int serve_global(struct allot_queue *q, struct queue_serving *v, int64_t now,
+                        struct reservation *r)
 {
-    struct turns u = {.ks = ks, .nt = allot_tenants_count(q->t)};
-    size_t left = n;
     int rc = 0;
 
-    u.head = allot_malloc(((size_t)u.nt + 1) * sizeof(*u.head));
-    u.next = allot_malloc((n + 1) * sizeof(*u.next));
-    u.fair = allot_malloc(((size_t)u.nt + 1) * sizeof(*u.fair));
-    u.heap = allot_malloc(((size_t)u.nt + 1) * sizeof(*u.heap));
-    if (!u.head || !u.next || !u.fair || !u.heap) {
-        rc = ALLOT_ENOMEM;
-        goto out;
-    }
-    for (int i = 0; i < u.nt; i++)
-        u.head[i] = SIZE_MAX;
-    for (size_t i = n; i-- > 0;) {
-        u.next[i] = u.head[ks[i].tenant];
-        u.head[ks[i].tenant] = i; /* first (best) position per tenant */
-    }
-    while (left > 0 && rc == 0) {
-        int best;
-        size_t pos;
-        if (u.epoch != q->run_epoch + 1)
-            turns_rebuild(q, &u);
-        if (u.n_heap == 0)
-            break;
-        best = u.heap[0];
-        u.heap[0] = u.heap[--u.n_heap];
-        turns_down(&u, 0);
-        pos = u.head[best];
-        if (q->jobs[ks[pos].id].state == ALLOT_JOB_PENDING)
-            rc = queue_consider(q, &q->jobs[ks[pos].id], now, r, NULL);
-        left--;
-        u.head[best] = u.next[pos];
-        if (u.head[best] != SIZE_MAX && u.epoch == q->run_epoch + 1)
-            turns_push(&u, best);
-        /* otherwise the rebuild at the top picks it up */
-    }
-out:
-    allot_free(u.head);
-    allot_free(u.next);
-    allot_free(u.fair);
-    allot_free(u.heap);
+    for (; v->pos < v->n && rc == 0 && !queue_cut(q); v->pos++)
+        if (q->jobs[v->ks[v->pos].id].state == ALLOT_JOB_PENDING)
+            rc = queue_consider(q, &q->jobs[v->ks[v->pos].id], now, r, NULL);
     return rc;
 }
 
-int queue_serve(struct allot_queue *q, int64_t now, struct reservation *r)
+/* Step 3b: tenants take turns, each offering its best job. */
+static int serve_by_tenant(struct allot_queue *q, struct queue_serving *v, int64_t now,
+                           struct reservation *r)
 {
-    struct keyed *ks = NULL;
-    long n = cycle_order(q, now, &ks);
+    struct turns *u = &v->u;
+    int rc = 0;
+
+    while (v->left > 0 && rc == 0 && !queue_cut(q)) {
+        int best;
+        size_t pos;
+        if (u->epoch != q->run_epoch + 1)
+            turns_rebuild(q, v);
+        if (u->n_heap == 0)
+            break;
+        best = u->heap[0];
+        u->heap[0] = u->heap[--u->n_heap];
+        turns_down(v, 0);
+        pos = u->head[best];
+        if (q->jobs[v->ks[pos].id].state == ALLOT_JOB_PENDING)
+            rc = queue_consider(q, &q->jobs[v->ks[pos].id], now, r, NULL);
+        v->left--;
+        u->head[best] = u->next[pos];
+        if (u->head[best] != SIZE_MAX && u->epoch == q->run_epoch + 1)
+            turns_push(v, best);
+        /* otherwise the rebuild at the top picks it up */
+    }
+    return rc;
+}
+
+void queue_serving_free(struct queue_serving *v)
+{
+    if (!v)
+        return;
+    allot_free(v->ks);
+    allot_free(v->u.head);
+    allot_free(v->u.next);
+    allot_free(v->u.fair);
+    allot_free(v->u.heap);
+    allot_free(v);
+}
+
+/* A serving at its start: the order, and the tenants' lists for turns.
+ * NULL when out of memory. */
+static struct queue_serving *serving_new(struct allot_queue *q, int64_t now)
+{
+    struct queue_serving *v = allot_calloc(1, sizeof(*v));
+    struct turns *u;
+    long n;
+
+    if (!v)
+        return NULL;
+    n = cycle_order(q, now, &v->ks);
+    if (n < 0) {
+        allot_free(v);
+        return NULL;
+    }
+    v->n = v->left = (size_t)n;
+    if (!q->order->per_tenant)
+        return v;
+    u = &v->u;
+    u->nt = allot_tenants_count(q->t);
+    u->head = allot_malloc(((size_t)u->nt + 1) * sizeof(*u->head));
+    u->next = allot_malloc((v->n + 1) * sizeof(*u->next));
+    u->fair = allot_malloc(((size_t)u->nt + 1) * sizeof(*u->fair));
+    u->heap = allot_malloc(((size_t)u->nt + 1) * sizeof(*u->heap));
+    if (!u->head || !u->next || !u->fair || !u->heap) {
+        queue_serving_free(v);
+        return NULL;
+    }
+    for (int i = 0; i < u->nt; i++)
+        u->head[i] = SIZE_MAX;
+    for (size_t i = v->n; i-- > 0;) {
+        u->next[i] = u->head[v->ks[i].tenant];
+        u->head[v->ks[i].tenant] = i; /* first (best) position per tenant */
+    }
+    return v;
+}
+
+int queue_serve(struct allot_queue *q, int64_t now, struct reservation *r, bool resume)
+{
     int rc;
 
-    if (n < 0)
-        return (int)n;
-    rc = q->order->per_tenant ? cycle_serve_by_tenant(q, ks, (size_t)n, now, r)
-                              : cycle_serve_global(q, ks, (size_t)n, now, r);
-    allot_free(ks);
+    if (!resume || !q->serving) {
+        queue_serving_free(q->serving);
+        q->serving = serving_new(q, now);
+        if (!q->serving)
+            return ALLOT_ENOMEM;
+    }
+    rc = q->order->per_tenant ? serve_by_tenant(q, q->serving, now, r)
+                              : serve_global(q, q->serving, now, r);
+    if (rc || !q->more) { /* the serving is over (or cannot resume) */
+        queue_serving_free(q->serving);
+        q->serving = NULL;
+    }
     return rc;
 }
 

@@ -25,7 +25,8 @@ struct allot_tenants {
     double hold_half_life_s; /* lending hold, 0 = off */
     struct keep_memo *memo;  /* owned: per tenant x ALLOT_RES_MAX, cached keep() */
     size_t memo_cap;
-    uint64_t gen; /* memo entries of another generation are stale; >= 1 */
+    uint64_t gen;     /* memo entries of another generation are stale; >= 1 */
+    uint64_t charges; /* allot_tenants_charge calls (allot_tenants_changes) */
 };
 
 /* keep() of one tenant and resource, and the sum over its children. */
@@ -369,6 +370,7 @@ bool allot_tenants_in_nominal(const struct allot_tenants *t, int i, const struct
 
 void allot_tenants_charge(struct allot_tenants *t, int i, const struct allot_resvec *r, int sign)
 {
+    t->charges++;
     for (int a = i; a >= 0; a = t->v[a].parent)
         for (int k = 0; k < ALLOT_RES_MAX; k++) {
             /* what a's subtree withholds may change; subtrees off the path keep theirs */
@@ -377,6 +379,11 @@ void allot_tenants_charge(struct allot_tenants *t, int i, const struct allot_res
             if (t->v[a].peak[k] < (double)t->v[a].usage[k])
                 t->v[a].peak[k] = (double)t->v[a].usage[k];
         }
+}
+
+uint64_t allot_tenants_changes(const struct allot_tenants *t)
+{
+    return t->gen + t->charges; /* both only grow */
 }
 
 static double dominant(const struct allot_tenant *x, const struct allot_resvec *cap)

@@ -1055,7 +1055,29 @@ static void cycle(struct loop *l)
     /* Without nodes nothing can be placed. The core's placement scheduler
      * also passes a NULL array to memset when the cluster has no state
      * class yet (UBSan: src/core/sched.c shape_cache), so no cycle runs. */
-    rc = allot_cluster_node_count(l->c) ? allot_queue_cycle(l->q, now, on_decision, l) : 0;
+    /* A cycle stops at cycle-work decisions; the next goes on at once,
+     * until a change is waiting and the pass has run for cycle-gap: then
+     * the loop takes the change first (the core starts a fresh cycle), so
+     * that a change waits for cycle-gap and one such cycle at most, not
+     * for the whole round. The pass's decisions are written together. */
+    rc = 0;
+    l->more = allot_cluster_node_count(l->c) > 0;
+    while (rc == 0 && l->more) {
+        rc = allot_queue_cycle(l->q, now, on_decision, l);
+        l->more = rc == 0 && allot_queue_more(l->q);
+        if (l->more) {
+            struct timespec t;
+            bool waiting;
+            clock_gettime(CLOCK_MONOTONIC, &t);
+            pthread_mutex_lock(&l->mu);
+            waiting = l->stop || (l->head && (t.tv_sec - t0.tv_sec) * 1000 +
+                                                     (t.tv_nsec - t0.tv_nsec) / 1000000 >=
+                                                 l->srv->cfg.cycle_gap);
+            pthread_mutex_unlock(&l->mu);
+            if (waiting)
+                break;
+        }
+    }
     if (rc < 0)
         LOG_WARN("loop", "cycle stopped early: %s", allot_strerror(rc));
     struct loop_write w = {.l = l, .now = now};
@@ -1123,6 +1145,9 @@ static void *loop_main(void *arg)
         int64_t back_ms = last_ms * (100 - busy) / busy;
         ts_add_ms(&gap_end,
                   back_ms > gap_ms ? (back_ms < interval_ms ? back_ms : interval_ms) : gap_ms);
+        /* a cycle cut short at cycle-work goes on after the gap */
+        if (l->more)
+            until = gap_end;
         pthread_mutex_lock(&l->mu);
         while (!l->head && !l->stop)
             if (pthread_cond_timedwait(&l->cv, &l->mu, &until) == ETIMEDOUT)
@@ -1150,7 +1175,8 @@ static void *loop_main(void *arg)
         struct timespec mono;
         clock_gettime(CLOCK_MONOTONIC, &mono);
         int64_t now_ms = (int64_t)mono.tv_sec * 1000 + mono.tv_nsec / 1000000;
-        if (periodic || changed || l->hold_dirty || now_ms - l->last_cycle_ms >= interval_ms) {
+        if (periodic || changed || l->more || l->hold_dirty ||
+            now_ms - l->last_cycle_ms >= interval_ms) {
             struct timespec c0, c1;
             l->last_cycle_ms = now_ms;
             clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
@@ -1174,6 +1200,7 @@ struct loop *loop_start(struct server *s, char *err, size_t errlen)
                                   .grace_s = s->cfg.preempt_grace / 1000,
                                   .min_runtime_s = s->cfg.preempt_min_runtime / 1000,
                                   .half_life_s = 86400,
+                                  .cycle_work = (int)s->cfg.cycle_work,
                                   .seed = 1};
     struct loop *l;
 

@@ -104,6 +104,7 @@ struct loop {
     struct held *held;     /* owned, in submission order */
     size_t n_held, cap_held;
     bool hold_dirty;  /* a job ended or was held: evaluate the gate again */
+    bool more;        /* the last cycle stopped at cycle-work: the next goes on */
     int32_t *live_at; /* owned: by core job id, its index in live, or -1 */
     size_t cap_live_at;
     int64_t *expiry; /* lease expiry per core node index */

@@ -128,6 +128,17 @@ static const struct allot_config_option options[] = {
      .help = "Most of a core (percent) scheduling cycles may take while changes keep "
              "coming: after a cycle that computed for T (CPU time) the next waits at least "
              "T x (100 - P) / P, so that requests keep the rest (100: only cycle-gap)."},
+    {.name = "cycle-work",
+     .type = ALLOT_CFG_INT,
+     .offset = F(cycle_work),
+     .def = "16",
+     .min = 1,
+     .max = 1000000,
+     .help = "Most starts, stops, victim searches and queue rebuilds one cycle makes: a "
+             "cycle that reaches it stops, and the next goes on from there at once; once the "
+             "cycles of one pass have run for cycle-gap and a change is waiting, the loop "
+             "takes the change first, so that it waits for cycle-gap and one such cycle, not "
+             "for every decision that came due at once."},
     {.name = "placement",
      .type = ALLOT_CFG_STRING,
      .offset = F(placement),

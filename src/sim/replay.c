@@ -975,15 +975,18 @@ static int loop(struct run *r, double *util, double *buf, struct replay_result *
                 return rc;
         if (r->o->check && (rc = check(r, "arrivals")) < 0)
             return rc;
-        rc = allot_queue_cycle(r->q, t, on_decision, r);
-        out->cycles++;
-        if (rc < 0)
-            return rc == ALLOT_ENOMEM ? rc
-                                      : fail_at(r, "allot_queue_cycle: %s", allot_strerror(rc));
-        if ((rc = process_decisions(r, &out->killed)) < 0)
-            return rc;
-        if (r->o->check && (rc = check(r, "the cycle")) < 0)
-            return rc;
+        /* a cycle cut short at its work budget goes on at the same time */
+        do {
+            rc = allot_queue_cycle(r->q, t, on_decision, r);
+            out->cycles++;
+            if (rc < 0)
+                return rc == ALLOT_ENOMEM ? rc
+                                          : fail_at(r, "allot_queue_cycle: %s", allot_strerror(rc));
+            if ((rc = process_decisions(r, &out->killed)) < 0)
+                return rc;
+            if (r->o->check && (rc = check(r, "the cycle")) < 0)
+                return rc;
+        } while (allot_queue_more(r->q));
         /* the queue's own wake-up; never the same instant again */
         wake = allot_queue_next_wakeup(r->q);
         if (wake <= t)

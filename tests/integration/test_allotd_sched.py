@@ -146,12 +146,38 @@ def test_restart_rebuilds_from_store():
     assert v["ok"] is True, v
 
 
+def test_cycle_work_goes_on():
+    """With --cycle-work 1 each cycle makes one decision; the loop goes on
+    with the next at once, not at the next --cycle-interval (a minute
+    here), so one submission of an array still starts all its jobs."""
+    d = Daemon(args=["--cycle-work", "1", "--cycle-interval", "60s"])
+    try:
+        expect(d.req("PUT", "/v1/tenants", TENANTS, token=d.admin), 200)
+        ag = d.token("agent", "", "agents")
+        expect(d.req("POST", "/v1/nodes/register", N1, token=ag), 201)
+        a = expect(d.req("POST", "/v1/jobs", {"name": "sweep", "tenant": "research/nlp",
+                                              "gpus": 1, "array": "0-3"}, token=d.admin), 201)
+        ids = [j["id"] for j in a["jobs"]] if "jobs" in a else [a["id"]]
+        end = time.time() + 10
+        while time.time() < end:
+            jobs = expect(d.req("GET", "/v1/jobs?state=starting", token=d.admin), 200)["jobs"]
+            if len(jobs) == 4:
+                break
+            time.sleep(0.05)
+        assert len(jobs) == 4, (ids, jobs)
+        assert sorted(g for j in jobs for t in j["placement"]["tasks"] for g in t["gpus"]) == \
+            [0, 1, 2, 3], jobs
+    finally:
+        d.stop()
+
+
 if __name__ == "__main__":
     dm = Daemon()
     try:
         expect(dm.req("PUT", "/v1/tenants", TENANTS, token=dm.admin), 200)
         AG = dm.token("agent", "", "agents")
         fx.run([test_register, test_place_run_succeed, test_mig_and_cancel_frees,
-                test_metrics_show_the_cluster, test_restart_rebuilds_from_store])
+                test_metrics_show_the_cluster, test_restart_rebuilds_from_store,
+                test_cycle_work_goes_on])
     finally:
         dm.stop()
