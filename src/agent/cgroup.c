@@ -85,7 +85,8 @@ static void dir_of(char *buf, size_t len, const char *ctrl, const char *root, co
     if (v2 == 1)
         allot_fmt(buf, len, CG_BASE "/%s%s%s", root, name ? "/" : "", name ? name : "");
     else
-        allot_fmt(buf, len, CG_BASE "/%s/%s%s%s", ctrl, root, name ? "/" : "", name ? name : "");
+        allot_fmt(buf, len, CG_BASE "/%s/%s%s%s", ctrl ? ctrl : "", root, name ? "/" : "",
+                  name ? name : "");
 }
 
 static int mkdir_p(const char *path)

@@ -29,8 +29,9 @@ static bool looks_like_other(const char *s)
     size_t n = strlen(s);
 
     if (n < sizeof(low)) {
-        for (size_t i = 0; i <= n; i++)
+        for (size_t i = 0; i < n; i++)
             low[i] = (char)tolower((unsigned char)s[i]);
+        low[n] = '\0';
         for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++)
             if (!strcmp(low, words[i]) ||
                 (low[0] && low[0] != '.' && low[0] != '~' && (low[0] == '+' || low[0] == '-') &&

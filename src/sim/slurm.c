@@ -383,7 +383,7 @@ int slurm_parse_sacct(const char *buf, size_t len, const char *name, int64_t tz_
 {
     struct slurm_sacct_counts c = {0};
     char *text = NULL, *p, *end, *s;
-    int col[SC_N], rc;
+    int col[SC_N] = {0}, rc; /* (read_header sets every one; -O3 cannot tell) */
     size_t ncols = 0, line = 0, raw;
 
     if (tz_offset_s < -SLURM_MAX_TZ_S || tz_offset_s > SLURM_MAX_TZ_S) {
