@@ -1313,7 +1313,8 @@ static bool cycle_resumable(const struct allot_queue *q, int64_t now)
 {
     const struct cycle_pause *p = &q->pause;
 
-    return q->more && p->valid && p->now == now && p->cluster == allot_cluster_changes(q->c) && p->tenants == allot_tenants_changes(q->t);
+    return q->more && p->valid && p->now == now && p->cluster == allot_cluster_changes(q->c) &&
+           p->tenants == allot_tenants_changes(q->t);
 }
 
 /* Steps 2 and 3, each from where a pause left it: grace periods and

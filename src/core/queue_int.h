@@ -85,7 +85,7 @@ struct allot_queue {
     struct cycle_pause pause;
     struct queue_serving *serving; /* owned: queue_serve's order while a cut cycle may
                                       resume (queue_serve.c), NULL */
-    struct las_pool *las; /* owned: LAS candidates across tenants, per cycle (see below) */
+    struct las_pool *las;          /* owned: LAS candidates across tenants, per cycle (see below) */
     int64_t wakeup;
     allot_decision_fn fn;
     void *ud;

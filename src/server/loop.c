@@ -959,7 +959,7 @@ static const char *token_name(struct loop *l, int64_t id)
     return json_string_value(json_object_get(l->token_names, key));
 }
 
-static void publish(struct loop *l, double secs)
+static void publish(struct loop *l, double secs, int cut)
 {
     json_t *d = json_object();
     int64_t pend = 0, run = 0;
@@ -1027,6 +1027,7 @@ static void publish(struct loop *l, double secs)
     json_decref(l->peers);
     l->peers = peers;
     l->cycles++;
+    l->cycles_cut += (uint64_t)cut;
     l->cycle_sum += secs;
     for (int b = 0; b < N_CYCLE_BUCKETS; b++)
         if (secs <= cycle_buckets[b])
@@ -1046,7 +1047,7 @@ static void cycle(struct loop *l)
 {
     struct timespec t0, t1;
     int64_t now = srv_now();
-    int rc;
+    int rc, cut = 0;
 
     clock_gettime(CLOCK_MONOTONIC, &t0);
     if (l->hold_dirty)
@@ -1065,6 +1066,7 @@ static void cycle(struct loop *l)
     while (rc == 0 && l->more) {
         rc = allot_queue_cycle(l->q, now, on_decision, l);
         l->more = rc == 0 && allot_queue_more(l->q);
+        cut += l->more;
         if (l->more) {
             struct timespec t;
             bool waiting;
@@ -1095,7 +1097,7 @@ static void cycle(struct loop *l)
         if (allot_queue_job(l->q, l->live[i].qid)->state == ALLOT_JOB_DONE)
             loop_drop_live(l, i);
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    publish(l, (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
+    publish(l, (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9, cut);
     if (l->n_decs)
         LOG_DEBUG("loop", "cycle: %zu decisions, %zu live jobs", l->n_decs, l->n_live);
 }
@@ -1410,8 +1412,12 @@ void loop_metrics(struct loop *l, FILE *out)
                 (unsigned long long)l->cycle_le[b]);
     fprintf(out,
             "allot_sched_cycle_seconds_bucket{le=\"+Inf\"} %llu\n"
-            "allot_sched_cycle_seconds_sum %.6f\nallot_sched_cycle_seconds_count %llu\n",
-            (unsigned long long)l->cycles, l->cycle_sum, (unsigned long long)l->cycles);
+            "allot_sched_cycle_seconds_sum %.6f\nallot_sched_cycle_seconds_count %llu\n"
+            "# HELP allot_sched_cycles_cut_total Core cycles that stopped at cycle-work "
+            "decisions (the next went on from there).\n"
+            "# TYPE allot_sched_cycles_cut_total counter\nallot_sched_cycles_cut_total %llu\n",
+            (unsigned long long)l->cycles, l->cycle_sum, (unsigned long long)l->cycles,
+            (unsigned long long)l->cycles_cut);
     fprintf(out, "# HELP allot_queue_wait_seconds Time from (re)queueing to start.\n"
                  "# TYPE allot_queue_wait_seconds histogram\n");
     for (int b = 0; b < N_WAIT_BUCKETS; b++)

@@ -128,6 +128,7 @@ struct loop {
     bool closing;       /* loop_release_waiters was called */
     json_t *desired;
     uint64_t cycles;
+    uint64_t cycles_cut; /* core cycles stopped at cycle-work (allot_queue_more) */
     double cycle_sum;
     uint64_t cycle_le[N_CYCLE_BUCKETS];
     int64_t jobs_pending, jobs_running, nodes, gpus, gpu_used_milli;

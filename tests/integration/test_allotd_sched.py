@@ -167,6 +167,10 @@ def test_cycle_work_goes_on():
         assert len(jobs) == 4, (ids, jobs)
         assert sorted(g for j in jobs for t in j["placement"]["tasks"] for g in t["gpus"]) == \
             [0, 1, 2, 3], jobs
+        st, text = d.req("GET", "/metrics", raw=True)
+        cut = [int(x.split()[1]) for x in text.splitlines()
+               if x.startswith("allot_sched_cycles_cut_total ")]
+        assert cut and cut[0] >= 4, cut  # a build and four starts, one per cycle
     finally:
         d.stop()
 
