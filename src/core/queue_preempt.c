@@ -5,7 +5,8 @@
  * it finds. A search (queue_try_preempt) runs in named steps: collect the
  * candidates the rule allows from the running-job index, group them by
  * node, try adding victims (tentatively released) until the job would be
- * admitted and placed, put everything back, and preempt exactly that set.
+ * admitted and placed, reprieve the victims it fits without, put
+ * everything back, and preempt exactly the set left.
  * Putting a victim back can fail for lack of memory; the victim is then
  * stopped and requeued rather than left running on GPUs that look free.
  * Called from the cycle only; single-threaded.
@@ -102,11 +103,14 @@ const char *queue_preempt_text(int kind)
 
 /* The search for victims of one pending job j. */
 struct search {
-    struct victim *vs;  /* owned: candidates, cheapest first */
-    int n;              /* candidates */
-    bool *chosen;       /* owned: per candidate, taken off tentatively */
-    int order[64];      /* the chosen candidates, in the order they were taken */
-    int used;           /* entries of order[] */
+    struct victim *vs; /* owned: candidates, cheapest first */
+    int n;             /* candidates */
+    bool *chosen;      /* owned: per candidate, taken off tentatively */
+    int order[64];     /* the chosen candidates, in the order they were taken */
+    int used;          /* entries of order[] */
+    int any[64];       /* candidates taken as the cheapest anywhere (for quota, or
+                          when no one node could be freed), not for a node */
+    int n_any;
     size_t tasks_off;   /* tasks of the chosen victims */
     struct slot *slots; /* owned: (node, candidate) pairs, by node then candidate */
     size_t n_slots;
@@ -727,21 +731,117 @@ static int search_take(struct allot_queue *q, struct search *s, int e, int64_t n
     return 0;
 }
 
-/* Puts every victim taken off back, in the order they were taken. Returns
- * 0, or an error when one had to be evicted (the others are back). */
+/* Whether one of v's tasks was placed exclusive (node or GPU). */
+static bool placed_exclusive(const struct allot_job *v)
+{
+    for (int k = 0; k < v->spec.n_tasks; k++)
+        if (v->pl[k].isolation != ALLOT_ISO_SHARED)
+            return true;
+    return false;
+}
+
+/* Puts every victim taken off back, in the order they were taken, those
+ * placed exclusive first: an exclusive task needs its node (or GPU) empty
+ * or held by its own tenant, so it must not come back after a shared task
+ * of its tenant that joined it later (a tenant whose isolation changed
+ * while both ran). Returns 0, or an error when one had to be evicted (the
+ * others are back). */
 static int search_restore(struct allot_queue *q, struct search *s, int64_t now)
 {
     int rc = 0;
 
     /* a trial placement whose release failed would hold a victim's room */
     queue_orphans_retry(q);
-    for (int i = 0; i < s->used; i++) {
-        struct allot_job *v = &q->jobs[s->vs[s->order[i]].id];
-        int r = victim_back(q, v, v->spec.n_tasks, now);
-        if (r && !rc)
-            rc = r;
-    }
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < s->used; i++) {
+            struct allot_job *v = &q->jobs[s->vs[s->order[i]].id];
+            int r;
+            if (placed_exclusive(v) != (pass == 0))
+                continue;
+            r = victim_back(q, v, v->spec.n_tasks, now);
+            if (r && !rc)
+                rc = r;
+        }
     return rc;
+}
+
+/*
+ * Step 3b, after j fits: reprieves the victims that were taken as the
+ * cheapest anywhere (for quota, or when no one node could be freed) and
+ * that j fits without, the costliest first: each is put back and kept
+ * back when j still fits, else taken off again. A victim taken for quota
+ * is often needless once the victims of the node j lands on are off.
+ * (Victims taken for a node were the cheapest way to free it.) Only when
+ * every victim's tasks are shared: then putting them back in any order is
+ * a state isolation allows (all of them ran together with what runs now),
+ * which search_restore relies on; an exclusive victim may need the order
+ * it was placed in. Returns 1 (j fits with s->order[0..used)), or an
+ * error.
+ */
+/* Takes candidate e (job v) out of the chosen set. */
+static void search_drop(struct search *s, int e, const struct allot_job *v)
+{
+    int w = 0;
+
+    s->chosen[e] = false;
+    s->tasks_off -= (size_t)v->spec.n_tasks;
+    for (int k = 0; k < s->used; k++)
+        if (s->order[k] != e)
+            s->order[w++] = s->order[k];
+    s->used = w;
+}
+
+static int search_prune(struct allot_queue *q, struct allot_job *j, struct search *s, int64_t now)
+{
+    int by_cost[64], n = 0;
+
+    if (s->used < 2)
+        return 1;
+    for (int i = 0; i < s->used; i++)
+        if (placed_exclusive(&q->jobs[s->vs[s->order[i]].id]))
+            return 1;
+    for (int i = 0; i < s->n_any; i++)
+        if (s->chosen[s->any[i]])
+            by_cost[n++] = s->any[i];
+    for (int i = 1; i < n; i++) /* insertion sort, costliest first (n <= 64) */
+        for (int k = i; k > 0 && cmp_victim(&s->vs[by_cost[k - 1]], &s->vs[by_cost[k]]) < 0; k--) {
+            int x = by_cost[k];
+            by_cost[k] = by_cost[k - 1];
+            by_cost[k - 1] = x;
+        }
+    for (int i = 0; i < n && s->used > 1; i++) {
+        int e = by_cost[i], fit;
+        struct allot_job *v = &q->jobs[s->vs[e].id];
+        if (q->o.quotas) { /* needed for quota: known without the cluster */
+            struct allot_resvec use;
+            bool admitted;
+            queue_job_usage(q, v, &use);
+            allot_tenants_charge(q->t, v->spec.tenant, &use, +1);
+            admitted =
+                allot_tenants_admits(q->t, j->spec.tenant, &j->req, q->o.borrowing, NULL, NULL);
+            allot_tenants_charge(q->t, v->spec.tenant, &use, -1);
+            if (!admitted)
+                continue;
+        }
+        fit = victim_back(q, v, v->spec.n_tasks, now);
+        if (fit == 0) {
+            fit = queue_would_fit(q, j);
+            if (fit == 0) { /* needed: off again */
+                fit = victim_off(q, v, now);
+                if (fit == 0)
+                    continue;
+            }
+        }
+        /* reprieved (back in place), or an error that left v back in place
+         * or evicted: out of the set either way */
+        search_drop(s, e, v);
+        if (fit < 0) {
+            q->orphans_keep = s->tasks_off;
+            return fit;
+        }
+    }
+    q->orphans_keep = s->tasks_off;
+    return 1;
 }
 
 /*
@@ -763,8 +863,10 @@ static int search_trial(struct allot_queue *q, struct allot_job *j, struct searc
         if (!quota_blocked(q, j) && j->spec.task.num_gpu > 0)
             np = node_pick(q, j, s, pick, 64 - s->used);
         for (int i = 0; i < s->n && np == 0; i++)
-            if (!s->chosen[i])
+            if (!s->chosen[i]) {
                 pick[np++] = i;
+                s->any[s->n_any++] = i; /* one per pass, while s->used < 64 */
+            }
         if (np == 0)
             break;
         for (int p = 0; p < np && rc == 0; p++)
@@ -772,6 +874,8 @@ static int search_trial(struct allot_queue *q, struct allot_job *j, struct searc
         if (rc)
             break;
     }
+    if (fit == 1 && rc == 0)
+        fit = search_prune(q, j, s, now);
     {
         int rb = search_restore(q, s, now);
         q->orphans_keep = 0;

@@ -600,6 +600,85 @@ static void test_reclaim_order(void **state)
     world_free(&w);
 }
 
+/* A search keeps no victim the room does not need: reclaim for a 4-GPU
+ * job first takes the cheapest borrowed work anywhere until quota admits
+ * it (two 1-GPU jobs, then a 4-GPU one), and only the 4-GPU job's node has
+ * room for it, so the two small ones are reprieved and keep running. */
+static void test_reclaim_spares_needless(void **state)
+{
+    struct allot_queue_opts o = base;
+    struct world w;
+    int b5, small[2], a;
+
+    (void)state;
+    o.placement = "firstfit";
+    world_init(&w, 3, 6, o);                      /* 12 GPUs, 6 each */
+    submit(&w, "b1", w.b, 1, 4, 0, 0);            /* node 0, inside b's nominal */
+    submit(&w, "b2", w.b, 1, 2, 0, 0);            /* node 1, inside */
+    small[0] = submit(&w, "b3", w.b, 1, 1, 0, 0); /* node 1, borrowed */
+    small[1] = submit(&w, "b4", w.b, 1, 1, 0, 0); /* node 1, borrowed */
+    b5 = submit(&w, "b5", w.b, 1, 4, 0, 0);       /* node 2, borrowed */
+    cycle(&w, 0);
+    for (int i = 0; i < 2; i++)
+        assert_true(allot_queue_job(w.q, small[i])->borrowed);
+    assert_true(allot_queue_job(w.q, b5)->borrowed);
+    a = submit(&w, "a1", w.a, 1, 4, 100, 0);
+    cycle(&w, 100);
+    assert_int_equal(w.preempts, 1);
+    assert_int_equal(allot_queue_job(w.q, b5)->state, ALLOT_JOB_STOPPING);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(allot_queue_job(w.q, small[i])->state, ALLOT_JOB_RUNNING);
+    cycle(&w, 130);
+    assert_int_equal(allot_queue_job(w.q, a)->state, ALLOT_JOB_RUNNING);
+    world_free(&w);
+}
+
+/* A fruitless search puts its victims back so that isolation allows it:
+ * an exclusive-node job of team-b runs beside a shared job of team-b that
+ * joined its node after team-b stopped asking exclusivity; a search takes
+ * the shared (cheaper) one first, then the exclusive one, finds no room,
+ * and must put the exclusive one back first (else isolation refuses it
+ * and it would be evicted). */
+static void test_restore_exclusive_first(void **state)
+{
+    struct world w;
+    char err[128];
+    struct allot_job_spec s = {.tenant = 0,
+                               .prio_class = 0,
+                               .n_tasks = 1,
+                               .checkpointable = true,
+                               .task = {.num_gpu = 2, .gpu_milli = 1000, .mig_profile = -1}};
+    int x, y, z;
+
+    (void)state;
+    world_init(&w, 2, 4, base);
+    assert_int_equal(allot_queue_add_prio_class(w.q, "low", 10, true), 0);
+    assert_int_equal(allot_queue_add_prio_class(w.q, "high", 100, false), 1);
+    s.tenant = w.b;
+    allot_tenants_get(w.t, w.b)->isolation = ALLOT_ISO_EXCLUSIVE_NODE;
+    s.name = "x-exclusive";
+    x = allot_queue_submit(w.q, &s, 0, err, sizeof(err));
+    cycle(&w, 0);
+    allot_tenants_get(w.t, w.b)->isolation = ALLOT_ISO_SHARED;
+    s.name = "y-shared";
+    s.task.num_gpu = 1;
+    y = allot_queue_submit(w.q, &s, 10, err, sizeof(err));
+    cycle(&w, 10);
+    assert_int_equal(allot_queue_job(w.q, y)->pl[0].node, allot_queue_job(w.q, x)->pl[0].node);
+    s.name = "z-high"; /* fits no node: its search is fruitless */
+    s.prio_class = 1;
+    s.task.num_gpu = 8;
+    z = allot_queue_submit(w.q, &s, 100, err, sizeof(err));
+    assert_true(z >= 0);
+    evictions = 0;
+    cycle(&w, 100);
+    assert_int_equal(evictions, 0);
+    assert_int_equal(w.preempts, 0);
+    assert_int_equal(allot_queue_job(w.q, x)->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(allot_queue_job(w.q, y)->state, ALLOT_JOB_RUNNING);
+    world_free(&w);
+}
+
 /* QoS orders jobs of one priority: guaranteed, burstable, best-effort. */
 static void test_qos(void **state)
 {
@@ -1245,6 +1324,8 @@ int main(void)
         cmocka_unit_test(test_las_preemption),
         cmocka_unit_test(test_aging),
         cmocka_unit_test(test_reclaim_order),
+        cmocka_unit_test(test_reclaim_spares_needless),
+        cmocka_unit_test(test_restore_exclusive_first),
         cmocka_unit_test(test_qos),
         cmocka_unit_test(test_search_budget),
         cmocka_unit_test(test_fault_scenarios_preempt),
