@@ -17,10 +17,6 @@
 
 #include "shim.h"
 
-/* name is pasted into an identifier, so it cannot be parenthesised */
-#define REAL(name)                                                                                 \
-    ((__typeof__(&name))shim_real(SHIM_FN_##name)) // NOLINT(bugprone-macro-parentheses)
-
 /* Pitch the estimate assumes before the driver says (it aligns rows to at
  * most this on every GPU so far); a larger real pitch is reserved after. */
 #define PITCH_GUESS 512u

@@ -30,9 +30,6 @@
 
 #include "shim.h"
 
-#define REAL(name)                                                                                 \
-    ((__typeof__(&name))shim_real(SHIM_FN_##name)) // NOLINT(bugprone-macro-parentheses)
-
 /* References to each device's primary context taken through the hooks. */
 static int primary_refs[SHIM_MAX_DEV];
 

@@ -33,9 +33,6 @@
 
 #include "shim.h"
 
-#define REAL(name)                                                                                 \
-    ((__typeof__(&name))shim_real(SHIM_FN_##name)) // NOLINT(bugprone-macro-parentheses)
-
 #define SHIM_MAX_POOLS 64
 
 struct pool_entry {
@@ -320,9 +317,10 @@ CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep)
     return rc;
 }
 
-CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice dev)
+/* A device's pool from the driver's `real` lookup, its device learnt. */
+static CUresult device_pool(CUresult (*real)(CUmemoryPool *, CUdevice), CUmemoryPool *pool,
+                            CUdevice dev)
 {
-    __typeof__(&cuDeviceGetDefaultMemPool) real = REAL(cuDeviceGetDefaultMemPool);
     CUresult rc;
 
     if (!real)
@@ -333,15 +331,12 @@ CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice dev)
     return rc;
 }
 
+CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice dev)
+{
+    return device_pool(REAL(cuDeviceGetDefaultMemPool), pool, dev);
+}
+
 CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
 {
-    __typeof__(&cuDeviceGetMemPool) real = REAL(cuDeviceGetMemPool);
-    CUresult rc;
-
-    if (!real)
-        return shim_missing();
-    rc = real(pool, dev);
-    if (rc == CUDA_SUCCESS && pool)
-        learn(*pool, dev);
-    return rc;
+    return device_pool(REAL(cuDeviceGetMemPool), pool, dev);
 }

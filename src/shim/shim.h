@@ -494,6 +494,10 @@ enum shim_fn { SHIM_HOOKED(SHIM_ENUM) SHIM_N_HOOKED, SHIM_CALLED(SHIM_ENUM) SHIM
  * Returns NULL when the driver or the symbol is missing.
  */
 void *shim_real(enum shim_fn f);
+/* The driver's function `name` with its own type (NULL when missing);
+ * name is pasted into an identifier, so it cannot be parenthesised. */
+#define REAL(name)                                                                                 \
+    ((__typeof__(&name))shim_real(SHIM_FN_##name)) // NOLINT(bugprone-macro-parentheses)
 /* Whether the driver was loaded (CUDA_ERROR_NOT_INITIALIZED otherwise). */
 bool shim_driver_loaded(void);
 /* The hook exported for a driver symbol name, or NULL when not hooked. */
