@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "catalog_fixture.h"
+#include "queue_fixture.h"
 
 struct world {
     struct allot_cluster *c;
@@ -126,17 +127,6 @@ static void cycle(struct world *w, int64_t now)
     if (allot_queue_check_invariants(w->q, err, sizeof(err)) != 0)
         fail_msg("after cycle at %lld: %s", (long long)now, err);
 }
-
-static const struct allot_queue_opts base = {.order = "fair",
-                                             .placement = "bestfit",
-                                             .quotas = true,
-                                             .borrowing = true,
-                                             .preemption = true,
-                                             .backfill = true,
-                                             .grace_s = 30,
-                                             .min_runtime_s = 0,
-                                             .aging_s = 3600,
-                                             .half_life_s = 3600};
 
 static void test_gang_all_or_nothing(void **state)
 {

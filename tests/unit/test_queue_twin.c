@@ -19,17 +19,7 @@
 #include <string.h>
 
 #include "catalog_fixture.h"
-
-static const struct allot_queue_opts base = {.order = "fair",
-                                             .placement = "bestfit",
-                                             .quotas = true,
-                                             .borrowing = true,
-                                             .preemption = true,
-                                             .backfill = true,
-                                             .grace_s = 30,
-                                             .min_runtime_s = 0,
-                                             .aging_s = 3600,
-                                             .half_life_s = 3600};
+#include "queue_fixture.h"
 
 /* Decisions of one cycle as text, for comparing two queues. */
 struct dlog {
