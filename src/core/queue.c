@@ -357,14 +357,6 @@ bool allot_queue_more(const struct allot_queue *q)
     return q->more;
 }
 
-bool queue_cut(struct allot_queue *q)
-{
-    if (q->work_left > 0)
-        return false;
-    q->more = true;
-    return true;
-}
-
 /* ---- submission ------------------------------------------------------------------ */
 
 /* The base resource vector of a gang (per-model GPUs are added once placed). */

@@ -196,9 +196,16 @@ void queue_set_why(struct allot_job *j, int kind, int who, int res, int other, i
 int queue_consider(struct allot_queue *q, struct allot_job *j, int64_t now, struct reservation *r,
                    const struct allot_why *known);
 /* Whether the cycle's work budget is spent (then sets q->more): every
- * serving loop asks before each job it would look at, so that both
- * serving paths stop after the same decision. */
-bool queue_cut(struct allot_queue *q);
+ * step asks before each piece of work it would do, so that a cycle stops
+ * right after the decision that spent it (inline: the serving loops ask
+ * once per job they look at). */
+static inline bool queue_cut(struct allot_queue *q)
+{
+    if (q->work_left > 0)
+        return false;
+    q->more = true;
+    return true;
+}
 
 /* ---- queue_serve.c ---- */
 
