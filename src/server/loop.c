@@ -1147,9 +1147,6 @@ static void *loop_main(void *arg)
         int64_t back_ms = last_ms * (100 - busy) / busy;
         ts_add_ms(&gap_end,
                   back_ms > gap_ms ? (back_ms < interval_ms ? back_ms : interval_ms) : gap_ms);
-        /* a cycle cut short at cycle-work goes on after the gap */
-        if (l->more)
-            until = gap_end;
         pthread_mutex_lock(&l->mu);
         while (!l->head && !l->stop)
             if (pthread_cond_timedwait(&l->cv, &l->mu, &until) == ETIMEDOUT)
@@ -1177,6 +1174,9 @@ static void *loop_main(void *arg)
         struct timespec mono;
         clock_gettime(CLOCK_MONOTONIC, &mono);
         int64_t now_ms = (int64_t)mono.tv_sec * 1000 + mono.tv_nsec / 1000000;
+        /* l->more: the last pass yielded to these messages with its
+         * round unfinished (cycle()), so a cycle runs even if they change
+         * nothing */
         if (periodic || changed || l->more || l->hold_dirty ||
             now_ms - l->last_cycle_ms >= interval_ms) {
             struct timespec c0, c1;
