@@ -93,6 +93,7 @@ enum allot_preempt_kind {
     ALLOT_PREEMPT_PRIORITY = 0, /* higher priority in the same tenant */
     ALLOT_PREEMPT_LAS,          /* two-queue LAS: the victim has had more GPU service */
     ALLOT_PREEMPT_RECLAIM,      /* the victim ran on borrowed capacity */
+    ALLOT_PREEMPT_BACKFILL,     /* the victim started past the preemptor's reservation */
 };
 
 struct allot_why {
@@ -115,6 +116,9 @@ struct allot_job {
     int64_t preemptions;
     bool borrowed;     /* running above its tenant's nominal */
     int preempted_for; /* STOPPING: the job it makes room for, else -1 */
+    int backfill_for;  /* running: started past this pending job's reservation
+                          (preemptible backfill, its victim), else -1 */
+    int backfilled;    /* running jobs whose backfill_for is this job */
     int preemptors[4]; /* the last jobs that preempted this one (never its victims) */
     int n_preemptors;
     int stopping_victims;          /* jobs in their grace period to make room for this one */
@@ -154,6 +158,9 @@ struct allot_queue_opts {
     int64_t aging_s;             /* a job waiting this long jumps ahead of fair share
                                     and, if a large gang, gets a reservation */
     int large_gang_gpus;         /* gangs of at least this many GPUs may reserve */
+    bool reserve_gangs;          /* with backfill: a large gang that finds no room reserves
+                                    at once, not only once aged (with fair order, the gang
+                                    of the tenant whose turn it is) */
     double half_life_s;          /* fair-share history half-life */
     double hold_half_life_s;     /* lending hold (allot_tenants_set_hold); 0 = off */
     int64_t las_threshold_gpu_s; /* > 0: preemptive two-queue LAS (Tiresias): a job that

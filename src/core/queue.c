@@ -326,6 +326,8 @@ int allot_queue_forget(struct allot_queue *q, int id)
         drop_preemptor(r, id);
         if (r->preempted_for == id)
             r->preempted_for = -1;
+        if (r->backfill_for == id)
+            r->backfill_for = -1;
     }
     allot_free(j->name);
     allot_free(j->pl);
@@ -333,6 +335,7 @@ int allot_queue_forget(struct allot_queue *q, int id)
     j->id = id;
     j->state = ALLOT_JOB_DONE;
     j->preempted_for = -1;
+    j->backfill_for = -1;
     q->free_ids[q->n_free++] = id;
     return 0;
 }
@@ -443,6 +446,7 @@ int allot_queue_submit(struct allot_queue *q, const struct allot_job_spec *spec,
         j->spec.min_runtime_s = q->o.min_runtime_s;
     j->id = (int)slot;
     j->preempted_for = -1;
+    j->backfill_for = -1;
     j->state = ALLOT_JOB_PENDING;
     j->submit = j->first_submit = now;
     job_request(q, spec, &j->req);
@@ -572,6 +576,11 @@ void queue_job_leave(struct allot_queue *q, struct allot_job *j, int64_t now)
     if (j->state == ALLOT_JOB_STOPPING && j->preempted_for >= 0) {
         q->jobs[j->preempted_for].stopping_victims--;
         j->preempted_for = -1;
+    }
+    if (j->backfill_for >= 0) {
+        if (!ALLOT_NEVER(q->jobs[j->backfill_for].backfilled <= 0))
+            q->jobs[j->backfill_for].backfilled--;
+        j->backfill_for = -1;
     }
     q->run_epoch++;
     q->leave_epoch++;
@@ -837,6 +846,12 @@ static void job_start(struct allot_queue *q, struct allot_job *j, int64_t now)
         q->min_runtime_floor = j->spec.min_runtime_s;
     j->start = now;
     j->runs++;
+    if (j->backfilled > 0) /* its reservation is over: its backfill is no longer its victim */
+        for (size_t i = 0; i < q->n_running && j->backfilled > 0; i++)
+            if (q->running[i] >= 0 && q->jobs[q->running[i]].backfill_for == j->id) {
+                q->jobs[q->running[i]].backfill_for = -1;
+                j->backfilled--;
+            }
     queue_fast_timer(q, j);
     queue_las_started(q, j, now);
     if (j->borrowed)
@@ -1122,10 +1137,20 @@ static int reserve(struct allot_queue *q, struct allot_job *j, int64_t now, stru
     return 0;
 }
 
-/* May j start now without delaying the reservation holder? */
+/*
+ * May j start now past the reservation holder? Yes when it does not delay
+ * it (EASY: it ends before the shadow time, or fits in the GPUs spare
+ * then); when it runs inside its tenant's nominal and the holder is of
+ * another tenant (the guarantee comes before another tenant's
+ * reservation); or when it is preemptible: it then starts as
+ * the holder's backfill (*bf = the holder), a victim the holder may take
+ * back, so that a reservation does not keep GPUs idle when runtimes are
+ * unknown.
+ */
 static bool backfill_ok(const struct allot_queue *q, struct reservation *r,
-                        const struct allot_job *j, int64_t now)
+                        const struct allot_job *j, int64_t now, int *bf)
 {
+    *bf = -1;
     if (r->holder < 0 || j->req.v[ALLOT_RES_GPU] == 0)
         return true;
     if (j->spec.est_runtime_s && r->shadow != INT64_MAX && now + j->spec.est_runtime_s <= r->shadow)
@@ -1134,8 +1159,24 @@ static bool backfill_ok(const struct allot_queue *q, struct reservation *r,
         r->extra -= j->req.v[ALLOT_RES_GPU];
         return true;
     }
-    (void)q;
+    if (q->o.quotas && j->spec.tenant != q->jobs[r->holder].spec.tenant &&
+        allot_tenants_in_nominal(q->t, j->spec.tenant, &j->req))
+        return true;
+    if (q->o.preemption && queue_job_preemptible(q, j)) {
+        *bf = r->holder;
+        return true;
+    }
     return false;
+}
+
+/* j started as the backfill of holder bf (>= 0), or not (-1). */
+static void backfill_mark(struct allot_queue *q, struct allot_job *j, int bf)
+{
+    if (bf < 0 || j->state != ALLOT_JOB_RUNNING)
+        return;
+    j->backfill_for = bf;
+    q->jobs[bf].backfilled++;
+    q->jobs[bf].preempt_epoch = 0; /* a new victim: its last search no longer holds */
 }
 
 /* Ends running job j's grace period or runtime limit when due at now.
@@ -1209,11 +1250,11 @@ static int stop_due(struct allot_queue *q, int64_t now)
 int queue_consider(struct allot_queue *q, struct allot_job *j, int64_t now, struct reservation *r,
                    const struct allot_why *known)
 {
-    int who = 0, res = 0, rc;
+    int who = 0, res = 0, rc, bf = -1;
     bool aged = now - j->submit >= q->o.aging_s && q->o.aging_s > 0;
     bool large = queue_job_gpus(j) >= (q->o.large_gang_gpus ? q->o.large_gang_gpus : 8);
 
-    if (r->holder >= 0 && r->holder != j->id && !backfill_ok(q, r, j, now)) {
+    if (r->holder >= 0 && r->holder != j->id && !backfill_ok(q, r, j, now, &bf)) {
         const struct allot_job *h = &q->jobs[r->holder];
         queue_set_why(j, ALLOT_WHY_HELD, 0, 0, h->id, r->shadow == INT64_MAX ? -1 : r->shadow - now,
                       now - h->submit);
@@ -1261,6 +1302,7 @@ place:
             return 0;
         }
         job_start(q, j, now);
+        backfill_mark(q, j, bf);
         return 0;
     }
 no_room:
@@ -1273,10 +1315,11 @@ no_room:
             return rc;
         if (rc == 2) {
             job_start(q, j, now);
+            backfill_mark(q, j, bf);
             return 0;
         }
     }
-    if (q->o.backfill && r->holder < 0 && large && aged)
+    if (q->o.backfill && r->holder < 0 && large && (aged || q->o.reserve_gangs))
         return reserve(q, j, now, r);
     return 0;
 }

@@ -71,6 +71,37 @@ static int check_held(const struct allot_queue *q, char *err, size_t errlen)
     return rc;
 }
 
+/* Every job's count of running backfill matches the running jobs that
+ * name it, and only running jobs name one. */
+static int check_backfill(const struct allot_queue *q, char *err, size_t errlen)
+{
+    int *n = allot_calloc(q->n_jobs + 1, sizeof(*n));
+
+    if (!n) {
+        allot_fmt(err, errlen, "out of memory");
+        return ALLOT_ENOMEM;
+    }
+    for (size_t i = 0; i < q->n_running; i++) {
+        int b = q->running[i] < 0 ? -1 : q->jobs[q->running[i]].backfill_for;
+        if (b >= 0 && (size_t)b < q->n_jobs)
+            n[b]++;
+    }
+    for (size_t i = 0; i < q->n_jobs; i++) {
+        const struct allot_job *j = &q->jobs[i];
+        bool runs = j->state == ALLOT_JOB_RUNNING || j->state == ALLOT_JOB_STOPPING;
+        if (n[i] != j->backfilled || (j->backfill_for >= 0 && !runs)) {
+            allot_fmt(err, errlen, "job %s: %d running jobs are its backfill, it counts %d%s",
+                      j->name ? j->name : "(free slot)", n[i], j->backfilled,
+                      j->backfill_for >= 0 && !runs ? ", and it names a holder while not running"
+                                                    : "");
+            allot_free(n);
+            return ALLOT_EINTERNAL;
+        }
+    }
+    allot_free(n);
+    return 0;
+}
+
 int allot_queue_check_invariants(const struct allot_queue *q, char *err, size_t errlen)
 {
     struct allot_resvec sum[1];
@@ -127,6 +158,9 @@ int allot_queue_check_invariants(const struct allot_queue *q, char *err, size_t 
             return ALLOT_EINTERNAL;
         }
     }
+    rc = check_backfill(q, err, errlen);
+    if (rc)
+        return rc;
     for (size_t i = 0; i < q->n_pending; i++)
         if (q->jobs[q->pending[i]].state != ALLOT_JOB_PENDING || q->pend_at[q->pending[i]] != i) {
             allot_fmt(err, errlen, "job %s: listed as pending in another state",

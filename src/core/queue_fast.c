@@ -417,7 +417,7 @@ int64_t queue_fast_search_get(struct allot_queue *q, const struct allot_job *j, 
 {
     const struct fast_cls *c = q->visit;
 
-    if (!c || j->n_preemptors > 0)
+    if (!c || j->n_preemptors > 0 || j->backfilled > 0)
         return INT64_MIN;
     for (int i = 0; i < c->n_s; i++) {
         const struct fast_search *s = &c->s[i];
@@ -434,7 +434,7 @@ void queue_fast_search_put(struct allot_queue *q, const struct allot_job *j, int
     struct fast_cls *c = q->visit;
     struct fast_search *s = NULL;
 
-    if (!c || j->n_preemptors > 0 || serial != q->serial)
+    if (!c || j->n_preemptors > 0 || j->backfilled > 0 || serial != q->serial)
         return;
     /* a slot of an older state or time, else the oldest */
     for (int i = 0; i < c->n_s && !s; i++)

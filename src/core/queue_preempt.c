@@ -64,6 +64,9 @@ static bool may_preempt(const struct allot_queue *q, const struct allot_job *j, 
     for (int i = 0; i < j->n_preemptors; i++)
         if (j->preemptors[i] == v->id)
             return false;
+    /* work that started past j's reservation as preemptible backfill */
+    if (v->backfill_for >= 0 && v->backfill_for == j->id)
+        return true;
     /* standing inside a tenant (everywhere without quotas): priority, then
      * the two-queue LAS level (a job that has had less than the threshold
      * of GPU-time outranks one that has had more) */
@@ -82,6 +85,8 @@ static bool may_preempt(const struct allot_queue *q, const struct allot_job *j, 
 static int preempt_kind(const struct allot_queue *q, const struct allot_job *j,
                         const struct allot_job *v)
 {
+    if (v->backfill_for >= 0 && v->backfill_for == j->id)
+        return ALLOT_PREEMPT_BACKFILL;
     if (v->spec.tenant == j->spec.tenant || !q->o.quotas)
         return queue_job_prio(q, v) != queue_job_prio(q, j) ? ALLOT_PREEMPT_PRIORITY
                                                             : ALLOT_PREEMPT_LAS;
@@ -96,6 +101,8 @@ const char *queue_preempt_text(int kind)
         return "preempted for higher-priority";
     case ALLOT_PREEMPT_LAS:
         return "preempted (over the LAS service threshold) for less-served";
+    case ALLOT_PREEMPT_BACKFILL:
+        return "backfill preempted for the reservation of";
     default:
         return "borrowed capacity reclaimed by";
     }
@@ -418,6 +425,19 @@ static int search_collect(struct allot_queue *q, struct allot_job *j, bool in_no
     int te = j->spec.tenant, own, first = (size_t)te < q->ten_cap ? q->ten_head[te] : -1;
     bool pool = q->o.quotas && in_nom && q->fast;
     size_t cap = q->n_running + 1;
+
+    if (j->backfilled > 0) {
+        /* a reservation's backfill may be any tenant's: every running job */
+        s->vs = allot_malloc(cap * sizeof(*s->vs));
+        if (!s->vs)
+            return ALLOT_ENOMEM;
+        for (size_t i = 0; i < q->n_running; i++)
+            if (q->running[i] >= 0)
+                collect_one(q, j, in_nom, &q->jobs[q->running[i]], now, s);
+        if (s->n > 1)
+            qsort(s->vs, (size_t)s->n, sizeof(*s->vs), cmp_victim);
+        return s->n;
+    }
 
     if (q->fast && q->o.quotas) {
         /* room for the tenant's own jobs and the pool's, not for every

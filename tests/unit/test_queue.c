@@ -335,28 +335,105 @@ static void test_no_preemption_loops(void **state)
     world_free(&w);
 }
 
-/* EASY: the aged 8-GPU gang's reserved start is never delayed by backfill. */
+/* A reservation for the aged 8-GPU gang: backfill that ends before its
+ * shadow start runs (EASY); other work waits unless it is preemptible, in
+ * which case it starts as the gang's backfill and is the gang's victim when
+ * the gang's room comes (so that unknown runtimes do not idle the GPUs). */
 static void test_backfill_respects_reservation(void **state)
 {
     struct world w;
-    int big, shortj, longj;
+    int run1, run2, big, shortj, longj, bf;
+    struct allot_job_spec s = {.name = "pinned",
+                               .prio_class = 0,
+                               .n_tasks = 1,
+                               .task = {.num_gpu = 2, .gpu_milli = 1000, .mig_profile = -1},
+                               .est_runtime_s = 100000};
+    char err[128];
 
-    world_init(&w, 2, 8, base);             /* 8 GPUs, a has all 8 in nominal */
-    submit(&w, "run1", w.a, 1, 4, 0, 1000); /* ends at 1000 */
-    submit(&w, "run2", w.a, 1, 2, 0, 5000); /* ends at 5000 */
+    world_init(&w, 2, 8, base); /* 8 GPUs, a has all 8 in nominal */
+    assert_int_equal(allot_queue_add_prio_class(w.q, "pinned", 0, false), 0);
+    run1 = submit(&w, "run1", w.a, 1, 4, 0, 1000); /* ends at 1000 */
+    run2 = submit(&w, "run2", w.a, 1, 2, 0, 5000); /* ends at 5000 */
     cycle(&w, 0);
     big = submit(&w, "big", w.a, 2, 4, 10, 100);
     cycle(&w, 10);
     assert_int_equal(allot_queue_job(w.q, big)->state, ALLOT_JOB_PENDING);
     /* aged: it reserves; shadow = 5000 (both running jobs must end) */
     cycle(&w, 3700);
-    shortj = submit(&w, "short", w.a, 1, 2, 3700, 600);  /* ends 4300 < 5000: backfills */
-    longj = submit(&w, "long", w.a, 1, 2, 3700, 100000); /* would delay the gang */
+    s.tenant = w.a;
+    longj = allot_queue_submit(w.q, &s, 3700, err, sizeof(err)); /* not preemptible */
+    shortj = submit(&w, "short", w.a, 1, 2, 3700, 600);          /* ends 4300 < 5000: backfills */
     cycle(&w, 3701);
     assert_int_equal(allot_queue_job(w.q, shortj)->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(allot_queue_job(w.q, shortj)->backfill_for, -1);
     assert_int_equal(allot_queue_job(w.q, longj)->state, ALLOT_JOB_PENDING);
     assert_non_null(strstr(allot_queue_reason(w.q, longj), "held back: GPUs reserved for job big"));
+    /* preemptible work with no end in sight starts as the gang's backfill */
+    assert_int_equal(allot_queue_finish(w.q, run1, 3750), 0);
+    bf = submit(&w, "bf", w.a, 1, 2, 3800, 100000);
+    cycle(&w, 3800);
+    assert_int_equal(allot_queue_job(w.q, bf)->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(allot_queue_job(w.q, bf)->backfill_for, big);
+    assert_int_equal(allot_queue_job(w.q, big)->backfilled, 1);
+    /* the others end: the gang takes its backfill's GPUs back */
+    assert_int_equal(allot_queue_finish(w.q, shortj, 4300), 0);
+    assert_int_equal(allot_queue_finish(w.q, run2, 5000), 0);
+    cycle(&w, 5000);
+    assert_int_equal(w.preempts, 1);
+    assert_int_equal(allot_queue_job(w.q, bf)->state, ALLOT_JOB_STOPPING);
+    assert_string_equal(w.last_why, "backfill preempted for the reservation of job big");
+    assert_string_equal(allot_queue_reason(w.q, big),
+                        "waiting for preemption of 2 GPUs from ml/team-a (grace 30 s)");
+    cycle(&w, 5030);
+    assert_int_equal(allot_queue_job(w.q, big)->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(allot_queue_job(w.q, bf)->state, ALLOT_JOB_PENDING);
+    assert_int_equal(allot_queue_job(w.q, bf)->backfill_for, -1);
+    assert_int_equal(allot_queue_job(w.q, big)->backfilled, 0);
     world_free(&w);
+}
+
+/* reserve_gangs: a large gang that finds no room reserves at once, with
+ * no aging. Another tenant's job inside its nominal starts past the
+ * reservation as ordinary work; its borrowed job starts as the gang's
+ * backfill; without the option neither is marked. */
+static void test_reserve_gangs(void **state)
+{
+    for (int on = 0; on < 2; on++) {
+        struct allot_queue_opts o = base;
+        struct allot_quota qa = {
+            .nominal = 10000, .borrow_limit = ALLOT_UNLIMITED, .lend_limit = ALLOT_UNLIMITED};
+        struct allot_job_spec s = {
+            .name = "b1",
+            .prio_class = -1,
+            .n_tasks = 1,
+            .task = {.num_gpu = 1, .gpu_milli = 1000, .mig_profile = -1, .cpu_milli = 64000}};
+        struct world w;
+        char err[128];
+        int gang, b2, b3;
+
+        o.aging_s = 0;
+        o.reserve_gangs = on;
+        world_init(&w, 3, 4, o); /* 12 GPUs; b has 4 in nominal, a 10 */
+        assert_int_equal(allot_tenants_set_quota(w.t, w.a, ALLOT_RES_GPU, qa), 0);
+        qa.nominal = 12000; /* the cluster */
+        assert_int_equal(allot_tenants_set_quota(w.t, 0, ALLOT_RES_GPU, qa), 0);
+        s.tenant = w.b;
+        assert_true(allot_queue_submit(w.q, &s, 0, err, sizeof(err)) >= 0); /* h0's CPUs */
+        submit(&w, "a1", w.a, 1, 1, 0, 0); /* on h1 (h0 has no CPU left): h2 is whole */
+        cycle(&w, 0);
+        gang = submit(&w, "gang", w.a, 2, 4, 10, 0); /* needs two nodes whole */
+        b2 = submit(&w, "b2", w.b, 1, 2, 10, 0);     /* b at 3 of 4: in nominal */
+        b3 = submit(&w, "b3", w.b, 1, 2, 10, 0);     /* b above its nominal */
+        cycle(&w, 10);
+        assert_int_equal(allot_queue_job(w.q, gang)->state, ALLOT_JOB_PENDING);
+        assert_int_equal(allot_queue_job(w.q, b2)->state, ALLOT_JOB_RUNNING);
+        assert_int_equal(allot_queue_job(w.q, b2)->backfill_for, -1);
+        assert_int_equal(allot_queue_job(w.q, b3)->state, ALLOT_JOB_RUNNING);
+        assert_true(allot_queue_job(w.q, b3)->borrowed);
+        assert_int_equal(allot_queue_job(w.q, b3)->backfill_for, on ? gang : -1);
+        assert_int_equal(allot_queue_job(w.q, gang)->backfilled, on);
+        world_free(&w);
+    }
 }
 
 static void test_runtime_limit_and_validation(void **state)
@@ -1307,6 +1384,7 @@ int main(void)
         cmocka_unit_test(test_rdma_vfs),
         cmocka_unit_test(test_no_preemption_loops),
         cmocka_unit_test(test_backfill_respects_reservation),
+        cmocka_unit_test(test_reserve_gangs),
         cmocka_unit_test(test_runtime_limit_and_validation),
         cmocka_unit_test(test_aging_and_fair_order),
         cmocka_unit_test(test_user_fair_share),

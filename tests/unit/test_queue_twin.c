@@ -28,6 +28,9 @@ struct dlog {
     uint64_t hash; /* FNV-1a of everything, text cut short or not */
 };
 
+/* Preemptions of a reservation's backfill seen (both queues). */
+static int twin_backfill_preempts;
+
 static void on_dlog(int kind, const struct allot_job *j, const char *why, void *ud)
 {
     struct dlog *d = ud;
@@ -36,6 +39,7 @@ static void on_dlog(int kind, const struct allot_job *j, const char *why, void *
 
     for (int i = 0; i < n; i++)
         d->hash = (d->hash ^ (unsigned char)line[i]) * 1099511628211ULL;
+    twin_backfill_preempts += strstr(why, "backfill preempted") != NULL;
     if (d->len + (size_t)n < sizeof(d->text)) {
         memcpy(d->text + d->len, line, (size_t)n + 1);
         d->len += (size_t)n;
@@ -245,6 +249,9 @@ static void test_fast_matches_reference(void **state)
     o.placement = "allot";
     twin_run(o, false, 6, 300);
     o.placement = "bestfit";
+    o.reserve_gangs = true; /* reservations without aging, backfill taken back */
+    twin_run(o, false, 11, 300);
+    o.reserve_gangs = false;
     o.preemption = false;
     twin_run(o, false, 7, 300);
     twin_run(o, true, 10, 300);
@@ -254,6 +261,9 @@ static void test_fast_matches_reference(void **state)
     twin_run(o, false, 8, 300);
     o = base;
     o.preempt_searches = 0; /* the default budget */
+    /* the reservations' preemptible backfill was taken back, both ways alike */
+    if (twin_backfill_preempts == 0)
+        fail_msg("no reservation took its backfill back: the rule went untested");
     o.backfill = false;
     twin_run(o, false, 9, 300);
 }
