@@ -1203,6 +1203,7 @@ struct loop *loop_start(struct server *s, char *err, size_t errlen)
                                   .min_runtime_s = s->cfg.preempt_min_runtime / 1000,
                                   .half_life_s = 86400,
                                   .cycle_work = (int)s->cfg.cycle_work,
+                                  .reserve_gangs = s->cfg.reserve_gangs,
                                   .seed = 1};
     struct loop *l;
 

@@ -139,6 +139,15 @@ static const struct allot_config_option options[] = {
              "cycles of one pass have run for cycle-gap and a change is waiting, the loop "
              "takes the change first, so that it waits for cycle-gap and one such cycle, not "
              "for every decision that came due at once."},
+    {.name = "reserve-gangs",
+     .type = ALLOT_CFG_BOOL,
+     .offset = F(reserve_gangs),
+     .def = "false",
+     .help = "A gang of 8 GPUs or more that finds no room reserves the GPUs it waits for at "
+             "once (under fair order, the gang of the tenant whose turn it is): later work "
+             "starts only if it does not delay it, runs inside its own tenant's nominal, or "
+             "is preemptible; preemptible work starts as the gang's backfill and is "
+             "preempted for it when its room comes."},
     {.name = "placement",
      .type = ALLOT_CFG_STRING,
      .offset = F(placement),

@@ -47,6 +47,7 @@ struct server_config {
     int64_t cycle_gap;           /* ms: least time between two cycles */
     int64_t cycle_busy;          /* percent of the time cycles may take while changes stream in */
     int64_t cycle_work;          /* decisions one cycle makes at most (opts.cycle_work) */
+    bool reserve_gangs;          /* opts.reserve_gangs */
     int64_t lease;               /* ms */
     int64_t preempt_grace;       /* ms */
     int64_t preempt_min_runtime; /* ms */

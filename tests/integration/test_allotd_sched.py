@@ -175,6 +175,63 @@ def test_cycle_work_goes_on():
         d.stop()
 
 
+def test_reserve_gangs():
+    """With --reserve-gangs an 8-GPU gang that finds no room holds a
+    reservation: a job that may not be preempted waits behind it with a
+    reason, a preemptible one starts as its backfill, and once the gang's
+    room can be had the backfill is preempted for it and the gang starts."""
+    d = Daemon(args=["--reserve-gangs", "--preempt-grace", "0s", "--preempt-min-runtime", "0s"])
+    try:
+        expect(d.req("PUT", "/v1/tenants", TENANTS, token=d.admin), 200)
+        st, b = d.req("PUT", "/v1/priority-classes/pinned", {"value": 0, "preemptible": False},
+                      token=d.admin)
+        assert st in (200, 201), (st, b)
+        ag = d.token("agent", "", "agents")
+        for name in ("g1", "g2", "g3"):
+            expect(d.req("POST", "/v1/nodes/register", dict(N1, name=name), token=ag), 201)
+
+        def sub(body):
+            return expect(d.req("POST", "/v1/jobs", body, token=d.admin), 201)["id"]
+
+        def job(jid):
+            return expect(d.req("GET", "/v1/jobs/%d" % jid, token=d.admin), 200)
+
+        def until(jid, pred):
+            end = time.time() + 10
+            while time.time() < end:
+                j = job(jid)
+                if pred(j):
+                    return j
+                time.sleep(0.05)
+            raise AssertionError("job %d: %r" % (jid, j))
+
+        # one GPU on each of two nodes (v1 takes its node's CPUs): one node is whole
+        v1 = until(sub({"tenant": "research/vision", "gpus": 1, "cpus": 64}),
+                   lambda j: j["state"] == "starting")
+        n1 = until(sub({"tenant": "research/nlp", "gpus": 1}), lambda j: j["state"] == "starting")
+        gang = until(sub({"name": "gang", "tenant": "research/nlp", "tasks": 2, "gpus": 4}),
+                     lambda j: j["pending_reason"])
+        assert gang["state"] == "pending", gang
+        pin = until(sub({"tenant": "research/nlp", "gpus": 1, "priority": "pinned"}),
+                    lambda j: j["pending_reason"])
+        assert "held back: GPUs reserved for job gang" in pin["pending_reason"], pin
+        bf = until(sub({"name": "bf", "tenant": "research/nlp", "gpus": 4}),
+                   lambda j: j["state"] == "starting")
+        assert job(pin["id"])["state"] == "pending"
+        # v1 ends: its node is whole; the other one the gang needs is the backfill's
+        node = v1["placement"]["tasks"][0]["node"]
+        for state in ("running", "succeeded"):
+            expect(d.req("POST", "/v1/nodes/%s/heartbeat" % node,
+                         {"jobs": [{"id": v1["id"], "state": state}]}, token=ag), 200)
+        until(gang["id"], lambda j: j["state"] == "starting")
+        ev = expect(d.req("GET", "/v1/jobs/%d/events" % bf["id"], token=d.admin), 200)["events"]
+        pre = [e for e in ev if e["kind"] == "preempted"]
+        assert pre and "backfill preempted for the reservation of job gang" in pre[0]["detail"], ev
+        assert job(n1["id"])["state"] == "starting"  # in the tenant's nominal: never a victim
+    finally:
+        d.stop()
+
+
 if __name__ == "__main__":
     dm = Daemon()
     try:
@@ -182,6 +239,6 @@ if __name__ == "__main__":
         AG = dm.token("agent", "", "agents")
         fx.run([test_register, test_place_run_succeed, test_mig_and_cancel_frees,
                 test_metrics_show_the_cluster, test_restart_rebuilds_from_store,
-                test_cycle_work_goes_on])
+                test_cycle_work_goes_on, test_reserve_gangs])
     finally:
         dm.stop()
