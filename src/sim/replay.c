@@ -888,11 +888,17 @@ static void queue_options(int policy, const struct replay_opts *o, struct allot_
         qo->hold_half_life_s = 7200;
         /* inside a VC, two-queue LAS: under 8 GPU-hours of service goes first */
         qo->las_threshold_gpu_s = 28800;
+        /* a multi-node gang (over one 8-GPU node) whose turn it is reserves
+         * at once; preemptible work backfills and is taken back for it */
+        qo->reserve_gangs = true;
+        qo->large_gang_gpus = 16;
         if (o->as_allotd) {
             /* allotd's scheduling loop and its defaults (src/server/loop.c,
-             * main.c): no lending hold, no LAS split, 60 s minimum runtime */
+             * main.c): no lending hold, no LAS split, no reservations, 60 s
+             * minimum runtime */
             qo->hold_half_life_s = 0;
             qo->las_threshold_gpu_s = 0;
+            qo->reserve_gangs = false;
             qo->min_runtime_s = 60;
         }
         break;
