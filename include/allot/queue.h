@@ -94,6 +94,7 @@ enum allot_preempt_kind {
     ALLOT_PREEMPT_LAS,          /* two-queue LAS: the victim has had more GPU service */
     ALLOT_PREEMPT_RECLAIM,      /* the victim ran on borrowed capacity */
     ALLOT_PREEMPT_BACKFILL,     /* the victim started past the preemptor's reservation */
+    ALLOT_PREEMPT_FAIR,         /* fair-share reclaim (opts.fair_reclaim_s) */
 };
 
 struct allot_why {
@@ -158,6 +159,12 @@ struct allot_queue_opts {
     int64_t aging_s;             /* a job waiting this long jumps ahead of fair share
                                     and, if a large gang, gets a reservation */
     int large_gang_gpus;         /* gangs of at least this many GPUs may reserve */
+    int64_t fair_reclaim_s;      /* > 0 (with quotas): fair-share reclaim. A job whose tenant,
+                                    with it, stays within its fair share of the GPUs (the
+                                    cluster water-filled in proportion to nominal quotas among
+                                    the tenants with demand) may preempt another tenant's
+                                    borrowed job that loses at most this many seconds of work,
+                                    if that tenant keeps at least its own fair share */
     bool reserve_gangs;          /* with backfill: a large gang that finds no room reserves
                                     at once, not only once aged (with fair order, the gang
                                     of the tenant whose turn it is) */

@@ -169,6 +169,27 @@ void queue_orphans_retry(struct allot_queue *q)
 
 /* ---- lifecycle ---------------------------------------------------------------- */
 
+/* The cluster's resources, counted again when its nodes changed (nodes
+ * join a daemon's cluster after its queue exists). */
+static void capacity_count(struct allot_queue *q)
+{
+    const struct allot_cluster *c = q->c;
+
+    memset(&q->capacity, 0, sizeof(q->capacity));
+    for (int i = 0; i < allot_cluster_node_count(c); i++) {
+        const struct allot_node *n = allot_cluster_node(c, i);
+        q->capacity.v[ALLOT_RES_GPU] += (int64_t)n->n_gpus * ALLOT_MILLI;
+        q->capacity.v[ALLOT_RES_CPU] += n->cpu_milli;
+        q->capacity.v[ALLOT_RES_MEM] += n->mem_mib;
+        if (n->model >= 0) {
+            q->capacity.v[ALLOT_RES_MODEL0 + n->model] += (int64_t)n->n_gpus * ALLOT_MILLI;
+            q->capacity.v[ALLOT_RES_GPU_MEM] +=
+                n->n_gpus * allot_cluster_catalog(c)->models[n->model].memory_mib;
+        }
+    }
+    q->capacity_changes = allot_cluster_changes(c);
+}
+
 struct allot_queue *allot_queue_new(struct allot_cluster *c, struct allot_tenants *t,
                                     const struct allot_queue_opts *opts, char *err, size_t errlen)
 {
@@ -195,17 +216,7 @@ struct allot_queue *allot_queue_new(struct allot_cluster *c, struct allot_tenant
     q->placer = allot_sched_new(c, pl, &so);
     if (!q->placer)
         goto oom;
-    for (int i = 0; i < allot_cluster_node_count(c); i++) {
-        const struct allot_node *n = allot_cluster_node(c, i);
-        q->capacity.v[ALLOT_RES_GPU] += (int64_t)n->n_gpus * ALLOT_MILLI;
-        q->capacity.v[ALLOT_RES_CPU] += n->cpu_milli;
-        q->capacity.v[ALLOT_RES_MEM] += n->mem_mib;
-        if (n->model >= 0) {
-            q->capacity.v[ALLOT_RES_MODEL0 + n->model] += (int64_t)n->n_gpus * ALLOT_MILLI;
-            q->capacity.v[ALLOT_RES_GPU_MEM] +=
-                n->n_gpus * allot_cluster_catalog(c)->models[n->model].memory_mib;
-        }
-    }
+    capacity_count(q);
     q->wakeup = INT64_MAX;
     q->bor_head = -1;
     q->min_runtime_floor = INT64_MAX;
@@ -240,6 +251,8 @@ void allot_queue_free(struct allot_queue *q)
     allot_free(q->ten_head);
     queue_las_free(q->las);
     queue_bor_free(q->bor);
+    queue_fair_pool_free(q->fairp);
+    allot_free(q->fair);
     queue_fast_free(q->fq);
     queue_serving_free(q->serving);
     allot_sched_free(q->placer);
@@ -573,6 +586,7 @@ static void index_del(struct allot_queue *q, struct allot_job *j)
 void queue_job_leave(struct allot_queue *q, struct allot_job *j, int64_t now)
 {
     j->attained_s += (now - j->start) * queue_job_gpus(j);
+    queue_fair_left(q, j);
     if (j->state == ALLOT_JOB_STOPPING && j->preempted_for >= 0) {
         q->jobs[j->preempted_for].stopping_victims--;
         j->preempted_for = -1;
@@ -829,6 +843,7 @@ static void job_start(struct allot_queue *q, struct allot_job *j, int64_t now)
     if (!ALLOT_NEVER(q->n_running >= q->running_cap))
         running_add(q, j->id);
     pending_del(q, j->id);
+    queue_fair_started(q, j);
     queue_job_usage(q, j, &use);
     j->borrowed = !allot_tenants_in_nominal(q->t, j->spec.tenant, &use);
     index_add(q, j);
@@ -1049,7 +1064,8 @@ const char *allot_queue_reason(struct allot_queue *q, int id)
         break;
     case ALLOT_WHY_RECLAIM:
         allot_fmt(r, n, "waiting for %s of %lld GPUs from %s (grace %lld s)",
-                  w->res == ALLOT_PREEMPT_RECLAIM ? "reclaim" : "preemption",
+                  w->res == ALLOT_PREEMPT_RECLAIM || w->res == ALLOT_PREEMPT_FAIR ? "reclaim"
+                                                                                  : "preemption",
                   (long long)(w->a / ALLOT_MILLI), allot_tenants_get(q->t, w->who)->path,
                   (long long)w->b);
         break;
@@ -1126,13 +1142,15 @@ static int reserve(struct allot_queue *q, struct allot_job *j, int64_t now, stru
     }
     qsort(e, n, sizeof(*e), cmp_end);
     r->holder = j->id;
-    r->shadow = free_milli >= need ? now : INT64_MAX;
+    /* j did not fit now: with enough GPUs free in all, they are scattered,
+     * and when they come together is not known */
+    r->shadow = INT64_MAX;
     for (size_t i = 0; i < n && free_milli < need; i++) {
         free_milli += e[i].milli;
         if (free_milli >= need)
             r->shadow = e[i].at;
     }
-    r->extra = free_milli >= need ? free_milli - need : 0;
+    r->extra = r->shadow != INT64_MAX ? free_milli - need : 0;
     allot_free(e);
     return 0;
 }
@@ -1333,7 +1351,10 @@ static void cycle_start(struct allot_queue *q, int64_t now)
         q->searches_left = q->o.preempt_searches > 0 ? q->o.preempt_searches : 256;
         q->reclaims_left = 8 * q->searches_left;
     }
+    if (allot_cluster_changes(q->c) != q->capacity_changes)
+        capacity_count(q);
     allot_tenants_advance(q->t, now, q->o.half_life_s, &q->capacity);
+    queue_fair_shares(q);
     queue_running_compact(q);
     q->serial++;
     q->free_epoch++;

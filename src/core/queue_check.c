@@ -102,6 +102,35 @@ static int check_backfill(const struct allot_queue *q, char *err, size_t errlen)
     return 0;
 }
 
+/* The round's fair-share counts (opts.fair_reclaim_s) follow the jobs:
+ * per tenant, the GPUs of its jobs stopping and of its jobs waiting for
+ * victims to stop. */
+static int check_fair(const struct allot_queue *q, char *err, size_t errlen)
+{
+    size_t n = q->fair_n;
+
+    for (size_t t = 0; t < n; t++) {
+        int64_t stopping = 0, waiting = 0;
+        for (size_t i = 0; i < q->n_jobs; i++) {
+            const struct allot_job *j = &q->jobs[i];
+            if (!j->name || (size_t)j->spec.tenant != t)
+                continue;
+            if (j->state == ALLOT_JOB_STOPPING)
+                stopping += j->req.v[ALLOT_RES_GPU];
+            if (j->state == ALLOT_JOB_PENDING && j->stopping_victims > 0)
+                waiting += j->req.v[ALLOT_RES_GPU];
+        }
+        if (stopping != q->fair[2 * n + t] || waiting != q->fair[n + t]) {
+            allot_fmt(err, errlen,
+                      "tenant %s: fair-share counts %lld stopping, %lld waiting; jobs %lld, %lld",
+                      allot_tenants_get(q->t, (int)t)->path, (long long)q->fair[2 * n + t],
+                      (long long)q->fair[n + t], (long long)stopping, (long long)waiting);
+            return ALLOT_EINTERNAL;
+        }
+    }
+    return 0;
+}
+
 int allot_queue_check_invariants(const struct allot_queue *q, char *err, size_t errlen)
 {
     struct allot_resvec sum[1];
@@ -159,6 +188,8 @@ int allot_queue_check_invariants(const struct allot_queue *q, char *err, size_t 
         }
     }
     rc = check_backfill(q, err, errlen);
+    if (rc == 0)
+        rc = check_fair(q, err, errlen);
     if (rc)
         return rc;
     for (size_t i = 0; i < q->n_pending; i++)

@@ -60,8 +60,9 @@ struct allot_queue {
     size_t *run_at; /* owned, per job id: its slot in running (while running) */
     size_t run_at_cap;
     struct allot_resvec capacity;
-    struct user_use *users; /* owned: GPU use per (tenant, user), sorted by key, kept
-                               current as jobs start and leave (orders with user_share) */
+    uint64_t capacity_changes; /* allot_cluster_changes when capacity was counted */
+    struct user_use *users;    /* owned: GPU use per (tenant, user), sorted by key, kept
+                                  current as jobs start and leave (orders with user_share) */
     size_t n_users, users_cap;
     uint64_t run_epoch;        /* bumped whenever a job starts or leaves the cluster */
     uint64_t leave_epoch;      /* bumped whenever a job leaves the cluster */
@@ -75,13 +76,20 @@ struct allot_queue {
                             victims, should one have to be evicted) */
     int *ten_head;       /* owned, per tenant id: first running job (ten_next links), -1 */
     size_t ten_cap;
-    int bor_head;      /* first running borrowed job (bor_next links), -1 */
-    int searches_left; /* victim searches this cycle may still run */
-    int reclaims_left; /* ... for jobs inside their nominal (8 x searches_left) */
-    int work_left;     /* starts and victim searches this cycle may still make
-                          (opts.cycle_work); at 0 the cycle stops and `more` is set */
-    bool more;         /* the last cycle stopped at its work budget: the next one
-                          continues its round (same search budgets) */
+    int bor_head;            /* first running borrowed job (bor_next links), -1 */
+    int64_t *fair;           /* owned, opts.fair_reclaim_s (queue_fair_shares), per tenant id t
+                                < fair_n: [t] its fair share of the GPUs (milli) this round, -1
+                                none; [fair_n + t] GPUs of its jobs waiting for victims to stop;
+                                [2 fair_n + t] GPUs of its jobs stopping (grace period);
+                                [3 fair_n + t] the GPUs of its last fruitless fair-share
+                                search this cycle (0: none) */
+    size_t fair_cap, fair_n; /* room; tenants this round (0: no fair-share reclaim) */
+    int searches_left;       /* victim searches this cycle may still run */
+    int reclaims_left;       /* ... for jobs inside their nominal (8 x searches_left) */
+    int work_left;           /* starts and victim searches this cycle may still make
+                                (opts.cycle_work); at 0 the cycle stops and `more` is set */
+    bool more;               /* the last cycle stopped at its work budget: the next one
+                                continues its round (same search budgets) */
     struct cycle_pause pause;
     struct queue_serving *serving; /* owned: queue_serve's order while a cut cycle may
                                       resume (queue_serve.c), NULL */
@@ -93,16 +101,17 @@ struct allot_queue {
      * (queue_fast.c). Off in reference mode (opts.exhaustive) and with a
      * random placement policy, whose failed attempts may draw numbers. */
     bool fast;
-    uint64_t serial;        /* bumped whenever what a pending job would be told may change:
-                               a job starts or leaves, victims are signalled, an orphan
-                               appears or goes, a cycle begins */
-    uint64_t free_epoch;    /* bumped whenever free capacity may have grown: a job
-                               leaves, an orphan is released, a cycle begins */
-    int n_excl;             /* running and stopping jobs whose tasks are not shared */
-    struct queue_fast *fq;  /* owned: per-tenant orders and verdicts (queue_fast.c) */
-    struct fast_cls *visit; /* the verdict class of the job queue_fast_serve is
-                               considering, NULL (victim searches share results) */
-    struct bor_pool *bor;   /* owned: reclaim candidates across tenants (queue_preempt.c) */
+    uint64_t serial;         /* bumped whenever what a pending job would be told may change:
+                                a job starts or leaves, victims are signalled, an orphan
+                                appears or goes, a cycle begins */
+    uint64_t free_epoch;     /* bumped whenever free capacity may have grown: a job
+                                leaves, an orphan is released, a cycle begins */
+    int n_excl;              /* running and stopping jobs whose tasks are not shared */
+    struct queue_fast *fq;   /* owned: per-tenant orders and verdicts (queue_fast.c) */
+    struct fast_cls *visit;  /* the verdict class of the job queue_fast_serve is
+                                considering, NULL (victim searches share results) */
+    struct bor_pool *bor;    /* owned: reclaim candidates across tenants (queue_preempt.c) */
+    struct fair_pool *fairp; /* owned: fair-share reclaim candidates (queue_preempt.c) */
 };
 
 /* GPU milli a user of a tenant holds (fair share of users inside a tenant). */
@@ -283,6 +292,14 @@ int queue_would_fit(struct allot_queue *q, struct allot_job *j);
 
 /* Job v started at now (keeps the LAS candidate pool right). */
 void queue_las_started(struct allot_queue *q, const struct allot_job *v, int64_t now);
+/* Recomputes q->fair for the round (opts.fair_reclaim_s; queue_preempt.c). */
+void queue_fair_shares(struct allot_queue *q);
+/* Frees the fair-share reclaim candidates (queue_preempt.c). */
+void queue_fair_pool_free(struct fair_pool *p);
+/* Running or stopping job j leaves, pending job j starts: the round's
+ * fair-share counts follow (queue_preempt.c). */
+void queue_fair_left(struct allot_queue *q, const struct allot_job *j);
+void queue_fair_started(struct allot_queue *q, const struct allot_job *j);
 
 /* Until when j's last fruitless victim search holds (INT64_MIN: it does not). */
 int64_t queue_search_memo_until(const struct allot_queue *q, const struct allot_job *j);

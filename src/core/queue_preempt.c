@@ -53,6 +53,167 @@ static bool quota_blocked(struct allot_queue *q, const struct allot_job *j)
            !allot_tenants_admits(q->t, j->spec.tenant, &j->req, q->o.borrowing, NULL, NULL);
 }
 
+/* ---- fair-share reclaim (opts.fair_reclaim_s) ---- */
+
+static int cmp_ratio(const void *a, const void *b)
+{
+    const double *x = a, *y = b;
+
+    return (x[0] > y[0]) - (x[0] < y[0]);
+}
+
+/*
+ * Each leaf tenant's fair share of the cluster's GPUs for this round: the
+ * GPUs water-filled in proportion to the leaves' nominal GPU quotas among
+ * the leaves with demand (GPUs running and waiting), none above its
+ * demand, so that what one cannot use goes to the others. Leaves without
+ * a finite nominal keep what they use out of the pool and get none (-1:
+ * no fair-share reclaim for or against them). Demand changes only as jobs
+ * arrive and end, so one computation holds for the round. Out of memory:
+ * no shares this round.
+ */
+void queue_fair_shares(struct allot_queue *q)
+{
+    int nt = allot_tenants_count(q->t), n = 0;
+    int64_t *dem;
+    double *ord, pool = (double)q->capacity.v[ALLOT_RES_GPU], wsum = 0;
+
+    q->fair_n = 0;
+    if (q->o.fair_reclaim_s <= 0 || !q->o.quotas ||
+        allot_grow((void **)&q->fair, &q->fair_cap, 4 * (size_t)nt, sizeof(*q->fair)))
+        return;
+    memset(q->fair + nt, 0, 3 * (size_t)nt * sizeof(*q->fair));
+    dem = allot_calloc((size_t)nt + 1, sizeof(*dem));
+    ord = allot_malloc(((size_t)nt + 1) * 2 * sizeof(*ord));
+    if (!dem || !ord) {
+        allot_free(dem);
+        allot_free(ord);
+        return;
+    }
+    for (int i = 0; i < nt; i++)
+        dem[i] = allot_tenants_get(q->t, i)->usage[ALLOT_RES_GPU];
+    for (size_t i = 0; i < q->n_pending; i++) {
+        const struct allot_job *j = &q->jobs[q->pending[i]];
+        if (j->spec.tenant >= 0 && j->spec.tenant < nt) {
+            dem[j->spec.tenant] += j->req.v[ALLOT_RES_GPU];
+            if (j->stopping_victims > 0)
+                q->fair[nt + j->spec.tenant] += j->req.v[ALLOT_RES_GPU];
+        }
+    }
+    for (size_t i = 0; i < q->n_running; i++) {
+        const struct allot_job *v = q->running[i] < 0 ? NULL : &q->jobs[q->running[i]];
+        if (v && v->state == ALLOT_JOB_STOPPING && v->spec.tenant >= 0 && v->spec.tenant < nt)
+            q->fair[2 * nt + v->spec.tenant] += v->req.v[ALLOT_RES_GPU];
+    }
+    for (int i = 0; i < nt; i++) {
+        const struct allot_tenant *x = allot_tenants_get(q->t, i);
+        int64_t nom = x->quota[ALLOT_RES_GPU].nominal;
+        q->fair[i] = -1;
+        if (x->first_child >= 0)
+            continue;
+        if (nom == ALLOT_UNLIMITED || nom <= 0) {
+            pool -= (double)x->usage[ALLOT_RES_GPU];
+        } else if (dem[i] > 0) {
+            ord[2 * n] = (double)dem[i] / (double)nom;
+            ord[2 * n + 1] = i;
+            wsum += (double)nom;
+            n++;
+        }
+    }
+    /* lowest demand per nominal first: those get all they ask for */
+    qsort(ord, (size_t)n, 2 * sizeof(*ord), cmp_ratio);
+    for (int k = 0; k < n; k++) {
+        int i = (int)ord[2 * k + 1];
+        double w = (double)allot_tenants_get(q->t, i)->quota[ALLOT_RES_GPU].nominal;
+        double f = pool > 0 ? pool * w / wsum : 0;
+        if ((double)dem[i] <= f) {
+            q->fair[i] = dem[i];
+            pool -= (double)dem[i];
+            wsum -= w;
+        } else {
+            q->fair[i] = (int64_t)f; /* the rest all ask for more: the same split */
+        }
+    }
+    q->fair_n = (size_t)nt;
+    allot_free(dem);
+    allot_free(ord);
+}
+
+void queue_fair_left(struct allot_queue *q, const struct allot_job *j)
+{
+    size_t n = q->fair_n;
+
+    if (n == 0 || j->state != ALLOT_JOB_STOPPING)
+        return;
+    if ((size_t)j->spec.tenant < n)
+        q->fair[2 * n + (size_t)j->spec.tenant] -= j->req.v[ALLOT_RES_GPU];
+    if (j->preempted_for >= 0) {
+        const struct allot_job *p = &q->jobs[j->preempted_for];
+        if (p->stopping_victims == 1 && p->state == ALLOT_JOB_PENDING && (size_t)p->spec.tenant < n)
+            q->fair[n + (size_t)p->spec.tenant] -= p->req.v[ALLOT_RES_GPU];
+    }
+}
+
+void queue_fair_started(struct allot_queue *q, const struct allot_job *j)
+{
+    if (j->stopping_victims > 0 && (size_t)j->spec.tenant < q->fair_n)
+        q->fair[q->fair_n + (size_t)j->spec.tenant] -= j->req.v[ALLOT_RES_GPU];
+}
+
+/* Tenant t's fair share this round (milli-GPU), -1 when none. */
+static int64_t fair_of(const struct allot_queue *q, int t)
+{
+    return t >= 0 && (size_t)t < q->fair_n ? q->fair[t] : -1;
+}
+
+/* Tenant t's GPUs as fair-share reclaim counts them: in use, plus its
+ * jobs waiting for victims to stop, less its jobs stopping. */
+static int64_t fair_usage(const struct allot_queue *q, int t)
+{
+    return allot_tenants_get(q->t, t)->usage[ALLOT_RES_GPU] + q->fair[q->fair_n + (size_t)t] -
+           q->fair[2 * q->fair_n + (size_t)t];
+}
+
+/* True when j's tenant, with j running, stays within its fair share. */
+static bool fair_seeker(const struct allot_queue *q, const struct allot_job *j)
+{
+    int64_t f = fair_of(q, j->spec.tenant);
+
+    return f >= 0 && fair_usage(q, j->spec.tenant) + j->req.v[ALLOT_RES_GPU] <= f;
+}
+
+/* True when borrowed job v's tenant keeps at least its fair share without v. */
+static bool fair_giver(const struct allot_queue *q, const struct allot_job *v)
+{
+    int64_t f = fair_of(q, v->spec.tenant);
+
+    return v->borrowed && f >= 0 && fair_usage(q, v->spec.tenant) - v->req.v[ALLOT_RES_GPU] >= f;
+}
+
+/* True when borrowed job v may be taken by fair-share reclaim now, by a
+ * job of another tenant that stays within its fair share with it
+ * (fair_seeker): v runs, is preemptible, is past its minimum runtime,
+ * its tenant keeps at least its fair share without it (the search checks
+ * all of a tenant's victims together: search_fair_ok), and it loses at
+ * most opts.fair_reclaim_s of work (it checkpointed lately). */
+static bool fair_victim(const struct allot_queue *q, const struct allot_job *v, int64_t now)
+{
+    return v->state == ALLOT_JOB_RUNNING && queue_job_preemptible(q, v) &&
+           now - v->start >= v->spec.min_runtime_s && fair_giver(q, v) &&
+           lost_work(q, v, now - v->start) <= q->o.fair_reclaim_s;
+}
+
+/* The next time a checkpointable job v's lost work starts again from
+ * nothing (its next checkpoint, grace period included), or INT64_MAX. */
+static int64_t next_checkpoint(const struct allot_queue *q, const struct allot_job *v, int64_t now)
+{
+    int64_t c = v->spec.checkpoint_interval_s, ran = now - v->start + q->o.grace_s;
+
+    if (!v->spec.checkpointable || c <= 0)
+        return INT64_MAX;
+    return v->start + (ran / c + 1) * c - q->o.grace_s;
+}
+
 /* May running job v be preempted for pending job j (the standing rule)? */
 static bool may_preempt(const struct allot_queue *q, const struct allot_job *j, bool j_in_nominal,
                         const struct allot_job *v, int64_t now)
@@ -78,7 +239,10 @@ static bool may_preempt(const struct allot_queue *q, const struct allot_job *j, 
                v_att >= q->o.las_threshold_gpu_s;
     }
     /* reclaim: only borrowed work, only for work inside its own nominal */
-    return q->o.quotas && j_in_nominal && v->borrowed;
+    if (q->o.quotas && j_in_nominal && v->borrowed)
+        return true;
+    /* fair-share reclaim, of work that loses little (just checkpointed) */
+    return fair_seeker(q, j) && fair_victim(q, v, now);
 }
 
 /* Which case of the standing rule lets j preempt v (enum allot_preempt_kind). */
@@ -103,6 +267,8 @@ const char *queue_preempt_text(int kind)
         return "preempted (over the LAS service threshold) for less-served";
     case ALLOT_PREEMPT_BACKFILL:
         return "backfill preempted for the reservation of";
+    case ALLOT_PREEMPT_FAIR:
+        return "borrowed capacity above its tenant's fair share reclaimed by";
     default:
         return "borrowed capacity reclaimed by";
     }
@@ -118,6 +284,7 @@ struct search {
     int any[64];       /* candidates taken as the cheapest anywhere (for quota, or
                           when no one node could be freed), not for a node */
     int n_any;
+    bool fair;          /* other tenants' victims by fair-share reclaim */
     size_t tasks_off;   /* tasks of the chosen victims */
     struct slot *slots; /* owned: (node, candidate) pairs, by node then candidate */
     size_t n_slots;
@@ -378,6 +545,70 @@ void queue_bor_free(struct bor_pool *p)
     allot_free(p);
 }
 
+/*
+ * Fair-share reclaim candidates (fair_victim), cheapest first, with the
+ * earliest time a borrowed job of a tenant above its fair share that is
+ * not one yet may become one (its minimum runtime, or its next
+ * checkpoint). The same for every search at one time and state (q->serial
+ * moves with every start, stop and preemption), but for the searching
+ * tenant's own: gathered once and reused.
+ */
+struct fair_pool {
+    bool valid;
+    int64_t now;
+    uint64_t serial;
+    struct victim *vs; /* owned */
+    size_t n, cap;
+    int64_t at;
+};
+
+static struct fair_pool *fair_pool(struct allot_queue *q, int64_t now)
+{
+    struct fair_pool *p = q->fairp;
+
+    if (!p) {
+        p = q->fairp = allot_calloc(1, sizeof(*p));
+        if (!p)
+            return NULL;
+    }
+    if (p->valid && p->now == now && p->serial == q->serial)
+        return p;
+    if (allot_grow((void **)&p->vs, &p->cap, q->n_running + 1, sizeof(*p->vs)))
+        return NULL;
+    p->n = 0;
+    p->at = INT64_MAX;
+    for (int id = q->bor_head; id >= 0; id = q->jobs[id].bor_next) {
+        const struct allot_job *v = &q->jobs[id];
+        int64_t at;
+        if (v->state != ALLOT_JOB_RUNNING || !queue_job_preemptible(q, v) || !fair_giver(q, v))
+            continue;
+        if (!fair_victim(q, v, now)) {
+            at = now - v->start < v->spec.min_runtime_s ? v->start + v->spec.min_runtime_s
+                                                        : next_checkpoint(q, v, now);
+            if (at < p->at)
+                p->at = at;
+            continue;
+        }
+        p->vs[p->n].id = v->id;
+        p->vs[p->n].borrowed = v->borrowed;
+        p->vs[p->n].cost = (int64_t)queue_job_gpus(v) * lost_work(q, v, now - v->start);
+        p->n++;
+    }
+    if (p->n > 1)
+        qsort(p->vs, p->n, sizeof(*p->vs), cmp_victim);
+    p->valid = true;
+    p->now = now;
+    p->serial = q->serial;
+    return p;
+}
+
+void queue_fair_pool_free(struct fair_pool *p)
+{
+    if (p)
+        allot_free(p->vs);
+    allot_free(p);
+}
+
 /* True when v is one of the jobs that preempted j (never its victim). */
 static bool is_preemptor(const struct allot_job *j, int v)
 {
@@ -426,6 +657,13 @@ static int search_collect(struct allot_queue *q, struct allot_job *j, bool in_no
     bool pool = q->o.quotas && in_nom && q->fast;
     size_t cap = q->n_running + 1;
 
+    /* after a fruitless fair-share search for G GPUs, the tenant's jobs of
+     * G GPUs or more skip theirs for the rest of the cycle: they would
+     * meet the same tenants above their share */
+    s->fair = !in_nom && q->o.quotas && q->o.fair_reclaim_s > 0 && fair_seeker(q, j) &&
+              (q->fair[3 * q->fair_n + (size_t)te] == 0 ||
+               j->req.v[ALLOT_RES_GPU] < q->fair[3 * q->fair_n + (size_t)te]);
+
     if (j->backfilled > 0) {
         /* a reservation's backfill may be any tenant's: every running job */
         s->vs = allot_malloc(cap * sizeof(*s->vs));
@@ -445,7 +683,7 @@ static int search_collect(struct allot_queue *q, struct allot_job *j, bool in_no
         const struct bor_pool *p = pool ? bor_pool(q, now) : NULL;
         if (pool && !p)
             return ALLOT_ENOMEM;
-        cap = pool ? p->n + 1 : in_nom ? q->n_running + 1 : 1;
+        cap = pool ? p->n + 1 : in_nom || s->fair ? q->n_running + 1 : 1;
         for (int v = first; v >= 0; v = q->jobs[v].ten_next)
             cap++;
     }
@@ -471,6 +709,21 @@ static int search_collect(struct allot_queue *q, struct allot_job *j, bool in_no
         allot_free(s->vs);
         s->vs = all;
         return s->n;
+    } else if (s->fair) {
+        const struct fair_pool *p = fair_pool(q, now);
+        if (!p)
+            return ALLOT_ENOMEM;
+        for (size_t i = 0; i < p->n; i++) {
+            const struct allot_job *v = &q->jobs[p->vs[i].id];
+            if (v->spec.tenant == te)
+                continue;
+            if (j->n_preemptors > 0 && is_preemptor(j, v->id))
+                recheck_note(q, j, v, now);
+            else
+                s->vs[s->n++] = p->vs[i];
+        }
+        if (p->at < j->preempt_recheck_at)
+            j->preempt_recheck_at = p->at;
     } else if (q->o.quotas && in_nom) {
         for (int v = q->bor_head; v >= 0; v = q->jobs[v].bor_next)
             if (q->jobs[v].spec.tenant != te)
@@ -864,6 +1117,19 @@ static int search_prune(struct allot_queue *q, struct allot_job *j, struct searc
     return 1;
 }
 
+/* With every victim off (as now, in the trial): each other tenant that
+ * gives some up by fair-share reclaim keeps at least its fair share. */
+static bool search_fair_ok(const struct allot_queue *q, const struct allot_job *j,
+                           const struct search *s)
+{
+    for (int i = 0; i < s->used; i++) {
+        int t = q->jobs[s->vs[s->order[i]].id].spec.tenant;
+        if (t != j->spec.tenant && fair_usage(q, t) < fair_of(q, t))
+            return false;
+    }
+    return true;
+}
+
 /*
  * Step 3: add victims until j would be admitted and placed: against quota,
  * the cheapest borrowed work anywhere; against room, the cheapest set that
@@ -896,6 +1162,8 @@ static int search_trial(struct allot_queue *q, struct allot_job *j, struct searc
     }
     if (fit == 1 && rc == 0)
         fit = search_prune(q, j, s, now);
+    if (fit == 1 && s->fair && !search_fair_ok(q, j, s))
+        fit = 0;
     {
         int rb = search_restore(q, s, now);
         q->orphans_keep = 0;
@@ -903,6 +1171,27 @@ static int search_trial(struct allot_queue *q, struct allot_job *j, struct searc
             return fit;
         return rc ? rc : rb ? rb : fit;
     }
+}
+
+/* With quota in j's way: whether taking every candidate's usage off the
+ * quotas would admit it. When not, no trial can (it only takes some of
+ * them), so the search ends before it touches the cluster. */
+static bool admits_without_all(struct allot_queue *q, const struct allot_job *j,
+                               const struct search *s)
+{
+    struct allot_resvec use;
+    bool ok;
+
+    for (int e = 0; e < s->n; e++) {
+        queue_job_usage(q, &q->jobs[s->vs[e].id], &use);
+        allot_tenants_charge(q->t, q->jobs[s->vs[e].id].spec.tenant, &use, -1);
+    }
+    ok = allot_tenants_admits(q->t, j->spec.tenant, &j->req, q->o.borrowing, NULL, NULL);
+    for (int e = 0; e < s->n; e++) {
+        queue_job_usage(q, &q->jobs[s->vs[e].id], &use);
+        allot_tenants_charge(q->t, q->jobs[s->vs[e].id].spec.tenant, &use, +1);
+    }
+    return ok;
 }
 
 /* Records that j preempted v (the last four preemptors are remembered). */
@@ -935,6 +1224,8 @@ static int victims_preempt(struct allot_queue *q, struct allot_job *j, const str
         struct allot_job *v = &q->jobs[s->vs[s->order[i]].id];
         int kind = preempt_kind(q, j, v);
         char why[ALLOT_REASON_MAX];
+        if (s->fair && kind == ALLOT_PREEMPT_RECLAIM)
+            kind = ALLOT_PREEMPT_FAIR;
         note_preemptor(v, j);
         allot_fmt(why, sizeof(why), "%s job %s", queue_preempt_text(kind), j->name);
         g += v->req.v[ALLOT_RES_GPU];
@@ -942,7 +1233,10 @@ static int victims_preempt(struct allot_queue *q, struct allot_job *j, const str
             v->state = ALLOT_JOB_STOPPING;
             v->stop_at = now + q->o.grace_s;
             v->preempted_for = j->id;
-            j->stopping_victims++;
+            if ((size_t)v->spec.tenant < q->fair_n)
+                q->fair[2 * q->fair_n + (size_t)v->spec.tenant] += v->req.v[ALLOT_RES_GPU];
+            if (j->stopping_victims++ == 0 && (size_t)j->spec.tenant < q->fair_n)
+                q->fair[q->fair_n + (size_t)j->spec.tenant] += j->req.v[ALLOT_RES_GPU];
             if (v->stop_at < q->wakeup)
                 q->wakeup = v->stop_at;
             queue_fast_timer(q, v);
@@ -957,7 +1251,9 @@ static int victims_preempt(struct allot_queue *q, struct allot_job *j, const str
     }
     if (stopping) {
         const struct allot_job *v0 = &q->jobs[s->vs[s->order[0]].id];
-        queue_set_why(j, ALLOT_WHY_RECLAIM, v0->spec.tenant, preempt_kind(q, j, v0), -1, g,
+        int k0 = preempt_kind(q, j, v0);
+        queue_set_why(j, ALLOT_WHY_RECLAIM, v0->spec.tenant,
+                      s->fair && k0 == ALLOT_PREEMPT_RECLAIM ? ALLOT_PREEMPT_FAIR : k0, -1, g,
                       q->o.grace_s);
     }
     return 0;
@@ -1032,6 +1328,8 @@ int queue_try_preempt(struct allot_queue *q, struct allot_job *j, int64_t now)
     q->work_left--; /* a search run in full is work (opts.cycle_work) */
     serial = q->serial;
     rc = search_collect(q, j, in_nom, now, &s);
+    if (rc > 0 && quota_blocked(q, j) && !admits_without_all(q, j, &s))
+        rc = 0;
     if (rc > 0) {
         s.chosen = allot_calloc((size_t)s.n, sizeof(*s.chosen));
         rc = s.chosen ? search_slots(q, &s) : ALLOT_ENOMEM;
@@ -1040,6 +1338,8 @@ int queue_try_preempt(struct allot_queue *q, struct allot_job *j, int64_t now)
         if (rc == 1)
             rc = victims_preempt(q, j, &s, now) < 0 ? ALLOT_ENOMEM : 1;
     }
+    if (rc == 0 && s.fair)
+        q->fair[3 * q->fair_n + (size_t)j->spec.tenant] = j->req.v[ALLOT_RES_GPU];
     if (rc < 0)
         j->preempt_epoch = 0; /* search again next time */
     if (rc == 0)

@@ -436,6 +436,88 @@ static void test_reserve_gangs(void **state)
     }
 }
 
+/* Fair-share reclaim world: 12 GPUs; a and b have 4 each in nominal, c
+ * has 4 and asks for nothing, so the fair shares of a and b are 6 each.
+ * b runs 8 one-GPU jobs (4 borrowed), a runs 4, checkpoints every 600 s. */
+static void fair_world(struct world *w, int64_t fair_s)
+{
+    struct allot_queue_opts o = base;
+    struct allot_quota qt = {
+        .nominal = 4000, .borrow_limit = ALLOT_UNLIMITED, .lend_limit = ALLOT_UNLIMITED};
+    char err[128], name[16];
+
+    o.fair_reclaim_s = fair_s;
+    world_init(w, 3, 4, o);
+    assert_true(allot_tenants_add(w->t, "ml/team-c", err, sizeof(err)) >= 0);
+    assert_int_equal(
+        allot_tenants_set_quota(w->t, allot_tenants_find(w->t, "ml/team-c"), ALLOT_RES_GPU, qt), 0);
+    qt.nominal = 12000;
+    assert_int_equal(
+        allot_tenants_set_quota(w->t, allot_tenants_find(w->t, "ml"), ALLOT_RES_GPU, qt), 0);
+    assert_int_equal(allot_tenants_set_quota(w->t, 0, ALLOT_RES_GPU, qt), 0);
+    for (int i = 0; i < 12; i++) {
+        struct allot_job_spec s = {.name = name,
+                                   .tenant = i < 8 ? w->b : w->a,
+                                   .prio_class = -1,
+                                   .n_tasks = 1,
+                                   .task = {.num_gpu = 1, .gpu_milli = 1000, .mig_profile = -1},
+                                   .checkpointable = true,
+                                   .checkpoint_interval_s = 600};
+        allot_fmt(name, sizeof(name), "%c%d", i < 8 ? 'b' : 'a', i);
+        assert_true(allot_queue_submit(w->q, &s, 0, err, sizeof(err)) >= 0);
+    }
+    cycle(w, 0);
+    assert_int_equal(w->starts, 12);
+}
+
+/* A tenant below its fair share takes just-checkpointed borrowed work of
+ * one above it, never taking it below its own share and never going above
+ * its own; work that would lose more waits for its next checkpoint. */
+static void test_fair_reclaim(void **state)
+{
+    struct world w;
+    int a5, a6, a7;
+
+    fair_world(&w, 200);
+    /* at 700 each b job has lost (700 + 30) mod 600 = 130 s since its checkpoint */
+    a5 = submit(&w, "a5", w.a, 1, 1, 700, 0); /* a at 5 of its share of 6 */
+    a6 = submit(&w, "a6", w.a, 1, 1, 700, 0); /* 6 of 6 */
+    a7 = submit(&w, "a7", w.a, 1, 1, 700, 0); /* would be 7: above it */
+    cycle(&w, 700);
+    assert_int_equal(w.preempts, 2); /* b keeps 6, its share */
+    assert_string_equal(w.last_why,
+                        "borrowed capacity above its tenant's fair share reclaimed by job a6");
+    assert_string_equal(allot_queue_reason(w.q, a5),
+                        "waiting for reclaim of 1 GPUs from ml/team-b (grace 30 s)");
+    assert_int_equal(allot_queue_job(w.q, a7)->state, ALLOT_JOB_PENDING);
+    cycle(&w, 730);
+    assert_int_equal(allot_queue_job(w.q, a5)->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(allot_queue_job(w.q, a6)->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(allot_queue_job(w.q, a7)->state, ALLOT_JOB_PENDING);
+    assert_int_equal(w.preempts, 2);
+    world_free(&w);
+
+    /* 130 s would be lost, more than 100: the queue comes back at the next
+     * checkpoint (run time + grace = 1200, at 1170) */
+    fair_world(&w, 100);
+    a5 = submit(&w, "a5", w.a, 1, 1, 700, 0);
+    cycle(&w, 700);
+    assert_int_equal(w.preempts, 0);
+    assert_true(allot_queue_next_wakeup(w.q) <= 1170);
+    cycle(&w, 1170);
+    assert_int_equal(w.preempts, 1);
+    world_free(&w);
+
+    /* off: a above its nominal waits */
+    fair_world(&w, 0);
+    a5 = submit(&w, "a5", w.a, 1, 1, 700, 0);
+    cycle(&w, 700);
+    cycle(&w, 1170);
+    assert_int_equal(w.preempts, 0);
+    assert_int_equal(allot_queue_job(w.q, a5)->state, ALLOT_JOB_PENDING);
+    world_free(&w);
+}
+
 static void test_runtime_limit_and_validation(void **state)
 {
     struct world w;
@@ -1385,6 +1467,7 @@ int main(void)
         cmocka_unit_test(test_no_preemption_loops),
         cmocka_unit_test(test_backfill_respects_reservation),
         cmocka_unit_test(test_reserve_gangs),
+        cmocka_unit_test(test_fair_reclaim),
         cmocka_unit_test(test_runtime_limit_and_validation),
         cmocka_unit_test(test_aging_and_fair_order),
         cmocka_unit_test(test_user_fair_share),

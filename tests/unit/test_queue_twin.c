@@ -30,6 +30,8 @@ struct dlog {
 
 /* Preemptions of a reservation's backfill seen (both queues). */
 static int twin_backfill_preempts;
+/* ... and of fair-share reclaim. */
+static int twin_fair_preempts;
 
 static void on_dlog(int kind, const struct allot_job *j, const char *why, void *ud)
 {
@@ -40,6 +42,7 @@ static void on_dlog(int kind, const struct allot_job *j, const char *why, void *
     for (int i = 0; i < n; i++)
         d->hash = (d->hash ^ (unsigned char)line[i]) * 1099511628211ULL;
     twin_backfill_preempts += strstr(why, "backfill preempted") != NULL;
+    twin_fair_preempts += strstr(why, "above its tenant's fair share") != NULL;
     if (d->len + (size_t)n < sizeof(d->text)) {
         memcpy(d->text + d->len, line, (size_t)n + 1);
         d->len += (size_t)n;
@@ -252,6 +255,10 @@ static void test_fast_matches_reference(void **state)
     o.reserve_gangs = true; /* reservations without aging, backfill taken back */
     twin_run(o, false, 11, 300);
     o.reserve_gangs = false;
+    o.fair_reclaim_s = 200; /* fair-share reclaim */
+    twin_run(o, false, 12, 300);
+    twin_run(o, true, 13, 300);
+    o.fair_reclaim_s = 0;
     o.preemption = false;
     twin_run(o, false, 7, 300);
     twin_run(o, true, 10, 300);
@@ -264,6 +271,8 @@ static void test_fast_matches_reference(void **state)
     /* the reservations' preemptible backfill was taken back, both ways alike */
     if (twin_backfill_preempts == 0)
         fail_msg("no reservation took its backfill back: the rule went untested");
+    if (twin_fair_preempts == 0)
+        fail_msg("no fair-share reclaim happened: the rule went untested");
     o.backfill = false;
     twin_run(o, false, 9, 300);
 }
