@@ -1204,6 +1204,7 @@ struct loop *loop_start(struct server *s, char *err, size_t errlen)
                                   .half_life_s = 86400,
                                   .cycle_work = (int)s->cfg.cycle_work,
                                   .reserve_gangs = s->cfg.reserve_gangs,
+                                  .fair_reclaim_s = s->cfg.fair_reclaim / 1000,
                                   .seed = 1};
     struct loop *l;
 

@@ -139,6 +139,17 @@ static const struct allot_config_option options[] = {
              "cycles of one pass have run for cycle-gap and a change is waiting, the loop "
              "takes the change first, so that it waits for cycle-gap and one such cycle, not "
              "for every decision that came due at once."},
+    {.name = "fair-reclaim",
+     .type = ALLOT_CFG_DURATION,
+     .offset = F(fair_reclaim),
+     .def = "0s",
+     .min = 0,
+     .max = 86400000,
+     .help = "Fair-share reclaim (0s: off): a job whose tenant, with it, stays within its fair "
+             "share of the GPUs (the cluster shared in proportion to nominal quotas among the "
+             "tenants with work) may preempt another tenant's borrowed job that loses at most "
+             "this much work since its last checkpoint, if that tenant keeps at least its own "
+             "fair share."},
     {.name = "reserve-gangs",
      .type = ALLOT_CFG_BOOL,
      .offset = F(reserve_gangs),

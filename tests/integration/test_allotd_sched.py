@@ -232,6 +232,61 @@ def test_reserve_gangs():
         d.stop()
 
 
+def test_fair_reclaim():
+    """With --fair-reclaim a tenant below its fair share of the GPUs takes
+    another tenant's borrowed, little-run work while that tenant keeps at
+    least its own share, and never goes above its own. 20 GPUs, lab/a and
+    lab/b ask (8 nominal each; lab/c asks nothing): 10 each is fair."""
+    d = Daemon(args=["--fair-reclaim", "1h", "--preempt-grace", "0s",
+                     "--preempt-min-runtime", "0s"])
+    try:
+        q = {"gpu": {"nominal": 8, "borrow_limit": 8}}
+        expect(d.req("PUT", "/v1/tenants", {"version": 1, "tenants": [
+            {"path": "lab"}, {"path": "lab/a", "quotas": q}, {"path": "lab/b", "quotas": q},
+            {"path": "lab/c", "quotas": q}]}, token=d.admin), 200)
+        ag = d.token("agent", "", "agents")
+        for i in range(5):
+            expect(d.req("POST", "/v1/nodes/register", dict(N1, name="f%d" % i), token=ag), 201)
+
+        def sub(tenant, name):
+            return expect(d.req("POST", "/v1/jobs", {"name": name, "tenant": tenant, "gpus": 1},
+                                token=d.admin), 201)["id"]
+
+        def states():
+            jobs = expect(d.req("GET", "/v1/jobs?limit=100", token=d.admin), 200)["jobs"]
+            return {j["name"]: j["state"] for j in jobs}
+
+        def until(pred):
+            end = time.time() + 10
+            while time.time() < end:
+                st = states()
+                if pred(st):
+                    return st
+                time.sleep(0.05)
+            raise AssertionError(st)
+
+        vis = [sub("lab/b", "v%d" % i) for i in range(12)]  # 4 borrowed
+        until(lambda st: sum(v == "starting" for v in st.values()) == 12)
+        for i in range(8):
+            sub("lab/a", "n%d" % i)
+        until(lambda st: sum(v == "starting" for v in st.values()) == 20)
+        for i in range(3):  # lab/a at 9, 10 (its share), then 11
+            sub("lab/a", "extra%d" % i)
+        st = until(lambda st: st.get("extra0") == "starting" and st.get("extra1") == "starting")
+        time.sleep(0.3)  # a few more cycles: nothing else moves
+        st = states()
+        assert st["extra2"] == "pending", st
+        assert sum(v == "starting" for k, v in st.items() if k.startswith("v")) == 10, st
+        why = []
+        for jid in vis:
+            ev = expect(d.req("GET", "/v1/jobs/%d/events" % jid, token=d.admin), 200)["events"]
+            why += [e["detail"] for e in ev if e["kind"] == "preempted"]
+        assert len(why) == 2 and all("above its tenant's fair share reclaimed by job extra"
+                                     in w for w in why), why
+    finally:
+        d.stop()
+
+
 if __name__ == "__main__":
     dm = Daemon()
     try:
@@ -239,6 +294,6 @@ if __name__ == "__main__":
         AG = dm.token("agent", "", "agents")
         fx.run([test_register, test_place_run_succeed, test_mig_and_cancel_frees,
                 test_metrics_show_the_cluster, test_restart_rebuilds_from_store,
-                test_cycle_work_goes_on, test_reserve_gangs])
+                test_cycle_work_goes_on, test_reserve_gangs, test_fair_reclaim])
     finally:
         dm.stop()
