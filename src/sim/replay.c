@@ -892,13 +892,17 @@ static void queue_options(int policy, const struct replay_opts *o, struct allot_
          * at once; preemptible work backfills and is taken back for it */
         qo->reserve_gangs = true;
         qo->large_gang_gpus = 16;
+        /* a VC below its fair share takes borrowed work of one above its
+         * own that checkpointed in the last 5 minutes */
+        qo->fair_reclaim_s = 300;
         if (o->as_allotd) {
             /* allotd's scheduling loop and its defaults (src/server/loop.c,
-             * main.c): no lending hold, no LAS split, no reservations, 60 s
-             * minimum runtime */
+             * main.c): no lending hold, no LAS split, no reservations, no
+             * fair-share reclaim, 60 s minimum runtime */
             qo->hold_half_life_s = 0;
             qo->las_threshold_gpu_s = 0;
             qo->reserve_gangs = false;
+            qo->fair_reclaim_s = 0;
             qo->min_runtime_s = 60;
         }
         break;
