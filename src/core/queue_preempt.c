@@ -1173,21 +1173,24 @@ static int search_trial(struct allot_queue *q, struct allot_job *j, struct searc
     }
 }
 
-/* With quota in j's way: whether taking every candidate's usage off the
- * quotas would admit it. When not, no trial can (it only takes some of
- * them), so the search ends before it touches the cluster. */
+/* With quota in j's way: whether taking the usage of the first 64
+ * candidates off the quotas would admit it. A trial takes candidates in
+ * that order while quota blocks (and admission only grows as usage goes),
+ * 64 at most: when those do not admit j, the trial cannot, so the search
+ * ends before it touches the cluster. */
 static bool admits_without_all(struct allot_queue *q, const struct allot_job *j,
                                const struct search *s)
 {
     struct allot_resvec use;
+    int n = s->n < 64 ? s->n : 64;
     bool ok;
 
-    for (int e = 0; e < s->n; e++) {
+    for (int e = 0; e < n; e++) {
         queue_job_usage(q, &q->jobs[s->vs[e].id], &use);
         allot_tenants_charge(q->t, q->jobs[s->vs[e].id].spec.tenant, &use, -1);
     }
     ok = allot_tenants_admits(q->t, j->spec.tenant, &j->req, q->o.borrowing, NULL, NULL);
-    for (int e = 0; e < s->n; e++) {
+    for (int e = 0; e < n; e++) {
         queue_job_usage(q, &q->jobs[s->vs[e].id], &use);
         allot_tenants_charge(q->t, q->jobs[s->vs[e].id].spec.tenant, &use, +1);
     }
