@@ -120,11 +120,11 @@ static int check_fair(const struct allot_queue *q, char *err, size_t errlen)
             if (j->state == ALLOT_JOB_PENDING && j->stopping_victims > 0)
                 waiting += j->req.v[ALLOT_RES_GPU];
         }
-        if (stopping != q->fair[2 * n + t] || waiting != q->fair[n + t]) {
+        if (stopping != q->fair[t].stopping || waiting != q->fair[t].waiting) {
             allot_fmt(err, errlen,
                       "tenant %s: fair-share counts %lld stopping, %lld waiting; jobs %lld, %lld",
-                      allot_tenants_get(q->t, (int)t)->path, (long long)q->fair[2 * n + t],
-                      (long long)q->fair[n + t], (long long)stopping, (long long)waiting);
+                      allot_tenants_get(q->t, (int)t)->path, (long long)q->fair[t].stopping,
+                      (long long)q->fair[t].waiting, (long long)stopping, (long long)waiting);
             return ALLOT_EINTERNAL;
         }
     }

@@ -15,6 +15,14 @@
 #include <string.h>
 
 /* The EASY reservation of one cycle (at most one holder). */
+/* A tenant's standing in fair-share reclaim this round (milli-GPU). */
+struct fair_ten {
+    int64_t share;    /* its fair share of the GPUs, -1 none */
+    int64_t waiting;  /* its pending jobs waiting for victims to stop */
+    int64_t stopping; /* its jobs stopping (grace period) */
+    int64_t failed;   /* GPUs of its last fruitless fair-share search this cycle, 0 none */
+};
+
 struct reservation {
     int holder;     /* job id, -1 when none */
     int64_t shadow; /* expected start of the holder */
@@ -77,12 +85,8 @@ struct allot_queue {
     int *ten_head;       /* owned, per tenant id: first running job (ten_next links), -1 */
     size_t ten_cap;
     int bor_head;            /* first running borrowed job (bor_next links), -1 */
-    int64_t *fair;           /* owned, opts.fair_reclaim_s (queue_fair_shares), per tenant id t
-                                < fair_n: [t] its fair share of the GPUs (milli) this round, -1
-                                none; [fair_n + t] GPUs of its jobs waiting for victims to stop;
-                                [2 fair_n + t] GPUs of its jobs stopping (grace period);
-                                [3 fair_n + t] the GPUs of its last fruitless fair-share
-                                search this cycle (0: none) */
+    struct fair_ten *fair;   /* owned, per tenant id < fair_n: fair-share reclaim this round
+                                (opts.fair_reclaim_s; queue_fair_shares) */
     size_t fair_cap, fair_n; /* room; tenants this round (0: no fair-share reclaim) */
     int searches_left;       /* victim searches this cycle may still run */
     int reclaims_left;       /* ... for jobs inside their nominal (8 x searches_left) */

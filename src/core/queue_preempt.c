@@ -80,9 +80,9 @@ void queue_fair_shares(struct allot_queue *q)
 
     q->fair_n = 0;
     if (q->o.fair_reclaim_s <= 0 || !q->o.quotas ||
-        allot_grow((void **)&q->fair, &q->fair_cap, 4 * (size_t)nt, sizeof(*q->fair)))
+        allot_grow((void **)&q->fair, &q->fair_cap, (size_t)nt, sizeof(*q->fair)))
         return;
-    memset(q->fair + nt, 0, 3 * (size_t)nt * sizeof(*q->fair));
+    memset(q->fair, 0, (size_t)nt * sizeof(*q->fair));
     dem = allot_calloc((size_t)nt + 1, sizeof(*dem));
     ord = allot_malloc(((size_t)nt + 1) * 2 * sizeof(*ord));
     if (!dem || !ord) {
@@ -97,18 +97,18 @@ void queue_fair_shares(struct allot_queue *q)
         if (j->spec.tenant >= 0 && j->spec.tenant < nt) {
             dem[j->spec.tenant] += j->req.v[ALLOT_RES_GPU];
             if (j->stopping_victims > 0)
-                q->fair[nt + j->spec.tenant] += j->req.v[ALLOT_RES_GPU];
+                q->fair[j->spec.tenant].waiting += j->req.v[ALLOT_RES_GPU];
         }
     }
     for (size_t i = 0; i < q->n_running; i++) {
         const struct allot_job *v = q->running[i] < 0 ? NULL : &q->jobs[q->running[i]];
         if (v && v->state == ALLOT_JOB_STOPPING && v->spec.tenant >= 0 && v->spec.tenant < nt)
-            q->fair[2 * nt + v->spec.tenant] += v->req.v[ALLOT_RES_GPU];
+            q->fair[v->spec.tenant].stopping += v->req.v[ALLOT_RES_GPU];
     }
     for (int i = 0; i < nt; i++) {
         const struct allot_tenant *x = allot_tenants_get(q->t, i);
         int64_t nom = x->quota[ALLOT_RES_GPU].nominal;
-        q->fair[i] = -1;
+        q->fair[i].share = -1;
         if (x->first_child >= 0)
             continue;
         if (nom == ALLOT_UNLIMITED || nom <= 0) {
@@ -127,11 +127,11 @@ void queue_fair_shares(struct allot_queue *q)
         double w = (double)allot_tenants_get(q->t, i)->quota[ALLOT_RES_GPU].nominal;
         double f = pool > 0 ? pool * w / wsum : 0;
         if ((double)dem[i] <= f) {
-            q->fair[i] = dem[i];
+            q->fair[i].share = dem[i];
             pool -= (double)dem[i];
             wsum -= w;
         } else {
-            q->fair[i] = (int64_t)f; /* the rest all ask for more: the same split */
+            q->fair[i].share = (int64_t)f; /* the rest all ask for more: the same split */
         }
     }
     q->fair_n = (size_t)nt;
@@ -146,32 +146,32 @@ void queue_fair_left(struct allot_queue *q, const struct allot_job *j)
     if (n == 0 || j->state != ALLOT_JOB_STOPPING)
         return;
     if ((size_t)j->spec.tenant < n)
-        q->fair[2 * n + (size_t)j->spec.tenant] -= j->req.v[ALLOT_RES_GPU];
+        q->fair[j->spec.tenant].stopping -= j->req.v[ALLOT_RES_GPU];
     if (j->preempted_for >= 0) {
         const struct allot_job *p = &q->jobs[j->preempted_for];
         if (p->stopping_victims == 1 && p->state == ALLOT_JOB_PENDING && (size_t)p->spec.tenant < n)
-            q->fair[n + (size_t)p->spec.tenant] -= p->req.v[ALLOT_RES_GPU];
+            q->fair[p->spec.tenant].waiting -= p->req.v[ALLOT_RES_GPU];
     }
 }
 
 void queue_fair_started(struct allot_queue *q, const struct allot_job *j)
 {
     if (j->stopping_victims > 0 && (size_t)j->spec.tenant < q->fair_n)
-        q->fair[q->fair_n + (size_t)j->spec.tenant] -= j->req.v[ALLOT_RES_GPU];
+        q->fair[j->spec.tenant].waiting -= j->req.v[ALLOT_RES_GPU];
 }
 
 /* Tenant t's fair share this round (milli-GPU), -1 when none. */
 static int64_t fair_of(const struct allot_queue *q, int t)
 {
-    return t >= 0 && (size_t)t < q->fair_n ? q->fair[t] : -1;
+    return t >= 0 && (size_t)t < q->fair_n ? q->fair[t].share : -1;
 }
 
 /* Tenant t's GPUs as fair-share reclaim counts them: in use, plus its
  * jobs waiting for victims to stop, less its jobs stopping. */
 static int64_t fair_usage(const struct allot_queue *q, int t)
 {
-    return allot_tenants_get(q->t, t)->usage[ALLOT_RES_GPU] + q->fair[q->fair_n + (size_t)t] -
-           q->fair[2 * q->fair_n + (size_t)t];
+    return allot_tenants_get(q->t, t)->usage[ALLOT_RES_GPU] + q->fair[t].waiting -
+           q->fair[t].stopping;
 }
 
 /* True when j's tenant, with j running, stays within its fair share. */
@@ -661,8 +661,7 @@ static int search_collect(struct allot_queue *q, struct allot_job *j, bool in_no
      * G GPUs or more skip theirs for the rest of the cycle: they would
      * meet the same tenants above their share */
     s->fair = !in_nom && q->o.quotas && q->o.fair_reclaim_s > 0 && fair_seeker(q, j) &&
-              (q->fair[3 * q->fair_n + (size_t)te] == 0 ||
-               j->req.v[ALLOT_RES_GPU] < q->fair[3 * q->fair_n + (size_t)te]);
+              (q->fair[te].failed == 0 || j->req.v[ALLOT_RES_GPU] < q->fair[te].failed);
 
     if (j->backfilled > 0) {
         /* a reservation's backfill may be any tenant's: every running job */
@@ -1237,9 +1236,9 @@ static int victims_preempt(struct allot_queue *q, struct allot_job *j, const str
             v->stop_at = now + q->o.grace_s;
             v->preempted_for = j->id;
             if ((size_t)v->spec.tenant < q->fair_n)
-                q->fair[2 * q->fair_n + (size_t)v->spec.tenant] += v->req.v[ALLOT_RES_GPU];
+                q->fair[v->spec.tenant].stopping += v->req.v[ALLOT_RES_GPU];
             if (j->stopping_victims++ == 0 && (size_t)j->spec.tenant < q->fair_n)
-                q->fair[q->fair_n + (size_t)j->spec.tenant] += j->req.v[ALLOT_RES_GPU];
+                q->fair[j->spec.tenant].waiting += j->req.v[ALLOT_RES_GPU];
             if (v->stop_at < q->wakeup)
                 q->wakeup = v->stop_at;
             queue_fast_timer(q, v);
@@ -1342,7 +1341,7 @@ int queue_try_preempt(struct allot_queue *q, struct allot_job *j, int64_t now)
             rc = victims_preempt(q, j, &s, now) < 0 ? ALLOT_ENOMEM : 1;
     }
     if (rc == 0 && s.fair)
-        q->fair[3 * q->fair_n + (size_t)j->spec.tenant] = j->req.v[ALLOT_RES_GPU];
+        q->fair[j->spec.tenant].failed = j->req.v[ALLOT_RES_GPU];
     if (rc < 0)
         j->preempt_epoch = 0; /* search again next time */
     if (rc == 0)
