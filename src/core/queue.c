@@ -251,7 +251,7 @@ void allot_queue_free(struct allot_queue *q)
     allot_free(q->ten_head);
     queue_las_free(q->las);
     queue_bor_free(q->bor);
-    queue_fair_pool_free(q->fairp);
+    queue_bor_free(q->fairp);
     allot_free(q->fair);
     queue_fast_free(q->fq);
     queue_serving_free(q->serving);

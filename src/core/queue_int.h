@@ -115,7 +115,7 @@ struct allot_queue {
     struct fast_cls *visit;  /* the verdict class of the job queue_fast_serve is
                                 considering, NULL (victim searches share results) */
     struct bor_pool *bor;    /* owned: reclaim candidates across tenants (queue_preempt.c) */
-    struct fair_pool *fairp; /* owned: fair-share reclaim candidates (queue_preempt.c) */
+    struct bor_pool *fairp;  /* owned: fair-share reclaim candidates (queue_preempt.c) */
 };
 
 /* GPU milli a user of a tenant holds (fair share of users inside a tenant). */
@@ -298,8 +298,6 @@ int queue_would_fit(struct allot_queue *q, struct allot_job *j);
 void queue_las_started(struct allot_queue *q, const struct allot_job *v, int64_t now);
 /* Recomputes q->fair for the round (opts.fair_reclaim_s; queue_preempt.c). */
 void queue_fair_shares(struct allot_queue *q);
-/* Frees the fair-share reclaim candidates (queue_preempt.c). */
-void queue_fair_pool_free(struct fair_pool *p);
 /* Running or stopping job j leaves, pending job j starts: the round's
  * fair-share counts follow (queue_preempt.c). */
 void queue_fair_left(struct allot_queue *q, const struct allot_job *j);

@@ -46,6 +46,14 @@ static int64_t lost_work(const struct allot_queue *q, const struct allot_job *v,
     return c > 0 ? ran % c : ran;
 }
 
+/* Running job v as a candidate victim at now. */
+static struct victim victim_of(const struct allot_queue *q, const struct allot_job *v, int64_t now)
+{
+    return (struct victim){.id = v->id,
+                           .borrowed = v->borrowed,
+                           .cost = (int64_t)queue_job_gpus(v) * lost_work(q, v, now - v->start)};
+}
+
 /* True when quota (not room) is what keeps j out right now. */
 static bool quota_blocked(struct allot_queue *q, const struct allot_job *j)
 {
@@ -348,10 +356,7 @@ static void collect_one(const struct allot_queue *q, struct allot_job *j, bool i
         recheck_note(q, j, v, now);
         return;
     }
-    s->vs[s->n].id = v->id;
-    s->vs[s->n].borrowed = v->borrowed;
-    s->vs[s->n].cost = (int64_t)queue_job_gpus(v) * lost_work(q, v, now - v->start);
-    s->n++;
+    s->vs[s->n++] = victim_of(q, v, now);
 }
 
 /* The LAS pool for jobs of priority `prio` at now (rebuilt when stale).
@@ -382,10 +387,7 @@ static struct las_pool *las_pool(struct allot_queue *q, int prio, int64_t now)
             recheck_note(q, &probe, v, now);
             continue;
         }
-        p->vs[p->n].id = v->id;
-        p->vs[p->n].borrowed = v->borrowed;
-        p->vs[p->n].cost = (int64_t)queue_job_gpus(v) * lost_work(q, v, now - v->start);
-        p->n++;
+        p->vs[p->n++] = victim_of(q, v, now);
     }
     if (p->n > 1)
         qsort(p->vs, p->n, sizeof(*p->vs), cmp_victim);
@@ -454,6 +456,7 @@ static int collect_las(struct allot_queue *q, struct allot_job *j, int64_t now, 
 struct bor_pool {
     bool valid;
     int64_t now;       /* the time it was built at */
+    uint64_t serial;   /* the fair-share pool: q->serial it was built at */
     struct victim *vs; /* owned: candidates, cheapest first */
     size_t n, cap;
     int64_t at; /* earliest recheck time of a borrowed job not a candidate */
@@ -476,18 +479,43 @@ static bool bor_candidate(const struct allot_queue *q, const struct allot_job *v
            now - v->start >= v->spec.min_runtime_s;
 }
 
-/* The pool at now (rebuilt when stale). Returns it or NULL on allocation
- * failure. */
-static struct bor_pool *bor_pool(struct allot_queue *q, int64_t now)
+/* When borrowed job v becomes a reclaim candidate: INT64_MIN when it is
+ * one at now, else its recheck time. */
+static int64_t bor_at(const struct allot_queue *q, const struct allot_job *v, int64_t now)
 {
-    struct bor_pool *p = q->bor;
+    return bor_candidate(q, v, now) ? INT64_MIN : recheck_at(q, v, now, INT64_MAX);
+}
+
+/* When borrowed job v becomes a fair-share reclaim candidate (fair_victim):
+ * INT64_MIN when it is one at now; INT64_MAX when not while its tenant's
+ * standing holds (a new round or state rebuilds the pool); else its
+ * minimum runtime or its next checkpoint. */
+static int64_t fair_at(const struct allot_queue *q, const struct allot_job *v, int64_t now)
+{
+    if (v->state != ALLOT_JOB_RUNNING || !queue_job_preemptible(q, v) || !fair_giver(q, v))
+        return INT64_MAX;
+    if (fair_victim(q, v, now))
+        return INT64_MIN;
+    return now - v->start < v->spec.min_runtime_s ? v->start + v->spec.min_runtime_s
+                                                  : next_checkpoint(q, v, now);
+}
+
+/* The reclaim pool (fair false) or the fair-share one at now, rebuilt from
+ * the running borrowed jobs when stale. The fair-share candidates are the
+ * same for every search at one time and state, but for the searching
+ * tenant's own (q->serial moves with every start, stop and preemption).
+ * Returns it or NULL on allocation failure. */
+static struct bor_pool *pool_at(struct allot_queue *q, bool fair, int64_t now)
+{
+    struct bor_pool **slot = fair ? &q->fairp : &q->bor, *p = *slot;
+    uint64_t serial = fair ? q->serial : 0;
 
     if (!p) {
-        p = q->bor = allot_calloc(1, sizeof(*p));
+        p = *slot = allot_calloc(1, sizeof(*p));
         if (!p)
             return NULL;
     }
-    if (p->valid && p->now == now)
+    if (p->valid && p->now == now && p->serial == serial)
         return p;
     if (allot_grow((void **)&p->vs, &p->cap, q->n_running + 1, sizeof(*p->vs)))
         return NULL;
@@ -496,19 +524,17 @@ static struct bor_pool *bor_pool(struct allot_queue *q, int64_t now)
     p->at_job = -1;
     for (int id = q->bor_head; id >= 0; id = q->jobs[id].bor_next) {
         const struct allot_job *v = &q->jobs[id];
-        if (!bor_candidate(q, v, now)) {
-            pool_note(p, v, recheck_at(q, v, now, INT64_MAX));
-            continue;
-        }
-        p->vs[p->n].id = v->id;
-        p->vs[p->n].borrowed = v->borrowed;
-        p->vs[p->n].cost = (int64_t)queue_job_gpus(v) * lost_work(q, v, now - v->start);
-        p->n++;
+        int64_t at = fair ? fair_at(q, v, now) : bor_at(q, v, now);
+        if (at == INT64_MIN)
+            p->vs[p->n++] = victim_of(q, v, now);
+        else
+            pool_note(p, v, at);
     }
     if (p->n > 1)
         qsort(p->vs, p->n, sizeof(*p->vs), cmp_victim);
     p->valid = true;
     p->now = now;
+    p->serial = serial;
     return p;
 }
 
@@ -545,70 +571,6 @@ void queue_bor_free(struct bor_pool *p)
     allot_free(p);
 }
 
-/*
- * Fair-share reclaim candidates (fair_victim), cheapest first, with the
- * earliest time a borrowed job of a tenant above its fair share that is
- * not one yet may become one (its minimum runtime, or its next
- * checkpoint). The same for every search at one time and state (q->serial
- * moves with every start, stop and preemption), but for the searching
- * tenant's own: gathered once and reused.
- */
-struct fair_pool {
-    bool valid;
-    int64_t now;
-    uint64_t serial;
-    struct victim *vs; /* owned */
-    size_t n, cap;
-    int64_t at;
-};
-
-static struct fair_pool *fair_pool(struct allot_queue *q, int64_t now)
-{
-    struct fair_pool *p = q->fairp;
-
-    if (!p) {
-        p = q->fairp = allot_calloc(1, sizeof(*p));
-        if (!p)
-            return NULL;
-    }
-    if (p->valid && p->now == now && p->serial == q->serial)
-        return p;
-    if (allot_grow((void **)&p->vs, &p->cap, q->n_running + 1, sizeof(*p->vs)))
-        return NULL;
-    p->n = 0;
-    p->at = INT64_MAX;
-    for (int id = q->bor_head; id >= 0; id = q->jobs[id].bor_next) {
-        const struct allot_job *v = &q->jobs[id];
-        int64_t at;
-        if (v->state != ALLOT_JOB_RUNNING || !queue_job_preemptible(q, v) || !fair_giver(q, v))
-            continue;
-        if (!fair_victim(q, v, now)) {
-            at = now - v->start < v->spec.min_runtime_s ? v->start + v->spec.min_runtime_s
-                                                        : next_checkpoint(q, v, now);
-            if (at < p->at)
-                p->at = at;
-            continue;
-        }
-        p->vs[p->n].id = v->id;
-        p->vs[p->n].borrowed = v->borrowed;
-        p->vs[p->n].cost = (int64_t)queue_job_gpus(v) * lost_work(q, v, now - v->start);
-        p->n++;
-    }
-    if (p->n > 1)
-        qsort(p->vs, p->n, sizeof(*p->vs), cmp_victim);
-    p->valid = true;
-    p->now = now;
-    p->serial = q->serial;
-    return p;
-}
-
-void queue_fair_pool_free(struct fair_pool *p)
-{
-    if (p)
-        allot_free(p->vs);
-    allot_free(p);
-}
-
 /* True when v is one of the jobs that preempted j (never its victim). */
 static bool is_preemptor(const struct allot_job *j, int v)
 {
@@ -624,7 +586,7 @@ static bool is_preemptor(const struct allot_job *j, int v)
  * refuses them). Returns 0 or ALLOT_ENOMEM. */
 static int collect_bor(struct allot_queue *q, struct allot_job *j, int64_t now, struct search *s)
 {
-    const struct bor_pool *p = bor_pool(q, now);
+    const struct bor_pool *p = pool_at(q, false, now);
 
     if (!p)
         return ALLOT_ENOMEM;
@@ -679,7 +641,7 @@ static int search_collect(struct allot_queue *q, struct allot_job *j, bool in_no
     if (q->fast && q->o.quotas) {
         /* room for the tenant's own jobs and the pool's, not for every
          * running job (a block that large costs a mapping per search) */
-        const struct bor_pool *p = pool ? bor_pool(q, now) : NULL;
+        const struct bor_pool *p = pool ? pool_at(q, false, now) : NULL;
         if (pool && !p)
             return ALLOT_ENOMEM;
         cap = pool ? p->n + 1 : in_nom || s->fair ? q->n_running + 1 : 1;
@@ -709,7 +671,7 @@ static int search_collect(struct allot_queue *q, struct allot_job *j, bool in_no
         s->vs = all;
         return s->n;
     } else if (s->fair) {
-        const struct fair_pool *p = fair_pool(q, now);
+        const struct bor_pool *p = pool_at(q, true, now);
         if (!p)
             return ALLOT_ENOMEM;
         for (size_t i = 0; i < p->n; i++) {
