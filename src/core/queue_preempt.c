@@ -222,6 +222,13 @@ static int64_t next_checkpoint(const struct allot_queue *q, const struct allot_j
     return v->start + (ran / c + 1) * c - q->o.grace_s;
 }
 
+/* Whether v started as the backfill of j's reservation (j may be a probe
+ * with no id). */
+static bool backfill_of(const struct allot_job *v, const struct allot_job *j)
+{
+    return v->backfill_for >= 0 && v->backfill_for == j->id;
+}
+
 /* May running job v be preempted for pending job j (the standing rule)? */
 static bool may_preempt(const struct allot_queue *q, const struct allot_job *j, bool j_in_nominal,
                         const struct allot_job *v, int64_t now)
@@ -234,7 +241,7 @@ static bool may_preempt(const struct allot_queue *q, const struct allot_job *j, 
         if (j->preemptors[i] == v->id)
             return false;
     /* work that started past j's reservation as preemptible backfill */
-    if (v->backfill_for >= 0 && v->backfill_for == j->id)
+    if (backfill_of(v, j))
         return true;
     /* standing inside a tenant (everywhere without quotas): priority, then
      * the two-queue LAS level (a job that has had less than the threshold
@@ -253,16 +260,17 @@ static bool may_preempt(const struct allot_queue *q, const struct allot_job *j, 
     return fair_seeker(q, j) && fair_victim(q, v, now);
 }
 
-/* Which case of the standing rule lets j preempt v (enum allot_preempt_kind). */
+/* Which case of the standing rule lets j preempt v (enum allot_preempt_kind);
+ * fair: j's search took other tenants' work by fair-share reclaim. */
 static int preempt_kind(const struct allot_queue *q, const struct allot_job *j,
-                        const struct allot_job *v)
+                        const struct allot_job *v, bool fair)
 {
-    if (v->backfill_for >= 0 && v->backfill_for == j->id)
+    if (backfill_of(v, j))
         return ALLOT_PREEMPT_BACKFILL;
     if (v->spec.tenant == j->spec.tenant || !q->o.quotas)
         return queue_job_prio(q, v) != queue_job_prio(q, j) ? ALLOT_PREEMPT_PRIORITY
                                                             : ALLOT_PREEMPT_LAS;
-    return ALLOT_PREEMPT_RECLAIM;
+    return fair ? ALLOT_PREEMPT_FAIR : ALLOT_PREEMPT_RECLAIM;
 }
 
 /* What happened to a victim, followed by " job <preemptor>". */
@@ -1139,8 +1147,8 @@ static int search_trial(struct allot_queue *q, struct allot_job *j, struct searc
  * that order while quota blocks (and admission only grows as usage goes),
  * 64 at most: when those do not admit j, the trial cannot, so the search
  * ends before it touches the cluster. */
-static bool admits_without_all(struct allot_queue *q, const struct allot_job *j,
-                               const struct search *s)
+static bool admits_without_first(struct allot_queue *q, const struct allot_job *j,
+                                 const struct search *s)
 {
     struct allot_resvec use;
     int n = s->n < 64 ? s->n : 64;
@@ -1186,10 +1194,8 @@ static int victims_preempt(struct allot_queue *q, struct allot_job *j, const str
     q->serial++; /* victims stop being candidates */
     for (int i = 0; i < s->used; i++) {
         struct allot_job *v = &q->jobs[s->vs[s->order[i]].id];
-        int kind = preempt_kind(q, j, v);
+        int kind = preempt_kind(q, j, v, s->fair);
         char why[ALLOT_REASON_MAX];
-        if (s->fair && kind == ALLOT_PREEMPT_RECLAIM)
-            kind = ALLOT_PREEMPT_FAIR;
         note_preemptor(v, j);
         allot_fmt(why, sizeof(why), "%s job %s", queue_preempt_text(kind), j->name);
         g += v->req.v[ALLOT_RES_GPU];
@@ -1215,9 +1221,7 @@ static int victims_preempt(struct allot_queue *q, struct allot_job *j, const str
     }
     if (stopping) {
         const struct allot_job *v0 = &q->jobs[s->vs[s->order[0]].id];
-        int k0 = preempt_kind(q, j, v0);
-        queue_set_why(j, ALLOT_WHY_RECLAIM, v0->spec.tenant,
-                      s->fair && k0 == ALLOT_PREEMPT_RECLAIM ? ALLOT_PREEMPT_FAIR : k0, -1, g,
+        queue_set_why(j, ALLOT_WHY_RECLAIM, v0->spec.tenant, preempt_kind(q, j, v0, s->fair), -1, g,
                       q->o.grace_s);
     }
     return 0;
@@ -1292,7 +1296,7 @@ int queue_try_preempt(struct allot_queue *q, struct allot_job *j, int64_t now)
     q->work_left--; /* a search run in full is work (opts.cycle_work) */
     serial = q->serial;
     rc = search_collect(q, j, in_nom, now, &s);
-    if (rc > 0 && quota_blocked(q, j) && !admits_without_all(q, j, &s))
+    if (rc > 0 && quota_blocked(q, j) && !admits_without_first(q, j, &s))
         rc = 0;
     if (rc > 0) {
         s.chosen = allot_calloc((size_t)s.n, sizeof(*s.chosen));
