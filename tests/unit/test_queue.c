@@ -503,7 +503,7 @@ static void test_fair_reclaim(void **state)
     a5 = submit(&w, "a5", w.a, 1, 1, 700, 0);
     cycle(&w, 700);
     assert_int_equal(w.preempts, 0);
-    assert_true(allot_queue_next_wakeup(w.q) <= 1170);
+    assert_int_equal(allot_queue_next_wakeup(w.q), 1170);
     cycle(&w, 1170);
     assert_int_equal(w.preempts, 1);
     world_free(&w);
