@@ -335,9 +335,10 @@ static void test_allot_keeps_cpu_for_gpus(void **state)
 /*
  * allot's sum-of-squares term. 64 one-GPU nodes: 40 hold an 810 (190 free),
  * 10 hold a 340 (660 free), 14 are empty. The arrivals seen so far are
- * 800 810s, 100 160s (so that 190 gaps count: enough fractions fit in them)
- * and 124 340s; at the 1024th arrival allot takes its first snapshot of
- * the gaps: N(190) = 40, N(660) = 10. A 470 on a 660 GPU would
+ * 12 810s, 1 160 (so that 190 gaps count: enough fractions fit in them)
+ * and 3 340s; at the 16th arrival (the snapshot interval, max(16, GPUs /
+ * 24)) allot takes its first snapshot of the gaps: N(190) = 40,
+ * N(660) = 10. A 470 on a 660 GPU would
  * make one more 190 gap (dSS = -2*10+1 + 2*40+1 = 62, d drops by
  * 600000 * 62 / 64 GPUs milli); on an empty GPU it makes a 530 gap
  * (dSS = 1). So allot opens an
@@ -366,9 +367,9 @@ static void test_allot_sum_of_squares(void **state)
     assert_non_null(s);
     for (int i = 0; i < 50; i++)
         put(s, i, i < 40 ? big : mid);
-    observe(s, "allot", big, 800);
-    observe(s, "allot", small, 100);
-    observe(s, "allot", mid, 123);
+    observe(s, "allot", big, 12);
+    observe(s, "allot", small, 1);
+    observe(s, "allot", mid, 2);
     assert_int_equal(allot_sched_pick(s, &t, &p), 0);
     assert_int_equal(allot_cluster_node(c, p.node)->gpus[0].free_milli, 660);
     observe(s, "allot", mid, 1);
@@ -385,6 +386,47 @@ static void test_allot_sum_of_squares(void **state)
     assert_int_equal(allot_cluster_node(c, p.node)->gpus[0].free_milli, 660);
     allot_sched_free(s);
     allot_frag_mix_clear(&mix);
+    allot_cluster_free(c);
+}
+
+/*
+ * allot charges a GPU placement for the open gaps whose CPU it takes. Two
+ * 5-GPU nodes, each with four 190-milli gaps (an 810 on each of GPUs 0-3)
+ * and one free GPU; fractions of the mix (810s and 160s) ask for one core.
+ * Node 0 has 5 cores free, node 1 has 40. A whole GPU with 2 cores leaves
+ * node 0 CPU for 3 of its 4 gaps: one 190 gap is starved (d drops by 190
+ * milli). fgd's F and the fill waste see no difference (every typical task
+ * still finds its core on both), so without the charge the tie goes to
+ * node 0; with it the task goes to node 1.
+ */
+static void test_allot_starved_gaps(void **state)
+{
+    struct allot_cluster *c = allot_cluster_new(cat, 0);
+    struct allot_task t = whole(1, 2000);
+    struct allot_placement p;
+    struct allot_sched *s;
+    char err[128];
+
+    assert_non_null(c);
+    for (int i = 0; i < 2; i++) {
+        struct allot_node_spec sp = {.name = i ? "b" : "a",
+                                     .model = "T4",
+                                     .cpu_milli = i ? 40000 : 5000,
+                                     .mem_mib = 262144,
+                                     .n_gpus = 5};
+        assert_int_equal(allot_cluster_add_node(c, &sp, err, sizeof(err)), i);
+    }
+    s = allot_sched_new(c, allot_sched_policy_find("allot"), NULL);
+    assert_non_null(s);
+    for (int i = 0; i < 8; i++)
+        put(s, i / 4, frac(810, 0));
+    assert_int_equal(allot_cluster_node(c, 0)->gpus[3].free_milli, 190);
+    observe(s, "allot", frac(810, 1000), 12);
+    observe(s, "allot", frac(160, 1000), 4);
+    assert_true(score_of("allot", s, 1, t) > score_of("allot", s, 0, t));
+    assert_int_equal(allot_sched_pick(s, &t, &p), 0);
+    assert_int_equal(p.node, 1);
+    allot_sched_free(s);
     allot_cluster_free(c);
 }
 
@@ -485,6 +527,7 @@ int main(void)
         cmocka_unit_test(test_random_policy),
         cmocka_unit_test(test_allot_keeps_cpu_for_gpus),
         cmocka_unit_test(test_allot_sum_of_squares),
+        cmocka_unit_test(test_allot_starved_gaps),
         cmocka_unit_test(test_learning_bounded),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
