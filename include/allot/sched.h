@@ -104,6 +104,9 @@ int allot_sched_check_invariants(const struct allot_sched *s, char *err, size_t 
 
 /* Invalidates every cached score (a policy whose parameters changed calls it). */
 void allot_sched_invalidate(struct allot_sched *s);
+/* Invalidates the cached scores of fraction shapes only
+ * (allot_sched_task_is_fraction), for a change that moves no other score. */
+void allot_sched_invalidate_fractions(struct allot_sched *s);
 
 /* Accessors for policies. */
 struct allot_cluster *allot_sched_cluster(const struct allot_sched *s);

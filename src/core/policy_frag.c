@@ -16,7 +16,9 @@
  * single-threaded like the scheduler. Scores depend only on the node's
  * state and the policy's state (the mix, and for allot a gap-count
  * snapshot); every change of either goes through allot_sched_set_mix(), which
- * invalidates the score cache.
+ * invalidates the score cache, except a snapshot that moves only the gap
+ * counts, which only fractions' scores read: it invalidates those alone
+ * (allot_sched_invalidate_fractions).
  */
 #include "allot/sched.h"
 
@@ -420,13 +422,20 @@ static int allot_install_mix(struct allot_policy *p, struct allot_frag_mix *fres
     return 0;
 }
 
-/* Takes a new snapshot of the live gaps; true when it differs. */
-static bool allot_snapshot(struct allot_policy *p, const struct allot_cluster *c)
+/*
+ * Takes a new snapshot of the live gaps. Returns what moved: SNAP_LIVE when
+ * which gaps are live changed (every score reads it through the starve
+ * term), SNAP_COUNTS when only the gap counts did (only fractions' scores
+ * read them, through the sum of squares), else 0.
+ */
+enum { SNAP_COUNTS = 1, SNAP_LIVE = 2 };
+static int allot_snapshot(struct allot_policy *p, const struct allot_cluster *c)
 {
     int32_t n[ALLOT_MILLI + 1] = {0};
     uint64_t cum = 0, gpus = 0, every;
     int nn = allot_cluster_node_count(c);
     bool changed = false;
+    int moved;
 
     for (int g = 0; g <= ALLOT_MILLI; g++) {
         bool live;
@@ -448,11 +457,12 @@ static bool allot_snapshot(struct allot_policy *p, const struct allot_cluster *c
     every = gpus / ALLOT_SS_PER_GPU > ALLOT_SS_REFRESH ? gpus / ALLOT_SS_PER_GPU : ALLOT_SS_REFRESH;
     p->gap_gpus = gpus > 0 ? (double)gpus : 1;
     p->next_snapshot = p->arrivals + every;
+    moved = changed ? SNAP_LIVE : 0;
     if (memcmp(n, p->gap_n, sizeof(n)) != 0) {
         memcpy(p->gap_n, n, sizeof(n));
-        changed = true;
+        moved |= SNAP_COUNTS;
     }
-    return changed;
+    return moved;
 }
 
 static void allot_observe(void *state, struct allot_sched *s, const struct allot_task *t)
@@ -460,6 +470,7 @@ static void allot_observe(void *state, struct allot_sched *s, const struct allot
     struct allot_policy *p = state;
     struct allot_frag_mix fresh;
     bool stale = false;
+    int moved = 0;
 
     p->arrivals++;
     if (is_fraction(t)) {
@@ -467,7 +478,8 @@ static void allot_observe(void *state, struct allot_sched *s, const struct allot
         p->share_all++;
     }
     if (p->arrivals >= p->next_snapshot)
-        stale = allot_snapshot(p, allot_sched_cluster(s));
+        moved = allot_snapshot(p, allot_sched_cluster(s));
+    stale = moved & SNAP_LIVE;
     if (learn_arrival(&p->counts, &p->next_rebuild, &p->mix, t, &fresh)) {
         if (allot_install_mix(p, &fresh) == 0)
             stale = true;
@@ -476,6 +488,8 @@ static void allot_observe(void *state, struct allot_sched *s, const struct allot
     }
     if (stale)
         allot_sched_set_mix(s, &p->mix);
+    else if (moved)
+        allot_sched_invalidate_fractions(s);
 }
 
 /*

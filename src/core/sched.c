@@ -8,7 +8,9 @@
  * s->gen. The cache is one dense array per task shape indexed by class id;
  * an entry holds the class's birth serial, so a recycled class id never
  * reads its predecessor's score. A shape's array is wiped lazily the first
- * time it is used after a generation change.
+ * time it is used after a generation change. A second generation,
+ * s->gen_frac, covers only fraction shapes (allot_sched_task_is_fraction):
+ * a policy whose change only moves fraction scores bumps it alone.
  */
 #include "allot/sched.h"
 
@@ -21,6 +23,7 @@ struct allot_sched {
     struct allot_rng rng;
     const struct allot_frag_mix *mix; /* borrowed */
     uint32_t gen;                     /* score cache generation, >= 1 */
+    uint32_t gen_frac;                /* ... for fraction shapes only */
     struct allot_task *shapes;        /* owned: interned task shapes */
     size_t n_shapes, shapes_cap;
     int32_t *shape_tab; /* owned: hash -> shape id, -1 empty */
@@ -47,6 +50,7 @@ struct score_entry {
 };
 struct shape_cache {
     uint32_t gen;          /* generation the entries belong to */
+    uint32_t gen_frac;     /* fraction generation they belong to */
     uint64_t nofit_epoch;  /* grow epoch + 1 when the shape last fit nowhere; 0: never */
     size_t cap;            /* entries allocated */
     struct score_entry *v; /* owned, indexed by class id */
@@ -142,6 +146,11 @@ void allot_sched_invalidate(struct allot_sched *s)
     s->gen++;
     if (s->gen == 0)
         s->gen = 1;
+}
+
+void allot_sched_invalidate_fractions(struct allot_sched *s)
+{
+    s->gen_frac++;
 }
 
 struct allot_cluster *allot_sched_cluster(const struct allot_sched *s)
@@ -340,10 +349,12 @@ static struct shape_cache *shape_cache(struct allot_sched *s, int shape)
             return NULL;
         memset(sc->v + old, 0, (sc->cap - old) * sizeof(*sc->v));
     }
-    if (sc->gen != s->gen) {
+    if (sc->gen != s->gen ||
+        (sc->gen_frac != s->gen_frac && allot_sched_task_is_fraction(&s->shapes[shape]))) {
         if (sc->cap) /* no class yet: nothing to clear (and no array) */
             memset(sc->v, 0, sc->cap * sizeof(*sc->v));
         sc->gen = s->gen;
+        sc->gen_frac = s->gen_frac;
         sc->nofit_epoch = 0;
     }
     return sc;

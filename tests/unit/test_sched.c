@@ -1,8 +1,9 @@
 /*
  * Unit tests of the scheduler (src/core/sched.c): the cached, bucketed
  * search picks exactly the node a brute-force scan over every node would
- * (for every deterministic policy, on a synthetic mixed workload), the
- * invariants hold after every placement and release, runs are
+ * (for every deterministic policy, and for allot learning as tasks arrive,
+ * on a synthetic mixed workload), the invariants hold after every
+ * placement and release, runs are
  * deterministic, bad tasks change nothing, and an allocation failure at any
  * point of a placement leaves the cluster as it was.
  */
@@ -49,7 +50,7 @@ static void test_matches_brute_force(void **state)
     struct allot_task *tasks = calloc(N_TASKS, sizeof(*tasks));
     struct allot_frag_mix mix;
     const char *policies[] = {"firstfit",      "bestfit",    "spread", "dotprod",
-                              "gpuclustering", "gpupacking", "fgd"};
+                              "gpuclustering", "gpupacking", "fgd",    "allot"};
 
     assert_non_null(tasks);
     sim_synth_tasks(cat, tasks, N_TASKS, 5);
@@ -65,7 +66,11 @@ static void test_matches_brute_force(void **state)
         assert_non_null(s);
         for (int i = 0; i < N_TASKS; i++) {
             struct allot_placement pl;
-            int want = brute_force(s, ops, &tasks[i]);
+            int want;
+            /* as the daemon does: learning policies (allot) move their
+             * scores as tasks arrive, and the cache must follow */
+            allot_sched_observe(s, &tasks[i]);
+            want = brute_force(s, ops, &tasks[i]);
             int rc = allot_sched_place(s, &tasks[i], &pl, err, sizeof(err));
             if (want < 0) {
                 assert_int_equal(rc, ALLOT_ENOSPC);
