@@ -4,7 +4,8 @@
  * lifecycle, jobs starting and leaving, gangs, reasons and the cycle's
  * steps; queue_serve.c the ordering policies and the order in which a
  * cycle considers pending jobs; queue_preempt.c preemption and reclaim
- * (the victim search); queue_check.c the invariants. See queue.c for the
+ * (the victim search); queue_reserve.c the EASY reservations and their
+ * backfill; queue_check.c the invariants. See queue.c for the
  * state's invariants.
  */
 #ifndef ALLOT_QUEUE_INT_H
@@ -105,17 +106,17 @@ struct allot_queue {
      * (queue_fast.c). Off in reference mode (opts.exhaustive) and with a
      * random placement policy, whose failed attempts may draw numbers. */
     bool fast;
-    uint64_t serial;         /* bumped whenever what a pending job would be told may change:
-                                a job starts or leaves, victims are signalled, an orphan
-                                appears or goes, a cycle begins */
-    uint64_t free_epoch;     /* bumped whenever free capacity may have grown: a job
-                                leaves, an orphan is released, a cycle begins */
-    int n_excl;              /* running and stopping jobs whose tasks are not shared */
-    struct queue_fast *fq;   /* owned: per-tenant orders and verdicts (queue_fast.c) */
-    struct fast_cls *visit;  /* the verdict class of the job queue_fast_serve is
-                                considering, NULL (victim searches share results) */
-    struct bor_pool *bor;    /* owned: reclaim candidates across tenants (queue_preempt.c) */
-    struct bor_pool *fairp;  /* owned: fair-share reclaim candidates (queue_preempt.c) */
+    uint64_t serial;        /* bumped whenever what a pending job would be told may change:
+                               a job starts or leaves, victims are signalled, an orphan
+                               appears or goes, a cycle begins */
+    uint64_t free_epoch;    /* bumped whenever free capacity may have grown: a job
+                               leaves, an orphan is released, a cycle begins */
+    int n_excl;             /* running and stopping jobs whose tasks are not shared */
+    struct queue_fast *fq;  /* owned: per-tenant orders and verdicts (queue_fast.c) */
+    struct fast_cls *visit; /* the verdict class of the job queue_fast_serve is
+                               considering, NULL (victim searches share results) */
+    struct bor_pool *bor;   /* owned: reclaim candidates across tenants (queue_preempt.c) */
+    struct bor_pool *fairp; /* owned: fair-share reclaim candidates (queue_preempt.c) */
 };
 
 /* GPU milli a user of a tenant holds (fair share of users inside a tenant). */
@@ -208,6 +209,15 @@ void queue_set_why(struct allot_job *j, int kind, int who, int res, int other, i
                    int64_t b);
 int queue_consider(struct allot_queue *q, struct allot_job *j, int64_t now, struct reservation *r,
                    const struct allot_why *known);
+/* Reservations (queue_reserve.c): r becomes j's EASY reservation (j a
+ * large gang that found no room); whether j may start past r's holder now
+ * (*bf: the holder when j would start as its preemptible backfill, else
+ * -1); and j started as holder bf's backfill (bf >= 0) or not (-1).
+ * queue_reserve returns 0 or ALLOT_ENOMEM. */
+int queue_reserve(struct allot_queue *q, struct allot_job *j, int64_t now, struct reservation *r);
+bool queue_backfill_ok(const struct allot_queue *q, struct reservation *r,
+                       const struct allot_job *j, int64_t now, int *bf);
+void queue_backfill_mark(struct allot_queue *q, struct allot_job *j, int bf);
 /* Whether the cycle's work budget is spent (then sets q->more): every
  * step asks before each piece of work it would do, so that a cycle stops
  * right after the decision that spent it (inline: the serving loops ask

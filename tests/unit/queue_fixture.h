@@ -1,5 +1,5 @@
 /*
- * Test fixture shared by the queue's unit tests (test_queue.c,
+ * Test fixture shared by the queue's unit tests (test_queue.c, test_queue_share.c,
  * test_queue_twin.c): the queue options most tests start from (fair
  * order, best fit, quotas with borrowing, preemption with a 30 s grace,
  * backfill, aging after an hour). Include after cmocka.h.

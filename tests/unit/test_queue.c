@@ -21,112 +21,7 @@
 
 #include "catalog_fixture.h"
 #include "queue_fixture.h"
-
-struct world {
-    struct allot_cluster *c;
-    struct allot_tenants *t;
-    struct allot_queue *q;
-    int a, b; /* tenants team-a, team-b */
-    int starts, preempts, stops;
-    char last_why[256];
-    int pairs[64][2]; /* (victim, preemptor) ids */
-    int n_pairs;
-};
-
-static int evictions; /* victims stopped because they could not be put back */
-
-static void on_decision(int kind, const struct allot_job *j, const char *why, void *ud)
-{
-    struct world *w = ud;
-
-    if (kind == ALLOT_DEC_START)
-        w->starts++;
-    else if (kind == ALLOT_DEC_STOP)
-        w->stops++;
-    else {
-        const char *by = strstr(why, "job ");
-        w->preempts++;
-        if (by && w->n_pairs < 64) {
-            const struct allot_job *p = NULL;
-            for (int i = 0; i < allot_queue_job_count(w->q); i++)
-                if (allot_queue_job(w->q, i) && strcmp(allot_queue_job(w->q, i)->name, by + 4) == 0)
-                    p = allot_queue_job(w->q, i);
-            assert_non_null(p);
-            w->pairs[w->n_pairs][0] = j->id;
-            w->pairs[w->n_pairs][1] = p->id;
-            w->n_pairs++;
-        }
-    }
-    if (kind == ALLOT_DEC_STOP && strstr(why, "out of memory"))
-        evictions++;
-    allot_strlcpy(w->last_why, why, sizeof(w->last_why));
-}
-
-/* nodes x 4 H100; team-a and team-b with nominal `nom` GPUs each. */
-static void world_init(struct world *w, int nodes, int nom, struct allot_queue_opts o)
-{
-    char err[256], name[16];
-
-    memset(w, 0, sizeof(*w));
-    w->c = allot_cluster_new(cat, 0);
-    for (int i = 0; i < nodes; i++) {
-        struct allot_node_spec sp = {.name = name,
-                                     .model = "H100",
-                                     .cpu_milli = 64000,
-                                     .mem_mib = 262144,
-                                     .n_gpus = 4,
-                                     .island_size = 4};
-        allot_fmt(name, sizeof(name), "h%d", i);
-        assert_true(allot_cluster_add_node(w->c, &sp, err, sizeof(err)) >= 0);
-    }
-    w->t = allot_tenants_new(cat);
-    w->a = allot_tenants_add(w->t, "ml/team-a", err, sizeof(err));
-    w->b = allot_tenants_add(w->t, "ml/team-b", err, sizeof(err));
-    for (int i = 0; i < 2; i++) {
-        struct allot_quota q = {.nominal = (int64_t)nom * 1000,
-                                .borrow_limit = ALLOT_UNLIMITED,
-                                .lend_limit = ALLOT_UNLIMITED};
-        assert_int_equal(allot_tenants_set_quota(w->t, i ? w->b : w->a, ALLOT_RES_GPU, q), 0);
-    }
-    allot_tenants_fill_nominal(w->t);
-    w->q = allot_queue_new(w->c, w->t, &o, err, sizeof(err));
-    assert_non_null(w->q);
-}
-
-static void world_free(struct world *w)
-{
-    allot_queue_free(w->q);
-    allot_tenants_free(w->t);
-    allot_cluster_free(w->c);
-}
-
-static int submit(struct world *w, const char *name, int tenant, int tasks, int gpus, int64_t now,
-                  int64_t est)
-{
-    char err[256];
-    struct allot_job_spec s = {
-        .name = name,
-        .tenant = tenant,
-        .prio_class = -1,
-        .n_tasks = tasks,
-        .task = {.num_gpu = gpus, .gpu_milli = 1000, .mig_profile = -1, .cpu_milli = 1000},
-        .est_runtime_s = est,
-        .checkpointable = true};
-    int id = allot_queue_submit(w->q, &s, now, err, sizeof(err));
-
-    if (id < 0)
-        fail_msg("submit %s: %s", name, err);
-    return id;
-}
-
-static void cycle(struct world *w, int64_t now)
-{
-    char err[256];
-
-    assert_int_equal(allot_queue_cycle(w->q, now, on_decision, w), 0);
-    if (allot_queue_check_invariants(w->q, err, sizeof(err)) != 0)
-        fail_msg("after cycle at %lld: %s", (long long)now, err);
-}
+#include "queue_world.h"
 
 static void test_gang_all_or_nothing(void **state)
 {
@@ -436,88 +331,6 @@ static void test_reserve_gangs(void **state)
     }
 }
 
-/* Fair-share reclaim world: 12 GPUs; a and b have 4 each in nominal, c
- * has 4 and asks for nothing, so the fair shares of a and b are 6 each.
- * b runs 8 one-GPU jobs (4 borrowed), a runs 4, checkpoints every 600 s. */
-static void fair_world(struct world *w, int64_t fair_s)
-{
-    struct allot_queue_opts o = base;
-    struct allot_quota qt = {
-        .nominal = 4000, .borrow_limit = ALLOT_UNLIMITED, .lend_limit = ALLOT_UNLIMITED};
-    char err[128], name[16];
-
-    o.fair_reclaim_s = fair_s;
-    world_init(w, 3, 4, o);
-    assert_true(allot_tenants_add(w->t, "ml/team-c", err, sizeof(err)) >= 0);
-    assert_int_equal(
-        allot_tenants_set_quota(w->t, allot_tenants_find(w->t, "ml/team-c"), ALLOT_RES_GPU, qt), 0);
-    qt.nominal = 12000;
-    assert_int_equal(
-        allot_tenants_set_quota(w->t, allot_tenants_find(w->t, "ml"), ALLOT_RES_GPU, qt), 0);
-    assert_int_equal(allot_tenants_set_quota(w->t, 0, ALLOT_RES_GPU, qt), 0);
-    for (int i = 0; i < 12; i++) {
-        struct allot_job_spec s = {.name = name,
-                                   .tenant = i < 8 ? w->b : w->a,
-                                   .prio_class = -1,
-                                   .n_tasks = 1,
-                                   .task = {.num_gpu = 1, .gpu_milli = 1000, .mig_profile = -1},
-                                   .checkpointable = true,
-                                   .checkpoint_interval_s = 600};
-        allot_fmt(name, sizeof(name), "%c%d", i < 8 ? 'b' : 'a', i);
-        assert_true(allot_queue_submit(w->q, &s, 0, err, sizeof(err)) >= 0);
-    }
-    cycle(w, 0);
-    assert_int_equal(w->starts, 12);
-}
-
-/* A tenant below its fair share takes just-checkpointed borrowed work of
- * one above it, never taking it below its own share and never going above
- * its own; work that would lose more waits for its next checkpoint. */
-static void test_fair_reclaim(void **state)
-{
-    struct world w;
-    int a5, a6, a7;
-
-    fair_world(&w, 200);
-    /* at 700 each b job has lost (700 + 30) mod 600 = 130 s since its checkpoint */
-    a5 = submit(&w, "a5", w.a, 1, 1, 700, 0); /* a at 5 of its share of 6 */
-    a6 = submit(&w, "a6", w.a, 1, 1, 700, 0); /* 6 of 6 */
-    a7 = submit(&w, "a7", w.a, 1, 1, 700, 0); /* would be 7: above it */
-    cycle(&w, 700);
-    assert_int_equal(w.preempts, 2); /* b keeps 6, its share */
-    assert_string_equal(w.last_why,
-                        "borrowed capacity above its tenant's fair share reclaimed by job a6");
-    assert_string_equal(allot_queue_reason(w.q, a5),
-                        "waiting for reclaim of 1 GPUs from ml/team-b (grace 30 s)");
-    assert_int_equal(allot_queue_job(w.q, a7)->state, ALLOT_JOB_PENDING);
-    cycle(&w, 730);
-    assert_int_equal(allot_queue_job(w.q, a5)->state, ALLOT_JOB_RUNNING);
-    assert_int_equal(allot_queue_job(w.q, a6)->state, ALLOT_JOB_RUNNING);
-    assert_int_equal(allot_queue_job(w.q, a7)->state, ALLOT_JOB_PENDING);
-    assert_int_equal(w.preempts, 2);
-    world_free(&w);
-
-    /* 130 s would be lost, more than 100: the queue comes back at the next
-     * checkpoint (run time + grace = 1200, at 1170) */
-    fair_world(&w, 100);
-    a5 = submit(&w, "a5", w.a, 1, 1, 700, 0);
-    cycle(&w, 700);
-    assert_int_equal(w.preempts, 0);
-    assert_int_equal(allot_queue_next_wakeup(w.q), 1170);
-    cycle(&w, 1170);
-    assert_int_equal(w.preempts, 1);
-    world_free(&w);
-
-    /* off: a above its nominal waits */
-    fair_world(&w, 0);
-    a5 = submit(&w, "a5", w.a, 1, 1, 700, 0);
-    cycle(&w, 700);
-    cycle(&w, 1170);
-    assert_int_equal(w.preempts, 0);
-    assert_int_equal(allot_queue_job(w.q, a5)->state, ALLOT_JOB_PENDING);
-    world_free(&w);
-}
-
 static void test_runtime_limit_and_validation(void **state)
 {
     struct world w;
@@ -550,66 +363,6 @@ static void test_runtime_limit_and_validation(void **state)
     s.task.gpu_milli = 2000;
     assert_int_equal(allot_queue_submit(w.q, &s, 0, err, sizeof(err)), ALLOT_EINVAL);
     assert_non_null(strstr(err, "gpu_milli"));
-    world_free(&w);
-}
-
-static void test_aging_and_fair_order(void **state)
-{
-    struct allot_queue_opts o = base;
-    struct world w;
-    int first, late;
-    char name[16];
-
-    o.quotas = false;
-    o.preemption = false;
-    world_init(&w, 1, 4, o);
-    /* team-a holds the GPUs; both queue; the tenant with less use goes first */
-    for (int i = 0; i < 4; i++) {
-        allot_fmt(name, sizeof(name), "a%d", i);
-        submit(&w, name, w.a, 1, 1, 0, 0);
-    }
-    cycle(&w, 0);
-    first = submit(&w, "a-next", w.a, 1, 1, 10, 0);
-    late = submit(&w, "b-next", w.b, 1, 1, 20, 0);
-    cycle(&w, 20);
-    assert_int_equal(allot_queue_finish(w.q, 0, 30), 0);
-    cycle(&w, 30);
-    /* b (no usage) goes before a although it came later */
-    assert_int_equal(allot_queue_job(w.q, late)->state, ALLOT_JOB_RUNNING);
-    assert_int_equal(allot_queue_job(w.q, first)->state, ALLOT_JOB_PENDING);
-    world_free(&w);
-}
-
-static void test_user_fair_share(void **state)
-{
-    struct allot_queue_opts o = base;
-    struct world w;
-    char err[128], name[16];
-    struct allot_job_spec s = {.prio_class = -1,
-                               .n_tasks = 1,
-                               .task = {.num_gpu = 1, .gpu_milli = 1000, .mig_profile = -1}};
-    int heavy, light;
-
-    o.preemption = false;
-    world_init(&w, 1, 4, o);
-    s.tenant = w.a;
-    s.user = 1;
-    for (int i = 0; i < 4; i++) {
-        allot_fmt(name, sizeof(name), "u1-%d", i);
-        s.name = name;
-        assert_true(allot_queue_submit(w.q, &s, 0, err, sizeof(err)) >= 0);
-    }
-    cycle(&w, 0);
-    s.name = "u1-next";
-    heavy = allot_queue_submit(w.q, &s, 10, err, sizeof(err));
-    s.user = 2;
-    s.name = "u2-first";
-    light = allot_queue_submit(w.q, &s, 20, err, sizeof(err));
-    assert_int_equal(allot_queue_finish(w.q, 0, 30), 0);
-    cycle(&w, 30);
-    /* user 2 holds nothing: its job goes first although it came later */
-    assert_int_equal(allot_queue_job(w.q, light)->state, ALLOT_JOB_RUNNING);
-    assert_int_equal(allot_queue_job(w.q, heavy)->state, ALLOT_JOB_PENDING);
     world_free(&w);
 }
 
@@ -1467,10 +1220,7 @@ int main(void)
         cmocka_unit_test(test_no_preemption_loops),
         cmocka_unit_test(test_backfill_respects_reservation),
         cmocka_unit_test(test_reserve_gangs),
-        cmocka_unit_test(test_fair_reclaim),
         cmocka_unit_test(test_runtime_limit_and_validation),
-        cmocka_unit_test(test_aging_and_fair_order),
-        cmocka_unit_test(test_user_fair_share),
         cmocka_unit_test(test_gang_prefers_one_rack),
         cmocka_unit_test(test_las_preemption),
         cmocka_unit_test(test_aging),

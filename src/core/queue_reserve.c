@@ -1,0 +1,103 @@
+/*
+ * Reservations of the job queue (docs/tenancy.md, "Reservations and
+ * backfill"): the EASY reservation a large gang that finds no room makes
+ * for the rest of the cycle (when enough GPUs come free for it, by the
+ * running jobs' estimated ends), which later jobs may start past it, and
+ * the bookkeeping of the preemptible backfill that starts under it.
+ * Called from the cycle (queue_consider) only; single-threaded.
+ */
+#include "queue_int.h"
+
+#include <stdlib.h>
+
+struct endtime {
+    int64_t at;
+    int64_t milli;
+};
+
+static int cmp_end(const void *a, const void *b)
+{
+    const struct endtime *x = a, *y = b;
+
+    return x->at < y->at ? -1 : x->at > y->at;
+}
+
+/* EASY: when will enough GPUs be free for j, and how many spare then? */
+int queue_reserve(struct allot_queue *q, struct allot_job *j, int64_t now, struct reservation *r)
+{
+    struct endtime *e = allot_malloc((q->n_running + 1) * sizeof(*e));
+    int64_t free_milli = q->capacity.v[ALLOT_RES_GPU] - allot_cluster_used_milli(q->c);
+    int64_t need = j->req.v[ALLOT_RES_GPU];
+    size_t n = 0;
+
+    if (!e)
+        return ALLOT_ENOMEM;
+    for (size_t i = 0; i < q->n_running; i++) {
+        const struct allot_job *v;
+        int64_t est;
+        if (q->running[i] < 0)
+            continue;
+        v = &q->jobs[q->running[i]];
+        est = v->state == ALLOT_JOB_STOPPING ? v->stop_at - v->start
+              : v->spec.est_runtime_s        ? v->spec.est_runtime_s
+                                             : v->spec.limit_s;
+        e[n].at = est ? v->start + est : INT64_MAX;
+        e[n].milli = v->req.v[ALLOT_RES_GPU];
+        n++;
+    }
+    qsort(e, n, sizeof(*e), cmp_end);
+    r->holder = j->id;
+    /* j did not fit now: with enough GPUs free in all, they are scattered,
+     * and when they come together is not known */
+    r->shadow = INT64_MAX;
+    for (size_t i = 0; i < n && free_milli < need; i++) {
+        free_milli += e[i].milli;
+        if (free_milli >= need)
+            r->shadow = e[i].at;
+    }
+    r->extra = r->shadow != INT64_MAX ? free_milli - need : 0;
+    allot_free(e);
+    return 0;
+}
+
+/*
+ * May j start now past the reservation holder? Yes when it does not delay
+ * it (EASY: it ends before the shadow time, or fits in the GPUs spare
+ * then); when it runs inside its tenant's nominal and the holder is of
+ * another tenant (the guarantee comes before another tenant's
+ * reservation); or when it is preemptible: it then starts as
+ * the holder's backfill (*bf = the holder), a victim the holder may take
+ * back, so that a reservation does not keep GPUs idle when runtimes are
+ * unknown.
+ */
+bool queue_backfill_ok(const struct allot_queue *q, struct reservation *r,
+                       const struct allot_job *j, int64_t now, int *bf)
+{
+    *bf = -1;
+    if (r->holder < 0 || j->req.v[ALLOT_RES_GPU] == 0)
+        return true;
+    if (j->spec.est_runtime_s && r->shadow != INT64_MAX && now + j->spec.est_runtime_s <= r->shadow)
+        return true;
+    if (j->req.v[ALLOT_RES_GPU] <= r->extra) {
+        r->extra -= j->req.v[ALLOT_RES_GPU];
+        return true;
+    }
+    if (q->o.quotas && j->spec.tenant != q->jobs[r->holder].spec.tenant &&
+        allot_tenants_in_nominal(q->t, j->spec.tenant, &j->req))
+        return true;
+    if (q->o.preemption && queue_job_preemptible(q, j)) {
+        *bf = r->holder;
+        return true;
+    }
+    return false;
+}
+
+/* j started as the backfill of holder bf (>= 0), or not (-1). */
+void queue_backfill_mark(struct allot_queue *q, struct allot_job *j, int bf)
+{
+    if (bf < 0 || j->state != ALLOT_JOB_RUNNING)
+        return;
+    j->backfill_for = bf;
+    q->jobs[bf].backfilled++;
+    q->jobs[bf].preempt_epoch = 0; /* a new victim: its last search no longer holds */
+}

@@ -1,0 +1,173 @@
+/*
+ * Unit tests of how the queue shares the GPUs between tenants and users
+ * (src/core/queue*.c; docs/tenancy.md): the fair order of tenants and of
+ * users inside a tenant, and fair-share reclaim of just-checkpointed
+ * borrowed work.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "allot/queue.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "catalog_fixture.h"
+#include "queue_fixture.h"
+#include "queue_world.h"
+
+static void test_aging_and_fair_order(void **state)
+{
+    struct allot_queue_opts o = base;
+    struct world w;
+    int first, late;
+    char name[16];
+
+    o.quotas = false;
+    o.preemption = false;
+    world_init(&w, 1, 4, o);
+    /* team-a holds the GPUs; both queue; the tenant with less use goes first */
+    for (int i = 0; i < 4; i++) {
+        allot_fmt(name, sizeof(name), "a%d", i);
+        submit(&w, name, w.a, 1, 1, 0, 0);
+    }
+    cycle(&w, 0);
+    first = submit(&w, "a-next", w.a, 1, 1, 10, 0);
+    late = submit(&w, "b-next", w.b, 1, 1, 20, 0);
+    cycle(&w, 20);
+    assert_int_equal(allot_queue_finish(w.q, 0, 30), 0);
+    cycle(&w, 30);
+    /* b (no usage) goes before a although it came later */
+    assert_int_equal(allot_queue_job(w.q, late)->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(allot_queue_job(w.q, first)->state, ALLOT_JOB_PENDING);
+    world_free(&w);
+}
+
+static void test_user_fair_share(void **state)
+{
+    struct allot_queue_opts o = base;
+    struct world w;
+    char err[128], name[16];
+    struct allot_job_spec s = {.prio_class = -1,
+                               .n_tasks = 1,
+                               .task = {.num_gpu = 1, .gpu_milli = 1000, .mig_profile = -1}};
+    int heavy, light;
+
+    o.preemption = false;
+    world_init(&w, 1, 4, o);
+    s.tenant = w.a;
+    s.user = 1;
+    for (int i = 0; i < 4; i++) {
+        allot_fmt(name, sizeof(name), "u1-%d", i);
+        s.name = name;
+        assert_true(allot_queue_submit(w.q, &s, 0, err, sizeof(err)) >= 0);
+    }
+    cycle(&w, 0);
+    s.name = "u1-next";
+    heavy = allot_queue_submit(w.q, &s, 10, err, sizeof(err));
+    s.user = 2;
+    s.name = "u2-first";
+    light = allot_queue_submit(w.q, &s, 20, err, sizeof(err));
+    assert_int_equal(allot_queue_finish(w.q, 0, 30), 0);
+    cycle(&w, 30);
+    /* user 2 holds nothing: its job goes first although it came later */
+    assert_int_equal(allot_queue_job(w.q, light)->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(allot_queue_job(w.q, heavy)->state, ALLOT_JOB_PENDING);
+    world_free(&w);
+}
+
+/* Fair-share reclaim world: 12 GPUs; a and b have 4 each in nominal, c
+ * has 4 and asks for nothing, so the fair shares of a and b are 6 each.
+ * b runs 8 one-GPU jobs (4 borrowed), a runs 4, checkpoints every 600 s. */
+static void fair_world(struct world *w, int64_t fair_s)
+{
+    struct allot_queue_opts o = base;
+    struct allot_quota qt = {
+        .nominal = 4000, .borrow_limit = ALLOT_UNLIMITED, .lend_limit = ALLOT_UNLIMITED};
+    char err[128], name[16];
+
+    o.fair_reclaim_s = fair_s;
+    world_init(w, 3, 4, o);
+    assert_true(allot_tenants_add(w->t, "ml/team-c", err, sizeof(err)) >= 0);
+    assert_int_equal(
+        allot_tenants_set_quota(w->t, allot_tenants_find(w->t, "ml/team-c"), ALLOT_RES_GPU, qt), 0);
+    qt.nominal = 12000;
+    assert_int_equal(
+        allot_tenants_set_quota(w->t, allot_tenants_find(w->t, "ml"), ALLOT_RES_GPU, qt), 0);
+    assert_int_equal(allot_tenants_set_quota(w->t, 0, ALLOT_RES_GPU, qt), 0);
+    for (int i = 0; i < 12; i++) {
+        struct allot_job_spec s = {.name = name,
+                                   .tenant = i < 8 ? w->b : w->a,
+                                   .prio_class = -1,
+                                   .n_tasks = 1,
+                                   .task = {.num_gpu = 1, .gpu_milli = 1000, .mig_profile = -1},
+                                   .checkpointable = true,
+                                   .checkpoint_interval_s = 600};
+        allot_fmt(name, sizeof(name), "%c%d", i < 8 ? 'b' : 'a', i);
+        assert_true(allot_queue_submit(w->q, &s, 0, err, sizeof(err)) >= 0);
+    }
+    cycle(w, 0);
+    assert_int_equal(w->starts, 12);
+}
+
+/* A tenant below its fair share takes just-checkpointed borrowed work of
+ * one above it, never taking it below its own share and never going above
+ * its own; work that would lose more waits for its next checkpoint. */
+static void test_fair_reclaim(void **state)
+{
+    struct world w;
+    int a5, a6, a7;
+
+    fair_world(&w, 200);
+    /* at 700 each b job has lost (700 + 30) mod 600 = 130 s since its checkpoint */
+    a5 = submit(&w, "a5", w.a, 1, 1, 700, 0); /* a at 5 of its share of 6 */
+    a6 = submit(&w, "a6", w.a, 1, 1, 700, 0); /* 6 of 6 */
+    a7 = submit(&w, "a7", w.a, 1, 1, 700, 0); /* would be 7: above it */
+    cycle(&w, 700);
+    assert_int_equal(w.preempts, 2); /* b keeps 6, its share */
+    assert_string_equal(w.last_why,
+                        "borrowed capacity above its tenant's fair share reclaimed by job a6");
+    assert_string_equal(allot_queue_reason(w.q, a5),
+                        "waiting for reclaim of 1 GPUs from ml/team-b (grace 30 s)");
+    assert_int_equal(allot_queue_job(w.q, a7)->state, ALLOT_JOB_PENDING);
+    cycle(&w, 730);
+    assert_int_equal(allot_queue_job(w.q, a5)->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(allot_queue_job(w.q, a6)->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(allot_queue_job(w.q, a7)->state, ALLOT_JOB_PENDING);
+    assert_int_equal(w.preempts, 2);
+    world_free(&w);
+
+    /* 130 s would be lost, more than 100: the queue comes back at the next
+     * checkpoint (run time + grace = 1200, at 1170) */
+    fair_world(&w, 100);
+    a5 = submit(&w, "a5", w.a, 1, 1, 700, 0);
+    cycle(&w, 700);
+    assert_int_equal(w.preempts, 0);
+    assert_int_equal(allot_queue_next_wakeup(w.q), 1170);
+    cycle(&w, 1170);
+    assert_int_equal(w.preempts, 1);
+    world_free(&w);
+
+    /* off: a above its nominal waits */
+    fair_world(&w, 0);
+    a5 = submit(&w, "a5", w.a, 1, 1, 700, 0);
+    cycle(&w, 700);
+    cycle(&w, 1170);
+    assert_int_equal(w.preempts, 0);
+    assert_int_equal(allot_queue_job(w.q, a5)->state, ALLOT_JOB_PENDING);
+    world_free(&w);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_aging_and_fair_order),
+        cmocka_unit_test(test_user_fair_share),
+        cmocka_unit_test(test_fair_reclaim),
+    };
+
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
