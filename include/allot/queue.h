@@ -83,9 +83,11 @@ enum allot_why_kind {
     ALLOT_WHY_GRACE_OVER,
     ALLOT_WHY_CANCELLED,
     ALLOT_WHY_FINISHED,
-    ALLOT_WHY_LIMIT,   /* a: the runtime limit */
-    ALLOT_WHY_EVICTED, /* requeued: out of memory while putting it back after a
-                          preemption trial (its GPUs could not stay held) */
+    ALLOT_WHY_LIMIT,    /* a: the runtime limit */
+    ALLOT_WHY_EVICTED,  /* requeued: out of memory while putting it back after a
+                           preemption trial (its GPUs could not stay held) */
+    ALLOT_WHY_FAIR_CAP, /* who: its tenant, beyond its nominal and past opts.fair_cap
+                           times its fair share of the GPUs */
 };
 
 /* Which rule let a job preempt another (docs/tenancy.md). */
@@ -165,6 +167,10 @@ struct allot_queue_opts {
                                     the tenants with demand) may preempt another tenant's
                                     borrowed job that loses at most this many seconds of work,
                                     if that tenant keeps at least its own fair share */
+    double fair_cap;             /* >= 1 (with quotas): fair-share cap. A job that would take
+                                    its tenant beyond its nominal GPUs and past this many
+                                    times its fair share (as for fair_reclaim_s) waits while
+                                    other tenants' work waits; 0 = off */
     bool reserve_gangs;          /* with backfill: a large gang that finds no room reserves
                                     at once, not only once aged (with fair order, the gang
                                     of the tenant whose turn it is) */

@@ -205,6 +205,10 @@ struct allot_queue *allot_queue_new(struct allot_cluster *c, struct allot_tenant
                   pl ? opts->order : opts->placement);
         return NULL;
     }
+    if (!(opts->fair_cap == 0 || (opts->fair_cap >= 1 && opts->fair_cap <= 1e6))) {
+        allot_fmt(err, errlen, "fair_cap %g: 0 (off) or a factor from 1 to 1e6", opts->fair_cap);
+        return NULL;
+    }
     q = allot_calloc(1, sizeof(*q));
     if (!q)
         goto oom;
@@ -990,6 +994,24 @@ static void text_quota(struct allot_queue *q, struct allot_job *j, int who, int 
     }
 }
 
+/* Explains the fair-share cap (opts.fair_cap) that holds j back. */
+static void text_fair_cap(struct allot_queue *q, struct allot_job *j, int who)
+{
+    const struct allot_tenant *x = allot_tenants_get(q->t, who);
+    char used[32], nom[32], share[32];
+
+    amount_text(used, sizeof(used), ALLOT_RES_GPU, x->usage[ALLOT_RES_GPU]);
+    amount_text(nom, sizeof(nom), ALLOT_RES_GPU, x->quota[ALLOT_RES_GPU].nominal);
+    if (queue_fair_share(q, who) >= 0)
+        amount_text(share, sizeof(share), ALLOT_RES_GPU, queue_fair_share(q, who));
+    else /* no shares this round (out of memory): the figure is not known */
+        allot_strlcpy(share, "?", sizeof(share));
+    allot_fmt(j->reason, sizeof(j->reason),
+              "tenant %s holds %s GPUs (nominal %s); while other tenants wait it may borrow up to "
+              "%g times its fair share of %s GPUs",
+              x->path, used, nom, q->o.fair_cap, share);
+}
+
 /* Explains why a gang found no room. */
 static void text_capacity(struct allot_queue *q, struct allot_job *j)
 {
@@ -1097,6 +1119,9 @@ const char *allot_queue_reason(struct allot_queue *q, int id)
     case ALLOT_WHY_LIMIT:
         allot_fmt(r, n, "stopped at its runtime limit (%lld s)", (long long)w->a);
         break;
+    case ALLOT_WHY_FAIR_CAP:
+        text_fair_cap(q, j, w->who);
+        break;
     default:
         allot_fmt(r, n, "unknown");
     }
@@ -1184,6 +1209,14 @@ int queue_consider(struct allot_queue *q, struct allot_job *j, int64_t now, stru
         const struct allot_job *h = &q->jobs[r->holder];
         queue_set_why(j, ALLOT_WHY_HELD, 0, 0, h->id, r->shadow == INT64_MAX ? -1 : r->shadow - now,
                       now - h->submit);
+        return 0;
+    }
+    /* past the fair-share cap: no start and no victim search (the job is
+     * beyond its nominal and above its fair share, so only its own
+     * tenant's work could be its victims, and that would not lower its
+     * tenant's use) */
+    if (known ? known->kind == ALLOT_WHY_FAIR_CAP : queue_fair_capped(q, j)) {
+        queue_set_why(j, ALLOT_WHY_FAIR_CAP, j->spec.tenant, 0, -1, 0, 0);
         return 0;
     }
     /* room to start it, so that job_start cannot fail */

@@ -181,8 +181,8 @@ struct queue_fast {
  * one that does not fit). */
 static uint32_t why_pack(int kind, int who, int res)
 {
-    if ((kind != ALLOT_WHY_QUOTA && kind != ALLOT_WHY_CAPACITY) || who < 0 || who >= 1 << 20 ||
-        res < 0 || res >= 128)
+    if ((kind != ALLOT_WHY_QUOTA && kind != ALLOT_WHY_CAPACITY && kind != ALLOT_WHY_FAIR_CAP) ||
+        who < 0 || who >= 1 << 20 || res < 0 || res >= 128)
         return 0;
     return (uint32_t)kind | (uint32_t)res << 4 | (uint32_t)who << 11;
 }
@@ -616,6 +616,12 @@ static uint32_t cls_verdict(struct allot_queue *q, struct fast_ten *T, int ti, s
     if (c->serial != q->serial) {
         int who = 0, res = 0;
         c->adm = true;
+        c->serial = q->serial;
+        /* queue_consider's order: the fair-share cap comes before quota */
+        if (queue_fair_capped(q, &q->jobs[c->rep])) {
+            c->adm = false;
+            return c->vtag = why_pack(ALLOT_WHY_FAIR_CAP, ti, 0);
+        }
         if (q->o.quotas) {
             /* admission is monotone in the request: one test often answers all */
             if (T->rmax_serial != q->serial) {
@@ -627,7 +633,6 @@ static uint32_t cls_verdict(struct allot_queue *q, struct fast_ten *T, int ti, s
         }
         c->who = who;
         c->res = res;
-        c->serial = q->serial;
         if (!c->adm)
             return c->vtag = why_pack(ALLOT_WHY_QUOTA, who, res);
     }
@@ -640,10 +645,12 @@ static uint32_t cls_verdict(struct allot_queue *q, struct fast_ten *T, int ti, s
 }
 
 /* True when a job of class c with verdict v would run no victim search
- * now (try_preempt's budget test, in its order). */
-static bool cls_quiet(struct allot_queue *q, int ti, struct fast_cls *c)
+ * now (try_preempt's budget test, in its order; none past the fair-share
+ * cap). */
+static bool cls_quiet(struct allot_queue *q, int ti, struct fast_cls *c, uint32_t v)
 {
-    if (!q->o.preemption || (q->reclaims_left <= 0 && q->searches_left <= 0))
+    if ((v & 15) == ALLOT_WHY_FAIR_CAP || !q->o.preemption ||
+        (q->reclaims_left <= 0 && q->searches_left <= 0))
         return true;
     if (q->reclaims_left > 0 && q->searches_left > 0)
         return false;
@@ -667,7 +674,7 @@ static bool ent_skip(struct allot_queue *q, struct fast_ten *T, int ti, struct f
         return false;
     c = &T->cls[e->cls];
     v = cls_verdict(q, T, ti, c);
-    if (!v || !cls_quiet(q, ti, c))
+    if (!v || !cls_quiet(q, ti, c, v))
         return false;
     if (e->tag != v) {
         queue_set_why(&q->jobs[e->id], (int)(v & 15), (int)(v >> 11), (int)(v >> 4 & 127), -1, 0,
@@ -711,7 +718,7 @@ static size_t ten_skip_end(struct allot_queue *q, struct fast_ten *T, int ti,
     for (size_t i = 0; i < T->n_cls; i++) {
         struct fast_cls *c = &T->cls[i];
         uint32_t v = cls_verdict(q, T, ti, c);
-        if (!v || !cls_quiet(q, ti, c))
+        if (!v || !cls_quiet(q, ti, c, v))
             return T->pos;
         if (c->n_mis > 0 || c->tagv != v) {
             T->recount = true; /* entries get v one by one; count them again after */

@@ -85,16 +85,16 @@ struct allot_queue {
                             victims, should one have to be evicted) */
     int *ten_head;       /* owned, per tenant id: first running job (ten_next links), -1 */
     size_t ten_cap;
-    int bor_head;            /* first running borrowed job (bor_next links), -1 */
-    struct fair_ten *fair;   /* owned, per tenant id < fair_n: fair-share reclaim this round
-                                (opts.fair_reclaim_s; queue_fair_shares) */
-    size_t fair_cap, fair_n; /* room; tenants this round (0: no fair-share reclaim) */
-    int searches_left;       /* victim searches this cycle may still run */
-    int reclaims_left;       /* ... for jobs inside their nominal (8 x searches_left) */
-    int work_left;           /* starts and victim searches this cycle may still make
-                                (opts.cycle_work); at 0 the cycle stops and `more` is set */
-    bool more;               /* the last cycle stopped at its work budget: the next one
-                                continues its round (same search budgets) */
+    int bor_head;             /* first running borrowed job (bor_next links), -1 */
+    struct fair_ten *fair;    /* owned, per tenant id < fair_n: fair shares this round
+                                 (opts.fair_reclaim_s, fair_cap; queue_fair_shares) */
+    size_t fair_room, fair_n; /* room; tenants this round (0: no fair shares) */
+    int searches_left;        /* victim searches this cycle may still run */
+    int reclaims_left;        /* ... for jobs inside their nominal (8 x searches_left) */
+    int work_left;            /* starts and victim searches this cycle may still make
+                                 (opts.cycle_work); at 0 the cycle stops and `more` is set */
+    bool more;                /* the last cycle stopped at its work budget: the next one
+                                 continues its round (same search budgets) */
     struct cycle_pause pause;
     struct queue_serving *serving; /* owned: queue_serve's order while a cut cycle may
                                       resume (queue_serve.c), NULL */
@@ -306,8 +306,17 @@ int queue_would_fit(struct allot_queue *q, struct allot_job *j);
 
 /* Job v started at now (keeps the LAS candidate pool right). */
 void queue_las_started(struct allot_queue *q, const struct allot_job *v, int64_t now);
-/* Recomputes q->fair for the round (opts.fair_reclaim_s; queue_preempt.c). */
+/* Recomputes q->fair for the round (opts.fair_reclaim_s, opts.fair_cap;
+ * queue_preempt.c). */
 void queue_fair_shares(struct allot_queue *q);
+/* Tenant t's fair share this round (milli-GPU), -1 when none. */
+int64_t queue_fair_share(const struct allot_queue *q, int t);
+/* The fair-share cap (opts.fair_cap), the one test every path uses: true
+ * when starting j would take its tenant beyond its nominal GPUs and past
+ * fair_cap times its fair share this round. A fair share is below what a
+ * tenant asks for only when the cluster cannot give every tenant all it
+ * asks for, so the cap binds only while other tenants' work waits. */
+bool queue_fair_capped(const struct allot_queue *q, const struct allot_job *j);
 /* Running or stopping job j leaves, pending job j starts: the round's
  * fair-share counts follow (queue_preempt.c). */
 void queue_fair_left(struct allot_queue *q, const struct allot_job *j);

@@ -87,8 +87,8 @@ void queue_fair_shares(struct allot_queue *q)
     double *ord, pool = (double)q->capacity.v[ALLOT_RES_GPU], wsum = 0;
 
     q->fair_n = 0;
-    if (q->o.fair_reclaim_s <= 0 || !q->o.quotas ||
-        allot_grow((void **)&q->fair, &q->fair_cap, (size_t)nt, sizeof(*q->fair)))
+    if ((q->o.fair_reclaim_s <= 0 && q->o.fair_cap <= 0) || !q->o.quotas ||
+        allot_grow((void **)&q->fair, &q->fair_room, (size_t)nt, sizeof(*q->fair)))
         return;
     memset(q->fair, 0, (size_t)nt * sizeof(*q->fair));
     dem = allot_calloc((size_t)nt + 1, sizeof(*dem));
@@ -174,6 +174,24 @@ static int64_t fair_of(const struct allot_queue *q, int t)
     return t >= 0 && (size_t)t < q->fair_n ? q->fair[t].share : -1;
 }
 
+int64_t queue_fair_share(const struct allot_queue *q, int t)
+{
+    return fair_of(q, t);
+}
+
+bool queue_fair_capped(const struct allot_queue *q, const struct allot_job *j)
+{
+    int t = j->spec.tenant;
+    int64_t f = fair_of(q, t), g = j->req.v[ALLOT_RES_GPU], u;
+    const struct allot_tenant *x;
+
+    if (q->o.fair_cap <= 0 || !q->o.quotas || g <= 0 || f < 0)
+        return false;
+    x = allot_tenants_get(q->t, t);
+    u = x->usage[ALLOT_RES_GPU] + g;
+    return u > x->quota[ALLOT_RES_GPU].nominal && (double)u > q->o.fair_cap * (double)f;
+}
+
 /* Tenant t's GPUs as fair-share reclaim counts them: in use, plus its
  * jobs waiting for victims to stop, less its jobs stopping. */
 static int64_t fair_usage(const struct allot_queue *q, int t)
@@ -206,9 +224,9 @@ static bool fair_giver(const struct allot_queue *q, const struct allot_job *v)
  * most opts.fair_reclaim_s of work (it checkpointed lately). */
 static bool fair_victim(const struct allot_queue *q, const struct allot_job *v, int64_t now)
 {
-    return v->state == ALLOT_JOB_RUNNING && queue_job_preemptible(q, v) &&
-           now - v->start >= v->spec.min_runtime_s && fair_giver(q, v) &&
-           lost_work(q, v, now - v->start) <= q->o.fair_reclaim_s;
+    return q->o.fair_reclaim_s > 0 && v->state == ALLOT_JOB_RUNNING &&
+           queue_job_preemptible(q, v) && now - v->start >= v->spec.min_runtime_s &&
+           fair_giver(q, v) && lost_work(q, v, now - v->start) <= q->o.fair_reclaim_s;
 }
 
 /* The next time a checkpointable job v's lost work starts again from

@@ -1,8 +1,9 @@
 /*
  * Unit tests of how the queue shares the GPUs between tenants and users
  * (src/core/queue*.c; docs/tenancy.md): the fair order of tenants and of
- * users inside a tenant, and fair-share reclaim of just-checkpointed
- * borrowed work.
+ * users inside a tenant, fair-share reclaim of just-checkpointed borrowed
+ * work, and the fair-share cap that keeps a tenant beyond its nominal
+ * from filling the holes other tenants' gangs wait for.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +13,7 @@
 
 #include "allot/queue.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -79,17 +81,15 @@ static void test_user_fair_share(void **state)
     world_free(&w);
 }
 
-/* Fair-share reclaim world: 12 GPUs; a and b have 4 each in nominal, c
- * has 4 and asks for nothing, so the fair shares of a and b are 6 each.
- * b runs 8 one-GPU jobs (4 borrowed), a runs 4, checkpoints every 600 s. */
-static void fair_world(struct world *w, int64_t fair_s)
+/* 3 nodes of 4 GPUs under opts o; a and b have 4 each in nominal, c has 4
+ * and asks for nothing, so while a and b both ask for more the fair shares
+ * of a and b are 6 each. */
+static void share_world(struct world *w, struct allot_queue_opts o)
 {
-    struct allot_queue_opts o = base;
     struct allot_quota qt = {
         .nominal = 4000, .borrow_limit = ALLOT_UNLIMITED, .lend_limit = ALLOT_UNLIMITED};
-    char err[128], name[16];
+    char err[128];
 
-    o.fair_reclaim_s = fair_s;
     world_init(w, 3, 4, o);
     assert_true(allot_tenants_add(w->t, "ml/team-c", err, sizeof(err)) >= 0);
     assert_int_equal(
@@ -98,6 +98,17 @@ static void fair_world(struct world *w, int64_t fair_s)
     assert_int_equal(
         allot_tenants_set_quota(w->t, allot_tenants_find(w->t, "ml"), ALLOT_RES_GPU, qt), 0);
     assert_int_equal(allot_tenants_set_quota(w->t, 0, ALLOT_RES_GPU, qt), 0);
+}
+
+/* Fair-share reclaim world (share_world: the fair shares of a and b are
+ * 6). b runs 8 one-GPU jobs (4 borrowed), a runs 4, checkpoints every 600 s. */
+static void fair_world(struct world *w, int64_t fair_s)
+{
+    struct allot_queue_opts o = base;
+    char err[128], name[16];
+
+    o.fair_reclaim_s = fair_s;
+    share_world(w, o);
     for (int i = 0; i < 12; i++) {
         struct allot_job_spec s = {.name = name,
                                    .tenant = i < 8 ? w->b : w->a,
@@ -161,12 +172,79 @@ static void test_fair_reclaim(void **state)
     world_free(&w);
 }
 
+/* The fair-share cap: a tenant beyond its nominal does not fill a hole
+ * past cap x its fair share while another tenant's gang waits; with the
+ * cap higher, or off, it does (share_world: the fair shares are 6). */
+static void fair_cap_world(struct world *w, double cap, int *a9, int *bg)
+{
+    struct allot_queue_opts o = base;
+    char name[16];
+
+    o.fair_cap = cap;
+    share_world(w, o);
+    submit(w, "b0", w->b, 1, 4, 0, 0);
+    for (int i = 0; i < 8; i++) {
+        allot_fmt(name, sizeof(name), "a%d", i);
+        submit(w, name, w->a, 1, 1, 0, 0);
+    }
+    cycle(w, 0);
+    assert_int_equal(w->starts, 9);           /* a 8 (4 borrowed), b 4: full */
+    *bg = submit(w, "bg", w->b, 1, 4, 10, 0); /* b beyond its nominal: a whole node */
+    *a9 = submit(w, "a9", w->a, 1, 1, 10, 0);
+    cycle(w, 10);
+    assert_int_equal(w->starts, 9);
+    assert_int_equal(allot_queue_finish(w->q, 1, 20), 0); /* a0 ends: a hole of one GPU */
+}
+
+static void test_fair_cap(void **state)
+{
+    struct world w;
+    int a9, bg;
+
+    (void)state;
+    /* a at 7 would go to 8, past 1.2 x its share of 6: the hole stays free */
+    fair_cap_world(&w, 1.2, &a9, &bg);
+    cycle(&w, 20);
+    assert_int_equal(w.starts, 9);
+    assert_int_equal(allot_queue_job(w.q, a9)->state, ALLOT_JOB_PENDING);
+    assert_int_equal(allot_queue_job(w.q, a9)->why.kind, ALLOT_WHY_FAIR_CAP);
+    assert_string_equal(allot_queue_reason(w.q, a9),
+                        "tenant ml/team-a holds 7 GPUs (nominal 4); while other tenants wait it "
+                        "may borrow up to 1.2 times its fair share of 6 GPUs");
+    /* b's gang ends its wait: a's demand alone, a9 may take the hole */
+    assert_int_equal(allot_queue_cancel(w.q, bg, 30), 0);
+    cycle(&w, 30);
+    assert_int_equal(allot_queue_job(w.q, a9)->state, ALLOT_JOB_RUNNING);
+    /* a factor below 1 would cap tenants below their fair share */
+    for (int i = 0; i < 2; i++) {
+        struct allot_queue_opts o = base;
+        char err[128];
+        o.fair_cap = i ? NAN : 0.5;
+        assert_null(allot_queue_new(w.c, w.t, &o, err, sizeof(err)));
+        assert_non_null(strstr(err, "fair_cap"));
+    }
+    world_free(&w);
+
+    /* 8 is within 1.5 x 6: a9 fills the hole at once */
+    fair_cap_world(&w, 1.5, &a9, &bg);
+    cycle(&w, 20);
+    assert_int_equal(allot_queue_job(w.q, a9)->state, ALLOT_JOB_RUNNING);
+    world_free(&w);
+
+    /* off */
+    fair_cap_world(&w, 0, &a9, &bg);
+    cycle(&w, 20);
+    assert_int_equal(allot_queue_job(w.q, a9)->state, ALLOT_JOB_RUNNING);
+    world_free(&w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_aging_and_fair_order),
         cmocka_unit_test(test_user_fair_share),
         cmocka_unit_test(test_fair_reclaim),
+        cmocka_unit_test(test_fair_cap),
     };
 
     return cmocka_run_group_tests(tests, setup, teardown);

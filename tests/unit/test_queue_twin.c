@@ -32,6 +32,7 @@ struct dlog {
 static int twin_backfill_preempts;
 /* ... and of fair-share reclaim. */
 static int twin_fair_preempts;
+static int twin_fair_capped; /* job reasons compared that were the fair-share cap */
 
 static void on_dlog(int kind, const struct allot_job *j, const char *why, void *ud)
 {
@@ -142,6 +143,7 @@ static void twin_compare(struct twin *w, int64_t now)
                      (long long)x->preempt_recheck_at, (long long)y->preempt_recheck_at);
         allot_strlcpy(rx, allot_queue_reason(w->q[0], id), sizeof(rx));
         assert_string_equal(rx, allot_queue_reason(w->q[1], id));
+        twin_fair_capped += x->why.kind == ALLOT_WHY_FAIR_CAP;
     }
 }
 
@@ -258,7 +260,11 @@ static void test_fast_matches_reference(void **state)
     o.fair_reclaim_s = 200; /* fair-share reclaim */
     twin_run(o, false, 12, 300);
     twin_run(o, true, 13, 300);
+    o.fair_cap = 1.2; /* the fair-share cap, with fair-share reclaim and without */
+    twin_run(o, false, 14, 300);
     o.fair_reclaim_s = 0;
+    twin_run(o, false, 15, 300);
+    o.fair_cap = 0;
     o.preemption = false;
     twin_run(o, false, 7, 300);
     twin_run(o, true, 10, 300);
@@ -271,6 +277,8 @@ static void test_fast_matches_reference(void **state)
     /* the reservations' preemptible backfill was taken back, both ways alike */
     if (twin_backfill_preempts == 0)
         fail_msg("no reservation took its backfill back: the rule went untested");
+    if (twin_fair_capped == 0)
+        fail_msg("no job waited for the fair-share cap: the rule went untested");
     if (twin_fair_preempts == 0)
         fail_msg("no fair-share reclaim happened: the rule went untested");
     o.backfill = false;
