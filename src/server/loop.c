@@ -1205,6 +1205,7 @@ struct loop *loop_start(struct server *s, char *err, size_t errlen)
                                   .cycle_work = (int)s->cfg.cycle_work,
                                   .reserve_gangs = s->cfg.reserve_gangs,
                                   .fair_reclaim_s = s->cfg.fair_reclaim / 1000,
+                                  .fair_cap = (double)s->cfg.fair_cap / 100.0,
                                   .seed = 1};
     struct loop *l;
 

@@ -150,6 +150,16 @@ static const struct allot_config_option options[] = {
              "tenants with work) may preempt another tenant's borrowed job that loses at most "
              "this much work since its last checkpoint, if that tenant keeps at least its own "
              "fair share."},
+    {.name = "fair-cap",
+     .type = ALLOT_CFG_INT,
+     .offset = F(fair_cap),
+     .def = "0",
+     .min = 0,
+     .max = 100000,
+     .help = "Fair-share cap in percent (0: off, else at least 100): while other tenants' work "
+             "waits, a tenant beyond its nominal GPUs starts no job that would take it past this "
+             "percentage of its fair share of the GPUs (as for fair-reclaim), so that it does "
+             "not fill the room other tenants' gangs wait for."},
     {.name = "reserve-gangs",
      .type = ALLOT_CFG_BOOL,
      .offset = F(reserve_gangs),
@@ -624,6 +634,11 @@ int main(int argc, char **argv)
     }
     if ((c->tls_cert && *c->tls_cert) != (c->tls_key && *c->tls_key)) {
         fprintf(stderr, "allotd: --tls-cert and --tls-key go together\n");
+        return 2;
+    }
+    if (c->fair_cap > 0 && c->fair_cap < 100) {
+        fprintf(stderr, "allotd: --fair-cap %lld: 0 (off) or a percentage of at least 100\n",
+                (long long)c->fair_cap);
         return 2;
     }
     if (log_setup(c->log_file, !strcmp(c->log_format, "json"), c->log_level) < 0) {

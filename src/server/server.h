@@ -49,6 +49,7 @@ struct server_config {
     int64_t cycle_work;          /* decisions one cycle makes at most (opts.cycle_work) */
     bool reserve_gangs;          /* opts.reserve_gangs */
     int64_t fair_reclaim;        /* ms: opts.fair_reclaim_s; 0 = off */
+    int64_t fair_cap;            /* percent: opts.fair_cap x 100; 0 = off */
     int64_t lease;               /* ms */
     int64_t preempt_grace;       /* ms */
     int64_t preempt_min_runtime; /* ms */

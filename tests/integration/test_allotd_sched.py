@@ -19,10 +19,12 @@ N2 = {"name": "n2", "cpus": 32, "memory": 256000, "gpu_mode": "mig",
       "gpus": [{"model": "A100-80GB", "uuid": "GPU-0"}]}
 
 
-def wait_job(jid, pred, timeout=10):
+def wait_job(jid, pred, timeout=10, d=None):
+    """Job jid of daemon d (the shared one by default) once pred holds."""
+    d = d or dm
     end = time.time() + timeout
     while time.time() < end:
-        j = expect(dm.req("GET", "/v1/jobs/%d" % jid, token=dm.admin), 200)
+        j = expect(d.req("GET", "/v1/jobs/%d" % jid, token=d.admin), 200)
         if pred(j):
             return j
         time.sleep(0.05)
@@ -197,13 +199,7 @@ def test_reserve_gangs():
             return expect(d.req("GET", "/v1/jobs/%d" % jid, token=d.admin), 200)
 
         def until(jid, pred):
-            end = time.time() + 10
-            while time.time() < end:
-                j = job(jid)
-                if pred(j):
-                    return j
-                time.sleep(0.05)
-            raise AssertionError("job %d: %r" % (jid, j))
+            return wait_job(jid, pred, d=d)
 
         # one GPU on each of two nodes (v1 takes its node's CPUs): one node is whole
         v1 = until(sub({"tenant": "research/vision", "gpus": 1, "cpus": 64}),
@@ -232,6 +228,21 @@ def test_reserve_gangs():
         d.stop()
 
 
+def lab_world(d):
+    """Daemon d with tenants lab/a, lab/b and lab/c (8 GPUs nominal each,
+    8 more to borrow) and 5 nodes of 4 GPUs: while a and b ask for more
+    and c asks for nothing, the fair share of a and b is 10 each. Returns
+    an agent token."""
+    q = {"gpu": {"nominal": 8, "borrow_limit": 8}}
+    expect(d.req("PUT", "/v1/tenants", {"version": 1, "tenants": [
+        {"path": "lab"}, {"path": "lab/a", "quotas": q}, {"path": "lab/b", "quotas": q},
+        {"path": "lab/c", "quotas": q}]}, token=d.admin), 200)
+    ag = d.token("agent", "", "agents")
+    for i in range(5):
+        expect(d.req("POST", "/v1/nodes/register", dict(N1, name="l%d" % i), token=ag), 201)
+    return ag
+
+
 def test_fair_reclaim():
     """With --fair-reclaim a tenant below its fair share of the GPUs takes
     another tenant's borrowed, little-run work while that tenant keeps at
@@ -240,13 +251,7 @@ def test_fair_reclaim():
     d = Daemon(args=["--fair-reclaim", "1h", "--preempt-grace", "0s",
                      "--preempt-min-runtime", "0s"])
     try:
-        q = {"gpu": {"nominal": 8, "borrow_limit": 8}}
-        expect(d.req("PUT", "/v1/tenants", {"version": 1, "tenants": [
-            {"path": "lab"}, {"path": "lab/a", "quotas": q}, {"path": "lab/b", "quotas": q},
-            {"path": "lab/c", "quotas": q}]}, token=d.admin), 200)
-        ag = d.token("agent", "", "agents")
-        for i in range(5):
-            expect(d.req("POST", "/v1/nodes/register", dict(N1, name="f%d" % i), token=ag), 201)
+        ag = lab_world(d)
 
         def sub(tenant, name):
             return expect(d.req("POST", "/v1/jobs", {"name": name, "tenant": tenant, "gpus": 1},
@@ -287,6 +292,50 @@ def test_fair_reclaim():
         d.stop()
 
 
+def test_fair_cap():
+    """With --fair-cap a tenant beyond its nominal does not fill a hole past
+    the cap while another tenant's gang waits; once the gang is gone it
+    does. 20 GPUs (5 nodes of 4), lab/a and lab/b ask (8 nominal each;
+    lab/c asks nothing): 10 each is fair, and 110 % of it is 11."""
+    d = Daemon(args=["--fair-cap", "110"])
+    try:
+        ag = lab_world(d)
+
+        def sub(tenant, name, gpus=1, tasks=1):
+            return expect(d.req("POST", "/v1/jobs", {"name": name, "tenant": tenant, "gpus": gpus,
+                                                     "tasks": tasks}, token=d.admin), 201)["id"]
+
+        def job(jid):
+            return expect(d.req("GET", "/v1/jobs/%d" % jid, token=d.admin), 200)
+
+        def until(jid, pred):
+            return wait_job(jid, pred, d=d)
+
+        bs = [sub("lab/b", "b%d" % i) for i in range(12)]  # 4 borrowed, on 3 nodes
+        for jid in bs:
+            until(jid, lambda j: j["state"] == "starting")
+        until(sub("lab/a", "ga", 4, 2), lambda j: j["state"] == "starting")  # the 2 whole nodes
+        gang = until(sub("lab/a", "gb", 4), lambda j: j["pending_reason"])  # no whole node
+        late = until(sub("lab/b", "late"), lambda j: j["pending_reason"])
+        assert late["state"] == "pending", late
+        # b0 ends: a one-GPU hole; lab/b at 11 + 1 would pass 110 % of 10
+        b0 = job(bs[0])
+        node = b0["placement"]["tasks"][0]["node"]
+        for state in ("running", "succeeded"):
+            expect(d.req("POST", "/v1/nodes/%s/heartbeat" % node,
+                         {"jobs": [{"id": b0["id"], "state": state}]}, token=ag), 200)
+        until(bs[0], lambda j: j["state"] == "succeeded")
+        want = ("tenant lab/b holds 11 GPUs (nominal 8); while other tenants wait it may "
+                "borrow up to 1.1 times its fair share of 10 GPUs")
+        late = until(late["id"], lambda j: j["pending_reason"] == want)
+        assert late["state"] == "pending", late
+        # the gang gives up: no one else waits, so lab/b may take the hole
+        expect(d.req("POST", "/v1/jobs/%d/cancel" % gang["id"], token=d.admin), 200)
+        until(late["id"], lambda j: j["state"] == "starting")
+    finally:
+        d.stop()
+
+
 if __name__ == "__main__":
     dm = Daemon()
     try:
@@ -294,6 +343,6 @@ if __name__ == "__main__":
         AG = dm.token("agent", "", "agents")
         fx.run([test_register, test_place_run_succeed, test_mig_and_cancel_frees,
                 test_metrics_show_the_cluster, test_restart_rebuilds_from_store,
-                test_cycle_work_goes_on, test_reserve_gangs, test_fair_reclaim])
+                test_cycle_work_goes_on, test_reserve_gangs, test_fair_reclaim, test_fair_cap])
     finally:
         dm.stop()
