@@ -895,6 +895,9 @@ static void queue_options(int policy, const struct replay_opts *o, struct allot_
         /* a VC below its fair share takes borrowed work of one above its
          * own that checkpointed in the last 5 minutes */
         qo->fair_reclaim_s = 300;
+        /* beyond its nominal, a VC borrows up to fair_cap times its fair
+         * share while others wait */
+        qo->fair_cap = o->fair_cap;
         if (o->as_allotd) {
             /* allotd's scheduling loop and its defaults (src/server/loop.c,
              * main.c): no lending hold, no LAS split, no reservations, no
@@ -903,6 +906,7 @@ static void queue_options(int policy, const struct replay_opts *o, struct allot_
             qo->las_threshold_gpu_s = 0;
             qo->reserve_gangs = false;
             qo->fair_reclaim_s = 0;
+            qo->fair_cap = 0;
             qo->min_runtime_s = 60;
         }
         break;

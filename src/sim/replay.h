@@ -270,6 +270,10 @@ const char *replay_setup_describe(const struct replay_setup *s, char *buf, size_
 /* Frees what the setup owns; accepts NULL and a zeroed setup. */
 void replay_setup_free(struct replay_setup *s);
 
+/* allot's fair-share cap in the replay (allot-sim replay --fair-cap): chosen
+ * on the Philly windows, docs/benchmarks.md, "Philly multi-tenant replay" */
+#define REPLAY_FAIR_CAP 3.0
+
 /* Options of a run. */
 struct replay_opts {
     int64_t checkpoint_s;  /* checkpoint every this much runtime; 0 = never */
@@ -277,6 +281,8 @@ struct replay_opts {
     uint64_t seed;         /* node tie-break order */
     bool check;            /* allot_queue_check_invariants after every event time */
     bool drain;            /* run past `to` until every job is done (or stuck) */
+    double fair_cap;       /* REPLAY_ALLOT: opts.fair_cap (0: off; the command line's
+                              default is REPLAY_FAIR_CAP) */
     bool as_allotd;        /* REPLAY_ALLOT with allotd's queue options (no lending hold,
                               no LAS split, 60 s minimum runtime): allot plan */
     FILE *log;             /* decision log, or NULL */

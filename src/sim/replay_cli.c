@@ -34,6 +34,7 @@ enum opt {
     OPT_CKPT,
     OPT_PLACEMENT,
     OPT_SEED,
+    OPT_FAIR_CAP,
     OPT_JSON,
     OPT_PLOT,
     OPT_DLOG,
@@ -72,6 +73,9 @@ static const struct cliopt options[N_OPTS] = {
                   "work since its last one (0: no checkpoints)"},
     [OPT_PLACEMENT] = {"placement", "P", "bestfit", "placement policy for every run"},
     [OPT_SEED] = {"seed", "S", "1", "node tie-break order and synthetic workload"},
+    [OPT_FAIR_CAP] = {"fair-cap", "X", "3",
+                      "allot: while other tenants wait, a tenant beyond its\n"
+                      "nominal borrows up to X times its fair share (0: off)"},
     [OPT_JSON] = {"json", "OUT", NULL, "write the figures as JSON"},
     [OPT_PLOT] = {"plot", "OUT.svg", NULL,
                   "plot pending jobs over time to OUT.svg and GPU\n"
@@ -484,7 +488,7 @@ static int parse_args(int argc, char **argv, struct replay_args *a)
     int64_t v;
 
     a->from = a->to = -1;
-    a->o = (struct replay_opts){.checkpoint_s = 1800, .seed = 1};
+    a->o = (struct replay_opts){.checkpoint_s = 1800, .seed = 1, .fair_cap = REPLAY_FAIR_CAP};
     if (cliopt_parse(options, N_OPTS, argc, argv, a->val, a->given, 0, err, sizeof(err)))
         return usage_error("%s", err);
     if (a->given[OPT_HELP]) {
@@ -557,6 +561,11 @@ static int parse_args(int argc, char **argv, struct replay_args *a)
             return usage_error("--seed \"%s\": want a non-negative integer", a->val[OPT_SEED]);
         a->o.seed = (uint64_t)v;
     }
+    if (a->val[OPT_FAIR_CAP] &&
+        (!cliopt_parse_double(a->val[OPT_FAIR_CAP], &a->o.fair_cap) ||
+         !(a->o.fair_cap == 0 || (a->o.fair_cap >= 1 && a->o.fair_cap <= 1000))))
+        return usage_error("--fair-cap \"%s\": want 0 (off) or a factor from 1 to 1000",
+                           a->val[OPT_FAIR_CAP]);
     a->o.check = a->given[OPT_CHECK];
     a->o.drain = a->given[OPT_DRAIN];
     return -1;

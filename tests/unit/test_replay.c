@@ -196,7 +196,8 @@ static void test_setup_tenants_file(void **state)
 /* Runs `policy` on the three-job trace (10,000 s window) into *r. */
 static void run_tiny(int policy, int64_t ckpt, struct replay_result *r, struct replay_setup *s)
 {
-    struct replay_opts o = {.checkpoint_s = ckpt, .seed = 1, .check = true};
+    struct replay_opts o = {
+        .checkpoint_s = ckpt, .seed = 1, .fair_cap = REPLAY_FAIR_CAP, .check = true};
     char err[512] = "";
 
     if (replay_setup_philly(s, DATA "replay_tiny_jobs.csv", DATA "replay_tiny_vcs.csv", NULL, T0,
@@ -293,7 +294,8 @@ static void test_tiny_allot(void **state)
 static void test_decision_log(void **state)
 {
     struct replay_setup s;
-    struct replay_opts o = {.checkpoint_s = 1800, .seed = 1, .check = true};
+    struct replay_opts o = {
+        .checkpoint_s = 1800, .seed = 1, .fair_cap = REPLAY_FAIR_CAP, .check = true};
     char err[512] = "", *got = NULL, *want;
     size_t got_len = 0, want_len;
     FILE *f;
@@ -340,7 +342,8 @@ static void test_decision_log(void **state)
 static void test_synthetic(void **state)
 {
     struct replay_setup s;
-    struct replay_opts o = {.checkpoint_s = 1800, .seed = 3, .check = true};
+    struct replay_opts o = {
+        .checkpoint_s = 1800, .seed = 3, .fair_cap = REPLAY_FAIR_CAP, .check = true};
     struct replay_result a, b;
     char err[512] = "";
     size_t with_class = 0;
@@ -405,6 +408,10 @@ static void test_cli(void **state)
                                            "y",      "--from", "2017-13-01", NULL};
     static const char *const order[] = {"replay", "--jobs",     "x",    "--vcs",      "y",
                                         "--from", "2017-10-02", "--to", "2017-10-01", NULL};
+    static const char *const bad_cap[] = {"replay", "--jobs",     "x",   "--vcs",
+                                          "y",      "--fair-cap", "0.5", NULL};
+    static const char *const nan_cap[] = {"replay", "--jobs",     "x",   "--vcs",
+                                          "y",      "--fair-cap", "nan", NULL};
     static const char *const unknown[] = {"replay", "--jobz", "x", NULL};
     static const char *const missing[] = {"replay", "--jobs", "x", "--vcs", NULL};
     static const char *const no_file[] = {
@@ -429,6 +436,8 @@ static void test_cli(void **state)
     assert_int_equal(cli(bad_load), 2);
     assert_int_equal(cli(bad_from), 2);
     assert_int_equal(cli(order), 2);
+    assert_int_equal(cli(bad_cap), 2);
+    assert_int_equal(cli(nan_cap), 2);
     assert_int_equal(cli(unknown), 2);
     assert_int_equal(cli(missing), 2);
     assert_int_equal(cli(no_file), 1);
