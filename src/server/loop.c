@@ -1204,6 +1204,8 @@ struct loop *loop_start(struct server *s, char *err, size_t errlen)
                                   .half_life_s = 86400,
                                   .cycle_work = (int)s->cfg.cycle_work,
                                   .reserve_gangs = s->cfg.reserve_gangs,
+                                  .large_gang_gpus = (int)s->cfg.large_gang_gpus,
+                                  .aging_s = s->cfg.aging / 1000,
                                   .fair_reclaim_s = s->cfg.fair_reclaim / 1000,
                                   .fair_cap = (double)s->cfg.fair_cap / 100.0,
                                   .seed = 1};

@@ -164,11 +164,27 @@ static const struct allot_config_option options[] = {
      .type = ALLOT_CFG_BOOL,
      .offset = F(reserve_gangs),
      .def = "false",
-     .help = "A gang of 8 GPUs or more that finds no room reserves the GPUs it waits for at "
-             "once (under fair order, the gang of the tenant whose turn it is): later work "
-             "starts only if it does not delay it, runs inside its own tenant's nominal, or "
-             "is preemptible; preemptible work starts as the gang's backfill and is "
-             "preempted for it when its room comes."},
+     .help = "A gang of large-gang-gpus GPUs or more that finds no room reserves the GPUs it "
+             "waits for at once (under fair order, the gang of the tenant whose turn it is): "
+             "later work starts only if it does not delay it, runs inside its own tenant's "
+             "nominal, or is preemptible; preemptible work starts as the gang's backfill and "
+             "is preempted for it when its room comes."},
+    {.name = "large-gang-gpus",
+     .type = ALLOT_CFG_INT,
+     .offset = F(large_gang_gpus),
+     .def = "8",
+     .min = 1,
+     .max = 1000000,
+     .help = "Jobs of at least this many GPUs in all are large gangs: they may reserve the "
+             "GPUs they wait for (at once with reserve-gangs, else once aged)."},
+    {.name = "aging",
+     .type = ALLOT_CFG_DURATION,
+     .offset = F(aging),
+     .def = "0s",
+     .min = 0,
+     .max = 31536000000,
+     .help = "A job that has waited this long goes ahead of the fair order, and a large gang "
+             "then reserves the GPUs it waits for (0s: off)."},
     {.name = "placement",
      .type = ALLOT_CFG_STRING,
      .offset = F(placement),

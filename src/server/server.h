@@ -48,6 +48,8 @@ struct server_config {
     int64_t cycle_busy;          /* percent of the time cycles may take while changes stream in */
     int64_t cycle_work;          /* decisions one cycle makes at most (opts.cycle_work) */
     bool reserve_gangs;          /* opts.reserve_gangs */
+    int64_t large_gang_gpus;     /* opts.large_gang_gpus */
+    int64_t aging;               /* ms: opts.aging_s; 0 = off */
     int64_t fair_reclaim;        /* ms: opts.fair_reclaim_s; 0 = off */
     int64_t fair_cap;            /* percent: opts.fair_cap x 100; 0 = off */
     int64_t lease;               /* ms */

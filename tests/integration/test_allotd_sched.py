@@ -336,6 +336,75 @@ def test_fair_cap():
         d.stop()
 
 
+def test_aging():
+    """With --aging a job that has waited that long goes ahead of the fair
+    order; without, the tenant using less goes first. lab/a holds 12 of 20
+    GPUs, lab/b 8; a's job waits first, b's later; one of b's jobs ends."""
+    for aging, first in ((None, "new"), ("1s", "old")):
+        args = ["--preempt-min-runtime", "1h"] + (["--aging", aging] if aging else [])
+        d = Daemon(args=args)
+        try:
+            ag = lab_world(d)
+
+            def sub(tenant, name):
+                return expect(d.req("POST", "/v1/jobs", {"name": name, "tenant": tenant,
+                                                         "gpus": 1}, token=d.admin), 201)["id"]
+
+            def running(jid):
+                return wait_job(jid, lambda j: j["state"] == "starting", d=d)
+
+            for i in range(12):
+                running(sub("lab/a", "a%d" % i))
+            bs = [running(sub("lab/b", "b%d" % i)) for i in range(8)]
+            old = wait_job(sub("lab/a", "old"), lambda j: j["pending_reason"], d=d)
+            time.sleep(1.3)  # old ages
+            new = wait_job(sub("lab/b", "new"), lambda j: j["pending_reason"], d=d)
+            node = bs[0]["placement"]["tasks"][0]["node"]
+            for state in ("running", "succeeded"):
+                expect(d.req("POST", "/v1/nodes/%s/heartbeat" % node,
+                             {"jobs": [{"id": bs[0]["id"], "state": state}]}, token=ag), 200)
+            jobs = {"old": old["id"], "new": new["id"]}
+            wait_job(jobs[first], lambda j: j["state"] == "starting", d=d)
+            other = [k for k in jobs if k != first][0]
+            time.sleep(0.3)  # a few more cycles: the other keeps waiting
+            j = expect(d.req("GET", "/v1/jobs/%d" % jobs[other], token=d.admin), 200)
+            assert j["state"] == "pending", (aging, j)
+        finally:
+            d.stop()
+
+
+def test_large_gang_gpus():
+    """--large-gang-gpus 4 makes a 4-GPU job a large gang: with
+    --reserve-gangs it reserves when it finds no room, and a job that may
+    not be preempted waits behind it; with the default (8) it does not."""
+    for args, held in (([], False), (["--large-gang-gpus", "4"], True)):
+        d = Daemon(args=["--reserve-gangs"] + args)
+        try:
+            lab_world(d)
+            st, b = d.req("PUT", "/v1/priority-classes/pinned", {"value": 0, "preemptible": False},
+                          token=d.admin)
+            assert st in (200, 201), (st, b)
+
+            def sub(body):
+                return expect(d.req("POST", "/v1/jobs", body, token=d.admin), 201)["id"]
+
+            # one GPU and 60 of 64 cores taken on each of the 5 nodes: no 4 GPUs free on one
+            for i in range(5):
+                wait_job(sub({"tenant": "lab/b", "gpus": 1, "cpus": 60}),
+                         lambda j: j["state"] == "starting", d=d)
+            g4 = wait_job(sub({"name": "g4", "tenant": "lab/a", "gpus": 4, "cpus": 1}),
+                          lambda j: j["pending_reason"], d=d)
+            assert g4["state"] == "pending", g4
+            pin = sub({"tenant": "lab/a", "gpus": 1, "cpus": 1, "priority": "pinned"})
+            if held:
+                j = wait_job(pin, lambda j: j["pending_reason"], d=d)
+                assert "held back: GPUs reserved for job g4" in j["pending_reason"], j
+            else:
+                wait_job(pin, lambda j: j["state"] == "starting", d=d)
+        finally:
+            d.stop()
+
+
 if __name__ == "__main__":
     dm = Daemon()
     try:
@@ -343,6 +412,7 @@ if __name__ == "__main__":
         AG = dm.token("agent", "", "agents")
         fx.run([test_register, test_place_run_succeed, test_mig_and_cancel_frees,
                 test_metrics_show_the_cluster, test_restart_rebuilds_from_store,
-                test_cycle_work_goes_on, test_reserve_gangs, test_fair_reclaim, test_fair_cap])
+                test_cycle_work_goes_on, test_reserve_gangs, test_fair_reclaim, test_fair_cap,
+                test_aging, test_large_gang_gpus])
     finally:
         dm.stop()
