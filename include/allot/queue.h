@@ -163,10 +163,11 @@ struct allot_queue_opts {
     int large_gang_gpus;         /* gangs of at least this many GPUs may reserve */
     int64_t fair_reclaim_s;      /* > 0 (with quotas): fair-share reclaim. A job whose tenant,
                                     with it, stays within its fair share of the GPUs (the
-                                    cluster water-filled in proportion to nominal quotas among
-                                    the tenants with demand) may preempt another tenant's
-                                    borrowed job that loses at most this many seconds of work,
-                                    if that tenant keeps at least its own fair share */
+                                    cluster water-filled down the tenant tree in proportion to
+                                    nominal quotas among the tenants with demand) may
+                                    preempt another tenant's borrowed job that loses at
+                                    most this many seconds of work, if that tenant keeps at
+                                    least its own fair share */
     double fair_cap;             /* >= 1 (with quotas): fair-share cap. A job that would take
                                     its tenant beyond its nominal GPUs and past this many
                                     times its fair share (as for fair_reclaim_s) waits while

@@ -238,6 +238,58 @@ static void test_fair_cap(void **state)
     world_free(&w);
 }
 
+/* The fair shares follow the tenant tree: ml (ml/team-a, ml/team-b; 8
+ * nominal) and ops (ops/team-c; 4) share 12 GPUs 8 to 4, and inside ml
+ * team-a asks for 1, so team-b's share is 7. Shared flat among the three
+ * leaves (4 each), team-c's 5 would give team-b 6. With a fair-share cap
+ * of 1 the share shows in team-b's pending reason. */
+static void test_fair_shares_follow_tree(void **state)
+{
+    struct allot_queue_opts o = base;
+    struct allot_quota qt = {
+        .nominal = 8000, .borrow_limit = ALLOT_UNLIMITED, .lend_limit = ALLOT_UNLIMITED};
+    struct world w;
+    char err[128], name[16];
+    int c, b8;
+
+    (void)state;
+    o.fair_cap = 1;
+    world_init(&w, 3, 4, o);
+    c = allot_tenants_add(w.t, "ops/team-c", err, sizeof(err));
+    assert_true(c >= 0);
+    assert_int_equal(allot_tenants_set_quota(w.t, allot_tenants_find(w.t, "ml"), ALLOT_RES_GPU, qt),
+                     0);
+    qt.nominal = 4000;
+    assert_int_equal(
+        allot_tenants_set_quota(w.t, allot_tenants_find(w.t, "ops"), ALLOT_RES_GPU, qt), 0);
+    assert_int_equal(allot_tenants_set_quota(w.t, c, ALLOT_RES_GPU, qt), 0);
+    qt.nominal = 12000;
+    assert_int_equal(allot_tenants_set_quota(w.t, 0, ALLOT_RES_GPU, qt), 0);
+    submit(&w, "a0", w.a, 1, 1, 0, 0);
+    for (int i = 0; i < 7; i++) {
+        allot_fmt(name, sizeof(name), "b%d", i);
+        submit(&w, name, w.b, 1, 1, 0, 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        allot_fmt(name, sizeof(name), "c%d", i);
+        submit(&w, name, c, 1, 1, 0, 0);
+    }
+    cycle(&w, 0);
+    assert_int_equal(w.starts, 12);
+    b8 = submit(&w, "b8", w.b, 1, 1, 10, 0);
+    submit(&w, "c5", c, 1, 1, 10, 0);
+    submit(&w, "c6", c, 1, 1, 10, 0);
+    cycle(&w, 10);
+    assert_int_equal(allot_queue_finish(w.q, 8, 20), 0); /* c0: c at 3 of 5 asked for */
+    cycle(&w, 20);
+    assert_int_equal(w.starts, 13); /* c5, inside team-c's nominal */
+    assert_int_equal(allot_queue_job(w.q, b8)->state, ALLOT_JOB_PENDING);
+    assert_string_equal(allot_queue_reason(w.q, b8),
+                        "tenant ml/team-b holds 7 GPUs (nominal 4); while other tenants wait it "
+                        "may borrow up to 1 times its fair share of 7 GPUs");
+    world_free(&w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -245,6 +297,7 @@ int main(void)
         cmocka_unit_test(test_user_fair_share),
         cmocka_unit_test(test_fair_reclaim),
         cmocka_unit_test(test_fair_cap),
+        cmocka_unit_test(test_fair_shares_follow_tree),
     };
 
     return cmocka_run_group_tests(tests, setup, teardown);
