@@ -999,11 +999,12 @@ static void text_fair_cap(struct allot_queue *q, struct allot_job *j, int who)
 {
     const struct allot_tenant *x = allot_tenants_get(q->t, who);
     char used[32], nom[32], share[32];
+    int64_t f = queue_fair_share(q, who);
 
     amount_text(used, sizeof(used), ALLOT_RES_GPU, x->usage[ALLOT_RES_GPU]);
     amount_text(nom, sizeof(nom), ALLOT_RES_GPU, x->quota[ALLOT_RES_GPU].nominal);
-    if (queue_fair_share(q, who) >= 0)
-        amount_text(share, sizeof(share), ALLOT_RES_GPU, queue_fair_share(q, who));
+    if (f >= 0)
+        amount_text(share, sizeof(share), ALLOT_RES_GPU, f);
     else /* no shares this round (out of memory): the figure is not known */
         allot_strlcpy(share, "?", sizeof(share));
     allot_fmt(j->reason, sizeof(j->reason),

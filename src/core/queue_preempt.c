@@ -214,21 +214,15 @@ void queue_fair_started(struct allot_queue *q, const struct allot_job *j)
         q->fair[j->spec.tenant].waiting -= j->req.v[ALLOT_RES_GPU];
 }
 
-/* Tenant t's fair share this round (milli-GPU), -1 when none. */
-static int64_t fair_of(const struct allot_queue *q, int t)
-{
-    return t >= 0 && (size_t)t < q->fair_n ? q->fair[t].share : -1;
-}
-
 int64_t queue_fair_share(const struct allot_queue *q, int t)
 {
-    return fair_of(q, t);
+    return t >= 0 && (size_t)t < q->fair_n ? q->fair[t].share : -1;
 }
 
 bool queue_fair_capped(const struct allot_queue *q, const struct allot_job *j)
 {
     int t = j->spec.tenant;
-    int64_t f = fair_of(q, t), g = j->req.v[ALLOT_RES_GPU], u;
+    int64_t f = queue_fair_share(q, t), g = j->req.v[ALLOT_RES_GPU], u;
     const struct allot_tenant *x;
 
     if (q->o.fair_cap <= 0 || !q->o.quotas || g <= 0 || f < 0)
@@ -249,7 +243,7 @@ static int64_t fair_usage(const struct allot_queue *q, int t)
 /* True when j's tenant, with j running, stays within its fair share. */
 static bool fair_seeker(const struct allot_queue *q, const struct allot_job *j)
 {
-    int64_t f = fair_of(q, j->spec.tenant);
+    int64_t f = queue_fair_share(q, j->spec.tenant);
 
     return f >= 0 && fair_usage(q, j->spec.tenant) + j->req.v[ALLOT_RES_GPU] <= f;
 }
@@ -257,7 +251,7 @@ static bool fair_seeker(const struct allot_queue *q, const struct allot_job *j)
 /* True when borrowed job v's tenant keeps at least its fair share without v. */
 static bool fair_giver(const struct allot_queue *q, const struct allot_job *v)
 {
-    int64_t f = fair_of(q, v->spec.tenant);
+    int64_t f = queue_fair_share(q, v->spec.tenant);
 
     return v->borrowed && f >= 0 && fair_usage(q, v->spec.tenant) - v->req.v[ALLOT_RES_GPU] >= f;
 }
@@ -1157,7 +1151,7 @@ static bool search_fair_ok(const struct allot_queue *q, const struct allot_job *
 {
     for (int i = 0; i < s->used; i++) {
         int t = q->jobs[s->vs[s->order[i]].id].spec.tenant;
-        if (t != j->spec.tenant && fair_usage(q, t) < fair_of(q, t))
+        if (t != j->spec.tenant && fair_usage(q, t) < queue_fair_share(q, t))
             return false;
     }
     return true;
