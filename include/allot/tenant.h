@@ -112,6 +112,11 @@ struct allot_resvec {
 bool allot_tenants_admits(const struct allot_tenants *t, int i, const struct allot_resvec *r,
                           bool borrow, int *why_tenant, int *why_res);
 
+/* W_A of the admission rule for leaf i at its ancestor a (or i itself)
+ * and resource k: what the subtrees off i's path at or below a keep
+ * unlent (lend limits and the lending hold). 0 when a is not on the path. */
+int64_t allot_tenants_withheld(const struct allot_tenants *t, int i, int a, int k);
+
 /* True when `r` fits inside leaf i's nominal on every resource. */
 bool allot_tenants_in_nominal(const struct allot_tenants *t, int i, const struct allot_resvec *r);
 

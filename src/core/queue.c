@@ -985,12 +985,22 @@ static void text_quota(struct allot_queue *q, struct allot_job *j, int who, int 
                                                              : "borrowing limit reached";
         allot_fmt(j->reason, sizeof(j->reason), "tenant %s at nominal (%s/%s %s%s), %s", x->path,
                   used, nom, res == ALLOT_RES_CPU ? "" : rn, unit, tail);
-    } else if (who == 0) {
-        allot_fmt(j->reason, sizeof(j->reason), "cluster quota exhausted (%s/%s %s in use)", used,
-                  nom, rn);
     } else {
-        allot_fmt(j->reason, sizeof(j->reason),
-                  "cohort %s has no unused %s (%s/%s in use or reserved)", x->path, rn, used, nom);
+        /* what other tenants keep unlent counts against j too: say how much */
+        int64_t w = allot_tenants_withheld(q->t, j->spec.tenant, who, res);
+        char held[96] = "";
+        if (w > 0) {
+            char wt[32];
+            amount_text(wt, sizeof(wt), res, w);
+            allot_fmt(held, sizeof(held),
+                      "; other tenants keep %s unlent: lend limit or lending hold", wt);
+        }
+        if (who == 0)
+            allot_fmt(j->reason, sizeof(j->reason), "cluster quota exhausted (%s/%s %s in use%s)",
+                      used, nom, rn, held);
+        else
+            allot_fmt(j->reason, sizeof(j->reason), "cohort %s has no unused %s (%s/%s in use%s)",
+                      x->path, rn, used, nom, held);
     }
 }
 

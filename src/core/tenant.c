@@ -357,6 +357,20 @@ bool allot_tenants_admits(const struct allot_tenants *t, int i, const struct all
     return true;
 }
 
+int64_t allot_tenants_withheld(const struct allot_tenants *t, int i, int a, int k)
+{
+    int64_t withheld = 0;
+    int below = -1;
+
+    /* the sum allot_tenants_admits builds on its way up */
+    for (int x = i; x >= 0; below = x, x = t->v[x].parent) {
+        withheld = sat_add(withheld, keep_others(t, x, below, k));
+        if (x == a)
+            return withheld;
+    }
+    return 0;
+}
+
 bool allot_tenants_in_nominal(const struct allot_tenants *t, int i, const struct allot_resvec *r)
 {
     const struct allot_tenant *x = &t->v[i];

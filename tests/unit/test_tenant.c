@@ -169,8 +169,14 @@ static void test_lending_hold(void **state)
     allot_tenants_charge(t, a, &r, +1);
     r = gpus(4);
     assert_false(allot_tenants_admits(t, a, &r, true, NULL, NULL));
+    /* what the refusal's reason reports: b keeps 8 from a at the root */
+    assert_int_equal(allot_tenants_withheld(t, a, 0, ALLOT_RES_GPU), 8 * 1000);
+    assert_int_equal(allot_tenants_withheld(t, a, a, ALLOT_RES_GPU), 0);
+    assert_int_equal(allot_tenants_withheld(t, b, 0, ALLOT_RES_GPU), 0);
+    assert_int_equal(allot_tenants_withheld(t, a, b, ALLOT_RES_GPU), 0); /* not on a's path */
     /* two half-lives later b's peak has decayed to 2: 6 GPUs are lendable */
     allot_tenants_advance(t, 7200, 86400, &cap);
+    assert_int_equal(allot_tenants_withheld(t, a, 0, ALLOT_RES_GPU), 2 * 1000);
     assert_true(allot_tenants_admits(t, a, &r, true, NULL, NULL));
     r = gpus(7);
     assert_false(allot_tenants_admits(t, a, &r, true, NULL, NULL));
