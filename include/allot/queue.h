@@ -197,6 +197,47 @@ struct allot_queue_opts {
     bool exhaustive;
 };
 
+/*
+ * The queue configuration allot is measured with, in one table: allotd's
+ * defaults (its options of the same meaning) and allot-sim replay's
+ * `allot` policy both come from here, so that the figures of
+ * docs/benchmarks.md ("Philly multi-tenant replay") are what the daemon
+ * does unless an operator changes it; the one exception is the lending
+ * hold (below), measured both ways there. "tuned": chosen on Philly
+ * 2017-10-01..12-01 at load 0.8 (in sample); "0.95": chosen on that window
+ * and 2017-09-01..11-01 at load 0.95 (so in sample there too); the held-out
+ * window 2017-11-01..2018-01-01 was used for none. The others are design
+ * choices that were not swept.
+ *
+ * | constant        | value  | tuned | meaning                                          |
+ * |-----------------|--------|-------|--------------------------------------------------|
+ * | GRACE_S         | 30     | no    | SIGTERM to SIGKILL for a preempted job           |
+ * | MIN_RUNTIME_S   | 600    | tuned | a job runs this long before it may be preempted  |
+ * | HALF_LIFE_S     | 86400  | no    | half-life of a tenant's fair-share history       |
+ * | HOLD_S          | 7200   | tuned | lending hold: half-life of a tenant's recent     |
+ * |                 |        |       | peak that is not lent out. allotd's default is   |
+ * |                 |        |       | 0 (off): the hold is not work-conserving         |
+ * | LAS_GPU_S       | 28800  | tuned | two-queue LAS inside a tenant: less GPU service  |
+ * |                 |        |       | than this goes first and may preempt             |
+ * | LARGE_GANG_GPUS | 16     | tuned | gangs of at least this many GPUs reserve at once |
+ * | FAIR_RECLAIM_S  | 300    | tuned | fair-share reclaim of work that checkpointed in  |
+ * |                 |        |       | the last this many seconds                       |
+ * | FAIR_CAP_PCT    | 300    | 0.95  | fair-share cap, percent of the fair share        |
+ */
+#define ALLOT_TUNED_GRACE_S         30
+#define ALLOT_TUNED_MIN_RUNTIME_S   600
+#define ALLOT_TUNED_HALF_LIFE_S     86400
+#define ALLOT_TUNED_HOLD_S          7200
+#define ALLOT_TUNED_LAS_GPU_S       28800
+#define ALLOT_TUNED_LARGE_GANG_GPUS 16
+#define ALLOT_TUNED_FAIR_RECLAIM_S  300
+#define ALLOT_TUNED_FAIR_CAP_PCT    300
+
+/* Fills o with the table above: fair order, allot placement, quotas with
+ * borrowing, preemption, backfill with reservations for large gangs at
+ * once, and the tuned values; the rest zero. */
+void allot_queue_opts_tuned(struct allot_queue_opts *o);
+
 /* Ordering policies: a key per pending job (lower goes first). */
 #define ALLOT_QUEUE_KEY_LEN 4
 struct allot_queue_policy_ops {

@@ -377,9 +377,15 @@ static int scenario(struct plan *p, const struct replay_node_group *g, int n, bo
         .from = -1,
         .to = -1,
     };
-    /* the queue as allotd runs it with its defaults (src/server/main.c) */
-    struct replay_opts ro = {
-        .checkpoint_s = 1800, .placement = "allot", .seed = 1, .drain = true, .as_allotd = true};
+    /* the queue as allotd runs it with its defaults (the tuned table of
+     * include/allot/queue.h, as allot-sim replay's allot policy, without
+     * the lending hold) */
+    struct replay_opts ro = {.checkpoint_s = 1800,
+                             .placement = "allot",
+                             .seed = 1,
+                             .drain = true,
+                             .fair_cap = REPLAY_FAIR_CAP,
+                             .no_lending_hold = true};
     char err[1024];
     int64_t first = INT64_MAX;
     int rc;

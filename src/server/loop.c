@@ -1201,13 +1201,15 @@ struct loop *loop_start(struct server *s, char *err, size_t errlen)
                                   .backfill = true,
                                   .grace_s = s->cfg.preempt_grace / 1000,
                                   .min_runtime_s = s->cfg.preempt_min_runtime / 1000,
-                                  .half_life_s = 86400,
+                                  .half_life_s = ALLOT_TUNED_HALF_LIFE_S,
                                   .cycle_work = (int)s->cfg.cycle_work,
                                   .reserve_gangs = s->cfg.reserve_gangs,
                                   .large_gang_gpus = (int)s->cfg.large_gang_gpus,
                                   .aging_s = s->cfg.aging / 1000,
                                   .fair_reclaim_s = s->cfg.fair_reclaim / 1000,
                                   .fair_cap = (double)s->cfg.fair_cap / 100.0,
+                                  .las_threshold_gpu_s = s->cfg.las_threshold / 1000,
+                                  .hold_half_life_s = (double)s->cfg.lending_hold / 1000.0,
                                   .seed = 1};
     struct loop *l;
 

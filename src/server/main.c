@@ -18,6 +18,7 @@
 
 #include "allot/common.h"
 #include "allot/config.h"
+#include "allot/queue.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -30,6 +31,9 @@
 #include <unistd.h>
 
 #define F(x) offsetof(struct server_config, x)
+/* a default from the tuned table of include/allot/queue.h, as text */
+#define TUNED_(x) #x
+#define TUNED(x)  TUNED_(x)
 
 #ifndef ALLOT_WEB_DIR
 #define ALLOT_WEB_DIR "/usr/local/share/allot/web"
@@ -142,7 +146,7 @@ static const struct allot_config_option options[] = {
     {.name = "fair-reclaim",
      .type = ALLOT_CFG_DURATION,
      .offset = F(fair_reclaim),
-     .def = "0s",
+     .def = TUNED(ALLOT_TUNED_FAIR_RECLAIM_S) "s",
      .min = 0,
      .max = 86400000,
      .help = "Fair-share reclaim (0s: off): a job whose tenant, with it, stays within its fair "
@@ -153,7 +157,7 @@ static const struct allot_config_option options[] = {
     {.name = "fair-cap",
      .type = ALLOT_CFG_INT,
      .offset = F(fair_cap),
-     .def = "0",
+     .def = TUNED(ALLOT_TUNED_FAIR_CAP_PCT),
      .min = 0,
      .max = 100000,
      .help = "Fair-share cap in percent (0: off, else at least 100): while other tenants' work "
@@ -163,7 +167,7 @@ static const struct allot_config_option options[] = {
     {.name = "reserve-gangs",
      .type = ALLOT_CFG_BOOL,
      .offset = F(reserve_gangs),
-     .def = "false",
+     .def = "true",
      .help = "A gang of large-gang-gpus GPUs or more that finds no room reserves the GPUs it "
              "waits for at once (under fair order, the gang of the tenant whose turn it is): "
              "later work starts only if it does not delay it, runs inside its own tenant's "
@@ -172,7 +176,7 @@ static const struct allot_config_option options[] = {
     {.name = "large-gang-gpus",
      .type = ALLOT_CFG_INT,
      .offset = F(large_gang_gpus),
-     .def = "8",
+     .def = TUNED(ALLOT_TUNED_LARGE_GANG_GPUS),
      .min = 1,
      .max = 1000000,
      .help = "Jobs of at least this many GPUs in all are large gangs: they may reserve the "
@@ -185,6 +189,26 @@ static const struct allot_config_option options[] = {
      .max = 31536000000,
      .help = "A job that has waited this long goes ahead of the fair order, and a large gang "
              "then reserves the GPUs it waits for (0s: off)."},
+    {.name = "las-threshold",
+     .type = ALLOT_CFG_DURATION,
+     .offset = F(las_threshold),
+     .def = TUNED(ALLOT_TUNED_LAS_GPU_S) "s",
+     .min = 0,
+     .max = 31536000000,
+     .help = "Two-queue LAS inside a tenant, in GPU-time (GPUs x run time; 0s: off): a job "
+             "that has had less GPU service than this goes ahead of the tenant's jobs that "
+             "have had more, and may preempt them (within the tenant, past their minimum "
+             "runtime)."},
+    {.name = "lending-hold",
+     .type = ALLOT_CFG_DURATION,
+     .offset = F(lending_hold),
+     .def = "0s",
+     .min = 0,
+     .max = 31536000000,
+     .help = "Lending hold (0s: off): of its nominal quota, a tenant's recent peak use is not "
+             "lent to other tenants; the held amount halves every this long after the use "
+             "ends. Fewer borrowed jobs start only to be reclaimed soon after, but a job may "
+             "wait on idle GPUs: off by default (the Philly replay measures it at 2h)."},
     {.name = "placement",
      .type = ALLOT_CFG_STRING,
      .offset = F(placement),
@@ -198,7 +222,7 @@ static const struct allot_config_option options[] = {
     {.name = "preempt-grace",
      .type = ALLOT_CFG_DURATION,
      .offset = F(preempt_grace),
-     .def = "30s",
+     .def = TUNED(ALLOT_TUNED_GRACE_S) "s",
      .min = 0,
      .max = 86400000,
      .help = "Time a preempted job gets between SIGTERM and SIGKILL before its GPUs go to the "
@@ -206,7 +230,7 @@ static const struct allot_config_option options[] = {
     {.name = "preempt-min-runtime",
      .type = ALLOT_CFG_DURATION,
      .offset = F(preempt_min_runtime),
-     .def = "60s",
+     .def = TUNED(ALLOT_TUNED_MIN_RUNTIME_S) "s",
      .min = 0,
      .max = 86400000,
      .help = "A job runs at least this long before it may be preempted."},

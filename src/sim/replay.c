@@ -877,38 +877,15 @@ static void queue_options(int policy, const struct replay_opts *o, struct allot_
         qo->order = "sjf";
         break;
     default:
-        qo->order = "fair";
-        qo->quotas = true;
-        qo->borrowing = true;
-        qo->preemption = true;
-        qo->backfill = true;
-        qo->grace_s = 30;
-        qo->min_runtime_s = 600;
-        /* capacity a VC used in the last hours is not lent out (docs/tenancy.md) */
-        qo->hold_half_life_s = 7200;
-        /* inside a VC, two-queue LAS: under 8 GPU-hours of service goes first */
-        qo->las_threshold_gpu_s = 28800;
-        /* a multi-node gang (over one 8-GPU node) whose turn it is reserves
-         * at once; preemptible work backfills and is taken back for it */
-        qo->reserve_gangs = true;
-        qo->large_gang_gpus = 16;
-        /* a VC below its fair share takes borrowed work of one above its
-         * own that checkpointed in the last 5 minutes */
-        qo->fair_reclaim_s = 300;
-        /* beyond its nominal, a VC borrows up to fair_cap times its fair
-         * share while others wait */
+        /* allotd's default queue options: the tuned table
+         * (include/allot/queue.h), with the lending hold unless asked
+         * otherwise; the placement is the run's */
+        allot_queue_opts_tuned(qo);
+        qo->placement = o->placement ? o->placement : "bestfit";
+        qo->seed = o->seed;
         qo->fair_cap = o->fair_cap;
-        if (o->as_allotd) {
-            /* allotd's scheduling loop and its defaults (src/server/loop.c,
-             * main.c): no lending hold, no LAS split, no reservations, no
-             * fair-share reclaim, 60 s minimum runtime */
+        if (o->no_lending_hold)
             qo->hold_half_life_s = 0;
-            qo->las_threshold_gpu_s = 0;
-            qo->reserve_gangs = false;
-            qo->fair_reclaim_s = 0;
-            qo->fair_cap = 0;
-            qo->min_runtime_s = 60;
-        }
         break;
     }
 }

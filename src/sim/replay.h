@@ -37,6 +37,7 @@
 
 #include "allot/catalog.h"
 #include "allot/cluster.h"
+#include "allot/queue.h"
 #include "philly.h"
 #include "tenants_yaml.h"
 
@@ -270,9 +271,9 @@ const char *replay_setup_describe(const struct replay_setup *s, char *buf, size_
 /* Frees what the setup owns; accepts NULL and a zeroed setup. */
 void replay_setup_free(struct replay_setup *s);
 
-/* allot's fair-share cap in the replay (allot-sim replay --fair-cap): chosen
- * on the Philly windows, docs/benchmarks.md, "Philly multi-tenant replay" */
-#define REPLAY_FAIR_CAP 3.0
+/* allot's fair-share cap in the replay (allot-sim replay --fair-cap's
+ * default): allotd's, from the tuned table of include/allot/queue.h */
+#define REPLAY_FAIR_CAP (ALLOT_TUNED_FAIR_CAP_PCT / 100.0)
 
 /* Options of a run. */
 struct replay_opts {
@@ -283,8 +284,7 @@ struct replay_opts {
     bool drain;            /* run past `to` until every job is done (or stuck) */
     double fair_cap;       /* REPLAY_ALLOT: opts.fair_cap (0: off; the command line's
                               default is REPLAY_FAIR_CAP) */
-    bool as_allotd;        /* REPLAY_ALLOT with allotd's queue options (no lending hold,
-                              no LAS split, 60 s minimum runtime): allot plan */
+    bool no_lending_hold;  /* REPLAY_ALLOT without the lending hold: allotd's default */
     FILE *log;             /* decision log, or NULL */
     /* called now and then with the share of the window replayed (0..1) */
     void (*progress)(void *ud, double done);

@@ -39,6 +39,7 @@ enum opt {
     OPT_PLOT,
     OPT_DLOG,
     OPT_DRAIN,
+    OPT_NO_HOLD,
     OPT_CHECK,
     OPT_SACCT,
     OPT_SLURM_NODES,
@@ -82,6 +83,9 @@ static const struct cliopt options[N_OPTS] = {
                   "utilisation to OUT-util.svg"},
     [OPT_DLOG] = {"decision-log", "OUT", NULL, "write every submit, start, preemption and end"},
     [OPT_DRAIN] = {"drain", NULL, NULL, "after --to, run on until every job has finished"},
+    [OPT_NO_HOLD] = {"no-lending-hold", NULL, NULL,
+                     "allot: lend what tenants used lately at once (allotd's\n"
+                     "default; docs/tenancy.md)"},
     [OPT_CHECK] = {"check", NULL, NULL, "check the queue's invariants after every event (slow)"},
     [OPT_SACCT] = {"sacct", "FILE", NULL,
                    "Slurm accounting export (sacct -P -o JobID,Account,\n"
@@ -568,6 +572,7 @@ static int parse_args(int argc, char **argv, struct replay_args *a)
                            a->val[OPT_FAIR_CAP]);
     a->o.check = a->given[OPT_CHECK];
     a->o.drain = a->given[OPT_DRAIN];
+    a->o.no_lending_hold = a->given[OPT_NO_HOLD];
     return -1;
 }
 

@@ -178,11 +178,13 @@ def test_cycle_work_goes_on():
 
 
 def test_reserve_gangs():
-    """With --reserve-gangs an 8-GPU gang that finds no room holds a
-    reservation: a job that may not be preempted waits behind it with a
-    reason, a preemptible one starts as its backfill, and once the gang's
-    room can be had the backfill is preempted for it and the gang starts."""
-    d = Daemon(args=["--reserve-gangs", "--preempt-grace", "0s", "--preempt-min-runtime", "0s"])
+    """Reservations are on by default: with --large-gang-gpus 8 an 8-GPU
+    gang that finds no room holds a reservation: a job that may not be
+    preempted waits behind it with a reason, a preemptible one starts as
+    its backfill, and once the gang's room can be had the backfill is
+    preempted for it and the gang starts."""
+    d = Daemon(args=["--large-gang-gpus", "8", "--preempt-grace", "0s",
+                     "--preempt-min-runtime", "0s"])
     try:
         expect(d.req("PUT", "/v1/tenants", TENANTS, token=d.admin), 200)
         st, b = d.req("PUT", "/v1/priority-classes/pinned", {"value": 0, "preemptible": False},
@@ -295,9 +297,15 @@ def test_fair_reclaim():
 def test_fair_cap():
     """With --fair-cap a tenant beyond its nominal does not fill a hole past
     the cap while another tenant's gang waits; once the gang is gone it
-    does. 20 GPUs (5 nodes of 4), lab/a and lab/b ask (8 nominal each;
-    lab/c asks nothing): 10 each is fair, and 110 % of it is 11."""
-    d = Daemon(args=["--fair-cap", "110"])
+    does. With --fair-cap 0 it fills the hole at once. 20 GPUs (5 nodes of
+    4), lab/a and lab/b ask (8 nominal each; lab/c asks nothing): 10 each is
+    fair, and 110 % of it is 11."""
+    for cap in ("110", "0"):
+        fair_cap_run(cap)
+
+
+def fair_cap_run(cap):
+    d = Daemon(args=["--fair-cap", cap])
     try:
         ag = lab_world(d)
 
@@ -325,6 +333,9 @@ def test_fair_cap():
             expect(d.req("POST", "/v1/nodes/%s/heartbeat" % node,
                          {"jobs": [{"id": b0["id"], "state": state}]}, token=ag), 200)
         until(bs[0], lambda j: j["state"] == "succeeded")
+        if cap == "0":
+            until(late["id"], lambda j: j["state"] == "starting")
+            return
         want = ("tenant lab/b holds 11 GPUs (nominal 8); while other tenants wait it may "
                 "borrow up to 1.1 times its fair share of 10 GPUs")
         late = until(late["id"], lambda j: j["pending_reason"] == want)
@@ -375,10 +386,12 @@ def test_aging():
 
 def test_large_gang_gpus():
     """--large-gang-gpus 4 makes a 4-GPU job a large gang: with
-    --reserve-gangs it reserves when it finds no room, and a job that may
-    not be preempted waits behind it; with the default (8) it does not."""
-    for args, held in (([], False), (["--large-gang-gpus", "4"], True)):
-        d = Daemon(args=["--reserve-gangs"] + args)
+    reservations (the default) it reserves when it finds no room, and a job
+    that may not be preempted waits behind it; with the default (16), or
+    with --no-reserve-gangs, it does not."""
+    for args, held in (([], False), (["--large-gang-gpus", "4"], True),
+                       (["--large-gang-gpus", "4", "--no-reserve-gangs"], False)):
+        d = Daemon(args=args)
         try:
             lab_world(d)
             st, b = d.req("PUT", "/v1/priority-classes/pinned", {"value": 0, "preemptible": False},
@@ -405,6 +418,96 @@ def test_large_gang_gpus():
             d.stop()
 
 
+def test_las_threshold():
+    """--las-threshold: inside a tenant a job with less GPU service than the
+    threshold preempts one of the tenant's jobs that has had more; with
+    --las-threshold 0s it waits. lab/a holds its 16 GPUs (8 nominal, 8
+    borrowed) of 20; each has had over 1 GPU-second when "new" comes."""
+    for las, preempts in (("1s", True), ("0s", False)):
+        d = Daemon(args=["--las-threshold", las, "--preempt-grace", "0s",
+                         "--preempt-min-runtime", "0s", "--fair-reclaim", "0s"])
+        try:
+            lab_world(d)
+
+            def sub(name):
+                return expect(d.req("POST", "/v1/jobs", {"name": name, "tenant": "lab/a",
+                                                         "gpus": 1}, token=d.admin), 201)["id"]
+
+            old = [sub("a%d" % i) for i in range(16)]
+            for jid in old:
+                wait_job(jid, lambda j: j["state"] == "starting", d=d)
+            time.sleep(1.5)  # every old job passes 1 GPU-second of service
+            new = sub("new")
+            if preempts:
+                wait_job(new, lambda j: j["state"] == "starting", d=d)
+                why = []
+                for jid in old:
+                    ev = expect(d.req("GET", "/v1/jobs/%d/events" % jid, token=d.admin),
+                                200)["events"]
+                    why += [e["detail"] for e in ev if e["kind"] == "preempted"]
+                assert why == ["preempted (over the LAS service threshold) for less-served "
+                               "job new"], why
+            else:
+                j = wait_job(new, lambda j: j["pending_reason"], d=d)
+                time.sleep(0.3)  # a few more cycles: it keeps waiting
+                j = expect(d.req("GET", "/v1/jobs/%d" % new, token=d.admin), 200)
+                assert j["state"] == "pending" and "borrowing limit reached" in \
+                    j["pending_reason"], j
+        finally:
+            d.stop()
+
+
+def test_lending_hold():
+    """With --lending-hold, of its nominal, what a tenant used lately is not
+    lent out, so another tenant does not borrow it at once after the jobs
+    end; by default (off) it does. Two tenants of 4 nominal GPUs each (4
+    more to borrow) on 2 nodes of 4 GPUs."""
+    q = {"gpu": {"nominal": 4, "borrow_limit": 4}}
+    for hold, lent in (("2h", False), (None, True)):
+        d = Daemon(args=["--lending-hold", hold] if hold else [])
+        try:
+            expect(d.req("PUT", "/v1/tenants", {"version": 1, "tenants": [
+                {"path": "lab"}, {"path": "lab/a", "quotas": q},
+                {"path": "lab/b", "quotas": q}]}, token=d.admin), 200)
+            ag = d.token("agent", "", "agents")
+            for i in range(2):
+                expect(d.req("POST", "/v1/nodes/register", dict(N1, name="h%d" % i), token=ag),
+                       201)
+
+            def sub(tenant, name):
+                return expect(d.req("POST", "/v1/jobs", {"name": name, "tenant": tenant,
+                                                         "gpus": 1}, token=d.admin), 201)["id"]
+
+            on = {}
+            for i in range(4):  # lab/a uses its nominal, then its jobs end
+                j = wait_job(sub("lab/a", "a%d" % i), lambda j: j["state"] == "starting", d=d)
+                on.setdefault(j["placement"]["tasks"][0]["node"], []).append(j["id"])
+            for state in ("running", "succeeded"):
+                for node, ids in on.items():
+                    expect(d.req("POST", "/v1/nodes/%s/heartbeat" % node,
+                                 {"jobs": [{"id": i, "state": state} for i in ids]}, token=ag),
+                           200)
+            for jobs in on.values():
+                for jid in jobs:
+                    wait_job(jid, lambda j: j["state"] == "succeeded", d=d)
+            bs = [sub("lab/b", "b%d" % i) for i in range(8)]
+            for jid in bs[:4]:
+                wait_job(jid, lambda j: j["state"] == "starting", d=d)
+            if lent:
+                for jid in bs[4:]:
+                    wait_job(jid, lambda j: j["state"] == "starting", d=d)
+            else:
+                j = wait_job(bs[4], lambda j: j["pending_reason"], d=d)
+                time.sleep(0.3)  # a few more cycles: the held GPUs stay free
+                j = expect(d.req("GET", "/v1/jobs/%d" % bs[4], token=d.admin), 200)
+                assert j["state"] == "pending", j
+                assert j["pending_reason"] == (
+                    "cluster quota exhausted (4/8 GPU in use; other tenants keep 4 unlent: "
+                    "lend limit or lending hold)"), j
+        finally:
+            d.stop()
+
+
 if __name__ == "__main__":
     dm = Daemon()
     try:
@@ -413,6 +516,6 @@ if __name__ == "__main__":
         fx.run([test_register, test_place_run_succeed, test_mig_and_cancel_frees,
                 test_metrics_show_the_cluster, test_restart_rebuilds_from_store,
                 test_cycle_work_goes_on, test_reserve_gangs, test_fair_reclaim, test_fair_cap,
-                test_aging, test_large_gang_gpus])
+                test_aging, test_large_gang_gpus, test_las_threshold, test_lending_hold])
     finally:
         dm.stop()

@@ -193,11 +193,16 @@ static void test_setup_tenants_file(void **state)
     replay_setup_free(&s);
 }
 
-/* Runs `policy` on the three-job trace (10,000 s window) into *r. */
-static void run_tiny(int policy, int64_t ckpt, struct replay_result *r, struct replay_setup *s)
+/* Runs `policy` on the three-job trace (10,000 s window) into *r, allot
+ * without its lending hold when no_hold. */
+static void run_tiny_hold(int policy, int64_t ckpt, bool no_hold, struct replay_result *r,
+                          struct replay_setup *s)
 {
-    struct replay_opts o = {
-        .checkpoint_s = ckpt, .seed = 1, .fair_cap = REPLAY_FAIR_CAP, .check = true};
+    struct replay_opts o = {.checkpoint_s = ckpt,
+                            .seed = 1,
+                            .fair_cap = REPLAY_FAIR_CAP,
+                            .check = true,
+                            .no_lending_hold = no_hold};
     char err[512] = "";
 
     if (replay_setup_philly(s, DATA "replay_tiny_jobs.csv", DATA "replay_tiny_vcs.csv", NULL, T0,
@@ -205,6 +210,11 @@ static void run_tiny(int policy, int64_t ckpt, struct replay_result *r, struct r
         fail_msg("%s", err);
     if (replay_run(s, policy, &o, r, err, sizeof(err)) != 0)
         fail_msg("%s", err);
+}
+
+static void run_tiny(int policy, int64_t ckpt, struct replay_result *r, struct replay_setup *s)
+{
+    run_tiny_hold(policy, ckpt, false, r, s);
 }
 
 /*
@@ -286,6 +296,14 @@ static void test_tiny_allot(void **state)
     run_tiny(REPLAY_ALLOT, 600, &r, &s);
     assert_near(r.all.lost_gpu_hours, 8.0 * (430 + 30) / 3600);
     assert_near(r.all.avg_jct, (7430 + 7030 + 1030) / 3.0);
+    replay_result_free(&r);
+    replay_setup_free(&s);
+    /* without the lending hold (allotd's default) b2 borrows a's node as
+     * soon as a is done: 2030..6030, while b1 runs to its end at 4000 */
+    run_tiny_hold(REPLAY_ALLOT, 1800, true, &r, &s);
+    assert_int_equal(r.all.preemptions, 1);
+    assert_near(r.all.lost_gpu_hours, 8.0 * 1030 / 3600);
+    assert_near(r.all.avg_jct, (4000 + 6030 + 1030) / 3.0);
     replay_result_free(&r);
     replay_setup_free(&s);
 }
