@@ -387,6 +387,10 @@ void allot_tenants_charge(struct allot_tenants *t, int i, const struct allot_res
     t->charges++;
     for (int a = i; a >= 0; a = t->v[a].parent)
         for (int k = 0; k < ALLOT_RES_MAX; k++) {
+            /* a resource r does not use keeps its usage, peak and memo (a
+             * job uses a few of the ALLOT_RES_MAX, one GPU model of 64) */
+            if (r->v[k] == 0)
+                continue;
             /* what a's subtree withholds may change; subtrees off the path keep theirs */
             t->memo[(size_t)a * ALLOT_RES_MAX + (size_t)k].gen = 0;
             t->v[a].usage[k] += sign * r->v[k];
