@@ -2,9 +2,10 @@
  * `allot plan` (docs/cli/allot-plan.md, docs/planning.md): capacity
  * planning from the cluster's own history. It fetches the recorded jobs
  * (GET /v1/jobs, every state, every page), the nodes (GET /v1/nodes), the
- * tenants document (GET /v1/tenants) and the price book when one is set,
- * and replays the jobs in-process through allot-sim's replay (src/sim,
- * liballot-core's queue on a virtual clock, the `allot` policy) on the
+ * tenants document (GET /v1/tenants), the scheduling options (GET
+ * /v1/scheduler) and the price book when one is set, and replays the jobs
+ * in-process through allot-sim's replay (src/sim, liballot-core's queue on
+ * a virtual clock, the `allot` policy with allotd's options) on the
  * current cluster and on a changed one (--add, --remove, --quota), and
  * reports both side by side. --forecast fits Holt-Winters to the hourly
  * GPU demand of each tenant and model and finds the day the p95 queue
@@ -20,6 +21,7 @@
 
 #include "allot/catalog.h"
 #include "allot/common.h"
+#include "allot/queue.h"
 #include "forecast.h"
 #include "philly.h"
 #include "replay.h"
@@ -50,8 +52,9 @@ static const struct cli_usage plan_usage = {
     "plan",
     "[--add [N]xMODEL]... [--remove NODE]... [--quota TENANT=gpu:N]... [--since DURATION]\n"
     "       [--forecast [--wait-target DURATION] [--horizon DAYS]] [-o table|json|yaml]",
-    "What if: replays the cluster's recorded jobs through the scheduler's core\n"
-    "on the current cluster and on the changed one and compares queueing,\n"
+    "What if: replays the cluster's recorded jobs through the scheduler's core,\n"
+    "with the options allotd runs with (GET /v1/scheduler), on the current\n"
+    "cluster and on the changed one and compares queueing,\n"
     "utilisation, per-tenant waits and cost (docs/planning.md)."};
 
 /* One scenario's figures. */
@@ -66,6 +69,8 @@ struct plan {
     struct cli *c;
     struct allot_catalog *cat;             /* owned */
     json_t *jobs, *nodes, *tenants, *book; /* owned replies (book may be NULL) */
+    json_t *sched;                         /* owned reply of GET /v1/scheduler */
+    struct allot_queue_opts qo;            /* the queue as that allotd runs it */
     char *tenants_yaml;                    /* owned: the document as YAML */
     size_t tenants_len;
     struct replay_trace tr; /* owned */
@@ -377,15 +382,8 @@ static int scenario(struct plan *p, const struct replay_node_group *g, int n, bo
         .from = -1,
         .to = -1,
     };
-    /* the queue as allotd runs it with its defaults (the tuned table of
-     * include/allot/queue.h, as allot-sim replay's allot policy, without
-     * the lending hold) */
-    struct replay_opts ro = {.checkpoint_s = 1800,
-                             .placement = "allot",
-                             .seed = 1,
-                             .drain = true,
-                             .fair_cap = REPLAY_FAIR_CAP,
-                             .no_lending_hold = true};
+    /* the queue as this allotd runs it (GET /v1/scheduler) */
+    struct replay_opts ro = {.checkpoint_s = 1800, .seed = 1, .drain = true, .queue = &p->qo};
     char err[1024];
     int64_t first = INT64_MAX;
     int rc;
@@ -988,6 +986,70 @@ static void print_forecast(json_t *fc)
                json_real_value(json_object_get(fc, "max_growth")));
 }
 
+/* ---- the scheduler's options ---- */
+
+/* Field k of GET /v1/scheduler as a whole number in [0, max], or -1 when
+ * missing or of another type. */
+static int64_t sched_int(const struct plan *p, const char *k, int64_t max)
+{
+    json_t *v = json_object_get(p->sched, k);
+    int64_t x = json_is_integer(v) ? (int64_t)json_integer_value(v) : -1;
+
+    return x <= max ? x : -1;
+}
+
+/* The queue options allotd runs with (GET /v1/scheduler) as the replay's. */
+static int sched_opts(struct plan *p)
+{
+    static const char *const ints[] = {"preempt_grace_s",     "preempt_min_runtime_s",
+                                       "fair_reclaim_s",      "fair_cap_percent",
+                                       "large_gang_gpus",     "aging_s",
+                                       "las_threshold_gpu_s", "lending_hold_s"};
+    int64_t v[8];
+    json_t *order = json_object_get(p->sched, "order"),
+           *pl = json_object_get(p->sched, "placement");
+
+    for (int i = 0; i < 8; i++)
+        if ((v[i] = sched_int(p, ints[i], INT32_MAX)) < 0) {
+            cli_error("server", "GET /v1/scheduler: \"%s\" missing or not a whole number", ints[i]);
+            return CLI_SERVER;
+        }
+    if (!json_is_string(order) || !json_is_string(pl) ||
+        !json_is_boolean(json_object_get(p->sched, "reserve_gangs"))) {
+        cli_error("server", "GET /v1/scheduler: \"order\", \"placement\" or \"reserve_gangs\" "
+                            "missing or of the wrong type");
+        return CLI_SERVER;
+    }
+    allot_queue_opts_tuned(&p->qo);
+    p->qo.order = json_string_value(order);
+    p->qo.placement = json_string_value(pl);
+    p->qo.grace_s = v[0];
+    p->qo.min_runtime_s = v[1];
+    p->qo.fair_reclaim_s = v[2];
+    p->qo.fair_cap = (double)v[3] / 100.0;
+    p->qo.large_gang_gpus = (int)v[4];
+    p->qo.aging_s = v[5];
+    p->qo.las_threshold_gpu_s = v[6];
+    p->qo.hold_half_life_s = (double)v[7];
+    p->qo.reserve_gangs = json_is_true(json_object_get(p->sched, "reserve_gangs"));
+    p->qo.seed = 1;
+    return CLI_OK;
+}
+
+/* The options the replays ran with, from p->qo (not the reply echoed). */
+static json_t *sched_json(const struct plan *p)
+{
+    const struct allot_queue_opts *q = &p->qo;
+
+    return json_pack(
+        "{s:s,s:s,s:I,s:I,s:I,s:f,s:b,s:I,s:I,s:I,s:I}", "order", q->order, "placement",
+        q->placement, "preempt_grace_s", (json_int_t)q->grace_s, "preempt_min_runtime_s",
+        (json_int_t)q->min_runtime_s, "fair_reclaim_s", (json_int_t)q->fair_reclaim_s, "fair_cap",
+        q->fair_cap, "reserve_gangs", (int)q->reserve_gangs, "large_gang_gpus",
+        (json_int_t)q->large_gang_gpus, "aging_s", (json_int_t)q->aging_s, "las_threshold_gpu_s",
+        (json_int_t)q->las_threshold_gpu_s, "lending_hold_s", (json_int_t)q->hold_half_life_s);
+}
+
 /* ---- the verb ---- */
 
 static int fetch(struct plan *p, struct client *cl)
@@ -999,7 +1061,10 @@ static int fetch(struct plan *p, struct client *cl)
         (rc = client_call(cl, "GET", "/v1/nodes", NULL, NULL, CLIENT_RETRY_ALWAYS, &p->nodes,
                           NULL)) != CLI_OK ||
         (rc = client_call(cl, "GET", "/v1/tenants", NULL, NULL, CLIENT_RETRY_ALWAYS, &p->tenants,
-                          NULL)) != CLI_OK)
+                          NULL)) != CLI_OK ||
+        (rc = client_call(cl, "GET", "/v1/scheduler", NULL, NULL, CLIENT_RETRY_ALWAYS, &p->sched,
+                          NULL)) != CLI_OK ||
+        (rc = sched_opts(p)) != CLI_OK)
         return rc;
     /* No price book is an expected answer (404), not an error to print:
      * client_call reports every failure on stderr, so descriptor 2 points
@@ -1074,6 +1139,7 @@ static void plan_free(struct plan *p)
     json_decref(p->nodes);
     json_decref(p->tenants);
     json_decref(p->book);
+    json_decref(p->sched);
     free(p->tenants_yaml);
     replay_trace_free(&p->tr);
     allot_free(p->rec_waits);
@@ -1187,6 +1253,7 @@ int cmd_plan(struct cli *c, int argc, char **argv)
     root = json_object();
     json_object_set_new(root, "history", history_json(&p, &cur));
     json_object_set_new(root, "policy", json_string("allot"));
+    json_object_set_new(root, "scheduler", sched_json(&p));
     if (p.book && json_is_string(json_object_get(p.book, "currency")))
         json_object_set(root, "currency", json_object_get(p.book, "currency"));
     json_object_set_new(root, "current", scen_json(&p, &cur));
@@ -1209,8 +1276,16 @@ int cmd_plan(struct cli *c, int argc, char **argv)
     print_side_by_side(&p, root);
     if (json_object_get(root, "forecast"))
         print_forecast(json_object_get(root, "forecast"));
-    printf("\nreplayed under the allot policy; fractional and MIG jobs hold whole GPUs, costs are "
-           "GPU time at the price book's GPU rates (docs/planning.md)\n");
+    printf(
+        "\nreplayed under the allot policy as allotd runs it: %s order, %s placement, grace %lld "
+        "s, minimum runtime %lld s, fair-share reclaim %lld s, fair-share cap %g (0: off), "
+        "reservations %s (gangs of %d+ GPUs), aging %lld s, LAS split %lld GPU-s, lending hold "
+        "%lld s (0: off); fractional and MIG jobs hold whole GPUs, costs are GPU time at the "
+        "price book's GPU rates (docs/planning.md)\n",
+        p.qo.order, p.qo.placement, (long long)p.qo.grace_s, (long long)p.qo.min_runtime_s,
+        (long long)p.qo.fair_reclaim_s, p.qo.fair_cap, p.qo.reserve_gangs ? "on" : "off",
+        p.qo.large_gang_gpus, (long long)p.qo.aging_s, (long long)p.qo.las_threshold_gpu_s,
+        (long long)p.qo.hold_half_life_s);
 out:
     json_decref(root);
     scenario_free(&cur);

@@ -56,6 +56,7 @@ const struct route http_routes[] = {
     {"POST", "/v1/nodes/{name}/heartbeat", api_nodes_heartbeat, A(ADMIN) | A(AGENT),
      "node.heartbeat"},
     {"GET", "/v1/whoami", api_whoami, ROLES_USERS | A(AGENT), NULL},
+    {"GET", "/v1/scheduler", api_scheduler, ROLES_USERS, NULL},
     {"GET", "/v1/usage", api_usage, ROLES_USERS, NULL},
     {"GET", "/v1/idle", api_idle, ROLES_USERS, NULL},
     {"GET", "/v1/anomalies", api_anomalies, ROLES_USERS, NULL},
@@ -73,7 +74,7 @@ static const int metric_codes[] = {200, 201, 204, 400, 401, 403, 404,
 #define N_BUCKETS 12
 static const double buckets[N_BUCKETS] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
                                           0.05,   0.1,   0.25,   0.5,   1,    2.5};
-#define MAX_ROUTES 32
+#define MAX_ROUTES 48
 
 struct metric_cell {
     uint64_t count;

@@ -223,6 +223,7 @@ int api_nodes_drain(struct req *r);
 int api_nodes_uncordon(struct req *r);
 int api_usage(struct req *r);
 int api_whoami(struct req *r);
+int api_scheduler(struct req *r);
 int api_idle(struct req *r);
 int api_anomalies(struct req *r);
 int api_invoices(struct req *r);

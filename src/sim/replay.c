@@ -877,6 +877,10 @@ static void queue_options(int policy, const struct replay_opts *o, struct allot_
         qo->order = "sjf";
         break;
     default:
+        if (o->queue) {
+            *qo = *o->queue;
+            break;
+        }
         /* allotd's default queue options: the tuned table
          * (include/allot/queue.h), with the lending hold unless asked
          * otherwise; the placement is the run's */

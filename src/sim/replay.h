@@ -285,7 +285,11 @@ struct replay_opts {
     double fair_cap;       /* REPLAY_ALLOT: opts.fair_cap (0: off; the command line's
                               default is REPLAY_FAIR_CAP) */
     bool no_lending_hold;  /* REPLAY_ALLOT without the lending hold: allotd's default */
-    FILE *log;             /* decision log, or NULL */
+    /* REPLAY_ALLOT: these queue options (order, placement and seed too) in
+     * place of the tuned table and the fields above: allot plan's, as
+     * allotd runs (GET /v1/scheduler). NULL: the tuned table */
+    const struct allot_queue_opts *queue;
+    FILE *log; /* decision log, or NULL */
     /* called now and then with the share of the window replayed (0..1) */
     void (*progress)(void *ud, double done);
     void *progress_ud;

@@ -133,6 +133,36 @@ def test_bad_options():
     fails(cli(dm, "plan", token="nope"), 3)
 
 
+def test_scheduler_options():
+    """plan replays with the queue options this allotd runs with (GET
+    /v1/scheduler), not the defaults: restarted with other options, the
+    plan's queue follows them."""
+    global dm
+    assert expect(dm.req("GET", "/v1/scheduler", token=dm.admin), 200) == {
+        "order": "fair", "placement": "allot", "preempt_grace_s": 30,
+        "preempt_min_runtime_s": 600, "fair_reclaim_s": 300, "fair_cap_percent": 300,
+        "reserve_gangs": True, "large_gang_gpus": 16, "aging_s": 0,
+        "las_threshold_gpu_s": 28800, "lending_hold_s": 0}
+    expect(dm.req("GET", "/v1/scheduler"), 401)
+    q = ok(cli(dm, "-o", "json", "plan")).json()["scheduler"]
+    assert q["fair_cap"] == 3 and q["reserve_gangs"] and q["lending_hold_s"] == 0, q
+    old = dm
+    old.stop()
+    dm = Daemon(data_dir=old.dir, args=["--order", "fifo", "--fair-cap", "150", "--lending-hold",
+                                        "1h", "--no-reserve-gangs", "--las-threshold", "0s",
+                                        "--preempt-min-runtime", "2m"])
+    dm.admin = old.admin
+    got = expect(dm.req("GET", "/v1/scheduler", token=dm.admin), 200)
+    assert got["order"] == "fifo" and got["fair_cap_percent"] == 150, got
+    q = ok(cli(dm, "-o", "json", "plan")).json()["scheduler"]
+    assert q == {"order": "fifo", "placement": "allot", "preempt_grace_s": 30,
+                 "preempt_min_runtime_s": 120, "fair_reclaim_s": 300, "fair_cap": 1.5,
+                 "reserve_gangs": False, "large_gang_gpus": 16, "aging_s": 0,
+                 "las_threshold_gpu_s": 0, "lending_hold_s": 3600}, q
+    r = ok(cli(dm, "plan"))
+    assert "fifo order" in r.out and "lending hold 3600 s" in r.out, r
+
+
 if __name__ == "__main__":
     dm = Daemon()
     try:
@@ -140,6 +170,7 @@ if __name__ == "__main__":
         AG = dm.token("agent", "", "agents")
         expect(dm.req("POST", "/v1/nodes/register", node("p-1"), token=AG), 201)
         fx.run([record_history, test_add_nodes_cuts_the_wait, test_second_node,
-                test_quota_remove_and_cost, test_forecast, test_bad_options])
+                test_quota_remove_and_cost, test_forecast, test_bad_options,
+                test_scheduler_options])
     finally:
         dm.stop()

@@ -1,6 +1,6 @@
 """`allot plan --forecast` on three weeks of history. A test cannot make a
 real allotd record weeks of jobs, so a stand-in serves allotd's read API
-(GET /v1/jobs, /v1/nodes, /v1/tenants; /v1/pricebook answers 404 as allotd
+(GET /v1/jobs, /v1/nodes, /v1/tenants, /v1/scheduler; /v1/pricebook answers 404 as allotd
 does without a price book) with a synthetic history: research/nlp's demand
 grows 4 % a day, research/vision's stays flat, both with a daily cycle, on
 two nodes of 8 H100s. Holt-Winters finds a weekly season, a growing and a
@@ -15,7 +15,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import allotd_fixture as fx
-from cli_fixture import cli, ok
+from cli_fixture import cli, fails, ok
 
 NOW = int(time.time())
 
@@ -48,6 +48,10 @@ REPLIES = {
         {"path": "research", "quotas": {"gpu": {"nominal": 16}}},
         {"path": "research/nlp", "quotas": {"gpu": 8}},
         {"path": "research/vision", "quotas": {"gpu": 8, "memory": "8Ti"}}]},
+    "/v1/scheduler": {"order": "fair", "placement": "allot", "preempt_grace_s": 30,
+                      "preempt_min_runtime_s": 600, "fair_reclaim_s": 300,
+                      "fair_cap_percent": 300, "reserve_gangs": True, "large_gang_gpus": 16,
+                      "aging_s": 0, "las_threshold_gpu_s": 28800, "lending_hold_s": 0},
 }
 
 
@@ -108,6 +112,21 @@ def test_wait_target_dates():
     assert "season 168 h" in r.out and "missed from %s" % loose["missed_on"] in r.out, r
 
 
+def test_bad_scheduler_reply():
+    """A scheduler reply with a field missing or of the wrong type is the
+    server's fault: exit status 5, naming the field; nothing is replayed."""
+    good = REPLIES["/v1/scheduler"]
+    try:
+        for k, v in (("fair_cap_percent", None), ("lending_hold_s", "1h"),
+                     ("aging_s", -5), ("reserve_gangs", 1), ("order", 7)):
+            REPLIES["/v1/scheduler"] = dict(good, **{k: v}) if v is not None else \
+                {x: y for x, y in good.items() if x != k}
+            r = fails(cli(srv, "plan"), 5, "server", k)
+            assert k in r.err and r.out == "", (k, r)
+    finally:
+        REPLIES["/v1/scheduler"] = good
+
+
 if __name__ == "__main__":
     srv = Server()
-    fx.run([test_seasons_and_trends, test_wait_target_dates])
+    fx.run([test_seasons_and_trends, test_wait_target_dates, test_bad_scheduler_reply])

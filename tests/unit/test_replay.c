@@ -194,15 +194,17 @@ static void test_setup_tenants_file(void **state)
 }
 
 /* Runs `policy` on the three-job trace (10,000 s window) into *r, allot
- * without its lending hold when no_hold. */
-static void run_tiny_hold(int policy, int64_t ckpt, bool no_hold, struct replay_result *r,
-                          struct replay_setup *s)
+ * without its lending hold when no_hold, with queue options qo when not
+ * NULL. */
+static void run_tiny_opts(int policy, int64_t ckpt, bool no_hold, const struct allot_queue_opts *qo,
+                          struct replay_result *r, struct replay_setup *s)
 {
     struct replay_opts o = {.checkpoint_s = ckpt,
                             .seed = 1,
                             .fair_cap = REPLAY_FAIR_CAP,
                             .check = true,
-                            .no_lending_hold = no_hold};
+                            .no_lending_hold = no_hold,
+                            .queue = qo};
     char err[512] = "";
 
     if (replay_setup_philly(s, DATA "replay_tiny_jobs.csv", DATA "replay_tiny_vcs.csv", NULL, T0,
@@ -214,7 +216,7 @@ static void run_tiny_hold(int policy, int64_t ckpt, bool no_hold, struct replay_
 
 static void run_tiny(int policy, int64_t ckpt, struct replay_result *r, struct replay_setup *s)
 {
-    run_tiny_hold(policy, ckpt, false, r, s);
+    run_tiny_opts(policy, ckpt, false, NULL, r, s);
 }
 
 /*
@@ -272,6 +274,7 @@ static void test_tiny_allot(void **state)
 {
     struct replay_setup s;
     struct replay_result r;
+    struct allot_queue_opts qo;
 
     (void)state;
     /* a reclaims b's borrowed node at 1000 (past the 600 s minimum): b2
@@ -300,9 +303,20 @@ static void test_tiny_allot(void **state)
     replay_setup_free(&s);
     /* without the lending hold (allotd's default) b2 borrows a's node as
      * soon as a is done: 2030..6030, while b1 runs to its end at 4000 */
-    run_tiny_hold(REPLAY_ALLOT, 1800, true, &r, &s);
+    run_tiny_opts(REPLAY_ALLOT, 1800, true, NULL, &r, &s);
     assert_int_equal(r.all.preemptions, 1);
     assert_near(r.all.lost_gpu_hours, 8.0 * 1030 / 3600);
+    assert_near(r.all.avg_jct, (4000 + 6030 + 1030) / 3.0);
+    replay_result_free(&r);
+    replay_setup_free(&s);
+    /* the same from explicit queue options (allot plan's, from allotd):
+     * replay_opts.queue, not the tuned table with its hold */
+    allot_queue_opts_tuned(&qo);
+    qo.placement = "bestfit";
+    qo.fair_cap = REPLAY_FAIR_CAP;
+    qo.hold_half_life_s = 0;
+    run_tiny_opts(REPLAY_ALLOT, 1800, false, &qo, &r, &s);
+    assert_int_equal(r.all.preemptions, 1);
     assert_near(r.all.avg_jct, (4000 + 6030 + 1030) / 3.0);
     replay_result_free(&r);
     replay_setup_free(&s);
