@@ -258,6 +258,7 @@ int cmd_tenants(struct cli *c, int argc, char **argv);
 int cmd_quota(struct cli *c, int argc, char **argv);
 int cmd_apply(struct cli *c, int argc, char **argv);
 int cmd_nodes(struct cli *c, int argc, char **argv);
+int cmd_scheduler(struct cli *c, int argc, char **argv);
 int cmd_cordon(struct cli *c, int argc, char **argv);
 int cmd_drain(struct cli *c, int argc, char **argv);
 int cmd_uncordon(struct cli *c, int argc, char **argv);

@@ -2,7 +2,7 @@
  * Administrative verbs: `nodes` (GET /v1/nodes), `cordon`, `drain` and
  * `uncordon` (POST /v1/nodes/{name}/...), `tokens create|ls|revoke`
  * (POST, GET /v1/tokens, DELETE /v1/tokens/{id}) and `audit ls|verify`
- * (GET /v1/audit, /v1/audit/verify).
+ * (GET /v1/audit, /v1/audit/verify), `scheduler` (GET /v1/scheduler).
  *
  * `tokens create` prints the new secret as the last line of its output
  * (it is shown only once; scripts take `tail -n 1`). `audit verify` exits
@@ -16,6 +16,71 @@
 #include <unistd.h>
 
 static const struct cli_opt no_opts[] = {{NULL, 0, NULL, NULL}};
+
+/* ---- scheduler ---- */
+
+static const struct cli_usage scheduler_usage = {
+    "scheduler", "",
+    "Shows the scheduling options allotd runs with (docs/allotd.md), as allotd's\n"
+    "options: the queue order and placement, preemption, fair-share reclaim and\n"
+    "cap, reservations, aging, the LAS split and the lending hold."};
+
+/* The reply's fields as allotd's options, with their units. */
+static const struct {
+    const char *key, *option, *unit;
+} sched_fields[] = {
+    {"order", "order", ""},
+    {"placement", "placement", ""},
+    {"preempt_grace_s", "preempt-grace", "s"},
+    {"preempt_min_runtime_s", "preempt-min-runtime", "s"},
+    {"fair_reclaim_s", "fair-reclaim", "s (0s: off)"},
+    {"fair_cap_percent", "fair-cap", " % of the fair share (0: off)"},
+    {"reserve_gangs", "reserve-gangs", ""},
+    {"large_gang_gpus", "large-gang-gpus", " GPUs"},
+    {"aging_s", "aging", "s (0s: off)"},
+    {"las_threshold_gpu_s", "las-threshold", "s of GPU-time (0s: off)"},
+    {"lending_hold_s", "lending-hold", "s (0s: off)"},
+};
+
+int cmd_scheduler(struct cli *c, int argc, char **argv)
+{
+    static const char *const titles[] = {"OPTION", "VALUE"};
+    struct cli_args a;
+    struct client *cl;
+    json_t *r = NULL;
+    int rc = args_parse(c, no_opts, &scheduler_usage, argc, argv, &a);
+
+    if (rc != CLI_OK)
+        return rc;
+    if (a.n_pos) {
+        rc = cli_usage_error("allot scheduler takes no arguments (got %s)", a.pos[0]);
+        goto out;
+    }
+    if (!(cl = cli_client(c))) {
+        rc = CLI_USAGE;
+        goto out;
+    }
+    rc = client_call(cl, "GET", "/v1/scheduler", NULL, NULL, CLIENT_RETRY_ALWAYS, &r, NULL);
+    if (rc != CLI_OK || out_structured(c, r))
+        goto out;
+    struct table *t = table_new(2, titles);
+    for (size_t i = 0; i < sizeof(sched_fields) / sizeof(sched_fields[0]); i++) {
+        json_t *v = json_object_get(r, sched_fields[i].key);
+        char val[96], cell[64];
+
+        if (!v)
+            continue; /* a field this allot does not know of is in -o json */
+        allot_fmt(val, sizeof(val), "%s%s", out_cell(v, cell, sizeof(cell)),
+                  json_is_boolean(v) ? "" : sched_fields[i].unit);
+        const char *cells[2] = {sched_fields[i].option, val};
+        table_row(t, cells);
+    }
+    table_print(t, stdout);
+out:
+    json_decref(r);
+    args_free(&a);
+    return rc;
+}
 
 /* ---- nodes ---- */
 

@@ -41,6 +41,7 @@ static const struct verb verbs[] = {
     {"idle", cmd_idle, "running jobs holding GPUs they do not use"},
     {"anomalies", cmd_anomalies, "unusual tenant usage and job patterns"},
     {"plan", cmd_plan, "what if: replay the history on a changed cluster; --forecast"},
+    {"scheduler", cmd_scheduler, "the scheduling options allotd runs with"},
 };
 
 #define N_VERBS (sizeof(verbs) / sizeof(verbs[0]))

@@ -243,11 +243,33 @@ def test_https():
         assert t.stop() == 0
 
 
+def test_scheduler():
+    """allot scheduler shows allotd's scheduling options by their option
+    names, as this allotd was started (here with --fair-cap 150 and
+    --lending-hold 30m); -o json is the server's reply."""
+    d = Daemon(args=["--fair-cap", "150", "--lending-hold", "30m", "--no-reserve-gangs"])
+    try:
+        r = ok(cli(d, "scheduler"))
+        rows = dict(line.split(None, 1) for line in r.out.splitlines()[1:])
+        assert rows["fair-cap"].startswith("150 % "), rows
+        assert rows["lending-hold"].startswith("1800s"), rows
+        assert rows["reserve-gangs"] == "false" and rows["order"] == "fair", rows
+        assert rows["las-threshold"].startswith("28800s of GPU-time"), rows
+        js = ok(cli(d, "-o", "json", "scheduler")).json()
+        assert js == expect(d.req("GET", "/v1/scheduler", token=d.admin), 200), js
+        viewer = d.token("viewer")
+        assert ok(cli(d, "-o", "json", "scheduler", token=viewer)).json() == js
+        fails(cli(d, "scheduler", "extra"), 1, "usage")
+        fails(cli(d, "scheduler", token="nope"), 3)
+    finally:
+        d.stop()
+
+
 if __name__ == "__main__":
     dm = Daemon()
     try:
         expect(dm.req("PUT", "/v1/tenants", TENANTS, token=dm.admin), 200)
         fx.run([test_tokens, test_audit, test_audit_tampered, test_nodes_and_top,
-                test_config_sources, test_https])
+                test_config_sources, test_https, test_scheduler])
     finally:
         assert dm.stop() == 0

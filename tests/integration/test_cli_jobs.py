@@ -19,7 +19,7 @@ dm = None
 VERBS = ["submit", "ls", "show", "cancel", "events", "logs", "run", "tenants", "quota", "apply",
          "nodes",
          "cordon", "drain", "uncordon", "tokens", "audit", "top", "usage", "invoice", "pricebook",
-         "idle", "anomalies", "plan"]
+         "idle", "anomalies", "plan", "scheduler"]
 
 
 def test_help_everywhere():
