@@ -82,14 +82,16 @@ fuzz: deps
 
 bench: deps build
 	@$(BUILD)/bench-placement
-	@$(BUILD)/bench-cycle
+	@$(BUILD)/bench-cycle --config tuned
+	@$(BUILD)/bench-cycle --config lean
 	@$(BUILD)/bench-api
 	@$(BUILD)/bench-cluster
 	@python3 bench/agent.py --build $(BUILD)
 	@if [ -d $(DATA)/openb ]; then ./bench/fill.sh $(BUILD) $(DATA); fi
 
 bench-cycle: deps build
-	@$(BUILD)/bench-cycle
+	@$(BUILD)/bench-cycle --config tuned
+	@$(BUILD)/bench-cycle --config lean
 
 bench-api: deps build
 	@$(BUILD)/bench-api

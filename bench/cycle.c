@@ -3,8 +3,14 @@
  * a long-running daemon. A synthetic 10,000-node cluster (8 GPUs each,
  * mixed models) shared by 1,000 tenants (50 organisations of 20 teams,
  * nominal quotas summing to the cluster, borrowing on) is filled with
- * running work, then 100,000 more jobs wait. Preemption, reclaim, backfill
- * and the lending hold are on, as in `allot-sim replay --policy allot`.
+ * running work, then 100,000 more jobs wait. With --config tuned (the
+ * default) the queue runs the tuned configuration of include/allot/queue.h
+ * (allotd's defaults: preemption, reclaim, reservations with backfill,
+ * fair-share reclaim and cap, the LAS split; with the lending hold, as
+ * `allot-sim replay --policy allot`); with --config lean, the same without
+ * reservations, fair-share reclaim and cap, which a very large cluster may
+ * turn off (--no-reserve-gangs --fair-reclaim 0s --fair-cap 0). Bestfit
+ * placement. `make bench-cycle` runs both, one line each.
  * Each measured event (a running job finishes, or a job arrives) is
  * followed by one cycle; the event-to-decision latency is the time of the
  * event call plus that cycle, as wall-clock time and as this process's
@@ -13,7 +19,7 @@
  * ALLOT_QUEUE_CYCLE_WORK); when one stops there the round goes on in
  * further cycles, as allotd runs them, and the round's total (event plus
  * all its cycles) is reported apart. Prints one line:
- *   bench=cycle nodes=N tenants=T pending=P running=R events=E work=W p50_ms=X
+ *   bench=cycle config=C nodes=N tenants=T pending=P running=R events=E work=W p50_ms=X
  *   p99_ms=Y max_ms=Z cpu_p50_ms=.. cpu_p99_ms=.. cycles=C cycle_cpu_max_ms=..
  *   round_cpu_p50_ms=.. round_cpu_max_ms=.. round_cycles_max=.. total_cpu_ms=..
  *   starts=S
@@ -67,11 +73,13 @@ static void on_decision(int kind, const struct allot_job *j, const char *why, vo
 static void usage(FILE *f)
 {
     fprintf(f, "usage: bench-cycle [--nodes N] [--tenants T] [--pending P] [--events E] "
-               "[--seed S] [--work W]\n"
+               "[--seed S] [--work W] [--config tuned|lean]\n"
                "Fills an N-node cluster shared by T tenants, queues P more jobs, then\n"
                "times E events each followed by one scheduling cycle (and the cycles\n"
                "that continue its round when one stops at W starts and victim\n"
-               "searches; 0: the queue's default); prints one line.\n");
+               "searches; 0: the queue's default); prints one line. --config: the\n"
+               "queue's tuned options (allotd's defaults), or lean: without\n"
+               "reservations, fair-share reclaim and cap.\n");
 }
 
 /* A random job of leaf tenant `tenant`: mostly 1-8 GPUs, some 2 x 8 gangs. */
@@ -132,18 +140,11 @@ int main(int argc, char **argv)
         bool finish;
         long starts, preempts;
     } slow = {-1, false, 0, 0};
-    struct allot_queue_opts o = {.order = "fair",
-                                 .placement = "bestfit",
-                                 .quotas = true,
-                                 .borrowing = true,
-                                 .preemption = true,
-                                 .backfill = true,
-                                 .grace_s = 30,
-                                 .min_runtime_s = 600,
-                                 .aging_s = 6 * 3600,
-                                 .half_life_s = 86400,
-                                 .hold_half_life_s = 7200,
-                                 .las_threshold_gpu_s = 8 * 3600};
+    struct allot_queue_opts o;
+    const char *config = "tuned";
+
+    allot_queue_opts_tuned(&o);
+    o.placement = "bestfit";
 
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -159,12 +160,22 @@ int main(int argc, char **argv)
             events = (int)strtol(argv[++i], NULL, 10);
         } else if (!strcmp(argv[i], "--work") && i + 1 < argc) {
             work = (int)strtol(argv[++i], NULL, 10);
+        } else if (!strcmp(argv[i], "--config") && i + 1 < argc) {
+            config = argv[++i];
         } else if (!strcmp(argv[i], "--seed") && i + 1 < argc) {
             seed = strtoull(argv[++i], NULL, 10);
         } else {
             usage(stderr);
             return 2;
         }
+    }
+    if (!strcmp(config, "lean")) {
+        o.reserve_gangs = false;
+        o.fair_reclaim_s = 0;
+        o.fair_cap = 0;
+    } else if (strcmp(config, "tuned") != 0) {
+        fprintf(stderr, "bench-cycle: --config \"%s\": want tuned or lean\n", config);
+        return 2;
     }
     if (nodes <= 0 || ntenants <= 0 || pending < 0 || events <= 0 || work < 0) {
         fprintf(stderr, "bench-cycle: --nodes, --tenants and --events must be positive, "
@@ -286,13 +297,14 @@ int main(int argc, char **argv)
             run += st == ALLOT_JOB_RUNNING || st == ALLOT_JOB_STOPPING;
             wait += st == ALLOT_JOB_PENDING;
         }
-        printf("bench=cycle nodes=%d tenants=%d pending=%ld running=%ld events=%d work=%d "
+        printf("bench=cycle config=%s nodes=%d tenants=%d pending=%ld running=%ld events=%d "
+               "work=%d "
                "p50_ms=%.2f p99_ms=%.2f max_ms=%.2f cpu_p50_ms=%.2f cpu_p99_ms=%.2f cycles=%ld "
                "cycle_cpu_max_ms=%.2f round_cpu_p50_ms=%.2f round_cpu_max_ms=%.2f "
                "round_cycles_max=%ld total_cpu_ms=%.1f starts=%ld preemptions=%ld "
                "peak_rss_mib=%.0f slowest=%s "
                "slowest_starts=%ld slowest_preemptions=%ld\n",
-               nodes, ntenants, wait, run, events, work ? work : ALLOT_QUEUE_CYCLE_WORK,
+               config, nodes, ntenants, wait, run, events, work ? work : ALLOT_QUEUE_CYCLE_WORK,
                lat[events / 2], lat[(size_t)((double)events * 0.99)], lat[events - 1],
                cpu[events / 2], cpu[(size_t)((double)events * 0.99)], cycles, cycle_cpu_max,
                round_cpu[events / 2], round_cpu[events - 1], round_cycles_max, total_cpu,
