@@ -219,7 +219,8 @@ struct allot_queue_opts {
  * |                 |        |       | 0 (off): the hold is not work-conserving         |
  * | LAS_GPU_S       | 28800  | tuned | two-queue LAS inside a tenant: less GPU service  |
  * |                 |        |       | than this goes first and may preempt             |
- * | LARGE_GANG_GPUS | 16     | tuned | gangs of at least this many GPUs reserve at once |
+ * | LARGE_GANG_GPUS | 16     | tuned | gangs of at least this many GPUs may reserve     |
+ * | RESERVE_GANGS   | true   | tuned | large gangs reserve at once, not only once aged  |
  * | FAIR_RECLAIM_S  | 300    | tuned | fair-share reclaim of work that checkpointed in  |
  * |                 |        |       | the last this many seconds                       |
  * | FAIR_CAP_PCT    | 300    | 0.95  | fair-share cap, percent of the fair share        |
@@ -230,6 +231,7 @@ struct allot_queue_opts {
 #define ALLOT_TUNED_HOLD_S          7200
 #define ALLOT_TUNED_LAS_GPU_S       28800
 #define ALLOT_TUNED_LARGE_GANG_GPUS 16
+#define ALLOT_TUNED_RESERVE_GANGS   true
 #define ALLOT_TUNED_FAIR_RECLAIM_S  300
 #define ALLOT_TUNED_FAIR_CAP_PCT    300
 
@@ -237,6 +239,19 @@ struct allot_queue_opts {
  * borrowing, preemption, backfill with reservations for large gangs at
  * once, and the tuned values; the rest zero. */
 void allot_queue_opts_tuned(struct allot_queue_opts *o);
+
+/* The scheduling options of o that allotd shows (GET /v1/scheduler) as a
+ * JSON object: "order", "placement", "reserve_gangs" and, as whole numbers,
+ * "preempt_grace_s", "preempt_min_runtime_s", "fair_reclaim_s",
+ * "fair_cap_percent", "large_gang_gpus", "aging_s", "las_threshold_gpu_s",
+ * "lending_hold_s". NULL when out of memory. */
+struct json_t *allot_queue_opts_json(const struct allot_queue_opts *o);
+
+/* Reads such an object into o (its other fields kept; strings borrowed
+ * from j). Returns 0, or ALLOT_EINVAL naming the first field missing or
+ * of the wrong type (o unchanged). */
+int allot_queue_opts_from_json(struct allot_queue_opts *o, const struct json_t *j, char *err,
+                               size_t errlen);
 
 /* Ordering policies: a key per pending job (lower goes first). */
 #define ALLOT_QUEUE_KEY_LEN 4

@@ -988,66 +988,18 @@ static void print_forecast(json_t *fc)
 
 /* ---- the scheduler's options ---- */
 
-/* Field k of GET /v1/scheduler as a whole number in [0, max], or -1 when
- * missing or of another type. */
-static int64_t sched_int(const struct plan *p, const char *k, int64_t max)
-{
-    json_t *v = json_object_get(p->sched, k);
-    int64_t x = json_is_integer(v) ? (int64_t)json_integer_value(v) : -1;
-
-    return x <= max ? x : -1;
-}
-
 /* The queue options allotd runs with (GET /v1/scheduler) as the replay's. */
 static int sched_opts(struct plan *p)
 {
-    static const char *const ints[] = {"preempt_grace_s",     "preempt_min_runtime_s",
-                                       "fair_reclaim_s",      "fair_cap_percent",
-                                       "large_gang_gpus",     "aging_s",
-                                       "las_threshold_gpu_s", "lending_hold_s"};
-    int64_t v[8];
-    json_t *order = json_object_get(p->sched, "order"),
-           *pl = json_object_get(p->sched, "placement");
+    char err[160];
 
-    for (int i = 0; i < 8; i++)
-        if ((v[i] = sched_int(p, ints[i], INT32_MAX)) < 0) {
-            cli_error("server", "GET /v1/scheduler: \"%s\" missing or not a whole number", ints[i]);
-            return CLI_SERVER;
-        }
-    if (!json_is_string(order) || !json_is_string(pl) ||
-        !json_is_boolean(json_object_get(p->sched, "reserve_gangs"))) {
-        cli_error("server", "GET /v1/scheduler: \"order\", \"placement\" or \"reserve_gangs\" "
-                            "missing or of the wrong type");
+    allot_queue_opts_tuned(&p->qo);
+    p->qo.seed = 1;
+    if (allot_queue_opts_from_json(&p->qo, p->sched, err, sizeof(err)) != 0) {
+        cli_error("server", "GET /v1/scheduler: %s", err);
         return CLI_SERVER;
     }
-    allot_queue_opts_tuned(&p->qo);
-    p->qo.order = json_string_value(order);
-    p->qo.placement = json_string_value(pl);
-    p->qo.grace_s = v[0];
-    p->qo.min_runtime_s = v[1];
-    p->qo.fair_reclaim_s = v[2];
-    p->qo.fair_cap = (double)v[3] / 100.0;
-    p->qo.large_gang_gpus = (int)v[4];
-    p->qo.aging_s = v[5];
-    p->qo.las_threshold_gpu_s = v[6];
-    p->qo.hold_half_life_s = (double)v[7];
-    p->qo.reserve_gangs = json_is_true(json_object_get(p->sched, "reserve_gangs"));
-    p->qo.seed = 1;
     return CLI_OK;
-}
-
-/* The options the replays ran with, from p->qo (not the reply echoed). */
-static json_t *sched_json(const struct plan *p)
-{
-    const struct allot_queue_opts *q = &p->qo;
-
-    return json_pack(
-        "{s:s,s:s,s:I,s:I,s:I,s:f,s:b,s:I,s:I,s:I,s:I}", "order", q->order, "placement",
-        q->placement, "preempt_grace_s", (json_int_t)q->grace_s, "preempt_min_runtime_s",
-        (json_int_t)q->min_runtime_s, "fair_reclaim_s", (json_int_t)q->fair_reclaim_s, "fair_cap",
-        q->fair_cap, "reserve_gangs", (int)q->reserve_gangs, "large_gang_gpus",
-        (json_int_t)q->large_gang_gpus, "aging_s", (json_int_t)q->aging_s, "las_threshold_gpu_s",
-        (json_int_t)q->las_threshold_gpu_s, "lending_hold_s", (json_int_t)q->hold_half_life_s);
 }
 
 /* ---- the verb ---- */
@@ -1253,7 +1205,8 @@ int cmd_plan(struct cli *c, int argc, char **argv)
     root = json_object();
     json_object_set_new(root, "history", history_json(&p, &cur));
     json_object_set_new(root, "policy", json_string("allot"));
-    json_object_set_new(root, "scheduler", sched_json(&p));
+    /* the options the replays ran with, as allotd shows them */
+    json_object_set_new(root, "scheduler", allot_queue_opts_json(&p.qo));
     if (p.book && json_is_string(json_object_get(p.book, "currency")))
         json_object_set(root, "currency", json_object_get(p.book, "currency"));
     json_object_set_new(root, "current", scen_json(&p, &cur));
@@ -1276,16 +1229,9 @@ int cmd_plan(struct cli *c, int argc, char **argv)
     print_side_by_side(&p, root);
     if (json_object_get(root, "forecast"))
         print_forecast(json_object_get(root, "forecast"));
-    printf(
-        "\nreplayed under the allot policy as allotd runs it: %s order, %s placement, grace %lld "
-        "s, minimum runtime %lld s, fair-share reclaim %lld s, fair-share cap %g (0: off), "
-        "reservations %s (gangs of %d+ GPUs), aging %lld s, LAS split %lld GPU-s, lending hold "
-        "%lld s (0: off); fractional and MIG jobs hold whole GPUs, costs are GPU time at the "
-        "price book's GPU rates (docs/planning.md)\n",
-        p.qo.order, p.qo.placement, (long long)p.qo.grace_s, (long long)p.qo.min_runtime_s,
-        (long long)p.qo.fair_reclaim_s, p.qo.fair_cap, p.qo.reserve_gangs ? "on" : "off",
-        p.qo.large_gang_gpus, (long long)p.qo.aging_s, (long long)p.qo.las_threshold_gpu_s,
-        (long long)p.qo.hold_half_life_s);
+    printf("\nreplayed under the allot policy with the scheduling options of this allotd (allot "
+           "scheduler; \"scheduler\" in -o json); fractional and MIG jobs hold whole GPUs, costs "
+           "are GPU time at the price book's GPU rates (docs/planning.md)\n");
 out:
     json_decref(root);
     scenario_free(&cur);

@@ -190,23 +190,6 @@ static void capacity_count(struct allot_queue *q)
     q->capacity_changes = allot_cluster_changes(c);
 }
 
-void allot_queue_opts_tuned(struct allot_queue_opts *o)
-{
-    memset(o, 0, sizeof(*o));
-    o->order = "fair";
-    o->placement = "allot";
-    o->quotas = o->borrowing = o->preemption = o->backfill = true;
-    o->grace_s = ALLOT_TUNED_GRACE_S;
-    o->min_runtime_s = ALLOT_TUNED_MIN_RUNTIME_S;
-    o->half_life_s = ALLOT_TUNED_HALF_LIFE_S;
-    o->hold_half_life_s = ALLOT_TUNED_HOLD_S;
-    o->las_threshold_gpu_s = ALLOT_TUNED_LAS_GPU_S;
-    o->reserve_gangs = true;
-    o->large_gang_gpus = ALLOT_TUNED_LARGE_GANG_GPUS;
-    o->fair_reclaim_s = ALLOT_TUNED_FAIR_RECLAIM_S;
-    o->fair_cap = ALLOT_TUNED_FAIR_CAP_PCT / 100.0;
-}
-
 struct allot_queue *allot_queue_new(struct allot_cluster *c, struct allot_tenants *t,
                                     const struct allot_queue_opts *opts, char *err, size_t errlen)
 {

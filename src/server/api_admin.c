@@ -11,6 +11,7 @@
 #include "reqparse.h"
 
 #include "allot/common.h"
+#include "allot/queue.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,17 +104,11 @@ int api_whoami(struct req *r)
  * plan replays, so that its what-ifs follow this allotd, not the defaults. */
 int api_scheduler(struct req *r)
 {
-    const struct server_config *c = &r->srv->cfg;
-    json_t *o = json_pack(
-        "{s:s,s:s,s:I,s:I,s:I,s:I,s:b,s:I,s:I,s:I,s:I}", "order", c->order, "placement",
-        c->placement, "preempt_grace_s", (json_int_t)(c->preempt_grace / 1000),
-        "preempt_min_runtime_s", (json_int_t)(c->preempt_min_runtime / 1000), "fair_reclaim_s",
-        (json_int_t)(c->fair_reclaim / 1000), "fair_cap_percent", (json_int_t)c->fair_cap,
-        "reserve_gangs", (int)c->reserve_gangs, "large_gang_gpus", (json_int_t)c->large_gang_gpus,
-        "aging_s", (json_int_t)(c->aging / 1000), "las_threshold_gpu_s",
-        (json_int_t)(c->las_threshold / 1000), "lending_hold_s",
-        (json_int_t)(c->lending_hold / 1000));
+    struct allot_queue_opts qo;
+    json_t *o;
 
+    loop_queue_opts(&r->srv->cfg, &qo);
+    o = allot_queue_opts_json(&qo);
     return o ? api_json(r, 200, o) : api_error(r, 500, "memory", "out of memory");
 }
 

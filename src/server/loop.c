@@ -1190,29 +1190,35 @@ static void *loop_main(void *arg)
     return NULL;
 }
 
+void loop_queue_opts(const struct server_config *cfg, struct allot_queue_opts *qo)
+{
+    *qo = (struct allot_queue_opts){.order = cfg->order,
+                                    .placement = cfg->placement,
+                                    .quotas = true,
+                                    .borrowing = true,
+                                    .preemption = true,
+                                    .backfill = true,
+                                    .grace_s = cfg->preempt_grace / 1000,
+                                    .min_runtime_s = cfg->preempt_min_runtime / 1000,
+                                    .half_life_s = ALLOT_TUNED_HALF_LIFE_S,
+                                    .cycle_work = (int)cfg->cycle_work,
+                                    .reserve_gangs = cfg->reserve_gangs,
+                                    .large_gang_gpus = (int)cfg->large_gang_gpus,
+                                    .aging_s = cfg->aging / 1000,
+                                    .fair_reclaim_s = cfg->fair_reclaim / 1000,
+                                    .fair_cap = (double)cfg->fair_cap / 100.0,
+                                    .las_threshold_gpu_s = cfg->las_threshold / 1000,
+                                    .hold_half_life_s = (double)cfg->lending_hold / 1000.0,
+                                    .seed = 1};
+}
+
 struct loop *loop_start(struct server *s, char *err, size_t errlen)
 {
     const struct allot_sched_policy_ops *pl = allot_sched_policy_find(s->cfg.placement);
-    struct allot_queue_opts qo = {.order = s->cfg.order,
-                                  .placement = s->cfg.placement,
-                                  .quotas = true,
-                                  .borrowing = true,
-                                  .preemption = true,
-                                  .backfill = true,
-                                  .grace_s = s->cfg.preempt_grace / 1000,
-                                  .min_runtime_s = s->cfg.preempt_min_runtime / 1000,
-                                  .half_life_s = ALLOT_TUNED_HALF_LIFE_S,
-                                  .cycle_work = (int)s->cfg.cycle_work,
-                                  .reserve_gangs = s->cfg.reserve_gangs,
-                                  .large_gang_gpus = (int)s->cfg.large_gang_gpus,
-                                  .aging_s = s->cfg.aging / 1000,
-                                  .fair_reclaim_s = s->cfg.fair_reclaim / 1000,
-                                  .fair_cap = (double)s->cfg.fair_cap / 100.0,
-                                  .las_threshold_gpu_s = s->cfg.las_threshold / 1000,
-                                  .hold_half_life_s = (double)s->cfg.lending_hold / 1000.0,
-                                  .seed = 1};
+    struct allot_queue_opts qo;
     struct loop *l;
 
+    loop_queue_opts(&s->cfg, &qo);
     if (!pl) {
         allot_fmt(err, errlen, "placement: unknown policy \"%s\"", s->cfg.placement);
         return NULL;

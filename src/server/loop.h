@@ -40,6 +40,12 @@ enum loop_msg_kind {
 /* Starts the loop thread and sets s->loop (before the thread can mark the
  * server ready). Returns the loop, or NULL with a message on failure. */
 struct loop *loop_start(struct server *s, char *err, size_t errlen);
+
+/* The queue options the loop runs with under configuration cfg (strings
+ * borrowed from it): loop_start's, and what GET /v1/scheduler shows. */
+struct allot_queue_opts;
+struct server_config;
+void loop_queue_opts(const struct server_config *cfg, struct allot_queue_opts *qo);
 /* Stops the thread (finishing the cycle in progress) and frees. NULL ok. */
 void loop_stop(struct loop *l);
 /* Queues a message for the loop (never blocks on a cycle). Returns 0 or

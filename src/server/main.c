@@ -167,7 +167,7 @@ static const struct allot_config_option options[] = {
     {.name = "reserve-gangs",
      .type = ALLOT_CFG_BOOL,
      .offset = F(reserve_gangs),
-     .def = "true",
+     .def = ALLOT_TUNED_RESERVE_GANGS ? "true" : "false",
      .help = "A gang of large-gang-gpus GPUs or more that finds no room reserves the GPUs it "
              "waits for at once (under fair order, the gang of the tenant whose turn it is): "
              "later work starts only if it does not delay it, runs inside its own tenant's "
