@@ -1205,23 +1205,45 @@ static int stop_due(struct allot_queue *q, int64_t now)
     return 0;
 }
 
-/* Considers pending job j: admits, places or preempts, or explains.
- * `known`, when not NULL, is the quota or capacity refusal that admitting
- * and placing j would meet now (queue_fast.c knows it; no reservation may
- * hold then): those steps are skipped. Returns 0 or ALLOT_ENOMEM. */
+/* True when reservation r keeps pending job j from starting now: j's
+ * reason then names the holder. Else *bf is the holder when j would start
+ * as its preemptible backfill, or -1 (queue_backfill_ok). */
+bool queue_held(struct allot_queue *q, struct allot_job *j, int64_t now, struct reservation *r,
+                int *bf)
+{
+    const struct allot_job *h;
+
+    *bf = -1;
+    if (r->holder < 0 || r->holder == j->id || queue_backfill_ok(q, r, j, now, bf))
+        return false;
+    h = &q->jobs[r->holder];
+    queue_set_why(j, ALLOT_WHY_HELD, 0, 0, h->id, r->shadow == INT64_MAX ? -1 : r->shadow - now,
+                  now - h->submit);
+    return true;
+}
+
+/* Considers pending job j: admits, places or preempts, or explains. */
 int queue_consider(struct allot_queue *q, struct allot_job *j, int64_t now, struct reservation *r,
                    const struct allot_why *known)
 {
-    int who = 0, res = 0, rc, bf = -1;
+    int bf;
+
+    if (queue_held(q, j, now, r, &bf))
+        return 0;
+    return queue_consider_past(q, j, now, r, bf, known);
+}
+
+/* Considers pending job j that reservation r does not hold back (bf: as in
+ * queue_held). `known`, when not NULL, is the quota, capacity or fair-share
+ * cap refusal that admitting and placing j would meet now (queue_fast.c
+ * knows it): those steps are skipped. Returns 0 or ALLOT_ENOMEM. */
+int queue_consider_past(struct allot_queue *q, struct allot_job *j, int64_t now,
+                        struct reservation *r, int bf, const struct allot_why *known)
+{
+    int who = 0, res = 0, rc;
     bool aged = now - j->submit >= q->o.aging_s && q->o.aging_s > 0;
     bool large = queue_job_gpus(j) >= (q->o.large_gang_gpus ? q->o.large_gang_gpus : 8);
 
-    if (r->holder >= 0 && r->holder != j->id && !queue_backfill_ok(q, r, j, now, &bf)) {
-        const struct allot_job *h = &q->jobs[r->holder];
-        queue_set_why(j, ALLOT_WHY_HELD, 0, 0, h->id, r->shadow == INT64_MAX ? -1 : r->shadow - now,
-                      now - h->submit);
-        return 0;
-    }
     /* past the fair-share cap: no start and no victim search (the job is
      * beyond its nominal and above its fair share, so only its own
      * tenant's work could be its victims, and that would not lower its

@@ -22,11 +22,15 @@
  *    that failed to place, shared by all tenants when isolation cannot tell
  *    them apart (shared tasks, no exclusive job running, no orphans);
  *  - a job of a class with a verdict is skipped when considering it could do
- *    nothing else: it is not special (no victims stopping for it, cannot
- *    make a reservation), no reservation holds, and no victim search would
- *    run (preemption off, or the cycle's budget for its kind of search is
- *    spent). Its reason becomes the verdict, written only when it differs.
- *    Every other job is considered in full (queue_consider);
+ *    nothing else: it is not special (no victims stopping for it, not an
+ *    aged large gang), it would not make a reservation (asserted), and no
+ *    victim search would run (preemption off, or the cycle's budget for its
+ *    kind of search is spent). Its reason becomes the verdict, written only when it differs.
+ *    While a reservation holds, every job first meets its test
+ *    (queue_held; whether the job's tenant is inside its nominal is shared
+ *    by its class); a job held back gets only that reason. Every other job
+ *    is considered in full (queue_consider_past, with its class's verdict
+ *    when known);
  *  - tenants take turns from an indexed heap; a start or leave refreshes
  *    only the fair-share keys of the tenants under the same top-level
  *    organisation (fair keys sum shares down the path, the root excluded),
@@ -661,20 +665,32 @@ static bool cls_quiet(struct allot_queue *q, int ti, struct fast_cls *c, uint32_
     return (c->in_nom ? q->reclaims_left : q->searches_left) <= 0;
 }
 
-/* True when entry e can be skipped: considering it would only set its
- * reason to its class's verdict (set here). */
+/* True when a job of class c with verdict v would make a reservation (a
+ * large gang turned away for lack of room, with none holding yet). Never
+ * so while skipping: a capacity verdict is known only when a gang of the
+ * same shape failed to place in this cycle (each cycle begins a free
+ * epoch), and that gang, as large, made the reservation right after. */
+static bool cls_may_reserve(const struct allot_queue *q, const struct fast_cls *c, uint32_t v,
+                            const struct reservation *r)
+{
+    return (v & 15) == ALLOT_WHY_CAPACITY && r->holder < 0 && q->o.backfill && q->o.reserve_gangs &&
+           queue_job_gpus(&q->jobs[c->rep]) >= (q->o.large_gang_gpus ? q->o.large_gang_gpus : 8);
+}
+
+/* True when entry e, which reservation r does not hold back, can be
+ * skipped: considering it would only set its reason to its class's
+ * verdict (set here). */
 static bool ent_skip(struct allot_queue *q, struct fast_ten *T, int ti, struct fast_ent *e,
                      const struct reservation *r)
 {
     struct fast_cls *c;
     uint32_t v;
 
-    if (e->special || r->holder >= 0 ||
-        (q->o.preemption && q->reclaims_left > 0 && q->searches_left > 0))
+    if (e->special || (q->o.preemption && q->reclaims_left > 0 && q->searches_left > 0))
         return false;
     c = &T->cls[e->cls];
     v = cls_verdict(q, T, ti, c);
-    if (!v || !cls_quiet(q, ti, c, v))
+    if (!v || !cls_quiet(q, ti, c, v) || ALLOT_NEVER(cls_may_reserve(q, c, v, r)))
         return false;
     if (e->tag != v) {
         queue_set_why(&q->jobs[e->id], (int)(v & 15), (int)(v >> 11), (int)(v >> 4 & 127), -1, 0,
@@ -685,14 +701,13 @@ static bool ent_skip(struct allot_queue *q, struct fast_ten *T, int ti, struct f
 }
 
 /* The refusal considering entry e would meet before any victim search, in
- * *w, or NULL when not known (or a reservation holds, or e is special). */
+ * *w, or NULL when not known (or e is special). */
 static const struct allot_why *ent_known(struct allot_queue *q, struct fast_ten *T, int ti,
-                                         const struct fast_ent *e, const struct reservation *r,
-                                         struct allot_why *w)
+                                         const struct fast_ent *e, struct allot_why *w)
 {
     uint32_t v;
 
-    if (e->special || r->holder >= 0)
+    if (e->special)
         return NULL;
     v = cls_verdict(q, T, ti, &T->cls[e->cls]);
     if (!v)
@@ -718,7 +733,7 @@ static size_t ten_skip_end(struct allot_queue *q, struct fast_ten *T, int ti,
     for (size_t i = 0; i < T->n_cls; i++) {
         struct fast_cls *c = &T->cls[i];
         uint32_t v = cls_verdict(q, T, ti, c);
-        if (!v || !cls_quiet(q, ti, c, v))
+        if (!v || !cls_quiet(q, ti, c, v) || ALLOT_NEVER(cls_may_reserve(q, c, v, r)))
             return T->pos;
         if (c->n_mis > 0 || c->tagv != v) {
             T->recount = true; /* entries get v one by one; count them again after */
@@ -845,7 +860,7 @@ static int ten_run(struct allot_queue *q, struct queue_fast *f, int ti, int64_t 
         struct fast_ent *e = &T->e[T->pos];
         struct allot_job *j;
         uint64_t epoch = q->run_epoch;
-        int rc;
+        int rc, bf;
         if (e->aged != T->key_aged || queue_cut(q))
             return 0;
         if (look) {
@@ -857,13 +872,20 @@ static int ten_run(struct allot_queue *q, struct queue_fast *f, int ti, int64_t 
             }
         }
         T->pos++;
-        if (ent_skip(q, T, ti, e, r))
-            continue;
         j = &q->jobs[e->id];
         if (j->state != ALLOT_JOB_PENDING)
             continue;
         q->visit = e->special ? NULL : &T->cls[e->cls];
-        rc = queue_consider(q, j, now, r, ent_known(q, T, ti, e, r, &known));
+        if (queue_held(q, j, now, r, &bf)) { /* changes nothing but j's reason */
+            q->visit = NULL;
+            ent_tag(T, e, 0);
+            continue;
+        }
+        if (ent_skip(q, T, ti, e, r)) {
+            q->visit = NULL;
+            continue;
+        }
+        rc = queue_consider_past(q, j, now, r, bf, ent_known(q, T, ti, e, &known));
         q->visit = NULL;
         if (rc)
             return rc;

@@ -207,16 +207,24 @@ int queue_gang_place(struct allot_queue *q, struct allot_job *j);
 void queue_gang_unplace(struct allot_queue *q, struct allot_job *j);
 void queue_set_why(struct allot_job *j, int kind, int who, int res, int other, int64_t a,
                    int64_t b);
+/* Considering pending job j in a cycle under reservation r (queue.c):
+ * queue_held is its first step, queue_consider_past the rest (bf from
+ * queue_held; `known`: the refusal queue_fast.c knows j would meet, or
+ * NULL), queue_consider both. They return 0 or ALLOT_ENOMEM. */
+bool queue_held(struct allot_queue *q, struct allot_job *j, int64_t now, struct reservation *r,
+                int *bf);
 int queue_consider(struct allot_queue *q, struct allot_job *j, int64_t now, struct reservation *r,
                    const struct allot_why *known);
+int queue_consider_past(struct allot_queue *q, struct allot_job *j, int64_t now,
+                        struct reservation *r, int bf, const struct allot_why *known);
 /* Reservations (queue_reserve.c): r becomes j's EASY reservation (j a
  * large gang that found no room); whether j may start past r's holder now
  * (*bf: the holder when j would start as its preemptible backfill, else
  * -1); and j started as holder bf's backfill (bf >= 0) or not (-1).
  * queue_reserve returns 0 or ALLOT_ENOMEM. */
 int queue_reserve(struct allot_queue *q, struct allot_job *j, int64_t now, struct reservation *r);
-bool queue_backfill_ok(const struct allot_queue *q, struct reservation *r,
-                       const struct allot_job *j, int64_t now, int *bf);
+bool queue_backfill_ok(struct allot_queue *q, struct reservation *r, const struct allot_job *j,
+                       int64_t now, int *bf);
 void queue_backfill_mark(struct allot_queue *q, struct allot_job *j, int bf);
 /* Whether the cycle's work budget is spent (then sets q->more): every
  * step asks before each piece of work it would do, so that a cycle stops

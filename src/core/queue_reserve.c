@@ -70,8 +70,8 @@ int queue_reserve(struct allot_queue *q, struct allot_job *j, int64_t now, struc
  * back, so that a reservation does not keep GPUs idle when runtimes are
  * unknown.
  */
-bool queue_backfill_ok(const struct allot_queue *q, struct reservation *r,
-                       const struct allot_job *j, int64_t now, int *bf)
+bool queue_backfill_ok(struct allot_queue *q, struct reservation *r, const struct allot_job *j,
+                       int64_t now, int *bf)
 {
     *bf = -1;
     if (r->holder < 0 || j->req.v[ALLOT_RES_GPU] == 0)
@@ -82,8 +82,7 @@ bool queue_backfill_ok(const struct allot_queue *q, struct reservation *r,
         r->extra -= j->req.v[ALLOT_RES_GPU];
         return true;
     }
-    if (q->o.quotas && j->spec.tenant != q->jobs[r->holder].spec.tenant &&
-        allot_tenants_in_nominal(q->t, j->spec.tenant, &j->req))
+    if (j->spec.tenant != q->jobs[r->holder].spec.tenant && queue_fast_in_nom(q, j))
         return true;
     if (q->o.preemption && queue_job_preemptible(q, j)) {
         *bf = r->holder;
