@@ -82,11 +82,23 @@ void queue_running_compact(struct allot_queue *q)
     q->n_holes = 0;
 }
 
+/* Job j joins (sign 1) or leaves (-1) the pending jobs of its tenant's counts. */
+static void pending_count(struct allot_queue *q, const struct allot_job *j, int sign)
+{
+    struct ten_count *c = &q->tc[j->spec.tenant];
+    int64_t g = sign * j->req.v[ALLOT_RES_GPU];
+
+    c->pending += g;
+    if (j->stopping_victims > 0)
+        c->waiting += g;
+}
+
 /* Appends job id to the pending list (room reserved by the caller). */
 static void pending_add(struct allot_queue *q, int id)
 {
     q->pend_at[id] = q->n_pending;
     q->pending[q->n_pending++] = id;
+    pending_count(q, &q->jobs[id], 1);
 }
 
 /* Takes job id off the pending list in O(1): the order of that list means
@@ -95,6 +107,7 @@ static void pending_del(struct allot_queue *q, int id)
 {
     size_t i = q->pend_at[id];
 
+    pending_count(q, &q->jobs[id], -1);
     if (ALLOT_NEVER(i >= q->n_pending || q->pending[i] != id)) {
         list_del(q->pending, &q->n_pending, id);
         return;
@@ -253,6 +266,7 @@ void allot_queue_free(struct allot_queue *q)
     allot_free(q->first);
     allot_free(q->orphans);
     allot_free(q->ten_head);
+    allot_free(q->tc);
     queue_las_free(q->las);
     queue_bor_free(q->bor);
     queue_bor_free(q->fairp);
@@ -447,6 +461,12 @@ int allot_queue_submit(struct allot_queue *q, const struct allot_job_spec *spec,
         allot_grow((void **)&q->run_at, &q->run_at_cap, q->n_jobs + 1, sizeof(*q->run_at)) ||
         allot_grow((void **)&q->pending, &q->pending_cap, q->n_pending + 1, sizeof(*q->pending)))
         goto oom;
+    if ((size_t)spec->tenant >= q->tc_n) {
+        size_t old = q->tc_n;
+        if (allot_grow((void **)&q->tc, &q->tc_n, (size_t)spec->tenant + 1, sizeof(*q->tc)))
+            goto oom;
+        memset(q->tc + old, 0, (q->tc_n - old) * sizeof(*q->tc));
+    }
     /* a forgotten job's slot first, so the table does not grow with ended jobs */
     slot = q->n_free ? (size_t)q->free_ids[q->n_free - 1] : q->n_jobs;
     j = &q->jobs[slot];
@@ -847,7 +867,6 @@ static void job_start(struct allot_queue *q, struct allot_job *j, int64_t now)
     if (!ALLOT_NEVER(q->n_running >= q->running_cap))
         running_add(q, j->id);
     pending_del(q, j->id);
-    queue_fair_started(q, j);
     queue_job_usage(q, j, &use);
     j->borrowed = !allot_tenants_in_nominal(q->t, j->spec.tenant, &use);
     index_add(q, j);

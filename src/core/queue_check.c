@@ -102,33 +102,43 @@ static int check_backfill(const struct allot_queue *q, char *err, size_t errlen)
     return 0;
 }
 
-/* The round's fair-share counts (opts.fair_reclaim_s) follow the jobs:
- * per tenant, the GPUs of its jobs stopping and of its jobs waiting for
- * victims to stop. */
-static int check_fair(const struct allot_queue *q, char *err, size_t errlen)
+/* The per-tenant counts (q->tc) follow the jobs: the GPUs of its jobs
+ * pending, of those waiting for victims to stop, and of its jobs stopping. */
+static int check_counts(const struct allot_queue *q, char *err, size_t errlen)
 {
-    size_t n = q->fair_n;
+    struct ten_count *sum = allot_calloc(q->tc_n + 1, sizeof(*sum));
+    int rc = 0;
 
-    for (size_t t = 0; t < n; t++) {
-        int64_t stopping = 0, waiting = 0;
-        for (size_t i = 0; i < q->n_jobs; i++) {
-            const struct allot_job *j = &q->jobs[i];
-            if (!j->name || (size_t)j->spec.tenant != t)
-                continue;
-            if (j->state == ALLOT_JOB_STOPPING)
-                stopping += j->req.v[ALLOT_RES_GPU];
-            if (j->state == ALLOT_JOB_PENDING && j->stopping_victims > 0)
-                waiting += j->req.v[ALLOT_RES_GPU];
+    if (!sum)
+        return ALLOT_ENOMEM;
+    for (size_t i = 0; i < q->n_jobs && rc == 0; i++) {
+        const struct allot_job *j = &q->jobs[i];
+        int64_t g = j->req.v[ALLOT_RES_GPU];
+        if (!j->name || j->state == ALLOT_JOB_DONE)
+            continue;
+        if (j->spec.tenant < 0 || (size_t)j->spec.tenant >= q->tc_n) {
+            allot_fmt(err, errlen, "job %s: tenant %d has no counts", j->name, j->spec.tenant);
+            rc = ALLOT_EINTERNAL;
+            break;
         }
-        if (stopping != q->fair[t].stopping || waiting != q->fair[t].waiting) {
+        sum[j->spec.tenant].stopping += j->state == ALLOT_JOB_STOPPING ? g : 0;
+        sum[j->spec.tenant].pending += j->state == ALLOT_JOB_PENDING ? g : 0;
+        sum[j->spec.tenant].waiting +=
+            j->state == ALLOT_JOB_PENDING && j->stopping_victims > 0 ? g : 0;
+    }
+    for (size_t t = 0; t < q->tc_n && rc == 0; t++) {
+        const struct ten_count *c = &q->tc[t], *s = &sum[t];
+        if (c->pending != s->pending || c->waiting != s->waiting || c->stopping != s->stopping) {
             allot_fmt(err, errlen,
-                      "tenant %s: fair-share counts %lld stopping, %lld waiting; jobs %lld, %lld",
-                      allot_tenants_get(q->t, (int)t)->path, (long long)q->fair[t].stopping,
-                      (long long)q->fair[t].waiting, (long long)stopping, (long long)waiting);
-            return ALLOT_EINTERNAL;
+                      "tenant %d: counts %lld pending, %lld waiting, %lld stopping; jobs %lld, "
+                      "%lld, %lld",
+                      (int)t, (long long)c->pending, (long long)c->waiting, (long long)c->stopping,
+                      (long long)s->pending, (long long)s->waiting, (long long)s->stopping);
+            rc = ALLOT_EINTERNAL;
         }
     }
-    return 0;
+    allot_free(sum);
+    return rc;
 }
 
 int allot_queue_check_invariants(const struct allot_queue *q, char *err, size_t errlen)
@@ -189,7 +199,7 @@ int allot_queue_check_invariants(const struct allot_queue *q, char *err, size_t 
     }
     rc = check_backfill(q, err, errlen);
     if (rc == 0)
-        rc = check_fair(q, err, errlen);
+        rc = check_counts(q, err, errlen);
     if (rc)
         return rc;
     for (size_t i = 0; i < q->n_pending; i++)

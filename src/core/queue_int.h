@@ -18,10 +18,16 @@
 /* The EASY reservation of one cycle (at most one holder). */
 /* A tenant's standing in fair-share reclaim this round (milli-GPU). */
 struct fair_ten {
-    int64_t share;    /* its fair share of the GPUs, -1 none */
-    int64_t waiting;  /* its pending jobs waiting for victims to stop */
+    int64_t share;  /* its fair share of the GPUs, -1 none */
+    int64_t failed; /* GPUs of its last fruitless fair-share search this cycle, 0 none */
+};
+
+/* A tenant's GPUs (milli) by its jobs' states, kept current as jobs change
+ * state (the fair shares read them every cycle, without a scan). */
+struct ten_count {
+    int64_t pending;  /* its pending jobs */
+    int64_t waiting;  /* those of them waiting for victims to stop */
     int64_t stopping; /* its jobs stopping (grace period) */
-    int64_t failed;   /* GPUs of its last fruitless fair-share search this cycle, 0 none */
 };
 
 struct reservation {
@@ -85,7 +91,9 @@ struct allot_queue {
                             victims, should one have to be evicted) */
     int *ten_head;       /* owned, per tenant id: first running job (ten_next links), -1 */
     size_t ten_cap;
-    int bor_head;             /* first running borrowed job (bor_next links), -1 */
+    int bor_head;         /* first running borrowed job (bor_next links), -1 */
+    struct ten_count *tc; /* owned, per tenant id < tc_n (every job's tenant) */
+    size_t tc_n;
     struct fair_ten *fair;    /* owned, per tenant id < fair_n: fair shares this round
                                  (opts.fair_reclaim_s, fair_cap; queue_fair_shares) */
     size_t fair_room, fair_n; /* room; tenants this round (0: no fair shares) */
@@ -325,10 +333,9 @@ int64_t queue_fair_share(const struct allot_queue *q, int t);
  * tenant asks for only when the cluster cannot give every tenant all it
  * asks for, so the cap binds only while other tenants' work waits. */
 bool queue_fair_capped(const struct allot_queue *q, const struct allot_job *j);
-/* Running or stopping job j leaves, pending job j starts: the round's
- * fair-share counts follow (queue_preempt.c). */
+/* Running or stopping job j leaves: its tenant's counts (q->tc) of
+ * stopping and waiting GPUs follow (queue_preempt.c). */
 void queue_fair_left(struct allot_queue *q, const struct allot_job *j);
-void queue_fair_started(struct allot_queue *q, const struct allot_job *j);
 
 /* Until when j's last fruitless victim search holds (INT64_MIN: it does not). */
 int64_t queue_search_memo_until(const struct allot_queue *q, const struct allot_job *j);

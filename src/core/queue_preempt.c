@@ -146,19 +146,8 @@ void queue_fair_shares(struct allot_queue *q)
     }
     part = w + nt + 1;
     ord = part + nt + 1;
-    for (size_t i = 0; i < q->n_pending; i++) {
-        const struct allot_job *j = &q->jobs[q->pending[i]];
-        if (j->spec.tenant >= 0 && j->spec.tenant < nt) {
-            dem[j->spec.tenant] += j->req.v[ALLOT_RES_GPU];
-            if (j->stopping_victims > 0)
-                q->fair[j->spec.tenant].waiting += j->req.v[ALLOT_RES_GPU];
-        }
-    }
-    for (size_t i = 0; i < q->n_running; i++) {
-        const struct allot_job *v = q->running[i] < 0 ? NULL : &q->jobs[q->running[i]];
-        if (v && v->state == ALLOT_JOB_STOPPING && v->spec.tenant >= 0 && v->spec.tenant < nt)
-            q->fair[v->spec.tenant].stopping += v->req.v[ALLOT_RES_GPU];
-    }
+    for (size_t i = 0; i < q->tc_n && i < (size_t)nt; i++)
+        dem[i] = q->tc[i].pending;
     /* demand and weight up the tree: a tenant's index is above its parent's */
     for (int i = nt - 1; i >= 0; i--) {
         const struct allot_tenant *x = allot_tenants_get(q->t, i);
@@ -195,23 +184,14 @@ out:
 
 void queue_fair_left(struct allot_queue *q, const struct allot_job *j)
 {
-    size_t n = q->fair_n;
-
-    if (n == 0 || j->state != ALLOT_JOB_STOPPING)
+    if (j->state != ALLOT_JOB_STOPPING)
         return;
-    if ((size_t)j->spec.tenant < n)
-        q->fair[j->spec.tenant].stopping -= j->req.v[ALLOT_RES_GPU];
+    q->tc[j->spec.tenant].stopping -= j->req.v[ALLOT_RES_GPU];
     if (j->preempted_for >= 0) {
         const struct allot_job *p = &q->jobs[j->preempted_for];
-        if (p->stopping_victims == 1 && p->state == ALLOT_JOB_PENDING && (size_t)p->spec.tenant < n)
-            q->fair[p->spec.tenant].waiting -= p->req.v[ALLOT_RES_GPU];
+        if (p->stopping_victims == 1 && p->state == ALLOT_JOB_PENDING)
+            q->tc[p->spec.tenant].waiting -= p->req.v[ALLOT_RES_GPU];
     }
-}
-
-void queue_fair_started(struct allot_queue *q, const struct allot_job *j)
-{
-    if (j->stopping_victims > 0 && (size_t)j->spec.tenant < q->fair_n)
-        q->fair[j->spec.tenant].waiting -= j->req.v[ALLOT_RES_GPU];
 }
 
 int64_t queue_fair_share(const struct allot_queue *q, int t)
@@ -236,8 +216,9 @@ bool queue_fair_capped(const struct allot_queue *q, const struct allot_job *j)
  * jobs waiting for victims to stop, less its jobs stopping. */
 static int64_t fair_usage(const struct allot_queue *q, int t)
 {
-    return allot_tenants_get(q->t, t)->usage[ALLOT_RES_GPU] + q->fair[t].waiting -
-           q->fair[t].stopping;
+    int64_t u = allot_tenants_get(q->t, t)->usage[ALLOT_RES_GPU];
+
+    return (size_t)t < q->tc_n ? u + q->tc[t].waiting - q->tc[t].stopping : u;
 }
 
 /* True when j's tenant, with j running, stays within its fair share. */
@@ -1261,10 +1242,9 @@ static int victims_preempt(struct allot_queue *q, struct allot_job *j, const str
             v->state = ALLOT_JOB_STOPPING;
             v->stop_at = now + q->o.grace_s;
             v->preempted_for = j->id;
-            if ((size_t)v->spec.tenant < q->fair_n)
-                q->fair[v->spec.tenant].stopping += v->req.v[ALLOT_RES_GPU];
-            if (j->stopping_victims++ == 0 && (size_t)j->spec.tenant < q->fair_n)
-                q->fair[j->spec.tenant].waiting += j->req.v[ALLOT_RES_GPU];
+            q->tc[v->spec.tenant].stopping += v->req.v[ALLOT_RES_GPU];
+            if (j->stopping_victims++ == 0 && j->state == ALLOT_JOB_PENDING)
+                q->tc[j->spec.tenant].waiting += j->req.v[ALLOT_RES_GPU];
             if (v->stop_at < q->wakeup)
                 q->wakeup = v->stop_at;
             queue_fast_timer(q, v);

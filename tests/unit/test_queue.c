@@ -104,6 +104,38 @@ static void test_reclaim_with_grace(void **state)
     world_free(&w);
 }
 
+/* The per-tenant counts the fair shares read (pending, waiting for
+ * victims, stopping) follow every change at once, not only at the next
+ * cycle: a waiting job cancelled between cycles leaves them exact. */
+static void test_counts_follow_cancel(void **state)
+{
+    struct world w;
+    int a[2];
+    struct allot_queue_opts o = base;
+    char name[16], err[256];
+
+    (void)state;
+    o.fair_reclaim_s = 300; /* the fair shares are on */
+    world_init(&w, 2, 4, o); /* 8 GPUs, 4 each */
+    for (int i = 0; i < 8; i++) {
+        allot_fmt(name, sizeof(name), "b%d", i);
+        submit(&w, name, w.b, 1, 1, 0, 0);
+    }
+    cycle(&w, 0);
+    a[0] = submit(&w, "a0", w.a, 1, 1, 100, 0);
+    a[1] = submit(&w, "a1", w.a, 1, 1, 100, 0);
+    cycle(&w, 100);
+    assert_int_equal(allot_queue_job(w.q, a[1])->stopping_victims, 1);
+    assert_int_equal(allot_queue_cancel(w.q, a[1], 110), 0);
+    if (allot_queue_check_invariants(w.q, err, sizeof(err)) != 0)
+        fail_msg("after a cancel: %s", err);
+    cycle(&w, 130); /* the grace ends: a0 starts, a1's victim is stopped */
+    assert_int_equal(allot_queue_job(w.q, a[0])->state, ALLOT_JOB_RUNNING);
+    if (allot_queue_check_invariants(w.q, err, sizeof(err)) != 0)
+        fail_msg("after the grace: %s", err);
+    world_free(&w);
+}
+
 static void test_min_runtime(void **state)
 {
     struct allot_queue_opts o = base;
@@ -1213,6 +1245,7 @@ int main(void)
         cmocka_unit_test(test_gang_all_or_nothing),
         cmocka_unit_test(test_quota_reason),
         cmocka_unit_test(test_reclaim_with_grace),
+        cmocka_unit_test(test_counts_follow_cancel),
         cmocka_unit_test(test_min_runtime),
         cmocka_unit_test(test_priority_preemption),
         cmocka_unit_test(test_prio_class_changed),
