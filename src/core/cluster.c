@@ -37,6 +37,7 @@ struct allot_cluster {
     uint32_t births;     /* class creation serial */
     uint64_t grow_epoch; /* bumped whenever free capacity may grow */
     uint64_t changes;    /* bumped whenever a node or its state changes */
+    int64_t used_milli;  /* GPU milli in use over all nodes (node_commit keeps it) */
     size_t n_classes;
     size_t classes_cap;
     int32_t *free_classes; /* recycled class ids */
@@ -450,6 +451,23 @@ static int index_reserve(struct allot_cluster *c)
  * done before the node leaves its old class, so on error nothing changed.
  * A node that is not ready is only copied.
  */
+/* GPU milli in use on node n. */
+static int64_t node_used_milli(const struct allot_node *n)
+{
+    int64_t used = 0;
+
+    for (int g = 0; g < n->n_gpus; g++)
+        used += ALLOT_MILLI - n->gpus[g].free_milli;
+    return used;
+}
+
+/* Node i becomes `after`: the one place a placed node's state is written. */
+static void node_commit(struct allot_cluster *c, int i, const struct allot_node *after)
+{
+    c->used_milli += node_used_milli(after) - node_used_milli(&c->nodes[i]);
+    c->nodes[i] = *after;
+}
+
 static int index_place(struct allot_cluster *c, int i, const struct allot_node *after)
 {
     struct allot_node tmp = *after;
@@ -463,7 +481,7 @@ static int index_place(struct allot_cluster *c, int i, const struct allot_node *
     c->changes++;
     if (tmp.state != ALLOT_NODE_READY) {
         index_remove(c, i);
-        c->nodes[i] = tmp;
+        node_commit(c, i, &tmp);
         return 0;
     }
     if (index_reserve(c))
@@ -473,7 +491,7 @@ static int index_place(struct allot_cluster *c, int i, const struct allot_node *
     id = sig_find(c, sig, key, klen, &slot);
     if (id >= 0 && id == c->slot[i].cls) {
         /* same state class (e.g. a task asking for nothing) */
-        c->nodes[i] = tmp;
+        node_commit(c, i, &tmp);
         return 0;
     }
     if (id >= 0) {
@@ -523,7 +541,7 @@ static int index_place(struct allot_cluster *c, int i, const struct allot_node *
     k = &c->classes[id];
     c->slot[i].cls = id;
     c->slot[i].heap_pos = k->n_members;
-    c->nodes[i] = tmp;
+    node_commit(c, i, &tmp);
     k->heap[k->n_members++] = i;
     heap_up(c, k, c->slot[i].heap_pos);
     c->hot[id].rep_rank = c->nodes[k->heap[0]].rank;
@@ -800,12 +818,7 @@ int64_t allot_cluster_gpu_count(const struct allot_cluster *c)
 
 int64_t allot_cluster_used_milli(const struct allot_cluster *c)
 {
-    int64_t used = 0;
-
-    for (int i = 0; i < c->n_nodes; i++)
-        for (int g = 0; g < c->nodes[i].n_gpus; g++)
-            used += ALLOT_MILLI - c->nodes[i].gpus[g].free_milli;
-    return used;
+    return c->used_milli;
 }
 
 int allot_cluster_classes(const struct allot_cluster *c, const int32_t **ids)
@@ -1029,12 +1042,14 @@ int allot_cluster_check(const struct allot_cluster *c, char *err, size_t errlen)
 {
     size_t members = 0;
     uint64_t key[KEY_MAX], rk[KEY_MAX];
+    int64_t used = 0;
 
     for (int i = 0; i < c->n_nodes; i++) {
         const struct allot_node *n = &c->nodes[i];
         int rc = check_node(c, i, err, errlen);
         if (rc)
             return rc;
+        used += node_used_milli(n);
         if ((n->state == ALLOT_NODE_READY) != (c->slot[i].cls >= 0)) {
             allot_fmt(err, errlen, "node %s: %s", n->name,
                       c->slot[i].cls >= 0 ? "not ready but indexed" : "ready but not indexed");
@@ -1044,6 +1059,11 @@ int allot_cluster_check(const struct allot_cluster *c, char *err, size_t errlen)
             allot_fmt(err, errlen, "node %s: name index broken", n->name);
             return ALLOT_EINTERNAL;
         }
+    }
+    if (used != c->used_milli) {
+        allot_fmt(err, errlen, "GPU milli in use: counted %lld, nodes hold %lld",
+                  (long long)c->used_milli, (long long)used);
+        return ALLOT_EINTERNAL;
     }
     for (size_t l = 0; l < c->n_live; l++) {
         const struct allot_class *k = &c->classes[c->live[l]];

@@ -115,6 +115,16 @@ static void test_state_classes(void **state)
     assert_int_equal(allot_cluster_classes(c, &ids), 1);
     assert_int_equal(allot_cluster_class(c, ids[0])->n_members, 5);
     assert_int_equal(allot_cluster_check(c, err, sizeof(err)), 0);
+    /* the GPUs in use are counted as placements come and go, on a node
+     * drained while it holds one too */
+    p.node = 4;
+    assert_int_equal(allot_cluster_apply(c, &p), 0);
+    assert_int_equal(allot_cluster_used_milli(c), 500);
+    assert_int_equal(allot_cluster_set_state(c, 4, ALLOT_NODE_DRAINING), 0);
+    assert_int_equal(allot_cluster_used_milli(c), 500);
+    assert_int_equal(allot_cluster_release(c, &p), 0);
+    assert_int_equal(allot_cluster_used_milli(c), 0);
+    assert_int_equal(allot_cluster_check(c, err, sizeof(err)), 0);
     allot_cluster_free(c);
 }
 
