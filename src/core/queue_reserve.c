@@ -8,30 +8,56 @@
  */
 #include "queue_int.h"
 
-#include <stdlib.h>
-
 struct endtime {
-    int64_t at;
-    int64_t milli;
+    int64_t at;    /* expected end, INT64_MAX unknown */
+    int64_t milli; /* GPUs it frees */
+    size_t ord;    /* its place in the running list (ties: the earlier first) */
 };
 
-static int cmp_end(const void *a, const void *b)
+static bool end_before(const struct endtime *a, const struct endtime *b)
 {
-    const struct endtime *x = a, *y = b;
-
-    return x->at < y->at ? -1 : x->at > y->at;
+    return a->at < b->at || (a->at == b->at && a->ord < b->ord);
 }
 
-/* EASY: when will enough GPUs be free for j, and how many spare then? */
+/* Restores the min-heap order of e[0, n) below position i. */
+static void end_down(struct endtime *e, size_t n, size_t i)
+{
+    struct endtime x = e[i];
+
+    for (;;) {
+        size_t l = 2 * i + 1, m = l;
+        if (l >= n)
+            break;
+        if (l + 1 < n && end_before(&e[l + 1], &e[l]))
+            m = l + 1;
+        if (!end_before(&e[m], &x))
+            break;
+        e[i] = e[m];
+        i = m;
+    }
+    e[i] = x;
+}
+
+/* EASY: when will enough GPUs be free for j, and how many spare then?
+ * The running jobs are taken by expected end (ties in running order) only
+ * until enough GPUs come free: a heap, not a sort of them all. */
 int queue_reserve(struct allot_queue *q, struct allot_job *j, int64_t now, struct reservation *r)
 {
-    struct endtime *e = allot_malloc((q->n_running + 1) * sizeof(*e));
     int64_t free_milli = q->capacity.v[ALLOT_RES_GPU] - allot_cluster_used_milli(q->c);
     int64_t need = j->req.v[ALLOT_RES_GPU];
+    struct endtime *e;
     size_t n = 0;
 
+    /* j did not fit now: with enough GPUs free in all, they are scattered,
+     * and when they come together is not known */
+    if (free_milli >= need) {
+        *r = (struct reservation){.holder = j->id, .shadow = INT64_MAX};
+        return 0;
+    }
+    e = allot_malloc((q->n_running + 1) * sizeof(*e));
     if (!e)
         return ALLOT_ENOMEM;
+    *r = (struct reservation){.holder = j->id, .shadow = INT64_MAX};
     for (size_t i = 0; i < q->n_running; i++) {
         const struct allot_job *v;
         int64_t est;
@@ -43,17 +69,17 @@ int queue_reserve(struct allot_queue *q, struct allot_job *j, int64_t now, struc
                                              : v->spec.limit_s;
         e[n].at = est ? v->start + est : INT64_MAX;
         e[n].milli = v->req.v[ALLOT_RES_GPU];
+        e[n].ord = n;
         n++;
     }
-    qsort(e, n, sizeof(*e), cmp_end);
-    r->holder = j->id;
-    /* j did not fit now: with enough GPUs free in all, they are scattered,
-     * and when they come together is not known */
-    r->shadow = INT64_MAX;
-    for (size_t i = 0; i < n && free_milli < need; i++) {
-        free_milli += e[i].milli;
+    for (size_t i = n / 2; i-- > 0;)
+        end_down(e, n, i);
+    while (n > 0 && free_milli < need) {
+        free_milli += e[0].milli;
         if (free_milli >= need)
-            r->shadow = e[i].at;
+            r->shadow = e[0].at;
+        e[0] = e[--n];
+        end_down(e, n, 0);
     }
     r->extra = r->shadow != INT64_MAX ? free_milli - need : 0;
     allot_free(e);
