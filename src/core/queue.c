@@ -182,25 +182,30 @@ void queue_orphans_retry(struct allot_queue *q)
 
 /* ---- lifecycle ---------------------------------------------------------------- */
 
-/* The cluster's resources, counted again when its nodes changed (nodes
- * join a daemon's cluster after its queue exists). */
-static void capacity_count(struct allot_queue *q)
+void queue_capacity_add(const struct allot_cluster *c, int from, int to, struct allot_resvec *cap)
 {
-    const struct allot_cluster *c = q->c;
-
-    memset(&q->capacity, 0, sizeof(q->capacity));
-    for (int i = 0; i < allot_cluster_node_count(c); i++) {
+    for (int i = from; i < to; i++) {
         const struct allot_node *n = allot_cluster_node(c, i);
-        q->capacity.v[ALLOT_RES_GPU] += (int64_t)n->n_gpus * ALLOT_MILLI;
-        q->capacity.v[ALLOT_RES_CPU] += n->cpu_milli;
-        q->capacity.v[ALLOT_RES_MEM] += n->mem_mib;
+        cap->v[ALLOT_RES_GPU] += (int64_t)n->n_gpus * ALLOT_MILLI;
+        cap->v[ALLOT_RES_CPU] += n->cpu_milli;
+        cap->v[ALLOT_RES_MEM] += n->mem_mib;
         if (n->model >= 0) {
-            q->capacity.v[ALLOT_RES_MODEL0 + n->model] += (int64_t)n->n_gpus * ALLOT_MILLI;
-            q->capacity.v[ALLOT_RES_GPU_MEM] +=
+            cap->v[ALLOT_RES_MODEL0 + n->model] += (int64_t)n->n_gpus * ALLOT_MILLI;
+            cap->v[ALLOT_RES_GPU_MEM] +=
                 n->n_gpus * allot_cluster_catalog(c)->models[n->model].memory_mib;
         }
     }
-    q->capacity_changes = allot_cluster_changes(c);
+}
+
+/* The cluster's resources: nodes join a daemon's cluster after its queue
+ * exists, and none leaves or changes size (a state is not a size), so the
+ * nodes added since the last count are added to it. */
+static void capacity_count(struct allot_queue *q)
+{
+    int n = allot_cluster_node_count(q->c);
+
+    queue_capacity_add(q->c, q->capacity_nodes, n, &q->capacity);
+    q->capacity_nodes = n;
 }
 
 struct allot_queue *allot_queue_new(struct allot_cluster *c, struct allot_tenants *t,
@@ -1344,7 +1349,7 @@ static void cycle_start(struct allot_queue *q, int64_t now)
         q->searches_left = q->o.preempt_searches > 0 ? q->o.preempt_searches : 256;
         q->reclaims_left = 8 * q->searches_left;
     }
-    if (allot_cluster_changes(q->c) != q->capacity_changes)
+    if (allot_cluster_node_count(q->c) != q->capacity_nodes)
         capacity_count(q);
     allot_tenants_advance(q->t, now, q->o.half_life_s, &q->capacity);
     queue_fair_shares(q);

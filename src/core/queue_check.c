@@ -197,6 +197,15 @@ int allot_queue_check_invariants(const struct allot_queue *q, char *err, size_t 
             return ALLOT_EINTERNAL;
         }
     }
+    { /* the capacity as of the last cycle (nodes may have joined since) */
+        struct allot_resvec cap = {0};
+        queue_capacity_add(q->c, 0, q->capacity_nodes, &cap);
+        if (memcmp(&cap, &q->capacity, sizeof(cap)) != 0) {
+            allot_fmt(err, errlen, "capacity: the count differs from the first %d nodes' sum",
+                      q->capacity_nodes);
+            return ALLOT_EINTERNAL;
+        }
+    }
     rc = check_backfill(q, err, errlen);
     if (rc == 0)
         rc = check_counts(q, err, errlen);

@@ -75,9 +75,9 @@ struct allot_queue {
     size_t *run_at; /* owned, per job id: its slot in running (while running) */
     size_t run_at_cap;
     struct allot_resvec capacity;
-    uint64_t capacity_changes; /* allot_cluster_changes when capacity was counted */
-    struct user_use *users;    /* owned: GPU use per (tenant, user), sorted by key, kept
-                                  current as jobs start and leave (orders with user_share) */
+    int capacity_nodes;     /* nodes counted in capacity (the cluster's first ones) */
+    struct user_use *users; /* owned: GPU use per (tenant, user), sorted by key, kept
+                               current as jobs start and leave (orders with user_share) */
     size_t n_users, users_cap;
     uint64_t run_epoch;        /* bumped whenever a job starts or leaves the cluster */
     uint64_t leave_epoch;      /* bumped whenever a job leaves the cluster */
@@ -206,6 +206,8 @@ void queue_running_compact(struct allot_queue *q);
 int queue_orphans_reserve(struct allot_queue *q, size_t n);
 void queue_orphans_retry(struct allot_queue *q);
 void queue_pl_release_all(struct allot_queue *q, const struct allot_placement *pl, int n);
+/* Adds the resources of cluster c's nodes [from, to) to *cap. */
+void queue_capacity_add(const struct allot_cluster *c, int from, int to, struct allot_resvec *cap);
 void queue_job_usage(const struct allot_queue *q, const struct allot_job *j,
                      struct allot_resvec *r);
 void queue_job_leave(struct allot_queue *q, struct allot_job *j, int64_t now);
