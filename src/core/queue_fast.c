@@ -71,6 +71,9 @@ struct fast_search {
 
 #define FAST_SEARCHES 4
 
+/* Entries looked at one by one that count as one unit of a cycle's work. */
+#define FAST_VISITS 1024
+
 /* The pending jobs of one tenant with the same task and gang size. */
 struct fast_cls {
     int rep; /* a job of the class: its request */
@@ -151,6 +154,7 @@ struct queue_fast {
     bool initing;         /* serve_init has not finished (a cut stopped it) */
     size_t init_pos;      /* the next tenant serve_init looks at */
     uint64_t serve_epoch; /* the run epoch the turns were last refreshed at */
+    uint64_t visits;      /* entries looked at one by one, ever (work: see ten_run) */
     struct fast_ten *t;   /* owned, per tenant id */
     size_t nt;
     int *heap; /* owned: tenants with jobs left this cycle */
@@ -872,6 +876,11 @@ static int ten_run(struct allot_queue *q, struct queue_fast *f, int ti, int64_t 
             }
         }
         T->pos++;
+        /* looking at entries is work too (opts.cycle_work), one unit per
+         * FAST_VISITS: a reservation makes every entry meet its test, and
+         * a cycle must stay short through 100,000 of them */
+        if (++f->visits % FAST_VISITS == 0)
+            q->work_left--;
         j = &q->jobs[e->id];
         if (j->state != ALLOT_JOB_PENDING)
             continue;
