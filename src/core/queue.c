@@ -362,8 +362,10 @@ int allot_queue_forget(struct allot_queue *q, int id)
         drop_preemptor(r, id);
         if (r->preempted_for == id)
             r->preempted_for = -1;
-        if (r->backfill_for == id)
+        if (r->backfill_for == id) {
             r->backfill_for = -1;
+            r->bf_next = r->bf_prev = -1;
+        }
     }
     allot_free(j->name);
     allot_free(j->pl);
@@ -372,6 +374,7 @@ int allot_queue_forget(struct allot_queue *q, int id)
     j->state = ALLOT_JOB_DONE;
     j->preempted_for = -1;
     j->backfill_for = -1;
+    j->bf_head = j->bf_next = j->bf_prev = -1;
     q->free_ids[q->n_free++] = id;
     return 0;
 }
@@ -489,6 +492,7 @@ int allot_queue_submit(struct allot_queue *q, const struct allot_job_spec *spec,
     j->id = (int)slot;
     j->preempted_for = -1;
     j->backfill_for = -1;
+    j->bf_head = j->bf_next = j->bf_prev = -1;
     j->state = ALLOT_JOB_PENDING;
     j->submit = j->first_submit = now;
     job_request(q, spec, &j->req);
@@ -620,11 +624,8 @@ void queue_job_leave(struct allot_queue *q, struct allot_job *j, int64_t now)
         q->jobs[j->preempted_for].stopping_victims--;
         j->preempted_for = -1;
     }
-    if (j->backfill_for >= 0) {
-        if (!ALLOT_NEVER(q->jobs[j->backfill_for].backfilled <= 0))
-            q->jobs[j->backfill_for].backfilled--;
-        j->backfill_for = -1;
-    }
+    if (j->backfill_for >= 0)
+        queue_backfill_unmark(q, j);
     q->run_epoch++;
     q->leave_epoch++;
     q->serial++;
@@ -889,13 +890,10 @@ static void job_start(struct allot_queue *q, struct allot_job *j, int64_t now)
         q->min_runtime_floor = j->spec.min_runtime_s;
     j->start = now;
     j->runs++;
-    if (j->backfilled > 0) /* its reservation is over: its backfill is no longer its victim */
-        for (size_t i = 0; i < q->n_running && j->backfilled > 0; i++)
-            if (q->running[i] >= 0 && q->jobs[q->running[i]].backfill_for == j->id) {
-                q->jobs[q->running[i]].backfill_for = -1;
-                j->backfilled--;
-            }
+    while (j->bf_head >= 0) /* its reservation is over: its backfill is no longer its victim */
+        queue_backfill_unmark(q, &q->jobs[j->bf_head]);
     queue_fast_timer(q, j);
+    queue_fast_recheck_add(q, j);
     queue_las_started(q, j, now);
     if (j->borrowed)
         queue_bor_started(q, j, now);
@@ -956,6 +954,7 @@ int allot_queue_adopt(struct allot_queue *q, const struct allot_job_spec *spec,
     q->fn = fn;
     j->start = start;
     queue_fast_timer(q, j); /* its limit counts from its real start */
+    queue_fast_recheck_add(q, j);
     if (j->borrowed)
         queue_bor_reset(q); /* may be a reclaim candidate at once */
     return id;

@@ -89,6 +89,20 @@ static int check_backfill(const struct allot_queue *q, char *err, size_t errlen)
     for (size_t i = 0; i < q->n_jobs; i++) {
         const struct allot_job *j = &q->jobs[i];
         bool runs = j->state == ALLOT_JOB_RUNNING || j->state == ALLOT_JOB_STOPPING;
+        int listed = 0, prev = -1;
+        bool broken = false;
+        /* its list links exactly its backfill (bounded: a cycle is broken) */
+        for (int v = j->name ? j->bf_head : -1; v >= 0 && !broken && listed <= n[i];
+             prev = v, v = q->jobs[v].bf_next) {
+            broken = q->jobs[v].backfill_for != (int)i || q->jobs[v].bf_prev != prev;
+            listed++;
+        }
+        if (j->name && (broken || listed != n[i])) {
+            allot_fmt(err, errlen, "job %s: its list of backfill does not hold its %d backfill",
+                      j->name, n[i]);
+            allot_free(n);
+            return ALLOT_EINTERNAL;
+        }
         if (n[i] != j->backfilled || (j->backfill_for >= 0 && !runs)) {
             allot_fmt(err, errlen, "job %s: %d running jobs are its backfill, it counts %d%s",
                       j->name ? j->name : "(free slot)", n[i], j->backfilled,

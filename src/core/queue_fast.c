@@ -125,6 +125,14 @@ struct fast_ten {
     uint64_t mark;            /* refresh pass that visited it */
 };
 
+/* An instant a running job may become a victim at (queue_recheck_instants),
+ * valid while the job is in that run and the instant is still its own. */
+struct fast_rc {
+    int64_t at;
+    int64_t runs;
+    int id;
+};
+
 /* A shape (task and gang size) that failed to place in one free epoch. */
 struct fast_fail {
     uint64_t epoch1; /* q->free_epoch + 1; any other value: an empty slot */
@@ -180,7 +188,13 @@ struct queue_fast {
     uint64_t sr_epoch;
     uint64_t *sr_mark; /* owned, per job id: sr_epoch when listed in sr */
     size_t sr_mark_cap;
-    bool sr_lost; /* one could not be listed: scan until the epoch moves on */
+    bool sr_lost;       /* one could not be listed: scan until the epoch moves on */
+    struct fast_rc *rc; /* owned: min-heap by at, of instants still ahead (see recheck) */
+    size_t n_rc, rc_cap;
+    struct fast_rc *rc_out; /* owned: scratch, entries taken off while looking */
+    size_t rc_out_cap;
+    bool rc_lost;   /* an instant could not be kept: rebuild from the running jobs */
+    int64_t rc_now; /* the latest time asked at (entries at or before it are gone) */
 };
 
 /* ---- small pieces ---- */
@@ -1227,10 +1241,134 @@ void queue_fast_free(struct queue_fast *f)
     allot_free(f->due);
     allot_free(f->sr);
     allot_free(f->sr_mark);
+    allot_free(f->rc);
+    allot_free(f->rc_out);
     allot_free(f);
 }
 
 bool queue_fast_ordered(const struct allot_queue *q)
 {
     return q->fast && q->fq->ordered;
+}
+
+/* ---- when running jobs may become victims ---- */
+
+static void rc_up(struct fast_rc *h, size_t i)
+{
+    struct fast_rc x = h[i];
+
+    while (i > 0 && x.at < h[(i - 1) / 2].at) {
+        h[i] = h[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h[i] = x;
+}
+
+static void rc_down(struct fast_rc *h, size_t n, size_t i)
+{
+    struct fast_rc x = h[i];
+
+    for (;;) {
+        size_t l = 2 * i + 1, m = l;
+        if (l >= n)
+            break;
+        if (l + 1 < n && h[l + 1].at < h[l].at)
+            m = l + 1;
+        if (h[m].at >= x.at)
+            break;
+        h[i] = h[m];
+        i = m;
+    }
+    h[i] = x;
+}
+
+static struct fast_rc rc_pop(struct queue_fast *f)
+{
+    struct fast_rc top = f->rc[0];
+
+    f->rc[0] = f->rc[--f->n_rc];
+    if (f->n_rc > 0)
+        rc_down(f->rc, f->n_rc, 0);
+    return top;
+}
+
+/* Keeps running job v's instants after `after`. Returns 0 or ALLOT_ENOMEM. */
+static int rc_add(struct allot_queue *q, const struct allot_job *v, int64_t after)
+{
+    struct queue_fast *f = q->fq;
+    int64_t at[2];
+    int n = queue_recheck_instants(q, v, at);
+
+    for (int k = 0; k < n; k++) {
+        if (at[k] <= after)
+            continue;
+        if (allot_grow((void **)&f->rc, &f->rc_cap, f->n_rc + 1, sizeof(*f->rc)))
+            return ALLOT_ENOMEM;
+        f->rc[f->n_rc] = (struct fast_rc){.at = at[k], .runs = v->runs, .id = v->id};
+        rc_up(f->rc, f->n_rc++);
+    }
+    return 0;
+}
+
+void queue_fast_recheck_add(struct allot_queue *q, const struct allot_job *v)
+{
+    if (q->fast && !q->fq->rc_lost && rc_add(q, v, q->fq->rc_now) != 0)
+        q->fq->rc_lost = true;
+}
+
+/* True when entry e is still an instant of its job's run, ahead of now. */
+static bool rc_valid(const struct allot_queue *q, const struct fast_rc *e, int64_t now)
+{
+    const struct allot_job *v = &q->jobs[e->id];
+    int64_t at[2];
+    int n;
+
+    if (e->at <= now || v->state != ALLOT_JOB_RUNNING || v->runs != e->runs)
+        return false;
+    n = queue_recheck_instants(q, v, at);
+    return (n > 0 && at[0] == e->at) || (n > 1 && at[1] == e->at);
+}
+
+int64_t queue_fast_recheck_min(struct allot_queue *q, int64_t now,
+                               bool (*victim)(void *ud, const struct allot_job *v), void *ud)
+{
+    struct queue_fast *f = q->fq;
+    int64_t best = INT64_MAX;
+    size_t n_out = 0;
+
+    if (!q->fast)
+        return INT64_MIN;
+    if (f->rc_lost || now < f->rc_now) { /* from the running jobs again */
+        f->n_rc = 0;
+        f->rc_lost = false;
+        for (size_t i = 0; i < q->n_running && !f->rc_lost; i++)
+            if (q->running[i] >= 0 && rc_add(q, &q->jobs[q->running[i]], now) != 0)
+                f->rc_lost = true;
+        if (f->rc_lost)
+            return INT64_MIN;
+    }
+    f->rc_now = now;
+    while (f->n_rc > 0) {
+        struct fast_rc top;
+        if (!rc_valid(q, &f->rc[0], now)) {
+            (void)rc_pop(f); /* past, or not this run's: never again */
+            continue;
+        }
+        if (!victim(ud, &q->jobs[f->rc[0].id])) {
+            best = f->rc[0].at;
+            break;
+        }
+        /* a victim now: not a later one; set aside, then back */
+        if (allot_grow((void **)&f->rc_out, &f->rc_out_cap, n_out + 1, sizeof(*f->rc_out))) {
+            best = INT64_MIN;
+            break;
+        }
+        top = rc_pop(f);
+        f->rc_out[n_out++] = top;
+    }
+    for (size_t i = 0; i < n_out; i++) { /* cannot fail: the heap held them */
+        f->rc[f->n_rc] = f->rc_out[i];
+        rc_up(f->rc, f->n_rc++);
+    }
+    return best;
 }

@@ -236,6 +236,8 @@ int queue_reserve(struct allot_queue *q, struct allot_job *j, int64_t now, struc
 bool queue_backfill_ok(struct allot_queue *q, struct reservation *r, const struct allot_job *j,
                        int64_t now, int *bf);
 void queue_backfill_mark(struct allot_queue *q, struct allot_job *j, int bf);
+/* Running job j (backfill_for >= 0) stops being its holder's backfill. */
+void queue_backfill_unmark(struct allot_queue *q, struct allot_job *j);
 /* Whether the cycle's work budget is spent (then sets q->more): every
  * step asks before each piece of work it would do, so that a cycle stops
  * right after the decision that spent it (inline: the serving loops ask
@@ -280,6 +282,15 @@ void queue_fast_all_dirty(struct allot_queue *q);
 bool queue_fast_place_fails(struct allot_queue *q, const struct allot_job *j);
 /* Placing j's gang just failed for lack of room (not in a trial). */
 void queue_fast_place_failed(struct allot_queue *q, const struct allot_job *j);
+/* Running job v started a run: the instants it may become a victim at are
+ * kept (never fails: without memory they are rebuilt when next asked). */
+void queue_fast_recheck_add(struct allot_queue *q, const struct allot_job *v);
+/* The least recheck time (queue_preempt.c's recheck_at) at now over the
+ * running jobs for which `victim` is false: INT64_MAX when none may
+ * become a victim later, INT64_MIN when not known (no fast path, or out
+ * of memory). */
+int64_t queue_fast_recheck_min(struct allot_queue *q, int64_t now,
+                               bool (*victim)(void *ud, const struct allot_job *v), void *ud);
 /* Whether job j fits inside its tenant's nominal now (shared by the jobs of
  * the class being considered, q->visit, within one state). */
 bool queue_fast_in_nom(struct allot_queue *q, const struct allot_job *j);
@@ -335,6 +346,10 @@ int64_t queue_fair_share(const struct allot_queue *q, int t);
  * tenant asks for only when the cluster cannot give every tenant all it
  * asks for, so the cap binds only while other tenants' work waits. */
 bool queue_fair_capped(const struct allot_queue *q, const struct allot_job *j);
+/* The instants running job v may become a victim at in this run, whatever
+ * now is: its minimum runtime's end, its reaching the LAS threshold (at
+ * most 2, in at[]; returns how many). */
+int queue_recheck_instants(const struct allot_queue *q, const struct allot_job *v, int64_t at[2]);
 /* Running or stopping job j leaves: its tenant's counts (q->tc) of
  * stopping and waiting GPUs follow (queue_preempt.c). */
 void queue_fair_left(struct allot_queue *q, const struct allot_job *j);

@@ -364,25 +364,33 @@ static void search_free(struct search *s)
     allot_free(s->slot_next);
 }
 
+int queue_recheck_instants(const struct allot_queue *q, const struct allot_job *v, int64_t at[2])
+{
+    int n = 0, g = queue_job_gpus(v);
+
+    if (v->spec.min_runtime_s > 0)
+        at[n++] = v->start + v->spec.min_runtime_s;
+    if (q->o.las_threshold_gpu_s > 0 && g > 0 && v->attained_s < q->o.las_threshold_gpu_s)
+        at[n++] = v->start + (q->o.las_threshold_gpu_s - v->attained_s + g - 1) / g;
+    return n;
+}
+
 /* A running job v that may not be preempted now may become a victim
- * later: when it reaches its minimum runtime or the LAS threshold. Returns
- * the earlier of that time and `until`. */
+ * later: when it reaches its minimum runtime or the LAS threshold (the
+ * first of its instants after now). Returns the earlier of that time and
+ * `until`. */
 static int64_t recheck_at(const struct allot_queue *q, const struct allot_job *v, int64_t now,
                           int64_t until)
 {
-    int64_t ran = now - v->start;
+    int64_t at[2];
+    int n;
 
     if (v->state != ALLOT_JOB_RUNNING)
         return until;
-    if (ran < v->spec.min_runtime_s && v->start + v->spec.min_runtime_s < until)
-        until = v->start + v->spec.min_runtime_s;
-    if (q->o.las_threshold_gpu_s > 0 && queue_job_gpus(v) > 0 &&
-        v->attained_s + ran * queue_job_gpus(v) < q->o.las_threshold_gpu_s) {
-        int64_t at = v->start + (q->o.las_threshold_gpu_s - v->attained_s + queue_job_gpus(v) - 1) /
-                                    queue_job_gpus(v);
-        if (at > now && at < until)
-            until = at;
-    }
+    n = queue_recheck_instants(q, v, at);
+    for (int k = 0; k < n; k++)
+        if (at[k] > now && at[k] < until)
+            until = at[k];
     return until;
 }
 
@@ -651,6 +659,72 @@ static int collect_bor(struct allot_queue *q, struct allot_job *j, int64_t now, 
     return 0;
 }
 
+/* A search's standing rule, for queue_fast_recheck_min. */
+struct holder_rule {
+    const struct allot_queue *q;
+    const struct allot_job *j;
+    bool in_nom;
+    int64_t now;
+};
+
+static bool holder_victim(void *ud, const struct allot_job *v)
+{
+    const struct holder_rule *h = ud;
+
+    return may_preempt(h->q, h->j, h->in_nom, v, h->now);
+}
+
+/* With quotas, the candidates of a reservation holder j with backfill,
+ * from the lists rather than from every running job (which is what
+ * search_collect does otherwise, and the reference still does): may_preempt
+ * takes other tenants' jobs only when borrowed (reclaim, fair-share
+ * reclaim) or j's backfill, so j's own tenant's jobs, the borrowed jobs
+ * when j may reclaim, and j's backfill are all it can take. Its recheck
+ * time is, as when every running job is looked at, the least over all the
+ * others (queue_fast_recheck_min). Returns the number of candidates or
+ * ALLOT_ENOMEM; *known false (nothing collected) when that time is not
+ * known. */
+static int collect_holder(struct allot_queue *q, struct allot_job *j, bool in_nom, int64_t now,
+                          struct search *s, bool *known)
+{
+    int te = j->spec.tenant, first = (size_t)te < q->ten_cap ? q->ten_head[te] : -1;
+    bool bor = in_nom || fair_seeker(q, j);
+    size_t cap = (size_t)j->backfilled + 1;
+    struct holder_rule rule = {.q = q, .j = j, .in_nom = in_nom, .now = now};
+    int64_t recheck;
+
+    *known = true;
+    for (int v = first; v >= 0; v = q->jobs[v].ten_next)
+        cap++;
+    for (int v = bor ? q->bor_head : -1; v >= 0; v = q->jobs[v].bor_next)
+        cap++;
+    s->vs = allot_malloc(cap * sizeof(*s->vs));
+    if (!s->vs)
+        return ALLOT_ENOMEM;
+    for (int v = first; v >= 0; v = q->jobs[v].ten_next)
+        collect_one(q, j, in_nom, &q->jobs[v], now, s);
+    for (int v = bor ? q->bor_head : -1; v >= 0; v = q->jobs[v].bor_next)
+        if (q->jobs[v].spec.tenant != te)
+            collect_one(q, j, in_nom, &q->jobs[v], now, s);
+    for (int v = j->bf_head; v >= 0; v = q->jobs[v].bf_next) {
+        const struct allot_job *b = &q->jobs[v];
+        if (b->spec.tenant != te && !(bor && b->borrowed)) /* not looked at above */
+            collect_one(q, j, in_nom, b, now, s);
+    }
+    recheck = queue_fast_recheck_min(q, now, holder_victim, &rule);
+    if (recheck == INT64_MIN) {
+        allot_free(s->vs);
+        s->vs = NULL;
+        s->n = 0;
+        *known = false;
+        return 0;
+    }
+    j->preempt_recheck_at = recheck;
+    if (s->n > 1)
+        qsort(s->vs, (size_t)s->n, sizeof(*s->vs), cmp_victim);
+    return s->n;
+}
+
 /*
  * Step 1: the running jobs j may preempt, cheapest first. Only the pools
  * the standing rule allows are visited: j's own tenant (priority, LAS);
@@ -672,6 +746,13 @@ static int search_collect(struct allot_queue *q, struct allot_job *j, bool in_no
     s->fair = !in_nom && q->o.quotas && q->o.fair_reclaim_s > 0 && fair_seeker(q, j) &&
               (q->fair[te].failed == 0 || j->req.v[ALLOT_RES_GPU] < q->fair[te].failed);
 
+    if (j->backfilled > 0 && q->fast && q->o.quotas) {
+        bool known;
+        int rc = collect_holder(q, j, in_nom, now, s, &known);
+        if (known || rc < 0)
+            return rc;
+        j->preempt_recheck_at = INT64_MAX;
+    }
     if (j->backfilled > 0) {
         /* a reservation's backfill may be any tenant's: every running job */
         s->vs = allot_malloc(cap * sizeof(*s->vs));

@@ -123,6 +123,26 @@ void queue_backfill_mark(struct allot_queue *q, struct allot_job *j, int bf)
     if (bf < 0 || j->state != ALLOT_JOB_RUNNING)
         return;
     j->backfill_for = bf;
+    j->bf_prev = -1;
+    j->bf_next = q->jobs[bf].bf_head;
+    if (j->bf_next >= 0)
+        q->jobs[j->bf_next].bf_prev = j->id;
+    q->jobs[bf].bf_head = j->id;
     q->jobs[bf].backfilled++;
     q->jobs[bf].preempt_epoch = 0; /* a new victim: its last search no longer holds */
+}
+
+void queue_backfill_unmark(struct allot_queue *q, struct allot_job *j)
+{
+    struct allot_job *h = &q->jobs[j->backfill_for];
+
+    if (j->bf_prev >= 0)
+        q->jobs[j->bf_prev].bf_next = j->bf_next;
+    else if (!ALLOT_NEVER(h->bf_head != j->id))
+        h->bf_head = j->bf_next;
+    if (j->bf_next >= 0)
+        q->jobs[j->bf_next].bf_prev = j->bf_prev;
+    if (!ALLOT_NEVER(h->backfilled <= 0))
+        h->backfilled--;
+    j->backfill_for = j->bf_next = j->bf_prev = -1;
 }
