@@ -1292,6 +1292,20 @@ static struct fast_rc rc_pop(struct queue_fast *f)
     return top;
 }
 
+/* Drops every instant at or before now at once (a heap rebuilt in O(n)):
+ * when many jobs started together, their minimum runtimes end together. */
+static void rc_drop_past(struct queue_fast *f, int64_t now)
+{
+    size_t w = 0;
+
+    for (size_t i = 0; i < f->n_rc; i++)
+        if (f->rc[i].at > now)
+            f->rc[w++] = f->rc[i];
+    f->n_rc = w;
+    for (size_t i = w / 2; i-- > 0;)
+        rc_down(f->rc, w, i);
+}
+
 /* Keeps running job v's instants after `after`. Returns 0 or ALLOT_ENOMEM. */
 static int rc_add(struct allot_queue *q, const struct allot_job *v, int64_t after)
 {
@@ -1334,7 +1348,7 @@ int64_t queue_fast_recheck_min(struct allot_queue *q, int64_t now,
 {
     struct queue_fast *f = q->fq;
     int64_t best = INT64_MAX;
-    size_t n_out = 0;
+    size_t n_out = 0, n_past = 0;
 
     if (!q->fast)
         return INT64_MIN;
@@ -1350,6 +1364,10 @@ int64_t queue_fast_recheck_min(struct allot_queue *q, int64_t now,
     f->rc_now = now;
     while (f->n_rc > 0) {
         struct fast_rc top;
+        if (f->rc[0].at <= now && ++n_past > 64) {
+            rc_drop_past(f, now);
+            continue;
+        }
         if (!rc_valid(q, &f->rc[0], now)) {
             (void)rc_pop(f); /* past, or not this run's: never again */
             continue;
