@@ -187,7 +187,9 @@ struct allot_queue_opts {
                                     jobs inside their nominal has 8 times this budget of its
                                     own (the in-quota guarantee) */
     int cycle_work;              /* starts plus victim searches one cycle makes at most (0:
-                                    ALLOT_QUEUE_CYCLE_WORK); a cycle that reaches it stops,
+                                    ALLOT_QUEUE_CYCLE_WORK; stops, order rebuilds and every
+                                    1,024 waiting jobs looked at one by one count too); a
+                                    cycle that reaches it stops,
                                     and allot_queue_more says so: the next cycle continues
                                     the round with what is left of its search budgets. Keeps
                                     every cycle short when many decisions come due at once */
