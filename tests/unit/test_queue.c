@@ -115,7 +115,7 @@ static void test_counts_follow_cancel(void **state)
     char name[16], err[256];
 
     (void)state;
-    o.fair_reclaim_s = 300; /* the fair shares are on */
+    o.fair_reclaim_s = 300;  /* the fair shares are on */
     world_init(&w, 2, 4, o); /* 8 GPUs, 4 each */
     for (int i = 0; i < 8; i++) {
         allot_fmt(name, sizeof(name), "b%d", i);
