@@ -364,33 +364,47 @@ static void search_free(struct search *s)
     allot_free(s->slot_next);
 }
 
+/* When running job v reaches the LAS threshold (its tenant's threshold
+ * not reached yet: v->attained_s below it, v on GPUs). */
+static int64_t las_instant(const struct allot_queue *q, const struct allot_job *v)
+{
+    int64_t g = queue_job_gpus(v);
+
+    return v->start + (q->o.las_threshold_gpu_s - v->attained_s + g - 1) / g;
+}
+
 int queue_recheck_instants(const struct allot_queue *q, const struct allot_job *v, int64_t at[2])
 {
-    int n = 0, g = queue_job_gpus(v);
+    int n = 0;
 
     if (v->spec.min_runtime_s > 0)
         at[n++] = v->start + v->spec.min_runtime_s;
-    if (q->o.las_threshold_gpu_s > 0 && g > 0 && v->attained_s < q->o.las_threshold_gpu_s)
-        at[n++] = v->start + (q->o.las_threshold_gpu_s - v->attained_s + g - 1) / g;
+    if (q->o.las_threshold_gpu_s > 0 && queue_job_gpus(v) > 0 &&
+        v->attained_s < q->o.las_threshold_gpu_s)
+        at[n++] = las_instant(q, v);
     return n;
 }
 
 /* A running job v that may not be preempted now may become a victim
- * later: when it reaches its minimum runtime or the LAS threshold (the
- * first of its instants after now). Returns the earlier of that time and
- * `until`. */
+ * later: when it reaches its minimum runtime or the LAS threshold. Returns
+ * the earlier of that time and `until`: the first of
+ * queue_recheck_instants after now, found without a division for a job
+ * past the threshold. */
 static int64_t recheck_at(const struct allot_queue *q, const struct allot_job *v, int64_t now,
                           int64_t until)
 {
-    int64_t at[2];
-    int n;
+    int64_t ran = now - v->start;
 
     if (v->state != ALLOT_JOB_RUNNING)
         return until;
-    n = queue_recheck_instants(q, v, at);
-    for (int k = 0; k < n; k++)
-        if (at[k] > now && at[k] < until)
-            until = at[k];
+    if (ran < v->spec.min_runtime_s && v->start + v->spec.min_runtime_s < until)
+        until = v->start + v->spec.min_runtime_s;
+    if (q->o.las_threshold_gpu_s > 0 && queue_job_gpus(v) > 0 &&
+        v->attained_s + ran * queue_job_gpus(v) < q->o.las_threshold_gpu_s) {
+        int64_t at = las_instant(q, v);
+        if (at > now && at < until)
+            until = at;
+    }
     return until;
 }
 
