@@ -11,7 +11,6 @@
 
 #include "allot/common.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 struct allot_cluster {
@@ -89,11 +88,19 @@ static uint64_t gpu_mig_key(const struct allot_gpu *g)
     return h;
 }
 
-static int cmp_u64(const void *a, const void *b)
+/* Sorts the few words of one node (at most ALLOT_MAX_GPUS) in place: an
+ * insertion sort, which at that size costs a fraction of qsort's calls. */
+static void sort_u64(uint64_t *v, int n)
 {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-    return x < y ? -1 : x > y;
+    for (int i = 1; i < n; i++) {
+        uint64_t x = v[i];
+        int j = i;
+        while (j > 0 && v[j - 1] > x) {
+            v[j] = v[j - 1];
+            j--;
+        }
+        v[j] = x;
+    }
 }
 
 /* Canonical state key of a node: fills key[] and returns its length. */
@@ -120,7 +127,7 @@ static int node_key(const struct allot_cluster *c, const struct allot_node *n, u
     for (int i = 0; i < n->n_gpus; i++) {
         gk[i] = gpu_key(&n->gpus[i]);
     }
-    qsort(gk, (size_t)n->n_gpus, sizeof(gk[0]), cmp_u64);
+    sort_u64(gk, n->n_gpus);
     for (int i = 0; i < n->n_gpus; i++)
         key[k++] = gk[i];
     /* MIG instance multisets, sorted, so equal classes have equal layouts */
@@ -130,7 +137,7 @@ static int node_key(const struct allot_cluster *c, const struct allot_node *n, u
         for (int i = 0; i < n->n_gpus; i++)
             if (n->gpus[i].mode == ALLOT_GPU_MIG)
                 mk[m++] = gpu_mig_key(&n->gpus[i]) ^ gpu_key(&n->gpus[i]);
-        qsort(mk, (size_t)m, sizeof(mk[0]), cmp_u64);
+        sort_u64(mk, m);
         for (int i = 0; i < m; i++)
             key[k++] = mk[i];
         /* GPUs held by an exclusive-gpu tenant, as (state, tenant) words */
@@ -138,7 +145,7 @@ static int node_key(const struct allot_cluster *c, const struct allot_node *n, u
         for (int i = 0; i < n->n_gpus; i++)
             if (n->gpus[i].excl_tenant)
                 mk[m++] = allot_hash_mix(gpu_key(&n->gpus[i]), (uint64_t)n->gpus[i].excl_tenant);
-        qsort(mk, (size_t)m, sizeof(mk[0]), cmp_u64);
+        sort_u64(mk, m);
         for (int i = 0; i < m; i++)
             key[k++] = mk[i];
     }
