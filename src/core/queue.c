@@ -587,8 +587,10 @@ static void index_add(struct allot_queue *q, struct allot_job *j)
     if (*head >= 0)
         q->jobs[*head].ten_prev = j->id;
     *head = j->id;
+    q->tc[j->spec.tenant].running++;
     j->bor_prev = j->bor_next = -1;
     if (j->borrowed) {
+        q->n_bor++;
         j->bor_next = q->bor_head;
         if (q->bor_head >= 0)
             q->jobs[q->bor_head].bor_prev = j->id;
@@ -604,7 +606,9 @@ static void index_del(struct allot_queue *q, struct allot_job *j)
         q->ten_head[j->spec.tenant] = j->ten_next;
     if (j->ten_next >= 0)
         q->jobs[j->ten_next].ten_prev = j->ten_prev;
+    q->tc[j->spec.tenant].running--;
     if (j->borrowed) {
+        q->n_bor--;
         if (j->bor_prev >= 0)
             q->jobs[j->bor_prev].bor_next = j->bor_next;
         else

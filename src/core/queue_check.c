@@ -121,6 +121,7 @@ static int check_backfill(const struct allot_queue *q, char *err, size_t errlen)
 static int check_counts(const struct allot_queue *q, char *err, size_t errlen)
 {
     struct ten_count *sum = allot_calloc(q->tc_n + 1, sizeof(*sum));
+    size_t bor = 0;
     int rc = 0;
 
     if (!sum)
@@ -136,20 +137,30 @@ static int check_counts(const struct allot_queue *q, char *err, size_t errlen)
             break;
         }
         sum[j->spec.tenant].stopping += j->state == ALLOT_JOB_STOPPING ? g : 0;
+        sum[j->spec.tenant].running +=
+            j->state == ALLOT_JOB_RUNNING || j->state == ALLOT_JOB_STOPPING;
+        bor += (j->state == ALLOT_JOB_RUNNING || j->state == ALLOT_JOB_STOPPING) && j->borrowed;
         sum[j->spec.tenant].pending += j->state == ALLOT_JOB_PENDING ? g : 0;
         sum[j->spec.tenant].waiting +=
             j->state == ALLOT_JOB_PENDING && j->stopping_victims > 0 ? g : 0;
     }
     for (size_t t = 0; t < q->tc_n && rc == 0; t++) {
         const struct ten_count *c = &q->tc[t], *s = &sum[t];
-        if (c->pending != s->pending || c->waiting != s->waiting || c->stopping != s->stopping) {
+        if (c->pending != s->pending || c->waiting != s->waiting || c->stopping != s->stopping ||
+            c->running != s->running) {
             allot_fmt(err, errlen,
-                      "tenant %d: counts %lld pending, %lld waiting, %lld stopping; jobs %lld, "
-                      "%lld, %lld",
+                      "tenant %d: counts %lld pending, %lld waiting, %lld stopping, %zu running; "
+                      "jobs %lld, %lld, %lld, %zu",
                       (int)t, (long long)c->pending, (long long)c->waiting, (long long)c->stopping,
-                      (long long)s->pending, (long long)s->waiting, (long long)s->stopping);
+                      c->running, (long long)s->pending, (long long)s->waiting,
+                      (long long)s->stopping, s->running);
             rc = ALLOT_EINTERNAL;
         }
+    }
+    if (rc == 0 && bor != q->n_bor) {
+        allot_fmt(err, errlen, "%zu borrowed jobs run, the borrowed list counts %zu", bor,
+                  q->n_bor);
+        rc = ALLOT_EINTERNAL;
     }
     allot_free(sum);
     return rc;

@@ -28,6 +28,7 @@ struct ten_count {
     int64_t pending;  /* its pending jobs */
     int64_t waiting;  /* those of them waiting for victims to stop */
     int64_t stopping; /* its jobs stopping (grace period) */
+    size_t running;   /* its running and stopping jobs (the ten_head list): a count */
 };
 
 struct reservation {
@@ -92,6 +93,7 @@ struct allot_queue {
     int *ten_head;       /* owned, per tenant id: first running job (ten_next links), -1 */
     size_t ten_cap;
     int bor_head;         /* first running borrowed job (bor_next links), -1 */
+    size_t n_bor;         /* jobs in that list */
     struct ten_count *tc; /* owned, per tenant id < tc_n (every job's tenant) */
     size_t tc_n;
     struct fair_ten *fair;    /* owned, per tenant id < fair_n: fair shares this round

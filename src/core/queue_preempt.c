@@ -708,10 +708,7 @@ static int collect_holder(struct allot_queue *q, struct allot_job *j, bool in_no
     int64_t recheck;
 
     *known = true;
-    for (int v = first; v >= 0; v = q->jobs[v].ten_next)
-        cap++;
-    for (int v = bor ? q->bor_head : -1; v >= 0; v = q->jobs[v].bor_next)
-        cap++;
+    cap += q->tc[te].running + (bor ? q->n_bor : 0);
     s->vs = allot_malloc(cap * sizeof(*s->vs));
     if (!s->vs)
         return ALLOT_ENOMEM;
@@ -786,9 +783,7 @@ static int search_collect(struct allot_queue *q, struct allot_job *j, bool in_no
         const struct bor_pool *p = pool ? pool_at(q, false, now) : NULL;
         if (pool && !p)
             return ALLOT_ENOMEM;
-        cap = pool ? p->n + 1 : in_nom || s->fair ? q->n_running + 1 : 1;
-        for (int v = first; v >= 0; v = q->jobs[v].ten_next)
-            cap++;
+        cap = (pool ? p->n + 1 : in_nom || s->fair ? q->n_running + 1 : 1) + q->tc[te].running;
     }
     s->vs = allot_malloc(cap * sizeof(*s->vs));
     if (!s->vs)
