@@ -1389,7 +1389,7 @@ int64_t queue_search_memo_until(const struct allot_queue *q, const struct allot_
  * after the trial was stopped and requeued). */
 int queue_try_preempt(struct allot_queue *q, struct allot_job *j, int64_t now)
 {
-    struct search s = {0};
+    struct search s; /* set only for a search run in full (it is large) */
     bool in_nom;
     int rc;
     int64_t known;
@@ -1423,6 +1423,7 @@ int queue_try_preempt(struct allot_queue *q, struct allot_job *j, int64_t now)
     }
     q->work_left--; /* a search run in full is work (opts.cycle_work) */
     serial = q->serial;
+    memset(&s, 0, sizeof(s));
     rc = search_collect(q, j, in_nom, now, &s);
     if (rc > 0 && quota_blocked(q, j) && !admits_without_first(q, j, &s))
         rc = 0;
