@@ -124,15 +124,13 @@ struct allot_job {
     int backfilled;    /* running jobs whose backfill_for is this job */
     int preemptors[4]; /* the last jobs that preempted this one (never its victims) */
     int n_preemptors;
-    int stopping_victims;        /* jobs in their grace period to make room for this one */
-    uint64_t preempt_epoch;      /* leave epoch + 1 of the last fruitless victim search */
-    uint64_t preempt_starts;     /* ... the queue's start count then */
-    int64_t preempt_recheck_at;  /* ... and when a running job next becomes eligible */
-    int64_t preempt_searched_at; /* ... and when it ran */
-    int ten_next, ten_prev;      /* the queue's index of running jobs by tenant */
-    int bor_next, bor_prev;      /* ... and of running borrowed jobs */
-    int bf_head;                 /* ... and of its backfill (bf_next links), -1 */
-    int bf_next, bf_prev;
+    int stopping_victims;          /* jobs in their grace period to make room for this one */
+    uint64_t preempt_epoch;        /* leave epoch + 1 of the last fruitless victim search */
+    uint64_t preempt_starts;       /* ... the queue's start count then */
+    int64_t preempt_recheck_at;    /* ... and when a running job next becomes eligible */
+    int64_t preempt_searched_at;   /* ... and when it ran */
+    int ten_next, ten_prev;        /* the queue's index of running jobs by tenant */
+    int bor_next, bor_prev;        /* ... and of running borrowed jobs */
     struct allot_resvec req;       /* what the whole gang uses */
     struct allot_placement *pl;    /* owned, n_tasks entries while running */
     struct allot_why why;          /* the current reason, structured */

@@ -266,6 +266,7 @@ void allot_queue_free(struct allot_queue *q)
     allot_free(q->pending);
     allot_free(q->pend_at);
     allot_free(q->run_at);
+    allot_free(q->bf);
     allot_free(q->running);
     allot_free(q->users);
     allot_free(q->first);
@@ -364,7 +365,7 @@ int allot_queue_forget(struct allot_queue *q, int id)
             r->preempted_for = -1;
         if (r->backfill_for == id) {
             r->backfill_for = -1;
-            r->bf_next = r->bf_prev = -1;
+            q->bf[r->id].next = q->bf[r->id].prev = -1;
         }
     }
     allot_free(j->name);
@@ -374,7 +375,7 @@ int allot_queue_forget(struct allot_queue *q, int id)
     j->state = ALLOT_JOB_DONE;
     j->preempted_for = -1;
     j->backfill_for = -1;
-    j->bf_head = j->bf_next = j->bf_prev = -1;
+    q->bf[id] = (struct bf_link){-1, -1, -1};
     q->free_ids[q->n_free++] = id;
     return 0;
 }
@@ -467,6 +468,7 @@ int allot_queue_submit(struct allot_queue *q, const struct allot_job_spec *spec,
     if (allot_grow((void **)&q->jobs, &q->jobs_cap, q->n_jobs + 1, sizeof(*q->jobs)) ||
         allot_grow((void **)&q->pend_at, &q->pend_at_cap, q->n_jobs + 1, sizeof(*q->pend_at)) ||
         allot_grow((void **)&q->run_at, &q->run_at_cap, q->n_jobs + 1, sizeof(*q->run_at)) ||
+        allot_grow((void **)&q->bf, &q->bf_cap, q->n_jobs + 1, sizeof(*q->bf)) ||
         allot_grow((void **)&q->pending, &q->pending_cap, q->n_pending + 1, sizeof(*q->pending)))
         goto oom;
     if ((size_t)spec->tenant >= q->tc_n) {
@@ -492,7 +494,7 @@ int allot_queue_submit(struct allot_queue *q, const struct allot_job_spec *spec,
     j->id = (int)slot;
     j->preempted_for = -1;
     j->backfill_for = -1;
-    j->bf_head = j->bf_next = j->bf_prev = -1;
+    q->bf[slot] = (struct bf_link){-1, -1, -1};
     j->state = ALLOT_JOB_PENDING;
     j->submit = j->first_submit = now;
     job_request(q, spec, &j->req);
@@ -894,8 +896,9 @@ static void job_start(struct allot_queue *q, struct allot_job *j, int64_t now)
         q->min_runtime_floor = j->spec.min_runtime_s;
     j->start = now;
     j->runs++;
-    while (j->bf_head >= 0) /* its reservation is over: its backfill is no longer its victim */
-        queue_backfill_unmark(q, &q->jobs[j->bf_head]);
+    while (q->bf[j->id].head >=
+           0) /* its reservation is over: its backfill is no longer its victim */
+        queue_backfill_unmark(q, &q->jobs[q->bf[j->id].head]);
     queue_fast_timer(q, j);
     queue_fast_recheck_add(q, j);
     queue_las_started(q, j, now);

@@ -92,9 +92,9 @@ static int check_backfill(const struct allot_queue *q, char *err, size_t errlen)
         int listed = 0, prev = -1;
         bool broken = false;
         /* its list links exactly its backfill (bounded: a cycle is broken) */
-        for (int v = j->name ? j->bf_head : -1; v >= 0 && !broken && listed <= n[i];
-             prev = v, v = q->jobs[v].bf_next) {
-            broken = q->jobs[v].backfill_for != (int)i || q->jobs[v].bf_prev != prev;
+        for (int v = j->name ? q->bf[i].head : -1; v >= 0 && !broken && listed <= n[i];
+             prev = v, v = q->bf[v].next) {
+            broken = q->jobs[v].backfill_for != (int)i || q->bf[v].prev != prev;
             listed++;
         }
         if (j->name && (broken || listed != n[i])) {

@@ -69,6 +69,8 @@ struct allot_queue {
     size_t n_pending, pending_cap;
     size_t *pend_at; /* owned, per job id: its index in pending (while pending) */
     size_t pend_at_cap;
+    struct bf_link *bf; /* owned, per job id: the lists of reservations' backfill */
+    size_t bf_cap;
     int *running; /* owned: ids (running or stopping) in start order; a job that left
                      is a hole (-1) until queue_running_compact */
     size_t n_running, running_cap; /* slots used, holes included */
@@ -149,6 +151,12 @@ struct las_pool {
     struct victim *vs; /* owned: eligible running jobs, cheapest first */
     size_t n, cap;
     int64_t recheck_at; /* when a running job not eligible now may become so */
+};
+
+/* A job's place in the list of its holder's backfill (next, prev), and,
+ * for a holder, the list's first job (head); -1 when none. */
+struct bf_link {
+    int head, next, prev;
 };
 
 /* ---- small helpers ---- */

@@ -717,7 +717,7 @@ static int collect_holder(struct allot_queue *q, struct allot_job *j, bool in_no
     for (int v = bor ? q->bor_head : -1; v >= 0; v = q->jobs[v].bor_next)
         if (q->jobs[v].spec.tenant != te)
             collect_one(q, j, in_nom, &q->jobs[v], now, s);
-    for (int v = j->bf_head; v >= 0; v = q->jobs[v].bf_next) {
+    for (int v = q->bf[j->id].head; v >= 0; v = q->bf[v].next) {
         const struct allot_job *b = &q->jobs[v];
         if (b->spec.tenant != te && !(bor && b->borrowed)) /* not looked at above */
             collect_one(q, j, in_nom, b, now, s);

@@ -123,11 +123,11 @@ void queue_backfill_mark(struct allot_queue *q, struct allot_job *j, int bf)
     if (bf < 0 || j->state != ALLOT_JOB_RUNNING)
         return;
     j->backfill_for = bf;
-    j->bf_prev = -1;
-    j->bf_next = q->jobs[bf].bf_head;
-    if (j->bf_next >= 0)
-        q->jobs[j->bf_next].bf_prev = j->id;
-    q->jobs[bf].bf_head = j->id;
+    q->bf[j->id].prev = -1;
+    q->bf[j->id].next = q->bf[bf].head;
+    if (q->bf[bf].head >= 0)
+        q->bf[q->bf[bf].head].prev = j->id;
+    q->bf[bf].head = j->id;
     q->jobs[bf].backfilled++;
     q->jobs[bf].preempt_epoch = 0; /* a new victim: its last search no longer holds */
 }
@@ -135,14 +135,15 @@ void queue_backfill_mark(struct allot_queue *q, struct allot_job *j, int bf)
 void queue_backfill_unmark(struct allot_queue *q, struct allot_job *j)
 {
     struct allot_job *h = &q->jobs[j->backfill_for];
+    struct bf_link *l = &q->bf[j->id];
 
-    if (j->bf_prev >= 0)
-        q->jobs[j->bf_prev].bf_next = j->bf_next;
-    else if (!ALLOT_NEVER(h->bf_head != j->id))
-        h->bf_head = j->bf_next;
-    if (j->bf_next >= 0)
-        q->jobs[j->bf_next].bf_prev = j->bf_prev;
+    if (l->prev >= 0)
+        q->bf[l->prev].next = l->next;
+    else if (!ALLOT_NEVER(q->bf[h->id].head != j->id))
+        q->bf[h->id].head = l->next;
+    if (l->next >= 0)
+        q->bf[l->next].prev = l->prev;
     if (!ALLOT_NEVER(h->backfilled <= 0))
         h->backfilled--;
-    j->backfill_for = j->bf_next = j->bf_prev = -1;
+    j->backfill_for = l->next = l->prev = -1;
 }
