@@ -384,13 +384,18 @@ bool allot_tenants_in_nominal(const struct allot_tenants *t, int i, const struct
 
 void allot_tenants_charge(struct allot_tenants *t, int i, const struct allot_resvec *r, int sign)
 {
+    int ks[ALLOT_RES_MAX], n = 0;
+
+    /* a resource r does not use keeps its usage, peak and memo (a job uses
+     * a few of the ALLOT_RES_MAX, one GPU model of 64): found once, not
+     * once per level */
+    for (int k = 0; k < ALLOT_RES_MAX; k++)
+        if (r->v[k] != 0)
+            ks[n++] = k;
     t->charges++;
     for (int a = i; a >= 0; a = t->v[a].parent)
-        for (int k = 0; k < ALLOT_RES_MAX; k++) {
-            /* a resource r does not use keeps its usage, peak and memo (a
-             * job uses a few of the ALLOT_RES_MAX, one GPU model of 64) */
-            if (r->v[k] == 0)
-                continue;
+        for (int m = 0; m < n; m++) {
+            int k = ks[m];
             /* what a's subtree withholds may change; subtrees off the path keep theirs */
             t->memo[(size_t)a * ALLOT_RES_MAX + (size_t)k].gen = 0;
             t->v[a].usage[k] += sign * r->v[k];
