@@ -66,19 +66,31 @@ static void test_quota_reason(void **state)
     world_free(&w);
 }
 
+/* Team-b fills the 8 GPUs of a 2x4 world with 1-GPU jobs b0..b7 (their
+ * ids in ids[] unless NULL), and a cycle at 0 starts them: 4 inside its
+ * nominal, 4 borrowed. */
+static void fill_with_b(struct world *w, int *ids)
+{
+    char name[16];
+
+    for (int i = 0; i < 8; i++) {
+        int id;
+        allot_fmt(name, sizeof(name), "b%d", i);
+        id = submit(w, name, w->b, 1, 1, 0, 0);
+        if (ids)
+            ids[i] = id;
+    }
+    cycle(w, 0);
+}
+
 /* team-b borrows team-a's idle GPUs; team-a comes back and reclaims them. */
 static void test_reclaim_with_grace(void **state)
 {
     struct world w;
     int bj[8], aj[2];
-    char name[16];
 
     world_init(&w, 2, 4, base); /* 8 GPUs, 4 each */
-    for (int i = 0; i < 8; i++) {
-        allot_fmt(name, sizeof(name), "b%d", i);
-        bj[i] = submit(&w, name, w.b, 1, 1, 0, 0);
-    }
-    cycle(&w, 0);
+    fill_with_b(&w, bj);
     assert_int_equal(w.starts, 8);
     for (int i = 4; i < 8; i++)
         assert_true(allot_queue_job(w.q, bj[i])->borrowed);
@@ -112,16 +124,12 @@ static void test_counts_follow_cancel(void **state)
     struct world w;
     int a[2];
     struct allot_queue_opts o = base;
-    char name[16], err[256];
+    char err[256];
 
     (void)state;
     o.fair_reclaim_s = 300;  /* the fair shares are on */
     world_init(&w, 2, 4, o); /* 8 GPUs, 4 each */
-    for (int i = 0; i < 8; i++) {
-        allot_fmt(name, sizeof(name), "b%d", i);
-        submit(&w, name, w.b, 1, 1, 0, 0);
-    }
-    cycle(&w, 0);
+    fill_with_b(&w, NULL);
     a[0] = submit(&w, "a0", w.a, 1, 1, 100, 0);
     a[1] = submit(&w, "a1", w.a, 1, 1, 100, 0);
     cycle(&w, 100);
@@ -141,15 +149,10 @@ static void test_min_runtime(void **state)
     struct allot_queue_opts o = base;
     struct world w;
     int id;
-    char name[16];
 
     o.min_runtime_s = 600;
     world_init(&w, 2, 4, o);
-    for (int i = 0; i < 8; i++) {
-        allot_fmt(name, sizeof(name), "b%d", i);
-        submit(&w, name, w.b, 1, 1, 0, 0);
-    }
-    cycle(&w, 0);
+    fill_with_b(&w, NULL);
     id = submit(&w, "a0", w.a, 1, 1, 100, 0);
     cycle(&w, 100); /* borrowed jobs only 100 s old */
     assert_int_equal(w.preempts, 0);
@@ -666,11 +669,7 @@ static void test_search_budget(void **state)
     o.preempt_searches = 1;
     o.grace_s = 0;
     world_init(&w, 2, 4, o); /* 8 GPUs, 4 each */
-    for (int i = 0; i < 8; i++) {
-        allot_fmt(name, sizeof(name), "b%d", i);
-        submit(&w, name, w.b, 1, 1, 0, 0);
-    }
-    cycle(&w, 0);
+    fill_with_b(&w, NULL);
     a[0] = submit(&w, "a0", w.a, 1, 2, 100, 0);
     a[1] = submit(&w, "a1", w.a, 1, 2, 101, 0);
     cycle(&w, 200); /* both inside a's nominal: both reclaim in one cycle */
