@@ -178,6 +178,26 @@ static void cell(FILE *f, int width, double v, int decimals)
         fprintf(f, " %*s", width, "-");
 }
 
+/* Averages over finished jobs leave out the jobs a policy never got to
+ * finish, which are mostly long ones: a policy that starves long jobs
+ * looks better than one that finishes them. Says so when the policies
+ * left different numbers of jobs unfinished. */
+static void unfinished_note(FILE *f, const struct replay_result *r, int n)
+{
+    int i = 1;
+
+    while (i < n && r[i].all.unfinished == r[0].all.unfinished)
+        i++;
+    if (i == n)
+        return;
+    fprintf(f, "note: the policies left different numbers of jobs unfinished (");
+    for (i = 0; i < n; i++)
+        fprintf(f, "%s%s %zu", i ? ", " : "", replay_policy_names[r[i].policy],
+                r[i].all.unfinished);
+    fprintf(f, "), so their JCT and queueing\nfigures average over different jobs; "
+               "--drain runs every job to its end for a like-for-like comparison\n");
+}
+
 void replay_print_tables(FILE *f, const struct replay_setup *s, const struct replay_result *r,
                          int n)
 {
@@ -219,6 +239,7 @@ void replay_print_tables(FILE *f, const struct replay_setup *s, const struct rep
             "nominal at submit;\njain: fairness of allocation / water-filled entitlement, jainN: "
             "/ min(nominal, demand),\nmeans over 10-minute samples with pending jobs; lost_gh: "
             "GPU-hours of work lost to preemption\n");
+    unfinished_note(f, r, n);
     if (!st && !al)
         return;
     fprintf(f,
