@@ -118,12 +118,21 @@ struct run {
     size_t n_jain, n_jain_nom;
     double *t_ratio_sum; /* per tenant */
     size_t *t_ratio_n;
-    int *ord;      /* per tenant: scratch for water_fill */
-    double *q_sum; /* per bin: sum of sampled queue lengths */
+    struct waits *t_wait; /* per tenant, over the whole run */
+    int *ord;             /* per tenant: scratch for water_fill */
+    double *q_sum;        /* per bin: sum of sampled queue lengths */
     size_t *q_n;
     double last_progress;
     char *err;
     size_t errlen;
+};
+
+/* What a tenant's waiting GPUs met, in GPU-seconds (replay_stats). */
+struct waits {
+    double all;  /* waiting GPUs x time */
+    double over; /* ... beyond what the tenant's unused nominal holds */
+    double idle; /* ... that idle GPUs could have taken */
+    double lent; /* ... that other tenants' GPUs beyond their nominal could have */
 };
 
 static int fail_at(struct run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -449,6 +458,39 @@ static void sample(struct run *r, int64_t at, double *buf)
     }
 }
 
+/* Integrates over [now, now + dt) what each tenant's waiting GPUs met:
+ * how many of them its unused nominal cannot hold, the idle GPUs and the
+ * GPUs other tenants hold beyond theirs (each capped at the waiting GPUs). */
+static double clamp0(double x, double hi)
+{
+    return x < 0 ? 0 : x < hi ? x : hi;
+}
+
+static double beyond_nominal(const struct run *r, int i)
+{
+    return (double)r->t_used[i] - (double)r->s->tenants[i].nominal_milli / ALLOT_MILLI;
+}
+
+static void wait_figures(struct run *r, double dt)
+{
+    const struct replay_setup *s = r->s;
+    double lent_all = 0, idle = (double)(r->gpus - r->used);
+
+    for (int i = 0; i < s->n_tenants; i++)
+        lent_all += clamp0(beyond_nominal(r, i), INFINITY);
+    for (int i = 0; i < s->n_tenants; i++) {
+        double p = (double)r->t_pending_gpus[i], beyond = beyond_nominal(r, i);
+        struct waits *w = &r->t_wait[i];
+
+        if (p <= 0)
+            continue;
+        w->all += p * dt;
+        w->over += clamp0(beyond + p, p) * dt; /* what its unused nominal cannot hold */
+        w->idle += clamp0(idle, p) * dt;
+        w->lent += clamp0(lent_all - clamp0(beyond, INFINITY), p) * dt;
+    }
+}
+
 /* Moves the clock to t: integrates GPU use over [now, t) inside the
  * window and takes the samples that fall in it. */
 static void advance(struct run *r, int64_t t, double *buf)
@@ -456,6 +498,8 @@ static void advance(struct run *r, int64_t t, double *buf)
     const struct replay_setup *s = r->s;
     int64_t a = r->now > s->from ? r->now : s->from, b = t < s->to ? t : s->to;
 
+    if (t > r->now && r->n_pending > 0)
+        wait_figures(r, (double)(t - r->now));
     while (r->next_sample < b) {
         sample(r, r->next_sample, buf);
         r->next_sample += REPLAY_SAMPLE_S;
@@ -814,9 +858,18 @@ static void job_figures(const struct run *r, int tenant, int64_t end, double *a,
     st->in_quota_wait_p99 = pct(c, nq, 0.99);
 }
 
+static void wait_shares(struct replay_stats *st, const struct waits *w)
+{
+    st->wait_gpu_hours = w->all / 3600.0;
+    st->wait_over_share = w->all > 0 ? w->over / w->all : NAN;
+    st->wait_idle_share = w->all > 0 ? w->idle / w->all : NAN;
+    st->wait_lent_share = w->all > 0 ? w->lent / w->all : NAN;
+}
+
 static int figures(struct run *r, int64_t end, const double *util, struct replay_result *out)
 {
     const struct replay_setup *s = r->s;
+    struct waits sum = {0};
     double *a = allot_malloc((s->n_jobs + 1) * 3 * sizeof(double)), w = (double)(s->to - s->from);
 
     if (!a)
@@ -837,7 +890,13 @@ static int figures(struct run *r, int64_t end, const double *util, struct replay
         st->utilization = nom > 0 ? r->t_gpu_s[t] / (nom * w) : NAN;
         st->jain = st->jain_nominal = NAN;
         st->share_ratio = r->t_ratio_n[t] ? r->t_ratio_sum[t] / (double)r->t_ratio_n[t] : NAN;
+        wait_shares(st, &r->t_wait[t]);
+        sum.all += r->t_wait[t].all;
+        sum.over += r->t_wait[t].over;
+        sum.idle += r->t_wait[t].idle;
+        sum.lent += r->t_wait[t].lent;
     }
+    wait_shares(&out->all, &sum);
     for (size_t b = 0; b < out->n_bins; b++) {
         int64_t lo = s->from + (int64_t)b * REPLAY_BIN_S;
         int64_t hi = lo + REPLAY_BIN_S < s->to ? lo + REPLAY_BIN_S : s->to;
@@ -910,6 +969,7 @@ static void run_free(struct run *r)
     allot_free(r->t_gpu_s);
     allot_free(r->t_ratio_sum);
     allot_free(r->t_ratio_n);
+    allot_free(r->t_wait);
     allot_free(r->q_sum);
     allot_free(r->q_n);
     allot_free(r->ord);
@@ -1019,6 +1079,7 @@ int replay_run(const struct replay_setup *s, int policy, const struct replay_opt
     r.t_gpu_s = allot_calloc(nt + 1, sizeof(*r.t_gpu_s));
     r.t_ratio_sum = allot_calloc(nt + 1, sizeof(*r.t_ratio_sum));
     r.t_ratio_n = allot_calloc(nt + 1, sizeof(*r.t_ratio_n));
+    r.t_wait = allot_calloc(nt + 1, sizeof(*r.t_wait));
     r.q_sum = allot_calloc(out->n_bins + 1, sizeof(*r.q_sum));
     r.q_n = allot_calloc(out->n_bins + 1, sizeof(*r.q_n));
     util = allot_calloc(out->n_bins + 1, sizeof(*util));
@@ -1028,8 +1089,8 @@ int replay_run(const struct replay_setup *s, int policy, const struct replay_opt
     out->queue_len = allot_calloc(out->n_bins + 1, sizeof(*out->queue_len));
     out->util = allot_calloc(out->n_bins + 1, sizeof(*out->util));
     if (!r.leaf || !r.js || !r.t_used || !r.t_pending_gpus || !r.t_gpu_s || !r.t_ratio_sum ||
-        !r.t_ratio_n || !r.q_sum || !r.q_n || !r.ord || !util || !buf || !out->tenant ||
-        !out->queue_len || !out->util)
+        !r.t_ratio_n || !r.t_wait || !r.q_sum || !r.q_n || !r.ord || !util || !buf ||
+        !out->tenant || !out->queue_len || !out->util)
         goto fail;
     for (size_t i = 0; i < s->n_jobs; i++) {
         r.js[i].qid = -1;

@@ -312,6 +312,16 @@ struct replay_stats {
     double share_ratio;       /* tenant only: mean allocation / entitlement in contention */
     int64_t preemptions;
     double lost_gpu_hours;
+    /* Why jobs waited, over the whole run: GPU-hours of waiting (a job's
+     * GPUs x its time pending), and the shares of them that the tenant's
+     * unused nominal GPUs could not hold (they wait to borrow, not for
+     * the tenant's guarantee), that idle GPUs could have taken, and that
+     * GPUs other tenants held beyond their nominal could have (each
+     * moment counts at most the waiting GPUs; nodes and gang shapes are
+     * not looked at, so the last two are upper bounds). all: the
+     * tenants' sums. */
+    double wait_gpu_hours;
+    double wait_over_share, wait_idle_share, wait_lent_share;
 };
 
 /* What one run produced. Free with replay_result_free(). */

@@ -244,8 +244,12 @@ void replay_print_tables(FILE *f, const struct replay_setup *s, const struct rep
         return;
     fprintf(f,
             "\nper tenant (%s%s%s): util over the tenant's nominal GPUs; share: allocation / "
-            "entitlement in contention\n",
-            st ? "static" : "", st && al ? " vs " : "", al ? "allot" : "");
+            "entitlement in contention%s\n",
+            st ? "static" : "", st && al ? " vs " : "", al ? "allot" : "",
+            al ? ";\nwait_gh: GPU-hours its jobs waited; of them, the share its unused nominal "
+                 "could not hold (over),\nthat idle GPUs (idle) or other tenants' GPUs beyond "
+                 "their nominal (lent) could have taken"
+               : "");
     fprintf(f, "%-16s %6s %6s", "tenant", "gpus", "jobs");
     for (int k = 0; k < 2; k++) {
         const char *p = k == 0 ? "s:" : "a:";
@@ -262,7 +266,9 @@ void replay_print_tables(FILE *f, const struct replay_setup *s, const struct rep
         allot_fmt(h[5], sizeof(h[5]), "%sshare", p);
         fprintf(f, " %8s %10s %10s %10s %7s %7s", h[0], h[1], h[2], h[3], h[4], h[5]);
     }
-    fprintf(f, " %9s\n", al ? "a:preempt" : "");
+    if (al)
+        fprintf(f, " %9s %9s %6s %6s %6s", "a:preempt", "a:wait_gh", "a:over", "a:idle", "a:lent");
+    fputc('\n', f);
     for (int t = 0; t < s->n_tenants; t++) {
         const struct replay_stats *x = st ? &st->tenant[t] : &al->tenant[t];
 
@@ -281,8 +287,14 @@ void replay_print_tables(FILE *f, const struct replay_setup *s, const struct rep
             cell(f, 7, x->utilization, 2);
             cell(f, 7, x->share_ratio, 2);
         }
-        if (al)
-            fprintf(f, " %9lld", (long long)al->tenant[t].preemptions);
+        if (al) {
+            x = &al->tenant[t];
+            fprintf(f, " %9lld", (long long)x->preemptions);
+            cell(f, 9, x->wait_gpu_hours, 0);
+            cell(f, 6, x->wait_over_share, 2);
+            cell(f, 6, x->wait_idle_share, 2);
+            cell(f, 6, x->wait_lent_share, 2);
+        }
         fputc('\n', f);
     }
 }
@@ -321,6 +333,10 @@ static int stats_json(json_t *o, const struct replay_stats *a, bool all)
     }
     bad |= json_object_set_new(o, "preemptions", json_integer((json_int_t)a->preemptions));
     bad |= json_object_set_new(o, "lost_gpu_hours", num(a->lost_gpu_hours));
+    bad |= json_object_set_new(o, "wait_gpu_hours", num(a->wait_gpu_hours));
+    bad |= json_object_set_new(o, "wait_over_nominal_share", num(a->wait_over_share));
+    bad |= json_object_set_new(o, "wait_idle_share", num(a->wait_idle_share));
+    bad |= json_object_set_new(o, "wait_lent_share", num(a->wait_lent_share));
     return bad;
 }
 

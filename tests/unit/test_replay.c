@@ -245,6 +245,16 @@ static void test_tiny_static(void **state)
     assert_near(r.tenant[0].avg_jct, 1000);
     assert_int_equal(r.n_bins, 3);
     assert_near(r.util[0], 16.0 * 1000 / (16.0 * 3600) + 8.0 * 2600 / (16.0 * 3600));
+    /* b2's 8 GPUs wait 0..4000 while b holds its nominal (all beyond it);
+     * a's node is idle 0..1000 and 2000..4000, 3000 of those 4000 s */
+    assert_near(r.tenant[1].wait_gpu_hours, 8.0 * 4000 / 3600);
+    assert_near(r.tenant[1].wait_over_share, 1.0);
+    assert_near(r.tenant[1].wait_idle_share, 0.75);
+    assert_near(r.tenant[1].wait_lent_share, 0.0);
+    assert_near(r.tenant[0].wait_gpu_hours, 0);
+    assert_true(isnan(r.tenant[0].wait_over_share));
+    assert_near(r.all.wait_gpu_hours, 8.0 * 4000 / 3600);
+    assert_near(r.all.wait_idle_share, 0.75);
     replay_result_free(&r);
     replay_setup_free(&s);
 }
@@ -266,6 +276,14 @@ static void test_tiny_fifo(void **state)
     assert_near(r.all.jain, 0.5);
     assert_near(r.tenant[1].share_ratio, 2.0);
     assert_near(r.tenant[0].share_ratio, 0.0);
+    /* a's 8 GPUs wait 1000..4000 inside its unused nominal, while b holds
+     * 8 GPUs beyond its own: all of that wait was lent capacity */
+    assert_near(r.tenant[0].wait_gpu_hours, 8.0 * 3000 / 3600);
+    assert_near(r.tenant[0].wait_over_share, 0.0);
+    assert_near(r.tenant[0].wait_idle_share, 0.0);
+    assert_near(r.tenant[0].wait_lent_share, 1.0);
+    assert_near(r.tenant[1].wait_gpu_hours, 0);
+    assert_near(r.all.wait_lent_share, 1.0);
     replay_result_free(&r);
     replay_setup_free(&s);
 }
