@@ -114,11 +114,16 @@ done
 # Targets: q (avg queueing <= static/3), util (> static), inq (in-quota wait
 # p99 <= 120 s), jain (>= 0.9), lost (<= 2 % of used GPU time), fifo (avg
 # JCT below fifo), las (avg JCT within 3 % of las), vc (no VC's avg JCT more
-# than 10 % above static).
+# than 10 % above static). Every run is drained (--drain): the jobs of the
+# window run to their end, so each policy's JCT and queueing figures
+# average over the same jobs; averages over the jobs finished by the
+# window's end would reward a policy that leaves long jobs unfinished
+# (docs/benchmarks.md). Utilisation and Jain's index cover the window;
+# lost work covers the whole run and is set against the window's use.
 philly="$root/philly"
 replay_check() { # from to load required
     out=$("$sim" replay --jobs "$philly/philly_jobs.csv" --vcs "$philly/philly_vc_nodes.csv" \
-        --from "$1" --to "$2" --load "$3" --policy static,fifo,las,allot 2>&1) || {
+        --from "$1" --to "$2" --load "$3" --policy static,fifo,las,allot --drain 2>&1) || {
         printf '%s\n' "$out"
         echo "data-checks: allot-sim replay failed ($1..$2 load $3)" >&2
         return 1
@@ -162,7 +167,7 @@ if [ -f "$philly/philly_jobs.csv" ] && [ -f "$philly/philly_vc_nodes.csv" ]; the
     # out of sample"); the rest is open work and prints MISSED
     replay_check 2017-10-01 2017-12-01 0.8 "q util inq jain lost fifo las vc" || pstatus=1
     replay_check 2017-10-01 2017-12-01 0.95 "q util inq jain lost fifo las vc" || pstatus=1
-    replay_check 2017-09-01 2017-11-01 0.8 "q util inq jain lost fifo vc" || pstatus=1
+    replay_check 2017-09-01 2017-11-01 0.8 "q util inq jain lost fifo las vc" || pstatus=1
     replay_check 2017-09-01 2017-11-01 0.95 "q util inq jain lost fifo vc" || pstatus=1
     # a third window no parameter was chosen on (the fair-share cap was
     # chosen on the two above at 0.95)
