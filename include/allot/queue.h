@@ -207,8 +207,8 @@ struct allot_queue_opts {
  * does unless an operator changes it; the one exception is the lending
  * hold (below), measured both ways there. "tuned": chosen on Philly
  * 2017-10-01..12-01 at load 0.8 (in sample); "0.95": chosen on that window
- * and 2017-09-01..11-01 at load 0.95 (so in sample there too); the held-out
- * window 2017-11-01..2018-01-01 was used for none. The others are design
+ * and 2017-09-01..11-01 at loads 0.8 and 0.95 (so in sample there too); the
+ * held-out window 2017-11-01..2018-01-01 was used for none. The others are design
  * choices that were not swept.
  *
  * | constant        | value  | tuned | meaning                                          |
@@ -225,7 +225,7 @@ struct allot_queue_opts {
  * | RESERVE_GANGS   | true   | tuned | large gangs reserve at once, not only once aged  |
  * | FAIR_RECLAIM_S  | 300    | tuned | fair-share reclaim of work that checkpointed in  |
  * |                 |        |       | the last this many seconds                       |
- * | FAIR_CAP_PCT    | 300    | 0.95  | fair-share cap, percent of the fair share        |
+ * | FAIR_CAP_PCT    | 150    | 0.95  | fair-share cap, percent of the fair share        |
  */
 #define ALLOT_TUNED_GRACE_S         30
 #define ALLOT_TUNED_MIN_RUNTIME_S   600
@@ -235,7 +235,7 @@ struct allot_queue_opts {
 #define ALLOT_TUNED_LARGE_GANG_GPUS 16
 #define ALLOT_TUNED_RESERVE_GANGS   true
 #define ALLOT_TUNED_FAIR_RECLAIM_S  300
-#define ALLOT_TUNED_FAIR_CAP_PCT    300
+#define ALLOT_TUNED_FAIR_CAP_PCT    150
 
 /* Fills o with the table above: fair order, allot placement, quotas with
  * borrowing, preemption, backfill with reservations for large gangs at

@@ -74,7 +74,7 @@ static const struct cliopt options[N_OPTS] = {
                   "work since its last one (0: no checkpoints)"},
     [OPT_PLACEMENT] = {"placement", "P", "bestfit", "placement policy for every run"},
     [OPT_SEED] = {"seed", "S", "1", "node tie-break order and synthetic workload"},
-    [OPT_FAIR_CAP] = {"fair-cap", "X", "3",
+    [OPT_FAIR_CAP] = {"fair-cap", "X", "1.5",
                       "allot: while other tenants wait, a tenant beyond its\n"
                       "nominal borrows up to X times its fair share (0: off)"},
     [OPT_JSON] = {"json", "OUT", NULL, "write the figures as JSON"},

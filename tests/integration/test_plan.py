@@ -140,24 +140,24 @@ def test_scheduler_options():
     global dm
     assert expect(dm.req("GET", "/v1/scheduler", token=dm.admin), 200) == {
         "order": "fair", "placement": "allot", "preempt_grace_s": 30,
-        "preempt_min_runtime_s": 600, "fair_reclaim_s": 300, "fair_cap_percent": 300,
+        "preempt_min_runtime_s": 600, "fair_reclaim_s": 300, "fair_cap_percent": 150,
         "reserve_gangs": True, "large_gang_gpus": 16, "aging_s": 0,
         "las_threshold_gpu_s": 28800, "lending_hold_s": 0}
     expect(dm.req("GET", "/v1/scheduler"), 401)
     q = ok(cli(dm, "-o", "json", "plan")).json()["scheduler"]
-    assert q["fair_cap_percent"] == 300 and q["reserve_gangs"] and q["lending_hold_s"] == 0, q
+    assert q["fair_cap_percent"] == 150 and q["reserve_gangs"] and q["lending_hold_s"] == 0, q
     old = dm
     old.stop()
-    dm = Daemon(data_dir=old.dir, args=["--order", "fifo", "--fair-cap", "150", "--lending-hold",
+    dm = Daemon(data_dir=old.dir, args=["--order", "fifo", "--fair-cap", "250", "--lending-hold",
                                         "1h", "--no-reserve-gangs", "--las-threshold", "0s",
                                         "--preempt-min-runtime", "2m"])
     dm.admin = old.admin
     got = expect(dm.req("GET", "/v1/scheduler", token=dm.admin), 200)
-    assert got["order"] == "fifo" and got["fair_cap_percent"] == 150, got
+    assert got["order"] == "fifo" and got["fair_cap_percent"] == 250, got
     # what the plan replayed with (its queue options written back), not the reply echoed
     q = ok(cli(dm, "-o", "json", "plan")).json()["scheduler"]
     assert q == {"order": "fifo", "placement": "allot", "preempt_grace_s": 30,
-                 "preempt_min_runtime_s": 120, "fair_reclaim_s": 300, "fair_cap_percent": 150,
+                 "preempt_min_runtime_s": 120, "fair_reclaim_s": 300, "fair_cap_percent": 250,
                  "reserve_gangs": False, "large_gang_gpus": 16, "aging_s": 0,
                  "las_threshold_gpu_s": 0, "lending_hold_s": 3600}, q
     assert q == got, (q, got)
