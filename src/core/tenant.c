@@ -395,7 +395,7 @@ void allot_tenants_charge(struct allot_tenants *t, int i, const struct allot_res
     t->charges++;
     for (int a = i; a >= 0; a = t->v[a].parent)
         for (int m = 0; m < n; m++) {
-            int k = ks[m];
+            int k = ks[m]; /* cppcheck-suppress uninitvar ; ks[0..n) is set above */
             /* what a's subtree withholds may change; subtrees off the path keep theirs */
             t->memo[(size_t)a * ALLOT_RES_MAX + (size_t)k].gen = 0;
             t->v[a].usage[k] += sign * r->v[k];
