@@ -458,9 +458,6 @@ static void sample(struct run *r, int64_t at, double *buf)
     }
 }
 
-/* Integrates over [now, now + dt) what each tenant's waiting GPUs met:
- * how many of them its unused nominal cannot hold, the idle GPUs and the
- * GPUs other tenants hold beyond theirs (each capped at the waiting GPUs). */
 static double clamp0(double x, double hi)
 {
     return x < 0 ? 0 : x < hi ? x : hi;
@@ -471,6 +468,9 @@ static double beyond_nominal(const struct run *r, int i)
     return (double)r->t_used[i] - (double)r->s->tenants[i].nominal_milli / ALLOT_MILLI;
 }
 
+/* Integrates over [now, now + dt) what each tenant's waiting GPUs met:
+ * how many of them its unused nominal cannot hold, the idle GPUs and the
+ * GPUs other tenants hold beyond theirs (each capped at the waiting GPUs). */
 static void wait_figures(struct run *r, double dt)
 {
     const struct replay_setup *s = r->s;
