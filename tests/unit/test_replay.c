@@ -26,6 +26,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "allot/common.h"
 #include "replay.h"
 
@@ -513,6 +515,30 @@ static void test_cli_far_to(void **state)
         assert_int_equal(access(json, R_OK), 0);
         assert_int_equal(access(svg, R_OK), 0);
         assert_int_equal(access(usvg, R_OK), 0);
+    }
+    {
+        /* the wait figures in the JSON: under fifo, a's job waits inside
+         * a's nominal on GPUs b borrowed (test_tiny_fifo) */
+        json_t *root = json_load_file(json, 0, NULL), *p;
+        size_t i;
+        bool seen = false;
+
+        assert_non_null(root);
+        json_array_foreach(json_object_get(root, "policies"), i, p)
+        {
+            json_t *ta = json_object_get(json_object_get(p, "tenants"), "a");
+
+            if (strcmp(json_string_value(json_object_get(p, "name")), "fifo") != 0)
+                continue;
+            seen = true;
+            assert_near(json_number_value(json_object_get(ta, "wait_gpu_hours")),
+                        8.0 * 3000 / 3600);
+            assert_near(json_number_value(json_object_get(ta, "wait_over_nominal_share")), 0.0);
+            assert_near(json_number_value(json_object_get(ta, "wait_lent_share")), 1.0);
+            assert_true(json_is_number(json_object_get(p, "wait_idle_share")));
+        }
+        assert_true(seen);
+        json_decref(root);
     }
     unlink(json);
     unlink(svg);
