@@ -896,8 +896,8 @@ static void job_start(struct allot_queue *q, struct allot_job *j, int64_t now)
         q->min_runtime_floor = j->spec.min_runtime_s;
     j->start = now;
     j->runs++;
-    while (q->bf[j->id].head >=
-           0) /* its reservation is over: its backfill is no longer its victim */
+    /* its reservation is over: its backfill is no longer its victim */
+    while (q->bf[j->id].head >= 0)
         queue_backfill_unmark(q, &q->jobs[q->bf[j->id].head]);
     queue_fast_timer(q, j);
     queue_fast_recheck_add(q, j);
