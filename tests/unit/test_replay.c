@@ -586,30 +586,37 @@ static void test_cli_outputs(void **state)
     assert_int_equal(rmdir(dir), 0);
 }
 
+/* What replay_print_tables prints for results r[0..n) (caller frees). */
+static char *tables_text(struct replay_result *r, int n)
+{
+    struct replay_setup s = {0};
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+
+    assert_non_null(f);
+    replay_print_tables(f, &s, r, n);
+    assert_int_equal(fclose(f), 0);
+    return buf;
+}
+
 /* The table says when the policies' averages cover different jobs: las
  * left 3 jobs unfinished and fifo 1, so a like-for-like comparison needs
  * --drain; with the same count (as after --drain) it says nothing. */
 static void test_unfinished_note(void **state)
 {
-    struct replay_setup s = {0};
     struct replay_result r[2] = {{.policy = REPLAY_FIFO}, {.policy = REPLAY_LAS}};
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f;
+    char *buf;
 
     (void)state;
     r[0].all.unfinished = 1;
     r[1].all.unfinished = 3;
-    assert_non_null(f = open_memstream(&buf, &len));
-    replay_print_tables(f, &s, r, 2);
-    assert_int_equal(fclose(f), 0);
+    buf = tables_text(r, 2);
     assert_non_null(strstr(buf, "different numbers of jobs unfinished (fifo 1, las 3)"));
     assert_non_null(strstr(buf, "--drain"));
     free(buf);
     r[1].all.unfinished = 1;
-    assert_non_null(f = open_memstream(&buf, &len));
-    replay_print_tables(f, &s, r, 2);
-    assert_int_equal(fclose(f), 0);
+    buf = tables_text(r, 2);
     assert_null(strstr(buf, "unfinished ("));
     assert_non_null(strstr(buf, "avg_jct"));
     free(buf);
