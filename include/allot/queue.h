@@ -186,7 +186,7 @@ struct allot_queue_opts {
                                     own (the in-quota guarantee) */
     int cycle_work;              /* starts plus victim searches one cycle makes at most (0:
                                     ALLOT_QUEUE_CYCLE_WORK; stops, order rebuilds and every
-                                    1,024 waiting jobs looked at one by one count too); a
+                                    512 waiting jobs looked at one by one count too); a
                                     cycle that reaches it stops,
                                     and allot_queue_more says so: the next cycle continues
                                     the round with what is left of its search budgets. Keeps

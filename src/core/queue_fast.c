@@ -72,7 +72,7 @@ struct fast_search {
 #define FAST_SEARCHES 4
 
 /* Entries looked at one by one that count as one unit of a cycle's work. */
-#define FAST_VISITS 1024
+#define FAST_VISITS 512
 
 /* The pending jobs of one tenant with the same task and gang size. */
 struct fast_cls {

@@ -139,7 +139,7 @@ static const struct allot_config_option options[] = {
      .min = 1,
      .max = 1000000,
      .help = "Most starts, stops, victim searches and queue rebuilds one cycle makes (every "
-             "1,024 waiting jobs looked at count as one more): a cycle that reaches it stops, and "
+             "512 waiting jobs looked at count as one more): a cycle that reaches it stops, and "
              "the next goes on from there at once; once the "
              "cycles of one pass have run for cycle-gap and a change is waiting, the loop "
              "takes the change first, so that it waits for cycle-gap and one such cycle, not "
