@@ -50,7 +50,7 @@ REPLIES = {
         {"path": "research/vision", "quotas": {"gpu": 8, "memory": "8Ti"}}]},
     "/v1/scheduler": {"order": "fair", "placement": "allot", "preempt_grace_s": 30,
                       "preempt_min_runtime_s": 600, "fair_reclaim_s": 300,
-                      "fair_cap_percent": 300, "reserve_gangs": True, "large_gang_gpus": 16,
+                      "fair_cap_percent": 150, "reserve_gangs": True, "large_gang_gpus": 16,
                       "aging_s": 0, "las_threshold_gpu_s": 28800, "lending_hold_s": 0},
 }
 
