@@ -74,6 +74,10 @@ struct fast_search {
 /* Entries looked at one by one that count as one unit of a cycle's work. */
 #define FAST_VISITS 512
 
+/* How many entries ahead ten_run asks for the job records it will look
+ * at (docs/benchmarks.md, "Cycle at daemon scale"). */
+#define FAST_AHEAD 4
+
 /* The pending jobs of one tenant with the same task and gang size. */
 struct fast_cls {
     int rep; /* a job of the class: its request */
@@ -890,6 +894,17 @@ static int ten_run(struct allot_queue *q, struct queue_fast *f, int ti, int64_t 
             }
         }
         T->pos++;
+        if (T->pos + FAST_AHEAD < T->n_e) {
+            /* the records of jobs a few entries on, which a look reads
+             * (state, spec, GPUs) and may write (reason): under a
+             * reservation nearly all of a look was waiting for memory */
+            const struct allot_job *a = &q->jobs[T->e[T->pos + FAST_AHEAD].id];
+            __builtin_prefetch(a);
+            __builtin_prefetch(&a->spec.est_runtime_s);
+            __builtin_prefetch(&a->state);
+            __builtin_prefetch(&a->req);
+            __builtin_prefetch(&a->why, 1);
+        }
         /* looking at entries is work too (opts.cycle_work), one unit per
          * FAST_VISITS: a reservation makes every entry meet its test, and
          * a cycle must stay short through 100,000 of them */
