@@ -52,10 +52,10 @@ enum opt {
     N_OPTS
 };
 
-/* Every option, described once: drives parsing and --help (STYLE 15). */
-/* --fair-cap's help shows the tuned cap (include/allot/queue.h) */
-_Static_assert(ALLOT_TUNED_FAIR_CAP_PCT == 150, "--fair-cap's help default is not the tuned cap");
+/* --fair-cap's default below is the tuned cap (include/allot/queue.h) */
+_Static_assert(ALLOT_TUNED_FAIR_CAP_PCT == 150, "--fair-cap's default is not the tuned cap");
 
+/* Every option, described once: drives parsing and --help (STYLE 15). */
 static const struct cliopt options[N_OPTS] = {
     [OPT_JOBS] = {"jobs", "FILE", NULL, "Philly job digest (timestamp,duration,num_gpus,...)"},
     [OPT_VCS] = {"vcs", "FILE", NULL, "tenants: the VC list (vc,node num), one tenant per VC"},
