@@ -77,6 +77,14 @@ int allot_config_load_file(const struct allot_config_option *opts, size_t n, voi
 int allot_config_parse_args(const struct allot_config_option *opts, size_t n, void *values,
                             int argc, char **argv, int *i, char *err, size_t errlen);
 
+/* The command line of a program whose table has a "config" option:
+ * reads the file that `--config FILE` (or `--config=FILE`) in argv[*i..]
+ * names first, then parses argv as allot_config_parse_args does, so the
+ * command line wins. Returns 0, or the first error of either (the file's
+ * named with its line). */
+int allot_config_load_args(const struct allot_config_option *opts, size_t n, void *values, int argc,
+                           char **argv, int *i, char *err, size_t errlen);
+
 /* Writes the option list for --help. */
 void allot_config_help(const struct allot_config_option *opts, size_t n, FILE *out);
 

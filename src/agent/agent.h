@@ -31,6 +31,7 @@
 /* ---- options (main.c) ---- */
 
 struct agent_config {
+    char *config; /* the config file read before the command line */
     char *server; /* allotd URL */
     char *token;  /* agent-role token (or token_file) */
     char *token_file;

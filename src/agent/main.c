@@ -48,6 +48,11 @@ static const char *const levels[] = {"error", "warn", "info", "debug", NULL};
 static const char *const on_off[] = {"off", "on", NULL};
 
 static const struct allot_config_option options[] = {
+    {.name = "config",
+     .type = ALLOT_CFG_STRING,
+     .offset = F(config),
+     .help = "Config file read before the command line (command-line options win). "
+             "Only meaningful on the command line."},
     {.name = "server",
      .type = ALLOT_CFG_STRING,
      .offset = F(server),
@@ -876,9 +881,13 @@ int main(int argc, char **argv)
             k--;
         }
     }
-    if (allot_config_parse_args(options, N_OPTIONS, c, argc, argv, &i, err, sizeof(err)) < 0 ||
-        i < argc) {
-        fprintf(stderr, "allot-agent: %s\n", i < argc ? "unexpected argument" : err);
+    if (allot_config_load_args(options, N_OPTIONS, c, argc, argv, &i, err, sizeof(err)) < 0) {
+        fprintf(stderr, "allot-agent: %s\n", err);
+        usage(stderr);
+        return 2;
+    }
+    if (i < argc) {
+        fprintf(stderr, "allot-agent: unexpected argument \"%s\"\n", argv[i]);
         usage(stderr);
         return 2;
     }

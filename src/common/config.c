@@ -244,10 +244,16 @@ static int split_line(char *line, char **name, char **value)
     *name = trim(*name);
     v = trim(v);
     if (*v == '"') {
-        size_t len = strlen(v);
-        if (len < 2 || v[len - 1] != '"')
+        /* a quoted value ends at its closing quote; a comment may follow */
+        char *close = strchr(v + 1, '"'), *rest;
+
+        if (!close)
             return -1;
-        v[len - 1] = '\0';
+        *close = '\0';
+        rest = close + 1;
+        rest += strspn(rest, " \t");
+        if (*rest != '\0' && *rest != '#')
+            return -1;
         *value = v + 1; /* "" is an empty value */
         return **name ? 1 : -1;
     } else {
@@ -355,6 +361,32 @@ int allot_config_parse_args(const struct allot_config_option *opts, size_t n, vo
     return 0;
 }
 
+/* The file named by `--config FILE` or `--config=FILE` in argv[i..] (up to
+ * `--`), or NULL. */
+static const char *config_arg(int argc, char **argv, int i)
+{
+    const char *file = NULL;
+
+    for (int k = i; k < argc && argv[k] && strcmp(argv[k], "--"); k++) {
+        if (!strcmp(argv[k], "--config") && k + 1 < argc)
+            file = argv[k + 1];
+        else if (!strncmp(argv[k], "--config=", 9))
+            file = argv[k] + 9;
+    }
+    return file;
+}
+
+int allot_config_load_args(const struct allot_config_option *opts, size_t n, void *values, int argc,
+                           char **argv, int *i, char *err, size_t errlen)
+{
+    const char *file = find(opts, n, "config") ? config_arg(argc, argv, *i) : NULL;
+    int rc;
+
+    if (file && (rc = allot_config_load_file(opts, n, values, file, err, errlen)) != 0)
+        return rc;
+    return allot_config_parse_args(opts, n, values, argc, argv, i, err, errlen);
+}
+
 static void print_range(const struct allot_config_option *o, FILE *out)
 {
     if (o->type == ALLOT_CFG_ENUM && o->choices) {
@@ -377,9 +409,13 @@ void allot_config_help(const struct allot_config_option *opts, size_t n, FILE *o
     for (size_t i = 0; i < n; i++) {
         const struct allot_config_option *o = &opts[i];
         char flag[160];
-        allot_fmt(flag, sizeof(flag), "--%s%s", o->name, o->type == ALLOT_CFG_BOOL ? "" : " VALUE");
+        allot_fmt(flag, sizeof(flag), "--%s%s%s", o->type == ALLOT_CFG_BOOL ? "[no-]" : "", o->name,
+                  o->type == ALLOT_CFG_BOOL ? "" : " VALUE");
         fprintf(out, "  %-30s %s (", flag, o->help);
-        print_range(o, out);
+        if (o->type == ALLOT_CFG_BOOL)
+            fprintf(out, "--%s=yes or no also", o->name);
+        else
+            print_range(o, out);
         if (o->def)
             fprintf(out, "; default %s", o->def);
         fputs(")\n", out);

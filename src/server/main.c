@@ -648,22 +648,12 @@ int main(int argc, char **argv)
                 printf("%s %s\n", http_routes[r].method, http_routes[r].pattern);
             return 0;
         }
-        /* the config file is read first, so the command line wins */
-        const char *file = NULL;
-        if (!strcmp(argv[k], "--config") && k + 1 < argc)
-            file = argv[k + 1];
-        else if (!strncmp(argv[k], "--config=", 9))
-            file = argv[k] + 9;
-        if (file && allot_config_load_file(options, N_OPTIONS, c, file, err, sizeof(err)) < 0) {
-            fprintf(stderr, "allotd: %s\n", err);
-            return 2;
-        }
     }
     if (argc > 1 && argv[1] && !strcmp(argv[1], "init")) {
         init = true;
         i = 2;
     }
-    if (allot_config_parse_args(options, N_OPTIONS, c, argc, argv, &i, err, sizeof(err)) < 0) {
+    if (allot_config_load_args(options, N_OPTIONS, c, argc, argv, &i, err, sizeof(err)) < 0) {
         fprintf(stderr, "allotd: %s\n", err);
         usage(stderr);
         return 2;

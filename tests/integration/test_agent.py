@@ -209,6 +209,22 @@ def test_nvml_discovery():
                            env=dict(os.environ, FAKE_NVML_CONFIG=conf))
         inv = json.loads(r.stdout)
         assert inv["register"]["gpus"] == gpus and len(inv["health"]) == 2, r
+        # the same options from a config file (--config), quoted values with comments
+        cf = os.path.join(fx.tempdir(), "agent.conf")
+        with open(cf, "w") as f:
+            f.write('# allot-agent\nnvml-lib "%s"  # the fake NVML\nstate-dir %s\n'
+                    % (lib, fx.tempdir()))
+        r = subprocess.run([fx.AGENT, "--config", cf, "--print-inventory"], capture_output=True,
+                           text=True, timeout=20, env=dict(os.environ, FAKE_NVML_CONFIG=conf))
+        assert r.returncode == 0 and json.loads(r.stdout)["register"]["gpus"] == gpus, r
+        with open(cf, "a") as f:
+            f.write("gpu-mode sometimes\n")
+        r = subprocess.run([fx.AGENT, "--config", cf, "--print-inventory"], capture_output=True,
+                           text=True, timeout=20)
+        assert r.returncode == 2 and "agent.conf:4: " in r.stderr and "gpu-mode" in r.stderr, r
+        r = subprocess.run([fx.AGENT, "--print-inventory", "stray"], capture_output=True,
+                           text=True, timeout=20)
+        assert r.returncode == 2 and 'unexpected argument "stray"' in r.stderr, r
         # NVLink islands (pairs here) and an Xid that needs a reset
         with open(conf, "w") as f:
             for i in range(4):

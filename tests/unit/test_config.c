@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 struct vals {
+    char *config;
     char *listen;
     char *log_format;
     int64_t workers;
@@ -37,6 +38,10 @@ static int even(const void *field, char *err, size_t errlen)
 
 static const char *const formats[] = {"text", "json", NULL};
 static const struct allot_config_option opts[] = {
+    {.name = "config",
+     .type = ALLOT_CFG_STRING,
+     .offset = offsetof(struct vals, config),
+     .help = "Config file read first."},
     {.name = "listen",
      .type = ALLOT_CFG_STRING,
      .offset = offsetof(struct vals, listen),
@@ -146,6 +151,22 @@ static void test_file(void **state)
     assert_true(v.tls);
     unlink(path);
     free(path);
+    /* a quoted value may hold '#' and be followed by a comment */
+    path = write_tmp("listen \"a # b\"  # the address\nlog-format \"json\"#c\n");
+    assert_int_equal(allot_config_load_file(opts, N, &v, path, err, sizeof(err)), 0);
+    assert_string_equal(v.listen, "a # b");
+    assert_string_equal(v.log_format, "json");
+    unlink(path);
+    free(path);
+    path = write_tmp("listen \"a\" b\n");
+    assert_int_equal(allot_config_load_file(opts, N, &v, path, err, sizeof(err)), ALLOT_EINVAL);
+    assert_non_null(strstr(err, ":1: expected \"name value\""));
+    unlink(path);
+    free(path);
+    path = write_tmp("listen \"a\n");
+    assert_int_equal(allot_config_load_file(opts, N, &v, path, err, sizeof(err)), ALLOT_EINVAL);
+    unlink(path);
+    free(path);
     path = write_tmp("workers 8\nbogus 1\n");
     assert_int_equal(allot_config_load_file(opts, N, &v, path, err, sizeof(err)), ALLOT_ENOENT);
     assert_non_null(strstr(err, ":2: unknown option \"bogus\""));
@@ -181,6 +202,39 @@ static void test_args(void **state)
     assert_int_equal(allot_config_parse_args(opts, N, &v, 2, bad, &i, err, sizeof(err)),
                      ALLOT_EINVAL);
     assert_non_null(strstr(err, "--workers needs a value"));
+    allot_config_free(opts, N, &v);
+}
+
+/* --config names a file read before the rest of the command line, which
+ * wins; its errors name the file and line. */
+static void test_load_args(void **state)
+{
+    struct vals v = {0};
+    char err[256], *path = write_tmp("workers 8\ntls yes\nlisten \"file\"\n");
+    char *argv[] = {"prog", "--listen", "cli", "--config", path, "--no-tls", "rest", NULL};
+    char *bad[] = {"prog", "--config=/nonexistent/x.conf", NULL};
+    int i = 1;
+
+    (void)state;
+    assert_int_equal(allot_config_defaults(opts, N, &v, err, sizeof(err)), 0);
+    assert_int_equal(allot_config_load_args(opts, N, &v, 7, argv, &i, err, sizeof(err)), 0);
+    assert_int_equal(i, 6);
+    assert_int_equal(v.workers, 8); /* from the file */
+    assert_false(v.tls);            /* the command line wins */
+    assert_string_equal(v.listen, "cli");
+    i = 1;
+    assert_int_equal(allot_config_load_args(opts, N, &v, 2, bad, &i, err, sizeof(err)), ALLOT_EIO);
+    assert_non_null(strstr(err, "/nonexistent/x.conf"));
+    unlink(path);
+    free(path);
+    path = write_tmp("workers 7\n");
+    argv[4] = path;
+    i = 1;
+    assert_int_equal(allot_config_load_args(opts, N, &v, 7, argv, &i, err, sizeof(err)),
+                     ALLOT_EINVAL);
+    assert_non_null(strstr(err, ":1: workers: must be even"));
+    unlink(path);
+    free(path);
     allot_config_free(opts, N, &v);
 }
 
@@ -245,6 +299,7 @@ int main(void)
         cmocka_unit_test(test_defaults_and_types),
         cmocka_unit_test(test_file),
         cmocka_unit_test(test_args),
+        cmocka_unit_test(test_load_args),
         cmocka_unit_test(test_example),
         cmocka_unit_test(test_alloc_failure),
     };
