@@ -99,12 +99,13 @@ static const struct allot_config_option options[] = {
      .type = ALLOT_CFG_STRING,
      .offset = F(run_as),
      .def = "nobody",
-     .help = "User (name or UID[:GID]) jobs run as unless the user map says otherwise."},
+     .help = "User (USER[:GROUP], each a name or a number) jobs run as unless the user map says "
+             "otherwise."},
     {.name = "user-map",
      .type = ALLOT_CFG_STRING,
      .offset = F(user_map),
-     .help = "File of `@TOKEN-NAME USER[:GID] [allow-root]` (a submitting user) and `TENANT "
-             "USER[:GID] [allow-root]` lines (longest tenant prefix wins): who jobs run as. Jobs "
+     .help = "File of `@TOKEN-NAME USER[:GROUP] [allow-root]` (a submitting user) and `TENANT "
+             "USER[:GROUP] [allow-root]` lines (longest tenant prefix wins): who jobs run as. Jobs "
              "never run as root without allow-root."},
     {.name = "shim-lib",
      .type = ALLOT_CFG_STRING,

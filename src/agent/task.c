@@ -112,20 +112,52 @@ struct run_user {
     char name[64], home[256];
 };
 
+/* Parses a whole decimal id; false when s is not one. */
+static bool parse_id(const char *s, unsigned long *id)
+{
+    char *end;
+
+    if (!*s || *s < '0' || *s > '9')
+        return false;
+    errno = 0;
+    *id = strtoul(s, &end, 10);
+    return *end == '\0' && errno == 0 && *id <= UINT32_MAX - 1;
+}
+
+/* who is USER or USER:GROUP, each a name or a number. A user name must
+ * exist on this node; a number need not (its group is then the same
+ * number). Returns 0, or -1 when a name is unknown or a part is empty. */
 static int lookup_user(const char *who, struct run_user *u)
 {
+    char user[128], *group;
     struct passwd *pw;
-    char *end;
-    unsigned long id = strtoul(who, &end, 10);
+    unsigned long id = 0;
+    bool numeric;
 
-    pw = *end == '\0' || *end == ':' ? getpwuid((uid_t)id) : getpwnam(who);
-    if (!pw && !(*end == '\0' || *end == ':'))
+    allot_strlcpy(user, who, sizeof(user));
+    group = strchr(user, ':');
+    if (group)
+        *group++ = '\0';
+    if (!*user || (group && !*group))
+        return -1;
+    numeric = parse_id(user, &id);
+    pw = numeric ? getpwuid((uid_t)id) : getpwnam(user);
+    if (!pw && !numeric)
         return -1;
     u->uid = pw ? pw->pw_uid : (uid_t)id;
     u->gid = pw ? pw->pw_gid : (gid_t)id;
-    if (*end == ':')
-        u->gid = (gid_t)strtoul(end + 1, NULL, 10);
-    allot_strlcpy(u->name, pw ? pw->pw_name : who, sizeof(u->name));
+    if (group) {
+        struct group *gr;
+
+        if (parse_id(group, &id)) {
+            u->gid = (gid_t)id;
+        } else if ((gr = getgrnam(group)) != NULL) {
+            u->gid = gr->gr_gid;
+        } else {
+            return -1;
+        }
+    }
+    allot_strlcpy(u->name, pw ? pw->pw_name : user, sizeof(u->name));
     allot_strlcpy(u->home, pw && pw->pw_dir ? pw->pw_dir : "/", sizeof(u->home));
     return 0;
 }
@@ -172,7 +204,7 @@ static int resolve_user(const struct agent *a, const char *tenant, const char *s
     if (best_len)
         allot_strlcpy(who, best, sizeof(who));
     if (lookup_user(who, u) < 0) {
-        allot_fmt(why, len, "no user \"%s\" on this node (run-as / user-map)", who);
+        allot_fmt(why, len, "no user or group \"%s\" on this node (run-as / user-map)", who);
         return -1;
     }
     if (getuid() != 0) {

@@ -7,6 +7,7 @@ adopts its running tasks (none runs twice); allotd killed and restarted on
 the same port is found again. The agent needs root for cgroups and user
 switching, as on a real node."""
 
+import grp
 import json
 import os
 import shutil
@@ -129,7 +130,8 @@ def test_device_access():
 def test_root_refused():
     m = os.path.join(fx.tempdir(), "users")
     with open(m, "w") as f:
-        f.write("# tenant user\nresearch root\nresearch/nlp nobody\n@alice 4242:4242\n")
+        f.write("# tenant user\nresearch root\nresearch/nlp nobody\n@alice 4242:4242\n"
+                "@bob nobody:nogroup\n@carol 4243:nogroup\n@dave nobody:nosuchgroup\n")
     ag2 = Agent(dm, AG, "ag-root", emulate="1xT4", args=["--user-map", m])
     try:
         # only ag-root has a T4; research/vision maps to root (its parent's line)
@@ -150,6 +152,24 @@ def test_root_refused():
         j = wait_state(jid, ("succeeded", "failed"))
         assert j["state"] == "succeeded" and ag2.task_log(jid).strip() == "4242", \
             (j, ag2.task_log(jid))
+        # USER:GROUP, each a name or a number; an unknown group is refused
+        gid = str(grp.getgrnam("nogroup").gr_gid)
+        for name, want in (("bob", "65534 " + gid), ("carol", "4243 " + gid)):
+            tok = dm.token("member", "research/vision", name)
+            jid = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/vision", "gpus": 1,
+                                                     "gpu_models": ["T4"],
+                                                     "command": sh("echo $(id -u) $(id -g)")},
+                                token=tok), 201)["id"]
+            j = wait_state(jid, ("succeeded", "failed"))
+            assert j["state"] == "succeeded" and ag2.task_log(jid).strip() == want, \
+                (name, j, ag2.task_log(jid))
+        dave = dm.token("member", "research/vision", "dave")
+        jid = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/vision", "gpus": 1,
+                                                 "gpu_models": ["T4"], "command": sh("id -u")},
+                            token=dave), 201)["id"]
+        j = wait_state(jid, ("succeeded", "failed"))
+        assert j["state"] == "failed" and \
+            'no user or group "nobody:nosuchgroup"' in j["pending_reason"], j
     finally:
         ag2.stop()
         # its agent is gone: no later job may land there
