@@ -907,6 +907,25 @@ static int task_launch(struct agent *a, json_t *d, struct task *t)
     return 0;
 }
 
+/* A task that did not start says why in its log, as its only output, so
+ * that `allot logs` and `allot run` show the reason where output goes. */
+static void log_not_started(const struct agent *a, const struct task *t)
+{
+    char path[4500];
+    FILE *f;
+
+    allot_fmt(path, sizeof(path), "%s/%lld", a->logs_dir, (long long)t->job);
+    mkdir(path, 0755);
+    allot_fmt(path, sizeof(path), "%s/%lld/task-%d.log", a->logs_dir, (long long)t->job, t->index);
+    if (!(f = fopen(path, "ae"))) {
+        LOG_WARN("task", "%s: %s", path, strerror(errno));
+        return;
+    }
+    fprintf(f, "allot-agent: job %lld task %d not started on node %s: %s\n", (long long)t->job,
+            t->index, a->cfg.name, t->detail);
+    fclose(f);
+}
+
 int task_start(struct agent *a, json_t *d, struct task *t)
 {
     int rc;
@@ -921,6 +940,8 @@ int task_start(struct agent *a, json_t *d, struct task *t)
     }
     rc = task_launch(a, d, t);
 
+    if (rc == 0 && t->state == TASK_EXITED)
+        log_not_started(a, t);
     if (rc < 0 || t->state == TASK_EXITED) { /* it did not start: its VFs are free */
         char dir[4400];
         task_dir(a, t, dir, sizeof(dir));

@@ -177,6 +177,9 @@ static int build_job(const struct cli_args *a, json_t **out)
             rc = cli_usage_error("--gpus, --mig and --gpu-milli/--gpu-memory exclude each other");
         else if (!json_is_string(json_object_get(job, "tenant")))
             rc = cli_usage_error("a job needs a tenant: give --tenant T or `tenant` in the file");
+        else if (json_array_size(json_object_get(job, "command")) == 0)
+            rc = cli_usage_error("a job needs a command: give it after -- or as `command` in "
+                                 "the file");
     }
     if (rc != CLI_OK) {
         json_decref(job);

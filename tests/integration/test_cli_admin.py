@@ -73,7 +73,7 @@ def test_audit_tampered():
     d = Daemon()
     try:
         expect(d.req("PUT", "/v1/tenants", TENANTS, token=d.admin), 200)
-        ok(cli(d, "submit", "-t", "research/nlp"))
+        ok(cli(d, "submit", "-t", "research/nlp", "--", "true"))
         assert d.stop() == 0
         db = sqlite3.connect(os.path.join(d.dir, "allot.db"))
         # someone with the file edits an entry behind the store's back
@@ -110,11 +110,12 @@ def test_nodes_and_top():
     n = ok(cli(dm, "nodes", "gpu-node-2", "-o", "json")).json()
     assert [x["name"] for x in n] == ["gpu-node-2"], n
     fails(cli(dm, "nodes", "nosuch"), 2, "not_found")
-    a = int(ok(cli(dm, "submit", "-t", "research/nlp", "--gpus", "4", "-n", "big")).out)
-    b = int(ok(cli(dm, "submit", "-t", "research/vision", "--gpu-milli", "500")).out)
+    a = int(ok(cli(dm, "submit", "-t", "research/nlp", "--gpus", "4", "-n", "big", "--",
+                   "true")).out)
+    b = int(ok(cli(dm, "submit", "-t", "research/vision", "--gpu-milli", "500", "--", "true")).out)
     # no node of this model: stays pending
     c = int(ok(cli(dm, "submit", "-t", "research/vision", "--gpus", "1", "--gpu-model",
-                   "V100-32GB")).out)
+                   "V100-32GB", "--", "true")).out)
     snap = None
     for _ in range(50):  # bounded: the loop places within a few cycles
         snap = ok(cli(dm, "top", "-o", "json")).json()
@@ -152,7 +153,7 @@ def test_nodes_and_top():
     assert "cordoned" in ok(cli(dm, "nodes")).out
     ok(cli(dm, "uncordon", "gpu-node-1", "gpu-node-2"))
     # drain lets the node's tasks end, then shows it drained; --wait waits for that
-    d = int(ok(cli(dm, "submit", "-t", "research/nlp", "--gpus", "8")).out)
+    d = int(ok(cli(dm, "submit", "-t", "research/nlp", "--gpus", "8", "--", "true")).out)
     node, j = None, None
     for _ in range(50):  # bounded: placed within a few cycles
         j = ok(cli(dm, "show", d, "-o", "json")).json()

@@ -120,6 +120,8 @@ def test_apply_tenants_and_quota():
 
 
 def submit(*args, **kw):
+    if "--" not in args and "-f" not in args:  # a job needs a command
+        args = args + ("--", "true")
     r = ok(cli(dm, "submit", *args, **kw), args)
     assert r.out.strip().isdigit(), r
     return int(r.out)
@@ -191,13 +193,15 @@ def test_submit_shapes_and_files():
     jid = submit("-f", y, "--name", "renamed", "--", "sleep", "1")
     s = ok(cli(dm, "show", jid, "-o", "json")).json()["spec"]
     assert s["name"] == "renamed" and s["command"] == ["sleep", "1"], s
-    js = write(os.path.join(d, "job.json"), json.dumps({"tenant": "research/vision", "gpus": 1}))
+    js = write(os.path.join(d, "job.json"), json.dumps({"tenant": "research/vision", "gpus": 1,
+                                                     "command": ["true"]}))
     jid = submit("-f", js)
     assert ok(cli(dm, "show", jid, "-o", "json")).json()["tenant"] == "research/vision"
-    jid = submit("-f", "-", stdin='{"tenant": "research/vision", "name": "stdin"}')
+    jid = submit("-f", "-", stdin='{"tenant": "research/vision", "name": "stdin", '
+                 '"command": ["true"]}')
     assert ok(cli(dm, "show", jid, "-o", "json")).json()["name"] == "stdin"
     # -o yaml prints the job
-    r = ok(cli(dm, "submit", "-t", "research/nlp", "-o", "yaml"))
+    r = ok(cli(dm, "submit", "-t", "research/nlp", "-o", "yaml", "--", "true"))
     assert r.out.startswith("id: ") and "\nstate: pending\n" in r.out, r
 
 
@@ -235,15 +239,23 @@ def test_submit_errors():
     fails(cli(dm, "submit", "-t", "research/nlp", "--mem", "lots"), 1, "usage")
     fails(cli(dm, "submit", "-t", "research/nlp", "--gpu-milli", "1000"), 1, "usage")
     fails(cli(dm, "submit", "-t", "research/nlp", "python3"), 1, "usage")
+    # no command, neither after -- nor in the file: nothing is sent
+    r = fails(cli(dm, "submit", "-t", "research/nlp", "--gpus", "1"), 1, "usage")
+    assert "needs a command" in r.err, r
+    fails(cli(dm, "submit", "-t", "research/nlp", "--"), 1, "usage")
+    fails(cli(dm, "run", "-t", "research/nlp", "--"), 1, "usage")
+    nocmd = write(os.path.join(fx.tempdir(), "nocmd.json"), '{"tenant": "research/nlp"}')
+    fails(cli(dm, "submit", "-f", nocmd), 1, "usage")
     fails(cli(dm, "submit", "-t", "research/nlp", "--idempotency-key", "x" * 129), 1, "usage")
     fails(cli(dm, "submit", "-f", "/nonexistent.yaml"), 1, "usage")
     # refused by the server: invalid (6), with the server's code and message
-    r = fails(cli(dm, "submit", "-t", "nosuch/team"), 6, "invalid")
+    r = fails(cli(dm, "submit", "-t", "nosuch/team", "--", "true"), 6, "invalid")
     assert 'unknown tenant \\"nosuch/team\\"' in r.err or 'unknown tenant "nosuch/team"' in r.err
-    fails(cli(dm, "submit", "-t", "research/nlp", "--gpus", "17"), 6, "invalid")
-    fails(cli(dm, "submit", "-t", "research/nlp", "--mig", "9g.900gb"), 6, "invalid")
-    fails(cli(dm, "submit", "-t", "research", "--gpus", "1"), 6, "invalid")
-    bad = write(os.path.join(fx.tempdir(), "j.json"), '{"tenant": "research/nlp", "gpu": 1}')
+    fails(cli(dm, "submit", "-t", "research/nlp", "--gpus", "17", "--", "true"), 6, "invalid")
+    fails(cli(dm, "submit", "-t", "research/nlp", "--mig", "9g.900gb", "--", "true"), 6, "invalid")
+    fails(cli(dm, "submit", "-t", "research", "--gpus", "1", "--", "true"), 6, "invalid")
+    bad = write(os.path.join(fx.tempdir(), "j.json"),
+                '{"tenant": "research/nlp", "gpu": 1, "command": ["true"]}')
     r = fails(cli(dm, "submit", "-f", bad), 6, "bad_request")
     assert '"gpu"' in r.err, r
 
@@ -265,8 +277,9 @@ def test_arrays_and_dependencies():
     ok(cli(dm, "events", "%d_3" % aid))
     dep = submit("-t", "research/nlp", "--dependency", "afterok:%d" % m3)
     assert ok(cli(dm, "show", str(dep), "-o", "json")).json()["depends_on"] == [m3]
-    fails(cli(dm, "submit", "-t", "research/nlp", "--dependency", "after:1"), 6, "invalid")
-    fails(cli(dm, "submit", "-t", "research/nlp", "--array", "9-1"), 6, "invalid")
+    fails(cli(dm, "submit", "-t", "research/nlp", "--dependency", "after:1", "--", "true"), 6,
+          "invalid")
+    fails(cli(dm, "submit", "-t", "research/nlp", "--array", "9-1", "--", "true"), 6, "invalid")
     # one member by ARRAYID_INDEX, then the rest through the array's id
     assert "cancelled job %d_3" % aid in ok(cli(dm, "cancel", "%d_3" % aid)).out
     r = ok(cli(dm, "cancel", str(aid)))
@@ -285,7 +298,8 @@ def test_arrays_and_dependencies():
 
 def test_idempotency_key_flag():
     a = submit("-t", "research/nlp", "--idempotency-key", "cli-key-1")
-    r = ok(cli(dm, "submit", "-t", "research/nlp", "--idempotency-key", "cli-key-1"))
+    r = ok(cli(dm, "submit", "-t", "research/nlp", "--idempotency-key", "cli-key-1", "--",
+               "true"))
     assert int(r.out) == a and "already submitted" in r.err, r
     assert submit("-t", "research/nlp", "--idempotency-key", "cli-key-2") != a
     ls = ok(cli(dm, "ls", "-o", "json")).json()
@@ -338,7 +352,7 @@ def test_member_scope_and_denied():
     assert ls and {j["tenant"] for j in ls} == {"research/nlp"}
     fails(cli(dm, "show", other, token=member), 2, "not_found")  # 404, never 403
     fails(cli(dm, "cancel", other, token=member), 2, "not_found")
-    fails(cli(dm, "submit", "-t", "research/vision", token=member), 3, "forbidden")
+    fails(cli(dm, "submit", "-t", "research/vision", "--", "true", token=member), 3, "forbidden")
     fails(cli(dm, "cancel", mine, token=viewer), 3, "forbidden")
     fails(cli(dm, "audit", "ls", token=member), 3, "forbidden")
     fails(cli(dm, "apply", "-f", os.path.join(fx.SOURCE, "etc", "tenants.example.yaml"),

@@ -26,7 +26,7 @@ def jobs_named(name):
 def test_lost_reply_makes_one_job():
     p = Proxy(dm.port, mode="drop", bad=1)
     try:
-        r = ok(cli(dm, "submit", "-t", "research/nlp", "-n", "lost-reply",
+        r = ok(cli(dm, "submit", "-t", "research/nlp", "-n", "lost-reply", "--", "true",
                    server="http://127.0.0.1:%d" % p.port))
         assert p.forwarded == 1 and p.conns >= 2, (p.forwarded, p.conns)
         assert "retrying" in r.err and "already submitted" in r.err, r
@@ -40,7 +40,7 @@ def test_lost_replies_with_own_key():
     p = Proxy(dm.port, mode="drop", bad=2)
     try:
         r = ok(cli(dm, "submit", "-t", "research/nlp", "-n", "own-key", "--idempotency-key",
-                   "retry-key-1", server="http://127.0.0.1:%d" % p.port))
+                   "retry-key-1", "--", "true", server="http://127.0.0.1:%d" % p.port))
         assert p.forwarded == 2, p.forwarded
         assert [j["id"] for j in jobs_named("own-key")] == [int(r.out)]
     finally:
@@ -50,7 +50,7 @@ def test_lost_replies_with_own_key():
 def test_closed_connections_then_ok():
     p = Proxy(dm.port, mode="close", bad=2)
     try:
-        r = ok(cli(dm, "submit", "-t", "research/nlp", "-n", "closed-first",
+        r = ok(cli(dm, "submit", "-t", "research/nlp", "-n", "closed-first", "--", "true",
                    server="http://127.0.0.1:%d" % p.port))
         assert p.conns >= 3, p.conns
         assert [j["id"] for j in jobs_named("closed-first")] == [int(r.out)]
@@ -73,7 +73,7 @@ def test_server_comes_up_late():
     t = threading.Thread(target=start_later, daemon=True)
     t.start()
     try:
-        r = ok(cli(dm, "submit", "-t", "research/nlp", "-n", "late-server",
+        r = ok(cli(dm, "submit", "-t", "research/nlp", "-n", "late-server", "--", "true",
                    server="127.0.0.1:%d" % port))
         assert "retrying" in r.err, r
         assert [j["id"] for j in jobs_named("late-server")] == [int(r.out)]
@@ -89,7 +89,7 @@ def test_no_server_gives_up():
     port = s.getsockname()[1]
     s.close()
     t0 = time.time()
-    r = fails(cli(dm, "submit", "-t", "research/nlp", "-n", "never", "--retries", "2",
+    r = fails(cli(dm, "submit", "-t", "research/nlp", "-n", "never", "--retries", "2", "--", "true",
                   server="127.0.0.1:%d" % port), 5, "connection")
     assert time.time() - t0 < 10 and r.err.count("retrying") == 2, r
     assert jobs_named("never") == []
@@ -97,7 +97,7 @@ def test_no_server_gives_up():
 
 
 def test_not_repeated_when_unsafe():
-    jid = int(ok(cli(dm, "submit", "-t", "research/nlp", "-n", "to-cancel")).out)
+    jid = int(ok(cli(dm, "submit", "-t", "research/nlp", "-n", "to-cancel", "--", "true")).out)
     p = Proxy(dm.port, mode="drop", bad=1)
     try:
         # the cancel went through but its reply was lost: no second attempt
