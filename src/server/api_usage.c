@@ -3,6 +3,7 @@
  * GPU model, item, day or hour, over whole hours (docs/metering.md).
  */
 #include "meter.h"
+#include "refs.h"
 #include "server.h"
 
 #include "allot/common.h"
@@ -102,6 +103,18 @@ static struct group *slot(json_t *index, struct group **arr, size_t *n, size_t *
     return &(*arr)[(*n)++];
 }
 
+bool meter_no_tenant(struct req *r, const char *tenant, bool empty)
+{
+    struct allot_store *st;
+
+    if (!*tenant || !empty || !(st = srv_reader(r->srv)) ||
+        refs_tenant_known(r->srv, st, tenant) != 0)
+        return false;
+    api_error(r, 404, "not_found", "no such tenant: %s (not in the tenant tree, no usage then)",
+              tenant);
+    return true;
+}
+
 int api_usage(struct req *r)
 {
     const char *by = api_query(r, "by") ? api_query(r, "by") : "tenant";
@@ -159,6 +172,12 @@ int api_usage(struct req *r)
         return api_error(r, 500, "internal", "usage: %s", allot_strerror(rc));
     }
 
+    if (meter_no_tenant(r, tenant, rows.n == 0 && (per_job || jobs.n == 0))) {
+        meter_acc_free(&rows);
+        if (!per_job)
+            meter_acc_free(&jobs);
+        return 0;
+    }
     json_t *index = json_object(), *seen = json_object();
     struct group *groups = NULL, total;
     size_t n = 0, cap = 0;

@@ -784,6 +784,10 @@ int api_invoices(struct req *r)
     json_decref(pb);
     if (rc)
         return api_error(r, 500, "internal", "invoice: %s", allot_strerror(rc));
+    if (meter_no_tenant(r, tenant, json_array_size(json_object_get(inv, "tenants")) == 0)) {
+        json_decref(inv);
+        return 0;
+    }
     if (!strcmp(format, "json"))
         return api_json(r, 200, inv);
     size_t len = 0;

@@ -69,6 +69,12 @@ bool meter_parse_month(const char *s, int64_t *start, int64_t *end);
 int meter_query(struct req *r, int64_t from, int64_t to, const char *tenant, bool per_job,
                 struct meter_acc *out, struct meter_acc *jobs);
 
+/* For a report filtered by ?tenant= that came out empty: when `tenant`
+ * is not in the tenant tree either (a typo, not a quiet tenant), replies
+ * 404 and returns true. A tenant removed since keeps its reports while
+ * they have rows. */
+bool meter_no_tenant(struct req *r, const char *tenant, bool empty);
+
 /* Writes the metering series of /metrics: per tenant this month's GPU
  * seconds by model, cost and budget; per GPU its health and the agents'
  * latest readings under DCGM-exporter names. */

@@ -110,12 +110,12 @@ static long find(char *const *v, size_t n, const char *key)
     return hit ? hit - v : -1;
 }
 
-int refs_check(struct server *s, struct allot_store *st, const char *tenant, const char *prio,
-               char *err, size_t errlen)
+/* Locks the cache, current: returns 0 or a negative ALLOT_E* (locked
+ * either way; the caller unlocks). */
+static int refs_lock(struct server *s, struct allot_store *st)
 {
     uint64_t gen = atomic_load(&s->refs_gen) + 1; /* 0 is "never built" */
     int rc = 0;
-    long i;
 
     pthread_mutex_lock(&s->refs_lock);
     if (!s->refs && !(s->refs = allot_calloc(1, sizeof(*s->refs))))
@@ -124,6 +124,25 @@ int refs_check(struct server *s, struct allot_store *st, const char *tenant, con
         refs_clear(s->refs);
         rc = refs_load(st, s->refs, gen);
     }
+    return rc;
+}
+
+int refs_tenant_known(struct server *s, struct allot_store *st, const char *tenant)
+{
+    int rc = refs_lock(s, st);
+
+    if (rc == 0)
+        rc = find(s->refs->tenants, s->refs->n, tenant) >= 0;
+    pthread_mutex_unlock(&s->refs_lock);
+    return rc;
+}
+
+int refs_check(struct server *s, struct allot_store *st, const char *tenant, const char *prio,
+               char *err, size_t errlen)
+{
+    int rc = refs_lock(s, st);
+    long i;
+
     if (rc == 0) {
         i = find(s->refs->tenants, s->refs->n, tenant);
         if (i < 0)

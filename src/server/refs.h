@@ -12,6 +12,9 @@
  * check. Returns 0, 422 with a message in err, or a negative ALLOT_E*. */
 int refs_check(struct server *s, struct allot_store *st, const char *tenant, const char *prio,
                char *err, size_t errlen);
+/* 1 when `tenant` is in the tenant tree now (a leaf or not), 0 when not,
+ * or a negative ALLOT_E*. */
+int refs_tenant_known(struct server *s, struct allot_store *st, const char *tenant);
 /* Marks the cache stale: call after a committed change of tenants or
  * classes. */
 void refs_changed(struct server *s);

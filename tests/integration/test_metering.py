@@ -443,6 +443,15 @@ def test_cli():
     js = ok(cli(dm, "-o", "json", "usage", "--by", "job")).json()
     assert js["by"] == "job" and js["rows"], js
     fails(cli(dm, "usage", "--by", "colour"), 6, "bad_request")
+    # a tenant that is not in the tree and has no usage is a typo, not a quiet tenant
+    r = fails(cli(dm, "usage", "-t", "research/nosuch"), 2, "not_found")
+    assert "research/nosuch" in r.err, r
+    fails(cli(dm, "invoice", "-t", "research/nosuch"), 2, "not_found")
+    r = ok(cli(dm, "-o", "json", "usage", "-t", "product/search", "--from", "2020-01-01",
+               "--to", "2020-01-02"))
+    assert r.json()["rows"] == [], r
+    r = ok(cli(dm, "-o", "json", "invoice", "-t", "product/search", "--period", "2020-01"))
+    assert r.json()["tenants"] == [], r
     fails(cli(dm, "-o", "csv", "ls"), 1)
     r = ok(cli(dm, "invoice", "--period", period))
     assert "research/nlp" in r.out and "= cluster" in r.out, r.out
