@@ -196,6 +196,9 @@ struct task {
     char detail[160];
     bool reported_running, reported_end;
     bool cancelled;        /* stopped because allotd no longer wants it */
+    bool fenced;           /* stopped by the agent itself: allotd was out of reach for most of
+                              the lease (the marker file `fenced` keeps it across restarts) */
+    int64_t run;           /* which run of its job (allotd's "run": the run's start time) */
     unsigned gpu_mask;     /* its GPUs (inventory indices) */
     int64_t runtime_ms;    /* how long its process ran (-1: unknown) */
     uint64_t shim_busy_ns; /* a fraction: GPU time its shim region counted at the last sample */
@@ -211,12 +214,19 @@ struct agent;
 
 /* Starts the task described by desired-state entry d (borrowed). On a
  * failure that is the job's (no command, user refused) the task exists in
- * state EXITED with a detail. Returns 0 then, 1 when it must wait for RDMA
- * VFs that stopping tasks still hold (nothing done; t is not a task yet:
- * try again later), -1 when the agent itself failed. */
+ * state EXITED with a detail. Returns 0 then, 1 when it must wait for a GPU
+ * or RDMA VFs that stopping tasks still hold (nothing done; t is not a
+ * task yet: try again later), -1 when the agent itself failed. */
 int task_start(struct agent *a, json_t *d, struct task *t);
 /* SIGTERM to the task's process group; SIGKILL after the grace. */
 void task_stop(struct agent *a, struct task *t, int64_t now_ms);
+/* Stops a task on the agent's own account (allotd out of reach for most of
+ * the lease), and records so: the task is reported lost and fenced, so
+ * that allotd queues its job again, and it is never started again. */
+void task_fence(struct agent *a, struct task *t, int64_t now_ms);
+/* Whether the task's processes may still be there (starting, running or
+ * stopping). */
+bool task_alive(const struct task *t);
 /* Notices how the task is doing (exit file, vanished process, kill due). */
 void task_poll(struct agent *a, struct task *t, int64_t now_ms);
 /* Removes the task's folder and cgroup (after its end was reported). */

@@ -321,18 +321,45 @@ static struct task *find_task(struct agent *a, int64_t job, int index)
     return NULL;
 }
 
-static bool in_desired(json_t *desired, int64_t job, int index, bool *stopping)
+/* Whether desired entry d is task t's run. An allotd that names no run
+ * and a task started before runs were named match any (upgrades). */
+static bool same_run(json_t *d, const struct task *t)
+{
+    json_t *run = json_object_get(d, "run");
+
+    return !run || t->run == 0 || json_integer_value(run) == t->run;
+}
+
+/* Whether the desired state has (job, index), of any run. */
+static bool find_task_desired(json_t *desired, int64_t job, int index)
 {
     json_t *d;
     size_t i;
 
-    json_array_foreach(desired, i, d) if (json_integer_value(json_object_get(d, "job")) == job &&
-                                          json_integer_value(json_object_get(d, "task")) == index)
+    json_array_foreach(desired, i, d)
     {
-        *stopping = json_is_true(json_object_get(d, "stopping"));
-        return true;
+        if (json_integer_value(json_object_get(d, "job")) == job &&
+            json_integer_value(json_object_get(d, "task")) == index)
+            return true;
     }
     return false;
+}
+
+/* The desired-state entry of task t's run, or NULL: allotd no longer
+ * wants it there, or wants a later run of the same task (its job was
+ * stopped and placed here again). */
+static json_t *desired_of(json_t *desired, const struct task *t)
+{
+    json_t *d;
+    size_t i;
+
+    json_array_foreach(desired, i, d)
+    {
+        if (json_integer_value(json_object_get(d, "job")) == t->job &&
+            json_integer_value(json_object_get(d, "task")) == t->index)
+            return same_run(d, t) ? d : NULL;
+    }
+    return NULL;
 }
 
 /* Follows what changes for tasks that run here: their tenant network's
@@ -347,8 +374,8 @@ static void reconcile_running(struct agent *a, json_t *desired, int64_t now)
         struct task *t = find_task(a, json_integer_value(json_object_get(d, "job")),
                                    (int)json_integer_value(json_object_get(d, "task")));
 
-        if (!t)
-            continue;
+        if (!t || desired_of(desired, t) != d)
+            continue;         /* not here, or another run (reconcile_gone stops the old one) */
         if (t->net && a->net) /* its tenant's rates or egress may have changed */
             net_task_refresh(a->net, t->key, json_object_get(d, "network"));
         if (json_is_true(json_object_get(d, "stopping")) && !t->cancelled) {
@@ -359,20 +386,22 @@ static void reconcile_running(struct agent *a, json_t *desired, int64_t now)
 }
 
 /* Stops what allotd no longer wants, forgets what ended, was reported and
- * left the desired state. */
+ * left the desired state. A task whose job allotd placed here again (a
+ * later run) is stopped and forgotten like one no longer wanted: its end
+ * is of no interest any more. */
 static void reconcile_gone(struct agent *a, json_t *desired, int64_t now)
 {
     for (size_t k = a->n_tasks; k-- > 0;) {
         struct task *t = &a->tasks[k];
-        bool stopping = false;
 
-        if (in_desired(desired, t->job, t->index, &stopping))
+        if (desired_of(desired, t))
             continue;
+        bool rerun = find_task_desired(desired, t->job, t->index);
         if (t->state == TASK_STARTING || t->state == TASK_RUNNING) {
             t->cancelled = true;
             task_stop(a, t, now);
         } else if ((t->state == TASK_EXITED || t->state == TASK_LOST) &&
-                   (t->reported_end || t->cancelled)) {
+                   (t->reported_end || t->cancelled || rerun)) {
             task_forget(a, t);
             a->tasks[k] = a->tasks[--a->n_tasks];
         }
@@ -388,7 +417,11 @@ static void reconcile_new(struct agent *a, json_t *desired)
 
     json_array_foreach(desired, i, d)
     {
-        if (json_is_true(json_object_get(d, "stopping")) ||
+        /* run 0: allotd has not stored the start yet; a task still here is
+         * this run or an older one that is on its way out */
+        json_t *run = json_object_get(d, "run");
+
+        if (json_is_true(json_object_get(d, "stopping")) || (run && json_integer_value(run) == 0) ||
             find_task(a, json_integer_value(json_object_get(d, "job")),
                       (int)json_integer_value(json_object_get(d, "task"))))
             continue;
@@ -419,7 +452,8 @@ static json_t *reports(struct agent *a)
 
     for (size_t i = 0; i < a->n_tasks; i++) {
         struct task *t = &a->tasks[i];
-        bool first = true, all_ended = true, running = false, lost = false, cancelled = false;
+        bool first = true, all_ended = true, running = false, lost = false, cancelled = false,
+             fenced = false;
         const struct task *bad = NULL;
 
         for (size_t k = 0; k < i && first; k++)
@@ -434,19 +468,29 @@ static json_t *reports(struct agent *a)
             running |= u->state == TASK_RUNNING && !u->reported_running;
             lost |= u->state == TASK_LOST;
             cancelled |= u->cancelled;
+            fenced |= u->fenced;
             if (!bad && (u->state == TASK_LOST || (u->state == TASK_EXITED && u->exit_code)))
                 bad = u;
         }
         if (cancelled)
             continue; /* allotd stopped it: nothing to tell */
         if (all_ended && !t->reported_end) {
-            json_t *r = json_pack("{s:I,s:s}", "id", (json_int_t)t->job, "state",
-                                  lost  ? "lost"
-                                  : bad ? "failed"
-                                        : "succeeded");
-            if (!lost)
+            json_t *r = json_pack("{s:I,s:I,s:s}", "id", (json_int_t)t->job, "run",
+                                  (json_int_t)t->run, "state",
+                                  lost || fenced ? "lost"
+                                  : bad          ? "failed"
+                                                 : "succeeded");
+            if (fenced) {
+                char why[200];
+                allot_fmt(why, sizeof(why),
+                          "stopped on node %s: allotd was out of reach for most of the lease",
+                          a->cfg.name);
+                json_object_set_new(r, "fenced", json_true());
+                json_object_set_new(r, "detail", json_string(why));
+            } else if (!lost) {
                 json_object_set_new(r, "exit_code", json_integer(bad ? bad->exit_code : 0));
-            if (bad && *bad->detail)
+            }
+            if (!fenced && bad && *bad->detail)
                 json_object_set_new(r, "detail", json_string(bad->detail));
             int64_t ran = -1; /* the longest task here */
             for (size_t k = i; k < a->n_tasks; k++)
@@ -456,8 +500,8 @@ static json_t *reports(struct agent *a)
                 json_object_set_new(r, "runtime_ms", json_integer(ran));
             json_array_append_new(out, r);
         } else if (running && !all_ended) {
-            json_array_append_new(
-                out, json_pack("{s:I,s:s}", "id", (json_int_t)t->job, "state", "running"));
+            json_array_append_new(out, json_pack("{s:I,s:I,s:s}", "id", (json_int_t)t->job, "run",
+                                                 (json_int_t)t->run, "state", "running"));
         }
     }
     return out;
@@ -799,11 +843,16 @@ static int run(struct agent *a)
         } else {
             LOG_WARN("agent", "heartbeat failed: %s", err);
             if (a->cfg.fence && agent_now_ms() - last_ok > lease * 4 / 5) {
-                json_t *none = json_array();
-                LOG_WARN("agent", "allotd unreachable for most of the lease: stopping every "
-                                  "task (allotd requeues them)");
-                reconcile(a, none); /* nothing is wanted here any more */
-                json_decref(none);
+                size_t fenced = 0;
+                for (size_t i = 0; i < a->n_tasks; i++) {
+                    fenced += task_alive(&a->tasks[i]) && !a->tasks[i].fenced;
+                    task_fence(a, &a->tasks[i], agent_now_ms());
+                }
+                if (fenced) /* once per task: the next failures find them fenced */
+                    LOG_WARN("agent",
+                             "allotd unreachable for most of the lease: stopping %zu tasks "
+                             "(reported lost when it answers again; allotd queues them again)",
+                             fenced);
             }
             sleep_ms(a->cfg.heartbeat);
         }

@@ -747,6 +747,7 @@ static int task_launch(struct agent *a, json_t *d, struct task *t)
     t->runtime_ms = -1;
     t->job = json_integer_value(json_object_get(d, "job"));
     t->index = (int)json_integer_value(json_object_get(d, "task"));
+    t->run = json_integer_value(json_object_get(d, "run"));
     allot_fmt(t->key, sizeof(t->key), "%lld-%d", (long long)t->job, t->index);
     t->started_ms = agent_now_ms();
     task_dir(a, t, dir, sizeof(dir));
@@ -926,6 +927,36 @@ static void log_not_started(const struct agent *a, const struct task *t)
     fclose(f);
 }
 
+bool task_alive(const struct task *t)
+{
+    return t->state == TASK_STARTING || t->state == TASK_RUNNING || t->state == TASK_STOPPING;
+}
+
+/* Whether one of the GPUs desired-state entry d names is still held by a
+ * task being stopped: a new task never starts on a GPU where a stopped
+ * task's processes may still run (a preempted job's GPUs move at once in
+ * allotd's books; here they move once its processes are gone). */
+static bool gpus_still_held(const struct agent *a, json_t *d)
+{
+    unsigned mask = 0;
+    json_t *x;
+    size_t i;
+
+    json_array_foreach(json_object_get(d, "gpus"), i, x)
+    {
+        json_int_t idx = json_integer_value(x);
+        if (idx >= 0 && idx < a->inv.n_gpus)
+            mask |= 1u << idx;
+    }
+    for (size_t k = 0; k < a->n_tasks; k++) {
+        const struct task *t = &a->tasks[k];
+        if ((t->gpu_mask & mask) && task_alive(t) &&
+            (t->state == TASK_STOPPING || t->cancelled || t->fenced))
+            return true;
+    }
+    return false;
+}
+
 int task_start(struct agent *a, json_t *d, struct task *t)
 {
     int rc;
@@ -934,6 +965,10 @@ int task_start(struct agent *a, json_t *d, struct task *t)
     allot_fmt(t->key, sizeof(t->key), "%lld-%lld",
               (long long)json_integer_value(json_object_get(d, "job")),
               (long long)json_integer_value(json_object_get(d, "task")));
+    if (gpus_still_held(a, d)) {
+        LOG_DEBUG("task", "%s waits for GPUs that stopping tasks hold", t->key);
+        return 1;
+    }
     if (rdma_task_must_wait(a, t, d)) {
         LOG_DEBUG("task", "%s waits for RDMA VFs that stopping tasks hold", t->key);
         return 1;
@@ -962,6 +997,19 @@ void task_stop(struct agent *a, struct task *t, int64_t now_ms)
         kill(-t->pid, SIGTERM);
     LOG_INFO("task", "job %lld task %d: SIGTERM, SIGKILL in %lld ms", (long long)t->job, t->index,
              (long long)a->cfg.grace);
+}
+
+void task_fence(struct agent *a, struct task *t, int64_t now_ms)
+{
+    char dir[4400];
+
+    if (!task_alive(t) || t->fenced)
+        return;
+    task_dir(a, t, dir, sizeof(dir));
+    if (write_atomic(dir, "fenced", "allotd out of reach\n") < 0)
+        LOG_WARN("task", "%s: cannot record the fence", dir);
+    t->fenced = true;
+    task_stop(a, t, now_ms);
 }
 
 /* Reads the pid file: 0 when read. */
@@ -1141,7 +1189,9 @@ int task_adopt_all(struct agent *a, struct task **out)
         json_array_foreach(json_object_get(tj, "gpus"), gi,
                            g) if (json_integer_value(g) >= 0 && json_integer_value(g) < 32)
             t.gpu_mask |= 1u << json_integer_value(g);
+        t.run = json_integer_value(json_object_get(tj, "run"));
         json_decref(tj);
+        t.fenced = read_small(dir, "fenced", buf, sizeof(buf)) == 0;
         if (a->net)
             t.net = net_task_adopt(a->net, t.key, dir);
         rdma_task_adopt(&t, dir);

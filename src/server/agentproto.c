@@ -176,8 +176,8 @@ int agentproto_heartbeat(json_t *b, struct hb_body *out, char *err, size_t errle
 {
     static const char *const fields[] = {"jobs",  "health", "usage", "wait_ms",
                                          "known", "logs",   NULL};
-    static const char *const job_fields[] = {"id",     "state",      "exit_code",
-                                             "detail", "runtime_ms", NULL};
+    static const char *const job_fields[] = {"id",         "state", "exit_code", "detail",
+                                             "runtime_ms", "run",   "fenced",    NULL};
     const char *bad;
     json_t *x;
     size_t i;
@@ -211,10 +211,12 @@ int agentproto_heartbeat(json_t *b, struct hb_body *out, char *err, size_t errle
               json_integer_value(json_object_get(x, "runtime_ms")) < 0)) ||
             (json_object_get(x, "detail") &&
              (!json_is_string(json_object_get(x, "detail")) ||
-              json_string_length(json_object_get(x, "detail")) > 512)))
+              json_string_length(json_object_get(x, "detail")) > 512)) ||
+            (json_object_get(x, "run") && !json_is_integer(json_object_get(x, "run"))) ||
+            (json_object_get(x, "fenced") && !json_is_boolean(json_object_get(x, "fenced"))))
             return E400("field \"jobs[%zu]\": want {\"id\": int, \"state\": "
                         "running|succeeded|failed|lost, \"exit_code\": int, \"detail\": "
-                        "string, \"runtime_ms\": int}",
+                        "string, \"runtime_ms\": int, \"run\": int, \"fenced\": bool}",
                         i);
     }
     x = json_object_get(b, "wait_ms");

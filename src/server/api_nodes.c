@@ -157,8 +157,19 @@ static int nodes_done(struct allot_store *st, int64_t job, const char *node, int
  * of it). A report that succeeded ends a job whose tasks are on several
  * nodes only once every one of them reported (a "node-done" event each);
  * a failure or loss ends it at once (the other tasks are stopped). */
+/* Whether stored job spec text lets the job be requeued (its "requeue",
+ * true unless false). */
+static bool spec_requeue(const char *spec)
+{
+    json_t *v = spec ? json_loads(spec, 0, NULL) : NULL;
+    bool requeue = !json_is_false(json_object_get(v, "requeue"));
+
+    json_decref(v);
+    return requeue;
+}
+
 static int job_report(struct allot_store *st, const char *node, json_t *rep, int64_t now,
-                      int64_t *ended)
+                      int64_t *ended, int64_t *evict)
 {
     json_t *jid = json_object_get(rep, "id"), *js = json_object_get(rep, "state");
     json_t *jx = json_object_get(rep, "exit_code");
@@ -167,17 +178,28 @@ static int job_report(struct allot_store *st, const char *node, json_t *rep, int
     int state, rc, nodes = 0;
     bool on = false;
 
-    *ended = 0;
+    json_t *run = json_object_get(rep, "run");
+
+    *ended = *evict = 0;
     state = allot_store_job_state_parse(json_string_value(js));
     rc = allot_store_job_get(st, json_integer_value(jid), &j);
     if (rc == 0)
         nodes = placement_nodes(j.placement, node, &on);
-    if (rc == ALLOT_ENOENT || (rc == 0 && (allot_store_job_state_terminal(j.state) || !on))) {
+    if (rc == ALLOT_ENOENT || (rc == 0 && (allot_store_job_state_terminal(j.state) || !on ||
+                                           (run && json_integer_value(run) != j.start_time)))) {
         allot_store_job_clear(&j);
-        return 0; /* stale report: the job ended, moved, or never was here */
+        return 0; /* stale report: the job ended, moved, never was here, or runs anew */
     }
     if (rc < 0)
         return rc;
+    if (state == ALLOT_SJ_LOST && json_is_true(json_object_get(rep, "fenced")) &&
+        j.state != ALLOT_SJ_PENDING && spec_requeue(j.spec)) {
+        /* its agent stopped it on its own (allotd was out of reach): it
+         * queues again, as when its node is lost (the loop writes it) */
+        *evict = j.id;
+        allot_store_job_clear(&j);
+        return 0;
+    }
     if (state == ALLOT_SJ_RUNNING && j.state == ALLOT_SJ_STARTING) {
         struct allot_store_event ev = {.job_id = j.id, .time = now, .kind = "running"};
         j.state = ALLOT_SJ_RUNNING;
@@ -228,6 +250,8 @@ struct beat_write {
     struct allot_store_node *n; /* OUT: the node */
     int64_t *ended;             /* OUT: jobs that ended (64 at most) */
     size_t n_ended;
+    int64_t *evict; /* OUT: jobs its agent fenced, to queue again (64 at most) */
+    size_t n_evict;
 };
 
 /* Group-commit write: the lease, the job reports and their audit entry. */
@@ -244,8 +268,9 @@ static int beat_fn(struct allot_store *st, void *arg)
     {
         if (rc)
             break;
-        rc = job_report(st, w->name, x, w->now, &w->ended[w->n_ended]);
+        rc = job_report(st, w->name, x, w->now, &w->ended[w->n_ended], &w->evict[w->n_evict]);
         w->n_ended += w->ended[w->n_ended] != 0;
+        w->n_evict += w->evict[w->n_evict] != 0;
     }
     json_array_foreach(w->samples, i, x)
     {
@@ -275,7 +300,7 @@ int api_nodes_heartbeat(struct req *r)
     struct hb_body hb = {0};
     json_t *b = NULL, *jobs, *logs, *health;
     int64_t now = srv_now(), expiry = now + r->srv->cfg.lease / 1000;
-    int64_t ended[64], wait_ms;
+    int64_t ended[64], evict[64], wait_ms;
     const char *known;
     size_t i, n_ended = 0;
     char target[96], err[512];
@@ -301,7 +326,8 @@ int api_nodes_heartbeat(struct req *r)
                            .now = now,
                            .expiry = expiry,
                            .n = &n,
-                           .ended = ended};
+                           .ended = ended,
+                           .evict = evict};
     rc = srv_write(r->srv, beat_fn, &w);
     n_ended = w.n_ended;
     if (rc)
@@ -313,6 +339,13 @@ int api_nodes_heartbeat(struct req *r)
     else {
         for (i = 0; i < n_ended; i++)
             loop_post(r->srv->loop, LOOP_JOB_FINISHED, ended[i], NULL);
+        for (i = 0; i < w.n_evict; i++) {
+            char why[160];
+            allot_fmt(why, sizeof(why),
+                      "stopped on node %s: its agent could not reach allotd for most of its lease",
+                      name);
+            loop_post(r->srv->loop, LOOP_JOB_EVICT, evict[i], why);
+        }
         loop_post(r->srv->loop, LOOP_NODE_SEEN, expiry, name);
         if (logs || health || hb.gpus || hb.net) {
             /* where `allot logs` reads this node's task logs; its GPUs' health */

@@ -813,6 +813,13 @@ static int changes_prepare(struct loop *l)
     return 0;
 }
 
+/* The stored start of a job's new run: now, and always after its last
+ * run's, so that the start names the run (the agents' "run"). */
+static int64_t run_start(int64_t last, int64_t now)
+{
+    return now > last ? now : last + 1;
+}
+
 /* Group-commit write: the cycle's decisions as events, and the changes
  * changes_prepare found, written as they are (a job cancelled or ended
  * meanwhile is left alone: the store refuses to change an ended job). Runs
@@ -840,14 +847,15 @@ static int changes_fn(struct allot_store *st, void *arg)
     for (size_t k = 0; k < l->n_chg; k++) {
         const struct change *c = &l->chg[k];
         struct live *e = &l->live[c->i];
-        struct allot_store_job j = {.id = e->sid,
-                                    .state = c->want,
-                                    .placement = c->want == ALLOT_SJ_PENDING ? NULL
-                                                 : c->placement              ? c->placement
-                                                                             : e->wplacement,
-                                    .pending_reason = c->reason,
-                                    .start_time = c->want == ALLOT_SJ_STARTING ? now : e->wstart,
-                                    .end_time = c->want == ALLOT_SJ_FAILED ? now : 0};
+        struct allot_store_job j = {
+            .id = e->sid,
+            .state = c->want,
+            .placement = c->want == ALLOT_SJ_PENDING ? NULL
+                         : c->placement              ? c->placement
+                                                     : e->wplacement,
+            .pending_reason = c->reason,
+            .start_time = c->want == ALLOT_SJ_STARTING ? run_start(e->wstart, now) : e->wstart,
+            .end_time = c->want == ALLOT_SJ_FAILED ? now : 0};
         int rc = allot_store_job_update(st, &j);
 
         if (rc == 0) {
@@ -998,6 +1006,11 @@ static void publish(struct loop *l, double secs, int cut)
             json_object_set(x, "spec", l->live[i].spec);
             json_object_set_new(x, "user", json_string(token_name(l, l->live[i].token_id)));
             json_object_set_new(x, "stopping", json_boolean(qj->state == ALLOT_JOB_STOPPING));
+            /* which run of the job this is (its stored start time, unique per
+             * job): an agent starts a run once, and never an older one again;
+             * 0 while the start is not stored yet (the agent waits) */
+            json_object_set_new(x, "run",
+                                json_integer(l->live[i].wruns == qj->runs ? l->live[i].wstart : 0));
             /* the tenant's weight: jobs sharing a GPU split its time by it (the shim) */
             if (qj->spec.tenant >= 0) {
                 double w = allot_tenants_get(l->t, qj->spec.tenant)->weight * 100.0;

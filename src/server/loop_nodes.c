@@ -189,7 +189,8 @@ static void requeue_live(struct loop *l, size_t k, int64_t now, bool evict)
                                      .submit_time = allot_queue_job(l->q, e->qid)->first_submit,
                                      .array_parent = e->parent,
                                      .array_index = e->index,
-                                     .token_id = e->token_id};
+                                     .token_id = e->token_id,
+                                     .start_time = e->wstart}; /* its next run starts later */
         loop_drop_live(l, k);
         loop_submit_job(l, &sj, false);
         free(spec);

@@ -572,6 +572,62 @@ def test_preemption_with_grace():
     assert out.count("started") == 2 and out.count("finished") == 1, out
 
 
+def events_of(d, jid):
+    return expect(d.req("GET", "/v1/jobs/%d/events" % jid, token=d.admin), 200)["events"]
+
+
+def test_gpus_move_after_the_victim_is_gone():
+    """A job preempted at once (not checkpointable) leaves its GPUs in allotd's books at
+    once, but its process gets the agent's grace: the preemptor starts on those GPUs only
+    after the victim's process has ended. Then the victim, cancelled preemptor gone, is
+    placed on the same node again: its new run starts (it is not mistaken for the run the
+    agent stopped)."""
+    ag = Agent(dm, AG, "ag-re", emulate="1xL40S-48GB", args=["--grace", "3s"])
+    try:
+        wait_node("ag-re")
+        low = submit({"priority": "training", "gpu_models": ["L40S-48GB"],
+                      "command": sh("echo start $(date +%s%N); trap 'sleep 1; echo gone "
+                                    "$(date +%s%N); exit 143' TERM; sleep 30 & wait")})
+        wait_state(low, ("running",))
+        end = time.time() + 10
+        while time.time() < end and "start" not in ag.task_log(low):
+            time.sleep(0.05)
+        high = submit({"priority": "inference", "gpu_models": ["L40S-48GB"],
+                       "command": sh("echo start $(date +%s%N); sleep 0.5")})
+        assert wait_state(high, ("succeeded", "failed"))["state"] == "succeeded"
+        gone = int(ag.task_log(low).split("gone ")[1].split()[0])
+        started = int(ag.task_log(high).split("start ")[1].split()[0])
+        assert started > gone, (ag.task_log(low), ag.task_log(high), ag.log())
+        # the victim's second run, on the same node and GPU
+        j = wait_state(low, ("running",), timeout=20)
+        end = time.time() + 10
+        while time.time() < end and ag.task_log(low).count("start") < 2:
+            time.sleep(0.05)
+        assert ag.task_log(low).count("start") == 2, (j, ag.log())
+        expect(dm.req("POST", "/v1/jobs/%d/cancel" % low, token=dm.admin), 200)
+        wait_state(low, ("cancelled",))
+        # a checkpointable victim whose preemptor is cancelled in its grace period is
+        # requeued and placed here again within a cycle: its new run starts
+        ck = submit({"priority": "training", "gpu_models": ["L40S-48GB"], "checkpointable": True,
+                     "command": sh("echo start; sleep 30")})
+        wait_state(ck, ("running",))
+        pre = submit({"priority": "inference", "gpu_models": ["L40S-48GB"],
+                      "command": sh("sleep 5")})
+        end = time.time() + 10
+        while time.time() < end and "preempted" not in [e["kind"] for e in events_of(dm, ck)]:
+            time.sleep(0.05)
+        expect(dm.req("POST", "/v1/jobs/%d/cancel" % pre, token=dm.admin), 200)
+        end = time.time() + 20
+        while time.time() < end and ag.task_log(ck).count("start") < 2:
+            time.sleep(0.1)
+        assert ag.task_log(ck).count("start") == 2, (events_of(dm, ck), ag.log())
+        assert wait_state(ck, ("running",))["state"] == "running"
+        expect(dm.req("POST", "/v1/jobs/%d/cancel" % ck, token=dm.admin), 200)
+    finally:
+        ag.stop()
+        expect(dm.req("POST", "/v1/nodes/ag-re/cordon", token=dm.admin), 200)
+
+
 def test_fencing_never_twice():
     """allotd stops answering (SIGSTOP) for longer than the lease: the agent stops its task
     before allotd counts the node lost and requeues the job, so when allotd is back and
@@ -599,11 +655,64 @@ def test_fencing_never_twice():
         starts = [int(words[i + 1]) for i, w in enumerate(words) if w == "start"]
         stops = [int(words[i + 1]) for i, w in enumerate(words) if w == "stop"]
         assert len(starts) == 2 and stops and stops[0] < starts[1], (words, ag.log())
-        assert "stopping every task" in ag.log(), ag.log()
+        assert "allotd unreachable for most of the lease: stopping 1 tasks" in ag.log(), ag.log()
+        evs = [e["kind"] for e in expect(d2.req("GET", "/v1/jobs/%d/events" % j,
+                                                token=d2.admin), 200)["events"]]
+        assert evs.count("requeued") == 1, evs
         ag.stop()
     finally:
         if d2.proc.poll() is None:
             os.kill(d2.proc.pid, signal.SIGCONT)
+        d2.stop()
+
+
+def test_allotd_down_past_the_lease():
+    """allotd is killed and stays down past the lease: the agent stops its tasks on its own
+    (fenced). allotd, started again on its store, hears that they were stopped: the job
+    that may be requeued queues again with an event and runs anew, the one that may not
+    ends lost; neither is started again behind allotd's back."""
+    d2 = Daemon(args=["--lease", "2s"])
+    ag = None
+    try:
+        expect(d2.req("PUT", "/v1/tenants", TENANTS, token=d2.admin), 200)
+        tok = d2.token("agent", "", "agents")
+        ag = Agent(d2, tok, "fence-2", emulate="2xT4", args=["--grace", "1s"])
+        cmd = sh("echo start; sleep 60")
+        again = expect(d2.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 1,
+                                                   "command": cmd}, token=d2.admin), 201)["id"]
+        once = expect(d2.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 1,
+                                                  "requeue": False, "command": cmd},
+                             token=d2.admin), 201)["id"]
+        end = time.time() + 15
+        while time.time() < end and not all(
+                os.path.exists(os.path.join(ag.dir, "logs", str(j), "task-0.log")) and
+                "start" in ag.task_log(j) for j in (again, once)):
+            time.sleep(0.05)
+        port, admin = d2.port, d2.admin
+        d2.stop(signal.SIGKILL)
+        end = time.time() + 10
+        while time.time() < end and "stopping 2 tasks" not in ag.log():
+            time.sleep(0.1)
+        assert "stopping 2 tasks" in ag.log(), ag.log()
+        d2 = Daemon(d2.dir, args=["--listen", "127.0.0.1:%d" % port, "--lease", "2s"])
+        d2.admin = admin
+        end = time.time() + 20
+        j = None
+        while time.time() < end:
+            j = expect(d2.req("GET", "/v1/jobs/%d" % once, token=admin), 200)
+            if j["state"] == "lost":
+                break
+            time.sleep(0.1)
+        assert j["state"] == "lost" and "out of reach" in j["pending_reason"], (j, ag.log())
+        while time.time() < end and ag.task_log(again).count("start") < 2:
+            time.sleep(0.1)
+        assert ag.task_log(again).count("start") == 2, ag.log()
+        ev = [e for e in events_of(d2, again) if e["kind"] == "requeued"]
+        assert len(ev) == 1 and "could not reach allotd" in ev[0]["detail"], events_of(d2, again)
+        assert ag.task_log(once).count("start") == 1, ag.log()
+    finally:
+        if ag:
+            ag.stop()
         d2.stop()
 
 
@@ -744,7 +853,9 @@ if __name__ == "__main__":
                 test_root_refused, test_cancel_stops_with_grace, test_nvml_discovery, test_mig,
                 test_oci_image, test_scrub_between_tenants, test_fractions_shim_and_mps,
                 test_fraction_metering,
-                test_logs_and_run, test_preemption_with_grace, test_fencing_never_twice,
+                test_logs_and_run, test_preemption_with_grace,
+                test_gpus_move_after_the_victim_is_gone, test_fencing_never_twice,
+                test_allotd_down_past_the_lease,
                 test_long_poll_saturated,
                 test_agent_restart_adopts, test_usage_samples,
                 test_samples_buffered_while_allotd_down,
