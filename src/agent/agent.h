@@ -224,6 +224,11 @@ void task_stop(struct agent *a, struct task *t, int64_t now_ms);
  * the lease), and records so: the task is reported lost and fenced, so
  * that allotd queues its job again, and it is never started again. */
 void task_fence(struct agent *a, struct task *t, int64_t now_ms);
+/* Writes STATE/fence-at: the monotonic time (agent_now_ms) after which
+ * allotd counts the node lost unless it hears from it, 0 for never. Each
+ * task's supervisor fences its task a second after it passed: so a task
+ * never outlives its node's lease while its agent is down. */
+void task_fence_deadline(const struct agent *a, int64_t at_ms);
 /* Whether the task's processes may still be there (starting, running or
  * stopping). */
 bool task_alive(const struct task *t);

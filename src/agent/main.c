@@ -784,6 +784,7 @@ static int run(struct agent *a)
         return stop_signal ? 0 : 1;
     }
     last_ok = agent_now_ms();
+    task_fence_deadline(a, a->cfg.fence ? last_ok + lease * 4 / 5 : 0);
     while (!stop_signal) {
         int64_t now = agent_now_ms();
         bool busy = false;
@@ -819,6 +820,7 @@ static int run(struct agent *a)
         if (st == 200) {
             const char *v = json_string_value(json_object_get(reply, "version"));
             last_ok = agent_now_ms();
+            task_fence_deadline(a, a->cfg.fence ? last_ok + lease * 4 / 5 : 0);
             /* allotd answered a long poll at once with nothing new (every
              * worker it lends to long polls is taken): poll at the heartbeat
              * interval instead of again at once */

@@ -660,6 +660,57 @@ static void run_child(const struct agent *a, const struct task *t, char **argv, 
 
 /* The supervisor: starts the task, records its pid, waits, records how it
  * ended. Never returns. */
+/* The agent's fence deadline (monotonic ms), from STATE/fence-at; 0 when
+ * there is none (fencing off, or not yet registered). */
+static int64_t fence_deadline(const struct agent *a)
+{
+    char buf[32];
+
+    return read_small(a->tasks_dir, "../fence-at", buf, sizeof(buf)) == 0 ? strtoll(buf, NULL, 10)
+                                                                          : 0;
+}
+
+void task_fence_deadline(const struct agent *a, int64_t at_ms)
+{
+    char text[32];
+
+    allot_fmt(text, sizeof(text), "%lld\n", (long long)at_ms);
+    if (write_atomic(a->cfg.state_dir, "fence-at", text) < 0)
+        LOG_WARN("agent", "%s/fence-at: cannot write the fence deadline", a->cfg.state_dir);
+}
+
+/* The supervisor's wait for the task's process: it also fences the task
+ * when the agent's fence deadline passed by a second (the agent, while it
+ * lives, fences first; one killed outright cannot), with the agent's
+ * grace before SIGKILL. */
+static void supervise(const struct agent *a, const char *dir, pid_t pid, int *status)
+{
+    struct timespec tick = {0, 200 * 1000000L};
+    int64_t kill_at = 0;
+    sigset_t chld;
+
+    /* the child's end wakes the wait at once; the fence is looked at every tick */
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &chld, NULL);
+    for (;;) {
+        pid_t r = waitpid(pid, status, WNOHANG);
+        int64_t now = agent_now_ms(), deadline;
+
+        if (r == pid || (r < 0 && errno != EINTR))
+            return;
+        if (!kill_at && (deadline = fence_deadline(a)) > 0 && now > deadline + 1000) {
+            write_atomic(dir, "fenced", "agent out of reach\n");
+            kill(-pid, SIGTERM);
+            kill_at = now + a->cfg.grace;
+        } else if (kill_at && now >= kill_at) {
+            kill(-pid, SIGKILL);
+            kill_at = now + 1000;
+        }
+        sigtimedwait(&chld, NULL, &tick);
+    }
+}
+
 static void run_supervisor(const struct agent *a, const struct task *t, const char *dir,
                            char **argv, char **envp, const struct run_user *u, const char *workdir,
                            int log_fd)
@@ -690,8 +741,7 @@ static void run_supervisor(const struct agent *a, const struct task *t, const ch
     setpgid(pid, pid); /* also here: no window where the group does not exist */
     allot_fmt(text, sizeof(text), "%d %d %lld\n", (int)getpid(), (int)pid, proc_start(pid));
     write_atomic(dir, "pid", text);
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-        ;
+    supervise(a, dir, pid, &status);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     /* how it ended, and how long it ran (ms) */
     long long ran = (long long)(t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;

@@ -716,6 +716,46 @@ def test_allotd_down_past_the_lease():
         d2.stop()
 
 
+def test_killed_agent_fences():
+    """An agent killed outright cannot fence, so each task's supervisor does: once the
+    node's lease is about to run out with no word from the agent it stops the task. The
+    job allotd requeues then never runs twice at once, and the agent started again adopts
+    the stopped task as fenced and runs the job's new run."""
+    d2 = Daemon(args=["--lease", "2s"])
+    ag = None
+    try:
+        expect(d2.req("PUT", "/v1/tenants", TENANTS, token=d2.admin), 200)
+        tok = d2.token("agent", "", "agents")
+        ag = Agent(d2, tok, "fence-3", emulate="1xT4", args=["--grace", "1s"])
+        j = expect(d2.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 1, "command": sh(
+            "echo start $(date +%s%N); trap 'echo stop $(date +%s%N); exit 143' TERM; "
+            "sleep 60 & wait")}, token=d2.admin), 201)["id"]
+        path = os.path.join(ag.dir, "logs", str(j), "task-0.log")
+        end = time.time() + 15
+        while time.time() < end and "start" not in (open(path).read()
+                                                    if os.path.exists(path) else ""):
+            time.sleep(0.05)
+        ag.stop(signal.SIGKILL)
+        end = time.time() + 10
+        while time.time() < end and "stop" not in ag.task_log(j):
+            time.sleep(0.1)
+        assert "stop" in ag.task_log(j), ag.task_log(j)
+        assert os.path.exists(os.path.join(ag.dir, "tasks", "%d-0" % j, "fenced"))
+        ag.start()
+        end = time.time() + 20
+        while time.time() < end and ag.task_log(j).count("start") < 2:
+            time.sleep(0.1)
+        words = ag.task_log(j).split()
+        starts = [int(words[i + 1]) for i, w in enumerate(words) if w == "start"]
+        stops = [int(words[i + 1]) for i, w in enumerate(words) if w == "stop"]
+        assert len(starts) == 2 and stops[0] < starts[1], (words, ag.log())
+        assert [e["kind"] for e in events_of(d2, j)].count("requeued") == 1, events_of(d2, j)
+    finally:
+        if ag:
+            ag.stop()
+        d2.stop()
+
+
 def test_long_poll_saturated():
     """With every worker allotd lends to long polls taken, the other agents' polls are
     answered at once: they fall back to the heartbeat interval, never to a busy loop."""
@@ -855,7 +895,7 @@ if __name__ == "__main__":
                 test_fraction_metering,
                 test_logs_and_run, test_preemption_with_grace,
                 test_gpus_move_after_the_victim_is_gone, test_fencing_never_twice,
-                test_allotd_down_past_the_lease,
+                test_allotd_down_past_the_lease, test_killed_agent_fences,
                 test_long_poll_saturated,
                 test_agent_restart_adopts, test_usage_samples,
                 test_samples_buffered_while_allotd_down,
