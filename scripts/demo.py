@@ -202,7 +202,8 @@ def main():
             os.chmod(sd, 0o755)
             start([os.path.join(build, "allot-agent"), "--server", url, "--token", agent_token,
                    "--name", name, "--emulate", gpus, "--gpu-mode", mode, "--state-dir", sd,
-                   "--cgroup-root", "allot-demo", "--listen", "127.0.0.1:0", "--grace", "3s",
+                   "--cgroup-root", "allot-demo-" + name, "--listen", "127.0.0.1:0",
+                   "--grace", "3s",
                    "--poll-wait", "1s", "--heartbeat", "500ms",
                    "--shim-lib", os.path.join(build, "liballot-cuda.so")],
                   os.path.join(d, name + ".log"))
@@ -265,7 +266,7 @@ def main():
                 pass
         stop_all()
         # the agents' cgroup folders (a task that outlived its cancel is killed)
-        left = cgroups.remove_tree("allot-demo")
+        left = cgroups.remove_tree("allot-demo-gpu-1") + cgroups.remove_tree("allot-demo-gpu-2")
         if left:
             print("demo: cgroups left over: %s" % left, file=sys.stderr)
         if not a.dir:

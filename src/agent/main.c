@@ -844,6 +844,12 @@ static int run(struct agent *a)
                 st = -2;
         } else {
             LOG_WARN("agent", "heartbeat failed: %s", err);
+            if (json_is_integer(json_object_get(reply, "lease_expiry"))) {
+                /* allotd could not store what the heartbeat said but renewed the
+                 * lease: it is there and will not count this node lost */
+                last_ok = agent_now_ms();
+                task_fence_deadline(a, a->cfg.fence ? last_ok + lease * 4 / 5 : 0);
+            }
             if (a->cfg.fence && agent_now_ms() - last_ok > lease * 4 / 5) {
                 size_t fenced = 0;
                 for (size_t i = 0; i < a->n_tasks; i++) {

@@ -46,8 +46,15 @@ int api_healthz(struct req *r)
 
 int api_readyz(struct req *r)
 {
+    int failing = atomic_load(&r->srv->store_failing);
+
     if (!atomic_load(&r->srv->ready))
         return api_error(r, 503, "starting", "rebuilding the scheduler from the store");
+    if (failing)
+        return api_error(r, 503, "store",
+                         "the last store write failed (%s): nothing new can be recorded; "
+                         "running work goes on",
+                         allot_strerror(failing));
     return api_json(r, 200, json_pack("{s:s}", "status", "ready"));
 }
 

@@ -332,11 +332,18 @@ int api_nodes_heartbeat(struct req *r)
     n_ended = w.n_ended;
     if (rc)
         r->audited = false;
-    if (rc == ALLOT_ENOENT)
+    if (rc == ALLOT_ENOENT) {
         api_error(r, 404, "not_found", "no node %s; register it first", name);
-    else if (rc < 0)
-        api_error(r, 500, "store", "%s", allot_strerror(rc));
-    else {
+    } else if (rc < 0) {
+        /* the store failed, not the node: its lease is renewed all the same
+         * (in the loop's books), so that its agent does not fence its tasks
+         * and allotd does not count it lost for what went wrong here; its
+         * reports and samples are sent again */
+        loop_post(r->srv->loop, LOOP_NODE_SEEN, expiry, name);
+        json_t *e = json_pack("{s:{s:s,s:s},s:I}", "error", "code", "store", "message",
+                              allot_strerror(rc), "lease_expiry", (json_int_t)expiry);
+        api_json(r, 503, e);
+    } else {
         for (i = 0; i < n_ended; i++)
             loop_post(r->srv->loop, LOOP_JOB_FINISHED, ended[i], NULL);
         for (i = 0; i < w.n_evict; i++) {

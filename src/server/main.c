@@ -427,7 +427,12 @@ struct allot_store *srv_reader(struct server *s)
 
 int srv_write(struct server *s, allot_store_write_fn fn, void *arg)
 {
-    return allot_store_gc_submit(s->gc, fn, arg);
+    int rc = allot_store_gc_submit(s->gc, fn, arg);
+
+    /* the store itself failing (a full disk, an I/O error), not a refusal */
+    if (rc == 0 || rc == ALLOT_EIO || rc == ALLOT_ENOMEM)
+        atomic_store(&s->store_failing, rc);
+    return rc;
 }
 
 /* Closes every thread's read handle; the threads have stopped. */

@@ -92,6 +92,8 @@ struct server {
     struct http *http;             /* owned */
     struct loop *loop;             /* owned */
     atomic_bool ready;             /* the core was rebuilt from the store */
+    atomic_int store_failing;      /* the last store write failed with this error (0: it
+                                      worked): /readyz says so */
     atomic_int max_node_gpus;      /* most GPUs on one registered node (0: none yet) */
     pthread_mutex_t refs_lock;     /* leaf lock: guards refs */
     struct refs *refs;             /* owned: tenants and classes jobs may name (refs.c) */

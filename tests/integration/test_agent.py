@@ -756,6 +756,62 @@ def test_killed_agent_fences():
         d2.stop()
 
 
+def test_store_full_keeps_jobs_running():
+    """allotd's disk fills up: nothing new can be stored (a submission fails, /readyz says
+    why), but heartbeats still renew the lease, so the agent does not fence and allotd does
+    not count the node lost: the running job goes on untouched, before and after the disk
+    has room again."""
+    small = os.path.join(fx.tempdir(), "small")
+    os.makedirs(small)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", small], check=True)
+    d2 = ag = None
+    filler = os.path.join(small, "filler")
+    try:
+        admin = fx.init(small)
+        d2 = Daemon(small, args=["--lease", "2s"])
+        d2.admin = admin
+        expect(d2.req("PUT", "/v1/tenants", TENANTS, token=admin), 200)
+        ag = Agent(d2, d2.token("agent", "", "agents"), "full-1", emulate="1xT4",
+                   args=["--grace", "1s"])
+        j = expect(d2.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 1, "command": sh(
+            "echo start; trap 'echo stop; exit 143' TERM; sleep 60 & wait")}, token=admin),
+            201)["id"]
+        path = os.path.join(ag.dir, "logs", str(j), "task-0.log")
+        end = time.time() + 15
+        while time.time() < end and "start" not in (open(path).read()
+                                                    if os.path.exists(path) else ""):
+            time.sleep(0.05)
+        with open(filler, "wb") as f:
+            try:
+                for _ in range(64):  # bounded: the file system holds 8 MiB
+                    f.write(b"\0" * (1 << 20))
+                    f.flush()
+            except OSError:
+                pass
+        st, _ = d2.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 1,
+                                            "command": ["true"]}, token=admin)
+        assert st >= 500, st
+        time.sleep(4)  # twice the lease
+        st, body = d2.req("GET", "/readyz")
+        assert st == 503 and body["error"]["code"] == "store", (st, body)
+        assert "stop" not in ag.task_log(j), (ag.task_log(j), ag.log())
+        os.unlink(filler)
+        end = time.time() + 15
+        while time.time() < end and d2.req("GET", "/readyz")[0] != 200:
+            time.sleep(0.1)
+        assert d2.req("GET", "/readyz")[0] == 200
+        time.sleep(1)
+        assert expect(d2.req("GET", "/v1/jobs/%d" % j, token=admin), 200)["state"] == "running"
+        kinds = [e["kind"] for e in events_of(d2, j)]
+        assert "requeued" not in kinds and "stop" not in ag.task_log(j), (kinds, ag.log())
+    finally:
+        if ag:
+            ag.stop()
+        if d2:
+            d2.stop()
+        subprocess.run(["umount", small], check=False)
+
+
 def test_long_poll_saturated():
     """With every worker allotd lends to long polls taken, the other agents' polls are
     answered at once: they fall back to the heartbeat interval, never to a busy loop."""
@@ -896,6 +952,7 @@ if __name__ == "__main__":
                 test_logs_and_run, test_preemption_with_grace,
                 test_gpus_move_after_the_victim_is_gone, test_fencing_never_twice,
                 test_allotd_down_past_the_lease, test_killed_agent_fences,
+                test_store_full_keeps_jobs_running,
                 test_long_poll_saturated,
                 test_agent_restart_adopts, test_usage_samples,
                 test_samples_buffered_while_allotd_down,
