@@ -218,8 +218,9 @@ struct agent;
  * or RDMA VFs that stopping tasks still hold (nothing done; t is not a
  * task yet: try again later), -1 when the agent itself failed. */
 int task_start(struct agent *a, json_t *d, struct task *t);
-/* SIGTERM to the task's process group; SIGKILL after the grace. */
-void task_stop(struct agent *a, struct task *t, int64_t now_ms);
+/* SIGTERM to the task's process group; SIGKILL after grace_ms (< 0: the
+ * agent's --grace). */
+void task_stop(struct agent *a, struct task *t, int64_t now_ms, int64_t grace_ms);
 /* Stops a task on the agent's own account (allotd out of reach for most of
  * the lease), and records so: the task is reported lost and fenced, so
  * that allotd queues its job again, and it is never started again. */

@@ -379,8 +379,9 @@ static void reconcile_running(struct agent *a, json_t *desired, int64_t now)
         if (t->net && a->net) /* its tenant's rates or egress may have changed */
             net_task_refresh(a->net, t->key, json_object_get(d, "network"));
         if (json_is_true(json_object_get(d, "stopping")) && !t->cancelled) {
-            t->cancelled = true; /* preempted: allotd requeues or ends it */
-            task_stop(a, t, now);
+            json_t *g = json_object_get(d, "grace_ms"); /* allotd's grace for the victim */
+            t->cancelled = true;                        /* preempted: allotd requeues or ends it */
+            task_stop(a, t, now, json_is_integer(g) ? json_integer_value(g) : -1);
         }
     }
 }
@@ -399,7 +400,7 @@ static void reconcile_gone(struct agent *a, json_t *desired, int64_t now)
         bool rerun = find_task_desired(desired, t->job, t->index);
         if (t->state == TASK_STARTING || t->state == TASK_RUNNING) {
             t->cancelled = true;
-            task_stop(a, t, now);
+            task_stop(a, t, now, -1);
         } else if ((t->state == TASK_EXITED || t->state == TASK_LOST) &&
                    (t->reported_end || t->cancelled || rerun)) {
             task_forget(a, t);

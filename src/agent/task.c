@@ -1037,16 +1037,18 @@ int task_start(struct agent *a, json_t *d, struct task *t)
 
 /* ---- stop, poll, forget ---- */
 
-void task_stop(struct agent *a, struct task *t, int64_t now_ms)
+void task_stop(struct agent *a, struct task *t, int64_t now_ms, int64_t grace_ms)
 {
     if (t->state != TASK_STARTING && t->state != TASK_RUNNING)
         return;
+    if (grace_ms < 0)
+        grace_ms = a->cfg.grace;
     t->state = TASK_STOPPING;
-    t->kill_at_ms = now_ms + a->cfg.grace;
+    t->kill_at_ms = now_ms + grace_ms;
     if (t->pid > 0)
         kill(-t->pid, SIGTERM);
     LOG_INFO("task", "job %lld task %d: SIGTERM, SIGKILL in %lld ms", (long long)t->job, t->index,
-             (long long)a->cfg.grace);
+             (long long)grace_ms);
 }
 
 void task_fence(struct agent *a, struct task *t, int64_t now_ms)
@@ -1059,7 +1061,7 @@ void task_fence(struct agent *a, struct task *t, int64_t now_ms)
     if (write_atomic(dir, "fenced", "allotd out of reach\n") < 0)
         LOG_WARN("task", "%s: cannot record the fence", dir);
     t->fenced = true;
-    task_stop(a, t, now_ms);
+    task_stop(a, t, now_ms, -1);
 }
 
 /* Reads the pid file: 0 when read. */

@@ -595,7 +595,10 @@ struct http *http_start(struct server *s, const char *listen, int workers, int m
     }
     h->d =
         MHD_start_daemon(flags, 0, NULL, NULL, http_access, h, MHD_OPTION_SOCK_ADDR, &sa,
-                         MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(workers > 1 ? workers : 0),
+                         /* a pool only for 2 workers or more (libmicrohttpd warns about a
+                          * size of 0 or 1): else the connection limit, set once more */
+                         workers > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_CONNECTION_LIMIT,
+                         (unsigned)(workers > 1 ? workers : max_conn),
                          MHD_OPTION_CONNECTION_LIMIT, (unsigned)max_conn,
                          MHD_OPTION_NOTIFY_COMPLETED, http_done, h, MHD_OPTION_CONNECTION_TIMEOUT,
                          (unsigned)30, h->tls_cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END,

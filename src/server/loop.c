@@ -1006,6 +1006,10 @@ static void publish(struct loop *l, double secs, int cut)
             json_object_set(x, "spec", l->live[i].spec);
             json_object_set_new(x, "user", json_string(token_name(l, l->live[i].token_id)));
             json_object_set_new(x, "stopping", json_boolean(qj->state == ALLOT_JOB_STOPPING));
+            if (qj->state == ALLOT_JOB_STOPPING) /* what is left of its grace period */
+                json_object_set_new(
+                    x, "grace_ms",
+                    json_integer(qj->stop_at > srv_now() ? (qj->stop_at - srv_now()) * 1000 : 0));
             /* which run of the job this is (its stored start time, unique per
              * job): an agent starts a run once, and never an older one again;
              * 0 while the start is not stored yet (the agent waits) */

@@ -19,6 +19,7 @@
 #include "allot/common.h"
 #include "allot/config.h"
 #include "allot/queue.h"
+#include "allot/sched.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -43,6 +44,28 @@ static const char *const log_formats[] = {"text", "json", NULL};
 static const char *const log_levels[] = {"error", "warn", "info", "debug", NULL};
 static const char *const idle_actions[] = {"notify", "preempt", NULL};
 static const char *const on_off[] = {"off", "on", NULL};
+
+/* Policy names are checked with the options, before allotd listens. */
+static int placement_known(const void *field, char *err, size_t errlen)
+{
+    const char *name = *(char *const *)field;
+
+    if (name && allot_sched_policy_find(name))
+        return 0;
+    allot_fmt(err, errlen, "placement: unknown policy \"%s\"", name ? name : "");
+    return ALLOT_EINVAL;
+}
+
+static int order_known(const void *field, char *err, size_t errlen)
+{
+    const char *name = *(char *const *)field;
+
+    if (name && allot_queue_policy_find(name))
+        return 0;
+    allot_fmt(err, errlen, "order: unknown policy \"%s\" (fair, fifo, las, sjf)",
+              name ? name : "");
+    return ALLOT_EINVAL;
+}
 
 static const struct allot_config_option options[] = {
     {.name = "data-dir",
@@ -214,11 +237,13 @@ static const struct allot_config_option options[] = {
      .type = ALLOT_CFG_STRING,
      .offset = F(placement),
      .def = "allot",
+     .validate = placement_known,
      .help = "Placement policy by name (allot, fgd, bestfit, firstfit, spread, ...)."},
     {.name = "order",
      .type = ALLOT_CFG_STRING,
      .offset = F(order),
      .def = "fair",
+     .validate = order_known,
      .help = "Queue ordering policy by name (fair, fifo, las, sjf)."},
     {.name = "preempt-grace",
      .type = ALLOT_CFG_DURATION,
@@ -226,8 +251,10 @@ static const struct allot_config_option options[] = {
      .def = TUNED(ALLOT_TUNED_GRACE_S) "s",
      .min = 0,
      .max = 86400000,
-     .help = "Time a preempted job gets between SIGTERM and SIGKILL before its GPUs go to the "
-             "job that preempted it."},
+     .help = "Time a preempted checkpointable job keeps its GPUs between SIGTERM and SIGKILL "
+             "(its agent kills it at the end) before they go to the job that preempted it. A "
+             "job that does not checkpoint is stopped at once: its agent gives it its own "
+             "--grace, and the preemptor's task starts on its GPUs once it is gone."},
     {.name = "preempt-min-runtime",
      .type = ALLOT_CFG_DURATION,
      .offset = F(preempt_min_runtime),
@@ -543,8 +570,17 @@ static int serve(struct server *s)
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     allot_strlcpy(s->store_url, url, sizeof(s->store_url));
     if (allot_store_open(url, &so, &s->wst, err, sizeof(err)) < 0) {
-        fprintf(stderr, "allotd: %s (run `allotd init --data-dir %s` first)\n", err,
-                s->cfg.data_dir);
+        char db[4200];
+        struct stat sb;
+
+        allot_fmt(db, sizeof(db), "%s/allot.db", s->cfg.data_dir);
+        if (stat(db, &sb) == 0) /* there is a store: init is not the answer */
+            fprintf(stderr, "allotd: %s (the store %s exists: check its permissions and "
+                            "the file system, which must be writable)\n",
+                    err, db);
+        else
+            fprintf(stderr, "allotd: %s (run `allotd init --data-dir %s` first)\n", err,
+                    s->cfg.data_dir);
         return 1;
     }
     pthread_mutex_init(&s->readers_lock, NULL);

@@ -621,6 +621,9 @@ def test_gpus_move_after_the_victim_is_gone():
         while time.time() < end and ag.task_log(ck).count("start") < 2:
             time.sleep(0.1)
         assert ag.task_log(ck).count("start") == 2, (events_of(dm, ck), ag.log())
+        # the victim got allotd's grace (--preempt-grace 2s), not the agent's own (3s)
+        kill = [l for l in ag.log().splitlines() if "job %d task 0: SIGTERM" % ck in l]
+        assert kill and int(kill[0].split("SIGKILL in ")[1].split()[0]) <= 2000, ag.log()
         assert wait_state(ck, ("running",))["state"] == "running"
         expect(dm.req("POST", "/v1/jobs/%d/cancel" % ck, token=dm.admin), 200)
     finally:

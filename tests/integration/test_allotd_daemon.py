@@ -37,6 +37,18 @@ def test_usage_errors_and_help():
     r = subprocess.run([ALLOTD, "--data-dir", fx.tempdir(), "--listen", "127.0.0.1:0"],
                        capture_output=True, text=True, timeout=10)
     assert r.returncode == 1 and "allotd init" in r.stderr, r
+    # a store that is there but cannot be opened: init is not the advice
+    d = fx.tempdir()
+    os.mkdir(os.path.join(d, "allot.db"))
+    r = subprocess.run([ALLOTD, "--data-dir", d, "--listen", "127.0.0.1:0"],
+                       capture_output=True, text=True, timeout=10)
+    assert r.returncode == 1 and "exists" in r.stderr and "allotd init" not in r.stderr, r
+    # unknown policies are refused with the options, before allotd listens
+    for opt, word in (("--placement", "placement"), ("--order", "order")):
+        r = subprocess.run([ALLOTD, "--data-dir", fx.tempdir(), "--listen", "127.0.0.1:0", opt,
+                            "nosuch"], capture_output=True, text=True, timeout=10)
+        assert r.returncode == 2 and word + ': unknown policy "nosuch"' in r.stderr, r
+        assert not any(l.startswith("listening on") for l in r.stderr.splitlines()), r
 
 
 def test_config_example_is_generated():
@@ -84,6 +96,8 @@ def test_config_file_and_json_logs():
 
 def test_starting_is_503_then_ready():
     dm = Daemon(args=["--debug-ready-delay", "3s"], ready=False)
+    # the default thread per connection is not a pool of size 0: libmicrohttpd says nothing
+    assert "thread pool" not in dm.log(), dm.log()
     st, _ = dm.req("GET", "/readyz")
     assert st == 503, st
     expect(dm.req("GET", "/healthz"), 200)
