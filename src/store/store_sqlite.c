@@ -150,6 +150,16 @@ static const struct migration migrations[] = {
         " vni INTEGER NOT NULL UNIQUE, subnet TEXT NOT NULL UNIQUE) WITHOUT ROWID;\n"},
     /* a sample covers at most a few of its agent's sample intervals back */
     {6, "ALTER TABLE samples ADD COLUMN interval_ms INTEGER NOT NULL DEFAULT 0;\n"},
+    /* a job stopped and started again between two writes (running, then
+     * starting with a later start time): its run ends, a new one begins */
+    {7, "CREATE TRIGGER runs_again AFTER UPDATE OF start_time ON jobs"
+        " WHEN OLD.state IN ('starting','running') AND NEW.state IN ('starting','running')"
+        " AND NEW.start_time > OLD.start_time"
+        " BEGIN UPDATE runs SET end_time = MAX(start_time, NEW.start_time)"
+        " WHERE job_id = NEW.id AND end_time IS NULL;"
+        " INSERT INTO runs(job_id, tenant, token_id, placement, start_time)"
+        " VALUES (NEW.id, NEW.tenant, NEW.token_id, COALESCE(NEW.placement, '{}'),"
+        " NEW.start_time); END;\n"},
 };
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 

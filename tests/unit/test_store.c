@@ -63,6 +63,7 @@ static void test_open_and_migrations(void **state)
                                 "DROP INDEX jobs_by_array;"
                                 /* version 4: metering; 5: tenant networks; 6: sample intervals */
                                 "DROP TRIGGER runs_begin; DROP TRIGGER runs_end;"
+                                "DROP TRIGGER runs_again;" /* version 7: runs anew */
                                 "DROP TRIGGER node_spans_new; DROP TRIGGER node_spans_lost;"
                                 "DROP TRIGGER node_spans_back; DROP TRIGGER node_spans_gone;"
                                 "DROP TABLE runs; DROP TABLE node_spans; DROP TABLE samples;"
@@ -76,8 +77,9 @@ static void test_open_and_migrations(void **state)
     allot_store_close(st);
     assert_int_equal(raw_int(f, "SELECT count(*) FROM sqlite_schema WHERE name IN "
                                 "('jobs_by_tenant_state', 'jobs_by_array', 'runs', 'runs_begin',"
-                                " 'node_spans', 'samples', 'usage_hourly', 'tenant_nets')"),
-                     8);
+                                " 'node_spans', 'samples', 'usage_hourly', 'tenant_nets',"
+                                " 'runs_again')"),
+                     9);
 
     /* a newer schema is refused, even with MIGRATE, and left alone */
     allot_fmt(sql, sizeof sql, "UPDATE meta SET value = '%d' WHERE key = 'schema_version'",
@@ -422,6 +424,36 @@ static void test_metering(void **state)
     assert_int_equal(runs[1].start, 200);
     assert_int_equal(runs[1].end, 260);
     allot_store_runs_free(runs, n);
+    /* stopped and placed again between two writes: running, then starting
+     * with a later start (and another placement): the run ends, one begins */
+    {
+        struct allot_store_job k = {0};
+        int64_t id2 = submit(st, "t", "again");
+
+        assert_int_equal(allot_store_job_get(st, id2, &k), 0);
+        k.state = ALLOT_SJ_RUNNING;
+        k.start_time = 300;
+        allot_free(k.placement);
+        k.placement = allot_strdup("{\"tasks\":[1]}");
+        assert_int_equal(allot_store_job_update(st, &k), 0);
+        k.state = ALLOT_SJ_STARTING;
+        k.start_time = 340;
+        allot_free(k.placement);
+        k.placement = allot_strdup("{\"tasks\":[2]}");
+        assert_int_equal(allot_store_job_update(st, &k), 0);
+        k.state = ALLOT_SJ_RUNNING; /* the same run: nothing new */
+        assert_int_equal(allot_store_job_update(st, &k), 0);
+        assert_int_equal(allot_store_run_list(st, 300, 100000, &runs, &n), 0);
+        assert_int_equal(n, 2);
+        assert_int_equal(runs[0].start, 300);
+        assert_int_equal(runs[0].end, 340);
+        assert_string_equal(runs[0].placement, "{\"tasks\":[1]}");
+        assert_int_equal(runs[1].start, 340);
+        assert_int_equal(runs[1].end, 0);
+        assert_string_equal(runs[1].placement, "{\"tasks\":[2]}");
+        allot_store_runs_free(runs, n);
+        allot_store_job_clear(&k);
+    }
     /* windows: a run overlapping it is listed, others not */
     assert_int_equal(allot_store_run_list(st, 150, 200, &runs, &n), 0);
     assert_int_equal(n, 0);
