@@ -51,6 +51,13 @@ int inventory_parse_emulate(const char *spec, const struct allot_catalog *cat,
             allot_fmt(err, errlen, "--emulate: unknown GPU model \"%s\"", model);
             return -1;
         }
+        if (inv->n_gpus && strcmp(inv->gpus[0].model, cat->models[m].name) != 0) {
+            allot_fmt(err, errlen,
+                      "--emulate: all GPUs of one model (allotd registers one model per node), "
+                      "got %s and %s",
+                      inv->gpus[0].model, cat->models[m].name);
+            return -1;
+        }
         if (inv->n_gpus + n > AGENT_MAX_GPUS) {
             allot_fmt(err, errlen, "--emulate: at most %d GPUs", AGENT_MAX_GPUS);
             return -1;

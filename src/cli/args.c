@@ -232,6 +232,13 @@ const char *const *args_all(const struct cli_args *a, const char *name, size_t *
     return k >= 0 ? a->vals[k] : NULL;
 }
 
+/* "--" before an option's name; nothing before a description of a
+ * positional argument ("job id"). */
+static const char *dashes(const char *opt)
+{
+    return strchr(opt, ' ') ? "" : "--";
+}
+
 int args_int(const char *opt, const char *s, int64_t lo, int64_t hi, int64_t *out)
 {
     char *end;
@@ -240,7 +247,7 @@ int args_int(const char *opt, const char *s, int64_t lo, int64_t hi, int64_t *ou
     errno = 0;
     v = strtoll(s, &end, 10);
     if (!*s || *end || errno || v < lo || v > hi)
-        return cli_usage_error("--%s: \"%s\" is not an integer in %lld..%lld", opt, s,
+        return cli_usage_error("%s%s: \"%s\" is not an integer in %lld..%lld", dashes(opt), opt, s,
                                (long long)lo, (long long)hi);
     *out = v;
     return CLI_OK;
@@ -254,7 +261,8 @@ int args_num(const char *opt, const char *s, double lo, double hi, double *out)
     errno = 0;
     v = strtod(s, &end);
     if (!*s || *end || errno || !isfinite(v) || v < lo || v > hi)
-        return cli_usage_error("--%s: \"%s\" is not a number in %g..%g", opt, s, lo, hi);
+        return cli_usage_error("%s%s: \"%s\" is not a number in %g..%g", dashes(opt), opt, s, lo,
+                               hi);
     *out = v;
     return CLI_OK;
 }
@@ -289,8 +297,8 @@ int args_mib(const char *opt, const char *s, int64_t *out)
         }
     }
 bad:
-    return cli_usage_error("--%s: \"%s\" is not a size (a number of MiB, or with K, M, G, T)", opt,
-                           s);
+    return cli_usage_error("%s%s: \"%s\" is not a size (a number of MiB, or with K, M, G, T)",
+                           dashes(opt), opt, s);
 }
 
 int args_seconds(const char *opt, const char *s, int64_t *out)
@@ -316,5 +324,6 @@ int args_seconds(const char *opt, const char *s, int64_t *out)
     *out = (int64_t)ceil(v * (double)mult);
     return CLI_OK;
 bad:
-    return cli_usage_error("--%s: \"%s\" is not a duration (seconds, or with s, m, h, d)", opt, s);
+    return cli_usage_error("%s%s: \"%s\" is not a duration (seconds, or with s, m, h, d)",
+                           dashes(opt), opt, s);
 }

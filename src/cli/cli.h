@@ -116,7 +116,8 @@ const char *const *args_all(const struct cli_args *a, const char *name, size_t *
 void args_help(const struct cli_opt *opts, const struct cli_usage *u, FILE *out);
 
 /* Strict number parsers for option values; print `allot: usage: ...` and
- * return CLI_USAGE on a bad value. */
+ * return CLI_USAGE on a bad value. `opt` is the option's name (the message
+ * says --opt), or for a positional argument words with a space ("job id"). */
 int args_int(const char *opt, const char *s, int64_t lo, int64_t hi, int64_t *out);
 int args_num(const char *opt, const char *s, double lo, double hi, double *out);
 /* A size in MiB: bare numbers are MiB; K, M, G, T (also Ki, Mi, KiB, MB ...)

@@ -179,11 +179,21 @@ int cmd_nodes(struct cli *c, int argc, char **argv)
             if (!want)
                 json_array_remove(nodes, i);
         }
-        if (json_array_size(nodes) < a.n_pos) {
-            cli_error("not_found", "no such node among %s%s", a.pos[0], a.n_pos > 1 ? ", ..." : "");
-            rc = CLI_NOTFOUND;
-            goto out;
+        /* name the first one asked for that is not there */
+        for (size_t k = 0; k < a.n_pos && rc == CLI_OK; k++) {
+            bool found = false;
+            json_array_foreach(nodes, i, x)
+            {
+                const char *nm = json_string_value(json_object_get(x, "name"));
+                found |= nm && !strcmp(nm, a.pos[k]);
+            }
+            if (!found) {
+                cli_error("not_found", "no such node: %s", a.pos[k]);
+                rc = CLI_NOTFOUND;
+            }
         }
+        if (rc != CLI_OK)
+            goto out;
     }
     if (out_structured(c, nodes))
         goto out;
@@ -482,7 +492,7 @@ static int tokens_revoke(struct cli *c, int argc, char **argv)
     }
     for (size_t i = 0; i < a.n_pos; i++) {
         int64_t id;
-        if ((rc = args_int("id", a.pos[i], 1, INT64_MAX, &id)) != CLI_OK)
+        if ((rc = args_int("token id", a.pos[i], 1, INT64_MAX, &id)) != CLI_OK)
             goto out;
     }
     if (!cli_client(c)) {

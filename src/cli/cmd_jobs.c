@@ -290,7 +290,7 @@ static int parse_id(const char *s, long long *id, long long *index)
                args_int("array index", us + 1, 0, INT32_MAX, &x) != CLI_OK))
         return CLI_USAGE;
     allot_fmt(head, sizeof(head), "%.*s", us ? (int)(us - s) : (int)strlen(s), s);
-    if (args_int("id", head, 1, INT64_MAX, &v) != CLI_OK)
+    if (args_int("job id", head, 1, INT64_MAX, &v) != CLI_OK)
         return CLI_USAGE;
     *id = v;
     *index = x;
@@ -469,11 +469,15 @@ static void show_one(const json_t *j)
     if ((x = json_object_get(spec, "dependency")))
         printf("%-13s %s\n", "dependency:", json_string_value(x));
     json_t *tasks = json_object_get(spec, "tasks"), *cpus = json_object_get(spec, "cpus");
-    printf("%-13s %lld task%s, each gpus %s, cpus %s, memory %s MiB\n",
+    json_t *mem = json_object_get(spec, "memory");
+    if (json_is_integer(mem))
+        allot_fmt(b3, sizeof(b3), "%lld MiB", (long long)json_integer_value(mem));
+    else
+        allot_strlcpy(b3, "-", sizeof(b3));
+    printf("%-13s %lld task%s, each gpus %s, cpus %s, memory %s\n",
            "request:", tasks ? (long long)json_integer_value(tasks) : 1LL,
            json_integer_value(tasks) > 1 ? "s" : "", shape(spec, b1, sizeof(b1), false),
-           cpus ? out_cell(cpus, b2, sizeof(b2)) : "1",
-           out_cell(json_object_get(spec, "memory"), b3, sizeof(b3)));
+           cpus ? out_cell(cpus, b2, sizeof(b2)) : "1", b3);
     if ((x = json_object_get(spec, "rdma_vfs")))
         printf("%-13s %lld RDMA VFs per task\n", "", (long long)json_integer_value(x));
     if ((x = json_object_get(spec, "command")) && json_is_array(x)) {

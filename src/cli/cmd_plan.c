@@ -1160,7 +1160,7 @@ int cmd_plan(struct cli *c, int argc, char **argv)
         (rc = args_seconds("--wait-target", args_get(&a, "wait-target"), &target)) != CLI_OK)
         goto out;
     if (args_get(&a, "horizon") &&
-        (rc = args_int("--horizon", args_get(&a, "horizon"), 1, 365, &days)) != CLI_OK)
+        (rc = args_int("horizon", args_get(&a, "horizon"), 1, 365, &days)) != CLI_OK)
         goto out;
     if ((args_has(&a, "wait-target") || args_has(&a, "horizon")) && !args_has(&a, "forecast")) {
         rc = cli_usage_error("--wait-target and --horizon go with --forecast");

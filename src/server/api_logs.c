@@ -92,6 +92,17 @@ int api_jobs_logs(struct req *r)
     }
     if (rc < 0)
         return api_error(r, 500, "store", "%s", allot_strerror(rc));
+    json_t *spec = j.spec ? json_loads(j.spec, 0, NULL) : NULL;
+    json_int_t n_tasks = json_is_integer(json_object_get(spec, "tasks"))
+                             ? json_integer_value(json_object_get(spec, "tasks"))
+                             : 1;
+    json_decref(spec);
+    if (task >= n_tasks) {
+        allot_store_job_clear(&j);
+        return api_error(r, 404, "not_found", "job %lld has %lld task%s (0..%lld), no task %lld",
+                         (long long)id, (long long)n_tasks, n_tasks == 1 ? "" : "s",
+                         (long long)n_tasks - 1, (long long)task);
+    }
     task_node(j.placement, task, node, sizeof(node));
     allot_store_job_clear(&j);
     if (!*node)

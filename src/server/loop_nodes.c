@@ -220,7 +220,7 @@ static int evict_fn(struct allot_store *st, void *arg)
     char why[200];
     int rc = 0;
 
-    allot_fmt(why, sizeof(why), "evicted: node %s is drained",
+    allot_fmt(why, sizeof(why), "evicted: node %s is being drained",
               allot_cluster_node(l->c, w->node)->name);
     for (size_t k = 0; k < l->n_live && !rc; k++)
         if (job_on_node(allot_queue_job(l->q, l->live[k].qid), w->node))

@@ -251,6 +251,11 @@ def test_nvml_discovery():
         r = subprocess.run([fx.AGENT, "--print-inventory", "stray"], capture_output=True,
                            text=True, timeout=20)
         assert r.returncode == 2 and 'unexpected argument "stray"' in r.stderr, r
+        # allotd registers one model per node: a mixed emulation is refused here
+        r = subprocess.run([fx.AGENT, "--print-inventory", "--emulate", "1xH100-80GB,1xL4",
+                            "--state-dir", fx.tempdir()], capture_output=True, text=True,
+                           timeout=20)
+        assert r.returncode != 0 and "one model" in r.stderr, r
         # NVLink islands (pairs here) and an Xid that needs a reset
         with open(conf, "w") as f:
             for i in range(4):
@@ -538,6 +543,8 @@ def test_logs_and_run():
     assert st == 200 and body == "tick 2\ntick 3\n", (st, body)
     fails(cli(dm, "logs", "999999"), 2, "not_found")
     fails(cli(dm, "logs", jid, "--task", "x"), 1, "usage")
+    r = fails(cli(dm, "logs", jid, "--task", "5"), 2, "not_found")
+    assert "has 1 task (0..0), no task 5" in r.err, r
     # no ready node has an A100: never placed
     pend = submit({"gpu_models": ["A100-80GB"], "command": sh("true")})
     fails(cli(dm, "logs", pend), 4, "not_started")

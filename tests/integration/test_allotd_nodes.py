@@ -73,7 +73,7 @@ def test_cordon_drain_uncordon():
     assert j["placement"] is None, j
     ev = expect(dm.req("GET", "/v1/jobs/%d/events" % j3, token=a), 200)["events"]
     assert [e["detail"] for e in ev if e["kind"] == "requeued"] == \
-        ["evicted: node adm-n1 is drained"], ev
+        ["evicted: node adm-n1 is being drained"], ev
     poll(lambda: expect(dm.req("GET", "/v1/nodes", token=a), 200)["nodes"][0]["state"] ==
          "drained")
     expect(dm.req("POST", "/v1/nodes/adm-n1/uncordon", token=a), 200)

@@ -110,6 +110,8 @@ def test_nodes_and_top():
     n = ok(cli(dm, "nodes", "gpu-node-2", "-o", "json")).json()
     assert [x["name"] for x in n] == ["gpu-node-2"], n
     fails(cli(dm, "nodes", "nosuch"), 2, "not_found")
+    r = fails(cli(dm, "nodes", "gpu-node-2", "nosuch"), 2, "not_found")
+    assert "no such node: nosuch" in r.err, r
     a = int(ok(cli(dm, "submit", "-t", "research/nlp", "--gpus", "4", "-n", "big", "--",
                    "true")).out)
     b = int(ok(cli(dm, "submit", "-t", "research/vision", "--gpu-milli", "500", "--", "true")).out)

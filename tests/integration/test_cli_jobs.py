@@ -166,6 +166,12 @@ def test_submit_show_cancel_events():
     f = ok(cli(dm, "events", jid, "--follow", "-o", "json", timeout=10)).lines()
     assert [json.loads(l)["kind"] for l in f] == ["submitted", "cancelled"], f
     fails(cli(dm, "show", 999999), 2, "not_found")
+    # a bad id is named as what it is, not as an option
+    r = fails(cli(dm, "show", "0"), 1, "usage")
+    assert 'job id: "0"' in r.err and "--id" not in r.err, r
+    r = fails(cli(dm, "plan", "--forecast", "--horizon", "0"), 1, "usage")
+    assert '--horizon: "0"' in r.err and "----" not in r.err, r
+    assert "memory 16384 MiB" in ok(cli(dm, "show", jid)).out
     fails(cli(dm, "events", 999999), 2, "not_found")
     fails(cli(dm, "cancel", 999999), 2, "not_found")
     # several ids: every one tried, the first failure decides
@@ -174,6 +180,8 @@ def test_submit_show_cancel_events():
     assert r.lines() == ["cancelled job %d" % a, "cancelled job %d" % b], r
     two = ok(cli(dm, "show", a, b, "-o", "json")).json()
     assert [x["id"] for x in two] == [a, b]
+    t = ok(cli(dm, "show", a)).out  # no memory asked for: no unit after the dash
+    assert "memory -\n" in t, t
 
 
 def test_submit_shapes_and_files():
