@@ -1078,6 +1078,28 @@ static void test_failed_shape_retried(void **state)
     world_free(&w);
 }
 
+/* A job no ready node has the GPUs for says so (not that CPU or memory is
+ * short), and counts the nodes with them that are out of service. */
+static void test_reason_no_ready_node(void **state)
+{
+    struct world w;
+    int big, one;
+
+    (void)state;
+    world_init(&w, 2, 8, base); /* 2 nodes of 4 H100s */
+    big = submit(&w, "big", w.a, 1, 8, 0, 0);
+    cycle(&w, 0);
+    assert_string_equal(allot_queue_reason(w.q, big), "no ready node has 8 GPUs");
+    allot_cluster_set_state(w.c, 0, ALLOT_NODE_LOST);
+    allot_cluster_set_state(w.c, 1, ALLOT_NODE_DRAINING);
+    one = submit(&w, "one", w.b, 1, 1, 1, 0);
+    cycle(&w, 1);
+    assert_int_equal(allot_queue_job(w.q, one)->state, ALLOT_JOB_PENDING);
+    assert_string_equal(allot_queue_reason(w.q, one),
+                        "no ready node has 1 GPU (2 nodes with them lost, cordoned or draining)");
+    world_free(&w);
+}
+
 /* A tenant turned away by its quota starts work once its quota is raised,
  * and again once its own usage drops. */
 static void test_quota_block_lifted(void **state)
@@ -1267,6 +1289,7 @@ int main(void)
         cmocka_unit_test(test_adopt),
         cmocka_unit_test(test_forget_alloc_failure),
         cmocka_unit_test(test_failed_shape_retried),
+        cmocka_unit_test(test_reason_no_ready_node),
         cmocka_unit_test(test_quota_block_lifted),
         cmocka_unit_test(test_failed_shape_per_tenant),
         cmocka_unit_test(test_cycle_work_budget),
