@@ -876,8 +876,13 @@ static int run(struct agent *a)
     serve_stop(srv);
     json_decref(a->desired);
     json_decref(a->samples);
-    LOG_INFO("agent", "stopped; %zu tasks keep running and are adopted at the next start",
-             a->n_tasks);
+    size_t alive = 0;
+    for (size_t i = 0; i < a->n_tasks; i++)
+        alive += task_alive(&a->tasks[i]);
+    LOG_INFO("agent",
+             "stopped; %zu tasks keep running and are adopted at the next start (%zu ended, "
+             "reported then)",
+             alive, a->n_tasks - alive);
     allot_free(a->tasks);
     return 0;
 }

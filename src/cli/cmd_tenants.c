@@ -110,7 +110,8 @@ int cmd_tenants(struct cli *c, int argc, char **argv)
             goto out;
         }
     }
-    if (out_structured(c, doc))
+    if (out_structured(
+            c, args_has(&a, "priority-classes") ? json_object_get(doc, "priority_classes") : doc))
         goto out;
     if (args_has(&a, "priority-classes")) {
         struct table *t = table_new(3, ctitles);
@@ -397,9 +398,15 @@ int cmd_apply(struct cli *c, int argc, char **argv)
         goto out;
     }
     if (!changes) {
-        /* nothing to write: the server already holds this document */
-        if (!out_structured(c, json_object_get(cur, "tenants") ? cur : next))
+        /* nothing to write: the server already holds this document; the
+         * counts a write would have answered with */
+        json_t *counts = json_pack(
+            "{s:I,s:I}", "tenants", (json_int_t)json_array_size(json_object_get(next, "tenants")),
+            "priority_classes",
+            (json_int_t)json_array_size(json_object_get(next, "priority_classes")));
+        if (!out_structured(c, counts))
             printf("no changes\n");
+        json_decref(counts);
         goto out;
     }
     rc = client_call(cli_client(c), "PUT", "/v1/tenants", next, NULL, CLIENT_RETRY_ALWAYS, &reply,

@@ -77,7 +77,10 @@ def test_apply_tenants_and_quota():
     r = ok(cli(dm, "apply", "-f", src))
     assert "tenant/research/vision created" in r.lines(), r
     assert "priorityclass/training created" in r.lines(), r
-    ok(cli(dm, "apply", "-f", src)).out == "no changes\n"
+    assert ok(cli(dm, "apply", "-f", src)).out == "no changes\n"
+    n = ok(cli(dm, "apply", "-f", src, "-o", "json")).json()  # the counts, as a write answers
+    assert n == {"tenants": len(ok(cli(dm, "tenants", "-o", "json")).json()["tenants"]),
+                 "priority_classes": 3}, n
     # the document as JSON is what the server returns
     st, doc = dm.req("GET", "/v1/tenants", token=dm.admin)
     assert st == 200 and ok(cli(dm, "tenants", "-o", "json")).json() == doc
@@ -92,6 +95,8 @@ def test_apply_tenants_and_quota():
     fails(cli(dm, "tenants", "nosuch"), 2, "not_found")
     pc = ok(cli(dm, "tenants", "--priority-classes")).lines()
     assert [l.split()[0] for l in pc] == ["NAME", "inference", "notebooks", "training"], pc
+    pj = ok(cli(dm, "tenants", "-P", "-o", "json")).json()
+    assert [x["name"] for x in pj] == ["inference", "notebooks", "training"], pj
     q = ok(cli(dm, "quota", "research/vision", "-o", "json")).json()
     assert {"tenant": "research/vision", "resource": "memory", "nominal": "8Ti",
             "borrow_limit": "unlimited", "lend_limit": "unlimited"} in q, q
