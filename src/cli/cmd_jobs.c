@@ -636,7 +636,7 @@ static void event_line(const struct cli *c, json_t *e)
     char b1[32], b2[32];
 
     if (c->fmt == CLI_FMT_TABLE) {
-        printf("%-6s %-20s %-10s %s\n", out_cell(json_object_get(e, "seq"), b1, sizeof(b1)),
+        printf("%-6s %-20s  %-12s %s\n", out_cell(json_object_get(e, "seq"), b1, sizeof(b1)),
                out_time(json_object_get(e, "time"), b2, sizeof(b2)),
                json_string_value(json_object_get(e, "kind")),
                json_is_string(json_object_get(e, "detail"))
@@ -704,7 +704,10 @@ int cmd_events(struct cli *c, int argc, char **argv)
         goto out;
     }
     /* --follow: each round reads the job first, then its new events, so the
-     * events of a job seen ended are all printed before stopping */
+     * events of a job seen ended are all printed before stopping; a table's
+     * lines come as they happen, in fixed columns under one header */
+    if (c->fmt == CLI_FMT_TABLE)
+        printf("%-6s %-20s  %-12s %s\n", "SEQ", "TIME", "KIND", "DETAIL");
     for (;;) {
         json_t *job = NULL, *e;
         size_t i;

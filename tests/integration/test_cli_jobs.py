@@ -168,6 +168,9 @@ def test_submit_show_cancel_events():
     t = ok(cli(dm, "events", jid)).lines()
     assert t[0].split() == ["SEQ", "TIME", "KIND", "DETAIL"] and len(t) == 3, t
     # --follow ends once the job has ended, after its last event
+    t = ok(cli(dm, "events", jid, "--follow", timeout=10)).lines()
+    assert t[0].split() == ["SEQ", "TIME", "KIND", "DETAIL"] and len(t) == 3, t
+    assert t[2].split()[2] == "cancelled" and t[2].index("cancelled") == t[0].index("KIND"), t
     f = ok(cli(dm, "events", jid, "--follow", "-o", "json", timeout=10)).lines()
     assert [json.loads(l)["kind"] for l in f] == ["submitted", "cancelled"], f
     fails(cli(dm, "show", 999999), 2, "not_found")
