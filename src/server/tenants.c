@@ -185,26 +185,71 @@ static void yemit(struct ybuf *b, json_t *v, bool amounts)
     }
 }
 
+/* The parser's "tenants:LINE: " names a line of the text tenants_doc_parse
+ * wrote, where tenant i is line TENANT_LINE0 + i: it becomes
+ * "tenants[i] (PATH): ", which the document's author can find. */
+#define TENANT_LINE0 3
+
+static void locate(json_t *tenants, char *err, size_t errlen)
+{
+    unsigned long line;
+    int used = 0;
+    char rest[512];
+
+    if (sscanf(err, "tenants:%lu: %n", &line, &used) != 1 || used == 0)
+        return;
+    allot_strlcpy(rest, err + used, sizeof(rest));
+    if (line >= TENANT_LINE0 && line - TENANT_LINE0 < json_array_size(tenants)) {
+        size_t i = line - TENANT_LINE0;
+        const char *path = json_string_value(json_object_get(json_array_get(tenants, i), "path"));
+        allot_fmt(err, errlen, "tenants[%zu] (%s): %s", i, path ? path : "?", rest);
+    } else {
+        allot_fmt(err, errlen, "%s", rest);
+    }
+}
+
 int tenants_doc_parse(json_t *doc, const struct allot_catalog *cat, struct sim_tenants_conf *out,
                       char *err, size_t errlen)
 {
     struct ybuf b = {0};
-    json_t *copy = json_deep_copy(doc), *x;
+    json_t *copy = json_deep_copy(doc), *x, *ts;
     size_t i;
     int rc;
 
+    if (!copy) {
+        allot_fmt(err, errlen, "out of memory");
+        return ALLOT_ENOMEM;
+    }
     /* quotas.network goes to the agents, not to the scheduler's tenant tree */
-    json_array_foreach(json_object_get(copy, "tenants"), i, x)
-        json_object_del(json_object_get(x, "quotas"), "network");
-    yemit(&b, copy ? copy : doc, false);
-    json_decref(copy);
+    ts = json_incref(json_object_get(copy, "tenants"));
+    json_array_foreach(ts, i, x) json_object_del(json_object_get(x, "quotas"), "network");
+    /* one tenant a line (line TENANT_LINE0 + i), the rest on the first */
+    if (json_is_array(ts))
+        json_object_del(copy, "tenants");
+    yemit(&b, copy, false);
+    if (json_is_array(ts)) {
+        b.n -= b.n && b.p[b.n - 1] == '}'; /* reopen the mapping */
+        yputs(&b, json_object_size(copy) ? ",\ntenants: [\n" : "\ntenants: [\n");
+        json_array_foreach(ts, i, x)
+        {
+            yemit(&b, x, false);
+            yputs(&b, i + 1 < json_array_size(ts) ? ",\n" : "\n");
+        }
+        yputs(&b, "]}");
+    }
     yputs(&b, "\n");
     if (b.oom) {
+        json_decref(ts);
+        json_decref(copy);
         allot_free(b.p);
         allot_fmt(err, errlen, "out of memory");
         return ALLOT_ENOMEM;
     }
     rc = sim_tenants_parse(b.p, b.n, "tenants", cat, out, err, errlen);
+    if (rc && err && errlen)
+        locate(ts, err, errlen);
+    json_decref(ts);
+    json_decref(copy);
     allot_free(b.p);
     return rc;
 }

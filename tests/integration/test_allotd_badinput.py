@@ -65,6 +65,22 @@ def test_corpus():
     assert snapshot() == before, "a refused request changed stored state"
 
 
+def test_tenant_errors_name_the_entry():
+    """A tenants document's error names the entry (index and path), not a line of the
+    text allotd made of the JSON."""
+    doc = {"version": 1,
+           "tenants": [{"path": "a", "quotas": {"gpu": 4}}, {"path": "a/x"},
+                       {"path": "a/y", "quotas": {"gpu:NoSuchGPU": 1}}]}
+    st, b = dm.req("PUT", "/v1/tenants", doc, token=dm.admin)
+    assert st == 422 and b["error"]["message"].startswith("tenants[2] (a/y): "), (st, b)
+    doc = {"version": 1,
+           "tenants": [{"path": "b", "quotas": {"gpu": 4}}, {"path": "b/x", "quotas": {"gpu": 3}},
+                       {"path": "b/y", "quotas": {"gpu": 3}}]}
+    st, b = dm.req("PUT", "/v1/tenants", doc, token=dm.admin)
+    assert st == 422 and b["error"]["message"].startswith("tenants[0] (b): "), (st, b)
+    assert 'below "b" add up to 6' in b["error"]["message"], b
+
+
 def test_sql_looking_strings_are_stored_verbatim():
     name = "x'); DROP TABLE jobs;-- \u00e9\u4e2d"
     j = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "name": name, "cpus": 1,
@@ -80,6 +96,7 @@ if __name__ == "__main__":
     dm = Daemon()
     try:
         expect(dm.req("PUT", "/v1/tenants", TENANTS, token=dm.admin), 200)
-        fx.run([test_corpus, test_sql_looking_strings_are_stored_verbatim])
+        fx.run([test_corpus, test_tenant_errors_name_the_entry,
+                test_sql_looking_strings_are_stored_verbatim])
     finally:
         dm.stop()
