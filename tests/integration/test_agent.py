@@ -638,39 +638,61 @@ def test_gpus_move_after_the_victim_is_gone():
         expect(dm.req("POST", "/v1/nodes/ag-re/cordon", token=dm.admin), 200)
 
 
+# A job that says when it starts and when SIGTERM reaches it (nanoseconds).
+TRAP_JOB = sh("echo start $(date +%s%N); trap 'echo stop $(date +%s%N); exit 143' TERM; "
+              "sleep 60 & wait")
+
+
+def lease_world(name, emulate="1xT4", data_dir=None):
+    """An allotd of its own with a 2 s lease (on data_dir, initialised there, when given),
+    the test tenants and one agent with a 1 s grace."""
+    admin = fx.init(data_dir) if data_dir else None
+    d = Daemon(data_dir, args=["--lease", "2s"])
+    d.admin = admin or d.admin
+    expect(d.req("PUT", "/v1/tenants", TENANTS, token=d.admin), 200)
+    return d, Agent(d, d.token("agent", "", "agents"), name, emulate=emulate,
+                    args=["--grace", "1s"])
+
+
+def submit_to(d, command, **fields):
+    body = dict({"tenant": "research/nlp", "gpus": 1, "command": command}, **fields)
+    return expect(d.req("POST", "/v1/jobs", body, token=d.admin), 201)["id"]
+
+
+def wait_log(ag, job, word, count=1, timeout=15):
+    """Waits (bounded) until the job's task log holds word count times; returns whether."""
+    path = os.path.join(ag.dir, "logs", str(job), "task-0.log")
+    end = time.time() + timeout
+    while time.time() < end:
+        if os.path.exists(path) and ag.task_log(job).count(word) >= count:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def stamps(ag, job, word):
+    words = ag.task_log(job).split()
+    return [int(words[i + 1]) for i, w in enumerate(words) if w == word]
+
+
 def test_fencing_never_twice():
     """allotd stops answering (SIGSTOP) for longer than the lease: the agent stops its task
     before allotd counts the node lost and requeues the job, so when allotd is back and
     places the job again, the first run has ended before the second starts."""
-    d2 = Daemon(args=["--lease", "2s"])
+    d2, ag = lease_world("fence-1")
     try:
-        expect(d2.req("PUT", "/v1/tenants", TENANTS, token=d2.admin), 200)
-        tok = d2.token("agent", "", "agents")
-        ag = Agent(d2, tok, "fence-1", emulate="1xT4", args=["--grace", "1s"])
-        j = expect(d2.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 1, "command": sh(
-            "echo start $(date +%s%N); trap 'echo stop $(date +%s%N); exit 143' TERM; "
-            "sleep 60 & wait")}, token=d2.admin), 201)["id"]
-        end = time.time() + 15
-        while time.time() < end and "start" not in (open(os.path.join(
-                ag.dir, "logs", str(j), "task-0.log")).read() if os.path.exists(os.path.join(
-                ag.dir, "logs", str(j), "task-0.log")) else ""):
-            time.sleep(0.05)
+        j = submit_to(d2, TRAP_JOB)
+        assert wait_log(ag, j, "start")
         os.kill(d2.proc.pid, signal.SIGSTOP)
         time.sleep(3.5)
         os.kill(d2.proc.pid, signal.SIGCONT)
-        end = time.time() + 20
-        while time.time() < end and ag.task_log(j).count("start") < 2:
-            time.sleep(0.1)
-        words = ag.task_log(j).split()
-        starts = [int(words[i + 1]) for i, w in enumerate(words) if w == "start"]
-        stops = [int(words[i + 1]) for i, w in enumerate(words) if w == "stop"]
-        assert len(starts) == 2 and stops and stops[0] < starts[1], (words, ag.log())
+        wait_log(ag, j, "start", 2, timeout=20)
+        starts, stops = stamps(ag, j, "start"), stamps(ag, j, "stop")
+        assert len(starts) == 2 and stops and stops[0] < starts[1], (starts, stops, ag.log())
         assert "allotd unreachable for most of the lease: stopping 1 tasks" in ag.log(), ag.log()
-        evs = [e["kind"] for e in expect(d2.req("GET", "/v1/jobs/%d/events" % j,
-                                                token=d2.admin), 200)["events"]]
-        assert evs.count("requeued") == 1, evs
-        ag.stop()
+        assert [e["kind"] for e in events_of(d2, j)].count("requeued") == 1, events_of(d2, j)
     finally:
+        ag.stop()
         if d2.proc.poll() is None:
             os.kill(d2.proc.pid, signal.SIGCONT)
         d2.stop()
@@ -681,23 +703,11 @@ def test_allotd_down_past_the_lease():
     (fenced). allotd, started again on its store, hears that they were stopped: the job
     that may be requeued queues again with an event and runs anew, the one that may not
     ends lost; neither is started again behind allotd's back."""
-    d2 = Daemon(args=["--lease", "2s"])
-    ag = None
+    d2, ag = lease_world("fence-2", emulate="2xT4")
     try:
-        expect(d2.req("PUT", "/v1/tenants", TENANTS, token=d2.admin), 200)
-        tok = d2.token("agent", "", "agents")
-        ag = Agent(d2, tok, "fence-2", emulate="2xT4", args=["--grace", "1s"])
-        cmd = sh("echo start; sleep 60")
-        again = expect(d2.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 1,
-                                                   "command": cmd}, token=d2.admin), 201)["id"]
-        once = expect(d2.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 1,
-                                                  "requeue": False, "command": cmd},
-                             token=d2.admin), 201)["id"]
-        end = time.time() + 15
-        while time.time() < end and not all(
-                os.path.exists(os.path.join(ag.dir, "logs", str(j), "task-0.log")) and
-                "start" in ag.task_log(j) for j in (again, once)):
-            time.sleep(0.05)
+        again = submit_to(d2, sh("echo start; sleep 60"))
+        once = submit_to(d2, sh("echo start; sleep 60"), requeue=False)
+        assert wait_log(ag, again, "start") and wait_log(ag, once, "start")
         port, admin = d2.port, d2.admin
         d2.stop(signal.SIGKILL)
         end = time.time() + 10
@@ -714,15 +724,12 @@ def test_allotd_down_past_the_lease():
                 break
             time.sleep(0.1)
         assert j["state"] == "lost" and "out of reach" in j["pending_reason"], (j, ag.log())
-        while time.time() < end and ag.task_log(again).count("start") < 2:
-            time.sleep(0.1)
-        assert ag.task_log(again).count("start") == 2, ag.log()
+        assert wait_log(ag, again, "start", 2, timeout=20), ag.log()
         ev = [e for e in events_of(d2, again) if e["kind"] == "requeued"]
         assert len(ev) == 1 and "could not reach allotd" in ev[0]["detail"], events_of(d2, again)
         assert ag.task_log(once).count("start") == 1, ag.log()
     finally:
-        if ag:
-            ag.stop()
+        ag.stop()
         d2.stop()
 
 
@@ -731,38 +738,20 @@ def test_killed_agent_fences():
     node's lease is about to run out with no word from the agent it stops the task. The
     job allotd requeues then never runs twice at once, and the agent started again adopts
     the stopped task as fenced and runs the job's new run."""
-    d2 = Daemon(args=["--lease", "2s"])
-    ag = None
+    d2, ag = lease_world("fence-3")
     try:
-        expect(d2.req("PUT", "/v1/tenants", TENANTS, token=d2.admin), 200)
-        tok = d2.token("agent", "", "agents")
-        ag = Agent(d2, tok, "fence-3", emulate="1xT4", args=["--grace", "1s"])
-        j = expect(d2.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 1, "command": sh(
-            "echo start $(date +%s%N); trap 'echo stop $(date +%s%N); exit 143' TERM; "
-            "sleep 60 & wait")}, token=d2.admin), 201)["id"]
-        path = os.path.join(ag.dir, "logs", str(j), "task-0.log")
-        end = time.time() + 15
-        while time.time() < end and "start" not in (open(path).read()
-                                                    if os.path.exists(path) else ""):
-            time.sleep(0.05)
+        j = submit_to(d2, TRAP_JOB)
+        assert wait_log(ag, j, "start")
         ag.stop(signal.SIGKILL)
-        end = time.time() + 10
-        while time.time() < end and "stop" not in ag.task_log(j):
-            time.sleep(0.1)
-        assert "stop" in ag.task_log(j), ag.task_log(j)
+        assert wait_log(ag, j, "stop", timeout=10), ag.task_log(j)
         assert os.path.exists(os.path.join(ag.dir, "tasks", "%d-0" % j, "fenced"))
         ag.start()
-        end = time.time() + 20
-        while time.time() < end and ag.task_log(j).count("start") < 2:
-            time.sleep(0.1)
-        words = ag.task_log(j).split()
-        starts = [int(words[i + 1]) for i, w in enumerate(words) if w == "start"]
-        stops = [int(words[i + 1]) for i, w in enumerate(words) if w == "stop"]
-        assert len(starts) == 2 and stops[0] < starts[1], (words, ag.log())
+        wait_log(ag, j, "start", 2, timeout=20)
+        starts, stops = stamps(ag, j, "start"), stamps(ag, j, "stop")
+        assert len(starts) == 2 and stops[0] < starts[1], (starts, stops, ag.log())
         assert [e["kind"] for e in events_of(d2, j)].count("requeued") == 1, events_of(d2, j)
     finally:
-        if ag:
-            ag.stop()
+        ag.stop()
         d2.stop()
 
 
@@ -777,20 +766,9 @@ def test_store_full_keeps_jobs_running():
     d2 = ag = None
     filler = os.path.join(small, "filler")
     try:
-        admin = fx.init(small)
-        d2 = Daemon(small, args=["--lease", "2s"])
-        d2.admin = admin
-        expect(d2.req("PUT", "/v1/tenants", TENANTS, token=admin), 200)
-        ag = Agent(d2, d2.token("agent", "", "agents"), "full-1", emulate="1xT4",
-                   args=["--grace", "1s"])
-        j = expect(d2.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 1, "command": sh(
-            "echo start; trap 'echo stop; exit 143' TERM; sleep 60 & wait")}, token=admin),
-            201)["id"]
-        path = os.path.join(ag.dir, "logs", str(j), "task-0.log")
-        end = time.time() + 15
-        while time.time() < end and "start" not in (open(path).read()
-                                                    if os.path.exists(path) else ""):
-            time.sleep(0.05)
+        d2, ag = lease_world("full-1", data_dir=small)
+        j = submit_to(d2, TRAP_JOB)
+        assert wait_log(ag, j, "start")
         with open(filler, "wb") as f:
             try:
                 for _ in range(64):  # bounded: the file system holds 8 MiB
@@ -799,7 +777,7 @@ def test_store_full_keeps_jobs_running():
             except OSError:
                 pass
         st, _ = d2.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 1,
-                                            "command": ["true"]}, token=admin)
+                                            "command": ["true"]}, token=d2.admin)
         assert st >= 500, st
         time.sleep(4)  # twice the lease
         st, body = d2.req("GET", "/readyz")
@@ -811,7 +789,8 @@ def test_store_full_keeps_jobs_running():
             time.sleep(0.1)
         assert d2.req("GET", "/readyz")[0] == 200
         time.sleep(1)
-        assert expect(d2.req("GET", "/v1/jobs/%d" % j, token=admin), 200)["state"] == "running"
+        assert expect(d2.req("GET", "/v1/jobs/%d" % j, token=d2.admin), 200)["state"] == \
+            "running"
         kinds = [e["kind"] for e in events_of(d2, j)]
         assert "requeued" not in kinds and "stop" not in ag.task_log(j), (kinds, ag.log())
     finally:
