@@ -104,7 +104,8 @@ static const struct allot_config_option options[] = {
     {.name = "user-map",
      .type = ALLOT_CFG_STRING,
      .offset = F(user_map),
-     .help = "File of `@TOKEN-NAME USER[:GROUP] [allow-root]` (a submitting user) and `TENANT "
+     .help = "File of `@[TENANT:]TOKEN-NAME USER[:GROUP] [allow-root]` (a submitting user: "
+             "TENANT the token's tenant scope) and `TENANT "
              "USER[:GROUP] [allow-root]` lines (longest tenant prefix wins): who jobs run as. Jobs "
              "never run as root without allow-root."},
     {.name = "shim-lib",

@@ -163,7 +163,8 @@ static int lookup_user(const char *who, struct run_user *u)
 }
 
 /* The user a job runs as: the user map's line for its submitting user
- * ("@NAME USER [allow-root]", NAME the token's name allotd sends), else
+ * ("@ID USER [allow-root]", ID the submitting user allotd sends: TENANT:NAME
+ * for a token scoped to a tenant, else the token's NAME), else
  * for its tenant ("TENANT USER[:GID] [allow-root]", the longest tenant
  * prefix wins), else run-as. Root only where the line that applies says
  * allow-root. Returns 0 or -1 with the reason in why. */

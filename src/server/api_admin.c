@@ -9,6 +9,7 @@
 #include "loop.h"
 #include "meter.h"
 #include "reqparse.h"
+#include "tenants_yaml.h"
 
 #include "allot/common.h"
 #include "allot/queue.h"
@@ -204,6 +205,13 @@ int api_tokens_create(struct req *r)
     t.role = role;
     t.name = (char *)(jn ? json_string_value(jn) : "");
     t.tenant = (char *)(jt ? json_string_value(jt) : "");
+    if (*t.tenant && !sim_tenant_path_ok(t.tenant)) {
+        api_error(r, 422, "invalid",
+                  "field \"tenant\": \"%.100s\" is not a tenant path (steps of letters, "
+                  "digits, '_', '.' and '-' joined by '/')",
+                  t.tenant);
+        goto out;
+    }
     if ((role == ALLOT_ROLE_TENANT_ADMIN || role == ALLOT_ROLE_MEMBER) && !*t.tenant) {
         api_error(r, 422, "invalid", "field \"tenant\": role %s needs a tenant",
                   allot_store_role_name(role));

@@ -598,11 +598,11 @@ struct http *http_start(struct server *s, const char *listen, int workers, int m
                          /* a pool only for 2 workers or more (libmicrohttpd warns about a
                           * size of 0 or 1): else the connection limit, set once more */
                          workers > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_CONNECTION_LIMIT,
-                         (unsigned)(workers > 1 ? workers : max_conn),
-                         MHD_OPTION_CONNECTION_LIMIT, (unsigned)max_conn,
-                         MHD_OPTION_NOTIFY_COMPLETED, http_done, h, MHD_OPTION_CONNECTION_TIMEOUT,
-                         (unsigned)30, h->tls_cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END,
-                         h->tls_cert, MHD_OPTION_HTTPS_MEM_KEY, h->tls_key, MHD_OPTION_END);
+                         (unsigned)(workers > 1 ? workers : max_conn), MHD_OPTION_CONNECTION_LIMIT,
+                         (unsigned)max_conn, MHD_OPTION_NOTIFY_COMPLETED, http_done, h,
+                         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30,
+                         h->tls_cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, h->tls_cert,
+                         MHD_OPTION_HTTPS_MEM_KEY, h->tls_key, MHD_OPTION_END);
     if (!h->d) {
         allot_fmt(err, errlen, "cannot listen on %s%s", listen,
                   h->tls_cert ? " (or the TLS certificate and key do not load)" : "");

@@ -962,7 +962,15 @@ static const char *token_name(struct loop *l, int64_t id)
     rd = srv_reader(l->srv);
     if (!rd || allot_store_token_get(rd, id, &t) < 0)
         return "";
-    json_object_set_new(l->token_names, key, json_string(t.name ? t.name : ""));
+    /* qualified by the token's tenant scope: a tenant admin names the tokens
+     * of its own subtree only, so "SCOPE:NAME" is not a name another
+     * tenant (or a cluster-wide token) can take in an agent's user map */
+    char who[512];
+    if (t.tenant && *t.tenant)
+        allot_fmt(who, sizeof(who), "%s:%s", t.tenant, t.name ? t.name : "");
+    else
+        allot_strlcpy(who, t.name ? t.name : "", sizeof(who));
+    json_object_set_new(l->token_names, key, json_string(who));
     allot_store_token_clear(&t);
     return json_string_value(json_object_get(l->token_names, key));
 }

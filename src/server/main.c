@@ -62,8 +62,7 @@ static int order_known(const void *field, char *err, size_t errlen)
 
     if (name && allot_queue_policy_find(name))
         return 0;
-    allot_fmt(err, errlen, "order: unknown policy \"%s\" (fair, fifo, las, sjf)",
-              name ? name : "");
+    allot_fmt(err, errlen, "order: unknown policy \"%s\" (fair, fifo, las, sjf)", name ? name : "");
     return ALLOT_EINVAL;
 }
 
@@ -575,8 +574,9 @@ static int serve(struct server *s)
 
         allot_fmt(db, sizeof(db), "%s/allot.db", s->cfg.data_dir);
         if (stat(db, &sb) == 0) /* there is a store: init is not the answer */
-            fprintf(stderr, "allotd: %s (the store %s exists: check its permissions and "
-                            "the file system, which must be writable)\n",
+            fprintf(stderr,
+                    "allotd: %s (the store %s exists: check its permissions and "
+                    "the file system, which must be writable)\n",
                     err, db);
         else
             fprintf(stderr, "allotd: %s (run `allotd init --data-dir %s` first)\n", err,

@@ -344,8 +344,8 @@ static int parse_bool(struct ctx *c, const yaml_node_t *n, const char *what, boo
 /* A name or path element: 1..max bytes of [A-Za-z0-9_.-]. */
 static bool name_ok(const char *s, size_t len)
 {
-    if (len == 0)
-        return false;
+    if (len == 0 || (s[0] == '.' && (len == 1 || (len == 2 && s[1] == '.'))))
+        return false; /* no empty, "." or ".." step */
     for (size_t i = 0; i < len; i++) {
         char ch = s[i];
 
@@ -356,7 +356,7 @@ static bool name_ok(const char *s, size_t len)
     return true;
 }
 
-static bool path_ok(const char *s)
+bool sim_tenant_path_ok(const char *s)
 {
     size_t len = strlen(s);
 
@@ -490,7 +490,7 @@ static int parse_tenant(struct ctx *c, const yaml_node_t *n, struct sim_tenant_c
         return fail(c, n, "a tenant needs a path");
     if (!(s = scalar(c, v[T_PATH], "path", &rc)))
         return rc;
-    if (!path_ok(s))
+    if (!sim_tenant_path_ok(s))
         return fail(c, v[T_PATH],
                     "path \"%.64s\": want names of [A-Za-z0-9_.-] joined by '/', at most %d bytes",
                     s, SIM_TENANT_PATH_MAX);

@@ -95,4 +95,8 @@ void sim_tenants_conf_free(struct sim_tenants_conf *c);
 /* Index of the tenant at `path` in c->v, or -1. */
 int sim_tenants_conf_find(const struct sim_tenants_conf *c, const char *path);
 
+/* Whether s is a tenant path: steps of [A-Za-z0-9_.-] (not "." or "..")
+ * joined by "/", at most SIM_TENANT_PATH_MAX bytes. */
+bool sim_tenant_path_ok(const char *s);
+
 #endif

@@ -130,8 +130,10 @@ def test_device_access():
 def test_root_refused():
     m = os.path.join(fx.tempdir(), "users")
     with open(m, "w") as f:
-        f.write("# tenant user\nresearch root\nresearch/nlp nobody\n@alice 4242:4242\n"
-                "@bob nobody:nogroup\n@carol 4243:nogroup\n@dave nobody:nosuchgroup\n")
+        f.write("# tenant user\nresearch root\nresearch/nlp nobody\n"
+                "@research/vision:alice 4242:4242\n@research/vision:bob nobody:nogroup\n"
+                "@research/vision:carol 4243:nogroup\n@research/vision:dave nobody:nosuchgroup\n"
+                "@mallory 4244 allow-root\n")
     ag2 = Agent(dm, AG, "ag-root", emulate="1xT4", args=["--user-map", m])
     try:
         # only ag-root has a T4; research/vision maps to root (its parent's line)
@@ -158,6 +160,17 @@ def test_root_refused():
         j = wait_state(jid, ("succeeded", "failed"))
         assert j["state"] == "succeeded" and ag2.task_log(jid).strip() == "4242", \
             (j, ag2.task_log(jid))
+        # a user line names the token's tenant scope too: another tenant's token of the same
+        # name, or a scoped token named like a cluster-wide one, does not get its user
+        for scope, name in (("research/nlp", "alice"), ("research/nlp", "mallory")):
+            tok = dm.token("member", scope, name)
+            jid = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 1,
+                                                     "gpu_models": ["T4"],
+                                                     "command": sh("id -u")},
+                                token=tok), 201)["id"]
+            j = wait_state(jid, ("succeeded", "failed"))
+            assert j["state"] == "succeeded" and ag2.task_log(jid).strip() == "65534", \
+                (scope, name, j, ag2.task_log(jid))
         # USER:GROUP, each a name or a number; an unknown group is refused
         gid = str(grp.getgrnam("nogroup").gr_gid)
         for name, want in (("bob", "65534 " + gid), ("carol", "4243 " + gid)):
