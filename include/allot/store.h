@@ -277,9 +277,10 @@ struct allot_store_node {
     int state;       /* enum allot_store_node_state */
     int64_t last_heartbeat;
     int64_t lease_expiry;
+    int64_t token_id; /* the agent token the node is bound to (0: none yet) */
 };
 
-/* Creates or replaces a node. */
+/* Creates or replaces a node (a token_id of 0 keeps the stored one). */
 int allot_store_node_put(struct allot_store *st, const struct allot_store_node *n);
 int allot_store_node_get(struct allot_store *st, const char *name, struct allot_store_node *out);
 /* Records a heartbeat: last_heartbeat = now, lease_expiry = expiry. ALLOT_ENOENT. */

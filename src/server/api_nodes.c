@@ -22,8 +22,34 @@ struct register_write {
     struct req *r;
     const char *name, *inv, *target;
     int64_t now, expiry;
-    int status; /* OUT: 201 new, 200 same inventory, 409 another one */
+    int status; /* OUT: 201 new, 200 same inventory, 409 another one, 403 another agent's */
 };
+
+/* Whether the calling token may speak for stored node n: the agent token
+ * it is bound to may; so may any other once that one is revoked (or when
+ * none is bound yet), and the node is then bound to the caller (put with
+ * its token). 1 yes, 0 no, or a negative ALLOT_E*. One agent's token cannot
+ * heartbeat, report or take over another agent's node. */
+static int node_speaker(struct allot_store *st, struct req *r, struct allot_store_node *n)
+{
+    struct allot_store_token t = {0};
+    int rc;
+
+    if (n->token_id == r->who.token_id)
+        return 1;
+    if (n->token_id != 0) {
+        rc = allot_store_token_get(st, n->token_id, &t);
+        bool live = rc == 0 && t.revoked == 0;
+        allot_store_token_clear(&t);
+        if (rc < 0 && rc != ALLOT_ENOENT)
+            return rc;
+        if (live)
+            return 0;
+    }
+    n->token_id = r->who.token_id;
+    rc = allot_store_node_put(st, n);
+    return rc < 0 ? rc : 1;
+}
 
 /* Group-commit write: a new node, or a heartbeat of a known one. */
 static int register_fn(struct allot_store *st, void *arg)
@@ -35,6 +61,12 @@ static int register_fn(struct allot_store *st, void *arg)
     if (rc == 0) {
         w->status = strcmp(old.inventory ? old.inventory : "", w->inv) ? 409 : 200;
         if (w->status == 200) {
+            rc = node_speaker(st, w->r, &old);
+            if (rc == 0)
+                w->status = 403;
+            rc = rc < 0 ? rc : 0;
+        }
+        if (w->status == 200) {
             rc = allot_store_node_heartbeat(st, w->name, w->now, w->expiry);
             if (!rc)
                 rc = api_audit(st, w->r, w->target, "ok (again)", w->now);
@@ -44,7 +76,8 @@ static int register_fn(struct allot_store *st, void *arg)
                                      .inventory = (char *)w->inv,
                                      .state = ALLOT_SN_READY,
                                      .last_heartbeat = w->now,
-                                     .lease_expiry = w->expiry};
+                                     .lease_expiry = w->expiry,
+                                     .token_id = w->r->who.token_id};
         w->status = 201;
         rc = allot_store_node_put(st, &n);
         if (!rc)
@@ -86,6 +119,10 @@ int api_nodes_register(struct req *r)
         api_error(r, 500, "store", "%s", allot_strerror(rc));
     else if (status == 409)
         api_error(r, 409, "conflict", "node %s is registered with another inventory", name);
+    else if (status == 403)
+        api_error(r, 403, "forbidden",
+                  "node %s belongs to another agent token; revoke that token to move the node",
+                  name);
     else {
         if (status == 201) {
             int cur = atomic_load(&r->srv->max_node_gpus);
@@ -252,6 +289,7 @@ struct beat_write {
     size_t n_ended;
     int64_t *evict; /* OUT: jobs its agent fenced, to queue again (64 at most) */
     size_t n_evict;
+    bool foreign; /* OUT: the node belongs to another agent token (nothing written) */
 };
 
 /* Group-commit write: the lease, the job reports and their audit entry. */
@@ -262,6 +300,14 @@ static int beat_fn(struct allot_store *st, void *arg)
     size_t i;
     int rc = allot_store_node_get(st, w->name, w->n);
 
+    if (!rc) {
+        rc = node_speaker(st, w->r, w->n);
+        if (rc == 0) {
+            w->foreign = true;
+            return ALLOT_ESTATE; /* rolls back: nothing of it is stored */
+        }
+        rc = rc < 0 ? rc : 0;
+    }
     if (!rc)
         rc = allot_store_node_heartbeat(st, w->name, w->now, w->expiry);
     json_array_foreach(w->jobs, i, x)
@@ -272,6 +318,7 @@ static int beat_fn(struct allot_store *st, void *arg)
         w->n_ended += w->ended[w->n_ended] != 0;
         w->n_evict += w->evict[w->n_evict] != 0;
     }
+    json_t *mine = json_object(); /* "JOB:TASK" -> placed on this node? */
     json_array_foreach(w->samples, i, x)
     {
         struct allot_store_sample smp = {
@@ -286,8 +333,32 @@ static int beat_fn(struct allot_store *st, void *arg)
             .interval_ms = json_integer_value(json_object_get(x, "interval_ms"))};
         if (rc)
             break;
-        rc = allot_store_sample_add(st, &smp, NULL);
+        /* a node measures only what runs on it: samples of another node's task
+         * (or of no job) are not stored */
+        char key[48];
+        allot_fmt(key, sizeof(key), "%lld:%d", (long long)smp.job_id, smp.task);
+        json_t *known = json_object_get(mine, key);
+        if (!known) {
+            struct allot_store_job j = {0};
+            int grc = allot_store_job_get(st, smp.job_id, &j);
+            json_t *pl = grc == 0 && j.placement ? json_loads(j.placement, 0, NULL) : NULL;
+            const char *at = json_string_value(json_object_get(
+                json_array_get(json_object_get(pl, "tasks"), (size_t)smp.task), "node"));
+            bool here = at && !strcmp(at, w->name);
+
+            json_decref(pl);
+            allot_store_job_clear(&j);
+            if (grc < 0 && grc != ALLOT_ENOENT) {
+                rc = grc;
+                break;
+            }
+            known = json_boolean(here);
+            json_object_set_new(mine, key, known);
+        }
+        if (json_is_true(known))
+            rc = allot_store_sample_add(st, &smp, NULL);
     }
+    json_decref(mine);
     if (!rc && json_array_size(w->jobs))
         rc = api_audit(st, w->r, w->target, "ok", w->now);
     return rc;
@@ -334,6 +405,8 @@ int api_nodes_heartbeat(struct req *r)
         r->audited = false;
     if (rc == ALLOT_ENOENT) {
         api_error(r, 404, "not_found", "no node %s; register it first", name);
+    } else if (w.foreign) {
+        api_error(r, 403, "forbidden", "node %s belongs to another agent token", name);
     } else if (rc < 0) {
         /* the store failed, not the node: its lease is renewed all the same
          * (in the loop's books), so that its agent does not fence its tasks

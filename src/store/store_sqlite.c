@@ -160,6 +160,8 @@ static const struct migration migrations[] = {
         " INSERT INTO runs(job_id, tenant, token_id, placement, start_time)"
         " VALUES (NEW.id, NEW.tenant, NEW.token_id, COALESCE(NEW.placement, '{}'),"
         " NEW.start_time); END;\n"},
+    /* a node is bound to the agent token that registered it */
+    {8, "ALTER TABLE nodes ADD COLUMN token_id INTEGER NOT NULL DEFAULT 0;\n"},
 };
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 

@@ -57,18 +57,20 @@ const char *const sq_stmt_sql[SQ_NSTMT] = {
     [SQ_PRIO_DELETE] = "DELETE FROM prio_classes WHERE name = ?1",
     [SQ_PRIO_LIST] = "SELECT name, value, preemptible FROM prio_classes"
                      " ORDER BY value DESC, name",
-    [SQ_NODE_PUT] = "INSERT INTO nodes(name, inventory, state, last_heartbeat, lease_expiry)"
-                    " VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT(name) DO UPDATE SET"
+    [SQ_NODE_PUT] = "INSERT INTO nodes(name, inventory, state, last_heartbeat, lease_expiry,"
+                    " token_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT(name) DO UPDATE SET"
                     " inventory = excluded.inventory, state = excluded.state,"
                     " last_heartbeat = excluded.last_heartbeat,"
-                    " lease_expiry = excluded.lease_expiry",
-    [SQ_NODE_GET] = "SELECT name, inventory, state, last_heartbeat, lease_expiry FROM nodes"
-                    " WHERE name = ?1",
+                    " lease_expiry = excluded.lease_expiry,"
+                    " token_id = CASE WHEN excluded.token_id != 0 THEN excluded.token_id"
+                    " ELSE nodes.token_id END",
+    [SQ_NODE_GET] = "SELECT name, inventory, state, last_heartbeat, lease_expiry, token_id"
+                    " FROM nodes WHERE name = ?1",
     [SQ_NODE_HEARTBEAT] = "UPDATE nodes SET last_heartbeat = ?2, lease_expiry = ?3"
                           " WHERE name = ?1",
     [SQ_NODE_DELETE] = "DELETE FROM nodes WHERE name = ?1",
-    [SQ_NODE_LIST] = "SELECT name, inventory, state, last_heartbeat, lease_expiry FROM nodes"
-                     " ORDER BY name",
+    [SQ_NODE_LIST] = "SELECT name, inventory, state, last_heartbeat, lease_expiry, token_id"
+                     " FROM nodes ORDER BY name",
     [SQ_TOKEN_ADD] = "INSERT INTO tokens(name, role, tenant, hash, created, revoked)"
                      " VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     [SQ_TOKEN_GET] = "SELECT id, name, role, tenant, hash, created, revoked FROM tokens"
@@ -610,6 +612,7 @@ int sq_node_put(struct allot_store *base, const struct allot_store_node *nd)
     sq_bind_text(st, 3, allot_store_node_state_name(nd->state));
     sqlite3_bind_int64(st, 4, nd->last_heartbeat);
     sqlite3_bind_int64(st, 5, nd->lease_expiry);
+    sqlite3_bind_int64(st, 6, nd->token_id);
     return sq_done(s, st, sqlite3_step(st));
 }
 
@@ -620,6 +623,7 @@ static int node_row(struct sq_store *s, sqlite3_stmt *st, void *elem)
 
     nd->last_heartbeat = sqlite3_column_int64(st, 3);
     nd->lease_expiry = sqlite3_column_int64(st, 4);
+    nd->token_id = sqlite3_column_int64(st, 5);
     if ((rc = sq_col_text(st, 0, &nd->name)) || (rc = sq_col_text(st, 1, &nd->inventory)) ||
         (rc = sq_col_enum(s, st, 2, allot_store_node_state_name, &nd->state)))
         return rc;

@@ -108,11 +108,36 @@ def test_gang_over_two_nodes():
     assert f["exit_code"] == 137 and "OOM" in f["pending_reason"], f
 
 
+def test_node_bound_to_its_agent_token():
+    """A node belongs to the agent token that registered it: another agent token can
+    neither heartbeat for it (reports, samples, its desired state with the jobs' specs)
+    nor register it, until the first token is revoked; then the node moves."""
+    first = dm.token("agent", "", "agent-a")
+    other = dm.token("agent", "", "agent-b")
+    expect(dm.req("POST", "/v1/nodes/register", node("own-1"), token=first), 201)
+    jid = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 1,
+                                             "gpu_models": ["L4"]}, token=dm.admin), 201)["id"]
+    st, b = dm.req("POST", "/v1/nodes/own-1/heartbeat",
+                   {"jobs": [{"id": jid, "state": "failed", "exit_code": 1}]}, token=other)
+    assert st == 403 and b["error"]["code"] == "forbidden" and "jobs" not in b, (st, b)
+    st, b = dm.req("POST", "/v1/nodes/register", node("own-1"), token=other)
+    assert st == 403 and "revoke" in b["error"]["message"], (st, b)
+    assert get(jid)["state"] != "failed"
+    expect(dm.req("POST", "/v1/nodes/own-1/heartbeat", {}, token=first), 200)
+    tid = [t for t in expect(dm.req("GET", "/v1/tokens", token=dm.admin), 200)["tokens"]
+           if t["name"] == "agent-a"][0]["id"]
+    expect(dm.req("DELETE", "/v1/tokens/%d" % tid, token=dm.admin), 200)
+    expect(dm.req("POST", "/v1/nodes/register", node("own-1"), token=other), 200)
+    expect(dm.req("POST", "/v1/nodes/own-1/heartbeat", {}, token=other), 200)
+    expect(dm.req("POST", "/v1/jobs/%d/cancel" % jid, token=dm.admin), 200)
+    expect(dm.req("POST", "/v1/nodes/own-1/cordon", token=dm.admin), 200)
+
+
 if __name__ == "__main__":
     dm = Daemon()
     try:
         expect(dm.req("PUT", "/v1/tenants", TENANTS, token=dm.admin), 200)
         AG = dm.token("agent", "", "agents")
-        fx.run([test_long_poll, test_gang_over_two_nodes])
+        fx.run([test_long_poll, test_gang_over_two_nodes, test_node_bound_to_its_agent_token])
     finally:
         dm.stop()

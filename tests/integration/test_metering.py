@@ -153,6 +153,11 @@ def test_samples_count_once():
     assert "gpu_util" in e["error"]["message"], e
     e = beat(name, {"usage": {"samples": [dict(smp[0], extra=1)]}}, 400)
     assert "extra" in e["error"]["message"], e
+    # another node's samples of this job (its task does not run there) are not stored
+    expect(dm.req("POST", "/v1/nodes/register", node("m-spy"), token=AG), 201)
+    expect(dm.req("POST", "/v1/nodes/m-spy/cordon", token=dm.admin), 200)
+    beat("m-spy", {"usage": {"samples": [dict(smp[1], at=now + 250, cpu_ns=10 ** 15,
+                                                gpu_util=3)]}})
     time.sleep(1.1)
     beat(name, {"jobs": [{"id": jid, "state": "succeeded", "exit_code": 0}]})
     j = wait_state(jid, "succeeded")

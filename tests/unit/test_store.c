@@ -64,6 +64,7 @@ static void test_open_and_migrations(void **state)
                                 /* version 4: metering; 5: tenant networks; 6: sample intervals */
                                 "DROP TRIGGER runs_begin; DROP TRIGGER runs_end;"
                                 "DROP TRIGGER runs_again;" /* version 7: runs anew */
+                                "ALTER TABLE nodes DROP COLUMN token_id;" /* version 8 */
                                 "DROP TRIGGER node_spans_new; DROP TRIGGER node_spans_lost;"
                                 "DROP TRIGGER node_spans_back; DROP TRIGGER node_spans_gone;"
                                 "DROP TABLE runs; DROP TABLE node_spans; DROP TABLE samples;"
@@ -513,7 +514,7 @@ static void test_tables(void **state)
                                    (char *)"{\"gpu\":{\"nominal\":256,\"borrow_limit\":128}}"};
     struct allot_store_tenant *ts;
     struct allot_store_prio_class c = {(char *)"training", 100, true}, *cs;
-    struct allot_store_node nd = {(char *)"gpu-1", (char *)"{\"gpus\":8}", ALLOT_SN_READY, 10, 40};
+    struct allot_store_node nd = {(char *)"gpu-1", (char *)"{\"gpus\":8}", ALLOT_SN_READY, 10, 40, 7};
     struct allot_store_node gn, *ns;
     struct allot_store_token tok = {0}, gt, *tks;
     const char *secret = "allot_s3cret_token_value_never_stored";
@@ -589,6 +590,20 @@ static void test_tables(void **state)
     assert_int_equal(gn.state, ALLOT_SN_READY);
     assert_int_equal(gn.last_heartbeat, 50);
     assert_int_equal(gn.lease_expiry, 80);
+    assert_int_equal(gn.token_id, 7); /* the agent token it is bound to */
+    allot_store_node_clear(&gn);
+    /* a put without a token keeps the binding; one with a token moves it */
+    nd.name = (char *)"gpu-1";
+    nd.state = ALLOT_SN_READY;
+    nd.token_id = 0;
+    assert_int_equal(allot_store_node_put(st, &nd), 0);
+    assert_int_equal(allot_store_node_get(st, "gpu-1", &gn), 0);
+    assert_int_equal(gn.token_id, 7);
+    allot_store_node_clear(&gn);
+    nd.token_id = 9;
+    assert_int_equal(allot_store_node_put(st, &nd), 0);
+    assert_int_equal(allot_store_node_get(st, "gpu-1", &gn), 0);
+    assert_int_equal(gn.token_id, 9);
     allot_store_node_clear(&gn);
     assert_int_equal(allot_store_node_get(st, "gpu-9", &gn), ALLOT_ENOENT);
     assert_int_equal(allot_store_node_list(st, &ns, &n), 0);
@@ -684,7 +699,7 @@ static void test_bad_input_verbatim(void **state)
     for (size_t i = 0; i < sizeof nasty / sizeof nasty[0]; i++) {
         struct allot_store_job j = mkjob(nasty[i], nasty[i], 1);
         struct allot_store_tenant t = {(char *)nasty[i], 1, (char *)"shared", (char *)nasty[i]};
-        struct allot_store_node nd = {(char *)nasty[i], (char *)nasty[i], ALLOT_SN_READY, 0, 0};
+        struct allot_store_node nd = {(char *)nasty[i], (char *)nasty[i], ALLOT_SN_READY, 0, 0, 0};
         struct allot_store_node gn;
         int64_t id;
 

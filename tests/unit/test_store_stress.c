@@ -81,7 +81,7 @@ static void fault_loop(const struct fix *f, bool sticky)
 {
     struct allot_store *st = open_ok(f);
     struct allot_store_job_filter all = {.name_prefix = "fault"};
-    struct allot_store_node nd = {(char *)"gpu-1", (char *)"{}", ALLOT_SN_READY, 0, 0};
+    struct allot_store_node nd = {(char *)"gpu-1", (char *)"{}", ALLOT_SN_READY, 0, 0, 0};
     size_t done = count_jobs(st, all);
     int64_t dep = submit(st, "research/nlp", "base"), seq;
     uint8_t h[ALLOT_STORE_HASH_LEN];
