@@ -215,6 +215,12 @@ void table_print(struct table *t, FILE *f);
 /* Text of a scalar JSON value for a table cell ("-" for null or missing);
  * formats into buf. */
 const char *out_cell(json_t *v, char *buf, size_t n);
+/* s made safe to print on a terminal, in buf: control characters (C0, DEL
+ * and UTF-8 C1, so no escape sequence of another tenant's job name or
+ * reason reaches the terminal) become '?'. Returns buf ("-" for NULL). */
+const char *out_text(const char *s, char *buf, size_t n);
+/* The same in place (the string keeps its length or shrinks). */
+void out_defang(char *s);
 /* A Unix time as UTC "2026-01-31T12:00:00Z" ("-" for 0 or missing). */
 const char *out_time(json_t *v, char *buf, size_t n);
 

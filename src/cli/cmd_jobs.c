@@ -454,20 +454,22 @@ static const struct cli_usage show_usage = {
 static void show_one(const json_t *j)
 {
     json_t *spec = json_object_get(j, "spec"), *pl = json_object_get(j, "placement"), *x;
-    char b1[64], b2[64], b3[32];
+    char b1[64], b2[64], b3[32], t[1024];
     size_t i;
 
     printf("%-13s %s\n", "id:", job_label((json_t *)j, b1, sizeof(b1)));
-    printf("%-13s %s\n", "name:", out_cell(json_object_get(j, "name"), b1, sizeof(b1)));
+    printf("%-13s %s\n",
+           "name:", out_text(out_cell(json_object_get(j, "name"), b1, sizeof(b1)), t, sizeof(t)));
     printf("%-13s %s\n", "tenant:", out_cell(json_object_get(j, "tenant"), b1, sizeof(b1)));
     printf("%-13s %s\n", "state:", out_cell(json_object_get(j, "state"), b1, sizeof(b1)));
     if (json_is_string(json_object_get(j, "pending_reason")))
-        printf("%-13s %s\n", "reason:", json_string_value(json_object_get(j, "pending_reason")));
+        printf("%-13s %s\n", "reason:",
+               out_text(json_string_value(json_object_get(j, "pending_reason")), t, sizeof(t)));
     printf("%-13s %s\n", "priority:", out_cell(json_object_get(spec, "priority"), b1, sizeof(b1)));
     if ((x = json_object_get(spec, "array")))
-        printf("%-13s %s\n", "array:", json_string_value(x));
+        printf("%-13s %s\n", "array:", out_text(json_string_value(x), t, sizeof(t)));
     if ((x = json_object_get(spec, "dependency")))
-        printf("%-13s %s\n", "dependency:", json_string_value(x));
+        printf("%-13s %s\n", "dependency:", out_text(json_string_value(x), t, sizeof(t)));
     json_t *tasks = json_object_get(spec, "tasks"), *cpus = json_object_get(spec, "cpus");
     json_t *mem = json_object_get(spec, "memory");
     if (json_is_integer(mem))
@@ -485,7 +487,7 @@ static void show_one(const json_t *j)
         printf("%-13s", "command:");
         json_array_foreach(x, i, w)
         {
-            printf(" %s", json_string_value(w));
+            printf(" %s", out_text(json_string_value(w), t, sizeof(t)));
         }
         putchar('\n');
     }
@@ -633,15 +635,13 @@ static const struct cli_usage events_usage = {
 
 static void event_line(const struct cli *c, json_t *e)
 {
-    char b1[32], b2[32];
+    char b1[32], b2[32], t[1024];
 
     if (c->fmt == CLI_FMT_TABLE) {
         printf("%-6s %-20s  %-12s %s\n", out_cell(json_object_get(e, "seq"), b1, sizeof(b1)),
                out_time(json_object_get(e, "time"), b2, sizeof(b2)),
                json_string_value(json_object_get(e, "kind")),
-               json_is_string(json_object_get(e, "detail"))
-                   ? json_string_value(json_object_get(e, "detail"))
-                   : "-");
+               out_text(json_string_value(json_object_get(e, "detail")), t, sizeof(t)));
     } else if (c->fmt == CLI_FMT_JSON) {
         json_dumpf(e, stdout, JSON_COMPACT);
         putchar('\n');

@@ -269,14 +269,11 @@ void table_row(struct table *t, const char *const *cells)
     for (size_t i = 0; i < t->n_cols; i++) {
         const char *s = cells[i] && *cells[i] ? cells[i] : "-";
         char *copy = allot_strdup(s);
-        char *p;
 
         if (!copy)
             t->oom = true;
-        /* a cell stays on one line */
-        for (p = copy; p && *p; p++)
-            if (*p == '\n' || *p == '\t' || *p == '\r')
-                *p = ' ';
+        /* a cell stays on one line, and holds no control characters */
+        out_defang(copy);
         t->cells[t->n_rows * t->n_cols + i] = copy;
     }
     t->n_rows++;
@@ -312,6 +309,31 @@ void table_print(struct table *t, FILE *f)
         allot_free(t->cells[i]);
     allot_free(t->cells);
     allot_free(t);
+}
+
+void out_defang(char *s)
+{
+    unsigned char *r = (unsigned char *)s, *w = (unsigned char *)s;
+
+    for (; r && *r; r++) {
+        if (*r < 0x20 || *r == 0x7f) {
+            *w++ = *r == '\n' || *r == '\t' || *r == '\r' ? ' ' : '?';
+        } else if (*r == 0xc2 && r[1] >= 0x80 && r[1] <= 0x9f) { /* C1, as UTF-8 */
+            *w++ = '?';
+            r++;
+        } else {
+            *w++ = *r;
+        }
+    }
+    if (w)
+        *w = '\0';
+}
+
+const char *out_text(const char *s, char *buf, size_t n)
+{
+    allot_strlcpy(buf, s ? s : "-", n);
+    out_defang(buf);
+    return buf;
 }
 
 const char *out_cell(json_t *v, char *buf, size_t n)

@@ -192,6 +192,19 @@ def test_submit_show_cancel_events():
     assert "memory -\n" in t, t
 
 
+def test_no_escape_sequences_reach_the_terminal():
+    """Another tenant's job name or command may hold escape sequences: tables and `show`
+    print them defanged; JSON keeps them exactly."""
+    evil = "x\x1b]0;pwned\x07\x1b[31mred\u009b2J"
+    jid = submit("-t", "research/nlp", "--name", evil, "--", "echo", evil)
+    for args in (("ls",), ("show", jid)):
+        out = ok(cli(dm, *args)).out
+        assert "\x1b" not in out and "\x07" not in out and "\u009b" not in out, (args, out)
+        assert "x?]0;pwned??[31mred?2J" in out, (args, out)
+    assert ok(cli(dm, "show", jid, "-o", "json")).json()["name"] == evil
+    ok(cli(dm, "cancel", jid))
+
+
 def test_submit_shapes_and_files():
     m = submit("-t", "research/nlp", "--mig", "1g.10gb")
     f = submit("-t", "research/nlp", "--gpu-milli", "250", "--gpu-memory", "10G")
@@ -382,7 +395,8 @@ if __name__ == "__main__":
     try:
         fx.run([test_help_everywhere, test_cli_uses_only_served_routes,
                 test_apply_tenants_and_quota, test_submit_show_cancel_events,
-                test_submit_shapes_and_files, test_yaml_round_trip, test_submit_errors,
+                test_no_escape_sequences_reach_the_terminal, test_submit_shapes_and_files,
+                test_yaml_round_trip, test_submit_errors,
                 test_idempotency_key_flag, test_arrays_and_dependencies,
                 test_ls_pages_and_filters,
                 test_member_scope_and_denied])
