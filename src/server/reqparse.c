@@ -6,6 +6,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 bool req_route_match(const char *pat, const char *path, char params[REQ_MAX_PARAMS][REQ_PARAM_MAX])
 {
@@ -38,7 +39,8 @@ bool req_route_match(const char *pat, const char *path, char params[REQ_MAX_PARA
 
 const char *req_bearer(const char *h)
 {
-    if (!h || strncmp(h, "Bearer ", 7) != 0)
+    /* the scheme is case-insensitive (RFC 9110, section 11.1) */
+    if (!h || strncasecmp(h, "Bearer ", 7) != 0)
         return NULL;
     h += 7;
     if (strlen(h) > REQ_BEARER_MAX)

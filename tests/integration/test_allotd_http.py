@@ -31,6 +31,8 @@ def test_401_without_or_with_a_bad_token():
     expect(dm.req("GET", "/v1/jobs", token="allot_" + "0" * 64), 401)
     expect(dm.req("GET", "/v1/jobs", headers={"Authorization": "Basic Zm9vOmJhcg=="}), 401)
     expect(dm.req("GET", "/v1/jobs", headers={"Authorization": "Bearer"}), 401)
+    # the scheme's case does not matter
+    expect(dm.req("GET", "/v1/jobs", headers={"Authorization": "bearer " + dm.admin}), 200)
     expect(dm.req("POST", "/v1/jobs", {"tenant": "x"}), 401)
 
 
