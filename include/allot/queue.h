@@ -134,6 +134,8 @@ struct allot_job {
     struct allot_resvec req;       /* what the whole gang uses */
     struct allot_placement *pl;    /* owned, n_tasks entries while running */
     struct allot_why why;          /* the current reason, structured */
+    struct allot_why reclaim_why;  /* the reason of its last victim search that took victims
+                                      with a grace period: shown while they stop */
     char reason[ALLOT_REASON_MAX]; /* its text, filled by allot_queue_reason() */
 };
 

@@ -1127,6 +1127,12 @@ const char *allot_queue_reason(struct allot_queue *q, int id)
         return "";
     j = &q->jobs[id];
     w = &j->why;
+    /* a job whose victims are in their grace period waits for them, whatever
+     * its placement attempts meanwhile find (the text only: decisions read
+     * j->why) */
+    if (j->state == ALLOT_JOB_PENDING && j->stopping_victims > 0 &&
+        j->reclaim_why.kind == ALLOT_WHY_RECLAIM)
+        w = &j->reclaim_why;
     r = j->reason;
     n = sizeof(j->reason);
     switch (w->kind) {

@@ -1351,6 +1351,7 @@ static int victims_preempt(struct allot_queue *q, struct allot_job *j, const str
         const struct allot_job *v0 = &q->jobs[s->vs[s->order[0]].id];
         queue_set_why(j, ALLOT_WHY_RECLAIM, v0->spec.tenant, preempt_kind(q, j, v0, s->fair), -1, g,
                       q->o.grace_s);
+        j->reclaim_why = j->why;
     }
     return 0;
 }
