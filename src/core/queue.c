@@ -1112,8 +1112,8 @@ static void text_capacity(struct allot_queue *q, struct allot_job *j)
                   j->spec.n_tasks, t->num_gpu, model, best_whole);
     else
         allot_fmt(j->reason, sizeof(j->reason),
-                  "no node has %d free%s GPUs%s (most free on one node: %d)", t->num_gpu, model,
-                  t->num_gpu > 1 ? " in one NVLink island" : "", best_whole);
+                  "no node has %d free%s GPU%s (most free on one node: %d)", t->num_gpu, model,
+                  t->num_gpu > 1 ? "s in one NVLink island" : "", best_whole);
 }
 
 const char *allot_queue_reason(struct allot_queue *q, int id)
