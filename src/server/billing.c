@@ -217,6 +217,17 @@ int api_pricebook_get(struct req *r)
         return api_error(r, 500, "internal", "price book: %s", allot_strerror(rc));
     if (!pb)
         return api_error(r, 404, "not_found", "no price book is set (PUT /v1/pricebook)");
+    /* prices are the cluster's; a budget is its tenant's business: the
+     * caller sees the budgets of the tenants it sees */
+    json_t *budgets = json_object_get(pb, "budgets");
+    const char *k;
+    json_t *v;
+    void *tmp;
+    json_object_foreach_safe(budgets, tmp, k, v)
+    {
+        if (!auth_sees_tenant(&r->who, k))
+            json_object_del(budgets, k);
+    }
     return api_json(r, 200, pb);
 }
 

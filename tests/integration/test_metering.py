@@ -111,7 +111,9 @@ def test_pricebook_validation():
     expect(dm.req("PUT", "/v1/pricebook", BOOK, token=MEMBER), 403)
     expect(dm.req("GET", "/v1/pricebook", token=dm.admin), 404)  # nothing stored by the above
     expect(dm.req("PUT", "/v1/pricebook", BOOK, token=dm.admin), 200)
-    assert expect(dm.req("GET", "/v1/pricebook", token=MEMBER), 200) == BOOK
+    assert expect(dm.req("GET", "/v1/pricebook", token=dm.admin), 200) == BOOK
+    # a member of research/vision sees the prices, not research/nlp's budget
+    assert expect(dm.req("GET", "/v1/pricebook", token=MEMBER), 200) == dict(BOOK, budgets={})
 
 
 def test_allocated_seconds_exact():
@@ -435,6 +437,11 @@ def test_members_see_their_tenant_only():
     assert inv["tenants"] == [] and "cluster" not in inv and "unbilled" not in inv, inv
     usage("tenant=research/nlp", token=MEMBER, status=404)
     expect(dm.req("GET", "/v1/invoices?tenant=research/nlp", token=MEMBER), 404)
+    # the price book's prices are everyone's, another tenant's budget is not
+    assert "research/nlp" in expect(dm.req("GET", "/v1/pricebook", token=dm.admin),
+                                    200)["budgets"]
+    pb = expect(dm.req("GET", "/v1/pricebook", token=MEMBER), 200)
+    assert pb["books"] and "research/nlp" not in pb.get("budgets", {}), pb
 
 
 def test_cli():
