@@ -360,7 +360,7 @@ static void build_env(const struct agent *a, json_t *d, const struct run_user *u
     env_set(e, "ALLOT_SHIM_REGION", buf);
     /* the jobs on one GPU share its time by their tenants' weights, through
      * the node's share folder (created at start, sticky and open to all) */
-    allot_fmt(buf, sizeof(buf), "%s/../gpushare", a->tasks_dir);
+    allot_fmt(buf, sizeof(buf), "%s/gpushare", a->cfg.state_dir);
     env_set(e, "ALLOT_GPU_SHARE_DIR", buf);
     json_int_t w = json_integer_value(json_object_get(d, "share_weight"));
     if (w > 0) {

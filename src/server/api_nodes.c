@@ -29,13 +29,15 @@ struct register_write {
  * it is bound to may; so may any other once that one is revoked (or when
  * none is bound yet), and the node is then bound to the caller (put with
  * its token). 1 yes, 0 no, or a negative ALLOT_E*. One agent's token cannot
- * heartbeat, report or take over another agent's node. */
+ * heartbeat, report or take over another agent's node; an admin's can (it
+ * binds nothing). */
 static int node_speaker(struct allot_store *st, struct req *r, struct allot_store_node *n)
 {
     struct allot_store_token t = {0};
     int rc;
 
-    if (n->token_id == r->who.token_id)
+    /* an admin may speak for any node, and binds none to itself */
+    if (n->token_id == r->who.token_id || r->who.role != ALLOT_ROLE_AGENT)
         return 1;
     if (n->token_id != 0) {
         rc = allot_store_token_get(st, n->token_id, &t);
@@ -72,12 +74,13 @@ static int register_fn(struct allot_store *st, void *arg)
                 rc = api_audit(st, w->r, w->target, "ok (again)", w->now);
         }
     } else if (rc == ALLOT_ENOENT) {
-        struct allot_store_node n = {.name = (char *)w->name,
-                                     .inventory = (char *)w->inv,
-                                     .state = ALLOT_SN_READY,
-                                     .last_heartbeat = w->now,
-                                     .lease_expiry = w->expiry,
-                                     .token_id = w->r->who.token_id};
+        struct allot_store_node n = {
+            .name = (char *)w->name,
+            .inventory = (char *)w->inv,
+            .state = ALLOT_SN_READY,
+            .last_heartbeat = w->now,
+            .lease_expiry = w->expiry,
+            .token_id = w->r->who.role == ALLOT_ROLE_AGENT ? w->r->who.token_id : 0};
         w->status = 201;
         rc = allot_store_node_put(st, &n);
         if (!rc)

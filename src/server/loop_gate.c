@@ -67,18 +67,21 @@ enum gate { GATE_OPEN, GATE_WAIT, GATE_NEVER };
 struct dep_state {
     int64_t id;
     bool all_ended, any_ok, any_notok;
-    int first_bad; /* the state of an ended, unsuccessful one */
+    int first_bad;        /* the state of an ended, unsuccessful one */
+    int64_t first_bad_id; /* ... and its job (an array's member) */
 };
 
-static void dep_account(struct dep_state *d, int state)
+static void dep_account(struct dep_state *d, int64_t job, int state)
 {
     if (!allot_store_job_state_terminal(state)) {
         d->all_ended = false;
     } else if (state == ALLOT_SJ_SUCCEEDED) {
         d->any_ok = true;
     } else {
-        if (!d->any_notok)
+        if (!d->any_notok) {
             d->first_bad = state;
+            d->first_bad_id = job;
+        }
         d->any_notok = true;
     }
 }
@@ -101,12 +104,12 @@ static int dep_read(struct allot_store *rd, int64_t id, struct dep_state *d)
         do {
             rc = allot_store_job_list(rd, &f, &pg);
             for (size_t i = 0; i < pg.n; i++)
-                dep_account(d, pg.jobs[i].state);
+                dep_account(d, pg.jobs[i].id, pg.jobs[i].state);
             f.cursor = pg.next_cursor;
             allot_store_job_page_free(&pg);
         } while (rc == 0 && f.cursor);
     } else if (rc == 0) {
-        dep_account(d, j.state);
+        dep_account(d, j.id, j.state);
     }
     allot_store_job_clear(&j);
     return rc;
@@ -131,8 +134,15 @@ static enum gate gate_check(struct allot_store *rd, const struct held *h, int in
         switch (d->kind) {
         case JOBDEP_AFTEROK:
             if (cache->any_notok) {
-                allot_fmt(why, len, "dependency can never be satisfied: job %lld %s (afterok)", id,
-                          allot_store_job_state_name(cache->first_bad));
+                if (cache->first_bad_id != d->id) /* a member of array `id` */
+                    allot_fmt(why, len,
+                              "dependency can never be satisfied: job %lld of array %lld %s "
+                              "(afterok)",
+                              (long long)cache->first_bad_id, id,
+                              allot_store_job_state_name(cache->first_bad));
+                else
+                    allot_fmt(why, len, "dependency can never be satisfied: job %lld %s (afterok)",
+                              id, allot_store_job_state_name(cache->first_bad));
                 return GATE_NEVER;
             }
             if (!cache->all_ended) {

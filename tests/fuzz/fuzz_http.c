@@ -23,6 +23,7 @@
 
 #include <ctype.h>
 #include <string.h>
+#include <strings.h>
 
 /* The patterns of http_routes (http.c); a new route's shape belongs here. */
 static const char *const patterns[] = {
@@ -151,10 +152,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     tok = req_bearer(auth);
     if (tok) {
-        FUZZ_CHECK(tok == auth + 7 && !strncmp(auth, "Bearer ", 7));
+        FUZZ_CHECK(tok == auth + 7 && !strncasecmp(auth, "Bearer ", 7));
         FUZZ_CHECK(strlen(tok) <= REQ_BEARER_MAX);
     } else {
-        FUZZ_CHECK(strncmp(auth, "Bearer ", 7) != 0 || strlen(auth + 7) > REQ_BEARER_MAX);
+        FUZZ_CHECK(strncasecmp(auth, "Bearer ", 7) != 0 || strlen(auth + 7) > REQ_BEARER_MAX);
     }
     FUZZ_CHECK(req_bearer(NULL) == NULL);
 

@@ -119,6 +119,17 @@ def test_dependencies():
     finish(x["id"])
 
 
+def test_array_dependency_names_the_member():
+    """afterok of an array that one member failed names that member, not the array."""
+    a = submit({"name": "pair", "array": "0-1", "command": ["run"]})
+    ids = [m["id"] for m in members(a["id"])]
+    dep = submit({"dependency": "afterok:%d" % a["id"], "gpus": 0})
+    finish(ids[0])
+    finish(ids[1], ok=False)
+    n = wait_job(dep["id"], lambda x: x["state"] == "cancelled")
+    assert "job %d of array %d failed (afterok)" % (ids[1], a["id"]) in n["pending_reason"], n
+
+
 def test_array_throttle_and_cancel():
     a = submit({"name": "sweep", "array": "0-9%2", "command": ["run"]})
     aid = a["id"]
@@ -201,6 +212,7 @@ if __name__ == "__main__":
         expect(dm.req("PUT", "/v1/tenants", TENANTS, token=dm.admin), 200)
         AG = dm.token("agent", "", "agents")
         fx.run([test_register, test_bad_expressions, test_dependencies,
+                test_array_dependency_names_the_member,
                 test_array_throttle_and_cancel, test_array_idempotency,
                 test_restart_keeps_held_jobs])
     finally:
