@@ -63,7 +63,7 @@ static void test_open_and_migrations(void **state)
                                 "DROP INDEX jobs_by_array;"
                                 /* version 4: metering; 5: tenant networks; 6: sample intervals */
                                 "DROP TRIGGER runs_begin; DROP TRIGGER runs_end;"
-                                "DROP TRIGGER runs_again;" /* version 7: runs anew */
+                                "DROP TRIGGER runs_again;"                /* version 7: runs anew */
                                 "ALTER TABLE nodes DROP COLUMN token_id;" /* version 8 */
                                 "DROP TRIGGER node_spans_new; DROP TRIGGER node_spans_lost;"
                                 "DROP TRIGGER node_spans_back; DROP TRIGGER node_spans_gone;"
@@ -514,7 +514,8 @@ static void test_tables(void **state)
                                    (char *)"{\"gpu\":{\"nominal\":256,\"borrow_limit\":128}}"};
     struct allot_store_tenant *ts;
     struct allot_store_prio_class c = {(char *)"training", 100, true}, *cs;
-    struct allot_store_node nd = {(char *)"gpu-1", (char *)"{\"gpus\":8}", ALLOT_SN_READY, 10, 40, 7};
+    struct allot_store_node nd = {
+        (char *)"gpu-1", (char *)"{\"gpus\":8}", ALLOT_SN_READY, 10, 40, 7};
     struct allot_store_node gn, *ns;
     struct allot_store_token tok = {0}, gt, *tks;
     const char *secret = "allot_s3cret_token_value_never_stored";
