@@ -225,8 +225,9 @@ static int job_report(struct allot_store *st, const char *node, json_t *rep, int
     rc = allot_store_job_get(st, json_integer_value(jid), &j);
     if (rc == 0)
         nodes = placement_nodes(j.placement, node, &on);
-    if (rc == ALLOT_ENOENT || (rc == 0 && (allot_store_job_state_terminal(j.state) || !on ||
-                                           (run && json_integer_value(run) != j.start_time)))) {
+    if (rc == ALLOT_ENOENT ||
+        (rc == 0 && (allot_store_job_state_terminal(j.state) || !on ||
+                     (json_integer_value(run) != 0 && json_integer_value(run) != j.start_time)))) {
         allot_store_job_clear(&j);
         return 0; /* stale report: the job ended, moved, never was here, or runs anew */
     }
