@@ -367,7 +367,7 @@ static const char *config_arg(int argc, char **argv, int i)
 {
     const char *file = NULL;
 
-    for (int k = i; k < argc && argv[k] && strcmp(argv[k], "--"); k++) {
+    for (int k = i; k < argc && argv[k] && strcmp(argv[k], "--") != 0; k++) {
         if (!strcmp(argv[k], "--config") && k + 1 < argc)
             file = argv[k + 1];
         else if (!strncmp(argv[k], "--config=", 9))
