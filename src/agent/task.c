@@ -673,11 +673,27 @@ static int64_t fence_deadline(const struct agent *a)
 
 void task_fence_deadline(const struct agent *a, int64_t at_ms)
 {
-    char text[32];
+    static int64_t written = -1; /* the agent is one thread */
+    char text[32], tmp[4200], path[4200];
+    int fd;
+    bool ok;
 
+    /* after every heartbeat: written only when it moved by half a second
+     * (a supervisor waits a second past it) or to 0, and not synced (it
+     * means nothing after a reboot), so the loop never waits on the disk */
+    if (at_ms == written || (at_ms && written > 0 && at_ms - written < 500))
+        return;
     allot_fmt(text, sizeof(text), "%lld\n", (long long)at_ms);
-    if (write_atomic(a->cfg.state_dir, "fence-at", text) < 0)
-        LOG_WARN("agent", "%s/fence-at: cannot write the fence deadline", a->cfg.state_dir);
+    allot_fmt(tmp, sizeof(tmp), "%s/.fence-at.tmp", a->cfg.state_dir);
+    allot_fmt(path, sizeof(path), "%s/fence-at", a->cfg.state_dir);
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    ok = fd >= 0 && write(fd, text, strlen(text)) == (ssize_t)strlen(text);
+    if (fd >= 0)
+        close(fd);
+    if (ok && rename(tmp, path) == 0)
+        written = at_ms;
+    else
+        LOG_WARN("agent", "%s: cannot write the fence deadline: %s", path, strerror(errno));
 }
 
 /* The supervisor's wait for the task's process: it also fences the task
