@@ -11,6 +11,24 @@ import time
 BASE = "/sys/fs/cgroup"
 
 
+def stale_roots(prefix):
+    """The root names PREFIX<pid> in any hierarchy whose run (pid) is gone: left
+    by a test run that was killed before it could clean up."""
+    names = set()
+    for d in [BASE] + ([os.path.join(BASE, c) for c in sorted(os.listdir(BASE))]
+                       if os.path.isdir(BASE) else []):
+        try:
+            names.update(n for n in os.listdir(d) if n.startswith(prefix))
+        except OSError:
+            pass
+    stale = []
+    for n in sorted(names):
+        pid = n[len(prefix):]
+        if pid.isdigit() and not os.path.exists("/proc/" + pid):
+            stale.append(n)
+    return stale
+
+
 def remove_tree(root_name):
     """Kills what is left in root_name's task cgroups and removes them and
     root_name, in every hierarchy. Returns the folders that could not be

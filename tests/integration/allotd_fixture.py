@@ -36,6 +36,18 @@ AGENT = os.path.join(os.path.dirname(os.path.abspath(ALLOTD)), "allot-agent")
 CGROUP_ROOT = "allot-test-%d" % os.getpid()
 
 
+def remove_stale_cgroups():
+    """Removes the task cgroups of test runs killed before their exit (a test's time
+    limit), whose atexit cleanup never ran. Returns the roots removed."""
+    stale = cgroups.stale_roots("allot-test-")
+    for name in stale:
+        cgroups.remove_tree(name)
+    return stale
+
+
+remove_stale_cgroups()
+
+
 def _cleanup_cgroups():
     """Kills what is left in this run's task cgroups (by pid) and removes them."""
     left = cgroups.remove_tree(CGROUP_ROOT)

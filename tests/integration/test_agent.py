@@ -55,6 +55,16 @@ def wait_state(jid, states, timeout=20):
     raise AssertionError("job %d not %s within %ss: %r" % (jid, states, timeout, j))
 
 
+def test_stale_cgroups_removed():
+    """The task cgroups of a test run that was killed (no pid 4194305 can exist) are
+    removed by the next run; this run's own are kept."""
+    dead = "/sys/fs/cgroup/pids/allot-test-4194305"
+    os.makedirs(os.path.join(dead, "7-0"), exist_ok=True)
+    assert "allot-test-4194305" in fx.remove_stale_cgroups()
+    assert not os.path.exists(dead)
+    assert fx.CGROUP_ROOT not in fx.remove_stale_cgroups()
+
+
 def test_run_to_completion():
     jid = submit({"command": sh("echo hello $ALLOT_JOB_ID; id -u; echo gpus=$CUDA_VISIBLE_DEVICES;"
                                 " echo nv=$NVIDIA_VISIBLE_DEVICES")})
@@ -945,7 +955,7 @@ if __name__ == "__main__":
         AG = dm.token("agent", "", "agents")
         agent = Agent(dm, AG, "ag-1", emulate="2xL4",
                       args=["--emulate-util", "35", "--sample-interval", "200ms"])
-        fx.run([test_run_to_completion, test_exit_code_and_no_command,
+        fx.run([test_stale_cgroups_removed, test_run_to_completion, test_exit_code_and_no_command,
                 test_memory_limit_is_an_oom_kill, test_cpu_quota, test_device_access,
                 test_root_refused, test_cancel_stops_with_grace, test_nvml_discovery, test_mig,
                 test_oci_image, test_scrub_between_tenants, test_fractions_shim_and_mps,
