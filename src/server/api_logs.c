@@ -53,8 +53,7 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud)
     return len;
 }
 
-/* The node of task `task` in a job's placement (JSON text), or "" . */
-static void task_node(const char *placement, int64_t task, char *node, size_t len)
+void task_node(const char *placement, int64_t task, char *node, size_t len)
 {
     json_t *pl = placement ? json_loads(placement, 0, NULL) : NULL;
     json_t *t = json_array_get(json_object_get(pl, "tasks"), (size_t)task);

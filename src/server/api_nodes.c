@@ -192,11 +192,6 @@ static int nodes_done(struct allot_store *st, int64_t job, const char *node, int
     return count;
 }
 
-/* Applies one job report of node `node` (inside the heartbeat's write).
- * *ended gets the job's id when the report ended it (the loop must hear
- * of it). A report that succeeded ends a job whose tasks are on several
- * nodes only once every one of them reported (a "node-done" event each);
- * a failure or loss ends it at once (the other tasks are stopped). */
 /* Whether stored job spec text lets the job be requeued (its "requeue",
  * true unless false). */
 static bool spec_requeue(const char *spec)
@@ -208,6 +203,11 @@ static bool spec_requeue(const char *spec)
     return requeue;
 }
 
+/* Applies one job report of node `node` (inside the heartbeat's write).
+ * *ended gets the job's id when the report ended it (the loop must hear
+ * of it). A report that succeeded ends a job whose tasks are on several
+ * nodes only once every one of them reported (a "node-done" event each);
+ * a failure or loss ends it at once (the other tasks are stopped). */
 static int job_report(struct allot_store *st, const char *node, json_t *rep, int64_t now,
                       int64_t *ended, int64_t *evict)
 {
@@ -323,6 +323,7 @@ static int beat_fn(struct allot_store *st, void *arg)
         w->n_evict += w->evict[w->n_evict] != 0;
     }
     json_t *mine = json_object(); /* "JOB:TASK" -> placed on this node? */
+    char at[128];
     json_array_foreach(w->samples, i, x)
     {
         struct allot_store_sample smp = {
@@ -345,18 +346,14 @@ static int beat_fn(struct allot_store *st, void *arg)
         if (!known) {
             struct allot_store_job j = {0};
             int grc = allot_store_job_get(st, smp.job_id, &j);
-            json_t *pl = grc == 0 && j.placement ? json_loads(j.placement, 0, NULL) : NULL;
-            const char *at = json_string_value(json_object_get(
-                json_array_get(json_object_get(pl, "tasks"), (size_t)smp.task), "node"));
-            bool here = at && !strcmp(at, w->name);
 
-            json_decref(pl);
+            task_node(grc == 0 ? j.placement : NULL, smp.task, at, sizeof(at));
             allot_store_job_clear(&j);
             if (grc < 0 && grc != ALLOT_ENOENT) {
                 rc = grc;
                 break;
             }
-            known = json_boolean(here);
+            known = json_boolean(!strcmp(at, w->name));
             json_object_set_new(mine, key, known);
         }
         if (json_is_true(known))

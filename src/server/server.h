@@ -192,6 +192,8 @@ void srv_reader_release(struct server *s);
 #define SRV_IDLE_READERS 128
 /* The read handle, or NULL after replying 500. */
 struct allot_store *api_reader(struct req *r);
+/* The node of task `task` in a job's placement (JSON text), or "". */
+void task_node(const char *placement, int64_t task, char *node, size_t len);
 /* Runs fn(st, arg) in the next group transaction; returns once durable
  * (0) or failed (fn's error or the commit's). */
 int srv_write(struct server *s, allot_store_write_fn fn, void *arg);
