@@ -104,6 +104,22 @@ static long long proc_start(pid_t pid)
     return start;
 }
 
+/* The GPUs (inventory indices) desired-state entry d places its task on. */
+static unsigned gpu_mask_of(const struct agent *a, json_t *d)
+{
+    unsigned mask = 0;
+    json_t *x;
+    size_t i;
+
+    json_array_foreach(json_object_get(d, "gpus"), i, x)
+    {
+        json_int_t idx = json_integer_value(x);
+        if (idx >= 0 && idx < a->inv.n_gpus)
+            mask |= 1u << idx;
+    }
+    return mask;
+}
+
 /* ---- who the task runs as ---- */
 
 struct run_user {
@@ -843,12 +859,7 @@ static int task_launch(struct agent *a, json_t *d, struct task *t)
         task_fail(t, "no cgroups on this node: tasks cannot be isolated");
         return 0;
     }
-    json_array_foreach(json_object_get(d, "gpus"), i, x)
-    {
-        json_int_t idx = json_integer_value(x);
-        if (idx >= 0 && idx < a->inv.n_gpus)
-            t->gpu_mask |= 1u << idx;
-    }
+    t->gpu_mask = gpu_mask_of(a, d);
     if (scrub_gpus(a, t, d, tenant ? tenant : "", why, sizeof(why)) < 0) {
         task_fail(t, why);
         return 0;
@@ -1005,16 +1016,8 @@ bool task_alive(const struct task *t)
  * allotd's books; here they move once its processes are gone). */
 static bool gpus_still_held(const struct agent *a, json_t *d)
 {
-    unsigned mask = 0;
-    json_t *x;
-    size_t i;
+    unsigned mask = gpu_mask_of(a, d);
 
-    json_array_foreach(json_object_get(d, "gpus"), i, x)
-    {
-        json_int_t idx = json_integer_value(x);
-        if (idx >= 0 && idx < a->inv.n_gpus)
-            mask |= 1u << idx;
-    }
     for (size_t k = 0; k < a->n_tasks; k++) {
         const struct task *t = &a->tasks[k];
         if ((t->gpu_mask & mask) && task_alive(t) &&
@@ -1253,11 +1256,8 @@ int task_adopt_all(struct agent *a, struct task **out)
         t.started_ms = agent_now_ms();
         char jpath[4500];
         allot_fmt(jpath, sizeof(jpath), "%s/task.json", dir);
-        json_t *tj = json_load_file(jpath, 0, NULL), *g;
-        size_t gi;
-        json_array_foreach(json_object_get(tj, "gpus"), gi,
-                           g) if (json_integer_value(g) >= 0 && json_integer_value(g) < 32)
-            t.gpu_mask |= 1u << json_integer_value(g);
+        json_t *tj = json_load_file(jpath, 0, NULL);
+        t.gpu_mask = gpu_mask_of(a, tj);
         t.run = json_integer_value(json_object_get(tj, "run"));
         json_decref(tj);
         t.fenced = read_small(dir, "fenced", buf, sizeof(buf)) == 0;
