@@ -331,8 +331,8 @@ static bool same_run(json_t *d, const struct task *t)
     return !run || t->run == 0 || json_integer_value(run) == t->run;
 }
 
-/* Whether the desired state has (job, index), of any run. */
-static bool find_task_desired(json_t *desired, int64_t job, int index)
+/* The desired-state entry of (job, index), of any run, or NULL. */
+static json_t *desired_entry(json_t *desired, int64_t job, int index)
 {
     json_t *d;
     size_t i;
@@ -341,9 +341,9 @@ static bool find_task_desired(json_t *desired, int64_t job, int index)
     {
         if (json_integer_value(json_object_get(d, "job")) == job &&
             json_integer_value(json_object_get(d, "task")) == index)
-            return true;
+            return d;
     }
-    return false;
+    return NULL;
 }
 
 /* The desired-state entry of task t's run, or NULL: allotd no longer
@@ -351,16 +351,9 @@ static bool find_task_desired(json_t *desired, int64_t job, int index)
  * stopped and placed here again). */
 static json_t *desired_of(json_t *desired, const struct task *t)
 {
-    json_t *d;
-    size_t i;
+    json_t *d = desired_entry(desired, t->job, t->index);
 
-    json_array_foreach(desired, i, d)
-    {
-        if (json_integer_value(json_object_get(d, "job")) == t->job &&
-            json_integer_value(json_object_get(d, "task")) == t->index)
-            return same_run(d, t) ? d : NULL;
-    }
-    return NULL;
+    return d && same_run(d, t) ? d : NULL;
 }
 
 /* Follows what changes for tasks that run here: their tenant network's
@@ -398,7 +391,7 @@ static void reconcile_gone(struct agent *a, json_t *desired, int64_t now)
 
         if (desired_of(desired, t))
             continue;
-        bool rerun = find_task_desired(desired, t->job, t->index);
+        bool rerun = desired_entry(desired, t->job, t->index) != NULL;
         if (t->state == TASK_STARTING || t->state == TASK_RUNNING) {
             t->cancelled = true;
             task_stop(a, t, now, -1);
