@@ -1293,9 +1293,7 @@ int queue_consider(struct allot_queue *q, struct allot_job *j, int64_t now, stru
 int queue_consider_past(struct allot_queue *q, struct allot_job *j, int64_t now,
                         struct reservation *r, int bf, const struct allot_why *known)
 {
-    int who = 0, res = 0, rc;
-    bool aged = now - j->submit >= q->o.aging_s && q->o.aging_s > 0;
-    bool large = queue_job_gpus(j) >= (q->o.large_gang_gpus ? q->o.large_gang_gpus : 8);
+    int who = 0, res = 0, rc, refused = ALLOT_WHY_CAPACITY;
 
     /* past the fair-share cap: no start and no victim search (the job is
      * beyond its nominal and above its fair share, so only its own
@@ -1326,7 +1324,8 @@ int queue_consider_past(struct allot_queue *q, struct allot_job *j, int64_t now,
             if (rc == 1 && j->state == ALLOT_JOB_PENDING)
                 goto place;
         }
-        return 0;
+        refused = ALLOT_WHY_QUOTA;
+        goto reserve;
     }
     if (known)
         goto no_room;
@@ -1364,7 +1363,8 @@ no_room:
             return 0;
         }
     }
-    if (q->o.backfill && r->holder < 0 && large && (aged || q->o.reserve_gangs))
+reserve:
+    if (queue_gang_reserves(q, j, refused, who, r, now))
         return queue_reserve(q, j, now, r);
     return 0;
 }

@@ -23,7 +23,9 @@
  *    them apart (shared tasks, no exclusive job running, no orphans);
  *  - a job of a class with a verdict is skipped when considering it could do
  *    nothing else: it is not special (no victims stopping for it, not an
- *    aged large gang), it would not make a reservation (asserted), and no
+ *    aged large gang), it would not make a reservation (a large gang
+ *    turned away by the cluster's quota; never for lack of room, which is
+ *    asserted), and no
  *    victim search would run (preemption off, or the cycle's budget for its
  *    kind of search is spent). Its reason becomes the verdict, written only when it differs.
  *    While a reservation holds, every job first meets its test
@@ -687,23 +689,11 @@ static bool cls_quiet(struct allot_queue *q, int ti, struct fast_cls *c, uint32_
     return (c->in_nom ? q->reclaims_left : q->searches_left) <= 0;
 }
 
-/* True when a job of class c with verdict v would make a reservation (a
- * large gang turned away for lack of room, with none holding yet). Never
- * so while skipping: a capacity verdict is known only when a gang of the
- * same shape failed to place in this cycle (each cycle begins a free
- * epoch), and that gang, as large, made the reservation right after. */
-static bool cls_may_reserve(const struct allot_queue *q, const struct fast_cls *c, uint32_t v,
-                            const struct reservation *r)
-{
-    return (v & 15) == ALLOT_WHY_CAPACITY && r->holder < 0 && q->o.backfill && q->o.reserve_gangs &&
-           queue_job_gpus(&q->jobs[c->rep]) >= (q->o.large_gang_gpus ? q->o.large_gang_gpus : 8);
-}
-
 /* True when entry e, which reservation r does not hold back, can be
  * skipped: considering it would only set its reason to its class's
  * verdict (set here). */
 static bool ent_skip(struct allot_queue *q, struct fast_ten *T, int ti, struct fast_ent *e,
-                     const struct reservation *r)
+                     const struct reservation *r, int64_t now)
 {
     struct fast_cls *c;
     uint32_t v;
@@ -712,8 +702,17 @@ static bool ent_skip(struct allot_queue *q, struct fast_ten *T, int ti, struct f
         return false;
     c = &T->cls[e->cls];
     v = cls_verdict(q, T, ti, c);
-    if (!v || !cls_quiet(q, ti, c, v) || ALLOT_NEVER(cls_may_reserve(q, c, v, r)))
+    if (!v || !cls_quiet(q, ti, c, v))
         return false;
+    if (queue_gang_reserves(q, &q->jobs[e->id], (int)(v & 15), (int)(v >> 11), r, now)) {
+        /* it would make the reservation (aged gangs are special, never
+         * skipped); never for lack of room: a capacity verdict is
+         * known only when a gang of the same shape failed to place in
+         * this cycle (each cycle begins a free epoch), and that gang, as
+         * large, made the reservation right after */
+        (void)ALLOT_NEVER((v & 15) == ALLOT_WHY_CAPACITY);
+        return false;
+    }
     if (e->tag != v) {
         queue_set_why(&q->jobs[e->id], (int)(v & 15), (int)(v >> 11), (int)(v >> 4 & 127), -1, 0,
                       0);
@@ -745,7 +744,7 @@ static const struct allot_why *ent_known(struct allot_queue *q, struct fast_ten 
  * entry's reason already its class's verdict. Stops at the end of the
  * aged entries (the tenant's turn key changes there). */
 static size_t ten_skip_end(struct allot_queue *q, struct fast_ten *T, int ti,
-                           const struct reservation *r)
+                           const struct reservation *r, int64_t now)
 {
     size_t end = T->pos < T->n_aged ? T->n_aged : T->n_e;
 
@@ -755,7 +754,8 @@ static size_t ten_skip_end(struct allot_queue *q, struct fast_ten *T, int ti,
     for (size_t i = 0; i < T->n_cls; i++) {
         struct fast_cls *c = &T->cls[i];
         uint32_t v = cls_verdict(q, T, ti, c);
-        if (!v || !cls_quiet(q, ti, c, v) || ALLOT_NEVER(cls_may_reserve(q, c, v, r)))
+        if (!v || !cls_quiet(q, ti, c, v) ||
+            queue_gang_reserves(q, &q->jobs[c->rep], (int)(v & 15), (int)(v >> 11), r, now))
             return T->pos;
         if (c->n_mis > 0 || c->tagv != v) {
             T->recount = true; /* entries get v one by one; count them again after */
@@ -886,7 +886,7 @@ static int ten_run(struct allot_queue *q, struct queue_fast *f, int ti, int64_t 
         if (e->aged != T->key_aged || queue_cut(q))
             return 0;
         if (look) {
-            size_t end = ten_skip_end(q, T, ti, r);
+            size_t end = ten_skip_end(q, T, ti, r, now);
             look = false;
             if (end > T->pos) {
                 T->pos = end;
@@ -919,7 +919,7 @@ static int ten_run(struct allot_queue *q, struct queue_fast *f, int ti, int64_t 
             ent_tag(T, e, 0);
             continue;
         }
-        if (ent_skip(q, T, ti, e, r)) {
+        if (ent_skip(q, T, ti, e, r, now)) {
             q->visit = NULL;
             continue;
         }

@@ -193,6 +193,26 @@ static inline int queue_job_gpus(const struct allot_job *j)
     return (int)(j->req.v[ALLOT_RES_GPU] / ALLOT_MILLI);
 }
 
+/* Whether pending job j, turned away for `kind` (ALLOT_WHY_CAPACITY, or
+ * ALLOT_WHY_QUOTA at tenant `who`), makes the cycle's reservation r: a
+ * large gang, aged or with reserve_gangs, when none holds yet, for lack
+ * of room, or, inside its tenant's nominal, for lack of the cluster's own
+ * quota (index 0: the cluster is full and waiting is all the guarantee
+ * needs; a tenant's or an organisation's limit is not lifted by waiting
+ * on the running jobs' ends, so it reserves nothing). */
+static inline bool queue_gang_reserves(const struct allot_queue *q, const struct allot_job *j,
+                                       int kind, int who, const struct reservation *r, int64_t now)
+{
+    bool aged = now - j->submit >= q->o.aging_s && q->o.aging_s > 0;
+    bool large = queue_job_gpus(j) >= (q->o.large_gang_gpus ? q->o.large_gang_gpus : 8);
+
+    if (!q->o.backfill || r->holder >= 0 || !large || !(aged || q->o.reserve_gangs))
+        return false;
+    return kind == ALLOT_WHY_CAPACITY ||
+           (kind == ALLOT_WHY_QUOTA && who == 0 &&
+            allot_tenants_in_nominal(q->t, j->spec.tenant, &j->req));
+}
+
 /* Passes one decision to the cycle's callback. */
 static inline void queue_emit(struct allot_queue *q, int kind, const struct allot_job *j,
                               const char *why)

@@ -371,6 +371,59 @@ static void test_reserve_gangs(void **state)
     }
 }
 
+/* A large gang inside its tenant's nominal, turned away by the cluster's
+ * own quota (the cluster is full), reserves as one turned away for lack
+ * of room does: a later job that is not preemptible waits behind it
+ * instead of taking the room it waits for. Another tenant's work inside
+ * its nominal still starts (the guarantee first). */
+static void test_reserve_at_cluster_quota(void **state)
+{
+    struct allot_queue_opts o = base;
+    struct allot_job_spec s = {.name = "pinned",
+                               .prio_class = 0,
+                               .n_tasks = 1,
+                               .task = {.num_gpu = 4, .gpu_milli = 1000, .mig_profile = -1}};
+    struct world w;
+    char err[128];
+    int b2, bp, big, pinned;
+    struct allot_quota qa = {
+        .nominal = 8000, .borrow_limit = ALLOT_UNLIMITED, .lend_limit = ALLOT_UNLIMITED};
+
+    o.aging_s = 0;
+    o.reserve_gangs = true;
+    world_init(&w, 3, 6, o); /* 12 GPUs; a 8 in nominal, b 6 */
+    assert_int_equal(allot_tenants_set_quota(w.t, w.a, ALLOT_RES_GPU, qa), 0);
+    qa.nominal = 12000; /* the cluster */
+    assert_int_equal(allot_tenants_set_quota(w.t, 0, ALLOT_RES_GPU, qa), 0);
+    assert_int_equal(allot_queue_add_prio_class(w.q, "pinned", 0, false), 0);
+    submit(&w, "b1", w.b, 1, 4, 0, 100000);
+    b2 = submit(&w, "b2", w.b, 1, 1, 0, 1000);
+    cycle(&w, 0);
+    big = submit(&w, "big", w.a, 2, 4, 10, 100); /* in a's nominal; 5 + 8 > 12 */
+    bp = submit(&w, "bp", w.b, 1, 1, 10, 0);     /* b inside its nominal */
+    /* the shadow: b1's end (11 GPUs free, 3 spare); the pinned job's 4
+     * would delay the gang */
+    cycle(&w, 10);
+    assert_int_equal(allot_queue_job(w.q, big)->state, ALLOT_JOB_PENDING);
+    assert_non_null(strstr(allot_queue_reason(w.q, big), "cluster quota exhausted"));
+    assert_int_equal(allot_queue_job(w.q, bp)->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(allot_queue_job(w.q, bp)->backfill_for, -1);
+    s.tenant = w.a;
+    pinned = allot_queue_submit(w.q, &s, 20, err, sizeof(err));
+    assert_true(pinned >= 0);
+    cycle(&w, 20);
+    assert_int_equal(allot_queue_job(w.q, pinned)->state, ALLOT_JOB_PENDING);
+    assert_non_null(
+        strstr(allot_queue_reason(w.q, pinned), "held back: GPUs reserved for job big"));
+    /* b's short job and its in-nominal job end: the gang starts */
+    assert_int_equal(allot_queue_finish(w.q, b2, 1000), 0);
+    assert_int_equal(allot_queue_finish(w.q, bp, 1000), 0);
+    cycle(&w, 1000);
+    assert_int_equal(allot_queue_job(w.q, big)->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(allot_queue_job(w.q, pinned)->state, ALLOT_JOB_PENDING);
+    world_free(&w);
+}
+
 static void test_runtime_limit_and_validation(void **state)
 {
     struct world w;
@@ -1279,6 +1332,7 @@ int main(void)
         cmocka_unit_test(test_no_preemption_loops),
         cmocka_unit_test(test_backfill_respects_reservation),
         cmocka_unit_test(test_reserve_gangs),
+        cmocka_unit_test(test_reserve_at_cluster_quota),
         cmocka_unit_test(test_runtime_limit_and_validation),
         cmocka_unit_test(test_gang_prefers_one_rack),
         cmocka_unit_test(test_las_preemption),
