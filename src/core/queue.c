@@ -1075,22 +1075,39 @@ static void text_capacity(struct allot_queue *q, struct allot_job *j)
     if (t->model_mask && __builtin_popcountll(t->model_mask) == 1)
         allot_fmt(model, sizeof(model), " %s", cat->models[__builtin_ctzll(t->model_mask)].name);
     /* no ready node has the GPUs at all (not for want of CPU or memory):
-     * say so, and how many that have them are out of service */
-    int shaped = 0, down = 0;
-    for (int i = 0; i < nn && t->num_gpu > 0 && admit == 0; i++) {
+     * say so, how many that have them are out of service, and how many
+     * have them in the other mode (a MIG slice needs a GPU in MIG mode,
+     * anything else one that is not) */
+    int shaped = 0, down = 0, moded = 0;
+    for (int i = 0; i < nn && t->num_gpu > 0; i++) {
         const struct allot_node *n = allot_cluster_node(q->c, i);
-        bool has = n->model >= 0 && n->n_gpus >= t->num_gpu &&
-                   (!t->model_mask || (t->model_mask >> n->model & 1));
-        shaped += has && n->state == ALLOT_NODE_READY;
-        down += has && n->state != ALLOT_NODE_READY;
+        int usable = 0;
+        if (n->model < 0 || n->n_gpus < t->num_gpu ||
+            (t->model_mask && !(t->model_mask >> n->model & 1)))
+            continue;
+        for (int g = 0; g < n->n_gpus; g++)
+            usable += (n->gpus[g].mode == ALLOT_GPU_MIG) == (t->mig_profile >= 0);
+        if (usable < t->num_gpu) {
+            moded += n->state == ALLOT_NODE_READY;
+            continue;
+        }
+        shaped += n->state == ALLOT_NODE_READY;
+        down += n->state != ALLOT_NODE_READY;
     }
-    if (t->num_gpu > 0 && admit == 0 && shaped == 0) {
-        int len = allot_fmt(j->reason, sizeof(j->reason), "no ready node has %d%s GPU%s",
-                            t->num_gpu, model, t->num_gpu > 1 ? "s" : "");
+    if (t->num_gpu > 0 && shaped == 0) {
+        int len = allot_fmt(j->reason, sizeof(j->reason), "no ready node has %d%s GPU%s%s",
+                            t->num_gpu, model, t->num_gpu > 1 ? "s" : "",
+                            !moded                ? ""
+                            : t->mig_profile >= 0 ? " in MIG mode"
+                                                  : " outside MIG mode");
         if (down && len > 0 && (size_t)len < sizeof(j->reason))
+            len += allot_fmt(j->reason + len, sizeof(j->reason) - (size_t)len,
+                             " (%d node%s with them lost, cordoned or draining)", down,
+                             down > 1 ? "s" : "");
+        if (moded && len > 0 && (size_t)len < sizeof(j->reason))
             allot_fmt(j->reason + len, sizeof(j->reason) - (size_t)len,
-                      " (%d node%s with them lost, cordoned or draining)", down,
-                      down > 1 ? "s" : "");
+                      " (%d ready node%s %s theirs %s MIG mode)", moded, moded > 1 ? "s" : "",
+                      moded > 1 ? "have" : "has", t->mig_profile >= 0 ? "outside" : "in");
     } else if ((t->num_gpu == 0 || admit == 0) && t->rdma_vfs > 0)
         allot_fmt(j->reason, sizeof(j->reason),
                   "no node has %.1f CPU, %lld MiB memory and %d RDMA VFs free%s%s",
