@@ -38,13 +38,36 @@ static void end_down(struct endtime *e, size_t n, size_t i)
     e[i] = x;
 }
 
+/* The GPU milli free now that j can use: for a gang of whole GPUs the
+ * whole free GPUs of ready nodes that are not in MIG mode (idle MIG-mode
+ * GPUs and those of lost or draining nodes cannot hold it), else all the
+ * free milli. */
+static int64_t free_for(const struct allot_queue *q, const struct allot_job *j)
+{
+    int nn = allot_cluster_node_count(q->c);
+    int64_t w = 0;
+
+    if (j->spec.task.mig_profile >= 0 || j->spec.task.gpu_milli != ALLOT_MILLI)
+        return q->capacity.v[ALLOT_RES_GPU] - allot_cluster_used_milli(q->c);
+    for (int i = 0; i < nn; i++) {
+        const struct allot_node *n = allot_cluster_node(q->c, i);
+        if (n->state != ALLOT_NODE_READY)
+            continue;
+        for (int g = 0; g < n->n_gpus; g++)
+            w += allot_gpu_whole_free(&n->gpus[g]);
+    }
+    return w * ALLOT_MILLI;
+}
+
 /* EASY: when will enough GPUs be free for j, and how many spare then?
  * The running jobs are taken by expected end (ties in running order) only
- * until enough GPUs come free: a heap, not a sort of them all. */
+ * until enough GPUs come free: a heap, not a sort of them all. A gang of
+ * whole GPUs counts only what ends on GPUs outside MIG mode. */
 int queue_reserve(struct allot_queue *q, struct allot_job *j, int64_t now, struct reservation *r)
 {
-    int64_t free_milli = q->capacity.v[ALLOT_RES_GPU] - allot_cluster_used_milli(q->c);
+    int64_t free_milli = free_for(q, j);
     int64_t need = j->req.v[ALLOT_RES_GPU];
+    bool whole = j->spec.task.mig_profile < 0 && j->spec.task.gpu_milli == ALLOT_MILLI;
     struct endtime *e;
     size_t n = 0;
 
@@ -64,6 +87,8 @@ int queue_reserve(struct allot_queue *q, struct allot_job *j, int64_t now, struc
         if (q->running[i] < 0)
             continue;
         v = &q->jobs[q->running[i]];
+        if (whole && v->spec.task.mig_profile >= 0)
+            continue; /* frees MIG slices, not GPUs j can use */
         est = v->state == ALLOT_JOB_STOPPING ? v->stop_at - v->start
               : v->spec.est_runtime_s        ? v->spec.est_runtime_s
                                              : v->spec.limit_s;

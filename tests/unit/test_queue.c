@@ -424,6 +424,53 @@ static void test_reserve_at_cluster_quota(void **state)
     world_free(&w);
 }
 
+/* A reservation counts only GPUs the gang can use: idle GPUs in MIG mode
+ * do not make the gang's start time unknown, and a job that would delay
+ * it past its shadow start waits behind it. */
+static void test_reserve_ignores_mig_gpus(void **state)
+{
+    struct allot_queue_opts o = base;
+    struct allot_node_spec sp = {.name = "m0",
+                                 .model = "A100-80GB",
+                                 .cpu_milli = 64000,
+                                 .mem_mib = 262144,
+                                 .n_gpus = 4,
+                                 .island_size = 4,
+                                 .gpu_mode = ALLOT_GPU_MIG};
+    struct allot_job_spec s = {.name = "pinned",
+                               .prio_class = 0,
+                               .n_tasks = 1,
+                               .task = {.num_gpu = 4, .gpu_milli = 1000, .mig_profile = -1}};
+    struct world w;
+    char err[256];
+    int big, pinned;
+
+    (void)state;
+    o.aging_s = 0;
+    o.reserve_gangs = true;
+    world_init(&w, 3, 20, o); /* 3 nodes of 4 H100s */
+    assert_true(allot_cluster_add_node(w.c, &sp, err, sizeof(err)) >= 0);
+    sp.name = "m1";
+    assert_true(allot_cluster_add_node(w.c, &sp, err, sizeof(err)) >= 0);
+    assert_int_equal(allot_queue_add_prio_class(w.q, "pinned", 0, false), 0);
+    submit(&w, "x", w.b, 1, 4, 0, 1000);
+    submit(&w, "y", w.b, 1, 2, 0, 100000);
+    cycle(&w, 0);
+    big = submit(&w, "big", w.a, 2, 4, 10, 100); /* 6 whole GPUs free, 8 idle in MIG mode */
+    s.tenant = w.a;
+    s.task.model_mask = 1ULL << allot_catalog_find_model(cat, "H100");
+    pinned = allot_queue_submit(w.q, &s, 10, err, sizeof(err));
+    assert_true(pinned >= 0);
+    cycle(&w, 10);
+    assert_int_equal(allot_queue_job(w.q, big)->state, ALLOT_JOB_PENDING);
+    assert_int_equal(allot_queue_job(w.q, pinned)->state, ALLOT_JOB_PENDING);
+    /* x's end at 1000 frees 4 (10 free, 2 spare): the pinned job's 4
+     * would delay the gang */
+    assert_string_equal(allot_queue_reason(w.q, pinned),
+                        "held back: GPUs reserved for job big (expected start in 990 s)");
+    world_free(&w);
+}
+
 static void test_runtime_limit_and_validation(void **state)
 {
     struct world w;
@@ -1376,6 +1423,7 @@ int main(void)
         cmocka_unit_test(test_backfill_respects_reservation),
         cmocka_unit_test(test_reserve_gangs),
         cmocka_unit_test(test_reserve_at_cluster_quota),
+        cmocka_unit_test(test_reserve_ignores_mig_gpus),
         cmocka_unit_test(test_runtime_limit_and_validation),
         cmocka_unit_test(test_gang_prefers_one_rack),
         cmocka_unit_test(test_las_preemption),
