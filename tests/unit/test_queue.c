@@ -541,6 +541,37 @@ static void test_gang_prefers_one_rack(void **state)
     world_free(&w);
 }
 
+/* A gang of whole GPUs that one node can hold goes onto that node, not
+ * into holes on several (the policy alone fills the holes); when no node
+ * holds it, it still runs across nodes. */
+static void test_gang_prefers_one_node(void **state)
+{
+    struct world w;
+    int x, y, g1, z, g2;
+
+    (void)state;
+    world_init(&w, 3, 12, base); /* 3 nodes of 4 H100s */
+    x = submit(&w, "x", w.a, 1, 3, 0, 0);
+    y = submit(&w, "y", w.a, 1, 3, 0, 0);
+    cycle(&w, 0);
+    assert_int_not_equal(allot_queue_job(w.q, x)->pl[0].node, allot_queue_job(w.q, y)->pl[0].node);
+    g1 = submit(&w, "g1", w.b, 2, 1, 1, 0); /* a hole of one on two nodes; h2 whole */
+    cycle(&w, 1);
+    assert_int_equal(allot_queue_job(w.q, g1)->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(allot_queue_job(w.q, g1)->pl[0].node, allot_queue_job(w.q, g1)->pl[1].node);
+    assert_int_equal(allot_queue_finish(w.q, g1, 2), 0);
+    z = submit(&w, "z", w.a, 1, 3, 2, 0);
+    cycle(&w, 2);
+    assert_int_equal(allot_queue_job(w.q, z)->state, ALLOT_JOB_RUNNING);
+    g2 = submit(&w, "g2", w.b, 3, 1, 3, 0); /* one free GPU on each node */
+    cycle(&w, 3);
+    assert_int_equal(allot_queue_job(w.q, g2)->state, ALLOT_JOB_RUNNING);
+    assert_true(allot_queue_job(w.q, g2)->pl[0].node != allot_queue_job(w.q, g2)->pl[1].node ||
+                allot_queue_job(w.q, g2)->pl[1].node != allot_queue_job(w.q, g2)->pl[2].node);
+    assert_int_equal(allot_cluster_used_milli(w.c), 12000);
+    world_free(&w);
+}
+
 /* Two-queue LAS: a job with little service preempts one with much. */
 static void test_las_preemption(void **state)
 {
@@ -1426,6 +1457,7 @@ int main(void)
         cmocka_unit_test(test_reserve_ignores_mig_gpus),
         cmocka_unit_test(test_runtime_limit_and_validation),
         cmocka_unit_test(test_gang_prefers_one_rack),
+        cmocka_unit_test(test_gang_prefers_one_node),
         cmocka_unit_test(test_las_preemption),
         cmocka_unit_test(test_aging),
         cmocka_unit_test(test_reclaim_order),
