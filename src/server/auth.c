@@ -39,16 +39,19 @@ void auth_forget_tokens(struct server *s)
 {
     pthread_mutex_lock(&s->tokens_lock);
     json_object_clear(s->tokens);
+    s->tokens_gen++;
     pthread_mutex_unlock(&s->tokens_lock);
 }
 
-/* The principal of a valid token from the cache: true when found. */
-static bool cached(struct req *r, const char *key)
+/* The principal of a valid token from the cache: true when found. On a
+ * miss *gen is the cache's generation, for remember(). */
+static bool cached(struct req *r, const char *key, uint64_t *gen)
 {
     json_t *e;
     bool hit;
 
     pthread_mutex_lock(&r->srv->tokens_lock);
+    *gen = r->srv->tokens_gen;
     e = json_object_get(r->srv->tokens, key);
     hit = e != NULL;
     if (hit) {
@@ -68,6 +71,7 @@ bool auth_resolve(struct req *r)
     struct allot_store_token t = {0};
     uint8_t hash[ALLOT_STORE_HASH_LEN];
     char key[2 * ALLOT_STORE_HASH_LEN + 1];
+    uint64_t gen;
     int rc;
 
     if (!h)
@@ -77,7 +81,7 @@ bool auth_resolve(struct req *r)
         allot_fmt(key + 2 * i, 3, "%02x", hash[i]);
     /* valid tokens are remembered: a request costs no store read; a
      * revocation empties the cache (auth_forget_tokens) */
-    if (cached(r, key))
+    if (cached(r, key, &gen))
         return r->who.resolved;
     struct allot_store *st = srv_reader(r->srv);
     if (!st)
@@ -87,11 +91,16 @@ bool auth_resolve(struct req *r)
         allot_store_token_clear(&t);
         return false;
     }
+    /* remembered only when no revocation came between the miss and the
+     * read: the store may have answered from before it */
     pthread_mutex_lock(&r->srv->tokens_lock);
-    if (json_object_size(r->srv->tokens) >= TOKEN_CACHE_MAX)
-        json_object_clear(r->srv->tokens);
-    json_object_set_new(r->srv->tokens, key,
-                        json_pack("[I,i,s]", (json_int_t)t.id, t.role, t.tenant ? t.tenant : ""));
+    if (r->srv->tokens_gen == gen) {
+        if (json_object_size(r->srv->tokens) >= TOKEN_CACHE_MAX)
+            json_object_clear(r->srv->tokens);
+        json_object_set_new(
+            r->srv->tokens, key,
+            json_pack("[I,i,s]", (json_int_t)t.id, t.role, t.tenant ? t.tenant : ""));
+    }
     pthread_mutex_unlock(&r->srv->tokens_lock);
     auth_principal_clear(&r->who);
     r->who.token_id = t.id;

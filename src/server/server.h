@@ -101,6 +101,7 @@ struct server {
     pthread_mutex_t tokens_lock;   /* leaf lock: guards tokens */
     json_t *tokens;              /* owned: valid tokens seen, by the hex of their hash -> [id, role,
                                     tenant]; emptied when a token is revoked (auth.c) */
+    uint64_t tokens_gen;         /* guarded by tokens_lock: bumped when tokens is emptied */
     pthread_mutex_t agents_lock; /* leaf lock: guards agents */
     json_t *agents; /* owned: node name -> {"url", "key"} of its agent's log endpoint, as its
                        heartbeats tell (memory only) */
