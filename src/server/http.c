@@ -21,6 +21,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -364,6 +365,33 @@ static bool rate_take(struct http *h, int64_t id)
     return ok;
 }
 
+struct header_count {
+    const char *name;
+    int n;
+};
+
+static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                    const char *value)
+{
+    struct header_count *c = cls;
+
+    (void)kind;
+    (void)value;
+    if (key && !strcasecmp(key, c->name))
+        c->n++;
+    return MHD_YES;
+}
+
+/* How many times header `name` came with the request (names are
+ * case-insensitive; libmicrohttpd keeps each occurrence). */
+static int header_count(struct req *r, const char *name)
+{
+    struct header_count c = {.name = name};
+
+    MHD_get_connection_values(r->conn, MHD_HEADER_KIND, count_header, &c);
+    return c.n;
+}
+
 static void dispatch(struct http *h, struct req *r, size_t *route_out)
 {
     bool path_seen = false;
@@ -392,6 +420,12 @@ static void dispatch(struct http *h, struct req *r, size_t *route_out)
     }
     const struct route *rt = &http_routes[i];
     r->action = rt->action;
+    /* two credentials are ambiguous: rather than act as one of them (which
+     * one a proxy or a library keeps differs), refuse the request whole */
+    if (header_count(r, "Authorization") > 1) {
+        api_error(r, 400, "bad_request", "more than one Authorization header");
+        return;
+    }
     if (rt->roles != ROLES_NONE) {
         if (!atomic_load(&h->srv->ready)) {
             api_error(r, 503, "starting", "allotd is starting; retry shortly");

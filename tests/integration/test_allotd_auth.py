@@ -4,6 +4,8 @@ authorization matrix of every route for admin, tenant-admin, member,
 viewer, agent and no token, tenant scoping (a member never sees another
 tenant's jobs: 404), and the hash-chained audit log (list, verify)."""
 
+import json
+
 import allotd_fixture as fx
 from allotd_fixture import TENANTS, Daemon, expect
 
@@ -90,6 +92,35 @@ def test_authorization_matrix():
             assert st == w, "%s %s as %s: want %d got %d %r" % (method, path, role, w, st, b)
 
 
+def test_two_authorization_headers():
+    """A request with two Authorization headers is refused (400) whatever they hold, before
+    any token is read: allotd must not pick one of them for the client."""
+    before = len(expect(dm.req("GET", "/v1/jobs?limit=1000", token=dm.admin), 200)["jobs"])
+    for path, method, body in (("/v1/jobs", "POST", {"tenant": "research/nlp", "cpus": 1}),
+                               ("/v1/jobs", "GET", None), ("/metrics", "GET", None)):
+        for first, second in ((dm.admin, T["viewer"]), (T["viewer"], dm.admin),
+                              (dm.admin, dm.admin), ("nonsense", dm.admin)):
+            c = dm.conn()
+            try:
+                c.putrequest(method, path)
+                c.putheader("Authorization", "Bearer " + first)
+                c.putheader("Authorization", "Bearer " + second)
+                data = json.dumps(body).encode() if body is not None else b""
+                if body is not None:
+                    c.putheader("Content-Type", "application/json")
+                c.putheader("Content-Length", str(len(data)))
+                c.endheaders(data)
+                r = c.getresponse()
+                got = (r.status, json.loads(r.read()))
+            finally:
+                c.close()
+            b = expect(got, 400, "%s %s with two Authorization headers" % (method, path))
+            assert b["error"]["code"] == "bad_request", b
+            assert "Authorization" in b["error"]["message"], b
+    after = len(expect(dm.req("GET", "/v1/jobs?limit=1000", token=dm.admin), 200)["jobs"])
+    assert after == before, "a refused request must submit nothing"
+
+
 def test_jobs_are_scoped_to_tenants():
     st, j = dm.req("POST", "/v1/jobs", {"tenant": "product/search", "name": "secret"},
                    token=T["other"])
@@ -142,6 +173,7 @@ if __name__ == "__main__":
     try:
         setup()
         fx.run([test_token_lifecycle, test_tenant_admin_manages_its_subtree_only,
-                test_authorization_matrix, test_jobs_are_scoped_to_tenants, test_audit_log])
+                test_authorization_matrix, test_two_authorization_headers,
+                test_jobs_are_scoped_to_tenants, test_audit_log])
     finally:
         dm.stop()
