@@ -63,9 +63,14 @@ int api_metrics(struct req *r)
 {
     char *buf = NULL;
     size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
+    FILE *f;
 
-    if (!f)
+    /* a public route (http.c) that --metrics-auth closes: any valid token
+     * may read it, so a scraper needs no more than a viewer's */
+    if (r->srv->cfg.metrics_auth && !auth_resolve(r))
+        return api_error(r, 401, "unauthorized",
+                         "a valid bearer token is required (allotd runs with --metrics-auth)");
+    if (!(f = open_memstream(&buf, &len)))
         return api_error(r, 500, "internal", "out of memory");
     http_metrics(r->srv->http, f);
     if (atomic_load(&r->srv->ready)) /* the loop exists once ready */

@@ -32,6 +32,7 @@
 const struct route http_routes[] = {
     {"GET", "/healthz", api_healthz, ROLES_NONE, NULL},
     {"GET", "/readyz", api_readyz, ROLES_NONE, NULL},
+    /* public unless --metrics-auth: api_metrics then asks for any valid token */
     {"GET", "/metrics", api_metrics, ROLES_NONE, NULL},
     {"POST", "/v1/tokens", api_tokens_create, A(ADMIN) | A(TENANT_ADMIN), "token.create"},
     {"GET", "/v1/tokens", api_tokens_list, A(ADMIN) | A(TENANT_ADMIN), NULL},

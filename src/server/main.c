@@ -268,6 +268,12 @@ static const struct allot_config_option options[] = {
      .min = 1000,
      .max = 86400000,
      .help = "A node's lease: how long after its last heartbeat it stays alive."},
+    {.name = "metrics-auth",
+     .type = ALLOT_CFG_BOOL,
+     .offset = F(metrics_auth),
+     .def = "false",
+     .help = "/metrics answers only requests with a valid token (any role; 401 otherwise). "
+             "Off: anyone who reaches the port may read it, per-tenant figures included."},
     {.name = "rate-limit",
      .type = ALLOT_CFG_INT,
      .offset = F(rate_limit),

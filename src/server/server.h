@@ -58,6 +58,7 @@ struct server_config {
     int64_t preempt_grace;       /* ms */
     int64_t preempt_min_runtime; /* ms */
     int64_t ready_delay;         /* ms: test hook, stays 503 this long */
+    bool metrics_auth;           /* /metrics needs a valid token (any role) */
     int64_t rate_limit;          /* requests per second per token; 0 = off */
     int64_t rate_burst;          /* requests a token may send at once */
     int64_t meter_interval;      /* ms between metering roll-up passes */
@@ -203,6 +204,8 @@ int64_t srv_now(void);
 /* ---- handlers ---- */
 int api_healthz(struct req *r);
 int api_readyz(struct req *r);
+/* /metrics: public, or for any valid token under --metrics-auth (it
+ * checks the token itself; 401 without one). */
 int api_metrics(struct req *r);
 int api_tokens_create(struct req *r);
 int api_tokens_list(struct req *r);

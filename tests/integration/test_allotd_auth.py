@@ -5,6 +5,7 @@ viewer, agent and no token, tenant scoping (a member never sees another
 tenant's jobs: 404), and the hash-chained audit log (list, verify)."""
 
 import json
+import os
 
 import allotd_fixture as fx
 from allotd_fixture import TENANTS, Daemon, expect
@@ -121,6 +122,42 @@ def test_two_authorization_headers():
     assert after == before, "a refused request must submit nothing"
 
 
+def test_metrics_auth():
+    """/metrics needs no token by default (the matrix above); with --metrics-auth, on the
+    command line or in the config file, it answers 401 without a valid token and 200 with a
+    token of any role."""
+    conf = os.path.join(fx.tempdir(), "allotd.conf")
+    with open(conf, "w") as f:
+        f.write("metrics-auth yes\n")
+    for args in (["--metrics-auth"], ["--config", conf]):
+        d = Daemon(args=args)
+        try:
+            for tok in (None, "allot_" + "0" * 64):
+                b = expect(d.req("GET", "/metrics", token=tok), 401, "/metrics, token %r" % tok)
+                assert b["error"]["code"] == "unauthorized", b
+            expect(d.req("PUT", "/v1/tenants", TENANTS, token=d.admin), 200)
+            for role, tenant in (("admin", None), ("viewer", ""), ("member", "research/nlp"),
+                                 ("agent", "")):
+                tok = d.admin if tenant is None else d.token(role, tenant, "m-" + role)
+                st, text = d.req("GET", "/metrics", token=tok, raw=True)
+                assert st == 200 and "allot_api_requests_total" in text, (role, st, text[:200])
+            # the scrapes without a token were refused before any figure was read, and counted
+            st, text = d.req("GET", "/metrics", token=d.admin, raw=True)
+            assert 'route="/metrics",code="401"} 2' in text, text
+            # /healthz and /readyz stay public
+            expect(d.req("GET", "/healthz"), 200)
+            expect(d.req("GET", "/readyz"), 200)
+        finally:
+            d.stop()
+    # --no-metrics-auth after it on the command line: public again
+    d = Daemon(args=["--metrics-auth", "--no-metrics-auth"])
+    try:
+        st, text = d.req("GET", "/metrics", raw=True)
+        assert st == 200 and "allot_api_requests_total" in text, (st, text[:200])
+    finally:
+        d.stop()
+
+
 def test_jobs_are_scoped_to_tenants():
     st, j = dm.req("POST", "/v1/jobs", {"tenant": "product/search", "name": "secret"},
                    token=T["other"])
@@ -174,6 +211,7 @@ if __name__ == "__main__":
         setup()
         fx.run([test_token_lifecycle, test_tenant_admin_manages_its_subtree_only,
                 test_authorization_matrix, test_two_authorization_headers,
+                test_metrics_auth,
                 test_jobs_are_scoped_to_tenants, test_audit_log])
     finally:
         dm.stop()
