@@ -1,6 +1,9 @@
 /*
  * GET /v1/usage: allocated and measured use, grouped by tenant, user, job,
- * GPU model, item, day or hour, over whole hours (docs/metering.md).
+ * GPU model, item, day or hour, over whole hours (docs/metering.md). A user
+ * is the submitting token's name within the jobs' tenant ("TENANT:NAME"):
+ * token names are chosen per tenant, so alike names in two tenants are two
+ * users.
  */
 #include "meter.h"
 #include "refs.h"
@@ -25,8 +28,8 @@ static void group_key(const struct meter_acc *a, size_t i, const char *by, bool 
 
     if (!strcmp(by, "tenant"))
         allot_fmt(k, sizeof(k), "%s", u->tenant);
-    else if (!strcmp(by, "user"))
-        allot_fmt(k, sizeof(k), "%s", u->user);
+    else if (!strcmp(by, "user")) /* names are picked per tenant: alike ones are two users */
+        allot_fmt(k, sizeof(k), "%s:%s", u->tenant, u->user);
     else if (!strcmp(by, "job"))
         allot_fmt(k, sizeof(k), "%lld", (long long)a->job[i]);
     else if (!strcmp(by, "model"))
@@ -132,7 +135,8 @@ int api_usage(struct req *r)
                          "by: one of tenant, user, job, model, item, day, hour (got \"%s\")", by);
     if (split && strcmp(split, "tenant") != 0)
         return api_error(r, 400, "bad_request", "split: only \"tenant\" (got \"%s\")", split);
-    split_tenant = split != NULL;
+    /* by=user rows always carry their tenant, as with split=tenant */
+    split_tenant = split != NULL || !strcmp(by, "user");
     if (api_query(r, "from")) {
         if (!meter_parse_time(api_query(r, "from"), &from))
             return api_error(r, 400, "bad_request",

@@ -136,6 +136,41 @@ def test_allocated_seconds_exact():
     assert sum(r["gpu_seconds"] for r in day) == da + 0.25 * db, day
 
 
+def test_users_of_two_tenants_stay_apart():
+    """by=user keys rows by the jobs' tenant and the submitting token's name: tokens named
+    alike in two tenants are two users, each with its own figures."""
+    t0 = int(time.time()) - 1
+    sams = {t: dm.token("member", t, "sam") for t in ("research/nlp", "product/search")}
+    ids = {}
+    for tenant, tok in sams.items():
+        # CPU only: the invoice test below prices research/nlp's whole GPUs against by=item
+        body = {"tenant": tenant, "cpus": 2, "memory": 1024, "command": ["true"]}
+        ids[tenant] = expect(dm.req("POST", "/v1/jobs", body, token=tok), 201)["id"]
+    for tenant, jid in ids.items():
+        j = wait_state(jid, "starting")
+        beat(j["placement"]["tasks"][0]["node"], {"jobs": [{"id": jid, "state": "running"}]})
+    time.sleep(1.1)
+    runs = {}
+    for tenant, jid in ids.items():
+        beat(get(jid)["placement"]["tasks"][0]["node"],
+             {"jobs": [{"id": jid, "state": "succeeded", "exit_code": 0}]})
+        j = wait_state(jid, "succeeded")
+        runs[tenant] = j["end_time"] - j["start_time"]
+    wait_rollup(max(get(jid)["end_time"] for jid in ids.values()))
+    rows = {r["key"]: r for r in usage("by=user&from=%d" % t0)["rows"]}
+    for tenant in ids:
+        r = rows.get(tenant + ":sam")
+        assert r, rows
+        assert r["tenant"] == tenant and r["jobs"] == 1, r
+        assert r["cpu_core_seconds"] == 2 * runs[tenant], (r, runs)
+    assert "sam" not in rows, rows
+    # the jobs the admin submitted are the admin's in their tenant
+    assert "research/nlp:admin" in rows, rows
+    # a member of one tenant sees its own user only
+    mine = usage("by=user&from=%d" % t0, token=sams["product/search"])["rows"]
+    assert [r["key"] for r in mine] == ["product/search:sam"], mine
+
+
 def test_samples_count_once():
     t0 = int(time.time()) - 1
     jid = submit(gpus=1)
@@ -500,7 +535,8 @@ if __name__ == "__main__":
         AG = dm.token("agent", "", "agents")
         MEMBER = dm.token("member", "research/vision", "vision-member")
         expect(dm.req("POST", "/v1/nodes/register", node("m-1"), token=AG), 201)
-        fx.run([test_pricebook_validation, test_allocated_seconds_exact, test_samples_count_once,
+        fx.run([test_pricebook_validation, test_allocated_seconds_exact,
+                test_users_of_two_tenants_stay_apart, test_samples_count_once,
                 test_restart_keeps_runs_exact, test_invoice_prices_and_reconciles,
                 test_metrics_and_budgets, test_idle_detection, test_unhealthy_gpu_fences_its_node,
                 test_job_pattern_anomaly, test_budget_holds_borrowing,
