@@ -443,6 +443,13 @@ struct allot_store_run {
 int allot_store_run_list(struct allot_store *st, int64_t from, int64_t to,
                          struct allot_store_run **out, size_t *n);
 void allot_store_runs_free(struct allot_store_run *r, size_t n);
+/* The latest run of job `job_id` (the one begun last, open or closed) into
+ * *out (OUT: its strings are owned by it, released with
+ * allot_store_run_clear). Returns 0, ALLOT_ENOENT when the job never ran
+ * (or does not exist), or an error; *out is cleared unless 0. */
+int allot_store_run_last(struct allot_store *st, int64_t job_id, struct allot_store_run *out);
+/* Frees the strings of one run and zeroes it. Accepts a zeroed run. */
+void allot_store_run_clear(struct allot_store_run *r);
 
 struct allot_store_node_span {
     char *node;
@@ -576,6 +583,8 @@ struct allot_store_ops {
 
     int (*run_list)(struct allot_store *st, int64_t from, int64_t to, struct allot_store_run **out,
                     size_t *n);
+    /* ALLOT_ENOENT when the job has no run */
+    int (*run_last)(struct allot_store *st, int64_t job_id, struct allot_store_run *out);
     int (*node_span_list)(struct allot_store *st, int64_t from, int64_t to,
                           struct allot_store_node_span **out, size_t *n);
     int (*sample_add)(struct allot_store *st, const struct allot_store_sample *s, bool *added);

@@ -178,6 +178,11 @@ int client_call(struct client *cl, const char *method, const char *path, json_t 
  * the last byte) and *len its length. Errors as client_call. */
 int client_get_bytes(struct client *cl, const char *path, char **out, size_t *len);
 
+/* The value of header `name` (IN, case-insensitive) in the reply to the
+ * last call, copied into buf (OUT, len bytes, truncated). Returns false,
+ * buf "", when that reply had no such header. */
+bool client_reply_header(struct client *cl, const char *name, char *buf, size_t len);
+
 /* Follows pages of a list route. path has its query already (or none);
  * items_key names the array in each reply; cursor_param is the query
  * parameter of the next page; next_key names the reply's next-page value

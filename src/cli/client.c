@@ -358,6 +358,19 @@ int client_get_bytes(struct client *cl, const char *path, char **out, size_t *le
     return rc;
 }
 
+bool client_reply_header(struct client *cl, const char *name, char *buf, size_t len)
+{
+    struct curl_header *h = NULL;
+
+    /* the last response of the last request (-1): a redirect's are not it */
+    if (curl_easy_header(cl->h, name, 0, CURLH_HEADER, -1, &h) != CURLHE_OK || !h) {
+        allot_strlcpy(buf, "", len);
+        return false;
+    }
+    allot_strlcpy(buf, h->value, len);
+    return true;
+}
+
 int client_list(struct client *cl, const char *path, const char *items_key,
                 const char *cursor_param, const char *next_key, long long cursor, size_t max,
                 json_t **out)

@@ -1,9 +1,11 @@
 /*
  * `allot logs [-f] [--task N] JOB`: a task's output, read through allotd
  * (GET /v1/jobs/{id}/logs, which reads it from the node's agent), from the
- * start or, with --follow, until the job has ended. `allot run`: submit,
- * wait, stream task 0's output and exit with the job's exit code, as
- * `srun` does.
+ * start or, with --follow, until the job has ended. A job that is not
+ * placed now but ran before (pending again, or cancelled while it waited)
+ * shows its last run's log, with a line on stderr saying so. `allot run`:
+ * submit, wait, stream task 0's output and exit with the job's exit code,
+ * as `srun` does.
  */
 #include "cli.h"
 
@@ -54,12 +56,13 @@ static int stream(struct client *cl, long long id, long long task, bool follow, 
         sleep_ms(250);
     }
     if (json_is_null(json_object_get(job, "placement")) &&
-        jobs_terminal(json_string_value(json_object_get(job, "state")))) {
+        jobs_terminal(json_string_value(json_object_get(job, "state"))) &&
+        json_integer_value(json_object_get(job, "start_time")) == 0) {
         *final = job; /* ended without ever running: no output */
         return CLI_OK;
     }
-    for (;;) {
-        char path[128], *buf = NULL;
+    for (bool told = false;;) {
+        char path[128], run[16], node[80], *buf = NULL;
         size_t len = 0;
         bool ended;
 
@@ -69,6 +72,18 @@ static int stream(struct client *cl, long long id, long long task, bool follow, 
             allot_free(buf);
             json_decref(job);
             return rc;
+        }
+        /* not placed now: allotd read the log of the run before (once said) */
+        if (!told && client_reply_header(cl, "X-Allot-Log-Run", run, sizeof(run)) &&
+            !strcmp(run, "previous")) {
+            const char *st = json_string_value(json_object_get(job, "state"));
+            bool again = st && !strcmp(st, "pending");
+
+            client_reply_header(cl, "X-Allot-Log-Node", node, sizeof(node));
+            fprintf(stderr, "allot: job %lld is %s%s; this is the log of its %s run, on node %s\n",
+                    id, st ? st : "not placed", again ? " again" : "", again ? "previous" : "last",
+                    node);
+            told = true;
         }
         if (len) /* an empty answer has no buffer */
             fwrite(buf, 1, len, stdout);

@@ -5,7 +5,13 @@
  * endpoint is, and the key to use, with every heartbeat (server->agents,
  * memory only). The answer is the bytes from offset on (at most limit,
  * 1 MiB by default), with the log's whole size in X-Allot-Log-Size, so a
- * follower asks again from offset + bytes received.
+ * follower asks again from offset + bytes received, and the node in
+ * X-Allot-Log-Node.
+ *
+ * A job that is placed (or ended placed) is read where its placement says.
+ * One without a placement, pending again after a preemption or a lost
+ * node (or cancelled while it waited), is read where its last run was, from
+ * the store's runs: X-Allot-Log-Run says "previous" then, "current" else.
  */
 #include "http.h"
 #include "reqparse.h"
@@ -73,6 +79,7 @@ int api_jobs_logs(struct req *r)
     char node[128], url[4400], auth[128] = "";
     struct fetch f = {0};
     long status = 0;
+    bool previous = false; /* not placed now: its last run's log */
     int rc;
 
     if ((api_query(r, "task") && !req_parse_num(api_query(r, "task"), 0, 1023, &task)) ||
@@ -104,6 +111,17 @@ int api_jobs_logs(struct req *r)
     }
     task_node(j.placement, task, node, sizeof(node));
     allot_store_job_clear(&j);
+    if (!*node) {
+        struct allot_store_run last;
+
+        rc = allot_store_run_last(st, id, &last);
+        if (rc < 0 && rc != ALLOT_ENOENT)
+            return api_error(r, 500, "store", "%s", allot_strerror(rc));
+        if (rc == 0)
+            task_node(last.placement, task, node, sizeof(node));
+        allot_store_run_clear(&last);
+        previous = *node != '\0';
+    }
     if (!*node)
         return api_error(r, 409, "not_started", "job %lld task %lld has not been placed (yet)",
                          (long long)id, (long long)task);
@@ -142,14 +160,15 @@ int api_jobs_logs(struct req *r)
     if (cr != CURLE_OK)
         api_error(r, 502, "agent_unreachable", "node %s: %s", node, curl_easy_strerror(cr));
     else if (status == 404)
-        api_error(r, 404, "no_log", "node %s has no log for job %lld task %lld (yet)", node,
-                  (long long)id, (long long)task);
+        api_error(r, 404, "no_log", "node %s has no log for job %lld task %lld%s", node,
+                  (long long)id, (long long)task, previous ? " from its previous run" : " (yet)");
     else if (status != 200)
         api_error(r, 502, "agent_error", "node %s answered %ld", node, status);
     else {
         api_bytes(r, 200, "text/plain; charset=utf-8", f.buf ? f.buf : "", f.len);
-        allot_strlcpy(r->hdr_name, "X-Allot-Log-Size", sizeof(r->hdr_name));
-        allot_strlcpy(r->hdr_value, *f.size ? f.size : "0", sizeof(r->hdr_value));
+        api_set_header(r, "X-Allot-Log-Size", *f.size ? f.size : "0");
+        api_set_header(r, "X-Allot-Log-Node", node);
+        api_set_header(r, "X-Allot-Log-Run", previous ? "previous" : "current");
     }
     allot_free(f.buf);
     return 0;

@@ -229,6 +229,16 @@ const char *api_header(struct req *r, const char *key)
     return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, key);
 }
 
+int api_set_header(struct req *r, const char *name, const char *value)
+{
+    if (!ALLOT_ALWAYS(r->n_hdrs < SRV_RESP_HEADERS))
+        return ALLOT_ENOSPC;
+    allot_strlcpy(r->hdrs[r->n_hdrs].name, name, sizeof(r->hdrs[0].name));
+    allot_strlcpy(r->hdrs[r->n_hdrs].value, value, sizeof(r->hdrs[0].value));
+    r->n_hdrs++;
+    return 0;
+}
+
 json_t *api_body_object(struct req *r)
 {
     json_error_t e;
@@ -305,8 +315,8 @@ static enum MHD_Result send_reply(struct MHD_Connection *c, struct req *r)
         return MHD_NO;
     MHD_add_response_header(resp, "Content-Type",
                             r->content_type ? r->content_type : "application/json");
-    if (*r->hdr_name)
-        MHD_add_response_header(resp, r->hdr_name, r->hdr_value);
+    for (int i = 0; i < r->n_hdrs; i++)
+        MHD_add_response_header(resp, r->hdrs[i].name, r->hdrs[i].value);
     if (r->status == 429)
         MHD_add_response_header(resp, "Retry-After", "1");
     ret = MHD_queue_response(c, (unsigned)r->status, resp);

@@ -117,6 +117,8 @@ struct principal {
     bool resolved; /* a valid token was presented */
 };
 
+#define SRV_RESP_HEADERS 3 /* extra headers one reply carries at most */
+
 /* One API request as handlers see it. */
 struct req {
     struct server *srv;
@@ -131,8 +133,11 @@ struct req {
     int status;           /* response status set by the reply helpers */
     char *resp;           /* owned response body */
     size_t resp_len;      /* its length (it may hold NUL bytes) */
-    char hdr_name[32];    /* one extra response header, or "" */
-    char hdr_value[64];
+    struct {
+        char name[32];
+        char value[96];
+    } hdrs[SRV_RESP_HEADERS]; /* extra response headers (api_set_header) */
+    int n_hdrs;
     const char *content_type; /* static */
     bool audited;             /* the handler wrote the audit entry */
 };
@@ -152,6 +157,9 @@ int api_text(struct req *r, int status, const char *content_type, const char *te
 const char *api_query(struct req *r, const char *key);
 /* The value of request header `key`, or NULL. */
 const char *api_header(struct req *r, const char *key);
+/* Adds response header name: value (IN, copied; at most 31 and 95 bytes)
+ * to the reply. Returns 0, or ALLOT_ENOSPC past SRV_RESP_HEADERS (a bug). */
+int api_set_header(struct req *r, const char *name, const char *value);
 
 /* Parses the body as a JSON object. On failure replies 400 and returns NULL. */
 json_t *api_body_object(struct req *r);

@@ -86,8 +86,7 @@ int ui_serve(struct req *r)
         return api_error(r, 405, "method_not_allowed", "%s is not allowed on %s", r->method,
                          r->path);
     if (!strcmp(r->path, "/ui")) {
-        allot_strlcpy(r->hdr_name, "Location", sizeof(r->hdr_name));
-        allot_strlcpy(r->hdr_value, "/ui/", sizeof(r->hdr_value));
+        api_set_header(r, "Location", "/ui/");
         return api_text(r, 308, "text/plain; charset=utf-8", "see /ui/\n");
     }
     if (!*rel)
@@ -119,8 +118,7 @@ int ui_serve(struct req *r)
         allot_free(buf);
         return api_error(r, 500, "internal", "cannot read %s", r->path);
     }
-    allot_strlcpy(r->hdr_name, "Cache-Control", sizeof(r->hdr_name));
-    allot_strlcpy(r->hdr_value, "no-cache", sizeof(r->hdr_value));
+    api_set_header(r, "Cache-Control", "no-cache");
     api_bytes(r, 200, mime_of(rel), buf, got);
     allot_free(buf);
     return 0;

@@ -804,14 +804,32 @@ int allot_store_run_list(struct allot_store *st, int64_t from, int64_t to,
     return st->ops->run_list(st, from, to, out, n);
 }
 
+void allot_store_run_clear(struct allot_store_run *r)
+{
+    allot_free(r->tenant);
+    allot_free(r->user);
+    allot_free(r->placement);
+    memset(r, 0, sizeof *r);
+}
+
 void allot_store_runs_free(struct allot_store_run *r, size_t n)
 {
-    for (size_t i = 0; r && i < n; i++) {
-        allot_free(r[i].tenant);
-        allot_free(r[i].user);
-        allot_free(r[i].placement);
-    }
+    for (size_t i = 0; r && i < n; i++)
+        allot_store_run_clear(&r[i]);
     allot_free(r);
+}
+
+int allot_store_run_last(struct allot_store *st, int64_t job_id, struct allot_store_run *out)
+{
+    int rc;
+
+    memset(out, 0, sizeof *out);
+    if (job_id <= 0)
+        return ALLOT_EINVAL;
+    rc = st->ops->run_last(st, job_id, out);
+    if (rc != 0)
+        allot_store_run_clear(out);
+    return rc;
 }
 
 int allot_store_node_span_list(struct allot_store *st, int64_t from, int64_t to,

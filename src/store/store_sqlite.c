@@ -162,6 +162,8 @@ static const struct migration migrations[] = {
         " NEW.start_time); END;\n"},
     /* a node is bound to the agent token that registered it */
     {8, "ALTER TABLE nodes ADD COLUMN token_id INTEGER NOT NULL DEFAULT 0;\n"},
+    /* a job's last run (the node of a requeued job's log): O(log runs) */
+    {9, "CREATE INDEX runs_by_job ON runs(job_id, id);\n"},
 };
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
@@ -667,6 +669,7 @@ const struct allot_store_ops allot_store_sqlite_ops = {
     .audit_insert = sq_audit_insert,
     .audit_list = sq_audit_list,
     .run_list = sq_run_list,
+    .run_last = sq_run_last,
     .node_span_list = sq_node_span_list,
     .sample_add = sq_sample_add,
     .sample_list = sq_sample_list,

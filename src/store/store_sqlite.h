@@ -55,6 +55,7 @@ enum sq_stmt_id {
     SQ_AUDIT_INSERT,
     SQ_AUDIT_LIST,
     SQ_RUN_LIST,
+    SQ_RUN_LAST,
     SQ_SPAN_LIST,
     SQ_SAMPLE_ADD,
     SQ_SAMPLE_LIST,
@@ -135,6 +136,7 @@ int sq_rows(struct sq_store *s, sqlite3_stmt *st, size_t size, sq_row_fn fn, sq_
 /* metering (store_sqlite_meter.c) */
 int sq_run_list(struct allot_store *st, int64_t from, int64_t to, struct allot_store_run **out,
                 size_t *n);
+int sq_run_last(struct allot_store *st, int64_t job_id, struct allot_store_run *out);
 int sq_node_span_list(struct allot_store *st, int64_t from, int64_t to,
                       struct allot_store_node_span **out, size_t *n);
 int sq_sample_add(struct allot_store *st, const struct allot_store_sample *s, bool *added);

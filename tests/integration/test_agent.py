@@ -660,6 +660,64 @@ def test_gpus_move_after_the_victim_is_gone():
         expect(dm.req("POST", "/v1/nodes/ag-re/cordon", token=dm.admin), 200)
 
 
+def test_logs_of_a_requeued_job():
+    """A job preempted back to pending has no placement, but its run's log is still on the
+    node: `allot logs` prints it and says on stderr that it is the previous run's, on which
+    node (the API: X-Allot-Log-Run and X-Allot-Log-Node); once placed again, the log is the
+    current run's. A job cancelled while pending again keeps its last run's log too."""
+    ag = Agent(dm, AG, "ag-rq", emulate="1xV100-32GB")
+    try:
+        wait_node("ag-rq")
+        low = submit({"priority": "training", "gpu_models": ["V100-32GB"],
+                      "command": sh("echo first words; sleep 60")})
+        wait_state(low, ("running",))
+        assert wait_log(ag, low, "first words"), ag.log()
+        high = submit({"priority": "inference", "gpu_models": ["V100-32GB"],
+                       "command": sh("sleep 60")})
+        j = wait_state(low, ("pending",))
+        assert j["placement"] is None, j
+        r = ok(cli(dm, "logs", low))
+        assert r.out == "first words\n", r
+        assert "job %d is pending again" % low in r.err and "previous run" in r.err and \
+            "node ag-rq" in r.err, r
+        c = dm.conn()
+        try:
+            c.request("GET", "/v1/jobs/%d/logs" % low,
+                      headers={"Authorization": "Bearer " + dm.admin})
+            resp = c.getresponse()
+            assert resp.status == 200 and resp.read() == b"first words\n", resp.status
+            assert resp.getheader("X-Allot-Log-Run") == "previous", resp.getheaders()
+            assert resp.getheader("X-Allot-Log-Node") == "ag-rq", resp.getheaders()
+            assert resp.getheader("X-Allot-Log-Size") == "12", resp.getheaders()
+        finally:
+            c.close()
+        # placed again: the current run's log, with no word about a previous run
+        expect(dm.req("POST", "/v1/jobs/%d/cancel" % high, token=dm.admin), 200)
+        wait_state(low, ("running",))
+        assert wait_log(ag, low, "first words", count=2), ag.log()
+        r = ok(cli(dm, "logs", low))
+        assert r.out == "first words\n" * 2 and r.err == "", r
+        # pending again, then cancelled: still its last run's log
+        high = submit({"priority": "inference", "gpu_models": ["V100-32GB"],
+                       "command": sh("sleep 60")})
+        wait_state(low, ("pending",))
+        expect(dm.req("POST", "/v1/jobs/%d/cancel" % low, token=dm.admin), 200)
+        wait_state(low, ("cancelled",))
+        for args in (("logs", low), ("logs", "-f", low)):
+            r = ok(cli(dm, *args))
+            assert r.out == "first words\n" * 2, r
+            assert "job %d is cancelled" % low in r.err and "node ag-rq" in r.err, r
+        expect(dm.req("POST", "/v1/jobs/%d/cancel" % high, token=dm.admin), 200)
+        # a job that never ran still has nothing to show
+        never = submit({"gpu_models": ["B200-180GB"], "command": sh("true")})
+        fails(cli(dm, "logs", never), 4, "not_started")
+        expect(dm.req("POST", "/v1/jobs/%d/cancel" % never, token=dm.admin), 200)
+        assert ok(cli(dm, "logs", "-f", never)).out == ""
+    finally:
+        ag.stop()
+        expect(dm.req("POST", "/v1/nodes/ag-rq/cordon", token=dm.admin), 200)
+
+
 # A job that says when it starts and when SIGTERM reaches it (nanoseconds).
 TRAP_JOB = sh("echo start $(date +%s%N); trap 'echo stop $(date +%s%N); exit 143' TERM; "
               "sleep 60 & wait")
@@ -961,7 +1019,8 @@ if __name__ == "__main__":
                 test_oci_image, test_scrub_between_tenants, test_fractions_shim_and_mps,
                 test_fraction_metering,
                 test_logs_and_run, test_preemption_with_grace,
-                test_gpus_move_after_the_victim_is_gone, test_fencing_never_twice,
+                test_gpus_move_after_the_victim_is_gone, test_logs_of_a_requeued_job,
+                test_fencing_never_twice,
                 test_allotd_down_past_the_lease, test_killed_agent_fences,
                 test_store_full_keeps_jobs_running,
                 test_long_poll_saturated,

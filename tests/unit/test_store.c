@@ -79,8 +79,8 @@ static void test_open_and_migrations(void **state)
     assert_int_equal(raw_int(f, "SELECT count(*) FROM sqlite_schema WHERE name IN "
                                 "('jobs_by_tenant_state', 'jobs_by_array', 'runs', 'runs_begin',"
                                 " 'node_spans', 'samples', 'usage_hourly', 'tenant_nets',"
-                                " 'runs_again')"),
-                     9);
+                                " 'runs_again', 'runs_by_job')"),
+                     10);
 
     /* a newer schema is refused, even with MIGRATE, and left alone */
     allot_fmt(sql, sizeof sql, "UPDATE meta SET value = '%d' WHERE key = 'schema_version'",
@@ -357,7 +357,7 @@ static void test_metering(void **state)
     struct fix *f = *state;
     struct allot_store *st = open_ok(f);
     struct allot_store_job j = {0};
-    struct allot_store_run *runs;
+    struct allot_store_run *runs, last;
     struct allot_store_sample smp = {.job_id = 0,
                                      .task = 0,
                                      .at = 5000,
@@ -394,6 +394,10 @@ static void test_metering(void **state)
     /* pending: no run */
     assert_int_equal(allot_store_run_list(st, 0, 100000, &runs, &n), 0);
     assert_int_equal(n, 0);
+    assert_int_equal(allot_store_run_last(st, id, &last), ALLOT_ENOENT);
+    assert_null(last.placement);
+    assert_int_equal(allot_store_run_last(st, 0, &last), ALLOT_EINVAL);
+    assert_int_equal(allot_store_run_last(st, id + 1000, &last), ALLOT_ENOENT);
     /* starting at 100, running: one open run */
     j.state = ALLOT_SJ_STARTING;
     j.start_time = 100;
@@ -425,6 +429,15 @@ static void test_metering(void **state)
     assert_int_equal(runs[1].start, 200);
     assert_int_equal(runs[1].end, 260);
     allot_store_runs_free(runs, n);
+    /* the last run: the second, with the placement it began with */
+    assert_int_equal(allot_store_run_last(st, id, &last), 0);
+    assert_int_equal(last.job_id, id);
+    assert_int_equal(last.start, 200);
+    assert_int_equal(last.end, 260);
+    assert_string_equal(last.placement, "{\"tasks\":[]}");
+    assert_string_equal(last.tenant, "t");
+    allot_store_run_clear(&last);
+    assert_null(last.placement);
     /* stopped and placed again between two writes: running, then starting
      * with a later start (and another placement): the run ends, one begins */
     {
@@ -453,6 +466,15 @@ static void test_metering(void **state)
         assert_int_equal(runs[1].end, 0);
         assert_string_equal(runs[1].placement, "{\"tasks\":[2]}");
         allot_store_runs_free(runs, n);
+        /* the open run is the last one; the other job's is its own */
+        assert_int_equal(allot_store_run_last(st, id2, &last), 0);
+        assert_int_equal(last.start, 340);
+        assert_int_equal(last.end, 0);
+        assert_string_equal(last.placement, "{\"tasks\":[2]}");
+        allot_store_run_clear(&last);
+        assert_int_equal(allot_store_run_last(st, id, &last), 0);
+        assert_int_equal(last.start, 200);
+        allot_store_run_clear(&last);
         allot_store_job_clear(&k);
     }
     /* windows: a run overlapping it is listed, others not */
