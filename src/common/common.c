@@ -267,3 +267,17 @@ uint64_t allot_rng_below(struct allot_rng *r, uint64_t n)
     } while (x >= lim);
     return x % n;
 }
+
+bool allot_env_reserved(const char *name)
+{
+    static const char *const prefixes[] = {"ALLOT_GPU_", "ALLOT_SHIM_", "CUDA_MPS_"};
+    static const char *const names[] = {"ALLOT_CUDA_LIB", "ALLOT_NVML_LIB", "LD_PRELOAD"};
+
+    for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++)
+        if (!strncmp(name, prefixes[i], strlen(prefixes[i])))
+            return true;
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (!strcmp(name, names[i]))
+            return true;
+    return false;
+}

@@ -242,6 +242,8 @@ int jobspec_parse(json_t *b, const struct allot_catalog *cat, struct jobspec *ou
         (rc = get_strings(b, "env", true, err, errlen)) ||
         (rc = get_strings(b, "labels", true, err, errlen)))
         return rc;
+    json_object_foreach(json_object_get(b, "env"), k, v) if (allot_env_reserved(k)) return E400(
+        "field \"env.%s\": the node sets it to enforce GPU sharing; a job may not", k);
     if ((v = json_object_get(b, "workdir")) && !json_is_string(v))
         return E400("field \"workdir\" must be a string");
     if ((v = json_object_get(b, "image")) && !json_is_string(v))

@@ -81,6 +81,24 @@ def test_tenant_errors_name_the_entry():
     assert 'below "b" add up to 6' in b["error"]["message"], b
 
 
+def test_env_cannot_set_the_gpu_share():
+    """A job may not set the variables its node enforces a GPU share through (a memory
+    cap of its own, a soft compute share, another LD_PRELOAD): 400 naming the variable.
+    Other variables, ALLOT_TOKEN among them, pass."""
+    before = snapshot()
+    for name in ("ALLOT_GPU_MEMORY_LIMIT_0", "ALLOT_GPU_SM_SOFT", "ALLOT_SHIM_NVML_CHECK",
+                 "ALLOT_CUDA_LIB", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "LD_PRELOAD"):
+        st, b = dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 0,
+                                            "command": ["true"], "env": {name: "1Ti"}},
+                       token=dm.admin)
+        assert st == 400 and ("env.%s" % name) in b["error"]["message"], (name, st, b)
+    assert snapshot() == before
+    j = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 0,
+                                           "command": ["true"],
+                                           "env": {"ALLOT_TOKEN": "t", "ALLOT_GPUX": "1"}},
+                      token=dm.admin), 201)
+    expect(dm.req("POST", "/v1/jobs/%d/cancel" % j["id"], token=dm.admin), 200)
+
 def test_sql_looking_strings_are_stored_verbatim():
     name = "x'); DROP TABLE jobs;-- \u00e9\u4e2d"
     j = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "name": name, "cpus": 1,
@@ -96,7 +114,7 @@ if __name__ == "__main__":
     dm = Daemon()
     try:
         expect(dm.req("PUT", "/v1/tenants", TENANTS, token=dm.admin), 200)
-        fx.run([test_corpus, test_tenant_errors_name_the_entry,
+        fx.run([test_corpus, test_tenant_errors_name_the_entry, test_env_cannot_set_the_gpu_share,
                 test_sql_looking_strings_are_stored_verbatim])
     finally:
         dm.stop()
