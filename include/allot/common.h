@@ -129,7 +129,7 @@ static inline uint64_t allot_hash_mix(uint64_t h, uint64_t v)
 
 /* Whether a job's environment may not set `name`: the variables through
  * which a node enforces a GPU share (the shim's ALLOT_GPU_* and
- * ALLOT_SHIM_*, ALLOT_CUDA_LIB, ALLOT_NVML_LIB, MPS's CUDA_MPS_*, and
+ * ALLOT_SHIM_* but its log, ALLOT_CUDA_LIB, ALLOT_NVML_LIB, MPS's CUDA_MPS_*, and
  * LD_PRELOAD, which loads the shim). allotd refuses them at submit, the
  * agent drops them. */
 bool allot_env_reserved(const char *name);

@@ -41,7 +41,8 @@ struct agent_config {
     char *nvml_lib;     /* NVML library to load (default libnvidia-ml.so.1) */
     char *gpu_mode;     /* exclusive, shared or mig */
     char *cgroup_root;  /* folder of the tasks' cgroups under each hierarchy */
-    char *run_as;       /* default user of jobs */
+    char *run_as;       /* default user of jobs; "tenant": one uid per tenant */
+    char *tenant_uids;  /* FIRST-LAST: the uids run_as "tenant" gives */
     char *user_map;     /* file: TENANT USER|UID[:GID] [allow-root] */
     char *shim_lib;     /* liballot-cuda.so preloaded into fractional jobs */
     char *sm_share;     /* the shim's compute share: hard or soft (idle time may be used) */
@@ -217,6 +218,10 @@ struct agent;
  * state EXITED with a detail. Returns 0 then, 1 when it must wait for a GPU
  * or RDMA VFs that stopping tasks still hold (nothing done; t is not a
  * task yet: try again later), -1 when the agent itself failed. */
+/* Parses --tenant-uids ("FIRST-LAST", 1 <= FIRST <= LAST < 2^32 - 1).
+ * Returns 0, or -1 with the reason in why. */
+int tenant_uid_range(const char *s, uid_t *first, uid_t *last, char *why, size_t len);
+
 int task_start(struct agent *a, json_t *d, struct task *t);
 /* SIGTERM to the task's process group; SIGKILL after grace_ms (< 0: the
  * agent's --grace). */

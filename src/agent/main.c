@@ -98,9 +98,17 @@ static const struct allot_config_option options[] = {
     {.name = "run-as",
      .type = ALLOT_CFG_STRING,
      .offset = F(run_as),
-     .def = "nobody",
+     .def = "tenant",
      .help = "User (USER[:GROUP], each a name or a number) jobs run as unless the user map says "
-             "otherwise."},
+             "otherwise; `tenant`: a uid (and gid) of its own for each tenant, from "
+             "--tenant-uids, so that one tenant's jobs cannot signal, trace or read another's."},
+    {.name = "tenant-uids",
+     .type = ALLOT_CFG_STRING,
+     .offset = F(tenant_uids),
+     .def = "2000000000-2099999999",
+     .help = "FIRST-LAST: the uids `--run-as tenant` gives tenants. A hash of the tenant's path "
+             "picks one; STATE/tenant-uids keeps it (a tenant whose hash meets another's uid "
+             "takes the next free one)."},
     {.name = "user-map",
      .type = ALLOT_CFG_STRING,
      .offset = F(user_map),
@@ -960,6 +968,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "allot-agent: a join token is required (--token, --token-file or "
                         "ALLOT_TOKEN)\n");
         return 2;
+    }
+    {
+        uid_t first, last;
+        if (tenant_uid_range(c->tenant_uids, &first, &last, err, sizeof(err)) < 0) {
+            fprintf(stderr, "allot-agent: --tenant-uids: %s\n", err);
+            return 2;
+        }
     }
     if (!c->name || !*c->name) {
         if (gethostname(host, sizeof(host)) < 0)

@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sched.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -178,6 +179,100 @@ static int lookup_user(const char *who, struct run_user *u)
     return 0;
 }
 
+int tenant_uid_range(const char *s, uid_t *first, uid_t *last, char *why, size_t len)
+{
+    char a[16], b[16];
+    unsigned long lo, hi;
+    const char *dash = s ? strchr(s, '-') : NULL;
+
+    if (!dash || (size_t)(dash - s) >= sizeof(a) || strlen(dash + 1) >= sizeof(b)) {
+        allot_fmt(why, len, "\"%s\": expected FIRST-LAST", s ? s : "");
+        return -1;
+    }
+    memcpy(a, s, (size_t)(dash - s));
+    a[dash - s] = '\0';
+    allot_strlcpy(b, dash + 1, sizeof(b));
+    if (!parse_id(a, &lo) || !parse_id(b, &hi) || lo < 1 || hi < lo) {
+        allot_fmt(why, len, "\"%s\": expected FIRST-LAST, whole numbers, 1 <= FIRST <= LAST < %lu",
+                  s, (unsigned long)UINT32_MAX - 1);
+        return -1;
+    }
+    *first = (uid_t)lo;
+    *last = (uid_t)hi;
+    return 0;
+}
+
+/* The uid of tenant `tenant` under --run-as tenant: the one recorded in
+ * STATE/tenant-uids, else the one a hash of the path picks in the range
+ * (the next free one when another tenant holds it), then recorded. The
+ * file is held under flock; it only grows. Returns 0 or -1 with why. */
+static int tenant_uid(const struct agent *a, const char *tenant, uid_t *out, char *why, size_t len)
+{
+    char path[4200], line[512], name[300];
+    unsigned long id, span;
+    uint64_t h = 0xcbf29ce484222325ULL;
+    uid_t first, last, pick;
+    uid_t *held = NULL;
+    size_t n = 0, cap = 0;
+    bool found = false;
+    FILE *f;
+    int fd, rc = -1;
+
+    if (!*tenant) {
+        allot_fmt(why, len, "the job names no tenant to give a uid (--run-as tenant)");
+        return -1;
+    }
+    if (tenant_uid_range(a->cfg.tenant_uids, &first, &last, why, len) < 0)
+        return -1;
+    allot_fmt(path, sizeof(path), "%s/tenant-uids", a->cfg.state_dir);
+    fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0 || flock(fd, LOCK_EX) < 0 || !(f = fdopen(fd, "r+"))) {
+        allot_fmt(why, len, "%s: %s", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    while (!found && fgets(line, sizeof(line), f)) {
+        if (sscanf(line, "%lu %299s", &id, name) != 2)
+            continue;
+        if (!strcmp(name, tenant)) {
+            *out = (uid_t)id;
+            found = true;
+        } else if (allot_grow((void **)&held, &cap, n + 1, sizeof(*held)) == 0) {
+            held[n++] = (uid_t)id;
+        }
+    }
+    if (found) {
+        rc = 0;
+        goto out;
+    }
+    for (const char *p = tenant; *p; p++)
+        h = (h ^ (unsigned char)*p) * 0x100000001b3ULL;
+    span = (unsigned long)(last - first) + 1;
+    pick = first + (uid_t)(h % span);
+    for (unsigned long tries = 0; tries < span; tries++) {
+        bool taken = false;
+        for (size_t i = 0; i < n && !taken; i++)
+            taken = held[i] == pick;
+        if (!taken) {
+            if (fseek(f, 0, SEEK_END) != 0 ||
+                fprintf(f, "%lu %s\n", (unsigned long)pick, tenant) < 0 || fflush(f) != 0) {
+                allot_fmt(why, len, "%s: %s", path, strerror(errno));
+                goto out;
+            }
+            *out = pick;
+            rc = 0;
+            goto out;
+        }
+        pick = pick == last ? first : pick + 1;
+    }
+    allot_fmt(why, len, "--tenant-uids %s: every uid is taken", a->cfg.tenant_uids);
+out:
+    allot_free(held);
+    fclose(f); /* closes fd and drops the lock */
+    return rc;
+}
+
 /* The user a job runs as: the user map's line for its submitting user
  * ("@ID USER [allow-root]", ID the submitting user allotd sends: TENANT:NAME
  * for a token scoped to a tenant, else the token's NAME), else
@@ -220,6 +315,13 @@ static int resolve_user(const struct agent *a, const char *tenant, const char *s
         fclose(f);
     if (best_len)
         allot_strlcpy(who, best, sizeof(who));
+    if (!strcmp(who, "tenant")) {
+        /* a uid and group of its own per tenant, known to no passwd */
+        uid_t id;
+        if (tenant_uid(a, tenant, &id, why, len) < 0)
+            return -1;
+        allot_fmt(who, sizeof(who), "%lu", (unsigned long)id);
+    }
     if (lookup_user(who, u) < 0) {
         allot_fmt(why, len, "no user or group \"%s\" on this node (run-as / user-map)", who);
         return -1;

@@ -273,6 +273,8 @@ bool allot_env_reserved(const char *name)
     static const char *const prefixes[] = {"ALLOT_GPU_", "ALLOT_SHIM_", "CUDA_MPS_"};
     static const char *const names[] = {"ALLOT_CUDA_LIB", "ALLOT_NVML_LIB", "LD_PRELOAD"};
 
+    if (!strcmp(name, "ALLOT_SHIM_LOG")) /* where the shim writes its log: the job's business */
+        return false;
     for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++)
         if (!strncmp(name, prefixes[i], strlen(prefixes[i])))
             return true;

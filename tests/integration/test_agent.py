@@ -24,6 +24,17 @@ AG = None
 agent = None
 
 
+def tenant_uid(ag, tenant):
+    """The uid the agent gave tenant under --run-as tenant (its STATE/tenant-uids)."""
+    with open(os.path.join(ag.dir, "tenant-uids")) as f:
+        for line in f:
+            uid, name = line.split()
+            if name == tenant:
+                assert 2000000000 <= int(uid) <= 2099999999, line
+                return uid
+    raise AssertionError("no uid for %s" % tenant)
+
+
 def submit(body):
     body = dict({"tenant": "research/nlp", "gpus": 1, "cpus": 1, "memory": 256}, **body)
     if "mig" in body:
@@ -72,7 +83,8 @@ def test_run_to_completion():
     assert j["state"] == "succeeded" and j["exit_code"] == 0, j
     out = agent.task_log(jid)
     assert "hello %d" % jid in out, out
-    assert "\n65534\n" in out, out  # nobody, never root
+    # the tenant's own uid (--run-as tenant, the default), never root
+    assert "\n%s\n" % tenant_uid(agent, "research/nlp") in out, out
     assert "gpus=GPU-" in out and out.split("gpus=")[1].split()[0] == \
         out.split("nv=")[1].split()[0], out
     evs = expect(dm.req("GET", "/v1/jobs/%d/events" % jid, token=dm.admin), 200)["events"]
@@ -135,6 +147,36 @@ def test_device_access():
     others = [v[1] for k, v in by.items() if v[0] == "other" and k != "nvidiactl"]
     assert others and all(e == 1 for e in others), by  # EPERM
     assert by["nvidiactl"][1] != 1, by
+
+
+def test_tenants_run_as_their_own_uids():
+    """By default (--run-as tenant) each tenant's jobs run as a uid of their own: one
+    tenant's job cannot signal another's, read its environment or read its log."""
+    share = fx.tempdir()
+    os.chmod(share, 0o777)
+    pidf = os.path.join(share, "a.pid")
+    a = submit({"gpus": 0, "env": {"SECRET": "s3cr3t"},
+                "command": sh("echo $$ > %s; echo a-log-line; sleep 30" % pidf)})
+    end = time.time() + 15
+    while time.time() < end and not (os.path.exists(pidf) and open(pidf).read().strip()):
+        time.sleep(0.05)
+    pid = open(pidf).read().strip()
+    logf = os.path.join(agent.dir, "logs", str(a), "task-0.log")
+    b = submit({"tenant": "research/vision", "gpus": 0, "command": sh(
+        "id -u; kill -0 %s && echo can-signal; grep -a SECRET /proc/%s/environ && echo can-read;"
+        " cat %s && echo can-read-log; true" % (pid, pid, logf))})
+    j = wait_state(b, ("succeeded", "failed"))
+    out = agent.task_log(b)
+    try:
+        assert j["state"] == "succeeded", (j, out)
+        assert out.split()[0] == tenant_uid(agent, "research/vision") != \
+            tenant_uid(agent, "research/nlp"), out
+        assert "can-signal" not in out and "can-read" not in out and "s3cr3t" not in out, out
+        assert "a-log-line" not in out, out
+        assert expect(dm.req("GET", "/v1/jobs/%d" % a, token=dm.admin), 200)["state"] == \
+            "running"
+    finally:
+        expect(dm.req("POST", "/v1/jobs/%d/cancel" % a, token=dm.admin), 200)
 
 
 def test_root_refused():
@@ -375,7 +417,8 @@ def test_oci_image():
         out = ag.task_log(jid)
         assert j["exit_code"] == 4, (j, out, ag.log())
         lines = out.split()
-        assert lines[0] == "hi" and lines[1] == "65534" and lines[2] == "allot-job", out
+        assert lines[0] == "hi" and lines[1] == tenant_uid(ag, "research/nlp") and \
+            lines[2] == "allot-job", out
         gpu_devs = [w for w in lines if w.startswith("nvidia") and w != "nvidiactl"]
         assert len(gpu_devs) == 1 and "nvidiactl" in lines, out
         assert "host-visible" not in out and "pid=1" in out, out
@@ -1013,7 +1056,8 @@ if __name__ == "__main__":
         AG = dm.token("agent", "", "agents")
         agent = Agent(dm, AG, "ag-1", emulate="2xL4",
                       args=["--emulate-util", "35", "--sample-interval", "200ms"])
-        fx.run([test_stale_cgroups_removed, test_run_to_completion, test_exit_code_and_no_command,
+        fx.run([test_stale_cgroups_removed, test_run_to_completion,
+                test_tenants_run_as_their_own_uids, test_exit_code_and_no_command,
                 test_memory_limit_is_an_oom_kill, test_cpu_quota, test_device_access,
                 test_root_refused, test_cancel_stops_with_grace, test_nvml_discovery, test_mig,
                 test_oci_image, test_scrub_between_tenants, test_fractions_shim_and_mps,
