@@ -1025,6 +1025,17 @@ static int task_launch(struct agent *a, json_t *d, struct task *t)
         task_fail(t, why);
         return 0;
     }
+    if (*env_get(&env, "ALLOT_SHIM_REGION") && !*env_get(&env, "LD_PRELOAD")) {
+        /* no shim to preload: the fraction runs, unenforced, and says so */
+        LOG_WARN("task",
+                 "job %lld: no GPU sharing shim at %s: its GPU memory cap and compute "
+                 "share are not enforced",
+                 (long long)t->job, a->cfg.shim_lib ? a->cfg.shim_lib : "");
+        dprintf(log_fd,
+                "allot: node %s has no GPU sharing shim at %s (--shim-lib): this fraction's GPU "
+                "memory cap and compute share are not enforced\n",
+                a->cfg.name, a->cfg.shim_lib ? a->cfg.shim_lib : "");
+    }
     if (*env_get(&env, "ALLOT_SHIM_REGION")) { /* a fraction: the shim's shared region */
         char region[4500];
         int fd;

@@ -535,8 +535,12 @@ def test_fractions_shim_and_mps():
         assert "ALLOT_GPU_SM_WEIGHT=100" in env_a and "ALLOT_GPU_SM_SOFT=1" in env_a, env_a
         # contexts count the agent's default estimate until the shim measures them
         assert "ALLOT_GPU_CONTEXT_OVERHEAD=300Mi" in env_a, env_a
-        # the shim is preloaded, and a program that never touches CUDA runs as before
+        # the shim is preloaded, and a program that never touches CUDA runs as before;
+        # without one (the sanitizer build's agent) the job's log says it is unenforced
         assert asan or "LD_PRELOAD=%s" % shim_lib in env_a, env_a
+        unenforced = "no GPU sharing shim at /nonexistent (--shim-lib): this fraction's GPU " \
+            "memory cap and compute share are not enforced"
+        assert (unenforced in env_a) == asan, env_a
         assert shim.task_log(b) == "", shim.task_log(b)  # a whole GPU: no limits
         env_c = mps.task_log(c)
         assert "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50" in env_c, env_c
