@@ -1,8 +1,9 @@
 /*
  * Internal header of the job queue (src/core/queue*.c), not installed:
  * the queue's state and the steps its files share. queue.c owns the
- * lifecycle, jobs starting and leaving, gangs, reasons and the cycle's
- * steps; queue_serve.c the ordering policies and the order in which a
+ * lifecycle, jobs starting and leaving, reasons and the cycle's steps;
+ * queue_gang.c placing a gang (one node or one rack when it can);
+ * queue_serve.c the ordering policies and the order in which a
  * cycle considers pending jobs; queue_preempt.c preemption and reclaim
  * (the victim search); queue_reserve.c the EASY reservations and their
  * backfill; queue_check.c the invariants. See queue.c for the
@@ -243,6 +244,7 @@ void queue_job_usage(const struct allot_queue *q, const struct allot_job *j,
 void queue_job_leave(struct allot_queue *q, struct allot_job *j, int64_t now);
 void queue_job_unplace(struct allot_queue *q, struct allot_job *j, int64_t now);
 void queue_requeue(struct allot_queue *q, struct allot_job *j, int64_t now);
+/* Placing a gang (queue_gang.c). */
 int queue_gang_place(struct allot_queue *q, struct allot_job *j);
 void queue_gang_unplace(struct allot_queue *q, struct allot_job *j);
 void queue_set_why(struct allot_job *j, int kind, int who, int res, int other, int64_t a,
