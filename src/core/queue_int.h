@@ -209,9 +209,8 @@ static inline bool queue_gang_reserves(const struct allot_queue *q, const struct
 
     if (!q->o.backfill || r->holder >= 0 || !large || !(aged || q->o.reserve_gangs))
         return false;
-    return kind == ALLOT_WHY_CAPACITY ||
-           (kind == ALLOT_WHY_QUOTA && who == 0 &&
-            allot_tenants_in_nominal(q->t, j->spec.tenant, &j->req));
+    return kind == ALLOT_WHY_CAPACITY || (kind == ALLOT_WHY_QUOTA && who == 0 &&
+                                          allot_tenants_in_nominal(q->t, j->spec.tenant, &j->req));
 }
 
 /* Passes one decision to the cycle's callback. */
