@@ -4,7 +4,10 @@
  * The price book is one JSON document (the CLI reads YAML) kept in the
  * store's meta table: a currency, versions with effective dates, and
  * per-tenant budgets. An hour is priced by the version in force at its
- * start. Money is integer minor units (cents); amounts are exact integers
+ * start. Rates are kept keyed by the catalog's canonical model and profile
+ * names (a book may name them by alias, in any case), the names metering
+ * writes, so a rate is found by a plain lookup. Money is integer minor units (cents); amounts are
+ * exact integers
  * (__int128) until each invoice line is rounded once, half up.
  *
  * Reconciliation: the cluster's cost is its capacity (the node spans) at
@@ -186,8 +189,84 @@ static bool pb_valid(const struct allot_catalog *cat, json_t *pb, char *err, siz
     return true;
 }
 
-/* The stored price book (new reference) or NULL when none is set. */
-json_t *billing_pricebook(struct allot_store *st, int *rc)
+/* The catalog's spelling of a gpu_hour key (a model's canonical name for
+ * any of its names, in any case) or of a mig_hour key (a profile's name for
+ * any case of it); NULL when the catalog does not know it. */
+static const char *pb_canonical_key(const struct allot_catalog *cat, bool model, const char *k)
+{
+    int x = model ? allot_catalog_find_model(cat, k) : allot_catalog_find_profile(cat, k);
+
+    if (x < 0)
+        return NULL;
+    return model ? cat->models[x].name : cat->profile_names[x];
+}
+
+/*
+ * Rewrites the keys of every version's gpu_hour and mig_hour to the
+ * catalog's spelling, so that pricing, which looks rates up by the names
+ * the metering writes (canonical), finds them whatever name the book used.
+ * strict (a book being stored): two keys naming one model or profile are
+ * refused, err naming both. Lenient (a stored book written before books
+ * were stored canonical): the canonically spelt key wins, else the first.
+ * A key the catalog does not know (lenient only) is kept as it is.
+ * Returns 0, ALLOT_EINVAL (strict; err says why) or ALLOT_ENOMEM.
+ */
+static int pb_canonical(const struct allot_catalog *cat, json_t *pb, bool strict, char *err,
+                        size_t len)
+{
+    static const char *const tables[] = {"gpu_hour", "mig_hour"};
+    json_t *b;
+    size_t i;
+
+    json_array_foreach(json_object_get(pb, "books"), i, b)
+    {
+        for (size_t q = 0; q < 2; q++) {
+            json_t *tab = json_object_get(b, tables[q]), *out, *from, *v;
+            const char *k;
+            int rc = 0;
+
+            if (!json_is_object(tab))
+                continue;
+            out = json_object();
+            from = json_object(); /* canonical -> the key that named it */
+            if (!out || !from)
+                rc = ALLOT_ENOMEM;
+            json_object_foreach(tab, k, v)
+            {
+                const char *name = pb_canonical_key(cat, q == 0, k);
+                const char *first;
+
+                if (rc)
+                    break;
+                if (!name)
+                    name = k;
+                first = json_string_value(json_object_get(from, name));
+                if (first && strict) {
+                    allot_fmt(err, len, "books[%zu].%s: \"%s\" and \"%s\" both name %s %s", i,
+                              tables[q], first, k, q == 0 ? "GPU model" : "MIG profile", name);
+                    rc = ALLOT_EINVAL;
+                    break;
+                }
+                if (first && strcmp(k, name) != 0)
+                    continue; /* an alias after the canonical key (or another alias) */
+                if (json_object_set(out, name, v) < 0 ||
+                    json_object_set_new(from, name, json_string(k)) < 0)
+                    rc = ALLOT_ENOMEM;
+            }
+            if (!rc && json_object_set(b, tables[q], out) < 0)
+                rc = ALLOT_ENOMEM;
+            json_decref(out);
+            json_decref(from);
+            if (rc)
+                return rc;
+        }
+    }
+    return 0;
+}
+
+/* The stored price book (new reference) or NULL when none is set; its
+ * rate tables keyed by the catalog's names. */
+json_t *billing_pricebook(struct allot_store *st, const struct allot_catalog *cat, int *rc)
 {
     char *text = NULL;
     json_t *pb;
@@ -201,6 +280,11 @@ json_t *billing_pricebook(struct allot_store *st, int *rc)
         return NULL;
     pb = json_loads(text, 0, NULL);
     allot_free(text);
+    if (pb && pb_canonical(cat, pb, false, NULL, 0) < 0) {
+        json_decref(pb);
+        *rc = ALLOT_ENOMEM;
+        return NULL;
+    }
     return pb;
 }
 
@@ -212,7 +296,7 @@ int api_pricebook_get(struct req *r)
 
     if (!st)
         return 0;
-    pb = billing_pricebook(st, &rc);
+    pb = billing_pricebook(st, r->srv->cat, &rc);
     if (rc)
         return api_error(r, 500, "internal", "price book: %s", allot_strerror(rc));
     if (!pb)
@@ -253,12 +337,15 @@ int api_pricebook_put(struct req *r)
     json_t *pb = api_body_object(r);
     char err[400];
     char *text;
-    int rc;
+    int rc = 0;
 
     if (!pb)
         return 0;
-    if (!pb_valid(r->srv->cat, pb, err, sizeof(err))) {
+    if (!pb_valid(r->srv->cat, pb, err, sizeof(err)) ||
+        (rc = pb_canonical(r->srv->cat, pb, true, err, sizeof(err))) < 0) {
         json_decref(pb);
+        if (rc == ALLOT_ENOMEM)
+            return api_error(r, 500, "internal", "out of memory");
         return api_error(r, 422, "invalid", "price book: %s", err);
     }
     text = json_dumps(pb, JSON_COMPACT | JSON_PRESERVE_ORDER);
@@ -785,7 +872,7 @@ int api_invoices(struct req *r)
         return api_error(r, 400, "bad_request", "format: json, csv or html (got \"%s\")", format);
     if (*tenant && !auth_sees_tenant(&r->who, tenant) && !auth_in_scope(tenant, r->who.tenant))
         return api_error(r, 404, "not_found", "no such tenant: %s", tenant);
-    pb = billing_pricebook(st, &rc);
+    pb = billing_pricebook(st, r->srv->cat, &rc);
     if (rc)
         return api_error(r, 500, "internal", "price book: %s", allot_strerror(rc));
     if (!pb)

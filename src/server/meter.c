@@ -411,7 +411,7 @@ static int meter_snapshot(struct server *s, int64_t now)
         return ALLOT_EINVAL;
     if ((rc = allot_store_usage_list(st, from, to, &u, &n)))
         return rc;
-    json_t *snap = json_object(), *pb = billing_pricebook(st, &rc);
+    json_t *snap = json_object(), *pb = billing_pricebook(st, s->cat, &rc);
     for (size_t i = 0; i < n; i++) {
         json_t *t = json_object_get(snap, u[i].tenant);
         if (!t) {

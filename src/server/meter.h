@@ -95,8 +95,10 @@ bool meter_borrow_held(const char *tenant);
 /* ---- billing.c ---- */
 
 /* The stored price book (new reference), NULL when none is set (*rc 0) or
- * on a store failure (*rc set). */
-json_t *billing_pricebook(struct allot_store *st, int *rc);
+ * on a store failure (*rc set). Its rate tables are keyed by the names of
+ * cat (canonical model and profile names), also for a book stored with
+ * aliases by an older allotd. */
+json_t *billing_pricebook(struct allot_store *st, const struct allot_catalog *cat, int *rc);
 /* Adds each tenant's billed amount of rows[0..n) (minor units) into out
  * (tenant -> integer). Returns 0 or ALLOT_ENOMEM. */
 int billing_costs(const struct allot_catalog *cat, json_t *pb, const struct allot_store_usage *rows,

@@ -265,6 +265,33 @@ def test_invoice_prices_and_reconciles():
     expect(dm.req("GET", "/v1/invoices?format=pdf", token=dm.admin), 400)
 
 
+def whole_gpu_amount(tenant="research/nlp"):
+    period = time.strftime("%Y-%m", time.gmtime())
+    inv = expect(dm.req("GET", "/v1/invoices?period=" + period, token=dm.admin), 200)
+    t = [t for t in inv["tenants"] if t["tenant"] == tenant][0]
+    return sum(x["amount_minor"] for x in t["lines"] if x["item"] == "gpu")
+
+
+def test_pricebook_model_aliases():
+    """gpu_hour may name a model by any of its catalog names (an alias, any case): the book is
+    stored under the canonical name, so it prices that model's usage; a book naming one model
+    (or MIG profile) twice is refused, naming both keys."""
+    want = whole_gpu_amount()
+    assert want > 0
+    by_alias = dict(BOOK, books=[dict(BOOK["books"][0], gpu_hour={"h100": 3600000})])
+    assert expect(dm.req("PUT", "/v1/pricebook", by_alias, token=dm.admin), 200) == BOOK
+    assert expect(dm.req("GET", "/v1/pricebook", token=dm.admin), 200) == BOOK
+    assert whole_gpu_amount() == want
+    for field, keys in (("gpu_hour", ("H100-80GB", "H100-SXM5-80GB")),
+                        ("gpu_hour", ("H100", "h100")),
+                        ("mig_hour", ("1g.10gb", "1G.10GB"))):
+        twice = dict(BOOK, books=[dict(BOOK["books"][0], **{field: {k: 1 for k in keys}})])
+        e = expect(dm.req("PUT", "/v1/pricebook", twice, token=dm.admin), 422, keys)
+        msg = e["error"]["message"]
+        assert all('"%s"' % k in msg for k in keys) and field in msg, (keys, e)
+    assert expect(dm.req("GET", "/v1/pricebook", token=dm.admin), 200) == BOOK
+
+
 def metrics():
     st, text = dm.req("GET", "/metrics", raw=True)
     assert st == 200, text
@@ -538,6 +565,7 @@ if __name__ == "__main__":
         fx.run([test_pricebook_validation, test_allocated_seconds_exact,
                 test_users_of_two_tenants_stay_apart, test_samples_count_once,
                 test_restart_keeps_runs_exact, test_invoice_prices_and_reconciles,
+                test_pricebook_model_aliases,
                 test_metrics_and_budgets, test_idle_detection, test_unhealthy_gpu_fences_its_node,
                 test_job_pattern_anomaly, test_budget_holds_borrowing,
                 test_members_see_their_tenant_only, test_cli,
