@@ -9,8 +9,10 @@
  * agents' samples, stored once per (job, task, sample time): a sample sent
  * twice (an agent resending what it buffered while allotd was away) is
  * stored once. Cumulative counters (CPU time, GPU energy) are differenced
- * between consecutive samples of a task, so missing samples lose no CPU
- * time or energy, only resolution.
+ * between consecutive samples of a task within one run, so missing samples
+ * lose no CPU time or energy, only resolution; never across two runs (a
+ * job started again may be on another node, its counters others'), and a
+ * counter that went back (reset) counts nothing for that interval.
  *
  * The roll-up thread recomputes the hours from the first one not yet final
  * up to now every meter-interval, in one write, and makes an hour final
@@ -166,6 +168,23 @@ static const struct allot_store_run *run_at(const struct allot_store_run *runs, 
     return NULL;
 }
 
+/* Whether t (seconds) is the second in which one run of job `job` ended and
+ * another began. Runs are whole seconds, so a sample taken in that second
+ * may be either run's. */
+static bool run_handover(const struct allot_store_run *runs, size_t n, int64_t job, int64_t t)
+{
+    int ended = 0, began = 0, both = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        if (runs[i].job_id != job)
+            continue;
+        ended += runs[i].end == t;
+        began += runs[i].start == t;
+        both += runs[i].end == t && runs[i].start == t;
+    }
+    return ended > 0 && began > 0 && ended + began - both >= 2;
+}
+
 static int collect_runs(const struct allot_catalog *cat, const struct allot_store_run *runs,
                         size_t n_runs, int64_t from, int64_t to, int64_t now, struct meter_acc *a)
 {
@@ -225,6 +244,13 @@ static int collect_samples(const struct allot_catalog *cat, const struct allot_s
             continue;
         if (!(r = run_at(runs, n_runs, x->job_id, t, now)))
             continue; /* a sample outside every run: nothing was allocated */
+        /* cumulative counters are the node's and its GPUs': a job that ran
+         * again (maybe elsewhere) starts them afresh, and the time between
+         * its runs was not its own; so both samples must be of one run */
+        if (run_at(runs, n_runs, p->job_id, p->at / 1000, now) != r ||
+            run_handover(runs, n_runs, x->job_id, t) ||
+            run_handover(runs, n_runs, p->job_id, p->at / 1000))
+            continue;
         json_t *pl = json_loads(r->placement ? r->placement : "{}", 0, NULL);
         json_t *task = json_array_get(json_object_get(pl, "tasks"), (size_t)x->task);
         char item[64], model[64];

@@ -205,6 +205,60 @@ def test_samples_count_once():
     assert r["gpu_memory_peak_bytes"] == 3 << 30 and r["energy_joules"] == 2.0, r
 
 
+def test_counters_stay_within_a_run():
+    """A job evicted from one node and started again on another has two runs; the cumulative
+    counters (CPU time, GPU energy) of the second node are never differenced against the
+    first's, a counter that goes back is not counted, and the time between the runs (queued)
+    is not measured time."""
+    t0 = int(time.time()) - 1
+    expect(dm.req("POST", "/v1/nodes/register", node("m-again"), token=AG), 201)
+    expect(dm.req("POST", "/v1/nodes/m-again/cordon", token=dm.admin), 200)
+    jid = submit(gpus=1)
+    j = wait_state(jid, "starting")
+    assert j["placement"]["tasks"][0]["node"] == "m-1", j
+    beat("m-1", {"jobs": [{"id": jid, "state": "running"}]})
+
+    def smp(at, cpu_ns, energy_mj):
+        return {"job": jid, "task": 0, "at": at, "cpu_ns": cpu_ns, "mem_bytes": 1 << 20,
+                "gpu_util": 90, "gpu_mem_bytes": 1 << 30, "energy_mj": energy_mj,
+                "interval_ms": 15000}
+
+    def after(ms):
+        """Sleeps until the store's clock (whole seconds) is past time ms."""
+        while int(time.time()) <= ms // 1000:
+            time.sleep(0.05)
+    # 1 s of CPU and 1 J on m-1, after the second the run began (runs are whole seconds)
+    at = (j["start_time"] + 1) * 1000 + 100
+    beat("m-1", {"usage": {"samples": [smp(at, 0, 1000000), smp(at + 1000, 10 ** 9, 1001000)]}})
+    after(at + 1000)
+    expect(dm.req("POST", "/v1/nodes/m-again/uncordon", token=dm.admin), 200)
+    expect(dm.req("POST", "/v1/nodes/m-1/drain?evict=1", token=dm.admin), 200)
+    end = time.time() + 10
+    while time.time() < end:
+        j = get(jid)
+        if j["state"] == "starting" and j["placement"]["tasks"][0]["node"] == "m-again":
+            break
+        time.sleep(0.05)
+    assert j["state"] == "starting" and j["placement"]["tasks"][0]["node"] == "m-again", j
+    beat("m-1", {"jobs": []})
+    expect(dm.req("POST", "/v1/nodes/m-1/uncordon", token=dm.admin), 200)
+    beat("m-again", {"jobs": [{"id": jid, "state": "running"}]})
+    # m-again's GPU counter stands at 900,000 J and its cgroup's CPU counter starts again at 0:
+    # 1 J and 1 s, then the energy counter goes back (not counted), then 2 J and 1 s more
+    at = (j["start_time"] + 1) * 1000 + 100
+    beat("m-again", {"usage": {"samples": [
+        smp(at, 0, 900000000), smp(at + 1000, 10 ** 9, 900001000),
+        smp(at + 2000, 15 * 10 ** 8, 5000), smp(at + 3000, 2 * 10 ** 9, 7000)]}})
+    after(at + 3000)
+    beat("m-again", {"jobs": [{"id": jid, "state": "succeeded", "exit_code": 0}]})
+    j = wait_state(jid, "succeeded")
+    expect(dm.req("POST", "/v1/nodes/m-again/cordon", token=dm.admin), 200)
+    wait_rollup(j["end_time"])
+    r = job_row(jid, t0)
+    assert r["energy_joules"] == 4.0, r  # 1 J + 1 J + 2 J
+    assert r["cpu_used_seconds"] == 3.0, r  # 1 s + 2 s
+    assert r["measured_seconds"] == 4.0, r  # 1 s + 3 s: the time it was queued is not
+
 def test_restart_keeps_runs_exact():
     global dm
     t0 = int(time.time()) - 1
@@ -564,6 +618,7 @@ if __name__ == "__main__":
         expect(dm.req("POST", "/v1/nodes/register", node("m-1"), token=AG), 201)
         fx.run([test_pricebook_validation, test_allocated_seconds_exact,
                 test_users_of_two_tenants_stay_apart, test_samples_count_once,
+                test_counters_stay_within_a_run,
                 test_restart_keeps_runs_exact, test_invoice_prices_and_reconciles,
                 test_pricebook_model_aliases,
                 test_metrics_and_budgets, test_idle_detection, test_unhealthy_gpu_fences_its_node,
