@@ -183,8 +183,8 @@ static const struct cli_usage invoice_usage = {
 
 int cmd_invoice(struct cli *c, int argc, char **argv)
 {
-    static const char *const titles[] = {"TENANT",   "ITEM",  "MODEL", "KIND/PROFILE",
-                                         "CAPACITY", "HOURS", "RATE",  "AMOUNT"};
+    static const char *const titles[] = {"TENANT", "ITEM", "MODEL",  "KIND/PROFILE", "CAPACITY",
+                                         "HOURS",  "RATE", "AMOUNT", "PRICES OF"};
     static const char *const query[] = {"period", "tenant", NULL};
     struct cli_args a;
     struct client *cl;
@@ -216,7 +216,20 @@ int cmd_invoice(struct cli *c, int argc, char **argv)
            json_string_value(json_object_get(reply, "period")),
            json_string_value(json_object_get(reply, "currency")),
            json_string_value(json_object_get(reply, "price_book")));
-    struct table *tb = table_new(8, titles);
+    /* a month whose prices changed has lines per price book version: say which */
+    const char *first = NULL;
+    bool versions = false;
+    json_array_foreach(json_object_get(reply, "tenants"), i, t)
+    {
+        json_array_foreach(json_object_get(t, "lines"), k, l)
+        {
+            const char *v = json_string_value(json_object_get(l, "price_book"));
+            if (!first)
+                first = v;
+            versions |= v && first && strcmp(v, first) != 0;
+        }
+    }
+    struct table *tb = table_new(versions ? 9 : 8, titles);
     json_array_foreach(json_object_get(reply, "tenants"), i, t)
     {
         const char *tn = json_string_value(json_object_get(t, "tenant"));
@@ -233,14 +246,15 @@ int cmd_invoice(struct cli *c, int argc, char **argv)
             allot_fmt(r, sizeof(r), "%.2f",
                       json_number_value(json_object_get(l, "rate_minor")) / 100.0);
             const char *model = json_string_value(json_object_get(l, "model"));
-            const char *cells[8] = {tn,
+            const char *cells[9] = {tn,
                                     json_string_value(json_object_get(l, "item")),
                                     model ? model : "",
                                     kp,
                                     json_string_value(json_object_get(l, "capacity")),
                                     num(json_object_get(l, "hours"), 3, h, sizeof(h)),
                                     r,
-                                    m};
+                                    m,
+                                    json_string_value(json_object_get(l, "price_book"))};
             table_row(tb, cells);
         }
         money(m, sizeof(m), json_object_get(t, "total_minor"));
@@ -250,7 +264,7 @@ int cmd_invoice(struct cli *c, int argc, char **argv)
             money(bm, sizeof(bm), json_object_get(t, "budget_minor"));
             allot_fmt(bud, sizeof(bud), "budget %s", bm);
         }
-        const char *total[8] = {tn, "total", "", bud, "", "", "", m};
+        const char *total[9] = {tn, "total", "", bud, "", "", "", m, ""};
         table_row(tb, total);
     }
     table_print(tb, stdout);

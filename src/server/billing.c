@@ -400,10 +400,11 @@ struct line {
     const char *item; /* "gpu", "cpu", "memory" */
     char model[64], kind[16], profile[32];
     bool borrowed, offpeak;
+    char version[16];  /* the price book version that prices it (its effective date) */
     double qty_hours;  /* GPU-hours, core-hours or GiB-hours */
     i128 list_num;     /* at list price */
     i128 bill_num;     /* after discount / premium / off-peak */
-    double rate_minor; /* per hour, after adjustments */
+    double rate_minor; /* per hour of qty_hours, after adjustments */
 };
 
 #define DEN ((i128)1000000 * 3600 * 10000)
@@ -425,15 +426,19 @@ struct invoice {
     json_t *index;
 };
 
-static struct line *inv_line(struct invoice *v, const char *tenant, const char *item,
+/* The line of v with these keys, created empty when new; NULL when out of
+ * memory. Every key that can change the rate is in it, the price book
+ * version b included, so that all of a line is priced at one rate. */
+static struct line *inv_line(struct invoice *v, json_t *b, const char *tenant, const char *item,
                              const char *model, const char *kind, const char *profile,
                              bool borrowed, bool offpeak)
 {
+    const char *version = json_string_value(json_object_get(b, "effective"));
     char key[700];
     json_t *ix;
 
-    allot_fmt(key, sizeof(key), "%s|%s|%s|%s|%s|%d|%d", tenant, item, model, kind, profile,
-              borrowed, offpeak);
+    allot_fmt(key, sizeof(key), "%s|%s|%s|%s|%s|%d|%d|%s", tenant, item, model, kind, profile,
+              borrowed, offpeak, version ? version : "");
     if ((ix = json_object_get(v->index, key)))
         return &v->lines[json_integer_value(ix)];
     if (allot_grow((void **)&v->lines, &v->cap, v->n + 1, sizeof(*v->lines)) < 0 ||
@@ -448,20 +453,26 @@ static struct line *inv_line(struct invoice *v, const char *tenant, const char *
     allot_strlcpy(l->profile, profile, sizeof(l->profile));
     l->borrowed = borrowed;
     l->offpeak = offpeak;
+    allot_strlcpy(l->version, version ? version : "", sizeof(l->version));
     return l;
 }
 
-/* Adds the price of q (ppm-seconds of the unit) at `rate` per unit-hour
- * to line l, at list and with the book's adjustments. */
-static void line_add(struct line *l, json_t *b, i128 q, i128 rate)
+/* Adds the price of q (ppm-seconds of the line's unit, as in its hours)
+ * at `rate` x fnum / fden per unit-hour to line l (book b's version), at
+ * list and with the book's adjustments. fnum / fden converts the line's
+ * unit into the one the rate is for (GPU-hours into MIG instance-hours) or
+ * marks it up (fractions), so the line's rate is per hour of its hours. */
+static void line_add(struct line *l, json_t *b, i128 q, i128 fnum, i128 fden, i128 rate)
 {
     int64_t adj = l->borrowed ? 100 + book_int(b, "borrowed_premium_pct")
                               : 100 - book_int(b, "reserved_discount_pct");
     int64_t off = l->offpeak ? 100 - book_int(json_object_get(b, "offpeak"), "discount_pct") : 100;
 
+    q = q * fnum / fden;
     l->list_num += q * rate * 10000;
     l->bill_num += q * rate * adj * off;
-    l->rate_minor = (double)rate * (double)adj * (double)off / 10000.0;
+    l->rate_minor =
+        (double)rate * (double)fnum / (double)fden * (double)adj * (double)off / 10000.0;
 }
 
 /* Prices one roll-up row into v. */
@@ -488,7 +499,7 @@ static int price_row(const struct allot_catalog *cat, json_t *pb, const struct a
         if (!strcmp(json_string_value(json_object_get(b, "bill")) ?: "", "measured") &&
             u->util_ms > 0)
             q = q * u->util_pct_ms / ((i128)u->util_ms * 100);
-        l = inv_line(v, u->tenant, "gpu", u->model, kind, prof, u->borrowed, off);
+        l = inv_line(v, b, u->tenant, "gpu", u->model, kind, prof, u->borrowed, off);
         if (!l)
             return ALLOT_ENOMEM;
         json_t *mig = json_object_get(json_object_get(b, "mig_hour"), prof);
@@ -498,27 +509,27 @@ static int price_row(const struct allot_catalog *cat, json_t *pb, const struct a
             /* a rate per instance-hour: instance-seconds = ppm-seconds / one instance's ppm */
             for (int p = 0; p < gm->n_profiles; p++)
                 if (!strcmp(gm->profiles[p].name, prof) && gm->profiles[p].compute_slices > 0)
-                    line_add(l, b, q * gm->compute_slices / gm->profiles[p].compute_slices,
+                    line_add(l, b, q, gm->compute_slices, gm->profiles[p].compute_slices,
                              json_integer_value(mig));
         } else {
             int64_t markup =
                 !strcmp(kind, "fraction") ? 100 + book_int(b, "fraction_markup_pct") : 100;
-            line_add(l, b, q * markup / 100, rate);
+            line_add(l, b, q, markup, 100, rate);
         }
     }
     if (u->cpu_milli_s > 0 && book_int(b, "cpu_core_hour") > 0) {
-        l = inv_line(v, u->tenant, "cpu", "", "", "", u->borrowed, off);
+        l = inv_line(v, b, u->tenant, "cpu", "", "", "", u->borrowed, off);
         if (!l)
             return ALLOT_ENOMEM;
         l->qty_hours += (double)u->cpu_milli_s / 1000.0 / 3600.0;
-        line_add(l, b, (i128)u->cpu_milli_s * 1000, book_int(b, "cpu_core_hour"));
+        line_add(l, b, (i128)u->cpu_milli_s * 1000, 1, 1, book_int(b, "cpu_core_hour"));
     }
     if (u->mem_mib_s > 0 && book_int(b, "memory_gib_hour") > 0) {
-        l = inv_line(v, u->tenant, "memory", "", "", "", u->borrowed, off);
+        l = inv_line(v, b, u->tenant, "memory", "", "", "", u->borrowed, off);
         if (!l)
             return ALLOT_ENOMEM;
         l->qty_hours += (double)u->mem_mib_s / 1024.0 / 3600.0;
-        line_add(l, b, (i128)u->mem_mib_s * 1000000 / 1024, book_int(b, "memory_gib_hour"));
+        line_add(l, b, (i128)u->mem_mib_s * 1000000 / 1024, 1, 1, book_int(b, "memory_gib_hour"));
     }
     return 0;
 }
@@ -582,7 +593,9 @@ static int line_cmp(const void *a, const void *b)
         return c;
     if (x->borrowed != y->borrowed)
         return x->borrowed - y->borrowed;
-    return x->offpeak - y->offpeak;
+    if (x->offpeak != y->offpeak)
+        return x->offpeak - y->offpeak;
+    return strcmp(x->version, y->version); /* YYYY-MM-DD: in time order */
 }
 
 static json_t *opt_str(const char *s)
@@ -654,11 +667,12 @@ static int invoice_build(struct req *r, json_t *pb, const char *period, int64_t 
         t_total += amount;
         json_array_append_new(
             json_object_get(cur, "lines"),
-            json_pack("{s:s,s:o,s:o,s:o,s:s,s:b,s:f,s:f,s:I,s:I}", "item", l->item, "model",
+            json_pack("{s:s,s:o,s:o,s:o,s:s,s:b,s:s,s:f,s:f,s:I,s:I}", "item", l->item, "model",
                       opt_str(l->model), "kind", opt_str(l->kind), "profile", opt_str(l->profile),
                       "capacity", l->borrowed ? "borrowed" : "reserved", "offpeak", l->offpeak,
-                      "hours", round(l->qty_hours * 1e6) / 1e6, "rate_minor", l->rate_minor,
-                      "amount_minor", (json_int_t)amount, "list_minor", (json_int_t)list));
+                      "price_book", l->version, "hours", round(l->qty_hours * 1e6) / 1e6,
+                      "rate_minor", l->rate_minor, "amount_minor", (json_int_t)amount, "list_minor",
+                      (json_int_t)list));
     }
     int64_t cluster = round_den(cluster_num);
     json_t *o = json_pack("{s:s,s:s,s:I,s:I,s:o}", "period", period, "currency",
@@ -772,7 +786,7 @@ static char *invoice_text(json_t *inv, bool html, size_t *len)
                 js(inv, "period"), js(inv, "period"), js(inv, "currency"), js(inv, "price_book"));
     else
         fputs("tenant,item,model,kind,profile,capacity,offpeak,hours,rate_minor,amount_minor,"
-              "amount\n",
+              "amount,price_book\n",
               f);
     json_array_foreach(json_object_get(inv, "tenants"), i, t)
     {
@@ -781,7 +795,7 @@ static char *invoice_text(json_t *inv, bool html, size_t *len)
             html_text(f, js(t, "tenant"));
             fputs("</h2><table><tr><th>item</th><th>model</th><th>kind</th><th>profile</th>"
                   "<th>capacity</th><th>off-peak</th><th>hours</th><th>rate</th>"
-                  "<th>amount</th></tr>\n",
+                  "<th>amount</th><th>prices of</th></tr>\n",
                   f);
         }
         json_array_foreach(json_object_get(t, "lines"), k, l)
@@ -797,10 +811,12 @@ static char *invoice_text(json_t *inv, bool html, size_t *len)
                 }
                 fprintf(f,
                         "<td>%s</td><td class=n>%.3f</td><td class=n>%.2f</td><td "
-                        "class=n>%s</td></tr>\n",
+                        "class=n>%s</td><td>",
                         json_is_true(json_object_get(l, "offpeak")) ? "yes" : "",
                         json_real_value(json_object_get(l, "hours")),
                         json_real_value(json_object_get(l, "rate_minor")) / 100.0, m);
+                html_text(f, js(l, "price_book"));
+                fputs("</td></tr>\n", f);
             } else {
                 csv_field(f, js(t, "tenant"));
                 const char *cols[] = {"item", "model", "kind", "profile", "capacity"};
@@ -808,19 +824,24 @@ static char *invoice_text(json_t *inv, bool html, size_t *len)
                     fputc(',', f);
                     csv_field(f, js(l, cols[c]));
                 }
-                fprintf(f, ",%s,%.6f,%.4f,%lld,%s\n",
+                fprintf(f, ",%s,%.6f,%.4f,%lld,%s,",
                         json_is_true(json_object_get(l, "offpeak")) ? "yes" : "no",
                         json_real_value(json_object_get(l, "hours")),
                         json_real_value(json_object_get(l, "rate_minor")),
                         (long long)json_integer_value(json_object_get(l, "amount_minor")), m);
+                csv_field(f, js(l, "price_book"));
+                fputc('\n', f);
             }
         }
         money(m, sizeof(m), json_integer_value(json_object_get(t, "total_minor")));
         if (html)
-            fprintf(f, "<tr><th colspan=8>total</th><td class=n><b>%s</b></td></tr></table>\n", m);
+            fprintf(f,
+                    "<tr><th colspan=8>total</th><td class=n><b>%s</b></td><td></td></tr>"
+                    "</table>\n",
+                    m);
         else {
             csv_field(f, js(t, "tenant"));
-            fprintf(f, ",total,,,,,,,,%lld,%s\n",
+            fprintf(f, ",total,,,,,,,,%lld,%s,\n",
                     (long long)json_integer_value(json_object_get(t, "total_minor")), m);
         }
     }
@@ -833,7 +854,7 @@ static char *invoice_text(json_t *inv, bool html, size_t *len)
             fprintf(f, "<p>Unbilled (idle capacity and adjustments): %s<br>Cluster cost: %s</p>\n",
                     m, m2);
         else
-            fprintf(f, "(unbilled),total,,,,,,,,%lld,%s\n(cluster),total,,,,,,,,%lld,%s\n",
+            fprintf(f, "(unbilled),total,,,,,,,,%lld,%s,\n(cluster),total,,,,,,,,%lld,%s,\n",
                     (long long)json_integer_value(json_object_get(u, "amount_minor")), m,
                     (long long)json_integer_value(json_object_get(c, "amount_minor")), m2);
     }
