@@ -6,7 +6,9 @@
  * per-tenant budgets. An hour is priced by the version in force at its
  * start. Rates are kept keyed by the catalog's canonical model and profile
  * names (a book may name them by alias, in any case), the names metering
- * writes, so a rate is found by a plain lookup. Money is integer minor units (cents); amounts are
+ * writes, so a rate is found by a plain lookup. A new book may not change
+ * the prices of a closed month (one before the current one, UTC): the
+ * versions effective before it stay as they are. Money is integer minor units (cents); amounts are
  * exact integers
  * (__int128) until each invoice line is rounded once, half up.
  *
@@ -315,15 +317,101 @@ int api_pricebook_get(struct req *r)
     return api_json(r, 200, pb);
 }
 
+/* The version of books effective on date `eff` (YYYY-MM-DD), or NULL. */
+static json_t *pb_version(json_t *books, const char *eff)
+{
+    json_t *b;
+    size_t i;
+
+    json_array_foreach(books, i, b)
+    {
+        const char *e = json_string_value(json_object_get(b, "effective"));
+        if (e && !strcmp(e, eff))
+            return b;
+    }
+    return NULL;
+}
+
+/*
+ * Whether storing book `next` over `prev` (both canonical) leaves the
+ * invoices of closed months as they were: every version effective before
+ * the start of the month of `now` (UTC) is in next unchanged, next adds no
+ * version effective before it, and the currency stays while such versions
+ * exist. Writes why not (naming the version) into err. The versions of
+ * the current month and later may change freely: its invoice is not
+ * closed.
+ */
+static bool pb_keeps_past(json_t *prev, json_t *next, int64_t now, char *err, size_t len)
+{
+    json_t *pv = json_object_get(prev, "books"), *nv = json_object_get(next, "books"), *b;
+    time_t t = (time_t)now;
+    struct tm tm;
+    char month[16];
+    bool past = false;
+    size_t i;
+
+    gmtime_r(&t, &tm);
+    strftime(month, sizeof(month), "%Y-%m-01", &tm);
+    json_array_foreach(pv, i, b)
+    {
+        const char *eff = json_string_value(json_object_get(b, "effective"));
+        json_t *same;
+
+        if (!eff || strcmp(eff, month) >= 0)
+            continue;
+        past = true;
+        same = pb_version(nv, eff);
+        if (!same || !json_equal(same, b))
+            return allot_fmt(err, len,
+                             "books: version %s priced months already invoiced (before %s): it "
+                             "cannot be %s; add a version effective %s or later instead",
+                             eff, month, same ? "changed" : "removed", month),
+                   false;
+    }
+    json_array_foreach(nv, i, b)
+    {
+        const char *eff = json_string_value(json_object_get(b, "effective"));
+
+        if (eff && strcmp(eff, month) < 0 && !pb_version(pv, eff))
+            return allot_fmt(err, len,
+                             "books: a new version effective %s would reprice months already "
+                             "invoiced (before %s); new versions take effect %s or later",
+                             eff, month, month),
+                   false;
+    }
+    if (past && !json_equal(json_object_get(prev, "currency"), json_object_get(next, "currency")))
+        return allot_fmt(err, len,
+                         "currency: the months already invoiced (before %s) are in %s; it "
+                         "cannot change",
+                         month, json_string_value(json_object_get(prev, "currency"))),
+               false;
+    return true;
+}
+
 struct pb_write {
     struct req *r;
-    const char *text;
+    json_t *pb;       /* the book to store (canonical), borrowed */
+    const char *text; /* the same as JSON text */
+    char err[400];    /* OUT: why not (ALLOT_ESTATE) */
 };
 
+/* Group-commit write: the book, unless it rewrites a closed month's prices
+ * (ALLOT_ESTATE, w->err says why; checked against the book stored now, in
+ * the write, so two admins' books cannot pass the check together). */
 static int pb_write_fn(struct allot_store *st, void *arg)
 {
     struct pb_write *w = arg;
-    int rc = allot_store_meta_set(st, PB_KEY, w->text);
+    int rc;
+    json_t *prev = billing_pricebook(st, w->r->srv->cat, &rc);
+
+    if (rc)
+        return rc;
+    if (prev && !pb_keeps_past(prev, w->pb, srv_now(), w->err, sizeof(w->err))) {
+        json_decref(prev);
+        return ALLOT_ESTATE;
+    }
+    json_decref(prev);
+    rc = allot_store_meta_set(st, PB_KEY, w->text);
 
     if (!rc) {
         rc = api_audit(st, w->r, "pricebook", "ok", srv_now());
@@ -349,9 +437,13 @@ int api_pricebook_put(struct req *r)
         return api_error(r, 422, "invalid", "price book: %s", err);
     }
     text = json_dumps(pb, JSON_COMPACT | JSON_PRESERVE_ORDER);
-    struct pb_write w = {.r = r, .text = text};
+    struct pb_write w = {.r = r, .pb = pb, .text = text};
     rc = text ? srv_write(r->srv, pb_write_fn, &w) : ALLOT_ENOMEM;
     free(text);
+    if (rc == ALLOT_ESTATE) {
+        json_decref(pb);
+        return api_error(r, 409, "conflict", "price book: %s", w.err);
+    }
     if (rc) {
         json_decref(pb);
         return api_error(r, 500, "internal", "cannot store the price book: %s", allot_strerror(rc));

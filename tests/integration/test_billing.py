@@ -1,7 +1,8 @@
 """Invoices of a month whose prices changed in the middle, against a real allotd: each
 line is priced by one version of the price book, so its rate times its hours is its
-amount. Metering writes the hours of the present only, so last month's hourly roll-ups
-and the node that was up all month are written into the store before allotd starts."""
+amount; and the versions that priced closed months cannot be rewritten. Metering writes
+the hours of the present only, so last month's hourly roll-ups and the node that was up
+all month are written into the store before allotd starts."""
 
 import calendar
 import csv
@@ -13,7 +14,7 @@ import time
 
 import allotd_fixture as fx
 from allotd_fixture import TENANTS, Daemon, expect
-from cli_fixture import cli, ok
+from cli_fixture import cli, fails, ok
 
 dm = None
 NOW = time.gmtime()
@@ -116,6 +117,62 @@ def test_lines_per_price_book_version():
     assert "PRICES OF" in r.out and v2 in r.out, r.out
 
 
+
+def invoice(period):
+    return expect(dm.req("GET", "/v1/invoices?period=" + period, token=dm.admin), 200)
+
+
+def put(book, status):
+    return expect(dm.req("PUT", "/v1/pricebook", book, token=dm.admin), status)
+
+
+def test_past_versions_stay():
+    """Versions effective before this month (UTC) priced closed months: a book that changes
+    or removes one, adds one, or changes the currency is refused with 409 naming it, and
+    last month's invoice stays what it was. The same versions again (a new budget, a model
+    spelt by an alias) are fine, and so is anything from this month on."""
+    before = invoice(PREV)
+    v2 = PREV + "-16"
+    this_month = time.strftime("%Y-%m-01", NOW)
+    changed = json.loads(json.dumps(BOOK))
+    changed["books"][1]["gpu_hour"]["H100-80GB"] = 1
+    added = json.loads(json.dumps(BOOK))
+    added["books"].append(dict(VERSIONS[1], effective=PREV + "-20", cpu_core_hour=1))
+    for book, word in ((changed, v2), (dict(BOOK, books=VERSIONS[:1]), v2),
+                       (added, PREV + "-20"), (dict(BOOK, currency="USD"), "currency")):
+        e = put(book, 409)
+        assert word in e["error"]["message"] and this_month in e["error"]["message"], e
+    r = fails(cli(dm, "pricebook", "apply", "-f", "-", stdin=json.dumps(changed)), 4,
+              "conflict")
+    assert v2 in r.err, r
+    assert expect(dm.req("GET", "/v1/pricebook", token=dm.admin), 200) == BOOK
+    assert invoice(PREV) == before
+    # the same versions: a budget, a model by its alias
+    alias = json.loads(json.dumps(BOOK))
+    alias["books"][0]["gpu_hour"] = {"H100": 3600}
+    put(dict(alias, budgets={"research/nlp": {"monthly_minor": 10 ** 6}}), 200)
+    # from this month on, versions come, change and go
+    later = dict(BOOK, books=VERSIONS + [{"effective": this_month, "gpu_hour": {"H100-80GB": 1}}])
+    put(later, 200)
+    later["books"][2]["gpu_hour"]["H100-80GB"] = 2
+    assert put(later, 200)["books"][2]["gpu_hour"] == {"H100-80GB": 2}
+    put(BOOK, 200)
+    assert invoice(PREV) == before
+
+
+def test_example_applies():
+    """etc/pricebook.example.yaml applies to an allotd without a price book (a first book
+    may start in the past: no month was invoiced before it)."""
+    other = Daemon()
+    try:
+        ok(cli(other, "pricebook", "apply", "-f",
+               os.path.join(fx.SOURCE, "etc", "pricebook.example.yaml")))
+        shown = ok(cli(other, "-o", "json", "pricebook")).json()
+        assert [b["effective"] for b in shown["books"]] == ["2026-01-01", "2026-12-01"], shown
+    finally:
+        other.stop()
+
+
 if __name__ == "__main__":
     d = fx.tempdir()
     admin = fx.init(d)
@@ -124,6 +181,7 @@ if __name__ == "__main__":
     dm.admin = admin
     try:
         expect(dm.req("PUT", "/v1/tenants", TENANTS, token=dm.admin), 200)
-        fx.run([test_lines_per_price_book_version])
+        fx.run([test_lines_per_price_book_version, test_past_versions_stay,
+                test_example_applies])
     finally:
         dm.stop()
