@@ -31,7 +31,8 @@ typedef struct CUevent_st *CUevent;
 typedef struct CUgraphExec_st *CUgraphExec;
 typedef struct CUlaunchAttribute_st CUlaunchAttribute;
 typedef int CUdriverProcAddressQueryResult;
-typedef int CUmemPool_attribute; /* an enum in cuda.h */
+typedef int CUmemPool_attribute;       /* an enum in cuda.h */
+typedef int CUmemAllocationHandleType; /* an enum in cuda.h */
 
 #define CUDA_SUCCESS               0
 #define CUDA_ERROR_INVALID_VALUE   1

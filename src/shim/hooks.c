@@ -73,14 +73,6 @@ static void undo_ptr(uint64_t key)
         f((CUdeviceptr)key);
 }
 
-static void undo_handle(uint64_t key)
-{
-    __typeof__(&cuMemRelease) f = REAL(cuMemRelease);
-
-    if (f)
-        f((CUmemGenericAllocationHandle)key);
-}
-
 static void undo_array(uint64_t key)
 {
     __typeof__(&cuArrayDestroy) f = REAL(cuArrayDestroy);
@@ -485,43 +477,6 @@ CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s)
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream s)
 {
     return free_async(SHIM_FN_cuMemFreeAsync_ptsz, dptr, s);
-}
-
-/* ---- virtual memory management: physical allocations by handle ---------- */
-
-CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
-                     const CUmemAllocationProp *prop, unsigned long long flags)
-{
-    __typeof__(&cuMemCreate) real = REAL(cuMemCreate);
-    uint64_t ctx;
-    CUresult rc;
-    int dev;
-
-    if (!real)
-        return shim_missing();
-    if (!handle || !prop)
-        return CUDA_ERROR_INVALID_VALUE;
-    /* host and host-NUMA locations are not GPU memory */
-    if (!size || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
-        return real(handle, size, prop, flags);
-    dev = prop->location.id;
-    ctx = 0; /* physical memory outlives contexts */
-    if ((rc = shim_reserve(dev, size)) != CUDA_SUCCESS)
-        return rc;
-    rc = real(handle, size, prop, flags);
-    return settle(rc, dev, ctx, size, SHIM_SPACE_HANDLE, rc ? 0 : *handle, undo_handle);
-}
-
-static CUresult call_release(uint64_t key, void *fn)
-{
-    return ((__typeof__(&cuMemRelease))fn)((CUmemGenericAllocationHandle)key);
-}
-
-CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
-{
-    void *real = shim_real(SHIM_FN_cuMemRelease);
-
-    return real ? forget(call_release, real, handle, SHIM_SPACE_HANDLE) : shim_missing();
 }
 
 /* ---- arrays: sized from their descriptors ---------------------------------- */

@@ -16,6 +16,8 @@
  *             hooked names
  *   dlsym.c   the dlsym override itself (alone: see there why)
  *   hooks.c   the exported cu* hooks for memory and contexts
+ *   vmm.c     virtual memory management: a handle's memory counted while
+ *             the handle is referenced or mapped
  *   launch.c  the exported launch hooks
  *   share.c   weighted fair sharing of one GPU between jobs (a file per GPU)
  *   nvml.c    NVML: capped memory info, the books checked against NVML;
@@ -118,6 +120,7 @@ enum shim_space {
     SHIM_SPACE_MIPMAP = 3,
     SHIM_SPACE_CTX = 4,   /* a context's overhead, keyed by the context */
     SHIM_SPACE_GRAPH = 5, /* a graph's memory allocation node, keyed by the node */
+    SHIM_SPACE_MAP = 6,   /* a mapping of a VMM handle, keyed by its address (0 bytes) */
 };
 
 struct shim_alloc {
@@ -125,6 +128,14 @@ struct shim_alloc {
     uint64_t bytes;
     uint64_t ctx; /* what it dies with: its CUcontext (its CUgraph for a
                    * graph node), 0 none (VMM handles) */
+    /* a VMM handle: the program's references to it and its mappings (the
+     * driver frees its memory when both are 0), and a serial number that
+     * tells this allocation from a later one the driver gives the same
+     * handle value; a mapping: the handle it maps, that handle's serial
+     * (0: a handle the shim does not count) and the mapping's size */
+    uint32_t refs, maps;
+    uint64_t serial;
+    uint64_t handle, span;
     int32_t dev;
     uint8_t space; /* enum shim_space */
     bool over;     /* oversubscribed: counted apart from the cap */
@@ -168,6 +179,15 @@ size_t shim_table_take_ctx(struct shim_table *t, uint64_t ctx, uint64_t freed[SH
 bool shim_table_get(struct shim_table *t, uint64_t key, int space, struct shim_alloc *a);
 /* Removes (key, space). OUT *a (may be NULL). Returns whether it was there. */
 bool shim_table_take(struct shim_table *t, uint64_t key, int space, struct shim_alloc *a);
+/*
+ * Adds drefs and dmaps to the references and mappings of VMM handle's
+ * record, when there is one, it is allocation serial (0: whichever), and
+ * neither count would go below 0. A record left with neither is removed.
+ * OUT *a (may be NULL) the record after the change. Returns whether it was
+ * changed.
+ */
+bool shim_table_vmm(struct shim_table *t, uint64_t handle, uint64_t serial, int drefs, int dmaps,
+                    struct shim_alloc *a);
 /*
  * Sets the bytes of every record of space on dev to bytes (UINT64_MAX:
  * leaves them, only counts). OUT *old_sum their bytes before. Returns how
@@ -423,6 +443,10 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *me
     X(cuMemFreeAsync_ptsz)                                                                         \
     X(cuMemCreate)                                                                                 \
     X(cuMemRelease)                                                                                \
+    X(cuMemMap)                                                                                    \
+    X(cuMemUnmap)                                                                                  \
+    X(cuMemRetainAllocationHandle)                                                                 \
+    X(cuMemImportFromShareableHandle)                                                              \
     X(cuArrayCreate)                                                                               \
     X(cuArrayCreate_v2)                                                                            \
     X(cuArray3DCreate)                                                                             \
@@ -561,9 +585,6 @@ CUresult cuMemFree(CUdeviceptr_v1 dptr);
 CUresult cuMemFree_v2(CUdeviceptr dptr);
 CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s);
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream s);
-CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
-                     const CUmemAllocationProp *prop, unsigned long long flags);
-CUresult cuMemRelease(CUmemGenericAllocationHandle handle);
 CUresult cuArrayCreate(CUarray *arr, const CUDA_ARRAY_DESCRIPTOR_v1 *desc);
 CUresult cuArrayCreate_v2(CUarray *arr, const CUDA_ARRAY_DESCRIPTOR *desc);
 CUresult cuArray3DCreate(CUarray *arr, const CUDA_ARRAY3D_DESCRIPTOR_v1 *desc);
@@ -602,6 +623,16 @@ CUresult cuGraphLaunch_ptsz(CUgraphExec g, CUstream s);
 CUresult cuGetProcAddress(const char *symbol, void **pfn, int cuda_version, cuuint64_t flags);
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cuda_version, cuuint64_t flags,
                              CUdriverProcAddressQueryResult *status);
+/* vmm.c: virtual memory management */
+CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+                     const CUmemAllocationProp *prop, unsigned long long flags);
+CUresult cuMemRelease(CUmemGenericAllocationHandle handle);
+CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                  unsigned long long flags);
+CUresult cuMemUnmap(CUdeviceptr ptr, size_t size);
+CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr);
+CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *os_handle,
+                                        CUmemAllocationHandleType type);
 /* overhead.c: contexts' overhead and graphs' memory nodes */
 CUresult cuCtxCreate(CUcontext *c, unsigned int flags, CUdevice dev);
 CUresult cuCtxCreate_v2(CUcontext *c, unsigned int flags, CUdevice dev);

@@ -1,9 +1,10 @@
 /*
  * The shim's allocation table: what each live allocation took, keyed by
  * (value, space) where space separates device pointers, VMM handles and
- * arrays (their values may coincide). Open addressing, linear probing,
- * backward-shift deletion (no tombstones); grows at half full. One mutex
- * per table; callers never hold another lock while calling in (shim.h).
+ * their mappings, arrays (their values may coincide). Open addressing,
+ * linear probing, backward-shift deletion (no tombstones); grows at half
+ * full. One mutex per table; callers never hold another lock while
+ * calling in (shim.h).
  * When memory for the table runs out a put fails and the hook undoes the
  * allocation, so the books never miss one.
  */
@@ -174,6 +175,32 @@ bool shim_table_take(struct shim_table *t, uint64_t key, int space, struct shim_
     }
     pthread_mutex_unlock(&t->lock);
     return found;
+}
+
+bool shim_table_vmm(struct shim_table *t, uint64_t handle, uint64_t serial, int drefs, int dmaps,
+                    struct shim_alloc *a)
+{
+    bool done = false;
+
+    pthread_mutex_lock(&t->lock);
+    if (t->cap) {
+        size_t i = find_slot(t, handle, SHIM_SPACE_HANDLE);
+        struct shim_alloc *s = &t->slots[i];
+
+        if (s->used && (!serial || s->serial == serial) && (int64_t)s->refs + drefs >= 0 &&
+            (int64_t)s->maps + dmaps >= 0) {
+            s->refs = (uint32_t)((int64_t)s->refs + drefs);
+            s->maps = (uint32_t)((int64_t)s->maps + dmaps);
+            if (a)
+                *a = *s;
+            /* nothing holds the memory: the driver frees it */
+            if (!s->refs && !s->maps)
+                remove_at(t, i);
+            done = true;
+        }
+    }
+    pthread_mutex_unlock(&t->lock);
+    return done;
 }
 
 size_t shim_table_take_ctx(struct shim_table *t, uint64_t ctx, uint64_t freed[SHIM_MAX_DEV],

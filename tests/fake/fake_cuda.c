@@ -28,6 +28,8 @@
  * a free gives its bytes back and a free of an unknown pointer fails with
  * CUDA_ERROR_INVALID_VALUE; cuGetProcAddress(_v2) answering from its own
  * table; and fake_cuda_* helpers a test calls to see the driver's books.
+ * VMM handles are freed once no reference and no mapping is left, as
+ * NVIDIA's driver frees them (fake_cuda_vmm.inc).
  *
  * Memory pools: a default pool per device and created ones
  * (cuMemPoolCreate), each with its reserved and used bytes and its release
@@ -43,6 +45,7 @@
  * not reach the shim.
  */
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <pthread.h>
@@ -84,9 +87,19 @@ static struct {
     size_t size;
     char kind; /* 'p' pointer, 'h' VMM handle, 'a' array */
     int pool;  /* the pool it came out of, -1 none */
+    int refs;  /* 'h': references to the handle (create, retain, import) */
+    int maps;  /* 'h': mappings of it (cuMemMap) */
 } allocs[MAX_ALLOCS];
 static int n_allocs;
 static unsigned long long next_handle = 1;
+
+/* VMM mappings (cuMemMap): an address range backed by a handle's memory */
+#define MAX_MAPS 1024
+static struct {
+    unsigned long long va, size, handle;
+} maps[MAX_MAPS];
+static int n_maps;
+static unsigned long long next_va = 0x7f0000000000ull;
 
 /* Takes size bytes of the context's device; *key gets a fresh pointer,
  * handle or array of kind. */
@@ -110,6 +123,8 @@ static CUresult fake_alloc_locked(unsigned long long *key, size_t size, char kin
     allocs[n_allocs].key = *key;
     allocs[n_allocs].size = size;
     allocs[n_allocs].pool = -1;
+    allocs[n_allocs].refs = kind == 'h';
+    allocs[n_allocs].maps = 0;
     allocs[n_allocs++].kind = kind;
     return CUDA_SUCCESS;
 }
@@ -276,7 +291,7 @@ CUresult cuCtxCreate_v2(CUcontext *c, unsigned flags, CUdevice d)
         return CUDA_ERROR_INVALID_DEVICE;
     cur = d;
     used = cleared = 0;
-    n_allocs = 0;
+    n_allocs = n_maps = 0;
     for (int i = 0; i < MAX_POOLS; i++)
         pools[i].reserved = pools[i].used = 0;
     *c = (CUcontext)((unsigned long)d + 1);
@@ -291,7 +306,7 @@ CUresult cuCtxDestroy_v2(CUcontext c)
     note("done", uuids[cur], (unsigned long long)(cleared >> 20));
     cur = -1;
     used = 0; /* a context's memory dies with it, pools' reserves too */
-    n_allocs = 0;
+    n_allocs = n_maps = 0;
     for (int i = 0; i < MAX_POOLS; i++)
         pools[i].reserved = pools[i].used = 0;
     return CUDA_SUCCESS;
@@ -423,7 +438,7 @@ CUresult cuDevicePrimaryCtxReset_v2(CUdevice d)
     if (cur == d) {
         cur = -1;
         used = 0;
-        n_allocs = 0;
+        n_allocs = n_maps = 0;
         for (int i = 0; i < MAX_POOLS; i++)
             pools[i].reserved = pools[i].used = 0;
     }
@@ -825,24 +840,10 @@ typedef struct {
     unsigned char allocFlags[8];
 } CUmemAllocationProp;
 
-CUresult cuMemCreate(unsigned long long *h, size_t size, const CUmemAllocationProp *prop,
-                     unsigned long long flags);
-CUresult cuMemCreate(unsigned long long *h, size_t size, const CUmemAllocationProp *prop,
-                     unsigned long long flags)
-{
-    (void)flags;
-    if (!prop)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (prop->location.type == 1 && (prop->location.id < 0 || prop->location.id >= n_dev))
-        return CUDA_ERROR_INVALID_DEVICE;
-    return fake_alloc(h, size, 'h');
-}
-
-CUresult cuMemRelease(unsigned long long h);
-CUresult cuMemRelease(unsigned long long h)
-{
-    return fake_free(h, 'h');
-}
+/* VMM: handles, their mappings and references (its own file: the
+ * file-size rule); part of this translation unit, it keeps its books in
+ * allocs[] and maps[] above */
+#include "fake_cuda_vmm.inc"
 
 typedef struct CUarray_st *CUarray;
 typedef struct {
@@ -1385,6 +1386,13 @@ static const struct {
     FN(cuMemAdvise),
     FN(cuMemAdvise_v2),
     FN(cuMemRelease),
+    FN(cuMemAddressReserve),
+    FN(cuMemAddressFree),
+    FN(cuMemMap),
+    FN(cuMemUnmap),
+    FN(cuMemRetainAllocationHandle),
+    FN(cuMemExportToShareableHandle),
+    FN(cuMemImportFromShareableHandle),
     FN(cuMemsetD8_v2),
     FN(cuArrayCreate),
     FN(cuArrayCreate_v2),

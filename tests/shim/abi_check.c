@@ -26,6 +26,7 @@
 #define CUmemoryPool                   shim_CUmemoryPool
 #define CUdriverProcAddressQueryResult shim_CUdriverProcAddressQueryResult
 #define CUmemPool_attribute            shim_CUmemPool_attribute
+#define CUmemAllocationHandleType      shim_CUmemAllocationHandleType
 #define CUctx_st                       shim_CUctx_st
 #define CUstream_st                    shim_CUstream_st
 #define CUarray_st                     shim_CUarray_st
@@ -128,6 +129,7 @@ enum {
 #undef CUmemoryPool
 #undef CUdriverProcAddressQueryResult
 #undef CUmemPool_attribute
+#undef CUmemAllocationHandleType
 #undef CUctx_st
 #undef CUstream_st
 #undef CUarray_st
@@ -198,6 +200,7 @@ SAME_TYPE(shim_CUmemGenericAllocationHandle, CUmemGenericAllocationHandle);
 SAME_TYPE(shim_cuuint64_t, cuuint64_t);
 SAME_TYPE(shim_CUdriverProcAddressQueryResult, CUdriverProcAddressQueryResult);
 SAME_TYPE(shim_CUmemPool_attribute, CUmemPool_attribute);
+SAME_TYPE(shim_CUmemAllocationHandleType, CUmemAllocationHandleType);
 SAME(S_POOL_THRESHOLD, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD);
 SAME(S_POOL_RESERVED, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT);
 SAME(S_POOL_USED, CU_MEMPOOL_ATTR_USED_MEM_CURRENT);

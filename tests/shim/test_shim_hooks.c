@@ -60,9 +60,15 @@ CUresult cuInit(unsigned flags);
 CUresult cuDeviceGet(CUdevice *d, int ordinal);
 CUresult cuCtxCreate_v2(CUcontext *c, unsigned flags, CUdevice d);
 CUresult cuCtxDestroy_v2(CUcontext c);
+CUresult cuMemAddressReserve(CUdeviceptr *p, size_t size, size_t align, CUdeviceptr addr,
+                             unsigned long long flags);
+CUresult cuMemAddressFree(CUdeviceptr p, size_t size);
+CUresult cuMemExportToShareableHandle(void *out, CUmemGenericAllocationHandle h, int type,
+                                      unsigned long long flags);
 /* the fake's own books */
 size_t fake_cuda_used(void);
 CUresult fake_cuda_alloc_raw(CUdeviceptr *p, size_t size);
+CUresult fake_cuda_create_raw(CUmemGenericAllocationHandle *h, size_t size);
 
 static CUcontext ctx;
 
@@ -380,6 +386,90 @@ static void test_vmm_host_uncounted(void **state)
     assert_int_equal(cuMemCreate(&h, 4 * MIB, &p, 0), CUDA_SUCCESS);
     assert_int_equal(shim_free(), CAP);
     assert_int_equal(cuMemRelease(h), CUDA_SUCCESS);
+}
+
+/*
+ * VMM memory lives while its handle is referenced or mapped (the driver
+ * frees it once neither is left): reserve, create, map and release at once
+ * (a common idiom) keeps it counted until its last mapping goes, so the
+ * idiom cannot take a job past its cap. A handle retained from an address
+ * is one more reference (NCCL frees that way); an imported one is too when
+ * the shim counted its memory, and gives nothing back when it did not.
+ */
+static void test_vmm_mapped_counted(void **state)
+{
+    CUmemAllocationProp p = {.type = 1, .location = {CU_MEM_LOCATION_TYPE_DEVICE, 0}};
+    CUmemGenericAllocationHandle h, h2, r, raw;
+    CUresult (*map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long) =
+        NULL;
+    CUdeviceptr va;
+    int fd = -1;
+
+    (void)state;
+    assert_int_equal(cuMemAddressReserve(&va, 2 * MIB, 0, 0, 0), CUDA_SUCCESS);
+    /* as the CUDA runtime finds it */
+    assert_int_equal(cuGetProcAddress("cuMemMap", (void **)&map, 12000, 0), CUDA_SUCCESS);
+    assert_non_null(map);
+    for (int round = 0; round < 2; round++) {
+        assert_int_equal(cuMemCreate(&h, 768 * KIB, &p, 0), CUDA_SUCCESS);
+        assert_int_equal(map(va, 768 * KIB, 0, h, 0), CUDA_SUCCESS);
+        assert_int_equal(cuMemRelease(h), CUDA_SUCCESS);
+        /* the mapping keeps it: still counted, no room for another */
+        assert_int_equal(fake_cuda_used(), 768 * KIB);
+        assert_int_equal(shim_free(), CAP - 768 * KIB);
+        assert_int_equal(cuMemCreate(&h2, 768 * KIB, &p, 0), CUDA_ERROR_OUT_OF_MEMORY);
+        assert_int_equal(fake_cuda_used(), 768 * KIB);
+        if (round == 1) {
+            /* NCCL's free: the handle from the address, released, unmapped */
+            assert_int_equal(cuMemRetainAllocationHandle(&r, (void *)(uintptr_t)va), CUDA_SUCCESS);
+            assert_int_equal(r, h);
+            assert_int_equal(cuMemRelease(r), CUDA_SUCCESS);
+            assert_int_equal(shim_free(), CAP - 768 * KIB);
+        }
+        assert_int_equal(cuMemUnmap(va, 768 * KIB), CUDA_SUCCESS);
+        assert_int_equal(fake_cuda_used(), 0);
+        assert_int_equal(shim_free(), CAP);
+    }
+    /* two mappings of one handle, and one unmap of two handles' ranges */
+    assert_int_equal(cuMemCreate(&h, 256 * KIB, &p, 0), CUDA_SUCCESS);
+    assert_int_equal(cuMemCreate(&h2, 256 * KIB, &p, 0), CUDA_SUCCESS);
+    assert_int_equal(cuMemMap(va, 256 * KIB, 0, h, 0), CUDA_SUCCESS);
+    assert_int_equal(cuMemMap(va + 256 * KIB, 256 * KIB, 0, h2, 0), CUDA_SUCCESS);
+    assert_int_equal(cuMemMap(va + MIB, 256 * KIB, 0, h, 0), CUDA_SUCCESS);
+    /* the driver's refusals change nothing: mapped already, not mapped */
+    assert_int_equal(cuMemMap(va, 256 * KIB, 0, h2, 0), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuMemUnmap(va + 1536 * KIB, 256 * KIB), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuMemRelease(h), CUDA_SUCCESS);
+    assert_int_equal(cuMemRelease(h2), CUDA_SUCCESS);
+    assert_int_equal(cuMemRelease(h2), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(shim_free(), CAP - 512 * KIB);
+    assert_int_equal(cuMemUnmap(va, 512 * KIB), CUDA_SUCCESS);
+    assert_int_equal(shim_free(), CAP - 256 * KIB); /* h is still mapped */
+    assert_int_equal(cuMemUnmap(va + MIB, 256 * KIB), CUDA_SUCCESS);
+    assert_int_equal(shim_free(), CAP);
+    assert_int_equal(fake_cuda_used(), 0);
+    /* imported in the same process: the same memory, one more reference */
+    assert_int_equal(cuMemCreate(&h, 512 * KIB, &p, 0), CUDA_SUCCESS);
+    assert_int_equal(cuMemExportToShareableHandle(&fd, h, 1, 0), CUDA_SUCCESS);
+    assert_int_equal(cuMemImportFromShareableHandle(&h2, (void *)(uintptr_t)fd, 1), CUDA_SUCCESS);
+    assert_int_equal(cuMemRelease(h), CUDA_SUCCESS);
+    assert_int_equal(shim_free(), CAP - 512 * KIB);
+    assert_int_equal(cuMemRelease(h2), CUDA_SUCCESS);
+    assert_int_equal(shim_free(), CAP);
+    /* memory the shim never counted gives nothing back, mapped or not */
+    assert_int_equal(fake_cuda_create_raw(&raw, 256 * KIB), CUDA_SUCCESS);
+    assert_int_equal(cuMemCreate(&h, 256 * KIB, &p, 0), CUDA_SUCCESS);
+    assert_int_equal(cuMemExportToShareableHandle(&fd, raw, 1, 0), CUDA_SUCCESS);
+    assert_int_equal(cuMemImportFromShareableHandle(&r, (void *)(uintptr_t)fd, 1), CUDA_SUCCESS);
+    assert_int_equal(cuMemMap(va, 256 * KIB, 0, r, 0), CUDA_SUCCESS);
+    assert_int_equal(cuMemRelease(r), CUDA_SUCCESS);
+    assert_int_equal(cuMemRelease(raw), CUDA_SUCCESS);
+    assert_int_equal(cuMemUnmap(va, 256 * KIB), CUDA_SUCCESS);
+    assert_int_equal(shim_free(), CAP - 256 * KIB);
+    assert_int_equal(cuMemRelease(h), CUDA_SUCCESS);
+    assert_int_equal(shim_free(), CAP);
+    assert_int_equal(fake_cuda_used(), 0);
+    assert_int_equal(cuMemAddressFree(va, 2 * MIB), CUDA_SUCCESS);
 }
 
 static void test_meminfo_reports_cap(void **state)
@@ -1221,6 +1311,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup(test_cap_threads, setup_dev0),
         cmocka_unit_test_setup(test_mipmap_levels, setup_dev0),
         cmocka_unit_test_setup(test_vmm_host_uncounted, setup_dev0),
+        cmocka_unit_test_setup(test_vmm_mapped_counted, setup_dev0),
         cmocka_unit_test_setup(test_meminfo_reports_cap, setup_dev0),
         cmocka_unit_test_setup(test_per_device_cap, setup_dev0),
         cmocka_unit_test_setup(test_context_destroy_frees, setup_dev0),

@@ -253,6 +253,38 @@ static void test_table_resize_space(void **state)
     shim_table_clear(&t);
 }
 
+/* A VMM handle's references and mappings: never below 0, changed only for
+ * the allocation its serial names, removed when both reach 0. */
+static void test_table_vmm(void **state)
+{
+    struct shim_table t;
+    struct shim_alloc a = {
+        .key = 0x40, .bytes = 100, .space = SHIM_SPACE_HANDLE, .refs = 1, .serial = 5};
+
+    (void)state;
+    shim_table_init(&t, NULL);
+    assert_false(shim_table_vmm(&t, 0x40, 0, 0, 1, &a)); /* empty */
+    assert_true(shim_table_put(&t, &a));
+    a = (struct shim_alloc){.key = 0x40, .space = SHIM_SPACE_PTR};
+    assert_true(shim_table_put(&t, &a));                 /* the same value, another space */
+    assert_false(shim_table_vmm(&t, 0x40, 6, 0, 1, &a)); /* another allocation */
+    assert_true(shim_table_vmm(&t, 0x40, 5, 0, 1, &a));  /* mapped */
+    assert_int_equal(a.refs, 1);
+    assert_int_equal(a.maps, 1);
+    assert_true(shim_table_vmm(&t, 0x40, 0, -1, 0, &a)); /* released, still mapped */
+    assert_int_equal(a.refs, 0);
+    assert_true(shim_table_get(&t, 0x40, SHIM_SPACE_HANDLE, &a));
+    assert_false(shim_table_vmm(&t, 0x40, 0, -1, 0, NULL)); /* no reference left to drop */
+    assert_true(shim_table_vmm(&t, 0x40, 5, 1, 0, NULL));   /* retained from its address */
+    assert_true(shim_table_vmm(&t, 0x40, 5, -1, 0, NULL));
+    assert_true(shim_table_vmm(&t, 0x40, 5, 0, -1, &a)); /* unmapped: gone */
+    assert_int_equal(a.refs + a.maps, 0);
+    assert_int_equal(a.bytes, 100);
+    assert_false(shim_table_get(&t, 0x40, SHIM_SPACE_HANDLE, &a));
+    assert_true(shim_table_get(&t, 0x40, SHIM_SPACE_PTR, &a));
+    shim_table_clear(&t);
+}
+
 /* A table that cannot grow refuses the put and stays consistent. */
 static void test_table_alloc_failure(void **state)
 {
@@ -706,6 +738,7 @@ int main(void)
         cmocka_unit_test(test_table_model),
         cmocka_unit_test(test_table_replace_and_ctx),
         cmocka_unit_test(test_table_resize_space),
+        cmocka_unit_test(test_table_vmm),
         cmocka_unit_test(test_table_alloc_failure),
         cmocka_unit_test(test_region_reserve_release),
         cmocka_unit_test(test_region_reclaim_dead),
