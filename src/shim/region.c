@@ -13,7 +13,9 @@
  *
  * A process takes a slot on its first reservation; its pid and start time
  * tell a dead process's slot from a live one (and from a new process that
- * reuses the pid).
+ * reuses the pid). exec() keeps both, so the slot of a process whose image
+ * is replaced is kept, its bytes zeroed when the new image maps the region
+ * (the old image's device memory died with it).
  */
 #include <errno.h>
 #include <signal.h>
@@ -45,6 +47,17 @@ static bool slot_alive(const struct shim_slot *s)
     return !(s->start && start && start != s->start);
 }
 
+/* Clears the slot of a process that no longer exists. Called locked. */
+static void clear_dead_locked(struct shim_region_hdr *h, struct shim_slot *s)
+{
+    /* the job's totals keep what the dead process did */
+    h->done_launches += s->launches;
+    h->done_throttled_ns += s->throttled_ns;
+    h->done_busy_ns += s->busy_ns;
+    memset(s, 0, sizeof(*s));
+    h->reclaimed++;
+}
+
 static int reclaim_locked(struct shim_region_hdr *h)
 {
     int n = 0;
@@ -53,16 +66,35 @@ static int reclaim_locked(struct shim_region_hdr *h)
         struct shim_slot *s = &h->slots[i];
 
         if (s->pid && s->pid != getpid() && !slot_alive(s)) {
-            /* the job's totals keep what the dead process did */
-            h->done_launches += s->launches;
-            h->done_throttled_ns += s->throttled_ns;
-            h->done_busy_ns += s->busy_ns;
-            memset(s, 0, sizeof(*s));
+            clear_dead_locked(h, s);
             n++;
         }
     }
-    h->reclaimed += (uint32_t)n;
     return n;
+}
+
+/*
+ * When this image of the process maps the region: a slot that already
+ * bears its pid belongs to an earlier image of this process, which
+ * exec()'d this one (same pid, same start time; a fork child has a pid of
+ * its own), and whose device memory died with it: the slot keeps its
+ * metering but holds no bytes any more. One with another start time is a
+ * dead process's whose pid was reused. Called locked.
+ */
+static void forget_old_image_locked(struct shim_region_hdr *h, pid_t pid, uint64_t start)
+{
+    for (int i = 0; i < SHIM_MAX_PROC; i++) {
+        struct shim_slot *s = &h->slots[i];
+
+        if (s->pid != pid)
+            continue;
+        if (s->start && start && s->start != start) {
+            clear_dead_locked(h, s);
+            continue;
+        }
+        memset(s->used, 0, sizeof(s->used));
+        memset(s->over, 0, sizeof(s->over));
+    }
 }
 
 static bool region_lock(struct shim_region *r)
@@ -135,6 +167,10 @@ struct shim_region *shim_region_open(const char *path)
     r->h = m.map;
     r->slot = -1;
     r->key = (m.dev << 40) ^ m.ino ^ 0x9e3779b97f4a7c15ull;
+    if (region_lock(r)) {
+        forget_old_image_locked(r->h, getpid(), shim_proc_start(getpid()));
+        region_unlock(r);
+    }
     return r;
 }
 

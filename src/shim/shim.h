@@ -205,9 +205,12 @@ struct shim_region; /* opaque: the mapping plus this process's slot */
 
 /*
  * Maps the region file at path, initialising it when empty (under flock, so
- * two first processes do not both initialise). Returns NULL, after a
- * warning, when the file cannot be opened or mapped or is corrupt (magic,
- * version or size wrong): the caller then counts per process.
+ * two first processes do not both initialise). Called once per image of a
+ * process: a slot the process already has (its image before an exec(),
+ * whose device memory died with it) keeps its metering counters, its bytes
+ * are zeroed. Returns NULL, after a warning, when the file cannot be
+ * opened or mapped or is corrupt (magic, version or size wrong): the
+ * caller then counts per process.
  */
 struct shim_region *shim_region_open(const char *path);
 /* Unmaps and frees r; accepts NULL. Does not clear this process's slot. */

@@ -14,7 +14,8 @@
  *   nodriver     ALLOT_CUDA_LIB names no library: clean errors
  *   region       a shared region: processes share one cap, a killed
  *                process's bytes and a lock held by a dead process are
- *                taken back, racing processes never exceed the cap
+ *                taken back, an exec()'d image starts with nothing,
+ *                racing processes never exceed the cap
  *   corrupt      a region file with a wrong size or header: per-process
  *                accounting, no crash
  *   oversub      ALLOT_GPU_MEMORY_OVERSUBSCRIBE=2Mi with a region: beyond
@@ -806,6 +807,57 @@ static void test_region_lock_holder_killed(void **state)
     assert_int_equal(shim_free(), CAP);
 }
 
+/* exec() replaces a process's image, and its CUDA memory dies with the old
+ * one: the new image (same pid, same start time, so the same slot) starts
+ * with nothing counted, in its books and in what the agent reads. */
+static void test_region_exec(void **state)
+{
+    pid_t pid;
+    int st;
+
+    (void)state;
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        CUdeviceptr p;
+
+        if (cuMemAlloc_v2(&p, 700 * KIB) != CUDA_SUCCESS)
+            _exit(2);
+        execl("/proc/self/exe", "test_shim_hooks", "region-exec", (char *)NULL);
+        _exit(127);
+    }
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+}
+
+/* The new image of test_region_exec. Returns its exit status: 0 when the
+ * old image's 700 KiB are gone. */
+static int region_exec_child(void)
+{
+    struct allot_shim_usage *u = calloc(1, sizeof(*u));
+    const struct allot_shim_proc *me = NULL;
+    CUdeviceptr p;
+    int rc = 0;
+
+    if (!u)
+        return 1;
+    open_device(0);
+    if (shim_free() != CAP)
+        rc = 3;
+    else if (allot_shim_region_read(region_path(), u) != 0)
+        rc = 4;
+    for (int i = 0; rc == 0 && i < u->n_procs; i++)
+        if (u->procs[i].pid == getpid())
+            me = &u->procs[i];
+    if (rc == 0 && (u->used[0] != 0 || (me && me->used[0] != 0)))
+        rc = 5;
+    if (rc == 0 && cuMemAlloc_v2(&p, 700 * KIB) != CUDA_SUCCESS)
+        rc = 6;
+    free(u);
+    return rc;
+}
+
 /* What the agent reads back (allot-shimreader): this process's launches
  * and bytes, the job's peak. */
 static void test_region_metering(void **state)
@@ -1336,6 +1388,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest region[] = {
         cmocka_unit_test_setup(test_region_shared_cap, setup_dev0),
         cmocka_unit_test_setup(test_region_lock_holder_killed, setup_dev0),
+        cmocka_unit_test_setup(test_region_exec, setup_dev0),
         cmocka_unit_test_setup(test_region_race, setup_dev0),
         cmocka_unit_test_setup(test_region_metering, setup_dev0),
         cmocka_unit_test_setup(test_cap_threads, setup_dev0),
@@ -1417,6 +1470,8 @@ int main(int argc, char **argv)
                            (int)strtol(argv[4], NULL, 10));
     if (!strcmp(g, "share-off"))
         return cmocka_run_group_tests_name("shim_share_off", share_off, NULL, NULL);
+    if (!strcmp(g, "region-exec"))
+        return region_exec_child();
     if (!strcmp(g, "region")) {
         prepare_region("empty");
         return cmocka_run_group_tests_name("shim_region", region, NULL, NULL);

@@ -330,6 +330,10 @@ static void test_region_reserve_release(void **state)
 
     (void)state;
     assert_non_null(r);
+    /* a second mapping, as another process would have (opened first: an
+     * open in this process is a new image of it, below) */
+    r2 = shim_region_open(path);
+    assert_non_null(r2);
     assert_int_equal(shim_region_reserve(r, 0, 600, true, 1000), CUDA_SUCCESS);
     assert_int_equal(shim_region_reserve(r, 0, 401, true, 1000), CUDA_ERROR_OUT_OF_MEMORY);
     assert_int_equal(shim_region_reserve(r, 0, 400, true, 1000), CUDA_SUCCESS);
@@ -337,9 +341,7 @@ static void test_region_reserve_release(void **state)
     assert_int_equal(shim_region_used(r, 0), 1000);
     assert_int_equal(shim_region_used(r, 1), 5000);
     assert_int_equal(shim_region_reserve(r, SHIM_MAX_DEV, 1, false, 0), CUDA_ERROR_OUT_OF_MEMORY);
-    /* a second mapping (as another process would have) sees the same */
-    r2 = shim_region_open(path);
-    assert_non_null(r2);
+    /* the second mapping sees the same */
     assert_int_equal(shim_region_used(r2, 0), 1000);
     shim_region_release(r, 0, 600);
     shim_region_release(r, 0, 9999); /* never below zero */
@@ -349,6 +351,41 @@ static void test_region_reserve_release(void **state)
     shim_region_close(NULL);
     unlink(path);
     free(path);
+}
+
+/* A new image of this process (after exec(): same pid, same start time)
+ * finds its slot with the old image's bytes, whose memory died with it:
+ * they are zeroed, the metering is kept. */
+static void test_region_new_image(void **state)
+{
+    char *path = temp_file(NULL, 0);
+    struct allot_shim_usage *u = calloc(1, sizeof(*u));
+    struct shim_region *old = shim_region_open(path), *r;
+
+    (void)state;
+    assert_non_null(u);
+    assert_non_null(old);
+    assert_int_equal(shim_region_reserve(old, 0, 600, true, 1000), CUDA_SUCCESS);
+    assert_int_equal(shim_region_reserve_over(old, 1, 300, 1000), CUDA_SUCCESS);
+    shim_region_count_launch(old);
+    shim_region_close(old);
+    r = shim_region_open(path);
+    assert_non_null(r);
+    assert_int_equal(shim_region_used(r, 0), 0);
+    assert_int_equal(allot_shim_region_read(path, u), 0);
+    assert_int_equal(u->n_procs, 1);
+    assert_int_equal(u->procs[0].pid, getpid());
+    assert_int_equal(u->used[0], 0);
+    assert_int_equal(u->over[1], 0);
+    assert_int_equal(u->procs[0].launches, 1);
+    assert_int_equal(u->procs[0].peak[0], 600);
+    assert_int_equal(u->reclaimed, 0);
+    assert_int_equal(shim_region_reserve(r, 0, 1000, true, 1000), CUDA_SUCCESS);
+    assert_int_equal(shim_region_self_used(r, 0), 1000);
+    shim_region_close(r);
+    unlink(path);
+    free(path);
+    free(u);
 }
 
 /* A slot whose process has exited is reclaimed. */
@@ -742,6 +779,7 @@ int main(void)
         cmocka_unit_test(test_table_alloc_failure),
         cmocka_unit_test(test_region_reserve_release),
         cmocka_unit_test(test_region_reclaim_dead),
+        cmocka_unit_test(test_region_new_image),
         cmocka_unit_test(test_region_full),
         cmocka_unit_test(test_sm_charge),
         cmocka_unit_test(test_warn_destinations),
