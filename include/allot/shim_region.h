@@ -47,10 +47,16 @@ struct allot_shim_usage {
 /*
  * Reads the region file at path into *out (caller-allocated; it is large:
  * about 140 KiB). A region not yet initialised (empty, or its first
- * process still setting it up) reads as no use. Returns 0, ALLOT_ENOENT
- * when the file does not exist, ALLOT_EIO when it cannot be read or is not
- * a regular file (a symbolic link is not followed), ALLOT_EINVAL when its
- * size, magic, version or layout is wrong.
+ * process still setting it up) reads as no use. A slot whose process no
+ * longer lives (exited, killed, a zombie not reaped yet, its pid reused),
+ * which the shim has not reclaimed yet, is left out of the processes and
+ * the bytes; its metering counters stay in the totals. Liveness is seen
+ * through the slot's pid when the process shares the caller's pid
+ * namespace, else through the host pid once written; a process of
+ * another namespace with no host pid yet is taken for alive. Returns 0,
+ * ALLOT_ENOENT when the file does not exist, ALLOT_EIO when it cannot be
+ * read or is not a regular file (a symbolic link is not followed),
+ * ALLOT_EINVAL when its size, magic, version or layout is wrong.
  */
 int allot_shim_region_read(const char *path, struct allot_shim_usage *out);
 

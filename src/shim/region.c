@@ -18,7 +18,6 @@
  * (the old image's device memory died with it).
  */
 #include <errno.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -34,17 +33,11 @@ struct shim_region {
     uint64_t key;              /* the file's device and inode, mixed */
 };
 
+/* Whether s's process lives (procfs.c has the rule: a zombie or a reused
+ * pid does not). */
 static bool slot_alive(const struct shim_slot *s)
 {
-    uint64_t start;
-
-    if (s->pid <= 0)
-        return false;
-    if (kill(s->pid, 0) != 0 && errno == ESRCH)
-        return false;
-    start = shim_proc_start(s->pid);
-    /* same pid, different start time: the pid was reused */
-    return !(s->start && start && start != s->start);
+    return shim_proc_alive(s->pid, s->start);
 }
 
 /* Clears the slot of a process that no longer exists. Called locked. */

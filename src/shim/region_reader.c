@@ -1,12 +1,16 @@
 /*
  * The reader library of liballot-cuda.so's region (allot-shimreader,
- * include/allot/shim_region.h), for the agent. It shares the layout with
- * the shim (region_layout.h) and nothing else: no shim code, no mapping,
- * no lock. The file is opened without following links, checked to be a
- * regular file of the layout's size, read with pread (the header, then
- * each slot) into the caller's memory and validated there, so whatever a job does to its region (a
+ * include/allot/shim_region.h), for the agent. It shares the layout
+ * (region_layout.h) and the /proc readers (procfs.c) with the shim and
+ * nothing else: no shim code, no mapping, no lock. The file is opened
+ * without following links, checked to be a regular file of the layout's
+ * size, read with pread (the header, then each slot) into the caller's
+ * memory and validated there, so whatever a job does to its region (a
  * truncation, garbage, a held or broken mutex) costs the agent at most a
- * refused read.
+ * refused read. Slots of processes that no longer live (shim_proc_alive,
+ * procfs.c: the shim's own rule; zombies included) are left out of the
+ * processes and the bytes, as the shim would reclaim them; their metering
+ * counters stay in the job's totals.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -70,6 +74,22 @@ static bool read_at(int fd, void *buf, size_t len, size_t off)
     return true;
 }
 
+/*
+ * Whether slot s's process lives, as far as this process can tell (the
+ * rule is shim_proc_alive's, the shim's own): by the slot's pid when the
+ * process shares this process's pid namespace (own_ns), else by the host
+ * pid the agent wrote, when valid. A process of another namespace whose
+ * host pid is not known yet is taken for alive.
+ */
+static bool slot_alive(const struct shim_slot *s, uint64_t own_ns)
+{
+    if (s->pidns && s->pidns == own_ns)
+        return shim_proc_alive(s->pid, s->start);
+    if (s->host_pid > 0 && s->host_start && s->host_start == s->start)
+        return shim_proc_alive(s->host_pid, s->start);
+    return true;
+}
+
 /* Reads the header's field f into the variable v (of f's type). */
 #define READ_FIELD(fd, f, v)                                                                       \
     (sizeof(v) == sizeof(((struct shim_region_hdr *)0)->f) &&                                      \
@@ -79,7 +99,7 @@ int allot_shim_region_read(const char *path, struct allot_shim_usage *out)
 {
     const size_t head = offsetof(struct shim_region_hdr, slots);
     uint32_t magic = 0, version = 0, max_dev = 0, max_proc = 0, reclaimed = 0;
-    uint64_t size = 0;
+    uint64_t size = 0, own_ns;
     int fd, rc;
 
     if (!out)
@@ -118,6 +138,7 @@ int allot_shim_region_read(const char *path, struct allot_shim_usage *out)
     }
     out->version = version;
     out->reclaimed = reclaimed;
+    own_ns = shim_proc_pidns(0);
     for (int i = 0; i < SHIM_MAX_PROC; i++) {
         struct shim_slot s;
         struct allot_shim_proc *p;
@@ -127,6 +148,13 @@ int allot_shim_region_read(const char *path, struct allot_shim_usage *out)
             goto out_fd;
         }
         if (s.pid <= 0)
+            continue;
+        /* the job's metering keeps what a dead process did (the shim folds
+         * it into done_* when it reclaims the slot); its memory is freed */
+        out->launches = add_sat(out->launches, s.launches);
+        out->throttled_ns = add_sat(out->throttled_ns, s.throttled_ns);
+        out->busy_ns = add_sat(out->busy_ns, s.busy_ns);
+        if (!slot_alive(&s, own_ns))
             continue;
         p = &out->procs[out->n_procs++];
         p->slot = i;
@@ -141,9 +169,6 @@ int allot_shim_region_read(const char *path, struct allot_shim_usage *out)
         memcpy(p->peak, s.peak, sizeof(p->peak));
         memcpy(p->over, s.over, sizeof(p->over));
         memcpy(p->nvml_used, s.nvml_used, sizeof(p->nvml_used));
-        out->launches = add_sat(out->launches, s.launches);
-        out->throttled_ns = add_sat(out->throttled_ns, s.throttled_ns);
-        out->busy_ns = add_sat(out->busy_ns, s.busy_ns);
         for (int d = 0; d < SHIM_MAX_DEV; d++) {
             out->used[d] = add_sat(out->used[d], s.used[d]);
             out->over[d] = add_sat(out->over[d], s.over[d]);

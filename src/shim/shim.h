@@ -28,7 +28,8 @@
  *             reserve counted
  *   mapfile.c opening a file several processes map (the region, the share
  *             files): sized and initialised under flock
- *   procfs.c  a process's start time and pid namespace (also in the reader)
+ *   procfs.c  a process's start time, pid namespace and liveness (also in
+ *             the reader)
  *   region_layout.h, region_reader.c  the region's layout and the agent's
  *             reader library (allot-shimreader, not part of the shim)
  *

@@ -14,8 +14,8 @@
  *   nodriver     ALLOT_CUDA_LIB names no library: clean errors
  *   region       a shared region: processes share one cap, a killed
  *                process's bytes and a lock held by a dead process are
- *                taken back, an exec()'d image starts with nothing,
- *                racing processes never exceed the cap
+ *                taken back (a zombie's too), an exec()'d image starts
+ *                with nothing, racing processes never exceed the cap
  *   corrupt      a region file with a wrong size or header: per-process
  *                accounting, no crash
  *   oversub      ALLOT_GPU_MEMORY_OVERSUBSCRIBE=2Mi with a region: beyond
@@ -779,6 +779,7 @@ static void test_region_shared_cap(void **state)
 {
     pid_t a = spawn_holder(600 * KIB, false);
     CUdeviceptr p, q;
+    siginfo_t si;
 
     (void)state;
     /* the other process's 600 KiB count here */
@@ -786,12 +787,15 @@ static void test_region_shared_cap(void **state)
     assert_int_equal(cuMemAlloc_v2(&p, 600 * KIB), CUDA_ERROR_OUT_OF_MEMORY);
     assert_int_equal(cuMemAlloc_v2(&p, 400 * KIB), CUDA_SUCCESS);
     assert_int_equal(cuMemFree_v2(p), CUDA_SUCCESS);
-    /* killed: its bytes come back at the next refusal */
-    kill_wait(a);
+    /* killed, a zombie until reaped: its bytes come back at the next
+     * refusal, reaped or not */
+    assert_int_equal(kill(a, SIGKILL), 0);
+    assert_int_equal(waitid(P_PID, (id_t)a, &si, WEXITED | WNOWAIT), 0);
     assert_int_equal(cuMemAlloc_v2(&p, 600 * KIB), CUDA_SUCCESS);
     assert_int_equal(cuMemAlloc_v2(&q, 600 * KIB), CUDA_ERROR_OUT_OF_MEMORY);
     assert_int_equal(cuMemFree_v2(p), CUDA_SUCCESS);
     assert_int_equal(shim_free(), CAP);
+    assert_int_equal(waitpid(a, NULL, 0), a);
 }
 
 static void test_region_lock_holder_killed(void **state)

@@ -6,7 +6,9 @@
  * allot-shim-objs, from which only these objects are pulled in.
  */
 #include <fcntl.h>
+#include <pthread.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -14,12 +16,14 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "allot/common.h"
 #include "allot/shim_region.h"
+#include "procfs.h"
 #include "shim.h"
 
 static void test_parse_size(void **state)
@@ -461,9 +465,12 @@ static void test_region_reader(void **state)
     assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     assert_int_equal(allot_shim_region_read(path, u), 0);
     assert_int_equal(u->version, 3);
-    assert_int_equal(u->n_procs, 2); /* the dead one not reclaimed yet */
-    assert_int_equal(u->used[0], 600);
+    /* the dead one, not reclaimed yet, holds nothing; its metering counts */
+    assert_int_equal(u->n_procs, 1);
+    assert_int_equal(u->used[0], 400);
     assert_int_equal(u->peak[0], 600);
+    assert_int_equal(u->launches, 8);
+    assert_int_equal(u->busy_ns, 3070);
     assert_int_equal(shim_region_reclaim(r), 1);
     assert_int_equal(allot_shim_region_read(path, u), 0);
     assert_int_equal(u->n_procs, 1);
@@ -516,6 +523,155 @@ static void test_region_reader(void **state)
     }
     assert_int_equal(allot_shim_region_read(path, u), ALLOT_EINVAL);
     assert_int_equal(allot_shim_region_read(path, NULL), ALLOT_EINVAL);
+    unlink(path);
+    free(path);
+    free(u);
+}
+
+/* The state letter of /proc/PID/stat once it is want (2 s at most); the
+ * last one seen otherwise. */
+static char proc_state_wait(pid_t pid, char want)
+{
+    char path[64], buf[512], state = '?';
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    for (int i = 0; i < 200 && state != want; i++) {
+        FILE *f = fopen(path, "re");
+        const char *p;
+        size_t n;
+
+        if (f) {
+            n = fread(buf, 1, sizeof(buf) - 1, f);
+            fclose(f);
+            buf[n] = '\0';
+            p = strrchr(buf, ')');
+            if (p && p[1] == ' ')
+                state = p[2];
+        }
+        if (state != want)
+            nanosleep(&(struct timespec){.tv_nsec = 10000000}, NULL);
+    }
+    return state;
+}
+
+static void *idle_thread(void *arg)
+{
+    for (;;)
+        pause();
+    return arg;
+}
+
+/* Forks a process that takes bytes of device 0 in the region at path and
+ * then pauses, or with main_exits leaves main through pthread_exit() while
+ * another thread lives on. Returns its pid once it holds the bytes. */
+static pid_t spawn_region_holder(const char *path, uint64_t bytes, bool main_exits)
+{
+    int fds[2];
+    char c = 0;
+    pid_t pid;
+
+    assert_int_equal(pipe(fds), 0);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        struct shim_region *r = shim_region_open(path);
+        pthread_t t;
+
+        close(fds[0]);
+        c = r && shim_region_reserve(r, 0, bytes, true, 1000) == CUDA_SUCCESS ? 'y' : 'n';
+        if (main_exits && pthread_create(&t, NULL, idle_thread, NULL))
+            c = 'n';
+        if (write(fds[1], &c, 1) != 1)
+            _exit(1);
+        if (main_exits)
+            pthread_exit(NULL);
+        for (;;)
+            pause();
+    }
+    close(fds[1]);
+    assert_int_equal(read(fds[0], &c, 1), 1);
+    close(fds[0]);
+    assert_int_equal(c, 'y');
+    return pid;
+}
+
+/* A process killed and not yet reaped (a zombie) holds no memory: the
+ * shim reclaims its slot and the reader leaves it out. A process whose
+ * main thread has left (pthread_exit) while another runs shows a zombie's
+ * state too, but lives: its bytes stay counted. */
+static void test_region_zombie(void **state)
+{
+    char *path = temp_file(NULL, 0);
+    struct allot_shim_usage *u = calloc(1, sizeof(*u));
+    struct shim_region *r = shim_region_open(path);
+    pid_t pid;
+    int st;
+
+    (void)state;
+    assert_non_null(u);
+    assert_non_null(r);
+    pid = spawn_region_holder(path, 900, false);
+    assert_int_equal(kill(pid, SIGKILL), 0);
+    assert_int_equal(proc_state_wait(pid, 'Z'), 'Z');
+    assert_int_equal(allot_shim_region_read(path, u), 0);
+    assert_int_equal(u->n_procs, 0);
+    assert_int_equal(u->used[0], 0);
+    assert_int_equal(shim_region_reserve(r, 0, 500, true, 1000), CUDA_SUCCESS);
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    shim_region_release(r, 0, 500);
+    pid = spawn_region_holder(path, 900, true);
+    assert_int_equal(proc_state_wait(pid, 'Z'), 'Z'); /* its main thread's state */
+    assert_int_equal(shim_region_reserve(r, 0, 500, true, 1000), CUDA_ERROR_OUT_OF_MEMORY);
+    assert_int_equal(allot_shim_region_read(path, u), 0);
+    assert_int_equal(u->used[0], 900);
+    assert_int_equal(kill(pid, SIGKILL), 0);
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_int_equal(shim_region_reserve(r, 0, 500, true, 1000), CUDA_SUCCESS);
+    shim_region_close(r);
+    unlink(path);
+    free(path);
+    free(u);
+}
+
+/* The reader and a process of another pid namespace (a container's): its
+ * pid means nothing here, so it is taken for alive until the agent has
+ * written its host pid, then judged by that. */
+static void test_region_reader_other_ns(void **state)
+{
+    char *path = temp_file(NULL, 0);
+    struct allot_shim_usage *u = calloc(1, sizeof(*u));
+    struct shim_region *r = shim_region_open(path);
+    struct shim_region_hdr *h;
+    uint64_t start = shim_proc_start(getpid());
+    int fd;
+
+    (void)state;
+    assert_non_null(u);
+    assert_non_null(r);
+    fd = open(path, O_RDWR);
+    h = mmap(NULL, sizeof(*h), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    assert_true(h != MAP_FAILED);
+    h->slots[0].pid = 7; /* in its namespace */
+    h->slots[0].pidns = shim_proc_pidns(0) + 1;
+    h->slots[0].start = start;
+    h->slots[0].used[0] = 100;
+    h->slots_hi = 1;
+    assert_int_equal(allot_shim_region_read(path, u), 0);
+    assert_int_equal(u->n_procs, 1);
+    assert_int_equal(u->used[0], 100);
+    /* its host pid: this process, whose start time it has */
+    assert_int_equal(allot_shim_region_set_host_pid(path, 0, (int)getpid(), start), 0);
+    assert_int_equal(allot_shim_region_read(path, u), 0);
+    assert_int_equal(u->used[0], 100);
+    /* a start time no live process with that pid has: gone */
+    h->slots[0].start = start + 1;
+    assert_int_equal(allot_shim_region_set_host_pid(path, 0, (int)getpid(), start + 1), 0);
+    assert_int_equal(allot_shim_region_read(path, u), 0);
+    assert_int_equal(u->n_procs, 0);
+    assert_int_equal(u->used[0], 0);
+    munmap(h, sizeof(*h));
+    close(fd);
+    shim_region_close(r);
     unlink(path);
     free(path);
     free(u);
@@ -781,6 +937,8 @@ int main(void)
         cmocka_unit_test(test_region_reclaim_dead),
         cmocka_unit_test(test_region_new_image),
         cmocka_unit_test(test_region_full),
+        cmocka_unit_test(test_region_zombie),
+        cmocka_unit_test(test_region_reader_other_ns),
         cmocka_unit_test(test_sm_charge),
         cmocka_unit_test(test_warn_destinations),
         cmocka_unit_test(test_region_corrupt),
