@@ -10,6 +10,7 @@
 #include "agentproto.h"
 #include "http.h"
 #include "loop.h"
+#include "meter.h"
 
 #include "allot/cluster.h"
 #include "allot/common.h"
@@ -324,6 +325,7 @@ static int beat_fn(struct allot_store *st, void *arg)
     }
     json_t *mine = json_object(); /* "JOB:TASK" -> placed on this node? */
     char at[128];
+    int64_t oldest = INT64_MAX; /* the earliest sample stored, ms */
     json_array_foreach(w->samples, i, x)
     {
         struct allot_store_sample smp = {
@@ -356,10 +358,16 @@ static int beat_fn(struct allot_store *st, void *arg)
             known = json_boolean(!strcmp(at, w->name));
             json_object_set_new(mine, key, known);
         }
-        if (json_is_true(known))
+        if (json_is_true(known)) {
             rc = allot_store_sample_add(st, &smp, NULL);
+            if (smp.at < oldest)
+                oldest = smp.at;
+        }
     }
     json_decref(mine);
+    /* samples of an hour already rolled up for good: roll it up again */
+    if (!rc && oldest != INT64_MAX)
+        rc = meter_reopen(st, oldest, w->now);
     if (!rc && json_array_size(w->jobs))
         rc = api_audit(st, w->r, w->target, "ok", w->now);
     return rc;

@@ -16,8 +16,11 @@
  *
  * The roll-up thread recomputes the hours from the first one not yet final
  * up to now every meter-interval, in one write, and makes an hour final
- * once it ended more than METER_LATE ago (samples later than that are kept
- * but not rolled up again).
+ * once it ended more than METER_LATE ago. A heartbeat that stores samples
+ * of a final hour (an agent resending what it buffered through a long
+ * outage) makes it not final again (meter_reopen), back to the start of
+ * the current month at most; the roll-up never moves the mark past one so
+ * lowered while it computed.
  */
 #include "meter.h"
 
@@ -298,14 +301,58 @@ struct rollup_write {
     size_t n;
 };
 
+/* The first hour not yet final (meta meter_final); *known false when
+ * none is recorded yet. 0 or ALLOT_E*. */
+static int final_get(struct allot_store *st, int64_t *final, bool *known)
+{
+    char *v = NULL;
+    int rc = allot_store_meta_get(st, "meter_final", &v);
+
+    *known = rc == 0 && v;
+    *final = *known ? strtoll(v, NULL, 10) : 0;
+    allot_free(v);
+    return rc == ALLOT_ENOENT ? 0 : rc;
+}
+
 static int rollup_fn(struct allot_store *st, void *arg)
 {
     struct rollup_write *w = arg;
     char v[32];
+    int64_t now_final;
+    bool known;
     int rc = allot_store_usage_replace(st, w->from, w->to, w->rows, w->n);
 
+    if (!rc)
+        rc = final_get(st, &now_final, &known);
+    if (rc)
+        return rc;
+    /* late samples reopened an hour before this pass's start meanwhile:
+     * the mark stays there, so that the next pass rolls it up */
+    if (known && now_final < w->from)
+        return 0;
     allot_fmt(v, sizeof(v), "%lld", (long long)w->final);
-    return rc ? rc : allot_store_meta_set(st, "meter_final", v);
+    return allot_store_meta_set(st, "meter_final", v);
+}
+
+int meter_reopen(struct allot_store *st, int64_t at_ms, int64_t now)
+{
+    int64_t final, hour = floor_hour(at_ms / 1000), month0, month_end;
+    time_t tt = (time_t)now;
+    struct tm tm;
+    char month[16], v[32];
+    bool known;
+    int rc = final_get(st, &final, &known);
+
+    if (rc || !known || hour >= final)
+        return rc;
+    gmtime_r(&tt, &tm);
+    strftime(month, sizeof(month), "%Y-%m", &tm);
+    if (meter_parse_month(month, &month0, &month_end) && hour < month0)
+        hour = month0;
+    if (hour >= final)
+        return 0;
+    allot_fmt(v, sizeof(v), "%lld", (long long)hour);
+    return allot_store_meta_set(st, "meter_final", v);
 }
 
 int meter_rollup(struct server *s, int64_t now)

@@ -55,6 +55,11 @@ bool meter_start(struct server *s, char *err, size_t errlen);
 void meter_stop(struct server *s);
 /* Runs one roll-up pass now (also what the thread does); 0 or ALLOT_E*. */
 int meter_rollup(struct server *s, int64_t now);
+/* Samples from at_ms (unix ms) on were just stored (inside the heartbeat's
+ * write): when their hour is already final, the roll-up goes back to it,
+ * but never into a month before now's (invoiced months stay as they
+ * were). 0 or ALLOT_E*. */
+int meter_reopen(struct allot_store *st, int64_t at_ms, int64_t now);
 
 /* Parses a time argument: unix seconds, YYYY-MM-DD or YYYY-MM (UTC). */
 bool meter_parse_time(const char *s, int64_t *out);
