@@ -1033,8 +1033,11 @@ def test_samples_buffered_while_allotd_down():
         if r and r[0]["measured_seconds"] >= 4:
             break
         time.sleep(0.2)
-    # measured across the outage: without the buffer it would be about 2.5 s
-    assert r and r[0]["measured_seconds"] >= 4, r
+    # measured across the outage: without the buffer at most 5 - 2.5 s. The restart itself
+    # may cost up to about 1.5 s more (allotd takes connections before it serves them, and
+    # the agent samples between heartbeats, 3 x 200 ms apart at most to count): above 3.2 s
+    # only the 2.5 s of the outage, buffered and sent later, can have been counted
+    assert r and r[0]["measured_seconds"] >= 3.2, r
 
 
 def test_late_samples_rolled_up():
