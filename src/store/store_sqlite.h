@@ -132,6 +132,10 @@ typedef int (*sq_row_fn)(struct sq_store *s, sqlite3_stmt *st, void *elem);
 typedef void (*sq_clear_fn)(void *elem);
 int sq_rows(struct sq_store *s, sqlite3_stmt *st, size_t size, sq_row_fn fn, sq_clear_fn clear,
             void **out, size_t *n);
+/* Like sq_rows for a statement of one row: fills *out (`size` bytes) with
+ * it, ALLOT_ENOENT when there is none (rows past the first are cleared). */
+int sq_row(struct sq_store *s, sqlite3_stmt *st, size_t size, sq_row_fn fn, sq_clear_fn clear,
+           void *out);
 
 /* metering (store_sqlite_meter.c) */
 int sq_run_list(struct allot_store *st, int64_t from, int64_t to, struct allot_store_run **out,

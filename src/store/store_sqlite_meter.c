@@ -50,22 +50,13 @@ int sq_run_list(struct allot_store *base, int64_t from, int64_t to, struct allot
 int sq_run_last(struct allot_store *base, int64_t job_id, struct allot_store_run *out)
 {
     struct sq_store *s = (struct sq_store *)base;
-    struct allot_store_run *arr = NULL;
     sqlite3_stmt *st;
-    size_t n = 0;
     int rc = 0;
 
     if (!(st = sq_stmt(s, SQ_RUN_LAST, &rc)))
         return rc;
     sqlite3_bind_int64(st, 1, job_id);
-    if ((rc = sq_rows(s, st, sizeof *arr, run_row, run_clear, (void **)&arr, &n)) != 0)
-        return rc;
-    if (n == 0)
-        rc = ALLOT_ENOENT;
-    else
-        *out = arr[0];
-    allot_free(arr);
-    return rc;
+    return sq_row(s, st, sizeof *out, run_row, run_clear, out);
 }
 
 static int span_row(struct sq_store *s, sqlite3_stmt *st, void *elem)

@@ -156,6 +156,26 @@ int sq_rows(struct sq_store *s, sqlite3_stmt *st, size_t size, row_fn fn, clear_
     return rc;
 }
 
+/* Like sq_rows for a statement of one row: fills *out (`size` bytes) with
+ * it, ALLOT_ENOENT when there is none (rows past the first are cleared). */
+int sq_row(struct sq_store *s, sqlite3_stmt *st, size_t size, row_fn fn, clear_fn clear, void *out)
+{
+    unsigned char *arr = NULL;
+    size_t n = 0;
+    int rc = sq_rows(s, st, size, fn, clear, (void **)&arr, &n);
+
+    if (rc != 0)
+        return rc;
+    if (n == 0)
+        rc = ALLOT_ENOENT;
+    else
+        memcpy(out, arr, size);
+    for (size_t i = 1; i < n; i++)
+        clear(arr + i * size);
+    allot_free(arr);
+    return rc;
+}
+
 /* Changes made by the last write; ALLOT_ENOENT when it touched no row. */
 static int sq_changed(struct sq_store *s, int rc)
 {
@@ -298,23 +318,17 @@ static void no_clear(void *elem) {}
 int sq_job_get(struct allot_store *base, int64_t id, struct allot_store_job *out)
 {
     struct sq_store *s = (struct sq_store *)base;
-    struct allot_store_job *arr = NULL;
     sqlite3_stmt *st;
-    size_t n = 0;
     int rc = 0;
 
     if (!(st = sq_stmt(s, SQ_JOB_GET, &rc)))
         return rc;
     sqlite3_bind_int64(st, 1, id);
-    if ((rc = sq_rows(s, st, sizeof *arr, job_row, job_clear, (void **)&arr, &n)) != 0)
+    if ((rc = sq_row(s, st, sizeof *out, job_row, job_clear, out)) != 0) {
+        if (rc == ALLOT_ENOENT)
+            store_set_err(base, "job %lld: no such job", (long long)id);
         return rc;
-    if (n == 0) {
-        allot_free(arr);
-        store_set_err(base, "job %lld: no such job", (long long)id);
-        return ALLOT_ENOENT;
     }
-    *out = arr[0];
-    allot_free(arr);
     if (!(st = sq_stmt(s, SQ_DEPS_GET, &rc)))
         return rc; /* the caller clears *out */
     sqlite3_bind_int64(st, 1, id);
@@ -642,22 +656,13 @@ static void node_clear(void *elem)
 int sq_node_get(struct allot_store *base, const char *name, struct allot_store_node *out)
 {
     struct sq_store *s = (struct sq_store *)base;
-    struct allot_store_node *arr = NULL;
     sqlite3_stmt *st;
-    size_t n = 0;
     int rc = 0;
 
     if (!(st = sq_stmt(s, SQ_NODE_GET, &rc)))
         return rc;
     sq_bind_text(st, 1, name);
-    if ((rc = sq_rows(s, st, sizeof *arr, node_row, node_clear, (void **)&arr, &n)) != 0)
-        return rc;
-    if (n == 0)
-        rc = ALLOT_ENOENT;
-    else
-        *out = arr[0];
-    allot_free(arr);
-    return rc;
+    return sq_row(s, st, sizeof *out, node_row, node_clear, out);
 }
 
 int sq_node_heartbeat(struct allot_store *base, const char *name, int64_t now, int64_t expiry)
@@ -742,9 +747,7 @@ int sq_token_get(struct allot_store *base, int64_t id, const uint8_t *hash,
                  struct allot_store_token *out)
 {
     struct sq_store *s = (struct sq_store *)base;
-    struct allot_store_token *arr = NULL;
     sqlite3_stmt *st;
-    size_t n = 0;
     int rc = 0;
 
     if (!(st = sq_stmt(s, hash ? SQ_TOKEN_FIND : SQ_TOKEN_GET, &rc)))
@@ -753,14 +756,7 @@ int sq_token_get(struct allot_store *base, int64_t id, const uint8_t *hash,
         sqlite3_bind_blob(st, 1, hash, ALLOT_STORE_HASH_LEN, SQLITE_STATIC);
     else
         sqlite3_bind_int64(st, 1, id);
-    if ((rc = sq_rows(s, st, sizeof *arr, token_row, token_clear, (void **)&arr, &n)) != 0)
-        return rc;
-    if (n == 0)
-        rc = ALLOT_ENOENT;
-    else
-        *out = arr[0];
-    allot_free(arr);
-    return rc;
+    return sq_row(s, st, sizeof *out, token_row, token_clear, out);
 }
 
 int sq_token_revoke(struct allot_store *base, int64_t id, int64_t when)
