@@ -424,19 +424,28 @@ static void test_reserve_at_cluster_quota(void **state)
     world_free(&w);
 }
 
-/* A reservation counts only GPUs the gang can use: idle GPUs in MIG mode
- * do not make the gang's start time unknown, and a job that would delay
- * it past its shadow start waits behind it. */
-static void test_reserve_ignores_mig_gpus(void **state)
+/* Adds node `name`: 4 A100-80GB GPUs in MIG mode. */
+static void world_add_mig_node(struct world *w, const char *name)
 {
-    struct allot_queue_opts o = base;
-    struct allot_node_spec sp = {.name = "m0",
+    struct allot_node_spec sp = {.name = name,
                                  .model = "A100-80GB",
                                  .cpu_milli = 64000,
                                  .mem_mib = 262144,
                                  .n_gpus = 4,
                                  .island_size = 4,
                                  .gpu_mode = ALLOT_GPU_MIG};
+    char err[256];
+
+    if (allot_cluster_add_node(w->c, &sp, err, sizeof(err)) < 0)
+        fail_msg("node %s: %s", name, err);
+}
+
+/* A reservation counts only GPUs the gang can use: idle GPUs in MIG mode
+ * do not make the gang's start time unknown, and a job that would delay
+ * it past its shadow start waits behind it. */
+static void test_reserve_ignores_mig_gpus(void **state)
+{
+    struct allot_queue_opts o = base;
     struct allot_job_spec s = {.name = "pinned",
                                .prio_class = 0,
                                .n_tasks = 1,
@@ -449,9 +458,8 @@ static void test_reserve_ignores_mig_gpus(void **state)
     o.aging_s = 0;
     o.reserve_gangs = true;
     world_init(&w, 3, 20, o); /* 3 nodes of 4 H100s */
-    assert_true(allot_cluster_add_node(w.c, &sp, err, sizeof(err)) >= 0);
-    sp.name = "m1";
-    assert_true(allot_cluster_add_node(w.c, &sp, err, sizeof(err)) >= 0);
+    world_add_mig_node(&w, "m0");
+    world_add_mig_node(&w, "m1");
     assert_int_equal(allot_queue_add_prio_class(w.q, "pinned", 0, false), 0);
     submit(&w, "x", w.b, 1, 4, 0, 1000);
     submit(&w, "y", w.b, 1, 2, 0, 100000);
@@ -1241,13 +1249,6 @@ static void test_reason_no_ready_node(void **state)
  * missing, not free room. */
 static void test_reason_mig_mode(void **state)
 {
-    struct allot_node_spec sp = {.name = "m0",
-                                 .model = "A100-80GB",
-                                 .cpu_milli = 64000,
-                                 .mem_mib = 262144,
-                                 .n_gpus = 4,
-                                 .island_size = 4,
-                                 .gpu_mode = ALLOT_GPU_MIG};
     struct allot_job_spec s = {.name = "whole",
                                .prio_class = -1,
                                .n_tasks = 1,
@@ -1258,7 +1259,7 @@ static void test_reason_mig_mode(void **state)
 
     (void)state;
     world_init(&w, 2, 8, base); /* 2 nodes of 4 H100s, not in MIG mode */
-    assert_true(allot_cluster_add_node(w.c, &sp, err, sizeof(err)) >= 0);
+    world_add_mig_node(&w, "m0");
     s.tenant = w.a;
     s.task.model_mask = 1ULL << allot_catalog_find_model(cat, "A100-80GB");
     whole = allot_queue_submit(w.q, &s, 0, err, sizeof(err));
