@@ -371,6 +371,25 @@ static void test_reserve_gangs(void **state)
     }
 }
 
+/* Submits at `now` a job of `tenant` in priority class 0 (the test's
+ * class "pinned", not preemptible) with one task of 4 whole GPUs of the
+ * models in mask (0: any), runtime unknown. */
+static int submit_pinned(struct world *w, int tenant, uint64_t mask, int64_t now)
+{
+    struct allot_job_spec s = {
+        .name = "pinned",
+        .tenant = tenant,
+        .prio_class = 0,
+        .n_tasks = 1,
+        .task = {.num_gpu = 4, .gpu_milli = 1000, .mig_profile = -1, .model_mask = mask}};
+    char err[256];
+    int id = allot_queue_submit(w->q, &s, now, err, sizeof(err));
+
+    if (id < 0)
+        fail_msg("submit pinned: %s", err);
+    return id;
+}
+
 /* A large gang inside its tenant's nominal, turned away by the cluster's
  * own quota (the cluster is full), reserves as one turned away for lack
  * of room does: a later job that is not preemptible waits behind it
@@ -379,12 +398,7 @@ static void test_reserve_gangs(void **state)
 static void test_reserve_at_cluster_quota(void **state)
 {
     struct allot_queue_opts o = base;
-    struct allot_job_spec s = {.name = "pinned",
-                               .prio_class = 0,
-                               .n_tasks = 1,
-                               .task = {.num_gpu = 4, .gpu_milli = 1000, .mig_profile = -1}};
     struct world w;
-    char err[128];
     int b2, bp, big, pinned;
     struct allot_quota qa = {
         .nominal = 8000, .borrow_limit = ALLOT_UNLIMITED, .lend_limit = ALLOT_UNLIMITED};
@@ -408,9 +422,7 @@ static void test_reserve_at_cluster_quota(void **state)
     assert_non_null(strstr(allot_queue_reason(w.q, big), "cluster quota exhausted"));
     assert_int_equal(allot_queue_job(w.q, bp)->state, ALLOT_JOB_RUNNING);
     assert_int_equal(allot_queue_job(w.q, bp)->backfill_for, -1);
-    s.tenant = w.a;
-    pinned = allot_queue_submit(w.q, &s, 20, err, sizeof(err));
-    assert_true(pinned >= 0);
+    pinned = submit_pinned(&w, w.a, 0, 20);
     cycle(&w, 20);
     assert_int_equal(allot_queue_job(w.q, pinned)->state, ALLOT_JOB_PENDING);
     assert_non_null(
@@ -446,12 +458,7 @@ static void world_add_mig_node(struct world *w, const char *name)
 static void test_reserve_ignores_mig_gpus(void **state)
 {
     struct allot_queue_opts o = base;
-    struct allot_job_spec s = {.name = "pinned",
-                               .prio_class = 0,
-                               .n_tasks = 1,
-                               .task = {.num_gpu = 4, .gpu_milli = 1000, .mig_profile = -1}};
     struct world w;
-    char err[256];
     int big, pinned;
 
     (void)state;
@@ -465,10 +472,7 @@ static void test_reserve_ignores_mig_gpus(void **state)
     submit(&w, "y", w.b, 1, 2, 0, 100000);
     cycle(&w, 0);
     big = submit(&w, "big", w.a, 2, 4, 10, 100); /* 6 whole GPUs free, 8 idle in MIG mode */
-    s.tenant = w.a;
-    s.task.model_mask = 1ULL << allot_catalog_find_model(cat, "H100");
-    pinned = allot_queue_submit(w.q, &s, 10, err, sizeof(err));
-    assert_true(pinned >= 0);
+    pinned = submit_pinned(&w, w.a, 1ULL << allot_catalog_find_model(cat, "H100"), 10);
     cycle(&w, 10);
     assert_int_equal(allot_queue_job(w.q, big)->state, ALLOT_JOB_PENDING);
     assert_int_equal(allot_queue_job(w.q, pinned)->state, ALLOT_JOB_PENDING);
