@@ -144,12 +144,7 @@ int api_usage(struct req *r)
                              api_query(r, "from"));
     } else {
         int64_t end;
-        char month[16];
-        time_t t = (time_t)now;
-        struct tm tm;
-        gmtime_r(&t, &tm);
-        strftime(month, sizeof(month), "%Y-%m", &tm);
-        meter_parse_month(month, &from, &end); /* this month */
+        meter_month_of(now, &from, &end); /* this month */
     }
     if (api_query(r, "to")) {
         if (!meter_parse_time(api_query(r, "to"), &to))

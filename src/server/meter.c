@@ -161,29 +161,73 @@ void meter_task_share(const struct allot_catalog *cat, json_t *task, int64_t *pp
     }
 }
 
-/* The run of job `job` that covers time t (seconds), or NULL. */
-static const struct allot_store_run *run_at(const struct allot_store_run *runs, size_t n,
-                                            int64_t job, int64_t t, int64_t now)
+/* The runs of one job: a slice of an index of the pass's runs sorted by
+ * job, then start (runs_index). */
+struct job_runs {
+    const struct allot_store_run *const *v;
+    size_t n;
+};
+
+static int cmp_run_job(const void *a, const void *b)
 {
-    for (size_t i = 0; i < n; i++)
-        if (runs[i].job_id == job && runs[i].start <= t && t <= (runs[i].end ? runs[i].end : now))
-            return &runs[i];
+    const struct allot_store_run *x = *(const struct allot_store_run *const *)a;
+    const struct allot_store_run *y = *(const struct allot_store_run *const *)b;
+
+    if (x->job_id != y->job_id)
+        return x->job_id < y->job_id ? -1 : 1;
+    return (x->start > y->start) - (x->start < y->start);
+}
+
+/* runs[0..n) by job, then start: a new array (NULL with n 0), or NULL
+ * when out of memory. */
+static const struct allot_store_run **runs_index(const struct allot_store_run *runs, size_t n)
+{
+    const struct allot_store_run **idx = allot_malloc((n ? n : 1) * sizeof(*idx));
+
+    for (size_t i = 0; idx && i < n; i++)
+        idx[i] = &runs[i];
+    if (idx && n > 1)
+        qsort(idx, n, sizeof(*idx), cmp_run_job);
+    return idx;
+}
+
+/* The runs of job `job` in idx (runs_index's order): a binary search. */
+static struct job_runs job_runs(const struct allot_store_run *const *idx, size_t n, int64_t job)
+{
+    size_t lo = 0, hi = n, end;
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (idx[mid]->job_id < job)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (end = lo; end < n && idx[end]->job_id == job; end++)
+        ;
+    return (struct job_runs){idx + lo, end - lo};
+}
+
+/* The run of j's that covers time t (seconds), or NULL. */
+static const struct allot_store_run *run_at(struct job_runs j, int64_t t, int64_t now)
+{
+    for (size_t i = 0; i < j.n; i++)
+        if (j.v[i]->start <= t && t <= (j.v[i]->end ? j.v[i]->end : now))
+            return j.v[i];
     return NULL;
 }
 
-/* Whether t (seconds) is the second in which one run of job `job` ended and
+/* Whether t (seconds) is the second in which one of j's runs ended and
  * another began. Runs are whole seconds, so a sample taken in that second
  * may be either run's. */
-static bool run_handover(const struct allot_store_run *runs, size_t n, int64_t job, int64_t t)
+static bool run_handover(struct job_runs j, int64_t t)
 {
     int ended = 0, began = 0, both = 0;
 
-    for (size_t i = 0; i < n; i++) {
-        if (runs[i].job_id != job)
-            continue;
-        ended += runs[i].end == t;
-        began += runs[i].start == t;
-        both += runs[i].end == t && runs[i].start == t;
+    for (size_t i = 0; i < j.n; i++) {
+        ended += j.v[i]->end == t;
+        began += j.v[i]->start == t;
+        both += j.v[i]->end == t && j.v[i]->start == t;
     }
     return ended > 0 && began > 0 && ended + began - both >= 2;
 }
@@ -234,10 +278,17 @@ static int collect_samples(const struct allot_catalog *cat, const struct allot_s
                            size_t n_runs, const struct allot_store_sample *smp, size_t n_smp,
                            int64_t from, int64_t to, int64_t now, struct meter_acc *a)
 {
+    /* a sample's runs by binary search, not a scan of every run */
+    const struct allot_store_run **idx = runs_index(runs, n_runs);
+    int rc = 0;
+
+    if (!idx)
+        return ALLOT_ENOMEM;
     for (size_t i = 1; i < n_smp; i++) {
         const struct allot_store_sample *p = &smp[i - 1], *x = &smp[i];
         int64_t t = x->at / 1000, dt = x->at - p->at;
         const struct allot_store_run *r;
+        struct job_runs jr;
 
         /* a sample speaks for the time since the previous one, up to three of
          * its agent's sample intervals (a longer gap was not measured) */
@@ -245,14 +296,14 @@ static int collect_samples(const struct allot_catalog *cat, const struct allot_s
         if (p->job_id != x->job_id || p->task != x->task || dt <= 0 || dt > gap || t < from ||
             t >= to)
             continue;
-        if (!(r = run_at(runs, n_runs, x->job_id, t, now)))
+        jr = job_runs(idx, n_runs, x->job_id); /* p's too: the same job */
+        if (!(r = run_at(jr, t, now)))
             continue; /* a sample outside every run: nothing was allocated */
         /* cumulative counters are the node's and its GPUs': a job that ran
          * again (maybe elsewhere) starts them afresh, and the time between
          * its runs was not its own; so both samples must be of one run */
-        if (run_at(runs, n_runs, p->job_id, p->at / 1000, now) != r ||
-            run_handover(runs, n_runs, x->job_id, t) ||
-            run_handover(runs, n_runs, p->job_id, p->at / 1000))
+        if (run_at(jr, p->at / 1000, now) != r || run_handover(jr, t) ||
+            run_handover(jr, p->at / 1000))
             continue;
         json_t *pl = json_loads(r->placement ? r->placement : "{}", 0, NULL);
         json_t *task = json_array_get(json_object_get(pl, "tasks"), (size_t)x->task);
@@ -268,8 +319,10 @@ static int collect_samples(const struct allot_catalog *cat, const struct allot_s
         u = acc_row(a, floor_hour(t), r->tenant, r->user, model, item,
                     json_is_true(json_object_get(pl, "borrowed")), r->job_id);
         json_decref(pl);
-        if (!u)
-            return ALLOT_ENOMEM;
+        if (!u) {
+            rc = ALLOT_ENOMEM;
+            break;
+        }
         if (x->gpu_util >= 0) {
             u->util_pct_ms += x->gpu_util * dt;
             u->util_ms += dt;
@@ -281,7 +334,8 @@ static int collect_samples(const struct allot_catalog *cat, const struct allot_s
         if (x->gpu_mem_bytes > u->gpu_mem_peak)
             u->gpu_mem_peak = x->gpu_mem_bytes;
     }
-    return 0;
+    allot_free(idx);
+    return rc;
 }
 
 int meter_collect(const struct allot_catalog *cat, const struct allot_store_run *runs,
@@ -337,17 +391,14 @@ static int rollup_fn(struct allot_store *st, void *arg)
 int meter_reopen(struct allot_store *st, int64_t at_ms, int64_t now)
 {
     int64_t final, hour = floor_hour(at_ms / 1000), month0, month_end;
-    time_t tt = (time_t)now;
-    struct tm tm;
-    char month[16], v[32];
+    char v[32];
     bool known;
     int rc = final_get(st, &final, &known);
 
     if (rc || !known || hour >= final)
         return rc;
-    gmtime_r(&tt, &tm);
-    strftime(month, sizeof(month), "%Y-%m", &tm);
-    if (meter_parse_month(month, &month0, &month_end) && hour < month0)
+    meter_month_of(now, &month0, &month_end);
+    if (hour < month0)
         hour = month0;
     if (hour >= final)
         return 0;
@@ -362,20 +413,16 @@ int meter_rollup(struct server *s, int64_t now)
     struct allot_store_sample *smp = NULL;
     size_t n_runs = 0, n_smp = 0;
     struct meter_acc a;
-    char *v = NULL;
     int64_t from, to = floor_hour(now) + HOUR;
+    bool known;
     int rc;
 
     if (!st)
         return ALLOT_EIO;
-    rc = allot_store_meta_get(st, "meter_final", &v);
-    if (rc == 0 && v)
-        from = strtoll(v, NULL, 10);
-    else
-        from = -1;
-    allot_free(v);
-    if (rc != 0 && rc != ALLOT_ENOENT)
+    if ((rc = final_get(st, &from, &known)))
         return rc;
+    if (!known)
+        from = -1;
     if ((rc = allot_store_run_list(st, from < 0 ? INT64_MIN / 2 : from, to, &runs, &n_runs)))
         return rc;
     if (from < 0) { /* first pass: from the first run's hour */
@@ -480,8 +527,7 @@ static int meter_snapshot(struct server *s, int64_t now)
         return ALLOT_EIO;
     gmtime_r(&tt, &tm);
     strftime(month, sizeof(month), "%Y-%m", &tm);
-    if (!meter_parse_month(month, &from, &to))
-        return ALLOT_EINVAL;
+    meter_month_of(now, &from, &to);
     if ((rc = allot_store_usage_list(st, from, to, &u, &n)))
         return rc;
     json_t *snap = json_object(), *pb = billing_pricebook(st, s->cat, &rc);
@@ -1362,6 +1408,19 @@ static int64_t days_from_civil(int64_t y, int m, int d)
     int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
     int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
     return era * 146097 + doe - 719468;
+}
+
+void meter_month_of(int64_t t, int64_t *start, int64_t *end)
+{
+    time_t tt = (time_t)t;
+    struct tm tm;
+    int y, m;
+
+    gmtime_r(&tt, &tm);
+    y = tm.tm_year + 1900;
+    m = tm.tm_mon + 1;
+    *start = days_from_civil(y, m, 1) * 86400;
+    *end = days_from_civil(m == 12 ? y + 1 : y, m == 12 ? 1 : m + 1, 1) * 86400;
 }
 
 bool meter_parse_month(const char *s, int64_t *start, int64_t *end)

@@ -65,6 +65,8 @@ int meter_reopen(struct allot_store *st, int64_t at_ms, int64_t now);
 bool meter_parse_time(const char *s, int64_t *out);
 /* [start, end) of month "YYYY-MM" (UTC). */
 bool meter_parse_month(const char *s, int64_t *start, int64_t *end);
+/* The month (UTC) holding time t: [*start, *end) in unix seconds. */
+void meter_month_of(int64_t t, int64_t *start, int64_t *end);
 
 /* Usage rows for [from, to) (whole hours) seen by the caller: the
  * roll-ups, or per job straight from runs and samples (per_job). `tenant`
