@@ -119,6 +119,11 @@ size_t allot_strlcpy(char *dst, const char *src, size_t size);
  * would not fit in a size_t. */
 int allot_grow(void **arr, size_t *cap, size_t need, size_t elem);
 
+/* 64-bit FNV-1a of `len` bytes, continuing from `h` (start with
+ * ALLOT_FNV1A_INIT): stable across runs and builds (names, logs). */
+#define ALLOT_FNV1A_INIT 0xcbf29ce484222325ULL
+uint64_t allot_fnv1a(uint64_t h, const void *data, size_t len);
+
 /* 64-bit FNV-1a style mixing helpers for hashing state. */
 static inline uint64_t allot_hash_mix(uint64_t h, uint64_t v)
 {

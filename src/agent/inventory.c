@@ -85,11 +85,8 @@ int inventory_parse_emulate(const char *spec, const struct allot_catalog *cat,
 /* A UUID-shaped name, stable for a node name and index. */
 static void emulated_uuid(const char *node, int i, char *out, size_t len)
 {
-    uint64_t h = 1469598103934665603ULL, h2;
-
-    for (const char *s = node; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-    h2 = (h ^ (uint64_t)(i + 1)) * 1099511628211ULL;
+    uint64_t h = allot_fnv1a(ALLOT_FNV1A_INIT, node, strlen(node));
+    uint64_t h2 = (h ^ (uint64_t)(i + 1)) * 1099511628211ULL;
     allot_fmt(out, len, "GPU-%08x-%04x-%04x-%04x-%012llx", (unsigned)(h >> 32),
               (unsigned)(h >> 16) & 0xffff, 0x4000u | ((unsigned)h & 0x0fff),
               0x8000u | ((unsigned)(h2 >> 48) & 0x3fff),

@@ -285,12 +285,8 @@ void net_free(struct net *n)
 
 static void veth_name(const char *node, const char *key, char *buf, size_t len)
 {
-    uint64_t h = 1469598103934665603ULL;
+    uint64_t h = allot_fnv1a(allot_fnv1a(ALLOT_FNV1A_INIT, node, strlen(node)), key, strlen(key));
 
-    for (const char *p = node; *p; p++)
-        h = (h ^ (unsigned char)*p) * 1099511628211ULL;
-    for (const char *p = key; *p; p++)
-        h = (h ^ (unsigned char)*p) * 1099511628211ULL;
     allot_fmt(buf, len, "al-%012llx", (unsigned long long)(h & 0xffffffffffffULL));
 }
 

@@ -210,7 +210,6 @@ static int tenant_uid(const struct agent *a, const char *tenant, uid_t *out, cha
 {
     char path[4200], line[512], name[300];
     unsigned long id, span;
-    uint64_t h = 0xcbf29ce484222325ULL;
     uid_t first, last, pick;
     uid_t *held = NULL;
     size_t n = 0, cap = 0;
@@ -246,10 +245,8 @@ static int tenant_uid(const struct agent *a, const char *tenant, uid_t *out, cha
         rc = 0;
         goto out;
     }
-    for (const char *p = tenant; *p; p++)
-        h = (h ^ (unsigned char)*p) * 0x100000001b3ULL;
     span = (unsigned long)(last - first) + 1;
-    pick = first + (uid_t)(h % span);
+    pick = first + (uid_t)(allot_fnv1a(ALLOT_FNV1A_INIT, tenant, strlen(tenant)) % span);
     for (unsigned long tries = 0; tries < span; tries++) {
         bool taken = false;
         for (size_t i = 0; i < n && !taken; i++)
@@ -561,11 +558,10 @@ static int mig_prepare(struct agent *a, json_t *d, const char *dir, char *uuid, 
     }
     gpu = &a->inv.gpus[g];
     if (!a->nv || gpu->nvml_index < 0) {
-        uint64_t h = 1469598103934665603ULL;
         char key[200];
+        uint64_t h;
         allot_fmt(key, sizeof(key), "%s/%s/%lld", gpu->uuid, prof, (long long)start);
-        for (const char *p = key; *p; p++)
-            h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+        h = allot_fnv1a(ALLOT_FNV1A_INIT, key, strlen(key));
         allot_fmt(uuid, len, "MIG-%08x-%04x-%04x-%04x-%012llx", (unsigned)(h >> 32),
                   (unsigned)(h >> 16) & 0xffff, 0x4000u | ((unsigned)h & 0xfff),
                   0x8000u | ((unsigned)(h >> 40) & 0x3fff),

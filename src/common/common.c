@@ -283,3 +283,14 @@ bool allot_env_reserved(const char *name)
             return true;
     return false;
 }
+
+uint64_t allot_fnv1a(uint64_t h, const void *data, size_t len)
+{
+    const unsigned char *p = data;
+
+    for (size_t i = 0; i < len; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}

@@ -57,11 +57,7 @@ struct allot_cluster {
 
 static uint64_t hash_str(const char *s)
 {
-    uint64_t h = 1469598103934665603ULL;
-
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-    return h;
+    return allot_fnv1a(ALLOT_FNV1A_INIT, s, strlen(s));
 }
 
 static uint64_t gpu_key(const struct allot_gpu *g)

@@ -47,11 +47,7 @@ static const double wait_buckets[N_WAIT_BUCKETS] = {1,   5,    15,    60,    300
 
 uint64_t loop_hash_str(const char *s)
 {
-    uint64_t h = 1469598103934665603ULL;
-
-    for (; s && *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-    return h;
+    return allot_fnv1a(ALLOT_FNV1A_INIT, s, s ? strlen(s) : 0);
 }
 
 /* ---- messages ---- */

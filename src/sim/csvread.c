@@ -425,11 +425,5 @@ int csv_decimal(struct csv_reader *r, const char *col, const char *s, double max
 
 uint64_t csv_name_hash(const char *s)
 {
-    uint64_t h = 0xcbf29ce484222325ULL;
-
-    for (; *s; s++) {
-        h ^= (unsigned char)*s;
-        h *= 0x100000001b3ULL;
-    }
-    return h;
+    return allot_fnv1a(ALLOT_FNV1A_INIT, s, strlen(s));
 }

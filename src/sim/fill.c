@@ -140,7 +140,7 @@ static int emit_ready(struct job_out *jobs, int n, int *next, const struct sim_f
             allot_fmt(err, errlen, "%s", jo->err);
             return jo->rc;
         }
-        *hash = sim_fill_fnv1a(*hash, jo->log.buf, jo->log.len);
+        *hash = allot_fnv1a(*hash, jo->log.buf, jo->log.len);
         if (o->log && jo->log.len && fwrite(jo->log.buf, 1, jo->log.len, o->log) != jo->log.len) {
             allot_fmt(err, errlen, "decision log: write failed");
             return ALLOT_EIO;
@@ -310,7 +310,7 @@ int sim_fill_experiment(const struct sim_fill_trace *t, const struct sim_fill_op
     struct job_out *jobs;
     double *v = NULL, *f = NULL, sd;
 
-    *hash = SIM_FILL_FNV_INIT;
+    *hash = ALLOT_FNV1A_INIT;
     if (n <= 0) {
         allot_fmt(err, errlen, "no policy or no seed");
         return ALLOT_EINVAL;

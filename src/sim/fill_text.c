@@ -44,14 +44,3 @@ void sim_fill_text_free(struct sim_fill_text *x)
     allot_free(x->buf);
     memset(x, 0, sizeof(*x));
 }
-
-uint64_t sim_fill_fnv1a(uint64_t h, const void *data, size_t len)
-{
-    const unsigned char *p = data;
-
-    for (size_t i = 0; i < len; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ULL;
-    }
-    return h;
-}

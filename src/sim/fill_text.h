@@ -28,8 +28,4 @@ void sim_fill_text_add(struct sim_fill_text *x, const char *fmt, ...)
 /* Frees the buffer and leaves it empty; accepts NULL. */
 void sim_fill_text_free(struct sim_fill_text *x);
 
-/* 64-bit FNV-1a of `len` bytes, continuing from `h` (start with SIM_FILL_FNV_INIT). */
-#define SIM_FILL_FNV_INIT 0xcbf29ce484222325ULL
-uint64_t sim_fill_fnv1a(uint64_t h, const void *data, size_t len);
-
 #endif

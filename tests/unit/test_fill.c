@@ -331,7 +331,7 @@ static void test_determinism(void **state)
     assert_true(l1 > 0 && l1 == l2 && l1 == l3);
     assert_memory_equal(a, b, l1);
     assert_memory_equal(a, c, l1);
-    assert_true(h1 == sim_fill_fnv1a(SIM_FILL_FNV_INIT, a, l1));
+    assert_true(h1 == allot_fnv1a(ALLOT_FNV1A_INIT, a, l1));
     for (int p = 0; p < 7; p++) {
         assert_memory_equal(s1[p].unalloc_mean, s3[p].unalloc_mean, sizeof(s1[p].unalloc_mean));
         assert_memory_equal(s1[p].frag_mean, s3[p].frag_mean, sizeof(s1[p].frag_mean));
