@@ -292,6 +292,8 @@ int allot_cluster_buckets_used(const struct allot_cluster *c, int16_t *out);
 
 /* True when a node in bucket b may fit task t (a necessary condition). */
 bool allot_bucket_admits(int b, const struct allot_task *t);
+/* True when the nodes in bucket b have GPUs in MIG mode. */
+bool allot_bucket_mig(int b);
 
 /* The state class of node `node`, or -1 when it is not schedulable. */
 int32_t allot_cluster_node_class(const struct allot_cluster *c, int node);

@@ -288,11 +288,16 @@ static int node_bucket(const struct allot_node *n)
            part / 100;
 }
 
+bool allot_bucket_mig(int b)
+{
+    return b / (ALLOT_BUCKET_PARTS * (ALLOT_MAX_GPUS + 1)) % 2;
+}
+
 bool allot_bucket_admits(int b, const struct allot_task *t)
 {
     int part = b % ALLOT_BUCKET_PARTS;
     int whole = b / ALLOT_BUCKET_PARTS % (ALLOT_MAX_GPUS + 1);
-    int mig = b / (ALLOT_BUCKET_PARTS * (ALLOT_MAX_GPUS + 1)) % 2;
+    int mig = allot_bucket_mig(b);
     int cpu = b / (ALLOT_BUCKET_PARTS * (ALLOT_MAX_GPUS + 1) * 2);
 
     if (t->cpu_milli > cpu_level_max[cpu])

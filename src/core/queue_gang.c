@@ -51,37 +51,55 @@ static bool place_within(struct allot_queue *q, const struct allot_job *j, int r
 
 /* The nodes that could hold every task of j, a gang of whole GPUs, at
  * once (free whole GPUs, CPU, memory and VFs for all of them), fewest
- * free GPUs first (best fit), at most GANG_NODE_TRIES. Returns their
- * number. */
+ * free GPUs first (best fit), at most GANG_NODE_TRIES. Only the classes
+ * of the capacity buckets that may hold the whole gang are looked at, one
+ * node each (not every node: this runs in victim trials too). Returns
+ * their number. */
 #define GANG_NODE_TRIES 3
 
 static int gang_nodes(const struct allot_queue *q, const struct allot_job *j,
                       int out[GANG_NODE_TRIES])
 {
     const struct allot_task *t = &j->spec.task;
-    int64_t n = j->spec.n_tasks, nn = allot_cluster_node_count(q->c), k = 0;
-    int freeof[GANG_NODE_TRIES], max = GANG_NODE_TRIES;
+    int64_t n = j->spec.n_tasks, k = 0;
+    int freeof[GANG_NODE_TRIES], max = GANG_NODE_TRIES, nb;
+    int16_t used[ALLOT_BUCKETS];
+    /* the whole gang as one task: the capacity buckets that may hold it */
+    struct allot_task all = *t;
 
-    for (int i = 0; i < nn; i++) {
-        const struct allot_node *nd = allot_cluster_node(q->c, i);
-        int w = 0, at;
-        if (nd->state != ALLOT_NODE_READY || !allot_node_admits(nd, t) ||
-            nd->cpu_free < n * t->cpu_milli || nd->mem_free < n * t->mem_mib ||
-            nd->rdma_free < n * t->rdma_vfs)
+    if (n * t->num_gpu > ALLOT_MAX_GPUS)
+        return 0;
+    all.num_gpu = (int)(n * t->num_gpu);
+    all.cpu_milli = n * t->cpu_milli;
+    nb = allot_cluster_buckets_used(q->c, used);
+    for (int b = 0; b < nb; b++) {
+        const int32_t *ids;
+        int cnt;
+        if (!allot_bucket_admits(used[b], &all))
             continue;
-        for (int g = 0; g < nd->n_gpus; g++)
-            w += allot_gpu_whole_free(&nd->gpus[g]);
-        if (w < n * t->num_gpu || (k == max && w >= freeof[max - 1]))
-            continue;
-        /* insert, keeping the best `max` in order */
-        at = (int)(k < max ? k++ : max - 1);
-        while (at > 0 && freeof[at - 1] > w) {
-            out[at] = out[at - 1];
-            freeof[at] = freeof[at - 1];
-            at--;
+        cnt = allot_cluster_bucket(q->c, used[b], &ids);
+        /* a class's nodes are alike: its representative stands for them */
+        for (int c = 0; c < cnt; c++) {
+            int i = allot_class_rep(allot_cluster_class(q->c, ids[c])), w = 0, at;
+            const struct allot_node *nd = allot_cluster_node(q->c, i);
+            if (nd->state != ALLOT_NODE_READY || !allot_node_admits(nd, t) ||
+                nd->cpu_free < n * t->cpu_milli || nd->mem_free < n * t->mem_mib ||
+                nd->rdma_free < n * t->rdma_vfs)
+                continue;
+            for (int g = 0; g < nd->n_gpus; g++)
+                w += allot_gpu_whole_free(&nd->gpus[g]);
+            if (w < n * t->num_gpu || (k == max && w >= freeof[max - 1]))
+                continue;
+            /* insert, keeping the best `max` in order */
+            at = (int)(k < max ? k++ : max - 1);
+            while (at > 0 && freeof[at - 1] > w) {
+                out[at] = out[at - 1];
+                freeof[at] = freeof[at - 1];
+                at--;
+            }
+            out[at] = i;
+            freeof[at] = w;
         }
-        out[at] = i;
-        freeof[at] = w;
     }
     return (int)k;
 }

@@ -38,25 +38,35 @@ static void end_down(struct endtime *e, size_t n, size_t i)
     e[i] = x;
 }
 
-/* The GPU milli free now that j can use: for a gang of whole GPUs the
- * whole free GPUs of ready nodes that are not in MIG mode (idle MIG-mode
- * GPUs and those of lost or draining nodes cannot hold it), else all the
- * free milli. */
+/* The GPU milli free now that j can use: all of it, but for a gang of
+ * whole GPUs not what is idle on GPUs in MIG mode (they cannot hold it).
+ * Those are found through the capacity buckets of nodes with MIG GPUs, one
+ * node per class (its nodes are alike), so a cluster without MIG pays
+ * nothing for them. */
 static int64_t free_for(const struct allot_queue *q, const struct allot_job *j)
 {
-    int nn = allot_cluster_node_count(q->c);
-    int64_t w = 0;
+    int64_t f = q->capacity.v[ALLOT_RES_GPU] - allot_cluster_used_milli(q->c);
+    int16_t used[ALLOT_BUCKETS];
+    int nb;
 
     if (j->spec.task.mig_profile >= 0 || j->spec.task.gpu_milli != ALLOT_MILLI)
-        return q->capacity.v[ALLOT_RES_GPU] - allot_cluster_used_milli(q->c);
-    for (int i = 0; i < nn; i++) {
-        const struct allot_node *n = allot_cluster_node(q->c, i);
-        if (n->state != ALLOT_NODE_READY)
+        return f;
+    nb = allot_cluster_buckets_used(q->c, used);
+    for (int b = 0; b < nb; b++) {
+        const int32_t *ids;
+        int cnt;
+        if (!allot_bucket_mig(used[b]))
             continue;
-        for (int g = 0; g < n->n_gpus; g++)
-            w += allot_gpu_whole_free(&n->gpus[g]);
+        cnt = allot_cluster_bucket(q->c, used[b], &ids);
+        for (int c = 0; c < cnt; c++) {
+            const struct allot_class *k = allot_cluster_class(q->c, ids[c]);
+            const struct allot_node *n = allot_cluster_node(q->c, allot_class_rep(k));
+            for (int g = 0; g < n->n_gpus; g++)
+                if (n->gpus[g].mode == ALLOT_GPU_MIG)
+                    f -= (int64_t)n->gpus[g].free_milli * k->n_members;
+        }
     }
-    return w * ALLOT_MILLI;
+    return f;
 }
 
 /* EASY: when will enough GPUs be free for j, and how many spare then?
