@@ -1398,65 +1398,6 @@ void meter_stop(struct server *s)
     mt.snap = mt.idle = mt.windows = mt.told = mt.anom = mt.anom_told = mt.held = NULL;
 }
 
-/* ---- time arguments ---- */
-
-static int64_t days_from_civil(int64_t y, int m, int d)
-{
-    y -= m <= 2;
-    int64_t era = (y >= 0 ? y : y - 399) / 400;
-    int64_t yoe = y - era * 400;
-    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    return era * 146097 + doe - 719468;
-}
-
-void meter_month_of(int64_t t, int64_t *start, int64_t *end)
-{
-    time_t tt = (time_t)t;
-    struct tm tm;
-    int y, m;
-
-    gmtime_r(&tt, &tm);
-    y = tm.tm_year + 1900;
-    m = tm.tm_mon + 1;
-    *start = days_from_civil(y, m, 1) * 86400;
-    *end = days_from_civil(m == 12 ? y + 1 : y, m == 12 ? 1 : m + 1, 1) * 86400;
-}
-
-bool meter_parse_month(const char *s, int64_t *start, int64_t *end)
-{
-    int y, m, n = 0;
-
-    if (!s || sscanf(s, "%4d-%2d%n", &y, &m, &n) != 2 || s[n] || n != 7 || m < 1 || m > 12 ||
-        y < 1970 || y > 9999)
-        return false;
-    *start = days_from_civil(y, m, 1) * 86400;
-    *end = days_from_civil(m == 12 ? y + 1 : y, m == 12 ? 1 : m + 1, 1) * 86400;
-    return true;
-}
-
-bool meter_parse_time(const char *s, int64_t *out)
-{
-    int y, m, d, n = 0;
-    int64_t end;
-
-    if (!s || !*s)
-        return false;
-    if (meter_parse_month(s, out, &end))
-        return true;
-    if (sscanf(s, "%4d-%2d-%2d%n", &y, &m, &d, &n) == 3 && !s[n] && n == 10 && m >= 1 && m <= 12 &&
-        d >= 1 && d <= 31 && y >= 1970 && y <= 9999) {
-        *out = days_from_civil(y, m, d) * 86400;
-        return true;
-    }
-    char *e;
-    long long v = strtoll(s, &e, 10);
-    if (*e || e == s || v < 0 || v > 253402300799LL)
-        return false;
-    *out = v;
-    return true;
-}
-
 /* ---- queries ---- */
 
 int meter_query(struct req *r, int64_t from, int64_t to, const char *tenant, bool per_job,
