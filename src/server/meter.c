@@ -161,49 +161,52 @@ void meter_task_share(const struct allot_catalog *cat, json_t *task, int64_t *pp
     }
 }
 
-/* The runs of one job: a slice of an index of the pass's runs sorted by
- * job, then start (runs_index). */
+/* One run in an index of the pass's runs sorted by job, then start
+ * (runs_index); a job's runs are a slice of it (job_runs). */
+struct run_key {
+    int64_t job, start;
+    const struct allot_store_run *r;
+};
+
 struct job_runs {
-    const struct allot_store_run *const *v;
+    const struct run_key *v;
     size_t n;
 };
 
-static int cmp_run_job(const void *a, const void *b)
+static int cmp_run_key(const void *a, const void *b)
 {
-    const struct allot_store_run *x = *(const struct allot_store_run *const *)a;
-    const struct allot_store_run *y = *(const struct allot_store_run *const *)b;
+    const struct run_key *x = a, *y = b;
 
-    if (x->job_id != y->job_id)
-        return x->job_id < y->job_id ? -1 : 1;
+    if (x->job != y->job)
+        return x->job < y->job ? -1 : 1;
     return (x->start > y->start) - (x->start < y->start);
 }
 
-/* runs[0..n) by job, then start: a new array (NULL with n 0), or NULL
- * when out of memory. */
-static const struct allot_store_run **runs_index(const struct allot_store_run *runs, size_t n)
+/* runs[0..n) by job, then start: a new array, or NULL when out of memory. */
+static struct run_key *runs_index(const struct allot_store_run *runs, size_t n)
 {
-    const struct allot_store_run **idx = allot_malloc((n ? n : 1) * sizeof(*idx));
+    struct run_key *idx = allot_malloc((n ? n : 1) * sizeof(*idx));
 
     for (size_t i = 0; idx && i < n; i++)
-        idx[i] = &runs[i];
+        idx[i] = (struct run_key){runs[i].job_id, runs[i].start, &runs[i]};
     if (idx && n > 1)
-        qsort(idx, n, sizeof(*idx), cmp_run_job);
+        qsort(idx, n, sizeof(*idx), cmp_run_key);
     return idx;
 }
 
 /* The runs of job `job` in idx (runs_index's order): a binary search. */
-static struct job_runs job_runs(const struct allot_store_run *const *idx, size_t n, int64_t job)
+static struct job_runs job_runs(const struct run_key *idx, size_t n, int64_t job)
 {
     size_t lo = 0, hi = n, end;
 
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (idx[mid]->job_id < job)
+        if (idx[mid].job < job)
             lo = mid + 1;
         else
             hi = mid;
     }
-    for (end = lo; end < n && idx[end]->job_id == job; end++)
+    for (end = lo; end < n && idx[end].job == job; end++)
         ;
     return (struct job_runs){idx + lo, end - lo};
 }
@@ -211,9 +214,11 @@ static struct job_runs job_runs(const struct allot_store_run *const *idx, size_t
 /* The run of j's that covers time t (seconds), or NULL. */
 static const struct allot_store_run *run_at(struct job_runs j, int64_t t, int64_t now)
 {
-    for (size_t i = 0; i < j.n; i++)
-        if (j.v[i]->start <= t && t <= (j.v[i]->end ? j.v[i]->end : now))
-            return j.v[i];
+    for (size_t i = 0; i < j.n; i++) {
+        const struct allot_store_run *r = j.v[i].r;
+        if (r->start <= t && t <= (r->end ? r->end : now))
+            return r;
+    }
     return NULL;
 }
 
@@ -225,9 +230,10 @@ static bool run_handover(struct job_runs j, int64_t t)
     int ended = 0, began = 0, both = 0;
 
     for (size_t i = 0; i < j.n; i++) {
-        ended += j.v[i]->end == t;
-        began += j.v[i]->start == t;
-        both += j.v[i]->end == t && j.v[i]->start == t;
+        const struct allot_store_run *r = j.v[i].r;
+        ended += r->end == t;
+        began += r->start == t;
+        both += r->end == t && r->start == t;
     }
     return ended > 0 && began > 0 && ended + began - both >= 2;
 }
@@ -279,7 +285,7 @@ static int collect_samples(const struct allot_catalog *cat, const struct allot_s
                            int64_t from, int64_t to, int64_t now, struct meter_acc *a)
 {
     /* a sample's runs by binary search, not a scan of every run */
-    const struct allot_store_run **idx = runs_index(runs, n_runs);
+    struct run_key *idx = runs_index(runs, n_runs);
     int rc = 0;
 
     if (!idx)
