@@ -54,6 +54,7 @@ struct allot_gpu {
     int32_t excl_tenant;        /* exclusive-gpu tenant whose fractions hold it; 0 = none */
     int32_t free_milli;         /* 0..1000; for MIG: free compute share in milli */
     int64_t free_mem_mib;       /* free GPU memory */
+    int64_t mem_mib;            /* GPU memory capacity (the model's) */
     struct allot_mig_state mig; /* MIG layout (mode MIG only) */
 };
 
@@ -100,7 +101,9 @@ struct allot_node_spec {
 
 /* A task shape. Exactly one of: num_gpu whole GPUs (gpu_milli 1000); one
  * fraction (num_gpu 1, gpu_milli 0..999 and/or gpu_mem_mib); one MIG profile
- * (num_gpu 1, gpu_milli 0, mig_profile >= 0); or no GPU (num_gpu 0). */
+ * (num_gpu 1, gpu_milli 0, mig_profile >= 0); or no GPU (num_gpu 0). A
+ * fraction that gives gpu_milli but no gpu_mem_mib takes the same share of
+ * its GPU's memory (allot_fraction_mem). */
 struct allot_task {
     int num_gpu;
     int gpu_milli;       /* per GPU */
@@ -215,9 +218,14 @@ bool allot_node_fits(const struct allot_cluster *c, const struct allot_node *n,
 int allot_node_fitting_gpus(const struct allot_node *n, const struct allot_task *t);
 
 /* True when a fraction of task t may go on GPU g: shared mode, enough free
- * milli and memory, and isolation (an exclusive-gpu tenant's fractions
- * share a GPU only among themselves). */
+ * milli and memory (allot_fraction_mem), and isolation (an exclusive-gpu
+ * tenant's fractions share a GPU only among themselves). */
 bool allot_gpu_takes_fraction(const struct allot_gpu *g, const struct allot_task *t);
+
+/* The GPU memory (MiB) a fraction of task t takes on GPU g: its ask, or,
+ * when it asked for compute only, that share of the GPU's memory (rounded
+ * down), so that it is capped and packed like a job that asked. */
+int64_t allot_fraction_mem(const struct allot_gpu *g, const struct allot_task *t);
 
 /* Applies a placement (the caller made sure it fits). Returns 0, or
  * ALLOT_ENOSPC / ALLOT_EINVAL when it does not, leaving everything unchanged. */

@@ -647,6 +647,7 @@ static void gpu_init(const struct allot_gpu_model *m, struct allot_gpu *g, int m
     g->island = (uint8_t)island;
     g->free_milli = ALLOT_MILLI;
     g->free_mem_mib = m ? m->memory_mib : 0;
+    g->mem_mib = g->free_mem_mib;
 }
 
 int allot_cluster_add_node(struct allot_cluster *c, const struct allot_node_spec *spec, char *err,

@@ -942,9 +942,13 @@ static void text_capacity(struct allot_queue *q, struct allot_job *j)
     else if (t->mig_profile >= 0)
         allot_fmt(j->reason, sizeof(j->reason), "no MIG GPU has a free %s slot",
                   cat->profile_names[t->mig_profile]);
-    else if (t->gpu_milli < ALLOT_MILLI || t->gpu_mem_mib)
+    else if (t->gpu_mem_mib)
         allot_fmt(j->reason, sizeof(j->reason), "no%s GPU has %d milli-GPU and %lld MiB free",
                   model, t->gpu_milli, (long long)t->gpu_mem_mib);
+    else if (t->gpu_milli < ALLOT_MILLI) /* its share of the memory too (allot_fraction_mem) */
+        allot_fmt(j->reason, sizeof(j->reason),
+                  "no%s GPU has %d milli-GPU and %.1f %% of its memory free", model, t->gpu_milli,
+                  t->gpu_milli / 10.0);
     else if (j->spec.n_tasks > 1)
         allot_fmt(j->reason, sizeof(j->reason),
                   "no room for %d tasks of %d%s GPUs each (most free on one node: %d)",

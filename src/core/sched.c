@@ -228,7 +228,7 @@ int allot_sched_place_fraction(const struct allot_sched *s, int node, const stru
     allot_sched_placement_init(s, node, t, out);
     out->gpu_mask = 1u << gpu;
     out->gpu_milli = t->gpu_milli;
-    out->gpu_mem_mib = t->gpu_mem_mib;
+    out->gpu_mem_mib = allot_fraction_mem(&allot_cluster_node(s->c, node)->gpus[gpu], t);
     return 0;
 }
 

@@ -160,10 +160,19 @@ bool allot_node_admits(const struct allot_node *n, const struct allot_task *t)
     return !t->model_mask || (t->model_mask >> n->model & 1);
 }
 
+int64_t allot_fraction_mem(const struct allot_gpu *g, const struct allot_task *t)
+{
+    if (t->gpu_mem_mib > 0 || t->gpu_milli <= 0)
+        return t->gpu_mem_mib;
+    if (ALLOT_NEVER(t->gpu_milli > ALLOT_MILLI))
+        return g->mem_mib;
+    return g->mem_mib * t->gpu_milli / ALLOT_MILLI;
+}
+
 bool allot_gpu_takes_fraction(const struct allot_gpu *g, const struct allot_task *t)
 {
     if (g->mode != ALLOT_GPU_SHARED || g->free_milli < t->gpu_milli ||
-        g->free_mem_mib < t->gpu_mem_mib)
+        g->free_mem_mib < allot_fraction_mem(g, t))
         return false;
     /* exclusive-gpu tenants time-share a GPU only among themselves */
     return allot_isolation_allows(g->n_tasks, g->excl_tenant, t->tenant,

@@ -523,7 +523,10 @@ def test_fractions_shim_and_mps():
         b = submit({"gpu_models": ["A10-24GB"], "command": prog})
         c = submit({"gpus": None, "gpu_milli": 500, "gpu_memory": 8192,
                     "gpu_models": ["A30-24GB"], "command": prog})
-        for jid in (a, b, c):
+        # compute only: the same share of the GPU's memory, reserved and capped
+        d = submit({"gpus": None, "gpu_milli": 500, "gpu_models": ["A10-24GB"],
+                    "command": prog})
+        for jid in (a, b, c, d):
             assert wait_state(jid, ("succeeded", "failed"))["state"] == "succeeded"
         env_a = shim.task_log(a)
         assert "ALLOT_GPU_MEMORY_LIMIT=4096Mi" in env_a and "ALLOT_GPU_SM_LIMIT=25" in env_a, env_a
@@ -542,6 +545,10 @@ def test_fractions_shim_and_mps():
             "memory cap and compute share are not enforced"
         assert (unenforced in env_a) == asan, env_a
         assert shim.task_log(b) == "", shim.task_log(b)  # a whole GPU: no limits
+        env_d = shim.task_log(d)
+        assert "ALLOT_GPU_MEMORY_LIMIT=12288Mi" in env_d and "ALLOT_GPU_SM_LIMIT=50" in env_d, env_d
+        gpu_d = expect(dm.req("GET", "/v1/jobs/%d" % d, token=dm.admin), 200)
+        assert '"gpu_memory": 12288' in json.dumps(gpu_d), gpu_d
         env_c = mps.task_log(c)
         assert "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50" in env_c, env_c
         assert "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=8192M" in env_c, env_c

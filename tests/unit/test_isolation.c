@@ -123,12 +123,23 @@ static bool oracle_whole_gpu(const struct world *w, int ni, int g)
     return allot_cluster_node(w->c, ni)->gpus[g].mode != ALLOT_GPU_MIG && !gpu_held(w, ni, g);
 }
 
+/* GPU memory a fraction takes on node ni: its ask, else its compute share of
+ * the model's memory */
+static int64_t oracle_frac_mem(const struct world *w, int ni, const struct allot_task *t)
+{
+    const struct allot_node *n = allot_cluster_node(w->c, ni);
+
+    if (t->gpu_mem_mib)
+        return t->gpu_mem_mib;
+    return cat->models[n->model].memory_mib * t->gpu_milli / ALLOT_MILLI;
+}
+
 static bool oracle_frac_gpu(const struct world *w, int ni, int g, const struct allot_task *t)
 {
     const struct allot_gpu *u = &allot_cluster_node(w->c, ni)->gpus[g];
 
     if (u->mode != ALLOT_GPU_SHARED || u->free_milli < t->gpu_milli ||
-        u->free_mem_mib < t->gpu_mem_mib)
+        u->free_mem_mib < oracle_frac_mem(w, ni, t))
         return false;
     for (int r = 0; r < w->n_rec; r++) {
         const struct rec *h = &w->rec[r];
@@ -282,7 +293,7 @@ static void world_fill_one(struct world *w, struct allot_rng *r)
             if (is_frac(&t) && oracle_frac_gpu(w, ni, g, &t)) {
                 p.gpu_mask = 1u << g;
                 p.gpu_milli = t.gpu_milli;
-                p.gpu_mem_mib = t.gpu_mem_mib;
+                p.gpu_mem_mib = oracle_frac_mem(w, ni, &t);
             } else if (!is_frac(&t) && oracle_whole_gpu(w, ni, g)) {
                 p.gpu_mask |= 1u << g;
                 p.gpu_milli = ALLOT_MILLI;

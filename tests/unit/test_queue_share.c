@@ -2,8 +2,9 @@
  * Unit tests of how the queue shares the GPUs between tenants and users
  * (src/core/queue*.c; docs/tenancy.md): the fair order of tenants and of
  * users inside a tenant, fair-share reclaim of just-checkpointed borrowed
- * work, and the fair-share cap that keeps a tenant beyond its nominal
- * from filling the holes other tenants' gangs wait for.
+ * work, the fair-share cap that keeps a tenant beyond its nominal
+ * from filling the holes other tenants' gangs wait for, and how fractions
+ * share one GPU's memory.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -290,6 +291,38 @@ static void test_fair_shares_follow_tree(void **state)
     world_free(&w);
 }
 
+/* A fraction that asks for compute only needs its share of the memory too,
+ * and its pending reason says so. */
+static void test_compute_only_fraction_reason(void **state)
+{
+    struct allot_job_spec s = {.name = "f",
+                               .prio_class = -1,
+                               .n_tasks = 1,
+                               .task = {.num_gpu = 1,
+                                        .gpu_milli = 100,
+                                        .gpu_mem_mib = 71680,
+                                        .mig_profile = -1,
+                                        .cpu_milli = 1000}};
+    struct world w;
+    char err[128];
+    int id;
+
+    world_init(&w, 1, 4, base); /* 4 x 80 GB */
+    s.tenant = w.a;
+    for (int i = 0; i < 4; i++) /* 70 GiB of each GPU */
+        assert_true(allot_queue_submit(w.q, &s, 0, err, sizeof(err)) >= 0);
+    s.task.gpu_milli = 250;
+    s.task.gpu_mem_mib = 0; /* 100 milli free on each GPU, 12.5 % of its memory */
+    id = allot_queue_submit(w.q, &s, 0, err, sizeof(err));
+    assert_true(id >= 0);
+    cycle(&w, 0);
+    assert_int_equal(w.starts, 4);
+    assert_int_equal(allot_queue_job(w.q, id)->state, ALLOT_JOB_PENDING);
+    assert_string_equal(allot_queue_reason(w.q, id),
+                        "no GPU has 250 milli-GPU and 25.0 % of its memory free");
+    world_free(&w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -298,6 +331,7 @@ int main(void)
         cmocka_unit_test(test_fair_reclaim),
         cmocka_unit_test(test_fair_cap),
         cmocka_unit_test(test_fair_shares_follow_tree),
+        cmocka_unit_test(test_compute_only_fraction_reason),
     };
 
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -287,6 +287,57 @@ static void test_policy_registry(void **state)
     assert_null(allot_sched_policy_find("nope"));
 }
 
+/* A fraction that asks for compute only takes the same share of its GPU's
+ * memory: every policy gives it that memory in its placement (the agent's
+ * cap), and a fraction that asked for more memory than is left beside it
+ * goes to another GPU or nowhere, never onto memory the first may use. */
+static void test_compute_only_fraction_memory(void **state)
+{
+    const char *names[] = {"firstfit",      "bestfit",    "spread", "random", "dotprod",
+                           "gpuclustering", "gpupacking", "fgd",    "allot"};
+    int64_t cap = cat->models[allot_catalog_find_model(cat, "T4")].memory_mib;
+
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        struct allot_cluster *c = allot_cluster_new(cat, 0);
+        struct allot_node_spec sp = {
+            .name = "a", .model = "T4", .cpu_milli = 8000, .mem_mib = 8192, .n_gpus = 2};
+        struct allot_task quarter = {.num_gpu = 1, .gpu_milli = 250, .mig_profile = -1};
+        struct allot_task big = {
+            .num_gpu = 1, .gpu_milli = 100, .gpu_mem_mib = cap * 8 / 10, .mig_profile = -1};
+        struct allot_placement p1, p2, p3;
+        struct allot_sched *s;
+        char err[128];
+
+        assert_int_equal(allot_cluster_add_node(c, &sp, err, sizeof(err)), 0);
+        s = allot_sched_new(c, allot_sched_policy_find(names[i]), NULL);
+        assert_non_null(s);
+        assert_int_equal(allot_sched_place(s, &quarter, &p1, NULL, 0), 0);
+        assert_int_equal(p1.gpu_mem_mib, cap / 4);
+        assert_int_equal(allot_cluster_node(c, 0)->gpus[__builtin_ctz(p1.gpu_mask)].free_mem_mib,
+                         cap - cap / 4);
+        /* 80 % of the memory does not fit beside the quarter's 25 % */
+        assert_int_equal(allot_sched_place(s, &big, &p2, NULL, 0), 0);
+        if (p2.gpu_mask == p1.gpu_mask)
+            fail_msg("%s put 80 %% of the memory beside a compute-only quarter", names[i]);
+        /* the other GPU now has 900 milli but 20 % of its memory left: a
+         * compute-only third (33 % of the memory) goes beside the quarter */
+        quarter.gpu_milli = 333;
+        assert_int_equal(allot_sched_place(s, &quarter, &p3, NULL, 0), 0);
+        assert_int_equal(p3.gpu_mask, p1.gpu_mask);
+        assert_int_equal(p3.gpu_mem_mib, cap * 333 / 1000);
+        /* a compute-only fifth (20 %) still fits beside the 80 % */
+        quarter.gpu_milli = 200;
+        assert_true(allot_gpu_takes_fraction(
+            &allot_cluster_node(c, 0)->gpus[__builtin_ctz(p2.gpu_mask)], &quarter));
+        quarter.gpu_milli = 201;
+        assert_false(allot_gpu_takes_fraction(
+            &allot_cluster_node(c, 0)->gpus[__builtin_ctz(p2.gpu_mask)], &quarter));
+        assert_int_equal(allot_sched_check_invariants(s, err, sizeof(err)), 0);
+        allot_sched_free(s);
+        allot_cluster_free(c);
+    }
+}
+
 /* A cluster without nodes (a daemon before its first agent registers):
  * every policy answers ENOSPC, without touching a score array that does
  * not exist yet (UBSan checked memset on NULL here). */
@@ -311,10 +362,15 @@ static void test_empty_cluster(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_policy_registry), cmocka_unit_test(test_matches_brute_force),
-        cmocka_unit_test(test_deterministic),   cmocka_unit_test(test_bad_task_changes_nothing),
-        cmocka_unit_test(test_nospace),         cmocka_unit_test(test_mig_tasks),
-        cmocka_unit_test(test_alloc_failure),   cmocka_unit_test(test_empty_cluster),
+        cmocka_unit_test(test_policy_registry),
+        cmocka_unit_test(test_matches_brute_force),
+        cmocka_unit_test(test_deterministic),
+        cmocka_unit_test(test_bad_task_changes_nothing),
+        cmocka_unit_test(test_nospace),
+        cmocka_unit_test(test_mig_tasks),
+        cmocka_unit_test(test_alloc_failure),
+        cmocka_unit_test(test_empty_cluster),
+        cmocka_unit_test(test_compute_only_fraction_memory),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
