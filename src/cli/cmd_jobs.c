@@ -34,6 +34,7 @@ const struct cli_opt jobs_submit_opts[] = {
     {"mem", 'm', "SIZE", "memory per task (MiB, or with K/M/G/T)"},
     {"rdma-vfs", 0, "N", "RDMA virtual functions (SR-IOV VFs of the node's HCAs) per task"},
     {"priority", 'p', "CLASS", "priority class"},
+    {"qos", 0, "QOS", "guaranteed, burstable (default) or best-effort: order inside the tenant"},
     {"gpu-model", 0, "MODEL", "allowed GPU model (repeatable)"},
     {"image", 0, "IMAGE", "container image"},
     {"workdir", 0, "DIR", "working directory"},
@@ -100,10 +101,9 @@ static int build_job(const struct cli_args *a, json_t **out)
 {
     static const struct {
         const char *opt, *field;
-    } strs[] = {{"tenant", "tenant"}, {"name", "name"},
-                {"mig", "mig"},       {"priority", "priority"},
-                {"image", "image"},   {"workdir", "workdir"},
-                {"array", "array"},   {"dependency", "dependency"}};
+    } strs[] = {{"tenant", "tenant"},     {"name", "name"},   {"mig", "mig"},
+                {"priority", "priority"}, {"qos", "qos"},     {"image", "image"},
+                {"workdir", "workdir"},   {"array", "array"}, {"dependency", "dependency"}};
     const char *s;
     json_t *job;
     int64_t i64;
@@ -466,6 +466,9 @@ static void show_one(const json_t *j)
         printf("%-13s %s\n", "reason:",
                out_text(json_string_value(json_object_get(j, "pending_reason")), t, sizeof(t)));
     printf("%-13s %s\n", "priority:", out_cell(json_object_get(spec, "priority"), b1, sizeof(b1)));
+    x = json_object_get(spec, "qos");
+    printf("%-13s %s\n",
+           "qos:", json_is_string(x) ? out_text(json_string_value(x), t, sizeof(t)) : "burstable");
     if ((x = json_object_get(spec, "array")))
         printf("%-13s %s\n", "array:", out_text(json_string_value(x), t, sizeof(t)));
     if ((x = json_object_get(spec, "dependency")))

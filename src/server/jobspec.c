@@ -7,17 +7,37 @@
 #include "jobspec.h"
 
 #include "allot/common.h"
+#include "allot/queue.h"
 
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const fields[] = {
-    "name",       "tenant",     "tasks",          "gpus",    "mig",     "gpu_milli", "gpu_memory",
-    "cpus",       "memory",     "priority",       "command", "env",     "workdir",   "image",
-    "gpu_models", "time_limit", "checkpointable", "labels",  "requeue", "array",     "dependency",
-    "rdma_vfs",   NULL};
+static const char *const fields[] = {"name",
+                                     "tenant",
+                                     "tasks",
+                                     "gpus",
+                                     "mig",
+                                     "gpu_milli",
+                                     "gpu_memory",
+                                     "cpus",
+                                     "memory",
+                                     "priority",
+                                     "command",
+                                     "env",
+                                     "workdir",
+                                     "image",
+                                     "gpu_models",
+                                     "time_limit",
+                                     "checkpointable",
+                                     "labels",
+                                     "requeue",
+                                     "array",
+                                     "dependency",
+                                     "rdma_vfs",
+                                     "qos",
+                                     NULL};
 
 #define E400(...) (allot_fmt(err, errlen, __VA_ARGS__), 400)
 #define E422(...) (allot_fmt(err, errlen, __VA_ARGS__), 422)
@@ -50,6 +70,25 @@ static int get_str(json_t *b, const char *k, size_t max, const char **out, char 
         return E422("field \"%s\" is longer than %zu bytes or holds a NUL", k, max);
     *out = json_string_value(v);
     return 0;
+}
+
+static const char *const qos_names[] = {"guaranteed", "burstable", "best-effort"};
+
+/* "qos": one of qos_names (enum allot_qos order); burstable when absent. */
+static int get_qos(json_t *b, int *out, char *err, size_t errlen)
+{
+    const char *q = NULL;
+    int rc = get_str(b, "qos", 31, &q, err, errlen);
+
+    *out = ALLOT_QOS_BURSTABLE;
+    if (rc || !q)
+        return rc;
+    for (int i = 0; i < (int)(sizeof(qos_names) / sizeof(qos_names[0])); i++)
+        if (!strcmp(q, qos_names[i])) {
+            *out = i;
+            return 0;
+        }
+    return E422("field \"qos\": unknown QoS \"%s\" (guaranteed, burstable or best-effort)", q);
 }
 
 /* An array of strings or an object of strings. */
@@ -244,6 +283,8 @@ int jobspec_parse(json_t *b, const struct allot_catalog *cat, struct jobspec *ou
         return rc;
     json_object_foreach(json_object_get(b, "env"), k, v) if (allot_env_reserved(k)) return E400(
         "field \"env.%s\": the node sets it to enforce GPU sharing; a job may not", k);
+    if ((rc = get_qos(b, &out->qos, err, errlen)))
+        return rc;
     if ((v = json_object_get(b, "workdir")) && !json_is_string(v))
         return E400("field \"workdir\" must be a string");
     if ((v = json_object_get(b, "image")) && !json_is_string(v))

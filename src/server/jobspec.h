@@ -33,6 +33,7 @@ struct jobspec {
     const char *name;     /* borrowed from the JSON */
     const char *tenant;   /* borrowed */
     const char *priority; /* borrowed; NULL = default class */
+    int qos;              /* enum allot_qos; burstable unless the body says */
     int n_tasks;
     struct allot_task task;
     int64_t limit_s;

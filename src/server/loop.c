@@ -436,7 +436,7 @@ void loop_submit_job(struct loop *l, const struct allot_store_job *j, bool gate)
     for (int i = 0; js.priority && i < l->n_prio; i++)
         if (!strcmp(l->prio[i].name, js.priority))
             spec.prio_class = i;
-    spec.qos = ALLOT_QOS_BURSTABLE;
+    spec.qos = js.qos;
     spec.n_tasks = js.n_tasks;
     spec.task = js.task;
     spec.limit_s = js.limit_s;

@@ -1,6 +1,7 @@
 """Priority classes through their own routes: list, create, change, delete,
 the rules of the tenants document (names, values, at most 16), roles and
-audit, and a changed value reordering the jobs already queued."""
+audit, a changed value reordering the jobs already queued, and a job's QoS
+(order inside a tenant, best-effort preemptible)."""
 
 import time
 
@@ -104,11 +105,74 @@ def test_changed_value_reorders_queued_jobs():
         "pending"
 
 
+def post_job(body, status=201):
+    return expect(dm.req("POST", "/v1/jobs", dict({"tenant": "research/nlp"}, **body),
+                         token=dm.admin), status)
+
+
+def finish(node, jid):
+    for st in ("running", "succeeded"):
+        expect(dm.req("POST", "/v1/nodes/%s/heartbeat" % node,
+                      {"jobs": [{"id": jid, "state": st, "exit_code": 0}]}, token=AG), 200)
+
+
+def test_qos():
+    """QoS orders a tenant's jobs of one priority (guaranteed, burstable, best-effort),
+    and a best-effort job may be preempted whatever its priority class."""
+    # bad input names the field
+    e = post_job({"qos": 1}, 400)
+    assert "qos" in e["error"]["message"], e
+    e = post_job({"qos": "gold"}, 422)
+    assert "gold" in e["error"]["message"] and "best-effort" in e["error"]["message"], e
+    h = {"gpus": 1, "gpu_models": ["H100-80GB"]}
+    # the jobs the test before left waiting would take the new node
+    for j in expect(dm.req("GET", "/v1/jobs?state=pending", token=dm.admin), 200)["jobs"]:
+        expect(dm.req("POST", "/v1/jobs/%d/cancel" % j["id"], token=dm.admin), 200)
+    q1 = {"name": "q1", "cpus": 8, "memory": 64000, "gpus": [{"model": "H100-80GB"}]}
+    expect(dm.req("POST", "/v1/nodes/register", q1, token=AG), 201)
+    a = post_job(dict(h))["id"]
+    wait_state(a, "starting")
+    be = post_job(dict(h, qos="best-effort"))["id"]
+    bu = post_job(dict(h, qos="burstable"))["id"]
+    gu = post_job(dict(h, qos="guaranteed"))["id"]
+    assert expect(dm.req("GET", "/v1/jobs/%d" % gu, token=dm.admin), 200)["spec"]["qos"] == \
+        "guaranteed"
+    order, cur, left = [], a, {gu: "gu", bu: "bu", be: "be"}
+    while left:
+        time.sleep(0.3)
+        finish("q1", cur)
+        end, cur = time.time() + 10, None
+        while time.time() < end and cur is None:
+            for k in left:
+                if expect(dm.req("GET", "/v1/jobs/%d" % k, token=dm.admin), 200)["state"] == \
+                        "starting":
+                    cur = k
+            time.sleep(0.05)
+        assert cur is not None, "nothing started after %r" % order
+        order.append(left.pop(cur))
+    assert order == ["gu", "bu", "be"], order
+    # best-effort in a class that is not preemptible ("lo") still yields to "hi"
+    finish("q1", be)
+    x = post_job(dict(h, priority="lo", qos="best-effort"))["id"]
+    wait_state(x, "starting")
+    expect(dm.req("POST", "/v1/nodes/q1/heartbeat", {"jobs": [{"id": x, "state": "running"}]},
+                  token=AG), 200)
+    y = post_job(dict(h, priority="hi"))["id"]
+    end = time.time() + 10
+    while time.time() < end:
+        ev = expect(dm.req("GET", "/v1/jobs/%d/events" % x, token=dm.admin), 200)
+        if any(e["kind"] == "preempted" for e in ev["events"]):
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError("best-effort job %d was not preempted for %d: %r" % (x, y, ev))
+
+
 if __name__ == "__main__":
-    dm = Daemon()
+    dm = Daemon(args=["--preempt-min-runtime", "0s"])
     try:
         expect(dm.req("PUT", "/v1/tenants", TENANTS, token=dm.admin), 200)
         AG = dm.token("agent", "", "agents")
-        fx.run([test_crud_and_rules, test_changed_value_reorders_queued_jobs])
+        fx.run([test_crud_and_rules, test_changed_value_reorders_queued_jobs, test_qos])
     finally:
         dm.stop()

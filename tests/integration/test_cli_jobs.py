@@ -136,7 +136,8 @@ def test_submit_show_cancel_events():
     jid = submit("--tenant", "research/nlp", "--gpus", "2", "--tasks", "2", "--cpus", "4",
                  "--mem", "16G", "--priority", "training", "--name", "train-1", "--image",
                  "pytorch:2", "-e", "EPOCHS=3", "-l", "team=nlp", "--time-limit", "1h",
-                 "--gpu-model", "A100-80GB", "--checkpointable", "--no-requeue", "--", "python3",
+                 "--gpu-model", "A100-80GB", "--checkpointable", "--no-requeue", "--qos",
+                 "best-effort", "--", "python3",
                  "train.py",
                  "--lr", "0.1")
     j = ok(cli(dm, "show", jid, "-o", "json")).json()
@@ -145,11 +146,12 @@ def test_submit_show_cancel_events():
                          "image": "pytorch:2", "tasks": 2, "gpus": 2, "memory": 16384,
                          "cpus": 4.0, "time_limit": 3600, "checkpointable": True, "requeue": False,
                          "env": {"EPOCHS": "3"}, "labels": {"team": "nlp"},
-                         "gpu_models": ["A100-80GB"],
+                         "gpu_models": ["A100-80GB"], "qos": "best-effort",
                          "command": ["python3", "train.py", "--lr", "0.1"]}, j["spec"]
     assert j["idempotency_key"].startswith("allot-"), j
     t = ok(cli(dm, "show", jid)).out
     assert "state:        pending" in t and "command:      python3 train.py --lr 0.1" in t, t
+    assert "qos:          best-effort" in t, t
     ls = ok(cli(dm, "ls", "-o", "json")).json()
     assert [x["id"] for x in ls if x["id"] == jid] == [jid]
     rows = ok(cli(dm, "ls")).lines()
