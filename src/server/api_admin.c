@@ -59,6 +59,40 @@ int api_readyz(struct req *r)
     return api_json(r, 200, json_pack("{s:s}", "status", "ready"));
 }
 
+/* Drops the samples of tenants the caller may not see (auth_sees_tenant, the
+ * rule every tenant-scoped route follows): a line whose tenant="..." label
+ * names one. Comments and samples without a tenant label stay. */
+static void metrics_scope(const struct principal *who, char *buf)
+{
+    char *out = buf, *line = buf;
+
+    while (*line) {
+        char *end = strchr(line, '\n'), *t;
+        size_t len = end ? (size_t)(end - line + 1) : strlen(line);
+        bool keep = true;
+
+        if (*line != '#' && (t = strstr(line, "tenant=\"")) && t < line + len) {
+            char name[512];
+            char *q = strchr(t + 8, '"');
+            size_t n = q ? (size_t)(q - (t + 8)) : 0;
+
+            if (!q || n >= sizeof(name))
+                keep = false;
+            else {
+                memcpy(name, t + 8, n);
+                name[n] = '\0';
+                keep = auth_sees_tenant(who, name);
+            }
+        }
+        if (keep) {
+            memmove(out, line, len);
+            out += len;
+        }
+        line += len;
+    }
+    *out = '\0';
+}
+
 int api_metrics(struct req *r)
 {
     char *buf = NULL;
@@ -66,7 +100,8 @@ int api_metrics(struct req *r)
     FILE *f;
 
     /* a public route (http.c) that --metrics-auth closes: any valid token
-     * may read it, so a scraper needs no more than a viewer's */
+     * may read it, so a scraper needs no more than a viewer's; a token bound
+     * to a tenant reads only its tenants' figures */
     if (r->srv->cfg.metrics_auth && !auth_resolve(r))
         return api_error(r, 401, "unauthorized",
                          "a valid bearer token is required (allotd runs with --metrics-auth)");
@@ -91,6 +126,8 @@ int api_metrics(struct req *r)
             "allot_store_read_handles{state=\"idle\"} %zu\n",
             open - idle, idle);
     fclose(f);
+    if (buf && r->srv->cfg.metrics_auth)
+        metrics_scope(&r->who, buf);
     api_text(r, 200, "text/plain; version=0.0.4", buf ? buf : "");
     free(buf);
     return 0;

@@ -125,7 +125,7 @@ def test_two_authorization_headers():
 def test_metrics_auth():
     """/metrics needs no token by default (the matrix above); with --metrics-auth, on the
     command line or in the config file, it answers 401 without a valid token and 200 with a
-    token of any role."""
+    token of any role, leaving out the tenants the token may not see."""
     conf = os.path.join(fx.tempdir(), "allotd.conf")
     with open(conf, "w") as f:
         f.write("metrics-auth yes\n")
@@ -141,6 +141,12 @@ def test_metrics_auth():
                 tok = d.admin if tenant is None else d.token(role, tenant, "m-" + role)
                 st, text = d.req("GET", "/metrics", token=tok, raw=True)
                 assert st == 200 and "allot_api_requests_total" in text, (role, st, text[:200])
+                # a token bound to a tenant reads its tenants' figures only
+                nlp = 'allot_tenant_gpus{tenant="research/nlp"}' in text
+                search = 'allot_tenant_gpus{tenant="product/search"}' in text
+                assert (nlp, search) == {"admin": (True, True), "viewer": (True, True),
+                                         "member": (True, False),
+                                         "agent": (False, False)}[role], (role, text)
             # the scrapes without a token were refused before any figure was read, and counted
             st, text = d.req("GET", "/metrics", token=d.admin, raw=True)
             assert 'route="/metrics",code="401"} 2' in text, text
