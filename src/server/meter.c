@@ -12,7 +12,8 @@
  * between consecutive samples of a task within one run, so missing samples
  * lose no CPU time or energy, only resolution; never across two runs (a
  * job started again may be on another node, its counters others'), and a
- * counter that went back (reset) counts nothing for that interval.
+ * counter that went back (reset) counts nothing for that interval. That
+ * accumulation is meter_collect.c's; this file reads the store for it.
  *
  * The roll-up thread recomputes the hours from the first one not yet final
  * up to now every meter-interval, in one write, and makes an hour final
@@ -35,323 +36,7 @@
 #include <string.h>
 #include <time.h>
 
-#define HOUR       3600
-#define METER_LATE 3600   /* s: an hour is final this long after it ended */
-#define SAMPLE_GAP 900000 /* ms: samples further apart are not differenced */
-#define PPM        1000000
-
-static int64_t floor_hour(int64_t t)
-{
-    return t - ((t % HOUR) + HOUR) % HOUR;
-}
-
-void meter_acc_init(struct meter_acc *a, bool per_job)
-{
-    memset(a, 0, sizeof(*a));
-    a->per_job = per_job;
-    a->index = json_object();
-    a->seen = json_object();
-}
-
-void meter_acc_free(struct meter_acc *a)
-{
-    allot_store_usages_free(a->rows, a->n);
-    allot_free(a->job);
-    allot_free(a->jobs);
-    json_decref(a->index);
-    json_decref(a->seen);
-    memset(a, 0, sizeof(*a));
-}
-
-/* The row of a key, created zeroed (measured fields -1) when new; NULL on
- * allocation failure. */
-static struct allot_store_usage *acc_row(struct meter_acc *a, int64_t hour, const char *tenant,
-                                         const char *user, const char *model, const char *item,
-                                         bool borrowed, int64_t job)
-{
-    char key[1024];
-    json_t *ix;
-
-    if (!a->index || !a->seen)
-        return NULL;
-    allot_fmt(key, sizeof(key), "%lld|%s|%s|%s|%s|%d|%lld", (long long)hour, tenant, user, model,
-              item, borrowed ? 1 : 0, (long long)(a->per_job ? job : 0));
-    if ((ix = json_object_get(a->index, key)))
-        return &a->rows[json_integer_value(ix)];
-    if (allot_grow((void **)&a->rows, &a->cap, a->n + 1, sizeof(*a->rows)) < 0)
-        return NULL;
-    /* the per-row arrays follow rows' capacity */
-    int64_t *j1 = allot_realloc(a->job, a->cap * sizeof(*a->job));
-    if (!j1)
-        return NULL;
-    a->job = j1;
-    int64_t *j2 = allot_realloc(a->jobs, a->cap * sizeof(*a->jobs));
-    if (!j2)
-        return NULL;
-    a->jobs = j2;
-    struct allot_store_usage *u = &a->rows[a->n];
-    memset(u, 0, sizeof(*u));
-    u->hour = hour;
-    u->borrowed = borrowed;
-    u->gpu_mem_peak = -1;
-    u->energy_mj = -1;
-    u->tenant = allot_strdup(tenant);
-    u->user = allot_strdup(user);
-    u->model = allot_strdup(model);
-    u->item = allot_strdup(item);
-    if (!u->tenant || !u->user || !u->model || !u->item ||
-        json_object_set_new(a->index, key, json_integer((json_int_t)a->n)) < 0) {
-        allot_free(u->tenant);
-        allot_free(u->user);
-        allot_free(u->model);
-        allot_free(u->item);
-        return NULL;
-    }
-    a->job[a->n] = a->per_job ? job : 0;
-    a->jobs[a->n] = 0;
-    a->n++;
-    return u;
-}
-
-/* Counts job once for the row u. */
-static void acc_count_job(struct meter_acc *a, struct allot_store_usage *u, int64_t job)
-{
-    char key[64];
-    size_t i = (size_t)(u - a->rows);
-
-    allot_fmt(key, sizeof(key), "%zu|%lld", i, (long long)job);
-    if (json_object_get(a->seen, key))
-        return;
-    json_object_set_new(a->seen, key, json_true());
-    a->jobs[i]++;
-}
-
-void meter_task_share(const struct allot_catalog *cat, json_t *task, int64_t *ppm, char *item,
-                      size_t itemlen, char *model, size_t modellen)
-{
-    const char *m = json_string_value(json_object_get(task, "model"));
-    const char *prof = json_string_value(json_object_get(task, "mig_profile"));
-    size_t n_gpus = json_array_size(json_object_get(task, "gpus"));
-    json_int_t milli = json_integer_value(json_object_get(task, "gpu_milli"));
-    json_int_t gmem = json_integer_value(json_object_get(task, "gpu_memory"));
-    int mi = m ? allot_catalog_find_model(cat, m) : -1;
-    const struct allot_gpu_model *gm = mi >= 0 ? &cat->models[mi] : NULL;
-
-    allot_strlcpy(model, gm ? gm->name : m ? m : "", modellen);
-    *ppm = 0;
-    if (n_gpus == 0) {
-        allot_strlcpy(item, "cpu", itemlen);
-        allot_strlcpy(model, "", modellen);
-    } else if (prof) {
-        allot_fmt(item, itemlen, "mig:%s", prof);
-        for (int p = 0; gm && p < gm->n_profiles; p++)
-            if (!strcmp(gm->profiles[p].name, prof) && gm->compute_slices > 0)
-                *ppm = (int64_t)gm->profiles[p].compute_slices * PPM / gm->compute_slices;
-    } else if (milli >= 1000 || (milli <= 0 && gmem <= 0)) {
-        allot_strlcpy(item, "gpu", itemlen);
-        *ppm = (int64_t)n_gpus * PPM;
-    } else {
-        int64_t by_sm = milli > 0 ? (int64_t)milli * (PPM / 1000) : 0;
-        int64_t by_mem = gm && gm->memory_mib > 0 && gmem > 0 ? gmem * PPM / gm->memory_mib : 0;
-
-        allot_strlcpy(item, "fraction", itemlen);
-        *ppm = (by_sm > by_mem ? by_sm : by_mem) * (int64_t)n_gpus;
-        if (*ppm > (int64_t)n_gpus * PPM)
-            *ppm = (int64_t)n_gpus * PPM;
-    }
-}
-
-/* One run in an index of the pass's runs sorted by job, then start
- * (runs_index); a job's runs are a slice of it (job_runs). */
-struct run_key {
-    int64_t job, start;
-    const struct allot_store_run *r;
-};
-
-struct job_runs {
-    const struct run_key *v;
-    size_t n;
-};
-
-static int cmp_run_key(const void *a, const void *b)
-{
-    const struct run_key *x = a, *y = b;
-
-    if (x->job != y->job)
-        return x->job < y->job ? -1 : 1;
-    return (x->start > y->start) - (x->start < y->start);
-}
-
-/* runs[0..n) by job, then start: a new array, or NULL when out of memory. */
-static struct run_key *runs_index(const struct allot_store_run *runs, size_t n)
-{
-    struct run_key *idx = allot_malloc((n ? n : 1) * sizeof(*idx));
-
-    for (size_t i = 0; idx && i < n; i++)
-        idx[i] = (struct run_key){runs[i].job_id, runs[i].start, &runs[i]};
-    if (idx && n > 1)
-        qsort(idx, n, sizeof(*idx), cmp_run_key);
-    return idx;
-}
-
-/* The runs of job `job` in idx (runs_index's order): a binary search. */
-static struct job_runs job_runs(const struct run_key *idx, size_t n, int64_t job)
-{
-    size_t lo = 0, hi = n, end;
-
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (idx[mid].job < job)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    for (end = lo; end < n && idx[end].job == job; end++)
-        ;
-    return (struct job_runs){idx + lo, end - lo};
-}
-
-/* The run of j's that covers time t (seconds), or NULL. */
-static const struct allot_store_run *run_at(struct job_runs j, int64_t t, int64_t now)
-{
-    for (size_t i = 0; i < j.n; i++) {
-        const struct allot_store_run *r = j.v[i].r;
-        if (r->start <= t && t <= (r->end ? r->end : now))
-            return r;
-    }
-    return NULL;
-}
-
-/* Whether t (seconds) is the second in which one of j's runs ended and
- * another began. Runs are whole seconds, so a sample taken in that second
- * may be either run's. */
-static bool run_handover(struct job_runs j, int64_t t)
-{
-    int ended = 0, began = 0, both = 0;
-
-    for (size_t i = 0; i < j.n; i++) {
-        const struct allot_store_run *r = j.v[i].r;
-        ended += r->end == t;
-        began += r->start == t;
-        both += r->end == t && r->start == t;
-    }
-    return ended > 0 && began > 0 && ended + began - both >= 2;
-}
-
-static int collect_runs(const struct allot_catalog *cat, const struct allot_store_run *runs,
-                        size_t n_runs, int64_t from, int64_t to, int64_t now, struct meter_acc *a)
-{
-    for (size_t i = 0; i < n_runs; i++) {
-        const struct allot_store_run *r = &runs[i];
-        int64_t s = r->start > from ? r->start : from;
-        int64_t e = r->end ? r->end : now;
-        json_t *pl = json_loads(r->placement ? r->placement : "{}", 0, NULL);
-        json_t *tasks = json_object_get(pl, "tasks"), *t;
-        bool borrowed = json_is_true(json_object_get(pl, "borrowed"));
-        size_t k;
-
-        if (e > to)
-            e = to;
-        for (int64_t h = floor_hour(s); h < e; h += HOUR) {
-            int64_t lo = s > h ? s : h, hi = e < h + HOUR ? e : h + HOUR;
-
-            if (hi <= lo)
-                continue;
-            json_array_foreach(tasks, k, t)
-            {
-                char item[64], model[64];
-                int64_t ppm;
-                struct allot_store_usage *u;
-
-                meter_task_share(cat, t, &ppm, item, sizeof(item), model, sizeof(model));
-                u = acc_row(a, h, r->tenant, r->user, model, item, borrowed, r->job_id);
-                if (!u) {
-                    json_decref(pl);
-                    return ALLOT_ENOMEM;
-                }
-                u->gpu_ppm_s += ppm * (hi - lo);
-                u->cpu_milli_s += json_integer_value(json_object_get(t, "cpu_milli")) * (hi - lo);
-                u->mem_mib_s += json_integer_value(json_object_get(t, "memory")) * (hi - lo);
-                acc_count_job(a, u, r->job_id);
-            }
-        }
-        json_decref(pl);
-    }
-    return 0;
-}
-
-static int collect_samples(const struct allot_catalog *cat, const struct allot_store_run *runs,
-                           size_t n_runs, const struct allot_store_sample *smp, size_t n_smp,
-                           int64_t from, int64_t to, int64_t now, struct meter_acc *a)
-{
-    /* a sample's runs by binary search, not a scan of every run */
-    struct run_key *idx = runs_index(runs, n_runs);
-    int rc = 0;
-
-    if (!idx)
-        return ALLOT_ENOMEM;
-    for (size_t i = 1; i < n_smp; i++) {
-        const struct allot_store_sample *p = &smp[i - 1], *x = &smp[i];
-        int64_t t = x->at / 1000, dt = x->at - p->at;
-        const struct allot_store_run *r;
-        struct job_runs jr;
-
-        /* a sample speaks for the time since the previous one, up to three of
-         * its agent's sample intervals (a longer gap was not measured) */
-        int64_t gap = x->interval_ms > 0 ? 3 * x->interval_ms : SAMPLE_GAP;
-        if (p->job_id != x->job_id || p->task != x->task || dt <= 0 || dt > gap || t < from ||
-            t >= to)
-            continue;
-        jr = job_runs(idx, n_runs, x->job_id); /* p's too: the same job */
-        if (!(r = run_at(jr, t, now)))
-            continue; /* a sample outside every run: nothing was allocated */
-        /* cumulative counters are the node's and its GPUs': a job that ran
-         * again (maybe elsewhere) starts them afresh, and the time between
-         * its runs was not its own; so both samples must be of one run */
-        if (run_at(jr, p->at / 1000, now) != r || run_handover(jr, t) ||
-            run_handover(jr, p->at / 1000))
-            continue;
-        json_t *pl = json_loads(r->placement ? r->placement : "{}", 0, NULL);
-        json_t *task = json_array_get(json_object_get(pl, "tasks"), (size_t)x->task);
-        char item[64], model[64];
-        int64_t ppm;
-        struct allot_store_usage *u;
-
-        if (!task) {
-            json_decref(pl);
-            continue;
-        }
-        meter_task_share(cat, task, &ppm, item, sizeof(item), model, sizeof(model));
-        u = acc_row(a, floor_hour(t), r->tenant, r->user, model, item,
-                    json_is_true(json_object_get(pl, "borrowed")), r->job_id);
-        json_decref(pl);
-        if (!u) {
-            rc = ALLOT_ENOMEM;
-            break;
-        }
-        if (x->gpu_util >= 0) {
-            u->util_pct_ms += x->gpu_util * dt;
-            u->util_ms += dt;
-        }
-        if (x->cpu_ns >= 0 && p->cpu_ns >= 0 && x->cpu_ns > p->cpu_ns)
-            u->cpu_used_ms += (x->cpu_ns - p->cpu_ns) / 1000000;
-        if (x->energy_mj >= 0 && p->energy_mj >= 0 && x->energy_mj >= p->energy_mj)
-            u->energy_mj = (u->energy_mj < 0 ? 0 : u->energy_mj) + (x->energy_mj - p->energy_mj);
-        if (x->gpu_mem_bytes > u->gpu_mem_peak)
-            u->gpu_mem_peak = x->gpu_mem_bytes;
-    }
-    allot_free(idx);
-    return rc;
-}
-
-int meter_collect(const struct allot_catalog *cat, const struct allot_store_run *runs,
-                  size_t n_runs, const struct allot_store_sample *smp, size_t n_smp, int64_t from,
-                  int64_t to, int64_t now, struct meter_acc *a)
-{
-    int rc = collect_runs(cat, runs, n_runs, from, to, now, a);
-
-    return rc ? rc : collect_samples(cat, runs, n_runs, smp, n_smp, from, to, now, a);
-}
+#define METER_LATE 3600 /* s: an hour is final this long after it ended */
 
 /* ---- the roll-up pass ---- */
 
@@ -396,7 +81,7 @@ static int rollup_fn(struct allot_store *st, void *arg)
 
 int meter_reopen(struct allot_store *st, int64_t at_ms, int64_t now)
 {
-    int64_t final, hour = floor_hour(at_ms / 1000), month0, month_end;
+    int64_t final, hour = meter_floor_hour(at_ms / 1000), month0, month_end;
     char v[32];
     bool known;
     int rc = final_get(st, &final, &known);
@@ -419,7 +104,7 @@ int meter_rollup(struct server *s, int64_t now)
     struct allot_store_sample *smp = NULL;
     size_t n_runs = 0, n_smp = 0;
     struct meter_acc a;
-    int64_t from, to = floor_hour(now) + HOUR;
+    int64_t from, to = meter_floor_hour(now) + METER_HOUR;
     bool known;
     int rc;
 
@@ -432,12 +117,13 @@ int meter_rollup(struct server *s, int64_t now)
     if ((rc = allot_store_run_list(st, from < 0 ? INT64_MIN / 2 : from, to, &runs, &n_runs)))
         return rc;
     if (from < 0) { /* first pass: from the first run's hour */
-        from = floor_hour(now);
+        from = meter_floor_hour(now);
         for (size_t i = 0; i < n_runs; i++)
-            if (floor_hour(runs[i].start) < from)
-                from = floor_hour(runs[i].start);
+            if (meter_floor_hour(runs[i].start) < from)
+                from = meter_floor_hour(runs[i].start);
     }
-    rc = allot_store_sample_list(st, (from - SAMPLE_GAP / 1000) * 1000, to * 1000, &smp, &n_smp);
+    rc = allot_store_sample_list(st, (from - METER_SAMPLE_GAP / 1000) * 1000, to * 1000, &smp,
+                                 &n_smp);
     if (rc) {
         allot_store_runs_free(runs, n_runs);
         return rc;
@@ -445,7 +131,7 @@ int meter_rollup(struct server *s, int64_t now)
     meter_acc_init(&a, false);
     rc = meter_collect(s->cat, runs, n_runs, smp, n_smp, from, to, now, &a);
     if (rc == 0) {
-        int64_t final = floor_hour(now - METER_LATE);
+        int64_t final = meter_floor_hour(now - METER_LATE);
         struct rollup_write w = {
             .from = from, .to = to, .final = final > from ? final : from, .rows = a.rows, .n = a.n};
         rc = srv_write(s, rollup_fn, &w);
@@ -839,15 +525,15 @@ static void anomaly_add(json_t *list, json_t *fresh, json_t *seen, const char *k
 static int tenant_anomalies(struct server *s, struct allot_store *st, int64_t now, json_t *list,
                             json_t *fresh, json_t *seen)
 {
-    int64_t last = floor_hour(now) - HOUR, from = last - s->cfg.anomaly_history / 1000;
-    size_t n_h = (size_t)((last - from) / HOUR), n = 0;
+    int64_t last = meter_floor_hour(now) - METER_HOUR, from = last - s->cfg.anomaly_history / 1000;
+    size_t n_h = (size_t)((last - from) / METER_HOUR), n = 0;
     struct allot_store_usage *u = NULL;
     json_t *per = json_object(); /* tenant -> [first hour index, x, hist...] */
     const char *k;
     json_t *v;
     int rc;
 
-    if (from >= last || (rc = allot_store_usage_list(st, from, last + HOUR, &u, &n))) {
+    if (from >= last || (rc = allot_store_usage_list(st, from, last + METER_HOUR, &u, &n))) {
         json_decref(per);
         return from >= last ? 0 : rc;
     }
@@ -866,7 +552,7 @@ static int tenant_anomalies(struct server *s, struct allot_store *st, int64_t no
         for (size_t i = 0; i < n; i++) {
             if (strcmp(u[i].tenant, k) != 0)
                 continue;
-            size_t h = (size_t)((u[i].hour - from) / HOUR);
+            size_t h = (size_t)((u[i].hour - from) / METER_HOUR);
             hist[h] += (double)u[i].gpu_ppm_s / 1e6;
             if (u[i].gpu_ppm_s > 0 && (first < 0 || (int64_t)h < first) && h < n_h)
                 first = (int64_t)h;
@@ -1434,8 +1120,8 @@ int meter_query(struct req *r, int64_t from, int64_t to, const char *tenant, boo
         struct allot_store_sample *smp = NULL;
         size_t n_smp = 0;
 
-        rc =
-            allot_store_sample_list(st, (from - SAMPLE_GAP / 1000) * 1000, to * 1000, &smp, &n_smp);
+        rc = allot_store_sample_list(st, (from - METER_SAMPLE_GAP / 1000) * 1000, to * 1000, &smp,
+                                     &n_smp);
         if (rc == 0)
             rc = meter_collect(r->srv->cat, runs, keep, smp, n_smp, from, to, srv_now(), out);
         allot_free(smp);
@@ -1444,12 +1130,12 @@ int meter_query(struct req *r, int64_t from, int64_t to, const char *tenant, boo
         struct allot_store_usage *u = NULL;
         size_t n_u = 0;
 
-        rc = allot_store_usage_list(st, floor_hour(from), to, &u, &n_u);
+        rc = allot_store_usage_list(st, meter_floor_hour(from), to, &u, &n_u);
         for (size_t i = 0; rc == 0 && i < n_u; i++) {
             if (!auth_sees_tenant(&r->who, u[i].tenant) || !auth_in_scope(tenant, u[i].tenant))
                 continue;
-            struct allot_store_usage *o = acc_row(out, u[i].hour, u[i].tenant, u[i].user,
-                                                  u[i].model, u[i].item, u[i].borrowed, 0);
+            struct allot_store_usage *o = meter_acc_row(out, u[i].hour, u[i].tenant, u[i].user,
+                                                        u[i].model, u[i].item, u[i].borrowed, 0);
             if (!o) {
                 rc = ALLOT_ENOMEM;
                 break;
@@ -1467,7 +1153,7 @@ int meter_query(struct req *r, int64_t from, int64_t to, const char *tenant, boo
         }
         allot_store_usages_free(u, n_u);
         if (rc == 0 && jobs)
-            rc = collect_runs(r->srv->cat, runs, keep, from, to, srv_now(), jobs);
+            rc = meter_collect_runs(r->srv->cat, runs, keep, from, to, srv_now(), jobs);
     }
     allot_store_runs_free(runs, n_runs);
     return rc;

@@ -1,9 +1,8 @@
 /*
- * Metering (meter.c): turns the store's runs (when a job held what) and the
- * agents' samples (what it measured) into usage rows per hour, tenant,
- * user, GPU model, item and reserved/borrowed; keeps the hourly roll-ups
- * in the store up to date (a thread); answers /v1/usage. docs/metering.md
- * describes the rules.
+ * Metering (meter.c, meter_collect.c, meter_time.c): turns the store's runs (when a job held what)
+ * and the agents' samples (what it measured) into usage rows per hour, tenant, user, GPU model,
+ * item and reserved/borrowed; keeps the hourly roll-ups in the store up to date (a thread); answers
+ * /v1/usage. docs/metering.md describes the rules.
  */
 #ifndef ALLOT_SERVER_METER_H
 #define ALLOT_SERVER_METER_H
@@ -28,8 +27,21 @@ struct meter_acc {
     bool per_job;
 };
 
+#define METER_HOUR 3600 /* s */
+/* ms: consecutive samples further apart are not differenced when their
+ * agent did not say its interval; how far before a window samples are read */
+#define METER_SAMPLE_GAP 900000
+
 void meter_acc_init(struct meter_acc *a, bool per_job);
 void meter_acc_free(struct meter_acc *a);
+
+/* The row of a in hour `hour` (unix seconds, a multiple of METER_HOUR) with
+ * these keys (job counts only when a->per_job), created zeroed (measured
+ * fields -1) when new. The strings are copied. Returns the row, owned by a
+ * and valid until its next call, or NULL when out of memory. */
+struct allot_store_usage *meter_acc_row(struct meter_acc *a, int64_t hour, const char *tenant,
+                                        const char *user, const char *model, const char *item,
+                                        bool borrowed, int64_t job);
 
 /* The GPU share, item and model of one task of a stored placement. ppm:
  * GPU-equivalents x 1e6 (whole GPUs 1e6 each, a MIG slice its compute
@@ -50,6 +62,12 @@ int meter_collect(const struct allot_catalog *cat, const struct allot_store_run 
                   size_t n_runs, const struct allot_store_sample *smp, size_t n_smp, int64_t from,
                   int64_t to, int64_t now, struct meter_acc *a);
 
+/* Adds to `a` what runs[] held within [from, to) (unix seconds), split
+ * per hour; no samples (meter_collect without them). Returns 0 or
+ * ALLOT_ENOMEM. */
+int meter_collect_runs(const struct allot_catalog *cat, const struct allot_store_run *runs,
+                       size_t n_runs, int64_t from, int64_t to, int64_t now, struct meter_acc *a);
+
 /* Starts / stops the roll-up thread. */
 bool meter_start(struct server *s, char *err, size_t errlen);
 void meter_stop(struct server *s);
@@ -61,6 +79,8 @@ int meter_rollup(struct server *s, int64_t now);
  * were). 0 or ALLOT_E*. */
 int meter_reopen(struct allot_store *st, int64_t at_ms, int64_t now);
 
+/* The start of the hour (UTC) holding t (unix seconds), also for t < 0. */
+int64_t meter_floor_hour(int64_t t);
 /* Parses a time argument: unix seconds, YYYY-MM-DD or YYYY-MM (UTC). */
 bool meter_parse_time(const char *s, int64_t *out);
 /* [start, end) of month "YYYY-MM" (UTC). */

@@ -1,6 +1,7 @@
 /*
- * The metering's time arguments (meter.h): months and dates in UTC, as
- * usage, invoices and the roll-up's month bound read them. Pure.
+ * The metering's time arguments (meter.h): hours, months and dates in UTC,
+ * as usage, invoices and the roll-up's hour and month bounds read them.
+ * Pure.
  */
 #include "meter.h"
 
@@ -16,6 +17,11 @@ static int64_t days_from_civil(int64_t y, int m, int d)
     int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
     int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
     return era * 146097 + doe - 719468;
+}
+
+int64_t meter_floor_hour(int64_t t)
+{
+    return t - ((t % METER_HOUR) + METER_HOUR) % METER_HOUR;
 }
 
 void meter_month_of(int64_t t, int64_t *start, int64_t *end)
