@@ -496,8 +496,17 @@ struct allot_store_usage {
     int64_t gpu_mem_peak; /* bytes, -1 unmeasured */
     int64_t energy_mj;    /* measured, -1 unmeasured */
     int64_t cpu_used_ms;  /* measured CPU time */
+    /* gpu_ppm_s as `bill: measured` bills it (docs/billing.md): each job
+     * task's GPU time scaled by its own utilisation of the hour relative to
+     * its share, allocated where it had none; -1 in rows rolled up before
+     * the store kept it (schema version 10), which are billed by the row's
+     * mean utilisation */
+    int64_t gpu_bill_ppm_s;
 };
-/* Replaces every roll-up row with hour in [from, to) by rows[0..n). */
+/* Replaces every roll-up row with hour in [from, to) by rows[0..n).
+ * ALLOT_EINVAL (nothing written) for a row with a missing name, an hour
+ * outside the range or not whole, or a gpu_bill_ppm_s outside -1 ..
+ * gpu_ppm_s. */
 int allot_store_usage_replace(struct allot_store *st, int64_t from, int64_t to,
                               const struct allot_store_usage *rows, size_t n);
 /* The roll-up rows with hour in [from, to), by hour. */

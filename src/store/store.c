@@ -876,12 +876,19 @@ int allot_store_usage_replace(struct allot_store *st, int64_t from, int64_t to,
 {
     int rc;
 
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         if (!rows[i].tenant || !rows[i].user || !rows[i].model || !rows[i].item ||
             rows[i].hour % 3600 || rows[i].hour < from || rows[i].hour >= to) {
             store_set_err(st, "usage row %zu: missing field or hour outside the range", i);
             return ALLOT_EINVAL;
         }
+        /* measured billing never bills more than was allocated */
+        if (rows[i].gpu_bill_ppm_s < -1 || rows[i].gpu_bill_ppm_s > rows[i].gpu_ppm_s) {
+            store_set_err(st, "usage row %zu: gpu_bill_ppm_s %lld outside -1..%lld", i,
+                          (long long)rows[i].gpu_bill_ppm_s, (long long)rows[i].gpu_ppm_s);
+            return ALLOT_EINVAL;
+        }
+    }
     if ((rc = write_begin(st)) != 0)
         return rc;
     return write_end(st, st->ops->usage_replace(st, from, to, rows, n));

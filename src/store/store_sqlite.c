@@ -164,6 +164,9 @@ static const struct migration migrations[] = {
     {8, "ALTER TABLE nodes ADD COLUMN token_id INTEGER NOT NULL DEFAULT 0;\n"},
     /* a job's last run (the node of a requeued job's log): O(log runs) */
     {9, "CREATE INDEX runs_by_job ON runs(job_id, id);\n"},
+    /* measured billing per job task (docs/billing.md); -1: a row rolled up
+     * before, billed by its mean utilisation as it was */
+    {10, "ALTER TABLE usage_hourly ADD COLUMN gpu_bill_ppm_s INTEGER NOT NULL DEFAULT -1;\n"},
 };
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 

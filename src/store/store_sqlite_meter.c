@@ -183,6 +183,7 @@ int sq_usage_replace(struct allot_store *base, int64_t from, int64_t to,
         sqlite3_bind_int64(st, 12, u->gpu_mem_peak);
         sqlite3_bind_int64(st, 13, u->energy_mj);
         sqlite3_bind_int64(st, 14, u->cpu_used_ms);
+        sqlite3_bind_int64(st, 15, u->gpu_bill_ppm_s);
         if ((rc = sq_done(s, st, sqlite3_step(st))) != 0)
             return rc;
     }
@@ -205,6 +206,7 @@ static int usage_row(struct sq_store *s, sqlite3_stmt *st, void *elem)
     u->gpu_mem_peak = sqlite3_column_int64(st, 11);
     u->energy_mj = sqlite3_column_int64(st, 12);
     u->cpu_used_ms = sqlite3_column_int64(st, 13);
+    u->gpu_bill_ppm_s = sqlite3_column_int64(st, 14);
     if ((rc = sq_col_text(st, 1, &u->tenant)) || (rc = sq_col_text(st, 2, &u->user)) ||
         (rc = sq_col_text(st, 3, &u->model)) || (rc = sq_col_text(st, 4, &u->item)))
         return rc;

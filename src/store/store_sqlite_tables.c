@@ -105,11 +105,12 @@ const char *const sq_stmt_sql[SQ_NSTMT] = {
     [SQ_USAGE_DELETE] = "DELETE FROM usage_hourly WHERE hour >= ?1 AND hour < ?2",
     [SQ_USAGE_INSERT] = "INSERT INTO usage_hourly(hour, tenant, user, model, item, borrowed,"
                         " gpu_ppm_s, cpu_milli_s, mem_mib_s, util_pct_ms, util_ms,"
-                        " gpu_mem_peak, energy_mj, cpu_used_ms)"
-                        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+                        " gpu_mem_peak, energy_mj, cpu_used_ms, gpu_bill_ppm_s)"
+                        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14,"
+                        " ?15)",
     [SQ_USAGE_LIST] = "SELECT hour, tenant, user, model, item, borrowed, gpu_ppm_s, cpu_milli_s,"
-                      " mem_mib_s, util_pct_ms, util_ms, gpu_mem_peak, energy_mj, cpu_used_ms"
-                      " FROM usage_hourly WHERE hour >= ?1 AND hour < ?2"
+                      " mem_mib_s, util_pct_ms, util_ms, gpu_mem_peak, energy_mj, cpu_used_ms,"
+                      " gpu_bill_ppm_s FROM usage_hourly WHERE hour >= ?1 AND hour < ?2"
                       " ORDER BY hour, tenant, user, model, item, borrowed",
     [SQ_NET_ADD] = "INSERT INTO tenant_nets(tenant, vni, subnet) VALUES (?1, ?2, ?3)",
     [SQ_NET_LIST] = "SELECT tenant, vni, subnet FROM tenant_nets ORDER BY vni",

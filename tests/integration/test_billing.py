@@ -41,8 +41,10 @@ BOOK = {"currency": "EUR", "books": VERSIONS}
 
 
 def rollup(hour, item, gpu_seconds, cpu_milli_s=0, tenant="research/nlp"):
+    """A roll-up row as allotd writes it: nothing measured, so `bill: measured` would bill
+    the allocated GPU time (the last column)."""
     return (hour, tenant, "admin", "H100-80GB", item, 0, int(gpu_seconds * 10 ** 6),
-            cpu_milli_s, 0, 0, 0, -1, -1, 0)
+            cpu_milli_s, 0, 0, 0, -1, -1, 0, int(gpu_seconds * 10 ** 6))
 
 
 def write_last_month(path):
@@ -57,7 +59,10 @@ def write_last_month(path):
         rollup(day(20, 12), "gpu", 1800, 4000 * 3600),
         rollup(day(20, 12), "fraction", 900),
     ]
-    db.executemany("INSERT INTO usage_hourly VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+    db.executemany("INSERT INTO usage_hourly(hour, tenant, user, model, item, borrowed,"
+                   " gpu_ppm_s, cpu_milli_s, mem_mib_s, util_pct_ms, util_ms, gpu_mem_peak,"
+                   " energy_mj, cpu_used_ms, gpu_bill_ppm_s) VALUES"
+                   " (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
     inv = {"name": "p-1", "cpus": 16, "memory": 65536, "gpus": [{"model": "H100-80GB"}] * 2}
     db.execute("INSERT INTO node_spans(node, inventory, start_time, end_time) VALUES (?,?,?,?)",
                ("p-1", json.dumps(inv), day(1), day(DAYS) + 86400))

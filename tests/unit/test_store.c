@@ -528,6 +528,63 @@ static void test_metering(void **state)
     allot_store_close(st);
 }
 
+/* The roll-ups' measured-billing figure (schema version 10): rows rolled up
+ * before keep every figure and read -1 (billed by their mean, as they were);
+ * new rows keep theirs; a row billing more than it allocated is refused. */
+static void test_usage_bill_column(void **state)
+{
+    struct fix *f = *state;
+    struct allot_store_opts migrate = {ALLOT_STORE_MIGRATE, 0};
+    struct allot_store *st = open_ok(f);
+    struct allot_store_usage *ul, u = {.hour = 7200,
+                                       .tenant = (char *)"t",
+                                       .user = (char *)"u",
+                                       .model = (char *)"H100-80GB",
+                                       .item = (char *)"fraction",
+                                       .gpu_ppm_s = 900000000,
+                                       .gpu_mem_peak = -1,
+                                       .energy_mj = -1,
+                                       .gpu_bill_ppm_s = 450000000};
+    char err[256];
+    size_t n;
+
+    allot_store_close(st);
+    /* a version 9 store with one roll-up row */
+    assert_int_equal(raw_sql(f, "ALTER TABLE usage_hourly DROP COLUMN gpu_bill_ppm_s;"
+                                "UPDATE meta SET value = '9' WHERE key = 'schema_version';"
+                                "INSERT INTO usage_hourly VALUES (3600, 't', 'u', 'H100-80GB',"
+                                " 'fraction', 0, 900000000, 250, 1024, 2500, 100, 5, 7, 3)"),
+                     SQLITE_OK);
+    assert_int_equal(allot_store_open(f->url, &migrate, &st, err, sizeof err), 0);
+    assert_int_equal(allot_store_schema_version(st), allot_store_schema_latest());
+    assert_int_equal(allot_store_usage_list(st, 0, 10800, &ul, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(ul[0].gpu_ppm_s, 900000000);
+    assert_int_equal(ul[0].cpu_milli_s, 250);
+    assert_int_equal(ul[0].mem_mib_s, 1024);
+    assert_int_equal(ul[0].util_pct_ms, 2500);
+    assert_int_equal(ul[0].util_ms, 100);
+    assert_int_equal(ul[0].gpu_mem_peak, 5);
+    assert_int_equal(ul[0].energy_mj, 7);
+    assert_int_equal(ul[0].cpu_used_ms, 3);
+    assert_int_equal(ul[0].gpu_bill_ppm_s, -1);
+    allot_store_usages_free(ul, n);
+
+    /* a new row keeps its figure; one billing more than allocated is refused */
+    assert_int_equal(allot_store_usage_replace(st, 7200, 10800, &u, 1), 0);
+    u.gpu_bill_ppm_s = u.gpu_ppm_s + 1;
+    assert_int_equal(allot_store_usage_replace(st, 7200, 10800, &u, 1), ALLOT_EINVAL);
+    assert_non_null(strstr(allot_store_errmsg(st), "gpu_bill_ppm_s"));
+    u.gpu_bill_ppm_s = -2;
+    assert_int_equal(allot_store_usage_replace(st, 7200, 10800, &u, 1), ALLOT_EINVAL);
+    assert_int_equal(allot_store_usage_list(st, 0, 10800, &ul, &n), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(ul[0].gpu_bill_ppm_s, -1);
+    assert_int_equal(ul[1].gpu_bill_ppm_s, 450000000);
+    allot_store_usages_free(ul, n);
+    allot_store_close(st);
+}
+
 static void test_tables(void **state)
 {
     struct fix *f = *state;
@@ -1114,6 +1171,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_jobs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tables, setup, teardown),
         cmocka_unit_test_setup_teardown(test_metering, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_usage_bill_column, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_input_verbatim, setup, teardown),
         cmocka_unit_test_setup_teardown(test_paging, setup, teardown),
         cmocka_unit_test_setup_teardown(test_arrays, setup, teardown),
