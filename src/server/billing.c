@@ -588,9 +588,15 @@ static int price_row(const struct allot_catalog *cat, json_t *pb, const struct a
         const char *prof = !strncmp(u->item, "mig:", 4) ? u->item + 4 : "";
         i128 q = u->gpu_ppm_s;
 
-        if (!strcmp(json_string_value(json_object_get(b, "bill")) ?: "", "measured") &&
-            u->util_ms > 0)
-            q = q * u->util_pct_ms / ((i128)u->util_ms * 100);
+        /* measured: each job task's time scaled by its own utilisation of
+         * its share (metering works it out per task: gpu_bill_ppm_s); a row
+         * rolled up before allotd kept that (-1) by the row's mean, as then */
+        if (!strcmp(json_string_value(json_object_get(b, "bill")) ?: "", "measured")) {
+            if (u->gpu_bill_ppm_s >= 0)
+                q = u->gpu_bill_ppm_s;
+            else if (u->util_ms > 0)
+                q = q * u->util_pct_ms / ((i128)u->util_ms * 100);
+        }
         l = inv_line(v, b, u->tenant, "gpu", u->model, kind, prof, u->borrowed, off);
         if (!l)
             return ALLOT_ENOMEM;

@@ -1140,6 +1140,12 @@ int meter_query(struct req *r, int64_t from, int64_t to, const char *tenant, boo
                 rc = ALLOT_ENOMEM;
                 break;
             }
+            /* a row rolled up before the store kept gpu_bill_ppm_s (-1)
+             * makes the merged row -1: billed by its mean, as it was */
+            if (u[i].gpu_bill_ppm_s < 0 || o->gpu_bill_ppm_s < 0)
+                o->gpu_bill_ppm_s = -1;
+            else
+                o->gpu_bill_ppm_s += u[i].gpu_bill_ppm_s;
             o->gpu_ppm_s += u[i].gpu_ppm_s;
             o->cpu_milli_s += u[i].cpu_milli_s;
             o->mem_mib_s += u[i].mem_mib_s;

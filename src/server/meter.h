@@ -15,8 +15,10 @@
 #include <jansson.h>
 #include <stdio.h>
 
+struct meter_bill; /* one job task's GPU time in one row (meter_collect.c) */
+
 /* Rows being accumulated, unique by key. `job` is set only when the rows
- * are kept per job (0 in roll-ups). */
+ * are kept per job (0 in roll-ups). Every pointer is owned by the acc. */
 struct meter_acc {
     json_t *index; /* key text -> row index */
     struct allot_store_usage *rows;
@@ -25,6 +27,11 @@ struct meter_acc {
     json_t *seen;  /* "row|job" keys already counted */
     size_t n, cap;
     bool per_job;
+    /* per row, job and task: what measured billing needs, summed into the
+     * rows' gpu_bill_ppm_s by meter_collect */
+    json_t *bill_index; /* "row|job|task" -> index into bills */
+    struct meter_bill *bills;
+    size_t n_bills, cap_bills;
 };
 
 #define METER_HOUR 3600 /* s */
@@ -56,6 +63,10 @@ void meter_task_share(const struct allot_catalog *cat, json_t *task, int64_t *pp
  * (unix seconds), split per hour. A run still going counts until `now`.
  * samples[] must be ordered by job, task and time and may start before
  * `from` (earlier ones only serve as the base of the first difference).
+ * Then sets each row's gpu_bill_ppm_s: the GPU time of each of its job
+ * tasks scaled by that task's own utilisation in the row (relative to a
+ * fraction's compute share, at most all of it), or all of it when the
+ * task has no utilisation there (docs/billing.md). Call it once per acc.
  * Returns 0 or ALLOT_ENOMEM.
  */
 int meter_collect(const struct allot_catalog *cat, const struct allot_store_run *runs,

@@ -11,7 +11,11 @@
  *   job, a sample speaking for the time since the previous one, up to
  *   three of its agent's sample intervals; cumulative counters (CPU time,
  *   GPU energy) differenced, a counter that went back counting nothing
- *   (collect_samples).
+ *   (collect_samples);
+ * - what `bill: measured` bills: per row, job and task (struct meter_bill)
+ *   the GPU time allocated and the utilisation measured, relative to what
+ *   the task holds; each task's time scaled by its own mean, or whole
+ *   where it has none, summed into the row (bill_rows).
  */
 #include "meter.h"
 
@@ -22,12 +26,22 @@
 
 #define PPM 1000000
 
+/* One job task's part of one row: the GPU time it held there and the
+ * utilisation measured of it, relative to what it holds. */
+struct meter_bill {
+    size_t row;           /* index into the acc's rows */
+    int64_t alloc_ppm_s;  /* GPU-equivalent seconds x 1e6 allocated */
+    int64_t util_ms;      /* milliseconds with a utilisation figure */
+    int64_t share_pct_ms; /* utilisation of its share (percent, at most 100) x ms */
+};
+
 void meter_acc_init(struct meter_acc *a, bool per_job)
 {
     memset(a, 0, sizeof(*a));
     a->per_job = per_job;
     a->index = json_object();
     a->seen = json_object();
+    a->bill_index = json_object();
 }
 
 void meter_acc_free(struct meter_acc *a)
@@ -37,7 +51,74 @@ void meter_acc_free(struct meter_acc *a)
     allot_free(a->jobs);
     json_decref(a->index);
     json_decref(a->seen);
+    json_decref(a->bill_index);
+    allot_free(a->bills);
     memset(a, 0, sizeof(*a));
+}
+
+/* The part of row u held by task `task` of job `job`, created empty when
+ * new; NULL when out of memory. */
+static struct meter_bill *acc_bill(struct meter_acc *a, const struct allot_store_usage *u,
+                                   int64_t job, int task)
+{
+    size_t row = (size_t)(u - a->rows);
+    char key[96];
+    json_t *ix;
+
+    if (!a->bill_index)
+        return NULL;
+    allot_fmt(key, sizeof(key), "%zu|%lld|%d", row, (long long)job, task);
+    if ((ix = json_object_get(a->bill_index, key)))
+        return &a->bills[json_integer_value(ix)];
+    if (allot_grow((void **)&a->bills, &a->cap_bills, a->n_bills + 1, sizeof(*a->bills)) < 0 ||
+        json_object_set_new(a->bill_index, key, json_integer((json_int_t)a->n_bills)) < 0)
+        return NULL;
+    a->bills[a->n_bills] = (struct meter_bill){.row = row};
+    return &a->bills[a->n_bills++];
+}
+
+/*
+ * A sample's utilisation (percent) x dt of what its task holds. The agent
+ * measures a fraction of a shared GPU through its shim: the share of wall
+ * time its kernels kept the GPU busy, a share of the whole GPU (a job
+ * using all of a 250-milli fraction reads 25 %); so a fraction's is taken
+ * over its compute share (gpu_milli per GPU; a fraction without one, over
+ * its GPU-equivalents), at most all of it (a soft share may use more).
+ * Whole GPUs (NVML's figure of GPUs the task has to itself) and MIG
+ * instances count as measured.
+ */
+static int64_t util_of_share(json_t *task, const char *item, int64_t ppm, int64_t util, int64_t dt)
+{
+    int64_t n_gpus = (int64_t)json_array_size(json_object_get(task, "gpus"));
+    int64_t milli = json_integer_value(json_object_get(task, "gpu_milli"));
+    int64_t share; /* per mille of one GPU */
+
+    if (strcmp(item, "fraction") != 0)
+        return util * dt;
+    share = milli > 0 && milli < 1000 ? milli * (n_gpus > 0 ? n_gpus : 1) : ppm / 1000;
+    if (share <= 0)
+        return util * dt;
+    /* util / (share / 1000), capped at 100 %: exact to the millisecond */
+    return util * 1000 * dt / share < 100 * dt ? util * 1000 * dt / share : 100 * dt;
+}
+
+/* Sets every row's gpu_bill_ppm_s from its job tasks' parts: each part's
+ * allocated time x its mean utilisation of its share, rounded half up, or
+ * all of it when it has no utilisation figure. */
+static void bill_rows(struct meter_acc *a)
+{
+    for (size_t i = 0; i < a->n; i++)
+        a->rows[i].gpu_bill_ppm_s = 0;
+    for (size_t i = 0; i < a->n_bills; i++) {
+        const struct meter_bill *b = &a->bills[i];
+        int64_t billed = b->alloc_ppm_s;
+
+        if (b->util_ms > 0) {
+            __int128 den = (__int128)b->util_ms * 100;
+            billed = (int64_t)(((__int128)b->alloc_ppm_s * b->share_pct_ms * 2 + den) / (den * 2));
+        }
+        a->rows[b->row].gpu_bill_ppm_s += billed;
+    }
 }
 
 struct allot_store_usage *meter_acc_row(struct meter_acc *a, int64_t hour, const char *tenant,
@@ -248,6 +329,13 @@ int meter_collect_runs(const struct allot_catalog *cat, const struct allot_store
                 u->cpu_milli_s += json_integer_value(json_object_get(t, "cpu_milli")) * (hi - lo);
                 u->mem_mib_s += json_integer_value(json_object_get(t, "memory")) * (hi - lo);
                 acc_count_job(a, u, r->job_id);
+                struct meter_bill *b = ppm > 0 ? acc_bill(a, u, r->job_id, (int)k) : NULL;
+                if (ppm > 0 && !b) {
+                    json_decref(pl);
+                    return ALLOT_ENOMEM;
+                }
+                if (b)
+                    b->alloc_ppm_s += ppm * (hi - lo);
             }
         }
         json_decref(pl);
@@ -299,14 +387,21 @@ static int collect_samples(const struct allot_catalog *cat, const struct allot_s
         meter_task_share(cat, task, &ppm, item, sizeof(item), model, sizeof(model));
         u = meter_acc_row(a, meter_floor_hour(t), r->tenant, r->user, model, item,
                           json_is_true(json_object_get(pl, "borrowed")), r->job_id);
+        struct meter_bill *b =
+            u && ppm > 0 && x->gpu_util >= 0 ? acc_bill(a, u, r->job_id, x->task) : NULL;
+        int64_t of_share = x->gpu_util >= 0 ? util_of_share(task, item, ppm, x->gpu_util, dt) : 0;
         json_decref(pl);
-        if (!u) {
+        if (!u || (ppm > 0 && x->gpu_util >= 0 && !b)) {
             rc = ALLOT_ENOMEM;
             break;
         }
         if (x->gpu_util >= 0) {
             u->util_pct_ms += x->gpu_util * dt;
             u->util_ms += dt;
+        }
+        if (b) {
+            b->util_ms += dt;
+            b->share_pct_ms += of_share;
         }
         if (x->cpu_ns >= 0 && p->cpu_ns >= 0 && x->cpu_ns > p->cpu_ns)
             u->cpu_used_ms += (x->cpu_ns - p->cpu_ns) / 1000000;
@@ -325,5 +420,9 @@ int meter_collect(const struct allot_catalog *cat, const struct allot_store_run 
 {
     int rc = meter_collect_runs(cat, runs, n_runs, from, to, now, a);
 
-    return rc ? rc : collect_samples(cat, runs, n_runs, smp, n_smp, from, to, now, a);
+    if (rc == 0)
+        rc = collect_samples(cat, runs, n_runs, smp, n_smp, from, to, now, a);
+    if (rc == 0)
+        bill_rows(a);
+    return rc;
 }

@@ -1,0 +1,133 @@
+"""`bill: measured` against a real allotd, the test acting as the node's agent: each job's
+GPU time is scaled by its own measured utilisation, a fraction's taken over its compute
+share (the agent measures a fraction as a share of the whole GPU) and capped at all of it,
+and a job with no utilisation figure is billed as allocated, also when it shares an hourly
+usage row with measured jobs."""
+
+import time
+
+import allotd_fixture as fx
+from allotd_fixture import TENANTS, Daemon, expect
+
+dm = None
+AG = None
+NODE = "mb-1"
+RATE = 3600000  # minor units per GPU-hour: 1,000 per GPU-second
+
+BOOK = {
+    "currency": "EUR",
+    "books": [{"effective": "2026-01-01", "gpu_hour": {"H100-80GB": RATE}, "bill": "measured"}],
+}
+
+
+def submit(tenant, **kw):
+    body = dict({"tenant": tenant, "cpus": 1, "memory": 256, "command": ["true"]}, **kw)
+    return expect(dm.req("POST", "/v1/jobs", body, token=dm.admin), 201)["id"]
+
+
+def after(ms):
+    """Sleeps until the store's clock (whole seconds) is past time ms (bounded by the
+    caller's times: at most a few seconds)."""
+    end = time.time() + 10
+    while int(time.time()) <= ms // 1000 and time.time() < end:
+        time.sleep(0.05)
+
+
+def out_of_hour_edge():
+    """The jobs below run for a few seconds: keep them inside one hour, so that each job's
+    samples and allocation meet in one hourly row (waits at most 20 s)."""
+    left = 3600 - int(time.time()) % 3600
+    if left < 20:
+        time.sleep(left + 1)
+
+
+def run_measured(jobs):
+    """Runs jobs {id: utilisations or None} together on NODE: running, then two samples
+    1 s apart per job that has utilisations (gpu_util, -1 for none), then succeeded.
+    Returns {id: seconds held}."""
+    for jid in jobs:
+        fx.wait_job(dm, jid, "starting")
+    fx.beat(dm, AG, NODE, {"jobs": [{"id": j, "state": "running"} for j in jobs]})
+    starts = {j: fx.job(dm, j)["start_time"] for j in jobs}
+    at = (max(starts.values()) + 1) * 1000 + 100
+    smp = []
+    for jid, utils in jobs.items():
+        for k, u in enumerate(utils or []):
+            smp.append({"job": jid, "task": 0, "at": at + 1000 * k, "cpu_ns": k, "mem_bytes": 1,
+                        "gpu_util": u, "gpu_mem_bytes": -1, "energy_mj": -1,
+                        "interval_ms": 1000})
+    if smp:
+        fx.beat(dm, AG, NODE, {"usage": {"samples": smp}})
+    after(at + 1000)
+    fx.beat(dm, AG, NODE, {"jobs": [{"id": j, "state": "succeeded", "exit_code": 0}
+                                    for j in jobs]})
+    held = {}
+    for jid in jobs:
+        j = fx.wait_job(dm, jid, "succeeded")
+        held[jid] = j["end_time"] - j["start_time"]
+        assert held[jid] >= 2, j
+    last = max(fx.job(dm, j)["end_time"] for j in jobs)
+    end = time.time() + 15
+    while time.time() < end:  # a roll-up pass that began after the jobs ended
+        if expect(dm.req("GET", "/v1/usage?by=tenant", token=dm.admin), 200)["as_of"] > last:
+            return held
+        time.sleep(0.1)
+    raise AssertionError("no metering roll-up after %d" % last)
+
+
+def gpu_line(tenant, kind):
+    period = time.strftime("%Y-%m", time.gmtime())
+    inv = expect(dm.req("GET", "/v1/invoices?period=" + period, token=dm.admin), 200)
+    lines = [x for t in inv["tenants"] if t["tenant"] == tenant for x in t["lines"]
+             if x["item"] == "gpu" and x["kind"] == kind]
+    assert len(lines) == 1, inv
+    return lines[0]
+
+
+def check_line(line, billed_gpu_s):
+    assert abs(line["hours"] - billed_gpu_s / 3600) < 2e-6, (line, billed_gpu_s)
+    assert line["amount_minor"] == int(billed_gpu_s * RATE / 3600 + 0.5), (line, billed_gpu_s)
+
+
+def test_fractions_over_their_share():
+    """Fractions of one tenant, one hourly row: one using half of its 20 % share (the agent
+    reads 10 % of the GPU) is billed half its time; one using more than its 25 % (a soft
+    share: 40 %) all of it, not more; one whose shim had no figure (-1) all of it."""
+    out_of_hour_edge()
+    half = submit("research/nlp", gpu_milli=200)
+    over = submit("research/nlp", gpu_milli=250)
+    none = submit("research/nlp", gpu_milli=250)
+    held = run_measured({half: [10, 10], over: [40, 40], none: [-1, -1]})
+    rows = expect(dm.req("GET", "/v1/usage?by=item&tenant=research/nlp", token=dm.admin),
+                  200)["rows"]
+    frac = [r for r in rows if r["key"] == "fraction"][0]
+    # allocated: the shares, whole; the utilisation reported stays the GPU's (10, 40: 25 %)
+    assert frac["gpu_seconds"] == 0.2 * held[half] + 0.25 * (held[over] + held[none]), frac
+    assert frac["sm_util_avg"] == 25.0, frac
+    billed = 0.2 * held[half] * 0.5 + 0.25 * held[over] + 0.25 * held[none]
+    check_line(gpu_line("research/nlp", "fraction"), billed)
+
+
+def test_jobs_of_one_row_by_their_own_measure():
+    """Two whole-GPU jobs in one hourly row (one tenant, user, model, hour): the one
+    measured at 50 % is billed half its time, the one with no samples all of it (not the
+    row's 50 % mean)."""
+    out_of_hour_edge()
+    busy = submit("research/vision", gpus=1)
+    unmeasured = submit("research/vision", gpus=1)
+    held = run_measured({busy: [50, 50], unmeasured: None})
+    check_line(gpu_line("research/vision", "whole"), 0.5 * held[busy] + held[unmeasured])
+
+
+if __name__ == "__main__":
+    dm = Daemon(args=["--meter-interval", "200ms"])
+    try:
+        expect(dm.req("PUT", "/v1/tenants", TENANTS, token=dm.admin), 200)
+        AG = dm.token("agent", "", "agents")
+        expect(dm.req("POST", "/v1/nodes/register",
+                      {"name": NODE, "cpus": 16, "memory": 65536,
+                       "gpus": [{"model": "H100-80GB"}] * 4}, token=AG), 201)
+        expect(dm.req("PUT", "/v1/pricebook", BOOK, token=dm.admin), 200)
+        fx.run([test_fractions_over_their_share, test_jobs_of_one_row_by_their_own_measure])
+    finally:
+        dm.stop()
