@@ -196,16 +196,17 @@ struct task {
     int exit_code; /* when EXITED: the exit status, or 128 + signal */
     char detail[160];
     bool reported_running, reported_end;
-    bool cancelled;        /* stopped because allotd no longer wants it */
-    bool fenced;           /* stopped by the agent itself: allotd was out of reach for most of
-                              the lease (the marker file `fenced` keeps it across restarts) */
-    int64_t run;           /* which run of its job (allotd's "run": the run's start time) */
-    unsigned gpu_mask;     /* its GPUs (inventory indices) */
-    int64_t runtime_ms;    /* how long its process ran (-1: unknown) */
-    uint64_t shim_busy_ns; /* a fraction: GPU time its shim region counted at the last sample */
-    int64_t shim_at_ms;    /* ... and when (monotonic; 0: none yet) */
-    bool net;              /* runs in its network namespace allot-KEY (net.h) */
-    int n_vfs;             /* RDMA VFs it holds while it starts, runs or stops (rdma.h) */
+    bool cancelled;         /* stopped because allotd no longer wants it */
+    bool fenced;            /* stopped by the agent itself: allotd was out of reach for most of
+                               the lease (the marker file `fenced` keeps it across restarts) */
+    int64_t run;            /* which run of its job (allotd's "run": the run's start time) */
+    unsigned gpu_mask;      /* its GPUs (inventory indices) */
+    int64_t runtime_ms;     /* how long its process ran (-1: unknown) */
+    uint64_t shim_busy_ns;  /* a fraction: GPU time its shim region counted at the last sample */
+    uint64_t shim_launches; /* ... and kernel launches */
+    int64_t shim_at_ms;     /* ... and when (monotonic; 0: none yet) */
+    bool net;               /* runs in its network namespace allot-KEY (net.h) */
+    int n_vfs;              /* RDMA VFs it holds while it starts, runs or stops (rdma.h) */
     char vfs[AGENT_MAX_TASK_VFS][32]; /* ... their PCI addresses */
     int n_devs;
     struct task_dev devs[AGENT_MAX_TASK_DEVS]; /* their uverbs device nodes */

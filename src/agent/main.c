@@ -585,8 +585,9 @@ static bool gpus_shared(const struct agent *a, const struct task *t)
 
 /*
  * A fraction's GPU use as its shim region counts it (docs/shim.md): the
- * share of wall time its kernels kept the GPU busy since the last sample
- * (percent; -1 at the first sample) and the device memory it holds now.
+ * share of wall time its kernels kept the whole GPU busy since the last
+ * sample (percent; -1 at the first sample and while no process of the job
+ * uses the GPU through the shim) and the device memory it holds now.
  * Also tells the shim its processes' host pids (from the task's cgroup),
  * which it needs to find itself in NVML's process lists. False when the
  * task has no readable region (not a fraction, or the shim not loaded).
@@ -605,14 +606,21 @@ static bool shim_sample(struct agent *a, struct task *t, int64_t now, struct all
     for (int d = 0; d < ALLOT_SHIM_MAX_DEV; d++)
         *mem += (int64_t)u->used[d];
     *util = -1;
-    /* kernels launched but no busy time: the shim estimates it only under a
-     * compute share (a memory-only fraction): not measured */
-    if (t->shim_at_ms && now > t->shim_at_ms && u->busy_ns >= t->shim_busy_ns &&
+    /* the shim measures the job only while it is on the GPU through it: a
+     * live process holds a slot (it has used CUDA) or kernels were launched
+     * since the last sample (by a process gone since). A region none of
+     * the job's processes uses (a program that never touches CUDA) has no
+     * figure, which is not 0 %: allotd then bills the allocation. Kernels
+     * launched but no busy time: the shim estimates it only under a
+     * compute share (a memory-only fraction): not measured either */
+    bool on_gpu = u->n_procs > 0 || u->launches > t->shim_launches;
+    if (on_gpu && t->shim_at_ms && now > t->shim_at_ms && u->busy_ns >= t->shim_busy_ns &&
         !(u->launches > 0 && u->busy_ns == 0)) {
         int64_t pct = (int64_t)((u->busy_ns - t->shim_busy_ns) / 10000) / (now - t->shim_at_ms);
         *util = pct > 100 ? 100 : pct;
     }
     t->shim_busy_ns = u->busy_ns;
+    t->shim_launches = u->launches;
     t->shim_at_ms = now;
     for (int i = 0; i < u->n_procs; i++) {
         if (u->procs[i].host_pid)

@@ -568,7 +568,8 @@ def test_fraction_metering():
     """A fraction's GPU use comes from its shim region: a CUDA job on the fake driver holding
     1 MiB and launching kernels under a 50 % share is metered with that memory (and its
     context's overhead: the agent's default estimate, 300Mi, with no NVML to measure it) and a
-    busy share, and the shim learns its processes' host pids."""
+    busy share, and the shim learns its processes' host pids. A fraction that never uses
+    CUDA has no utilisation figure."""
     shim_lib = os.path.join(os.path.dirname(fx.AGENT), "liballot-cuda.so")
     if b"libasan" in subprocess.run(["ldd", shim_lib], capture_output=True).stdout:
         print("  (sanitizer build: the shim is not preloaded, nothing to meter)")
@@ -597,6 +598,23 @@ def test_fraction_metering():
         assert r and r[0]["gpu_memory_peak_bytes"] == 1048576 + (300 << 20), \
             (rows, ag.task_log(jid))
         assert r[0]["sm_util_avg"] is not None and 10 <= r[0]["sm_util_avg"] <= 90, r
+        # a fraction whose program never touches CUDA: no process in its region, so no
+        # utilisation figure (not 0 %: bill: measured bills its allocation), and no memory
+        t0 = int(time.time()) - 1
+        jid = submit({"gpus": None, "gpu_milli": 500, "gpu_models": ["A10-24GB"],
+                      "command": sh("sleep 1.5")})
+        j = wait_state(jid, ("succeeded", "failed"), timeout=60)
+        assert j["state"] == "succeeded", (j, ag.task_log(jid))
+        end = time.time() + 15
+        while time.time() < end:  # its samples (every 200 ms) come with the heartbeats
+            rows = expect(dm.req("GET", "/v1/usage?by=job&from=%d" % t0, token=dm.admin),
+                          200)["rows"]
+            r = [x for x in rows if x["key"] == str(jid)]
+            if r and r[0]["gpu_memory_peak_bytes"] is not None:
+                break
+            time.sleep(0.2)
+        assert r and r[0]["gpu_memory_peak_bytes"] == 0 and r[0]["gpu_seconds"] > 0, rows
+        assert r[0]["sm_util_avg"] is None and r[0]["measured_seconds"] == 0, r
     finally:
         ag.stop()
         expect(dm.req("POST", "/v1/nodes/ag-frac/cordon", token=dm.admin), 200)
