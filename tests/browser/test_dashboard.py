@@ -393,6 +393,14 @@ def test_usage_and_invoices():
     assert br.js("return !!document.getElementById('unbilled');"), "no unbilled line"
     shown = br.js("return document.getElementById('cluster-total').textContent;")
     inv = expect(dm.req("GET", "/v1/invoices?period=" + period, token=dm.admin), 200)
+    # each line names the price book version that priced it, as /v1/invoices says
+    head = br.js("return [...document.querySelectorAll('#invoice th')].map("
+                 "function (c) { return c.textContent; });")
+    assert "Prices of" in head, head
+    versions = br.js("return [...document.querySelectorAll('#invoice tr[data-tenant] "
+                     "td.price-book')].map(function (c) { return c.textContent; });")
+    want = {l["price_book"] for t in inv["tenants"] for l in t["lines"]}
+    assert versions and set(versions) == want == {"2026-01-01"}, (versions, want)
     minor = int(shown.split()[0].replace(",", "").replace(".", ""))
     # the cluster's cost grows with time: what the page shows is at most what allotd says now
     assert 0 < minor <= inv["cluster"]["amount_minor"], (shown, inv["cluster"])

@@ -1,6 +1,7 @@
 // Usage and invoices: GPU-hours per tenant over time (by day for a month,
 // or by hour for the last two days) from /v1/usage, totals per tenant, and
-// the month's invoice from /v1/invoices with a CSV download. Money arrives
+// the month's invoice from /v1/invoices with a CSV download; each line
+// says which price book version priced it (its effective date). Money arrives
 // in integer minor units and is formatted here. Without a price book there
 // is no invoice (allotd answers 409): the page says so and does not ask.
 
@@ -134,25 +135,27 @@ function render(period, by, series, totals, models, inv, download) {
       h("td", null, tenantTag(t.tenant)), h("td", null, l.item), h("td", null, l.model || "-"),
       h("td", null, l.kind || "-"), h("td", null, l.profile || "-"),
       h("td", null, (l.capacity || "-") + (l.offpeak ? ", off-peak" : "")),
+      h("td", {class: "price-book"}, l.price_book || "-"),
       h("td", {class: "num"}, fmtQty(l.hours)), money(l.rate_minor), money(l.amount_minor))),
     h("tr", {class: "subtotal", "data-tenant-total": t.tenant},
-      h("td", {colspan: 8}, `${t.tenant} total` + (t.budget_minor !== null && t.budget_minor !== undefined
+      h("td", {colspan: 9}, `${t.tenant} total` + (t.budget_minor !== null && t.budget_minor !== undefined
         ? ` (budget ${fmtMoney(t.budget_minor, cur)}, ${Math.round(t.total_minor / Math.max(1, t.budget_minor) * 100)}% used)` : "")),
       money(t.total_minor)),
   ]);
   const unbilled = inv.unbilled || (inv.idle ? {amount_minor: inv.idle.amount_minor} : null);
   if (unbilled) {
-    rows.push(h("tr", {class: "subtotal", id: "unbilled"}, h("td", {colspan: 8}, "unbilled: idle capacity" +
+    rows.push(h("tr", {class: "subtotal", id: "unbilled"}, h("td", {colspan: 9}, "unbilled: idle capacity" +
       (unbilled.idle_minor !== undefined ? ` ${fmtMoney(unbilled.idle_minor, cur)}, discounts and premiums ${fmtMoney(unbilled.adjustments_minor, cur)}` : "")),
     money(unbilled.amount_minor)));
   }
   if (inv.cluster) {
-    rows.push(h("tr", {class: "total"}, h("td", {colspan: 8}, "cluster" +
+    rows.push(h("tr", {class: "total"}, h("td", {colspan: 9}, "cluster" +
       (inv.cluster.gpu_hours !== undefined ? ` (${fmtQty(inv.cluster.gpu_hours)} GPU-hours of capacity at list price)` : "")),
     h("td", {class: "num", id: "cluster-total"}, fmtMoney(inv.cluster.amount_minor, cur))));
   }
   out.push(h("h2", null, `Invoice ${inv.period} `, btn),
-    h("p", {class: "note"}, `Price book version ${inv.price_book || "-"}; amounts in ${cur}.`),
-    table(["Tenant", "Item", "Model", "Kind", "Profile", "Capacity", "Hours", "Rate / h", "Amount"], rows, {id: "invoice"}));
+    h("p", {class: "note"}, `Price book version ${inv.price_book || "-"} at the start of the month; ` +
+      `each line's prices are those of the version in its "Prices of" column; amounts in ${cur}.`),
+    table(["Tenant", "Item", "Model", "Kind", "Profile", "Capacity", "Prices of", "Hours", "Rate / h", "Amount"], rows, {id: "invoice"}));
   return out;
 }
