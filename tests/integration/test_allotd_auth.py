@@ -6,6 +6,7 @@ tenant's jobs: 404), and the hash-chained audit log (list, verify)."""
 
 import json
 import os
+import time
 
 import allotd_fixture as fx
 from allotd_fixture import TENANTS, Daemon, expect
@@ -136,6 +137,10 @@ def test_metrics_auth():
                 b = expect(d.req("GET", "/metrics", token=tok), 401, "/metrics, token %r" % tok)
                 assert b["error"]["code"] == "unauthorized", b
             expect(d.req("PUT", "/v1/tenants", TENANTS, token=d.admin), 200)
+            end = time.time() + 10  # the scheduling loop takes the tree at its next cycle
+            while 'allot_tenant_gpus{tenant="product/search"}' not in \
+                    d.req("GET", "/metrics", token=d.admin, raw=True)[1] and time.time() < end:
+                time.sleep(0.05)
             for role, tenant in (("admin", None), ("viewer", ""), ("member", "research/nlp"),
                                  ("agent", "")):
                 tok = d.admin if tenant is None else d.token(role, tenant, "m-" + role)
