@@ -564,6 +564,19 @@ def test_fractions_shim_and_mps():
             expect(dm.req("POST", "/v1/nodes/%s/cordon" % n, token=dm.admin), 200)
 
 
+def job_usage(jid, t0):
+    """The usage rows since t0 and job jid's, once its samples (every 200 ms, sent with the
+    heartbeats) gave it a GPU memory figure, or after 15 s."""
+    end = time.time() + 15
+    while True:
+        rows = expect(dm.req("GET", "/v1/usage?by=job&from=%d" % t0, token=dm.admin),
+                      200)["rows"]
+        r = [x for x in rows if x["key"] == str(jid)]
+        if (r and r[0]["gpu_memory_peak_bytes"] is not None) or time.time() >= end:
+            return rows, r
+        time.sleep(0.2)
+
+
 def test_fraction_metering():
     """A fraction's GPU use comes from its shim region: a CUDA job on the fake driver holding
     1 MiB and launching kernels under a 50 % share is metered with that memory (and its
@@ -587,14 +600,7 @@ def test_fraction_metering():
         j = wait_state(jid, ("succeeded", "failed"), timeout=60)
         assert j["state"] == "succeeded", (j, ag.task_log(jid))
         assert "alloc 0" in ag.task_log(jid), ag.task_log(jid)
-        end = time.time() + 15
-        while time.time() < end:
-            rows = expect(dm.req("GET", "/v1/usage?by=job&from=%d" % t0, token=dm.admin),
-                          200)["rows"]
-            r = [x for x in rows if x["key"] == str(jid)]
-            if r and r[0]["gpu_memory_peak_bytes"] is not None:
-                break
-            time.sleep(0.2)
+        rows, r = job_usage(jid, t0)
         assert r and r[0]["gpu_memory_peak_bytes"] == 1048576 + (300 << 20), \
             (rows, ag.task_log(jid))
         assert r[0]["sm_util_avg"] is not None and 10 <= r[0]["sm_util_avg"] <= 90, r
@@ -605,14 +611,7 @@ def test_fraction_metering():
                       "command": sh("sleep 1.5")})
         j = wait_state(jid, ("succeeded", "failed"), timeout=60)
         assert j["state"] == "succeeded", (j, ag.task_log(jid))
-        end = time.time() + 15
-        while time.time() < end:  # its samples (every 200 ms) come with the heartbeats
-            rows = expect(dm.req("GET", "/v1/usage?by=job&from=%d" % t0, token=dm.admin),
-                          200)["rows"]
-            r = [x for x in rows if x["key"] == str(jid)]
-            if r and r[0]["gpu_memory_peak_bytes"] is not None:
-                break
-            time.sleep(0.2)
+        rows, r = job_usage(jid, t0)
         assert r and r[0]["gpu_memory_peak_bytes"] == 0 and r[0]["gpu_seconds"] > 0, rows
         assert r[0]["sm_util_avg"] is None and r[0]["measured_seconds"] == 0, r
     finally:
