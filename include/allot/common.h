@@ -113,6 +113,13 @@ int allot_fmt(char *buf, size_t size, const char *fmt, ...) __attribute__((forma
 /* Copies `src` into `dst` of `size` bytes, truncating; returns strlen(src). */
 size_t allot_strlcpy(char *dst, const char *src, size_t size);
 
+/* Parses `s` (IN, may be NULL): one or more ASCII digits and nothing else
+ * (no sign, no white space), whose value fits an int64_t and lies in
+ * lo..hi, into *out (OUT). Returns false, *out untouched, otherwise. The
+ * one rule for numbers in requests (allotd's query and path parameters,
+ * the agent's log endpoint). */
+bool allot_parse_num(const char *s, int64_t lo, int64_t hi, int64_t *out);
+
 /* Grows a dynamic array so that it holds at least `need` elements of
  * `elem` bytes (elem > 0). *arr and *cap are updated on success; returns 0
  * or ALLOT_ENOMEM (leaving *arr and *cap untouched), also when need * elem

@@ -1,6 +1,7 @@
 /*
  * Implementation of include/allot/common.h: error texts, the log sink, the
- * failable allocation wrapper, bounded string helpers and the PRNG.
+ * failable allocation wrapper, bounded string helpers, the strict number
+ * parser and the PRNG.
  */
 #include "allot/common.h"
 
@@ -293,4 +294,24 @@ uint64_t allot_fnv1a(uint64_t h, const void *data, size_t len)
         h *= 0x100000001b3ULL;
     }
     return h;
+}
+
+bool allot_parse_num(const char *s, int64_t lo, int64_t hi, int64_t *out)
+{
+    int64_t v = 0;
+
+    if (!s || !*s)
+        return false;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9')
+            return false;
+        /* v * 10 + d <= INT64_MAX, checked before it is computed */
+        if (v > (INT64_MAX - (*s - '0')) / 10)
+            return false;
+        v = v * 10 + (*s - '0');
+    }
+    if (v < lo || v > hi)
+        return false;
+    *out = v;
+    return true;
 }

@@ -312,7 +312,7 @@ int api_tokens_revoke(struct req *r)
     int64_t id, now = srv_now();
     int rc;
 
-    if (!req_parse_id(r->params[0], &id))
+    if (!allot_parse_num(r->params[0], 1, INT64_MAX, &id))
         return api_error(r, 404, "not_found", "no token %s", r->params[0]);
     allot_fmt(target, sizeof(target), "token/%lld", (long long)id);
     struct allot_store *st = api_reader(r);
@@ -368,8 +368,8 @@ int api_audit_list(struct req *r)
     json_t *a;
     int rc;
 
-    if ((qa && !req_parse_id(qa, &after) && strcmp(qa, "0") != 0) ||
-        (ql && (!req_parse_id(ql, &limit) || limit > 1000)))
+    if ((qa && !allot_parse_num(qa, 0, INT64_MAX, &after)) ||
+        (ql && !allot_parse_num(ql, 1, 1000, &limit)))
         return api_error(r, 400, "bad_query", "after must be >= 0, limit 1..1000");
     struct allot_store *st = api_reader(r);
 

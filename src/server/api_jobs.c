@@ -317,17 +317,17 @@ int api_jobs_list(struct req *r)
         f.states = 1u << s;
     }
     if (cur) {
-        if (!req_parse_num(cur, 0, INT64_MAX, &v))
+        if (!allot_parse_num(cur, 0, INT64_MAX, &v))
             return api_error(r, 400, "bad_query", "cursor must be a number");
         f.cursor = v;
     }
     if (lim) {
-        if (!req_parse_num(lim, 1, 1000, &v))
+        if (!allot_parse_num(lim, 1, 1000, &v))
             return api_error(r, 400, "bad_query", "limit must be in 1..1000");
         f.limit = (int)v;
     }
     if (api_query(r, "array")) {
-        if (!req_parse_num(api_query(r, "array"), 1, INT64_MAX, &v))
+        if (!allot_parse_num(api_query(r, "array"), 1, INT64_MAX, &v))
             return api_error(r, 400, "bad_query", "array must be a job id");
         f.array_parent = v;
     }
@@ -362,7 +362,7 @@ static bool load_visible(struct req *r, struct allot_store_job *j)
     int64_t id;
     int rc;
 
-    if (!req_parse_num(r->params[0], 1, INT64_MAX, &id)) {
+    if (!allot_parse_num(r->params[0], 1, INT64_MAX, &id)) {
         api_error(r, 404, "not_found", "no job %s", r->params[0]);
         return false;
     }
@@ -474,8 +474,8 @@ int api_jobs_events(struct req *r)
     json_t *a;
     int rc;
 
-    if ((api_query(r, "after") && !req_parse_num(api_query(r, "after"), 0, INT64_MAX, &after)) ||
-        (api_query(r, "limit") && !req_parse_num(api_query(r, "limit"), 1, 1000, &limit)))
+    if ((api_query(r, "after") && !allot_parse_num(api_query(r, "after"), 0, INT64_MAX, &after)) ||
+        (api_query(r, "limit") && !allot_parse_num(api_query(r, "limit"), 1, 1000, &limit)))
         return api_error(r, 400, "bad_query", "after must be >= 0, limit 1..1000");
     if (!load_visible(r, &j))
         return 0;

@@ -82,11 +82,12 @@ int api_jobs_logs(struct req *r)
     bool previous = false; /* not placed now: its last run's log */
     int rc;
 
-    if ((api_query(r, "task") && !req_parse_num(api_query(r, "task"), 0, 1023, &task)) ||
-        (api_query(r, "offset") && !req_parse_num(api_query(r, "offset"), 0, INT64_MAX, &offset)) ||
-        (api_query(r, "limit") && !req_parse_num(api_query(r, "limit"), 1, 1 << 20, &limit)))
+    if ((api_query(r, "task") && !allot_parse_num(api_query(r, "task"), 0, 1023, &task)) ||
+        (api_query(r, "offset") &&
+         !allot_parse_num(api_query(r, "offset"), 0, INT64_MAX, &offset)) ||
+        (api_query(r, "limit") && !allot_parse_num(api_query(r, "limit"), 1, 1 << 20, &limit)))
         return api_error(r, 400, "bad_query", "task 0..1023, offset >= 0, limit 1..1048576");
-    if (!req_parse_num(r->params[0], 1, INT64_MAX, &id))
+    if (!allot_parse_num(r->params[0], 1, INT64_MAX, &id))
         return api_error(r, 404, "not_found", "no job %s", r->params[0]);
     struct allot_store *st = api_reader(r);
     if (!st)

@@ -4,7 +4,6 @@
  */
 #include "reqparse.h"
 
-#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -46,26 +45,4 @@ const char *req_bearer(const char *h)
     if (strlen(h) > REQ_BEARER_MAX)
         return NULL;
     return h;
-}
-
-bool req_parse_num(const char *s, int64_t lo, int64_t hi, int64_t *out)
-{
-    char *end;
-    long long v;
-
-    /* 18 digits never overflow a long long, so errno needs no check */
-    if (!s || !*s || strlen(s) > 18)
-        return false;
-    v = strtoll(s, &end, 10);
-    if (*end || v < lo || v > hi)
-        return false;
-    *out = v;
-    return true;
-}
-
-bool req_parse_id(const char *s, int64_t *out)
-{
-    if (!s || *s < '0' || *s > '9')
-        return false;
-    return req_parse_num(s, 1, INT64_MAX, out);
 }

@@ -1,10 +1,10 @@
 /*
- * The parts of an API request allotd parses itself, as pure functions: a
- * route pattern matched against the path (with its {x} path parameters),
- * the bearer token of an Authorization header, and the numeric path and
- * query parameters. No I/O, no allocation, no global state, so the HTTP
- * layer (http.c, auth.c), the handlers and the fuzz target
- * (tests/fuzz/fuzz_http.c) share one copy. libmicrohttpd itself splits
+ * The parts of an API request allotd parses itself: a route pattern matched against the path (with
+ * its {x} path parameters), and the bearer token of an Authorization header, as pure functions. No
+ * I/O, no allocation, no global state, so the HTTP layer (http.c, auth.c),
+ * the handlers and the fuzz target (tests/fuzz/fuzz_http.c) share one
+ * copy. Numeric path and query parameters are allot_parse_num's
+ * (allot/common.h), the one rule allotd and the agent share. libmicrohttpd itself splits
  * the request line, the headers and the query string.
  */
 #ifndef ALLOT_SERVER_REQPARSE_H
@@ -29,13 +29,5 @@ bool req_route_match(const char *pat, const char *path, char params[REQ_MAX_PARA
  * into h after "Bearer ", or NULL when h is missing, of another scheme, or
  * the token is longer than REQ_BEARER_MAX bytes. */
 const char *req_bearer(const char *h);
-
-/* Parses decimal `s` (IN, may be NULL) of at most 18 characters into *out
- * when it lies in lo..hi. Returns false, *out untouched, otherwise. */
-bool req_parse_num(const char *s, int64_t lo, int64_t hi, int64_t *out);
-
-/* Parses a positive id: like req_parse_num(s, 1, INT64_MAX) but `s` must
- * start with a digit. Returns false, *out untouched, otherwise. */
-bool req_parse_id(const char *s, int64_t *out);
 
 #endif

@@ -4,21 +4,21 @@
  *
  *   PATH            matched against every route pattern of http.c
  *   AUTHORIZATION   the header's value, for req_bearer
- *   NUMBER          a query or path parameter: req_parse_num with the
- *                   ranges the handlers use, req_parse_id, and
- *                   allot_store_job_state_parse
+ *   NUMBER          a query or path parameter: allot_parse_num with the
+ *                   ranges the handlers use, and allot_store_job_state_parse
  *   PATTERN         optional: one more route pattern to match PATH against
  *
  * Invariants: a matched path is the pattern with each {x} replaced by its
  * parameter, and a parameter is a non-empty segment without '/'; a bearer
  * token is the header's tail after "Bearer ", at most 256 bytes; a parsed
- * number lies in its range and prints back as the digits given (bar a
- * leading '+', zeros and white space); a parsed state names itself.
+ * number is digits only, lies in its range and prints back as the digits
+ * given (bar leading zeros); a parsed state names itself.
  */
 #include "fuzz.h"
 
 #include "reqparse.h"
 
+#include "allot/common.h"
 #include "allot/store.h"
 
 #include <ctype.h>
@@ -104,13 +104,11 @@ static void match(const char *pat, const char *path)
         FUZZ_CHECK(rebuild_equals(pat, params, path));
 }
 
-/* The decimal digits of s without sign, white space and leading zeros. */
+/* The decimal digits of s without leading zeros. */
 static void digits(const char *s, char *out, size_t n)
 {
     size_t o = 0;
 
-    while (isspace((unsigned char)*s) || *s == '+' || *s == '-')
-        s++;
     while (*s == '0' && s[1])
         s++;
     for (; *s && o + 1 < n; s++)
@@ -123,11 +121,13 @@ static void number(const char *s, int64_t lo, int64_t hi)
     int64_t v = INT64_MIN;
     char a[64], b[64];
 
-    if (!req_parse_num(s, lo, hi, &v)) {
+    if (!allot_parse_num(s, lo, hi, &v)) {
         FUZZ_CHECK(v == INT64_MIN);
         return;
     }
     FUZZ_CHECK(v >= lo && v <= hi);
+    for (const char *p = s; *p; p++) /* no sign, no white space */
+        FUZZ_CHECK(isdigit((unsigned char)*p));
     snprintf(a, sizeof(a), "%lld", (long long)v); /* v >= 0: no range here is negative */
     digits(s, b, sizeof(b));
     FUZZ_CHECK(!strcmp(a, b));
@@ -137,7 +137,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static char path[LINE_MAX_], auth[LINE_MAX_], num[LINE_MAX_], pat[LINE_MAX_];
     const char *tok;
-    int64_t id = 0;
     int st;
 
     next_line(&data, &size, path);
@@ -159,12 +158,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     FUZZ_CHECK(req_bearer(NULL) == NULL);
 
-    /* the ranges of GET /v1/jobs (cursor, limit), a job id, events' after */
+    /* the ranges of GET /v1/jobs (cursor, limit), a job id, events' after,
+     * the agent's log endpoint (offset, limit) */
     number(num, 0, INT64_MAX);
     number(num, 1, 1000);
     number(num, 1, INT64_MAX);
-    if (req_parse_id(num, &id))
-        FUZZ_CHECK(id >= 1 && isdigit((unsigned char)num[0]));
+    number(num, 1, 1 << 20);
     st = allot_store_job_state_parse(num);
     if (st >= 0)
         FUZZ_CHECK(!strcmp(allot_store_job_state_name(st), num));

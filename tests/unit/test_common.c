@@ -1,7 +1,7 @@
 /*
  * Unit tests of the common layer (src/common/common.c): error texts, the
  * PRNG, the failable allocation wrapper (one-shot and sticky), allot_grow,
- * bounded string helpers and the log callback.
+ * bounded string helpers, the strict number parser and the log callback.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -104,6 +104,48 @@ static void test_edges(void **state)
     assert_int_equal(allot_grow((void **)&arr, &cap, 3, 1), 0); /* already big enough */
 }
 
+/* allot_parse_num: digits only, no overflow, in range; *out untouched on a refusal. */
+static void test_parse_num(void **state)
+{
+    static const char *const bad[] = {"",
+                                      "abc",
+                                      "12x",
+                                      "x12",
+                                      " 1",
+                                      "1 ",
+                                      "+1",
+                                      "-1",
+                                      "0x10",
+                                      "1e3",
+                                      "1.5",
+                                      "9223372036854775808",
+                                      "99999999999999999999",
+                                      "18446744073709551617"};
+    int64_t v = 0;
+
+    (void)state;
+    assert_true(allot_parse_num("0", 0, 10, &v));
+    assert_int_equal(v, 0);
+    assert_true(allot_parse_num("42", 0, 100, &v));
+    assert_int_equal(v, 42);
+    assert_true(allot_parse_num("007", 0, 100, &v)); /* leading zeros are digits */
+    assert_int_equal(v, 7);
+    assert_true(allot_parse_num("9223372036854775807", 0, INT64_MAX, &v));
+    assert_true(v == INT64_MAX);
+    assert_true(allot_parse_num("00000000000000000000001", 1, 1, &v)); /* long, small */
+    assert_int_equal(v, 1);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        v = -7;
+        assert_false(allot_parse_num(bad[i], INT64_MIN, INT64_MAX, &v));
+        assert_int_equal(v, -7);
+    }
+    v = -7;
+    assert_false(allot_parse_num(NULL, 0, 10, &v));
+    assert_false(allot_parse_num("0", 1, 10, &v));  /* below lo */
+    assert_false(allot_parse_num("11", 1, 10, &v)); /* above hi */
+    assert_int_equal(v, -7);
+}
+
 /* ALLOT_ALWAYS / ALLOT_NEVER evaluate to their condition and count breaches. */
 static void test_invariants(void **state)
 {
@@ -123,9 +165,8 @@ static void test_invariants(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_common),
-        cmocka_unit_test(test_edges),
-        cmocka_unit_test(test_invariants),
+        cmocka_unit_test(test_common),    cmocka_unit_test(test_edges),
+        cmocka_unit_test(test_parse_num), cmocka_unit_test(test_invariants),
         cmocka_unit_test(test_log),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
