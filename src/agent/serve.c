@@ -5,7 +5,9 @@
  * the bytes of STATE/logs/JOB/task-TASK.log from offset (at most limit,
  * 1 MiB by default) with the file's size in X-Allot-Log-Size. The caller
  * must present the key the agent made at start and sends allotd with every
- * heartbeat (a bearer token allotd keeps in memory only).
+ * heartbeat (a bearer token allotd keeps in memory only); it is compared in
+ * constant time. offset and limit are digits only (allot_parse_num): any
+ * other value is answered 400 naming the argument.
  *
  * Threading: libmicrohttpd's internal thread; it only reads log files.
  */
@@ -18,6 +20,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <microhttpd.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +54,19 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const ch
     return rc;
 }
 
+/* Whether Authorization header value `auth` (may be NULL) is "Bearer KEY"
+ * with the agent's key. The key is compared in constant time, so that the
+ * time of a refusal does not tell how much of it was right; its length is
+ * no secret (always 48 hex digits). */
+static bool key_matches(const struct serve *s, const char *auth)
+{
+    size_t len = strlen(s->key);
+
+    if (!auth || strncmp(auth, "Bearer ", 7) != 0 || strlen(auth + 7) != len)
+        return false;
+    return sodium_memcmp(auth + 7, s->key, len) == 0;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version, const char *upload,
                                   size_t *upload_len, void **state)
@@ -59,8 +75,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
     const char *off = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "offset");
     const char *lim = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "limit");
-    char path[4400], bearer[100];
-    long long job, offset = off ? atoll(off) : 0, limit = lim ? atoll(lim) : LOG_CHUNK_MAX;
+    char path[4400];
+    long long job;
+    int64_t offset = 0, limit = LOG_CHUNK_MAX;
     int task, n = 0, fd;
     struct stat st;
 
@@ -71,15 +88,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     }
     *upload_len = 0;
-    allot_fmt(bearer, sizeof(bearer), "Bearer %s", s->key);
-    if (!auth || strcmp(auth, bearer) != 0)
+    if (!key_matches(s, auth))
         return reply(c, 401, "bad key\n", -1);
     if (strcmp(method, "GET") != 0)
         return reply(c, 405, "GET only\n", -1);
     if (sscanf(url, "/logs/%lld/%d%n", &job, &task, &n) != 2 || url[n] || job < 1 || task < 0)
         return reply(c, 404, "no such route\n", -1);
-    if (offset < 0 || limit < 1 || limit > LOG_CHUNK_MAX)
-        return reply(c, 400, "offset >= 0, limit 1..1048576\n", -1);
+    if (off && !allot_parse_num(off, 0, INT64_MAX, &offset))
+        return reply(c, 400, "bad offset: a number >= 0\n", -1);
+    if (lim && !allot_parse_num(lim, 1, LOG_CHUNK_MAX, &limit))
+        return reply(c, 400, "bad limit: a number in 1..1048576\n", -1);
     allot_fmt(path, sizeof(path), "%s/%lld/task-%d.log", s->logs_dir, job, task);
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0 || fstat(fd, &st) < 0) {
@@ -120,6 +138,10 @@ struct serve *serve_start(const char *listen, const char *logs_dir, char *url, s
     unsigned char rnd[24];
     FILE *f;
 
+    if (sodium_init() < 0) { /* sodium_memcmp needs it once; later calls are no-ops */
+        allot_free(s);
+        return NULL;
+    }
     if (!s || !colon || (size_t)(colon - listen) >= sizeof(host)) {
         allot_free(s);
         return NULL;
