@@ -307,6 +307,15 @@ int64_t agent_now_ms(void);
  * GPUs healthy with the instances of the MIG tasks placed here. */
 json_t *gpu_health_json(struct agent *a);
 
+/* ---- usage samples (sample.c) ---- */
+
+/* Every sample-interval (now: agent_now_ms), appends one sample per
+ * running task to a->samples: CPU time and memory from its cgroup; for
+ * GPUs it has to itself, their utilisation (mean), memory and energy
+ * (sums) from NVML or the emulated utilisation; for a fraction what its
+ * shim region counted. At most 2,880 are kept (oldest dropped). */
+void samples_take(struct agent *a, int64_t now);
+
 /* ---- client (client.c) ---- */
 
 struct agent_client;

@@ -1,0 +1,168 @@
+/*
+ * Usage samples of the agent's tasks, for allotd's metering (docs/agent.md,
+ * --sample-interval): per running task its CPU time and memory (cgroup), its
+ * GPUs' utilisation, memory and energy (NVML, or the emulated utilisation),
+ * or for a fraction what its shim region counted. Samples are buffered in
+ * a->samples (at most SAMPLES_MAX, oldest dropped) until allotd
+ * acknowledges them with a heartbeat's answer (main.c).
+ */
+#include "agent.h"
+
+#include "allot/common.h"
+#include "allot/shim_region.h"
+#include "nvml.h"
+
+#include <time.h>
+#include <unistd.h>
+
+#define SAMPLES_MAX 2880
+
+static int64_t wall_ms(void)
+{
+    struct timespec t;
+
+    clock_gettime(CLOCK_REALTIME, &t);
+    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* True when another live task holds one of t's GPUs (a shared GPU: what
+ * NVML measures of it is not this task's alone). */
+static bool gpus_shared(const struct agent *a, const struct task *t)
+{
+    for (size_t i = 0; i < a->n_tasks; i++)
+        if (&a->tasks[i] != t && a->tasks[i].state == TASK_RUNNING &&
+            (a->tasks[i].gpu_mask & t->gpu_mask))
+            return true;
+    return false;
+}
+
+/*
+ * A fraction's GPU use as its shim region counts it (docs/shim.md): the
+ * share of wall time its kernels kept the whole GPU busy since the last
+ * sample (percent; -1 at the first sample and while no process of the job
+ * uses the GPU through the shim) and the device memory it holds now.
+ * Also tells the shim its processes' host pids (from the task's cgroup),
+ * which it needs to find itself in NVML's process lists. False when the
+ * task has no readable region (not a fraction, or the shim not loaded).
+ */
+static bool shim_sample(struct agent *a, struct task *t, int64_t now, struct allot_shim_usage *u,
+                        int64_t *util, int64_t *mem)
+{
+    char path[4500];
+    int pids[256];
+    int n_pids = -1;
+
+    allot_fmt(path, sizeof(path), "%s/%s/shim.region", a->tasks_dir, t->key);
+    if (allot_shim_region_read(path, u) != 0)
+        return false;
+    *mem = 0;
+    for (int d = 0; d < ALLOT_SHIM_MAX_DEV; d++)
+        *mem += (int64_t)u->used[d];
+    *util = -1;
+    /* the shim measures the job only while it is on the GPU through it: a
+     * live process holds a slot (it has used CUDA) or kernels were launched
+     * since the last sample (by a process gone since). A region none of
+     * the job's processes uses (a program that never touches CUDA) has no
+     * figure, which is not 0 %: allotd then bills the allocation. Kernels
+     * launched but no busy time: the shim estimates it only under a
+     * compute share (a memory-only fraction): not measured either */
+    bool on_gpu = u->n_procs > 0 || u->launches > t->shim_launches;
+    if (on_gpu && t->shim_at_ms && now > t->shim_at_ms && u->busy_ns >= t->shim_busy_ns &&
+        !(u->launches > 0 && u->busy_ns == 0)) {
+        int64_t pct = (int64_t)((u->busy_ns - t->shim_busy_ns) / 10000) / (now - t->shim_at_ms);
+        *util = pct > 100 ? 100 : pct;
+    }
+    t->shim_busy_ns = u->busy_ns;
+    t->shim_launches = u->launches;
+    t->shim_at_ms = now;
+    for (int i = 0; i < u->n_procs; i++) {
+        if (u->procs[i].host_pid)
+            continue;
+        if (n_pids < 0)
+            n_pids = cg_pids(a->cfg.cgroup_root, t->key, pids, 256);
+        int hp = allot_shim_region_find_host_pid(&u->procs[i], pids, n_pids);
+        if (hp > 0)
+            allot_shim_region_set_host_pid(path, u->procs[i].slot, hp, u->procs[i].start);
+    }
+    return true;
+}
+
+void samples_take(struct agent *a, int64_t now)
+{
+    struct nvml_sample *smp = NULL;
+    bool have[AGENT_MAX_GPUS] = {false};
+    int util[AGENT_MAX_GPUS];
+    int64_t mem[AGENT_MAX_GPUS], energy[AGENT_MAX_GPUS], at = wall_ms();
+
+    if (a->sampled_ms && now - a->sampled_ms < a->cfg.sample_interval)
+        return;
+    a->sampled_ms = now;
+    if (!a->samples && !(a->samples = json_array()))
+        return;
+    if (a->nv && (smp = allot_malloc(sizeof(*smp)))) {
+        for (int g = 0; g < a->inv.n_gpus && g < AGENT_MAX_GPUS; g++) {
+            if (nvml_sample(a->nv, a->inv.gpus[g].nvml_index, smp) < 0)
+                continue;
+            have[g] = true;
+            util[g] = smp->supported & ALLOT_NVML_F_UTIL ? smp->util_gpu : -1;
+            mem[g] = smp->supported & ALLOT_NVML_F_MEMORY ? smp->mem_used_mib * 1048576 : -1;
+            energy[g] = smp->supported & ALLOT_NVML_F_ENERGY ? (int64_t)smp->energy_mj : -1;
+        }
+        allot_free(smp);
+    } else if (!a->nv && a->cfg.emulate_util >= 0) {
+        for (int g = 0; g < a->inv.n_gpus && g < AGENT_MAX_GPUS; g++) {
+            have[g] = true;
+            util[g] = (int)a->cfg.emulate_util;
+            mem[g] = -1;
+            energy[g] = -1;
+        }
+    }
+    struct allot_shim_usage *su = allot_malloc(sizeof(*su));
+    for (size_t i = 0; i < a->n_tasks && getuid() == 0; i++) {
+        struct task *t = &a->tasks[i];
+        int64_t cpu = -1, m = -1, u_sum = 0, u_n = 0, gm = 0, en = 0, s_util = -1, s_mem = -1;
+        bool gpu_ok = t->gpu_mask != 0 && !gpus_shared(a, t), mem_ok = gpu_ok, en_ok = gpu_ok;
+
+        if (t->state != TASK_RUNNING)
+            continue;
+        cg_usage(a->cfg.cgroup_root, t->key, &cpu, &m);
+        if (su && shim_sample(a, t, now, su, &s_util, &s_mem)) {
+            /* a fraction: what its shim measured, not the shared GPU's NVML figures */
+            json_array_append_new(
+                a->samples,
+                json_pack("{s:I,s:I,s:i,s:I,s:I,s:I,s:I,s:I,s:I}", "interval_ms",
+                          (json_int_t)a->cfg.sample_interval, "job", (json_int_t)t->job, "task",
+                          t->index, "at", (json_int_t)at, "cpu_ns", (json_int_t)cpu, "mem_bytes",
+                          (json_int_t)m, "gpu_util", (json_int_t)s_util, "gpu_mem_bytes",
+                          (json_int_t)s_mem, "energy_mj", (json_int_t)-1));
+            continue;
+        }
+        for (int g = 0; g < AGENT_MAX_GPUS && gpu_ok; g++) {
+            if (!(t->gpu_mask & (1u << g)))
+                continue;
+            if (!have[g] || util[g] < 0)
+                gpu_ok = false;
+            else
+                u_sum += util[g], u_n++;
+            if (!have[g] || mem[g] < 0)
+                mem_ok = false;
+            else
+                gm += mem[g];
+            if (!have[g] || energy[g] < 0)
+                en_ok = false;
+            else
+                en += energy[g];
+        }
+        json_array_append_new(a->samples,
+                              json_pack("{s:I,s:I,s:i,s:I,s:I,s:I,s:I,s:I,s:I}", "interval_ms",
+                                        (json_int_t)a->cfg.sample_interval, "job",
+                                        (json_int_t)t->job, "task", t->index, "at", (json_int_t)at,
+                                        "cpu_ns", (json_int_t)cpu, "mem_bytes", (json_int_t)m,
+                                        "gpu_util", (json_int_t)(gpu_ok && u_n ? u_sum / u_n : -1),
+                                        "gpu_mem_bytes", (json_int_t)(mem_ok ? gm : -1),
+                                        "energy_mj", (json_int_t)(en_ok ? en : -1)));
+    }
+    allot_free(su);
+    while (json_array_size(a->samples) > SAMPLES_MAX)
+        json_array_remove(a->samples, 0);
+}
