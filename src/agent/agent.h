@@ -3,11 +3,19 @@
  * discovered), per-task cgroups, the task executor with its on-disk
  * bookkeeping, and the client of allotd's agent endpoints.
  *
- * Threading: the agent is one thread. Each task runs under a small
- * supervisor process the agent forks: the supervisor starts the task's
- * process in its own process group, waits for it and writes how it ended
- * to the task's folder, so the agent itself may be restarted (or killed)
- * at any time and finds every task again from disk.
+ * Threading: the loop (main.c) owns the agent's state: its tasks, the
+ * desired state, NVML, the sample buffer. One more thread, the sampler
+ * (sample.c), takes the usage samples every sample-interval, so that a
+ * heartbeat allotd holds (a long poll, a restart) never delays them. They
+ * share struct agent under one lock, a->lock: the loop holds it except
+ * while it waits on allotd or sleeps, the sampler only while it samples.
+ * It is the only lock of the agent's own; the log's lock (log.c) is taken
+ * under it, never the other way round. libmicrohttpd's thread (serve.c)
+ * and libcurl touch none of it. Each task runs under a small supervisor
+ * process the agent forks: the supervisor starts the task's process in
+ * its own process group, waits for it and writes how it ended to the
+ * task's folder, so the agent itself may be restarted (or killed) at any
+ * time and finds every task again from disk.
  */
 #ifndef ALLOT_AGENT_H
 #define ALLOT_AGENT_H
@@ -16,6 +24,7 @@
 #include "allot/cluster.h"
 
 #include <jansson.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -297,7 +306,15 @@ struct agent {
     char last_tenant[AGENT_MAX_GPUS][256];
     json_t *samples;    /* owned: usage samples not yet acknowledged by allotd */
     int64_t sampled_ms; /* monotonic time of the last samples taken */
-    struct net *net;    /* owned: tenant networks (--network on), or NULL */
+    /* the sampler thread (sample.c) and the lock it shares with the loop:
+     * every field of struct agent the loop changes after start is read or
+     * written under `lock` once the sampler runs */
+    pthread_mutex_t lock;
+    pthread_cond_t sampler_wake; /* signalled to stop the sampler (with lock) */
+    pthread_t sampler;
+    bool sampler_on;   /* started, not yet joined (loop thread only) */
+    bool sampler_quit; /* asks it to end (under lock) */
+    struct net *net;   /* owned: tenant networks (--network on), or NULL */
 };
 
 int64_t agent_now_ms(void);
@@ -313,8 +330,25 @@ json_t *gpu_health_json(struct agent *a);
  * running task to a->samples: CPU time and memory from its cgroup; for
  * GPUs it has to itself, their utilisation (mean), memory and energy
  * (sums) from NVML or the emulated utilisation; for a fraction what its
- * shim region counted. At most 2,880 are kept (oldest dropped). */
+ * shim region counted. At most 2,880 are kept (oldest dropped). Called by
+ * the sampler with a->lock held. */
 void samples_take(struct agent *a, int64_t now);
+/* Initialises a->lock and starts the sampler thread, which every
+ * sample-interval takes a->lock, looks at the running tasks (task_poll)
+ * and calls samples_take. Call from the loop's thread without a->lock.
+ * Returns 0, or -1 (logged) when the thread cannot be made. */
+int sampler_start(struct agent *a);
+/* Stops the sampler and waits for it (bounded: it ends at its next look
+ * at the clock); then destroys a->lock. Call without a->lock; a sampler
+ * never started is a no-op. */
+void sampler_stop(struct agent *a);
+/* The oldest buffered samples, at most max, for a heartbeat: a new array
+ * (the caller owns it) holding references to them. Call with a->lock. */
+json_t *samples_batch(struct agent *a, size_t max);
+/* allotd stored `batch` (borrowed, from samples_batch): drops those of
+ * its samples still buffered (the sampler may have dropped the oldest
+ * meanwhile, and appended new ones: those stay). Call with a->lock. */
+void samples_acked(struct agent *a, json_t *batch);
 
 /* ---- client (client.c) ---- */
 

@@ -17,6 +17,10 @@
  * Fencing: when allotd cannot be reached for most of a lease, allotd will
  * soon count the node lost and requeue its jobs elsewhere; the agent stops
  * its tasks first, so that no job runs twice.
+ *
+ * Usage samples are taken by the sampler thread (sample.c), not here: the
+ * loop holds a->lock except while it waits on allotd or sleeps, and sends
+ * what the sampler buffered with each heartbeat.
  */
 #include "agent.h"
 #include "net.h"
@@ -320,6 +324,15 @@ static void sleep_ms(int64_t ms)
     nanosleep(&d, NULL);
 }
 
+/* Sleeps ms with a->lock released (the loop holds it otherwise), so that
+ * the sampler may sample meanwhile. */
+static void idle_ms(struct agent *a, int64_t ms)
+{
+    pthread_mutex_unlock(&a->lock);
+    sleep_ms(ms);
+    pthread_mutex_lock(&a->lock);
+}
+
 static struct task *find_task(struct agent *a, int64_t job, int index)
 {
     for (size_t i = 0; i < a->n_tasks; i++)
@@ -560,7 +573,10 @@ static int64_t register_node(struct agent *a, struct agent_client *c)
     return lease;
 }
 
-static json_t *usage_json(struct agent *a, size_t *n_sent)
+/* The heartbeat's usage: per running task and per GPU what they use now,
+ * the buffered samples (*batch gets a new reference to those sent: the
+ * ones to drop once allotd has them) and the tenant networks' counters. */
+static json_t *usage_json(struct agent *a, json_t **batch)
 {
     json_t *jobs = json_object();
 
@@ -591,13 +607,9 @@ static json_t *usage_json(struct agent *a, size_t *n_sent)
     }
     allot_free(smp);
     /* the buffered samples, oldest first, at most AGENTPROTO's limit per heartbeat */
-    json_t *samples = json_array();
-    size_t n = json_array_size(a->samples);
-    *n_sent = n < 1000 ? n : 1000;
-    for (size_t i = 0; i < *n_sent; i++)
-        json_array_append(samples, json_array_get(a->samples, i));
+    *batch = samples_batch(a, 1000);
     /* per tenant network here, its byte counters (net.c) */
-    return json_pack("{s:o,s:o,s:o,s:o}", "tasks", jobs, "gpus", gpus, "samples", samples, "net",
+    return json_pack("{s:o,s:o,s:O,s:o}", "tasks", jobs, "gpus", gpus, "samples", *batch, "net",
                      net_usage_json(a->net));
 }
 
@@ -638,6 +650,14 @@ static int run(struct agent *a)
     }
     last_ok = agent_now_ms();
     task_fence_deadline(a, a->cfg.fence ? last_ok + lease * 4 / 5 : 0);
+    if (sampler_start(a) < 0) {
+        client_free(c);
+        serve_stop(srv);
+        return 1;
+    }
+    /* from here on the loop holds a->lock but while it waits on allotd or
+     * sleeps: the sampler takes its samples then (agent.h) */
+    pthread_mutex_lock(&a->lock);
     while (!stop_signal) {
         int64_t now = agent_now_ms();
         bool busy = false;
@@ -653,7 +673,6 @@ static int run(struct agent *a)
             busy |= a->tasks[i].state == TASK_STARTING || a->tasks[i].state == TASK_STOPPING;
         }
         rep = reports(a);
-        samples_take(a, now);
         /* a heartbeat never outlasts the time left before fencing: an allotd
          * that takes the connection and does not answer is noticed in time */
         int64_t left = last_ok + lease * 4 / 5 - now, timeout = a->cfg.poll_wait + 15000;
@@ -662,13 +681,18 @@ static int run(struct agent *a)
         int64_t wait = json_array_size(rep) || busy ? 0 : a->cfg.poll_wait;
         if (wait > timeout - 400)
             wait = timeout > 400 ? timeout - 400 : 0;
-        size_t n_sent = 0;
+        json_t *batch = NULL;
         body = json_pack("{s:O,s:s,s:I,s:o,s:{s:s,s:s},s:{s:o}}", "jobs", rep, "known", version,
-                         "wait_ms", (json_int_t)wait, "usage", usage_json(a, &n_sent), "logs",
-                         "url", logs_url, "key", logs_key, "health", "gpus", gpu_health_json(a));
+                         "wait_ms", (json_int_t)wait, "usage", usage_json(a, &batch), "logs", "url",
+                         logs_url, "key", logs_key, "health", "gpus", gpu_health_json(a));
         char path[600];
         allot_fmt(path, sizeof(path), "/v1/nodes/%s/heartbeat", a->cfg.name);
+        /* the body holds references only to what nobody changes any more
+         * (the samples are never changed once taken; jansson counts
+         * references atomically): it may be sent without the lock */
+        pthread_mutex_unlock(&a->lock);
         st = client_post(c, path, body, timeout, &reply, err, sizeof(err));
+        pthread_mutex_lock(&a->lock);
         json_decref(body);
         if (st == 200) {
             const char *v = json_string_value(json_object_get(reply, "version"));
@@ -679,10 +703,9 @@ static int run(struct agent *a)
              * interval instead of again at once */
             if (wait > 0 && !json_array_size(rep) && v && !strcmp(v, version) &&
                 last_ok - now < wait / 2)
-                sleep_ms(a->cfg.heartbeat < wait ? a->cfg.heartbeat : wait);
+                idle_ms(a, a->cfg.heartbeat < wait ? a->cfg.heartbeat : wait);
             reported(a, rep);
-            for (size_t k = 0; k < n_sent; k++) /* allotd has them: stored once */
-                json_array_remove(a->samples, 0);
+            samples_acked(a, batch); /* allotd has them: stored once */
             allot_strlcpy(version, v ? v : "", sizeof(version));
             if (a->net)
                 net_set_peers(a->net, json_object_get(reply, "network"));
@@ -693,7 +716,10 @@ static int run(struct agent *a)
             a->desired = json_incref(json_object_get(reply, "jobs"));
         } else if (st == 404) {
             LOG_WARN("agent", "allotd does not know this node: registering again");
-            if ((lease = register_node(a, c)) < 0)
+            pthread_mutex_unlock(&a->lock); /* it reads only the options and the inventory */
+            lease = register_node(a, c);
+            pthread_mutex_lock(&a->lock);
+            if (lease < 0)
                 st = -2;
         } else {
             LOG_WARN("agent", "heartbeat failed: %s", err);
@@ -715,15 +741,18 @@ static int run(struct agent *a)
                              "(reported lost when it answers again; allotd queues them again)",
                              fenced);
             }
-            sleep_ms(a->cfg.heartbeat);
+            idle_ms(a, a->cfg.heartbeat);
         }
+        json_decref(batch);
         json_decref(rep);
         json_decref(reply);
         if (st == -2)
             break;
         if (busy)
-            sleep_ms(20); /* starting or stopping: look again soon */
+            idle_ms(a, 20); /* starting or stopping: look again soon */
     }
+    pthread_mutex_unlock(&a->lock);
+    sampler_stop(a);
     client_free(c);
     serve_stop(srv);
     json_decref(a->desired);

@@ -5,13 +5,23 @@
  * or for a fraction what its shim region counted. Samples are buffered in
  * a->samples (at most SAMPLES_MAX, oldest dropped) until allotd
  * acknowledges them with a heartbeat's answer (main.c).
+ *
+ * Threading: samples are taken on a thread of their own, the sampler, so
+ * that a heartbeat allotd holds for a while (a long poll, allotd restarting
+ * or stopped) neither delays nor merges them. It sleeps on a->sampler_wake
+ * until the next sample is due, then takes a->lock, which the loop holds
+ * except while it waits on allotd or sleeps (agent.h), looks at the running
+ * tasks and samples them. Everything here runs under a->lock.
  */
 #include "agent.h"
 
 #include "allot/common.h"
 #include "allot/shim_region.h"
+#include "log.h"
 #include "nvml.h"
 
+#include <signal.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -165,4 +175,97 @@ void samples_take(struct agent *a, int64_t now)
     allot_free(su);
     while (json_array_size(a->samples) > SAMPLES_MAX)
         json_array_remove(a->samples, 0);
+}
+
+json_t *samples_batch(struct agent *a, size_t max)
+{
+    json_t *batch = json_array();
+    size_t n = json_array_size(a->samples);
+
+    for (size_t i = 0; batch && i < n && i < max; i++)
+        json_array_append(batch, json_array_get(a->samples, i));
+    return batch;
+}
+
+void samples_acked(struct agent *a, json_t *batch)
+{
+    /* the batch was a prefix of the buffer; since then the sampler only
+     * dropped from the front and appended at the back, so what is left of
+     * it is still a prefix, in the same order */
+    for (size_t i = 0; i < json_array_size(batch) && json_array_size(a->samples); i++)
+        if (json_array_get(a->samples, 0) == json_array_get(batch, i))
+            json_array_remove(a->samples, 0);
+}
+
+/* The sampler: due every sample-interval after the last samples. */
+static void *sampler_main(void *arg)
+{
+    struct agent *a = arg;
+
+    pthread_mutex_lock(&a->lock);
+    while (!a->sampler_quit) {
+        int64_t now = agent_now_ms(), due = a->sampled_ms + a->cfg.sample_interval;
+
+        if (a->sampled_ms && now < due) {
+            struct timespec at = {.tv_sec = due / 1000, .tv_nsec = (due % 1000) * 1000000};
+            /* a->lock is free while it waits; a signal or a spurious wake
+             * just looks at the clock again */
+            pthread_cond_timedwait(&a->sampler_wake, &a->lock, &at);
+            continue;
+        }
+        /* only tasks still running are sampled: one that ended while the
+         * loop waited on allotd is noticed here first */
+        for (size_t i = 0; i < a->n_tasks; i++)
+            if (a->tasks[i].state == TASK_RUNNING)
+                task_poll(a, &a->tasks[i], now);
+        samples_take(a, now);
+    }
+    pthread_mutex_unlock(&a->lock);
+    return NULL;
+}
+
+int sampler_start(struct agent *a)
+{
+    pthread_condattr_t ca;
+    sigset_t all, old;
+    int rc;
+
+    if (pthread_mutex_init(&a->lock, NULL) != 0)
+        return -1;
+    /* the deadlines are agent_now_ms's monotonic clock */
+    if (pthread_condattr_init(&ca) != 0 || pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) != 0 ||
+        pthread_cond_init(&a->sampler_wake, &ca) != 0) {
+        LOG_ERROR("agent", "cannot set up the sampler's clock");
+        pthread_mutex_destroy(&a->lock);
+        return -1;
+    }
+    pthread_condattr_destroy(&ca);
+    a->sampler_quit = false;
+    /* SIGTERM, SIGINT and SIGHUP are the loop's: the sampler blocks them */
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    rc = pthread_create(&a->sampler, NULL, sampler_main, a);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        LOG_ERROR("agent", "cannot start the sampler thread: %s", strerror(rc));
+        pthread_cond_destroy(&a->sampler_wake);
+        pthread_mutex_destroy(&a->lock);
+        return -1;
+    }
+    a->sampler_on = true;
+    return 0;
+}
+
+void sampler_stop(struct agent *a)
+{
+    if (!a->sampler_on)
+        return;
+    pthread_mutex_lock(&a->lock);
+    a->sampler_quit = true;
+    pthread_cond_signal(&a->sampler_wake);
+    pthread_mutex_unlock(&a->lock);
+    pthread_join(a->sampler, NULL);
+    a->sampler_on = false;
+    pthread_cond_destroy(&a->sampler_wake);
+    pthread_mutex_destroy(&a->lock);
 }
