@@ -1,7 +1,10 @@
 /*
  * The exported launch hooks of liballot-cuda.so (docs/shim.md): kernels
  * (cuLaunchKernel, cuLaunchKernelEx, cuLaunchCooperativeKernel) and graphs
- * (cuGraphLaunch), each with its _ptsz twin. Without ALLOT_GPU_SM_LIMIT
+ * (cuGraphLaunch), each with its _ptsz twin, and the legacy launches of
+ * the execution-control API CUDA still exports (cuLaunch, cuLaunchGrid,
+ * cuLaunchGridAsync: no _ptsz twins; the first two run on the legacy
+ * default stream). Without ALLOT_GPU_SM_LIMIT
  * they call the driver straight away; with it each launch first waits for
  * the compute share (limiter.c) and, when the limiter wants a measurement,
  * is bracketed by its timing events. A launch the driver takes is
@@ -18,6 +21,7 @@ struct launch {
     void **params, **extra;
     const CUlaunchConfig *config;
     CUgraphExec graph;
+    int grid_w, grid_h; /* the legacy cuLaunchGrid(Async) grid */
 };
 
 /* Counts a launch the driver took (the region's metering). Returns rc. */
@@ -53,6 +57,9 @@ typedef CUresult (*kernel_ex_fn)(const CUlaunchConfig *, CUfunction, void **, vo
 typedef CUresult (*coop_fn)(CUfunction, unsigned int, unsigned int, unsigned int, unsigned int,
                             unsigned int, unsigned int, unsigned int, CUstream, void **);
 typedef CUresult (*graph_fn)(CUgraphExec, CUstream);
+typedef CUresult (*legacy_fn)(CUfunction);
+typedef CUresult (*grid_fn)(CUfunction, int, int);
+typedef CUresult (*grid_async_fn)(CUfunction, int, int, CUstream);
 
 static CUresult call_kernel(const struct launch *l)
 {
@@ -74,6 +81,21 @@ static CUresult call_coop(const struct launch *l)
 static CUresult call_graph(const struct launch *l)
 {
     return ((graph_fn)l->fn)(l->graph, l->s);
+}
+
+static CUresult call_legacy(const struct launch *l)
+{
+    return ((legacy_fn)l->fn)(l->f);
+}
+
+static CUresult call_grid(const struct launch *l)
+{
+    return ((grid_fn)l->fn)(l->f, l->grid_w, l->grid_h);
+}
+
+static CUresult call_grid_async(const struct launch *l)
+{
+    return ((grid_async_fn)l->fn)(l->f, l->grid_w, l->grid_h, l->s);
 }
 
 static CUresult launch_kernel(enum shim_fn which, bool ptsz, CUfunction f, unsigned int gx,
@@ -205,4 +227,53 @@ CUresult cuGraphLaunch(CUgraphExec g, CUstream s)
 CUresult cuGraphLaunch_ptsz(CUgraphExec g, CUstream s)
 {
     return launch_graph(SHIM_FN_cuGraphLaunch_ptsz, true, g, s);
+}
+
+/* ---- the legacy launches (deprecated, still exported) ------------------- */
+
+/* The block shape, parameters and shared memory come from earlier
+ * cuFuncSetBlockShape / cuParamSet* / cuFuncSetSharedSize calls on f; the
+ * launch itself is what takes GPU time, so it is charged like any kernel.
+ * cuLaunch and cuLaunchGrid run on the legacy default stream (NULL), where
+ * the probe's events go too. */
+CUresult cuLaunch(CUfunction f)
+{
+    legacy_fn real = (legacy_fn)shim_real(SHIM_FN_cuLaunch);
+    struct launch l = {.call = call_legacy, .fn = (void *)real, .f = f};
+
+    if (!real)
+        return shim_missing();
+    if (!shim_limiter_on())
+        return counted(real(f));
+    return launch_limited(SHIM_LAUNCH_KERNEL, false, &l);
+}
+
+CUresult cuLaunchGrid(CUfunction f, int grid_width, int grid_height)
+{
+    grid_fn real = (grid_fn)shim_real(SHIM_FN_cuLaunchGrid);
+    struct launch l = {
+        .call = call_grid, .fn = (void *)real, .f = f, .grid_w = grid_width, .grid_h = grid_height};
+
+    if (!real)
+        return shim_missing();
+    if (!shim_limiter_on())
+        return counted(real(f, grid_width, grid_height));
+    return launch_limited(SHIM_LAUNCH_KERNEL, false, &l);
+}
+
+CUresult cuLaunchGridAsync(CUfunction f, int grid_width, int grid_height, CUstream s)
+{
+    grid_async_fn real = (grid_async_fn)shim_real(SHIM_FN_cuLaunchGridAsync);
+    struct launch l = {.call = call_grid_async,
+                       .fn = (void *)real,
+                       .f = f,
+                       .s = s,
+                       .grid_w = grid_width,
+                       .grid_h = grid_height};
+
+    if (!real)
+        return shim_missing();
+    if (!shim_limiter_on())
+        return counted(real(f, grid_width, grid_height, s));
+    return launch_limited(SHIM_LAUNCH_KERNEL, false, &l);
 }

@@ -475,6 +475,9 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *me
     X(cuLaunchCooperativeKernel_ptsz)                                                              \
     X(cuGraphLaunch)                                                                               \
     X(cuGraphLaunch_ptsz)                                                                          \
+    X(cuLaunch)                                                                                    \
+    X(cuLaunchGrid)                                                                                \
+    X(cuLaunchGridAsync)                                                                           \
     X(cuGetProcAddress)                                                                            \
     X(cuGetProcAddress_v2)                                                                         \
     X(cuCtxCreate)                                                                                 \
@@ -624,6 +627,9 @@ CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned 
                                         void **params);
 CUresult cuGraphLaunch(CUgraphExec g, CUstream s);
 CUresult cuGraphLaunch_ptsz(CUgraphExec g, CUstream s);
+CUresult cuLaunch(CUfunction f);
+CUresult cuLaunchGrid(CUfunction f, int grid_width, int grid_height);
+CUresult cuLaunchGridAsync(CUfunction f, int grid_width, int grid_height, CUstream s);
 CUresult cuGetProcAddress(const char *symbol, void **pfn, int cuda_version, cuuint64_t flags);
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cuda_version, cuuint64_t flags,
                              CUdriverProcAddressQueryResult *status);

@@ -1327,6 +1327,9 @@ CUresult cuEventDestroy_v2(CUevent e)
     return CUDA_SUCCESS;
 }
 
+/* the legacy launches (procs_more[]) */
+#include "fake_cuda_more.inc"
+
 /* cuMemAlloc as FAKE_CUDA_PROC=private hands it out: no symbol names it */
 static CUresult private_alloc(CUdeviceptr *p, size_t size)
 {
@@ -1427,6 +1430,9 @@ static void *proc_named(const char *name)
     for (size_t i = 0; i < sizeof(procs) / sizeof(procs[0]); i++)
         if (!strcmp(procs[i].name, name))
             return procs[i].fn;
+    for (size_t i = 0; i < sizeof(procs_more) / sizeof(procs_more[0]); i++)
+        if (!strcmp(procs_more[i].name, name))
+            return procs_more[i].fn;
     return NULL;
 }
 

@@ -652,6 +652,14 @@ static void test_lookup_get_proc_address(void **state)
     assert_ptr_equal(fn, (void *)cuLaunchKernel_ptsz);
     assert_int_equal(cuGetProcAddress("cuGraphLaunch", &fn, 12000, 0), CUDA_SUCCESS);
     assert_ptr_equal(fn, (void *)cuGraphLaunch);
+    /* the legacy launches, which have no versions or flavours */
+    assert_int_equal(cuGetProcAddress("cuLaunchGrid", &fn, 13000, 0), CUDA_SUCCESS);
+    assert_ptr_equal(fn, (void *)cuLaunchGrid);
+    assert_ptr_equal(dlsym(RTLD_DEFAULT, "cuLaunch"), (void *)cuLaunch);
+    assert_int_equal(cuGetProcAddress_v2("cuLaunchGridAsync", &fn, 13000,
+                                         CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st),
+                     CUDA_SUCCESS);
+    assert_ptr_equal(fn, (void *)cuLaunchGridAsync);
     /* the lookup function itself, at the version that means _v2 */
     assert_int_equal(cuGetProcAddress_v2("cuGetProcAddress", &gpa, 12000, 0, &st), CUDA_SUCCESS);
     assert_ptr_equal(gpa, (void *)cuGetProcAddress_v2);
@@ -875,13 +883,16 @@ static void test_region_metering(void **state)
     for (int i = 0; i < 5; i++)
         assert_int_equal(cuLaunchKernel(NULL, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL), CUDA_SUCCESS);
     assert_int_equal(cuGraphLaunch(NULL, NULL), CUDA_SUCCESS);
+    assert_int_equal(cuLaunch(NULL), CUDA_SUCCESS);
+    assert_int_equal(cuLaunchGrid(NULL, 2, 2), CUDA_SUCCESS);
+    assert_int_equal(cuLaunchGridAsync(NULL, 2, 2, NULL), CUDA_SUCCESS);
     assert_int_equal(cuMemAlloc_v2(&p, 300 * KIB), CUDA_SUCCESS);
     assert_int_equal(allot_shim_region_read(region_path(), u), 0);
     for (int i = 0; i < u->n_procs; i++)
         if (u->procs[i].pid == getpid())
             me = &u->procs[i];
     assert_non_null(me);
-    assert_int_equal(me->launches, 6);
+    assert_int_equal(me->launches, 9); /* the legacy launches counted too */
     assert_int_equal(me->used[0], 300 * KIB);
     assert_true(u->peak[0] >= 700 * KIB); /* the killed holder's 700 KiB earlier */
     assert_int_equal(cuMemFree_v2(p), CUDA_SUCCESS);
@@ -938,281 +949,8 @@ static void test_region_race(void **state)
     assert_int_equal(shim_free(), CAP); /* all reclaimed */
 }
 
-/* ---- the compute share ------------------------------------------------------ */
-
-void fake_cuda_gpu_time(unsigned long long *busy_ns, unsigned long long *span_ns);
-void fake_cuda_gpu_reset(void);
-
-static double mono_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-/* Launches 1 ms kernels (FAKE_CUDA_KERNEL_US=1000) as fast as the shim
- * lets it for a second, through each launch family (graphs included), and returns the
- * share of the fake GPU's time they took, in percent. */
-static double busy_percent(void)
-{
-    CUlaunchConfig cfg = {.gridDimX = 1, .gridDimY = 1, .gridDimZ = 1};
-    unsigned long long busy, span;
-    double t0 = mono_s();
-    int i = 0;
-
-    while (mono_s() - t0 < 1.0) {
-        switch (i++ % 5) {
-        case 0:
-            assert_int_equal(cuLaunchKernel(NULL, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL),
-                             CUDA_SUCCESS);
-            break;
-        case 1:
-            assert_int_equal(cuLaunchKernel_ptsz(NULL, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL),
-                             CUDA_SUCCESS);
-            break;
-        case 2:
-            assert_int_equal(cuLaunchKernelEx(&cfg, NULL, NULL, NULL), CUDA_SUCCESS);
-            break;
-        case 3:
-            assert_int_equal(cuGraphLaunch(NULL, NULL), CUDA_SUCCESS);
-            break;
-        default:
-            assert_int_equal(cuLaunchCooperativeKernel(NULL, 1, 1, 1, 1, 1, 1, 0, NULL, NULL),
-                             CUDA_SUCCESS);
-        }
-    }
-    fake_cuda_gpu_time(&busy, &span);
-    assert_true(span > 0);
-    print_message("  %d launches, GPU busy %.1f %% of %.3f s\n", i,
-                  100.0 * (double)busy / (double)span, (double)span / 1e9);
-    return 100.0 * (double)busy / (double)span;
-}
-
-/*
- * busy_percent until a second lands within 5 points of want, three
- * seconds at most: on a shared machine another process can keep this one
- * off the CPU long enough to spend the limiter's burst allowance (20 ms)
- * and so leave the GPU idle for a window; that is the machine, not the
- * controller. Returns the last measurement.
- */
-static double busy_near(double want)
-{
-    double got = 0;
-
-    for (int attempt = 0; attempt < 3; attempt++) {
-        fake_cuda_gpu_reset();
-        got = busy_percent();
-        if (got > want - 5 && got < want + 5)
-            break;
-    }
-    return got;
-}
-
-/* ALLOT_GPU_SM_LIMIT (the ctest entry sets 25, 50 or 75): the GPU's busy
- * share lands within 5 points of it. */
-static void test_share_converges(void **state)
-{
-    const char *want = getenv("ALLOT_GPU_SM_LIMIT");
-    double limit = want ? atof(want) : -100, got;
-
-    (void)state;
-    assert_true(limit > 0);
-    got = busy_near(limit);
-    assert_true(got > limit - 5 && got < limit + 5);
-}
-
-/* Two processes sharing a region at ALLOT_GPU_SM_LIMIT=50 share one
- * budget: together they keep the GPU busy half the time, not all of it. */
-/* One run of two processes of the job: the GPU's busy share of both. */
-static double job_busy(void)
-{
-    enum { N = 2 };
-    unsigned long long busy = 0, span = 0;
-    pid_t kids[N];
-    int fds[2];
-
-    assert_int_equal(pipe(fds), 0);
-    for (int i = 0; i < N; i++) {
-        kids[i] = fork();
-        assert_true(kids[i] >= 0);
-        if (kids[i] == 0) {
-            unsigned long long r[2];
-
-            close(fds[0]);
-            fake_cuda_gpu_reset();
-            busy_percent();
-            fake_cuda_gpu_time(&r[0], &r[1]);
-            _exit(write(fds[1], r, sizeof(r)) == (ssize_t)sizeof(r) ? 0 : 1);
-        }
-    }
-    close(fds[1]);
-    for (int i = 0; i < N; i++) {
-        unsigned long long r[2];
-        int st;
-
-        assert_int_equal(read(fds[0], r, sizeof(r)), (ssize_t)sizeof(r));
-        busy += r[0];
-        span = r[1] > span ? r[1] : span;
-        assert_int_equal(waitpid(kids[i], &st, 0), kids[i]);
-        assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-    }
-    close(fds[0]);
-    print_message("  job: GPU busy %.1f %%\n", 100.0 * (double)busy / (double)span);
-    return 100.0 * (double)busy / (double)span;
-}
-
-/* (three tries at most, as busy_near) */
-static void test_share_job_wide(void **state)
-{
-    double got = 0;
-
-    (void)state;
-    for (int attempt = 0; attempt < 3 && !(got > 45 && got < 55); attempt++)
-        got = job_busy();
-    assert_true(got > 45 && got < 55);
-}
-
-/* Soft mode alone on the GPU (ALLOT_GPU_SM_LIMIT=25, ALLOT_GPU_SM_SOFT=1,
- * ALLOT_GPU_SM_CEILING=80, a share folder): no co-tenant wants time, so
- * the job gets its ceiling, not its limit. */
-static void test_share_soft_alone(void **state)
-{
-    double got;
-
-    (void)state;
-    got = busy_near(80);
-    assert_true(got > 75 && got < 85);
-}
-
-/* A job for the two-job tests: its compute settings. */
-struct job_spec {
-    const char *weight, *limit, *soft;
-};
-
-/* Runs this program as job id of its own ("share-child" below) with the
- * settings of j and the common start time; its results come back on fd. */
-static pid_t spawn_job(int id, const struct job_spec *j, int fd, unsigned long long start_ns)
-{
-    char fd_s[16], start_s[32], id_s[16];
-    pid_t pid = fork();
-
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        snprintf(fd_s, sizeof(fd_s), "%d", fd);
-        snprintf(start_s, sizeof(start_s), "%llu", start_ns);
-        snprintf(id_s, sizeof(id_s), "%d", id);
-        setenv("ALLOT_GPU_SM_WEIGHT", j->weight, 1);
-        setenv("ALLOT_GPU_SM_LIMIT", j->limit, 1);
-        setenv("ALLOT_GPU_SM_SOFT", j->soft, 1);
-        execl("/proc/self/exe", "test_shim_hooks", "share-child", fd_s, start_s, id_s,
-              (char *)NULL);
-        _exit(127);
-    }
-    return pid;
-}
-
-/* One run of two jobs from a common start, on the fake's one timeline
- * (FAKE_CUDA_TIMELINE). OUT pct[2]: the GPU's busy share of each. */
-static void run_two_jobs(const struct job_spec jobs[2], double pct[2])
-{
-    unsigned long long start;
-    pid_t kids[2];
-    int fds[2];
-
-    unlink(getenv("FAKE_CUDA_TIMELINE"));
-    assert_int_equal(pipe(fds), 0);
-    start = (unsigned long long)(mono_s() * 1e9) + 300000000ull;
-    for (int i = 0; i < 2; i++)
-        kids[i] = spawn_job(i, &jobs[i], fds[1], start);
-    close(fds[1]);
-    for (int i = 0; i < 2; i++) {
-        unsigned long long r[3];
-        int st;
-
-        assert_int_equal(read(fds[0], r, sizeof(r)), (ssize_t)sizeof(r));
-        /* r: job id, busy, span */
-        assert_true(r[0] < 2);
-        pct[r[0]] = 100.0 * (double)r[1] / (double)r[2];
-        assert_int_equal(waitpid(kids[i], &st, 0), kids[i]);
-        assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-    }
-    close(fds[0]);
-    print_message("  job 0: %.1f %%, job 1: %.1f %%, together %.1f %%\n", pct[0], pct[1],
-                  pct[0] + pct[1]);
-}
-
-/* Runs two jobs until job i's share is within 5 points of want[i] for
- * both (three tries at most, as busy_near). OUT pct[2]. */
-static void two_jobs_near(const struct job_spec jobs[2], const double want[2], double pct[2])
-{
-    for (int attempt = 0; attempt < 3; attempt++) {
-        run_two_jobs(jobs, pct);
-        if (pct[0] > want[0] - 5 && pct[0] < want[0] + 5 && pct[1] > want[1] - 5 &&
-            pct[1] < want[1] + 5)
-            break;
-    }
-}
-
-/* Two jobs on one GPU, both soft at 50 % with weights 3 and 1, both busy:
- * 75 / 25 % of the GPU's time, together no more than all of it. */
-static void test_share_weights(void **state)
-{
-    const struct job_spec jobs[2] = {{"3", "50", "1"}, {"1", "50", "1"}};
-    const double want[2] = {75, 25};
-    double pct[2];
-
-    (void)state;
-    two_jobs_near(jobs, want, pct);
-    assert_true(pct[0] > 70 && pct[0] < 80);
-    assert_true(pct[1] > 20 && pct[1] < 30);
-    assert_true(pct[0] + pct[1] < 102);
-}
-
-/* A hard job at 25 % and a soft one at 50 % (ceiling 100), equal weights,
- * both busy: the hard one keeps to its 25 %, the soft one takes the idle
- * time it leaves, 75 %. */
-static void test_share_hard_and_soft(void **state)
-{
-    const struct job_spec jobs[2] = {{"1", "25", "0"}, {"1", "50", "1"}};
-    const double want[2] = {25, 75};
-    double pct[2];
-
-    (void)state;
-    two_jobs_near(jobs, want, pct);
-    assert_true(pct[0] > 20 && pct[0] < 30);
-    assert_true(pct[1] > 70 && pct[1] < 80);
-    assert_true(pct[0] + pct[1] < 102);
-}
-
-/* The child job of the two-job tests: waits for the common start, keeps
- * the GPU as busy as its share lets it for a second, reports. */
-static int share_child(int fd, unsigned long long start_ns, int id)
-{
-    unsigned long long r[3];
-    struct timespec ts;
-    double now = mono_s() * 1e9;
-
-    if (now < (double)start_ns) {
-        unsigned long long d = start_ns - (unsigned long long)now;
-
-        ts.tv_sec = (time_t)(d / 1000000000ull);
-        ts.tv_nsec = (long)(d % 1000000000ull);
-        nanosleep(&ts, NULL);
-    }
-    open_device(0);
-    busy_percent();
-    fake_cuda_gpu_time(&r[1], &r[2]);
-    r[0] = (unsigned long long)id;
-    return write(fd, r, sizeof(r)) == (ssize_t)sizeof(r) ? 0 : 1;
-}
-
-/* Without a limit nothing is held back: the GPU is kept saturated. */
-static void test_share_off(void **state)
-{
-    (void)state;
-    assert_true(busy_percent() > 95);
-}
+/* the compute share: every launch family, jobs and weights */
+#include "hooks_share.inc"
 
 static void test_corrupt_region_falls_back(void **state)
 {
