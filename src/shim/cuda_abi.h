@@ -33,6 +33,8 @@ typedef struct CUlaunchAttribute_st CUlaunchAttribute;
 typedef int CUdriverProcAddressQueryResult;
 typedef int CUmemPool_attribute;       /* an enum in cuda.h */
 typedef int CUmemAllocationHandleType; /* an enum in cuda.h */
+typedef int CUlimit;                   /* an enum in cuda.h */
+typedef int CUdevice_attribute;        /* an enum in cuda.h */
 
 #define CUDA_SUCCESS               0
 #define CUDA_ERROR_INVALID_VALUE   1
@@ -59,6 +61,15 @@ typedef int CUmemAllocationHandleType; /* an enum in cuda.h */
 #define CU_MEMPOOL_ATTR_RELEASE_THRESHOLD    4
 #define CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT 5
 #define CU_MEMPOOL_ATTR_USED_MEM_CURRENT     7
+
+/* CUlimit: the limits that reserve device memory and the shim counts */
+#define CU_LIMIT_STACK_SIZE       0
+#define CU_LIMIT_PRINTF_FIFO_SIZE 1
+#define CU_LIMIT_MALLOC_HEAP_SIZE 2
+
+/* CUdevice_attribute: what a stack reservation is estimated from */
+#define CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT           16
+#define CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR 39
 
 #define CU_MEM_ATTACH_GLOBAL                 0x1
 #define CU_MEM_ADVISE_SET_PREFERRED_LOCATION 3

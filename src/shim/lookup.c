@@ -77,6 +77,7 @@ static void fork_child(void)
     shim_limiter_reset_child();
     shim_nvml_reset_child();
     shim_pool_reset_child();
+    shim_limits_reset_child();
 }
 
 static void shim_start(void)

@@ -26,6 +26,8 @@
  *             context references, graphs' memory allocation nodes
  *   pool.c    memory pools with a raised release threshold: their spare
  *             reserve counted
+ *   limits.c  context limits that reserve device memory (malloc heap,
+ *             printf FIFO, stack) counted against the cap
  *   mapfile.c opening a file several processes map (the region, the share
  *             files): sized and initialised under flock
  *   procfs.c  a process's start time, pid namespace and liveness (also in
@@ -44,7 +46,9 @@
  * nvml.c's lock on the CUDA devices' UUIDs (a share file is named by the
  * UUID). nvml.c never holds its two locks together. pool.c's lock comes
  * before the region's (it adjusts the books holding it) and is never held
- * while calling the driver. The share files have no lock.
+ * while calling the driver. limits.c's lock comes before the table's and
+ * the region's (it is held across a cuCtxSetLimit and its books). The
+ * share files have no lock.
  */
 #ifndef ALLOT_SHIM_H
 #define ALLOT_SHIM_H
@@ -122,6 +126,7 @@ enum shim_space {
     SHIM_SPACE_CTX = 4,   /* a context's overhead, keyed by the context */
     SHIM_SPACE_GRAPH = 5, /* a graph's memory allocation node, keyed by the node */
     SHIM_SPACE_MAP = 6,   /* a mapping of a VMM handle, keyed by its address (0 bytes) */
+    SHIM_SPACE_LIMIT = 7, /* a context limit's reservation, keyed by context x 4 + limit */
 };
 
 struct shim_alloc {
@@ -496,7 +501,8 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *me
     X(cuMemPoolSetAttribute)                                                                       \
     X(cuMemPoolTrimTo)                                                                             \
     X(cuDeviceGetDefaultMemPool)                                                                   \
-    X(cuDeviceGetMemPool)
+    X(cuDeviceGetMemPool)                                                                          \
+    X(cuCtxSetLimit)
 #define SHIM_CALLED(X)                                                                             \
     X(cuCtxGetDevice)                                                                              \
     X(cuCtxGetCurrent)                                                                             \
@@ -514,7 +520,9 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *me
     X(cuDeviceGetUuid_v2)                                                                          \
     X(cuMemAdvise)                                                                                 \
     X(cuMemAdvise_v2)                                                                              \
-    X(cuMemPoolGetAttribute)
+    X(cuMemPoolGetAttribute)                                                                       \
+    X(cuCtxGetLimit)                                                                               \
+    X(cuDeviceGetAttribute)
 
 #define SHIM_ENUM(name) SHIM_FN_##name,
 enum shim_fn { SHIM_HOOKED(SHIM_ENUM) SHIM_N_HOOKED, SHIM_CALLED(SHIM_ENUM) SHIM_N_FN };
@@ -659,6 +667,10 @@ CUresult cuGraphAddNode_v2(CUgraphNode *node, CUgraph g, const CUgraphNode *deps
                            const CUgraphEdgeData *edges, size_t n, CUgraphNodeParams *params);
 CUresult cuGraphDestroyNode(CUgraphNode node);
 CUresult cuGraphDestroy(CUgraph g);
+/* limits.c: the device memory a context's limits reserve */
+CUresult cuCtxSetLimit(CUlimit limit, size_t value);
+/* After fork() in the child: a fresh lock. */
+void shim_limits_reset_child(void);
 /* Counts a newly retained primary context's overhead (retain calls it).
  * Returns CUDA_ERROR_OUT_OF_MEMORY when the cap refuses it. */
 CUresult shim_primary_retained(CUcontext c, CUdevice dev);

@@ -77,6 +77,7 @@ static char uuids[MAX_DEV][64];
 static int n_dev = -1;
 static size_t mem_bytes;
 static int cur = -1; /* device of the context, -1: none */
+static int ctx_gen;  /* contexts created so far (a new one has fresh limits) */
 static size_t used, cleared;
 static unsigned long long next_ptr = 0x100000;
 
@@ -290,6 +291,7 @@ CUresult cuCtxCreate_v2(CUcontext *c, unsigned flags, CUdevice d)
     if (d < 0 || d >= n_dev)
         return CUDA_ERROR_INVALID_DEVICE;
     cur = d;
+    ctx_gen++;
     used = cleared = 0;
     n_allocs = n_maps = 0;
     for (int i = 0; i < MAX_POOLS; i++)
@@ -1327,7 +1329,7 @@ CUresult cuEventDestroy_v2(CUevent e)
     return CUDA_SUCCESS;
 }
 
-/* the legacy launches (procs_more[]) */
+/* legacy launches, context limits, device attributes (procs_more[]) */
 #include "fake_cuda_more.inc"
 
 /* cuMemAlloc as FAKE_CUDA_PROC=private hands it out: no symbol names it */

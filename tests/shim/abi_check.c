@@ -27,6 +27,8 @@
 #define CUdriverProcAddressQueryResult shim_CUdriverProcAddressQueryResult
 #define CUmemPool_attribute            shim_CUmemPool_attribute
 #define CUmemAllocationHandleType      shim_CUmemAllocationHandleType
+#define CUlimit                        shim_CUlimit
+#define CUdevice_attribute             shim_CUdevice_attribute
 #define CUctx_st                       shim_CUctx_st
 #define CUstream_st                    shim_CUstream_st
 #define CUarray_st                     shim_CUarray_st
@@ -86,6 +88,11 @@ enum {
     S_POOL_THRESHOLD = CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
     S_POOL_RESERVED = CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT,
     S_POOL_USED = CU_MEMPOOL_ATTR_USED_MEM_CURRENT,
+    S_LIMIT_STACK = CU_LIMIT_STACK_SIZE,
+    S_LIMIT_PRINTF = CU_LIMIT_PRINTF_FIFO_SIZE,
+    S_LIMIT_HEAP = CU_LIMIT_MALLOC_HEAP_SIZE,
+    S_ATTR_SMS = CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+    S_ATTR_THREADS_PER_SM = CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR,
 };
 #undef CUDA_SUCCESS
 #undef CUDA_ERROR_INVALID_VALUE
@@ -111,6 +118,11 @@ enum {
 #undef CU_MEMPOOL_ATTR_RELEASE_THRESHOLD
 #undef CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT
 #undef CU_MEMPOOL_ATTR_USED_MEM_CURRENT
+#undef CU_LIMIT_STACK_SIZE
+#undef CU_LIMIT_PRINTF_FIFO_SIZE
+#undef CU_LIMIT_MALLOC_HEAP_SIZE
+#undef CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
+#undef CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR
 #undef CUmemLocation
 #undef CUmemAllocationProp
 #undef CUDA_ARRAY_DESCRIPTOR
@@ -130,6 +142,8 @@ enum {
 #undef CUdriverProcAddressQueryResult
 #undef CUmemPool_attribute
 #undef CUmemAllocationHandleType
+#undef CUlimit
+#undef CUdevice_attribute
 #undef CUctx_st
 #undef CUstream_st
 #undef CUarray_st
@@ -204,6 +218,13 @@ SAME_TYPE(shim_CUmemAllocationHandleType, CUmemAllocationHandleType);
 SAME(S_POOL_THRESHOLD, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD);
 SAME(S_POOL_RESERVED, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT);
 SAME(S_POOL_USED, CU_MEMPOOL_ATTR_USED_MEM_CURRENT);
+SAME_TYPE(shim_CUlimit, CUlimit);
+SAME_TYPE(shim_CUdevice_attribute, CUdevice_attribute);
+SAME(S_LIMIT_STACK, CU_LIMIT_STACK_SIZE);
+SAME(S_LIMIT_PRINTF, CU_LIMIT_PRINTF_FIFO_SIZE);
+SAME(S_LIMIT_HEAP, CU_LIMIT_MALLOC_HEAP_SIZE);
+SAME(S_ATTR_SMS, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+SAME(S_ATTR_THREADS_PER_SM, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR);
 
 SAME_TYPE(shim_CUmemLocation, CUmemLocation);
 SAME_FIELD(shim_CUmemLocation, CUmemLocation, type);

@@ -6,7 +6,7 @@
  *
  *   cap          ALLOT_GPU_MEMORY_LIMIT=1Mi, ALLOT_GPU_MEMORY_LIMIT_1=2Mi:
  *                every allocation family, memory info, lookups, NULLs,
- *                unknown frees, memory pools' reserve
+ *                unknown frees, memory pools' reserve, context limits
  *   private      as cap, FAKE_CUDA_PROC=private: cuGetProcAddress hands out
  *                a pointer no symbol names
  *   nolimit      no cap: everything passes through
@@ -949,6 +949,9 @@ static void test_region_race(void **state)
     assert_int_equal(shim_free(), CAP); /* all reclaimed */
 }
 
+/* what the driver reserves outside the allocation calls: context limits */
+#include "hooks_reserved.inc"
+
 /* the compute share: every launch family, jobs and weights */
 #include "hooks_share.inc"
 
@@ -1114,6 +1117,9 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup(test_lookup_dlsym, setup_dev0),
         cmocka_unit_test_setup(test_lookup_get_proc_address, setup_dev0),
         cmocka_unit_test_setup(test_pool_reserve_counted, setup_dev0),
+        cmocka_unit_test_setup(test_limits_heap_fifo, setup_dev0),
+        cmocka_unit_test_setup(test_limits_stack, setup_dev0),
+        cmocka_unit_test_setup(test_limits_die_with_context, setup_dev0),
     };
     const struct CMUnitTest private[] = {
         cmocka_unit_test_setup(test_lookup_private_pointer, setup_dev0),
