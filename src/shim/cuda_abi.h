@@ -54,8 +54,11 @@ typedef int CUdevice_attribute;        /* an enum in cuda.h */
 #define CU_GET_PROC_ADDRESS_SUCCESS                   0
 #define CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND          1
 
-#define CU_MEM_LOCATION_TYPE_DEVICE 1
-#define CU_MEM_LOCATION_TYPE_HOST   2
+#define CU_MEM_LOCATION_TYPE_DEVICE            1
+#define CU_MEM_LOCATION_TYPE_HOST              2
+#define CU_MEM_LOCATION_TYPE_HOST_NUMA         3
+#define CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT 4
+#define CU_MEM_ALLOCATION_TYPE_PINNED          1
 
 /* CUmemPool_attribute: the ones the shim reads or watches (cuuint64_t values) */
 #define CU_MEMPOOL_ATTR_RELEASE_THRESHOLD    4

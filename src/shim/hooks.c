@@ -358,13 +358,16 @@ CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flag
 }
 
 /*
- * Stream-ordered allocations are counted on the calling thread's current
- * device when they are requested and given back when their free is
- * requested; cuMemAllocAsync and its _ptsz twin differ only in the real
- * function called. When a pool of the device keeps its freed memory (a
- * raised release threshold, pool.c), the allocation first draws on what
- * that pool keeps spare, and the pool is recounted after the driver
- * answered. pool is the pool asked for (NULL: the device's current one).
+ * Stream-ordered allocations are counted when they are requested and
+ * given back when their free is requested: on the pool's device for
+ * cuMemAllocFromPoolAsync (a pool of another device than the current
+ * one allocates there; a pool of pinned host memory is not GPU memory and
+ * is not counted; a pool the shim never saw counts on the current
+ * device), on the calling thread's current device for cuMemAllocAsync;
+ * the _ptsz twins differ only in the real function called. When a pool of the device keeps its
+ * freed memory (a raised release threshold, pool.c), the allocation first draws on what that pool
+ * keeps spare, and the pool is recounted after the driver answered. pool is the pool asked for
+ * (NULL: the device's current one).
  */
 static CUresult alloc_stream(void *fn, bool from_pool, CUdeviceptr *dptr, size_t bytesize,
                              CUmemoryPool pool, CUstream s)
@@ -387,6 +390,14 @@ static CUresult alloc_stream(void *fn, bool from_pool, CUdeviceptr *dptr, size_t
     ctx = shim_current_ctx();
     if (rc != CUDA_SUCCESS)
         return rc;
+    if (from_pool && pool) {
+        int pool_dev = shim_pool_device((uint64_t)(uintptr_t)pool);
+
+        if (pool_dev == SHIM_POOL_HOST)
+            return ((pool_fn)fn)(dptr, bytesize, pool, s);
+        if (pool_dev >= 0)
+            dev = pool_dev;
+    }
     if (shim_pools_counted(-1)) {
         key = pool ? (uint64_t)(uintptr_t)pool : shim_pool_current(dev);
         counted = shim_pool_draw(key, bytesize);

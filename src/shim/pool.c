@@ -22,6 +22,9 @@
  * A pool's device is learnt where the program gets the pool
  * (cuMemPoolCreate, cuDeviceGetDefaultMemPool, cuDeviceGetMemPool), else
  * it is the calling thread's current device when the threshold is set.
+ * Allocations from a pool are counted on its device (shim_pool_device,
+ * for hooks.c), and not at all from a pool of pinned host memory (not
+ * GPU memory; its reserve is never counted either).
  *
  * State: up to SHIM_MAX_POOLS pools under one mutex (taken before the
  * region's; never held while calling the driver), and the number of
@@ -37,7 +40,8 @@
 
 struct pool_entry {
     uint64_t pool;          /* the CUmemoryPool, 0: free entry */
-    int dev;                /* its device, -1 unknown */
+    int dev;                /* its device, -1 unknown (or a host pool) */
+    bool host;              /* pinned host memory: not GPU memory */
     bool counted;           /* release threshold above 0: its spare reserve counts */
     uint64_t counted_bytes; /* what the books hold for its spare reserve */
 };
@@ -91,9 +95,37 @@ static void learn(CUmemoryPool pool, int dev)
     pthread_mutex_lock(&pools.lock);
     e = find_or_add((uint64_t)(uintptr_t)pool, dev);
     /* a counted pool keeps the device its bytes are booked on */
-    if (e && !e->counted)
+    if (e && !e->counted) {
         e->dev = dev;
+        e->host = false;
+    }
     pthread_mutex_unlock(&pools.lock);
+}
+
+/* Records that pool holds pinned host memory. */
+static void learn_host(CUmemoryPool pool)
+{
+    struct pool_entry *e;
+
+    if (!pool)
+        return;
+    pthread_mutex_lock(&pools.lock);
+    e = find_or_add((uint64_t)(uintptr_t)pool, -1);
+    if (e && !e->counted)
+        e->host = true;
+    pthread_mutex_unlock(&pools.lock);
+}
+
+int shim_pool_device(uint64_t pool)
+{
+    struct pool_entry *e;
+    int dev;
+
+    pthread_mutex_lock(&pools.lock);
+    e = find(pool);
+    dev = !e ? -1 : e->host ? SHIM_POOL_HOST : e->dev;
+    pthread_mutex_unlock(&pools.lock);
+    return dev;
 }
 
 /* Sets e's counted figure to spare, adjusting the books. Called locked. */
@@ -228,6 +260,11 @@ static void threshold_set(CUmemoryPool pool, uint64_t threshold)
     pthread_mutex_lock(&pools.lock);
     e = find(key);
     dev = e ? e->dev : -1;
+    if (e && e->host) {
+        /* pinned host memory: its reserve is not GPU memory */
+        pthread_mutex_unlock(&pools.lock);
+        return;
+    }
     pthread_mutex_unlock(&pools.lock);
     /* a pool the shim has not seen: the current device's, most likely */
     if (dev < 0 && shim_current_device(&dev) != CUDA_SUCCESS)
@@ -264,8 +301,17 @@ CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props)
     if (!real)
         return shim_missing();
     rc = real(pool, props);
-    if (rc == CUDA_SUCCESS && pool && props && props->location.type == CU_MEM_LOCATION_TYPE_DEVICE)
+    if (rc != CUDA_SUCCESS || !pool || !props)
+        return rc;
+    /* a managed pool may migrate to any GPU: its device stays unknown
+     * (its allocations count on the current device) unless it names one */
+    if (props->location.type == CU_MEM_LOCATION_TYPE_DEVICE)
         learn(*pool, props->location.id);
+    else if (props->allocType == CU_MEM_ALLOCATION_TYPE_PINNED &&
+             (props->location.type == CU_MEM_LOCATION_TYPE_HOST ||
+              props->location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA ||
+              props->location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT))
+        learn_host(*pool);
     return rc;
 }
 

@@ -328,6 +328,12 @@ bool shim_pools_counted(int dev);
 /* The pool stream-ordered allocations on dev come from (cuDeviceGetMemPool),
  * as a key; 0 when unknown. */
 uint64_t shim_pool_current(int dev);
+/* What shim_pool_device answers for a pool of pinned host memory. */
+#define SHIM_POOL_HOST (-2)
+/* The device of pool (a key): its ordinal, SHIM_POOL_HOST for a pool of
+ * pinned host memory, -1 when unknown (the caller takes the current
+ * device). */
+int shim_pool_device(uint64_t pool);
 /* Before an allocation of bytes from pool: the spare bytes the pool keeps
  * (counted already) are taken off the books up to bytes, since the driver
  * hands them out first. Returns whether pool is counted (the caller then

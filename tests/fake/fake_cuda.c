@@ -706,15 +706,17 @@ CUresult cuDeviceSetMemPool(CUdevice d, CUmemoryPool pool)
     return CUDA_SUCCESS;
 }
 
-/* CUmemPoolProps: the location (type, id) follows two ints */
+/* CUmemPoolProps: the location (type, id) follows two ints; a DEVICE (1)
+ * or HOST (2, dev -1) location */
 CUresult cuMemPoolCreate(CUmemoryPool *pool, const int *props);
 CUresult cuMemPoolCreate(CUmemoryPool *pool, const int *props)
 {
-    if (!pool || !props || props[2] != 1 /* DEVICE */ || props[3] < 0 || props[3] >= n_dev)
+    if (!pool || !props || (props[2] == 1 && (props[3] < 0 || props[3] >= n_dev)) ||
+        (props[2] != 1 && props[2] != 2))
         return CUDA_ERROR_INVALID_VALUE;
     for (int i = MAX_DEV; i < MAX_POOLS; i++) {
         if (!pools[i].live) {
-            pools[i] = (struct fake_pool){.live = 1, .dev = props[3]};
+            pools[i] = (struct fake_pool){.live = 1, .dev = props[2] == 1 ? props[3] : -1};
             *pool = (CUmemoryPool)(void *)&pools[i];
             return CUDA_SUCCESS;
         }

@@ -949,7 +949,8 @@ static void test_region_race(void **state)
     assert_int_equal(shim_free(), CAP); /* all reclaimed */
 }
 
-/* what the driver reserves outside the allocation calls: context limits */
+/* what the driver reserves outside the allocation calls (context limits),
+ * pools of other devices */
 #include "hooks_reserved.inc"
 
 /* the compute share: every launch family, jobs and weights */
@@ -1120,6 +1121,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup(test_limits_heap_fifo, setup_dev0),
         cmocka_unit_test_setup(test_limits_stack, setup_dev0),
         cmocka_unit_test_setup(test_limits_die_with_context, setup_dev0),
+        cmocka_unit_test_setup(test_pool_of_other_device, setup_dev0),
     };
     const struct CMUnitTest private[] = {
         cmocka_unit_test_setup(test_lookup_private_pointer, setup_dev0),
