@@ -195,13 +195,18 @@ def main():
             sys.exit("demo: pricebook apply failed: " + r.stderr)
         agent_token = cli(build, env, "tokens", "create", "--role", "agent", "--name",
                           "demo-nodes").stdout.strip().splitlines()[-1]
+        token_file = os.path.join(d, "join-token")  # not on the command line (docs/agent.md)
+        fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.write(fd, (agent_token + "\n").encode())
+        os.close(fd)
         for name, gpus, mode in (("gpu-1", "4xH100-80GB", "shared"),
                                  ("gpu-2", "2xA100-80GB", "mig")):
             sd = os.path.join(d, name)
             os.makedirs(sd, exist_ok=True)
             os.chmod(sd, 0o755)
-            start([os.path.join(build, "allot-agent"), "--server", url, "--token", agent_token,
-                   "--name", name, "--emulate", gpus, "--gpu-mode", mode, "--state-dir", sd,
+            start([os.path.join(build, "allot-agent"), "--server", url,
+                   "--token-file", token_file, "--name", name, "--emulate", gpus,
+                   "--gpu-mode", mode, "--state-dir", sd,
                    "--cgroup-root", "allot-demo-" + name, "--listen", "127.0.0.1:0",
                    "--grace", "3s",
                    "--poll-wait", "1s", "--heartbeat", "500ms",

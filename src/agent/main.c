@@ -836,6 +836,9 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    /* the join token speaks for the node (heartbeats carry other tenants'
+     * job specs): hide it from /proc/PID/cmdline now that it is copied */
+    bool token_on_argv = allot_argv_hide(argc, argv, "--token") > 0;
     if ((!c->token || !*c->token) && getenv("ALLOT_TOKEN"))
         allot_config_set(options, N_OPTIONS, c, "token", getenv("ALLOT_TOKEN"), err, sizeof(err));
     if ((!c->token || !*c->token) && c->token_file && *c->token_file &&
@@ -865,6 +868,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "allot-agent: cannot open log file %s\n", c->log_file);
         return 1;
     }
+    if (token_on_argv)
+        LOG_WARN("agent", "the join token was given with --token: other users on this node could "
+                          "read it in the process list until it was hidden just now; give it "
+                          "with --token-file or ALLOT_TOKEN");
     allot_fmt(a.tasks_dir, sizeof(a.tasks_dir), "%s/tasks", c->state_dir);
     allot_fmt(a.logs_dir, sizeof(a.logs_dir), "%s/logs", c->state_dir);
     /* tasks/ may be passed through (not listed): a fraction's job reaches its

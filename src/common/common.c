@@ -315,3 +315,25 @@ bool allot_parse_num(const char *s, int64_t lo, int64_t hi, int64_t *out)
     *out = v;
     return true;
 }
+
+int allot_argv_hide(int argc, char **argv, const char *opt)
+{
+    size_t n = strlen(opt);
+    int hid = 0;
+
+    for (int i = 1; i < argc; i++) {
+        char *v = NULL;
+
+        if (!strcmp(argv[i], "--"))
+            break;
+        if (!strcmp(argv[i], opt) && i + 1 < argc)
+            v = argv[++i];
+        else if (!strncmp(argv[i], opt, n) && argv[i][n] == '=')
+            v = argv[i] + n + 1;
+        if (v && *v) {
+            memset(v, '*', strlen(v));
+            hid++;
+        }
+    }
+    return hid;
+}

@@ -79,6 +79,16 @@ def test_stale_cgroups_removed():
     assert fx.CGROUP_ROOT not in fx.remove_stale_cgroups()
 
 
+def test_token_hidden_from_process_list():
+    """The join token given with --token is not left in /proc/PID/cmdline, where any
+    job on the node could read it and speak for the node."""
+    wait_node("ag-1")  # the agent has read its options
+    with open("/proc/%d/cmdline" % agent.proc.pid, "rb") as f:
+        args = f.read().split(b"\0")
+    assert AG.encode() not in b"\0".join(args), args
+    assert args[args.index(b"--token") + 1] == b"*" * len(AG), args
+
+
 def test_run_to_completion():
     jid = submit({"command": sh("echo hello $ALLOT_JOB_ID; id -u; echo gpus=$CUDA_VISIBLE_DEVICES;"
                                 " echo nv=$NVIDIA_VISIBLE_DEVICES")})
@@ -1240,7 +1250,8 @@ if __name__ == "__main__":
         AG = dm.token("agent", "", "agents")
         agent = Agent(dm, AG, "ag-1", emulate="2xL4",
                       args=["--emulate-util", "35", "--sample-interval", "200ms"])
-        fx.run([test_stale_cgroups_removed, test_run_to_completion,
+        fx.run([test_stale_cgroups_removed, test_token_hidden_from_process_list,
+                test_run_to_completion,
                 test_tenants_run_as_their_own_uids, test_exit_code_and_no_command,
                 test_memory_limit_is_an_oom_kill, test_cpu_quota, test_device_access,
                 test_root_refused, test_cancel_stops_with_grace, test_nvml_discovery, test_mig,

@@ -147,6 +147,20 @@ static void test_parse_num(void **state)
 }
 
 /* ALLOT_ALWAYS / ALLOT_NEVER evaluate to their condition and count breaches. */
+static void test_argv_hide(void **state)
+{
+    char a0[] = "agent", a1[] = "--token", a2[] = "allot_secret", a3[] = "--token=other",
+         a4[] = "--token-file", a5[] = "/f", a6[] = "--", a7[] = "--token", a8[] = "kept";
+    char *argv[] = {a0, a1, a2, a3, a4, a5, a6, a7, a8};
+
+    assert_int_equal(allot_argv_hide(9, argv, "--token"), 2);
+    assert_string_equal(a2, "************");
+    assert_string_equal(a3, "--token=*****");
+    assert_string_equal(a5, "/f");                            /* another option */
+    assert_string_equal(a8, "kept");                          /* after -- */
+    assert_int_equal(allot_argv_hide(2, argv, "--token"), 0); /* no value */
+}
+
 static void test_invariants(void **state)
 {
     unsigned long before = allot_invariant_breaches();
@@ -167,7 +181,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_common),    cmocka_unit_test(test_edges),
         cmocka_unit_test(test_parse_num), cmocka_unit_test(test_invariants),
-        cmocka_unit_test(test_log),
+        cmocka_unit_test(test_argv_hide), cmocka_unit_test(test_log),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
