@@ -36,6 +36,16 @@ def vfs_of(name):
     return [n for n in nodes if n["name"] == name][0].get("rdma_vfs")
 
 
+def wait_vfs(name, want, timeout=10):
+    """The node's VF counts once they read `want` (the loop publishes the nodes' view
+    after the cycle that placed a job; under load that can come after the job reads
+    starting), or what they read after `timeout` seconds."""
+    end = time.time() + timeout
+    while vfs_of(name) != want and time.time() < end:
+        time.sleep(0.05)
+    return vfs_of(name)
+
+
 def desired_vfs(name, jid):
     jobs = fx.beat(dm, AG, name)["jobs"]
     return [x.get("rdma_vfs") for x in jobs if x["job"] == jid]
@@ -61,7 +71,7 @@ def test_placed_where_free_and_given_back():
     t = j["placement"]["tasks"][0]
     assert t["node"] == "r-1" and t["rdma_vfs"] == 2, j
     assert desired_vfs("r-1", big) == [2]
-    assert vfs_of("r-1") == {"total": 3, "used": 2}
+    assert wait_vfs("r-1", {"total": 3, "used": 2}) == {"total": 3, "used": 2}
     # GPUs are free on both nodes; two VFs on neither
     more = submit(rdma_vfs=2)["id"]
     plain = submit()["id"]
@@ -75,7 +85,7 @@ def test_placed_where_free_and_given_back():
     one = int(r.out.strip())
     j = fx.wait_job(dm, one, "starting")
     assert j["placement"]["tasks"][0]["node"] == "r-1", j
-    assert vfs_of("r-1") == {"total": 3, "used": 3}
+    assert wait_vfs("r-1", {"total": 3, "used": 3}) == {"total": 3, "used": 3}
     # the first job ends: its VFs go to the waiting one
     fx.beat(dm, AG, "r-1", {"jobs": [{"id": big, "state": "running"}]})
     fx.beat(dm, AG, "r-1", {"jobs": [{"id": big, "state": "succeeded", "exit_code": 0}]})
