@@ -81,6 +81,7 @@ struct agent_config {
     char *underlay_ip;       /* this node's address on the data-centre network */
     char *uplink;            /* interface towards it (default: the one with underlay_ip) */
     char *uplink_rate;       /* its capacity for the tenants' HTB classes ("10Gbit") */
+    char *dc_nets;           /* more data-centre prefixes egress nat leaves out */
     char *sysfs;             /* where sysfs is mounted (RDMA inventory and VFs; tests) */
 };
 

@@ -253,6 +253,12 @@ static const struct allot_config_option options[] = {
      .offset = F(uplink),
      .help = "Interface towards the data-centre network, for NAT and the tenants' HTB classes "
              "(default: the one holding --underlay-ip)."},
+    {.name = "dc-nets",
+     .type = ALLOT_CFG_STRING,
+     .offset = F(dc_nets),
+     .help = "The data-centre network's IPv4 prefixes besides the uplink's own, comma-separated "
+             "(e.g. 10.0.0.0/8): tenant egress nat never reaches them (other racks' nodes, "
+             "allotd, storage), nor does it reach the uplink's prefixes."},
     {.name = "uplink-rate",
      .type = ALLOT_CFG_STRING,
      .offset = F(uplink_rate),
@@ -934,7 +940,8 @@ int main(int argc, char **argv)
                                 .underlay = c->underlay_ip,
                                 .uplink = c->uplink,
                                 .rate = c->uplink_rate,
-                                .state_dir = c->state_dir};
+                                .state_dir = c->state_dir,
+                                .dc_nets = c->dc_nets};
         if (getuid() != 0 || !(a.net = net_new(&nc, err, sizeof(err)))) {
             fprintf(stderr, "allot-agent: --network on: %s\n", getuid() != 0 ? "needs root" : err);
             return 1;

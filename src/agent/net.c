@@ -161,6 +161,35 @@ static void prefix_of(const char *addr, int plen, char *buf, size_t len)
     allot_fmt(buf, len, "%s/%d", txt, plen);
 }
 
+int net_dc_nets_add(struct net *n, const char *list, char *err, size_t errlen)
+{
+    char buf[1024], *save = NULL;
+
+    if (!list || !*list)
+        return 0;
+    if (strlen(list) >= sizeof(buf)) {
+        allot_fmt(err, errlen, "--dc-nets is longer than %zu bytes", sizeof(buf) - 1);
+        return -1;
+    }
+    allot_strlcpy(buf, list, sizeof(buf));
+    for (char *c = strtok_r(buf, ",", &save); c; c = strtok_r(NULL, ",", &save)) {
+        if (!cidr_ok(c, true)) {
+            allot_fmt(err, errlen, "--dc-nets: \"%s\" is not an IPv4 prefix (ADDR/LEN)", c);
+            return -1;
+        }
+        if (n->n_uplink_nets >= NET_MAX_DC_NETS) {
+            allot_fmt(err, errlen, "--dc-nets: more than %d prefixes with the uplink's",
+                      NET_MAX_DC_NETS);
+            return -1;
+        }
+        char addr[48];
+        net_addr_only(c, addr, sizeof(addr));
+        prefix_of(addr, net_prefix_len(c), n->uplink_nets[n->n_uplink_nets++],
+                  sizeof(n->uplink_nets[0]));
+    }
+    return 0;
+}
+
 static void peers_load(struct net *n)
 {
     char path[4200];
@@ -223,12 +252,14 @@ struct net *net_new(const struct net_config *cfg, char *err, size_t errlen)
         json_array_foreach(json_object_get(ifc, "addr_info"), k, ai)
         {
             const char *l = json_string_value(json_object_get(ai, "local"));
-            if (l && n->n_uplink_nets < 8)
+            if (l && n->n_uplink_nets < 8) /* the rest is for --dc-nets */
                 prefix_of(l, (int)json_integer_value(json_object_get(ai, "prefixlen")),
                           n->uplink_nets[n->n_uplink_nets++], sizeof(n->uplink_nets[0]));
         }
     }
     json_decref(addrs);
+    if (net_dc_nets_add(n, cfg->dc_nets, err, errlen) < 0)
+        goto fail;
     if (!*n->uplink) {
         allot_fmt(err, errlen, "no interface has the underlay address %s (--uplink)", n->underlay);
         goto fail;

@@ -31,8 +31,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define NET_MAX_ALLOW 32
-#define NET_PRIOS     8 /* tc priorities 0 (first) .. 7 */
+#define NET_MAX_ALLOW   32
+#define NET_MAX_DC_NETS 24 /* data-centre prefixes: the uplink's (8 at most) and --dc-nets */
+#define NET_PRIOS       8  /* tc priorities 0 (first) .. 7 */
 
 /* One task's network, from its desired-state entry's "network" object. */
 struct net_spec {
@@ -55,6 +56,7 @@ struct net_config {
     const char *uplink;    /* interface towards it; NULL or "": the one with underlay */
     const char *rate;      /* the uplink's capacity, "10Gbit"; NULL or "": its speed */
     const char *state_dir; /* where peers are kept across restarts (borrowed) */
+    const char *dc_nets;   /* more data-centre prefixes, "10.0.0.0/8,..."; NULL or "": none */
 };
 
 struct net;

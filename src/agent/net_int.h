@@ -36,7 +36,8 @@ struct net_tenant {
 struct net {
     char node[64], underlay[48], uplink[32], state_dir[4096];
     int n_uplink_nets;
-    char uplink_nets[8][48]; /* the uplink's prefixes: the data-centre network */
+    char uplink_nets[NET_MAX_DC_NETS][48]; /* the data-centre network: the uplink's
+                                              prefixes, then --dc-nets */
     int64_t uplink_bps;
     int mtu;             /* the uplink's */
     struct net_entry *e; /* owned */
@@ -53,6 +54,10 @@ struct net {
 int net_tenants(const struct net *n, struct net_tenant **out);
 /* The prefix length of "A.B.C.D/P" (32 without one). */
 int net_prefix_len(const char *cidr);
+/* Adds the prefixes of `list` (--dc-nets: comma-separated IPv4 CIDRs; NULL
+ * or "": none) to the data-centre network that egress nat leaves out.
+ * Returns 0, or -1 with the bad entry named in err. */
+int net_dc_nets_add(struct net *n, const char *list, char *err, size_t errlen);
 /* The address part of "A.B.C.D/P" into buf. */
 void net_addr_only(const char *cidr, char *buf, size_t len);
 

@@ -8,7 +8,8 @@
  *   addresses except ping to the tenant's gateway, and VXLAN packets of a
  *   tenant's VNI from anyone but its peers; forward keeps each tenant on
  *   its own bridge, lets it out of the uplink per its egress policy (nat:
- *   anywhere but the data-centre network itself, allow: only its list) and
+ *   anywhere but the data-centre network itself, the uplink's prefixes
+ *   and --dc-nets; allow: only its list), never to the VXLAN port, and
  *   drops the rest; postrouting masquerades what goes out;
  * - the uplink's HTB tree a110: (the root qdisc of the uplink, replaced
  *   only when it is allot's): a110:1 the link, a110:ffff the default class
@@ -166,6 +167,11 @@ char *net_nft_text(const struct net *n, const struct net_tenant *t, int nt)
     }
     add(&x, "    iifname \"alb-*\" counter drop\n  }\n");
     add(&x, "  chain forward {\n    type filter hook forward priority -10; policy accept;\n");
+    /* no tenant sends VXLAN into the underlay, whatever its egress: a
+     * masqueraded datagram from this node's address would pass the peers'
+     * VNI check and land on another tenant's segment there */
+    add(&x, "    iifname \"alb-*\" oifname \"%s\" udp dport %d counter drop\n", n->uplink,
+        NET_VXLAN_PORT);
     for (int k = 0; k < nt; k++) {
         const struct net_spec *s = t[k].s;
         unsigned v = t[k].vni;

@@ -210,10 +210,17 @@ static void test_nft_text(void **state)
 {
     struct net *n = three_tenants();
     struct net_tenant *t;
-    int nt = net_tenants(n, &t);
-    char *x = net_nft_text(n, t, nt);
+    char err[128];
 
     (void)state;
+    /* --dc-nets: more of the data centre; each entry a prefix */
+    assert_int_equal(net_dc_nets_add(n, "10.1.2.3/8", err, sizeof(err)), 0);
+    assert_int_equal(net_dc_nets_add(n, "172.16.0.0/12,10.0.0.1", err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "\"10.0.0.1\" is not an IPv4 prefix"));
+    assert_int_equal(net_dc_nets_add(n, "x/8", err, sizeof(err)), -1);
+    n->n_uplink_nets = 2; /* the refused list's good entry is dropped with it */
+    int nt = net_tenants(n, &t);
+    char *x = net_nft_text(n, t, nt);
     assert_non_null(x);
     HAS(x, "table inet allot\ndelete table inet allot\ntable inet allot {\n");
     /* VXLAN of a VNI from its peers only (not this node, not a bad address) */
@@ -225,8 +232,9 @@ static void test_nft_text(void **state)
     HAS(x, "iifname \"alb-*\" counter drop\n  }\n");
     /* forward: each bridge to itself; nat out but not into the data centre; allow: its list */
     HAS(x, "iifname \"alb-4099\" oifname \"alb-4099\" accept\n");
+    HAS(x, "iifname \"alb-*\" oifname \"eth0\" udp dport 4789 counter drop\n");
     HAS(x, "iifname \"alb-4097\" oifname \"eth0\" ip saddr 198.18.16.0/24 ip daddr != { "
-           "198.18.0.0/24 } meta priority set ip saddr map { 198.18.16.10 : a110:11, "
+           "198.18.0.0/24, 10.0.0.0/8 } meta priority set ip saddr map { 198.18.16.10 : a110:11, "
            "198.18.16.11 : a110:14 } accept\n");
     HAS(x, "iifname \"alb-4098\" oifname \"eth0\" ip saddr 198.18.17.0/24 ip daddr { "
            "192.0.2.0/24, 198.18.0.1/32 } meta priority set ip saddr map { 198.18.17.10 : "
