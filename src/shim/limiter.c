@@ -44,9 +44,8 @@ typedef CUresult (*event_destroy_fn)(CUevent);
 static struct {
     pthread_mutex_t lock;
     int percent;           /* 1..99; 0: off */
-    int ceiling;           /* what the job may reach: the limit, or the soft ceiling */
-    uint32_t weight;       /* its weight between the GPU's jobs */
     const char *share_dir; /* ALLOT_GPU_SHARE_DIR (borrowed), NULL: no sharing */
+    const char *share_id;  /* ALLOT_GPU_SHARE_ID (borrowed): this task's entry there */
     struct {
         struct shim_share *s; /* owned; NULL: not shared (yet) */
         bool tried;
@@ -74,41 +73,28 @@ uint64_t shim_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* ALLOT_GPU_SM_SOFT, ALLOT_GPU_SM_CEILING, ALLOT_GPU_SM_WEIGHT and
- * ALLOT_GPU_SHARE_DIR, once the limit is known. */
+/* ALLOT_GPU_SHARE_DIR and ALLOT_GPU_SHARE_ID, once the limit is known.
+ * The weight and the ceiling are the agent's, in the job's entry there
+ * (share.c), never the job's environment. */
 static void load_sharing(void)
 {
-    const char *soft = getenv("ALLOT_GPU_SM_SOFT"), *ceil_s = getenv("ALLOT_GPU_SM_CEILING");
-    const char *weight = getenv("ALLOT_GPU_SM_WEIGHT"), *dir = getenv("ALLOT_GPU_SHARE_DIR");
-    uint64_t w = 0;
-    int c = 100;
+    const char *dir = getenv("ALLOT_GPU_SHARE_DIR"), *id = getenv("ALLOT_GPU_SHARE_ID");
+    static const char *const gone[] = {"ALLOT_GPU_SM_WEIGHT", "ALLOT_GPU_SM_SOFT",
+                                       "ALLOT_GPU_SM_CEILING"};
 
-    lim.ceiling = lim.percent;
-    lim.weight = (uint32_t)lim.percent;
-    lim.share_dir = dir && *dir ? dir : NULL;
-    if (weight && *weight) {
-        if (shim_parse_size(weight, &w) && w >= 1 && w <= 1000000)
-            lim.weight = (uint32_t)w;
-        else
-            shim_warn("ALLOT_GPU_SM_WEIGHT=%s is not a weight from 1 to 1000000: %d", weight,
-                      lim.percent);
-    }
-    if (ceil_s && *ceil_s && !shim_parse_percent(ceil_s, &c)) {
-        shim_warn("ALLOT_GPU_SM_CEILING=%s is not a percent from 1 to 100: 100", ceil_s);
-        c = 100;
-    }
-    if (!soft || !*soft || !strcmp(soft, "0"))
+    for (size_t i = 0; i < sizeof(gone) / sizeof(gone[0]); i++)
+        if (getenv(gone[i]))
+            shim_warn("%s is not read: the weight and ceiling are the agent's, in the share "
+                      "entry",
+                      gone[i]);
+    if (!dir || !*dir)
         return;
-    if (strcmp(soft, "1") != 0) {
-        shim_warn("ALLOT_GPU_SM_SOFT=%s is neither 0 nor 1: the limit is hard", soft);
+    if (!id || !*id) {
+        shim_warn("ALLOT_GPU_SHARE_DIR without ALLOT_GPU_SHARE_ID: the limit is hard");
         return;
     }
-    if (!lim.share_dir) {
-        /* idle time is only known from the other jobs' demand */
-        shim_warn("ALLOT_GPU_SM_SOFT=1 without ALLOT_GPU_SHARE_DIR: the limit is hard");
-        return;
-    }
-    lim.ceiling = c > lim.percent ? c : lim.percent;
+    lim.share_dir = dir;
+    lim.share_id = id;
 }
 
 void shim_limiter_init(void)
@@ -124,17 +110,6 @@ void shim_limiter_init(void)
         load_sharing();
 }
 
-/* This job's key in the GPUs' share files: its region's, else this
- * process's own (a job of one process). */
-static uint64_t job_key(void)
-{
-    struct shim_region *r = shim_account_region();
-
-    if (r)
-        return shim_region_key(r);
-    return 0x5bd1e9955bd1e995ull ^ ((uint64_t)getpid() << 32) ^ lim.last_ns;
-}
-
 /*
  * The job's percent on dev now: its limit, or with ALLOT_GPU_SHARE_DIR
  * its weighted fair part among the GPU's active jobs (recomputed every
@@ -143,27 +118,27 @@ static uint64_t job_key(void)
  */
 static int rate_for(int dev, uint64_t now)
 {
-    char hex[33], path[4096];
+    char hex[33];
 
     if (!lim.share_dir || dev < 0 || dev >= SHIM_MAX_DEV)
         return lim.percent;
     if (!lim.share[dev].tried) {
         lim.share[dev].tried = true;
-        if (shim_cuda_uuid_hex(dev, hex) && (size_t)snprintf(path, sizeof(path), "%s/gpu-%s.share",
-                                                             lim.share_dir, hex) < sizeof(path))
-            lim.share[dev].s = shim_share_open(path, job_key());
+        if (shim_cuda_uuid_hex(dev, hex))
+            lim.share[dev].s = shim_share_open(lim.share_dir, hex, lim.share_id);
         else
-            shim_warn("device %d: no UUID for a GPU share file: the limit is hard", dev);
+            shim_warn("device %d: no UUID for a GPU share folder: the limit is hard", dev);
     }
     if (!lim.share[dev].s)
         return lim.percent;
     if (!lim.share[dev].at || now - lim.share[dev].at >= RATE_EVERY_NS) {
-        shim_share_touch(lim.share[dev].s, lim.weight, (uint32_t)lim.ceiling, now);
-        lim.share[dev].rate =
-            shim_share_rate(lim.share[dev].s, lim.weight, (uint32_t)lim.ceiling, now);
+        uint64_t wall = shim_share_now();
+
+        shim_share_touch(lim.share[dev].s, wall);
+        lim.share[dev].rate = shim_share_rate(lim.share[dev].s, wall);
         lim.share[dev].at = now;
     }
-    /* 0: no entry in the share file, so no idle time for this job */
+    /* 0: no usable entry of the agent's, so no idle time for this job */
     return lim.share[dev].rate ? lim.share[dev].rate : lim.percent;
 }
 

@@ -1,7 +1,8 @@
 /*
  * Files shared between processes by mapping (docs/shim.md): the job's
- * region and the GPUs' share files. One way to open them, so both get the
- * same care: the file is sized and initialised under flock() (which the
+ * region, written by the job's processes only (the GPUs' share folders are
+ * never mapped: other users' jobs keep files there). The file is sized and
+ * initialised under flock() (which the
  * kernel drops if the holder dies), so two first processes never both
  * initialise it; a file of the wrong size is never mapped (a mapping past
  * its end would fault); the lock is released explicitly, since the
@@ -17,7 +18,7 @@
 
 #include "shim.h"
 
-const char *shim_map_file(const char *path, size_t size, bool create, bool (*init)(void *),
+const char *shim_map_file(const char *path, size_t size, bool (*init)(void *),
                           bool (*valid)(const void *), struct shim_mapped *m)
 {
     const char *why = NULL;
@@ -26,7 +27,7 @@ const char *shim_map_file(const char *path, size_t size, bool create, bool (*ini
     int fd;
 
     m->map = NULL;
-    fd = open(path, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0666);
+    fd = open(path, O_RDWR | O_CLOEXEC);
     if (fd < 0)
         return errno == ENOENT ? "it does not exist" : "it cannot be opened";
     if (flock(fd, LOCK_EX) || fstat(fd, &st)) {
@@ -34,11 +35,6 @@ const char *shim_map_file(const char *path, size_t size, bool create, bool (*ini
         goto out_fd;
     }
     if (st.st_size == 0) {
-        /* new: open to the other users' jobs when created here (umask) */
-        if (create && fchmod(fd, 0666) && errno != EPERM) {
-            why = "cannot set its mode";
-            goto out_fd;
-        }
         if (ftruncate(fd, (off_t)size)) {
             why = "cannot size it";
             goto out_fd;

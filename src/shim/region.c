@@ -30,7 +30,6 @@ struct shim_region {
     struct shim_region_hdr *h; /* owned mapping of sizeof(*h) bytes */
     int slot;                  /* this process's slot, -1 none yet */
     pid_t pid;                 /* the pid slot belongs to */
-    uint64_t key;              /* the file's device and inode, mixed */
 };
 
 /* Whether s's process lives (procfs.c has the rule: a zombie or a reused
@@ -146,7 +145,7 @@ struct shim_region *shim_region_open(const char *path)
     const char *why;
 
     /* the agent creates the file: the shim never does */
-    why = shim_map_file(path, sizeof(struct shim_region_hdr), false, init_header, header_valid, &m);
+    why = shim_map_file(path, sizeof(struct shim_region_hdr), init_header, header_valid, &m);
     if (why) {
         shim_warn("region %s unusable, %s: counting per process", path, why);
         return NULL;
@@ -159,7 +158,6 @@ struct shim_region *shim_region_open(const char *path)
     }
     r->h = m.map;
     r->slot = -1;
-    r->key = (m.dev << 40) ^ m.ino ^ 0x9e3779b97f4a7c15ull;
     if (region_lock(r)) {
         forget_old_image_locked(r->h, getpid(), shim_proc_start(getpid()));
         region_unlock(r);
@@ -339,11 +337,6 @@ uint64_t shim_region_self_used(struct shim_region *r, int dev)
         used = s->used[dev];
     region_unlock(r);
     return used;
-}
-
-uint64_t shim_region_key(const struct shim_region *r)
-{
-    return r->key;
 }
 
 /* This process's slot without the lock, once it has one: what only this

@@ -19,7 +19,8 @@
  *   vmm.c     virtual memory management: a handle's memory counted while
  *             the handle is referenced or mapped
  *   launch.c  the exported launch hooks
- *   share.c   weighted fair sharing of one GPU between jobs (a file per GPU)
+ *   share.c   weighted fair sharing of one GPU between jobs (the agent's
+ *             entries in a folder per GPU)
  *   nvml.c    NVML: capped memory info, the books checked against NVML;
  *             NVML devices mapped to CUDA ordinals by UUID
  *   overhead.c contexts' overhead (estimated, then measured), primary-
@@ -28,8 +29,8 @@
  *             reserve counted
  *   limits.c  context limits that reserve device memory (malloc heap,
  *             printf FIFO, stack) counted against the cap
- *   mapfile.c opening a file several processes map (the region, the share
- *             files): sized and initialised under flock
+ *   mapfile.c opening a file several processes map (the region): sized
+ *             and initialised under flock
  *   procfs.c  a process's start time, pid namespace and liveness (also in
  *             the reader)
  *   region_layout.h, region_reader.c  the region's layout and the agent's
@@ -43,12 +44,12 @@
  * together; a hook reserves in the region, calls the driver, then records
  * in the table (and the reverse on a free). The limiter's mutex comes
  * before the region's (the job's compute budget lives there) and before
- * nvml.c's lock on the CUDA devices' UUIDs (a share file is named by the
+ * nvml.c's lock on the CUDA devices' UUIDs (a share folder is named by the
  * UUID). nvml.c never holds its two locks together. pool.c's lock comes
  * before the region's (it adjusts the books holding it) and is never held
  * while calling the driver. limits.c's lock comes before the table's and
  * the region's (it is held across a cuCtxSetLimit and its books). The
- * share files have no lock.
+ * share folders have no lock.
  */
 #ifndef ALLOT_SHIM_H
 #define ALLOT_SHIM_H
@@ -107,13 +108,13 @@ struct shim_mapped {
 };
 
 /*
- * Opens path (created, mode 0666, when create), takes its flock, sizes it
+ * Opens path (it must exist: the agent creates it), takes its flock, sizes it
  * to size when empty or refuses another size, maps it MAP_SHARED, calls
  * init(map) when its first 32-bit word (the magic) is 0, then valid(map);
  * all under the flock. OUT *m. Returns NULL on success, else why not (a
  * static text), with nothing mapped.
  */
-const char *shim_map_file(const char *path, size_t size, bool create, bool (*init)(void *),
+const char *shim_map_file(const char *path, size_t size, bool (*init)(void *),
                           bool (*valid)(const void *), struct shim_mapped *m);
 
 /* ---- table.c -------------------------------------------------------------- */
@@ -246,9 +247,6 @@ uint64_t shim_region_used(struct shim_region *r, int dev);
 uint64_t shim_region_self_used(struct shim_region *r, int dev);
 /* The host pid the agent wrote into this process's slot, 0 if none. */
 int shim_region_host_pid(struct shim_region *r);
-/* An identity of the region file (its device and inode), the same for
- * every process of the job, to tell jobs apart. */
-uint64_t shim_region_key(const struct shim_region *r);
 /* Records NVML's usedGpuMemory of this process on dev in its slot. */
 void shim_region_note_nvml(struct shim_region *r, int dev, uint64_t bytes);
 /* Clears slots of processes that no longer exist. Returns how many. */
@@ -355,43 +353,35 @@ CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev);
 
 /* ---- share.c: weighted fair sharing of a GPU between jobs ----------------- */
 
-#define SHIM_SHARE_MAGIC   0x53484152u /* "SHAR" */
-#define SHIM_SHARE_VERSION 1u
-#define SHIM_SHARE_JOBS    64
+#define SHIM_SHARE_JOBS 64
 /* A job that wanted GPU time this recently is active (a co-tenant). */
 #define SHIM_SHARE_ACTIVE_NS 200000000ull
+/* The longest entry name (ALLOT_GPU_SHARE_ID) and the highest weight. */
+#define SHIM_SHARE_ID_MAX     63
+#define SHIM_SHARE_WEIGHT_MAX 1000000u
 
-struct shim_share_job {
-    uint64_t key;     /* the job (its region file), 0: free */
-    uint64_t seen_ns; /* when it last wanted time (CLOCK_MONOTONIC) */
-    uint32_t weight;  /* its weight, 1 and up */
-    uint32_t ceiling; /* percent it may reach: its limit, or its soft ceiling */
-    uint32_t pid;     /* the process that last wrote (for people) */
-    uint32_t pad;
-};
+struct shim_share; /* opaque: one GPU's folder and this job's entry in it */
 
-/* One GPU's share file: ALLOT_GPU_SHARE_DIR/gpu-<UUID hex>.share */
-struct shim_share_hdr {
-    uint32_t magic;   /* SHIM_SHARE_MAGIC, written last */
-    uint32_t version; /* SHIM_SHARE_VERSION */
-    uint64_t size;    /* sizeof(struct shim_share_hdr) */
-    uint32_t max_jobs, pad;
-    struct shim_share_job jobs[SHIM_SHARE_JOBS];
-};
-
-struct shim_share; /* opaque: the mapping plus this job's entry */
-
-/* Maps (creating and initialising when new) the share file at path for
- * the job key. Returns NULL after a warning when it cannot be used. */
-struct shim_share *shim_share_open(const char *path, uint64_t key);
-/* Unmaps and frees s; accepts NULL. */
+/* Opens this job's entry id in dir/gpu-<hex> (the folder the agent keeps
+ * for the GPU whose UUID's 32 hex digits are hex). Returns NULL after a
+ * warning when the folder is not the agent's or holds no valid entry id:
+ * the caller keeps to its limit. */
+struct shim_share *shim_share_open(const char *dir, const char *hex, const char *id);
+/* Frees s; accepts NULL. */
 void shim_share_close(struct shim_share *s);
-/* Marks the job as wanting GPU time now, with its weight and ceiling. */
-void shim_share_touch(struct shim_share *s, uint32_t weight, uint32_t ceiling, uint64_t now);
+/* Marks the job as wanting GPU time (its .seen file's time, set to the
+ * kernel's now), at most every few tens of ms; now: shim_share_now(). */
+void shim_share_touch(struct shim_share *s, uint64_t now);
 /* The job's rate, percent 1..100: weighted max-min fair among the active
- * jobs, none above its ceiling. 0 when the job has no entry in the file
- * (every entry live): the caller keeps to its limit. */
-int shim_share_rate(struct shim_share *s, uint32_t weight, uint32_t ceiling, uint64_t now);
+ * entries, with the weights and ceilings the agent wrote, none above its
+ * ceiling. 0 when the job has no usable entry (any more): the caller keeps
+ * to its limit. now: shim_share_now(). */
+int shim_share_rate(struct shim_share *s, uint64_t now);
+/* CLOCK_REALTIME in ns: the clock of the files' times. */
+uint64_t shim_share_now(void);
+/* Whether id can name an entry: 1-63 of [A-Za-z0-9._-], not starting
+ * with a dot. */
+bool shim_share_id_ok(const char *id);
 /* Water-filling: n jobs' weights and ceilings (percent) to their parts of
  * 100 % in out[]. Pure; n <= SHIM_SHARE_JOBS. */
 void shim_share_fill(int n, const uint32_t *weight, const uint32_t *ceiling, double *out);

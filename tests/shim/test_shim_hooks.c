@@ -25,6 +25,8 @@
  *   nvml         the fake NVML (its GPUs in another order than CUDA's):
  *                memory info capped per CUDA ordinal, drift logged,
  *                contexts' overhead measured
+ *   share-*      the compute share (hooks_share.inc); share-guard: other
+ *                uids cannot throttle a job through the share folder
  *
  * The fake has 2 devices of 64 MiB (FAKE_CUDA_MEM_MIB); the cap is far
  * below, so every refusal seen here is the shim's.
@@ -51,6 +53,7 @@
 #include "cuda_abi.h"
 #include "allot/shim_region.h"
 #include "shim.h" /* the region layout only; nothing of the shim is linked */
+#include "share_fixture.h"
 
 #define KIB 1024ull
 #define MIB (1024ull * 1024)
@@ -1065,21 +1068,6 @@ static void test_oversubscribe_pitched(void **state)
 
 /* ---- groups ------------------------------------------------------------------ */
 
-/* A fresh ALLOT_GPU_SHARE_DIR: no jobs from an earlier run. */
-static void clean_share_dir(void)
-{
-    const char *dir = getenv("ALLOT_GPU_SHARE_DIR");
-    char path[4096];
-
-    if (!dir)
-        return;
-    mkdir(dir, 0777);
-    for (int i = 1; i <= 2; i++) {
-        snprintf(path, sizeof(path), "%s/gpu-000000000000000000000000000000%02d.share", dir, i);
-        unlink(path);
-    }
-}
-
 /* Writes the region file ALLOT_SHIM_REGION as the group needs it. */
 static void prepare_region(const char *how)
 {
@@ -1172,6 +1160,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_share_weights),
         cmocka_unit_test(test_share_hard_and_soft),
     };
+    const struct CMUnitTest share_guard[] = {
+        cmocka_unit_test(test_share_guard),
+    };
     const struct CMUnitTest share_off[] = {
         cmocka_unit_test_setup(test_share_off, setup_dev0),
     };
@@ -1208,11 +1199,16 @@ int main(int argc, char **argv)
         return cmocka_run_group_tests_name("shim_share_region", share_region, NULL, NULL);
     }
     if (!strcmp(g, "share-soft")) {
-        clean_share_dir();
+        /* as the agent would: this job's entry, weight 25, soft ceiling 80 */
+        share_fixture_folder(getenv("ALLOT_GPU_SHARE_DIR"), SHARE_HEX0);
+        share_fixture_entry(getenv("ALLOT_GPU_SHARE_DIR"), SHARE_HEX0, "soft", 25, 80, geteuid(),
+                            getegid());
         return cmocka_run_group_tests_name("shim_share_soft", share_soft, NULL, NULL);
     }
+    if (!strcmp(g, "share-guard"))
+        return cmocka_run_group_tests_name("shim_share_guard", share_guard, NULL, NULL);
     if (!strcmp(g, "share-weights")) {
-        clean_share_dir();
+        share_fixture_folder(getenv("ALLOT_GPU_SHARE_DIR"), SHARE_HEX0);
         return cmocka_run_group_tests_name("shim_share_weights", share_weights, NULL, NULL);
     }
     if (!strcmp(g, "share-child") && argc == 5)

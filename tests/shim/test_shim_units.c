@@ -25,6 +25,7 @@
 #include "allot/shim_region.h"
 #include "procfs.h"
 #include "shim.h"
+#include "share_fixture.h"
 
 static void test_parse_size(void **state)
 {
@@ -885,41 +886,80 @@ static void test_share_fill(void **state)
     assert_true(out[0] > 49.9 && out[0] < 50.1 && out[1] > 49.9 && out[1] < 50.1);
 }
 
-/* The share file: two jobs' rates by weight, an idle job not counted,
- * and a job that finds every entry live gets no idle time (0). */
-static void test_share_file(void **state)
+/* The share folder as the agent keeps it: two jobs' rates by the agent's
+ * weights, an idle job left out, entries the agent did not write (or whose
+ * activity file others may write) ignored, a job's own writes into its
+ * activity file meaning nothing, and no entry, a folder others may write
+ * or a bad name giving no sharing (the limit stays hard). */
+static void test_share_folder(void **state)
 {
-    char *path = temp_file(NULL, 0);
-    struct shim_share *a, *b, *many[SHIM_SHARE_JOBS];
-    uint64_t now = shim_now_ns();
+    char dir[] = "/tmp/allot-share-XXXXXX", path[4400];
+    const char *hex = "0123456789abcdef0123456789abcdef";
+    struct shim_share *a, *b;
+    uint64_t now;
+    int fd;
 
     (void)state;
-    unlink(path); /* the first job creates it */
-    a = shim_share_open(path, 11);
-    b = shim_share_open(path, 22);
+    assert_non_null(mkdtemp(dir));
+    share_fixture_folder(dir, hex);
+    share_fixture_entry(dir, hex, "1-0", 3, 80, geteuid(), getegid());
+    share_fixture_entry(dir, hex, "2-0", 1, 100, geteuid(), getegid());
+    /* not the agent's: a .job others may write; an activity file others
+     * may write (both entries would take the GPU if they counted) */
+    share_fixture_entry(dir, hex, "3-0", 1000000, 100, geteuid(), getegid());
+    snprintf(path, sizeof(path), "%s/gpu-%s/3-0.job", dir, hex);
+    assert_int_equal(chmod(path, 0666), 0);
+    share_fixture_entry(dir, hex, "4-0", 1000000, 100, geteuid(), getegid());
+    snprintf(path, sizeof(path), "%s/gpu-%s/4-0.seen", dir, hex);
+    assert_int_equal(chmod(path, 0666), 0);
+    if (geteuid() == 0) { /* a .job another user wrote */
+        share_fixture_entry(dir, hex, "5-0", 1000000, 100, 4242, 4242);
+        snprintf(path, sizeof(path), "%s/gpu-%s/5-0.job", dir, hex);
+        assert_int_equal(chown(path, 4242, 4242), 0);
+    }
+    a = shim_share_open(dir, hex, "1-0");
+    b = shim_share_open(dir, hex, "2-0");
     assert_non_null(a);
     assert_non_null(b);
-    shim_share_touch(a, 3, 100, now);
-    shim_share_touch(b, 1, 100, now);
-    assert_int_equal(shim_share_rate(a, 3, 100, now), 75);
-    assert_int_equal(shim_share_rate(b, 1, 100, now), 25);
-    /* b idle for longer than the active window: a alone, at its ceiling */
-    assert_int_equal(shim_share_rate(a, 3, 80, now + SHIM_SHARE_ACTIVE_NS + 1), 80);
-    /* every entry live: a newcomer has none, and gets 0 */
-    for (int i = 0; i < SHIM_SHARE_JOBS - 2; i++) {
-        many[i] = shim_share_open(path, 100 + (uint64_t)i);
-        assert_non_null(many[i]);
-        shim_share_touch(many[i], 1, 1, now);
-    }
-    many[SHIM_SHARE_JOBS - 2] = shim_share_open(path, 999);
-    assert_int_equal(shim_share_rate(many[SHIM_SHARE_JOBS - 2], 1, 100, now), 0);
-    for (int i = 0; i <= SHIM_SHARE_JOBS - 2; i++)
-        shim_share_close(many[i]);
+    now = shim_share_now();
+    shim_share_touch(a, now);
+    shim_share_touch(b, now);
+    assert_int_equal(shim_share_rate(a, now), 75);
+    assert_int_equal(shim_share_rate(b, now), 25);
+    /* b writes a huge weight into its own activity file: only its time counts */
+    snprintf(path, sizeof(path), "%s/gpu-%s/2-0.seen", dir, hex);
+    assert_int_equal(chmod(path, 0644), 0);
+    fd = open(path, O_WRONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "weight 1000000\nceiling 100\n", 27), 27);
+    close(fd);
+    assert_int_equal(shim_share_rate(a, shim_share_now()), 75);
+    /* b idle: a alone, at the ceiling the agent gave it */
+    share_fixture_age(dir, hex, "2-0", 1.0);
+    assert_int_equal(shim_share_rate(a, shim_share_now()), 80);
+    /* b's entry gone (its task ended): b keeps to its limit */
+    snprintf(path, sizeof(path), "%s/gpu-%s/2-0.job", dir, hex);
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(shim_share_rate(b, shim_share_now() + 2000000000ull), 0);
+    /* a GPU folder others may write is not the agent's: nobody shares */
+    snprintf(path, sizeof(path), "%s/gpu-%s", dir, hex);
+    assert_int_equal(chmod(path, 0777), 0);
+    assert_int_equal(shim_share_rate(a, shim_share_now()), 0);
+    assert_int_equal(chmod(path, 0755), 0);
+    /* no entry, a bad name, a share folder others may write: no sharing */
+    assert_null(shim_share_open(dir, hex, "9-0"));
+    assert_null(shim_share_open(dir, hex, "../1-0"));
+    assert_null(shim_share_open(dir, hex, ".x"));
+    assert_null(shim_share_open(dir, hex, NULL));
+    assert_int_equal(chmod(dir, 01777), 0);
+    assert_null(shim_share_open(dir, hex, "1-0"));
     shim_share_close(a);
     shim_share_close(b);
     shim_share_close(NULL);
-    unlink(path);
-    free(path);
+    assert_int_equal(chmod(dir, 0700), 0);
+    share_fixture_folder(dir, hex);
+    rmdir(path);
+    rmdir(dir);
 }
 
 int main(void)
@@ -944,7 +984,7 @@ int main(void)
         cmocka_unit_test(test_region_corrupt),
         cmocka_unit_test(test_uuid_hex),
         cmocka_unit_test(test_share_fill),
-        cmocka_unit_test(test_share_file),
+        cmocka_unit_test(test_share_folder),
         cmocka_unit_test(test_region_reader),
     };
 
