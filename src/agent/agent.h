@@ -259,6 +259,22 @@ void scrub_load(struct agent *a);
  * each RUNNING, EXITED or LOST. Returns the count or -1. */
 int task_adopt_all(struct agent *a, struct task **out);
 
+/* ---- the GPU share folder (gpushare.c) ---- */
+
+/* Makes STATE/gpushare the agent's folder (0755, nobody else may write
+ * it): an older agent's (sticky, open to all) or anything else there is
+ * moved aside and removed; entries of tasks without a folder in tasks_dir
+ * are removed. Returns 0, or -1 after a warning (jobs on one GPU are then
+ * each limited alone). */
+int share_setup(const char *state_dir, const char *tasks_dir);
+/* Writes the entry of task key (desired-state entry d, borrowed; its job
+ * runs as uid:gid) in its GPU's share folder: the agent's KEY.job (weight,
+ * ceiling, uid) and the job's KEY.seen. Returns 0 or -1 with why. */
+int share_task_add(const struct agent *a, const char *key, json_t *d, uid_t uid, gid_t gid,
+                   char *why, size_t len);
+/* Removes task key's entries (no error: what is not there is gone). */
+void share_task_remove(const struct agent *a, const char *key);
+
 /* Starts one MPS control daemon per GPU (--sharing mps): pipe and log
  * folders STATE/mps/GPU/{pipe,log}, the GPU by UUID. Logs failures. */
 void mps_start_all(const struct agent *a);

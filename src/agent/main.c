@@ -888,15 +888,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "allot-agent: %s: %s\n", c->state_dir, strerror(errno));
         return 1;
     }
-    {
-        /* the shim's per-GPU share files: every job's user creates and
-         * updates them; nobody removes another's (sticky, like /tmp) */
-        char share[4200];
-        allot_fmt(share, sizeof(share), "%s/gpushare", c->state_dir);
-        if ((mkdir(share, 01777) < 0 && errno != EEXIST) || chmod(share, 01777) < 0)
-            LOG_WARN("agent", "%s: %s: jobs on one GPU are each limited alone", share,
-                     strerror(errno));
-    }
+    /* the shim's GPU share folder: the agent's alone (gpushare.c) */
+    if (share_setup(c->state_dir, a.tasks_dir) < 0)
+        LOG_WARN("agent", "no GPU share folder: jobs on one GPU are each limited alone");
     a.cat = allot_catalog_default(err, sizeof(err));
     if (!a.cat) {
         fprintf(stderr, "allot-agent: GPU catalog: %s\n", err);

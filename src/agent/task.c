@@ -476,17 +476,18 @@ static void build_env(const struct agent *a, json_t *d, const struct run_user *u
     }
     allot_fmt(buf, sizeof(buf), "%s/shim.region", dir);
     env_set(e, "ALLOT_SHIM_REGION", buf);
-    /* the jobs on one GPU share its time by their tenants' weights, through
-     * the node's share folder (created at start, sticky and open to all) */
-    allot_fmt(buf, sizeof(buf), "%s/gpushare", a->cfg.state_dir);
-    env_set(e, "ALLOT_GPU_SHARE_DIR", buf);
-    json_int_t w = json_integer_value(json_object_get(d, "share_weight"));
-    if (w > 0) {
-        allot_fmt(num, sizeof(num), "%lld", (long long)w);
-        env_set(e, "ALLOT_GPU_SM_WEIGHT", num);
+    if (milli > 0 && milli < 1000) {
+        /* the jobs on one GPU share its time by their tenants' weights,
+         * through the agent's share folder: the task's entry there
+         * (gpushare.c, written before it starts) is the only one it may
+         * speak through */
+        allot_fmt(buf, sizeof(buf), "%s/gpushare", a->cfg.state_dir);
+        env_set(e, "ALLOT_GPU_SHARE_DIR", buf);
+        allot_fmt(num, sizeof(num), "%lld-%lld",
+                  (long long)json_integer_value(json_object_get(d, "job")),
+                  (long long)json_integer_value(json_object_get(d, "task")));
+        env_set(e, "ALLOT_GPU_SHARE_ID", num);
     }
-    if (!strcmp(a->cfg.sm_share, "soft"))
-        env_set(e, "ALLOT_GPU_SM_SOFT", "1");
     if (a->cfg.ctx_overhead && strcmp(a->cfg.ctx_overhead, "0") != 0)
         env_set(e, "ALLOT_GPU_CONTEXT_OVERHEAD", a->cfg.ctx_overhead);
     if (a->cfg.shim_lib && *a->cfg.shim_lib && access(a->cfg.shim_lib, R_OK) == 0)
@@ -1047,6 +1048,9 @@ static int task_launch(struct agent *a, json_t *d, struct task *t)
         if (getuid() == 0 && (chown(dir, 0, u.gid) < 0 || chmod(dir, 0710) < 0))
             LOG_WARN("task", "%s: cannot let gid %d reach the shim region", dir, (int)u.gid);
     }
+    if (*env_get(&env, "ALLOT_GPU_SHARE_ID") &&
+        share_task_add(a, t->key, d, u.uid, u.gid, why, sizeof(why)) < 0)
+        LOG_WARN("task", "job %lld: %s: its compute share is held alone", (long long)t->job, why);
     argv = allot_calloc(json_array_size(cmd) + 9, sizeof(*argv));
     if (!argv || !env.v) {
         close(log_fd);
@@ -1163,6 +1167,7 @@ int task_start(struct agent *a, json_t *d, struct task *t)
         char dir[4400];
         task_dir(a, t, dir, sizeof(dir));
         rdma_task_release(t, dir);
+        share_task_remove(a, t->key);
     }
     return rc;
 }
@@ -1254,6 +1259,7 @@ void task_poll(struct agent *a, struct task *t, int64_t now_ms)
         if (getuid() == 0)
             cg_destroy(a->cfg.cgroup_root, t->key);
         rdma_task_release(t, dir);
+        share_task_remove(a, t->key);
         LOG_INFO("task", "job %lld task %d ended: %s", (long long)t->job, t->index,
                  *t->detail ? t->detail : "exit 0");
         return;
@@ -1269,6 +1275,7 @@ void task_poll(struct agent *a, struct task *t, int64_t now_ms)
         if (getuid() == 0)
             cg_destroy(a->cfg.cgroup_root, t->key);
         rdma_task_release(t, dir);
+        share_task_remove(a, t->key);
         return;
     }
     if (t->state == TASK_STOPPING && now_ms >= t->kill_at_ms && t->pid > 0) {
@@ -1334,6 +1341,7 @@ void task_forget(struct agent *a, struct task *t)
     rdma_task_release(t, dir); /* its VF netdevs leave the namespace before it goes */
     if (a->net)
         net_task_down(a->net, t->key);
+    share_task_remove(a, t->key);
     rm_dir(dir);
     if (getuid() == 0)
         cg_destroy(a->cfg.cgroup_root, t->key);

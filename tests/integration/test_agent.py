@@ -514,8 +514,13 @@ def test_scrub_between_tenants():
 def test_fractions_shim_and_mps():
     """A fraction of a shared GPU: the shim's limits (and none for a whole GPU), or with
     --sharing mps an MPS control daemon per GPU and the job's MPS limits."""
+    # the job also shows its entry in its GPU's share folder, as it sees it
     prog = sh("env | grep -E '^(ALLOT_GPU_MEMORY|ALLOT_GPU_SM|ALLOT_GPU_SHARE|ALLOT_GPU_CONTEXT|"
-              "ALLOT_SHIM|CUDA_MPS_|LD_PRELOAD)' | sort")
+              "ALLOT_SHIM|CUDA_MPS_|LD_PRELOAD)' | sort; [ -z \"$ALLOT_GPU_SHARE_ID\" ] || "
+              "{ cd \"$ALLOT_GPU_SHARE_DIR\"/gpu-* && stat -c 'entry %n %a %u' "
+              "\"$ALLOT_GPU_SHARE_ID\".job \"$ALLOT_GPU_SHARE_ID\".seen && "
+              "cat \"$ALLOT_GPU_SHARE_ID\".job; "
+              "touch \"$ALLOT_GPU_SHARE_ID\".job new.job 2>/dev/null || echo 'entry read-only'; }")
     shim_lib = os.path.join(os.path.dirname(fx.AGENT), "liballot-cuda.so")
     # a sanitizer build's shim needs libasan first in LD_PRELOAD (tests/shim does
     # that); preloaded into sh it would stop it: the agent gets no shim there
@@ -547,8 +552,21 @@ def test_fractions_shim_and_mps():
         # jobs on one GPU share its time by tenant weight (research/nlp: 1 -> 100), softly
         share = os.path.join(shim.dir, "gpushare")
         assert "ALLOT_GPU_SHARE_DIR=%s\n" % share in env_a, env_a
-        assert os.stat(share).st_mode & 0o7777 == 0o1777, oct(os.stat(share).st_mode)
-        assert "ALLOT_GPU_SM_WEIGHT=100" in env_a and "ALLOT_GPU_SM_SOFT=1" in env_a, env_a
+        assert "ALLOT_GPU_SHARE_ID=%d-0\n" % a in env_a, env_a
+        # the agent's folder, which no job may write; the task's entry in it: the
+        # weight and ceiling (soft: 100) the agent gave, and the job's activity file
+        st = os.stat(share)
+        assert st.st_mode & 0o7777 == 0o755 and st.st_uid == os.getuid(), oct(st.st_mode)
+        uid = [l.split()[-1] for l in env_a.splitlines() if l.startswith("entry ")]
+        assert "entry %d-0.job 644 %d\n" % (a, os.getuid()) in env_a, env_a
+        assert "entry %d-0.seen 444 " % a in env_a, env_a
+        assert "weight 100\nceiling 100\nuid %s\n" % uid[1] in env_a, env_a
+        assert os.getuid() != 0 or "entry read-only" in env_a, env_a
+        assert "ALLOT_GPU_SM_WEIGHT" not in env_a and "ALLOT_GPU_SM_SOFT" not in env_a, env_a
+        # gone once the task ended
+        gpu = [os.path.join(share, n) for n in os.listdir(share) if n.startswith("gpu-")]
+        assert len(gpu) == 1 and not [n for n in os.listdir(gpu[0])
+                                      if n.startswith("%d-0." % a)], os.listdir(gpu[0])
         # contexts count the agent's default estimate until the shim measures them
         assert "ALLOT_GPU_CONTEXT_OVERHEAD=300Mi" in env_a, env_a
         # the shim is preloaded, and a program that never touches CUDA runs as before;
