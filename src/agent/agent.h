@@ -224,6 +224,34 @@ struct task {
 
 struct agent;
 
+/* Who a task runs as (task.c resolves it from the user map / run-as). */
+struct run_user {
+    uid_t uid;
+    gid_t gid;
+    char name[64], home[256];
+};
+
+/* Writes text to DIR/NAME atomically (temporary file, fsync, rename).
+ * Returns 0 or -errno. */
+int task_write_atomic(const char *dir, const char *name, const char *text);
+/* Reads DIR/NAME (at most len - 1 bytes, NUL-terminated) into buf.
+ * Returns 0, or -1 when it cannot be read. */
+int task_read_small(const char *dir, const char *name, char *buf, size_t len);
+/* Start time of process pid in clock ticks since boot (field 22 of
+ * /proc/PID/stat), or -1 when it does not exist: with the pid it names a
+ * process, so a recycled pid is not mistaken for the task. */
+long long task_proc_start(pid_t pid);
+
+/* ---- the task's supervisor and process (supervise.c) ---- */
+
+/* In the supervisor, just forked by the agent: starts argv (envp) as the
+ * task t (folder dir) as user u in workdir (NULL: u's home), its output
+ * appended to log_fd, waits for it (fencing it when the agent's fence
+ * deadline passed) and writes the exit file. Never returns. */
+void task_supervisor(const struct agent *a, const struct task *t, const char *dir, char **argv,
+                     char **envp, const struct run_user *u, const char *workdir, int log_fd)
+    __attribute__((noreturn));
+
 /* Starts the task described by desired-state entry d (borrowed). On a
  * failure that is the job's (no command, user refused) the task exists in
  * state EXITED with a detail. Returns 0 then, 1 when it must wait for a GPU

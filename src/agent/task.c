@@ -45,7 +45,7 @@ static void task_dir(const struct agent *a, const struct task *t, char *buf, siz
 }
 
 /* Writes text to DIR/NAME atomically (temporary file, then rename). */
-static int write_atomic(const char *dir, const char *name, const char *text)
+int task_write_atomic(const char *dir, const char *name, const char *text)
 {
     char tmp[4400], path[4400];
     int fd, rc = 0;
@@ -63,7 +63,7 @@ static int write_atomic(const char *dir, const char *name, const char *text)
     return rc;
 }
 
-static int read_small(const char *dir, const char *name, char *buf, size_t len)
+int task_read_small(const char *dir, const char *name, char *buf, size_t len)
 {
     char path[4400];
     int fd;
@@ -84,7 +84,7 @@ static int read_small(const char *dir, const char *name, char *buf, size_t len)
 /* Start time of process pid in clock ticks since boot (field 22 of
  * /proc/PID/stat), or -1 when it does not exist: with the pid it names a
  * process, so a recycled pid is not mistaken for the task. */
-static long long proc_start(pid_t pid)
+long long task_proc_start(pid_t pid)
 {
     char path[64], buf[1024], *p;
     long long start = -1;
@@ -122,12 +122,6 @@ static unsigned gpu_mask_of(const struct agent *a, json_t *d)
 }
 
 /* ---- who the task runs as ---- */
-
-struct run_user {
-    uid_t uid;
-    gid_t gid;
-    char name[64], home[256];
-};
 
 /* Parses a whole decimal id; false when s is not one. */
 static bool parse_id(const char *s, unsigned long *id)
@@ -577,7 +571,7 @@ static int mig_prepare(struct agent *a, json_t *d, const char *dir, char *uuid, 
         return -1;
     }
     allot_fmt(text, sizeof(text), "%d %d\n", gpu->nvml_index, inst.gi_id);
-    if (write_atomic(dir, "mig", text) < 0)
+    if (task_write_atomic(dir, "mig", text) < 0)
         LOG_WARN("task", "%s: cannot record MIG instance %d", dir, inst.gi_id);
     allot_strlcpy(uuid, inst.uuid, len);
     LOG_INFO("task", "MIG %s at %lld on GPU %lld: instance %d (%s)", prof, (long long)start,
@@ -591,7 +585,7 @@ static void mig_release(struct agent *a, const char *dir)
     char buf[64];
     int idx, gi;
 
-    if (!a->nv || read_small(dir, "mig", buf, sizeof(buf)) < 0 ||
+    if (!a->nv || task_read_small(dir, "mig", buf, sizeof(buf)) < 0 ||
         sscanf(buf, "%d %d", &idx, &gi) != 2)
         return;
     if (nvml_mig_destroy(a->nv, idx, gi) < 0)
@@ -613,7 +607,7 @@ static void scrub_save(const struct agent *a)
             len +=
                 (size_t)allot_fmt(text + len, sizeof(text) - len, "%d %s\n", g, a->last_tenant[g]);
     allot_fmt(dir, sizeof(dir), "%s/..", a->tasks_dir);
-    if (write_atomic(dir, "gpu-tenants", text) < 0)
+    if (task_write_atomic(dir, "gpu-tenants", text) < 0)
         LOG_WARN("task", "cannot record the GPUs' last tenants");
 }
 
@@ -712,182 +706,6 @@ static void task_fail(struct task *t, const char *why)
     allot_strlcpy(t->detail, why, sizeof(t->detail));
 }
 
-/* In the task's process, after fork: never returns. */
-static void run_child(const struct agent *a, const struct task *t, char **argv, char **envp,
-                      const struct run_user *u, const char *workdir, int log_fd)
-{
-    /* a container: crun (root) sets the user, directory and environment */
-    bool crun = argv[0] == a->cfg.crun;
-    int null_fd = open("/dev/null", O_RDONLY);
-
-    setpgid(0, 0);
-    if (getuid() == 0 && cg_enter(a->cfg.cgroup_root, t->key, getpid()) < 0) {
-        dprintf(log_fd, "allot-agent: cannot enter the task's cgroup\n");
-        _exit(126);
-    }
-    if (t->net) { /* its tenant network (net.h); crun inherits it */
-        char ns[96], path[160];
-        net_ns_name(t->key, ns, sizeof(ns));
-        allot_fmt(path, sizeof(path), "/run/netns/%s", ns);
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0 || setns(fd, CLONE_NEWNET) < 0) {
-            dprintf(log_fd, "allot-agent: cannot join the network namespace %s\n", ns);
-            _exit(126);
-        }
-        close(fd);
-    }
-    if (null_fd >= 0)
-        dup2(null_fd, 0);
-    dup2(log_fd, 1);
-    dup2(log_fd, 2);
-    close_range(3, ~0U, 0);
-    if (crun)
-        workdir = "/";
-    if (workdir && chdir(workdir) < 0) {
-        dprintf(2, "allot-agent: workdir %s: %s\n", workdir, strerror(errno));
-        _exit(126);
-    }
-    if (!workdir && chdir(u->home) < 0 && chdir("/") < 0)
-        _exit(126);
-    if (getuid() == 0 && !crun &&
-        (setgroups(0, NULL) < 0 || setgid(u->gid) < 0 || setuid(u->uid) < 0)) {
-        dprintf(2, "allot-agent: cannot become uid %d: %s\n", (int)u->uid, strerror(errno));
-        _exit(126);
-    }
-    for (int s = 1; s < NSIG; s++)
-        signal(s, SIG_DFL);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-    if (crun && a->cg_v2 == 0) {
-        /* a hybrid host (v1 controllers, a v2 mount beside them), which crun
-         * refuses: in a mount namespace of its own crun sees v1 only */
-        if (unshare(CLONE_NEWNS) == 0 && mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0)
-            umount2("/sys/fs/cgroup/unified", MNT_DETACH);
-    }
-    if (crun) {
-        static char *const crun_env[] = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:"
-                                         "/usr/bin:/sbin:/bin",
-                                         NULL};
-        execvpe(argv[0], argv, crun_env);
-    } else {
-        execvpe(argv[0], argv, envp);
-    }
-    dprintf(2, "allot-agent: cannot run %s: %s\n", argv[0], strerror(errno));
-    _exit(127);
-}
-
-/* The supervisor: starts the task, records its pid, waits, records how it
- * ended. Never returns. */
-/* The agent's fence deadline (monotonic ms), from STATE/fence-at; 0 when
- * there is none (fencing off, or not yet registered). */
-static int64_t fence_deadline(const struct agent *a)
-{
-    char buf[32];
-
-    return read_small(a->tasks_dir, "../fence-at", buf, sizeof(buf)) == 0 ? strtoll(buf, NULL, 10)
-                                                                          : 0;
-}
-
-void task_fence_deadline(const struct agent *a, int64_t at_ms)
-{
-    static int64_t written = -1; /* the agent is one thread */
-    char text[32], tmp[4200], path[4200];
-    int fd;
-    bool ok;
-
-    /* after every heartbeat: written only when it moved by half a second
-     * (a supervisor waits a second past it) or to 0, and not synced (it
-     * means nothing after a reboot), so the loop never waits on the disk */
-    if (at_ms == written || (at_ms && written > 0 && at_ms - written < 500))
-        return;
-    allot_fmt(text, sizeof(text), "%lld\n", (long long)at_ms);
-    allot_fmt(tmp, sizeof(tmp), "%s/.fence-at.tmp", a->cfg.state_dir);
-    allot_fmt(path, sizeof(path), "%s/fence-at", a->cfg.state_dir);
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    ok = fd >= 0 && write(fd, text, strlen(text)) == (ssize_t)strlen(text);
-    if (fd >= 0)
-        close(fd);
-    if (ok && rename(tmp, path) == 0)
-        written = at_ms;
-    else
-        LOG_WARN("agent", "%s: cannot write the fence deadline: %s", path, strerror(errno));
-}
-
-/* The supervisor's wait for the task's process: it also fences the task
- * when the agent's fence deadline passed by a second (the agent, while it
- * lives, fences first; one killed outright cannot), with the agent's
- * grace before SIGKILL. */
-static void supervise(const struct agent *a, const char *dir, pid_t pid, int *status)
-{
-    struct timespec tick = {0, 200 * 1000000L};
-    int64_t kill_at = 0;
-    sigset_t chld;
-
-    /* the child's end wakes the wait at once; the fence is looked at every tick */
-    sigemptyset(&chld);
-    sigaddset(&chld, SIGCHLD);
-    sigprocmask(SIG_BLOCK, &chld, NULL);
-    for (;;) {
-        pid_t r = waitpid(pid, status, WNOHANG);
-        int64_t now = agent_now_ms(), deadline;
-
-        if (r == pid || (r < 0 && errno != EINTR))
-            return;
-        if (!kill_at && (deadline = fence_deadline(a)) > 0 && now > deadline + 1000) {
-            write_atomic(dir, "fenced", "agent out of reach\n");
-            kill(-pid, SIGTERM);
-            kill_at = now + a->cfg.grace;
-        } else if (kill_at && now >= kill_at) {
-            kill(-pid, SIGKILL);
-            kill_at = now + 1000;
-        }
-        sigtimedwait(&chld, NULL, &tick);
-    }
-}
-
-static void run_supervisor(const struct agent *a, const struct task *t, const char *dir,
-                           char **argv, char **envp, const struct run_user *u, const char *workdir,
-                           int log_fd)
-{
-    char text[128];
-    int status;
-    pid_t pid;
-
-    setsid();
-    /* none of the agent's descriptors (its listening socket above all: a
-     * restarted agent binds the same port) but the log */
-    if (log_fd > 3)
-        close_range(3, (unsigned)log_fd - 1, 0);
-    close_range((unsigned)log_fd + 1, ~0U, 0);
-    signal(SIGTERM, SIG_IGN); /* the agent signals the task's group, not us */
-    signal(SIGHUP, SIG_IGN);
-    signal(SIGINT, SIG_IGN);
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    pid = fork();
-    if (pid == 0)
-        run_child(a, t, argv, envp, u, workdir, log_fd);
-    close(log_fd);
-    if (pid < 0) {
-        write_atomic(dir, "exit", "exit 127 fork failed");
-        _exit(1);
-    }
-    setpgid(pid, pid); /* also here: no window where the group does not exist */
-    allot_fmt(text, sizeof(text), "%d %d %lld\n", (int)getpid(), (int)pid, proc_start(pid));
-    write_atomic(dir, "pid", text);
-    supervise(a, dir, pid, &status);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    /* how it ended, and how long it ran (ms) */
-    long long ran = (long long)(t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
-    if (WIFSIGNALED(status))
-        allot_fmt(text, sizeof(text), "signal %d %lld\n", WTERMSIG(status), ran);
-    else
-        allot_fmt(text, sizeof(text), "exit %d %lld\n", WEXITSTATUS(status), ran);
-    write_atomic(dir, "exit", text);
-    _exit(0);
-}
-
 /* Moves the netdevs of the task's RDMA VFs into its network namespace
  * (when it has one) and puts the VFs into its environment. 0, or -1 with
  * why. */
@@ -941,7 +759,7 @@ static int task_launch(struct agent *a, json_t *d, struct task *t)
         return -1;
     }
     text = json_dumps(d, JSON_COMPACT);
-    if (!text || write_atomic(dir, "task.json", text) < 0) {
+    if (!text || task_write_atomic(dir, "task.json", text) < 0) {
         free(text);
         LOG_ERROR("task", "%s: cannot record the task", dir);
         return -1;
@@ -1087,7 +905,7 @@ static int task_launch(struct agent *a, json_t *d, struct task *t)
     }
     sup = fork();
     if (sup == 0)
-        run_supervisor(a, t, dir, argv, env.v, &u, workdir, log_fd);
+        task_supervisor(a, t, dir, argv, env.v, &u, workdir, log_fd);
     close(log_fd);
     env_free(&env);
     allot_free(argv);
@@ -1195,7 +1013,7 @@ void task_fence(struct agent *a, struct task *t, int64_t now_ms)
     if (!task_alive(t) || t->fenced)
         return;
     task_dir(a, t, dir, sizeof(dir));
-    if (write_atomic(dir, "fenced", "allotd out of reach\n") < 0)
+    if (task_write_atomic(dir, "fenced", "allotd out of reach\n") < 0)
         LOG_WARN("task", "%s: cannot record the fence", dir);
     t->fenced = true;
     task_stop(a, t, now_ms, -1);
@@ -1208,7 +1026,7 @@ static int read_pid(const char *dir, struct task *t, long long *start)
     int sup = 0, pid = 0;
 
     *start = -1;
-    if (read_small(dir, "pid", buf, sizeof(buf)) < 0 ||
+    if (task_read_small(dir, "pid", buf, sizeof(buf)) < 0 ||
         sscanf(buf, "%d %d %lld", &sup, &pid, start) < 2 || pid <= 0)
         return -1;
     t->pid = pid;
@@ -1254,7 +1072,7 @@ void task_poll(struct agent *a, struct task *t, int64_t now_ms)
         t->sup = 0; /* reaped; its exit file says how the task ended */
     if (t->pid <= 0 && read_pid(dir, t, &start) == 0 && t->state == TASK_STOPPING)
         kill(-t->pid, SIGTERM); /* asked to stop before its pid was known */
-    if (read_small(dir, "exit", buf, sizeof(buf)) == 0) {
+    if (task_read_small(dir, "exit", buf, sizeof(buf)) == 0) {
         read_exit(a, dir, t, buf);
         if (getuid() == 0)
             cg_destroy(a->cfg.cgroup_root, t->key);
@@ -1269,7 +1087,7 @@ void task_poll(struct agent *a, struct task *t, int64_t now_ms)
     /* no exit file and no supervisor: the process vanished with it */
     bool sup_gone = t->sup == 0 || (t->sup < 0 && kill(-t->sup, 0) < 0 && errno == ESRCH);
     if (sup_gone && (t->pid <= 0 || (kill(t->pid, 0) < 0 && errno == ESRCH)) &&
-        read_small(dir, "exit", buf, sizeof(buf)) < 0) {
+        task_read_small(dir, "exit", buf, sizeof(buf)) < 0) {
         t->state = TASK_LOST;
         allot_fmt(t->detail, sizeof(t->detail), "its process vanished without an exit status");
         if (getuid() == 0)
@@ -1380,13 +1198,14 @@ int task_adopt_all(struct agent *a, struct task **out)
         t.gpu_mask = gpu_mask_of(a, tj);
         t.run = json_integer_value(json_object_get(tj, "run"));
         json_decref(tj);
-        t.fenced = read_small(dir, "fenced", buf, sizeof(buf)) == 0;
+        t.fenced = task_read_small(dir, "fenced", buf, sizeof(buf)) == 0;
         if (a->net)
             t.net = net_task_adopt(a->net, t.key, dir);
         rdma_task_adopt(&t, dir);
-        if (read_small(dir, "exit", buf, sizeof(buf)) == 0) {
+        if (task_read_small(dir, "exit", buf, sizeof(buf)) == 0) {
             read_exit(a, dir, &t, buf);
-        } else if (read_pid(dir, &t, &start) == 0 && proc_start(t.pid) == start && start >= 0) {
+        } else if (read_pid(dir, &t, &start) == 0 && task_proc_start(t.pid) == start &&
+                   start >= 0) {
             t.state = TASK_RUNNING;
         } else {
             t.state = TASK_LOST;

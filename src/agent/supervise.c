@@ -1,0 +1,207 @@
+/*
+ * The task's supervisor and the task's process, both forked from the agent
+ * (task.c task_launch forks the supervisor, which forks the task).
+ *
+ * The supervisor (task_supervisor) runs in a session of its own, outside
+ * the task's cgroup, for as long as the task: it starts the task's
+ * process, waits for it, fences the task when the agent's fence deadline
+ * passed (the agent killed outright cannot), and writes the exit file.
+ *
+ * The task's process (run_child), before exec: its own process group, its
+ * cgroup, its network namespace, standard streams, working directory and
+ * user.
+ */
+#include "agent.h"
+#include "net.h"
+
+#include "allot/common.h"
+#include "log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* In the task's process, after fork: never returns. */
+static void run_child(const struct agent *a, const struct task *t, char **argv, char **envp,
+                      const struct run_user *u, const char *workdir, int log_fd)
+{
+    /* a container: crun (root) sets the user, directory and environment */
+    bool crun = argv[0] == a->cfg.crun;
+    int null_fd = open("/dev/null", O_RDONLY);
+
+    setpgid(0, 0);
+    if (getuid() == 0 && cg_enter(a->cfg.cgroup_root, t->key, getpid()) < 0) {
+        dprintf(log_fd, "allot-agent: cannot enter the task's cgroup\n");
+        _exit(126);
+    }
+    if (t->net) { /* its tenant network (net.h); crun inherits it */
+        char ns[96], path[160];
+        net_ns_name(t->key, ns, sizeof(ns));
+        allot_fmt(path, sizeof(path), "/run/netns/%s", ns);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0 || setns(fd, CLONE_NEWNET) < 0) {
+            dprintf(log_fd, "allot-agent: cannot join the network namespace %s\n", ns);
+            _exit(126);
+        }
+        close(fd);
+    }
+    if (null_fd >= 0)
+        dup2(null_fd, 0);
+    dup2(log_fd, 1);
+    dup2(log_fd, 2);
+    close_range(3, ~0U, 0);
+    if (crun)
+        workdir = "/";
+    if (workdir && chdir(workdir) < 0) {
+        dprintf(2, "allot-agent: workdir %s: %s\n", workdir, strerror(errno));
+        _exit(126);
+    }
+    if (!workdir && chdir(u->home) < 0 && chdir("/") < 0)
+        _exit(126);
+    if (getuid() == 0 && !crun &&
+        (setgroups(0, NULL) < 0 || setgid(u->gid) < 0 || setuid(u->uid) < 0)) {
+        dprintf(2, "allot-agent: cannot become uid %d: %s\n", (int)u->uid, strerror(errno));
+        _exit(126);
+    }
+    for (int s = 1; s < NSIG; s++)
+        signal(s, SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    if (crun && a->cg_v2 == 0) {
+        /* a hybrid host (v1 controllers, a v2 mount beside them), which crun
+         * refuses: in a mount namespace of its own crun sees v1 only */
+        if (unshare(CLONE_NEWNS) == 0 && mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0)
+            umount2("/sys/fs/cgroup/unified", MNT_DETACH);
+    }
+    if (crun) {
+        static char *const crun_env[] = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:"
+                                         "/usr/bin:/sbin:/bin",
+                                         NULL};
+        execvpe(argv[0], argv, crun_env);
+    } else {
+        execvpe(argv[0], argv, envp);
+    }
+    dprintf(2, "allot-agent: cannot run %s: %s\n", argv[0], strerror(errno));
+    _exit(127);
+}
+
+/* The agent's fence deadline (monotonic ms), from STATE/fence-at; 0 when
+ * there is none (fencing off, or not yet registered). */
+static int64_t fence_deadline(const struct agent *a)
+{
+    char buf[32];
+
+    return task_read_small(a->tasks_dir, "../fence-at", buf, sizeof(buf)) == 0
+               ? strtoll(buf, NULL, 10)
+               : 0;
+}
+
+void task_fence_deadline(const struct agent *a, int64_t at_ms)
+{
+    static int64_t written = -1; /* the agent is one thread */
+    char text[32], tmp[4200], path[4200];
+    int fd;
+    bool ok;
+
+    /* after every heartbeat: written only when it moved by half a second
+     * (a supervisor waits a second past it) or to 0, and not synced (it
+     * means nothing after a reboot), so the loop never waits on the disk */
+    if (at_ms == written || (at_ms && written > 0 && at_ms - written < 500))
+        return;
+    allot_fmt(text, sizeof(text), "%lld\n", (long long)at_ms);
+    allot_fmt(tmp, sizeof(tmp), "%s/.fence-at.tmp", a->cfg.state_dir);
+    allot_fmt(path, sizeof(path), "%s/fence-at", a->cfg.state_dir);
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    ok = fd >= 0 && write(fd, text, strlen(text)) == (ssize_t)strlen(text);
+    if (fd >= 0)
+        close(fd);
+    if (ok && rename(tmp, path) == 0)
+        written = at_ms;
+    else
+        LOG_WARN("agent", "%s: cannot write the fence deadline: %s", path, strerror(errno));
+}
+
+/* The supervisor's wait for the task's process: it also fences the task
+ * when the agent's fence deadline passed by a second (the agent, while it
+ * lives, fences first; one killed outright cannot), with the agent's
+ * grace before SIGKILL. */
+static void supervise(const struct agent *a, const char *dir, pid_t pid, int *status)
+{
+    struct timespec tick = {0, 200 * 1000000L};
+    int64_t kill_at = 0;
+    sigset_t chld;
+
+    /* the child's end wakes the wait at once; the fence is looked at every tick */
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &chld, NULL);
+    for (;;) {
+        pid_t r = waitpid(pid, status, WNOHANG);
+        int64_t now = agent_now_ms(), deadline;
+
+        if (r == pid || (r < 0 && errno != EINTR))
+            return;
+        if (!kill_at && (deadline = fence_deadline(a)) > 0 && now > deadline + 1000) {
+            task_write_atomic(dir, "fenced", "agent out of reach\n");
+            kill(-pid, SIGTERM);
+            kill_at = now + a->cfg.grace;
+        } else if (kill_at && now >= kill_at) {
+            kill(-pid, SIGKILL);
+            kill_at = now + 1000;
+        }
+        sigtimedwait(&chld, NULL, &tick);
+    }
+}
+
+void task_supervisor(const struct agent *a, const struct task *t, const char *dir, char **argv,
+                     char **envp, const struct run_user *u, const char *workdir, int log_fd)
+{
+    char text[128];
+    int status;
+    pid_t pid;
+
+    setsid();
+    /* none of the agent's descriptors (its listening socket above all: a
+     * restarted agent binds the same port) but the log */
+    if (log_fd > 3)
+        close_range(3, (unsigned)log_fd - 1, 0);
+    close_range((unsigned)log_fd + 1, ~0U, 0);
+    signal(SIGTERM, SIG_IGN); /* the agent signals the task's group, not us */
+    signal(SIGHUP, SIG_IGN);
+    signal(SIGINT, SIG_IGN);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    pid = fork();
+    if (pid == 0)
+        run_child(a, t, argv, envp, u, workdir, log_fd);
+    close(log_fd);
+    if (pid < 0) {
+        task_write_atomic(dir, "exit", "exit 127 fork failed");
+        _exit(1);
+    }
+    setpgid(pid, pid); /* also here: no window where the group does not exist */
+    allot_fmt(text, sizeof(text), "%d %d %lld\n", (int)getpid(), (int)pid, task_proc_start(pid));
+    task_write_atomic(dir, "pid", text);
+    supervise(a, dir, pid, &status);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    /* how it ended, and how long it ran (ms) */
+    long long ran = (long long)(t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+    if (WIFSIGNALED(status))
+        allot_fmt(text, sizeof(text), "signal %d %lld\n", WTERMSIG(status), ran);
+    else
+        allot_fmt(text, sizeof(text), "exit %d %lld\n", WEXITSTATUS(status), ran);
+    task_write_atomic(dir, "exit", text);
+    _exit(0);
+}
