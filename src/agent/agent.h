@@ -176,7 +176,12 @@ int64_t cg_oom_kills(const char *root, const char *name);
 void cg_usage(const char *root, const char *name, int64_t *cpu_ns, int64_t *mem_bytes);
 /* The pids in the task's cgroup, at most max into out; the count. */
 int cg_pids(const char *root, const char *name, int *out, int max);
-/* Kills what is left in ROOT/NAME and removes it. */
+/* Kills every process in ROOT/NAME and waits (bounded, about 2 s per
+ * hierarchy) until none is left: cgroup.kill on v2, the v1 freezer when
+ * the task has a folder there, else cgroup.procs read and SIGKILLed until
+ * empty. Returns 0 when none is left, -1 when some still were. */
+int cg_kill(const char *root, const char *name);
+/* cg_kill, then removes ROOT/NAME in every hierarchy. */
 void cg_destroy(const char *root, const char *name);
 
 /* ---- tasks (task.c) ---- */
@@ -247,7 +252,8 @@ long long task_proc_start(pid_t pid);
 /* In the supervisor, just forked by the agent: starts argv (envp) as the
  * task t (folder dir) as user u in workdir (NULL: u's home), its output
  * appended to log_fd, waits for it (fencing it when the agent's fence
- * deadline passed) and writes the exit file. Never returns. */
+ * deadline passed), kills what is left in its cgroup and writes the exit
+ * file. Never returns. */
 void task_supervisor(const struct agent *a, const struct task *t, const char *dir, char **argv,
                      char **envp, const struct run_user *u, const char *workdir, int log_fd)
     __attribute__((noreturn));

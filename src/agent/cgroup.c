@@ -7,7 +7,14 @@
  * random, urandom, tty, ptmx, pts), nvidiactl, nvidia-uvm, the task's own
  * GPUs and the uverbs nodes of its RDMA VFs, so opening another GPU (or
  * VF) fails with EPERM; on v2 the same rules are a BPF device program
- * attached to the task's cgroup (devbpf.c).
+ * attached to the task's cgroup (devbpf.c). On v1 a task also gets a
+ * freezer folder when the host mounts that controller, so that cg_kill can
+ * stop everything in it at once (a process forking in a loop cannot slip
+ * between a read of cgroup.procs and the SIGKILLs).
+ *
+ * cg_kill is the one rule that ends every process of a task: the agent
+ * (a stopped or ended task, cg_destroy) and the task's supervisor (before
+ * it writes how the task ended, also when the agent is gone) use it.
  */
 #include "agent.h"
 
@@ -29,7 +36,18 @@
 static const char *const v1_ctrls[] = {"cpu", "cpuacct", "memory", "pids", "devices"};
 #define N_V1 (sizeof(v1_ctrls) / sizeof(v1_ctrls[0]))
 
+/* besides v1_ctrls, where the host mounts it: only for cg_kill */
+#define V1_FREEZER "freezer"
+
 static int v2 = -1; /* cg_detect's answer */
+
+/* Whether the host mounts the v1 freezer controller. */
+static bool v1_freezer(void)
+{
+    struct stat st;
+
+    return stat(CG_BASE "/" V1_FREEZER "/cgroup.procs", &st) == 0;
+}
 
 static int write_file(const char *dir, const char *file, const char *text)
 {
@@ -208,6 +226,11 @@ int cg_create(const char *root, const char *name, const struct cg_limits *lim, c
             goto fail;
         return 0;
     }
+    if (v1_freezer()) { /* where it is mounted: cg_kill freezes before it kills */
+        dir_of(dir, sizeof(dir), V1_FREEZER, root, name);
+        if ((rc = mkdir_p(dir)) < 0)
+            goto fail;
+    }
     for (size_t c = 0; c < N_V1 && !rc; c++) {
         dir_of(dir, sizeof(dir), v1_ctrls[c], root, name);
         if ((rc = mkdir_p(dir)) < 0)
@@ -252,6 +275,9 @@ int cg_enter(const char *root, const char *name, pid_t pid)
         dir_of(dir, sizeof(dir), v1_ctrls[c], root, name);
         rc = write_file(dir, "cgroup.procs", num);
     }
+    dir_of(dir, sizeof(dir), V1_FREEZER, root, name);
+    if (!rc && write_file(dir, "cgroup.procs", num) < 0 && errno != ENOENT && v1_freezer())
+        rc = -errno; /* cg_create made it: a task outside it could not be frozen */
     return rc;
 }
 
@@ -322,20 +348,97 @@ static int kill_procs(const char *dir)
     return n;
 }
 
+static void pause_ms(long ms)
+{
+    struct timespec d = {ms / 1000, (ms % 1000) * 1000 * 1000};
+
+    nanosleep(&d, NULL);
+}
+
+/* Whether the v1 freezer folder dir reads `state` (FROZEN, THAWED). */
+static bool freezer_is(const char *dir, const char *state)
+{
+    char path[4500], buf[32] = "";
+    FILE *f;
+
+    allot_fmt(path, sizeof(path), "%s/freezer.state", dir);
+    if (!(f = fopen(path, "r")))
+        return false;
+    if (!fgets(buf, sizeof(buf), f))
+        buf[0] = '\0';
+    fclose(f);
+    return !strncmp(buf, state, strlen(state));
+}
+
+/* Kills everything in the cgroup folder dir and waits (bounded, about 2 s)
+ * until it is empty. cgroup v2: cgroup.kill (Linux 5.14) when the kernel
+ * has it; a v1 freezer folder: frozen, killed, thawed (a frozen process
+ * cannot fork, so one pass finds them all); else cgroup.procs read and
+ * each pid SIGKILLed until none is left. Returns 0 when it is empty. */
+static int kill_dir(const char *dir, bool freezer)
+{
+    bool fast = false;
+
+    if (v2 == 1)
+        fast = write_file(dir, "cgroup.kill", "1") == 0;
+    if (freezer && write_file(dir, "freezer.state", "FROZEN") == 0) {
+        for (int tries = 0; tries < 100 && !freezer_is(dir, "FROZEN"); tries++)
+            pause_ms(2);
+        kill_procs(dir);
+        write_file(dir, "freezer.state", "THAWED");
+        fast = true;
+    }
+    for (int tries = 0; tries < 400; tries++) {
+        /* no pause while SIGKILLs find someone: a process forking in a
+         * loop must not get time to make another */
+        if (kill_procs(dir) == 0)
+            return 0;
+        if (fast || tries % 8 == 7)
+            pause_ms(5);
+    }
+    return -1;
+}
+
+int cg_kill(const char *root, const char *name)
+{
+    char dir[4400];
+    int rc = 0;
+
+    if (v2 == 1) {
+        dir_of(dir, sizeof(dir), NULL, root, name);
+        return kill_dir(dir, false);
+    }
+    if (v2 != 0)
+        return 0;
+    dir_of(dir, sizeof(dir), V1_FREEZER, root, name);
+    if (access(dir, F_OK) == 0 && kill_dir(dir, true) < 0)
+        rc = -1;
+    /* every process of the task is in each controller's folder; a task
+     * from an agent without the freezer folder is found here */
+    for (size_t c = 0; c < N_V1; c++) {
+        dir_of(dir, sizeof(dir), v1_ctrls[c], root, name);
+        if (kill_dir(dir, false) < 0)
+            rc = -1;
+    }
+    return rc;
+}
+
 void cg_destroy(const char *root, const char *name)
 {
     char dir[4400];
-    size_t n = v2 == 1 ? 1 : N_V1;
 
-    for (size_t c = 0; c < n; c++) {
-        dir_of(dir, sizeof(dir), v2 == 1 ? NULL : v1_ctrls[c], root, name);
+    if (cg_kill(root, name) < 0)
+        LOG_WARN("cgroup", "%s/%s: processes left after SIGKILL", root, name);
+    for (size_t c = 0; c < (v2 == 1 ? 1 : N_V1 + 1); c++) {
+        const char *ctrl = v2 == 1 ? NULL : c < N_V1 ? v1_ctrls[c] : V1_FREEZER;
+
+        dir_of(dir, sizeof(dir), ctrl, root, name);
         /* bounded: the killed processes leave within a few milliseconds */
         for (int tries = 0; tries < 50; tries++) {
             if (rmdir(dir) == 0 || errno == ENOENT)
                 break;
             kill_procs(dir);
-            struct timespec d = {0, 10 * 1000 * 1000};
-            nanosleep(&d, NULL);
+            pause_ms(10);
         }
     }
 }

@@ -5,7 +5,11 @@
  * The supervisor (task_supervisor) runs in a session of its own, outside
  * the task's cgroup, for as long as the task: it starts the task's
  * process, waits for it, fences the task when the agent's fence deadline
- * passed (the agent killed outright cannot), and writes the exit file.
+ * passed (the agent killed outright cannot), and once the task's process
+ * ended kills everything left in the task's cgroup (cg_kill: a process the
+ * job put in a session of its own included) before it writes the exit
+ * file. So the exit file always means "nothing of the task runs any more"
+ * (as root, with cgroups), also while the agent is down.
  *
  * The task's process (run_child), before exec: its own process group, its
  * cgroup, its network namespace, standard streams, working directory and
@@ -186,7 +190,6 @@ void task_supervisor(const struct agent *a, const struct task *t, const char *di
     pid = fork();
     if (pid == 0)
         run_child(a, t, argv, envp, u, workdir, log_fd);
-    close(log_fd);
     if (pid < 0) {
         task_write_atomic(dir, "exit", "exit 127 fork failed");
         _exit(1);
@@ -196,6 +199,11 @@ void task_supervisor(const struct agent *a, const struct task *t, const char *di
     task_write_atomic(dir, "pid", text);
     supervise(a, dir, pid, &status);
     clock_gettime(CLOCK_MONOTONIC, &t1);
+    /* nothing of the task outlives it: also a process in a session of its
+     * own, which the process group's signals miss (the agent may be gone) */
+    if (getuid() == 0 && a->cg_v2 >= 0 && cg_kill(a->cfg.cgroup_root, t->key) < 0)
+        dprintf(log_fd, "allot-agent: processes of the task are left after SIGKILL\n");
+    close(log_fd);
     /* how it ended, and how long it ran (ms) */
     long long ran = (long long)(t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
     if (WIFSIGNALED(status))

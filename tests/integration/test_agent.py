@@ -937,6 +937,63 @@ def test_killed_agent_fences():
         d2.stop()
 
 
+def pid_alive(pid):
+    """Whether process pid runs (a zombie does not)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_fence_kills_the_whole_task():
+    """A job's process in a session of its own (setsid), which signals to the task's process
+    group miss: when the supervisor of a task whose agent was killed fences it, nothing of
+    the task is left by the time its exit file says it ended, so no process keeps its GPU
+    while allotd places the job elsewhere."""
+    d2, ag = lease_world("fence-4")
+    try:
+        j = submit_to(d2, sh("setsid sleep 60 & echo bg $!; " + TRAP_JOB[2]))
+        assert wait_log(ag, j, "start")
+        bg = int(ag.task_log(j).split("bg ")[1].split()[0])
+        assert pid_alive(bg) and os.getsid(bg) == bg, ag.task_log(j)
+        ag.stop(signal.SIGKILL)
+        exitf = os.path.join(ag.dir, "tasks", "%d-0" % j, "exit")
+        end = time.time() + 15
+        while time.time() < end and not os.path.exists(exitf):
+            time.sleep(0.05)
+        assert os.path.exists(os.path.join(ag.dir, "tasks", "%d-0" % j, "fenced")), ag.log()
+        assert os.path.exists(exitf) and not pid_alive(bg), (ag.task_log(j), pid_alive(bg))
+    finally:
+        ag.stop()
+        d2.stop()
+
+
+def procs_in_cgroup(key):
+    """The pids whose cgroup (any hierarchy) is the task's KEY of this test run."""
+    found = []
+    for p in os.listdir("/proc"):
+        try:
+            with open("/proc/%s/cgroup" % p) as f:
+                if "/%s/%s\n" % (fx.CGROUP_ROOT, key) in f.read() and pid_alive(int(p)):
+                    found.append(int(p))
+        except (OSError, ValueError):
+            pass
+    return found
+
+
+def test_ended_task_leaves_nothing():
+    """A job that ends leaving behind a process in a session of its own that forks on and
+    on (each child outliving its parent by a moment): nothing of it is left once the task's
+    end is reported: the task's cgroup is frozen before its processes are killed."""
+    chain = os.path.join(os.path.dirname(fx.AGENT), "fork-chain")
+    jid = submit({"gpus": 0, "command": sh("%s 3 30 & sleep 0.5; exit 0" % chain)})
+    j = wait_state(jid, ("succeeded", "failed"))
+    assert j["state"] == "succeeded", (j, agent.task_log(jid))
+    time.sleep(1)
+    assert procs_in_cgroup("%d-0" % jid) == [], procs_in_cgroup("%d-0" % jid)
+
+
 def test_store_full_keeps_jobs_running():
     """allotd's disk fills up: nothing new can be stored (a submission fails, /readyz says
     why), but heartbeats still renew the lease, so the agent does not fence and allotd does
@@ -1270,7 +1327,8 @@ if __name__ == "__main__":
                       args=["--emulate-util", "35", "--sample-interval", "200ms"])
         fx.run([test_stale_cgroups_removed, test_token_hidden_from_process_list,
                 test_run_to_completion,
-                test_tenants_run_as_their_own_uids, test_exit_code_and_no_command,
+                test_tenants_run_as_their_own_uids, test_ended_task_leaves_nothing,
+                test_exit_code_and_no_command,
                 test_memory_limit_is_an_oom_kill, test_cpu_quota, test_device_access,
                 test_root_refused, test_cancel_stops_with_grace, test_nvml_discovery, test_mig,
                 test_oci_image, test_scrub_between_tenants, test_fractions_shim_and_mps,
@@ -1279,6 +1337,7 @@ if __name__ == "__main__":
                 test_gpus_move_after_the_victim_is_gone, test_logs_of_a_requeued_job,
                 test_fencing_never_twice,
                 test_allotd_down_past_the_lease, test_killed_agent_fences,
+                test_fence_kills_the_whole_task,
                 test_store_full_keeps_jobs_running,
                 test_long_poll_saturated,
                 test_agent_restart_adopts, test_usage_samples,
