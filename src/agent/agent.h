@@ -71,6 +71,7 @@ struct agent_config {
     int64_t cpus_milli; /* 0: all online CPUs */
     int64_t memory;     /* bytes; 0: MemTotal */
     int64_t pids_max;
+    int64_t tmp_size;        /* bytes of each task's private /tmp and /dev/shm */
     int64_t heartbeat;       /* ms between heartbeats when nothing happens */
     int64_t poll_wait;       /* ms a heartbeat waits for a new desired state */
     int64_t grace;           /* ms between SIGTERM and SIGKILL */

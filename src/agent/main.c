@@ -189,6 +189,14 @@ static const struct allot_config_option options[] = {
      .min = 0,
      .max = 4194304,
      .help = "Most processes one task may have (0: no limit)."},
+    {.name = "tmp-size",
+     .type = ALLOT_CFG_SIZE,
+     .offset = F(tmp_size),
+     .def = "1G",
+     .min = 1048576,
+     .max = 1099511627776LL,
+     .help = "Size of a job's private /tmp, and of its private /dev/shm (tmpfs; what is "
+             "written there counts against the job's memory)."},
     {.name = "heartbeat",
      .type = ALLOT_CFG_DURATION,
      .offset = F(heartbeat),
@@ -774,6 +782,28 @@ static int run(struct agent *a)
     return 0;
 }
 
+/* Whether /proc is mounted with hidepid (invisible or noaccess): without
+ * it every user sees every process's command line in /proc/PID/cmdline. */
+static bool proc_hides_pids(void)
+{
+    FILE *f = fopen("/proc/mounts", "r");
+    char line[1024], dev[256], dir[256], type[64], opts[512];
+    bool hidden = false;
+
+    while (f && fgets(line, sizeof(line), f)) {
+        const char *h;
+
+        if (sscanf(line, "%255s %255s %63s %511s", dev, dir, type, opts) != 4 ||
+            strcmp(dir, "/proc") != 0 || strcmp(type, "proc") != 0)
+            continue;
+        h = strstr(opts, "hidepid=");
+        hidden = h && strncmp(h + 8, "0", 1) != 0 && strncmp(h + 8, "off", 3) != 0;
+    }
+    if (f)
+        fclose(f);
+    return hidden;
+}
+
 static void usage(FILE *out)
 {
     fprintf(out, "usage: allot-agent --server URL --token TOKEN [--emulate 4xH100-80GB] "
@@ -922,6 +952,10 @@ int main(int argc, char **argv)
     if (getuid() != 0)
         LOG_WARN("agent", "not running as root: no cgroups, and tasks run as uid %d",
                  (int)getuid());
+    else if ((!strcmp(c->run_as, "tenant") || (c->user_map && *c->user_map)) && !proc_hides_pids())
+        LOG_WARN("agent", "/proc is mounted without hidepid: each tenant's jobs see the command "
+                          "lines of every process on the node, other tenants' jobs included "
+                          "(mount -o remount,hidepid=invisible /proc; docs/agent.md)");
     struct sigaction sa = {.sa_handler = on_signal};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);

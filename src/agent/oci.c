@@ -107,8 +107,9 @@ int oci_bundle(const struct agent *a, json_t *d, const struct task *t, const cha
     int n_dr = cg_device_rules(&lim, dr);
     for (int k = 0; k < n_dr; k++)
         json_array_append_new(rules, device_rule(true, "c", dr[k].major, dr[k].minor));
-    char cgpath[256];
+    char cgpath[256], tmp_size[48];
     allot_fmt(cgpath, sizeof(cgpath), "/%s/%s", a->cfg.cgroup_root, t->key);
+    allot_fmt(tmp_size, sizeof(tmp_size), "size=%lld", (long long)a->cfg.tmp_size);
     cfg = json_pack(
         "{s:s,s:{s:b,s:{s:i,s:i},s:O,s:o,s:s,s:b,s:{s:[],s:[],s:[],s:[],s:[]}},"
         "s:{s:s,s:b},s:s,"
@@ -123,10 +124,10 @@ int oci_bundle(const struct agent *a, json_t *d, const struct task *t, const cha
         "options", "nosuid", "strictatime", "mode=755", "size=65536k", "destination", "/dev/pts",
         "type", "devpts", "source", "devpts", "options", "nosuid", "noexec", "newinstance",
         "ptmxmode=0666", "mode=0620", "gid=5", "destination", "/dev/shm", "type", "tmpfs", "source",
-        "shm", "options", "nosuid", "noexec", "nodev", "mode=1777", "size=65536k", "destination",
-        "/tmp", "type", "tmpfs", "source", "tmpfs", "options", "nosuid", "nodev", "mode=1777",
-        "size=1g", "destination", "/sys", "type", "sysfs", "source", "sysfs", "options", "nosuid",
-        "noexec", "nodev", "ro",
+        "shm", "options", "nosuid", "noexec", "nodev", "mode=1777", tmp_size, "destination", "/tmp",
+        "type", "tmpfs", "source", "tmpfs", "options", "nosuid", "nodev", "mode=1777", tmp_size,
+        "destination", "/sys", "type", "sysfs", "source", "sysfs", "options", "nosuid", "noexec",
+        "nodev", "ro",
         /* linux */
         "linux", "namespaces", "type", "pid", "type", "ipc", "type", "uts", "type", "mount",
         "cgroupsPath", cgpath, "devices", devices, "resources", "devices", rules, "maskedPaths",
@@ -137,6 +138,10 @@ int oci_bundle(const struct agent *a, json_t *d, const struct task *t, const cha
         allot_fmt(why, wlen, "cannot build the container's configuration");
         return -1;
     }
+    /* what the job writes is its own unless it says otherwise (as for the
+     * process executor) */
+    json_object_set_new(json_object_get(json_object_get(cfg, "process"), "user"), "umask",
+                        json_integer(077));
     if (t->net) { /* its tenant network (net.h): the namespace the agent made */
         char ns[96], nspath[160];
         net_ns_name(t->key, ns, sizeof(ns));

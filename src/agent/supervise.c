@@ -11,9 +11,11 @@
  * file. So the exit file always means "nothing of the task runs any more"
  * (as root, with cgroups), also while the agent is down.
  *
- * The task's process (run_child), before exec: its own process group, its
- * cgroup, its network namespace, standard streams, working directory and
- * user.
+ * The task's process (run_child), before exec, in this order: its own
+ * process group, its cgroup, its network namespace, standard streams,
+ * umask 077, a private /tmp and /dev/shm (the process executor, as root),
+ * then it drops to the job's user, and only then changes to the working
+ * directory: every path of the job is resolved with the job's rights.
  */
 #include "agent.h"
 #include "net.h"
@@ -36,17 +38,111 @@
 #include <time.h>
 #include <unistd.h>
 
-/* In the task's process, after fork: never returns. */
+/* ---- the private /tmp and /dev/shm ---- */
+
+/* The folder right below /tmp or /dev/shm that path lies in (into top),
+ * or false when it lies in neither (or names "." or ".." there). */
+static bool top_in_tmp(const char *path, char *top, size_t len)
+{
+    static const char *const bases[] = {"/tmp/", "/dev/shm/"};
+
+    for (size_t i = 0; path && i < sizeof(bases) / sizeof(bases[0]); i++) {
+        size_t bl = strlen(bases[i]), cl;
+
+        if (strncmp(path, bases[i], bl) != 0)
+            continue;
+        cl = strcspn(path + bl, "/");
+        if (cl == 0 || (cl == 1 && path[bl] == '.') ||
+            (cl == 2 && path[bl] == '.' && path[bl + 1] == '.') || bl + cl >= len)
+            return false;
+        memcpy(top, path, bl + cl);
+        top[bl + cl] = '\0';
+        return true;
+    }
+    return false;
+}
+
+/* Gives the calling process (root, the task's process before it drops
+ * privileges) a mount namespace of its own with fresh tmpfs on /tmp and
+ * /dev/shm (mode 1777, --tmp-size each, their pages charged to the task's
+ * memory cgroup). What the task needs from the host's /tmp stays: the
+ * agent's state folder (emulated devices, the shim region, the GPU share
+ * folder) and the working directory, each by the folder right below /tmp
+ * that holds it, bound at the same path with its own owner and mode (a
+ * symbolic link there is not followed). Returns 0 or -1 with why. */
+static int private_tmp(const struct agent *a, const char *workdir, char *why, size_t wlen)
+{
+    char state[4096], keep[2][4096], opts[64];
+    int fds[2] = {-1, -1}, n = 0, rc = -1;
+    struct stat st;
+
+    if (realpath(a->cfg.state_dir, state) && top_in_tmp(state, keep[n], sizeof(keep[n])))
+        n++;
+    if (workdir && top_in_tmp(workdir, keep[n], sizeof(keep[n])) &&
+        (!n || strcmp(keep[0], keep[n])))
+        n++;
+    if (unshare(CLONE_NEWNS) < 0) {
+        allot_fmt(why, wlen, "unshare(CLONE_NEWNS): %s", strerror(errno));
+        goto out;
+    }
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) {
+        allot_fmt(why, wlen, "making the mounts private: %s", strerror(errno));
+        goto out;
+    }
+    /* opened in the new namespace (a bind's source must be in it), before
+     * the tmpfs covers them */
+    for (int i = 0; i < n; i++) {
+        fds[i] = open(keep[i], O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
+        if (fds[i] >= 0 && (fstat(fds[i], &st) < 0 || !S_ISDIR(st.st_mode))) {
+            close(fds[i]);
+            fds[i] = -1;
+        }
+    }
+    allot_fmt(opts, sizeof(opts), "mode=1777,size=%lld", (long long)a->cfg.tmp_size);
+    if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0) {
+        allot_fmt(why, wlen, "tmpfs on /tmp: %s", strerror(errno));
+        goto out;
+    }
+    if (stat("/dev/shm", &st) == 0 &&
+        mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0) {
+        allot_fmt(why, wlen, "tmpfs on /dev/shm: %s", strerror(errno));
+        goto out;
+    }
+    for (int i = 0; i < n; i++) {
+        char src[64];
+
+        if (fds[i] < 0)
+            continue; /* gone, or not a folder: the job's chdir says so */
+        allot_fmt(src, sizeof(src), "/proc/self/fd/%d", fds[i]);
+        if ((mkdir(keep[i], 0700) < 0 && errno != EEXIST) ||
+            mount(src, keep[i], NULL, MS_BIND | MS_REC, NULL) < 0) {
+            allot_fmt(why, wlen, "%s into the private /tmp: %s", keep[i], strerror(errno));
+            goto out;
+        }
+    }
+    rc = 0;
+out:
+    for (int i = 0; i < n; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    return rc;
+}
+
+/* ---- the task's process ---- */
+
+/* In the task's process, after fork: never returns. Its standard output
+ * and error go to out_fd (the task's log). */
 static void run_child(const struct agent *a, const struct task *t, char **argv, char **envp,
-                      const struct run_user *u, const char *workdir, int log_fd)
+                      const struct run_user *u, const char *workdir, int out_fd)
 {
     /* a container: crun (root) sets the user, directory and environment */
     bool crun = argv[0] == a->cfg.crun;
     int null_fd = open("/dev/null", O_RDONLY);
+    char why[512];
 
     setpgid(0, 0);
     if (getuid() == 0 && cg_enter(a->cfg.cgroup_root, t->key, getpid()) < 0) {
-        dprintf(log_fd, "allot-agent: cannot enter the task's cgroup\n");
+        dprintf(out_fd, "allot-agent: cannot enter the task's cgroup\n");
         _exit(126);
     }
     if (t->net) { /* its tenant network (net.h); crun inherits it */
@@ -55,16 +151,31 @@ static void run_child(const struct agent *a, const struct task *t, char **argv, 
         allot_fmt(path, sizeof(path), "/run/netns/%s", ns);
         int fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0 || setns(fd, CLONE_NEWNET) < 0) {
-            dprintf(log_fd, "allot-agent: cannot join the network namespace %s\n", ns);
+            dprintf(out_fd, "allot-agent: cannot join the network namespace %s\n", ns);
             _exit(126);
         }
         close(fd);
     }
     if (null_fd >= 0)
         dup2(null_fd, 0);
-    dup2(log_fd, 1);
-    dup2(log_fd, 2);
+    dup2(out_fd, 1);
+    dup2(out_fd, 2);
     close_range(3, ~0U, 0);
+    /* what the job writes is its own unless it says otherwise */
+    umask(077);
+    /* the process executor: /tmp and /dev/shm of its own (a container has
+     * its own already); never unisolated when they cannot be made */
+    if (getuid() == 0 && !crun && private_tmp(a, workdir, why, sizeof(why)) < 0) {
+        dprintf(2, "allot-agent: cannot give the task a private /tmp and /dev/shm: %s\n", why);
+        _exit(126);
+    }
+    if (getuid() == 0 && !crun &&
+        (setgroups(0, NULL) < 0 || setgid(u->gid) < 0 || setuid(u->uid) < 0)) {
+        dprintf(2, "allot-agent: cannot become uid %d: %s\n", (int)u->uid, strerror(errno));
+        _exit(126);
+    }
+    /* with the job's rights: a folder its user cannot reach stays out of
+     * reach, and the error says no more than the job could learn itself */
     if (crun)
         workdir = "/";
     if (workdir && chdir(workdir) < 0) {
@@ -73,11 +184,6 @@ static void run_child(const struct agent *a, const struct task *t, char **argv, 
     }
     if (!workdir && chdir(u->home) < 0 && chdir("/") < 0)
         _exit(126);
-    if (getuid() == 0 && !crun &&
-        (setgroups(0, NULL) < 0 || setgid(u->gid) < 0 || setuid(u->uid) < 0)) {
-        dprintf(2, "allot-agent: cannot become uid %d: %s\n", (int)u->uid, strerror(errno));
-        _exit(126);
-    }
     for (int s = 1; s < NSIG; s++)
         signal(s, SIG_DFL);
     sigset_t none;
@@ -100,6 +206,8 @@ static void run_child(const struct agent *a, const struct task *t, char **argv, 
     dprintf(2, "allot-agent: cannot run %s: %s\n", argv[0], strerror(errno));
     _exit(127);
 }
+
+/* ---- the supervisor ---- */
 
 /* The agent's fence deadline (monotonic ms), from STATE/fence-at; 0 when
  * there is none (fencing off, or not yet registered). */

@@ -165,15 +165,10 @@ def test_device_access():
 def test_tenants_run_as_their_own_uids():
     """By default (--run-as tenant) each tenant's jobs run as a uid of their own: one
     tenant's job cannot signal another's, read its environment or read its log."""
-    share = fx.tempdir()
-    os.chmod(share, 0o777)
-    pidf = os.path.join(share, "a.pid")
     a = submit({"gpus": 0, "env": {"SECRET": "s3cr3t"},
-                "command": sh("echo $$ > %s; echo a-log-line; sleep 30" % pidf)})
-    end = time.time() + 15
-    while time.time() < end and not (os.path.exists(pidf) and open(pidf).read().strip()):
-        time.sleep(0.05)
-    pid = open(pidf).read().strip()
+                "command": sh("echo pid $$; echo a-log-line; sleep 30")})
+    assert wait_log(agent, a, "a-log-line"), agent.task_log(a)
+    pid = agent.task_log(a).split()[1]
     logf = os.path.join(agent.dir, "logs", str(a), "task-0.log")
     b = submit({"tenant": "research/vision", "gpus": 0, "command": sh(
         "id -u; kill -0 %s && echo can-signal; grep -a SECRET /proc/%s/environ && echo can-read;"
@@ -190,6 +185,60 @@ def test_tenants_run_as_their_own_uids():
             "running"
     finally:
         expect(dm.req("POST", "/v1/jobs/%d/cancel" % a, token=dm.admin), 200)
+
+
+def test_workdir_entered_as_the_jobs_user():
+    """The agent enters a job's working directory as the job's user, not as root: a
+    world-readable folder below one its user cannot pass stays out of reach, and the error
+    is the same whether a path there exists or not (no oracle for root-only folders)."""
+    base = fx.tempdir()  # root's, 0700
+    sub = os.path.join(base, "sub")
+    os.mkdir(sub, 0o755)
+    with open(os.path.join(sub, "data.txt"), "w") as f:
+        f.write("other-users-data\n")
+    os.chmod(os.path.join(sub, "data.txt"), 0o644)
+    for wd in (sub, os.path.join(base, "no-such-folder")):
+        jid = submit({"gpus": 0, "workdir": wd, "command": sh("cat data.txt")})
+        j = wait_state(jid, ("succeeded", "failed"))
+        out = agent.task_log(jid)
+        assert j["state"] == "failed" and j["exit_code"] == 126, (j, out)
+        assert "other-users-data" not in out, out
+        assert "allot-agent: workdir %s: Permission denied" % wd in out, out
+    os.chmod(base, 0o755)  # now the job's user may pass: the same job runs there
+    jid = submit({"gpus": 0, "workdir": sub, "command": sh("cat data.txt")})
+    j = wait_state(jid, ("succeeded", "failed"))
+    assert j["state"] == "succeeded" and "other-users-data" in agent.task_log(jid), \
+        (j, agent.task_log(jid))
+
+
+def test_private_tmp_and_umask():
+    """A job's files are its own: umask 077, and /tmp and /dev/shm of its own (fresh tmpfs,
+    mode 1777), so another tenant's job, and the host, never see what it leaves there. The
+    agent's state folder and the working directory stay reachable below /tmp."""
+    name = "allot-iso-%d.txt" % os.getpid()
+    host = os.path.join("/tmp", name)
+    a = submit({"gpus": 0, "command": sh(
+        "umask; echo nlp-data > /tmp/%s; echo nlp-shm > /dev/shm/%s; stat -c 'mode %%a' /tmp;"
+        " stat -c 'file %%a' /tmp/%s; echo written; sleep 30" % (name, name, name))})
+    try:
+        assert wait_log(agent, a, "written"), agent.task_log(a)
+        out = agent.task_log(a)
+        assert "0077" in out and "mode 1777" in out and "file 600" in out, out
+        assert not os.path.exists(host) and not os.path.exists("/dev/shm/" + name), out
+        b = submit({"tenant": "research/vision", "gpus": 0, "command": sh(
+            "cat /tmp/%s /dev/shm/%s; ls /tmp /dev/shm; echo end" % (name, name))})
+        j = wait_state(b, ("succeeded", "failed"))
+        out = agent.task_log(b)
+        assert j["state"] == "succeeded" and "end" in out, (j, out)
+        assert "nlp-data" not in out and "nlp-shm" not in out and name not in out.split(), out
+        # /proc shows other tenants' command lines unless mounted with hidepid: said at start
+        if "hidepid" not in open("/proc/mounts").read():
+            assert "hidepid" in agent.log(), agent.log()
+    finally:
+        expect(dm.req("POST", "/v1/jobs/%d/cancel" % a, token=dm.admin), 200)
+        for p in (host, "/dev/shm/" + name):
+            if os.path.exists(p):
+                os.unlink(p)
 
 
 def test_root_refused():
@@ -425,7 +474,7 @@ def test_oci_image():
         jid = submit({"image": "bb", "gpu_models": ["A10-24GB"], "env": {"GREETING": "hi"},
                       "command": ["sh", "-c", "echo $GREETING; id -u; hostname; ls /dev; "
                                               "ls / ; test -e /work && echo host-visible; "
-                                              "echo pid=$$; exit 4"]})
+                                              "echo pid=$$; umask; exit 4"]})
         j = wait_state(jid, ("succeeded", "failed"))
         out = ag.task_log(jid)
         assert j["exit_code"] == 4, (j, out, ag.log())
@@ -1327,7 +1376,8 @@ if __name__ == "__main__":
                       args=["--emulate-util", "35", "--sample-interval", "200ms"])
         fx.run([test_stale_cgroups_removed, test_token_hidden_from_process_list,
                 test_run_to_completion,
-                test_tenants_run_as_their_own_uids, test_ended_task_leaves_nothing,
+                test_tenants_run_as_their_own_uids, test_workdir_entered_as_the_jobs_user,
+                test_private_tmp_and_umask, test_ended_task_leaves_nothing,
                 test_exit_code_and_no_command,
                 test_memory_limit_is_an_oom_kill, test_cpu_quota, test_device_access,
                 test_root_refused, test_cancel_stops_with_grace, test_nvml_discovery, test_mig,
