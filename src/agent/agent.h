@@ -71,6 +71,7 @@ struct agent_config {
     int64_t cpus_milli; /* 0: all online CPUs */
     int64_t memory;     /* bytes; 0: MemTotal */
     int64_t pids_max;
+    int64_t log_max;         /* bytes a task's log may grow to (0: no cap) */
     int64_t tmp_size;        /* bytes of each task's private /tmp and /dev/shm */
     int64_t heartbeat;       /* ms between heartbeats when nothing happens */
     int64_t poll_wait;       /* ms a heartbeat waits for a new desired state */
@@ -252,9 +253,9 @@ long long task_proc_start(pid_t pid);
 
 /* In the supervisor, just forked by the agent: starts argv (envp) as the
  * task t (folder dir) as user u in workdir (NULL: u's home), its output
- * appended to log_fd, waits for it (fencing it when the agent's fence
- * deadline passed), kills what is left in its cgroup and writes the exit
- * file. Never returns. */
+ * appended to log_fd up to --log-max, waits for it (fencing it when the
+ * agent's fence deadline passed), kills what is left in its cgroup and
+ * writes the exit file. Never returns. */
 void task_supervisor(const struct agent *a, const struct task *t, const char *dir, char **argv,
                      char **envp, const struct run_user *u, const char *workdir, int log_fd)
     __attribute__((noreturn));

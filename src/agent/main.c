@@ -189,6 +189,13 @@ static const struct allot_config_option options[] = {
      .min = 0,
      .max = 4194304,
      .help = "Most processes one task may have (0: no limit)."},
+    {.name = "log-max",
+     .type = ALLOT_CFG_SIZE,
+     .offset = F(log_max),
+     .def = "1G",
+     .help = "Most bytes one task's log (STATE/logs/JOB/task-INDEX.log) may hold; the task's "
+             "output past it is read and discarded, and the log says so in its last line "
+             "(0: no cap)."},
     {.name = "tmp-size",
      .type = ALLOT_CFG_SIZE,
      .offset = F(tmp_size),

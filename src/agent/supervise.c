@@ -4,12 +4,13 @@
  *
  * The supervisor (task_supervisor) runs in a session of its own, outside
  * the task's cgroup, for as long as the task: it starts the task's
- * process, waits for it, fences the task when the agent's fence deadline
- * passed (the agent killed outright cannot), and once the task's process
- * ended kills everything left in the task's cgroup (cg_kill: a process the
- * job put in a session of its own included) before it writes the exit
- * file. So the exit file always means "nothing of the task runs any more"
- * (as root, with cgroups), also while the agent is down.
+ * process, copies the task's output from a pipe into the task's log up to
+ * --log-max, fences the task when the agent's fence deadline passed (the
+ * agent killed outright cannot), and once the task's process ended kills
+ * everything left in the task's cgroup (cg_kill: a process the job put in
+ * a session of its own included) before it writes the exit file. So the
+ * exit file always means "nothing of the task runs any more" (as root,
+ * with cgroups), also while the agent is down.
  *
  * The task's process (run_child), before exec, in this order: its own
  * process group, its cgroup, its network namespace, standard streams,
@@ -26,6 +27,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -131,7 +133,7 @@ out:
 /* ---- the task's process ---- */
 
 /* In the task's process, after fork: never returns. Its standard output
- * and error go to out_fd (the task's log). */
+ * and error go to out_fd (the supervisor's pipe). */
 static void run_child(const struct agent *a, const struct task *t, char **argv, char **envp,
                       const struct run_user *u, const char *workdir, int out_fd)
 {
@@ -207,6 +209,91 @@ static void run_child(const struct agent *a, const struct task *t, char **argv, 
     _exit(127);
 }
 
+/* ---- the task's log ---- */
+
+/* The task's output on its way to its log: the read end of its pipe and
+ * the log, with how much the log holds. */
+struct log_pump {
+    int in;       /* pipe (non-blocking), -1 once at its end */
+    int out;      /* the log, O_APPEND */
+    int64_t size; /* bytes in the log */
+    int64_t max;  /* --log-max; 0: no cap */
+    bool full;    /* at the cap: the rest is read and dropped */
+};
+
+static const char log_full_fmt[] =
+    "\nallot-agent: this log reached its cap of %lld bytes (--log-max): the rest of "
+    "the task's output is discarded\n";
+
+static void write_all(int fd, const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return; /* a full disk: the output is lost, the task goes on */
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+/* Moves what the pipe holds into the log, up to the cap (whose notice,
+ * written once, counts within it). Returns false at the pipe's end. */
+static bool log_pump_once(struct log_pump *lp)
+{
+    char buf[65536], note[256];
+    ssize_t n;
+    int64_t room;
+    int nl;
+
+    if (lp->in < 0)
+        return false;
+    n = read(lp->in, buf, sizeof(buf));
+    if (n < 0)
+        return errno == EAGAIN || errno == EINTR;
+    if (n == 0)
+        return false;
+    if (lp->max <= 0) {
+        write_all(lp->out, buf, (size_t)n);
+        return true;
+    }
+    if (lp->full)
+        return true;
+    nl = allot_fmt(note, sizeof(note), log_full_fmt, (long long)lp->max);
+    room = lp->max - lp->size - nl;
+    if (room < 0)
+        room = 0;
+    if (n <= room) {
+        write_all(lp->out, buf, (size_t)n);
+        lp->size += n;
+        return true;
+    }
+    write_all(lp->out, buf, (size_t)room);
+    lp->size += room;
+    if (lp->size + nl <= lp->max) { /* not when an earlier run wrote it */
+        write_all(lp->out, note, (size_t)nl);
+        lp->size += nl;
+    }
+    lp->full = true;
+    return true;
+}
+
+/* After the task ended: what is left in the pipe, without waiting for a
+ * writer that is still there (no cgroups to end it with: it then gets
+ * EPIPE). */
+static void log_pump_drain(struct log_pump *lp)
+{
+    for (int i = 0; i < 4096 && log_pump_once(lp); i++) {
+        struct pollfd p = {.fd = lp->in, .events = POLLIN};
+        if (poll(&p, 1, 0) <= 0 || !(p.revents & (POLLIN | POLLHUP)))
+            break;
+    }
+    if (lp->in >= 0)
+        close(lp->in);
+    lp->in = -1;
+}
+
 /* ---- the supervisor ---- */
 
 /* The agent's fence deadline (monotonic ms), from STATE/fence-at; 0 when
@@ -245,23 +332,35 @@ void task_fence_deadline(const struct agent *a, int64_t at_ms)
         LOG_WARN("agent", "%s: cannot write the fence deadline: %s", path, strerror(errno));
 }
 
-/* The supervisor's wait for the task's process: it also fences the task
- * when the agent's fence deadline passed by a second (the agent, while it
- * lives, fences first; one killed outright cannot), with the agent's
- * grace before SIGKILL. */
-static void supervise(const struct agent *a, const char *dir, pid_t pid, int *status)
+static void on_chld(int sig)
+{
+    (void)sig; /* only wakes ppoll */
+}
+
+/* The supervisor's wait for the task's process, copying its output into
+ * its log meanwhile: it also fences the task when the agent's fence
+ * deadline passed by a second (the agent, while it lives, fences first;
+ * one killed outright cannot), with the agent's grace before SIGKILL. */
+static void supervise(const struct agent *a, const char *dir, pid_t pid, int *status,
+                      struct log_pump *lp)
 {
     struct timespec tick = {0, 200 * 1000000L};
+    struct sigaction sa = {.sa_handler = on_chld};
     int64_t kill_at = 0;
-    sigset_t chld;
+    sigset_t chld, waiting;
 
-    /* the child's end wakes the wait at once; the fence is looked at every tick */
+    /* SIGCHLD is blocked but while ppoll waits: the child's end wakes the
+     * wait at once; the fence is looked at every tick */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGCHLD, &sa, NULL);
     sigemptyset(&chld);
     sigaddset(&chld, SIGCHLD);
-    sigprocmask(SIG_BLOCK, &chld, NULL);
+    sigprocmask(SIG_BLOCK, &chld, &waiting);
+    sigdelset(&waiting, SIGCHLD);
     for (;;) {
         pid_t r = waitpid(pid, status, WNOHANG);
         int64_t now = agent_now_ms(), deadline;
+        struct pollfd p = {.fd = lp->in, .events = POLLIN};
 
         if (r == pid || (r < 0 && errno != EINTR))
             return;
@@ -273,15 +372,21 @@ static void supervise(const struct agent *a, const char *dir, pid_t pid, int *st
             kill(-pid, SIGKILL);
             kill_at = now + 1000;
         }
-        sigtimedwait(&chld, NULL, &tick);
+        if (ppoll(&p, lp->in >= 0 ? 1 : 0, &tick, &waiting) > 0 &&
+            (p.revents & (POLLIN | POLLHUP | POLLERR)) && !log_pump_once(lp)) {
+            close(lp->in); /* every writer closed it */
+            lp->in = -1;
+        }
     }
 }
 
 void task_supervisor(const struct agent *a, const struct task *t, const char *dir, char **argv,
                      char **envp, const struct run_user *u, const char *workdir, int log_fd)
 {
+    struct log_pump lp = {.in = -1, .out = log_fd, .max = a->cfg.log_max};
     char text[128];
-    int status;
+    struct stat st;
+    int status, pfd[2];
     pid_t pid;
 
     setsid();
@@ -293,11 +398,21 @@ void task_supervisor(const struct agent *a, const struct task *t, const char *di
     signal(SIGTERM, SIG_IGN); /* the agent signals the task's group, not us */
     signal(SIGHUP, SIG_IGN);
     signal(SIGINT, SIG_IGN);
+    signal(SIGPIPE, SIG_IGN);
+    if (pipe2(pfd, O_CLOEXEC) < 0) {
+        dprintf(log_fd, "allot-agent: no pipe for the task's output: %s\n", strerror(errno));
+        task_write_atomic(dir, "exit", "exit 127 0\n");
+        _exit(1);
+    }
+    lp.size = fstat(log_fd, &st) == 0 ? (int64_t)st.st_size : 0;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     pid = fork();
     if (pid == 0)
-        run_child(a, t, argv, envp, u, workdir, log_fd);
+        run_child(a, t, argv, envp, u, workdir, pfd[1]);
+    close(pfd[1]);
+    lp.in = pfd[0];
+    fcntl(lp.in, F_SETFL, O_NONBLOCK);
     if (pid < 0) {
         task_write_atomic(dir, "exit", "exit 127 fork failed");
         _exit(1);
@@ -305,12 +420,13 @@ void task_supervisor(const struct agent *a, const struct task *t, const char *di
     setpgid(pid, pid); /* also here: no window where the group does not exist */
     allot_fmt(text, sizeof(text), "%d %d %lld\n", (int)getpid(), (int)pid, task_proc_start(pid));
     task_write_atomic(dir, "pid", text);
-    supervise(a, dir, pid, &status);
+    supervise(a, dir, pid, &status, &lp);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     /* nothing of the task outlives it: also a process in a session of its
      * own, which the process group's signals miss (the agent may be gone) */
     if (getuid() == 0 && a->cg_v2 >= 0 && cg_kill(a->cfg.cgroup_root, t->key) < 0)
         dprintf(log_fd, "allot-agent: processes of the task are left after SIGKILL\n");
+    log_pump_drain(&lp);
     close(log_fd);
     /* how it ended, and how long it ran (ms) */
     long long ran = (long long)(t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;

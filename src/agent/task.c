@@ -830,8 +830,8 @@ static int task_launch(struct agent *a, json_t *d, struct task *t)
         task_fail(t, why);
         return 0;
     }
-    if (getuid() == 0 && fchown(log_fd, u.uid, u.gid) < 0)
-        LOG_WARN("task", "%s: cannot give it to uid %d", logf, (int)u.uid);
+    /* the agent's, not the job's: the job writes to it only through its
+     * supervisor, which holds it to --log-max */
     build_env(a, d, &u, dir, mig_uuid, &env);
     if (rdma_give(t, dir, &env, why, sizeof(why)) < 0) {
         LOG_ERROR("task", "job %lld: %s", (long long)t->job, why);

@@ -241,6 +241,30 @@ def test_private_tmp_and_umask():
                 os.unlink(p)
 
 
+def test_log_max():
+    """--log-max caps a task's log: a job writing past it cannot grow its log beyond it (the
+    rest of its output is read and dropped, the job goes on), and the log's last line says
+    why."""
+    ag = Agent(dm, AG, "ag-logcap", emulate="1xH100-80GB", args=["--log-max", "64K"])
+    try:
+        wait_node("ag-logcap")
+        jid = submit({"gpu_models": ["H100-80GB"], "command": sh(
+            "echo first; head -c 3000000 /dev/zero | tr '\\0' x; echo; echo past-the-cap >&2;"
+            " exit 0")})
+        j = wait_state(jid, ("succeeded", "failed"), timeout=30)
+        path = os.path.join(ag.dir, "logs", str(jid), "task-0.log")
+        out = ag.task_log(jid)
+        assert j["state"] == "succeeded", (j, out[-300:])
+        assert os.path.getsize(path) <= 64 * 1024, os.path.getsize(path)
+        assert out.startswith("first\n") and "past-the-cap" not in out, out[-300:]
+        assert out.rstrip().endswith("(--log-max): the rest of the task's output is discarded"), \
+            out[-300:]
+        assert "cap of 65536 bytes" in out, out[-300:]
+    finally:
+        ag.stop()
+        expect(dm.req("POST", "/v1/nodes/ag-logcap/cordon", token=dm.admin), 200)
+
+
 def test_root_refused():
     m = os.path.join(fx.tempdir(), "users")
     with open(m, "w") as f:
@@ -1387,7 +1411,7 @@ if __name__ == "__main__":
                 test_gpus_move_after_the_victim_is_gone, test_logs_of_a_requeued_job,
                 test_fencing_never_twice,
                 test_allotd_down_past_the_lease, test_killed_agent_fences,
-                test_fence_kills_the_whole_task,
+                test_fence_kills_the_whole_task, test_log_max,
                 test_store_full_keeps_jobs_running,
                 test_long_poll_saturated,
                 test_agent_restart_adopts, test_usage_samples,
