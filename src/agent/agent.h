@@ -289,7 +289,8 @@ bool task_alive(const struct task *t);
 void task_poll(struct agent *a, struct task *t, int64_t now_ms);
 /* Removes the task's folder and cgroup (after its end was reported). */
 void task_forget(struct agent *a, struct task *t);
-/* Reads STATE/gpu-tenants into a->last_tenant (nothing when missing). */
+/* Reads STATE/gpu-tenants (`GPU TENANT [mixed]` lines) into a->last_tenant
+ * and a->gpu_mixed (nothing when missing). */
 void scrub_load(struct agent *a);
 /* Finds the tasks left on disk by an earlier agent: *out (allot_free),
  * each RUNNING, EXITED or LOST. Returns the count or -1. */
@@ -357,6 +358,9 @@ struct agent {
     bool xid_fatal[AGENT_MAX_GPUS];
     /* per GPU, the tenant whose job last had it (STATE/gpu-tenants) */
     char last_tenant[AGENT_MAX_GPUS][256];
+    /* a GPU more than one tenant used since it was last cleared (a shared
+     * GPU): cleared before its next task of any tenant, when it is free */
+    bool gpu_mixed[AGENT_MAX_GPUS];
     json_t *samples;    /* owned: usage samples not yet acknowledged by allotd */
     int64_t sampled_ms; /* monotonic time of the last samples taken */
     /* the sampler thread (sample.c) and the lock it shares with the loop:

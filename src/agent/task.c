@@ -604,8 +604,8 @@ static void scrub_save(const struct agent *a)
 
     for (int g = 0; g < a->inv.n_gpus; g++)
         if (*a->last_tenant[g])
-            len +=
-                (size_t)allot_fmt(text + len, sizeof(text) - len, "%d %s\n", g, a->last_tenant[g]);
+            len += (size_t)allot_fmt(text + len, sizeof(text) - len, "%d %s%s\n", g,
+                                     a->last_tenant[g], a->gpu_mixed[g] ? " mixed" : "");
     allot_fmt(dir, sizeof(dir), "%s/..", a->tasks_dir);
     if (task_write_atomic(dir, "gpu-tenants", text) < 0)
         LOG_WARN("task", "cannot record the GPUs' last tenants");
@@ -613,16 +613,19 @@ static void scrub_save(const struct agent *a)
 
 void scrub_load(struct agent *a)
 {
-    char path[4300], line[300], name[260];
+    char path[4300], line[300], name[260], mark[16];
     FILE *f;
-    int g;
+    int g, n;
 
     allot_fmt(path, sizeof(path), "%s/../gpu-tenants", a->tasks_dir);
     if (!(f = fopen(path, "r")))
         return;
     while (fgets(line, sizeof(line), f))
-        if (sscanf(line, "%d %259s", &g, name) == 2 && g >= 0 && g < AGENT_MAX_GPUS)
+        if ((n = sscanf(line, "%d %259s %15s", &g, name, mark)) >= 2 && g >= 0 &&
+            g < AGENT_MAX_GPUS) {
             allot_strlcpy(a->last_tenant[g], name, sizeof(a->last_tenant[g]));
+            a->gpu_mixed[g] = n == 3 && !strcmp(mark, "mixed");
+        }
     fclose(f);
 }
 
@@ -661,7 +664,11 @@ static int run_scrubber(const struct agent *a, int g, char *out, size_t len)
 /* Before a task of `tenant` gets GPUs another tenant's job used last, their
  * memory is cleared (scrub.c); a GPU that cannot be cleared is not handed
  * over (the task fails with the reason). Not for emulated GPUs, MIG slices,
- * or a GPU another task still runs on (it cannot be cleared under it). */
+ * or a GPU another task still runs on (it cannot be cleared under it): a
+ * task of another tenant joining one marks it mixed instead (kept in
+ * STATE/gpu-tenants), and a mixed GPU is cleared when it is next free,
+ * whichever tenant gets it, so that no tenant finds memory another left
+ * on a GPU they shared. */
 static int scrub_gpus(struct agent *a, const struct task *t, json_t *d, const char *tenant,
                       char *why, size_t wlen)
 {
@@ -673,23 +680,34 @@ static int scrub_gpus(struct agent *a, const struct task *t, json_t *d, const ch
         char out[256];
         bool busy = false;
 
-        if (!(t->gpu_mask & (1u << g)) || !strcmp(a->last_tenant[g], tenant))
+        if (!(t->gpu_mask & (1u << g)) || (!a->gpu_mixed[g] && !strcmp(a->last_tenant[g], tenant)))
             continue;
         for (size_t k = 0; k < a->n_tasks && !busy; k++)
             busy = &a->tasks[k] != t && (a->tasks[k].gpu_mask & (1u << g)) &&
                    a->tasks[k].state != TASK_EXITED && a->tasks[k].state != TASK_LOST;
-        if (busy)
+        if (busy) {
+            if (!a->gpu_mixed[g] && strcmp(a->last_tenant[g], tenant)) {
+                LOG_INFO("task", "GPU %d: shared by %s and %s, cleared when it is next free", g,
+                         *a->last_tenant[g] ? a->last_tenant[g] : "unknown", tenant);
+                if (!*a->last_tenant[g])
+                    allot_strlcpy(a->last_tenant[g], tenant, sizeof(a->last_tenant[g]));
+                a->gpu_mixed[g] = true;
+                changed = true;
+            }
             continue;
+        }
         if (a->cfg.scrub && !a->inv.emulated) {
             if (run_scrubber(a, g, out, sizeof(out)) < 0) {
                 allot_fmt(why, wlen, "GPU %d memory could not be cleared for another tenant: %s", g,
                           *out ? out : "the scrubber failed");
                 return -1;
             }
-            LOG_INFO("task", "GPU %d: %s (%s -> %s)", g, out,
-                     *a->last_tenant[g] ? a->last_tenant[g] : "unknown", tenant);
+            LOG_INFO("task", "GPU %d: %s (%s%s -> %s)", g, out,
+                     *a->last_tenant[g] ? a->last_tenant[g] : "unknown",
+                     a->gpu_mixed[g] ? " and others" : "", tenant);
         }
         allot_strlcpy(a->last_tenant[g], tenant, sizeof(a->last_tenant[g]));
+        a->gpu_mixed[g] = false;
         changed = true;
     }
     if (changed)

@@ -584,6 +584,61 @@ def test_scrub_between_tenants():
         expect(dm.req("POST", "/v1/nodes/ag-scrub/cordon", token=dm.admin), 200)
 
 
+def test_scrub_after_a_shared_gpu():
+    """A GPU two tenants' fractions shared is cleared before its next task, whichever
+    tenant's: the first tenant, back on it alone, does not find what the other left. The
+    mark (`mixed` in STATE/gpu-tenants) outlives a restart of the agent."""
+    build = os.path.dirname(fx.AGENT)
+    uuid = "GPU-11111111-2222-3333-4444-555555555555"
+    tmp = fx.tempdir()
+    conf, clog = os.path.join(tmp, "machine"), os.path.join(tmp, "cuda.log")
+    with open(conf, "w") as f:
+        f.write('gpu name="NVIDIA A30" mem=24576 uuid=%s minor=0\n' % uuid)
+    env = {"FAKE_NVML_CONFIG": conf, "FAKE_CUDA_UUIDS": uuid, "FAKE_CUDA_MEM_MIB": "512",
+           "FAKE_CUDA_LOG": clog}
+    ag = Agent(dm, AG, "ag-mixed", emulate="", env=env, args=[
+        "--nvml-lib", os.path.join(build, "fake-nvml", "libnvidia-ml.so.1"),
+        "--cuda-lib", os.path.join(build, "fake-cuda", "libcuda.so.1"), "--gpu-mode", "shared",
+        "--shim-lib", "/nonexistent"])
+    wait_node("ag-mixed")
+
+    def job(tenant, cmd, **kw):
+        return submit(dict({"tenant": tenant, "gpus": None, "gpu_models": ["A30-24GB"],
+                            "command": cmd}, **kw))
+
+    def cleared():
+        if not os.path.exists(clog):
+            return 0
+        return len([l for l in open(clog) if l.startswith("done " + uuid)])
+
+    def tenants():
+        with open(os.path.join(ag.dir, "gpu-tenants")) as f:
+            return f.read().split()
+
+    try:
+        a = job("research/nlp", sh("sleep 3"), gpu_milli=500)
+        wait_state(a, ("running",))
+        b = job("research/vision", sh("sleep 1"), gpu_milli=500)
+        wait_state(b, ("running",))
+        assert cleared() == 1 and tenants() == ["0", "research/nlp", "mixed"], \
+            (cleared(), tenants())
+        for jid in (a, b):
+            assert wait_state(jid, ("succeeded", "failed"))["state"] == "succeeded"
+        ag.stop()  # the mark is on disk
+        ag.start()
+        c = job("research/nlp", sh("true"), gpus=1)
+        assert wait_state(c, ("succeeded", "failed"))["state"] == "succeeded"
+        assert cleared() == 2, (cleared(), ag.log())
+        assert tenants() == ["0", "research/nlp"], tenants()
+        assert "research/nlp and others -> research/nlp" in ag.log(), ag.log()
+        c = job("research/nlp", sh("true"), gpus=1)
+        assert wait_state(c, ("succeeded", "failed"))["state"] == "succeeded"
+        assert cleared() == 2, cleared()  # its own again: not cleared
+    finally:
+        ag.stop()
+        expect(dm.req("POST", "/v1/nodes/ag-mixed/cordon", token=dm.admin), 200)
+
+
 def test_fractions_shim_and_mps():
     """A fraction of a shared GPU: the shim's limits (and none for a whole GPU), or with
     --sharing mps an MPS control daemon per GPU and the job's MPS limits."""
@@ -1405,7 +1460,8 @@ if __name__ == "__main__":
                 test_exit_code_and_no_command,
                 test_memory_limit_is_an_oom_kill, test_cpu_quota, test_device_access,
                 test_root_refused, test_cancel_stops_with_grace, test_nvml_discovery, test_mig,
-                test_oci_image, test_scrub_between_tenants, test_fractions_shim_and_mps,
+                test_oci_image, test_scrub_between_tenants, test_scrub_after_a_shared_gpu,
+                test_fractions_shim_and_mps,
                 test_fraction_metering,
                 test_logs_and_run, test_preemption_with_grace,
                 test_gpus_move_after_the_victim_is_gone, test_logs_of_a_requeued_job,
