@@ -11,9 +11,8 @@ import time
 BASE = "/sys/fs/cgroup"
 
 
-def stale_roots(prefix):
-    """The root names PREFIX<pid> in any hierarchy whose run (pid) is gone: left
-    by a test run that was killed before it could clean up."""
+def roots(prefix):
+    """The root names starting with prefix in any hierarchy, sorted."""
     names = set()
     for d in [BASE] + ([os.path.join(BASE, c) for c in sorted(os.listdir(BASE))]
                        if os.path.isdir(BASE) else []):
@@ -21,9 +20,15 @@ def stale_roots(prefix):
             names.update(n for n in os.listdir(d) if n.startswith(prefix))
         except OSError:
             pass
+    return sorted(names)
+
+
+def stale_roots(prefix):
+    """The root names PREFIX<pid> (or PREFIX<pid>-NAME) in any hierarchy whose run (pid)
+    is gone: left by a test run that was killed before it could clean up."""
     stale = []
-    for n in sorted(names):
-        pid = n[len(prefix):]
+    for n in roots(prefix):
+        pid = n[len(prefix):].split("-", 1)[0]
         if pid.isdigit() and not os.path.exists("/proc/" + pid):
             stale.append(n)
     return stale
@@ -33,11 +38,11 @@ def remove_tree(root_name):
     """Kills what is left in root_name's task cgroups and removes them and
     root_name, in every hierarchy. Returns the folders that could not be
     removed (empty when all went)."""
-    roots = [os.path.join(BASE, root_name)]
+    tops = [os.path.join(BASE, root_name)]
     if os.path.isdir(BASE):
-        roots += [os.path.join(BASE, c, root_name) for c in sorted(os.listdir(BASE))]
+        tops += [os.path.join(BASE, c, root_name) for c in sorted(os.listdir(BASE))]
     left = []
-    for root in roots:
+    for root in tops:
         if not os.path.isdir(root):
             continue
         subs = [os.path.join(root, s) for s in sorted(os.listdir(root))]

@@ -49,8 +49,11 @@ remove_stale_cgroups()
 
 
 def _cleanup_cgroups():
-    """Kills what is left in this run's task cgroups (by pid) and removes them."""
-    left = cgroups.remove_tree(CGROUP_ROOT)
+    """Kills what is left in this run's task cgroups (by pid) and removes them: CGROUP_ROOT
+    and the roots CGROUP_ROOT-NAME of agents given one of their own."""
+    left = []
+    for name in [CGROUP_ROOT] + cgroups.roots(CGROUP_ROOT + "-"):
+        left += cgroups.remove_tree(name)
     if left:
         print("allotd_fixture: cgroups left over: %s" % left, file=sys.stderr)
 

@@ -955,13 +955,16 @@ TRAP_JOB = sh("echo start $(date +%s%N); trap 'echo stop $(date +%s%N); exit 143
 
 def lease_world(name, emulate="1xT4", data_dir=None):
     """An allotd of its own with a 2 s lease (on data_dir, initialised there, when given),
-    the test tenants and one agent with a 1 s grace."""
+    the test tenants and one agent with a 1 s grace. The agent has a cgroup root of its own:
+    its jobs are numbered from 1 as another allotd's are, and a task left running by an
+    earlier test (an agent stopped keeps its tasks) must not share a cgroup with a task of
+    the same name here, which its supervisor would kill when it ends."""
     admin = fx.init(data_dir) if data_dir else None
     d = Daemon(data_dir, args=["--lease", "2s"])
     d.admin = admin or d.admin
     expect(d.req("PUT", "/v1/tenants", TENANTS, token=d.admin), 200)
     return d, Agent(d, d.token("agent", "", "agents"), name, emulate=emulate,
-                    args=["--grace", "1s"])
+                    args=["--grace", "1s", "--cgroup-root", "%s-%s" % (fx.CGROUP_ROOT, name)])
 
 
 def submit_to(d, command, **fields):
