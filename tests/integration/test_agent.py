@@ -507,7 +507,7 @@ def test_oci_image():
             lines[2] == "allot-job", out
         gpu_devs = [w for w in lines if w.startswith("nvidia") and w != "nvidiactl"]
         assert len(gpu_devs) == 1 and "nvidiactl" in lines, out
-        assert "host-visible" not in out and "pid=1" in out, out
+        assert "host-visible" not in out and "pid=1" in out and "0077" in lines, out
         # an image that is not there fails the job with the reason
         jid = submit({"image": "nope", "gpu_models": ["A10-24GB"], "command": ["true"]})
         j = wait_state(jid, ("succeeded", "failed"))
