@@ -116,10 +116,12 @@ class NodeAgent:
 
 
 def entry(job, task, net, address, command=None):
-    return {"job": job, "task": task, "cpu_milli": 0, "memory": 0, "gpus": [],
-            "spec": {"tenant": net["tenant"], "tasks": 1,
-                     "command": command or ["sh", "-c", "iperf3 -s -p 5201 >/dev/null 2>&1 & "
-                                            "exec python3 " + echo_path]},
+    spec = {"tenant": net["tenant"], "tasks": 1,
+            "command": command or ["sh", "-c", "iperf3 -s -p 5201 >/dev/null 2>&1 & "
+                                   "exec python3 " + echo_path]}
+    if not command:  # the job's /tmp is its own: echo.py's folder is its working directory
+        spec["workdir"] = os.path.dirname(echo_path)
+    return {"job": job, "task": task, "cpu_milli": 0, "memory": 0, "gpus": [], "spec": spec,
             "network": dict(net, address=address)}
 
 
@@ -490,7 +492,8 @@ def test_with_allotd():
         cmd = ["sh", "-c", "exec python3 " + echo_path]
 
         def submit(body):
-            body = dict({"cpus": 0.5, "memory": 256, "command": cmd}, **body)
+            body = dict({"cpus": 0.5, "memory": 256, "command": cmd,
+                         "workdir": os.path.dirname(echo_path)}, **body)
             return fx.expect(dm.req("POST", "/v1/jobs", body, token=dm.admin), 201)["id"]
         gang = submit({"tenant": "nlp", "tasks": 2, "gpus": 1})
         solo = submit({"tenant": "vision", "gpus": 0})

@@ -44,7 +44,10 @@ time.sleep(1000)
 
 def submit(n):
     body = {"tenant": "research/nlp", "gpus": 0, "cpus": 0.1, "memory": 64, "rdma_vfs": n,
-            "command": ["python3", "-c", PROG, devdir]}
+            "command": ["python3", "-c", PROG, devdir],
+            # the job's /tmp is its own: the folder of test devices, below the host's /tmp, is
+            # reachable as its working directory
+            "workdir": devdir}
     return expect(dm.req("POST", "/v1/jobs", body, token=dm.admin), 201)["id"]
 
 
