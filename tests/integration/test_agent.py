@@ -533,13 +533,10 @@ def test_oci_image():
         expect(dm.req("POST", "/v1/nodes/ag-oci/cordon", token=dm.admin), 200)
 
 
-def test_scrub_between_tenants():
-    """A GPU passing to another tenant is cleared first (the fake CUDA driver logs what was
-    set to zero); the same tenant again is not; a GPU that cannot be cleared is not handed
-    over."""
+def fake_a30_agent(name, args=()):
+    """An agent on one fake A30 (fake NVML and CUDA, whose log says what was cleared):
+    (the agent, registered; the GPU's UUID; the CUDA log's path)."""
     build = os.path.dirname(fx.AGENT)
-    nvml = os.path.join(build, "fake-nvml", "libnvidia-ml.so.1")
-    cuda = os.path.join(build, "fake-cuda", "libcuda.so.1")
     uuid = "GPU-11111111-2222-3333-4444-555555555555"
     tmp = fx.tempdir()
     conf, clog = os.path.join(tmp, "machine"), os.path.join(tmp, "cuda.log")
@@ -547,9 +544,18 @@ def test_scrub_between_tenants():
         f.write('gpu name="NVIDIA A30" mem=24576 uuid=%s minor=0\n' % uuid)
     env = {"FAKE_NVML_CONFIG": conf, "FAKE_CUDA_UUIDS": uuid, "FAKE_CUDA_MEM_MIB": "512",
            "FAKE_CUDA_LOG": clog}
-    ag = Agent(dm, AG, "ag-scrub", emulate="", env=env,
-               args=["--nvml-lib", nvml, "--cuda-lib", cuda])
-    wait_node("ag-scrub")
+    ag = Agent(dm, AG, name, emulate="", env=env, args=[
+        "--nvml-lib", os.path.join(build, "fake-nvml", "libnvidia-ml.so.1"),
+        "--cuda-lib", os.path.join(build, "fake-cuda", "libcuda.so.1")] + list(args))
+    wait_node(name)
+    return ag, uuid, clog
+
+
+def test_scrub_between_tenants():
+    """A GPU passing to another tenant is cleared first (the fake CUDA driver logs what was
+    set to zero); the same tenant again is not; a GPU that cannot be cleared is not handed
+    over."""
+    ag, uuid, clog = fake_a30_agent("ag-scrub")
 
     def run(tenant):
         jid = submit({"tenant": tenant, "gpu_models": ["A30-24GB"], "command": sh("true")})
@@ -575,7 +581,7 @@ def test_scrub_between_tenants():
         assert cleared() == [512, 512], cleared()
         # the driver fails: the GPU is not handed to the next tenant
         ag.stop()
-        ag.env = dict(env, FAKE_CUDA_FAIL="memset")
+        ag.env = dict(ag.env, FAKE_CUDA_FAIL="memset")
         ag.start()
         j = run("research/nlp")
         assert j["state"] == "failed" and "could not be cleared" in j["pending_reason"], j
@@ -588,19 +594,8 @@ def test_scrub_after_a_shared_gpu():
     """A GPU two tenants' fractions shared is cleared before its next task, whichever
     tenant's: the first tenant, back on it alone, does not find what the other left. The
     mark (`mixed` in STATE/gpu-tenants) outlives a restart of the agent."""
-    build = os.path.dirname(fx.AGENT)
-    uuid = "GPU-11111111-2222-3333-4444-555555555555"
-    tmp = fx.tempdir()
-    conf, clog = os.path.join(tmp, "machine"), os.path.join(tmp, "cuda.log")
-    with open(conf, "w") as f:
-        f.write('gpu name="NVIDIA A30" mem=24576 uuid=%s minor=0\n' % uuid)
-    env = {"FAKE_NVML_CONFIG": conf, "FAKE_CUDA_UUIDS": uuid, "FAKE_CUDA_MEM_MIB": "512",
-           "FAKE_CUDA_LOG": clog}
-    ag = Agent(dm, AG, "ag-mixed", emulate="", env=env, args=[
-        "--nvml-lib", os.path.join(build, "fake-nvml", "libnvidia-ml.so.1"),
-        "--cuda-lib", os.path.join(build, "fake-cuda", "libcuda.so.1"), "--gpu-mode", "shared",
-        "--shim-lib", "/nonexistent"])
-    wait_node("ag-mixed")
+    ag, uuid, clog = fake_a30_agent("ag-mixed", ["--gpu-mode", "shared",
+                                                 "--shim-lib", "/nonexistent"])
 
     def job(tenant, cmd, **kw):
         return submit(dict({"tenant": tenant, "gpus": None, "gpu_models": ["A30-24GB"],
