@@ -57,7 +57,7 @@ static void rm_tree(int fd, const char *name, int depth)
         close(sub);
     } else if (sub >= 0) {
         while ((e = readdir(d)))
-            if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+            if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
                 rm_tree(dirfd(d), e->d_name, depth - 1);
         closedir(d);
     }
@@ -108,7 +108,7 @@ static void drop_all(const char *state_dir, const char *key, const char *tasks_d
     while ((e = readdir(d))) {
         int fd;
 
-        if (strncmp(e->d_name, "gpu-", 4))
+        if (strncmp(e->d_name, "gpu-", 4) != 0)
             continue;
         fd = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (fd >= 0) {

@@ -81,7 +81,7 @@ static int private_tmp(const struct agent *a, const char *workdir, char *why, si
     if (realpath(a->cfg.state_dir, state) && top_in_tmp(state, keep[n], sizeof(keep[n])))
         n++;
     if (workdir && top_in_tmp(workdir, keep[n], sizeof(keep[n])) &&
-        (!n || strcmp(keep[0], keep[n])))
+        (!n || strcmp(keep[0], keep[n]) != 0))
         n++;
     if (unshare(CLONE_NEWNS) < 0) {
         allot_fmt(why, wlen, "unshare(CLONE_NEWNS): %s", strerror(errno));

@@ -686,7 +686,7 @@ static int scrub_gpus(struct agent *a, const struct task *t, json_t *d, const ch
             busy = &a->tasks[k] != t && (a->tasks[k].gpu_mask & (1u << g)) &&
                    a->tasks[k].state != TASK_EXITED && a->tasks[k].state != TASK_LOST;
         if (busy) {
-            if (!a->gpu_mixed[g] && strcmp(a->last_tenant[g], tenant)) {
+            if (!a->gpu_mixed[g] && strcmp(a->last_tenant[g], tenant) != 0) {
                 LOG_INFO("task", "GPU %d: shared by %s and %s, cleared when it is next free", g,
                          *a->last_tenant[g] ? a->last_tenant[g] : "unknown", tenant);
                 if (!*a->last_tenant[g])

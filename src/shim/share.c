@@ -194,7 +194,7 @@ static void scan(struct shim_share *s, uint64_t now)
     while ((e = readdir(d))) {
         size_t len = strlen(e->d_name);
 
-        if (len <= 4 || strcmp(e->d_name + len - 4, ".job") || !read_job(s, e->d_name, &p))
+        if (len <= 4 || strcmp(e->d_name + len - 4, ".job") != 0 || !read_job(s, e->d_name, &p))
             continue;
         if (!strcmp(p.id, s->id)) {
             /* this job's entry always has a place (the first) */
@@ -348,7 +348,7 @@ void shim_share_fill(int n, const uint32_t *weight, const uint32_t *ceiling, dou
 int shim_share_rate(struct shim_share *s, uint64_t now)
 {
     uint32_t w[SHIM_SHARE_JOBS], c[SHIM_SHARE_JOBS];
-    double out[SHIM_SHARE_JOBS];
+    double out[SHIM_SHARE_JOBS] = {0};
     int n = 0;
 
     refresh(s, now);
@@ -367,6 +367,8 @@ int shim_share_rate(struct shim_share *s, uint64_t now)
         w[n] = s->peer[k].weight;
         c[n++] = s->peer[k].ceiling;
     }
+    if (n == 0) /* no entry of its own (refresh keeps it first when it has one) */
+        return 0;
     shim_share_fill(n, w, c, out);
     return out[0] < 1 ? 1 : (int)(out[0] + 0.5);
 }
