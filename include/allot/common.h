@@ -120,10 +120,10 @@ size_t allot_strlcpy(char *dst, const char *src, size_t size);
  * the agent's log endpoint). */
 bool allot_parse_num(const char *s, int64_t lo, int64_t hi, int64_t *out);
 
-/* Overwrites, in place, the value of option `opt` ("--token") in argv
- * ("--token VALUE" or "--token=VALUE") with '*', so that other users no
- * longer read it in /proc/PID/cmdline. Call it once the options are parsed
- * into copies. Returns how many values it hid. */
+/* Overwrites, in place, the value of option `opt` ("--token") in
+ * argv[0..argc) ("--token VALUE" or "--token=VALUE"; none after "--") with
+ * '*', so that other users no longer read it in /proc/PID/cmdline. Call it
+ * once the options are parsed into copies. Returns how many values it hid. */
 int allot_argv_hide(int argc, char **argv, const char *opt);
 
 /* Grows a dynamic array so that it holds at least `need` elements of

@@ -176,6 +176,10 @@ int args_parse(struct cli *c, const struct cli_opt *opts, const struct cli_usage
     }
     if (rc == CLI_OK) {
         const char *o = c->conf.output;
+
+        /* copied by conf_set: out of the process list (allot top, logs -f
+         * run for long on shared login nodes) */
+        allot_argv_hide(argc, argv, "--token");
         c->fmt = !strcmp(o, "json")   ? CLI_FMT_JSON
                  : !strcmp(o, "yaml") ? CLI_FMT_YAML
                  : !strcmp(o, "csv")  ? CLI_FMT_CSV

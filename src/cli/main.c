@@ -128,6 +128,7 @@ int main(int argc, char **argv)
             goto out;
         }
     }
+    allot_argv_hide(i, argv, "--token"); /* copied by conf_set */
     if (i >= argc) {
         usage(stderr);
         rc = CLI_USAGE;

@@ -321,7 +321,7 @@ int allot_argv_hide(int argc, char **argv, const char *opt)
     size_t n = strlen(opt);
     int hid = 0;
 
-    for (int i = 1; i < argc; i++) {
+    for (int i = 0; i < argc; i++) {
         char *v = NULL;
 
         if (!strcmp(argv[i], "--"))

@@ -12,7 +12,7 @@ import time
 
 import allotd_fixture as fx
 from allotd_fixture import TENANTS, Daemon
-from cli_fixture import cli, fails, ok, write
+from cli_fixture import ALLOT, cli, fails, ok, write
 
 dm = None
 
@@ -392,6 +392,29 @@ def test_member_scope_and_denied():
     ok(cli(dm, "cancel", mine, token=member))
 
 
+def test_token_hidden_from_process_list():
+    """--token, before or after the verb, is not left in /proc/PID/cmdline of a command
+    that runs for long (events --follow of a pending job)."""
+    jid = ok(cli(dm, "submit", "-t", "research/nlp", "--gpus", "1", "--", "true")).out.strip()
+    e = {k: v for k, v in os.environ.items() if not k.startswith(("ALLOT_", "XDG_"))}
+    e.update(HOME=fx.tempdir(), ALLOT_SERVER="http://127.0.0.1:%d" % dm.port)
+    server = "http://127.0.0.1:%d" % dm.port
+    for args in (["--token", dm.admin, "events", jid, "--follow"],
+                 ["events", jid, "--follow", "--token=" + dm.admin, "--server", server]):
+        p = subprocess.Popen([ALLOT] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             env=e)
+        fx._procs.append(p)
+        try:
+            assert p.stdout.readline(), p.stderr.read()  # it has parsed and asked allotd
+            with open("/proc/%d/cmdline" % p.pid, "rb") as f:
+                line = f.read()
+            assert dm.admin.encode() not in line and b"*" * len(dm.admin) in line, line
+        finally:
+            p.kill()
+            p.wait(timeout=10)
+    ok(cli(dm, "cancel", jid))
+
+
 if __name__ == "__main__":
     dm = Daemon()
     try:
@@ -401,6 +424,6 @@ if __name__ == "__main__":
                 test_yaml_round_trip, test_submit_errors,
                 test_idempotency_key_flag, test_arrays_and_dependencies,
                 test_ls_pages_and_filters,
-                test_member_scope_and_denied])
+                test_member_scope_and_denied, test_token_hidden_from_process_list])
     finally:
         assert dm.stop() == 0
