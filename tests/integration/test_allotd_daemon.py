@@ -52,13 +52,16 @@ def test_usage_errors_and_help():
 
 
 def test_config_example_is_generated():
-    r = subprocess.run([ALLOTD, "--print-config-example"], capture_output=True, text=True,
-                       timeout=10)
-    assert r.returncode == 0
-    with open(os.path.join(SOURCE, "etc", "allotd.conf.example")) as f:
-        committed = f.read()
-    assert committed == r.stdout, "etc/allotd.conf.example is stale: regenerate it with " \
-                                  "allotd --print-config-example"
+    """The committed examples of allotd's and allot-agent's config files are what the
+    programs print."""
+    for prog, name in ((ALLOTD, "allotd"), (fx.AGENT, "allot-agent")):
+        r = subprocess.run([prog, "--print-config-example"], capture_output=True, text=True,
+                           timeout=10)
+        assert r.returncode == 0, r
+        with open(os.path.join(SOURCE, "etc", name + ".conf.example")) as f:
+            committed = f.read()
+        assert committed == r.stdout, "etc/%s.conf.example is stale: regenerate it with " \
+                                      "%s --print-config-example" % (name, name)
 
 
 def test_config_file_and_json_logs():
