@@ -383,16 +383,13 @@ json_t *gpu_health_json(struct agent *a);
 
 /* ---- usage samples (sample.c) ---- */
 
-/* Every sample-interval (now: agent_now_ms), appends one sample per
- * running task to a->samples: CPU time and memory from its cgroup; for
- * GPUs it has to itself, their utilisation (mean), memory and energy
- * (sums) from NVML or the emulated utilisation; for a fraction what its
- * shim region counted. At most 2,880 are kept (oldest dropped). Called by
- * the sampler with a->lock held. */
-void samples_take(struct agent *a, int64_t now);
 /* Initialises a->lock and starts the sampler thread, which every
- * sample-interval takes a->lock, looks at the running tasks (task_poll)
- * and calls samples_take. Call from the loop's thread without a->lock.
+ * sample-interval takes a->lock and appends one sample per running task
+ * (one whose exit is not written yet) to a->samples: CPU time and memory
+ * from its cgroup; for GPUs it has to itself, their utilisation (mean),
+ * memory and energy (sums) from NVML or the emulated utilisation; for a
+ * fraction what its shim region counted. At most 2,880 are kept (oldest
+ * dropped). Call from the loop's thread without a->lock.
  * Returns 0, or -1 (logged) when the thread cannot be made. */
 int sampler_start(struct agent *a);
 /* Stops the sampler and waits for it (bounded: it ends at its next look

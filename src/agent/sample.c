@@ -97,16 +97,15 @@ static bool shim_sample(struct agent *a, struct task *t, int64_t now, struct all
     return true;
 }
 
-void samples_take(struct agent *a, int64_t now)
+/* One sample per running task (agent.h, sampler_start); a->lock held. */
+static void samples_take(struct agent *a, int64_t now)
 {
     struct nvml_sample *smp = NULL;
     bool have[AGENT_MAX_GPUS] = {false};
     int util[AGENT_MAX_GPUS];
     int64_t mem[AGENT_MAX_GPUS], energy[AGENT_MAX_GPUS], at = wall_ms();
 
-    if (a->sampled_ms && now - a->sampled_ms < a->cfg.sample_interval)
-        return;
-    a->sampled_ms = now;
+    a->sampled_ms = now; /* sampler_main calls it when due */
     if (!a->samples && !(a->samples = json_array()))
         return;
     if (a->nv && (smp = allot_malloc(sizeof(*smp)))) {
@@ -133,7 +132,12 @@ void samples_take(struct agent *a, int64_t now)
         int64_t cpu = -1, m = -1, u_sum = 0, u_n = 0, gm = 0, en = 0, s_util = -1, s_mem = -1;
         bool gpu_ok = t->gpu_mask != 0 && !gpus_shared(a, t), mem_ok = gpu_ok, en_ok = gpu_ok;
 
-        if (t->state != TASK_RUNNING)
+        char ended[4400];
+        /* only tasks still running are sampled: one whose supervisor wrote
+         * its exit while the loop waited on allotd is skipped (the loop,
+         * not the sampler, moves it on) */
+        allot_fmt(ended, sizeof(ended), "%s/%s/exit", a->tasks_dir, t->key);
+        if (t->state != TASK_RUNNING || access(ended, F_OK) == 0)
             continue;
         cg_usage(a->cfg.cgroup_root, t->key, &cpu, &m);
         if (su && shim_sample(a, t, now, su, &s_util, &s_mem)) {
@@ -213,11 +217,6 @@ static void *sampler_main(void *arg)
             pthread_cond_timedwait(&a->sampler_wake, &a->lock, &at);
             continue;
         }
-        /* only tasks still running are sampled: one that ended while the
-         * loop waited on allotd is noticed here first */
-        for (size_t i = 0; i < a->n_tasks; i++)
-            if (a->tasks[i].state == TASK_RUNNING)
-                task_poll(a, &a->tasks[i], now);
         samples_take(a, now);
     }
     pthread_mutex_unlock(&a->lock);
