@@ -13,10 +13,20 @@
 #ifndef ALLOT_SHIM_REGION_H
 #define ALLOT_SHIM_REGION_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #define ALLOT_SHIM_MAX_DEV  32
 #define ALLOT_SHIM_MAX_PROC 128
+
+/* The largest weight a GPU share entry may give (docs/shim.md). */
+#define ALLOT_SHIM_SHARE_WEIGHT_MAX 1000000u
+
+/* The 32 lower-case hex digits of NVML UUID `uuid` ("GPU-..." or
+ * "MIG-...", dashes skipped, either case) into out: the name of the GPU's
+ * share folder, gpu-HEX. False for anything else (NULL, a wrong length,
+ * another character). src/shim/uuid.c. */
+bool allot_shim_uuid_hex(const char *uuid, char out[33]);
 
 /* One process of the job, as its slot says. */
 struct allot_shim_proc {

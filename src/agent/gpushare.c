@@ -23,6 +23,7 @@
 #include "agent.h"
 
 #include "allot/common.h"
+#include "allot/shim_region.h"
 #include "log.h"
 
 #include <dirent.h>
@@ -32,9 +33,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-/* The shim's bounds (src/shim/shim.h): weights 1..SHARE_WEIGHT_MAX. */
-#define SHARE_WEIGHT_MAX 1000000
 
 /* Whether st is a folder of the agent's that nobody else may write. */
 static bool ours(const struct stat *st)
@@ -183,8 +181,7 @@ int share_task_add(const struct agent *a, const char *key, json_t *d, uid_t uid,
     json_int_t milli = json_integer_value(json_object_get(d, "gpu_milli"));
     json_int_t w = json_integer_value(json_object_get(d, "share_weight"));
     char path[4400], hex[33], name[300], text[128];
-    const char *u;
-    int n = 0, fd, f;
+    int fd, f;
     struct stat st;
     long long percent = (milli + 9) / 10;
 
@@ -193,16 +190,7 @@ int share_task_add(const struct agent *a, const char *key, json_t *d, uid_t uid,
         return -1;
     }
     /* the UUID's 32 hex digits, as the shim names the GPU */
-    u = a->inv.gpus[g0].uuid;
-    if (!strncmp(u, "GPU-", 4) || !strncmp(u, "MIG-", 4))
-        u += 4;
-    for (; *u && n < 32; u++)
-        if ((*u >= '0' && *u <= '9') || (*u >= 'a' && *u <= 'f'))
-            hex[n++] = *u;
-        else if (*u >= 'A' && *u <= 'F')
-            hex[n++] = (char)(*u - 'A' + 'a');
-    hex[n] = '\0';
-    if (n != 32 || *u) {
+    if (!allot_shim_uuid_hex(a->inv.gpus[g0].uuid, hex)) {
         allot_fmt(why, len, "GPU %s: not a UUID the shim can name", a->inv.gpus[g0].uuid);
         return -1;
     }
@@ -234,8 +222,8 @@ int share_task_add(const struct agent *a, const char *key, json_t *d, uid_t uid,
      * the shim's default was; the ceiling: 100 in soft mode, else the limit */
     if (w <= 0)
         w = percent;
-    if (w > SHARE_WEIGHT_MAX)
-        w = SHARE_WEIGHT_MAX;
+    if (w > ALLOT_SHIM_SHARE_WEIGHT_MAX)
+        w = ALLOT_SHIM_SHARE_WEIGHT_MAX;
     allot_fmt(text, sizeof(text), "weight %lld\nceiling %lld\nuid %lu\n", (long long)w,
               !strcmp(a->cfg.sm_share, "soft") ? 100LL : percent,
               (unsigned long)(getuid() == 0 ? uid : geteuid()));

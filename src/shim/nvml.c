@@ -142,29 +142,6 @@ void shim_nvml_init(void)
 
 /* ---- UUIDs: NVML's strings, CUDA's bytes --------------------------------- */
 
-bool shim_uuid_hex(const char *uuid, char out[33])
-{
-    int n = 0;
-
-    if (!uuid)
-        return false;
-    if (!strncmp(uuid, "GPU-", 4) || !strncmp(uuid, "MIG-", 4))
-        uuid += 4;
-    for (; *uuid; uuid++) {
-        char c = *uuid;
-
-        if (c == '-')
-            continue;
-        if (c >= 'A' && c <= 'F')
-            c = (char)(c - 'A' + 'a');
-        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')) || n == 32)
-            return false;
-        out[n++] = c;
-    }
-    out[n] = '\0';
-    return n == 32;
-}
-
 /* Learns the CUDA devices' UUIDs. Called with cu_ids.lock held. */
 static void learn_cuda_ids(void)
 {
@@ -246,7 +223,8 @@ static int ordinal_of(nvmlDevice_t h)
         }
     }
     pthread_mutex_unlock(&nv.lock);
-    if (!get_uuid || get_uuid(h, uuid, sizeof(uuid)) != NVML_SUCCESS || !shim_uuid_hex(uuid, hex))
+    if (!get_uuid || get_uuid(h, uuid, sizeof(uuid)) != NVML_SUCCESS ||
+        !allot_shim_uuid_hex(uuid, hex))
         return -1;
     ordinal = shim_cuda_ordinal_of(hex);
     pthread_mutex_lock(&nv.lock);

@@ -126,7 +126,7 @@ static bool parse_job(char *text, struct share_peer *p)
         v = strtoul(sp + 1, &end, 10);
         if (*end || errno)
             return false;
-        if (!strcmp(line, "weight") && v >= 1 && v <= SHIM_SHARE_WEIGHT_MAX) {
+        if (!strcmp(line, "weight") && v >= 1 && v <= ALLOT_SHIM_SHARE_WEIGHT_MAX) {
             p->weight = (uint32_t)v;
             have_w = true;
         } else if (!strcmp(line, "ceiling") && v >= 1 && v <= 100) {

@@ -58,6 +58,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "allot/shim_region.h"
 #include "cuda_abi.h"
 #include "region_layout.h"
 
@@ -356,9 +357,9 @@ CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev);
 #define SHIM_SHARE_JOBS 64
 /* A job that wanted GPU time this recently is active (a co-tenant). */
 #define SHIM_SHARE_ACTIVE_NS 200000000ull
-/* The longest entry name (ALLOT_GPU_SHARE_ID) and the highest weight. */
-#define SHIM_SHARE_ID_MAX     63
-#define SHIM_SHARE_WEIGHT_MAX 1000000u
+/* The longest entry name (ALLOT_GPU_SHARE_ID); the highest weight is
+ * ALLOT_SHIM_SHARE_WEIGHT_MAX (allot/shim_region.h). */
+#define SHIM_SHARE_ID_MAX 63
 
 struct shim_share; /* opaque: one GPU's folder and this job's entry in it */
 
@@ -546,9 +547,6 @@ void *shim_dlsym_answer(const char *symbol, void *p);
  * UUID has the 32 hex digits hex, or -1. Initialises the driver (cuInit)
  * when it was not yet; the devices are learnt once. */
 int shim_cuda_ordinal_of(const char *hex);
-/* The 32 lower-case hex digits of a UUID string ("GPU-..." or "MIG-...",
- * dashes anywhere) into out[33]. Returns false when it is not one. */
-bool shim_uuid_hex(const char *uuid, char out[33]);
 /* The 32 hex digits of CUDA ordinal dev's UUID into out[33]. Returns
  * false when unknown. */
 bool shim_cuda_uuid_hex(int dev, char out[33]);

@@ -849,14 +849,14 @@ static void test_uuid_hex(void **state)
     char hex[33];
 
     (void)state;
-    assert_true(shim_uuid_hex("GPU-0123abcd-EF01-2345-6789-abcdef012345", hex));
+    assert_true(allot_shim_uuid_hex("GPU-0123abcd-EF01-2345-6789-abcdef012345", hex));
     assert_string_equal(hex, "0123abcdef0123456789abcdef012345");
-    assert_true(shim_uuid_hex("MIG-0123abcd-ef01-2345-6789-abcdef012345", hex));
+    assert_true(allot_shim_uuid_hex("MIG-0123abcd-ef01-2345-6789-abcdef012345", hex));
     assert_string_equal(hex, "0123abcdef0123456789abcdef012345");
-    assert_false(shim_uuid_hex("GPU-0123", hex));
-    assert_false(shim_uuid_hex("GPU-0123abcd-ef01-2345-6789-abcdef0123456", hex));
-    assert_false(shim_uuid_hex("GPU-0123abcd-ef01-2345-6789-abcdef01234x", hex));
-    assert_false(shim_uuid_hex(NULL, hex));
+    assert_false(allot_shim_uuid_hex("GPU-0123", hex));
+    assert_false(allot_shim_uuid_hex("GPU-0123abcd-ef01-2345-6789-abcdef0123456", hex));
+    assert_false(allot_shim_uuid_hex("GPU-0123abcd-ef01-2345-6789-abcdef01234x", hex));
+    assert_false(allot_shim_uuid_hex(NULL, hex));
 }
 
 /* Water-filling: weights split the GPU, ceilings cap, leftovers go on */
