@@ -27,8 +27,10 @@
  * Nothing is mapped and no descriptor is kept: the files of other jobs are
  * read with lstat (a truncated or replaced file cannot fault this process,
  * and a program that closes descriptors it does not own cannot make the
- * shim write into one of its files); the .job files are read when the
- * folder changes (its mtime) or once a second. There is no lock: a job
+ * shim write into one of its files); the folder and the others' .seen
+ * files are looked at every SHIM_SHARE_TOUCH_NS at most, the .job files
+ * read when the folder changes (its mtime) or once a second. There is no
+ * lock: a job
  * that dies simply stops touching its file and falls out of the active
  * window.
  *
@@ -49,14 +51,12 @@
 /* The folder is read again at least this often, whatever its mtime says
  * (two changes within one tick of the file system's clock share one). */
 #define SHIM_SHARE_RESCAN_NS 1000000000ull
-/* A job's file is touched at most this often (the active window is ten
- * times longer). */
-#define SHIM_SHARE_TOUCH_NS 20000000ull
 
 struct share_peer {
     char id[SHIM_SHARE_ID_MAX + 1];
     uint32_t weight, ceiling;
     uid_t uid; /* the owner the agent gave its .seen file */
+    bool on;   /* wanted time at the last look (active) */
 };
 
 struct shim_share {
@@ -68,6 +68,7 @@ struct shim_share {
     bool warned;      /* the lost entry was reported once */
     uint64_t scanned; /* when the folder was last read (CLOCK_REALTIME ns) */
     uint64_t touched; /* when this job's file was last touched */
+    uint64_t looked;  /* when the folder and the others' .seen were last looked at */
     struct timespec mtime;
     char id[SHIM_SHARE_ID_MAX + 1];
     struct share_peer peer[SHIM_SHARE_JOBS];
@@ -351,7 +352,14 @@ int shim_share_rate(struct shim_share *s, uint64_t now)
     double out[SHIM_SHARE_JOBS] = {0};
     int n = 0;
 
-    refresh(s, now);
+    /* the folder and the others' files, at most every SHIM_SHARE_TOUCH_NS
+     * (the rate is asked for every few ms; the active window is 200 ms) */
+    if (!s->looked || now < s->looked || now - s->looked >= SHIM_SHARE_TOUCH_NS) {
+        refresh(s, now);
+        for (int k = 1; k < s->n; k++)
+            s->peer[k].on = active(s, &s->peer[k], now);
+        s->looked = now;
+    }
     if (!s->mine || !s->touch_ok) {
         /* the agent took the entry away (the task ended), or this job
          * cannot mark itself: it keeps to its limit */
@@ -362,13 +370,11 @@ int shim_share_rate(struct shim_share *s, uint64_t now)
     }
     /* peer[0], this job, asks, so it wants time now: it comes first */
     for (int k = 0; k < s->n; k++) {
-        if (k > 0 && !active(s, &s->peer[k], now))
+        if (k > 0 && !s->peer[k].on)
             continue;
         w[n] = s->peer[k].weight;
         c[n++] = s->peer[k].ceiling;
     }
-    if (n == 0) /* no entry of its own (refresh keeps it first when it has one) */
-        return 0;
     shim_share_fill(n, w, c, out);
     return out[0] < 1 ? 1 : (int)(out[0] + 0.5);
 }

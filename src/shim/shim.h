@@ -357,6 +357,9 @@ CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev);
 #define SHIM_SHARE_JOBS 64
 /* A job that wanted GPU time this recently is active (a co-tenant). */
 #define SHIM_SHARE_ACTIVE_NS 200000000ull
+/* A job's file is touched, and the others' looked at, at most this often
+ * (the active window is ten times longer). */
+#define SHIM_SHARE_TOUCH_NS 20000000ull
 /* The longest entry name (ALLOT_GPU_SHARE_ID); the highest weight is
  * ALLOT_SHIM_SHARE_WEIGHT_MAX (allot/shim_region.h). */
 #define SHIM_SHARE_ID_MAX 63

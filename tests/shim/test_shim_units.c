@@ -933,10 +933,11 @@ static void test_share_folder(void **state)
     assert_true(fd >= 0);
     assert_int_equal(write(fd, "weight 1000000\nceiling 100\n", 27), 27);
     close(fd);
-    assert_int_equal(shim_share_rate(a, shim_share_now()), 75);
+    /* (each later look at least SHIM_SHARE_TOUCH_NS after the one before) */
+    assert_int_equal(shim_share_rate(a, shim_share_now() + SHIM_SHARE_TOUCH_NS), 75);
     /* b idle: a alone, at the ceiling the agent gave it */
     share_fixture_age(dir, hex, "2-0", 1.0);
-    assert_int_equal(shim_share_rate(a, shim_share_now()), 80);
+    assert_int_equal(shim_share_rate(a, shim_share_now() + 2 * SHIM_SHARE_TOUCH_NS), 80);
     /* b's entry gone (its task ended): b keeps to its limit */
     snprintf(path, sizeof(path), "%s/gpu-%s/2-0.job", dir, hex);
     assert_int_equal(unlink(path), 0);
@@ -944,7 +945,7 @@ static void test_share_folder(void **state)
     /* a GPU folder others may write is not the agent's: nobody shares */
     snprintf(path, sizeof(path), "%s/gpu-%s", dir, hex);
     assert_int_equal(chmod(path, 0777), 0);
-    assert_int_equal(shim_share_rate(a, shim_share_now()), 0);
+    assert_int_equal(shim_share_rate(a, shim_share_now() + 3 * SHIM_SHARE_TOUCH_NS), 0);
     assert_int_equal(chmod(path, 0755), 0);
     /* no entry, a bad name, a share folder others may write: no sharing */
     assert_null(shim_share_open(dir, hex, "9-0"));
