@@ -309,7 +309,7 @@ static int64_t fence_deadline(const struct agent *a)
 
 void task_fence_deadline(const struct agent *a, int64_t at_ms)
 {
-    static int64_t written = -1; /* the agent is one thread */
+    static int64_t written = -1; /* only the loop's thread calls it */
     char text[32], tmp[4200], path[4200];
     int fd;
     bool ok;

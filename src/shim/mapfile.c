@@ -59,8 +59,6 @@ const char *shim_map_file(const char *path, size_t size, bool (*init)(void *),
         goto out_map;
     }
     m->map = map;
-    m->dev = (uint64_t)st.st_dev;
-    m->ino = (uint64_t)st.st_ino;
     goto out_fd;
 out_map:
     munmap(map, size);

@@ -82,7 +82,9 @@ uint64_t shim_share_now(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-bool shim_share_id_ok(const char *id)
+/* Whether id can name an entry: 1-63 of [A-Za-z0-9._-], not starting
+ * with a dot. */
+static bool share_id_ok(const char *id)
 {
     size_t n = 0;
 
@@ -158,7 +160,7 @@ static bool read_job(const struct shim_share *s, const char *name, struct share_
         return false;
     memcpy(p->id, name, len);
     p->id[len] = '\0';
-    if (!shim_share_id_ok(p->id) ||
+    if (!share_id_ok(p->id) ||
         (size_t)snprintf(path, sizeof(path), "%s/%s", s->dir, name) >= sizeof(path))
         return false;
     /* O_NONBLOCK: no lease can hold the open; O_NOFOLLOW: not a link */
@@ -235,7 +237,7 @@ struct shim_share *shim_share_open(const char *dir, const char *hex, const char 
     struct shim_share *s;
     struct stat st;
 
-    if (!shim_share_id_ok(id)) {
+    if (!share_id_ok(id)) {
         shim_warn("ALLOT_GPU_SHARE_ID=%s is not an entry name: the limit is hard", id ? id : "");
         return NULL;
     }

@@ -104,8 +104,7 @@ void shim_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* ---- mapfile.c: files mapped by several processes ----------------------- */
 
 struct shim_mapped {
-    void *map;         /* the mapping, owned by the caller (munmap) */
-    uint64_t dev, ino; /* the file's identity */
+    void *map; /* the mapping, owned by the caller (munmap) */
 };
 
 /*
@@ -383,9 +382,6 @@ void shim_share_touch(struct shim_share *s, uint64_t now);
 int shim_share_rate(struct shim_share *s, uint64_t now);
 /* CLOCK_REALTIME in ns: the clock of the files' times. */
 uint64_t shim_share_now(void);
-/* Whether id can name an entry: 1-63 of [A-Za-z0-9._-], not starting
- * with a dot. */
-bool shim_share_id_ok(const char *id);
 /* Water-filling: n jobs' weights and ceilings (percent) to their parts of
  * 100 % in out[]. Pure; n <= SHIM_SHARE_JOBS. */
 void shim_share_fill(int n, const uint32_t *weight, const uint32_t *ceiling, double *out);
