@@ -146,7 +146,7 @@ static void test_parse_num(void **state)
     assert_int_equal(v, -7);
 }
 
-/* ALLOT_ALWAYS / ALLOT_NEVER evaluate to their condition and count breaches. */
+/* allot_argv_hide overwrites an option's value in place, and only its. */
 static void test_argv_hide(void **state)
 {
     char a0[] = "agent", a1[] = "--token", a2[] = "allot_secret", a3[] = "--token=other",
@@ -161,6 +161,19 @@ static void test_argv_hide(void **state)
     assert_int_equal(allot_argv_hide(2, argv, "--token"), 0); /* no value */
 }
 
+/* FNV-1a's known values: veth names, tenant uids and emulated UUIDs come
+ * from it and must not change across upgrades. */
+static void test_fnv1a(void **state)
+{
+    assert_true(allot_fnv1a(ALLOT_FNV1A_INIT, "", 0) == ALLOT_FNV1A_INIT);
+    assert_true(allot_fnv1a(ALLOT_FNV1A_INIT, "a", 1) == 0xaf63dc4c8601ec8cULL);
+    assert_true(allot_fnv1a(ALLOT_FNV1A_INIT, "research/nlp", 12) == 0xa5065eeb2e8562f1ULL);
+    /* a running hash goes on where it left off */
+    assert_true(allot_fnv1a(allot_fnv1a(ALLOT_FNV1A_INIT, "research/", 9), "nlp", 3) ==
+                0xa5065eeb2e8562f1ULL);
+}
+
+/* ALLOT_ALWAYS / ALLOT_NEVER evaluate to their condition and count breaches. */
 static void test_invariants(void **state)
 {
     unsigned long before = allot_invariant_breaches();
@@ -182,6 +195,7 @@ int main(void)
         cmocka_unit_test(test_common),    cmocka_unit_test(test_edges),
         cmocka_unit_test(test_parse_num), cmocka_unit_test(test_invariants),
         cmocka_unit_test(test_argv_hide), cmocka_unit_test(test_log),
+        cmocka_unit_test(test_fnv1a),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
