@@ -309,8 +309,9 @@ int share_setup(const char *state_dir, const char *tasks_dir);
  * ceiling, uid) and the job's KEY.seen. Returns 0 or -1 with why. */
 int share_task_add(const struct agent *a, const char *key, json_t *d, uid_t uid, gid_t gid,
                    char *why, size_t len);
-/* Removes task key's entries (no error: what is not there is gone). */
-void share_task_remove(const struct agent *a, const char *key);
+/* Removes task t's entries from the folders of its GPUs (no error: what
+ * is not there is gone). */
+void share_task_remove(const struct agent *a, const struct task *t);
 
 /* Starts one MPS control daemon per GPU (--sharing mps): pipe and log
  * folders STATE/mps/GPU/{pipe,log}, the GPU by UUID. Logs failures. */

@@ -62,9 +62,9 @@ static void rm_tree(int fd, const char *name, int depth)
     unlinkat(fd, name, AT_REMOVEDIR);
 }
 
-/* Removes the files of folder gpu (fd of a gpu-* folder) whose task key
- * is key, or with key NULL those whose task has no folder in tasks_dir. */
-static void drop_entries(int gpu, const char *key, const char *tasks_dir)
+/* Removes the files of folder gpu (fd of a gpu-* folder) whose task has
+ * no folder in tasks_dir. */
+static void drop_entries(int gpu, const char *tasks_dir)
 {
     int fd = dup(gpu);
     DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
@@ -85,16 +85,15 @@ static void drop_entries(int gpu, const char *key, const char *tasks_dir)
             continue;
         memcpy(k, e->d_name, n);
         k[n] = '\0';
-        if (key ? !strcmp(k, key)
-                : (allot_fmt(path, sizeof(path), "%s/%s", tasks_dir, k),
-                   stat(path, &st) < 0 && errno == ENOENT))
+        allot_fmt(path, sizeof(path), "%s/%s", tasks_dir, k);
+        if (stat(path, &st) < 0 && errno == ENOENT)
             unlinkat(gpu, e->d_name, 0);
     }
     closedir(d);
 }
 
 /* Calls drop_entries for every gpu-* folder of the share folder. */
-static void drop_all(const char *state_dir, const char *key, const char *tasks_dir)
+static void drop_all(const char *state_dir, const char *tasks_dir)
 {
     char path[4200];
     struct dirent *e;
@@ -110,7 +109,7 @@ static void drop_all(const char *state_dir, const char *key, const char *tasks_d
             continue;
         fd = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (fd >= 0) {
-            drop_entries(fd, key, tasks_dir);
+            drop_entries(fd, tasks_dir);
             close(fd);
         }
     }
@@ -146,7 +145,7 @@ int share_setup(const char *state_dir, const char *tasks_dir)
         LOG_WARN("agent", "%s: cannot make it the agent's folder: %s", path, strerror(errno));
         return -1;
     }
-    drop_all(state_dir, NULL, tasks_dir);
+    drop_all(state_dir, tasks_dir);
     return 0;
 }
 
@@ -237,7 +236,18 @@ int share_task_add(const struct agent *a, const char *key, json_t *d, uid_t uid,
     return 0;
 }
 
-void share_task_remove(const struct agent *a, const char *key)
+void share_task_remove(const struct agent *a, const struct task *t)
 {
-    drop_all(a->cfg.state_dir, key, NULL);
+    char path[4400], hex[33];
+
+    /* only the folders of its GPUs (a fraction has one): share_setup
+     * sweeps whatever an agent that died left elsewhere */
+    for (int g = 0; g < a->inv.n_gpus; g++) {
+        if (!(t->gpu_mask >> g & 1) || !allot_shim_uuid_hex(a->inv.gpus[g].uuid, hex))
+            continue;
+        allot_fmt(path, sizeof(path), "%s/gpushare/gpu-%s/%s.job", a->cfg.state_dir, hex, t->key);
+        unlink(path);
+        allot_fmt(path, sizeof(path), "%s/gpushare/gpu-%s/%s.seen", a->cfg.state_dir, hex, t->key);
+        unlink(path);
+    }
 }

@@ -1003,7 +1003,7 @@ int task_start(struct agent *a, json_t *d, struct task *t)
         char dir[4400];
         task_dir(a, t, dir, sizeof(dir));
         rdma_task_release(t, dir);
-        share_task_remove(a, t->key);
+        share_task_remove(a, t);
     }
     return rc;
 }
@@ -1095,7 +1095,7 @@ void task_poll(struct agent *a, struct task *t, int64_t now_ms)
         if (getuid() == 0)
             cg_destroy(a->cfg.cgroup_root, t->key);
         rdma_task_release(t, dir);
-        share_task_remove(a, t->key);
+        share_task_remove(a, t);
         LOG_INFO("task", "job %lld task %d ended: %s", (long long)t->job, t->index,
                  *t->detail ? t->detail : "exit 0");
         return;
@@ -1111,7 +1111,7 @@ void task_poll(struct agent *a, struct task *t, int64_t now_ms)
         if (getuid() == 0)
             cg_destroy(a->cfg.cgroup_root, t->key);
         rdma_task_release(t, dir);
-        share_task_remove(a, t->key);
+        share_task_remove(a, t);
         return;
     }
     if (t->state == TASK_STOPPING && now_ms >= t->kill_at_ms && t->pid > 0) {
@@ -1177,7 +1177,7 @@ void task_forget(struct agent *a, struct task *t)
     rdma_task_release(t, dir); /* its VF netdevs leave the namespace before it goes */
     if (a->net)
         net_task_down(a->net, t->key);
-    share_task_remove(a, t->key);
+    share_task_remove(a, t);
     rm_dir(dir);
     if (getuid() == 0)
         cg_destroy(a->cfg.cgroup_root, t->key);
