@@ -104,8 +104,10 @@ struct agent_inventory {
     int64_t cpu_milli;
     int64_t mem_mib;
     bool emulated;
-    int island_size;    /* GPUs per NVLink island; 0: one island (or unknown) */
-    char dev_dir[4096]; /* where the GPUs' device nodes are */
+    int island_size;     /* GPUs per NVLink island; 0: one island (or unknown) */
+    char dev_dir[4096];  /* where the GPUs' device nodes are */
+    char proc_dir[4096]; /* where the driver's procfs files are read: /proc, or
+                            STATE/proc made up for emulated GPUs (migcaps.c) */
 };
 
 struct nvml;
@@ -128,6 +130,17 @@ int nvml_inventory(const char *lib, const struct allot_catalog *cat, struct agen
 void nvml_mig_enable_all(struct nvml *nv, const struct agent_inventory *inv);
 /* The POST /v1/nodes/register body (new reference). */
 json_t *inventory_json(const struct agent_config *cfg, const struct agent_inventory *inv);
+
+/* ---- device nodes and folders (devnode.c) ---- */
+
+/* Makes character device node `path` (major, minor, mode) unless it is
+ * there as such. 0 or -errno. */
+int agent_mkchr(const char *path, int major, int minor, mode_t mode);
+/* mkdir -p with mode 0755. 0 or -errno. */
+int agent_mkdir_p(const char *path);
+/* The major number of character driver `driver` in the list at `devices`
+ * (/proc/devices, or a made-up one), or -1. */
+int agent_char_major(const char *devices, const char *driver);
 
 /* ---- cgroups (cgroup.c) ---- */
 
@@ -191,8 +204,43 @@ void cg_destroy(const char *root, const char *name);
 /* A character device a task gets besides its GPUs. */
 struct task_dev {
     int major, minor;
-    char path[48]; /* /dev/infiniband/uverbsN */
+    int mode;      /* its file mode in a container */
+    char path[48]; /* as the task sees it: /dev/infiniband/uverbsN, /dev/nvidia-caps/nvidia-capN */
 };
+
+/* ---- MIG capability devices (migcaps.c) ---- */
+
+/* The major an emulated node gives nvidia-caps (no driver registers it). */
+#define MIGCAPS_EMU_MAJOR 4000
+
+/* The minor, in the driver's mig-minors table at `table` (lines
+ * "gpuG/giI/access MINOR" and "gpuG/giI/ciC/access MINOR"; G is the GPU's
+ * /dev/nvidiaG minor), of GPU instance gi (ci < 0) or of its compute
+ * instance ci. Returns the minor, ALLOT_ENOENT when the table has no such
+ * line, or ALLOT_EIO when it cannot be read. */
+int migcaps_minor(const char *table, int gpu, int gi, int ci);
+
+/* The capability devices a task on MIG instance (gi, ci) of the GPU of
+ * minor gpu needs, and only those: out[0] its GPU instance's access,
+ * out[1] its compute instance's (ci < 0: none; returns how many). proc and
+ * sysfs are where procfs and sysfs are read (PROC/devices,
+ * PROC/driver/nvidia-caps/mig-minors,
+ * SYSFS/module/nvidia/parameters/nv_cap_enable_devfs). Refused (-1 with
+ * why) when the driver checks MIG access through /proc
+ * (nv_cap_enable_devfs=0: any task given the GPU could open every
+ * instance on it), has no nvidia-caps device, or lists no such instance. */
+int migcaps_devs(const char *proc, const char *sysfs, int gpu, int gi, int ci,
+                 struct task_dev out[2], char *why, size_t wlen);
+
+/* Makes d's node as DEV_DIR/nvidia-caps/nvidia-capN when it is missing or
+ * wrong, readable by all as the driver makes it: the task's device rules
+ * decide who may open it. 0 or -errno. */
+int migcaps_mknod(const char *dev_dir, const struct task_dev *d);
+
+/* An emulated node's made-up procfs (ROOT/devices with nvidia-caps at
+ * MIGCAPS_EMU_MAJOR, ROOT/driver/nvidia-caps/mig-minors laid out as the
+ * driver's) for the GPUs of minors gpus[0..n). 0 or -errno. */
+int migcaps_emulate(const char *root, const int *gpus, int n);
 
 enum task_state {
     TASK_STARTING = 0, /* supervisor forked, not yet seen running */

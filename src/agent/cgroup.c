@@ -107,48 +107,11 @@ static void dir_of(char *buf, size_t len, const char *ctrl, const char *root, co
                   name ? name : "");
 }
 
-static int mkdir_p(const char *path)
-{
-    char tmp[4400];
-
-    allot_strlcpy(tmp, path, sizeof(tmp));
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
-            return -errno;
-        *p = '/';
-    }
-    return mkdir(tmp, 0755) < 0 && errno != EEXIST ? -errno : 0;
-}
-
-/* Major number of a character driver in /proc/devices, or -1. */
-static int char_major(const char *driver)
-{
-    FILE *f = fopen("/proc/devices", "r");
-    char line[128], name[64];
-    int major = -1, m;
-    bool chars = false;
-
-    while (f && fgets(line, sizeof(line), f)) {
-        if (!strncmp(line, "Character devices:", 18))
-            chars = true;
-        else if (!strncmp(line, "Block devices:", 14))
-            chars = false;
-        else if (chars && sscanf(line, "%d %63s", &m, name) == 2 && !strcmp(name, driver))
-            major = m;
-    }
-    if (f)
-        fclose(f);
-    return major;
-}
-
 int cg_device_rules(const struct cg_limits *lim, struct dev_rule *out)
 {
     static const struct dev_rule usual[] = {{1, 3}, {1, 5}, {1, 7}, {1, 8},
                                             {1, 9}, {5, 0}, {5, 2}, {136, -1}};
-    int n = 0, uvm = char_major("nvidia-uvm");
+    int n = 0, uvm = agent_char_major("/proc/devices", "nvidia-uvm");
 
     for (size_t i = 0; i < sizeof(usual) / sizeof(usual[0]); i++)
         out[n++] = usual[i];
@@ -192,11 +155,11 @@ int cg_create(const char *root, const char *name, const struct cg_limits *lim, c
         char top[4400];
 
         dir_of(top, sizeof(top), NULL, root, NULL);
-        mkdir_p(top);
+        agent_mkdir_p(top);
         write_file(CG_BASE, "cgroup.subtree_control", "+cpu +memory +pids");
         write_file(top, "cgroup.subtree_control", "+cpu +memory +pids");
         dir_of(dir, sizeof(dir), NULL, root, name);
-        if ((rc = mkdir_p(dir)) < 0)
+        if ((rc = agent_mkdir_p(dir)) < 0)
             goto fail;
         if (lim->cpu_milli > 0) {
             allot_fmt(num, sizeof(num), "%lld 100000", (long long)lim->cpu_milli * 100);
@@ -228,12 +191,12 @@ int cg_create(const char *root, const char *name, const struct cg_limits *lim, c
     }
     if (v1_freezer()) { /* where it is mounted: cg_kill freezes before it kills */
         dir_of(dir, sizeof(dir), V1_FREEZER, root, name);
-        if ((rc = mkdir_p(dir)) < 0)
+        if ((rc = agent_mkdir_p(dir)) < 0)
             goto fail;
     }
     for (size_t c = 0; c < N_V1 && !rc; c++) {
         dir_of(dir, sizeof(dir), v1_ctrls[c], root, name);
-        if ((rc = mkdir_p(dir)) < 0)
+        if ((rc = agent_mkdir_p(dir)) < 0)
             goto fail;
         if (!strcmp(v1_ctrls[c], "cpu")) {
             rc = write_file(dir, "cpu.cfs_period_us", "100000");

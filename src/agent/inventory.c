@@ -93,20 +93,6 @@ static void emulated_uuid(const char *node, int i, char *out, size_t len)
               (unsigned long long)(h2 & 0xffffffffffffULL));
 }
 
-/* Makes the character device path (major 195) unless it is there. */
-static int make_dev(const char *path, int minor)
-{
-    struct stat st;
-
-    if (stat(path, &st) == 0 && S_ISCHR(st.st_mode) && major(st.st_rdev) == NVIDIA_MAJOR &&
-        (int)minor(st.st_rdev) == minor && (st.st_mode & 0777) == 0666)
-        return 0;
-    unlink(path);
-    if (mknod(path, S_IFCHR | 0666, makedev(NVIDIA_MAJOR, (unsigned)minor)) < 0)
-        return -errno;
-    return chmod(path, 0666) == 0 ? 0 : -errno; /* as the driver's: the umask took some */
-}
-
 static int64_t mem_total_mib(void)
 {
     FILE *f = fopen("/proc/meminfo", "r");
@@ -143,15 +129,25 @@ int inventory_build(const struct agent_config *cfg, const struct allot_catalog *
 
             emulated_uuid(cfg->name, i, inv->gpus[i].uuid, sizeof(inv->gpus[i].uuid));
             allot_fmt(path, sizeof(path), "%s/nvidia%d", inv->dev_dir, inv->gpus[i].minor);
-            if ((rc = make_dev(path, inv->gpus[i].minor)) < 0)
+            if ((rc = agent_mkchr(path, NVIDIA_MAJOR, inv->gpus[i].minor, 0666)) < 0)
                 LOG_WARN("agent", "cannot make %s (%s): device rules are not testable here", path,
                          strerror(-rc));
         }
         allot_fmt(path, sizeof(path), "%s/nvidiactl", inv->dev_dir);
-        make_dev(path, NVIDIACTL_MINOR);
+        agent_mkchr(path, NVIDIA_MAJOR, NVIDIACTL_MINOR, 0666);
+        /* the driver's procfs for MIG capabilities (migcaps.c), made up */
+        int minors[AGENT_MAX_GPUS], rc;
+        for (int i = 0; i < inv->n_gpus; i++)
+            minors[i] = inv->gpus[i].minor;
+        allot_fmt(inv->proc_dir, sizeof(inv->proc_dir), "%s/proc", cfg->state_dir);
+        if ((rc = migcaps_emulate(inv->proc_dir, minors, inv->n_gpus)) < 0) {
+            allot_fmt(err, errlen, "%s: %s", inv->proc_dir, strerror(-rc));
+            return -1;
+        }
         return 0;
     }
     allot_strlcpy(inv->dev_dir, "/dev", sizeof(inv->dev_dir));
+    allot_strlcpy(inv->proc_dir, "/proc", sizeof(inv->proc_dir));
     return nvml_inventory(cfg->nvml_lib, cat, inv, nv, err, errlen);
 }
 

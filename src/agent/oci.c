@@ -98,11 +98,11 @@ int oci_bundle(const struct agent *a, json_t *d, const struct task *t, const cha
                                                  "major", NVIDIA_MAJOR, "minor",
                                                  a->inv.gpus[g].minor, "fileMode", 0666));
     }
-    for (int k = 0; k < t->n_devs; k++) { /* the uverbs nodes of its RDMA VFs */
+    for (int k = 0; k < t->n_devs; k++) { /* its RDMA VFs' uverbs, its MIG capabilities */
         lim.devs[lim.n_devs++] = (struct dev_rule){t->devs[k].major, t->devs[k].minor};
         json_array_append_new(devices, json_pack("{s:s,s:s,s:i,s:i,s:i}", "path", t->devs[k].path,
                                                  "type", "c", "major", t->devs[k].major, "minor",
-                                                 t->devs[k].minor, "fileMode", 0666));
+                                                 t->devs[k].minor, "fileMode", t->devs[k].mode));
     }
     int n_dr = cg_device_rules(&lim, dr);
     for (int k = 0; k < n_dr; k++)

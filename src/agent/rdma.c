@@ -482,6 +482,7 @@ static void hold(struct task *t, const struct rdma_vf *v, int n)
             struct task_dev *d = &t->devs[t->n_devs++];
             d->major = v[i].uverbs[k].major;
             d->minor = v[i].uverbs[k].minor;
+            d->mode = 0666;
             allot_fmt(d->path, sizeof(d->path), "/dev/infiniband/%s", v[i].uverbs[k].name);
         }
     }

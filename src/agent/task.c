@@ -531,10 +531,12 @@ void mps_start_all(const struct agent *a)
 /* The MIG instance of a task placed on a slice: with NVML it is created
  * now, at the placement the scheduler chose, and destroyed when the task
  * is forgotten (its GPU-instance id in the task's `mig` file); an emulated
- * GPU's instance only gets a UUID made from the GPU, profile and start.
- * uuid gets "" for a task without MIG. Returns 0 or -1 with why. */
-static int mig_prepare(struct agent *a, json_t *d, const char *dir, char *uuid, size_t len,
-                       char *why, size_t wlen)
+ * GPU's instance only gets a UUID made from the GPU, profile and start,
+ * and instance ids (start + 1, 0) for its capability devices. uuid gets ""
+ * for a task without MIG; *gi and *ci its GPU and compute instance ids.
+ * Returns 0 or -1 with why. */
+static int mig_prepare(struct agent *a, json_t *d, const char *dir, char *uuid, size_t len, int *gi,
+                       int *ci, char *why, size_t wlen)
 {
     const char *prof = json_string_value(json_object_get(d, "mig_profile"));
     json_int_t start = json_integer_value(json_object_get(d, "mig_start"));
@@ -561,6 +563,8 @@ static int mig_prepare(struct agent *a, json_t *d, const char *dir, char *uuid, 
                   (unsigned)(h >> 16) & 0xffff, 0x4000u | ((unsigned)h & 0xfff),
                   0x8000u | ((unsigned)(h >> 40) & 0x3fff),
                   (unsigned long long)(h * 2654435761ULL) & 0xffffffffffffULL);
+        *gi = (int)start + 1;
+        *ci = 0;
         return 0;
     }
     m = allot_catalog_find_model(a->cat, gpu->model);
@@ -574,9 +578,38 @@ static int mig_prepare(struct agent *a, json_t *d, const char *dir, char *uuid, 
     if (task_write_atomic(dir, "mig", text) < 0)
         LOG_WARN("task", "%s: cannot record MIG instance %d", dir, inst.gi_id);
     allot_strlcpy(uuid, inst.uuid, len);
+    *gi = inst.gi_id;
+    *ci = inst.ci_id;
     LOG_INFO("task", "MIG %s at %lld on GPU %lld: instance %d (%s)", prof, (long long)start,
              (long long)g, inst.gi_id, inst.uuid);
     return 0;
+}
+
+/* Gives task t the capability devices of its MIG instance (gi, ci) on
+ * GPU g, and only those (migcaps.c): appended to t->devs, which its device
+ * rules and container follow, made under the node's device folder, and
+ * their paths added to devs (ALLOT_GPU_DEVICES). 0 or -1 with why. */
+static int mig_caps_give(struct agent *a, struct task *t, int g, int gi, int ci, char *devs,
+                         size_t dlen, char *why, size_t wlen)
+{
+    struct task_dev caps[2];
+    int n =
+        migcaps_devs(a->inv.proc_dir, a->cfg.sysfs, a->inv.gpus[g].minor, gi, ci, caps, why, wlen);
+
+    for (int k = 0; k < n; k++) {
+        int rc = migcaps_mknod(a->inv.dev_dir, &caps[k]);
+        size_t dl = strlen(devs);
+
+        if (rc < 0 || t->n_devs == AGENT_MAX_TASK_DEVS) {
+            allot_fmt(why, wlen, "MIG: cannot give the task %s: %s", caps[k].path,
+                      rc < 0 ? strerror(-rc) : "too many devices");
+            return -1;
+        }
+        t->devs[t->n_devs++] = caps[k];
+        allot_fmt(devs + dl, dlen - dl, "%s%s/nvidia-caps/nvidia-cap%d", dl ? "," : "",
+                  a->inv.dev_dir, caps[k].minor);
+    }
+    return n < 0 ? -1 : 0;
 }
 
 /* Destroys the MIG instance a task made, if any. */
@@ -755,8 +788,9 @@ static int task_launch(struct agent *a, json_t *d, struct task *t)
     const char *tenant = json_string_value(json_object_get(spec, "tenant"));
     const char *workdir = json_string_value(json_object_get(spec, "workdir"));
     char dir[4400], logd[4400], logf[4500], why[256], mig_uuid[96], *text;
-    char bundle[4500], crun_root[4200], cid[64];
+    char bundle[4500], crun_root[4200], cid[64], mig_devs[1024] = "";
     struct cg_limits lim = {.pids_max = a->cfg.pids_max};
+    int mig_gi = -1, mig_ci = -1;
     struct env env = {0};
     struct run_user u;
     char **argv = NULL;
@@ -802,7 +836,8 @@ static int task_launch(struct agent *a, json_t *d, struct task *t)
         task_fail(t, why);
         return 0;
     }
-    if (mig_prepare(a, d, dir, mig_uuid, sizeof(mig_uuid), why, sizeof(why)) < 0) {
+    if (mig_prepare(a, d, dir, mig_uuid, sizeof(mig_uuid), &mig_gi, &mig_ci, why, sizeof(why)) <
+        0) {
         task_fail(t, why);
         return 0;
     }
@@ -811,7 +846,14 @@ static int task_launch(struct agent *a, json_t *d, struct task *t)
         task_fail(t, why);
         return 0;
     }
-    for (int k = 0; k < t->n_devs; k++) /* the uverbs nodes of its VFs */
+    if (*mig_uuid &&
+        mig_caps_give(a, t, (int)json_integer_value(json_array_get(json_object_get(d, "gpus"), 0)),
+                      mig_gi, mig_ci, mig_devs, sizeof(mig_devs), why, sizeof(why)) < 0) {
+        LOG_ERROR("task", "job %lld: %s", (long long)t->job, why);
+        task_fail(t, why);
+        return 0;
+    }
+    for (int k = 0; k < t->n_devs; k++) /* its VFs' uverbs, its MIG capabilities */
         lim.devs[lim.n_devs++] = (struct dev_rule){t->devs[k].major, t->devs[k].minor};
     lim.cpu_milli = json_integer_value(json_object_get(d, "cpu_milli"));
     lim.mem_bytes = json_integer_value(json_object_get(d, "memory")) * 1024 * 1024;
@@ -851,6 +893,11 @@ static int task_launch(struct agent *a, json_t *d, struct task *t)
     /* the agent's, not the job's: the job writes to it only through its
      * supervisor, which holds it to --log-max */
     build_env(a, d, &u, dir, mig_uuid, &env);
+    if (*mig_devs) { /* a MIG slice's capability devices beside its GPU's node */
+        char all[4096];
+        allot_fmt(all, sizeof(all), "%s,%s", env_get(&env, "ALLOT_GPU_DEVICES"), mig_devs);
+        env_set(&env, "ALLOT_GPU_DEVICES", all);
+    }
     if (rdma_give(t, dir, &env, why, sizeof(why)) < 0) {
         LOG_ERROR("task", "job %lld: %s", (long long)t->job, why);
         close(log_fd);

@@ -14,7 +14,9 @@
 #      every other GPU's device fails with EPERM; CUDA_VISIBLE_DEVICES is
 #      its UUID.
 #   4. MIG layout (read only): on a GPU already in MIG mode, the agent
-#      reports its instances as nvidia-smi does.
+#      reports its instances as nvidia-smi does; the driver lists the
+#      first GPU's capability minors and an nvidia-caps major as the agent
+#      reads them, in devfs mode.
 #   5. Memory scrubbing: allot-agent --scrub clears the first GPU's free
 #      memory through the real CUDA driver.
 #   6. liballot-cuda.so (the CUDA shim) with the real driver, on the first
@@ -124,6 +126,20 @@ if nvidia-smi -L 2>/dev/null | grep -q "MIG"; then
     else fail "MIG layout: nvidia-smi $N_SMI instances, allot $N_ALLOT"; fi
 else
     skip "MIG layout: no GPU in MIG mode (MIG settings are left alone)"
+fi
+# the driver's MIG capability files, as src/agent/migcaps.c reads them
+if [ -r /proc/driver/nvidia-caps/mig-minors ]; then
+    CAPS_MAJOR=$(awk '/^Character devices:/ {c = 1; next} /^Block devices:/ {c = 0}
+                      c && $2 == "nvidia-caps" {print $1}' /proc/devices)
+    DEVFS=$(cat /sys/module/nvidia/parameters/nv_cap_enable_devfs 2>/dev/null || echo "none")
+    MINOR0=$(nvidia-smi -q -i 0 | awk -F: '/Minor Number/ {gsub(/ /, "", $2); print $2; exit}')
+    if [ -n "$CAPS_MAJOR" ] && [ "$DEVFS" != 0 ] &&
+       grep -Eq "^gpu$MINOR0/gi[0-9]+/access [0-9]+$" /proc/driver/nvidia-caps/mig-minors &&
+       grep -Eq "^gpu$MINOR0/gi[0-9]+/ci[0-9]+/access [0-9]+$" /proc/driver/nvidia-caps/mig-minors
+    then ok "MIG capabilities: nvidia-caps major $CAPS_MAJOR, devfs parameter $DEVFS, GPU minor $MINOR0 listed"
+    else fail "MIG capabilities: nvidia-caps major '$CAPS_MAJOR', devfs parameter $DEVFS, GPU minor '$MINOR0' (see /proc/driver/nvidia-caps/mig-minors)"; fi
+else
+    skip "MIG capabilities: the driver has no /proc/driver/nvidia-caps/mig-minors"
 fi
 # ---- 5. memory scrubbing with the real driver ----
 UUID=$(head -n 1 "$WORK/smi.csv" | cut -d, -f1 | tr -d ' ')

@@ -428,7 +428,10 @@ def test_nvml_discovery():
 
 def test_mig():
     """MIG tasks see their instance's UUID: made up on emulated GPUs; created with NVML at
-    the scheduler's placement (here the fake libnvidia-ml) and destroyed after the task."""
+    the scheduler's placement (here the fake libnvidia-ml) and destroyed after the task.
+    A task may open its own instance's capability devices and no other instance's; where
+    the driver lists no capability devices (the fake NVML node here) a MIG task fails
+    rather than run unisolated, and its instance is destroyed."""
     ag = Agent(dm, AG, "ag-mig", emulate="1xA100-80GB", args=["--gpu-mode", "mig"])
     lib = os.path.join(os.path.dirname(fx.AGENT), "fake-nvml", "libnvidia-ml.so.1")
     conf = os.path.join(fx.tempdir(), "machine")
@@ -443,13 +446,18 @@ def test_mig():
                     "command": sh("echo cvd=$CUDA_VISIBLE_DEVICES")})
         b = submit({"mig": "2g.12gb", "gpu_models": ["A30-24GB"],
                     "command": sh("echo cvd=$CUDA_VISIBLE_DEVICES; sleep 0.5")})
-        for jid, agent_of in ((a, ag), (b, ag2)):
-            j = wait_state(jid, ("succeeded", "failed"))
-            assert j["state"] == "succeeded", (j, agent_of.log())
-            assert j["placement"]["tasks"][0]["mig_profile"], j
-            out = agent_of.task_log(jid)
-            assert out.startswith("cvd=MIG-"), out
+        j = wait_state(a, ("succeeded", "failed"))
+        assert j["state"] == "succeeded", (j, ag.log())
+        assert j["placement"]["tasks"][0]["mig_profile"], j
+        assert ag.task_log(a).startswith("cvd=MIG-"), ag.task_log(a)
+        j = wait_state(b, ("succeeded", "failed"))
+        assert j["state"] == "failed" and j["placement"]["tasks"][0]["mig_profile"], j
+        assert "no nvidia-caps device in /proc/devices" in j["pending_reason"], j
         assert "MIG 2g.12gb at" in ag2.log(), ag2.log()
+        end = time.time() + 5
+        while time.time() < end and "destroyed" not in ag2.log():
+            time.sleep(0.1)
+        assert "MIG instance" in ag2.log() and "destroyed" in ag2.log(), ag2.log()
         # allot nodes: the health and MIG layout the agents report
         long = submit({"mig": "1g.10gb", "gpu_models": ["A100-80GB"], "command": sh("sleep 30")})
         wait_state(long, ("running",))
@@ -461,11 +469,28 @@ def test_mig():
         n = [x for x in cli(dm, "nodes", "-o", "json").json() if x["name"] == "ag-mig"][0]
         assert n["health"]["gpus"][0]["mig"][0]["profile"] == "1g.10gb", n
         assert "ok" in cli(dm, "nodes", "ag-mig").out
+        # beside it, a task opens every capability device there is: its own two pass the
+        # device rules (no driver behind them: ENXIO), the other instance's are denied
+        probe = ("import os\n"
+                 "mine = [p for p in os.environ['ALLOT_GPU_DEVICES'].split(',') if 'caps' in p]\n"
+                 "d = os.path.dirname(mine[0])\n"
+                 "for p in sorted(os.listdir(d)):\n"
+                 "    path = os.path.join(d, p)\n"
+                 "    try:\n"
+                 "        os.close(os.open(path, os.O_RDONLY)); e = 0\n"
+                 "    except OSError as x:\n"
+                 "        e = x.errno\n"
+                 "    print('cap', p, 'mine' if path in mine else 'other', e)\n")
+        c = submit({"mig": "1g.10gb", "gpu_models": ["A100-80GB"],
+                    "command": ["python3", "-c", probe]})
+        j = wait_state(c, ("succeeded", "failed"))
+        assert j["state"] == "succeeded", (j, ag.log(), ag.task_log(c))
+        rows = [l.split()[1:] for l in ag.task_log(c).splitlines() if l.startswith("cap ")]
+        mine = [r for r in rows if r[1] == "mine"]
+        other = [r for r in rows if r[1] == "other"]
+        assert len(mine) == 2 and all(int(r[2]) not in (0, 1) for r in mine), rows
+        assert len(other) >= 2 and all(int(r[2]) == 1 for r in other), rows  # EPERM
         expect(dm.req("POST", "/v1/jobs/%d/cancel" % long, token=dm.admin), 200)
-        end = time.time() + 5
-        while time.time() < end and "destroyed" not in ag2.log():
-            time.sleep(0.1)
-        assert "MIG instance" in ag2.log() and "destroyed" in ag2.log(), ag2.log()
     finally:
         ag.stop()
         ag2.stop()
