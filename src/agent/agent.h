@@ -459,6 +459,9 @@ struct agent_client;
 
 struct agent_client *client_new(const char *server, const char *token, const char *cacert);
 void client_free(struct agent_client *c);
+/* Speaks with token as bearer from the next request on. 0 or ALLOT_ENOMEM
+ * (the old token stays). */
+int client_set_token(struct agent_client *c, const char *token);
 /* POST path with body (borrowed); *reply gets the parsed JSON (may be
  * NULL). Returns the HTTP status, or -1 when no answer came (message in
  * err). timeout_ms bounds the whole request. */

@@ -34,18 +34,43 @@ static size_t on_data(char *p, size_t size, size_t n, void *ud)
     return add;
 }
 
+/* The request headers with token as bearer, or NULL. */
+static struct curl_slist *headers_for(const char *token)
+{
+    struct curl_slist *h, *more;
+    char auth[600];
+
+    allot_fmt(auth, sizeof(auth), "Authorization: Bearer %s", token);
+    if (!(h = curl_slist_append(NULL, auth)))
+        return NULL;
+    if (!(more = curl_slist_append(h, "Content-Type: application/json"))) {
+        curl_slist_free_all(h);
+        return NULL;
+    }
+    return more;
+}
+
+int client_set_token(struct agent_client *c, const char *token)
+{
+    struct curl_slist *h = headers_for(token);
+
+    if (!h)
+        return ALLOT_ENOMEM;
+    curl_easy_setopt(c->h, CURLOPT_HTTPHEADER, h);
+    curl_slist_free_all(c->headers);
+    c->headers = h;
+    return 0;
+}
+
 struct agent_client *client_new(const char *server, const char *token, const char *cacert)
 {
     struct agent_client *c = allot_calloc(1, sizeof(*c));
-    char auth[600];
 
     if (!c)
         return NULL;
     c->h = curl_easy_init();
     c->base = allot_strdup(server);
-    allot_fmt(auth, sizeof(auth), "Authorization: Bearer %s", token);
-    c->headers = curl_slist_append(NULL, auth);
-    c->headers = curl_slist_append(c->headers, "Content-Type: application/json");
+    c->headers = headers_for(token);
     if (!c->h || !c->base || !c->headers) {
         client_free(c);
         return NULL;

@@ -563,25 +563,82 @@ static void reported(struct agent *a, json_t *sent)
 
 /* Registers the node, retrying while allotd cannot be reached. Returns
  * the lease in ms, or -1 (refused, or stopped by a signal). */
-static int64_t register_node(struct agent *a, struct agent_client *c)
+/* Which token the agent speaks with: the join token, or the node
+ * credential allotd issued this node (kept in STATE/node-token). */
+struct node_cred {
+    bool on_node; /* the client speaks with the node credential */
+};
+
+/* Speaks with the node credential saved in STATE/node-token, if any. */
+static void node_cred_load(struct agent *a, struct agent_client *c, struct node_cred *cr)
+{
+    char tok[160];
+
+    cr->on_node = false;
+    if (task_read_small(a->cfg.state_dir, "node-token", tok, sizeof(tok)) < 0)
+        return;
+    tok[strcspn(tok, "\r\n")] = '\0';
+    if (*tok && client_set_token(c, tok) == 0) {
+        cr->on_node = true;
+        LOG_INFO("agent", "speaking with the node credential of %s/node-token", a->cfg.state_dir);
+    }
+}
+
+/* Takes the node credential allotd issued: saved (mode 0600) and spoken
+ * with from now on. */
+static void node_cred_take(struct agent *a, struct agent_client *c, struct node_cred *cr,
+                           const char *tok)
+{
+    int rc = task_write_atomic(a->cfg.state_dir, "node-token", tok);
+
+    if (rc < 0)
+        LOG_ERROR("agent",
+                  "cannot save the node credential in %s/node-token (%s): after a restart this "
+                  "agent cannot speak for %s until an admin revokes token node/%s",
+                  a->cfg.state_dir, strerror(-rc), a->cfg.name, a->cfg.name);
+    if (client_set_token(c, tok) == 0) {
+        cr->on_node = true;
+        LOG_INFO("agent", "allotd issued this node its own credential (token node/%s)",
+                 a->cfg.name);
+    }
+}
+
+/* Registers the node, asking for a node credential (docs/agent.md,
+ * "Joining"): speaking with the join token, it gets one and speaks with it
+ * from then on; a credential allotd refuses (revoked) gives way to the join
+ * token. Returns the lease in ms, or -1 when allotd refused or the agent
+ * is stopping. */
+static int64_t register_node(struct agent *a, struct agent_client *c, struct node_cred *cr)
 {
     json_t *inv = inventory_json(&a->cfg, &a->inv), *reply = NULL;
     char err[512];
     int64_t lease = -1;
 
     while (!stop_signal) {
-        long st = client_post(c, "/v1/nodes/register", inv, 10000, &reply, err, sizeof(err));
+        long st = client_post(c, "/v1/nodes/register?credential=true", inv, 10000, &reply, err,
+                              sizeof(err));
 
         if (st == 200 || st == 201) {
             time_t now = time(NULL);
             json_int_t exp = json_integer_value(json_object_get(reply, "lease_expiry"));
+            const char *tok = json_string_value(json_object_get(reply, "node_token"));
             lease = exp > now ? (int64_t)(exp - now) * 1000 : 30000;
+            if (tok)
+                node_cred_take(a, c, cr, tok);
             LOG_INFO("agent", "registered as %s (%d GPUs%s)", a->cfg.name, a->inv.n_gpus,
                      a->inv.emulated ? ", emulated" : "");
             break;
         }
         json_decref(reply);
         reply = NULL;
+        if (st == 401 && cr->on_node && client_set_token(c, a->cfg.token) == 0) {
+            cr->on_node = false;
+            LOG_WARN("agent",
+                     "allotd refused the node credential (%s): joining again with the "
+                     "join token",
+                     err);
+            continue;
+        }
         if (st >= 400 && st < 500) {
             LOG_ERROR("agent", "registration refused: %s", err);
             break;
@@ -637,6 +694,7 @@ static json_t *usage_json(struct agent *a, json_t **batch)
 static int run(struct agent *a)
 {
     struct agent_client *c = client_new(a->cfg.server, a->cfg.token, a->cfg.cacert);
+    struct node_cred cred = {0};
     char err[512], version[80] = "", logs_url[512], logs_key[80];
     struct serve *srv = serve_start(a->cfg.listen, a->logs_dir, logs_url, sizeof(logs_url),
                                     logs_key, sizeof(logs_key));
@@ -663,7 +721,8 @@ static int run(struct agent *a)
     if (a->net) /* what the adopted tasks need stays, the rest of allot's goes */
         net_sync(a->net, true);
     a->n_tasks = a->cap_tasks = n > 0 ? (size_t)n : 0;
-    lease = register_node(a, c);
+    node_cred_load(a, c, &cred);
+    lease = register_node(a, c, &cred);
     if (lease < 0) {
         client_free(c);
         serve_stop(srv);
@@ -735,13 +794,19 @@ static int run(struct agent *a)
                 net_sync(a->net, false);
             json_decref(a->desired);
             a->desired = json_incref(json_object_get(reply, "jobs"));
-        } else if (st == 404) {
-            LOG_WARN("agent", "allotd does not know this node: registering again");
+        } else if (st == 404 || (st == 401 && cred.on_node)) {
+            LOG_WARN("agent", "%s: registering again",
+                     st == 404 ? "allotd does not know this node"
+                               : "allotd refused the node credential");
             pthread_mutex_unlock(&a->lock); /* it reads only the options and the inventory */
-            lease = register_node(a, c);
+            int64_t l = register_node(a, c, &cred);
             pthread_mutex_lock(&a->lock);
-            if (lease < 0)
+            if (l >= 0)
+                lease = l;
+            else if (st == 404)
                 st = -2;
+            /* a refused credential and join token: heartbeats fail on, and
+             * the tasks are fenced as when allotd is out of reach */
         } else {
             LOG_WARN("agent", "heartbeat failed: %s", err);
             if (json_is_integer(json_object_get(reply, "lease_expiry"))) {

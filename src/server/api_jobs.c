@@ -294,16 +294,10 @@ out:
     return 0;
 }
 
-static bool is_true(const char *s)
-{
-    return s && (!strcmp(s, "1") || !strcmp(s, "true"));
-}
-
 int api_jobs_list(struct req *r)
 {
     const char *tenant = api_query(r, "tenant"), *state = api_query(r, "state");
     const char *cur = api_query(r, "cursor"), *lim = api_query(r, "limit");
-    const char *sub = api_query(r, "subtree");
     struct allot_store_job_filter f = {.limit = 100};
     struct allot_store_job_page pg = {0};
     int64_t v;
@@ -331,7 +325,8 @@ int api_jobs_list(struct req *r)
             return api_error(r, 400, "bad_query", "array must be a job id");
         f.array_parent = v;
     }
-    f.tenant_subtree = is_true(sub);
+    if (!api_query_flag(r, "subtree", &f.tenant_subtree))
+        return 0;
     f.tenant = tenant;
     if (r->who.role != ALLOT_ROLE_ADMIN && *r->who.tenant) {
         if (!tenant) {
@@ -428,16 +423,16 @@ int api_jobs_cancel(struct req *r)
 {
     struct allot_store_job j = {0};
     int64_t now = srv_now();
+    bool array;
     int rc;
 
-    if (!load_visible(r, &j))
+    if (!api_query_flag(r, "array", &array) || !load_visible(r, &j))
         return 0;
     if (r->who.role == ALLOT_ROLE_VIEWER) {
         api_error(r, 403, "forbidden", "a viewer may not cancel jobs");
         goto out;
     }
-    struct cancel_write w = {
-        .r = r, .id = j.id, .now = now, .array = is_true(api_query(r, "array"))};
+    struct cancel_write w = {.r = r, .id = j.id, .now = now, .array = array};
 
     rc = srv_write(r->srv, cancel_fn, &w);
     if (rc)

@@ -23,7 +23,9 @@ struct register_write {
     struct req *r;
     const char *name, *inv, *target;
     int64_t now, expiry;
-    int status; /* OUT: 201 new, 200 same inventory, 409 another one, 403 another agent's */
+    bool credential; /* the agent asks for a node credential */
+    int status;      /* OUT: 201 new, 200 same inventory, 409 another one, 403 another agent's */
+    char secret[80]; /* OUT: the node credential issued ("" when none) */
 };
 
 /* Whether the calling token may speak for stored node n: the agent token
@@ -52,6 +54,45 @@ static int node_speaker(struct allot_store *st, struct req *r, struct allot_stor
     n->token_id = r->who.token_id;
     rc = allot_store_node_put(st, n);
     return rc < 0 ? rc : 1;
+}
+
+/* A node credential for node `name`, registered by an agent token that
+ * is not its credential yet (a join token several nodes may share): a new
+ * agent token "node/NAME" the node is bound to from now on, so that the
+ * join token, and every other node holding it, can no longer speak for
+ * this node. *secret gets the token ("" when the caller already is the
+ * node's credential). 0 or a negative ALLOT_E*. */
+static int node_credential(struct allot_store *st, struct register_write *w)
+{
+    struct allot_store_token caller = {0};
+    struct allot_store_node n = {0};
+    char tname[160];
+    int rc;
+
+    w->secret[0] = '\0';
+    allot_fmt(tname, sizeof(tname), "node/%s", w->name);
+    rc = allot_store_token_get(st, w->r->who.token_id, &caller);
+    bool already = rc == 0 && caller.name && !strcmp(caller.name, tname);
+    allot_store_token_clear(&caller);
+    if (rc < 0 || already)
+        return rc < 0 ? rc : 0;
+    struct allot_store_token t = {
+        .name = tname, .role = ALLOT_ROLE_AGENT, .tenant = "", .created = w->now};
+    char target[64];
+    auth_new_secret(w->secret, sizeof(w->secret), t.hash);
+    if ((rc = allot_store_token_add(st, &t, &t.id)) < 0 ||
+        (rc = allot_store_node_get(st, w->name, &n)) < 0)
+        goto out;
+    n.token_id = t.id;
+    if ((rc = allot_store_node_put(st, &n)) < 0)
+        goto out;
+    allot_fmt(target, sizeof(target), "token/%lld", (long long)t.id);
+    rc = api_audit(st, w->r, target, "ok (node credential)", w->now);
+out:
+    allot_store_node_clear(&n);
+    if (rc < 0)
+        w->secret[0] = '\0';
+    return rc;
 }
 
 /* Group-commit write: a new node, or a heartbeat of a known one. */
@@ -87,6 +128,9 @@ static int register_fn(struct allot_store *st, void *arg)
         if (!rc)
             rc = api_audit(st, w->r, w->target, "ok", w->now);
     }
+    if (!rc && (w->status == 200 || w->status == 201) && w->credential &&
+        w->r->who.role == ALLOT_ROLE_AGENT)
+        rc = node_credential(st, w);
     allot_store_node_clear(&old);
     return rc;
 }
@@ -99,8 +143,12 @@ int api_nodes_register(struct req *r)
     int64_t now = srv_now();
     int rc, n_gpus = 0, status = 201;
 
+    bool credential;
+
     if (!b)
         return 0;
+    if (!api_query_flag(r, "credential", &credential))
+        goto out;
     rc = agentproto_inventory(b, r->srv->cat, &n_gpus, err, sizeof(err));
     if (rc) {
         api_error(r, rc, rc == 400 ? "bad_request" : "invalid", "%s", err);
@@ -114,7 +162,8 @@ int api_nodes_register(struct req *r)
                                .inv = inv,
                                .target = target,
                                .now = now,
-                               .expiry = now + r->srv->cfg.lease / 1000};
+                               .expiry = now + r->srv->cfg.lease / 1000,
+                               .credential = credential};
     rc = srv_write(r->srv, register_fn, &w);
     status = w.status;
     if (rc)
@@ -139,9 +188,11 @@ int api_nodes_register(struct req *r)
         }
         json_int_t expiry = (json_int_t)now + (json_int_t)(r->srv->cfg.lease / 1000);
 
-        api_json(
-            r, status,
-            json_pack("{s:s,s:s,s:I}", "name", name, "state", "ready", "lease_expiry", expiry));
+        json_t *o =
+            json_pack("{s:s,s:s,s:I}", "name", name, "state", "ready", "lease_expiry", expiry);
+        if (w.secret[0]) /* shown once, as a token's secret is */
+            json_object_set_new(o, "node_token", json_string(w.secret));
+        api_json(r, status, o);
     }
 out:
     free(inv);
@@ -611,9 +662,10 @@ int api_nodes_cordon(struct req *r)
 
 int api_nodes_drain(struct req *r)
 {
-    const char *ev = api_query(r, "evict");
-    bool evict = ev && (!strcmp(ev, "1") || !strcmp(ev, "true"));
+    bool evict;
 
+    if (!api_query_flag(r, "evict", &evict))
+        return 0;
     set_state(r, ALLOT_SN_DRAINING);
     /* after the node took no new jobs: its jobs go back to the queue */
     if (evict && r->status == 200)

@@ -224,6 +224,18 @@ const char *api_query(struct req *r, const char *key)
     return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, key);
 }
 
+bool api_query_flag(struct req *r, const char *key, bool *out)
+{
+    const char *v = api_query(r, key);
+
+    *out = v && (!strcmp(v, "1") || !strcmp(v, "true"));
+    if (!v || *out || !strcmp(v, "0") || !strcmp(v, "false"))
+        return true;
+    api_error(r, 400, "bad_query", "query argument \"%s\": want true or false, not \"%.40s\"", key,
+              v);
+    return false;
+}
+
 const char *api_header(struct req *r, const char *key)
 {
     return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, key);

@@ -155,6 +155,10 @@ int api_bytes(struct req *r, int status, const char *content_type, const void *b
 int api_text(struct req *r, int status, const char *content_type, const char *text);
 /* The value of query argument `key`, or NULL. */
 const char *api_query(struct req *r, const char *key);
+/* Query argument `key` as a flag: *out true for "1" or "true", false for
+ * "0", "false" or none. Anything else replies 400 naming it and returns
+ * false. */
+bool api_query_flag(struct req *r, const char *key, bool *out);
 /* The value of request header `key`, or NULL. */
 const char *api_header(struct req *r, const char *key);
 /* Adds response header name: value (IN, copied; at most 31 and 95 bytes)

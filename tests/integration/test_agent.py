@@ -89,6 +89,42 @@ def test_token_hidden_from_process_list():
     assert args[args.index(b"--token") + 1] == b"*" * len(AG), args
 
 
+def test_node_credential():
+    """Joined with the shared token, the agent gets its node's own credential, keeps it in
+    STATE/node-token (0600) and speaks with it: the join token, which every node holds,
+    can no longer speak for ag-1 (its heartbeats carry the specs of the jobs placed
+    there)."""
+    wait_node("ag-1")
+    path = os.path.join(agent.dir, "node-token")
+    assert os.stat(path).st_mode & 0o777 == 0o600
+    with open(path) as f:
+        tok = f.read().strip()
+    assert tok.startswith("allot_") and tok != AG
+    assert "its own credential (token node/ag-1)" in agent.log(), agent.log()
+    st, b = dm.req("POST", "/v1/nodes/ag-1/heartbeat", {}, token=AG)
+    assert st == 403 and "jobs" not in b, (st, b)
+    creds = node_creds("ag-1")
+    assert len(creds) == 1, creds
+    # an admin revokes it (a rotation): the agent joins again with the join token and
+    # gets a new one, without missing its lease
+    expect(dm.req("DELETE", "/v1/tokens/%d" % creds[0]["id"], token=dm.admin), 200)
+    end = time.time() + 10
+    while time.time() < end and agent.log().count("its own credential") < 2:
+        time.sleep(0.05)
+    assert "refused the node credential" in agent.log(), agent.log()
+    assert agent.log().count("its own credential") == 2, agent.log()
+    with open(path) as f:
+        assert f.read().strip() not in (tok, AG)
+    assert len(node_creds("ag-1")) == 1
+    wait_state(submit({"gpus": 0, "command": sh("true")}), ("succeeded",))
+
+
+def node_creds(node):
+    """The live node credentials of node."""
+    return [t for t in expect(dm.req("GET", "/v1/tokens", token=dm.admin), 200)["tokens"]
+            if t["name"] == "node/" + node and not t["revoked"]]
+
+
 def test_run_to_completion():
     jid = submit({"command": sh("echo hello $ALLOT_JOB_ID; id -u; echo gpus=$CUDA_VISIBLE_DEVICES;"
                                 " echo nv=$NVIDIA_VISIBLE_DEVICES")})
@@ -1231,6 +1267,9 @@ def test_agent_restart_adopts():
     out = agent.task_log(jid)
     assert out.count("run-once") == 1 and "done" in out, out
     assert "adopted" in agent.log(), agent.log()
+    # restarted, it speaks with its node credential (a new one is not issued)
+    assert "speaking with the node credential" in agent.log(), agent.log()
+    assert len(node_creds("ag-1")) == 1
     # metered exactly: one run, its whole time, across the agent's kill -9
     end = time.time() + 10
     while time.time() < end:
@@ -1477,7 +1516,7 @@ if __name__ == "__main__":
         agent = Agent(dm, AG, "ag-1", emulate="2xL4",
                       args=["--emulate-util", "35", "--sample-interval", "200ms"])
         fx.run([test_stale_cgroups_removed, test_token_hidden_from_process_list,
-                test_run_to_completion,
+                test_node_credential, test_run_to_completion,
                 test_tenants_run_as_their_own_uids, test_workdir_entered_as_the_jobs_user,
                 test_private_tmp_and_umask, test_ended_task_leaves_nothing,
                 test_exit_code_and_no_command,

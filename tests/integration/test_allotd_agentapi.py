@@ -133,11 +133,57 @@ def test_node_bound_to_its_agent_token():
     expect(dm.req("POST", "/v1/nodes/own-1/cordon", token=dm.admin), 200)
 
 
+def test_node_credential():
+    """An agent that asks (?credential=true) gets a credential of its node's own when it
+    registers with a join token several nodes share: the node is bound to it, so the
+    join token (and every other node holding it) can no longer speak for the node. The
+    credential is shown once; registering with it again issues none. Once an admin
+    revokes it, the join token may register the node again and gets a new one."""
+    join = dm.token("agent", "", "join")
+    reg = "/v1/nodes/register?credential=true"
+    b = expect(dm.req("POST", reg, node("cred-1"), token=join), 201)
+    cred = b["node_token"]
+    assert cred.startswith("allot_") and cred != join, b
+    st, b = dm.req("POST", "/v1/nodes/cred-1/heartbeat", {}, token=join)
+    assert st == 403 and b["error"]["code"] == "forbidden", (st, b)
+    st, b = dm.req("POST", "/v1/nodes/register", node("cred-1"), token=join)
+    assert st == 403, (st, b)
+    expect(dm.req("POST", "/v1/nodes/cred-1/heartbeat", {}, token=cred), 200)
+    b = expect(dm.req("POST", reg, node("cred-1"), token=cred), 200)
+    assert "node_token" not in b, b
+    # without asking, a join token binds the node to itself (as before)
+    b = expect(dm.req("POST", "/v1/nodes/register", node("cred-2"), token=join), 201)
+    assert "node_token" not in b, b
+    toks = [t for t in expect(dm.req("GET", "/v1/tokens", token=dm.admin), 200)["tokens"]
+            if t["name"] == "node/cred-1"]
+    assert len(toks) == 1 and toks[0]["role"] == "agent", toks
+    # a node bound to the join token (an agent from before credentials) gets one too
+    b = expect(dm.req("POST", reg, node("cred-2"), token=join), 200)
+    cred2 = b["node_token"]
+    expect(dm.req("POST", "/v1/nodes/cred-2/heartbeat", {}, token=cred2), 200)
+    assert dm.req("POST", "/v1/nodes/cred-2/heartbeat", {}, token=join)[0] == 403
+    # revoked: the credential is refused, the join token joins the node again
+    expect(dm.req("DELETE", "/v1/tokens/%d" % toks[0]["id"], token=dm.admin), 200)
+    assert dm.req("POST", "/v1/nodes/cred-1/heartbeat", {}, token=cred)[0] == 401
+    b = expect(dm.req("POST", reg, node("cred-1"), token=join), 200)
+    assert b["node_token"] not in (cred, join), b
+    expect(dm.req("POST", "/v1/nodes/cred-1/heartbeat", {}, token=b["node_token"]), 200)
+    # an admin registering binds nothing and gets no credential
+    b = expect(dm.req("POST", reg, node("cred-3"), token=dm.admin), 201)
+    assert "node_token" not in b, b
+    # the flag is a flag
+    st, b = dm.req("POST", "/v1/nodes/register?credential=yes", node("cred-4"), token=join)
+    assert st == 400 and "credential" in b["error"]["message"], (st, b)
+    for n in ("cred-1", "cred-2", "cred-3"):
+        expect(dm.req("POST", "/v1/nodes/%s/cordon" % n, token=dm.admin), 200)
+
+
 if __name__ == "__main__":
     dm = Daemon()
     try:
         expect(dm.req("PUT", "/v1/tenants", TENANTS, token=dm.admin), 200)
         AG = dm.token("agent", "", "agents")
-        fx.run([test_long_poll, test_gang_over_two_nodes, test_node_bound_to_its_agent_token])
+        fx.run([test_long_poll, test_gang_over_two_nodes, test_node_bound_to_its_agent_token,
+                test_node_credential])
     finally:
         dm.stop()

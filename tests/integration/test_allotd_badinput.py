@@ -51,6 +51,12 @@ CORPUS = [
     ("GET", "/v1/jobs/99999999999999999999999", None, 404),
     ("DELETE", "/v1/tokens/0", None, 404),
     ("GET", "/v1/jobs?tenant=%27%20OR%201%3D1--", None, 200),
+    # flags are "true", "1", "false" or "0", never silently false
+    ("GET", "/v1/jobs?subtree=yes", None, 400),
+    ("POST", "/v1/jobs/1/cancel?array=2", None, 400),
+    ("POST", "/v1/nodes/n1/drain?evict=on", None, 400),
+    ("POST", "/v1/nodes/register?credential=please",
+     b'{"name":"flag-1","cpus":1,"memory":1}', 400),
 ]
 
 

@@ -142,7 +142,7 @@ class FakeAllotd:
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"] or 0))
                                   or b"{}")
-                if self.path == "/v1/nodes/register":
+                if self.path.split("?")[0] == "/v1/nodes/register":
                     with fake.lock:
                         fake.registered[body["name"]] = body
                         fake.underlay[body["name"]] = body.get("underlay")
