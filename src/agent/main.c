@@ -37,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -876,6 +877,18 @@ static bool proc_hides_pids(void)
     return hidden;
 }
 
+/* Whether the kernel (5.8 or later) gives each /proc mount options of its
+ * own: then every task of the process executor gets a /proc that hides
+ * other users' processes (supervise.c), whatever the host's says. */
+static bool proc_per_mount(void)
+{
+    struct utsname u;
+    int major = 0, minor = 0;
+
+    return uname(&u) == 0 && sscanf(u.release, "%d.%d", &major, &minor) == 2 &&
+           (major > 5 || (major == 5 && minor >= 8));
+}
+
 static void usage(FILE *out)
 {
     fprintf(out, "usage: allot-agent --server URL --token TOKEN [--emulate 4xH100-80GB] "
@@ -1024,8 +1037,10 @@ int main(int argc, char **argv)
     if (getuid() != 0)
         LOG_WARN("agent", "not running as root: no cgroups, and tasks run as uid %d",
                  (int)getuid());
-    else if ((!strcmp(c->run_as, "tenant") || (c->user_map && *c->user_map)) && !proc_hides_pids())
-        LOG_WARN("agent", "/proc is mounted without hidepid: each tenant's jobs see the command "
+    else if ((!strcmp(c->run_as, "tenant") || (c->user_map && *c->user_map)) && !proc_per_mount() &&
+             !proc_hides_pids())
+        LOG_WARN("agent", "/proc is mounted without hidepid and this kernel (before 5.8) cannot "
+                          "give each task a /proc of its own: each tenant's jobs see the command "
                           "lines of every process on the node, other tenants' jobs included "
                           "(mount -o remount,hidepid=invisible /proc; docs/agent.md)");
     struct sigaction sa = {.sa_handler = on_signal};

@@ -14,7 +14,8 @@
  *
  * The task's process (run_child), before exec, in this order: its own
  * process group, its cgroup, its network namespace, standard streams,
- * umask 077, a private /tmp and /dev/shm (the process executor, as root),
+ * umask 077, a private /tmp, /dev/shm and /proc (the process executor, as
+ * root),
  * then it drops to the job's user, and only then changes to the working
  * directory: every path of the job is resolved with the job's rights.
  */
@@ -40,7 +41,7 @@
 #include <time.h>
 #include <unistd.h>
 
-/* ---- the private /tmp and /dev/shm ---- */
+/* ---- the private /tmp, /dev/shm and /proc ---- */
 
 /* The folder right below /tmp or /dev/shm that path lies in (into top),
  * or false when it lies in neither (or names "." or ".." there). */
@@ -65,13 +66,12 @@ static bool top_in_tmp(const char *path, char *top, size_t len)
 }
 
 /* Gives the calling process (root, the task's process before it drops
- * privileges) a mount namespace of its own with fresh tmpfs on /tmp and
- * /dev/shm (mode 1777, --tmp-size each, their pages charged to the task's
- * memory cgroup). What the task needs from the host's /tmp stays: the
- * agent's state folder (emulated devices, the shim region, the GPU share
- * folder) and the working directory, each by the folder right below /tmp
- * that holds it, bound at the same path with its own owner and mode (a
- * symbolic link there is not followed). Returns 0 or -1 with why. */
+ * privileges) a mount namespace of its own with a /proc that hides other
+ * users' processes, and fresh tmpfs on /tmp and /dev/shm (mode 1777, --tmp-size each, their pages
+ * charged to the task's memory cgroup). What the task needs from the host's /tmp stays: the agent's
+ * state folder (emulated devices, the shim region, the GPU share folder) and the working directory,
+ * each by the folder right below /tmp that holds it, bound at the same path with its own owner and
+ * mode (a symbolic link there is not followed). Returns 0 or -1 with why. */
 static int private_tmp(const struct agent *a, const char *workdir, char *why, size_t wlen)
 {
     char state[4096], keep[2][4096], opts[64];
@@ -122,6 +122,15 @@ static int private_tmp(const struct agent *a, const char *workdir, char *why, si
             goto out;
         }
     }
+    /* a /proc of its own that shows only its user's processes: other
+     * tenants' command lines stay hidden. Linux 5.8 and later give each
+     * /proc mount its own options; an older kernel refuses "invisible"
+     * (EINVAL), and the task keeps the host's /proc, as the agent warned */
+    if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=invisible") < 0 &&
+        errno != EINVAL) {
+        allot_fmt(why, wlen, "a /proc of its own: %s", strerror(errno));
+        goto out;
+    }
     rc = 0;
 out:
     for (int i = 0; i < n; i++)
@@ -165,10 +174,12 @@ static void run_child(const struct agent *a, const struct task *t, char **argv, 
     close_range(3, ~0U, 0);
     /* what the job writes is its own unless it says otherwise */
     umask(077);
-    /* the process executor: /tmp and /dev/shm of its own (a container has
-     * its own already); never unisolated when they cannot be made */
+    /* the process executor: /tmp, /dev/shm and /proc of its own (a
+     * container has its own already); never unisolated when they cannot
+     * be made */
     if (getuid() == 0 && !crun && private_tmp(a, workdir, why, sizeof(why)) < 0) {
-        dprintf(2, "allot-agent: cannot give the task a private /tmp and /dev/shm: %s\n", why);
+        dprintf(2, "allot-agent: cannot give the task a private /tmp, /dev/shm and /proc: %s\n",
+                why);
         _exit(126);
     }
     if (getuid() == 0 && !crun &&

@@ -200,15 +200,20 @@ def test_device_access():
 
 def test_tenants_run_as_their_own_uids():
     """By default (--run-as tenant) each tenant's jobs run as a uid of their own: one
-    tenant's job cannot signal another's, read its environment or read its log."""
+    tenant's job cannot signal another's, read its environment or read its log, and its
+    /proc shows only its own user's processes (not another tenant's command line), while
+    the host's /proc still shows every process."""
     a = submit({"gpus": 0, "env": {"SECRET": "s3cr3t"},
-                "command": sh("echo pid $$; echo a-log-line; sleep 30")})
+                "command": sh("echo pid $$; echo a-log-line; exec python3 -c "
+                              "'import time; time.sleep(30)' cmdline-s3cr3t")})
     assert wait_log(agent, a, "a-log-line"), agent.task_log(a)
     pid = agent.task_log(a).split()[1]
     logf = os.path.join(agent.dir, "logs", str(a), "task-0.log")
     b = submit({"tenant": "research/vision", "gpus": 0, "command": sh(
         "id -u; kill -0 %s && echo can-signal; grep -a SECRET /proc/%s/environ && echo can-read;"
-        " cat %s && echo can-read-log; true" % (pid, pid, logf))})
+        " cat %s && echo can-read-log; test -e /proc/%s && echo can-see;"
+        " echo cmdlines=$(cat /proc/*/cmdline | tr '\\0' ' ' | grep -c 'cmdline-s3c[r]3t');"
+        " test -e /proc/$$ && echo sees-itself; true" % (pid, pid, logf, pid))})
     j = wait_state(b, ("succeeded", "failed"))
     out = agent.task_log(b)
     try:
@@ -217,6 +222,9 @@ def test_tenants_run_as_their_own_uids():
             tenant_uid(agent, "research/nlp"), out
         assert "can-signal" not in out and "can-read" not in out and "s3cr3t" not in out, out
         assert "a-log-line" not in out, out
+        assert "can-see" not in out and "sees-itself" in out, out
+        assert "cmdlines=0" in out, out  # no command line it sees holds the other's secret
+        assert os.path.exists("/proc/%s" % pid)  # the host's /proc is as it was
         assert expect(dm.req("GET", "/v1/jobs/%d" % a, token=dm.admin), 200)["state"] == \
             "running"
     finally:
