@@ -22,6 +22,7 @@
 
 #include "allot/catalog.h"
 #include "allot/cluster.h"
+#include "devnode.h"
 
 #include <jansson.h>
 #include <pthread.h>
@@ -130,17 +131,6 @@ int nvml_inventory(const char *lib, const struct allot_catalog *cat, struct agen
 void nvml_mig_enable_all(struct nvml *nv, const struct agent_inventory *inv);
 /* The POST /v1/nodes/register body (new reference). */
 json_t *inventory_json(const struct agent_config *cfg, const struct agent_inventory *inv);
-
-/* ---- device nodes and folders (devnode.c) ---- */
-
-/* Makes character device node `path` (major, minor, mode) unless it is
- * there as such. 0 or -errno. */
-int agent_mkchr(const char *path, int major, int minor, mode_t mode);
-/* mkdir -p with mode 0755. 0 or -errno. */
-int agent_mkdir_p(const char *path);
-/* The major number of character driver `driver` in the list at `devices`
- * (/proc/devices, or a made-up one), or -1. */
-int agent_char_major(const char *devices, const char *driver);
 
 /* ---- cgroups (cgroup.c) ---- */
 
@@ -286,12 +276,6 @@ struct run_user {
     char name[64], home[256];
 };
 
-/* Writes text to DIR/NAME atomically (temporary file, fsync, rename).
- * Returns 0 or -errno. */
-int task_write_atomic(const char *dir, const char *name, const char *text);
-/* Reads DIR/NAME (at most len - 1 bytes, NUL-terminated) into buf.
- * Returns 0, or -1 when it cannot be read. */
-int task_read_small(const char *dir, const char *name, char *buf, size_t len);
 /* Start time of process pid in clock ticks since boot (field 22 of
  * /proc/PID/stat), or -1 when it does not exist: with the pid it names a
  * process, so a recycled pid is not mistaken for the task. */

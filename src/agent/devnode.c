@@ -1,13 +1,15 @@
 /*
- * Device nodes and folders on the node: the few file-system helpers the
- * inventory (emulated GPUs' nodes), cgroups (the nvidia-uvm major) and MIG
- * capabilities (migcaps.c) share.
+ * Files, folders and device nodes on the node: the few file-system helpers
+ * the agent's parts share (records written atomically, small files read,
+ * folders made, device nodes made and their majors looked up).
  */
 #include "agent.h"
 
 #include "allot/common.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -61,4 +63,60 @@ int agent_mkchr(const char *path, int major, int minor, mode_t mode)
     if (mknod(path, S_IFCHR | mode, makedev((unsigned)major, (unsigned)minor)) < 0)
         return -errno;
     return chmod(path, mode) == 0 ? 0 : -errno; /* as the driver's: the umask took some */
+}
+
+int agent_write_atomic(const char *dir, const char *name, const char *text)
+{
+    char tmp[4400], path[4400];
+    int fd, rc = 0;
+
+    allot_fmt(tmp, sizeof(tmp), "%s/.%s.tmp", dir, name);
+    allot_fmt(path, sizeof(path), "%s/%s", dir, name);
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -errno;
+    if (write(fd, text, strlen(text)) < 0 || fsync(fd) < 0)
+        rc = -errno;
+    close(fd);
+    if (!rc && rename(tmp, path) < 0)
+        rc = -errno;
+    return rc;
+}
+
+int agent_read_small(const char *dir, const char *name, char *buf, size_t len)
+{
+    char path[4400];
+    int fd;
+    ssize_t n;
+
+    allot_fmt(path, sizeof(path), "%s/%s", dir, name);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    n = read(fd, buf, len - 1);
+    close(fd);
+    if (n < 0)
+        return -1;
+    buf[n] = '\0';
+    return 0;
+}
+
+void agent_rm_tree(int fd, const char *name, int depth)
+{
+    struct dirent *e;
+    DIR *d;
+    int sub;
+
+    if (unlinkat(fd, name, 0) == 0 || errno != EISDIR)
+        return;
+    sub = depth > 0 ? openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
+    if (sub >= 0 && !(d = fdopendir(sub))) {
+        close(sub);
+    } else if (sub >= 0) {
+        while ((e = readdir(d)))
+            if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+                agent_rm_tree(dirfd(d), e->d_name, depth - 1);
+        closedir(d);
+    }
+    unlinkat(fd, name, AT_REMOVEDIR);
 }

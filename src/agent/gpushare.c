@@ -40,28 +40,6 @@ static bool ours(const struct stat *st)
     return S_ISDIR(st->st_mode) && st->st_uid == geteuid() && (st->st_mode & 07777) == 0755;
 }
 
-/* Removes name in folder fd and, for a folder, what it holds (depth
- * levels at most), never following a link. */
-static void rm_tree(int fd, const char *name, int depth)
-{
-    struct dirent *e;
-    DIR *d;
-    int sub;
-
-    if (unlinkat(fd, name, 0) == 0 || errno != EISDIR)
-        return;
-    sub = depth > 0 ? openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
-    if (sub >= 0 && !(d = fdopendir(sub))) {
-        close(sub);
-    } else if (sub >= 0) {
-        while ((e = readdir(d)))
-            if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-                rm_tree(dirfd(d), e->d_name, depth - 1);
-        closedir(d);
-    }
-    unlinkat(fd, name, AT_REMOVEDIR);
-}
-
 /* Removes the files of folder gpu (fd of a gpu-* folder) whose task has
  * no folder in tasks_dir. */
 static void drop_entries(int gpu, const char *tasks_dir)
@@ -135,7 +113,7 @@ int share_setup(const char *state_dir, const char *tasks_dir)
                 close(fd);
             return -1;
         }
-        rm_tree(fd, aside, 4);
+        agent_rm_tree(fd, aside, 4);
         close(fd);
         LOG_INFO("agent", "%s: an older agent's or not the agent's: replaced", path);
     }

@@ -576,7 +576,7 @@ static void node_cred_load(struct agent *a, struct agent_client *c, struct node_
     char tok[160];
 
     cr->on_node = false;
-    if (task_read_small(a->cfg.state_dir, "node-token", tok, sizeof(tok)) < 0)
+    if (agent_read_small(a->cfg.state_dir, "node-token", tok, sizeof(tok)) < 0)
         return;
     tok[strcspn(tok, "\r\n")] = '\0';
     if (*tok && client_set_token(c, tok) == 0) {
@@ -590,7 +590,7 @@ static void node_cred_load(struct agent *a, struct agent_client *c, struct node_
 static void node_cred_take(struct agent *a, struct agent_client *c, struct node_cred *cr,
                            const char *tok)
 {
-    int rc = task_write_atomic(a->cfg.state_dir, "node-token", tok);
+    int rc = agent_write_atomic(a->cfg.state_dir, "node-token", tok);
 
     if (rc < 0)
         LOG_ERROR("agent",

@@ -13,6 +13,7 @@
  * MAC (02:a1:1b:VNI) on every node, an anycast gateway: a task's traffic
  * to its gateway stays on its own node whichever node answers its ARP.
  */
+#include "devnode.h"
 #include "net_int.h"
 
 #include "allot/common.h"
@@ -394,15 +395,12 @@ static void task_links_del(const char *ns, const char *veth)
 
 static int write_record(const char *dir, const struct net_entry *e)
 {
-    char path[4400], tmp[4400];
     json_t *o =
         json_pack("{s:s,s:s,s:o}", "ns", e->ns, "veth", e->veth, "network", spec_json(&e->s));
-    int rc = -1;
+    char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    int rc = text && agent_write_atomic(dir, "net.json", text) == 0 ? 0 : -1;
 
-    allot_fmt(path, sizeof(path), "%s/net.json", dir);
-    allot_fmt(tmp, sizeof(tmp), "%s/.net.json.tmp", dir);
-    if (o && json_dump_file(o, tmp, JSON_COMPACT) == 0 && rename(tmp, path) == 0)
-        rc = 0;
+    free(text);
     json_decref(o);
     return rc;
 }

@@ -293,7 +293,6 @@ static json_t *vf_json(const struct rdma_vf *v)
 
 int rdma_record_save(const char *dir, const struct rdma_vf *v, int n)
 {
-    char path[PATH_MAX], tmp[PATH_MAX];
     json_t *a = json_array(), *o;
     int rc = ALLOT_EIO;
 
@@ -303,10 +302,10 @@ int rdma_record_save(const char *dir, const struct rdma_vf *v, int n)
             a = NULL;
         }
     o = json_pack("{s:o}", "vfs", a);
-    allot_fmt(path, sizeof(path), "%s/rdma.json", dir);
-    allot_fmt(tmp, sizeof(tmp), "%s/.rdma.json.tmp", dir);
-    if (o && json_dump_file(o, tmp, JSON_COMPACT) == 0 && rename(tmp, path) == 0)
+    char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    if (text && agent_write_atomic(dir, "rdma.json", text) == 0)
         rc = 0;
+    free(text);
     json_decref(o);
     return rc;
 }

@@ -313,7 +313,7 @@ static int64_t fence_deadline(const struct agent *a)
 {
     char buf[32];
 
-    return task_read_small(a->tasks_dir, "../fence-at", buf, sizeof(buf)) == 0
+    return agent_read_small(a->tasks_dir, "../fence-at", buf, sizeof(buf)) == 0
                ? strtoll(buf, NULL, 10)
                : 0;
 }
@@ -376,7 +376,7 @@ static void supervise(const struct agent *a, const char *dir, pid_t pid, int *st
         if (r == pid || (r < 0 && errno != EINTR))
             return;
         if (!kill_at && (deadline = fence_deadline(a)) > 0 && now > deadline + 1000) {
-            task_write_atomic(dir, "fenced", "agent out of reach\n");
+            agent_write_atomic(dir, "fenced", "agent out of reach\n");
             kill(-pid, SIGTERM);
             kill_at = now + a->cfg.grace;
         } else if (kill_at && now >= kill_at) {
@@ -412,7 +412,7 @@ void task_supervisor(const struct agent *a, const struct task *t, const char *di
     signal(SIGPIPE, SIG_IGN);
     if (pipe2(pfd, O_CLOEXEC) < 0) {
         dprintf(log_fd, "allot-agent: no pipe for the task's output: %s\n", strerror(errno));
-        task_write_atomic(dir, "exit", "exit 127 0\n");
+        agent_write_atomic(dir, "exit", "exit 127 0\n");
         _exit(1);
     }
     lp.size = fstat(log_fd, &st) == 0 ? (int64_t)st.st_size : 0;
@@ -425,12 +425,12 @@ void task_supervisor(const struct agent *a, const struct task *t, const char *di
     lp.in = pfd[0];
     fcntl(lp.in, F_SETFL, O_NONBLOCK);
     if (pid < 0) {
-        task_write_atomic(dir, "exit", "exit 127 fork failed");
+        agent_write_atomic(dir, "exit", "exit 127 fork failed");
         _exit(1);
     }
     setpgid(pid, pid); /* also here: no window where the group does not exist */
     allot_fmt(text, sizeof(text), "%d %d %lld\n", (int)getpid(), (int)pid, task_proc_start(pid));
-    task_write_atomic(dir, "pid", text);
+    agent_write_atomic(dir, "pid", text);
     supervise(a, dir, pid, &status, &lp);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     /* nothing of the task outlives it: also a process in a session of its
@@ -445,6 +445,6 @@ void task_supervisor(const struct agent *a, const struct task *t, const char *di
         allot_fmt(text, sizeof(text), "signal %d %lld\n", WTERMSIG(status), ran);
     else
         allot_fmt(text, sizeof(text), "exit %d %lld\n", WEXITSTATUS(status), ran);
-    task_write_atomic(dir, "exit", text);
+    agent_write_atomic(dir, "exit", text);
     _exit(0);
 }

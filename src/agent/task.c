@@ -45,42 +45,6 @@ static void task_dir(const struct agent *a, const struct task *t, char *buf, siz
 }
 
 /* Writes text to DIR/NAME atomically (temporary file, then rename). */
-int task_write_atomic(const char *dir, const char *name, const char *text)
-{
-    char tmp[4400], path[4400];
-    int fd, rc = 0;
-
-    allot_fmt(tmp, sizeof(tmp), "%s/.%s.tmp", dir, name);
-    allot_fmt(path, sizeof(path), "%s/%s", dir, name);
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return -errno;
-    if (write(fd, text, strlen(text)) < 0 || fsync(fd) < 0)
-        rc = -errno;
-    close(fd);
-    if (!rc && rename(tmp, path) < 0)
-        rc = -errno;
-    return rc;
-}
-
-int task_read_small(const char *dir, const char *name, char *buf, size_t len)
-{
-    char path[4400];
-    int fd;
-    ssize_t n;
-
-    allot_fmt(path, sizeof(path), "%s/%s", dir, name);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    n = read(fd, buf, len - 1);
-    close(fd);
-    if (n < 0)
-        return -1;
-    buf[n] = '\0';
-    return 0;
-}
-
 /* Start time of process pid in clock ticks since boot (field 22 of
  * /proc/PID/stat), or -1 when it does not exist: with the pid it names a
  * process, so a recycled pid is not mistaken for the task. */
@@ -575,7 +539,7 @@ static int mig_prepare(struct agent *a, json_t *d, const char *dir, char *uuid, 
         return -1;
     }
     allot_fmt(text, sizeof(text), "%d %d\n", gpu->nvml_index, inst.gi_id);
-    if (task_write_atomic(dir, "mig", text) < 0)
+    if (agent_write_atomic(dir, "mig", text) < 0)
         LOG_WARN("task", "%s: cannot record MIG instance %d", dir, inst.gi_id);
     allot_strlcpy(uuid, inst.uuid, len);
     *gi = inst.gi_id;
@@ -618,7 +582,7 @@ static void mig_release(struct agent *a, const char *dir)
     char buf[64];
     int idx, gi;
 
-    if (!a->nv || task_read_small(dir, "mig", buf, sizeof(buf)) < 0 ||
+    if (!a->nv || agent_read_small(dir, "mig", buf, sizeof(buf)) < 0 ||
         sscanf(buf, "%d %d", &idx, &gi) != 2)
         return;
     if (nvml_mig_destroy(a->nv, idx, gi) < 0)
@@ -640,7 +604,7 @@ static void scrub_save(const struct agent *a)
             len += (size_t)allot_fmt(text + len, sizeof(text) - len, "%d %s%s\n", g,
                                      a->last_tenant[g], a->gpu_mixed[g] ? " mixed" : "");
     allot_fmt(dir, sizeof(dir), "%s/..", a->tasks_dir);
-    if (task_write_atomic(dir, "gpu-tenants", text) < 0)
+    if (agent_write_atomic(dir, "gpu-tenants", text) < 0)
         LOG_WARN("task", "cannot record the GPUs' last tenants");
 }
 
@@ -811,7 +775,7 @@ static int task_launch(struct agent *a, json_t *d, struct task *t)
         return -1;
     }
     text = json_dumps(d, JSON_COMPACT);
-    if (!text || task_write_atomic(dir, "task.json", text) < 0) {
+    if (!text || agent_write_atomic(dir, "task.json", text) < 0) {
         free(text);
         LOG_ERROR("task", "%s: cannot record the task", dir);
         return -1;
@@ -1078,7 +1042,7 @@ void task_fence(struct agent *a, struct task *t, int64_t now_ms)
     if (!task_alive(t) || t->fenced)
         return;
     task_dir(a, t, dir, sizeof(dir));
-    if (task_write_atomic(dir, "fenced", "allotd out of reach\n") < 0)
+    if (agent_write_atomic(dir, "fenced", "allotd out of reach\n") < 0)
         LOG_WARN("task", "%s: cannot record the fence", dir);
     t->fenced = true;
     task_stop(a, t, now_ms, -1);
@@ -1091,7 +1055,7 @@ static int read_pid(const char *dir, struct task *t, long long *start)
     int sup = 0, pid = 0;
 
     *start = -1;
-    if (task_read_small(dir, "pid", buf, sizeof(buf)) < 0 ||
+    if (agent_read_small(dir, "pid", buf, sizeof(buf)) < 0 ||
         sscanf(buf, "%d %d %lld", &sup, &pid, start) < 2 || pid <= 0)
         return -1;
     t->pid = pid;
@@ -1137,7 +1101,7 @@ void task_poll(struct agent *a, struct task *t, int64_t now_ms)
         t->sup = 0; /* reaped; its exit file says how the task ended */
     if (t->pid <= 0 && read_pid(dir, t, &start) == 0 && t->state == TASK_STOPPING)
         kill(-t->pid, SIGTERM); /* asked to stop before its pid was known */
-    if (task_read_small(dir, "exit", buf, sizeof(buf)) == 0) {
+    if (agent_read_small(dir, "exit", buf, sizeof(buf)) == 0) {
         read_exit(a, dir, t, buf);
         if (getuid() == 0)
             cg_destroy(a->cfg.cgroup_root, t->key);
@@ -1152,7 +1116,7 @@ void task_poll(struct agent *a, struct task *t, int64_t now_ms)
     /* no exit file and no supervisor: the process vanished with it */
     bool sup_gone = t->sup == 0 || (t->sup < 0 && kill(-t->sup, 0) < 0 && errno == ESRCH);
     if (sup_gone && (t->pid <= 0 || (kill(t->pid, 0) < 0 && errno == ESRCH)) &&
-        task_read_small(dir, "exit", buf, sizeof(buf)) < 0) {
+        agent_read_small(dir, "exit", buf, sizeof(buf)) < 0) {
         t->state = TASK_LOST;
         allot_fmt(t->detail, sizeof(t->detail), "its process vanished without an exit status");
         if (getuid() == 0)
@@ -1197,23 +1161,6 @@ static void crun_delete(struct agent *a, const struct task *t, const char *dir)
     rmdir(bundle);
 }
 
-static void rm_dir(const char *dir)
-{
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    char path[4600];
-
-    while (d && (e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-            continue;
-        allot_fmt(path, sizeof(path), "%s/%s", dir, e->d_name);
-        unlink(path);
-    }
-    if (d)
-        closedir(d);
-    rmdir(dir);
-}
-
 void task_forget(struct agent *a, struct task *t)
 {
     char dir[4400];
@@ -1225,7 +1172,7 @@ void task_forget(struct agent *a, struct task *t)
     if (a->net)
         net_task_down(a->net, t->key);
     share_task_remove(a, t);
-    rm_dir(dir);
+    agent_rm_tree(AT_FDCWD, dir, 1);
     if (getuid() == 0)
         cg_destroy(a->cfg.cgroup_root, t->key);
 }
@@ -1263,11 +1210,11 @@ int task_adopt_all(struct agent *a, struct task **out)
         t.gpu_mask = gpu_mask_of(a, tj);
         t.run = json_integer_value(json_object_get(tj, "run"));
         json_decref(tj);
-        t.fenced = task_read_small(dir, "fenced", buf, sizeof(buf)) == 0;
+        t.fenced = agent_read_small(dir, "fenced", buf, sizeof(buf)) == 0;
         if (a->net)
             t.net = net_task_adopt(a->net, t.key, dir);
         rdma_task_adopt(&t, dir);
-        if (task_read_small(dir, "exit", buf, sizeof(buf)) == 0) {
+        if (agent_read_small(dir, "exit", buf, sizeof(buf)) == 0) {
             read_exit(a, dir, &t, buf);
         } else if (read_pid(dir, &t, &start) == 0 && task_proc_start(t.pid) == start &&
                    start >= 0) {
