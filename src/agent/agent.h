@@ -261,6 +261,7 @@ struct task {
     uint64_t shim_launches; /* ... and kernel launches */
     int64_t shim_at_ms;     /* ... and when (monotonic; 0: none yet) */
     bool net;               /* runs in its network namespace allot-KEY (net.h) */
+    int mps_gpu;            /* an MPS client of this GPU's daemon (--sharing mps); -1: none */
     int n_vfs;              /* RDMA VFs it holds while it starts, runs or stops (rdma.h) */
     char vfs[AGENT_MAX_TASK_VFS][32]; /* ... their PCI addresses */
     int n_devs;
@@ -345,9 +346,20 @@ int share_task_add(const struct agent *a, const char *key, json_t *d, uid_t uid,
  * is not there is gone). */
 void share_task_remove(const struct agent *a, const struct task *t);
 
-/* Starts one MPS control daemon per GPU (--sharing mps): pipe and log
- * folders STATE/mps/GPU/{pipe,log}, the GPU by UUID. Logs failures. */
+/* The GPU (inventory index) of a task on a fraction of one GPU (less than
+ * all of its compute or memory, not a MIG slice), which the shim or MPS
+ * enforce; -1 for any other task. d: its desired entry. */
+int task_fraction_gpu(const struct agent *a, json_t *d);
+
+/* Starts one MPS control daemon per GPU (--sharing mps): pipe, log and
+ * shared-memory folders STATE/mps/GPU/{pipe,log,shm}, the GPU by UUID. As
+ * root the daemon (and the servers it starts) runs in a mount namespace of
+ * its own whose /dev/shm is STATE/mps/GPU/shm, a tmpfs of --tmp-size made
+ * there once, which the GPU's MPS tasks get as their /dev/shm too
+ * (mps_shm_dir). Logs failures. */
 void mps_start_all(const struct agent *a);
+/* STATE/mps/GPU/shm into buf. */
+void mps_shm_dir(const struct agent *a, int gpu, char *buf, size_t len);
 
 /* ---- memory scrubbing (scrub.c) ---- */
 

@@ -72,10 +72,11 @@ static bool top_in_tmp(const char *path, char *top, size_t len)
  * state folder (emulated devices, the shim region, the GPU share folder) and the working directory,
  * each by the folder right below /tmp that holds it, bound at the same path with its own owner and
  * mode (a symbolic link there is not followed). Returns 0 or -1 with why. */
-static int private_tmp(const struct agent *a, const char *workdir, char *why, size_t wlen)
+static int private_tmp(const struct agent *a, const struct task *t, const char *workdir, char *why,
+                       size_t wlen)
 {
-    char state[4096], keep[2][4096], opts[64];
-    int fds[2] = {-1, -1}, n = 0, rc = -1;
+    char state[4096], keep[2][4096], opts[64], mps_shm[4400], src[64];
+    int fds[2] = {-1, -1}, n = 0, rc = -1, shm_fd = -1;
     struct stat st;
 
     if (realpath(a->cfg.state_dir, state) && top_in_tmp(state, keep[n], sizeof(keep[n])))
@@ -93,6 +94,14 @@ static int private_tmp(const struct agent *a, const char *workdir, char *why, si
     }
     /* opened in the new namespace (a bind's source must be in it), before
      * the tmpfs covers them */
+    if (t->mps_gpu >= 0) {
+        mps_shm_dir(a, t->mps_gpu, mps_shm, sizeof(mps_shm));
+        shm_fd = open(mps_shm, O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
+        if (shm_fd < 0) {
+            allot_fmt(why, wlen, "the MPS server's %s: %s", mps_shm, strerror(errno));
+            goto out;
+        }
+    }
     for (int i = 0; i < n; i++) {
         fds[i] = open(keep[i], O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
         if (fds[i] >= 0 && (fstat(fds[i], &st) < 0 || !S_ISDIR(st.st_mode))) {
@@ -105,14 +114,20 @@ static int private_tmp(const struct agent *a, const char *workdir, char *why, si
         allot_fmt(why, wlen, "tmpfs on /tmp: %s", strerror(errno));
         goto out;
     }
-    if (stat("/dev/shm", &st) == 0 &&
-        mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0) {
+    if (shm_fd >= 0) {
+        /* an MPS client shares /dev/shm with its GPU's MPS server (and so
+         * with the GPU's other MPS clients: docs/agent.md) */
+        allot_fmt(src, sizeof(src), "/proc/self/fd/%d", shm_fd);
+        if (mount(src, "/dev/shm", NULL, MS_BIND, NULL) < 0) {
+            allot_fmt(why, wlen, "the MPS server's %s on /dev/shm: %s", mps_shm, strerror(errno));
+            goto out;
+        }
+    } else if (stat("/dev/shm", &st) == 0 &&
+               mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0) {
         allot_fmt(why, wlen, "tmpfs on /dev/shm: %s", strerror(errno));
         goto out;
     }
     for (int i = 0; i < n; i++) {
-        char src[64];
-
         if (fds[i] < 0)
             continue; /* gone, or not a folder: the job's chdir says so */
         allot_fmt(src, sizeof(src), "/proc/self/fd/%d", fds[i]);
@@ -136,6 +151,8 @@ out:
     for (int i = 0; i < n; i++)
         if (fds[i] >= 0)
             close(fds[i]);
+    if (shm_fd >= 0)
+        close(shm_fd);
     return rc;
 }
 
@@ -177,7 +194,7 @@ static void run_child(const struct agent *a, const struct task *t, char **argv, 
     /* the process executor: /tmp, /dev/shm and /proc of its own (a
      * container has its own already); never unisolated when they cannot
      * be made */
-    if (getuid() == 0 && !crun && private_tmp(a, workdir, why, sizeof(why)) < 0) {
+    if (getuid() == 0 && !crun && private_tmp(a, t, workdir, why, sizeof(why)) < 0) {
         dprintf(2, "allot-agent: cannot give the task a private /tmp, /dev/shm and /proc: %s\n",
                 why);
         _exit(126);

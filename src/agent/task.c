@@ -344,6 +344,21 @@ static void env_free(struct env *e)
     allot_free(e->v);
 }
 
+int task_fraction_gpu(const struct agent *a, json_t *d)
+{
+    json_t *g = json_object_get(d, "gpus");
+    json_int_t milli = json_integer_value(json_object_get(d, "gpu_milli"));
+    json_int_t gmem = json_integer_value(json_object_get(d, "gpu_memory"));
+    json_int_t g0 = json_integer_value(json_array_get(g, 0));
+
+    if (json_array_size(g) != 1 || json_object_get(d, "mig_profile") || g0 < 0 ||
+        g0 >= a->inv.n_gpus)
+        return -1;
+    int64_t total = a->inv.gpus[g0].mem_mib;
+    bool part_mem = gmem > 0 && (total <= 0 || gmem < total);
+    return (milli > 0 && milli < 1000) || part_mem ? (int)g0 : -1;
+}
+
 /* The task's environment: the job's own variables first, then allot's,
  * which win (a job cannot widen its GPUs through CUDA_VISIBLE_DEVICES). */
 static void build_env(const struct agent *a, json_t *d, const struct run_user *u, const char *dir,
@@ -403,12 +418,11 @@ static void build_env(const struct agent *a, json_t *d, const struct run_user *u
      * the shim (liballot-cuda.so) enforces it */
     json_int_t milli = json_integer_value(json_object_get(d, "gpu_milli"));
     json_int_t gmem = json_integer_value(json_object_get(d, "gpu_memory"));
-    json_int_t g0 = json_integer_value(json_array_get(g, 0));
-    int64_t total = g0 >= 0 && g0 < a->inv.n_gpus ? a->inv.gpus[g0].mem_mib : 0;
-    bool part_mem = gmem > 0 && (total <= 0 || gmem < total);
-    if (json_array_size(g) != 1 || json_object_get(d, "mig_profile") ||
-        !((milli > 0 && milli < 1000) || part_mem))
+    int g0 = task_fraction_gpu(a, d);
+    if (g0 < 0)
         return;
+    int64_t total = a->inv.gpus[g0].mem_mib;
+    bool part_mem = gmem > 0 && (total <= 0 || gmem < total);
     if (!strcmp(a->cfg.sharing, "mps")) {
         allot_fmt(buf, sizeof(buf), "%s/../mps/%lld/pipe", a->tasks_dir, (long long)g0);
         env_set(e, "CUDA_MPS_PIPE_DIRECTORY", buf);
@@ -454,11 +468,39 @@ static void build_env(const struct agent *a, json_t *d, const struct run_user *u
 
 /* ---- MPS ---- */
 
+void mps_shm_dir(const struct agent *a, int gpu, char *buf, size_t len)
+{
+    allot_fmt(buf, len, "%s/../mps/%d/shm", a->tasks_dir, gpu);
+}
+
+/* Makes shm (a folder) a tmpfs of --tmp-size unless it is a mount point
+ * already (a restarted agent finds its own). 0 or -1 with why. */
+static int mps_shm_mount(const struct agent *a, const char *shm, char *why, size_t wlen)
+{
+    char parent[4500], opts[64];
+    struct stat st, pst;
+
+    allot_fmt(parent, sizeof(parent), "%s/..", shm);
+    if (stat(shm, &st) < 0 || stat(parent, &pst) < 0) {
+        allot_fmt(why, wlen, "%s: %s", shm, strerror(errno));
+        return -1;
+    }
+    if (st.st_dev != pst.st_dev)
+        return 0;
+    allot_fmt(opts, sizeof(opts), "mode=1777,size=%lld", (long long)a->cfg.tmp_size);
+    if (mount("tmpfs", shm, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0) {
+        allot_fmt(why, wlen, "tmpfs on %s: %s", shm, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
 void mps_start_all(const struct agent *a)
 {
     for (int g = 0; g < a->inv.n_gpus; g++) {
-        char base[4300], pipe_dir[4400], log_dir[4400];
+        char base[4300], pipe_dir[4400], log_dir[4400], shm[4400], why[4600];
         int status = 0;
+        bool own_shm;
         pid_t pid;
 
         allot_fmt(base, sizeof(base), "%s/../mps", a->tasks_dir);
@@ -466,14 +508,30 @@ void mps_start_all(const struct agent *a)
         allot_fmt(base, sizeof(base), "%s/../mps/%d", a->tasks_dir, g);
         allot_fmt(pipe_dir, sizeof(pipe_dir), "%s/pipe", base);
         allot_fmt(log_dir, sizeof(log_dir), "%s/log", base);
+        mps_shm_dir(a, g, shm, sizeof(shm));
         mkdir(base, 0755);
         mkdir(pipe_dir, 0755);
         mkdir(log_dir, 0755);
+        mkdir(shm, 01777);
+        /* the server's shared memory is where its clients find it: their
+         * /dev/shm is private (supervise.c), so the daemon gets the same
+         * folder as its /dev/shm */
+        own_shm = getuid() == 0;
+        if (own_shm && mps_shm_mount(a, shm, why, sizeof(why)) < 0) {
+            LOG_WARN("task", "GPU %d: MPS control daemon not started: %s", g, why);
+            continue;
+        }
         pid = fork();
         if (pid == 0) {
             int null_fd = open("/dev/null", O_RDWR);
             dup2(null_fd, 0);
             dup2(null_fd, 1);
+            if (own_shm && (unshare(CLONE_NEWNS) < 0 ||
+                            mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+                            mount(shm, "/dev/shm", NULL, MS_BIND, NULL) < 0)) {
+                dprintf(2, "allot-agent: MPS daemon's /dev/shm: %s\n", strerror(errno));
+                _exit(126);
+            }
             setenv("CUDA_VISIBLE_DEVICES", a->inv.gpus[g].uuid, 1);
             setenv("CUDA_MPS_PIPE_DIRECTORY", pipe_dir, 1);
             setenv("CUDA_MPS_LOG_DIRECTORY", log_dir, 1);
@@ -796,6 +854,7 @@ static int task_launch(struct agent *a, json_t *d, struct task *t)
         return 0;
     }
     t->gpu_mask = gpu_mask_of(a, d);
+    t->mps_gpu = strcmp(a->cfg.sharing, "mps") ? -1 : task_fraction_gpu(a, d);
     if (scrub_gpus(a, t, d, tenant ? tenant : "", why, sizeof(why)) < 0) {
         task_fail(t, why);
         return 0;
@@ -1192,7 +1251,7 @@ int task_adopt_all(struct agent *a, struct task **out)
         long long job;
         int index;
         long long start;
-        struct task t = {0};
+        struct task t = {.mps_gpu = -1};
 
         if (sscanf(e->d_name, "%lld-%d", &job, &index) != 2)
             continue;

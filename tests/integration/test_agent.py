@@ -727,17 +727,19 @@ def test_fractions_shim_and_mps():
     shim = Agent(dm, AG, "ag-shim", emulate="1xA10-24GB",
                  args=["--gpu-mode", "shared", "--shim-lib", "/nonexistent" if asan else shim_lib,
                        "--sm-share", "soft"])
+    mark = "allot-fake-mps-server-%d" % os.getpid()
     mps = Agent(dm, AG, "ag-mps", emulate="1xA30-24GB",
                 args=["--gpu-mode", "shared", "--sharing", "mps", "--mps-control", fake],
-                env={"FAKE_MPS_LOG": mlog})
+                env={"FAKE_MPS_LOG": mlog, "FAKE_MPS_SHM_MARK": mark})
     wait_node("ag-shim")
     wait_node("ag-mps")
     try:
         a = submit({"gpus": None, "gpu_milli": 250, "gpu_memory": 4096,
                     "gpu_models": ["A10-24GB"], "command": prog})
         b = submit({"gpu_models": ["A10-24GB"], "command": prog})
+        shm = "; ls /dev/shm | sed 's/^/shm:/'"
         c = submit({"gpus": None, "gpu_milli": 500, "gpu_memory": 8192,
-                    "gpu_models": ["A30-24GB"], "command": prog})
+                    "gpu_models": ["A30-24GB"], "command": prog[:2] + [prog[2] + shm]})
         # compute only: the same share of the GPU's memory, reserved and capped
         d = submit({"gpus": None, "gpu_milli": 500, "gpu_models": ["A10-24GB"],
                     "command": prog})
@@ -785,9 +787,20 @@ def test_fractions_shim_and_mps():
         started = open(mlog).read().split()
         assert started[0] == "started" and started[1].startswith("GPU-"), started
         assert started[2] == pipe.split("=", 1)[1], (started, pipe)
+        # an MPS client's /dev/shm is its MPS server's (where the server's shared memory
+        # is); neither the host's /dev/shm nor another task's holds it
+        if os.getuid() == 0:
+            assert "shm:" + mark in env_c, env_c
+            assert not os.path.exists("/dev/shm/" + mark)
+            e = submit({"gpu_models": ["A30-24GB"], "command": sh("ls /dev/shm; echo end")})
+            assert wait_state(e, ("succeeded", "failed"))["state"] == "succeeded"
+            assert mark not in mps.task_log(e) and "end" in mps.task_log(e), mps.task_log(e)
     finally:
         shim.stop()
         mps.stop()
+        # the MPS daemon's shared memory outlives the agent (as the daemon does)
+        subprocess.run(["umount", os.path.join(mps.dir, "mps", "0", "shm")],
+                       stderr=subprocess.DEVNULL)
         for n in ("ag-shim", "ag-mps"):
             expect(dm.req("POST", "/v1/nodes/%s/cordon" % n, token=dm.admin), 200)
 
