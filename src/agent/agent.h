@@ -63,6 +63,7 @@ struct agent_config {
     char *mps_control;  /* nvidia-cuda-mps-control */
     bool scrub;         /* clear a GPU's memory before it passes to another tenant */
     char *crun;         /* the OCI runtime */
+    char *driver_libs;  /* more driver libraries the oci executor gives GPU jobs (comma-separated) */
     char *log_file;
     char *log_format;
     char *log_level;

@@ -149,6 +149,12 @@ static const struct allot_config_option options[] = {
      .offset = F(crun),
      .def = "crun",
      .help = "The OCI runtime that runs jobs with an image."},
+    {.name = "driver-libs",
+     .type = ALLOT_CFG_STRING,
+     .offset = F(driver_libs),
+     .help = "Comma-separated driver libraries (host paths) a GPU job in an image gets in "
+             "/usr/local/nvidia/lib64, besides those of NVIDIA's driver found in the usual "
+             "library folders (libcuda.so.1, libnvidia-ml.so.1, ...)."},
     {.name = "sharing",
      .type = ALLOT_CFG_ENUM,
      .offset = F(sharing),

@@ -14,12 +14,15 @@
  * and working directory; the device nodes of its own GPUs (and nvidiactl)
  * and of its RDMA VFs (uverbs) with the same device rules as the process
  * executor. It joins the task's cgroup (cgroupsPath), so the limits are
- * the ones cgroup.c set.
+ * the ones cgroup.c set. A GPU job also gets the node's driver libraries
+ * (OCI_NV/lib64, first in LD_LIBRARY_PATH) and a fraction the
+ * shim, its region and the GPU share folder (OCI_NV/allot).
  */
 #include "agent.h"
 #include "net.h"
 
 #include "allot/common.h"
+#include "log.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -37,6 +40,89 @@ static bool image_name_ok(const char *s)
               *s == '.' || *s == '_' || *s == '-' || *s == ':'))
             return false;
     return true;
+}
+
+/* In the container: the driver's libraries (lib64) and the shim's files
+ * (allot), on a tmpfs of their own so that nothing is made in the image
+ * but this folder. NVIDIA's CUDA images look for the driver in lib64. */
+#define OCI_NV "/usr/local/nvidia"
+
+/* The libraries of NVIDIA's driver a CUDA program loads, by soname. */
+static const char *const driver_sonames[] = {"libcuda.so.1", "libnvidia-ml.so.1",
+                                             "libnvidia-ptxjitcompiler.so.1", "libnvidia-nvvm.so.4",
+                                             "libcudadebugger.so.1"};
+static const char *const lib_dirs[] = {"/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu",
+                                       "/usr/lib64", "/usr/lib"};
+
+/* A read-only (ro) or read-write bind of host path src at dst. */
+static json_t *bind_mount(const char *dst, const char *src, bool ro)
+{
+    return json_pack("{s:s,s:s,s:s,s:[s,s,s,s]}", "destination", dst, "type", "bind", "source", src,
+                     "options", "bind", ro ? "ro" : "rw", "nosuid", "nodev");
+}
+
+/* Adds to mounts the driver's libraries the node has (driver_sonames in
+ * lib_dirs, the first found of each) and those of --driver-libs, bound
+ * read-only into OCI_NV/lib64. */
+static void driver_mounts(const struct agent *a, json_t *mounts)
+{
+    char path[4200], dst[4300], real[4096];
+
+    for (size_t i = 0; i < sizeof(driver_sonames) / sizeof(driver_sonames[0]); i++)
+        for (size_t k = 0; k < sizeof(lib_dirs) / sizeof(lib_dirs[0]); k++) {
+            allot_fmt(path, sizeof(path), "%s/%s", lib_dirs[k], driver_sonames[i]);
+            if (!realpath(path, real))
+                continue;
+            allot_fmt(dst, sizeof(dst), OCI_NV "/lib64/%s", driver_sonames[i]);
+            json_array_append_new(mounts, bind_mount(dst, real, true));
+            break;
+        }
+    const char *p = a->cfg.driver_libs ? a->cfg.driver_libs : "";
+    while (*p) {
+        size_t n = strcspn(p, ",");
+
+        allot_fmt(path, sizeof(path), "%.*s", (int)n, p);
+        const char *base = strrchr(path, '/');
+        if (*path && realpath(path, real)) {
+            allot_fmt(dst, sizeof(dst), OCI_NV "/lib64/%s", base ? base + 1 : path);
+            json_array_append_new(mounts, bind_mount(dst, real, true));
+        } else if (*path) {
+            LOG_WARN("task", "--driver-libs: %s: %s", path, strerror(errno));
+        }
+        p += n + (p[n] == ',');
+    }
+}
+
+/* The task's environment for the container (new reference): the shim's
+ * files at their OCI_NV/allot paths, and OCI_NV/lib64 first in
+ * LD_LIBRARY_PATH for a GPU task (gpu). */
+static json_t *container_env(char **envp, bool gpu)
+{
+    json_t *env = json_array();
+    bool lib_path = false;
+    char buf[8192];
+
+    for (char **e = envp; env && *e; e++) {
+        const char *v = strchr(*e, '=');
+        size_t kl = v ? (size_t)(v - *e) : strlen(*e);
+
+        if (kl == 10 && !strncmp(*e, "LD_PRELOAD", kl))
+            allot_fmt(buf, sizeof(buf), "LD_PRELOAD=" OCI_NV "/allot/liballot-cuda.so");
+        else if (kl == 17 && !strncmp(*e, "ALLOT_SHIM_REGION", kl))
+            allot_fmt(buf, sizeof(buf), "ALLOT_SHIM_REGION=" OCI_NV "/allot/shim.region");
+        else if (kl == 19 && !strncmp(*e, "ALLOT_GPU_SHARE_DIR", kl))
+            allot_fmt(buf, sizeof(buf), "ALLOT_GPU_SHARE_DIR=" OCI_NV "/allot/gpushare");
+        else if (gpu && kl == 15 && !strncmp(*e, "LD_LIBRARY_PATH", kl) && v) {
+            allot_fmt(buf, sizeof(buf), "LD_LIBRARY_PATH=" OCI_NV "/lib64%s%s", v[1] ? ":" : "",
+                      v + 1);
+            lib_path = true;
+        } else
+            allot_strlcpy(buf, *e, sizeof(buf));
+        json_array_append_new(env, json_string(buf));
+    }
+    if (gpu && !lib_path)
+        json_array_append_new(env, json_string("LD_LIBRARY_PATH=" OCI_NV "/lib64"));
+    return env;
 }
 
 static json_t *device_rule(bool allow, const char *type, int major, int minor)
@@ -76,8 +162,15 @@ int oci_bundle(const struct agent *a, json_t *d, const struct task *t, const cha
         allot_fmt(why, wlen, "image %s: no root file system %s on this node", image, rootfs);
         goto fail;
     }
-    for (char **e = envp; *e; e++)
-        json_array_append_new(env, json_string(*e));
+    bool gpu = json_array_size(json_object_get(d, "gpus")) > 0;
+    if (t->mps_gpu >= 0) {
+        allot_fmt(why, wlen,
+                  "a fraction shared through MPS (--sharing mps) cannot run in an "
+                  "image yet; this node's fractions in images need --sharing shim");
+        goto fail;
+    }
+    json_decref(env);
+    env = container_env(envp, gpu);
     /* the task's GPUs as device nodes, and the rules of cg_device_rules */
     struct cg_limits lim = {0};
     struct dev_rule dr[CG_MAX_DEV_RULES];
@@ -142,6 +235,28 @@ int oci_bundle(const struct agent *a, json_t *d, const struct task *t, const cha
      * process executor) */
     json_object_set_new(json_object_get(json_object_get(cfg, "process"), "user"), "umask",
                         json_integer(077));
+    if (gpu) { /* the driver's libraries, and a fraction's shim with its files */
+        json_t *mounts = json_object_get(cfg, "mounts");
+        /* each folder a tmpfs of mode 0755: crun makes what is missing
+         * under the job's umask (077), which the job's user could not pass */
+        static const char *const dirs[] = {OCI_NV, OCI_NV "/lib64", OCI_NV "/allot"};
+        for (size_t k = 0; k < sizeof(dirs) / sizeof(dirs[0]); k++)
+            json_array_append_new(mounts,
+                                  json_pack("{s:s,s:s,s:s,s:[s,s,s,s]}", "destination", dirs[k],
+                                            "type", "tmpfs", "source", "tmpfs", "options", "nosuid",
+                                            "nodev", "mode=755", "size=64k"));
+        driver_mounts(a, mounts);
+        for (char **e = envp; *e; e++) {
+            if (!strncmp(*e, "LD_PRELOAD=", 11))
+                json_array_append_new(mounts,
+                                      bind_mount(OCI_NV "/allot/liballot-cuda.so", *e + 11, true));
+            else if (!strncmp(*e, "ALLOT_SHIM_REGION=", 18))
+                json_array_append_new(mounts,
+                                      bind_mount(OCI_NV "/allot/shim.region", *e + 18, false));
+            else if (!strncmp(*e, "ALLOT_GPU_SHARE_DIR=", 20))
+                json_array_append_new(mounts, bind_mount(OCI_NV "/allot/gpushare", *e + 20, false));
+        }
+    }
     if (t->net) { /* its tenant network (net.h): the namespace the agent made */
         char ns[96], nspath[160];
         net_ns_name(t->key, ns, sizeof(ns));
