@@ -139,6 +139,7 @@ def main():
         left = cgroups.remove_tree("allot-bench")
         if left:
             print("bench-agent: cgroups left over: %s" % left, file=sys.stderr)
+        cgroups.unmount_below(d)
         shutil.rmtree(d, ignore_errors=True)
 
 

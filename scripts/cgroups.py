@@ -1,11 +1,13 @@
-"""Removing the cgroup tree of an allot-agent run (tests, benchmarks, the
-demo): the agent's --cgroup-root folder in every hierarchy (cgroup v1
-controllers and the v2 mount), the task folders below it first. A task
-still in one is killed by its pid; every wait is bounded. Standard
-library only."""
+"""Removing what an allot-agent run leaves (tests, benchmarks, the demo):
+the cgroup tree of its --cgroup-root folder in every hierarchy (cgroup v1
+controllers and the v2 mount), the task folders below it first (a task
+still in one is killed by its pid), and the mounts below its state folder
+(the /tmp and /dev/shm of jobs still running when it stopped, its MPS
+daemons' shared memory). Every wait is bounded. Standard library only."""
 
 import os
 import signal
+import subprocess
 import time
 
 BASE = "/sys/fs/cgroup"
@@ -68,3 +70,12 @@ def _remove(d):
         except OSError:
             time.sleep(0.02)
     return False
+
+
+def unmount_below(d):
+    """Unmounts (lazily) what is mounted below folder d, deepest first."""
+    with open("/proc/self/mounts") as f:
+        points = [line.split()[1] for line in f]
+    d = os.path.realpath(d)
+    for m in sorted((m for m in points if m.startswith(d + "/")), key=len, reverse=True):
+        subprocess.run(["umount", "-l", m], stderr=subprocess.DEVNULL, timeout=30)

@@ -274,6 +274,7 @@ def main():
         left = cgroups.remove_tree("allot-demo-gpu-1") + cgroups.remove_tree("allot-demo-gpu-2")
         if left:
             print("demo: cgroups left over: %s" % left, file=sys.stderr)
+        cgroups.unmount_below(d)  # the /tmp and /dev/shm of jobs the agents left running
         if not a.dir:
             shutil.rmtree(d, ignore_errors=True)
     sys.exit(rc)

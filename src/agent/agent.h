@@ -63,7 +63,7 @@ struct agent_config {
     char *mps_control;  /* nvidia-cuda-mps-control */
     bool scrub;         /* clear a GPU's memory before it passes to another tenant */
     char *crun;         /* the OCI runtime */
-    char *driver_libs;  /* more driver libraries the oci executor gives GPU jobs (comma-separated) */
+    char *driver_libs; /* more driver libraries the oci executor gives GPU jobs (comma-separated) */
     char *log_file;
     char *log_format;
     char *log_level;
@@ -361,6 +361,14 @@ int task_fraction_gpu(const struct agent *a, json_t *d);
 void mps_start_all(const struct agent *a);
 /* STATE/mps/GPU/shm into buf. */
 void mps_shm_dir(const struct agent *a, int gpu, char *buf, size_t len);
+
+/* STATE/jobfs/JOB/WHICH ("tmp" or "shm"; NULL: the job's folder) into buf:
+ * the tmpfs a job's tasks of the process executor on this node share as
+ * /tmp and /dev/shm (made before its first task starts, removed after its
+ * last is forgotten). */
+void jobfs_dir(const struct agent *a, int64_t job, const char *which, char *buf, size_t len);
+/* Removes the folders of jobs without a task here (after adoption). */
+void jobfs_sweep(const struct agent *a);
 
 /* ---- memory scrubbing (scrub.c) ---- */
 

@@ -209,8 +209,9 @@ static const struct allot_config_option options[] = {
      .def = "1G",
      .min = 1048576,
      .max = 1099511627776LL,
-     .help = "Size of a job's private /tmp, and of its private /dev/shm (tmpfs; what is "
-             "written there counts against the job's memory)."},
+     .help = "Size of a job's private /tmp, and of its private /dev/shm, on a node (tmpfs "
+             "its tasks there share; what is written there counts against the memory of the "
+             "task that wrote it), and of each GPU's MPS shared memory."},
     {.name = "heartbeat",
      .type = ALLOT_CFG_DURATION,
      .offset = F(heartbeat),
@@ -728,6 +729,8 @@ static int run(struct agent *a)
     if (a->net) /* what the adopted tasks need stays, the rest of allot's goes */
         net_sync(a->net, true);
     a->n_tasks = a->cap_tasks = n > 0 ? (size_t)n : 0;
+    if (getuid() == 0) /* the /tmp and /dev/shm of jobs no task here needs any more */
+        jobfs_sweep(a);
     node_cred_load(a, c, &cred);
     lease = register_node(a, c, &cred);
     if (lease < 0) {

@@ -67,16 +67,21 @@ static bool top_in_tmp(const char *path, char *top, size_t len)
 
 /* Gives the calling process (root, the task's process before it drops
  * privileges) a mount namespace of its own with a /proc that hides other
- * users' processes, and fresh tmpfs on /tmp and /dev/shm (mode 1777, --tmp-size each, their pages
- * charged to the task's memory cgroup). What the task needs from the host's /tmp stays: the agent's
- * state folder (emulated devices, the shim region, the GPU share folder) and the working directory,
- * each by the folder right below /tmp that holds it, bound at the same path with its own owner and
- * mode (a symbolic link there is not followed). Returns 0 or -1 with why. */
+ * users' processes, and as /tmp and /dev/shm the job's tmpfs on this node
+ * (jobfs_dir: shared by the job's tasks here, --tmp-size each, their pages
+ * charged to the memory cgroup of the task that wrote them; an MPS
+ * client's /dev/shm is its MPS server's). What the task needs from the
+ * host's /tmp stays: the agent's state folder (emulated devices, the shim
+ * region, the GPU share folder) and the working directory, each by the
+ * folder right below /tmp that holds it, bound at the same path with its
+ * own owner and mode (a symbolic link there is not followed). Returns 0
+ * or -1 with why. */
 static int private_tmp(const struct agent *a, const struct task *t, const char *workdir, char *why,
                        size_t wlen)
 {
-    char state[4096], keep[2][4096], opts[64], mps_shm[4400], src[64];
-    int fds[2] = {-1, -1}, n = 0, rc = -1, shm_fd = -1;
+    char state[4096], keep[2][4096], src[64], dir[2][4400];
+    static const char *const at[] = {"/tmp", "/dev/shm"};
+    int fds[2] = {-1, -1}, own[2] = {-1, -1}, n = 0, rc = -1;
     struct stat st;
 
     if (realpath(a->cfg.state_dir, state) && top_in_tmp(state, keep[n], sizeof(keep[n])))
@@ -84,6 +89,11 @@ static int private_tmp(const struct agent *a, const struct task *t, const char *
     if (workdir && top_in_tmp(workdir, keep[n], sizeof(keep[n])) &&
         (!n || strcmp(keep[0], keep[n]) != 0))
         n++;
+    jobfs_dir(a, t->job, "tmp", dir[0], sizeof(dir[0]));
+    if (t->mps_gpu >= 0) /* an MPS client meets its server in /dev/shm (docs/agent.md) */
+        mps_shm_dir(a, t->mps_gpu, dir[1], sizeof(dir[1]));
+    else
+        jobfs_dir(a, t->job, "shm", dir[1], sizeof(dir[1]));
     if (unshare(CLONE_NEWNS) < 0) {
         allot_fmt(why, wlen, "unshare(CLONE_NEWNS): %s", strerror(errno));
         goto out;
@@ -93,15 +103,12 @@ static int private_tmp(const struct agent *a, const struct task *t, const char *
         goto out;
     }
     /* opened in the new namespace (a bind's source must be in it), before
-     * the tmpfs covers them */
-    if (t->mps_gpu >= 0) {
-        mps_shm_dir(a, t->mps_gpu, mps_shm, sizeof(mps_shm));
-        shm_fd = open(mps_shm, O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
-        if (shm_fd < 0) {
-            allot_fmt(why, wlen, "the MPS server's %s: %s", mps_shm, strerror(errno));
+     * /tmp is covered */
+    for (int i = 0; i < 2; i++)
+        if ((own[i] = open(dir[i], O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC)) < 0) {
+            allot_fmt(why, wlen, "%s: %s", dir[i], strerror(errno));
             goto out;
         }
-    }
     for (int i = 0; i < n; i++) {
         fds[i] = open(keep[i], O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
         if (fds[i] >= 0 && (fstat(fds[i], &st) < 0 || !S_ISDIR(st.st_mode))) {
@@ -109,23 +116,14 @@ static int private_tmp(const struct agent *a, const struct task *t, const char *
             fds[i] = -1;
         }
     }
-    allot_fmt(opts, sizeof(opts), "mode=1777,size=%lld", (long long)a->cfg.tmp_size);
-    if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0) {
-        allot_fmt(why, wlen, "tmpfs on /tmp: %s", strerror(errno));
-        goto out;
-    }
-    if (shm_fd >= 0) {
-        /* an MPS client shares /dev/shm with its GPU's MPS server (and so
-         * with the GPU's other MPS clients: docs/agent.md) */
-        allot_fmt(src, sizeof(src), "/proc/self/fd/%d", shm_fd);
-        if (mount(src, "/dev/shm", NULL, MS_BIND, NULL) < 0) {
-            allot_fmt(why, wlen, "the MPS server's %s on /dev/shm: %s", mps_shm, strerror(errno));
+    for (int i = 0; i < 2; i++) {
+        if (i == 1 && stat(at[i], &st) < 0)
+            break; /* no /dev/shm on this host */
+        allot_fmt(src, sizeof(src), "/proc/self/fd/%d", own[i]);
+        if (mount(src, at[i], NULL, MS_BIND, NULL) < 0) {
+            allot_fmt(why, wlen, "%s on %s: %s", dir[i], at[i], strerror(errno));
             goto out;
         }
-    } else if (stat("/dev/shm", &st) == 0 &&
-               mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0) {
-        allot_fmt(why, wlen, "tmpfs on /dev/shm: %s", strerror(errno));
-        goto out;
     }
     for (int i = 0; i < n; i++) {
         if (fds[i] < 0)
@@ -151,8 +149,9 @@ out:
     for (int i = 0; i < n; i++)
         if (fds[i] >= 0)
             close(fds[i]);
-    if (shm_fd >= 0)
-        close(shm_fd);
+    for (int i = 0; i < 2; i++)
+        if (own[i] >= 0)
+            close(own[i]);
     return rc;
 }
 

@@ -466,33 +466,103 @@ static void build_env(const struct agent *a, json_t *d, const struct run_user *u
         env_set(e, "LD_PRELOAD", a->cfg.shim_lib);
 }
 
-/* ---- MPS ---- */
-
-void mps_shm_dir(const struct agent *a, int gpu, char *buf, size_t len)
-{
-    allot_fmt(buf, len, "%s/../mps/%d/shm", a->tasks_dir, gpu);
-}
-
-/* Makes shm (a folder) a tmpfs of --tmp-size unless it is a mount point
- * already (a restarted agent finds its own). 0 or -1 with why. */
-static int mps_shm_mount(const struct agent *a, const char *shm, char *why, size_t wlen)
+/* Makes folder path a tmpfs of --tmp-size (mode 1777) unless it is a mount
+ * point already (a restarted agent finds its own). 0 or -1 with why. */
+static int tmpfs_once(const struct agent *a, const char *path, char *why, size_t wlen)
 {
     char parent[4500], opts[64];
     struct stat st, pst;
 
-    allot_fmt(parent, sizeof(parent), "%s/..", shm);
-    if (stat(shm, &st) < 0 || stat(parent, &pst) < 0) {
-        allot_fmt(why, wlen, "%s: %s", shm, strerror(errno));
+    allot_fmt(parent, sizeof(parent), "%s/..", path);
+    if (stat(path, &st) < 0 || stat(parent, &pst) < 0) {
+        allot_fmt(why, wlen, "%s: %s", path, strerror(errno));
         return -1;
     }
     if (st.st_dev != pst.st_dev)
         return 0;
     allot_fmt(opts, sizeof(opts), "mode=1777,size=%lld", (long long)a->cfg.tmp_size);
-    if (mount("tmpfs", shm, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0) {
-        allot_fmt(why, wlen, "tmpfs on %s: %s", shm, strerror(errno));
+    if (mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0) {
+        allot_fmt(why, wlen, "tmpfs on %s: %s", path, strerror(errno));
         return -1;
     }
     return 0;
+}
+
+/* ---- a job's /tmp and /dev/shm on this node ---- */
+
+void jobfs_dir(const struct agent *a, int64_t job, const char *which, char *buf, size_t len)
+{
+    allot_fmt(buf, len, "%s/../jobfs/%lld%s%s", a->tasks_dir, (long long)job, which ? "/" : "",
+              which ? which : "");
+}
+
+/* Makes STATE/jobfs/JOB/{tmp,shm}, each a tmpfs (tmpfs_once), for the
+ * job's tasks on this node to share. 0 or -1 with why. */
+static int jobfs_up(const struct agent *a, int64_t job, char *why, size_t wlen)
+{
+    static const char *const which[] = {"tmp", "shm"};
+    char path[4500];
+
+    for (size_t i = 0; i < 2; i++) {
+        jobfs_dir(a, job, which[i], path, sizeof(path));
+        if (agent_mkdir_p(path) < 0) {
+            allot_fmt(why, wlen, "%s: %s", path, strerror(errno));
+            return -1;
+        }
+        if (tmpfs_once(a, path, why, wlen) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Unmounts and removes the job's folders (what is not there is gone). */
+static void jobfs_down(const struct agent *a, int64_t job)
+{
+    static const char *const which[] = {"tmp", "shm"};
+    char path[4500];
+
+    for (size_t i = 0; i < 2; i++) {
+        jobfs_dir(a, job, which[i], path, sizeof(path));
+        if (umount2(path, MNT_DETACH) < 0 && errno != EINVAL && errno != ENOENT)
+            LOG_WARN("task", "%s: %s", path, strerror(errno));
+        rmdir(path);
+    }
+    jobfs_dir(a, job, NULL, path, sizeof(path));
+    rmdir(path);
+}
+
+/* Whether a task of job other than t is in the agent's list. */
+static bool job_has_other_task(const struct agent *a, int64_t job, const struct task *t)
+{
+    for (size_t i = 0; i < a->n_tasks; i++)
+        if (&a->tasks[i] != t && a->tasks[i].job == job)
+            return true;
+    return false;
+}
+
+void jobfs_sweep(const struct agent *a)
+{
+    char base[4400];
+    struct dirent *e;
+    DIR *d;
+
+    allot_fmt(base, sizeof(base), "%s/../jobfs", a->tasks_dir);
+    if (!(d = opendir(base)))
+        return;
+    while ((e = readdir(d))) {
+        int64_t job;
+
+        if (allot_parse_num(e->d_name, 1, INT64_MAX, &job) && !job_has_other_task(a, job, NULL))
+            jobfs_down(a, job);
+    }
+    closedir(d);
+}
+
+/* ---- MPS ---- */
+
+void mps_shm_dir(const struct agent *a, int gpu, char *buf, size_t len)
+{
+    allot_fmt(buf, len, "%s/../mps/%d/shm", a->tasks_dir, gpu);
 }
 
 void mps_start_all(const struct agent *a)
@@ -517,7 +587,7 @@ void mps_start_all(const struct agent *a)
          * /dev/shm is private (supervise.c), so the daemon gets the same
          * folder as its /dev/shm */
         own_shm = getuid() == 0;
-        if (own_shm && mps_shm_mount(a, shm, why, sizeof(why)) < 0) {
+        if (own_shm && tmpfs_once(a, shm, why, sizeof(why)) < 0) {
             LOG_WARN("task", "GPU %d: MPS control daemon not started: %s", g, why);
             continue;
         }
@@ -957,6 +1027,16 @@ static int task_launch(struct agent *a, json_t *d, struct task *t)
     if (*env_get(&env, "ALLOT_GPU_SHARE_ID") &&
         share_task_add(a, t->key, d, u.uid, u.gid, why, sizeof(why)) < 0)
         LOG_WARN("task", "job %lld: %s: its compute share is held alone", (long long)t->job, why);
+    /* the process executor: the /tmp and /dev/shm the job's tasks on this
+     * node share (supervise.c binds them) */
+    if (getuid() == 0 && !json_string_value(json_object_get(spec, "image")) &&
+        jobfs_up(a, t->job, why, sizeof(why)) < 0) {
+        LOG_ERROR("task", "job %lld: %s", (long long)t->job, why);
+        close(log_fd);
+        env_free(&env);
+        task_fail(t, why);
+        return 0;
+    }
     argv = allot_calloc(json_array_size(cmd) + 9, sizeof(*argv));
     if (!argv || !env.v) {
         close(log_fd);
@@ -1234,6 +1314,8 @@ void task_forget(struct agent *a, struct task *t)
     agent_rm_tree(AT_FDCWD, dir, 1);
     if (getuid() == 0)
         cg_destroy(a->cfg.cgroup_root, t->key);
+    if (getuid() == 0 && !job_has_other_task(a, t->job, t))
+        jobfs_down(a, t->job); /* its last task here: the job's /tmp and /dev/shm go */
 }
 
 int task_adopt_all(struct agent *a, struct task **out)

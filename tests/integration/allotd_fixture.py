@@ -65,6 +65,7 @@ def _cleanup():
             p.wait(timeout=10)
     _cleanup_cgroups()
     for d in _dirs:
+        cgroups.unmount_below(d)
         shutil.rmtree(d, ignore_errors=True)
 
 

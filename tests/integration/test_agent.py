@@ -258,7 +258,9 @@ def test_workdir_entered_as_the_jobs_user():
 def test_private_tmp_and_umask():
     """A job's files are its own: umask 077, and /tmp and /dev/shm of its own (fresh tmpfs,
     mode 1777), so another tenant's job, and the host, never see what it leaves there. The
-    agent's state folder and the working directory stay reachable below /tmp."""
+    agent's state folder and the working directory stay reachable below /tmp. The tasks
+    of one job on one node share them (as with Slurm's per-job /tmp), and they are gone
+    once its last task there is."""
     name = "allot-iso-%d.txt" % os.getpid()
     host = os.path.join("/tmp", name)
     a = submit({"gpus": 0, "command": sh(
@@ -283,6 +285,22 @@ def test_private_tmp_and_umask():
             assert "hidepid" not in agent.log(), agent.log()
         elif "hidepid" not in open("/proc/mounts").read():
             assert "hidepid" in agent.log(), agent.log()
+        # two tasks of one job on this node: what one leaves in /tmp and /dev/shm the other
+        # reads (a transport through /dev/shm, such as NCCL's, works between them)
+        g = submit({"gpus": 0, "tasks": 2, "cpus": 0.25, "command": sh(
+            "if [ $ALLOT_TASK_INDEX = 0 ]; then echo tmp-of-0 > /tmp/t0; echo shm-of-0 > "
+            "/dev/shm/s0; sleep 3; else for i in $(seq 1 50); do [ -e /dev/shm/s0 ] && break;"
+            " sleep 0.1; done; cat /tmp/t0 /dev/shm/s0; fi")})
+        j = wait_state(g, ("succeeded", "failed"))
+        assert j["state"] == "succeeded", j
+        nodes = {t["node"] for t in j["placement"]["tasks"]}
+        log1 = open(os.path.join(agent.dir, "logs", str(g), "task-1.log")).read()
+        assert nodes != {"ag-1"} or "tmp-of-0\nshm-of-0\n" in log1, (nodes, log1)
+        end = time.time() + 5
+        jobfs = os.path.join(agent.dir, "jobfs", str(g))
+        while time.time() < end and os.path.exists(jobfs):
+            time.sleep(0.05)
+        assert not os.path.exists(jobfs) and jobfs not in open("/proc/mounts").read()
     finally:
         expect(dm.req("POST", "/v1/jobs/%d/cancel" % a, token=dm.admin), 200)
         for p in (host, "/dev/shm/" + name):
@@ -1356,8 +1374,17 @@ def test_agent_restart_adopts():
     jid = submit({"command": sh("echo run-once; sleep 2; echo done")})
     wait_state(jid, ("running",))
     assert agent.stop(signal.SIGKILL) == -signal.SIGKILL
+    # the /tmp of a job the agent no longer has goes at its start; the running job's stays
+    stale = os.path.join(agent.dir, "jobfs", "999999", "tmp")
+    os.makedirs(stale)
+    mine = os.path.join(agent.dir, "jobfs", str(jid), "tmp")
+    assert os.path.ismount(mine), mine
     time.sleep(0.5)
     agent.start()
+    end = time.time() + 5
+    while time.time() < end and os.path.exists(os.path.dirname(stale)):
+        time.sleep(0.05)
+    assert not os.path.exists(os.path.dirname(stale)) and os.path.ismount(mine)
     j = wait_state(jid, ("succeeded", "failed"), timeout=20)
     assert j["state"] == "succeeded", (j, agent.log())
     out = agent.task_log(jid)
