@@ -8,7 +8,8 @@
  * adoption after a restart work as for processes.
  *
  * The container: the image read-only, fresh /dev, /proc, /sys (read-only),
- * /tmp and /dev/shm; its own pid, ipc, uts and mount namespaces; the host's
+ * the job's /tmp and /dev/shm on the node (jobfs_dir, shared with its other
+ * tasks here); its own pid, ipc, uts and mount namespaces; the host's
  * network, or with tenant networks its task's namespace (net.h); the task's
  * user with no capabilities and no new privileges; the task's environment
  * and working directory; the device nodes of its own GPUs (and nvidiactl)
@@ -235,6 +236,20 @@ int oci_bundle(const struct agent *a, json_t *d, const struct task *t, const cha
      * process executor) */
     json_object_set_new(json_object_get(json_object_get(cfg, "process"), "user"), "umask",
                         json_integer(077));
+    /* the job's /tmp and /dev/shm on this node, which its tasks share (as
+     * the process executor's) in place of the container's own */
+    size_t mi;
+    json_t *m;
+    json_array_foreach(json_object_get(cfg, "mounts"), mi, m)
+    {
+        const char *dst = json_string_value(json_object_get(m, "destination"));
+        char src[4500];
+
+        if (!dst || (strcmp(dst, "/tmp") != 0 && strcmp(dst, "/dev/shm") != 0))
+            continue;
+        jobfs_dir(a, t->job, !strcmp(dst, "/tmp") ? "tmp" : "shm", src, sizeof(src));
+        json_array_set_new(json_object_get(cfg, "mounts"), mi, bind_mount(dst, src, false));
+    }
     if (gpu) { /* the driver's libraries, and a fraction's shim with its files */
         json_t *mounts = json_object_get(cfg, "mounts");
         /* each folder a tmpfs of mode 0755: crun makes what is missing

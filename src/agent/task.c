@@ -1027,10 +1027,9 @@ static int task_launch(struct agent *a, json_t *d, struct task *t)
     if (*env_get(&env, "ALLOT_GPU_SHARE_ID") &&
         share_task_add(a, t->key, d, u.uid, u.gid, why, sizeof(why)) < 0)
         LOG_WARN("task", "job %lld: %s: its compute share is held alone", (long long)t->job, why);
-    /* the process executor: the /tmp and /dev/shm the job's tasks on this
-     * node share (supervise.c binds them) */
-    if (getuid() == 0 && !json_string_value(json_object_get(spec, "image")) &&
-        jobfs_up(a, t->job, why, sizeof(why)) < 0) {
+    /* the /tmp and /dev/shm the job's tasks on this node share (supervise.c
+     * binds them, or oci.c into the container) */
+    if (getuid() == 0 && jobfs_up(a, t->job, why, sizeof(why)) < 0) {
         LOG_ERROR("task", "job %lld: %s", (long long)t->job, why);
         close(log_fd);
         env_free(&env);

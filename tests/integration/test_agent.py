@@ -600,6 +600,15 @@ def test_oci_image():
         gpu_devs = [w for w in lines if w.startswith("nvidia") and w != "nvidiactl"]
         assert len(gpu_devs) == 1 and "nvidiactl" in lines, out
         assert "host-visible" not in out and "pid=1" in out and "0077" in lines, out
+        # two tasks of one job in images on one node share the job's /tmp and /dev/shm
+        g = submit({"image": "bb", "tasks": 2, "cpus": 0.25, "gpu_models": ["A10-24GB"],
+                    "command": ["sh", "-c", "if test $ALLOT_TASK_INDEX = 0; then echo tmp-of-0 > "
+                                "/tmp/t0; echo shm-of-0 > /dev/shm/s0; sleep 3; else i=0; while "
+                                "test $i -lt 50 && ! test -e /dev/shm/s0; do sleep 0.1; "
+                                "i=$((i+1)); done; cat /tmp/t0 /dev/shm/s0; fi"]})
+        j = wait_state(g, ("succeeded", "failed"))
+        log1 = open(os.path.join(ag.dir, "logs", str(g), "task-1.log")).read()
+        assert j["state"] == "succeeded" and "tmp-of-0\nshm-of-0\n" in log1, (j, log1)
         # an image that is not there fails the job with the reason
         jid = submit({"image": "nope", "gpu_models": ["A10-24GB"], "command": ["true"]})
         j = wait_state(jid, ("succeeded", "failed"))
