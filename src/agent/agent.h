@@ -86,6 +86,7 @@ struct agent_config {
     char *uplink;            /* interface towards it (default: the one with underlay_ip) */
     char *uplink_rate;       /* its capacity for the tenants' HTB classes ("10Gbit") */
     char *dc_nets;           /* more data-centre prefixes egress nat leaves out */
+    char *io_max;            /* every task's block I/O limits (cg_io_parse) */
     char *sysfs;             /* where sysfs is mounted (RDMA inventory and VFs; tests) */
 };
 
@@ -140,6 +141,15 @@ struct dev_rule {
     int major, minor;
 };
 
+#define CG_MAX_IO 8 /* block devices --io-max may name */
+
+/* An I/O limit on one block device (--io-max); 0: that one is not limited. */
+struct cg_io {
+    int major, minor;
+    int64_t rbps, wbps;   /* bytes a second read, written */
+    int64_t riops, wiops; /* operations a second */
+};
+
 struct cg_limits {
     int64_t cpu_milli; /* 0: no quota */
     int64_t mem_bytes; /* 0: no limit */
@@ -150,7 +160,16 @@ struct cg_limits {
     /* ... and its other device nodes (the uverbs of its RDMA VFs) */
     int n_devs;
     struct dev_rule devs[AGENT_MAX_TASK_DEVS];
+    /* its block I/O limits (v2 io.max, v1 blkio throttling) */
+    int n_io;
+    struct cg_io io[CG_MAX_IO];
 };
+
+/* Parses --io-max: entries "DEVICE KEY=VALUE ..." separated by ';', DEVICE
+ * a block device (/dev/NAME) or MAJ:MIN, KEY rbps or wbps (bytes a second,
+ * with K, M, G or T of 1024) or riops or wiops (operations a second). The
+ * limits into out[0..return); -1 with a message naming what is wrong. */
+int cg_io_parse(const char *spec, struct cg_io *out, int max, char *err, size_t errlen);
 
 #define CG_MAX_DEV_RULES (16 + AGENT_MAX_GPUS + AGENT_MAX_TASK_DEVS)
 
@@ -426,6 +445,8 @@ struct agent {
     bool sampler_on;   /* started, not yet joined (loop thread only) */
     bool sampler_quit; /* asks it to end (under lock) */
     struct net *net;   /* owned: tenant networks (--network on), or NULL */
+    int n_io;          /* --io-max, parsed: every task's block I/O limits */
+    struct cg_io io[CG_MAX_IO];
 };
 
 int64_t agent_now_ms(void);

@@ -10,7 +10,9 @@
  * attached to the task's cgroup (devbpf.c). On v1 a task also gets a
  * freezer folder when the host mounts that controller, so that cg_kill can
  * stop everything in it at once (a process forking in a loop cannot slip
- * between a read of cgroup.procs and the SIGKILLs).
+ * between a read of cgroup.procs and the SIGKILLs). Block I/O limits
+ * (--io-max) are io.max on v2 and the blkio controller's throttling on v1
+ * (a blkio folder then, only for a task with limits).
  *
  * cg_kill is the one rule that ends every process of a task: the agent
  * (a stopped or ended task, cg_destroy) and the task's supervisor (before
@@ -28,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -38,6 +41,8 @@ static const char *const v1_ctrls[] = {"cpu", "cpuacct", "memory", "pids", "devi
 
 /* besides v1_ctrls, where the host mounts it: only for cg_kill */
 #define V1_FREEZER "freezer"
+/* besides v1_ctrls, for a task with I/O limits (--io-max) */
+#define V1_BLKIO "blkio"
 
 static int v2 = -1; /* cg_detect's answer */
 
@@ -141,6 +146,137 @@ static int v1_devices(const char *dir, const struct cg_limits *lim)
     return rc;
 }
 
+/* A number with an optional K, M, G or T (of 1024) into *out (> 0). */
+static bool io_number(const char *s, size_t n, bool sized, int64_t *out)
+{
+    char buf[32];
+    int shift = 0;
+
+    if (n == 0 || n >= sizeof(buf))
+        return false;
+    memcpy(buf, s, n);
+    buf[n] = '\0';
+    if (sized && strchr("KMGT", buf[n - 1])) {
+        shift = 10 * (int)(strchr("KMGT", buf[n - 1]) - "KMGT" + 1);
+        buf[--n] = '\0';
+    }
+    if (!allot_parse_num(buf, 1, INT64_MAX >> shift, out))
+        return false;
+    *out <<= shift;
+    return true;
+}
+
+int cg_io_parse(const char *spec, struct cg_io *out, int max, char *err, size_t errlen)
+{
+    int n = 0;
+
+    for (const char *p = spec ? spec : ""; *p;) {
+        size_t len = strcspn(p, ";"), dl;
+        const char *end = p + len, *q = p;
+        struct cg_io io = {0};
+        char dev[256];
+        struct stat st;
+        unsigned ma, mi;
+        int used;
+
+        while (q < end && *q == ' ')
+            q++;
+        dl = strcspn(q, " ;");
+        if (q + dl > end)
+            dl = (size_t)(end - q);
+        if (dl == 0) {
+            p = *end ? end + 1 : end;
+            continue;
+        }
+        if (n == max) {
+            allot_fmt(err, errlen, "--io-max: more than %d devices", max);
+            return -1;
+        }
+        allot_fmt(dev, sizeof(dev), "%.*s", (int)dl, q);
+        if (sscanf(dev, "%u:%u%n", &ma, &mi, &used) == 2 && dev[used] == '\0') {
+            io.major = (int)ma;
+            io.minor = (int)mi;
+        } else if (stat(dev, &st) == 0 && S_ISBLK(st.st_mode)) {
+            io.major = (int)major(st.st_rdev);
+            io.minor = (int)minor(st.st_rdev);
+        } else {
+            allot_fmt(err, errlen, "--io-max: \"%s\" is neither a block device nor MAJ:MIN", dev);
+            return -1;
+        }
+        for (q += dl; q < end;) {
+            size_t kl;
+            const char *eq;
+            int64_t *v, num;
+
+            while (q < end && *q == ' ')
+                q++;
+            if (q == end)
+                break;
+            kl = strcspn(q, " ;");
+            if (q + kl > end)
+                kl = (size_t)(end - q);
+            eq = memchr(q, '=', kl);
+            size_t name = eq ? (size_t)(eq - q) : kl;
+            v = name == 4 && !strncmp(q, "rbps", 4)    ? &io.rbps
+                : name == 4 && !strncmp(q, "wbps", 4)  ? &io.wbps
+                : name == 5 && !strncmp(q, "riops", 5) ? &io.riops
+                : name == 5 && !strncmp(q, "wiops", 5) ? &io.wiops
+                                                       : NULL;
+            if (!v || !eq ||
+                !io_number(eq + 1, kl - name - 1, v == &io.rbps || v == &io.wbps, &num)) {
+                allot_fmt(err, errlen,
+                          "--io-max %s: \"%.*s\": want rbps=, wbps= (bytes, K/M/G/T), riops= or "
+                          "wiops= with a number above 0",
+                          dev, (int)kl, q);
+                return -1;
+            }
+            *v = num;
+            q += kl;
+        }
+        if (!io.rbps && !io.wbps && !io.riops && !io.wiops) {
+            allot_fmt(err, errlen, "--io-max %s: no limit given", dev);
+            return -1;
+        }
+        out[n++] = io;
+        p = *end ? end + 1 : end;
+    }
+    return n;
+}
+
+/* Writes the task's I/O limits into dir (io.max on v2, the blkio
+ * throttling files on v1). 0 or -errno. */
+static int write_io(const char *dir, const struct cg_limits *lim)
+{
+    static const char *const v1_files[] = {
+        "blkio.throttle.read_bps_device", "blkio.throttle.write_bps_device",
+        "blkio.throttle.read_iops_device", "blkio.throttle.write_iops_device"};
+    char line[160];
+    int rc = 0;
+
+    for (int i = 0; i < lim->n_io && !rc; i++) {
+        const struct cg_io *io = &lim->io[i];
+        const int64_t v[4] = {io->rbps, io->wbps, io->riops, io->wiops};
+
+        if (v2 == 1) {
+            static const char *const keys[] = {"rbps", "wbps", "riops", "wiops"};
+            size_t l = (size_t)allot_fmt(line, sizeof(line), "%d:%d", io->major, io->minor);
+            for (int k = 0; k < 4; k++)
+                if (v[k] > 0)
+                    l += (size_t)allot_fmt(line + l, sizeof(line) - l, " %s=%lld", keys[k],
+                                           (long long)v[k]);
+            rc = write_file(dir, "io.max", line);
+            continue;
+        }
+        for (int k = 0; k < 4 && !rc; k++) {
+            if (v[k] <= 0)
+                continue;
+            allot_fmt(line, sizeof(line), "%d:%d %lld", io->major, io->minor, (long long)v[k]);
+            rc = write_file(dir, v1_files[k], line);
+        }
+    }
+    return rc;
+}
+
 int cg_create(const char *root, const char *name, const struct cg_limits *lim, char *err,
               size_t errlen)
 {
@@ -174,6 +310,12 @@ int cg_create(const char *root, const char *name, const struct cg_limits *lim, c
             allot_fmt(num, sizeof(num), "%lld", (long long)lim->pids_max);
             rc = write_file(dir, "pids.max", num);
         }
+        if (!rc && lim->n_io > 0) {
+            /* on its own: a host without the io controller refuses only this */
+            write_file(CG_BASE, "cgroup.subtree_control", "+io");
+            write_file(top, "cgroup.subtree_control", "+io");
+            rc = write_io(dir, lim);
+        }
         if (!rc) {
             struct dev_rule r[CG_MAX_DEV_RULES];
             char why[256];
@@ -192,6 +334,11 @@ int cg_create(const char *root, const char *name, const struct cg_limits *lim, c
     if (v1_freezer()) { /* where it is mounted: cg_kill freezes before it kills */
         dir_of(dir, sizeof(dir), V1_FREEZER, root, name);
         if ((rc = agent_mkdir_p(dir)) < 0)
+            goto fail;
+    }
+    if (lim->n_io > 0) { /* never unlimited when asked: no blkio, no task */
+        dir_of(dir, sizeof(dir), V1_BLKIO, root, name);
+        if ((rc = agent_mkdir_p(dir)) < 0 || (rc = write_io(dir, lim)) < 0)
             goto fail;
     }
     for (size_t c = 0; c < N_V1 && !rc; c++) {
@@ -241,6 +388,9 @@ int cg_enter(const char *root, const char *name, pid_t pid)
     dir_of(dir, sizeof(dir), V1_FREEZER, root, name);
     if (!rc && write_file(dir, "cgroup.procs", num) < 0 && errno != ENOENT && v1_freezer())
         rc = -errno; /* cg_create made it: a task outside it could not be frozen */
+    dir_of(dir, sizeof(dir), V1_BLKIO, root, name);
+    if (!rc && access(dir, F_OK) == 0) /* cg_create made it: the task's I/O limits */
+        rc = write_file(dir, "cgroup.procs", num);
     return rc;
 }
 
@@ -392,8 +542,11 @@ void cg_destroy(const char *root, const char *name)
 
     if (cg_kill(root, name) < 0)
         LOG_WARN("cgroup", "%s/%s: processes left after SIGKILL", root, name);
-    for (size_t c = 0; c < (v2 == 1 ? 1 : N_V1 + 1); c++) {
-        const char *ctrl = v2 == 1 ? NULL : c < N_V1 ? v1_ctrls[c] : V1_FREEZER;
+    for (size_t c = 0; c < (v2 == 1 ? 1 : N_V1 + 2); c++) {
+        const char *ctrl = v2 == 1     ? NULL
+                           : c < N_V1  ? v1_ctrls[c]
+                           : c == N_V1 ? V1_FREEZER
+                                       : V1_BLKIO;
 
         dir_of(dir, sizeof(dir), ctrl, root, name);
         /* bounded: the killed processes leave within a few milliseconds */

@@ -149,6 +149,13 @@ static const struct allot_config_option options[] = {
      .offset = F(crun),
      .def = "crun",
      .help = "The OCI runtime that runs jobs with an image."},
+    {.name = "io-max",
+     .type = ALLOT_CFG_STRING,
+     .offset = F(io_max),
+     .help = "Block I/O limits of every task: `DEVICE KEY=VALUE ...` entries separated by ';', "
+             "DEVICE /dev/NAME or MAJ:MIN, KEY rbps or wbps (bytes a second, K/M/G/T) or riops "
+             "or wiops (operations a second), e.g. \"/dev/nvme0n1 rbps=500M wbps=200M\". "
+             "io.max on cgroup v2, blkio throttling on v1 (which misses buffered writes)."},
     {.name = "driver-libs",
      .type = ALLOT_CFG_STRING,
      .offset = F(driver_libs),
@@ -1002,6 +1009,10 @@ int main(int argc, char **argv)
         LOG_WARN("agent", "the join token was given with --token: other users on this node could "
                           "read it in the process list until it was hidden just now; give it "
                           "with --token-file or ALLOT_TOKEN");
+    if ((a.n_io = cg_io_parse(c->io_max, a.io, CG_MAX_IO, err, sizeof(err))) < 0) {
+        fprintf(stderr, "allot-agent: %s\n", err);
+        return 2;
+    }
     allot_fmt(a.tasks_dir, sizeof(a.tasks_dir), "%s/tasks", c->state_dir);
     allot_fmt(a.logs_dir, sizeof(a.logs_dir), "%s/logs", c->state_dir);
     /* tasks/ may be passed through (not listed): a fraction's job reaches its

@@ -948,6 +948,8 @@ static int task_launch(struct agent *a, json_t *d, struct task *t)
     }
     for (int k = 0; k < t->n_devs; k++) /* its VFs' uverbs, its MIG capabilities */
         lim.devs[lim.n_devs++] = (struct dev_rule){t->devs[k].major, t->devs[k].minor};
+    lim.n_io = a->n_io;
+    memcpy(lim.io, a->io, sizeof(lim.io));
     lim.cpu_milli = json_integer_value(json_object_get(d, "cpu_milli"));
     lim.mem_bytes = json_integer_value(json_object_get(d, "memory")) * 1024 * 1024;
     json_array_foreach(json_object_get(d, "gpus"), i, x)

@@ -308,6 +308,59 @@ def test_private_tmp_and_umask():
                 os.unlink(p)
 
 
+def whole_disk():
+    """MAJ:MIN of a whole block device of this machine (sysfs), or None."""
+    for name in sorted(os.listdir("/sys/block")):
+        try:
+            with open("/sys/block/%s/dev" % name) as f:
+                return f.read().strip()
+        except OSError:
+            pass
+    return None
+
+
+def test_io_limits():
+    """--io-max gives every task block I/O limits: the task's cgroup holds them (io.max on
+    cgroup v2, the blkio throttling files on v1), and a bad spec stops the agent at start,
+    naming it."""
+    r = subprocess.run([fx.AGENT, "--server", "http://127.0.0.1:1", "--token", "x",
+                        "--io-max", "8:0 speed=1"], capture_output=True, text=True, timeout=20)
+    assert r.returncode == 2 and "--io-max 8:0: \"speed=1\"" in r.stderr, r
+    disk = whole_disk()
+    assert disk, "no block device in /sys/block"
+    ag = Agent(dm, AG, "ag-io", emulate="1xT4",
+               args=["--io-max", "%s rbps=1M wiops=100" % disk])
+    wait_node("ag-io")
+    try:
+        jid = submit({"gpu_models": ["T4"], "command": sh("echo up; sleep 30")})
+        assert wait_log(ag, jid, "up"), (ag.log(), ag.task_log(jid))
+        key = "%d-0" % jid
+        v2 = os.path.exists("/sys/fs/cgroup/cgroup.controllers")
+        if v2:
+            with open("/sys/fs/cgroup/%s/%s/io.max" % (fx.CGROUP_ROOT, key)) as f:
+                got = f.read()
+            assert "%s rbps=1048576 wbps=max riops=max wiops=100" % disk in got, got
+        else:
+            base = "/sys/fs/cgroup/blkio/%s/%s/" % (fx.CGROUP_ROOT, key)
+            with open(base + "blkio.throttle.read_bps_device") as f:
+                assert f.read().split() == [disk, "1048576"]
+            with open(base + "blkio.throttle.write_iops_device") as f:
+                assert f.read().split() == [disk, "100"]
+            with open(base + "cgroup.procs") as f:
+                assert f.read().split(), "the task is not in its blkio cgroup"
+        expect(dm.req("POST", "/v1/jobs/%d/cancel" % jid, token=dm.admin), 200)
+        wait_state(jid, ("cancelled",))
+        end = time.time() + 10
+        while time.time() < end and os.path.exists(
+                "/sys/fs/cgroup/%s/%s/%s" % ("" if v2 else "blkio", fx.CGROUP_ROOT, key)):
+            time.sleep(0.1)
+        assert not os.path.exists(
+            "/sys/fs/cgroup/%s/%s/%s" % ("" if v2 else "blkio", fx.CGROUP_ROOT, key))
+    finally:
+        ag.stop()
+        expect(dm.req("POST", "/v1/nodes/ag-io/cordon", token=dm.admin), 200)
+
+
 def test_log_max():
     """--log-max caps a task's log: a job writing past it cannot grow its log beyond it (the
     rest of its output is read and dropped, the job goes on), and the log's last line says
@@ -1661,7 +1714,7 @@ if __name__ == "__main__":
                 test_gpus_move_after_the_victim_is_gone, test_logs_of_a_requeued_job,
                 test_fencing_never_twice,
                 test_allotd_down_past_the_lease, test_killed_agent_fences,
-                test_fence_kills_the_whole_task, test_log_max,
+                test_fence_kills_the_whole_task, test_log_max, test_io_limits,
                 test_store_full_keeps_jobs_running,
                 test_long_poll_saturated,
                 test_agent_restart_adopts, test_usage_samples,
