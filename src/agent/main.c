@@ -33,6 +33,7 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <signal.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -576,88 +577,116 @@ static void reported(struct agent *a, json_t *sent)
     }
 }
 
-/* Registers the node, retrying while allotd cannot be reached. Returns
- * the lease in ms, or -1 (refused, or stopped by a signal). */
-/* Which token the agent speaks with: the join token, or the node
- * credential allotd issued this node (kept in STATE/node-token). */
+/* Which token the agent speaks with: the join token, or the node's own
+ * credential, a secret the agent made and keeps in STATE/node-token
+ * (docs/agent.md, "Joining"). */
 struct node_cred {
-    bool on_node; /* the client speaks with the node credential */
+    char secret[80]; /* the node credential's secret ("" when none could be kept) */
+    char hash[65];   /* its SHA-256 in hex, what registration asks allotd to bind */
+    bool on_node;    /* the client speaks with it (else with the join token) */
 };
 
-/* Speaks with the node credential saved in STATE/node-token, if any. */
+static void cred_hash(struct node_cred *cr)
+{
+    unsigned char h[crypto_hash_sha256_BYTES];
+
+    crypto_hash_sha256(h, (const unsigned char *)cr->secret, strlen(cr->secret));
+    for (size_t i = 0; i < sizeof(h); i++)
+        allot_fmt(cr->hash + 2 * i, sizeof(cr->hash) - 2 * i, "%02x", h[i]);
+}
+
+/* A new secret, kept in STATE/node-token (0600) before allotd hears of it,
+ * so that an answer lost on the way loses nothing; the join token speaks
+ * until allotd has bound it. With no place to keep it, none is asked for
+ * (the node is bound to the join token, as without credentials). */
+static void cred_new(struct agent *a, struct agent_client *c, struct node_cred *cr)
+{
+    unsigned char raw[32];
+    int rc;
+
+    randombytes_buf(raw, sizeof(raw));
+    allot_strlcpy(cr->secret, "allot_", sizeof(cr->secret));
+    for (size_t i = 0; i < sizeof(raw); i++)
+        allot_fmt(cr->secret + 6 + 2 * i, sizeof(cr->secret) - 6 - 2 * i, "%02x", raw[i]);
+    sodium_memzero(raw, sizeof(raw));
+    if ((rc = agent_write_atomic(a->cfg.state_dir, "node-token", cr->secret)) < 0) {
+        LOG_ERROR("agent",
+                  "cannot keep a node credential in %s/node-token (%s): this node is bound to "
+                  "the join token",
+                  a->cfg.state_dir, strerror(-rc));
+        cr->secret[0] = '\0';
+    }
+    cred_hash(cr);
+    cr->on_node = false;
+    client_set_token(c, a->cfg.token);
+}
+
+/* The node credential kept in STATE/node-token, spoken with from the
+ * start; a new one when there is none. */
 static void node_cred_load(struct agent *a, struct agent_client *c, struct node_cred *cr)
 {
-    char tok[160];
-
-    cr->on_node = false;
-    if (agent_read_small(a->cfg.state_dir, "node-token", tok, sizeof(tok)) < 0)
+    memset(cr, 0, sizeof(*cr));
+    if (agent_read_small(a->cfg.state_dir, "node-token", cr->secret, sizeof(cr->secret)) < 0 ||
+        !(cr->secret[strcspn(cr->secret, "\r\n")] = '\0', *cr->secret)) {
+        cred_new(a, c, cr);
         return;
-    tok[strcspn(tok, "\r\n")] = '\0';
-    if (*tok && client_set_token(c, tok) == 0) {
+    }
+    cred_hash(cr);
+    if (client_set_token(c, cr->secret) == 0) {
         cr->on_node = true;
         LOG_INFO("agent", "speaking with the node credential of %s/node-token", a->cfg.state_dir);
     }
 }
 
-/* Takes the node credential allotd issued: saved (mode 0600) and spoken
- * with from now on. */
-static void node_cred_take(struct agent *a, struct agent_client *c, struct node_cred *cr,
-                           const char *tok)
-{
-    int rc = agent_write_atomic(a->cfg.state_dir, "node-token", tok);
-
-    if (rc < 0)
-        LOG_ERROR("agent",
-                  "cannot save the node credential in %s/node-token (%s): after a restart this "
-                  "agent cannot speak for %s until an admin revokes token node/%s",
-                  a->cfg.state_dir, strerror(-rc), a->cfg.name, a->cfg.name);
-    if (client_set_token(c, tok) == 0) {
-        cr->on_node = true;
-        LOG_INFO("agent", "allotd issued this node its own credential (token node/%s)",
-                 a->cfg.name);
-    }
-}
-
-/* Registers the node, asking for a node credential (docs/agent.md,
- * "Joining"): speaking with the join token, it gets one and speaks with it
- * from then on; a credential allotd refuses (revoked) gives way to the join
- * token. Returns the lease in ms, or -1 when allotd refused or the agent
- * is stopping. */
+/* Registers the node and has allotd bind it to the node's own credential
+ * (?credential=SHA-256 of its secret): speaking with the join token until
+ * that is done, then with the credential. An answer that never came may
+ * have bound it: the credential is tried next. A credential allotd refuses
+ * (never bound, or revoked) gives way to a new one through the join token.
+ * Returns the lease in ms, or -1 when allotd refused or the agent is
+ * stopping. */
 static int64_t register_node(struct agent *a, struct agent_client *c, struct node_cred *cr)
 {
     json_t *inv = inventory_json(&a->cfg, &a->inv), *reply = NULL;
-    char err[512];
+    char err[512], path[160];
     int64_t lease = -1;
 
     while (!stop_signal) {
-        long st = client_post(c, "/v1/nodes/register?credential=true", inv, 10000, &reply, err,
-                              sizeof(err));
+        allot_fmt(path, sizeof(path), "/v1/nodes/register%s%s", *cr->secret ? "?credential=" : "",
+                  *cr->secret ? cr->hash : "");
+        long st = client_post(c, path, inv, 10000, &reply, err, sizeof(err));
 
         if (st == 200 || st == 201) {
             time_t now = time(NULL);
             json_int_t exp = json_integer_value(json_object_get(reply, "lease_expiry"));
-            const char *tok = json_string_value(json_object_get(reply, "node_token"));
             lease = exp > now ? (int64_t)(exp - now) * 1000 : 30000;
-            if (tok)
-                node_cred_take(a, c, cr, tok);
+            if (!cr->on_node && *cr->secret && client_set_token(c, cr->secret) == 0) {
+                cr->on_node = true;
+                LOG_INFO("agent",
+                         "this node speaks with its own credential from now on (token "
+                         "node/%s)",
+                         a->cfg.name);
+            }
             LOG_INFO("agent", "registered as %s (%d GPUs%s)", a->cfg.name, a->inv.n_gpus,
                      a->inv.emulated ? ", emulated" : "");
             break;
         }
         json_decref(reply);
         reply = NULL;
-        if (st == 401 && cr->on_node && client_set_token(c, a->cfg.token) == 0) {
-            cr->on_node = false;
+        if (st == 401 && cr->on_node) {
             LOG_WARN("agent",
                      "allotd refused the node credential (%s): joining again with the "
-                     "join token",
+                     "join token and a new one",
                      err);
+            cred_new(a, c, cr);
             continue;
         }
         if (st >= 400 && st < 500) {
             LOG_ERROR("agent", "registration refused: %s", err);
             break;
         }
+        if (st < 0 && !cr->on_node && *cr->secret && client_set_token(c, cr->secret) == 0)
+            cr->on_node = true; /* allotd may have bound it before the answer was lost */
         LOG_WARN("agent", "cannot register yet: %s", err);
         sleep_ms(a->cfg.heartbeat);
     }
@@ -1026,6 +1055,10 @@ int main(int argc, char **argv)
     /* the shim's GPU share folder: the agent's alone (gpushare.c) */
     if (share_setup(c->state_dir, a.tasks_dir) < 0)
         LOG_WARN("agent", "no GPU share folder: jobs on one GPU are each limited alone");
+    if (sodium_init() < 0) { /* the node credential's secret and hash */
+        fprintf(stderr, "allot-agent: libsodium cannot start\n");
+        return 1;
+    }
     a.cat = allot_catalog_default(err, sizeof(err));
     if (!a.cat) {
         fprintf(stderr, "allot-agent: GPU catalog: %s\n", err);

@@ -23,10 +23,22 @@ struct register_write {
     struct req *r;
     const char *name, *inv, *target;
     int64_t now, expiry;
-    bool credential; /* the agent asks for a node credential */
+    int credential;                     /* CRED_*: the node credential the agent asks for */
+    uint8_t hash[ALLOT_STORE_HASH_LEN]; /* CRED_HASH: its secret's SHA-256 */
     int status;      /* OUT: 201 new, 200 same inventory, 409 another one, 403 another agent's */
-    char secret[80]; /* OUT: the node credential issued ("" when none) */
+    char secret[80]; /* OUT: the node credential issued ("" when none, or CRED_HASH) */
 };
+
+enum { CRED_NONE, CRED_ISSUE, CRED_HASH };
+
+/* Whether the caller is another node's credential (a token "node/X" with X
+ * not `node`): it speaks for its own node only, and registers no other. */
+static bool other_nodes_credential(const struct req *r, const char *node)
+{
+    const char *n = r->who.name ? r->who.name : "";
+
+    return r->who.role == ALLOT_ROLE_AGENT && !strncmp(n, "node/", 5) && strcmp(n + 5, node) != 0;
+}
 
 /* Whether the calling token may speak for stored node n: the agent token
  * it is bound to may; so may any other once that one is revoked (or when
@@ -39,6 +51,8 @@ static int node_speaker(struct allot_store *st, struct req *r, struct allot_stor
     struct allot_store_token t = {0};
     int rc;
 
+    if (other_nodes_credential(r, n->name))
+        return 0;
     /* an admin may speak for any node, and binds none to itself */
     if (n->token_id == r->who.token_id || r->who.role != ALLOT_ROLE_AGENT)
         return 1;
@@ -64,22 +78,20 @@ static int node_speaker(struct allot_store *st, struct req *r, struct allot_stor
  * node's credential). 0 or a negative ALLOT_E*. */
 static int node_credential(struct allot_store *st, struct register_write *w)
 {
-    struct allot_store_token caller = {0};
     struct allot_store_node n = {0};
-    char tname[160];
+    char tname[160], target[64];
     int rc;
 
     w->secret[0] = '\0';
     allot_fmt(tname, sizeof(tname), "node/%s", w->name);
-    rc = allot_store_token_get(st, w->r->who.token_id, &caller);
-    bool already = rc == 0 && caller.name && !strcmp(caller.name, tname);
-    allot_store_token_clear(&caller);
-    if (rc < 0 || already)
-        return rc < 0 ? rc : 0;
+    if (w->r->who.name && !strcmp(w->r->who.name, tname))
+        return 0;
     struct allot_store_token t = {
         .name = tname, .role = ALLOT_ROLE_AGENT, .tenant = "", .created = w->now};
-    char target[64];
-    auth_new_secret(w->secret, sizeof(w->secret), t.hash);
+    if (w->credential == CRED_HASH) /* the agent's own secret, kept before it asked */
+        memcpy(t.hash, w->hash, sizeof(t.hash));
+    else
+        auth_new_secret(w->secret, sizeof(w->secret), t.hash);
     if ((rc = allot_store_token_add(st, &t, &t.id)) < 0 ||
         (rc = allot_store_node_get(st, w->name, &n)) < 0)
         goto out;
@@ -115,6 +127,9 @@ static int register_fn(struct allot_store *st, void *arg)
             if (!rc)
                 rc = api_audit(st, w->r, w->target, "ok (again)", w->now);
         }
+    } else if (rc == ALLOT_ENOENT && other_nodes_credential(w->r, w->name)) {
+        w->status = 403;
+        rc = 0;
     } else if (rc == ALLOT_ENOENT) {
         struct allot_store_node n = {
             .name = (char *)w->name,
@@ -128,7 +143,7 @@ static int register_fn(struct allot_store *st, void *arg)
         if (!rc)
             rc = api_audit(st, w->r, w->target, "ok", w->now);
     }
-    if (!rc && (w->status == 200 || w->status == 201) && w->credential &&
+    if (!rc && (w->status == 200 || w->status == 201) && w->credential != CRED_NONE &&
         w->r->who.role == ALLOT_ROLE_AGENT)
         rc = node_credential(st, w);
     allot_store_node_clear(&old);
@@ -143,12 +158,29 @@ int api_nodes_register(struct req *r)
     int64_t now = srv_now();
     int rc, n_gpus = 0, status = 201;
 
-    bool credential;
+    const char *cq = api_query(r, "credential");
+    uint8_t hash[ALLOT_STORE_HASH_LEN] = {0};
+    bool issue = false;
+    int credential = CRED_NONE;
 
     if (!b)
         return 0;
-    if (!api_query_flag(r, "credential", &credential))
+    /* a flag (allotd makes the secret and shows it once), or the SHA-256
+     * of the agent's own secret, 64 hex digits (nothing secret travels
+     * back: a lost answer loses nothing) */
+    if (cq && strlen(cq) == 2 * ALLOT_STORE_HASH_LEN &&
+        strspn(cq, "0123456789abcdef") == 2 * ALLOT_STORE_HASH_LEN) {
+        for (int i = 0; i < ALLOT_STORE_HASH_LEN; i++) {
+            unsigned x;
+            sscanf(cq + 2 * i, "%2x", &x);
+            hash[i] = (uint8_t)x;
+        }
+        credential = CRED_HASH;
+    } else if (!api_query_flag(r, "credential", &issue)) {
         goto out;
+    } else if (issue) {
+        credential = CRED_ISSUE;
+    }
     rc = agentproto_inventory(b, r->srv->cat, &n_gpus, err, sizeof(err));
     if (rc) {
         api_error(r, rc, rc == 400 ? "bad_request" : "invalid", "%s", err);
@@ -164,14 +196,22 @@ int api_nodes_register(struct req *r)
                                .now = now,
                                .expiry = now + r->srv->cfg.lease / 1000,
                                .credential = credential};
+    memcpy(w.hash, hash, sizeof(hash));
     rc = srv_write(r->srv, register_fn, &w);
     status = w.status;
     if (rc)
         r->audited = false;
-    if (rc < 0)
+    if (rc == ALLOT_EEXIST && credential == CRED_HASH)
+        api_error(r, 409, "conflict",
+                  "query argument \"credential\": that secret is already a token's; make a new "
+                  "one");
+    else if (rc < 0)
         api_error(r, 500, "store", "%s", allot_strerror(rc));
     else if (status == 409)
         api_error(r, 409, "conflict", "node %s is registered with another inventory", name);
+    else if (status == 403 && other_nodes_credential(r, name))
+        api_error(r, 403, "forbidden", "a node credential (token %s) speaks for its own node only",
+                  r->who.name);
     else if (status == 403)
         api_error(r, 403, "forbidden",
                   "node %s belongs to another agent token; revoke that token to move the node",
@@ -466,7 +506,9 @@ int api_nodes_heartbeat(struct req *r)
     if (rc == ALLOT_ENOENT) {
         api_error(r, 404, "not_found", "no node %s; register it first", name);
     } else if (w.foreign) {
-        api_error(r, 403, "forbidden", "node %s belongs to another agent token", name);
+        api_error(r, 403, "forbidden", "node %s belongs to another agent token%s", name,
+                  other_nodes_credential(r, name) ? " (a node credential speaks for its own only)"
+                                                  : "");
     } else if (rc < 0) {
         /* the store failed, not the node: its lease is renewed all the same
          * (in the loop's books), so that its agent does not fence its tasks

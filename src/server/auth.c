@@ -59,7 +59,8 @@ static bool cached(struct req *r, const char *key, uint64_t *gen)
         r->who.token_id = json_integer_value(json_array_get(e, 0));
         r->who.role = (int)json_integer_value(json_array_get(e, 1));
         r->who.tenant = allot_strdup(json_string_value(json_array_get(e, 2)));
-        r->who.resolved = r->who.tenant != NULL;
+        r->who.name = allot_strdup(json_string_value(json_array_get(e, 3)));
+        r->who.resolved = r->who.tenant != NULL && r->who.name != NULL;
     }
     pthread_mutex_unlock(&r->srv->tokens_lock);
     return hit;
@@ -97,17 +98,19 @@ bool auth_resolve(struct req *r)
     if (r->srv->tokens_gen == gen) {
         if (json_object_size(r->srv->tokens) >= TOKEN_CACHE_MAX)
             json_object_clear(r->srv->tokens);
-        json_object_set_new(
-            r->srv->tokens, key,
-            json_pack("[I,i,s]", (json_int_t)t.id, t.role, t.tenant ? t.tenant : ""));
+        json_object_set_new(r->srv->tokens, key,
+                            json_pack("[I,i,s,s]", (json_int_t)t.id, t.role,
+                                      t.tenant ? t.tenant : "", t.name ? t.name : ""));
     }
     pthread_mutex_unlock(&r->srv->tokens_lock);
     auth_principal_clear(&r->who);
     r->who.token_id = t.id;
     r->who.role = t.role;
     r->who.tenant = t.tenant ? t.tenant : allot_strdup("");
+    r->who.name = t.name ? t.name : allot_strdup("");
     t.tenant = NULL;
-    r->who.resolved = r->who.tenant != NULL;
+    t.name = NULL;
+    r->who.resolved = r->who.tenant != NULL && r->who.name != NULL;
     allot_store_token_clear(&t);
     return r->who.resolved;
 }
@@ -133,5 +136,6 @@ bool auth_sees_tenant(const struct principal *p, const char *t)
 void auth_principal_clear(struct principal *p)
 {
     allot_free(p->tenant);
+    allot_free(p->name);
     memset(p, 0, sizeof(*p));
 }

@@ -114,6 +114,7 @@ struct principal {
     int64_t token_id;
     int role;      /* enum allot_store_role */
     char *tenant;  /* owned; "" = cluster-wide */
+    char *name;    /* owned: the token's name ("node/NAME": a node's credential) */
     bool resolved; /* a valid token was presented */
 };
 

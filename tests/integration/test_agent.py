@@ -100,7 +100,8 @@ def test_node_credential():
     with open(path) as f:
         tok = f.read().strip()
     assert tok.startswith("allot_") and tok != AG
-    assert "its own credential (token node/ag-1)" in agent.log(), agent.log()
+    assert "speaks with its own credential from now on (token node/ag-1)" in agent.log(), \
+        agent.log()
     st, b = dm.req("POST", "/v1/nodes/ag-1/heartbeat", {}, token=AG)
     assert st == 403 and "jobs" not in b, (st, b)
     creds = node_creds("ag-1")
@@ -109,10 +110,10 @@ def test_node_credential():
     # gets a new one, without missing its lease
     expect(dm.req("DELETE", "/v1/tokens/%d" % creds[0]["id"], token=dm.admin), 200)
     end = time.time() + 10
-    while time.time() < end and agent.log().count("its own credential") < 2:
+    while time.time() < end and agent.log().count("speaks with its own credential") < 2:
         time.sleep(0.05)
     assert "refused the node credential" in agent.log(), agent.log()
-    assert agent.log().count("its own credential") == 2, agent.log()
+    assert agent.log().count("speaks with its own credential") == 2, agent.log()
     with open(path) as f:
         assert f.read().strip() not in (tok, AG)
     assert len(node_creds("ag-1")) == 1
@@ -295,7 +296,10 @@ def test_private_tmp_and_umask():
         assert j["state"] == "succeeded", j
         nodes = {t["node"] for t in j["placement"]["tasks"]}
         log1 = open(os.path.join(agent.dir, "logs", str(g), "task-1.log")).read()
-        assert nodes != {"ag-1"} or "tmp-of-0\nshm-of-0\n" in log1, (nodes, log1)
+        assert nodes == {"ag-1"} and "tmp-of-0\nshm-of-0\n" in log1, (nodes, log1)
+        # where the job's folders are kept on the host only the agent may enter, so that no
+        # other job looks into them there
+        assert os.stat(os.path.join(agent.dir, "jobfs")).st_mode & 0o777 == 0o700
         end = time.time() + 5
         jobfs = os.path.join(agent.dir, "jobfs", str(g))
         while time.time() < end and os.path.exists(jobfs):
@@ -691,7 +695,7 @@ def glibc_image(root, prog):
     """A root file system IMAGE-DIR/cu holding prog (a dynamically linked program of this
     machine) and the C library it and the shim load, and nothing of the driver."""
     fs = os.path.join(root, "cu")
-    for d in ("proc", "sys", "dev", "tmp", "bin", "usr/local"):
+    for d in ("proc", "sys", "dev", "tmp", "bin"):
         os.makedirs(os.path.join(fs, d))
     shutil.copy(prog, os.path.join(fs, "bin", os.path.basename(prog)))
     for lib in ("/lib/x86_64-linux-gnu/libc.so.6", "/lib64/ld-linux-x86-64.so.2"):
@@ -937,6 +941,8 @@ def test_fractions_shim_and_mps():
         if os.getuid() == 0:
             assert "shm:" + mark in env_c, env_c
             assert not os.path.exists("/dev/shm/" + mark)
+            # only the agent may enter where it is kept: no other job reaches it on the host
+            assert os.stat(os.path.join(mps.dir, "mps-shm")).st_mode & 0o777 == 0o700
             e = submit({"gpu_models": ["A30-24GB"], "command": sh("ls /dev/shm; echo end")})
             assert wait_state(e, ("succeeded", "failed"))["state"] == "succeeded"
             assert mark not in mps.task_log(e) and "end" in mps.task_log(e), mps.task_log(e)
@@ -949,7 +955,7 @@ def test_fractions_shim_and_mps():
         shim.stop()
         mps.stop()
         # the MPS daemon's shared memory outlives the agent (as the daemon does)
-        subprocess.run(["umount", os.path.join(mps.dir, "mps", "0", "shm")],
+        subprocess.run(["umount", os.path.join(mps.dir, "mps-shm", "0")],
                        stderr=subprocess.DEVNULL)
         for n in ("ag-shim", "ag-mps"):
             expect(dm.req("POST", "/v1/nodes/%s/cordon" % n, token=dm.admin), 200)

@@ -4,6 +4,8 @@ the current version waits for the next one), reports with a detail and the
 "lost" state, and a gang across two nodes that ends only when both report
 it done (or at once when one fails)."""
 
+import hashlib
+import os
 import threading
 import time
 
@@ -171,10 +173,35 @@ def test_node_credential():
     # an admin registering binds nothing and gets no credential
     b = expect(dm.req("POST", reg, node("cred-3"), token=dm.admin), 201)
     assert "node_token" not in b, b
-    # the flag is a flag
-    st, b = dm.req("POST", "/v1/nodes/register?credential=yes", node("cred-4"), token=join)
-    assert st == 400 and "credential" in b["error"]["message"], (st, b)
-    for n in ("cred-1", "cred-2", "cred-3"):
+    # the flag is a flag, or a SHA-256 in hex
+    for bad in ("yes", "ab" * 31 + "a", "AB" * 32):
+        st, b = dm.req("POST", "/v1/nodes/register?credential=" + bad, node("cred-4"),
+                       token=join)
+        assert st == 400 and "credential" in b["error"]["message"], (bad, st, b)
+    # the agent's own secret: allotd binds its hash and sends nothing back; an answer lost on
+    # the way loses nothing (the join token is refused, the secret speaks)
+    secret = "allot_" + os.urandom(32).hex()
+    h = hashlib.sha256(secret.encode()).hexdigest()
+    b = expect(dm.req("POST", "/v1/nodes/register?credential=" + h, node("cred-5"), token=join),
+               201)
+    assert "node_token" not in b, b
+    assert dm.req("POST", "/v1/nodes/register?credential=" + h, node("cred-5"),
+                  token=join)[0] == 403
+    expect(dm.req("POST", "/v1/nodes/register?credential=" + h, node("cred-5"), token=secret),
+           200)
+    expect(dm.req("POST", "/v1/nodes/cred-5/heartbeat", {}, token=secret), 200)
+    # a node's credential speaks for its own node only: not another's, nor a new one
+    st, b = dm.req("POST", "/v1/nodes/cred-1/heartbeat", {}, token=secret)
+    assert st == 403, (st, b)
+    st, b = dm.req("POST", "/v1/nodes/register", node("cred-6"), token=secret)
+    assert st == 403 and "its own node only" in b["error"]["message"], (st, b)
+    # a secret once bound is never bound again, even revoked
+    tid = [t for t in expect(dm.req("GET", "/v1/tokens", token=dm.admin), 200)["tokens"]
+           if t["name"] == "node/cred-5"][0]["id"]
+    expect(dm.req("DELETE", "/v1/tokens/%d" % tid, token=dm.admin), 200)
+    st, b = dm.req("POST", "/v1/nodes/register?credential=" + h, node("cred-5"), token=join)
+    assert st == 409 and "make a new one" in b["error"]["message"], (st, b)
+    for n in ("cred-1", "cred-2", "cred-3", "cred-5"):
         expect(dm.req("POST", "/v1/nodes/%s/cordon" % n, token=dm.admin), 200)
 
 
