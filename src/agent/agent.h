@@ -371,14 +371,14 @@ void share_task_remove(const struct agent *a, const struct task *t);
  * enforce; -1 for any other task. d: its desired entry. */
 int task_fraction_gpu(const struct agent *a, json_t *d);
 
-/* Starts one MPS control daemon per GPU (--sharing mps): pipe, log and
- * shared-memory folders STATE/mps/GPU/{pipe,log,shm}, the GPU by UUID. As
- * root the daemon (and the servers it starts) runs in a mount namespace of
- * its own whose /dev/shm is STATE/mps/GPU/shm, a tmpfs of --tmp-size made
- * there once, which the GPU's MPS tasks get as their /dev/shm too
- * (mps_shm_dir). Logs failures. */
+/* Starts one MPS control daemon per GPU (--sharing mps): folders
+ * STATE/mps/GPU/{pipe,log}, the GPU by UUID. As root the daemon (and the
+ * servers it starts) runs in a mount namespace of its own whose /dev/shm
+ * is STATE/mps-shm/GPU (a tmpfs of --tmp-size made there once, in a folder
+ * only the agent may enter), which the GPU's MPS tasks get as their
+ * /dev/shm too (mps_shm_dir). Logs failures. */
 void mps_start_all(const struct agent *a);
-/* STATE/mps/GPU/shm into buf. */
+/* STATE/mps-shm/GPU into buf. */
 void mps_shm_dir(const struct agent *a, int gpu, char *buf, size_t len);
 
 /* STATE/jobfs/JOB/WHICH ("tmp" or "shm"; NULL: the job's folder) into buf:

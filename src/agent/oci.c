@@ -25,6 +25,7 @@
 #include "allot/common.h"
 #include "log.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,6 +79,27 @@ static void driver_mounts(const struct agent *a, json_t *mounts)
             json_array_append_new(mounts, bind_mount(dst, real, true));
             break;
         }
+    /* ... and those named with the driver's version (libnvidia-gpucomp.so.575.57.08, which
+     * the compilers above load), from the first folder holding any */
+    for (size_t k = 0; k < sizeof(lib_dirs) / sizeof(lib_dirs[0]); k++) {
+        DIR *d = opendir(lib_dirs[k]);
+        struct dirent *e;
+        bool found = false;
+
+        while (d && (e = readdir(d)))
+            if (!strncmp(e->d_name, "libnvidia-gpucomp.so.", 21)) {
+                allot_fmt(path, sizeof(path), "%s/%s", lib_dirs[k], e->d_name);
+                allot_fmt(dst, sizeof(dst), OCI_NV "/lib64/%s", e->d_name);
+                if (realpath(path, real)) {
+                    json_array_append_new(mounts, bind_mount(dst, real, true));
+                    found = true;
+                }
+            }
+        if (d)
+            closedir(d);
+        if (found)
+            break;
+    }
     const char *p = a->cfg.driver_libs ? a->cfg.driver_libs : "";
     while (*p) {
         size_t n = strcspn(p, ",");
@@ -101,25 +123,24 @@ static json_t *container_env(char **envp, bool gpu)
 {
     json_t *env = json_array();
     bool lib_path = false;
-    char buf[8192];
 
     for (char **e = envp; env && *e; e++) {
         const char *v = strchr(*e, '=');
         size_t kl = v ? (size_t)(v - *e) : strlen(*e);
+        json_t *x;
 
         if (kl == 10 && !strncmp(*e, "LD_PRELOAD", kl))
-            allot_fmt(buf, sizeof(buf), "LD_PRELOAD=" OCI_NV "/allot/liballot-cuda.so");
+            x = json_string("LD_PRELOAD=" OCI_NV "/allot/liballot-cuda.so");
         else if (kl == 17 && !strncmp(*e, "ALLOT_SHIM_REGION", kl))
-            allot_fmt(buf, sizeof(buf), "ALLOT_SHIM_REGION=" OCI_NV "/allot/shim.region");
+            x = json_string("ALLOT_SHIM_REGION=" OCI_NV "/allot/shim.region");
         else if (kl == 19 && !strncmp(*e, "ALLOT_GPU_SHARE_DIR", kl))
-            allot_fmt(buf, sizeof(buf), "ALLOT_GPU_SHARE_DIR=" OCI_NV "/allot/gpushare");
+            x = json_string("ALLOT_GPU_SHARE_DIR=" OCI_NV "/allot/gpushare");
         else if (gpu && kl == 15 && !strncmp(*e, "LD_LIBRARY_PATH", kl) && v) {
-            allot_fmt(buf, sizeof(buf), "LD_LIBRARY_PATH=" OCI_NV "/lib64%s%s", v[1] ? ":" : "",
-                      v + 1);
+            x = json_sprintf("LD_LIBRARY_PATH=" OCI_NV "/lib64%s%s", v[1] ? ":" : "", v + 1);
             lib_path = true;
         } else
-            allot_strlcpy(buf, *e, sizeof(buf));
-        json_array_append_new(env, json_string(buf));
+            x = json_string(*e); /* as long as it is */
+        json_array_append_new(env, x);
     }
     if (gpu && !lib_path)
         json_array_append_new(env, json_string("LD_LIBRARY_PATH=" OCI_NV "/lib64"));

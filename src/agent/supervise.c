@@ -128,10 +128,23 @@ static int private_tmp(const struct agent *a, const struct task *t, const char *
     for (int i = 0; i < n; i++) {
         if (fds[i] < 0)
             continue; /* gone, or not a folder: the job's chdir says so */
+        /* the target by a descriptor, never through a link: the job's /tmp
+         * is the job's to write, and another of its tasks may have put a
+         * link there (mount(2) would follow it, binding over any folder) */
+        char dst[64];
+        int tfd = -1;
         allot_fmt(src, sizeof(src), "/proc/self/fd/%d", fds[i]);
         if ((mkdir(keep[i], 0700) < 0 && errno != EEXIST) ||
-            mount(src, keep[i], NULL, MS_BIND | MS_REC, NULL) < 0) {
-            allot_fmt(why, wlen, "%s into the private /tmp: %s", keep[i], strerror(errno));
+            (tfd = open(keep[i], O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC)) < 0) {
+            allot_fmt(why, wlen, "%s in the private /tmp: %s", keep[i],
+                      errno == ENOTDIR || errno == ELOOP ? "not a folder" : strerror(errno));
+            goto out;
+        }
+        allot_fmt(dst, sizeof(dst), "/proc/self/fd/%d", tfd);
+        int bound = mount(src, dst, NULL, MS_BIND | MS_REC, NULL), err = errno;
+        close(tfd);
+        if (bound < 0) {
+            allot_fmt(why, wlen, "%s into the private /tmp: %s", keep[i], strerror(err));
             goto out;
         }
     }
@@ -189,7 +202,8 @@ static void run_child(const struct agent *a, const struct task *t, char **argv, 
     dup2(out_fd, 2);
     close_range(3, ~0U, 0);
     /* what the job writes is its own unless it says otherwise */
-    umask(077);
+    umask(crun ? 022 : 077); /* crun gives the container 077 itself (config.json); what
+                                it makes in the image (mount points) must stay passable */
     /* the process executor: /tmp, /dev/shm and /proc of its own (a
      * container has its own already); never unisolated when they cannot
      * be made */

@@ -503,6 +503,13 @@ static int jobfs_up(const struct agent *a, int64_t job, char *why, size_t wlen)
     static const char *const which[] = {"tmp", "shm"};
     char path[4500];
 
+    /* the agent's alone: a task is given its job's folders as root, before
+     * it drops privileges; no job may look into another's from the host */
+    allot_fmt(path, sizeof(path), "%s/../jobfs", a->tasks_dir);
+    if ((mkdir(path, 0700) < 0 && errno != EEXIST) || chmod(path, 0700) < 0) {
+        allot_fmt(why, wlen, "%s: %s", path, strerror(errno));
+        return -1;
+    }
     for (size_t i = 0; i < 2; i++) {
         jobfs_dir(a, job, which[i], path, sizeof(path));
         if (agent_mkdir_p(path) < 0) {
@@ -562,7 +569,7 @@ void jobfs_sweep(const struct agent *a)
 
 void mps_shm_dir(const struct agent *a, int gpu, char *buf, size_t len)
 {
-    allot_fmt(buf, len, "%s/../mps/%d/shm", a->tasks_dir, gpu);
+    allot_fmt(buf, len, "%s/../mps-shm/%d", a->tasks_dir, gpu);
 }
 
 void mps_start_all(const struct agent *a)
@@ -582,6 +589,11 @@ void mps_start_all(const struct agent *a)
         mkdir(base, 0755);
         mkdir(pipe_dir, 0755);
         mkdir(log_dir, 0755);
+        /* the agent's alone (0700 above it): the daemon and the GPU's MPS
+         * tasks get it bound as root, no other job reaches it */
+        allot_fmt(base, sizeof(base), "%s/../mps-shm", a->tasks_dir);
+        if ((mkdir(base, 0700) < 0 && errno != EEXIST) || chmod(base, 0700) < 0)
+            LOG_WARN("task", "%s: %s", base, strerror(errno));
         mkdir(shm, 01777);
         /* the server's shared memory is where its clients find it: their
          * /dev/shm is private (supervise.c), so the daemon gets the same
