@@ -301,7 +301,7 @@ static bool spec_requeue(const char *spec)
  * nodes only once every one of them reported (a "node-done" event each);
  * a failure or loss ends it at once (the other tasks are stopped). */
 static int job_report(struct allot_store *st, const char *node, json_t *rep, int64_t now,
-                      int64_t *ended, int64_t *evict)
+                      int64_t *ended, int64_t *evict, int64_t *evict_run)
 {
     json_t *jid = json_object_get(rep, "id"), *js = json_object_get(rep, "state");
     json_t *jx = json_object_get(rep, "exit_code");
@@ -312,7 +312,7 @@ static int job_report(struct allot_store *st, const char *node, json_t *rep, int
 
     json_t *run = json_object_get(rep, "run");
 
-    *ended = *evict = 0;
+    *ended = *evict = *evict_run = 0;
     state = allot_store_job_state_parse(json_string_value(js));
     rc = allot_store_job_get(st, json_integer_value(jid), &j);
     if (rc == 0)
@@ -330,6 +330,7 @@ static int job_report(struct allot_store *st, const char *node, json_t *rep, int
         /* its agent stopped it on its own (allotd was out of reach): it
          * queues again, as when its node is lost (the loop writes it) */
         *evict = j.id;
+        *evict_run = j.start_time;
         allot_store_job_clear(&j);
         return 0;
     }
@@ -383,7 +384,8 @@ struct beat_write {
     struct allot_store_node *n; /* OUT: the node */
     int64_t *ended;             /* OUT: jobs that ended (64 at most) */
     size_t n_ended;
-    int64_t *evict; /* OUT: jobs its agent fenced, to queue again (64 at most) */
+    int64_t *evict;     /* OUT: jobs its agent fenced, to queue again (64 at most) */
+    int64_t *evict_run; /* OUT: ... and the run of each it stopped */
     size_t n_evict;
     bool foreign; /* OUT: the node belongs to another agent token (nothing written) */
 };
@@ -410,7 +412,8 @@ static int beat_fn(struct allot_store *st, void *arg)
     {
         if (rc)
             break;
-        rc = job_report(st, w->name, x, w->now, &w->ended[w->n_ended], &w->evict[w->n_evict]);
+        rc = job_report(st, w->name, x, w->now, &w->ended[w->n_ended], &w->evict[w->n_evict],
+                        &w->evict_run[w->n_evict]);
         w->n_ended += w->ended[w->n_ended] != 0;
         w->n_evict += w->evict[w->n_evict] != 0;
     }
@@ -471,7 +474,7 @@ int api_nodes_heartbeat(struct req *r)
     struct hb_body hb = {0};
     json_t *b = NULL, *jobs, *logs, *health;
     int64_t now = srv_now(), expiry = now + r->srv->cfg.lease / 1000;
-    int64_t ended[64], evict[64], wait_ms;
+    int64_t ended[64], evict[64], evict_run[64], wait_ms;
     const char *known;
     size_t i, n_ended = 0;
     char target[96], err[512];
@@ -498,7 +501,8 @@ int api_nodes_heartbeat(struct req *r)
                            .expiry = expiry,
                            .n = &n,
                            .ended = ended,
-                           .evict = evict};
+                           .evict = evict,
+                           .evict_run = evict_run};
     rc = srv_write(r->srv, beat_fn, &w);
     n_ended = w.n_ended;
     if (rc)
@@ -526,7 +530,7 @@ int api_nodes_heartbeat(struct req *r)
             allot_fmt(why, sizeof(why),
                       "stopped on node %s: its agent could not reach allotd for most of its lease",
                       name);
-            loop_post(r->srv->loop, LOOP_JOB_EVICT, evict[i], why);
+            loop_post_evict(r->srv->loop, evict[i], evict_run[i], why);
         }
         loop_post(r->srv->loop, LOOP_NODE_SEEN, expiry, name);
         if (logs || health || hb.gpus || hb.net) {

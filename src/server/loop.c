@@ -87,6 +87,21 @@ int loop_post(struct loop *l, int kind, int64_t id, const char *name)
     return post(l, m);
 }
 
+int loop_post_evict(struct loop *l, int64_t id, int64_t run, const char *why)
+{
+    struct msg *m = allot_calloc(1, sizeof(*m));
+
+    if (!m || !(m->name = allot_strdup(why))) {
+        allot_free(m);
+        LOG_ERROR("loop", "out of memory queueing a message");
+        return ALLOT_ENOMEM;
+    }
+    m->kind = LOOP_JOB_EVICT;
+    m->id = id;
+    m->run = run;
+    return post(l, m);
+}
+
 int loop_post_job(struct loop *l, const struct allot_store_job *j)
 {
     struct msg *m = allot_calloc(1, sizeof(*m));
@@ -650,7 +665,7 @@ static bool handle(struct loop *l, struct msg *m)
         loop_evict_node(l, m->name);
         break;
     case LOOP_JOB_EVICT:
-        loop_evict_job(l, m->id, m->name ? m->name : "evicted");
+        loop_evict_job(l, m->id, m->run, m->name ? m->name : "evicted");
         break;
     case LOOP_NODE_HEALTH:
         loop_node_health(l, m->name ? m->name : "", m->id != 0);

@@ -51,6 +51,9 @@ void loop_stop(struct loop *l);
 /* Queues a message for the loop (never blocks on a cycle). Returns 0 or
  * ALLOT_ENOMEM. `name` is copied; may be NULL. */
 int loop_post(struct loop *l, int kind, int64_t id, const char *name);
+/* LOOP_JOB_EVICT of job id in run `run` (its start time as stored; 0:
+ * whichever it is in when the loop gets to it), with why (copied). */
+int loop_post_evict(struct loop *l, int64_t id, int64_t run, const char *why);
 /* Tells the loop of job j just committed (a copy is queued: the loop does
  * not read it back from the store). Returns 0 or ALLOT_ENOMEM. */
 int loop_post_job(struct loop *l, const struct allot_store_job *j);

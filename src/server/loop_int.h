@@ -21,6 +21,7 @@ struct msg {
     struct msg *next;
     int kind;
     int64_t id;
+    int64_t run;                /* LOOP_JOB_EVICT: the run it is about (its start time); 0: any */
     char *name;                 /* owned */
     struct allot_store_job job; /* LOOP_JOB_SUBMITTED by loop_post_job: the job as
                                    written (strings owned), so the loop need not read it */
@@ -176,8 +177,9 @@ void loop_node_health(struct loop *l, const char *name, bool unhealthy);
 void loop_check_leases(struct loop *l, int64_t now);
 /* A drained node's jobs, evicted: back to the queue at once. */
 void loop_evict_node(struct loop *l, const char *name);
-/* Running job sid back to the queue (its agent stops it), with why. */
-void loop_evict_job(struct loop *l, int64_t sid, const char *why);
+/* Running job sid back to the queue (its agent stops it), with why; only
+ * while it is in run `run` (its start time; 0: whichever). */
+void loop_evict_job(struct loop *l, int64_t sid, int64_t run, const char *why);
 
 /* ---- tenant networks (loop_net.c) ---- */
 

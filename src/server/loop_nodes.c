@@ -258,14 +258,17 @@ static int evict_job_fn(struct allot_store *st, void *arg)
 }
 
 /* Sends running job `sid` back to the queue (its agent stops it), with why. */
-void loop_evict_job(struct loop *l, int64_t sid, const char *why)
+void loop_evict_job(struct loop *l, int64_t sid, int64_t run, const char *why)
 {
     size_t k;
     struct live *e = loop_find_live(l, sid, &k);
     struct evict_job_write w = {.sid = sid, .now = srv_now(), .why = why};
     const struct allot_job *qj = e ? allot_queue_job(l->q, e->qid) : NULL;
 
-    if (!qj || qj->state != ALLOT_JOB_RUNNING)
+    /* a report of a run that already went back to the queue (a heartbeat
+     * allotd read twice, one held while it was stopped) leaves the job's
+     * new run alone */
+    if (!qj || qj->state != ALLOT_JOB_RUNNING || (run && e->wstart != run))
         return;
     if (srv_write(l->srv, evict_job_fn, &w) < 0) {
         LOG_ERROR("loop", "job %lld: cannot record its eviction", (long long)sid);
