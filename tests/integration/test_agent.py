@@ -691,14 +691,24 @@ def test_oci_image():
         expect(dm.req("POST", "/v1/nodes/ag-oci/cordon", token=dm.admin), 200)
 
 
-def glibc_image(root, prog):
+def glibc_image(root, prog, *more):
     """A root file system IMAGE-DIR/cu holding prog (a dynamically linked program of this
-    machine) and the C library it and the shim load, and nothing of the driver."""
+    machine) and the shared libraries it and more (libraries the container is given) load,
+    from this machine's C library (and a sanitizer's runtime, in that build), and nothing
+    of the driver."""
     fs = os.path.join(root, "cu")
     for d in ("proc", "sys", "dev", "tmp", "bin"):
         os.makedirs(os.path.join(fs, d))
     shutil.copy(prog, os.path.join(fs, "bin", os.path.basename(prog)))
-    for lib in ("/lib/x86_64-linux-gnu/libc.so.6", "/lib64/ld-linux-x86-64.so.2"):
+    libs = set()
+    for f in (prog,) + more:
+        out = subprocess.run(["ldd", f], capture_output=True, text=True).stdout
+        for line in out.splitlines():
+            words = line.split()
+            path = words[2] if len(words) > 2 and words[1] == "=>" else words[0]
+            if path.startswith("/") and "fake-cuda" not in path:
+                libs.add(path)
+    for lib in libs:
         os.makedirs(os.path.dirname(fs + lib), exist_ok=True)
         shutil.copy(os.path.realpath(lib), fs + lib)
     return root
@@ -713,10 +723,7 @@ def test_oci_gpu_fraction():
     lib = os.path.join(os.path.dirname(fx.AGENT), "fake-cuda", "libcuda.so.1")
     shim_lib = os.path.join(os.path.dirname(fx.AGENT), "liballot-cuda.so")
     asan = b"libasan" in subprocess.run(["ldd", shim_lib], capture_output=True).stdout
-    if not os.path.exists("/lib64/ld-linux-x86-64.so.2"):
-        print("  (not an x86-64 machine: no image of this C library)")
-        return
-    images = glibc_image(fx.tempdir(), job)
+    images = glibc_image(fx.tempdir(), job, lib)
     os.chmod(images, 0o755)
     ag = Agent(dm, AG, "ag-ocif", emulate="1xA10-24GB",
                args=["--image-dir", images, "--gpu-mode", "shared", "--driver-libs", lib,
