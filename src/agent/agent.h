@@ -170,6 +170,10 @@ struct cg_limits {
  * with K, M, G or T of 1024) or riops or wiops (operations a second). The
  * limits into out[0..return); -1 with a message naming what is wrong. */
 int cg_io_parse(const char *spec, struct cg_io *out, int max, char *err, size_t errlen);
+/* Whether each of io[0..n) is a whole disk of this node (SYSFS/dev/block):
+ * the kernel refuses partitions and unknown devices for every task. 0, or
+ * -1 with a message naming it. */
+int cg_io_check(const struct cg_io *io, int n, const char *sysfs, char *err, size_t errlen);
 
 #define CG_MAX_DEV_RULES (16 + AGENT_MAX_GPUS + AGENT_MAX_TASK_DEVS)
 

@@ -193,7 +193,10 @@ int cg_io_parse(const char *spec, struct cg_io *out, int max, char *err, size_t 
             return -1;
         }
         allot_fmt(dev, sizeof(dev), "%.*s", (int)dl, q);
-        if (sscanf(dev, "%u:%u%n", &ma, &mi, &used) == 2 && dev[used] == '\0') {
+        size_t d1 = strspn(dev, "0123456789"),
+               d2 = d1 < dl ? strspn(dev + d1 + 1, "0123456789") : 0;
+        if (d1 > 0 && d1 <= 4 && dev[d1] == ':' && d2 > 0 && d2 <= 7 && dev[d1 + 1 + d2] == '\0' &&
+            sscanf(dev, "%u:%u%n", &ma, &mi, &used) == 2 && ma < 4096 && mi < (1u << 20)) {
             io.major = (int)ma;
             io.minor = (int)mi;
         } else if (stat(dev, &st) == 0 && S_ISBLK(st.st_mode)) {
@@ -241,6 +244,31 @@ int cg_io_parse(const char *spec, struct cg_io *out, int max, char *err, size_t 
         p = *end ? end + 1 : end;
     }
     return n;
+}
+
+int cg_io_check(const struct cg_io *io, int n, const char *sysfs, char *err, size_t errlen)
+{
+    char path[4300];
+    struct stat st;
+
+    for (int i = 0; i < n; i++) {
+        allot_fmt(path, sizeof(path), "%s/dev/block/%d:%d", sysfs, io[i].major, io[i].minor);
+        if (stat(path, &st) < 0) {
+            allot_fmt(err, errlen, "--io-max %d:%d: no such block device on this node", io[i].major,
+                      io[i].minor);
+            return -1;
+        }
+        allot_fmt(path, sizeof(path), "%s/dev/block/%d:%d/partition", sysfs, io[i].major,
+                  io[i].minor);
+        if (stat(path, &st) == 0) {
+            allot_fmt(err, errlen,
+                      "--io-max %d:%d: a partition; the kernel limits whole disks only: give "
+                      "its disk",
+                      io[i].major, io[i].minor);
+            return -1;
+        }
+    }
+    return 0;
 }
 
 /* Writes the task's I/O limits into dir (io.max on v2, the blkio

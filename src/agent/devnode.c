@@ -75,11 +75,25 @@ int agent_write_atomic(const char *dir, const char *name, const char *text)
     fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0)
         return -errno;
-    if (write(fd, text, strlen(text)) < 0 || fsync(fd) < 0)
+    size_t len = strlen(text);
+    ssize_t n = write(fd, text, len);
+    if (n < 0 || fsync(fd) < 0)
         rc = -errno;
+    else if ((size_t)n != len)
+        rc = -EIO;
     close(fd);
     if (!rc && rename(tmp, path) < 0)
         rc = -errno;
+    if (rc) {
+        unlink(tmp);
+        return rc;
+    }
+    /* the rename itself survives a power loss once the folder is synced */
+    if ((fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0) {
+        if (fsync(fd) < 0)
+            rc = -errno;
+        close(fd);
+    }
     return rc;
 }
 

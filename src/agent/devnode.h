@@ -8,8 +8,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-/* Writes text to DIR/NAME atomically (temporary file, fsync, rename; mode
- * 0600). Returns 0 or -errno. */
+/* Writes text to DIR/NAME atomically and durably (temporary file, fsync,
+ * rename, the folder synced; mode 0600). Returns 0 or -errno. */
 int agent_write_atomic(const char *dir, const char *name, const char *text);
 /* Reads DIR/NAME (at most len - 1 bytes, NUL-terminated) into buf.
  * Returns 0, or -1 when it cannot be read. */

@@ -577,117 +577,155 @@ static void reported(struct agent *a, json_t *sent)
     }
 }
 
-/* Which token the agent speaks with: the join token, or the node's own
- * credential, a secret the agent made and keeps in STATE/node-token
- * (docs/agent.md, "Joining"). */
+/* The node's own credential (docs/agent.md, "Joining"): secrets the agent
+ * makes and keeps before allotd hears of them. cur (STATE/node-token) is
+ * the one allotd bound, or may have; next (STATE/node-token.next) one it
+ * asked allotd to bind in its place and has no answer for yet. A secret is
+ * dropped only once another is bound, so no failure of allotd's (a 401
+ * from a store it could not read) or of the way (a lost answer) leaves the
+ * node without the secret it is bound to. */
 struct node_cred {
-    char secret[80]; /* the node credential's secret ("" when none could be kept) */
-    char hash[65];   /* its SHA-256 in hex, what registration asks allotd to bind */
-    bool on_node;    /* the client speaks with it (else with the join token) */
+    char cur[80], next[80]; /* "" when none */
+    int speaking;           /* CRED_JOIN, CRED_CUR or CRED_NEXT: whom the client speaks as */
 };
 
-static void cred_hash(struct node_cred *cr)
+enum { CRED_JOIN, CRED_CUR, CRED_NEXT };
+
+/* The SHA-256 of secret in hex (65 bytes). */
+static void cred_hash(const char *secret, char *hex)
 {
     unsigned char h[crypto_hash_sha256_BYTES];
 
-    crypto_hash_sha256(h, (const unsigned char *)cr->secret, strlen(cr->secret));
+    crypto_hash_sha256(h, (const unsigned char *)secret, strlen(secret));
     for (size_t i = 0; i < sizeof(h); i++)
-        allot_fmt(cr->hash + 2 * i, sizeof(cr->hash) - 2 * i, "%02x", h[i]);
+        allot_fmt(hex + 2 * i, 65 - 2 * i, "%02x", h[i]);
 }
 
-/* A new secret, kept in STATE/node-token (0600) before allotd hears of it,
- * so that an answer lost on the way loses nothing; the join token speaks
- * until allotd has bound it. With no place to keep it, none is asked for
- * (the node is bound to the join token, as without credentials). */
-static void cred_new(struct agent *a, struct agent_client *c, struct node_cred *cr)
+/* Reads STATE/NAME into buf ("" when there is none). */
+static void cred_read(const struct agent *a, const char *name, char *buf, size_t len)
+{
+    if (agent_read_small(a->cfg.state_dir, name, buf, len) < 0)
+        *buf = '\0';
+    buf[strcspn(buf, "\r\n")] = '\0';
+}
+
+/* Speaks as who (CRED_*). */
+static void cred_speak(const struct agent *a, struct agent_client *c, struct node_cred *cr, int who)
+{
+    const char *tok = who == CRED_CUR ? cr->cur : who == CRED_NEXT ? cr->next : a->cfg.token;
+
+    if (client_set_token(c, tok) == 0)
+        cr->speaking = who;
+}
+
+/* A new next secret, kept in STATE/node-token.next (0600) before allotd
+ * hears of it; "" when it cannot be kept (then none is asked for). */
+static void cred_new_next(const struct agent *a, struct node_cred *cr)
 {
     unsigned char raw[32];
     int rc;
 
     randombytes_buf(raw, sizeof(raw));
-    allot_strlcpy(cr->secret, "allot_", sizeof(cr->secret));
+    allot_strlcpy(cr->next, "allot_", sizeof(cr->next));
     for (size_t i = 0; i < sizeof(raw); i++)
-        allot_fmt(cr->secret + 6 + 2 * i, sizeof(cr->secret) - 6 - 2 * i, "%02x", raw[i]);
+        allot_fmt(cr->next + 6 + 2 * i, sizeof(cr->next) - 6 - 2 * i, "%02x", raw[i]);
     sodium_memzero(raw, sizeof(raw));
-    if ((rc = agent_write_atomic(a->cfg.state_dir, "node-token", cr->secret)) < 0) {
-        LOG_ERROR("agent",
-                  "cannot keep a node credential in %s/node-token (%s): this node is bound to "
-                  "the join token",
+    if ((rc = agent_write_atomic(a->cfg.state_dir, "node-token.next", cr->next)) < 0) {
+        LOG_ERROR("agent", "cannot keep a node credential in %s (%s): no credential is asked for",
                   a->cfg.state_dir, strerror(-rc));
-        cr->secret[0] = '\0';
+        cr->next[0] = '\0';
     }
-    cred_hash(cr);
-    cr->on_node = false;
-    client_set_token(c, a->cfg.token);
 }
 
-/* The node credential kept in STATE/node-token, spoken with from the
- * start; a new one when there is none. */
-static void node_cred_load(struct agent *a, struct agent_client *c, struct node_cred *cr)
+/* next is bound: it becomes cur (STATE/node-token) and is spoken with. */
+static void cred_promote(const struct agent *a, struct agent_client *c, struct node_cred *cr)
+{
+    char next[4200];
+    int rc = agent_write_atomic(a->cfg.state_dir, "node-token", cr->next);
+
+    allot_fmt(next, sizeof(next), "%s/node-token.next", a->cfg.state_dir);
+    if (rc < 0) /* it stays in node-token.next, which a restart tries second */
+        LOG_ERROR("agent", "%s/node-token: %s", a->cfg.state_dir, strerror(-rc));
+    else
+        unlink(next);
+    allot_strlcpy(cr->cur, cr->next, sizeof(cr->cur));
+    cr->next[0] = '\0';
+    cred_speak(a, c, cr, CRED_CUR);
+    LOG_INFO("agent", "this node speaks with its own credential from now on (token node/%s)",
+             a->cfg.name);
+}
+
+/* The secrets kept in the state folder; speaks with the bound one if any. */
+static void node_cred_load(const struct agent *a, struct agent_client *c, struct node_cred *cr)
 {
     memset(cr, 0, sizeof(*cr));
-    if (agent_read_small(a->cfg.state_dir, "node-token", cr->secret, sizeof(cr->secret)) < 0 ||
-        !(cr->secret[strcspn(cr->secret, "\r\n")] = '\0', *cr->secret)) {
-        cred_new(a, c, cr);
-        return;
-    }
-    cred_hash(cr);
-    if (client_set_token(c, cr->secret) == 0) {
-        cr->on_node = true;
+    cred_read(a, "node-token", cr->cur, sizeof(cr->cur));
+    cred_read(a, "node-token.next", cr->next, sizeof(cr->next));
+    cred_speak(a, c, cr, *cr->cur ? CRED_CUR : CRED_JOIN);
+    if (*cr->cur)
         LOG_INFO("agent", "speaking with the node credential of %s/node-token", a->cfg.state_dir);
-    }
 }
 
-/* Registers the node and has allotd bind it to the node's own credential
- * (?credential=SHA-256 of its secret): speaking with the join token until
- * that is done, then with the credential. An answer that never came may
- * have bound it: the credential is tried next. A credential allotd refuses
- * (never bound, or revoked) gives way to a new one through the join token.
- * Returns the lease in ms, or -1 when allotd refused or the agent is
- * stopping. */
+/* Registers the node, speaking with its own credential (cur, then next:
+ * an answer that never came may have bound it) or, when allotd knows
+ * neither, with the join token, asking allotd to bind next
+ * (?credential=its SHA-256). A 403 to the join token (the node is bound to
+ * a credential: this one's, which allotd just could not read, or one an
+ * admin must revoke after a reinstall) is retried, as is what never got
+ * an answer. Returns the lease in ms, or -1 when allotd refused or the
+ * agent is stopping. */
 static int64_t register_node(struct agent *a, struct agent_client *c, struct node_cred *cr)
 {
     json_t *inv = inventory_json(&a->cfg, &a->inv), *reply = NULL;
-    char err[512], path[160];
+    char err[512], path[160], hash[65];
     int64_t lease = -1;
+    int who = *cr->cur ? CRED_CUR : *cr->next ? CRED_NEXT : CRED_JOIN;
 
     while (!stop_signal) {
-        allot_fmt(path, sizeof(path), "/v1/nodes/register%s%s", *cr->secret ? "?credential=" : "",
-                  *cr->secret ? cr->hash : "");
+        if (who == CRED_JOIN && !*cr->next)
+            cred_new_next(a, cr);
+        cred_speak(a, c, cr, who);
+        const char *asked = who == CRED_CUR ? cr->cur : cr->next;
+        if (*asked)
+            cred_hash(asked, hash);
+        allot_fmt(path, sizeof(path), "/v1/nodes/register%s%s", *asked ? "?credential=" : "",
+                  *asked ? hash : "");
         long st = client_post(c, path, inv, 10000, &reply, err, sizeof(err));
 
         if (st == 200 || st == 201) {
             time_t now = time(NULL);
             json_int_t exp = json_integer_value(json_object_get(reply, "lease_expiry"));
+            bool bound = json_is_true(json_object_get(reply, "node_credential"));
             lease = exp > now ? (int64_t)(exp - now) * 1000 : 30000;
-            if (!cr->on_node && *cr->secret && client_set_token(c, cr->secret) == 0) {
-                cr->on_node = true;
-                LOG_INFO("agent",
-                         "this node speaks with its own credential from now on (token "
-                         "node/%s)",
-                         a->cfg.name);
-            }
+            if (who == CRED_NEXT || (who == CRED_JOIN && bound && *cr->next))
+                cred_promote(a, c, cr);
+            else if (who == CRED_JOIN && *cr->next)
+                LOG_WARN("agent", "allotd bound no credential to this node (an admin token?): "
+                                  "it speaks with the join token");
             LOG_INFO("agent", "registered as %s (%d GPUs%s)", a->cfg.name, a->inv.n_gpus,
                      a->inv.emulated ? ", emulated" : "");
             break;
         }
         json_decref(reply);
         reply = NULL;
-        if (st == 401 && cr->on_node) {
-            LOG_WARN("agent",
-                     "allotd refused the node credential (%s): joining again with the "
-                     "join token and a new one",
-                     err);
-            cred_new(a, c, cr);
+        if ((st == 401 || st == 403) && who != CRED_JOIN) {
+            /* not (or no longer) bound to it: the next one */
+            LOG_WARN("agent", "allotd refused the node credential%s (%s)",
+                     who == CRED_CUR ? "" : " asked for before", err);
+            who = who == CRED_CUR && *cr->next ? CRED_NEXT : CRED_JOIN;
             continue;
         }
-        if (st >= 400 && st < 500) {
+        if (st == 409 && who == CRED_JOIN && *cr->next) { /* that secret was bound before */
+            cr->next[0] = '\0';
+            continue;
+        }
+        if (st >= 400 && st < 500 && !(st == 403 && who == CRED_JOIN)) {
             LOG_ERROR("agent", "registration refused: %s", err);
             break;
         }
-        if (st < 0 && !cr->on_node && *cr->secret && client_set_token(c, cr->secret) == 0)
-            cr->on_node = true; /* allotd may have bound it before the answer was lost */
         LOG_WARN("agent", "cannot register yet: %s", err);
+        /* from the top: cur, then next (perhaps bound meanwhile), then the join token */
+        who = *cr->cur ? CRED_CUR : *cr->next ? CRED_NEXT : CRED_JOIN;
         sleep_ms(a->cfg.heartbeat);
     }
     json_decref(reply);
@@ -840,7 +878,7 @@ static int run(struct agent *a)
                 net_sync(a->net, false);
             json_decref(a->desired);
             a->desired = json_incref(json_object_get(reply, "jobs"));
-        } else if (st == 404 || (st == 401 && cred.on_node)) {
+        } else if (st == 404 || (st == 401 && cred.speaking != CRED_JOIN)) {
             LOG_WARN("agent", "%s: registering again",
                      st == 404 ? "allotd does not know this node"
                                : "allotd refused the node credential");
@@ -1038,7 +1076,8 @@ int main(int argc, char **argv)
         LOG_WARN("agent", "the join token was given with --token: other users on this node could "
                           "read it in the process list until it was hidden just now; give it "
                           "with --token-file or ALLOT_TOKEN");
-    if ((a.n_io = cg_io_parse(c->io_max, a.io, CG_MAX_IO, err, sizeof(err))) < 0) {
+    if ((a.n_io = cg_io_parse(c->io_max, a.io, CG_MAX_IO, err, sizeof(err))) < 0 ||
+        cg_io_check(a.io, a.n_io, c->sysfs, err, sizeof(err)) < 0) {
         fprintf(stderr, "allot-agent: %s\n", err);
         return 2;
     }

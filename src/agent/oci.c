@@ -273,8 +273,8 @@ int oci_bundle(const struct agent *a, json_t *d, const struct task *t, const cha
     }
     if (gpu) { /* the driver's libraries, and a fraction's shim with its files */
         json_t *mounts = json_object_get(cfg, "mounts");
-        /* each folder a tmpfs of mode 0755: crun makes what is missing
-         * under the job's umask (077), which the job's user could not pass */
+        /* each folder a tmpfs of mode 0755, so that what crun makes below
+         * /usr/local/nvidia lies in them and not in the image */
         static const char *const dirs[] = {OCI_NV, OCI_NV "/lib64", OCI_NV "/allot"};
         for (size_t k = 0; k < sizeof(dirs) / sizeof(dirs[0]); k++)
             json_array_append_new(mounts,

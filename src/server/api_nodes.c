@@ -27,6 +27,7 @@ struct register_write {
     uint8_t hash[ALLOT_STORE_HASH_LEN]; /* CRED_HASH: its secret's SHA-256 */
     int status;      /* OUT: 201 new, 200 same inventory, 409 another one, 403 another agent's */
     char secret[80]; /* OUT: the node credential issued ("" when none, or CRED_HASH) */
+    bool bound;      /* OUT: the node speaks with its own credential now (issued, or the caller) */
 };
 
 enum { CRED_NONE, CRED_ISSUE, CRED_HASH };
@@ -84,8 +85,10 @@ static int node_credential(struct allot_store *st, struct register_write *w)
 
     w->secret[0] = '\0';
     allot_fmt(tname, sizeof(tname), "node/%s", w->name);
-    if (w->r->who.name && !strcmp(w->r->who.name, tname))
+    if (w->r->who.name && !strcmp(w->r->who.name, tname)) {
+        w->bound = true;
         return 0;
+    }
     struct allot_store_token t = {
         .name = tname, .role = ALLOT_ROLE_AGENT, .tenant = "", .created = w->now};
     if (w->credential == CRED_HASH) /* the agent's own secret, kept before it asked */
@@ -100,6 +103,7 @@ static int node_credential(struct allot_store *st, struct register_write *w)
         goto out;
     allot_fmt(target, sizeof(target), "token/%lld", (long long)t.id);
     rc = api_audit(st, w->r, target, "ok (node credential)", w->now);
+    w->bound = rc == 0;
 out:
     allot_store_node_clear(&n);
     if (rc < 0)
@@ -169,7 +173,7 @@ int api_nodes_register(struct req *r)
      * of the agent's own secret, 64 hex digits (nothing secret travels
      * back: a lost answer loses nothing) */
     if (cq && strlen(cq) == 2 * ALLOT_STORE_HASH_LEN &&
-        strspn(cq, "0123456789abcdef") == 2 * ALLOT_STORE_HASH_LEN) {
+        strspn(cq, "0123456789abcdefABCDEF") == 2 * ALLOT_STORE_HASH_LEN) {
         for (int i = 0; i < ALLOT_STORE_HASH_LEN; i++) {
             unsigned x;
             sscanf(cq + 2 * i, "%2x", &x);
@@ -232,6 +236,8 @@ int api_nodes_register(struct req *r)
             json_pack("{s:s,s:s,s:I}", "name", name, "state", "ready", "lease_expiry", expiry);
         if (w.secret[0]) /* shown once, as a token's secret is */
             json_object_set_new(o, "node_token", json_string(w.secret));
+        if (credential != CRED_NONE) /* whether the asked-for credential speaks for it now */
+            json_object_set_new(o, "node_credential", json_boolean(w.bound));
         api_json(r, status, o);
     }
 out:

@@ -330,6 +330,9 @@ def test_io_limits():
     r = subprocess.run([fx.AGENT, "--server", "http://127.0.0.1:1", "--token", "x",
                         "--io-max", "8:0 speed=1"], capture_output=True, text=True, timeout=20)
     assert r.returncode == 2 and "--io-max 8:0: \"speed=1\"" in r.stderr, r
+    r = subprocess.run([fx.AGENT, "--server", "http://127.0.0.1:1", "--token", "x",
+                        "--io-max", "4095:4095 rbps=1"], capture_output=True, text=True, timeout=20)
+    assert r.returncode == 2 and "no such block device" in r.stderr, r
     disk = whole_disk()
     assert disk, "no block device in /sys/block"
     ag = Agent(dm, AG, "ag-io", emulate="1xT4",

@@ -172,9 +172,9 @@ def test_node_credential():
     expect(dm.req("POST", "/v1/nodes/cred-1/heartbeat", {}, token=b["node_token"]), 200)
     # an admin registering binds nothing and gets no credential
     b = expect(dm.req("POST", reg, node("cred-3"), token=dm.admin), 201)
-    assert "node_token" not in b, b
+    assert "node_token" not in b and b["node_credential"] is False, b
     # the flag is a flag, or a SHA-256 in hex
-    for bad in ("yes", "ab" * 31 + "a", "AB" * 32):
+    for bad in ("yes", "ab" * 31 + "a", "ag" * 32):
         st, b = dm.req("POST", "/v1/nodes/register?credential=" + bad, node("cred-4"),
                        token=join)
         assert st == 400 and "credential" in b["error"]["message"], (bad, st, b)
@@ -184,7 +184,7 @@ def test_node_credential():
     h = hashlib.sha256(secret.encode()).hexdigest()
     b = expect(dm.req("POST", "/v1/nodes/register?credential=" + h, node("cred-5"), token=join),
                201)
-    assert "node_token" not in b, b
+    assert "node_token" not in b and b["node_credential"] is True, b
     assert dm.req("POST", "/v1/nodes/register?credential=" + h, node("cred-5"),
                   token=join)[0] == 403
     expect(dm.req("POST", "/v1/nodes/register?credential=" + h, node("cred-5"), token=secret),

@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -87,6 +88,10 @@ static void test_refused(void **state)
         {"8:0 rbps=99999999999999999999", "rbps="},
         {"8:0 rbps=9000000000T", "rbps="},
         {"8:x rbps=1", "neither a block device"},
+        {"-1:0 rbps=1", "neither a block device"},
+        {"+8:0 rbps=1", "neither a block device"},
+        {"99999:0 rbps=1", "neither a block device"},
+        {"8:0:1 rbps=1", "neither a block device"},
     };
     struct cg_io io[CG_MAX_IO];
     char err[256];
@@ -104,12 +109,34 @@ static void test_refused(void **state)
     assert_non_null(strstr(err, "more than 2 devices"));
 }
 
+static void test_check(void **state)
+{
+    char root[64] = "/tmp/allot-cgio-XXXXXX", path[256], err[256] = "";
+    struct cg_io io[2] = {{.major = 8, .minor = 0, .rbps = 1}, {.major = 8, .minor = 1, .rbps = 1}};
+
+    (void)state;
+    assert_non_null(mkdtemp(root));
+    allot_fmt(path, sizeof(path), "%s/dev/block/8:0", root);
+    assert_int_equal(agent_mkdir_p(path), 0);
+    allot_fmt(path, sizeof(path), "%s/dev/block/8:1/partition", root);
+    assert_int_equal(agent_mkdir_p(path), 0);
+    assert_int_equal(cg_io_check(io, 1, root, err, sizeof(err)), 0);
+    assert_int_equal(cg_io_check(io, 2, root, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "--io-max 8:1: a partition"));
+    io[1].minor = 9;
+    assert_int_equal(cg_io_check(io, 2, root, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "--io-max 8:9: no such block device"));
+    allot_fmt(path, sizeof(path), "rm -rf %s", root);
+    assert_int_equal(system(path), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse),
         cmocka_unit_test(test_block_device_path),
         cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_check),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
