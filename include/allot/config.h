@@ -97,4 +97,8 @@ void allot_config_example(const struct allot_config_option *opts, size_t n, cons
  * whose strings are NULL. */
 void allot_config_free(const struct allot_config_option *opts, size_t n, void *values);
 
+/* A size as options take it (512, 64K, 2G: K, M, G, T of 1024) within
+ * lo..hi into *out. 0, or ALLOT_EINVAL (*out untouched). */
+int allot_parse_size(const char *s, int64_t lo, int64_t hi, int64_t *out);
+
 #endif

@@ -21,6 +21,7 @@
 #include "agent.h"
 
 #include "allot/common.h"
+#include "allot/config.h"
 #include "log.h"
 
 #include <errno.h>
@@ -146,24 +147,18 @@ static int v1_devices(const char *dir, const struct cg_limits *lim)
     return rc;
 }
 
-/* A number with an optional K, M, G or T (of 1024) into *out (> 0). */
+/* A number above 0 into *out: with K, M, G or T (of 1024) when sized, as
+ * the agent's size options take it. */
 static bool io_number(const char *s, size_t n, bool sized, int64_t *out)
 {
     char buf[32];
-    int shift = 0;
 
     if (n == 0 || n >= sizeof(buf))
         return false;
     memcpy(buf, s, n);
     buf[n] = '\0';
-    if (sized && strchr("KMGT", buf[n - 1])) {
-        shift = 10 * (int)(strchr("KMGT", buf[n - 1]) - "KMGT" + 1);
-        buf[--n] = '\0';
-    }
-    if (!allot_parse_num(buf, 1, INT64_MAX >> shift, out))
-        return false;
-    *out <<= shift;
-    return true;
+    return sized ? allot_parse_size(buf, 1, INT64_MAX, out) == 0
+                 : allot_parse_num(buf, 1, INT64_MAX, out);
 }
 
 int cg_io_parse(const char *spec, struct cg_io *out, int max, char *err, size_t errlen)

@@ -63,6 +63,16 @@ static const struct unit size_units[] = {{"K", 1024LL},
                                          {"G", 1024LL * 1024 * 1024},
                                          {"T", 1024LL * 1024 * 1024 * 1024},
                                          {NULL, 0}};
+int allot_parse_size(const char *s, int64_t lo, int64_t hi, int64_t *out)
+{
+    int64_t v;
+
+    if (parse_scaled(s, size_units, 1, &v) != 0 || v < lo || v > hi)
+        return ALLOT_EINVAL;
+    *out = v;
+    return 0;
+}
+
 static const struct unit time_units[] = {
     {"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}, {NULL, 0}};
 
