@@ -372,8 +372,9 @@ void share_task_remove(const struct agent *a, const struct task *t);
 
 /* The GPU (inventory index) of a task on a fraction of one GPU (less than
  * all of its compute or memory, not a MIG slice), which the shim or MPS
- * enforce; -1 for any other task. d: its desired entry. */
-int task_fraction_gpu(const struct agent *a, json_t *d);
+ * enforce; -1 for any other task. d: its desired entry; *part_mem (may be
+ * NULL): whether it has less than all of the GPU's memory. */
+int task_fraction_gpu(const struct agent *a, json_t *d, bool *part_mem);
 
 /* Starts one MPS control daemon per GPU (--sharing mps): folders
  * STATE/mps/GPU/{pipe,log}, the GPU by UUID. As root the daemon (and the
@@ -400,6 +401,12 @@ void jobfs_sweep(const struct agent *a);
 int scrub_main(const char *lib, const char *uuid);
 
 /* ---- the oci executor (oci.c) ---- */
+
+/* The bind mounts (new reference) of the driver's libraries the node has
+ * (NVIDIA's, from the usual library folders, and those of --driver-libs)
+ * into /usr/local/nvidia/lib64 of a GPU job's container: looked up once,
+ * at the agent's start (a driver changes only with a restart). */
+json_t *oci_driver_mounts(const struct agent *a);
 
 /* Writes the OCI bundle of task t (desired entry d) into DIR/bundle: the
  * image's root file system, user uid:gid, environment envp, working
@@ -429,7 +436,8 @@ struct agent {
     char tasks_dir[4096], logs_dir[4096];
     struct task *tasks;
     size_t n_tasks, cap_tasks;
-    json_t *desired; /* owned: the last desired state allotd sent */
+    json_t *desired;       /* owned: the last desired state allotd sent */
+    json_t *driver_mounts; /* owned: oci_driver_mounts, found at start */
     /* per GPU, the Xid errors NVML reported since the agent started */
     char xids[AGENT_MAX_GPUS][96];
     bool xid_fatal[AGENT_MAX_GPUS];

@@ -1154,7 +1154,9 @@ int main(int argc, char **argv)
             return 1;
         }
     }
+    a.driver_mounts = oci_driver_mounts(&a); /* for GPU jobs in images */
     rc = run(&a);
+    json_decref(a.driver_mounts);
     net_free(a.net);
     curl_global_cleanup();
     nvml_close(a.nv);

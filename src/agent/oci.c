@@ -63,11 +63,9 @@ static json_t *bind_mount(const char *dst, const char *src, bool ro)
                      "options", "bind", ro ? "ro" : "rw", "nosuid", "nodev");
 }
 
-/* Adds to mounts the driver's libraries the node has (driver_sonames in
- * lib_dirs, the first found of each) and those of --driver-libs, bound
- * read-only into OCI_NV/lib64. */
-static void driver_mounts(const struct agent *a, json_t *mounts)
+json_t *oci_driver_mounts(const struct agent *a)
 {
+    json_t *mounts = json_array();
     char path[4200], dst[4300], real[4096];
 
     for (size_t i = 0; i < sizeof(driver_sonames) / sizeof(driver_sonames[0]); i++)
@@ -114,6 +112,7 @@ static void driver_mounts(const struct agent *a, json_t *mounts)
         }
         p += n + (p[n] == ',');
     }
+    return mounts;
 }
 
 /* The task's environment for the container (new reference): the shim's
@@ -281,7 +280,7 @@ int oci_bundle(const struct agent *a, json_t *d, const struct task *t, const cha
                                   json_pack("{s:s,s:s,s:s,s:[s,s,s,s]}", "destination", dirs[k],
                                             "type", "tmpfs", "source", "tmpfs", "options", "nosuid",
                                             "nodev", "mode=755", "size=64k"));
-        driver_mounts(a, mounts);
+        json_array_extend(mounts, a->driver_mounts); /* found once, at the agent's start */
         for (char **e = envp; *e; e++) {
             if (!strncmp(*e, "LD_PRELOAD=", 11))
                 json_array_append_new(mounts,

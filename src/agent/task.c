@@ -44,7 +44,6 @@ static void task_dir(const struct agent *a, const struct task *t, char *buf, siz
     allot_fmt(buf, len, "%s/%s", a->tasks_dir, t->key);
 }
 
-/* Writes text to DIR/NAME atomically (temporary file, then rename). */
 /* Start time of process pid in clock ticks since boot (field 22 of
  * /proc/PID/stat), or -1 when it does not exist: with the pid it names a
  * process, so a recycled pid is not mistaken for the task. */
@@ -344,7 +343,7 @@ static void env_free(struct env *e)
     allot_free(e->v);
 }
 
-int task_fraction_gpu(const struct agent *a, json_t *d)
+int task_fraction_gpu(const struct agent *a, json_t *d, bool *part_mem)
 {
     json_t *g = json_object_get(d, "gpus");
     json_int_t milli = json_integer_value(json_object_get(d, "gpu_milli"));
@@ -355,8 +354,10 @@ int task_fraction_gpu(const struct agent *a, json_t *d)
         g0 >= a->inv.n_gpus)
         return -1;
     int64_t total = a->inv.gpus[g0].mem_mib;
-    bool part_mem = gmem > 0 && (total <= 0 || gmem < total);
-    return (milli > 0 && milli < 1000) || part_mem ? (int)g0 : -1;
+    bool part = gmem > 0 && (total <= 0 || gmem < total);
+    if (part_mem)
+        *part_mem = part;
+    return (milli > 0 && milli < 1000) || part ? (int)g0 : -1;
 }
 
 /* The task's environment: the job's own variables first, then allot's,
@@ -418,11 +419,10 @@ static void build_env(const struct agent *a, json_t *d, const struct run_user *u
      * the shim (liballot-cuda.so) enforces it */
     json_int_t milli = json_integer_value(json_object_get(d, "gpu_milli"));
     json_int_t gmem = json_integer_value(json_object_get(d, "gpu_memory"));
-    int g0 = task_fraction_gpu(a, d);
+    bool part_mem;
+    int g0 = task_fraction_gpu(a, d, &part_mem);
     if (g0 < 0)
         return;
-    int64_t total = a->inv.gpus[g0].mem_mib;
-    bool part_mem = gmem > 0 && (total <= 0 || gmem < total);
     if (!strcmp(a->cfg.sharing, "mps")) {
         allot_fmt(buf, sizeof(buf), "%s/../mps/%lld/pipe", a->tasks_dir, (long long)g0);
         env_set(e, "CUDA_MPS_PIPE_DIRECTORY", buf);
@@ -936,7 +936,7 @@ static int task_launch(struct agent *a, json_t *d, struct task *t)
         return 0;
     }
     t->gpu_mask = gpu_mask_of(a, d);
-    t->mps_gpu = strcmp(a->cfg.sharing, "mps") ? -1 : task_fraction_gpu(a, d);
+    t->mps_gpu = strcmp(a->cfg.sharing, "mps") ? -1 : task_fraction_gpu(a, d, NULL);
     if (scrub_gpus(a, t, d, tenant ? tenant : "", why, sizeof(why)) < 0) {
         task_fail(t, why);
         return 0;
