@@ -22,6 +22,8 @@
 /* The registry: one entry per back-end, chosen by URL scheme. */
 static const struct allot_store_ops *const store_backends[] = {
     &allot_store_sqlite_ops,
+    &allot_store_pg_ops,
+    &allot_store_postgresql_ops,
 };
 
 static const char *const job_state_names[ALLOT_SJ_NSTATES] = {

@@ -32,8 +32,14 @@ char *store_dupn(const char *s, size_t n);
 
 /* The back-ends (one registry table in store.c). */
 extern const struct allot_store_ops allot_store_sqlite_ops;
+/* PostgreSQL, as "postgres://..." and "postgresql://..." (store_pg.c) */
+extern const struct allot_store_ops allot_store_pg_ops;
+extern const struct allot_store_ops allot_store_postgresql_ops;
 
 /* Newest schema version of the SQLite back-end (its migrations). */
 int store_sqlite_latest(void);
+/* Newest schema version of the PostgreSQL back-end; always the SQLite
+ * back-end's too (a test checks). */
+int store_pg_latest(void);
 
 #endif

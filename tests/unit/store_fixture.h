@@ -3,6 +3,13 @@
  * a folder of its own under /tmp per test (mkdtemp; removed with its files
  * by the teardown), opening the store there, direct SQL on the file, and
  * small job helpers. Include after cmocka.h.
+ *
+ * With fix_pg_server set (a test program's --pg: the URL of a PostgreSQL
+ * server, from scripts/pg-sandbox.py) the same tests run on the PostgreSQL
+ * back-end instead: each test gets a database of its own (created by the
+ * setup, dropped by the teardown), and raw_sql/raw_int talk to it. raw_sql
+ * answers in SQLite's codes either way: SQLITE_OK, SQLITE_CONSTRAINT for a
+ * statement a constraint or trigger refused, SQLITE_ERROR otherwise.
  */
 #ifndef ALLOT_TESTS_STORE_FIXTURE_H
 #define ALLOT_TESTS_STORE_FIXTURE_H
@@ -11,6 +18,7 @@
 #include "allot/store.h"
 
 #include <dirent.h>
+#include <libpq-fe.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,9 +28,39 @@
 
 struct fix {
     char dir[64];
-    char url[128];  /* "sqlite:DIR/allot.db" */
+    char url[256];  /* "sqlite:DIR/allot.db", or the PostgreSQL database's URL */
     char path[128]; /* DIR/allot.db */
+    bool pg;        /* on the PostgreSQL back-end */
+    char db[64];    /* its database */
 };
+
+/* The PostgreSQL server the tests run on ("postgres://USER@HOST:PORT"), or
+ * NULL for SQLite. */
+static const char *fix_pg_server;
+
+/* Runs constant SQL on the server's maintenance database; 0 when it ran. */
+static inline int pg_admin(const char *sql)
+{
+    char url[256];
+    PGconn *c;
+    PGresult *r;
+    int rc;
+
+    allot_fmt(url, sizeof url, "%s/postgres", fix_pg_server ? fix_pg_server : "");
+    c = PQconnectdb(url);
+    if (PQstatus(c) != CONNECTION_OK) {
+        fprintf(stderr, "pg_admin: %s", PQerrorMessage(c));
+        PQfinish(c);
+        return -1;
+    }
+    r = PQexec(c, sql);
+    rc = PQresultStatus(r) == PGRES_COMMAND_OK ? 0 : -1;
+    if (rc != 0)
+        fprintf(stderr, "pg_admin: %s: %s", sql, PQerrorMessage(c));
+    PQclear(r);
+    PQfinish(c);
+    return rc;
+}
 
 static inline int setup(void **state)
 {
@@ -37,6 +75,23 @@ static inline int setup(void **state)
     }
     allot_fmt(f->path, sizeof f->path, "%s/allot.db", f->dir);
     allot_fmt(f->url, sizeof f->url, "sqlite:%s", f->path);
+    if (fix_pg_server) {
+        static unsigned counter;
+        char sql[160];
+
+        f->pg = true;
+        allot_fmt(f->db, sizeof f->db, "allot_t%ld_%u", (long)getpid(), ++counter);
+        allot_fmt(sql, sizeof sql,
+                  "CREATE DATABASE %s TEMPLATE template0 ENCODING 'SQL_ASCII'"
+                  " LC_COLLATE 'C' LC_CTYPE 'C'",
+                  f->db);
+        if (pg_admin(sql) != 0) {
+            rmdir(f->dir);
+            free(f);
+            return -1;
+        }
+        allot_fmt(f->url, sizeof f->url, "%s/%s", fix_pg_server, f->db);
+    }
     *state = f;
     return 0;
 }
@@ -57,6 +112,12 @@ static inline int teardown(void **state)
     if (d)
         closedir(d);
     rmdir(f->dir);
+    if (f->pg) {
+        char sql[128];
+
+        allot_fmt(sql, sizeof sql, "DROP DATABASE %s WITH (FORCE)", f->db);
+        pg_admin(sql);
+    }
     free(f);
     return 0;
 }
@@ -79,7 +140,23 @@ static inline struct allot_store *open_ok(const struct fix *f)
 static inline int raw_sql(const struct fix *f, const char *sql)
 {
     sqlite3 *db;
-    int r = sqlite3_open(f->path, &db);
+    int r;
+
+    if (f->pg) {
+        PGconn *c = PQconnectdb(f->url);
+        PGresult *res = PQexec(c, sql);
+        const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+
+        r = PQresultStatus(res) == PGRES_COMMAND_OK || PQresultStatus(res) == PGRES_TUPLES_OK
+                ? SQLITE_OK
+            : state && (strncmp(state, "23", 2) == 0 || strcmp(state, "P0001") == 0)
+                ? SQLITE_CONSTRAINT
+                : SQLITE_ERROR;
+        PQclear(res);
+        PQfinish(c);
+        return r;
+    }
+    r = sqlite3_open(f->path, &db);
 
     if (r == SQLITE_OK)
         r = sqlite3_exec(db, sql, NULL, NULL, NULL);
@@ -93,6 +170,17 @@ static inline int64_t raw_int(const struct fix *f, const char *sql)
     sqlite3_stmt *st;
     int64_t v = -1;
 
+    if (f->pg) {
+        PGconn *c = PQconnectdb(f->url);
+        PGresult *res = PQexec(c, sql);
+
+        assert_int_equal(PQresultStatus(res), PGRES_TUPLES_OK);
+        if (PQntuples(res) > 0)
+            v = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+        PQclear(res);
+        PQfinish(c);
+        return v;
+    }
     assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
     assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
     if (sqlite3_step(st) == SQLITE_ROW)

@@ -1,5 +1,7 @@
 /*
- * Unit tests of allot-store (src/store) with the SQLite back-end: opening,
+ * Unit tests of allot-store (src/store) with the SQLite back-end, and with
+ * --pg the same on the PostgreSQL back-end (tests/CMakeLists: test_store_pg,
+ * under scripts/pg-sandbox.py): opening,
  * migrations and the schema-version check; every typed read and write;
  * idempotency keys; write batches and their nesting; keyset paging over
  * 10,000 jobs with filters; bad input stored verbatim; the audit hash chain
@@ -26,9 +28,9 @@ static void test_open_and_migrations(void **state)
 
     assert_true(latest >= 2);
     assert_int_equal(allot_store_open("nourl", NULL, &st, err, sizeof err), ALLOT_EINVAL);
-    assert_int_equal(allot_store_open("postgres://db/allot", NULL, &st, err, sizeof err),
+    assert_int_equal(allot_store_open("mysql://db/allot", NULL, &st, err, sizeof err),
                      ALLOT_EINVAL);
-    assert_non_null(strstr(err, "postgres"));
+    assert_non_null(strstr(err, "mysql"));
     assert_int_equal(allot_store_open("sqlite:", NULL, &st, err, sizeof err), ALLOT_EINVAL);
     /* missing without CREATE */
     assert_int_equal(allot_store_open(f->url, &plain, &st, err, sizeof err), ALLOT_ENOENT);
@@ -1097,7 +1099,10 @@ static void test_audit_chain(void **state)
     assert_int_equal(raw_sql(f, "UPDATE audit SET result = 'x' WHERE seq = 3"), SQLITE_CONSTRAINT);
     assert_int_equal(raw_sql(f, "DELETE FROM audit WHERE seq = 3"), SQLITE_CONSTRAINT);
     /* someone with the file drops the guards ... */
-    assert_int_equal(raw_sql(f, "DROP TRIGGER audit_no_update; DROP TRIGGER audit_no_delete"),
+    assert_int_equal(raw_sql(f, f->pg
+                                    ? "DROP TRIGGER audit_no_update ON audit;"
+                                      " DROP TRIGGER audit_no_delete ON audit"
+                                    : "DROP TRIGGER audit_no_update; DROP TRIGGER audit_no_delete"),
                      SQLITE_OK);
 
     /* ... and edits an entry */
@@ -1163,7 +1168,93 @@ static void test_audit_chain(void **state)
     allot_store_close(st);
 }
 
-int main(void)
+/* ---- the PostgreSQL back-end's own opening rules ------------------------------------- */
+
+static void test_open_pg(void **state)
+{
+    struct fix *f = *state;
+    struct allot_store_opts plain = {0}, quick = {0, 300};
+    struct allot_store *st = NULL, *other = NULL;
+    char err[256], sql[256], url[320];
+    int64_t id = 0;
+
+    /* bad URLs and a server that is not there */
+    assert_int_equal(allot_store_open("postgres:allot", NULL, &st, err, sizeof err), ALLOT_EINVAL);
+    assert_non_null(strstr(err, "postgres://"));
+    assert_int_equal(allot_store_open("postgres://allot@127.0.0.1:1/x", NULL, &st, err, sizeof err),
+                     ALLOT_EIO);
+    assert_non_null(strstr(err, "cannot connect"));
+    assert_null(st);
+    /* an empty database without CREATE */
+    assert_int_equal(allot_store_open(f->url, &plain, &st, err, sizeof err), ALLOT_ENOENT);
+    assert_non_null(strstr(err, "creation"));
+    assert_null(st);
+
+    /* created at the latest version, the same as the SQLite back-end's */
+    st = open_ok(f);
+    assert_int_equal(allot_store_schema_version(st), allot_store_schema_latest());
+    id = submit(st, "team", "first");
+    allot_store_close(st);
+    assert_int_equal(raw_int(f, "SELECT count(*) FROM pg_trigger WHERE tgname IN"
+                                " ('audit_no_update', 'runs_track', 'node_spans_track')"),
+                     3);
+    /* "postgresql://" names the same back-end; reopening needs no flags */
+    allot_fmt(url, sizeof url, "postgresql%s", strchr(f->url, ':'));
+    assert_int_equal(allot_store_open(url, &plain, &st, err, sizeof err), 0);
+    {
+        struct allot_store_job j;
+
+        assert_int_equal(allot_store_job_get(st, id, &j), 0);
+        assert_string_equal(j.name, "first");
+        allot_store_job_clear(&j);
+    }
+
+    /* a batch holds the write lock: another handle (another replica) waits
+     * for it up to its busy timeout, then gets in once it is committed */
+    assert_int_equal(allot_store_open(f->url, &quick, &other, err, sizeof err), 0);
+    assert_int_equal(allot_store_begin(st), 0);
+    submit(st, "team", "second");
+    assert_int_equal(allot_store_begin(other), ALLOT_EIO);
+    assert_non_null(strstr(allot_store_errmsg(other), "write lock"));
+    assert_int_equal(count_jobs(other, (struct allot_store_job_filter){0}), 1);
+    assert_int_equal(allot_store_commit(st), 0);
+    assert_int_equal(count_jobs(other, (struct allot_store_job_filter){0}), 2);
+    assert_int_equal(allot_store_begin(other), 0);
+    submit(other, "team", "third");
+    assert_int_equal(allot_store_commit(other), 0);
+    assert_int_equal(count_jobs(st, (struct allot_store_job_filter){0}), 3);
+    allot_store_close(other);
+    allot_store_close(st);
+
+    /* a newer schema is refused, even with MIGRATE, and left alone */
+    allot_fmt(sql, sizeof sql, "UPDATE meta SET value = '%d' WHERE key = 'schema_version'",
+              allot_store_schema_latest() + 1);
+    assert_int_equal(raw_sql(f, sql), SQLITE_OK);
+    assert_int_equal(allot_store_open(f->url, &create_opts, &st, err, sizeof err), ALLOT_ESTATE);
+    assert_non_null(strstr(err, "newer"));
+    assert_null(st);
+    assert_int_equal(raw_int(f, "SELECT value::int FROM meta WHERE key = 'schema_version'"),
+                     allot_store_schema_latest() + 1);
+
+    /* a database that holds something else */
+    assert_int_equal(raw_sql(f, "DROP TABLE meta"), SQLITE_OK);
+    assert_int_equal(allot_store_open(f->url, &create_opts, &st, err, sizeof err), ALLOT_EINVAL);
+    assert_non_null(strstr(err, "not an allot store"));
+
+    /* a database that would convert or refuse bytes */
+    allot_fmt(sql, sizeof sql,
+              "CREATE DATABASE %s_u TEMPLATE template0 ENCODING 'UTF8'"
+              " LC_COLLATE 'C' LC_CTYPE 'C'",
+              f->db);
+    assert_int_equal(pg_admin(sql), 0);
+    allot_fmt(url, sizeof url, "%s_u", f->url);
+    assert_int_equal(allot_store_open(url, &create_opts, &st, err, sizeof err), ALLOT_EINVAL);
+    assert_non_null(strstr(err, "SQL_ASCII"));
+    allot_fmt(sql, sizeof sql, "DROP DATABASE %s_u", f->db);
+    assert_int_equal(pg_admin(sql), 0);
+}
+
+int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_open_and_migrations, setup, teardown),
@@ -1177,6 +1268,28 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_arrays, setup, teardown),
         cmocka_unit_test_setup_teardown(test_audit_chain, setup, teardown),
     };
+    /* --pg: the same behaviour on the PostgreSQL back-end (ALLOT_TEST_PG,
+     * set by scripts/pg-sandbox.py); SQLite's own file and migration
+     * history tests give way to PostgreSQL's opening rules */
+    const struct CMUnitTest pg_tests[] = {
+        cmocka_unit_test_setup_teardown(test_open_pg, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_meta_and_batches, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_jobs, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tables, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_metering, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_input_verbatim, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_paging, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_arrays, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_audit_chain, setup, teardown),
+    };
 
+    if (argc > 1 && strcmp(argv[1], "--pg") == 0) {
+        fix_pg_server = getenv("ALLOT_TEST_PG");
+        if (!fix_pg_server || !*fix_pg_server) {
+            fprintf(stderr, "--pg needs ALLOT_TEST_PG (run under scripts/pg-sandbox.py)\n");
+            return 2;
+        }
+        return cmocka_run_group_tests_name("store_pg", pg_tests, NULL, NULL);
+    }
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,5 +1,7 @@
 /*
- * Stress tests of allot-store (src/store) with the SQLite back-end: failure
+ * Stress tests of allot-store (src/store) with the SQLite back-end (and with
+ * --pg on the PostgreSQL back-end, with a connection lost between and
+ * inside batches added): failure
  * of every allocation in turn (SQLite's included) while a whole API mutation
  * is written and while a new store is created; a writer killed with SIGKILL
  * at a random moment; two handles writing at once; group commit from 8
@@ -112,7 +114,9 @@ static void fault_loop(const struct fix *f, bool sticky)
         if (used < n)
             break; /* the whole round ran without reaching the failure */
     }
-    assert_true(failures > 0);
+    /* on PostgreSQL the writes allocate nothing through allot_malloc
+     * (libpq's memory is its own): only reads meet the failures there */
+    assert_true(failures > 0 || f->pg);
     print_message("alloc failures (%s): %lu allocations per round, %d rounds failed\n",
                   sticky ? "sticky" : "one-shot", n - 1, failures);
     allot_store_close(st);
@@ -130,7 +134,9 @@ static void test_alloc_failures(void **state)
     fault_loop(*state, false);
     fault_loop(*state, true);
     /* nothing SQLite allocated is left once every handle is closed (the
-     * sanitizer build checks the store's own allocations) */
+     * sanitizer build checks the store's own allocations; libpq's own
+     * memory is not allot_malloc's, so on PostgreSQL only the back-end's
+     * allocations fail) */
     assert_int_equal(sqlite3_memory_used(), base);
 }
 
@@ -425,8 +431,9 @@ static void test_group_commit(void **state)
         assert_true(seen <= want);
         sleep_us(10000);
     }
-    /* an online backup while the writers run: a consistent copy */
-    {
+    /* an online backup while the writers run: a consistent copy (SQLite's;
+     * a PostgreSQL server's backups are pg_dump's and the server's own) */
+    if (!f->pg) {
         char bpath[160], burl[176];
         sqlite3 *src, *dst;
         sqlite3_backup *b;
@@ -498,7 +505,59 @@ static void test_group_commit(void **state)
     allot_store_close(st);
 }
 
-int main(void)
+/* ---- PostgreSQL: a connection lost between and inside batches ------------------------------- */
+
+/* Ends every other session on the test's database, as a server restart or
+ * a fail-over would. */
+static void drop_sessions(const struct fix *f)
+{
+    char sql[200];
+
+    allot_fmt(sql, sizeof sql,
+              "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '%s'"
+              " AND pid != pg_backend_pid()",
+              f->db);
+    assert_true(raw_int(f, sql) >= 0);
+}
+
+static void test_pg_reconnect(void **state)
+{
+    struct fix *f = *state;
+    struct allot_store *st = open_ok(f);
+    struct allot_store_job_filter all = {0};
+    int64_t seq;
+    uint8_t h[ALLOT_STORE_HASH_LEN];
+
+    submit(st, "t", "before");
+    /* lost between two calls: the next one connects again */
+    drop_sessions(f);
+    assert_int_equal(count_jobs(st, all), 1);
+    drop_sessions(f);
+    submit(st, "t", "after");
+    /* lost inside a batch: the batch fails whole, nothing of it is kept */
+    assert_int_equal(allot_store_begin(st), 0);
+    submit(st, "t", "lost");
+    drop_sessions(f);
+    {
+        struct allot_store_job j = mkjob("t", "lost-2", 1);
+        int64_t id;
+
+        assert_int_equal(allot_store_job_submit(st, &j, &id, NULL), ALLOT_EIO);
+    }
+    assert_int_equal(allot_store_commit(st), ALLOT_EIO);
+    /* and the handle works again */
+    submit(st, "t", "again");
+    assert_int_equal(count_jobs(st, all), 3);
+    {
+        struct allot_store_job_filter lost = {.name_prefix = "lost"};
+
+        assert_int_equal(count_jobs(st, lost), 0);
+    }
+    assert_int_equal(allot_store_audit_head(st, &seq, h), 0);
+    allot_store_close(st);
+}
+
+int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_alloc_failures, setup, teardown),
@@ -507,6 +566,23 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_two_writers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_group_commit, setup, teardown),
     };
+    /* --pg: on the PostgreSQL back-end (ALLOT_TEST_PG, set by
+     * scripts/pg-sandbox.py) */
+    const struct CMUnitTest pg_tests[] = {
+        cmocka_unit_test_setup_teardown(test_alloc_failures, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_crash, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_two_writers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_group_commit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pg_reconnect, setup, teardown),
+    };
 
+    if (argc > 1 && strcmp(argv[1], "--pg") == 0) {
+        fix_pg_server = getenv("ALLOT_TEST_PG");
+        if (!fix_pg_server || !*fix_pg_server) {
+            fprintf(stderr, "--pg needs ALLOT_TEST_PG (run under scripts/pg-sandbox.py)\n");
+            return 2;
+        }
+        return cmocka_run_group_tests_name("store_stress_pg", pg_tests, NULL, NULL);
+    }
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,1703 @@
+/*
+ * The PostgreSQL back-end of allot-store (URL "postgres://USER@HOST:PORT/DB"
+ * or "postgresql://...", any libpq connection URI): the store of several
+ * allotd replicas sharing one database (docs/store.md, "PostgreSQL").
+ *
+ * Same contract as the SQLite back-end, mapped onto a server:
+ * - A batch is a transaction that takes one transaction-level advisory lock
+ *   (the write lock) at once, as SQLite's BEGIN IMMEDIATE does: a
+ *   read-then-write inside a batch (the audit chain's head, an idempotency
+ *   key) cannot be overtaken by another writer, on this handle or in
+ *   another replica. The busy timeout is the session's lock_timeout.
+ * - Inner batches and every typed write are savepoints, so a failed write
+ *   undoes only itself (PostgreSQL aborts the whole transaction otherwise).
+ * - Durability is the server's: synchronous_commit is set to on, so a
+ *   returned COMMIT has been flushed by the server.
+ * - Strings are stored byte for byte: the database must use the SQL_ASCII
+ *   encoding (no conversion, no validation), checked on open, and text
+ *   columns compare as bytes (COLLATE "C").
+ * - Every value reaches SQL as a parameter (PQexecParams); the one SQL text
+ *   built at run time, the job listing, is assembled from constant
+ *   fragments.
+ * - A connection lost between batches is re-established at the next call;
+ *   one lost inside a batch fails the batch (ALLOT_EIO).
+ *
+ * libpq's own memory is its own (malloc), so allot_alloc_fail_at() fails
+ * only this file's allocations.
+ */
+#include "store_pg.h"
+
+#include "allot/common.h"
+
+#include <errno.h>
+#include <libpq-fe.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* advisory lock keys ("allt" and a number): the write lock taken by every
+ * batch, and the lock that serialises schema checks and migrations of
+ * replicas starting together */
+#define PG_LOCK_WRITE   0x616c6c7401LL
+#define PG_LOCK_MIGRATE 0x616c6c7402LL
+
+#define PG_MAX_PARAMS 16
+
+/* type oids of the parameters a listing binds (pg_type.h is server-side) */
+#define PG_INT8OID 20
+#define PG_TEXTOID 25
+
+struct pg_store {
+    struct allot_store base; /* first: the handle callers hold */
+    PGconn *conn;            /* owned */
+    bool in_tx;              /* a transaction of ours is open on conn */
+    bool session_ok;         /* the session's settings are made on conn */
+    int lock_timeout_ms;     /* the busy timeout */
+};
+
+/* ---- parameters -------------------------------------------------------------- */
+
+struct pgp {
+    int n;
+    const char *v[PG_MAX_PARAMS];
+    int len[PG_MAX_PARAMS];
+    int fmt[PG_MAX_PARAMS];
+    char num[PG_MAX_PARAMS][32];
+};
+
+static void p_int(struct pgp *p, int64_t v)
+{
+    if (ALLOT_NEVER(p->n >= PG_MAX_PARAMS))
+        return;
+    allot_fmt(p->num[p->n], sizeof p->num[p->n], "%lld", (long long)v);
+    p->v[p->n] = p->num[p->n];
+    p->len[p->n] = 0;
+    p->fmt[p->n++] = 0;
+}
+
+static void p_real(struct pgp *p, double v)
+{
+    if (ALLOT_NEVER(p->n >= PG_MAX_PARAMS))
+        return;
+    allot_fmt(p->num[p->n], sizeof p->num[p->n], "%.17g", v);
+    p->v[p->n] = p->num[p->n];
+    p->len[p->n] = 0;
+    p->fmt[p->n++] = 0;
+}
+
+/* A borrowed string; NULL binds SQL NULL. */
+static void p_text(struct pgp *p, const char *s)
+{
+    if (ALLOT_NEVER(p->n >= PG_MAX_PARAMS))
+        return;
+    p->v[p->n] = s;
+    p->len[p->n] = 0;
+    p->fmt[p->n++] = 0;
+}
+
+/* Borrowed bytes, sent in binary (a bytea). */
+static void p_bytes(struct pgp *p, const void *b, int len)
+{
+    if (ALLOT_NEVER(p->n >= PG_MAX_PARAMS))
+        return;
+    p->v[p->n] = b;
+    p->len[p->n] = len;
+    p->fmt[p->n++] = 1;
+}
+
+/* ---- errors and statements --------------------------------------------------- */
+
+/* Maps a failed result (NULL: out of memory or no connection) to an
+ * ALLOT_E* code and records the server's text. */
+static int pg_fail(struct pg_store *s, const PGresult *res)
+{
+    const char *state, *msg;
+
+    if (!res) {
+        if (PQstatus(s->conn) == CONNECTION_BAD) {
+            store_set_err(&s->base, "postgres: %s", PQerrorMessage(s->conn));
+            return ALLOT_EIO;
+        }
+        store_set_err(&s->base, "postgres: out of memory");
+        return ALLOT_ENOMEM;
+    }
+    state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+    msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+    store_set_err(&s->base, "postgres: %s", msg ? msg : PQresultErrorMessage(res));
+    if (!state)
+        return ALLOT_EIO;            /* the connection broke */
+    if (strcmp(state, "23505") == 0) /* unique_violation */
+        return ALLOT_EEXIST;
+    if (strcmp(state, "23503") == 0) /* foreign_key_violation */
+        return ALLOT_ENOENT;
+    if (strcmp(state, "P0001") == 0) /* raise_exception: the append-only triggers */
+        return ALLOT_ESTATE;
+    if (strncmp(state, "23", 2) == 0 || strncmp(state, "22", 2) == 0)
+        return ALLOT_EINVAL;         /* other constraints, data exceptions */
+    if (strcmp(state, "53200") == 0) /* out_of_memory (the server's) */
+        return ALLOT_ENOMEM;
+    return ALLOT_EIO;
+}
+
+static int pg_session(struct pg_store *s);
+
+/* Outside a transaction of ours, a connection that broke since the last
+ * call (a server restart, a fail-over behind a proxy) is opened again with
+ * the session's settings. Never inside one: a COMMIT on a new connection
+ * would "succeed" with nothing to commit. True when conn is usable. */
+static bool pg_revive(struct pg_store *s)
+{
+    if (PQstatus(s->conn) == CONNECTION_OK && s->session_ok)
+        return true;
+    if (s->in_tx)
+        return false;
+    if (PQstatus(s->conn) != CONNECTION_OK) {
+        s->session_ok = false;
+        PQreset(s->conn);
+        if (PQstatus(s->conn) != CONNECTION_OK)
+            return false;
+    }
+    if (pg_session(s) != 0)
+        return false;
+    s->session_ok = true;
+    ALLOT_LOG(ALLOT_LOG_INFO, "store", "postgres: connected again");
+    return true;
+}
+
+static PGresult *pg_exec(struct pg_store *s, const char *sql, const struct pgp *p,
+                         const unsigned *types)
+{
+    return PQexecParams(s->conn, sql, p ? p->n : 0, types, p ? p->v : NULL, p ? p->len : NULL,
+                        p ? p->fmt : NULL, 0);
+}
+
+/*
+ * Runs sql with the parameters p (NULL: none; types inferred, or `types`
+ * when given) and returns its text result, or NULL with *rc set. A
+ * statement outside a transaction of ours that fails because the
+ * connection broke is run once more on a new connection.
+ */
+static PGresult *pg_run_typed(struct pg_store *s, const char *sql, const struct pgp *p,
+                              const unsigned *types, int *rc)
+{
+    PGresult *res;
+    ExecStatusType st;
+
+    if (!pg_revive(s)) {
+        store_set_err(&s->base, "postgres: connection lost: %s", PQerrorMessage(s->conn));
+        *rc = ALLOT_EIO;
+        return NULL;
+    }
+    res = pg_exec(s, sql, p, types);
+    st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK && !s->in_tx &&
+        PQstatus(s->conn) == CONNECTION_BAD) {
+        PQclear(res);
+        res = pg_revive(s) ? pg_exec(s, sql, p, types) : NULL;
+        st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
+    }
+    if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) {
+        *rc = 0;
+        return res;
+    }
+    *rc = pg_fail(s, res);
+    PQclear(res);
+    return NULL;
+}
+
+static PGresult *pg_run(struct pg_store *s, const char *sql, const struct pgp *p, int *rc)
+{
+    return pg_run_typed(s, sql, p, NULL, rc);
+}
+
+/* Runs a statement whose result is not needed; 0 or the mapped error. */
+static int pg_do(struct pg_store *s, const char *sql, const struct pgp *p)
+{
+    int rc;
+    PGresult *res = pg_run(s, sql, p, &rc);
+
+    PQclear(res);
+    return rc;
+}
+
+/* Runs a write; *changed gets the number of rows it touched. */
+static int pg_write(struct pg_store *s, const char *sql, const struct pgp *p, long *changed)
+{
+    int rc;
+    PGresult *res = pg_run(s, sql, p, &rc);
+
+    *changed = res ? atol(PQcmdTuples(res)) : 0;
+    PQclear(res);
+    return rc;
+}
+
+/* Like pg_write, but a write that touched no row is ALLOT_ENOENT. */
+static int pg_write_one(struct pg_store *s, const char *sql, const struct pgp *p)
+{
+    long changed = 0;
+    int rc = pg_write(s, sql, p, &changed);
+
+    if (rc == 0 && changed == 0) {
+        store_set_err(&s->base, "no such object");
+        return ALLOT_ENOENT;
+    }
+    return rc;
+}
+
+/* ---- columns ------------------------------------------------------------------- */
+
+static int64_t col_i64(const PGresult *res, int row, int col)
+{
+    return PQgetisnull(res, row, col) ? 0 : strtoll(PQgetvalue(res, row, col), NULL, 10);
+}
+
+/* Copies a text column (NULL for SQL NULL); 0 or ALLOT_ENOMEM. */
+static int col_text(const PGresult *res, int row, int col, char **out)
+{
+    *out = NULL;
+    if (PQgetisnull(res, row, col))
+        return 0;
+    *out = store_dupn(PQgetvalue(res, row, col), (size_t)PQgetlength(res, row, col));
+    return *out ? 0 : ALLOT_ENOMEM;
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* A bytea column of exactly ALLOT_STORE_HASH_LEN bytes (text form "\x.."),
+ * zeros and ALLOT_EIO otherwise. */
+static int col_hash(const PGresult *res, int row, int col, uint8_t out[ALLOT_STORE_HASH_LEN])
+{
+    const char *t = PQgetvalue(res, row, col);
+
+    memset(out, 0, ALLOT_STORE_HASH_LEN);
+    if (PQgetisnull(res, row, col) || PQgetlength(res, row, col) != 2 + 2 * ALLOT_STORE_HASH_LEN ||
+        t[0] != '\\' || t[1] != 'x')
+        return ALLOT_EIO;
+    for (int i = 0; i < ALLOT_STORE_HASH_LEN; i++) {
+        int hi = hexval(t[2 + 2 * i]), lo = hexval(t[3 + 2 * i]);
+
+        if (hi < 0 || lo < 0) {
+            memset(out, 0, ALLOT_STORE_HASH_LEN);
+            return ALLOT_EIO;
+        }
+        out[i] = (uint8_t)(hi << 4 | lo);
+    }
+    return 0;
+}
+
+/* Parses an enumeration column against `name`; ALLOT_EIO when unknown. */
+static int col_enum(struct pg_store *s, const PGresult *res, int row, int col,
+                    const char *(*name)(int), int *out)
+{
+    const char *t = PQgetvalue(res, row, col);
+
+    for (int k = 0; name(k); k++)
+        if (strcmp(t, name(k)) == 0) {
+            *out = k;
+            return 0;
+        }
+    store_set_err(&s->base, "unknown value '%s' in column %d", t, col);
+    return ALLOT_EIO;
+}
+
+/* ---- reading rows into arrays --------------------------------------------------- */
+
+typedef int (*pg_row_fn)(struct pg_store *s, const PGresult *res, int row, void *elem);
+typedef void (*pg_clear_fn)(void *elem);
+
+/*
+ * Runs sql and fills a new array *out of *n elements of `size` bytes, one
+ * per row, with fn. On failure every element is cleared, the array freed,
+ * *out NULL and *n 0.
+ */
+static int pg_rows_typed(struct pg_store *s, const char *sql, const struct pgp *p,
+                         const unsigned *types, size_t size, pg_row_fn fn, pg_clear_fn clear,
+                         void **out, size_t *n)
+{
+    unsigned char *arr = NULL;
+    size_t count = 0;
+    int rc, rows;
+    PGresult *res = pg_run_typed(s, sql, p, types, &rc);
+
+    *out = NULL;
+    *n = 0;
+    if (!res)
+        return rc;
+    rows = PQntuples(res);
+    if (rows > 0) {
+        arr = allot_calloc((size_t)rows, size);
+        if (!arr)
+            rc = ALLOT_ENOMEM;
+    }
+    for (int r = 0; rc == 0 && r < rows; r++) {
+        count++; /* counted first: a half-filled element is cleared below */
+        rc = fn(s, res, r, arr + (size_t)r * size);
+    }
+    PQclear(res);
+    if (rc != 0) {
+        for (size_t i = 0; i < count; i++)
+            clear(arr + i * size);
+        allot_free(arr);
+        return rc;
+    }
+    *out = arr;
+    *n = count;
+    return 0;
+}
+
+static int pg_rows(struct pg_store *s, const char *sql, const struct pgp *p, size_t size,
+                   pg_row_fn fn, pg_clear_fn clear, void **out, size_t *n)
+{
+    return pg_rows_typed(s, sql, p, NULL, size, fn, clear, out, n);
+}
+
+/* Like pg_rows for a query of at most one row: fills *out with it,
+ * ALLOT_ENOENT when there is none. */
+static int pg_row(struct pg_store *s, const char *sql, const struct pgp *p, size_t size,
+                  pg_row_fn fn, pg_clear_fn clear, void *out)
+{
+    unsigned char *arr = NULL;
+    size_t n = 0;
+    int rc = pg_rows(s, sql, p, size, fn, clear, (void **)&arr, &n);
+
+    if (rc != 0)
+        return rc;
+    if (n == 0)
+        rc = ALLOT_ENOENT;
+    else
+        memcpy(out, arr, size);
+    for (size_t i = 1; i < n; i++)
+        clear(arr + i * size);
+    allot_free(arr);
+    return rc;
+}
+
+/* One bigint from a query (0 when it has no row). */
+static int pg_int(struct pg_store *s, const char *sql, const struct pgp *p, int64_t *v)
+{
+    int rc;
+    PGresult *res = pg_run(s, sql, p, &rc);
+
+    *v = res && PQntuples(res) > 0 ? col_i64(res, 0, 0) : 0;
+    PQclear(res);
+    return rc;
+}
+
+/* ---- transactions ------------------------------------------------------------------ */
+
+static int pg_begin(struct allot_store *base, int depth)
+{
+    struct pg_store *s = (struct pg_store *)base;
+    struct pgp p = {0};
+    int rc;
+
+    if (depth > 0)
+        return pg_do(s, "SAVEPOINT w", NULL);
+    /* a transaction left behind by a failed rollback goes first */
+    s->in_tx = false;
+    if (PQtransactionStatus(s->conn) != PQTRANS_IDLE &&
+        PQtransactionStatus(s->conn) != PQTRANS_UNKNOWN)
+        pg_do(s, "ROLLBACK", NULL);
+    if ((rc = pg_do(s, "BEGIN", NULL)) != 0)
+        return rc;
+    s->in_tx = true;
+    p_int(&p, PG_LOCK_WRITE);
+    if ((rc = pg_do(s, "SELECT pg_advisory_xact_lock($1::bigint)", &p)) != 0) {
+        char why[STORE_ERR_MAX];
+
+        allot_strlcpy(why, s->base.err, sizeof why);
+        pg_do(s, "ROLLBACK", NULL);
+        s->in_tx = false;
+        store_set_err(&s->base, "%s (waiting for the write lock)", why);
+    }
+    return rc;
+}
+
+static int pg_commit(struct allot_store *base, int depth)
+{
+    struct pg_store *s = (struct pg_store *)base;
+    int rc;
+
+    if (depth > 0)
+        return pg_do(s, "RELEASE SAVEPOINT w", NULL);
+    /* COMMIT of an aborted transaction "succeeds" as a rollback */
+    if (PQtransactionStatus(s->conn) != PQTRANS_INTRANS) {
+        store_set_err(&s->base, "postgres: the transaction had failed or was lost");
+        return ALLOT_EIO;
+    }
+    rc = pg_do(s, "COMMIT", NULL);
+    s->in_tx = false;
+    if (rc == 0 && PQtransactionStatus(s->conn) != PQTRANS_IDLE) {
+        store_set_err(&s->base, "postgres: COMMIT left the transaction open");
+        return ALLOT_EIO;
+    }
+    return rc;
+}
+
+static int pg_rollback(struct allot_store *base, int depth)
+{
+    struct pg_store *s = (struct pg_store *)base;
+    int rc;
+
+    if (depth == 0) {
+        s->in_tx = false;
+        if (PQtransactionStatus(s->conn) == PQTRANS_IDLE ||
+            PQtransactionStatus(s->conn) == PQTRANS_UNKNOWN)
+            return 0;
+        return pg_do(s, "ROLLBACK", NULL);
+    }
+    rc = pg_do(s, "ROLLBACK TO SAVEPOINT w", NULL);
+    if (rc == 0)
+        rc = pg_do(s, "RELEASE SAVEPOINT w", NULL);
+    return rc;
+}
+
+/* ---- meta ----------------------------------------------------------------------------- */
+
+static int meta_row(struct pg_store *s, const PGresult *res, int row, void *elem)
+{
+    (void)s;
+    return col_text(res, row, 0, elem);
+}
+
+static void meta_clear(void *elem)
+{
+    allot_free(*(char **)elem);
+}
+
+static int pg_meta_get(struct allot_store *base, const char *key, char **value)
+{
+    struct pg_store *s = (struct pg_store *)base;
+    struct pgp p = {0};
+
+    p_text(&p, key);
+    return pg_row(s, "SELECT value FROM meta WHERE key = $1", &p, sizeof *value, meta_row,
+                  meta_clear, value);
+}
+
+static int pg_meta_set(struct allot_store *base, const char *key, const char *value)
+{
+    struct pg_store *s = (struct pg_store *)base;
+    struct pgp p = {0};
+
+    p_text(&p, key);
+    p_text(&p, value);
+    return pg_do(s,
+                 "INSERT INTO meta(key, value) VALUES ($1, $2)"
+                 " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                 &p);
+}
+
+/* ---- jobs ------------------------------------------------------------------------------ */
+
+#define JOB_COLS                                                                                   \
+    "id, tenant, name, token_id, spec, state, placement, pending_reason, submit_time,"             \
+    " start_time, end_time, exit_code, array_parent, array_index, idem_key"
+#define LIVE_STATES "('pending','starting','running')"
+
+static int job_row(struct pg_store *s, const PGresult *res, int row, void *elem)
+{
+    struct allot_store_job *j = elem;
+    int rc;
+
+    j->id = col_i64(res, row, 0);
+    j->token_id = col_i64(res, row, 3);
+    j->submit_time = col_i64(res, row, 8);
+    j->start_time = col_i64(res, row, 9);
+    j->end_time = col_i64(res, row, 10);
+    j->has_exit_code = !PQgetisnull(res, row, 11);
+    j->exit_code = (int)col_i64(res, row, 11);
+    j->array_parent = col_i64(res, row, 12);
+    j->array_index = (int)col_i64(res, row, 13);
+    if ((rc = col_text(res, row, 1, &j->tenant)) || (rc = col_text(res, row, 2, &j->name)) ||
+        (rc = col_text(res, row, 4, &j->spec)) || (rc = col_text(res, row, 6, &j->placement)) ||
+        (rc = col_text(res, row, 7, &j->pending_reason)) ||
+        (rc = col_text(res, row, 14, &j->idem_key)) ||
+        (rc = col_enum(s, res, row, 5, allot_store_job_state_name, &j->state)))
+        return rc;
+    return 0;
+}
+
+static void job_clear(void *elem)
+{
+    allot_store_job_clear(elem);
+}
+
+static int pg_job_insert(struct allot_store *base, const struct allot_store_job *j, int64_t *id,
+                         bool *existed)
+{
+    struct pg_store *s = (struct pg_store *)base;
+    struct pgp p = {0};
+    PGresult *res;
+    int rc;
+
+    *existed = false;
+    if (j->idem_key) {
+        p_int(&p, j->token_id);
+        p_text(&p, j->idem_key);
+        if (!(res =
+                  pg_run(s, "SELECT id FROM jobs WHERE token_id = $1 AND idem_key = $2", &p, &rc)))
+            return rc;
+        if (PQntuples(res) > 0) {
+            *id = col_i64(res, 0, 0);
+            *existed = true;
+        }
+        PQclear(res);
+        if (*existed)
+            return 0;
+    }
+    memset(&p, 0, sizeof p);
+    p_text(&p, j->tenant);
+    p_text(&p, j->name);
+    p_int(&p, j->token_id);
+    p_text(&p, j->spec);
+    p_text(&p, allot_store_job_state_name(j->state));
+    p_text(&p, j->placement);
+    p_text(&p, j->pending_reason);
+    p_int(&p, j->submit_time);
+    p_int(&p, j->start_time);
+    p_int(&p, j->end_time);
+    if (j->has_exit_code)
+        p_int(&p, j->exit_code);
+    else
+        p_text(&p, NULL);
+    p_int(&p, j->array_parent);
+    p_int(&p, j->array_index);
+    p_text(&p, j->idem_key);
+    if (!(res = pg_run(s,
+                       "INSERT INTO jobs(tenant, name, token_id, spec, state, placement,"
+                       " pending_reason, submit_time, start_time, end_time, exit_code,"
+                       " array_parent, array_index, idem_key)"
+                       " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
+                       " RETURNING id",
+                       &p, &rc)))
+        return rc;
+    *id = col_i64(res, 0, 0);
+    PQclear(res);
+    if (j->array_parent == ALLOT_STORE_ARRAY_NEW) {
+        memset(&p, 0, sizeof p);
+        p_int(&p, *id);
+        if ((rc = pg_do(s, "UPDATE jobs SET array_parent = id WHERE id = $1", &p)) != 0)
+            return rc;
+    }
+    for (size_t i = 0; i < j->n_deps; i++) {
+        if (j->deps[i] == *id) {
+            store_set_err(base, "a job cannot depend on itself");
+            return ALLOT_EINVAL;
+        }
+        memset(&p, 0, sizeof p);
+        p_int(&p, *id);
+        p_int(&p, j->deps[i]);
+        if ((rc = pg_do(s,
+                        "INSERT INTO job_deps(job_id, dep_id) VALUES ($1, $2)"
+                        " ON CONFLICT DO NOTHING",
+                        &p)) != 0) {
+            if (rc == ALLOT_ENOENT)
+                store_set_err(base, "dependency %lld: no such job", (long long)j->deps[i]);
+            return rc;
+        }
+    }
+    return 0;
+}
+
+static int dep_row(struct pg_store *s, const PGresult *res, int row, void *elem)
+{
+    (void)s;
+    *(int64_t *)elem = col_i64(res, row, 0);
+    return 0;
+}
+
+static void no_clear(void *elem)
+{
+    (void)elem;
+}
+
+static int pg_job_get(struct allot_store *base, int64_t id, struct allot_store_job *out)
+{
+    struct pg_store *s = (struct pg_store *)base;
+    struct pgp p = {0};
+    int rc;
+
+    p_int(&p, id);
+    if ((rc = pg_row(s, "SELECT " JOB_COLS " FROM jobs WHERE id = $1", &p, sizeof *out, job_row,
+                     job_clear, out)) != 0) {
+        if (rc == ALLOT_ENOENT)
+            store_set_err(base, "job %lld: no such job", (long long)id);
+        return rc;
+    }
+    /* the caller clears *out on failure */
+    return pg_rows(s, "SELECT dep_id FROM job_deps WHERE job_id = $1 ORDER BY dep_id", &p,
+                   sizeof(int64_t), dep_row, no_clear, (void **)&out->deps, &out->n_deps);
+}
+
+static int pg_job_update(struct allot_store *base, const struct allot_store_job *j)
+{
+    struct pg_store *s = (struct pg_store *)base;
+    struct pgp p = {0};
+    long changed = 0;
+    int64_t found = 0;
+    int rc;
+
+    p_int(&p, j->id);
+    p_text(&p, allot_store_job_state_name(j->state));
+    p_text(&p, j->placement);
+    p_text(&p, j->pending_reason);
+    p_int(&p, j->start_time);
+    p_int(&p, j->end_time);
+    if (j->has_exit_code)
+        p_int(&p, j->exit_code);
+    else
+        p_text(&p, NULL);
+    if ((rc = pg_write(s,
+                       "UPDATE jobs SET state = $2, placement = $3, pending_reason = $4,"
+                       " start_time = $5, end_time = $6, exit_code = $7"
+                       " WHERE id = $1 AND state IN " LIVE_STATES,
+                       &p, &changed)) != 0 ||
+        changed == 1)
+        return rc;
+    /* nothing changed: tell a missing job from a finished one */
+    memset(&p, 0, sizeof p);
+    p_int(&p, j->id);
+    if ((rc = pg_int(s, "SELECT count(*) FROM jobs WHERE id = $1", &p, &found)) != 0)
+        return rc;
+    store_set_err(base, "job %lld: %s", (long long)j->id, found ? "already ended" : "no such job");
+    return found ? ALLOT_ESTATE : ALLOT_ENOENT;
+}
+
+/* Builds the SQL of listing shape k from constant fragments only. The
+ * parameters are always the same twelve (their types are given, so the
+ * ones a shape does not use are allowed). */
+static void list_sql(int k, char *buf, size_t len)
+{
+    static const char *const tenant[] = {
+        "",
+        " AND tenant = $2",
+        " AND (tenant = $2 OR (tenant >= $2 || '/' AND tenant < $2 || '0'))",
+    };
+    static const char *const states[] = {
+        "",
+        " AND state = $3",
+        " AND state IN ($3, $4, $5, $6, $7, $8, $9)",
+    };
+    int desc = k & 1, prefix = (k >> 1) & 1, array = (k >> 2) & 1, sm = (k >> 3) % 3,
+        tm = (k >> 3) / 3;
+
+    allot_fmt(buf, len,
+              "SELECT " JOB_COLS " FROM jobs WHERE id %s $1%s%s%s%s ORDER BY id %s LIMIT $11",
+              desc ? "<" : ">", tenant[tm], states[sm],
+              array ? " AND array_parent != 0 AND array_parent = $12" : "",
+              prefix ? " AND starts_with(name, $10)" : "", desc ? "DESC" : "ASC");
+}
+
+static int pg_job_list(struct allot_store *base, const struct allot_store_job_filter *f,
+                       struct allot_store_job_page *page)
+{
+    static const unsigned types[12] = {
+        PG_INT8OID, PG_TEXTOID, PG_TEXTOID, PG_TEXTOID, PG_TEXTOID, PG_TEXTOID,
+        PG_TEXTOID, PG_TEXTOID, PG_TEXTOID, PG_TEXTOID, PG_INT8OID, PG_INT8OID,
+    };
+    struct pg_store *s = (struct pg_store *)base;
+    int nstates = __builtin_popcount(f->states);
+    int sm = nstates == 0 ? 0 : nstates == 1 ? 1 : 2;
+    int tm = !f->tenant ? 0 : f->tenant_subtree ? 2 : 1;
+    int k = ((tm * 3 + sm) << 3) | (f->array_parent ? 4 : 0) | (f->name_prefix ? 2 : 0) |
+            (f->newest_first ? 1 : 0);
+    struct pgp p = {0};
+    char sql[640];
+    int rc, given = 0;
+
+    list_sql(k, sql, sizeof sql);
+    p_int(&p, f->cursor ? f->cursor : f->newest_first ? INT64_MAX : 0);
+    p_text(&p, f->tenant);
+    for (int i = 0; i < ALLOT_SJ_NSTATES; i++)
+        if (sm && (f->states & (1u << i))) {
+            p_text(&p, allot_store_job_state_name(i));
+            given++;
+        }
+    while (given++ < 7)
+        p_text(&p, NULL);
+    p_text(&p, f->name_prefix);
+    /* one row more than asked tells whether another page follows */
+    p_int(&p, (int64_t)f->limit + 1);
+    p_int(&p, f->array_parent);
+    rc = pg_rows_typed(s, sql, &p, types, sizeof *page->jobs, job_row, job_clear,
+                       (void **)&page->jobs, &page->n);
+    if (rc == 0 && page->n > (size_t)f->limit) {
+        allot_store_job_clear(&page->jobs[f->limit]);
+        page->n = (size_t)f->limit;
+        page->next_cursor = page->jobs[page->n - 1].id;
+    }
+    return rc;
+}
+
+/* ---- events ------------------------------------------------------------------------------ */
+
+static int pg_event_add(struct allot_store *base, const struct allot_store_event *ev, int64_t *seq)
+{
+    struct pg_store *s = (struct pg_store *)base;
+    struct pgp p = {0};
+
+    p_int(&p, ev->job_id);
+    p_int(&p, ev->time);
+    p_text(&p, ev->kind);
+    p_text(&p, ev->detail);
+    return pg_int(s,
+                  "INSERT INTO job_events(job_id, time, kind, detail) VALUES ($1, $2, $3, $4)"
+                  " RETURNING seq",
+                  &p, seq);
+}
+
+static int event_row(struct pg_store *s, const PGresult *res, int row, void *elem)
+{
+    struct allot_store_event *e = elem;
+    int rc;
+
+    (void)s;
+    e->seq = col_i64(res, row, 0);
+    e->job_id = col_i64(res, row, 1);
+    e->time = col_i64(res, row, 2);
+    if ((rc = col_text(res, row, 3, &e->kind)) || (rc = col_text(res, row, 4, &e->detail)))
+        return rc;
+    return 0;
+}
+
+static void event_clear(void *elem)
+{
+    struct allot_store_event *e = elem;
+
+    allot_free(e->kind);
+    allot_free(e->detail);
+}
+
+static int pg_event_list(struct allot_store *base, int64_t job_id, int64_t after, int limit,
+                         struct allot_store_event **out, size_t *n)
+{
+    struct pg_store *s = (struct pg_store *)base;
+    struct pgp p = {0};
+
+    p_int(&p, job_id);
+    p_int(&p, after);
+    p_int(&p, limit);
+    return pg_rows(s,
+                   "SELECT seq, job_id, time, kind, detail FROM job_events"
+                   " WHERE job_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+                   &p, sizeof **out, event_row, event_clear, (void **)out, n);
+}
+
+/* ---- tenants and priority classes -------------------------------------------------------- */
+
+static int pg_tenant_put(struct allot_store *base, const struct allot_store_tenant *t)
+{
+    struct pg_store *s = (struct pg_store *)base;
+    struct pgp p = {0};
+
+    p_text(&p, t->path);
+    p_real(&p, t->weight);
+    p_text(&p, t->isolation);
+    p_text(&p, t->quotas);
+    return pg_do(s,
+                 "INSERT INTO tenants(path, weight, isolation, quotas) VALUES ($1, $2, $3, $4)"
+                 " ON CONFLICT(path) DO UPDATE SET weight = excluded.weight,"
+                 " isolation = excluded.isolation, quotas = excluded.quotas",
+                 &p);
+}
+
+static int pg_tenant_delete(struct allot_store *base, const char *path)
+{
+    struct pg_store *s = (struct pg_store *)base;
+    struct pgp p = {0};
+    int64_t children = 0;
+    int rc;
+
+    p_text(&p, path);
+    /* a child's path starts with "path/": it sorts in ["path/", "path0") */
+    if ((rc = pg_int(s,
+                     "SELECT count(*) FROM (SELECT 1 FROM tenants WHERE path >= $1::text || '/'"
+                     " AND path < $1::text || '0' LIMIT 1) c",
+                     &p, &children)) != 0)
+        return rc;
+    if (children) {
+        store_set_err(base, "tenant '%s' has children", path);
+        return ALLOT_ESTATE;
+    }
+    return pg_write_one(s, "DELETE FROM tenants WHERE path = $1", &p);
+}
+
+static int tenant_row(struct pg_store *s, const PGresult *res, int row, void *elem)
+{
+    struct allot_store_tenant *t = elem;
+    int rc;
+
+    (void)s;
+    t->weight = strtod(PQgetvalue(res, row, 1), NULL);
+    if ((rc = col_text(res, row, 0, &t->path)) || (rc = col_text(res, row, 2, &t->isolation)) ||
+        (rc = col_text(res, row, 3, &t->quotas)))
+        return rc;
+    return 0;
+}
+
+static void tenant_clear(void *elem)
+{
+    struct allot_store_tenant *t = elem;
+
+    allot_free(t->path);
+    allot_free(t->isolation);
+    allot_free(t->quotas);
+}
+
+static int pg_tenant_list(struct allot_store *base, struct allot_store_tenant **out, size_t *n)
+{
+    return pg_rows((struct pg_store *)base,
+                   "SELECT path, weight, isolation, quotas FROM tenants ORDER BY path", NULL,
+                   sizeof **out, tenant_row, tenant_clear, (void **)out, n);
+}
+
+static int pg_prio_put(struct allot_store *base, const struct allot_store_prio_class *c)
+{
+    struct pg_store *s = (struct pg_store *)base;
+    struct pgp p = {0};
+
+    p_text(&p, c->name);
+    p_int(&p, c->value);
+    p_int(&p, c->preemptible ? 1 : 0);
+    return pg_do(s,
+                 "INSERT INTO prio_classes(name, value, preemptible) VALUES ($1, $2, $3)"
+                 " ON CONFLICT(name) DO UPDATE SET value = excluded.value,"
+                 " preemptible = excluded.preemptible",
+                 &p);
+}
+
+static int pg_prio_delete(struct allot_store *base, const char *name)
+{
+    struct pgp p = {0};
+
+    p_text(&p, name);
+    return pg_write_one((struct pg_store *)base, "DELETE FROM prio_classes WHERE name = $1", &p);
+}
+
+static int prio_row(struct pg_store *s, const PGresult *res, int row, void *elem)
+{
+    struct allot_store_prio_class *c = elem;
+
+    (void)s;
+    c->value = (int)col_i64(res, row, 1);
+    c->preemptible = col_i64(res, row, 2) != 0;
+    return col_text(res, row, 0, &c->name);
+}
+
+static void prio_clear(void *elem)
+{
+    allot_free(((struct allot_store_prio_class *)elem)->name);
+}
+
+static int pg_prio_list(struct allot_store *base, struct allot_store_prio_class **out, size_t *n)
+{
+    return pg_rows((struct pg_store *)base,
+                   "SELECT name, value, preemptible FROM prio_classes ORDER BY value DESC, name",
+                   NULL, sizeof **out, prio_row, prio_clear, (void **)out, n);
+}
+
+/* ---- nodes ---------------------------------------------------------------------------------- */
+
+#define NODE_COLS "name, inventory, state, last_heartbeat, lease_expiry, token_id"
+
+static int pg_node_put(struct allot_store *base, const struct allot_store_node *nd)
+{
+    struct pg_store *s = (struct pg_store *)base;
+    struct pgp p = {0};
+
+    p_text(&p, nd->name);
+    p_text(&p, nd->inventory);
+    p_text(&p, allot_store_node_state_name(nd->state));
+    p_int(&p, nd->last_heartbeat);
+    p_int(&p, nd->lease_expiry);
+    p_int(&p, nd->token_id);
+    return pg_do(s,
+                 "INSERT INTO nodes(" NODE_COLS ") VALUES ($1, $2, $3, $4, $5, $6)"
+                 " ON CONFLICT(name) DO UPDATE SET inventory = excluded.inventory,"
+                 " state = excluded.state, last_heartbeat = excluded.last_heartbeat,"
+                 " lease_expiry = excluded.lease_expiry,"
+                 " token_id = CASE WHEN excluded.token_id != 0 THEN excluded.token_id"
+                 " ELSE nodes.token_id END",
+                 &p);
+}
+
+static int node_row(struct pg_store *s, const PGresult *res, int row, void *elem)
+{
+    struct allot_store_node *nd = elem;
+    int rc;
+
+    nd->last_heartbeat = col_i64(res, row, 3);
+    nd->lease_expiry = col_i64(res, row, 4);
+    nd->token_id = col_i64(res, row, 5);
+    if ((rc = col_text(res, row, 0, &nd->name)) || (rc = col_text(res, row, 1, &nd->inventory)) ||
+        (rc = col_enum(s, res, row, 2, allot_store_node_state_name, &nd->state)))
+        return rc;
+    return 0;
+}
+
+static void node_clear(void *elem)
+{
+    allot_store_node_clear(elem);
+}
+
+static int pg_node_get(struct allot_store *base, const char *name, struct allot_store_node *out)
+{
+    struct pgp p = {0};
+
+    p_text(&p, name);
+    return pg_row((struct pg_store *)base, "SELECT " NODE_COLS " FROM nodes WHERE name = $1", &p,
+                  sizeof *out, node_row, node_clear, out);
+}
+
+static int pg_node_heartbeat(struct allot_store *base, const char *name, int64_t now,
+                             int64_t expiry)
+{
+    struct pgp p = {0};
+
+    p_text(&p, name);
+    p_int(&p, now);
+    p_int(&p, expiry);
+    return pg_write_one((struct pg_store *)base,
+                        "UPDATE nodes SET last_heartbeat = $2, lease_expiry = $3 WHERE name = $1",
+                        &p);
+}
+
+static int pg_node_delete(struct allot_store *base, const char *name)
+{
+    struct pgp p = {0};
+
+    p_text(&p, name);
+    return pg_write_one((struct pg_store *)base, "DELETE FROM nodes WHERE name = $1", &p);
+}
+
+static int pg_node_list(struct allot_store *base, struct allot_store_node **out, size_t *n)
+{
+    return pg_rows((struct pg_store *)base, "SELECT " NODE_COLS " FROM nodes ORDER BY name", NULL,
+                   sizeof **out, node_row, node_clear, (void **)out, n);
+}
+
+/* ---- tokens ------------------------------------------------------------------------------------
+ */
+
+#define TOKEN_COLS "id, name, role, tenant, hash, created, revoked"
+
+static int pg_token_add(struct allot_store *base, const struct allot_store_token *t, int64_t *id)
+{
+    struct pgp p = {0};
+
+    p_text(&p, t->name);
+    p_text(&p, allot_store_role_name(t->role));
+    p_text(&p, t->tenant);
+    p_bytes(&p, t->hash, ALLOT_STORE_HASH_LEN);
+    p_int(&p, t->created);
+    p_int(&p, t->revoked);
+    return pg_int((struct pg_store *)base,
+                  "INSERT INTO tokens(name, role, tenant, hash, created, revoked)"
+                  " VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
+                  &p, id);
+}
+
+static int token_row(struct pg_store *s, const PGresult *res, int row, void *elem)
+{
+    struct allot_store_token *t = elem;
+    int rc;
+
+    t->id = col_i64(res, row, 0);
+    t->created = col_i64(res, row, 5);
+    t->revoked = col_i64(res, row, 6);
+    if ((rc = col_text(res, row, 1, &t->name)) || (rc = col_text(res, row, 3, &t->tenant)) ||
+        (rc = col_enum(s, res, row, 2, allot_store_role_name, &t->role)) ||
+        (rc = col_hash(res, row, 4, t->hash)))
+        return rc;
+    return 0;
+}
+
+static void token_clear(void *elem)
+{
+    allot_store_token_clear(elem);
+}
+
+static int pg_token_get(struct allot_store *base, int64_t id, const uint8_t *hash,
+                        struct allot_store_token *out)
+{
+    struct pgp p = {0};
+
+    if (hash)
+        p_bytes(&p, hash, ALLOT_STORE_HASH_LEN);
+    else
+        p_int(&p, id);
+    return pg_row((struct pg_store *)base,
+                  hash ? "SELECT " TOKEN_COLS " FROM tokens WHERE hash = $1"
+                       : "SELECT " TOKEN_COLS " FROM tokens WHERE id = $1",
+                  &p, sizeof *out, token_row, token_clear, out);
+}
+
+static int pg_token_revoke(struct allot_store *base, int64_t id, int64_t when)
+{
+    struct pg_store *s = (struct pg_store *)base;
+    struct allot_store_token t;
+    struct pgp p = {0};
+    long changed = 0;
+    int rc;
+
+    p_int(&p, id);
+    p_int(&p, when);
+    if ((rc = pg_write(s, "UPDATE tokens SET revoked = $2 WHERE id = $1 AND revoked = 0", &p,
+                       &changed)) != 0 ||
+        changed == 1)
+        return rc;
+    /* nothing changed: missing, or revoked before */
+    memset(&t, 0, sizeof t);
+    rc = pg_token_get(base, id, NULL, &t);
+    allot_store_token_clear(&t);
+    return rc == 0 ? ALLOT_ESTATE : rc;
+}
+
+static int pg_token_list(struct allot_store *base, struct allot_store_token **out, size_t *n)
+{
+    return pg_rows((struct pg_store *)base, "SELECT " TOKEN_COLS " FROM tokens ORDER BY id", NULL,
+                   sizeof **out, token_row, token_clear, (void **)out, n);
+}
+
+/* ---- audit rows -------------------------------------------------------------------------------
+ */
+
+static int pg_audit_last(struct allot_store *base, int64_t *seq, uint8_t hash[ALLOT_STORE_HASH_LEN])
+{
+    struct pg_store *s = (struct pg_store *)base;
+    PGresult *res;
+    int rc;
+
+    *seq = 0;
+    memset(hash, 0, ALLOT_STORE_HASH_LEN);
+    if (!(res = pg_run(s, "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1", NULL, &rc)))
+        return rc;
+    if (PQntuples(res) > 0) {
+        *seq = col_i64(res, 0, 0);
+        /* a mangled head: append after it anyway; verify reports it */
+        col_hash(res, 0, 1, hash);
+    }
+    PQclear(res);
+    return 0;
+}
+
+static int pg_audit_insert(struct allot_store *base, const struct allot_store_audit *e)
+{
+    struct pgp p = {0};
+
+    p_int(&p, e->seq);
+    p_int(&p, e->time);
+    p_int(&p, e->token_id);
+    p_text(&p, e->action);
+    p_text(&p, e->target);
+    p_text(&p, e->result);
+    p_bytes(&p, e->prev_hash, ALLOT_STORE_HASH_LEN);
+    p_bytes(&p, e->hash, ALLOT_STORE_HASH_LEN);
+    return pg_do((struct pg_store *)base,
+                 "INSERT INTO audit(seq, time, token_id, action, target, result, prev_hash, hash)"
+                 " VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                 &p);
+}
+
+static int audit_row(struct pg_store *s, const PGresult *res, int row, void *elem)
+{
+    struct allot_store_audit *a = elem;
+    int rc;
+
+    (void)s;
+    a->seq = col_i64(res, row, 0);
+    a->time = col_i64(res, row, 1);
+    a->token_id = col_i64(res, row, 2);
+    if ((rc = col_text(res, row, 3, &a->action)) || (rc = col_text(res, row, 4, &a->target)) ||
+        (rc = col_text(res, row, 5, &a->result)))
+        return rc;
+    /* a mangled hash stays zeros: verify reports the entry */
+    col_hash(res, row, 6, a->prev_hash);
+    col_hash(res, row, 7, a->hash);
+    return 0;
+}
+
+static void audit_clear(void *elem)
+{
+    struct allot_store_audit *a = elem;
+
+    allot_free(a->action);
+    allot_free(a->target);
+    allot_free(a->result);
+}
+
+static int pg_audit_list(struct allot_store *base, int64_t after, int limit,
+                         struct allot_store_audit **out, size_t *n)
+{
+    struct pgp p = {0};
+
+    p_int(&p, after);
+    p_int(&p, limit);
+    return pg_rows((struct pg_store *)base,
+                   "SELECT seq, time, token_id, action, target, result, prev_hash, hash"
+                   " FROM audit WHERE seq > $1 ORDER BY seq LIMIT $2",
+                   &p, sizeof **out, audit_row, audit_clear, (void **)out, n);
+}
+
+/* ---- metering -------------------------------------------------------------------------------- */
+
+#define RUN_COLS                                                                                   \
+    "SELECT r.id, r.job_id, r.tenant, COALESCE(t.name, ''), r.placement, r.start_time,"            \
+    " COALESCE(r.end_time, 0) FROM runs r LEFT JOIN tokens t ON t.id = r.token_id"
+
+static int run_row(struct pg_store *s, const PGresult *res, int row, void *elem)
+{
+    struct allot_store_run *r = elem;
+    int rc;
+
+    (void)s;
+    r->id = col_i64(res, row, 0);
+    r->job_id = col_i64(res, row, 1);
+    r->start = col_i64(res, row, 5);
+    r->end = col_i64(res, row, 6);
+    if ((rc = col_text(res, row, 2, &r->tenant)) || (rc = col_text(res, row, 3, &r->user)) ||
+        (rc = col_text(res, row, 4, &r->placement)))
+        return rc;
+    return 0;
+}
+
+static void run_clear(void *elem)
+{
+    allot_store_run_clear(elem);
+}
+
+static int pg_run_list(struct allot_store *base, int64_t from, int64_t to,
+                       struct allot_store_run **out, size_t *n)
+{
+    struct pgp p = {0};
+
+    p_int(&p, from);
+    p_int(&p, to);
+    return pg_rows((struct pg_store *)base,
+                   RUN_COLS " WHERE r.start_time < $2 AND (r.end_time IS NULL OR r.end_time > $1)"
+                            " ORDER BY r.id",
+                   &p, sizeof **out, run_row, run_clear, (void **)out, n);
+}
+
+static int pg_run_last(struct allot_store *base, int64_t job_id, struct allot_store_run *out)
+{
+    struct pgp p = {0};
+
+    p_int(&p, job_id);
+    return pg_row((struct pg_store *)base,
+                  RUN_COLS " WHERE r.job_id = $1 ORDER BY r.id DESC LIMIT 1", &p, sizeof *out,
+                  run_row, run_clear, out);
+}
+
+static int span_row(struct pg_store *s, const PGresult *res, int row, void *elem)
+{
+    struct allot_store_node_span *sp = elem;
+    int rc;
+
+    (void)s;
+    sp->start = col_i64(res, row, 2);
+    sp->end = col_i64(res, row, 3);
+    if ((rc = col_text(res, row, 0, &sp->node)) || (rc = col_text(res, row, 1, &sp->inventory)))
+        return rc;
+    return 0;
+}
+
+static void span_clear(void *elem)
+{
+    struct allot_store_node_span *sp = elem;
+
+    allot_free(sp->node);
+    allot_free(sp->inventory);
+}
+
+static int pg_node_span_list(struct allot_store *base, int64_t from, int64_t to,
+                             struct allot_store_node_span **out, size_t *n)
+{
+    struct pgp p = {0};
+
+    p_int(&p, from);
+    p_int(&p, to);
+    return pg_rows((struct pg_store *)base,
+                   "SELECT node, inventory, start_time, COALESCE(end_time, 0) FROM node_spans"
+                   " WHERE start_time < $2 AND (end_time IS NULL OR end_time > $1) ORDER BY id",
+                   &p, sizeof **out, span_row, span_clear, (void **)out, n);
+}
+
+static int pg_sample_add(struct allot_store *base, const struct allot_store_sample *x, bool *added)
+{
+    struct pgp p = {0};
+    long changed = 0;
+    int rc;
+
+    p_int(&p, x->job_id);
+    p_int(&p, x->task);
+    p_int(&p, x->at);
+    p_int(&p, x->cpu_ns);
+    p_int(&p, x->mem_bytes);
+    p_int(&p, x->gpu_util);
+    p_int(&p, x->gpu_mem_bytes);
+    p_int(&p, x->energy_mj);
+    p_int(&p, x->interval_ms);
+    rc = pg_write((struct pg_store *)base,
+                  "INSERT INTO samples(job_id, task, at, cpu_ns, mem_bytes, gpu_util,"
+                  " gpu_mem_bytes, energy_mj, interval_ms)"
+                  " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING",
+                  &p, &changed);
+    *added = rc == 0 && changed == 1;
+    return rc;
+}
+
+static int sample_row(struct pg_store *s, const PGresult *res, int row, void *elem)
+{
+    struct allot_store_sample *x = elem;
+
+    (void)s;
+    x->job_id = col_i64(res, row, 0);
+    x->task = (int)col_i64(res, row, 1);
+    x->at = col_i64(res, row, 2);
+    x->cpu_ns = col_i64(res, row, 3);
+    x->mem_bytes = col_i64(res, row, 4);
+    x->gpu_util = col_i64(res, row, 5);
+    x->gpu_mem_bytes = col_i64(res, row, 6);
+    x->energy_mj = col_i64(res, row, 7);
+    x->interval_ms = col_i64(res, row, 8);
+    return 0;
+}
+
+static int pg_sample_list(struct allot_store *base, int64_t from, int64_t to,
+                          struct allot_store_sample **out, size_t *n)
+{
+    struct pgp p = {0};
+
+    p_int(&p, from);
+    p_int(&p, to);
+    return pg_rows((struct pg_store *)base,
+                   "SELECT job_id, task, at, cpu_ns, mem_bytes, gpu_util, gpu_mem_bytes,"
+                   " energy_mj, interval_ms FROM samples WHERE at >= $1 AND at < $2"
+                   " ORDER BY job_id, task, at",
+                   &p, sizeof **out, sample_row, no_clear, (void **)out, n);
+}
+
+static int pg_usage_replace(struct allot_store *base, int64_t from, int64_t to,
+                            const struct allot_store_usage *rows, size_t n)
+{
+    struct pg_store *s = (struct pg_store *)base;
+    struct pgp p = {0};
+    int rc;
+
+    p_int(&p, from);
+    p_int(&p, to);
+    if ((rc = pg_do(s, "DELETE FROM usage_hourly WHERE hour >= $1 AND hour < $2", &p)) != 0)
+        return rc;
+    for (size_t i = 0; i < n; i++) {
+        const struct allot_store_usage *u = &rows[i];
+
+        memset(&p, 0, sizeof p);
+        p_int(&p, u->hour);
+        p_text(&p, u->tenant);
+        p_text(&p, u->user);
+        p_text(&p, u->model);
+        p_text(&p, u->item);
+        p_int(&p, u->borrowed ? 1 : 0);
+        p_int(&p, u->gpu_ppm_s);
+        p_int(&p, u->cpu_milli_s);
+        p_int(&p, u->mem_mib_s);
+        p_int(&p, u->util_pct_ms);
+        p_int(&p, u->util_ms);
+        p_int(&p, u->gpu_mem_peak);
+        p_int(&p, u->energy_mj);
+        p_int(&p, u->cpu_used_ms);
+        p_int(&p, u->gpu_bill_ppm_s);
+        if ((rc = pg_do(s,
+                        "INSERT INTO usage_hourly(hour, tenant, \"user\", model, item, borrowed,"
+                        " gpu_ppm_s, cpu_milli_s, mem_mib_s, util_pct_ms, util_ms, gpu_mem_peak,"
+                        " energy_mj, cpu_used_ms, gpu_bill_ppm_s) VALUES ($1, $2, $3, $4, $5,"
+                        " $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
+                        &p)) != 0)
+            return rc;
+    }
+    return 0;
+}
+
+static int usage_row(struct pg_store *s, const PGresult *res, int row, void *elem)
+{
+    struct allot_store_usage *u = elem;
+    int rc;
+
+    (void)s;
+    u->hour = col_i64(res, row, 0);
+    u->borrowed = col_i64(res, row, 5) != 0;
+    u->gpu_ppm_s = col_i64(res, row, 6);
+    u->cpu_milli_s = col_i64(res, row, 7);
+    u->mem_mib_s = col_i64(res, row, 8);
+    u->util_pct_ms = col_i64(res, row, 9);
+    u->util_ms = col_i64(res, row, 10);
+    u->gpu_mem_peak = col_i64(res, row, 11);
+    u->energy_mj = col_i64(res, row, 12);
+    u->cpu_used_ms = col_i64(res, row, 13);
+    u->gpu_bill_ppm_s = col_i64(res, row, 14);
+    if ((rc = col_text(res, row, 1, &u->tenant)) || (rc = col_text(res, row, 2, &u->user)) ||
+        (rc = col_text(res, row, 3, &u->model)) || (rc = col_text(res, row, 4, &u->item)))
+        return rc;
+    return 0;
+}
+
+static void usage_clear(void *elem)
+{
+    struct allot_store_usage *u = elem;
+
+    allot_free(u->tenant);
+    allot_free(u->user);
+    allot_free(u->model);
+    allot_free(u->item);
+}
+
+static int pg_usage_list(struct allot_store *base, int64_t from, int64_t to,
+                         struct allot_store_usage **out, size_t *n)
+{
+    struct pgp p = {0};
+
+    p_int(&p, from);
+    p_int(&p, to);
+    return pg_rows((struct pg_store *)base,
+                   "SELECT hour, tenant, \"user\", model, item, borrowed, gpu_ppm_s, cpu_milli_s,"
+                   " mem_mib_s, util_pct_ms, util_ms, gpu_mem_peak, energy_mj, cpu_used_ms,"
+                   " gpu_bill_ppm_s FROM usage_hourly WHERE hour >= $1 AND hour < $2"
+                   " ORDER BY hour, tenant, \"user\", model, item, borrowed",
+                   &p, sizeof **out, usage_row, usage_clear, (void **)out, n);
+}
+
+static int pg_net_add(struct allot_store *base, const struct allot_store_net *nt)
+{
+    struct pgp p = {0};
+
+    p_text(&p, nt->tenant);
+    p_int(&p, nt->vni);
+    p_text(&p, nt->subnet);
+    return pg_do((struct pg_store *)base,
+                 "INSERT INTO tenant_nets(tenant, vni, subnet) VALUES ($1, $2, $3)", &p);
+}
+
+static int net_row(struct pg_store *s, const PGresult *res, int row, void *elem)
+{
+    struct allot_store_net *nt = elem;
+    int rc;
+
+    (void)s;
+    nt->vni = col_i64(res, row, 1);
+    if ((rc = col_text(res, row, 0, &nt->tenant)) || (rc = col_text(res, row, 2, &nt->subnet)))
+        return rc;
+    return 0;
+}
+
+static void net_clear(void *elem)
+{
+    struct allot_store_net *nt = elem;
+
+    allot_free(nt->tenant);
+    allot_free(nt->subnet);
+}
+
+static int pg_net_list(struct allot_store *base, struct allot_store_net **out, size_t *n)
+{
+    return pg_rows((struct pg_store *)base,
+                   "SELECT tenant, vni, subnet FROM tenant_nets ORDER BY vni", NULL, sizeof **out,
+                   net_row, net_clear, (void **)out, n);
+}
+
+/* ---- open: connection, settings, schema check, migrations ------------------------------------ */
+
+int store_pg_latest(void)
+{
+    return pg_migrations[pg_n_migrations - 1].version;
+}
+
+/* The database's schema version: 0 for a schema without tables,
+ * ALLOT_EINVAL for one that holds something else than an allot store. */
+static int pg_read_version(struct pg_store *s, int *version, char *err, size_t errlen)
+{
+    int64_t tables = 0, has_meta = 0;
+    char *v = NULL, *end;
+    long long n;
+    int rc;
+
+    if ((rc = pg_int(s,
+                     "SELECT count(*) FROM pg_catalog.pg_tables WHERE schemaname ="
+                     " current_schema()",
+                     NULL, &tables)) != 0 ||
+        (rc = pg_int(s,
+                     "SELECT count(*) FROM pg_catalog.pg_tables WHERE schemaname ="
+                     " current_schema() AND tablename = 'meta'",
+                     NULL, &has_meta)) != 0) {
+        allot_fmt(err, errlen, "%s", s->base.err);
+        return rc;
+    }
+    if (tables == 0) {
+        *version = 0;
+        return 0;
+    }
+    if (!has_meta || pg_meta_get(&s->base, "schema_owner", &v) != 0 || !v ||
+        strcmp(v, "allot") != 0) {
+        allot_free(v);
+        allot_fmt(err, errlen, "the database schema is not an allot store");
+        return ALLOT_EINVAL;
+    }
+    allot_free(v);
+    v = NULL;
+    rc = pg_meta_get(&s->base, "schema_version", &v);
+    if (rc != 0) {
+        allot_fmt(err, errlen, "no schema version in the store: %s", s->base.err);
+        return rc == ALLOT_ENOENT ? ALLOT_EINVAL : rc;
+    }
+    errno = 0;
+    n = strtoll(v, &end, 10);
+    if (errno || end == v || *end || n < 1 || n > 1000000) {
+        allot_fmt(err, errlen, "bad schema version '%s' in the store", v);
+        allot_free(v);
+        return ALLOT_EINVAL;
+    }
+    allot_free(v);
+    *version = (int)n;
+    return 0;
+}
+
+static int pg_migrate(struct pg_store *s, const struct pg_migration *m, bool first, char *err,
+                      size_t errlen)
+{
+    char num[24];
+    int rc;
+    PGresult *res;
+
+    if ((rc = pg_do(s, "BEGIN", NULL)) != 0)
+        goto fail;
+    /* a script of several statements: the simple query protocol */
+    res = PQexec(s->conn, m->sql);
+    if (!res || PQresultStatus(res) != PGRES_COMMAND_OK) {
+        rc = pg_fail(s, res);
+        PQclear(res);
+        goto rollback;
+    }
+    PQclear(res);
+    if (first && (rc = pg_meta_set(&s->base, "schema_owner", "allot")) != 0)
+        goto rollback;
+    allot_fmt(num, sizeof num, "%d", m->version);
+    if ((rc = pg_meta_set(&s->base, "schema_version", num)) != 0)
+        goto rollback;
+    if ((rc = pg_do(s, "COMMIT", NULL)) != 0)
+        goto rollback;
+    ALLOT_LOG(ALLOT_LOG_INFO, "store", "schema migrated to version %d", m->version);
+    return 0;
+rollback:
+    pg_rollback(&s->base, 0);
+fail:
+    allot_fmt(err, errlen, "migration %d failed: %s", m->version, s->base.err);
+    return rc;
+}
+
+static int pg_check_schema(struct pg_store *s, const struct allot_store_opts *opts, char *err,
+                           size_t errlen)
+{
+    int latest = store_pg_latest();
+    int version = 0;
+    int rc;
+
+    if ((rc = pg_read_version(s, &version, err, errlen)) != 0)
+        return rc;
+    if (version == 0 && !(opts->flags & ALLOT_STORE_CREATE)) {
+        allot_fmt(err, errlen, "the database holds no allot store (open with creation enabled)");
+        return ALLOT_ENOENT;
+    }
+    if (version > latest) {
+        allot_fmt(err, errlen,
+                  "the store has schema version %d, newer than this allotd knows (%d): "
+                  "run a newer allotd",
+                  version, latest);
+        return ALLOT_ESTATE;
+    }
+    if (version < latest && !(opts->flags & ALLOT_STORE_MIGRATE)) {
+        allot_fmt(err, errlen,
+                  "the store has schema version %d, this allotd needs %d: open with "
+                  "migration enabled",
+                  version, latest);
+        return ALLOT_ESTATE;
+    }
+    for (int i = 0; i < pg_n_migrations; i++) {
+        if (pg_migrations[i].version <= version)
+            continue;
+        if ((rc = pg_migrate(s, &pg_migrations[i], version == 0, err, errlen)) != 0)
+            return rc;
+        version = pg_migrations[i].version;
+    }
+    s->base.schema_version = version;
+    return 0;
+}
+
+/* One text answer of a constant query (SHOW ...) into buf. */
+static int pg_show(struct pg_store *s, const char *sql, char *buf, size_t len)
+{
+    int rc;
+    PGresult *res = pg_run(s, sql, NULL, &rc);
+
+    buf[0] = '\0';
+    if (res && PQntuples(res) > 0)
+        allot_strlcpy(buf, PQgetvalue(res, 0, 0), len);
+    PQclear(res);
+    return rc;
+}
+
+/* The session's settings, on every new connection. */
+static int pg_session(struct pg_store *s)
+{
+    char sql[64];
+    PGresult *res;
+    int rc = 0;
+
+    allot_fmt(sql, sizeof sql, "SET lock_timeout = %d", s->lock_timeout_ms);
+    if (PQsetClientEncoding(s->conn, "SQL_ASCII") != 0) {
+        store_set_err(&s->base, "postgres: %s", PQerrorMessage(s->conn));
+        return ALLOT_EIO;
+    }
+    /* PQexec directly: pg_run would try to revive a connection that fails */
+    res = PQexec(s->conn, "SET synchronous_commit = on; SET bytea_output = hex");
+    if (!res || PQresultStatus(res) != PGRES_COMMAND_OK)
+        rc = pg_fail(s, res);
+    PQclear(res);
+    if (rc == 0) {
+        res = PQexec(s->conn, sql);
+        if (!res || PQresultStatus(res) != PGRES_COMMAND_OK)
+            rc = pg_fail(s, res);
+        PQclear(res);
+    }
+    return rc;
+}
+
+static void pg_close(struct allot_store *base)
+{
+    struct pg_store *s = (struct pg_store *)base;
+
+    if (!s)
+        return;
+    PQfinish(s->conn);
+    allot_free(s);
+}
+
+static void pg_notice(void *arg, const char *msg)
+{
+    (void)arg;
+    (void)msg; /* NOTICEs (an index that exists, ...) are not errors */
+}
+
+static int pg_open_url(const char *scheme, const char *rest, const struct allot_store_opts *opts,
+                       struct allot_store **out, char *err, size_t errlen)
+{
+    const char *keys[] = {"connect_timeout", "application_name", "dbname", NULL};
+    const char *vals[] = {"10", "allot", NULL, NULL};
+    struct pg_store *s;
+    char url[1024], buf[64];
+    struct pgp p = {0};
+    int64_t locked = 0;
+    int rc;
+
+    if (strncmp(rest, "//", 2) != 0 ||
+        allot_fmt(url, sizeof url, "%s:%s", scheme, rest) >= (int)sizeof url) {
+        allot_fmt(err, errlen, "%s: the URL must read %s://[USER@]HOST[:PORT]/DATABASE", scheme,
+                  scheme);
+        return ALLOT_EINVAL;
+    }
+    vals[2] = url;
+    s = allot_calloc(1, sizeof *s);
+    if (!s) {
+        allot_fmt(err, errlen, "out of memory");
+        return ALLOT_ENOMEM;
+    }
+    s->base.ops =
+        strcmp(scheme, "postgres") == 0 ? &allot_store_pg_ops : &allot_store_postgresql_ops;
+    s->conn = PQconnectdbParams(keys, vals, 1);
+    if (!s->conn) {
+        allot_free(s);
+        allot_fmt(err, errlen, "postgres: out of memory");
+        return ALLOT_ENOMEM;
+    }
+    if (PQstatus(s->conn) != CONNECTION_OK) {
+        char *nl;
+
+        allot_fmt(err, errlen, "postgres: cannot connect: %s", PQerrorMessage(s->conn));
+        if ((nl = strchr(err, '\n')))
+            *nl = '\0';
+        rc = ALLOT_EIO;
+        goto fail;
+    }
+    PQsetNoticeProcessor(s->conn, pg_notice, NULL);
+    /* bytes in, bytes out: the database must not convert or check them */
+    if ((rc = pg_show(s, "SHOW server_encoding", buf, sizeof buf)) != 0)
+        goto fail_msg;
+    if (strcmp(buf, "SQL_ASCII") != 0) {
+        allot_fmt(err, errlen,
+                  "postgres: the database's encoding is %s; allot stores strings byte for byte "
+                  "and needs SQL_ASCII (createdb -E SQL_ASCII -T template0 NAME)",
+                  buf);
+        rc = ALLOT_EINVAL;
+        goto fail;
+    }
+    s->lock_timeout_ms = opts->busy_timeout_ms > 0 ? opts->busy_timeout_ms : 5000;
+    if ((rc = pg_session(s)) != 0)
+        goto fail_msg;
+    s->session_ok = true;
+    /* replicas starting together check and migrate the schema one at a time */
+    p_int(&p, PG_LOCK_MIGRATE);
+    if ((rc = pg_int(s, "SELECT count(*) FROM (SELECT pg_advisory_lock($1::bigint)) l", &p,
+                     &locked)) != 0)
+        goto fail_msg;
+    rc = pg_check_schema(s, opts, err, errlen);
+    pg_do(s, "SELECT pg_advisory_unlock($1::bigint)", &p);
+    if (rc != 0)
+        goto fail;
+    s->base.err[0] = '\0';
+    *out = &s->base;
+    return 0;
+fail_msg:
+    allot_fmt(err, errlen, "%s", s->base.err);
+fail:
+    pg_close(&s->base);
+    return rc;
+}
+
+static int pg_open(const char *rest, const struct allot_store_opts *opts, struct allot_store **out,
+                   char *err, size_t errlen)
+{
+    return pg_open_url("postgres", rest, opts, out, err, errlen);
+}
+
+static int pgql_open(const char *rest, const struct allot_store_opts *opts,
+                     struct allot_store **out, char *err, size_t errlen)
+{
+    return pg_open_url("postgresql", rest, opts, out, err, errlen);
+}
+
+#define PG_OPS                                                                                     \
+    .close = pg_close, .begin = pg_begin, .commit = pg_commit, .rollback = pg_rollback,            \
+    .meta_get = pg_meta_get, .meta_set = pg_meta_set, .job_insert = pg_job_insert,                 \
+    .job_get = pg_job_get, .job_update = pg_job_update, .job_list = pg_job_list,                   \
+    .event_add = pg_event_add, .event_list = pg_event_list, .tenant_put = pg_tenant_put,           \
+    .tenant_delete = pg_tenant_delete, .tenant_list = pg_tenant_list, .prio_put = pg_prio_put,     \
+    .prio_delete = pg_prio_delete, .prio_list = pg_prio_list, .node_put = pg_node_put,             \
+    .node_get = pg_node_get, .node_heartbeat = pg_node_heartbeat, .node_delete = pg_node_delete,   \
+    .node_list = pg_node_list, .token_add = pg_token_add, .token_get = pg_token_get,               \
+    .token_revoke = pg_token_revoke, .token_list = pg_token_list, .audit_last = pg_audit_last,     \
+    .audit_insert = pg_audit_insert, .audit_list = pg_audit_list, .run_list = pg_run_list,         \
+    .run_last = pg_run_last, .node_span_list = pg_node_span_list, .sample_add = pg_sample_add,     \
+    .sample_list = pg_sample_list, .usage_replace = pg_usage_replace, .usage_list = pg_usage_list, \
+    .net_add = pg_net_add, .net_list = pg_net_list
+
+const struct allot_store_ops allot_store_pg_ops = {.scheme = "postgres", .open = pg_open, PG_OPS};
+const struct allot_store_ops allot_store_postgresql_ops = {
+    .scheme = "postgresql", .open = pgql_open, PG_OPS};
