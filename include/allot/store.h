@@ -100,6 +100,36 @@ int allot_store_commit(struct allot_store *st);
  * the transaction: the outermost commit then rolls back and fails. */
 int allot_store_rollback(struct allot_store *st);
 
+/* ---- leadership and fencing (docs/ha.md) ------------------------------------ */
+
+/*
+ * Several allotd may share one store; one of them leads (schedules and
+ * writes), the others stand by. allot_store_lead() tries to become, or
+ * checks that this handle still is, the leader:
+ * - PostgreSQL: a session advisory lock on this handle's connection, held
+ *   until the handle is closed or its connection is lost; a handle that
+ *   lost it never leads again (*leading stays false).
+ * - SQLite: an exclusive flock on PATH.lead, held while the handle is open
+ *   (allotd on one machine sharing one file).
+ * Returns 0 (with *leading set) or an error when the database cannot be
+ * asked. Use one handle for this alone.
+ */
+int allot_store_lead(struct allot_store *st, bool *leading);
+
+/*
+ * Fencing: every outermost batch on st first checks that meta
+ * "leader_epoch" still reads `epoch`, and fails with ALLOT_ESTATE
+ * ("fenced"), writing nothing, once another allotd raised it by taking the
+ * lead (allot_store_take_lead). 0 turns the check off (the default).
+ */
+void allot_store_fence(struct allot_store *st, int64_t epoch);
+
+/* Takes the lead in the store: raises meta "leader_epoch" by one, records
+ * `url` (where clients reach the new leader) in meta "leader_url", and
+ * fences st with the new epoch, in one batch. Returns 0 with *epoch set, or
+ * an error (nothing changed). */
+int allot_store_take_lead(struct allot_store *st, const char *url, int64_t *epoch);
+
 /* ---- meta ----------------------------------------------------------------- */
 
 /* Reads meta[key] into *value (allocated; allot_free it). Returns 0,
@@ -552,6 +582,8 @@ struct allot_store_ops {
 
     int (*meta_get)(struct allot_store *st, const char *key, char **value);
     int (*meta_set)(struct allot_store *st, const char *key, const char *value);
+    /* allot_store_lead(); NULL: always the leader */
+    int (*lead)(struct allot_store *st, bool *leading);
 
     int (*job_insert)(struct allot_store *st, const struct allot_store_job *j, int64_t *id,
                       bool *existed);

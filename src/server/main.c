@@ -70,7 +70,15 @@ static const struct allot_config_option options[] = {
     {.name = "data-dir",
      .type = ALLOT_CFG_STRING,
      .offset = F(data_dir),
-     .help = "Folder of the store (DIR/allot.db, SQLite). Required."},
+     .help = "Folder of the store (DIR/allot.db, SQLite). Required unless --store names "
+             "the store."},
+    {.name = "store",
+     .type = ALLOT_CFG_STRING,
+     .offset = F(store),
+     .help = "Store URL: sqlite:PATH, or postgres://[USER@]HOST[:PORT]/DATABASE for several "
+             "allotd sharing one PostgreSQL database, one leading and the others standing by "
+             "(docs/ha.md). Keep the password out of the URL: libpq reads PGPASSWORD and "
+             "~/.pgpass. Default: sqlite:DATA_DIR/allot.db."},
     {.name = "listen",
      .type = ALLOT_CFG_STRING,
      .offset = F(listen),
@@ -496,12 +504,34 @@ static void usage(FILE *out)
 
 static int store_url(const struct server_config *c, char *buf, size_t len)
 {
+    if (c->store && *c->store) {
+        if (allot_fmt(buf, len, "%s", c->store) >= (int)len) {
+            fprintf(stderr, "allotd: --store: the URL is too long\n");
+            return -1;
+        }
+        return 0;
+    }
     if (!c->data_dir || !*c->data_dir) {
-        fprintf(stderr, "allotd: --data-dir is required\n");
+        fprintf(stderr, "allotd: --data-dir (or --store) is required\n");
         return -1;
     }
     allot_fmt(buf, len, "sqlite:%s/allot.db", c->data_dir);
     return 0;
+}
+
+/* The store URL as logs may show it: a password in it is replaced by ***. */
+static void store_url_shown(const char *url, char *buf, size_t len)
+{
+    const char *auth = strstr(url, "://"), *at, *colon;
+
+    allot_fmt(buf, len, "%s", url);
+    if (!auth)
+        return;
+    auth += 3;
+    at = strchr(auth, '@');
+    colon = strchr(auth, ':');
+    if (at && colon && colon < at && (size_t)(colon - url) < len)
+        allot_fmt(buf + (colon - url), len - (size_t)(colon - url), ":***%s", at);
 }
 
 static int cmd_init(struct server_config *c)
@@ -517,7 +547,7 @@ static int cmd_init(struct server_config *c)
 
     if (store_url(c, url, sizeof(url)) < 0)
         return 2;
-    if (mkdir(c->data_dir, 0700) < 0 && errno != EEXIST) {
+    if (c->data_dir && *c->data_dir && mkdir(c->data_dir, 0700) < 0 && errno != EEXIST) {
         fprintf(stderr, "allotd: %s: %s\n", c->data_dir, strerror(errno));
         return 1;
     }
@@ -529,7 +559,8 @@ static int cmd_init(struct server_config *c)
     rc = allot_store_token_list(st, &all, &n);
     allot_store_tokens_free(all, n);
     if (rc == 0 && n > 0) {
-        fprintf(stderr, "allotd: %s is already initialised (it holds tokens)\n", c->data_dir);
+        store_url_shown(url, err, sizeof(err));
+        fprintf(stderr, "allotd: %s is already initialised (it holds tokens)\n", err);
         allot_store_close(st);
         return 1;
     }
@@ -578,6 +609,12 @@ static int serve(struct server *s)
         char db[4200];
         struct stat sb;
 
+        if (s->cfg.store && *s->cfg.store) {
+            /* a server's store: `init` makes it, or the server says what is wrong */
+            fprintf(stderr, "allotd: %s (a new store: run `allotd init --store URL` first)\n",
+                    err);
+            return 1;
+        }
         allot_fmt(db, sizeof(db), "%s/allot.db", s->cfg.data_dir);
         if (stat(db, &sb) == 0) /* there is a store: init is not the answer */
             fprintf(stderr,
@@ -623,8 +660,11 @@ static int serve(struct server *s)
         host[hl < sizeof(host) ? hl : sizeof(host) - 1] = '\0';
         fprintf(stderr, "listening on %s:%d\n", host, port);
         fflush(stderr);
+        char shown[4200];
+
+        store_url_shown(url, shown, sizeof(shown));
         LOG_INFO("main", "listening on %s:%d%s, store %s", host, port,
-                 s->cfg.tls_cert && *s->cfg.tls_cert ? " (HTTPS)" : "", url);
+                 s->cfg.tls_cert && *s->cfg.tls_cert ? " (HTTPS)" : "", shown);
     }
     if (!loop_start(s, err, sizeof(err))) {
         fprintf(stderr, "allotd: %s\n", err);

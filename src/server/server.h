@@ -30,6 +30,7 @@
 /* Values of the option table (main.c). */
 struct server_config {
     char *data_dir;
+    char *store; /* store URL; NULL: sqlite:DATA_DIR/allot.db */
     char *listen;
     char *config;
     char *log_file;

@@ -17,6 +17,7 @@
 #include <sodium.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* The registry: one entry per back-end, chosen by URL scheme. */
@@ -152,6 +153,28 @@ const char *allot_store_errmsg(const struct allot_store *st)
 
 /* ---- batches ---------------------------------------------------------------- */
 
+/* Inside a new outermost batch: 0 when st is not fenced or its epoch is
+ * still the store's, else ALLOT_ESTATE (or the read's error). */
+static int fence_check(struct allot_store *st)
+{
+    char *v = NULL, *end;
+    long long epoch;
+    int rc;
+
+    if (st->fence == 0)
+        return 0;
+    rc = st->ops->meta_get(st, "leader_epoch", &v);
+    if (rc != 0 && rc != ALLOT_ENOENT)
+        return rc;
+    epoch = v ? strtoll(v, &end, 10) : 0;
+    allot_free(v);
+    if (epoch == st->fence)
+        return 0;
+    store_set_err(st, "fenced: another allotd took the lead (epoch %lld, this one led in %lld)",
+                  epoch, (long long)st->fence);
+    return ALLOT_ESTATE;
+}
+
 int allot_store_begin(struct allot_store *st)
 {
     int rc;
@@ -159,9 +182,72 @@ int allot_store_begin(struct allot_store *st)
     if (st->depth == 0)
         st->poisoned = false;
     rc = st->ops->begin(st, st->depth);
+    if (rc == 0 && st->depth == 0 && (rc = fence_check(st)) != 0) {
+        char why[STORE_ERR_MAX];
+
+        allot_strlcpy(why, st->err, sizeof why);
+        st->ops->rollback(st, 0);
+        store_set_err(st, "%s", why);
+        return rc;
+    }
     if (rc == 0)
         st->depth++;
     return rc;
+}
+
+/* ---- leadership ----------------------------------------------------------------- */
+
+int allot_store_lead(struct allot_store *st, bool *leading)
+{
+    *leading = true;
+    return st->ops->lead ? st->ops->lead(st, leading) : 0;
+}
+
+void allot_store_fence(struct allot_store *st, int64_t epoch)
+{
+    st->fence = epoch;
+}
+
+int allot_store_take_lead(struct allot_store *st, const char *url, int64_t *epoch)
+{
+    char *v = NULL, num[24];
+    long long e = 0;
+    int rc;
+
+    *epoch = 0;
+    if (!url) {
+        store_set_err(st, "take_lead: no URL");
+        return ALLOT_EINVAL;
+    }
+    st->fence = 0; /* this batch is the one that moves the epoch */
+    if ((rc = allot_store_begin(st)) != 0)
+        return rc;
+    rc = st->ops->meta_get(st, "leader_epoch", &v);
+    if (rc == ALLOT_ENOENT)
+        rc = 0;
+    if (rc == 0 && v) {
+        char *end;
+
+        e = strtoll(v, &end, 10);
+        if (*end || e < 0) {
+            store_set_err(st, "bad leader_epoch '%s' in the store", v);
+            rc = ALLOT_EINVAL;
+        }
+    }
+    allot_free(v);
+    allot_fmt(num, sizeof num, "%lld", e + 1);
+    if (rc == 0)
+        rc = st->ops->meta_set(st, "leader_epoch", num);
+    if (rc == 0)
+        rc = st->ops->meta_set(st, "leader_url", url);
+    if (rc != 0) {
+        allot_store_rollback(st);
+        return rc;
+    }
+    if ((rc = allot_store_commit(st)) != 0)
+        return rc;
+    st->fence = *epoch = e + 1;
+    return 0;
 }
 
 int allot_store_commit(struct allot_store *st)

@@ -19,6 +19,7 @@ struct allot_store {
     int depth;                         /* open batches; 0 = none */
     bool poisoned;      /* an inner rollback failed: the outermost commit rolls back */
     int schema_version; /* of the open database */
+    int64_t fence;      /* allot_store_fence(): the leader epoch batches need; 0 = none */
     char err[STORE_ERR_MAX];
 };
 

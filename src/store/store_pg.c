@@ -39,6 +39,7 @@
  * replicas starting together */
 #define PG_LOCK_WRITE   0x616c6c7401LL
 #define PG_LOCK_MIGRATE 0x616c6c7402LL
+#define PG_LOCK_LEAD    0x616c6c7403LL
 
 #define PG_MAX_PARAMS 16
 
@@ -51,6 +52,8 @@ struct pg_store {
     PGconn *conn;            /* owned */
     bool in_tx;              /* a transaction of ours is open on conn */
     bool session_ok;         /* the session's settings are made on conn */
+    int lead_pid;            /* the server process of the session holding the lead; 0 = none */
+    bool lead_lost;          /* that session ended: this handle never leads again */
     int lock_timeout_ms;     /* the busy timeout */
 };
 
@@ -494,6 +497,49 @@ static int pg_meta_set(struct allot_store *base, const char *key, const char *va
                  "INSERT INTO meta(key, value) VALUES ($1, $2)"
                  " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                  &p);
+}
+
+/* ---- leadership --------------------------------------------------------------------------- */
+
+/* The lead is a session advisory lock: the server drops it when the session
+ * ends (the process died, the network broke), and another replica's next
+ * try takes it. A handle tells it still holds the lock by its session's
+ * server process id: a connection opened again is a new session without it. */
+static int pg_lead(struct allot_store *base, bool *leading)
+{
+    struct pg_store *s = (struct pg_store *)base;
+    struct pgp p = {0};
+    PGresult *res;
+    int rc;
+
+    *leading = false;
+    if (s->lead_lost)
+        return 0;
+    if (s->lead_pid) {
+        if (PQstatus(s->conn) != CONNECTION_OK) {
+            s->lead_lost = true;
+            return 0;
+        }
+        res = PQexec(s->conn, "SELECT pg_backend_pid()");
+        if (!res || PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1 ||
+            col_i64(res, 0, 0) != s->lead_pid) {
+            PQclear(res);
+            s->lead_lost = true;
+            return 0;
+        }
+        PQclear(res);
+        *leading = true;
+        return 0;
+    }
+    p_int(&p, PG_LOCK_LEAD);
+    if (!(res = pg_run(s, "SELECT pg_try_advisory_lock($1::bigint), pg_backend_pid()", &p, &rc)))
+        return rc;
+    if (PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 0), "t") == 0) {
+        s->lead_pid = (int)col_i64(res, 0, 1);
+        *leading = true;
+    }
+    PQclear(res);
+    return 0;
 }
 
 /* ---- jobs ------------------------------------------------------------------------------ */
@@ -1685,18 +1731,18 @@ static int pgql_open(const char *rest, const struct allot_store_opts *opts,
 
 #define PG_OPS                                                                                     \
     .close = pg_close, .begin = pg_begin, .commit = pg_commit, .rollback = pg_rollback,            \
-    .meta_get = pg_meta_get, .meta_set = pg_meta_set, .job_insert = pg_job_insert,                 \
-    .job_get = pg_job_get, .job_update = pg_job_update, .job_list = pg_job_list,                   \
-    .event_add = pg_event_add, .event_list = pg_event_list, .tenant_put = pg_tenant_put,           \
-    .tenant_delete = pg_tenant_delete, .tenant_list = pg_tenant_list, .prio_put = pg_prio_put,     \
-    .prio_delete = pg_prio_delete, .prio_list = pg_prio_list, .node_put = pg_node_put,             \
-    .node_get = pg_node_get, .node_heartbeat = pg_node_heartbeat, .node_delete = pg_node_delete,   \
-    .node_list = pg_node_list, .token_add = pg_token_add, .token_get = pg_token_get,               \
-    .token_revoke = pg_token_revoke, .token_list = pg_token_list, .audit_last = pg_audit_last,     \
-    .audit_insert = pg_audit_insert, .audit_list = pg_audit_list, .run_list = pg_run_list,         \
-    .run_last = pg_run_last, .node_span_list = pg_node_span_list, .sample_add = pg_sample_add,     \
-    .sample_list = pg_sample_list, .usage_replace = pg_usage_replace, .usage_list = pg_usage_list, \
-    .net_add = pg_net_add, .net_list = pg_net_list
+    .meta_get = pg_meta_get, .meta_set = pg_meta_set, .lead = pg_lead,                             \
+    .job_insert = pg_job_insert, .job_get = pg_job_get, .job_update = pg_job_update,               \
+    .job_list = pg_job_list, .event_add = pg_event_add, .event_list = pg_event_list,               \
+    .tenant_put = pg_tenant_put, .tenant_delete = pg_tenant_delete, .tenant_list = pg_tenant_list, \
+    .prio_put = pg_prio_put, .prio_delete = pg_prio_delete, .prio_list = pg_prio_list,             \
+    .node_put = pg_node_put, .node_get = pg_node_get, .node_heartbeat = pg_node_heartbeat,         \
+    .node_delete = pg_node_delete, .node_list = pg_node_list, .token_add = pg_token_add,           \
+    .token_get = pg_token_get, .token_revoke = pg_token_revoke, .token_list = pg_token_list,       \
+    .audit_last = pg_audit_last, .audit_insert = pg_audit_insert, .audit_list = pg_audit_list,     \
+    .run_list = pg_run_list, .run_last = pg_run_last, .node_span_list = pg_node_span_list,         \
+    .sample_add = pg_sample_add, .sample_list = pg_sample_list, .usage_replace = pg_usage_replace, \
+    .usage_list = pg_usage_list, .net_add = pg_net_add, .net_list = pg_net_list
 
 const struct allot_store_ops allot_store_pg_ops = {.scheme = "postgres", .open = pg_open, PG_OPS};
 const struct allot_store_ops allot_store_postgresql_ops = {

@@ -21,10 +21,13 @@
 #include "allot/common.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* 'allt': marks the file as an allot store (PRAGMA application_id) */
 #define STORE_APP_ID 0x616c6c74
@@ -430,6 +433,38 @@ static int sq_meta_set(struct allot_store *base, const char *key, const char *va
     return sq_done(s, st, sqlite3_step(st));
 }
 
+/* ---- leadership ----------------------------------------------------------------------- */
+
+/* allotd on one machine sharing one file: the lead is an exclusive flock
+ * on PATH.lead, held while this handle is open. */
+static int sq_lead(struct allot_store *base, bool *leading)
+{
+    struct sq_store *s = (struct sq_store *)base;
+    char lock[4200];
+
+    if (s->leading) {
+        *leading = true;
+        return 0;
+    }
+    *leading = false;
+    if (s->lead_fd < 0) {
+        allot_fmt(lock, sizeof lock, "%s.lead", s->path);
+        s->lead_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        if (s->lead_fd < 0) {
+            store_set_err(base, "sqlite: %s: %s", lock, strerror(errno));
+            return ALLOT_EIO;
+        }
+    }
+    if (flock(s->lead_fd, LOCK_EX | LOCK_NB) == 0) {
+        s->leading = *leading = true;
+        return 0;
+    }
+    if (errno == EWOULDBLOCK || errno == EINTR)
+        return 0;
+    store_set_err(base, "sqlite: flock %s.lead: %s", s->path, strerror(errno));
+    return ALLOT_EIO;
+}
+
 /* ---- open: settings, schema check, migrations -------------------------------------- */
 
 /* Runs a constant SQL script (no user data in it). */
@@ -569,6 +604,9 @@ static void sq_close(struct allot_store *base)
     for (int i = 0; i < SQ_NLIST; i++)
         sqlite3_finalize(s->list[i]);
     sqlite3_close(s->db); /* every statement is finalised: closes at once */
+    if (s->lead_fd >= 0)
+        close(s->lead_fd); /* gives the lead up */
+    allot_free(s->path);
     allot_free(s);
 }
 
@@ -603,6 +641,12 @@ static int sq_open(const char *path, const struct allot_store_opts *opts, struct
         return ALLOT_ENOMEM;
     }
     s->base.ops = &allot_store_sqlite_ops;
+    s->lead_fd = -1;
+    if (!(s->path = store_dupn(path, strlen(path)))) {
+        allot_fmt(err, errlen, "out of memory");
+        rc = ALLOT_ENOMEM;
+        goto fail;
+    }
     r = sqlite3_open_v2(path, &s->db, flags, NULL);
     if (r != SQLITE_OK) {
         rc = sq_err(s, r);
@@ -647,6 +691,7 @@ const struct allot_store_ops allot_store_sqlite_ops = {
     .rollback = sq_rollback,
     .meta_get = sq_meta_get,
     .meta_set = sq_meta_set,
+    .lead = sq_lead,
     .job_insert = sq_job_insert,
     .job_get = sq_job_get,
     .job_update = sq_job_update,

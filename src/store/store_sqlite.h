@@ -76,6 +76,9 @@ struct sq_store {
     sqlite3 *db;                  /* owned */
     sqlite3_stmt *stmt[SQ_NSTMT]; /* owned, prepared on first use */
     sqlite3_stmt *list[SQ_NLIST]; /* owned, prepared on first use */
+    char *path;                   /* owned: the database file */
+    int lead_fd;                  /* PATH.lead, flocked while leading; -1 = not opened */
+    bool leading;                 /* the flock is held */
 };
 
 /* SQL text of each fixed statement (store_sqlite_tables.c). */

@@ -1168,6 +1168,79 @@ static void test_audit_chain(void **state)
     allot_store_close(st);
 }
 
+/* ---- leadership and fencing (both back-ends) --------------------------------------------- */
+
+static void test_lead_and_fence(void **state)
+{
+    struct fix *f = *state;
+    struct allot_store *a = open_ok(f), *b = open_ok(f), *lk1 = open_ok(f), *lk2 = open_ok(f);
+    struct allot_store_job_filter all = {0};
+    struct allot_store_job j = mkjob("t", "fenced", 1);
+    int64_t e1 = 0, e2 = 0, id;
+    bool lead = false;
+    char *url = NULL;
+
+    /* one leader at a time; the leader keeps it */
+    assert_int_equal(allot_store_lead(lk1, &lead), 0);
+    assert_true(lead);
+    assert_int_equal(allot_store_lead(lk2, &lead), 0);
+    assert_false(lead);
+    assert_int_equal(allot_store_lead(lk1, &lead), 0);
+    assert_true(lead);
+    assert_int_equal(allot_store_take_lead(a, "http://a:7070", &e1), 0);
+    assert_int_equal(e1, 1);
+    submit(a, "t", "by-a");
+
+    /* the leader goes away: the standby takes the lead and a new epoch */
+    allot_store_close(lk1);
+    assert_int_equal(allot_store_lead(lk2, &lead), 0);
+    assert_true(lead);
+    assert_int_equal(allot_store_take_lead(b, "http://b:7070", &e2), 0);
+    assert_int_equal(e2, 2);
+    assert_int_equal(allot_store_meta_get(b, "leader_url", &url), 0);
+    assert_string_equal(url, "http://b:7070");
+    allot_free(url);
+
+    /* the old leader's writes are refused whole, its reads go on */
+    assert_int_equal(allot_store_job_submit(a, &j, &id, NULL), ALLOT_ESTATE);
+    assert_non_null(strstr(allot_store_errmsg(a), "fenced"));
+    assert_int_equal(allot_store_begin(a), ALLOT_ESTATE);
+    assert_int_equal(count_jobs(a, all), 1);
+    submit(b, "t", "by-b");
+    assert_int_equal(count_jobs(a, all), 2);
+    /* unfenced, a handle writes again (allotd never does this) */
+    allot_store_fence(a, 0);
+    submit(a, "t", "unfenced");
+    assert_int_equal(count_jobs(b, all), 3);
+
+    if (f->pg) {
+        struct allot_store *lk3 = open_ok(f);
+
+        /* the leader's session ends (its process died, the network broke):
+         * that handle never leads again, another one can */
+        assert_int_equal(allot_store_lead(lk3, &lead), 0);
+        assert_false(lead);
+        assert_true(raw_int(f, "SELECT count(pg_terminate_backend(l.pid)) FROM pg_locks l"
+                               " WHERE l.locktype = 'advisory' AND l.granted"
+                               " AND l.pid != pg_backend_pid()") >= 1);
+        for (int i = 0; i < 100; i++) {
+            assert_int_equal(allot_store_lead(lk3, &lead), 0);
+            if (lead)
+                break;
+            sleep_us(20000);
+        }
+        assert_true(lead);
+        assert_int_equal(allot_store_lead(lk2, &lead), 0);
+        assert_false(lead);
+        assert_int_equal(allot_store_lead(lk2, &lead), 0);
+        assert_false(lead);
+        allot_store_close(lk3);
+    }
+    allot_store_close(lk2);
+    allot_store_close(a);
+    allot_store_close(b);
+}
+
 /* ---- the PostgreSQL back-end's own opening rules ------------------------------------- */
 
 static void test_open_pg(void **state)
@@ -1267,6 +1340,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_paging, setup, teardown),
         cmocka_unit_test_setup_teardown(test_arrays, setup, teardown),
         cmocka_unit_test_setup_teardown(test_audit_chain, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lead_and_fence, setup, teardown),
     };
     /* --pg: the same behaviour on the PostgreSQL back-end (ALLOT_TEST_PG,
      * set by scripts/pg-sandbox.py); SQLite's own file and migration
@@ -1281,6 +1355,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_paging, setup, teardown),
         cmocka_unit_test_setup_teardown(test_arrays, setup, teardown),
         cmocka_unit_test_setup_teardown(test_audit_chain, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lead_and_fence, setup, teardown),
     };
 
     if (argc > 1 && strcmp(argv[1], "--pg") == 0) {
