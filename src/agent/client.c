@@ -2,6 +2,11 @@
  * The agent's client of allotd: JSON over one keep-alive libcurl handle,
  * with the agent token as bearer. No retries here: the main loop retries
  * on its own schedule, and every agent request is safe to repeat.
+ *
+ * Several allotd (docs/ha.md): --server may list URLs separated by commas.
+ * A request whose connection cannot be opened, or that a standby answers
+ * (503 "standby", naming the leader), goes at once to the leader it named,
+ * else to the next URL; at most once to each.
  */
 #include "agent.h"
 
@@ -13,7 +18,10 @@
 
 struct agent_client {
     CURL *h;
-    char *base;
+    char **bases; /* the server URLs without a trailing slash */
+    int n_bases;
+    int cur;        /* bases[cur] is used */
+    char hint[512]; /* the leader a standby named ("": none): used first */
     struct curl_slist *headers;
     char *buf;
     size_t len, cap;
@@ -62,6 +70,37 @@ int client_set_token(struct agent_client *c, const char *token)
     return 0;
 }
 
+/* A copy of the n bytes at p without trailing slashes (a trailing slash
+ * would double the one every path starts with). */
+static char *store_piece(const char *p, size_t n)
+{
+    char *d = allot_malloc(n + 1);
+
+    if (!d)
+        return NULL;
+    memcpy(d, p, n);
+    d[n] = '\0';
+    while (n && d[n - 1] == '/')
+        d[--n] = '\0';
+    return d;
+}
+
+/* True when the reply is a standby's naming the leader: copied into out. */
+static bool standby_leader(json_t *reply, char *out, size_t len)
+{
+    const char *code = json_string_value(json_object_get(json_object_get(reply, "error"), "code"));
+    const char *leader = json_string_value(json_object_get(reply, "leader"));
+
+    if (!code || strcmp(code, "standby") != 0 || !leader || strlen(leader) >= len ||
+        (strncmp(leader, "http://", 7) != 0 && strncmp(leader, "https://", 8) != 0) ||
+        strpbrk(leader, " \t\r\n"))
+        return false;
+    allot_strlcpy(out, leader, len);
+    for (size_t n = strlen(out); n > 0 && out[n - 1] == '/'; n--)
+        out[n - 1] = '\0';
+    return true;
+}
+
 struct agent_client *client_new(const char *server, const char *token, const char *cacert)
 {
     struct agent_client *c = allot_calloc(1, sizeof(*c));
@@ -69,16 +108,33 @@ struct agent_client *client_new(const char *server, const char *token, const cha
     if (!c)
         return NULL;
     c->h = curl_easy_init();
-    c->base = allot_strdup(server);
     c->headers = headers_for(token);
-    if (!c->h || !c->base || !c->headers) {
+    if (!c->h || !c->headers) {
         client_free(c);
         return NULL;
     }
-    /* a trailing slash would double the one every path starts with */
-    size_t bl = strlen(c->base);
-    while (bl && c->base[bl - 1] == '/')
-        c->base[--bl] = '\0';
+    for (const char *p = server; *p;) {
+        size_t len = strcspn(p, ",");
+        char **more = allot_realloc(c->bases, (size_t)(c->n_bases + 1) * sizeof(*more));
+
+        if (!more) {
+            client_free(c);
+            return NULL;
+        }
+        c->bases = more;
+        if (!(c->bases[c->n_bases] = store_piece(p, len))) {
+            client_free(c);
+            return NULL;
+        }
+        c->n_bases++;
+        p += len;
+        if (*p == ',')
+            p++;
+    }
+    if (!c->n_bases) {
+        client_free(c);
+        return NULL;
+    }
     curl_easy_setopt(c->h, CURLOPT_HTTPHEADER, c->headers);
     curl_easy_setopt(c->h, CURLOPT_WRITEFUNCTION, on_data);
     curl_easy_setopt(c->h, CURLOPT_WRITEDATA, c);
@@ -97,7 +153,9 @@ void client_free(struct agent_client *c)
     if (c->h)
         curl_easy_cleanup(c->h);
     curl_slist_free_all(c->headers);
-    allot_free(c->base);
+    for (int i = 0; i < c->n_bases; i++)
+        allot_free(c->bases[i]);
+    allot_free(c->bases);
     allot_free(c->buf);
     allot_free(c);
 }
@@ -108,27 +166,46 @@ long client_post(struct agent_client *c, const char *path, json_t *body, int64_t
     char url[4400];
     char *text = json_dumps(body, JSON_COMPACT);
     long status = -1;
-    CURLcode rc;
+    CURLcode rc = CURLE_OK;
 
     *reply = NULL;
     if (!text) {
         allot_fmt(err, errlen, "out of memory");
         return -1;
     }
-    allot_fmt(url, sizeof(url), "%s%s", c->base, path);
-    c->len = 0;
-    curl_easy_setopt(c->h, CURLOPT_URL, url);
-    curl_easy_setopt(c->h, CURLOPT_POSTFIELDS, text);
-    curl_easy_setopt(c->h, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
-    rc = curl_easy_perform(c->h);
+    for (int attempt = 0; attempt <= c->n_bases; attempt++) {
+        allot_fmt(url, sizeof(url), "%s%s", c->hint[0] ? c->hint : c->bases[c->cur], path);
+        json_decref(*reply);
+        *reply = NULL;
+        status = -1;
+        c->len = 0;
+        curl_easy_setopt(c->h, CURLOPT_URL, url);
+        curl_easy_setopt(c->h, CURLOPT_POSTFIELDS, text);
+        curl_easy_setopt(c->h, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
+        rc = curl_easy_perform(c->h);
+        if (rc == CURLE_OK) {
+            curl_easy_getinfo(c->h, CURLINFO_RESPONSE_CODE, &status);
+            if (c->len)
+                *reply = json_loadb(c->buf, c->len, 0, NULL);
+        }
+        /* another allotd leads: the one a standby named, else the next URL */
+        if (status == 503 && standby_leader(*reply, c->hint, sizeof(c->hint)))
+            continue;
+        if (rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST ||
+            (status == 503 && c->n_bases > 1)) {
+            if (c->hint[0])
+                c->hint[0] = '\0';
+            else
+                c->cur = (c->cur + 1) % c->n_bases;
+            continue;
+        }
+        break;
+    }
     free(text);
     if (rc != CURLE_OK) {
         allot_fmt(err, errlen, "%s: %s", url, curl_easy_strerror(rc));
         return -1;
     }
-    curl_easy_getinfo(c->h, CURLINFO_RESPONSE_CODE, &status);
-    if (c->len)
-        *reply = json_loadb(c->buf, c->len, 0, NULL);
     if (status < 200 || status > 299) {
         json_t *e = json_object_get(*reply, "error");
         allot_fmt(err, errlen, "%s answered %ld: %s", url, status,

@@ -61,7 +61,8 @@ static const struct allot_config_option options[] = {
      .type = ALLOT_CFG_STRING,
      .offset = F(server),
      .def = "http://127.0.0.1:7070",
-     .help = "URL of allotd."},
+     .help = "URL of allotd; several allotd sharing one store (docs/ha.md): their URLs "
+             "separated by commas, tried in turn, a standby's leader first."},
     {.name = "token",
      .type = ALLOT_CFG_STRING,
      .offset = F(token),

@@ -13,6 +13,10 @@
  * attempt made. At most 1 + conf.retries attempts, with backoff from 250 ms
  * doubling to at most 4 s; a 429 waits its Retry-After (at most 10 s).
  * https:// URLs are checked against the system's CAs or conf.cacert.
+ *
+ * Several allotd (docs/ha.md): conf.server may list URLs separated by
+ * commas. A retry after a connection that could not be opened goes to the
+ * next one; a standby's 503 names the leader, and the retry goes there.
  */
 #include "cli.h"
 
@@ -28,10 +32,13 @@
 
 struct client {
     CURL *h;      /* owned */
-    char *base;   /* owned: server URL without a trailing slash */
-    char *auth;   /* owned: the Authorization header line */
-    char *cacert; /* owned: CA file for https, or NULL */
-    long timeout; /* ms */
+    char **bases; /* owned: the server URLs, without a trailing slash */
+    int n_bases;
+    int cur;        /* bases[cur] is tried next */
+    char hint[512]; /* the leader a standby named ("": none): tried next */
+    char *auth;     /* owned: the Authorization header line */
+    char *cacert;   /* owned: CA file for https, or NULL */
+    long timeout;   /* ms */
     int retries;
     bool verbose;
     char errbuf[CURL_ERROR_SIZE];
@@ -78,10 +85,6 @@ struct client *cli_client(struct cli *c)
                         "~/.config/allot/config");
         return NULL;
     }
-    if (strstr(s, "://") && strncmp(s, "http://", 7) != 0 && strncmp(s, "https://", 8) != 0) {
-        cli_usage_error("server %s: only http:// and https:// URLs are supported", s);
-        return NULL;
-    }
     for (const char *p = s; *p; p++) {
         if ((unsigned char)*p <= ' ' || *p == 0x7f) {
             cli_usage_error("server \"%s\": a URL holds no spaces or control characters", s);
@@ -99,16 +102,44 @@ struct client *cli_client(struct cli *c)
     cl = allot_calloc(1, sizeof(*cl));
     if (!cl)
         goto oom;
-    allot_fmt(tmp, sizeof(tmp), "%s%s", strstr(s, "://") ? "" : "http://", s);
-    for (size_t n = strlen(tmp); n > 0 && tmp[n - 1] == '/'; n--)
-        tmp[n - 1] = '\0';
-    cl->base = allot_strdup(tmp);
+    for (const char *p = s; *p;) {
+        size_t len = strcspn(p, ",");
+        char **more;
+
+        if (len == 0 || len > 2048) {
+            client_free(cl);
+            cli_usage_error("server \"%s\": an empty or overlong URL in the list", s);
+            return NULL;
+        }
+        char one[2100];
+
+        allot_fmt(one, sizeof(one), "%.*s", (int)len, p);
+        if (strstr(one, "://") && strncmp(one, "http://", 7) != 0 &&
+            strncmp(one, "https://", 8) != 0) {
+            client_free(cl);
+            cli_usage_error("server %s: only http:// and https:// URLs are supported", one);
+            return NULL;
+        }
+        allot_fmt(tmp, sizeof(tmp), "%s%s", strstr(one, "://") ? "" : "http://", one);
+        for (size_t n = strlen(tmp); n > 0 && tmp[n - 1] == '/'; n--)
+            tmp[n - 1] = '\0';
+        more = allot_realloc(cl->bases, (size_t)(cl->n_bases + 1) * sizeof(*more));
+        if (!more)
+            goto oom;
+        cl->bases = more;
+        if (!(cl->bases[cl->n_bases] = allot_strdup(tmp)))
+            goto oom;
+        cl->n_bases++;
+        p += len;
+        if (*p == ',')
+            p++;
+    }
     allot_fmt(tmp, sizeof(tmp), "Authorization: Bearer %s", c->conf.token);
     cl->auth = allot_strdup(tmp);
     cl->h = curl_easy_init();
     if (c->conf.cacert && *c->conf.cacert && !(cl->cacert = allot_strdup(c->conf.cacert)))
         goto oom;
-    if (!cl->base || !cl->auth || !cl->h)
+    if (!cl->n_bases || !cl->auth || !cl->h)
         goto oom;
     cl->timeout = (long)c->conf.timeout;
     cl->retries = (int)c->conf.retries;
@@ -127,7 +158,9 @@ void client_free(struct client *cl)
         return;
     if (cl->h)
         curl_easy_cleanup(cl->h);
-    allot_free(cl->base);
+    for (int i = 0; i < cl->n_bases; i++)
+        allot_free(cl->bases[i]);
+    allot_free(cl->bases);
     allot_free(cl->auth);
     allot_free(cl->cacert);
     allot_free(cl);
@@ -198,6 +231,26 @@ static int report_error(long st, const struct buf *b)
     return exit_of_status(st);
 }
 
+/* True when the reply b is a standby's (docs/ha.md) naming the leader: its
+ * URL (http or https, no trailing slash) is copied into out. */
+static bool standby_leader(const struct buf *b, char *out, size_t len)
+{
+    json_t *v = b->len ? json_loadb(b->p, b->len, 0, NULL) : NULL;
+    const char *code = json_string_value(json_object_get(json_object_get(v, "error"), "code"));
+    const char *leader = json_string_value(json_object_get(v, "leader"));
+    bool ok = code && !strcmp(code, "standby") && leader && strlen(leader) < len &&
+              (!strncmp(leader, "http://", 7) || !strncmp(leader, "https://", 8)) &&
+              !strpbrk(leader, " \t\r\n");
+
+    if (ok) {
+        allot_strlcpy(out, leader, len);
+        for (size_t n = strlen(out); n > 0 && out[n - 1] == '/'; n--)
+            out[n - 1] = '\0';
+    }
+    json_decref(v);
+    return ok;
+}
+
 /* client_call, and with raw set: a 2xx body is handed over as it is. */
 static int call(struct client *cl, const char *method, const char *path, json_t *body,
                 const char *idem_key, enum client_retry retry, json_t **reply, long *status,
@@ -212,7 +265,7 @@ static int call(struct client *cl, const char *method, const char *path, json_t 
 
     if (reply)
         *reply = NULL;
-    if (allot_fmt(url, sizeof(url), "%s%s", cl->base, path) >= (int)sizeof(url)) {
+    if (strlen(path) > sizeof(url) - 2600) {
         cli_error("usage", "request URL too long");
         return CLI_USAGE;
     }
@@ -241,6 +294,7 @@ static int call(struct client *cl, const char *method, const char *path, json_t 
     for (int attempt = 0; attempt <= cl->retries; attempt++) {
         CURL *h = cl->h;
 
+        allot_fmt(url, sizeof(url), "%s%s", cl->hint[0] ? cl->hint : cl->bases[cl->cur], path);
         curl_easy_reset(h);
         cl->errbuf[0] = '\0';
         b.len = 0;
@@ -281,6 +335,16 @@ static int call(struct client *cl, const char *method, const char *path, json_t 
                                            : false;
         if (!again || attempt == cl->retries)
             break;
+        /* another allotd: the leader a standby named, else the next URL */
+        if (crc == CURLE_OK && st == 503 && standby_leader(&b, cl->hint, sizeof(cl->hint))) {
+            if (cl->verbose)
+                fprintf(stderr, "allot: a standby; the leader is %s\n", cl->hint);
+        } else if (reached_nobody(crc) || (crc == CURLE_OK && st == 503)) {
+            if (cl->hint[0])
+                cl->hint[0] = '\0';
+            else
+                cl->cur = (cl->cur + 1) % cl->n_bases;
+        }
         long wait = 250L << (attempt < 4 ? attempt : 4);
         curl_off_t after = 0;
         if (wait > 4000)
@@ -300,8 +364,7 @@ static int call(struct client *cl, const char *method, const char *path, json_t 
     if (status)
         *status = st;
     if (crc == CURLE_URL_MALFORMAT || crc == CURLE_UNSUPPORTED_PROTOCOL) {
-        cli_usage_error("server %s: %s", cl->base,
-                        cl->errbuf[0] ? cl->errbuf : curl_easy_strerror(crc));
+        cli_usage_error("server %s: %s", url, cl->errbuf[0] ? cl->errbuf : curl_easy_strerror(crc));
         rc = CLI_USAGE;
     } else if (crc != CURLE_OK) {
         if (b.too_big)

@@ -25,7 +25,8 @@ static const struct allot_config_option options[] = {
      .type = ALLOT_CFG_STRING,
      .offset = F(server),
      .def = "http://127.0.0.1:7070",
-     .help = "URL of allotd (http:// or https://HOST:PORT; a bare HOST:PORT means http)"},
+     .help = "URL of allotd (http:// or https://HOST:PORT; a bare HOST:PORT means http); "
+             "several allotd sharing one store (docs/ha.md): their URLs separated by commas"},
     {.name = "token",
      .type = ALLOT_CFG_STRING,
      .offset = F(token),
@@ -107,7 +108,9 @@ void conf_help(FILE *out)
 {
     fputs("  -o, --output table|json|yaml  output format (default table; csv for usage and\n"
           "                               invoice, html for invoice)\n"
-          "      --server URL              allotd's URL (default http://127.0.0.1:7070)\n"
+          "      --server URL[,URL...]     allotd's URL (default http://127.0.0.1:7070); "
+          "several:\n"
+          "                                the leader is found among them (docs/ha.md)\n"
           "      --cacert FILE             CA certificate (PEM) to check an https server with\n"
           "      --token TOKEN             API token (better: ALLOT_TOKEN or the config file)\n"
           "      --config FILE             config file (default ~/.config/allot/config)\n"

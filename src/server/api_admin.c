@@ -45,10 +45,30 @@ int api_healthz(struct req *r)
     return api_json(r, 200, json_pack("{s:s}", "status", "ok"));
 }
 
+int api_standby(struct req *r)
+{
+    char leader[512];
+
+    pthread_mutex_lock(&r->srv->leader_lock);
+    allot_strlcpy(leader, r->srv->leader_url, sizeof(leader));
+    pthread_mutex_unlock(&r->srv->leader_lock);
+    api_set_header(r, "Retry-After", "1");
+    if (*leader)
+        api_set_header(r, "X-Allot-Leader", leader);
+    return api_json(r, 503,
+                    json_pack("{s:{s:s,s:s},s:s}", "error", "code", "standby", "message",
+                              *leader ? "this allotd stands by: another one leads; send "
+                                        "requests to the leader"
+                                      : "this allotd stands by: another one leads",
+                              "leader", leader));
+}
+
 int api_readyz(struct req *r)
 {
     int failing = atomic_load(&r->srv->store_failing);
 
+    if (atomic_load(&r->srv->standby))
+        return api_standby(r);
     if (!atomic_load(&r->srv->ready))
         return api_error(r, 503, "starting", "rebuilding the scheduler from the store");
     if (failing)

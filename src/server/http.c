@@ -451,7 +451,10 @@ static void dispatch(struct http *h, struct req *r, size_t *route_out)
     }
     if (rt->roles != ROLES_NONE) {
         if (!atomic_load(&h->srv->ready)) {
-            api_error(r, 503, "starting", "allotd is starting; retry shortly");
+            if (atomic_load(&h->srv->standby))
+                api_standby(r);
+            else
+                api_error(r, 503, "starting", "allotd is starting; retry shortly");
             return;
         }
         if (!auth_resolve(r)) {

@@ -79,6 +79,19 @@ static const struct allot_config_option options[] = {
              "allotd sharing one PostgreSQL database, one leading and the others standing by "
              "(docs/ha.md). Keep the password out of the URL: libpq reads PGPASSWORD and "
              "~/.pgpass. Default: sqlite:DATA_DIR/allot.db."},
+    {.name = "advertise-url",
+     .type = ALLOT_CFG_STRING,
+     .offset = F(advertise_url),
+     .help = "The URL clients and agents reach this allotd at, which standbys name while "
+             "it leads (docs/ha.md). Default: http(s)://LISTEN-ADDRESS:PORT."},
+    {.name = "lead-check",
+     .type = ALLOT_CFG_DURATION,
+     .offset = F(lead_check),
+     .def = "1s",
+     .min = 50,
+     .max = 60000,
+     .help = "How often a standby tries to take the lead, and the leader checks it still "
+             "holds it (it stops, exit status 3, when it does not)."},
     {.name = "listen",
      .type = ALLOT_CFG_STRING,
      .offset = F(listen),
@@ -586,12 +599,87 @@ static int cmd_init(struct server_config *c)
     return 0;
 }
 
+enum lead_outcome { LEAD_TAKEN, LEAD_STOP, LEAD_LOST, LEAD_ERROR };
+
+/* Waits up to the lead check for a signal of `set`; true when one asks
+ * allotd to stop (SIGHUP reopens the log and keeps waiting). */
+static bool stop_signal(struct server *s, const sigset_t *set)
+{
+    struct timespec t = {s->cfg.lead_check / 1000, (s->cfg.lead_check % 1000) * 1000000};
+    int sig = sigtimedwait(set, NULL, &t);
+
+    if (sig < 0)
+        return false;
+    if (sig == SIGHUP) {
+        if (log_reopen() < 0)
+            fprintf(stderr, "allotd: cannot reopen %s\n", s->cfg.log_file);
+        LOG_INFO("main", "SIGHUP: log reopened");
+        return false;
+    }
+    LOG_INFO("main", "signal %d: draining", sig);
+    return true;
+}
+
+/* Stands by until this allotd holds the lead, or a signal stops it. Until
+ * then /readyz and the API answer 503 "standby", naming the leader. */
+static enum lead_outcome await_lead(struct server *s, const sigset_t *set)
+{
+    bool leading = false, said = false;
+
+    for (;;) {
+        char *leader = NULL;
+
+        if (allot_store_lead(s->lst, &leading) < 0)
+            LOG_WARN("main", "cannot ask for the lead: %s", allot_store_errmsg(s->lst));
+        if (leading) {
+            atomic_store(&s->standby, false);
+            return LEAD_TAKEN;
+        }
+        atomic_store(&s->standby, true);
+        allot_store_meta_get(s->lst, "leader_url", &leader);
+        pthread_mutex_lock(&s->leader_lock);
+        allot_strlcpy(s->leader_url, leader ? leader : "", sizeof(s->leader_url));
+        pthread_mutex_unlock(&s->leader_lock);
+        if (!said) {
+            LOG_INFO("main", "standing by: another allotd leads (%s)",
+                     leader && *leader ? leader : "where is not known yet");
+            said = true;
+        }
+        allot_free(leader);
+        if (stop_signal(s, set))
+            return LEAD_STOP;
+    }
+}
+
+/* While leading: waits for a signal, checking the lead every lead-check.
+ * LEAD_LOST when it is gone (the store's session ended): this allotd must
+ * stop at once; its writes are already fenced. */
+static enum lead_outcome keep_lead(struct server *s, const sigset_t *set)
+{
+    bool leading = true;
+
+    for (;;) {
+        if (stop_signal(s, set))
+            return LEAD_STOP;
+        if (allot_store_lead(s->lst, &leading) < 0) {
+            LOG_WARN("main", "cannot check the lead: %s", allot_store_errmsg(s->lst));
+            continue;
+        }
+        if (!leading) {
+            LOG_ERROR("main", "lost the lead (the store's session ended): stopping; another "
+                              "allotd takes over");
+            return LEAD_LOST;
+        }
+    }
+}
+
 static int serve(struct server *s)
 {
     struct allot_store_opts so = {.flags = ALLOT_STORE_MIGRATE};
-    char url[4200], err[512];
+    char url[4200], err[512], advertise[512];
+    int64_t epoch = 0;
     sigset_t set;
-    int port = 0, rc = 1, sig;
+    int port = 0, rc = 1;
 
     if (store_url(&s->cfg, url, sizeof(url)) < 0)
         return 2;
@@ -611,8 +699,7 @@ static int serve(struct server *s)
 
         if (s->cfg.store && *s->cfg.store) {
             /* a server's store: `init` makes it, or the server says what is wrong */
-            fprintf(stderr, "allotd: %s (a new store: run `allotd init --store URL` first)\n",
-                    err);
+            fprintf(stderr, "allotd: %s (a new store: run `allotd init --store URL` first)\n", err);
             return 1;
         }
         allot_fmt(db, sizeof(db), "%s/allot.db", s->cfg.data_dir);
@@ -631,17 +718,17 @@ static int serve(struct server *s)
     pthread_mutex_init(&s->refs_lock, NULL);
     pthread_mutex_init(&s->agents_lock, NULL);
     pthread_mutex_init(&s->tokens_lock, NULL);
+    pthread_mutex_init(&s->leader_lock, NULL);
     s->tokens = json_object();
     s->agents = json_object();
-    /* a lone write waits at most 200 us for company before it commits */
-    s->gc = allot_store_gc_new(s->wst, 256, 200);
-    if (!s->gc) {
-        fprintf(stderr, "allotd: cannot start the group committer\n");
-        goto out_store;
-    }
     s->cat = allot_catalog_default(err, sizeof(err));
     if (!s->cat) {
         fprintf(stderr, "allotd: GPU catalog: %s\n", err);
+        goto out_cat;
+    }
+    /* the handle that holds the lead: several allotd may share the store */
+    if (allot_store_open(url, NULL, &s->lst, err, sizeof(err)) < 0) {
+        fprintf(stderr, "allotd: %s\n", err);
         goto out_cat;
     }
     signal(SIGPIPE, SIG_IGN);
@@ -655,16 +742,42 @@ static int serve(struct server *s)
         char host[64];
         const char *colon = strrchr(s->cfg.listen, ':');
         size_t hl = (size_t)(colon - s->cfg.listen);
+        char shown[4200];
 
         memcpy(host, s->cfg.listen, hl < sizeof(host) ? hl : sizeof(host) - 1);
         host[hl < sizeof(host) ? hl : sizeof(host) - 1] = '\0';
         fprintf(stderr, "listening on %s:%d\n", host, port);
         fflush(stderr);
-        char shown[4200];
-
         store_url_shown(url, shown, sizeof(shown));
         LOG_INFO("main", "listening on %s:%d%s, store %s", host, port,
                  s->cfg.tls_cert && *s->cfg.tls_cert ? " (HTTPS)" : "", shown);
+        if (s->cfg.advertise_url && *s->cfg.advertise_url)
+            allot_strlcpy(advertise, s->cfg.advertise_url, sizeof(advertise));
+        else
+            allot_fmt(advertise, sizeof(advertise), "%s://%s:%d",
+                      s->cfg.tls_cert && *s->cfg.tls_cert ? "https" : "http", host, port);
+    }
+    /* standing by until the lead is ours (docs/ha.md) */
+    switch (await_lead(s, &set)) {
+    case LEAD_TAKEN:
+        break;
+    case LEAD_STOP:
+        rc = 0;
+        goto out_http;
+    default:
+        goto out_http;
+    }
+    /* every write from here on checks that no other allotd took over since */
+    if (allot_store_take_lead(s->wst, advertise, &epoch) < 0) {
+        fprintf(stderr, "allotd: cannot take the lead: %s\n", allot_store_errmsg(s->wst));
+        goto out_http;
+    }
+    LOG_INFO("main", "leading (epoch %lld) as %s", (long long)epoch, advertise);
+    /* a lone write waits at most 200 us for company before it commits */
+    s->gc = allot_store_gc_new(s->wst, 256, 200);
+    if (!s->gc) {
+        fprintf(stderr, "allotd: cannot start the group committer\n");
+        goto out_http;
     }
     if (!loop_start(s, err, sizeof(err))) {
         fprintf(stderr, "allotd: %s\n", err);
@@ -674,16 +787,12 @@ static int serve(struct server *s)
         fprintf(stderr, "allotd: %s\n", err);
         goto out_http;
     }
-    for (;;) {
-        if (sigwait(&set, &sig) != 0)
-            continue;
-        if (sig == SIGHUP) {
-            if (log_reopen() < 0)
-                fprintf(stderr, "allotd: cannot reopen %s\n", s->cfg.log_file);
-            LOG_INFO("main", "SIGHUP: log reopened");
-            continue;
-        }
-        LOG_INFO("main", "signal %d: draining", sig);
+    switch (keep_lead(s, &set)) {
+    case LEAD_LOST:
+        rc = 3;
+        atomic_store(&s->ready, false);
+        goto out_http;
+    default:
         break;
     }
     rc = 0;
@@ -703,7 +812,7 @@ out_cat:
     refs_free(s);
     json_decref(s->agents);
     json_decref(s->tokens);
-out_store:
+    allot_store_close(s->lst);
     allot_store_close(s->wst);
     if (!rc)
         LOG_INFO("main", "stopped");

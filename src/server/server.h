@@ -30,7 +30,9 @@
 /* Values of the option table (main.c). */
 struct server_config {
     char *data_dir;
-    char *store; /* store URL; NULL: sqlite:DATA_DIR/allot.db */
+    char *store;         /* store URL; NULL: sqlite:DATA_DIR/allot.db */
+    char *advertise_url; /* where clients reach this allotd when it leads */
+    int64_t lead_check;  /* ms: how often the lead is tried or checked */
     char *listen;
     char *config;
     char *log_file;
@@ -94,6 +96,10 @@ struct server {
     struct http *http;             /* owned */
     struct loop *loop;             /* owned */
     atomic_bool ready;             /* the core was rebuilt from the store */
+    atomic_bool standby;           /* another allotd leads; this one waits to take over */
+    struct allot_store *lst;       /* owned: the handle that holds the lead (docs/ha.md) */
+    pthread_mutex_t leader_lock;   /* leaf lock: guards leader_url */
+    char leader_url[512];          /* where the leader said clients reach it ("" unknown) */
     atomic_int store_failing;      /* the last store write failed with this error (0: it
                                       worked): /readyz says so */
     atomic_int max_node_gpus;      /* most GPUs on one registered node (0: none yet) */
@@ -151,6 +157,9 @@ int api_json(struct req *r, int status, json_t *v);
 /* Replies {"error":{"code":code,"message":...}} with `status`. Returns 0. */
 int api_error(struct req *r, int status, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* Replies 503 "standby" naming the leader (docs/ha.md): this allotd
+ * stands by while another one leads. Returns 0. */
+int api_standby(struct req *r);
 /* Replies with `len` bytes (copied) of any content. */
 int api_bytes(struct req *r, int status, const char *content_type, const void *buf, size_t len);
 /* Replies with plain text (copied). */

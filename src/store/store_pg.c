@@ -30,7 +30,6 @@
 #include "allot/common.h"
 
 #include <errno.h>
-#include <libpq-fe.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,33 +40,9 @@
 #define PG_LOCK_MIGRATE 0x616c6c7402LL
 #define PG_LOCK_LEAD    0x616c6c7403LL
 
-#define PG_MAX_PARAMS 16
-
-/* type oids of the parameters a listing binds (pg_type.h is server-side) */
-#define PG_INT8OID 20
-#define PG_TEXTOID 25
-
-struct pg_store {
-    struct allot_store base; /* first: the handle callers hold */
-    PGconn *conn;            /* owned */
-    bool in_tx;              /* a transaction of ours is open on conn */
-    bool session_ok;         /* the session's settings are made on conn */
-    int lead_pid;            /* the server process of the session holding the lead; 0 = none */
-    bool lead_lost;          /* that session ended: this handle never leads again */
-    int lock_timeout_ms;     /* the busy timeout */
-};
-
 /* ---- parameters -------------------------------------------------------------- */
 
-struct pgp {
-    int n;
-    const char *v[PG_MAX_PARAMS];
-    int len[PG_MAX_PARAMS];
-    int fmt[PG_MAX_PARAMS];
-    char num[PG_MAX_PARAMS][32];
-};
-
-static void p_int(struct pgp *p, int64_t v)
+void pgp_int(struct pgp *p, int64_t v)
 {
     if (ALLOT_NEVER(p->n >= PG_MAX_PARAMS))
         return;
@@ -77,7 +52,7 @@ static void p_int(struct pgp *p, int64_t v)
     p->fmt[p->n++] = 0;
 }
 
-static void p_real(struct pgp *p, double v)
+void pgp_real(struct pgp *p, double v)
 {
     if (ALLOT_NEVER(p->n >= PG_MAX_PARAMS))
         return;
@@ -88,7 +63,7 @@ static void p_real(struct pgp *p, double v)
 }
 
 /* A borrowed string; NULL binds SQL NULL. */
-static void p_text(struct pgp *p, const char *s)
+void pgp_text(struct pgp *p, const char *s)
 {
     if (ALLOT_NEVER(p->n >= PG_MAX_PARAMS))
         return;
@@ -98,7 +73,7 @@ static void p_text(struct pgp *p, const char *s)
 }
 
 /* Borrowed bytes, sent in binary (a bytea). */
-static void p_bytes(struct pgp *p, const void *b, int len)
+void pgp_bytes(struct pgp *p, const void *b, int len)
 {
     if (ALLOT_NEVER(p->n >= PG_MAX_PARAMS))
         return;
@@ -158,11 +133,11 @@ static bool pg_revive(struct pg_store *s)
         PQreset(s->conn);
         if (PQstatus(s->conn) != CONNECTION_OK)
             return false;
+        ALLOT_LOG(ALLOT_LOG_INFO, "store", "postgres: connected again");
     }
     if (pg_session(s) != 0)
         return false;
     s->session_ok = true;
-    ALLOT_LOG(ALLOT_LOG_INFO, "store", "postgres: connected again");
     return true;
 }
 
@@ -213,7 +188,7 @@ static PGresult *pg_run(struct pg_store *s, const char *sql, const struct pgp *p
 }
 
 /* Runs a statement whose result is not needed; 0 or the mapped error. */
-static int pg_do(struct pg_store *s, const char *sql, const struct pgp *p)
+int pg_do(struct pg_store *s, const char *sql, const struct pgp *p)
 {
     int rc;
     PGresult *res = pg_run(s, sql, p, &rc);
@@ -223,12 +198,12 @@ static int pg_do(struct pg_store *s, const char *sql, const struct pgp *p)
 }
 
 /* Runs a write; *changed gets the number of rows it touched. */
-static int pg_write(struct pg_store *s, const char *sql, const struct pgp *p, long *changed)
+int pg_write(struct pg_store *s, const char *sql, const struct pgp *p, long *changed)
 {
     int rc;
     PGresult *res = pg_run(s, sql, p, &rc);
 
-    *changed = res ? atol(PQcmdTuples(res)) : 0;
+    *changed = res ? strtol(PQcmdTuples(res), NULL, 10) : 0;
     PQclear(res);
     return rc;
 }
@@ -248,13 +223,13 @@ static int pg_write_one(struct pg_store *s, const char *sql, const struct pgp *p
 
 /* ---- columns ------------------------------------------------------------------- */
 
-static int64_t col_i64(const PGresult *res, int row, int col)
+int64_t pg_col_i64(const PGresult *res, int row, int col)
 {
     return PQgetisnull(res, row, col) ? 0 : strtoll(PQgetvalue(res, row, col), NULL, 10);
 }
 
 /* Copies a text column (NULL for SQL NULL); 0 or ALLOT_ENOMEM. */
-static int col_text(const PGresult *res, int row, int col, char **out)
+int pg_col_text(const PGresult *res, int row, int col, char **out)
 {
     *out = NULL;
     if (PQgetisnull(res, row, col))
@@ -313,8 +288,6 @@ static int col_enum(struct pg_store *s, const PGresult *res, int row, int col,
 
 /* ---- reading rows into arrays --------------------------------------------------- */
 
-typedef int (*pg_row_fn)(struct pg_store *s, const PGresult *res, int row, void *elem);
-typedef void (*pg_clear_fn)(void *elem);
 
 /*
  * Runs sql and fills a new array *out of *n elements of `size` bytes, one
@@ -356,16 +329,16 @@ static int pg_rows_typed(struct pg_store *s, const char *sql, const struct pgp *
     return 0;
 }
 
-static int pg_rows(struct pg_store *s, const char *sql, const struct pgp *p, size_t size,
-                   pg_row_fn fn, pg_clear_fn clear, void **out, size_t *n)
+int pg_rows(struct pg_store *s, const char *sql, const struct pgp *p, size_t size, pg_row_fn fn,
+            pg_clear_fn clear, void **out, size_t *n)
 {
     return pg_rows_typed(s, sql, p, NULL, size, fn, clear, out, n);
 }
 
 /* Like pg_rows for a query of at most one row: fills *out with it,
  * ALLOT_ENOENT when there is none. */
-static int pg_row(struct pg_store *s, const char *sql, const struct pgp *p, size_t size,
-                  pg_row_fn fn, pg_clear_fn clear, void *out)
+int pg_row(struct pg_store *s, const char *sql, const struct pgp *p, size_t size, pg_row_fn fn,
+           pg_clear_fn clear, void *out)
 {
     unsigned char *arr = NULL;
     size_t n = 0;
@@ -389,7 +362,7 @@ static int pg_int(struct pg_store *s, const char *sql, const struct pgp *p, int6
     int rc;
     PGresult *res = pg_run(s, sql, p, &rc);
 
-    *v = res && PQntuples(res) > 0 ? col_i64(res, 0, 0) : 0;
+    *v = res && PQntuples(res) > 0 ? pg_col_i64(res, 0, 0) : 0;
     PQclear(res);
     return rc;
 }
@@ -412,7 +385,7 @@ static int pg_begin(struct allot_store *base, int depth)
     if ((rc = pg_do(s, "BEGIN", NULL)) != 0)
         return rc;
     s->in_tx = true;
-    p_int(&p, PG_LOCK_WRITE);
+    pgp_int(&p, PG_LOCK_WRITE);
     if ((rc = pg_do(s, "SELECT pg_advisory_xact_lock($1::bigint)", &p)) != 0) {
         char why[STORE_ERR_MAX];
 
@@ -468,7 +441,7 @@ static int pg_rollback(struct allot_store *base, int depth)
 static int meta_row(struct pg_store *s, const PGresult *res, int row, void *elem)
 {
     (void)s;
-    return col_text(res, row, 0, elem);
+    return pg_col_text(res, row, 0, elem);
 }
 
 static void meta_clear(void *elem)
@@ -481,7 +454,7 @@ static int pg_meta_get(struct allot_store *base, const char *key, char **value)
     struct pg_store *s = (struct pg_store *)base;
     struct pgp p = {0};
 
-    p_text(&p, key);
+    pgp_text(&p, key);
     return pg_row(s, "SELECT value FROM meta WHERE key = $1", &p, sizeof *value, meta_row,
                   meta_clear, value);
 }
@@ -491,8 +464,8 @@ static int pg_meta_set(struct allot_store *base, const char *key, const char *va
     struct pg_store *s = (struct pg_store *)base;
     struct pgp p = {0};
 
-    p_text(&p, key);
-    p_text(&p, value);
+    pgp_text(&p, key);
+    pgp_text(&p, value);
     return pg_do(s,
                  "INSERT INTO meta(key, value) VALUES ($1, $2)"
                  " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
@@ -522,7 +495,7 @@ static int pg_lead(struct allot_store *base, bool *leading)
         }
         res = PQexec(s->conn, "SELECT pg_backend_pid()");
         if (!res || PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1 ||
-            col_i64(res, 0, 0) != s->lead_pid) {
+            pg_col_i64(res, 0, 0) != s->lead_pid) {
             PQclear(res);
             s->lead_lost = true;
             return 0;
@@ -531,11 +504,11 @@ static int pg_lead(struct allot_store *base, bool *leading)
         *leading = true;
         return 0;
     }
-    p_int(&p, PG_LOCK_LEAD);
+    pgp_int(&p, PG_LOCK_LEAD);
     if (!(res = pg_run(s, "SELECT pg_try_advisory_lock($1::bigint), pg_backend_pid()", &p, &rc)))
         return rc;
     if (PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 0), "t") == 0) {
-        s->lead_pid = (int)col_i64(res, 0, 1);
+        s->lead_pid = (int)pg_col_i64(res, 0, 1);
         *leading = true;
     }
     PQclear(res);
@@ -554,19 +527,20 @@ static int job_row(struct pg_store *s, const PGresult *res, int row, void *elem)
     struct allot_store_job *j = elem;
     int rc;
 
-    j->id = col_i64(res, row, 0);
-    j->token_id = col_i64(res, row, 3);
-    j->submit_time = col_i64(res, row, 8);
-    j->start_time = col_i64(res, row, 9);
-    j->end_time = col_i64(res, row, 10);
+    j->id = pg_col_i64(res, row, 0);
+    j->token_id = pg_col_i64(res, row, 3);
+    j->submit_time = pg_col_i64(res, row, 8);
+    j->start_time = pg_col_i64(res, row, 9);
+    j->end_time = pg_col_i64(res, row, 10);
     j->has_exit_code = !PQgetisnull(res, row, 11);
-    j->exit_code = (int)col_i64(res, row, 11);
-    j->array_parent = col_i64(res, row, 12);
-    j->array_index = (int)col_i64(res, row, 13);
-    if ((rc = col_text(res, row, 1, &j->tenant)) || (rc = col_text(res, row, 2, &j->name)) ||
-        (rc = col_text(res, row, 4, &j->spec)) || (rc = col_text(res, row, 6, &j->placement)) ||
-        (rc = col_text(res, row, 7, &j->pending_reason)) ||
-        (rc = col_text(res, row, 14, &j->idem_key)) ||
+    j->exit_code = (int)pg_col_i64(res, row, 11);
+    j->array_parent = pg_col_i64(res, row, 12);
+    j->array_index = (int)pg_col_i64(res, row, 13);
+    if ((rc = pg_col_text(res, row, 1, &j->tenant)) || (rc = pg_col_text(res, row, 2, &j->name)) ||
+        (rc = pg_col_text(res, row, 4, &j->spec)) ||
+        (rc = pg_col_text(res, row, 6, &j->placement)) ||
+        (rc = pg_col_text(res, row, 7, &j->pending_reason)) ||
+        (rc = pg_col_text(res, row, 14, &j->idem_key)) ||
         (rc = col_enum(s, res, row, 5, allot_store_job_state_name, &j->state)))
         return rc;
     return 0;
@@ -587,13 +561,13 @@ static int pg_job_insert(struct allot_store *base, const struct allot_store_job 
 
     *existed = false;
     if (j->idem_key) {
-        p_int(&p, j->token_id);
-        p_text(&p, j->idem_key);
+        pgp_int(&p, j->token_id);
+        pgp_text(&p, j->idem_key);
         if (!(res =
                   pg_run(s, "SELECT id FROM jobs WHERE token_id = $1 AND idem_key = $2", &p, &rc)))
             return rc;
         if (PQntuples(res) > 0) {
-            *id = col_i64(res, 0, 0);
+            *id = pg_col_i64(res, 0, 0);
             *existed = true;
         }
         PQclear(res);
@@ -601,23 +575,23 @@ static int pg_job_insert(struct allot_store *base, const struct allot_store_job 
             return 0;
     }
     memset(&p, 0, sizeof p);
-    p_text(&p, j->tenant);
-    p_text(&p, j->name);
-    p_int(&p, j->token_id);
-    p_text(&p, j->spec);
-    p_text(&p, allot_store_job_state_name(j->state));
-    p_text(&p, j->placement);
-    p_text(&p, j->pending_reason);
-    p_int(&p, j->submit_time);
-    p_int(&p, j->start_time);
-    p_int(&p, j->end_time);
+    pgp_text(&p, j->tenant);
+    pgp_text(&p, j->name);
+    pgp_int(&p, j->token_id);
+    pgp_text(&p, j->spec);
+    pgp_text(&p, allot_store_job_state_name(j->state));
+    pgp_text(&p, j->placement);
+    pgp_text(&p, j->pending_reason);
+    pgp_int(&p, j->submit_time);
+    pgp_int(&p, j->start_time);
+    pgp_int(&p, j->end_time);
     if (j->has_exit_code)
-        p_int(&p, j->exit_code);
+        pgp_int(&p, j->exit_code);
     else
-        p_text(&p, NULL);
-    p_int(&p, j->array_parent);
-    p_int(&p, j->array_index);
-    p_text(&p, j->idem_key);
+        pgp_text(&p, NULL);
+    pgp_int(&p, j->array_parent);
+    pgp_int(&p, j->array_index);
+    pgp_text(&p, j->idem_key);
     if (!(res = pg_run(s,
                        "INSERT INTO jobs(tenant, name, token_id, spec, state, placement,"
                        " pending_reason, submit_time, start_time, end_time, exit_code,"
@@ -626,11 +600,11 @@ static int pg_job_insert(struct allot_store *base, const struct allot_store_job 
                        " RETURNING id",
                        &p, &rc)))
         return rc;
-    *id = col_i64(res, 0, 0);
+    *id = pg_col_i64(res, 0, 0);
     PQclear(res);
     if (j->array_parent == ALLOT_STORE_ARRAY_NEW) {
         memset(&p, 0, sizeof p);
-        p_int(&p, *id);
+        pgp_int(&p, *id);
         if ((rc = pg_do(s, "UPDATE jobs SET array_parent = id WHERE id = $1", &p)) != 0)
             return rc;
     }
@@ -640,8 +614,8 @@ static int pg_job_insert(struct allot_store *base, const struct allot_store_job 
             return ALLOT_EINVAL;
         }
         memset(&p, 0, sizeof p);
-        p_int(&p, *id);
-        p_int(&p, j->deps[i]);
+        pgp_int(&p, *id);
+        pgp_int(&p, j->deps[i]);
         if ((rc = pg_do(s,
                         "INSERT INTO job_deps(job_id, dep_id) VALUES ($1, $2)"
                         " ON CONFLICT DO NOTHING",
@@ -657,7 +631,7 @@ static int pg_job_insert(struct allot_store *base, const struct allot_store_job 
 static int dep_row(struct pg_store *s, const PGresult *res, int row, void *elem)
 {
     (void)s;
-    *(int64_t *)elem = col_i64(res, row, 0);
+    *(int64_t *)elem = pg_col_i64(res, row, 0);
     return 0;
 }
 
@@ -672,7 +646,7 @@ static int pg_job_get(struct allot_store *base, int64_t id, struct allot_store_j
     struct pgp p = {0};
     int rc;
 
-    p_int(&p, id);
+    pgp_int(&p, id);
     if ((rc = pg_row(s, "SELECT " JOB_COLS " FROM jobs WHERE id = $1", &p, sizeof *out, job_row,
                      job_clear, out)) != 0) {
         if (rc == ALLOT_ENOENT)
@@ -692,16 +666,16 @@ static int pg_job_update(struct allot_store *base, const struct allot_store_job 
     int64_t found = 0;
     int rc;
 
-    p_int(&p, j->id);
-    p_text(&p, allot_store_job_state_name(j->state));
-    p_text(&p, j->placement);
-    p_text(&p, j->pending_reason);
-    p_int(&p, j->start_time);
-    p_int(&p, j->end_time);
+    pgp_int(&p, j->id);
+    pgp_text(&p, allot_store_job_state_name(j->state));
+    pgp_text(&p, j->placement);
+    pgp_text(&p, j->pending_reason);
+    pgp_int(&p, j->start_time);
+    pgp_int(&p, j->end_time);
     if (j->has_exit_code)
-        p_int(&p, j->exit_code);
+        pgp_int(&p, j->exit_code);
     else
-        p_text(&p, NULL);
+        pgp_text(&p, NULL);
     if ((rc = pg_write(s,
                        "UPDATE jobs SET state = $2, placement = $3, pending_reason = $4,"
                        " start_time = $5, end_time = $6, exit_code = $7"
@@ -711,7 +685,7 @@ static int pg_job_update(struct allot_store *base, const struct allot_store_job 
         return rc;
     /* nothing changed: tell a missing job from a finished one */
     memset(&p, 0, sizeof p);
-    p_int(&p, j->id);
+    pgp_int(&p, j->id);
     if ((rc = pg_int(s, "SELECT count(*) FROM jobs WHERE id = $1", &p, &found)) != 0)
         return rc;
     store_set_err(base, "job %lld: %s", (long long)j->id, found ? "already ended" : "no such job");
@@ -761,19 +735,19 @@ static int pg_job_list(struct allot_store *base, const struct allot_store_job_fi
     int rc, given = 0;
 
     list_sql(k, sql, sizeof sql);
-    p_int(&p, f->cursor ? f->cursor : f->newest_first ? INT64_MAX : 0);
-    p_text(&p, f->tenant);
+    pgp_int(&p, f->cursor ? f->cursor : f->newest_first ? INT64_MAX : 0);
+    pgp_text(&p, f->tenant);
     for (int i = 0; i < ALLOT_SJ_NSTATES; i++)
         if (sm && (f->states & (1u << i))) {
-            p_text(&p, allot_store_job_state_name(i));
+            pgp_text(&p, allot_store_job_state_name(i));
             given++;
         }
     while (given++ < 7)
-        p_text(&p, NULL);
-    p_text(&p, f->name_prefix);
+        pgp_text(&p, NULL);
+    pgp_text(&p, f->name_prefix);
     /* one row more than asked tells whether another page follows */
-    p_int(&p, (int64_t)f->limit + 1);
-    p_int(&p, f->array_parent);
+    pgp_int(&p, (int64_t)f->limit + 1);
+    pgp_int(&p, f->array_parent);
     rc = pg_rows_typed(s, sql, &p, types, sizeof *page->jobs, job_row, job_clear,
                        (void **)&page->jobs, &page->n);
     if (rc == 0 && page->n > (size_t)f->limit) {
@@ -791,10 +765,10 @@ static int pg_event_add(struct allot_store *base, const struct allot_store_event
     struct pg_store *s = (struct pg_store *)base;
     struct pgp p = {0};
 
-    p_int(&p, ev->job_id);
-    p_int(&p, ev->time);
-    p_text(&p, ev->kind);
-    p_text(&p, ev->detail);
+    pgp_int(&p, ev->job_id);
+    pgp_int(&p, ev->time);
+    pgp_text(&p, ev->kind);
+    pgp_text(&p, ev->detail);
     return pg_int(s,
                   "INSERT INTO job_events(job_id, time, kind, detail) VALUES ($1, $2, $3, $4)"
                   " RETURNING seq",
@@ -807,10 +781,10 @@ static int event_row(struct pg_store *s, const PGresult *res, int row, void *ele
     int rc;
 
     (void)s;
-    e->seq = col_i64(res, row, 0);
-    e->job_id = col_i64(res, row, 1);
-    e->time = col_i64(res, row, 2);
-    if ((rc = col_text(res, row, 3, &e->kind)) || (rc = col_text(res, row, 4, &e->detail)))
+    e->seq = pg_col_i64(res, row, 0);
+    e->job_id = pg_col_i64(res, row, 1);
+    e->time = pg_col_i64(res, row, 2);
+    if ((rc = pg_col_text(res, row, 3, &e->kind)) || (rc = pg_col_text(res, row, 4, &e->detail)))
         return rc;
     return 0;
 }
@@ -829,9 +803,9 @@ static int pg_event_list(struct allot_store *base, int64_t job_id, int64_t after
     struct pg_store *s = (struct pg_store *)base;
     struct pgp p = {0};
 
-    p_int(&p, job_id);
-    p_int(&p, after);
-    p_int(&p, limit);
+    pgp_int(&p, job_id);
+    pgp_int(&p, after);
+    pgp_int(&p, limit);
     return pg_rows(s,
                    "SELECT seq, job_id, time, kind, detail FROM job_events"
                    " WHERE job_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
@@ -845,10 +819,10 @@ static int pg_tenant_put(struct allot_store *base, const struct allot_store_tena
     struct pg_store *s = (struct pg_store *)base;
     struct pgp p = {0};
 
-    p_text(&p, t->path);
-    p_real(&p, t->weight);
-    p_text(&p, t->isolation);
-    p_text(&p, t->quotas);
+    pgp_text(&p, t->path);
+    pgp_real(&p, t->weight);
+    pgp_text(&p, t->isolation);
+    pgp_text(&p, t->quotas);
     return pg_do(s,
                  "INSERT INTO tenants(path, weight, isolation, quotas) VALUES ($1, $2, $3, $4)"
                  " ON CONFLICT(path) DO UPDATE SET weight = excluded.weight,"
@@ -863,7 +837,7 @@ static int pg_tenant_delete(struct allot_store *base, const char *path)
     int64_t children = 0;
     int rc;
 
-    p_text(&p, path);
+    pgp_text(&p, path);
     /* a child's path starts with "path/": it sorts in ["path/", "path0") */
     if ((rc = pg_int(s,
                      "SELECT count(*) FROM (SELECT 1 FROM tenants WHERE path >= $1::text || '/'"
@@ -884,8 +858,9 @@ static int tenant_row(struct pg_store *s, const PGresult *res, int row, void *el
 
     (void)s;
     t->weight = strtod(PQgetvalue(res, row, 1), NULL);
-    if ((rc = col_text(res, row, 0, &t->path)) || (rc = col_text(res, row, 2, &t->isolation)) ||
-        (rc = col_text(res, row, 3, &t->quotas)))
+    if ((rc = pg_col_text(res, row, 0, &t->path)) ||
+        (rc = pg_col_text(res, row, 2, &t->isolation)) ||
+        (rc = pg_col_text(res, row, 3, &t->quotas)))
         return rc;
     return 0;
 }
@@ -911,9 +886,9 @@ static int pg_prio_put(struct allot_store *base, const struct allot_store_prio_c
     struct pg_store *s = (struct pg_store *)base;
     struct pgp p = {0};
 
-    p_text(&p, c->name);
-    p_int(&p, c->value);
-    p_int(&p, c->preemptible ? 1 : 0);
+    pgp_text(&p, c->name);
+    pgp_int(&p, c->value);
+    pgp_int(&p, c->preemptible ? 1 : 0);
     return pg_do(s,
                  "INSERT INTO prio_classes(name, value, preemptible) VALUES ($1, $2, $3)"
                  " ON CONFLICT(name) DO UPDATE SET value = excluded.value,"
@@ -925,7 +900,7 @@ static int pg_prio_delete(struct allot_store *base, const char *name)
 {
     struct pgp p = {0};
 
-    p_text(&p, name);
+    pgp_text(&p, name);
     return pg_write_one((struct pg_store *)base, "DELETE FROM prio_classes WHERE name = $1", &p);
 }
 
@@ -934,9 +909,9 @@ static int prio_row(struct pg_store *s, const PGresult *res, int row, void *elem
     struct allot_store_prio_class *c = elem;
 
     (void)s;
-    c->value = (int)col_i64(res, row, 1);
-    c->preemptible = col_i64(res, row, 2) != 0;
-    return col_text(res, row, 0, &c->name);
+    c->value = (int)pg_col_i64(res, row, 1);
+    c->preemptible = pg_col_i64(res, row, 2) != 0;
+    return pg_col_text(res, row, 0, &c->name);
 }
 
 static void prio_clear(void *elem)
@@ -960,12 +935,12 @@ static int pg_node_put(struct allot_store *base, const struct allot_store_node *
     struct pg_store *s = (struct pg_store *)base;
     struct pgp p = {0};
 
-    p_text(&p, nd->name);
-    p_text(&p, nd->inventory);
-    p_text(&p, allot_store_node_state_name(nd->state));
-    p_int(&p, nd->last_heartbeat);
-    p_int(&p, nd->lease_expiry);
-    p_int(&p, nd->token_id);
+    pgp_text(&p, nd->name);
+    pgp_text(&p, nd->inventory);
+    pgp_text(&p, allot_store_node_state_name(nd->state));
+    pgp_int(&p, nd->last_heartbeat);
+    pgp_int(&p, nd->lease_expiry);
+    pgp_int(&p, nd->token_id);
     return pg_do(s,
                  "INSERT INTO nodes(" NODE_COLS ") VALUES ($1, $2, $3, $4, $5, $6)"
                  " ON CONFLICT(name) DO UPDATE SET inventory = excluded.inventory,"
@@ -981,10 +956,11 @@ static int node_row(struct pg_store *s, const PGresult *res, int row, void *elem
     struct allot_store_node *nd = elem;
     int rc;
 
-    nd->last_heartbeat = col_i64(res, row, 3);
-    nd->lease_expiry = col_i64(res, row, 4);
-    nd->token_id = col_i64(res, row, 5);
-    if ((rc = col_text(res, row, 0, &nd->name)) || (rc = col_text(res, row, 1, &nd->inventory)) ||
+    nd->last_heartbeat = pg_col_i64(res, row, 3);
+    nd->lease_expiry = pg_col_i64(res, row, 4);
+    nd->token_id = pg_col_i64(res, row, 5);
+    if ((rc = pg_col_text(res, row, 0, &nd->name)) ||
+        (rc = pg_col_text(res, row, 1, &nd->inventory)) ||
         (rc = col_enum(s, res, row, 2, allot_store_node_state_name, &nd->state)))
         return rc;
     return 0;
@@ -999,7 +975,7 @@ static int pg_node_get(struct allot_store *base, const char *name, struct allot_
 {
     struct pgp p = {0};
 
-    p_text(&p, name);
+    pgp_text(&p, name);
     return pg_row((struct pg_store *)base, "SELECT " NODE_COLS " FROM nodes WHERE name = $1", &p,
                   sizeof *out, node_row, node_clear, out);
 }
@@ -1009,9 +985,9 @@ static int pg_node_heartbeat(struct allot_store *base, const char *name, int64_t
 {
     struct pgp p = {0};
 
-    p_text(&p, name);
-    p_int(&p, now);
-    p_int(&p, expiry);
+    pgp_text(&p, name);
+    pgp_int(&p, now);
+    pgp_int(&p, expiry);
     return pg_write_one((struct pg_store *)base,
                         "UPDATE nodes SET last_heartbeat = $2, lease_expiry = $3 WHERE name = $1",
                         &p);
@@ -1021,7 +997,7 @@ static int pg_node_delete(struct allot_store *base, const char *name)
 {
     struct pgp p = {0};
 
-    p_text(&p, name);
+    pgp_text(&p, name);
     return pg_write_one((struct pg_store *)base, "DELETE FROM nodes WHERE name = $1", &p);
 }
 
@@ -1040,12 +1016,12 @@ static int pg_token_add(struct allot_store *base, const struct allot_store_token
 {
     struct pgp p = {0};
 
-    p_text(&p, t->name);
-    p_text(&p, allot_store_role_name(t->role));
-    p_text(&p, t->tenant);
-    p_bytes(&p, t->hash, ALLOT_STORE_HASH_LEN);
-    p_int(&p, t->created);
-    p_int(&p, t->revoked);
+    pgp_text(&p, t->name);
+    pgp_text(&p, allot_store_role_name(t->role));
+    pgp_text(&p, t->tenant);
+    pgp_bytes(&p, t->hash, ALLOT_STORE_HASH_LEN);
+    pgp_int(&p, t->created);
+    pgp_int(&p, t->revoked);
     return pg_int((struct pg_store *)base,
                   "INSERT INTO tokens(name, role, tenant, hash, created, revoked)"
                   " VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
@@ -1057,10 +1033,10 @@ static int token_row(struct pg_store *s, const PGresult *res, int row, void *ele
     struct allot_store_token *t = elem;
     int rc;
 
-    t->id = col_i64(res, row, 0);
-    t->created = col_i64(res, row, 5);
-    t->revoked = col_i64(res, row, 6);
-    if ((rc = col_text(res, row, 1, &t->name)) || (rc = col_text(res, row, 3, &t->tenant)) ||
+    t->id = pg_col_i64(res, row, 0);
+    t->created = pg_col_i64(res, row, 5);
+    t->revoked = pg_col_i64(res, row, 6);
+    if ((rc = pg_col_text(res, row, 1, &t->name)) || (rc = pg_col_text(res, row, 3, &t->tenant)) ||
         (rc = col_enum(s, res, row, 2, allot_store_role_name, &t->role)) ||
         (rc = col_hash(res, row, 4, t->hash)))
         return rc;
@@ -1078,9 +1054,9 @@ static int pg_token_get(struct allot_store *base, int64_t id, const uint8_t *has
     struct pgp p = {0};
 
     if (hash)
-        p_bytes(&p, hash, ALLOT_STORE_HASH_LEN);
+        pgp_bytes(&p, hash, ALLOT_STORE_HASH_LEN);
     else
-        p_int(&p, id);
+        pgp_int(&p, id);
     return pg_row((struct pg_store *)base,
                   hash ? "SELECT " TOKEN_COLS " FROM tokens WHERE hash = $1"
                        : "SELECT " TOKEN_COLS " FROM tokens WHERE id = $1",
@@ -1095,8 +1071,8 @@ static int pg_token_revoke(struct allot_store *base, int64_t id, int64_t when)
     long changed = 0;
     int rc;
 
-    p_int(&p, id);
-    p_int(&p, when);
+    pgp_int(&p, id);
+    pgp_int(&p, when);
     if ((rc = pg_write(s, "UPDATE tokens SET revoked = $2 WHERE id = $1 AND revoked = 0", &p,
                        &changed)) != 0 ||
         changed == 1)
@@ -1128,7 +1104,7 @@ static int pg_audit_last(struct allot_store *base, int64_t *seq, uint8_t hash[AL
     if (!(res = pg_run(s, "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1", NULL, &rc)))
         return rc;
     if (PQntuples(res) > 0) {
-        *seq = col_i64(res, 0, 0);
+        *seq = pg_col_i64(res, 0, 0);
         /* a mangled head: append after it anyway; verify reports it */
         col_hash(res, 0, 1, hash);
     }
@@ -1140,14 +1116,14 @@ static int pg_audit_insert(struct allot_store *base, const struct allot_store_au
 {
     struct pgp p = {0};
 
-    p_int(&p, e->seq);
-    p_int(&p, e->time);
-    p_int(&p, e->token_id);
-    p_text(&p, e->action);
-    p_text(&p, e->target);
-    p_text(&p, e->result);
-    p_bytes(&p, e->prev_hash, ALLOT_STORE_HASH_LEN);
-    p_bytes(&p, e->hash, ALLOT_STORE_HASH_LEN);
+    pgp_int(&p, e->seq);
+    pgp_int(&p, e->time);
+    pgp_int(&p, e->token_id);
+    pgp_text(&p, e->action);
+    pgp_text(&p, e->target);
+    pgp_text(&p, e->result);
+    pgp_bytes(&p, e->prev_hash, ALLOT_STORE_HASH_LEN);
+    pgp_bytes(&p, e->hash, ALLOT_STORE_HASH_LEN);
     return pg_do((struct pg_store *)base,
                  "INSERT INTO audit(seq, time, token_id, action, target, result, prev_hash, hash)"
                  " VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
@@ -1160,11 +1136,11 @@ static int audit_row(struct pg_store *s, const PGresult *res, int row, void *ele
     int rc;
 
     (void)s;
-    a->seq = col_i64(res, row, 0);
-    a->time = col_i64(res, row, 1);
-    a->token_id = col_i64(res, row, 2);
-    if ((rc = col_text(res, row, 3, &a->action)) || (rc = col_text(res, row, 4, &a->target)) ||
-        (rc = col_text(res, row, 5, &a->result)))
+    a->seq = pg_col_i64(res, row, 0);
+    a->time = pg_col_i64(res, row, 1);
+    a->token_id = pg_col_i64(res, row, 2);
+    if ((rc = pg_col_text(res, row, 3, &a->action)) ||
+        (rc = pg_col_text(res, row, 4, &a->target)) || (rc = pg_col_text(res, row, 5, &a->result)))
         return rc;
     /* a mangled hash stays zeros: verify reports the entry */
     col_hash(res, row, 6, a->prev_hash);
@@ -1186,278 +1162,12 @@ static int pg_audit_list(struct allot_store *base, int64_t after, int limit,
 {
     struct pgp p = {0};
 
-    p_int(&p, after);
-    p_int(&p, limit);
+    pgp_int(&p, after);
+    pgp_int(&p, limit);
     return pg_rows((struct pg_store *)base,
                    "SELECT seq, time, token_id, action, target, result, prev_hash, hash"
                    " FROM audit WHERE seq > $1 ORDER BY seq LIMIT $2",
                    &p, sizeof **out, audit_row, audit_clear, (void **)out, n);
-}
-
-/* ---- metering -------------------------------------------------------------------------------- */
-
-#define RUN_COLS                                                                                   \
-    "SELECT r.id, r.job_id, r.tenant, COALESCE(t.name, ''), r.placement, r.start_time,"            \
-    " COALESCE(r.end_time, 0) FROM runs r LEFT JOIN tokens t ON t.id = r.token_id"
-
-static int run_row(struct pg_store *s, const PGresult *res, int row, void *elem)
-{
-    struct allot_store_run *r = elem;
-    int rc;
-
-    (void)s;
-    r->id = col_i64(res, row, 0);
-    r->job_id = col_i64(res, row, 1);
-    r->start = col_i64(res, row, 5);
-    r->end = col_i64(res, row, 6);
-    if ((rc = col_text(res, row, 2, &r->tenant)) || (rc = col_text(res, row, 3, &r->user)) ||
-        (rc = col_text(res, row, 4, &r->placement)))
-        return rc;
-    return 0;
-}
-
-static void run_clear(void *elem)
-{
-    allot_store_run_clear(elem);
-}
-
-static int pg_run_list(struct allot_store *base, int64_t from, int64_t to,
-                       struct allot_store_run **out, size_t *n)
-{
-    struct pgp p = {0};
-
-    p_int(&p, from);
-    p_int(&p, to);
-    return pg_rows((struct pg_store *)base,
-                   RUN_COLS " WHERE r.start_time < $2 AND (r.end_time IS NULL OR r.end_time > $1)"
-                            " ORDER BY r.id",
-                   &p, sizeof **out, run_row, run_clear, (void **)out, n);
-}
-
-static int pg_run_last(struct allot_store *base, int64_t job_id, struct allot_store_run *out)
-{
-    struct pgp p = {0};
-
-    p_int(&p, job_id);
-    return pg_row((struct pg_store *)base,
-                  RUN_COLS " WHERE r.job_id = $1 ORDER BY r.id DESC LIMIT 1", &p, sizeof *out,
-                  run_row, run_clear, out);
-}
-
-static int span_row(struct pg_store *s, const PGresult *res, int row, void *elem)
-{
-    struct allot_store_node_span *sp = elem;
-    int rc;
-
-    (void)s;
-    sp->start = col_i64(res, row, 2);
-    sp->end = col_i64(res, row, 3);
-    if ((rc = col_text(res, row, 0, &sp->node)) || (rc = col_text(res, row, 1, &sp->inventory)))
-        return rc;
-    return 0;
-}
-
-static void span_clear(void *elem)
-{
-    struct allot_store_node_span *sp = elem;
-
-    allot_free(sp->node);
-    allot_free(sp->inventory);
-}
-
-static int pg_node_span_list(struct allot_store *base, int64_t from, int64_t to,
-                             struct allot_store_node_span **out, size_t *n)
-{
-    struct pgp p = {0};
-
-    p_int(&p, from);
-    p_int(&p, to);
-    return pg_rows((struct pg_store *)base,
-                   "SELECT node, inventory, start_time, COALESCE(end_time, 0) FROM node_spans"
-                   " WHERE start_time < $2 AND (end_time IS NULL OR end_time > $1) ORDER BY id",
-                   &p, sizeof **out, span_row, span_clear, (void **)out, n);
-}
-
-static int pg_sample_add(struct allot_store *base, const struct allot_store_sample *x, bool *added)
-{
-    struct pgp p = {0};
-    long changed = 0;
-    int rc;
-
-    p_int(&p, x->job_id);
-    p_int(&p, x->task);
-    p_int(&p, x->at);
-    p_int(&p, x->cpu_ns);
-    p_int(&p, x->mem_bytes);
-    p_int(&p, x->gpu_util);
-    p_int(&p, x->gpu_mem_bytes);
-    p_int(&p, x->energy_mj);
-    p_int(&p, x->interval_ms);
-    rc = pg_write((struct pg_store *)base,
-                  "INSERT INTO samples(job_id, task, at, cpu_ns, mem_bytes, gpu_util,"
-                  " gpu_mem_bytes, energy_mj, interval_ms)"
-                  " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING",
-                  &p, &changed);
-    *added = rc == 0 && changed == 1;
-    return rc;
-}
-
-static int sample_row(struct pg_store *s, const PGresult *res, int row, void *elem)
-{
-    struct allot_store_sample *x = elem;
-
-    (void)s;
-    x->job_id = col_i64(res, row, 0);
-    x->task = (int)col_i64(res, row, 1);
-    x->at = col_i64(res, row, 2);
-    x->cpu_ns = col_i64(res, row, 3);
-    x->mem_bytes = col_i64(res, row, 4);
-    x->gpu_util = col_i64(res, row, 5);
-    x->gpu_mem_bytes = col_i64(res, row, 6);
-    x->energy_mj = col_i64(res, row, 7);
-    x->interval_ms = col_i64(res, row, 8);
-    return 0;
-}
-
-static int pg_sample_list(struct allot_store *base, int64_t from, int64_t to,
-                          struct allot_store_sample **out, size_t *n)
-{
-    struct pgp p = {0};
-
-    p_int(&p, from);
-    p_int(&p, to);
-    return pg_rows((struct pg_store *)base,
-                   "SELECT job_id, task, at, cpu_ns, mem_bytes, gpu_util, gpu_mem_bytes,"
-                   " energy_mj, interval_ms FROM samples WHERE at >= $1 AND at < $2"
-                   " ORDER BY job_id, task, at",
-                   &p, sizeof **out, sample_row, no_clear, (void **)out, n);
-}
-
-static int pg_usage_replace(struct allot_store *base, int64_t from, int64_t to,
-                            const struct allot_store_usage *rows, size_t n)
-{
-    struct pg_store *s = (struct pg_store *)base;
-    struct pgp p = {0};
-    int rc;
-
-    p_int(&p, from);
-    p_int(&p, to);
-    if ((rc = pg_do(s, "DELETE FROM usage_hourly WHERE hour >= $1 AND hour < $2", &p)) != 0)
-        return rc;
-    for (size_t i = 0; i < n; i++) {
-        const struct allot_store_usage *u = &rows[i];
-
-        memset(&p, 0, sizeof p);
-        p_int(&p, u->hour);
-        p_text(&p, u->tenant);
-        p_text(&p, u->user);
-        p_text(&p, u->model);
-        p_text(&p, u->item);
-        p_int(&p, u->borrowed ? 1 : 0);
-        p_int(&p, u->gpu_ppm_s);
-        p_int(&p, u->cpu_milli_s);
-        p_int(&p, u->mem_mib_s);
-        p_int(&p, u->util_pct_ms);
-        p_int(&p, u->util_ms);
-        p_int(&p, u->gpu_mem_peak);
-        p_int(&p, u->energy_mj);
-        p_int(&p, u->cpu_used_ms);
-        p_int(&p, u->gpu_bill_ppm_s);
-        if ((rc = pg_do(s,
-                        "INSERT INTO usage_hourly(hour, tenant, \"user\", model, item, borrowed,"
-                        " gpu_ppm_s, cpu_milli_s, mem_mib_s, util_pct_ms, util_ms, gpu_mem_peak,"
-                        " energy_mj, cpu_used_ms, gpu_bill_ppm_s) VALUES ($1, $2, $3, $4, $5,"
-                        " $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
-                        &p)) != 0)
-            return rc;
-    }
-    return 0;
-}
-
-static int usage_row(struct pg_store *s, const PGresult *res, int row, void *elem)
-{
-    struct allot_store_usage *u = elem;
-    int rc;
-
-    (void)s;
-    u->hour = col_i64(res, row, 0);
-    u->borrowed = col_i64(res, row, 5) != 0;
-    u->gpu_ppm_s = col_i64(res, row, 6);
-    u->cpu_milli_s = col_i64(res, row, 7);
-    u->mem_mib_s = col_i64(res, row, 8);
-    u->util_pct_ms = col_i64(res, row, 9);
-    u->util_ms = col_i64(res, row, 10);
-    u->gpu_mem_peak = col_i64(res, row, 11);
-    u->energy_mj = col_i64(res, row, 12);
-    u->cpu_used_ms = col_i64(res, row, 13);
-    u->gpu_bill_ppm_s = col_i64(res, row, 14);
-    if ((rc = col_text(res, row, 1, &u->tenant)) || (rc = col_text(res, row, 2, &u->user)) ||
-        (rc = col_text(res, row, 3, &u->model)) || (rc = col_text(res, row, 4, &u->item)))
-        return rc;
-    return 0;
-}
-
-static void usage_clear(void *elem)
-{
-    struct allot_store_usage *u = elem;
-
-    allot_free(u->tenant);
-    allot_free(u->user);
-    allot_free(u->model);
-    allot_free(u->item);
-}
-
-static int pg_usage_list(struct allot_store *base, int64_t from, int64_t to,
-                         struct allot_store_usage **out, size_t *n)
-{
-    struct pgp p = {0};
-
-    p_int(&p, from);
-    p_int(&p, to);
-    return pg_rows((struct pg_store *)base,
-                   "SELECT hour, tenant, \"user\", model, item, borrowed, gpu_ppm_s, cpu_milli_s,"
-                   " mem_mib_s, util_pct_ms, util_ms, gpu_mem_peak, energy_mj, cpu_used_ms,"
-                   " gpu_bill_ppm_s FROM usage_hourly WHERE hour >= $1 AND hour < $2"
-                   " ORDER BY hour, tenant, \"user\", model, item, borrowed",
-                   &p, sizeof **out, usage_row, usage_clear, (void **)out, n);
-}
-
-static int pg_net_add(struct allot_store *base, const struct allot_store_net *nt)
-{
-    struct pgp p = {0};
-
-    p_text(&p, nt->tenant);
-    p_int(&p, nt->vni);
-    p_text(&p, nt->subnet);
-    return pg_do((struct pg_store *)base,
-                 "INSERT INTO tenant_nets(tenant, vni, subnet) VALUES ($1, $2, $3)", &p);
-}
-
-static int net_row(struct pg_store *s, const PGresult *res, int row, void *elem)
-{
-    struct allot_store_net *nt = elem;
-    int rc;
-
-    (void)s;
-    nt->vni = col_i64(res, row, 1);
-    if ((rc = col_text(res, row, 0, &nt->tenant)) || (rc = col_text(res, row, 2, &nt->subnet)))
-        return rc;
-    return 0;
-}
-
-static void net_clear(void *elem)
-{
-    struct allot_store_net *nt = elem;
-
-    allot_free(nt->tenant);
-    allot_free(nt->subnet);
-}
-
-static int pg_net_list(struct allot_store *base, struct allot_store_net **out, size_t *n)
-{
-    return pg_rows((struct pg_store *)base,
-                   "SELECT tenant, vni, subnet FROM tenant_nets ORDER BY vni", NULL, sizeof **out,
-                   net_row, net_clear, (void **)out, n);
 }
 
 /* ---- open: connection, settings, schema check, migrations ------------------------------------ */
@@ -1683,6 +1393,10 @@ static int pg_open_url(const char *scheme, const char *rest, const struct allot_
         goto fail;
     }
     PQsetNoticeProcessor(s->conn, pg_notice, NULL);
+    s->lock_timeout_ms = opts->busy_timeout_ms > 0 ? opts->busy_timeout_ms : 5000;
+    if ((rc = pg_session(s)) != 0)
+        goto fail_msg;
+    s->session_ok = true;
     /* bytes in, bytes out: the database must not convert or check them */
     if ((rc = pg_show(s, "SHOW server_encoding", buf, sizeof buf)) != 0)
         goto fail_msg;
@@ -1694,12 +1408,8 @@ static int pg_open_url(const char *scheme, const char *rest, const struct allot_
         rc = ALLOT_EINVAL;
         goto fail;
     }
-    s->lock_timeout_ms = opts->busy_timeout_ms > 0 ? opts->busy_timeout_ms : 5000;
-    if ((rc = pg_session(s)) != 0)
-        goto fail_msg;
-    s->session_ok = true;
     /* replicas starting together check and migrate the schema one at a time */
-    p_int(&p, PG_LOCK_MIGRATE);
+    pgp_int(&p, PG_LOCK_MIGRATE);
     if ((rc = pg_int(s, "SELECT count(*) FROM (SELECT pg_advisory_lock($1::bigint)) l", &p,
                      &locked)) != 0)
         goto fail_msg;

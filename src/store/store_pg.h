@@ -1,11 +1,82 @@
 /*
- * Private to the PostgreSQL back-end (store_pg.c, store_pg_schema.c): its
- * numbered migrations.
+ * Private to the PostgreSQL back-end: its handle, the parameter and row
+ * helpers store_pg.c (connection, transactions, the main tables) shares
+ * with store_pg_meter.c (the metering tables), and the numbered
+ * migrations (store_pg_schema.c).
  */
 #ifndef ALLOT_STORE_PG_H
 #define ALLOT_STORE_PG_H
 
 #include "store_impl.h"
+
+#include <libpq-fe.h>
+
+#define PG_MAX_PARAMS 16
+
+/* type oids of the parameters a listing binds (pg_type.h is server-side) */
+#define PG_INT8OID 20
+#define PG_TEXTOID 25
+
+struct pg_store {
+    struct allot_store base; /* first: the handle callers hold */
+    PGconn *conn;            /* owned */
+    bool in_tx;              /* a transaction of ours is open on conn */
+    bool session_ok;         /* the session's settings are made on conn */
+    int lead_pid;            /* the server process of the session holding the lead; 0 = none */
+    bool lead_lost;          /* that session ended: this handle never leads again */
+    int lock_timeout_ms;     /* the busy timeout */
+};
+
+/* The parameters of one statement, in text (bytea in binary); the strings
+ * are borrowed for the call. */
+struct pgp {
+    int n;
+    const char *v[PG_MAX_PARAMS];
+    int len[PG_MAX_PARAMS];
+    int fmt[PG_MAX_PARAMS];
+    char num[PG_MAX_PARAMS][32];
+};
+
+void pgp_int(struct pgp *p, int64_t v);
+void pgp_real(struct pgp *p, double v);
+/* A borrowed string; NULL binds SQL NULL. */
+void pgp_text(struct pgp *p, const char *s);
+/* Borrowed bytes, sent in binary (a bytea). */
+void pgp_bytes(struct pgp *p, const void *b, int len);
+
+/* Runs a statement whose result is not needed; 0 or an ALLOT_E* code. */
+int pg_do(struct pg_store *s, const char *sql, const struct pgp *p);
+/* Runs a write; *changed gets the number of rows it touched. */
+int pg_write(struct pg_store *s, const char *sql, const struct pgp *p, long *changed);
+
+typedef int (*pg_row_fn)(struct pg_store *s, const PGresult *res, int row, void *elem);
+typedef void (*pg_clear_fn)(void *elem);
+/* Runs sql and fills a new array *out of *n elements of `size` bytes, one
+ * per row, with fn; on failure nothing is left allocated. */
+int pg_rows(struct pg_store *s, const char *sql, const struct pgp *p, size_t size, pg_row_fn fn,
+            pg_clear_fn clear, void **out, size_t *n);
+/* Like pg_rows for at most one row, into *out; ALLOT_ENOENT when none. */
+int pg_row(struct pg_store *s, const char *sql, const struct pgp *p, size_t size, pg_row_fn fn,
+           pg_clear_fn clear, void *out);
+/* Column values of a text result (0 / NULL for SQL NULL). */
+int64_t pg_col_i64(const PGresult *res, int row, int col);
+int pg_col_text(const PGresult *res, int row, int col, char **out);
+
+/* the metering tables (store_pg_meter.c), as in struct allot_store_ops */
+int pg_run_list(struct allot_store *st, int64_t from, int64_t to, struct allot_store_run **out,
+                size_t *n);
+int pg_run_last(struct allot_store *st, int64_t job_id, struct allot_store_run *out);
+int pg_node_span_list(struct allot_store *st, int64_t from, int64_t to,
+                      struct allot_store_node_span **out, size_t *n);
+int pg_sample_add(struct allot_store *st, const struct allot_store_sample *x, bool *added);
+int pg_sample_list(struct allot_store *st, int64_t from, int64_t to,
+                   struct allot_store_sample **out, size_t *n);
+int pg_usage_replace(struct allot_store *st, int64_t from, int64_t to,
+                     const struct allot_store_usage *rows, size_t n);
+int pg_usage_list(struct allot_store *st, int64_t from, int64_t to, struct allot_store_usage **out,
+                  size_t *n);
+int pg_net_add(struct allot_store *st, const struct allot_store_net *nt);
+int pg_net_list(struct allot_store *st, struct allot_store_net **out, size_t *n);
 
 struct pg_migration {
     int version;

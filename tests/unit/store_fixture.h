@@ -5,7 +5,7 @@
  * small job helpers. Include after cmocka.h.
  *
  * With fix_pg_server set (a test program's --pg: the URL of a PostgreSQL
- * server, from scripts/pg-sandbox.py) the same tests run on the PostgreSQL
+ * server, from scripts/pg_sandbox.py) the same tests run on the PostgreSQL
  * back-end instead: each test gets a database of its own (created by the
  * setup, dropped by the teardown), and raw_sql/raw_int talk to it. raw_sql
  * answers in SQLite's codes either way: SQLITE_OK, SQLITE_CONSTRAINT for a

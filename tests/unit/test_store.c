@@ -1,7 +1,7 @@
 /*
  * Unit tests of allot-store (src/store) with the SQLite back-end, and with
  * --pg the same on the PostgreSQL back-end (tests/CMakeLists: test_store_pg,
- * under scripts/pg-sandbox.py): opening,
+ * under scripts/pg_sandbox.py): opening,
  * migrations and the schema-version check; every typed read and write;
  * idempotency keys; write batches and their nesting; keyset paging over
  * 10,000 jobs with filters; bad input stored verbatim; the audit hash chain
@@ -1343,7 +1343,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_lead_and_fence, setup, teardown),
     };
     /* --pg: the same behaviour on the PostgreSQL back-end (ALLOT_TEST_PG,
-     * set by scripts/pg-sandbox.py); SQLite's own file and migration
+     * set by scripts/pg_sandbox.py); SQLite's own file and migration
      * history tests give way to PostgreSQL's opening rules */
     const struct CMUnitTest pg_tests[] = {
         cmocka_unit_test_setup_teardown(test_open_pg, setup, teardown),
@@ -1361,7 +1361,7 @@ int main(int argc, char **argv)
     if (argc > 1 && strcmp(argv[1], "--pg") == 0) {
         fix_pg_server = getenv("ALLOT_TEST_PG");
         if (!fix_pg_server || !*fix_pg_server) {
-            fprintf(stderr, "--pg needs ALLOT_TEST_PG (run under scripts/pg-sandbox.py)\n");
+            fprintf(stderr, "--pg needs ALLOT_TEST_PG (run under scripts/pg_sandbox.py)\n");
             return 2;
         }
         return cmocka_run_group_tests_name("store_pg", pg_tests, NULL, NULL);

@@ -567,7 +567,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_group_commit, setup, teardown),
     };
     /* --pg: on the PostgreSQL back-end (ALLOT_TEST_PG, set by
-     * scripts/pg-sandbox.py) */
+     * scripts/pg_sandbox.py) */
     const struct CMUnitTest pg_tests[] = {
         cmocka_unit_test_setup_teardown(test_alloc_failures, setup, teardown),
         cmocka_unit_test_setup_teardown(test_crash, setup, teardown),
@@ -579,7 +579,7 @@ int main(int argc, char **argv)
     if (argc > 1 && strcmp(argv[1], "--pg") == 0) {
         fix_pg_server = getenv("ALLOT_TEST_PG");
         if (!fix_pg_server || !*fix_pg_server) {
-            fprintf(stderr, "--pg needs ALLOT_TEST_PG (run under scripts/pg-sandbox.py)\n");
+            fprintf(stderr, "--pg needs ALLOT_TEST_PG (run under scripts/pg_sandbox.py)\n");
             return 2;
         }
         return cmocka_run_group_tests_name("store_stress_pg", pg_tests, NULL, NULL);
