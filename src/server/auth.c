@@ -72,7 +72,7 @@ bool auth_resolve(struct req *r)
     struct allot_store_token t = {0};
     uint8_t hash[ALLOT_STORE_HASH_LEN];
     char key[2 * ALLOT_STORE_HASH_LEN + 1];
-    uint64_t gen;
+    uint64_t gen = 0;
     int rc;
 
     if (!h)
@@ -81,8 +81,10 @@ bool auth_resolve(struct req *r)
     for (int i = 0; i < ALLOT_STORE_HASH_LEN; i++)
         allot_fmt(key + 2 * i, 3, "%02x", hash[i]);
     /* valid tokens are remembered: a request costs no store read; a
-     * revocation empties the cache (auth_forget_tokens) */
-    if (cached(r, key, &gen))
+     * revocation empties the cache (auth_forget_tokens). Not on a standby:
+     * the leader revokes, and only the store tells (docs/ha.md) */
+    bool remember = !atomic_load(&r->srv->standby);
+    if (remember && cached(r, key, &gen))
         return r->who.resolved;
     struct allot_store *st = srv_reader(r->srv);
     if (!st)
@@ -95,7 +97,7 @@ bool auth_resolve(struct req *r)
     /* remembered only when no revocation came between the miss and the
      * read: the store may have answered from before it */
     pthread_mutex_lock(&r->srv->tokens_lock);
-    if (r->srv->tokens_gen == gen) {
+    if (remember && r->srv->tokens_gen == gen) {
         if (json_object_size(r->srv->tokens) >= TOKEN_CACHE_MAX)
             json_object_clear(r->srv->tokens);
         json_object_set_new(r->srv->tokens, key,

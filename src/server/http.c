@@ -30,41 +30,43 @@
 #define ROLES_JOBS  (A(ADMIN) | A(TENANT_ADMIN) | A(MEMBER))
 
 const struct route http_routes[] = {
-    {"GET", "/healthz", api_healthz, ROLES_NONE, NULL},
-    {"GET", "/readyz", api_readyz, ROLES_NONE, NULL},
+    {"GET", "/healthz", api_healthz, ROLES_NONE, NULL, false},
+    {"GET", "/readyz", api_readyz, ROLES_NONE, NULL, false},
     /* public unless --metrics-auth: api_metrics then asks for any valid token */
-    {"GET", "/metrics", api_metrics, ROLES_NONE, NULL},
-    {"POST", "/v1/tokens", api_tokens_create, A(ADMIN) | A(TENANT_ADMIN), "token.create"},
-    {"GET", "/v1/tokens", api_tokens_list, A(ADMIN) | A(TENANT_ADMIN), NULL},
-    {"DELETE", "/v1/tokens/{id}", api_tokens_revoke, A(ADMIN) | A(TENANT_ADMIN), "token.revoke"},
-    {"GET", "/v1/audit", api_audit_list, A(ADMIN), NULL},
-    {"GET", "/v1/audit/verify", api_audit_verify, A(ADMIN), NULL},
-    {"PUT", "/v1/tenants", api_tenants_put, A(ADMIN), "tenant.apply"},
-    {"GET", "/v1/tenants", api_tenants_get, ROLES_USERS, NULL},
-    {"GET", "/v1/priority-classes", api_prio_list, ROLES_USERS, NULL},
-    {"PUT", "/v1/priority-classes/{name}", api_prio_put, A(ADMIN), "priorityclass.put"},
-    {"DELETE", "/v1/priority-classes/{name}", api_prio_delete, A(ADMIN), "priorityclass.delete"},
-    {"POST", "/v1/jobs", api_jobs_submit, ROLES_JOBS, "job.submit"},
-    {"GET", "/v1/jobs", api_jobs_list, ROLES_USERS, NULL},
-    {"GET", "/v1/jobs/{id}", api_jobs_get, ROLES_USERS, NULL},
-    {"POST", "/v1/jobs/{id}/cancel", api_jobs_cancel, ROLES_USERS, "job.cancel"},
-    {"GET", "/v1/jobs/{id}/events", api_jobs_events, ROLES_USERS, NULL},
-    {"GET", "/v1/jobs/{id}/logs", api_jobs_logs, ROLES_USERS, NULL},
-    {"GET", "/v1/nodes", api_nodes_list, ROLES_USERS, NULL},
-    {"POST", "/v1/nodes/register", api_nodes_register, A(ADMIN) | A(AGENT), "node.register"},
-    {"POST", "/v1/nodes/{name}/cordon", api_nodes_cordon, A(ADMIN), "node.cordon"},
-    {"POST", "/v1/nodes/{name}/drain", api_nodes_drain, A(ADMIN), "node.drain"},
-    {"POST", "/v1/nodes/{name}/uncordon", api_nodes_uncordon, A(ADMIN), "node.uncordon"},
+    {"GET", "/metrics", api_metrics, ROLES_NONE, NULL, false},
+    {"POST", "/v1/tokens", api_tokens_create, A(ADMIN) | A(TENANT_ADMIN), "token.create", false},
+    {"GET", "/v1/tokens", api_tokens_list, A(ADMIN) | A(TENANT_ADMIN), NULL, true},
+    {"DELETE", "/v1/tokens/{id}", api_tokens_revoke, A(ADMIN) | A(TENANT_ADMIN), "token.revoke",
+     false},
+    {"GET", "/v1/audit", api_audit_list, A(ADMIN), NULL, true},
+    {"GET", "/v1/audit/verify", api_audit_verify, A(ADMIN), NULL, true},
+    {"PUT", "/v1/tenants", api_tenants_put, A(ADMIN), "tenant.apply", false},
+    {"GET", "/v1/tenants", api_tenants_get, ROLES_USERS, NULL, true},
+    {"GET", "/v1/priority-classes", api_prio_list, ROLES_USERS, NULL, true},
+    {"PUT", "/v1/priority-classes/{name}", api_prio_put, A(ADMIN), "priorityclass.put", false},
+    {"DELETE", "/v1/priority-classes/{name}", api_prio_delete, A(ADMIN), "priorityclass.delete",
+     false},
+    {"POST", "/v1/jobs", api_jobs_submit, ROLES_JOBS, "job.submit", false},
+    {"GET", "/v1/jobs", api_jobs_list, ROLES_USERS, NULL, true},
+    {"GET", "/v1/jobs/{id}", api_jobs_get, ROLES_USERS, NULL, true},
+    {"POST", "/v1/jobs/{id}/cancel", api_jobs_cancel, ROLES_USERS, "job.cancel", false},
+    {"GET", "/v1/jobs/{id}/events", api_jobs_events, ROLES_USERS, NULL, true},
+    {"GET", "/v1/jobs/{id}/logs", api_jobs_logs, ROLES_USERS, NULL, false},
+    {"GET", "/v1/nodes", api_nodes_list, ROLES_USERS, NULL, false},
+    {"POST", "/v1/nodes/register", api_nodes_register, A(ADMIN) | A(AGENT), "node.register", false},
+    {"POST", "/v1/nodes/{name}/cordon", api_nodes_cordon, A(ADMIN), "node.cordon", false},
+    {"POST", "/v1/nodes/{name}/drain", api_nodes_drain, A(ADMIN), "node.drain", false},
+    {"POST", "/v1/nodes/{name}/uncordon", api_nodes_uncordon, A(ADMIN), "node.uncordon", false},
     {"POST", "/v1/nodes/{name}/heartbeat", api_nodes_heartbeat, A(ADMIN) | A(AGENT),
-     "node.heartbeat"},
-    {"GET", "/v1/whoami", api_whoami, ROLES_USERS | A(AGENT), NULL},
-    {"GET", "/v1/scheduler", api_scheduler, ROLES_USERS, NULL},
-    {"GET", "/v1/usage", api_usage, ROLES_USERS, NULL},
-    {"GET", "/v1/idle", api_idle, ROLES_USERS, NULL},
-    {"GET", "/v1/anomalies", api_anomalies, ROLES_USERS, NULL},
-    {"GET", "/v1/invoices", api_invoices, ROLES_USERS, NULL},
-    {"GET", "/v1/pricebook", api_pricebook_get, ROLES_USERS, NULL},
-    {"PUT", "/v1/pricebook", api_pricebook_put, A(ADMIN), "pricebook.put"},
+     "node.heartbeat", false},
+    {"GET", "/v1/whoami", api_whoami, ROLES_USERS | A(AGENT), NULL, true},
+    {"GET", "/v1/scheduler", api_scheduler, ROLES_USERS, NULL, true},
+    {"GET", "/v1/usage", api_usage, ROLES_USERS, NULL, false},
+    {"GET", "/v1/idle", api_idle, ROLES_USERS, NULL, false},
+    {"GET", "/v1/anomalies", api_anomalies, ROLES_USERS, NULL, false},
+    {"GET", "/v1/invoices", api_invoices, ROLES_USERS, NULL, false},
+    {"GET", "/v1/pricebook", api_pricebook_get, ROLES_USERS, NULL, false},
+    {"PUT", "/v1/pricebook", api_pricebook_put, A(ADMIN), "pricebook.put", false},
 };
 const size_t http_n_routes = sizeof(http_routes) / sizeof(http_routes[0]);
 
@@ -450,7 +452,8 @@ static void dispatch(struct http *h, struct req *r, size_t *route_out)
         return;
     }
     if (rt->roles != ROLES_NONE) {
-        if (!atomic_load(&h->srv->ready)) {
+        /* a standby serves the reads of the store alone (docs/ha.md) */
+        if (!atomic_load(&h->srv->ready) && !(rt->standby && atomic_load(&h->srv->standby))) {
             if (atomic_load(&h->srv->standby))
                 api_standby(r);
             else

@@ -20,6 +20,7 @@ struct route {
     int (*fn)(struct req *r);
     unsigned roles;     /* roles allowed; ROLES_NONE: public */
     const char *action; /* audit action of a mutating route, or NULL */
+    bool standby;       /* a read of the store alone: a standby serves it too (docs/ha.md) */
 };
 
 /* The route table, for the docs test (--print-routes). */

@@ -3,7 +3,9 @@
 server on loopback (scripts/pg_sandbox.py; stopped by pid at the end).
 
 - allotd on PostgreSQL: `init --store`, jobs and tenants across a restart.
-- One leads, the other stands by: /readyz and every API route answer 503
+- One leads, the other stands by: it serves the reads of the store (jobs,
+  audit, tenants, tokens) and checks every token in the store (a revocation
+  on the leader counts at once); /readyz and every other route answer 503
   "standby" naming the leader; the CLI given the standby's URL follows it.
 - The leader is killed (SIGKILL): the standby takes the lead within a few
   lead checks, with everything the leader committed, and the CLI given both
@@ -108,11 +110,27 @@ def test_standby_then_takeover():
         time.sleep(0.05)
         body = b.req("GET", "/readyz")[1]
     assert body["error"]["code"] == "standby" and body["leader"] == base(a), body
-    st, body = b.req("GET", "/v1/jobs", token=admin)
+    # the standby serves reads of the store itself; anything else goes to the leader
+    assert fx.job(b, j["id"])["name"] == "before"
+    listed = fx.expect(b.req("GET", "/v1/jobs", token=admin), 200)
+    assert [x["id"] for x in listed["jobs"]] == [j["id"]], listed
+    assert fx.expect(b.req("GET", "/v1/audit/verify", token=admin), 200)["ok"] is True
+    st, body = b.req("POST", "/v1/jobs", {"name": "x", "tenant": "research/nlp",
+                                          "command": ["true"]}, token=admin)
     assert st == 503 and body["error"]["code"] == "standby", (st, body)
-    # the CLI given the standby finds the leader
+    st, body = b.req("GET", "/v1/nodes", token=admin)
+    assert st == 503 and body["error"]["code"] == "standby", (st, body)
+    # a token the leader revokes is refused by the standby at once
+    viewer = a.token("viewer", name="v")
+    fx.expect(b.req("GET", "/v1/jobs", token=viewer), 200)
+    tid = fx.expect(a.req("GET", "/v1/whoami", token=viewer), 200)["token_id"]
+    fx.expect(a.req("DELETE", "/v1/tokens/%d" % tid, token=admin), 200)
+    fx.expect(b.req("GET", "/v1/jobs", token=viewer), 401)
+    # the CLI given the standby: its reads there, its writes at the leader it names
     r = cf.ok(cf.cli(b, "show", j["id"], "-o", "json", token=admin))
     assert r.json()["name"] == "before", r
+    r = cf.ok(cf.cli(b, "cancel", j["id"], token=admin))
+    assert fx.job(a, j["id"])["state"] == "cancelled"
     assert "leading (epoch" in a.log() and "standing by" in b.log(), b.log()
 
     # the leader dies: the standby takes over with what was committed
@@ -120,7 +138,7 @@ def test_standby_then_takeover():
     t0 = time.time()
     wait_status(b, "/readyz", 200, timeout=15)
     took = time.time() - t0
-    assert fx.job(b, j["id"])["name"] == "before"
+    assert fx.job(b, j["id"])["state"] == "cancelled"
     k = submit(b, "after")
     assert k["id"] > j["id"], k
     assert "leading (epoch 2)" in b.log(), b.log()
