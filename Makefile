@@ -11,6 +11,7 @@
 #   make bench      placement, scheduling-cycle and simulator benchmarks
 #   make bench-cycle  one scheduling cycle at daemon scale (latency, memory)
 #   make bench-api      allotd's durable submissions with 1, 8, 64 clients
+#   make bench-api-pg   the same on SQLite and on PostgreSQL, side by side
 #   make bench-cluster  allotd filling 1,024 emulated nodes with 5,000 jobs
 #   make bench-agent    job start/stop latency through allotd and one agent
 #   make bench-shim     liballot-cuda.so's cost per launch and allocation
@@ -25,7 +26,7 @@ DATA      ?= $(abspath ../shared/data)
 CMAKE_GEN  = cmake -S . -G Ninja -Wno-dev
 PREFIX    ?= /usr/local
 
-.PHONY: all build deps demo demo-sim test test-data test-asan fuzz bench bench-cycle bench-api bench-cluster bench-agent bench-shim check format install clean
+.PHONY: all build deps demo demo-sim test test-data test-asan fuzz bench bench-cycle bench-api bench-api-pg bench-cluster bench-agent bench-shim check format install clean
 
 all: build
 
@@ -95,6 +96,10 @@ bench-cycle: deps build
 
 bench-api: deps build
 	@$(BUILD)/bench-api
+
+# the same on SQLite and on PostgreSQL side by side (a throwaway server)
+bench-api-pg: deps build
+	@python3 scripts/pg_sandbox.py -- $(BUILD)/bench-api --pg env
 
 bench-cluster: deps build
 	@$(BUILD)/bench-cluster

@@ -16,6 +16,8 @@
  * and then, with 300 keep-alive connections open that each listed 1,000
  * jobs: open_conns=300 rss_mib=.. read_handles_lent=.. read_handles_idle=..
  * and whether the target (>= 5,000/s at 64 clients, p99 <= 50 ms) is met.
+ * With --pg (make bench-api-pg: a throwaway server from scripts/pg_sandbox.py)
+ * every round runs on SQLite and then on PostgreSQL, lines prefixed store=.
  * Figures only; no test asserts on them.
  */
 #include "benchlib.h"
@@ -149,13 +151,15 @@ out:
 static void usage(void)
 {
     fprintf(stderr, "usage: bench-api [--clients 1,8,64] [--jobs 5000] [--seconds 30] "
-                    "[--nodes 64] [--mix jobs.tsv]\n"
-                    "  allotd is $ALLOTD or the one next to this program\n");
+                    "[--nodes 64] [--mix jobs.tsv] [--pg postgres://USER@HOST:PORT|env]\n"
+                    "  allotd is $ALLOTD or the one next to this program; --pg runs each\n"
+                    "  round on SQLite and then on a fresh database of that PostgreSQL\n"
+                    "  server (env: $ALLOT_TEST_PG, as scripts/pg_sandbox.py sets it)\n");
 }
 
 int main(int argc, char **argv)
 {
-    const char *clients_arg = "1,8,64", *mix_path = NULL;
+    const char *clients_arg = "1,8,64", *mix_path = NULL, *pg = NULL;
     long jobs = 5000;
     double secs = 30;
     int nodes = 64, status = 0;
@@ -175,12 +179,15 @@ int main(int argc, char **argv)
             nodes = (int)strtol(v, NULL, 10);
         else if (!strcmp(argv[i], "--mix") && v)
             mix_path = v;
+        else if (!strcmp(argv[i], "--pg") && v)
+            pg = strcmp(v, "env") == 0 ? getenv("ALLOT_TEST_PG") : v;
         else {
             usage();
             return 2;
         }
     }
-    if (jobs < 1 || secs <= 0 || nodes < 0 || nodes > 9999) {
+    if (jobs < 1 || secs <= 0 || nodes < 0 || nodes > 9999 ||
+        (pg && (!*pg || bench_use_postgres(pg) < 0))) {
         usage();
         return 2;
     }
@@ -203,12 +210,22 @@ int main(int argc, char **argv)
             free(mix);
             return 2;
         }
-        rate = round_run(allotd, (int)n, jobs, secs, nodes, mix, n_mix, &p99);
-        if (rate < 0)
-            status = 1;
-        else if (n == 64)
-            printf("target clients=64: >= 5000/s and p99 <= 50 ms: %s (%.0f/s, p99 %.2f ms)\n",
-                   rate >= 5000 && p99 <= 50 ? "met" : "MISSED", rate, p99);
+        /* with --pg, the same round on each store, side by side */
+        for (int k = 0; k < (pg ? 2 : 1); k++) {
+            const char *store = k == 0 ? "sqlite" : "postgres";
+
+            if (pg) {
+                bench_use_postgres(k == 0 ? NULL : pg);
+                printf("store=%s ", store);
+            }
+            rate = round_run(allotd, (int)n, jobs, secs, nodes, mix, n_mix, &p99);
+            if (rate < 0)
+                status = 1;
+            else if (n == 64)
+                printf("target clients=64 store=%s: >= 5000/s and p99 <= 50 ms: %s (%.0f/s, "
+                       "p99 %.2f ms)\n",
+                       store, rate >= 5000 && p99 <= 50 ? "met" : "MISSED", rate, p99);
+        }
         p = *end == ',' ? end + 1 : end;
     }
     free(mix);

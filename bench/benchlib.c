@@ -6,6 +6,8 @@
 #define _XOPEN_SOURCE 700 /* nftw */
 #include "benchlib.h"
 
+#include <libpq-fe.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -138,7 +140,10 @@ static int run_init(struct bench_daemon *d, const char *allotd)
         dup2(p[1], 1);
         close(p[0]);
         close(p[1]);
-        execl(allotd, allotd, "init", "--data-dir", d->dir, (char *)NULL);
+        if (d->store[0])
+            execl(allotd, allotd, "init", "--store", d->store, (char *)NULL);
+        else
+            execl(allotd, allotd, "init", "--data-dir", d->dir, (char *)NULL);
         _exit(127);
     }
     close(p[1]);
@@ -190,6 +195,62 @@ static int find_port(struct bench_daemon *d)
     return -1;
 }
 
+/* ---- a PostgreSQL store (bench_use_postgres) ---- */
+
+static char pg_server[400];
+static unsigned pg_count;
+
+/* Runs one statement on the server's maintenance database. */
+static int pg_admin(const char *sql)
+{
+    char url[480];
+    PGconn *c;
+    PGresult *r;
+    int rc;
+
+    snprintf(url, sizeof(url), "%s/postgres", pg_server);
+    c = PQconnectdb(url);
+    if (PQstatus(c) != CONNECTION_OK) {
+        fprintf(stderr, "bench: %s", PQerrorMessage(c));
+        PQfinish(c);
+        return -1;
+    }
+    r = PQexec(c, sql);
+    rc = PQresultStatus(r) == PGRES_COMMAND_OK ? 0 : -1;
+    if (rc < 0)
+        fprintf(stderr, "bench: %s: %s", sql, PQerrorMessage(c));
+    PQclear(r);
+    PQfinish(c);
+    return rc;
+}
+
+int bench_use_postgres(const char *server)
+{
+    if (!server) {
+        pg_server[0] = '\0';
+        return 0;
+    }
+    if (strlen(server) >= sizeof(pg_server) - 64 || strncmp(server, "postgres", 8) != 0)
+        return -1;
+    snprintf(pg_server, sizeof(pg_server), "%s", server);
+    return 0;
+}
+
+static int pg_newdb(struct bench_daemon *d)
+{
+    char sql[200];
+
+    snprintf(sql, sizeof(sql),
+             "CREATE DATABASE allot_bench_%d_%u TEMPLATE template0 ENCODING 'SQL_ASCII' "
+             "LC_COLLATE 'C' LC_CTYPE 'C'",
+             (int)getpid(), ++pg_count);
+    if (pg_admin(sql) < 0)
+        return -1;
+    snprintf(d->store, sizeof(d->store), "%s/allot_bench_%d_%u", pg_server, (int)getpid(),
+             pg_count);
+    return 0;
+}
+
 int bench_daemon_start(struct bench_daemon *d, const char *allotd, const char *const *extra)
 {
     const char *argv[64];
@@ -198,6 +259,8 @@ int bench_daemon_start(struct bench_daemon *d, const char *allotd, const char *c
     double end;
 
     memset(d, 0, sizeof(*d));
+    if (pg_server[0] && pg_newdb(d) < 0)
+        return -1;
     snprintf(d->dir, sizeof(d->dir), "%s/allot-bench-XXXXXX",
              getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     if (!mkdtemp(d->dir)) {
@@ -210,8 +273,8 @@ int bench_daemon_start(struct bench_daemon *d, const char *allotd, const char *c
     if (run_init(d, allotd) < 0)
         goto fail;
     argv[n++] = allotd;
-    argv[n++] = "--data-dir";
-    argv[n++] = d->dir;
+    argv[n++] = d->store[0] ? "--store" : "--data-dir";
+    argv[n++] = d->store[0] ? d->store : d->dir;
     argv[n++] = "--listen";
     argv[n++] = "127.0.0.1:0";
     for (int i = 0; extra && extra[i] && n < 62; i++)
@@ -284,6 +347,13 @@ void bench_daemon_stop(struct bench_daemon *d)
         print_log_tail(d);
     if (d->dir[0])
         nftw(d->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    if (d->store[0]) {
+        char sql[600];
+
+        snprintf(sql, sizeof(sql), "DROP DATABASE %s WITH (FORCE)", strrchr(d->store, '/') + 1);
+        pg_admin(sql);
+        d->store[0] = '\0';
+    }
     if (d->log[0])
         unlink(d->log);
     d->dir[0] = d->log[0] = '\0';

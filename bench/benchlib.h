@@ -22,7 +22,13 @@ struct bench_daemon {
     char dir[256];   /* temporary data folder, removed by bench_daemon_stop */
     char log[320];   /* its stderr */
     char admin[128]; /* the admin token printed by `allotd init` */
+    char store[512]; /* --store URL of a PostgreSQL database ("": DIR's SQLite file) */
 };
+
+/* Daemons started after this keep their store in a fresh database of the
+ * PostgreSQL server at `server` ("postgres://USER@HOST:PORT"; NULL: back to
+ * SQLite), created here and dropped by bench_daemon_stop. Returns 0 or -1. */
+int bench_use_postgres(const char *server);
 
 /* Path of allotd: $ALLOTD, else "allotd" next to this executable. OUT:
  * buf. Returns 0 or -1. */

@@ -131,6 +131,7 @@ static bool pg_revive(struct pg_store *s)
     if (PQstatus(s->conn) != CONNECTION_OK) {
         s->session_ok = false;
         PQreset(s->conn);
+        s->n_prepared = 0; /* a new session has none */
         if (PQstatus(s->conn) != CONNECTION_OK)
             return false;
         ALLOT_LOG(ALLOT_LOG_INFO, "store", "postgres: connected again");
@@ -141,11 +142,34 @@ static bool pg_revive(struct pg_store *s)
     return true;
 }
 
+/* Runs sql: a statement with parameters is prepared once per session
+ * (named by its place in s->prepared) and executed from then on, which
+ * spares the server parsing and planning it again; one without runs as it
+ * is. */
 static PGresult *pg_exec(struct pg_store *s, const char *sql, const struct pgp *p,
                          const unsigned *types)
 {
-    return PQexecParams(s->conn, sql, p ? p->n : 0, types, p ? p->v : NULL, p ? p->len : NULL,
-                        p ? p->fmt : NULL, 0);
+    char name[16];
+    int i;
+
+    if (!p)
+        return PQexecParams(s->conn, sql, 0, NULL, NULL, NULL, NULL, 0);
+    for (i = 0; i < s->n_prepared && s->prepared[i] != sql; i++)
+        ;
+    if (i == s->n_prepared) {
+        PGresult *res;
+
+        if (i == PG_MAX_PREPARED)
+            return PQexecParams(s->conn, sql, p->n, types, p->v, p->len, p->fmt, 0);
+        allot_fmt(name, sizeof name, "a%d", i);
+        res = PQprepare(s->conn, name, sql, p->n, types);
+        if (!res || PQresultStatus(res) != PGRES_COMMAND_OK)
+            return res;
+        PQclear(res);
+        s->prepared[s->n_prepared++] = sql;
+    }
+    allot_fmt(name, sizeof name, "a%d", i);
+    return PQexecPrepared(s->conn, name, p->n, p->v, p->len, p->fmt, 0);
 }
 
 /*
@@ -287,7 +311,6 @@ static int col_enum(struct pg_store *s, const PGresult *res, int row, int col,
 }
 
 /* ---- reading rows into arrays --------------------------------------------------- */
-
 
 /*
  * Runs sql and fills a new array *out of *n elements of `size` bytes, one
@@ -731,10 +754,18 @@ static int pg_job_list(struct allot_store *base, const struct allot_store_job_fi
     int k = ((tm * 3 + sm) << 3) | (f->array_parent ? 4 : 0) | (f->name_prefix ? 2 : 0) |
             (f->newest_first ? 1 : 0);
     struct pgp p = {0};
-    char sql[640];
     int rc, given = 0;
 
-    list_sql(k, sql, sizeof sql);
+    if (ALLOT_NEVER(k >= PG_LIST_SHAPES))
+        return ALLOT_EINTERNAL;
+    /* made once per handle: its address names the prepared statement */
+    if (!s->list_sql[k]) {
+        if (!(s->list_sql[k] = allot_malloc(640))) {
+            store_set_err(base, "out of memory");
+            return ALLOT_ENOMEM;
+        }
+        list_sql(k, s->list_sql[k], 640);
+    }
     pgp_int(&p, f->cursor ? f->cursor : f->newest_first ? INT64_MAX : 0);
     pgp_text(&p, f->tenant);
     for (int i = 0; i < ALLOT_SJ_NSTATES; i++)
@@ -748,7 +779,7 @@ static int pg_job_list(struct allot_store *base, const struct allot_store_job_fi
     /* one row more than asked tells whether another page follows */
     pgp_int(&p, (int64_t)f->limit + 1);
     pgp_int(&p, f->array_parent);
-    rc = pg_rows_typed(s, sql, &p, types, sizeof *page->jobs, job_row, job_clear,
+    rc = pg_rows_typed(s, s->list_sql[k], &p, types, sizeof *page->jobs, job_row, job_clear,
                        (void **)&page->jobs, &page->n);
     if (rc == 0 && page->n > (size_t)f->limit) {
         allot_store_job_clear(&page->jobs[f->limit]);
@@ -1343,6 +1374,8 @@ static void pg_close(struct allot_store *base)
     if (!s)
         return;
     PQfinish(s->conn);
+    for (int i = 0; i < PG_LIST_SHAPES; i++)
+        allot_free(s->list_sql[i]);
     allot_free(s);
 }
 

@@ -11,7 +11,9 @@
 
 #include <libpq-fe.h>
 
-#define PG_MAX_PARAMS 16
+#define PG_MAX_PARAMS   16
+#define PG_MAX_PREPARED 96 /* statements a session prepares (store_pg.c has fewer) */
+#define PG_LIST_SHAPES  72 /* job listing shapes, as the SQLite back-end's */
 
 /* type oids of the parameters a listing binds (pg_type.h is server-side) */
 #define PG_INT8OID 20
@@ -25,6 +27,11 @@ struct pg_store {
     int lead_pid;            /* the server process of the session holding the lead; 0 = none */
     bool lead_lost;          /* that session ended: this handle never leads again */
     int lock_timeout_ms;     /* the busy timeout */
+    /* statements prepared on this session, by the address of their SQL text
+     * (constant strings, and list_sql); forgotten when the session is new */
+    const char *prepared[PG_MAX_PREPARED];
+    int n_prepared;
+    char *list_sql[PG_LIST_SHAPES]; /* owned: each job listing shape's SQL, made once */
 };
 
 /* The parameters of one statement, in text (bytea in binary); the strings
