@@ -23,15 +23,16 @@
 /* Error codes: always negative, 0 is success. */
 enum allot_err {
     ALLOT_OK = 0,
-    ALLOT_ENOMEM = -1,   /* allocation failed */
-    ALLOT_EINVAL = -2,   /* invalid argument or malformed input */
-    ALLOT_ENOSPC = -3,   /* does not fit: no capacity for the request */
-    ALLOT_ENOENT = -4,   /* no such object */
-    ALLOT_EEXIST = -5,   /* object already exists */
-    ALLOT_ERANGE = -6,   /* value out of range */
-    ALLOT_EIO = -7,      /* I/O error (never returned by the core) */
-    ALLOT_ESTATE = -8,   /* operation not valid in the object's state */
-    ALLOT_EINTERNAL = -9 /* broken invariant: a bug */
+    ALLOT_ENOMEM = -1,    /* allocation failed */
+    ALLOT_EINVAL = -2,    /* invalid argument or malformed input */
+    ALLOT_ENOSPC = -3,    /* does not fit: no capacity for the request */
+    ALLOT_ENOENT = -4,    /* no such object */
+    ALLOT_EEXIST = -5,    /* object already exists */
+    ALLOT_ERANGE = -6,    /* value out of range */
+    ALLOT_EIO = -7,       /* I/O error (never returned by the core) */
+    ALLOT_ESTATE = -8,    /* operation not valid in the object's state */
+    ALLOT_EINTERNAL = -9, /* broken invariant: a bug */
+    ALLOT_EFENCED = -10   /* a store write refused: another allotd took the lead */
 };
 
 /* Returns a static, human-readable text for an ALLOT_E* code (never NULL). */

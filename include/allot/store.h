@@ -118,16 +118,16 @@ int allot_store_lead(struct allot_store *st, bool *leading);
 
 /*
  * Fencing: every outermost batch on st first checks that meta
- * "leader_epoch" still reads `epoch`, and fails with ALLOT_ESTATE
- * ("fenced"), writing nothing, once another allotd raised it by taking the
- * lead (allot_store_take_lead). 0 turns the check off (the default).
+ * "leader_epoch" still reads `epoch`, and fails with ALLOT_EFENCED,
+ * writing nothing, once another allotd raised it by taking the lead
+ * (allot_store_take_lead). 0 turns the check off (the default).
  */
 void allot_store_fence(struct allot_store *st, int64_t epoch);
 
 /* Takes the lead in the store: raises meta "leader_epoch" by one, records
  * `url` (where clients reach the new leader) in meta "leader_url", and
  * fences st with the new epoch, in one batch. Returns 0 with *epoch set, or
- * an error (nothing changed). */
+ * an error (nothing changed, st's fence included). */
 int allot_store_take_lead(struct allot_store *st, const char *url, int64_t *epoch);
 
 /* ---- meta ----------------------------------------------------------------- */

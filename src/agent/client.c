@@ -85,14 +85,17 @@ static char *store_piece(const char *p, size_t n)
     return d;
 }
 
-/* True when the reply is a standby's naming the leader: copied into out. */
-static bool standby_leader(json_t *reply, char *out, size_t len)
+/* True when the reply is a standby's naming the leader: copied into out
+ * (never an http leader when `from`, the URL that answered, is https: the
+ * token would travel in the clear). */
+static bool standby_leader(json_t *reply, const char *from, char *out, size_t len)
 {
     const char *code = json_string_value(json_object_get(json_object_get(reply, "error"), "code"));
     const char *leader = json_string_value(json_object_get(reply, "leader"));
 
     if (!code || strcmp(code, "standby") != 0 || !leader || strlen(leader) >= len ||
-        (strncmp(leader, "http://", 7) != 0 && strncmp(leader, "https://", 8) != 0) ||
+        (strncmp(leader, "https://", 8) != 0 &&
+         (strncmp(leader, "http://", 7) != 0 || strncmp(from, "https://", 8) == 0)) ||
         strpbrk(leader, " \t\r\n"))
         return false;
     allot_strlcpy(out, leader, len);
@@ -188,11 +191,19 @@ long client_post(struct agent_client *c, const char *path, json_t *body, int64_t
             if (c->len)
                 *reply = json_loadb(c->buf, c->len, 0, NULL);
         }
-        /* another allotd leads: the one a standby named, else the next URL */
-        if (status == 503 && standby_leader(*reply, c->hint, sizeof(c->hint)))
+        /* another allotd leads: the one a standby named, else the next URL
+         * (also after a connection that timed out before it was made: a
+         * machine that is down answers nothing) */
+        curl_off_t connect_t = 0;
+        bool nobody = rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST ||
+                      (rc == CURLE_OPERATION_TIMEDOUT &&
+                       curl_easy_getinfo(c->h, CURLINFO_CONNECT_TIME_T, &connect_t) == CURLE_OK &&
+                       connect_t == 0);
+
+        if (status == 503 && standby_leader(*reply, c->hint[0] ? c->hint : c->bases[c->cur],
+                                            c->hint, sizeof(c->hint)))
             continue;
-        if (rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST ||
-            (status == 503 && c->n_bases > 1)) {
+        if (nobody || (status == 503 && c->n_bases > 1)) {
             if (c->hint[0])
                 c->hint[0] = '\0';
             else

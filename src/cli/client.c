@@ -231,15 +231,28 @@ static int report_error(long st, const struct buf *b)
     return exit_of_status(st);
 }
 
+/* A connection that timed out before it was made reached nobody either (a
+ * machine that is down answers nothing at all). */
+static bool connect_timed_out(CURL *h, CURLcode rc)
+{
+    curl_off_t t = 0;
+
+    return rc == CURLE_OPERATION_TIMEDOUT &&
+           curl_easy_getinfo(h, CURLINFO_CONNECT_TIME_T, &t) == CURLE_OK && t == 0;
+}
+
 /* True when the reply b is a standby's (docs/ha.md) naming the leader: its
- * URL (http or https, no trailing slash) is copied into out. */
-static bool standby_leader(const struct buf *b, char *out, size_t len)
+ * URL (http or https, no trailing slash; never http when `from`, the URL
+ * that answered, is https: the token would travel in the clear) is copied
+ * into out. */
+static bool standby_leader(const struct buf *b, const char *from, char *out, size_t len)
 {
     json_t *v = b->len ? json_loadb(b->p, b->len, 0, NULL) : NULL;
     const char *code = json_string_value(json_object_get(json_object_get(v, "error"), "code"));
     const char *leader = json_string_value(json_object_get(v, "leader"));
     bool ok = code && !strcmp(code, "standby") && leader && strlen(leader) < len &&
-              (!strncmp(leader, "http://", 7) || !strncmp(leader, "https://", 8)) &&
+              (!strncmp(leader, "https://", 8) ||
+               (!strncmp(leader, "http://", 7) && strncmp(from, "https://", 8) != 0)) &&
               !strpbrk(leader, " \t\r\n");
 
     if (ok) {
@@ -291,7 +304,7 @@ static int call(struct client *cl, const char *method, const char *path, json_t 
         cli_error("internal", "out of memory");
         return CLI_SERVER;
     }
-    for (int attempt = 0; attempt <= cl->retries; attempt++) {
+    for (int attempt = 0, hops = 0; attempt <= cl->retries;) {
         CURL *h = cl->h;
 
         allot_fmt(url, sizeof(url), "%s%s", cl->hint[0] ? cl->hint : cl->bases[cl->cur], path);
@@ -329,23 +342,42 @@ static int call(struct client *cl, const char *method, const char *path, json_t 
             curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &st);
         if (cl->verbose)
             fprintf(stderr, "< %s\n", crc == CURLE_OK ? "reply" : curl_easy_strerror(crc));
-        bool again = crc == CURLE_OK       ? (st == 429 || st == 503)
-                     : reached_nobody(crc) ? true
-                     : transient(crc)      ? retry == CLIENT_RETRY_ALWAYS
-                                           : false;
-        if (!again || attempt == cl->retries)
+        bool nobody = reached_nobody(crc) || connect_timed_out(h, crc);
+        bool again = crc == CURLE_OK  ? (st == 429 || st == 503)
+                     : nobody         ? true
+                     : transient(crc) ? retry == CLIENT_RETRY_ALWAYS
+                                      : false;
+        if (!again)
             break;
-        /* another allotd: the leader a standby named, else the next URL */
-        if (crc == CURLE_OK && st == 503 && standby_leader(&b, cl->hint, sizeof(cl->hint))) {
-            if (cl->verbose)
-                fprintf(stderr, "allot: a standby; the leader is %s\n", cl->hint);
-        } else if (reached_nobody(crc) || (crc == CURLE_OK && st == 503)) {
-            if (cl->hint[0])
-                cl->hint[0] = '\0';
-            else
-                cl->cur = (cl->cur + 1) % cl->n_bases;
+        /* another allotd, at once and without using a retry (at most once
+         * per URL and once more): the leader a standby named, else the
+         * next URL when this one could not be reached or is a standby */
+        if (hops <= cl->n_bases) {
+            const char *from = cl->hint[0] ? cl->hint : cl->bases[cl->cur];
+            bool moved = false;
+
+            if (crc == CURLE_OK && st == 503 &&
+                standby_leader(&b, from, cl->hint, sizeof(cl->hint))) {
+                moved = true;
+                if (cl->verbose)
+                    fprintf(stderr, "allot: a standby; the leader is %s\n", cl->hint);
+            } else if (cl->n_bases > 1 && (nobody || (crc == CURLE_OK && st == 503))) {
+                if (cl->hint[0])
+                    cl->hint[0] = '\0';
+                else
+                    cl->cur = (cl->cur + 1) % cl->n_bases;
+                moved = true;
+            }
+            if (moved) {
+                hops++;
+                continue;
+            }
         }
-        long wait = 250L << (attempt < 4 ? attempt : 4);
+        if (attempt == cl->retries)
+            break;
+        attempt++;
+        hops = 0;
+        long wait = 250L << (attempt - 1 < 4 ? attempt - 1 : 4);
         curl_off_t after = 0;
         if (wait > 4000)
             wait = 4000;
@@ -358,7 +390,7 @@ static int call(struct client *cl, const char *method, const char *path, json_t 
                     crc == CURLE_OK ? (st == 429 ? "rate limited" : "server busy or starting")
                     : cl->errbuf[0] ? cl->errbuf
                                     : curl_easy_strerror(crc),
-                    wait, attempt + 1, cl->retries);
+                    wait, attempt, cl->retries);
         sleep_ms(wait);
     }
     if (status)

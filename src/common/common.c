@@ -33,6 +33,8 @@ const char *allot_strerror(int err)
         return "operation not valid in the current state";
     case ALLOT_EINTERNAL:
         return "internal error (broken invariant)";
+    case ALLOT_EFENCED:
+        return "fenced: another allotd took the lead";
     default:
         return "unknown error";
     }

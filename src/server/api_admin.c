@@ -131,11 +131,13 @@ int api_metrics(struct req *r)
     if (atomic_load(&r->srv->ready)) /* the loop exists once ready */
         loop_metrics(r->srv->loop, f);
     meter_metrics(r->srv, f);
+    /* the group committer exists once ready (a standby has none) */
     fprintf(f,
             "# HELP allot_store_commits_total Store transactions committed by the group "
             "committer.\n# TYPE allot_store_commits_total counter\nallot_store_commits_total "
             "%llu\n",
-            (unsigned long long)allot_store_gc_commits(r->srv->gc));
+            atomic_load(&r->srv->ready) ? (unsigned long long)allot_store_gc_commits(r->srv->gc)
+                                        : 0ULL);
     pthread_mutex_lock(&r->srv->readers_lock);
     size_t open = r->srv->n_readers, idle = r->srv->n_idle;
     pthread_mutex_unlock(&r->srv->readers_lock);

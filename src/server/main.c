@@ -485,6 +485,17 @@ int srv_write(struct server *s, allot_store_write_fn fn, void *arg)
     /* the store itself failing (a full disk, an I/O error), not a refusal */
     if (rc == 0 || rc == ALLOT_EIO || rc == ALLOT_ENOMEM)
         atomic_store(&s->store_failing, rc);
+    /* another allotd took the lead: from now on this one answers as a
+     * standby (its requests retried elsewhere) until keep_lead stops it */
+    if (rc == ALLOT_EFENCED && !atomic_exchange(&s->fenced, true)) {
+        atomic_store(&s->ready, false);
+        pthread_mutex_lock(&s->leader_lock);
+        s->leader_url[0] = '\0';
+        pthread_mutex_unlock(&s->leader_lock);
+        atomic_store(&s->standby, true);
+        LOG_ERROR("main", "a write was fenced: another allotd took the lead; answering as a "
+                          "standby until this one stops");
+    }
     return rc;
 }
 
@@ -532,19 +543,51 @@ static int store_url(const struct server_config *c, char *buf, size_t len)
     return 0;
 }
 
-/* The store URL as logs may show it: a password in it is replaced by ***. */
+/* The store URL as logs may show it: a password in it (USER:PASSWORD@ in
+ * the authority, or a password= parameter) is replaced by ***. */
 static void store_url_shown(const char *url, char *buf, size_t len)
 {
-    const char *auth = strstr(url, "://"), *at, *colon;
+    const char *auth = strstr(url, "://"), *p = url;
+    size_t o = 0;
 
-    allot_fmt(buf, len, "%s", url);
-    if (!auth)
+    if (!len)
         return;
-    auth += 3;
-    at = strchr(auth, '@');
-    colon = strchr(auth, ':');
-    if (at && colon && colon < at && (size_t)(colon - url) < len)
-        allot_fmt(buf + (colon - url), len - (size_t)(colon - url), ":***%s", at);
+#define PUT(c)                                                                                     \
+    do {                                                                                           \
+        if (o + 1 < len)                                                                           \
+            buf[o++] = (c);                                                                        \
+    } while (0)
+    if (auth) {
+        const char *host = auth + 3, *end = host + strcspn(host, "/?"), *at = NULL, *colon;
+
+        for (const char *q = host; q < end; q++)
+            if (*q == '@')
+                at = q; /* the last one: a password may hold '@' */
+        colon = at ? memchr(host, ':', (size_t)(at - host)) : NULL;
+        for (; p < (colon ? colon + 1 : host); p++)
+            PUT(*p);
+        if (colon) {
+            PUT('*');
+            PUT('*');
+            PUT('*');
+            p = at;
+        }
+    }
+    while (*p) {
+        if (!strncmp(p, "password=", 9) &&
+            (p == url || p[-1] == '?' || p[-1] == '&' || p[-1] == ' ')) {
+            for (int i = 0; i < 9; i++)
+                PUT(p[i]);
+            PUT('*');
+            PUT('*');
+            PUT('*');
+            p += 9 + strcspn(p + 9, "& ");
+            continue;
+        }
+        PUT(*p++);
+    }
+#undef PUT
+    buf[o] = '\0';
 }
 
 static int cmd_init(struct server_config *c)

@@ -172,7 +172,7 @@ static int fence_check(struct allot_store *st)
         return 0;
     store_set_err(st, "fenced: another allotd took the lead (epoch %lld, this one led in %lld)",
                   epoch, (long long)st->fence);
-    return ALLOT_ESTATE;
+    return ALLOT_EFENCED;
 }
 
 int allot_store_begin(struct allot_store *st)
@@ -212,6 +212,7 @@ int allot_store_take_lead(struct allot_store *st, const char *url, int64_t *epoc
 {
     char *v = NULL, num[24];
     long long e = 0;
+    int64_t was = st->fence;
     int rc;
 
     *epoch = 0;
@@ -220,8 +221,10 @@ int allot_store_take_lead(struct allot_store *st, const char *url, int64_t *epoc
         return ALLOT_EINVAL;
     }
     st->fence = 0; /* this batch is the one that moves the epoch */
-    if ((rc = allot_store_begin(st)) != 0)
+    if ((rc = allot_store_begin(st)) != 0) {
+        st->fence = was;
         return rc;
+    }
     rc = st->ops->meta_get(st, "leader_epoch", &v);
     if (rc == ALLOT_ENOENT)
         rc = 0;
@@ -242,10 +245,13 @@ int allot_store_take_lead(struct allot_store *st, const char *url, int64_t *epoc
         rc = st->ops->meta_set(st, "leader_url", url);
     if (rc != 0) {
         allot_store_rollback(st);
+        st->fence = was;
         return rc;
     }
-    if ((rc = allot_store_commit(st)) != 0)
+    if ((rc = allot_store_commit(st)) != 0) {
+        st->fence = was;
         return rc;
+    }
     st->fence = *epoch = e + 1;
     return 0;
 }

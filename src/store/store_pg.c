@@ -1266,6 +1266,7 @@ static int pg_migrate(struct pg_store *s, const struct pg_migration *m, bool fir
 
     if ((rc = pg_do(s, "BEGIN", NULL)) != 0)
         goto fail;
+    s->in_tx = true; /* nothing of it is run again on a new connection */
     /* a script of several statements: the simple query protocol */
     res = PQexec(s->conn, m->sql);
     if (!res || PQresultStatus(res) != PGRES_COMMAND_OK) {
@@ -1279,7 +1280,7 @@ static int pg_migrate(struct pg_store *s, const struct pg_migration *m, bool fir
     allot_fmt(num, sizeof num, "%d", m->version);
     if ((rc = pg_meta_set(&s->base, "schema_version", num)) != 0)
         goto rollback;
-    if ((rc = pg_do(s, "COMMIT", NULL)) != 0)
+    if ((rc = pg_commit(&s->base, 0)) != 0)
         goto rollback;
     ALLOT_LOG(ALLOT_LOG_INFO, "store", "schema migrated to version %d", m->version);
     return 0;
@@ -1388,8 +1389,19 @@ static void pg_notice(void *arg, const char *msg)
 static int pg_open_url(const char *scheme, const char *rest, const struct allot_store_opts *opts,
                        struct allot_store **out, char *err, size_t errlen)
 {
-    const char *keys[] = {"connect_timeout", "application_name", "dbname", NULL};
-    const char *vals[] = {"10", "allot", NULL, NULL};
+    /* a server or network that goes silent ends the session within about
+     * a minute instead of the kernel's quarter of an hour (the lead's
+     * check, a commit); the URL may set its own */
+    const char *keys[] = {"connect_timeout",
+                          "application_name",
+                          "keepalives",
+                          "keepalives_idle",
+                          "keepalives_interval",
+                          "keepalives_count",
+                          "tcp_user_timeout",
+                          "dbname",
+                          NULL};
+    const char *vals[] = {"10", "allot", "1", "30", "10", "3", "60000", NULL, NULL};
     struct pg_store *s;
     char url[1024], buf[64];
     struct pgp p = {0};
@@ -1402,7 +1414,7 @@ static int pg_open_url(const char *scheme, const char *rest, const struct allot_
                   scheme);
         return ALLOT_EINVAL;
     }
-    vals[2] = url;
+    vals[7] = url;
     s = allot_calloc(1, sizeof *s);
     if (!s) {
         allot_fmt(err, errlen, "out of memory");

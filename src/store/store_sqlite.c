@@ -170,6 +170,35 @@ static const struct migration migrations[] = {
     /* measured billing per job task (docs/billing.md); -1: a row rolled up
      * before, billed by its mean utilisation as it was */
     {10, "ALTER TABLE usage_hourly ADD COLUMN gpu_bill_ppm_s INTEGER NOT NULL DEFAULT -1;\n"},
+    /* a node whose inventory changed lost its open span: SQLite ran
+     * node_spans_back (open the new span) before node_spans_lost (close the
+     * open ones), which then closed both. One trigger closes, then opens.
+     * Repair: a span the bug closed at once runs to the next one's start,
+     * and a node that is not lost gets its open span back. */
+    {11, "DROP TRIGGER IF EXISTS node_spans_lost;\n"
+         "DROP TRIGGER IF EXISTS node_spans_back;\n"
+         "DROP TRIGGER IF EXISTS node_spans_change;\n"
+         "CREATE TRIGGER node_spans_change AFTER UPDATE OF state, inventory ON nodes"
+         " WHEN NEW.state != OLD.state OR NEW.inventory != OLD.inventory"
+         " BEGIN UPDATE node_spans SET end_time = CAST(strftime('%s','now') AS INTEGER)"
+         " WHERE node = NEW.name AND end_time IS NULL AND OLD.state != 'lost'"
+         " AND (NEW.state = 'lost' OR NEW.inventory != OLD.inventory);"
+         " INSERT INTO node_spans(node, inventory, start_time)"
+         " SELECT NEW.name, NEW.inventory, CAST(strftime('%s','now') AS INTEGER)"
+         " WHERE NEW.state != 'lost' AND (OLD.state = 'lost' OR NEW.inventory != OLD.inventory);"
+         " END;\n"
+         "UPDATE node_spans SET end_time = (SELECT min(n.start_time) FROM node_spans n"
+         " WHERE n.node = node_spans.node AND n.id > node_spans.id)"
+         " WHERE end_time = start_time AND EXISTS (SELECT 1 FROM node_spans p"
+         " WHERE p.node = node_spans.node AND p.id < node_spans.id AND p.end_time = "
+         "node_spans.start_time)"
+         " AND EXISTS (SELECT 1 FROM node_spans n WHERE n.node = node_spans.node"
+         " AND n.id > node_spans.id);\n"
+         "UPDATE node_spans SET end_time = NULL WHERE id IN (SELECT max(s.id) FROM node_spans s"
+         " JOIN nodes d ON d.name = s.node WHERE d.state != 'lost' GROUP BY s.node"
+         " HAVING count(s.end_time) = count(*))"
+         " AND end_time = start_time AND inventory = (SELECT inventory FROM nodes"
+         " WHERE name = node_spans.node);\n"},
 };
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 

@@ -12,8 +12,9 @@ server on loopback (scripts/pg_sandbox.py; stopped by pid at the end).
   URLs (the dead one first) reaches it. An agent given both URLs carries on
   heartbeating with the new leader.
 - The leader's store session is ended from the database side (a network
-  cut): the standby takes over, the old leader notices at its next check,
-  says so and exits with status 3; its writes were fenced meanwhile.
+  cut): the standby takes over; until the old leader's next check its
+  writes are fenced (503 "standby", nothing stored); then it says so and
+  exits with status 3. A password in the store URL is never logged.
 - Two allotd on one SQLite file: the second stands by until the first stops.
 """
 
@@ -78,7 +79,12 @@ def test_postgres_store_survives_restart():
     fx.expect(d.req("PUT", "/v1/tenants", fx.TENANTS, token=admin), 200)
     j = submit(d, "kept")
     assert d.stop() == 0
-    d2 = daemon(url, admin)
+    # a password in the URL (the server trusts loopback and ignores it) is never logged
+    host, db = url.split("@", 1)[1].split("/", 1)
+    d2 = daemon("postgres://allot:hunter2@%s/%s?password=zz9top&application_name=ha" % (host, db),
+                admin)
+    assert "hunter2" not in d2.log() and "zz9top" not in d2.log(), d2.log()
+    assert "allot:***@" in d2.log() and "password=***" in d2.log(), d2.log()
     got = fx.job(d2, j["id"])
     assert got["name"] == "kept" and got["state"] == "pending", got
     tenants = fx.expect(d2.req("GET", "/v1/tenants", token=admin), 200)
@@ -195,7 +201,10 @@ def test_agent_follows_the_lead():
 
 def test_lost_session_stops_the_leader():
     url, admin = new_store()
-    a = daemon(url, admin)
+    # the leader checks its lead only every 3 s: meanwhile its writes are fenced
+    a = fx.Daemon(data_dir=fx.tempdir(), args=["--store", url, "--lead-check", "3s"])
+    a.admin = admin
+    fx.expect(a.req("PUT", "/v1/tenants", fx.TENANTS, token=admin), 200)
     b = daemon(url, admin, ready=False)
     wait_status(b, "/readyz", 503)
     # cut the leader's session to the store, as a network failure would: the one
@@ -206,6 +215,15 @@ def test_lost_session_stops_the_leader():
                    % (0x616c6c7403 >> 32, 0x616c6c7403 & 0xffffffff, url.rsplit("/", 1)[1]))
     assert ended == "1", ended
     wait_status(b, "/readyz", 200, timeout=15)
+    # the old leader has not noticed yet: its write is refused whole, answered
+    # as a standby would (the client retries elsewhere), and nothing is stored
+    st, body = a.req("POST", "/v1/jobs", {"name": "late", "tenant": "research/nlp",
+                                          "command": ["true"]}, token=admin)
+    assert st == 503 and body["error"]["code"] == "standby", (st, body)
+    assert a.proc.poll() is None, "stopped before its lead check"
+    listed = fx.expect(b.req("GET", "/v1/jobs", token=admin), 200)
+    assert not [x for x in listed["jobs"] if x["name"] == "late"], listed
+    assert "was fenced" in a.log(), a.log()
     rc = a.proc.wait(timeout=15)
     assert rc == 3, (rc, a.log()[-2000:])
     assert "lost the lead" in a.log(), a.log()
