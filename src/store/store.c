@@ -492,12 +492,18 @@ int allot_store_event_list(struct allot_store *st, int64_t job_id, int64_t after
     return st->ops->event_list(st, job_id, after_seq, limit, out, n);
 }
 
+void store_clear_event(void *elem)
+{
+    struct allot_store_event *e = elem;
+
+    allot_free(e->kind);
+    allot_free(e->detail);
+}
+
 void allot_store_events_free(struct allot_store_event *ev, size_t n)
 {
-    for (size_t i = 0; ev && i < n; i++) {
-        allot_free(ev[i].kind);
-        allot_free(ev[i].detail);
-    }
+    for (size_t i = 0; ev && i < n; i++)
+        store_clear_event(&ev[i]);
     allot_free(ev);
 }
 
@@ -534,13 +540,19 @@ int allot_store_tenant_list(struct allot_store *st, struct allot_store_tenant **
     return st->ops->tenant_list(st, out, n);
 }
 
+void store_clear_tenant(void *elem)
+{
+    struct allot_store_tenant *t = elem;
+
+    allot_free(t->path);
+    allot_free(t->isolation);
+    allot_free(t->quotas);
+}
+
 void allot_store_tenants_free(struct allot_store_tenant *t, size_t n)
 {
-    for (size_t i = 0; t && i < n; i++) {
-        allot_free(t[i].path);
-        allot_free(t[i].isolation);
-        allot_free(t[i].quotas);
-    }
+    for (size_t i = 0; t && i < n; i++)
+        store_clear_tenant(&t[i]);
     allot_free(t);
 }
 
@@ -575,10 +587,15 @@ int allot_store_prio_list(struct allot_store *st, struct allot_store_prio_class 
     return st->ops->prio_list(st, out, n);
 }
 
+void store_clear_prio(void *elem)
+{
+    allot_free(((struct allot_store_prio_class *)elem)->name);
+}
+
 void allot_store_prios_free(struct allot_store_prio_class *c, size_t n)
 {
     for (size_t i = 0; c && i < n; i++)
-        allot_free(c[i].name);
+        store_clear_prio(&c[i]);
     allot_free(c);
 }
 
@@ -814,13 +831,19 @@ int allot_store_audit_list(struct allot_store *st, int64_t after_seq, int limit,
     return st->ops->audit_list(st, after_seq, limit, out, n);
 }
 
+void store_clear_audit(void *elem)
+{
+    struct allot_store_audit *a = elem;
+
+    allot_free(a->action);
+    allot_free(a->target);
+    allot_free(a->result);
+}
+
 void allot_store_audits_free(struct allot_store_audit *a, size_t n)
 {
-    for (size_t i = 0; a && i < n; i++) {
-        allot_free(a[i].action);
-        allot_free(a[i].target);
-        allot_free(a[i].result);
-    }
+    for (size_t i = 0; a && i < n; i++)
+        store_clear_audit(&a[i]);
     allot_free(a);
 }
 
@@ -934,12 +957,18 @@ int allot_store_node_span_list(struct allot_store *st, int64_t from, int64_t to,
     return st->ops->node_span_list(st, from, to, out, n);
 }
 
+void store_clear_span(void *elem)
+{
+    struct allot_store_node_span *p = elem;
+
+    allot_free(p->node);
+    allot_free(p->inventory);
+}
+
 void allot_store_node_spans_free(struct allot_store_node_span *s, size_t n)
 {
-    for (size_t i = 0; s && i < n; i++) {
-        allot_free(s[i].node);
-        allot_free(s[i].inventory);
-    }
+    for (size_t i = 0; s && i < n; i++)
+        store_clear_span(&s[i]);
     allot_free(s);
 }
 
@@ -996,14 +1025,20 @@ int allot_store_usage_list(struct allot_store *st, int64_t from, int64_t to,
     return st->ops->usage_list(st, from, to, out, n);
 }
 
+void store_clear_usage(void *elem)
+{
+    struct allot_store_usage *u = elem;
+
+    allot_free(u->tenant);
+    allot_free(u->user);
+    allot_free(u->model);
+    allot_free(u->item);
+}
+
 void allot_store_usages_free(struct allot_store_usage *u, size_t n)
 {
-    for (size_t i = 0; u && i < n; i++) {
-        allot_free(u[i].tenant);
-        allot_free(u[i].user);
-        allot_free(u[i].model);
-        allot_free(u[i].item);
-    }
+    for (size_t i = 0; u && i < n; i++)
+        store_clear_usage(&u[i]);
     allot_free(u);
 }
 
@@ -1029,11 +1064,42 @@ int allot_store_net_list(struct allot_store *st, struct allot_store_net **out, s
     return st->ops->net_list(st, out, n);
 }
 
+void store_clear_net(void *elem)
+{
+    struct allot_store_net *v = elem;
+
+    allot_free(v->tenant);
+    allot_free(v->subnet);
+}
+
 void allot_store_nets_free(struct allot_store_net *v, size_t n)
 {
-    for (size_t i = 0; v && i < n; i++) {
-        allot_free(v[i].tenant);
-        allot_free(v[i].subnet);
-    }
+    for (size_t i = 0; v && i < n; i++)
+        store_clear_net(&v[i]);
     allot_free(v);
+}
+
+void store_clear_job(void *elem)
+{
+    allot_store_job_clear(elem);
+}
+
+void store_clear_node(void *elem)
+{
+    allot_store_node_clear(elem);
+}
+
+void store_clear_token(void *elem)
+{
+    allot_store_token_clear(elem);
+}
+
+void store_clear_run(void *elem)
+{
+    allot_store_run_clear(elem);
+}
+
+void store_clear_none(void *elem)
+{
+    (void)elem;
 }

@@ -31,6 +31,21 @@ void store_set_err(struct allot_store *st, const char *fmt, ...)
  * failure. */
 char *store_dupn(const char *s, size_t n);
 
+/* Clear one element of the lists the back-ends fill (row by row; the
+ * element is a struct allot_store_X); the public *_free use them too. */
+void store_clear_job(void *elem);
+void store_clear_event(void *elem);
+void store_clear_tenant(void *elem);
+void store_clear_prio(void *elem);
+void store_clear_node(void *elem);
+void store_clear_token(void *elem);
+void store_clear_audit(void *elem);
+void store_clear_run(void *elem);
+void store_clear_span(void *elem);
+void store_clear_usage(void *elem);
+void store_clear_net(void *elem);
+void store_clear_none(void *elem); /* elements that own nothing */
+
 /* The back-ends (one registry table in store.c). */
 extern const struct allot_store_ops allot_store_sqlite_ops;
 /* PostgreSQL, as "postgres://..." and "postgresql://..." (store_pg.c) */

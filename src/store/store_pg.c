@@ -206,7 +206,7 @@ static PGresult *pg_run_typed(struct pg_store *s, const char *sql, const struct 
     return NULL;
 }
 
-static PGresult *pg_run(struct pg_store *s, const char *sql, const struct pgp *p, int *rc)
+PGresult *pg_run(struct pg_store *s, const char *sql, const struct pgp *p, int *rc)
 {
     return pg_run_typed(s, sql, p, NULL, rc);
 }
@@ -233,7 +233,7 @@ int pg_write(struct pg_store *s, const char *sql, const struct pgp *p, long *cha
 }
 
 /* Like pg_write, but a write that touched no row is ALLOT_ENOENT. */
-static int pg_write_one(struct pg_store *s, const char *sql, const struct pgp *p)
+int pg_write_one(struct pg_store *s, const char *sql, const struct pgp *p)
 {
     long changed = 0;
     int rc = pg_write(s, sql, p, &changed);
@@ -275,7 +275,7 @@ static int hexval(char c)
 
 /* A bytea column of exactly ALLOT_STORE_HASH_LEN bytes (text form "\x.."),
  * zeros and ALLOT_EIO otherwise. */
-static int col_hash(const PGresult *res, int row, int col, uint8_t out[ALLOT_STORE_HASH_LEN])
+int pg_col_hash(const PGresult *res, int row, int col, uint8_t out[ALLOT_STORE_HASH_LEN])
 {
     const char *t = PQgetvalue(res, row, col);
 
@@ -296,8 +296,8 @@ static int col_hash(const PGresult *res, int row, int col, uint8_t out[ALLOT_STO
 }
 
 /* Parses an enumeration column against `name`; ALLOT_EIO when unknown. */
-static int col_enum(struct pg_store *s, const PGresult *res, int row, int col,
-                    const char *(*name)(int), int *out)
+int pg_col_enum(struct pg_store *s, const PGresult *res, int row, int col, const char *(*name)(int),
+                int *out)
 {
     const char *t = PQgetvalue(res, row, col);
 
@@ -380,7 +380,7 @@ int pg_row(struct pg_store *s, const char *sql, const struct pgp *p, size_t size
 }
 
 /* One bigint from a query (0 when it has no row). */
-static int pg_int(struct pg_store *s, const char *sql, const struct pgp *p, int64_t *v)
+int pg_int(struct pg_store *s, const char *sql, const struct pgp *p, int64_t *v)
 {
     int rc;
     PGresult *res = pg_run(s, sql, p, &rc);
@@ -564,14 +564,9 @@ static int job_row(struct pg_store *s, const PGresult *res, int row, void *elem)
         (rc = pg_col_text(res, row, 6, &j->placement)) ||
         (rc = pg_col_text(res, row, 7, &j->pending_reason)) ||
         (rc = pg_col_text(res, row, 14, &j->idem_key)) ||
-        (rc = col_enum(s, res, row, 5, allot_store_job_state_name, &j->state)))
+        (rc = pg_col_enum(s, res, row, 5, allot_store_job_state_name, &j->state)))
         return rc;
     return 0;
-}
-
-static void job_clear(void *elem)
-{
-    allot_store_job_clear(elem);
 }
 
 static int pg_job_insert(struct allot_store *base, const struct allot_store_job *j, int64_t *id,
@@ -658,11 +653,6 @@ static int dep_row(struct pg_store *s, const PGresult *res, int row, void *elem)
     return 0;
 }
 
-static void no_clear(void *elem)
-{
-    (void)elem;
-}
-
 static int pg_job_get(struct allot_store *base, int64_t id, struct allot_store_job *out)
 {
     struct pg_store *s = (struct pg_store *)base;
@@ -671,14 +661,14 @@ static int pg_job_get(struct allot_store *base, int64_t id, struct allot_store_j
 
     pgp_int(&p, id);
     if ((rc = pg_row(s, "SELECT " JOB_COLS " FROM jobs WHERE id = $1", &p, sizeof *out, job_row,
-                     job_clear, out)) != 0) {
+                     store_clear_job, out)) != 0) {
         if (rc == ALLOT_ENOENT)
             store_set_err(base, "job %lld: no such job", (long long)id);
         return rc;
     }
     /* the caller clears *out on failure */
     return pg_rows(s, "SELECT dep_id FROM job_deps WHERE job_id = $1 ORDER BY dep_id", &p,
-                   sizeof(int64_t), dep_row, no_clear, (void **)&out->deps, &out->n_deps);
+                   sizeof(int64_t), dep_row, store_clear_none, (void **)&out->deps, &out->n_deps);
 }
 
 static int pg_job_update(struct allot_store *base, const struct allot_store_job *j)
@@ -779,7 +769,7 @@ static int pg_job_list(struct allot_store *base, const struct allot_store_job_fi
     /* one row more than asked tells whether another page follows */
     pgp_int(&p, (int64_t)f->limit + 1);
     pgp_int(&p, f->array_parent);
-    rc = pg_rows_typed(s, s->list_sql[k], &p, types, sizeof *page->jobs, job_row, job_clear,
+    rc = pg_rows_typed(s, s->list_sql[k], &p, types, sizeof *page->jobs, job_row, store_clear_job,
                        (void **)&page->jobs, &page->n);
     if (rc == 0 && page->n > (size_t)f->limit) {
         allot_store_job_clear(&page->jobs[f->limit]);
@@ -820,14 +810,6 @@ static int event_row(struct pg_store *s, const PGresult *res, int row, void *ele
     return 0;
 }
 
-static void event_clear(void *elem)
-{
-    struct allot_store_event *e = elem;
-
-    allot_free(e->kind);
-    allot_free(e->detail);
-}
-
 static int pg_event_list(struct allot_store *base, int64_t job_id, int64_t after, int limit,
                          struct allot_store_event **out, size_t *n)
 {
@@ -840,7 +822,7 @@ static int pg_event_list(struct allot_store *base, int64_t job_id, int64_t after
     return pg_rows(s,
                    "SELECT seq, job_id, time, kind, detail FROM job_events"
                    " WHERE job_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
-                   &p, sizeof **out, event_row, event_clear, (void **)out, n);
+                   &p, sizeof **out, event_row, store_clear_event, (void **)out, n);
 }
 
 /* ---- tenants and priority classes -------------------------------------------------------- */
@@ -896,20 +878,11 @@ static int tenant_row(struct pg_store *s, const PGresult *res, int row, void *el
     return 0;
 }
 
-static void tenant_clear(void *elem)
-{
-    struct allot_store_tenant *t = elem;
-
-    allot_free(t->path);
-    allot_free(t->isolation);
-    allot_free(t->quotas);
-}
-
 static int pg_tenant_list(struct allot_store *base, struct allot_store_tenant **out, size_t *n)
 {
     return pg_rows((struct pg_store *)base,
                    "SELECT path, weight, isolation, quotas FROM tenants ORDER BY path", NULL,
-                   sizeof **out, tenant_row, tenant_clear, (void **)out, n);
+                   sizeof **out, tenant_row, store_clear_tenant, (void **)out, n);
 }
 
 static int pg_prio_put(struct allot_store *base, const struct allot_store_prio_class *c)
@@ -945,16 +918,11 @@ static int prio_row(struct pg_store *s, const PGresult *res, int row, void *elem
     return pg_col_text(res, row, 0, &c->name);
 }
 
-static void prio_clear(void *elem)
-{
-    allot_free(((struct allot_store_prio_class *)elem)->name);
-}
-
 static int pg_prio_list(struct allot_store *base, struct allot_store_prio_class **out, size_t *n)
 {
     return pg_rows((struct pg_store *)base,
                    "SELECT name, value, preemptible FROM prio_classes ORDER BY value DESC, name",
-                   NULL, sizeof **out, prio_row, prio_clear, (void **)out, n);
+                   NULL, sizeof **out, prio_row, store_clear_prio, (void **)out, n);
 }
 
 /* ---- nodes ---------------------------------------------------------------------------------- */
@@ -992,14 +960,9 @@ static int node_row(struct pg_store *s, const PGresult *res, int row, void *elem
     nd->token_id = pg_col_i64(res, row, 5);
     if ((rc = pg_col_text(res, row, 0, &nd->name)) ||
         (rc = pg_col_text(res, row, 1, &nd->inventory)) ||
-        (rc = col_enum(s, res, row, 2, allot_store_node_state_name, &nd->state)))
+        (rc = pg_col_enum(s, res, row, 2, allot_store_node_state_name, &nd->state)))
         return rc;
     return 0;
-}
-
-static void node_clear(void *elem)
-{
-    allot_store_node_clear(elem);
 }
 
 static int pg_node_get(struct allot_store *base, const char *name, struct allot_store_node *out)
@@ -1008,7 +971,7 @@ static int pg_node_get(struct allot_store *base, const char *name, struct allot_
 
     pgp_text(&p, name);
     return pg_row((struct pg_store *)base, "SELECT " NODE_COLS " FROM nodes WHERE name = $1", &p,
-                  sizeof *out, node_row, node_clear, out);
+                  sizeof *out, node_row, store_clear_node, out);
 }
 
 static int pg_node_heartbeat(struct allot_store *base, const char *name, int64_t now,
@@ -1035,170 +998,7 @@ static int pg_node_delete(struct allot_store *base, const char *name)
 static int pg_node_list(struct allot_store *base, struct allot_store_node **out, size_t *n)
 {
     return pg_rows((struct pg_store *)base, "SELECT " NODE_COLS " FROM nodes ORDER BY name", NULL,
-                   sizeof **out, node_row, node_clear, (void **)out, n);
-}
-
-/* ---- tokens ------------------------------------------------------------------------------------
- */
-
-#define TOKEN_COLS "id, name, role, tenant, hash, created, revoked"
-
-static int pg_token_add(struct allot_store *base, const struct allot_store_token *t, int64_t *id)
-{
-    struct pgp p = {0};
-
-    pgp_text(&p, t->name);
-    pgp_text(&p, allot_store_role_name(t->role));
-    pgp_text(&p, t->tenant);
-    pgp_bytes(&p, t->hash, ALLOT_STORE_HASH_LEN);
-    pgp_int(&p, t->created);
-    pgp_int(&p, t->revoked);
-    return pg_int((struct pg_store *)base,
-                  "INSERT INTO tokens(name, role, tenant, hash, created, revoked)"
-                  " VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
-                  &p, id);
-}
-
-static int token_row(struct pg_store *s, const PGresult *res, int row, void *elem)
-{
-    struct allot_store_token *t = elem;
-    int rc;
-
-    t->id = pg_col_i64(res, row, 0);
-    t->created = pg_col_i64(res, row, 5);
-    t->revoked = pg_col_i64(res, row, 6);
-    if ((rc = pg_col_text(res, row, 1, &t->name)) || (rc = pg_col_text(res, row, 3, &t->tenant)) ||
-        (rc = col_enum(s, res, row, 2, allot_store_role_name, &t->role)) ||
-        (rc = col_hash(res, row, 4, t->hash)))
-        return rc;
-    return 0;
-}
-
-static void token_clear(void *elem)
-{
-    allot_store_token_clear(elem);
-}
-
-static int pg_token_get(struct allot_store *base, int64_t id, const uint8_t *hash,
-                        struct allot_store_token *out)
-{
-    struct pgp p = {0};
-
-    if (hash)
-        pgp_bytes(&p, hash, ALLOT_STORE_HASH_LEN);
-    else
-        pgp_int(&p, id);
-    return pg_row((struct pg_store *)base,
-                  hash ? "SELECT " TOKEN_COLS " FROM tokens WHERE hash = $1"
-                       : "SELECT " TOKEN_COLS " FROM tokens WHERE id = $1",
-                  &p, sizeof *out, token_row, token_clear, out);
-}
-
-static int pg_token_revoke(struct allot_store *base, int64_t id, int64_t when)
-{
-    struct pg_store *s = (struct pg_store *)base;
-    struct allot_store_token t;
-    struct pgp p = {0};
-    long changed = 0;
-    int rc;
-
-    pgp_int(&p, id);
-    pgp_int(&p, when);
-    if ((rc = pg_write(s, "UPDATE tokens SET revoked = $2 WHERE id = $1 AND revoked = 0", &p,
-                       &changed)) != 0 ||
-        changed == 1)
-        return rc;
-    /* nothing changed: missing, or revoked before */
-    memset(&t, 0, sizeof t);
-    rc = pg_token_get(base, id, NULL, &t);
-    allot_store_token_clear(&t);
-    return rc == 0 ? ALLOT_ESTATE : rc;
-}
-
-static int pg_token_list(struct allot_store *base, struct allot_store_token **out, size_t *n)
-{
-    return pg_rows((struct pg_store *)base, "SELECT " TOKEN_COLS " FROM tokens ORDER BY id", NULL,
-                   sizeof **out, token_row, token_clear, (void **)out, n);
-}
-
-/* ---- audit rows -------------------------------------------------------------------------------
- */
-
-static int pg_audit_last(struct allot_store *base, int64_t *seq, uint8_t hash[ALLOT_STORE_HASH_LEN])
-{
-    struct pg_store *s = (struct pg_store *)base;
-    PGresult *res;
-    int rc;
-
-    *seq = 0;
-    memset(hash, 0, ALLOT_STORE_HASH_LEN);
-    if (!(res = pg_run(s, "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1", NULL, &rc)))
-        return rc;
-    if (PQntuples(res) > 0) {
-        *seq = pg_col_i64(res, 0, 0);
-        /* a mangled head: append after it anyway; verify reports it */
-        col_hash(res, 0, 1, hash);
-    }
-    PQclear(res);
-    return 0;
-}
-
-static int pg_audit_insert(struct allot_store *base, const struct allot_store_audit *e)
-{
-    struct pgp p = {0};
-
-    pgp_int(&p, e->seq);
-    pgp_int(&p, e->time);
-    pgp_int(&p, e->token_id);
-    pgp_text(&p, e->action);
-    pgp_text(&p, e->target);
-    pgp_text(&p, e->result);
-    pgp_bytes(&p, e->prev_hash, ALLOT_STORE_HASH_LEN);
-    pgp_bytes(&p, e->hash, ALLOT_STORE_HASH_LEN);
-    return pg_do((struct pg_store *)base,
-                 "INSERT INTO audit(seq, time, token_id, action, target, result, prev_hash, hash)"
-                 " VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-                 &p);
-}
-
-static int audit_row(struct pg_store *s, const PGresult *res, int row, void *elem)
-{
-    struct allot_store_audit *a = elem;
-    int rc;
-
-    (void)s;
-    a->seq = pg_col_i64(res, row, 0);
-    a->time = pg_col_i64(res, row, 1);
-    a->token_id = pg_col_i64(res, row, 2);
-    if ((rc = pg_col_text(res, row, 3, &a->action)) ||
-        (rc = pg_col_text(res, row, 4, &a->target)) || (rc = pg_col_text(res, row, 5, &a->result)))
-        return rc;
-    /* a mangled hash stays zeros: verify reports the entry */
-    col_hash(res, row, 6, a->prev_hash);
-    col_hash(res, row, 7, a->hash);
-    return 0;
-}
-
-static void audit_clear(void *elem)
-{
-    struct allot_store_audit *a = elem;
-
-    allot_free(a->action);
-    allot_free(a->target);
-    allot_free(a->result);
-}
-
-static int pg_audit_list(struct allot_store *base, int64_t after, int limit,
-                         struct allot_store_audit **out, size_t *n)
-{
-    struct pgp p = {0};
-
-    pgp_int(&p, after);
-    pgp_int(&p, limit);
-    return pg_rows((struct pg_store *)base,
-                   "SELECT seq, time, token_id, action, target, result, prev_hash, hash"
-                   " FROM audit WHERE seq > $1 ORDER BY seq LIMIT $2",
-                   &p, sizeof **out, audit_row, audit_clear, (void **)out, n);
+                   sizeof **out, node_row, store_clear_node, (void **)out, n);
 }
 
 /* ---- open: connection, settings, schema check, migrations ------------------------------------ */

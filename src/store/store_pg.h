@@ -1,8 +1,8 @@
 /*
  * Private to the PostgreSQL back-end: its handle, the parameter and row
  * helpers store_pg.c (connection, transactions, the main tables) shares
- * with store_pg_meter.c (the metering tables), and the numbered
- * migrations (store_pg_schema.c).
+ * with store_pg_auth.c (tokens, audit rows) and store_pg_meter.c (the
+ * metering tables), and the numbered migrations (store_pg_schema.c).
  */
 #ifndef ALLOT_STORE_PG_H
 #define ALLOT_STORE_PG_H
@@ -65,9 +65,32 @@ int pg_rows(struct pg_store *s, const char *sql, const struct pgp *p, size_t siz
 /* Like pg_rows for at most one row, into *out; ALLOT_ENOENT when none. */
 int pg_row(struct pg_store *s, const char *sql, const struct pgp *p, size_t size, pg_row_fn fn,
            pg_clear_fn clear, void *out);
+/* Runs sql and returns its result, or NULL with *rc set. */
+PGresult *pg_run(struct pg_store *s, const char *sql, const struct pgp *p, int *rc);
+/* Like pg_write, but a write that touched no row is ALLOT_ENOENT. */
+int pg_write_one(struct pg_store *s, const char *sql, const struct pgp *p);
+/* One bigint from a query (0 when it has no row). */
+int pg_int(struct pg_store *s, const char *sql, const struct pgp *p, int64_t *v);
 /* Column values of a text result (0 / NULL for SQL NULL). */
 int64_t pg_col_i64(const PGresult *res, int row, int col);
 int pg_col_text(const PGresult *res, int row, int col, char **out);
+/* A bytea column of exactly ALLOT_STORE_HASH_LEN bytes; zeros and
+ * ALLOT_EIO otherwise. */
+int pg_col_hash(const PGresult *res, int row, int col, uint8_t out[ALLOT_STORE_HASH_LEN]);
+/* An enumeration column against name(); ALLOT_EIO when unknown. */
+int pg_col_enum(struct pg_store *s, const PGresult *res, int row, int col, const char *(*name)(int),
+                int *out);
+
+/* tokens and audit rows (store_pg_auth.c), as in struct allot_store_ops */
+int pg_token_add(struct allot_store *st, const struct allot_store_token *t, int64_t *id);
+int pg_token_get(struct allot_store *st, int64_t id, const uint8_t *hash,
+                 struct allot_store_token *out);
+int pg_token_revoke(struct allot_store *st, int64_t id, int64_t when);
+int pg_token_list(struct allot_store *st, struct allot_store_token **out, size_t *n);
+int pg_audit_last(struct allot_store *st, int64_t *seq, uint8_t hash[ALLOT_STORE_HASH_LEN]);
+int pg_audit_insert(struct allot_store *st, const struct allot_store_audit *e);
+int pg_audit_list(struct allot_store *st, int64_t after, int limit, struct allot_store_audit **out,
+                  size_t *n);
 
 /* the metering tables (store_pg_meter.c), as in struct allot_store_ops */
 int pg_run_list(struct allot_store *st, int64_t from, int64_t to, struct allot_store_run **out,

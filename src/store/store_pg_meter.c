@@ -9,11 +9,6 @@
 
 #include <string.h>
 
-static void no_clear(void *elem)
-{
-    (void)elem;
-}
-
 #define RUN_COLS                                                                                   \
     "SELECT r.id, r.job_id, r.tenant, COALESCE(t.name, ''), r.placement, r.start_time,"            \
     " COALESCE(r.end_time, 0) FROM runs r LEFT JOIN tokens t ON t.id = r.token_id"
@@ -34,11 +29,6 @@ static int run_row(struct pg_store *s, const PGresult *res, int row, void *elem)
     return 0;
 }
 
-static void run_clear(void *elem)
-{
-    allot_store_run_clear(elem);
-}
-
 int pg_run_list(struct allot_store *base, int64_t from, int64_t to, struct allot_store_run **out,
                 size_t *n)
 {
@@ -49,7 +39,7 @@ int pg_run_list(struct allot_store *base, int64_t from, int64_t to, struct allot
     return pg_rows((struct pg_store *)base,
                    RUN_COLS " WHERE r.start_time < $2 AND (r.end_time IS NULL OR r.end_time > $1)"
                             " ORDER BY r.id",
-                   &p, sizeof **out, run_row, run_clear, (void **)out, n);
+                   &p, sizeof **out, run_row, store_clear_run, (void **)out, n);
 }
 
 int pg_run_last(struct allot_store *base, int64_t job_id, struct allot_store_run *out)
@@ -59,7 +49,7 @@ int pg_run_last(struct allot_store *base, int64_t job_id, struct allot_store_run
     pgp_int(&p, job_id);
     return pg_row((struct pg_store *)base,
                   RUN_COLS " WHERE r.job_id = $1 ORDER BY r.id DESC LIMIT 1", &p, sizeof *out,
-                  run_row, run_clear, out);
+                  run_row, store_clear_run, out);
 }
 
 static int span_row(struct pg_store *s, const PGresult *res, int row, void *elem)
@@ -76,14 +66,6 @@ static int span_row(struct pg_store *s, const PGresult *res, int row, void *elem
     return 0;
 }
 
-static void span_clear(void *elem)
-{
-    struct allot_store_node_span *sp = elem;
-
-    allot_free(sp->node);
-    allot_free(sp->inventory);
-}
-
 int pg_node_span_list(struct allot_store *base, int64_t from, int64_t to,
                       struct allot_store_node_span **out, size_t *n)
 {
@@ -94,7 +76,7 @@ int pg_node_span_list(struct allot_store *base, int64_t from, int64_t to,
     return pg_rows((struct pg_store *)base,
                    "SELECT node, inventory, start_time, COALESCE(end_time, 0) FROM node_spans"
                    " WHERE start_time < $2 AND (end_time IS NULL OR end_time > $1) ORDER BY id",
-                   &p, sizeof **out, span_row, span_clear, (void **)out, n);
+                   &p, sizeof **out, span_row, store_clear_span, (void **)out, n);
 }
 
 int pg_sample_add(struct allot_store *base, const struct allot_store_sample *x, bool *added)
@@ -149,7 +131,7 @@ int pg_sample_list(struct allot_store *base, int64_t from, int64_t to,
                    "SELECT job_id, task, at, cpu_ns, mem_bytes, gpu_util, gpu_mem_bytes,"
                    " energy_mj, interval_ms FROM samples WHERE at >= $1 AND at < $2"
                    " ORDER BY job_id, task, at",
-                   &p, sizeof **out, sample_row, no_clear, (void **)out, n);
+                   &p, sizeof **out, sample_row, store_clear_none, (void **)out, n);
 }
 
 int pg_usage_replace(struct allot_store *base, int64_t from, int64_t to,
@@ -216,16 +198,6 @@ static int usage_row(struct pg_store *s, const PGresult *res, int row, void *ele
     return 0;
 }
 
-static void usage_clear(void *elem)
-{
-    struct allot_store_usage *u = elem;
-
-    allot_free(u->tenant);
-    allot_free(u->user);
-    allot_free(u->model);
-    allot_free(u->item);
-}
-
 int pg_usage_list(struct allot_store *base, int64_t from, int64_t to,
                   struct allot_store_usage **out, size_t *n)
 {
@@ -238,7 +210,7 @@ int pg_usage_list(struct allot_store *base, int64_t from, int64_t to,
                    " mem_mib_s, util_pct_ms, util_ms, gpu_mem_peak, energy_mj, cpu_used_ms,"
                    " gpu_bill_ppm_s FROM usage_hourly WHERE hour >= $1 AND hour < $2"
                    " ORDER BY hour, tenant, \"user\", model, item, borrowed",
-                   &p, sizeof **out, usage_row, usage_clear, (void **)out, n);
+                   &p, sizeof **out, usage_row, store_clear_usage, (void **)out, n);
 }
 
 int pg_net_add(struct allot_store *base, const struct allot_store_net *nt)
@@ -265,17 +237,9 @@ static int net_row(struct pg_store *s, const PGresult *res, int row, void *elem)
     return 0;
 }
 
-static void net_clear(void *elem)
-{
-    struct allot_store_net *nt = elem;
-
-    allot_free(nt->tenant);
-    allot_free(nt->subnet);
-}
-
 int pg_net_list(struct allot_store *base, struct allot_store_net **out, size_t *n)
 {
     return pg_rows((struct pg_store *)base,
                    "SELECT tenant, vni, subnet FROM tenant_nets ORDER BY vni", NULL, sizeof **out,
-                   net_row, net_clear, (void **)out, n);
+                   net_row, store_clear_net, (void **)out, n);
 }

@@ -25,14 +25,6 @@ static int run_row(struct sq_store *s, sqlite3_stmt *st, void *elem)
     return 0;
 }
 
-static void run_clear(void *elem)
-{
-    struct allot_store_run *r = elem;
-    allot_free(r->tenant);
-    allot_free(r->user);
-    allot_free(r->placement);
-}
-
 int sq_run_list(struct allot_store *base, int64_t from, int64_t to, struct allot_store_run **out,
                 size_t *n)
 {
@@ -44,7 +36,7 @@ int sq_run_list(struct allot_store *base, int64_t from, int64_t to, struct allot
         return rc;
     sqlite3_bind_int64(st, 1, from);
     sqlite3_bind_int64(st, 2, to);
-    return sq_rows(s, st, sizeof **out, run_row, run_clear, (void **)out, n);
+    return sq_rows(s, st, sizeof **out, run_row, store_clear_run, (void **)out, n);
 }
 
 int sq_run_last(struct allot_store *base, int64_t job_id, struct allot_store_run *out)
@@ -56,7 +48,7 @@ int sq_run_last(struct allot_store *base, int64_t job_id, struct allot_store_run
     if (!(st = sq_stmt(s, SQ_RUN_LAST, &rc)))
         return rc;
     sqlite3_bind_int64(st, 1, job_id);
-    return sq_row(s, st, sizeof *out, run_row, run_clear, out);
+    return sq_row(s, st, sizeof *out, run_row, store_clear_run, out);
 }
 
 static int span_row(struct sq_store *s, sqlite3_stmt *st, void *elem)
@@ -72,13 +64,6 @@ static int span_row(struct sq_store *s, sqlite3_stmt *st, void *elem)
     return 0;
 }
 
-static void span_clear(void *elem)
-{
-    struct allot_store_node_span *p = elem;
-    allot_free(p->node);
-    allot_free(p->inventory);
-}
-
 int sq_node_span_list(struct allot_store *base, int64_t from, int64_t to,
                       struct allot_store_node_span **out, size_t *n)
 {
@@ -90,7 +75,7 @@ int sq_node_span_list(struct allot_store *base, int64_t from, int64_t to,
         return rc;
     sqlite3_bind_int64(st, 1, from);
     sqlite3_bind_int64(st, 2, to);
-    return sq_rows(s, st, sizeof **out, span_row, span_clear, (void **)out, n);
+    return sq_rows(s, st, sizeof **out, span_row, store_clear_span, (void **)out, n);
 }
 
 int sq_sample_add(struct allot_store *base, const struct allot_store_sample *x, bool *added)
@@ -132,11 +117,6 @@ static int sample_row(struct sq_store *s, sqlite3_stmt *st, void *elem)
     return 0;
 }
 
-static void no_clear(void *elem)
-{
-    (void)elem;
-}
-
 int sq_sample_list(struct allot_store *base, int64_t from, int64_t to,
                    struct allot_store_sample **out, size_t *n)
 {
@@ -148,7 +128,7 @@ int sq_sample_list(struct allot_store *base, int64_t from, int64_t to,
         return rc;
     sqlite3_bind_int64(st, 1, from);
     sqlite3_bind_int64(st, 2, to);
-    return sq_rows(s, st, sizeof **out, sample_row, no_clear, (void **)out, n);
+    return sq_rows(s, st, sizeof **out, sample_row, store_clear_none, (void **)out, n);
 }
 
 int sq_usage_replace(struct allot_store *base, int64_t from, int64_t to,
@@ -213,15 +193,6 @@ static int usage_row(struct sq_store *s, sqlite3_stmt *st, void *elem)
     return 0;
 }
 
-static void usage_clear(void *elem)
-{
-    struct allot_store_usage *u = elem;
-    allot_free(u->tenant);
-    allot_free(u->user);
-    allot_free(u->model);
-    allot_free(u->item);
-}
-
 int sq_usage_list(struct allot_store *base, int64_t from, int64_t to,
                   struct allot_store_usage **out, size_t *n)
 {
@@ -233,7 +204,7 @@ int sq_usage_list(struct allot_store *base, int64_t from, int64_t to,
         return rc;
     sqlite3_bind_int64(st, 1, from);
     sqlite3_bind_int64(st, 2, to);
-    return sq_rows(s, st, sizeof **out, usage_row, usage_clear, (void **)out, n);
+    return sq_rows(s, st, sizeof **out, usage_row, store_clear_usage, (void **)out, n);
 }
 
 /* ---- tenant networks ---- */
@@ -264,13 +235,6 @@ static int net_row(struct sq_store *s, sqlite3_stmt *st, void *elem)
     return 0;
 }
 
-static void net_clear(void *elem)
-{
-    struct allot_store_net *n = elem;
-    allot_free(n->tenant);
-    allot_free(n->subnet);
-}
-
 int sq_net_list(struct allot_store *base, struct allot_store_net **out, size_t *n)
 {
     struct sq_store *s = (struct sq_store *)base;
@@ -279,5 +243,5 @@ int sq_net_list(struct allot_store *base, struct allot_store_net **out, size_t *
 
     if (!(st = sq_stmt(s, SQ_NET_LIST, &rc)))
         return rc;
-    return sq_rows(s, st, sizeof **out, net_row, net_clear, (void **)out, n);
+    return sq_rows(s, st, sizeof **out, net_row, store_clear_net, (void **)out, n);
 }

@@ -237,11 +237,6 @@ static int job_row(struct sq_store *s, sqlite3_stmt *st, void *elem)
     return 0;
 }
 
-static void job_clear(void *elem)
-{
-    allot_store_job_clear(elem);
-}
-
 int sq_job_insert(struct allot_store *base, const struct allot_store_job *j, int64_t *id,
                   bool *existed)
 {
@@ -314,8 +309,6 @@ static int dep_row(struct sq_store *s, sqlite3_stmt *st, void *elem)
     return 0;
 }
 
-static void no_clear(void *elem) {}
-
 int sq_job_get(struct allot_store *base, int64_t id, struct allot_store_job *out)
 {
     struct sq_store *s = (struct sq_store *)base;
@@ -325,7 +318,7 @@ int sq_job_get(struct allot_store *base, int64_t id, struct allot_store_job *out
     if (!(st = sq_stmt(s, SQ_JOB_GET, &rc)))
         return rc;
     sqlite3_bind_int64(st, 1, id);
-    if ((rc = sq_row(s, st, sizeof *out, job_row, job_clear, out)) != 0) {
+    if ((rc = sq_row(s, st, sizeof *out, job_row, store_clear_job, out)) != 0) {
         if (rc == ALLOT_ENOENT)
             store_set_err(base, "job %lld: no such job", (long long)id);
         return rc;
@@ -333,7 +326,8 @@ int sq_job_get(struct allot_store *base, int64_t id, struct allot_store_job *out
     if (!(st = sq_stmt(s, SQ_DEPS_GET, &rc)))
         return rc; /* the caller clears *out */
     sqlite3_bind_int64(st, 1, id);
-    return sq_rows(s, st, sizeof(int64_t), dep_row, no_clear, (void **)&out->deps, &out->n_deps);
+    return sq_rows(s, st, sizeof(int64_t), dep_row, store_clear_none, (void **)&out->deps,
+                   &out->n_deps);
 }
 
 int sq_job_update(struct allot_store *base, const struct allot_store_job *j)
@@ -430,7 +424,8 @@ int sq_job_list(struct allot_store *base, const struct allot_store_job_filter *f
         sqlite3_bind_int64(st, 12, f->array_parent);
     /* one row more than asked tells whether another page follows */
     sqlite3_bind_int(st, 11, f->limit + 1);
-    rc = sq_rows(s, st, sizeof *page->jobs, job_row, job_clear, (void **)&page->jobs, &page->n);
+    rc = sq_rows(s, st, sizeof *page->jobs, job_row, store_clear_job, (void **)&page->jobs,
+                 &page->n);
     if (rc == 0 && page->n > (size_t)f->limit) {
         allot_store_job_clear(&page->jobs[f->limit]);
         page->n = (size_t)f->limit;
@@ -471,14 +466,6 @@ static int event_row(struct sq_store *s, sqlite3_stmt *st, void *elem)
     return 0;
 }
 
-static void event_clear(void *elem)
-{
-    struct allot_store_event *e = elem;
-
-    allot_free(e->kind);
-    allot_free(e->detail);
-}
-
 int sq_event_list(struct allot_store *base, int64_t job_id, int64_t after, int limit,
                   struct allot_store_event **out, size_t *n)
 {
@@ -491,7 +478,7 @@ int sq_event_list(struct allot_store *base, int64_t job_id, int64_t after, int l
     sqlite3_bind_int64(st, 1, job_id);
     sqlite3_bind_int64(st, 2, after);
     sqlite3_bind_int(st, 3, limit);
-    return sq_rows(s, st, sizeof **out, event_row, event_clear, (void **)out, n);
+    return sq_rows(s, st, sizeof **out, event_row, store_clear_event, (void **)out, n);
 }
 
 /* ---- tenants and priority classes ------------------------------------------------------ */
@@ -545,15 +532,6 @@ static int tenant_row(struct sq_store *s, sqlite3_stmt *st, void *elem)
     return 0;
 }
 
-static void tenant_clear(void *elem)
-{
-    struct allot_store_tenant *t = elem;
-
-    allot_free(t->path);
-    allot_free(t->isolation);
-    allot_free(t->quotas);
-}
-
 int sq_tenant_list(struct allot_store *base, struct allot_store_tenant **out, size_t *n)
 {
     struct sq_store *s = (struct sq_store *)base;
@@ -562,7 +540,7 @@ int sq_tenant_list(struct allot_store *base, struct allot_store_tenant **out, si
 
     if (!(st = sq_stmt(s, SQ_TENANT_LIST, &rc)))
         return rc;
-    return sq_rows(s, st, sizeof **out, tenant_row, tenant_clear, (void **)out, n);
+    return sq_rows(s, st, sizeof **out, tenant_row, store_clear_tenant, (void **)out, n);
 }
 
 int sq_prio_put(struct allot_store *base, const struct allot_store_prio_class *c)
@@ -600,11 +578,6 @@ static int prio_row(struct sq_store *s, sqlite3_stmt *st, void *elem)
     return sq_col_text(st, 0, &c->name);
 }
 
-static void prio_clear(void *elem)
-{
-    allot_free(((struct allot_store_prio_class *)elem)->name);
-}
-
 int sq_prio_list(struct allot_store *base, struct allot_store_prio_class **out, size_t *n)
 {
     struct sq_store *s = (struct sq_store *)base;
@@ -613,7 +586,7 @@ int sq_prio_list(struct allot_store *base, struct allot_store_prio_class **out, 
 
     if (!(st = sq_stmt(s, SQ_PRIO_LIST, &rc)))
         return rc;
-    return sq_rows(s, st, sizeof **out, prio_row, prio_clear, (void **)out, n);
+    return sq_rows(s, st, sizeof **out, prio_row, store_clear_prio, (void **)out, n);
 }
 
 /* ---- nodes ------------------------------------------------------------------------------ */
@@ -649,11 +622,6 @@ static int node_row(struct sq_store *s, sqlite3_stmt *st, void *elem)
     return 0;
 }
 
-static void node_clear(void *elem)
-{
-    allot_store_node_clear(elem);
-}
-
 int sq_node_get(struct allot_store *base, const char *name, struct allot_store_node *out)
 {
     struct sq_store *s = (struct sq_store *)base;
@@ -663,7 +631,7 @@ int sq_node_get(struct allot_store *base, const char *name, struct allot_store_n
     if (!(st = sq_stmt(s, SQ_NODE_GET, &rc)))
         return rc;
     sq_bind_text(st, 1, name);
-    return sq_row(s, st, sizeof *out, node_row, node_clear, out);
+    return sq_row(s, st, sizeof *out, node_row, store_clear_node, out);
 }
 
 int sq_node_heartbeat(struct allot_store *base, const char *name, int64_t now, int64_t expiry)
@@ -700,7 +668,7 @@ int sq_node_list(struct allot_store *base, struct allot_store_node **out, size_t
 
     if (!(st = sq_stmt(s, SQ_NODE_LIST, &rc)))
         return rc;
-    return sq_rows(s, st, sizeof **out, node_row, node_clear, (void **)out, n);
+    return sq_rows(s, st, sizeof **out, node_row, store_clear_node, (void **)out, n);
 }
 
 /* ---- tokens ----------------------------------------------------------------------------- */
@@ -739,11 +707,6 @@ static int token_row(struct sq_store *s, sqlite3_stmt *st, void *elem)
     return 0;
 }
 
-static void token_clear(void *elem)
-{
-    allot_store_token_clear(elem);
-}
-
 int sq_token_get(struct allot_store *base, int64_t id, const uint8_t *hash,
                  struct allot_store_token *out)
 {
@@ -757,7 +720,7 @@ int sq_token_get(struct allot_store *base, int64_t id, const uint8_t *hash,
         sqlite3_bind_blob(st, 1, hash, ALLOT_STORE_HASH_LEN, SQLITE_STATIC);
     else
         sqlite3_bind_int64(st, 1, id);
-    return sq_row(s, st, sizeof *out, token_row, token_clear, out);
+    return sq_row(s, st, sizeof *out, token_row, store_clear_token, out);
 }
 
 int sq_token_revoke(struct allot_store *base, int64_t id, int64_t when)
@@ -788,7 +751,7 @@ int sq_token_list(struct allot_store *base, struct allot_store_token **out, size
 
     if (!(st = sq_stmt(s, SQ_TOKEN_LIST, &rc)))
         return rc;
-    return sq_rows(s, st, sizeof **out, token_row, token_clear, (void **)out, n);
+    return sq_rows(s, st, sizeof **out, token_row, store_clear_token, (void **)out, n);
 }
 
 /* ---- audit rows ----------------------------------------------------------------------------- */
@@ -856,15 +819,6 @@ static int audit_row(struct sq_store *s, sqlite3_stmt *st, void *elem)
     return 0;
 }
 
-static void audit_clear(void *elem)
-{
-    struct allot_store_audit *a = elem;
-
-    allot_free(a->action);
-    allot_free(a->target);
-    allot_free(a->result);
-}
-
 int sq_audit_list(struct allot_store *base, int64_t after, int limit,
                   struct allot_store_audit **out, size_t *n)
 {
@@ -876,5 +830,5 @@ int sq_audit_list(struct allot_store *base, int64_t after, int limit,
         return rc;
     sqlite3_bind_int64(st, 1, after);
     sqlite3_bind_int(st, 2, limit);
-    return sq_rows(s, st, sizeof **out, audit_row, audit_clear, (void **)out, n);
+    return sq_rows(s, st, sizeof **out, audit_row, store_clear_audit, (void **)out, n);
 }
