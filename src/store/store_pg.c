@@ -142,20 +142,101 @@ static bool pg_revive(struct pg_store *s)
     return true;
 }
 
+/* The index of sql among the session's prepared statements; n_prepared
+ * when it is not prepared yet, PG_MAX_PREPARED when it will not be. */
+static int pg_prepared(const struct pg_store *s, const char *sql)
+{
+    int i;
+
+    for (i = 0; i < s->n_prepared && s->prepared[i] != sql; i++)
+        ;
+    return i;
+}
+
+/*
+ * Sends the pending transaction-control statements and then sql (NULL:
+ * none) in one pipeline and one round trip. Returns sql's result, or the
+ * first failed result (a pending statement's: what comes after it is not
+ * run), or NULL when the connection broke; with sql NULL an empty
+ * PGRES_COMMAND_OK result when everything ran.
+ */
+static PGresult *pg_pipeline(struct pg_store *s, const char *sql, const struct pgp *p,
+                             const unsigned *types)
+{
+    int idx = p ? pg_prepared(s, sql) : PG_MAX_PREPARED, sent = 0, prep_at = -1;
+    bool ok = PQenterPipelineMode(s->conn) == 1;
+    PGresult *bad = NULL, *main = NULL, *r;
+    char name[16];
+
+    allot_fmt(name, sizeof name, "a%d", idx);
+    for (int i = 0; ok && i < s->n_pending; i++, sent++)
+        ok = PQsendQueryParams(s->conn, s->pending[i], 0, NULL, NULL, NULL, NULL, 0) == 1;
+    s->n_pending = 0;
+    if (ok && sql) {
+        if (!p || idx == PG_MAX_PREPARED) {
+            ok = PQsendQueryParams(s->conn, sql, p ? p->n : 0, types, p ? p->v : NULL,
+                                   p ? p->len : NULL, p ? p->fmt : NULL, 0) == 1;
+        } else {
+            if (idx == s->n_prepared) {
+                prep_at = sent++;
+                ok = PQsendPrepare(s->conn, name, sql, p->n, types) == 1;
+            }
+            ok = ok && PQsendQueryPrepared(s->conn, name, p->n, p->v, p->len, p->fmt, 0) == 1;
+        }
+        sent++;
+    }
+    ok = ok && PQpipelineSync(s->conn) == 1;
+    /* each statement's result, then a NULL; then the sync's */
+    for (int k = 0; ok && k < sent; k++) {
+        if (!(r = PQgetResult(s->conn))) {
+            ok = false;
+            break;
+        }
+        if (sql && k == sent - 1)
+            main = r;
+        else if (PQresultStatus(r) != PGRES_COMMAND_OK && !bad)
+            bad = r;
+        else {
+            if (k == prep_at && PQresultStatus(r) == PGRES_COMMAND_OK)
+                s->prepared[s->n_prepared++] = sql;
+            PQclear(r);
+        }
+        while ((r = PQgetResult(s->conn)))
+            PQclear(r);
+    }
+    if (ok && (r = PQgetResult(s->conn))) {
+        ok = PQresultStatus(r) == PGRES_PIPELINE_SYNC;
+        PQclear(r);
+    }
+    if (!ok || PQexitPipelineMode(s->conn) != 1) {
+        /* a broken connection: whatever was sent is lost with it */
+        PQclear(bad);
+        PQclear(main);
+        return NULL;
+    }
+    if (bad) {
+        PQclear(main);
+        return bad;
+    }
+    return sql ? main : PQmakeEmptyPGresult(s->conn, PGRES_COMMAND_OK);
+}
+
 /* Runs sql: a statement with parameters is prepared once per session
  * (named by its place in s->prepared) and executed from then on, which
  * spares the server parsing and planning it again; one without runs as it
- * is. */
+ * is. Pending transaction-control statements go first, in the same round
+ * trip. */
 static PGresult *pg_exec(struct pg_store *s, const char *sql, const struct pgp *p,
                          const unsigned *types)
 {
     char name[16];
     int i;
 
+    if (s->n_pending)
+        return pg_pipeline(s, sql, p, types);
     if (!p)
         return PQexecParams(s->conn, sql, 0, NULL, NULL, NULL, NULL, 0);
-    for (i = 0; i < s->n_prepared && s->prepared[i] != sql; i++)
-        ;
+    i = pg_prepared(s, sql);
     if (i == s->n_prepared) {
         PGresult *res;
 
@@ -170,6 +251,22 @@ static PGresult *pg_exec(struct pg_store *s, const char *sql, const struct pgp *
     }
     allot_fmt(name, sizeof name, "a%d", i);
     return PQexecPrepared(s->conn, name, p->n, p->v, p->len, p->fmt, 0);
+}
+
+/* Queues a transaction-control statement (a constant) for the next round
+ * trip; a full queue is sent at once. */
+static int pg_defer(struct pg_store *s, const char *sql)
+{
+    if (s->n_pending == PG_MAX_PENDING) {
+        PGresult *res = pg_pipeline(s, NULL, NULL, NULL);
+        int rc = res && PQresultStatus(res) == PGRES_COMMAND_OK ? 0 : pg_fail(s, res);
+
+        PQclear(res);
+        if (rc)
+            return rc;
+    }
+    s->pending[s->n_pending++] = sql;
+    return 0;
 }
 
 /*
@@ -396,25 +493,41 @@ static int pg_begin(struct allot_store *base, int depth)
 {
     struct pg_store *s = (struct pg_store *)base;
     struct pgp p = {0};
-    int rc;
+    int rc = 0;
 
     if (depth > 0)
-        return pg_do(s, "SAVEPOINT w", NULL);
+        return pg_defer(s, "SAVEPOINT w");
+    s->n_pending = 0;
     /* a transaction left behind by a failed rollback goes first */
     s->in_tx = false;
     if (PQtransactionStatus(s->conn) != PQTRANS_IDLE &&
         PQtransactionStatus(s->conn) != PQTRANS_UNKNOWN)
         pg_do(s, "ROLLBACK", NULL);
-    if ((rc = pg_do(s, "BEGIN", NULL)) != 0)
-        return rc;
-    s->in_tx = true;
     pgp_int(&p, PG_LOCK_WRITE);
-    if ((rc = pg_do(s, "SELECT pg_advisory_xact_lock($1::bigint)", &p)) != 0) {
+    /* BEGIN and the write lock in one round trip; tried once more on a new
+     * connection when the old one turns out broken (nothing ran yet) */
+    for (int attempt = 0; attempt < 2; attempt++) {
+        if (!pg_revive(s)) {
+            store_set_err(&s->base, "postgres: connection lost: %s", PQerrorMessage(s->conn));
+            return ALLOT_EIO;
+        }
+        s->n_pending = 0;
+        s->pending[s->n_pending++] = "BEGIN";
+        s->in_tx = true; /* no statement of it is rerun on its own */
+        if ((rc = pg_do(s, "SELECT pg_advisory_xact_lock($1::bigint)", &p)) == 0)
+            return 0;
+        s->in_tx = false;
+        s->n_pending = 0;
+        if (PQstatus(s->conn) != CONNECTION_BAD)
+            break;
+    }
+    {
         char why[STORE_ERR_MAX];
 
         allot_strlcpy(why, s->base.err, sizeof why);
-        pg_do(s, "ROLLBACK", NULL);
-        s->in_tx = false;
+        if (PQtransactionStatus(s->conn) != PQTRANS_IDLE &&
+            PQtransactionStatus(s->conn) != PQTRANS_UNKNOWN)
+            pg_do(s, "ROLLBACK", NULL);
         store_set_err(&s->base, "%s (waiting for the write lock)", why);
     }
     return rc;
@@ -423,17 +536,31 @@ static int pg_begin(struct allot_store *base, int depth)
 static int pg_commit(struct allot_store *base, int depth)
 {
     struct pg_store *s = (struct pg_store *)base;
+    PGresult *res;
     int rc;
 
-    if (depth > 0)
-        return pg_do(s, "RELEASE SAVEPOINT w", NULL);
-    /* COMMIT of an aborted transaction "succeeds" as a rollback */
-    if (PQtransactionStatus(s->conn) != PQTRANS_INTRANS) {
-        store_set_err(&s->base, "postgres: the transaction had failed or was lost");
+    if (depth > 0) {
+        /* a savepoint nothing ran in since: neither is sent */
+        if (s->n_pending && !strcmp(s->pending[s->n_pending - 1], "SAVEPOINT w")) {
+            s->n_pending--;
+            return 0;
+        }
+        return pg_defer(s, "RELEASE SAVEPOINT w");
+    }
+    if (!s->in_tx) {
+        store_set_err(&s->base, "postgres: no transaction to commit");
         return ALLOT_EIO;
     }
-    rc = pg_do(s, "COMMIT", NULL);
+    /* the pending statements and COMMIT in one round trip; COMMIT of a
+     * transaction that had failed "succeeds" as ROLLBACK: its tag says */
+    res = pg_run(s, "COMMIT", NULL, &rc);
     s->in_tx = false;
+    s->n_pending = 0;
+    if (res && strcmp(PQcmdStatus(res), "COMMIT") != 0) {
+        store_set_err(&s->base, "postgres: the transaction had failed: rolled back");
+        rc = ALLOT_EIO;
+    }
+    PQclear(res);
     if (rc == 0 && PQtransactionStatus(s->conn) != PQTRANS_IDLE) {
         store_set_err(&s->base, "postgres: COMMIT left the transaction open");
         return ALLOT_EIO;
@@ -448,14 +575,19 @@ static int pg_rollback(struct allot_store *base, int depth)
 
     if (depth == 0) {
         s->in_tx = false;
+        s->n_pending = 0; /* undone with the rest */
         if (PQtransactionStatus(s->conn) == PQTRANS_IDLE ||
             PQtransactionStatus(s->conn) == PQTRANS_UNKNOWN)
             return 0;
         return pg_do(s, "ROLLBACK", NULL);
     }
-    rc = pg_do(s, "ROLLBACK TO SAVEPOINT w", NULL);
+    if (s->n_pending && !strcmp(s->pending[s->n_pending - 1], "SAVEPOINT w")) {
+        s->n_pending--;
+        return 0;
+    }
+    rc = pg_defer(s, "ROLLBACK TO SAVEPOINT w");
     if (rc == 0)
-        rc = pg_do(s, "RELEASE SAVEPOINT w", NULL);
+        rc = pg_defer(s, "RELEASE SAVEPOINT w");
     return rc;
 }
 

@@ -14,6 +14,7 @@
 #define PG_MAX_PARAMS   16
 #define PG_MAX_PREPARED 96 /* statements a session prepares (store_pg.c has fewer) */
 #define PG_LIST_SHAPES  72 /* job listing shapes, as the SQLite back-end's */
+#define PG_MAX_PENDING  64 /* transaction-control statements waiting for a round trip */
 
 /* type oids of the parameters a listing binds (pg_type.h is server-side) */
 #define PG_INT8OID 20
@@ -32,6 +33,11 @@ struct pg_store {
     const char *prepared[PG_MAX_PREPARED];
     int n_prepared;
     char *list_sql[PG_LIST_SHAPES]; /* owned: each job listing shape's SQL, made once */
+    /* BEGIN, SAVEPOINT, RELEASE and ROLLBACK TO (constants) not sent yet:
+     * they travel in one pipeline with the next statement, so a write's
+     * savepoints cost no round trip of their own */
+    const char *pending[PG_MAX_PENDING];
+    int n_pending;
 };
 
 /* The parameters of one statement, in text (bytea in binary); the strings
