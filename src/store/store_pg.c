@@ -91,6 +91,11 @@ static int pg_fail(struct pg_store *s, const PGresult *res)
     const char *state, *msg;
 
     if (!res) {
+        if (s->broken) {
+            store_set_err(&s->base, "postgres: the connection was left in an unknown state: %s",
+                          PQerrorMessage(s->conn));
+            return ALLOT_EIO;
+        }
         if (PQstatus(s->conn) == CONNECTION_BAD) {
             store_set_err(&s->base, "postgres: %s", PQerrorMessage(s->conn));
             return ALLOT_EIO;
@@ -124,12 +129,13 @@ static int pg_session(struct pg_store *s);
  * would "succeed" with nothing to commit. True when conn is usable. */
 static bool pg_revive(struct pg_store *s)
 {
-    if (PQstatus(s->conn) == CONNECTION_OK && s->session_ok)
+    if (PQstatus(s->conn) == CONNECTION_OK && s->session_ok && !s->broken)
         return true;
     if (s->in_tx)
         return false;
-    if (PQstatus(s->conn) != CONNECTION_OK) {
+    if (PQstatus(s->conn) != CONNECTION_OK || s->broken) {
         s->session_ok = false;
+        s->broken = false;
         PQreset(s->conn);
         s->n_prepared = 0; /* a new session has none */
         if (PQstatus(s->conn) != CONNECTION_OK)
@@ -163,58 +169,83 @@ static int pg_prepared(const struct pg_store *s, const char *sql)
 static PGresult *pg_pipeline(struct pg_store *s, const char *sql, const struct pgp *p,
                              const unsigned *types)
 {
-    int idx = p ? pg_prepared(s, sql) : PG_MAX_PREPARED, sent = 0, prep_at = -1;
-    bool ok = PQenterPipelineMode(s->conn) == 1;
+    int idx = p ? pg_prepared(s, sql) : PG_MAX_PREPARED, pending = s->n_pending;
+    int sent = 0, prep_at = -1, bad_at = -1;
+    bool ok, synced = false, readable;
     PGresult *bad = NULL, *main = NULL, *r;
     char name[16];
 
-    allot_fmt(name, sizeof name, "a%d", idx);
-    for (int i = 0; ok && i < s->n_pending; i++, sent++)
-        ok = PQsendQueryParams(s->conn, s->pending[i], 0, NULL, NULL, NULL, NULL, 0) == 1;
     s->n_pending = 0;
+    if (PQenterPipelineMode(s->conn) != 1) {
+        s->broken = s->tx_failed = true;
+        return NULL;
+    }
+    allot_fmt(name, sizeof name, "a%d", idx);
+    ok = true;
+    for (int i = 0; ok && i < pending; i++)
+        if ((ok = PQsendQueryParams(s->conn, s->pending[i], 0, NULL, NULL, NULL, NULL, 0) == 1))
+            sent++;
     if (ok && sql) {
         if (!p || idx == PG_MAX_PREPARED) {
             ok = PQsendQueryParams(s->conn, sql, p ? p->n : 0, types, p ? p->v : NULL,
                                    p ? p->len : NULL, p ? p->fmt : NULL, 0) == 1;
         } else {
             if (idx == s->n_prepared) {
-                prep_at = sent++;
                 ok = PQsendPrepare(s->conn, name, sql, p->n, types) == 1;
+                if (ok)
+                    prep_at = sent++;
             }
             ok = ok && PQsendQueryPrepared(s->conn, name, p->n, p->v, p->len, p->fmt, 0) == 1;
         }
-        sent++;
+        if (ok)
+            sent++;
     }
-    ok = ok && PQpipelineSync(s->conn) == 1;
+    /* what was sent is answered, also when sending the rest failed */
+    synced = PQpipelineSync(s->conn) == 1;
+    ok = ok && synced;
+    readable = synced;
     /* each statement's result, then a NULL; then the sync's */
-    for (int k = 0; ok && k < sent; k++) {
+    for (int k = 0; readable && k < sent; k++) {
         if (!(r = PQgetResult(s->conn))) {
-            ok = false;
+            readable = false;
             break;
         }
-        if (sql && k == sent - 1)
+        if (k == prep_at && PQresultStatus(r) == PGRES_COMMAND_OK)
+            s->prepared[s->n_prepared++] = sql; /* a Parse outlives a rollback */
+        if (ok && sql && k == sent - 1 && !bad)
             main = r;
-        else if (PQresultStatus(r) != PGRES_COMMAND_OK && !bad)
+        else if (ok && PQresultStatus(r) != PGRES_COMMAND_OK && !bad) {
             bad = r;
-        else {
-            if (k == prep_at && PQresultStatus(r) == PGRES_COMMAND_OK)
-                s->prepared[s->n_prepared++] = sql;
+            bad_at = k;
+        } else
             PQclear(r);
-        }
         while ((r = PQgetResult(s->conn)))
             PQclear(r);
     }
-    if (ok && (r = PQgetResult(s->conn))) {
-        ok = PQresultStatus(r) == PGRES_PIPELINE_SYNC;
+    if (readable) {
+        r = PQgetResult(s->conn);
+        readable = r && PQresultStatus(r) == PGRES_PIPELINE_SYNC;
         PQclear(r);
     }
-    if (!ok || PQexitPipelineMode(s->conn) != 1) {
-        /* a broken connection: whatever was sent is lost with it */
+    if (!readable || PQexitPipelineMode(s->conn) != 1) {
+        /* the connection's state is unknown: it is reset before its next use
+         * (outside a transaction), and this transaction cannot commit */
+        s->broken = s->tx_failed = true;
+        PQclear(bad);
+        PQclear(main);
+        return NULL;
+    }
+    if (!ok) {
+        s->tx_failed = true; /* some of the queue never ran */
         PQclear(bad);
         PQclear(main);
         return NULL;
     }
     if (bad) {
+        /* a failed BEGIN, SAVEPOINT, RELEASE or ROLLBACK TO: it belongs to
+         * no write store.c could undo alone, so the transaction fails */
+        if (bad_at < pending)
+            s->tx_failed = true;
         PQclear(main);
         return bad;
     }
@@ -281,6 +312,11 @@ static PGresult *pg_run_typed(struct pg_store *s, const char *sql, const struct 
     PGresult *res;
     ExecStatusType st;
 
+    if (s->in_tx && s->tx_failed) {
+        store_set_err(&s->base, "postgres: a statement of this transaction had failed");
+        *rc = ALLOT_EIO;
+        return NULL;
+    }
     if (!pg_revive(s)) {
         store_set_err(&s->base, "postgres: connection lost: %s", PQerrorMessage(s->conn));
         *rc = ALLOT_EIO;
@@ -498,9 +534,10 @@ static int pg_begin(struct allot_store *base, int depth)
     if (depth > 0)
         return pg_defer(s, "SAVEPOINT w");
     s->n_pending = 0;
+    s->tx_failed = false;
     /* a transaction left behind by a failed rollback goes first */
     s->in_tx = false;
-    if (PQtransactionStatus(s->conn) != PQTRANS_IDLE &&
+    if (!s->broken && PQtransactionStatus(s->conn) != PQTRANS_IDLE &&
         PQtransactionStatus(s->conn) != PQTRANS_UNKNOWN)
         pg_do(s, "ROLLBACK", NULL);
     pgp_int(&p, PG_LOCK_WRITE);
@@ -518,14 +555,15 @@ static int pg_begin(struct allot_store *base, int depth)
             return 0;
         s->in_tx = false;
         s->n_pending = 0;
-        if (PQstatus(s->conn) != CONNECTION_BAD)
+        s->tx_failed = false;
+        if (PQstatus(s->conn) != CONNECTION_BAD && !s->broken)
             break;
     }
     {
         char why[STORE_ERR_MAX];
 
         allot_strlcpy(why, s->base.err, sizeof why);
-        if (PQtransactionStatus(s->conn) != PQTRANS_IDLE &&
+        if (!s->broken && PQtransactionStatus(s->conn) != PQTRANS_IDLE &&
             PQtransactionStatus(s->conn) != PQTRANS_UNKNOWN)
             pg_do(s, "ROLLBACK", NULL);
         store_set_err(&s->base, "%s (waiting for the write lock)", why);
@@ -547,8 +585,10 @@ static int pg_commit(struct allot_store *base, int depth)
         }
         return pg_defer(s, "RELEASE SAVEPOINT w");
     }
-    if (!s->in_tx) {
-        store_set_err(&s->base, "postgres: no transaction to commit");
+    if (!s->in_tx || s->tx_failed || PQtransactionStatus(s->conn) == PQTRANS_IDLE) {
+        store_set_err(&s->base, "postgres: %s",
+                      s->tx_failed ? "a statement of this transaction had failed"
+                                   : "no transaction to commit");
         return ALLOT_EIO;
     }
     /* the pending statements and COMMIT in one round trip; COMMIT of a
@@ -575,7 +615,12 @@ static int pg_rollback(struct allot_store *base, int depth)
 
     if (depth == 0) {
         s->in_tx = false;
+        s->tx_failed = false;
         s->n_pending = 0; /* undone with the rest */
+        if (s->broken) {
+            pg_revive(s); /* a new session: the server ends the old transaction */
+            return 0;
+        }
         if (PQtransactionStatus(s->conn) == PQTRANS_IDLE ||
             PQtransactionStatus(s->conn) == PQTRANS_UNKNOWN)
             return 0;

@@ -25,6 +25,8 @@ struct pg_store {
     PGconn *conn;            /* owned */
     bool in_tx;              /* a transaction of ours is open on conn */
     bool session_ok;         /* the session's settings are made on conn */
+    bool broken;             /* conn's state is unknown (a pipeline cut short): reset it */
+    bool tx_failed;          /* a deferred statement of the open transaction failed */
     int lead_pid;            /* the server process of the session holding the lead; 0 = none */
     bool lead_lost;          /* that session ended: this handle never leads again */
     int lock_timeout_ms;     /* the busy timeout */
