@@ -10,7 +10,8 @@ server on loopback (scripts/pg_sandbox.py; stopped by pid at the end).
 - The leader is killed (SIGKILL): the standby takes the lead within a few
   lead checks, with everything the leader committed, and the CLI given both
   URLs (the dead one first) reaches it. An agent given both URLs carries on
-  heartbeating with the new leader.
+  heartbeating with the new leader, and a job running on it when the leader
+  died runs on and ends succeeded, once.
 - The leader's store session is ended from the database side (a network
   cut): the standby takes over; until the old leader's next check its
   writes are fenced (503 "standby", nothing stored); then it says so and
@@ -192,9 +193,19 @@ def test_agent_follows_the_lead():
         raise AssertionError("ha-node not heard of on %s: %r" % (base(d), n))
 
     node_seen(a, 0)
+    # a job running on the node when the leader dies runs on, and ends once
+    fx.expect(a.req("PUT", "/v1/tenants", fx.TENANTS, token=admin), 200)
+    j = fx.expect(a.req("POST", "/v1/jobs", {"name": "across", "tenant": "research/nlp",
+                                             "gpus": 1, "cpus": 1, "memory": 256,
+                                             "command": ["sh", "-c", "sleep 2; echo done"]},
+                        token=admin), 201)
+    fx.wait_job(a, j["id"], "running", timeout=15)
     a.stop(sig=signal.SIGKILL)
     wait_status(b, "/readyz", 200, timeout=15)
     node_seen(b, int(time.time()))
+    got = fx.wait_job(b, j["id"], "succeeded", timeout=20)
+    assert got.get("exit_code") == 0, got
+    assert ag.task_log(j["id"]).strip() == "done", ag.task_log(j["id"])
     assert ag.stop() == 0
     assert b.stop() == 0
 
