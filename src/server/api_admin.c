@@ -35,8 +35,11 @@ struct allot_store *api_reader(struct req *r)
 {
     struct allot_store *st = srv_reader(r->srv);
 
-    if (!st)
-        api_error(r, 500, "store", "cannot open the store for reading");
+    if (!st) {
+        /* every read handle lent (--store-readers), or the store unreachable */
+        api_set_header(r, "Retry-After", "1");
+        api_error(r, 503, "store", "cannot read the store now; retry shortly");
+    }
     return st;
 }
 

@@ -84,6 +84,16 @@ static const struct allot_config_option options[] = {
      .offset = F(advertise_url),
      .help = "The URL clients and agents reach this allotd at, which standbys name while "
              "it leads (docs/ha.md). Default: http(s)://LISTEN-ADDRESS:PORT."},
+    {.name = "store-readers",
+     .type = ALLOT_CFG_INT,
+     .offset = F(store_readers),
+     .def = "64",
+     .min = 4,
+     .max = 4096,
+     .help = "Store read handles open at once, at most: with PostgreSQL each is a "
+             "connection, and the server's max_connections (100 by default) is shared by "
+             "every allotd. A request that finds them all lent waits for one (10 s at most, "
+             "then 503)."},
     {.name = "lead-check",
      .type = ALLOT_CFG_DURATION,
      .offset = F(lead_check),
@@ -430,12 +440,14 @@ static void reader_release(void *p)
                 s->readers[i] = s->readers[--s->n_readers];
                 break;
             }
+        pthread_cond_signal(&s->readers_cv);
         pthread_mutex_unlock(&s->readers_lock);
         allot_store_close(st);
         return;
     }
     if (ALLOT_ALWAYS(s->n_idle < s->cap_idle)) /* room was reserved at the handle's opening */
         s->idle_readers[s->n_idle++] = st;
+    pthread_cond_signal(&s->readers_cv);
     pthread_mutex_unlock(&s->readers_lock);
 }
 
@@ -457,14 +469,28 @@ struct allot_store *srv_reader(struct server *s)
     if (st)
         return st;
     pthread_mutex_lock(&s->readers_lock);
+    /* at most --store-readers open: wait for one to come back */
+    if (s->n_idle == 0 && s->n_readers >= (size_t)s->cfg.store_readers) {
+        struct timespec until;
+        int w = 0;
+
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += SRV_READER_WAIT_S;
+        while (s->n_idle == 0 && s->n_readers >= (size_t)s->cfg.store_readers && w == 0)
+            w = pthread_cond_timedwait(&s->readers_cv, &s->readers_lock, &until);
+    }
     if (s->n_idle > 0) {
         st = s->idle_readers[--s->n_idle];
-    } else if (allot_grow((void **)&s->readers, &s->cap_readers, s->n_readers + 1,
+    } else if (s->n_readers < (size_t)s->cfg.store_readers &&
+               allot_grow((void **)&s->readers, &s->cap_readers, s->n_readers + 1,
                           sizeof(struct allot_store *)) == 0 &&
                allot_grow((void **)&s->idle_readers, &s->cap_idle, s->n_readers + 1,
                           sizeof(struct allot_store *)) == 0 &&
                allot_store_open(s->store_url, NULL, &st, err, sizeof(err)) == 0) {
         s->readers[s->n_readers++] = st; /* the idle list has room for every handle */
+    } else if (s->n_readers >= (size_t)s->cfg.store_readers) {
+        LOG_WARN("main", "all %lld store read handles stayed lent for %d s",
+                 (long long)s->cfg.store_readers, SRV_READER_WAIT_S);
     } else {
         LOG_ERROR("main", "cannot open a read handle: %s", st ? "" : err);
     }
@@ -757,6 +783,7 @@ static int serve(struct server *s)
         return 1;
     }
     pthread_mutex_init(&s->readers_lock, NULL);
+    pthread_cond_init(&s->readers_cv, NULL);
     pthread_key_create(&s->reader_key, reader_release);
     pthread_mutex_init(&s->refs_lock, NULL);
     pthread_mutex_init(&s->agents_lock, NULL);

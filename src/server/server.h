@@ -30,9 +30,10 @@
 /* Values of the option table (main.c). */
 struct server_config {
     char *data_dir;
-    char *store;         /* store URL; NULL: sqlite:DATA_DIR/allot.db */
-    char *advertise_url; /* where clients reach this allotd when it leads */
-    int64_t lead_check;  /* ms: how often the lead is tried or checked */
+    char *store;           /* store URL; NULL: sqlite:DATA_DIR/allot.db */
+    char *advertise_url;   /* where clients reach this allotd when it leads */
+    int64_t lead_check;    /* ms: how often the lead is tried or checked */
+    int64_t store_readers; /* store read handles open at once, at most */
     char *listen;
     char *config;
     char *log_file;
@@ -87,6 +88,7 @@ struct server {
     struct allot_store *wst;   /* owned; the group committer's handle */
     struct allot_store_gc *gc; /* owned; every write goes through it */
     pthread_mutex_t readers_lock;
+    pthread_cond_t readers_cv;    /* a handle came back (with readers_lock) */
     struct allot_store **readers; /* owned: every read handle opened */
     size_t n_readers, cap_readers;
     struct allot_store **idle_readers; /* those no thread holds (its thread ended) */
@@ -215,7 +217,8 @@ struct allot_store *srv_reader(struct server *s);
  * ended, or is about to wait long); the next srv_reader lends one again.
  * Idle handles beyond SRV_IDLE_READERS are closed. */
 void srv_reader_release(struct server *s);
-#define SRV_IDLE_READERS 128
+#define SRV_IDLE_READERS  128
+#define SRV_READER_WAIT_S 10 /* a request waits this long for a read handle (--store-readers) */
 /* The read handle, or NULL after replying 500. */
 struct allot_store *api_reader(struct req *r);
 /* The node of task `task` in a job's placement (JSON text), or "". */

@@ -16,6 +16,8 @@ server on loopback (scripts/pg_sandbox.py; stopped by pid at the end).
   cut): the standby takes over; until the old leader's next check its
   writes are fenced (503 "standby", nothing stored); then it says so and
   exits with status 3. A password in the store URL is never logged.
+- --store-readers bounds the database connections of an allotd under 16
+  concurrent readers.
 - Two allotd on one SQLite file: the second stands by until the first stops.
 """
 
@@ -241,6 +243,40 @@ def test_lost_session_stops_the_leader():
     assert b.stop() == 0
 
 
+def test_read_handles_capped():
+    """--store-readers bounds the connections an allotd opens to the database
+    however many requests read at once; the others wait their turn."""
+    import threading
+    url, admin = new_store()
+    d = fx.Daemon(data_dir=fx.tempdir(), args=["--store", url, "--store-readers", "4"])
+    d.admin = admin
+    for i in range(5):
+        fx.expect(d.req("POST", "/v1/tokens", {"role": "viewer", "name": "v%d" % i},
+                        token=admin), 201)
+    db = url.rsplit("/", 1)[1]
+    seen, errors = [], []
+
+    def reader():
+        for _ in range(10):
+            st, body = d.req("GET", "/v1/tokens", token=admin)
+            if st != 200:
+                errors.append((st, body))
+            seen.append(int(PG.sql("SELECT count(*) FROM pg_stat_activity WHERE datname = '%s'"
+                                   % db)))
+
+    threads = [threading.Thread(target=reader) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors[:3]
+    assert len(seen) == 160, len(seen)
+    # 4 read handles (the loop's and the metering's among them), the
+    # committer's and the lead's: never more
+    assert max(seen) <= 6, max(seen)
+    assert d.stop() == 0
+
+
 def test_two_on_one_sqlite_file():
     d = fx.tempdir()
     admin = fx.init(d)
@@ -260,7 +296,7 @@ if __name__ == "__main__":
     try:
         fx.run([test_postgres_store_survives_restart, test_standby_then_takeover,
                 test_agent_follows_the_lead, test_lost_session_stops_the_leader,
-                test_two_on_one_sqlite_file])
+                test_read_handles_capped, test_two_on_one_sqlite_file])
     finally:
         PG.stop()
     sys.exit(0)
