@@ -150,6 +150,14 @@ int api_metrics(struct req *r)
             "allot_store_read_handles{state=\"lent\"} %zu\n"
             "allot_store_read_handles{state=\"idle\"} %zu\n",
             open - idle, idle);
+    /* several allotd on one store (docs/ha.md): exactly one should lead */
+    bool leads = atomic_load(&r->srv->ready) && !atomic_load(&r->srv->standby);
+    fprintf(f,
+            "# HELP allot_leader 1 when this allotd leads (schedules and writes), 0 while it "
+            "stands by or starts.\n# TYPE allot_leader gauge\nallot_leader %d\n"
+            "# HELP allot_leader_epoch The leader epoch this allotd took (0 while it does not "
+            "lead).\n# TYPE allot_leader_epoch gauge\nallot_leader_epoch %lld\n",
+            leads ? 1 : 0, leads ? (long long)atomic_load(&r->srv->epoch) : 0LL);
     fclose(f);
     if (buf && r->srv->cfg.metrics_auth)
         metrics_scope(&r->who, buf);

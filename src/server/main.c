@@ -843,6 +843,7 @@ static int serve(struct server *s)
         goto out_http;
     }
     LOG_INFO("main", "leading (epoch %lld) as %s", (long long)epoch, advertise);
+    atomic_store(&s->epoch, epoch);
     /* a lone write waits at most 200 us for company before it commits */
     s->gc = allot_store_gc_new(s->wst, 256, 200);
     if (!s->gc) {

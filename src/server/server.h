@@ -100,6 +100,7 @@ struct server {
     atomic_bool ready;             /* the core was rebuilt from the store */
     atomic_bool standby;           /* another allotd leads; this one waits to take over */
     atomic_bool fenced;            /* a write was fenced: it lost the lead (docs/ha.md) */
+    atomic_int_fast64_t epoch;     /* the leader epoch it took (0: it does not lead) */
     struct allot_store *lst;       /* owned: the handle that holds the lead (docs/ha.md) */
     pthread_mutex_t leader_lock;   /* leaf lock: guards leader_url */
     char leader_url[512];          /* where the leader said clients reach it ("" unknown) */

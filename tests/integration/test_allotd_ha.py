@@ -141,6 +141,11 @@ def test_standby_then_takeover():
     r = cf.ok(cf.cli(b, "cancel", j["id"], token=admin))
     assert fx.job(a, j["id"])["state"] == "cancelled"
     assert "leading (epoch" in a.log() and "standing by" in b.log(), b.log()
+    # /metrics says who leads (and a standby serves it: no group committer there)
+    st, text = a.req("GET", "/metrics", raw=True)
+    assert st == 200 and "\nallot_leader 1\n" in text and "\nallot_leader_epoch 1\n" in text
+    st, text = b.req("GET", "/metrics", raw=True)
+    assert st == 200 and "\nallot_leader 0\n" in text and "\nallot_leader_epoch 0\n" in text
 
     # the leader dies: the standby takes over with what was committed
     a.stop(sig=signal.SIGKILL)
@@ -151,6 +156,8 @@ def test_standby_then_takeover():
     k = submit(b, "after")
     assert k["id"] > j["id"], k
     assert "leading (epoch 2)" in b.log(), b.log()
+    st, text = b.req("GET", "/metrics", raw=True)
+    assert "\nallot_leader 1\n" in text and "\nallot_leader_epoch 2\n" in text, text[-500:]
     print("takeover in %.2fs" % took)
     # the CLI given both URLs, the dead one first, reaches the new leader
     r = cf.ok(cf.cli(b, "show", k["id"], "-o", "json", token=admin,
