@@ -694,12 +694,18 @@ static bool stop_signal(struct server *s, const sigset_t *set)
 static enum lead_outcome await_lead(struct server *s, const sigset_t *set)
 {
     bool leading = false, said = false;
+    unsigned failed = 0;
 
     for (;;) {
         char *leader = NULL;
 
-        if (allot_store_lead(s->lst, &leading) < 0)
-            LOG_WARN("main", "cannot ask for the lead: %s", allot_store_errmsg(s->lst));
+        /* the first failure and then one a minute: the store may be away */
+        if (allot_store_lead(s->lst, &leading) < 0) {
+            if (failed++ % (unsigned)(60000 / s->cfg.lead_check + 1) == 0)
+                LOG_WARN("main", "cannot ask for the lead: %s", allot_store_errmsg(s->lst));
+        } else {
+            failed = 0;
+        }
         if (leading) {
             atomic_store(&s->standby, false);
             return LEAD_TAKEN;
