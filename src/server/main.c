@@ -87,13 +87,13 @@ static const struct allot_config_option options[] = {
     {.name = "store-readers",
      .type = ALLOT_CFG_INT,
      .offset = F(store_readers),
-     .def = "64",
-     .min = 4,
+     .def = "0",
+     .min = 0,
      .max = 4096,
-     .help = "Store read handles open at once, at most: with PostgreSQL each is a "
-             "connection, and the server's max_connections (100 by default) is shared by "
-             "every allotd. A request that finds them all lent waits for one (10 s at most, "
-             "then 503)."},
+     .help = "Store read handles open at once, at most (0: 64 on SQLite, 32 on "
+             "PostgreSQL; at least 4): with PostgreSQL each is a connection, and the "
+             "server's max_connections (100 by default) is shared by every allotd. A request "
+             "that finds them all lent waits for one (10 s at most, then 503)."},
     {.name = "lead-check",
      .type = ALLOT_CFG_DURATION,
      .offset = F(lead_check),
@@ -768,6 +768,11 @@ static int serve(struct server *s)
     sigaddset(&set, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     allot_strlcpy(s->store_url, url, sizeof(s->store_url));
+    /* read handles: each a server connection on PostgreSQL, shared by every allotd */
+    if (s->cfg.store_readers == 0)
+        s->cfg.store_readers = strncmp(url, "sqlite:", 7) == 0 ? 64 : 32;
+    else if (s->cfg.store_readers < 4)
+        s->cfg.store_readers = 4; /* the loop and the metering thread hold one each */
     if (allot_store_open(url, &so, &s->wst, err, sizeof(err)) < 0) {
         char db[4200];
         struct stat sb;
