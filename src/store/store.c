@@ -14,6 +14,7 @@
 
 #include "allot/common.h"
 
+#include <errno.h>
 #include <sodium.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -149,6 +150,52 @@ int allot_store_schema_version(const struct allot_store *st)
 const char *allot_store_errmsg(const struct allot_store *st)
 {
     return st->err;
+}
+
+/* ---- the schema version (both back-ends) -------------------------------------- */
+
+int store_read_version(struct allot_store *st, int *version, char *err, size_t errlen)
+{
+    char *v = NULL, *end;
+    long long n;
+    int rc = st->ops->meta_get(st, "schema_version", &v);
+
+    if (rc == 0 && !v)
+        rc = ALLOT_ENOENT; /* cannot happen: the column is NOT NULL */
+    if (rc != 0) {
+        allot_fmt(err, errlen, "no schema version in the store: %s", st->err);
+        return rc == ALLOT_ENOENT ? ALLOT_EINVAL : rc;
+    }
+    errno = 0;
+    n = strtoll(v, &end, 10);
+    if (errno || end == v || *end || n < 1 || n > 1000000) {
+        allot_fmt(err, errlen, "bad schema version '%s' in the store", v);
+        allot_free(v);
+        return ALLOT_EINVAL;
+    }
+    allot_free(v);
+    *version = (int)n;
+    return 0;
+}
+
+int store_version_allowed(int version, int latest, const struct allot_store_opts *opts, char *err,
+                          size_t errlen)
+{
+    if (version > latest) {
+        allot_fmt(err, errlen,
+                  "the store has schema version %d, newer than this allotd knows (%d): "
+                  "run a newer allotd",
+                  version, latest);
+        return ALLOT_ESTATE;
+    }
+    if (version < latest && !(opts->flags & ALLOT_STORE_MIGRATE)) {
+        allot_fmt(err, errlen,
+                  "the store has schema version %d, this allotd needs %d: open with "
+                  "migration enabled",
+                  version, latest);
+        return ALLOT_ESTATE;
+    }
+    return 0;
 }
 
 /* ---- batches ---------------------------------------------------------------- */

@@ -27,6 +27,15 @@ struct allot_store {
 void store_set_err(struct allot_store *st, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* Reads and checks meta.schema_version of an allot store (1..1000000);
+ * ALLOT_EINVAL, with err set, when it is missing or malformed. */
+int store_read_version(struct allot_store *st, int *version, char *err, size_t errlen);
+/* The schema-version rule of every back-end: a store newer than this binary
+ * (latest) is refused, an older one only with ALLOT_STORE_MIGRATE. 0 or
+ * ALLOT_ESTATE with err set. */
+int store_version_allowed(int version, int latest, const struct allot_store_opts *opts, char *err,
+                          size_t errlen);
+
 /* Duplicates n bytes plus a terminating NUL through allot_malloc; NULL on
  * failure. */
 char *store_dupn(const char *s, size_t n);

@@ -29,7 +29,6 @@
 
 #include "allot/common.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -1190,8 +1189,7 @@ int store_pg_latest(void)
 static int pg_read_version(struct pg_store *s, int *version, char *err, size_t errlen)
 {
     int64_t tables = 0, has_meta = 0;
-    char *v = NULL, *end;
-    long long n;
+    char *v = NULL;
     int rc;
 
     if ((rc = pg_int(s,
@@ -1216,22 +1214,7 @@ static int pg_read_version(struct pg_store *s, int *version, char *err, size_t e
         return ALLOT_EINVAL;
     }
     allot_free(v);
-    v = NULL;
-    rc = pg_meta_get(&s->base, "schema_version", &v);
-    if (rc != 0) {
-        allot_fmt(err, errlen, "no schema version in the store: %s", s->base.err);
-        return rc == ALLOT_ENOENT ? ALLOT_EINVAL : rc;
-    }
-    errno = 0;
-    n = strtoll(v, &end, 10);
-    if (errno || end == v || *end || n < 1 || n > 1000000) {
-        allot_fmt(err, errlen, "bad schema version '%s' in the store", v);
-        allot_free(v);
-        return ALLOT_EINVAL;
-    }
-    allot_free(v);
-    *version = (int)n;
-    return 0;
+    return store_read_version(&s->base, version, err, errlen);
 }
 
 static int pg_migrate(struct pg_store *s, const struct pg_migration *m, bool first, char *err,
@@ -1281,20 +1264,8 @@ static int pg_check_schema(struct pg_store *s, const struct allot_store_opts *op
         allot_fmt(err, errlen, "the database holds no allot store (open with creation enabled)");
         return ALLOT_ENOENT;
     }
-    if (version > latest) {
-        allot_fmt(err, errlen,
-                  "the store has schema version %d, newer than this allotd knows (%d): "
-                  "run a newer allotd",
-                  version, latest);
-        return ALLOT_ESTATE;
-    }
-    if (version < latest && !(opts->flags & ALLOT_STORE_MIGRATE)) {
-        allot_fmt(err, errlen,
-                  "the store has schema version %d, this allotd needs %d: open with "
-                  "migration enabled",
-                  version, latest);
-        return ALLOT_ESTATE;
-    }
+    if ((rc = store_version_allowed(version, latest, opts, err, errlen)) != 0)
+        return rc;
     for (int i = 0; i < pg_n_migrations; i++) {
         if (pg_migrations[i].version <= version)
             continue;

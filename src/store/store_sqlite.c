@@ -525,9 +525,6 @@ static int sq_int(struct sq_store *s, const char *sql, int64_t *v)
 static int sq_read_version(struct sq_store *s, int *version, char *err, size_t errlen)
 {
     int64_t app, tables, has_meta;
-    char *v = NULL;
-    char *end;
-    long long n;
     int rc;
 
     if ((rc = sq_int(s, "PRAGMA application_id", &app)) != 0 ||
@@ -545,23 +542,7 @@ static int sq_read_version(struct sq_store *s, int *version, char *err, size_t e
         allot_fmt(err, errlen, "the database is not an allot store");
         return ALLOT_EINVAL;
     }
-    rc = sq_meta_get(&s->base, "schema_version", &v);
-    if (rc == 0 && !v)
-        rc = ALLOT_ENOENT; /* cannot happen: the column is NOT NULL */
-    if (rc != 0) {
-        allot_fmt(err, errlen, "no schema version in the store: %s", s->base.err);
-        return rc == ALLOT_ENOENT ? ALLOT_EINVAL : rc;
-    }
-    errno = 0;
-    n = strtoll(v, &end, 10);
-    if (errno || end == v || *end || n < 1 || n > 1000000) {
-        allot_fmt(err, errlen, "bad schema version '%s' in the store", v);
-        allot_free(v);
-        return ALLOT_EINVAL;
-    }
-    allot_free(v);
-    *version = (int)n;
-    return 0;
+    return store_read_version(&s->base, version, err, errlen);
 }
 
 static int sq_migrate(struct sq_store *s, const struct migration *m, char *err, size_t errlen)
@@ -595,22 +576,9 @@ static int sq_check_schema(struct sq_store *s, const struct allot_store_opts *op
     int version = 0;
     int rc;
 
-    if ((rc = sq_read_version(s, &version, err, errlen)) != 0)
+    if ((rc = sq_read_version(s, &version, err, errlen)) != 0 ||
+        (rc = store_version_allowed(version, latest, opts, err, errlen)) != 0)
         return rc;
-    if (version > latest) {
-        allot_fmt(err, errlen,
-                  "the store has schema version %d, newer than this allotd knows (%d): "
-                  "run a newer allotd",
-                  version, latest);
-        return ALLOT_ESTATE;
-    }
-    if (version < latest && !(opts->flags & ALLOT_STORE_MIGRATE)) {
-        allot_fmt(err, errlen,
-                  "the store has schema version %d, this allotd needs %d: open with "
-                  "migration enabled",
-                  version, latest);
-        return ALLOT_ESTATE;
-    }
     for (int i = 0; i < N_MIGRATIONS; i++) {
         if (migrations[i].version <= version)
             continue;
