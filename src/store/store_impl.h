@@ -27,6 +27,26 @@ struct allot_store {
 void store_set_err(struct allot_store *st, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* The jobs table's columns in the order the back-ends read them, and the
+ * states a job may still change from. */
+#define STORE_JOB_COLS                                                                             \
+    "id, tenant, name, token_id, spec, state, placement, pending_reason, submit_time,"             \
+    " start_time, end_time, exit_code, array_parent, array_index, idem_key"
+#define STORE_LIVE_STATES "('pending','starting','running')"
+
+/* Job listing shapes: tenant (none, exact, subtree) x states (any, one,
+ * several) x name prefix (no, yes) x array (no, yes) x order (ascending,
+ * descending). */
+#define STORE_LIST_SHAPES 72
+/* The shape of filter f, 0..STORE_LIST_SHAPES-1. */
+int store_list_shape(const struct allot_store_job_filter *f);
+/* The SQL of listing shape k, built from constant fragments only. Its
+ * parameters: 1 cursor, 2 tenant, 3-9 states, 10 name prefix, 11 limit,
+ * 12 array; written `mark`N ('?' for SQLite, '$' for PostgreSQL).
+ * prefix_clause is the back-end's test of name against parameter 10,
+ * written with '?'. */
+void store_list_sql(int k, char mark, const char *prefix_clause, char *buf, size_t len);
+
 /* Reads and checks meta.schema_version of an allot store (1..1000000);
  * ALLOT_EINVAL, with err set, when it is missing or malformed. */
 int store_read_version(struct allot_store *st, int *version, char *err, size_t errlen);

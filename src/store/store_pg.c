@@ -716,11 +716,6 @@ static int pg_lead(struct allot_store *base, bool *leading)
 
 /* ---- jobs ------------------------------------------------------------------------------ */
 
-#define JOB_COLS                                                                                   \
-    "id, tenant, name, token_id, spec, state, placement, pending_reason, submit_time,"             \
-    " start_time, end_time, exit_code, array_parent, array_index, idem_key"
-#define LIVE_STATES "('pending','starting','running')"
-
 static int job_row(struct pg_store *s, const PGresult *res, int row, void *elem)
 {
     struct allot_store_job *j = elem;
@@ -836,8 +831,8 @@ static int pg_job_get(struct allot_store *base, int64_t id, struct allot_store_j
     int rc;
 
     pgp_int(&p, id);
-    if ((rc = pg_row(s, "SELECT " JOB_COLS " FROM jobs WHERE id = $1", &p, sizeof *out, job_row,
-                     store_clear_job, out)) != 0) {
+    if ((rc = pg_row(s, "SELECT " STORE_JOB_COLS " FROM jobs WHERE id = $1", &p, sizeof *out,
+                     job_row, store_clear_job, out)) != 0) {
         if (rc == ALLOT_ENOENT)
             store_set_err(base, "job %lld: no such job", (long long)id);
         return rc;
@@ -868,7 +863,7 @@ static int pg_job_update(struct allot_store *base, const struct allot_store_job 
     if ((rc = pg_write(s,
                        "UPDATE jobs SET state = $2, placement = $3, pending_reason = $4,"
                        " start_time = $5, end_time = $6, exit_code = $7"
-                       " WHERE id = $1 AND state IN " LIVE_STATES,
+                       " WHERE id = $1 AND state IN " STORE_LIVE_STATES,
                        &p, &changed)) != 0 ||
         changed == 1)
         return rc;
@@ -881,31 +876,6 @@ static int pg_job_update(struct allot_store *base, const struct allot_store_job 
     return found ? ALLOT_ESTATE : ALLOT_ENOENT;
 }
 
-/* Builds the SQL of listing shape k from constant fragments only. The
- * parameters are always the same twelve (their types are given, so the
- * ones a shape does not use are allowed). */
-static void list_sql(int k, char *buf, size_t len)
-{
-    static const char *const tenant[] = {
-        "",
-        " AND tenant = $2",
-        " AND (tenant = $2 OR (tenant >= $2 || '/' AND tenant < $2 || '0'))",
-    };
-    static const char *const states[] = {
-        "",
-        " AND state = $3",
-        " AND state IN ($3, $4, $5, $6, $7, $8, $9)",
-    };
-    int desc = k & 1, prefix = (k >> 1) & 1, array = (k >> 2) & 1, sm = (k >> 3) % 3,
-        tm = (k >> 3) / 3;
-
-    allot_fmt(buf, len,
-              "SELECT " JOB_COLS " FROM jobs WHERE id %s $1%s%s%s%s ORDER BY id %s LIMIT $11",
-              desc ? "<" : ">", tenant[tm], states[sm],
-              array ? " AND array_parent != 0 AND array_parent = $12" : "",
-              prefix ? " AND starts_with(name, $10)" : "", desc ? "DESC" : "ASC");
-}
-
 static int pg_job_list(struct allot_store *base, const struct allot_store_job_filter *f,
                        struct allot_store_job_page *page)
 {
@@ -914,23 +884,19 @@ static int pg_job_list(struct allot_store *base, const struct allot_store_job_fi
         PG_TEXTOID, PG_TEXTOID, PG_TEXTOID, PG_TEXTOID, PG_INT8OID, PG_INT8OID,
     };
     struct pg_store *s = (struct pg_store *)base;
-    int nstates = __builtin_popcount(f->states);
-    int sm = nstates == 0 ? 0 : nstates == 1 ? 1 : 2;
-    int tm = !f->tenant ? 0 : f->tenant_subtree ? 2 : 1;
-    int k = ((tm * 3 + sm) << 3) | (f->array_parent ? 4 : 0) | (f->name_prefix ? 2 : 0) |
-            (f->newest_first ? 1 : 0);
+    int k = store_list_shape(f), sm = (k >> 3) % 3;
     struct pgp p = {0};
     int rc, given = 0;
 
-    if (ALLOT_NEVER(k >= PG_LIST_SHAPES))
-        return ALLOT_EINTERNAL;
     /* made once per handle: its address names the prepared statement */
     if (!s->list_sql[k]) {
         if (!(s->list_sql[k] = allot_malloc(640))) {
             store_set_err(base, "out of memory");
             return ALLOT_ENOMEM;
         }
-        list_sql(k, s->list_sql[k], 640);
+        /* the parameters are always the same twelve: their types are given,
+         * so the ones a shape does not use are allowed */
+        store_list_sql(k, '$', "starts_with(name, ?10)", s->list_sql[k], 640);
     }
     pgp_int(&p, f->cursor ? f->cursor : f->newest_first ? INT64_MAX : 0);
     pgp_text(&p, f->tenant);
@@ -1323,7 +1289,7 @@ static void pg_close(struct allot_store *base)
     if (!s)
         return;
     PQfinish(s->conn);
-    for (int i = 0; i < PG_LIST_SHAPES; i++)
+    for (int i = 0; i < STORE_LIST_SHAPES; i++)
         allot_free(s->list_sql[i]);
     allot_free(s);
 }

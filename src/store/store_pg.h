@@ -13,7 +13,6 @@
 
 #define PG_MAX_PARAMS   16
 #define PG_MAX_PREPARED 96 /* statements a session prepares (store_pg.c has fewer) */
-#define PG_LIST_SHAPES  72 /* job listing shapes, as the SQLite back-end's */
 #define PG_MAX_PENDING  64 /* transaction-control statements waiting for a round trip */
 
 /* type oids of the parameters a listing binds (pg_type.h is server-side) */
@@ -34,7 +33,7 @@ struct pg_store {
      * (constant strings, and list_sql); forgotten when the session is new */
     const char *prepared[PG_MAX_PREPARED];
     int n_prepared;
-    char *list_sql[PG_LIST_SHAPES]; /* owned: each job listing shape's SQL, made once */
+    char *list_sql[STORE_LIST_SHAPES]; /* owned: each job listing shape's SQL, made once */
     /* BEGIN, SAVEPOINT, RELEASE and ROLLBACK TO (constants) not sent yet:
      * they travel in one pipeline with the next statement, so a write's
      * savepoints cost no round trip of their own */

@@ -598,7 +598,7 @@ static void sq_close(struct allot_store *base)
         return;
     for (int i = 0; i < SQ_NSTMT; i++)
         sqlite3_finalize(s->stmt[i]);
-    for (int i = 0; i < SQ_NLIST; i++)
+    for (int i = 0; i < STORE_LIST_SHAPES; i++)
         sqlite3_finalize(s->list[i]);
     sqlite3_close(s->db); /* every statement is finalised: closes at once */
     if (s->lead_fd >= 0)

@@ -67,18 +67,14 @@ enum sq_stmt_id {
     SQ_NSTMT
 };
 
-/* job listing shapes: tenant (none, exact, subtree) x states (any, one,
- * several) x name prefix (no, yes) x order (ascending, descending) */
-#define SQ_NLIST 72
-
 struct sq_store {
-    struct allot_store base;      /* first: the handle callers hold */
-    sqlite3 *db;                  /* owned */
-    sqlite3_stmt *stmt[SQ_NSTMT]; /* owned, prepared on first use */
-    sqlite3_stmt *list[SQ_NLIST]; /* owned, prepared on first use */
-    char *path;                   /* owned: the database file */
-    int lead_fd;                  /* PATH.lead, flocked while leading; -1 = not opened */
-    bool leading;                 /* the flock is held */
+    struct allot_store base;               /* first: the handle callers hold */
+    sqlite3 *db;                           /* owned */
+    sqlite3_stmt *stmt[SQ_NSTMT];          /* owned, prepared on first use */
+    sqlite3_stmt *list[STORE_LIST_SHAPES]; /* owned, prepared on first use */
+    char *path;                            /* owned: the database file */
+    int lead_fd;                           /* PATH.lead, flocked while leading; -1 = not opened */
+    bool leading;                          /* the flock is held */
 };
 
 /* SQL text of each fixed statement (store_sqlite_tables.c). */

@@ -12,11 +12,6 @@
 
 #include <string.h>
 
-#define JOB_COLS                                                                                   \
-    "id, tenant, name, token_id, spec, state, placement, pending_reason, submit_time,"             \
-    " start_time, end_time, exit_code, array_parent, array_index, idem_key"
-#define LIVE_STATES "('pending','starting','running')"
-
 const char *const sq_stmt_sql[SQ_NSTMT] = {
     [SQ_BEGIN] = "BEGIN IMMEDIATE",
     [SQ_COMMIT] = "COMMIT",
@@ -34,11 +29,11 @@ const char *const sq_stmt_sql[SQ_NSTMT] = {
                       " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
     [SQ_JOB_ARRAY_SELF] = "UPDATE jobs SET array_parent = id WHERE id = ?1",
     [SQ_DEP_INSERT] = "INSERT OR IGNORE INTO job_deps(job_id, dep_id) VALUES (?1, ?2)",
-    [SQ_JOB_GET] = "SELECT " JOB_COLS " FROM jobs WHERE id = ?1",
+    [SQ_JOB_GET] = "SELECT " STORE_JOB_COLS " FROM jobs WHERE id = ?1",
     [SQ_DEPS_GET] = "SELECT dep_id FROM job_deps WHERE job_id = ?1 ORDER BY dep_id",
     [SQ_JOB_UPDATE] = "UPDATE jobs SET state = ?2, placement = ?3, pending_reason = ?4,"
                       " start_time = ?5, end_time = ?6, exit_code = ?7"
-                      " WHERE id = ?1 AND state IN " LIVE_STATES,
+                      " WHERE id = ?1 AND state IN " STORE_LIVE_STATES,
     [SQ_JOB_STATE] = "SELECT state FROM jobs WHERE id = ?1",
     [SQ_EVENT_ADD] = "INSERT INTO job_events(job_id, time, kind, detail) VALUES (?1, ?2, ?3, ?4)",
     [SQ_EVENT_LIST] = "SELECT seq, job_id, time, kind, detail FROM job_events"
@@ -362,49 +357,21 @@ int sq_job_update(struct allot_store *base, const struct allot_store_job *j)
     return rc;
 }
 
-/* Builds the SQL of listing shape k from constant fragments only. */
-static void list_sql(int k, char *buf, size_t len)
-{
-    static const char *const tenant[] = {
-        "",
-        " AND tenant = ?2",
-        " AND (tenant = ?2 OR (tenant >= ?2 || '/' AND tenant < ?2 || '0'))",
-    };
-    static const char *const states[] = {
-        "",
-        " AND state = ?3",
-        " AND state IN (?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-    };
-    int desc = k & 1, prefix = (k >> 1) & 1, array = (k >> 2) & 1, sm = (k >> 3) % 3,
-        tm = (k >> 3) / 3;
-
-    /* "array_parent != 0" lets SQLite use the partial index jobs_by_array */
-    allot_fmt(buf, len,
-              "SELECT " JOB_COLS " FROM jobs WHERE id %s ?1%s%s%s%s ORDER BY id %s LIMIT ?11",
-              desc ? "<" : ">", tenant[tm], states[sm],
-              array ? " AND array_parent != 0 AND array_parent = ?12" : "",
-              prefix ? " AND substr(CAST(name AS BLOB), 1, length(CAST(?10 AS BLOB)))"
-                       " = CAST(?10 AS BLOB)"
-                     : "",
-              desc ? "DESC" : "ASC");
-}
-
 int sq_job_list(struct allot_store *base, const struct allot_store_job_filter *f,
                 struct allot_store_job_page *page)
 {
     struct sq_store *s = (struct sq_store *)base;
-    int nstates = __builtin_popcount(f->states);
-    int sm = nstates == 0 ? 0 : nstates == 1 ? 1 : 2;
-    int tm = !f->tenant ? 0 : f->tenant_subtree ? 2 : 1;
-    int k = ((tm * 3 + sm) << 3) | (f->array_parent ? 4 : 0) | (f->name_prefix ? 2 : 0) |
-            (f->newest_first ? 1 : 0);
+    int k = store_list_shape(f), sm = (k >> 3) % 3;
     sqlite3_stmt *st = s->list[k];
     int rc, r, p = 3;
 
     if (!st) {
         char sql[640];
 
-        list_sql(k, sql, sizeof sql);
+        store_list_sql(k, '?',
+                       "substr(CAST(name AS BLOB), 1, length(CAST(?10 AS BLOB)))"
+                       " = CAST(?10 AS BLOB)",
+                       sql, sizeof sql);
         r = sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &s->list[k], NULL);
         if (r != SQLITE_OK) {
             s->list[k] = NULL;
