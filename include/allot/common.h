@@ -162,4 +162,20 @@ uint64_t allot_rng_next(struct allot_rng *r);
 /* Uniform integer in [0, n) without modulo bias; 0 when n == 0. */
 uint64_t allot_rng_below(struct allot_rng *r, uint64_t n);
 
+/* ---- several allotd (docs/ha.md): the clients' one rule --------------- */
+
+/* Splits a comma-separated list of allotd URLs into *out (*n of them,
+ * allocated; allot_server_list_free): each without trailing slashes, with
+ * http:// in front when it names no scheme. ALLOT_EINVAL for an empty or
+ * overlong piece or a scheme other than http and https (nothing is
+ * returned), ALLOT_ENOMEM. */
+int allot_server_list(const char *list, char ***out, int *n);
+void allot_server_list_free(char **urls, int n);
+
+/* Whether a client that reached `from` may follow a standby to `leader`:
+ * an http(s) URL shorter than len without blanks, and never from https to
+ * http (the token would travel in the clear). When it may, the URL without
+ * trailing slashes is copied into out. */
+bool allot_leader_url(const char *from, const char *leader, char *out, size_t len);
+
 #endif

@@ -70,38 +70,14 @@ int client_set_token(struct agent_client *c, const char *token)
     return 0;
 }
 
-/* A copy of the n bytes at p without trailing slashes (a trailing slash
- * would double the one every path starts with). */
-static char *store_piece(const char *p, size_t n)
-{
-    char *d = allot_malloc(n + 1);
-
-    if (!d)
-        return NULL;
-    memcpy(d, p, n);
-    d[n] = '\0';
-    while (n && d[n - 1] == '/')
-        d[--n] = '\0';
-    return d;
-}
-
-/* True when the reply is a standby's naming the leader: copied into out
- * (never an http leader when `from`, the URL that answered, is https: the
- * token would travel in the clear). */
+/* True when the reply is a standby's naming a leader the agent may follow
+ * from `from` (allot_leader_url): copied into out. */
 static bool standby_leader(json_t *reply, const char *from, char *out, size_t len)
 {
     const char *code = json_string_value(json_object_get(json_object_get(reply, "error"), "code"));
-    const char *leader = json_string_value(json_object_get(reply, "leader"));
 
-    if (!code || strcmp(code, "standby") != 0 || !leader || strlen(leader) >= len ||
-        (strncmp(leader, "https://", 8) != 0 &&
-         (strncmp(leader, "http://", 7) != 0 || strncmp(from, "https://", 8) == 0)) ||
-        strpbrk(leader, " \t\r\n"))
-        return false;
-    allot_strlcpy(out, leader, len);
-    for (size_t n = strlen(out); n > 0 && out[n - 1] == '/'; n--)
-        out[n - 1] = '\0';
-    return true;
+    return code && !strcmp(code, "standby") &&
+           allot_leader_url(from, json_string_value(json_object_get(reply, "leader")), out, len);
 }
 
 struct agent_client *client_new(const char *server, const char *token, const char *cacert)
@@ -116,25 +92,7 @@ struct agent_client *client_new(const char *server, const char *token, const cha
         client_free(c);
         return NULL;
     }
-    for (const char *p = server; *p;) {
-        size_t len = strcspn(p, ",");
-        char **more = allot_realloc(c->bases, (size_t)(c->n_bases + 1) * sizeof(*more));
-
-        if (!more) {
-            client_free(c);
-            return NULL;
-        }
-        c->bases = more;
-        if (!(c->bases[c->n_bases] = store_piece(p, len))) {
-            client_free(c);
-            return NULL;
-        }
-        c->n_bases++;
-        p += len;
-        if (*p == ',')
-            p++;
-    }
-    if (!c->n_bases) {
+    if (allot_server_list(server, &c->bases, &c->n_bases) != 0) {
         client_free(c);
         return NULL;
     }
@@ -156,9 +114,7 @@ void client_free(struct agent_client *c)
     if (c->h)
         curl_easy_cleanup(c->h);
     curl_slist_free_all(c->headers);
-    for (int i = 0; i < c->n_bases; i++)
-        allot_free(c->bases[i]);
-    allot_free(c->bases);
+    allot_server_list_free(c->bases, c->n_bases);
     allot_free(c->buf);
     allot_free(c);
 }

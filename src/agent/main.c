@@ -774,9 +774,25 @@ static json_t *usage_json(struct agent *a, json_t **batch)
                      net_usage_json(a->net));
 }
 
+/* --server: one URL of allotd, or several (docs/ha.md); false, said, when
+ * the list is not one. */
+static bool server_list_ok(const char *list)
+{
+    char **urls = NULL;
+    int n = 0, rc = allot_server_list(list, &urls, &n);
+
+    allot_server_list_free(urls, n);
+    if (rc == ALLOT_EINVAL)
+        LOG_ERROR("agent", "--server \"%s\": give http:// or https:// URLs, separated by commas",
+                  list ? list : "");
+    return rc == 0;
+}
+
 static int run(struct agent *a)
 {
-    struct agent_client *c = client_new(a->cfg.server, a->cfg.token, a->cfg.cacert);
+    struct agent_client *c = server_list_ok(a->cfg.server)
+                                 ? client_new(a->cfg.server, a->cfg.token, a->cfg.cacert)
+                                 : NULL;
     struct node_cred cred = {0};
     char err[512], version[80] = "", logs_url[512], logs_key[80];
     struct serve *srv = serve_start(a->cfg.listen, a->logs_dir, logs_url, sizeof(logs_url),

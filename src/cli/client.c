@@ -102,37 +102,15 @@ struct client *cli_client(struct cli *c)
     cl = allot_calloc(1, sizeof(*cl));
     if (!cl)
         goto oom;
-    for (const char *p = s; *p;) {
-        size_t len = strcspn(p, ",");
-        char **more;
-
-        if (len == 0 || len > 2048) {
-            client_free(cl);
-            cli_usage_error("server \"%s\": an empty or overlong URL in the list", s);
-            return NULL;
-        }
-        char one[2100];
-
-        allot_fmt(one, sizeof(one), "%.*s", (int)len, p);
-        if (strstr(one, "://") && strncmp(one, "http://", 7) != 0 &&
-            strncmp(one, "https://", 8) != 0) {
-            client_free(cl);
-            cli_usage_error("server %s: only http:// and https:// URLs are supported", one);
-            return NULL;
-        }
-        allot_fmt(tmp, sizeof(tmp), "%s%s", strstr(one, "://") ? "" : "http://", one);
-        for (size_t n = strlen(tmp); n > 0 && tmp[n - 1] == '/'; n--)
-            tmp[n - 1] = '\0';
-        more = allot_realloc(cl->bases, (size_t)(cl->n_bases + 1) * sizeof(*more));
-        if (!more)
-            goto oom;
-        cl->bases = more;
-        if (!(cl->bases[cl->n_bases] = allot_strdup(tmp)))
-            goto oom;
-        cl->n_bases++;
-        p += len;
-        if (*p == ',')
-            p++;
+    switch (allot_server_list(s, &cl->bases, &cl->n_bases)) {
+    case 0:
+        break;
+    case ALLOT_EINVAL:
+        client_free(cl);
+        cli_usage_error("server \"%s\": give http:// or https:// URLs, separated by commas", s);
+        return NULL;
+    default:
+        goto oom;
     }
     allot_fmt(tmp, sizeof(tmp), "Authorization: Bearer %s", c->conf.token);
     cl->auth = allot_strdup(tmp);
@@ -158,9 +136,7 @@ void client_free(struct client *cl)
         return;
     if (cl->h)
         curl_easy_cleanup(cl->h);
-    for (int i = 0; i < cl->n_bases; i++)
-        allot_free(cl->bases[i]);
-    allot_free(cl->bases);
+    allot_server_list_free(cl->bases, cl->n_bases);
     allot_free(cl->auth);
     allot_free(cl->cacert);
     allot_free(cl);
@@ -241,25 +217,15 @@ static bool connect_timed_out(CURL *h, CURLcode rc)
            curl_easy_getinfo(h, CURLINFO_CONNECT_TIME_T, &t) == CURLE_OK && t == 0;
 }
 
-/* True when the reply b is a standby's (docs/ha.md) naming the leader: its
- * URL (http or https, no trailing slash; never http when `from`, the URL
- * that answered, is https: the token would travel in the clear) is copied
- * into out. */
+/* True when the reply b is a standby's (docs/ha.md) naming a leader the
+ * client may follow from `from` (allot_leader_url): copied into out. */
 static bool standby_leader(const struct buf *b, const char *from, char *out, size_t len)
 {
     json_t *v = b->len ? json_loadb(b->p, b->len, 0, NULL) : NULL;
     const char *code = json_string_value(json_object_get(json_object_get(v, "error"), "code"));
-    const char *leader = json_string_value(json_object_get(v, "leader"));
-    bool ok = code && !strcmp(code, "standby") && leader && strlen(leader) < len &&
-              (!strncmp(leader, "https://", 8) ||
-               (!strncmp(leader, "http://", 7) && strncmp(from, "https://", 8) != 0)) &&
-              !strpbrk(leader, " \t\r\n");
+    bool ok = code && !strcmp(code, "standby") &&
+              allot_leader_url(from, json_string_value(json_object_get(v, "leader")), out, len);
 
-    if (ok) {
-        allot_strlcpy(out, leader, len);
-        for (size_t n = strlen(out); n > 0 && out[n - 1] == '/'; n--)
-            out[n - 1] = '\0';
-    }
     json_decref(v);
     return ok;
 }

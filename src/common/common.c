@@ -339,3 +339,79 @@ int allot_argv_hide(int argc, char **argv, const char *opt)
     }
     return hid;
 }
+
+/* ---- several allotd (docs/ha.md) ----------------------------------------- */
+
+static bool http_scheme(const char *url)
+{
+    return !strncmp(url, "http://", 7) || !strncmp(url, "https://", 8);
+}
+
+static void strip_slashes(char *url)
+{
+    for (size_t n = strlen(url); n > 0 && url[n - 1] == '/'; n--)
+        url[n - 1] = '\0';
+}
+
+void allot_server_list_free(char **urls, int n)
+{
+    for (int i = 0; urls && i < n; i++)
+        allot_free(urls[i]);
+    allot_free(urls);
+}
+
+int allot_server_list(const char *list, char ***out, int *n)
+{
+    char **v = NULL;
+    int k = 0, rc = 0;
+
+    *out = NULL;
+    *n = 0;
+    for (const char *p = list ? list : ""; *p && rc == 0;) {
+        size_t len = strcspn(p, ",");
+        char piece[2100], one[2120], **more;
+
+        if (len == 0 || len > 2048) {
+            rc = ALLOT_EINVAL;
+            break;
+        }
+        allot_fmt(piece, sizeof(piece), "%.*s", (int)len, p);
+        allot_fmt(one, sizeof(one), "%s%s", strstr(piece, "://") ? "" : "http://", piece);
+        if (!http_scheme(one)) {
+            rc = ALLOT_EINVAL;
+            break;
+        }
+        strip_slashes(one);
+        if (!(more = allot_realloc(v, (size_t)(k + 1) * sizeof(*more))) ||
+            !(more[k] = allot_strdup(one))) {
+            if (more)
+                v = more;
+            rc = ALLOT_ENOMEM;
+            break;
+        }
+        v = more;
+        k++;
+        p += len;
+        if (*p == ',')
+            p++;
+    }
+    if (rc == 0 && k == 0)
+        rc = ALLOT_EINVAL;
+    if (rc != 0) {
+        allot_server_list_free(v, k);
+        return rc;
+    }
+    *out = v;
+    *n = k;
+    return 0;
+}
+
+bool allot_leader_url(const char *from, const char *leader, char *out, size_t len)
+{
+    if (!leader || strlen(leader) >= len || !http_scheme(leader) || strpbrk(leader, " \t\r\n") ||
+        (!strncmp(leader, "http://", 7) && from && !strncmp(from, "https://", 8)))
+        return false;
+    allot_strlcpy(out, leader, len);
+    strip_slashes(out);
+    return true;
+}

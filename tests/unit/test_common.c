@@ -189,13 +189,56 @@ static void test_invariants(void **state)
     allot_invariants_fatal(true);
 }
 
+/* Several allotd (docs/ha.md): the clients' server list and the leader a
+ * standby names. */
+static void test_servers(void **state)
+{
+    char **u = NULL, out[64];
+    int n = 0;
+
+    (void)state;
+    assert_int_equal(allot_server_list("127.0.0.1:7070,https://b.example:7070//", &u, &n), 0);
+    assert_int_equal(n, 2);
+    assert_string_equal(u[0], "http://127.0.0.1:7070");
+    assert_string_equal(u[1], "https://b.example:7070");
+    allot_server_list_free(u, n);
+    assert_int_equal(allot_server_list("http://a", &u, &n), 0);
+    assert_int_equal(n, 1);
+    allot_server_list_free(u, n);
+    {
+        static const char *const bad[] = {"", "a,,b", ",a", "ftp://a", "http://a,gopher://b"};
+
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            u = (char **)&n; /* not NULL: a refusal must set it */
+            assert_int_equal(allot_server_list(bad[i], &u, &n), ALLOT_EINVAL);
+            assert_null(u);
+            assert_int_equal(n, 0);
+        }
+    }
+    allot_server_list_free(NULL, 0);
+
+    assert_true(allot_leader_url("http://a", "http://b:7070/", out, sizeof out));
+    assert_string_equal(out, "http://b:7070");
+    assert_true(allot_leader_url("http://a", "https://b", out, sizeof out));
+    assert_true(allot_leader_url("https://a", "https://b", out, sizeof out));
+    /* never from https to http: the token would travel in the clear */
+    assert_false(allot_leader_url("https://a", "http://b", out, sizeof out));
+    assert_false(allot_leader_url("http://a", "ftp://b", out, sizeof out));
+    assert_false(allot_leader_url("http://a", "http://b c", out, sizeof out));
+    assert_false(allot_leader_url("http://a", NULL, out, sizeof out));
+    assert_false(allot_leader_url("http://a",
+                                  "http://a-name-far-too-long-for-the-buffer-it-is-"
+                                  "given-here.example:7070",
+                                  out, sizeof out));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_common),    cmocka_unit_test(test_edges),
         cmocka_unit_test(test_parse_num), cmocka_unit_test(test_invariants),
         cmocka_unit_test(test_argv_hide), cmocka_unit_test(test_log),
-        cmocka_unit_test(test_fnv1a),
+        cmocka_unit_test(test_fnv1a),     cmocka_unit_test(test_servers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
