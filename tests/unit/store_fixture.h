@@ -122,6 +122,16 @@ static inline int teardown(void **state)
     return 0;
 }
 
+/* A store test program's main: with --pg the PostgreSQL list on the server
+ * ALLOT_TEST_PG names (scripts/pg_sandbox.py sets it), else the SQLite one. */
+#define FIX_RUN(argc, argv, tests, pg_tests)                                                       \
+    ((argc) > 1 && strcmp((argv)[1], "--pg") == 0                                                  \
+         ? (fix_pg_server = getenv("ALLOT_TEST_PG")) && *fix_pg_server                             \
+               ? cmocka_run_group_tests_name("postgres", pg_tests, NULL, NULL)                     \
+               : (fprintf(stderr, "--pg needs ALLOT_TEST_PG (run under scripts/pg_sandbox.py)\n"), \
+                  2)                                                                               \
+         : cmocka_run_group_tests(tests, NULL, NULL))
+
 static const struct allot_store_opts create_opts = {ALLOT_STORE_CREATE | ALLOT_STORE_MIGRATE, 0};
 
 static inline struct allot_store *open_ok(const struct fix *f)

@@ -576,13 +576,5 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_pg_reconnect, setup, teardown),
     };
 
-    if (argc > 1 && strcmp(argv[1], "--pg") == 0) {
-        fix_pg_server = getenv("ALLOT_TEST_PG");
-        if (!fix_pg_server || !*fix_pg_server) {
-            fprintf(stderr, "--pg needs ALLOT_TEST_PG (run under scripts/pg_sandbox.py)\n");
-            return 2;
-        }
-        return cmocka_run_group_tests_name("store_stress_pg", pg_tests, NULL, NULL);
-    }
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return FIX_RUN(argc, argv, tests, pg_tests);
 }
