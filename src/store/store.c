@@ -22,10 +22,13 @@
 #include <string.h>
 
 /* The registry: one entry per back-end, chosen by URL scheme. */
-static const struct allot_store_ops *const store_backends[] = {
-    &allot_store_sqlite_ops,
-    &allot_store_pg_ops,
-    &allot_store_postgresql_ops,
+static const struct {
+    const char *scheme;
+    const struct allot_store_ops *ops;
+} store_backends[] = {
+    {"sqlite", &allot_store_sqlite_ops},
+    {"postgres", &allot_store_pg_ops},
+    {"postgresql", &allot_store_pg_ops}, /* libpq's own spelling */
 };
 
 static const char *const job_state_names[ALLOT_SJ_NSTATES] = {
@@ -124,10 +127,10 @@ int allot_store_open(const char *url, const struct allot_store_opts *opts, struc
     }
     n = (size_t)(colon - url);
     for (size_t i = 0; i < sizeof store_backends / sizeof store_backends[0]; i++) {
-        const struct allot_store_ops *ops = store_backends[i];
+        const char *scheme = store_backends[i].scheme;
 
-        if (strlen(ops->scheme) == n && memcmp(ops->scheme, url, n) == 0)
-            return ops->open(colon + 1, opts ? opts : &no_opts, out, err, errlen);
+        if (strlen(scheme) == n && memcmp(scheme, url, n) == 0)
+            return store_backends[i].ops->open(colon + 1, opts ? opts : &no_opts, out, err, errlen);
     }
     allot_fmt(err, errlen, "no store back-end for scheme '%.*s' in this build", (int)n, url);
     return ALLOT_EINVAL;

@@ -79,7 +79,6 @@ void store_clear_none(void *elem); /* elements that own nothing */
 extern const struct allot_store_ops allot_store_sqlite_ops;
 /* PostgreSQL, as "postgres://..." and "postgresql://..." (store_pg.c) */
 extern const struct allot_store_ops allot_store_pg_ops;
-extern const struct allot_store_ops allot_store_postgresql_ops;
 
 /* Newest schema version of the SQLite back-end (its migrations). */
 int store_sqlite_latest(void);

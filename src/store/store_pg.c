@@ -1300,8 +1300,9 @@ static void pg_notice(void *arg, const char *msg)
     (void)msg; /* NOTICEs (an index that exists, ...) are not errors */
 }
 
-static int pg_open_url(const char *scheme, const char *rest, const struct allot_store_opts *opts,
-                       struct allot_store **out, char *err, size_t errlen)
+/* Opens "postgres:REST" (or "postgresql:REST": the same URL to libpq). */
+static int pg_open(const char *rest, const struct allot_store_opts *opts, struct allot_store **out,
+                   char *err, size_t errlen)
 {
     /* a server or network that goes silent ends the session within about
      * a minute instead of the kernel's quarter of an hour (the lead's
@@ -1323,9 +1324,9 @@ static int pg_open_url(const char *scheme, const char *rest, const struct allot_
     int rc;
 
     if (strncmp(rest, "//", 2) != 0 ||
-        allot_fmt(url, sizeof url, "%s:%s", scheme, rest) >= (int)sizeof url) {
-        allot_fmt(err, errlen, "%s: the URL must read %s://[USER@]HOST[:PORT]/DATABASE", scheme,
-                  scheme);
+        allot_fmt(url, sizeof url, "postgresql:%s", rest) >= (int)sizeof url) {
+        allot_fmt(err, errlen,
+                  "postgres: the URL must read postgres://[USER@]HOST[:PORT]/DATABASE");
         return ALLOT_EINVAL;
     }
     vals[7] = url;
@@ -1334,8 +1335,7 @@ static int pg_open_url(const char *scheme, const char *rest, const struct allot_
         allot_fmt(err, errlen, "out of memory");
         return ALLOT_ENOMEM;
     }
-    s->base.ops =
-        strcmp(scheme, "postgres") == 0 ? &allot_store_pg_ops : &allot_store_postgresql_ops;
+    s->base.ops = &allot_store_pg_ops;
     s->conn = PQconnectdbParams(keys, vals, 1);
     if (!s->conn) {
         allot_free(s);
@@ -1386,18 +1386,6 @@ fail:
     return rc;
 }
 
-static int pg_open(const char *rest, const struct allot_store_opts *opts, struct allot_store **out,
-                   char *err, size_t errlen)
-{
-    return pg_open_url("postgres", rest, opts, out, err, errlen);
-}
-
-static int pgql_open(const char *rest, const struct allot_store_opts *opts,
-                     struct allot_store **out, char *err, size_t errlen)
-{
-    return pg_open_url("postgresql", rest, opts, out, err, errlen);
-}
-
 #define PG_OPS                                                                                     \
     .close = pg_close, .begin = pg_begin, .commit = pg_commit, .rollback = pg_rollback,            \
     .meta_get = pg_meta_get, .meta_set = pg_meta_set, .lead = pg_lead,                             \
@@ -1414,5 +1402,3 @@ static int pgql_open(const char *rest, const struct allot_store_opts *opts,
     .usage_list = pg_usage_list, .net_add = pg_net_add, .net_list = pg_net_list
 
 const struct allot_store_ops allot_store_pg_ops = {.scheme = "postgres", .open = pg_open, PG_OPS};
-const struct allot_store_ops allot_store_postgresql_ops = {
-    .scheme = "postgresql", .open = pgql_open, PG_OPS};
