@@ -155,6 +155,18 @@ const char *allot_store_errmsg(const struct allot_store *st)
     return st->err;
 }
 
+int store_take_first(void *arr, size_t n, size_t size, void (*clear)(void *), void *out)
+{
+    unsigned char *a = arr;
+
+    if (n > 0)
+        memcpy(out, a, size);
+    for (size_t i = 1; i < n; i++)
+        clear(a + i * size);
+    allot_free(arr);
+    return n > 0 ? 0 : ALLOT_ENOENT;
+}
+
 /* ---- job listing shapes (both back-ends) -------------------------------------- */
 
 int store_list_shape(const struct allot_store_job_filter *f)

@@ -47,6 +47,11 @@ int store_list_shape(const struct allot_store_job_filter *f);
  * written with '?'. */
 void store_list_sql(int k, char mark, const char *prefix_clause, char *buf, size_t len);
 
+/* The first of the n elements (`size` bytes each) of the allocated array
+ * arr into *out; the others are cleared, and arr freed. ALLOT_ENOENT when
+ * n is 0 (a one-row read that found none). */
+int store_take_first(void *arr, size_t n, size_t size, void (*clear)(void *), void *out);
+
 /* Reads and checks meta.schema_version of an allot store (1..1000000);
  * ALLOT_EINVAL, with err set, when it is missing or malformed. */
 int store_read_version(struct allot_store *st, int *version, char *err, size_t errlen);

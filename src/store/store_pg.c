@@ -499,16 +499,7 @@ int pg_row(struct pg_store *s, const char *sql, const struct pgp *p, size_t size
     size_t n = 0;
     int rc = pg_rows(s, sql, p, size, fn, clear, (void **)&arr, &n);
 
-    if (rc != 0)
-        return rc;
-    if (n == 0)
-        rc = ALLOT_ENOENT;
-    else
-        memcpy(out, arr, size);
-    for (size_t i = 1; i < n; i++)
-        clear(arr + i * size);
-    allot_free(arr);
-    return rc;
+    return rc != 0 ? rc : store_take_first(arr, n, size, clear, out);
 }
 
 /* One bigint from a query (0 when it has no row). */

@@ -160,16 +160,7 @@ int sq_row(struct sq_store *s, sqlite3_stmt *st, size_t size, row_fn fn, clear_f
     size_t n = 0;
     int rc = sq_rows(s, st, size, fn, clear, (void **)&arr, &n);
 
-    if (rc != 0)
-        return rc;
-    if (n == 0)
-        rc = ALLOT_ENOENT;
-    else
-        memcpy(out, arr, size);
-    for (size_t i = 1; i < n; i++)
-        clear(arr + i * size);
-    allot_free(arr);
-    return rc;
+    return rc != 0 ? rc : store_take_first(arr, n, size, clear, out);
 }
 
 /* Changes made by the last write; ALLOT_ENOENT when it touched no row. */

@@ -179,7 +179,7 @@ def test_standby_then_takeover():
 
 def test_agent_follows_the_lead():
     if os.geteuid() != 0:
-        print("the agent part needs root (cgroups); checked by the root CI run")
+        print("SKIP: the agent part needs root (cgroups); the root CI run checks it")
         return
     url, admin = new_store()
     a = daemon(url, admin)
