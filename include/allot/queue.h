@@ -97,6 +97,7 @@ enum allot_preempt_kind {
     ALLOT_PREEMPT_RECLAIM,      /* the victim ran on borrowed capacity */
     ALLOT_PREEMPT_BACKFILL,     /* the victim started past the preemptor's reservation */
     ALLOT_PREEMPT_FAIR,         /* fair-share reclaim (opts.fair_reclaim_s) */
+    ALLOT_PREEMPT_MOVE,         /* moved elsewhere at its checkpoint (opts.defrag_s) */
 };
 
 struct allot_why {
@@ -125,6 +126,8 @@ struct allot_job {
     int preemptors[4]; /* the last jobs that preempted this one (never its victims) */
     int n_preemptors;
     int stopping_victims;          /* jobs in their grace period to make room for this one */
+    bool moving;                   /* STOPPING: moved by defragmentation (opts.defrag_s);
+                                      considered right after its preemptor once stopped */
     uint64_t preempt_epoch;        /* leave epoch + 1 of the last fruitless victim search */
     uint64_t preempt_starts;       /* ... the queue's start count then */
     int64_t preempt_recheck_at;    /* ... and when a running job next becomes eligible */
@@ -193,6 +196,15 @@ struct allot_queue_opts {
                                     and allot_queue_more says so: the next cycle continues
                                     the round with what is left of its search budgets. Keeps
                                     every cycle short when many decisions come due at once */
+    int64_t defrag_s;            /* > 0: defragmentation at most this often. A pending job
+                                    that quota admits but no node has room for may have
+                                    running checkpointable jobs of one task of whole GPUs
+                                    (smaller than its tasks, past their minimum runtime,
+                                    losing at most defrag_loss_s of work) moved elsewhere,
+                                    when every one of them fits elsewhere at once; 0 = off */
+    int64_t defrag_loss_s;       /* most seconds of work a moved job may lose (it
+                                    checkpointed lately); 0 = nothing: only jobs at a
+                                    checkpoint */
     uint64_t seed;
     /* Reference mode, for tests: every cycle orders all pending jobs and
      * considers each in full, with none of the work the queue otherwise

@@ -707,6 +707,7 @@ static void job_start(struct allot_queue *q, struct allot_job *j, int64_t now)
     users_add(q, j, +1);
     allot_tenants_charge(q->t, j->spec.tenant, &use, +1);
     j->state = ALLOT_JOB_RUNNING;
+    j->moving = false;
     q->run_epoch++;
     q->serial++;
     q->n_excl += j->spec.task.isolation != ALLOT_ISO_SHARED;
@@ -992,6 +993,12 @@ const char *allot_queue_reason(struct allot_queue *q, int id)
         text_capacity(q, j);
         break;
     case ALLOT_WHY_RECLAIM:
+        if (w->res == ALLOT_PREEMPT_MOVE) {
+            allot_fmt(r, n, "waiting for %lld GPUs that jobs of %s free by moving (grace %lld s)",
+                      (long long)(w->a / ALLOT_MILLI), allot_tenants_get(q->t, w->who)->path,
+                      (long long)w->b);
+            break;
+        }
         allot_fmt(r, n, "waiting for %s of %lld GPUs from %s (grace %lld s)",
                   w->res == ALLOT_PREEMPT_RECLAIM || w->res == ALLOT_PREEMPT_FAIR ? "reclaim"
                                                                                   : "preemption",
@@ -1050,7 +1057,7 @@ static int stop_one(struct allot_queue *q, struct allot_job *j, int64_t now)
         return 1;
     if (queue_orphans_reserve(q, (size_t)j->spec.n_tasks) ||
         queue_list_reserve(&q->pending, q->n_pending, &q->pending_cap, 1) ||
-        queue_list_reserve(&q->first, q->n_first, &q->first_cap, 1))
+        queue_list_reserve(&q->first, q->n_first, &q->first_cap, 2))
         return ALLOT_ENOMEM;
     if (grace_over) {
         int pf = j->preempted_for;
@@ -1058,6 +1065,9 @@ static int stop_one(struct allot_queue *q, struct allot_job *j, int64_t now)
         /* the room was made for pf: it gets the first try at it */
         if (pf >= 0 && q->jobs[pf].stopping_victims == 0 && q->jobs[pf].state == ALLOT_JOB_PENDING)
             q->first[q->n_first++] = pf;
+        /* a moved job goes right after it, to the room the move found */
+        if (j->moving)
+            q->first[q->n_first++] = j->id;
         queue_requeue(q, j, now);
         queue_set_why(j, ALLOT_WHY_GRACE_OVER, 0, 0, -1, 0, 0);
         queue_emit(q, ALLOT_DEC_STOP, j, "grace period over: stopped and requeued");
@@ -1284,6 +1294,9 @@ static void cycle_wakeup(struct allot_queue *q, int64_t now)
         q->wakeup = now;
         return;
     }
+    /* defragmentation looks again at its interval while jobs wait */
+    if (q->o.defrag_s > 0 && q->n_pending > 0 && q->defrag_next < q->wakeup)
+        q->wakeup = q->defrag_next > now ? q->defrag_next : now + q->o.defrag_s;
     fast = queue_fast_wakeup(q, now);
     if (fast != INT64_MIN) { /* the same, from the timers and searched jobs */
         if (fast < q->wakeup)
@@ -1327,6 +1340,8 @@ int allot_queue_cycle(struct allot_queue *q, int64_t now, allot_decision_fn fn, 
     q->work_left = q->o.cycle_work > 0 ? q->o.cycle_work : ALLOT_QUEUE_CYCLE_WORK;
     q->more = false;
     rc = cycle_steps(q, now, resume);
+    if (rc == 0 && !q->more)
+        rc = queue_defrag(q, now, &q->pause.r);
     q->pause.valid = rc == 0 && q->more;
     q->pause.now = now;
     q->pause.cluster = allot_cluster_changes(q->c);

@@ -130,6 +130,7 @@ struct allot_queue {
                                considering, NULL (victim searches share results) */
     struct bor_pool *bor;   /* owned: reclaim candidates across tenants (queue_preempt.c) */
     struct bor_pool *fairp; /* owned: fair-share reclaim candidates (queue_preempt.c) */
+    int64_t defrag_next;    /* the earliest time of the next defragmentation pass */
 };
 
 /* GPU milli a user of a tenant holds (fair share of users inside a tenant). */
@@ -387,6 +388,31 @@ void queue_fair_left(struct allot_queue *q, const struct allot_job *j);
 
 /* Until when j's last fruitless victim search holds (INT64_MIN: it does not). */
 int64_t queue_search_memo_until(const struct allot_queue *q, const struct allot_job *j);
+
+/* Preempts victims ids[0..n) (running, their tasks `tasks` in all) for
+ * pending job j: checkpointable ones get the grace period and j waits for
+ * them, the others stop and are requeued now. how: 0 by the standing rule,
+ * 1 the same with fair-share reclaim, 2 moved by defragmentation
+ * (ALLOT_PREEMPT_MOVE). Returns 0, or ALLOT_ENOMEM with nothing preempted. */
+int queue_victims_signal(struct allot_queue *q, struct allot_job *j, const int *ids, int n,
+                         size_t tasks, int how, int64_t now);
+/* Seconds of work a preemption of v, running for `ran` s, throws away. */
+int64_t queue_lost_work(const struct allot_queue *q, const struct allot_job *v, int64_t ran);
+/* Whether one of v's tasks was placed exclusive (node or GPU). */
+bool queue_placed_exclusive(const struct allot_job *v);
+/* Takes running job v off the cluster and the quotas tentatively (room
+ * for its tasks as orphans reserved by the caller), and puts it back.
+ * Return 0 or an error (queue_preempt.c: victim_off, victim_back). */
+int queue_victim_off(struct allot_queue *q, struct allot_job *v, int64_t now);
+int queue_victim_back(struct allot_queue *q, struct allot_job *v, int64_t now);
+
+/* ---- queue_defrag.c ---- */
+
+/* Defragmentation (opts.defrag_s): at most once per interval, after the
+ * cycle served its jobs, moves checkpointed jobs so that pending jobs
+ * that lack only a whole node's room (or a GPU set's) find it. Returns 0
+ * or ALLOT_ENOMEM (nothing moved for the job at hand). */
+int queue_defrag(struct allot_queue *q, int64_t now, struct reservation *r);
 
 /* What happened to a victim under enum allot_preempt_kind `kind`, to be
  * followed by " job <preemptor>" (static text). */

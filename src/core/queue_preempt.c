@@ -324,6 +324,8 @@ const char *queue_preempt_text(int kind)
         return "backfill preempted for the reservation of";
     case ALLOT_PREEMPT_FAIR:
         return "borrowed capacity above its tenant's fair share reclaimed by";
+    case ALLOT_PREEMPT_MOVE:
+        return "moved at its checkpoint (defragmentation) to make room for";
     default:
         return "borrowed capacity reclaimed by";
     }
@@ -1307,27 +1309,38 @@ static void note_preemptor(struct allot_job *v, const struct allot_job *j)
     }
 }
 
-/* Step 4: preempts the chosen victims: checkpointable ones get the grace
- * period, the others stop and are requeued now. Returns 0, or ALLOT_ENOMEM
- * with nothing preempted. */
+/* Step 4: preempts the chosen victims (queue_victims_signal). */
 static int victims_preempt(struct allot_queue *q, struct allot_job *j, const struct search *s,
                            int64_t now)
 {
-    int stopping = 0;
+    int ids[64];
+
+    for (int i = 0; i < s->used; i++)
+        ids[i] = s->vs[s->order[i]].id;
+    return queue_victims_signal(q, j, ids, s->used, s->tasks_off, s->fair ? 1 : 0, now);
+}
+
+int queue_victims_signal(struct allot_queue *q, struct allot_job *j, const int *ids, int n,
+                         size_t tasks, int how, int64_t now)
+{
+    int stopping = 0, kind0 = 0;
     int64_t g = 0;
 
     /* everything below must not fail halfway */
-    if (queue_orphans_reserve(q, s->tasks_off) ||
-        queue_list_reserve(&q->pending, q->n_pending, &q->pending_cap, (size_t)s->used))
+    if (queue_orphans_reserve(q, tasks) ||
+        queue_list_reserve(&q->pending, q->n_pending, &q->pending_cap, (size_t)n))
         return ALLOT_ENOMEM;
     q->serial++; /* victims stop being candidates */
-    for (int i = 0; i < s->used; i++) {
-        struct allot_job *v = &q->jobs[s->vs[s->order[i]].id];
-        int kind = preempt_kind(q, j, v, s->fair);
+    for (int i = 0; i < n; i++) {
+        struct allot_job *v = &q->jobs[ids[i]];
+        int kind = how == 2 ? ALLOT_PREEMPT_MOVE : preempt_kind(q, j, v, how == 1);
         char why[ALLOT_REASON_MAX];
+        if (i == 0)
+            kind0 = kind;
         note_preemptor(v, j);
         allot_fmt(why, sizeof(why), "%s job %s", queue_preempt_text(kind), j->name);
         g += v->req.v[ALLOT_RES_GPU];
+        v->moving = how == 2;
         if (v->spec.checkpointable && q->o.grace_s > 0) {
             v->state = ALLOT_JOB_STOPPING;
             v->stop_at = now + q->o.grace_s;
@@ -1348,9 +1361,8 @@ static int victims_preempt(struct allot_queue *q, struct allot_job *j, const str
         }
     }
     if (stopping) {
-        const struct allot_job *v0 = &q->jobs[s->vs[s->order[0]].id];
-        queue_set_why(j, ALLOT_WHY_RECLAIM, v0->spec.tenant, preempt_kind(q, j, v0, s->fair), -1, g,
-                      q->o.grace_s);
+        const struct allot_job *v0 = &q->jobs[ids[0]];
+        queue_set_why(j, ALLOT_WHY_RECLAIM, v0->spec.tenant, kind0, -1, g, q->o.grace_s);
         j->reclaim_why = j->why;
     }
     return 0;
@@ -1451,4 +1463,24 @@ void queue_las_free(struct las_pool *p)
     if (p)
         allot_free(p->vs);
     allot_free(p);
+}
+
+int64_t queue_lost_work(const struct allot_queue *q, const struct allot_job *v, int64_t ran)
+{
+    return lost_work(q, v, ran);
+}
+
+bool queue_placed_exclusive(const struct allot_job *v)
+{
+    return placed_exclusive(v);
+}
+
+int queue_victim_off(struct allot_queue *q, struct allot_job *v, int64_t now)
+{
+    return victim_off(q, v, now);
+}
+
+int queue_victim_back(struct allot_queue *q, struct allot_job *v, int64_t now)
+{
+    return victim_back(q, v, v->spec.n_tasks, now);
 }

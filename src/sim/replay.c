@@ -947,6 +947,8 @@ static void queue_options(int policy, const struct replay_opts *o, struct allot_
         qo->placement = o->placement ? o->placement : "bestfit";
         qo->seed = o->seed;
         qo->fair_cap = o->fair_cap;
+        qo->defrag_s = o->defrag_s;
+        qo->defrag_loss_s = o->defrag_loss_s;
         if (o->no_lending_hold)
             qo->hold_half_life_s = 0;
         break;

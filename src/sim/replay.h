@@ -285,6 +285,8 @@ struct replay_opts {
     double fair_cap;       /* REPLAY_ALLOT: opts.fair_cap (0: off; the command line's
                               default is REPLAY_FAIR_CAP) */
     bool no_lending_hold;  /* REPLAY_ALLOT without the lending hold: allotd's default */
+    int64_t defrag_s;      /* REPLAY_ALLOT: opts.defrag_s (0: off) */
+    int64_t defrag_loss_s; /* ... and opts.defrag_loss_s */
     /* REPLAY_ALLOT: these queue options (order, placement and seed too) in
      * place of the tuned table and the fields above: allot plan's, as
      * allotd runs (GET /v1/scheduler). NULL: the tuned table */

@@ -35,6 +35,8 @@ enum opt {
     OPT_PLACEMENT,
     OPT_SEED,
     OPT_FAIR_CAP,
+    OPT_DEFRAG,
+    OPT_DEFRAG_LOSS,
     OPT_JSON,
     OPT_PLOT,
     OPT_DLOG,
@@ -80,6 +82,11 @@ static const struct cliopt options[N_OPTS] = {
     [OPT_FAIR_CAP] = {"fair-cap", "X", "1.5",
                       "allot: while other tenants wait, a tenant beyond its\n"
                       "nominal borrows up to X times its fair share (0: off)"},
+    [OPT_DEFRAG] = {"defrag", "S", "0",
+                    "allot: every S seconds, move checkpointed jobs so that\n"
+                    "jobs waiting for whole GPUs find them (0: off)"},
+    [OPT_DEFRAG_LOSS] = {"defrag-loss", "S", "300",
+                         "with --defrag: a moved job loses at most S seconds of work"},
     [OPT_JSON] = {"json", "OUT", NULL, "write the figures as JSON"},
     [OPT_PLOT] = {"plot", "OUT.svg", NULL,
                   "plot pending jobs over time to OUT.svg and GPU\n"
@@ -610,6 +617,13 @@ static int parse_args(int argc, char **argv, struct replay_args *a)
          !(a->o.fair_cap == 0 || (a->o.fair_cap >= 1 && a->o.fair_cap <= 1000))))
         return usage_error("--fair-cap \"%s\": want 0 (off) or a factor from 1 to 1000",
                            a->val[OPT_FAIR_CAP]);
+    a->o.defrag_loss_s = 300;
+    if (a->val[OPT_DEFRAG] && !cliopt_parse_int(a->val[OPT_DEFRAG], 0, 86400 * 365, &a->o.defrag_s))
+        return usage_error("--defrag \"%s\": want seconds 0..31536000", a->val[OPT_DEFRAG]);
+    if (a->val[OPT_DEFRAG_LOSS] &&
+        !cliopt_parse_int(a->val[OPT_DEFRAG_LOSS], 0, 86400 * 365, &a->o.defrag_loss_s))
+        return usage_error("--defrag-loss \"%s\": want seconds 0..31536000",
+                           a->val[OPT_DEFRAG_LOSS]);
     a->o.check = a->given[OPT_CHECK];
     a->o.drain = a->given[OPT_DRAIN];
     a->o.no_lending_hold = a->given[OPT_NO_HOLD];

@@ -1,0 +1,333 @@
+/*
+ * Defragmentation (opts.defrag_s; docs/tenancy.md "Defragmentation"). In a
+ * busy cluster the GPUs that free up come as holes of one to four GPUs on
+ * different nodes: small jobs fill them while a job of eight GPUs, or a
+ * gang of such tasks, waits for a whole node although the cluster holds
+ * its GPUs free in pieces. At most once per interval, after a cycle served
+ * its jobs, this pass takes the pending jobs that quota admits but no node
+ * has room for (ALLOT_WHY_CAPACITY), oldest first, and for each looks for
+ * the nodes where moving a few running jobs elsewhere makes the room:
+ *
+ *   - a job that may move is checkpointable and preemptible, one task of
+ *     whole GPUs (fewer than the waiting job's tasks take), shared (not
+ *     exclusive), past its minimum runtime, and loses at most
+ *     defrag_loss_s of work (it checkpointed lately);
+ *   - per node, its cheapest movable jobs until the node has the room, the
+ *     cheapest nodes first;
+ *   - the move is made only when a trial shows the waiting job placed and
+ *     every moved job placed elsewhere at the same time, with the room the
+ *     cluster has now.
+ *
+ * The moved jobs are preempted (ALLOT_PREEMPT_MOVE): they get the grace
+ * period to checkpoint, the waiting job takes the room once they stopped,
+ * and they are considered right after it (stop_one in queue.c), so they
+ * start again at once in the holes the trial found. A job that preempted
+ * another is never moved for it (the preemptor rule applies as for every
+ * preemption), and a moved job runs its minimum runtime before it may move
+ * again. Single-threaded; part of the cycle.
+ */
+#include "queue_int.h"
+
+#include "allot/common.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define DEFRAG_JOBS  4  /* waiting jobs one pass makes room for, at most */
+#define DEFRAG_MOVES 16 /* jobs moved for one waiting job, at most */
+
+/* A running job that may move: where it is and what moving it costs. */
+struct mover {
+    int id, node, gpus;
+    int64_t cost; /* GPU-seconds of work it loses */
+};
+
+/* The room one node can make for one task: movers[first..first+n) of
+ * its movers go. */
+struct room {
+    int node, first, n;
+    int64_t cost;
+};
+
+static int cmp_mover(const void *a, const void *b)
+{
+    const struct mover *x = a, *y = b;
+
+    if (x->node != y->node)
+        return x->node < y->node ? -1 : 1;
+    if (x->cost != y->cost)
+        return x->cost < y->cost ? -1 : 1;
+    return x->id - y->id;
+}
+
+static int cmp_room(const void *a, const void *b)
+{
+    const struct room *x = a, *y = b;
+
+    if (x->cost != y->cost)
+        return x->cost < y->cost ? -1 : 1;
+    if (x->n != y->n)
+        return x->n - y->n;
+    return x->node - y->node;
+}
+
+/* Whole GPUs a task shape takes: num_gpu for whole GPUs, else 0. */
+static int whole_gpus(const struct allot_task *t)
+{
+    return t->num_gpu > 0 && t->gpu_milli == ALLOT_MILLI && t->gpu_mem_mib == 0 &&
+                   t->mig_profile < 0
+               ? t->num_gpu
+               : 0;
+}
+
+static bool movable(const struct allot_queue *q, const struct allot_job *v, int64_t now)
+{
+    return v->state == ALLOT_JOB_RUNNING && v->spec.checkpointable &&
+           queue_job_preemptible(q, v) && v->spec.n_tasks == 1 && whole_gpus(&v->spec.task) > 0 &&
+           now - v->start >= v->spec.min_runtime_s && !queue_placed_exclusive(v) &&
+           queue_lost_work(q, v, now - v->start) <= q->o.defrag_loss_s;
+}
+
+/* Whether pending job j is one the pass makes room for. */
+static bool wants_room(const struct allot_queue *q, const struct allot_job *j)
+{
+    return j->state == ALLOT_JOB_PENDING && j->why.kind == ALLOT_WHY_CAPACITY &&
+           j->stopping_victims == 0 && whole_gpus(&j->spec.task) > 1;
+}
+
+/* Whole GPUs free on a node (MIG GPUs are not whole GPUs). */
+static int node_free(const struct allot_node *n)
+{
+    int f = 0;
+
+    for (int g = 0; g < n->n_gpus; g++)
+        f += n->gpus[g].mode != ALLOT_GPU_MIG && n->gpus[g].free_milli == ALLOT_MILLI;
+    return f;
+}
+
+/* Whether j's preemptor list names v (v preempted j: never the other way). */
+static bool preempted_by(const struct allot_job *j, int v)
+{
+    for (int i = 0; i < j->n_preemptors; i++)
+        if (j->preemptors[i] == v)
+            return true;
+    return false;
+}
+
+/*
+ * The trial: with ids[0..n) off, j placed and admitted, and each of them
+ * placed again elsewhere. Everything is put back before it returns. 1 when
+ * it all fits, 0 when not, or an error (a job that could not be put back
+ * is evicted: queue_victim_back).
+ */
+static int trial(struct allot_queue *q, struct allot_job *j, const int *ids, int n, int64_t now)
+{
+    struct allot_placement *newpl[DEFRAG_MOVES];
+    struct allot_resvec use;
+    size_t tasks = 0;
+    int off = 0, placed = 0, fit = 0, rc = 0;
+
+    for (; off < n; off++) {
+        struct allot_job *v = &q->jobs[ids[off]];
+        if (queue_orphans_reserve(q, tasks + 1) ||
+            queue_list_reserve(&q->pending, q->n_pending, &q->pending_cap, (size_t)off + 1)) {
+            rc = ALLOT_ENOMEM;
+            break;
+        }
+        rc = queue_victim_off(q, v, now);
+        if (rc)
+            break;
+        tasks++;
+        q->orphans_keep = tasks;
+    }
+    if (rc == 0 && (!q->o.quotas || allot_tenants_admits(q->t, j->spec.tenant, &j->req,
+                                                         q->o.borrowing, NULL, NULL))) {
+        rc = queue_gang_place(q, j);
+        if (rc == 0) {
+            queue_job_usage(q, j, &use);
+            fit = !q->o.quotas ||
+                  allot_tenants_admits(q->t, j->spec.tenant, &use, q->o.borrowing, NULL, NULL);
+            /* the biggest first: ids are in that order */
+            for (; fit && placed < n; placed++) {
+                struct allot_job *v = &q->jobs[ids[placed]];
+                struct allot_placement *was = v->pl;
+                v->pl = NULL;
+                rc = queue_gang_place(q, v);
+                newpl[placed] = v->pl;
+                v->pl = was;
+                if (rc)
+                    break;
+            }
+            fit = fit && placed == n;
+            while (placed-- > 0 && newpl[placed]) {
+                queue_pl_release_all(q, newpl[placed], 1);
+                allot_free(newpl[placed]);
+            }
+            queue_gang_unplace(q, j);
+        }
+        if (rc == ALLOT_ENOSPC)
+            rc = 0;
+    }
+    queue_orphans_retry(q);
+    while (off-- > 0) {
+        int rb = queue_victim_back(q, &q->jobs[ids[off]], now);
+        if (rb && !rc)
+            rc = rb;
+    }
+    q->orphans_keep = 0;
+    return rc ? rc : fit;
+}
+
+/* Sorts job ids, the most GPUs first (ties by id): the trial places the
+ * biggest moved jobs first. n <= DEFRAG_MOVES. */
+static void by_gpus_desc(const struct allot_queue *q, int *ids, int n)
+{
+    for (int i = 1; i < n; i++)
+        for (int k = i; k > 0; k--) {
+            const struct allot_job *x = &q->jobs[ids[k - 1]], *y = &q->jobs[ids[k]];
+            int t;
+            if (x->spec.task.num_gpu > y->spec.task.num_gpu ||
+                (x->spec.task.num_gpu == y->spec.task.num_gpu && x->id < y->id))
+                break;
+            t = ids[k];
+            ids[k] = ids[k - 1];
+            ids[k - 1] = t;
+        }
+}
+
+/* Whether mover x may go for j (whose tasks take `need` whole GPUs). */
+static bool mover_for(const struct allot_job *j, const struct mover *x, int need)
+{
+    return x->gpus < need && !preempted_by(j, x->id);
+}
+
+/* Tries to make room for j with movers m[0..nm) (sorted by node, then
+ * cost). Returns 1 when jobs were moved (their ids in ids[0..*n)), 0 when
+ * no move helps, or an error. */
+static int make_room(struct allot_queue *q, struct allot_job *j, const struct mover *m, int nm,
+                     int ids[DEFRAG_MOVES], int *n_out, int64_t now)
+{
+    int need = whole_gpus(&j->spec.task), nn = allot_cluster_node_count(q->c);
+    int fits = 0, nr = 0, want, n = 0, rc;
+    size_t tasks = 0;
+    struct room *rooms;
+
+    for (int i = 0; i < nn; i++) {
+        const struct allot_node *node = allot_cluster_node(q->c, i);
+        fits += node->state == ALLOT_NODE_READY && node_free(node) >= need;
+    }
+    want = j->spec.n_tasks - fits;
+    if (want <= 0)
+        return 0; /* whole GPUs are not what it lacks */
+    rooms = allot_malloc(((size_t)nm + 1) * sizeof(*rooms));
+    if (!rooms)
+        return ALLOT_ENOMEM;
+    for (int i = 0; i < nm;) {
+        int end = i, node = m[i].node, free;
+        struct room r = {.node = node, .first = i};
+        const struct allot_node *nd = allot_cluster_node(q->c, node);
+        while (end < nm && m[end].node == node)
+            end++;
+        free = node_free(nd);
+        if (nd->state == ALLOT_NODE_READY && free < need) {
+            /* the node's cheapest movers that are smaller than j's tasks */
+            int cnt = 0;
+            for (int x = i; x < end && free < need && cnt < DEFRAG_MOVES; x++)
+                if (mover_for(j, &m[x], need)) {
+                    free += m[x].gpus;
+                    r.cost += m[x].cost;
+                    r.n = x - i + 1;
+                    cnt++;
+                }
+            if (free >= need)
+                rooms[nr++] = r;
+        }
+        i = end;
+    }
+    qsort(rooms, (size_t)nr, sizeof(*rooms), cmp_room);
+    for (int k = 0; k < nr && k < want; k++)
+        for (int x = rooms[k].first; x < rooms[k].first + rooms[k].n; x++)
+            if (mover_for(j, &m[x], need) && n < DEFRAG_MOVES) {
+                ids[n++] = m[x].id;
+                tasks++;
+            }
+    rc = nr >= want && n > 0 ? 1 : 0;
+    allot_free(rooms);
+    if (rc != 1)
+        return rc;
+    by_gpus_desc(q, ids, n);
+    rc = trial(q, j, ids, n, now);
+    if (rc != 1)
+        return rc;
+    rc = queue_victims_signal(q, j, ids, n, tasks, 2, now);
+    *n_out = n;
+    return rc ? rc : 1;
+}
+
+/* Whether pending job a came before b (first submission, then id). */
+static bool older(const struct allot_job *a, const struct allot_job *b)
+{
+    return a->first_submit != b->first_submit ? a->first_submit < b->first_submit : a->id < b->id;
+}
+
+int queue_defrag(struct allot_queue *q, int64_t now, struct reservation *r)
+{
+    struct mover *m;
+    int cand[DEFRAG_JOBS], nc = 0, rc = 0;
+
+    if (q->o.defrag_s <= 0 || now < q->defrag_next)
+        return 0;
+    q->defrag_next = now + q->o.defrag_s;
+    /* the oldest waiting jobs that lack room, oldest first */
+    for (size_t i = 0; i < q->n_pending; i++) {
+        const struct allot_job *j = &q->jobs[q->pending[i]];
+        int pos = nc, end;
+        if (!wants_room(q, j))
+            continue;
+        while (pos > 0 && older(j, &q->jobs[cand[pos - 1]]))
+            pos--;
+        if (pos >= DEFRAG_JOBS)
+            continue;
+        end = nc < DEFRAG_JOBS ? nc : DEFRAG_JOBS - 1;
+        memmove(&cand[pos + 1], &cand[pos], (size_t)(end - pos) * sizeof(*cand));
+        cand[pos] = j->id;
+        if (nc < DEFRAG_JOBS)
+            nc++;
+    }
+    if (nc == 0)
+        return 0;
+    m = allot_malloc((q->n_running + 1) * sizeof(*m));
+    if (!m)
+        return ALLOT_ENOMEM;
+    for (int c = 0; c < nc && rc >= 0; c++) {
+        struct allot_job *j = &q->jobs[cand[c]];
+        int nm = 0, ids[DEFRAG_MOVES], n = 0;
+        if (!wants_room(q, j))
+            continue;
+        /* the movers as they are now: an earlier job's moves took some */
+        for (size_t i = 0; i < q->n_running; i++) {
+            const struct allot_job *v;
+            if (q->running[i] < 0)
+                continue;
+            v = &q->jobs[q->running[i]];
+            if (movable(q, v, now))
+                m[nm++] = (struct mover){.id = v->id,
+                                         .node = v->pl[0].node,
+                                         .gpus = v->spec.task.num_gpu,
+                                         .cost = (int64_t)v->spec.task.num_gpu *
+                                                 queue_lost_work(q, v, now - v->start)};
+        }
+        qsort(m, (size_t)nm, sizeof(*m), cmp_mover);
+        rc = make_room(q, j, m, nm, ids, &n, now);
+        /* without a grace period they stopped already: j takes the room,
+         * then they go where the trial found room */
+        if (rc == 1 && j->stopping_victims == 0) {
+            rc = queue_consider(q, j, now, r, NULL);
+            for (int i = 0; i < n && rc == 0; i++)
+                if (q->jobs[ids[i]].state == ALLOT_JOB_PENDING)
+                    rc = queue_consider(q, &q->jobs[ids[i]], now, r, NULL);
+        }
+    }
+    allot_free(m);
+    return rc < 0 ? rc : 0;
+}
