@@ -240,6 +240,8 @@ struct allot_queue_opts {
  * | FAIR_RECLAIM_S  | 300    | tuned | fair-share reclaim of work that checkpointed in  |
  * |                 |        |       | the last this many seconds                       |
  * | FAIR_CAP_PCT    | 150    | 0.95  | fair-share cap, percent of the fair share        |
+ * | DEFRAG_S        | 300    | 0.95  | defragmentation pass at most this often          |
+ * | DEFRAG_LOSS_S   | 300    | 0.95  | a moved job loses at most this much work         |
  */
 #define ALLOT_TUNED_GRACE_S         30
 #define ALLOT_TUNED_MIN_RUNTIME_S   600
@@ -250,22 +252,25 @@ struct allot_queue_opts {
 #define ALLOT_TUNED_RESERVE_GANGS   true
 #define ALLOT_TUNED_FAIR_RECLAIM_S  300
 #define ALLOT_TUNED_FAIR_CAP_PCT    150
+#define ALLOT_TUNED_DEFRAG_S        300
+#define ALLOT_TUNED_DEFRAG_LOSS_S   300
 
 /* Fills o with the table above: fair order, allot placement, quotas with
  * borrowing, preemption, backfill with reservations for large gangs at
- * once, and the tuned values; the rest zero. */
+ * once, defragmentation, and the tuned values; the rest zero. */
 void allot_queue_opts_tuned(struct allot_queue_opts *o);
 
 /* The scheduling options of o that allotd shows (GET /v1/scheduler) as a
  * JSON object: "order", "placement", "reserve_gangs" and, as whole numbers,
  * "preempt_grace_s", "preempt_min_runtime_s", "fair_reclaim_s",
  * "fair_cap_percent", "large_gang_gpus", "aging_s", "las_threshold_gpu_s",
- * "lending_hold_s". NULL when out of memory. */
+ * "lending_hold_s", "defrag_s", "defrag_loss_s". NULL when out of memory. */
 struct json_t *allot_queue_opts_json(const struct allot_queue_opts *o);
 
 /* Reads such an object into o (its other fields kept; strings borrowed
- * from j). Returns 0, or ALLOT_EINVAL naming the first field missing or
- * of the wrong type (o unchanged). */
+ * from j). "defrag_s" and "defrag_loss_s" may be missing (a server from
+ * before defragmentation: 0, off). Returns 0, or ALLOT_EINVAL naming the
+ * first field missing or of the wrong type (o unchanged). */
 int allot_queue_opts_from_json(struct allot_queue_opts *o, const struct json_t *j, char *err,
                                size_t errlen);
 

@@ -23,7 +23,7 @@ static const struct cli_usage scheduler_usage = {
     "scheduler", "",
     "Shows the scheduling options allotd runs with (docs/allotd.md), as allotd's\n"
     "options: the queue order and placement, preemption, fair-share reclaim and\n"
-    "cap, reservations, aging, the LAS split and the lending hold."};
+    "cap, reservations, aging, the LAS split, the lending hold and defragmentation."};
 
 /* The reply's fields as allotd's options, with their units. */
 static const struct {
@@ -40,6 +40,8 @@ static const struct {
     {"aging_s", "aging", "s (0s: off)"},
     {"las_threshold_gpu_s", "las-threshold", "s of GPU-time (0s: off)"},
     {"lending_hold_s", "lending-hold", "s (0s: off)"},
+    {"defrag_s", "defrag-interval", "s (0s: off)"},
+    {"defrag_loss_s", "defrag-loss", "s of work a moved job may lose"},
 };
 
 int cmd_scheduler(struct cli *c, int argc, char **argv)

@@ -42,6 +42,8 @@ const struct cli_opt jobs_submit_opts[] = {
     {"label", 'l', "K=V", "label (repeatable)"},
     {"time-limit", 0, "DURATION", "time limit (seconds, or with s/m/h/d)"},
     {"checkpointable", 0, NULL, "the job can be checkpointed and preempted safely"},
+    {"checkpoint-interval", 0, "DURATION",
+     "with --checkpointable: it saves its work this often (lets the scheduler move it)"},
     {"no-requeue", 0, NULL, "end as lost when its node is lost (default: back to pending)"},
     {"array", 'a', "SPEC", "job array, e.g. 0-99%10 (indices, ranges A-B[:STEP]; %N: N at once)"},
     {"dependency", 'd', "DEP", "afterok|afterany|afternotok:ID[:ID...][,...]"},
@@ -145,6 +147,9 @@ static int build_job(const struct cli_args *a, json_t **out)
         json_object_set_new(job, "time_limit", json_integer(i64));
     if (rc == CLI_OK && args_has(a, "checkpointable"))
         json_object_set_new(job, "checkpointable", json_true());
+    if (rc == CLI_OK && (s = args_get(a, "checkpoint-interval")) &&
+        !(rc = args_seconds("checkpoint-interval", s, &i64)))
+        json_object_set_new(job, "checkpoint_interval", json_integer(i64));
     if (rc == CLI_OK && args_has(a, "no-requeue"))
         json_object_set_new(job, "requeue", json_false());
     if (rc == CLI_OK) {

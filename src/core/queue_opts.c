@@ -27,14 +27,29 @@ void allot_queue_opts_tuned(struct allot_queue_opts *o)
     o->large_gang_gpus = ALLOT_TUNED_LARGE_GANG_GPUS;
     o->fair_reclaim_s = ALLOT_TUNED_FAIR_RECLAIM_S;
     o->fair_cap = ALLOT_TUNED_FAIR_CAP_PCT / 100.0;
+    o->defrag_s = ALLOT_TUNED_DEFRAG_S;
+    o->defrag_loss_s = ALLOT_TUNED_DEFRAG_LOSS_S;
 }
 
 /* The whole-number fields, in seconds (GPU-seconds, percent, GPUs). */
-enum { F_GRACE, F_MIN_RUN, F_FAIR_RECLAIM, F_FAIR_CAP, F_LARGE, F_AGING, F_LAS, F_HOLD, N_INTS };
-static const char *const int_keys[N_INTS] = {"preempt_grace_s",     "preempt_min_runtime_s",
-                                             "fair_reclaim_s",      "fair_cap_percent",
-                                             "large_gang_gpus",     "aging_s",
-                                             "las_threshold_gpu_s", "lending_hold_s"};
+enum {
+    F_GRACE,
+    F_MIN_RUN,
+    F_FAIR_RECLAIM,
+    F_FAIR_CAP,
+    F_LARGE,
+    F_AGING,
+    F_LAS,
+    F_HOLD,
+    F_DEFRAG, /* from here on: optional (0 when missing) */
+    F_DEFRAG_LOSS,
+    N_INTS
+};
+static const char *const int_keys[N_INTS] = {
+    "preempt_grace_s",     "preempt_min_runtime_s", "fair_reclaim_s",
+    "fair_cap_percent",    "large_gang_gpus",       "aging_s",
+    "las_threshold_gpu_s", "lending_hold_s",        "defrag_s",
+    "defrag_loss_s"};
 
 json_t *allot_queue_opts_json(const struct allot_queue_opts *o)
 {
@@ -47,6 +62,8 @@ json_t *allot_queue_opts_json(const struct allot_queue_opts *o)
         [F_AGING] = o->aging_s,
         [F_LAS] = o->las_threshold_gpu_s,
         [F_HOLD] = llround(o->hold_half_life_s),
+        [F_DEFRAG] = o->defrag_s,
+        [F_DEFRAG_LOSS] = o->defrag_loss_s,
     };
     json_t *j = json_pack("{s:s,s:s,s:b}", "order", o->order ? o->order : "", "placement",
                           o->placement ? o->placement : "", "reserve_gangs", (int)o->reserve_gangs);
@@ -68,7 +85,7 @@ int allot_queue_opts_from_json(struct allot_queue_opts *o, const json_t *j, char
 
     for (int i = 0; i < N_INTS; i++) {
         json_t *x = json_object_get(j, int_keys[i]);
-        v[i] = json_is_integer(x) ? (int64_t)json_integer_value(x) : -1;
+        v[i] = json_is_integer(x) ? (int64_t)json_integer_value(x) : !x && i >= F_DEFRAG ? 0 : -1;
         if (v[i] < 0 || v[i] > INT32_MAX) {
             allot_fmt(err, errlen, "\"%s\" missing or not a whole number from 0 to %d", int_keys[i],
                       INT32_MAX);
@@ -93,5 +110,7 @@ int allot_queue_opts_from_json(struct allot_queue_opts *o, const json_t *j, char
     o->aging_s = v[F_AGING];
     o->las_threshold_gpu_s = v[F_LAS];
     o->hold_half_life_s = (double)v[F_HOLD];
+    o->defrag_s = v[F_DEFRAG];
+    o->defrag_loss_s = v[F_DEFRAG_LOSS];
     return 0;
 }

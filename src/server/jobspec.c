@@ -31,6 +31,7 @@ static const char *const fields[] = {"name",
                                      "gpu_models",
                                      "time_limit",
                                      "checkpointable",
+                                     "checkpoint_interval",
                                      "labels",
                                      "requeue",
                                      "array",
@@ -248,7 +249,7 @@ int jobspec_parse(json_t *b, const struct allot_catalog *cat, struct jobspec *ou
 {
     const char *k, *mig = NULL, *dep = NULL;
     json_t *v;
-    int64_t tasks = 1, gpus = -1, milli = -1, gmem = -1, mem = 0, limit = 0, vfs = 0;
+    int64_t tasks = 1, gpus = -1, milli = -1, gmem = -1, mem = 0, limit = 0, vfs = 0, ckpt = 0;
     int rc;
 
     memset(out, 0, sizeof(*out));
@@ -276,6 +277,7 @@ int jobspec_parse(json_t *b, const struct allot_catalog *cat, struct jobspec *ou
         (rc = get_int(b, "memory", 0, INT64_C(1) << 40, &mem, err, errlen)) ||
         (rc = get_int(b, "rdma_vfs", 0, ALLOT_MAX_TASK_RDMA_VFS, &vfs, err, errlen)) ||
         (rc = get_int(b, "time_limit", 0, INT64_C(1) << 40, &limit, err, errlen)) ||
+        (rc = get_int(b, "checkpoint_interval", 1, INT64_C(1) << 40, &ckpt, err, errlen)) ||
         (rc = get_strings(b, "command", false, err, errlen)) ||
         (rc = get_strings(b, "gpu_models", false, err, errlen)) ||
         (rc = get_strings(b, "env", true, err, errlen)) ||
@@ -292,6 +294,9 @@ int jobspec_parse(json_t *b, const struct allot_catalog *cat, struct jobspec *ou
     if ((v = json_object_get(b, "checkpointable")) && !json_is_boolean(v))
         return E400("field \"checkpointable\" must be a boolean");
     out->checkpointable = json_is_true(v);
+    if (ckpt && !out->checkpointable)
+        return E422("field \"checkpoint_interval\" needs \"checkpointable\": true");
+    out->checkpoint_s = ckpt;
     if ((v = json_object_get(b, "requeue")) && !json_is_boolean(v))
         return E400("field \"requeue\" must be a boolean");
     out->requeue = !v || json_is_true(v);

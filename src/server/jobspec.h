@@ -38,10 +38,11 @@ struct jobspec {
     struct allot_task task;
     int64_t limit_s;
     bool checkpointable;
-    bool requeue;       /* goes back to pending when its node is lost (default) */
-    const char *array;  /* borrowed; NULL = not an array */
-    int array_count;    /* members of the array (0 = not an array) */
-    int array_throttle; /* at most this many members in the queue at once; 0 = all */
+    int64_t checkpoint_s; /* it saves its work this often (s); 0 = not said */
+    bool requeue;         /* goes back to pending when its node is lost (default) */
+    const char *array;    /* borrowed; NULL = not an array */
+    int array_count;      /* members of the array (0 = not an array) */
+    int array_throttle;   /* at most this many members in the queue at once; 0 = all */
     int n_deps;
     struct jobdep deps[JOBSPEC_DEPS_MAX];
 };

@@ -456,6 +456,7 @@ void loop_submit_job(struct loop *l, const struct allot_store_job *j, bool gate)
     spec.task = js.task;
     spec.limit_s = js.limit_s;
     spec.checkpointable = js.checkpointable;
+    spec.checkpoint_interval_s = js.checkpoint_s;
     if (spec.tenant <= 0) {
         allot_fmt(err, sizeof(err), "tenant %s is not known to the scheduler", js.tenant);
         loop_reject(l, j->id, err);
@@ -1243,6 +1244,8 @@ void loop_queue_opts(const struct server_config *cfg, struct allot_queue_opts *q
                                     .aging_s = cfg->aging / 1000,
                                     .fair_reclaim_s = cfg->fair_reclaim / 1000,
                                     .fair_cap = (double)cfg->fair_cap / 100.0,
+                                    .defrag_s = cfg->defrag / 1000,
+                                    .defrag_loss_s = cfg->defrag_loss / 1000,
                                     .las_threshold_gpu_s = cfg->las_threshold / 1000,
                                     .hold_half_life_s = (double)cfg->lending_hold / 1000.0,
                                     .seed = 1};

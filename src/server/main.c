@@ -218,6 +218,27 @@ static const struct allot_config_option options[] = {
              "waits, a tenant beyond its nominal GPUs starts no job that would take it past this "
              "percentage of its fair share of the GPUs (as for fair-reclaim), so that it does "
              "not fill the room other tenants' gangs wait for."},
+    {.name = "defrag-interval",
+     .type = ALLOT_CFG_DURATION,
+     .offset = F(defrag),
+     .def = TUNED(ALLOT_TUNED_DEFRAG_S) "s",
+     .min = 0,
+     .max = 86400000,
+     .help = "Defragmentation (0s: off): at most this often, for the oldest jobs that quota "
+             "admits but that wait for whole GPUs no node has free, checkpointable jobs of "
+             "fewer GPUs that checkpointed lately (defrag-loss) are moved elsewhere, when a "
+             "trial shows the waiting job and every moved job placed at once. A moved job "
+             "gets preempt-grace to save its work and starts again at once where the trial "
+             "found room. Only jobs that give their checkpoint interval "
+             "(checkpoint_interval_s) are moved."},
+    {.name = "defrag-loss",
+     .type = ALLOT_CFG_DURATION,
+     .offset = F(defrag_loss),
+     .def = TUNED(ALLOT_TUNED_DEFRAG_LOSS_S) "s",
+     .min = 0,
+     .max = 86400000,
+     .help = "Most work since its last checkpoint (grace period included) that a job moved "
+             "by defragmentation may lose."},
     {.name = "reserve-gangs",
      .type = ALLOT_CFG_BOOL,
      .offset = F(reserve_gangs),

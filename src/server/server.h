@@ -56,6 +56,8 @@ struct server_config {
     int64_t aging;               /* ms: opts.aging_s; 0 = off */
     int64_t fair_reclaim;        /* ms: opts.fair_reclaim_s; 0 = off */
     int64_t fair_cap;            /* percent: opts.fair_cap x 100; 0 = off */
+    int64_t defrag;              /* ms: opts.defrag_s; 0 = off */
+    int64_t defrag_loss;         /* ms: opts.defrag_loss_s */
     int64_t las_threshold;       /* ms of GPU-time: opts.las_threshold_gpu_s; 0 = off */
     int64_t lending_hold;        /* ms: opts.hold_half_life_s; 0 = off */
     int64_t lease;               /* ms */

@@ -56,6 +56,8 @@ enum opt {
 
 /* --fair-cap's default below is the tuned cap (include/allot/queue.h) */
 _Static_assert(ALLOT_TUNED_FAIR_CAP_PCT == 150, "--fair-cap's default is not the tuned cap");
+_Static_assert(ALLOT_TUNED_DEFRAG_S == 300 && ALLOT_TUNED_DEFRAG_LOSS_S == 300,
+               "--defrag's and --defrag-loss's defaults are not the tuned ones");
 
 /* Every option, described once: drives parsing and --help (STYLE 15). */
 static const struct cliopt options[N_OPTS] = {
@@ -82,7 +84,7 @@ static const struct cliopt options[N_OPTS] = {
     [OPT_FAIR_CAP] = {"fair-cap", "X", "1.5",
                       "allot: while other tenants wait, a tenant beyond its\n"
                       "nominal borrows up to X times its fair share (0: off)"},
-    [OPT_DEFRAG] = {"defrag", "S", "0",
+    [OPT_DEFRAG] = {"defrag", "S", "300",
                     "allot: every S seconds, move checkpointed jobs so that\n"
                     "jobs waiting for whole GPUs find them (0: off)"},
     [OPT_DEFRAG_LOSS] = {"defrag-loss", "S", "300",
@@ -617,7 +619,8 @@ static int parse_args(int argc, char **argv, struct replay_args *a)
          !(a->o.fair_cap == 0 || (a->o.fair_cap >= 1 && a->o.fair_cap <= 1000))))
         return usage_error("--fair-cap \"%s\": want 0 (off) or a factor from 1 to 1000",
                            a->val[OPT_FAIR_CAP]);
-    a->o.defrag_loss_s = 300;
+    a->o.defrag_s = ALLOT_TUNED_DEFRAG_S;
+    a->o.defrag_loss_s = ALLOT_TUNED_DEFRAG_LOSS_S;
     if (a->val[OPT_DEFRAG] && !cliopt_parse_int(a->val[OPT_DEFRAG], 0, 86400 * 365, &a->o.defrag_s))
         return usage_error("--defrag \"%s\": want seconds 0..31536000", a->val[OPT_DEFRAG]);
     if (a->val[OPT_DEFRAG_LOSS] &&

@@ -512,6 +512,61 @@ def test_lending_hold():
             d.stop()
 
 
+def test_defrag():
+    """A job that waits for a whole node while the cluster holds its GPUs
+    free in pieces gets one: a checkpointable job that gives its checkpoint
+    interval is moved to the other node (preempted, requeued, started
+    again at once). Two nodes of 4 GPUs; lab/b runs four 2-GPU jobs inside
+    its nominal (so none is reclaimed), two of them (one per node) end;
+    lab/a asks for 4 GPUs."""
+    d = Daemon(args=["--defrag-interval", "1s", "--defrag-loss", "1h", "--preempt-grace", "0s",
+                     "--preempt-min-runtime", "0s", "--fair-reclaim", "0s"])
+    try:
+        expect(d.req("PUT", "/v1/tenants", {"version": 1, "tenants": [
+            {"path": "lab"}, {"path": "lab/a", "quotas": {"gpu": {"nominal": 4}}},
+            {"path": "lab/b", "quotas": {"gpu": {"nominal": 8}}}]},
+            token=d.admin), 200)
+        ag = d.token("agent", "", "agents")
+        for i in range(2):
+            expect(d.req("POST", "/v1/nodes/register", dict(N1, name="d%d" % i), token=ag), 201)
+        # the job fields: an interval needs checkpointable, and is a whole number
+        body = {"name": "x", "tenant": "lab/b", "gpus": 2, "checkpoint_interval": 3600}
+        err = expect(d.req("POST", "/v1/jobs", body, token=d.admin), 422)
+        assert "needs \"checkpointable\": true" in err["error"]["message"], err
+        err = expect(d.req("POST", "/v1/jobs", dict(body, checkpointable=True,
+                                                    checkpoint_interval="1h"),
+                           token=d.admin), 400)
+        assert "checkpoint_interval" in err["error"]["message"], err
+        bs = [expect(d.req("POST", "/v1/jobs", dict(body, name="b%d" % i, checkpointable=True),
+                           token=d.admin), 201)["id"] for i in range(4)]
+        jobs = [wait_job(jid, lambda j: j["state"] == "starting", d=d) for jid in bs]
+        node = {j["id"]: j["placement"]["tasks"][0]["node"] for j in jobs}
+        # one job on each node ends: 2 GPUs free on each
+        ended = [next(jid for jid in bs if node[jid] == n) for n in ("d0", "d1")]
+        for jid in ended:
+            expect(d.req("POST", "/v1/jobs/%d/cancel" % jid, token=d.admin), 200)
+            wait_job(jid, lambda j: j["state"] == "cancelled", d=d)
+        a0 = expect(d.req("POST", "/v1/jobs", {"name": "a0", "tenant": "lab/a", "gpus": 4},
+                          token=d.admin), 201)["id"]
+        a0 = wait_job(a0, lambda j: j["state"] == "starting", d=d)
+        moved = []
+        for jid in bs:
+            if jid in ended:
+                continue
+            ev = expect(d.req("GET", "/v1/jobs/%d/events" % jid, token=d.admin), 200)["events"]
+            if any(e["kind"] == "preempted" for e in ev):
+                moved.append(jid)
+                assert [e["detail"] for e in ev if e["kind"] == "preempted"] == [
+                    "moved at its checkpoint (defragmentation) to make room for job a0"], ev
+        assert len(moved) == 1, moved
+        j = wait_job(moved[0], lambda j: j["state"] == "starting", d=d)
+        here = a0["placement"]["tasks"][0]["node"]
+        assert j["placement"]["tasks"][0]["node"] != here, (j, a0)
+        assert node[moved[0]] == here, (node, a0)
+    finally:
+        d.stop()
+
+
 if __name__ == "__main__":
     dm = Daemon()
     try:
@@ -520,6 +575,7 @@ if __name__ == "__main__":
         fx.run([test_register, test_place_run_succeed, test_mig_and_cancel_frees,
                 test_metrics_show_the_cluster, test_restart_rebuilds_from_store,
                 test_cycle_work_goes_on, test_reserve_gangs, test_fair_reclaim, test_fair_cap,
-                test_aging, test_large_gang_gpus, test_las_threshold, test_lending_hold])
+                test_aging, test_large_gang_gpus, test_las_threshold, test_lending_hold,
+                test_defrag])
     finally:
         dm.stop()

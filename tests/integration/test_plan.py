@@ -142,7 +142,7 @@ def test_scheduler_options():
         "order": "fair", "placement": "allot", "preempt_grace_s": 30,
         "preempt_min_runtime_s": 600, "fair_reclaim_s": 300, "fair_cap_percent": 150,
         "reserve_gangs": True, "large_gang_gpus": 16, "aging_s": 0,
-        "las_threshold_gpu_s": 28800, "lending_hold_s": 0}
+        "las_threshold_gpu_s": 28800, "lending_hold_s": 0, "defrag_s": 300, "defrag_loss_s": 300}
     expect(dm.req("GET", "/v1/scheduler"), 401)
     q = ok(cli(dm, "-o", "json", "plan")).json()["scheduler"]
     assert q["fair_cap_percent"] == 150 and q["reserve_gangs"] and q["lending_hold_s"] == 0, q
@@ -150,7 +150,7 @@ def test_scheduler_options():
     old.stop()
     dm = Daemon(data_dir=old.dir, args=["--order", "fifo", "--fair-cap", "250", "--lending-hold",
                                         "1h", "--no-reserve-gangs", "--las-threshold", "0s",
-                                        "--preempt-min-runtime", "2m"])
+                                        "--preempt-min-runtime", "2m", "--defrag-interval", "0s"])
     dm.admin = old.admin
     got = expect(dm.req("GET", "/v1/scheduler", token=dm.admin), 200)
     assert got["order"] == "fifo" and got["fair_cap_percent"] == 250, got
@@ -159,7 +159,8 @@ def test_scheduler_options():
     assert q == {"order": "fifo", "placement": "allot", "preempt_grace_s": 30,
                  "preempt_min_runtime_s": 120, "fair_reclaim_s": 300, "fair_cap_percent": 250,
                  "reserve_gangs": False, "large_gang_gpus": 16, "aging_s": 0,
-                 "las_threshold_gpu_s": 0, "lending_hold_s": 3600}, q
+                 "las_threshold_gpu_s": 0, "lending_hold_s": 3600, "defrag_s": 0,
+                 "defrag_loss_s": 300}, q
     assert q == got, (q, got)
     r = ok(cli(dm, "plan"))
     assert "scheduling options of this allotd (allot scheduler" in r.out, r

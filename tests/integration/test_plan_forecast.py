@@ -114,11 +114,14 @@ def test_wait_target_dates():
 
 def test_bad_scheduler_reply():
     """A scheduler reply with a field missing or of the wrong type is the
-    server's fault: exit status 5, naming the field; nothing is replayed."""
+    server's fault: exit status 5, naming the field; nothing is replayed.
+    (The defragmentation fields may be missing: a server from before them
+    replays with defragmentation off, as the reply above.)"""
     good = REPLIES["/v1/scheduler"]
     try:
         for k, v in (("fair_cap_percent", None), ("lending_hold_s", "1h"),
-                     ("aging_s", -5), ("reserve_gangs", 1), ("order", 7)):
+                     ("aging_s", -5), ("reserve_gangs", 1), ("order", 7),
+                     ("defrag_s", "5m"), ("defrag_loss_s", -1)):
             REPLIES["/v1/scheduler"] = dict(good, **{k: v}) if v is not None else \
                 {x: y for x, y in good.items() if x != k}
             r = fails(cli(srv, "plan"), 5, "server", k)
