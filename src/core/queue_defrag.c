@@ -42,10 +42,10 @@ struct mover {
     int64_t cost; /* GPU-seconds of work it loses */
 };
 
-/* The room one node can make for one task: movers[first..first+n) of
- * its movers go. */
+/* The room one node can make for one task: of movers[first..first+n),
+ * the `moves` that may go for the job (mover_for) go. */
 struct room {
-    int node, first, n;
+    int node, first, n, moves;
     int64_t cost;
 };
 
@@ -66,8 +66,8 @@ static int cmp_room(const void *a, const void *b)
 
     if (x->cost != y->cost)
         return x->cost < y->cost ? -1 : 1;
-    if (x->n != y->n)
-        return x->n - y->n;
+    if (x->moves != y->moves)
+        return x->moves - y->moves;
     return x->node - y->node;
 }
 
@@ -195,10 +195,12 @@ static void by_gpus_desc(const struct allot_queue *q, int *ids, int n)
         }
 }
 
-/* Whether mover x may go for j (whose tasks take `need` whole GPUs). */
-static bool mover_for(const struct allot_job *j, const struct mover *x, int need)
+/* Whether mover x may go for j (whose tasks take `need` whole GPUs): it
+ * still runs (no earlier job of the pass moved it). */
+static bool mover_for(const struct allot_queue *q, const struct allot_job *j, const struct mover *x,
+                      int need)
 {
-    return x->gpus < need && !preempted_by(j, x->id);
+    return x->gpus < need && !preempted_by(j, x->id) && q->jobs[x->id].state == ALLOT_JOB_RUNNING;
 }
 
 /* Tries to make room for j with movers m[0..nm) (sorted by node, then
@@ -231,13 +233,12 @@ static int make_room(struct allot_queue *q, struct allot_job *j, const struct mo
         free = node_free(nd);
         if (nd->state == ALLOT_NODE_READY && free < need) {
             /* the node's cheapest movers that are smaller than j's tasks */
-            int cnt = 0;
-            for (int x = i; x < end && free < need && cnt < DEFRAG_MOVES; x++)
-                if (mover_for(j, &m[x], need)) {
+            for (int x = i; x < end && free < need && r.moves < DEFRAG_MOVES; x++)
+                if (mover_for(q, j, &m[x], need)) {
                     free += m[x].gpus;
                     r.cost += m[x].cost;
                     r.n = x - i + 1;
-                    cnt++;
+                    r.moves++;
                 }
             if (free >= need)
                 rooms[nr++] = r;
@@ -247,7 +248,7 @@ static int make_room(struct allot_queue *q, struct allot_job *j, const struct mo
     qsort(rooms, (size_t)nr, sizeof(*rooms), cmp_room);
     for (int k = 0; k < nr && k < want; k++)
         for (int x = rooms[k].first; x < rooms[k].first + rooms[k].n; x++)
-            if (mover_for(j, &m[x], need) && n < DEFRAG_MOVES) {
+            if (mover_for(q, j, &m[x], need) && n < DEFRAG_MOVES) {
                 ids[n++] = m[x].id;
                 tasks++;
             }
@@ -273,7 +274,7 @@ static bool older(const struct allot_job *a, const struct allot_job *b)
 int queue_defrag(struct allot_queue *q, int64_t now, struct reservation *r)
 {
     struct mover *m;
-    int cand[DEFRAG_JOBS], nc = 0, rc = 0;
+    int cand[DEFRAG_JOBS], nc = 0, nm = 0, rc = 0;
 
     if (q->o.defrag_s <= 0 || now < q->defrag_next)
         return 0;
@@ -296,28 +297,29 @@ int queue_defrag(struct allot_queue *q, int64_t now, struct reservation *r)
     }
     if (nc == 0)
         return 0;
+    /* the movers, once per pass (sorted by node, then cost); those an
+     * earlier job of the pass moved are no longer running (mover_for) */
     m = allot_malloc((q->n_running + 1) * sizeof(*m));
     if (!m)
         return ALLOT_ENOMEM;
+    for (size_t i = 0; i < q->n_running; i++) {
+        const struct allot_job *v;
+        if (q->running[i] < 0)
+            continue;
+        v = &q->jobs[q->running[i]];
+        if (movable(q, v, now))
+            m[nm++] = (struct mover){.id = v->id,
+                                     .node = v->pl[0].node,
+                                     .gpus = v->spec.task.num_gpu,
+                                     .cost = (int64_t)v->spec.task.num_gpu *
+                                             queue_lost_work(q, v, now - v->start)};
+    }
+    qsort(m, (size_t)nm, sizeof(*m), cmp_mover);
     for (int c = 0; c < nc && rc >= 0; c++) {
         struct allot_job *j = &q->jobs[cand[c]];
-        int nm = 0, ids[DEFRAG_MOVES], n = 0;
+        int ids[DEFRAG_MOVES], n = 0;
         if (!wants_room(q, j))
             continue;
-        /* the movers as they are now: an earlier job's moves took some */
-        for (size_t i = 0; i < q->n_running; i++) {
-            const struct allot_job *v;
-            if (q->running[i] < 0)
-                continue;
-            v = &q->jobs[q->running[i]];
-            if (movable(q, v, now))
-                m[nm++] = (struct mover){.id = v->id,
-                                         .node = v->pl[0].node,
-                                         .gpus = v->spec.task.num_gpu,
-                                         .cost = (int64_t)v->spec.task.num_gpu *
-                                                 queue_lost_work(q, v, now - v->start)};
-        }
-        qsort(m, (size_t)nm, sizeof(*m), cmp_mover);
         rc = make_room(q, j, m, nm, ids, &n, now);
         /* without a grace period they stopped already: j takes the room,
          * then they go where the trial found room */
