@@ -704,6 +704,11 @@ static void on_decision(int kind, const struct allot_job *job, const char *why, 
             if (w <= wait_buckets[b])
                 l->wait_le[b]++;
         pthread_mutex_unlock(&l->dmu);
+    } else if (kind == ALLOT_DEC_PREEMPT) {
+        pthread_mutex_lock(&l->dmu);
+        l->preempts++;
+        l->moves += job->moving;
+        pthread_mutex_unlock(&l->dmu);
     }
     l->decs[l->n_decs].kind = kind;
     l->decs[l->n_decs].qid = job->id;
@@ -1467,9 +1472,16 @@ void loop_metrics(struct loop *l, FILE *out)
             "allot_sched_cycle_seconds_sum %.6f\nallot_sched_cycle_seconds_count %llu\n"
             "# HELP allot_sched_cycles_cut_total Core cycles that stopped at cycle-work "
             "decisions (the next went on from there).\n"
-            "# TYPE allot_sched_cycles_cut_total counter\nallot_sched_cycles_cut_total %llu\n",
+            "# TYPE allot_sched_cycles_cut_total counter\nallot_sched_cycles_cut_total %llu\n"
+            "# HELP allot_sched_preemptions_total Jobs preempted for another job, by reason "
+            "(move: by defragmentation, to make room; other: priority, reclaim, LAS, "
+            "backfill).\n"
+            "# TYPE allot_sched_preemptions_total counter\n"
+            "allot_sched_preemptions_total{reason=\"move\"} %llu\n"
+            "allot_sched_preemptions_total{reason=\"other\"} %llu\n",
             (unsigned long long)l->cycles, l->cycle_sum, (unsigned long long)l->cycles,
-            (unsigned long long)l->cycles_cut);
+            (unsigned long long)l->cycles_cut, (unsigned long long)l->moves,
+            (unsigned long long)(l->preempts - l->moves));
     fprintf(out, "# HELP allot_queue_wait_seconds Time from (re)queueing to start.\n"
                  "# TYPE allot_queue_wait_seconds histogram\n");
     for (int b = 0; b < N_WAIT_BUCKETS; b++)

@@ -130,6 +130,8 @@ struct loop {
     json_t *desired;
     uint64_t cycles;
     uint64_t cycles_cut; /* core cycles stopped at cycle-work (allot_queue_more) */
+    uint64_t preempts;   /* jobs preempted (signalled or stopped for another job) */
+    uint64_t moves;      /* ... of them, moved by defragmentation */
     double cycle_sum;
     uint64_t cycle_le[N_CYCLE_BUCKETS];
     int64_t jobs_pending, jobs_running, nodes, gpus, gpu_used_milli;

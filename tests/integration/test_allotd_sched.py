@@ -563,6 +563,10 @@ def test_defrag():
         here = a0["placement"]["tasks"][0]["node"]
         assert j["placement"]["tasks"][0]["node"] != here, (j, a0)
         assert node[moved[0]] == here, (node, a0)
+        st, text = d.req("GET", "/metrics", raw=True)
+        assert st == 200, st
+        assert 'allot_sched_preemptions_total{reason="move"} 1\n' in text, text
+        assert 'allot_sched_preemptions_total{reason="other"} 0\n' in text, text
     finally:
         d.stop()
 
