@@ -39,6 +39,7 @@
 /* A running job that may move: where it is and what moving it costs. */
 struct mover {
     int id, node, gpus;
+    int free;     /* whole GPUs free on its node (the pass's moves keep it) */
     int64_t cost; /* GPU-seconds of work it loses */
 };
 
@@ -214,7 +215,9 @@ static int make_room(struct allot_queue *q, struct allot_job *j, const struct mo
     size_t tasks = 0;
     struct room *rooms;
 
-    for (int i = 0; i < nn; i++) {
+    /* a gang: its tasks that fit nowhere yet (one task fits nowhere, or
+     * it would not wait for room; this scan of every node is for gangs) */
+    for (int i = 0; j->spec.n_tasks > 1 && i < nn && fits < j->spec.n_tasks; i++) {
         const struct allot_node *node = allot_cluster_node(q->c, i);
         fits += node->state == ALLOT_NODE_READY && node_free(node) >= need;
     }
@@ -230,7 +233,7 @@ static int make_room(struct allot_queue *q, struct allot_job *j, const struct mo
         const struct allot_node *nd = allot_cluster_node(q->c, node);
         while (end < nm && m[end].node == node)
             end++;
-        free = node_free(nd);
+        free = m[i].free;
         if (nd->state == ALLOT_NODE_READY && free < need) {
             /* the node's cheapest movers that are smaller than j's tasks */
             for (int x = i; x < end && free < need && r.moves < DEFRAG_MOVES; x++)
@@ -315,6 +318,12 @@ int queue_defrag(struct allot_queue *q, int64_t now, struct reservation *r)
                                              queue_lost_work(q, v, now - v->start)};
     }
     qsort(m, (size_t)nm, sizeof(*m), cmp_mover);
+    /* free GPUs per node, once: moved jobs keep theirs through their grace
+     * period (without one, the trial still decides on the cluster as it is) */
+    for (int i = 0; i < nm; i++)
+        m[i].free = i > 0 && m[i - 1].node == m[i].node
+                        ? m[i - 1].free
+                        : node_free(allot_cluster_node(q->c, m[i].node));
     for (int c = 0; c < nc && rc >= 0; c++) {
         struct allot_job *j = &q->jobs[cand[c]];
         int ids[DEFRAG_MOVES], n = 0;
