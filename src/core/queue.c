@@ -668,6 +668,7 @@ static int job_end(struct allot_queue *q, struct allot_job *j, int64_t now, int 
         queue_fast_gone(q, j);
     }
     j->state = ALLOT_JOB_DONE;
+    j->moving = false;
     j->why.kind = why;
     return 0;
 }
@@ -1044,6 +1045,22 @@ const char *allot_queue_reason(struct allot_queue *q, int id)
 
 /* ---- the cycle ---------------------------------------------------------------------------- */
 
+/* Puts pf into the jobs considered first, before the jobs already there
+ * that were moved for it (room for one more reserved by the caller). */
+static void first_before_moved(struct allot_queue *q, int pf)
+{
+    size_t at = q->n_first;
+
+    for (size_t k = 0; k < q->n_first && at == q->n_first; k++) {
+        const struct allot_job *x = &q->jobs[q->first[k]];
+        if (x->moving && x->n_preemptors > 0 && x->preemptors[x->n_preemptors - 1] == pf)
+            at = k;
+    }
+    memmove(&q->first[at + 1], &q->first[at], (q->n_first - at) * sizeof(*q->first));
+    q->first[at] = pf;
+    q->n_first++;
+}
+
 /* Ends running job j's grace period or runtime limit when due at now.
  * Returns 0 when it did, 1 when j is not due, or ALLOT_ENOMEM (j left as
  * it was). */
@@ -1062,10 +1079,11 @@ static int stop_one(struct allot_queue *q, struct allot_job *j, int64_t now)
     if (grace_over) {
         int pf = j->preempted_for;
         queue_job_unplace(q, j, now);
-        /* the room was made for pf: it gets the first try at it */
+        /* the room was made for pf: it gets the first try at it, before
+         * the jobs moved for it (their grace ended in the same cycle), which
+         * go right after it, to the room the move found */
         if (pf >= 0 && q->jobs[pf].stopping_victims == 0 && q->jobs[pf].state == ALLOT_JOB_PENDING)
-            q->first[q->n_first++] = pf;
-        /* a moved job goes right after it, to the room the move found */
+            first_before_moved(q, pf);
         if (j->moving)
             q->first[q->n_first++] = j->id;
         queue_requeue(q, j, now);
@@ -1341,7 +1359,7 @@ int allot_queue_cycle(struct allot_queue *q, int64_t now, allot_decision_fn fn, 
     q->more = false;
     rc = cycle_steps(q, now, resume);
     if (rc == 0 && !q->more)
-        rc = queue_defrag(q, now, &q->pause.r);
+        rc = queue_defrag(q, now);
     q->pause.valid = rc == 0 && q->more;
     q->pause.now = now;
     q->pause.cluster = allot_cluster_changes(q->c);

@@ -115,19 +115,55 @@ static bool preempted_by(const struct allot_job *j, int v)
     return false;
 }
 
+/* Nodes an earlier move of the same pass counts on (the waiting job's and
+ * where its moved jobs go): a later move touches none of them, so that two
+ * plans of one pass never count on the same room. */
+struct busy {
+    int n;
+    bool full; /* a node could not be noted: the pass moves nothing more */
+    int node[DEFRAG_JOBS * (DEFRAG_MOVES + 16)];
+};
+
+static bool is_busy(const struct busy *b, int node)
+{
+    for (int i = 0; i < b->n; i++)
+        if (b->node[i] == node)
+            return true;
+    return false;
+}
+
+/* Whether placements pl[0..n) stay off busy nodes; notes their nodes in
+ * *mine (room permitting: a full list makes the plan fail). */
+static bool off_busy(const struct busy *b, const struct allot_placement *pl, int n,
+                     struct busy *mine)
+{
+    for (int k = 0; k < n; k++) {
+        if (is_busy(b, pl[k].node))
+            return false;
+        if (mine->n >= (int)(sizeof(mine->node) / sizeof(mine->node[0])))
+            return false;
+        mine->node[mine->n++] = pl[k].node;
+    }
+    return true;
+}
+
 /*
- * The trial: with ids[0..n) off, j placed and admitted, and each of them
- * placed again elsewhere. Everything is put back before it returns. 1 when
- * it all fits, 0 when not, or an error (a job that could not be put back
- * is evicted: queue_victim_back).
+ * The trial: with ids[0..n) off, j placed and admitted (and charged), and
+ * each of them placed again elsewhere and admitted at its new place (their
+ * usage follows the GPU model), none of it on a node in *b. Everything is
+ * put back before it returns. 1 when it all fits (the nodes it used in
+ * *mine), 0 when not, or an error (a job that could not be put back is
+ * evicted: queue_victim_back).
  */
-static int trial(struct allot_queue *q, struct allot_job *j, const int *ids, int n, int64_t now)
+static int trial(struct allot_queue *q, struct allot_job *j, const int *ids, int n,
+                 const struct busy *b, struct busy *mine, int64_t now)
 {
     struct allot_placement *newpl[DEFRAG_MOVES];
-    struct allot_resvec use;
+    struct allot_resvec use, vuse[DEFRAG_MOVES];
     size_t tasks = 0;
     int off = 0, placed = 0, fit = 0, rc = 0;
 
+    mine->n = 0;
     for (; off < n; off++) {
         struct allot_job *v = &q->jobs[ids[off]];
         if (queue_orphans_reserve(q, tasks + 1) ||
@@ -145,25 +181,42 @@ static int trial(struct allot_queue *q, struct allot_job *j, const int *ids, int
                                                          q->o.borrowing, NULL, NULL))) {
         rc = queue_gang_place(q, j);
         if (rc == 0) {
+            int ok;
             queue_job_usage(q, j, &use);
-            fit = !q->o.quotas ||
-                  allot_tenants_admits(q->t, j->spec.tenant, &use, q->o.borrowing, NULL, NULL);
+            ok = (!q->o.quotas ||
+                  allot_tenants_admits(q->t, j->spec.tenant, &use, q->o.borrowing, NULL, NULL)) &&
+                 off_busy(b, j->pl, j->spec.n_tasks, mine);
+            if (ok)
+                allot_tenants_charge(q->t, j->spec.tenant, &use, +1);
+            fit = ok;
             /* the biggest first: ids are in that order */
-            for (; fit && placed < n; placed++) {
+            while (ok && placed < n) {
                 struct allot_job *v = &q->jobs[ids[placed]];
                 struct allot_placement *was = v->pl;
                 v->pl = NULL;
                 rc = queue_gang_place(q, v);
-                newpl[placed] = v->pl;
-                v->pl = was;
-                if (rc)
+                if (rc) {
+                    v->pl = was;
                     break;
+                }
+                newpl[placed] = v->pl;
+                queue_job_usage(q, v, &vuse[placed]);
+                ok = (!q->o.quotas || allot_tenants_admits(q->t, v->spec.tenant, &vuse[placed],
+                                                           q->o.borrowing, NULL, NULL)) &&
+                     off_busy(b, v->pl, 1, mine);
+                allot_tenants_charge(q->t, v->spec.tenant, &vuse[placed], +1);
+                v->pl = was;
+                placed++;
             }
-            fit = fit && placed == n;
-            while (placed-- > 0 && newpl[placed]) {
+            while (placed-- > 0) {
+                const struct allot_job *v = &q->jobs[ids[placed]];
+                allot_tenants_charge(q->t, v->spec.tenant, &vuse[placed], -1);
                 queue_pl_release_all(q, newpl[placed], 1);
                 allot_free(newpl[placed]);
             }
+            if (fit)
+                allot_tenants_charge(q->t, j->spec.tenant, &use, -1);
+            fit = fit && ok && rc == 0;
             queue_gang_unplace(q, j);
         }
         if (rc == ALLOT_ENOSPC)
@@ -208,10 +261,11 @@ static bool mover_for(const struct allot_queue *q, const struct allot_job *j, co
  * cost). Returns 1 when jobs were moved (their ids in ids[0..*n)), 0 when
  * no move helps, or an error. */
 static int make_room(struct allot_queue *q, struct allot_job *j, const struct mover *m, int nm,
-                     int ids[DEFRAG_MOVES], int *n_out, int64_t now)
+                     struct busy *b, int ids[DEFRAG_MOVES], int *n_out, int64_t now)
 {
     int need = whole_gpus(&j->spec.task), nn = allot_cluster_node_count(q->c);
     int fits = 0, nr = 0, want, n = 0, rc;
+    struct busy mine;
     size_t tasks = 0;
     struct room *rooms;
 
@@ -234,7 +288,7 @@ static int make_room(struct allot_queue *q, struct allot_job *j, const struct mo
         while (end < nm && m[end].node == node)
             end++;
         free = m[i].free;
-        if (nd->state == ALLOT_NODE_READY && free < need) {
+        if (nd->state == ALLOT_NODE_READY && free < need && !is_busy(b, node)) {
             /* the node's cheapest movers that are smaller than j's tasks */
             for (int x = i; x < end && free < need && r.moves < DEFRAG_MOVES; x++)
                 if (mover_for(q, j, &m[x], need)) {
@@ -260,12 +314,20 @@ static int make_room(struct allot_queue *q, struct allot_job *j, const struct mo
     if (rc != 1)
         return rc;
     by_gpus_desc(q, ids, n);
-    rc = trial(q, j, ids, n, now);
+    rc = trial(q, j, ids, n, b, &mine, now);
     if (rc != 1)
         return rc;
     rc = queue_victims_signal(q, j, ids, n, tasks, 2, now);
+    if (rc)
+        return rc;
     *n_out = n;
-    return rc ? rc : 1;
+    /* later moves of the pass keep off the room this one counts on */
+    for (int i = 0; i < mine.n; i++)
+        if (b->n < (int)(sizeof(b->node) / sizeof(b->node[0])))
+            b->node[b->n++] = mine.node[i];
+        else
+            b->full = true;
+    return 1;
 }
 
 /* Whether pending job a came before b (first submission, then id). */
@@ -274,8 +336,9 @@ static bool older(const struct allot_job *a, const struct allot_job *b)
     return a->first_submit != b->first_submit ? a->first_submit < b->first_submit : a->id < b->id;
 }
 
-int queue_defrag(struct allot_queue *q, int64_t now, struct reservation *r)
+int queue_defrag(struct allot_queue *q, int64_t now)
 {
+    struct busy b = {0};
     struct mover *m;
     int cand[DEFRAG_JOBS], nc = 0, nm = 0, rc = 0;
 
@@ -329,14 +392,19 @@ int queue_defrag(struct allot_queue *q, int64_t now, struct reservation *r)
         int ids[DEFRAG_MOVES], n = 0;
         if (!wants_room(q, j))
             continue;
-        rc = make_room(q, j, m, nm, ids, &n, now);
+        if (b.full)
+            break;
+        rc = make_room(q, j, m, nm, &b, ids, &n, now);
         /* without a grace period they stopped already: j takes the room,
          * then they go where the trial found room */
         if (rc == 1 && j->stopping_victims == 0) {
-            rc = queue_consider(q, j, now, r, NULL);
+            /* as the jobs whose victims just stopped: before any
+             * reservation of this round */
+            struct reservation r = {.holder = -1};
+            rc = queue_consider(q, j, now, &r, NULL);
             for (int i = 0; i < n && rc == 0; i++)
                 if (q->jobs[ids[i]].state == ALLOT_JOB_PENDING)
-                    rc = queue_consider(q, &q->jobs[ids[i]], now, r, NULL);
+                    rc = queue_consider(q, &q->jobs[ids[i]], now, &r, NULL);
         }
     }
     allot_free(m);

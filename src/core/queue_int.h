@@ -412,7 +412,7 @@ int queue_victim_back(struct allot_queue *q, struct allot_job *v, int64_t now);
  * cycle served its jobs, moves checkpointed jobs so that pending jobs
  * that lack only a whole node's room (or a GPU set's) find it. Returns 0
  * or ALLOT_ENOMEM (nothing moved for the job at hand). */
-int queue_defrag(struct allot_queue *q, int64_t now, struct reservation *r);
+int queue_defrag(struct allot_queue *q, int64_t now);
 
 /* What happened to a victim under enum allot_preempt_kind `kind`, to be
  * followed by " job <preemptor>" (static text). */

@@ -229,8 +229,9 @@ static const struct allot_config_option options[] = {
              "fewer GPUs that checkpointed lately (defrag-loss) are moved elsewhere, when a "
              "trial shows the waiting job and every moved job placed at once. A moved job "
              "gets preempt-grace to save its work and starts again at once where the trial "
-             "found room. Only jobs that give their checkpoint interval "
-             "(checkpoint_interval_s) are moved."},
+             "found room. Only jobs whose saves the scheduler can count on move: those that "
+             "give checkpoint_interval (a job that does not loses all its run, past "
+             "preempt-min-runtime)."},
     {.name = "defrag-loss",
      .type = ALLOT_CFG_DURATION,
      .offset = F(defrag_loss),
@@ -969,6 +970,11 @@ int main(int argc, char **argv)
     if (c->fair_cap > 0 && c->fair_cap < 100) {
         fprintf(stderr, "allotd: --fair-cap %lld: 0 (off) or a percentage of at least 100\n",
                 (long long)c->fair_cap);
+        return 2;
+    }
+    if ((c->defrag > 0 && c->defrag < 1000) || (c->defrag_loss % 1000)) {
+        fprintf(stderr, "allotd: --defrag-interval and --defrag-loss are whole seconds "
+                        "(--defrag-interval 0s: off)\n");
         return 2;
     }
     if (log_setup(c->log_file, !strcmp(c->log_format, "json"), c->log_level) < 0) {

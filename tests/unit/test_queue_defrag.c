@@ -4,7 +4,10 @@
  * it by moving a checkpointed job elsewhere; nothing moves when a moved job
  * would find no room, when it would lose more than defrag_loss_s of work,
  * when it cannot checkpoint, or when the pass is off; a moved job is never
- * moved for the job it made room for (a move is a preemption); and every allocation of a cycle that
+ * moved for the job it made room for (a move is a preemption); the
+ * waiting job takes its room before the moved jobs are placed again; two
+ * plans of one pass never count on the same room; without a grace period
+ * the move completes within the cycle; and every allocation of a cycle that
  * moves failing in turn leaves the queue consistent.
  */
 #include <stdarg.h>
@@ -184,6 +187,85 @@ static void test_move_is_a_preemption(void **state)
     world_free(&w);
 }
 
+/* Two jobs moved for one: when their grace period ends, the waiting job
+ * takes its room before either of them is placed again (with spread
+ * placement the first moved job would otherwise land on the emptied node). */
+static void test_waiting_job_goes_first(void **state)
+{
+    struct world w;
+    struct allot_queue_opts o = defrag_opts();
+    int b0, b1, a0;
+
+    (void)state;
+    o.placement = "spread";
+    world_init(&w, 2, 8, o);
+    b0 = run_at(&w, "b0", 0, 0x1, true);
+    b1 = run_at(&w, "b1", 0, 0x2, true);
+    run_at(&w, "b2", 1, 0x3, false); /* cannot checkpoint: stays */
+    a0 = submit(&w, "a0", w.a, 1, 4, 100, 0);
+    cycle(&w, 100);
+    assert_int_equal(w.preempts, 2);
+    cycle(&w, 130);
+    assert_int_equal(allot_queue_job(w.q, a0)->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(allot_queue_job(w.q, a0)->pl[0].node, 0);
+    assert_int_equal(allot_queue_job(w.q, b0)->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(allot_queue_job(w.q, b0)->pl[0].node, 1);
+    assert_int_equal(allot_queue_job(w.q, b1)->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(allot_queue_job(w.q, b1)->pl[0].node, 1);
+    world_free(&w);
+}
+
+/* Two waiting jobs in one pass never count on the same room: the second
+ * would need the holes the first one's moved job goes to, so only the
+ * first moves, and no moved job is left without a place. */
+static void test_one_room_per_plan(void **state)
+{
+    struct world w;
+    int a0, a1;
+
+    (void)state;
+    world_init(&w, 3, 12, defrag_opts());
+    run_at(&w, "b0", 0, 0x3, true);
+    run_at(&w, "b1", 1, 0x3, true);
+    run_at(&w, "b2", 2, 0x3, false);
+    a0 = submit(&w, "a0", w.a, 1, 4, 100, 0);
+    a1 = submit(&w, "a1", w.a, 1, 4, 100, 0);
+    cycle(&w, 100);
+    assert_int_equal(w.preempts, 1);
+    assert_int_equal(w.pairs[0][1], a0);
+    cycle(&w, 130);
+    assert_int_equal(allot_queue_job(w.q, a0)->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(allot_queue_job(w.q, a1)->state, ALLOT_JOB_PENDING);
+    for (int id = 0; id < allot_queue_job_count(w.q); id++) {
+        const struct allot_job *j = allot_queue_job(w.q, id);
+        if (j && j->name[0] == 'b')
+            assert_int_equal(j->state, ALLOT_JOB_RUNNING);
+    }
+    world_free(&w);
+}
+
+/* Without a grace period the move happens within the cycle: the waiting
+ * job and the moved one both run when it returns. */
+static void test_no_grace(void **state)
+{
+    struct world w;
+    struct allot_queue_opts o = defrag_opts();
+    int b0, a0;
+
+    (void)state;
+    o.grace_s = 0;
+    setup_split(&w, o, true, &b0, &a0);
+    cycle(&w, 100);
+    assert_int_equal(w.preempts, 1);
+    assert_int_equal(allot_queue_job(w.q, a0)->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(allot_queue_job(w.q, a0)->pl[0].node, 0);
+    assert_int_equal(allot_queue_job(w.q, b0)->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(allot_queue_job(w.q, b0)->pl[0].node, 1);
+    cycle(&w, 1000);
+    assert_int_equal(w.preempts, 1);
+    world_free(&w);
+}
+
 /* A cycle that moves, with every allocation failing in turn (once, then
  * from then on): a clean error or success, the invariants (no job on GPUs
  * that look free), and a next cycle that works. */
@@ -227,6 +309,9 @@ int main(void)
         cmocka_unit_test(test_loss_bound),
         cmocka_unit_test(test_off_and_not_checkpointable),
         cmocka_unit_test(test_move_is_a_preemption),
+        cmocka_unit_test(test_waiting_job_goes_first),
+        cmocka_unit_test(test_one_room_per_plan),
+        cmocka_unit_test(test_no_grace),
         cmocka_unit_test(test_alloc_failures),
     };
 
