@@ -72,8 +72,10 @@ struct held {
 };
 
 #define N_CYCLE_BUCKETS 10
-
-#define N_WAIT_BUCKETS 10
+#define N_WAIT_BUCKETS  10
+/* The histograms' upper bounds in seconds (loop_metrics.c). */
+extern const double loop_cycle_buckets[N_CYCLE_BUCKETS];
+extern const double loop_wait_buckets[N_WAIT_BUCKETS];
 
 struct loop {
     struct server *srv;
