@@ -206,6 +206,9 @@ bool allot_isolation_allows(int holders, int32_t excl_holder, int tenant, bool a
  * no task (a memory-only fraction holds a GPU although its milli is free). */
 bool allot_gpu_whole_free(const struct allot_gpu *g);
 
+/* The GPUs of node n that are free for whole-GPU use (allot_gpu_whole_free). */
+int allot_node_whole_free(const struct allot_node *n);
+
 /* True when the node's model, CPU, memory, RDMA VFs and isolation admit the task
  * (GPU fit aside). */
 bool allot_node_admits(const struct allot_node *n, const struct allot_task *t);

@@ -887,12 +887,11 @@ static void text_capacity(struct allot_queue *q, struct allot_job *j)
 
     for (int i = 0; i < nn; i++) {
         const struct allot_node *n = allot_cluster_node(q->c, i);
-        int w = 0;
+        int w;
         if (n->state != ALLOT_NODE_READY || !allot_node_admits(n, t))
             continue;
         admit++;
-        for (int g = 0; g < n->n_gpus; g++)
-            w += n->gpus[g].mode != ALLOT_GPU_MIG && n->gpus[g].free_milli == ALLOT_MILLI;
+        w = allot_node_whole_free(n);
         if (w > best_whole)
             best_whole = w;
     }

@@ -96,16 +96,6 @@ static bool wants_room(const struct allot_queue *q, const struct allot_job *j)
            j->stopping_victims == 0 && whole_gpus(&j->spec.task) > 1;
 }
 
-/* Whole GPUs free on a node (MIG GPUs are not whole GPUs). */
-static int node_free(const struct allot_node *n)
-{
-    int f = 0;
-
-    for (int g = 0; g < n->n_gpus; g++)
-        f += n->gpus[g].mode != ALLOT_GPU_MIG && n->gpus[g].free_milli == ALLOT_MILLI;
-    return f;
-}
-
 /* Whether j's preemptor list names v (v preempted j: never the other way). */
 static bool preempted_by(const struct allot_job *j, int v)
 {
@@ -273,7 +263,7 @@ static int make_room(struct allot_queue *q, struct allot_job *j, const struct mo
      * it would not wait for room; this scan of every node is for gangs) */
     for (int i = 0; j->spec.n_tasks > 1 && i < nn && fits < j->spec.n_tasks; i++) {
         const struct allot_node *node = allot_cluster_node(q->c, i);
-        fits += node->state == ALLOT_NODE_READY && node_free(node) >= need;
+        fits += node->state == ALLOT_NODE_READY && allot_node_whole_free(node) >= need;
     }
     want = j->spec.n_tasks - fits;
     if (want <= 0)
@@ -386,7 +376,7 @@ int queue_defrag(struct allot_queue *q, int64_t now)
     for (int i = 0; i < nm; i++)
         m[i].free = i > 0 && m[i - 1].node == m[i].node
                         ? m[i - 1].free
-                        : node_free(allot_cluster_node(q->c, m[i].node));
+                        : allot_node_whole_free(allot_cluster_node(q->c, m[i].node));
     for (int c = 0; c < nc && rc >= 0; c++) {
         struct allot_job *j = &q->jobs[cand[c]];
         int ids[DEFRAG_MOVES], n = 0;

@@ -869,16 +869,6 @@ static int slots_by_node(struct slot *v, size_t n, int nn)
     return 0;
 }
 
-/* Whole GPUs free on a node. */
-static int node_whole_free(const struct allot_node *node)
-{
-    int free = 0;
-
-    for (int g = 0; g < node->n_gpus; g++)
-        free += node->gpus[g].mode != ALLOT_GPU_MIG && node->gpus[g].free_milli == ALLOT_MILLI;
-    return free;
-}
-
 /* Step 2: the candidates grouped by node, so that freeing room on one node
  * is evaluated in one pass over its candidates. Returns 0 or ALLOT_ENOMEM. */
 static int search_slots(struct allot_queue *q, struct search *s)
@@ -930,7 +920,7 @@ static int search_slots(struct allot_queue *q, struct search *s)
         s->e_slot[s->slots[i].e] = (int)i;
         s->node_free[i] = i + 1 < n && s->slots[i + 1].node == s->slots[i].node
                               ? s->node_free[i + 1]
-                              : node_whole_free(allot_cluster_node(q->c, s->slots[i].node));
+                              : allot_node_whole_free(allot_cluster_node(q->c, s->slots[i].node));
     }
     return 0;
 }
@@ -939,7 +929,7 @@ static int search_slots(struct allot_queue *q, struct search *s)
 static void slots_refresh(struct allot_queue *q, struct search *s, int e)
 {
     for (int i = s->e_slot[e]; i >= 0; i = s->slot_next[i]) {
-        int node = s->slots[i].node, f = node_whole_free(allot_cluster_node(q->c, node));
+        int node = s->slots[i].node, f = allot_node_whole_free(allot_cluster_node(q->c, node));
         /* every slot of the node carries the count */
         for (int x = i; x >= 0 && s->slots[x].node == node; x--)
             s->node_free[x] = f;

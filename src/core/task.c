@@ -145,6 +145,15 @@ bool allot_gpu_whole_free(const struct allot_gpu *g)
     return g->mode != ALLOT_GPU_MIG && g->n_tasks == 0;
 }
 
+int allot_node_whole_free(const struct allot_node *n)
+{
+    int w = 0;
+
+    for (int g = 0; g < n->n_gpus; g++)
+        w += allot_gpu_whole_free(&n->gpus[g]);
+    return w;
+}
+
 bool allot_node_admits(const struct allot_node *n, const struct allot_task *t)
 {
     if (n->cpu_free < t->cpu_milli || n->mem_free < t->mem_mib || n->rdma_free < t->rdma_vfs)
