@@ -15,12 +15,14 @@
  *   - per node, its cheapest movable jobs until the node has the room, the
  *     cheapest nodes first;
  *   - the move is made only when a trial shows the waiting job placed and
- *     every moved job placed elsewhere at the same time, with the room the
- *     cluster has now.
+ *     admitted and every moved job placed elsewhere and admitted at its new
+ *     place, at the same time, with the room the cluster has now; the nodes
+ *     one move counts on are off limits to the later moves of the pass.
  *
  * The moved jobs are preempted (ALLOT_PREEMPT_MOVE): they get the grace
  * period to checkpoint, the waiting job takes the room once they stopped,
- * and they are considered right after it (stop_one in queue.c), so they
+ * and they are considered right after it (stop_one and first_before_moved
+ * in queue.c; without a grace period, here at once), so they
  * start again at once in the holes the trial found. A job that preempted
  * another is never moved for it (the preemptor rule applies as for every
  * preemption), and a moved job runs its minimum runtime before it may move
