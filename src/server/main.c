@@ -972,10 +972,23 @@ int main(int argc, char **argv)
                 (long long)c->fair_cap);
         return 2;
     }
-    if ((c->defrag > 0 && c->defrag < 1000) || (c->defrag_loss % 1000)) {
-        fprintf(stderr, "allotd: --defrag-interval and --defrag-loss are whole seconds "
-                        "(--defrag-interval 0s: off)\n");
-        return 2;
+    {
+        /* the queue counts these in whole seconds: a fraction would be cut
+         * off unseen (500ms of grace would be none) */
+        const struct {
+            const char *name;
+            int64_t ms;
+        } secs[] = {
+            {"preempt-grace", c->preempt_grace}, {"preempt-min-runtime", c->preempt_min_runtime},
+            {"fair-reclaim", c->fair_reclaim},   {"aging", c->aging},
+            {"las-threshold", c->las_threshold}, {"defrag-interval", c->defrag},
+            {"defrag-loss", c->defrag_loss}};
+        for (size_t k = 0; k < sizeof(secs) / sizeof(secs[0]); k++)
+            if (secs[k].ms % 1000) {
+                fprintf(stderr, "allotd: --%s %lldms: the scheduler counts whole seconds\n",
+                        secs[k].name, (long long)secs[k].ms);
+                return 2;
+            }
     }
     if (log_setup(c->log_file, !strcmp(c->log_format, "json"), c->log_level) < 0) {
         fprintf(stderr, "allotd: cannot open log file %s\n", c->log_file);

@@ -49,11 +49,14 @@ def test_usage_errors_and_help():
                             "nosuch"], capture_output=True, text=True, timeout=10)
         assert r.returncode == 2 and word + ': unknown policy "nosuch"' in r.stderr, r
         assert not any(l.startswith("listening on") for l in r.stderr.splitlines()), r
-    # defragmentation counts whole seconds: a fraction would turn it off unseen
-    for opt, val in (("--defrag-interval", "500ms"), ("--defrag-loss", "1500ms")):
+    # the scheduler counts these in whole seconds: a fraction would be cut off unseen
+    for opt, val in (("--defrag-interval", "500ms"), ("--defrag-loss", "1500ms"),
+                     ("--preempt-grace", "2500ms"), ("--preempt-min-runtime", "100ms"),
+                     ("--fair-reclaim", "300500ms"), ("--aging", "1001ms"),
+                     ("--las-threshold", "999ms")):
         r = subprocess.run([ALLOTD, "--data-dir", fx.tempdir(), "--listen", "127.0.0.1:0", opt,
                             val], capture_output=True, text=True, timeout=10)
-        assert r.returncode == 2 and "whole seconds" in r.stderr, r
+        assert r.returncode == 2 and opt in r.stderr and "whole seconds" in r.stderr, r
 
 
 def test_config_example_is_generated():
