@@ -98,15 +98,6 @@ static bool wants_room(const struct allot_queue *q, const struct allot_job *j)
            j->stopping_victims == 0 && whole_gpus(&j->spec.task) > 1;
 }
 
-/* Whether j's preemptor list names v (v preempted j: never the other way). */
-static bool preempted_by(const struct allot_job *j, int v)
-{
-    for (int i = 0; i < j->n_preemptors; i++)
-        if (j->preemptors[i] == v)
-            return true;
-    return false;
-}
-
 /* Nodes an earlier move of the same pass counts on (the waiting job's and
  * where its moved jobs go): a later move touches none of them, so that two
  * plans of one pass never count on the same room. */
@@ -246,7 +237,8 @@ static void by_gpus_desc(const struct allot_queue *q, int *ids, int n)
 static bool mover_for(const struct allot_queue *q, const struct allot_job *j, const struct mover *x,
                       int need)
 {
-    return x->gpus < need && !preempted_by(j, x->id) && q->jobs[x->id].state == ALLOT_JOB_RUNNING;
+    return x->gpus < need && !queue_is_preemptor(j, x->id) &&
+           q->jobs[x->id].state == ALLOT_JOB_RUNNING;
 }
 
 /* Tries to make room for j with movers m[0..nm) (sorted by node, then

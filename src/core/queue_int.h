@@ -396,6 +396,9 @@ int64_t queue_search_memo_until(const struct allot_queue *q, const struct allot_
  * (ALLOT_PREEMPT_MOVE). Returns 0, or ALLOT_ENOMEM with nothing preempted. */
 int queue_victims_signal(struct allot_queue *q, struct allot_job *j, const int *ids, int n,
                          size_t tasks, int how, int64_t now);
+/* Whether job v is among the last preemptors of job j (v preempted j, so
+ * j never preempts or moves v's way: no two jobs preempt each other). */
+bool queue_is_preemptor(const struct allot_job *j, int v);
 /* Seconds of work a preemption of v, running for `ran` s, throws away. */
 int64_t queue_lost_work(const struct allot_queue *q, const struct allot_job *v, int64_t ran);
 /* Whether one of v's tasks was placed exclusive (node or GPU). */

@@ -276,9 +276,8 @@ static bool may_preempt(const struct allot_queue *q, const struct allot_job *j, 
         now - v->start < v->spec.min_runtime_s)
         return false;
     /* never turn on a job that preempted j: no two jobs preempt each other */
-    for (int i = 0; i < j->n_preemptors; i++)
-        if (j->preemptors[i] == v->id)
-            return false;
+    if (queue_is_preemptor(j, v->id))
+        return false;
     /* work that started past j's reservation as preemptible backfill */
     if (backfill_of(v, j))
         return true;
@@ -643,7 +642,7 @@ void queue_bor_free(struct bor_pool *p)
 }
 
 /* True when v is one of the jobs that preempted j (never its victim). */
-static bool is_preemptor(const struct allot_job *j, int v)
+bool queue_is_preemptor(const struct allot_job *j, int v)
 {
     for (int k = 0; k < j->n_preemptors; k++)
         if (j->preemptors[k] == v)
@@ -665,7 +664,7 @@ static int collect_bor(struct allot_queue *q, struct allot_job *j, int64_t now, 
         const struct allot_job *v = &q->jobs[p->vs[i].id];
         if (v->spec.tenant == j->spec.tenant || !bor_candidate(q, v, now))
             continue;
-        if (j->n_preemptors > 0 && is_preemptor(j, v->id))
+        if (j->n_preemptors > 0 && queue_is_preemptor(j, v->id))
             recheck_note(q, j, v, now);
         else
             s->vs[s->n++] = p->vs[i];
@@ -817,7 +816,7 @@ static int search_collect(struct allot_queue *q, struct allot_job *j, bool in_no
             const struct allot_job *v = &q->jobs[p->vs[i].id];
             if (v->spec.tenant == te)
                 continue;
-            if (j->n_preemptors > 0 && is_preemptor(j, v->id))
+            if (j->n_preemptors > 0 && queue_is_preemptor(j, v->id))
                 recheck_note(q, j, v, now);
             else
                 s->vs[s->n++] = p->vs[i];
