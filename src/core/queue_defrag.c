@@ -77,10 +77,7 @@ static int cmp_room(const void *a, const void *b)
 /* Whole GPUs a task shape takes: num_gpu for whole GPUs, else 0. */
 static int whole_gpus(const struct allot_task *t)
 {
-    return t->num_gpu > 0 && t->gpu_milli == ALLOT_MILLI && t->gpu_mem_mib == 0 &&
-                   t->mig_profile < 0
-               ? t->num_gpu
-               : 0;
+    return queue_task_whole(t) ? t->num_gpu : 0;
 }
 
 static bool movable(const struct allot_queue *q, const struct allot_job *v, int64_t now)

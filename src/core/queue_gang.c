@@ -171,8 +171,7 @@ static int gang_prefer_local(struct allot_queue *q, struct allot_job *j)
     const struct allot_task *t = &j->spec.task;
     int n = j->spec.n_tasks, racks[8], counts[8], nr = gang_racks(q, j, racks, counts), rc;
     int nodes[GANG_NODE_TRIES], nc = 0;
-    bool whole =
-        t->num_gpu > 0 && t->gpu_milli == ALLOT_MILLI && t->gpu_mem_mib == 0 && t->mig_profile < 0;
+    bool whole = queue_task_whole(t);
     struct allot_placement *alt;
 
     if (!gang_split(j) || (nr <= 1 && !whole))

@@ -190,6 +190,13 @@ static inline bool queue_job_preemptible(const struct allot_queue *q, const stru
     return j->spec.prio_class < 0 || q->prio[j->spec.prio_class].preemptible;
 }
 
+/* Whether task t asks for whole GPUs (not a fraction, GPU memory or MIG). */
+static inline bool queue_task_whole(const struct allot_task *t)
+{
+    return t->num_gpu > 0 && t->gpu_milli == ALLOT_MILLI && t->gpu_mem_mib == 0 &&
+           t->mig_profile < 0;
+}
+
 static inline int queue_job_gpus(const struct allot_job *j)
 {
     return (int)(j->req.v[ALLOT_RES_GPU] / ALLOT_MILLI);
