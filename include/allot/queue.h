@@ -114,6 +114,9 @@ struct allot_job {
     int64_t submit; /* time of (re)queueing */
     int64_t first_submit;
     int64_t start;      /* of the current run */
+    int64_t saved_at;   /* running: where the work a preemption loses begins: its
+                           start, or the last save it reported in this run
+                           (allot_queue_checkpointed) */
     int64_t stop_at;    /* STOPPING: when the grace period ends */
     int64_t attained_s; /* GPU-seconds of service received (all runs) */
     int64_t runs;       /* times started */
@@ -334,6 +337,15 @@ int allot_queue_finish(struct allot_queue *q, int id, int64_t now);
  * after a preemption trial was stopped and requeued, ALLOT_WHY_EVICTED);
  * the next cycle carries on. */
 int allot_queue_cycle(struct allot_queue *q, int64_t now, allot_decision_fn fn, void *ud);
+
+/* Running (or stopping) checkpointable job id saved its work at `at`
+ * (its start <= at <= now): a preemption from then on loses only the work
+ * since `at`, and with spec.checkpoint_interval_s its saves are counted on
+ * from `at` (victim costs, fair-share reclaim, defragmentation). A report
+ * older than the last one changes nothing. Returns 0, ALLOT_ENOENT,
+ * ALLOT_ESTATE (not running) or ALLOT_EINVAL (not checkpointable, or `at`
+ * outside its run). */
+int allot_queue_checkpointed(struct allot_queue *q, int id, int64_t at, int64_t now);
 
 /* Earliest future time the queue wants a cycle for its own sake (a grace
  * period or limit ending, a reservation); INT64_MAX when none. */

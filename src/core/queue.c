@@ -693,6 +693,28 @@ int allot_queue_finish(struct allot_queue *q, int id, int64_t now)
     return job_end(q, &q->jobs[id], now, ALLOT_WHY_FINISHED);
 }
 
+int allot_queue_checkpointed(struct allot_queue *q, int id, int64_t at, int64_t now)
+{
+    struct allot_job *j;
+
+    if (id < 0 || (size_t)id >= q->n_jobs || !q->jobs[id].name)
+        return ALLOT_ENOENT;
+    j = &q->jobs[id];
+    if (j->state != ALLOT_JOB_RUNNING && j->state != ALLOT_JOB_STOPPING)
+        return ALLOT_ESTATE;
+    if (!j->spec.checkpointable || at < j->start || at > now)
+        return ALLOT_EINVAL;
+    if (at <= j->saved_at)
+        return 0;
+    j->saved_at = at;
+    /* its lost work fell: fruitless victim searches and the candidate
+     * pools built on the old figure no longer hold */
+    q->pause.valid = false;
+    q->leave_epoch++;
+    queue_bor_reset(q);
+    return 0;
+}
+
 /* Commits a placed job: charges quota, marks it running, emits START. The
  * caller reserved room in the running list (job_start_reserve). */
 static void job_start(struct allot_queue *q, struct allot_job *j, int64_t now)
@@ -719,6 +741,7 @@ static void job_start(struct allot_queue *q, struct allot_job *j, int64_t now)
     if (j->spec.min_runtime_s < q->min_runtime_floor)
         q->min_runtime_floor = j->spec.min_runtime_s;
     j->start = now;
+    j->saved_at = now;
     j->runs++;
     /* its reservation is over: its backfill is no longer its victim */
     while (q->bf[j->id].head >= 0)
@@ -784,6 +807,7 @@ int allot_queue_adopt(struct allot_queue *q, const struct allot_job_spec *spec,
     job_start(q, j, now);
     q->fn = fn;
     j->start = start;
+    j->saved_at = start;
     queue_fast_timer(q, j); /* its limit counts from its real start */
     queue_fast_recheck_add(q, j);
     if (j->borrowed)

@@ -85,7 +85,7 @@ static bool movable(const struct allot_queue *q, const struct allot_job *v, int6
     return v->state == ALLOT_JOB_RUNNING && v->spec.checkpointable && queue_job_preemptible(q, v) &&
            v->spec.n_tasks == 1 && whole_gpus(&v->spec.task) > 0 &&
            now - v->start >= v->spec.min_runtime_s && !queue_placed_exclusive(v) &&
-           queue_lost_work(q, v, now - v->start) <= q->o.defrag_loss_s;
+           queue_lost_work(q, v, now) <= q->o.defrag_loss_s;
 }
 
 /* Whether pending job j is one the pass makes room for. */
@@ -359,7 +359,7 @@ int queue_defrag(struct allot_queue *q, int64_t now)
                                      .node = v->pl[0].node,
                                      .gpus = v->spec.task.num_gpu,
                                      .cost = (int64_t)v->spec.task.num_gpu *
-                                             queue_lost_work(q, v, now - v->start)};
+                                             queue_lost_work(q, v, now)};
     }
     qsort(m, (size_t)nm, sizeof(*m), cmp_mover);
     /* free GPUs per node, once: moved jobs keep theirs through their grace

@@ -406,8 +406,11 @@ int queue_victims_signal(struct allot_queue *q, struct allot_job *j, const int *
 /* Whether job v is among the last preemptors of job j (v preempted j, so
  * j never preempts or moves v's way: no two jobs preempt each other). */
 bool queue_is_preemptor(const struct allot_job *j, int v);
-/* Seconds of work a preemption of v, running for `ran` s, throws away. */
-int64_t queue_lost_work(const struct allot_queue *q, const struct allot_job *v, int64_t ran);
+/* Seconds of work a preemption of running job v at now throws away: all
+ * of its run, or for a checkpointable job what it did since its last save
+ * (v->saved_at, then every checkpoint interval) and through the grace
+ * period. */
+int64_t queue_lost_work(const struct allot_queue *q, const struct allot_job *v, int64_t now);
 /* Whether one of v's tasks was placed exclusive (node or GPU). */
 bool queue_placed_exclusive(const struct allot_job *v);
 /* Takes running job v off the cluster and the quotas tentatively (room

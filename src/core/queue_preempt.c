@@ -33,17 +33,18 @@ static int cmp_victim(const void *a, const void *b)
     return x->id - y->id;
 }
 
-/* Seconds of work a preemption of v (running for `ran` s) throws away: the
- * work since its last checkpoint, counted at the end of the grace period;
- * all of it for a job that cannot checkpoint. */
-static int64_t lost_work(const struct allot_queue *q, const struct allot_job *v, int64_t ran)
+/* Seconds of work a preemption of v at now throws away: the work since its
+ * last save (its reported one, v->saved_at, or the run's start, then every
+ * checkpoint interval), counted at the end of the grace period; all of its
+ * run for a job that cannot checkpoint. */
+static int64_t lost_work(const struct allot_queue *q, const struct allot_job *v, int64_t now)
 {
-    int64_t c = v->spec.checkpoint_interval_s;
+    int64_t c = v->spec.checkpoint_interval_s, since;
 
     if (!v->spec.checkpointable)
-        return ran;
-    ran += q->o.grace_s;
-    return c > 0 ? ran % c : ran;
+        return now - v->start;
+    since = (now > v->saved_at ? now - v->saved_at : 0) + q->o.grace_s;
+    return c > 0 ? since % c : since;
 }
 
 /* Running job v as a candidate victim at now. */
@@ -51,7 +52,7 @@ static struct victim victim_of(const struct allot_queue *q, const struct allot_j
 {
     return (struct victim){.id = v->id,
                            .borrowed = v->borrowed,
-                           .cost = (int64_t)queue_job_gpus(v) * lost_work(q, v, now - v->start)};
+                           .cost = (int64_t)queue_job_gpus(v) * lost_work(q, v, now)};
 }
 
 /* True when quota (not room) is what keeps j out right now. */
@@ -247,18 +248,18 @@ static bool fair_victim(const struct allot_queue *q, const struct allot_job *v, 
 {
     return q->o.fair_reclaim_s > 0 && v->state == ALLOT_JOB_RUNNING &&
            queue_job_preemptible(q, v) && now - v->start >= v->spec.min_runtime_s &&
-           fair_giver(q, v) && lost_work(q, v, now - v->start) <= q->o.fair_reclaim_s;
+           fair_giver(q, v) && lost_work(q, v, now) <= q->o.fair_reclaim_s;
 }
 
 /* The next time a checkpointable job v's lost work starts again from
  * nothing (its next checkpoint, grace period included), or INT64_MAX. */
 static int64_t next_checkpoint(const struct allot_queue *q, const struct allot_job *v, int64_t now)
 {
-    int64_t c = v->spec.checkpoint_interval_s, ran = now - v->start + q->o.grace_s;
+    int64_t c = v->spec.checkpoint_interval_s, since = now - v->saved_at + q->o.grace_s;
 
     if (!v->spec.checkpointable || c <= 0)
         return INT64_MAX;
-    return v->start + (ran / c + 1) * c - q->o.grace_s;
+    return v->saved_at + (since / c + 1) * c - q->o.grace_s;
 }
 
 /* Whether v started as the backfill of j's reservation (j may be a probe
@@ -632,6 +633,8 @@ void queue_bor_reset(struct allot_queue *q)
 {
     if (q->bor)
         q->bor->valid = false;
+    if (q->fairp)
+        q->fairp->valid = false;
 }
 
 void queue_bor_free(struct bor_pool *p)
@@ -1454,9 +1457,9 @@ void queue_las_free(struct las_pool *p)
     allot_free(p);
 }
 
-int64_t queue_lost_work(const struct allot_queue *q, const struct allot_job *v, int64_t ran)
+int64_t queue_lost_work(const struct allot_queue *q, const struct allot_job *v, int64_t now)
 {
-    return lost_work(q, v, ran);
+    return lost_work(q, v, now);
 }
 
 bool queue_placed_exclusive(const struct allot_job *v)

@@ -141,6 +141,42 @@ static void test_loss_bound(void **state)
     world_free(&w);
 }
 
+/* A save the job reports (allot_queue_checkpointed) counts from when it
+ * was made: b0, saved at 550, loses 40 s at the pass of 560 and moves,
+ * where by its interval alone it would wait for 600; b1, which reported
+ * nothing, stays. Reports that are out of its run, older than the last one,
+ * of a job that cannot checkpoint or that does not run are refused or
+ * change nothing. */
+static void test_reported_save(void **state)
+{
+    struct world w;
+    int b0, a0;
+
+    (void)state;
+    setup_split(&w, defrag_opts(), true, &b0, &a0);
+    cycle(&w, 500);
+    assert_int_equal(w.preempts, 0);
+    assert_int_equal(allot_queue_checkpointed(w.q, b0, 501, 500), ALLOT_EINVAL);
+    assert_int_equal(allot_queue_checkpointed(w.q, b0, -1, 500), ALLOT_EINVAL);
+    assert_int_equal(allot_queue_checkpointed(w.q, a0, 400, 500), ALLOT_ESTATE);
+    assert_int_equal(allot_queue_checkpointed(w.q, 99, 400, 500), ALLOT_ENOENT);
+    assert_int_equal(allot_queue_checkpointed(w.q, b0, 550, 555), 0);
+    assert_int_equal(allot_queue_checkpointed(w.q, b0, 540, 555), 0);
+    assert_int_equal(allot_queue_job(w.q, b0)->saved_at, 550);
+    cycle(&w, 560);
+    assert_int_equal(w.preempts, 1);
+    assert_int_equal(allot_queue_job(w.q, b0)->state, ALLOT_JOB_STOPPING);
+    assert_int_equal(allot_queue_job(w.q, b0 + 1)->state, ALLOT_JOB_RUNNING);
+    cycle(&w, 600);
+    assert_int_equal(allot_queue_job(w.q, a0)->state, ALLOT_JOB_RUNNING);
+    /* its next run's saves count from its new start */
+    assert_int_equal(allot_queue_job(w.q, b0)->saved_at, allot_queue_job(w.q, b0)->start);
+    world_free(&w);
+    setup_split(&w, defrag_opts(), false, &b0, &a0);
+    assert_int_equal(allot_queue_checkpointed(w.q, b0, 0, 10), ALLOT_EINVAL);
+    world_free(&w);
+}
+
 /* Off, or jobs that cannot checkpoint: nothing moves. */
 static void test_off_and_not_checkpointable(void **state)
 {
@@ -307,6 +343,7 @@ int main(void)
         cmocka_unit_test(test_moves_to_make_room),
         cmocka_unit_test(test_no_room_elsewhere),
         cmocka_unit_test(test_loss_bound),
+        cmocka_unit_test(test_reported_save),
         cmocka_unit_test(test_off_and_not_checkpointable),
         cmocka_unit_test(test_move_is_a_preemption),
         cmocka_unit_test(test_waiting_job_goes_first),

@@ -163,6 +163,18 @@ static void test_fair_reclaim(void **state)
     assert_int_equal(w.preempts, 1);
     world_free(&w);
 
+    /* ... unless b's jobs report a save: at the same time, the search
+     * made with their old loss no longer holds */
+    fair_world(&w, 100);
+    a5 = submit(&w, "a5", w.a, 1, 1, 700, 0);
+    cycle(&w, 700);
+    assert_int_equal(w.preempts, 0);
+    for (int id = 0; id < 8; id++)
+        assert_int_equal(allot_queue_checkpointed(w.q, id, 690, 700), 0);
+    cycle(&w, 700);
+    assert_int_equal(w.preempts, 1);
+    world_free(&w);
+
     /* off: a above its nominal waits */
     fair_world(&w, 0);
     a5 = submit(&w, "a5", w.a, 1, 1, 700, 0);
