@@ -628,6 +628,32 @@ int cmd_cancel(struct cli *c, int argc, char **argv)
                     CLIENT_RETRY_CONNECT, cancel_table);
 }
 
+/* ---- checkpoint ---- */
+
+static const struct cli_usage checkpoint_usage = {
+    "checkpoint", "[JOB_ID...]",
+    "Reports that running checkpointable jobs saved their work just now, so\n"
+    "that a preemption or a move (defragmentation) counts the work lost from\n"
+    "this save. Run it from the job after each save; without a JOB_ID it\n"
+    "reports $ALLOT_JOB_ID, which allot-agent sets in every job."};
+
+static void checkpoint_table(const json_t *j, const char *id, size_t i)
+{
+    (void)i;
+    printf("job %s saved at %lld\n", id, (long long)json_integer_value(json_object_get(j, "saved_at")));
+}
+
+int cmd_checkpoint(struct cli *c, int argc, char **argv)
+{
+    char *self[] = {getenv("ALLOT_JOB_ID"), NULL};
+
+    if (argc == 0 && self[0] && *self[0])
+        return each_job(c, 1, self, &checkpoint_usage, "POST", "/checkpoint", "",
+                        CLIENT_RETRY_CONNECT, checkpoint_table);
+    return each_job(c, argc, argv, &checkpoint_usage, "POST", "/checkpoint", "",
+                    CLIENT_RETRY_CONNECT, checkpoint_table);
+}
+
 /* ---- events ---- */
 
 static const struct cli_opt events_opts[] = {

@@ -22,6 +22,7 @@ static const struct verb verbs[] = {
     {"ls", cmd_ls, "list jobs (every page)"},
     {"show", cmd_show, "one job: state, pending reason, placement"},
     {"cancel", cmd_cancel, "cancel jobs"},
+    {"checkpoint", cmd_checkpoint, "report that a job saved its work (from inside the job)"},
     {"events", cmd_events, "a job's events (--follow to wait for more)"},
     {"logs", cmd_logs, "a job's output (--follow until it ends)"},
     {"run", cmd_run, "submit, stream the output, exit with the job's code"},

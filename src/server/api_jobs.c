@@ -460,6 +460,76 @@ out:
     return 0;
 }
 
+struct checkpoint_write {
+    int64_t id, now, at;
+};
+
+static int checkpoint_fn(struct allot_store *st, void *arg)
+{
+    const struct checkpoint_write *w = arg;
+    char detail[64];
+    struct allot_store_event ev = {
+        .job_id = w->id, .time = w->now, .kind = "checkpoint", .detail = detail};
+
+    allot_fmt(detail, sizeof(detail), "saved its work at %lld", (long long)w->at);
+    return allot_store_event_add(st, &ev, NULL);
+}
+
+/* POST /v1/jobs/{id}/checkpoint: a running checkpointable job saved its
+ * work, now or at "at" (unix seconds, inside its current run). The queue
+ * then counts what a preemption or a move would lose from that save
+ * (docs/tenancy.md, "Defragmentation"). */
+int api_jobs_checkpoint(struct req *r)
+{
+    static const char *const fields[] = {"at", NULL};
+    struct allot_store_job j = {0};
+    int64_t now = srv_now(), at = now;
+    json_t *b = NULL, *v, *spec = NULL;
+
+    if (r->body_len && (!(b = api_body_object(r)) || !api_known_fields(r, b, fields, NULL)))
+        goto out;
+    if (b && (v = json_object_get(b, "at")) && !json_is_integer(v)) {
+        api_error(r, 400, "bad_request", "field \"at\" must be an integer (unix seconds)");
+        goto out;
+    }
+    if (b && v)
+        at = (int64_t)json_integer_value(v);
+    if (!load_visible(r, &j))
+        goto out;
+    spec = json_loads(j.spec, 0, NULL);
+    if (r->who.role == ALLOT_ROLE_VIEWER)
+        api_error(r, 403, "forbidden", "a viewer may not report checkpoints");
+    else if (!json_is_true(json_object_get(spec, "checkpointable")))
+        api_error(r, 422, "invalid",
+                  "job %lld is not checkpointable (submit it with "
+                  "\"checkpointable\": true)",
+                  (long long)j.id);
+    else if (j.state != ALLOT_SJ_RUNNING && j.state != ALLOT_SJ_STARTING)
+        api_error(r, 409, "conflict", "job %lld does not run (%s)", (long long)j.id,
+                  allot_store_job_state_name(j.state));
+    else if (at < j.start_time || at > now)
+        api_error(r, 422, "invalid",
+                  "field \"at\": %lld is outside the job's current run (%lld to %lld)",
+                  (long long)at, (long long)j.start_time, (long long)now);
+    else {
+        struct checkpoint_write w = {.id = j.id, .now = now, .at = at};
+        int rc = srv_write(r->srv, checkpoint_fn, &w);
+
+        if (rc < 0)
+            api_error(r, 500, "store", "%s", allot_strerror(rc));
+        else {
+            loop_post_checkpoint(r->srv->loop, j.id, at);
+            api_json(r, 200,
+                     json_pack("{s:I,s:I}", "id", (json_int_t)j.id, "saved_at", (json_int_t)at));
+        }
+    }
+out:
+    json_decref(spec);
+    json_decref(b);
+    allot_store_job_clear(&j);
+    return 0;
+}
+
 int api_jobs_events(struct req *r)
 {
     struct allot_store_job j = {0};

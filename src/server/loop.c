@@ -82,19 +82,30 @@ int loop_post(struct loop *l, int kind, int64_t id, const char *name)
     return post(l, m);
 }
 
-int loop_post_evict(struct loop *l, int64_t id, int64_t run, const char *why)
+/* A message about run `run` of job id, with text `why` (copied; may be NULL). */
+static int post_run(struct loop *l, int kind, int64_t id, int64_t run, const char *why)
 {
     struct msg *m = allot_calloc(1, sizeof(*m));
 
-    if (!m || !(m->name = allot_strdup(why))) {
+    if (!m || (why && !(m->name = allot_strdup(why)))) {
         allot_free(m);
         LOG_ERROR("loop", "out of memory queueing a message");
         return ALLOT_ENOMEM;
     }
-    m->kind = LOOP_JOB_EVICT;
+    m->kind = kind;
     m->id = id;
     m->run = run;
     return post(l, m);
+}
+
+int loop_post_evict(struct loop *l, int64_t id, int64_t run, const char *why)
+{
+    return post_run(l, LOOP_JOB_EVICT, id, run, why);
+}
+
+int loop_post_checkpoint(struct loop *l, int64_t id, int64_t at)
+{
+    return post_run(l, LOOP_JOB_CHECKPOINT, id, at, NULL);
 }
 
 int loop_post_job(struct loop *l, const struct allot_store_job *j)
@@ -662,6 +673,15 @@ static bool handle(struct loop *l, struct msg *m)
         break;
     case LOOP_JOB_EVICT:
         loop_evict_job(l, m->id, m->run, m->name ? m->name : "evicted");
+        break;
+    case LOOP_JOB_CHECKPOINT:
+        /* a save of an earlier run (requeued since) or of a job that
+         * ended meanwhile changes nothing */
+        e = loop_find_live(l, m->id, &idx);
+        rc = e ? allot_queue_checkpointed(l->q, e->qid, m->run, srv_now()) : ALLOT_ENOENT;
+        if (rc)
+            LOG_DEBUG("loop", "job %lld: checkpoint at %lld not counted: %s", (long long)m->id,
+                      (long long)m->run, allot_strerror(rc));
         break;
     case LOOP_NODE_HEALTH:
         loop_node_health(l, m->name ? m->name : "", m->id != 0);

@@ -23,18 +23,19 @@
 #include <stdio.h>
 
 enum loop_msg_kind {
-    LOOP_JOB_SUBMITTED, /* id: store job id */
-    LOOP_JOB_CANCELLED, /* id: store job id (already terminal in the store) */
-    LOOP_JOB_FINISHED,  /* id: store job id (already terminal in the store) */
-    LOOP_NODE_ADDED,    /* name: node name (stored) */
-    LOOP_TENANTS,       /* the tenant tree or priority classes changed */
-    LOOP_NODE_SEEN,     /* name: node that sent a heartbeat; id: its lease expiry */
-    LOOP_NODE_STATE,    /* name: node an admin cordoned, drained or made ready; id: its
-                           enum allot_store_node_state */
-    LOOP_JOB_EVICT,     /* id: a running job to send back to the queue; name: why */
-    LOOP_NODE_HEALTH,   /* name: a node whose agent reports (id 1) an unhealthy GPU, or
-                           (id 0) none any more */
-    LOOP_NODE_EVICT,    /* name: a drained node whose jobs are to be evicted (requeued) */
+    LOOP_JOB_SUBMITTED,  /* id: store job id */
+    LOOP_JOB_CANCELLED,  /* id: store job id (already terminal in the store) */
+    LOOP_JOB_FINISHED,   /* id: store job id (already terminal in the store) */
+    LOOP_NODE_ADDED,     /* name: node name (stored) */
+    LOOP_TENANTS,        /* the tenant tree or priority classes changed */
+    LOOP_NODE_SEEN,      /* name: node that sent a heartbeat; id: its lease expiry */
+    LOOP_NODE_STATE,     /* name: node an admin cordoned, drained or made ready; id: its
+                            enum allot_store_node_state */
+    LOOP_JOB_EVICT,      /* id: a running job to send back to the queue; name: why */
+    LOOP_NODE_HEALTH,    /* name: a node whose agent reports (id 1) an unhealthy GPU, or
+                            (id 0) none any more */
+    LOOP_NODE_EVICT,     /* name: a drained node whose jobs are to be evicted (requeued) */
+    LOOP_JOB_CHECKPOINT, /* id: a running job that saved its work at `run` */
 };
 
 /* Starts the loop thread and sets s->loop (before the thread can mark the
@@ -54,6 +55,8 @@ int loop_post(struct loop *l, int kind, int64_t id, const char *name);
 /* LOOP_JOB_EVICT of job id in run `run` (its start time as stored; 0:
  * whichever it is in when the loop gets to it), with why (copied). */
 int loop_post_evict(struct loop *l, int64_t id, int64_t run, const char *why);
+/* LOOP_JOB_CHECKPOINT: job id saved its work at `at` (unix seconds). */
+int loop_post_checkpoint(struct loop *l, int64_t id, int64_t at);
 /* Tells the loop of job j just committed (a copy is queued: the loop does
  * not read it back from the store). Returns 0 or ALLOT_ENOMEM. */
 int loop_post_job(struct loop *l, const struct allot_store_job *j);

@@ -21,7 +21,8 @@ struct msg {
     struct msg *next;
     int kind;
     int64_t id;
-    int64_t run;                /* LOOP_JOB_EVICT: the run it is about (its start time); 0: any */
+    int64_t run;                /* LOOP_JOB_EVICT: the run it is about (its start time); 0: any.
+                                   LOOP_JOB_CHECKPOINT: when it saved */
     char *name;                 /* owned */
     struct allot_store_job job; /* LOOP_JOB_SUBMITTED by loop_post_job: the job as
                                    written (strings owned), so the loop need not read it */

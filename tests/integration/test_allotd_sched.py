@@ -571,6 +571,74 @@ def test_defrag():
         d.stop()
 
 
+def test_checkpoint_report():
+    """POST /v1/jobs/{id}/checkpoint: a save the job reports counts. Both
+    remaining lab/b jobs ran longer than --defrag-loss 3s allows, so
+    neither may move for a0; the one that reports a save moves. Bad
+    reports are refused, naming the problem."""
+    d = Daemon(args=["--defrag-interval", "1s", "--defrag-loss", "3s", "--preempt-grace", "0s",
+                     "--preempt-min-runtime", "0s", "--fair-reclaim", "0s"])
+    try:
+        expect(d.req("PUT", "/v1/tenants", {"version": 1, "tenants": [
+            {"path": "lab"}, {"path": "lab/a", "quotas": {"gpu": {"nominal": 4}}},
+            {"path": "lab/b", "quotas": {"gpu": {"nominal": 8}}}]},
+            token=d.admin), 200)
+        ag = d.token("agent", "", "agents")
+        viewer = d.token("viewer", "lab/b", "v")
+        for i in range(2):
+            expect(d.req("POST", "/v1/nodes/register", dict(N1, name="d%d" % i), token=ag), 201)
+        body = {"tenant": "lab/b", "gpus": 2, "checkpointable": True}
+        bs = [expect(d.req("POST", "/v1/jobs", dict(body, name="b%d" % i), token=d.admin),
+                     201)["id"] for i in range(4)]
+        jobs = [wait_job(jid, lambda j: j["state"] == "starting", d=d) for jid in bs]
+        node = {j["id"]: j["placement"]["tasks"][0]["node"] for j in jobs}
+        ended = [next(jid for jid in bs if node[jid] == n) for n in ("d0", "d1")]
+        for jid in ended:
+            expect(d.req("POST", "/v1/jobs/%d/cancel" % jid, token=d.admin), 200)
+        left = [jid for jid in bs if jid not in ended]
+        start = max(j["start_time"] for j in jobs)
+        # bad reports: each refused with its reason, nothing counted
+        path = "/v1/jobs/%d/checkpoint" % left[0]
+        err = expect(d.req("POST", path, {"at": "now"}, token=d.admin), 400)
+        assert "\"at\" must be an integer" in err["error"]["message"], err
+        err = expect(d.req("POST", path, {"when": 1}, token=d.admin), 400)
+        assert "unknown field \"when\"" in err["error"]["message"], err
+        err = expect(d.req("POST", path, "[1]", token=d.admin), 400)
+        err = expect(d.req("POST", path, {"at": start - 10}, token=d.admin), 422)
+        assert "outside the job's current run" in err["error"]["message"], err
+        err = expect(d.req("POST", path, {"at": int(time.time()) + 3600}, token=d.admin), 422)
+        assert "outside the job's current run" in err["error"]["message"], err
+        expect(d.req("POST", path, token=viewer), 403)
+        expect(d.req("POST", "/v1/jobs/999999/checkpoint", token=d.admin), 404)
+        err = expect(d.req("POST", "/v1/jobs/%d/checkpoint" % ended[0], token=d.admin), 409)
+        assert "does not run (cancelled)" in err["error"]["message"], err
+        plain = expect(d.req("POST", "/v1/jobs", {"name": "p", "tenant": "lab/b", "gpus": 1},
+                             token=d.admin), 201)["id"]
+        err = expect(d.req("POST", "/v1/jobs/%d/checkpoint" % plain, token=d.admin), 422)
+        assert "not checkpointable" in err["error"]["message"], err
+        expect(d.req("POST", "/v1/jobs/%d/cancel" % plain, token=d.admin), 200)
+        # both ran more than 3 s since their start: neither may move
+        time.sleep(max(0.0, start + 5 - time.time()))
+        a0 = expect(d.req("POST", "/v1/jobs", {"name": "a0", "tenant": "lab/a", "gpus": 4},
+                          token=d.admin), 201)["id"]
+        time.sleep(2.5)  # two passes or more
+        assert wait_job(a0, lambda j: True, d=d)["state"] == "pending"
+        for jid in left:
+            ev = expect(d.req("GET", "/v1/jobs/%d/events" % jid, token=d.admin), 200)["events"]
+            assert not any(e["kind"] == "preempted" for e in ev), ev
+        # the second one saves now: it moves, the first stays
+        r = expect(d.req("POST", "/v1/jobs/%d/checkpoint" % left[1], token=d.admin), 200)
+        assert r["id"] == left[1] and abs(r["saved_at"] - time.time()) < 5, r
+        wait_job(a0, lambda j: j["state"] == "starting", d=d)
+        ev = expect(d.req("GET", "/v1/jobs/%d/events" % left[1], token=d.admin), 200)["events"]
+        assert [e["kind"] for e in ev if e["kind"] in ("checkpoint", "preempted")] == [
+            "checkpoint", "preempted"], ev
+        ev = expect(d.req("GET", "/v1/jobs/%d/events" % left[0], token=d.admin), 200)["events"]
+        assert not any(e["kind"] == "preempted" for e in ev), ev
+    finally:
+        d.stop()
+
+
 if __name__ == "__main__":
     dm = Daemon()
     try:
@@ -580,6 +648,6 @@ if __name__ == "__main__":
                 test_metrics_show_the_cluster, test_restart_rebuilds_from_store,
                 test_cycle_work_goes_on, test_reserve_gangs, test_fair_reclaim, test_fair_cap,
                 test_aging, test_large_gang_gpus, test_las_threshold, test_lending_hold,
-                test_defrag])
+                test_defrag, test_checkpoint_report])
     finally:
         dm.stop()

@@ -16,7 +16,7 @@ from cli_fixture import ALLOT, cli, fails, ok, write
 
 dm = None
 
-VERBS = ["submit", "ls", "show", "cancel", "events", "logs", "run", "tenants", "quota", "apply",
+VERBS = ["submit", "ls", "show", "cancel", "checkpoint", "events", "logs", "run", "tenants", "quota", "apply",
          "nodes",
          "cordon", "drain", "uncordon", "tokens", "audit", "top", "usage", "invoice", "pricebook",
          "idle", "anomalies", "plan", "scheduler"]
@@ -415,6 +415,43 @@ def test_token_hidden_from_process_list():
     ok(cli(dm, "cancel", jid))
 
 
+def test_checkpoint():
+    """allot checkpoint reports a save of the ids given, or of $ALLOT_JOB_ID
+    (what a job runs after it saved); the server's refusals are its exit
+    status. Its own daemon, with a node, so that a job runs."""
+    d = Daemon()
+    try:
+        fx.expect(d.req("PUT", "/v1/tenants", TENANTS, token=d.admin), 200)
+        ag = d.token("agent", "", "agents")
+        fx.expect(d.req("POST", "/v1/nodes/register", {
+            "name": "c1", "cpus": 8, "memory": 64000, "gpus": [{"model": "A100-80GB"}]},
+            token=ag), 201)
+        run = ok(cli(d, "submit", "-t", "research/nlp", "--gpus", "1", "--checkpointable",
+                     "--checkpoint-interval", "1h", "--", "true"))
+        jid = int(run.out.strip())
+        end = time.time() + 10
+        while time.time() < end and ok(cli(d, "show", jid, "-o", "json")).json()["state"] == \
+                "pending":  # bounded: until it is placed
+            time.sleep(0.05)
+        r = ok(cli(d, "checkpoint", env={"ALLOT_JOB_ID": str(jid)}))
+        assert re.fullmatch(r"job %d saved at \d+\n" % jid, r.out), r
+        j = ok(cli(d, "checkpoint", jid, "-o", "json")).json()
+        assert j["id"] == jid and abs(j["saved_at"] - time.time()) < 10, j
+        ev = ok(cli(d, "events", jid, "-o", "json")).json()
+        assert [e["kind"] for e in ev].count("checkpoint") == 2, ev
+        fails(cli(d, "checkpoint"), 1, "usage")  # neither an id nor $ALLOT_JOB_ID
+        waits = ok(cli(d, "submit", "-t", "research/nlp", "--gpus", "1", "--checkpointable",
+                       "--", "true")).out.strip()
+        r = fails(cli(d, "checkpoint", waits), 4, "conflict")
+        assert "does not run (pending)" in r.err, r
+        plain = ok(cli(d, "submit", "-t", "research/nlp", "--", "true")).out.strip()
+        r = fails(cli(d, "checkpoint", plain), 6, "invalid")
+        assert "not checkpointable" in r.err, r
+        fails(cli(d, "checkpoint", 999999), 2, "not_found")
+    finally:
+        assert d.stop() == 0
+
+
 if __name__ == "__main__":
     dm = Daemon()
     try:
@@ -424,6 +461,7 @@ if __name__ == "__main__":
                 test_yaml_round_trip, test_submit_errors,
                 test_idempotency_key_flag, test_arrays_and_dependencies,
                 test_ls_pages_and_filters,
-                test_member_scope_and_denied, test_token_hidden_from_process_list])
+                test_member_scope_and_denied, test_token_hidden_from_process_list,
+                test_checkpoint])
     finally:
         assert dm.stop() == 0
