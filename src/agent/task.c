@@ -388,6 +388,9 @@ static void build_env(const struct agent *a, json_t *d, const struct run_user *u
                   : 1LL);
     env_set(e, "ALLOT_NUM_TASKS", num);
     env_set(e, "ALLOT_NODE", a->cfg.name);
+    /* where the job reaches allotd (allot checkpoint), unless it says */
+    if (!*env_get(e, "ALLOT_SERVER") && a->cfg.server)
+        env_set(e, "ALLOT_SERVER", a->cfg.server);
     if (json_string_value(json_object_get(spec, "tenant")))
         env_set(e, "ALLOT_TENANT", json_string_value(json_object_get(spec, "tenant")));
     if ((x = json_object_get(d, "array_job_id"))) {

@@ -143,6 +143,21 @@ def test_run_to_completion():
     assert evs[-1]["detail"].startswith("ran "), evs  # the run time the agent measured
 
 
+def test_job_reports_its_checkpoint():
+    """A job reports its own save with `allot checkpoint`: the agent gives it
+    ALLOT_JOB_ID and ALLOT_SERVER, the job brings a member token."""
+    from cli_fixture import ALLOT
+    tok = dm.token("member", "research/nlp", "ckpt")
+    jid = submit({"checkpointable": True, "env": {"ALLOT_TOKEN": tok},
+                  "command": sh('"%s" checkpoint && echo "server=$ALLOT_SERVER"' % ALLOT)})
+    j = wait_state(jid, ("succeeded", "failed"))
+    out = agent.task_log(jid)
+    assert j["state"] == "succeeded", (j, out)
+    assert "job %d saved at " % jid in out and "server=http://127.0.0.1:%d" % dm.port in out, out
+    evs = expect(dm.req("GET", "/v1/jobs/%d/events" % jid, token=dm.admin), 200)["events"]
+    assert "checkpoint" in [e["kind"] for e in evs], evs
+
+
 def test_exit_code_and_no_command():
     jid = submit({"command": sh("echo bad >&2; exit 3")})
     j = wait_state(jid, ("succeeded", "failed"))
@@ -1720,7 +1735,7 @@ if __name__ == "__main__":
                 test_node_credential, test_run_to_completion,
                 test_tenants_run_as_their_own_uids, test_workdir_entered_as_the_jobs_user,
                 test_private_tmp_and_umask, test_ended_task_leaves_nothing,
-                test_exit_code_and_no_command,
+                test_exit_code_and_no_command, test_job_reports_its_checkpoint,
                 test_memory_limit_is_an_oom_kill, test_cpu_quota, test_device_access,
                 test_root_refused, test_cancel_stops_with_grace, test_nvml_discovery, test_mig,
                 test_oci_image, test_oci_gpu_fraction, test_scrub_between_tenants, test_scrub_after_a_shared_gpu,
