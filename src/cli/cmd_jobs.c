@@ -533,7 +533,7 @@ static void show_one(const json_t *j)
  * or an array of all. Returns the first failure's exit code or CLI_OK. */
 static int each_job(struct cli *c, int argc, char **argv, const struct cli_usage *usage,
                     const char *method, const char *suffix, const char *array_query, int retry,
-                    void (*table)(const json_t *j, const char *id, size_t i))
+                    void (*table)(const json_t *j, const char *id, size_t i), char *fallback)
 {
     struct cli_args a;
     struct client *cl;
@@ -542,6 +542,15 @@ static int each_job(struct cli *c, int argc, char **argv, const struct cli_usage
 
     if (rc != CLI_OK)
         return rc;
+    if (!a.n_pos && fallback && *fallback) { /* no id given: the fallback */
+        allot_free(a.pos);
+        if (!(a.pos = allot_malloc(sizeof(*a.pos)))) {
+            rc = cli_usage_error("out of memory");
+            goto out;
+        }
+        a.pos[0] = fallback;
+        a.n_pos = 1;
+    }
     if (!a.n_pos) {
         rc = cli_usage_error("allot %s JOB_ID...", usage->verb);
         goto out;
@@ -599,7 +608,8 @@ static void show_table(const json_t *j, const char *id, size_t i)
 
 int cmd_show(struct cli *c, int argc, char **argv)
 {
-    return each_job(c, argc, argv, &show_usage, "GET", "", "", CLIENT_RETRY_ALWAYS, show_table);
+    return each_job(c, argc, argv, &show_usage, "GET", "", "", CLIENT_RETRY_ALWAYS, show_table,
+                    NULL);
 }
 
 /* ---- cancel ---- */
@@ -625,7 +635,7 @@ int cmd_cancel(struct cli *c, int argc, char **argv)
 {
     /* not repeated after a lost reply: the repeat would answer 409 */
     return each_job(c, argc, argv, &cancel_usage, "POST", "/cancel", "?array=true",
-                    CLIENT_RETRY_CONNECT, cancel_table);
+                    CLIENT_RETRY_CONNECT, cancel_table, NULL);
 }
 
 /* ---- checkpoint ---- */
@@ -640,18 +650,14 @@ static const struct cli_usage checkpoint_usage = {
 static void checkpoint_table(const json_t *j, const char *id, size_t i)
 {
     (void)i;
-    printf("job %s saved at %lld\n", id, (long long)json_integer_value(json_object_get(j, "saved_at")));
+    printf("job %s saved at %lld\n", id,
+           (long long)json_integer_value(json_object_get(j, "saved_at")));
 }
 
 int cmd_checkpoint(struct cli *c, int argc, char **argv)
 {
-    char *self[] = {getenv("ALLOT_JOB_ID"), NULL};
-
-    if (argc == 0 && self[0] && *self[0])
-        return each_job(c, 1, self, &checkpoint_usage, "POST", "/checkpoint", "",
-                        CLIENT_RETRY_CONNECT, checkpoint_table);
     return each_job(c, argc, argv, &checkpoint_usage, "POST", "/checkpoint", "",
-                    CLIENT_RETRY_CONNECT, checkpoint_table);
+                    CLIENT_RETRY_CONNECT, checkpoint_table, getenv("ALLOT_JOB_ID"));
 }
 
 /* ---- events ---- */

@@ -437,7 +437,8 @@ void queue_las_free(struct las_pool *p);
 /* The reclaim pool (borrowed running jobs as candidates of every tenant's
  * searches at one time) follows the borrowed jobs: job v started borrowed
  * at now, or v (borrowed) left the cluster, or something else it depends
- * on changed (queue_bor_reset). */
+ * on changed (queue_bor_reset, which drops the fair-share and LAS pools
+ * too). */
 void queue_bor_started(struct allot_queue *q, const struct allot_job *v, int64_t now);
 void queue_bor_left(struct allot_queue *q, const struct allot_job *v);
 void queue_bor_reset(struct allot_queue *q);

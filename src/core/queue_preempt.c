@@ -635,6 +635,8 @@ void queue_bor_reset(struct allot_queue *q)
         q->bor->valid = false;
     if (q->fairp)
         q->fairp->valid = false;
+    if (q->las)
+        q->las->epoch = 0;
 }
 
 void queue_bor_free(struct bor_pool *p)

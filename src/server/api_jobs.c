@@ -461,18 +461,32 @@ out:
 }
 
 struct checkpoint_write {
+    struct req *r;
     int64_t id, now, at;
+    int state; /* OUT: the job's state as the write saw it */
 };
 
+/* The report's event and audit entry, while the job still runs (it may
+ * have ended since the handler read it: ALLOT_ESTATE). */
 static int checkpoint_fn(struct allot_store *st, void *arg)
 {
-    const struct checkpoint_write *w = arg;
-    char detail[64];
+    struct checkpoint_write *w = arg;
+    struct allot_store_job j = {0};
+    char detail[64], target[64];
     struct allot_store_event ev = {
         .job_id = w->id, .time = w->now, .kind = "checkpoint", .detail = detail};
+    int rc = allot_store_job_get(st, w->id, &j);
 
+    w->state = j.state;
+    allot_store_job_clear(&j);
+    if (rc)
+        return rc;
+    if (w->state != ALLOT_SJ_RUNNING && w->state != ALLOT_SJ_STARTING)
+        return ALLOT_ESTATE;
     allot_fmt(detail, sizeof(detail), "saved its work at %lld", (long long)w->at);
-    return allot_store_event_add(st, &ev, NULL);
+    allot_fmt(target, sizeof(target), "job/%lld", (long long)w->id);
+    rc = allot_store_event_add(st, &ev, NULL);
+    return rc ? rc : api_audit(st, w->r, target, "ok", w->now);
 }
 
 /* POST /v1/jobs/{id}/checkpoint: a running checkpointable job saved its
@@ -484,7 +498,7 @@ int api_jobs_checkpoint(struct req *r)
     static const char *const fields[] = {"at", NULL};
     struct allot_store_job j = {0};
     int64_t now = srv_now(), at = now;
-    json_t *b = NULL, *v, *spec = NULL;
+    json_t *b = NULL, *v = NULL, *spec = NULL;
 
     if (r->body_len && (!(b = api_body_object(r)) || !api_known_fields(r, b, fields, NULL)))
         goto out;
@@ -507,15 +521,22 @@ int api_jobs_checkpoint(struct req *r)
     else if (j.state != ALLOT_SJ_RUNNING && j.state != ALLOT_SJ_STARTING)
         api_error(r, 409, "conflict", "job %lld does not run (%s)", (long long)j.id,
                   allot_store_job_state_name(j.state));
-    else if (at < j.start_time || at > now)
+    /* (a run that began within the second the last one ended is stored
+     * as starting a second later: its start may be ahead of now) */
+    else if (at < (j.start_time < now ? j.start_time : now) || at > now)
         api_error(r, 422, "invalid",
                   "field \"at\": %lld is outside the job's current run (%lld to %lld)",
                   (long long)at, (long long)j.start_time, (long long)now);
     else {
-        struct checkpoint_write w = {.id = j.id, .now = now, .at = at};
+        struct checkpoint_write w = {.r = r, .id = j.id, .now = now, .at = at};
         int rc = srv_write(r->srv, checkpoint_fn, &w);
 
-        if (rc < 0)
+        if (rc)
+            r->audited = false;
+        if (rc == ALLOT_ESTATE)
+            api_error(r, 409, "conflict", "job %lld does not run (%s)", (long long)j.id,
+                      allot_store_job_state_name(w.state));
+        else if (rc < 0)
             api_error(r, 500, "store", "%s", allot_strerror(rc));
         else {
             loop_post_checkpoint(r->srv->loop, j.id, at);

@@ -635,6 +635,12 @@ def test_checkpoint_report():
             "checkpoint", "preempted"], ev
         ev = expect(d.req("GET", "/v1/jobs/%d/events" % left[0], token=d.admin), 200)["events"]
         assert not any(e["kind"] == "preempted" for e in ev), ev
+        # audited: the report taken, and the refusals
+        au = [(e["target"], e["result"]) for e in expect(d.req(
+            "GET", "/v1/audit?limit=1000", token=d.admin), 200)["entries"]
+            if e["action"] == "job.checkpoint"]
+        assert ("job/%d" % left[1], "ok") in au and ("/v1/jobs/999999/checkpoint",
+                                                     "error 404") in au, au
     finally:
         d.stop()
 

@@ -435,7 +435,7 @@ def test_checkpoint():
             time.sleep(0.05)
         r = ok(cli(d, "checkpoint", env={"ALLOT_JOB_ID": str(jid)}))
         assert re.fullmatch(r"job %d saved at \d+\n" % jid, r.out), r
-        j = ok(cli(d, "checkpoint", jid, "-o", "json")).json()
+        j = ok(cli(d, "checkpoint", "-o", "json", env={"ALLOT_JOB_ID": str(jid)})).json()
         assert j["id"] == jid and abs(j["saved_at"] - time.time()) < 10, j
         ev = ok(cli(d, "events", jid, "-o", "json")).json()
         assert [e["kind"] for e in ev].count("checkpoint") == 2, ev
