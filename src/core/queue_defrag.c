@@ -13,7 +13,8 @@
  *     exclusive), past its minimum runtime, and loses at most
  *     defrag_loss_s of work (it checkpointed lately);
  *   - per node, its cheapest movable jobs until the node has the room, the
- *     cheapest nodes first;
+ *     cheapest nodes first (when the trial below fails, the next cheapest:
+ *     DEFRAG_TRIES trials at most);
  *   - the move is made only when a trial shows the waiting job placed and
  *     admitted and every moved job placed elsewhere and admitted at its new
  *     place, at the same time, with the room the cluster has now; the nodes
@@ -37,6 +38,7 @@
 
 #define DEFRAG_JOBS  4  /* waiting jobs one pass makes room for, at most */
 #define DEFRAG_MOVES 16 /* jobs moved for one waiting job, at most */
+#define DEFRAG_TRIES 4  /* trials for one waiting job, at most */
 
 /* A running job that may move: where it is and what moving it costs. */
 struct mover {
@@ -284,18 +286,24 @@ static int make_room(struct allot_queue *q, struct allot_job *j, const struct mo
         i = end;
     }
     qsort(rooms, (size_t)nr, sizeof(*rooms), cmp_room);
-    for (int k = 0; k < nr && k < want; k++)
-        for (int x = rooms[k].first; x < rooms[k].first + rooms[k].n; x++)
-            if (mover_for(q, j, &m[x], need) && n < DEFRAG_MOVES) {
-                ids[n++] = m[x].id;
-                tasks++;
-            }
-    rc = nr >= want && n > 0 ? 1 : 0;
+    /* the `want` cheapest rooms, then (when their movers find no place
+     * elsewhere) the next ones, sliding by one, DEFRAG_TRIES at most */
+    rc = 0;
+    for (int k0 = 0; k0 + want <= nr && k0 < DEFRAG_TRIES && rc == 0; k0++) {
+        n = 0;
+        tasks = 0;
+        for (int k = k0; k < k0 + want; k++)
+            for (int x = rooms[k].first; x < rooms[k].first + rooms[k].n; x++)
+                if (mover_for(q, j, &m[x], need) && n < DEFRAG_MOVES) {
+                    ids[n++] = m[x].id;
+                    tasks++;
+                }
+        if (n == 0)
+            break;
+        by_gpus_desc(q, ids, n);
+        rc = trial(q, j, ids, n, b, &mine, now);
+    }
     allot_free(rooms);
-    if (rc != 1)
-        return rc;
-    by_gpus_desc(q, ids, n);
-    rc = trial(q, j, ids, n, b, &mine, now);
     if (rc != 1)
         return rc;
     rc = queue_victims_signal(q, j, ids, n, tasks, 2, now);

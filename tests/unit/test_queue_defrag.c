@@ -177,6 +177,34 @@ static void test_reported_save(void **state)
     world_free(&w);
 }
 
+/* When the cheapest room's movers find no place elsewhere, the next room
+ * is tried. Three nodes: b0 (3 GPUs, saved lately: the cheapest room) on
+ * h0, b1 (2 GPUs) on h1, c0 (2 GPUs, cannot checkpoint) on h2; a0 asks for
+ * 4 GPUs. b0 fits nowhere else (2 GPUs free at most), b1 fits on h2. */
+static void test_next_room(void **state)
+{
+    struct world w;
+    int b0, b1, a0;
+
+    (void)state;
+    world_init(&w, 3, 12, defrag_opts());
+    b0 = run_at(&w, "b0", 0, 0x7, true);
+    b1 = run_at(&w, "b1", 1, 0x3, true);
+    run_at(&w, "c0", 2, 0x3, false);
+    a0 = submit(&w, "a0", w.a, 1, 4, 100, 0);
+    assert_int_equal(allot_queue_checkpointed(w.q, b0, 95, 100), 0);
+    cycle(&w, 100);
+    assert_int_equal(w.preempts, 1);
+    assert_int_equal(allot_queue_job(w.q, b0)->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(allot_queue_job(w.q, b1)->state, ALLOT_JOB_STOPPING);
+    cycle(&w, 130);
+    assert_int_equal(allot_queue_job(w.q, a0)->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(allot_queue_job(w.q, a0)->pl[0].node, 1);
+    assert_int_equal(allot_queue_job(w.q, b1)->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(allot_queue_job(w.q, b1)->pl[0].node, 2);
+    world_free(&w);
+}
+
 /* Off, or jobs that cannot checkpoint: nothing moves. */
 static void test_off_and_not_checkpointable(void **state)
 {
@@ -344,6 +372,7 @@ int main(void)
         cmocka_unit_test(test_no_room_elsewhere),
         cmocka_unit_test(test_loss_bound),
         cmocka_unit_test(test_reported_save),
+        cmocka_unit_test(test_next_room),
         cmocka_unit_test(test_off_and_not_checkpointable),
         cmocka_unit_test(test_move_is_a_preemption),
         cmocka_unit_test(test_waiting_job_goes_first),
