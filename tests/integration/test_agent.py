@@ -479,7 +479,7 @@ def test_cancel_stops_with_grace():
     jid = submit({"command": sh("trap 'echo got TERM; exit 0' TERM; echo started; "
                                 "sleep 100 & wait")})
     wait_state(jid, ("running",))
-    time.sleep(0.3)
+    assert wait_log(agent, jid, "started")  # its trap is set: "running" may come before
     expect(dm.req("POST", "/v1/jobs/%d/cancel" % jid, token=dm.admin), 200)
     end = time.time() + 10
     while time.time() < end and "got TERM" not in agent.task_log(jid):
@@ -488,7 +488,7 @@ def test_cancel_stops_with_grace():
     # a job that ignores SIGTERM is killed after the grace (2 s here)
     jid = submit({"command": sh("trap '' TERM; echo started; while :; do sleep 0.1; done")})
     wait_state(jid, ("running",))
-    time.sleep(0.3)
+    assert wait_log(agent, jid, "started")
     expect(dm.req("POST", "/v1/jobs/%d/cancel" % jid, token=dm.admin), 200)
     task_dir = os.path.join(agent.dir, "tasks", "%d-0" % jid)
     end = time.time() + 10
@@ -856,7 +856,7 @@ def test_scrub_after_a_shared_gpu():
             return f.read().split()
 
     try:
-        a = job("research/nlp", sh("sleep 3"), gpu_milli=500)
+        a = job("research/nlp", sh("sleep 6"), gpu_milli=500)  # still runs when b starts
         wait_state(a, ("running",))
         b = job("research/vision", sh("sleep 1"), gpu_milli=500)
         wait_state(b, ("running",))
@@ -1073,10 +1073,10 @@ def test_preemption_with_grace():
     """A higher class preempts a running job of the same tenant: SIGTERM reaches it, the
     grace passes, it goes back to pending and runs again once the GPUs are free."""
     low = submit({"gpus": 2, "priority": "training", "gpu_models": ["L4"],
-                  "command": sh("echo started; trap 'echo got TERM; sleep 0.3; exit 143' TERM; "
+                  "command": sh("trap 'echo got TERM; sleep 0.3; exit 143' TERM; echo started; "
                                 "sleep 3 & wait; echo finished")})
     wait_state(low, ("running",))
-    time.sleep(0.2)
+    assert wait_log(agent, low, "started")  # its trap is set
     high = submit({"gpus": 2, "priority": "inference", "gpu_models": ["L4"],
                    "command": sh("echo high; sleep 1")})
     end = time.time() + 15

@@ -221,18 +221,26 @@ def test_agent_follows_the_lead():
 
 def test_lost_session_stops_the_leader():
     url, admin = new_store()
-    # the leader checks its lead only every 3 s: meanwhile its writes are fenced
-    a = fx.Daemon(data_dir=fx.tempdir(), args=["--store", url, "--lead-check", "3s"])
+    # the leader checks its lead only every 5 s: meanwhile its writes are fenced
+    a = fx.Daemon(data_dir=fx.tempdir(), args=["--store", url, "--lead-check", "5s"])
     a.admin = admin
     fx.expect(a.req("PUT", "/v1/tenants", fx.TENANTS, token=admin), 200)
     b = daemon(url, admin, ready=False)
     wait_status(b, "/readyz", 503)
     # cut the leader's session to the store, as a network failure would: the one
-    # holding the lead's advisory lock (key 0x616c6c7403: classid the high 32 bits)
-    ended = PG.sql("SELECT count(pg_terminate_backend(pid)) FROM pg_locks WHERE "
-                   "locktype = 'advisory' AND granted AND classid = %d AND objid = %d "
-                   "AND database = (SELECT oid FROM pg_database WHERE datname = '%s')"
-                   % (0x616c6c7403 >> 32, 0x616c6c7403 & 0xffffffff, url.rsplit("/", 1)[1]))
+    # holding the lead's advisory lock (key 0x616c6c7403: classid the high 32 bits),
+    # right after one of its lead checks, so that the steps below have the 5 s
+    # until the next one however slow the machine
+    lock = ("FROM pg_locks WHERE locktype = 'advisory' AND granted AND classid = %d "
+            "AND objid = %d AND database = (SELECT oid FROM pg_database WHERE datname = '%s')"
+            % (0x616c6c7403 >> 32, 0x616c6c7403 & 0xffffffff, url.rsplit("/", 1)[1]))
+    check = ("SELECT query_start FROM pg_stat_activity WHERE query = 'SELECT pg_backend_pid()' "
+             "AND pid = (SELECT pid %s)" % lock)
+    seen = PG.sql(check)
+    end = time.time() + 12
+    while time.time() < end and PG.sql(check) in ("", seen):  # bounded: its next check
+        time.sleep(0.02)
+    ended = PG.sql("SELECT count(pg_terminate_backend(pid)) " + lock)
     assert ended == "1", ended
     wait_status(b, "/readyz", 200, timeout=15)
     # the old leader has not noticed yet: its write is refused whole, answered

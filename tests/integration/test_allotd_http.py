@@ -146,7 +146,7 @@ def _hold_half_request(d):
     while time.time() < end:
         s = socket.create_connection(("127.0.0.1", d.port), timeout=5)
         s.sendall(b"GET /healthz HTTP/1.1\r\n")
-        s.settimeout(0.3)
+        s.settimeout(1.0)  # a refused one is closed at once, even on a loaded machine
         try:
             closed = s.recv(1) == b""
         except socket.timeout:

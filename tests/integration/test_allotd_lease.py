@@ -22,7 +22,9 @@ def poll(fn, timeout=10):
 
 
 def test_lease_expiry_and_return():
-    dm = Daemon(args=["--lease", "1s"])
+    # 3 s: time enough to place both jobs below before the node is lost,
+    # even on a loaded machine
+    dm = Daemon(args=["--lease", "3s"])
     a = dm.admin
     expect(dm.req("PUT", "/v1/tenants", TENANTS, token=a), 200)
     ag = dm.token("agent", "", "agent")
@@ -38,7 +40,7 @@ def test_lease_expiry_and_return():
     poll(lambda: state(rq["id"])["state"] == "starting")
     # submitted while both run: it waits, and comes after rq in the queue
     k = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 1}, token=a), 201)
-    # no heartbeat: the lease (1 s) runs out
+    # no heartbeat: the lease (3 s) runs out
     lost = poll(lambda: (lambda x: x if x["state"] == "lost" else None)(state(j["id"])))
     assert "lease-n1" in lost["pending_reason"] and lost["end_time"] > 0, lost
     nodes = expect(dm.req("GET", "/v1/nodes", token=a), 200)["nodes"]

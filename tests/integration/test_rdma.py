@@ -143,7 +143,7 @@ def test_waits_for_a_stopping_task():
     cancel(state["a"])
     d = submit(2)
     expect_vfs(d, [0, 2])
-    assert job(d)["state"] == "running", job(d)
+    wait(lambda: job(d)["state"] == "running", "job %d running" % d)
     state["d"] = d
     assert node_vfs()["used"] == 3, node_vfs()
 
