@@ -261,6 +261,15 @@ int allot_store_event_list(struct allot_store *st, int64_t job_id, int64_t after
                            struct allot_store_event **out, size_t *n);
 void allot_store_events_free(struct allot_store_event *ev, size_t n);
 
+/* The last event (highest seq) of `kind` of job_id into *out, which is
+ * overwritten (free it with allot_store_event_clear). Returns 0,
+ * ALLOT_ENOENT (none), ALLOT_EINVAL, ALLOT_EIO or ALLOT_ENOMEM. */
+int allot_store_event_last(struct allot_store *st, int64_t job_id, const char *kind,
+                           struct allot_store_event *out);
+/* Frees the strings of an event filled by allot_store_event_last and
+ * zeroes it. Accepts NULL. */
+void allot_store_event_clear(struct allot_store_event *ev);
+
 /* ---- tenants and priority classes -------------------------------------------- */
 
 struct allot_store_tenant {
@@ -592,6 +601,8 @@ struct allot_store_ops {
     int (*job_list)(struct allot_store *st, const struct allot_store_job_filter *f,
                     struct allot_store_job_page *page);
     int (*event_add)(struct allot_store *st, const struct allot_store_event *ev, int64_t *seq);
+    int (*event_last)(struct allot_store *st, int64_t job_id, const char *kind,
+                      struct allot_store_event *out);
     int (*event_list)(struct allot_store *st, int64_t job_id, int64_t after, int limit,
                       struct allot_store_event **out, size_t *n);
 

@@ -502,6 +502,8 @@ static void show_one(const json_t *j)
     printf("%-13s %s\n", "submitted:", out_time(json_object_get(j, "submit_time"), b1, sizeof(b1)));
     printf("%-13s %s\n", "started:", out_time(json_object_get(j, "start_time"), b1, sizeof(b1)));
     printf("%-13s %s\n", "ended:", out_time(json_object_get(j, "end_time"), b1, sizeof(b1)));
+    if ((x = json_object_get(j, "last_checkpoint")) && json_is_integer(x))
+        printf("%-13s %s\n", "last save:", out_time(x, b1, sizeof(b1)));
     printf("%-13s %s\n", "exit code:", out_cell(json_object_get(j, "exit_code"), b1, sizeof(b1)));
     json_array_foreach(json_object_get(pl, "tasks"), i, x)
     {

@@ -404,16 +404,33 @@ static json_t *job_network(struct req *r, const struct allot_store_job *j)
     return out;
 }
 
+/* The time of the last save job j reported (allot checkpoint), when it
+ * was in its current run; else NULL. */
+static json_t *job_last_save(struct req *r, const struct allot_store_job *j)
+{
+    struct allot_store *st = srv_reader(r->srv);
+    struct allot_store_event ev = {0};
+    json_t *out = NULL;
+
+    if (st && j->start_time > 0 && allot_store_event_last(st, j->id, "checkpoint", &ev) == 0 &&
+        ev.time >= j->start_time)
+        out = json_integer((json_int_t)ev.time);
+    allot_store_event_clear(&ev);
+    return out;
+}
+
 int api_jobs_get(struct req *r)
 {
     struct allot_store_job j = {0};
-    json_t *o, *net;
+    json_t *o, *net, *saved;
 
     if (!load_visible(r, &j))
         return 0;
     o = api_job_json(&j);
     if (o && (net = job_network(r, &j)))
         json_object_set_new(o, "network", net);
+    if (o && (saved = job_last_save(r, &j)))
+        json_object_set_new(o, "last_checkpoint", saved);
     api_json(r, 200, o);
     allot_store_job_clear(&j);
     return 0;
@@ -473,8 +490,9 @@ static int checkpoint_fn(struct allot_store *st, void *arg)
     struct checkpoint_write *w = arg;
     struct allot_store_job j = {0};
     char detail[64], target[64];
+    /* at the save's time: a restarted loop reads the last one back (adopt_job) */
     struct allot_store_event ev = {
-        .job_id = w->id, .time = w->now, .kind = "checkpoint", .detail = detail};
+        .job_id = w->id, .time = w->at, .kind = "checkpoint", .detail = detail};
     int rc = allot_store_job_get(st, w->id, &j);
 
     w->state = j.state;
@@ -483,7 +501,7 @@ static int checkpoint_fn(struct allot_store *st, void *arg)
         return rc;
     if (w->state != ALLOT_SJ_RUNNING && w->state != ALLOT_SJ_STARTING)
         return ALLOT_ESTATE;
-    allot_fmt(detail, sizeof(detail), "saved its work at %lld", (long long)w->at);
+    allot_fmt(detail, sizeof(detail), "saved its work (reported at %lld)", (long long)w->now);
     allot_fmt(target, sizeof(target), "job/%lld", (long long)w->id);
     rc = allot_store_event_add(st, &ev, NULL);
     return rc ? rc : api_audit(st, w->r, target, "ok", w->now);

@@ -391,6 +391,22 @@ static int placement_parse(struct loop *l, const char *text, int n, struct allot
     return rc;
 }
 
+/* An adopted job's last reported save (its checkpoint event, at the save's
+ * time) counts again, when it is of the run it is adopted in. */
+static void adopt_saved(struct loop *l, int64_t sid, int qid, int64_t now)
+{
+    struct allot_store *st = srv_reader(l->srv);
+    struct allot_store_event ev = {0};
+    int rc = st ? allot_store_event_last(st, sid, "checkpoint", &ev) : ALLOT_EIO;
+
+    if (rc == 0 && allot_queue_checkpointed(l->q, qid, ev.time, now) == 0)
+        LOG_DEBUG("loop", "job %lld: its save at %lld counts", (long long)sid, (long long)ev.time);
+    else if (rc != 0 && rc != ALLOT_ENOENT)
+        LOG_WARN("loop", "job %lld: its last save not read (%s): counted from its start",
+                 (long long)sid, allot_strerror(rc));
+    allot_store_event_clear(&ev);
+}
+
 /* A stored job that was starting or running when allotd stopped is adopted
  * where it runs (its node's agent keeps it running); one whose placement no
  * longer fits is queued again. Returns the core id or a negative code. */
@@ -409,6 +425,8 @@ static int adopt_job(struct loop *l, const struct allot_store_job *j,
         int64_t now = srv_now(),
                 start = j->start_time > 0 && j->start_time <= now ? j->start_time : now;
         qid = allot_queue_adopt(l->q, spec, pl, start, now, err, errlen);
+        if (qid >= 0 && spec->checkpointable)
+            adopt_saved(l, j->id, qid, now);
     } else {
         allot_fmt(err, errlen, "stored placement does not match the cluster");
     }

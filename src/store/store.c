@@ -595,6 +595,28 @@ int allot_store_event_list(struct allot_store *st, int64_t job_id, int64_t after
     return st->ops->event_list(st, job_id, after_seq, limit, out, n);
 }
 
+int allot_store_event_last(struct allot_store *st, int64_t job_id, const char *kind,
+                           struct allot_store_event *out)
+{
+    int rc;
+
+    memset(out, 0, sizeof *out);
+    if (job_id <= 0 || !kind)
+        return ALLOT_EINVAL;
+    rc = st->ops->event_last(st, job_id, kind, out);
+    if (rc != 0)
+        allot_store_event_clear(out);
+    return rc;
+}
+
+void allot_store_event_clear(struct allot_store_event *ev)
+{
+    if (!ev)
+        return;
+    store_clear_event(ev);
+    memset(ev, 0, sizeof *ev);
+}
+
 void store_clear_event(void *elem)
 {
     struct allot_store_event *e = elem;

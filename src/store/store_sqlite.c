@@ -695,6 +695,7 @@ const struct allot_store_ops allot_store_sqlite_ops = {
     .job_list = sq_job_list,
     .event_add = sq_event_add,
     .event_list = sq_event_list,
+    .event_last = sq_event_last,
     .tenant_put = sq_tenant_put,
     .tenant_delete = sq_tenant_delete,
     .tenant_list = sq_tenant_list,

@@ -34,6 +34,7 @@ enum sq_stmt_id {
     SQ_JOB_STATE,
     SQ_EVENT_ADD,
     SQ_EVENT_LIST,
+    SQ_EVENT_LAST,
     SQ_TENANT_PUT,
     SQ_TENANT_CHILD,
     SQ_TENANT_DELETE,
@@ -101,6 +102,8 @@ int sq_job_update(struct allot_store *st, const struct allot_store_job *j);
 int sq_job_list(struct allot_store *st, const struct allot_store_job_filter *f,
                 struct allot_store_job_page *page);
 int sq_event_add(struct allot_store *st, const struct allot_store_event *ev, int64_t *seq);
+int sq_event_last(struct allot_store *st, int64_t job_id, const char *kind,
+                  struct allot_store_event *out);
 int sq_event_list(struct allot_store *st, int64_t job_id, int64_t after, int limit,
                   struct allot_store_event **out, size_t *n);
 int sq_tenant_put(struct allot_store *st, const struct allot_store_tenant *t);

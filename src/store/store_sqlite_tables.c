@@ -38,6 +38,8 @@ const char *const sq_stmt_sql[SQ_NSTMT] = {
     [SQ_EVENT_ADD] = "INSERT INTO job_events(job_id, time, kind, detail) VALUES (?1, ?2, ?3, ?4)",
     [SQ_EVENT_LIST] = "SELECT seq, job_id, time, kind, detail FROM job_events"
                       " WHERE job_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+    [SQ_EVENT_LAST] = "SELECT seq, job_id, time, kind, detail FROM job_events"
+                      " WHERE job_id = ?1 AND kind = ?2 ORDER BY seq DESC LIMIT 1",
     [SQ_TENANT_PUT] = "INSERT INTO tenants(path, weight, isolation, quotas) VALUES (?1, ?2, ?3, ?4)"
                       " ON CONFLICT(path) DO UPDATE SET weight = excluded.weight,"
                       " isolation = excluded.isolation, quotas = excluded.quotas",
@@ -437,6 +439,20 @@ int sq_event_list(struct allot_store *base, int64_t job_id, int64_t after, int l
     sqlite3_bind_int64(st, 2, after);
     sqlite3_bind_int(st, 3, limit);
     return sq_rows(s, st, sizeof **out, event_row, store_clear_event, (void **)out, n);
+}
+
+int sq_event_last(struct allot_store *base, int64_t job_id, const char *kind,
+                  struct allot_store_event *out)
+{
+    struct sq_store *s = (struct sq_store *)base;
+    sqlite3_stmt *st;
+    int rc = 0;
+
+    if (!(st = sq_stmt(s, SQ_EVENT_LAST, &rc)))
+        return rc;
+    sqlite3_bind_int64(st, 1, job_id);
+    sq_bind_text(st, 2, kind);
+    return sq_row(s, st, sizeof *out, event_row, store_clear_event, out);
 }
 
 /* ---- tenants and priority classes ------------------------------------------------------ */

@@ -571,32 +571,52 @@ def test_defrag():
         d.stop()
 
 
+CKPT_ARGS = ["--defrag-interval", "1s", "--defrag-loss", "5s", "--preempt-grace", "0s",
+             "--preempt-min-runtime", "0s", "--fair-reclaim", "0s"]
+
+
+def _two_left(d):
+    """Two 4-GPU nodes; lab/b (nominal 8) runs four checkpointable 2-GPU
+    jobs and one per node ends. Returns the two left (one per node), the
+    two ended, and the latest start."""
+    expect(d.req("PUT", "/v1/tenants", {"version": 1, "tenants": [
+        {"path": "lab"}, {"path": "lab/a", "quotas": {"gpu": {"nominal": 4}}},
+        {"path": "lab/b", "quotas": {"gpu": {"nominal": 8}}}]},
+        token=d.admin), 200)
+    ag = d.token("agent", "", "agents")
+    for i in range(2):
+        expect(d.req("POST", "/v1/nodes/register", dict(N1, name="d%d" % i), token=ag), 201)
+    body = {"tenant": "lab/b", "gpus": 2, "checkpointable": True}
+    bs = [expect(d.req("POST", "/v1/jobs", dict(body, name="b%d" % i), token=d.admin),
+                 201)["id"] for i in range(4)]
+    jobs = [wait_job(jid, lambda j: j["state"] == "starting", d=d) for jid in bs]
+    node = {j["id"]: j["placement"]["tasks"][0]["node"] for j in jobs}
+    ended = [next(jid for jid in bs if node[jid] == n) for n in ("d0", "d1")]
+    for jid in ended:
+        expect(d.req("POST", "/v1/jobs/%d/cancel" % jid, token=d.admin), 200)
+    return [jid for jid in bs if jid not in ended], ended, max(j["start_time"] for j in jobs)
+
+
+def _moved_for_a0(d, left, mover):
+    """lab/a asks for 4 GPUs: `mover` of left moves for it, the other stays."""
+    a0 = expect(d.req("POST", "/v1/jobs", {"name": "a0", "tenant": "lab/a", "gpus": 4},
+                      token=d.admin), 201)["id"]
+    wait_job(a0, lambda j: j["state"] == "starting", d=d)
+    for jid in left:
+        ev = expect(d.req("GET", "/v1/jobs/%d/events" % jid, token=d.admin), 200)["events"]
+        kinds = [e["kind"] for e in ev if e["kind"] in ("checkpoint", "preempted")]
+        assert kinds == (["checkpoint", "preempted"] if jid == mover else []), (jid, ev)
+
+
 def test_checkpoint_report():
     """POST /v1/jobs/{id}/checkpoint: a save the job reports counts. Both
-    remaining lab/b jobs ran longer than --defrag-loss 3s allows, so
+    remaining lab/b jobs ran longer than --defrag-loss 5s allows, so
     neither may move for a0; the one that reports a save moves. Bad
     reports are refused, naming the problem."""
-    d = Daemon(args=["--defrag-interval", "1s", "--defrag-loss", "3s", "--preempt-grace", "0s",
-                     "--preempt-min-runtime", "0s", "--fair-reclaim", "0s"])
+    d = Daemon(args=CKPT_ARGS)
     try:
-        expect(d.req("PUT", "/v1/tenants", {"version": 1, "tenants": [
-            {"path": "lab"}, {"path": "lab/a", "quotas": {"gpu": {"nominal": 4}}},
-            {"path": "lab/b", "quotas": {"gpu": {"nominal": 8}}}]},
-            token=d.admin), 200)
-        ag = d.token("agent", "", "agents")
+        left, ended, start = _two_left(d)
         viewer = d.token("viewer", "lab/b", "v")
-        for i in range(2):
-            expect(d.req("POST", "/v1/nodes/register", dict(N1, name="d%d" % i), token=ag), 201)
-        body = {"tenant": "lab/b", "gpus": 2, "checkpointable": True}
-        bs = [expect(d.req("POST", "/v1/jobs", dict(body, name="b%d" % i), token=d.admin),
-                     201)["id"] for i in range(4)]
-        jobs = [wait_job(jid, lambda j: j["state"] == "starting", d=d) for jid in bs]
-        node = {j["id"]: j["placement"]["tasks"][0]["node"] for j in jobs}
-        ended = [next(jid for jid in bs if node[jid] == n) for n in ("d0", "d1")]
-        for jid in ended:
-            expect(d.req("POST", "/v1/jobs/%d/cancel" % jid, token=d.admin), 200)
-        left = [jid for jid in bs if jid not in ended]
-        start = max(j["start_time"] for j in jobs)
         # bad reports: each refused with its reason, nothing counted
         path = "/v1/jobs/%d/checkpoint" % left[0]
         err = expect(d.req("POST", path, {"at": "now"}, token=d.admin), 400)
@@ -617,8 +637,8 @@ def test_checkpoint_report():
         err = expect(d.req("POST", "/v1/jobs/%d/checkpoint" % plain, token=d.admin), 422)
         assert "not checkpointable" in err["error"]["message"], err
         expect(d.req("POST", "/v1/jobs/%d/cancel" % plain, token=d.admin), 200)
-        # both ran more than 3 s since their start: neither may move
-        time.sleep(max(0.0, start + 5 - time.time()))
+        # both ran more than 5 s since their start: neither may move
+        time.sleep(max(0.0, start + 7 - time.time()))
         a0 = expect(d.req("POST", "/v1/jobs", {"name": "a0", "tenant": "lab/a", "gpus": 4},
                           token=d.admin), 201)["id"]
         time.sleep(2.5)  # two passes or more
@@ -627,8 +647,12 @@ def test_checkpoint_report():
             ev = expect(d.req("GET", "/v1/jobs/%d/events" % jid, token=d.admin), 200)["events"]
             assert not any(e["kind"] == "preempted" for e in ev), ev
         # the second one saves now: it moves, the first stays
+        assert "last_checkpoint" not in expect(d.req("GET", "/v1/jobs/%d" % left[1],
+                                                     token=d.admin), 200)
         r = expect(d.req("POST", "/v1/jobs/%d/checkpoint" % left[1], token=d.admin), 200)
         assert r["id"] == left[1] and abs(r["saved_at"] - time.time()) < 5, r
+        j = expect(d.req("GET", "/v1/jobs/%d" % left[1], token=d.admin), 200)
+        assert j["last_checkpoint"] == r["saved_at"], j
         wait_job(a0, lambda j: j["state"] == "starting", d=d)
         ev = expect(d.req("GET", "/v1/jobs/%d/events" % left[1], token=d.admin), 200)["events"]
         assert [e["kind"] for e in ev if e["kind"] in ("checkpoint", "preempted")] == [
@@ -645,6 +669,24 @@ def test_checkpoint_report():
         d.stop()
 
 
+def test_checkpoint_survives_restart():
+    """A reported save is read back when allotd restarts (as when another
+    allotd takes the lead): the job that saved moves right after, the other
+    (whose run is older than --defrag-loss) does not."""
+    d = Daemon(args=CKPT_ARGS)
+    try:
+        left, _, start = _two_left(d)
+        time.sleep(max(0.0, start + 7 - time.time()))
+        expect(d.req("POST", "/v1/jobs/%d/checkpoint" % left[1], token=d.admin), 200)
+        admin = d.admin
+        assert d.stop() == 0
+        d = Daemon(d.dir, args=CKPT_ARGS)
+        d.admin = admin
+        _moved_for_a0(d, left, left[1])
+    finally:
+        d.stop()
+
+
 if __name__ == "__main__":
     dm = Daemon()
     try:
@@ -654,6 +696,6 @@ if __name__ == "__main__":
                 test_metrics_show_the_cluster, test_restart_rebuilds_from_store,
                 test_cycle_work_goes_on, test_reserve_gangs, test_fair_reclaim, test_fair_cap,
                 test_aging, test_large_gang_gpus, test_las_threshold, test_lending_hold,
-                test_defrag, test_checkpoint_report])
+                test_defrag, test_checkpoint_report, test_checkpoint_survives_restart])
     finally:
         dm.stop()

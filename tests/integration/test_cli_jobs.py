@@ -439,6 +439,7 @@ def test_checkpoint():
         assert j["id"] == jid and abs(j["saved_at"] - time.time()) < 10, j
         ev = ok(cli(d, "events", jid, "-o", "json")).json()
         assert [e["kind"] for e in ev].count("checkpoint") == 2, ev
+        assert "\nlast save:    " in ok(cli(d, "show", jid)).out
         fails(cli(d, "checkpoint"), 1, "usage")  # neither an id nor $ALLOT_JOB_ID
         waits = ok(cli(d, "submit", "-t", "research/nlp", "--gpus", "1", "--checkpointable",
                        "--", "true")).out.strip()

@@ -345,6 +345,30 @@ static void test_jobs(void **state)
         }
     }
     assert_int_equal(allot_store_event_list(st, id, 0, 0, &evs, &n), ALLOT_EINVAL);
+    /* the last event of a kind: the highest seq, whatever its time */
+    {
+        struct allot_store_event last;
+
+        ev.kind = (char *)"checkpoint";
+        ev.detail = (char *)"a";
+        ev.time = 3000;
+        assert_int_equal(allot_store_event_add(st, &ev, NULL), 0);
+        ev.detail = (char *)"b";
+        ev.time = 2990;
+        assert_int_equal(allot_store_event_add(st, &ev, &seq), 0);
+        ev.kind = (char *)"started";
+        assert_int_equal(allot_store_event_add(st, &ev, NULL), 0);
+        assert_int_equal(allot_store_event_last(st, id, "checkpoint", &last), 0);
+        assert_int_equal(last.seq, seq);
+        assert_int_equal(last.time, 2990);
+        assert_string_equal(last.detail, "b");
+        allot_store_event_clear(&last);
+        assert_null(last.kind);
+        assert_int_equal(allot_store_event_last(st, id, "preempted", &last), ALLOT_ENOENT);
+        assert_int_equal(allot_store_event_last(st, 999999, "checkpoint", &last), ALLOT_ENOENT);
+        assert_int_equal(allot_store_event_last(st, id, NULL, &last), ALLOT_EINVAL);
+        allot_store_event_clear(NULL);
+    }
     assert_int_equal(raw_sql(f, "DELETE FROM job_events"), SQLITE_CONSTRAINT);
     allot_store_close(st);
 }
