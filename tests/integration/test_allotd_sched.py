@@ -512,6 +512,45 @@ def test_lending_hold():
             d.stop()
 
 
+CKPT_ARGS = ["--defrag-interval", "1s", "--defrag-loss", "5s", "--preempt-grace", "0s",
+             "--preempt-min-runtime", "0s", "--fair-reclaim", "0s"]
+
+
+def _two_left(d, extra=None):
+    """Two 4-GPU nodes; lab/b (nominal 8) runs four checkpointable 2-GPU
+    jobs (with the fields `extra`) and one per node ends. Returns the two
+    left (one per node), the two ended, the latest start, and each job's
+    node."""
+    expect(d.req("PUT", "/v1/tenants", {"version": 1, "tenants": [
+        {"path": "lab"}, {"path": "lab/a", "quotas": {"gpu": {"nominal": 4}}},
+        {"path": "lab/b", "quotas": {"gpu": {"nominal": 8}}}]},
+        token=d.admin), 200)
+    ag = d.token("agent", "", "agents")
+    for i in range(2):
+        expect(d.req("POST", "/v1/nodes/register", dict(N1, name="d%d" % i), token=ag), 201)
+    body = dict({"tenant": "lab/b", "gpus": 2, "checkpointable": True}, **(extra or {}))
+    bs = [expect(d.req("POST", "/v1/jobs", dict(body, name="b%d" % i), token=d.admin),
+                 201)["id"] for i in range(4)]
+    jobs = [wait_job(jid, lambda j: j["state"] == "starting", d=d) for jid in bs]
+    node = {j["id"]: j["placement"]["tasks"][0]["node"] for j in jobs}
+    ended = [next(jid for jid in bs if node[jid] == n) for n in ("d0", "d1")]
+    for jid in ended:
+        expect(d.req("POST", "/v1/jobs/%d/cancel" % jid, token=d.admin), 200)
+    left = [jid for jid in bs if jid not in ended]
+    return left, ended, max(j["start_time"] for j in jobs), node
+
+
+def _moved_for_a0(d, left, mover):
+    """lab/a asks for 4 GPUs: `mover` of left moves for it, the other stays."""
+    a0 = expect(d.req("POST", "/v1/jobs", {"name": "a0", "tenant": "lab/a", "gpus": 4},
+                      token=d.admin), 201)["id"]
+    wait_job(a0, lambda j: j["state"] == "starting", d=d)
+    for jid in left:
+        ev = expect(d.req("GET", "/v1/jobs/%d/events" % jid, token=d.admin), 200)["events"]
+        kinds = [e["kind"] for e in ev if e["kind"] in ("checkpoint", "preempted")]
+        assert kinds == (["checkpoint", "preempted"] if jid == mover else []), (jid, ev)
+
+
 def test_defrag():
     """A job that waits for a whole node while the cluster holds its GPUs
     free in pieces gets one: a checkpointable job that gives its checkpoint
@@ -522,13 +561,7 @@ def test_defrag():
     d = Daemon(args=["--defrag-interval", "1s", "--defrag-loss", "1h", "--preempt-grace", "0s",
                      "--preempt-min-runtime", "0s", "--fair-reclaim", "0s"])
     try:
-        expect(d.req("PUT", "/v1/tenants", {"version": 1, "tenants": [
-            {"path": "lab"}, {"path": "lab/a", "quotas": {"gpu": {"nominal": 4}}},
-            {"path": "lab/b", "quotas": {"gpu": {"nominal": 8}}}]},
-            token=d.admin), 200)
-        ag = d.token("agent", "", "agents")
-        for i in range(2):
-            expect(d.req("POST", "/v1/nodes/register", dict(N1, name="d%d" % i), token=ag), 201)
+        left, ended, _, node = _two_left(d, {"checkpoint_interval": 3600})
         # the job fields: an interval needs checkpointable, and is a whole number
         body = {"name": "x", "tenant": "lab/b", "gpus": 2, "checkpoint_interval": 3600}
         err = expect(d.req("POST", "/v1/jobs", body, token=d.admin), 422)
@@ -537,22 +570,13 @@ def test_defrag():
                                                     checkpoint_interval="1h"),
                            token=d.admin), 400)
         assert "checkpoint_interval" in err["error"]["message"], err
-        bs = [expect(d.req("POST", "/v1/jobs", dict(body, name="b%d" % i, checkpointable=True),
-                           token=d.admin), 201)["id"] for i in range(4)]
-        jobs = [wait_job(jid, lambda j: j["state"] == "starting", d=d) for jid in bs]
-        node = {j["id"]: j["placement"]["tasks"][0]["node"] for j in jobs}
-        # one job on each node ends: 2 GPUs free on each
-        ended = [next(jid for jid in bs if node[jid] == n) for n in ("d0", "d1")]
         for jid in ended:
-            expect(d.req("POST", "/v1/jobs/%d/cancel" % jid, token=d.admin), 200)
             wait_job(jid, lambda j: j["state"] == "cancelled", d=d)
         a0 = expect(d.req("POST", "/v1/jobs", {"name": "a0", "tenant": "lab/a", "gpus": 4},
                           token=d.admin), 201)["id"]
         a0 = wait_job(a0, lambda j: j["state"] == "starting", d=d)
         moved = []
-        for jid in bs:
-            if jid in ended:
-                continue
+        for jid in left:
             ev = expect(d.req("GET", "/v1/jobs/%d/events" % jid, token=d.admin), 200)["events"]
             if any(e["kind"] == "preempted" for e in ev):
                 moved.append(jid)
@@ -571,43 +595,6 @@ def test_defrag():
         d.stop()
 
 
-CKPT_ARGS = ["--defrag-interval", "1s", "--defrag-loss", "5s", "--preempt-grace", "0s",
-             "--preempt-min-runtime", "0s", "--fair-reclaim", "0s"]
-
-
-def _two_left(d):
-    """Two 4-GPU nodes; lab/b (nominal 8) runs four checkpointable 2-GPU
-    jobs and one per node ends. Returns the two left (one per node), the
-    two ended, and the latest start."""
-    expect(d.req("PUT", "/v1/tenants", {"version": 1, "tenants": [
-        {"path": "lab"}, {"path": "lab/a", "quotas": {"gpu": {"nominal": 4}}},
-        {"path": "lab/b", "quotas": {"gpu": {"nominal": 8}}}]},
-        token=d.admin), 200)
-    ag = d.token("agent", "", "agents")
-    for i in range(2):
-        expect(d.req("POST", "/v1/nodes/register", dict(N1, name="d%d" % i), token=ag), 201)
-    body = {"tenant": "lab/b", "gpus": 2, "checkpointable": True}
-    bs = [expect(d.req("POST", "/v1/jobs", dict(body, name="b%d" % i), token=d.admin),
-                 201)["id"] for i in range(4)]
-    jobs = [wait_job(jid, lambda j: j["state"] == "starting", d=d) for jid in bs]
-    node = {j["id"]: j["placement"]["tasks"][0]["node"] for j in jobs}
-    ended = [next(jid for jid in bs if node[jid] == n) for n in ("d0", "d1")]
-    for jid in ended:
-        expect(d.req("POST", "/v1/jobs/%d/cancel" % jid, token=d.admin), 200)
-    return [jid for jid in bs if jid not in ended], ended, max(j["start_time"] for j in jobs)
-
-
-def _moved_for_a0(d, left, mover):
-    """lab/a asks for 4 GPUs: `mover` of left moves for it, the other stays."""
-    a0 = expect(d.req("POST", "/v1/jobs", {"name": "a0", "tenant": "lab/a", "gpus": 4},
-                      token=d.admin), 201)["id"]
-    wait_job(a0, lambda j: j["state"] == "starting", d=d)
-    for jid in left:
-        ev = expect(d.req("GET", "/v1/jobs/%d/events" % jid, token=d.admin), 200)["events"]
-        kinds = [e["kind"] for e in ev if e["kind"] in ("checkpoint", "preempted")]
-        assert kinds == (["checkpoint", "preempted"] if jid == mover else []), (jid, ev)
-
-
 def test_checkpoint_report():
     """POST /v1/jobs/{id}/checkpoint: a save the job reports counts. Both
     remaining lab/b jobs ran longer than --defrag-loss 5s allows, so
@@ -615,7 +602,7 @@ def test_checkpoint_report():
     reports are refused, naming the problem."""
     d = Daemon(args=CKPT_ARGS)
     try:
-        left, ended, start = _two_left(d)
+        left, ended, start, _ = _two_left(d)
         viewer = d.token("viewer", "lab/b", "v")
         # bad reports: each refused with its reason, nothing counted
         path = "/v1/jobs/%d/checkpoint" % left[0]
@@ -675,7 +662,7 @@ def test_checkpoint_survives_restart():
     (whose run is older than --defrag-loss) does not."""
     d = Daemon(args=CKPT_ARGS)
     try:
-        left, _, start = _two_left(d)
+        left, _, start, _ = _two_left(d)
         time.sleep(max(0.0, start + 7 - time.time()))
         expect(d.req("POST", "/v1/jobs/%d/checkpoint" % left[1], token=d.admin), 200)
         admin = d.admin

@@ -1,0 +1,247 @@
+/*
+ * Stored jobs into the scheduling loop's core (see loop.c): a job read
+ * from the store (at a restart, or just submitted) is submitted to the
+ * queue, or adopted where it runs with its last reported save, or held by
+ * the gate; the live set records it until it ends.
+ */
+#include "loop_int.h"
+
+#include "jobspec.h"
+#include "log.h"
+
+#include "allot/common.h"
+#include "allot/queue.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Reads a stored placement (placement_json's shape) back into pl[0..n).
+ * Returns 0, or -1 when it does not match the cluster or the job. */
+static int placement_parse(struct loop *l, const char *text, int n, struct allot_placement *pl)
+{
+    json_t *doc = text ? json_loads(text, 0, NULL) : NULL;
+    json_t *tasks = json_object_get(doc, "tasks");
+    int rc = json_is_array(tasks) && (int)json_array_size(tasks) == n ? 0 : -1;
+
+    for (int k = 0; rc == 0 && k < n; k++) {
+        json_t *t = json_array_get(tasks, (size_t)k), *g = json_object_get(t, "gpus"), *x;
+        const char *prof = json_string_value(json_object_get(t, "mig_profile"));
+        int node = allot_cluster_find_node(l->c, json_string_value(json_object_get(t, "node"))
+                                                     ? json_string_value(json_object_get(t, "node"))
+                                                     : "");
+        size_t i;
+        memset(&pl[k], 0, sizeof(pl[k]));
+        pl[k].node = node;
+        pl[k].mig_profile = -1;
+        pl[k].mig_start = -1;
+        pl[k].gpu_milli = (int)json_integer_value(json_object_get(t, "gpu_milli"));
+        pl[k].gpu_mem_mib = json_integer_value(json_object_get(t, "gpu_memory"));
+        if (node < 0 || !json_is_array(g)) {
+            rc = -1;
+            break;
+        }
+        json_array_foreach(g, i, x)
+        {
+            json_int_t b = json_integer_value(x);
+            if (!json_is_integer(x) || b < 0 || b >= ALLOT_MAX_GPUS)
+                rc = -1;
+            else
+                pl[k].gpu_mask |= 1u << b;
+        }
+        if (prof) {
+            const struct allot_node *nd = allot_cluster_node(l->c, node);
+            const struct allot_gpu_model *m =
+                nd->model >= 0 ? &l->srv->cat->models[nd->model] : NULL;
+            for (int p = 0; m && p < m->n_profiles; p++)
+                if (strcmp(m->profiles[p].name, prof) == 0)
+                    pl[k].mig_profile = p;
+            pl[k].mig_start = (int)json_integer_value(json_object_get(t, "mig_start"));
+            if (pl[k].mig_profile < 0 || !json_is_integer(json_object_get(t, "mig_start")))
+                rc = -1;
+        }
+    }
+    json_decref(doc);
+    return rc;
+}
+
+/* An adopted job's last reported save (its checkpoint event, at the save's
+ * time) counts again, when it is of the run it is adopted in. */
+static void adopt_saved(struct loop *l, int64_t sid, int qid, int64_t now)
+{
+    struct allot_store *st = srv_reader(l->srv);
+    struct allot_store_event ev = {0};
+    int rc = st ? allot_store_event_last(st, sid, "checkpoint", &ev) : ALLOT_EIO;
+
+    if (rc == 0 && allot_queue_checkpointed(l->q, qid, ev.time, now) == 0)
+        LOG_DEBUG("loop", "job %lld: its save at %lld counts", (long long)sid, (long long)ev.time);
+    else if (rc != 0 && rc != ALLOT_ENOENT)
+        LOG_WARN("loop", "job %lld: its last save not read (%s): counted from its start",
+                 (long long)sid, allot_strerror(rc));
+    allot_store_event_clear(&ev);
+}
+
+/* A stored job that was starting or running when allotd stopped is adopted
+ * where it runs (its node's agent keeps it running); one whose placement no
+ * longer fits is queued again. Returns the core id or a negative code. */
+static int adopt_job(struct loop *l, const struct allot_store_job *j,
+                     const struct allot_job_spec *spec, char *err, size_t errlen)
+{
+    struct allot_placement *pl;
+    int qid = ALLOT_EINVAL;
+
+    if ((j->state != ALLOT_SJ_STARTING && j->state != ALLOT_SJ_RUNNING) || !j->placement)
+        return ALLOT_ENOENT;
+    pl = allot_calloc((size_t)spec->n_tasks, sizeof(*pl));
+    if (!pl)
+        return ALLOT_ENOMEM;
+    if (placement_parse(l, j->placement, spec->n_tasks, pl) == 0) {
+        int64_t now = srv_now(),
+                start = j->start_time > 0 && j->start_time <= now ? j->start_time : now;
+        qid = allot_queue_adopt(l->q, spec, pl, start, now, err, errlen);
+        if (qid >= 0 && spec->checkpointable)
+            adopt_saved(l, j->id, qid, now);
+    } else {
+        allot_fmt(err, errlen, "stored placement does not match the cluster");
+    }
+    allot_free(pl);
+    if (qid < 0)
+        LOG_WARN("loop", "job %lld not adopted where it ran (%s): queued again", (long long)j->id,
+                 err);
+    return qid;
+}
+
+/* Makes room in live_at for any id the next submission can get (at most
+ * the core's current job count), so that indexing it cannot fail. */
+static int live_at_reserve(struct loop *l)
+{
+    size_t old = l->cap_live_at, need = (size_t)allot_queue_job_count(l->q) + 1;
+
+    if (allot_grow((void **)&l->live_at, &l->cap_live_at, need, sizeof(*l->live_at)) < 0)
+        return ALLOT_ENOMEM;
+    for (size_t i = old; i < l->cap_live_at; i++)
+        l->live_at[i] = -1;
+    return 0;
+}
+
+/* Puts stored job j into the core. With `gate`, a pending job with
+ * dependencies or an array throttle is held back instead (hold_job); the
+ * gate lets it in once they allow. */
+void loop_submit_job(struct loop *l, const struct allot_store_job *j, bool gate)
+{
+    struct allot_job_spec spec = {0};
+    struct jobspec js;
+    char err[512];
+    json_t *b = json_loads(j->spec, 0, NULL);
+    int qid;
+    bool adopted;
+
+    if (!b || jobspec_parse(b, l->srv->cat, &js, err, sizeof(err))) {
+        loop_reject(l, j->id, b ? err : "stored spec is not JSON");
+        json_decref(b);
+        return;
+    }
+    char fallback[32];
+    allot_fmt(fallback, sizeof(fallback), "job-%lld", (long long)j->id);
+    spec.name = *js.name ? js.name : fallback; /* the core wants a name */
+    spec.tenant = allot_tenants_find(l->t, js.tenant);
+    spec.prio_class = -1;
+    for (int i = 0; js.priority && i < l->n_prio; i++)
+        if (!strcmp(l->prio[i].name, js.priority))
+            spec.prio_class = i;
+    spec.qos = js.qos;
+    spec.n_tasks = js.n_tasks;
+    spec.task = js.task;
+    spec.limit_s = js.limit_s;
+    spec.checkpointable = js.checkpointable;
+    spec.checkpoint_interval_s = js.checkpoint_s;
+    if (spec.tenant <= 0) {
+        allot_fmt(err, sizeof(err), "tenant %s is not known to the scheduler", js.tenant);
+        loop_reject(l, j->id, err);
+        json_decref(b);
+        return;
+    }
+    if (gate && j->state == ALLOT_SJ_PENDING && (js.n_deps || js.array_throttle)) {
+        gate_hold(l, j, &js);
+        json_decref(b);
+        return;
+    }
+    if (allot_grow((void **)&l->live, &l->cap_live, l->n_live + 1, sizeof(*l->live)) < 0 ||
+        live_at_reserve(l) < 0) {
+        loop_reject(l, j->id, "out of memory");
+        json_decref(b);
+        return;
+    }
+    qid = adopt_job(l, j, &spec, err, sizeof(err));
+    adopted = qid >= 0;
+    if (!adopted) {
+        /* its place in the queue is its submission, also when it comes back
+         * after a restart or the loss of its node */
+        int64_t now = srv_now();
+        qid = allot_queue_submit(l->q, &spec,
+                                 j->submit_time > 0 && j->submit_time <= now ? j->submit_time : now,
+                                 err, sizeof(err));
+    }
+    if (qid < 0) {
+        loop_reject(l, j->id, err);
+        json_decref(b);
+        return;
+    }
+    char *spec_text = strdup(j->spec);
+    json_decref(b);
+    if (!spec_text) {
+        allot_queue_cancel(l->q, qid, srv_now());
+        allot_queue_forget(l->q, qid);
+        loop_reject(l, j->id, "out of memory");
+        return;
+    }
+    /* where an adopted job runs, as stored (written back when it ends) */
+    char *wpl = adopted && j->placement ? strdup(j->placement) : NULL;
+    if (j->id > l->max_sid)
+        l->max_sid = j->id;
+    l->live[l->n_live++] = (struct live){.sid = j->id,
+                                         .qid = qid,
+                                         .wstate = j->state,
+                                         .wruns = adopted ? 1 : 0,
+                                         .wreason = loop_hash_str(j->pending_reason),
+                                         .wstart = j->start_time,
+                                         .wplacement = wpl,
+                                         .spec_text = spec_text,
+                                         .requeue = js.requeue,
+                                         .parent = j->array_parent,
+                                         .index = j->array_index,
+                                         .token_id = j->token_id,
+                                         .net_t = -1};
+    l->live_at[qid] = (int32_t)(l->n_live - 1);
+    if (adopted)
+        lnet_adopt(l, &l->live[l->n_live - 1], j->tenant, j->placement);
+}
+
+struct live *loop_find_live(struct loop *l, int64_t sid, size_t *idx)
+{
+    for (size_t i = 0; i < l->n_live; i++)
+        if (l->live[i].sid == sid) {
+            *idx = i;
+            return &l->live[i];
+        }
+    return NULL;
+}
+
+void loop_drop_live(struct loop *l, size_t i)
+{
+    const struct allot_job *qj = allot_queue_job(l->q, l->live[i].qid);
+
+    /* the core forgets the ended job too, so that nothing in the daemon
+     * grows with the number of finished jobs (its slot is reused) */
+    if (qj && qj->state == ALLOT_JOB_DONE && allot_queue_forget(l->q, l->live[i].qid) < 0)
+        LOG_WARN("loop", "job %lld: the core keeps its slot (out of memory)",
+                 (long long)l->live[i].sid);
+    lnet_release(l, &l->live[i]);
+    json_decref(l->live[i].spec);
+    free(l->live[i].spec_text);
+    free(l->live[i].wplacement);
+    l->hold_dirty = true; /* a job that others wait for may have ended */
+    l->live_at[l->live[i].qid] = -1;
+    l->live[i] = l->live[--l->n_live];
+    if (i < l->n_live)
+        l->live_at[l->live[i].qid] = (int32_t)i;
+}
