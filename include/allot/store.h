@@ -261,8 +261,9 @@ int allot_store_event_list(struct allot_store *st, int64_t job_id, int64_t after
                            struct allot_store_event **out, size_t *n);
 void allot_store_events_free(struct allot_store_event *ev, size_t n);
 
-/* The last event (highest seq) of `kind` of job_id into *out, which is
- * overwritten (free it with allot_store_event_clear). Returns 0,
+/* The latest event of `kind` of job_id (the highest time; of those, the
+ * last written) into *out, which is overwritten (free it with
+ * allot_store_event_clear). Returns 0,
  * ALLOT_ENOENT (none), ALLOT_EINVAL, ALLOT_EIO or ALLOT_ENOMEM. */
 int allot_store_event_last(struct allot_store *st, int64_t job_id, const char *kind,
                            struct allot_store_event *out);

@@ -404,16 +404,16 @@ static json_t *job_network(struct req *r, const struct allot_store_job *j)
     return out;
 }
 
-/* The time of the last save job j reported (allot checkpoint), when it
- * was in its current run; else NULL. */
+/* The time of the latest save job j reported (allot checkpoint), when it
+ * runs and the save is of its current run; else NULL. */
 static json_t *job_last_save(struct req *r, const struct allot_store_job *j)
 {
     struct allot_store *st = srv_reader(r->srv);
     struct allot_store_event ev = {0};
     json_t *out = NULL;
 
-    if (st && j->start_time > 0 && allot_store_event_last(st, j->id, "checkpoint", &ev) == 0 &&
-        ev.time >= j->start_time)
+    if (st && (j->state == ALLOT_SJ_STARTING || j->state == ALLOT_SJ_RUNNING) &&
+        allot_store_event_last(st, j->id, "checkpoint", &ev) == 0 && ev.time >= j->start_time)
         out = json_integer((json_int_t)ev.time);
     allot_store_event_clear(&ev);
     return out;
@@ -496,11 +496,14 @@ static int checkpoint_fn(struct allot_store *st, void *arg)
     int rc = allot_store_job_get(st, w->id, &j);
 
     w->state = j.state;
+    /* still running, and the same run (a save of a run that ended is not
+     * the new run's) */
+    if (rc == 0 && ((w->state != ALLOT_SJ_RUNNING && w->state != ALLOT_SJ_STARTING) ||
+                    w->at < (j.start_time < w->now ? j.start_time : w->now)))
+        rc = ALLOT_ESTATE;
     allot_store_job_clear(&j);
     if (rc)
         return rc;
-    if (w->state != ALLOT_SJ_RUNNING && w->state != ALLOT_SJ_STARTING)
-        return ALLOT_ESTATE;
     allot_fmt(detail, sizeof(detail), "saved its work (reported at %lld)", (long long)w->now);
     allot_fmt(target, sizeof(target), "job/%lld", (long long)w->id);
     rc = allot_store_event_add(st, &ev, NULL);

@@ -968,7 +968,7 @@ static int pg_event_last(struct allot_store *base, int64_t job_id, const char *k
     pgp_text(&p, kind);
     return pg_row(s,
                   "SELECT seq, job_id, time, kind, detail FROM job_events"
-                  " WHERE job_id = $1 AND kind = $2 ORDER BY seq DESC LIMIT 1",
+                  " WHERE job_id = $1 AND kind = $2 ORDER BY time DESC, seq DESC LIMIT 1",
                   &p, sizeof *out, event_row, store_clear_event, out);
 }
 

@@ -39,7 +39,7 @@ const char *const sq_stmt_sql[SQ_NSTMT] = {
     [SQ_EVENT_LIST] = "SELECT seq, job_id, time, kind, detail FROM job_events"
                       " WHERE job_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
     [SQ_EVENT_LAST] = "SELECT seq, job_id, time, kind, detail FROM job_events"
-                      " WHERE job_id = ?1 AND kind = ?2 ORDER BY seq DESC LIMIT 1",
+                      " WHERE job_id = ?1 AND kind = ?2 ORDER BY time DESC, seq DESC LIMIT 1",
     [SQ_TENANT_PUT] = "INSERT INTO tenants(path, weight, isolation, quotas) VALUES (?1, ?2, ?3, ?4)"
                       " ON CONFLICT(path) DO UPDATE SET weight = excluded.weight,"
                       " isolation = excluded.isolation, quotas = excluded.quotas",

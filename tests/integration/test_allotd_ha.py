@@ -235,7 +235,7 @@ def test_lost_session_stops_the_leader():
             "AND objid = %d AND database = (SELECT oid FROM pg_database WHERE datname = '%s')"
             % (0x616c6c7403 >> 32, 0x616c6c7403 & 0xffffffff, url.rsplit("/", 1)[1]))
     check = ("SELECT query_start FROM pg_stat_activity WHERE query = 'SELECT pg_backend_pid()' "
-             "AND pid = (SELECT pid %s)" % lock)
+             "AND state = 'idle' AND pid = (SELECT pid %s)" % lock)
     seen = PG.sql(check)
     end = time.time() + 12
     while time.time() < end and PG.sql(check) in ("", seen):  # bounded: its next check

@@ -345,7 +345,7 @@ static void test_jobs(void **state)
         }
     }
     assert_int_equal(allot_store_event_list(st, id, 0, 0, &evs, &n), ALLOT_EINVAL);
-    /* the last event of a kind: the highest seq, whatever its time */
+    /* the latest event of a kind: the highest time, then the last written */
     {
         struct allot_store_event last;
 
@@ -353,15 +353,19 @@ static void test_jobs(void **state)
         ev.detail = (char *)"a";
         ev.time = 3000;
         assert_int_equal(allot_store_event_add(st, &ev, NULL), 0);
-        ev.detail = (char *)"b";
+        ev.detail = (char *)"b"; /* written later, of an earlier time */
         ev.time = 2990;
+        assert_int_equal(allot_store_event_add(st, &ev, NULL), 0);
+        ev.detail = (char *)"c"; /* of the same time as "a", written later */
+        ev.time = 3000;
         assert_int_equal(allot_store_event_add(st, &ev, &seq), 0);
         ev.kind = (char *)"started";
+        ev.time = 4000;
         assert_int_equal(allot_store_event_add(st, &ev, NULL), 0);
         assert_int_equal(allot_store_event_last(st, id, "checkpoint", &last), 0);
         assert_int_equal(last.seq, seq);
-        assert_int_equal(last.time, 2990);
-        assert_string_equal(last.detail, "b");
+        assert_int_equal(last.time, 3000);
+        assert_string_equal(last.detail, "c");
         allot_store_event_clear(&last);
         assert_null(last.kind);
         assert_int_equal(allot_store_event_last(st, id, "preempted", &last), ALLOT_ENOENT);
