@@ -363,11 +363,11 @@ int queue_defrag(struct allot_queue *q, int64_t now)
             continue;
         v = &q->jobs[q->running[i]];
         if (movable(q, v, now))
-            m[nm++] = (struct mover){.id = v->id,
-                                     .node = v->pl[0].node,
-                                     .gpus = v->spec.task.num_gpu,
-                                     .cost = (int64_t)v->spec.task.num_gpu *
-                                             queue_lost_work(q, v, now)};
+            m[nm++] =
+                (struct mover){.id = v->id,
+                               .node = v->pl[0].node,
+                               .gpus = v->spec.task.num_gpu,
+                               .cost = (int64_t)v->spec.task.num_gpu * queue_lost_work(q, v, now)};
     }
     qsort(m, (size_t)nm, sizeof(*m), cmp_mover);
     /* free GPUs per node, once: moved jobs keep theirs through their grace
