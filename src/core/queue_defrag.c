@@ -249,7 +249,6 @@ static int make_room(struct allot_queue *q, struct allot_job *j, const struct mo
     int need = whole_gpus(&j->spec.task), nn = allot_cluster_node_count(q->c);
     int fits = 0, nr = 0, want, n = 0, rc;
     struct busy mine;
-    size_t tasks = 0;
     struct room *rooms;
 
     /* a gang: its tasks that fit nowhere yet (one task fits nowhere, or
@@ -291,14 +290,12 @@ static int make_room(struct allot_queue *q, struct allot_job *j, const struct mo
     rc = 0;
     for (int k0 = 0; k0 + want <= nr && k0 < DEFRAG_TRIES && rc == 0; k0++) {
         n = 0;
-        tasks = 0;
         for (int k = k0; k < k0 + want; k++)
             for (int x = rooms[k].first; x < rooms[k].first + rooms[k].n; x++)
-                if (mover_for(q, j, &m[x], need) && n < DEFRAG_MOVES) {
+                if (mover_for(q, j, &m[x], need) && n < DEFRAG_MOVES)
                     ids[n++] = m[x].id;
-                    tasks++;
-                }
-        if (n == 0)
+        /* a room holds at least one mover that may go (it was built so) */
+        if (ALLOT_NEVER(n == 0))
             break;
         by_gpus_desc(q, ids, n);
         rc = trial(q, j, ids, n, b, &mine, now);
@@ -306,7 +303,8 @@ static int make_room(struct allot_queue *q, struct allot_job *j, const struct mo
     allot_free(rooms);
     if (rc != 1)
         return rc;
-    rc = queue_victims_signal(q, j, ids, n, tasks, 2, now);
+    /* movers are jobs of one task: as many tasks as jobs */
+    rc = queue_victims_signal(q, j, ids, n, (size_t)n, 2, now);
     if (rc)
         return rc;
     *n_out = n;

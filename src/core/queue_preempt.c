@@ -37,14 +37,20 @@ static int cmp_victim(const void *a, const void *b)
  * last save (its reported one, v->saved_at, or the run's start, then every
  * checkpoint interval), counted at the end of the grace period; all of its
  * run for a job that cannot checkpoint. */
+/* Seconds from checkpointable job v's last save to the end of a grace
+ * period that begins at now. */
+static int64_t since_save(const struct allot_queue *q, const struct allot_job *v, int64_t now)
+{
+    return (now > v->saved_at ? now - v->saved_at : 0) + q->o.grace_s;
+}
+
 static int64_t lost_work(const struct allot_queue *q, const struct allot_job *v, int64_t now)
 {
-    int64_t c = v->spec.checkpoint_interval_s, since;
+    int64_t c = v->spec.checkpoint_interval_s;
 
     if (!v->spec.checkpointable)
         return now - v->start;
-    since = (now > v->saved_at ? now - v->saved_at : 0) + q->o.grace_s;
-    return c > 0 ? since % c : since;
+    return c > 0 ? since_save(q, v, now) % c : since_save(q, v, now);
 }
 
 /* Running job v as a candidate victim at now. */
@@ -255,11 +261,11 @@ static bool fair_victim(const struct allot_queue *q, const struct allot_job *v, 
  * nothing (its next checkpoint, grace period included), or INT64_MAX. */
 static int64_t next_checkpoint(const struct allot_queue *q, const struct allot_job *v, int64_t now)
 {
-    int64_t c = v->spec.checkpoint_interval_s, since = now - v->saved_at + q->o.grace_s;
+    int64_t c = v->spec.checkpoint_interval_s;
 
     if (!v->spec.checkpointable || c <= 0)
         return INT64_MAX;
-    return v->saved_at + (since / c + 1) * c - q->o.grace_s;
+    return v->saved_at + (since_save(q, v, now) / c + 1) * c - q->o.grace_s;
 }
 
 /* Whether v started as the backfill of j's reservation (j may be a probe
