@@ -404,15 +404,17 @@ static json_t *job_network(struct req *r, const struct allot_store_job *j)
     return out;
 }
 
-/* The time of the latest save job j reported (allot checkpoint), when it
- * runs and the save is of its current run; else NULL. */
-static json_t *job_last_save(struct req *r, const struct allot_store_job *j)
+/* The time of the latest save job j (its JSON: o) reported (allot
+ * checkpoint), when it runs and the save is of its current run; else NULL.
+ * A store read only for a running checkpointable job. */
+static json_t *job_last_save(struct req *r, const struct allot_store_job *j, const json_t *o)
 {
     struct allot_store *st = srv_reader(r->srv);
     struct allot_store_event ev = {0};
     json_t *out = NULL;
 
     if (st && (j->state == ALLOT_SJ_STARTING || j->state == ALLOT_SJ_RUNNING) &&
+        json_is_true(json_object_get(json_object_get(o, "spec"), "checkpointable")) &&
         allot_store_event_last(st, j->id, "checkpoint", &ev) == 0 && ev.time >= j->start_time)
         out = json_integer((json_int_t)ev.time);
     allot_store_event_clear(&ev);
@@ -429,7 +431,7 @@ int api_jobs_get(struct req *r)
     o = api_job_json(&j);
     if (o && (net = job_network(r, &j)))
         json_object_set_new(o, "network", net);
-    if (o && (saved = job_last_save(r, &j)))
+    if (o && (saved = job_last_save(r, &j, o)))
         json_object_set_new(o, "last_checkpoint", saved);
     api_json(r, 200, o);
     allot_store_job_clear(&j);
@@ -480,11 +482,15 @@ out:
 struct checkpoint_write {
     struct req *r;
     int64_t id, now, at;
-    int state; /* OUT: the job's state as the write saw it */
+    int state;     /* OUT: the job's state as the write saw it */
+    int64_t start; /* OUT: ... and its run's start */
 };
 
-/* The report's event and audit entry, while the job still runs (it may
- * have ended since the handler read it: ALLOT_ESTATE). */
+/* The report's event and audit entry, checked against the job as the
+ * write reads it (it may have ended or started again since the handler
+ * read it): ALLOT_ESTATE when it does not run, ALLOT_EINVAL when `at` is
+ * outside its run. A run that began within the second the last one ended
+ * is stored as starting a second later: its start may be ahead of now. */
 static int checkpoint_fn(struct allot_store *st, void *arg)
 {
     struct checkpoint_write *w = arg;
@@ -496,11 +502,11 @@ static int checkpoint_fn(struct allot_store *st, void *arg)
     int rc = allot_store_job_get(st, w->id, &j);
 
     w->state = j.state;
-    /* still running, and the same run (a save of a run that ended is not
-     * the new run's) */
-    if (rc == 0 && ((w->state != ALLOT_SJ_RUNNING && w->state != ALLOT_SJ_STARTING) ||
-                    w->at < (j.start_time < w->now ? j.start_time : w->now)))
+    w->start = j.start_time;
+    if (rc == 0 && w->state != ALLOT_SJ_RUNNING && w->state != ALLOT_SJ_STARTING)
         rc = ALLOT_ESTATE;
+    else if (rc == 0 && (w->at < (w->start < w->now ? w->start : w->now) || w->at > w->now))
+        rc = ALLOT_EINVAL;
     allot_store_job_clear(&j);
     if (rc)
         return rc;
@@ -539,15 +545,6 @@ int api_jobs_checkpoint(struct req *r)
                   "job %lld is not checkpointable (submit it with "
                   "\"checkpointable\": true)",
                   (long long)j.id);
-    else if (j.state != ALLOT_SJ_RUNNING && j.state != ALLOT_SJ_STARTING)
-        api_error(r, 409, "conflict", "job %lld does not run (%s)", (long long)j.id,
-                  allot_store_job_state_name(j.state));
-    /* (a run that began within the second the last one ended is stored
-     * as starting a second later: its start may be ahead of now) */
-    else if (at < (j.start_time < now ? j.start_time : now) || at > now)
-        api_error(r, 422, "invalid",
-                  "field \"at\": %lld is outside the job's current run (%lld to %lld)",
-                  (long long)at, (long long)j.start_time, (long long)now);
     else {
         struct checkpoint_write w = {.r = r, .id = j.id, .now = now, .at = at};
         int rc = srv_write(r->srv, checkpoint_fn, &w);
@@ -557,6 +554,10 @@ int api_jobs_checkpoint(struct req *r)
         if (rc == ALLOT_ESTATE)
             api_error(r, 409, "conflict", "job %lld does not run (%s)", (long long)j.id,
                       allot_store_job_state_name(w.state));
+        else if (rc == ALLOT_EINVAL)
+            api_error(r, 422, "invalid",
+                      "field \"at\": %lld is outside the job's current run (%lld to %lld)",
+                      (long long)at, (long long)w.start, (long long)now);
         else if (rc < 0)
             api_error(r, 500, "store", "%s", allot_strerror(rc));
         else {
