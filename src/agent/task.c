@@ -391,6 +391,10 @@ static void build_env(const struct agent *a, json_t *d, const struct run_user *u
     /* where the job reaches allotd (allot checkpoint), unless it says */
     if (!*env_get(e, "ALLOT_SERVER") && a->cfg.server)
         env_set(e, "ALLOT_SERVER", a->cfg.server);
+    /* a checkpointable job's own credential: reports its saves (allot
+     * checkpoint), good for this run only */
+    if (json_string_value(json_object_get(d, "job_token")))
+        env_set(e, "ALLOT_JOB_TOKEN", json_string_value(json_object_get(d, "job_token")));
     if (json_string_value(json_object_get(spec, "tenant")))
         env_set(e, "ALLOT_TENANT", json_string_value(json_object_get(spec, "tenant")));
     if ((x = json_object_get(d, "array_job_id"))) {

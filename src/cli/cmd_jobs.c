@@ -532,10 +532,14 @@ static void show_one(const json_t *j)
 /* One call per job id given (show, cancel): every id is checked first,
  * then each is called in turn (/v1/jobs/ID + suffix), each answer goes
  * to `table` in table output, and the structured output is the one answer
- * or an array of all. Returns the first failure's exit code or CLI_OK. */
+ * or an array of all. Without an id, `fallback` (or NULL); when every id
+ * is `fallback`, the calls carry `own_token` instead of the configured
+ * token (a job's own credential; or NULL). Returns the first failure's
+ * exit code or CLI_OK. */
 static int each_job(struct cli *c, int argc, char **argv, const struct cli_usage *usage,
                     const char *method, const char *suffix, const char *array_query, int retry,
-                    void (*table)(const json_t *j, const char *id, size_t i), char *fallback)
+                    void (*table)(const json_t *j, const char *id, size_t i), char *fallback,
+                    const char *own_token)
 {
     struct cli_args a;
     struct client *cl;
@@ -557,10 +561,21 @@ static int each_job(struct cli *c, int argc, char **argv, const struct cli_usage
         rc = cli_usage_error("allot %s JOB_ID...", usage->verb);
         goto out;
     }
+    bool own = own_token && *own_token && fallback;
     for (size_t i = 0; i < a.n_pos; i++) {
         long long id, index;
         if ((rc = parse_id(a.pos[i], &id, &index)) != CLI_OK)
             goto out;
+        own = own && !strcmp(a.pos[i], fallback);
+    }
+    if (own) {
+        char *t = allot_strdup(own_token);
+        if (!t) {
+            rc = cli_usage_error("out of memory");
+            goto out;
+        }
+        allot_free(c->conf.token);
+        c->conf.token = t;
     }
     if (!(cl = cli_client(c))) {
         rc = CLI_USAGE;
@@ -611,7 +626,7 @@ static void show_table(const json_t *j, const char *id, size_t i)
 int cmd_show(struct cli *c, int argc, char **argv)
 {
     return each_job(c, argc, argv, &show_usage, "GET", "", "", CLIENT_RETRY_ALWAYS, show_table,
-                    NULL);
+                    NULL, NULL);
 }
 
 /* ---- cancel ---- */
@@ -637,7 +652,7 @@ int cmd_cancel(struct cli *c, int argc, char **argv)
 {
     /* not repeated after a lost reply: the repeat would answer 409 */
     return each_job(c, argc, argv, &cancel_usage, "POST", "/cancel", "?array=true",
-                    CLIENT_RETRY_CONNECT, cancel_table, NULL);
+                    CLIENT_RETRY_CONNECT, cancel_table, NULL, NULL);
 }
 
 /* ---- checkpoint ---- */
@@ -647,7 +662,9 @@ static const struct cli_usage checkpoint_usage = {
     "Reports that running checkpointable jobs saved their work just now, so\n"
     "that a preemption or a move (defragmentation) counts the work lost from\n"
     "this save. Run it from the job after each save; without a JOB_ID it\n"
-    "reports $ALLOT_JOB_ID, which allot-agent sets in every job."};
+    "reports $ALLOT_JOB_ID, which allot-agent sets in every job. Reports of\n"
+    "$ALLOT_JOB_ID alone go with the job's own credential, $ALLOT_JOB_TOKEN,\n"
+    "which allot-agent gives every checkpointable job: no other token needed."};
 
 static void checkpoint_table(const json_t *j, const char *id, size_t i)
 {
@@ -659,7 +676,8 @@ static void checkpoint_table(const json_t *j, const char *id, size_t i)
 int cmd_checkpoint(struct cli *c, int argc, char **argv)
 {
     return each_job(c, argc, argv, &checkpoint_usage, "POST", "/checkpoint", "",
-                    CLIENT_RETRY_CONNECT, checkpoint_table, getenv("ALLOT_JOB_ID"));
+                    CLIENT_RETRY_CONNECT, checkpoint_table, getenv("ALLOT_JOB_ID"),
+                    getenv("ALLOT_JOB_TOKEN"));
 }
 
 /* ---- events ---- */

@@ -366,7 +366,7 @@ static bool load_visible(struct req *r, struct allot_store_job *j)
     if (!st)
         return false;
     rc = allot_store_job_get(st, id, j);
-    if (rc == ALLOT_ENOENT || (rc == 0 && !auth_sees_tenant(&r->who, j->tenant))) {
+    if (rc == ALLOT_ENOENT || (rc == 0 && !auth_sees_job(&r->who, j->id, j->tenant))) {
         allot_store_job_clear(j);
         api_error(r, 404, "not_found", "no job %lld", (long long)id);
         return false;
@@ -482,6 +482,7 @@ out:
 struct checkpoint_write {
     struct req *r;
     int64_t id, now, at;
+    int64_t run;   /* a job credential's run: the report must be of it (0: any) */
     int state;     /* OUT: the job's state as the write saw it */
     int64_t start; /* OUT: ... and its run's start */
 };
@@ -503,7 +504,8 @@ static int checkpoint_fn(struct allot_store *st, void *arg)
 
     w->state = j.state;
     w->start = j.start_time;
-    if (rc == 0 && w->state != ALLOT_SJ_RUNNING && w->state != ALLOT_SJ_STARTING)
+    if (rc == 0 && ((w->state != ALLOT_SJ_RUNNING && w->state != ALLOT_SJ_STARTING) ||
+                    (w->run && w->start != w->run)))
         rc = ALLOT_ESTATE;
     else if (rc == 0 && (w->at < (w->start < w->now ? w->start : w->now) || w->at > w->now))
         rc = ALLOT_EINVAL;
@@ -546,12 +548,16 @@ int api_jobs_checkpoint(struct req *r)
                   "\"checkpointable\": true)",
                   (long long)j.id);
     else {
-        struct checkpoint_write w = {.r = r, .id = j.id, .now = now, .at = at};
+        struct checkpoint_write w = {
+            .r = r, .id = j.id, .now = now, .at = at, .run = r->who.job_run};
         int rc = srv_write(r->srv, checkpoint_fn, &w);
 
         if (rc)
             r->audited = false;
-        if (rc == ALLOT_ESTATE)
+        if (rc == ALLOT_ESTATE && w.run && w.start != w.run)
+            api_error(r, 409, "conflict", "job %lld's run %lld has ended", (long long)j.id,
+                      (long long)w.run);
+        else if (rc == ALLOT_ESTATE)
             api_error(r, 409, "conflict", "job %lld does not run (%s)", (long long)j.id,
                       allot_store_job_state_name(w.state));
         else if (rc == ALLOT_EINVAL)

@@ -4,6 +4,12 @@
  * header into a principal, and the tenant-scope rules every handler uses:
  * a token bound to tenant T acts on T and the tenants below it; a token
  * bound to "" acts everywhere.
+ *
+ * A job's own credential ("allotjob_JOB_RUN_MAC") is not stored: the MAC,
+ * an HMAC-SHA-256 of the job and its run under a key kept in the store's
+ * meta table, proves allotd made it. It is good while that run of the job
+ * runs, for the routes that allow ROLE_JOB, on that job alone (docs/api.md,
+ * "Job credentials").
  */
 #include "http.h"
 #include "reqparse.h"
@@ -14,6 +20,8 @@
 #include <string.h>
 
 #define SECRET_PREFIX "allot_"
+#define JOB_PREFIX    "allotjob_"
+#define JOB_KEY       "job_key"
 
 void auth_new_secret(char *buf, size_t len, uint8_t hash[ALLOT_STORE_HASH_LEN])
 {
@@ -66,6 +74,116 @@ static bool cached(struct req *r, const char *key, uint64_t *gen)
     return hit;
 }
 
+/* ---- job credentials ---- */
+
+static int job_key_fn(struct allot_store *st, void *arg)
+{
+    struct server *s = arg;
+    char *hex = NULL, made[2 * sizeof(s->job_key) + 1];
+    size_t n = 0;
+    int rc = allot_store_meta_get(st, JOB_KEY, &hex);
+
+    if (rc == ALLOT_ENOENT) {
+        uint8_t raw[sizeof(s->job_key)];
+
+        randombytes_buf(raw, sizeof(raw));
+        sodium_bin2hex(made, sizeof(made), raw, sizeof(raw));
+        sodium_memzero(raw, sizeof(raw));
+        rc = allot_store_meta_set(st, JOB_KEY, made);
+        hex = rc ? NULL : allot_strdup(made);
+        sodium_memzero(made, sizeof(made));
+        if (!rc && !hex)
+            rc = ALLOT_ENOMEM;
+    }
+    if (!rc && (sodium_hex2bin(s->job_key, sizeof(s->job_key), hex, strlen(hex), NULL, &n, NULL) ||
+                n != sizeof(s->job_key)))
+        rc = ALLOT_EINVAL; /* someone wrote the meta row by hand */
+    if (hex)
+        sodium_memzero(hex, strlen(hex));
+    allot_free(hex);
+    return rc;
+}
+
+int auth_job_key_init(struct server *s)
+{
+    return srv_write(s, job_key_fn, s);
+}
+
+static void job_mac(const struct server *s, int64_t job, int64_t run,
+                    uint8_t mac[crypto_auth_hmacsha256_BYTES])
+{
+    char msg[96];
+
+    allot_fmt(msg, sizeof(msg), "allot job credential 1 %lld %lld", (long long)job, (long long)run);
+    crypto_auth_hmacsha256(mac, (const uint8_t *)msg, strlen(msg), s->job_key);
+}
+
+void auth_job_token(const struct server *s, int64_t job, int64_t run, char *buf, size_t len)
+{
+    uint8_t mac[crypto_auth_hmacsha256_BYTES];
+    char hex[2 * sizeof(mac) + 1];
+
+    if (ALLOT_NEVER(len < AUTH_JOB_TOKEN_MAX)) {
+        *buf = '\0';
+        return;
+    }
+    job_mac(s, job, run, mac);
+    sodium_bin2hex(hex, sizeof(hex), mac, sizeof(mac));
+    allot_fmt(buf, len, JOB_PREFIX "%lld_%lld_%s", (long long)job, (long long)run, hex);
+}
+
+/* One number of a job credential and the '_' after it; moves *p past them. */
+static bool job_field(const char **p, int64_t *out)
+{
+    const char *u = strchr(*p, '_');
+    char num[24];
+
+    if (!u || u == *p || (size_t)(u - *p) >= sizeof(num))
+        return false;
+    memcpy(num, *p, (size_t)(u - *p));
+    num[u - *p] = '\0';
+    *p = u + 1;
+    return allot_parse_num(num, 1, INT64_MAX, out);
+}
+
+/* A job credential into r->who: made by this store's key, and the job runs
+ * that run now (a credential of an earlier run is refused). */
+static bool job_resolve(struct req *r, const char *h)
+{
+    const char *p = h + strlen(JOB_PREFIX);
+    uint8_t want[crypto_auth_hmacsha256_BYTES], got[sizeof(want)];
+    struct allot_store_job j = {0};
+    int64_t job, run;
+    size_t n = 0;
+    char name[40];
+
+    if (!job_field(&p, &job) || !job_field(&p, &run) || strlen(p) != 2 * sizeof(got) ||
+        sodium_hex2bin(got, sizeof(got), p, strlen(p), NULL, &n, NULL) || n != sizeof(got))
+        return false;
+    job_mac(r->srv, job, run, want);
+    if (sodium_memcmp(want, got, sizeof(want)) != 0)
+        return false;
+    struct allot_store *st = srv_reader(r->srv);
+    if (!st || allot_store_job_get(st, job, &j) < 0)
+        return false;
+    bool live =
+        (j.state == ALLOT_SJ_STARTING || j.state == ALLOT_SJ_RUNNING) && j.start_time == run;
+    auth_principal_clear(&r->who);
+    if (live) {
+        allot_fmt(name, sizeof(name), "job/%lld", (long long)job);
+        r->who.token_id = j.token_id;
+        r->who.role = ROLE_JOB;
+        r->who.job_id = job;
+        r->who.job_run = run;
+        r->who.tenant = j.tenant;
+        j.tenant = NULL;
+        r->who.name = allot_strdup(name);
+        r->who.resolved = r->who.tenant != NULL && r->who.name != NULL;
+    }
+    allot_store_job_clear(&j);
+    return r->who.resolved;
+}
+
 bool auth_resolve(struct req *r)
 {
     const char *h = req_bearer(api_header(r, "Authorization"));
@@ -77,6 +195,8 @@ bool auth_resolve(struct req *r)
 
     if (!h)
         return false;
+    if (!strncmp(h, JOB_PREFIX, strlen(JOB_PREFIX)))
+        return job_resolve(r, h);
     allot_store_sha256(h, strlen(h), hash);
     for (int i = 0; i < ALLOT_STORE_HASH_LEN; i++)
         allot_fmt(key + 2 * i, 3, "%02x", hash[i]);
@@ -130,9 +250,21 @@ bool auth_sees_tenant(const struct principal *p, const char *t)
 {
     if (p->role == ALLOT_ROLE_ADMIN)
         return true;
-    if (p->role == ALLOT_ROLE_AGENT)
+    if (p->role == ALLOT_ROLE_AGENT || p->role == ROLE_JOB)
         return false;
     return auth_in_scope(p->tenant ? p->tenant : "", t);
+}
+
+bool auth_sees_job(const struct principal *p, int64_t id, const char *t)
+{
+    if (p->role == ROLE_JOB)
+        return p->job_id == id;
+    return auth_sees_tenant(p, t);
+}
+
+const char *auth_role_name(int role)
+{
+    return role == ROLE_JOB ? "job" : allot_store_role_name(role);
 }
 
 void auth_principal_clear(struct principal *p)

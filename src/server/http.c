@@ -50,7 +50,8 @@ const struct route http_routes[] = {
     {"GET", "/v1/jobs", api_jobs_list, ROLES_USERS, NULL, true},
     {"GET", "/v1/jobs/{id}", api_jobs_get, ROLES_USERS, NULL, true},
     {"POST", "/v1/jobs/{id}/cancel", api_jobs_cancel, ROLES_USERS, "job.cancel", false},
-    {"POST", "/v1/jobs/{id}/checkpoint", api_jobs_checkpoint, ROLES_USERS, "job.checkpoint", false},
+    {"POST", "/v1/jobs/{id}/checkpoint", api_jobs_checkpoint, ROLES_USERS | ROLE_BIT(ROLE_JOB),
+     "job.checkpoint", false},
     {"GET", "/v1/jobs/{id}/events", api_jobs_events, ROLES_USERS, NULL, true},
     {"GET", "/v1/jobs/{id}/logs", api_jobs_logs, ROLES_USERS, NULL, false},
     {"GET", "/v1/nodes", api_nodes_list, ROLES_USERS, NULL, false},
@@ -471,8 +472,8 @@ static void dispatch(struct http *h, struct req *r, size_t *route_out)
             return; /* not audited: a flood must not flood the log */
         }
         if (!(rt->roles & ROLE_BIT(r->who.role))) {
-            api_error(r, 403, "forbidden", "role %s may not %s %s",
-                      allot_store_role_name(r->who.role), rt->method, rt->pattern);
+            api_error(r, 403, "forbidden", "role %s may not %s %s", auth_role_name(r->who.role),
+                      rt->method, rt->pattern);
             goto audit;
         }
     }

@@ -841,8 +841,16 @@ static void publish(struct loop *l, double secs, int cut)
             /* which run of the job this is (its stored start time, unique per
              * job): an agent starts a run once, and never an older one again;
              * 0 while the start is not stored yet (the agent waits) */
-            json_object_set_new(x, "run",
-                                json_integer(l->live[i].wruns == qj->runs ? l->live[i].wstart : 0));
+            int64_t wrun = l->live[i].wruns == qj->runs ? l->live[i].wstart : 0;
+            json_object_set_new(x, "run", json_integer(wrun));
+            /* a checkpointable job's own credential, for its reports (its
+             * agent puts it in ALLOT_JOB_TOKEN; auth.c) */
+            if (wrun && qj->spec.checkpointable) {
+                char tok[AUTH_JOB_TOKEN_MAX];
+
+                auth_job_token(l->srv, l->live[i].sid, wrun, tok, sizeof(tok));
+                json_object_set_new(x, "job_token", json_string(tok));
+            }
             /* the tenant's weight: jobs sharing a GPU split its time by it (the shim) */
             if (qj->spec.tenant >= 0) {
                 double w = allot_tenants_get(l->t, qj->spec.tenant)->weight * 100.0;

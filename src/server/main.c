@@ -883,6 +883,14 @@ static int serve(struct server *s)
         fprintf(stderr, "allotd: cannot start the group committer\n");
         goto out_http;
     }
+    /* the key of the jobs' own credentials, before the loop hands any out */
+    int krc = auth_job_key_init(s);
+    if (krc) {
+        fprintf(stderr, "allotd: cannot read or make the key of job credentials: %s\n",
+                krc == ALLOT_EINVAL ? "meta \"job_key\" is not 64 hex digits"
+                                    : allot_strerror(krc));
+        goto out_http;
+    }
     if (!loop_start(s, err, sizeof(err))) {
         fprintf(stderr, "allotd: %s\n", err);
         goto out_http;

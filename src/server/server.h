@@ -120,15 +120,23 @@ struct server {
     json_t *agents; /* owned: node name -> {"url", "key"} of its agent's log endpoint, as its
                        heartbeats tell (memory only) */
     atomic_int_fast64_t meter_at; /* time of the last metering roll-up (0: none yet) */
+    uint8_t job_key[32];          /* the key of job credentials (meta "job_key"), set
+                                     once before the loop starts (auth_job_key_init) */
 };
 
 /* Who called: resolved from the bearer token. */
+/* The role of a job's own credential (auth_job_token): never stored, good
+ * only for the routes that name it, on that job, during that run. */
+#define ROLE_JOB ALLOT_ROLE_NROLES
+
 struct principal {
-    int64_t token_id;
-    int role;      /* enum allot_store_role */
-    char *tenant;  /* owned; "" = cluster-wide */
-    char *name;    /* owned: the token's name ("node/NAME": a node's credential) */
-    bool resolved; /* a valid token was presented */
+    int64_t token_id; /* a job credential: the token that submitted the job */
+    int role;         /* enum allot_store_role, or ROLE_JOB */
+    int64_t job_id;   /* ROLE_JOB: the job it speaks for, and the run (stored */
+    int64_t job_run;  /* start) it is good for; else 0 */
+    char *tenant;     /* owned; "" = cluster-wide */
+    char *name;       /* owned: the token's name ("node/NAME": a node's credential) */
+    bool resolved;    /* a valid token was presented */
 };
 
 #define SRV_RESP_HEADERS 3 /* extra headers one reply carries at most */
@@ -201,6 +209,20 @@ void auth_forget_tokens(struct server *s);
 bool auth_in_scope(const char *scope, const char *t);
 /* True when the caller may see/act on tenant `t`. */
 bool auth_sees_tenant(const struct principal *p, const char *t);
+/* True when the caller may see/act on job `id` of tenant `t`: a job's own
+ * credential sees that job alone. */
+bool auth_sees_job(const struct principal *p, int64_t id, const char *t);
+/* The role's name ("job" for ROLE_JOB). */
+const char *auth_role_name(int role);
+/* Reads the key of job credentials from the store (meta "job_key"),
+ * making it on first use; the leader calls it before its loop starts.
+ * Returns 0 or the store's code. */
+int auth_job_key_init(struct server *s);
+#define AUTH_JOB_TOKEN_MAX 128
+/* The credential of run `run` (its stored start) of job `job` into buf
+ * (>= AUTH_JOB_TOKEN_MAX bytes): "allotjob_JOB_RUN_" + 64 hex of an
+ * HMAC-SHA-256 under the key. */
+void auth_job_token(const struct server *s, int64_t job, int64_t run, char *buf, size_t len);
 void auth_principal_clear(struct principal *p);
 
 /* ---- audit (api_admin.c) ---- */

@@ -144,18 +144,26 @@ def test_run_to_completion():
 
 
 def test_job_reports_its_checkpoint():
-    """A job reports its own save with `allot checkpoint`: the agent gives it
-    ALLOT_JOB_ID and ALLOT_SERVER, the job brings a member token."""
+    """A job reports its own save with `allot checkpoint` and no token of
+    its own: the agent gives it ALLOT_JOB_ID, ALLOT_SERVER and its own
+    credential ALLOT_JOB_TOKEN, which is good for nothing else (`allot show`
+    with it is refused)."""
     from cli_fixture import ALLOT
-    tok = dm.token("member", "research/nlp", "ckpt")
-    jid = submit({"checkpointable": True, "env": {"ALLOT_TOKEN": tok},
-                  "command": sh('"%s" checkpoint && echo "server=$ALLOT_SERVER"' % ALLOT)})
+    jid = submit({"checkpointable": True,
+                  "command": sh('"%s" checkpoint && echo "server=$ALLOT_SERVER"; '
+                                'ALLOT_TOKEN="$ALLOT_JOB_TOKEN" "%s" show "$ALLOT_JOB_ID"; '
+                                'echo "show=$?"' % (ALLOT, ALLOT))})
     j = wait_state(jid, ("succeeded", "failed"))
     out = agent.task_log(jid)
     assert j["state"] == "succeeded", (j, out)
     assert "job %d saved at " % jid in out and "server=http://127.0.0.1:%d" % dm.port in out, out
+    assert "role job may not GET" in out and "show=0" not in out, out
     evs = expect(dm.req("GET", "/v1/jobs/%d/events" % jid, token=dm.admin), 200)["events"]
     assert "checkpoint" in [e["kind"] for e in evs], evs
+    # a job that does not checkpoint gets no credential
+    jid = submit({"command": sh('echo "token=[${ALLOT_JOB_TOKEN:-none}]"')})
+    assert wait_state(jid, ("succeeded", "failed"))["state"] == "succeeded"
+    assert "token=[none]" in agent.task_log(jid), agent.task_log(jid)
 
 
 def test_exit_code_and_no_command():

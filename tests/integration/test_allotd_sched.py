@@ -683,6 +683,70 @@ def test_checkpoint_survives_restart():
         d.stop()
 
 
+def _desired(d, node, jid):
+    """Job jid's entry in node's desired state (a heartbeat, as an admin)."""
+    jobs = expect(d.req("POST", "/v1/nodes/%s/heartbeat" % node, {}, token=d.admin),
+                  200)["jobs"]
+    return next(x for x in jobs if x["job"] == jid)
+
+
+def test_job_credential():
+    """A checkpointable job's desired state carries its own credential: good
+    for its checkpoint reports during that run, on that job alone, and across
+    a restart (the key is in the store); refused for anything else, once the
+    run has ended, and when forged."""
+    d = Daemon()
+    try:
+        left, _, _, node = _two_left(d)
+        got = [_desired(d, node[jid], jid) for jid in left]
+        runs = [expect(d.req("GET", "/v1/jobs/%d" % jid, token=d.admin), 200)["start_time"]
+                for jid in left]
+        for jid, x, run in zip(left, got, runs):
+            assert x["run"] == run and x["job_token"].startswith(
+                "allotjob_%d_%d_" % (jid, run)), x
+        tok = got[0]["job_token"]
+        path = "/v1/jobs/%d/checkpoint" % left[0]
+        r = expect(d.req("POST", path, token=tok), 200)
+        assert r["id"] == left[0], r
+        # that job alone, that route alone
+        expect(d.req("POST", "/v1/jobs/%d/checkpoint" % left[1], token=tok), 404)
+        err = expect(d.req("GET", "/v1/jobs/%d" % left[0], token=tok), 403)
+        assert "role job may not GET /v1/jobs/{id}" in err["error"]["message"], err
+        expect(d.req("POST", "/v1/jobs", {"tenant": "lab/b", "gpus": 1}, token=tok), 403)
+        expect(d.req("POST", "/v1/tokens", {"role": "admin", "name": "x"}, token=tok), 403)
+        err = expect(d.req("POST", "/v1/tokens", {"role": "job", "tenant": "lab/b", "name": "x"},
+                           token=d.admin), 422)
+        assert "unknown role \"job\"" in err["error"]["message"], err
+        # forged or mangled: refused
+        for bad in (tok[:-1] + ("0" if tok[-1] != "0" else "1"),
+                    tok.replace("allotjob_%d_" % left[0], "allotjob_%d_" % left[1]),
+                    tok[:-2], tok + "00", "allotjob_%d_%d_" % (left[0], runs[0]),
+                    "allotjob_-1_1_" + "0" * 64, "allotjob_"):
+            expect(d.req("POST", path, token=bad), 401)
+        # no credential for a job that does not checkpoint
+        plain = expect(d.req("POST", "/v1/jobs", {"name": "p", "tenant": "lab/b", "gpus": 1},
+                             token=d.admin), 201)["id"]
+        pj = wait_job(plain, lambda j: j["state"] == "starting", d=d)
+        assert "job_token" not in _desired(d, pj["placement"]["tasks"][0]["node"], plain)
+        # audited under the token that submitted the job
+        me = expect(d.req("GET", "/v1/whoami", token=d.admin), 200)["token_id"]
+        au = [e for e in expect(d.req("GET", "/v1/audit?limit=1000", token=d.admin),
+                                200)["entries"] if e["action"] == "job.checkpoint"]
+        assert [(e["target"], e["result"], e["token_id"]) for e in au] == [
+            ("job/%d" % left[0], "ok", me)] + [
+            ("/v1/jobs/%d/checkpoint" % left[1], "error 404", me)], au
+        # the key is in the store: good after a restart; not once the run ended
+        admin = d.admin
+        assert d.stop() == 0
+        d = Daemon(d.dir)
+        d.admin = admin
+        expect(d.req("POST", "/v1/jobs/%d/checkpoint" % left[1], token=got[1]["job_token"]), 200)
+        expect(d.req("POST", "/v1/jobs/%d/cancel" % left[0], token=d.admin), 200)
+        expect(d.req("POST", path, token=tok), 401)
+    finally:
+        d.stop()
+
+
 if __name__ == "__main__":
     dm = Daemon()
     try:
@@ -692,6 +756,7 @@ if __name__ == "__main__":
                 test_metrics_show_the_cluster, test_restart_rebuilds_from_store,
                 test_cycle_work_goes_on, test_reserve_gangs, test_fair_reclaim, test_fair_cap,
                 test_aging, test_large_gang_gpus, test_las_threshold, test_lending_hold,
-                test_defrag, test_checkpoint_report, test_checkpoint_survives_restart])
+                test_defrag, test_checkpoint_report, test_checkpoint_survives_restart,
+                test_job_credential])
     finally:
         dm.stop()

@@ -449,6 +449,20 @@ def test_checkpoint():
         r = fails(cli(d, "checkpoint", plain), 6, "invalid")
         assert "not checkpointable" in r.err, r
         fails(cli(d, "checkpoint", 999999), 2, "not_found")
+        # the job's own credential: reports of $ALLOT_JOB_ID go with it, even
+        # when the configured token may not report (a viewer); other ids do not
+        jobs = fx.expect(d.req("POST", "/v1/nodes/c1/heartbeat", {}, token=d.admin),
+                         200)["jobs"]
+        own = next(x["job_token"] for x in jobs if x["job"] == jid)
+        viewer = d.token("viewer", "research", "v")
+        env = {"ALLOT_JOB_ID": str(jid), "ALLOT_JOB_TOKEN": own}
+        ok(cli(d, "checkpoint", token=viewer, env=env))
+        ok(cli(d, "checkpoint", jid, token=viewer, env=env))
+        fails(cli(d, "checkpoint", jid, waits, token=viewer, env=env), 3, "forbidden")
+        fails(cli(d, "checkpoint", token=viewer, env=dict(env, ALLOT_JOB_TOKEN=own[:-1])),
+              3, "unauthorized")
+        fails(cli(d, "checkpoint", token=viewer, env=dict(env, ALLOT_JOB_TOKEN="")), 3,
+              "forbidden")  # empty: the configured token
     finally:
         assert d.stop() == 0
 
