@@ -128,6 +128,8 @@ int api_metrics(struct req *r)
     if (r->srv->cfg.metrics_auth && !auth_resolve(r))
         return api_error(r, 401, "unauthorized",
                          "a valid bearer token is required (allotd runs with --metrics-auth)");
+    if (r->srv->cfg.metrics_auth && r->who.role == ROLE_JOB) /* a token, but not of a user */
+        return api_error(r, 403, "forbidden", "role job may not GET /metrics");
     if (!(f = open_memstream(&buf, &len)))
         return api_error(r, 500, "internal", "out of memory");
     http_metrics(r->srv->http, f);

@@ -515,7 +515,7 @@ static int checkpoint_fn(struct allot_store *st, void *arg)
     allot_fmt(detail, sizeof(detail), "saved its work (reported at %lld)", (long long)w->now);
     allot_fmt(target, sizeof(target), "job/%lld", (long long)w->id);
     rc = allot_store_event_add(st, &ev, NULL);
-    return rc ? rc : api_audit(st, w->r, target, "ok", w->now);
+    return rc ? rc : api_audit(st, w->r, target, w->run ? "ok (job credential)" : "ok", w->now);
 }
 
 /* POST /v1/jobs/{id}/checkpoint: a running checkpointable job saved its
@@ -554,9 +554,9 @@ int api_jobs_checkpoint(struct req *r)
 
         if (rc)
             r->audited = false;
-        if (rc == ALLOT_ESTATE && w.run && w.start != w.run)
-            api_error(r, 409, "conflict", "job %lld's run %lld has ended", (long long)j.id,
-                      (long long)w.run);
+        if (rc == ALLOT_ESTATE && w.run && w.start != w.run) /* ended since auth_resolve */
+            api_error(r, 401, "unauthorized",
+                      "the job's credential is of its run %lld, which has ended", (long long)w.run);
         else if (rc == ALLOT_ESTATE)
             api_error(r, 409, "conflict", "job %lld does not run (%s)", (long long)j.id,
                       allot_store_job_state_name(w.state));

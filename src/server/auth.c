@@ -8,8 +8,9 @@
  * A job's own credential ("allotjob_JOB_RUN_MAC") is not stored: the MAC,
  * an HMAC-SHA-256 of the job and its run under a key kept in the store's
  * meta table, proves allotd made it. It is good while that run of the job
- * runs, for the routes that allow ROLE_JOB, on that job alone (docs/api.md,
- * "Job credentials").
+ * runs, for the routes that allow ROLE_JOB, on that job alone (docs/allotd.md,
+ * "Job credentials"). Until the key is read (a standby, or a leader before
+ * its loop starts) none is taken.
  */
 #include "http.h"
 #include "reqparse.h"
@@ -106,7 +107,11 @@ static int job_key_fn(struct allot_store *st, void *arg)
 
 int auth_job_key_init(struct server *s)
 {
-    return srv_write(s, job_key_fn, s);
+    int rc = srv_write(s, job_key_fn, s);
+
+    if (!rc)
+        atomic_store_explicit(&s->job_key_ready, true, memory_order_release);
+    return rc;
 }
 
 static void job_mac(const struct server *s, int64_t job, int64_t run,
@@ -151,17 +156,16 @@ static bool job_field(const char **p, int64_t *out)
 static bool job_resolve(struct req *r, const char *h)
 {
     const char *p = h + strlen(JOB_PREFIX);
-    uint8_t want[crypto_auth_hmacsha256_BYTES], got[sizeof(want)];
     struct allot_store_job j = {0};
+    char want[AUTH_JOB_TOKEN_MAX], name[40];
     int64_t job, run;
-    size_t n = 0;
-    char name[40];
 
-    if (!job_field(&p, &job) || !job_field(&p, &run) || strlen(p) != 2 * sizeof(got) ||
-        sodium_hex2bin(got, sizeof(got), p, strlen(p), NULL, &n, NULL) || n != sizeof(got))
+    if (!atomic_load_explicit(&r->srv->job_key_ready, memory_order_acquire) ||
+        !job_field(&p, &job) || !job_field(&p, &run))
         return false;
-    job_mac(r->srv, job, run, want);
-    if (sodium_memcmp(want, got, sizeof(want)) != 0)
+    /* the one spelling allotd makes (no leading zeros, lower-case hex) */
+    auth_job_token(r->srv, job, run, want, sizeof(want));
+    if (strlen(h) != strlen(want) || sodium_memcmp(want, h, strlen(want)) != 0)
         return false;
     struct allot_store *st = srv_reader(r->srv);
     if (!st || allot_store_job_get(st, job, &j) < 0)

@@ -495,7 +495,8 @@ audit:
 
         struct audit_write w = {.r = r, .target = target, .result = result, .now = srv_now()};
 
-        allot_fmt(result, sizeof(result), "error %d", r->status);
+        allot_fmt(result, sizeof(result), "error %d%s", r->status,
+                  r->who.role == ROLE_JOB ? " (job credential)" : "");
         allot_fmt(target, sizeof(target), "%s", r->path);
         if (srv_write(h->srv, audit_fn, &w) < 0)
             LOG_WARN("http", "audit append failed for %s %s", r->method, r->path);

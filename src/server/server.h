@@ -122,6 +122,8 @@ struct server {
     atomic_int_fast64_t meter_at; /* time of the last metering roll-up (0: none yet) */
     uint8_t job_key[32];          /* the key of job credentials (meta "job_key"), set
                                      once before the loop starts (auth_job_key_init) */
+    atomic_bool job_key_ready;    /* job_key is set (release/acquire): until then no job
+                                     credential is taken (a standby never sets it) */
 };
 
 /* Who called: resolved from the bearer token. */

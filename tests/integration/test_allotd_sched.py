@@ -695,7 +695,7 @@ def test_job_credential():
     for its checkpoint reports during that run, on that job alone, and across
     a restart (the key is in the store); refused for anything else, once the
     run has ended, and when forged."""
-    d = Daemon()
+    d = Daemon(args=["--metrics-auth"])
     try:
         left, _, _, node = _two_left(d)
         got = [_desired(d, node[jid], jid) for jid in left]
@@ -714,6 +714,8 @@ def test_job_credential():
         assert "role job may not GET /v1/jobs/{id}" in err["error"]["message"], err
         expect(d.req("POST", "/v1/jobs", {"tenant": "lab/b", "gpus": 1}, token=tok), 403)
         expect(d.req("POST", "/v1/tokens", {"role": "admin", "name": "x"}, token=tok), 403)
+        err = expect(d.req("GET", "/metrics", token=tok), 403)
+        assert "role job may not GET /metrics" in err["error"]["message"], err
         err = expect(d.req("POST", "/v1/tokens", {"role": "job", "tenant": "lab/b", "name": "x"},
                            token=d.admin), 422)
         assert "unknown role \"job\"" in err["error"]["message"], err
@@ -721,7 +723,9 @@ def test_job_credential():
         for bad in (tok[:-1] + ("0" if tok[-1] != "0" else "1"),
                     tok.replace("allotjob_%d_" % left[0], "allotjob_%d_" % left[1]),
                     tok[:-2], tok + "00", "allotjob_%d_%d_" % (left[0], runs[0]),
-                    "allotjob_-1_1_" + "0" * 64, "allotjob_"):
+                    "allotjob_-1_1_" + "0" * 64, "allotjob_",
+                    tok.replace("allotjob_", "allotjob_0"),  # one spelling only
+                    tok[:-64] + tok[-64:].upper(), " " + tok):
             expect(d.req("POST", path, token=bad), 401)
         # no credential for a job that does not checkpoint
         plain = expect(d.req("POST", "/v1/jobs", {"name": "p", "tenant": "lab/b", "gpus": 1},
@@ -733,8 +737,8 @@ def test_job_credential():
         au = [e for e in expect(d.req("GET", "/v1/audit?limit=1000", token=d.admin),
                                 200)["entries"] if e["action"] == "job.checkpoint"]
         assert [(e["target"], e["result"], e["token_id"]) for e in au] == [
-            ("job/%d" % left[0], "ok", me)] + [
-            ("/v1/jobs/%d/checkpoint" % left[1], "error 404", me)], au
+            ("job/%d" % left[0], "ok (job credential)", me),
+            ("/v1/jobs/%d/checkpoint" % left[1], "error 404 (job credential)", me)], au
         # the key is in the store: good after a restart; not once the run ended
         admin = d.admin
         assert d.stop() == 0
