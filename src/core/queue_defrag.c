@@ -317,10 +317,13 @@ static int make_room(struct allot_queue *q, struct allot_job *j, const struct mo
     return 1;
 }
 
-/* Whether pending job a came before b (first submission, then id). */
+/* Whether pending job a came before b (first submission, then arrival
+ * order, then id). */
 static bool older(const struct allot_job *a, const struct allot_job *b)
 {
-    return a->first_submit != b->first_submit ? a->first_submit < b->first_submit : a->id < b->id;
+    if (a->first_submit != b->first_submit)
+        return a->first_submit < b->first_submit;
+    return a->spec.seq != b->spec.seq ? a->spec.seq < b->spec.seq : a->id < b->id;
 }
 
 int queue_defrag(struct allot_queue *q, int64_t now)

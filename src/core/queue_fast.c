@@ -147,11 +147,6 @@ struct fast_fail {
     int n_tasks;
 };
 
-struct sortkey {
-    double key[ALLOT_QUEUE_KEY_LEN];
-    int id;
-};
-
 /* A grace period or runtime limit ending at `at` (valid while the job is
  * still in that run and state). */
 struct fast_timer {
@@ -180,7 +175,7 @@ struct queue_fast {
     struct fast_fail *fail; /* owned: open addressing, slots of other epochs empty */
     size_t fail_cap, n_fail;
     uint64_t fail_epoch1;
-    struct sortkey *sk; /* owned: scratch of a build */
+    struct queue_sortkey *sk; /* owned: scratch of a build */
     size_t sk_cap;
     int *tab; /* owned: scratch of a build, class lookup */
     size_t tab_cap;
@@ -483,13 +478,6 @@ void queue_fast_search_put(struct allot_queue *q, const struct allot_job *j, int
 
 /* ---- a tenant's order ---- */
 
-static int cmp_sortkey(const void *a, const void *b)
-{
-    const struct sortkey *x = a, *y = b;
-
-    return queue_key_cmp(x->key, y->key, x->id, y->id);
-}
-
 /* The class of job j in T, added when new (room reserved by the caller;
  * tab: an open-addressing table of mask + 1 slots). */
 static int cls_of(const struct allot_queue *q, struct fast_ten *T, int *tab, size_t mask,
@@ -565,9 +553,10 @@ static int ten_build(struct allot_queue *q, struct queue_fast *f, int ti, int64_
         return ALLOT_ENOMEM;
     for (size_t i = 0; i < n; i++) {
         q->order->key(q, &q->jobs[T->mem[i]], now, f->sk[i].key);
+        f->sk[i].seq = q->jobs[T->mem[i]].spec.seq;
         f->sk[i].id = T->mem[i];
     }
-    qsort(f->sk, n, sizeof(*f->sk), cmp_sortkey);
+    qsort(f->sk, n, sizeof(*f->sk), queue_sortkey_cmp);
     for (size_t i = 0; i < tabn; i++)
         f->tab[i] = -1;
     T->n_cls = 0;

@@ -163,13 +163,27 @@ struct bf_link {
 
 /* ---- small helpers ---- */
 
-/* The order of two pending jobs by policy keys, ties to the lower id. */
-static inline int queue_key_cmp(const double *a, const double *b, int ida, int idb)
+/* A pending job's policy keys, with its arrival order and id for ties. */
+struct queue_sortkey {
+    double key[ALLOT_QUEUE_KEY_LEN];
+    int64_t seq; /* spec.seq */
+    int id;
+    int tenant; /* spec.tenant (a serving's turns) */
+};
+
+/* The order of two pending jobs by policy keys, ties to the lower arrival
+ * order (spec.seq), then to the lower id: the one tie-break of every
+ * ordering (qsort comparator of struct queue_sortkey). */
+static inline int queue_sortkey_cmp(const void *pa, const void *pb)
 {
+    const struct queue_sortkey *a = pa, *b = pb;
+
     for (int k = 0; k < ALLOT_QUEUE_KEY_LEN; k++)
-        if (a[k] != b[k])
-            return a[k] < b[k] ? -1 : 1;
-    return ida < idb ? -1 : ida > idb;
+        if (a->key[k] != b->key[k])
+            return a->key[k] < b->key[k] ? -1 : 1;
+    if (a->seq != b->seq)
+        return a->seq < b->seq ? -1 : 1;
+    return a->id < b->id ? -1 : a->id > b->id;
 }
 
 /* Key of a job's user in q->users. */

@@ -14,43 +14,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int key_cmp(const double *a, const double *b, int ida, int idb)
-{
-    for (int k = 0; k < ALLOT_QUEUE_KEY_LEN; k++)
-        if (a[k] != b[k])
-            return a[k] < b[k] ? -1 : 1;
-    return ida < idb ? -1 : ida > idb;
-}
-
-struct keyed {
-    double key[ALLOT_QUEUE_KEY_LEN];
-    int id;
-    int tenant;
-};
-
-static int cmp_keyed(const void *a, const void *b)
-{
-    const struct keyed *x = a, *y = b;
-
-    return key_cmp(x->key, y->key, x->id, y->id);
-}
-
 /* Step 2: the pending jobs with their policy keys, best first (*out owned
  * by the caller). Returns their number or ALLOT_ENOMEM. */
-static long cycle_order(struct allot_queue *q, int64_t now, struct keyed **out)
+static long cycle_order(struct allot_queue *q, int64_t now, struct queue_sortkey **out)
 {
     size_t n = q->n_pending;
-    struct keyed *ks = allot_malloc((n + 1) * sizeof(*ks));
+    struct queue_sortkey *ks = allot_malloc((n + 1) * sizeof(*ks));
 
     if (!ks)
         return ALLOT_ENOMEM;
     for (size_t i = 0; i < n; i++) {
         const struct allot_job *j = &q->jobs[q->pending[i]];
         q->order->key(q, j, now, ks[i].key);
+        ks[i].seq = j->spec.seq;
         ks[i].id = j->id;
         ks[i].tenant = j->spec.tenant;
     }
-    qsort(ks, n, sizeof(*ks), cmp_keyed);
+    qsort(ks, n, sizeof(*ks), queue_sortkey_cmp);
     *out = ks;
     return (long)n;
 }
@@ -74,7 +54,7 @@ struct turns {
 /* What a serving is at: its order, and where it stands in it, kept in q
  * while a cycle cut short at its work budget may resume. */
 struct queue_serving {
-    struct keyed *ks; /* the cycle's pending jobs, best first */
+    struct queue_sortkey *ks; /* the cycle's pending jobs, best first */
     size_t n;
     size_t pos;  /* one global order: the next position */
     size_t left; /* tenants' turns: positions not yet taken */

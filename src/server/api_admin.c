@@ -8,6 +8,7 @@
 #include "http.h"
 #include "loop.h"
 #include "meter.h"
+#include "refs.h"
 #include "reqparse.h"
 #include "tenants_yaml.h"
 
@@ -228,6 +229,7 @@ struct token_write {
     struct req *r;
     struct allot_store_token *t;
     int64_t id, now;
+    bool last; /* OUT (revoke): refused, the last admin token */
 };
 
 /* Group-commit write: the token and its audit entry. */
@@ -241,11 +243,41 @@ static int token_add_fn(struct allot_store *st, void *arg)
     return rc ? rc : api_audit(st, w->r, target, "ok", w->now);
 }
 
+/* True when token `id` is the only cluster-wide admin token not revoked:
+ * without one nobody could make tokens again (allotd init refuses a store
+ * that holds tokens). *rc gets a store error. */
+static bool last_admin(struct allot_store *st, int64_t id, int *rc)
+{
+    struct allot_store_token *t = NULL;
+    size_t n = 0, others = 0;
+    bool it = false;
+
+    *rc = allot_store_token_list(st, &t, &n);
+    for (size_t i = 0; !*rc && i < n; i++) {
+        if (t[i].role != ALLOT_ROLE_ADMIN || t[i].revoked || (t[i].tenant && *t[i].tenant))
+            continue;
+        if (t[i].id == id)
+            it = true;
+        else
+            others++;
+    }
+    allot_store_tokens_free(t, n);
+    return it && !others;
+}
+
+/* The revocation and its audit entry; refused (w->last, ALLOT_ESTATE) for
+ * the last admin token, checked in the write so that two revocations
+ * cannot both pass it. */
 static int token_revoke_fn(struct allot_store *st, void *arg)
 {
     struct token_write *w = arg;
     char target[64];
-    int rc = allot_store_token_revoke(st, w->id, w->now);
+    int rc = 0;
+
+    if ((w->last = last_admin(st, w->id, &rc)))
+        return ALLOT_ESTATE;
+    if (!rc)
+        rc = allot_store_token_revoke(st, w->id, w->now);
 
     allot_fmt(target, sizeof(target), "token/%lld", (long long)w->id);
     return rc ? rc : api_audit(st, w->r, target, "ok", w->now);
@@ -293,6 +325,30 @@ int api_tokens_create(struct req *r)
         api_error(r, 422, "invalid", "field \"tenant\": role %s needs a tenant",
                   allot_store_role_name(role));
         goto out;
+    }
+    if ((role == ALLOT_ROLE_ADMIN || role == ALLOT_ROLE_AGENT) && *t.tenant) {
+        api_error(r, 422, "invalid",
+                  "field \"tenant\": role %s acts cluster-wide and takes no tenant (a "
+                  "tenant's admin is role tenant-admin)",
+                  allot_store_role_name(role));
+        goto out;
+    }
+    if (*t.tenant) {
+        struct allot_store *st = api_reader(r);
+        int known = st ? refs_tenant_known(r->srv, st, t.tenant) : 0;
+
+        if (!st)
+            goto out;
+        if (known < 0) {
+            api_error(r, 500, "store", "%s", allot_strerror(known));
+            goto out;
+        }
+        if (!known) {
+            api_error(r, 422, "invalid",
+                      "field \"tenant\": no tenant \"%.100s\" (allot tenants lists them)",
+                      t.tenant);
+            goto out;
+        }
     }
     if (!may_manage(&r->who, role, t.tenant)) {
         api_error(r, 403, "forbidden", "a %s may not create %s tokens for tenant \"%s\"",
@@ -345,6 +401,7 @@ int api_tokens_revoke(struct req *r)
     struct allot_store_token t = {0};
     char target[64];
     int64_t id, now = srv_now();
+    struct token_write w = {.r = r, .now = now};
     int rc;
 
     if (!allot_parse_num(r->params[0], 1, INT64_MAX, &id))
@@ -360,16 +417,20 @@ int api_tokens_revoke(struct req *r)
     if (rc == 0 && t.revoked)
         rc = ALLOT_ESTATE;
     if (rc == 0) {
-        struct token_write w = {.r = r, .id = id, .now = now};
-
+        w.id = id;
         rc = srv_write(r->srv, token_revoke_fn, &w);
         if (rc)
             r->audited = false;
     }
     if (rc == ALLOT_ENOENT)
         api_error(r, 404, "not_found", "no token %lld", (long long)id);
-    else if (rc == ALLOT_ESTATE)
+    else if (rc == ALLOT_ESTATE && !w.last)
         api_error(r, 409, "conflict", "token %lld is already revoked", (long long)id);
+    else if (rc == ALLOT_ESTATE)
+        api_error(r, 409, "conflict",
+                  "token %lld is the last cluster-wide admin token: create another admin token "
+                  "before revoking it",
+                  (long long)id);
     else if (rc < 0)
         api_error(r, 500, "store", "%s", allot_strerror(rc));
     else {

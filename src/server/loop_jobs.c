@@ -154,6 +154,7 @@ void loop_submit_job(struct loop *l, const struct allot_store_job *j, bool gate)
     spec.limit_s = js.limit_s;
     spec.checkpointable = js.checkpointable;
     spec.checkpoint_interval_s = js.checkpoint_s;
+    spec.seq = j->id; /* jobs of one second (an array's members) in submission order */
     if (spec.tenant <= 0) {
         allot_fmt(err, sizeof(err), "tenant %s is not known to the scheduler", js.tenant);
         loop_reject(l, j->id, err);

@@ -63,6 +63,46 @@ def test_tenant_admin_manages_its_subtree_only():
     expect(dm.req("DELETE", "/v1/tokens/%d" % vid, token=ta), 200)
 
 
+def test_token_scope_checked():
+    """A token's tenant is checked: admin and agent tokens act cluster-wide
+    and take none, and a tenant must exist."""
+    for role in ("admin", "agent"):
+        err = expect(dm.req("POST", "/v1/tokens", {"role": role, "tenant": "research"},
+                            token=dm.admin), 422)
+        assert "acts cluster-wide and takes no tenant" in err["error"]["message"], err
+    for role in ("member", "viewer", "tenant-admin"):
+        err = expect(dm.req("POST", "/v1/tokens", {"role": role, "tenant": "nosuch/x"},
+                            token=dm.admin), 422)
+        assert "no tenant \"nosuch/x\"" in err["error"]["message"], err
+    # an interior tenant is a subtree: fine
+    expect(dm.req("POST", "/v1/tokens", {"role": "viewer", "tenant": "research"},
+                  token=dm.admin), 201)
+
+
+def test_last_admin_token_kept():
+    """The last cluster-wide admin token cannot be revoked (nothing could
+    make tokens again); with another one it can."""
+    d = Daemon()
+    try:
+        first = expect(d.req("GET", "/v1/whoami", token=d.admin), 200)["token_id"]
+        err = expect(d.req("DELETE", "/v1/tokens/%d" % first, token=d.admin), 409)
+        assert "last cluster-wide admin token" in err["error"]["message"], err
+        expect(d.req("GET", "/v1/tokens", token=d.admin), 200)  # still works
+        b = expect(d.req("POST", "/v1/tokens", {"role": "admin", "name": "second"},
+                         token=d.admin), 201)
+        expect(d.req("DELETE", "/v1/tokens/%d" % first, token=b["token"]), 200)
+        expect(d.req("GET", "/v1/tokens", token=d.admin), 401)
+        err = expect(d.req("DELETE", "/v1/tokens/%d" % b["id"], token=b["token"]), 409)
+        assert "last cluster-wide admin token" in err["error"]["message"], err
+        au = [(e["target"], e["result"]) for e in expect(d.req(
+            "GET", "/v1/audit?limit=100", token=b["token"]), 200)["entries"]
+            if e["action"] == "token.revoke"]
+        assert au == [("/v1/tokens/%d" % first, "error 409"), ("token/%d" % first, "ok"),
+                      ("/v1/tokens/%d" % b["id"], "error 409")], au
+    finally:
+        d.stop()
+
+
 # route -> expected status per role (admin, tadmin, member, viewer, agent, none)
 NODE = {"name": "auth-n1", "cpus": 8, "memory": 65536, "gpus": [{"model": "A100-80GB"}]}
 MATRIX = [
@@ -221,6 +261,7 @@ if __name__ == "__main__":
     try:
         setup()
         fx.run([test_token_lifecycle, test_tenant_admin_manages_its_subtree_only,
+                test_token_scope_checked, test_last_admin_token_kept,
                 test_authorization_matrix, test_two_authorization_headers,
                 test_metrics_auth,
                 test_jobs_are_scoped_to_tenants, test_audit_log])

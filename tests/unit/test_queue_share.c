@@ -335,6 +335,57 @@ static void test_compute_only_fraction_reason(void **state)
     world_free(&w);
 }
 
+/* Jobs submitted in the same second (an array's members in allotd) start
+ * in their arrival order (spec.seq), not in the order of the core ids
+ * they got, which reuse the ids of jobs gone (here in reverse), under
+ * every order. */
+static void test_same_second_in_arrival_order(void **state)
+{
+    static const char *const orders[] = {"fair", "fifo", "las"};
+    char err[128], name[16];
+    int ids[6];
+
+    (void)state;
+    for (size_t k = 0; k < sizeof(orders) / sizeof(orders[0]); k++) {
+        struct allot_queue_opts o = base;
+        struct world w;
+        struct allot_job_spec s = {.name = name,
+                                   .prio_class = -1,
+                                   .n_tasks = 1,
+                                   .task = {.num_gpu = 4, .gpu_milli = 1000, .mig_profile = -1}};
+
+        o.order = orders[k];
+        o.preemption = false;
+        world_init(&w, 1, 4, o);
+        s.tenant = w.a;
+        for (int i = 0; i < 6; i++) { /* ids 0..5, gone at once */
+            allot_fmt(name, sizeof(name), "gone%d", i);
+            assert_int_equal(submit(&w, name, w.a, 1, 1, 0, 0), i);
+        }
+        for (int i = 0; i < 6; i++) { /* cancelled and forgotten (as allotd does) */
+            assert_int_equal(allot_queue_cancel(w.q, i, 1), 0);
+            assert_int_equal(allot_queue_forget(w.q, i), 0);
+        }
+        for (int i = 0; i < 6; i++) { /* one second, one GPU-full job after another */
+            allot_fmt(name, sizeof(name), "m%d", i);
+            s.seq = 100 + i;
+            ids[i] = allot_queue_submit(w.q, &s, 10, err, sizeof(err));
+            assert_true(ids[i] >= 0);
+        }
+        assert_true(ids[0] > ids[5]); /* the ids came back in reverse */
+        for (int i = 0; i < 6; i++) {
+            cycle(&w, 10 + i);
+            for (int m = 0; m < 6; m++)
+                assert_int_equal(allot_queue_job(w.q, ids[m])->state,
+                                 m < i    ? ALLOT_JOB_DONE
+                                 : m == i ? ALLOT_JOB_RUNNING
+                                          : ALLOT_JOB_PENDING);
+            assert_int_equal(allot_queue_finish(w.q, ids[i], 10 + i), 0);
+        }
+        world_free(&w);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -344,6 +395,7 @@ int main(void)
         cmocka_unit_test(test_fair_cap),
         cmocka_unit_test(test_fair_shares_follow_tree),
         cmocka_unit_test(test_compute_only_fraction_reason),
+        cmocka_unit_test(test_same_second_in_arrival_order),
     };
 
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""bench/takeover: how long allotd takes to serve again with many running jobs.
+
+Starts allotd on loopback in a temporary folder (SQLite; with --pg URL, a
+PostgreSQL database, e.g. from scripts/pg_sandbox.py), registers --nodes
+nodes of 8 GPUs, submits --jobs checkpointable one-GPU jobs, waits until
+every one is placed, and reports one save for each (as `allot checkpoint`
+in the job would). Then, --rounds times, stops allotd (SIGTERM, then
+SIGKILL on alternate rounds) and starts it again on the same store,
+timing start -> /readyz 200: the rebuild of the core from the store, in
+which every running job is adopted where it runs and its last save read
+back. A standby taking over does the same rebuild. Prints
+
+  jobs=.. restart_ms=[..] median_ms=.. per_job_us=..
+
+Figures only; no target is asserted (machines here are shared).
+"""
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+
+BUILD = os.environ.get("BUILD", "build")
+
+
+def req(port, method, path, body=None, token=None):
+    data = json.dumps(body).encode() if body is not None else None
+    r = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path), data=data, method=method)
+    if data is not None:
+        r.add_header("Content-Type", "application/json")
+    if token:
+        r.add_header("Authorization", "Bearer " + token)
+    try:
+        with urllib.request.urlopen(r, timeout=60) as f:
+            return f.status, json.loads(f.read() or b"null")
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"null")
+
+
+def start(build, store, port, log):
+    """allotd on the store; returns (process, port) once it listens."""
+    errf = open(log, "a+")
+    p = subprocess.Popen([os.path.join(build, "allotd"), "--store", store, "--listen",
+                          "127.0.0.1:%d" % port, "--log-level", "warn"], stderr=errf,
+                         stdout=subprocess.PIPE, text=True)
+    line = p.stdout.readline()  # "listening on 127.0.0.1:PORT"
+    if not line.startswith("listening on 127.0.0.1:"):
+        p.kill()
+        raise SystemExit("allotd did not start: %r (see %s)" % (line, log))
+    return p, int(line.rsplit(":", 1)[1])
+
+
+def ready(port, limit_s=600):
+    end = time.time() + limit_s
+    while time.time() < end:
+        try:
+            if req(port, "GET", "/readyz")[0] == 200:
+                return True
+        except OSError:
+            pass
+        time.sleep(0.005)
+    return False
+
+
+def progress(what, done, total):
+    sys.stderr.write("\r%-10s %6d/%d" % (what, done, total))
+    if done == total:
+        sys.stderr.write("\n")
+    sys.stderr.flush()
+
+
+def main():
+    ap = argparse.ArgumentParser(description="allotd restart/takeover time with running jobs")
+    ap.add_argument("--jobs", type=int, default=20000)
+    ap.add_argument("--nodes", type=int, default=0, help="default: jobs / 8")
+    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--pg", default="", help="postgres://... database instead of SQLite")
+    ap.add_argument("--build", default=BUILD)
+    a = ap.parse_args()
+    build = os.path.abspath(a.build)
+    nodes = a.nodes or (a.jobs + 7) // 8
+    d = tempfile.mkdtemp(prefix="allot-bench-takeover-")
+    store = a.pg or "sqlite:" + d + "/allot.db"
+    log = d + "/allotd.log"
+    proc = None
+    try:
+        admin = subprocess.run([os.path.join(build, "allotd"), "init", "--store", store],
+                               capture_output=True, text=True, check=True).stdout.strip()
+        proc, port = start(build, store, 0, log)
+        if not ready(port):
+            raise SystemExit("allotd not ready")
+        st, _ = req(port, "PUT", "/v1/tenants", {"version": 1, "tenants": [{"path": "b"}]},
+                    token=admin)
+        assert st == 200, st
+        st, ag = req(port, "POST", "/v1/tokens", {"role": "agent", "name": "agents"},
+                     token=admin)
+        ag = ag["token"]
+        for i in range(nodes):
+            st, _ = req(port, "POST", "/v1/nodes/register", {
+                "name": "n%05d" % i, "cpus": 64, "memory": 512000,
+                "gpus": [{"model": "A100-80GB"}] * 8}, token=ag)
+            assert st == 201, st
+            if i % 256 == 255 or i == nodes - 1:
+                progress("nodes", i + 1, nodes)
+        body = {"tenant": "b", "gpus": 1, "checkpointable": True, "command": ["true"]}
+        ids = []
+        with ThreadPoolExecutor(8) as ex:
+            for k, (st, j) in enumerate(ex.map(lambda _: req(port, "POST", "/v1/jobs", body,
+                                                             token=admin), range(a.jobs))):
+                assert st == 201, (st, j)
+                ids.append(j["id"])
+                if k % 1000 == 999 or k == a.jobs - 1:
+                    progress("submitted", k + 1, a.jobs)
+        end = time.time() + 600
+        while time.time() < end:
+            st, page = req(port, "GET", "/v1/jobs?state=pending&limit=1", token=admin)
+            if st == 200 and not page["jobs"]:
+                break
+            time.sleep(0.5)
+        with ThreadPoolExecutor(8) as ex:
+            for k, (st, r) in enumerate(ex.map(lambda i: req(
+                    port, "POST", "/v1/jobs/%d/checkpoint" % i, token=admin), ids)):
+                assert st == 200, (st, r)
+                if k % 1000 == 999 or k == a.jobs - 1:
+                    progress("saves", k + 1, a.jobs)
+        times = []
+        for rnd in range(a.rounds):
+            proc.send_signal(signal.SIGKILL if rnd % 2 else signal.SIGTERM)
+            proc.wait(timeout=120)
+            t0 = time.monotonic()
+            proc, port = start(build, store, port, log)
+            if not ready(port):
+                raise SystemExit("allotd not ready after a restart (see %s)" % log)
+            times.append((time.monotonic() - t0) * 1000)
+            progress("restarts", rnd + 1, a.rounds)
+        st, j = req(port, "GET", "/v1/jobs/%d" % ids[-1], token=admin)
+        assert st == 200 and j["state"] in ("starting", "running") and "last_checkpoint" in j, j
+        med = sorted(times)[len(times) // 2]
+        print("store=%s jobs=%d nodes=%d restart_ms=[%s] median_ms=%.0f per_job_us=%.1f" % (
+            "postgresql" if a.pg else "sqlite", a.jobs, nodes,
+            ", ".join("%.0f" % t for t in times), med, med * 1000 / a.jobs))
+    finally:
+        if proc and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(d, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
