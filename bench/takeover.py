@@ -2,8 +2,9 @@
 """bench/takeover: how long allotd takes to serve again with many running jobs.
 
 Starts allotd on loopback in a temporary folder (SQLite; with --pg URL, a
-PostgreSQL database, e.g. from scripts/pg_sandbox.py), registers --nodes
-nodes of 8 GPUs, submits --jobs checkpointable one-GPU jobs, waits until
+PostgreSQL database; --pg sandbox starts a throwaway server with
+scripts/pg_sandbox.py), registers --nodes
+nodes of 8 GPUs (a lease of an hour: they send no heartbeats), submits --jobs checkpointable one-GPU jobs, waits until
 every one is placed, and reports one save for each (as `allot checkpoint`
 in the job would). Then, --rounds times, stops allotd (SIGTERM, then
 SIGKILL on alternate rounds) and starts it again on the same store,
@@ -48,14 +49,20 @@ def req(port, method, path, body=None, token=None):
 def start(build, store, port, log):
     """allotd on the store; returns (process, port) once it listens."""
     errf = open(log, "a+")
+    at = errf.tell()
     p = subprocess.Popen([os.path.join(build, "allotd"), "--store", store, "--listen",
-                          "127.0.0.1:%d" % port, "--log-level", "warn"], stderr=errf,
-                         stdout=subprocess.PIPE, text=True)
-    line = p.stdout.readline()  # "listening on 127.0.0.1:PORT"
-    if not line.startswith("listening on 127.0.0.1:"):
-        p.kill()
-        raise SystemExit("allotd did not start: %r (see %s)" % (line, log))
-    return p, int(line.rsplit(":", 1)[1])
+                          "127.0.0.1:%d" % port, "--log-level", "warn", "--lease", "1h"],
+                         stderr=errf,
+                         stdout=subprocess.DEVNULL)
+    end = time.time() + 60
+    while time.time() < end and p.poll() is None:
+        errf.seek(at)
+        for line in errf:
+            if line.startswith("listening on 127.0.0.1:"):
+                return p, int(line.strip().rsplit(":", 1)[1])
+        time.sleep(0.002)
+    p.kill()
+    raise SystemExit("allotd did not start (see %s)" % log)
 
 
 def ready(port, limit_s=600):
@@ -82,9 +89,22 @@ def main():
     ap.add_argument("--jobs", type=int, default=20000)
     ap.add_argument("--nodes", type=int, default=0, help="default: jobs / 8")
     ap.add_argument("--rounds", type=int, default=4)
-    ap.add_argument("--pg", default="", help="postgres://... database instead of SQLite")
+    ap.add_argument("--pg", default="",
+                    help="postgres://... database instead of SQLite; 'sandbox': a throwaway one")
     ap.add_argument("--build", default=BUILD)
     a = ap.parse_args()
+    if a.pg == "sandbox":
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                        "scripts"))
+        import pg_sandbox  # noqa: E402 - scripts/pg_sandbox.py
+        with pg_sandbox.Server() as pg:
+            a.pg = pg.createdb("takeover")
+            run(a)
+    else:
+        run(a)
+
+
+def run(a):
     build = os.path.abspath(a.build)
     nodes = a.nodes or (a.jobs + 7) // 8
     d = tempfile.mkdtemp(prefix="allot-bench-takeover-")

@@ -189,6 +189,37 @@ static int cancel_fn(struct allot_store *st, void *arg)
     return api_audit(st, w->r, target, "ok", w->now);
 }
 
+/* False (after a 422) when the registered nodes can never run the job:
+ * more whole GPUs per task than any node has, or in all than the cluster
+ * has, or a fraction of more memory than any GPU fractions may use has.
+ * Each figure only grows as nodes join; none is checked before one is
+ * known. */
+static bool submittable(struct req *r, const struct jobspec *js)
+{
+    const struct allot_task *t = &js->task;
+    bool whole = t->num_gpu > 0 && t->gpu_milli == 1000 && t->mig_profile < 0;
+    int maxg = atomic_load(&r->srv->max_node_gpus);
+    int64_t all = atomic_load(&r->srv->whole_gpus), mib = atomic_load(&r->srv->max_gpu_mib);
+
+    if (maxg > 0 && t->num_gpu > maxg && t->mig_profile < 0)
+        api_error(r, 422, "invalid",
+                  "field \"gpus\" is %d; the largest registered node has %d GPUs", t->num_gpu,
+                  maxg);
+    else if (whole && all > 0 && (int64_t)js->n_tasks * t->num_gpu > all)
+        api_error(r, 422, "invalid",
+                  "the job asks for %lld GPUs (%d tasks of %d); the registered nodes have %lld "
+                  "whole GPUs",
+                  (long long)js->n_tasks * t->num_gpu, js->n_tasks, t->num_gpu, (long long)all);
+    else if (!whole && t->gpu_mem_mib > 0 && mib > 0 && t->gpu_mem_mib > mib)
+        api_error(r, 422, "invalid",
+                  "field \"gpu_memory\" is %lld MiB; the largest GPU fractions may use (a node in "
+                  "shared mode) has %lld MiB",
+                  (long long)t->gpu_mem_mib, (long long)mib);
+    else
+        return true;
+    return false;
+}
+
 int api_jobs_submit(struct req *r)
 {
     const char *key = api_header(r, "Idempotency-Key");
@@ -199,7 +230,7 @@ int api_jobs_submit(struct req *r)
     char *spec = NULL;
     bool existed = false;
     int64_t now = srv_now(), *ids = NULL, deps[JOBSPEC_DEPS_MAX];
-    int rc, maxg, n, throttle, *idx = NULL;
+    int rc, n, throttle, *idx = NULL;
 
     if (!b)
         return 0;
@@ -208,13 +239,8 @@ int api_jobs_submit(struct req *r)
         api_error(r, rc, rc == 400 ? "bad_request" : "invalid", "%s", err);
         goto out;
     }
-    maxg = atomic_load(&r->srv->max_node_gpus);
-    if (maxg > 0 && js.task.num_gpu > maxg && js.task.mig_profile < 0) {
-        api_error(r, 422, "invalid",
-                  "field \"gpus\" is %d; the largest registered node has %d GPUs", js.task.num_gpu,
-                  maxg);
+    if (!submittable(r, &js))
         goto out;
-    }
     if (key && (!*key || strlen(key) > 128)) {
         api_error(r, 400, "bad_request", "header Idempotency-Key must be 1..128 bytes");
         goto out;

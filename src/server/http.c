@@ -18,6 +18,7 @@
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -607,28 +608,39 @@ static char *read_file(const char *path, char *err, size_t errlen)
     return buf;
 }
 
-struct http *http_start(struct server *s, const char *listen, int workers, int max_conn, int *port,
-                        char *err, size_t errlen)
+int http_parse_listen(const char *listen, struct sockaddr_in *sa, char *err, size_t errlen)
 {
-    struct sockaddr_in sa = {.sin_family = AF_INET};
+    struct sockaddr_in a = {.sin_family = AF_INET};
     char host[64];
-    const char *colon = strrchr(listen, ':');
-    struct http *h;
-    char *end;
-    long p;
+    const char *colon = listen ? strrchr(listen, ':') : NULL;
+    int64_t p;
 
-    if (!colon || (size_t)(colon - listen) >= sizeof(host)) {
-        allot_fmt(err, errlen, "listen: expected HOST:PORT, got \"%s\"", listen);
-        return NULL;
+    if (!colon || (size_t)(colon - listen) >= sizeof(host) ||
+        !allot_parse_num(colon + 1, 0, 65535, &p)) {
+        allot_fmt(err, errlen, "listen: expected IPv4-ADDRESS:PORT, got \"%s\"",
+                  listen ? listen : "");
+        return ALLOT_EINVAL;
     }
     memcpy(host, listen, (size_t)(colon - listen));
     host[colon - listen] = '\0';
-    p = strtol(colon + 1, &end, 10);
-    if (*end || p < 0 || p > 65535 || inet_pton(AF_INET, host, &sa.sin_addr) != 1) {
-        allot_fmt(err, errlen, "listen: expected IPv4-ADDRESS:PORT, got \"%s\"", listen);
-        return NULL;
+    if (inet_pton(AF_INET, host, &a.sin_addr) != 1) {
+        allot_fmt(err, errlen, "listen: \"%s\" is not an IPv4 address (in \"%s\")", host, listen);
+        return ALLOT_EINVAL;
     }
-    sa.sin_port = htons((uint16_t)p);
+    a.sin_port = htons((uint16_t)p);
+    if (sa)
+        *sa = a;
+    return 0;
+}
+
+struct http *http_start(struct server *s, const char *listen, int workers, int max_conn, int *port,
+                        char *err, size_t errlen)
+{
+    struct sockaddr_in sa;
+    struct http *h;
+
+    if (http_parse_listen(listen, &sa, err, errlen))
+        return NULL;
     h = allot_calloc(1, sizeof(*h));
     if (!h) {
         allot_fmt(err, errlen, "out of memory");
@@ -668,7 +680,9 @@ struct http *http_start(struct server *s, const char *listen, int workers, int m
         flags |= MHD_USE_TLS;
     }
     h->d =
-        MHD_start_daemon(flags, 0, NULL, NULL, http_access, h, MHD_OPTION_SOCK_ADDR, &sa,
+        /* the port only names the address in libmicrohttpd's own messages */
+        MHD_start_daemon(flags, ntohs(sa.sin_port), NULL, NULL, http_access, h,
+                         MHD_OPTION_SOCK_ADDR, &sa,
                          /* a pool only for 2 workers or more (libmicrohttpd warns about a
                           * size of 0 or 1): else the connection limit, set once more */
                          workers > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_CONNECTION_LIMIT,
@@ -678,12 +692,14 @@ struct http *http_start(struct server *s, const char *listen, int workers, int m
                          h->tls_cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, h->tls_cert,
                          MHD_OPTION_HTTPS_MEM_KEY, h->tls_key, MHD_OPTION_END);
     if (!h->d) {
-        allot_fmt(err, errlen, "cannot listen on %s%s", listen,
+        int e = errno;
+        allot_fmt(err, errlen, "cannot listen on %s%s%s%s", listen, e ? ": " : "",
+                  e ? strerror(e) : "",
                   h->tls_cert ? " (or the TLS certificate and key do not load)" : "");
         goto fail;
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
-    *port = info ? info->port : (int)p;
+    *port = info ? info->port : (int)ntohs(sa.sin_port);
     return h;
 fail:
     pthread_mutex_destroy(&h->mlock);

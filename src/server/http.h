@@ -8,6 +8,8 @@
 
 #include "server.h"
 
+#include <netinet/in.h>
+
 #include <stdio.h>
 
 /* Role bits of a route (1u << enum allot_store_role). */
@@ -27,6 +29,9 @@ struct route {
 extern const struct route http_routes[];
 extern const size_t http_n_routes;
 
+/* Parses `listen` ("IPV4-ADDRESS:PORT", port 0..65535) into *sa (may be
+ * NULL). Returns 0, or ALLOT_EINVAL with err naming the value. */
+int http_parse_listen(const char *listen, struct sockaddr_in *sa, char *err, size_t errlen);
 /* Starts serving on `listen` ("HOST:PORT", port 0 = any) with a thread
  * per connection (workers 0) or a pool of `workers` threads, at most
  * `max_conn` connections at once. *port gets the bound port. Returns NULL

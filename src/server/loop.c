@@ -203,6 +203,13 @@ static int add_node(struct loop *l, const char *name, const char *inventory, int
                 l->c, rc, sstate == ALLOT_SN_LOST ? ALLOT_NODE_LOST : ALLOT_NODE_DRAINING);
         LOG_INFO("loop", "node %s added (%d GPUs, %s)", name, ns.n_gpus,
                  allot_store_node_state_name(sstate));
+        /* what a submission can never get is refused (api_jobs_submit) */
+        if (ns.gpu_mode != ALLOT_GPU_MIG)
+            atomic_fetch_add(&l->srv->whole_gpus, ns.n_gpus);
+        int mi = ns.n_gpus ? allot_catalog_find_model(l->srv->cat, ns.model) : -1;
+        int64_t mib = mi >= 0 ? l->srv->cat->models[mi].memory_mib : 0;
+        if (ns.gpu_mode == ALLOT_GPU_SHARED && mib > atomic_load(&l->srv->max_gpu_mib))
+            atomic_store(&l->srv->max_gpu_mib, mib); /* only the loop thread writes it */
     }
     if (ns.n_gpus > atomic_load(&l->srv->max_node_gpus))
         atomic_store(&l->srv->max_node_gpus, ns.n_gpus);

@@ -66,6 +66,11 @@ static int order_known(const void *field, char *err, size_t errlen)
     return ALLOT_EINVAL;
 }
 
+static int listen_ok(const void *field, char *err, size_t errlen)
+{
+    return http_parse_listen(*(char *const *)field, NULL, err, errlen);
+}
+
 static const struct allot_config_option options[] = {
     {.name = "data-dir",
      .type = ALLOT_CFG_STRING,
@@ -106,6 +111,7 @@ static const struct allot_config_option options[] = {
      .type = ALLOT_CFG_STRING,
      .offset = F(listen),
      .def = "127.0.0.1:7070",
+     .validate = listen_ok,
      .help = "IPv4 address and port of the HTTP API. Port 0 picks a free port; the "
              "daemon prints `listening on ADDR:PORT` to stderr once it accepts connections."},
     {.name = "config",
@@ -563,14 +569,23 @@ int64_t srv_now(void)
     return (int64_t)time(NULL);
 }
 
-static void usage(FILE *out)
+#define USAGE                                                                                      \
+    "usage: allotd init --data-dir DIR\n"                                                          \
+    "       allotd --data-dir DIR [--listen 127.0.0.1:7070] [--config FILE] [OPTIONS]\n"           \
+    "       allotd --print-config-example | --print-routes | --help\n"
+
+/* --help: the usage and every option; after a usage error only the usage
+ * (the error stays the first line a user sees). */
+static void usage(FILE *out, bool full)
 {
-    fprintf(out, "usage: allotd init --data-dir DIR\n"
-                 "       allotd --data-dir DIR [--listen 127.0.0.1:7070] [--config FILE] "
-                 "[OPTIONS]\n"
-                 "       allotd --print-config-example | --print-routes | --help\n\n"
-                 "The control plane of allot (docs/allotd.md). `init` creates the store and "
-                 "prints\nthe first admin token once. Options:\n\n");
+    fputs(USAGE, out);
+    if (!full) {
+        fputs("allotd --help lists the options (docs/allotd.md)\n", out);
+        return;
+    }
+    fputs("\nThe control plane of allot (docs/allotd.md). `init` creates the store and prints\n"
+          "the first admin token once. Options:\n\n",
+          out);
     allot_config_help(options, N_OPTIONS, out);
 }
 
@@ -944,7 +959,7 @@ int main(int argc, char **argv)
     }
     for (int k = 1; k < argc && argv[k]; k++) {
         if (!strcmp(argv[k], "--help") || !strcmp(argv[k], "-h")) {
-            usage(stdout);
+            usage(stdout, true);
             return 0;
         }
         if (!strcmp(argv[k], "--print-config-example")) {
@@ -963,12 +978,12 @@ int main(int argc, char **argv)
     }
     if (allot_config_load_args(options, N_OPTIONS, c, argc, argv, &i, err, sizeof(err)) < 0) {
         fprintf(stderr, "allotd: %s\n", err);
-        usage(stderr);
+        usage(stderr, false);
         return 2;
     }
     if (i < argc) {
         fprintf(stderr, "allotd: unexpected argument \"%s\"\n", argv[i]);
-        usage(stderr);
+        usage(stderr, false);
         return 2;
     }
     if ((c->tls_cert && *c->tls_cert) != (c->tls_key && *c->tls_key)) {

@@ -95,24 +95,28 @@ struct server {
     size_t n_readers, cap_readers;
     struct allot_store **idle_readers; /* those no thread holds (its thread ended) */
     size_t n_idle, cap_idle;
-    pthread_key_t reader_key;      /* a thread's handle; given back when the thread ends */
-    struct allot_catalog *cat;     /* owned, immutable */
-    struct http *http;             /* owned */
-    struct loop *loop;             /* owned */
-    atomic_bool ready;             /* the core was rebuilt from the store */
-    atomic_bool standby;           /* another allotd leads; this one waits to take over */
-    atomic_bool fenced;            /* a write was fenced: it lost the lead (docs/ha.md) */
-    atomic_int_fast64_t epoch;     /* the leader epoch it took (0: it does not lead) */
-    struct allot_store *lst;       /* owned: the handle that holds the lead (docs/ha.md) */
-    pthread_mutex_t leader_lock;   /* leaf lock: guards leader_url */
-    char leader_url[512];          /* where the leader said clients reach it ("" unknown) */
-    atomic_int store_failing;      /* the last store write failed with this error (0: it
-                                      worked): /readyz says so */
-    atomic_int max_node_gpus;      /* most GPUs on one registered node (0: none yet) */
-    pthread_mutex_t refs_lock;     /* leaf lock: guards refs */
-    struct refs *refs;             /* owned: tenants and classes jobs may name (refs.c) */
-    atomic_uint_fast64_t refs_gen; /* bumped by every change of them */
-    pthread_mutex_t tokens_lock;   /* leaf lock: guards tokens */
+    pthread_key_t reader_key;        /* a thread's handle; given back when the thread ends */
+    struct allot_catalog *cat;       /* owned, immutable */
+    struct http *http;               /* owned */
+    struct loop *loop;               /* owned */
+    atomic_bool ready;               /* the core was rebuilt from the store */
+    atomic_bool standby;             /* another allotd leads; this one waits to take over */
+    atomic_bool fenced;              /* a write was fenced: it lost the lead (docs/ha.md) */
+    atomic_int_fast64_t epoch;       /* the leader epoch it took (0: it does not lead) */
+    struct allot_store *lst;         /* owned: the handle that holds the lead (docs/ha.md) */
+    pthread_mutex_t leader_lock;     /* leaf lock: guards leader_url */
+    char leader_url[512];            /* where the leader said clients reach it ("" unknown) */
+    atomic_int store_failing;        /* the last store write failed with this error (0: it
+                                        worked): /readyz says so */
+    atomic_int max_node_gpus;        /* most GPUs on one registered node (0: none yet) */
+    atomic_int_fast64_t whole_gpus;  /* GPUs of registered nodes not in MIG mode (the loop
+                                        counts them as it adds nodes; 0: none yet) */
+    atomic_int_fast64_t max_gpu_mib; /* memory of the largest GPU of a node in shared mode,
+                                        where fractions go (0: none yet) */
+    pthread_mutex_t refs_lock;       /* leaf lock: guards refs */
+    struct refs *refs;               /* owned: tenants and classes jobs may name (refs.c) */
+    atomic_uint_fast64_t refs_gen;   /* bumped by every change of them */
+    pthread_mutex_t tokens_lock;     /* leaf lock: guards tokens */
     json_t *tokens;              /* owned: valid tokens seen, by the hex of their hash -> [id, role,
                                     tenant]; emptied when a token is revoked (auth.c) */
     uint64_t tokens_gen;         /* guarded by tokens_lock: bumped when tokens is emptied */

@@ -4,6 +4,7 @@ reopening and SIGTERM draining with exit status 0."""
 
 import json
 import os
+import socket
 import signal
 import subprocess
 import time
@@ -49,6 +50,30 @@ def test_usage_errors_and_help():
                             "nosuch"], capture_output=True, text=True, timeout=10)
         assert r.returncode == 2 and word + ': unknown policy "nosuch"' in r.stderr, r
         assert not any(l.startswith("listening on") for l in r.stderr.splitlines()), r
+        # the error first, then the usage lines alone (--help lists the options)
+        assert r.stderr.startswith("allotd: " + word) and "--help lists" in r.stderr, r
+        assert "--fair-reclaim" not in r.stderr, r
+    # a --listen that is not IPV4-ADDRESS:PORT is a bad value (2), before anything
+    for bad, why in (("999.0.0.1:0", '"999.0.0.1" is not an IPv4 address'),
+                     ("127.0.0.1", "expected IPv4-ADDRESS:PORT"),
+                     ("127.0.0.1:70000", "expected IPv4-ADDRESS:PORT"),
+                     ("127.0.0.1:-1", "expected IPv4-ADDRESS:PORT")):
+        r = subprocess.run([ALLOTD, "--data-dir", fx.tempdir(), "--listen", bad],
+                           capture_output=True, text=True, timeout=10)
+        assert r.returncode == 2 and why in r.stderr, (bad, r)
+    # a port in use: a runtime failure (1) that names the port and the reason
+    d = fx.tempdir()
+    subprocess.run([ALLOTD, "init", "--data-dir", d], capture_output=True, check=True,
+                   timeout=10)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        r = subprocess.run([ALLOTD, "--data-dir", d, "--listen", "127.0.0.1:%d" % port],
+                           capture_output=True, text=True, timeout=10)
+    assert r.returncode == 1, r
+    assert "cannot listen on 127.0.0.1:%d: Address already in use" % port in r.stderr, r
+    assert "port 0" not in r.stderr, r
     # the scheduler counts these in whole seconds: a fraction would be cut off unseen
     for opt, val in (("--defrag-interval", "500ms"), ("--defrag-loss", "1500ms"),
                      ("--preempt-grace", "2500ms"), ("--preempt-min-runtime", "100ms"),

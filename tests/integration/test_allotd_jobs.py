@@ -5,6 +5,7 @@ fields, 422 for impossible requests), Idempotency-Key, listing with
 filters and keyset paging, get, cancel and events."""
 
 import copy
+import time
 
 import allotd_fixture as fx
 from allotd_fixture import TENANTS, Daemon, expect
@@ -112,6 +113,21 @@ def test_submit_422_and_400():
     b = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 8},
                       token=dm.admin), 422)
     assert "4 GPUs" in b["error"]["message"], b
+    # ... and so are more whole GPUs in all than the cluster has, and a fraction
+    # of more memory than its largest GPU (once the scheduler holds the node)
+    huge = [{"tenant": "research/nlp", "gpus": 4, "tasks": 1024},
+            {"tenant": "research/nlp", "gpu_milli": 500, "gpu_memory": 100 * 1024}]
+    end = time.time() + 10
+    while time.time() < end and not any(n["name"] == "small" for n in expect(
+            dm.req("GET", "/v1/nodes", token=dm.admin), 200)["nodes"]):
+        time.sleep(0.05)  # bounded: until the loop has added the node
+    b = expect(dm.req("POST", "/v1/jobs", huge[0], token=dm.admin), 422)
+    assert "asks for 4096 GPUs (1024 tasks of 4)" in b["error"]["message"], b
+    b = expect(dm.req("POST", "/v1/jobs", huge[1], token=dm.admin), 422)
+    assert "\"gpu_memory\" is 102400 MiB; the largest GPU" in b["error"]["message"], b
+    assert "81920 MiB" in b["error"]["message"], b
+    expect(dm.req("POST", "/v1/jobs", dict(huge[1], gpu_memory=40 * 1024), token=dm.admin),
+           201)
 
 
 def test_list_filters_and_paging():
