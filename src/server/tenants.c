@@ -174,7 +174,8 @@ static void yemit(struct ybuf *b, json_t *v, bool amounts)
         /* JSON text of the string is a YAML double-quoted scalar */
         __attribute__((fallthrough));
     default: {
-        char *t = json_dumps(v, JSON_ENCODE_ANY | JSON_ENSURE_ASCII);
+        /* 15 digits: a weight of 1.2345 reads back as written (17 print 1.2344999999999999) */
+        char *t = json_dumps(v, JSON_ENCODE_ANY | JSON_ENSURE_ASCII | JSON_REAL_PRECISION(15));
 
         if (!t)
             b->oom = true;
@@ -186,33 +187,59 @@ static void yemit(struct ybuf *b, json_t *v, bool amounts)
 }
 
 /* The parser's "tenants:LINE: " names a line of the text tenants_doc_parse
- * wrote, where tenant i is line TENANT_LINE0 + i: it becomes
- * "tenants[i] (PATH): ", which the document's author can find. */
+ * wrote: tenant i is line TENANT_LINE0 + i, and priority class j line
+ * TENANT_LINE0 + n_tenants + 2 + j. Each line becomes "tenants[i] (PATH)"
+ * or "priority_classes[j] (NAME)", which the document's author can find,
+ * also where a message says "first on line N". */
 #define TENANT_LINE0 3
 
-static void locate(json_t *tenants, char *err, size_t errlen)
+static bool item_at(json_t *tenants, json_t *prios, unsigned long line, char *buf, size_t len)
+{
+    size_t nt = json_array_size(tenants), i;
+    const char *name;
+
+    if (line >= TENANT_LINE0 && line - TENANT_LINE0 < nt) {
+        i = line - TENANT_LINE0;
+        name = json_string_value(json_object_get(json_array_get(tenants, i), "path"));
+        allot_fmt(buf, len, "tenants[%zu] (%s)", i, name ? name : "?");
+        return true;
+    }
+    if (line >= TENANT_LINE0 + nt + 2 && line - TENANT_LINE0 - nt - 2 < json_array_size(prios)) {
+        i = line - TENANT_LINE0 - nt - 2;
+        name = json_string_value(json_object_get(json_array_get(prios, i), "name"));
+        allot_fmt(buf, len, "priority_classes[%zu] (%s)", i, name ? name : "?");
+        return true;
+    }
+    return false;
+}
+
+static void locate(json_t *tenants, json_t *prios, char *err, size_t errlen)
 {
     unsigned long line;
     int used = 0;
-    char rest[512];
+    char rest[512], at[160], first[160];
+    char *f;
 
     if (sscanf(err, "tenants:%lu: %n", &line, &used) != 1 || used == 0)
         return;
     allot_strlcpy(rest, err + used, sizeof(rest));
-    if (line >= TENANT_LINE0 && line - TENANT_LINE0 < json_array_size(tenants)) {
-        size_t i = line - TENANT_LINE0;
-        const char *path = json_string_value(json_object_get(json_array_get(tenants, i), "path"));
-        allot_fmt(err, errlen, "tenants[%zu] (%s): %s", i, path ? path : "?", rest);
-    } else {
-        allot_fmt(err, errlen, "%s", rest);
+    if ((f = strstr(rest, "(first on line ")) && sscanf(f, "(first on line %lu)", &line) == 1 &&
+        item_at(tenants, prios, line, at, sizeof(at))) {
+        allot_fmt(first, sizeof(first), "(first as %s)%s", at, strchr(f, ')') + 1);
+        allot_strlcpy(f, first, sizeof(rest) - (size_t)(f - rest));
     }
+    sscanf(err, "tenants:%lu: ", &line);
+    if (item_at(tenants, prios, line, at, sizeof(at)))
+        allot_fmt(err, errlen, "%s: %s", at, rest);
+    else
+        allot_fmt(err, errlen, "%s", rest);
 }
 
 int tenants_doc_parse(json_t *doc, const struct allot_catalog *cat, struct sim_tenants_conf *out,
                       char *err, size_t errlen)
 {
     struct ybuf b = {0};
-    json_t *copy = json_deep_copy(doc), *x, *ts;
+    json_t *copy = json_deep_copy(doc), *x, *ts, *ps;
     size_t i;
     int rc;
 
@@ -223,9 +250,13 @@ int tenants_doc_parse(json_t *doc, const struct allot_catalog *cat, struct sim_t
     /* quotas.network goes to the agents, not to the scheduler's tenant tree */
     ts = json_incref(json_object_get(copy, "tenants"));
     json_array_foreach(ts, i, x) json_object_del(json_object_get(x, "quotas"), "network");
-    /* one tenant a line (line TENANT_LINE0 + i), the rest on the first */
+    ps = json_incref(json_object_get(copy, "priority_classes"));
+    /* one tenant a line (line TENANT_LINE0 + i), then one class a line, the
+     * rest on the first (locate() maps the lines back) */
     if (json_is_array(ts))
         json_object_del(copy, "tenants");
+    if (json_is_array(ts) && json_is_array(ps))
+        json_object_del(copy, "priority_classes");
     yemit(&b, copy, false);
     if (json_is_array(ts)) {
         b.n -= b.n && b.p[b.n - 1] == '}'; /* reopen the mapping */
@@ -235,11 +266,20 @@ int tenants_doc_parse(json_t *doc, const struct allot_catalog *cat, struct sim_t
             yemit(&b, x, false);
             yputs(&b, i + 1 < json_array_size(ts) ? ",\n" : "\n");
         }
+        if (json_is_array(ps)) {
+            yputs(&b, "],\npriority_classes: [\n");
+            json_array_foreach(ps, i, x)
+            {
+                yemit(&b, x, false);
+                yputs(&b, i + 1 < json_array_size(ps) ? ",\n" : "\n");
+            }
+        }
         yputs(&b, "]}");
     }
     yputs(&b, "\n");
     if (b.oom) {
         json_decref(ts);
+        json_decref(ps);
         json_decref(copy);
         allot_free(b.p);
         allot_fmt(err, errlen, "out of memory");
@@ -247,8 +287,9 @@ int tenants_doc_parse(json_t *doc, const struct allot_catalog *cat, struct sim_t
     }
     rc = sim_tenants_parse(b.p, b.n, "tenants", cat, out, err, errlen);
     if (rc && err && errlen)
-        locate(ts, err, errlen);
+        locate(ts, json_is_array(ts) ? ps : NULL, err, errlen);
     json_decref(ts);
+    json_decref(ps);
     json_decref(copy);
     allot_free(b.p);
     return rc;

@@ -85,6 +85,23 @@ def test_tenant_errors_name_the_entry():
     st, b = dm.req("PUT", "/v1/tenants", doc, token=dm.admin)
     assert st == 422 and b["error"]["message"].startswith("tenants[0] (b): "), (st, b)
     assert 'below "b" add up to 6' in b["error"]["message"], b
+    # twice: both entries named, never a line of that text
+    doc = {"version": 1, "tenants": [{"path": "c"}, {"path": "d"}, {"path": "c"}]}
+    st, b = dm.req("PUT", "/v1/tenants", doc, token=dm.admin)
+    assert st == 422 and b["error"]["message"] == (
+        'tenants[2] (c): tenant "c" listed twice (first as tenants[0] (c))'), (st, b)
+    doc = {"version": 1, "tenants": [{"path": "c"}],
+           "priority_classes": [{"name": "p", "value": 1}, {"name": "q", "value": 2},
+                                {"name": "p", "value": 3}]}
+    st, b = dm.req("PUT", "/v1/tenants", doc, token=dm.admin)
+    assert st == 422 and b["error"]["message"] == (
+        'priority_classes[2] (p): priority class "p" defined twice '
+        '(first as priority_classes[0] (p))'), (st, b)
+    # a number is read back as it was written
+    doc = {"version": 1, "tenants": [{"path": "c", "weight": 1.2345}]}
+    st, b = dm.req("PUT", "/v1/tenants", doc, token=dm.admin)
+    assert st == 422 and 'weight "1.2345": want a number > 0 (up to 3 decimals)' in \
+        b["error"]["message"], (st, b)
 
 
 def test_env_cannot_set_the_gpu_share():
