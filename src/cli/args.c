@@ -185,11 +185,15 @@ int args_parse(struct cli *c, const struct cli_opt *opts, const struct cli_usage
                  : !strcmp(o, "csv")  ? CLI_FMT_CSV
                  : !strcmp(o, "html") ? CLI_FMT_HTML
                                       : CLI_FMT_TABLE;
-        /* csv and html only where a verb prints them */
-        bool csv_ok = !strcmp(u->verb, "usage") || !strcmp(u->verb, "invoice");
-        if ((c->fmt == CLI_FMT_CSV && !csv_ok) ||
-            (c->fmt == CLI_FMT_HTML && strcmp(u->verb, "invoice") != 0))
-            rc = cli_usage_error("-o %s: allot %s prints table, json or yaml", o, u->verb);
+        /* csv and html only where a verb prints them; the message lists
+         * what this verb prints */
+        bool html_ok = !strcmp(u->verb, "invoice");
+        bool csv_ok = html_ok || !strcmp(u->verb, "usage");
+        if ((c->fmt == CLI_FMT_CSV && !csv_ok) || (c->fmt == CLI_FMT_HTML && !html_ok))
+            rc = cli_usage_error("-o %s: allot %s prints %s", o, u->verb,
+                                 html_ok  ? "table, json, yaml, csv or html"
+                                 : csv_ok ? "table, json, yaml or csv"
+                                          : "table, json or yaml");
     }
     if (rc != CLI_OK)
         args_free(a);

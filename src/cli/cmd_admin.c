@@ -120,6 +120,9 @@ static const char *health_cell(json_t *node, char *buf, size_t len)
     return buf;
 }
 
+/* One line per GPU. A node whose agent has not reported GPU health yet
+ * (`health` null: registered, no heartbeat with health) lists the GPUs of
+ * its inventory, with health, MIG and why as "-". */
 static void gpus_table(json_t *nodes)
 {
     static const char *const titles[] = {"NODE", "GPU", "MODEL", "UUID", "HEALTH", "MIG", "WHY"};
@@ -129,7 +132,11 @@ static void gpus_table(json_t *nodes)
 
     json_array_foreach(nodes, i, x)
     {
-        json_array_foreach(json_object_get(json_object_get(x, "health"), "gpus"), k, g)
+        json_t *health = json_object_get(json_object_get(x, "health"), "gpus");
+        bool reported = json_array_size(health) > 0;
+
+        json_array_foreach(
+            reported ? health : json_object_get(json_object_get(x, "inventory"), "gpus"), k, g)
         {
             char idx[16], mig[512] = "";
             json_array_foreach(json_object_get(g, "mig"), j, m)
@@ -139,13 +146,16 @@ static void gpus_table(json_t *nodes)
                           json_string_value(json_object_get(m, "profile")),
                           (long long)json_integer_value(json_object_get(m, "start")));
             }
-            const char *cells[7] = {json_string_value(json_object_get(x, "name")),
-                                    out_cell(json_object_get(g, "index"), idx, sizeof(idx)),
-                                    json_string_value(json_object_get(g, "model")),
-                                    json_string_value(json_object_get(g, "uuid")),
-                                    json_string_value(json_object_get(g, "health")),
-                                    *mig ? mig : "-",
-                                    json_string_value(json_object_get(g, "text"))};
+            /* an inventory entry has no index: its place in the list is */
+            allot_fmt(idx, sizeof(idx), "%zu", k);
+            const char *cells[7] = {
+                json_string_value(json_object_get(x, "name")),
+                reported ? out_cell(json_object_get(g, "index"), idx, sizeof(idx)) : idx,
+                json_string_value(json_object_get(g, "model")),
+                json_string_value(json_object_get(g, "uuid")),
+                json_string_value(json_object_get(g, "health")),
+                *mig ? mig : "-",
+                json_string_value(json_object_get(g, "text"))};
             table_row(t, cells);
         }
     }
@@ -308,6 +318,9 @@ static int node_state(struct cli *c, const struct cli_usage *u, const struct cli
     if (c->fmt != CLI_FMT_TABLE && json_array_size(all))
         out_structured(c, a.n_pos == 1 ? json_array_get(all, 0) : all);
     rc = first_err;
+    /* what was done shows before a --wait that may take hours, also when
+     * stdout is a pipe or a file (fully buffered) */
+    fflush(stdout);
     if (rc == CLI_OK && args_has(&a, "wait"))
         rc = drain_wait(c, &a);
 out:

@@ -74,7 +74,21 @@ static int random_key(char *out, size_t n)
     return CLI_OK;
 }
 
-/* K=V pairs into an object field of job. */
+/* Whether s[0..len) is a name a shell and execve's environment take as a
+ * variable: [A-Za-z_][A-Za-z0-9_]*. */
+static bool env_name_ok(const char *s, size_t len)
+{
+    if (!len || (s[0] >= '0' && s[0] <= '9'))
+        return false;
+    for (size_t i = 0; i < len; i++)
+        if (!(s[i] == '_' || (s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+              (s[i] >= '0' && s[i] <= '9')))
+            return false;
+    return true;
+}
+
+/* K=V pairs into an object field of job; for --env, K must be a variable
+ * name (env_name_ok). */
 static int set_pairs(json_t *job, const char *field, const char *opt, const char *const *v,
                      size_t n)
 {
@@ -93,9 +107,59 @@ static int set_pairs(json_t *job, const char *field, const char *opt, const char
 
         if (!eq || eq == v[i] || (size_t)(eq - v[i]) >= sizeof(key))
             return cli_usage_error("--%s: \"%s\" is not KEY=VALUE", opt, v[i]);
+        if (!strcmp(opt, "env") && !env_name_ok(v[i], (size_t)(eq - v[i])))
+            return cli_usage_error("--env: \"%.*s\" is not a variable name (letters, digits "
+                                   "and _, not starting with a digit)",
+                                   (int)(eq - v[i]), v[i]);
         allot_fmt(key, sizeof(key), "%.*s", (int)(eq - v[i]), v[i]);
         json_object_set_new(o, key, json_string(eq + 1));
     }
+    return CLI_OK;
+}
+
+/* "a string", "an object" ...: what a JSON value is, for a message. */
+static const char *json_kind(json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_STRING:
+        return "a string";
+    case JSON_OBJECT:
+        return "an object";
+    case JSON_ARRAY:
+        return "a list";
+    case JSON_INTEGER:
+    case JSON_REAL:
+        return "a number";
+    case JSON_TRUE:
+    case JSON_FALSE:
+        return "a boolean";
+    default:
+        return "null";
+    }
+}
+
+/* Checks the job's `command` (from the file, or the words after --): a
+ * list of strings, not empty. `file` names the job file in the message
+ * (NULL: none). Returns CLI_OK or CLI_USAGE (printed). */
+static int check_command(json_t *cmd, const char *file)
+{
+    size_t i;
+    json_t *x;
+
+    if (cmd && !json_is_array(cmd))
+        return cli_usage_error("%s: field \"command\" must be a list of strings, like "
+                               "[python3, train.py], not %s",
+                               file ? file : "the job", json_kind(cmd));
+    json_array_foreach(cmd, i, x)
+    {
+        if (!json_is_string(x))
+            return cli_usage_error("%s: field \"command\" must be a list of strings; item %zu "
+                                   "is %s",
+                                   file ? file : "the job", i, json_kind(x));
+    }
+    if (json_array_size(cmd) == 0)
+        return cli_usage_error("a job needs a command: give it after -- or as `command` in the "
+                               "file");
     return CLI_OK;
 }
 
@@ -182,9 +246,8 @@ static int build_job(const struct cli_args *a, json_t **out)
             rc = cli_usage_error("--gpus, --mig and --gpu-milli/--gpu-memory exclude each other");
         else if (!json_is_string(json_object_get(job, "tenant")))
             rc = cli_usage_error("a job needs a tenant: give --tenant T or `tenant` in the file");
-        else if (json_array_size(json_object_get(job, "command")) == 0)
-            rc = cli_usage_error("a job needs a command: give it after -- or as `command` in "
-                                 "the file");
+        else
+            rc = check_command(json_object_get(job, "command"), args_get(a, "file"));
     }
     if (rc != CLI_OK) {
         json_decref(job);

@@ -198,7 +198,7 @@ static int parse_quota(struct plan *p, const char *v)
         return cli_usage_error("--quota %s: want TENANT=gpu:N", v);
     if (p->n_quota == PLAN_MAX_CHANGES)
         return cli_usage_error("--quota: at most %d", PLAN_MAX_CHANGES);
-    if (args_num("--quota", eq + 5, 0, 1e6, &g) != CLI_OK)
+    if (args_num("quota", eq + 5, 0, 1e6, &g) != CLI_OK)
         return CLI_USAGE;
     p->quota_names[p->n_quota] = allot_malloc((size_t)(eq - v) + 1);
     if (!p->quota_names[p->n_quota])
@@ -208,6 +208,64 @@ static int parse_quota(struct plan *p, const char *v)
     p->quota[p->n_quota].tenant = p->quota_names[p->n_quota];
     p->quota[p->n_quota].gpu_milli = llround(g * ALLOT_MILLI);
     p->n_quota++;
+    return CLI_OK;
+}
+
+/* Whether `name` names the tenant whose path is path[0..len): the whole
+ * path, or its last element (as the replay matches --quota). */
+static bool names_tenant(const char *name, const char *path, size_t len)
+{
+    const char *last = path + len;
+
+    while (last > path && last[-1] != '/')
+        last--;
+    return (strlen(name) == len && strncmp(name, path, len) == 0) ||
+           (strlen(name) == (size_t)(path + len - last) && strncmp(name, last, strlen(name)) == 0);
+}
+
+/* Checks each --quota TENANT against the tenants document: it must name
+ * exactly one tenant (listed, or a parent implied by a listed path) and
+ * that tenant must be a leaf, whose nominal the replay's queue uses (a
+ * parent's would change nothing). Returns CLI_OK or CLI_USAGE (printed). */
+static int check_quota_tenants(const struct plan *p)
+{
+    json_t *list = json_object_get(p->tenants, "tenants"), *x, *y;
+    size_t i, k;
+
+    for (int q = 0; q < p->n_quota; q++) {
+        const char *name = p->quota[q].tenant, *hit = NULL, *child = NULL;
+        size_t hit_len = 0;
+
+        /* every path and every parent it implies, at each '/' and its end */
+        json_array_foreach(list, i, x)
+        {
+            const char *path = json_string_value(json_object_get(x, "path"));
+
+            for (size_t e = 1; path && e <= strlen(path); e++) {
+                if ((path[e] != '/' && path[e] != 0) || !names_tenant(name, path, e))
+                    continue;
+                if (hit && (hit_len != e || strncmp(hit, path, e) != 0))
+                    return cli_usage_error("--quota %s: \"%s\" names several tenants (%.*s, "
+                                           "%.*s); give the whole path",
+                                           name, name, (int)hit_len, hit, (int)e, path);
+                hit = path;
+                hit_len = e;
+            }
+        }
+        if (!hit)
+            return cli_usage_error("--quota %s: no tenant \"%s\" (see allot tenants)", name, name);
+        json_array_foreach(list, k, y)
+        {
+            const char *path = json_string_value(json_object_get(y, "path"));
+
+            if (!child && path && strncmp(path, hit, hit_len) == 0 && path[hit_len] == '/')
+                child = path;
+        }
+        if (child)
+            return cli_usage_error("--quota %s: tenant %.*s is not a leaf (it has %s): "
+                                   "--quota sets a leaf tenant's GPU nominal quota",
+                                   name, (int)hit_len, hit, child);
+    }
     return CLI_OK;
 }
 
@@ -298,6 +356,15 @@ static int64_t jint(json_t *o, const char *k)
     return json_integer_value(json_object_get(o, k));
 }
 
+/* Whether a job's spec asks for part of one GPU: a MIG instance, or a
+ * fraction by compute (gpu_milli), by memory (gpu_memory) or both. The
+ * replay and the forecast count it as one whole GPU per task. */
+static bool spec_is_part(json_t *spec)
+{
+    return json_is_string(json_object_get(spec, "mig")) || jint(spec, "gpu_milli") > 0 ||
+           jint(spec, "gpu_memory") > 0;
+}
+
 /* The recorded jobs as a replay trace. */
 static int jobs_to_trace(struct plan *p)
 {
@@ -320,8 +387,7 @@ static int jobs_to_trace(struct plan *p)
         if (submit < p->since)
             continue;
         tasks = tasks > 0 ? tasks : 1;
-        if (gpus <= 0 &&
-            (json_is_string(json_object_get(spec, "mig")) || jint(spec, "gpu_milli") > 0)) {
+        if (gpus <= 0 && spec_is_part(spec)) {
             gpus = 1; /* a fraction or MIG instance holds a GPU in the replay */
             p->approx_gpus++;
         }
@@ -403,10 +469,8 @@ static int scenario(struct plan *p, const struct replay_node_group *g, int n, bo
     rc = replay_setup_trace(&out->s, &t, &o, err, sizeof(err));
     if (t.v != p->tr.v)
         allot_free(t.v);
-    if (rc < 0) {
-        cli_error("plan", "%s", err);
-        return CLI_USAGE;
-    }
+    if (rc < 0)
+        return cli_usage_error("%s", err); /* exit status 1: the tenants or the changes */
     if (replay_run(&out->s, REPLAY_ALLOT, &ro, &out->r, err, sizeof(err)) < 0) {
         cli_error("replay", "%s", err);
         replay_setup_free(&out->s);
@@ -766,9 +830,8 @@ static int build_series(const struct plan *p, int64_t t0, size_t nb, struct seri
         int k;
 
         tasks = tasks > 0 ? tasks : 1;
-        if (gpus <= 0 &&
-            (json_is_string(json_object_get(spec, "mig")) || jint(spec, "gpu_milli") > 0))
-            gpus = 1;
+        if (gpus <= 0 && spec_is_part(spec))
+            gpus = 1; /* as in the replay */
         if (!tenant || start <= 0 || gpus <= 0 || gpus > ALLOT_MAX_GPUS || tasks > 100000 ||
             jint(x, "submit_time") < p->since)
             continue;
@@ -1152,12 +1215,12 @@ int cmd_plan(struct cli *c, int argc, char **argv)
     if (args_get(&a, "since")) {
         int64_t s;
 
-        if ((rc = args_seconds("--since", args_get(&a, "since"), &s)) != CLI_OK)
+        if ((rc = args_seconds("since", args_get(&a, "since"), &s)) != CLI_OK)
             goto out;
         p.since = p.now - s;
     }
     if (args_get(&a, "wait-target") &&
-        (rc = args_seconds("--wait-target", args_get(&a, "wait-target"), &target)) != CLI_OK)
+        (rc = args_seconds("wait-target", args_get(&a, "wait-target"), &target)) != CLI_OK)
         goto out;
     if (args_get(&a, "horizon") &&
         (rc = args_int("horizon", args_get(&a, "horizon"), 1, 365, &days)) != CLI_OK)
@@ -1171,7 +1234,8 @@ int cmd_plan(struct cli *c, int argc, char **argv)
         rc = CLI_USAGE;
         goto out;
     }
-    if ((rc = fetch(&p, cl)) != CLI_OK || (rc = nodes_to_groups(&p, removes, n_remove)) != CLI_OK)
+    if ((rc = fetch(&p, cl)) != CLI_OK || (rc = check_quota_tenants(&p)) != CLI_OK ||
+        (rc = nodes_to_groups(&p, removes, n_remove)) != CLI_OK)
         goto out;
     for (size_t i = 0; i < n_add; i++) {
         struct replay_node_group g;

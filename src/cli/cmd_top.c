@@ -3,8 +3,11 @@
  * job listings of the live states and GET /v1/tenants: GPUs in use per
  * tenant beside its nominal GPU quota, and the queue
  * of pending jobs with their reasons. GPUs in use are counted from each
- * placed task's placement: whole GPUs by count, fractions by gpu_milli,
- * MIG instances separately (their share of a GPU depends on the model).
+ * placed task's placement: whole GPUs by count, fractions by their
+ * GPU-equivalents as metering counts them (docs/metering.md: the larger of
+ * gpu_milli and the share of the GPU's memory, so a fraction that asks for
+ * GPU memory only counts too), MIG instances separately (their share of a
+ * GPU depends on the model).
  *
  * On a terminal it redraws every --interval until interrupted or until
  * --count snapshots; otherwise (a pipe, -o json|yaml) it prints one
@@ -12,6 +15,8 @@
  */
 #include "cli.h"
 
+#include "allot/catalog.h"
+#include "allot/cluster.h"
 #include "allot/common.h"
 
 #include <math.h>
@@ -54,8 +59,31 @@ static void add_int(json_t *o, const char *k, json_int_t d)
     json_object_set_new(o, k, json_integer(json_integer_value(json_object_get(o, k)) + d));
 }
 
-/* GPUs a placed job holds: whole and fractional; MIG instances apart. */
-static void job_gpus(json_t *job, double *gpus, int *mig)
+/* The GPU-equivalents of a fraction on one GPU, as metering counts them
+ * (docs/metering.md, meter_task_share): the larger of its compute share
+ * (gpu_milli) and its memory share (gpu_memory over its model's memory in
+ * `cat`), at most 1. A memory-only fraction (gpu_milli 0) holds no compute
+ * share in the core but its memory; that share is what it counts. A model
+ * `cat` does not know (or no catalog) leaves the compute share. */
+static double fraction_share(const struct allot_catalog *cat, json_t *t)
+{
+    json_int_t milli = json_integer_value(json_object_get(t, "gpu_milli"));
+    json_int_t mem = json_integer_value(json_object_get(t, "gpu_memory"));
+    const char *model = json_string_value(json_object_get(t, "model"));
+    int idx = cat && model ? allot_catalog_find_model(cat, model) : -1;
+    int64_t cap = idx >= 0 ? cat->models[idx].memory_mib : 0;
+    double by_sm = milli > 0 ? (double)milli / ALLOT_MILLI : 0.0;
+    double by_mem = cap > 0 && mem > 0 ? (double)mem / (double)cap : 0.0;
+    double share = by_sm > by_mem ? by_sm : by_mem;
+
+    return share < 1.0 ? share : 1.0;
+}
+
+/* GPUs a placed job holds: whole and fractional (fraction_share); MIG
+ * instances apart. A task is a fraction when it holds less than a whole
+ * GPU's compute or asks for GPU memory without compute (the placement's
+ * gpu_milli is then 0), as metering tells them apart. */
+static void job_gpus(const struct allot_catalog *cat, json_t *job, double *gpus, int *mig)
 {
     size_t i;
     json_t *t;
@@ -64,13 +92,14 @@ static void job_gpus(json_t *job, double *gpus, int *mig)
     {
         size_t n = json_array_size(json_object_get(t, "gpus"));
         json_int_t milli = json_integer_value(json_object_get(t, "gpu_milli"));
+        json_int_t mem = json_integer_value(json_object_get(t, "gpu_memory"));
 
         if (json_object_get(t, "mig_profile"))
             *mig += 1;
-        else if (milli > 0 && milli < 1000)
-            *gpus += (double)milli / 1000.0 * (double)n;
-        else
+        else if (milli >= ALLOT_MILLI || (milli <= 0 && mem <= 0))
             *gpus += (double)n;
+        else
+            *gpus += fraction_share(cat, t) * (double)n;
     }
 }
 
@@ -103,7 +132,8 @@ static int add_quotas(struct client *cl, json_t *rows)
     return CLI_OK;
 }
 
-static int snapshot(struct cli *c, const char *tenant, size_t queue_max, json_t **out)
+static int snapshot(struct cli *c, const struct allot_catalog *cat, const char *tenant,
+                    size_t queue_max, json_t **out)
 {
     static const char *const states[] = {"running", "starting", "pending"};
     struct client *cl = c->http;
@@ -146,7 +176,7 @@ static int snapshot(struct cli *c, const char *tenant, size_t queue_max, json_t 
             n_jobs[s]++;
             add_int(row, states[s], 1);
             if (s < 2) {
-                job_gpus(x, &g, &m);
+                job_gpus(cat, x, &g, &m);
                 json_object_set_new(row, "gpus",
                                     json_real(json_real_value(json_object_get(row, "gpus")) + g));
                 add_int(row, "mig", m);
@@ -239,7 +269,9 @@ static void print_snapshot(struct cli *c, json_t *s)
 int cmd_top(struct cli *c, int argc, char **argv)
 {
     struct cli_args a;
+    struct allot_catalog *cat = NULL;
     const char *s;
+    char err[256];
     int64_t interval = 2, count = 0, qmax = 20;
     int rc = args_parse(c, top_opts, &top_usage, argc, argv, &a);
     bool tty = isatty(STDOUT_FILENO) && c->fmt == CLI_FMT_TABLE;
@@ -260,6 +292,10 @@ int cmd_top(struct cli *c, int argc, char **argv)
         rc = CLI_USAGE;
         goto out;
     }
+    /* the GPU models' memory, for the share of memory-only fractions; the
+     * embedded catalog fails only without memory, and then fractions count
+     * by their compute share alone */
+    cat = allot_catalog_default(err, sizeof(err));
     for (int64_t k = 0; !count || k < count; k++) {
         json_t *snap = NULL;
 
@@ -267,7 +303,7 @@ int cmd_top(struct cli *c, int argc, char **argv)
             struct timespec ts = {.tv_sec = (time_t)interval};
             nanosleep(&ts, NULL);
         }
-        if ((rc = snapshot(c, args_get(&a, "tenant"), (size_t)qmax, &snap)) != CLI_OK)
+        if ((rc = snapshot(c, cat, args_get(&a, "tenant"), (size_t)qmax, &snap)) != CLI_OK)
             break;
         if (tty)
             fputs("\033[H\033[2J", stdout);
@@ -277,6 +313,7 @@ int cmd_top(struct cli *c, int argc, char **argv)
         json_decref(snap);
     }
 out:
+    allot_catalog_free(cat);
     args_free(&a);
     return rc;
 }

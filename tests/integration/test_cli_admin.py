@@ -8,6 +8,7 @@ each failure, and HTTPS with --cacert."""
 
 import json
 import os
+import select
 import shutil
 import sqlite3
 import subprocess
@@ -15,7 +16,7 @@ import time
 
 import allotd_fixture as fx
 from allotd_fixture import TENANTS, Daemon, expect
-from cli_fixture import cli, fails, ok, write
+from cli_fixture import ALLOT, cli, fails, ok, write
 
 dm = None
 
@@ -179,6 +180,143 @@ def test_nodes_and_top():
     fails(cli(dm, "drain", "gpu-node-1", token=viewer), 3, "forbidden")
 
 
+def cli_env(d):
+    """The environment cli_fixture.cli() gives `allot`, for a Popen."""
+    e = {k: v for k, v in os.environ.items() if not k.startswith(("ALLOT_", "XDG_"))}
+    e.update(HOME=fx.tempdir(), ALLOT_SERVER="http://127.0.0.1:%d" % d.port, ALLOT_TOKEN=d.admin)
+    return e
+
+
+# A daemon with node f1 (4 A100-80GB, registered, no health report yet),
+# a tenant product/nlp beside research/nlp, and two fractions placed on f1:
+# 10 GiB of GPU memory alone (research/nlp) and 250 milli with 40 GiB
+# (research/vision). Made by the first test that needs it; the drain test
+# ends the jobs; stopped at exit.
+FRAC = {}
+
+
+def frac():
+    if FRAC:
+        return FRAC["d"]
+    d = FRAC["d"] = Daemon()
+    tenants = dict(TENANTS, tenants=TENANTS["tenants"] + [
+        {"path": "product/nlp", "quotas": {"gpu": 4}}])
+    expect(d.req("PUT", "/v1/tenants", tenants, token=d.admin), 200)
+    agent = d.token("agent", "", "agent-f1")
+    inv = {"name": "f1", "cpus": 64, "memory": 512000,
+           "gpus": [{"model": "A100-80GB", "uuid": "GPU-f1-%d" % i} for i in range(4)]}
+    expect(d.req("POST", "/v1/nodes/register", inv, token=agent), 201)
+    FRAC["jobs"] = [
+        int(ok(cli(d, "submit", "-t", "research/nlp", "--gpu-memory", "10G", "--", "true")).out),
+        int(ok(cli(d, "submit", "-t", "research/vision", "--gpu-milli", "250", "--gpu-memory",
+                   "40G", "--", "true")).out)]
+    for _ in range(50):  # bounded: placed within a few cycles
+        if all(fx.job(d, j)["placement"] for j in FRAC["jobs"]):
+            break
+        time.sleep(0.1)
+    return d
+
+
+def test_nodes_gpus_without_health_report():
+    """nodes --gpus lists the GPUs of a node whose agent has not reported
+    their health yet (from its inventory), health "-"."""
+    d = frac()
+    rows = [l.split() for l in ok(cli(d, "nodes", "--gpus")).lines()]
+    assert rows[0] == ["NODE", "GPU", "MODEL", "UUID", "HEALTH", "MIG", "WHY"], rows
+    assert rows[1:] == [["f1", str(i), "A100-80GB", "GPU-f1-%d" % i, "-", "-", "-"]
+                        for i in range(4)], rows
+
+
+def test_top_counts_memory_fractions():
+    """A fraction of GPU memory alone (--gpu-memory, no --gpu-milli) counts
+    in top as its share of the GPU's memory (its GPU-equivalents, as
+    metering counts them), not as a whole GPU."""
+    d = frac()
+    snap = ok(cli(d, "top", "-o", "json")).json()
+    by = {t["tenant"]: t for t in snap["tenants"]}
+    # 10 GiB of an 80 GB GPU; 250 milli with half its memory: 0.5
+    assert by["research/nlp"]["gpus"] == 0.125, snap
+    assert by["research/vision"]["gpus"] == 0.5, snap
+    assert snap["gpus"]["allocated"] == 0.625, snap
+    assert "GPUs 4, 0.625 allocated" in ok(cli(d, "top")).out
+
+
+def test_plan_replays_memory_fractions():
+    """plan replays a memory-only fraction as a fraction (one whole GPU),
+    like one by thousandths, instead of dropping it."""
+    h = ok(cli(frac(), "plan", "-o", "json")).json()["history"]
+    assert h["jobs"] == 2 and h["fractional_as_whole_gpus"] == 2 and h["no_gpus"] == 0, h
+
+
+def test_plan_quota_names_one_leaf():
+    """plan --quota takes one leaf tenant, by path or last element; an
+    unknown tenant, a parent (listed or implied) and a last element of
+    several tenants are usage errors (`allot: usage:`); option values are
+    named with their own dashes."""
+    d = frac()
+    ok(cli(d, "plan", "--quota", "research/nlp=gpu:2", "--quota", "vision=gpu:1"))
+    r = fails(cli(d, "plan", "--quota", "nosuch=gpu:4"), 1, "usage")
+    assert 'no tenant "nosuch"' in r.err, r
+    for parent in ("research", "product"):  # listed, and only implied by product/...
+        r = fails(cli(d, "plan", "--quota", parent + "=gpu:4"), 1, "usage")
+        assert "is not a leaf" in r.err, r
+    r = fails(cli(d, "plan", "--quota", "nlp=gpu:4"), 1, "usage")
+    assert "names several tenants" in r.err, r
+    for args in (["--quota", "research/nlp=gpu:-1"], ["--since", "1x"],
+                 ["--forecast", "--wait-target", "1x"]):
+        r = fails(cli(d, "plan", *args), 1, "usage")
+        assert "allot: usage: %s: " % args[-2] in r.err and "----" not in r.err, r
+
+
+def test_drain_wait_writes_before_waiting():
+    """drain --wait writes `node N draining` before it waits, also into a
+    pipe (not only at exit)."""
+    d = frac()
+    p = subprocess.Popen([ALLOT, "drain", "f1", "--wait", "--timeout", "30"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=cli_env(d))
+    try:
+        ready, _, _ = select.select([p.stdout], [], [], 10)
+        assert ready and p.poll() is None, "no output while waiting"
+        assert p.stdout.readline() == "node f1 draining (was ready)\n"
+        ok(cli(d, "cancel", *FRAC["jobs"]))
+        out, err = p.communicate(timeout=20)
+        assert p.returncode == 0 and out == "drained\n", (p.returncode, out, err)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait(timeout=10)
+
+
+def test_pricebook_conflict_exit_status():
+    """A price book that would reprice an invoiced month (a changed past
+    version, or another currency) is a conflict: exit status 4, as the
+    man page says."""
+    page = open(os.path.join(fx.SOURCE, "docs", "cli", "allot-pricebook.md")).read()
+    assert "4 conflict" in page.split("## EXIT STATUS", 1)[1], page
+    d = Daemon()
+    try:
+        book = {"currency": "EUR",
+                "books": [{"effective": "2020-01-01", "gpu_hour": {"H100-80GB": 400}}]}
+        f = write(os.path.join(fx.tempdir(), "book.json"), json.dumps(book))
+        ok(cli(d, "pricebook", "apply", "-f", f))
+        book["books"][0]["gpu_hour"]["H100-80GB"] = 300
+        write(f, json.dumps(book))
+        r = fails(cli(d, "pricebook", "apply", "-f", f), 4, "conflict")
+        assert "2020-01-01" in r.err, r
+        book["books"][0]["gpu_hour"]["H100-80GB"] = 400
+        book["currency"] = "USD"
+        write(f, json.dumps(book))
+        fails(cli(d, "pricebook", "apply", "-f", f), 4, "conflict")
+        # a new version from a month to come is fine
+        book["currency"] = "EUR"
+        book["books"].append({"effective": "2100-01-01", "gpu_hour": {"H100-80GB": 500}})
+        write(f, json.dumps(book))
+        ok(cli(d, "pricebook", "apply", "-f", f))
+    finally:
+        assert d.stop() == 0
+
+
 def test_config_sources():
     good, server = dm.admin, "http://127.0.0.1:%d" % dm.port
     home = fx.tempdir()
@@ -273,6 +411,10 @@ if __name__ == "__main__":
     try:
         expect(dm.req("PUT", "/v1/tenants", TENANTS, token=dm.admin), 200)
         fx.run([test_tokens, test_audit, test_audit_tampered, test_nodes_and_top,
+                test_nodes_gpus_without_health_report, test_top_counts_memory_fractions,
+                test_plan_replays_memory_fractions, test_plan_quota_names_one_leaf,
+                test_drain_wait_writes_before_waiting, test_pricebook_conflict_exit_status,
                 test_config_sources, test_https, test_scheduler])
     finally:
-        assert dm.stop() == 0
+        frac_rc = FRAC["d"].stop() if FRAC else 0
+        assert dm.stop() == 0 and frac_rc == 0

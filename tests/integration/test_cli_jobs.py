@@ -55,6 +55,17 @@ def test_help_everywhere():
         assert ok(cli(dm, *args), args).out.startswith("["), args
 
 
+def test_output_format_refused_names_the_verbs_formats():
+    """-o csv|html where a verb does not print it: the message lists what
+    that verb prints (usage prints csv, invoice csv and html)."""
+    r = fails(cli(dm, "usage", "-o", "html"), 1, "usage")
+    assert "allot usage prints table, json, yaml or csv\n" in r.err, r
+    r = fails(cli(dm, "ls", "-o", "csv"), 1, "usage")
+    assert "allot ls prints table, json or yaml\n" in r.err, r
+    r = fails(cli(dm, "top", "-o", "html"), 1, "usage")
+    assert "allot top prints table, json or yaml\n" in r.err, r
+
+
 def test_cli_uses_only_served_routes():
     """Every API path in the CLI's source is a route allotd serves."""
     routes = subprocess.run([fx.ALLOTD, "--print-routes"], capture_output=True, text=True,
@@ -291,6 +302,34 @@ def test_submit_errors():
     assert '"gpu"' in r.err, r
 
 
+def test_submit_env_names_and_command_type():
+    """-e takes only variable names ([A-Za-z_][A-Za-z0-9_]*) and says so
+    (exit 1, nothing sent); a job file whose command is a string, not a
+    list, is told that (YAML and JSON), not that it has no command."""
+    for bad in ("A B=x", "1BAD=x", "=x", "A-B=x", "A.B=x"):
+        r = fails(cli(dm, "submit", "-t", "research/nlp", "-e", bad, "--", "true"), 1, "usage")
+        assert "--env" in r.err, (bad, r)
+        if not bad.startswith("="):
+            assert "is not a variable name" in r.err, (bad, r)
+    jid = submit("-t", "research/nlp", "-e", "_X=1", "-e", "GOOD_2=a b=c", "--", "true")
+    env = ok(cli(dm, "show", jid, "-o", "json")).json()["spec"]["env"]
+    assert env == {"_X": "1", "GOOD_2": "a b=c"}, env
+    # labels keep any key
+    submit("-t", "research/nlp", "-l", "a.b/c-d=1", "--", "true")
+    d = fx.tempdir()
+    y = write(os.path.join(d, "str.yaml"), "tenant: research/nlp\ncommand: python3 train.py\n")
+    j = write(os.path.join(d, "str.json"), '{"tenant": "research/nlp", "command": "true"}')
+    n = write(os.path.join(d, "num.json"), '{"tenant": "research/nlp", "command": ["sleep", 1]}')
+    for f in (y, j):
+        r = fails(cli(dm, "submit", "-f", f), 1, "usage")
+        assert 'field "command" must be a list of strings' in r.err and "not a string" in r.err, r
+        assert "needs a command" not in r.err, r
+    r = fails(cli(dm, "submit", "-f", n), 1, "usage")
+    assert "item 1 is a number" in r.err, r
+    # -- replaces a wrong command of the file
+    submit("-f", y, "--", "true")
+
+
 def test_arrays_and_dependencies():
     r = ok(cli(dm, "submit", "-t", "research/nlp", "--name", "sweep", "--array", "0-4%2",
                "--", "run", "x"))
@@ -470,10 +509,11 @@ def test_checkpoint():
 if __name__ == "__main__":
     dm = Daemon()
     try:
-        fx.run([test_help_everywhere, test_cli_uses_only_served_routes,
+        fx.run([test_help_everywhere, test_output_format_refused_names_the_verbs_formats,
+                test_cli_uses_only_served_routes,
                 test_apply_tenants_and_quota, test_submit_show_cancel_events,
                 test_no_escape_sequences_reach_the_terminal, test_submit_shapes_and_files,
-                test_yaml_round_trip, test_submit_errors,
+                test_yaml_round_trip, test_submit_errors, test_submit_env_names_and_command_type,
                 test_idempotency_key_flag, test_arrays_and_dependencies,
                 test_ls_pages_and_filters,
                 test_member_scope_and_denied, test_token_hidden_from_process_list,

@@ -123,7 +123,7 @@ def test_bad_options():
     fails(cli(dm, "plan", "--remove", "nosuch"), 1, "usage")
     fails(cli(dm, "plan", "--quota", "research/nlp=cpu:4"), 1, "usage")
     fails(cli(dm, "plan", "--quota", "research/nlp=gpu:-1"), 1, "usage")
-    r = fails(cli(dm, "plan", "--quota", "nobody=gpu:4"), 1, "plan")
+    r = fails(cli(dm, "plan", "--quota", "nobody=gpu:4"), 1, "usage")
     assert "no tenant \"nobody\"" in r.err, r
     fails(cli(dm, "plan", "--wait-target", "1h"), 1, "usage")
     fails(cli(dm, "plan", "--forecast", "--horizon", "0"), 1, "usage")
