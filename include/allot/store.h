@@ -267,6 +267,12 @@ void allot_store_events_free(struct allot_store_event *ev, size_t n);
  * ALLOT_ENOENT (none), ALLOT_EINVAL, ALLOT_EIO or ALLOT_ENOMEM. */
 int allot_store_event_last(struct allot_store *st, int64_t job_id, const char *kind,
                            struct allot_store_event *out);
+/* allot_store_event_last for every job that is starting or running, of its
+ * current run only (time >= its start): in one query, one event per job
+ * that has one, by job id, into *out (allot_store_events_free). Returns
+ * 0, ALLOT_EINVAL, ALLOT_EIO or ALLOT_ENOMEM. */
+int allot_store_event_last_running(struct allot_store *st, const char *kind,
+                                   struct allot_store_event **out, size_t *n);
 /* Frees the strings of an event filled by allot_store_event_last and
  * zeroes it. Accepts NULL. */
 void allot_store_event_clear(struct allot_store_event *ev);
@@ -604,6 +610,8 @@ struct allot_store_ops {
     int (*event_add)(struct allot_store *st, const struct allot_store_event *ev, int64_t *seq);
     int (*event_last)(struct allot_store *st, int64_t job_id, const char *kind,
                       struct allot_store_event *out);
+    int (*event_last_running)(struct allot_store *st, const char *kind,
+                              struct allot_store_event **out, size_t *n);
     int (*event_list)(struct allot_store *st, int64_t job_id, int64_t after, int limit,
                       struct allot_store_event **out, size_t *n);
 

@@ -89,6 +89,11 @@ struct loop {
     /* loop thread only */
     struct allot_cluster *c;
     struct allot_tenants *t;
+    /* while rebuilding: every running job's last save of its run, by job id
+     * (allot_store_event_last_running, one query), when it could be read */
+    struct allot_store_event *saves;
+    size_t n_saves;
+    bool saves_read;
     struct allot_queue *q;
     /* the core's priority classes by slot (apply_class) */
     struct {

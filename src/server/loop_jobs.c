@@ -64,13 +64,32 @@ static int placement_parse(struct loop *l, const char *text, int n, struct allot
     return rc;
 }
 
+static int cmp_save(const void *key, const void *e)
+{
+    int64_t a = *(const int64_t *)key, b = ((const struct allot_store_event *)e)->job_id;
+
+    return a < b ? -1 : a > b;
+}
+
 /* An adopted job's last reported save (its checkpoint event, at the save's
- * time) counts again, when it is of the run it is adopted in. */
+ * time) counts again, when it is of the run it is adopted in: from the
+ * saves the rebuild read in one query, else read for this job. */
 static void adopt_saved(struct loop *l, int64_t sid, int qid, int64_t now)
 {
-    struct allot_store *st = srv_reader(l->srv);
+    struct allot_store *st = l->saves_read ? NULL : srv_reader(l->srv);
     struct allot_store_event ev = {0};
-    int rc = st ? allot_store_event_last(st, sid, "checkpoint", &ev) : ALLOT_EIO;
+    int rc = ALLOT_ENOENT;
+
+    if (l->saves_read) {
+        const struct allot_store_event *e =
+            l->n_saves ? bsearch(&sid, l->saves, l->n_saves, sizeof(*e), cmp_save) : NULL;
+        if (e) {
+            ev.time = e->time;
+            rc = 0;
+        }
+    } else {
+        rc = st ? allot_store_event_last(st, sid, "checkpoint", &ev) : ALLOT_EIO;
+    }
 
     if (rc == 0 && allot_queue_checkpointed(l->q, qid, ev.time, now) == 0)
         LOG_DEBUG("loop", "job %lld: its save at %lld counts", (long long)sid, (long long)ev.time);

@@ -609,6 +609,16 @@ int allot_store_event_last(struct allot_store *st, int64_t job_id, const char *k
     return rc;
 }
 
+int allot_store_event_last_running(struct allot_store *st, const char *kind,
+                                   struct allot_store_event **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    if (!kind)
+        return ALLOT_EINVAL;
+    return st->ops->event_last_running(st, kind, out, n);
+}
+
 void allot_store_event_clear(struct allot_store_event *ev)
 {
     if (!ev)

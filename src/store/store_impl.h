@@ -34,6 +34,15 @@ void store_set_err(struct allot_store *st, const char *fmt, ...)
     " start_time, end_time, exit_code, array_parent, array_index, idem_key"
 #define STORE_LIVE_STATES "('pending','starting','running')"
 
+/* allot_store_event_last_running's query, the kind bound as KIND: driven
+ * by the running jobs (the jobs' state index), each job's latest event of
+ * the kind in its run through job_events' job_id index. */
+#define STORE_EVENT_LAST_RUNNING(KIND)                                                             \
+    "SELECT e.seq, e.job_id, e.time, e.kind, e.detail FROM jobs j JOIN job_events e"               \
+    " ON e.seq = (SELECT x.seq FROM job_events x WHERE x.job_id = j.id AND x.kind = " KIND         \
+    " AND x.time >= j.start_time ORDER BY x.time DESC, x.seq DESC LIMIT 1)"                        \
+    " WHERE j.state IN ('starting','running') ORDER BY j.id"
+
 /* Job listing shapes: tenant (none, exact, subtree) x states (any, one,
  * several) x name prefix (no, yes) x array (no, yes) x order (ascending,
  * descending). */

@@ -972,6 +972,17 @@ static int pg_event_last(struct allot_store *base, int64_t job_id, const char *k
                   &p, sizeof *out, event_row, store_clear_event, out);
 }
 
+static int pg_event_last_running(struct allot_store *base, const char *kind,
+                                 struct allot_store_event **out, size_t *n)
+{
+    struct pg_store *s = (struct pg_store *)base;
+    struct pgp p = {0};
+
+    pgp_text(&p, kind);
+    return pg_rows(s, STORE_EVENT_LAST_RUNNING("$1"), &p, sizeof **out, event_row,
+                   store_clear_event, (void **)out, n);
+}
+
 /* ---- tenants and priority classes -------------------------------------------------------- */
 
 static int pg_tenant_put(struct allot_store *base, const struct allot_store_tenant *t)
@@ -1396,15 +1407,15 @@ fail:
     .meta_get = pg_meta_get, .meta_set = pg_meta_set, .lead = pg_lead,                             \
     .job_insert = pg_job_insert, .job_get = pg_job_get, .job_update = pg_job_update,               \
     .job_list = pg_job_list, .event_add = pg_event_add, .event_list = pg_event_list,               \
-    .event_last = pg_event_last, .tenant_put = pg_tenant_put, .tenant_delete = pg_tenant_delete,   \
-    .tenant_list = pg_tenant_list, .prio_put = pg_prio_put, .prio_delete = pg_prio_delete,         \
-    .prio_list = pg_prio_list, .node_put = pg_node_put, .node_get = pg_node_get,                   \
-    .node_heartbeat = pg_node_heartbeat, .node_delete = pg_node_delete, .node_list = pg_node_list, \
-    .token_add = pg_token_add, .token_get = pg_token_get, .token_revoke = pg_token_revoke,         \
-    .token_list = pg_token_list, .audit_last = pg_audit_last, .audit_insert = pg_audit_insert,     \
-    .audit_list = pg_audit_list, .run_list = pg_run_list, .run_last = pg_run_last,                 \
-    .node_span_list = pg_node_span_list, .sample_add = pg_sample_add,                              \
-    .sample_list = pg_sample_list, .usage_replace = pg_usage_replace, .usage_list = pg_usage_list, \
-    .net_add = pg_net_add, .net_list = pg_net_list
+    .event_last = pg_event_last, .event_last_running = pg_event_last_running,                      \
+    .tenant_put = pg_tenant_put, .tenant_delete = pg_tenant_delete, .tenant_list = pg_tenant_list, \
+    .prio_put = pg_prio_put, .prio_delete = pg_prio_delete, .prio_list = pg_prio_list,             \
+    .node_put = pg_node_put, .node_get = pg_node_get, .node_heartbeat = pg_node_heartbeat,         \
+    .node_delete = pg_node_delete, .node_list = pg_node_list, .token_add = pg_token_add,           \
+    .token_get = pg_token_get, .token_revoke = pg_token_revoke, .token_list = pg_token_list,       \
+    .audit_last = pg_audit_last, .audit_insert = pg_audit_insert, .audit_list = pg_audit_list,     \
+    .run_list = pg_run_list, .run_last = pg_run_last, .node_span_list = pg_node_span_list,         \
+    .sample_add = pg_sample_add, .sample_list = pg_sample_list, .usage_replace = pg_usage_replace, \
+    .usage_list = pg_usage_list, .net_add = pg_net_add, .net_list = pg_net_list
 
 const struct allot_store_ops allot_store_pg_ops = {.scheme = "postgres", .open = pg_open, PG_OPS};

@@ -696,6 +696,7 @@ const struct allot_store_ops allot_store_sqlite_ops = {
     .event_add = sq_event_add,
     .event_list = sq_event_list,
     .event_last = sq_event_last,
+    .event_last_running = sq_event_last_running,
     .tenant_put = sq_tenant_put,
     .tenant_delete = sq_tenant_delete,
     .tenant_list = sq_tenant_list,

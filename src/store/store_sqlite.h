@@ -35,6 +35,7 @@ enum sq_stmt_id {
     SQ_EVENT_ADD,
     SQ_EVENT_LIST,
     SQ_EVENT_LAST,
+    SQ_EVENT_LAST_RUNNING,
     SQ_TENANT_PUT,
     SQ_TENANT_CHILD,
     SQ_TENANT_DELETE,
@@ -106,6 +107,8 @@ int sq_event_last(struct allot_store *st, int64_t job_id, const char *kind,
                   struct allot_store_event *out);
 int sq_event_list(struct allot_store *st, int64_t job_id, int64_t after, int limit,
                   struct allot_store_event **out, size_t *n);
+int sq_event_last_running(struct allot_store *st, const char *kind, struct allot_store_event **out,
+                          size_t *n);
 int sq_tenant_put(struct allot_store *st, const struct allot_store_tenant *t);
 int sq_tenant_delete(struct allot_store *st, const char *path);
 int sq_tenant_list(struct allot_store *st, struct allot_store_tenant **out, size_t *n);

@@ -40,6 +40,7 @@ const char *const sq_stmt_sql[SQ_NSTMT] = {
                       " WHERE job_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
     [SQ_EVENT_LAST] = "SELECT seq, job_id, time, kind, detail FROM job_events"
                       " WHERE job_id = ?1 AND kind = ?2 ORDER BY time DESC, seq DESC LIMIT 1",
+    [SQ_EVENT_LAST_RUNNING] = STORE_EVENT_LAST_RUNNING("?1"),
     [SQ_TENANT_PUT] = "INSERT INTO tenants(path, weight, isolation, quotas) VALUES (?1, ?2, ?3, ?4)"
                       " ON CONFLICT(path) DO UPDATE SET weight = excluded.weight,"
                       " isolation = excluded.isolation, quotas = excluded.quotas",
@@ -453,6 +454,19 @@ int sq_event_last(struct allot_store *base, int64_t job_id, const char *kind,
     sqlite3_bind_int64(st, 1, job_id);
     sq_bind_text(st, 2, kind);
     return sq_row(s, st, sizeof *out, event_row, store_clear_event, out);
+}
+
+int sq_event_last_running(struct allot_store *base, const char *kind,
+                          struct allot_store_event **out, size_t *n)
+{
+    struct sq_store *s = (struct sq_store *)base;
+    sqlite3_stmt *st;
+    int rc = 0;
+
+    if (!(st = sq_stmt(s, SQ_EVENT_LAST_RUNNING, &rc)))
+        return rc;
+    sq_bind_text(st, 1, kind);
+    return sq_rows(s, st, sizeof **out, event_row, store_clear_event, (void **)out, n);
 }
 
 /* ---- tenants and priority classes ------------------------------------------------------ */
