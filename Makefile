@@ -14,6 +14,8 @@
 #   make bench-api-pg   the same on SQLite and on PostgreSQL, side by side
 #   make bench-cluster  allotd filling 1,024 emulated nodes with 5,000 jobs
 #   make bench-agent    job start/stop latency through allotd and one agent
+#   make bench-takeover allotd's restart/takeover time with 20,000 running jobs,
+#                       SQLite and PostgreSQL side by side
 #   make bench-shim     liballot-cuda.so's cost per launch and allocation
 #   make check      clang-format, clang-tidy, cppcheck, source rules
 #   make install    build, then install allot-sim into $(PREFIX)/bin
@@ -26,7 +28,7 @@ DATA      ?= $(abspath ../shared/data)
 CMAKE_GEN  = cmake -S . -G Ninja -Wno-dev
 PREFIX    ?= /usr/local
 
-.PHONY: all build deps demo demo-sim test test-data test-asan fuzz bench bench-cycle bench-api bench-api-pg bench-cluster bench-agent bench-shim check format install clean
+.PHONY: all build deps demo demo-sim test test-data test-asan fuzz bench bench-cycle bench-api bench-api-pg bench-cluster bench-agent bench-takeover bench-shim check format install clean
 
 all: build
 
@@ -106,6 +108,11 @@ bench-cluster: deps build
 
 bench-agent: deps build
 	@python3 bench/agent.py --build $(BUILD)
+
+# SQLite, then a throwaway PostgreSQL server: one line each
+bench-takeover: deps build
+	@python3 bench/takeover.py --build $(BUILD)
+	@python3 bench/takeover.py --build $(BUILD) --pg sandbox
 
 bench-shim: deps build
 	@$(BUILD)/bench-shim

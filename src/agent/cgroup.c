@@ -300,6 +300,24 @@ static int write_io(const char *dir, const struct cg_limits *lim)
     return rc;
 }
 
+/* A task's CPU weight against the other tasks of its node when they all
+ * want more than the node has: its CPUs, as cgroup v1 counts shares (1,024
+ * a CPU, 2 at least: a task that asked for none yields to every other),
+ * so that a task gets the CPUs it reserved under contention and not only
+ * its cap (cpu.max). */
+static int64_t cpu_shares(int64_t cpu_milli)
+{
+    int64_t s = cpu_milli * 1024 / 1000;
+
+    return s < 2 ? 2 : s > 262144 ? 262144 : s;
+}
+
+/* cgroup v2's cpu.weight (1..10000) of those shares, as the kernel maps them */
+static int64_t cpu_weight(int64_t shares)
+{
+    return 1 + (shares - 2) * 9999 / 262142;
+}
+
 int cg_create(const char *root, const char *name, const struct cg_limits *lim, char *err,
               size_t errlen)
 {
@@ -324,6 +342,9 @@ int cg_create(const char *root, const char *name, const struct cg_limits *lim, c
             allot_fmt(num, sizeof(num), "%lld 100000", (long long)lim->cpu_milli * 100);
             rc = write_file(dir, "cpu.max", num);
         }
+        allot_fmt(num, sizeof(num), "%lld", (long long)cpu_weight(cpu_shares(lim->cpu_milli)));
+        if (!rc)
+            rc = write_file(dir, "cpu.weight", num);
         if (!rc && lim->mem_bytes > 0) {
             allot_fmt(num, sizeof(num), "%lld", (long long)lim->mem_bytes);
             rc = write_file(dir, "memory.max", num);
@@ -374,6 +395,9 @@ int cg_create(const char *root, const char *name, const struct cg_limits *lim, c
                       lim->cpu_milli > 0 ? (long long)lim->cpu_milli * 100 : -1LL);
             if (!rc)
                 rc = write_file(dir, "cpu.cfs_quota_us", num);
+            allot_fmt(num, sizeof(num), "%lld", (long long)cpu_shares(lim->cpu_milli));
+            if (!rc)
+                rc = write_file(dir, "cpu.shares", num);
         } else if (!strcmp(v1_ctrls[c], "memory") && lim->mem_bytes > 0) {
             allot_fmt(num, sizeof(num), "%lld", (long long)lim->mem_bytes);
             rc = write_file(dir, "memory.limit_in_bytes", num);

@@ -197,6 +197,34 @@ def test_cpu_quota():
     assert cpu <= 0.25 * wall * 1.4 + 0.05, (cpu, wall)
 
 
+CPU_WEIGHT = r"""
+import glob, os
+for line in open("/proc/self/cgroup"):
+    hid, ctrls, path = line.rstrip("\n").split(":", 2)
+    if "cpu" in ctrls.split(","):  # cgroup v1: cpu.shares
+        for d in glob.glob("/sys/fs/cgroup/*cpu*") + ["/sys/fs/cgroup/cpu"]:
+            f = d + path + "/cpu.shares"
+            if os.path.exists(f):
+                print("shares", open(f).read().strip())
+                break
+    elif hid == "0" and os.path.exists("/sys/fs/cgroup" + path + "/cpu.weight"):
+        print("weight", open("/sys/fs/cgroup" + path + "/cpu.weight").read().strip())
+"""
+
+
+def test_cpu_weight_follows_the_reservation():
+    """Under contention a task gets the CPUs it reserved, not only its cap:
+    its cgroup's CPU weight is its CPUs (1,024 shares a CPU); a task that
+    reserved none has the least weight and yields to every other."""
+    want = {0: ("2", "1"), 2: ("2048", "79")}
+    for cpus, (shares, weight) in want.items():
+        jid = submit({"cpus": cpus, "gpus": 0, "command": ["python3", "-c", CPU_WEIGHT]})
+        j = wait_state(jid, ("succeeded", "failed"))
+        out = agent.task_log(jid)
+        assert j["state"] == "succeeded", (j, out)
+        assert ("shares %s" % shares) in out or ("weight %s" % weight) in out, (cpus, out)
+
+
 def test_device_access():
     prog = ("import os\n"
             "mine = os.environ['ALLOT_GPU_DEVICES'].split(',')\n"
@@ -1744,7 +1772,8 @@ if __name__ == "__main__":
                 test_tenants_run_as_their_own_uids, test_workdir_entered_as_the_jobs_user,
                 test_private_tmp_and_umask, test_ended_task_leaves_nothing,
                 test_exit_code_and_no_command, test_job_reports_its_checkpoint,
-                test_memory_limit_is_an_oom_kill, test_cpu_quota, test_device_access,
+                test_memory_limit_is_an_oom_kill, test_cpu_quota,
+                test_cpu_weight_follows_the_reservation, test_device_access,
                 test_root_refused, test_cancel_stops_with_grace, test_nvml_discovery, test_mig,
                 test_oci_image, test_oci_gpu_fraction, test_scrub_between_tenants, test_scrub_after_a_shared_gpu,
                 test_fractions_shim_and_mps,
