@@ -333,6 +333,12 @@ int api_tokens_create(struct req *r)
                   allot_store_role_name(role));
         goto out;
     }
+    /* scope first: a tenant outside it is refused alike, there or not */
+    if (!may_manage(&r->who, role, t.tenant)) {
+        api_error(r, 403, "forbidden", "a %s may not create %s tokens for tenant \"%s\"",
+                  allot_store_role_name(r->who.role), allot_store_role_name(role), t.tenant);
+        goto out;
+    }
     if (*t.tenant) {
         struct allot_store *st = api_reader(r);
         int known = st ? refs_tenant_known(r->srv, st, t.tenant) : 0;
@@ -349,11 +355,6 @@ int api_tokens_create(struct req *r)
                       t.tenant);
             goto out;
         }
-    }
-    if (!may_manage(&r->who, role, t.tenant)) {
-        api_error(r, 403, "forbidden", "a %s may not create %s tokens for tenant \"%s\"",
-                  allot_store_role_name(r->who.role), allot_store_role_name(role), t.tenant);
-        goto out;
     }
     auth_new_secret(secret, sizeof(secret), t.hash);
     t.created = now;

@@ -271,20 +271,29 @@ static int placement_nodes(const char *placement, const char *name, bool *on)
 }
 
 /* How many distinct nodes reported a gang's tasks on them done ("node-done"
- * events), counting `node`'s report being written. */
+ * events) in its current run (after its last "placed" event), counting
+ * `node`'s report being written. Reads every page of the job's events (a
+ * job that reports its saves has many). */
 static int nodes_done(struct allot_store *st, int64_t job, const char *node, int *rc)
 {
     struct allot_store_event *ev = NULL;
     json_t *seen = json_object();
+    int64_t after = 0;
     size_t n = 0;
     int count;
 
+    do {
+        *rc = allot_store_event_list(st, job, after, ALLOT_STORE_PAGE_MAX, &ev, &n);
+        for (size_t i = 0; !*rc && i < n; i++) {
+            if (!strcmp(ev[i].kind, "placed"))
+                json_object_clear(seen); /* a new run: the earlier one's reports are gone */
+            else if (!strcmp(ev[i].kind, "node-done") && ev[i].detail)
+                json_object_set_new(seen, ev[i].detail, json_true());
+            after = ev[i].seq;
+        }
+        allot_store_events_free(ev, n);
+    } while (!*rc && n == ALLOT_STORE_PAGE_MAX);
     json_object_set_new(seen, node, json_true());
-    *rc = allot_store_event_list(st, job, 0, ALLOT_STORE_PAGE_MAX, &ev, &n);
-    for (size_t i = 0; i < n; i++)
-        if (!strcmp(ev[i].kind, "node-done") && ev[i].detail)
-            json_object_set_new(seen, ev[i].detail, json_true());
-    allot_store_events_free(ev, n);
     count = (int)json_object_size(seen);
     json_decref(seen);
     return count;

@@ -108,6 +108,24 @@ def test_gang_over_two_nodes():
                             "detail": "OOM killed (memory limit 1024 MiB)"}]})
     f = wait_state(f["id"], "failed")
     assert f["exit_code"] == 137 and "OOM" in f["pending_reason"], f
+    # a node's report of an earlier run does not count in the next one
+    r = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 2, "tasks": 2},
+                      token=dm.admin), 201)["id"]
+    first = wait_state(r, "starting")["start_time"]
+    for n in ("ap-1", "ap-2"):
+        beat(n, {"jobs": [{"id": r, "state": "running"}]})
+    beat("ap-1", {"jobs": [{"id": r, "state": "succeeded", "exit_code": 0}]})
+    beat("ap-2", {"jobs": [{"id": r, "state": "lost", "fenced": True}]})  # requeued
+    end = time.time() + 10
+    while time.time() < end and not (get(r)["state"] == "starting" and
+                                     get(r)["start_time"] > first):
+        time.sleep(0.05)  # bounded: until its next run is placed
+    assert get(r)["start_time"] > first, get(r)
+    beat("ap-2", {"jobs": [{"id": r, "state": "succeeded", "exit_code": 0}]})
+    time.sleep(0.3)
+    assert get(r)["state"] == "starting", get(r)  # ap-1 has not ended this run
+    beat("ap-1", {"jobs": [{"id": r, "state": "succeeded", "exit_code": 0}]})
+    wait_state(r, "succeeded")
 
 
 def test_node_bound_to_its_agent_token():

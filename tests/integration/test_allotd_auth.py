@@ -77,6 +77,11 @@ def test_token_scope_checked():
     # an interior tenant is a subtree: fine
     expect(dm.req("POST", "/v1/tokens", {"role": "viewer", "tenant": "research"},
                   token=dm.admin), 201)
+    # outside a tenant-admin's scope, a tenant there or not is refused alike
+    for tenant in ("product/search", "nosuch/x"):
+        err = expect(dm.req("POST", "/v1/tokens", {"role": "member", "tenant": tenant},
+                            token=T["tadmin"]), 403)
+        assert "may not create member tokens" in err["error"]["message"], err
 
 
 def test_last_admin_token_kept():
