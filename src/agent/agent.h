@@ -331,14 +331,23 @@ int task_start(struct agent *a, json_t *d, struct task *t);
  * agent's --grace). */
 void task_stop(struct agent *a, struct task *t, int64_t now_ms, int64_t grace_ms);
 /* Stops a task on the agent's own account (allotd out of reach for most of
- * the lease), and records so: the task is reported lost and fenced, so
- * that allotd queues its job again, and it is never started again. */
-void task_fence(struct agent *a, struct task *t, int64_t now_ms);
-/* Writes STATE/fence-at: the monotonic time (agent_now_ms) after which
- * allotd counts the node lost unless it hears from it, 0 for never. Each
- * task's supervisor fences its task a second after it passed: so a task
- * never outlives its node's lease while its agent is down. */
-void task_fence_deadline(const struct agent *a, int64_t at_ms);
+ * the lease, which ends at end_ms), and records so: the task is reported
+ * lost and fenced, so that allotd queues its job again, and it is never
+ * started again. Its grace is task_fence_grace's. */
+void task_fence(struct agent *a, struct task *t, int64_t now_ms, int64_t end_ms);
+/* The grace of a task fenced at now_ms when the node's lease ends at
+ * end_ms: the agent's --grace, cut so that the task's processes are gone
+ * FENCE_MARGIN_MS before allotd counts the node lost and queues its jobs
+ * again (else a job could run twice); 0 when that time has passed. */
+int64_t task_fence_grace(const struct agent *a, int64_t now_ms, int64_t end_ms);
+#define FENCE_MARGIN_MS 2000
+/* Writes STATE/fence-at: the monotonic time (agent_now_ms) from which the
+ * agent fences its tasks (four fifths of the lease after its last answered
+ * heartbeat), then the lease's end, when allotd counts the node lost unless
+ * it hears from it; 0 for never. Each task's supervisor fences its task a
+ * second after the first passed: so a task never outlives its node's lease
+ * while its agent is down. */
+void task_fence_deadline(const struct agent *a, int64_t at_ms, int64_t end_ms);
 /* Whether the task's processes may still be there (starting, running or
  * stopping). */
 bool task_alive(const struct task *t);

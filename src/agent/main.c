@@ -830,7 +830,7 @@ static int run(struct agent *a)
         return stop_signal ? 0 : 1;
     }
     last_ok = agent_now_ms();
-    task_fence_deadline(a, a->cfg.fence ? last_ok + lease * 4 / 5 : 0);
+    task_fence_deadline(a, a->cfg.fence ? last_ok + lease * 4 / 5 : 0, last_ok + lease);
     if (sampler_start(a) < 0) {
         client_free(c);
         serve_stop(srv);
@@ -878,7 +878,7 @@ static int run(struct agent *a)
         if (st == 200) {
             const char *v = json_string_value(json_object_get(reply, "version"));
             last_ok = agent_now_ms();
-            task_fence_deadline(a, a->cfg.fence ? last_ok + lease * 4 / 5 : 0);
+            task_fence_deadline(a, a->cfg.fence ? last_ok + lease * 4 / 5 : 0, last_ok + lease);
             /* allotd answered a long poll at once with nothing new (every
              * worker it lends to long polls is taken): poll at the heartbeat
              * interval instead of again at once */
@@ -914,13 +914,13 @@ static int run(struct agent *a)
                 /* allotd could not store what the heartbeat said but renewed the
                  * lease: it is there and will not count this node lost */
                 last_ok = agent_now_ms();
-                task_fence_deadline(a, a->cfg.fence ? last_ok + lease * 4 / 5 : 0);
+                task_fence_deadline(a, a->cfg.fence ? last_ok + lease * 4 / 5 : 0, last_ok + lease);
             }
             if (a->cfg.fence && agent_now_ms() - last_ok > lease * 4 / 5) {
                 size_t fenced = 0;
                 for (size_t i = 0; i < a->n_tasks; i++) {
                     fenced += task_alive(&a->tasks[i]) && !a->tasks[i].fenced;
-                    task_fence(a, &a->tasks[i], agent_now_ms());
+                    task_fence(a, &a->tasks[i], agent_now_ms(), last_ok + lease);
                 }
                 if (fenced) /* once per task: the next failures find them fenced */
                     LOG_WARN("agent",

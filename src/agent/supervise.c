@@ -337,21 +337,36 @@ static void log_pump_drain(struct log_pump *lp)
 
 /* ---- the supervisor ---- */
 
-/* The agent's fence deadline (monotonic ms), from STATE/fence-at; 0 when
- * there is none (fencing off, or not yet registered). */
-static int64_t fence_deadline(const struct agent *a)
+/* The agent's fence deadline (monotonic ms), from STATE/fence-at, and
+ * into *end_ms the lease's end (a file of an agent before it wrote one:
+ * the deadline, then the grace); 0 when there is none (fencing off, or not
+ * yet registered). */
+static int64_t fence_deadline(const struct agent *a, int64_t *end_ms)
 {
-    char buf[32];
+    char buf[64], *p;
+    int64_t at = 0;
 
-    return agent_read_small(a->tasks_dir, "../fence-at", buf, sizeof(buf)) == 0
-               ? strtoll(buf, NULL, 10)
-               : 0;
+    *end_ms = 0;
+    if (agent_read_small(a->tasks_dir, "../fence-at", buf, sizeof(buf)) == 0) {
+        at = strtoll(buf, &p, 10);
+        *end_ms = strtoll(p, NULL, 10);
+    }
+    if (at > 0 && *end_ms <= at)
+        *end_ms = at + 1000 + FENCE_MARGIN_MS + a->cfg.grace;
+    return at;
 }
 
-void task_fence_deadline(const struct agent *a, int64_t at_ms)
+int64_t task_fence_grace(const struct agent *a, int64_t now_ms, int64_t end_ms)
+{
+    int64_t left = end_ms - FENCE_MARGIN_MS - now_ms;
+
+    return left < 0 ? 0 : left < a->cfg.grace ? left : a->cfg.grace;
+}
+
+void task_fence_deadline(const struct agent *a, int64_t at_ms, int64_t end_ms)
 {
     static int64_t written = -1; /* only the loop's thread calls it */
-    char text[32], tmp[4200], path[4200];
+    char text[64], tmp[4200], path[4200];
     int fd;
     bool ok;
 
@@ -360,7 +375,7 @@ void task_fence_deadline(const struct agent *a, int64_t at_ms)
      * means nothing after a reboot), so the loop never waits on the disk */
     if (at_ms == written || (at_ms && written > 0 && at_ms - written < 500))
         return;
-    allot_fmt(text, sizeof(text), "%lld\n", (long long)at_ms);
+    allot_fmt(text, sizeof(text), "%lld %lld\n", (long long)at_ms, (long long)(at_ms ? end_ms : 0));
     allot_fmt(tmp, sizeof(tmp), "%s/.fence-at.tmp", a->cfg.state_dir);
     allot_fmt(path, sizeof(path), "%s/fence-at", a->cfg.state_dir);
     fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -381,13 +396,13 @@ static void on_chld(int sig)
 /* The supervisor's wait for the task's process, copying its output into
  * its log meanwhile: it also fences the task when the agent's fence
  * deadline passed by a second (the agent, while it lives, fences first;
- * one killed outright cannot), with the agent's grace before SIGKILL. */
+ * one killed outright cannot), with task_fence_grace before SIGKILL. */
 static void supervise(const struct agent *a, const char *dir, pid_t pid, int *status,
                       struct log_pump *lp)
 {
     struct timespec tick = {0, 200 * 1000000L};
     struct sigaction sa = {.sa_handler = on_chld};
-    int64_t kill_at = 0;
+    int64_t kill_at = 0, end = 0;
     sigset_t chld, waiting;
 
     /* SIGCHLD is blocked but while ppoll waits: the child's end wakes the
@@ -405,10 +420,10 @@ static void supervise(const struct agent *a, const char *dir, pid_t pid, int *st
 
         if (r == pid || (r < 0 && errno != EINTR))
             return;
-        if (!kill_at && (deadline = fence_deadline(a)) > 0 && now > deadline + 1000) {
+        if (!kill_at && (deadline = fence_deadline(a, &end)) > 0 && now > deadline + 1000) {
             agent_write_atomic(dir, "fenced", "agent out of reach\n");
             kill(-pid, SIGTERM);
-            kill_at = now + a->cfg.grace;
+            kill_at = now + task_fence_grace(a, now, end);
         } else if (kill_at && now >= kill_at) {
             kill(-pid, SIGKILL);
             kill_at = now + 1000;

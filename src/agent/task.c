@@ -1194,7 +1194,7 @@ void task_stop(struct agent *a, struct task *t, int64_t now_ms, int64_t grace_ms
              (long long)grace_ms);
 }
 
-void task_fence(struct agent *a, struct task *t, int64_t now_ms)
+void task_fence(struct agent *a, struct task *t, int64_t now_ms, int64_t end_ms)
 {
     char dir[4400];
 
@@ -1204,7 +1204,7 @@ void task_fence(struct agent *a, struct task *t, int64_t now_ms)
     if (agent_write_atomic(dir, "fenced", "allotd out of reach\n") < 0)
         LOG_WARN("task", "%s: cannot record the fence", dir);
     t->fenced = true;
-    task_stop(a, t, now_ms, -1);
+    task_stop(a, t, now_ms, task_fence_grace(a, now_ms, end_ms));
 }
 
 /* Reads the pid file: 0 when read. */

@@ -1367,6 +1367,31 @@ def test_killed_agent_fences():
         d2.stop()
 
 
+def test_fence_ends_within_the_lease():
+    """A fenced task's grace is cut so that it is gone before allotd counts its node lost
+    and queues the job again, however long the agent's --grace: with a 10 s lease and a
+    30 s grace, a task that ignores SIGTERM is killed before the job is requeued, so the
+    job never runs twice."""
+    d2 = Daemon(args=["--lease", "10s"])
+    expect(d2.req("PUT", "/v1/tenants", TENANTS, token=d2.admin), 200)
+    ag = Agent(d2, d2.token("agent", "", "agents"), "fence-5", emulate="1xT4",
+               args=["--grace", "30s", "--cgroup-root", "%s-fence-5" % fx.CGROUP_ROOT])
+    try:
+        j = submit_to(d2, sh("trap '' TERM; echo pid $$; while :; do sleep 0.2; done"))
+        assert wait_log(ag, j, "pid")
+        pid = int(ag.task_log(j).split("pid ")[1].split()[0])
+        ag.stop(signal.SIGKILL)
+        end = time.time() + 30
+        while time.time() < end and "requeued" not in [e["kind"] for e in events_of(d2, j)]:
+            time.sleep(0.05)  # bounded: until allotd counts the node lost
+        assert "requeued" in [e["kind"] for e in events_of(d2, j)], events_of(d2, j)
+        assert not pid_alive(pid), "the task outlived its node's lease"
+        assert os.path.exists(os.path.join(ag.dir, "tasks", "%d-0" % j, "fenced"))
+    finally:
+        ag.stop()
+        d2.stop()
+
+
 def pid_alive(pid):
     """Whether process pid runs (a zombie does not)."""
     try:
@@ -1782,6 +1807,7 @@ if __name__ == "__main__":
                 test_gpus_move_after_the_victim_is_gone, test_logs_of_a_requeued_job,
                 test_fencing_never_twice,
                 test_allotd_down_past_the_lease, test_killed_agent_fences,
+                test_fence_ends_within_the_lease,
                 test_fence_kills_the_whole_task, test_log_max, test_io_limits,
                 test_store_full_keeps_jobs_running,
                 test_long_poll_saturated,
