@@ -1060,13 +1060,15 @@ int main(int argc, char **argv)
     /* the join token speaks for the node (heartbeats carry other tenants'
      * job specs): hide it from /proc/PID/cmdline now that it is copied */
     bool token_on_argv = allot_argv_hide(argc, argv, "--token") > 0;
-    if ((!c->token || !*c->token) && getenv("ALLOT_TOKEN"))
-        allot_config_set(options, N_OPTIONS, c, "token", getenv("ALLOT_TOKEN"), err, sizeof(err));
+    /* --token, then --token-file, then ALLOT_TOKEN: what is given for the
+     * agent wins over what its environment happens to carry */
     if ((!c->token || !*c->token) && c->token_file && *c->token_file &&
         read_token_file(c, err, sizeof(err)) < 0) {
         fprintf(stderr, "allot-agent: %s\n", err);
         return 2;
     }
+    if ((!c->token || !*c->token) && getenv("ALLOT_TOKEN"))
+        allot_config_set(options, N_OPTIONS, c, "token", getenv("ALLOT_TOKEN"), err, sizeof(err));
     if ((!c->token || !*c->token) && !print_inventory) {
         fprintf(stderr, "allot-agent: a join token is required (--token, --token-file or "
                         "ALLOT_TOKEN)\n");

@@ -1253,11 +1253,13 @@ void task_poll(struct agent *a, struct task *t, int64_t now_ms)
     long long start;
     int status;
 
+    /* reaped also once the task ended: its supervisor exits after it wrote
+     * the exit file, and would stay a zombie */
+    if (t->sup > 0 && waitpid(t->sup, &status, WNOHANG) == t->sup)
+        t->sup = 0; /* reaped; its exit file says how the task ended */
     if (t->state == TASK_EXITED || t->state == TASK_LOST)
         return;
     task_dir(a, t, dir, sizeof(dir));
-    if (t->sup > 0 && waitpid(t->sup, &status, WNOHANG) == t->sup)
-        t->sup = 0; /* reaped; its exit file says how the task ended */
     if (t->pid <= 0 && read_pid(dir, t, &start) == 0 && t->state == TASK_STOPPING)
         kill(-t->pid, SIGTERM); /* asked to stop before its pid was known */
     if (agent_read_small(dir, "exit", buf, sizeof(buf)) == 0) {
@@ -1323,6 +1325,11 @@ static void crun_delete(struct agent *a, const struct task *t, const char *dir)
 void task_forget(struct agent *a, struct task *t)
 {
     char dir[4400];
+
+    /* an ended task's supervisor has written its exit file and is exiting:
+     * waited for, so that no zombie is left once the task is forgotten */
+    if (t->sup > 0 && waitpid(t->sup, NULL, t->state == TASK_EXITED ? 0 : WNOHANG) == t->sup)
+        t->sup = 0;
 
     task_dir(a, t, dir, sizeof(dir));
     mig_release(a, dir);

@@ -166,6 +166,58 @@ def test_job_reports_its_checkpoint():
     assert "token=[none]" in agent.task_log(jid), agent.task_log(jid)
 
 
+def zombies_of(pid):
+    """The zombie children of process pid."""
+    out = []
+    for p in os.listdir("/proc"):
+        try:
+            with open("/proc/%s/stat" % p) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] == "Z" and int(fields[1]) == pid:
+            out.append(int(p))
+    return out
+
+
+def test_token_file_wins_over_the_environment():
+    """--token-file, given for the agent, wins over an ALLOT_TOKEN its environment
+    happens to carry (here one allotd refuses)."""
+    d2 = Daemon()
+    ag = None
+    try:
+        path = os.path.join(fx.tempdir(), "join.secret")
+        with open(path, "w") as f:
+            f.write(d2.token("agent", "", "join") + "\n")
+        os.chmod(path, 0o600)
+        ag = Agent(d2, "", "tokfile", emulate="1xT4", args=["--token-file", path],
+                   env={"ALLOT_TOKEN": "allot_" + "0" * 64})
+        end = time.time() + 15
+        while time.time() < end and ag.proc.poll() is None and not any(
+                n["name"] == "tokfile" for n in expect(d2.req("GET", "/v1/nodes",
+                                                              token=d2.admin), 200)["nodes"]):
+            time.sleep(0.1)  # bounded: until the node registered
+        assert ag.proc.poll() is None, ag.log()
+        assert any(n["name"] == "tokfile" for n in expect(
+            d2.req("GET", "/v1/nodes", token=d2.admin), 200)["nodes"]), ag.log()
+    finally:
+        if ag:
+            ag.stop()
+        d2.stop()
+
+
+def test_short_tasks_leave_no_zombies():
+    """Every task's supervisor is reaped, also one that exits after its task was seen
+    to end: a stream of short jobs leaves no zombie children of the agent."""
+    ids = [submit({"gpus": 0, "cpus": 0.1, "command": sh("echo x")}) for _ in range(10)]
+    for jid in ids:
+        assert wait_state(jid, ("succeeded", "failed"))["state"] == "succeeded"
+    end = time.time() + 10
+    while time.time() < end and zombies_of(agent.proc.pid):
+        time.sleep(0.1)  # bounded: reported tasks are forgotten at a later heartbeat
+    assert not zombies_of(agent.proc.pid), zombies_of(agent.proc.pid)
+
+
 def test_exit_code_and_no_command():
     jid = submit({"command": sh("echo bad >&2; exit 3")})
     j = wait_state(jid, ("succeeded", "failed"))
@@ -1796,7 +1848,9 @@ if __name__ == "__main__":
                 test_node_credential, test_run_to_completion,
                 test_tenants_run_as_their_own_uids, test_workdir_entered_as_the_jobs_user,
                 test_private_tmp_and_umask, test_ended_task_leaves_nothing,
-                test_exit_code_and_no_command, test_job_reports_its_checkpoint,
+                test_exit_code_and_no_command, test_short_tasks_leave_no_zombies,
+                test_token_file_wins_over_the_environment,
+                test_job_reports_its_checkpoint,
                 test_memory_limit_is_an_oom_kill, test_cpu_quota,
                 test_cpu_weight_follows_the_reservation, test_device_access,
                 test_root_refused, test_cancel_stops_with_grace, test_nvml_discovery, test_mig,
