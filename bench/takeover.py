@@ -12,7 +12,10 @@ timing start -> /readyz 200: the rebuild of the core from the store, in
 which every running job is adopted where it runs and its last save read
 back. A standby taking over does the same rebuild. Prints
 
-  jobs=.. restart_ms=[..] median_ms=.. per_job_us=..
+  build=.. store=.. jobs=.. restart_ms=[..] median_ms=.. per_job_us=..
+
+(one line per build with --against OTHER_BUILD, whose allotd restarts in
+alternate rounds on the same store: a before/after in one run).
 
 Figures only; no target is asserted (machines here are shared).
 """
@@ -92,6 +95,9 @@ def main():
     ap.add_argument("--pg", default="",
                     help="postgres://... database instead of SQLite; 'sandbox': a throwaway one")
     ap.add_argument("--build", default=BUILD)
+    ap.add_argument("--against", default="",
+                    help="another build folder: its allotd restarts on the same store in "
+                         "alternate rounds, and both figures are printed side by side")
     a = ap.parse_args()
     if a.pg == "sandbox":
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
@@ -106,6 +112,7 @@ def main():
 
 def run(a):
     build = os.path.abspath(a.build)
+    builds = [build] + ([os.path.abspath(a.against)] if a.against else [])
     nodes = a.nodes or (a.jobs + 7) // 8
     d = tempfile.mkdtemp(prefix="allot-bench-takeover-")
     store = a.pg or "sqlite:" + d + "/allot.db"
@@ -151,22 +158,27 @@ def run(a):
                 assert st == 200, (st, r)
                 if k % 1000 == 999 or k == a.jobs - 1:
                     progress("saves", k + 1, a.jobs)
-        times = []
-        for rnd in range(a.rounds):
-            proc.send_signal(signal.SIGKILL if rnd % 2 else signal.SIGTERM)
+        times = [[] for _ in builds]
+        rounds = a.rounds * len(builds)
+        for rnd in range(rounds):
+            b = rnd % len(builds)  # alternate builds on the same store
+            proc.send_signal(signal.SIGKILL if (rnd // len(builds)) % 2 else signal.SIGTERM)
             proc.wait(timeout=120)
             t0 = time.monotonic()
-            proc, port = start(build, store, port, log)
+            proc, port = start(builds[b], store, port, log)
             if not ready(port):
                 raise SystemExit("allotd not ready after a restart (see %s)" % log)
-            times.append((time.monotonic() - t0) * 1000)
-            progress("restarts", rnd + 1, a.rounds)
-        st, j = req(port, "GET", "/v1/jobs/%d" % ids[-1], token=admin)
-        assert st == 200 and j["state"] in ("starting", "running") and "last_checkpoint" in j, j
-        med = sorted(times)[len(times) // 2]
-        print("store=%s jobs=%d nodes=%d restart_ms=[%s] median_ms=%.0f per_job_us=%.1f" % (
-            "postgresql" if a.pg else "sqlite", a.jobs, nodes,
-            ", ".join("%.0f" % t for t in times), med, med * 1000 / a.jobs))
+            times[b].append((time.monotonic() - t0) * 1000)
+            st, j = req(port, "GET", "/v1/jobs/%d" % ids[-1], token=admin)
+            assert st == 200 and j["state"] in ("starting", "running") and \
+                "last_checkpoint" in j, j
+            progress("restarts", rnd + 1, rounds)
+        for b, ts in zip(builds, times):
+            med = sorted(ts)[len(ts) // 2]
+            print("build=%s store=%s jobs=%d nodes=%d restart_ms=[%s] median_ms=%.0f "
+                  "per_job_us=%.1f" % (
+                      os.path.relpath(b), "postgresql" if a.pg else "sqlite", a.jobs, nodes,
+                      ", ".join("%.0f" % t for t in ts), med, med * 1000 / a.jobs))
     finally:
         if proc and proc.poll() is None:
             proc.kill()
