@@ -843,6 +843,7 @@ static int run(struct agent *a)
         int64_t now = agent_now_ms();
         bool busy = false;
         json_t *rep, *body, *reply = NULL;
+        json_int_t live = 0; /* tasks whose processes may still be there */
         long st;
 
         if (hup_signal) {
@@ -852,6 +853,7 @@ static int run(struct agent *a)
         for (size_t i = 0; i < a->n_tasks; i++) {
             task_poll(a, &a->tasks[i], now);
             busy |= a->tasks[i].state == TASK_STARTING || a->tasks[i].state == TASK_STOPPING;
+            live += task_alive(&a->tasks[i]);
         }
         rep = reports(a);
         /* a heartbeat never outlasts the time left before fencing: an allotd
@@ -863,9 +865,10 @@ static int run(struct agent *a)
         if (wait > timeout - 400)
             wait = timeout > 400 ? timeout - 400 : 0;
         json_t *batch = NULL;
-        body = json_pack("{s:O,s:s,s:I,s:o,s:{s:s,s:s},s:{s:o}}", "jobs", rep, "known", version,
+        body = json_pack("{s:O,s:s,s:I,s:o,s:{s:s,s:s},s:{s:o},s:I}", "jobs", rep, "known", version,
                          "wait_ms", (json_int_t)wait, "usage", usage_json(a, &batch), "logs", "url",
-                         logs_url, "key", logs_key, "health", "gpus", gpu_health_json(a));
+                         logs_url, "key", logs_key, "health", "gpus", gpu_health_json(a), "live",
+                         live);
         char path[600];
         allot_fmt(path, sizeof(path), "/v1/nodes/%s/heartbeat", a->cfg.name);
         /* the body holds references only to what nobody changes any more

@@ -175,7 +175,7 @@ static const char *unknown_key(json_t *obj, const char *const *allowed)
 int agentproto_heartbeat(json_t *b, struct hb_body *out, char *err, size_t errlen)
 {
     static const char *const fields[] = {"jobs",  "health", "usage", "wait_ms",
-                                         "known", "logs",   NULL};
+                                         "known", "logs",   "live",  NULL};
     static const char *const job_fields[] = {"id",         "state", "exit_code", "detail",
                                              "runtime_ms", "run",   "fenced",    NULL};
     const char *bad;
@@ -183,12 +183,17 @@ int agentproto_heartbeat(json_t *b, struct hb_body *out, char *err, size_t errle
     size_t i;
 
     memset(out, 0, sizeof(*out));
+    out->live = -1;
     if (!b)
         return 0;
     if (!json_is_object(b))
         return E400("the body must be a JSON object");
     if ((bad = unknown_key(b, fields)))
         return E400("unknown field \"%s\"", bad);
+    x = json_object_get(b, "live");
+    if (x && (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) > 100000))
+        return E400("field \"live\" must be an integer 0..100000");
+    out->live = x ? json_integer_value(x) : -1;
     out->jobs = json_object_get(b, "jobs");
     if (out->jobs &&
         (!json_is_array(out->jobs) || json_array_size(out->jobs) > AGENTPROTO_MAX_REPORTS))

@@ -25,6 +25,8 @@ struct hb_body {
     json_t *samples;   /* usage.samples: array of checked samples, or NULL */
     json_t *gpus;      /* usage.gpus: the GPUs' current readings, or NULL */
     json_t *net;       /* usage.net: per tenant network, its traffic counters, or NULL */
+    int64_t live;      /* tasks on the node whose processes may still be there (a task
+                          allotd ended may still be in its grace); -1 when not told */
 };
 
 /* Most usage samples one heartbeat may carry. */

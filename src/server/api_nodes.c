@@ -548,7 +548,7 @@ int api_nodes_heartbeat(struct req *r)
             loop_post_evict(r->srv->loop, evict[i], evict_run[i], why);
         }
         loop_post(r->srv->loop, LOOP_NODE_SEEN, expiry, name);
-        if (logs || health || hb.gpus || hb.net) {
+        if (logs || health || hb.gpus || hb.net || hb.live >= 0) {
             /* where `allot logs` reads this node's task logs; its GPUs' health */
             pthread_mutex_lock(&r->srv->agents_lock);
             json_t *e = json_object_get(r->srv->agents, name);
@@ -586,6 +586,8 @@ int api_nodes_heartbeat(struct req *r)
                 json_object_set_new(e, "gpus", json_deep_copy(hb.gpus));
             if (hb.net) /* the tenant networks' traffic on the node, for /metrics */
                 json_object_set_new(e, "net", json_deep_copy(hb.net));
+            if (hb.live >= 0) /* tasks still there, ended by allotd or not: drained waits */
+                json_object_set_new(e, "live", json_integer(hb.live));
             pthread_mutex_unlock(&r->srv->agents_lock);
         }
         /* long poll: an agent that already has this desired state waits
@@ -636,11 +638,15 @@ int api_nodes_list(struct req *r)
         pthread_mutex_lock(&r->srv->agents_lock);
         health =
             json_deep_copy(json_object_get(json_object_get(r->srv->agents, n[i].name), "health"));
+        json_int_t live =
+            json_integer_value(json_object_get(json_object_get(r->srv->agents, n[i].name), "live"));
         fenced =
             json_deep_copy(json_object_get(json_object_get(r->srv->agents, n[i].name), "fenced"));
         pthread_mutex_unlock(&r->srv->agents_lock);
-        /* a draining node without tasks left is drained (as in Slurm) */
-        const char *state = n[i].state == ALLOT_SN_DRAINING && !tasks
+        /* a draining node without tasks left is drained (as in Slurm): none
+         * placed, and none its agent still runs (a job cancelled or preempted
+         * ends in allotd at once, its processes after their grace) */
+        const char *state = n[i].state == ALLOT_SN_DRAINING && !tasks && !live
                                 ? "drained"
                                 : allot_store_node_state_name(n[i].state);
 

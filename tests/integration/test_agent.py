@@ -180,6 +180,39 @@ def zombies_of(pid):
     return out
 
 
+def node_state(name):
+    return next(n["state"] for n in expect(dm.req("GET", "/v1/nodes", token=dm.admin),
+                                           200)["nodes"] if n["name"] == name)
+
+
+def test_drained_once_the_processes_are_gone():
+    """A draining node is drained only once its agent runs no process: a cancelled job
+    ends at once in allotd, but its processes live out their grace (SIGTERM to SIGKILL,
+    the agent's 2 s here), and until then the node is still draining."""
+    jid = submit({"gpus": 0, "cpus": 0.1, "command": sh(
+        "trap 'echo term; sleep 30' TERM; echo pid $$; while :; do sleep 0.2; done")})
+    wait_state(jid, ("running",))
+    end = time.time() + 10
+    while time.time() < end and "pid " not in agent.task_log(jid):
+        time.sleep(0.05)
+    pid = int(agent.task_log(jid).split("pid ")[1].split()[0])
+    try:
+        expect(dm.req("POST", "/v1/nodes/%s/drain" % agent.name, token=dm.admin), 200)
+        expect(dm.req("POST", "/v1/jobs/%d/cancel" % jid, token=dm.admin), 200)
+        seen = set()
+        end = time.time() + 15
+        while time.time() < end and pid_alive(pid):
+            seen.add(node_state(agent.name))  # bounded: the grace is 2 s
+            time.sleep(0.05)
+        assert not pid_alive(pid) and seen == {"draining"}, (seen, agent.task_log(jid))
+        end = time.time() + 10
+        while time.time() < end and node_state(agent.name) != "drained":
+            time.sleep(0.05)  # bounded: the agent's next heartbeat tells
+        assert node_state(agent.name) == "drained"
+    finally:
+        expect(dm.req("POST", "/v1/nodes/%s/uncordon" % agent.name, token=dm.admin), 200)
+
+
 def test_token_file_wins_over_the_environment():
     """--token-file, given for the agent, wins over an ALLOT_TOKEN its environment
     happens to carry (here one allotd refuses)."""
@@ -1850,6 +1883,7 @@ if __name__ == "__main__":
                 test_private_tmp_and_umask, test_ended_task_leaves_nothing,
                 test_exit_code_and_no_command, test_short_tasks_leave_no_zombies,
                 test_token_file_wins_over_the_environment,
+                test_drained_once_the_processes_are_gone,
                 test_job_reports_its_checkpoint,
                 test_memory_limit_is_an_oom_kill, test_cpu_quota,
                 test_cpu_weight_follows_the_reservation, test_device_access,
