@@ -159,9 +159,15 @@ void loop_submit_job(struct loop *l, const struct allot_store_job *j, bool gate)
         json_decref(b);
         return;
     }
-    char fallback[32];
-    allot_fmt(fallback, sizeof(fallback), "job-%lld", (long long)j->id);
-    spec.name = *js.name ? js.name : fallback; /* the core wants a name */
+    /* the core's name for it, which its reasons and events give ("preempted
+     * for higher-priority job 42 (train)"): the id, which is unique, and the
+     * name the user gave, if any */
+    char cname[160];
+    if (*js.name)
+        allot_fmt(cname, sizeof(cname), "%lld (%.128s)", (long long)j->id, js.name);
+    else
+        allot_fmt(cname, sizeof(cname), "%lld", (long long)j->id);
+    spec.name = cname;
     spec.tenant = allot_tenants_find(l->t, js.tenant);
     spec.prio_class = -1;
     for (int i = 0; js.priority && i < l->n_prio; i++)

@@ -213,7 +213,8 @@ def test_reserve_gangs():
         assert gang["state"] == "pending", gang
         pin = until(sub({"tenant": "research/nlp", "gpus": 1, "priority": "pinned"}),
                     lambda j: j["pending_reason"])
-        assert "held back: GPUs reserved for job gang" in pin["pending_reason"], pin
+        assert ("held back: GPUs reserved for job %d (gang)" % gang["id"]) in \
+            pin["pending_reason"], pin
         bf = until(sub({"name": "bf", "tenant": "research/nlp", "gpus": 4}),
                    lambda j: j["state"] == "starting")
         assert job(pin["id"])["state"] == "pending"
@@ -225,7 +226,8 @@ def test_reserve_gangs():
         until(gang["id"], lambda j: j["state"] == "starting")
         ev = expect(d.req("GET", "/v1/jobs/%d/events" % bf["id"], token=d.admin), 200)["events"]
         pre = [e for e in ev if e["kind"] == "preempted"]
-        assert pre and "backfill preempted for the reservation of job gang" in pre[0]["detail"], ev
+        assert pre and ("backfill preempted for the reservation of job %d (gang)" % gang["id"]
+                        in pre[0]["detail"]), ev
         assert job(n1["id"])["state"] == "starting"  # in the tenant's nominal: never a victim
     finally:
         d.stop()
@@ -289,8 +291,9 @@ def test_fair_reclaim():
         for jid in vis:
             ev = expect(d.req("GET", "/v1/jobs/%d/events" % jid, token=d.admin), 200)["events"]
             why += [e["detail"] for e in ev if e["kind"] == "preempted"]
-        assert len(why) == 2 and all("above its tenant's fair share reclaimed by job extra"
-                                     in w for w in why), why
+        assert len(why) == 2 and all(re.search(
+            r"above its tenant's fair share reclaimed by job \d+ \(extra[01]\)", w)
+            for w in why), why
     finally:
         d.stop()
 
@@ -412,7 +415,8 @@ def test_large_gang_gpus():
             pin = sub({"tenant": "lab/a", "gpus": 1, "cpus": 1, "priority": "pinned"})
             if held:
                 j = wait_job(pin, lambda j: j["pending_reason"], d=d)
-                assert "held back: GPUs reserved for job g4" in j["pending_reason"], j
+                assert ("held back: GPUs reserved for job %d (g4)" % g4["id"]) in \
+                    j["pending_reason"], j
             else:
                 wait_job(pin, lambda j: j["state"] == "starting", d=d)
         finally:
@@ -447,7 +451,7 @@ def test_las_threshold():
                                 200)["events"]
                     why += [e["detail"] for e in ev if e["kind"] == "preempted"]
                 assert why == ["preempted (over the LAS service threshold) for less-served "
-                               "job new"], why
+                               "job %d (new)" % new], why
             else:
                 j = wait_job(new, lambda j: j["pending_reason"], d=d)
                 time.sleep(0.3)  # a few more cycles: it keeps waiting
@@ -583,7 +587,8 @@ def test_defrag():
             if any(e["kind"] == "preempted" for e in ev):
                 moved.append(jid)
                 assert [e["detail"] for e in ev if e["kind"] == "preempted"] == [
-                    "moved at its checkpoint (defragmentation) to make room for job a0"], ev
+                    "moved at its checkpoint (defragmentation) to make room for job %d (a0)"
+                    % a0["id"]], ev
         assert len(moved) == 1, moved
         j = wait_job(moved[0], lambda j: j["state"] == "starting", d=d)
         here = a0["placement"]["tasks"][0]["node"]
