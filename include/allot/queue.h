@@ -67,10 +67,10 @@ struct allot_job_spec {
     bool checkpointable;           /* gets a grace period and is requeued when preempted */
     int64_t checkpoint_interval_s; /* saves its work this often (0: unknown); a
                                       preemption loses the work since the last save */
-    int64_t seq; /* arrival order between jobs the order keys tie (submitted in
-                    the same second): lower first, then the core id (allotd: the
-                    stored job id; 0 for all: by core id alone, which a freed
-                    id's reuse does not keep in arrival order) */
+    int64_t seq;                   /* arrival order between jobs the order keys tie (submitted in
+                                      the same second): lower first, then the core id (allotd: the
+                                      stored job id; 0 for all: by core id alone, which a freed
+                                      id's reuse does not keep in arrival order) */
 };
 
 /* Why a job waits (or ended), recorded cheaply every cycle and turned

@@ -3,13 +3,17 @@
  * them to `allot logs` (GET /v1/jobs/{id}/logs), as the API server proxies
  * to the kubelet. One route, GET /logs/JOB/TASK?offset=N&limit=M, answers
  * the bytes of STATE/logs/JOB/task-TASK.log from offset (at most limit,
- * 1 MiB by default) with the file's size in X-Allot-Log-Size. The caller
- * must present the key the agent made at start and sends allotd with every
- * heartbeat (a bearer token allotd keeps in memory only); it is compared in
- * constant time. offset and limit are digits only (allot_parse_num): any
+ * 1 MiB by default) with the file's size in X-Allot-Log-Size, and in
+ * X-Allot-Log-Complete whether the log is complete: "yes" when no process
+ * of the task writes to it any more, "no" while one may (log_complete).
+ * The caller must present the key the agent made at start and sends
+ * allotd with every heartbeat (a bearer token allotd keeps in memory
+ * only); it is compared in constant time. offset and limit are digits only (allot_parse_num): any
  * other value is answered 400 naming the argument.
  *
- * Threading: libmicrohttpd's internal thread; it only reads log files.
+ * Threading: libmicrohttpd's internal thread; it only reads log files and
+ * looks at task folders (STATE/tasks/JOB-TASK), which the loop's thread
+ * and the supervisors write.
  */
 #include "agent.h"
 
@@ -32,6 +36,7 @@
 struct serve {
     struct MHD_Daemon *d;
     char logs_dir[4096];
+    char tasks_dir[4096];
     char key[80];
 };
 
@@ -67,6 +72,29 @@ static bool key_matches(const struct serve *s, const char *auth)
     return sodium_memcmp(auth + 7, s->key, len) == 0;
 }
 
+/* Whether the log of task `task` of job `job` is complete: nothing of the
+ * task writes to it any more. The task's supervisor writes the exit file of
+ * its folder once the task's processes ended and their last output is in
+ * the log (supervise.c), and the folder goes once the agent forgot the
+ * ended task (task_forget), or never was (no run of the task here, or
+ * one that has not begun: a log it writes then is a later run's). A folder
+ * without the exit file is a task starting, running or stopping (or one
+ * that did not start, until the agent forgets it): not complete. Called
+ * before the log is read, so that "complete" covers every byte read. */
+static bool log_complete(const struct serve *s, long long job, int task)
+{
+    char path[4400];
+    struct stat st;
+
+    allot_fmt(path, sizeof(path), "%s/%lld-%d/exit", s->tasks_dir, job, task);
+    if (stat(path, &st) == 0)
+        return true;
+    /* no exit file: complete only when the folder is not there (a folder
+     * forgotten between the two looks had its exit file) */
+    allot_fmt(path, sizeof(path), "%s/%lld-%d", s->tasks_dir, job, task);
+    return stat(path, &st) < 0 && errno == ENOENT;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version, const char *upload,
                                   size_t *upload_len, void **state)
@@ -98,6 +126,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return reply(c, 400, "bad offset: a number >= 0\n", -1);
     if (lim && !allot_parse_num(lim, 1, LOG_CHUNK_MAX, &limit))
         return reply(c, 400, "bad limit: a number in 1..1048576\n", -1);
+    bool complete = log_complete(s, job, task);
     allot_fmt(path, sizeof(path), "%s/%lld/task-%d.log", s->logs_dir, job, task);
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0 || fstat(fd, &st) < 0) {
@@ -120,6 +149,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     char num[32];
     allot_fmt(num, sizeof(num), "%lld", (long long)st.st_size);
     MHD_add_response_header(r, "X-Allot-Log-Size", num);
+    MHD_add_response_header(r, "X-Allot-Log-Complete", complete ? "yes" : "no");
     MHD_add_response_header(r, "Content-Type", "application/octet-stream");
     enum MHD_Result rc = MHD_queue_response(c, 200, r);
     MHD_destroy_response(r);
@@ -170,6 +200,11 @@ struct serve *serve_start(const char *listen, const char *logs_dir, char *url, s
     for (size_t i = 0; i < sizeof(rnd); i++)
         allot_fmt(s->key + 2 * i, sizeof(s->key) - 2 * i, "%02x", rnd[i]);
     allot_strlcpy(s->logs_dir, logs_dir, sizeof(s->logs_dir));
+    /* the task folders lie beside the logs, in the state folder (main.c:
+     * STATE/logs and STATE/tasks) */
+    const char *slash = strrchr(logs_dir, '/');
+    allot_fmt(s->tasks_dir, sizeof(s->tasks_dir), "%.*s/tasks", slash ? (int)(slash - logs_dir) : 1,
+              slash ? logs_dir : ".");
     s->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
                             on_request, s, MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_CONNECTION_TIMEOUT,
                             (unsigned)30, MHD_OPTION_END);

@@ -178,6 +178,26 @@ int client_call(struct client *cl, const char *method, const char *path, json_t 
  * the last byte) and *len its length. Errors as client_call. */
 int client_get_bytes(struct client *cl, const char *path, char **out, size_t *len);
 
+/* An error reply of the server that client_try_get_bytes hands back
+ * instead of printing it. */
+struct client_error {
+    long status;        /* its HTTP status; 0: there was no error reply */
+    char code[64];      /* its error code ("no_agent"), "" when it has none */
+    char message[2048]; /* its message (or the start of its body), truncated */
+};
+
+/* As client_get_bytes, but an error reply of the server is not printed:
+ * it goes to *err (OUT) for the caller to act on, and to print with
+ * client_error_print when it gives up. A failure without such a reply
+ * (no connection, timeout) is printed as always, with err->status 0.
+ * Returns CLI_OK or the exit code of the error. */
+int client_try_get_bytes(struct client *cl, const char *path, char **out, size_t *len,
+                         struct client_error *err);
+
+/* Prints e (IN) as `allot: CODE: MESSAGE`, as client_call does; returns
+ * its exit code. */
+int client_error_print(const struct client_error *e);
+
 /* The value of header `name` (IN, case-insensitive) in the reply to the
  * last call, copied into buf (OUT, len bytes, truncated). Returns false,
  * buf "", when that reply had no such header. */

@@ -191,20 +191,39 @@ static int exit_of_status(long st)
     }
 }
 
+/* The server's error reply (status st, body b) into e. */
+static void error_of(long st, const struct buf *b, struct client_error *e)
+{
+    json_t *v = b->p ? json_loadb(b->p, b->len, 0, NULL) : NULL;
+    json_t *err = json_object_get(v, "error");
+    const char *code = json_string_value(json_object_get(err, "code"));
+    const char *msg = json_string_value(json_object_get(err, "message"));
+
+    e->status = st;
+    allot_strlcpy(e->code, code && msg ? code : "", sizeof(e->code));
+    if (code && msg)
+        allot_strlcpy(e->message, msg, sizeof(e->message));
+    else
+        allot_fmt(e->message, sizeof(e->message), "%.200s", b->p ? b->p : "(no body)");
+    json_decref(v);
+}
+
+int client_error_print(const struct client_error *e)
+{
+    if (*e->code)
+        cli_error(e->code, "%s", e->message);
+    else
+        cli_error("http", "HTTP %ld: %s", e->status, e->message);
+    return exit_of_status(e->status);
+}
+
 /* Prints the server's error reply; returns its exit code. */
 static int report_error(long st, const struct buf *b)
 {
-    json_t *v = b->p ? json_loadb(b->p, b->len, 0, NULL) : NULL;
-    json_t *e = json_object_get(v, "error");
-    const char *code = json_string_value(json_object_get(e, "code"));
-    const char *msg = json_string_value(json_object_get(e, "message"));
+    struct client_error e;
 
-    if (code && msg)
-        cli_error(code, "%s", msg);
-    else
-        cli_error("http", "HTTP %ld: %.200s", st, b->p ? b->p : "(no body)");
-    json_decref(v);
-    return exit_of_status(st);
+    error_of(st, b, &e);
+    return client_error_print(&e);
 }
 
 /* A connection that timed out before it was made reached nobody either (a
@@ -230,10 +249,12 @@ static bool standby_leader(const struct buf *b, const char *from, char *out, siz
     return ok;
 }
 
-/* client_call, and with raw set: a 2xx body is handed over as it is. */
+/* client_call, and with raw set: a 2xx body is handed over as it is; with
+ * held set, an error reply is not printed but kept there (held->status 0:
+ * none was, or it was no reply of the server's, printed as always). */
 static int call(struct client *cl, const char *method, const char *path, json_t *body,
                 const char *idem_key, enum client_retry retry, json_t **reply, long *status,
-                struct buf *raw)
+                struct buf *raw, struct client_error *held)
 {
     struct curl_slist *hdr = NULL, *h2;
     struct buf b = {0};
@@ -244,6 +265,8 @@ static int call(struct client *cl, const char *method, const char *path, json_t 
 
     if (reply)
         *reply = NULL;
+    if (held)
+        *held = (struct client_error){0};
     if (strlen(path) > sizeof(url) - 2600) {
         cli_error("usage", "request URL too long");
         return CLI_USAGE;
@@ -375,7 +398,12 @@ static int call(struct client *cl, const char *method, const char *path, json_t 
                           : "");
         rc = CLI_SERVER;
     } else if (st < 200 || st > 299) {
-        rc = report_error(st, &b);
+        if (held) {
+            error_of(st, &b, held);
+            rc = exit_of_status(st);
+        } else {
+            rc = report_error(st, &b);
+        }
     } else if (raw) {
         *raw = b;
         b = (struct buf){0};
@@ -406,13 +434,24 @@ static int call(struct client *cl, const char *method, const char *path, json_t 
 int client_call(struct client *cl, const char *method, const char *path, json_t *body,
                 const char *idem_key, enum client_retry retry, json_t **reply, long *status)
 {
-    return call(cl, method, path, body, idem_key, retry, reply, status, NULL);
+    return call(cl, method, path, body, idem_key, retry, reply, status, NULL, NULL);
 }
 
 int client_get_bytes(struct client *cl, const char *path, char **out, size_t *len)
 {
     struct buf b = {0};
-    int rc = call(cl, "GET", path, NULL, NULL, CLIENT_RETRY_ALWAYS, NULL, NULL, &b);
+    int rc = call(cl, "GET", path, NULL, NULL, CLIENT_RETRY_ALWAYS, NULL, NULL, &b, NULL);
+
+    *out = b.p;
+    *len = b.len;
+    return rc;
+}
+
+int client_try_get_bytes(struct client *cl, const char *path, char **out, size_t *len,
+                         struct client_error *err)
+{
+    struct buf b = {0};
+    int rc = call(cl, "GET", path, NULL, NULL, CLIENT_RETRY_ALWAYS, NULL, NULL, &b, err);
 
     *out = b.p;
     *len = b.len;

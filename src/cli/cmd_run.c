@@ -6,6 +6,20 @@
  * shows its last run's log, with a line on stderr saying so. `allot run`:
  * submit, wait, stream task 0's output and exit with the job's exit code,
  * as `srun` does.
+ *
+ * When a follower stops: allotd marks a cancelled job ended at once, but
+ * the node's agent stops its task with a grace (SIGTERM, then SIGKILL),
+ * and what the task writes meanwhile lands in its log too. So a follower
+ * stops at an empty read made after it saw the job ended, once the agent
+ * said with it (X-Allot-Log-Complete: yes; no header: an agent that does
+ * not say, the empty read is taken as the end) that nothing of the task
+ * writes to the log any more. It waits for that at most STOP_WAIT_MS from
+ * the end it saw, and says so when it gives up.
+ *
+ * Transient while following: allotd restarted knows where a node's agent
+ * serves its logs only from the agent's next heartbeat, and answers 502
+ * no_agent until then; a follower asks again, with back-off and silently,
+ * for at most NO_AGENT_WAIT_MS before it gives up with that error.
  */
 #include "cli.h"
 
@@ -16,11 +30,27 @@
 #include <string.h>
 #include <time.h>
 
+/* The longest an agent's --grace may be (allot-agent: 1 h), and a minute
+ * for SIGKILL and the task's supervisor to note the end. */
+#define STOP_WAIT_MS (3600000L + 60000L)
+/* How long a follower asks again while allotd does not know where the
+ * node's agent serves its logs (a heartbeat of the agent tells it). */
+#define NO_AGENT_WAIT_MS 60000L
+
 static void sleep_ms(long ms)
 {
     struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
 
     nanosleep(&ts, NULL);
+}
+
+/* Monotonic milliseconds. */
+static long long now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static int get_job(struct client *cl, long long id, json_t **job)
@@ -32,15 +62,20 @@ static int get_job(struct client *cl, long long id, json_t **job)
 }
 
 /* Prints the job's task output. With follow, waits for it to start and
- * prints what comes until it ended. *final gets the job as it ended (or
- * as last read). Returns an exit code. */
-static int stream(struct client *cl, long long id, long long task, bool follow, json_t **final)
+ * prints what comes until it ended and its task's log is complete (see the
+ * top of the file). *final gets the job as it ended (or as last read);
+ * *cut is set when the follower gave up waiting for the log to be
+ * complete (said on stderr). Returns an exit code. */
+static int stream(struct client *cl, long long id, long long task, bool follow, json_t **final,
+                  bool *cut)
 {
-    long long offset = 0;
+    long long offset = 0, ended_at = -1, no_agent_at = -1;
+    long backoff = 250;
     json_t *job = NULL;
     int rc;
 
     *final = NULL;
+    *cut = false;
     /* wait for a place to read from: the task has started or it ended */
     for (;;) {
         const char *st;
@@ -62,24 +97,44 @@ static int stream(struct client *cl, long long id, long long task, bool follow, 
         return CLI_OK;
     }
     for (bool told = false;;) {
-        char path[128], run[16], node[80], *buf = NULL;
+        char path[128], run[16], node[80], done[8], *buf = NULL;
+        struct client_error err;
         size_t len = 0;
-        bool ended;
+        bool ended, complete;
 
         allot_fmt(path, sizeof(path), "/v1/jobs/%lld/logs?task=%lld&offset=%lld", id, task, offset);
-        rc = client_get_bytes(cl, path, &buf, &len);
+        rc = client_try_get_bytes(cl, path, &buf, &len, &err);
         if (rc != CLI_OK) {
             allot_free(buf);
+            /* allotd restarted and has not heard from the node's agent yet */
+            if (follow && err.status == 502 && !strcmp(err.code, "no_agent") &&
+                (no_agent_at < 0 || now_ms() - no_agent_at < NO_AGENT_WAIT_MS)) {
+                if (no_agent_at < 0)
+                    no_agent_at = now_ms();
+                sleep_ms(backoff);
+                backoff = backoff < 1000 ? backoff * 2 : 2000; /* back soon once it is */
+                continue;
+            }
+            if (err.status) /* an error reply, held back: printed now */
+                client_error_print(&err);
+            if (no_agent_at >= 0 && err.status == 502 && !strcmp(err.code, "no_agent"))
+                fprintf(stderr, "allot: gave up following job %lld after %ld s\n", id,
+                        NO_AGENT_WAIT_MS / 1000);
             json_decref(job);
             return rc;
         }
+        no_agent_at = -1;
+        backoff = 250;
+        /* the reply's headers, before another call replaces them */
+        complete = !client_reply_header(cl, "X-Allot-Log-Complete", done, sizeof(done)) ||
+                   strcmp(done, "no") != 0;
+        client_reply_header(cl, "X-Allot-Log-Node", node, sizeof(node));
         /* not placed now: allotd read the log of the run before (once said) */
         if (!told && client_reply_header(cl, "X-Allot-Log-Run", run, sizeof(run)) &&
             !strcmp(run, "previous")) {
             const char *st = json_string_value(json_object_get(job, "state"));
             bool again = st && !strcmp(st, "pending");
 
-            client_reply_header(cl, "X-Allot-Log-Node", node, sizeof(node));
             fprintf(stderr, "allot: job %lld is %s%s; this is the log of its %s run, on node %s\n",
                     id, st ? st : "not placed", again ? " again" : "", again ? "previous" : "last",
                     node);
@@ -92,15 +147,27 @@ static int stream(struct client *cl, long long id, long long task, bool follow, 
         offset += (long long)len;
         if (len)
             continue; /* more may be there right away */
+        /* ended as read before this read, complete as of this read: all of it printed */
         ended = jobs_terminal(json_string_value(json_object_get(job, "state")));
-        if (!follow || ended)
+        if (!follow || (ended && complete))
             break;
+        if (ended && ended_at < 0) {
+            ended_at = now_ms(); /* its task is still stopping */
+        } else if (ended && now_ms() - ended_at > STOP_WAIT_MS) {
+            fprintf(stderr,
+                    "allot: job %lld ended, but its task on node %s has not stopped after %ld s; "
+                    "what it writes from now on is not shown here (allot logs %lld shows it)\n",
+                    id, node, STOP_WAIT_MS / 1000, id);
+            *cut = true;
+            break;
+        }
         sleep_ms(300);
         json_decref(job);
         job = NULL;
         if ((rc = get_job(cl, id, &job)) != CLI_OK)
             return rc;
-        /* an end seen now: read once more, then stop at the next empty read */
+        /* an end seen now: read once more, then stop at the next empty read
+         * that finds the log complete */
     }
     *final = job;
     return CLI_OK;
@@ -115,7 +182,8 @@ static const struct cli_usage logs_usage = {
     "logs", "[-f] [--task N] JOB_ID|ARRAYID_INDEX",
     "Prints the standard output and error of one task of a job, read through\n"
     "allotd from the agent of its node. With --follow, waits for the job to\n"
-    "start and prints its output as it comes until the job has ended."};
+    "start and prints its output as it comes until the job has ended and all of\n"
+    "its output was printed."};
 
 int cmd_logs(struct cli *c, int argc, char **argv)
 {
@@ -125,6 +193,7 @@ int cmd_logs(struct cli *c, int argc, char **argv)
     long long id;
     int64_t task = 0;
     const char *s;
+    bool cut;
     int rc = args_parse(c, logs_opts, &logs_usage, argc, argv, &a);
 
     if (rc != CLI_OK)
@@ -141,7 +210,9 @@ int cmd_logs(struct cli *c, int argc, char **argv)
     }
     if ((rc = jobs_resolve(cl, a.pos[0], &id)) != CLI_OK)
         goto out;
-    rc = stream(cl, id, task, args_has(&a, "follow"), &final);
+    rc = stream(cl, id, task, args_has(&a, "follow"), &final, &cut);
+    if (rc == CLI_OK && cut)
+        rc = CLI_SERVER; /* not everything was printed */
 out:
     json_decref(final);
     args_free(&a);
@@ -158,6 +229,7 @@ int cmd_run(struct cli *c, int argc, char **argv)
 {
     struct cli_args a;
     json_t *reply = NULL, *final = NULL;
+    bool cut; /* said on stderr; the exit code stays the job's */
     int rc = args_parse(c, jobs_submit_opts, &run_usage, argc, argv, &a);
 
     if (rc != CLI_OK)
@@ -170,7 +242,7 @@ int cmd_run(struct cli *c, int argc, char **argv)
         goto out;
     long long id = json_integer_value(json_object_get(reply, "id"));
     fprintf(stderr, "allot: job %lld submitted\n", id);
-    if ((rc = stream(c->http, id, 0, true, &final)) != CLI_OK)
+    if ((rc = stream(c->http, id, 0, true, &final, &cut)) != CLI_OK)
         goto out;
     const char *st = json_string_value(json_object_get(final, "state"));
     json_t *code = json_object_get(final, "exit_code");

@@ -6,7 +6,12 @@
  * memory only). The answer is the bytes from offset on (at most limit,
  * 1 MiB by default), with the log's whole size in X-Allot-Log-Size, so a
  * follower asks again from offset + bytes received, and the node in
- * X-Allot-Log-Node.
+ * X-Allot-Log-Node. X-Allot-Log-Complete is the agent's word on whether
+ * the log is complete ("yes": nothing of the task writes to it any more,
+ * "no"), passed on as it came (absent from an agent that does not say):
+ * allotd marks a cancelled job ended before its agent stopped its task,
+ * which writes on through its grace, so a follower stops only once the
+ * job ended and the log is complete.
  *
  * A job that is placed (or ended placed) is read where its placement says.
  * One without a placement, pending again after a preemption or a lost
@@ -26,7 +31,8 @@
 struct fetch {
     char *buf;
     size_t len, cap;
-    char size[32]; /* X-Allot-Log-Size */
+    char size[32];    /* X-Allot-Log-Size */
+    char complete[8]; /* X-Allot-Log-Complete ("": the agent did not say) */
 };
 
 static size_t on_body(char *p, size_t size, size_t n, void *ud)
@@ -41,21 +47,30 @@ static size_t on_body(char *p, size_t size, size_t n, void *ud)
     return add;
 }
 
+/* The value of header line p (len bytes) into out when it is header
+ * `name` (with its colon), trimmed. */
+static void header_value(const char *p, size_t len, const char *name, char *out, size_t olen)
+{
+    size_t nl = strlen(name);
+
+    if (len <= nl || strncasecmp(p, name, nl) != 0)
+        return;
+    size_t vl = len - nl;
+    const char *v = p + nl;
+    while (vl && (*v == ' ' || *v == '\t'))
+        v++, vl--;
+    while (vl && (v[vl - 1] == '\r' || v[vl - 1] == '\n'))
+        vl--;
+    allot_fmt(out, olen, "%.*s", (int)vl, v);
+}
+
 static size_t on_header(char *p, size_t size, size_t n, void *ud)
 {
     struct fetch *f = ud;
     size_t len = size * n;
-    static const char name[] = "X-Allot-Log-Size:";
 
-    if (len > sizeof(name) && !strncasecmp(p, name, sizeof(name) - 1)) {
-        size_t vl = len - (sizeof(name) - 1);
-        const char *v = p + sizeof(name) - 1;
-        while (vl && (*v == ' ' || *v == '\t'))
-            v++, vl--;
-        while (vl && (v[vl - 1] == '\r' || v[vl - 1] == '\n'))
-            vl--;
-        allot_fmt(f->size, sizeof(f->size), "%.*s", (int)vl, v);
-    }
+    header_value(p, len, "X-Allot-Log-Size:", f->size, sizeof(f->size));
+    header_value(p, len, "X-Allot-Log-Complete:", f->complete, sizeof(f->complete));
     return len;
 }
 
@@ -170,6 +185,8 @@ int api_jobs_logs(struct req *r)
         api_set_header(r, "X-Allot-Log-Size", *f.size ? f.size : "0");
         api_set_header(r, "X-Allot-Log-Node", node);
         api_set_header(r, "X-Allot-Log-Run", previous ? "previous" : "current");
+        if (!strcmp(f.complete, "yes") || !strcmp(f.complete, "no"))
+            api_set_header(r, "X-Allot-Log-Complete", f.complete);
     }
     allot_free(f.buf);
     return 0;

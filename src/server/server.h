@@ -145,7 +145,7 @@ struct principal {
     bool resolved;    /* a valid token was presented */
 };
 
-#define SRV_RESP_HEADERS 3 /* extra headers one reply carries at most */
+#define SRV_RESP_HEADERS 4 /* extra headers one reply carries at most (api_logs.c: 4) */
 
 /* One API request as handlers see it. */
 struct req {

@@ -1332,6 +1332,108 @@ def test_logs_of_a_requeued_job():
         expect(dm.req("POST", "/v1/nodes/ag-rq/cordon", token=dm.admin), 200)
 
 
+def cli_started(*args):
+    """`allot ARGS` started in the background against dm, as cli() runs it; the process
+    (text pipes; the caller collects it with communicate, bounded)."""
+    from cli_fixture import ALLOT
+    e = {k: v for k, v in os.environ.items() if not k.startswith(("ALLOT_", "XDG_"))}
+    e.update(HOME=fx.tempdir(), ALLOT_SERVER="http://127.0.0.1:%d" % dm.port,
+             ALLOT_TOKEN=dm.admin)
+    p = subprocess.Popen([ALLOT] + [str(a) for a in args], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=e)
+    fx._procs.append(p)
+    return p
+
+
+def submitted_by(p):
+    """The job `allot run` (process p) submitted, from its first line on stderr."""
+    line = p.stderr.readline()
+    assert line.startswith("allot: job ") and line.endswith(" submitted\n"), line
+    return int(line.split()[2])
+
+
+# On SIGTERM it writes on for a second (its stop grace, the agent's --grace 2s here).
+SLOW_STOP_JOB = sh("trap 'echo TERM; sleep 0.5; echo after1; sleep 0.5; echo after2; exit 0' "
+                   "TERM; echo ready; while :; do sleep 0.2; done")
+
+
+def slow_stop_out(out, jid):
+    """Whether out is the whole log of a SLOW_STOP_JOB (the shell may say between that
+    its `sleep` was terminated)."""
+    return out == agent.task_log(jid) and out.startswith("ready\n") and \
+        out.endswith("TERM\nafter1\nafter2\n")
+
+
+def test_follow_prints_what_a_stopping_job_writes():
+    """allotd marks a cancelled job ended at once, but its task writes on through its stop
+    grace: `allot logs -f` and `allot run` return only once the node's agent says the
+    task's log is complete (its processes ended), with all of it printed. The API says so
+    in X-Allot-Log-Complete."""
+    jid = submit({"gpus": 0, "command": SLOW_STOP_JOB})
+    wait_state(jid, ("running",))
+    assert wait_log(agent, jid, "ready")  # its trap is set
+    c = dm.conn()
+    try:
+        c.request("GET", "/v1/jobs/%d/logs" % jid, headers={"Authorization": "Bearer " + dm.admin})
+        resp = c.getresponse()
+        assert resp.status == 200 and resp.read() == b"ready\n", resp.status
+        assert resp.getheader("X-Allot-Log-Complete") == "no", resp.getheaders()
+    finally:
+        c.close()
+    p = cli_started("logs", "-f", jid)
+    time.sleep(0.5)  # it follows
+    expect(dm.req("POST", "/v1/jobs/%d/cancel" % jid, token=dm.admin), 200)
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 0 and slow_stop_out(out, jid), (p.returncode, out, err)
+    c = dm.conn()
+    try:
+        c.request("GET", "/v1/jobs/%d/logs" % jid, headers={"Authorization": "Bearer " + dm.admin})
+        resp = c.getresponse()
+        assert resp.read() == out.encode(), resp.status
+        assert resp.getheader("X-Allot-Log-Complete") == "yes", resp.getheaders()
+    finally:
+        c.close()
+    # allot run of a job cancelled while it runs: all its output, then exit 1
+    p = cli_started("run", "-t", "research/nlp", "--gpus", "0", "--", *SLOW_STOP_JOB)
+    jid = submitted_by(p)
+    assert wait_log(agent, jid, "ready")
+    expect(dm.req("POST", "/v1/jobs/%d/cancel" % jid, token=dm.admin), 200)
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 1 and slow_stop_out(out, jid), (p.returncode, out, err)
+    assert "job %d cancelled" % jid in err, err
+
+
+def test_follow_through_an_allotd_restart():
+    """allotd restarted while `allot run` follows a job knows the node's log endpoint only
+    from the agent's next heartbeat (502 no_agent until then): the CLI waits for it,
+    silently, and prints the whole output. The agent is held (SIGSTOP) through the
+    restart, so that the CLI surely asks before it is back."""
+    global dm
+    p = cli_started("run", "-t", "research/nlp", "--gpus", "0", "--", "sh", "-c",
+                    "echo one; sleep 4; echo two")
+    jid = submitted_by(p)
+    assert wait_log(agent, jid, "one")
+    port, admin = dm.port, dm.admin
+    os.kill(agent.proc.pid, signal.SIGSTOP)
+    try:
+        dm.stop(signal.SIGKILL)
+        dm = Daemon(dm.dir, args=["--listen", "127.0.0.1:%d" % port, "--preempt-grace", "2s",
+                                  "--preempt-min-runtime", "0s", "--meter-interval", "300ms"])
+        dm.admin = admin
+        end = time.time() + 10
+        while time.time() < end and "no_agent" not in \
+                dm.req("GET", "/v1/jobs/%d/logs" % jid, token=admin, raw=True)[1]:
+            time.sleep(0.1)
+        time.sleep(1.5)  # the CLI asks, and is answered no_agent, a few times
+    finally:
+        os.kill(agent.proc.pid, signal.SIGCONT)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 0 and out == "one\ntwo\n", (p.returncode, out, err)
+    # allotd down for a moment: the client's own retries may say so; nothing else
+    assert all(l == "allot: job %d submitted" % jid or "retrying in" in l
+               for l in err.splitlines()), err
+
+
 # A job that says when it starts and when SIGTERM reaches it (nanoseconds).
 TRAP_JOB = sh("echo start $(date +%s%N); trap 'echo stop $(date +%s%N); exit 143' TERM; "
               "sleep 60 & wait")
@@ -1893,6 +1995,8 @@ if __name__ == "__main__":
                 test_fraction_metering,
                 test_logs_and_run, test_preemption_with_grace,
                 test_gpus_move_after_the_victim_is_gone, test_logs_of_a_requeued_job,
+                test_follow_prints_what_a_stopping_job_writes,
+                test_follow_through_an_allotd_restart,
                 test_fencing_never_twice,
                 test_allotd_down_past_the_lease, test_killed_agent_fences,
                 test_fence_ends_within_the_lease,

@@ -376,10 +376,9 @@ static void test_same_second_in_arrival_order(void **state)
         for (int i = 0; i < 6; i++) {
             cycle(&w, 10 + i);
             for (int m = 0; m < 6; m++)
-                assert_int_equal(allot_queue_job(w.q, ids[m])->state,
-                                 m < i    ? ALLOT_JOB_DONE
-                                 : m == i ? ALLOT_JOB_RUNNING
-                                          : ALLOT_JOB_PENDING);
+                assert_int_equal(allot_queue_job(w.q, ids[m])->state, m < i    ? ALLOT_JOB_DONE
+                                                                      : m == i ? ALLOT_JOB_RUNNING
+                                                                               : ALLOT_JOB_PENDING);
             assert_int_equal(allot_queue_finish(w.q, ids[i], 10 + i), 0);
         }
         world_free(&w);

@@ -374,7 +374,7 @@ static void test_jobs(void **state)
         allot_store_event_clear(NULL);
     }
     /* ... of every running job in one query: its current run only; none
-     * for a job not running (id has ended) or without one */
+     * for a job not running (id has ended, one waits) or without one */
     {
         int64_t run[3], pend = submit(st, "t", "waits");
         const int64_t starts[3] = {2995, 2995, 500};
@@ -387,33 +387,21 @@ static void test_jobs(void **state)
             assert_int_equal(allot_store_job_update(st, &upd), 0);
             allot_store_job_clear(&upd);
         }
-        ev.kind = (char *)"checkpoint";
-        const struct {
-            int64_t job, time;
-            const char *detail;
-        } adds[] = {{run[0], 2990, "before its run"}, {run[0], 3000, "a"},     {run[0], 3000, "c"},
-                    {run[0], 2998, "earlier"},        {pend, 3000, "pending"}, {run[2], 600, "k2"},
-                    {run[2], 700, "k2 later"}};
-        for (size_t k = 0; k < sizeof(adds) / sizeof(adds[0]); k++) {
-            ev.job_id = adds[k].job;
-            ev.time = adds[k].time;
-            ev.detail = (char *)adds[k].detail;
-            assert_int_equal(allot_store_event_add(st, &ev, NULL), 0);
+        /* saves: (job, time, detail) */
+        const int64_t job[] = {run[0], run[0], run[0], run[0], pend, run[1], run[2], run[2]};
+        const int64_t at[] = {2990, 3000, 3000, 2998, 3000, 2000, 600, 700};
+        const char *const what[] = {"before", "a", "c", "earlier", "p", "b", "k2", "k2 later"};
+        for (size_t k = 0; k < sizeof(job) / sizeof(job[0]); k++) {
+            struct allot_store_event e = {0, job[k], at[k], "checkpoint", (char *)what[k]};
+            assert_int_equal(allot_store_event_add(st, &e, NULL), 0);
         }
-        ev.job_id = run[1]; /* run[1] saved before its run only */
-        ev.time = 2000;
-        assert_int_equal(allot_store_event_add(st, &ev, NULL), 0);
         assert_int_equal(allot_store_event_last_running(st, "checkpoint", &evs, &n), 0);
-        assert_int_equal(n, 2);
-        assert_int_equal(evs[0].job_id, run[0]);
-        assert_int_equal(evs[0].time, 3000);
-        assert_string_equal(evs[0].detail, "c");
-        assert_int_equal(evs[1].job_id, run[2]);
+        assert_true(n == 2 && evs[0].job_id == run[0] && evs[0].time == 3000);
+        assert_true(!strcmp(evs[0].detail, "c") && evs[1].job_id == run[2]);
         assert_string_equal(evs[1].detail, "k2 later");
         allot_store_events_free(evs, n);
         assert_int_equal(allot_store_event_last_running(st, "preempted", &evs, &n), 0);
         assert_int_equal(n, 0);
-        allot_store_events_free(evs, n);
         assert_int_equal(allot_store_event_last_running(st, NULL, &evs, &n), ALLOT_EINVAL);
     }
     assert_int_equal(raw_sql(f, "DELETE FROM job_events"), SQLITE_CONSTRAINT);
