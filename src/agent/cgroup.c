@@ -342,9 +342,12 @@ int cg_create(const char *root, const char *name, const struct cg_limits *lim, c
             allot_fmt(num, sizeof(num), "%lld 100000", (long long)lim->cpu_milli * 100);
             rc = write_file(dir, "cpu.max", num);
         }
+        /* a task of 0 CPUs asks for no cpu controller: where it is off, it starts
+         * all the same (with the default weight) */
         allot_fmt(num, sizeof(num), "%lld", (long long)cpu_weight(cpu_shares(lim->cpu_milli)));
-        if (!rc)
-            rc = write_file(dir, "cpu.weight", num);
+        int wrc = rc ? 0 : write_file(dir, "cpu.weight", num);
+        if (wrc < 0 && lim->cpu_milli > 0)
+            rc = wrc;
         if (!rc && lim->mem_bytes > 0) {
             allot_fmt(num, sizeof(num), "%lld", (long long)lim->mem_bytes);
             rc = write_file(dir, "memory.max", num);

@@ -838,6 +838,7 @@ static int run(struct agent *a)
     }
     /* from here on the loop holds a->lock but while it waits on allotd or
      * sleeps: the sampler takes its samples then (agent.h) */
+    bool send_live = true;
     pthread_mutex_lock(&a->lock);
     while (!stop_signal) {
         int64_t now = agent_now_ms();
@@ -865,28 +866,32 @@ static int run(struct agent *a)
         if (wait > timeout - 400)
             wait = timeout > 400 ? timeout - 400 : 0;
         json_t *batch = NULL;
-        body = json_pack("{s:O,s:s,s:I,s:o,s:{s:s,s:s},s:{s:o},s:I}", "jobs", rep, "known", version,
+        body = json_pack("{s:O,s:s,s:I,s:o,s:{s:s,s:s},s:{s:o}}", "jobs", rep, "known", version,
                          "wait_ms", (json_int_t)wait, "usage", usage_json(a, &batch), "logs", "url",
-                         logs_url, "key", logs_key, "health", "gpus", gpu_health_json(a), "live",
-                         live);
+                         logs_url, "key", logs_key, "health", "gpus", gpu_health_json(a));
+        if (send_live) /* an allotd older than the field refuses it: then left out */
+            json_object_set_new(body, "live", json_integer(live));
         char path[600];
         allot_fmt(path, sizeof(path), "/v1/nodes/%s/heartbeat", a->cfg.name);
         /* the body holds references only to what nobody changes any more
          * (the samples are never changed once taken; jansson counts
          * references atomically): it may be sent without the lock */
         pthread_mutex_unlock(&a->lock);
+        /* allotd counts the lease from the heartbeat's arrival, before its
+         * long poll: so does the fence (task_fence_grace's margin) */
+        int64_t sent = agent_now_ms();
         st = client_post(c, path, body, timeout, &reply, err, sizeof(err));
         pthread_mutex_lock(&a->lock);
         json_decref(body);
         if (st == 200) {
             const char *v = json_string_value(json_object_get(reply, "version"));
-            last_ok = agent_now_ms();
+            last_ok = sent;
             task_fence_deadline(a, a->cfg.fence ? last_ok + lease * 4 / 5 : 0, last_ok + lease);
             /* allotd answered a long poll at once with nothing new (every
              * worker it lends to long polls is taken): poll at the heartbeat
              * interval instead of again at once */
             if (wait > 0 && !json_array_size(rep) && v && !strcmp(v, version) &&
-                last_ok - now < wait / 2)
+                agent_now_ms() - now < wait / 2)
                 idle_ms(a, a->cfg.heartbeat < wait ? a->cfg.heartbeat : wait);
             reported(a, rep);
             samples_acked(a, batch); /* allotd has them: stored once */
@@ -913,10 +918,15 @@ static int run(struct agent *a)
              * the tasks are fenced as when allotd is out of reach */
         } else {
             LOG_WARN("agent", "heartbeat failed: %s", err);
+            if (st == 400 && send_live && strstr(err, "\"live\"")) {
+                send_live = false; /* an older allotd: heartbeats go without it */
+                LOG_WARN("agent", "allotd does not take the heartbeat's \"live\" count (an "
+                                  "older allotd): leaving it out; upgrade allotd before agents");
+            }
             if (json_is_integer(json_object_get(reply, "lease_expiry"))) {
                 /* allotd could not store what the heartbeat said but renewed the
                  * lease: it is there and will not count this node lost */
-                last_ok = agent_now_ms();
+                last_ok = sent;
                 task_fence_deadline(a, a->cfg.fence ? last_ok + lease * 4 / 5 : 0, last_ok + lease);
             }
             if (a->cfg.fence && agent_now_ms() - last_ok > lease * 4 / 5) {

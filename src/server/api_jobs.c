@@ -580,7 +580,7 @@ int api_jobs_checkpoint(struct req *r)
 
         if (rc)
             r->audited = false;
-        if (rc == ALLOT_ESTATE && w.run && w.start != w.run) /* ended since auth_resolve */
+        if (rc == ALLOT_ESTATE && w.run) /* its run ended since auth_resolve (or runs anew) */
             api_error(r, 401, "unauthorized",
                       "the job's credential is of its run %lld, which has ended", (long long)w.run);
         else if (rc == ALLOT_ESTATE)

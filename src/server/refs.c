@@ -131,8 +131,14 @@ int refs_tenant_known(struct server *s, struct allot_store *st, const char *tena
 {
     int rc = refs_lock(s, st);
 
-    if (rc == 0)
+    if (rc == 0) {
+        size_t len = strlen(tenant);
+
         rc = find(s->refs->tenants, s->refs->n, tenant) >= 0;
+        /* an organisation only its teams' paths name (not stored on its own) */
+        for (size_t i = 0; !rc && i < s->refs->n; i++)
+            rc = !strncmp(s->refs->tenants[i], tenant, len) && s->refs->tenants[i][len] == '/';
+    }
     pthread_mutex_unlock(&s->refs_lock);
     return rc;
 }

@@ -104,6 +104,13 @@ def test_last_admin_token_kept():
             if e["action"] == "token.revoke"]
         assert au == [("/v1/tokens/%d" % first, "error 409"), ("token/%d" % first, "ok"),
                       ("/v1/tokens/%d" % b["id"], "error 409")], au
+        # an organisation only its teams' paths name is a tenant a token may name
+        expect(d.req("PUT", "/v1/tenants", {"version": 1, "tenants": [{"path": "org9/team"}]},
+                     token=b["token"]), 200)
+        expect(d.req("POST", "/v1/tokens", {"role": "tenant-admin", "tenant": "org9"},
+                     token=b["token"]), 201)
+        expect(d.req("POST", "/v1/tokens", {"role": "tenant-admin", "tenant": "org"},
+                     token=b["token"]), 422)
     finally:
         d.stop()
 
