@@ -638,10 +638,10 @@ int api_nodes_list(struct req *r)
         pthread_mutex_lock(&r->srv->agents_lock);
         health =
             json_deep_copy(json_object_get(json_object_get(r->srv->agents, n[i].name), "health"));
-        /* no word from its agent since this allotd started: unknown (-1); an
-         * agent that does not count its tasks: 0, as before it did */
-        json_t *ae = json_object_get(r->srv->agents, n[i].name);
-        json_int_t live = ae ? json_integer_value(json_object_get(ae, "live")) : -1;
+        /* 0 when not told: an agent that does not count its tasks, or no word
+         * from it since this allotd started (its next heartbeat tells) */
+        json_int_t live =
+            json_integer_value(json_object_get(json_object_get(r->srv->agents, n[i].name), "live"));
         fenced =
             json_deep_copy(json_object_get(json_object_get(r->srv->agents, n[i].name), "fenced"));
         pthread_mutex_unlock(&r->srv->agents_lock);
