@@ -822,6 +822,8 @@ static void publish(struct loop *l, double secs, int cut)
             json_decref(l->live[i].spec);
             l->live[i].spec = NULL;
             lnet_release(l, &l->live[i]); /* not running: its addresses go back */
+            allot_free(l->live[i].job_token);
+            l->live[i].job_token = NULL;
             continue;
         }
         run++;
@@ -859,10 +861,18 @@ static void publish(struct loop *l, double secs, int cut)
             /* a checkpointable job's own credential, for its reports (its
              * agent puts it in ALLOT_JOB_TOKEN; auth.c) */
             if (wrun && qj->spec.checkpointable) {
-                char tok[AUTH_JOB_TOKEN_MAX];
+                struct live *e = &l->live[i];
 
-                auth_job_token(l->srv, l->live[i].sid, wrun, tok, sizeof(tok));
-                json_object_set_new(x, "job_token", json_string(tok));
+                if (!e->job_token || e->token_run != wrun) { /* once a run, not a cycle */
+                    char tok[AUTH_JOB_TOKEN_MAX];
+
+                    auth_job_token(l->srv, e->sid, wrun, tok, sizeof(tok));
+                    allot_free(e->job_token);
+                    e->job_token = allot_strdup(tok);
+                    e->token_run = wrun;
+                }
+                if (e->job_token)
+                    json_object_set_new(x, "job_token", json_string(e->job_token));
             }
             /* the tenant's weight: jobs sharing a GPU split its time by it (the shim) */
             if (qj->spec.tenant >= 0) {
@@ -1143,6 +1153,7 @@ void loop_stop(struct loop *l)
         json_decref(l->live[i].spec);
         free(l->live[i].spec_text);
         free(l->live[i].wplacement);
+        allot_free(l->live[i].job_token);
         allot_free(l->live[i].net_hosts);
     }
     allot_free(l->live);

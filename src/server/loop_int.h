@@ -45,6 +45,9 @@ struct live {
     int64_t wstart;      /* start time last written */
     char *wplacement;    /* owned (malloc): placement last written, or NULL */
     int64_t token_id;    /* who submitted it: the agent maps the token's name to a user */
+    char *job_token;     /* owned (allot_malloc): its run's own credential (checkpointable
+                            jobs, auth_job_token), made once per run, NULL when none */
+    int64_t token_run;   /* the run job_token is of */
     int net_t;           /* its tenant network (loop_net.c), -1 none */
     uint32_t *net_hosts; /* owned: the host indices its tasks hold there */
     int n_net_hosts;
