@@ -341,13 +341,15 @@ void task_fence(struct agent *a, struct task *t, int64_t now_ms, int64_t end_ms)
  * again (else a job could run twice); 0 when that time has passed. */
 int64_t task_fence_grace(const struct agent *a, int64_t now_ms, int64_t end_ms);
 #define FENCE_MARGIN_MS 2000
-/* Writes STATE/fence-at: the monotonic time (agent_now_ms) from which the
- * agent fences its tasks (four fifths of the lease after its last answered
- * heartbeat), then the lease's end, when allotd counts the node lost unless
- * it hears from it; 0 for never. Each task's supervisor fences its task a
- * second after the first passed: so a task never outlives its node's lease
- * while its agent is down. */
-void task_fence_deadline(const struct agent *a, int64_t at_ms, int64_t end_ms);
+/* The monotonic time (agent_now_ms) from which the agent fences its tasks:
+ * four fifths of the lease after its last answered heartbeat was sent
+ * (last_ok); 0 with --no-fence. */
+#define FENCE_AT(a, last_ok, lease) ((a)->cfg.fence ? (last_ok) + (lease)*4 / 5 : 0)
+/* Writes STATE/fence-at: FENCE_AT, then the lease's end (last_ok + lease),
+ * when allotd counts the node lost unless it hears from it; 0 for never.
+ * Each task's supervisor fences its task a second after the first passed:
+ * so a task never outlives its node's lease while its agent is down. */
+void task_fence_deadline(const struct agent *a, int64_t last_ok, int64_t lease);
 /* Whether the task's processes may still be there (starting, running or
  * stopping). */
 bool task_alive(const struct task *t);

@@ -830,7 +830,7 @@ static int run(struct agent *a)
         return stop_signal ? 0 : 1;
     }
     last_ok = agent_now_ms();
-    task_fence_deadline(a, a->cfg.fence ? last_ok + lease * 4 / 5 : 0, last_ok + lease);
+    task_fence_deadline(a, last_ok, lease);
     if (sampler_start(a) < 0) {
         client_free(c);
         serve_stop(srv);
@@ -859,7 +859,7 @@ static int run(struct agent *a)
         rep = reports(a);
         /* a heartbeat never outlasts the time left before fencing: an allotd
          * that takes the connection and does not answer is noticed in time */
-        int64_t left = last_ok + lease * 4 / 5 - now, timeout = a->cfg.poll_wait + 15000;
+        int64_t left = FENCE_AT(a, last_ok, lease) - now, timeout = a->cfg.poll_wait + 15000;
         if (a->cfg.fence && left < timeout)
             timeout = left > 500 ? left : 500;
         int64_t wait = json_array_size(rep) || busy ? 0 : a->cfg.poll_wait;
@@ -886,7 +886,7 @@ static int run(struct agent *a)
         if (st == 200) {
             const char *v = json_string_value(json_object_get(reply, "version"));
             last_ok = sent;
-            task_fence_deadline(a, a->cfg.fence ? last_ok + lease * 4 / 5 : 0, last_ok + lease);
+            task_fence_deadline(a, last_ok, lease);
             /* allotd answered a long poll at once with nothing new (every
              * worker it lends to long polls is taken): poll at the heartbeat
              * interval instead of again at once */
@@ -927,9 +927,9 @@ static int run(struct agent *a)
                 /* allotd could not store what the heartbeat said but renewed the
                  * lease: it is there and will not count this node lost */
                 last_ok = sent;
-                task_fence_deadline(a, a->cfg.fence ? last_ok + lease * 4 / 5 : 0, last_ok + lease);
+                task_fence_deadline(a, last_ok, lease);
             }
-            if (a->cfg.fence && agent_now_ms() - last_ok > lease * 4 / 5) {
+            if (a->cfg.fence && agent_now_ms() > FENCE_AT(a, last_ok, lease)) {
                 size_t fenced = 0;
                 for (size_t i = 0; i < a->n_tasks; i++) {
                     fenced += task_alive(&a->tasks[i]) && !a->tasks[i].fenced;

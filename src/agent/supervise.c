@@ -363,8 +363,9 @@ int64_t task_fence_grace(const struct agent *a, int64_t now_ms, int64_t end_ms)
     return left < 0 ? 0 : left < a->cfg.grace ? left : a->cfg.grace;
 }
 
-void task_fence_deadline(const struct agent *a, int64_t at_ms, int64_t end_ms)
+void task_fence_deadline(const struct agent *a, int64_t last_ok, int64_t lease)
 {
+    int64_t at_ms = FENCE_AT(a, last_ok, lease), end_ms = last_ok + lease;
     static int64_t written = -1; /* only the loop's thread calls it */
     char text[64], tmp[4200], path[4200];
     int fd;
