@@ -18,8 +18,17 @@
  *
  * Transient while following: allotd restarted knows where a node's agent
  * serves its logs only from the agent's next heartbeat, and answers 502
- * no_agent until then; a follower asks again, with back-off and silently,
- * for at most NO_AGENT_WAIT_MS before it gives up with that error.
+ * no_agent until then, and an agent restarting, or a node being lost, is
+ * answered 502 agent_unreachable. A follower asks again, with back-off and
+ * silently, while the job goes on (a lost node's job queues again and runs
+ * elsewhere), and for at most NO_AGENT_WAIT_MS once it has ended, before it
+ * gives up with that error.
+ *
+ * A job that runs again on another node writes another file there (a task's
+ * log on a node grows with every run of the job on that node). Offsets are
+ * kept per node: a read answered from another node than the one before
+ * (X-Allot-Log-Node) is read again from that node's own offset, 0 for a node
+ * not read yet, and stderr says the job runs on.
  */
 #include "cli.h"
 
@@ -36,6 +45,44 @@
 /* How long a follower asks again while allotd does not know where the
  * node's agent serves its logs (a heartbeat of the agent tells it). */
 #define NO_AGENT_WAIT_MS 60000L
+/* Nodes whose offsets a follower keeps (a job that ran on more nodes than
+ * that reads a node it forgot from its start again). */
+#define FOLLOW_NODES 16
+
+/* Where a follower is in each node's log of the task. */
+struct node_offsets {
+    char node[FOLLOW_NODES][80];
+    long long offset[FOLLOW_NODES];
+    size_t n, next; /* filled; the slot reused next once all are */
+};
+
+/* The offset kept for `node`'s log: 0 for one not read yet (or forgotten),
+ * which then takes a slot. */
+static long long *node_offset(struct node_offsets *o, const char *node)
+{
+    size_t i;
+
+    for (i = 0; i < o->n; i++)
+        if (!strcmp(o->node[i], node))
+            return &o->offset[i];
+    if (o->n < FOLLOW_NODES) {
+        i = o->n++;
+    } else {
+        i = o->next;
+        o->next = (o->next + 1) % FOLLOW_NODES;
+    }
+    allot_strlcpy(o->node[i], node, sizeof(o->node[i]));
+    o->offset[i] = 0;
+    return &o->offset[i];
+}
+
+/* Whether a failed log read is worth asking again while following: allotd
+ * does not know the node's agent yet, or cannot reach it. */
+static bool transient_log_error(const struct client_error *err)
+{
+    return err->status == 502 &&
+           (!strcmp(err->code, "no_agent") || !strcmp(err->code, "agent_unreachable"));
+}
 
 static void sleep_ms(long ms)
 {
@@ -61,6 +108,15 @@ static int get_job(struct client *cl, long long id, json_t **job)
     return client_call(cl, "GET", path, NULL, NULL, CLIENT_RETRY_ALWAYS, job, NULL);
 }
 
+/* Whether the job ended without ever running (cancelled or refused while
+ * it waited for its first start): it has no output anywhere. */
+static bool ended_unrun(const json_t *job)
+{
+    return json_is_null(json_object_get(job, "placement")) &&
+           jobs_terminal(json_string_value(json_object_get(job, "state"))) &&
+           json_integer_value(json_object_get(job, "start_time")) == 0;
+}
+
 /* Prints the job's task output. With follow, waits for it to start and
  * prints what comes until it ended and its task's log is complete (see the
  * top of the file). *final gets the job as it ended (or as last read);
@@ -69,6 +125,8 @@ static int get_job(struct client *cl, long long id, json_t **job)
 static int stream(struct client *cl, long long id, long long task, bool follow, json_t **final,
                   bool *cut)
 {
+    struct node_offsets offs = {0};
+    char at[80] = ""; /* the node read last */
     long long offset = 0, ended_at = -1, no_agent_at = -1;
     long backoff = 250;
     json_t *job = NULL;
@@ -90,10 +148,8 @@ static int stream(struct client *cl, long long id, long long task, bool follow, 
             break;
         sleep_ms(250);
     }
-    if (json_is_null(json_object_get(job, "placement")) &&
-        jobs_terminal(json_string_value(json_object_get(job, "state"))) &&
-        json_integer_value(json_object_get(job, "start_time")) == 0) {
-        *final = job; /* ended without ever running: no output */
+    if (ended_unrun(job)) {
+        *final = job; /* no output */
         return CLI_OK;
     }
     for (bool told = false;;) {
@@ -106,18 +162,24 @@ static int stream(struct client *cl, long long id, long long task, bool follow, 
         rc = client_try_get_bytes(cl, path, &buf, &len, &err);
         if (rc != CLI_OK) {
             allot_free(buf);
-            /* allotd restarted and has not heard from the node's agent yet */
-            if (follow && err.status == 502 && !strcmp(err.code, "no_agent") &&
-                (no_agent_at < 0 || now_ms() - no_agent_at < NO_AGENT_WAIT_MS)) {
-                if (no_agent_at < 0)
+            /* the node's agent not known (yet) or out of reach: while the
+             * job goes on, and for a while after it ended */
+            bool ended_now = jobs_terminal(json_string_value(json_object_get(job, "state")));
+            if (follow && transient_log_error(&err) &&
+                (!ended_now || no_agent_at < 0 || now_ms() - no_agent_at < NO_AGENT_WAIT_MS)) {
+                if (ended_now && no_agent_at < 0)
                     no_agent_at = now_ms();
                 sleep_ms(backoff);
                 backoff = backoff < 1000 ? backoff * 2 : 2000; /* back soon once it is */
+                json_decref(job);
+                job = NULL;
+                if ((rc = get_job(cl, id, &job)) != CLI_OK)
+                    return rc;
                 continue;
             }
             if (err.status) /* an error reply, held back: printed now */
                 client_error_print(&err);
-            if (no_agent_at >= 0 && err.status == 502 && !strcmp(err.code, "no_agent"))
+            if (no_agent_at >= 0 && transient_log_error(&err))
                 fprintf(stderr, "allot: gave up following job %lld after %ld s\n", id,
                         NO_AGENT_WAIT_MS / 1000);
             json_decref(job);
@@ -128,7 +190,19 @@ static int stream(struct client *cl, long long id, long long task, bool follow, 
         /* the reply's headers, before another call replaces them */
         complete = !client_reply_header(cl, "X-Allot-Log-Complete", done, sizeof(done)) ||
                    strcmp(done, "no") != 0;
-        client_reply_header(cl, "X-Allot-Log-Node", node, sizeof(node));
+        if (!client_reply_header(cl, "X-Allot-Log-Node", node, sizeof(node)))
+            *node = '\0';
+        if (*at && strcmp(node, at) != 0) {
+            /* another node's log, read from this one's offset: ask it again
+             * from where the follower is in it */
+            allot_free(buf);
+            *node_offset(&offs, at) = offset;
+            offset = *node_offset(&offs, node);
+            allot_strlcpy(at, node, sizeof(at));
+            fprintf(stderr, "allot: job %lld runs again, on node %s\n", id, node);
+            continue;
+        }
+        allot_strlcpy(at, node, sizeof(at));
         /* not placed now: allotd read the log of the run before (once said) */
         if (!told && client_reply_header(cl, "X-Allot-Log-Run", run, sizeof(run)) &&
             !strcmp(run, "previous")) {
@@ -213,6 +287,11 @@ int cmd_logs(struct cli *c, int argc, char **argv)
     rc = stream(cl, id, task, args_has(&a, "follow"), &final, &cut);
     if (rc == CLI_OK && cut)
         rc = CLI_SERVER; /* not everything was printed */
+    if (rc == CLI_OK && ended_unrun(final)) {
+        fprintf(stderr, "allot: job %lld was %s before it was ever placed; it has no output\n", id,
+                json_string_value(json_object_get(final, "state")));
+        rc = CLI_CONFLICT;
+    }
 out:
     json_decref(final);
     args_free(&a);

@@ -1326,7 +1326,10 @@ def test_logs_of_a_requeued_job():
         never = submit({"gpu_models": ["B200-180GB"], "command": sh("true")})
         fails(cli(dm, "logs", never), 4, "not_started")
         expect(dm.req("POST", "/v1/jobs/%d/cancel" % never, token=dm.admin), 200)
-        assert ok(cli(dm, "logs", "-f", never)).out == ""
+        for args in (("logs", never), ("logs", "-f", never)):
+            r = fails(cli(dm, *args), 4)
+            assert r.out == "" and "job %d was cancelled before it was ever placed" % never \
+                in r.err, r
     finally:
         ag.stop()
         expect(dm.req("POST", "/v1/nodes/ag-rq/cordon", token=dm.admin), 200)
@@ -1401,6 +1404,48 @@ def test_follow_prints_what_a_stopping_job_writes():
     out, err = p.communicate(timeout=30)
     assert p.returncode == 1 and slow_stop_out(out, jid), (p.returncode, out, err)
     assert "job %d cancelled" % jid in err, err
+
+
+def test_follow_through_agent_restart_and_a_move():
+    """While `allot logs -f` follows a job: its node's agent killed and restarted (allotd
+    answers 502 agent_unreachable meanwhile) is waited for, silently; the job evicted and run
+    again on another node, where its log is another file, is read there from its start (the
+    follower keeps an offset per node) and stderr says it runs on there. Each agent has a
+    cgroup root of its own, as two nodes have (the task's cgroup is named by job and task)."""
+    a = Agent(dm, AG, "ag-mv1", emulate="1xA100-40GB",
+                  args=["--grace", "1s", "--cgroup-root", "%s-ag-mv1" % fx.CGROUP_ROOT])
+    b = None
+    try:
+        wait_node("ag-mv1")
+        # it stays on ag-mv1 until it is evicted; on ag-mv2 it ends after a second
+        job = sh('echo start; [ "$ALLOT_NODE" = ag-mv2 ] || sleep 60; sleep 1; echo end')
+        jid = submit({"gpu_models": ["A100-40GB"], "command": job})
+        assert wait_log(a, jid, "start"), a.log()
+        p = cli_started("logs", "-f", jid)
+        time.sleep(0.5)  # it follows
+        assert a.stop(signal.SIGKILL) == -signal.SIGKILL
+        end = time.time() + 10
+        while time.time() < end and "agent_unreachable" not in \
+                dm.req("GET", "/v1/jobs/%d/logs" % jid, token=dm.admin, raw=True)[1]:
+            time.sleep(0.1)
+        time.sleep(1)  # the follower asks, and is answered agent_unreachable, a few times
+        a.start()
+        b = Agent(dm, AG, "ag-mv2", emulate="1xA100-40GB",
+                  args=["--grace", "1s", "--cgroup-root", "%s-ag-mv2" % fx.CGROUP_ROOT])
+        wait_node("ag-mv2")
+        assert p.poll() is None, p.communicate(timeout=5)
+        ok(cli(dm, "drain", "--evict", "ag-mv1"))
+        out, err = p.communicate(timeout=30)
+        assert p.returncode == 0 and out == "start\nstart\nend\n", (p.returncode, out, err)
+        assert "job %d runs again, on node ag-mv2" % jid in err, err
+        assert "agent_unreachable" not in err, err
+        assert wait_state(jid, ("succeeded",))["state"] == "succeeded"
+    finally:
+        for ag in (a, b):
+            if ag:
+                ag.stop()
+        for n in ("ag-mv1", "ag-mv2"):
+            dm.req("POST", "/v1/nodes/%s/cordon" % n, token=dm.admin)
 
 
 def test_follow_through_an_allotd_restart():
@@ -1996,6 +2041,7 @@ if __name__ == "__main__":
                 test_logs_and_run, test_preemption_with_grace,
                 test_gpus_move_after_the_victim_is_gone, test_logs_of_a_requeued_job,
                 test_follow_prints_what_a_stopping_job_writes,
+                test_follow_through_agent_restart_and_a_move,
                 test_follow_through_an_allotd_restart,
                 test_fencing_never_twice,
                 test_allotd_down_past_the_lease, test_killed_agent_fences,
