@@ -285,6 +285,7 @@ int jobs_resolve(struct client *cl, const char *arg, long long *id);
 /* True for the states a job ends in. */
 bool jobs_terminal(const char *state);
 int cmd_cancel(struct cli *c, int argc, char **argv);
+int cmd_requeue(struct cli *c, int argc, char **argv);
 int cmd_checkpoint(struct cli *c, int argc, char **argv);
 int cmd_events(struct cli *c, int argc, char **argv);
 int cmd_tenants(struct cli *c, int argc, char **argv);

@@ -22,6 +22,7 @@ static const struct verb verbs[] = {
     {"ls", cmd_ls, "list jobs (every page)"},
     {"show", cmd_show, "one job: state, pending reason, placement"},
     {"cancel", cmd_cancel, "cancel jobs"},
+    {"requeue", cmd_requeue, "send running jobs back to the queue"},
     {"checkpoint", cmd_checkpoint, "report that a job saved its work (from inside the job)"},
     {"events", cmd_events, "a job's events (--follow to wait for more)"},
     {"logs", cmd_logs, "a job's output (--follow until it ends)"},

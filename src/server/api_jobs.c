@@ -505,6 +505,64 @@ out:
     return 0;
 }
 
+struct requeue_write {
+    struct req *r;
+    int64_t id, now;
+    struct allot_store_job j; /* OUT: the job as read */
+};
+
+/* Group-commit write: the job as the write reads it (ALLOT_ESTATE when it
+ * does not run) and the audit entry. The requeue itself is the loop's, as
+ * a fenced job's is: it writes the "requeued" event. */
+static int requeue_fn(struct allot_store *st, void *arg)
+{
+    struct requeue_write *w = arg;
+    char target[48];
+    int rc = allot_store_job_get(st, w->id, &w->j);
+
+    if (rc)
+        return rc;
+    if (w->j.state != ALLOT_SJ_STARTING && w->j.state != ALLOT_SJ_RUNNING)
+        return ALLOT_ESTATE;
+    allot_fmt(target, sizeof(target), "job/%lld", (long long)w->id);
+    return api_audit(st, w->r, target, "ok", w->now);
+}
+
+int api_jobs_requeue(struct req *r)
+{
+    struct allot_store_job j = {0};
+    char why[160];
+    int rc;
+
+    if (!load_visible(r, &j))
+        return 0;
+    if (r->who.role == ALLOT_ROLE_VIEWER) {
+        api_error(r, 403, "forbidden", "a viewer may not requeue jobs");
+        goto out;
+    }
+    struct requeue_write w = {.r = r, .id = j.id, .now = srv_now()};
+
+    rc = srv_write(r->srv, requeue_fn, &w);
+    if (rc)
+        r->audited = false;
+    allot_store_job_clear(&j);
+    j = w.j;
+    if (rc == ALLOT_ESTATE) {
+        api_error(r, 409, "conflict", "job %lld is %s: only a starting or running job is requeued",
+                  (long long)j.id, allot_store_job_state_name(j.state));
+    } else if (rc < 0) {
+        api_error(r, 500, "store", "%s", allot_strerror(rc));
+    } else {
+        /* this run only: one that ended meanwhile leaves the next alone */
+        allot_fmt(why, sizeof(why), "requeued by %s", r->who.name ? r->who.name : "a user");
+        loop_post_evict(r->srv->loop, j.id, j.start_time, why);
+        api_json(r, 202, api_job_json(&j));
+    }
+out:
+    allot_store_job_clear(&j);
+    return 0;
+}
+
 struct checkpoint_write {
     struct req *r;
     int64_t id, now, at;

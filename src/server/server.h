@@ -279,6 +279,7 @@ int api_jobs_submit(struct req *r);
 int api_jobs_list(struct req *r);
 int api_jobs_get(struct req *r);
 int api_jobs_cancel(struct req *r);
+int api_jobs_requeue(struct req *r);
 int api_jobs_checkpoint(struct req *r);
 int api_jobs_events(struct req *r);
 int api_jobs_logs(struct req *r);

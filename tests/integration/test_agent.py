@@ -1219,6 +1219,40 @@ def events_of(d, jid):
     return expect(d.req("GET", "/v1/jobs/%d/events" % jid, token=d.admin), 200)["events"]
 
 
+def test_requeue():
+    """`allot requeue` (POST /v1/jobs/{id}/requeue) sends a running job back to the queue:
+    its agent stops it, a "requeued" event names who asked, and it runs again (its log
+    holds both runs). A job that is not starting or running answers 409, a viewer 403, and
+    the request is audited."""
+    jid = submit({"gpus": 0, "command": sh("echo run; sleep 60")})
+    wait_state(jid, ("running",))
+    assert wait_log(agent, jid, "run")
+    first = wait_state(jid, ("running",))["start_time"]
+    r = ok(cli(dm, "requeue", jid))
+    assert r.out == "requeued job %d\n" % jid, r
+    assert wait_log(agent, jid, "run", count=2, timeout=20), agent.task_log(jid)
+    j = wait_state(jid, ("running",))
+    assert j["start_time"] > first, (j, first)
+    ev = [e for e in events_of(dm, jid) if e["kind"] == "requeued"]
+    assert len(ev) == 1 and ev[0]["detail"].startswith("requeued by "), ev
+    entries, after = [], 0
+    for _ in range(100):  # bounded: pages of 1,000
+        page = expect(dm.req("GET", "/v1/audit?limit=1000&after=%d" % after, token=dm.admin), 200)
+        entries += page["entries"]
+        after = page["next_after"]
+        if not after:
+            break
+    assert [e["result"] for e in entries
+            if e["action"] == "job.requeue" and e["target"] == "job/%d" % jid] == ["ok"], entries[-5:]
+    viewer = dm.token("viewer", "research/nlp", "v-requeue")
+    st, body = dm.req("POST", "/v1/jobs/%d/requeue" % jid, token=viewer)
+    assert st == 403 and body["error"]["code"] == "forbidden", (st, body)
+    expect(dm.req("POST", "/v1/jobs/%d/cancel" % jid, token=dm.admin), 200)
+    r = fails(cli(dm, "requeue", jid), 4, "conflict")
+    assert "is cancelled: only a starting or running job is requeued" in r.err, r
+    fails(cli(dm, "requeue", 999999), 2, "not_found")
+
+
 def test_gpus_move_after_the_victim_is_gone():
     """A job preempted at once (not checkpointable) leaves its GPUs in allotd's books at
     once, but its process gets the agent's grace: the preemptor starts on those GPUs only
@@ -2038,7 +2072,7 @@ if __name__ == "__main__":
                 test_oci_image, test_oci_gpu_fraction, test_scrub_between_tenants, test_scrub_after_a_shared_gpu,
                 test_fractions_shim_and_mps,
                 test_fraction_metering,
-                test_logs_and_run, test_preemption_with_grace,
+                test_logs_and_run, test_preemption_with_grace, test_requeue,
                 test_gpus_move_after_the_victim_is_gone, test_logs_of_a_requeued_job,
                 test_follow_prints_what_a_stopping_job_writes,
                 test_follow_through_agent_restart_and_a_move,
