@@ -74,6 +74,7 @@ struct agent_config {
     int64_t memory;     /* bytes; 0: MemTotal */
     int64_t pids_max;
     int64_t log_max;         /* bytes a task's log may grow to (0: no cap) */
+    int64_t log_retention;   /* ms an ended job's logs stay after their last write (0: ever) */
     int64_t tmp_size;        /* bytes of each task's private /tmp and /dev/shm */
     int64_t heartbeat;       /* ms between heartbeats when nothing happens */
     int64_t poll_wait;       /* ms a heartbeat waits for a new desired state */
@@ -404,6 +405,19 @@ void mps_shm_dir(const struct agent *a, int gpu, char *buf, size_t len);
 void jobfs_dir(const struct agent *a, int64_t job, const char *which, char *buf, size_t len);
 /* Removes the folders of jobs without a task here (after adoption). */
 void jobfs_sweep(const struct agent *a);
+/* Whether a task of job `job` is in the agent's list (running, stopping,
+ * or ended and not yet forgotten). */
+bool agent_has_job(const struct agent *a, int64_t job);
+
+/* ---- log retention (logs_gc.c) ---- */
+
+/* Removes STATE/logs/JOB of every job without a task here whose logs were
+ * last written more than --log-retention before now_s (unix seconds).
+ * Returns how many folders went. */
+int logs_sweep(const struct agent *a, int64_t now_s);
+/* Milliseconds between two sweeps: a tenth of the retention, between a
+ * second and an hour. */
+int64_t logs_sweep_every(const struct agent *a);
 
 /* ---- memory scrubbing (scrub.c) ---- */
 

@@ -253,6 +253,15 @@ static const struct allot_config_option options[] = {
      .max = 60000,
      .help = "How long one heartbeat waits for a new desired state (long poll); also the "
              "longest time before a task's end is reported."},
+    {.name = "log-retention",
+     .type = ALLOT_CFG_DURATION,
+     .offset = F(log_retention),
+     .def = "7d",
+     .min = 0,
+     .max = 3650LL * 86400000,
+     .help = "How long the logs of a job that no longer has a task on this node are kept after "
+             "their last write (STATE/logs/JOB; `allot logs` reads them until then; 0: for "
+             "ever)."},
     {.name = "grace",
      .type = ALLOT_CFG_DURATION,
      .offset = F(grace),
@@ -822,6 +831,8 @@ static int run(struct agent *a)
     a->n_tasks = a->cap_tasks = n > 0 ? (size_t)n : 0;
     if (getuid() == 0) /* the /tmp and /dev/shm of jobs no task here needs any more */
         jobfs_sweep(a);
+    logs_sweep(a, time(NULL));
+    int64_t next_sweep = agent_now_ms() + logs_sweep_every(a);
     node_cred_load(a, c, &cred);
     lease = register_node(a, c, &cred);
     if (lease < 0) {
@@ -850,6 +861,10 @@ static int run(struct agent *a)
         if (hup_signal) {
             hup_signal = 0;
             log_reopen();
+        }
+        if (now >= next_sweep) {
+            logs_sweep(a, time(NULL));
+            next_sweep = now + logs_sweep_every(a);
         }
         for (size_t i = 0; i < a->n_tasks; i++) {
             task_poll(a, &a->tasks[i], now);

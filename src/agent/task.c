@@ -554,6 +554,11 @@ static bool job_has_other_task(const struct agent *a, int64_t job, const struct 
     return false;
 }
 
+bool agent_has_job(const struct agent *a, int64_t job)
+{
+    return job_has_other_task(a, job, NULL);
+}
+
 void jobfs_sweep(const struct agent *a)
 {
     char base[4400];

@@ -73,8 +73,8 @@ int allot_parse_size(const char *s, int64_t lo, int64_t hi, int64_t *out)
     return 0;
 }
 
-static const struct unit time_units[] = {
-    {"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}, {NULL, 0}};
+static const struct unit time_units[] = {{"ms", 1},      {"s", 1000},     {"m", 60000},
+                                         {"h", 3600000}, {"d", 86400000}, {NULL, 0}};
 
 static int parse_bool(const char *s, bool *out)
 {
@@ -102,7 +102,7 @@ static const char *type_hint(const struct allot_config_option *o)
     case ALLOT_CFG_SIZE:
         return "a size such as 512K, 64M or 2G";
     case ALLOT_CFG_DURATION:
-        return "a duration such as 500ms, 30s, 5m or 1h";
+        return "a duration such as 500ms, 30s, 5m, 1h or 7d";
     case ALLOT_CFG_BOOL:
         return "yes or no";
     case ALLOT_CFG_ENUM:

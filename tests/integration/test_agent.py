@@ -1219,6 +1219,41 @@ def events_of(d, jid):
     return expect(d.req("GET", "/v1/jobs/%d/events" % jid, token=d.admin), 200)["events"]
 
 
+def test_log_retention():
+    """--log-retention: the log folder of a job with no task left on the node goes once its
+    logs were last written longer ago than that (`allot logs` then answers no_log), while a
+    running job's log stays however old its last write, and a folder holding anything but
+    task logs is left whole."""
+    ag = Agent(dm, AG, "ag-ret", emulate="1xV100-16GB", args=["--log-retention", "2s"])
+    try:
+        wait_node("ag-ret")
+        other = os.path.join(ag.dir, "logs", "999999")
+        os.makedirs(other)
+        with open(os.path.join(other, "notes.txt"), "w") as f:
+            f.write("kept\n")
+        os.utime(os.path.join(other, "notes.txt"), (time.time() - 3600, time.time() - 3600))
+        done = submit({"gpu_models": ["V100-16GB"], "command": sh("echo short")})
+        assert wait_state(done, ("succeeded", "failed"))["state"] == "succeeded"
+        assert ok(cli(dm, "logs", done)).out == "short\n"
+        longer = submit({"gpu_models": ["V100-16GB"], "command": sh("echo long; sleep 60")})
+        wait_state(longer, ("running",))
+        assert wait_log(ag, longer, "long")
+        path = os.path.join(ag.dir, "logs", str(done))
+        end = time.time() + 15
+        while time.time() < end and os.path.exists(path):
+            time.sleep(0.2)
+        assert not os.path.exists(path), ag.log()
+        fails(cli(dm, "logs", done), 2, "no_log")
+        assert "removed the logs of 1 ended jobs" in ag.log(), ag.log()
+        time.sleep(2.5)  # the running job's log is older than the retention now
+        assert ag.task_log(longer) == "long\n"
+        assert os.path.exists(os.path.join(other, "notes.txt"))
+        expect(dm.req("POST", "/v1/jobs/%d/cancel" % longer, token=dm.admin), 200)
+    finally:
+        ag.stop()
+        expect(dm.req("POST", "/v1/nodes/ag-ret/cordon", token=dm.admin), 200)
+
+
 def test_requeue():
     """`allot requeue` (POST /v1/jobs/{id}/requeue) sends a running job back to the queue:
     its agent stops it, a "requeued" event names who asked, and it runs again (its log
@@ -2080,7 +2115,7 @@ if __name__ == "__main__":
                 test_fencing_never_twice,
                 test_allotd_down_past_the_lease, test_killed_agent_fences,
                 test_fence_ends_within_the_lease,
-                test_fence_kills_the_whole_task, test_log_max, test_io_limits,
+                test_fence_kills_the_whole_task, test_log_max, test_log_retention, test_io_limits,
                 test_store_full_keeps_jobs_running,
                 test_long_poll_saturated,
                 test_agent_restart_adopts, test_usage_samples,
