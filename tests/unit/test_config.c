@@ -101,6 +101,9 @@ static void test_defaults_and_types(void **state)
     assert_int_equal(v.lease, 1500);
     assert_int_equal(allot_config_set(opts, N, &v, "lease", "2m", err, sizeof(err)), 0);
     assert_int_equal(v.lease, 120000);
+    /* days are a unit (out of this option's range, not an unknown suffix) */
+    assert_int_equal(allot_config_set(opts, N, &v, "lease", "1d", err, sizeof(err)), ALLOT_ERANGE);
+    assert_int_equal(v.lease, 120000);
     assert_int_equal(allot_config_set(opts, N, &v, "body-max", "2G", err, sizeof(err)),
                      ALLOT_ERANGE);
     assert_non_null(strstr(err, "body-max"));
