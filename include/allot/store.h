@@ -179,6 +179,8 @@ struct allot_store_job {
                              job starts a new array, stored as its own id) */
     int array_index;      /* index in its array (0 when none) */
     char *idem_key;       /* idempotency key, unique per token; NULL = none */
+    bool held;            /* held by a user (allot hold): it does not start until
+                             released; set at submission or by allot_store_job_hold */
     int64_t *deps;        /* ids of the jobs this one waits for */
     size_t n_deps;
 };
@@ -206,6 +208,13 @@ int allot_store_job_get(struct allot_store *st, int64_t id, struct allot_store_j
  * again (ALLOT_ESTATE). Returns 0, ALLOT_ENOENT, ALLOT_ESTATE, ALLOT_EINVAL,
  * ALLOT_EIO or ALLOT_ENOMEM. */
 int allot_store_job_update(struct allot_store *st, const struct allot_store_job *job);
+
+/* Holds (held true) or releases pending job `id`. A held job's update to
+ * "starting" is refused (ALLOT_ESTATE), so a hold that lands while the
+ * scheduler places the job wins: the job stays pending. Returns 0,
+ * ALLOT_ENOENT, ALLOT_ESTATE (the job is not pending), ALLOT_EIO or
+ * ALLOT_ENOMEM. */
+int allot_store_job_hold(struct allot_store *st, int64_t id, bool held);
 
 /* Filters of a job listing; zero-initialised means "all jobs, oldest first".
  * Cost of a page: O(page) for no filter, one state, one exact tenant, or
@@ -605,6 +614,7 @@ struct allot_store_ops {
                       bool *existed);
     int (*job_get)(struct allot_store *st, int64_t id, struct allot_store_job *out);
     int (*job_update)(struct allot_store *st, const struct allot_store_job *j);
+    int (*job_hold)(struct allot_store *st, int64_t id, bool held);
     int (*job_list)(struct allot_store *st, const struct allot_store_job_filter *f,
                     struct allot_store_job_page *page);
     int (*event_add)(struct allot_store *st, const struct allot_store_event *ev, int64_t *seq);

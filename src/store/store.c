@@ -516,6 +516,17 @@ int allot_store_job_update(struct allot_store *st, const struct allot_store_job 
     return write_end(st, st->ops->job_update(st, job));
 }
 
+int allot_store_job_hold(struct allot_store *st, int64_t id, bool held)
+{
+    int rc;
+
+    if (id <= 0)
+        return store_set_err(st, "job id must be positive"), ALLOT_EINVAL;
+    if ((rc = write_begin(st)) != 0)
+        return rc;
+    return write_end(st, st->ops->job_hold(st, id, held));
+}
+
 int allot_store_job_list(struct allot_store *st, const struct allot_store_job_filter *f,
                          struct allot_store_job_page *page)
 {

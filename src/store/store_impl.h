@@ -31,7 +31,7 @@ void store_set_err(struct allot_store *st, const char *fmt, ...)
  * states a job may still change from. */
 #define STORE_JOB_COLS                                                                             \
     "id, tenant, name, token_id, spec, state, placement, pending_reason, submit_time,"             \
-    " start_time, end_time, exit_code, array_parent, array_index, idem_key"
+    " start_time, end_time, exit_code, array_parent, array_index, idem_key, held"
 #define STORE_LIVE_STATES "('pending','starting','running')"
 
 /* allot_store_event_last_running's query, the kind bound as KIND: driven

@@ -721,6 +721,7 @@ static int job_row(struct pg_store *s, const PGresult *res, int row, void *elem)
     j->exit_code = (int)pg_col_i64(res, row, 11);
     j->array_parent = pg_col_i64(res, row, 12);
     j->array_index = (int)pg_col_i64(res, row, 13);
+    j->held = pg_col_i64(res, row, 15) != 0;
     if ((rc = pg_col_text(res, row, 1, &j->tenant)) || (rc = pg_col_text(res, row, 2, &j->name)) ||
         (rc = pg_col_text(res, row, 4, &j->spec)) ||
         (rc = pg_col_text(res, row, 6, &j->placement)) ||
@@ -772,11 +773,13 @@ static int pg_job_insert(struct allot_store *base, const struct allot_store_job 
     pgp_int(&p, j->array_parent);
     pgp_int(&p, j->array_index);
     pgp_text(&p, j->idem_key);
+    pgp_int(&p, j->held);
     if (!(res = pg_run(s,
                        "INSERT INTO jobs(tenant, name, token_id, spec, state, placement,"
                        " pending_reason, submit_time, start_time, end_time, exit_code,"
-                       " array_parent, array_index, idem_key)"
-                       " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
+                       " array_parent, array_index, idem_key, held)"
+                       " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,"
+                       " $15)"
                        " RETURNING id",
                        &p, &rc)))
         return rc;
@@ -854,7 +857,8 @@ static int pg_job_update(struct allot_store *base, const struct allot_store_job 
     if ((rc = pg_write(s,
                        "UPDATE jobs SET state = $2, placement = $3, pending_reason = $4,"
                        " start_time = $5, end_time = $6, exit_code = $7"
-                       " WHERE id = $1 AND state IN " STORE_LIVE_STATES,
+                       " WHERE id = $1 AND state IN " STORE_LIVE_STATES
+                       " AND NOT (held <> 0 AND $2 = 'starting')",
                        &p, &changed)) != 0 ||
         changed == 1)
         return rc;
@@ -863,7 +867,30 @@ static int pg_job_update(struct allot_store *base, const struct allot_store_job 
     pgp_int(&p, j->id);
     if ((rc = pg_int(s, "SELECT count(*) FROM jobs WHERE id = $1", &p, &found)) != 0)
         return rc;
-    store_set_err(base, "job %lld: %s", (long long)j->id, found ? "already ended" : "no such job");
+    store_set_err(base, "job %lld: %s", (long long)j->id,
+                  found ? "already ended, or held" : "no such job");
+    return found ? ALLOT_ESTATE : ALLOT_ENOENT;
+}
+
+static int pg_job_hold(struct allot_store *base, int64_t id, bool held)
+{
+    struct pg_store *s = (struct pg_store *)base;
+    struct pgp p = {0};
+    long changed = 0;
+    int64_t found = 0;
+    int rc;
+
+    pgp_int(&p, id);
+    pgp_int(&p, held);
+    if ((rc = pg_write(s, "UPDATE jobs SET held = $2 WHERE id = $1 AND state = 'pending'", &p,
+                       &changed)) != 0 ||
+        changed == 1)
+        return rc;
+    memset(&p, 0, sizeof p);
+    pgp_int(&p, id);
+    if ((rc = pg_int(s, "SELECT count(*) FROM jobs WHERE id = $1", &p, &found)) != 0)
+        return rc;
+    store_set_err(base, "job %lld: %s", (long long)id, found ? "not pending" : "no such job");
     return found ? ALLOT_ESTATE : ALLOT_ENOENT;
 }
 
@@ -1406,16 +1433,17 @@ fail:
     .close = pg_close, .begin = pg_begin, .commit = pg_commit, .rollback = pg_rollback,            \
     .meta_get = pg_meta_get, .meta_set = pg_meta_set, .lead = pg_lead,                             \
     .job_insert = pg_job_insert, .job_get = pg_job_get, .job_update = pg_job_update,               \
-    .job_list = pg_job_list, .event_add = pg_event_add, .event_list = pg_event_list,               \
-    .event_last = pg_event_last, .event_last_running = pg_event_last_running,                      \
-    .tenant_put = pg_tenant_put, .tenant_delete = pg_tenant_delete, .tenant_list = pg_tenant_list, \
-    .prio_put = pg_prio_put, .prio_delete = pg_prio_delete, .prio_list = pg_prio_list,             \
-    .node_put = pg_node_put, .node_get = pg_node_get, .node_heartbeat = pg_node_heartbeat,         \
-    .node_delete = pg_node_delete, .node_list = pg_node_list, .token_add = pg_token_add,           \
-    .token_get = pg_token_get, .token_revoke = pg_token_revoke, .token_list = pg_token_list,       \
-    .audit_last = pg_audit_last, .audit_insert = pg_audit_insert, .audit_list = pg_audit_list,     \
-    .run_list = pg_run_list, .run_last = pg_run_last, .node_span_list = pg_node_span_list,         \
-    .sample_add = pg_sample_add, .sample_list = pg_sample_list, .usage_replace = pg_usage_replace, \
-    .usage_list = pg_usage_list, .net_add = pg_net_add, .net_list = pg_net_list
+    .job_hold = pg_job_hold, .job_list = pg_job_list, .event_add = pg_event_add,                   \
+    .event_list = pg_event_list, .event_last = pg_event_last,                                      \
+    .event_last_running = pg_event_last_running, .tenant_put = pg_tenant_put,                      \
+    .tenant_delete = pg_tenant_delete, .tenant_list = pg_tenant_list, .prio_put = pg_prio_put,     \
+    .prio_delete = pg_prio_delete, .prio_list = pg_prio_list, .node_put = pg_node_put,             \
+    .node_get = pg_node_get, .node_heartbeat = pg_node_heartbeat, .node_delete = pg_node_delete,   \
+    .node_list = pg_node_list, .token_add = pg_token_add, .token_get = pg_token_get,               \
+    .token_revoke = pg_token_revoke, .token_list = pg_token_list, .audit_last = pg_audit_last,     \
+    .audit_insert = pg_audit_insert, .audit_list = pg_audit_list, .run_list = pg_run_list,         \
+    .run_last = pg_run_last, .node_span_list = pg_node_span_list, .sample_add = pg_sample_add,     \
+    .sample_list = pg_sample_list, .usage_replace = pg_usage_replace, .usage_list = pg_usage_list, \
+    .net_add = pg_net_add, .net_list = pg_net_list
 
 const struct allot_store_ops allot_store_pg_ops = {.scheme = "postgres", .open = pg_open, PG_OPS};

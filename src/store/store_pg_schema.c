@@ -154,5 +154,8 @@ const struct pg_migration pg_migrations[] = {
     /* SQLite's version 11 repairs node spans its triggers closed; this
      * back-end's trigger always closed before it opened */
     {11, "COMMENT ON TABLE node_spans IS 'what each node offered, when';\n"},
+    /* a job held by a user (allot hold) does not start until released */
+    {12, "ALTER TABLE jobs ADD COLUMN held smallint NOT NULL DEFAULT 0"
+         " CHECK (held IN (0, 1));\n"},
 };
 const int pg_n_migrations = (int)(sizeof pg_migrations / sizeof pg_migrations[0]);

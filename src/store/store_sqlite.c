@@ -199,6 +199,8 @@ static const struct migration migrations[] = {
          " HAVING count(s.end_time) = count(*))"
          " AND end_time = start_time AND inventory = (SELECT inventory FROM nodes"
          " WHERE name = node_spans.node);\n"},
+    /* a job held by a user (allot hold) does not start until released */
+    {12, "ALTER TABLE jobs ADD COLUMN held INTEGER NOT NULL DEFAULT 0;\n"},
 };
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
@@ -692,6 +694,7 @@ const struct allot_store_ops allot_store_sqlite_ops = {
     .job_insert = sq_job_insert,
     .job_get = sq_job_get,
     .job_update = sq_job_update,
+    .job_hold = sq_job_hold,
     .job_list = sq_job_list,
     .event_add = sq_event_add,
     .event_list = sq_event_list,

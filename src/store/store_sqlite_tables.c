@@ -25,16 +25,18 @@ const char *const sq_stmt_sql[SQ_NSTMT] = {
     [SQ_JOB_BY_KEY] = "SELECT id FROM jobs WHERE token_id = ?1 AND idem_key = ?2",
     [SQ_JOB_INSERT] = "INSERT INTO jobs(tenant, name, token_id, spec, state, placement,"
                       " pending_reason, submit_time, start_time, end_time, exit_code,"
-                      " array_parent, array_index, idem_key)"
-                      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+                      " array_parent, array_index, idem_key, held)"
+                      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
     [SQ_JOB_ARRAY_SELF] = "UPDATE jobs SET array_parent = id WHERE id = ?1",
     [SQ_DEP_INSERT] = "INSERT OR IGNORE INTO job_deps(job_id, dep_id) VALUES (?1, ?2)",
     [SQ_JOB_GET] = "SELECT " STORE_JOB_COLS " FROM jobs WHERE id = ?1",
     [SQ_DEPS_GET] = "SELECT dep_id FROM job_deps WHERE job_id = ?1 ORDER BY dep_id",
-    [SQ_JOB_UPDATE] = "UPDATE jobs SET state = ?2, placement = ?3, pending_reason = ?4,"
-                      " start_time = ?5, end_time = ?6, exit_code = ?7"
-                      " WHERE id = ?1 AND state IN " STORE_LIVE_STATES,
+    [SQ_JOB_UPDATE] =
+        "UPDATE jobs SET state = ?2, placement = ?3, pending_reason = ?4,"
+        " start_time = ?5, end_time = ?6, exit_code = ?7"
+        " WHERE id = ?1 AND state IN " STORE_LIVE_STATES " AND NOT (held <> 0 AND ?2 = 'starting')",
     [SQ_JOB_STATE] = "SELECT state FROM jobs WHERE id = ?1",
+    [SQ_JOB_HOLD] = "UPDATE jobs SET held = ?2 WHERE id = ?1 AND state = 'pending'",
     [SQ_EVENT_ADD] = "INSERT INTO job_events(job_id, time, kind, detail) VALUES (?1, ?2, ?3, ?4)",
     [SQ_EVENT_LIST] = "SELECT seq, job_id, time, kind, detail FROM job_events"
                       " WHERE job_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
@@ -218,6 +220,7 @@ static int job_row(struct sq_store *s, sqlite3_stmt *st, void *elem)
     j->exit_code = sqlite3_column_int(st, 11);
     j->array_parent = sqlite3_column_int64(st, 12);
     j->array_index = sqlite3_column_int(st, 13);
+    j->held = sqlite3_column_int(st, 15) != 0;
     if ((rc = sq_col_text(st, 1, &j->tenant)) || (rc = sq_col_text(st, 2, &j->name)) ||
         (rc = sq_col_text(st, 4, &j->spec)) || (rc = sq_col_text(st, 6, &j->placement)) ||
         (rc = sq_col_text(st, 7, &j->pending_reason)) || (rc = sq_col_text(st, 14, &j->idem_key)) ||
@@ -264,6 +267,7 @@ int sq_job_insert(struct allot_store *base, const struct allot_store_job *j, int
     sqlite3_bind_int64(st, 12, j->array_parent);
     sqlite3_bind_int(st, 13, j->array_index);
     sq_bind_text(st, 14, j->idem_key);
+    sqlite3_bind_int(st, 15, j->held);
     if ((rc = sq_done(s, st, sqlite3_step(st))) != 0)
         return rc;
     *id = sqlite3_last_insert_rowid(s->db);
@@ -347,7 +351,32 @@ int sq_job_update(struct allot_store *base, const struct allot_store_job *j)
     if (r != 0)
         return r;
     store_set_err(base, "job %lld: %s", (long long)j->id,
-                  rc == ALLOT_ESTATE ? "already ended" : "no such job");
+                  rc == ALLOT_ESTATE ? "already ended, or held" : "no such job");
+    return rc;
+}
+
+int sq_job_hold(struct allot_store *base, int64_t id, bool held)
+{
+    struct sq_store *s = (struct sq_store *)base;
+    sqlite3_stmt *st;
+    int rc = 0, r;
+
+    if (!(st = sq_stmt(s, SQ_JOB_HOLD, &rc)))
+        return rc;
+    sqlite3_bind_int64(st, 1, id);
+    sqlite3_bind_int(st, 2, held);
+    if ((rc = sq_done(s, st, sqlite3_step(st))) != 0 || sqlite3_changes(s->db) == 1)
+        return rc;
+    if (!(st = sq_stmt(s, SQ_JOB_STATE, &rc)))
+        return rc;
+    sqlite3_bind_int64(st, 1, id);
+    r = sqlite3_step(st);
+    rc = r == SQLITE_ROW ? ALLOT_ESTATE : r == SQLITE_DONE ? ALLOT_ENOENT : 0;
+    r = sq_done(s, st, r);
+    if (r != 0)
+        return r;
+    store_set_err(base, "job %lld: %s", (long long)id,
+                  rc == ALLOT_ESTATE ? "not pending" : "no such job");
     return rc;
 }
 

@@ -6,7 +6,8 @@
  * idempotency keys; write batches and their nesting; keyset paging over
  * 10,000 jobs with filters; bad input stored verbatim; the audit hash chain
  * against edited, inserted and deleted rows. The stress tests (failing
- * allocations, SIGKILL, threads) are in test_store_stress.c.
+ * allocations, SIGKILL, threads) are in test_store_stress.c; arrays and
+ * holds in test_store_jobs.c.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -67,6 +68,7 @@ static void test_open_and_migrations(void **state)
                                 "DROP TRIGGER runs_begin; DROP TRIGGER runs_end;"
                                 "DROP TRIGGER runs_again;"                /* version 7: runs anew */
                                 "ALTER TABLE nodes DROP COLUMN token_id;" /* version 8 */
+                                "ALTER TABLE jobs DROP COLUMN held;"      /* version 12 */
                                 "DROP TRIGGER node_spans_new; DROP TRIGGER node_spans_change;"
                                 "DROP TRIGGER node_spans_gone;"
                                 "DROP TABLE runs; DROP TABLE node_spans; DROP TABLE samples;"
@@ -83,6 +85,8 @@ static void test_open_and_migrations(void **state)
                                 " 'node_spans', 'samples', 'usage_hourly', 'tenant_nets',"
                                 " 'runs_again', 'runs_by_job', 'node_spans_change')"),
                      11);
+    assert_int_equal(
+        raw_int(f, "SELECT count(*) FROM pragma_table_info('jobs') WHERE name = 'held'"), 1);
 
     /* a newer schema is refused, even with MIGRATE, and left alone */
     allot_fmt(sql, sizeof sql, "UPDATE meta SET value = '%d' WHERE key = 'schema_version'",
@@ -643,6 +647,7 @@ static void test_usage_bill_column(void **state)
     allot_store_close(st);
     /* a version 9 store with one roll-up row */
     assert_int_equal(raw_sql(f, "ALTER TABLE usage_hourly DROP COLUMN gpu_bill_ppm_s;"
+                                "ALTER TABLE jobs DROP COLUMN held;"
                                 "UPDATE meta SET value = '9' WHERE key = 'schema_version';"
                                 "INSERT INTO usage_hourly VALUES (3600, 't', 'u', 'H100-80GB',"
                                 " 'fraction', 0, 900000000, 250, 1024, 2500, 100, 5, 7, 3)"),
@@ -983,61 +988,6 @@ static void check_listing(struct allot_store *st, const struct paged *all,
 
 /* Job arrays: the first member is its own parent; the array filter lists
  * exactly its members, in pages, combined with the other filters. */
-static void test_arrays(void **state)
-{
-    struct fix *f = *state;
-    struct allot_store *st = open_ok(f);
-    struct allot_store_job j = mkjob("t", "arr", 1), got;
-    struct allot_store_job_filter flt = {.limit = 2};
-    struct allot_store_job_page pg = {0};
-    int64_t first, id, other;
-    bool existed;
-    size_t seen = 0;
-
-    other = submit(st, "t", "lone");
-    j.array_parent = ALLOT_STORE_ARRAY_NEW;
-    assert_int_equal(allot_store_job_submit(st, &j, &first, &existed), 0);
-    assert_int_equal(allot_store_job_get(st, first, &got), 0);
-    assert_int_equal(got.array_parent, first);
-    allot_store_job_clear(&got);
-    for (int i = 1; i < 5; i++) {
-        j.array_parent = first;
-        j.array_index = i * 10;
-        assert_int_equal(allot_store_job_submit(st, &j, &id, &existed), 0);
-    }
-    submit(st, "t", "after");
-    j.array_parent = -2;
-    assert_int_equal(allot_store_job_submit(st, &j, &id, &existed), ALLOT_EINVAL);
-
-    flt.array_parent = first;
-    do {
-        assert_int_equal(allot_store_job_list(st, &flt, &pg), 0);
-        for (size_t i = 0; i < pg.n; i++) {
-            assert_int_equal(pg.jobs[i].array_parent, first);
-            assert_int_equal(pg.jobs[i].array_index, (int)(seen + i) * 10);
-            assert_true(pg.jobs[i].id != other);
-        }
-        seen += pg.n;
-        flt.cursor = pg.next_cursor;
-        allot_store_job_page_free(&pg);
-    } while (flt.cursor);
-    assert_int_equal(seen, 5);
-    /* with a state filter and newest first */
-    flt = (struct allot_store_job_filter){
-        .array_parent = first, .states = 1u << ALLOT_SJ_PENDING, .newest_first = true};
-    assert_int_equal(allot_store_job_list(st, &flt, &pg), 0);
-    assert_int_equal(pg.n, 5);
-    assert_int_equal(pg.jobs[0].array_index, 40);
-    allot_store_job_page_free(&pg);
-    flt.array_parent = other; /* not an array: no members */
-    assert_int_equal(allot_store_job_list(st, &flt, &pg), 0);
-    assert_int_equal(pg.n, 0);
-    allot_store_job_page_free(&pg);
-    flt.array_parent = -1;
-    assert_int_equal(allot_store_job_list(st, &flt, &pg), ALLOT_EINVAL);
-    allot_store_close(st);
-}
-
 static void test_paging(void **state)
 {
     struct fix *f = *state;
@@ -1283,6 +1233,7 @@ static void test_node_span_repair(void **state)
                    " BEGIN SELECT 1; END;"
                    "CREATE TRIGGER node_spans_back AFTER UPDATE OF state, inventory ON nodes"
                    " BEGIN SELECT 1; END;"
+                   "ALTER TABLE jobs DROP COLUMN held;"
                    "UPDATE meta SET value = '10' WHERE key = 'schema_version'"),
         SQLITE_OK);
     assert_int_equal(allot_store_open(f->url, &migrate, &st, err, sizeof err), 0);
@@ -1473,7 +1424,6 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_node_span_repair, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_input_verbatim, setup, teardown),
         cmocka_unit_test_setup_teardown(test_paging, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_arrays, setup, teardown),
         cmocka_unit_test_setup_teardown(test_audit_chain, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lead_and_fence, setup, teardown),
     };
@@ -1488,7 +1438,6 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_metering, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_input_verbatim, setup, teardown),
         cmocka_unit_test_setup_teardown(test_paging, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_arrays, setup, teardown),
         cmocka_unit_test_setup_teardown(test_audit_chain, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lead_and_fence, setup, teardown),
     };

@@ -1,0 +1,144 @@
+/*
+ * Unit tests of allot-store's job arrays and holds, with the SQLite
+ * back-end and with --pg on the PostgreSQL one (tests/CMakeLists:
+ * test_store_jobs_pg, under scripts/pg_sandbox.py).
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "store_fixture.h"
+
+static void test_arrays(void **state)
+{
+    struct fix *f = *state;
+    struct allot_store *st = open_ok(f);
+    struct allot_store_job j = mkjob("t", "arr", 1), got;
+    struct allot_store_job_filter flt = {.limit = 2};
+    struct allot_store_job_page pg = {0};
+    int64_t first, id, other;
+    bool existed;
+    size_t seen = 0;
+
+    other = submit(st, "t", "lone");
+    j.array_parent = ALLOT_STORE_ARRAY_NEW;
+    assert_int_equal(allot_store_job_submit(st, &j, &first, &existed), 0);
+    assert_int_equal(allot_store_job_get(st, first, &got), 0);
+    assert_int_equal(got.array_parent, first);
+    allot_store_job_clear(&got);
+    for (int i = 1; i < 5; i++) {
+        j.array_parent = first;
+        j.array_index = i * 10;
+        assert_int_equal(allot_store_job_submit(st, &j, &id, &existed), 0);
+    }
+    submit(st, "t", "after");
+    j.array_parent = -2;
+    assert_int_equal(allot_store_job_submit(st, &j, &id, &existed), ALLOT_EINVAL);
+
+    flt.array_parent = first;
+    do {
+        assert_int_equal(allot_store_job_list(st, &flt, &pg), 0);
+        for (size_t i = 0; i < pg.n; i++) {
+            assert_int_equal(pg.jobs[i].array_parent, first);
+            assert_int_equal(pg.jobs[i].array_index, (int)(seen + i) * 10);
+            assert_true(pg.jobs[i].id != other);
+        }
+        seen += pg.n;
+        flt.cursor = pg.next_cursor;
+        allot_store_job_page_free(&pg);
+    } while (flt.cursor);
+    assert_int_equal(seen, 5);
+    /* with a state filter and newest first */
+    flt = (struct allot_store_job_filter){
+        .array_parent = first, .states = 1u << ALLOT_SJ_PENDING, .newest_first = true};
+    assert_int_equal(allot_store_job_list(st, &flt, &pg), 0);
+    assert_int_equal(pg.n, 5);
+    assert_int_equal(pg.jobs[0].array_index, 40);
+    allot_store_job_page_free(&pg);
+    flt.array_parent = other; /* not an array: no members */
+    assert_int_equal(allot_store_job_list(st, &flt, &pg), 0);
+    assert_int_equal(pg.n, 0);
+    allot_store_job_page_free(&pg);
+    flt.array_parent = -1;
+    assert_int_equal(allot_store_job_list(st, &flt, &pg), ALLOT_EINVAL);
+    allot_store_close(st);
+}
+
+/* A hold: only of a pending job; a held job's start is refused, so a hold
+ * that lands while the scheduler places the job wins; a release lets it
+ * start; the flag is stored at submission too and survives a reopen. */
+static void test_hold(void **state)
+{
+    struct fix *f = *state;
+    struct allot_store *st = open_ok(f);
+    struct allot_store_job j = mkjob("t", "held", 1), got;
+    int64_t id, plain;
+    bool existed;
+
+    plain = submit(st, "t", "plain");
+    assert_int_equal(allot_store_job_get(st, plain, &got), 0);
+    assert_false(got.held);
+    allot_store_job_clear(&got);
+    j.held = true; /* submitted held (allot submit --hold) */
+    assert_int_equal(allot_store_job_submit(st, &j, &id, &existed), 0);
+    assert_int_equal(allot_store_job_get(st, id, &got), 0);
+    assert_true(got.held);
+    /* its start is refused, and nothing of it changes */
+    got.state = ALLOT_SJ_STARTING;
+    got.start_time = 100;
+    assert_int_equal(allot_store_job_update(st, &got), ALLOT_ESTATE);
+    allot_store_job_clear(&got);
+    assert_int_equal(allot_store_job_get(st, id, &got), 0);
+    assert_int_equal(got.state, ALLOT_SJ_PENDING);
+    assert_int_equal(got.start_time, 0);
+    /* other updates of a held pending job go through (its pending reason) */
+    allot_free(got.pending_reason);
+    got.pending_reason = allot_strdup("held");
+    assert_int_equal(allot_store_job_update(st, &got), 0);
+    allot_store_job_clear(&got);
+    /* released: it starts */
+    assert_int_equal(allot_store_job_hold(st, id, false), 0);
+    assert_int_equal(allot_store_job_get(st, id, &got), 0);
+    assert_false(got.held);
+    assert_string_equal(got.pending_reason, "held");
+    got.state = ALLOT_SJ_STARTING;
+    got.start_time = 100;
+    assert_int_equal(allot_store_job_update(st, &got), 0);
+    allot_store_job_clear(&got);
+    /* only a pending job is held or released */
+    assert_int_equal(allot_store_job_hold(st, id, true), ALLOT_ESTATE);
+    assert_non_null(strstr(allot_store_errmsg(st), "not pending"));
+    assert_int_equal(allot_store_job_hold(st, id + 100, true), ALLOT_ENOENT);
+    assert_int_equal(allot_store_job_hold(st, 0, true), ALLOT_EINVAL);
+    /* a hold between the scheduler's read and its write of the start wins */
+    assert_int_equal(allot_store_job_get(st, plain, &got), 0);
+    assert_int_equal(allot_store_job_hold(st, plain, true), 0);
+    got.state = ALLOT_SJ_STARTING;
+    got.start_time = 100;
+    assert_int_equal(allot_store_job_update(st, &got), ALLOT_ESTATE);
+    allot_store_job_clear(&got);
+    allot_store_close(st);
+    /* kept across a reopen */
+    st = open_ok(f);
+    assert_int_equal(allot_store_job_get(st, plain, &got), 0);
+    assert_true(got.held);
+    assert_int_equal(got.state, ALLOT_SJ_PENDING);
+    allot_store_job_clear(&got);
+    allot_store_close(st);
+}
+
+int main(int argc, char **argv)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_arrays, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_hold, setup, teardown),
+    };
+    const struct CMUnitTest pg_tests[] = {
+        cmocka_unit_test_setup_teardown(test_arrays, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_hold, setup, teardown),
+    };
+
+    return FIX_RUN(argc, argv, tests, pg_tests);
+}
