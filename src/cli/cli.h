@@ -286,6 +286,8 @@ int jobs_resolve(struct client *cl, const char *arg, long long *id);
 bool jobs_terminal(const char *state);
 int cmd_cancel(struct cli *c, int argc, char **argv);
 int cmd_requeue(struct cli *c, int argc, char **argv);
+int cmd_hold(struct cli *c, int argc, char **argv);
+int cmd_release(struct cli *c, int argc, char **argv);
 int cmd_checkpoint(struct cli *c, int argc, char **argv);
 int cmd_events(struct cli *c, int argc, char **argv);
 int cmd_tenants(struct cli *c, int argc, char **argv);

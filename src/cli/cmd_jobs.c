@@ -45,6 +45,7 @@ const struct cli_opt jobs_submit_opts[] = {
     {"checkpoint-interval", 0, "DURATION",
      "with --checkpointable: it saves its work this often (lets the scheduler move it)"},
     {"no-requeue", 0, NULL, "end as lost when its node is lost (default: back to pending)"},
+    {"hold", 'H', NULL, "submit it held: it does not start until `allot release` (as sbatch -H)"},
     {"array", 'a', "SPEC", "job array, e.g. 0-99%10 (indices, ranges A-B[:STEP]; %N: N at once)"},
     {"dependency", 'd', "DEP", "afterok|afterany|afternotok:ID[:ID...][,...]"},
     {"idempotency-key", 0, "KEY", "key of this submission (default: a random one)"},
@@ -216,6 +217,8 @@ static int build_job(const struct cli_args *a, json_t **out)
         json_object_set_new(job, "checkpoint_interval", json_integer(i64));
     if (rc == CLI_OK && args_has(a, "no-requeue"))
         json_object_set_new(job, "requeue", json_false());
+    if (rc == CLI_OK && args_has(a, "hold"))
+        json_object_set_new(job, "hold", json_true());
     if (rc == CLI_OK) {
         const char *const *v;
         size_t n;
@@ -716,6 +719,58 @@ int cmd_cancel(struct cli *c, int argc, char **argv)
     /* not repeated after a lost reply: the repeat would answer 409 */
     return each_job(c, argc, argv, &cancel_usage, "POST", "/cancel", "?array=true",
                     CLIENT_RETRY_CONNECT, cancel_table, NULL, NULL);
+}
+
+/* ---- hold, release ---- */
+
+static const struct cli_usage hold_usage = {
+    "hold", "JOB_ID...",
+    "Holds pending jobs, as Slurm's `scontrol hold` does: a held job stays\n"
+    "pending and does not start until `allot release`. The id of an array's\n"
+    "first job holds every pending member; ARRAYID_INDEX holds one. Holding a\n"
+    "held job changes nothing. Every id is tried; the exit status is that of\n"
+    "the first failure."};
+
+static const struct cli_usage release_usage = {
+    "release", "JOB_ID...",
+    "Releases held jobs (`allot hold`, `allot submit --hold`): they wait for\n"
+    "room in their old place in the queue. The id of an array's first job\n"
+    "releases every held member. Releasing a job that is not held changes\n"
+    "nothing. Every id is tried; the exit status is that of the first failure."};
+
+static void hold_line(const json_t *j, const char *id, const char *verb, const char *members)
+{
+    json_t *m = json_object_get(j, members);
+
+    if (m)
+        printf("%s %lld jobs of array %s\n", verb, (long long)json_integer_value(m), id);
+    else
+        printf("%s job %s\n", verb, id);
+}
+
+static void hold_table(const json_t *j, const char *id, size_t i)
+{
+    (void)i;
+    hold_line(j, id, "held", "members_held");
+}
+
+static void release_table(const json_t *j, const char *id, size_t i)
+{
+    (void)i;
+    hold_line(j, id, "released", "members_released");
+}
+
+int cmd_hold(struct cli *c, int argc, char **argv)
+{
+    /* repeated after a lost reply: a second hold changes nothing */
+    return each_job(c, argc, argv, &hold_usage, "POST", "/hold", "?array=true", CLIENT_RETRY_ALWAYS,
+                    hold_table, NULL, NULL);
+}
+
+int cmd_release(struct cli *c, int argc, char **argv)
+{
+    return each_job(c, argc, argv, &release_usage, "POST", "/release", "?array=true",
+                    CLIENT_RETRY_ALWAYS, release_table, NULL, NULL);
 }
 
 /* ---- requeue ---- */

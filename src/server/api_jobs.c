@@ -34,6 +34,7 @@ json_t *api_job_json(const struct allot_store_job *j)
                         j->pending_reason ? json_string(j->pending_reason) : json_null());
     json_object_set_new(o, "exit_code",
                         j->has_exit_code ? json_integer(j->exit_code) : json_null());
+    json_object_set_new(o, "held", json_boolean(j->held));
     if (j->idem_key)
         json_object_set_new(o, "idempotency_key", json_string(j->idem_key));
     if (j->array_parent) {
@@ -258,6 +259,7 @@ int api_jobs_submit(struct req *r)
     j.state = ALLOT_SJ_PENDING;
     j.submit_time = now;
     j.idem_key = (char *)key;
+    j.held = js.hold;
     struct allot_store *st = api_reader(r);
     if (!st)
         goto out;
@@ -503,6 +505,134 @@ int api_jobs_cancel(struct req *r)
 out:
     allot_store_job_clear(&j);
     return 0;
+}
+
+struct hold_write {
+    struct req *r;
+    int64_t id, now;
+    bool held;                /* hold (true) or release */
+    bool array;               /* every pending member of the array {id} starts */
+    struct allot_store_job j; /* OUT: the job as read, then as written */
+    int64_t *ids;             /* OUT: the jobs whose hold changed (allot_free) */
+    size_t n_ids, cap_ids;
+};
+
+/* Holds or releases pending job id, with its event, unless it already is
+ * (nothing written then). */
+static int hold_one(struct allot_store *st, struct hold_write *w, int64_t id, bool held_now)
+{
+    char detail[160];
+    struct allot_store_event ev = {
+        .job_id = id, .time = w->now, .kind = w->held ? "held" : "released", .detail = detail};
+    int rc;
+
+    if (held_now == w->held)
+        return 0;
+    allot_fmt(detail, sizeof(detail), "%s by %s", ev.kind, w->r->who.name ? w->r->who.name : "");
+    if ((rc = allot_store_job_hold(st, id, w->held)) != 0 ||
+        (rc = allot_store_event_add(st, &ev, NULL)) != 0 ||
+        (rc = allot_grow((void **)&w->ids, &w->cap_ids, w->n_ids + 1, sizeof(*w->ids))) != 0)
+        return rc;
+    w->ids[w->n_ids++] = id;
+    return 0;
+}
+
+/* Group-commit write: the job (or its array's pending members) as the
+ * write reads it; ALLOT_ESTATE when it is not pending (for an array: when
+ * no member is). Holding a held job, or releasing one that is not, writes
+ * nothing and succeeds, so a request whose reply was lost is repeated. */
+static int hold_fn(struct allot_store *st, void *arg)
+{
+    struct hold_write *w = arg;
+    char target[64];
+    int rc = allot_store_job_get(st, w->id, &w->j);
+    bool array = w->array && w->j.array_parent == w->id, any = false;
+
+    if (rc)
+        return rc;
+    if (array) {
+        struct allot_store_job_filter f = {
+            .array_parent = w->id, .states = 1u << ALLOT_SJ_PENDING, .limit = 1000};
+        struct allot_store_job_page pg = {0};
+
+        do {
+            rc = allot_store_job_list(st, &f, &pg);
+            for (size_t i = 0; i < pg.n && !rc; i++) {
+                any = true;
+                rc = hold_one(st, w, pg.jobs[i].id, pg.jobs[i].held);
+            }
+            f.cursor = pg.next_cursor;
+            allot_store_job_page_free(&pg);
+        } while (!rc && f.cursor);
+        if (rc)
+            return rc;
+    } else if (w->j.state == ALLOT_SJ_PENDING) {
+        any = true;
+        if ((rc = hold_one(st, w, w->id, w->j.held)) != 0)
+            return rc;
+    }
+    if (!any)
+        return ALLOT_ESTATE;
+    allot_store_job_clear(&w->j);
+    if ((rc = allot_store_job_get(st, w->id, &w->j)) != 0)
+        return rc;
+    allot_fmt(target, sizeof(target), array ? "job/%lld[]" : "job/%lld", (long long)w->id);
+    return api_audit(st, w->r, target, "ok", w->now);
+}
+
+/* POST /v1/jobs/{id}/hold and /release. */
+static int hold_or_release(struct req *r, bool held)
+{
+    struct allot_store_job j = {0};
+    bool array;
+    int rc;
+
+    if (!api_query_flag(r, "array", &array) || !load_visible(r, &j))
+        return 0;
+    if (r->who.role == ALLOT_ROLE_VIEWER) {
+        api_error(r, 403, "forbidden", "a viewer may not %s jobs", held ? "hold" : "release");
+        goto out;
+    }
+    struct hold_write w = {.r = r, .id = j.id, .now = srv_now(), .held = held, .array = array};
+
+    rc = srv_write(r->srv, hold_fn, &w);
+    if (rc)
+        r->audited = false;
+    allot_store_job_clear(&j);
+    j = w.j;
+    if (rc == ALLOT_ESTATE) {
+        if (w.array && j.array_parent == j.id)
+            api_error(r, 409, "conflict", "no job of array %lld is pending", (long long)j.id);
+        else
+            api_error(r, 409, "conflict", "job %lld is %s: only a pending job is %s",
+                      (long long)j.id, allot_store_job_state_name(j.state),
+                      held ? "held" : "released");
+    } else if (rc < 0) {
+        api_error(r, 500, "store", "%s", allot_strerror(rc));
+    } else {
+        json_t *o = api_job_json(&j);
+
+        for (size_t i = 0; i < w.n_ids; i++)
+            loop_post(r->srv->loop, held ? LOOP_JOB_HOLD : LOOP_JOB_RELEASE, w.ids[i], NULL);
+        if (w.array && j.array_parent == j.id)
+            json_object_set_new(o, held ? "members_held" : "members_released",
+                                json_integer((json_int_t)w.n_ids));
+        api_json(r, 200, o);
+    }
+    allot_free(w.ids);
+out:
+    allot_store_job_clear(&j);
+    return 0;
+}
+
+int api_jobs_hold(struct req *r)
+{
+    return hold_or_release(r, true);
+}
+
+int api_jobs_release(struct req *r)
+{
+    return hold_or_release(r, false);
 }
 
 struct requeue_write {

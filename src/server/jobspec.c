@@ -38,6 +38,7 @@ static const char *const fields[] = {"name",
                                      "dependency",
                                      "rdma_vfs",
                                      "qos",
+                                     "hold",
                                      NULL};
 
 #define E400(...) (allot_fmt(err, errlen, __VA_ARGS__), 400)
@@ -300,6 +301,9 @@ int jobspec_parse(json_t *b, const struct allot_catalog *cat, struct jobspec *ou
     if ((v = json_object_get(b, "requeue")) && !json_is_boolean(v))
         return E400("field \"requeue\" must be a boolean");
     out->requeue = !v || json_is_true(v);
+    if ((v = json_object_get(b, "hold")) && !json_is_boolean(v))
+        return E400("field \"hold\" must be a boolean");
+    out->hold = json_is_true(v);
     if (!*out->tenant)
         return E422("field \"tenant\" must name a tenant");
     if (out->array && (out->array_count = jobspec_array_parse(

@@ -40,6 +40,7 @@ struct jobspec {
     bool checkpointable;
     int64_t checkpoint_s; /* it saves its work this often (s); 0 = not said */
     bool requeue;         /* goes back to pending when its node is lost (default) */
+    bool hold;            /* submitted held: it waits for `allot release` */
     const char *array;    /* borrowed; NULL = not an array */
     int array_count;      /* members of the array (0 = not an array) */
     int array_throttle;   /* at most this many members in the queue at once; 0 = all */

@@ -125,7 +125,8 @@ int loop_post_job(struct loop *l, const struct allot_store_job *j)
                                       .state = j->state,
                                       .submit_time = j->submit_time,
                                       .array_parent = j->array_parent,
-                                      .array_index = j->array_index};
+                                      .array_index = j->array_index,
+                                      .held = j->held};
     m->has_job = true;
     if (!m->job.tenant || !m->job.name || !m->job.spec) {
         msg_free(m); /* the loop reads it from the store instead */
@@ -474,6 +475,12 @@ static bool handle(struct loop *l, struct msg *m)
         break;
     case LOOP_JOB_EVICT:
         loop_evict_job(l, m->id, m->run, m->name ? m->name : "evicted");
+        break;
+    case LOOP_JOB_HOLD:
+        gate_user_hold(l, m->id);
+        break;
+    case LOOP_JOB_RELEASE:
+        gate_user_release(l, m->id);
         break;
     case LOOP_JOB_CHECKPOINT:
         /* a save of an earlier run (requeued since) or of a job that

@@ -36,6 +36,8 @@ enum loop_msg_kind {
                             (id 0) none any more */
     LOOP_NODE_EVICT,     /* name: a drained node whose jobs are to be evicted (requeued) */
     LOOP_JOB_CHECKPOINT, /* id: a running job that saved its work at `run` */
+    LOOP_JOB_HOLD,       /* id: a pending job a user held (stored): out of the core */
+    LOOP_JOB_RELEASE,    /* id: a held job a user released (stored): the gate may let it in */
 };
 
 /* Starts the loop thread and sets s->loop (before the thread can mark the

@@ -29,7 +29,8 @@ void gate_hold(struct loop *l, const struct allot_store_job *j, const struct job
                        .throttle = js->array_throttle,
                        .tenant = allot_tenants_find(l->t, js->tenant),
                        .n_deps = js->n_deps,
-                       .wreason = loop_hash_str(j->pending_reason)};
+                       .wreason = loop_hash_str(j->pending_reason),
+                       .user_held = j->held};
     if (js->n_deps) {
         h->deps = allot_malloc((size_t)js->n_deps * sizeof(*h->deps));
         if (!h->deps) {
@@ -122,6 +123,10 @@ static int dep_read(struct allot_store *rd, int64_t id, struct dep_state *d)
 static enum gate gate_check(struct allot_store *rd, const struct held *h, int in_queue,
                             struct dep_state *cache, char *why, size_t len)
 {
+    if (h->user_held) {
+        allot_fmt(why, len, "held: `allot release %lld` lets it start", (long long)h->sid);
+        return GATE_WAIT;
+    }
     for (int i = 0; i < h->n_deps; i++) {
         const struct jobdep *d = &h->deps[i];
         long long id = (long long)d->id;
@@ -297,4 +302,52 @@ void gate_pass(struct loop *l)
     }
     allot_free(open);
     allot_free(w.out);
+}
+
+void gate_user_hold(struct loop *l, int64_t sid)
+{
+    struct allot_store_job j = {0};
+    struct allot_store *rd;
+    size_t k;
+    struct live *e;
+
+    for (size_t i = 0; i < l->n_held; i++)
+        if (l->held[i].sid == sid) { /* waiting for its dependencies too */
+            l->held[i].user_held = true;
+            l->hold_dirty = true;
+            return;
+        }
+    /* in the core, pending; or placed in a cycle whose write of its start
+     * the store refused, the hold having come first: not started anywhere */
+    if (!(e = loop_find_live(l, sid, &k)) || e->wstate != ALLOT_SJ_PENDING)
+        return;
+    if (!(rd = srv_reader(l->srv)) || allot_store_job_get(rd, sid, &j) != 0 || !j.held ||
+        j.state != ALLOT_SJ_PENDING) {
+        allot_store_job_clear(&j);
+        return; /* released again meanwhile (or unreadable: it runs as it is) */
+    }
+    allot_queue_cancel(l->q, e->qid, srv_now());
+    loop_drop_live(l, k);
+    loop_submit_job(l, &j, true); /* held: to the gate */
+    allot_store_job_clear(&j);
+}
+
+void gate_user_release(struct loop *l, int64_t sid)
+{
+    struct allot_store_job j = {0};
+    struct allot_store *rd;
+    size_t k;
+
+    for (size_t i = 0; i < l->n_held; i++)
+        if (l->held[i].sid == sid) {
+            l->held[i].user_held = false;
+            l->hold_dirty = true;
+            return;
+        }
+    /* not here: held after this loop read it (a message lost to memory) */
+    if (loop_find_live(l, sid, &k) || !(rd = srv_reader(l->srv)))
+        return;
+    if (allot_store_job_get(rd, sid, &j) == 0 && j.state == ALLOT_SJ_PENDING && !j.held)
+        loop_submit_job(l, &j, true);
+    allot_store_job_clear(&j);
 }

@@ -73,6 +73,7 @@ struct held {
     int n_deps;
     struct jobdep *deps; /* owned */
     uint64_t wreason;    /* hash of the pending reason last written */
+    bool user_held;      /* held by a user (allot hold) until released */
 };
 
 #define N_CYCLE_BUCKETS 10
@@ -232,5 +233,10 @@ void gate_unhold(struct loop *l, size_t i);
  * pending reasons that changed, cancels the jobs whose dependencies can
  * never hold, and submits the others to the core in submission order. */
 void gate_pass(struct loop *l);
+/* A user held job sid (stored): a pending job leaves the core for the
+ * gate; one in the gate waits for the release too. */
+void gate_user_hold(struct loop *l, int64_t sid);
+/* A user released job sid (stored): the gate's next pass may let it in. */
+void gate_user_release(struct loop *l, int64_t sid);
 
 #endif

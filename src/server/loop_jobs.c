@@ -144,7 +144,8 @@ static int live_at_reserve(struct loop *l)
 
 /* Puts stored job j into the core. With `gate`, a pending job with
  * dependencies or an array throttle is held back instead (hold_job); the
- * gate lets it in once they allow. */
+ * gate lets it in once they allow. A pending job a user held goes to the
+ * gate always, until released. */
 void loop_submit_job(struct loop *l, const struct allot_store_job *j, bool gate)
 {
     struct allot_job_spec spec = {0};
@@ -186,7 +187,7 @@ void loop_submit_job(struct loop *l, const struct allot_store_job *j, bool gate)
         json_decref(b);
         return;
     }
-    if (gate && j->state == ALLOT_SJ_PENDING && (js.n_deps || js.array_throttle)) {
+    if (j->state == ALLOT_SJ_PENDING && (j->held || (gate && (js.n_deps || js.array_throttle)))) {
         gate_hold(l, j, &js);
         json_decref(b);
         return;
