@@ -175,7 +175,12 @@ static int gpuclustering_score(void *st, const struct allot_sched *s, const stru
             other = 1;
     }
     bonus = same ? (other ? 50 : 75) : (other ? 0 : 25);
-    f = (double)(GPU_SCALE - node_free_gpu(n)) / GPU_SCALE;
+    /* the used share of the reference node's 8 GPUs, or of the node's own
+     * GPUs when it has more: in [0, 1], so that no feasible node scores
+     * below 0 (a score below 0 refuses the node) */
+    int64_t scale = n->n_gpus * 1000 > GPU_SCALE ? (int64_t)n->n_gpus * 1000 : GPU_SCALE;
+    f = (double)(scale - node_free_gpu(n)) / (double)scale;
+    ALLOT_ALWAYS(f >= 0.0 && f <= 1.0);
     return (int)floor(25.0 * f + bonus);
 }
 

@@ -119,6 +119,53 @@ static void test_gpuclustering_score(void **state)
     allot_cluster_free(c);
 }
 
+/* Nodes of more GPUs than openb's 8 (up to ALLOT_MAX_GPUS): every policy
+ * places each task while a node has room for it, and scores no feasible
+ * node below 0 (gpuclustering's used share was over 8000 milli, so a node
+ * with more than 8 GPUs free scored below 0 and was refused). */
+static void test_big_nodes(void **state)
+{
+    const char *names[] = {"firstfit",      "bestfit",    "spread", "random", "dotprod",
+                           "gpuclustering", "gpupacking", "fgd",    "allot"};
+    const struct allot_task seq[] = {
+        whole(1, 1000),
+        frac(470, 1000),
+        whole(2, 1000),
+        frac(300, 1000),
+        {.num_gpu = 0, .gpu_milli = 0, .mig_profile = -1, .cpu_milli = 1000},
+        frac(700, 1000)};
+    char err[256];
+
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        struct allot_cluster *c = mk(1, ALLOT_MAX_GPUS);
+        struct allot_frag_mix mix;
+        struct allot_sched_opts o = {.seed = 3, .mix = &mix};
+        const struct allot_sched_policy_ops *ops = allot_sched_policy_find(names[i]);
+        struct allot_sched *s;
+
+        assert_int_equal(allot_frag_mix_build(seq, 6, 0.95, &mix), 0);
+        s = allot_sched_new(c, ops, &o);
+        assert_non_null(s);
+        for (int k = 0; k < 12; k++) { /* 9.41 GPUs of the node's 16 */
+            struct allot_task t = seq[k % 6];
+            struct allot_placement p;
+
+            if (ops->score && allot_node_fits(c, allot_cluster_node(c, 0), &t) &&
+                score_of(names[i], s, 0, t) < 0)
+                fail_msg("%s scores a feasible node of %d GPUs below 0 (task %d)", names[i],
+                         ALLOT_MAX_GPUS, k);
+            if (allot_sched_place(s, &t, &p, NULL, 0) != 0)
+                fail_msg("%s refused task %d on a node of %d GPUs with room", names[i], k,
+                         ALLOT_MAX_GPUS);
+            if (allot_sched_check_invariants(s, err, sizeof(err)) != 0)
+                fail_msg("%s: %s", names[i], err);
+        }
+        allot_sched_free(s);
+        allot_frag_mix_clear(&mix);
+        allot_cluster_free(c);
+    }
+}
+
 static void test_gpupacking_score(void **state)
 {
     struct allot_cluster *c = mk(2, 8);
@@ -520,6 +567,7 @@ int main(void)
         cmocka_unit_test(test_dotprod_score),
         cmocka_unit_test(test_gpuclustering_score),
         cmocka_unit_test(test_gpupacking_score),
+        cmocka_unit_test(test_big_nodes),
         cmocka_unit_test(test_fgd_score_and_choice),
         cmocka_unit_test(test_policy_choices),
         cmocka_unit_test(test_rank_tiebreak),
