@@ -79,6 +79,10 @@ def replay(args, run, policy, cap):
             fail(f"{' '.join(cmd)}: exit {p.returncode}: {p.stderr.strip()}")
         with open(out) as f:
             fig = json.load(f)["policies"][0]
+    for key, what in (("jain", "Jain's index"), ("avg_jct_s", "average JCT")):
+        if fig.get(key) is None:  # replay writes null for a figure with nothing to stand on
+            fail(f"{frm}..{to} load {load:g}, {policy}: the replay has no {what} (null: too "
+                 f"few jobs finished, or of too few VCs, in the window); choose a longer window")
     return {"jain": fig["jain"], "avg_jct_s": fig["avg_jct_s"]}
 
 

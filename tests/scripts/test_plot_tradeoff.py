@@ -134,6 +134,15 @@ class PlotTradeoff(unittest.TestCase):
             self.assertIn(msg, p.stderr)
             self.assertFalse(os.path.exists(self.svg))
 
+    def test_window_without_a_jain_index(self):
+        # one job in the window: Jain's index has nothing to stand on (null)
+        p = plot("--run", "2017-10-02,2017-10-03,0.8", "--caps", "2", "--out", self.svg)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("2017-10-02..2017-10-03 load 0.8, las: the replay has no Jain's index",
+                      p.stderr)
+        self.assertNotIn("Traceback", p.stderr)
+        self.assertFalse(os.path.exists(self.svg))
+
     def test_missing_files_and_failing_replay(self):
         p = plot("--run", "2017-10-01,2017-10-02,0.8", "--out", self.svg,
                  jobs=os.path.join(self.tmp.name, "nope.csv"))
