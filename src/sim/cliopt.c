@@ -114,9 +114,18 @@ bool cliopt_parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out)
 
 bool cliopt_parse_double(const char *s, double *v)
 {
+    const char *p = s;
+    size_t ndig = 0;
     char *end;
 
-    if (!((*s >= '0' && *s <= '9') || *s == '.'))
+    /* plain decimals only, as the docs say: digits with at most one point
+     * (strtod would also take hex floats, exponents and "inf") */
+    for (; *p >= '0' && *p <= '9'; p++)
+        ndig++;
+    if (*p == '.')
+        for (p++; *p >= '0' && *p <= '9'; p++)
+            ndig++;
+    if (!ndig || *p)
         return false;
     errno = 0;
     *v = strtod(s, &end);

@@ -169,8 +169,15 @@ static void test_parse_double(void **state)
     assert_true(v == 1.5);
     assert_true(cliopt_parse_double(".25", &v));
     assert_true(v == 0.25);
-    assert_true(cliopt_parse_double("2e3", &v));
-    assert_true(v == 2000.0);
+    assert_true(cliopt_parse_double("5.", &v));
+    assert_true(v == 5.0);
+    /* plain decimals only (docs/allot-sim.md): no exponents, no hex floats */
+    assert_false(cliopt_parse_double("2e3", &v));
+    assert_false(cliopt_parse_double("1e-1", &v));
+    assert_false(cliopt_parse_double("0x2", &v));
+    assert_false(cliopt_parse_double("0x1.8p0", &v));
+    assert_false(cliopt_parse_double(".", &v));
+    assert_false(cliopt_parse_double("1.2.3", &v));
     assert_false(cliopt_parse_double("", &v));
     assert_false(cliopt_parse_double("-1", &v));
     assert_false(cliopt_parse_double("+1", &v));
