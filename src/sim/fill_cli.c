@@ -236,6 +236,12 @@ static int open_inputs(const struct fill_args *a, struct sim_fill_trace *trace,
             return 1;
         }
     }
+    const char *const onames[] = {"--json", "--plot", "--decision-log"};
+    const char *const opaths[] = {a->val[OPT_JSON], a->val[OPT_PLOT], a->val[OPT_DLOG]};
+    if (sim_outpath_distinct(onames, opaths, 3, err, sizeof(err))) {
+        fprintf(stderr, "allot-sim fill: %s\n", err);
+        return 1;
+    }
     if (sim_fill_trace_load(trace, a->val[OPT_NODES], a->val[OPT_PODS], err, sizeof(err))) {
         fprintf(stderr, "%s\n", err);
         return 1;

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -60,6 +61,58 @@ int sim_outpath_sibling(const char *opt, const char *path, const char *suffix, c
     if ((size_t)allot_fmt(out, outlen, "%.*s%s.svg", (int)len, path, suffix) >= outlen) {
         allot_fmt(err, errlen, "%s %s: path too long", opt, path);
         return ALLOT_EINVAL;
+    }
+    return 0;
+}
+
+/* Where path leads, as a key two names of one file share: "dev:ino" of an
+ * existing file, else its folder's "dev:ino" and its name; "" for a file
+ * that is not a regular one (a device may be named twice). */
+static void file_key(const char *path, char *key, size_t len)
+{
+    char dir[PATH_MAX];
+    const char *slash = strrchr(path, '/');
+    struct stat st;
+
+    if (stat(path, &st) == 0) {
+        if (S_ISREG(st.st_mode))
+            allot_fmt(key, len, "%llu:%llu", (unsigned long long)st.st_dev,
+                      (unsigned long long)st.st_ino);
+        else
+            *key = '\0';
+        return;
+    }
+    if (!slash)
+        allot_strlcpy(dir, ".", sizeof(dir));
+    else
+        allot_fmt(dir, sizeof(dir), "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    if (stat(dir, &st) == 0)
+        allot_fmt(key, len, "%llu:%llu/%s", (unsigned long long)st.st_dev,
+                  (unsigned long long)st.st_ino, slash ? slash + 1 : path);
+    else
+        allot_fmt(key, len, "%s/%s", dir, slash ? slash + 1 : path);
+}
+
+int sim_outpath_distinct(const char *const *opts, const char *const *paths, size_t n, char *err,
+                         size_t errlen)
+{
+    char a[PATH_MAX + 8], b[PATH_MAX + 8];
+
+    for (size_t i = 0; i < n; i++) {
+        if (!paths[i] || !*paths[i])
+            continue;
+        file_key(paths[i], a, sizeof(a));
+        for (size_t j = i + 1; j < n && *a; j++) {
+            if (!paths[j] || !*paths[j])
+                continue;
+            file_key(paths[j], b, sizeof(b));
+            if (!strcmp(a, b)) {
+                allot_fmt(err, errlen,
+                          "%s and %s name the same file %s: one would overwrite the other", opts[i],
+                          opts[j], paths[j]);
+                return ALLOT_EINVAL;
+            }
+        }
     }
     return 0;
 }

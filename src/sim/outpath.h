@@ -29,4 +29,15 @@ int sim_outpath_check(const char *opt, const char *path, char *err, size_t errle
 int sim_outpath_sibling(const char *opt, const char *path, const char *suffix, char *out,
                         size_t outlen, char *err, size_t errlen);
 
+/*
+ * Checks that no two of the n output files named by paths (IN; NULL: the
+ * option was not given) are the same file, which one would overwrite with
+ * the other: the same name, or names of one existing regular file, or
+ * new files in one folder under one name. opts[i] names paths[i]'s option.
+ * Devices such as /dev/null may be named twice. Returns 0, or ALLOT_EINVAL
+ * with "OPT1 and OPT2 name the same file PATH" in err.
+ */
+int sim_outpath_distinct(const char *const *opts, const char *const *paths, size_t n, char *err,
+                         size_t errlen);
+
 #endif

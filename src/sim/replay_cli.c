@@ -649,6 +649,13 @@ static int check_outputs(const struct replay_args *a)
         fprintf(stderr, "allot-sim replay: %s\n", err);
         return 1;
     }
+    const char *const onames[] = {"--plot", "--plot (its -util.svg)", "--json", "--decision-log"};
+    const char *const opaths[] = {a->val[OPT_PLOT], a->val[OPT_PLOT] ? upath : NULL,
+                                  a->val[OPT_JSON], a->val[OPT_DLOG]};
+    if (sim_outpath_distinct(onames, opaths, 4, err, sizeof(err))) {
+        fprintf(stderr, "allot-sim replay: %s\n", err);
+        return 1;
+    }
     return 0;
 }
 

@@ -622,6 +622,13 @@ static void test_command_line_values(void **state)
         assert_non_null(strstr(err, "is a directory"));
     }
     {
+        const char *a[] = {"fill", "--nodes",        nodes, "--pods", pods, "--json",
+                           dlog,   "--decision-log", dlog};
+        assert_int_equal(run_main_err(9, a, err, sizeof(err)), 1);
+        assert_non_null(strstr(err, "--json and --decision-log name the same file"));
+        assert_int_not_equal(access(dlog, F_OK), 0);
+    }
+    {
         char json[300];
         json_t *root;
         json_error_t jerr;

@@ -583,6 +583,24 @@ static void test_cli_outputs(void **state)
                                  tiny_vcs, "--plot", dir,       NULL};
         assert_int_equal(cli(a), 1);
     }
+    {
+        /* two outputs on one file: the second would overwrite the first */
+        char svg[300], util[300];
+
+        allot_fmt(svg, sizeof(svg), "%s/p.svg", dir);
+        allot_fmt(util, sizeof(util), "%s/./p-util.svg", dir);
+        const char *const a[] = {"replay", "--jobs", tiny_jobs, "--vcs", tiny_vcs,
+                                 "--plot", svg,      "--json",  util,    NULL};
+        assert_int_equal(cli(a), 1);
+        const char *const b[] = {"replay", "--jobs", tiny_jobs,        "--vcs", tiny_vcs,
+                                 "--json", dlog,     "--decision-log", dlog,    NULL};
+        assert_int_equal(cli(b), 1);
+        assert_int_not_equal(access(dlog, F_OK), 0);
+        /* /dev/null may take both */
+        const char *const c[] = {"replay", "--jobs",    tiny_jobs,        "--vcs",     tiny_vcs,
+                                 "--json", "/dev/null", "--decision-log", "/dev/null", NULL};
+        assert_int_equal(cli(c), 0);
+    }
     assert_int_equal(rmdir(dir), 0);
 }
 
