@@ -75,10 +75,19 @@ int cliopt_step(const struct cliopt *opts, int n, int argc, char **argv, int *i,
     }
     if (eq) {
         val[k] = eq + 1;
-    } else if (*i + 1 < argc) {
+    } else if (*i + 1 < argc && strncmp(argv[*i + 1], "--", 2) != 0) {
         val[k] = argv[++*i];
     } else {
-        allot_fmt(err, errlen, "option \"%s%s\" needs a value", pre, name);
+        /* the next word is another option (a value that starts with "--"
+         * is given as --name=VALUE) */
+        allot_fmt(err, errlen, "option \"%s%s\" needs a value%s%s%s", pre, name,
+                  *i + 1 < argc ? " (\"" : "", *i + 1 < argc ? argv[*i + 1] : "",
+                  *i + 1 < argc ? "\" is an option)" : "");
+        return ALLOT_EINVAL;
+    }
+    /* a file's option with an empty name would read or write "" */
+    if (!*val[k] && (!strcmp(opts[k].arg, "FILE") || !strcmp(opts[k].arg, "DIR"))) {
+        allot_fmt(err, errlen, "option \"%s%s\": empty file name", pre, name);
         return ALLOT_EINVAL;
     }
     return k;

@@ -684,7 +684,8 @@ static int load_nodes(struct replay_args *a, char *err, size_t errlen)
     if (a->val[OPT_NODES]) {
         const char *p = a->val[OPT_NODES];
 
-        while (*p) {
+        /* at least one group, and no empty one ("", "G,", "G,,G") */
+        for (bool more = true; more;) {
             char spec[128];
             size_t n = strcspn(p, ",");
 
@@ -706,7 +707,8 @@ static int load_nodes(struct replay_args *a, char *err, size_t errlen)
             }
             a->n_groups++;
             p += n;
-            p += *p == ',';
+            more = *p == ',';
+            p += more;
         }
     }
     if (a->val[OPT_SLURM_NODES] &&

@@ -53,10 +53,16 @@ static void test_forms(void **state)
     assert_null(val[T_FLAG]);
     assert_true(given[T_FILE] && given[T_COUNT] && given[T_FLAG]);
 
-    /* An empty value after '=' and a value that looks like an option. */
-    const char *argv2[] = {"cmd", "--file=", "--count", "--flag", NULL};
-    assert_int_equal(parse(argv2, 0, val, given, err, sizeof(err)), 0);
-    assert_string_equal(val[T_FILE], "");
+    /* An empty file name, and an option where a value belongs, are errors;
+     * a value that starts with "--" is given as --name=VALUE. */
+    const char *argv2[] = {"cmd", "--file=", NULL};
+    assert_int_equal(parse(argv2, 0, val, given, err, sizeof(err)), ALLOT_EINVAL);
+    assert_string_equal(err, "option \"--file\": empty file name");
+    const char *argv2b[] = {"cmd", "--count", "--flag", NULL};
+    assert_int_equal(parse(argv2b, 0, val, given, err, sizeof(err)), ALLOT_EINVAL);
+    assert_string_equal(err, "option \"--count\" needs a value (\"--flag\" is an option)");
+    const char *argv2c[] = {"cmd", "--count=--flag", NULL};
+    assert_int_equal(parse(argv2c, 0, val, given, err, sizeof(err)), 0);
     assert_string_equal(val[T_COUNT], "--flag");
     assert_false(given[T_FLAG]);
 

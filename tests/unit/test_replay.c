@@ -596,6 +596,16 @@ static void test_cli_outputs(void **state)
                                  "--json", dlog,     "--decision-log", dlog,    NULL};
         assert_int_equal(cli(b), 1);
         assert_int_not_equal(access(dlog, F_OK), 0);
+        /* --nodes with no group, or an empty one, is refused (it was
+         * ignored, and the default node shape used) */
+        const char *const d[] = {"replay", "--sacct",
+                                 ALLOT_SOURCE_DIR "/tests/data/slurm/sacct_small.txt",
+                                 "--nodes=", NULL};
+        assert_int_equal(cli(d), 2);
+        const char *const e[] = {
+            "replay",  "--sacct",        ALLOT_SOURCE_DIR "/tests/data/slurm/sacct_small.txt",
+            "--nodes", "8xV100-32GB:8,", NULL};
+        assert_int_equal(cli(e), 2);
         /* /dev/null may take both */
         const char *const c[] = {"replay", "--jobs",    tiny_jobs,        "--vcs",     tiny_vcs,
                                  "--json", "/dev/null", "--decision-log", "/dev/null", NULL};
