@@ -422,7 +422,9 @@ int replay_setup_philly_shape(struct replay_setup *s, const struct replay_node_g
         const struct philly_job *j = &pj.v[i];
         struct replay_job *r = &s->jobs[s->n_jobs];
 
-        if (j->submit < s->from || j->submit >= s->to) {
+        /* outside a window the user gave; a default bound is the span of
+         * the jobs kept, so what lies beyond it is counted by its kind */
+        if ((from >= 0 && j->submit < s->from) || (to >= 0 && j->submit >= s->to)) {
             s->outside++;
             continue;
         }
@@ -432,6 +434,10 @@ int replay_setup_philly_shape(struct replay_setup *s, const struct replay_node_g
         }
         if (j->num_gpus == 0 || j->duration == 0) {
             s->zero++;
+            continue;
+        }
+        if (!ALLOT_ALWAYS(j->submit >= s->from && j->submit < s->to)) {
+            s->outside++;
             continue;
         }
         r->submit = j->submit;
@@ -838,8 +844,8 @@ int replay_setup_trace(struct replay_setup *s, const struct replay_trace *tr,
         const struct replay_trace_job *j = &tr->v[i];
         struct replay_job *r = &s->jobs[s->n_jobs];
 
-        if (j->submit < s->from || j->submit >= s->to) {
-            s->outside++;
+        if ((o->from >= 0 && j->submit < s->from) || (o->to >= 0 && j->submit >= s->to)) {
+            s->outside++; /* outside a window the user gave (see above) */
             continue;
         }
         if (map[j->tenant] < 0) {
@@ -848,6 +854,10 @@ int replay_setup_trace(struct replay_setup *s, const struct replay_trace *tr,
         }
         if (j->gpus <= 0 || j->duration <= 0) {
             s->zero++;
+            continue;
+        }
+        if (!ALLOT_ALWAYS(j->submit >= s->from && j->submit < s->to)) {
+            s->outside++;
             continue;
         }
         if (j->gpus > REPLAY_MAX_JOB_GPUS || (s->n_groups > 0 && j->gpus > replay_setup_gpus(s))) {

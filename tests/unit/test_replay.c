@@ -98,6 +98,30 @@ static void test_setup_window_and_load(void **state)
     assert_int_equal(s.to, T0 + 86400 + 1);
     assert_int_equal(s.n_jobs, 30);
     assert_int_equal(s.outside, 0);
+    {
+        /* the default window spans the kept jobs: a job of another VC, or
+         * of 0 GPUs, beyond them is counted by its kind, not as outside */
+        char path[] = "/tmp/allot-test-replay-XXXXXX";
+        int fd = mkstemp(path);
+        struct replay_setup t;
+        const char *text = "timestamp,duration,num_gpus,gpu_time,cluster\n"
+                           "2017-10-01 00:00:00,3600.0,8,28800.0,alpha\n"
+                           "2017-10-01 00:10:00,600.0,1,600.0,zzz\n"
+                           "2017-10-01 00:20:00,600.0,0,0.0,alpha\n";
+
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+        close(fd);
+        if (replay_setup_philly(&t, path, DATA "replay_vcs.csv", NULL, -1, -1, 0, err,
+                                sizeof(err)) != 0)
+            fail_msg("%s", err);
+        assert_int_equal(t.n_jobs, 1);
+        assert_int_equal(t.other_vc, 1);
+        assert_int_equal(t.zero, 1);
+        assert_int_equal(t.outside, 0);
+        replay_setup_free(&t);
+        unlink(path);
+    }
     offered = s.offered_gpu_s;
     assert_near(s.load, offered / (32.0 * 86401));
     replay_setup_free(&s);
