@@ -155,7 +155,7 @@ static int emit_ready(struct job_out *jobs, int n, int *next, const struct sim_f
 static void progress(const struct sim_fill_opts *o, int done, int n)
 {
     if (o->progress)
-        fprintf(stderr, "\rfill: [%-30.*s] %d/%d jobs%s", done * 30 / n,
+        fprintf(stderr, "\rfill: [%-30.*s] %d/%d runs%s", done * 30 / n,
                 "##############################", done, n, done == n ? "\n" : "");
 }
 

@@ -315,7 +315,7 @@ static int run_and_report(const struct fill_args *a, const struct sim_fill_trace
         return 1;
     }
     printf("openb fill: %s on %s: %zu GPU nodes, %lld GPUs, %zu pods, tune %.2f, %d seed%s, "
-           "%d job%s\n",
+           "%d worker%s\n",
            trace->workload, a->val[OPT_NODES], trace->n_nodes, (long long)trace->gpus,
            trace->n_tasks, a->tune, a->ns, a->ns == 1 ? "" : "s", (int)a->workers,
            a->workers == 1 ? "" : "s");

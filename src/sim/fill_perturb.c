@@ -67,7 +67,8 @@ int sim_fill_perturb_parse(const char *spec, struct sim_fill_perturb *out, char 
             if (seen_seed)
                 goto repeated;
             if (!cliopt_parse_int(val, 0, INT64_MAX, &s)) {
-                allot_fmt(err, errlen, "seed=%s: want a non-negative integer", val);
+                allot_fmt(err, errlen, "seed=%s: want an integer 0..%lld", val,
+                          (long long)INT64_MAX);
                 return ALLOT_EINVAL;
             }
             out->seed = (uint64_t)s;

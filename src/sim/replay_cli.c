@@ -284,8 +284,11 @@ void replay_print_tables(FILE *f, const struct replay_setup *s, const struct rep
     for (int t = 0; t < s->n_tenants; t++) {
         const struct replay_stats *x = st ? &st->tenant[t] : &al->tenant[t];
 
-        fprintf(f, "%-16.16s %6lld %6zu", s->tenants[t].path,
-                (long long)(s->tenants[t].nominal_milli / ALLOT_MILLI), x->jobs);
+        /* a nominal of 8.5 GPUs reads 8.5, not 8: as many decimals as it has */
+        int64_t nm = s->tenants[t].nominal_milli;
+        int dec = nm % 1000 == 0 ? 0 : nm % 100 == 0 ? 1 : nm % 10 == 0 ? 2 : 3;
+        fprintf(f, "%-16.16s %6.*f %6zu", s->tenants[t].path, dec, (double)nm / ALLOT_MILLI,
+                x->jobs);
         for (int k = 0; k < 2; k++) {
             const struct replay_result *rr = k == 0 ? st : al;
 
@@ -611,7 +614,8 @@ static int parse_args(int argc, char **argv, struct replay_args *a)
     a->o.placement = a->val[OPT_PLACEMENT];
     if (a->val[OPT_SEED]) {
         if (!cliopt_parse_int(a->val[OPT_SEED], 0, INT64_MAX, &v))
-            return usage_error("--seed \"%s\": want a non-negative integer", a->val[OPT_SEED]);
+            return usage_error("--seed \"%s\": want an integer 0..%lld", a->val[OPT_SEED],
+                               (long long)INT64_MAX);
         a->o.seed = (uint64_t)v;
     }
     if (a->val[OPT_FAIR_CAP] &&

@@ -78,7 +78,7 @@ static void test_parse(void **state)
         {"subset=0", "subset=0: want a share of the nodes in (0, 1]"},
         {"subset=1.5", "subset=1.5: want a share"},
         {"seed=3", "seed=N only goes with subset=P"},
-        {"subset=0.5,seed=x", "seed=x: want a non-negative integer"},
+        {"subset=0.5,seed=x", "seed=x: want an integer 0..9223372036854775807"},
         {"flip,flip", "\"flip\" given twice"},
         {"scale=1,scale=2", "\"scale\" given twice"},
         {"flip,", "\"\": want flip"},

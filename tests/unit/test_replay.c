@@ -674,6 +674,27 @@ static void test_unfinished_note(void **state)
     free(buf);
 }
 
+/* The per-tenant table gives a nominal of 8.5 GPUs as 8.5 (it printed 8). */
+static void test_tenant_nominal_decimals(void **state)
+{
+    struct replay_stats ts[2] = {0};
+    struct replay_tenant tn[2] = {{.path = "half", .nominal_milli = 8500},
+                                  {.path = "whole", .nominal_milli = 16000}};
+    struct replay_setup s = {.tenants = tn, .n_tenants = 2};
+    struct replay_result r = {.policy = REPLAY_ALLOT, .tenant = ts};
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+
+    (void)state;
+    assert_non_null(f);
+    replay_print_tables(f, &s, &r, 1);
+    assert_int_equal(fclose(f), 0);
+    assert_non_null(strstr(buf, "\nhalf                8.5 "));
+    assert_non_null(strstr(buf, "\nwhole                16 "));
+    free(buf);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -683,7 +704,7 @@ int main(void)
         cmocka_unit_test(test_tiny_allot),         cmocka_unit_test(test_decision_log),
         cmocka_unit_test(test_synthetic),          cmocka_unit_test(test_cli),
         cmocka_unit_test(test_cli_far_to),         cmocka_unit_test(test_cli_outputs),
-        cmocka_unit_test(test_unfinished_note),
+        cmocka_unit_test(test_unfinished_note),    cmocka_unit_test(test_tenant_nominal_decimals),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
