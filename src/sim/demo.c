@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 enum { OPT_NODES, OPT_CLUSTER, OPT_TASKS, OPT_SEED, OPT_HELP, N_OPTS };
 
@@ -128,6 +129,7 @@ struct demo_args {
     long nodes, ntasks, seed;
     const char *cluster_file; /* borrowed from argv, NULL: synthetic */
     bool nodes_given;
+    bool progress; /* a progress bar on stderr (a terminal) */
 };
 
 /* Parses argv into *a with the option table (cliopt.h): "--name VALUE"
@@ -214,9 +216,13 @@ static int demo_policy_row(const struct allot_catalog *cat, const struct demo_ar
         return 1;
     }
     t0 = now_s();
-    for (long i = 0; i < a->ntasks; i++) {
+    for (long i = 0, step = a->ntasks / 50 > 0 ? a->ntasks / 50 : 1; i < a->ntasks; i++) {
         struct allot_placement pl;
         const struct allot_task *t = &tasks[i];
+        if (a->progress && i % step == 0) /* a long run shows where it is */
+            fprintf(stderr, "\rdemo: %-14s [%-50.*s] %ld/%ld tasks", ops->name,
+                    (int)(i * 50 / a->ntasks), "##################################################",
+                    i, a->ntasks);
         allot_sched_observe(s, t);
         if (allot_sched_place(s, t, &pl, NULL, 0) != 0)
             continue;
@@ -231,6 +237,8 @@ static int demo_policy_row(const struct allot_catalog *cat, const struct demo_ar
             by_kind[1]++;
     }
     dt = now_s() - t0;
+    if (a->progress)
+        fprintf(stderr, "\r%*s\r", 100, ""); /* the bar goes; the row takes its place */
     if (allot_sched_check_invariants(s, err, sizeof(err)) != 0) {
         fprintf(stderr, "allot-sim demo: %s: invariant broken: %s\n", ops->name, err);
         allot_sched_free(s);
@@ -244,6 +252,7 @@ static int demo_policy_row(const struct allot_catalog *cat, const struct demo_ar
            gpus ? 100.0 * (double)allot_cluster_used_milli(c) / (double)(gpus * 1000) : 0.0,
            free_milli > 0 ? 100.0 * allot_frag_cluster(mix, c) / free_milli : 0.0, placed,
            by_kind[0], by_kind[1], by_kind[2], by_kind[3], (double)a->ntasks / dt);
+    fflush(stdout); /* a row as soon as it is done, into a pipe too */
     allot_sched_free(s);
     allot_cluster_free(c);
     return 0;
@@ -262,6 +271,7 @@ int sim_demo_main(int argc, char **argv)
 
     if (status >= 0)
         return status;
+    a.progress = isatty(STDERR_FILENO);
     cat = allot_catalog_default(err, sizeof(err));
     if (!cat) {
         fprintf(stderr, "allot-sim demo: catalog: %s\n", err);
