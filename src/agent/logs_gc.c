@@ -5,7 +5,9 @@
  * jobs fills its state file system with them: every --log-retention / 10
  * (at least a second, at most an hour) the agent removes the log folder
  * of each job that has no task here any more and whose logs were last
- * written more than --log-retention ago (0: logs are kept for ever).
+ * written more than --log-retention ago (0: logs are kept for ever); the
+ * agent touches a task's log when it forgets the task (task_forget), so
+ * the time counts from the task's end at the latest.
  *
  * Only what the agent writes goes: files named task-INDEX.log, then the
  * folder. A folder holding anything else is left whole; a job that runs

@@ -1348,6 +1348,12 @@ void task_forget(struct agent *a, struct task *t)
         cg_destroy(a->cfg.cgroup_root, t->key);
     if (getuid() == 0 && !job_has_other_task(a, t->job, t))
         jobfs_down(a, t->job); /* its last task here: the job's /tmp and /dev/shm go */
+    /* --log-retention counts from here, the task's end, not from its last
+     * output (a job quiet for days would lose its log at once) */
+    char logf[4500];
+    allot_fmt(logf, sizeof(logf), "%s/%lld/task-%d.log", a->logs_dir, (long long)t->job, t->index);
+    if (utimensat(AT_FDCWD, logf, NULL, AT_SYMLINK_NOFOLLOW) < 0 && errno != ENOENT)
+        LOG_WARN("task", "%s: %s", logf, strerror(errno));
 }
 
 int task_adopt_all(struct agent *a, struct task **out)

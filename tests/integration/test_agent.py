@@ -1232,8 +1232,10 @@ def test_log_retention():
         with open(os.path.join(other, "notes.txt"), "w") as f:
             f.write("kept\n")
         os.utime(os.path.join(other, "notes.txt"), (time.time() - 3600, time.time() - 3600))
-        done = submit({"gpu_models": ["V100-16GB"], "command": sh("echo short")})
+        # quiet for 3 s before it ends: the retention counts from its end
+        done = submit({"gpu_models": ["V100-16GB"], "command": sh("echo short; sleep 3")})
         assert wait_state(done, ("succeeded", "failed"))["state"] == "succeeded"
+        time.sleep(1.5)
         assert ok(cli(dm, "logs", done)).out == "short\n"
         longer = submit({"gpu_models": ["V100-16GB"], "command": sh("echo long; sleep 60")})
         wait_state(longer, ("running",))
