@@ -673,17 +673,6 @@ static int changes_fn(struct allot_store *st, void *arg)
 
     if (nrc)
         return nrc;
-    for (size_t d = 0; d < l->n_decs; d++) {
-        /* every core job came through loop_submit_job, which reserved its id */
-        int32_t i =
-            ALLOT_ALWAYS((size_t)l->decs[d].qid < l->cap_live_at) ? l->live_at[l->decs[d].qid] : -1;
-        struct allot_store_event ev = {
-            .time = now, .kind = (char *)dec_event(l->decs[d].kind), .detail = l->decs[d].why};
-        if (i < 0)
-            continue;
-        ev.job_id = l->live[i].sid;
-        allot_store_event_add(st, &ev, NULL);
-    }
     for (size_t k = 0; k < l->n_chg; k++) {
         const struct change *c = &l->chg[k];
         struct live *e = &l->live[c->i];
@@ -708,11 +697,45 @@ static int changes_fn(struct allot_store *st, void *arg)
                 e->wplacement = l->chg[k].placement;
                 l->chg[k].placement = NULL; /* kept by the live record */
             }
+        } else if (rc == ALLOT_ESTATE && c->want == ALLOT_SJ_STARTING) {
+            e->start_refused = true; /* held (or ended) meanwhile: the loop looks */
         } else if (rc != ALLOT_ESTATE && rc != ALLOT_ENOENT) {
             return rc;
         }
     }
+    /* the decisions' events, after the starts: a start the store refused
+     * (the job was held) placed nothing */
+    for (size_t d = 0; d < l->n_decs; d++) {
+        /* every core job came through loop_submit_job, which reserved its id */
+        int32_t i =
+            ALLOT_ALWAYS((size_t)l->decs[d].qid < l->cap_live_at) ? l->live_at[l->decs[d].qid] : -1;
+        struct allot_store_event ev = {
+            .time = now, .kind = (char *)dec_event(l->decs[d].kind), .detail = l->decs[d].why};
+        if (i < 0 || (l->decs[d].kind == ALLOT_DEC_START && l->live[i].start_refused))
+            continue;
+        ev.job_id = l->live[i].sid;
+        allot_store_event_add(st, &ev, NULL);
+    }
     return 0;
+}
+
+/* Jobs whose start the store refused in this cycle's write: a user held
+ * them between the cycle's decision and its write. They go to the gate
+ * (gate_user_hold reads the store: a job released meanwhile stays and
+ * starts in a later cycle), so the core does not keep their GPUs. */
+static void refused_to_gate(struct loop *l)
+{
+    int64_t sids[64];
+    size_t n = 0;
+
+    for (size_t i = 0; i < l->n_live; i++)
+        if (l->live[i].start_refused) {
+            l->live[i].start_refused = false;
+            if (n < sizeof(sids) / sizeof(sids[0]))
+                sids[n++] = l->live[i].sid; /* more: refused again next cycle */
+        }
+    for (size_t k = 0; k < n; k++)
+        gate_user_hold(l, sids[k]);
 }
 
 /* Per-tenant and per-model gauges as Prometheus text (allocated by
@@ -970,10 +993,14 @@ static void cycle(struct loop *l)
         LOG_ERROR("loop", "out of memory noting the cycle's changes; the rest next cycle");
     if ((l->n_decs || l->n_chg) && srv_write(l->srv, changes_fn, &w) < 0) {
         LOG_ERROR("loop", "commit of decisions failed; rewriting them next cycle");
-        for (size_t i = 0; i < l->n_live; i++)
+        for (size_t i = 0; i < l->n_live; i++) {
             l->live[i].wstate = -1; /* differs from every state: written again */
-    } else if (l->n_decs || l->n_chg)
+            l->live[i].start_refused = false;
+        }
+    } else if (l->n_decs || l->n_chg) {
         lnet_written(l);
+        refused_to_gate(l);
+    }
     changes_clear(l);
     /* jobs the core ended (time limit) leave the live set */
     for (size_t i = l->n_live; i-- > 0;)

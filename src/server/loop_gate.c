@@ -17,13 +17,26 @@
 
 void gate_hold(struct loop *l, const struct allot_store_job *j, const struct jobspec *js)
 {
-    struct held *h;
+    struct held *h, one;
+    size_t at = l->n_held, lo = 0, hi = l->n_held;
 
     if (allot_grow((void **)&l->held, &l->cap_held, l->n_held + 1, sizeof(*l->held)) < 0) {
         loop_reject(l, j->id, "out of memory");
         return;
     }
-    h = &l->held[l->n_held];
+    /* the list stays in id order (submission order: an array's members are
+     * next to each other, which gate_pass's throttle count relies on, and
+     * a job held again goes back to its old place) */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+
+        if (l->held[mid].sid < j->id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    at = lo;
+    h = &one;
     *h = (struct held){.sid = j->id,
                        .parent = j->array_parent,
                        .throttle = js->array_throttle,
@@ -39,6 +52,8 @@ void gate_hold(struct loop *l, const struct allot_store_job *j, const struct job
         }
         memcpy(h->deps, js->deps, (size_t)js->n_deps * sizeof(*h->deps));
     }
+    memmove(&l->held[at + 1], &l->held[at], (l->n_held - at) * sizeof(*l->held));
+    l->held[at] = one;
     l->n_held++;
     if (j->id > l->max_sid)
         l->max_sid = j->id;
@@ -116,17 +131,10 @@ static int dep_read(struct allot_store *rd, int64_t id, struct dep_state *d)
     return rc;
 }
 
-/* The one rule for "may this held job enter the queue": every dependency
- * holds, and its array has fewer than `throttle` members in the queue
- * (`in_queue`). Never when a dependency cannot hold any more. `cache`
- * keeps the last dependency read (array members share theirs). */
-static enum gate gate_check(struct allot_store *rd, const struct held *h, int in_queue,
+/* Dependencies and throttle (gate_check without the user's hold). */
+static enum gate gate_rules(struct allot_store *rd, const struct held *h, int in_queue,
                             struct dep_state *cache, char *why, size_t len)
 {
-    if (h->user_held) {
-        allot_fmt(why, len, "held: `allot release %lld` lets it start", (long long)h->sid);
-        return GATE_WAIT;
-    }
     for (int i = 0; i < h->n_deps; i++) {
         const struct jobdep *d = &h->deps[i];
         long long id = (long long)d->id;
@@ -182,6 +190,24 @@ static enum gate gate_check(struct allot_store *rd, const struct held *h, int in
         return GATE_WAIT;
     }
     return GATE_OPEN;
+}
+
+/* The one rule for "may this held job enter the queue": a user does not
+ * hold it, every dependency holds, and its array has fewer than
+ * `throttle` members in the queue (`in_queue`). Never when a dependency
+ * cannot hold any more, held or not (the job ends cancelled, and so do its
+ * own afterok dependants). `cache` keeps the last dependency read (array
+ * members share theirs). */
+static enum gate gate_check(struct allot_store *rd, const struct held *h, int in_queue,
+                            struct dep_state *cache, char *why, size_t len)
+{
+    enum gate v = gate_rules(rd, h, in_queue, cache, why, len);
+
+    if (h->user_held && v != GATE_NEVER) {
+        allot_fmt(why, len, "held: `allot release %lld` lets it start", (long long)h->sid);
+        return GATE_WAIT;
+    }
+    return v;
 }
 
 /* What one gate pass decided for a held job. */
@@ -296,8 +322,17 @@ void gate_pass(struct loop *l)
     for (size_t k = 0; k < n_open; k++) {
         struct allot_store_job j = {0};
 
-        if (allot_store_job_get(rd, open[k], &j) == 0 && j.state == ALLOT_SJ_PENDING)
+        size_t at;
+        struct live *e;
+
+        if (allot_store_job_get(rd, open[k], &j) == 0 && j.state == ALLOT_SJ_PENDING) {
             loop_submit_job(l, &j, false);
+            /* its stored reason is the gate's ("held: ...", "waiting for
+             * job ..."): the next cycle writes the queue's at once, not in
+             * its turn of the reasons' round robin */
+            if ((e = loop_find_live(l, open[k], &at)))
+                e->wstate = -1;
+        }
         allot_store_job_clear(&j);
     }
     allot_free(open);
@@ -318,13 +353,17 @@ void gate_user_hold(struct loop *l, int64_t sid)
             return;
         }
     /* in the core, pending; or placed in a cycle whose write of its start
-     * the store refused, the hold having come first: not started anywhere */
-    if (!(e = loop_find_live(l, sid, &k)) || e->wstate != ALLOT_SJ_PENDING)
+     * the store refused, the hold having come first. The store is the
+     * truth: held and pending there, it started nowhere (the store refuses
+     * a held job's start, and agents start only stored runs) */
+    if (!(e = loop_find_live(l, sid, &k)))
         return;
     if (!(rd = srv_reader(l->srv)) || allot_store_job_get(rd, sid, &j) != 0 || !j.held ||
         j.state != ALLOT_SJ_PENDING) {
+        /* released again meanwhile: it stays; unreadable: a refused start
+         * comes back here next cycle */
         allot_store_job_clear(&j);
-        return; /* released again meanwhile (or unreadable: it runs as it is) */
+        return;
     }
     allot_queue_cancel(l->q, e->qid, srv_now());
     loop_drop_live(l, k);

@@ -51,6 +51,7 @@ struct live {
     int net_t;           /* its tenant network (loop_net.c), -1 none */
     uint32_t *net_hosts; /* owned: the host indices its tasks hold there */
     int n_net_hosts;
+    bool start_refused; /* the store refused its start (a user held it): to the gate */
 };
 
 /* What a cycle writes for one live job (changes_prepare, changes_fn). */

@@ -166,6 +166,16 @@ def test_dependency_and_hold():
     assert j["state"] == "pending", j
     finish(c)
     finish(d)
+    # held or not, a job whose dependency can never hold ends cancelled
+    e = submit({"name": "e", "gpus": 0})
+    f = submit({"name": "f", "gpus": 0, "dependency": "afterok:%d" % e, "hold": True})
+    started(e)
+    report(e, "running")
+    report(e, "failed", 3)
+    j = wait_job(f, lambda x: x["state"] == "cancelled")
+    assert "dependency can never be satisfied" in (j["pending_reason"] or "") or \
+        any("dependency can never" in (ev.get("detail") or "") for ev in
+            expect(dm.req("GET", "/v1/jobs/%d/events" % f, token=dm.admin), 200)["events"]), j
 
 
 def test_array_held_whole():
@@ -188,6 +198,37 @@ def test_array_held_whole():
     assert r.out == "released 1 jobs of array %d\n" % aid, r
     finish(ids[2])
     fails(cli(dm, "hold", aid), 4, "conflict")  # no member pending
+
+
+def test_hold_in_a_throttled_array():
+    """A held member gives its slot of the array's throttle to the next member; released,
+    it waits in its old place in the gate (submission order), so the throttle still counts
+    right and it goes in before the members after it."""
+    def ids_of(aid):
+        return [m["id"] for m in expect(dm.req("GET", "/v1/jobs?array=%d" % aid,
+                                               token=dm.admin), 200)["jobs"]]
+
+    def throttled(x):
+        return "array throttle" in (x["pending_reason"] or "")
+
+    a = ids_of(submit({"gpus": 4, "array": "0-3%2"}))
+    b = ids_of(submit({"gpus": 4, "array": "0-3%2"}))
+    started(a[0])
+    wait_job(a[2], throttled)
+    wait_job(b[2], throttled)
+    expect(dm.req("POST", "/v1/jobs/%d/hold" % a[1], token=dm.admin), 200)
+    stays_held(a[1], 0.2)
+    wait_job(a[2], lambda x: not throttled(x))  # a[1]'s slot
+    assert throttled(get(a[3])), get(a[3])
+    expect(dm.req("POST", "/v1/jobs/%d/release" % a[1], token=dm.admin), 200)
+    wait_job(a[1], throttled)  # a[0] and a[2] hold the two slots
+    finish(a[0])
+    # a[1] goes in before a[3], and the throttle holds: a[1] and a[2] in the queue only
+    started(a[1])
+    time.sleep(0.3)
+    assert throttled(get(a[3])), get(a[3])
+    for jid in a[1:] + b:
+        finish(jid)
 
 
 def test_restart_keeps_holds():
@@ -213,6 +254,6 @@ if __name__ == "__main__":
         AG = dm.token("agent", "", "agents")
         fx.run([test_register, test_submit_held_then_release, test_hold_a_waiting_job,
                 test_conflicts_and_roles, test_dependency_and_hold, test_array_held_whole,
-                test_restart_keeps_holds])
+                test_hold_in_a_throttled_array, test_restart_keeps_holds])
     finally:
         dm.stop()
