@@ -19,10 +19,11 @@
  * Transient while following: allotd restarted knows where a node's agent
  * serves its logs only from the agent's next heartbeat, and answers 502
  * no_agent until then, and an agent restarting, or a node being lost, is
- * answered 502 agent_unreachable. A follower asks again, with back-off and
- * silently, while the job goes on (a lost node's job queues again and runs
- * elsewhere), and for at most NO_AGENT_WAIT_MS once it has ended, before it
- * gives up with that error.
+ * answered 502 agent_unreachable; a job starting again on another node has
+ * no log there until its task starts (404 no_log). A follower asks again,
+ * with back-off and silently, while the job goes on (a lost node's job
+ * queues again and runs elsewhere), and for at most NO_AGENT_WAIT_MS once it
+ * has ended (the 502s only), before it gives up with that error.
  *
  * A job that runs again on another node writes another file there (a task's
  * log on a node grows with every run of the job on that node). Offsets are
@@ -77,11 +78,15 @@ static long long *node_offset(struct node_offsets *o, const char *node)
 }
 
 /* Whether a failed log read is worth asking again while following: allotd
- * does not know the node's agent yet, or cannot reach it. */
-static bool transient_log_error(const struct client_error *err)
+ * does not know the node's agent yet, or cannot reach it; or, while the
+ * job goes on (`ended` false), the node it starts on again has no log of
+ * it yet (its agent opens the log when the task starts, which may wait for
+ * a stopping task's GPUs or an image). */
+static bool transient_log_error(const struct client_error *err, bool ended)
 {
-    return err->status == 502 &&
-           (!strcmp(err->code, "no_agent") || !strcmp(err->code, "agent_unreachable"));
+    return (err->status == 502 &&
+            (!strcmp(err->code, "no_agent") || !strcmp(err->code, "agent_unreachable"))) ||
+           (!ended && err->status == 404 && !strcmp(err->code, "no_log"));
 }
 
 static void sleep_ms(long ms)
@@ -165,7 +170,7 @@ static int stream(struct client *cl, long long id, long long task, bool follow, 
             /* the node's agent not known (yet) or out of reach: while the
              * job goes on, and for a while after it ended */
             bool ended_now = jobs_terminal(json_string_value(json_object_get(job, "state")));
-            if (follow && transient_log_error(&err) &&
+            if (follow && transient_log_error(&err, ended_now) &&
                 (!ended_now || no_agent_at < 0 || now_ms() - no_agent_at < NO_AGENT_WAIT_MS)) {
                 if (ended_now && no_agent_at < 0)
                     no_agent_at = now_ms();
@@ -179,7 +184,7 @@ static int stream(struct client *cl, long long id, long long task, bool follow, 
             }
             if (err.status) /* an error reply, held back: printed now */
                 client_error_print(&err);
-            if (no_agent_at >= 0 && transient_log_error(&err))
+            if (no_agent_at >= 0 && transient_log_error(&err, ended_now))
                 fprintf(stderr, "allot: gave up following job %lld after %ld s\n", id,
                         NO_AGENT_WAIT_MS / 1000);
             json_decref(job);

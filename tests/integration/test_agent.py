@@ -1481,8 +1481,10 @@ def test_follow_through_agent_restart_and_a_move():
     """While `allot logs -f` follows a job: its node's agent killed and restarted (allotd
     answers 502 agent_unreachable meanwhile) is waited for, silently; the job evicted and run
     again on another node, where its log is another file, is read there from its start (the
-    follower keeps an offset per node) and stderr says it runs on there. Each agent has a
-    cgroup root of its own, as two nodes have (the task's cgroup is named by job and task)."""
+    follower keeps an offset per node) and stderr says it runs on there, also while the new
+    node has no log of it yet (it preempts a job there whose grace keeps the GPU: 404 no_log
+    meanwhile). Each agent has a cgroup root of its own, as two nodes have (the task's
+    cgroup is named by job and task)."""
     a = Agent(dm, AG, "ag-mv1", emulate="1xA100-40GB",
                   args=["--grace", "1s", "--cgroup-root", "%s-ag-mv1" % fx.CGROUP_ROOT])
     b = None
@@ -1490,7 +1492,7 @@ def test_follow_through_agent_restart_and_a_move():
         wait_node("ag-mv1")
         # it stays on ag-mv1 until it is evicted; on ag-mv2 it ends after a second
         job = sh('echo start; [ "$ALLOT_NODE" = ag-mv2 ] || sleep 60; sleep 1; echo end')
-        jid = submit({"gpu_models": ["A100-40GB"], "command": job})
+        jid = submit({"gpu_models": ["A100-40GB"], "priority": "inference", "command": job})
         assert wait_log(a, jid, "start"), a.log()
         p = cli_started("logs", "-f", jid)
         time.sleep(0.5)  # it follows
@@ -1502,15 +1504,25 @@ def test_follow_through_agent_restart_and_a_move():
         time.sleep(1)  # the follower asks, and is answered agent_unreachable, a few times
         a.start()
         b = Agent(dm, AG, "ag-mv2", emulate="1xA100-40GB",
-                  args=["--grace", "1s", "--cgroup-root", "%s-ag-mv2" % fx.CGROUP_ROOT])
+                  args=["--grace", "3s", "--cgroup-root", "%s-ag-mv2" % fx.CGROUP_ROOT])
         wait_node("ag-mv2")
+        # ag-mv2's GPU is busy with a job that takes 2 s to stop when preempted
+        filler = submit({"gpu_models": ["A100-40GB"], "priority": "training",
+                         "command": sh("trap 'sleep 2; exit 0' TERM; echo f; "
+                                       "while :; do sleep 0.2; done")})
+        assert wait_log(b, filler, "f"), b.log()
         assert p.poll() is None, p.communicate(timeout=5)
         ok(cli(dm, "drain", "--evict", "ag-mv1"))
+        end = time.time() + 10
+        while time.time() < end and "no_log" not in \
+                dm.req("GET", "/v1/jobs/%d/logs" % jid, token=dm.admin, raw=True)[1]:
+            time.sleep(0.05)
         out, err = p.communicate(timeout=30)
         assert p.returncode == 0 and out == "start\nstart\nend\n", (p.returncode, out, err)
         assert "job %d runs again, on node ag-mv2" % jid in err, err
-        assert "agent_unreachable" not in err, err
+        assert "agent_unreachable" not in err and "no_log" not in err, err
         assert wait_state(jid, ("succeeded",))["state"] == "succeeded"
+        expect(dm.req("POST", "/v1/jobs/%d/cancel" % filler, token=dm.admin), 200)
     finally:
         for ag in (a, b):
             if ag:
