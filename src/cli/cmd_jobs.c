@@ -780,21 +780,22 @@ static const struct cli_usage requeue_usage = {
     "Sends running jobs back to the queue, as Slurm's `scontrol requeue` does:\n"
     "the node's agent stops the job (SIGTERM, then SIGKILL after its grace) and\n"
     "the job waits again in its old place, to run again from the start (or from\n"
-    "its last save). Only a starting or running job is requeued. Every id is\n"
-    "tried; the exit status is that of the first failure."};
+    "its last save). Only a starting or running job is requeued, and not one\n"
+    "submitted with --no-requeue. The id of an array's first job requeues every\n"
+    "running member; ARRAYID_INDEX one. Every id is tried; the exit status is\n"
+    "that of the first failure."};
 
 static void requeue_table(const json_t *j, const char *id, size_t i)
 {
-    (void)j;
     (void)i;
-    printf("requeued job %s\n", id);
+    hold_line(j, id, "requeued", "members_requeued");
 }
 
 int cmd_requeue(struct cli *c, int argc, char **argv)
 {
     /* not repeated after a lost reply: the job may run again already */
-    return each_job(c, argc, argv, &requeue_usage, "POST", "/requeue", "", CLIENT_RETRY_CONNECT,
-                    requeue_table, NULL, NULL);
+    return each_job(c, argc, argv, &requeue_usage, "POST", "/requeue", "?array=true",
+                    CLIENT_RETRY_CONNECT, requeue_table, NULL, NULL);
 }
 
 /* ---- checkpoint ---- */

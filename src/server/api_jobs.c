@@ -638,23 +638,71 @@ int api_jobs_release(struct req *r)
 struct requeue_write {
     struct req *r;
     int64_t id, now;
+    bool array;               /* every starting or running member of the array {id} */
     struct allot_store_job j; /* OUT: the job as read */
+    int64_t (*runs)[2];       /* OUT: job and run (start) of each to requeue (allot_free) */
+    size_t n_runs, cap_runs;
+    int64_t no_requeue; /* OUT: a job submitted with "requeue": false (409) */
 };
 
-/* Group-commit write: the job as the write reads it (ALLOT_ESTATE when it
- * does not run) and the audit entry. The requeue itself is the loop's, as
- * a fenced job's is: it writes the "requeued" event. */
+/* Whether stored job j may be requeued: it runs, and its spec does not say
+ * "requeue": false (the user said a second run would do harm). */
+static int requeue_one(struct requeue_write *w, const struct allot_store_job *j)
+{
+    json_t *spec = json_loads(j->spec ? j->spec : "{}", 0, NULL);
+    bool refuse = json_is_false(json_object_get(spec, "requeue"));
+    int rc;
+
+    json_decref(spec);
+    if (j->state != ALLOT_SJ_STARTING && j->state != ALLOT_SJ_RUNNING)
+        return 0;
+    if (refuse) {
+        w->no_requeue = j->id;
+        return 409; /* refused: srv_write passes it back */
+    }
+    if ((rc = allot_grow((void **)&w->runs, &w->cap_runs, w->n_runs + 1, sizeof(*w->runs))) != 0)
+        return rc;
+    w->runs[w->n_runs][0] = j->id;
+    w->runs[w->n_runs][1] = j->start_time;
+    w->n_runs++;
+    return 0;
+}
+
+/* Group-commit write: the job (or its array's running members) as the
+ * write reads it; ALLOT_ESTATE when none runs, 409 for a job that
+ * may not run twice (409); and the audit entry. The requeue itself is the loop's,
+ * as a fenced job's is: it writes the "requeued" event. */
 static int requeue_fn(struct allot_store *st, void *arg)
 {
     struct requeue_write *w = arg;
     char target[48];
     int rc = allot_store_job_get(st, w->id, &w->j);
+    bool array = w->array && w->j.array_parent == w->id;
 
     if (rc)
         return rc;
-    if (w->j.state != ALLOT_SJ_STARTING && w->j.state != ALLOT_SJ_RUNNING)
+    if (array) {
+        struct allot_store_job_filter f = {.array_parent = w->id,
+                                           .states =
+                                               (1u << ALLOT_SJ_STARTING) | (1u << ALLOT_SJ_RUNNING),
+                                           .limit = 1000};
+        struct allot_store_job_page pg = {0};
+
+        do {
+            rc = allot_store_job_list(st, &f, &pg);
+            for (size_t i = 0; i < pg.n && !rc; i++)
+                rc = requeue_one(w, &pg.jobs[i]);
+            f.cursor = pg.next_cursor;
+            allot_store_job_page_free(&pg);
+        } while (!rc && f.cursor);
+    } else {
+        rc = requeue_one(w, &w->j);
+    }
+    if (rc)
+        return rc;
+    if (!w->n_runs)
         return ALLOT_ESTATE;
-    allot_fmt(target, sizeof(target), "job/%lld", (long long)w->id);
+    allot_fmt(target, sizeof(target), array ? "job/%lld[]" : "job/%lld", (long long)w->id);
     return api_audit(st, w->r, target, "ok", w->now);
 }
 
@@ -662,32 +710,49 @@ int api_jobs_requeue(struct req *r)
 {
     struct allot_store_job j = {0};
     char why[160];
+    bool array;
     int rc;
 
-    if (!load_visible(r, &j))
+    if (!api_query_flag(r, "array", &array) || !load_visible(r, &j))
         return 0;
     if (r->who.role == ALLOT_ROLE_VIEWER) {
         api_error(r, 403, "forbidden", "a viewer may not requeue jobs");
         goto out;
     }
-    struct requeue_write w = {.r = r, .id = j.id, .now = srv_now()};
+    struct requeue_write w = {.r = r, .id = j.id, .now = srv_now(), .array = array};
 
     rc = srv_write(r->srv, requeue_fn, &w);
     if (rc)
         r->audited = false;
     allot_store_job_clear(&j);
     j = w.j;
-    if (rc == ALLOT_ESTATE) {
-        api_error(r, 409, "conflict", "job %lld is %s: only a starting or running job is requeued",
-                  (long long)j.id, allot_store_job_state_name(j.state));
+    if (rc == 409) {
+        api_error(r, 409, "conflict",
+                  "job %lld was submitted with \"requeue\": false (--no-requeue): it is not run "
+                  "twice",
+                  (long long)w.no_requeue);
+    } else if (rc == ALLOT_ESTATE) {
+        if (w.array && j.array_parent == j.id)
+            api_error(r, 409, "conflict", "no job of array %lld is starting or running",
+                      (long long)j.id);
+        else
+            api_error(r, 409, "conflict",
+                      "job %lld is %s: only a starting or running job is requeued", (long long)j.id,
+                      allot_store_job_state_name(j.state));
     } else if (rc < 0) {
         api_error(r, 500, "store", "%s", allot_strerror(rc));
     } else {
-        /* this run only: one that ended meanwhile leaves the next alone */
+        json_t *o = api_job_json(&j);
+
+        /* these runs only: one that ended meanwhile leaves the next alone */
         allot_fmt(why, sizeof(why), "requeued by %s", r->who.name ? r->who.name : "a user");
-        loop_post_evict(r->srv->loop, j.id, j.start_time, why);
-        api_json(r, 202, api_job_json(&j));
+        for (size_t i = 0; i < w.n_runs; i++)
+            loop_post_evict(r->srv->loop, w.runs[i][0], w.runs[i][1], why);
+        if (w.array && j.array_parent == j.id)
+            json_object_set_new(o, "members_requeued", json_integer((json_int_t)w.n_runs));
+        api_json(r, 202, o);
     }
+    allot_free(w.runs);
 out:
     allot_store_job_clear(&j);
     return 0;

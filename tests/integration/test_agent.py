@@ -1288,6 +1288,26 @@ def test_requeue():
     r = fails(cli(dm, "requeue", jid), 4, "conflict")
     assert "is cancelled: only a starting or running job is requeued" in r.err, r
     fails(cli(dm, "requeue", 999999), 2, "not_found")
+    # a job submitted with --no-requeue is not run twice
+    once = submit({"gpus": 0, "requeue": False, "command": sh("echo once; sleep 60")})
+    wait_state(once, ("running",))
+    r = fails(cli(dm, "requeue", once), 4, "conflict")
+    assert "--no-requeue" in r.err, r
+    assert wait_state(once, ("running",))["start_time"] > 0
+    expect(dm.req("POST", "/v1/jobs/%d/cancel" % once, token=dm.admin), 200)
+    # an array's id requeues every running member
+    arr = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 0, "cpus": 1,
+                                             "memory": 256, "array": "0-1",
+                                             "command": sh("echo m; sleep 60")},
+                        token=dm.admin), 201)["id"]
+    members = [arr, arr + 1]
+    for m in members:
+        assert wait_log(agent, m, "m"), agent.log()
+    r = ok(cli(dm, "requeue", arr))
+    assert r.out == "requeued 2 jobs of array %d\n" % arr, r
+    for m in members:
+        assert wait_log(agent, m, "m", count=2, timeout=20), agent.task_log(m)
+    expect(dm.req("POST", "/v1/jobs/%d/cancel?array=true" % arr, token=dm.admin), 200)
 
 
 def test_gpus_move_after_the_victim_is_gone():
