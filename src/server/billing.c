@@ -43,6 +43,30 @@ static bool int_in(json_t *v, long long lo, long long hi)
     return json_is_integer(v) && json_integer_value(v) >= lo && json_integer_value(v) <= hi;
 }
 
+/* Whether s is three capital letters (an ISO 4217 code's shape). */
+static bool currency_code(const char *s)
+{
+    for (int i = 0; i < 3; i++)
+        if (s[i] < 'A' || s[i] > 'Z')
+            return false;
+    return s[3] == '\0';
+}
+
+/* Whether currency s has hundredths as its minor unit (ISO 4217 exponent
+ * 2): the invoices print minor units as UNITS.CC. The codes with another
+ * exponent (0, 3 or 4) are listed; every other code has 2. */
+static bool currency_cents(const char *s)
+{
+    static const char *const other[] = {
+        "BIF", "CLP", "DJF", "GNF", "ISK", "JPY", "KMF", "KRW", "PYG", "RWF", "UGX", "UYI", "VND",
+        "VUV", "XAF", "XOF", "XPF", "BHD", "IQD", "JOD", "KWD", "LYD", "OMR", "TND", "CLF", "UYW"};
+
+    for (size_t i = 0; i < sizeof(other) / sizeof(other[0]); i++)
+        if (!strcmp(s, other[i]))
+            return false;
+    return true;
+}
+
 /* Checks a price book; writes why into err. */
 static bool pb_valid(const struct allot_catalog *cat, json_t *pb, char *err, size_t len)
 {
@@ -76,8 +100,15 @@ static bool pb_valid(const struct allot_catalog *cat, json_t *pb, char *err, siz
         return allot_fmt(err, len, "the price book must be an object"), false;
     KNOWN(pb, top, "");
     v = json_object_get(pb, "currency");
-    if (!json_is_string(v) || json_string_length(v) != 3)
-        return allot_fmt(err, len, "field \"currency\": a 3-letter code such as EUR"), false;
+    if (!json_is_string(v) || json_string_length(v) != 3 || !currency_code(json_string_value(v)))
+        return allot_fmt(err, len, "field \"currency\": an ISO 4217 code in capitals such as EUR"),
+               false;
+    if (!currency_cents(json_string_value(v)))
+        return allot_fmt(err, len,
+                         "field \"currency\": %s has no hundredths (ISO 4217 minor unit other "
+                         "than 2); allot bills in hundredths of a unit",
+                         json_string_value(v)),
+               false;
     books = json_object_get(pb, "books");
     if (!json_is_array(books) || json_array_size(books) == 0 || json_array_size(books) > PB_MAX)
         return allot_fmt(err, len, "field \"books\": a list of 1 to %d versions", PB_MAX), false;
@@ -184,8 +215,11 @@ static bool pb_valid(const struct allot_catalog *cat, json_t *pb, char *err, siz
         if (!int_in(json_object_get(bud, "monthly_minor"), 0, INT64_MAX / 4) ||
             (json_object_get(bud, "warn_pct") && !int_in(json_object_get(bud, "warn_pct"), 1, 100)))
             return allot_fmt(err, len,
-                             "budgets.%s: {monthly_minor: integer >= 0, warn_pct: 1..100}", k),
+                             "budgets.%s: {monthly_minor: integer 0..%lld, warn_pct: 1..100}", k,
+                             (long long)(INT64_MAX / 4)),
                    false;
+        if ((x2 = json_object_get(bud, "hold_borrowed")) && !json_is_boolean(x2))
+            return allot_fmt(err, len, "budgets.%s.hold_borrowed: true or false", k), false;
     }
 #undef KNOWN
     return true;

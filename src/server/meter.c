@@ -201,6 +201,20 @@ static int budget_level(json_int_t cost, json_t *bud)
     return (__int128)cost * 100 >= (__int128)cap * warn ? 1 : 0;
 }
 
+/* What tenant k's subtree costs: its own cost and every tenant's below it
+ * (a budget on an organisation covers its teams). */
+static json_int_t subtree_cost(json_t *costs, const char *k)
+{
+    size_t kl = strlen(k);
+    json_int_t sum = 0;
+    const char *c;
+    json_t *v;
+
+    json_object_foreach(costs, c, v) if (!strncmp(c, k, kl) && (c[kl] == '\0' || c[kl] == '/'))
+        sum += json_integer_value(v);
+    return sum;
+}
+
 /* Recomputes this month's per-tenant figures; records (audit entry, log
  * line) each budget whose warning or limit was crossed for the first time
  * this month. */
@@ -254,10 +268,10 @@ static int meter_snapshot(struct server *s, int64_t now)
     json_t *bud, *held = json_object();
     json_object_foreach(budgets, k, bud)
     {
-        if (budget_level(json_integer_value(json_object_get(costs, k)), bud) == 2 &&
-            json_is_true(json_object_get(bud, "hold_borrowed")))
+        json_int_t cost = subtree_cost(costs, k);
+
+        if (budget_level(cost, bud) == 2 && json_is_true(json_object_get(bud, "hold_borrowed")))
             json_object_set_new(held, k, json_true());
-        json_int_t cost = json_integer_value(json_object_get(costs, k));
         json_int_t cap = json_integer_value(json_object_get(bud, "monthly_minor"));
         int level = budget_level(cost, bud);
         json_t *t = json_object_get(snap, k);
@@ -267,6 +281,7 @@ static int meter_snapshot(struct server *s, int64_t now)
             json_object_set_new(snap, k, t);
         }
         json_object_set_new(t, "budget_minor", json_integer(cap));
+        json_object_set_new(t, "budget_cost_minor", json_integer(cost));
         if (level > json_integer_value(json_object_get(json_object_get(levels, "levels"), k))) {
             char res[160];
             allot_fmt(res, sizeof(res), "%lld of %lld minor units spent in %s", (long long)cost,
@@ -805,13 +820,15 @@ void meter_metrics(struct server *s, FILE *f)
             fprintf(f, "\"} %.3f\n", json_real_value(v));
         }
         json_t *c = json_object_get(t, "cost_minor"), *b = json_object_get(t, "budget_minor");
+        /* a budget's cost is its tenant's subtree's */
+        json_t *bc = json_object_get(t, "budget_cost_minor");
         if (c)
             add_to(cost, k, json_copy(c));
         if (b) {
             add_to(budget, k, json_copy(b));
             add_to(ratio, k,
                    json_real(json_integer_value(b) > 0
-                                 ? (double)json_integer_value(c) / (double)json_integer_value(b)
+                                 ? (double)json_integer_value(bc) / (double)json_integer_value(b)
                                  : 1.0));
         }
     }
@@ -822,9 +839,11 @@ void meter_metrics(struct server *s, FILE *f)
         add_to(idle_h, tn, json_real(json_real_value(json_object_get(t, "wasted_gpu_hours"))));
     }
     pthread_mutex_unlock(&mt.mu);
-    per_tenant(f, "allot_tenant_cost_minor_total", "counter",
-               "What the tenant's usage this month costs, in minor units of the price book's "
-               "currency.",
+    /* a gauge: it restarts when a month begins, and moves down as well as
+     * up when this month's prices change */
+    per_tenant(f, "allot_tenant_month_cost_minor", "gauge",
+               "What the tenant's usage this month costs so far, in minor units of the price "
+               "book's currency.",
                cost);
     per_tenant(f, "allot_tenant_budget_minor", "gauge", "The tenant's monthly budget.", budget);
     per_tenant(f, "allot_tenant_budget_used_ratio", "gauge",

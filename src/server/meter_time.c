@@ -59,8 +59,12 @@ bool meter_parse_time(const char *s, int64_t *out)
     if (meter_parse_month(s, out, &end))
         return true;
     if (sscanf(s, "%4d-%2d-%2d%n", &y, &m, &d, &n) == 3 && !s[n] && n == 10 && m >= 1 && m <= 12 &&
-        d >= 1 && d <= 31 && y >= 1970 && y <= 9999) {
-        *out = days_from_civil(y, m, d) * 86400;
+        d >= 1 && y >= 1970 && y <= 9999) {
+        /* a day the month has: 2027-02-31 is no date (it would read March 3) */
+        int64_t days = days_from_civil(y, m, d);
+        if (d > 28 && days_from_civil(m == 12 ? y + 1 : y, m == 12 ? 1 : m + 1, 1) <= days)
+            return false;
+        *out = days * 86400;
         return true;
     }
     char *e;

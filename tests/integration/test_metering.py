@@ -103,6 +103,17 @@ def test_pricebook_validation():
         ({"currency": "EUR", "books": [dict(BOOK["books"][0], effective="soon")]}, "effective"),
         ({"currency": "EUR", "books": BOOK["books"], "budgets": {"x": {"monthly_minor": "a"}}},
          "budgets.x"),
+        # lower case, and a currency without hundredths, are refused, not misprinted
+        ({"currency": "eur", "books": BOOK["books"]}, "capitals"),
+        ({"currency": "JPY", "books": BOOK["books"]}, "JPY has no hundredths"),
+        # "yes" is not true: the admin would believe borrowing is held
+        ({"currency": "EUR", "books": BOOK["books"],
+          "budgets": {"x": {"monthly_minor": 1, "hold_borrowed": "yes"}}},
+         "budgets.x.hold_borrowed: true or false"),
+        # no such day: it would read as March 3 and pass the order check
+        ({"currency": "EUR", "books": [BOOK["books"][0],
+                                       dict(BOOK["books"][0], effective="2099-02-31")]},
+         "books[1].effective"),
     ]
     for body, word in bad:
         b = expect(dm.req("PUT", "/v1/pricebook", body, token=dm.admin), 422, word)
@@ -316,6 +327,9 @@ def test_invoice_prices_and_reconciles():
                       raw=True)
     assert st == 200 and "<h2>research/nlp</h2>" in html, html
     expect(dm.req("GET", "/v1/invoices?period=2026-13", token=dm.admin), 400)
+    for day in ("2026-11-31", "2026-02-29", "2026-04-31"):  # days those months lack
+        expect(dm.req("GET", "/v1/usage?from=" + day, token=dm.admin), 400, day)
+    expect(dm.req("GET", "/v1/usage?from=2024-02-29&to=2024-03-01", token=dm.admin), 200)  # leap
     expect(dm.req("GET", "/v1/invoices?format=pdf", token=dm.admin), 400)
 
 
@@ -362,7 +376,9 @@ def test_metrics_and_budgets():
                                      {"index": 1, "uuid": "GPU-m1-1", "model": "H100-80GB",
                                       "health": "healthy", "text": "ok", "mig": []}]}})
     # a budget nlp has spent already: crossed once, recorded once
-    book = dict(BOOK, budgets={"research/nlp": {"monthly_minor": 1}})
+    # and one on the parent, which counts its subtree (nlp's cost)
+    book = dict(BOOK, budgets={"research/nlp": {"monthly_minor": 1},
+                               "research": {"monthly_minor": 2}})
     expect(dm.req("PUT", "/v1/pricebook", book, token=dm.admin), 200)
     end = time.time() + 15
     while time.time() < end:
@@ -372,10 +388,13 @@ def test_metrics_and_budgets():
         time.sleep(0.1)
     assert 'allot_tenant_budget_minor{tenant="research/nlp"} 1\n' in m, m
     assert 'allot_tenant_gpu_seconds_total{tenant="research/nlp",model="H100-80GB"}' in m, m
-    assert 'allot_tenant_cost_minor_total{tenant="research/nlp"}' in m, m
+    assert 'allot_tenant_month_cost_minor{tenant="research/nlp"}' in m, m
     ratio = [l for l in m.splitlines()
              if l.startswith('allot_tenant_budget_used_ratio{tenant="research/nlp"}')]
     assert ratio and float(ratio[0].split()[1]) > 1, ratio
+    parent = [l for l in m.splitlines()
+              if l.startswith('allot_tenant_budget_used_ratio{tenant="research"}')]
+    assert parent and float(parent[0].split()[1]) > 0.5, parent
     assert ('DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-m1-0",Hostname="m-1",'
             'modelName="H100-80GB"} 42\n') in m, m
     assert 'DCGM_FI_DEV_FB_USED{gpu="0",UUID="GPU-m1-0",Hostname="m-1",' in m, m
@@ -388,6 +407,8 @@ def test_metrics_and_budgets():
     crossed = [e for e in entries if e["target"] == "tenant/research/nlp"
                and e["action"].startswith("budget.")]
     assert len(crossed) == 1 and crossed[0]["action"] == "budget.exhausted", crossed
+    assert [e["action"] for e in entries if e["target"] == "tenant/research"] == \
+        ["budget.exhausted"], entries[-5:]
     assert expect(dm.req("GET", "/v1/audit/verify", token=dm.admin), 200)["ok"], "chain"
     expect(dm.req("PUT", "/v1/pricebook", BOOK, token=dm.admin), 200)
 

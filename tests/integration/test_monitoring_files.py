@@ -26,7 +26,7 @@ DASHBOARD = os.path.join(fx.SOURCE, "etc", "grafana", "allot-dashboard.json")
 # no usage yet: allotd's metering, budget, idle and GPU health series, the
 # dcgm-exporter GPU series (labels gpu, UUID, Hostname, modelName), `up`.
 KNOWN = {
-    "allot_tenant_gpu_seconds_total", "allot_tenant_cost_minor_total",
+    "allot_tenant_gpu_seconds_total", "allot_tenant_month_cost_minor",
     "allot_tenant_budget_minor", "allot_tenant_budget_used_ratio", "allot_idle_jobs",
     "allot_gpu_health",
     "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_GPU_TEMP",
@@ -154,7 +154,7 @@ def test_grafana_dashboard():
             exprs.append(t["expr"])
     check_names("allot-dashboard.json", exprs)
     panel_names = set().union(*(metric_names(e) for e in exprs))
-    for must in ("allot_tenant_gpus", "allot_tenant_cost_minor_total", "allot_gpu_health",
+    for must in ("allot_tenant_gpus", "allot_tenant_month_cost_minor", "allot_gpu_health",
                  "DCGM_FI_DEV_GPU_UTIL", "allot_queue_wait_seconds_bucket"):
         assert must in panel_names, must
 
