@@ -1139,8 +1139,9 @@ int meter_query(struct req *r, int64_t from, int64_t to, const char *tenant, boo
         struct allot_store_sample *smp = NULL;
         size_t n_smp = 0;
 
-        rc = allot_store_sample_list(st, (from - METER_SAMPLE_GAP / 1000) * 1000, to * 1000, &smp,
-                                     &n_smp);
+        /* a sample after `to` speaks for time before it too (meter_collect) */
+        rc = allot_store_sample_list(st, (from - METER_SAMPLE_GAP / 1000) * 1000,
+                                     to * 1000 + METER_SAMPLE_GAP, &smp, &n_smp);
         if (rc == 0)
             rc = meter_collect(r->srv->cat, runs, keep, smp, n_smp, from, to, srv_now(), out);
         allot_free(smp);

@@ -360,10 +360,12 @@ static int collect_samples(const struct allot_catalog *cat, const struct allot_s
         struct job_runs jr;
 
         /* a sample speaks for the time since the previous one, up to three of
-         * its agent's sample intervals (a longer gap was not measured) */
+         * its agent's sample intervals (a longer gap was not measured); the
+         * interval (p, x] is spread over the hours it covers, and counted
+         * where it meets [from, to) */
         int64_t gap = x->interval_ms > 0 ? 3 * x->interval_ms : METER_SAMPLE_GAP;
-        if (p->job_id != x->job_id || p->task != x->task || dt <= 0 || dt > gap || t < from ||
-            t >= to)
+        if (p->job_id != x->job_id || p->task != x->task || dt <= 0 || dt > gap ||
+            x->at <= from * 1000 || p->at >= to * 1000)
             continue;
         jr = job_runs(idx, n_runs, x->job_id); /* p's too: the same job */
         if (!(r = run_at(jr, t, now)))
@@ -377,38 +379,52 @@ static int collect_samples(const struct allot_catalog *cat, const struct allot_s
         json_t *pl = json_loads(r->placement ? r->placement : "{}", 0, NULL);
         json_t *task = json_array_get(json_object_get(pl, "tasks"), (size_t)x->task);
         char item[64], model[64];
-        int64_t ppm;
-        struct allot_store_usage *u;
+        int64_t ppm, cpu = 0, energy = -1;
 
         if (!task) {
             json_decref(pl);
             continue;
         }
         meter_task_share(cat, task, &ppm, item, sizeof(item), model, sizeof(model));
-        u = meter_acc_row(a, meter_floor_hour(t), r->tenant, r->user, model, item,
-                          json_is_true(json_object_get(pl, "borrowed")), r->job_id);
-        struct meter_bill *b =
-            u && ppm > 0 && x->gpu_util >= 0 ? acc_bill(a, u, r->job_id, x->task) : NULL;
-        int64_t of_share = x->gpu_util >= 0 ? util_of_share(task, item, ppm, x->gpu_util, dt) : 0;
-        json_decref(pl);
-        if (!u || (ppm > 0 && x->gpu_util >= 0 && !b)) {
-            rc = ALLOT_ENOMEM;
-            break;
-        }
-        if (x->gpu_util >= 0) {
-            u->util_pct_ms += x->gpu_util * dt;
-            u->util_ms += dt;
-        }
-        if (b) {
-            b->util_ms += dt;
-            b->share_pct_ms += of_share;
-        }
         if (x->cpu_ns >= 0 && p->cpu_ns >= 0 && x->cpu_ns > p->cpu_ns)
-            u->cpu_used_ms += (x->cpu_ns - p->cpu_ns) / 1000000;
+            cpu = (x->cpu_ns - p->cpu_ns) / 1000000;
         if (x->energy_mj >= 0 && p->energy_mj >= 0 && x->energy_mj >= p->energy_mj)
-            u->energy_mj = (u->energy_mj < 0 ? 0 : u->energy_mj) + (x->energy_mj - p->energy_mj);
-        if (x->gpu_mem_bytes > u->gpu_mem_peak)
-            u->gpu_mem_peak = x->gpu_mem_bytes;
+            energy = x->energy_mj - p->energy_mj;
+        for (int64_t h = meter_floor_hour(p->at / 1000); h * 1000 < x->at; h += METER_HOUR) {
+            int64_t lo = p->at > h * 1000 ? p->at : h * 1000;
+            int64_t hi = x->at < (h + METER_HOUR) * 1000 ? x->at : (h + METER_HOUR) * 1000;
+            int64_t part = hi - lo, done = lo - p->at;
+            struct allot_store_usage *u;
+
+            if (part <= 0 || h < from || h >= to)
+                continue;
+            u = meter_acc_row(a, h, r->tenant, r->user, model, item,
+                              json_is_true(json_object_get(pl, "borrowed")), r->job_id);
+            struct meter_bill *b =
+                u && ppm > 0 && x->gpu_util >= 0 ? acc_bill(a, u, r->job_id, x->task) : NULL;
+            if (!u || (ppm > 0 && x->gpu_util >= 0 && !b)) {
+                rc = ALLOT_ENOMEM;
+                break;
+            }
+            if (x->gpu_util >= 0) {
+                u->util_pct_ms += x->gpu_util * part;
+                u->util_ms += part;
+            }
+            if (b) {
+                b->util_ms += part;
+                b->share_pct_ms += util_of_share(task, item, ppm, x->gpu_util, part);
+            }
+            /* the counters' growth in proportion, whole over the pieces */
+            u->cpu_used_ms += cpu * (done + part) / dt - cpu * done / dt;
+            if (energy >= 0)
+                u->energy_mj = (u->energy_mj < 0 ? 0 : u->energy_mj) + energy * (done + part) / dt -
+                               energy * done / dt;
+            if (hi == x->at && x->gpu_mem_bytes > u->gpu_mem_peak)
+                u->gpu_mem_peak = x->gpu_mem_bytes; /* the reading's own hour */
+        }
+        json_decref(pl);
+        if (rc)
+            break;
     }
     allot_free(idx);
     return rc;

@@ -119,6 +119,54 @@ def test_jobs_of_one_row_by_their_own_measure():
     check_line(gpu_line("research/vision", "whole"), 0.5 * held[busy] + held[unmeasured])
 
 
+def test_samples_split_at_the_hour():
+    """A sample speaks for the time since the one before: the interval that ends on the
+    hour belongs to the hour before, and one across the hour is shared by both hours (it
+    was all the later hour's, so an idle job's first minutes of an off-peak hour read as
+    busy). The job's run is moved to begin 30 s before this hour by editing the store with
+    allotd stopped; samples at -20, -10, 0 and +10 s around the hour, busy until the hour,
+    idle after."""
+    global dm
+    import sqlite3
+    jid = submit("product/search", gpus=1)
+    fx.wait_job(dm, jid, "starting")
+    fx.beat(dm, AG, NODE, {"jobs": [{"id": jid, "state": "running"}]})
+    fx.wait_job(dm, jid, "running")
+    hour = int(time.time()) // 3600 * 3600
+    port, admin = dm.port, dm.admin
+    dm.stop()
+    db = sqlite3.connect(dm.dir + "/allot.db")
+    db.execute("UPDATE jobs SET start_time = ? WHERE id = ?", (hour - 30, jid))
+    db.execute("UPDATE runs SET start_time = ? WHERE job_id = ? AND end_time IS NULL",
+               (hour - 30, jid))
+    db.commit()
+    db.close()
+    dm = Daemon(dm.dir, args=["--listen", "127.0.0.1:%d" % port, "--meter-interval", "200ms"])
+    dm.admin = admin
+    smp = [{"job": jid, "task": 0, "at": (hour + d) * 1000, "cpu_ns": 40 * 10 ** 9 + 10 ** 9 * d,
+            "mem_bytes": 1, "gpu_util": 100 if d <= 0 else 0, "gpu_mem_bytes": -1,
+            "energy_mj": -1, "interval_ms": 10000} for d in (-20, -10, 0, 10)]
+    fx.beat(dm, AG, NODE, {"usage": {"samples": smp}})
+    rows = {}
+    end = time.time() + 15
+    while time.time() < end:
+        got = expect(dm.req("GET", "/v1/usage?by=hour&tenant=product/search&from=%d&to=%d"
+                            % (hour - 3600, hour + 3600), token=dm.admin), 200)["rows"]
+        rows = {r["key"]: r for r in got}
+        if len(rows) == 2 and all(r["measured_seconds"] for r in rows.values()):
+            break
+        time.sleep(0.1)
+    before = time.strftime("%Y-%m-%dT%H", time.gmtime(hour - 3600))
+    this = time.strftime("%Y-%m-%dT%H", time.gmtime(hour))
+    assert rows[before]["measured_seconds"] == 20.0 and rows[before]["sm_util_avg"] == 100.0, rows
+    assert rows[this]["measured_seconds"] == 10.0 and rows[this]["sm_util_avg"] == 0.0, rows
+    # the CPU counter's growth goes with the time: 20 s before the hour, 10 s after
+    assert rows[before]["cpu_used_seconds"] == 20.0, rows
+    assert rows[this]["cpu_used_seconds"] == 10.0, rows
+    fx.beat(dm, AG, NODE, {"jobs": [{"id": jid, "state": "succeeded", "exit_code": 0}]})
+    fx.wait_job(dm, jid, "succeeded")
+
+
 if __name__ == "__main__":
     dm = Daemon(args=["--meter-interval", "200ms"])
     try:
@@ -128,6 +176,7 @@ if __name__ == "__main__":
                       {"name": NODE, "cpus": 16, "memory": 65536,
                        "gpus": [{"model": "H100-80GB"}] * 4}, token=AG), 201)
         expect(dm.req("PUT", "/v1/pricebook", BOOK, token=dm.admin), 200)
-        fx.run([test_fractions_over_their_share, test_jobs_of_one_row_by_their_own_measure])
+        fx.run([test_fractions_over_their_share, test_jobs_of_one_row_by_their_own_measure,
+                test_samples_split_at_the_hour])
     finally:
         dm.stop()
