@@ -821,8 +821,12 @@ static int invoice_build(struct req *r, json_t *pb, const char *period, int64_t 
         for (const char *p = path; p;) {
             p = strchr(p, '/');
             allot_fmt(anc, sizeof(anc), "%.*s", p ? (int)(p - path) : (int)strlen(path), path);
-            json_object_set_new(
-                sub, anc, json_integer(json_integer_value(json_object_get(sub, anc)) + total));
+            /* only subtrees the invoice holds whole: one the caller sees
+             * and the tenant asked for (if any) covers (a member of
+             * research/nlp gets no "research" total made of its own lines) */
+            if (auth_sees_tenant(&r->who, anc) && (!*tenant || auth_in_scope(tenant, anc)))
+                json_object_set_new(
+                    sub, anc, json_integer(json_integer_value(json_object_get(sub, anc)) + total));
             if (p)
                 p++;
         }

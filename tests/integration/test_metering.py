@@ -309,6 +309,10 @@ def test_invoice_prices_and_reconciles():
     assert inv["subtrees"]["research"] == sum(
         t["total_minor"] for t in inv["tenants"] if t["tenant"].startswith("research/")), inv
     assert inv["subtrees"]["research/nlp"] == nlp["total_minor"], inv
+    # an invoice of part of research holds no "research" total made of that part alone
+    part = expect(dm.req("GET", "/v1/invoices?period=%s&tenant=research/nlp" % period,
+                         token=dm.admin), 200)
+    assert part["subtrees"] == {"research/nlp": nlp["total_minor"]}, part["subtrees"]
     by_item = usage("by=item&from=" + period)["rows"]
     gpu_s = [r for r in by_item if r["key"] == "gpu"][0]["gpu_seconds"]
     whole = [x for x in nlp["lines"] if x["item"] == "gpu" and x["kind"] == "whole"]
