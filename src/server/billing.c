@@ -186,6 +186,13 @@ static bool pb_valid(const struct allot_catalog *cat, json_t *pb, char *err, siz
                                  "discount_pct: 0..100} (UTC hours)",
                                  i),
                        false;
+            if (json_integer_value(json_object_get(x, "start_hour")) ==
+                json_integer_value(json_object_get(x, "end_hour")))
+                return allot_fmt(err, len,
+                                 "books[%zu].offpeak: start_hour and end_hour are the same, so no "
+                                 "hour is off-peak (leave offpeak out for none)",
+                                 i),
+                       false;
         }
         if ((x = json_object_get(b, "bill")) &&
             (!json_is_string(x) || (strcmp(json_string_value(x), "allocated") != 0 &&

@@ -103,6 +103,8 @@ def test_pricebook_validation():
         ({"currency": "EUR", "books": [dict(BOOK["books"][0], effective="soon")]}, "effective"),
         ({"currency": "EUR", "books": BOOK["books"], "budgets": {"x": {"monthly_minor": "a"}}},
          "budgets.x"),
+        ({"currency": "EUR", "books": [dict(BOOK["books"][0], offpeak={
+            "start_hour": 5, "end_hour": 5, "discount_pct": 30})]}, "no hour is off-peak"),
         # lower case, and a currency without hundredths, are refused, not misprinted
         ({"currency": "eur", "books": BOOK["books"]}, "capitals"),
         ({"currency": "JPY", "books": BOOK["books"]}, "JPY has no hundredths"),
