@@ -343,6 +343,46 @@ int meter_collect_runs(const struct allot_catalog *cat, const struct allot_store
     return 0;
 }
 
+/* The CPU a run's task used before its first sample: the task's cgroup
+ * counts from 0 at its start, so x's counter (the first sample of run r)
+ * is that time's use; spread over the hours of (start, x] that meet
+ * [from, to). Energy is the GPU's own counter (not 0 at the start) and has
+ * no such head. */
+static int head_cpu(const struct allot_catalog *cat, const struct allot_store_run *r,
+                    const struct allot_store_sample *x, int64_t from, int64_t to,
+                    struct meter_acc *a)
+{
+    int64_t lo0 = r->start * 1000, dt = x->at - lo0, cpu = x->cpu_ns / 1000000, ppm;
+    json_t *pl = json_loads(r->placement ? r->placement : "{}", 0, NULL);
+    json_t *task = json_array_get(json_object_get(pl, "tasks"), (size_t)x->task);
+    char item[64], model[64];
+    int rc = 0;
+
+    if (!task || dt <= 0 || cpu <= 0) {
+        json_decref(pl);
+        return 0;
+    }
+    meter_task_share(cat, task, &ppm, item, sizeof(item), model, sizeof(model));
+    for (int64_t h = meter_floor_hour(r->start); h * 1000 < x->at; h += METER_HOUR) {
+        int64_t lo = lo0 > h * 1000 ? lo0 : h * 1000;
+        int64_t hi = x->at < (h + METER_HOUR) * 1000 ? x->at : (h + METER_HOUR) * 1000;
+        int64_t part = hi - lo, done = lo - lo0;
+        struct allot_store_usage *u;
+
+        if (part <= 0 || h < from || h >= to)
+            continue;
+        u = meter_acc_row(a, h, r->tenant, r->user, model, item,
+                          json_is_true(json_object_get(pl, "borrowed")), r->job_id);
+        if (!u) {
+            rc = ALLOT_ENOMEM;
+            break;
+        }
+        u->cpu_used_ms += cpu * (done + part) / dt - cpu * done / dt;
+    }
+    json_decref(pl);
+    return rc;
+}
+
 static int collect_samples(const struct allot_catalog *cat, const struct allot_store_run *runs,
                            size_t n_runs, const struct allot_store_sample *smp, size_t n_smp,
                            int64_t from, int64_t to, int64_t now, struct meter_acc *a)
@@ -353,7 +393,23 @@ static int collect_samples(const struct allot_catalog *cat, const struct allot_s
 
     if (!idx)
         return ALLOT_ENOMEM;
-    for (size_t i = 1; i < n_smp; i++) {
+    /* each run's first sample: the CPU its task used before it */
+    for (size_t i = 0; i < n_smp && rc == 0; i++) {
+        const struct allot_store_sample *x = &smp[i], *p = i ? &smp[i - 1] : NULL;
+        int64_t gap = x->interval_ms > 0 ? 3 * x->interval_ms : METER_SAMPLE_GAP;
+        struct job_runs jr = job_runs(idx, n_runs, x->job_id);
+        const struct allot_store_run *r = x->cpu_ns > 0 ? run_at(jr, x->at / 1000, now) : NULL;
+
+        /* the first of its run: within a gap of the run's start (so an
+         * earlier one of the run would be in the list too), and none of the
+         * run before it */
+        if (!r || x->at <= r->start * 1000 || x->at - r->start * 1000 > gap ||
+            run_handover(jr, x->at / 1000) ||
+            (p && p->job_id == x->job_id && p->task == x->task && p->at > r->start * 1000))
+            continue;
+        rc = head_cpu(cat, r, x, from, to, a);
+    }
+    for (size_t i = 1; i < n_smp && rc == 0; i++) {
         const struct allot_store_sample *p = &smp[i - 1], *x = &smp[i];
         int64_t t = x->at / 1000, dt = x->at - p->at;
         const struct allot_store_run *r;

@@ -143,7 +143,7 @@ def test_samples_split_at_the_hour():
     db.close()
     dm = Daemon(dm.dir, args=["--listen", "127.0.0.1:%d" % port, "--meter-interval", "200ms"])
     dm.admin = admin
-    smp = [{"job": jid, "task": 0, "at": (hour + d) * 1000, "cpu_ns": 40 * 10 ** 9 + 10 ** 9 * d,
+    smp = [{"job": jid, "task": 0, "at": (hour + d) * 1000, "cpu_ns": (30 + d) * 10 ** 9,
             "mem_bytes": 1, "gpu_util": 100 if d <= 0 else 0, "gpu_mem_bytes": -1,
             "energy_mj": -1, "interval_ms": 10000} for d in (-20, -10, 0, 10)]
     fx.beat(dm, AG, NODE, {"usage": {"samples": smp}})
@@ -160,11 +160,42 @@ def test_samples_split_at_the_hour():
     this = time.strftime("%Y-%m-%dT%H", time.gmtime(hour))
     assert rows[before]["measured_seconds"] == 20.0 and rows[before]["sm_util_avg"] == 100.0, rows
     assert rows[this]["measured_seconds"] == 10.0 and rows[this]["sm_util_avg"] == 0.0, rows
-    # the CPU counter's growth goes with the time: 20 s before the hour, 10 s after
-    assert rows[before]["cpu_used_seconds"] == 20.0, rows
+    # one CPU busy since the run began: 30 s before the hour (10 s of them before the first
+    # sample, which the task's counter holds), 10 s after
+    assert rows[before]["cpu_used_seconds"] == 30.0, rows
     assert rows[this]["cpu_used_seconds"] == 10.0, rows
     fx.beat(dm, AG, NODE, {"jobs": [{"id": jid, "state": "succeeded", "exit_code": 0}]})
     fx.wait_job(dm, jid, "succeeded")
+
+
+def test_cpu_before_the_first_sample():
+    """A task's CPU counter starts at 0 with the task: the first sample's reading is the
+    CPU the task used since its start, which counts too (it was dropped, a whole sample
+    interval of CPU per run)."""
+    out_of_hour_edge()
+    jid = submit("research/vision", gpus=1)
+    fx.wait_job(dm, jid, "starting")
+    fx.beat(dm, AG, NODE, {"jobs": [{"id": jid, "state": "running"}]})
+    start = fx.job(dm, jid)["start_time"]
+    at = (start + 1) * 1000 + 100
+    smp = [{"job": jid, "task": 0, "at": at + 1000 * k, "cpu_ns": (11 + 10 * k) * 10 ** 8,
+            "mem_bytes": 1, "gpu_util": 50, "gpu_mem_bytes": -1, "energy_mj": -1,
+            "interval_ms": 1000} for k in range(2)]
+    fx.beat(dm, AG, NODE, {"usage": {"samples": smp}})
+    after(at + 1000)
+    fx.beat(dm, AG, NODE, {"jobs": [{"id": jid, "state": "succeeded", "exit_code": 0}]})
+    fx.wait_job(dm, jid, "succeeded")
+    end = time.time() + 15
+    row = None
+    while time.time() < end:
+        rows = expect(dm.req("GET", "/v1/usage?by=job&tenant=research/vision&from=%d"
+                             % (start - 1), token=dm.admin), 200)["rows"]
+        row = ([r for r in rows if r["key"] == str(jid)] or [None])[0]
+        if row and row["cpu_used_seconds"]:
+            break
+        time.sleep(0.1)
+    # 1.1 s to the first sample, 1.0 s between the two
+    assert row and row["cpu_used_seconds"] == 2.1, row
 
 
 if __name__ == "__main__":
@@ -177,6 +208,6 @@ if __name__ == "__main__":
                        "gpus": [{"model": "H100-80GB"}] * 4}, token=AG), 201)
         expect(dm.req("PUT", "/v1/pricebook", BOOK, token=dm.admin), 200)
         fx.run([test_fractions_over_their_share, test_jobs_of_one_row_by_their_own_measure,
-                test_samples_split_at_the_hour])
+                test_samples_split_at_the_hour, test_cpu_before_the_first_sample])
     finally:
         dm.stop()
