@@ -18,7 +18,7 @@
 void gate_hold(struct loop *l, const struct allot_store_job *j, const struct jobspec *js)
 {
     struct held *h, one;
-    size_t at = l->n_held, lo = 0, hi = l->n_held;
+    size_t at, lo = 0, hi = l->n_held;
 
     if (allot_grow((void **)&l->held, &l->cap_held, l->n_held + 1, sizeof(*l->held)) < 0) {
         loop_reject(l, j->id, "out of memory");
