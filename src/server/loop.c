@@ -297,6 +297,18 @@ static int load_tenants(struct loop *l)
                     conf.v[i].quota[res].borrow_limit = 0;
     if (rc == 0)
         rc = tenants_apply(l->t, &conf, l->srv->cat, err, sizeof(err));
+    if (rc == 0) {
+        int nt = allot_tenants_count(l->t);
+        bool *v = allot_calloc((size_t)nt + 1, sizeof(*v));
+
+        for (int i = 1; v && i < nt; i++)
+            v[i] = tenants_listed(&conf, allot_tenants_get(l->t, i)->path);
+        if (v) { /* out of memory: the gauges keep the last list */
+            allot_free(l->t_listed);
+            l->t_listed = v;
+            l->n_t_listed = nt;
+        }
+    }
     for (int i = 0; rc == 0 && i < conf.n_prio; i++)
         apply_class(l, &conf, i);
     if (rc < 0)
@@ -738,6 +750,13 @@ static void refused_to_gate(struct loop *l)
         gate_user_hold(l, sids[k]);
 }
 
+/* Whether core tenant i is in the stored tenants document (one added since
+ * the list was made is). */
+static bool listed(const struct loop *l, int i)
+{
+    return i >= l->n_t_listed || l->t_listed[i];
+}
+
 /* Per-tenant and per-model gauges as Prometheus text (allocated by
  * open_memstream; NULL when out of memory). */
 static char *gauges_text(struct loop *l)
@@ -766,7 +785,7 @@ static char *gauges_text(struct loop *l)
     fprintf(f, "# HELP allot_tenant_jobs Live jobs by tenant and state.\n"
                "# TYPE allot_tenant_jobs gauge\n");
     for (int i = 1; i < nt; i++)
-        for (int s = 0; s < 2; s++)
+        for (int s = 0; s < 2 && listed(l, i); s++)
             if (jobs[i * 2 + s])
                 fprintf(f, "allot_tenant_jobs{tenant=\"%s\",state=\"%s\"} %lld\n",
                         allot_tenants_get(l->t, i)->path, s ? "running" : "pending",
@@ -778,6 +797,8 @@ static char *gauges_text(struct loop *l)
     for (int i = 1; i < nt; i++) {
         const struct allot_tenant *t = allot_tenants_get(l->t, i);
 
+        if (!listed(l, i))
+            continue;
         fprintf(f, "allot_tenant_gpus{tenant=\"%s\"} %.3f\n", t->path,
                 (double)t->usage[ALLOT_RES_GPU] / 1000.0);
         if (t->quota[ALLOT_RES_GPU].nominal != ALLOT_UNLIMITED)
@@ -1168,6 +1189,7 @@ struct loop *loop_start(struct server *s, char *err, size_t errlen)
 fail:
     allot_queue_free(l->q);
     allot_tenants_free(l->t);
+    allot_free(l->t_listed);
     allot_cluster_free(l->c);
     json_decref(l->desired);
     allot_free(l);
@@ -1212,6 +1234,7 @@ void loop_stop(struct loop *l)
     }
     allot_queue_free(l->q);
     allot_tenants_free(l->t);
+    allot_free(l->t_listed);
     allot_cluster_free(l->c);
     json_decref(l->desired);
     json_decref(l->token_names);

@@ -94,6 +94,9 @@ struct loop {
     /* loop thread only */
     struct allot_cluster *c;
     struct allot_tenants *t;
+    bool *t_listed; /* owned: per core tenant index, whether the stored document lists it
+                       (a pruned tenant stays in the core but leaves the gauges) */
+    int n_t_listed;
     /* while rebuilding: every running job's last save of its run, by job id
      * (allot_store_event_last_running, one query), when it could be read */
     struct allot_store_event *saves;

@@ -337,10 +337,34 @@ static int depth_of(const char *p)
     return d;
 }
 
+bool tenants_listed(const struct sim_tenants_conf *conf, const char *path)
+{
+    size_t pl = strlen(path);
+
+    for (size_t i = 0; i < conf->n; i++)
+        if (!strncmp(conf->v[i].path, path, pl) &&
+            (conf->v[i].path[pl] == '\0' || conf->v[i].path[pl] == '/'))
+            return true;
+    return false;
+}
+
 int tenants_apply(struct allot_tenants *t, const struct sim_tenants_conf *conf,
                   const struct allot_catalog *cat, char *err, size_t errlen)
 {
     int max_depth = 0;
+
+    /* a tenant the document no longer lists (pruned) keeps its index in the
+     * core, but holds nothing: no nominal for its parent's sum to count, no
+     * borrowing (it has no live job: pruning one with jobs is refused) */
+    for (int i = 1; i < allot_tenants_count(t); i++)
+        if (!tenants_listed(conf, allot_tenants_get(t, i)->path))
+            for (int res = 0; res < ALLOT_RES_MODEL0 + cat->n_models; res++)
+                if (allot_tenants_set_quota(t, i, res,
+                                            (struct allot_quota){0, 0, ALLOT_UNLIMITED}) < 0) {
+                    allot_fmt(err, errlen, "tenant %s: quota rejected by the core",
+                              allot_tenants_get(t, i)->path);
+                    return ALLOT_EINVAL;
+                }
 
     for (size_t i = 0; i < conf->n; i++)
         if (depth_of(conf->v[i].path) > max_depth)

@@ -29,8 +29,11 @@ int tenants_doc_parse(json_t *doc, const struct allot_catalog *cat, struct sim_t
 json_t *tenants_doc_from_store(struct allot_store *st);
 
 /* Adds or updates the tenants of conf in tree t; classes are not touched.
- * Returns 0 or an ALLOT_E* code with a message. */
+ * A tenant of t that conf no longer lists (pruned) stays, with no nominal
+ * and no borrowing. Returns 0 or an ALLOT_E* code with a message. */
 int tenants_apply(struct allot_tenants *t, const struct sim_tenants_conf *conf,
                   const struct allot_catalog *cat, char *err, size_t errlen);
+/* Whether conf lists tenant `path`, or a tenant below it. */
+bool tenants_listed(const struct sim_tenants_conf *conf, const char *path);
 
 #endif

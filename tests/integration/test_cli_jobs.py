@@ -120,8 +120,16 @@ def test_apply_tenants_and_quota():
     r = ok(cli(dm, "apply", "-f", f, "--prune", "--dry-run"))
     assert "tenant/interns pruned" in r.lines() and "dry run" in r.out, r
     assert "interns" in ok(cli(dm, "tenants")).out
+    m = dm.req("GET", "/metrics", raw=True)[1]
+    assert 'allot_tenant_gpus{tenant="interns"}' in m, m
     r = ok(cli(dm, "apply", "-f", f, "--prune"))
     assert "tenant/interns pruned" in r.lines(), r
+    # a pruned tenant leaves the gauges (the core keeps its index, with no quota)
+    end = time.time() + 10
+    while time.time() < end and 'tenant="interns"' in dm.req("GET", "/metrics", raw=True)[1]:
+        time.sleep(0.1)
+    m = dm.req("GET", "/metrics", raw=True)[1]
+    assert 'tenant="interns"' not in m, [l for l in m.splitlines() if "interns" in l]
     got = ok(cli(dm, "tenants", "-o", "json")).json()
     assert sorted(t["path"] for t in got["tenants"]) == sorted(
         t["path"] for t in TENANTS["tenants"])
