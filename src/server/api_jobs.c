@@ -142,28 +142,40 @@ static int cancel_one(struct allot_store *st, struct allot_store_job *j, int64_t
     return rc ? rc : allot_store_event_add(st, &ev, NULL);
 }
 
-/* The live members of array w->id other than the first, cancelled. */
-static int cancel_members(struct allot_store *st, struct cancel_write *w)
+/* Calls fn(st, member, arg) for each member of array `parent` in one of
+ * `states` (a mask of 1 << ALLOT_SJ_*), a page at a time, until fn fails.
+ * Returns 0 or the first error (the store's or fn's). */
+static int array_each(struct allot_store *st, int64_t parent, unsigned states,
+                      int (*fn)(struct allot_store *st, struct allot_store_job *j, void *arg),
+                      void *arg)
 {
-    struct allot_store_job_filter f = {
-        .array_parent = w->id, .states = ALLOT_SJ_LIVE_MASK, .limit = 1000};
+    struct allot_store_job_filter f = {.array_parent = parent, .states = states, .limit = 1000};
     struct allot_store_job_page pg = {0};
     int rc;
 
     do {
         rc = allot_store_job_list(st, &f, &pg);
-        for (size_t i = 0; i < pg.n && !rc; i++) {
-            if (pg.jobs[i].id == w->id)
-                continue;
-            rc = allot_grow((void **)&w->ids, &w->cap_ids, w->n_ids + 1, sizeof(*w->ids));
-            if (!rc)
-                rc = cancel_one(st, &pg.jobs[i], w->now);
-            if (!rc)
-                w->ids[w->n_ids++] = pg.jobs[i].id;
-        }
+        for (size_t i = 0; i < pg.n && !rc; i++)
+            rc = fn(st, &pg.jobs[i], arg);
         f.cursor = pg.next_cursor;
         allot_store_job_page_free(&pg);
     } while (!rc && f.cursor);
+    return rc;
+}
+
+/* A live member of array w->id other than the first, cancelled. */
+static int cancel_member(struct allot_store *st, struct allot_store_job *j, void *arg)
+{
+    struct cancel_write *w = arg;
+    int rc;
+
+    if (j->id == w->id)
+        return 0;
+    rc = allot_grow((void **)&w->ids, &w->cap_ids, w->n_ids + 1, sizeof(*w->ids));
+    if (!rc)
+        rc = cancel_one(st, j, w->now);
+    if (!rc)
+        w->ids[w->n_ids++] = j->id;
     return rc;
 }
 
@@ -180,7 +192,7 @@ static int cancel_fn(struct allot_store *st, void *arg)
     if (rc)
         return rc;
     live = !allot_store_job_state_terminal(w->j.state);
-    if (array && (rc = cancel_members(st, w)) != 0)
+    if (array && (rc = array_each(st, w->id, ALLOT_SJ_LIVE_MASK, cancel_member, w)) != 0)
         return rc;
     if (!live && !w->n_ids)
         return ALLOT_ESTATE;
@@ -515,18 +527,22 @@ struct hold_write {
     struct allot_store_job j; /* OUT: the job as read, then as written */
     int64_t *ids;             /* OUT: the jobs whose hold changed (allot_free) */
     size_t n_ids, cap_ids;
+    size_t pending; /* pending jobs the write found (changed or not) */
 };
 
-/* Holds or releases pending job id, with its event, unless it already is
+/* Holds or releases pending job j, with its event, unless it already is
  * (nothing written then). */
-static int hold_one(struct allot_store *st, struct hold_write *w, int64_t id, bool held_now)
+static int hold_one(struct allot_store *st, struct allot_store_job *j, void *arg)
 {
+    struct hold_write *w = arg;
     char detail[160];
+    int64_t id = j->id;
     struct allot_store_event ev = {
         .job_id = id, .time = w->now, .kind = w->held ? "held" : "released", .detail = detail};
     int rc;
 
-    if (held_now == w->held)
+    w->pending++;
+    if (j->held == w->held)
         return 0;
     allot_fmt(detail, sizeof(detail), "%s by %s", ev.kind, w->r->who.name ? w->r->who.name : "");
     if ((rc = allot_store_job_hold(st, id, w->held)) != 0 ||
@@ -546,32 +562,17 @@ static int hold_fn(struct allot_store *st, void *arg)
     struct hold_write *w = arg;
     char target[64];
     int rc = allot_store_job_get(st, w->id, &w->j);
-    bool array = w->array && w->j.array_parent == w->id, any = false;
+    bool array = w->array && w->j.array_parent == w->id;
 
     if (rc)
         return rc;
-    if (array) {
-        struct allot_store_job_filter f = {
-            .array_parent = w->id, .states = 1u << ALLOT_SJ_PENDING, .limit = 1000};
-        struct allot_store_job_page pg = {0};
-
-        do {
-            rc = allot_store_job_list(st, &f, &pg);
-            for (size_t i = 0; i < pg.n && !rc; i++) {
-                any = true;
-                rc = hold_one(st, w, pg.jobs[i].id, pg.jobs[i].held);
-            }
-            f.cursor = pg.next_cursor;
-            allot_store_job_page_free(&pg);
-        } while (!rc && f.cursor);
-        if (rc)
-            return rc;
-    } else if (w->j.state == ALLOT_SJ_PENDING) {
-        any = true;
-        if ((rc = hold_one(st, w, w->id, w->j.held)) != 0)
-            return rc;
-    }
-    if (!any)
+    if (array)
+        rc = array_each(st, w->id, 1u << ALLOT_SJ_PENDING, hold_one, w);
+    else if (w->j.state == ALLOT_SJ_PENDING)
+        rc = hold_one(st, &w->j, w);
+    if (rc)
+        return rc;
+    if (!w->pending)
         return ALLOT_ESTATE;
     allot_store_job_clear(&w->j);
     if ((rc = allot_store_job_get(st, w->id, &w->j)) != 0)
@@ -647,8 +648,9 @@ struct requeue_write {
 
 /* Whether stored job j may be requeued: it runs, and its spec does not say
  * "requeue": false (the user said a second run would do harm). */
-static int requeue_one(struct requeue_write *w, const struct allot_store_job *j)
+static int requeue_one(struct allot_store *st, struct allot_store_job *j, void *arg)
 {
+    struct requeue_write *w = arg;
     json_t *spec = json_loads(j->spec ? j->spec : "{}", 0, NULL);
     bool refuse = json_is_false(json_object_get(spec, "requeue"));
     int rc;
@@ -681,23 +683,11 @@ static int requeue_fn(struct allot_store *st, void *arg)
 
     if (rc)
         return rc;
-    if (array) {
-        struct allot_store_job_filter f = {.array_parent = w->id,
-                                           .states =
-                                               (1u << ALLOT_SJ_STARTING) | (1u << ALLOT_SJ_RUNNING),
-                                           .limit = 1000};
-        struct allot_store_job_page pg = {0};
-
-        do {
-            rc = allot_store_job_list(st, &f, &pg);
-            for (size_t i = 0; i < pg.n && !rc; i++)
-                rc = requeue_one(w, &pg.jobs[i]);
-            f.cursor = pg.next_cursor;
-            allot_store_job_page_free(&pg);
-        } while (!rc && f.cursor);
-    } else {
-        rc = requeue_one(w, &w->j);
-    }
+    if (array)
+        rc = array_each(st, w->id, (1u << ALLOT_SJ_STARTING) | (1u << ALLOT_SJ_RUNNING),
+                        requeue_one, w);
+    else
+        rc = requeue_one(st, &w->j, w);
     if (rc)
         return rc;
     if (!w->n_runs)
