@@ -343,6 +343,24 @@ int meter_collect_runs(const struct allot_catalog *cat, const struct allot_store
     return 0;
 }
 
+/* The part of the interval [lo0, hi0) (milliseconds) that lies in hour h
+ * (seconds): its start into *lo; its length returned (0 or less: none). */
+static int64_t hour_part(int64_t lo0, int64_t hi0, int64_t h, int64_t *lo)
+{
+    int64_t hi = hi0 < (h + METER_HOUR) * 1000 ? hi0 : (h + METER_HOUR) * 1000;
+
+    *lo = lo0 > h * 1000 ? lo0 : h * 1000;
+    return hi - *lo;
+}
+
+/* The share of a counter's growth `total` over an interval of dt ms that
+ * falls on its piece of `part` ms starting `done` ms in: the pieces of one
+ * interval add up to `total` exactly. */
+static int64_t growth_part(int64_t total, int64_t done, int64_t part, int64_t dt)
+{
+    return total * (done + part) / dt - total * done / dt;
+}
+
 /* The CPU a run's task used before its first sample: the task's cgroup
  * counts from 0 at its start, so x's counter (the first sample of run r)
  * is that time's use; spread over the hours of (start, x] that meet
@@ -364,9 +382,7 @@ static int head_cpu(const struct allot_catalog *cat, const struct allot_store_ru
     }
     meter_task_share(cat, task, &ppm, item, sizeof(item), model, sizeof(model));
     for (int64_t h = meter_floor_hour(r->start); h * 1000 < x->at; h += METER_HOUR) {
-        int64_t lo = lo0 > h * 1000 ? lo0 : h * 1000;
-        int64_t hi = x->at < (h + METER_HOUR) * 1000 ? x->at : (h + METER_HOUR) * 1000;
-        int64_t part = hi - lo, done = lo - lo0;
+        int64_t lo, part = hour_part(lo0, x->at, h, &lo);
         struct allot_store_usage *u;
 
         if (part <= 0 || h < from || h >= to)
@@ -377,7 +393,7 @@ static int head_cpu(const struct allot_catalog *cat, const struct allot_store_ru
             rc = ALLOT_ENOMEM;
             break;
         }
-        u->cpu_used_ms += cpu * (done + part) / dt - cpu * done / dt;
+        u->cpu_used_ms += growth_part(cpu, lo - lo0, part, dt);
     }
     json_decref(pl);
     return rc;
@@ -447,9 +463,7 @@ static int collect_samples(const struct allot_catalog *cat, const struct allot_s
         if (x->energy_mj >= 0 && p->energy_mj >= 0 && x->energy_mj >= p->energy_mj)
             energy = x->energy_mj - p->energy_mj;
         for (int64_t h = meter_floor_hour(p->at / 1000); h * 1000 < x->at; h += METER_HOUR) {
-            int64_t lo = p->at > h * 1000 ? p->at : h * 1000;
-            int64_t hi = x->at < (h + METER_HOUR) * 1000 ? x->at : (h + METER_HOUR) * 1000;
-            int64_t part = hi - lo, done = lo - p->at;
+            int64_t lo, part = hour_part(p->at, x->at, h, &lo), done = lo - p->at;
             struct allot_store_usage *u;
 
             if (part <= 0 || h < from || h >= to)
@@ -471,11 +485,11 @@ static int collect_samples(const struct allot_catalog *cat, const struct allot_s
                 b->share_pct_ms += util_of_share(task, item, ppm, x->gpu_util, part);
             }
             /* the counters' growth in proportion, whole over the pieces */
-            u->cpu_used_ms += cpu * (done + part) / dt - cpu * done / dt;
+            u->cpu_used_ms += growth_part(cpu, done, part, dt);
             if (energy >= 0)
-                u->energy_mj = (u->energy_mj < 0 ? 0 : u->energy_mj) + energy * (done + part) / dt -
-                               energy * done / dt;
-            if (hi == x->at && x->gpu_mem_bytes > u->gpu_mem_peak)
+                u->energy_mj =
+                    (u->energy_mj < 0 ? 0 : u->energy_mj) + growth_part(energy, done, part, dt);
+            if (lo + part == x->at && x->gpu_mem_bytes > u->gpu_mem_peak)
                 u->gpu_mem_peak = x->gpu_mem_bytes; /* the reading's own hour */
         }
         json_decref(pl);
