@@ -214,6 +214,11 @@ static bool submittable(struct req *r, const struct jobspec *js)
     int maxg = atomic_load(&r->srv->max_node_gpus);
     int64_t all = atomic_load(&r->srv->whole_gpus), mib = atomic_load(&r->srv->max_gpu_mib);
 
+    /* a node registered a moment ago is not in the loop's counts yet: no
+     * refusal from them until it is (the job waits instead) */
+    if (atomic_load(&r->srv->nodes_adding) > 0)
+        all = mib = 0;
+
     if (maxg > 0 && t->num_gpu > maxg && t->mig_profile < 0)
         api_error(r, 422, "invalid",
                   "field \"gpus\" is %d; the largest registered node has %d GPUs", t->num_gpu,

@@ -226,7 +226,9 @@ int api_nodes_register(struct req *r)
             while (n_gpus > cur &&
                    !atomic_compare_exchange_weak(&r->srv->max_node_gpus, &cur, n_gpus))
                 ;
-            loop_post(r->srv->loop, LOOP_NODE_ADDED, 0, name);
+            atomic_fetch_add(&r->srv->nodes_adding, 1); /* until the loop counts it */
+            if (loop_post(r->srv->loop, LOOP_NODE_ADDED, 0, name) < 0)
+                atomic_fetch_sub(&r->srv->nodes_adding, 1);
         } else {
             loop_post(r->srv->loop, LOOP_NODE_SEEN, now + r->srv->cfg.lease / 1000, name);
         }

@@ -471,6 +471,7 @@ static bool handle(struct loop *l, struct msg *m)
         if (rc == 0)
             add_node(l, n.name, n.inventory, n.state);
         allot_store_node_clear(&n);
+        atomic_fetch_sub(&l->srv->nodes_adding, 1); /* counted now (or never will be) */
         break;
     case LOOP_TENANTS:
         load_tenants(l);
