@@ -27,6 +27,16 @@
 #      at ALLOT_GPU_SM_LIMIT 25 / 50 / 75 back-to-back 1 ms kernels keep
 #      the GPU busy within 5 points of the limit; the launch path costs
 #      less than 100 ns more with the shim (no limit) than without.
+#   7. A fraction through allotd and the agent, with a framework: a job of
+#      500 milli and 4 GiB runs a PyTorch program (python3 with torch, when
+#      the machine has it) under the shim the agent preloads; torch sees a
+#      4 GiB GPU and cannot allocate past it, and its kernels run.
+#   8. The same job under --sharing mps, when the machine has
+#      nvidia-cuda-mps-control: the agent starts MPS's control daemon and
+#      the job's allocations stop at its pinned memory limit.
+#
+# On a machine without allot's build dependencies, bundle the programs
+# first: tests/gpu/bundle.sh DIR here, then BUILD=DIR/bin tests/gpu/run.sh.
 set -u
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
@@ -46,6 +56,9 @@ cleanup() {
     for p in $PIDS; do kill "$p" 2>/dev/null; done
     sleep 1
     for p in $PIDS; do kill -9 "$p" 2>/dev/null; done
+    umount "$WORK"/agent-*/mps-shm/* 2>/dev/null
+    # GPU_LOGS=DIR keeps the logs of allotd and the agents, and the inventory
+    [ -n "${GPU_LOGS:-}" ] && cp "$WORK"/*.log "$WORK"/inv.* "$GPU_LOGS"/ 2>/dev/null
     rm -rf "$WORK"
 }
 trap cleanup EXIT INT TERM
@@ -92,11 +105,23 @@ else
     printf 'version: 1\ntenants:\n  - path: gpu-check\n' > "$WORK/t.yaml"
     "$BUILD/allot" apply -f "$WORK/t.yaml" > /dev/null
     AG=$("$BUILD/allot" tokens create --role agent --name gpu | tail -n 1)
-    mkdir -p "$WORK/agent" && chmod 755 "$WORK/agent"
-    "$BUILD/allot-agent" --server "$ALLOT_SERVER" --token "$AG" --name gpu-node \
-        --state-dir "$WORK/agent" --listen 127.0.0.1:0 --cgroup-root allot-gpu-check \
-        2> "$WORK/agent.log" &
-    PIDS="$PIDS $!"
+    cp "$BUILD/liballot-cuda.so" "$WORK/liballot-cuda.so" && chmod 755 "$WORK/liballot-cuda.so"
+    agent_start() { # agent_start NAME [OPTIONS]: a node's agent, its pid in AGENT
+        NODE=$1
+        shift
+        mkdir -p "$WORK/agent-$NODE" && chmod 755 "$WORK/agent-$NODE"
+        "$BUILD/allot-agent" --server "$ALLOT_SERVER" --token "$AG" --name "$NODE" \
+            --state-dir "$WORK/agent-$NODE" --listen 127.0.0.1:0 --cgroup-root allot-gpu-check \
+            --shim-lib "$WORK/liballot-cuda.so" "$@" 2>> "$WORK/agent.log" &
+        AGENT=$!
+        PIDS="$PIDS $AGENT"
+    }
+    agent_stop() { # and no new jobs on its node
+        "$BUILD/allot" cordon "$NODE" > /dev/null
+        kill "$AGENT"
+        for _ in $(seq 100); do kill -0 "$AGENT" 2>/dev/null || break; sleep 0.1; done
+    }
+    agent_start gpu-node
     PROG='import os, glob
 mine = os.environ["ALLOT_GPU_DEVICES"].split(",")
 print("cvd", os.environ["CUDA_VISIBLE_DEVICES"])
@@ -115,6 +140,7 @@ for p in sorted(glob.glob("/dev/nvidia[0-9]*")):
         ok "device isolation: own GPU opens, others EPERM, CUDA_VISIBLE_DEVICES set"
     else
         fail "device isolation (see $WORK/agent.log)"
+        tail -n 20 "$WORK/agent.log"
     fi
 fi
 
@@ -146,17 +172,21 @@ UUID=$(head -n 1 "$WORK/smi.csv" | cut -d, -f1 | tr -d ' ')
 OUT=$(timeout 120 "$BUILD/allot-agent" --scrub "$UUID" 2>&1)
 if echo "$OUT" | grep -q "^scrubbed [1-9][0-9]* MiB"; then ok "memory scrubbing: $OUT"
 else fail "memory scrubbing: $OUT"; fi
-skip "MPS limits: not implemented yet (issue 9 note)"
 
 # ---- 6. liballot-cuda.so with the real driver ----
 SHIM="$BUILD/liballot-cuda.so"
 NVCC=${NVCC:-/usr/local/cuda/bin/nvcc}
+# libcuda.so to link with: the toolkit's stub where the driver has only .so.1
+STUB=""
+for d in "$(dirname "$NVCC")/../lib64/stubs" "$(dirname "$NVCC")/../targets/x86_64-linux/lib/stubs"; do
+    [ -z "$STUB" ] && [ -e "$d/libcuda.so" ] && STUB="-L$d"
+done
 export CUDA_VISIBLE_DEVICES="$UUID"
 if [ ! -f "$SHIM" ]; then
     fail "shim: $SHIM is not built"
-elif ! timeout 120 "$NVCC" -O2 -o "$WORK/shim_cap" tests/gpu/shim_cap.cu -lcuda \
+elif ! timeout 120 "$NVCC" -O2 -o "$WORK/shim_cap" tests/gpu/shim_cap.cu $STUB -lcuda \
         > "$WORK/nvcc.log" 2>&1 || \
-    ! timeout 120 "$NVCC" -O2 -o "$WORK/shim_share" tests/gpu/shim_share.cu \
+    ! timeout 120 "$NVCC" -O2 -o "$WORK/shim_share" tests/gpu/shim_share.cu $STUB -lcuda \
         >> "$WORK/nvcc.log" 2>&1; then
     fail "shim: the test programs do not build with $NVCC"
     sed 's/^/     /' "$WORK/nvcc.log"
@@ -171,7 +201,8 @@ else
         FAILED=1
         [ $RC -ne 0 ] && echo "FAIL shim cap: exit status $RC" && echo "$OUT" | tail -n 5
     fi
-    # the compute share
+    # the compute share (the measurement itself: with no limit, near 100)
+    echo "     no limit: $(LD_PRELOAD="$SHIM" ALLOT_SHIM_LOG=off timeout 60 "$WORK/shim_share" share 2 2>&1)"
     for P in 25 50 75; do
         OUT=$(LD_PRELOAD="$SHIM" ALLOT_GPU_SM_LIMIT=$P ALLOT_SHIM_LOG=off \
             timeout 60 "$WORK/shim_share" share 4 2>&1)
@@ -182,16 +213,86 @@ else
             fail "shim share $P %: $OUT"
         fi
     done
-    # the launch path without a limit, with and without the shim
-    BASE=$(timeout 60 "$WORK/shim_share" launch 100000 2>&1)
-    WITH=$(LD_PRELOAD="$SHIM" ALLOT_SHIM_LOG=off timeout 60 "$WORK/shim_share" launch 100000 2>&1)
-    B=$(echo "$BASE" | sed -n 's/^launch_ns \([0-9.]*\)$/\1/p')
-    W=$(echo "$WITH" | sed -n 's/^launch_ns \([0-9.]*\)$/\1/p')
+    # the launch path without a limit, without and with the shim in turn,
+    # three times each: the best of each (this machine's noise is larger
+    # than the difference); through the runtime and through the driver
+    B="" W="" BD="" WD=""
+    for _ in 1 2 3; do
+        for S in "" "$SHIM"; do
+            L=$(LD_PRELOAD="$S" ALLOT_SHIM_LOG=off timeout 60 "$WORK/shim_share" launch 100000 2>&1)
+            echo "     ${S:+shim }$L"
+            R=$(echo "$L" | sed -n 's/^launch_ns \([0-9.]*\) drv_ns.*/\1/p')
+            D=$(echo "$L" | sed -n 's/^launch_ns .* drv_ns \([0-9.]*\)$/\1/p')
+            [ -n "$R" ] && [ -n "$D" ] || { B=""; break 2; }
+            if [ -z "$S" ]; then
+                B=$(python3 -c "print(min(float('$R'), float('${B:-1e18}')))")
+                BD=$(python3 -c "print(min(float('$D'), float('${BD:-1e18}')))")
+            else
+                W=$(python3 -c "print(min(float('$R'), float('${W:-1e18}')))")
+                WD=$(python3 -c "print(min(float('$D'), float('${WD:-1e18}')))")
+            fi
+        done
+    done
     if [ -n "$B" ] && [ -n "$W" ] && python3 -c "import sys; sys.exit($W - $B >= 100)"; then
-        ok "shim launch overhead: $W ns with, $B ns without (target < 100 ns more)"
+        ok "shim launch overhead: runtime $W ns with, $B ns without; driver $WD / $BD (target < 100 ns more)"
     else
-        fail "shim launch overhead: with: $WITH; without: $BASE"
+        fail "shim launch overhead: runtime ${W:-?} ns with, ${B:-?} ns without; driver ${WD:-?} / ${BD:-?}"
     fi
 fi
 unset CUDA_VISIBLE_DEVICES
+
+# ---- 7. and 8. a fraction through allotd and the agent, with PyTorch ----
+PY=$(command -v python3)
+# allocates 64 MiB pieces until refused (at most 8 GiB), then runs a kernel
+TORCH='import os, torch
+free, total = torch.cuda.mem_get_info()
+print("info", total >> 20, "MiB total,", free >> 20, "free")
+xs = []
+try:
+    while len(xs) < 128:
+        xs.append(torch.empty(64 << 20, dtype=torch.uint8, device="cuda"))
+except torch.OutOfMemoryError:
+    pass
+print("allocated", 64 * len(xs), "MiB")
+del xs
+torch.cuda.empty_cache()
+a = torch.ones(1024, 1024, device="cuda")
+print("kernel", int((a @ a)[0, 0].item()))
+print("env", " ".join(k + "=" + v for k, v in sorted(os.environ.items())
+                      if k.startswith(("CUDA_MPS", "ALLOT_GPU"))))'
+frac_check() { # frac_check NAME: the job of 500 milli and 4 GiB under torch
+    OUT=$(timeout 180 "$BUILD/allot" run -t gpu-check --gpu-milli 500 --gpu-memory 4G \
+        -- "$PY" -c "$TORCH" 2>&1)
+    RC=$?
+    echo "$OUT" | sed 's/^/     /'
+    T=$(echo "$OUT" | sed -n 's/^info \([0-9]*\) MiB total.*/\1/p')
+    N=$(echo "$OUT" | sed -n 's/^allocated \([0-9]*\) MiB$/\1/p')
+    if [ $RC -eq 0 ] && [ -n "$N" ] && [ "$N" -le 4096 ] && [ "$N" -ge 2048 ] &&
+        echo "$OUT" | grep -q "^kernel 1024$" && { [ "$1" = mps ] || [ "$T" = 4096 ]; }; then
+        ok "$1 fraction through the agent: torch saw $T MiB, allocated $N MiB of a 4 GiB cap"
+    else
+        fail "$1 fraction through the agent (exit $RC; see $WORK/agent.log)"
+        tail -n 20 "$WORK/agent.log"
+    fi
+}
+if [ -z "${AGENT:-}" ]; then
+    skip "fractions through the agent: needs root (check 3)"
+elif ! timeout 60 "$PY" -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
+    skip "fractions through the agent: python3 has no torch with CUDA"
+else
+    # a node's GPU mode is part of its inventory: one node name per mode
+    agent_stop
+    agent_start gpu-shared --gpu-mode shared
+    frac_check shim
+    if command -v nvidia-cuda-mps-control >/dev/null 2>&1; then
+        agent_stop
+        agent_start gpu-mps --gpu-mode shared --sharing mps
+        sleep 2
+        frac_check mps
+        echo quit | CUDA_MPS_PIPE_DIRECTORY="$WORK/agent-gpu-mps/mps/0/pipe" timeout 20 \
+            nvidia-cuda-mps-control > /dev/null 2>&1
+    else
+        skip "mps fraction: no nvidia-cuda-mps-control on this machine"
+    fi
+fi
 exit $FAILED

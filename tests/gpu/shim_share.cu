@@ -3,29 +3,46 @@
  * cost against NVIDIA's driver (tests/gpu/run.sh builds it with nvcc).
  *
  *   shim_share share SECONDS   with the shim and ALLOT_GPU_SM_LIMIT=P:
- *       calibrates a one-block spin kernel to about 1 ms alone, launches
- *       it back to back for SECONDS, waits for the GPU, and prints
- *       "busy B" (percent: the kernels' calibrated time over the wall time
- *       from the first launch to the last kernel's end)
+ *       launches a one-block kernel that spins for 1 ms of the GPU's
+ *       global timer back to back for SECONDS, waits for the GPU, and
+ *       prints "busy B" (percent: the time the kernels ran, as each
+ *       measured itself on the GPU, over the wall time from the first
+ *       launch to the last kernel's end). Neither a clock that changes
+ *       with the GPU's load nor the shim's waiting can move the figure.
  *   shim_share launch N         launches an empty kernel N times (best of
- *       5 rounds) and prints "launch_ns X", the host cost of one launch:
- *       run with and without the shim, the difference is the shim's
+ *       5 rounds) through the runtime (<<<>>>) and through the driver
+ *       (cuLaunchKernel) and prints "launch_ns X drv_ns Y", the host cost
+ *       of one launch each way: run with and without the shim, the
+ *       difference is the shim's
  *
  * The runtime's <<<>>> launches reach the driver through the pointers
- * cuGetProcAddress handed out, so they go through the shim's hooks.
+ * cuGetProcAddress handed out, so they go through the shim's hooks; the
+ * program's own cuLaunchKernel binds to the shim's export. Build with
+ * -lcuda.
  */
+#include <cuda.h>
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-__global__ void spin(long long cycles)
+__device__ static unsigned long long gtime(void)
 {
-    long long start = clock64();
+    unsigned long long t;
 
-    while (clock64() - start < cycles)
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+/* Spins for ns of the global timer; adds the time it ran to *ran. */
+__global__ void spin(long long ns, unsigned long long *ran)
+{
+    unsigned long long start = gtime(), t;
+
+    while ((t = gtime()) - start < (unsigned long long)ns)
         ;
+    atomicAdd(ran, t - start);
 }
 
 __global__ void empty(void)
@@ -40,80 +57,65 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* One spin kernel alone, in ms (events around it). */
-static float kernel_ms(long long cycles)
-{
-    cudaEvent_t a, b;
-    float ms = 0;
-
-    cudaEventCreate(&a);
-    cudaEventCreate(&b);
-    cudaEventRecord(a, 0);
-    spin<<<1, 1>>>(cycles);
-    cudaEventRecord(b, 0);
-    cudaEventSynchronize(b);
-    cudaEventElapsedTime(&ms, a, b);
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
-    return ms;
-}
-
 static int share(double seconds)
 {
-    long long cycles = 1000000;
+    unsigned long long *ran = NULL, total = 0;
     double t0, t1;
-    float ms = 0;
     long n = 0;
 
-    /* calibrate to about 1 ms (the limiter's probes measure it too) */
-    for (int i = 0; i < 8; i++) {
-        ms = kernel_ms(cycles);
-        if (ms <= 0) {
-            printf("FAIL shim share: the kernel did not run (%s)\n",
-                   cudaGetErrorString(cudaGetLastError()));
-            return 1;
-        }
-        cycles = (long long)((double)cycles / ms);
+    if (cudaMalloc(&ran, sizeof(*ran)) != cudaSuccess ||
+        cudaMemset(ran, 0, sizeof(*ran)) != cudaSuccess) {
+        printf("FAIL shim share: no device memory (%s)\n",
+               cudaGetErrorString(cudaGetLastError()));
+        return 1;
     }
-    ms = 0;
-    for (int i = 0; i < 5; i++)
-        ms += kernel_ms(cycles) / 5;
     t0 = now_s();
     while (now_s() - t0 < seconds) {
-        spin<<<1, 1>>>(cycles);
+        spin<<<1, 1>>>(1000000, ran);
         n++;
     }
     cudaDeviceSynchronize();
     t1 = now_s();
-    printf("busy %.1f (%ld kernels of %.3f ms in %.3f s)\n",
-           100.0 * n * ms / 1000.0 / (t1 - t0), n, ms, t1 - t0);
+    cudaMemcpy(&total, ran, sizeof(total), cudaMemcpyDeviceToHost);
+    printf("busy %.1f (%ld kernels of %.3f ms in %.3f s)\n", 100.0 * (double)total / 1e9 / (t1 - t0),
+           n, n ? (double)total / 1e6 / (double)n : 0.0, t1 - t0);
+    cudaFree(ran);
     return cudaGetLastError() != cudaSuccess;
 }
 
 static int launch(long n)
 {
-    double best = 1e18;
+    double best = 1e18, best_drv = 1e18;
+    cudaFunction_t fn;
 
     empty<<<1, 1>>>();
-    if (cudaDeviceSynchronize() != cudaSuccess) {
+    if (cudaDeviceSynchronize() != cudaSuccess ||
+        cudaGetFuncBySymbol(&fn, (const void *)empty) != cudaSuccess) {
         printf("FAIL shim launch: the kernel did not run (%s)\n",
                cudaGetErrorString(cudaGetLastError()));
         return 1;
     }
-    for (int r = 0; r < 5; r++) {
+    for (int r = 0; r < 10; r++) {
         double t0 = now_s(), ns;
+        bool drv = r % 2; /* the two ways in turn */
 
         for (long i = 0; i < n; i++) {
-            empty<<<1, 1>>>();
+            if (drv)
+                cuLaunchKernel((CUfunction)fn, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
+            else
+                empty<<<1, 1>>>();
             /* keep the queue short: a full queue blocks the host */
             if (i % 1000 == 999)
                 cudaDeviceSynchronize();
         }
         cudaDeviceSynchronize();
         ns = (now_s() - t0) * 1e9 / (double)n;
-        best = ns < best ? ns : best;
+        if (drv)
+            best_drv = ns < best_drv ? ns : best_drv;
+        else
+            best = ns < best ? ns : best;
     }
-    printf("launch_ns %.1f\n", best);
+    printf("launch_ns %.1f drv_ns %.1f\n", best, best_drv);
     return cudaGetLastError() != cudaSuccess;
 }
 
