@@ -205,6 +205,13 @@ bool allot_isolation_allows(int holders, int32_t excl_holder, int tenant, bool a
 /* True when GPU g is free for whole-GPU use: not in MIG mode and held by
  * no task (a memory-only fraction holds a GPU although its milli is free). */
 bool allot_gpu_whole_free(const struct allot_gpu *g);
+/* Whether t is one fraction of a GPU: one GPU, no MIG profile, less than
+ * all of it or a memory ask. */
+bool allot_task_is_fraction(const struct allot_task *t);
+/* Whether a GPU in mode (enum allot_gpu_mode) can serve t at all: a MIG
+ * slice needs MIG mode, a fraction shared mode, a whole GPU either other
+ * mode. The one answer to "the right mode", free room aside. */
+bool allot_gpu_mode_serves(int mode, const struct allot_task *t);
 
 /* The GPUs of node n that are free for whole-GPU use (allot_gpu_whole_free). */
 int allot_node_whole_free(const struct allot_node *n);

@@ -923,8 +923,7 @@ static void text_capacity(struct allot_queue *q, struct allot_job *j)
         allot_fmt(model, sizeof(model), " %s", cat->models[__builtin_ctzll(t->model_mask)].name);
     /* no ready node has the GPUs at all (not for want of CPU or memory):
      * say so, how many that have them are out of service, and how many
-     * have them in the other mode (a MIG slice needs a GPU in MIG mode,
-     * anything else one that is not) */
+     * have them in another mode (allot_gpu_mode_serves) */
     int shaped = 0, down = 0, moded = 0;
     for (int i = 0; i < nn && t->num_gpu > 0; i++) {
         const struct allot_node *n = allot_cluster_node(q->c, i);
@@ -933,7 +932,7 @@ static void text_capacity(struct allot_queue *q, struct allot_job *j)
             (t->model_mask && !(t->model_mask >> n->model & 1)))
             continue;
         for (int g = 0; g < n->n_gpus; g++)
-            usable += (n->gpus[g].mode == ALLOT_GPU_MIG) == (t->mig_profile >= 0);
+            usable += allot_gpu_mode_serves(n->gpus[g].mode, t);
         if (usable < t->num_gpu) {
             moded += n->state == ALLOT_NODE_READY;
             continue;
@@ -942,19 +941,23 @@ static void text_capacity(struct allot_queue *q, struct allot_job *j)
         down += n->state != ALLOT_NODE_READY;
     }
     if (t->num_gpu > 0 && shaped == 0) {
+        bool frac = allot_task_is_fraction(t);
+        const char *want = t->mig_profile >= 0 ? " in MIG mode"
+                           : frac              ? " in shared mode"
+                                               : " outside MIG mode";
+        const char *other = t->mig_profile >= 0 ? "outside MIG mode"
+                            : frac              ? "in exclusive or MIG mode"
+                                                : "in MIG mode";
         int len = allot_fmt(j->reason, sizeof(j->reason), "no ready node has %d%s GPU%s%s",
-                            t->num_gpu, model, t->num_gpu > 1 ? "s" : "",
-                            !moded                ? ""
-                            : t->mig_profile >= 0 ? " in MIG mode"
-                                                  : " outside MIG mode");
+                            t->num_gpu, model, t->num_gpu > 1 ? "s" : "", moded ? want : "");
         if (down && len > 0 && (size_t)len < sizeof(j->reason))
             len += allot_fmt(j->reason + len, sizeof(j->reason) - (size_t)len,
                              " (%d node%s with them lost, cordoned or draining)", down,
                              down > 1 ? "s" : "");
         if (moded && len > 0 && (size_t)len < sizeof(j->reason))
             allot_fmt(j->reason + len, sizeof(j->reason) - (size_t)len,
-                      " (%d ready node%s %s theirs %s MIG mode)", moded, moded > 1 ? "s" : "",
-                      moded > 1 ? "have" : "has", t->mig_profile >= 0 ? "outside" : "in");
+                      " (%d ready node%s %s theirs %s)", moded, moded > 1 ? "s" : "",
+                      moded > 1 ? "have" : "has", other);
     } else if ((t->num_gpu == 0 || admit == 0) && t->rdma_vfs > 0)
         allot_fmt(j->reason, sizeof(j->reason),
                   "no node has %.1f CPU, %lld MiB memory and %d RDMA VFs free%s%s",

@@ -216,8 +216,7 @@ void allot_sched_placement_init(const struct allot_sched *s, int node, const str
 
 bool allot_sched_task_is_fraction(const struct allot_task *t)
 {
-    return t->num_gpu == 1 && t->mig_profile < 0 &&
-           (t->gpu_milli < ALLOT_MILLI || t->gpu_mem_mib != 0);
+    return allot_task_is_fraction(t);
 }
 
 int allot_sched_place_fraction(const struct allot_sched *s, int node, const struct allot_task *t,

@@ -138,6 +138,21 @@ bool allot_isolation_allows(int holders, int32_t excl_holder, int tenant, bool a
     return !asks_exclusive;           /* held by sharers: only other sharers */
 }
 
+bool allot_task_is_fraction(const struct allot_task *t)
+{
+    return t->num_gpu == 1 && t->mig_profile < 0 &&
+           (t->gpu_milli < ALLOT_MILLI || t->gpu_mem_mib != 0);
+}
+
+bool allot_gpu_mode_serves(int mode, const struct allot_task *t)
+{
+    if (t->mig_profile >= 0)
+        return mode == ALLOT_GPU_MIG;
+    if (allot_task_is_fraction(t))
+        return mode == ALLOT_GPU_SHARED;
+    return mode != ALLOT_GPU_MIG;
+}
+
 bool allot_gpu_whole_free(const struct allot_gpu *g)
 {
     /* n_tasks == 0, not free_milli == 1000: a memory-only fraction holds
@@ -180,7 +195,7 @@ int64_t allot_fraction_mem(const struct allot_gpu *g, const struct allot_task *t
 
 bool allot_gpu_takes_fraction(const struct allot_gpu *g, const struct allot_task *t)
 {
-    if (g->mode != ALLOT_GPU_SHARED || g->free_milli < t->gpu_milli ||
+    if (!allot_gpu_mode_serves(g->mode, t) || g->free_milli < t->gpu_milli ||
         g->free_mem_mib < allot_fraction_mem(g, t))
         return false;
     /* exclusive-gpu tenants time-share a GPU only among themselves */

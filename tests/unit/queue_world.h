@@ -1,6 +1,6 @@
 /*
  * The small world the queue's unit tests run in (test_queue.c,
- * test_queue_share.c): a cluster of 4-GPU H100 nodes, tenants ml/team-a
+ * test_queue_share.c, test_queue_reason.c): a cluster of 4-GPU H100 nodes, tenants ml/team-a
  * and ml/team-b, a queue, and a decision callback that counts starts,
  * preemptions and stops and keeps the last reason. Every cycle checks the
  * queue's invariants. Include after catalog_fixture.h and queue_fixture.h.
@@ -117,6 +117,28 @@ static void cycle(struct world *w, int64_t now)
     assert_int_equal(allot_queue_cycle(w->q, now, on_decision, w), 0);
     if (allot_queue_check_invariants(w->q, err, sizeof(err)) != 0)
         fail_msg("after cycle at %lld: %s", (long long)now, err);
+}
+
+/* Adds node `name`: 4 A100-80GB GPUs in mode (enum allot_gpu_mode). */
+static inline void world_add_moded_node(struct world *w, const char *name, int mode)
+{
+    struct allot_node_spec sp = {.name = name,
+                                 .model = "A100-80GB",
+                                 .cpu_milli = 64000,
+                                 .mem_mib = 262144,
+                                 .n_gpus = 4,
+                                 .island_size = 4,
+                                 .gpu_mode = mode};
+    char err[256];
+
+    if (allot_cluster_add_node(w->c, &sp, err, sizeof(err)) < 0)
+        fail_msg("node %s: %s", name, err);
+}
+
+/* Adds node `name`: 4 A100-80GB GPUs in MIG mode. */
+static inline void world_add_mig_node(struct world *w, const char *name)
+{
+    world_add_moded_node(w, name, ALLOT_GPU_MIG);
 }
 
 #endif

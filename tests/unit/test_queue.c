@@ -436,22 +436,6 @@ static void test_reserve_at_cluster_quota(void **state)
     world_free(&w);
 }
 
-/* Adds node `name`: 4 A100-80GB GPUs in MIG mode. */
-static void world_add_mig_node(struct world *w, const char *name)
-{
-    struct allot_node_spec sp = {.name = name,
-                                 .model = "A100-80GB",
-                                 .cpu_milli = 64000,
-                                 .mem_mib = 262144,
-                                 .n_gpus = 4,
-                                 .island_size = 4,
-                                 .gpu_mode = ALLOT_GPU_MIG};
-    char err[256];
-
-    if (allot_cluster_add_node(w->c, &sp, err, sizeof(err)) < 0)
-        fail_msg("node %s: %s", name, err);
-}
-
 /* A reservation counts only GPUs the gang can use: idle GPUs in MIG mode
  * do not make the gang's start time unknown, and a job that would delay
  * it past its shadow start waits behind it. */
@@ -1226,64 +1210,6 @@ static void test_failed_shape_retried(void **state)
     world_free(&w);
 }
 
-/* A job no ready node has the GPUs for says so (not that CPU or memory is
- * short), and counts the nodes with them that are out of service. */
-static void test_reason_no_ready_node(void **state)
-{
-    struct world w;
-    int big, one;
-
-    (void)state;
-    world_init(&w, 2, 8, base); /* 2 nodes of 4 H100s */
-    big = submit(&w, "big", w.a, 1, 8, 0, 0);
-    cycle(&w, 0);
-    assert_string_equal(allot_queue_reason(w.q, big), "no ready node has 8 GPUs");
-    allot_cluster_set_state(w.c, 0, ALLOT_NODE_LOST);
-    allot_cluster_set_state(w.c, 1, ALLOT_NODE_DRAINING);
-    one = submit(&w, "one", w.b, 1, 1, 1, 0);
-    cycle(&w, 1);
-    assert_int_equal(allot_queue_job(w.q, one)->state, ALLOT_JOB_PENDING);
-    assert_string_equal(allot_queue_reason(w.q, one),
-                        "no ready node has 1 GPU (2 nodes with them lost, cordoned or draining)");
-    world_free(&w);
-}
-
-/* A whole GPU of a model whose GPUs are all in MIG mode, and a MIG slice
- * where no GPU is in MIG mode: the reason says the mode is what is
- * missing, not free room. */
-static void test_reason_mig_mode(void **state)
-{
-    struct allot_job_spec s = {.name = "whole",
-                               .prio_class = -1,
-                               .n_tasks = 1,
-                               .task = {.num_gpu = 1, .gpu_milli = 1000, .mig_profile = -1}};
-    struct world w;
-    char err[256];
-    int whole, slice;
-
-    (void)state;
-    world_init(&w, 2, 8, base); /* 2 nodes of 4 H100s, not in MIG mode */
-    world_add_mig_node(&w, "m0");
-    s.tenant = w.a;
-    s.task.model_mask = 1ULL << allot_catalog_find_model(cat, "A100-80GB");
-    whole = allot_queue_submit(w.q, &s, 0, err, sizeof(err));
-    s.name = "slice";
-    s.task.gpu_milli = 0;
-    s.task.mig_profile = allot_catalog_find_profile(cat, "1g.10gb");
-    s.task.model_mask = 1ULL << allot_catalog_find_model(cat, "H100");
-    slice = allot_queue_submit(w.q, &s, 0, err, sizeof(err));
-    assert_true(whole >= 0 && slice >= 0);
-    cycle(&w, 0);
-    assert_string_equal(allot_queue_reason(w.q, whole),
-                        "no ready node has 1 A100-80GB GPU outside MIG mode "
-                        "(1 ready node has theirs in MIG mode)");
-    assert_int_equal(allot_queue_job(w.q, slice)->state, ALLOT_JOB_PENDING);
-    assert_string_equal(allot_queue_reason(w.q, slice),
-                        "no ready node has 1 H100-80GB GPU in MIG mode "
-                        "(2 ready nodes have theirs outside MIG mode)");
-    world_free(&w);
-}
-
 /* A tenant turned away by its quota starts work once its quota is raised,
  * and again once its own usage drops. */
 static void test_quota_block_lifted(void **state)
@@ -1476,8 +1402,6 @@ int main(void)
         cmocka_unit_test(test_adopt),
         cmocka_unit_test(test_forget_alloc_failure),
         cmocka_unit_test(test_failed_shape_retried),
-        cmocka_unit_test(test_reason_no_ready_node),
-        cmocka_unit_test(test_reason_mig_mode),
         cmocka_unit_test(test_quota_block_lifted),
         cmocka_unit_test(test_failed_shape_per_tenant),
         cmocka_unit_test(test_cycle_work_budget),

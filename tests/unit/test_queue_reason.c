@@ -1,0 +1,128 @@
+/*
+ * Unit tests of the queue's pending reasons for GPUs no ready node has
+ * (src/core/queue.c text_capacity): nodes lost, cordoned or draining, and
+ * GPUs in a mode the task cannot use (a MIG slice outside MIG mode, a
+ * whole GPU in MIG mode, a fraction outside shared mode).
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "allot/queue.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "catalog_fixture.h"
+#include "queue_fixture.h"
+#include "queue_world.h"
+
+/* A job no ready node has the GPUs for says so (not that CPU or memory is
+ * short), and counts the nodes with them that are out of service. */
+static void test_reason_no_ready_node(void **state)
+{
+    struct world w;
+    int big, one;
+
+    (void)state;
+    world_init(&w, 2, 8, base); /* 2 nodes of 4 H100s */
+    big = submit(&w, "big", w.a, 1, 8, 0, 0);
+    cycle(&w, 0);
+    assert_string_equal(allot_queue_reason(w.q, big), "no ready node has 8 GPUs");
+    allot_cluster_set_state(w.c, 0, ALLOT_NODE_LOST);
+    allot_cluster_set_state(w.c, 1, ALLOT_NODE_DRAINING);
+    one = submit(&w, "one", w.b, 1, 1, 1, 0);
+    cycle(&w, 1);
+    assert_int_equal(allot_queue_job(w.q, one)->state, ALLOT_JOB_PENDING);
+    assert_string_equal(allot_queue_reason(w.q, one),
+                        "no ready node has 1 GPU (2 nodes with them lost, cordoned or draining)");
+    world_free(&w);
+}
+
+/* A whole GPU of a model whose GPUs are all in MIG mode, and a MIG slice
+ * where no GPU is in MIG mode: the reason says the mode is what is
+ * missing, not free room. */
+static void test_reason_mig_mode(void **state)
+{
+    struct allot_job_spec s = {.name = "whole",
+                               .prio_class = -1,
+                               .n_tasks = 1,
+                               .task = {.num_gpu = 1, .gpu_milli = 1000, .mig_profile = -1}};
+    struct world w;
+    char err[256];
+    int whole, slice;
+
+    (void)state;
+    world_init(&w, 2, 8, base); /* 2 nodes of 4 H100s, not in MIG mode */
+    world_add_mig_node(&w, "m0");
+    s.tenant = w.a;
+    s.task.model_mask = 1ULL << allot_catalog_find_model(cat, "A100-80GB");
+    whole = allot_queue_submit(w.q, &s, 0, err, sizeof(err));
+    s.name = "slice";
+    s.task.gpu_milli = 0;
+    s.task.mig_profile = allot_catalog_find_profile(cat, "1g.10gb");
+    s.task.model_mask = 1ULL << allot_catalog_find_model(cat, "H100");
+    slice = allot_queue_submit(w.q, &s, 0, err, sizeof(err));
+    assert_true(whole >= 0 && slice >= 0);
+    cycle(&w, 0);
+    assert_string_equal(allot_queue_reason(w.q, whole),
+                        "no ready node has 1 A100-80GB GPU outside MIG mode "
+                        "(1 ready node has theirs in MIG mode)");
+    assert_int_equal(allot_queue_job(w.q, slice)->state, ALLOT_JOB_PENDING);
+    assert_string_equal(allot_queue_reason(w.q, slice),
+                        "no ready node has 1 H100-80GB GPU in MIG mode "
+                        "(2 ready nodes have theirs outside MIG mode)");
+    world_free(&w);
+}
+
+/* A fraction of a model whose GPUs are all in exclusive mode (whole GPUs
+ * only, the agent's default) or MIG mode: the reason names shared mode,
+ * not free room; a whole GPU of that model runs. */
+static void test_reason_shared_mode(void **state)
+{
+    struct allot_job_spec s = {.name = "frac",
+                               .prio_class = -1,
+                               .n_tasks = 1,
+                               .task = {.num_gpu = 1, .gpu_milli = 500, .mig_profile = -1}};
+    struct world w;
+    char err[256];
+    int frac, mem, whole;
+
+    (void)state;
+    world_init(&w, 1, 4, base); /* 1 node of 4 H100s, shared */
+    world_add_moded_node(&w, "x0", ALLOT_GPU_EXCLUSIVE);
+    world_add_mig_node(&w, "m0");
+    s.tenant = w.a;
+    s.task.model_mask = 1ULL << allot_catalog_find_model(cat, "A100-80GB");
+    frac = allot_queue_submit(w.q, &s, 0, err, sizeof(err));
+    s.name = "mem";
+    s.task.gpu_milli = ALLOT_MILLI;
+    s.task.gpu_mem_mib = 4096;
+    mem = allot_queue_submit(w.q, &s, 0, err, sizeof(err));
+    s.name = "whole";
+    s.task.gpu_mem_mib = 0;
+    whole = allot_queue_submit(w.q, &s, 0, err, sizeof(err));
+    assert_true(frac >= 0 && mem >= 0 && whole >= 0);
+    cycle(&w, 0);
+    assert_int_equal(allot_queue_job(w.q, frac)->state, ALLOT_JOB_PENDING);
+    assert_string_equal(allot_queue_reason(w.q, frac),
+                        "no ready node has 1 A100-80GB GPU in shared mode "
+                        "(2 ready nodes have theirs in exclusive or MIG mode)");
+    assert_int_equal(allot_queue_job(w.q, mem)->state, ALLOT_JOB_PENDING);
+    assert_string_equal(allot_queue_reason(w.q, mem), allot_queue_reason(w.q, frac));
+    assert_int_equal(allot_queue_job(w.q, whole)->state, ALLOT_JOB_RUNNING);
+    world_free(&w);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_reason_no_ready_node),
+        cmocka_unit_test(test_reason_mig_mode),
+        cmocka_unit_test(test_reason_shared_mode),
+    };
+
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
