@@ -155,6 +155,19 @@ void allot_cluster_free(struct allot_cluster *c);
 int allot_cluster_add_node(struct allot_cluster *c, const struct allot_node_spec *spec, char *err,
                            size_t errlen);
 
+/* Gives node (an index) the size spec describes (its name NULL or the
+ * node's): model, CPU, memory, VFs, GPUs with their mode and islands,
+ * rack, labels; its name, rank and state stay. Only a node that is not
+ * ready and holds no task can change (ALLOT_ESTATE otherwise, err says
+ * which): a node whose server changed, cordoned and emptied first. Spec
+ * errors as allot_cluster_add_node's; the node is unchanged on any
+ * error. Bumps allot_cluster_resized. */
+int allot_cluster_update_node(struct allot_cluster *c, int node, const struct allot_node_spec *spec,
+                              char *err, size_t errlen);
+/* Bumped whenever a node is added or changes size: capacity counted
+ * before it is stale. */
+uint64_t allot_cluster_resized(const struct allot_cluster *c);
+
 /* Sets the tie-break rank of every node from a seeded permutation. */
 void allot_cluster_shuffle_ranks(struct allot_cluster *c, uint64_t seed);
 

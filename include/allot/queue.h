@@ -397,6 +397,11 @@ const struct allot_job *allot_queue_job(const struct allot_queue *q, int id);
 struct allot_tenants *allot_queue_tenants(const struct allot_queue *q);
 struct allot_cluster *allot_queue_cluster(const struct allot_queue *q);
 
+/* The cluster's capacity in resource res (enum allot_res: GPU in
+ * milli-GPU, CPU in milli-CPU, memory in MiB, ...) as the last cycle
+ * counted it: what fair shares are measured against. */
+int64_t allot_queue_capacity(const struct allot_queue *q, int res);
+
 /* Checks cluster and queue invariants: every running job placed and
  * charged, what the cluster holds on every node and GPU equal to the
  * running jobs' placements (plus placements whose release is still

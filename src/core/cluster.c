@@ -36,6 +36,7 @@ struct allot_cluster {
     uint32_t births;     /* class creation serial */
     uint64_t grow_epoch; /* bumped whenever free capacity may grow */
     uint64_t changes;    /* bumped whenever a node or its state changes */
+    uint64_t resized;    /* bumped whenever a node is added or changes size */
     int64_t used_milli;  /* GPU milli in use over all nodes (node_commit keeps it) */
     size_t n_classes;
     size_t classes_cap;
@@ -650,21 +651,14 @@ static void gpu_init(const struct allot_gpu_model *m, struct allot_gpu *g, int m
     g->mem_mib = g->free_mem_mib;
 }
 
-int allot_cluster_add_node(struct allot_cluster *c, const struct allot_node_spec *spec, char *err,
-                           size_t errlen)
+/* Checks what spec describes besides its name; *model gets the catalog
+ * model (-1 for no GPUs). Returns 0 or an error with err. */
+static int spec_check(const struct allot_cluster *c, const struct allot_node_spec *spec, int *model,
+                      char *err, size_t errlen)
 {
-    struct allot_node *n;
     const struct allot_gpu_model *m = NULL;
-    int model = -1, idx, rc;
 
-    if (!spec->name || !*spec->name) {
-        allot_fmt(err, errlen, "node: name is empty");
-        return ALLOT_EINVAL;
-    }
-    if (allot_cluster_find_node(c, spec->name) >= 0) {
-        allot_fmt(err, errlen, "node \"%s\": duplicate name", spec->name);
-        return ALLOT_EEXIST;
-    }
+    *model = -1;
     if (spec->n_gpus < 0 || spec->n_gpus > ALLOT_MAX_GPUS) {
         allot_fmt(err, errlen, "node \"%s\": gpus %d out of range 0..%d", spec->name, spec->n_gpus,
                   ALLOT_MAX_GPUS);
@@ -681,13 +675,13 @@ int allot_cluster_add_node(struct allot_cluster *c, const struct allot_node_spec
         return ALLOT_ERANGE;
     }
     if (spec->n_gpus > 0) {
-        model = spec->model ? allot_catalog_find_model(c->cat, spec->model) : -1;
-        if (model < 0) {
+        *model = spec->model ? allot_catalog_find_model(c->cat, spec->model) : -1;
+        if (*model < 0) {
             allot_fmt(err, errlen, "node \"%s\": unknown GPU model \"%s\"", spec->name,
                       spec->model ? spec->model : "");
             return ALLOT_EINVAL;
         }
-        m = &c->cat->models[model];
+        m = &c->cat->models[*model];
         if (spec->gpu_mode == ALLOT_GPU_MIG && !m->mig) {
             allot_fmt(err, errlen, "node \"%s\": gpu mode mig but model %s is not MIG-capable",
                       spec->name, m->name);
@@ -702,6 +696,68 @@ int allot_cluster_add_node(struct allot_cluster *c, const struct allot_node_spec
         allot_fmt(err, errlen, "node \"%s\": labels malformed", spec->name);
         return ALLOT_EINVAL;
     }
+    return 0;
+}
+
+/* A node's labels copied from spec's (n->labels and n->n_labels). Returns
+ * 0, or ALLOT_ENOMEM with what was copied so far in n. */
+static int labels_copy(struct allot_node *n, const struct allot_node_spec *spec)
+{
+    if (spec->n_labels <= 0)
+        return 0;
+    n->labels = allot_calloc((size_t)spec->n_labels, sizeof(*n->labels));
+    if (!n->labels)
+        return ALLOT_ENOMEM;
+    for (int i = 0; i < spec->n_labels; i++) {
+        n->labels[i].key = allot_strdup(spec->labels[i].key ? spec->labels[i].key : "");
+        n->labels[i].value = allot_strdup(spec->labels[i].value ? spec->labels[i].value : "");
+        n->n_labels = i + 1;
+        if (!n->labels[i].key || !n->labels[i].value)
+            return ALLOT_ENOMEM;
+    }
+    return 0;
+}
+
+/* Sets n's size (model, CPU, memory, VFs, GPUs, rack) from spec, all of it
+ * free: n holds no task. */
+static void node_size(struct allot_node *n, const struct allot_node_spec *spec, int model,
+                      const struct allot_gpu_model *m)
+{
+    n->model = model;
+    n->cpu_milli = n->cpu_free = spec->cpu_milli;
+    n->mem_mib = n->mem_free = spec->mem_mib;
+    n->rdma_vfs = n->rdma_free = spec->rdma_vfs;
+    n->n_gpus = spec->n_gpus;
+    n->rack = spec->rack;
+    memset(n->pod_classes, 0, sizeof(n->pod_classes));
+    n->excl_tenant = 0;
+    for (int i = 0; i < ALLOT_MAX_GPUS; i++)
+        if (i < n->n_gpus)
+            gpu_init(m, &n->gpus[i], spec->gpu_mode,
+                     spec->island_size > 0 ? i / spec->island_size : 0);
+        else
+            memset(&n->gpus[i], 0, sizeof(n->gpus[i]));
+}
+
+int allot_cluster_add_node(struct allot_cluster *c, const struct allot_node_spec *spec, char *err,
+                           size_t errlen)
+{
+    struct allot_node *n;
+    const struct allot_gpu_model *m = NULL;
+    int model = -1, idx, rc;
+
+    if (!spec->name || !*spec->name) {
+        allot_fmt(err, errlen, "node: name is empty");
+        return ALLOT_EINVAL;
+    }
+    if (allot_cluster_find_node(c, spec->name) >= 0) {
+        allot_fmt(err, errlen, "node \"%s\": duplicate name", spec->name);
+        return ALLOT_EEXIST;
+    }
+    rc = spec_check(c, spec, &model, err, errlen);
+    if (rc)
+        return rc;
+    m = model >= 0 ? &c->cat->models[model] : NULL;
     if (allot_grow((void **)&c->nodes, &c->nodes_cap, (size_t)c->n_nodes + 1, sizeof(*c->nodes)) ||
         allot_grow((void **)&c->slot, &c->slot_cap, (size_t)c->n_nodes + 1, sizeof(*c->slot)) ||
         name_tab_grow(c))
@@ -714,30 +770,14 @@ int allot_cluster_add_node(struct allot_cluster *c, const struct allot_node_spec
     n->name = allot_strdup(spec->name);
     if (!n->name)
         goto oom;
-    if (spec->n_labels > 0) {
-        n->labels = allot_calloc((size_t)spec->n_labels, sizeof(*n->labels));
-        if (!n->labels)
-            goto oom_node;
-        for (int i = 0; i < spec->n_labels; i++) {
-            n->labels[i].key = allot_strdup(spec->labels[i].key ? spec->labels[i].key : "");
-            n->labels[i].value = allot_strdup(spec->labels[i].value ? spec->labels[i].value : "");
-            n->n_labels = i + 1;
-            if (!n->labels[i].key || !n->labels[i].value)
-                goto oom_node;
-        }
-    }
-    n->model = model;
-    n->cpu_milli = n->cpu_free = spec->cpu_milli;
-    n->mem_mib = n->mem_free = spec->mem_mib;
-    n->rdma_vfs = n->rdma_free = spec->rdma_vfs;
-    n->n_gpus = spec->n_gpus;
-    n->rack = spec->rack;
+    if (labels_copy(n, spec))
+        goto oom_node;
+    node_size(n, spec, model, m);
     n->rank = (uint32_t)idx;
     n->state = ALLOT_NODE_READY;
-    for (int i = 0; i < n->n_gpus; i++)
-        gpu_init(m, &n->gpus[i], spec->gpu_mode, spec->island_size > 0 ? i / spec->island_size : 0);
     c->n_nodes++;
     c->grow_epoch++;
+    c->resized++;
     rc = index_place(c, idx, n);
     if (rc) {
         c->n_nodes--;
@@ -755,6 +795,62 @@ oom_node:
 oom:
     allot_fmt(err, errlen, "node \"%s\": out of memory", spec->name);
     return ALLOT_ENOMEM;
+}
+
+int allot_cluster_update_node(struct allot_cluster *c, int node, const struct allot_node_spec *spec,
+                              char *err, size_t errlen)
+{
+    struct allot_node *n, fresh = {0};
+    struct allot_node_spec sp;
+    int model, rc;
+
+    if (node < 0 || node >= c->n_nodes) {
+        allot_fmt(err, errlen, "node %d: no such node", node);
+        return ALLOT_EINVAL;
+    }
+    n = &c->nodes[node];
+    if (spec->name && strcmp(spec->name, n->name)) {
+        allot_fmt(err, errlen, "node \"%s\": the new size names \"%s\"", n->name, spec->name);
+        return ALLOT_EINVAL;
+    }
+    /* out of the index (not ready) and empty: nothing placed refers to
+     * its GPUs, and no class holds it */
+    if (n->state == ALLOT_NODE_READY || n->n_tasks > 0) {
+        allot_fmt(err, errlen, "node \"%s\": %s", n->name,
+                  n->n_tasks > 0 ? "tasks are placed on it" : "it is ready");
+        return ALLOT_ESTATE;
+    }
+    if (ALLOT_NEVER(c->slot[node].cls >= 0))
+        return ALLOT_EINTERNAL;
+    sp = *spec;
+    sp.name = n->name;
+    spec = &sp;
+    rc = spec_check(c, spec, &model, err, errlen);
+    if (rc)
+        return rc;
+    if (labels_copy(&fresh, spec)) {
+        fresh.name = NULL;
+        node_clear(&fresh);
+        allot_fmt(err, errlen, "node \"%s\": out of memory", n->name);
+        return ALLOT_ENOMEM;
+    }
+    for (int i = 0; n->labels && i < n->n_labels; i++) {
+        allot_free(n->labels[i].key);
+        allot_free(n->labels[i].value);
+    }
+    allot_free(n->labels);
+    n->labels = fresh.labels;
+    n->n_labels = fresh.n_labels;
+    node_size(n, spec, model, model >= 0 ? &c->cat->models[model] : NULL);
+    c->changes++;
+    c->grow_epoch++;
+    c->resized++;
+    return 0;
+}
+
+uint64_t allot_cluster_resized(const struct allot_cluster *c)
+{
+    return c->resized;
 }
 
 void allot_cluster_shuffle_ranks(struct allot_cluster *c, uint64_t seed)

@@ -183,14 +183,17 @@ void queue_capacity_add(const struct allot_cluster *c, int from, int to, struct 
 }
 
 /* The cluster's resources: nodes join a daemon's cluster after its queue
- * exists, and none leaves or changes size (a state is not a size), so the
- * nodes added since the last count are added to it. */
+ * exists, and none leaves (a state is not a size), but an empty node out
+ * of service can change size (allot_cluster_update_node), so the count is
+ * made again whenever the cluster says sizes changed. */
 static void capacity_count(struct allot_queue *q)
 {
     int n = allot_cluster_node_count(q->c);
 
-    queue_capacity_add(q->c, q->capacity_nodes, n, &q->capacity);
+    memset(&q->capacity, 0, sizeof(q->capacity));
+    queue_capacity_add(q->c, 0, n, &q->capacity);
     q->capacity_nodes = n;
+    q->capacity_resized = allot_cluster_resized(q->c);
 }
 
 struct allot_queue *allot_queue_new(struct allot_cluster *c, struct allot_tenants *t,
@@ -987,6 +990,11 @@ static void text_capacity(struct allot_queue *q, struct allot_job *j)
                   t->num_gpu > 1 ? "s in one NVLink island" : "", best_whole);
 }
 
+int64_t allot_queue_capacity(const struct allot_queue *q, int res)
+{
+    return res >= 0 && res < ALLOT_RES_MAX ? q->capacity.v[res] : 0;
+}
+
 const char *allot_queue_reason(struct allot_queue *q, int id)
 {
     struct allot_job *j;
@@ -1275,7 +1283,7 @@ static void cycle_start(struct allot_queue *q, int64_t now)
         q->searches_left = q->o.preempt_searches > 0 ? q->o.preempt_searches : 256;
         q->reclaims_left = 8 * q->searches_left;
     }
-    if (allot_cluster_node_count(q->c) != q->capacity_nodes)
+    if (allot_cluster_resized(q->c) != q->capacity_resized)
         capacity_count(q);
     allot_tenants_advance(q->t, now, q->o.half_life_s, &q->capacity);
     queue_fair_shares(q);

@@ -222,7 +222,9 @@ int allot_queue_check_invariants(const struct allot_queue *q, char *err, size_t 
             return ALLOT_EINTERNAL;
         }
     }
-    { /* the capacity as of the last cycle (nodes may have joined since) */
+    /* the capacity as of the last cycle, unless sizes changed since (nodes
+     * joined, or an empty one changed: it is counted again next cycle) */
+    if (allot_cluster_resized(q->c) == q->capacity_resized) {
         struct allot_resvec cap = {0};
         queue_capacity_add(q->c, 0, q->capacity_nodes, &cap);
         if (memcmp(&cap, &q->capacity, sizeof(cap)) != 0) {

@@ -79,9 +79,10 @@ struct allot_queue {
     size_t *run_at; /* owned, per job id: its slot in running (while running) */
     size_t run_at_cap;
     struct allot_resvec capacity;
-    int capacity_nodes;     /* nodes counted in capacity (the cluster's first ones) */
-    struct user_use *users; /* owned: GPU use per (tenant, user), sorted by key, kept
-                               current as jobs start and leave (orders with user_share) */
+    int capacity_nodes;        /* nodes counted in capacity (the cluster's first ones) */
+    uint64_t capacity_resized; /* allot_cluster_resized when counted */
+    struct user_use *users;    /* owned: GPU use per (tenant, user), sorted by key, kept
+                                  current as jobs start and leave (orders with user_share) */
     size_t n_users, users_cap;
     uint64_t run_epoch;        /* bumped whenever a job starts or leaves the cluster */
     uint64_t leave_epoch;      /* bumped whenever a job leaves the cluster */

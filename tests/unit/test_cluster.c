@@ -3,7 +3,8 @@
  * common layer: node validation with messages naming the field, identical
  * nodes grouped into one state class with the lowest rank representing it,
  * apply/release round trips, bad placements refused without change, node
- * states and capacity buckets.
+ * states and capacity buckets, a node's size changed only while it is out
+ * of service and empty.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -344,6 +345,105 @@ static void test_rdma_vfs(void **state)
     allot_cluster_free(c);
 }
 
+/* A node changes size only while it is not ready and holds no task; the
+ * new size is whole (GPUs, mode, model, labels), a bad one or a failed
+ * allocation leaves the old one, and the node takes work again once
+ * ready. */
+static void test_update_node(void **state)
+{
+    struct allot_cluster *c = allot_cluster_new(cat, 0);
+    char err[256];
+    struct allot_label lab[] = {{"zone", "b"}, {"rack", "r9"}};
+    struct allot_node_spec four = {.name = "a",
+                                   .model = "A100-80GB",
+                                   .cpu_milli = 32000,
+                                   .mem_mib = 65536,
+                                   .n_gpus = 4,
+                                   .gpu_mode = ALLOT_GPU_EXCLUSIVE};
+    struct allot_node_spec eight = {.model = "H100",
+                                    .cpu_milli = 64000,
+                                    .mem_mib = 131072,
+                                    .n_gpus = 8,
+                                    .gpu_mode = ALLOT_GPU_SHARED,
+                                    .island_size = 4,
+                                    .rack = 3,
+                                    .n_labels = 2,
+                                    .labels = lab};
+    struct allot_node_spec bad = eight;
+    struct allot_placement p = {.node = 0,
+                                .gpu_mask = 1,
+                                .gpu_milli = ALLOT_MILLI,
+                                .mig_profile = -1,
+                                .cpu_milli = 1000,
+                                .pod_class = 1};
+    const struct allot_node *n;
+    uint64_t resized;
+    unsigned long k;
+
+    (void)state;
+    assert_int_equal(allot_cluster_add_node(c, &four, err, sizeof(err)), 0);
+    resized = allot_cluster_resized(c);
+    /* ready: refused, whether or not it runs anything */
+    assert_int_equal(allot_cluster_update_node(c, 0, &eight, err, sizeof(err)), ALLOT_ESTATE);
+    assert_non_null(strstr(err, "ready"));
+    assert_int_equal(allot_cluster_apply(c, &p), 0);
+    assert_int_equal(allot_cluster_set_state(c, 0, ALLOT_NODE_DRAINING), 0);
+    assert_int_equal(allot_cluster_update_node(c, 0, &eight, err, sizeof(err)), ALLOT_ESTATE);
+    assert_non_null(strstr(err, "tasks are placed on it"));
+    assert_int_equal(allot_cluster_release(c, &p), 0);
+    /* another name, an unknown model: refused, nothing changes */
+    bad.name = "b";
+    assert_int_equal(allot_cluster_update_node(c, 0, &bad, err, sizeof(err)), ALLOT_EINVAL);
+    bad.name = NULL;
+    bad.model = "X9000";
+    assert_int_equal(allot_cluster_update_node(c, 0, &bad, err, sizeof(err)), ALLOT_EINVAL);
+    assert_non_null(strstr(err, "X9000"));
+    /* every allocation failing in turn: the old size stays */
+    for (k = 1; k < 100; k++) {
+        int rc;
+        allot_alloc_fail_at(k, false);
+        rc = allot_cluster_update_node(c, 0, &eight, err, sizeof(err));
+        allot_alloc_fail_at(0, false);
+        if (rc == 0)
+            break;
+        assert_int_equal(rc, ALLOT_ENOMEM);
+        n = allot_cluster_node(c, 0);
+        assert_int_equal(n->n_gpus, 4);
+        assert_int_equal(n->n_labels, 0);
+        assert_int_equal(allot_cluster_resized(c), resized);
+    }
+    assert_true(k > 1 && k < 100); /* the labels allocate, and it succeeded */
+    n = allot_cluster_node(c, 0);
+    assert_string_equal(n->name, "a");
+    assert_int_equal(n->model, allot_catalog_find_model(cat, "H100"));
+    assert_int_equal(n->n_gpus, 8);
+    assert_int_equal(n->cpu_free, 64000);
+    assert_int_equal(n->mem_free, 131072);
+    assert_int_equal(n->rack, 3);
+    assert_int_equal(n->gpus[7].mode, ALLOT_GPU_SHARED);
+    assert_int_equal(n->gpus[7].island, 1);
+    assert_int_equal(n->gpus[7].free_milli, ALLOT_MILLI);
+    assert_int_equal(n->n_labels, 2);
+    assert_string_equal(n->labels[1].value, "r9");
+    assert_int_equal(n->state, ALLOT_NODE_DRAINING);
+    assert_true(allot_cluster_resized(c) > resized);
+    assert_int_equal(allot_cluster_gpu_count(c), 8);
+    /* smaller again: GPUs past the new count are cleared */
+    four.name = NULL;
+    assert_int_equal(allot_cluster_update_node(c, 0, &four, err, sizeof(err)), 0);
+    assert_int_equal(n->n_gpus, 4);
+    assert_int_equal(n->n_labels, 0);
+    assert_int_equal(n->gpus[5].free_milli, 0);
+    assert_int_equal(allot_cluster_update_node(c, 0, &eight, err, sizeof(err)), 0);
+    /* ready again: the new GPUs take work */
+    assert_int_equal(allot_cluster_set_state(c, 0, ALLOT_NODE_READY), 0);
+    p.gpu_mask = 0xff;
+    p.pod_class = 8;
+    assert_int_equal(allot_cluster_apply(c, &p), 0);
+    assert_int_equal(allot_cluster_check(c, err, sizeof(err)), 0);
+    allot_cluster_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -354,6 +454,7 @@ int main(void)
         cmocka_unit_test(test_task_validation),
         cmocka_unit_test(test_isolation),
         cmocka_unit_test(test_rdma_vfs),
+        cmocka_unit_test(test_update_node),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

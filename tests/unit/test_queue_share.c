@@ -385,6 +385,41 @@ static void test_same_second_in_arrival_order(void **state)
     }
 }
 
+/* A node out of service changes size (its server was rebuilt): the
+ * capacity shares are measured against is counted again at the next
+ * cycle (the invariant check compares it with the nodes' sum), and work
+ * that needs the new size runs once the node is ready again. */
+static void test_node_resized(void **state)
+{
+    struct world w;
+    char err[256];
+    struct allot_node_spec eight = {.model = "H100",
+                                    .cpu_milli = 64000,
+                                    .mem_mib = 262144,
+                                    .n_gpus = 8,
+                                    .island_size = 8};
+    int big;
+
+    (void)state;
+    world_init(&w, 2, 4, base);
+    big = submit(&w, "big", w.a, 1, 8, 0, 0);
+    cycle(&w, 0);
+    assert_int_equal(allot_queue_job(w.q, big)->state, ALLOT_JOB_PENDING);
+    assert_int_equal(allot_queue_capacity(w.q, ALLOT_RES_GPU), 8000);
+    assert_int_equal(allot_cluster_set_state(w.c, 1, ALLOT_NODE_DRAINING), 0);
+    cycle(&w, 1);
+    assert_int_equal(allot_cluster_update_node(w.c, 1, &eight, err, sizeof(err)), 0);
+    assert_int_equal(allot_queue_check_invariants(w.q, err, sizeof(err)), 0);
+    cycle(&w, 2);
+    assert_int_equal(allot_queue_job(w.q, big)->state, ALLOT_JOB_PENDING);
+    assert_int_equal(allot_queue_capacity(w.q, ALLOT_RES_GPU), 12000);
+    assert_int_equal(allot_queue_capacity(w.q, ALLOT_RES_CPU), 128000);
+    assert_int_equal(allot_cluster_set_state(w.c, 1, ALLOT_NODE_READY), 0);
+    cycle(&w, 3);
+    assert_int_equal(allot_queue_job(w.q, big)->state, ALLOT_JOB_RUNNING);
+    world_free(&w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -395,6 +430,7 @@ int main(void)
         cmocka_unit_test(test_fair_shares_follow_tree),
         cmocka_unit_test(test_compute_only_fraction_reason),
         cmocka_unit_test(test_same_second_in_arrival_order),
+        cmocka_unit_test(test_node_resized),
     };
 
     return cmocka_run_group_tests(tests, setup, teardown);
