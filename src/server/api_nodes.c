@@ -25,7 +25,11 @@ struct register_write {
     int64_t now, expiry;
     int credential;                     /* CRED_*: the node credential the agent asks for */
     uint8_t hash[ALLOT_STORE_HASH_LEN]; /* CRED_HASH: its secret's SHA-256 */
-    int status;      /* OUT: 201 new, 200 same inventory, 409 another one, 403 another agent's */
+    bool busy;                          /* tasks are placed on the node (the loop's count) */
+    int status;      /* OUT: 201 new, 200 same or changed inventory, 409 another one refused,
+                        403 another agent's */
+    bool changed;    /* OUT: the node took the new inventory */
+    int old_state;   /* OUT: the stored state (enum allot_store_node_state) */
     char secret[80]; /* OUT: the node credential issued ("" when none, or CRED_HASH) */
     bool bound;      /* OUT: the node speaks with its own credential now (issued, or the caller) */
 };
@@ -119,17 +123,32 @@ static int register_fn(struct allot_store *st, void *arg)
     int rc = allot_store_node_get(st, w->name, &old);
 
     if (rc == 0) {
-        w->status = strcmp(old.inventory ? old.inventory : "", w->inv) ? 409 : 200;
-        if (w->status == 200) {
-            rc = node_speaker(st, w->r, &old);
-            if (rc == 0)
-                w->status = 403;
-            rc = rc < 0 ? rc : 0;
+        bool same = !strcmp(old.inventory ? old.inventory : "", w->inv);
+        int speaker = node_speaker(st, w->r, &old);
+
+        w->old_state = old.state;
+        rc = speaker < 0 ? speaker : 0;
+        /* another inventory (the server changed: GPUs, their mode,
+         * memory) only while the node is out of service and runs nothing,
+         * as a node is drained before its hardware changes */
+        if (speaker == 0)
+            w->status = 403;
+        else if (!same && (old.state == ALLOT_SN_READY || w->busy))
+            w->status = 409;
+        else
+            w->status = 200;
+        if (!rc && w->status == 200 && !same) {
+            char *was = old.inventory;
+            old.inventory = (char *)w->inv;
+            rc = allot_store_node_put(st, &old);
+            old.inventory = was;
+            w->changed = rc == 0;
         }
-        if (w->status == 200) {
+        if (!rc && w->status == 200) {
             rc = allot_store_node_heartbeat(st, w->name, w->now, w->expiry);
             if (!rc)
-                rc = api_audit(st, w->r, w->target, "ok (again)", w->now);
+                rc = api_audit(st, w->r, w->target, same ? "ok (again)" : "ok (new inventory)",
+                               w->now);
         }
     } else if (rc == ALLOT_ENOENT && other_nodes_credential(w->r, w->name)) {
         w->status = 403;
@@ -161,6 +180,7 @@ int api_nodes_register(struct req *r)
     char *inv = NULL;
     int64_t now = srv_now();
     int rc, n_gpus = 0, status = 201;
+    int64_t vfs_used = 0;
 
     const char *cq = api_query(r, "credential");
     uint8_t hash[ALLOT_STORE_HASH_LEN] = {0};
@@ -194,6 +214,7 @@ int api_nodes_register(struct req *r)
     inv = json_dumps(b, JSON_COMPACT | JSON_SORT_KEYS);
     allot_fmt(target, sizeof(target), "node/%s", name);
     struct register_write w = {.r = r,
+                               .busy = loop_node_tasks(r->srv->loop, name, &vfs_used) > 0,
                                .name = name,
                                .inv = inv,
                                .target = target,
@@ -212,7 +233,13 @@ int api_nodes_register(struct req *r)
     else if (rc < 0)
         api_error(r, 500, "store", "%s", allot_strerror(rc));
     else if (status == 409)
-        api_error(r, 409, "conflict", "node %s is registered with another inventory", name);
+        api_error(r, 409, "conflict",
+                  "node %s is registered with another inventory; it takes a new one only out of "
+                  "service and empty: %s",
+                  name,
+                  w.old_state == ALLOT_SN_READY
+                      ? "cordon or drain it first (allot drain NAME), then register again"
+                      : "its jobs have not ended yet; register again once they have");
     else if (status == 403 && other_nodes_credential(r, name))
         api_error(r, 403, "forbidden", "a node credential (token %s) speaks for its own node only",
                   r->who.name);
@@ -230,6 +257,11 @@ int api_nodes_register(struct req *r)
             if (loop_post(r->srv->loop, LOOP_NODE_ADDED, 0, name) < 0)
                 atomic_fetch_sub(&r->srv->nodes_adding, 1);
         } else {
+            if (w.changed) { /* before the lease: a lost node changes while lost */
+                atomic_fetch_add(&r->srv->nodes_adding, 1); /* until the loop counts it */
+                if (loop_post(r->srv->loop, LOOP_NODE_CHANGED, 0, name) < 0)
+                    atomic_fetch_sub(&r->srv->nodes_adding, 1);
+            }
             loop_post(r->srv->loop, LOOP_NODE_SEEN, now + r->srv->cfg.lease / 1000, name);
         }
         json_int_t expiry = (json_int_t)now + (json_int_t)(r->srv->cfg.lease / 1000);

@@ -137,40 +137,79 @@ int loop_post_job(struct loop *l, const struct allot_store_job *j)
 
 /* ---- building the core ---- */
 
+/* The core's node spec for a stored inventory (inv); labels point into
+ * lab (32) and inv. */
+static void inventory_spec(json_t *inv, const char *name, struct allot_node_spec *ns,
+                           struct allot_label lab[32])
+{
+    json_t *gpus = json_object_get(inv, "gpus"), *labels = json_object_get(inv, "labels");
+    const char *mode = json_string_value(json_object_get(inv, "gpu_mode"));
+    const char *k;
+    json_t *v;
+
+    *ns = (struct allot_node_spec){.name = name};
+    ns->cpu_milli = (int64_t)llround(json_number_value(json_object_get(inv, "cpus")) * 1000);
+    ns->mem_mib = json_integer_value(json_object_get(inv, "memory"));
+    ns->n_gpus = (int)json_array_size(gpus);
+    ns->island_size = (int)json_integer_value(json_object_get(inv, "island_size"));
+    ns->rdma_vfs = agentproto_rdma_vfs(inv);
+    if (ns->n_gpus)
+        ns->model = json_string_value(json_object_get(json_array_get(gpus, 0), "model"));
+    ns->gpu_mode = !mode || !strcmp(mode, "shared") ? ALLOT_GPU_SHARED
+                   : !strcmp(mode, "mig")           ? ALLOT_GPU_MIG
+                                                    : ALLOT_GPU_EXCLUSIVE;
+    json_object_foreach(labels, k, v)
+    {
+        if (ns->n_labels == 32)
+            break;
+        lab[ns->n_labels].key = (char *)k;
+        lab[ns->n_labels++].value = (char *)json_string_value(v);
+    }
+    ns->labels = lab;
+}
+
+/* What a node adds to the limits submissions are checked against
+ * (api_jobs_submit refuses what can never run): GPUs outside MIG mode,
+ * the largest GPU's memory that fractions can ask for, GPUs per node. The
+ * loop thread alone writes them; a change takes the old size away first
+ * (sign -1) and adds the new one. */
+static void node_limits(struct loop *l, const struct allot_node_spec *ns, int sign)
+{
+    int mi = ns->n_gpus ? allot_catalog_find_model(l->srv->cat, ns->model) : -1;
+    int64_t mib = mi >= 0 ? l->srv->cat->models[mi].memory_mib : 0;
+
+    if (ns->gpu_mode != ALLOT_GPU_MIG)
+        atomic_fetch_add(&l->srv->whole_gpus, sign * ns->n_gpus);
+    if (sign < 0)
+        return;
+    if (ns->gpu_mode == ALLOT_GPU_SHARED && mib > atomic_load(&l->srv->max_gpu_mib))
+        atomic_store(&l->srv->max_gpu_mib, mib);
+    if (ns->n_gpus > atomic_load(&l->srv->max_node_gpus))
+        atomic_store(&l->srv->max_node_gpus, ns->n_gpus);
+}
+
+/* Its address on the data-centre network: the tenant overlays' peer. */
+static void node_underlay(struct loop *l, int i, json_t *inv)
+{
+    const char *ul = json_string_value(json_object_get(inv, "underlay"));
+
+    allot_free(l->underlay[i]);
+    l->underlay[i] = ul ? allot_strdup(ul) : NULL;
+}
+
 static int add_node(struct loop *l, const char *name, const char *inventory, int sstate)
 {
     json_t *inv = json_loads(inventory ? inventory : "{}", 0, NULL);
-    json_t *gpus = json_object_get(inv, "gpus"), *labels = json_object_get(inv, "labels");
-    const char *mode = json_string_value(json_object_get(inv, "gpu_mode"));
     struct allot_label lab[32];
-    struct allot_node_spec ns = {.name = name};
+    struct allot_node_spec ns;
     char err[256];
-    const char *k;
-    json_t *v;
     int rc;
 
     if (allot_cluster_find_node(l->c, name) >= 0 || !inv) {
         json_decref(inv);
         return 0;
     }
-    ns.cpu_milli = (int64_t)llround(json_number_value(json_object_get(inv, "cpus")) * 1000);
-    ns.mem_mib = json_integer_value(json_object_get(inv, "memory"));
-    ns.n_gpus = (int)json_array_size(gpus);
-    ns.island_size = (int)json_integer_value(json_object_get(inv, "island_size"));
-    ns.rdma_vfs = agentproto_rdma_vfs(inv);
-    if (ns.n_gpus)
-        ns.model = json_string_value(json_object_get(json_array_get(gpus, 0), "model"));
-    ns.gpu_mode = !mode || !strcmp(mode, "shared") ? ALLOT_GPU_SHARED
-                  : !strcmp(mode, "mig")           ? ALLOT_GPU_MIG
-                                                   : ALLOT_GPU_EXCLUSIVE;
-    json_object_foreach(labels, k, v)
-    {
-        if (ns.n_labels == 32)
-            break;
-        lab[ns.n_labels].key = (char *)k;
-        lab[ns.n_labels++].value = (char *)json_string_value(v);
-    }
-    ns.labels = lab;
+    inventory_spec(inv, name, &ns, lab);
     size_t cap_before = l->cap_fenced;
     if (allot_grow((void **)&l->expiry, &l->cap_expiry, (size_t)allot_cluster_node_count(l->c) + 1,
                    sizeof(*l->expiry)) < 0 ||
@@ -195,27 +234,57 @@ static int add_node(struct loop *l, const char *name, const char *inventory, int
     else {
         /* a full lease from now, also after a restart of allotd */
         l->expiry[rc] = srv_now() + l->srv->cfg.lease / 1000;
-        /* its address on the data-centre network: the tenant overlays' peer */
-        const char *ul = json_string_value(json_object_get(inv, "underlay"));
-        allot_free(l->underlay[rc]);
-        l->underlay[rc] = ul ? allot_strdup(ul) : NULL;
+        node_underlay(l, rc, inv);
         if (sstate != ALLOT_SN_READY)
             allot_cluster_set_state(
                 l->c, rc, sstate == ALLOT_SN_LOST ? ALLOT_NODE_LOST : ALLOT_NODE_DRAINING);
         LOG_INFO("loop", "node %s added (%d GPUs, %s)", name, ns.n_gpus,
                  allot_store_node_state_name(sstate));
-        /* what a submission can never get is refused (api_jobs_submit) */
-        if (ns.gpu_mode != ALLOT_GPU_MIG)
-            atomic_fetch_add(&l->srv->whole_gpus, ns.n_gpus);
-        int mi = ns.n_gpus ? allot_catalog_find_model(l->srv->cat, ns.model) : -1;
-        int64_t mib = mi >= 0 ? l->srv->cat->models[mi].memory_mib : 0;
-        if (ns.gpu_mode == ALLOT_GPU_SHARED && mib > atomic_load(&l->srv->max_gpu_mib))
-            atomic_store(&l->srv->max_gpu_mib, mib); /* only the loop thread writes it */
+        node_limits(l, &ns, 1);
     }
     if (ns.n_gpus > atomic_load(&l->srv->max_node_gpus))
         atomic_store(&l->srv->max_node_gpus, ns.n_gpus);
     json_decref(inv);
     return rc < 0 ? rc : 0;
+}
+
+/* A known node that registered another inventory while out of service and
+ * empty (api_nodes_register): the core's node takes the new size. */
+static void change_node(struct loop *l, const char *name, const char *inventory)
+{
+    json_t *inv = json_loads(inventory ? inventory : "{}", 0, NULL);
+    int i = allot_cluster_find_node(l->c, name);
+    struct allot_label lab[32];
+    struct allot_node_spec ns, was;
+    char err[256];
+    int rc;
+
+    if (i < 0 || !inv) {
+        json_decref(inv);
+        if (i >= 0)
+            LOG_ERROR("loop", "node %s: its new inventory does not read as JSON", name);
+        return;
+    }
+    const struct allot_node *n = allot_cluster_node(l->c, i);
+    /* what it counted for until now */
+    was = (struct allot_node_spec){
+        .n_gpus = n->n_gpus,
+        .gpu_mode = n->n_gpus ? n->gpus[0].mode : ALLOT_GPU_SHARED,
+        .model = n->model >= 0 ? allot_cluster_catalog(l->c)->models[n->model].name : NULL};
+    inventory_spec(inv, name, &ns, lab);
+    rc = allot_cluster_update_node(l->c, i, &ns, err, sizeof(err));
+    if (rc < 0) {
+        /* placed on since allotd looked (the store has the new one): the
+         * old size stays until allotd starts again */
+        LOG_ERROR("loop", "node %s keeps its old size: %s", name, err);
+    } else {
+        node_limits(l, &was, -1);
+        node_limits(l, &ns, 1);
+        node_underlay(l, i, inv);
+        LOG_INFO("loop", "node %s changed (%d %s GPUs)", name, ns.n_gpus,
+                 ns.model ? ns.model : "no");
+    }
+    json_decref(inv);
 }
 
 static bool conf_has_class(const struct sim_tenants_conf *conf, const char *name)
@@ -470,6 +539,13 @@ static bool handle(struct loop *l, struct msg *m)
         rc = srv_reader(l->srv) ? allot_store_node_get(srv_reader(l->srv), m->name, &n) : ALLOT_EIO;
         if (rc == 0)
             add_node(l, n.name, n.inventory, n.state);
+        allot_store_node_clear(&n);
+        atomic_fetch_sub(&l->srv->nodes_adding, 1); /* counted now (or never will be) */
+        break;
+    case LOOP_NODE_CHANGED:
+        rc = srv_reader(l->srv) ? allot_store_node_get(srv_reader(l->srv), m->name, &n) : ALLOT_EIO;
+        if (rc == 0)
+            change_node(l, n.name, n.inventory);
         allot_store_node_clear(&n);
         atomic_fetch_sub(&l->srv->nodes_adding, 1); /* counted now (or never will be) */
         break;

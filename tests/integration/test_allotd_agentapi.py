@@ -223,12 +223,83 @@ def test_node_credential():
         expect(dm.req("POST", "/v1/nodes/%s/cordon" % n, token=dm.admin), 200)
 
 
+def test_node_changes_inventory():
+    """A node registers another inventory (its server changed: more GPUs, another GPU
+    mode) only while it is out of service and runs nothing; allotd then schedules on the
+    new size. A ready node, or one whose jobs have not ended, is refused with 409 saying
+    what to do."""
+    def inv(gpus, mode=None):
+        body = {"name": "inv-1", "cpus": 16, "memory": 65536,
+                "gpus": [{"model": "A30-24GB"}] * gpus}
+        if mode:
+            body["gpu_mode"] = mode
+        return body
+
+    def submit(**kw):
+        spec = {"tenant": "research/nlp", "gpu_models": ["A30-24GB"], "command": ["true"]}
+        spec.update(kw)
+        return expect(dm.req("POST", "/v1/jobs", spec, token=dm.admin), 201)["id"]
+
+    def node_inv():
+        nodes = expect(dm.req("GET", "/v1/nodes", token=dm.admin), 200)["nodes"]
+        return [n for n in nodes if n["name"] == "inv-1"][0]
+
+    expect(dm.req("POST", "/v1/nodes/register", inv(2), token=AG), 201)
+    beat("inv-1")
+    one = submit(gpus=1)
+    wait_state(one, "starting")
+    # ready: refused, and told to drain first
+    st, b = dm.req("POST", "/v1/nodes/register", inv(4), token=AG)
+    assert st == 409 and "allot drain" in b["error"]["message"], (st, b)
+    # out of service, but its job still runs: refused until it ends
+    expect(dm.req("POST", "/v1/nodes/inv-1/drain", token=dm.admin), 200)
+    st, b = dm.req("POST", "/v1/nodes/register", inv(4), token=AG)
+    assert st == 409 and "have not ended" in b["error"]["message"], (st, b)
+    assert len(node_inv()["inventory"]["gpus"]) == 2
+    beat("inv-1", {"jobs": [{"id": one, "state": "succeeded", "exit_code": 0}]})
+    wait_state(one, "succeeded")
+    # drained and empty: four GPUs in shared mode from now on
+    end = time.time() + 10
+    while True:
+        st, b = dm.req("POST", "/v1/nodes/register", inv(4, "shared"), token=AG)
+        if st == 200 or time.time() > end:
+            break
+        time.sleep(0.1)  # the loop's count of its tasks follows the report
+    assert st == 200, (st, b)
+    n = node_inv()
+    assert len(n["inventory"]["gpus"]) == 4 and n["inventory"]["gpu_mode"] == "shared", n
+    assert n["state"] in ("draining", "drained"), n
+    # the same inventory again is an ordinary re-registration
+    expect(dm.req("POST", "/v1/nodes/register", inv(4, "shared"), token=AG), 200)
+    big = submit(gpus=4)  # refused (422) while no node had four GPUs
+    frac = submit(gpu_milli=500)
+    time.sleep(0.3)
+    assert get(big)["state"] == "pending" and get(frac)["state"] == "pending"
+    expect(dm.req("POST", "/v1/nodes/inv-1/uncordon", token=dm.admin), 200)
+    wait_state(big, "starting")
+    beat("inv-1", {"jobs": [{"id": big, "state": "succeeded", "exit_code": 0}]})
+    wait_state(big, "succeeded")
+    wait_state(frac, "starting")
+    beat("inv-1", {"jobs": [{"id": frac, "state": "succeeded", "exit_code": 0}]})
+    wait_state(frac, "succeeded")
+    entries, after = [], 0
+    for _ in range(100):  # bounded: pages of 1,000
+        page = expect(dm.req("GET", "/v1/audit?limit=1000&after=%d" % after, token=dm.admin), 200)
+        entries += page["entries"]
+        after = page["next_after"]
+        if not after:
+            break
+    assert [e["result"] for e in entries if e["target"] == "node/inv-1" and
+            e["result"].startswith("ok (new")] == ["ok (new inventory)"], entries[-5:]
+    expect(dm.req("POST", "/v1/nodes/inv-1/cordon", token=dm.admin), 200)
+
+
 if __name__ == "__main__":
     dm = Daemon()
     try:
         expect(dm.req("PUT", "/v1/tenants", TENANTS, token=dm.admin), 200)
         AG = dm.token("agent", "", "agents")
         fx.run([test_long_poll, test_gang_over_two_nodes, test_node_bound_to_its_agent_token,
-                test_node_credential])
+                test_node_credential, test_node_changes_inventory])
     finally:
         dm.stop()
