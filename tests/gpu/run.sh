@@ -56,7 +56,7 @@ cleanup() {
     for p in $PIDS; do kill "$p" 2>/dev/null; done
     sleep 1
     for p in $PIDS; do kill -9 "$p" 2>/dev/null; done
-    umount "$WORK"/agent-*/mps-shm/* 2>/dev/null
+    umount "$WORK"/agent/mps-shm/* 2>/dev/null
     # GPU_LOGS=DIR keeps the logs of allotd and the agents, and the inventory
     [ -n "${GPU_LOGS:-}" ] && cp "$WORK"/*.log "$WORK"/inv.* "$GPU_LOGS"/ 2>/dev/null
     rm -rf "$WORK"
@@ -106,22 +106,31 @@ else
     "$BUILD/allot" apply -f "$WORK/t.yaml" > /dev/null
     AG=$("$BUILD/allot" tokens create --role agent --name gpu | tail -n 1)
     cp "$BUILD/liballot-cuda.so" "$WORK/liballot-cuda.so" && chmod 755 "$WORK/liballot-cuda.so"
-    agent_start() { # agent_start NAME [OPTIONS]: a node's agent, its pid in AGENT
-        NODE=$1
-        shift
-        mkdir -p "$WORK/agent-$NODE" && chmod 755 "$WORK/agent-$NODE"
-        "$BUILD/allot-agent" --server "$ALLOT_SERVER" --token "$AG" --name "$NODE" \
-            --state-dir "$WORK/agent-$NODE" --listen 127.0.0.1:0 --cgroup-root allot-gpu-check \
+    mkdir -p "$WORK/agent" && chmod 755 "$WORK/agent"
+    agent_start() { # agent_start [OPTIONS]: the node's agent, its pid in AGENT
+        "$BUILD/allot-agent" --server "$ALLOT_SERVER" --token "$AG" --name gpu-node \
+            --state-dir "$WORK/agent" --listen 127.0.0.1:0 --cgroup-root allot-gpu-check \
             --shim-lib "$WORK/liballot-cuda.so" "$@" 2>> "$WORK/agent.log" &
         AGENT=$!
         PIDS="$PIDS $AGENT"
     }
-    agent_stop() { # and no new jobs on its node
-        "$BUILD/allot" cordon "$NODE" > /dev/null
+    # agent_restart [OPTIONS]: as an admin changes a node: drain it (its
+    # jobs have ended), restart its agent with other options (another GPU
+    # mode is another inventory, which a node takes only out of service),
+    # and once the agent registered, make the node ready again
+    agent_restart() {
+        "$BUILD/allot" drain gpu-node > /dev/null
         kill "$AGENT"
         for _ in $(seq 100); do kill -0 "$AGENT" 2>/dev/null || break; sleep 0.1; done
+        R=$(grep -c "registered as gpu-node" "$WORK/agent.log")
+        agent_start "$@"
+        for _ in $(seq 100); do
+            [ "$(grep -c "registered as gpu-node" "$WORK/agent.log")" -gt "$R" ] && break
+            sleep 0.1
+        done
+        "$BUILD/allot" uncordon gpu-node > /dev/null
     }
-    agent_start gpu-node
+    agent_start
     PROG='import os, glob
 mine = os.environ["ALLOT_GPU_DEVICES"].split(",")
 print("cvd", os.environ["CUDA_VISIBLE_DEVICES"])
@@ -280,16 +289,13 @@ if [ -z "${AGENT:-}" ]; then
 elif ! timeout 60 "$PY" -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
     skip "fractions through the agent: python3 has no torch with CUDA"
 else
-    # a node's GPU mode is part of its inventory: one node name per mode
-    agent_stop
-    agent_start gpu-shared --gpu-mode shared
+    agent_restart --gpu-mode shared
     frac_check shim
     if command -v nvidia-cuda-mps-control >/dev/null 2>&1; then
-        agent_stop
-        agent_start gpu-mps --gpu-mode shared --sharing mps
+        agent_restart --gpu-mode shared --sharing mps
         sleep 2
         frac_check mps
-        echo quit | CUDA_MPS_PIPE_DIRECTORY="$WORK/agent-gpu-mps/mps/0/pipe" timeout 20 \
+        echo quit | CUDA_MPS_PIPE_DIRECTORY="$WORK/agent/mps/0/pipe" timeout 20 \
             nvidia-cuda-mps-control > /dev/null 2>&1
     else
         skip "mps fraction: no nvidia-cuda-mps-control on this machine"
