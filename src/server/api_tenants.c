@@ -2,7 +2,8 @@
  * Tenant routes: PUT /v1/tenants replaces the whole tree and the priority
  * classes (declarative, like `allot apply -f tenants.yaml`): listed
  * tenants are created or updated, unlisted ones deleted (refused with 409
- * while one still has live jobs), all in one write of the group committer
+ * while one still has live jobs; the tokens scoped to them revoked), a
+ * tenant with live jobs never made a parent (409), all in one write of the group committer
  * with its audit entry; GET /v1/tenants returns the same document, limited to the
  * caller's subtree for tenant-bound tokens.
  */
@@ -31,11 +32,24 @@ static bool listed(const struct sim_tenants_conf *c, const char *path)
     return false;
 }
 
-static bool has_live_jobs(struct allot_store *st, const char *path, int *rc)
+/* The first tenant of the new tree below path, or NULL: path is (or
+ * stays) a parent. */
+static const char *first_child(const struct sim_tenants_conf *c, const char *path)
 {
-    /* the subtree: a tenant is removed with everything below it */
+    size_t len = strlen(path);
+
+    for (size_t i = 0; i < c->n; i++)
+        if (strncmp(c->v[i].path, path, len) == 0 && c->v[i].path[len] == '/')
+            return c->v[i].path;
+    return NULL;
+}
+
+/* Whether the tenant at path has live jobs: its own, or with subtree
+ * those of everything below it too. */
+static bool has_live_jobs(struct allot_store *st, const char *path, bool subtree, int *rc)
+{
     struct allot_store_job_filter f = {
-        .tenant = path, .tenant_subtree = true, .states = ALLOT_SJ_LIVE_MASK, .limit = 1};
+        .tenant = path, .tenant_subtree = subtree, .states = ALLOT_SJ_LIVE_MASK, .limit = 1};
     struct allot_store_job_page pg = {0};
     bool live;
 
@@ -46,9 +60,28 @@ static bool has_live_jobs(struct allot_store *st, const char *path, int *rc)
 }
 
 /* Writes the tree; store lock held, inside a batch. Returns 0, an
- * ALLOT_E* code, or ALLOT_ESTATE with the tenant in `busy`. */
+ * ALLOT_E* code, or ALLOT_ESTATE with why in `busy`: a tenant with live
+ * jobs would be removed, or would become a parent (jobs run in leaves
+ * only: its jobs could never start or run again). */
+/* Revokes the live tokens scoped to the removed tenant at path (a path
+ * reused later must not let them back in); *n counts them. */
+static int revoke_scoped(struct allot_store *st, const char *path, int64_t now, int *n)
+{
+    struct allot_store_token *t = NULL;
+    size_t cnt = 0;
+    int rc = allot_store_token_list(st, &t, &cnt);
+
+    for (size_t i = 0; i < cnt && !rc; i++)
+        if (!t[i].revoked && t[i].tenant && !strcmp(t[i].tenant, path)) {
+            rc = allot_store_token_revoke(st, t[i].id, now);
+            ++*n;
+        }
+    allot_store_tokens_free(t, cnt);
+    return rc;
+}
+
 static int write_tree(struct allot_store *st, json_t *doc, const struct sim_tenants_conf *c,
-                      char *busy, size_t busylen)
+                      char *busy, size_t busylen, int *revoked)
 {
     struct allot_store_tenant *old = NULL;
     struct allot_store_prio_class *oldp = NULL;
@@ -59,16 +92,29 @@ static int write_tree(struct allot_store *st, json_t *doc, const struct sim_tena
     rc = allot_store_tenant_list(st, &old, &n_old);
     if (rc < 0)
         return rc;
-    /* children sort after their parents: delete from the end */
+    for (size_t i = 0; i < n_old && !rc; i++) {
+        const char *child = first_child(c, old[i].path);
+        if (child && has_live_jobs(st, old[i].path, false, &rc) && !rc) {
+            allot_fmt(busy, busylen,
+                      "tenant %s still has live jobs; it cannot become the parent of %s",
+                      old[i].path, child);
+            rc = ALLOT_ESTATE;
+        }
+    }
+    /* children sort after their parents: delete from the end; a tenant is
+     * removed with everything below it */
     for (size_t i = n_old; i-- > 0 && !rc;) {
         if (listed(c, old[i].path))
             continue;
-        if (has_live_jobs(st, old[i].path, &rc) && !rc) {
-            allot_strlcpy(busy, old[i].path, busylen);
+        if (has_live_jobs(st, old[i].path, true, &rc) && !rc) {
+            allot_fmt(busy, busylen, "tenant %s still has live jobs; it cannot be removed",
+                      old[i].path);
             rc = ALLOT_ESTATE;
         }
         if (!rc)
             rc = allot_store_tenant_delete(st, old[i].path);
+        if (!rc)
+            rc = revoke_scoped(st, old[i].path, srv_now(), revoked);
     }
     allot_store_tenants_free(old, n_old);
     for (size_t i = 0; i < c->n && !rc; i++) {
@@ -111,21 +157,26 @@ struct tree_write {
     const struct sim_tenants_conf *conf;
     char *busy;
     size_t busylen;
+    int revoked; /* OUT: tokens of removed tenants revoked */
 };
 
 /* Group-commit write: the whole tree, the classes and the audit entry. */
 static int tree_fn(struct allot_store *st, void *arg)
 {
     struct tree_write *w = arg;
-    int rc = write_tree(st, w->doc, w->conf, w->busy, w->busylen);
+    int rc = write_tree(st, w->doc, w->conf, w->busy, w->busylen, &w->revoked);
 
-    return rc ? rc : api_audit(st, w->r, "tenants", "ok", srv_now());
+    char result[64] = "ok";
+
+    if (w->revoked) /* each its own audit entry would say less */
+        allot_fmt(result, sizeof(result), "ok (%d tokens of removed tenants revoked)", w->revoked);
+    return rc ? rc : api_audit(st, w->r, "tenants", result, srv_now());
 }
 
 int api_tenants_put(struct req *r)
 {
     struct sim_tenants_conf conf = {0};
-    char err[512], busy[256] = "";
+    char err[512], busy[768] = "";
     json_t *doc = api_body_object(r);
     int rc;
 
@@ -146,11 +197,13 @@ int api_tenants_put(struct req *r)
     if (rc)
         r->audited = false;
     if (rc == ALLOT_ESTATE)
-        api_error(r, 409, "conflict", "tenant %s still has live jobs; it cannot be removed", busy);
+        api_error(r, 409, "conflict", "%s", busy);
     else if (rc < 0)
         api_error(r, 500, "store", "%s", allot_strerror(rc));
     else {
         refs_changed(r->srv);
+        if (w.revoked)
+            auth_forget_tokens(r->srv); /* they stop working at once */
         loop_post(r->srv->loop, LOOP_TENANTS, 0, NULL);
         api_json(
             r, 200,

@@ -348,6 +348,15 @@ bool tenants_listed(const struct sim_tenants_conf *conf, const char *path)
     return false;
 }
 
+/* Whether conf has an entry of its own for path. */
+static bool conf_entry(const struct sim_tenants_conf *conf, const char *path)
+{
+    for (size_t i = 0; i < conf->n; i++)
+        if (!strcmp(conf->v[i].path, path))
+            return true;
+    return false;
+}
+
 int tenants_apply(struct allot_tenants *t, const struct sim_tenants_conf *conf,
                   const struct allot_catalog *cat, char *err, size_t errlen)
 {
@@ -355,16 +364,24 @@ int tenants_apply(struct allot_tenants *t, const struct sim_tenants_conf *conf,
 
     /* a tenant the document no longer lists (pruned) keeps its index in the
      * core, but holds nothing: no nominal for its parent's sum to count, no
-     * borrowing (it has no live job: pruning one with jobs is refused) */
-    for (int i = 1; i < allot_tenants_count(t); i++)
-        if (!tenants_listed(conf, allot_tenants_get(t, i)->path))
-            for (int res = 0; res < ALLOT_RES_MODEL0 + cat->n_models; res++)
-                if (allot_tenants_set_quota(t, i, res,
-                                            (struct allot_quota){0, 0, ALLOT_UNLIMITED}) < 0) {
-                    allot_fmt(err, errlen, "tenant %s: quota rejected by the core",
-                              allot_tenants_get(t, i)->path);
-                    return ALLOT_EINVAL;
-                }
+     * borrowing (it has no live job: pruning one with jobs is refused); the
+     * root and a tenant listed only as the parent of others have no quota of
+     * their own, so they start again from none and fill_nominal sums their
+     * children's anew (an earlier sum would stay otherwise) */
+    for (int i = 0; i < allot_tenants_count(t); i++) {
+        const char *path = allot_tenants_get(t, i)->path;
+        struct allot_quota q = {ALLOT_UNLIMITED, ALLOT_UNLIMITED, ALLOT_UNLIMITED};
+
+        if (i > 0 && !tenants_listed(conf, path))
+            q = (struct allot_quota){0, 0, ALLOT_UNLIMITED};
+        else if (i > 0 && conf_entry(conf, path))
+            continue; /* set below */
+        for (int res = 0; res < ALLOT_RES_MODEL0 + cat->n_models; res++)
+            if (allot_tenants_set_quota(t, i, res, q) < 0) {
+                allot_fmt(err, errlen, "tenant %s: quota rejected by the core", path);
+                return ALLOT_EINVAL;
+            }
+    }
 
     for (size_t i = 0; i < conf->n; i++)
         if (depth_of(conf->v[i].path) > max_depth)

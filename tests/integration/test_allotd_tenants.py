@@ -1,0 +1,104 @@
+"""Re-applying the tenant tree to a running allotd: the sums of nominals
+that parents without a quota of their own (and the cluster's root) get are
+made again on every apply, also for a cohort that was pruned and comes
+back; a tenant with live jobs never becomes a parent; the tokens scoped to
+a removed tenant are revoked, so a path used again later does not let
+them back in."""
+
+import time
+
+import allotd_fixture as fx
+from allotd_fixture import Daemon, expect
+
+dm = None
+AG = None
+
+
+def tree(*tenants):
+    return {"version": 1, "tenants": list(tenants)}
+
+
+def put(doc, status=200):
+    b = expect(dm.req("PUT", "/v1/tenants", doc, token=dm.admin), status)
+    time.sleep(0.3)  # the loop takes each tree in turn (two at once would be one)
+    return b
+
+
+def submit(tenant, **kw):
+    spec = {"tenant": tenant, "gpus": 1, "cpus": 0.1, "command": ["true"]}
+    spec.update(kw)
+    return expect(dm.req("POST", "/v1/jobs", spec, token=dm.admin), 201)["id"]
+
+
+def states(ids):
+    return [expect(dm.req("GET", "/v1/jobs/%d" % i, token=dm.admin), 200) for i in ids]
+
+
+def wait_placed(ids, timeout=10):
+    end = time.time() + timeout
+    while time.time() < end:
+        js = states(ids)
+        if all(j["state"] == "starting" for j in js):
+            return js
+        time.sleep(0.05)
+    raise AssertionError([(j["id"], j["state"], j.get("reason")) for j in js])
+
+
+A = {"path": "lab/a", "quotas": {"gpu": 2}}
+A6 = {"path": "lab/a", "quotas": {"gpu": 6}}
+B = {"path": "tmp/b", "quotas": {"gpu": 2}}
+
+
+def test_sums_follow_each_apply():
+    expect(dm.req("POST", "/v1/nodes/register",
+                  {"name": "t-1", "cpus": 16, "memory": 65536, "gpus": [{"model": "L4"}] * 8},
+                  token=AG), 201)
+    put(tree(A))
+    put(tree(A6))  # the cluster's quota was 2 (the first sum) and stayed so
+    jobs = [submit("lab/a") for _ in range(4)]
+    wait_placed(jobs)
+    # a cohort pruned and listed again sums its child's nominal anew
+    put(tree(A6, B))
+    put(tree(A6))
+    put(tree(A6, B))
+    wait_placed([submit("tmp/b")])
+
+
+def test_busy_tenant_never_becomes_a_parent():
+    held = submit("lab/a", hold=True)
+    st, b = dm.req("PUT", "/v1/tenants", tree(A6, B, {"path": "lab/a/sub"}), token=dm.admin)
+    assert st == 409 and b["error"]["message"] == (
+        "tenant lab/a still has live jobs; it cannot become the parent of lab/a/sub"), (st, b)
+    paths = [t["path"] for t in expect(dm.req("GET", "/v1/tenants", token=dm.admin), 200)[
+        "tenants"]]
+    assert "lab/a/sub" not in paths, paths
+    expect(dm.req("POST", "/v1/jobs/%d/cancel" % held, token=dm.admin), 200)
+
+
+def test_removed_tenant_tokens_revoked():
+    member = dm.token("member", "tmp/b", "tmp-b-member")
+    other = dm.token("member", "lab/a", "lab-a-member")
+    expect(dm.req("GET", "/v1/jobs", token=member), 200)
+    for j in expect(dm.req("GET", "/v1/jobs?tenant=tmp/b", token=dm.admin), 200)["jobs"]:
+        dm.req("POST", "/v1/jobs/%d/cancel" % j["id"], token=dm.admin)
+    end = time.time() + 10
+    while dm.req("PUT", "/v1/tenants", tree(A6), token=dm.admin)[0] != 200:
+        assert time.time() < end, "tmp/b's job did not end"
+        time.sleep(0.1)
+    assert dm.req("GET", "/v1/jobs", token=member)[0] == 401
+    put(tree(A6, B))  # the path again: the old token stays out
+    assert dm.req("GET", "/v1/jobs", token=member)[0] == 401
+    expect(dm.req("GET", "/v1/jobs", token=other), 200)
+    toks = expect(dm.req("GET", "/v1/tokens", token=dm.admin), 200)["tokens"]
+    assert [t["revoked"] > 0 for t in toks if t["name"] in ("tmp-b-member", "lab-a-member")] \
+        == [True, False], toks
+
+
+if __name__ == "__main__":
+    dm = Daemon()
+    try:
+        AG = dm.token("agent", "", "agents")
+        fx.run([test_sums_follow_each_apply, test_busy_tenant_never_becomes_a_parent,
+                test_removed_tenant_tokens_revoked])
+    finally:
+        dm.stop()
