@@ -150,6 +150,23 @@ static json_t *load_yaml(FILE *f, const char *name)
     else if (!(v = convert(&doc, root, 0, err, sizeof(err))))
         cli_usage_error("%s: %s", name, err);
     yaml_document_delete(&doc);
+    /* one document per file: a second (after ---) would be ignored */
+    if (v && !yaml_parser_load(&p, &doc)) {
+        cli_usage_error("%s:%zu: %s", name, p.problem_mark.line + 1,
+                        p.problem ? p.problem : "not valid YAML");
+        json_decref(v);
+        v = NULL;
+    } else if (v) {
+        root = yaml_document_get_root_node(&doc);
+        /* a lone --- at the end is an empty document, and harmless */
+        if (root && !(root->type == YAML_SCALAR_NODE && !root->data.scalar.length)) {
+            cli_usage_error("%s:%zu: a second document (after ---): one document per file", name,
+                            root->start_mark.line + 1);
+            json_decref(v);
+            v = NULL;
+        }
+        yaml_document_delete(&doc);
+    }
     yaml_parser_delete(&p);
     return v;
 }

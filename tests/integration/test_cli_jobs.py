@@ -298,6 +298,14 @@ def test_submit_errors():
     fails(cli(dm, "submit", "-f", nocmd), 1, "usage")
     fails(cli(dm, "submit", "-t", "research/nlp", "--idempotency-key", "x" * 129), 1, "usage")
     fails(cli(dm, "submit", "-f", "/nonexistent.yaml"), 1, "usage")
+    # one YAML document per file: a second one is refused, not ignored
+    two = write(os.path.join(fx.tempdir(), "two.yaml"),
+                "tenant: research/nlp\ncommand: [\"true\"]\n---\nname: b\n")
+    r = fails(cli(dm, "submit", "-f", two), 1, "usage")
+    assert "two.yaml:4: a second document" in r.err, r
+    end = write(os.path.join(fx.tempdir(), "end.yaml"),
+                "tenant: research/nlp\nname: dashes\ncommand: [\"true\"]\n---\n")
+    assert cli(dm, "submit", "-f", end).rc == 0
     # refused by the server: invalid (6), with the server's code and message
     r = fails(cli(dm, "submit", "-t", "nosuch/team", "--", "true"), 6, "invalid")
     assert 'unknown tenant \\"nosuch/team\\"' in r.err or 'unknown tenant "nosuch/team"' in r.err
