@@ -194,6 +194,14 @@ struct client_error {
 int client_try_get_bytes(struct client *cl, const char *path, char **out, size_t *len,
                          struct client_error *err);
 
+/* As client_call without an Idempotency-Key, but an error reply of the
+ * server goes to *err as client_try_get_bytes hands it back. */
+int client_try_call(struct client *cl, const char *method, const char *path, json_t *body,
+                    enum client_retry retry, json_t **reply, struct client_error *err);
+
+/* Sends header line (IN, "Name: value") with the next call only. */
+void client_next_header(struct client *cl, const char *line);
+
 /* Prints e (IN) as `allot: CODE: MESSAGE`, as client_call does; returns
  * its exit code. */
 int client_error_print(const struct client_error *e);

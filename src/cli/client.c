@@ -41,6 +41,7 @@ struct client {
     long timeout;   /* ms */
     int retries;
     bool verbose;
+    char next_header[256]; /* a header line for the next call only ("": none) */
     char errbuf[CURL_ERROR_SIZE];
 };
 
@@ -285,6 +286,9 @@ static int call(struct client *cl, const char *method, const char *path, json_t 
         if ((h2 = curl_slist_append(hdr, line)))
             hdr = h2;
     }
+    if (hdr && cl->next_header[0] && (h2 = curl_slist_append(hdr, cl->next_header)))
+        hdr = h2;
+    cl->next_header[0] = '\0';
     /* Expect: 100-continue would cost a round trip per submission */
     if (hdr && text && (h2 = curl_slist_append(hdr, "Expect:")))
         hdr = h2;
@@ -435,6 +439,17 @@ int client_call(struct client *cl, const char *method, const char *path, json_t 
                 const char *idem_key, enum client_retry retry, json_t **reply, long *status)
 {
     return call(cl, method, path, body, idem_key, retry, reply, status, NULL, NULL);
+}
+
+int client_try_call(struct client *cl, const char *method, const char *path, json_t *body,
+                    enum client_retry retry, json_t **reply, struct client_error *err)
+{
+    return call(cl, method, path, body, NULL, retry, reply, NULL, NULL, err);
+}
+
+void client_next_header(struct client *cl, const char *line)
+{
+    allot_strlcpy(cl->next_header, line, sizeof(cl->next_header));
 }
 
 int client_get_bytes(struct client *cl, const char *path, char **out, size_t *len)

@@ -334,6 +334,69 @@ static int diff(const char *kind, const char *key, json_t *cur, json_t *next, bo
     return changes;
 }
 
+/* The tree to write for file doc over the server's cur: *next (new
+ * reference) and its *changes. Prints the dry run, or that nothing
+ * changes; *write (OUT) says whether a write is due. */
+static int apply_merge(struct cli *c, struct cli_args *a, json_t *doc, json_t *cur,
+                       json_t **next_out, int *changes_out, bool *write)
+{
+    json_t *next, *x;
+    size_t i;
+
+    *next_out = next = json_deep_copy(doc);
+    if (!next)
+        return cli_usage_error("out of memory");
+    if (!json_object_get(next, "version") && json_object_get(cur, "version"))
+        json_object_set(next, "version", json_object_get(cur, "version"));
+    if (!args_has(a, "prune")) {
+        /* keep what the file does not mention */
+        json_t *nt = json_object_get(next, "tenants");
+        json_t *np = json_object_get(next, "priority_classes");
+
+        json_array_foreach(json_object_get(cur, "tenants"), i, x)
+        {
+            if (find_by(nt, "path", json_string_value(json_object_get(x, "path"))) < 0)
+                json_array_append(nt, x);
+        }
+        if (!np && json_array_size(json_object_get(cur, "priority_classes"))) {
+            np = json_array();
+            json_object_set_new(next, "priority_classes", np);
+        }
+        json_array_foreach(json_object_get(cur, "priority_classes"), i, x)
+        {
+            if (find_by(np, "name", json_string_value(json_object_get(x, "name"))) < 0)
+                json_array_append(np, x);
+        }
+    }
+    bool print = c->fmt == CLI_FMT_TABLE, dry = args_has(a, "dry-run");
+    int changes = *changes_out =
+        diff("tenant", "path", json_object_get(cur, "tenants"), json_object_get(next, "tenants"),
+             print && dry) +
+        diff("priorityclass", "name", json_object_get(cur, "priority_classes"),
+             json_object_get(next, "priority_classes"), print && dry);
+    if (dry) {
+        if (print)
+            printf("(dry run: %d change%s, nothing applied)\n", changes, changes == 1 ? "" : "s");
+        else
+            out_structured(c, next);
+        return CLI_OK;
+    }
+    if (!changes) {
+        /* nothing to write: the server already holds this document; the
+         * counts a write would have answered with */
+        json_t *counts = json_pack(
+            "{s:I,s:I}", "tenants", (json_int_t)json_array_size(json_object_get(next, "tenants")),
+            "priority_classes",
+            (json_int_t)json_array_size(json_object_get(next, "priority_classes")));
+        if (!out_structured(c, counts))
+            printf("no changes\n");
+        json_decref(counts);
+        return CLI_OK;
+    }
+    *write = true;
+    return CLI_OK;
+}
+
 int cmd_apply(struct cli *c, int argc, char **argv)
 {
     struct cli_args a;
@@ -360,57 +423,37 @@ int cmd_apply(struct cli *c, int argc, char **argv)
     {
         json_object_del(x, "synthetic");
     }
-    if ((rc = get_doc(c, &cur)) != CLI_OK)
-        goto out;
-    next = json_deep_copy(doc);
-    if (!json_object_get(next, "version") && json_object_get(cur, "version"))
-        json_object_set(next, "version", json_object_get(cur, "version"));
-    if (!args_has(&a, "prune")) {
-        /* keep what the file does not mention */
-        json_t *nt = json_object_get(next, "tenants");
-        json_t *np = json_object_get(next, "priority_classes");
+    /* read, merge, write only if the tree is still the one read (If-Match
+     * its ETag): another apply in between makes allotd answer 412, and the
+     * whole read-merge-write starts again (a few times), so no change of
+     * the other is lost */
+    for (int attempt = 0;; attempt++) {
+        struct client_error e;
+        int changes = 0;
+        char etag[96] = "", line[128];
+        bool changed = false;
 
-        json_array_foreach(json_object_get(cur, "tenants"), i, x)
-        {
-            if (find_by(nt, "path", json_string_value(json_object_get(x, "path"))) < 0)
-                json_array_append(nt, x);
+        json_decref(cur);
+        json_decref(next);
+        cur = next = NULL;
+        if ((rc = get_doc(c, &cur)) != CLI_OK)
+            goto out;
+        client_reply_header(cli_client(c), "ETag", etag, sizeof(etag));
+        rc = apply_merge(c, &a, doc, cur, &next, &changes, &changed);
+        if (rc != CLI_OK || !changed)
+            goto out;
+        if (etag[0]) {
+            allot_fmt(line, sizeof(line), "If-Match: %s", etag);
+            client_next_header(cli_client(c), line);
         }
-        if (!np && json_array_size(json_object_get(cur, "priority_classes"))) {
-            np = json_array();
-            json_object_set_new(next, "priority_classes", np);
-        }
-        json_array_foreach(json_object_get(cur, "priority_classes"), i, x)
-        {
-            if (find_by(np, "name", json_string_value(json_object_get(x, "name"))) < 0)
-                json_array_append(np, x);
-        }
+        rc = client_try_call(cli_client(c), "PUT", "/v1/tenants", next, CLIENT_RETRY_ALWAYS, &reply,
+                             &e);
+        if (rc != CLI_OK && e.status == 412 && attempt < 10)
+            continue;
+        if (rc != CLI_OK && e.status)
+            client_error_print(&e);
+        break;
     }
-    bool print = c->fmt == CLI_FMT_TABLE, dry = args_has(&a, "dry-run");
-    int changes = diff("tenant", "path", json_object_get(cur, "tenants"),
-                       json_object_get(next, "tenants"), print && dry) +
-                  diff("priorityclass", "name", json_object_get(cur, "priority_classes"),
-                       json_object_get(next, "priority_classes"), print && dry);
-    if (dry) {
-        if (print)
-            printf("(dry run: %d change%s, nothing applied)\n", changes, changes == 1 ? "" : "s");
-        else
-            out_structured(c, next);
-        goto out;
-    }
-    if (!changes) {
-        /* nothing to write: the server already holds this document; the
-         * counts a write would have answered with */
-        json_t *counts = json_pack(
-            "{s:I,s:I}", "tenants", (json_int_t)json_array_size(json_object_get(next, "tenants")),
-            "priority_classes",
-            (json_int_t)json_array_size(json_object_get(next, "priority_classes")));
-        if (!out_structured(c, counts))
-            printf("no changes\n");
-        json_decref(counts);
-        goto out;
-    }
-    rc = client_call(cli_client(c), "PUT", "/v1/tenants", next, NULL, CLIENT_RETRY_ALWAYS, &reply,
-                     NULL);
     if (rc != CLI_OK)
         goto out;
     if (!out_structured(c, reply)) {
@@ -419,8 +462,6 @@ int cmd_apply(struct cli *c, int argc, char **argv)
              true);
         diff("priorityclass", "name", json_object_get(cur, "priority_classes"),
              json_object_get(next, "priority_classes"), true);
-        if (!changes)
-            printf("no changes\n");
     }
 out:
     json_decref(reply);

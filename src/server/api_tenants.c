@@ -151,8 +151,35 @@ static int write_tree(struct allot_store *st, json_t *doc, const struct sim_tena
     return rc;
 }
 
+/* The ETag of tree document doc ("\"16 hex digits\"", in etag[24]); ""
+ * when doc is NULL. */
+static void doc_etag(json_t *doc, char etag[24])
+{
+    char *text = doc ? json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    uint8_t h[ALLOT_STORE_HASH_LEN];
+
+    etag[0] = '\0';
+    if (text) {
+        allot_store_sha256(text, strlen(text), h);
+        allot_fmt(etag, 24, "\"%02x%02x%02x%02x%02x%02x%02x%02x\"", h[0], h[1], h[2], h[3], h[4],
+                  h[5], h[6], h[7]);
+    }
+    free(text);
+}
+
+/* The ETag of the whole tree as the store holds it. */
+static void tree_etag(struct allot_store *st, char etag[24])
+{
+    json_t *doc = tenants_doc_from_store(st);
+
+    doc_etag(doc, etag);
+    json_decref(doc);
+}
+
 struct tree_write {
     struct req *r;
+    const char *if_match; /* the ETag the writer read, or NULL */
+    bool stale;           /* OUT: the tree is no longer that one */
     json_t *doc;
     const struct sim_tenants_conf *conf;
     char *busy;
@@ -164,7 +191,15 @@ struct tree_write {
 static int tree_fn(struct allot_store *st, void *arg)
 {
     struct tree_write *w = arg;
-    int rc = write_tree(st, w->doc, w->conf, w->busy, w->busylen, &w->revoked);
+    char etag[24];
+    int rc;
+
+    if (w->if_match && strcmp(w->if_match, "*")) {
+        tree_etag(st, etag);
+        if ((w->stale = strcmp(etag, w->if_match) != 0))
+            return ALLOT_ESTATE;
+    }
+    rc = write_tree(st, w->doc, w->conf, w->busy, w->busylen, &w->revoked);
 
     char result[64] = "ok";
 
@@ -191,12 +226,20 @@ int api_tenants_put(struct req *r)
         api_error(r, rc == ALLOT_ENOMEM ? 500 : 422, "invalid", "%s", err);
         goto out;
     }
-    struct tree_write w = {
-        .r = r, .doc = doc, .conf = &conf, .busy = busy, .busylen = sizeof(busy)};
+    struct tree_write w = {.r = r,
+                           .if_match = api_header(r, "If-Match"),
+                           .doc = doc,
+                           .conf = &conf,
+                           .busy = busy,
+                           .busylen = sizeof(busy)};
     rc = srv_write(r->srv, tree_fn, &w);
     if (rc)
         r->audited = false;
-    if (rc == ALLOT_ESTATE)
+    if (rc == ALLOT_ESTATE && w.stale)
+        api_error(r, 412, "precondition_failed",
+                  "the tenant tree changed since it was read (If-Match %s): read it again",
+                  w.if_match);
+    else if (rc == ALLOT_ESTATE)
         api_error(r, 409, "conflict", "%s", busy);
     else if (rc < 0)
         api_error(r, 500, "store", "%s", allot_strerror(rc));
@@ -227,6 +270,11 @@ int api_tenants_get(struct req *r)
     doc = tenants_doc_from_store(st);
     if (!doc)
         return api_error(r, 500, "store", "cannot read the tenants");
+    /* of the whole tree: a write with If-Match succeeds only on it */
+    char etag[24];
+    doc_etag(doc, etag);
+    if (etag[0])
+        api_set_header(r, "ETag", etag);
     ts = json_object_get(doc, "tenants");
     for (i = json_array_size(ts); i-- > 0;)
         if (!auth_sees_tenant(&r->who,

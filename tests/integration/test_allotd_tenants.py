@@ -3,12 +3,16 @@ that parents without a quota of their own (and the cluster's root) get are
 made again on every apply, also for a cohort that was pruned and comes
 back; a tenant with live jobs never becomes a parent; the tokens scoped to
 a removed tenant are revoked, so a path used again later does not let
-them back in."""
+them back in; a write names the tree it read (If-Match its ETag), so
+applies at the same time lose no change."""
 
+import os
+import threading
 import time
 
 import allotd_fixture as fx
 from allotd_fixture import Daemon, expect
+from cli_fixture import cli, write
 
 dm = None
 AG = None
@@ -94,11 +98,61 @@ def test_removed_tenant_tokens_revoked():
         == [True, False], toks
 
 
+def etag():
+    c = dm.conn()
+    try:
+        c.request("GET", "/v1/tenants", headers={"Authorization": "Bearer " + dm.admin})
+        r = c.getresponse()
+        r.read()
+        assert r.status == 200, r.status
+        return r.getheader("ETag")
+    finally:
+        c.close()
+
+
+def test_if_match():
+    tag = etag()
+    assert len(tag) == 18 and tag[0] == tag[-1] == '"', tag
+    doc = expect(dm.req("GET", "/v1/tenants", token=dm.admin), 200)
+    doc["tenants"].append({"path": "lab/c"})
+    put(tree(A6, B, {"path": "lab/d"}))  # someone else writes in between
+    st, b = dm.req("PUT", "/v1/tenants", doc, token=dm.admin, headers={"If-Match": tag})
+    assert st == 412 and b["error"]["code"] == "precondition_failed", (st, b)
+    paths = [t["path"] for t in expect(dm.req("GET", "/v1/tenants", token=dm.admin), 200)[
+        "tenants"]]
+    assert "lab/d" in paths and "lab/c" not in paths, paths
+    expect(dm.req("PUT", "/v1/tenants", tree(A6, B), token=dm.admin,
+                  headers={"If-Match": etag()}), 200)
+
+
+def test_applies_at_once_lose_nothing():
+    files = []
+    for i in range(6):
+        files.append(write(os.path.join(fx.tempdir(), "r%d.yaml" % i),
+                           "version: 1\ntenants:\n  - path: race/t%d\n" % i))
+    results = [None] * len(files)
+
+    def apply(i):
+        results[i] = cli(dm, "apply", "-f", files[i], timeout=60)
+
+    threads = [threading.Thread(target=apply, args=(i,)) for i in range(len(files))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=90)
+    assert all(r is not None and r.rc == 0 for r in results), results
+    paths = [t["path"] for t in expect(dm.req("GET", "/v1/tenants", token=dm.admin), 200)[
+        "tenants"]]
+    assert all("race/t%d" % i in paths for i in range(len(files))), paths
+    assert "lab/a" in paths and "tmp/b" in paths, paths
+
+
 if __name__ == "__main__":
     dm = Daemon()
     try:
         AG = dm.token("agent", "", "agents")
         fx.run([test_sums_follow_each_apply, test_busy_tenant_never_becomes_a_parent,
-                test_removed_tenant_tokens_revoked])
+                test_removed_tenant_tokens_revoked, test_if_match,
+                test_applies_at_once_lose_nothing])
     finally:
         dm.stop()
