@@ -809,7 +809,7 @@ int allot_cluster_update_node(struct allot_cluster *c, int node, const struct al
         return ALLOT_EINVAL;
     }
     n = &c->nodes[node];
-    if (spec->name && strcmp(spec->name, n->name)) {
+    if (spec->name && strcmp(spec->name, n->name) != 0) {
         allot_fmt(err, errlen, "node \"%s\": the new size names \"%s\"", n->name, spec->name);
         return ALLOT_EINVAL;
     }

@@ -194,7 +194,7 @@ static int tree_fn(struct allot_store *st, void *arg)
     char etag[24];
     int rc;
 
-    if (w->if_match && strcmp(w->if_match, "*")) {
+    if (w->if_match && strcmp(w->if_match, "*") != 0) {
         tree_etag(st, etag);
         if ((w->stale = strcmp(etag, w->if_match) != 0))
             return ALLOT_ESTATE;

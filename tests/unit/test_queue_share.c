@@ -393,11 +393,8 @@ static void test_node_resized(void **state)
 {
     struct world w;
     char err[256];
-    struct allot_node_spec eight = {.model = "H100",
-                                    .cpu_milli = 64000,
-                                    .mem_mib = 262144,
-                                    .n_gpus = 8,
-                                    .island_size = 8};
+    struct allot_node_spec eight = {
+        .model = "H100", .cpu_milli = 64000, .mem_mib = 262144, .n_gpus = 8, .island_size = 8};
     int big;
 
     (void)state;
