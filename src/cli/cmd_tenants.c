@@ -371,14 +371,29 @@ static int apply_merge(struct cli *c, struct cli_args *a, json_t *doc, json_t *c
     bool print = c->fmt == CLI_FMT_TABLE, dry = args_has(a, "dry-run");
     int changes = *changes_out =
         diff("tenant", "path", json_object_get(cur, "tenants"), json_object_get(next, "tenants"),
-             print && dry) +
+             false) +
         diff("priorityclass", "name", json_object_get(cur, "priority_classes"),
-             json_object_get(next, "priority_classes"), print && dry);
+             json_object_get(next, "priority_classes"), false);
+    if (dry || !changes) {
+        /* nothing is written, but allotd checks the tree as it would a
+         * write (dry_run): a file it would refuse is refused now */
+        json_t *reply = NULL;
+        int rc = client_call(cli_client(c), "PUT", "/v1/tenants?dry_run=true", next, NULL,
+                             CLIENT_RETRY_ALWAYS, &reply, NULL);
+        json_decref(reply);
+        if (rc != CLI_OK)
+            return rc;
+    }
     if (dry) {
-        if (print)
+        if (print) {
+            diff("tenant", "path", json_object_get(cur, "tenants"),
+                 json_object_get(next, "tenants"), true);
+            diff("priorityclass", "name", json_object_get(cur, "priority_classes"),
+                 json_object_get(next, "priority_classes"), true);
             printf("(dry run: %d change%s, nothing applied)\n", changes, changes == 1 ? "" : "s");
-        else
+        } else {
             out_structured(c, next);
+        }
         return CLI_OK;
     }
     if (!changes) {

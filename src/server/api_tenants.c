@@ -80,6 +80,49 @@ static int revoke_scoped(struct allot_store *st, const char *path, int64_t now, 
     return rc;
 }
 
+/* Whether tree c may replace the stored one (old, n_old): no tenant with
+ * live jobs becomes a parent or goes. Returns 0, an ALLOT_E* code, or
+ * ALLOT_ESTATE with why in busy. */
+static int tree_check(struct allot_store *st, const struct allot_store_tenant *old, size_t n_old,
+                      const struct sim_tenants_conf *c, char *busy, size_t busylen)
+{
+    int rc = 0;
+
+    for (size_t i = 0; i < n_old && !rc; i++) {
+        const char *child = first_child(c, old[i].path);
+        if (child && has_live_jobs(st, old[i].path, false, &rc) && !rc) {
+            allot_fmt(busy, busylen,
+                      "tenant %s still has live jobs; it cannot become the parent of %s",
+                      old[i].path, child);
+            rc = ALLOT_ESTATE;
+        }
+    }
+    /* a tenant is removed with everything below it; children sort after
+     * their parents: the deepest busy one is named */
+    for (size_t i = n_old; i-- > 0 && !rc;)
+        if (!listed(c, old[i].path) && has_live_jobs(st, old[i].path, true, &rc) && !rc) {
+            allot_fmt(busy, busylen, "tenant %s still has live jobs; it cannot be removed",
+                      old[i].path);
+            rc = ALLOT_ESTATE;
+        }
+    return rc;
+}
+
+/* Whether tree c could replace the stored one now (a dry run: nothing
+ * changes). As tree_check. */
+static int tree_check_store(struct allot_store *st, const struct sim_tenants_conf *c, char *busy,
+                            size_t busylen)
+{
+    struct allot_store_tenant *old = NULL;
+    size_t n_old = 0;
+    int rc = allot_store_tenant_list(st, &old, &n_old);
+
+    if (rc == 0)
+        rc = tree_check(st, old, n_old, c, busy, busylen);
+    allot_store_tenants_free(old, n_old);
+    return rc;
+}
+
 static int write_tree(struct allot_store *st, json_t *doc, const struct sim_tenants_conf *c,
                       char *busy, size_t busylen, int *revoked)
 {
@@ -92,27 +135,12 @@ static int write_tree(struct allot_store *st, json_t *doc, const struct sim_tena
     rc = allot_store_tenant_list(st, &old, &n_old);
     if (rc < 0)
         return rc;
-    for (size_t i = 0; i < n_old && !rc; i++) {
-        const char *child = first_child(c, old[i].path);
-        if (child && has_live_jobs(st, old[i].path, false, &rc) && !rc) {
-            allot_fmt(busy, busylen,
-                      "tenant %s still has live jobs; it cannot become the parent of %s",
-                      old[i].path, child);
-            rc = ALLOT_ESTATE;
-        }
-    }
-    /* children sort after their parents: delete from the end; a tenant is
-     * removed with everything below it */
+    rc = tree_check(st, old, n_old, c, busy, busylen);
+    /* children sort after their parents: delete from the end */
     for (size_t i = n_old; i-- > 0 && !rc;) {
         if (listed(c, old[i].path))
             continue;
-        if (has_live_jobs(st, old[i].path, true, &rc) && !rc) {
-            allot_fmt(busy, busylen, "tenant %s still has live jobs; it cannot be removed",
-                      old[i].path);
-            rc = ALLOT_ESTATE;
-        }
-        if (!rc)
-            rc = allot_store_tenant_delete(st, old[i].path);
+        rc = allot_store_tenant_delete(st, old[i].path);
         if (!rc)
             rc = revoke_scoped(st, old[i].path, srv_now(), revoked);
     }
@@ -224,6 +252,24 @@ int api_tenants_put(struct req *r)
     rc = tenants_doc_parse(doc, r->srv->cat, &conf, err, sizeof(err));
     if (rc < 0) {
         api_error(r, rc == ALLOT_ENOMEM ? 500 : 422, "invalid", "%s", err);
+        goto out;
+    }
+    bool dry = false;
+    if (!api_query_flag(r, "dry_run", &dry))
+        goto out;
+    if (dry) { /* checked as a write would be; nothing written, nothing audited */
+        struct allot_store *st = api_reader(r);
+        if (!st)
+            goto out;
+        rc = tree_check_store(st, &conf, busy, sizeof(busy));
+        if (rc == ALLOT_ESTATE)
+            api_error(r, 409, "conflict", "%s", busy);
+        else if (rc < 0)
+            api_error(r, 500, "store", "%s", allot_strerror(rc));
+        else
+            api_json(r, 200,
+                     json_pack("{s:I,s:i,s:b}", "tenants", (json_int_t)conf.n, "priority_classes",
+                               conf.n_prio, "dry_run", 1));
         goto out;
     }
     struct tree_write w = {.r = r,

@@ -147,12 +147,42 @@ def test_applies_at_once_lose_nothing():
     assert "lab/a" in paths and "tmp/b" in paths, paths
 
 
+def test_dry_run_checks_as_a_write():
+    before = expect(dm.req("GET", "/v1/tenants", token=dm.admin), 200)
+    st, b = dm.req("PUT", "/v1/tenants?dry_run=true", tree(A6, {"path": "x/y", "weight": -1}),
+                   token=dm.admin)
+    assert st == 422, (st, b)
+    held = submit("tmp/b", hold=True)
+    st, b = dm.req("PUT", "/v1/tenants?dry_run=true", tree(A6), token=dm.admin)
+    assert st == 409 and "tmp/b still has live jobs" in b["error"]["message"], (st, b)
+    b = expect(dm.req("PUT", "/v1/tenants?dry_run=true", tree(A6, B, {"path": "new/t"}),
+                      token=dm.admin), 200)
+    assert b["dry_run"] is True, b
+    assert expect(dm.req("GET", "/v1/tenants", token=dm.admin), 200) == before
+    # the command line: a file allotd would refuse fails its dry run too, and a
+    # file with no change is checked all the same
+    typo = write(os.path.join(fx.tempdir(), "typo.yaml"),
+                 "version: 1\ntenants:\n  - path: lab/a\n    wieght: 3\n")
+    r = cli(dm, "apply", "-f", typo, "--dry-run")
+    assert r.rc == 6 and "wieght" in r.err, r
+    gone = write(os.path.join(fx.tempdir(), "gone.yaml"),
+                 "version: 1\ntenants:\n  - path: lab/a\n    quotas: {gpu: 6}\n")
+    r = cli(dm, "apply", "-f", gone, "--prune", "--dry-run")
+    assert r.rc != 0 and "tmp/b still has live jobs" in r.err, r
+    v7 = write(os.path.join(fx.tempdir(), "v7.yaml"),
+               "version: 7\ntenants:\n  - path: lab/a\n    quotas: {gpu: 6}\n")
+    r = cli(dm, "apply", "-f", v7)
+    assert r.rc == 6 and "version" in r.err, r
+    expect(dm.req("POST", "/v1/jobs/%d/cancel" % held, token=dm.admin), 200)
+    assert expect(dm.req("GET", "/v1/tenants", token=dm.admin), 200) == before
+
+
 if __name__ == "__main__":
     dm = Daemon()
     try:
         AG = dm.token("agent", "", "agents")
         fx.run([test_sums_follow_each_apply, test_busy_tenant_never_becomes_a_parent,
                 test_removed_tenant_tokens_revoked, test_if_match,
-                test_applies_at_once_lose_nothing])
+                test_applies_at_once_lose_nothing, test_dry_run_checks_as_a_write])
     finally:
         dm.stop()
