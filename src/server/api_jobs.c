@@ -203,21 +203,21 @@ static int cancel_fn(struct allot_store *st, void *arg)
 }
 
 /* False (after a 422) when the registered nodes can never run the job:
- * more whole GPUs per task than any node has, or in all than the cluster
- * has, or a fraction of more memory than any GPU fractions may use has.
- * Each figure only grows as nodes join; none is checked before one is
- * known. */
+ * more whole GPUs, CPU or memory per task than any node has, more whole
+ * GPUs in all than the cluster has, or a fraction of more memory than any
+ * GPU fractions may use has. None is checked before one is known. */
 static bool submittable(struct req *r, const struct jobspec *js)
 {
     const struct allot_task *t = &js->task;
     bool whole = t->num_gpu > 0 && t->gpu_milli == 1000 && t->mig_profile < 0;
     int maxg = atomic_load(&r->srv->max_node_gpus);
     int64_t all = atomic_load(&r->srv->whole_gpus), mib = atomic_load(&r->srv->max_gpu_mib);
+    int64_t cpu = atomic_load(&r->srv->max_cpu_milli), mem = atomic_load(&r->srv->max_mem_mib);
 
     /* a node registered a moment ago is not in the loop's counts yet: no
      * refusal from them until it is (the job waits instead) */
     if (atomic_load(&r->srv->nodes_adding) > 0)
-        all = mib = 0;
+        all = mib = cpu = mem = 0;
 
     if (maxg > 0 && t->num_gpu > maxg && t->mig_profile < 0)
         api_error(r, 422, "invalid",
@@ -228,6 +228,13 @@ static bool submittable(struct req *r, const struct jobspec *js)
                   "the job asks for %lld GPUs (%d tasks of %d); the registered nodes have %lld "
                   "whole GPUs",
                   (long long)js->n_tasks * t->num_gpu, js->n_tasks, t->num_gpu, (long long)all);
+    else if (cpu > 0 && t->cpu_milli > cpu)
+        api_error(r, 422, "invalid", "field \"cpus\" is %g; the largest registered node has %g CPUs",
+                  (double)t->cpu_milli / 1000, (double)cpu / 1000);
+    else if (mem > 0 && t->mem_mib > mem)
+        api_error(r, 422, "invalid",
+                  "field \"memory\" is %lld MiB; the largest registered node has %lld MiB",
+                  (long long)t->mem_mib, (long long)mem);
     else if (!whole && t->gpu_mem_mib > 0 && mib > 0 && t->gpu_mem_mib > mib)
         api_error(r, 422, "invalid",
                   "field \"gpu_memory\" is %lld MiB; the largest GPU fractions may use (a node in "

@@ -170,7 +170,8 @@ static void inventory_spec(json_t *inv, const char *name, struct allot_node_spec
 
 /* What a node adds to the limits submissions are checked against
  * (api_jobs_submit refuses what can never run): GPUs outside MIG mode,
- * the largest GPU's memory that fractions can ask for, GPUs per node. The
+ * the largest GPU's memory that fractions can ask for, GPUs, CPU and
+ * memory per node (the largest figures seen: they never shrink). The
  * loop thread alone writes them; a change takes the old size away first
  * (sign -1) and adds the new one. */
 static void node_limits(struct loop *l, const struct allot_node_spec *ns, int sign)
@@ -186,6 +187,10 @@ static void node_limits(struct loop *l, const struct allot_node_spec *ns, int si
         atomic_store(&l->srv->max_gpu_mib, mib);
     if (ns->n_gpus > atomic_load(&l->srv->max_node_gpus))
         atomic_store(&l->srv->max_node_gpus, ns->n_gpus);
+    if (ns->cpu_milli > atomic_load(&l->srv->max_cpu_milli))
+        atomic_store(&l->srv->max_cpu_milli, ns->cpu_milli);
+    if (ns->mem_mib > atomic_load(&l->srv->max_mem_mib))
+        atomic_store(&l->srv->max_mem_mib, ns->mem_mib);
 }
 
 /* Its address on the data-centre network: the tenant overlays' peer. */

@@ -113,8 +113,11 @@ struct server {
                                         counts them as it adds nodes; 0: none yet) */
     atomic_int_fast64_t max_gpu_mib; /* memory of the largest GPU of a node in shared mode,
                                         where fractions go (0: none yet) */
+    atomic_int_fast64_t max_cpu_milli; /* most CPU (milli) on one node the loop added (0: none) */
+    atomic_int_fast64_t max_mem_mib;   /* most memory (MiB) on one node the loop added */
     atomic_int nodes_adding;         /* nodes registered that the loop has not added yet:
-                                        whole_gpus and max_gpu_mib may lack them */
+                                        whole_gpus, max_gpu_mib, max_cpu_milli and
+                                        max_mem_mib may lack them */
     pthread_mutex_t refs_lock;       /* leaf lock: guards refs */
     struct refs *refs;               /* owned: tenants and classes jobs may name (refs.c) */
     atomic_uint_fast64_t refs_gen;   /* bumped by every change of them */

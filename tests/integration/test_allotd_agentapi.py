@@ -294,12 +294,33 @@ def test_node_changes_inventory():
     expect(dm.req("POST", "/v1/nodes/inv-1/cordon", token=dm.admin), 200)
 
 
+def test_more_cpu_or_memory_than_any_node_is_422():
+    """A task that asks for more CPU or memory than any registered node has can never
+    run: refused at submission, as more GPUs than any node has are, not left pending
+    with 'no node has 17.0 CPU ... free'."""
+    def submit(**kw):
+        spec = {"tenant": "research/nlp", "gpus": 0, "command": ["true"]}
+        spec.update(kw)
+        return dm.req("POST", "/v1/jobs", spec, token=dm.admin)
+
+    st, b = submit(cpus=17)
+    assert st == 422 and b["error"]["message"] == (
+        'field "cpus" is 17; the largest registered node has 16 CPUs'), (st, b)
+    st, b = submit(memory=65537)
+    assert st == 422 and "the largest registered node has 65536 MiB" in b["error"]["message"], \
+        (st, b)
+    st, b = submit(cpus=16, memory=65536, hold=True)
+    assert st == 201, (st, b)
+    expect(dm.req("POST", "/v1/jobs/%d/cancel" % b["id"], token=dm.admin), 200)
+
+
 if __name__ == "__main__":
     dm = Daemon()
     try:
         expect(dm.req("PUT", "/v1/tenants", TENANTS, token=dm.admin), 200)
         AG = dm.token("agent", "", "agents")
         fx.run([test_long_poll, test_gang_over_two_nodes, test_node_bound_to_its_agent_token,
-                test_node_credential, test_node_changes_inventory])
+                test_node_credential, test_node_changes_inventory,
+                test_more_cpu_or_memory_than_any_node_is_422])
     finally:
         dm.stop()
