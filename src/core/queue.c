@@ -860,6 +860,21 @@ static void text_quota(struct allot_queue *q, struct allot_job *j, int who, int 
     allot_res_name(q->t, res, rn, sizeof(rn));
     amount_text(used, sizeof(used), res, x->usage[res]);
     amount_text(nom, sizeof(nom), res, x->quota[res].nominal);
+    /* borrowing past its nominal up to its limit: say that limit, not the
+     * nominal the usage is already above ("at nominal (6/2 GPU)") */
+    const struct allot_quota *qt = &x->quota[res];
+    if (q->o.borrowing && qt->nominal != ALLOT_UNLIMITED && qt->borrow_limit > 0 &&
+        qt->borrow_limit < ALLOT_UNLIMITED - qt->nominal && x->usage[res] > qt->nominal) {
+        char lim[32], bl[32];
+        amount_text(lim, sizeof(lim), res, qt->nominal + qt->borrow_limit);
+        amount_text(bl, sizeof(bl), res, qt->borrow_limit);
+        allot_fmt(j->reason, sizeof(j->reason),
+                  "%s %s: borrowing limit reached (%s/%s %s%s in use: nominal %s + borrow_limit "
+                  "%s)",
+                  who == j->spec.tenant ? "tenant" : "cohort", x->path, used, lim,
+                  res == ALLOT_RES_CPU ? "" : rn, unit, nom, bl);
+        return;
+    }
     if (who == j->spec.tenant) {
         const char *tail = !q->o.borrowing                   ? "borrowing is off"
                            : x->quota[res].borrow_limit == 0 ? "borrowing not allowed"

@@ -2,7 +2,9 @@
  * Unit tests of the queue's pending reasons for GPUs no ready node has
  * (src/core/queue.c text_capacity): nodes lost, cordoned or draining, and
  * GPUs in a mode the task cannot use (a MIG slice outside MIG mode, a
- * whole GPU in MIG mode, a fraction outside shared mode).
+ * whole GPU in MIG mode, a fraction outside shared mode), and a tenant or
+ * cohort that borrowed up to its borrowing limit (the limit named, not
+ * the nominal it is above).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -116,12 +118,48 @@ static void test_reason_shared_mode(void **state)
     world_free(&w);
 }
 
+/* Team a borrows up to its limit: the reason names nominal + limit; then
+ * its cohort ml caps it lower, and the reason names the cohort's. */
+static void test_reason_borrowing_limit(void **state)
+{
+    struct allot_quota two = {.nominal = 2000, .borrow_limit = 2000, .lend_limit = ALLOT_UNLIMITED};
+    struct allot_quota ml = {.nominal = 4000, .borrow_limit = 1000, .lend_limit = ALLOT_UNLIMITED};
+    struct allot_quota all = {16000, ALLOT_UNLIMITED, ALLOT_UNLIMITED}; /* the cluster's */
+    struct world w;
+    int ids[6];
+
+    (void)state;
+    world_init(&w, 4, 2, base); /* 16 GPUs; team-a and team-b 2 each */
+    assert_int_equal(allot_tenants_set_quota(w.t, w.a, ALLOT_RES_GPU, two), 0);
+    for (int i = 0; i < 5; i++)
+        ids[i] = submit(&w, "a", w.a, 1, 1, 0, 0);
+    cycle(&w, 0);
+    assert_int_equal(w.starts, 4);
+    assert_string_equal(allot_queue_reason(w.q, ids[4]),
+                        "tenant ml/team-a: borrowing limit reached (4/4 GPU in use: nominal 2 + "
+                        "borrow_limit 2)");
+    /* the cohort: 4 + 1 for ml, whose teams now borrow without a limit */
+    two.borrow_limit = ALLOT_UNLIMITED;
+    assert_int_equal(allot_tenants_set_quota(w.t, w.a, ALLOT_RES_GPU, two), 0);
+    assert_int_equal(allot_tenants_set_quota(w.t, allot_tenants_find(w.t, "ml"), ALLOT_RES_GPU, ml),
+                     0);
+    assert_int_equal(allot_tenants_set_quota(w.t, 0, ALLOT_RES_GPU, all), 0);
+    ids[5] = submit(&w, "a", w.a, 1, 1, 1, 0);
+    cycle(&w, 1);
+    assert_int_equal(w.starts, 5);
+    assert_string_equal(allot_queue_reason(w.q, ids[5]),
+                        "cohort ml: borrowing limit reached (5/5 GPU in use: nominal 4 + "
+                        "borrow_limit 1)");
+    world_free(&w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reason_no_ready_node),
         cmocka_unit_test(test_reason_mig_mode),
         cmocka_unit_test(test_reason_shared_mode),
+        cmocka_unit_test(test_reason_borrowing_limit),
     };
 
     return cmocka_run_group_tests(tests, setup, teardown);
