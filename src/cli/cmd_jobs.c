@@ -566,7 +566,15 @@ static void show_one(const json_t *j)
         putchar('\n');
     }
     printf("%-13s %s\n", "submitted:", out_time(json_object_get(j, "submit_time"), b1, sizeof(b1)));
-    printf("%-13s %s\n", "started:", out_time(json_object_get(j, "start_time"), b1, sizeof(b1)));
+    /* a job waiting again (requeued, preempted) shows its last run's start
+     * as such, not as the start of a run that is not there */
+    const char *st = json_string_value(json_object_get(j, "state"));
+    if (st && !strcmp(st, "pending") && json_integer_value(json_object_get(j, "start_time")) > 0)
+        printf("%-13s - (last run started %s)\n",
+               "started:", out_time(json_object_get(j, "start_time"), b1, sizeof(b1)));
+    else
+        printf("%-13s %s\n",
+               "started:", out_time(json_object_get(j, "start_time"), b1, sizeof(b1)));
     printf("%-13s %s\n", "ended:", out_time(json_object_get(j, "end_time"), b1, sizeof(b1)));
     if ((x = json_object_get(j, "last_checkpoint")) && json_is_integer(x))
         printf("%-13s %s\n", "last save:", out_time(x, b1, sizeof(b1)));

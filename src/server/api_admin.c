@@ -314,6 +314,17 @@ int api_tokens_create(struct req *r)
     t.role = role;
     t.name = (char *)(jn ? json_string_value(jn) : "");
     t.tenant = (char *)(jt ? json_string_value(jt) : "");
+    /* a name is a label people read in lists and the audit: short, no
+     * control characters */
+    size_t nl = strlen(t.name);
+    bool ctl = false;
+    for (size_t i = 0; i < nl; i++)
+        ctl |= (unsigned char)t.name[i] < 0x20 || t.name[i] == 0x7f;
+    if (nl > 128 || ctl) {
+        api_error(r, 422, "invalid", "field \"name\": %s",
+                  ctl ? "control characters are not allowed" : "at most 128 bytes");
+        goto out;
+    }
     if (*t.tenant && !sim_tenant_path_ok(t.tenant)) {
         api_error(r, 422, "invalid",
                   "field \"tenant\": \"%.100s\" is not a tenant path (steps of letters, "
@@ -335,8 +346,9 @@ int api_tokens_create(struct req *r)
     }
     /* scope first: a tenant outside it is refused alike, there or not */
     if (!may_manage(&r->who, role, t.tenant)) {
-        api_error(r, 403, "forbidden", "a %s may not create %s tokens for tenant \"%s\"",
-                  allot_store_role_name(r->who.role), allot_store_role_name(role), t.tenant);
+        api_error(r, 403, "forbidden", "a %s may not create %s tokens for %s%s%s",
+                  allot_store_role_name(r->who.role), allot_store_role_name(role),
+                  *t.tenant ? "tenant \"" : "the whole cluster", t.tenant, *t.tenant ? "\"" : "");
         goto out;
     }
     if (*t.tenant) {

@@ -314,6 +314,26 @@ def test_more_cpu_or_memory_than_any_node_is_422():
     expect(dm.req("POST", "/v1/jobs/%d/cancel" % b["id"], token=dm.admin), 200)
 
 
+def test_show_requeued_job():
+    """allot show of a job waiting again after a requeue shows no start of a run that is
+    not there, but its last run's start as such."""
+    from cli_fixture import cli
+    jid = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 1,
+                                             "gpu_models": ["A30-24GB"], "command": ["true"]},
+                        token=dm.admin), 201)["id"]
+    expect(dm.req("POST", "/v1/nodes/inv-1/uncordon", token=dm.admin), 200)
+    wait_state(jid, "starting")
+    beat("inv-1", {"jobs": [{"id": jid, "state": "running"}]})
+    wait_state(jid, "running")
+    expect(dm.req("POST", "/v1/nodes/inv-1/cordon", token=dm.admin), 200)
+    expect(dm.req("POST", "/v1/jobs/%d/requeue" % jid, token=dm.admin), 202)
+    wait_state(jid, "pending")  # the agent is told to stop it; its end is of an old run
+    r = cli(dm, "show", jid)
+    started = [ln for ln in r.out.splitlines() if ln.startswith("started:")]
+    assert r.rc == 0 and len(started) == 1 and "- (last run started 20" in started[0], r
+    expect(dm.req("POST", "/v1/jobs/%d/cancel" % jid, token=dm.admin), 200)
+
+
 if __name__ == "__main__":
     dm = Daemon()
     try:
@@ -321,6 +341,6 @@ if __name__ == "__main__":
         AG = dm.token("agent", "", "agents")
         fx.run([test_long_poll, test_gang_over_two_nodes, test_node_bound_to_its_agent_token,
                 test_node_credential, test_node_changes_inventory,
-                test_more_cpu_or_memory_than_any_node_is_422])
+                test_more_cpu_or_memory_than_any_node_is_422, test_show_requeued_job])
     finally:
         dm.stop()

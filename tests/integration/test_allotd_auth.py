@@ -53,7 +53,14 @@ def test_tenant_admin_manages_its_subtree_only():
                   token=ta), 403)
     expect(dm.req("POST", "/v1/tokens", {"role": "admin"}, token=ta), 403)
     expect(dm.req("POST", "/v1/tokens", {"role": "agent"}, token=ta), 403)
-    expect(dm.req("POST", "/v1/tokens", {"role": "viewer", "tenant": ""}, token=ta), 403)
+    st, b = dm.req("POST", "/v1/tokens", {"role": "viewer", "tenant": ""}, token=ta)
+    assert st == 403 and b["error"]["message"] == (
+        "a tenant-admin may not create viewer tokens for the whole cluster"), (st, b)
+    # a token's name is a short label: long or control characters are refused
+    for name in ("x" * 129, "a\nb"):
+        st, b = dm.req("POST", "/v1/tokens", {"role": "member", "tenant": "research/vision",
+                                              "name": name}, token=ta)
+        assert st == 422 and 'field "name"' in b["error"]["message"], (st, b)
     ids = [t["id"] for t in expect(dm.req("GET", "/v1/tokens", token=ta), 200)["tokens"]]
     assert vid in ids and 1 not in ids, ids
     # bob's token (product/search) is invisible to research's admin
