@@ -196,6 +196,16 @@ static int snapshot(struct cli *c, const struct allot_catalog *cat, const char *
         json_decref(nodes);
         return rc;
     }
+    /* the jobs (and so what is allocated) are those of the tenant asked
+     * for, or those a tenant-bound token sees: say whose */
+    json_t *me = NULL;
+    const char *scope = tenant;
+    if (!scope && client_call(cl, "GET", "/v1/whoami", NULL, NULL, CLIENT_RETRY_ALWAYS, &me,
+                              NULL) == CLI_OK) {
+        const char *mine = json_string_value(json_object_get(me, "tenant"));
+        if (mine && *mine)
+            scope = mine;
+    }
     snap = json_pack("{s:I,s:{s:I,s:I},s:{s:I,s:f,s:i},s:{s:I,s:I,s:I},s:o,s:o}", "time",
                      (json_int_t)time(NULL), "nodes", "total",
                      (json_int_t)json_array_size(json_object_get(nodes, "nodes")), "ready",
@@ -203,6 +213,9 @@ static int snapshot(struct cli *c, const struct allot_catalog *cat, const char *
                      round(used * 1000.0) / 1000.0, "mig_instances", mig, "jobs", "running",
                      (json_int_t)n_jobs[0], "starting", (json_int_t)n_jobs[1], "pending",
                      (json_int_t)n_jobs[2], "tenants", rows, "queue", queue);
+    if (snap)
+        json_object_set_new(snap, "scope", scope ? json_string(scope) : json_null());
+    json_decref(me);
     json_decref(nodes);
     *out = snap;
     return snap ? CLI_OK : CLI_SERVER;
@@ -221,12 +234,15 @@ static void print_snapshot(struct cli *c, json_t *s)
 
     printf("allot top  %s  %s\n", out_time(json_object_get(s, "time"), tm, sizeof(tm)),
            c->conf.server);
-    printf("nodes %lld (%lld ready)  GPUs %lld, %.3g allocated, %lld MIG instances  "
+    const char *scope = json_string_value(json_object_get(s, "scope"));
+    /* the cluster's nodes and GPUs; what is allocated and the jobs are the
+     * scope's when there is one (a tenant's jobs, not the cluster's) */
+    printf("nodes %lld (%lld ready)  GPUs %lld%s%s%s %.3g allocated, %lld MIG instances  "
            "jobs %lld running, %lld starting, %lld pending\n\n",
            (long long)json_integer_value(json_object_get(n, "total")),
            (long long)json_integer_value(json_object_get(n, "ready")),
-           (long long)json_integer_value(json_object_get(g, "total")),
-           json_real_value(json_object_get(g, "allocated")),
+           (long long)json_integer_value(json_object_get(g, "total")), scope ? "  tenant " : "",
+           scope ? scope : "", scope ? ":" : ",", json_real_value(json_object_get(g, "allocated")),
            (long long)json_integer_value(json_object_get(g, "mig_instances")),
            (long long)json_integer_value(json_object_get(j, "running")),
            (long long)json_integer_value(json_object_get(j, "starting")),

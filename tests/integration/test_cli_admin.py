@@ -137,7 +137,12 @@ def test_nodes_and_top():
     rows = [l.split() for l in t.splitlines()]
     assert ["TENANT", "GPUS", "QUOTA", "MIG", "RUNNING", "STARTING", "PENDING"] in rows, t
     assert [r[:4] for r in rows if r[:1] == ["research/nlp"]] == [["research/nlp", "4", "8", "0"]]
-    assert ok(cli(dm, "top", "--tenant", "research/nlp", "-o", "json")).json()["queue"] == []
+    one = ok(cli(dm, "top", "--tenant", "research/nlp", "-o", "json")).json()
+    assert one["queue"] == [] and one["scope"] == "research/nlp" and snap["scope"] is None, one
+    # a tenant's view says whose allocation it counts, beside the cluster's GPUs
+    t = ok(cli(dm, "top", "--tenant", "research/vision", "--count", "1")).out
+    assert "GPUs 16  tenant research/vision:, 0.5 allocated" not in t, t
+    assert "GPUs 16  tenant research/vision: 0.5 allocated" in t, t
     two = ok(cli(dm, "top", "--count", "2", "--interval", "1", "-o", "json")).out
     assert two.count('"queue"') == 2
     s = ok(cli(dm, "show", a)).out
