@@ -859,7 +859,10 @@ static void text_quota(struct allot_queue *q, struct allot_job *j, int who, int 
 
     allot_res_name(q->t, res, rn, sizeof(rn));
     amount_text(used, sizeof(used), res, x->usage[res]);
-    amount_text(nom, sizeof(nom), res, x->quota[res].nominal);
+    /* a root without a quota is bounded by the cluster (allot_tenants_admits) */
+    amount_text(nom, sizeof(nom), res,
+                who == 0 && x->quota[res].nominal == ALLOT_UNLIMITED ? q->capacity.v[res]
+                                                                     : x->quota[res].nominal);
     /* borrowing past its nominal up to its limit: say that limit, not the
      * nominal the usage is already above ("at nominal (6/2 GPU)") */
     const struct allot_quota *qt = &x->quota[res];

@@ -25,8 +25,9 @@ struct allot_tenants {
     double hold_half_life_s; /* lending hold, 0 = off */
     struct keep_memo *memo;  /* owned: per tenant x ALLOT_RES_MAX, cached keep() */
     size_t memo_cap;
-    uint64_t gen;     /* memo entries of another generation are stale; >= 1 */
-    uint64_t charges; /* allot_tenants_charge calls (allot_tenants_changes) */
+    uint64_t gen;                 /* memo entries of another generation are stale; >= 1 */
+    uint64_t charges;             /* allot_tenants_charge calls (allot_tenants_changes) */
+    struct allot_resvec capacity; /* the cluster's, as allot_tenants_advance last heard */
 };
 
 /* keep() of one tenant and resource, and the sum over its children. */
@@ -337,9 +338,15 @@ bool allot_tenants_admits(const struct allot_tenants *t, int i, const struct all
             const struct allot_quota *q = &x->quota[k];
             int64_t limit;
             withheld = sat_add(withheld, keep_others(t, a, below, k));
-            if (q->nominal == ALLOT_UNLIMITED)
-                continue;
             limit = q->nominal;
+            /* a root without a quota (a tenant without one of its own made
+             * the sum unlimited) is still bounded by the cluster: what
+             * others keep unlent counts against that, or no lend limit
+             * nor lending hold would hold anywhere */
+            if (limit == ALLOT_UNLIMITED && a == 0 && t->capacity.v[k] > 0)
+                limit = t->capacity.v[k];
+            if (limit == ALLOT_UNLIMITED)
+                continue;
             if (borrow && x->parent >= 0) {
                 if (q->borrow_limit == ALLOT_UNLIMITED)
                     continue; /* may borrow without bound: the levels above decide */
@@ -427,6 +434,8 @@ void allot_tenants_advance(struct allot_tenants *t, int64_t now, double half_lif
 {
     /* recent peaks decay, and callers may have edited tenants in between */
     t->gen++;
+    if (capacity)
+        t->capacity = *capacity;
     for (int i = 0; i < t->n; i++) {
         struct allot_tenant *x = &t->v[i];
         double dt = (double)(now - x->history_at);

@@ -189,6 +189,32 @@ static void test_lending_hold(void **state)
     allot_tenants_free(t);
 }
 
+/* A tenant without a GPU quota makes the root's sum unlimited; what
+ * another keeps unlent (lend_limit 0) is still held back, against the
+ * cluster's capacity. */
+static void test_lend_limit_with_unlimited_root(void **state)
+{
+    struct allot_tenants *t = allot_tenants_new(cat);
+    char err[128];
+    int serve = allot_tenants_add(t, "serve/x", err, sizeof(err));
+    int batch = allot_tenants_add(t, "batch/y", err, sizeof(err));
+    struct allot_resvec cap = gpus(8), four = gpus(4), one = gpus(1);
+    int who = -1;
+
+    (void)state;
+    assert_true(allot_tenants_add(t, "cpuonly/z", err, sizeof(err)) > 0);
+    set_gpu(t, serve, 4, ALLOT_UNLIMITED, 0);
+    set_gpu(t, batch, 4, ALLOT_UNLIMITED, ALLOT_UNLIMITED);
+    allot_tenants_fill_nominal(t);
+    assert_int_equal(allot_tenants_get(t, 0)->quota[ALLOT_RES_GPU].nominal, ALLOT_UNLIMITED);
+    allot_tenants_advance(t, 1, 0, &cap);
+    allot_tenants_charge(t, batch, &four, +1);
+    assert_false(allot_tenants_admits(t, batch, &one, true, &who, NULL));
+    assert_int_equal(who, 0);
+    assert_true(allot_tenants_admits(t, serve, &four, true, NULL, NULL));
+    allot_tenants_free(t);
+}
+
 /* Every tenant reachable from the root through the child links, once. */
 static void check_tree(const struct allot_tenants *t)
 {
@@ -290,9 +316,13 @@ static void test_huge_sums(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_paths),          cmocka_unit_test(test_borrow_and_lend),
-        cmocka_unit_test(test_fair_share),     cmocka_unit_test(test_lending_hold),
-        cmocka_unit_test(test_alloc_failures), cmocka_unit_test(test_huge_sums),
+        cmocka_unit_test(test_paths),
+        cmocka_unit_test(test_borrow_and_lend),
+        cmocka_unit_test(test_fair_share),
+        cmocka_unit_test(test_lending_hold),
+        cmocka_unit_test(test_alloc_failures),
+        cmocka_unit_test(test_huge_sums),
+        cmocka_unit_test(test_lend_limit_with_unlimited_root),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
