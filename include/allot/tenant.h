@@ -112,6 +112,15 @@ struct allot_resvec {
 bool allot_tenants_admits(const struct allot_tenants *t, int i, const struct allot_resvec *r,
                           bool borrow, int *why_tenant, int *why_res);
 
+/* True when leaf `i` could take `r` at some time: with nothing in use and
+ * nothing kept unlent, within every tenant's nominal on its path (plus its
+ * borrow limit with `borrow`; a root without a quota: the capacity last
+ * given to allot_tenants_advance). When false, *why_tenant and *why_res
+ * (when not NULL) name the tenant and resource that bound it: a job that
+ * asks for more can never start. */
+bool allot_tenants_ever_admits(const struct allot_tenants *t, int i, const struct allot_resvec *r,
+                               bool borrow, int *why_tenant, int *why_res);
+
 /* W_A of the admission rule for leaf i at its ancestor a (or i itself)
  * and resource k: what the subtrees off i's path at or below a keep
  * unlent (lend limits and the lending hold). 0 when a is not on the path. */

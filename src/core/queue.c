@@ -903,6 +903,45 @@ static void text_quota(struct allot_queue *q, struct allot_job *j, int who, int 
     }
 }
 
+/* Says j can never start when it asks for more than its tenants could
+ * ever hold (allot_tenants_ever_admits); false when it could. */
+static bool text_never(struct allot_queue *q, struct allot_job *j)
+{
+    int who = -1, res = 0;
+    char rn[64], ask[32], nom[32], lim[32], bl[32];
+
+    if (allot_tenants_ever_admits(q->t, j->spec.tenant, &j->req, q->o.borrowing, &who, &res))
+        return false;
+    const struct allot_tenant *x = allot_tenants_get(q->t, who);
+    const struct allot_quota *qt = &x->quota[res];
+    const char *kind = who == j->spec.tenant ? "tenant" : "cohort";
+
+    allot_res_name(q->t, res, rn, sizeof(rn));
+    amount_text(ask, sizeof(ask), res, j->req.v[res]);
+    if (who == 0) {
+        bool cap = qt->nominal == ALLOT_UNLIMITED;
+        amount_text(lim, sizeof(lim), res, cap ? q->capacity.v[res] : qt->nominal);
+        allot_fmt(j->reason, sizeof(j->reason),
+                  "can never start: it asks for %s %s, more than the cluster's %s (%s)", ask, rn,
+                  lim, cap ? "capacity" : "quota");
+    } else if (q->o.borrowing) { /* a finite borrow limit bound it */
+        amount_text(nom, sizeof(nom), res, qt->nominal);
+        amount_text(bl, sizeof(bl), res, qt->borrow_limit);
+        amount_text(lim, sizeof(lim), res, qt->nominal + qt->borrow_limit);
+        allot_fmt(j->reason, sizeof(j->reason),
+                  "can never start: it asks for %s %s, more than %s %s may ever hold (%s: "
+                  "nominal %s + borrow_limit %s)",
+                  ask, rn, kind, x->path, lim, nom, bl);
+    } else {
+        amount_text(nom, sizeof(nom), res, qt->nominal);
+        allot_fmt(j->reason, sizeof(j->reason),
+                  "can never start: it asks for %s %s, more than %s %s may ever hold (its "
+                  "nominal %s; borrowing is off)",
+                  ask, rn, kind, x->path, nom);
+    }
+    return true;
+}
+
 /* Explains the fair-share cap (opts.fair_cap) that holds j back. */
 static void text_fair_cap(struct allot_queue *q, struct allot_job *j, int who)
 {
@@ -1032,6 +1071,11 @@ const char *allot_queue_reason(struct allot_queue *q, int id)
         w = &j->reclaim_why;
     r = j->reason;
     n = sizeof(j->reason);
+    /* held back by quota or fair share, but more than its tenants could
+     * ever hold: say it can never start, not what holds it back now */
+    if ((w->kind == ALLOT_WHY_QUOTA || w->kind == ALLOT_WHY_FAIR_CAP) && q->o.quotas &&
+        text_never(q, j))
+        return r;
     switch (w->kind) {
     case ALLOT_WHY_NEW:
         allot_fmt(r, n, "not yet considered by the scheduler");

@@ -364,6 +364,36 @@ bool allot_tenants_admits(const struct allot_tenants *t, int i, const struct all
     return true;
 }
 
+bool allot_tenants_ever_admits(const struct allot_tenants *t, int i, const struct allot_resvec *r,
+                               bool borrow, int *why_tenant, int *why_res)
+{
+    for (int k = 0; k < ALLOT_RES_MAX; k++) {
+        if (r->v[k] <= 0)
+            continue;
+        for (int a = i; a >= 0; a = t->v[a].parent) {
+            const struct allot_quota *q = &t->v[a].quota[k];
+            int64_t limit = q->nominal;
+            if (limit == ALLOT_UNLIMITED && a == 0 && t->capacity.v[k] > 0)
+                limit = t->capacity.v[k];
+            if (limit == ALLOT_UNLIMITED)
+                continue;
+            if (borrow && t->v[a].parent >= 0) {
+                if (q->borrow_limit == ALLOT_UNLIMITED)
+                    continue;
+                limit = sat_add(limit, q->borrow_limit);
+            }
+            if (r->v[k] > limit) {
+                if (why_tenant)
+                    *why_tenant = a;
+                if (why_res)
+                    *why_res = k;
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
 int64_t allot_tenants_withheld(const struct allot_tenants *t, int i, int a, int k)
 {
     int64_t withheld = 0;

@@ -153,6 +153,50 @@ static void test_reason_borrowing_limit(void **state)
     world_free(&w);
 }
 
+/* A gang more than its cohort may ever hold (nominal + borrow limit)
+ * says it can never start, not what holds it back now; so does one more
+ * than the cluster has, and one bound by a nominal with borrowing off. */
+static void test_reason_never(void **state)
+{
+    struct allot_quota ml = {.nominal = 4000, .borrow_limit = 2000, .lend_limit = ALLOT_UNLIMITED};
+    struct allot_quota all = {16000, ALLOT_UNLIMITED, ALLOT_UNLIMITED};
+    struct allot_queue_opts o = base;
+    struct world w;
+    int big, fits, huge;
+
+    (void)state;
+    world_init(&w, 4, 2, base); /* 16 GPUs; team-a and team-b 2 each, borrowing freely */
+    assert_int_equal(allot_tenants_set_quota(w.t, allot_tenants_find(w.t, "ml"), ALLOT_RES_GPU, ml),
+                     0);
+    assert_int_equal(allot_tenants_set_quota(w.t, 0, ALLOT_RES_GPU, all), 0);
+    big = submit(&w, "big", w.a, 2, 4, 0, 0);   /* 8 GPUs: ml may hold 6 */
+    fits = submit(&w, "fits", w.a, 1, 4, 0, 0); /* 4 GPUs: runs */
+    cycle(&w, 0);
+    assert_int_equal(allot_queue_job(w.q, fits)->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(allot_queue_job(w.q, big)->state, ALLOT_JOB_PENDING);
+    assert_string_equal(allot_queue_reason(w.q, big),
+                        "can never start: it asks for 8 GPU, more than cohort ml may ever hold "
+                        "(6: nominal 4 + borrow_limit 2)");
+    /* more than the cluster's quota, ml borrowing freely */
+    ml.borrow_limit = ALLOT_UNLIMITED;
+    assert_int_equal(allot_tenants_set_quota(w.t, allot_tenants_find(w.t, "ml"), ALLOT_RES_GPU, ml),
+                     0);
+    huge = submit(&w, "huge", w.b, 4, 5, 0, 0);
+    cycle(&w, 1);
+    assert_string_equal(allot_queue_reason(w.q, huge),
+                        "can never start: it asks for 20 GPU, more than the cluster's 16 (quota)");
+    world_free(&w);
+    /* borrowing off: the team's own nominal bounds it */
+    o.borrowing = false;
+    world_init(&w, 4, 2, o);
+    big = submit(&w, "big", w.a, 1, 3, 0, 0);
+    cycle(&w, 0);
+    assert_string_equal(allot_queue_reason(w.q, big),
+                        "can never start: it asks for 3 GPU, more than tenant ml/team-a may ever "
+                        "hold (its nominal 2; borrowing is off)");
+    world_free(&w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -160,6 +204,7 @@ int main(void)
         cmocka_unit_test(test_reason_mig_mode),
         cmocka_unit_test(test_reason_shared_mode),
         cmocka_unit_test(test_reason_borrowing_limit),
+        cmocka_unit_test(test_reason_never),
     };
 
     return cmocka_run_group_tests(tests, setup, teardown);
