@@ -33,7 +33,9 @@ static void test_gang_all_or_nothing(void **state)
     cycle(&w, 0);
     assert_int_equal(allot_queue_job(w.q, id)->state, ALLOT_JOB_PENDING);
     assert_int_equal(allot_cluster_used_milli(w.c), 0);
-    assert_string_equal(allot_queue_reason(w.q, id), "cluster quota exhausted (0/8 GPU in use)");
+    /* more than the cluster's quota of 8 in all: it can never start */
+    assert_string_equal(allot_queue_reason(w.q, id),
+                        "can never start: it asks for 12 GPU, more than the cluster's 8 (quota)");
     world_free(&w);
     /* with room in quota but not in the cluster: a capacity reason, and a
      * partial fit holds nothing */
