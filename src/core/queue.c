@@ -924,7 +924,7 @@ static bool text_never(struct allot_queue *q, struct allot_job *j)
         allot_fmt(j->reason, sizeof(j->reason),
                   "can never start: it asks for %s %s, more than the cluster's %s (%s)", ask, rn,
                   lim, cap ? "capacity" : "quota");
-    } else if (q->o.borrowing) { /* a finite borrow limit bound it */
+    } else if (q->o.borrowing && qt->borrow_limit > 0) { /* a finite borrow limit bound it */
         amount_text(nom, sizeof(nom), res, qt->nominal);
         amount_text(bl, sizeof(bl), res, qt->borrow_limit);
         amount_text(lim, sizeof(lim), res, qt->nominal + qt->borrow_limit);
@@ -936,8 +936,8 @@ static bool text_never(struct allot_queue *q, struct allot_job *j)
         amount_text(nom, sizeof(nom), res, qt->nominal);
         allot_fmt(j->reason, sizeof(j->reason),
                   "can never start: it asks for %s %s, more than %s %s may ever hold (its "
-                  "nominal %s; borrowing is off)",
-                  ask, rn, kind, x->path, nom);
+                  "nominal %s; borrowing %s)",
+                  ask, rn, kind, x->path, nom, q->o.borrowing ? "not allowed" : "is off");
     }
     return true;
 }

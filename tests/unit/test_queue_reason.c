@@ -186,6 +186,17 @@ static void test_reason_never(void **state)
     assert_string_equal(allot_queue_reason(w.q, huge),
                         "can never start: it asks for 20 GPU, more than the cluster's 16 (quota)");
     world_free(&w);
+    /* a team that may not borrow (borrow_limit 0) */
+    world_init(&w, 4, 2, base);
+    assert_int_equal(allot_tenants_set_quota(w.t, w.a, ALLOT_RES_GPU,
+                                             (struct allot_quota){2000, 0, ALLOT_UNLIMITED}),
+                     0);
+    big = submit(&w, "big", w.a, 1, 3, 0, 0);
+    cycle(&w, 0);
+    assert_string_equal(allot_queue_reason(w.q, big),
+                        "can never start: it asks for 3 GPU, more than tenant ml/team-a may ever "
+                        "hold (its nominal 2; borrowing not allowed)");
+    world_free(&w);
     /* borrowing off: the team's own nominal bounds it */
     o.borrowing = false;
     world_init(&w, 4, 2, o);
@@ -200,10 +211,8 @@ static void test_reason_never(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_reason_no_ready_node),
-        cmocka_unit_test(test_reason_mig_mode),
-        cmocka_unit_test(test_reason_shared_mode),
-        cmocka_unit_test(test_reason_borrowing_limit),
+        cmocka_unit_test(test_reason_no_ready_node), cmocka_unit_test(test_reason_mig_mode),
+        cmocka_unit_test(test_reason_shared_mode),   cmocka_unit_test(test_reason_borrowing_limit),
         cmocka_unit_test(test_reason_never),
     };
 
