@@ -863,19 +863,35 @@ static void text_quota(struct allot_queue *q, struct allot_job *j, int who, int 
     amount_text(nom, sizeof(nom), res,
                 who == 0 && x->quota[res].nominal == ALLOT_UNLIMITED ? q->capacity.v[res]
                                                                      : x->quota[res].nominal);
+    /* what other tenants keep unlent counts against j at a cohort too: say
+     * how much */
+    char held[96] = "";
+    int64_t w = who == j->spec.tenant ? 0 : allot_tenants_withheld(q->t, j->spec.tenant, who, res);
+    if (w > 0) {
+        char wt[32];
+        amount_text(wt, sizeof(wt), res, w);
+        allot_fmt(held, sizeof(held), "; other tenants keep %s unlent: lend limit or lending hold",
+                  wt);
+    }
     /* borrowing past its nominal up to its limit: say that limit, not the
      * nominal the usage is already above ("at nominal (6/2 GPU)") */
     const struct allot_quota *qt = &x->quota[res];
     if (q->o.borrowing && qt->nominal != ALLOT_UNLIMITED && qt->borrow_limit > 0 &&
         qt->borrow_limit < ALLOT_UNLIMITED - qt->nominal && x->usage[res] > qt->nominal) {
-        char lim[32], bl[32];
-        amount_text(lim, sizeof(lim), res, qt->nominal + qt->borrow_limit);
+        char lim[32], bl[32], ask[64] = "";
+        int64_t limit = qt->nominal + qt->borrow_limit;
+        amount_text(lim, sizeof(lim), res, limit);
         amount_text(bl, sizeof(bl), res, qt->borrow_limit);
+        if (x->usage[res] < limit) { /* room left, but less than the job asks */
+            char a[32];
+            amount_text(a, sizeof(a), res, j->req.v[res]);
+            allot_fmt(ask, sizeof(ask), ", the job asks for %s", a);
+        }
         allot_fmt(j->reason, sizeof(j->reason),
-                  "%s %s: borrowing limit reached (%s/%s %s%s in use: nominal %s + borrow_limit "
-                  "%s)",
+                  "%s %s: borrowing limit reached (%s/%s %s%s in use%s: nominal %s + "
+                  "borrow_limit %s%s)",
                   who == j->spec.tenant ? "tenant" : "cohort", x->path, used, lim,
-                  res == ALLOT_RES_CPU ? "" : rn, unit, nom, bl);
+                  res == ALLOT_RES_CPU ? "" : rn, unit, ask, nom, bl, held);
         return;
     }
     if (who == j->spec.tenant) {
@@ -885,15 +901,6 @@ static void text_quota(struct allot_queue *q, struct allot_job *j, int who, int 
         allot_fmt(j->reason, sizeof(j->reason), "tenant %s at nominal (%s/%s %s%s), %s", x->path,
                   used, nom, res == ALLOT_RES_CPU ? "" : rn, unit, tail);
     } else {
-        /* what other tenants keep unlent counts against j too: say how much */
-        int64_t w = allot_tenants_withheld(q->t, j->spec.tenant, who, res);
-        char held[96] = "";
-        if (w > 0) {
-            char wt[32];
-            amount_text(wt, sizeof(wt), res, w);
-            allot_fmt(held, sizeof(held),
-                      "; other tenants keep %s unlent: lend limit or lending hold", wt);
-        }
         if (who == 0)
             allot_fmt(j->reason, sizeof(j->reason), "cluster quota exhausted (%s/%s %s in use%s)",
                       used, nom, rn, held);

@@ -208,12 +208,37 @@ static void test_reason_never(void **state)
     world_free(&w);
 }
 
+/* Room left under the borrowing limit, but less than the job asks: the
+ * reason says what it asks. */
+static void test_reason_borrowing_limit_ask(void **state)
+{
+    struct allot_quota two = {.nominal = 2000, .borrow_limit = 2000, .lend_limit = ALLOT_UNLIMITED};
+    struct world w;
+    int big;
+
+    (void)state;
+    world_init(&w, 4, 2, base);
+    assert_int_equal(allot_tenants_set_quota(w.t, w.a, ALLOT_RES_GPU, two), 0);
+    for (int i = 0; i < 3; i++)
+        submit(&w, "a", w.a, 1, 1, 0, 0);
+    big = submit(&w, "big", w.a, 1, 2, 0, 0);
+    cycle(&w, 0);
+    assert_int_equal(w.starts, 3);
+    assert_string_equal(allot_queue_reason(w.q, big),
+                        "tenant ml/team-a: borrowing limit reached (3/4 GPU in use, the job asks "
+                        "for 2: nominal 2 + borrow_limit 2)");
+    world_free(&w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_reason_no_ready_node), cmocka_unit_test(test_reason_mig_mode),
-        cmocka_unit_test(test_reason_shared_mode),   cmocka_unit_test(test_reason_borrowing_limit),
+        cmocka_unit_test(test_reason_no_ready_node),
+        cmocka_unit_test(test_reason_mig_mode),
+        cmocka_unit_test(test_reason_shared_mode),
+        cmocka_unit_test(test_reason_borrowing_limit),
         cmocka_unit_test(test_reason_never),
+        cmocka_unit_test(test_reason_borrowing_limit_ask),
     };
 
     return cmocka_run_group_tests(tests, setup, teardown);
