@@ -468,6 +468,11 @@ int allot_store_gc_submit(struct allot_store_gc *gc, allot_store_write_fn fn, vo
 /* Number of transactions committed so far (for tests and metrics). */
 uint64_t allot_store_gc_commits(struct allot_store_gc *gc);
 
+/* The back-end's words for the last batch the store itself failed (an I/O
+ * error, a full disk: ALLOT_EIO or ALLOT_ENOMEM) into buf (len bytes); ""
+ * once a later write worked. */
+void allot_store_gc_last_error(struct allot_store_gc *gc, char *buf, size_t len);
+
 /* Commits what is queued, stops the committer and frees it. Accepts NULL.
  * No submit may be in progress or start afterwards. */
 void allot_store_gc_free(struct allot_store_gc *gc);

@@ -376,13 +376,21 @@ static int apply_merge(struct cli *c, struct cli_args *a, json_t *doc, json_t *c
              json_object_get(next, "priority_classes"), false);
     if (dry || !changes) {
         /* nothing is written, but allotd checks the tree as it would a
-         * write (dry_run): a file it would refuse is refused now */
+         * write (POST /v1/tenants/check): a file it would refuse is
+         * refused now. An allotd without that route (older), or a token
+         * that may not write the tree, leaves the diff unchecked. */
         json_t *reply = NULL;
-        int rc = client_call(cli_client(c), "PUT", "/v1/tenants?dry_run=true", next, NULL,
-                             CLIENT_RETRY_ALWAYS, &reply, NULL);
+        struct client_error e;
+        int rc = client_try_call(cli_client(c), "POST", "/v1/tenants/check", next,
+                                 CLIENT_RETRY_ALWAYS, &reply, &e);
         json_decref(reply);
-        if (rc != CLI_OK)
-            return rc;
+        if (rc != CLI_OK && (e.status == 403 || e.status == 404 || e.status == 405)) {
+            if (dry)
+                fprintf(stderr, "allot: the file was not checked by allotd (%s)\n",
+                        e.status == 403 ? "only an admin's dry run is" : "an older allotd");
+        } else if (rc != CLI_OK) {
+            return e.status ? client_error_print(&e) : rc;
+        }
     }
     if (dry) {
         if (print) {

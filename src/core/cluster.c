@@ -820,8 +820,10 @@ int allot_cluster_update_node(struct allot_cluster *c, int node, const struct al
                   n->n_tasks > 0 ? "tasks are placed on it" : "it is ready");
         return ALLOT_ESTATE;
     }
-    if (ALLOT_NEVER(c->slot[node].cls >= 0))
+    if (ALLOT_NEVER(c->slot[node].cls >= 0)) {
+        allot_fmt(err, errlen, "node \"%s\": indexed although not ready", n->name);
         return ALLOT_EINTERNAL;
+    }
     sp = *spec;
     sp.name = n->name;
     spec = &sp;

@@ -149,6 +149,14 @@ int agentproto_inventory(json_t *b, const struct allot_catalog *cat, int *n_gpus
                    422;
         model = m;
     }
+    /* what the core takes (allot_cluster_add_node): a node is refused here,
+     * not stored and then left out of the scheduler */
+    const char *mode = json_string_value(json_object_get(b, "gpu_mode"));
+    if (model && mode && !strcmp(mode, "mig") &&
+        !cat->models[allot_catalog_find_model(cat, model)].mig)
+        return allot_fmt(err, errlen,
+                         "field \"gpu_mode\": mig, but GPU model %s has no MIG profiles", model),
+               422;
     *n_gpus = (int)json_array_size(v);
     return 0;
 }

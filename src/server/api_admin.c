@@ -75,11 +75,14 @@ int api_readyz(struct req *r)
         return api_standby(r);
     if (!atomic_load(&r->srv->ready))
         return api_error(r, 503, "starting", "rebuilding the scheduler from the store");
-    if (failing)
+    if (failing) {
+        char why[256];
+        allot_store_gc_last_error(r->srv->gc, why, sizeof(why));
         return api_error(r, 503, "store",
-                         "the last store write failed (%s): nothing new can be recorded; "
+                         "the last store write failed (%s%s%s): nothing new can be recorded; "
                          "running work goes on",
-                         allot_strerror(failing));
+                         allot_strerror(failing), why[0] ? ": " : "", why);
+    }
     return api_json(r, 200, json_pack("{s:s}", "status", "ready"));
 }
 
@@ -127,8 +130,7 @@ int api_metrics(struct req *r)
      * may read it, so a scraper needs no more than a viewer's; a token bound
      * to a tenant reads only its tenants' figures */
     if (r->srv->cfg.metrics_auth && !auth_resolve(r))
-        return api_error(r, 401, "unauthorized",
-                         "a valid bearer token is required (allotd runs with --metrics-auth)");
+        return auth_refuse(r, "a valid bearer token is required (allotd runs with --metrics-auth)");
     if (r->srv->cfg.metrics_auth && r->who.role == ROLE_JOB) /* a token, but not of a user */
         return api_error(r, 403, "forbidden", "role job may not GET /metrics");
     if (!(f = open_memstream(&buf, &len)))

@@ -258,6 +258,10 @@ int api_nodes_register(struct req *r)
                 atomic_fetch_sub(&r->srv->nodes_adding, 1);
         } else {
             if (w.changed) { /* before the lease: a lost node changes while lost */
+                int cur = atomic_load(&r->srv->max_node_gpus);
+                while (n_gpus > cur &&
+                       !atomic_compare_exchange_weak(&r->srv->max_node_gpus, &cur, n_gpus))
+                    ;
                 atomic_fetch_add(&r->srv->nodes_adding, 1); /* until the loop counts it */
                 if (loop_post(r->srv->loop, LOOP_NODE_CHANGED, 0, name) < 0)
                     atomic_fetch_sub(&r->srv->nodes_adding, 1);
@@ -266,8 +270,13 @@ int api_nodes_register(struct req *r)
         }
         json_int_t expiry = (json_int_t)now + (json_int_t)(r->srv->cfg.lease / 1000);
 
+        /* a known node keeps its state: cordoned stays cordoned (a lost one
+         * is ready again with this registration's lease) */
+        const char *state = status == 200 && w.old_state != ALLOT_SN_LOST
+                                ? allot_store_node_state_name(w.old_state)
+                                : "ready";
         json_t *o =
-            json_pack("{s:s,s:s,s:I}", "name", name, "state", "ready", "lease_expiry", expiry);
+            json_pack("{s:s,s:s,s:I}", "name", name, "state", state, "lease_expiry", expiry);
         if (w.secret[0]) /* shown once, as a token's secret is */
             json_object_set_new(o, "node_token", json_string(w.secret));
         if (credential != CRED_NONE) /* whether the asked-for credential speaks for it now */

@@ -63,16 +63,18 @@ static bool has_live_jobs(struct allot_store *st, const char *path, bool subtree
  * ALLOT_E* code, or ALLOT_ESTATE with why in `busy`: a tenant with live
  * jobs would be removed, or would become a parent (jobs run in leaves
  * only: its jobs could never start or run again). */
-/* Revokes the live tokens scoped to the removed tenant at path (a path
- * reused later must not let them back in); *n counts them. */
-static int revoke_scoped(struct allot_store *st, const char *path, int64_t now, int *n)
+/* Revokes the live tokens scoped to a tenant the new tree c no longer has
+ * (a removed tenant, or an organisation only removed tenants named), so a
+ * path used again later does not let them back in; *n counts them. */
+static int revoke_unlisted(struct allot_store *st, const struct sim_tenants_conf *c, int64_t now,
+                           int *n)
 {
     struct allot_store_token *t = NULL;
     size_t cnt = 0;
     int rc = allot_store_token_list(st, &t, &cnt);
 
     for (size_t i = 0; i < cnt && !rc; i++)
-        if (!t[i].revoked && t[i].tenant && !strcmp(t[i].tenant, path)) {
+        if (!t[i].revoked && t[i].tenant && *t[i].tenant && !listed(c, t[i].tenant)) {
             rc = allot_store_token_revoke(st, t[i].id, now);
             ++*n;
         }
@@ -137,13 +139,15 @@ static int write_tree(struct allot_store *st, json_t *doc, const struct sim_tena
         return rc;
     rc = tree_check(st, old, n_old, c, busy, busylen);
     /* children sort after their parents: delete from the end */
+    bool removed = false;
     for (size_t i = n_old; i-- > 0 && !rc;) {
         if (listed(c, old[i].path))
             continue;
         rc = allot_store_tenant_delete(st, old[i].path);
-        if (!rc)
-            rc = revoke_scoped(st, old[i].path, srv_now(), revoked);
+        removed = true;
     }
+    if (!rc && removed)
+        rc = revoke_unlisted(st, c, srv_now(), revoked);
     allot_store_tenants_free(old, n_old);
     for (size_t i = 0; i < c->n && !rc; i++) {
         json_t *q = NULL;
@@ -195,6 +199,26 @@ static void doc_etag(json_t *doc, char etag[24])
     free(text);
 }
 
+/* Whether If-Match value h names etag: one of its comma-separated tags,
+ * weak ones (W/"...", as a proxy may make them) taken as strong. */
+static bool etag_matches(const char *h, const char *etag)
+{
+    size_t el = strlen(etag);
+
+    while (*h) {
+        h += strspn(h, " \t,");
+        if (!strncmp(h, "W/", 2))
+            h += 2;
+        size_t l = strcspn(h, ",");
+        while (l > 0 && (h[l - 1] == ' ' || h[l - 1] == '\t'))
+            l--;
+        if (l == el && !strncmp(h, etag, el))
+            return true;
+        h += strcspn(h, ",");
+    }
+    return false;
+}
+
 /* The ETag of the whole tree as the store holds it. */
 static void tree_etag(struct allot_store *st, char etag[24])
 {
@@ -224,7 +248,7 @@ static int tree_fn(struct allot_store *st, void *arg)
 
     if (w->if_match && strcmp(w->if_match, "*") != 0) {
         tree_etag(st, etag);
-        if ((w->stale = strcmp(etag, w->if_match) != 0))
+        if ((w->stale = !etag_matches(w->if_match, etag)))
             return ALLOT_ESTATE;
     }
     rc = write_tree(st, w->doc, w->conf, w->busy, w->busylen, &w->revoked);
@@ -236,31 +260,37 @@ static int tree_fn(struct allot_store *st, void *arg)
     return rc ? rc : api_audit(st, w->r, "tenants", result, srv_now());
 }
 
-int api_tenants_put(struct req *r)
+/* The body of r as a tree document into *doc and *conf; false after
+ * answering 400 or 422. */
+static bool tree_body(struct req *r, json_t **doc, struct sim_tenants_conf *conf)
 {
-    struct sim_tenants_conf conf = {0};
-    char err[512], busy[768] = "";
-    json_t *doc = api_body_object(r);
+    char err[512];
     int rc;
 
-    if (!doc)
-        return 0;
-    if (tenants_doc_check(doc, err, sizeof(err))) {
+    if (!(*doc = api_body_object(r)))
+        return false;
+    if (tenants_doc_check(*doc, err, sizeof(err))) {
         api_error(r, 400, "bad_request", "%s", err);
-        goto out;
+        return false;
     }
-    rc = tenants_doc_parse(doc, r->srv->cat, &conf, err, sizeof(err));
+    rc = tenants_doc_parse(*doc, r->srv->cat, conf, err, sizeof(err));
     if (rc < 0) {
         api_error(r, rc == ALLOT_ENOMEM ? 500 : 422, "invalid", "%s", err);
-        goto out;
+        return false;
     }
-    bool dry = false;
-    if (!api_query_flag(r, "dry_run", &dry))
-        goto out;
-    if (dry) { /* checked as a write would be; nothing written, nothing audited */
-        struct allot_store *st = api_reader(r);
-        if (!st)
-            goto out;
+    return true;
+}
+
+int api_tenants_check(struct req *r)
+{
+    struct sim_tenants_conf conf = {0};
+    char busy[768] = "";
+    json_t *doc = NULL;
+    struct allot_store *st;
+    int rc;
+
+    /* checked as PUT would check it; nothing is written */
+    if (tree_body(r, &doc, &conf) && (st = api_reader(r))) {
         rc = tree_check_store(st, &conf, busy, sizeof(busy));
         if (rc == ALLOT_ESTATE)
             api_error(r, 409, "conflict", "%s", busy);
@@ -268,10 +298,23 @@ int api_tenants_put(struct req *r)
             api_error(r, 500, "store", "%s", allot_strerror(rc));
         else
             api_json(r, 200,
-                     json_pack("{s:I,s:i,s:b}", "tenants", (json_int_t)conf.n, "priority_classes",
-                               conf.n_prio, "dry_run", 1));
-        goto out;
+                     json_pack("{s:I,s:i}", "tenants", (json_int_t)conf.n, "priority_classes",
+                               conf.n_prio));
     }
+    sim_tenants_conf_free(&conf);
+    json_decref(doc);
+    return 0;
+}
+
+int api_tenants_put(struct req *r)
+{
+    struct sim_tenants_conf conf = {0};
+    char busy[768] = "";
+    json_t *doc = NULL;
+    int rc;
+
+    if (!tree_body(r, &doc, &conf))
+        goto out;
     struct tree_write w = {.r = r,
                            .if_match = api_header(r, "If-Match"),
                            .doc = doc,

@@ -168,8 +168,11 @@ static bool job_resolve(struct req *r, const char *h)
     if (strlen(h) != strlen(want) || sodium_memcmp(want, h, strlen(want)) != 0)
         return false;
     struct allot_store *st = srv_reader(r->srv);
-    if (!st || allot_store_job_get(st, job, &j) < 0)
+    int rc = st ? allot_store_job_get(st, job, &j) : ALLOT_EIO;
+    if (rc < 0) {
+        r->auth_unread = rc != ALLOT_ENOENT;
         return false;
+    }
     bool live =
         (j.state == ALLOT_SJ_STARTING || j.state == ALLOT_SJ_RUNNING) && j.start_time == run;
     auth_principal_clear(&r->who);
@@ -186,6 +189,17 @@ static bool job_resolve(struct req *r, const char *h)
     }
     allot_store_job_clear(&j);
     return r->who.resolved;
+}
+
+int auth_refuse(struct req *r, const char *msg)
+{
+    if (r->auth_unread) {
+        api_set_header(r, "Retry-After", "1");
+        return api_error(r, 503, "store",
+                         "the store could not be read to check the token; retry "
+                         "shortly");
+    }
+    return api_error(r, 401, "unauthorized", "%s", msg);
 }
 
 bool auth_resolve(struct req *r)
@@ -211,10 +225,10 @@ bool auth_resolve(struct req *r)
     if (remember && cached(r, key, &gen))
         return r->who.resolved;
     struct allot_store *st = srv_reader(r->srv);
-    if (!st)
-        return false;
-    rc = allot_store_token_find(st, hash, &t);
+    rc = st ? allot_store_token_find(st, hash, &t) : ALLOT_EIO;
     if (rc < 0 || t.revoked || t.role < 0 || t.role >= ALLOT_ROLE_NROLES) {
+        /* a store that cannot be read says nothing about the token */
+        r->auth_unread = rc < 0 && rc != ALLOT_ENOENT;
         allot_store_token_clear(&t);
         return false;
     }

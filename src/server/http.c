@@ -43,6 +43,8 @@ const struct route http_routes[] = {
     {"GET", "/v1/audit/verify", api_audit_verify, A(ADMIN), NULL, true},
     {"PUT", "/v1/tenants", api_tenants_put, A(ADMIN), "tenant.apply", false},
     {"GET", "/v1/tenants", api_tenants_get, ROLES_USERS, NULL, true},
+    /* what PUT would answer, nothing written: an admin's dry run */
+    {"POST", "/v1/tenants/check", api_tenants_check, A(ADMIN), NULL, true},
     {"GET", "/v1/priority-classes", api_prio_list, ROLES_USERS, NULL, true},
     {"PUT", "/v1/priority-classes/{name}", api_prio_put, A(ADMIN), "priorityclass.put", false},
     {"DELETE", "/v1/priority-classes/{name}", api_prio_delete, A(ADMIN), "priorityclass.delete",
@@ -467,7 +469,7 @@ static void dispatch(struct http *h, struct req *r, size_t *route_out)
             return;
         }
         if (!auth_resolve(r)) {
-            api_error(r, 401, "unauthorized", "a valid bearer token is required");
+            auth_refuse(r, "a valid bearer token is required");
             return;
         }
         if (!rate_take(h, r->who.token_id)) {

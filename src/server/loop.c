@@ -253,36 +253,31 @@ static int add_node(struct loop *l, const char *name, const char *inventory, int
     return rc < 0 ? rc : 0;
 }
 
-/* A known node that registered another inventory while out of service and
- * empty (api_nodes_register): the core's node takes the new size. */
-static void change_node(struct loop *l, const char *name, const char *inventory)
+/* Gives the core's node i the inventory (JSON text) the store now holds
+ * for it: 0, or ALLOT_ESTATE while it is ready or holds tasks (err says
+ * which), or another error. */
+static int node_take(struct loop *l, int i, const char *name, const char *inventory, char *err,
+                     size_t errlen)
 {
     json_t *inv = json_loads(inventory ? inventory : "{}", 0, NULL);
-    int i = allot_cluster_find_node(l->c, name);
+    const struct allot_node *n = allot_cluster_node(l->c, i);
     struct allot_label lab[32];
     struct allot_node_spec ns, was;
-    char err[256];
     int rc;
 
-    if (i < 0 || !inv) {
-        json_decref(inv);
-        if (i >= 0)
-            LOG_ERROR("loop", "node %s: its new inventory does not read as JSON", name);
-        return;
+    if (!inv) {
+        allot_fmt(err, errlen, "its new inventory does not read as JSON");
+        return ALLOT_EINVAL;
     }
-    const struct allot_node *n = allot_cluster_node(l->c, i);
     /* what it counted for until now */
     was = (struct allot_node_spec){
         .n_gpus = n->n_gpus,
         .gpu_mode = n->n_gpus ? n->gpus[0].mode : ALLOT_GPU_SHARED,
         .model = n->model >= 0 ? allot_cluster_catalog(l->c)->models[n->model].name : NULL};
     inventory_spec(inv, name, &ns, lab);
-    rc = allot_cluster_update_node(l->c, i, &ns, err, sizeof(err));
-    if (rc < 0) {
-        /* placed on since allotd looked (the store has the new one): the
-         * old size stays until allotd starts again */
-        LOG_ERROR("loop", "node %s keeps its old size: %s", name, err);
-    } else {
+    err[0] = '\0';
+    rc = allot_cluster_update_node(l->c, i, &ns, err, errlen);
+    if (rc == 0) {
         node_limits(l, &was, -1);
         node_limits(l, &ns, 1);
         node_underlay(l, i, inv);
@@ -290,6 +285,66 @@ static void change_node(struct loop *l, const char *name, const char *inventory)
                  ns.model ? ns.model : "no");
     }
     json_decref(inv);
+    return rc;
+}
+
+/* A known node that registered another inventory while out of service and
+ * empty (api_nodes_register): the core's node takes the new size. Placed
+ * on since allotd looked, or made ready meanwhile, it takes no new work
+ * and takes the size once empty (pending_retry); a node not in the core
+ * (its first add failed) is added now. */
+static void change_node(struct loop *l, const char *name, const char *inventory, int sstate)
+{
+    int i = allot_cluster_find_node(l->c, name), rc;
+    char err[256];
+
+    if (i < 0) {
+        add_node(l, name, inventory, sstate);
+        return;
+    }
+    rc = node_take(l, i, name, inventory, err, sizeof(err));
+    if (rc == ALLOT_ESTATE) {
+        if (!l->pending_inv)
+            l->pending_inv = json_object();
+        json_object_set_new(l->pending_inv, name, json_string(inventory ? inventory : "{}"));
+        if (allot_cluster_node(l->c, i)->state == ALLOT_NODE_READY)
+            allot_cluster_set_state(l->c, i, ALLOT_NODE_DRAINING);
+        LOG_INFO("loop", "node %s takes its new inventory once empty (%s)", name, err);
+    } else if (rc < 0) {
+        LOG_ERROR("loop", "node %s keeps its old size: %s", name, err[0] ? err : "error");
+    }
+}
+
+/* The nodes waiting for a new inventory (change_node) that are empty now:
+ * they take it, and the state the store holds for them again. */
+static void pending_retry(struct loop *l)
+{
+    const char *name;
+    json_t *v, *tmp;
+    char err[256];
+
+    json_object_foreach_safe(l->pending_inv, tmp, name, v)
+    {
+        int i = allot_cluster_find_node(l->c, name), rc;
+        struct allot_store_node sn = {0};
+
+        if (i < 0) {
+            json_object_del(l->pending_inv, name);
+            continue;
+        }
+        if (allot_cluster_node(l->c, i)->n_tasks > 0)
+            continue;
+        rc = node_take(l, i, name, json_string_value(v), err, sizeof(err));
+        if (rc < 0)
+            LOG_ERROR("loop", "node %s keeps its old size: %s", name, err[0] ? err : "error");
+        /* its admin state back (ready unless cordoned, draining or fenced) */
+        if (allot_cluster_node(l->c, i)->state != ALLOT_NODE_LOST && srv_reader(l->srv) &&
+            allot_store_node_get(srv_reader(l->srv), name, &sn) == 0 &&
+            sn.state == ALLOT_SN_READY && !l->fenced[i])
+            allot_cluster_set_state(l->c, i, ALLOT_NODE_READY);
+        allot_store_node_clear(&sn);
+        json_object_del(l->pending_inv, name);
+    }
 }
 
 static bool conf_has_class(const struct sim_tenants_conf *conf, const char *name)
@@ -550,7 +605,7 @@ static bool handle(struct loop *l, struct msg *m)
     case LOOP_NODE_CHANGED:
         rc = srv_reader(l->srv) ? allot_store_node_get(srv_reader(l->srv), m->name, &n) : ALLOT_EIO;
         if (rc == 0)
-            change_node(l, n.name, n.inventory);
+            change_node(l, n.name, n.inventory, n.state);
         allot_store_node_clear(&n);
         atomic_fetch_sub(&l->srv->nodes_adding, 1); /* counted now (or never will be) */
         break;
@@ -595,8 +650,10 @@ static bool handle(struct loop *l, struct msg *m)
          * nor does a node fenced for an unhealthy GPU */
         if (i >= 0 && allot_cluster_node(l->c, i)->state != ALLOT_NODE_LOST)
             allot_cluster_set_state(l->c, i,
-                                    m->id == ALLOT_SN_READY && !l->fenced[i] ? ALLOT_NODE_READY
-                                                                             : ALLOT_NODE_DRAINING);
+                                    m->id == ALLOT_SN_READY && !l->fenced[i] &&
+                                            !json_object_get(l->pending_inv, m->name)
+                                        ? ALLOT_NODE_READY
+                                        : ALLOT_NODE_DRAINING);
         break;
     }
     }
@@ -1182,6 +1239,8 @@ static void *loop_main(void *arg)
         }
         if (stop)
             break;
+        if (json_object_size(l->pending_inv))
+            pending_retry(l);
         loop_check_leases(l, srv_now());
         /* heartbeats alone change nothing to decide: no cycle, no commit */
         struct timespec mono;
@@ -1300,6 +1359,7 @@ void loop_stop(struct loop *l)
         allot_free(l->underlay[i]);
     allot_free(l->underlay);
     json_decref(l->peers);
+    json_decref(l->pending_inv);
     changes_clear(l);
     allot_free(l->chg);
     for (size_t i = 0; i < l->n_held; i++)

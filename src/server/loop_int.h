@@ -151,8 +151,10 @@ struct loop {
     double cycle_sum;
     uint64_t cycle_le[N_CYCLE_BUCKETS];
     int64_t jobs_pending, jobs_running, nodes, gpus, gpu_used_milli;
-    char *gauges;  /* owned: per-tenant and per-model gauges, Prometheus text */
-    json_t *peers; /* node -> {vni: [underlay of the other nodes]} (lnet_peers) */
+    char *gauges;        /* owned: per-tenant and per-model gauges, Prometheus text */
+    json_t *peers;       /* node -> {vni: [underlay of the other nodes]} (lnet_peers) */
+    json_t *pending_inv; /* loop thread: node -> an inventory it takes once empty and
+                            out of service (change_node); the node takes no work meanwhile */
     uint64_t wait_le[N_WAIT_BUCKETS], waits;
     double wait_sum;
 };

@@ -536,9 +536,18 @@ int srv_write(struct server *s, allot_store_write_fn fn, void *arg)
 {
     int rc = allot_store_gc_submit(s->gc, fn, arg);
 
-    /* the store itself failing (a full disk, an I/O error), not a refusal */
-    if (rc == 0 || rc == ALLOT_EIO || rc == ALLOT_ENOMEM)
-        atomic_store(&s->store_failing, rc);
+    /* the store itself failing (a full disk, an I/O error), not a refusal:
+     * said once when it starts and once when it ends, with its words */
+    if (rc == 0 || rc == ALLOT_EIO || rc == ALLOT_ENOMEM) {
+        int was = atomic_exchange(&s->store_failing, rc);
+        if (rc && !was) {
+            char why[256];
+            allot_store_gc_last_error(s->gc, why, sizeof(why));
+            LOG_ERROR("main", "store writes fail: %s (%s)", allot_strerror(rc), why);
+        } else if (!rc && was) {
+            LOG_INFO("main", "store writes work again");
+        }
+    }
     /* another allotd took the lead: from now on this one answers as a
      * standby (its requests retried elsewhere) until keep_lead stops it */
     if (rc == ALLOT_EFENCED && !atomic_exchange(&s->fenced, true)) {
@@ -810,13 +819,18 @@ static int serve(struct server *s)
         s->cfg.store_readers = strncmp(url, "sqlite:", 7) == 0 ? 64 : 32;
     else if (s->cfg.store_readers < 4)
         s->cfg.store_readers = 4; /* the loop and the metering thread hold one each */
-    if (allot_store_open(url, &so, &s->wst, err, sizeof(err)) < 0) {
+    int orc = allot_store_open(url, &so, &s->wst, err, sizeof(err));
+    if (orc < 0) {
         char db[4200];
         struct stat sb;
 
         if (s->cfg.store && *s->cfg.store) {
-            /* a server's store: `init` makes it, or the server says what is wrong */
-            fprintf(stderr, "allotd: %s (a new store: run `allotd init --store URL` first)\n", err);
+            /* a server's store: `init` makes it when the database holds none;
+             * else the server says what is wrong (down, no such database) */
+            fprintf(stderr, "allotd: %s (%s)\n", err,
+                    orc == ALLOT_ENOENT ? "a new store: run `allotd init --store URL` first"
+                                        : "check that the database server is up and the URL "
+                                          "names it and an existing database");
             return 1;
         }
         allot_fmt(db, sizeof(db), "%s/allot.db", s->cfg.data_dir);

@@ -95,33 +95,33 @@ struct server {
     size_t n_readers, cap_readers;
     struct allot_store **idle_readers; /* those no thread holds (its thread ended) */
     size_t n_idle, cap_idle;
-    pthread_key_t reader_key;        /* a thread's handle; given back when the thread ends */
-    struct allot_catalog *cat;       /* owned, immutable */
-    struct http *http;               /* owned */
-    struct loop *loop;               /* owned */
-    atomic_bool ready;               /* the core was rebuilt from the store */
-    atomic_bool standby;             /* another allotd leads; this one waits to take over */
-    atomic_bool fenced;              /* a write was fenced: it lost the lead (docs/ha.md) */
-    atomic_int_fast64_t epoch;       /* the leader epoch it took (0: it does not lead) */
-    struct allot_store *lst;         /* owned: the handle that holds the lead (docs/ha.md) */
-    pthread_mutex_t leader_lock;     /* leaf lock: guards leader_url */
-    char leader_url[512];            /* where the leader said clients reach it ("" unknown) */
-    atomic_int store_failing;        /* the last store write failed with this error (0: it
-                                        worked): /readyz says so */
-    atomic_int max_node_gpus;        /* most GPUs on one registered node (0: none yet) */
-    atomic_int_fast64_t whole_gpus;  /* GPUs of registered nodes not in MIG mode (the loop
-                                        counts them as it adds nodes; 0: none yet) */
-    atomic_int_fast64_t max_gpu_mib; /* memory of the largest GPU of a node in shared mode,
-                                        where fractions go (0: none yet) */
+    pthread_key_t reader_key;          /* a thread's handle; given back when the thread ends */
+    struct allot_catalog *cat;         /* owned, immutable */
+    struct http *http;                 /* owned */
+    struct loop *loop;                 /* owned */
+    atomic_bool ready;                 /* the core was rebuilt from the store */
+    atomic_bool standby;               /* another allotd leads; this one waits to take over */
+    atomic_bool fenced;                /* a write was fenced: it lost the lead (docs/ha.md) */
+    atomic_int_fast64_t epoch;         /* the leader epoch it took (0: it does not lead) */
+    struct allot_store *lst;           /* owned: the handle that holds the lead (docs/ha.md) */
+    pthread_mutex_t leader_lock;       /* leaf lock: guards leader_url */
+    char leader_url[512];              /* where the leader said clients reach it ("" unknown) */
+    atomic_int store_failing;          /* the last store write failed with this error (0: it
+                                          worked): /readyz says so */
+    atomic_int max_node_gpus;          /* most GPUs on one registered node (0: none yet) */
+    atomic_int_fast64_t whole_gpus;    /* GPUs of registered nodes not in MIG mode (the loop
+                                          counts them as it adds nodes; 0: none yet) */
+    atomic_int_fast64_t max_gpu_mib;   /* memory of the largest GPU of a node in shared mode,
+                                          where fractions go (0: none yet) */
     atomic_int_fast64_t max_cpu_milli; /* most CPU (milli) on one node the loop added (0: none) */
     atomic_int_fast64_t max_mem_mib;   /* most memory (MiB) on one node the loop added */
-    atomic_int nodes_adding;         /* nodes registered that the loop has not added yet:
-                                        whole_gpus, max_gpu_mib, max_cpu_milli and
-                                        max_mem_mib may lack them */
-    pthread_mutex_t refs_lock;       /* leaf lock: guards refs */
-    struct refs *refs;               /* owned: tenants and classes jobs may name (refs.c) */
-    atomic_uint_fast64_t refs_gen;   /* bumped by every change of them */
-    pthread_mutex_t tokens_lock;     /* leaf lock: guards tokens */
+    atomic_int nodes_adding;           /* nodes registered that the loop has not added yet:
+                                          whole_gpus, max_gpu_mib, max_cpu_milli and
+                                          max_mem_mib may lack them */
+    pthread_mutex_t refs_lock;         /* leaf lock: guards refs */
+    struct refs *refs;                 /* owned: tenants and classes jobs may name (refs.c) */
+    atomic_uint_fast64_t refs_gen;     /* bumped by every change of them */
+    pthread_mutex_t tokens_lock;       /* leaf lock: guards tokens */
     json_t *tokens;              /* owned: valid tokens seen, by the hex of their hash -> [id, role,
                                     tenant]; emptied when a token is revoked (auth.c) */
     uint64_t tokens_gen;         /* guarded by tokens_lock: bumped when tokens is emptied */
@@ -173,6 +173,7 @@ struct req {
     int n_hdrs;
     const char *content_type; /* static */
     bool audited;             /* the handler wrote the audit entry */
+    bool auth_unread;         /* auth_resolve could not read the store: not a bad token */
 };
 
 /* ---- replies (http.c) ---- */
@@ -214,6 +215,9 @@ bool api_known_fields(struct req *r, json_t *obj, const char *const *allowed, co
 void auth_new_secret(char *buf, size_t len, uint8_t hash[ALLOT_STORE_HASH_LEN]);
 /* Resolves the Authorization header into r->who. Returns true when valid. */
 bool auth_resolve(struct req *r);
+/* After auth_resolve said no: the 401 of a bad token, or the 503 (store,
+ * Retry-After) of a store that could not be read to tell. Returns 0. */
+int auth_refuse(struct req *r, const char *msg);
 /* Forgets every token auth_resolve cached (after a revocation). */
 void auth_forget_tokens(struct server *s);
 /* True when tenant path `t` lies in the subtree of `scope` ("" = all). */
@@ -277,6 +281,7 @@ int api_audit_list(struct req *r);
 int api_audit_verify(struct req *r);
 int api_tenants_put(struct req *r);
 int api_tenants_get(struct req *r);
+int api_tenants_check(struct req *r);
 int api_prio_list(struct req *r);
 int api_prio_put(struct req *r);
 int api_prio_delete(struct req *r);

@@ -41,6 +41,7 @@ struct allot_store_gc {
     int max_batch;
     long max_wait_ns;
     uint64_t commits;
+    char last_err[256]; /* the back-end's text for the last failing batch ("" since one worked) */
 };
 
 /* Runs one batch (a list linked through next, n >= 1) in one transaction;
@@ -118,8 +119,23 @@ static void *gc_main(void *arg)
         pthread_mutex_unlock(&gc->mu);
 
         gc_run_batch(gc, batch);
+        /* the store itself failing (a full disk, an I/O error): keep its
+         * words, which the handle loses at its next call */
+        bool failed = false, worked = false;
+        for (struct gc_req *r = batch; r; r = r->next) {
+            failed |= r->rc == ALLOT_EIO || r->rc == ALLOT_ENOMEM;
+            worked |= r->rc == 0;
+        }
+        char text[sizeof(gc->last_err)] = "";
+        if (failed)
+            allot_strlcpy(text, allot_store_errmsg(gc->st), sizeof(text));
 
         pthread_mutex_lock(&gc->mu);
+        if (failed)
+            allot_strlcpy(gc->last_err, text[0] ? text : "no word from the store",
+                          sizeof(gc->last_err));
+        else if (worked)
+            gc->last_err[0] = '\0';
         gc->commits++;
         for (struct gc_req *r = batch, *next; r; r = next) {
             next = r->next; /* r lives on a stack that may go once done is set */
@@ -129,6 +145,13 @@ static void *gc_main(void *arg)
     }
     pthread_mutex_unlock(&gc->mu);
     return NULL;
+}
+
+void allot_store_gc_last_error(struct allot_store_gc *gc, char *buf, size_t len)
+{
+    pthread_mutex_lock(&gc->mu);
+    allot_strlcpy(buf, gc->last_err, len);
+    pthread_mutex_unlock(&gc->mu);
 }
 
 struct allot_store_gc *allot_store_gc_new(struct allot_store *st, int max_batch, int max_wait_us)

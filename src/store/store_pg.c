@@ -1270,7 +1270,7 @@ static int pg_check_schema(struct pg_store *s, const struct allot_store_opts *op
     if ((rc = pg_read_version(s, &version, err, errlen)) != 0)
         return rc;
     if (version == 0 && !(opts->flags & ALLOT_STORE_CREATE)) {
-        allot_fmt(err, errlen, "the database holds no allot store (open with creation enabled)");
+        allot_fmt(err, errlen, "the database holds no allot store");
         return ALLOT_ENOENT;
     }
     if ((rc = store_version_allowed(version, latest, opts, err, errlen)) != 0)

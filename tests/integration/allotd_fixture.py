@@ -89,11 +89,11 @@ def init(data_dir):
 
 
 class Daemon:
-    def __init__(self, data_dir=None, args=(), ready=True):
+    def __init__(self, data_dir=None, args=(), ready=True, log_dir=None):
         self.dir = data_dir or tempdir()
         if data_dir is None:
             self.admin = init(self.dir)
-        self.stderr_path = os.path.join(self.dir, "stderr.log")
+        self.stderr_path = os.path.join(log_dir or self.dir, "stderr.log")
         self.err = open(self.stderr_path, "w+")
         _logs.append(self.stderr_path)
         self.proc = subprocess.Popen(

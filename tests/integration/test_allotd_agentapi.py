@@ -265,7 +265,12 @@ def test_node_changes_inventory():
         if st == 200 or time.time() > end:
             break
         time.sleep(0.1)  # the loop's count of its tasks follows the report
-    assert st == 200, (st, b)
+    assert st == 200 and b["state"] == "draining", (st, b)
+    # an inventory the scheduler could not take is refused before it is stored
+    bad = {"name": "inv-1", "cpus": 16, "memory": 65536, "gpus": [{"model": "L4"}] * 2,
+           "gpu_mode": "mig"}
+    st, b = dm.req("POST", "/v1/nodes/register", bad, token=AG)
+    assert st == 422 and "no MIG profiles" in b["error"]["message"], (st, b)
     n = node_inv()
     assert len(n["inventory"]["gpus"]) == 4 and n["inventory"]["gpu_mode"] == "shared", n
     assert n["state"] in ("draining", "drained"), n

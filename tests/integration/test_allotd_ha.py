@@ -307,11 +307,33 @@ def test_two_on_one_sqlite_file():
     assert b.stop() == 0
 
 
+def test_unreadable_store_is_503():
+    """A store that cannot be read to check a token answers 503 (retry), not 401: the
+    token was not found bad, and a client that retries reaches an allotd that can read."""
+    url, admin = new_store()
+    a = daemon(url, admin)
+    b = daemon(url, admin, ready=False)
+    wait_status(b, "/readyz", 503)
+    fx.expect(b.req("GET", "/v1/jobs", token=admin), 200)  # a standby reads the store
+    db = url.rsplit("/", 1)[1]
+    PG.sql("ALTER DATABASE %s ALLOW_CONNECTIONS false" % db)
+    try:
+        PG.sql("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+               "WHERE datname = '%s'" % db)
+        st, body = b.req("GET", "/v1/jobs", token=admin)
+        assert st == 503 and body["error"]["code"] == "store", (st, body)
+    finally:
+        PG.sql("ALTER DATABASE %s ALLOW_CONNECTIONS true" % db)
+    a.stop()
+    b.stop()
+
+
 if __name__ == "__main__":
     try:
         fx.run([test_postgres_store_survives_restart, test_standby_then_takeover,
                 test_agent_follows_the_lead, test_lost_session_stops_the_leader,
-                test_read_handles_capped, test_two_on_one_sqlite_file])
+                test_read_handles_capped, test_two_on_one_sqlite_file,
+                test_unreadable_store_is_503])
     finally:
         PG.stop()
     sys.exit(0)
