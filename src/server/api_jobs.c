@@ -229,7 +229,8 @@ static bool submittable(struct req *r, const struct jobspec *js)
                   "whole GPUs",
                   (long long)js->n_tasks * t->num_gpu, js->n_tasks, t->num_gpu, (long long)all);
     else if (cpu > 0 && t->cpu_milli > cpu)
-        api_error(r, 422, "invalid", "field \"cpus\" is %g; the largest registered node has %g CPUs",
+        api_error(r, 422, "invalid",
+                  "field \"cpus\" is %g; the largest registered node has %g CPUs",
                   (double)t->cpu_milli / 1000, (double)cpu / 1000);
     else if (mem > 0 && t->mem_mib > mem)
         api_error(r, 422, "invalid",
