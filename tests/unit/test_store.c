@@ -1345,7 +1345,7 @@ static void test_open_pg(void **state)
     assert_null(st);
     /* an empty database without CREATE */
     assert_int_equal(allot_store_open(f->url, &plain, &st, err, sizeof err), ALLOT_ENOENT);
-    assert_non_null(strstr(err, "creation"));
+    assert_non_null(strstr(err, "holds no allot store"));
     assert_null(st);
 
     /* created at the latest version, the same as the SQLite back-end's */
