@@ -25,8 +25,8 @@
 #      family allocates until refused, to within one 8 MiB piece of the
 #      cap, and cuMemGetInfo, cuDeviceTotalMem and NVML report the cap;
 #      at ALLOT_GPU_SM_LIMIT 25 / 50 / 75 back-to-back 1 ms kernels keep
-#      the GPU busy within 5 points of the limit; the launch path costs
-#      less than 100 ns more with the shim (no limit) than without.
+#      the GPU busy within 5 points of the limit; a launch call costs the
+#      host less than 100 ns more with the shim (no limit) than without.
 #   7. A fraction through allotd and the agent, with a framework: a job of
 #      500 milli and 4 GiB runs a PyTorch program (python3 with torch, when
 #      the machine has it) under the shim the agent preloads; torch sees a
@@ -223,12 +223,15 @@ else
         fi
     done
     # the launch path without a limit, without and with the shim in turn,
-    # three times each: the best of each (this machine's noise is larger
-    # than the difference); through the runtime and through the driver
+    # five times each, on one CPU: the best of each (a virtual machine's
+    # noise is larger than the difference); through the runtime and through
+    # the driver
     B="" W="" BD="" WD=""
-    for _ in 1 2 3; do
+    PIN=""
+    command -v taskset > /dev/null 2>&1 && PIN="taskset -c 1"
+    for _ in 1 2 3 4 5; do
         for S in "" "$SHIM"; do
-            L=$(LD_PRELOAD="$S" ALLOT_SHIM_LOG=off timeout 60 "$WORK/shim_share" launch 100000 2>&1)
+            L=$(LD_PRELOAD="$S" ALLOT_SHIM_LOG=off timeout 60 $PIN "$WORK/shim_share" launch 100000 2>&1)
             echo "     ${S:+shim }$L"
             R=$(echo "$L" | sed -n 's/^launch_ns \([0-9.]*\) drv_ns.*/\1/p')
             D=$(echo "$L" | sed -n 's/^launch_ns .* drv_ns \([0-9.]*\)$/\1/p')
