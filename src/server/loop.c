@@ -334,6 +334,10 @@ static void pending_retry(struct loop *l)
         }
         if (allot_cluster_node(l->c, i)->n_tasks > 0)
             continue;
+        /* made ready meanwhile (a lost node's heartbeat): out of the index
+         * for the change, its state back below */
+        if (allot_cluster_node(l->c, i)->state == ALLOT_NODE_READY)
+            allot_cluster_set_state(l->c, i, ALLOT_NODE_DRAINING);
         rc = node_take(l, i, name, json_string_value(v), err, sizeof(err));
         if (rc < 0)
             LOG_ERROR("loop", "node %s keeps its old size: %s", name, err[0] ? err : "error");
@@ -343,7 +347,7 @@ static void pending_retry(struct loop *l)
             sn.state == ALLOT_SN_READY && !l->fenced[i])
             allot_cluster_set_state(l->c, i, ALLOT_NODE_READY);
         allot_store_node_clear(&sn);
-        json_object_del(l->pending_inv, name);
+        json_object_del(l->pending_inv, name); /* pending no more: loop_node_may_work */
     }
 }
 
@@ -650,8 +654,7 @@ static bool handle(struct loop *l, struct msg *m)
          * nor does a node fenced for an unhealthy GPU */
         if (i >= 0 && allot_cluster_node(l->c, i)->state != ALLOT_NODE_LOST)
             allot_cluster_set_state(l->c, i,
-                                    m->id == ALLOT_SN_READY && !l->fenced[i] &&
-                                            !json_object_get(l->pending_inv, m->name)
+                                    m->id == ALLOT_SN_READY && loop_node_may_work(l, i, m->name)
                                         ? ALLOT_NODE_READY
                                         : ALLOT_NODE_DRAINING);
         break;

@@ -190,6 +190,10 @@ void loop_drop_live(struct loop *l, size_t i);
 /* ---- nodes (loop_nodes.c) ---- */
 
 /* A heartbeat of node `name` renews its lease; a lost node is ready again. */
+/* Whether node i (name) may take work when its admin state lets it: not
+ * fenced for an unhealthy GPU, not waiting for a new inventory. The one
+ * rule every path that makes a node ready follows. */
+bool loop_node_may_work(const struct loop *l, int i, const char *name);
 void loop_node_seen(struct loop *l, const char *name, int64_t expiry);
 /* An unhealthy GPU fences node `name` (no new work) until it is healthy. */
 void loop_node_health(struct loop *l, const char *name, bool unhealthy);

@@ -31,6 +31,11 @@ static int node_ready_fn(struct allot_store *st, void *arg)
     return store_node_state(st, arg, ALLOT_SN_READY);
 }
 
+bool loop_node_may_work(const struct loop *l, int i, const char *name)
+{
+    return !l->fenced[i] && !json_object_get(l->pending_inv, name);
+}
+
 void loop_node_seen(struct loop *l, const char *name, int64_t expiry)
 {
     int i = allot_cluster_find_node(l->c, name);
@@ -41,7 +46,8 @@ void loop_node_seen(struct loop *l, const char *name, int64_t expiry)
     if (allot_cluster_node(l->c, i)->state != ALLOT_NODE_LOST)
         return;
     if (srv_write(l->srv, node_ready_fn, (void *)name) == 0) {
-        allot_cluster_set_state(l->c, i, l->fenced[i] ? ALLOT_NODE_DRAINING : ALLOT_NODE_READY);
+        allot_cluster_set_state(
+            l->c, i, loop_node_may_work(l, i, name) ? ALLOT_NODE_READY : ALLOT_NODE_DRAINING);
         LOG_INFO("loop", "node %s is back", name);
     }
 }
@@ -69,7 +75,10 @@ void loop_node_health(struct loop *l, const char *name, bool unhealthy)
     if (srv_reader(l->srv) && allot_store_node_get(srv_reader(l->srv), name, &n) == 0)
         st = n.state;
     allot_store_node_clear(&n);
-    allot_cluster_set_state(l->c, i, st == ALLOT_SN_READY ? ALLOT_NODE_READY : ALLOT_NODE_DRAINING);
+    allot_cluster_set_state(l->c, i,
+                            st == ALLOT_SN_READY && loop_node_may_work(l, i, name)
+                                ? ALLOT_NODE_READY
+                                : ALLOT_NODE_DRAINING);
     LOG_INFO("loop", "node %s: its GPUs are healthy again; fence lifted", name);
 }
 
