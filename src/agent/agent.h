@@ -213,6 +213,9 @@ int cg_pids(const char *root, const char *name, int *out, int max);
 int cg_kill(const char *root, const char *name);
 /* cg_kill, then removes ROOT/NAME in every hierarchy. */
 void cg_destroy(const char *root, const char *name);
+/* Removes the agent's own cgroup folder (root) in each hierarchy where it is
+ * empty: an agent that stops with no task leaves nothing behind. */
+void cg_remove_root(const char *root);
 
 /* ---- tasks (task.c) ---- */
 

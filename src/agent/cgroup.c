@@ -586,6 +586,23 @@ int cg_kill(const char *root, const char *name)
     return rc;
 }
 
+void cg_remove_root(const char *root)
+{
+    char dir[4400];
+
+    /* only an empty folder goes: a task's cgroup below keeps it */
+    for (size_t c = 0; c < (v2 == 1 ? 1 : N_V1 + 2); c++) {
+        dir_of(dir, sizeof(dir),
+               v2 == 1     ? NULL
+               : c < N_V1  ? v1_ctrls[c]
+               : c == N_V1 ? V1_FREEZER
+                           : V1_BLKIO,
+               root, NULL);
+        if (rmdir(dir) < 0 && errno != ENOENT && errno != EBUSY && errno != ENOTEMPTY)
+            LOG_DEBUG("cgroup", "%s: %s", dir, strerror(errno));
+    }
+}
+
 void cg_destroy(const char *root, const char *name)
 {
     char dir[4400];

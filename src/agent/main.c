@@ -975,6 +975,7 @@ static int run(struct agent *a)
     size_t alive = 0;
     for (size_t i = 0; i < a->n_tasks; i++)
         alive += task_alive(&a->tasks[i]);
+    cg_remove_root(a->cfg.cgroup_root); /* goes only where no task's cgroup is left */
     LOG_INFO("agent",
              "stopped; %zu tasks keep running and are adopted at the next start (%zu ended, "
              "reported then)",

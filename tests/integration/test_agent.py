@@ -79,6 +79,26 @@ def test_stale_cgroups_removed():
     assert fx.CGROUP_ROOT not in fx.remove_stale_cgroups()
 
 
+def test_stopped_agent_leaves_no_cgroup():
+    """An agent that stops with no task running removes its own cgroup folder in every
+    hierarchy, after a job made one there; only a task still running would keep it."""
+    root = "%s-own" % fx.CGROUP_ROOT
+    own = Agent(dm, AG, "ag-own", emulate="1xT4", args=["--cgroup-root", root])
+    wait_node("ag-own")
+    try:
+        jid = submit({"gpu_models": ["T4"], "command": sh("echo own")})
+        assert wait_state(jid, ("succeeded", "failed"))["state"] == "succeeded"
+        made = [d for d in os.listdir("/sys/fs/cgroup")
+                if os.path.isdir(os.path.join("/sys/fs/cgroup", d, root))]
+        assert made, "no cgroup folder %s was made" % root
+    finally:
+        assert own.stop() == 0
+    left = [d for d in os.listdir("/sys/fs/cgroup")
+            if os.path.exists(os.path.join("/sys/fs/cgroup", d, root))]
+    assert not left, left
+    expect(dm.req("POST", "/v1/nodes/ag-own/cordon", token=dm.admin), 200)
+
+
 def test_token_hidden_from_process_list():
     """The join token given with --token is not left in /proc/PID/cmdline, where any
     job on the node could read it and speak for the node."""
@@ -2127,7 +2147,8 @@ if __name__ == "__main__":
         AG = dm.token("agent", "", "agents")
         agent = Agent(dm, AG, "ag-1", emulate="2xL4",
                       args=["--emulate-util", "35", "--sample-interval", "200ms"])
-        fx.run([test_stale_cgroups_removed, test_token_hidden_from_process_list,
+        fx.run([test_stale_cgroups_removed, test_stopped_agent_leaves_no_cgroup,
+                test_token_hidden_from_process_list,
                 test_node_credential, test_run_to_completion,
                 test_tenants_run_as_their_own_uids, test_workdir_entered_as_the_jobs_user,
                 test_private_tmp_and_umask, test_ended_task_leaves_nothing,
