@@ -173,6 +173,21 @@ static int register_fn(struct allot_store *st, void *arg)
     return rc;
 }
 
+/* Tells the loop of a node stored new (LOOP_NODE_ADDED) or with another
+ * inventory (LOOP_NODE_CHANGED) of n_gpus GPUs: the submission limits
+ * count it at once, and no "can never run" refusal comes from the loop's
+ * counts until it has taken it (nodes_adding). */
+static void node_to_loop(struct req *r, const char *name, int n_gpus, int kind)
+{
+    int cur = atomic_load(&r->srv->max_node_gpus);
+
+    while (n_gpus > cur && !atomic_compare_exchange_weak(&r->srv->max_node_gpus, &cur, n_gpus))
+        ;
+    atomic_fetch_add(&r->srv->nodes_adding, 1);
+    if (loop_post(r->srv->loop, kind, 0, name) < 0)
+        atomic_fetch_sub(&r->srv->nodes_adding, 1);
+}
+
 int api_nodes_register(struct req *r)
 {
     json_t *b = api_body_object(r);
@@ -248,26 +263,12 @@ int api_nodes_register(struct req *r)
                   "node %s belongs to another agent token; revoke that token to move the node",
                   name);
     else {
-        if (status == 201) {
-            int cur = atomic_load(&r->srv->max_node_gpus);
-            while (n_gpus > cur &&
-                   !atomic_compare_exchange_weak(&r->srv->max_node_gpus, &cur, n_gpus))
-                ;
-            atomic_fetch_add(&r->srv->nodes_adding, 1); /* until the loop counts it */
-            if (loop_post(r->srv->loop, LOOP_NODE_ADDED, 0, name) < 0)
-                atomic_fetch_sub(&r->srv->nodes_adding, 1);
-        } else {
-            if (w.changed) { /* before the lease: a lost node changes while lost */
-                int cur = atomic_load(&r->srv->max_node_gpus);
-                while (n_gpus > cur &&
-                       !atomic_compare_exchange_weak(&r->srv->max_node_gpus, &cur, n_gpus))
-                    ;
-                atomic_fetch_add(&r->srv->nodes_adding, 1); /* until the loop counts it */
-                if (loop_post(r->srv->loop, LOOP_NODE_CHANGED, 0, name) < 0)
-                    atomic_fetch_sub(&r->srv->nodes_adding, 1);
-            }
+        /* a new node, or a known one's new inventory: the loop counts it
+         * (a changed one before the lease: a lost node changes while lost) */
+        if (status == 201 || w.changed)
+            node_to_loop(r, name, n_gpus, status == 201 ? LOOP_NODE_ADDED : LOOP_NODE_CHANGED);
+        if (status != 201)
             loop_post(r->srv->loop, LOOP_NODE_SEEN, now + r->srv->cfg.lease / 1000, name);
-        }
         json_int_t expiry = (json_int_t)now + (json_int_t)(r->srv->cfg.lease / 1000);
 
         /* a known node keeps its state: cordoned stays cordoned (a lost one

@@ -600,15 +600,11 @@ static bool handle(struct loop *l, struct msg *m)
         loop_drop_live(l, idx);
         break;
     case LOOP_NODE_ADDED:
-        rc = srv_reader(l->srv) ? allot_store_node_get(srv_reader(l->srv), m->name, &n) : ALLOT_EIO;
-        if (rc == 0)
-            add_node(l, n.name, n.inventory, n.state);
-        allot_store_node_clear(&n);
-        atomic_fetch_sub(&l->srv->nodes_adding, 1); /* counted now (or never will be) */
-        break;
     case LOOP_NODE_CHANGED:
         rc = srv_reader(l->srv) ? allot_store_node_get(srv_reader(l->srv), m->name, &n) : ALLOT_EIO;
-        if (rc == 0)
+        if (rc == 0 && m->kind == LOOP_NODE_ADDED)
+            add_node(l, n.name, n.inventory, n.state);
+        else if (rc == 0)
             change_node(l, n.name, n.inventory, n.state);
         allot_store_node_clear(&n);
         atomic_fetch_sub(&l->srv->nodes_adding, 1); /* counted now (or never will be) */

@@ -152,6 +152,18 @@ class Daemon:
         except ValueError:
             return r.status, data.decode(errors="replace")
 
+    def audit(self, page=1000):
+        """Every audit entry, following the pages (bounded: 100 of them)."""
+        entries, after = [], 0
+        for _ in range(100):
+            b = expect(self.req("GET", "/v1/audit?limit=%d&after=%d" % (page, after),
+                                token=self.admin), 200)
+            entries += b["entries"]
+            after = b["next_after"]
+            if not after:
+                break
+        return entries
+
     def token(self, role, tenant="", name="t", as_token=None):
         st, b = self.req("POST", "/v1/tokens", {"role": role, "tenant": tenant, "name": name},
                          token=as_token or self.admin)
