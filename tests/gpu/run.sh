@@ -34,11 +34,17 @@
 #   8. The same job under --sharing mps, when the machine has
 #      nvidia-cuda-mps-control: the agent starts MPS's control daemon and
 #      the job's allocations stop at its pinned memory limit.
+#   9. Two jobs sharing one GPU's time, through allotd and the agent: both
+#      are placed on the same GPU and launch 1 ms kernels together for 8 s
+#      (shim_share share 8 AT). With hard shares (--sm-share hard) jobs of
+#      300 and 700 milli are each busy within 6 points of 30 and 70 %; with
+#      soft shares two jobs of 500 milli whose tenants weigh 3 and 1 are
+#      busy within 6 points of 75 and 25 %.
 #
 # On a machine without allot's build dependencies, bundle the programs
 # first: tests/gpu/bundle.sh DIR here, then BUILD=DIR/bin tests/gpu/run.sh.
 set -u
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 BUILD=${BUILD:-build}
 FAILED=0
 ok() { echo "ok   $1"; }
@@ -102,7 +108,8 @@ else
     done
     export ALLOT_SERVER="http://127.0.0.1:$PORT" ALLOT_TOKEN="$ADMIN"
     sleep 1
-    printf 'version: 1\ntenants:\n  - path: gpu-check\n' > "$WORK/t.yaml"
+    printf 'version: 1\ntenants:\n  - path: gpu-check\n  - path: gpu-a\n    weight: 3\n  - path: gpu-b\n    weight: 1\n' \
+        > "$WORK/t.yaml"
     "$BUILD/allot" apply -f "$WORK/t.yaml" > /dev/null
     AG=$("$BUILD/allot" tokens create --role agent --name gpu | tail -n 1)
     cp "$BUILD/liballot-cuda.so" "$WORK/liballot-cuda.so" && chmod 755 "$WORK/liballot-cuda.so"
@@ -303,5 +310,56 @@ else
     else
         skip "mps fraction: no nvidia-cuda-mps-control on this machine"
     fi
+fi
+
+# ---- 9. two jobs sharing one GPU's time ----
+# pair_check NAME TENANT1 MILLI1 WANT1 TENANT2 MILLI2 WANT2: both jobs
+# submitted at once; they launch together 15 s later, for 8 s
+pair_check() {
+    AT=$(($(date +%s) + 15))
+    timeout 120 "$BUILD/allot" run -t "$2" --gpu-milli "$3" --gpu-memory 8G \
+        -- "$WORK/shim_share" share 8 "$AT" > "$WORK/pair1.out" 2>&1 &
+    P1=$!
+    timeout 120 "$BUILD/allot" run -t "$5" --gpu-milli "$6" --gpu-memory 8G \
+        -- "$WORK/shim_share" share 8 "$AT" > "$WORK/pair2.out" 2>&1 &
+    P2=$!
+    PIDS="$PIDS $P1 $P2"
+    wait "$P1"
+    R1=$?
+    wait "$P2"
+    R2=$?
+    sed "s/^/     $2: /" "$WORK/pair1.out"
+    sed "s/^/     $5: /" "$WORK/pair2.out"
+    python3 - "$WORK/pair1.out" "$4" "$WORK/pair2.out" "$7" "$R1" "$R2" <<'EOF'
+import re, sys
+jobs = []
+for out, want in ((sys.argv[1], float(sys.argv[2])), (sys.argv[3], float(sys.argv[4]))):
+    t = open(out).read()
+    busy = re.search(r"^busy ([0-9.]+)", t, re.M)
+    late = re.search(r"^late ([0-9.]+)", t, re.M)
+    gpu = re.search(r"^gpu (\S+)", t, re.M)
+    jobs.append((busy and float(busy.group(1)), late and float(late.group(1)),
+                 gpu and gpu.group(1), want))
+ok = sys.argv[5] == "0" and sys.argv[6] == "0" and all(
+    b is not None and l is not None and l <= 2 and abs(b - w) <= 6 for b, l, g, w in jobs)
+ok = ok and jobs[0][2] is not None and jobs[0][2] == jobs[1][2] and jobs[0][2] != "-"
+sys.exit(0 if ok else 1)
+EOF
+    if [ $? -eq 0 ]; then
+        ok "$1: one GPU, busy $(sed -n 's/^busy \([0-9.]*\).*/\1/p' "$WORK/pair1.out") and $(sed -n 's/^busy \([0-9.]*\).*/\1/p' "$WORK/pair2.out") % (want $4 and $7)"
+    else
+        fail "$1 (exits $R1 $R2, want $4 and $7 %, each on one GPU, late at most 2 s; see $WORK/agent.log)"
+        tail -n 10 "$WORK/agent.log"
+    fi
+}
+if [ -z "${AGENT:-}" ]; then
+    skip "two jobs on one GPU: needs root (check 3)"
+elif [ ! -x "$WORK/shim_share" ]; then
+    skip "two jobs on one GPU: shim_share did not build (check 6)"
+else
+    agent_restart --gpu-mode shared --sm-share hard
+    pair_check "two hard shares on one GPU" gpu-a 300 30 gpu-b 700 70
+    agent_restart --gpu-mode shared --sm-share soft
+    pair_check "two soft shares on one GPU, weights 3:1" gpu-a 500 75 gpu-b 500 25
 fi
 exit $FAILED

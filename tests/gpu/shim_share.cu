@@ -2,13 +2,18 @@
  * tests/gpu/shim_share.cu: liballot-cuda.so's compute share and launch
  * cost against NVIDIA's driver (tests/gpu/run.sh builds it with nvcc).
  *
- *   shim_share share SECONDS   with the shim and ALLOT_GPU_SM_LIMIT=P:
+ *   shim_share share SECONDS [AT]   with the shim and ALLOT_GPU_SM_LIMIT=P:
  *       launches a one-block kernel that spins for 1 ms of the GPU's
  *       global timer back to back for SECONDS, waits for the GPU, and
  *       prints "busy B" (percent: the time the kernels ran, as each
  *       measured itself on the GPU, over the wall time from the first
  *       launch to the last kernel's end). Neither a clock that changes
  *       with the GPU's load nor the shim's waiting can move the figure.
+ *       With AT (seconds since the epoch) it makes its context, then
+ *       waits until AT to launch, so that jobs started apart launch
+ *       together; it first prints "gpu G" (its CUDA_VISIBLE_DEVICES) and
+ *       "late L" (how many seconds after AT it was ready; 0 when it
+ *       waited).
  *   shim_share launch N         launches an empty kernel N times (best of
  *       5 rounds) through the runtime (<<<>>>) and through the driver
  *       (cuLaunchKernel) and prints "launch_ns X drv_ns Y", the host's time
@@ -58,7 +63,15 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static int share(double seconds)
+static double wall_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int share(double seconds, double at)
 {
     unsigned long long *ran = NULL, total = 0;
     double t0, t1;
@@ -69,6 +82,17 @@ static int share(double seconds)
         printf("FAIL shim share: no device memory (%s)\n",
                cudaGetErrorString(cudaGetLastError()));
         return 1;
+    }
+    if (at > 0) {
+        const char *gpu = getenv("CUDA_VISIBLE_DEVICES");
+        double w = wall_s();
+
+        if (at > w) {
+            struct timespec ts = {(time_t)(at - w), (long)((at - w - (double)(time_t)(at - w)) * 1e9)};
+
+            nanosleep(&ts, NULL);
+        }
+        printf("gpu %s\nlate %.3f\n", gpu ? gpu : "-", w > at ? w - at : 0.0);
     }
     t0 = now_s();
     while (now_s() - t0 < seconds) {
@@ -126,10 +150,10 @@ static int launch(long n)
 
 int main(int argc, char **argv)
 {
-    if (argc == 3 && !strcmp(argv[1], "share"))
-        return share(atof(argv[2]));
+    if ((argc == 3 || argc == 4) && !strcmp(argv[1], "share"))
+        return share(atof(argv[2]), argc == 4 ? atof(argv[3]) : 0);
     if (argc == 3 && !strcmp(argv[1], "launch"))
         return launch(atol(argv[2]));
-    fprintf(stderr, "usage: shim_share share SECONDS | launch N\n");
+    fprintf(stderr, "usage: shim_share share SECONDS [AT] | launch N\n");
     return 2;
 }
