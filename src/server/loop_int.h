@@ -189,11 +189,19 @@ void loop_drop_live(struct loop *l, size_t i);
 
 /* ---- nodes (loop_nodes.c) ---- */
 
-/* A heartbeat of node `name` renews its lease; a lost node is ready again. */
+/* Adds stored node `name` (its inventory, JSON text, and stored state) to
+ * the core; a name the core has is left alone. 0 or ALLOT_ENOMEM. */
+int loop_add_node(struct loop *l, const char *name, const char *inventory, int sstate);
+/* A known node that registered another inventory while out of service and
+ * empty takes it (at once, or once empty: loop_pending_retry). */
+void loop_change_node(struct loop *l, const char *name, const char *inventory, int sstate);
+/* The nodes waiting for a new inventory that are empty now take it. */
+void loop_pending_retry(struct loop *l);
 /* Whether node i (name) may take work when its admin state lets it: not
  * fenced for an unhealthy GPU, not waiting for a new inventory. The one
  * rule every path that makes a node ready follows. */
 bool loop_node_may_work(const struct loop *l, int i, const char *name);
+/* A heartbeat of node `name` renews its lease; a lost node is ready again. */
 void loop_node_seen(struct loop *l, const char *name, int64_t expiry);
 /* An unhealthy GPU fences node `name` (no new work) until it is healthy. */
 void loop_node_health(struct loop *l, const char *name, bool unhealthy);

@@ -1,14 +1,18 @@
 /*
- * Nodes in the scheduling loop: a node seen again after it was lost, GPU
+ * Nodes in the scheduling loop: the core's nodes from the stored
+ * inventories (added, changed), a node seen again after it was lost, GPU
  * health fencing, leases (a node past its lease is lost and its jobs go
  * back to the queue), and evictions (a drained node's jobs, an idle job).
  * Loop thread only; split from loop.c.
  */
 #include "loop_int.h"
 
-#include "allot/common.h"
+#include "agentproto.h"
 #include "log.h"
 
+#include "allot/common.h"
+
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,6 +33,222 @@ static int store_node_state(struct allot_store *st, const char *name, int state)
 static int node_ready_fn(struct allot_store *st, void *arg)
 {
     return store_node_state(st, arg, ALLOT_SN_READY);
+}
+
+/* ---- the core's nodes from the stored inventories ---- */
+
+/* The core's node spec for a stored inventory (inv); labels point into
+ * lab (32) and inv. */
+static void inventory_spec(json_t *inv, const char *name, struct allot_node_spec *ns,
+                           struct allot_label lab[32])
+{
+    json_t *gpus = json_object_get(inv, "gpus"), *labels = json_object_get(inv, "labels");
+    const char *mode = json_string_value(json_object_get(inv, "gpu_mode"));
+    const char *k;
+    json_t *v;
+
+    *ns = (struct allot_node_spec){.name = name};
+    ns->cpu_milli = (int64_t)llround(json_number_value(json_object_get(inv, "cpus")) * 1000);
+    ns->mem_mib = json_integer_value(json_object_get(inv, "memory"));
+    ns->n_gpus = (int)json_array_size(gpus);
+    ns->island_size = (int)json_integer_value(json_object_get(inv, "island_size"));
+    ns->rdma_vfs = agentproto_rdma_vfs(inv);
+    if (ns->n_gpus)
+        ns->model = json_string_value(json_object_get(json_array_get(gpus, 0), "model"));
+    ns->gpu_mode = !mode || !strcmp(mode, "shared") ? ALLOT_GPU_SHARED
+                   : !strcmp(mode, "mig")           ? ALLOT_GPU_MIG
+                                                    : ALLOT_GPU_EXCLUSIVE;
+    json_object_foreach(labels, k, v)
+    {
+        if (ns->n_labels == 32)
+            break;
+        lab[ns->n_labels].key = (char *)k;
+        lab[ns->n_labels++].value = (char *)json_string_value(v);
+    }
+    ns->labels = lab;
+}
+
+/* What a node adds to the limits submissions are checked against
+ * (api_jobs_submit refuses what can never run): GPUs outside MIG mode,
+ * the largest GPU's memory that fractions can ask for, GPUs, CPU and
+ * memory per node (the largest figures seen: they never shrink). The
+ * loop thread alone writes them; a change takes the old size away first
+ * (sign -1) and adds the new one. */
+static void node_limits(struct loop *l, const struct allot_node_spec *ns, int sign)
+{
+    int mi = ns->n_gpus ? allot_catalog_find_model(l->srv->cat, ns->model) : -1;
+    int64_t mib = mi >= 0 ? l->srv->cat->models[mi].memory_mib : 0;
+
+    if (ns->gpu_mode != ALLOT_GPU_MIG)
+        atomic_fetch_add(&l->srv->whole_gpus, sign * ns->n_gpus);
+    if (sign < 0)
+        return;
+    if (ns->gpu_mode == ALLOT_GPU_SHARED && mib > atomic_load(&l->srv->max_gpu_mib))
+        atomic_store(&l->srv->max_gpu_mib, mib);
+    if (ns->n_gpus > atomic_load(&l->srv->max_node_gpus))
+        atomic_store(&l->srv->max_node_gpus, ns->n_gpus);
+    if (ns->cpu_milli > atomic_load(&l->srv->max_cpu_milli))
+        atomic_store(&l->srv->max_cpu_milli, ns->cpu_milli);
+    if (ns->mem_mib > atomic_load(&l->srv->max_mem_mib))
+        atomic_store(&l->srv->max_mem_mib, ns->mem_mib);
+}
+
+/* Its address on the data-centre network: the tenant overlays' peer. */
+static void node_underlay(struct loop *l, int i, json_t *inv)
+{
+    const char *ul = json_string_value(json_object_get(inv, "underlay"));
+
+    allot_free(l->underlay[i]);
+    l->underlay[i] = ul ? allot_strdup(ul) : NULL;
+}
+
+int loop_add_node(struct loop *l, const char *name, const char *inventory, int sstate)
+{
+    json_t *inv = json_loads(inventory ? inventory : "{}", 0, NULL);
+    struct allot_label lab[32];
+    struct allot_node_spec ns;
+    char err[256];
+    int rc;
+
+    if (allot_cluster_find_node(l->c, name) >= 0 || !inv) {
+        json_decref(inv);
+        return 0;
+    }
+    inventory_spec(inv, name, &ns, lab);
+    size_t cap_before = l->cap_fenced;
+    if (allot_grow((void **)&l->expiry, &l->cap_expiry, (size_t)allot_cluster_node_count(l->c) + 1,
+                   sizeof(*l->expiry)) < 0 ||
+        allot_grow((void **)&l->fenced, &l->cap_fenced, (size_t)allot_cluster_node_count(l->c) + 1,
+                   sizeof(*l->fenced)) < 0) {
+        json_decref(inv);
+        return ALLOT_ENOMEM;
+    }
+    for (size_t f = cap_before; f < l->cap_fenced; f++)
+        l->fenced[f] = false;
+    size_t ucap = l->cap_underlay;
+    if (allot_grow((void **)&l->underlay, &l->cap_underlay,
+                   (size_t)allot_cluster_node_count(l->c) + 1, sizeof(*l->underlay)) < 0) {
+        json_decref(inv);
+        return ALLOT_ENOMEM;
+    }
+    for (size_t f = ucap; f < l->cap_underlay; f++)
+        l->underlay[f] = NULL;
+    rc = allot_cluster_add_node(l->c, &ns, err, sizeof(err));
+    if (rc < 0)
+        LOG_ERROR("loop", "node %s not added: %s", name, err);
+    else {
+        /* a full lease from now, also after a restart of allotd */
+        l->expiry[rc] = srv_now() + l->srv->cfg.lease / 1000;
+        node_underlay(l, rc, inv);
+        if (sstate != ALLOT_SN_READY)
+            allot_cluster_set_state(
+                l->c, rc, sstate == ALLOT_SN_LOST ? ALLOT_NODE_LOST : ALLOT_NODE_DRAINING);
+        LOG_INFO("loop", "node %s added (%d GPUs, %s)", name, ns.n_gpus,
+                 allot_store_node_state_name(sstate));
+        node_limits(l, &ns, 1);
+    }
+    if (ns.n_gpus > atomic_load(&l->srv->max_node_gpus))
+        atomic_store(&l->srv->max_node_gpus, ns.n_gpus);
+    json_decref(inv);
+    return rc < 0 ? rc : 0;
+}
+
+/* Gives the core's node i the inventory (JSON text) the store now holds
+ * for it: 0, or ALLOT_ESTATE while it is ready or holds tasks (err says
+ * which), or another error. */
+static int node_take(struct loop *l, int i, const char *name, const char *inventory, char *err,
+                     size_t errlen)
+{
+    json_t *inv = json_loads(inventory ? inventory : "{}", 0, NULL);
+    const struct allot_node *n = allot_cluster_node(l->c, i);
+    struct allot_label lab[32];
+    struct allot_node_spec ns, was;
+    int rc;
+
+    if (!inv) {
+        allot_fmt(err, errlen, "its new inventory does not read as JSON");
+        return ALLOT_EINVAL;
+    }
+    /* what it counted for until now */
+    was = (struct allot_node_spec){
+        .n_gpus = n->n_gpus,
+        .gpu_mode = n->n_gpus ? n->gpus[0].mode : ALLOT_GPU_SHARED,
+        .model = n->model >= 0 ? allot_cluster_catalog(l->c)->models[n->model].name : NULL};
+    inventory_spec(inv, name, &ns, lab);
+    err[0] = '\0';
+    rc = allot_cluster_update_node(l->c, i, &ns, err, errlen);
+    if (rc == 0) {
+        node_limits(l, &was, -1);
+        node_limits(l, &ns, 1);
+        node_underlay(l, i, inv);
+        LOG_INFO("loop", "node %s changed (%d %s GPUs)", name, ns.n_gpus,
+                 ns.model ? ns.model : "no");
+    }
+    json_decref(inv);
+    return rc;
+}
+
+/* A known node that registered another inventory while out of service and
+ * empty (api_nodes_register): the core's node takes the new size. Placed
+ * on since allotd looked, or made ready meanwhile, it takes no new work
+ * and takes the size once empty (pending_retry); a node not in the core
+ * (its first add failed) is added now. */
+void loop_change_node(struct loop *l, const char *name, const char *inventory, int sstate)
+{
+    int i = allot_cluster_find_node(l->c, name), rc;
+    char err[256];
+
+    if (i < 0) {
+        loop_add_node(l, name, inventory, sstate);
+        return;
+    }
+    rc = node_take(l, i, name, inventory, err, sizeof(err));
+    if (rc == ALLOT_ESTATE) {
+        if (!l->pending_inv)
+            l->pending_inv = json_object();
+        json_object_set_new(l->pending_inv, name, json_string(inventory ? inventory : "{}"));
+        if (allot_cluster_node(l->c, i)->state == ALLOT_NODE_READY)
+            allot_cluster_set_state(l->c, i, ALLOT_NODE_DRAINING);
+        LOG_INFO("loop", "node %s takes its new inventory once empty (%s)", name, err);
+    } else if (rc < 0) {
+        LOG_ERROR("loop", "node %s keeps its old size: %s", name, err[0] ? err : "error");
+    }
+}
+
+/* The nodes waiting for a new inventory (loop_change_node) that are empty now:
+ * they take it, and the state the store holds for them again. */
+void loop_pending_retry(struct loop *l)
+{
+    const char *name;
+    json_t *v, *tmp;
+    char err[256];
+
+    json_object_foreach_safe(l->pending_inv, tmp, name, v)
+    {
+        int i = allot_cluster_find_node(l->c, name), rc;
+        struct allot_store_node sn = {0};
+
+        if (i < 0) {
+            json_object_del(l->pending_inv, name);
+            continue;
+        }
+        if (allot_cluster_node(l->c, i)->n_tasks > 0)
+            continue;
+        /* made ready meanwhile (a lost node's heartbeat): out of the index
+         * for the change, its state back below */
+        if (allot_cluster_node(l->c, i)->state == ALLOT_NODE_READY)
+            allot_cluster_set_state(l->c, i, ALLOT_NODE_DRAINING);
+        rc = node_take(l, i, name, json_string_value(v), err, sizeof(err));
+        if (rc < 0)
+            LOG_ERROR("loop", "node %s keeps its old size: %s", name, err[0] ? err : "error");
+        /* its admin state back (ready unless cordoned, draining or fenced) */
+        if (allot_cluster_node(l->c, i)->state != ALLOT_NODE_LOST && srv_reader(l->srv) &&
+            allot_store_node_get(srv_reader(l->srv), name, &sn) == 0 &&
+            sn.state == ALLOT_SN_READY && !l->fenced[i])
+            allot_cluster_set_state(l->c, i, ALLOT_NODE_READY);
+        allot_store_node_clear(&sn);
+        json_object_del(l->pending_inv, name); /* pending no more: loop_node_may_work */
+    }
 }
 
 bool loop_node_may_work(const struct loop *l, int i, const char *name)
