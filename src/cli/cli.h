@@ -306,6 +306,7 @@ int cmd_scheduler(struct cli *c, int argc, char **argv);
 int cmd_cordon(struct cli *c, int argc, char **argv);
 int cmd_drain(struct cli *c, int argc, char **argv);
 int cmd_uncordon(struct cli *c, int argc, char **argv);
+int cmd_delete_node(struct cli *c, int argc, char **argv);
 int cmd_usage(struct cli *c, int argc, char **argv);
 int cmd_invoice(struct cli *c, int argc, char **argv);
 int cmd_pricebook(struct cli *c, int argc, char **argv);

@@ -267,8 +267,18 @@ static const struct cli_usage drain_usage = {
 static const struct cli_usage uncordon_usage = {
     "uncordon", "NODE...", "Makes cordoned or draining nodes ready for new jobs again (admin)."};
 
-/* POST /v1/nodes/{name}/ACTION for every name; the same state set twice is
- * harmless, so a lost reply may be repeated. */
+static const struct cli_usage delete_node_usage = {
+    "delete-node", "NODE...",
+    "Removes decommissioned nodes (admin): a node that is lost (its agent\n"
+    "stopped, no heartbeat within the lease) is forgotten, its GPUs no longer\n"
+    "count in the cluster's capacity, and its own node credential is revoked.\n"
+    "Its jobs' history and usage stay. A node whose agent still runs is\n"
+    "refused (the agent would register it again): drain it (allot drain\n"
+    "--wait NODE), stop allot-agent there, then delete it once `allot nodes`\n"
+    "shows it lost. The same name registered later is a new node."};
+
+/* POST /v1/nodes/{name}/ACTION for every name (the same state set twice is
+ * harmless, so a lost reply may be repeated), or DELETE /v1/nodes/{name}. */
 static int drain_wait(struct cli *c, const struct cli_args *a);
 
 static int node_state(struct cli *c, const struct cli_usage *u, const struct cli_opt *opts,
@@ -300,10 +310,16 @@ static int node_state(struct cli *c, const struct cli_usage *u, const struct cli
             allot_fmt(path, sizeof(path), "/v1/nodes/%s/drain?evict=true", esc ? esc : "");
         else if (!strcmp(action, "drain"))
             allot_fmt(path, sizeof(path), "/v1/nodes/%s/drain", esc ? esc : "");
+        else if (!strcmp(action, "delete"))
+            allot_fmt(path, sizeof(path), "/v1/nodes/%s", esc ? esc : "");
         else
             allot_fmt(path, sizeof(path), "/v1/nodes/%s/uncordon", esc ? esc : "");
         allot_free(esc);
-        rc = client_call(c->http, "POST", path, NULL, NULL, CLIENT_RETRY_ALWAYS, &r, NULL);
+        /* a deletion repeated after a lost reply would find no node */
+        if (!strcmp(action, "delete"))
+            rc = client_call(c->http, "DELETE", path, NULL, NULL, CLIENT_RETRY_CONNECT, &r, NULL);
+        else
+            rc = client_call(c->http, "POST", path, NULL, NULL, CLIENT_RETRY_ALWAYS, &r, NULL);
         if (rc != CLI_OK) {
             if (first_err == CLI_OK)
                 first_err = rc;
@@ -384,6 +400,11 @@ int cmd_drain(struct cli *c, int argc, char **argv)
 int cmd_uncordon(struct cli *c, int argc, char **argv)
 {
     return node_state(c, &uncordon_usage, no_opts, "uncordon", argc, argv);
+}
+
+int cmd_delete_node(struct cli *c, int argc, char **argv)
+{
+    return node_state(c, &delete_node_usage, no_opts, "delete", argc, argv);
 }
 
 /* ---- tokens ---- */

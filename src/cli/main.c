@@ -36,6 +36,7 @@ static const struct verb verbs[] = {
     {"cordon", cmd_cordon, "no new jobs on nodes; running ones stay"},
     {"drain", cmd_drain, "no new jobs on nodes; running ones finish"},
     {"uncordon", cmd_uncordon, "make cordoned or draining nodes ready again"},
+    {"delete-node", cmd_delete_node, "forget decommissioned (lost) nodes"},
     {"tokens", cmd_tokens, "API tokens: create, ls, revoke"},
     {"audit", cmd_audit, "the audit log: ls, verify"},
     {"top", cmd_top, "live view of GPUs per tenant and the queue"},
@@ -56,7 +57,7 @@ static void usage(FILE *out)
           "The command line of an allot cluster; talks to allotd's HTTP API.\n\nVerbs:\n",
           out);
     for (size_t i = 0; i < N_VERBS; i++)
-        fprintf(out, "  %-9s %s\n", verbs[i].name, verbs[i].summary);
+        fprintf(out, "  %-11s %s\n", verbs[i].name, verbs[i].summary);
     fputs("\nGlobal options (before or after the verb):\n", out);
     conf_help(out);
     fputs("\nServer and token come from --server/--token, else ALLOT_SERVER/ALLOT_TOKEN,\n"

@@ -790,3 +790,101 @@ int api_nodes_uncordon(struct req *r)
 {
     return set_state(r, ALLOT_SN_READY);
 }
+
+/* ---- removal ---- */
+
+struct delete_write {
+    struct req *r;
+    const char *name;
+    int64_t now;
+    int state;       /* OUT: the stored state (ALLOT_SN_*) */
+    int64_t revoked; /* OUT: the node credential revoked with it, or 0 */
+};
+
+/* Group-commit write: a lost node's row goes, with its own credential (a
+ * token "node/NAME"; a join token several nodes share stays), and the
+ * audit entries. ALLOT_ESTATE for a node that is not lost. */
+static int delete_fn(struct allot_store *st, void *arg)
+{
+    struct delete_write *w = arg;
+    struct allot_store_node n = {0};
+    struct allot_store_token t = {0};
+    char target[96], cred[96];
+    int rc = allot_store_node_get(st, w->name, &n);
+
+    if (rc == 0) {
+        w->state = n.state;
+        if (n.state != ALLOT_SN_LOST)
+            rc = ALLOT_ESTATE;
+    }
+    allot_fmt(cred, sizeof(cred), "node/%s", w->name);
+    if (rc == 0 && n.token_id) {
+        rc = allot_store_token_get(st, n.token_id, &t);
+        if (rc == 0 && !t.revoked && t.name && !strcmp(t.name, cred)) {
+            rc = allot_store_token_revoke(st, t.id, w->now);
+            allot_fmt(target, sizeof(target), "token/%lld", (long long)t.id);
+            if (rc == 0)
+                rc = api_audit(st, w->r, target, "ok (its node removed)", w->now);
+            w->revoked = rc == 0 ? t.id : 0;
+        } else if (rc == ALLOT_ENOENT) {
+            rc = 0;
+        }
+    }
+    if (rc == 0)
+        rc = allot_store_node_delete(st, w->name);
+    allot_fmt(target, sizeof(target), "node/%s", w->name);
+    if (rc == 0)
+        rc = api_audit(st, w->r, target, "ok", w->now);
+    allot_store_token_clear(&t);
+    allot_store_node_clear(&n);
+    return rc;
+}
+
+/* DELETE /v1/nodes/{name}: forgets a decommissioned node. Only a lost one
+ * (its agent stopped: no heartbeat within the lease), since a running
+ * agent registers its node again; it runs nothing (its jobs went back to
+ * the queue or ended when it was lost). Its history (jobs, usage, audit)
+ * stays; the same name registered later is a new node. */
+int api_nodes_delete(struct req *r)
+{
+    struct delete_write w = {.r = r, .name = r->params[0], .now = srv_now()};
+    int64_t vfs;
+    size_t tasks = loop_node_tasks(r->srv->loop, w.name, &vfs);
+    int rc;
+
+    /* a lost node's tasks left the core with it; here only if it came
+     * back and took work since (the write sees whether it is lost) */
+    if (tasks) {
+        r->audited = false;
+        return api_error(r, 409, "conflict",
+                         "node %s still has %zu tasks placed; drain it and let them end "
+                         "(allot drain --wait %s), then stop its agent",
+                         w.name, tasks, w.name);
+    }
+    rc = srv_write(r->srv, delete_fn, &w);
+    if (rc)
+        r->audited = false;
+    if (rc == ALLOT_ENOENT)
+        return api_error(r, 404, "not_found", "no node %s", w.name);
+    if (rc == ALLOT_ESTATE)
+        return api_error(r, 409, "conflict",
+                         "node %s is %s: only a lost node can be removed, since a running agent "
+                         "registers its node again; drain it (allot drain --wait %s), stop "
+                         "allot-agent there, and remove it once it shows as lost (no heartbeat "
+                         "within the %llds lease)",
+                         w.name, allot_store_node_state_name(w.state), w.name,
+                         (long long)(r->srv->cfg.lease / 1000));
+    if (rc < 0)
+        return api_error(r, 500, "store", "%s", allot_strerror(rc));
+    if (w.revoked)
+        auth_forget_tokens(r->srv);
+    pthread_mutex_lock(&r->srv->agents_lock);
+    json_object_del(r->srv->agents, w.name); /* its health, its agent's address */
+    pthread_mutex_unlock(&r->srv->agents_lock);
+    loop_post(r->srv->loop, LOOP_NODE_REMOVED, 0, w.name);
+    json_t *o = json_pack("{s:s,s:s,s:s}", "name", w.name, "state", "removed", "previous",
+                          allot_store_node_state_name(w.state));
+    if (w.revoked)
+        json_object_set_new(o, "credential_revoked", json_integer(w.revoked));
+    return api_json(r, 200, o);
+}

@@ -65,6 +65,7 @@ const struct route http_routes[] = {
     {"POST", "/v1/nodes/{name}/cordon", api_nodes_cordon, A(ADMIN), "node.cordon", false},
     {"POST", "/v1/nodes/{name}/drain", api_nodes_drain, A(ADMIN), "node.drain", false},
     {"POST", "/v1/nodes/{name}/uncordon", api_nodes_uncordon, A(ADMIN), "node.uncordon", false},
+    {"DELETE", "/v1/nodes/{name}", api_nodes_delete, A(ADMIN), "node.delete", false},
     {"POST", "/v1/nodes/{name}/heartbeat", api_nodes_heartbeat, A(ADMIN) | A(AGENT),
      "node.heartbeat", false},
     {"GET", "/v1/whoami", api_whoami, ROLES_USERS | A(AGENT), NULL, true},

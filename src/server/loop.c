@@ -392,6 +392,9 @@ static bool handle(struct loop *l, struct msg *m)
         allot_store_node_clear(&n);
         atomic_fetch_sub(&l->srv->nodes_adding, 1); /* counted now (or never will be) */
         break;
+    case LOOP_NODE_REMOVED:
+        loop_remove_node(l, m->name);
+        break;
     case LOOP_TENANTS:
         load_tenants(l);
         break;
@@ -882,7 +885,7 @@ static void publish(struct loop *l, double secs, int cut)
             l->cycle_le[b]++;
     l->jobs_pending = pend;
     l->jobs_running = run;
-    l->nodes = allot_cluster_node_count(l->c);
+    l->nodes = allot_cluster_node_count(l->c) - (int64_t)json_object_size(l->removed);
     l->gpus = allot_cluster_gpu_count(l->c);
     l->gpu_used_milli = allot_cluster_used_milli(l->c);
     free(l->gauges);
@@ -1142,6 +1145,7 @@ void loop_stop(struct loop *l)
     allot_free(l->underlay);
     json_decref(l->peers);
     json_decref(l->pending_inv);
+    json_decref(l->removed);
     changes_clear(l);
     allot_free(l->chg);
     for (size_t i = 0; i < l->n_held; i++)

@@ -40,6 +40,7 @@ enum loop_msg_kind {
     LOOP_JOB_RELEASE,    /* id: a held job a user released (stored): the gate may let it in */
     LOOP_NODE_CHANGED,   /* name: a node out of service and empty that registered another
                             inventory (stored) */
+    LOOP_NODE_REMOVED,   /* name: a lost node an admin removed from the store */
 };
 
 /* Starts the loop thread and sets s->loop (before the thread can mark the

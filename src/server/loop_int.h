@@ -155,6 +155,8 @@ struct loop {
     json_t *peers;       /* node -> {vni: [underlay of the other nodes]} (lnet_peers) */
     json_t *pending_inv; /* loop thread: node -> an inventory it takes once empty and
                             out of service (change_node); the node takes no work meanwhile */
+    json_t *removed;     /* loop thread: node -> true for the nodes an admin removed
+                            (loop_remove_node): in the core, of no size, not counted */
     uint64_t wait_le[N_WAIT_BUCKETS], waits;
     double wait_sum;
 };
@@ -197,6 +199,11 @@ int loop_add_node(struct loop *l, const char *name, const char *inventory, int s
 void loop_change_node(struct loop *l, const char *name, const char *inventory, int sstate);
 /* The nodes waiting for a new inventory that are empty now take it. */
 void loop_pending_retry(struct loop *l);
+/* An admin removed lost node `name` (api_nodes_delete): the core keeps
+ * its name and index, lost and of no size (nothing counts it: capacity,
+ * metrics, overlay peers); a node the store has again is left alone, and
+ * a later registration of the name gives it a size (loop_add_node). */
+void loop_remove_node(struct loop *l, const char *name);
 /* Whether node i (name) may take work when its admin state lets it: not
  * fenced for an unhealthy GPU, not waiting for a new inventory. The one
  * rule every path that makes a node ready follows. */

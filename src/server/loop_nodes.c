@@ -102,15 +102,45 @@ static void node_underlay(struct loop *l, int i, json_t *inv)
     l->underlay[i] = ul ? allot_strdup(ul) : NULL;
 }
 
+static int node_take(struct loop *l, int i, const char *name, const char *inventory, char *err,
+                     size_t errlen);
+
+/* The stored state's counterpart in the core: ready only when the node
+ * may work, lost, or else draining (cordoned and draining alike take no
+ * new work). */
+static void node_state_from_store(struct loop *l, int i, const char *name, int sstate)
+{
+    allot_cluster_set_state(l->c, i,
+                            sstate == ALLOT_SN_LOST ? ALLOT_NODE_LOST
+                            : sstate == ALLOT_SN_READY && loop_node_may_work(l, i, name)
+                                ? ALLOT_NODE_READY
+                                : ALLOT_NODE_DRAINING);
+}
+
 int loop_add_node(struct loop *l, const char *name, const char *inventory, int sstate)
 {
     json_t *inv = json_loads(inventory ? inventory : "{}", 0, NULL);
     struct allot_label lab[32];
     struct allot_node_spec ns;
     char err[256];
-    int rc;
+    int rc, i = allot_cluster_find_node(l->c, name);
 
-    if (allot_cluster_find_node(l->c, name) >= 0 || !inv) {
+    /* a name the core keeps from a removed node (loop_remove_node): lost
+     * and of no size, it takes the new registration's */
+    if (i >= 0 && inv && json_object_get(l->removed, name)) {
+        json_decref(inv);
+        if (node_take(l, i, name, inventory, err, sizeof(err)) < 0) {
+            LOG_ERROR("loop", "node %s not added again: %s", name, err);
+            return 0;
+        }
+        json_object_del(l->removed, name);
+        l->fenced[i] = false;
+        l->expiry[i] = srv_now() + l->srv->cfg.lease / 1000;
+        node_state_from_store(l, i, name, sstate);
+        LOG_INFO("loop", "node %s added again (%s)", name, allot_store_node_state_name(sstate));
+        return 0;
+    }
+    if (i >= 0 || !inv) {
         json_decref(inv);
         return 0;
     }
@@ -505,4 +535,37 @@ void loop_evict_job(struct loop *l, int64_t sid, int64_t run, const char *why)
     }
     LOG_INFO("loop", "job %lld evicted: %s", (long long)sid, why);
     requeue_live(l, k, w.now, true);
+}
+
+void loop_remove_node(struct loop *l, const char *name)
+{
+    int i = allot_cluster_find_node(l->c, name), rc;
+    struct allot_store_node sn = {0};
+    char err[256];
+
+    if (i < 0)
+        return;
+    rc = srv_reader(l->srv) ? allot_store_node_get(srv_reader(l->srv), name, &sn) : ALLOT_EIO;
+    allot_store_node_clear(&sn);
+    if (rc != ALLOT_ENOENT) { /* registered again since (or unreadable: kept) */
+        if (rc < 0)
+            LOG_ERROR("loop",
+                      "node %s: removed, but the store does not read (%s); its size "
+                      "counts until allotd restarts",
+                      name, allot_strerror(rc));
+        return;
+    }
+    json_object_del(l->pending_inv, name);
+    l->fenced[i] = false;
+    if (allot_cluster_node(l->c, i)->state == ALLOT_NODE_READY)
+        allot_cluster_set_state(l->c, i, ALLOT_NODE_DRAINING);
+    if (node_take(l, i, name, "{}", err, sizeof(err)) < 0) {
+        LOG_ERROR("loop", "node %s: removed, but its size still counts: %s", name, err);
+        return;
+    }
+    allot_cluster_set_state(l->c, i, ALLOT_NODE_LOST);
+    if (!l->removed)
+        l->removed = json_object();
+    json_object_set_new(l->removed, name, json_true());
+    LOG_INFO("loop", "node %s removed", name);
 }

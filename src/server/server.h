@@ -301,6 +301,7 @@ int api_nodes_list(struct req *r);
 int api_nodes_cordon(struct req *r);
 int api_nodes_drain(struct req *r);
 int api_nodes_uncordon(struct req *r);
+int api_nodes_delete(struct req *r);
 int api_usage(struct req *r);
 int api_whoami(struct req *r);
 int api_scheduler(struct req *r);

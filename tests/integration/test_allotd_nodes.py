@@ -1,6 +1,9 @@
 """Node administration in allotd: cordon and drain stop new placements on
 a node while its jobs keep running; uncordon makes it schedulable again;
-the states survive a restart; only admins may do it; unknown nodes 404."""
+the states survive a restart; only admins may do it; unknown nodes 404.
+A lost node can be deleted: its GPUs stop counting, its own credential is
+revoked, a restart does not bring it back, and the same name registered
+later is a new node that takes work."""
 
 import time
 
@@ -96,5 +99,79 @@ def test_cordon_drain_uncordon():
     assert dm.stop() == 0
 
 
+def test_delete_node():
+    dm = Daemon(args=["--lease", "2s"])
+    a = dm.admin
+    expect(dm.req("PUT", "/v1/tenants", TENANTS, token=a), 200)
+    ag = dm.token("agent", "", "agent")
+    member = dm.token("member", "research/nlp", "m")
+    n2 = dict(N1, name="adm-n2")
+    reg = expect(dm.req("POST", "/v1/nodes/register?credential=true", N1, token=ag), 201)
+    cred = reg["node_token"]
+    expect(dm.req("POST", "/v1/nodes/register", n2, token=ag), 201)
+
+    def names():
+        return sorted(n["name"] for n in expect(dm.req("GET", "/v1/nodes", token=a),
+                                                  200)["nodes"])
+
+    def gauges():
+        text = dm.req("GET", "/metrics", raw=True)[1]
+        return [ln for ln in text.splitlines()
+                if ln.startswith(("allot_nodes ", "allot_gpus ", "allot_model_gpus{"))]
+
+    poll(lambda: gauges() == ["allot_nodes 2", "allot_gpus 8",
+                              'allot_model_gpus{model="L4"} 8'])
+    # a node whose agent still runs is refused, whatever its state
+    err = expect(dm.req("DELETE", "/v1/nodes/adm-n1", token=a), 409)
+    assert "only a lost node" in err["error"]["message"] and "ready" in err["error"]["message"]
+    expect(dm.req("POST", "/v1/nodes/adm-n1/drain", token=a), 200)
+    err = expect(dm.req("DELETE", "/v1/nodes/adm-n1", token=a), 409)
+    assert "draining" in err["error"]["message"], err
+    for tok in (member, ag, cred):
+        expect(dm.req("DELETE", "/v1/nodes/adm-n1", token=tok), 403)
+    expect(dm.req("DELETE", "/v1/nodes/adm-n1"), 401)
+    expect(dm.req("DELETE", "/v1/nodes/nope", token=a), 404)
+
+    # adm-n1's agent stops; adm-n2's keeps beating: adm-n1 is lost
+    def lost():
+        expect(dm.req("POST", "/v1/nodes/adm-n2/heartbeat", {}, token=ag), 200)
+        nodes = expect(dm.req("GET", "/v1/nodes", token=a), 200)["nodes"]
+        return [n["state"] for n in nodes if n["name"] == "adm-n1"] == ["lost"]
+    poll(lost, timeout=15)
+    b = expect(dm.req("DELETE", "/v1/nodes/adm-n1", token=a), 200)
+    assert b["name"] == "adm-n1" and b["state"] == "removed" and b["previous"] == "lost", b
+    assert isinstance(b.get("credential_revoked"), int), b
+    assert names() == ["adm-n2"]
+    expect(dm.req("DELETE", "/v1/nodes/adm-n1", token=a), 404)
+    # its GPUs no longer count, and its own credential no longer speaks
+    poll(lambda: gauges() == ["allot_nodes 1", "allot_gpus 4",
+                              'allot_model_gpus{model="L4"} 4'])
+    expect(dm.req("POST", "/v1/nodes/adm-n1/heartbeat", {}, token=cred), 401)
+    tokens = expect(dm.req("GET", "/v1/tokens", token=a), 200)["tokens"]
+    assert [t["revoked"] is not None for t in tokens if t["name"] == "node/adm-n1"] == [True]
+    actions = [(e["action"], e["target"]) for e in dm.audit()]
+    assert ("node.delete", "node/adm-n1") in actions, actions
+    # a restart does not bring it back
+    dm.stop()
+    dm2 = Daemon(dm.dir, args=["--lease", "2s"])
+    dm2.admin = a
+    dm = dm2
+    assert names() == ["adm-n2"]
+    expect(dm.req("POST", "/v1/nodes/adm-n2/heartbeat", {}, token=ag), 200)
+    poll(lambda: gauges() == ["allot_nodes 1", "allot_gpus 4",
+                              'allot_model_gpus{model="L4"} 4'])
+    # the same name registered again is a new node, ready, that takes work
+    reg = expect(dm.req("POST", "/v1/nodes/register", N1, token=ag), 201)
+    assert reg["state"] == "ready", reg
+    expect(dm.req("POST", "/v1/nodes/adm-n2/drain", token=a), 200)
+    jid = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 2},
+                        token=a), 201)["id"]
+    j = fx.wait_job(dm, jid, "starting")
+    assert j["placement"]["tasks"][0]["node"] == "adm-n1", j
+    poll(lambda: gauges() == ["allot_nodes 2", "allot_gpus 8",
+                              'allot_model_gpus{model="L4"} 8'])
+    assert dm.stop() == 0
+
+
 if __name__ == "__main__":
-    fx.run([test_cordon_drain_uncordon])
+    fx.run([test_cordon_drain_uncordon, test_delete_node])

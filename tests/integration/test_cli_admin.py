@@ -2,6 +2,7 @@
 a real allotd: tokens (create prints the secret last, ls, revoke), the
 audit log (ls with paging, verify, and a tampered log found broken), nodes
 and top with a node registered by a test agent, cordon/drain/uncordon,
+delete-node (refused while the node's agent runs, then forgotten once lost),
 output formats, where server and token come from (flags,
 ALLOT_SERVER/ALLOT_TOKEN, the config file, --config) with the exit codes of
 each failure, and HTTPS with --cacert."""
@@ -183,6 +184,32 @@ def test_nodes_and_top():
     fails(cli(dm, "drain"), 1, "usage")
     viewer = dm.token("viewer", "", "v2")
     fails(cli(dm, "drain", "gpu-node-1", token=viewer), 3, "forbidden")
+
+
+def test_delete_node():
+    d = Daemon(args=["--lease", "1s"])
+    try:
+        agent = d.token("agent", "", "agent-del")
+        for name in ("del-1", "del-2"):
+            inv = {"name": name, "cpus": 8, "memory": 64000, "gpus": [{"model": "L4"}]}
+            expect(d.req("POST", "/v1/nodes/register", inv, token=agent), 201)
+        r = fails(cli(d, "delete-node", "del-1", "nosuch"), 4, "conflict")
+        assert "only a lost node can be removed" in r.err and "allot drain --wait del-1" in r.err, r
+        end = time.time() + 10  # bounded: both leases end within a second or two
+        while time.time() < end and {n["state"] for n in ok(cli(d, "nodes", "-o", "json")).json()} \
+                != {"lost"}:
+            time.sleep(0.1)
+        r = ok(cli(d, "delete-node", "del-1"))
+        assert r.out == "node del-1 removed (was lost)\n", r
+        fails(cli(d, "delete-node", "del-1"), 2, "not_found")
+        j = ok(cli(d, "delete-node", "del-2", "-o", "json")).json()
+        assert j == {"name": "del-2", "state": "removed", "previous": "lost"}, j
+        assert ok(cli(d, "nodes", "-o", "json")).json() == []
+        fails(cli(d, "delete-node"), 1, "usage")
+        fails(cli(d, "delete-node", "del-1", token=d.token("viewer", "", "v")), 3, "forbidden")
+        assert "lost" in ok(cli(d, "delete-node", "--help")).out
+    finally:
+        d.stop()
 
 
 def cli_env(d):
@@ -418,7 +445,8 @@ if __name__ == "__main__":
         fx.run([test_tokens, test_audit, test_audit_tampered, test_nodes_and_top,
                 test_nodes_gpus_without_health_report, test_top_counts_memory_fractions,
                 test_plan_replays_memory_fractions, test_plan_quota_names_one_leaf,
-                test_drain_wait_writes_before_waiting, test_pricebook_conflict_exit_status,
+                test_drain_wait_writes_before_waiting, test_delete_node,
+                test_pricebook_conflict_exit_status,
                 test_config_sources, test_https, test_scheduler])
     finally:
         frac_rc = FRAC["d"].stop() if FRAC else 0
