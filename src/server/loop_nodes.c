@@ -71,9 +71,10 @@ static void inventory_spec(json_t *inv, const char *name, struct allot_node_spec
 /* What a node adds to the limits submissions are checked against
  * (api_jobs_submit refuses what can never run): GPUs outside MIG mode,
  * the largest GPU's memory that fractions can ask for, GPUs, CPU and
- * memory per node (the largest figures seen: they never shrink). The
- * loop thread alone writes them; a change takes the old size away first
- * (sign -1) and adds the new one. */
+ * memory per node (the largest figures: a node that changes size or is
+ * removed has them counted again, limits_recount). The loop thread alone
+ * writes them; a change takes the old size away first (sign -1) and adds
+ * the new one. */
 static void node_limits(struct loop *l, const struct allot_node_spec *ns, int sign)
 {
     int mi = ns->n_gpus ? allot_catalog_find_model(l->srv->cat, ns->model) : -1;
@@ -91,6 +92,34 @@ static void node_limits(struct loop *l, const struct allot_node_spec *ns, int si
         atomic_store(&l->srv->max_cpu_milli, ns->cpu_milli);
     if (ns->mem_mib > atomic_load(&l->srv->max_mem_mib))
         atomic_store(&l->srv->max_mem_mib, ns->mem_mib);
+}
+
+/* The largest figures per node counted again over the core's nodes (a
+ * removed one has no size), after a node shrank or went. While a node
+ * registered a moment ago is not in the core yet (nodes_adding), its GPUs
+ * (counted by api_nodes_register) may be the largest: that limit is kept
+ * until the next recount. */
+static void limits_recount(struct loop *l)
+{
+    const struct allot_catalog *cat = allot_cluster_catalog(l->c);
+    int64_t mib = 0, cpu = 0, mem = 0;
+    int gpus = 0;
+
+    for (int i = 0; i < allot_cluster_node_count(l->c); i++) {
+        const struct allot_node *n = allot_cluster_node(l->c, i);
+
+        if (n->n_gpus > 0 && n->gpus[0].mode == ALLOT_GPU_SHARED && n->model >= 0 &&
+            cat->models[n->model].memory_mib > mib)
+            mib = cat->models[n->model].memory_mib;
+        gpus = n->n_gpus > gpus ? n->n_gpus : gpus;
+        cpu = n->cpu_milli > cpu ? n->cpu_milli : cpu;
+        mem = n->mem_mib > mem ? n->mem_mib : mem;
+    }
+    atomic_store(&l->srv->max_gpu_mib, mib);
+    atomic_store(&l->srv->max_cpu_milli, cpu);
+    atomic_store(&l->srv->max_mem_mib, mem);
+    if (atomic_load(&l->srv->nodes_adding) == 0)
+        atomic_store(&l->srv->max_node_gpus, gpus);
 }
 
 /* Its address on the data-centre network: the tenant overlays' peer. */
@@ -210,6 +239,7 @@ static int node_take(struct loop *l, int i, const char *name, const char *invent
     if (rc == 0) {
         node_limits(l, &was, -1);
         node_limits(l, &ns, 1);
+        limits_recount(l);
         node_underlay(l, i, inv);
         LOG_INFO("loop", "node %s changed (%d %s GPUs)", name, ns.n_gpus,
                  ns.model ? ns.model : "no");

@@ -106,7 +106,8 @@ def test_delete_node():
     ag = dm.token("agent", "", "agent")
     member = dm.token("member", "research/nlp", "m")
     n2 = dict(N1, name="adm-n2")
-    reg = expect(dm.req("POST", "/v1/nodes/register?credential=true", N1, token=ag), 201)
+    big = {"name": "adm-n1", "cpus": 64, "memory": 262144, "gpus": [{"model": "L4"}] * 8}
+    reg = expect(dm.req("POST", "/v1/nodes/register?credential=true", big, token=ag), 201)
     cred = reg["node_token"]
     expect(dm.req("POST", "/v1/nodes/register", n2, token=ag), 201)
 
@@ -119,8 +120,8 @@ def test_delete_node():
         return [ln for ln in text.splitlines()
                 if ln.startswith(("allot_nodes ", "allot_gpus ", "allot_model_gpus{"))]
 
-    poll(lambda: gauges() == ["allot_nodes 2", "allot_gpus 8",
-                              'allot_model_gpus{model="L4"} 8'])
+    poll(lambda: gauges() == ["allot_nodes 2", "allot_gpus 12",
+                              'allot_model_gpus{model="L4"} 12'])
     # a node whose agent still runs is refused, whatever its state
     err = expect(dm.req("DELETE", "/v1/nodes/adm-n1", token=a), 409)
     assert "only a lost node" in err["error"]["message"] and "ready" in err["error"]["message"]
@@ -147,6 +148,12 @@ def test_delete_node():
     poll(lambda: gauges() == ["allot_nodes 1", "allot_gpus 4",
                               'allot_model_gpus{model="L4"} 4'])
     expect(dm.req("POST", "/v1/nodes/adm-n1/heartbeat", {}, token=cred), 401)
+    # nor in the limits submissions are checked against: adm-n2 is the
+    # largest node now
+    for ask, field in (({"gpus": 8}, "4 GPUs"), ({"gpus": 1, "cpus": 40}, "32 CPUs"),
+                       ({"gpus": 1, "memory": 200000}, "131072 MiB")):
+        err = expect(dm.req("POST", "/v1/jobs", dict(ask, tenant="research/nlp"), token=a), 422)
+        assert "the largest registered node has " + field in err["error"]["message"], err
     tokens = expect(dm.req("GET", "/v1/tokens", token=a), 200)["tokens"]
     assert [t["revoked"] is not None for t in tokens if t["name"] == "node/adm-n1"] == [True]
     actions = [(e["action"], e["target"]) for e in dm.audit()]
@@ -161,15 +168,15 @@ def test_delete_node():
     poll(lambda: gauges() == ["allot_nodes 1", "allot_gpus 4",
                               'allot_model_gpus{model="L4"} 4'])
     # the same name registered again is a new node, ready, that takes work
-    reg = expect(dm.req("POST", "/v1/nodes/register", N1, token=ag), 201)
+    reg = expect(dm.req("POST", "/v1/nodes/register", big, token=ag), 201)
     assert reg["state"] == "ready", reg
     expect(dm.req("POST", "/v1/nodes/adm-n2/drain", token=a), 200)
-    jid = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 2},
+    jid = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 8, "cpus": 40},
                         token=a), 201)["id"]
     j = fx.wait_job(dm, jid, "starting")
     assert j["placement"]["tasks"][0]["node"] == "adm-n1", j
-    poll(lambda: gauges() == ["allot_nodes 2", "allot_gpus 8",
-                              'allot_model_gpus{model="L4"} 8'])
+    poll(lambda: gauges() == ["allot_nodes 2", "allot_gpus 12",
+                              'allot_model_gpus{model="L4"} 12'])
     assert dm.stop() == 0
 
 
