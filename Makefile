@@ -17,6 +17,7 @@
 #   make bench-takeover allotd's restart/takeover time with 20,000 running jobs,
 #                       SQLite and PostgreSQL side by side
 #   make bench-shim     liballot-cuda.so's cost per launch and allocation
+#   make bench-tenants  allot apply on 10,000 tenants (AGAINST=DIR: another build)
 #   make check      clang-format, clang-tidy, cppcheck, source rules
 #   make install    build, then install allot-sim into $(PREFIX)/bin
 #                   (PREFIX=/usr/local by default; DESTDIR is honoured)
@@ -28,7 +29,7 @@ DATA      ?= $(abspath ../shared/data)
 CMAKE_GEN  = cmake -S . -G Ninja -Wno-dev
 PREFIX    ?= /usr/local
 
-.PHONY: all build deps demo demo-sim test test-data test-asan fuzz bench bench-cycle bench-api bench-api-pg bench-cluster bench-agent bench-takeover bench-shim check format install clean
+.PHONY: all build deps demo demo-sim test test-data test-asan fuzz bench bench-cycle bench-api bench-api-pg bench-cluster bench-agent bench-takeover bench-shim bench-tenants check format install clean
 
 all: build
 
@@ -116,6 +117,10 @@ bench-takeover: deps build
 
 bench-shim: deps build
 	@$(BUILD)/bench-shim
+
+# allot apply on a tree of 10,000 tenants (AGAINST=DIR: another build beside it)
+bench-tenants: deps build
+	@python3 bench/tenants.py --build $(BUILD) $(if $(AGAINST),--against $(AGAINST))
 
 check: deps build
 	@./scripts/check-source

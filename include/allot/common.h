@@ -138,6 +138,38 @@ int allot_grow(void **arr, size_t *cap, size_t need, size_t elem);
 #define ALLOT_FNV1A_INIT 0xcbf29ce484222325ULL
 uint64_t allot_fnv1a(uint64_t h, const void *data, size_t len);
 
+/* An index from names to positions in an array that holds the names
+ * (open addressing on FNV-1a): it keeps only the positions and asks
+ * name(ctx, i) for the name at position i. Zero-initialised it is empty;
+ * allot_index_free releases it. Lookups cost O(1) on average, whatever
+ * the number of names (node names, tenant paths). */
+struct allot_index {
+    int32_t *tab; /* cap slots: a position, or -1 */
+    size_t cap;   /* a power of two, or 0 */
+    size_t n;     /* positions held */
+};
+typedef const char *(*allot_index_name_fn)(const void *ctx, int i);
+
+/* The position whose name is `name` (or name[0..len)), or -1. */
+int allot_index_find(const struct allot_index *x, const char *name, allot_index_name_fn fn,
+                     const void *ctx);
+int allot_index_find_n(const struct allot_index *x, const char *name, size_t len,
+                       allot_index_name_fn fn, const void *ctx);
+/* Makes room for n positions in all, so that adding up to n cannot fail.
+ * 0 or ALLOT_ENOMEM (the index unchanged). */
+int allot_index_reserve(struct allot_index *x, size_t n, allot_index_name_fn fn, const void *ctx);
+/* Adds position i (>= 0), whose name the index must not hold yet. Returns
+ * 0 or ALLOT_ENOMEM (the index unchanged; never after a reserve that made
+ * room for it). */
+int allot_index_add(struct allot_index *x, int i, allot_index_name_fn fn, const void *ctx);
+/* Holds positions 0..n-1 from now on (after the array lost some). 0 or
+ * ALLOT_ENOMEM (the index unchanged). */
+int allot_index_rebuild(struct allot_index *x, int n, allot_index_name_fn fn, const void *ctx);
+/* Takes position i out (its name still readable through fn); allocates
+ * nothing, so it cannot fail. */
+void allot_index_remove(struct allot_index *x, int i, allot_index_name_fn fn, const void *ctx);
+void allot_index_free(struct allot_index *x);
+
 /* 64-bit FNV-1a style mixing helpers for hashing state. */
 static inline uint64_t allot_hash_mix(uint64_t h, uint64_t v)
 {

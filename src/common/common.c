@@ -415,3 +415,130 @@ bool allot_leader_url(const char *from, const char *leader, char *out, size_t le
     strip_slashes(out);
     return true;
 }
+
+static size_t index_slot(const struct allot_index *x, const char *name, size_t len)
+{
+    return (size_t)allot_fnv1a(ALLOT_FNV1A_INIT, name, len) & (x->cap - 1);
+}
+
+/* The slot holding the position named name[0..len), or the empty slot
+ * that ends its probe (x->cap > 0). */
+static size_t index_probe(const struct allot_index *x, const char *name, size_t len,
+                          allot_index_name_fn fn, const void *ctx)
+{
+    size_t h = index_slot(x, name, len);
+
+    for (; x->tab[h] >= 0; h = (h + 1) & (x->cap - 1)) {
+        const char *s = fn(ctx, x->tab[h]);
+
+        if (strncmp(s, name, len) == 0 && s[len] == '\0')
+            break;
+    }
+    return h;
+}
+
+int allot_index_find_n(const struct allot_index *x, const char *name, size_t len,
+                       allot_index_name_fn fn, const void *ctx)
+{
+    return x->cap ? x->tab[index_probe(x, name, len, fn, ctx)] : -1;
+}
+
+int allot_index_find(const struct allot_index *x, const char *name, allot_index_name_fn fn,
+                     const void *ctx)
+{
+    return allot_index_find_n(x, name, strlen(name), fn, ctx);
+}
+
+/* Puts position i in a table of at least one free slot. */
+static void index_put(struct allot_index *x, int i, allot_index_name_fn fn, const void *ctx)
+{
+    const char *name = fn(ctx, i);
+    size_t h = index_slot(x, name, strlen(name));
+
+    while (x->tab[h] >= 0)
+        h = (h + 1) & (x->cap - 1);
+    x->tab[h] = i;
+}
+
+/* A table of cap slots (a power of two) holding x's positions, or the
+ * positions 0..n-1 when n >= 0. */
+static int index_resize(struct allot_index *x, size_t cap, int n, allot_index_name_fn fn,
+                        const void *ctx)
+{
+    struct allot_index y = {.cap = cap};
+
+    if (cap > SIZE_MAX / sizeof(*y.tab) || !(y.tab = allot_malloc(cap * sizeof(*y.tab))))
+        return ALLOT_ENOMEM;
+    for (size_t h = 0; h < cap; h++)
+        y.tab[h] = -1;
+    for (size_t h = 0; n < 0 && h < x->cap; h++)
+        if (x->tab[h] >= 0) {
+            index_put(&y, x->tab[h], fn, ctx);
+            y.n++;
+        }
+    for (int i = 0; i < n; i++) {
+        index_put(&y, i, fn, ctx);
+        y.n++;
+    }
+    allot_free(x->tab);
+    *x = y;
+    return 0;
+}
+
+int allot_index_reserve(struct allot_index *x, size_t n, allot_index_name_fn fn, const void *ctx)
+{
+    size_t cap = x->cap ? x->cap : 64;
+
+    /* at most half full: probes stay short */
+    while (n > cap / 2) {
+        if (cap > SIZE_MAX / 4)
+            return ALLOT_ENOMEM;
+        cap *= 2;
+    }
+    return cap == x->cap ? 0 : index_resize(x, cap, -1, fn, ctx);
+}
+
+int allot_index_add(struct allot_index *x, int i, allot_index_name_fn fn, const void *ctx)
+{
+    if (ALLOT_NEVER(i < 0 || allot_index_find(x, fn(ctx, i), fn, ctx) >= 0))
+        return 0; /* a position, or a name, held once */
+    if (allot_index_reserve(x, x->n + 1, fn, ctx) < 0)
+        return ALLOT_ENOMEM;
+    index_put(x, i, fn, ctx);
+    x->n++;
+    return 0;
+}
+
+int allot_index_rebuild(struct allot_index *x, int n, allot_index_name_fn fn, const void *ctx)
+{
+    size_t cap = 64;
+
+    while ((size_t)n > cap / 2)
+        cap *= 2;
+    return index_resize(x, cap, n, fn, ctx);
+}
+
+void allot_index_remove(struct allot_index *x, int i, allot_index_name_fn fn, const void *ctx)
+{
+    const char *name = fn(ctx, i);
+    size_t h;
+
+    if (!x->cap || x->tab[h = index_probe(x, name, strlen(name), fn, ctx)] != i)
+        return;
+    /* empty the slot, then put back the positions of the run after it,
+     * which may have probed past it (no tombstones: lookups stay short) */
+    x->tab[h] = -1;
+    x->n--;
+    for (h = (h + 1) & (x->cap - 1); x->tab[h] >= 0; h = (h + 1) & (x->cap - 1)) {
+        int k = x->tab[h];
+
+        x->tab[h] = -1;
+        index_put(x, k, fn, ctx);
+    }
+}
+
+void allot_index_free(struct allot_index *x)
+{
+    allot_free(x->tab);
+    memset(x, 0, sizeof(*x));
+}

@@ -27,8 +27,7 @@ struct allot_cluster {
     } * slot;             /* owned, nodes_cap entries */
     size_t slot_cap;
     /* name -> node index (open addressing, size power of two) */
-    int32_t *name_tab;
-    size_t name_cap;
+    struct allot_index names; /* node name -> index */
     /* classes */
     struct allot_class *classes; /* owned */
     struct allot_class_hot *hot; /* owned, parallel to classes */
@@ -55,11 +54,6 @@ struct allot_cluster {
 };
 
 /* ---- helpers ------------------------------------------------------------ */
-
-static uint64_t hash_str(const char *s)
-{
-    return allot_fnv1a(ALLOT_FNV1A_INIT, s, strlen(s));
-}
 
 static uint64_t gpu_key(const struct allot_gpu *g)
 {
@@ -594,7 +588,7 @@ void allot_cluster_free(struct allot_cluster *c)
         allot_free(c->buckets[b].ids);
     allot_free(c->nodes);
     allot_free(c->slot);
-    allot_free(c->name_tab);
+    allot_index_free(&c->names);
     allot_free(c->classes);
     allot_free(c->free_classes);
     allot_free(c->live);
@@ -602,43 +596,14 @@ void allot_cluster_free(struct allot_cluster *c)
     allot_free(c);
 }
 
-int allot_cluster_find_node(const struct allot_cluster *c, const char *name)
+static const char *node_name(const void *c, int i)
 {
-    size_t h;
-
-    if (!c->name_cap)
-        return -1;
-    h = (size_t)hash_str(name) & (c->name_cap - 1);
-    while (c->name_tab[h] >= 0) {
-        if (strcmp(c->nodes[c->name_tab[h]].name, name) == 0)
-            return c->name_tab[h];
-        h = (h + 1) & (c->name_cap - 1);
-    }
-    return -1;
+    return ((const struct allot_cluster *)c)->nodes[i].name;
 }
 
-static int name_tab_grow(struct allot_cluster *c)
+int allot_cluster_find_node(const struct allot_cluster *c, const char *name)
 {
-    size_t ncap = c->name_cap ? c->name_cap * 2 : 64;
-    int32_t *t;
-
-    if ((size_t)(c->n_nodes + 1) * 2 <= c->name_cap)
-        return 0;
-    t = allot_malloc(ncap * sizeof(*t));
-    if (!t)
-        return ALLOT_ENOMEM;
-    for (size_t i = 0; i < ncap; i++)
-        t[i] = -1;
-    for (int i = 0; i < c->n_nodes; i++) {
-        size_t h = (size_t)hash_str(c->nodes[i].name) & (ncap - 1);
-        while (t[h] >= 0)
-            h = (h + 1) & (ncap - 1);
-        t[h] = i;
-    }
-    allot_free(c->name_tab);
-    c->name_tab = t;
-    c->name_cap = ncap;
-    return 0;
+    return allot_index_find(&c->names, name, node_name, c);
 }
 
 static void gpu_init(const struct allot_gpu_model *m, struct allot_gpu *g, int mode, int island)
@@ -760,7 +725,7 @@ int allot_cluster_add_node(struct allot_cluster *c, const struct allot_node_spec
     m = model >= 0 ? &c->cat->models[model] : NULL;
     if (allot_grow((void **)&c->nodes, &c->nodes_cap, (size_t)c->n_nodes + 1, sizeof(*c->nodes)) ||
         allot_grow((void **)&c->slot, &c->slot_cap, (size_t)c->n_nodes + 1, sizeof(*c->slot)) ||
-        name_tab_grow(c))
+        allot_index_reserve(&c->names, (size_t)c->n_nodes + 1, node_name, c))
         goto oom;
     idx = c->n_nodes;
     n = &c->nodes[idx];
@@ -783,12 +748,8 @@ int allot_cluster_add_node(struct allot_cluster *c, const struct allot_node_spec
         c->n_nodes--;
         goto oom_node;
     }
-    {
-        size_t h = (size_t)hash_str(n->name) & (c->name_cap - 1);
-        while (c->name_tab[h] >= 0)
-            h = (h + 1) & (c->name_cap - 1);
-        c->name_tab[h] = idx;
-    }
+    rc = allot_index_add(&c->names, idx, node_name, c); /* room reserved: cannot fail */
+    ALLOT_ALWAYS(rc == 0);
     return idx;
 oom_node:
     node_clear(n);

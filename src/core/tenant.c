@@ -1,8 +1,8 @@
 /*
  * Tenant tree, quota arithmetic and fair share (see tenant.h and
  * docs/tenancy.md). Tenants live in one array; children are linked through
- * first_child/next_sibling. Trees are small (hundreds of tenants), so
- * lookups scan.
+ * first_child/next_sibling (in the order they came); an index finds a
+ * tenant by its path in O(1), for trees of thousands of tenants.
  *
  * What a subtree withholds (keep(), the admission rule's W) is cached per
  * tenant and resource: charging a job changes it only on the job's path,
@@ -28,6 +28,7 @@ struct allot_tenants {
     uint64_t gen;                 /* memo entries of another generation are stale; >= 1 */
     uint64_t charges;             /* allot_tenants_charge calls (allot_tenants_changes) */
     struct allot_resvec capacity; /* the cluster's, as allot_tenants_advance last heard */
+    struct allot_index paths;     /* path -> index */
 };
 
 /* keep() of one tenant and resource, and the sum over its children. */
@@ -45,6 +46,11 @@ static void quota_default(struct allot_tenant *t)
     }
 }
 
+static const char *tenant_path(const void *t, int i)
+{
+    return ((const struct allot_tenants *)t)->v[i].path;
+}
+
 /* Appends a tenant named `name` (n bytes) under `parent`; returns its index. */
 static int tenant_append(struct allot_tenants *t, const char *name, size_t n, int parent)
 {
@@ -56,7 +62,8 @@ static int tenant_append(struct allot_tenants *t, const char *name, size_t n, in
 
     if (allot_grow((void **)&t->v, &t->cap, (size_t)t->n + 1, sizeof(*t->v)) ||
         allot_grow((void **)&t->memo, &t->memo_cap, ((size_t)t->n + 1) * ALLOT_RES_MAX,
-                   sizeof(*t->memo)))
+                   sizeof(*t->memo)) ||
+        allot_index_reserve(&t->paths, (size_t)t->n + 1, tenant_path, t))
         return ALLOT_ENOMEM;
     memset(t->memo + mold, 0, (t->memo_cap - mold) * sizeof(*t->memo));
     nm = allot_malloc(n + 1);
@@ -94,6 +101,7 @@ static int tenant_append(struct allot_tenants *t, const char *name, size_t n, in
             link = &t->v[*link].next_sibling;
         *link = t->n;
     }
+    ALLOT_ALWAYS(allot_index_add(&t->paths, t->n, tenant_path, t) == 0); /* room reserved */
     return t->n++;
 }
 
@@ -122,15 +130,13 @@ void allot_tenants_free(struct allot_tenants *t)
     }
     allot_free(t->v);
     allot_free(t->memo);
+    allot_index_free(&t->paths);
     allot_free(t);
 }
 
 int allot_tenants_find(const struct allot_tenants *t, const char *path)
 {
-    for (int i = 0; i < t->n; i++)
-        if (strcmp(t->v[i].path, path) == 0)
-            return i;
-    return -1;
+    return allot_index_find(&t->paths, path, tenant_path, t);
 }
 
 /* Removes the tenants appended after the first n (newest first), so that
@@ -145,19 +151,11 @@ static void tenants_truncate(struct allot_tenants *t, int n)
             link = &t->v[*link].next_sibling;
         if (!ALLOT_NEVER(*link < 0))
             *link = -1;
+        allot_index_remove(&t->paths, t->n - 1, tenant_path, t);
         allot_free(x->name);
         allot_free(x->path);
         t->n--;
     }
-}
-
-/* Child of `parent` named name[0..n), or -1. */
-static int find_child(const struct allot_tenants *t, int parent, const char *name, size_t n)
-{
-    for (int c = t->v[parent].first_child; c >= 0; c = t->v[c].next_sibling)
-        if (strlen(t->v[c].name) == n && memcmp(t->v[c].name, name, n) == 0)
-            return c;
-    return -1;
 }
 
 int allot_tenants_add(struct allot_tenants *t, const char *path, char *err, size_t errlen)
@@ -187,7 +185,8 @@ int allot_tenants_add(struct allot_tenants *t, const char *path, char *err, size
             allot_fmt(err, errlen, "tenant \"%s\": empty path element", path);
             return ALLOT_EINVAL;
         }
-        c = find_child(t, cur, p, n);
+        /* the child of cur named p[0..n): the path up to it */
+        c = allot_index_find_n(&t->paths, path, (size_t)(p + n - path), tenant_path, t);
         if (c < 0) {
             c = tenant_append(t, p, n, cur);
             if (c < 0) {

@@ -18,30 +18,13 @@
 
 static const char *const iso_names[] = {"shared", "exclusive-gpu", "exclusive-node"};
 
-/* True when path is in the new tree: listed, or the ancestor of a listed
- * tenant (listing research/nlp keeps research). */
-static bool listed(const struct sim_tenants_conf *c, const char *path)
-{
-    size_t len = strlen(path);
-
-    if (sim_tenants_conf_find(c, path) >= 0)
-        return true;
-    for (size_t i = 0; i < c->n; i++)
-        if (strncmp(c->v[i].path, path, len) == 0 && c->v[i].path[len] == '/')
-            return true;
-    return false;
-}
-
 /* The first tenant of the new tree below path, or NULL: path is (or
  * stays) a parent. */
 static const char *first_child(const struct sim_tenants_conf *c, const char *path)
 {
-    size_t len = strlen(path);
+    int i = sim_tenants_conf_below(c, path);
 
-    for (size_t i = 0; i < c->n; i++)
-        if (strncmp(c->v[i].path, path, len) == 0 && c->v[i].path[len] == '/')
-            return c->v[i].path;
-    return NULL;
+    return i >= 0 ? c->v[i].path : NULL;
 }
 
 /* Whether the tenant at path has live jobs: its own, or with subtree
@@ -74,7 +57,7 @@ static int revoke_unlisted(struct allot_store *st, const struct sim_tenants_conf
     int rc = allot_store_token_list(st, &t, &cnt);
 
     for (size_t i = 0; i < cnt && !rc; i++)
-        if (!t[i].revoked && t[i].tenant && *t[i].tenant && !listed(c, t[i].tenant)) {
+        if (!t[i].revoked && t[i].tenant && *t[i].tenant && !tenants_listed(c, t[i].tenant)) {
             rc = allot_store_token_revoke(st, t[i].id, now);
             ++*n;
         }
@@ -102,7 +85,7 @@ static int tree_check(struct allot_store *st, const struct allot_store_tenant *o
     /* a tenant is removed with everything below it; children sort after
      * their parents: the deepest busy one is named */
     for (size_t i = n_old; i-- > 0 && !rc;)
-        if (!listed(c, old[i].path) && has_live_jobs(st, old[i].path, true, &rc) && !rc) {
+        if (!tenants_listed(c, old[i].path) && has_live_jobs(st, old[i].path, true, &rc) && !rc) {
             allot_fmt(busy, busylen, "tenant %s still has live jobs; it cannot be removed",
                       old[i].path);
             rc = ALLOT_ESTATE;
@@ -141,7 +124,7 @@ static int write_tree(struct allot_store *st, json_t *doc, const struct sim_tena
     /* children sort after their parents: delete from the end */
     bool removed = false;
     for (size_t i = n_old; i-- > 0 && !rc;) {
-        if (listed(c, old[i].path))
+        if (tenants_listed(c, old[i].path))
             continue;
         rc = allot_store_tenant_delete(st, old[i].path);
         removed = true;
@@ -149,13 +132,22 @@ static int write_tree(struct allot_store *st, json_t *doc, const struct sim_tena
     if (!rc && removed)
         rc = revoke_unlisted(st, c, srv_now(), revoked);
     allot_store_tenants_free(old, n_old);
-    for (size_t i = 0; i < c->n && !rc; i++) {
-        json_t *q = NULL;
-        size_t k;
-        json_t *x;
+    /* each listed tenant's quotas as the document gives them */
+    json_t *quotas = json_object(), *x;
+    size_t k;
 
-        json_array_foreach(ts, k, x) if (!strcmp(json_string_value(json_object_get(x, "path")),
-                                                 c->v[i].path)) q = json_object_get(x, "quotas");
+    if (!quotas)
+        rc = rc ? rc : ALLOT_ENOMEM;
+    json_array_foreach(ts, k, x)
+    {
+        const char *path = json_string_value(json_object_get(x, "path"));
+        json_t *q = json_object_get(x, "quotas");
+
+        if (path && q && json_object_set(quotas, path, q) < 0)
+            rc = rc ? rc : ALLOT_ENOMEM;
+    }
+    for (size_t i = 0; i < c->n && !rc; i++) {
+        json_t *q = json_object_get(quotas, c->v[i].path);
         char *qs = q ? json_dumps(q, JSON_COMPACT) : NULL;
         struct allot_store_tenant t = {.path = c->v[i].path,
                                        .weight = c->v[i].weight,
@@ -164,6 +156,7 @@ static int write_tree(struct allot_store *st, json_t *doc, const struct sim_tena
         rc = (q && !qs) ? ALLOT_ENOMEM : allot_store_tenant_put(st, &t);
         free(qs);
     }
+    json_decref(quotas);
     if (!rc)
         rc = allot_store_prio_list(st, &oldp, &n_oldp);
     for (size_t i = 0; i < n_oldp && !rc; i++) {

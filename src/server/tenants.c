@@ -339,22 +339,7 @@ static int depth_of(const char *p)
 
 bool tenants_listed(const struct sim_tenants_conf *conf, const char *path)
 {
-    size_t pl = strlen(path);
-
-    for (size_t i = 0; i < conf->n; i++)
-        if (!strncmp(conf->v[i].path, path, pl) &&
-            (conf->v[i].path[pl] == '\0' || conf->v[i].path[pl] == '/'))
-            return true;
-    return false;
-}
-
-/* Whether conf has an entry of its own for path. */
-static bool conf_entry(const struct sim_tenants_conf *conf, const char *path)
-{
-    for (size_t i = 0; i < conf->n; i++)
-        if (!strcmp(conf->v[i].path, path))
-            return true;
-    return false;
+    return sim_tenants_conf_find(conf, path) >= 0 || sim_tenants_conf_below(conf, path) >= 0;
 }
 
 int tenants_apply(struct allot_tenants *t, const struct sim_tenants_conf *conf,
@@ -374,7 +359,7 @@ int tenants_apply(struct allot_tenants *t, const struct sim_tenants_conf *conf,
 
         if (i > 0 && !tenants_listed(conf, path))
             q = (struct allot_quota){0, 0, ALLOT_UNLIMITED};
-        else if (i > 0 && conf_entry(conf, path))
+        else if (i > 0 && sim_tenants_conf_find(conf, path) >= 0)
             continue; /* set below */
         for (int res = 0; res < ALLOT_RES_MODEL0 + cat->n_models; res++)
             if (allot_tenants_set_quota(t, i, res, q) < 0) {

@@ -682,6 +682,11 @@ static int check_tree(struct ctx *c, struct sim_tenants_conf *conf)
         }
     }
 out:
+    if (rc == 0) { /* kept for lookups (sim_tenants_conf_find) */
+        allot_free(conf->sorted);
+        conf->sorted = ord;
+        ord = NULL;
+    }
     allot_free(ord);
     allot_free(tmp);
     allot_free(up);
@@ -863,13 +868,50 @@ void sim_tenants_conf_free(struct sim_tenants_conf *c)
     for (size_t i = 0; i < c->n; i++)
         allot_free(c->v[i].path);
     allot_free(c->v);
+    allot_free(c->sorted);
     memset(c, 0, sizeof(*c));
 }
 
 int sim_tenants_conf_find(const struct sim_tenants_conf *c, const char *path)
 {
+    if (c->sorted)
+        return find_sorted(c->v, c->sorted, c->n, path, strlen(path));
     for (size_t i = 0; i < c->n; i++)
         if (strcmp(c->v[i].path, path) == 0)
             return (int)i;
+    return -1;
+}
+
+int sim_tenants_conf_below(const struct sim_tenants_conf *c, const char *path)
+{
+    size_t len = strlen(path), lo = 0, hi = c->n;
+
+    if (!c->sorted) {
+        for (size_t i = 0; i < c->n; i++)
+            if (strncmp(c->v[i].path, path, len) == 0 && c->v[i].path[len] == '/')
+                return (int)i;
+        return -1;
+    }
+    /* the first path not before path + "/" in the sorted order: the paths
+     * below path come together there ('/' sorts before every character
+     * a path step may hold) */
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        const char *m = c->v[c->sorted[mid]].path;
+        int r = strncmp(m, path, len);
+
+        if (r == 0)
+            r = (unsigned char)m[len] < '/' ? -1 : 0;
+        if (r < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < c->n) {
+        const char *m = c->v[c->sorted[lo]].path;
+
+        if (strncmp(m, path, len) == 0 && m[len] == '/')
+            return c->sorted[lo];
+    }
     return -1;
 }

@@ -71,6 +71,8 @@ struct sim_prio_conf {
 struct sim_tenants_conf {
     size_t n;                  /* tenants, >= 1 after a successful read */
     struct sim_tenant_conf *v; /* owned, in file order */
+    int *sorted;               /* owned: the indices of v sorted by path (after a read; NULL
+                                  otherwise, and lookups scan) */
     int n_prio;                /* priority classes */
     struct sim_prio_conf prio[ALLOT_PRIO_CLASSES];
 };
@@ -92,8 +94,12 @@ int sim_tenants_parse(const char *buf, size_t len, const char *name,
 /* Frees what `c` owns and leaves it empty; accepts NULL. */
 void sim_tenants_conf_free(struct sim_tenants_conf *c);
 
-/* Index of the tenant at `path` in c->v, or -1. */
+/* Index of the tenant at `path` in c->v, or -1. O(log n) after a read. */
 int sim_tenants_conf_find(const struct sim_tenants_conf *c, const char *path);
+
+/* Index of a tenant below `path` (a descendant: path + "/..."), or -1:
+ * whether path is, or would be, a parent in c. O(log n) after a read. */
+int sim_tenants_conf_below(const struct sim_tenants_conf *c, const char *path);
 
 /* Whether s is a tenant path: steps of [A-Za-z0-9_.-] (not "." or "..")
  * joined by "/", at most SIM_TENANT_PATH_MAX bytes. */

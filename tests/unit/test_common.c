@@ -232,6 +232,72 @@ static void test_servers(void **state)
                                   out, sizeof out));
 }
 
+static const char *test_name(const void *ctx, int i)
+{
+    return ((char(*)[16])ctx)[i];
+}
+
+/* The name index: every name found at its position, others not, through
+ * growth, a rebuild after the array lost names, and failed allocations
+ * that leave it as it was. */
+static void test_index(void **state)
+{
+    static char names[10000][16];
+    struct allot_index x = {0};
+
+    (void)state;
+    assert_int_equal(allot_index_find(&x, "n0", test_name, names), -1); /* empty */
+    for (int i = 0; i < 10000; i++) {
+        allot_fmt(names[i], sizeof(names[i]), "n%d", i);
+        assert_int_equal(allot_index_add(&x, i, test_name, names), 0);
+    }
+    assert_int_equal((int)x.n, 10000);
+    assert_true(x.cap >= 20000 && (x.cap & (x.cap - 1)) == 0);
+    for (int i = 0; i < 10000; i += 7)
+        assert_int_equal(allot_index_find(&x, names[i], test_name, names), i);
+    assert_int_equal(allot_index_find(&x, "n10000", test_name, names), -1);
+    assert_int_equal(allot_index_find(&x, "", test_name, names), -1);
+    /* the array keeps its first 100 */
+    assert_int_equal(allot_index_rebuild(&x, 100, test_name, names), 0);
+    assert_int_equal((int)x.n, 100);
+    assert_int_equal(allot_index_find(&x, "n99", test_name, names), 99);
+    assert_int_equal(allot_index_find(&x, "n100", test_name, names), -1);
+    /* a reserve makes room (half the slots at most are used): the adds
+     * after it allocate nothing until that room is gone */
+    assert_int_equal(allot_index_reserve(&x, 400, test_name, names), 0);
+    int room = (int)x.cap / 2;
+    assert_true(room >= 400);
+    allot_alloc_fail_at(1, true);
+    for (int i = 100; i < room; i++)
+        assert_int_equal(allot_index_add(&x, i, test_name, names), 0);
+    assert_int_equal(allot_index_add(&x, room, test_name, names), ALLOT_ENOMEM);
+    allot_alloc_fail_at(0, false);
+    assert_int_equal((int)x.n, room);
+    assert_int_equal(allot_index_find(&x, names[room - 1], test_name, names), room - 1);
+    assert_int_equal(allot_index_find(&x, names[room], test_name, names), -1);
+    allot_alloc_fail_at(1, true);
+    assert_int_equal(allot_index_rebuild(&x, 10, test_name, names), ALLOT_ENOMEM);
+    allot_alloc_fail_at(0, false);
+    assert_int_equal(allot_index_find(&x, "n399", test_name, names), 399); /* unchanged */
+    assert_int_equal((int)x.n, room);
+    /* positions taken out, one in three: the others are still found
+     * (their probes ran past the emptied slots), and a prefix is found
+     * by its length */
+    for (int i = 0; i < room; i += 3)
+        allot_index_remove(&x, i, test_name, names);
+    allot_index_remove(&x, 0, test_name, names); /* not held: nothing */
+    for (int i = 0; i < room; i++)
+        assert_int_equal(allot_index_find(&x, names[i], test_name, names), i % 3 ? i : -1);
+    assert_int_equal((int)x.n, room - (room + 2) / 3);
+    assert_int_equal(allot_index_find_n(&x, "n10xyz", 3, test_name, names), 10);
+    assert_int_equal(allot_index_find_n(&x, "n10", 2, test_name, names), 1);
+    assert_int_equal(allot_index_find_n(&x, "n10", 1, test_name, names), -1);
+    allot_index_free(&x);
+    assert_int_equal(allot_index_find(&x, "n1", test_name, names), -1);
+    allot_index_remove(&x, 1, test_name, names); /* empty: nothing */
+    allot_index_free(&x);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -239,6 +305,7 @@ int main(void)
         cmocka_unit_test(test_parse_num), cmocka_unit_test(test_invariants),
         cmocka_unit_test(test_argv_hide), cmocka_unit_test(test_log),
         cmocka_unit_test(test_fnv1a),     cmocka_unit_test(test_servers),
+        cmocka_unit_test(test_index),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -54,6 +54,18 @@ static void test_paths(void **state)
     assert_int_equal(
         allot_tenants_set_quota(t, a, ALLOT_RES_GPU, (struct allot_quota){.nominal = -1}),
         ALLOT_EINVAL);
+    /* thousands of tenants (an index finds each by its path) */
+    for (int i = 0; i < 5000; i++) {
+        char p[32];
+
+        allot_fmt(p, sizeof(p), "org%d/team%d", i % 50, i);
+        assert_true(allot_tenants_add(t, p, err, sizeof(err)) > 0);
+    }
+    assert_int_equal(allot_tenants_count(t), 3 + 50 + 5000);
+    assert_int_equal(allot_tenants_get(t, allot_tenants_find(t, "org7/team4957"))->depth, 2);
+    assert_int_equal(allot_tenants_find(t, "org7/team4958"), -1); /* under org8 */
+    assert_int_equal(allot_tenants_find(t, "ml/vision"), a);
+    assert_int_equal(allot_tenants_find(t, ""), 0);
     allot_tenants_free(t);
 }
 
@@ -252,8 +264,16 @@ static void tenant_fault_loop(bool sticky)
             int before = allot_tenants_count(t),
                 rc = allot_tenants_add(t, paths[i], err, sizeof(err));
             if (rc == ALLOT_ENOMEM) {
+                char pre[64];
+
                 assert_int_equal(allot_tenants_count(t), before);
                 assert_int_equal(allot_tenants_find(t, paths[i]), -1);
+                /* no ancestor made on the way is left in the path index */
+                for (size_t k = 1; paths[i][k - 1]; k++)
+                    if (paths[i][k] == '/' || !paths[i][k]) {
+                        allot_strlcpy(pre, paths[i], k + 1);
+                        assert_true(allot_tenants_find(t, pre) < before);
+                    }
                 assert_non_null(strstr(err, "out of memory"));
                 ok = false;
             } else if (rc < 0) {

@@ -221,6 +221,50 @@ static void test_edges(void **state)
     assert_int_equal(sim_tenants_read("/nonexistent/t.yaml", cat, &c, err, sizeof(err)), ALLOT_EIO);
 }
 
+/* Lookups in a read tree (sorted: binary search) and in one put together
+ * by hand (no order: a scan) give the same answers. '-' and '.' sort
+ * before '/', so "a-c" and "a.d" lie between "a" and "a/b". */
+static void test_lookups(void **state)
+{
+    static const char doc[] = HEAD "  - {path: a/b/c}\n  - {path: ab}\n  - {path: a-c}\n"
+                                   "  - {path: a}\n  - {path: a.d/e}\n  - {path: z/y}\n";
+    static const char *const paths[] = {"a/b/c", "ab", "a-c", "a", "a.d/e", "z/y"};
+    struct sim_tenants_conf c = {0};
+    struct sim_tenant_conf v[6] = {{0}};
+    char err[256] = "";
+
+    (void)state;
+    assert_int_equal(sim_tenants_parse(doc, sizeof(doc) - 1, "t.yaml", cat, &c, err, sizeof(err)),
+                     0);
+    assert_non_null(c.sorted);
+    for (size_t i = 0; i < 6; i++)
+        v[i].path = (char *)paths[i];
+    struct sim_tenants_conf hand = {.n = 6, .v = v};
+    const struct sim_tenants_conf *both[] = {&c, &hand};
+
+    for (int k = 0; k < 2; k++) {
+        const struct sim_tenants_conf *t = both[k];
+
+        for (int i = 0; i < 6; i++)
+            assert_int_equal(sim_tenants_conf_find(t, paths[i]), i);
+        assert_int_equal(sim_tenants_conf_find(t, "a/b"), -1); /* only a parent */
+        assert_int_equal(sim_tenants_conf_find(t, "b"), -1);
+        assert_int_equal(sim_tenants_conf_find(t, ""), -1);
+        assert_int_equal(sim_tenants_conf_below(t, "a"), 0);
+        assert_int_equal(sim_tenants_conf_below(t, "a/b"), 0);
+        assert_int_equal(sim_tenants_conf_below(t, "a.d"), 4);
+        assert_int_equal(sim_tenants_conf_below(t, "z"), 5);
+        assert_int_equal(sim_tenants_conf_below(t, "a/b/c"), -1); /* a leaf */
+        assert_int_equal(sim_tenants_conf_below(t, "ab"), -1);
+        assert_int_equal(sim_tenants_conf_below(t, "a-c"), -1);
+        assert_int_equal(sim_tenants_conf_below(t, "a/"), -1);
+        assert_int_equal(sim_tenants_conf_below(t, "zz"), -1);
+        assert_int_equal(sim_tenants_conf_below(t, "0"), -1);
+    }
+    sim_tenants_conf_free(&c);
+    assert_null(c.sorted);
+}
+
 static void test_alloc_failures(void **state)
 {
     (void)state;
@@ -246,9 +290,8 @@ static void test_alloc_failures(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_example),
-        cmocka_unit_test(test_bad),
-        cmocka_unit_test(test_edges),
+        cmocka_unit_test(test_example),        cmocka_unit_test(test_bad),
+        cmocka_unit_test(test_edges),          cmocka_unit_test(test_lookups),
         cmocka_unit_test(test_alloc_failures),
     };
 
