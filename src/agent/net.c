@@ -546,6 +546,7 @@ void net_set_peers(struct net *n, json_t *network)
     json_t *p = json_object_get(network, "peers");
     char path[4200];
 
+    n->cluster_on = json_is_object(p);
     if (!json_is_object(p) || json_equal(p, n->peers))
         return;
     json_decref(n->peers);
@@ -553,6 +554,11 @@ void net_set_peers(struct net *n, json_t *network)
     allot_fmt(path, sizeof(path), "%s/net-peers.json", n->state_dir);
     if (json_dump_file(n->peers, path, JSON_COMPACT) < 0)
         LOG_WARN("net", "%s: cannot keep the peers", path);
+}
+
+bool net_cluster_on(const struct net *n)
+{
+    return n && n->cluster_on;
 }
 
 /* Is ip among VNI's peers (not this node)? */

@@ -99,6 +99,10 @@ void net_task_refresh(struct net *n, const char *key, json_t *j);
 /* Takes the reply's top-level "network" object (borrowed; NULL: no
  * change): {"peers": {"VNI": ["UNDERLAY-IP", ...]}}. Kept on disk. */
 void net_set_peers(struct net *n, json_t *network);
+/* Whether allotd runs tenant networks: its last heartbeat reply carried the
+ * overlays' peers (net_set_peers). Then every task must come with its
+ * network. */
+bool net_cluster_on(const struct net *n);
 
 /* Makes the node match the registry and peers: bridges, VXLAN devices and
  * their FDB entries, the nftables table, the tc tree; removes allot's

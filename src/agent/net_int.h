@@ -42,7 +42,9 @@ struct net {
     int mtu;             /* the uplink's */
     struct net_entry *e; /* owned */
     size_t n, cap;
-    json_t *peers; /* owned: {"VNI": ["IP", ...]} */
+    json_t *peers;   /* owned: {"VNI": ["IP", ...]} */
+    bool cluster_on; /* the last heartbeat's reply carried the overlays' peers: allotd runs
+                        tenant networks (net_cluster_on) */
     /* what was last applied (owned; NULL: unknown, apply again) */
     char *sig_state, *sig_nft, *sig_tc;
     json_t *usage;    /* owned: the last net_usage_json reading */

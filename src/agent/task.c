@@ -999,6 +999,15 @@ static int task_launch(struct agent *a, json_t *d, struct task *t)
     } else if (x) {
         LOG_WARN("task", "job %lld: a tenant network, but this agent runs without --network on",
                  (long long)t->job);
+    } else if (net_cluster_on(a->net)) {
+        /* fail closed: a task of a cluster with tenant networks never runs
+         * in the node's own network */
+        allot_fmt(why, sizeof(why),
+                  "allotd runs tenant networks but sent no network for this task; it does not "
+                  "start outside its tenant's network");
+        LOG_ERROR("task", "job %lld: %s", (long long)t->job, why);
+        task_fail(t, why);
+        return 0;
     }
     allot_fmt(logd, sizeof(logd), "%s/%lld", a->logs_dir, (long long)t->job);
     mkdir(logd, 0755);

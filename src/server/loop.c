@@ -566,20 +566,30 @@ static int changes_prepare(struct loop *l)
             return ALLOT_ENOMEM;
         if (c.want == ALLOT_SJ_STARTING) {
             json_t *pl = placement_json(l, qj);
+            const char *tp =
+                qj->spec.tenant >= 0 ? allot_tenants_get(l->t, qj->spec.tenant)->path : "";
+            char why[256];
 
-            /* its tasks' addresses in the tenant network, stored with the start */
-            if (pl && lnet_on(l) &&
-                lnet_assign(l, e,
-                            qj->spec.tenant >= 0 ? allot_tenants_get(l->t, qj->spec.tenant)->path
-                                                 : "",
-                            pl) < 0)
-                LOG_ERROR("loop", "job %lld starts without a tenant network address",
-                          (long long)e->sid);
-            c.placement = pl ? json_dumps(pl, JSON_COMPACT) : NULL;
-            json_decref(pl);
-            if (!c.placement) {
+            /* its tasks' addresses in the tenant network, stored with the
+             * start; none left: it does not start (never outside its
+             * network) but waits at the gate until its tenant has room */
+            if (pl && lnet_on(l) && lnet_assign(l, e, tp, pl) < 0) {
+                json_decref(pl);
+                pl = NULL;
+                lnet_room(l, tp, qj->spec.n_tasks, why, sizeof(why));
                 allot_free(c.reason);
-                return ALLOT_ENOMEM;
+                if (!(c.reason = allot_strdup(why)))
+                    return ALLOT_ENOMEM;
+                c.reason_hash = loop_hash_str(why);
+                c.want = ALLOT_SJ_PENDING;
+                e->net_wait = true;
+            } else {
+                c.placement = pl ? json_dumps(pl, JSON_COMPACT) : NULL;
+                json_decref(pl);
+                if (!c.placement) {
+                    allot_free(c.reason);
+                    return ALLOT_ENOMEM;
+                }
             }
         }
         c.runs = qj->runs;
@@ -661,17 +671,25 @@ static int changes_fn(struct allot_store *st, void *arg)
  * starts in a later cycle), so the core does not keep their GPUs. */
 static void refused_to_gate(struct loop *l)
 {
-    int64_t sids[64];
-    size_t n = 0;
+    int64_t sids[64], nets[64];
+    size_t n = 0, nn = 0;
 
-    for (size_t i = 0; i < l->n_live; i++)
+    for (size_t i = 0; i < l->n_live; i++) {
         if (l->live[i].start_refused) {
             l->live[i].start_refused = false;
             if (n < sizeof(sids) / sizeof(sids[0]))
                 sids[n++] = l->live[i].sid; /* more: refused again next cycle */
         }
+        if (l->live[i].net_wait) {
+            l->live[i].net_wait = false;
+            if (nn < sizeof(nets) / sizeof(nets[0]))
+                nets[nn++] = l->live[i].sid; /* more: placed and refused again */
+        }
+    }
     for (size_t k = 0; k < n; k++)
         gate_user_hold(l, sids[k]);
+    for (size_t k = 0; k < nn; k++)
+        gate_net_wait(l, nets[k]);
 }
 
 /* Whether core tenant i is in the stored tenants document (one added since
@@ -941,6 +959,7 @@ static void cycle(struct loop *l)
         for (size_t i = 0; i < l->n_live; i++) {
             l->live[i].wstate = -1; /* differs from every state: written again */
             l->live[i].start_refused = false;
+            l->live[i].net_wait = false;
         }
     } else if (l->n_decs || l->n_chg) {
         lnet_written(l);

@@ -9,6 +9,7 @@
  */
 #include "loop_int.h"
 
+#include "jobspec.h"
 #include "log.h"
 
 #include "allot/common.h"
@@ -193,20 +194,25 @@ static enum gate gate_rules(struct allot_store *rd, const struct held *h, int in
 }
 
 /* The one rule for "may this held job enter the queue": a user does not
- * hold it, every dependency holds, and its array has fewer than
- * `throttle` members in the queue (`in_queue`). Never when a dependency
+ * hold it, every dependency holds, its array has fewer than `throttle`
+ * members in the queue (`in_queue`), and, when an earlier start found no
+ * address for it, its tenant's network has room for its tasks. Never when a dependency
  * cannot hold any more, held or not (the job ends cancelled, and so do its
  * own afterok dependants). `cache` keeps the last dependency read (array
  * members share theirs). */
-static enum gate gate_check(struct allot_store *rd, const struct held *h, int in_queue,
-                            struct dep_state *cache, char *why, size_t len)
+static enum gate gate_check(struct loop *l, struct allot_store *rd, const struct held *h,
+                            int in_queue, struct dep_state *cache, char *why, size_t len)
 {
     enum gate v = gate_rules(rd, h, in_queue, cache, why, len);
+    const struct allot_tenant *t = allot_tenants_get(l->t, h->tenant);
 
     if (h->user_held && v != GATE_NEVER) {
         allot_fmt(why, len, "held: `allot release %lld` lets it start", (long long)h->sid);
         return GATE_WAIT;
     }
+    /* its tasks' addresses in the tenant network: it starts only in it */
+    if (v == GATE_OPEN && h->net_tasks > 0 && t && !lnet_room(l, t->path, h->net_tasks, why, len))
+        return GATE_WAIT;
     return v;
 }
 
@@ -292,7 +298,8 @@ void gate_pass(struct loop *l)
             parent = h->parent;
             in_queue = array_in_queue(l, parent);
         }
-        w.out[i].verdict = gate_check(rd, h, in_queue, &cache, w.out[i].why, sizeof(w.out[i].why));
+        w.out[i].verdict =
+            gate_check(l, rd, h, in_queue, &cache, w.out[i].why, sizeof(w.out[i].why));
         if (w.out[i].verdict == GATE_OPEN && h->throttle)
             in_queue++; /* it enters below: the next member sees it */
     }
@@ -388,5 +395,33 @@ void gate_user_release(struct loop *l, int64_t sid)
         return;
     if (allot_store_job_get(rd, sid, &j) == 0 && j.state == ALLOT_SJ_PENDING && !j.held)
         loop_submit_job(l, &j, true);
+    allot_store_job_clear(&j);
+}
+
+void gate_net_wait(struct loop *l, int64_t sid)
+{
+    struct allot_store_job j = {0};
+    struct allot_store *rd = srv_reader(l->srv);
+    struct jobspec js;
+    char err[256];
+    json_t *b = NULL;
+    size_t k;
+    struct live *e = loop_find_live(l, sid, &k);
+
+    /* the store is the truth: pending there, it started nowhere */
+    if (!e || !rd || allot_store_job_get(rd, sid, &j) != 0 || j.state != ALLOT_SJ_PENDING ||
+        !(b = json_loads(j.spec, 0, NULL)) ||
+        jobspec_parse(b, l->srv->cat, &js, err, sizeof(err))) {
+        json_decref(b);
+        allot_store_job_clear(&j);
+        return; /* placed again next cycle, and refused again */
+    }
+    json_decref(b);
+    allot_queue_cancel(l->q, e->qid, srv_now());
+    loop_drop_live(l, k);
+    gate_hold(l, &j, &js);
+    for (size_t i = 0; i < l->n_held; i++)
+        if (l->held[i].sid == sid)
+            l->held[i].net_tasks = js.n_tasks > 0 ? js.n_tasks : 1;
     allot_store_job_clear(&j);
 }

@@ -52,6 +52,8 @@ struct live {
     uint32_t *net_hosts; /* owned: the host indices its tasks hold there */
     int n_net_hosts;
     bool start_refused; /* the store refused its start (a user held it): to the gate */
+    bool net_wait;      /* placed, but its tenant network had no address for it: to the
+                           gate until it has (gate_net_wait) */
 };
 
 /* What a cycle writes for one live job (changes_prepare, changes_fn). */
@@ -75,6 +77,7 @@ struct held {
     struct jobdep *deps; /* owned */
     uint64_t wreason;    /* hash of the pending reason last written */
     bool user_held;      /* held by a user (allot hold) until released */
+    int net_tasks;       /* > 0: waits for this many free addresses in its tenant's network */
 };
 
 #define N_CYCLE_BUCKETS 10
@@ -236,6 +239,9 @@ int lnet_assign(struct loop *l, struct live *e, const char *tenant, json_t *plac
 void lnet_adopt(struct loop *l, struct live *e, const char *tenant, const char *placement);
 /* Gives back what e holds (its job stopped running, or left). */
 void lnet_release(struct loop *l, struct live *e);
+/* Whether tenant's network has room for n more tasks now (its subnet has n
+ * free addresses, or one can still be cut for it); why it has not in why. */
+bool lnet_room(struct loop *l, const char *tenant, int n, char *why, size_t len);
 /* Writes the tenant networks cut since the last write (in changes_fn);
  * lnet_written after the commit. */
 int lnet_write(struct allot_store *st, struct loop *l);
@@ -263,5 +269,9 @@ void gate_pass(struct loop *l);
 void gate_user_hold(struct loop *l, int64_t sid);
 /* A user released job sid (stored): the gate's next pass may let it in. */
 void gate_user_release(struct loop *l, int64_t sid);
+/* Placed job sid (pending in the store) found no address in its tenant's
+ * network: it leaves the core for the gate, which lets it in again once
+ * its tenant's network has room for its tasks (lnet_room). */
+void gate_net_wait(struct loop *l, int64_t sid);
 
 #endif

@@ -190,8 +190,53 @@ static void hosts_release(struct loop *l, struct live *e)
 
 void lnet_release(struct loop *l, struct live *e)
 {
-    if (e->n_net_hosts || e->net_hosts)
+    if (e->n_net_hosts || e->net_hosts) {
         hosts_release(l, e);
+        l->hold_dirty = true; /* a job waiting for an address may start */
+    }
+}
+
+/* Whether the pool still has a subnet no tenant holds. */
+static bool pool_has_room(const struct lnet *n)
+{
+    uint64_t subnets = 1ull << (n->prefix - n->pool_prefix);
+
+    return n->n < subnets;
+}
+
+bool lnet_room(struct loop *l, const char *tenant, int want, char *why, size_t len)
+{
+    struct lnet *n = l->net;
+    struct lnet_tenant *t = n ? find_tenant(n, tenant) : NULL;
+    uint32_t usable = n ? (1u << (32 - n->prefix)) - 3 : 0, free = 0;
+    char subnet[32];
+
+    if (!n)
+        return true;
+    if ((uint32_t)want > usable) {
+        allot_fmt(why, len,
+                  "tenant network: the job has %d tasks, more than a tenant's subnet holds (%u "
+                  "addresses at net-prefix %d)",
+                  want, usable, n->prefix);
+        return false;
+    }
+    if (!t) {
+        if (pool_has_room(n))
+            return true;
+        allot_fmt(why, len,
+                  "waiting for a subnet for tenant %s's network: net-pool %s has none left", tenant,
+                  l->srv->cfg.net_pool);
+        return false;
+    }
+    for (uint32_t h = 0; h < t->n_hosts; h++)
+        free += !t->used[h];
+    if (free >= (uint32_t)want)
+        return true;
+    netconf_fmt(t->base, n->prefix, subnet, sizeof(subnet));
+    allot_fmt(why, len,
+              "waiting for %d addresses in tenant %s's network: %u of %u free in its subnet %s",
+              want, tenant, free, usable, subnet);
+    return false;
 }
 
 int lnet_assign(struct loop *l, struct live *e, const char *tenant, json_t *placement)

@@ -167,6 +167,54 @@ def test_traffic_per_tenant_in_metrics():
     assert "usage.net[0]" in e["error"]["message"], e
 
 
+def test_full_subnet_keeps_jobs_pending():
+    """A job whose tenant's subnet has no address left for it does not
+    start outside its network: it waits, saying why, and starts once
+    addresses are free again."""
+    d = Daemon(args=["--network", "on", "--net-pool", "198.18.80.0/24", "--net-prefix", "29"])
+    try:
+        expect(d.req("PUT", "/v1/tenants", TENANTS, token=d.admin), 200)
+        ag = d.token("agent", "", "agents")
+        expect(d.req("POST", "/v1/nodes/register", node("s-1", "198.18.0.9"), token=ag), 201)
+
+        def sub(tasks):
+            body = {"tenant": "nlp", "tasks": tasks, "cpus": 1, "memory": 64, "command": ["true"]}
+            return expect(d.req("POST", "/v1/jobs", body, token=d.admin), 201)["id"]
+
+        # a /29 holds 5 tasks' addresses (8 less the network, gateway, broadcast)
+        first = fx.wait_job(d, sub(4), "starting")
+        addrs = {t["address"] for t in first["placement"]["tasks"]}
+        assert len(addrs) == 4, first
+        second = sub(2)
+        end = time.time() + 10
+        j = fx.job(d, second)
+        while time.time() < end and "network" not in (j.get("pending_reason") or ""):
+            time.sleep(0.05)
+            j = fx.job(d, second)
+        assert j["state"] == "pending" and j["placement"] is None, j
+        assert j["pending_reason"].startswith(
+            "waiting for 2 addresses in tenant nlp's network: 1 of 5 free in its subnet"), j
+        jobs = fx.beat(d, ag, "s-1")["jobs"]
+        assert {x["job"] for x in jobs} == {first["id"]}, jobs
+        assert all(x["network"]["address"] in addrs for x in jobs), jobs
+        # too many tasks for any subnet: it says so
+        big = sub(6)
+        end = time.time() + 10
+        while time.time() < end and "more than" not in (fx.job(d, big).get("pending_reason") or ""):
+            time.sleep(0.05)
+        assert "more than a tenant's subnet holds (5 addresses" in \
+            fx.job(d, big)["pending_reason"], fx.job(d, big)
+        expect(d.req("POST", "/v1/jobs/%d/cancel" % big, token=d.admin), 200)
+        # the first ends: the second starts, in the subnet
+        expect(d.req("POST", "/v1/jobs/%d/cancel" % first["id"], token=d.admin), 200)
+        j = fx.wait_job(d, second, "starting")
+        net = ipaddress.ip_network(j["network"]["subnet"])
+        assert all(ipaddress.ip_interface(t["address"]).ip in net
+                   for t in j["placement"]["tasks"]), j
+    finally:
+        d.stop()
+
+
 UNDERLAY = {"n-1": "198.18.0.2", "n-2": "198.18.0.3", "n-3": "198.18.0.4", "n-4": "198.18.0.5"}
 ARGS = ["--network", "on", "--net-pool", "198.18.64.0/20", "--net-prefix", "26"]
 
@@ -178,6 +226,7 @@ if __name__ == "__main__":
         for n in ("n-1", "n-2", "n-3"):
             expect(dm.req("POST", "/v1/nodes/register", node(n, UNDERLAY[n]), token=AG), 201)
         fx.run([test_bad_network_quotas_and_inventory, test_addresses_subnets_and_peers,
-                test_restart_keeps_networks_and_addresses, test_traffic_per_tenant_in_metrics])
+                test_restart_keeps_networks_and_addresses, test_traffic_per_tenant_in_metrics,
+                test_full_subnet_keeps_jobs_pending])
     finally:
         dm.stop()

@@ -12,7 +12,8 @@ under contention within 10 % (iperf3 through the overlay, measured at the
 sender's uplink and as goodput: see docs/network.md); the same isolation
 through the real allotd with --network on; after jobs end, and after an agent
 kill -9 and restart (which adopts what runs and removes what nothing
-needs), no namespace, link, nftables rule or tc class is left over. Needs
+needs), no namespace, link, nftables rule or tc class is left over; a task
+sent without its network does not start. Needs
 root, iproute2, nftables, iperf3 and network namespaces."""
 
 import json
@@ -568,6 +569,22 @@ def test_no_firewall_no_task():
     wait_clean(BEFORE)
 
 
+def test_task_without_network_fails():
+    """A task that comes without its network from an allotd that runs tenant networks
+    (its replies carry the overlays' peers) does not start in the node's own network:
+    it fails, saying why, and nothing of it is left."""
+    e = entry(61, 0, A, "198.18.16.41/24")
+    del e["network"]
+    lab.set_jobs({"node-a": [e]})
+    wait(lambda: any(r.get("id") == 61 and r.get("state") == "failed" for r in lab.reports),
+         "job 61 reported failed")
+    r = [r for r in lab.reports if r.get("id") == 61 and r.get("state") == "failed"][0]
+    assert "does not start outside its tenant's network" in r.get("detail", ""), r
+    lab.set_jobs({})
+    wait(lambda: "allot-61-0" not in netns_all(), "job 61 left nothing")
+    wait_clean(BEFORE)
+
+
 def links_of(ns):
     """The links in namespace ns by name ({} when there is no such namespace)."""
     out = sh(["ip", "-j", "link", "show"], ns=ns, check=False)
@@ -686,7 +703,8 @@ if __name__ == "__main__":
             assert lab.registered[n]["rdma"] == [], lab.registered[n]
         fx.run([test_isolation, test_vxlan_only_from_peers, test_container_in_tenant_network,
                 test_peers_follow_the_tasks, test_bandwidth, test_priorities, test_teardown_after_jobs_end,
-                test_agent_kill_and_restart, test_no_firewall_no_task, test_rdma_vf_netdevs,
+                test_agent_kill_and_restart, test_no_firewall_no_task,
+                test_task_without_network_fails, test_rdma_vf_netdevs,
                 test_with_allotd])
     finally:
         for ag in agents.values():
