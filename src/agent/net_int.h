@@ -47,8 +47,9 @@ struct net {
                         tenant networks (net_cluster_on) */
     /* what was last applied (owned; NULL: unknown, apply again) */
     char *sig_state, *sig_nft, *sig_tc;
-    json_t *usage;    /* owned: the last net_usage_json reading */
-    int64_t usage_ms; /* when (monotonic ms) */
+    uint64_t nft_listed; /* hash of table inet allot as listed after it was applied */
+    json_t *usage;       /* owned: the last net_usage_json reading */
+    int64_t usage_ms;    /* when (monotonic ms) */
 };
 
 /* The tenants of the registry, sorted by VNI, tc minors assigned: *out

@@ -109,6 +109,20 @@ static void peer_set(struct text *x, const struct net *n, uint32_t vni, int *cou
     add(x, " }");
 }
 
+/* A hash of table inet allot as the kernel holds it (stateless: no
+ * counters), or 0 when it cannot be listed (gone). */
+static uint64_t nft_listed(void)
+{
+    size_t cap = 1 << 20;
+    char *out = allot_malloc(cap);
+    uint64_t h = 0;
+
+    if (out && net_run(out, cap, NULL, "nft -s list table inet allot") == 0)
+        h = allot_fnv1a(ALLOT_FNV1A_INIT, out, strlen(out)) | 1;
+    allot_free(out);
+    return h;
+}
+
 int net_nft_apply(struct net *n, const struct net_tenant *t, int nt)
 {
     char out[1024], *text;
@@ -130,6 +144,15 @@ int net_nft_apply(struct net *n, const struct net_tenant *t, int nt)
     }
     if (!(text = net_nft_text(n, t, nt)))
         return -1;
+    /* the table as applied, still there as it was? A ruleset flushed by
+     * someone else (a restart of the nftables service, a firewall's
+     * reload) is applied again, before any task relies on it */
+    if (n->sig_nft && strcmp(n->sig_nft, "none") != 0 && nft_listed() != n->nft_listed) {
+        LOG_WARN("net", "nftables table inet allot was changed or removed by someone else: "
+                        "applying it again");
+        allot_free(n->sig_nft);
+        n->sig_nft = NULL;
+    }
     if (net_changed(&n->sig_nft, text)) {
         if (net_run(out, sizeof(out), text, "nft -f -")) {
             LOG_ERROR("net", "nftables table inet allot not applied: %s", out);
@@ -137,6 +160,7 @@ int net_nft_apply(struct net *n, const struct net_tenant *t, int nt)
             n->sig_nft = NULL; /* try again at the next sync */
             rc = -1;
         } else {
+            n->nft_listed = nft_listed();
             LOG_INFO("net", "nftables table inet allot: %d tenants", nt);
         }
     }

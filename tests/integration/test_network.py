@@ -13,7 +13,8 @@ sender's uplink and as goodput: see docs/network.md); the same isolation
 through the real allotd with --network on; after jobs end, and after an agent
 kill -9 and restart (which adopts what runs and removes what nothing
 needs), no namespace, link, nftables rule or tc class is left over; a task
-sent without its network does not start. Needs
+sent without its network does not start; a ruleset flushed by someone else
+comes back. Needs
 root, iproute2, nftables, iperf3 and network namespaces."""
 
 import json
@@ -213,6 +214,23 @@ def test_isolation():
     for vni in ("0x1001", "0x1002"):
         assert re.search(r"udp dport 4789 @th,96,24 %s ip saddr != \{? ?198\.18\.0\.3 ?\}? "
                          r"counter packets \d+ bytes \d+ drop" % vni, rules), rules
+
+
+def test_rules_restored_after_a_flush():
+    """Someone else flushes the node's ruleset (a restart of the nftables service does):
+    the agent applies its table again at its next sync, and the tenants stay apart."""
+    before = sh(["nft", "-s", "list", "table", "inet", "allot"], ns="node-a")
+    sh(["nft", "flush", "ruleset"], ns="node-a")
+    wait(lambda: ok(["ip", "netns", "exec", "node-a", "nft", "list", "table", "inet", "allot"]),
+         "table inet allot back in node-a")
+    assert sh(["nft", "-s", "list", "table", "inet", "allot"], ns="node-a") == before
+    assert "changed or removed by someone else" in agents["node-a"].log()
+    assert not any(probes([("allot-2-0", "tcp", "198.18.16.10", 9000),
+                           ("allot-1-0", "tcp", "198.18.17.10", 9000)]))
+    # once applied, an unchanged table is not applied again at every sync
+    n = agents["node-a"].log().count("changed or removed by someone else")
+    time.sleep(1.5)
+    assert agents["node-a"].log().count("changed or removed by someone else") == n
 
 
 def test_peers_follow_the_tasks():
@@ -701,7 +719,7 @@ if __name__ == "__main__":
         for n in NODES:
             assert lab.registered[n]["underlay"] == NODES[n], lab.registered[n]
             assert lab.registered[n]["rdma"] == [], lab.registered[n]
-        fx.run([test_isolation, test_vxlan_only_from_peers, test_container_in_tenant_network,
+        fx.run([test_isolation, test_rules_restored_after_a_flush, test_vxlan_only_from_peers, test_container_in_tenant_network,
                 test_peers_follow_the_tasks, test_bandwidth, test_priorities, test_teardown_after_jobs_end,
                 test_agent_kill_and_restart, test_no_firewall_no_task,
                 test_task_without_network_fails, test_rdma_vf_netdevs,
