@@ -582,8 +582,9 @@ struct allot_store_net {
     int64_t vni;
     char *subnet; /* "198.18.16.0/24" */
 };
-/* Records a tenant's network; ALLOT_EEXIST when the tenant, vni or subnet
- * is taken. */
+/* Records a tenant's network, replacing the one it had (cut anew for
+ * another net-prefix); ALLOT_EEXIST when the vni or subnet is another
+ * tenant's. */
 int allot_store_net_add(struct allot_store *st, const struct allot_store_net *n);
 /* Every tenant network, by vni. */
 int allot_store_net_list(struct allot_store *st, struct allot_store_net **out, size_t *n);

@@ -27,12 +27,23 @@ struct lnet_tenant {
     bool stored;      /* in tenant_nets already */
 };
 
+/* A stored network of an earlier net-prefix: its VXLAN id and addresses
+ * stay out of use (tasks of it may still run) until its tenant's network
+ * is cut anew, which replaces it in the store. */
+struct lnet_old {
+    int64_t vni;
+    uint32_t base;
+    int prefix;
+};
+
 struct lnet {
     uint32_t pool;
     int pool_prefix, prefix;
     int64_t vni_base;
     struct lnet_tenant *t;
     size_t n, cap;
+    struct lnet_old *old;
+    size_t n_old, cap_old;
     json_t *conf; /* tenant -> quotas.network (from the tenants document) */
 };
 
@@ -95,9 +106,17 @@ int lnet_start(struct loop *l, char *err, size_t errlen)
         uint32_t a;
         int p;
         if (!netconf_cidr(v[i].subnet, true, &a, &p) || p != net->prefix) {
-            /* a network of an earlier net-prefix: kept in the store, not used */
+            /* a network of an earlier net-prefix: not used, but its VXLAN id
+             * and addresses are not given to anyone else */
             LOG_WARN("net", "tenant %s: subnet %s does not fit net-prefix %d; a new one is cut",
                      v[i].tenant, v[i].subnet, net->prefix);
+            if (allot_grow((void **)&net->old, &net->cap_old, net->n_old + 1, sizeof(*net->old)) <
+                0)
+                rc = ALLOT_ENOMEM;
+            else if (netconf_cidr(v[i].subnet, true, &a, &p))
+                net->old[net->n_old++] = (struct lnet_old){v[i].vni, a, p};
+            else
+                net->old[net->n_old++] = (struct lnet_old){v[i].vni, 0, -1};
             continue;
         }
         if (!tenant_add(net, v[i].tenant, v[i].vni, a, true))
@@ -120,6 +139,7 @@ void lnet_stop(struct loop *l)
         allot_free(n->t[i].used);
     }
     allot_free(n->t);
+    allot_free(n->old);
     json_decref(n->conf);
     allot_free(n);
     l->net = NULL;
@@ -150,28 +170,56 @@ static struct lnet_tenant *find_tenant(struct lnet *n, const char *tenant)
     return NULL;
 }
 
+/* Whether a/pa and b/pb share an address. */
+static bool cidr_overlap(uint32_t a, int pa, uint32_t b, int pb)
+{
+    int p = pa < pb ? pa : pb;
+    uint32_t mask = p ? ~0u << (32 - p) : 0;
+
+    return ((a ^ b) & mask) == 0;
+}
+
+/* The first subnet of the pool no tenant holds and no network of an earlier
+ * net-prefix overlaps: true with *base, or false when none is left. */
+static bool free_subnet(const struct lnet *n, uint32_t *base)
+{
+    uint64_t subnets = 1ull << (n->prefix - n->pool_prefix);
+
+    for (uint64_t k = 0; k < subnets; k++) {
+        uint32_t b = n->pool + (uint32_t)(k << (32 - n->prefix));
+        bool taken = false;
+
+        for (size_t i = 0; i < n->n && !taken; i++)
+            taken = n->t[i].base == b;
+        for (size_t i = 0; i < n->n_old && !taken; i++)
+            taken = n->old[i].prefix >= 0 &&
+                    cidr_overlap(b, n->prefix, n->old[i].base, n->old[i].prefix);
+        if (!taken) {
+            *base = b;
+            return true;
+        }
+    }
+    return false;
+}
+
 /* The tenant's network, cut from the pool when it has none yet (the next
- * free subnet and VXLAN id; written with the cycle's changes). */
+ * free subnet and VXLAN id; written with the cycle's changes, replacing a
+ * stored one of an earlier net-prefix). */
 static struct lnet_tenant *tenant_net(struct lnet *n, const char *tenant)
 {
     struct lnet_tenant *t = find_tenant(n, tenant);
-    uint64_t subnets = 1ull << (n->prefix - n->pool_prefix);
     int64_t vni = n->vni_base;
+    uint32_t base;
 
     if (t)
         return t;
     for (size_t i = 0; i < n->n; i++)
         if (n->t[i].vni >= vni)
             vni = n->t[i].vni + 1;
-    for (uint64_t k = 0; k < subnets; k++) {
-        uint32_t base = n->pool + (uint32_t)(k << (32 - n->prefix));
-        bool taken = false;
-        for (size_t i = 0; i < n->n && !taken; i++)
-            taken = n->t[i].base == base;
-        if (!taken)
-            return tenant_add(n, tenant, vni, base, false);
-    }
-    return NULL;
+    for (size_t i = 0; i < n->n_old; i++)
+        if (n->old[i].vni >= vni)
+            vni = n->old[i].vni + 1;
+    return free_subnet(n, &base) ? tenant_add(n, tenant, vni, base, false) : NULL;
 }
 
 static void hosts_release(struct loop *l, struct live *e)
@@ -196,14 +244,6 @@ void lnet_release(struct loop *l, struct live *e)
     }
 }
 
-/* Whether the pool still has a subnet no tenant holds. */
-static bool pool_has_room(const struct lnet *n)
-{
-    uint64_t subnets = 1ull << (n->prefix - n->pool_prefix);
-
-    return n->n < subnets;
-}
-
 bool lnet_room(struct loop *l, const char *tenant, int want, char *why, size_t len)
 {
     struct lnet *n = l->net;
@@ -221,7 +261,9 @@ bool lnet_room(struct loop *l, const char *tenant, int want, char *why, size_t l
         return false;
     }
     if (!t) {
-        if (pool_has_room(n))
+        uint32_t base;
+
+        if (free_subnet(n, &base))
             return true;
         allot_fmt(why, len,
                   "waiting for a subnet for tenant %s's network: net-pool %s has none left", tenant,

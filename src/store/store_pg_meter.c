@@ -221,7 +221,9 @@ int pg_net_add(struct allot_store *base, const struct allot_store_net *nt)
     pgp_int(&p, nt->vni);
     pgp_text(&p, nt->subnet);
     return pg_do((struct pg_store *)base,
-                 "INSERT INTO tenant_nets(tenant, vni, subnet) VALUES ($1, $2, $3)", &p);
+                 "INSERT INTO tenant_nets(tenant, vni, subnet) VALUES ($1, $2, $3) "
+                 "ON CONFLICT (tenant) DO UPDATE SET vni = EXCLUDED.vni, subnet = EXCLUDED.subnet",
+                 &p);
 }
 
 static int net_row(struct pg_store *s, const PGresult *res, int row, void *elem)

@@ -112,7 +112,8 @@ const char *const sq_stmt_sql[SQ_NSTMT] = {
                       " mem_mib_s, util_pct_ms, util_ms, gpu_mem_peak, energy_mj, cpu_used_ms,"
                       " gpu_bill_ppm_s FROM usage_hourly WHERE hour >= ?1 AND hour < ?2"
                       " ORDER BY hour, tenant, user, model, item, borrowed",
-    [SQ_NET_ADD] = "INSERT INTO tenant_nets(tenant, vni, subnet) VALUES (?1, ?2, ?3)",
+    [SQ_NET_ADD] = "INSERT INTO tenant_nets(tenant, vni, subnet) VALUES (?1, ?2, ?3) "
+                   "ON CONFLICT(tenant) DO UPDATE SET vni = excluded.vni, subnet = excluded.subnet",
     [SQ_NET_LIST] = "SELECT tenant, vni, subnet FROM tenant_nets ORDER BY vni",
 };
 

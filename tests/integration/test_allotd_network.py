@@ -215,6 +215,47 @@ def test_full_subnet_keeps_jobs_pending():
         d.stop()
 
 
+def test_new_net_prefix_cuts_networks_anew():
+    """allotd restarted with another --net-prefix: tenants get new networks whose VXLAN
+    ids and addresses are none of the stored ones (their tasks may still run), and the
+    loop keeps committing (it stopped for good when a new network took a stored id)."""
+    args = ["--network", "on", "--net-pool", "198.18.96.0/22"]
+    d = Daemon(args=args + ["--net-prefix", "26"])
+    try:
+        expect(d.req("PUT", "/v1/tenants", TENANTS, token=d.admin), 200)
+        ag = d.token("agent", "", "agents")
+        expect(d.req("POST", "/v1/nodes/register", node("p-1", "198.18.0.12"), token=ag), 201)
+
+        def sub(tenant):
+            body = {"tenant": tenant, "cpus": 1, "memory": 64, "command": ["true"]}
+            return expect(d.req("POST", "/v1/jobs", body, token=d.admin), 201)["id"]
+
+        old = fx.wait_job(d, sub("nlp"), "starting")["network"]
+        admin = d.admin
+        d.stop()
+        d = Daemon(d.dir, args=args + ["--net-prefix", "27"])
+        d.admin = admin
+        fx.beat(d, ag, "p-1")
+        new = {t: fx.wait_job(d, sub(t), "starting")["network"] for t in ("vision", "nlp")}
+        was = ipaddress.ip_network(old["subnet"])
+        for t, net in new.items():
+            sub_net = ipaddress.ip_network(net["subnet"])
+            assert sub_net.prefixlen == 27 and not sub_net.overlaps(was), (t, net, old)
+            assert net["vni"] != old["vni"], (t, net, old)
+        assert new["vision"]["vni"] != new["nlp"]["vni"], new
+        assert not ipaddress.ip_network(new["vision"]["subnet"]).overlaps(
+            ipaddress.ip_network(new["nlp"]["subnet"])), new
+        # a restart keeps the new ones (nlp's replaced its old one in the store)
+        d.stop()
+        d = Daemon(d.dir, args=args + ["--net-prefix", "27"])
+        d.admin = admin
+        fx.beat(d, ag, "p-1")
+        assert fx.wait_job(d, sub("nlp"), "starting")["network"]["subnet"] == \
+            new["nlp"]["subnet"]
+    finally:
+        d.stop()
+
+
 UNDERLAY = {"n-1": "198.18.0.2", "n-2": "198.18.0.3", "n-3": "198.18.0.4", "n-4": "198.18.0.5"}
 ARGS = ["--network", "on", "--net-pool", "198.18.64.0/20", "--net-prefix", "26"]
 
@@ -227,6 +268,6 @@ if __name__ == "__main__":
             expect(dm.req("POST", "/v1/nodes/register", node(n, UNDERLAY[n]), token=AG), 201)
         fx.run([test_bad_network_quotas_and_inventory, test_addresses_subnets_and_peers,
                 test_restart_keeps_networks_and_addresses, test_traffic_per_tenant_in_metrics,
-                test_full_subnet_keeps_jobs_pending])
+                test_full_subnet_keeps_jobs_pending, test_new_net_prefix_cuts_networks_anew])
     finally:
         dm.stop()

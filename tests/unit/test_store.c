@@ -590,6 +590,16 @@ static void test_metering(void **state)
     assert_int_equal(n, 2);
     assert_string_equal(nets[1].subnet, "10.96.1.0/24");
     allot_store_nets_free(nets, n);
+    /* a tenant's network cut anew (another net-prefix) replaces its old one */
+    net.vni = 4098;
+    net.subnet = (char *)"10.96.2.0/25";
+    assert_int_equal(allot_store_net_add(st, &net), 0);
+    assert_int_equal(allot_store_net_list(st, &nets, &n), 0);
+    assert_int_equal(n, 2);
+    assert_string_equal(nets[1].tenant, "other");
+    assert_int_equal(nets[1].vni, 4098);
+    assert_string_equal(nets[1].subnet, "10.96.2.0/25");
+    allot_store_nets_free(nets, n);
     /* what each node offered when: a changed inventory closes one span and
      * opens the next; a lost node's span closes, and opens again when back */
     {
