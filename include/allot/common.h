@@ -127,6 +127,10 @@ bool allot_parse_num(const char *s, int64_t lo, int64_t hi, int64_t *out);
  * once the options are parsed into copies. Returns how many values it hid. */
 int allot_argv_hide(int argc, char **argv, const char *opt);
 
+/* The most CIDRs a tenant network's egress allow list holds: allotd
+ * refuses a longer one, the agents apply as many (one limit, both sides). */
+#define ALLOT_NET_MAX_ALLOW 64
+
 /* Grows a dynamic array so that it holds at least `need` elements of
  * `elem` bytes (elem > 0). *arr and *cap are updated on success; returns 0
  * or ALLOT_ENOMEM (leaving *arr and *cap untouched), also when need * elem

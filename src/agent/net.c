@@ -531,8 +531,19 @@ void net_task_refresh(struct net *n, const char *key, json_t *j)
     struct net_spec s;
     char err[256];
 
-    if (!e || !j || net_parse(j, &s, err, sizeof(err)) < 0)
+    if (!e || !j)
         return;
+    if (net_parse(j, &s, err, sizeof(err)) < 0) {
+        /* fail closed: the tenant's old policy may be wider than the new */
+        if (strcmp(e->s.egress, "off") != 0)
+            LOG_WARN("net",
+                     "task %s: its new network policy does not read (%s): egress off "
+                     "until it does",
+                     key, err);
+        allot_strlcpy(e->s.egress, "off", sizeof(e->s.egress));
+        e->s.n_allow = 0;
+        return;
+    }
     if (s.vni != e->s.vni || strcmp(s.address, e->s.address) != 0 ||
         strcmp(s.gateway, e->s.gateway) != 0 || strcmp(s.subnet, e->s.subnet) != 0)
         return; /* a running task keeps its address */

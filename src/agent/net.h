@@ -26,12 +26,14 @@
 #ifndef ALLOT_AGENT_NET_H
 #define ALLOT_AGENT_NET_H
 
+#include "allot/common.h"
+
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#define NET_MAX_ALLOW   32
+#define NET_MAX_ALLOW   ALLOT_NET_MAX_ALLOW
 #define NET_MAX_DC_NETS 24 /* data-centre prefixes: the uplink's (8 at most) and --dc-nets */
 #define NET_PRIOS       8  /* tc priorities 0 (first) .. 7 */
 

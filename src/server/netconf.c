@@ -101,8 +101,10 @@ bool netconf_check(json_t *net, char *err, size_t errlen)
         (!eg || (strcmp(eg, "off") != 0 && strcmp(eg, "nat") != 0 && strcmp(eg, "allow") != 0)))
         return allot_fmt(err, errlen, "egress: off, nat or allow"), false;
     v = json_object_get(net, "allow");
-    if (v && (!json_is_array(v) || json_array_size(v) > 64))
-        return allot_fmt(err, errlen, "allow: a list of at most 64 IPv4 networks (CIDR)"), false;
+    if (v && (!json_is_array(v) || json_array_size(v) > ALLOT_NET_MAX_ALLOW))
+        return allot_fmt(err, errlen, "allow: a list of at most %d IPv4 networks (CIDR)",
+                         ALLOT_NET_MAX_ALLOW),
+               false;
     json_t *x;
     json_array_foreach(v, i, x)
     {

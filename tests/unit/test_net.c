@@ -65,6 +65,31 @@ static void test_parse_ok(void **state)
     json_decref(j);
 }
 
+/* The allow list holds as many CIDRs as allotd lets a tenant file name
+ * (one limit: ALLOT_NET_MAX_ALLOW), and not one more. */
+static void test_parse_allow_limit(void **state)
+{
+    struct net_spec s;
+    char err[256];
+    json_t *j = load(NET_A), *allow = json_array();
+
+    (void)state;
+    for (int i = 0; i < ALLOT_NET_MAX_ALLOW; i++) {
+        char c[32];
+        allot_fmt(c, sizeof(c), "192.0.%d.0/24", i);
+        json_array_append_new(allow, json_string(c));
+    }
+    json_object_set(j, "allow", allow);
+    assert_int_equal(net_parse(j, &s, err, sizeof(err)), 0);
+    assert_int_equal(s.n_allow, 64);
+    assert_string_equal(s.allow[63], "192.0.63.0/24");
+    json_array_append_new(allow, json_string("192.0.64.0/24"));
+    assert_int_equal(net_parse(j, &s, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "network.allow[64]"));
+    json_decref(allow);
+    json_decref(j);
+}
+
 static void test_parse_refused(void **state)
 {
     static const struct {
@@ -328,13 +353,10 @@ static void test_changed(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_parse_ok),
-        cmocka_unit_test(test_parse_refused),
-        cmocka_unit_test(test_rates),
-        cmocka_unit_test(test_tenants),
-        cmocka_unit_test(test_nft_text),
-        cmocka_unit_test(test_tc_text),
-        cmocka_unit_test(test_builders_out_of_memory),
+        cmocka_unit_test(test_parse_ok),      cmocka_unit_test(test_parse_allow_limit),
+        cmocka_unit_test(test_parse_refused), cmocka_unit_test(test_rates),
+        cmocka_unit_test(test_tenants),       cmocka_unit_test(test_nft_text),
+        cmocka_unit_test(test_tc_text),       cmocka_unit_test(test_builders_out_of_memory),
         cmocka_unit_test(test_changed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
