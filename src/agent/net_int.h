@@ -94,6 +94,9 @@ int net_run(char *out, size_t outlen, const char *input, const char *fmt, ...)
 json_t *net_run_json(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Writes value to /proc/sys/PATH (in the agent's network namespace). */
 int net_sysctl(const char *path, const char *value);
+/* The same in named network namespace ns (/run/netns/NS), from a child
+ * that enters it. 0 or -1. */
+int net_sysctl_in(const char *ns, const char *path, const char *value);
 /* Parses "10Gbit", "200Mbit", "1500kbit", "123" (bit/s). -1 when bad. */
 int64_t net_parse_rate(const char *s);
 

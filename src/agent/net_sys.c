@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -166,6 +167,32 @@ int net_sysctl(const char *path, const char *value)
         rc = -errno;
     close(fd);
     return rc;
+}
+
+int net_sysctl_in(const char *ns, const char *path, const char *value)
+{
+    char nsp[512], p[512];
+    size_t len = strlen(value);
+    int st = 0;
+    pid_t pid;
+
+    /* the paths made before the fork: the child of a threaded agent only
+     * opens, enters and writes */
+    allot_fmt(nsp, sizeof(nsp), "/run/netns/%s", ns);
+    allot_fmt(p, sizeof(p), "/proc/sys/%s", path);
+    pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        int fd = open(nsp, O_RDONLY | O_CLOEXEC), out;
+
+        if (fd < 0 || setns(fd, CLONE_NEWNET) < 0 || (out = open(p, O_WRONLY | O_CLOEXEC)) < 0)
+            _exit(1);
+        _exit(write(out, value, len) == (ssize_t)len ? 0 : 1);
+    }
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
 }
 
 int64_t net_parse_rate(const char *s)

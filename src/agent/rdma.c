@@ -415,8 +415,20 @@ int rdma_netdevs_enter(const struct rdma_vf *v, int n, const char *ns, char *err
     for (int i = 0; i < n; i++)
         for (int k = 0; k < v[i].n_netdevs; k++) {
             const char *dev = v[i].netdevs[k];
-            if (net_run(out, sizeof(out), NULL, "ip link set dev %s netns %s", dev, ns) ||
-                net_run(out, sizeof(out), NULL, "ip -n %s link set dev %s up", ns, dev)) {
+            char path[300];
+            int rc;
+
+            /* no IPv6 on it before it is up: a link-local or SLAAC address
+             * would talk on the HCA's network past the tenant's rules (a
+             * kernel without IPv6 has nothing to turn off) */
+            allot_fmt(path, sizeof(path), "net/ipv6/conf/%s/disable_ipv6", dev);
+            rc = net_run(out, sizeof(out), NULL, "ip link set dev %s netns %s", dev, ns);
+            if (!rc && access("/proc/sys/net/ipv6", F_OK) == 0 &&
+                (rc = net_sysctl_in(ns, path, "1")) < 0)
+                allot_fmt(out, sizeof(out), "IPv6 cannot be turned off on it");
+            if (!rc)
+                rc = net_run(out, sizeof(out), NULL, "ip -n %s link set dev %s up", ns, dev);
+            if (rc) {
                 allot_fmt(err, errlen, "RDMA VF %s: its netdev %s cannot move into %s: %s",
                           v[i].pci, dev, ns, out);
                 rdma_netdevs_leave(v, n, ns); /* what moved goes back */

@@ -619,7 +619,7 @@ def vf_netdev(name):
 def test_rdma_vf_netdevs():
     """RDMA VFs (a made-up sysfs, --sysfs: an HCA with two VFs whose netdevs rvf0 and rvf1
     are links in node-a): a task asking for one gets its VF's netdev in its
-    namespace, up, and it comes back to the node when the task ends; a netdev that cannot
+    namespace, up, with IPv6 off, and it comes back to the node when the task ends; a netdev that cannot
     move fails the task with the reason; after an agent kill -9 the netdev of a task that
     ended while the agent was down comes back at the restart, and so does that of a task
     allotd stopped wanting meanwhile."""
@@ -650,6 +650,10 @@ def test_rdma_vf_netdevs():
                                  with_vf(8, B, "198.18.17.50/24")]})
         wait(lambda: at("rvf0", "allot-7-0") and at("rvf1", "allot-8-0"), "the VFs' netdevs moved")
         assert "UP" in links_of("allot-7-0")["rvf0"]["flags"], links_of("allot-7-0")
+        # with no IPv6 (no link-local address to talk past the rules with)
+        assert sh(["cat", "/proc/sys/net/ipv6/conf/rvf0/disable_ipv6"],
+                  ns="allot-7-0").strip() == "1"
+        assert sh(["ip", "-6", "addr", "show", "dev", "rvf0"], ns="allot-7-0").strip() == ""
         assert not at("rvf0", "node-a") and not at("rvf1", "node-a")
         wait(lambda: "env 0000:3b:00.1 rvf0" in task_log(7), "job 7's environment")
         # job 8 ends: its netdev is the node's again
