@@ -65,6 +65,26 @@ void net_addr_only(const char *cidr, char *buf, size_t len)
     buf[strcspn(buf, "/")] = '\0';
 }
 
+/* An address (host order) and prefix of "A.B.C.D[/P]" (checked before). */
+static uint32_t addr_of(const char *cidr, int *plen)
+{
+    char a[48];
+    struct in_addr x = {0};
+
+    net_addr_only(cidr, a, sizeof(a));
+    inet_pton(AF_INET, a, &x);
+    if (plen)
+        *plen = net_prefix_len(cidr);
+    return ntohl(x.s_addr);
+}
+
+static bool same_prefix(uint32_t a, uint32_t b, int plen)
+{
+    uint32_t mask = plen <= 0 ? 0 : plen >= 32 ? 0xffffffffu : ~(0xffffffffu >> plen);
+
+    return ((a ^ b) & mask) == 0;
+}
+
 void net_ns_name(const char *key, char *buf, size_t len)
 {
     allot_fmt(buf, len, "allot-%s", key);
@@ -96,6 +116,24 @@ int net_parse(json_t *j, struct net_spec *s, char *err, size_t errlen)
     FIELD_STR("subnet", s->subnet, cidr_ok(v_, true));
     FIELD_STR("address", s->address, cidr_ok(v_, true));
     FIELD_STR("gateway", s->gateway, ipv4_ok(v_));
+    /* a layout allotd makes: a subnet of /8../30, the address and the
+     * gateway in it (a subnet of 0.0.0.0/0 would route the node's own
+     * traffic into the tenant's bridge) */
+    int sp, ap;
+    uint32_t sa = addr_of(s->subnet, &sp), aa = addr_of(s->address, &ap),
+             ga = addr_of(s->gateway, NULL);
+    if (sp < 8 || sp > 30) {
+        allot_fmt(err, errlen, "network.subnet: a prefix of /8 to /30, not /%d", sp);
+        return -1;
+    }
+    if (ap != sp || !same_prefix(sa, aa, sp) || aa == sa || aa == ga) {
+        allot_fmt(err, errlen, "network.address: a host address of its subnet %s", s->subnet);
+        return -1;
+    }
+    if (!same_prefix(sa, ga, sp) || ga == sa) {
+        allot_fmt(err, errlen, "network.gateway: an address of its subnet %s", s->subnet);
+        return -1;
+    }
     x = json_object_get(j, "vni");
     if (!json_is_integer(x) || json_integer_value(x) < 1 || json_integer_value(x) > 0xffffff) {
         allot_fmt(err, errlen, "network.vni: an integer 1..16777215");
@@ -422,6 +460,26 @@ int net_task_up(struct net *n, const char *key, const struct net_spec *s, const 
 
     if (find(n, key))
         return 0;
+    /* a tenant subnet over the node's own networks would take the node's
+     * traffic to them into the tenant's bridge (its route is the more
+     * specific): refused, whatever allotd's pool */
+    int sp, np;
+    uint32_t sa = addr_of(s->subnet, &sp);
+    for (int i = 0; i < n->n_uplink_nets; i++) {
+        uint32_t na = addr_of(n->uplink_nets[i], &np);
+        if (same_prefix(sa, na, sp < np ? sp : np)) {
+            allot_fmt(err, errlen,
+                      "tenant subnet %s overlaps this node's network %s (the uplink's or "
+                      "--dc-nets): choose allotd's --net-pool apart from it",
+                      s->subnet, n->uplink_nets[i]);
+            return -1;
+        }
+    }
+    if (same_prefix(sa, addr_of(n->underlay, NULL), sp)) {
+        allot_fmt(err, errlen, "tenant subnet %s holds this node's underlay address %s", s->subnet,
+                  n->underlay);
+        return -1;
+    }
     allot_strlcpy(e.key, key, sizeof(e.key));
     net_ns_name(key, e.ns, sizeof(e.ns));
     veth_name(n->node, key, e.veth, sizeof(e.veth));

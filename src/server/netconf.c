@@ -131,6 +131,7 @@ void netconf_parse(json_t *net, struct netconf *out)
         out->nominal_bps = 0;
     if (json_object_get(net, "borrow_limit") &&
         netconf_rate(json_object_get(net, "borrow_limit"), true, &borrow) && borrow > 0)
-        out->ceil_bps = out->nominal_bps + borrow;
+        out->ceil_bps = borrow > INT64_MAX - out->nominal_bps ? INT64_MAX /* saturated */
+                                                              : out->nominal_bps + borrow;
     /* no borrow limit, or unlimited: no ceiling */
 }

@@ -256,6 +256,20 @@ def test_new_net_prefix_cuts_networks_anew():
         d.stop()
 
 
+def test_huge_rates_saturate():
+    """A nominal and borrow limit near the largest rate add up to the largest ceiling,
+    not to a negative one that every agent would refuse."""
+    big = 9000000000000000000
+    doc = dict(TENANTS, tenants=TENANTS["tenants"] + [
+        {"path": "huge", "quotas": {"network": {"nominal": big, "borrow_limit": big}}}])
+    expect(dm.req("PUT", "/v1/tenants", doc, token=dm.admin), 200)
+    jid = submit(tenant="huge", gpus=0)
+    j = wait_state(jid, "starting")
+    jobs, _ = desired(j["placement"]["tasks"][0]["node"])
+    net = [x for x in jobs if x["job"] == jid][0]["network"]
+    assert net["rate"] == {"guarantee_bps": big, "ceil_bps": 2 ** 63 - 1}, net
+
+
 UNDERLAY = {"n-1": "198.18.0.2", "n-2": "198.18.0.3", "n-3": "198.18.0.4", "n-4": "198.18.0.5"}
 ARGS = ["--network", "on", "--net-pool", "198.18.64.0/20", "--net-prefix", "26"]
 
@@ -268,6 +282,7 @@ if __name__ == "__main__":
             expect(dm.req("POST", "/v1/nodes/register", node(n, UNDERLAY[n]), token=AG), 201)
         fx.run([test_bad_network_quotas_and_inventory, test_addresses_subnets_and_peers,
                 test_restart_keeps_networks_and_addresses, test_traffic_per_tenant_in_metrics,
-                test_full_subnet_keeps_jobs_pending, test_new_net_prefix_cuts_networks_anew])
+                test_huge_rates_saturate, test_full_subnet_keeps_jobs_pending,
+                test_new_net_prefix_cuts_networks_anew])
     finally:
         dm.stop()

@@ -590,7 +590,8 @@ def test_no_firewall_no_task():
 def test_task_without_network_fails():
     """A task that comes without its network from an allotd that runs tenant networks
     (its replies carry the overlays' peers) does not start in the node's own network:
-    it fails, saying why, and nothing of it is left."""
+    it fails, saying why, and nothing of it is left; nor does one whose tenant subnet
+    lies over the node's own network."""
     e = entry(61, 0, A, "198.18.16.41/24")
     del e["network"]
     lab.set_jobs({"node-a": [e]})
@@ -600,6 +601,16 @@ def test_task_without_network_fails():
     assert "does not start outside its tenant's network" in r.get("detail", ""), r
     lab.set_jobs({})
     wait(lambda: "allot-61-0" not in netns_all(), "job 61 left nothing")
+    # nor in a subnet over the node's own network (its route would take the node's
+    # traffic there into the tenant's bridge)
+    wide = dict(A, subnet="198.18.0.0/16", gateway="198.18.5.1")
+    lab.set_jobs({"node-a": [entry(62, 0, wide, "198.18.5.10/16")]})
+    wait(lambda: any(r.get("id") == 62 and r.get("state") == "failed" for r in lab.reports),
+         "job 62 reported failed")
+    r = [r for r in lab.reports if r.get("id") == 62 and r.get("state") == "failed"][0]
+    assert "overlaps this node's network 198.18.0.0/24" in r.get("detail", ""), r
+    lab.set_jobs({})
+    wait(lambda: "allot-62-0" not in netns_all(), "job 62 left nothing")
     wait_clean(BEFORE)
 
 
