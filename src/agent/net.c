@@ -291,9 +291,19 @@ struct net *net_new(const struct net_config *cfg, char *err, size_t errlen)
         json_array_foreach(json_object_get(ifc, "addr_info"), k, ai)
         {
             const char *l = json_string_value(json_object_get(ai, "local"));
-            if (l && n->n_uplink_nets < 8) /* the rest is for --dc-nets */
-                prefix_of(l, (int)json_integer_value(json_object_get(ai, "prefixlen")),
-                          n->uplink_nets[n->n_uplink_nets++], sizeof(n->uplink_nets[0]));
+            const char *fam = json_string_value(json_object_get(ai, "family"));
+
+            if (!l || !ipv4_ok(l) || (fam && strcmp(fam, "inet") != 0))
+                continue;
+            /* every one is kept out of egress nat: none left out silently */
+            if (n->n_uplink_nets >= NET_MAX_DC_NETS) {
+                allot_fmt(err, errlen, "the uplink %s has more than %d IPv4 networks", name,
+                          NET_MAX_DC_NETS);
+                json_decref(addrs);
+                goto fail;
+            }
+            prefix_of(l, (int)json_integer_value(json_object_get(ai, "prefixlen")),
+                      n->uplink_nets[n->n_uplink_nets++], sizeof(n->uplink_nets[0]));
         }
     }
     json_decref(addrs);

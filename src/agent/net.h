@@ -34,7 +34,7 @@
 #include <stdint.h>
 
 #define NET_MAX_ALLOW   ALLOT_NET_MAX_ALLOW
-#define NET_MAX_DC_NETS 24 /* data-centre prefixes: the uplink's (8 at most) and --dc-nets */
+#define NET_MAX_DC_NETS 24 /* data-centre prefixes: the uplink's IPv4 networks and --dc-nets */
 #define NET_PRIOS       8  /* tc priorities 0 (first) .. 7 */
 
 /* One task's network, from its desired-state entry's "network" object. */
