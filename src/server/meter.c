@@ -188,13 +188,18 @@ static int budget_fn(struct allot_store *st, void *arg)
     return rc;
 }
 
+/* A budget's warning level in percent (80 unless it says). */
+static json_int_t budget_warn_pct(json_t *bud)
+{
+    return json_object_get(bud, "warn_pct") ? json_integer_value(json_object_get(bud, "warn_pct"))
+                                            : 80;
+}
+
 /* Level of a tenant's spending: 0 under the warning, 1 warned, 2 spent. */
 static int budget_level(json_int_t cost, json_t *bud)
 {
     json_int_t cap = json_integer_value(json_object_get(bud, "monthly_minor"));
-    json_int_t warn = json_object_get(bud, "warn_pct")
-                          ? json_integer_value(json_object_get(bud, "warn_pct"))
-                          : 80;
+    json_int_t warn = budget_warn_pct(bud);
 
     if (cost >= cap)
         return 2;
@@ -282,15 +287,30 @@ static int meter_snapshot(struct server *s, int64_t now)
         }
         json_object_set_new(t, "budget_minor", json_integer(cap));
         json_object_set_new(t, "budget_cost_minor", json_integer(cost));
-        if (level > json_integer_value(json_object_get(json_object_get(levels, "levels"), k))) {
+        json_object_set_new(t, "budget_warn_pct", json_integer(budget_warn_pct(bud)));
+        /* the level recorded for this budget: a budget or warning level
+         * changed since starts again from none, so that crossing the new
+         * one is told too (a bare number: recorded before budgets were) */
+        json_t *lv = json_object_get(json_object_get(levels, "levels"), k);
+        bool same = !json_is_object(lv) ||
+                    (json_integer_value(json_object_get(lv, "budget")) == cap &&
+                     json_integer_value(json_object_get(lv, "warn")) == budget_warn_pct(bud));
+        json_int_t was = !same                ? 0
+                         : json_is_object(lv) ? json_integer_value(json_object_get(lv, "level"))
+                                              : json_integer_value(lv);
+        if (level > was) {
             char res[160];
             allot_fmt(res, sizeof(res), "%lld of %lld minor units spent in %s", (long long)cost,
                       (long long)cap, month);
             json_array_append_new(
                 crossed,
                 json_pack("[s,s,s]", k, level == 2 ? "budget.exhausted" : "budget.warning", res));
-            json_object_set_new(json_object_get(levels, "levels"), k, json_integer(level));
             LOG_WARN("meter", "tenant %s: %s", k, res);
+        }
+        if (level > was || !same) {
+            json_object_set_new(json_object_get(levels, "levels"), k,
+                                json_pack("{s:i,s:I,s:I}", "level", level > was ? level : 0,
+                                          "budget", (json_int_t)cap, "warn", budget_warn_pct(bud)));
             changed = true;
         }
     }
@@ -799,6 +819,7 @@ static void per_tenant(FILE *f, const char *name, const char *type, const char *
 void meter_metrics(struct server *s, FILE *f)
 {
     json_t *cost = json_object(), *budget = json_object(), *ratio = json_object();
+    json_t *warn = json_object();
     json_t *idle_n = json_object(), *idle_h = json_object();
     const char *k, *m;
     json_t *t, *v;
@@ -826,6 +847,9 @@ void meter_metrics(struct server *s, FILE *f)
             add_to(cost, k, json_copy(c));
         if (b) {
             add_to(budget, k, json_copy(b));
+            add_to(warn, k,
+                   json_real((double)json_integer_value(json_object_get(t, "budget_warn_pct")) /
+                             100.0));
             add_to(ratio, k,
                    json_real(json_integer_value(b) > 0
                                  ? (double)json_integer_value(bc) / (double)json_integer_value(b)
@@ -848,6 +872,9 @@ void meter_metrics(struct server *s, FILE *f)
     per_tenant(f, "allot_tenant_budget_minor", "gauge", "The tenant's monthly budget.", budget);
     per_tenant(f, "allot_tenant_budget_used_ratio", "gauge",
                "This month's cost over the monthly budget.", ratio);
+    per_tenant(f, "allot_tenant_budget_warn_ratio", "gauge",
+               "The part of the monthly budget at which the tenant is warned (its warn_pct).",
+               warn);
     per_tenant(f, "allot_idle_jobs", "gauge",
                "Running jobs holding GPUs they have not used for their idle window, by tenant.",
                idle_n);

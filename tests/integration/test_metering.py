@@ -416,6 +416,24 @@ def test_metrics_and_budgets():
     assert [e["action"] for e in entries if e["target"] == "tenant/research"] == \
         ["budget.exhausted"], entries[-5:]
     assert expect(dm.req("GET", "/v1/audit/verify", token=dm.admin), 200)["ok"], "chain"
+    # a new budget within the month is told when it is crossed too: raised to about 1.5
+    # times what nlp spent, with a warning at half, it warns again (once)
+    cost = [l for l in m.splitlines()
+            if l.startswith('allot_tenant_month_cost_minor{tenant="research/nlp"}')]
+    cost = int(float(cost[0].split()[1]))
+    book = dict(BOOK, budgets={"research/nlp": {"monthly_minor": cost * 3 // 2 + 1,
+                                                "warn_pct": 50}})
+    expect(dm.req("PUT", "/v1/pricebook", book, token=dm.admin), 200)
+    end = time.time() + 15
+    warned = []
+    while time.time() < end and not warned:
+        entries = expect(dm.req("GET", "/v1/audit?limit=1000", token=dm.admin), 200)["entries"]
+        warned = [e for e in entries if e["target"] == "tenant/research/nlp"
+                  and e["action"] == "budget.warning"]
+        time.sleep(0.1)
+    assert len(warned) == 1 and "of %d minor units" % (cost * 3 // 2 + 1) in warned[0]["result"], \
+        warned
+    assert 'allot_tenant_budget_warn_ratio{tenant="research/nlp"} 0.500000\n' in metrics()
     expect(dm.req("PUT", "/v1/pricebook", BOOK, token=dm.admin), 200)
 
 
