@@ -342,6 +342,10 @@ int cmd_pricebook(struct cli *c, int argc, char **argv)
             goto out;
         }
         rc = client_call(cl, "PUT", "/v1/pricebook", doc, NULL, CLIENT_RETRY_ALWAYS, &reply, NULL);
+        json_t *w;
+        size_t i;
+        json_array_foreach(json_object_get(reply, "warnings"), i, w)
+            fprintf(stderr, "allot: warning: %s\n", json_string_value(w));
         if (rc == CLI_OK && !out_structured(c, reply))
             printf("price book applied: %zu version(s)\n",
                    json_array_size(json_object_get(reply, "books")));

@@ -19,6 +19,7 @@
  * totals plus the unbilled line equal the cluster's cost to the cent, by
  * construction, and the parts of the unbilled line say why.
  */
+#include "log.h"
 #include "meter.h"
 #include "server.h"
 
@@ -461,6 +462,68 @@ static int pb_write_fn(struct allot_store *st, void *arg)
     return rc;
 }
 
+/* What the stored book leaves unpriced or names in vain, as the reply's
+ * "warnings" (each also logged): budgets of tenants the tree does not
+ * have, and GPU models of registered nodes without a gpu_hour rate in the
+ * newest version (their hours would be billed at 0). */
+static json_t *pb_warnings(struct req *r, json_t *pb)
+{
+    struct allot_store *st = api_reader(r);
+    struct allot_store_tenant *t = NULL;
+    struct allot_store_node *nd = NULL;
+    size_t nt = 0, nn = 0;
+    json_t *w = json_array(), *books = json_object_get(pb, "books"), *x;
+    json_t *rates = json_object_get(json_array_get(books, json_array_size(books) - 1), "gpu_hour");
+    json_t *seen = json_object();
+    const char *k;
+    char msg[400];
+
+    if (!st || !w || !seen) {
+        json_decref(seen);
+        return w;
+    }
+    if (allot_store_tenant_list(st, &t, &nt) == 0)
+        json_object_foreach(json_object_get(pb, "budgets"), k, x)
+        {
+            bool found = false;
+            for (size_t i = 0; i < nt && !found; i++)
+                found = !strcmp(t[i].path, k);
+            if (!found) {
+                allot_fmt(msg, sizeof(msg),
+                          "budgets.%s: no such tenant (yet): the budget applies once it exists", k);
+                json_array_append_new(w, json_string(msg));
+            }
+        }
+    allot_store_tenants_free(t, nt);
+    if (rates && allot_store_node_list(st, &nd, &nn) == 0)
+        for (size_t i = 0; i < nn; i++) {
+            json_t *inv = json_loads(nd[i].inventory ? nd[i].inventory : "{}", 0, NULL), *g;
+            size_t j;
+
+            json_array_foreach(json_object_get(inv, "gpus"), j, g)
+            {
+                const char *m = json_string_value(json_object_get(g, "model"));
+                int mi = m ? allot_catalog_find_model(r->srv->cat, m) : -1;
+                const char *name = mi >= 0 ? r->srv->cat->models[mi].name : m;
+
+                if (!name || json_object_get(rates, name) || json_object_get(seen, name))
+                    continue;
+                json_object_set_new(seen, name, json_true());
+                allot_fmt(msg, sizeof(msg),
+                          "gpu_hour has no rate for %s (node %s has them): their hours are "
+                          "billed at 0",
+                          name, nd[i].name);
+                json_array_append_new(w, json_string(msg));
+            }
+            json_decref(inv);
+        }
+    allot_store_nodes_free(nd, nn);
+    json_decref(seen);
+    size_t i;
+    json_array_foreach(w, i, x) LOG_WARN("billing", "price book: %s", json_string_value(x));
+    return w;
+}
+
 int api_pricebook_put(struct req *r)
 {
     json_t *pb = api_body_object(r);
@@ -489,6 +552,11 @@ int api_pricebook_put(struct req *r)
         json_decref(pb);
         return api_error(r, 500, "internal", "cannot store the price book: %s", allot_strerror(rc));
     }
+    json_t *warn = pb_warnings(r, pb);
+    if (json_array_size(warn))
+        json_object_set_new(pb, "warnings", warn);
+    else
+        json_decref(warn);
     return api_json(r, 200, pb);
 }
 

@@ -437,6 +437,29 @@ def test_metrics_and_budgets():
     expect(dm.req("PUT", "/v1/pricebook", BOOK, token=dm.admin), 200)
 
 
+def test_pricebook_warnings():
+    """A book that prices none of a registered node's GPUs, or budgets a tenant that does
+    not exist, is stored, and the reply (and the CLI) say so; GET shows no warnings."""
+    book = json.loads(json.dumps(BOOK))
+    now = time.gmtime()  # a version of this month (past months' are closed)
+    book["books"].append(dict(book["books"][0], gpu_hour={"A100-80GB": 100},
+                              effective="%04d-%02d-01" % (now.tm_year, now.tm_mon)))
+    book["budgets"]["reserch/nlp"] = {"monthly_minor": 5}
+    r = expect(dm.req("PUT", "/v1/pricebook", book, token=dm.admin), 200)
+    assert any(w.startswith("gpu_hour has no rate for H100-80GB (node m-1")
+               for w in r["warnings"]), r
+    assert any(w.startswith("budgets.reserch/nlp: no such tenant") for w in r["warnings"]), r
+    assert len(r["warnings"]) == 2, r
+    assert "warnings" not in expect(dm.req("GET", "/v1/pricebook", token=dm.admin), 200)
+    path = os.path.join(fx.tempdir(), "book.json")
+    with open(path, "w") as f:
+        json.dump(book, f)
+    out = ok(cli(dm, "pricebook", "apply", "-f", path))
+    assert "allot: warning: gpu_hour has no rate for H100-80GB" in out.err, out
+    r = expect(dm.req("PUT", "/v1/pricebook", BOOK, token=dm.admin), 200)
+    assert "warnings" not in r, r
+
+
 def requeued_idle(jid):
     ev = expect(dm.req("GET", "/v1/jobs/%d/events" % jid, token=dm.admin), 200)["events"]
     return any(e["kind"] == "requeued" and "idle" in (e.get("detail") or "") for e in ev)
@@ -668,7 +691,7 @@ if __name__ == "__main__":
                 test_users_of_two_tenants_stay_apart, test_samples_count_once,
                 test_counters_stay_within_a_run,
                 test_restart_keeps_runs_exact, test_invoice_prices_and_reconciles,
-                test_pricebook_model_aliases,
+                test_pricebook_model_aliases, test_pricebook_warnings,
                 test_metrics_and_budgets, test_idle_detection, test_unhealthy_gpu_fences_its_node,
                 test_job_pattern_anomaly, test_budget_holds_borrowing,
                 test_members_see_their_tenant_only, test_cli,
