@@ -14,6 +14,7 @@
 
 #include "allot/common.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -202,6 +203,28 @@ static int cancel_fn(struct allot_store *st, void *arg)
     return api_audit(st, w->r, target, "ok", w->now);
 }
 
+/* A job that names no memory gets allotd's default (default-mem-per-gpu
+ * for each whole GPU it asks, else default-mem-per-cpu for each CPU), put
+ * in its spec: reserved, capped on the node and billed like an asked
+ * amount, and shown as the job's. None configured: it stays without. A
+ * field of the wrong type is left for jobspec_parse to refuse. */
+static void default_memory(const struct server *s, json_t *b)
+{
+    json_t *c = json_object_get(b, "cpus"), *g = json_object_get(b, "gpus");
+    double cpus = c ? json_number_value(c) : 1.0;
+    json_int_t gpus = json_integer_value(g);
+    int64_t mib = 0;
+
+    if (json_object_get(b, "memory") || (c && !json_is_number(c)) || (g && !json_is_integer(g)))
+        return;
+    if (gpus > 0 && s->cfg.def_mem_per_gpu > 0)
+        mib = (int64_t)gpus * (s->cfg.def_mem_per_gpu >> 20);
+    else if (s->cfg.def_mem_per_cpu > 0 && cpus > 0 && cpus <= 65536)
+        mib = (int64_t)ceil(cpus * (double)(s->cfg.def_mem_per_cpu >> 20));
+    if (mib > 0)
+        json_object_set_new(b, "memory", json_integer(mib));
+}
+
 /* False (after a 422) when the registered nodes can never run the job:
  * more whole GPUs, CPU or memory per task than any node has, more whole
  * GPUs in all than the cluster has, or a fraction of more memory than any
@@ -260,6 +283,7 @@ int api_jobs_submit(struct req *r)
 
     if (!b)
         return 0;
+    default_memory(r->srv, b);
     rc = jobspec_parse(b, r->srv->cat, &js, err, sizeof(err));
     if (rc) {
         api_error(r, rc, rc == 400 ? "bad_request" : "invalid", "%s", err);

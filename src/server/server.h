@@ -61,6 +61,8 @@ struct server_config {
     int64_t las_threshold;       /* ms of GPU-time: opts.las_threshold_gpu_s; 0 = off */
     int64_t lending_hold;        /* ms: opts.hold_half_life_s; 0 = off */
     int64_t lease;               /* ms */
+    int64_t def_mem_per_cpu;     /* bytes of memory a job that names none gets per CPU; 0: none */
+    int64_t def_mem_per_gpu;     /* ... per whole GPU (before per CPU); 0: none */
     int64_t preempt_grace;       /* ms */
     int64_t preempt_min_runtime; /* ms */
     int64_t ready_delay;         /* ms: test hook, stays 503 this long */

@@ -27,6 +27,9 @@ CORPUS = [
     ("POST", "/v1/jobs", b'{"tenant":"research/nlp","gpus":99999999999999999999999}', 400),
     ("POST", "/v1/jobs", b'{"tenant":"research/nlp","gpus":1e300}', 400),
     ("POST", "/v1/jobs", b'{"tenant":"research/nlp","cpus":1e300}', 422),
+    # no CPU at all would be no CPU limited and none billed
+    ("POST", "/v1/jobs", b'{"tenant":"research/nlp","cpus":0}', 422),
+    ("POST", "/v1/jobs", b'{"tenant":"research/nlp","cpus":0.0004}', 422),
     ("POST", "/v1/jobs", b'{"tenant":"research/nlp","memory":-1}', 422),
     ("POST", "/v1/jobs", b'{"tenant":"research/nlp","tasks":9223372036854775807}', 422),
     ("POST", "/v1/jobs", b'[' * 5000 + b']' * 5000, 400),
@@ -133,11 +136,33 @@ def test_sql_looking_strings_are_stored_verbatim():
     assert st == 201 and b["tenant"] == "research" and b["name"] == "'; --", b
 
 
+def test_default_memory():
+    """With --default-mem-per-cpu and --default-mem-per-gpu a job that names no memory gets
+    it in its spec (reserved, capped, billed as asked); one that names some keeps it;
+    without them it stays without."""
+    d = Daemon(args=["--default-mem-per-cpu", "2G", "--default-mem-per-gpu", "16G"])
+    try:
+        expect(d.req("PUT", "/v1/tenants", TENANTS, token=d.admin), 200)
+        for body, mem in (({"cpus": 2}, 4096), ({"cpus": 0.5}, 1024), ({}, 2048),
+                          ({"gpus": 2, "cpus": 4}, 32768), ({"cpus": 2, "memory": 100}, 100),
+                          ({"gpu_milli": 500}, 2048)):
+            jid = expect(d.req("POST", "/v1/jobs", dict(body, tenant="research/nlp"),
+                               token=d.admin), 201)["id"]
+            spec = expect(d.req("GET", "/v1/jobs/%d" % jid, token=d.admin), 200)["spec"]
+            assert spec.get("memory") == mem, (body, spec)
+    finally:
+        d.stop()
+    jid = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "cpus": 2},
+                        token=dm.admin), 201)["id"]
+    assert "memory" not in expect(dm.req("GET", "/v1/jobs/%d" % jid, token=dm.admin),
+                                  200)["spec"]
+
+
 if __name__ == "__main__":
     dm = Daemon()
     try:
         expect(dm.req("PUT", "/v1/tenants", TENANTS, token=dm.admin), 200)
         fx.run([test_corpus, test_tenant_errors_name_the_entry, test_env_cannot_set_the_gpu_share,
-                test_sql_looking_strings_are_stored_verbatim])
+                test_sql_looking_strings_are_stored_verbatim, test_default_memory])
     finally:
         dm.stop()
