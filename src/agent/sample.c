@@ -3,7 +3,7 @@
  * --sample-interval): per running task its CPU time and memory (cgroup), its
  * GPUs' utilisation, memory and energy (NVML, or the emulated utilisation),
  * or for a fraction what its shim region counted. Samples are buffered in
- * a->samples (at most SAMPLES_MAX, oldest dropped) until allotd
+ * a->samples (at most SAMPLES_MAX per task, oldest dropped) until allotd
  * acknowledges them with a heartbeat's answer (main.c).
  *
  * Threading: samples are taken on a thread of their own, the sampler, so
@@ -25,7 +25,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SAMPLES_MAX 2880
+/* Samples kept per task while allotd is away (12 hours at the default 15 s
+ * interval), for at most SAMPLES_TASKS_MAX tasks' worth in all. */
+#define SAMPLES_MAX       2880
+#define SAMPLES_TASKS_MAX 64
 
 static int64_t wall_ms(void)
 {
@@ -177,7 +180,12 @@ static void samples_take(struct agent *a, int64_t now)
                                         "energy_mj", (json_int_t)(en_ok ? en : -1)));
     }
     allot_free(su);
-    while (json_array_size(a->samples) > SAMPLES_MAX)
+    /* each running task keeps its 12 hours: eight tasks fill the buffer
+     * eight times as fast as one */
+    size_t keep = SAMPLES_MAX * (a->n_tasks < 1                   ? 1
+                                 : a->n_tasks > SAMPLES_TASKS_MAX ? SAMPLES_TASKS_MAX
+                                                                  : a->n_tasks);
+    while (json_array_size(a->samples) > keep)
         json_array_remove(a->samples, 0);
 }
 
