@@ -358,7 +358,12 @@ static int64_t hour_part(int64_t lo0, int64_t hi0, int64_t h, int64_t *lo)
  * interval add up to `total` exactly. */
 static int64_t growth_part(int64_t total, int64_t done, int64_t part, int64_t dt)
 {
-    return total * (done + part) / dt - total * done / dt;
+    /* in 128 bits: a counter's growth times a span in ms passes 2^63 for
+     * large counters (an absurd one is still counted, not undefined) */
+    __int128 a = (__int128)total * (done + part) / dt, b = (__int128)total * done / dt;
+    __int128 d = a - b;
+
+    return d > INT64_MAX ? INT64_MAX : d < INT64_MIN ? INT64_MIN : (int64_t)d;
 }
 
 /* The CPU a run's task used before its first sample: the task's cgroup

@@ -272,6 +272,31 @@ def test_counters_stay_within_a_run():
     assert r["cpu_used_seconds"] == 3.0, r  # 1 s + 2 s
     assert r["measured_seconds"] == 4.0, r  # 1 s + 3 s: the time it was queued is not
 
+def test_huge_counters_are_counted():
+    """A counter's growth near 2^63 is counted as it is (it was lost: the split over hours
+    multiplied it by milliseconds in 64 bits); memory figures past 1 PiB are refused."""
+    t0 = int(time.time()) - 1
+    jid = submit(gpus=1)
+    j = wait_state(jid, "starting")
+    name = j["placement"]["tasks"][0]["node"]
+    beat(name, {"jobs": [{"id": jid, "state": "running"}]})
+    at = (j["start_time"] + 1) * 1000 + 100
+
+    def smp(at, energy_mj, mem=1 << 20):
+        return {"job": jid, "task": 0, "at": at, "cpu_ns": 0, "mem_bytes": mem, "gpu_util": 50,
+                "gpu_mem_bytes": 1 << 30, "energy_mj": energy_mj, "interval_ms": 15000}
+    e = beat(name, {"usage": {"samples": [smp(at, 0, 1 << 51)]}}, 400)
+    assert "usage.samples[0].mem_bytes" in e["error"]["message"], e
+    beat(name, {"usage": {"samples": [smp(at, 0), smp(at + 1000, 9 * 10 ** 18)]}})
+    while int(time.time()) <= (at + 1000) // 1000:
+        time.sleep(0.05)
+    beat(name, {"jobs": [{"id": jid, "state": "succeeded", "exit_code": 0}]})
+    j = wait_state(jid, "succeeded")
+    wait_rollup(j["end_time"])
+    r = job_row(jid, t0)
+    assert r["energy_joules"] == 9 * 10 ** 15, r
+
+
 def test_restart_keeps_runs_exact():
     global dm
     t0 = int(time.time()) - 1
@@ -689,7 +714,7 @@ if __name__ == "__main__":
         expect(dm.req("POST", "/v1/nodes/register", node("m-1"), token=AG), 201)
         fx.run([test_pricebook_validation, test_allocated_seconds_exact,
                 test_users_of_two_tenants_stay_apart, test_samples_count_once,
-                test_counters_stay_within_a_run,
+                test_counters_stay_within_a_run, test_huge_counters_are_counted,
                 test_restart_keeps_runs_exact, test_invoice_prices_and_reconciles,
                 test_pricebook_model_aliases, test_pricebook_warnings,
                 test_metrics_and_budgets, test_idle_detection, test_unhealthy_gpu_fences_its_node,
