@@ -212,10 +212,23 @@ int cmd_invoice(struct cli *c, int argc, char **argv)
         goto out;
     if (out_structured(c, reply))
         goto out;
-    printf("Invoice %s (%s, price book of %s)\n\n",
-           json_string_value(json_object_get(reply, "period")),
+    /* the versions that priced the month: one, several, or none yet */
+    char books[256] = "";
+    json_array_foreach(json_object_get(reply, "price_books"), i, t)
+    {
+        size_t n = strlen(books);
+        allot_fmt(books + n, sizeof(books) - n, "%s%s", n ? ", " : "", json_string_value(t));
+    }
+    if (!json_object_get(reply, "price_books") &&
+        json_is_string(json_object_get(reply, "price_book")))
+        allot_strlcpy(books, json_string_value(json_object_get(reply, "price_book")),
+                      sizeof(books)); /* an older allotd */
+    printf("Invoice %s (%s, %s%s)\n\n", json_string_value(json_object_get(reply, "period")),
            json_string_value(json_object_get(reply, "currency")),
-           json_string_value(json_object_get(reply, "price_book")));
+           !*books              ? "no price book in force"
+           : strchr(books, ',') ? "price books of "
+                                : "price book of ",
+           books);
     /* a month whose prices changed has lines per price book version: say which */
     const char *first = NULL;
     bool versions = false;

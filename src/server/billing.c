@@ -907,11 +907,25 @@ static int invoice_build(struct req *r, json_t *pb, const char *period, int64_t 
         }
     }
     json_object_set_new(o, "subtrees", sub);
-    json_t *b = book_at(pb, from);
-    json_object_set_new(o, "price_book",
-                        b ? json_copy(json_object_get(b, "effective"))
-                          : json_copy(json_object_get(
-                                json_array_get(json_object_get(pb, "books"), 0), "effective")));
+    /* the versions in force during the month (a version priced it when
+     * it took effect before the month's end and no other replaced it before
+     * the month began); price_book: the last of them, null before any */
+    json_t *used = json_array(), *bk, *last = NULL;
+    size_t bi;
+    json_array_foreach(json_object_get(pb, "books"), bi, bk)
+    {
+        int64_t e, e2;
+        json_t *next = json_array_get(json_object_get(pb, "books"), bi + 1);
+        if (!meter_parse_time(json_string_value(json_object_get(bk, "effective")), &e) || e >= to)
+            continue;
+        if (next && meter_parse_time(json_string_value(json_object_get(next, "effective")), &e2) &&
+            e2 <= from)
+            continue;
+        json_array_append(used, json_object_get(bk, "effective"));
+        last = json_object_get(bk, "effective");
+    }
+    json_object_set_new(o, "price_book", last ? json_copy(last) : json_null());
+    json_object_set_new(o, "price_books", used);
     if (whole) {
         /* unbilled = idle capacity at list + net discounts/premiums */
         json_object_set_new(o, "unbilled",
@@ -984,6 +998,13 @@ static char *invoice_text(json_t *inv, bool html, size_t *len)
     FILE *f = open_memstream(&buf, len);
     json_t *t, *l;
     size_t i, k;
+    char books[256] = ""; /* the versions that priced the month */
+
+    json_array_foreach(json_object_get(inv, "price_books"), i, t)
+    {
+        size_t n = strlen(books);
+        allot_fmt(books + n, sizeof(books) - n, "%s%s", n ? ", " : "", json_string_value(t));
+    }
     char m[40];
 
     if (!f)
@@ -993,8 +1014,12 @@ static char *invoice_text(json_t *inv, bool html, size_t *len)
                 "<!doctype html><html><head><meta charset=\"utf-8\"><title>allot invoice "
                 "%s</title><style>body{font-family:sans-serif}td,th{padding:2px "
                 "8px;text-align:left}td.n{text-align:right}</style></head><body>"
-                "<h1>Invoice %s</h1><p>Currency %s, price book of %s</p>\n",
-                js(inv, "period"), js(inv, "period"), js(inv, "currency"), js(inv, "price_book"));
+                "<h1>Invoice %s</h1><p>Currency %s, %s%s</p>\n",
+                js(inv, "period"), js(inv, "period"), js(inv, "currency"),
+                json_array_size(json_object_get(inv, "price_books")) > 1 ? "price books of "
+                : json_array_size(json_object_get(inv, "price_books"))   ? "price book of "
+                                                                         : "no price book in force",
+                books);
     else
         fputs("tenant,item,model,kind,profile,capacity,offpeak,hours,rate_minor,amount_minor,"
               "amount,price_book\n",

@@ -485,6 +485,28 @@ def test_pricebook_warnings():
     assert "warnings" not in r, r
 
 
+def test_invoice_names_its_price_books():
+    """An invoice names the price book versions that priced its month: with one taking
+    effect today, both (the header says so); a month before any version, none."""
+    now = time.gmtime()
+    today = "%04d-%02d-%02d" % (now.tm_year, now.tm_mon, now.tm_mday)
+    book = json.loads(json.dumps(BOOK))
+    book["books"].append(dict(book["books"][0], effective=today))
+    expect(dm.req("PUT", "/v1/pricebook", book, token=dm.admin), 200)
+    try:
+        inv = expect(dm.req("GET", "/v1/invoices", token=dm.admin), 200)
+        want = [today] if now.tm_mday == 1 else ["2026-01-01", today]
+        assert inv["price_books"] == want and inv["price_book"] == today, inv
+        out = ok(cli(dm, "invoice")).out.splitlines()[0]
+        assert out.endswith("price book%s of %s)" % ("s" if len(want) > 1 else "",
+                                                    ", ".join(want))), out
+        old = expect(dm.req("GET", "/v1/invoices?period=2025-12", token=dm.admin), 200)
+        assert old["price_book"] is None and old["price_books"] == [], old
+        assert "no price book in force" in ok(cli(dm, "invoice", "--period", "2025-12")).out
+    finally:
+        expect(dm.req("PUT", "/v1/pricebook", BOOK, token=dm.admin), 200)
+
+
 def requeued_idle(jid):
     ev = expect(dm.req("GET", "/v1/jobs/%d/events" % jid, token=dm.admin), 200)["events"]
     return any(e["kind"] == "requeued" and "idle" in (e.get("detail") or "") for e in ev)
@@ -717,6 +739,7 @@ if __name__ == "__main__":
                 test_counters_stay_within_a_run, test_huge_counters_are_counted,
                 test_restart_keeps_runs_exact, test_invoice_prices_and_reconciles,
                 test_pricebook_model_aliases, test_pricebook_warnings,
+                test_invoice_names_its_price_books,
                 test_metrics_and_budgets, test_idle_detection, test_unhealthy_gpu_fences_its_node,
                 test_job_pattern_anomaly, test_budget_holds_borrowing,
                 test_members_see_their_tenant_only, test_cli,
