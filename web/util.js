@@ -90,6 +90,19 @@ export function fmtMoney(minor, currency) {
   return (neg ? "-" : "") + units + "." + cents + (currency ? " " + currency : "");
 }
 
+/** A rate in minor units per hour, which may be a fraction of a minor unit
+ * (a discounted memory rate of 0.8 cents): two decimals of the currency, or
+ * as many as it takes (up to six) to show it, never rounded to nothing. */
+export function fmtRate(minor, currency) {
+  if (minor === null || minor === undefined) return "-";
+  const v = minor / 100;
+  let s = v.toFixed(2);
+  for (let d = 3; d <= 6 && Number(s) !== v; d++) s = v.toFixed(d);
+  const [units, frac] = s.replace("-", "").split(".");
+  return (v < 0 ? "-" : "") + Number(units).toLocaleString("en-US") + "." + frac +
+    (currency ? " " + currency : "");
+}
+
 /** The current month as "YYYY-MM" (UTC, as allotd's invoices and usage days). */
 export function thisMonth() {
   const d = new Date();

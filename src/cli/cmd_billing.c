@@ -33,6 +33,20 @@ static void money(char *buf, size_t len, json_t *minor)
     allot_fmt(buf, len, "%s%lld.%02lld", v < 0 ? "-" : "", llabs(v) / 100, llabs(v) % 100);
 }
 
+/* A rate of `minor` minor units per hour (it may be a fraction of one: a
+ * discounted memory rate of 0.8 cents): two decimals of the currency, or
+ * as many as it takes (up to six), so that it never reads 0.00. */
+static void rate_text(char *buf, size_t len, double minor)
+{
+    double v = minor / 100.0;
+
+    for (int d = 2; d <= 6; d++) {
+        allot_fmt(buf, len, "%.*f", d, v);
+        if (strtod(buf, NULL) == v)
+            return;
+    }
+}
+
 /* v with `prec` decimals, "-" when it is not a number. */
 static const char *num(json_t *v, int prec, char *buf, size_t len)
 {
@@ -256,8 +270,7 @@ int cmd_invoice(struct cli *c, int argc, char **argv)
                       prof ? prof : "",
                       json_is_true(json_object_get(l, "offpeak")) ? " off-peak" : "");
             money(m, sizeof(m), json_object_get(l, "amount_minor"));
-            allot_fmt(r, sizeof(r), "%.2f",
-                      json_number_value(json_object_get(l, "rate_minor")) / 100.0);
+            rate_text(r, sizeof(r), json_number_value(json_object_get(l, "rate_minor")));
             const char *model = json_string_value(json_object_get(l, "model"));
             const char *cells[9] = {tn,
                                     json_string_value(json_object_get(l, "item")),

@@ -7,7 +7,7 @@
 
 import {get, getBlob, priceBook} from "../api.js";
 import {stackedColumns} from "../charts.js";
-import {fmtMoney, fmtNum, fmtQty, fmtTime, h, nowSec, table, tenantColor, tenantTag, thisMonth} from "../util.js";
+import {fmtMoney, fmtNum, fmtQty, fmtRate, fmtTime, h, nowSec, table, tenantColor, tenantTag, thisMonth} from "../util.js";
 
 export const title = "Usage & invoices";
 export const pollMs = 15000; // allotd rolls usage up every --meter-interval (60 s by default)
@@ -136,7 +136,8 @@ function render(period, by, series, totals, models, inv, download) {
       h("td", null, l.kind || "-"), h("td", null, l.profile || "-"),
       h("td", null, (l.capacity || "-") + (l.offpeak ? ", off-peak" : "")),
       h("td", {class: "price-book"}, l.price_book || "-"),
-      h("td", {class: "num"}, fmtQty(l.hours)), money(l.rate_minor), money(l.amount_minor))),
+      h("td", {class: "num"}, fmtQty(l.hours)), h("td", {class: "num"}, fmtRate(l.rate_minor, cur)),
+      money(l.amount_minor))),
     h("tr", {class: "subtotal", "data-tenant-total": t.tenant},
       h("td", {colspan: 9}, `${t.tenant} total` + (t.budget_minor !== null && t.budget_minor !== undefined
         ? ` (budget ${fmtMoney(t.budget_minor, cur)}, ${Math.round(t.total_minor / Math.max(1, t.budget_minor) * 100)}% used)` : "")),
