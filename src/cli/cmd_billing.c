@@ -298,9 +298,20 @@ int cmd_invoice(struct cli *c, int argc, char **argv)
     const char *sk;
     json_t *sv;
     bool header = false;
-    json_object_foreach(json_object_get(reply, "subtrees"), sk, sv)
+    /* with the budgets set on them (an organisation's covers its teams),
+     * also where nothing was spent yet */
+    json_t *subs = json_deep_copy(json_object_get(reply, "subtrees"));
+    if (!subs)
+        subs = json_object();
+    json_object_foreach(json_object_get(reply, "budgets"), sk, sv)
     {
-        char m[40];
+        if (!json_object_get(subs, sk))
+            json_object_set_new(subs, sk, json_integer(0));
+    }
+    json_object_foreach(subs, sk, sv)
+    {
+        char m[40], b[40];
+        json_t *bud = json_object_get(json_object_get(reply, "budgets"), sk);
         bool billed = false;
         json_array_foreach(json_object_get(reply, "tenants"), i, t) billed |=
             !strcmp(sk, json_string_value(json_object_get(t, "tenant")));
@@ -310,8 +321,17 @@ int cmd_invoice(struct cli *c, int argc, char **argv)
             printf("\nsubtree totals:\n");
         header = true;
         money(m, sizeof(m), sv);
-        printf("  %-30s %s\n", sk, m);
+        if (bud) {
+            money(b, sizeof(b), bud);
+            printf("  %-30s %s of budget %s (%lld %%)\n", sk, m, b,
+                   json_integer_value(bud) > 0 ? (long long)((__int128)json_integer_value(sv) *
+                                                             100 / json_integer_value(bud))
+                                               : 100LL);
+        } else {
+            printf("  %-30s %s\n", sk, m);
+        }
     }
+    json_decref(subs);
     json_t *un = json_object_get(reply, "unbilled"), *cc = json_object_get(reply, "cluster");
     if (un && cc) {
         char m1[40], m2[40], m3[40], m4[40];

@@ -907,6 +907,17 @@ static int invoice_build(struct req *r, json_t *pb, const char *period, int64_t 
         }
     }
     json_object_set_new(o, "subtrees", sub);
+    /* every budget the caller sees in the asked subtree, also of a tenant
+     * without lines of its own (an organisation's budget covers its teams:
+     * set it beside subtrees' total) */
+    json_t *bud_all = json_object(), *bv;
+    const char *bk2;
+    json_object_foreach(budgets, bk2, bv)
+    {
+        if (auth_sees_tenant(&r->who, bk2) && (!*tenant || auth_in_scope(tenant, bk2)))
+            json_object_set_new(bud_all, bk2, json_integer(book_int(bv, "monthly_minor")));
+    }
+    json_object_set_new(o, "budgets", bud_all);
     /* the versions in force during the month (a version priced it when
      * it took effect before the month's end and no other replaced it before
      * the month began); price_book: the last of them, null before any */
@@ -1070,7 +1081,14 @@ static char *invoice_text(json_t *inv, bool html, size_t *len)
             }
         }
         money(m, sizeof(m), json_integer_value(json_object_get(t, "total_minor")));
-        if (html)
+        if (html && json_is_integer(json_object_get(t, "budget_minor"))) {
+            char b[40];
+            money(b, sizeof(b), json_integer_value(json_object_get(t, "budget_minor")));
+            fprintf(f,
+                    "<tr><th colspan=8>total (budget %s)</th><td class=n><b>%s</b></td><td></td>"
+                    "</tr></table>\n",
+                    b, m);
+        } else if (html)
             fprintf(f,
                     "<tr><th colspan=8>total</th><td class=n><b>%s</b></td><td></td></tr>"
                     "</table>\n",
@@ -1080,6 +1098,28 @@ static char *invoice_text(json_t *inv, bool html, size_t *len)
             fprintf(f, ",total,,,,,,,,%lld,%s,\n",
                     (long long)json_integer_value(json_object_get(t, "total_minor")), m);
         }
+    }
+    /* the subtrees above the tenants billed, with their budgets */
+    if (html && json_object_size(json_object_get(inv, "subtrees"))) {
+        const char *sk;
+        json_t *sv;
+
+        fputs("<h2>Subtree totals</h2><table><tr><th>tenant and below</th><th>total</th>"
+              "<th>budget</th></tr>\n",
+              f);
+        json_object_foreach(json_object_get(inv, "subtrees"), sk, sv)
+        {
+            json_t *b = json_object_get(json_object_get(inv, "budgets"), sk);
+            char bs[40] = "";
+
+            money(m, sizeof(m), json_integer_value(sv));
+            if (b)
+                money(bs, sizeof(bs), json_integer_value(b));
+            fputs("<tr><td>", f);
+            html_text(f, sk);
+            fprintf(f, "</td><td class=n>%s</td><td class=n>%s</td></tr>\n", m, bs);
+        }
+        fputs("</table>\n", f);
     }
     json_t *u = json_object_get(inv, "unbilled"), *c = json_object_get(inv, "cluster");
     if (u && c) {

@@ -507,6 +507,28 @@ def test_invoice_names_its_price_books():
         expect(dm.req("PUT", "/v1/pricebook", BOOK, token=dm.admin), 200)
 
 
+def test_parent_budget_on_the_invoice():
+    """An organisation's budget, which covers its teams and has no lines of its own, is on
+    the invoice beside its subtree's total (JSON, table, HTML); a member of another team
+    does not see it."""
+    book = json.loads(json.dumps(BOOK))
+    book["budgets"]["research"] = {"monthly_minor": 200000}
+    expect(dm.req("PUT", "/v1/pricebook", book, token=dm.admin), 200)
+    try:
+        inv = expect(dm.req("GET", "/v1/invoices", token=dm.admin), 200)
+        assert inv["budgets"] == {"research": 200000, "research/nlp": 100000}, inv["budgets"]
+        assert "research" in inv["subtrees"], inv["subtrees"]
+        out = ok(cli(dm, "invoice")).out
+        line = [l for l in out.splitlines() if l.startswith("  research ")]
+        assert line and "of budget 2000.00 (" in line[0], out
+        html = ok(cli(dm, "-o", "html", "invoice")).out
+        assert "<h2>Subtree totals</h2>" in html and "2000.00" in html, html
+        mine = expect(dm.req("GET", "/v1/invoices", token=MEMBER), 200)
+        assert mine["budgets"] == {}, mine["budgets"]
+    finally:
+        expect(dm.req("PUT", "/v1/pricebook", BOOK, token=dm.admin), 200)
+
+
 def requeued_idle(jid):
     ev = expect(dm.req("GET", "/v1/jobs/%d/events" % jid, token=dm.admin), 200)["events"]
     return any(e["kind"] == "requeued" and "idle" in (e.get("detail") or "") for e in ev)
@@ -739,7 +761,7 @@ if __name__ == "__main__":
                 test_counters_stay_within_a_run, test_huge_counters_are_counted,
                 test_restart_keeps_runs_exact, test_invoice_prices_and_reconciles,
                 test_pricebook_model_aliases, test_pricebook_warnings,
-                test_invoice_names_its_price_books,
+                test_invoice_names_its_price_books, test_parent_budget_on_the_invoice,
                 test_metrics_and_budgets, test_idle_detection, test_unhealthy_gpu_fences_its_node,
                 test_job_pattern_anomaly, test_budget_holds_borrowing,
                 test_members_see_their_tenant_only, test_cli,

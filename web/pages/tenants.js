@@ -73,8 +73,15 @@ function render(tn, jobs, invoice) {
     const p = parentOf(t.path);
     const share = (t.weight ?? 1) / (siblingsWeight.get(p) || 1);
     const inUse = siblingsUse.get(p) ? u / siblingsUse.get(p) : 0;
-    const c = cost.get(t.path);
-    const budget = c ? c.budget_minor : null;
+    // a tenant's own lines, or its subtree's total (an organisation bills
+    // through its teams); its budget, also with nothing spent yet
+    const own = cost.get(t.path);
+    const subtotal = invoice && invoice.subtrees ? invoice.subtrees[t.path] : undefined;
+    const spent = own ? own.total_minor : subtotal;
+    const c = spent === undefined && !(invoice && invoice.budgets && t.path in invoice.budgets)
+      ? null : {total_minor: spent || 0};
+    const budget = invoice && invoice.budgets && t.path in invoice.budgets
+      ? invoice.budgets[t.path] : own ? own.budget_minor : null;
     return h("tr", {"data-tenant": t.path, class: borrowed > 0 ? "borrowing" : null},
       h("td", {style: {paddingLeft: 6 + 16 * (t.path.split("/").length - 1) + "px"}}, tenantTag(t.path)),
       h("td", {class: "num"}, nominal === null ? "-" : fmtNum(nominal, 2)),
