@@ -527,6 +527,21 @@ static void changes_clear(struct loop *l)
     l->n_chg = 0;
 }
 
+/* The tenant at path, or the nearest ancestor, whose spent budget holds its
+ * borrowing (hold_borrowed), into who; false when none does. */
+static bool budget_holder(const char *path, char *who, size_t len)
+{
+    allot_strlcpy(who, path, len);
+    for (;;) {
+        if (*who && meter_borrow_held(who))
+            return true;
+        char *slash = strrchr(who, '/');
+        if (!slash)
+            return false;
+        *slash = '\0';
+    }
+}
+
 /* Works out, on the loop thread, what the store needs after this cycle:
  * new states, placements (as JSON text) and pending reasons of live jobs,
  * so that the group-commit write (changes_fn) only writes. Returns 0 or
@@ -551,6 +566,14 @@ static int changes_prepare(struct loop *l)
                 (i + n - l->reason_cursor % n) % n >= window)
                 continue;
             reason = nodes ? allot_queue_reason(l->q, e->qid) : "no node is registered yet";
+            /* a tenant whose budget holds its borrowing says so */
+            char who[256];
+            if (reason && qj->spec.tenant > 0 &&
+                budget_holder(allot_tenants_get(l->t, qj->spec.tenant)->path, who, sizeof(who))) {
+                allot_fmt(l->reason_buf, sizeof(l->reason_buf),
+                          "%s (the budget of %s is spent this month: hold_borrowed)", reason, who);
+                reason = l->reason_buf;
+            }
         } else if (qj->state == ALLOT_JOB_DONE) {
             c.want = ALLOT_SJ_FAILED;
             reason = allot_queue_reason(l->q, e->qid);

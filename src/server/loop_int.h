@@ -154,12 +154,13 @@ struct loop {
     double cycle_sum;
     uint64_t cycle_le[N_CYCLE_BUCKETS];
     int64_t jobs_pending, jobs_running, nodes, gpus, gpu_used_milli;
-    char *gauges;        /* owned: per-tenant and per-model gauges, Prometheus text */
-    json_t *peers;       /* node -> {vni: [underlay of the other nodes]} (lnet_peers) */
-    json_t *pending_inv; /* loop thread: node -> an inventory it takes once empty and
-                            out of service (change_node); the node takes no work meanwhile */
-    json_t *removed;     /* loop thread: node -> true for the nodes an admin removed
-                            (loop_remove_node): in the core, of no size, not counted */
+    char *gauges;          /* owned: per-tenant and per-model gauges, Prometheus text */
+    json_t *peers;         /* node -> {vni: [underlay of the other nodes]} (lnet_peers) */
+    json_t *pending_inv;   /* loop thread: node -> an inventory it takes once empty and
+                              out of service (change_node); the node takes no work meanwhile */
+    char reason_buf[1024]; /* loop thread: a pending reason made here (changes_prepare) */
+    json_t *removed;       /* loop thread: node -> true for the nodes an admin removed
+                              (loop_remove_node): in the core, of no size, not counted */
     uint64_t wait_le[N_WAIT_BUCKETS], waits;
     double wait_sum;
 };

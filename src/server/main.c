@@ -166,15 +166,15 @@ static const struct allot_config_option options[] = {
      .def = "0",
      .min = 0,
      .max = INT64_C(1) << 50,
-     .help = "Memory per CPU a job that names none gets (reserved, capped, billed; as Slurm's "
-             "DefMemPerCPU). 0: such a job has no memory limit and is billed no memory."},
+     .help = "Memory per CPU for a job that names none: reserved, capped and billed (as "
+             "Slurm's DefMemPerCPU). 0: such a job has no memory limit and is billed no memory."},
     {.name = "default-mem-per-gpu",
      .type = ALLOT_CFG_SIZE,
      .offset = F(def_mem_per_gpu),
      .def = "0",
      .min = 0,
      .max = INT64_C(1) << 50,
-     .help = "Memory per whole GPU a job that names none gets (before default-mem-per-cpu; as "
+     .help = "Memory per whole GPU for a job that names none, before default-mem-per-cpu (as "
              "Slurm's DefMemPerGPU). 0: none."},
     {.name = "body-max",
      .type = ALLOT_CFG_SIZE,

@@ -670,10 +670,14 @@ def test_budget_holds_borrowing():
     big = submit(gpus=2, tenant="tiny")
     end = time.time() + 10
     j = get(big)
-    while time.time() < end and not j["pending_reason"] and j["state"] == "pending":
+    while time.time() < end and "budget" not in (j["pending_reason"] or "") and \
+            j["state"] == "pending":
         time.sleep(0.05)  # bounded: until a cycle has given it a reason
         j = get(big)
     assert j["state"] == "pending" and "borrow" in (j["pending_reason"] or ""), j
+    # and it says why borrowing stopped
+    assert j["pending_reason"].endswith(
+        "(the budget of tiny is spent this month: hold_borrowed)"), j
     small = submit(gpus=1, tenant="tiny")
     wait_state(small, "starting")
     expect(dm.req("POST", "/v1/jobs/%d/cancel" % small, token=dm.admin), 200)
