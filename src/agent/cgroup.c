@@ -312,6 +312,15 @@ static int64_t cpu_shares(int64_t cpu_milli)
     return s < 2 ? 2 : s > 262144 ? 262144 : s;
 }
 
+/* The CFS quota and period (microseconds) of cpu_milli CPUs: 100 ms
+ * periods, or 1 s ones for less than 10 milli-CPUs, whose quota in 100 ms
+ * would be under the kernel's least (1 ms: the cgroup refuses it). */
+static void cpu_quota(int64_t cpu_milli, int64_t *quota_us, int64_t *period_us)
+{
+    *period_us = cpu_milli < 10 ? 1000000 : 100000;
+    *quota_us = cpu_milli * (*period_us / 1000);
+}
+
 /* cgroup v2's cpu.weight (1..10000) of those shares, as the kernel maps them */
 static int64_t cpu_weight(int64_t shares)
 {
@@ -339,7 +348,9 @@ int cg_create(const char *root, const char *name, const struct cg_limits *lim, c
         if ((rc = agent_mkdir_p(dir)) < 0)
             goto fail;
         if (lim->cpu_milli > 0) {
-            allot_fmt(num, sizeof(num), "%lld 100000", (long long)lim->cpu_milli * 100);
+            int64_t q, p;
+            cpu_quota(lim->cpu_milli, &q, &p);
+            allot_fmt(num, sizeof(num), "%lld %lld", (long long)q, (long long)p);
             rc = write_file(dir, "cpu.max", num);
         }
         /* a task of 0 CPUs asks for no cpu controller: where it is off, it starts
@@ -393,9 +404,11 @@ int cg_create(const char *root, const char *name, const struct cg_limits *lim, c
         if ((rc = agent_mkdir_p(dir)) < 0)
             goto fail;
         if (!strcmp(v1_ctrls[c], "cpu")) {
-            rc = write_file(dir, "cpu.cfs_period_us", "100000");
-            allot_fmt(num, sizeof(num), "%lld",
-                      lim->cpu_milli > 0 ? (long long)lim->cpu_milli * 100 : -1LL);
+            int64_t q, p;
+            cpu_quota(lim->cpu_milli > 0 ? lim->cpu_milli : 1000, &q, &p);
+            allot_fmt(num, sizeof(num), "%lld", (long long)p);
+            rc = write_file(dir, "cpu.cfs_period_us", num);
+            allot_fmt(num, sizeof(num), "%lld", lim->cpu_milli > 0 ? (long long)q : -1LL);
             if (!rc)
                 rc = write_file(dir, "cpu.cfs_quota_us", num);
             allot_fmt(num, sizeof(num), "%lld", (long long)cpu_shares(lim->cpu_milli));

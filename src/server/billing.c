@@ -374,6 +374,42 @@ static json_t *pb_version(json_t *books, const char *eff)
     return NULL;
 }
 
+static int64_t book_int(json_t *b, const char *k);
+
+/* A copy of version b without what prices nothing: a rate or percentage of
+ * 0, an empty gpu_hour or mig_hour, an off-peak window with no discount or
+ * no hours, bill: allocated (the defaults, written out or not). */
+static json_t *version_priced(json_t *b)
+{
+    json_t *c = json_deep_copy(b), *v, *op;
+    const char *k;
+    void *tmp;
+
+    json_object_foreach_safe(c, tmp, k, v)
+    {
+        if ((json_is_integer(v) && json_integer_value(v) == 0) ||
+            (json_is_object(v) && !json_object_size(v)) ||
+            (!strcmp(k, "bill") && json_is_string(v) && !strcmp(json_string_value(v), "allocated")))
+            json_object_del(c, k);
+    }
+    op = json_object_get(c, "offpeak");
+    if (op && (book_int(op, "discount_pct") == 0 ||
+               book_int(op, "start_hour") == book_int(op, "end_hour")))
+        json_object_del(c, "offpeak");
+    return c;
+}
+
+/* Whether versions a and b price every hour alike. */
+static bool version_same(json_t *a, json_t *b)
+{
+    json_t *x = version_priced(a), *y = version_priced(b);
+    bool same = x && y && json_equal(x, y);
+
+    json_decref(x);
+    json_decref(y);
+    return same;
+}
+
 /*
  * Whether storing book `next` over `prev` (both canonical) leaves the
  * invoices of closed months as they were: every version effective before
@@ -403,7 +439,7 @@ static bool pb_keeps_past(json_t *prev, json_t *next, int64_t now, char *err, si
             continue;
         past = true;
         same = pb_version(nv, eff);
-        if (!same || !json_equal(same, b))
+        if (!same || !version_same(same, b))
             return allot_fmt(err, len,
                              "books: version %s priced months already invoiced (before %s): it "
                              "cannot be %s; add a version effective %s or later instead",

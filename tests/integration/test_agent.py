@@ -320,14 +320,24 @@ for line in open("/proc/self/cgroup"):
 def test_cpu_weight_follows_the_reservation():
     """Under contention a task gets the CPUs it reserved, not only its cap:
     its cgroup's CPU weight is its CPUs (1,024 shares a CPU); a task that
-    reserved none has the least weight and yields to every other."""
-    want = {0: ("2", "1"), 2: ("2048", "79")}
+    reserved a hundredth of a CPU has about the least weight and yields to every
+    other (and starts: its quota, under the kernel's least in 100 ms periods, is
+    counted in 1 s ones)."""
+    want = {0.01: ("10", "1"), 2: ("2048", "79")}
     for cpus, (shares, weight) in want.items():
         jid = submit({"cpus": cpus, "gpus": 0, "command": ["python3", "-c", CPU_WEIGHT]})
         j = wait_state(jid, ("succeeded", "failed"))
         out = agent.task_log(jid)
         assert j["state"] == "succeeded", (j, out)
         assert ("shares %s" % shares) in out or ("weight %s" % weight) in out, (cpus, out)
+
+
+def test_tiny_cpu_ask_starts():
+    """A task of 0.005 CPU starts (its quota of 0.5 ms in a 100 ms period is under the
+    kernel's least: the cgroup refused it and the task failed), held to 5 ms a second."""
+    jid = submit({"cpus": 0.005, "gpus": 0, "command": ["true"]})
+    j = wait_state(jid, ("succeeded", "failed"))
+    assert j["state"] == "succeeded", (j, agent.task_log(jid))
 
 
 def test_device_access():
@@ -2151,7 +2161,8 @@ if __name__ == "__main__":
                 test_drained_once_the_processes_are_gone,
                 test_job_reports_its_checkpoint,
                 test_memory_limit_is_an_oom_kill, test_cpu_quota,
-                test_cpu_weight_follows_the_reservation, test_device_access,
+                test_cpu_weight_follows_the_reservation, test_tiny_cpu_ask_starts,
+                test_device_access,
                 test_root_refused, test_cancel_stops_with_grace, test_nvml_discovery, test_mig,
                 test_oci_image, test_oci_gpu_fraction, test_scrub_between_tenants, test_scrub_after_a_shared_gpu,
                 test_fractions_shim_and_mps,

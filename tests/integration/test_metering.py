@@ -125,6 +125,17 @@ def test_pricebook_validation():
     expect(dm.req("GET", "/v1/pricebook", token=dm.admin), 404)  # nothing stored by the above
     expect(dm.req("PUT", "/v1/pricebook", BOOK, token=dm.admin), 200)
     assert expect(dm.req("GET", "/v1/pricebook", token=dm.admin), 200) == BOOK
+    # a closed version written out with its defaults prices every hour alike: no change;
+    # a rate that does change is refused
+    explicit = json.loads(json.dumps(BOOK))
+    explicit["books"][0].update(bill="allocated", mig_hour={}, fraction_markup_pct=0,
+                                offpeak={"start_hour": 22, "end_hour": 6, "discount_pct": 0})
+    expect(dm.req("PUT", "/v1/pricebook", explicit, token=dm.admin), 200)
+    changed = json.loads(json.dumps(BOOK))
+    changed["books"][0]["cpu_core_hour"] = 1
+    expect(dm.req("PUT", "/v1/pricebook", changed, token=dm.admin), 409)
+    expect(dm.req("PUT", "/v1/pricebook", BOOK, token=dm.admin), 200)
+    assert expect(dm.req("GET", "/v1/pricebook", token=dm.admin), 200) == BOOK
     # a member of research/vision sees the prices, not research/nlp's budget
     assert expect(dm.req("GET", "/v1/pricebook", token=MEMBER), 200) == dict(BOOK, budgets={})
 
