@@ -400,13 +400,15 @@ static int tenant_ensure(struct net *n, const struct net_spec *s, char *err, siz
             return -1;
         }
         no_ipv6(br);
-        if (net_run(out, sizeof(out), NULL, "ip addr add %s/%d dev %s", s->gateway,
-                    net_prefix_len(s->subnet), br) ||
-            net_run(out, sizeof(out), NULL, "ip link set %s up", br)) {
-            allot_fmt(err, errlen, "bridge %s: %s", br, out);
-            return -1;
-        }
         LOG_INFO("net", "tenant %s: bridge %s, gateway %s", s->tenant, br, s->gateway);
+    }
+    /* set every time, not only when made: a bridge left halfway by a failed
+     * setup, or changed by hand, is mended (each step is idempotent) */
+    if (net_run(out, sizeof(out), NULL, "ip addr replace %s/%d dev %s", s->gateway,
+                net_prefix_len(s->subnet), br) ||
+        net_run(out, sizeof(out), NULL, "ip link set %s up", br)) {
+        allot_fmt(err, errlen, "bridge %s: %s", br, out);
+        return -1;
     }
     if (!link_exists(vx)) {
         if (net_run(out, sizeof(out), NULL,
@@ -416,11 +418,11 @@ static int tenant_ensure(struct net *n, const struct net_spec *s, char *err, siz
             return -1;
         }
         no_ipv6(vx);
-        if (net_run(out, sizeof(out), NULL, "ip link set %s master %s up", vx, br)) {
-            allot_fmt(err, errlen, "VXLAN %s: %s", vx, out);
-            return -1;
-        }
         LOG_INFO("net", "tenant %s: VXLAN %s (VNI %u) on %s", s->tenant, vx, s->vni, n->uplink);
+    }
+    if (net_run(out, sizeof(out), NULL, "ip link set %s master %s up", vx, br)) {
+        allot_fmt(err, errlen, "VXLAN %s: %s", vx, out);
+        return -1;
     }
     return 0;
 }

@@ -233,6 +233,24 @@ def test_rules_restored_after_a_flush():
     assert agents["node-a"].log().count("changed or removed by someone else") == n
 
 
+def test_broken_bridge_mended():
+    """A tenant's bridge broken by hand (down, its gateway address gone, its VXLAN link
+    detached) is mended when a task of that tenant starts on the node: the new task
+    reaches the tenant on the node and across it."""
+    jobs = {"node-a": [entry(1, 0, A, "198.18.16.10/24"), entry(1, 2, A, "198.18.16.12/24"),
+                       entry(2, 0, B, "198.18.17.10/24")],
+            "node-b": [entry(1, 1, A, "198.18.16.11/24"), entry(2, 1, B, "198.18.17.11/24")]}
+    sh(["ip", "link", "set", "alx-4097", "nomaster"], ns="node-a")
+    sh(["ip", "addr", "flush", "dev", "alb-4097"], ns="node-a")
+    sh(["ip", "link", "set", "alb-4097", "down"], ns="node-a")
+    lab.set_jobs(dict(jobs, **{"node-a": jobs["node-a"] + [entry(63, 0, A, "198.18.16.63/24")]}))
+    wait(ready("allot-63-0", "198.18.16.11"), "job 63 reaches A across the overlay")
+    assert reach("allot-63-0", "198.18.16.10") == (True, True, True)
+    assert probes([("allot-63-0", "icmp", "198.18.16.1", None)]) == [True]  # its gateway
+    lab.set_jobs(jobs)
+    wait(lambda: "allot-63-0" not in netns_all(), "job 63 gone")
+
+
 def test_peers_follow_the_tasks():
     """When node-b's last task of tenant A ends, node-a's VXLAN device for A loses its
     entry for node-b (and A's VNI takes no packet from it); when one comes back, so does
@@ -734,7 +752,8 @@ if __name__ == "__main__":
         for n in NODES:
             assert lab.registered[n]["underlay"] == NODES[n], lab.registered[n]
             assert lab.registered[n]["rdma"] == [], lab.registered[n]
-        fx.run([test_isolation, test_rules_restored_after_a_flush, test_vxlan_only_from_peers, test_container_in_tenant_network,
+        fx.run([test_isolation, test_rules_restored_after_a_flush, test_broken_bridge_mended,
+                test_vxlan_only_from_peers, test_container_in_tenant_network,
                 test_peers_follow_the_tasks, test_bandwidth, test_priorities, test_teardown_after_jobs_end,
                 test_agent_kill_and_restart, test_no_firewall_no_task,
                 test_task_without_network_fails, test_rdma_vf_netdevs,
