@@ -97,7 +97,8 @@ export function fmtRate(minor, currency) {
   if (minor === null || minor === undefined) return "-";
   const v = minor / 100;
   let s = v.toFixed(2);
-  for (let d = 3; d <= 6 && Number(s) !== v; d++) s = v.toFixed(d);
+  // within a billionth: 0.7 / 100 (0.00699999...) is 0.007
+  for (let d = 3; d <= 6 && Math.abs(Number(s) - v) > 1e-9; d++) s = v.toFixed(d);
   const [units, frac] = s.replace("-", "").split(".");
   return (v < 0 ? "-" : "") + Number(units).toLocaleString("en-US") + "." + frac +
     (currency ? " " + currency : "");

@@ -307,6 +307,7 @@ struct net *net_new(const struct net_config *cfg, char *err, size_t errlen)
         }
     }
     json_decref(addrs);
+    n->n_uplink_own = n->n_uplink_nets;
     if (net_dc_nets_add(n, cfg->dc_nets, err, errlen) < 0)
         goto fail;
     if (!*n->uplink) {
@@ -472,17 +473,18 @@ int net_task_up(struct net *n, const char *key, const struct net_spec *s, const 
 
     if (find(n, key))
         return 0;
-    /* a tenant subnet over the node's own networks would take the node's
-     * traffic to them into the tenant's bridge (its route is the more
-     * specific): refused, whatever allotd's pool */
+    /* a tenant subnet over the node's own (connected) networks would take
+     * the node's traffic to them into the tenant's bridge (its route is the
+     * more specific): refused, whatever allotd's pool. --dc-nets are only
+     * kept out of egress; the pool may lie inside one of them */
     int sp, np;
     uint32_t sa = addr_of(s->subnet, &sp);
-    for (int i = 0; i < n->n_uplink_nets; i++) {
+    for (int i = 0; i < n->n_uplink_own; i++) {
         uint32_t na = addr_of(n->uplink_nets[i], &np);
         if (same_prefix(sa, na, sp < np ? sp : np)) {
             allot_fmt(err, errlen,
-                      "tenant subnet %s overlaps this node's network %s (the uplink's or "
-                      "--dc-nets): choose allotd's --net-pool apart from it",
+                      "tenant subnet %s overlaps this node's network %s (its uplink's): "
+                      "choose allotd's --net-pool apart from it",
                       s->subnet, n->uplink_nets[i]);
             return -1;
         }

@@ -98,8 +98,9 @@ bool net_task_adopt(struct net *n, const char *key, const char *dir);
  * sync. Nothing when KEY has no network or j does not parse. */
 void net_task_refresh(struct net *n, const char *key, json_t *j);
 
-/* Takes the reply's top-level "network" object (borrowed; NULL: no
- * change): {"peers": {"VNI": ["UNDERLAY-IP", ...]}}. Kept on disk. */
+/* Takes the reply's top-level "network" object (borrowed): {"peers":
+ * {"VNI": ["UNDERLAY-IP", ...]}}, kept on disk. NULL (allotd runs no
+ * tenant networks) keeps the peers and turns net_cluster_on off. */
 void net_set_peers(struct net *n, json_t *network);
 /* Whether allotd runs tenant networks: its last heartbeat reply carried the
  * overlays' peers (net_set_peers). Then every task must come with its

@@ -36,6 +36,7 @@ struct net_tenant {
 struct net {
     char node[64], underlay[48], uplink[32], state_dir[4096];
     int n_uplink_nets;
+    int n_uplink_own; /* the first ones: the uplink's own (connected) networks */
     char uplink_nets[NET_MAX_DC_NETS][48]; /* the data-centre network: the uplink's
                                               prefixes, then --dc-nets */
     int64_t uplink_bps;

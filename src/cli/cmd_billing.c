@@ -40,9 +40,11 @@ static void rate_text(char *buf, size_t len, double minor)
 {
     double v = minor / 100.0;
 
+    /* within a billionth: 0.7 / 100 (0.00699999...) is 0.007 */
     for (int d = 2; d <= 6; d++) {
         allot_fmt(buf, len, "%.*f", d, v);
-        if (strtod(buf, NULL) == v)
+        double diff = strtod(buf, NULL) - v;
+        if ((diff < 0 ? -diff : diff) <= 1e-9)
             return;
     }
 }

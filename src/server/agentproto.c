@@ -267,10 +267,12 @@ int agentproto_heartbeat(json_t *b, struct hb_body *out, char *err, size_t errle
         static const char *const sf[] = {
             "job",      "task",          "at",        "cpu_ns",      "mem_bytes",
             "gpu_util", "gpu_mem_bytes", "energy_mj", "interval_ms", NULL};
-        /* memory in bytes: at most 1 PiB for a task, far above any node */
+        /* no plausibility bound on the figures: a shim region the job can
+         * write feeds some of them, and a sample refused here would be sent
+         * again and fail every later heartbeat of its node */
         static const long long lo[] = {1, 0, 1, -1, -1, -1, -1, -1, 0};
-        static const long long hi[] = {INT64_MAX, 1023,      INT64_MAX, INT64_MAX, 1LL << 50,
-                                       100,       1LL << 50, INT64_MAX, 3600000};
+        static const long long hi[] = {INT64_MAX, 1023,      INT64_MAX, INT64_MAX, INT64_MAX,
+                                       100,       INT64_MAX, INT64_MAX, 3600000};
 
         if (!json_is_object(smp))
             return E400("field \"usage.samples[%zu]\" must be an object", i);

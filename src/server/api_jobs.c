@@ -215,8 +215,9 @@ static void default_memory(const struct server *s, json_t *b)
     json_int_t gpus = json_integer_value(g);
     int64_t mib = 0;
 
-    if (json_object_get(b, "memory") || (c && !json_is_number(c)) || (g && !json_is_integer(g)))
-        return;
+    if (json_object_get(b, "memory") || (c && !json_is_number(c)) || (g && !json_is_integer(g)) ||
+        gpus < 0 || gpus > 1000000)
+        return; /* jobspec_parse names what is wrong */
     if (gpus > 0 && s->cfg.def_mem_per_gpu > 0)
         mib = (int64_t)gpus * (s->cfg.def_mem_per_gpu >> 20);
     else if (s->cfg.def_mem_per_cpu > 0 && cpus > 0 && cpus <= 65536)
@@ -259,6 +260,13 @@ static bool submittable(struct req *r, const struct jobspec *js)
         api_error(r, 422, "invalid",
                   "field \"memory\" is %lld MiB; the largest registered node has %lld MiB",
                   (long long)t->mem_mib, (long long)mem);
+    else if (r->srv->cfg.network && !strcmp(r->srv->cfg.network, "on") &&
+             js->n_tasks > (1LL << (32 - r->srv->cfg.net_prefix)) - 3)
+        api_error(r, 422, "invalid",
+                  "the job has %d tasks; a tenant's network holds %lld addresses (allotd's "
+                  "net-prefix %lld)",
+                  js->n_tasks, (1LL << (32 - r->srv->cfg.net_prefix)) - 3,
+                  (long long)r->srv->cfg.net_prefix);
     else if (!whole && t->gpu_mem_mib > 0 && mib > 0 && t->gpu_mem_mib > mib)
         api_error(r, 422, "invalid",
                   "field \"gpu_memory\" is %lld MiB; the largest GPU fractions may use (a node in "
@@ -287,6 +295,12 @@ int api_jobs_submit(struct req *r)
     rc = jobspec_parse(b, r->srv->cat, &js, err, sizeof(err));
     if (rc) {
         api_error(r, rc, rc == 400 ? "bad_request" : "invalid", "%s", err);
+        goto out;
+    }
+    /* every task runs on some CPU: none asked would be none limited and
+     * none billed */
+    if (js.task.cpu_milli < 1) {
+        api_error(r, 422, "invalid", "field \"cpus\" must be in 0.001..65536");
         goto out;
     }
     if (!submittable(r, &js))

@@ -181,9 +181,11 @@ static void node_to_loop(struct req *r, const char *name, int n_gpus, int kind)
 {
     int cur = atomic_load(&r->srv->max_node_gpus);
 
+    /* counted as adding first: a recount of the limits meanwhile
+     * (limits_recount) keeps the raise below */
+    atomic_fetch_add(&r->srv->nodes_adding, 1);
     while (n_gpus > cur && !atomic_compare_exchange_weak(&r->srv->max_node_gpus, &cur, n_gpus))
         ;
-    atomic_fetch_add(&r->srv->nodes_adding, 1);
     if (loop_post(r->srv->loop, kind, 0, name) < 0)
         atomic_fetch_sub(&r->srv->nodes_adding, 1);
 }

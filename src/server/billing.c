@@ -521,9 +521,13 @@ static json_t *pb_warnings(struct req *r, json_t *pb)
     if (allot_store_tenant_list(st, &t, &nt) == 0)
         json_object_foreach(json_object_get(pb, "budgets"), k, x)
         {
+            /* a listed tenant, or a parent only implied by one (research
+             * for research/nlp) */
             bool found = false;
+            size_t kl = strlen(k);
             for (size_t i = 0; i < nt && !found; i++)
-                found = !strcmp(t[i].path, k);
+                found =
+                    !strncmp(t[i].path, k, kl) && (t[i].path[kl] == '\0' || t[i].path[kl] == '/');
             if (!found) {
                 allot_fmt(msg, sizeof(msg),
                           "budgets.%s: no such tenant (yet): the budget applies once it exists", k);

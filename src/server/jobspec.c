@@ -319,9 +319,9 @@ int jobspec_parse(json_t *b, const struct allot_catalog *cat, struct jobspec *ou
         if (!json_is_number(v))
             return E400("field \"cpus\" must be a number");
         double c = json_number_value(v);
-        /* every task runs on some CPU: none asked would be none limited
-         * and none billed */
-        if (!(c >= 0.001 && c <= 65536))
+        /* a stored spec of 0 (an older allotd took it) still reads; new
+         * submissions are held to 0.001 at least (api_jobs_submit) */
+        if (!(c >= 0 && c <= 65536))
             return E422("field \"cpus\" must be in 0.001..65536");
         t->cpu_milli = (int64_t)llround(c * 1000);
     }

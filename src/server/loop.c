@@ -591,7 +591,7 @@ static int changes_prepare(struct loop *l)
             json_t *pl = placement_json(l, qj);
             const char *tp =
                 qj->spec.tenant >= 0 ? allot_tenants_get(l->t, qj->spec.tenant)->path : "";
-            char why[256];
+            char why[256] = "waiting for an address in its tenant's network (out of memory)";
 
             /* its tasks' addresses in the tenant network, stored with the
              * start; none left: it does not start (never outside its
@@ -680,7 +680,8 @@ static int changes_fn(struct allot_store *st, void *arg)
             ALLOT_ALWAYS((size_t)l->decs[d].qid < l->cap_live_at) ? l->live_at[l->decs[d].qid] : -1;
         struct allot_store_event ev = {
             .time = now, .kind = (char *)dec_event(l->decs[d].kind), .detail = l->decs[d].why};
-        if (i < 0 || (l->decs[d].kind == ALLOT_DEC_START && l->live[i].start_refused))
+        if (i < 0 || (l->decs[d].kind == ALLOT_DEC_START &&
+                      (l->live[i].start_refused || l->live[i].net_wait)))
             continue;
         ev.job_id = l->live[i].sid;
         allot_store_event_add(st, &ev, NULL);
@@ -694,7 +695,7 @@ static int changes_fn(struct allot_store *st, void *arg)
  * starts in a later cycle), so the core does not keep their GPUs. */
 static void refused_to_gate(struct loop *l)
 {
-    int64_t sids[64], nets[64];
+    int64_t sids[64], *nets = allot_malloc((l->n_live + 1) * sizeof(*nets));
     size_t n = 0, nn = 0;
 
     for (size_t i = 0; i < l->n_live; i++) {
@@ -703,16 +704,21 @@ static void refused_to_gate(struct loop *l)
             if (n < sizeof(sids) / sizeof(sids[0]))
                 sids[n++] = l->live[i].sid; /* more: refused again next cycle */
         }
+        /* every one (stored pending, its core job running: it must leave
+         * the core now); out of memory: its next run is placed again */
         if (l->live[i].net_wait) {
             l->live[i].net_wait = false;
-            if (nn < sizeof(nets) / sizeof(nets[0]))
-                nets[nn++] = l->live[i].sid; /* more: placed and refused again */
+            if (nets)
+                nets[nn++] = l->live[i].sid;
+            else
+                l->live[i].wruns = -1;
         }
     }
     for (size_t k = 0; k < n; k++)
         gate_user_hold(l, sids[k]);
     for (size_t k = 0; k < nn; k++)
         gate_net_wait(l, nets[k]);
+    allot_free(nets);
 }
 
 /* Whether core tenant i is in the stored tenants document (one added since
@@ -1317,5 +1323,9 @@ json_t *loop_node_peers(struct loop *l, const char *name)
     p = json_object_get(l->peers, name);
     p = p ? json_deep_copy(p) : NULL;
     pthread_mutex_unlock(&l->dmu);
+    /* with tenant networks on, every node hears so (no peers yet: none), so
+     * that its agent refuses a task sent without its network */
+    if (!p && l->srv->cfg.network && !strcmp(l->srv->cfg.network, "on"))
+        p = json_object();
     return p;
 }

@@ -79,7 +79,8 @@ json_t *loop_desired_wait(struct loop *l, const char *name, const char *known, i
 void loop_release_waiters(struct loop *l);
 
 /* The VXLAN peers of node `name`'s tenant networks ({vni: [underlay
- * addresses of the other nodes hosting it]}; new reference) or NULL. */
+ * addresses of the other nodes hosting it]}; new reference): {} when it
+ * hosts none, NULL when allotd runs no tenant networks. */
 json_t *loop_node_peers(struct loop *l, const char *name);
 
 /* How many tasks are placed on node `name` (0 for an unknown node), and

@@ -416,12 +416,12 @@ void gate_net_wait(struct loop *l, int64_t sid)
         allot_store_job_clear(&j);
         return; /* placed again next cycle, and refused again */
     }
-    json_decref(b);
     allot_queue_cancel(l->q, e->qid, srv_now());
     loop_drop_live(l, k);
-    gate_hold(l, &j, &js);
+    gate_hold(l, &j, &js); /* js points into b: freed after */
     for (size_t i = 0; i < l->n_held; i++)
         if (l->held[i].sid == sid)
             l->held[i].net_tasks = js.n_tasks > 0 ? js.n_tasks : 1;
+    json_decref(b);
     allot_store_job_clear(&j);
 }

@@ -27,9 +27,11 @@ struct lnet_tenant {
     bool stored;      /* in tenant_nets already */
 };
 
-/* A stored network of an earlier net-prefix: its VXLAN id and addresses
- * stay out of use (tasks of it may still run) until its tenant's network
- * is cut anew, which replaces it in the store. */
+/* A network of an earlier net-prefix: its VXLAN id (0: not known) and
+ * addresses stay out of use while this allotd runs, since tasks of it may
+ * still run: a stored one (its tenant's network is cut anew, replacing it
+ * in the store), or the subnet of an adopted task's address outside its
+ * tenant's network now. */
 struct lnet_old {
     int64_t vni;
     uint32_t base;
@@ -326,6 +328,19 @@ void lnet_adopt(struct loop *l, struct live *e, const char *tenant, const char *
     struct lnet_tenant *t = pl ? find_tenant(n, tenant) : NULL;
     size_t k;
 
+    /* an address outside its tenant's network now (one of an earlier
+     * net-prefix, whose stored row is gone): no subnet cut from here on
+     * may overlap its subnet (the address's prefix) while its task runs */
+    json_array_foreach(json_object_get(pl, "tasks"), k, x)
+    {
+        uint32_t a;
+        int p;
+        if (netconf_cidr(json_string_value(json_object_get(x, "address")), false, &a, &p) &&
+            (!t || a - t->base >= t->n_hosts) &&
+            allot_grow((void **)&n->old, &n->cap_old, n->n_old + 1, sizeof(*n->old)) == 0)
+            n->old[n->n_old++] =
+                (struct lnet_old){0, p > 0 && p < 32 ? a & (~0u << (32 - p)) : a, p};
+    }
     if (t && (e->net_hosts = allot_calloc(json_array_size(json_object_get(pl, "tasks")) + 1,
                                           sizeof(*e->net_hosts)))) {
         e->net_t = (int)(t - n->t);

@@ -576,13 +576,20 @@ void loop_remove_node(struct loop *l, const char *name)
     if (i < 0)
         return;
     rc = srv_reader(l->srv) ? allot_store_node_get(srv_reader(l->srv), name, &sn) : ALLOT_EIO;
+    if (rc == 0) {
+        /* registered again since, its message perhaps handled first (and
+         * ignored: the name was still the old node's): the new machine's
+         * inventory, whichever came first */
+        loop_change_node(l, name, sn.inventory, sn.state);
+        allot_store_node_clear(&sn);
+        return;
+    }
     allot_store_node_clear(&sn);
-    if (rc != ALLOT_ENOENT) { /* registered again since (or unreadable: kept) */
-        if (rc < 0)
-            LOG_ERROR("loop",
-                      "node %s: removed, but the store does not read (%s); its size "
-                      "counts until allotd restarts",
-                      name, allot_strerror(rc));
+    if (rc != ALLOT_ENOENT) { /* unreadable: kept */
+        LOG_ERROR("loop",
+                  "node %s: removed, but the store does not read (%s); its size "
+                  "counts until allotd restarts",
+                  name, allot_strerror(rc));
         return;
     }
     json_object_del(l->pending_inv, name);

@@ -210,7 +210,7 @@ def test_helpers():
         "  done({money: [u.fmtMoney(123456, 'EUR'), u.fmtMoney(-5, ''), u.fmtMoney(0, 'USD'),"
         "               u.fmtMoney(100000000, '')],"
         "        rates: [u.fmtRate(0.8, 'EUR'), u.fmtRate(2.4, ''), u.fmtRate(4356000, ''),"
-        "                u.fmtRate(3168000.5, '')],"
+        "                u.fmtRate(3168000.5, ''), u.fmtRate(0.7, '')],"
         "        qty: [u.fmtQty(0), u.fmtQty(0.00123), u.fmtQty(2.5), u.fmtQty(1234.5)],"
         "        dur: [u.fmtDuration(59), u.fmtDuration(3700), u.fmtDuration(90000)],"
         "        mig: [g.migSize('1g.10gb'), g.migSize('3g.40gb'), g.migSize('7g.80gb')],"
@@ -221,7 +221,7 @@ def test_helpers():
         "          return x.tenant + ' ' + x.gpus.toFixed(3); })});"
         "}, function (e) { done('error: ' + e); });")
     assert got["money"] == ["1,234.56 EUR", "-0.05", "0.00 USD", "1,000,000.00"], got
-    assert got["rates"] == ["0.008 EUR", "0.024", "43,560.00", "31,680.005"], got
+    assert got["rates"] == ["0.008 EUR", "0.024", "43,560.00", "31,680.005", "0.007"], got
     assert got["qty"] == ["0", "0.0012", "2.500", "1235"], got
     assert got["dur"] == ["59s", "1h 01m", "1d 1h"], got
     assert got["mig"] == [1, 4, 8], got

@@ -3,6 +3,9 @@ invalid UTF-8, huge numbers, SQL-looking strings, path tricks in names and
 routes, NUL bytes, deep nesting. Each gets its documented error, and no
 job, tenant, token or node changes (refusals are only audited)."""
 
+import os
+import sqlite3
+import time
 import allotd_fixture as fx
 from allotd_fixture import TENANTS, Daemon, expect
 
@@ -158,11 +161,38 @@ def test_default_memory():
                                   200)["spec"]
 
 
+def test_stored_zero_cpus_still_read():
+    """A job an older allotd took with cpus 0 still reads after an upgrade (new ones are
+    refused: the minimum is checked at submission, not on what the store holds)."""
+    d = Daemon()
+    try:
+        expect(d.req("PUT", "/v1/tenants", TENANTS, token=d.admin), 200)
+        jid = expect(d.req("POST", "/v1/jobs", {"tenant": "research/nlp", "cpus": 0.5},
+                           token=d.admin), 201)["id"]
+        admin = d.admin
+        d.stop()
+        db = sqlite3.connect(os.path.join(d.dir, "allot.db"))
+        db.execute("UPDATE jobs SET spec = replace(spec, '\"cpus\":0.5', '\"cpus\":0') "
+                   "WHERE id = ?", (jid,))
+        db.commit()
+        assert '"cpus":0' in db.execute("SELECT spec FROM jobs WHERE id = ?",
+                                        (jid,)).fetchone()[0]
+        db.close()
+        d = Daemon(d.dir)
+        d.admin = admin
+        time.sleep(0.5)  # the loop has read it back
+        j = expect(d.req("GET", "/v1/jobs/%d" % jid, token=d.admin), 200)
+        assert j["state"] == "pending" and j["spec"]["cpus"] == 0, j
+    finally:
+        d.stop()
+
+
 if __name__ == "__main__":
     dm = Daemon()
     try:
         expect(dm.req("PUT", "/v1/tenants", TENANTS, token=dm.admin), 200)
         fx.run([test_corpus, test_tenant_errors_name_the_entry, test_env_cannot_set_the_gpu_share,
-                test_sql_looking_strings_are_stored_verbatim, test_default_memory])
+                test_sql_looking_strings_are_stored_verbatim, test_default_memory,
+                test_stored_zero_cpus_still_read])
     finally:
         dm.stop()

@@ -176,6 +176,9 @@ def test_full_subnet_keeps_jobs_pending():
         expect(d.req("PUT", "/v1/tenants", TENANTS, token=d.admin), 200)
         ag = d.token("agent", "", "agents")
         expect(d.req("POST", "/v1/nodes/register", node("s-1", "198.18.0.9"), token=ag), 201)
+        # a node with no task yet hears that tenant networks are on (its agent then
+        # refuses a task sent without one)
+        assert fx.beat(d, ag, "s-1")["network"] == {"peers": {}}
 
         def sub(tasks):
             body = {"tenant": "nlp", "tasks": tasks, "cpus": 1, "memory": 64, "command": ["true"]}
@@ -197,14 +200,10 @@ def test_full_subnet_keeps_jobs_pending():
         jobs = fx.beat(d, ag, "s-1")["jobs"]
         assert {x["job"] for x in jobs} == {first["id"]}, jobs
         assert all(x["network"]["address"] in addrs for x in jobs), jobs
-        # too many tasks for any subnet: it says so
-        big = sub(6)
-        end = time.time() + 10
-        while time.time() < end and "more than" not in (fx.job(d, big).get("pending_reason") or ""):
-            time.sleep(0.05)
-        assert "more than a tenant's subnet holds (5 addresses" in \
-            fx.job(d, big)["pending_reason"], fx.job(d, big)
-        expect(d.req("POST", "/v1/jobs/%d/cancel" % big, token=d.admin), 200)
+        # too many tasks for any subnet: refused at once
+        body = {"tenant": "nlp", "tasks": 6, "cpus": 1, "memory": 64, "command": ["true"]}
+        err = expect(d.req("POST", "/v1/jobs", body, token=d.admin), 422)
+        assert "a tenant's network holds 5 addresses" in err["error"]["message"], err
         # the first ends: the second starts, in the subnet
         expect(d.req("POST", "/v1/jobs/%d/cancel" % first["id"], token=d.admin), 200)
         j = fx.wait_job(d, second, "starting")
@@ -252,6 +251,12 @@ def test_new_net_prefix_cuts_networks_anew():
         fx.beat(d, ag, "p-1")
         assert fx.wait_job(d, sub("nlp"), "starting")["network"]["subnet"] == \
             new["nlp"]["subnet"]
+        # the first job still runs in the old subnet, whose stored row is gone: a new
+        # tenant's network stays clear of it all the same
+        doc = dict(TENANTS, tenants=TENANTS["tenants"] + [{"path": "third"}])
+        expect(d.req("PUT", "/v1/tenants", doc, token=d.admin), 200)
+        third = ipaddress.ip_network(fx.wait_job(d, sub("third"), "starting")["network"]["subnet"])
+        assert not third.overlaps(was), (third, was)
     finally:
         d.stop()
 

@@ -285,7 +285,8 @@ def test_counters_stay_within_a_run():
 
 def test_huge_counters_are_counted():
     """A counter's growth near 2^63 is counted as it is (it was lost: the split over hours
-    multiplied it by milliseconds in 64 bits); memory figures past 1 PiB are refused."""
+    multiplied it by milliseconds in 64 bits); a huge memory figure (a job can write the
+    shim region some come from) is taken, not refused with the node's whole heartbeat."""
     t0 = int(time.time()) - 1
     jid = submit(gpus=1)
     j = wait_state(jid, "starting")
@@ -296,9 +297,7 @@ def test_huge_counters_are_counted():
     def smp(at, energy_mj, mem=1 << 20):
         return {"job": jid, "task": 0, "at": at, "cpu_ns": 0, "mem_bytes": mem, "gpu_util": 50,
                 "gpu_mem_bytes": 1 << 30, "energy_mj": energy_mj, "interval_ms": 15000}
-    e = beat(name, {"usage": {"samples": [smp(at, 0, 1 << 51)]}}, 400)
-    assert "usage.samples[0].mem_bytes" in e["error"]["message"], e
-    beat(name, {"usage": {"samples": [smp(at, 0), smp(at + 1000, 9 * 10 ** 18)]}})
+    beat(name, {"usage": {"samples": [smp(at, 0, 1 << 62), smp(at + 1000, 9 * 10 ** 18)]}})
     while int(time.time()) <= (at + 1000) // 1000:
         time.sleep(0.05)
     beat(name, {"jobs": [{"id": jid, "state": "succeeded", "exit_code": 0}]})

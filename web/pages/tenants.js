@@ -77,7 +77,7 @@ function render(tn, jobs, invoice) {
     // through its teams); its budget, also with nothing spent yet
     const own = cost.get(t.path);
     const subtotal = invoice && invoice.subtrees ? invoice.subtrees[t.path] : undefined;
-    const spent = own ? own.total_minor : subtotal;
+    const spent = subtotal !== undefined ? subtotal : own ? own.total_minor : undefined;
     const c = spent === undefined && !(invoice && invoice.budgets && t.path in invoice.budgets)
       ? null : {total_minor: spent || 0};
     const budget = invoice && invoice.budgets && t.path in invoice.budgets
