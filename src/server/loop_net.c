@@ -324,10 +324,14 @@ int lnet_assign(struct loop *l, struct live *e, const char *tenant, json_t *plac
 void lnet_adopt(struct loop *l, struct live *e, const char *tenant, const char *placement)
 {
     struct lnet *n = l->net;
-    json_t *pl = n && placement ? json_loads(placement, 0, NULL) : NULL, *x;
-    struct lnet_tenant *t = pl ? find_tenant(n, tenant) : NULL;
+    json_t *pl, *x;
+    struct lnet_tenant *t;
     size_t k;
 
+    if (!n || !placement)
+        return;
+    pl = json_loads(placement, 0, NULL);
+    t = pl ? find_tenant(n, tenant) : NULL;
     /* an address outside its tenant's network now (one of an earlier
      * net-prefix, whose stored row is gone): no subnet cut from here on
      * may overlap its subnet (the address's prefix) while its task runs */

@@ -240,6 +240,7 @@ def test_broken_bridge_mended():
     jobs = {"node-a": [entry(1, 0, A, "198.18.16.10/24"), entry(1, 2, A, "198.18.16.12/24"),
                        entry(2, 0, B, "198.18.17.10/24")],
             "node-b": [entry(1, 1, A, "198.18.16.11/24"), entry(2, 1, B, "198.18.17.11/24")]}
+    rules = sh(["nft", "-s", "list", "table", "inet", "allot"], ns="node-a")
     sh(["ip", "link", "set", "alx-4097", "nomaster"], ns="node-a")
     sh(["ip", "addr", "flush", "dev", "alb-4097"], ns="node-a")
     sh(["ip", "link", "set", "alb-4097", "down"], ns="node-a")
@@ -249,6 +250,10 @@ def test_broken_bridge_mended():
     assert probes([("allot-63-0", "icmp", "198.18.16.1", None)]) == [True]  # its gateway
     lab.set_jobs(jobs)
     wait(lambda: "allot-63-0" not in netns_all(), "job 63 gone")
+    # and its address out of the rules again (the next test counts packets: a table
+    # applied again meanwhile would start its counters from 0)
+    wait(lambda: sh(["nft", "-s", "list", "table", "inet", "allot"], ns="node-a") == rules,
+         "node-a's rules as before job 63")
 
 
 def test_peers_follow_the_tasks():
