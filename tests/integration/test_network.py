@@ -127,6 +127,15 @@ def entry(job, task, net, address, command=None):
             "network": dict(net, address=address)}
 
 
+def failed_report(job):
+    """The agent's report of job's task failing (waited for)."""
+    def report():
+        return next((r for r in lab.reports if r.get("id") == job and r.get("state") == "failed"),
+                    None)
+    wait(lambda: report() is not None, "job %d reported failed" % job)
+    return report()
+
+
 def wait(cond, what, timeout=20):
     end = time.time() + timeout
     while time.time() < end:
@@ -595,9 +604,7 @@ def test_no_firewall_no_task():
     agents["node-a"] = NodeAgent("node-a", env={"PATH": stub + ":" + os.environ["PATH"]})
     try:
         lab.set_jobs({"node-a": [entry(6, 0, A, "198.18.16.40/24")]})
-        wait(lambda: any(r.get("id") == 6 and r.get("state") == "failed" for r in lab.reports),
-             "job 6 reported failed")
-        r = [r for r in lab.reports if r.get("id") == 6 and r.get("state") == "failed"][0]
+        r = failed_report(6)
         assert "rules could not be applied" in r.get("detail", ""), r
         assert "nft: refused by the test" in agents["node-a"].log()
         lab.set_jobs({})
@@ -615,25 +622,20 @@ def test_task_without_network_fails():
     (its replies carry the overlays' peers) does not start in the node's own network:
     it fails, saying why, and nothing of it is left; nor does one whose tenant subnet
     lies over the node's own network."""
+    def fails_alone(e, why):
+        """Sends task e alone to node-a: it fails saying why, and leaves nothing."""
+        lab.set_jobs({"node-a": [e]})
+        r = failed_report(e["job"])
+        assert why in r.get("detail", ""), r
+        lab.set_jobs({})
+        wait(lambda: "allot-%d-0" % e["job"] not in netns_all(), "job %d left nothing" % e["job"])
     e = entry(61, 0, A, "198.18.16.41/24")
     del e["network"]
-    lab.set_jobs({"node-a": [e]})
-    wait(lambda: any(r.get("id") == 61 and r.get("state") == "failed" for r in lab.reports),
-         "job 61 reported failed")
-    r = [r for r in lab.reports if r.get("id") == 61 and r.get("state") == "failed"][0]
-    assert "does not start outside its tenant's network" in r.get("detail", ""), r
-    lab.set_jobs({})
-    wait(lambda: "allot-61-0" not in netns_all(), "job 61 left nothing")
+    fails_alone(e, "does not start outside its tenant's network")
     # nor in a subnet over the node's own network (its route would take the node's
     # traffic there into the tenant's bridge)
     wide = dict(A, subnet="198.18.0.0/16", gateway="198.18.5.1")
-    lab.set_jobs({"node-a": [entry(62, 0, wide, "198.18.5.10/16")]})
-    wait(lambda: any(r.get("id") == 62 and r.get("state") == "failed" for r in lab.reports),
-         "job 62 reported failed")
-    r = [r for r in lab.reports if r.get("id") == 62 and r.get("state") == "failed"][0]
-    assert "overlaps this node's network 198.18.0.0/24" in r.get("detail", ""), r
-    lab.set_jobs({})
-    wait(lambda: "allot-62-0" not in netns_all(), "job 62 left nothing")
+    fails_alone(entry(62, 0, wide, "198.18.5.10/16"), "overlaps this node's network 198.18.0.0/24")
     wait_clean(BEFORE)
 
 
@@ -697,9 +699,7 @@ def test_rdma_vf_netdevs():
         sh(["ip", "-n", "node-a", "link", "del", "rvf1"])
         lab.set_jobs({"node-a": [with_vf(7, A, "198.18.16.50/24"),
                                  with_vf(10, B, "198.18.17.51/24")]})
-        wait(lambda: any(r.get("id") == 10 and r.get("state") == "failed" for r in lab.reports),
-             "job 10 reported failed")
-        r = [r for r in lab.reports if r.get("id") == 10 and r.get("state") == "failed"][0]
+        r = failed_report(10)
         assert "its netdev rvf1 cannot move into allot-10-0" in r.get("detail", ""), r
         vf_netdev("rvf1")
         # job 7's process ends while its agent is down (kill -9)
