@@ -695,8 +695,14 @@ static int changes_fn(struct allot_store *st, void *arg)
  * starts in a later cycle), so the core does not keep their GPUs. */
 static void refused_to_gate(struct loop *l)
 {
-    int64_t sids[64], *nets = allot_malloc((l->n_live + 1) * sizeof(*nets));
-    size_t n = 0, nn = 0;
+    int64_t sids[64], *nets = NULL;
+    size_t n = 0, nn = 0, waiting = 0;
+
+    for (size_t i = 0; i < l->n_live; i++)
+        waiting += l->live[i].net_wait;
+    /* a list only when some job waits for a network address (most cycles none) */
+    if (waiting)
+        nets = allot_malloc(waiting * sizeof(*nets));
 
     for (size_t i = 0; i < l->n_live; i++) {
         if (l->live[i].start_refused) {
