@@ -14,7 +14,6 @@
 
 #include "allot/common.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -204,26 +203,24 @@ static int cancel_fn(struct allot_store *st, void *arg)
 }
 
 /* A job that names no memory gets allotd's default (default-mem-per-gpu
- * for each whole GPU it asks, else default-mem-per-cpu for each CPU), put
- * in its spec: reserved, capped on the node and billed like an asked
- * amount, and shown as the job's. None configured: it stays without. A
- * field of the wrong type is left for jobspec_parse to refuse. */
-static void default_memory(const struct server *s, json_t *b)
+ * for each whole GPU it asks, else default-mem-per-cpu for each CPU, both
+ * from its parsed spec), put in its spec: reserved, capped on the node and
+ * billed like an asked amount, and shown as the job's. None configured: it
+ * stays without. */
+static void default_memory(const struct server *s, json_t *b, struct jobspec *js)
 {
-    json_t *c = json_object_get(b, "cpus"), *g = json_object_get(b, "gpus");
-    double cpus = c ? json_number_value(c) : 1.0;
-    json_int_t gpus = json_integer_value(g);
+    const struct allot_task *t = &js->task;
+    bool whole = t->num_gpu > 0 && t->gpu_milli == 1000 && t->mig_profile < 0;
     int64_t mib = 0;
 
-    if (json_object_get(b, "memory") || (c && !json_is_number(c)) || (g && !json_is_integer(g)) ||
-        gpus < 0 || gpus > 1000000)
-        return; /* jobspec_parse names what is wrong */
-    if (gpus > 0 && s->cfg.def_mem_per_gpu > 0)
-        mib = (int64_t)gpus * (s->cfg.def_mem_per_gpu >> 20);
-    else if (s->cfg.def_mem_per_cpu > 0 && cpus > 0 && cpus <= 65536)
-        mib = (int64_t)ceil(cpus * (double)(s->cfg.def_mem_per_cpu >> 20));
-    if (mib > 0)
-        json_object_set_new(b, "memory", json_integer(mib));
+    if (json_object_get(b, "memory"))
+        return;
+    if (whole && s->cfg.def_mem_per_gpu > 0)
+        mib = (int64_t)t->num_gpu * (s->cfg.def_mem_per_gpu >> 20);
+    else if (s->cfg.def_mem_per_cpu > 0)
+        mib = (t->cpu_milli * (s->cfg.def_mem_per_cpu >> 20) + 999) / 1000;
+    if (mib > 0 && json_object_set_new(b, "memory", json_integer(mib)) == 0)
+        js->task.mem_mib = mib; /* js's strings point into b: adding a key keeps them */
 }
 
 /* False (after a 422) when the registered nodes can never run the job:
@@ -291,12 +288,12 @@ int api_jobs_submit(struct req *r)
 
     if (!b)
         return 0;
-    default_memory(r->srv, b);
     rc = jobspec_parse(b, r->srv->cat, &js, err, sizeof(err));
     if (rc) {
         api_error(r, rc, rc == 400 ? "bad_request" : "invalid", "%s", err);
         goto out;
     }
+    default_memory(r->srv, b, &js);
     /* every task runs on some CPU: none asked would be none limited and
      * none billed */
     if (js.task.cpu_milli < 1) {
