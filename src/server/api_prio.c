@@ -8,8 +8,9 @@
  * rule (at most 16 classes, valid names and values).
  *
  * A changed class applies to its queued and running jobs too (as a
- * changed Slurm QOS does). Deleting a class leaves its jobs as they are;
- * new submissions naming it are refused (422).
+ * changed Slurm QOS does). A class that a live job names cannot be deleted
+ * (409, as Slurm refuses to remove a QOS its jobs use); once deleted, new
+ * submissions naming it are refused (422).
  */
 #include "http.h"
 #include "loop.h"
@@ -91,6 +92,16 @@ static int prio_fn(struct allot_store *st, void *arg)
 
     if (rc)
         return rc;
+    int64_t job = 0;
+    if (!w->c && (rc = tenants_class_in_use(st, name, &job)) > 0) {
+        allot_fmt(w->err, sizeof(w->err),
+                  "priority class %s is named by live job %lld (and maybe others); it can be "
+                  "removed once no pending or running job names it",
+                  name, (long long)job);
+        return ALLOT_ESTATE;
+    }
+    if (rc < 0)
+        return rc;
     rc = w->c ? allot_store_prio_put(st, w->c) : allot_store_prio_delete(st, name);
     allot_fmt(target, sizeof(target), "priorityclass/%s", name);
     return rc ? rc : api_audit(st, w->r, target, "ok", srv_now());
@@ -107,6 +118,8 @@ static int prio_change(struct req *r, const struct allot_store_prio_class *c)
         return api_error(r, 404, "not_found", "no priority class %s", r->params[0]);
     if (rc == ALLOT_EINVAL)
         return api_error(r, 422, "invalid", "%s", w.err);
+    if (rc == ALLOT_ESTATE)
+        return api_error(r, 409, "conflict", "%s", w.err);
     if (rc < 0)
         return api_error(r, 500, "store", "%s", allot_strerror(rc));
     refs_changed(r->srv);

@@ -65,6 +65,31 @@ static int revoke_unlisted(struct allot_store *st, const struct sim_tenants_conf
     return rc;
 }
 
+/* Whether the classes of c may replace the stored ones: none that a live
+ * job names goes. As tree_check. */
+static int classes_check(struct allot_store *st, const struct sim_tenants_conf *c, char *busy,
+                         size_t busylen)
+{
+    struct allot_store_prio_class *p = NULL;
+    size_t n = 0;
+    int rc = allot_store_prio_list(st, &p, &n);
+
+    for (size_t i = 0; i < n && !rc; i++) {
+        bool kept = false;
+        int64_t job = 0;
+        for (int j = 0; j < c->n_prio; j++)
+            kept |= !strcmp(c->prio[j].name, p[i].name);
+        if (!kept && (rc = tenants_class_in_use(st, p[i].name, &job)) > 0) {
+            allot_fmt(busy, busylen,
+                      "priority class %s is named by live job %lld; it cannot be removed",
+                      p[i].name, (long long)job);
+            rc = ALLOT_ESTATE;
+        }
+    }
+    allot_store_prios_free(p, n);
+    return rc;
+}
+
 /* Whether tree c may replace the stored one (old, n_old): no tenant with
  * live jobs becomes a parent or goes. Returns 0, an ALLOT_E* code, or
  * ALLOT_ESTATE with why in busy. */
@@ -90,7 +115,7 @@ static int tree_check(struct allot_store *st, const struct allot_store_tenant *o
                       old[i].path);
             rc = ALLOT_ESTATE;
         }
-    return rc;
+    return rc ? rc : classes_check(st, c, busy, busylen);
 }
 
 /* Whether tree c could replace the stored one now (a dry run: nothing

@@ -342,6 +342,40 @@ bool tenants_listed(const struct sim_tenants_conf *conf, const char *path)
     return sim_tenants_conf_find(conf, path) >= 0 || sim_tenants_conf_below(conf, path) >= 0;
 }
 
+/* Whether stored spec text names class `name` (a cheap test first: most
+ * specs do not mention it at all). */
+static bool spec_names_class(const char *spec, const char *name)
+{
+    if (!spec || !strstr(spec, name))
+        return false;
+    json_t *b = json_loads(spec, 0, NULL);
+    const char *p = json_string_value(json_object_get(b, "priority"));
+    bool hit = p && !strcmp(p, name);
+
+    json_decref(b);
+    return hit;
+}
+
+int tenants_class_in_use(struct allot_store *st, const char *name, int64_t *job)
+{
+    struct allot_store_job_filter f = {.states = ALLOT_SJ_LIVE_MASK, .limit = ALLOT_STORE_PAGE_MAX};
+    int rc = 0, found = 0;
+
+    do {
+        struct allot_store_job_page pg = {0};
+
+        rc = allot_store_job_list(st, &f, &pg);
+        for (size_t i = 0; !rc && !found && i < pg.n; i++)
+            if (spec_names_class(pg.jobs[i].spec, name)) {
+                *job = pg.jobs[i].id;
+                found = 1;
+            }
+        f.cursor = pg.next_cursor;
+        allot_store_job_page_free(&pg);
+    } while (!rc && !found && f.cursor);
+    return rc ? rc : found;
+}
+
 int tenants_apply(struct allot_tenants *t, const struct sim_tenants_conf *conf,
                   const struct allot_catalog *cat, char *err, size_t errlen)
 {

@@ -36,4 +36,11 @@ int tenants_apply(struct allot_tenants *t, const struct sim_tenants_conf *conf,
 /* Whether conf lists tenant `path`, or a tenant below it. */
 bool tenants_listed(const struct sim_tenants_conf *conf, const char *path);
 
+/* Whether a live job (pending, starting or running) names priority class
+ * `name`: 1 with the lowest such job's id in *job, 0, or a negative
+ * ALLOT_E* code. A class in use cannot be removed: its jobs would lose
+ * their priority at allotd's next start, which resolves classes by name.
+ * Reads every live job; caller holds the store lock. */
+int tenants_class_in_use(struct allot_store *st, const char *name, int64_t *job);
+
 #endif

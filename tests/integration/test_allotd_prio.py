@@ -1,7 +1,8 @@
 """Priority classes through their own routes: list, create, change, delete,
 the rules of the tenants document (names, values, at most 16), roles and
 audit, a changed value reordering the jobs already queued, and a job's QoS
-(order inside a tenant, best-effort preemptible)."""
+(order inside a tenant, best-effort preemptible), and a class a live job
+names kept from removal."""
 
 import time
 
@@ -168,11 +169,34 @@ def test_qos():
         raise AssertionError("best-effort job %d was not preempted for %d: %r" % (x, y, ev))
 
 
+def test_class_in_use_stays():
+    """A class that a pending job names is not removed, by its own route or
+    by a tenants document that leaves it out (409, nothing changes); once
+    the job has ended it can go. allotd resolves classes by name when it
+    starts again, so a job left naming a removed class would lose its
+    priority at the next restart."""
+    put("urgent", {"value": 500}, 201)
+    j = post_job({"gpus": 1, "priority": "urgent", "hold": True})["id"]
+    e = expect(dm.req("DELETE", "/v1/priority-classes/urgent", token=dm.admin), 409)
+    assert "urgent" in e["error"]["message"] and str(j) in e["error"]["message"], e
+    doc = expect(dm.req("GET", "/v1/tenants", token=dm.admin), 200)
+    doc["priority_classes"] = [c for c in doc["priority_classes"] if c["name"] != "urgent"]
+    e = expect(dm.req("PUT", "/v1/tenants", doc, token=dm.admin), 409)
+    assert "urgent" in e["error"]["message"], e
+    expect(dm.req("POST", "/v1/tenants/check", doc, token=dm.admin), 409)
+    assert ("urgent", 500, True) in names()
+    expect(dm.req("POST", "/v1/jobs/%d/cancel" % j, token=dm.admin), 200)
+    wait_state(j, "cancelled")
+    expect(dm.req("PUT", "/v1/tenants", doc, token=dm.admin), 200)
+    assert "urgent" not in [n for n, _, _ in names()]
+
+
 if __name__ == "__main__":
     dm = Daemon(args=["--preempt-min-runtime", "0s"])
     try:
         expect(dm.req("PUT", "/v1/tenants", TENANTS, token=dm.admin), 200)
         AG = dm.token("agent", "", "agents")
-        fx.run([test_crud_and_rules, test_changed_value_reorders_queued_jobs, test_qos])
+        fx.run([test_crud_and_rules, test_changed_value_reorders_queued_jobs, test_qos,
+                test_class_in_use_stays])
     finally:
         dm.stop()
