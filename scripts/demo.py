@@ -190,8 +190,8 @@ def main():
         if r.returncode:
             sys.exit("demo: apply failed: " + r.stderr)
         r = cli(build, env, "pricebook", "apply", "-f",
-                os.path.join(SOURCE, "etc", "pricebook.example.yaml"))
-        if r.returncode:
+                os.path.join(SOURCE, "etc", "demo-pricebook.yaml"))
+        if r.returncode or r.stderr.strip():
             sys.exit("demo: pricebook apply failed: " + r.stderr)
         agent_token = cli(build, env, "tokens", "create", "--role", "agent", "--name",
                           "demo-nodes").stdout.strip().splitlines()[-1]
