@@ -901,12 +901,17 @@ static void text_quota(struct allot_queue *q, struct allot_job *j, int who, int 
         allot_fmt(j->reason, sizeof(j->reason), "tenant %s at nominal (%s/%s %s%s), %s", x->path,
                   used, nom, res == ALLOT_RES_CPU ? "" : rn, unit, tail);
     } else {
+        /* "2.28/6 GPU in use" alone reads as room left: say what the job asks */
+        char a[32];
+        amount_text(a, sizeof(a), res, j->req.v[res]);
         if (who == 0)
-            allot_fmt(j->reason, sizeof(j->reason), "cluster quota exhausted (%s/%s %s in use%s)",
-                      used, nom, rn, held);
+            allot_fmt(j->reason, sizeof(j->reason),
+                      "cluster quota exhausted (%s/%s %s in use, the job asks for %s%s)", used, nom,
+                      rn, a, held);
         else
-            allot_fmt(j->reason, sizeof(j->reason), "cohort %s has no unused %s (%s/%s in use%s)",
-                      x->path, rn, used, nom, held);
+            allot_fmt(j->reason, sizeof(j->reason),
+                      "cohort %s has no unused %s (%s/%s in use, the job asks for %s%s)", x->path,
+                      rn, used, nom, a, held);
     }
 }
 

@@ -509,7 +509,8 @@ def test_lending_hold():
                 # the hold decays from the moment a's jobs end: 4 GPUs, or a
                 # hair under 4 (3999 milli print as 4.00)
                 assert re.fullmatch(
-                    r"cluster quota exhausted \(4/8 GPU in use; other tenants keep "
+                    r"cluster quota exhausted \(4/8 GPU in use, the job asks for 1; other "
+                    r"tenants keep "
                     r"(4|4\.00|3\.9\d) unlent: lend limit or lending hold\)",
                     j["pending_reason"]), j
         finally:
