@@ -138,19 +138,34 @@ int net_run(char *out, size_t outlen, const char *input, const char *fmt, ...)
 json_t *net_run_json(const char *fmt, ...)
 {
     char line[2048], *argv[NET_MAX_ARGS];
-    size_t cap = 1 << 20;
-    char *out = allot_malloc(cap);
     json_t *j = NULL;
     va_list ap;
 
-    if (!out)
-        return NULL;
     va_start(ap, fmt);
     vsnprintf(line, sizeof(line), fmt, ap);
     va_end(ap);
-    if (split(line, argv) && run_argv(argv, out, cap, NULL) == 0)
-        j = json_loads(out, JSON_DECODE_ANY, NULL);
-    allot_free(out);
+    /* a node with many links lists more than a first guess holds: the
+     * command runs again with four times the room, up to 64 MiB */
+    for (size_t cap = 1 << 20; !j && cap <= (size_t)64 << 20; cap *= 4) {
+        char words[sizeof(line)], *out = allot_malloc(cap);
+        json_error_t e;
+        int rc;
+
+        memcpy(words, line, sizeof(words));
+        if (!out || !split(words, argv)) {
+            allot_free(out);
+            return NULL;
+        }
+        rc = run_argv(argv, out, cap, NULL);
+        size_t len = strlen(out);
+        if (rc == 0 && len + 1 < cap && !(j = json_loads(out, JSON_DECODE_ANY, &e)))
+            LOG_WARN("net", "%s: output is not JSON: %s", line, e.text);
+        allot_free(out);
+        if (rc != 0 || len + 1 < cap)
+            break;
+        if (cap * 4 > (size_t)64 << 20)
+            LOG_WARN("net", "%s: more than 64 MiB of output, not read", line);
+    }
     return j;
 }
 

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -356,6 +357,38 @@ static void test_changed(void **state)
     allot_free(sig);
 }
 
+/* net_run_json reads a tool's whole output however long (ip -j -s link
+ * on a node with many links passes 1 MiB), and answers NULL for output
+ * that is not JSON or a tool that fails. */
+static void test_run_json_long_output(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/allot-test-net-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    assert_non_null(f);
+    fputc('[', f);
+    for (int i = 0; i < 60000; i++) /* about 2.4 MiB */
+        fprintf(f, "%s{\"ifname\": \"veth%05d\", \"mtu\": 1500}", i ? "," : "", i);
+    fputs("]\n", f);
+    assert_int_equal(fclose(f), 0);
+    json_t *j = net_run_json("cat %s", path);
+    assert_non_null(j);
+    assert_int_equal(json_array_size(j), 60000);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(j, 59999), "ifname")),
+                        "veth59999");
+    json_decref(j);
+
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("not json\n", f);
+    assert_int_equal(fclose(f), 0);
+    assert_null(net_run_json("cat %s", path));
+    unlink(path);
+    assert_null(net_run_json("cat %s", path)); /* cat fails */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -363,7 +396,7 @@ int main(void)
         cmocka_unit_test(test_parse_refused), cmocka_unit_test(test_rates),
         cmocka_unit_test(test_tenants),       cmocka_unit_test(test_nft_text),
         cmocka_unit_test(test_tc_text),       cmocka_unit_test(test_builders_out_of_memory),
-        cmocka_unit_test(test_changed),
+        cmocka_unit_test(test_changed),       cmocka_unit_test(test_run_json_long_output),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
