@@ -684,19 +684,10 @@ int api_nodes_list(struct req *r)
         pthread_mutex_lock(&r->srv->agents_lock);
         health =
             json_deep_copy(json_object_get(json_object_get(r->srv->agents, n[i].name), "health"));
-        /* 0 when not told: an agent that does not count its tasks, or no word
-         * from it since this allotd started (its next heartbeat tells) */
-        json_int_t live =
-            json_integer_value(json_object_get(json_object_get(r->srv->agents, n[i].name), "live"));
         fenced =
             json_deep_copy(json_object_get(json_object_get(r->srv->agents, n[i].name), "fenced"));
         pthread_mutex_unlock(&r->srv->agents_lock);
-        /* a draining node without tasks left is drained (as in Slurm): none
-         * placed, and none its agent still runs (a job cancelled or preempted
-         * ends in allotd at once, its processes after their grace) */
-        const char *state = n[i].state == ALLOT_SN_DRAINING && !tasks && !live
-                                ? "drained"
-                                : allot_store_node_state_name(n[i].state);
+        const char *state = srv_node_state(r->srv, &n[i]);
 
         json_array_append_new(a, json_pack("{s:s,s:s,s:o,s:I,s:I,s:I}", "name", n[i].name, "state",
                                            state, "inventory", inv ? inv : json_object(),
@@ -714,6 +705,23 @@ int api_nodes_list(struct req *r)
     }
     allot_store_nodes_free(n, cnt);
     return api_json(r, 200, json_pack("{s:o}", "nodes", a));
+}
+
+const char *srv_node_state(struct server *s, const struct allot_store_node *n)
+{
+    if (n->state != ALLOT_SN_DRAINING)
+        return allot_store_node_state_name(n->state);
+    /* a draining node without tasks left is drained (as in Slurm): none
+     * placed, and none its agent still runs (a job cancelled or preempted
+     * ends in allotd at once, its processes after their grace); 0 when
+     * not told: an agent that does not count its tasks, or no word from it
+     * since this allotd started (its next heartbeat tells) */
+    pthread_mutex_lock(&s->agents_lock);
+    json_int_t live =
+        json_integer_value(json_object_get(json_object_get(s->agents, n->name), "live"));
+    pthread_mutex_unlock(&s->agents_lock);
+    int64_t vfs;
+    return !live && !loop_node_tasks(s->loop, n->name, &vfs) ? "drained" : "draining";
 }
 
 /* ---- cordon, drain, uncordon ---- */

@@ -767,18 +767,19 @@ static char *gauges_text(struct loop *l)
                 fprintf(f, "allot_tenant_jobs{tenant=\"%s\",state=\"%s\"} %lld\n",
                         allot_tenants_get(l->t, i)->path, s ? "running" : "pending",
                         (long long)jobs[i * 2 + s]);
+    /* each metric's samples form one group (the text format's rule) */
     fprintf(f, "# HELP allot_tenant_gpus GPUs a tenant's subtree uses.\n"
-               "# TYPE allot_tenant_gpus gauge\n"
-               "# HELP allot_tenant_gpu_nominal GPUs a tenant is guaranteed.\n"
+               "# TYPE allot_tenant_gpus gauge\n");
+    for (int i = 1; i < nt; i++)
+        if (listed(l, i))
+            fprintf(f, "allot_tenant_gpus{tenant=\"%s\"} %.3f\n", allot_tenants_get(l->t, i)->path,
+                    (double)allot_tenants_get(l->t, i)->usage[ALLOT_RES_GPU] / 1000.0);
+    fprintf(f, "# HELP allot_tenant_gpu_nominal GPUs a tenant is guaranteed.\n"
                "# TYPE allot_tenant_gpu_nominal gauge\n");
     for (int i = 1; i < nt; i++) {
         const struct allot_tenant *t = allot_tenants_get(l->t, i);
 
-        if (!listed(l, i))
-            continue;
-        fprintf(f, "allot_tenant_gpus{tenant=\"%s\"} %.3f\n", t->path,
-                (double)t->usage[ALLOT_RES_GPU] / 1000.0);
-        if (t->quota[ALLOT_RES_GPU].nominal != ALLOT_UNLIMITED)
+        if (listed(l, i) && t->quota[ALLOT_RES_GPU].nominal != ALLOT_UNLIMITED)
             fprintf(f, "allot_tenant_gpu_nominal{tenant=\"%s\"} %.3f\n", t->path,
                     (double)t->quota[ALLOT_RES_GPU].nominal / 1000.0);
     }
@@ -788,18 +789,42 @@ static char *gauges_text(struct loop *l)
         if (n->model < 0 || n->model >= ALLOT_MAX_MODELS)
             continue;
         mg[n->model] += n->n_gpus;
-        for (int g = 0; g < n->n_gpus; g++)
+        /* free where new work may go: not on a cordoned, draining, lost or
+         * fenced node */
+        for (int g = 0; n->state == ALLOT_NODE_READY && g < n->n_gpus; g++)
             mfree[n->model] += n->gpus[g].free_milli;
     }
-    fprintf(f, "# HELP allot_model_gpus GPUs by model.\n# TYPE allot_model_gpus gauge\n"
-               "# HELP allot_model_gpus_free Free GPUs by model (fractions count in part).\n"
-               "# TYPE allot_model_gpus_free gauge\n");
+    int64_t free_all = 0;
+    for (int m = 0; m < ALLOT_MAX_MODELS; m++)
+        free_all += mfree[m];
+    fprintf(f,
+            "# HELP allot_gpus_free Free GPUs on the nodes that take new work (fractions count "
+            "in part).\n# TYPE allot_gpus_free gauge\nallot_gpus_free %.3f\n",
+            (double)free_all / 1000.0);
+    /* pending jobs the scheduler does not consider yet, by what holds them
+     * (the first that applies) */
+    int64_t why[4] = {0};
+    for (size_t i = 0; i < l->n_held; i++) {
+        const struct held *h = &l->held[i];
+        why[h->user_held ? 0 : h->n_deps ? 1 : h->net_tasks > 0 ? 3 : 2]++;
+    }
+    fprintf(f,
+            "# HELP allot_jobs_held Pending jobs the scheduler does not consider yet: held by a "
+            "user, waiting for a dependency, for their array's throttle, or for addresses in "
+            "their tenant's network.\n# TYPE allot_jobs_held gauge\n"
+            "allot_jobs_held{reason=\"user\"} %lld\nallot_jobs_held{reason=\"dependency\"} %lld\n"
+            "allot_jobs_held{reason=\"throttle\"} %lld\nallot_jobs_held{reason=\"network\"} %lld\n",
+            (long long)why[0], (long long)why[1], (long long)why[2], (long long)why[3]);
+    fprintf(f, "# HELP allot_model_gpus GPUs by model.\n# TYPE allot_model_gpus gauge\n");
     for (int m = 0; m < cat->n_models && m < ALLOT_MAX_MODELS; m++)
         if (mg[m])
-            fprintf(f,
-                    "allot_model_gpus{model=\"%s\"} %lld\nallot_model_gpus_free{model=\"%s\"} "
-                    "%.3f\n",
-                    cat->models[m].name, (long long)mg[m], cat->models[m].name,
+            fprintf(f, "allot_model_gpus{model=\"%s\"} %lld\n", cat->models[m].name,
+                    (long long)mg[m]);
+    fprintf(f, "# HELP allot_model_gpus_free Free GPUs by model on the nodes that take new work "
+               "(fractions count in part).\n# TYPE allot_model_gpus_free gauge\n");
+    for (int m = 0; m < cat->n_models && m < ALLOT_MAX_MODELS; m++)
+        if (mg[m])
+            fprintf(f, "allot_model_gpus_free{model=\"%s\"} %.3f\n", cat->models[m].name,
                     (double)mfree[m] / 1000.0);
     fclose(f);
     allot_free(jobs);

@@ -449,8 +449,16 @@ void loop_check_leases(struct loop *l, int64_t now)
     for (int i = 0; i < n; i++) {
         if (!lease_over(l, i, now))
             continue;
-        LOG_WARN("loop", "node %s lost: no heartbeat within its lease",
-                 allot_cluster_node(l->c, i)->name);
+        const char *name = allot_cluster_node(l->c, i)->name;
+        LOG_WARN("loop", "node %s lost: no heartbeat within its lease", name);
+        /* what its agent last said of its GPUs is no longer known: GET
+         * /v1/nodes shows no health and the metrics no GPU figures until
+         * its next heartbeat (where its logs are read from stays) */
+        pthread_mutex_lock(&l->srv->agents_lock);
+        json_t *e = json_object_get(l->srv->agents, name);
+        json_object_del(e, "health");
+        json_object_del(e, "gpus");
+        pthread_mutex_unlock(&l->srv->agents_lock);
         requeue_node(l, i, now, false);
         allot_cluster_set_state(l->c, i, ALLOT_NODE_LOST);
     }

@@ -937,13 +937,13 @@ void meter_metrics(struct server *s, FILE *f)
     struct allot_store_node *nodes = NULL;
     size_t n_nodes = 0;
     if (srv_reader(s) && allot_store_node_list(srv_reader(s), &nodes, &n_nodes) == 0) {
-        fputs("# HELP allot_node_state A node's state (ready, cordoned, draining, lost): 1 for "
-              "the state it is in.\n# TYPE allot_node_state gauge\n",
+        fputs("# HELP allot_node_state A node's state (ready, cordoned, draining, drained, lost): "
+              "1 for the state it is in.\n# TYPE allot_node_state gauge\n",
               f);
         for (size_t i = 0; i < n_nodes; i++) {
             fputs("allot_node_state{node=\"", f);
             label(f, nodes[i].name);
-            fprintf(f, "\",state=\"%s\"} 1\n", allot_store_node_state_name(nodes[i].state));
+            fprintf(f, "\",state=\"%s\"} 1\n", srv_node_state(s, &nodes[i]));
         }
         fputs("# HELP allot_node_fenced 1 when an unhealthy GPU keeps new work off the node.\n"
               "# TYPE allot_node_fenced gauge\n",

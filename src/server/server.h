@@ -271,6 +271,12 @@ int srv_write(struct server *s, allot_store_write_fn fn, void *arg);
 int64_t srv_now(void);
 
 /* ---- handlers ---- */
+/* The state a node is shown in (GET /v1/nodes, allot_node_state): its
+ * stored state, except that a draining node with no task placed (loop)
+ * and none its agent still runs is "drained", as in Slurm. Takes the
+ * agents lock. */
+const char *srv_node_state(struct server *s, const struct allot_store_node *n);
+
 int api_healthz(struct req *r);
 int api_readyz(struct req *r);
 /* /metrics: public, or for any valid token under --metrics-auth (it

@@ -1,7 +1,8 @@
 """Node leases in allotd: a node that stops sending heartbeats is marked
 lost once its lease runs out; the jobs placed on it go back to pending
 (the default) or end as lost ("requeue": false); its next heartbeat makes
-it ready again so the waiting jobs start there."""
+it ready again so the waiting jobs start there. A lost node shows no GPU
+health until it is heard from again."""
 
 import time
 
@@ -38,6 +39,12 @@ def test_lease_expiry_and_return():
 
     poll(lambda: state(j["id"])["state"] == "starting")
     poll(lambda: state(rq["id"])["state"] == "starting")
+    # one heartbeat with its GPUs' health; then none
+    health = {"gpus": [{"index": i, "uuid": "GPU-%d" % i, "model": "T4", "health": "healthy"}
+                       for i in range(2)]}
+    expect(dm.req("POST", "/v1/nodes/lease-n1/heartbeat", {"health": health}, token=ag), 200)
+    assert expect(dm.req("GET", "/v1/nodes", token=a), 200)["nodes"][0]["health"] == health
+    assert 'allot_gpu_health{node="lease-n1",gpu="1"' in dm.req("GET", "/metrics", raw=True)[1]
     # submitted while both run: it waits, and comes after rq in the queue
     k = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 1}, token=a), 201)
     # no heartbeat: the lease (3 s) runs out
@@ -45,6 +52,11 @@ def test_lease_expiry_and_return():
     assert "lease-n1" in lost["pending_reason"] and lost["end_time"] > 0, lost
     nodes = expect(dm.req("GET", "/v1/nodes", token=a), 200)["nodes"]
     assert nodes[0]["state"] == "lost", nodes
+    # what its agent last said of its GPUs is not shown as if still true
+    assert nodes[0]["health"] is None, nodes
+    m = dm.req("GET", "/metrics", raw=True)[1]
+    assert 'allot_node_state{node="lease-n1",state="lost"} 1' in m, m
+    assert 'allot_gpu_health{node="lease-n1"' not in m, m
     kinds = [e["kind"] for e in expect(dm.req("GET", "/v1/jobs/%d/events" % j["id"], token=a),
                                        200)["events"]]
     assert kinds[-1] == "lost", kinds

@@ -37,12 +37,34 @@ def test_cordon_drain_uncordon():
     def node_state():
         return expect(dm.req("GET", "/v1/nodes", token=a), 200)["nodes"][0]["state"]
 
+    def metrics():
+        return dm.req("GET", "/metrics", raw=True)[1]
+
+    # pending jobs the scheduler does not consider yet, by what holds them
+    held = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 1, "hold": True},
+                         token=a), 201)["id"]
+    dep = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 1,
+                                             "dependency": "afterok:%d" % held},
+                        token=a), 201)["id"]
+    poll(lambda: 'allot_jobs_held{reason="user"} 1\n' in metrics())
+    m = metrics()
+    assert 'allot_jobs_held{reason="dependency"} 1\n' in m, m
+    assert 'allot_jobs{state="pending"} 2\n' in m, m
+    # cancelled: the job after it can never start, and ends too
+    expect(dm.req("POST", "/v1/jobs/%d/cancel" % held, token=a), 200)
+    poll(lambda: 'allot_jobs_held{reason="dependency"} 0\n' in metrics())
+    assert job(dep)["state"] == "cancelled"
+
     first = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 1},
                           token=a), 201)["id"]
     poll(lambda: job(first)["state"] == "starting")
+    poll(lambda: "allot_gpus_free 3.000\n" in metrics())
     b = expect(dm.req("POST", "/v1/nodes/adm-n1/cordon", token=a), 200)
     assert b["state"] == "cordoned" and b["previous"] == "ready", b
     assert node_state() == "cordoned"
+    # a cordoned node's free GPUs take no new work: not free for the alerts
+    poll(lambda: "allot_gpus_free 0.000\n" in metrics())
+    assert "allot_gpus 4\n" in metrics()
     second = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 1},
                            token=a), 201)["id"]
     time.sleep(0.6)
@@ -85,6 +107,9 @@ def test_cordon_drain_uncordon():
     expect(dm.req("POST", "/v1/nodes/adm-n1/heartbeat", {"live": 0}, token=ag), 200)
     poll(lambda: expect(dm.req("GET", "/v1/nodes", token=a), 200)["nodes"][0]["state"] ==
          "drained")
+    # the metric says so too: drain finished can be alerted on
+    m = dm.req("GET", "/metrics", raw=True)[1]
+    assert 'allot_node_state{node="adm-n1",state="drained"} 1' in m, m
     expect(dm.req("POST", "/v1/nodes/adm-n1/uncordon", token=a), 200)
     poll(lambda: job(j3)["state"] == "starting")
     # authorization and unknown nodes

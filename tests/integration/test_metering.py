@@ -34,6 +34,29 @@ BOOK = {
 }
 
 
+
+def check_grouping(text):
+    """The text format's rule: all lines of a metric form one group, its
+    HELP and TYPE first; a histogram's _bucket, _sum and _count belong to it."""
+    types, seen, current = {}, set(), None
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            _, _, name, kind = line.split()
+            types[name] = kind
+        if not line or line.startswith("#"):
+            name = line.split()[2] if line.startswith("# ") else None
+        else:
+            name = line.split("{")[0].split()[0]
+            for suf in ("_bucket", "_sum", "_count"):
+                if name.endswith(suf) and types.get(name[:-len(suf)]) == "histogram":
+                    name = name[:-len(suf)]
+        if name is None or name == current:
+            continue
+        assert name not in seen, "metric %s is split into two groups" % name
+        if current:
+            seen.add(current)
+        current = name
+
 def node(name, gpus=2):
     return {"name": name, "cpus": 16, "memory": 65536, "gpus": [{"model": "H100-80GB"}] * gpus}
 
@@ -443,6 +466,7 @@ def test_metrics_and_budgets():
     assert 'allot_gpu_health{node="m-1",gpu="1",uuid="GPU-m1-1",model="H100-80GB"} 0\n' in m, m
     assert 'allot_node_state{node="m-1",state="ready"} 1\n' in m, m
     assert 'allot_node_fenced{node="m-1"} 0\n' in m, m
+    check_grouping(m)
     time.sleep(0.5)  # more passes: still one entry
     entries = expect(dm.req("GET", "/v1/audit?limit=1000", token=dm.admin), 200)["entries"]
     crossed = [e for e in entries if e["target"] == "tenant/research/nlp"
