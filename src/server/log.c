@@ -27,7 +27,8 @@ static void log_sink(enum allot_log_level level, const char *subsys, const char 
 
     clock_gettime(CLOCK_REALTIME, &ts);
     gmtime_r(&ts.tv_sec, &tm);
-    strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
+    size_t wl = strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(when + wl, sizeof(when) - wl, ".%03ldZ", ts.tv_nsec / 1000000);
     pthread_mutex_lock(&log_lock);
     out = log_fp ? log_fp : stderr;
     if (log_json) {
@@ -40,8 +41,7 @@ static void log_sink(enum allot_log_level level, const char *subsys, const char 
         free(s);
         json_decref(o);
     } else {
-        fprintf(out, "%s.%03ldZ %s %s: %s\n", when, ts.tv_nsec / 1000000, level_names[level],
-                subsys, msg);
+        fprintf(out, "%s %s %s: %s\n", when, level_names[level], subsys, msg);
     }
     fflush(out);
     pthread_mutex_unlock(&log_lock);

@@ -4,6 +4,7 @@ reopening and SIGTERM draining with exit status 0."""
 
 import json
 import os
+import re
 import socket
 import signal
 import subprocess
@@ -107,11 +108,26 @@ def test_config_file_and_json_logs():
     dm = Daemon(d, ["--config", conf])
     dm.admin = admin
     expect(dm.req("GET", "/v1/tenants", token=admin), 200)
+    # a request libmicrohttpd itself refuses (a header line without a colon)
+    # is logged by allotd in its own format, to its file
+    with socket.create_connection(("127.0.0.1", dm.port), timeout=5) as sk:
+        sk.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nBad Header Line\r\n\r\n")
+        try:
+            sk.recv(4096)
+        except OSError:
+            pass
+    end = time.time() + 5
+    while time.time() < end and '"subsys":"http"' not in open(logf).read():
+        time.sleep(0.05)
     lines = open(logf).read().splitlines()
     assert lines, "nothing logged"
     for line in lines:
         o = json.loads(line)
         assert {"time", "level", "subsys", "msg"} <= set(o), o
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", o["time"]), o
+    http = [json.loads(x) for x in lines if json.loads(x)["subsys"] == "http"]
+    assert http and "400" in http[0]["msg"] and "<" not in http[0]["msg"], http
+    assert "<html" not in open(dm.stderr_path).read()
     # SIGHUP reopens the log file: after a rotation the daemon writes a new one
     os.rename(logf, logf + ".1")
     os.kill(dm.proc.pid, signal.SIGHUP)
