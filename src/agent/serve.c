@@ -206,8 +206,9 @@ struct serve *serve_start(const char *listen, const char *logs_dir, char *url, s
     allot_fmt(s->tasks_dir, sizeof(s->tasks_dir), "%.*s/tasks", slash ? (int)(slash - logs_dir) : 1,
               slash ? logs_dir : ".");
     s->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
-                            on_request, s, MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_CONNECTION_TIMEOUT,
-                            (unsigned)30, MHD_OPTION_END);
+                            on_request, s, MHD_OPTION_EXTERNAL_LOGGER, log_http_lib, NULL,
+                            MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30,
+                            MHD_OPTION_END);
     if (!s->d) {
         allot_free(s);
         return NULL;

@@ -589,23 +589,6 @@ static void http_done(void *cls, struct MHD_Connection *c, void **con_cls,
 }
 
 /* Reads a whole (small) file into a NUL-terminated string. */
-/* libmicrohttpd's own messages (a request it could not parse, a TLS
- * client on a plain port, the connection limit) go to allotd's log, in
- * its format and to its file, not raw to stderr; the HTML page it would
- * answer with is left out. */
-static void mhd_log(void *cls, const char *fmt, va_list ap)
-{
-    char msg[512];
-    char *html;
-
-    (void)cls;
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    if ((html = strstr(msg, " ('<")) != NULL) /* "(HTTP response code is 400 ('<html>...'))" */
-        allot_strlcpy(html, ")", sizeof(msg) - (size_t)(html - msg));
-    msg[strcspn(msg, "\n")] = '\0';
-    LOG_WARN("http", "%s", msg);
-}
-
 static char *read_file(const char *path, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "rb");
@@ -706,7 +689,7 @@ struct http *http_start(struct server *s, const char *listen, int workers, int m
         /* the port only names the address in libmicrohttpd's own messages */
         MHD_start_daemon(flags, ntohs(sa.sin_port), NULL, NULL, http_access, h,
                          /* first: libmicrohttpd says so of any other place */
-                         MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_SOCK_ADDR, &sa,
+                         MHD_OPTION_EXTERNAL_LOGGER, log_http_lib, NULL, MHD_OPTION_SOCK_ADDR, &sa,
                          /* a pool only for 2 workers or more (libmicrohttpd warns about a
                           * size of 0 or 1): else the connection limit, set once more */
                          workers > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_CONNECTION_LIMIT,

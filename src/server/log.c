@@ -91,3 +91,16 @@ void log_close(void)
     allot_free(log_path);
     log_path = NULL;
 }
+
+void log_http_lib(void *cls, const char *fmt, va_list ap)
+{
+    char msg[512];
+    char *html;
+
+    (void)cls;
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    if ((html = strstr(msg, " ('<")) != NULL) /* "(HTTP response code is 400 ('<html>...'))" */
+        allot_strlcpy(html, ")", sizeof(msg) - (size_t)(html - msg));
+    msg[strcspn(msg, "\n")] = '\0';
+    LOG_WARN("http", "%s", msg);
+}

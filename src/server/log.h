@@ -9,6 +9,7 @@
 
 #include "allot/common.h"
 
+#include <stdarg.h>
 #include <stdbool.h>
 
 #define LOG_ERROR(sub, ...) ALLOT_LOG(ALLOT_LOG_ERROR, sub, __VA_ARGS__)
@@ -24,5 +25,10 @@ int log_setup(const char *path, bool json, const char *level);
 int log_reopen(void);
 /* Closes the file. */
 void log_close(void);
+/* libmicrohttpd's message logger (MHD_OPTION_EXTERNAL_LOGGER, the first
+ * option; cls unused): its messages (a request it could not parse, a TLS
+ * client on a plain port, the connection limit) go to this log as
+ * warnings of subsystem "http", without the HTML page it answers with. */
+void log_http_lib(void *cls, const char *fmt, va_list ap);
 
 #endif
