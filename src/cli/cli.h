@@ -242,8 +242,18 @@ struct table;
 struct table *table_new(size_t n_cols, const char *const *titles);
 /* Adds a row of n_cols cells (copied; NULL prints as "-"). */
 void table_row(struct table *t, const char *const *cells);
-/* Writes the table, columns separated by two spaces, and frees it. */
+/* Makes the table fit `width` display columns when printed (0: as wide
+ * as its cells): the widest columns are cut first, a cut cell ends in
+ * "...". For a live view on a terminal (allot top). */
+void table_fit(struct table *t, size_t width);
+/* Writes the table, columns separated by two spaces and aligned by
+ * display width (UTF-8; wide characters take two columns), and frees it. */
 void table_print(struct table *t, FILE *f);
+/* Display columns of UTF-8 text s (a byte that is not UTF-8 takes one). */
+size_t out_width(const char *s);
+/* Cuts s in place to at most `width` display columns, ending in "..."
+ * when it was cut and width allows. */
+void out_cut(char *s, size_t width);
 
 /* Text of a scalar JSON value for a table cell ("-" for null or missing);
  * formats into buf. */

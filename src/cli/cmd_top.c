@@ -20,8 +20,12 @@
 #include "allot/common.h"
 
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 static const struct cli_opt top_opts[] = {
@@ -105,6 +109,29 @@ static void job_gpus(const struct allot_catalog *cat, json_t *job, double *gpus,
 
 /* Sets each row's "gpu_quota": the tenant's nominal GPU quota (a number,
  * "unlimited", or null when it has none of its own). */
+static int by_tenant(const void *a, const void *b)
+{
+    return strcmp(json_string_value(json_object_get(*(json_t *const *)a, "tenant")),
+                  json_string_value(json_object_get(*(json_t *const *)b, "tenant")));
+}
+
+/* Rows sorted by tenant path (they come in the order the jobs were read). */
+static void sort_rows(json_t *rows)
+{
+    size_t n = json_array_size(rows);
+    json_t **v = n ? allot_calloc(n, sizeof(*v)) : NULL;
+
+    if (!v)
+        return;
+    for (size_t i = 0; i < n; i++)
+        v[i] = json_incref(json_array_get(rows, i));
+    qsort(v, n, sizeof(*v), by_tenant);
+    json_array_clear(rows);
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(rows, v[i]);
+    allot_free(v);
+}
+
 static int add_quotas(struct client *cl, json_t *rows)
 {
     json_t *doc = NULL, *row, *t;
@@ -190,6 +217,7 @@ static int snapshot(struct cli *c, const struct allot_catalog *cat, const char *
     }
     if (rc == CLI_OK)
         rc = add_quotas(cl, rows);
+    sort_rows(rows);
     if (rc != CLI_OK) {
         json_decref(rows);
         json_decref(queue);
@@ -221,7 +249,37 @@ static int snapshot(struct cli *c, const struct allot_catalog *cat, const char *
     return snap ? CLI_OK : CLI_SERVER;
 }
 
-static void print_snapshot(struct cli *c, json_t *s)
+/* Prints one line of at most `width` display columns (0: any). */
+static void put_line(size_t width, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put_line(size_t width, const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    if (width)
+        out_cut(line, width);
+    puts(line);
+}
+
+/* The terminal's width in columns (its window, else $COLUMNS, else 80). */
+static size_t term_width(void)
+{
+    struct winsize ws;
+    const char *e = getenv("COLUMNS");
+    long v;
+
+    if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
+        return ws.ws_col;
+    v = e ? strtol(e, NULL, 10) : 0;
+    return v > 0 && v < 10000 ? (size_t)v : 80;
+}
+
+/* Prints snapshot s; on a terminal (width > 0) every line fits its width:
+ * a live view that wraps scrolls its header away at each redraw. */
+static void print_snapshot(struct cli *c, json_t *s, size_t width)
 {
     static const char *const ttitles[] = {"TENANT",  "GPUS",     "QUOTA",  "MIG",
                                           "RUNNING", "STARTING", "PENDING"};
@@ -232,21 +290,24 @@ static void print_snapshot(struct cli *c, json_t *s)
     size_t i;
     time_t now = (time_t)json_integer_value(json_object_get(s, "time"));
 
-    printf("allot top  %s  %s\n", out_time(json_object_get(s, "time"), tm, sizeof(tm)),
-           c->conf.server);
+    put_line(width, "allot top  %s  %s", out_time(json_object_get(s, "time"), tm, sizeof(tm)),
+             c->conf.server);
     const char *scope = json_string_value(json_object_get(s, "scope"));
     /* the cluster's nodes and GPUs; what is allocated and the jobs are the
      * scope's when there is one (a tenant's jobs, not the cluster's) */
-    printf("nodes %lld (%lld ready)  GPUs %lld%s%s%s %.3g allocated, %lld MIG instances  "
-           "jobs %lld running, %lld starting, %lld pending\n\n",
-           (long long)json_integer_value(json_object_get(n, "total")),
-           (long long)json_integer_value(json_object_get(n, "ready")),
-           (long long)json_integer_value(json_object_get(g, "total")), scope ? "  tenant " : "",
-           scope ? scope : "", scope ? ":" : ",", json_real_value(json_object_get(g, "allocated")),
-           (long long)json_integer_value(json_object_get(g, "mig_instances")),
-           (long long)json_integer_value(json_object_get(j, "running")),
-           (long long)json_integer_value(json_object_get(j, "starting")),
-           (long long)json_integer_value(json_object_get(j, "pending")));
+    put_line(width,
+             "nodes %lld (%lld ready)  GPUs %lld%s%s%s %.3g allocated, %lld MIG instances  "
+             "jobs %lld running, %lld starting, %lld pending",
+             (long long)json_integer_value(json_object_get(n, "total")),
+             (long long)json_integer_value(json_object_get(n, "ready")),
+             (long long)json_integer_value(json_object_get(g, "total")), scope ? "  tenant " : "",
+             scope ? scope : "", scope ? ":" : ",",
+             json_real_value(json_object_get(g, "allocated")),
+             (long long)json_integer_value(json_object_get(g, "mig_instances")),
+             (long long)json_integer_value(json_object_get(j, "running")),
+             (long long)json_integer_value(json_object_get(j, "starting")),
+             (long long)json_integer_value(json_object_get(j, "pending")));
+    putchar('\n');
     struct table *t = table_new(sizeof(ttitles) / sizeof(ttitles[0]), ttitles);
     json_array_foreach(json_object_get(s, "tenants"), i, x)
     {
@@ -261,6 +322,7 @@ static void print_snapshot(struct cli *c, json_t *s)
                                 out_cell(json_object_get(x, "pending"), b[4], sizeof(b[4]))};
         table_row(t, cells);
     }
+    table_fit(t, width);
     table_print(t, stdout);
     printf("\nQUEUE (pending, oldest first)\n");
     t = table_new(sizeof(qtitles) / sizeof(qtitles[0]), qtitles);
@@ -279,6 +341,7 @@ static void print_snapshot(struct cli *c, json_t *s)
             json_string_value(json_object_get(x, "pending_reason"))};
         table_row(t, cells);
     }
+    table_fit(t, width);
     table_print(t, stdout);
 }
 
@@ -324,7 +387,7 @@ int cmd_top(struct cli *c, int argc, char **argv)
         if (tty)
             fputs("\033[H\033[2J", stdout);
         if (!out_structured(c, snap))
-            print_snapshot(c, snap);
+            print_snapshot(c, snap, tty ? term_width() : 0);
         fflush(stdout);
         json_decref(snap);
     }

@@ -8,6 +8,7 @@
 
 #include "allot/common.h"
 
+#include <locale.h>
 #include <signal.h>
 #include <string.h>
 
@@ -92,6 +93,9 @@ int main(int argc, char **argv)
 
     /* a closed pipe (allot ls | head) ends the program quietly */
     signal(SIGPIPE, SIG_DFL);
+    /* tables measure names in display columns (wide characters take two):
+     * UTF-8 character classes only, numbers stay as in C */
+    setlocale(LC_CTYPE, "C.UTF-8");
     if ((rc = conf_load(&c.conf, find_config(argc, argv))) != CLI_OK)
         goto out;
     /* global options before the verb */

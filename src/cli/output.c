@@ -4,6 +4,7 @@
  * it for a number, boolean, null or structure, so `-o yaml` output read
  * back with `apply -f` gives the same document), and aligned tables.
  */
+#define _XOPEN_SOURCE 700 /* wcwidth */
 #include "cli.h"
 
 #include "allot/common.h"
@@ -11,6 +12,8 @@
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
+#include <wchar.h>
 #include <time.h>
 
 void out_json(FILE *f, json_t *v)
@@ -241,6 +244,7 @@ struct table {
     const char *const *titles; /* borrowed */
     char **cells;              /* owned: n_rows * n_cols strings */
     size_t n_rows, cap;
+    size_t fit; /* display columns to fit in; 0 = no limit */
     bool oom;
 };
 
@@ -279,30 +283,119 @@ void table_row(struct table *t, const char *const *cells)
     t->n_rows++;
 }
 
+/* The display width of the next character of s (its bytes in *len):
+ * 0..2 columns; a byte that is not UTF-8 (or a character the C library
+ * cannot measure) takes one. */
+static size_t char_width(const char *s, size_t *len)
+{
+    mbstate_t st;
+    wchar_t wc;
+    size_t n;
+
+    memset(&st, 0, sizeof(st));
+    n = mbrtowc(&wc, s, MB_LEN_MAX, &st);
+    if (n == (size_t)-1 || n == (size_t)-2 || n == 0) {
+        *len = 1;
+        return 1;
+    }
+    *len = n;
+    int w = wcwidth(wc);
+    return w < 0 ? 1 : (size_t)w;
+}
+
+size_t out_width(const char *s)
+{
+    size_t w = 0, len;
+
+    for (; s && *s; s += len)
+        w += char_width(s, &len);
+    return w;
+}
+
+void out_cut(char *s, size_t width)
+{
+    size_t w = 0, len, keep = 0;
+    char *p;
+
+    if (!s || out_width(s) <= width)
+        return;
+    /* room for "..." when the width allows it */
+    size_t room = width >= 4 ? width - 3 : width;
+    for (p = s; *p; p += len) {
+        size_t cw = char_width(p, &len);
+        if (w + cw > room)
+            break;
+        w += cw;
+        keep = (size_t)(p - s) + len;
+    }
+    if (width >= 4)
+        memcpy(s + keep, "...", 4);
+    else
+        s[keep] = '\0';
+}
+
+void table_fit(struct table *t, size_t width)
+{
+    if (t)
+        t->fit = width;
+}
+
 void table_print(struct table *t, FILE *f)
 {
-    size_t w[32] = {0};
+    size_t w[32] = {0}, least[32] = {0}, nc;
 
     if (!t)
         return;
     if (t->oom)
         cli_error("internal", "out of memory; the table is incomplete");
-    for (size_t c = 0; c < t->n_cols && c < 32; c++) {
-        w[c] = strlen(t->titles[c]);
+    nc = t->n_cols < 32 ? t->n_cols : 32;
+    for (size_t c = 0; c < nc; c++) {
+        w[c] = out_width(t->titles[c]);
+        /* a column is cut no narrower than its title, or 6 ("ab...") */
+        least[c] = w[c] > 6 ? w[c] : 6;
         for (size_t r = 0; r < t->n_rows; r++) {
-            const char *s = t->cells[r * t->n_cols + c];
-            if (s && strlen(s) > w[c])
-                w[c] = strlen(s);
+            size_t cw = out_width(t->cells[r * t->n_cols + c]);
+            if (cw > w[c])
+                w[c] = cw;
         }
+        if (least[c] > w[c])
+            least[c] = w[c];
+    }
+    if (t->fit) {
+        size_t total = nc ? 2 * (nc - 1) : 0;
+        for (size_t c = 0; c < nc; c++)
+            total += w[c];
+        /* the widest column that can give a column gives it, until it fits */
+        while (total > t->fit) {
+            size_t widest = nc;
+            for (size_t c = 0; c < nc; c++)
+                if (w[c] > least[c] && (widest == nc || w[c] > w[widest]))
+                    widest = c;
+            if (widest == nc)
+                break;
+            w[widest]--;
+            total--;
+        }
+        for (size_t r = 0; r < t->n_rows; r++)
+            for (size_t c = 0; c < nc; c++)
+                out_cut(t->cells[r * t->n_cols + c], w[c]);
     }
     for (size_t r = 0; r <= t->n_rows; r++) {
         for (size_t c = 0; c < t->n_cols; c++) {
             const char *s = r == 0 ? t->titles[c] : t->cells[(r - 1) * t->n_cols + c];
             bool last = c + 1 == t->n_cols;
+            size_t sw;
 
             if (!s)
                 s = "-";
-            fprintf(f, "%-*s%s", last ? 0 : (int)w[c < 32 ? c : 31], s, last ? "\n" : "  ");
+            fputs(s, f);
+            if (last) {
+                fputc('\n', f);
+                continue;
+            }
+            sw = out_width(s);
+            for (size_t k = sw; k < w[c < 32 ? c : 31] + 2; k++)
+                fputc(' ', f);
         }
     }
     for (size_t i = 0; i < t->n_rows * t->n_cols; i++)

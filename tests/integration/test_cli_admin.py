@@ -7,13 +7,18 @@ output formats, where server and token come from (flags,
 ALLOT_SERVER/ALLOT_TOKEN, the config file, --config) with the exit codes of
 each failure, and HTTPS with --cacert."""
 
+import fcntl
 import json
 import os
+import pty
 import select
 import shutil
 import sqlite3
+import struct
 import subprocess
+import termios
 import time
+import unicodedata
 
 import allotd_fixture as fx
 from allotd_fixture import TENANTS, Daemon, expect
@@ -21,6 +26,41 @@ from cli_fixture import ALLOT, cli, fails, ok, write
 
 dm = None
 
+
+
+def width(text):
+    """Display columns of text: East Asian wide characters take two."""
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+def top_on_terminal(dm, cols):
+    """What `allot top --count 1` writes to a terminal `cols` columns wide."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, cols, 0, 0))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ALLOT_", "XDG_", "COLUMNS"))}
+    env.update(HOME=fx.tempdir(), ALLOT_SERVER="http://127.0.0.1:%d" % dm.port,
+               ALLOT_TOKEN=dm.admin)
+    p = subprocess.Popen([ALLOT, "top", "--count", "1"], stdin=slave, stdout=slave,
+                         stderr=subprocess.DEVNULL, env=env)
+    os.close(slave)
+    out = b""
+    end = time.time() + 20
+    try:
+        while time.time() < end:
+            r, _, _ = select.select([master], [], [], 1)
+            if r:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:  # the terminal's other end closed
+                    break
+                if not chunk:
+                    break
+                out += chunk
+    finally:
+        os.close(master)
+        p.wait(timeout=10)
+    assert p.returncode == 0, out
+    return out.decode()
 
 def test_tokens():
     r = ok(cli(dm, "tokens", "create", "--role", "member", "--tenant", "research/nlp",
@@ -128,6 +168,8 @@ def test_nodes_and_top():
         time.sleep(0.1)
     assert snap["nodes"] == {"total": 2, "ready": 2} and snap["gpus"]["total"] == 16, snap
     assert snap["gpus"]["allocated"] == 4.5, snap
+    names = [t["tenant"] for t in snap["tenants"]]
+    assert names == sorted(names), names
     by = {t["tenant"]: t for t in snap["tenants"]}
     assert by["research/nlp"]["gpus"] == 4 and by["research/vision"]["gpus"] == 0.5, by
     assert by["research/vision"]["pending"] == 1, by
@@ -146,6 +188,23 @@ def test_nodes_and_top():
     assert "GPUs 16  tenant research/vision: 0.5 allocated" in t, t
     two = ok(cli(dm, "top", "--count", "2", "--interval", "1", "-o", "json")).out
     assert two.count('"queue"') == 2
+    # on a terminal every line of the live view fits its width (a long name
+    # and reason are cut), so a redraw does not scroll its header away
+    long = int(ok(cli(dm, "submit", "-t", "research/vision", "--gpus", "1", "--gpu-model",
+                      "V100-32GB", "-n", "x" * 80, "--", "true")).out)
+    screen = top_on_terminal(dm, 60)
+    lines = [l for l in screen.replace("\033[H\033[2J", "").split("\r\n") if l]
+    assert len(lines) > 6 and all(width(l) <= 60 for l in lines), lines
+    assert any(l.startswith(str(long) + " ") and "xxx..." in l for l in lines), lines
+    assert "QUEUE (pending, oldest first)" in lines, lines
+    # names are aligned by display width: wide characters take two columns
+    uni = int(ok(cli(dm, "submit", "-t", "research/vision", "--gpus", "1", "--gpu-model",
+                     "V100-32GB", "-n", "ünïcode-名前", "--", "true")).out)
+    ls = ok(cli(dm, "ls", "--state", "pending")).lines()
+    row = [l for l in ls if l.startswith(str(uni) + " ")][0]
+    col = ls[0].index("TENANT")
+    assert width(row[:row.index("research/vision")]) == col, (ls[0], row)
+    ok(cli(dm, "cancel", long, uni))
     s = ok(cli(dm, "show", a)).out
     assert "placement:    task 0 on gpu-node-" in s, s
     ok(cli(dm, "cancel", a, b, c))
