@@ -307,7 +307,8 @@ static int rebuild(struct loop *l)
         return rc;
     }
     /* the running jobs' last saves in one query, not one a job (adopt_saved) */
-    l->saves_read = allot_store_event_last_running(rd, "checkpoint", &l->saves, &l->n_saves) == 0;
+    l->saves_read = allot_store_event_last_running(rd, "checkpoint", &l->saves, &l->n_saves) == 0 &&
+                    allot_store_event_last_running(rd, "preempted", &l->stops, &l->n_stops) == 0;
     do {
         rc = allot_store_job_list(rd, &f, &pg);
         for (size_t i = 0; i < pg.n; i++)
@@ -316,8 +317,9 @@ static int rebuild(struct loop *l)
         allot_store_job_page_free(&pg);
     } while (rc == 0 && f.cursor);
     allot_store_events_free(l->saves, l->n_saves);
-    l->saves = NULL;
-    l->n_saves = 0;
+    allot_store_events_free(l->stops, l->n_stops);
+    l->saves = l->stops = NULL;
+    l->n_saves = l->n_stops = 0;
     l->saves_read = false;
     for (size_t i = 0; i < nn; i++) {
         int k = allot_cluster_find_node(l->c, nodes[i].name);

@@ -105,6 +105,10 @@ struct loop {
     struct allot_store_event *saves;
     size_t n_saves;
     bool saves_read;
+    /* while rebuilding: the running jobs preempted in their run, by job id
+     * (their grace was in allotd's memory only) */
+    struct allot_store_event *stops;
+    size_t n_stops;
     struct allot_queue *q;
     /* the core's priority classes by slot (apply_class) */
     struct {

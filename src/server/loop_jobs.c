@@ -99,9 +99,31 @@ static void adopt_saved(struct loop *l, int64_t sid, int qid, int64_t now)
     allot_store_event_clear(&ev);
 }
 
+/* Whether stored job sid was preempted in the run it would be adopted in
+ * (a "preempted" event after its last "placed" one). Its grace period
+ * was in the core's memory only, and its agent stops it or has: adopted
+ * as running it would hold its GPUs with nothing running, for good. While
+ * rebuilding, only the jobs the one query found are read again. */
+static bool preempted_in_run(struct loop *l, int64_t sid)
+{
+    struct allot_store *st = srv_reader(l->srv);
+    struct allot_store_event p = {0}, s = {0};
+    bool yes;
+
+    if (l->saves_read &&
+        (!l->n_stops || !bsearch(&sid, l->stops, l->n_stops, sizeof(*l->stops), cmp_save)))
+        return false;
+    yes = st && allot_store_event_last(st, sid, "preempted", &p) == 0 &&
+          (allot_store_event_last(st, sid, "placed", &s) != 0 || p.seq > s.seq);
+    allot_store_event_clear(&p);
+    allot_store_event_clear(&s);
+    return yes;
+}
+
 /* A stored job that was starting or running when allotd stopped is adopted
  * where it runs (its node's agent keeps it running); one whose placement no
- * longer fits is queued again. Returns the core id or a negative code. */
+ * longer fits, or that was preempted (in its grace period), is queued
+ * again. Returns the core id or a negative code. */
 static int adopt_job(struct loop *l, const struct allot_store_job *j,
                      const struct allot_job_spec *spec, char *err, size_t errlen)
 {
@@ -110,6 +132,11 @@ static int adopt_job(struct loop *l, const struct allot_store_job *j,
 
     if ((j->state != ALLOT_SJ_STARTING && j->state != ALLOT_SJ_RUNNING) || !j->placement)
         return ALLOT_ENOENT;
+    if (preempted_in_run(l, j->id)) {
+        LOG_INFO("loop", "job %lld was preempted before allotd restarted: queued again",
+                 (long long)j->id);
+        return ALLOT_ESTATE;
+    }
     pl = allot_calloc((size_t)spec->n_tasks, sizeof(*pl));
     if (!pl)
         return ALLOT_ENOMEM;

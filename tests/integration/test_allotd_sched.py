@@ -757,6 +757,48 @@ def test_job_credential():
         d.stop()
 
 
+def test_preempted_job_survives_restart():
+    """A checkpointable job preempted in its grace period when allotd restarts is queued
+    again, not adopted as running: its grace was in allotd's memory only,
+    and its agent stops it. Adopted, it would hold its GPUs with nothing
+    running, for good (here the restart raises --preempt-min-runtime, so
+    nothing preempts it a second time)."""
+    d = Daemon(args=["--preempt-grace", "60s", "--preempt-min-runtime", "0s"])
+    try:
+        expect(d.req("PUT", "/v1/tenants", TENANTS, token=d.admin), 200)
+        ag = d.token("agent", "", "agents")
+        expect(d.req("POST", "/v1/nodes/register", dict(N1, name="pr-1"), token=ag), 201)
+        low = expect(d.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 4,
+                                                "priority": "training", "checkpointable": True},
+                           token=d.admin), 201)["id"]
+        run = wait_job(low, lambda j: j["state"] == "starting", d=d)["start_time"]
+        expect(d.req("POST", "/v1/nodes/pr-1/heartbeat",
+                     {"jobs": [{"id": low, "run": run, "state": "running"}]}, token=ag), 200)
+        wait_job(low, lambda j: j["state"] == "running", d=d)
+        high = expect(d.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 4,
+                                                 "priority": "inference"}, token=d.admin), 201)["id"]
+
+        def stopping():
+            jobs = expect(d.req("POST", "/v1/nodes/pr-1/heartbeat", {}, token=ag), 200)["jobs"]
+            return any(x["job"] == low and x.get("stopping") for x in jobs)
+        end = time.time() + 10
+        while time.time() < end and not stopping():
+            time.sleep(0.05)
+        assert stopping(), "job %d was not preempted" % low
+        admin = d.admin
+        assert d.stop() == 0
+        d = Daemon(d.dir, args=["--preempt-grace", "60s", "--preempt-min-runtime", "600s"])
+        d.admin = admin
+        j = wait_job(low, lambda j: j["state"] == "pending", d=d)
+        assert j["placement"] is None, j
+        wait_job(high, lambda j: j["state"] == "starting", d=d)
+        # nothing of the old run is wanted on the node any more
+        jobs = expect(d.req("POST", "/v1/nodes/pr-1/heartbeat", {}, token=ag), 200)["jobs"]
+        assert [x["job"] for x in jobs] == [high], jobs
+    finally:
+        d.stop()
+
+
 if __name__ == "__main__":
     dm = Daemon()
     try:
@@ -767,6 +809,6 @@ if __name__ == "__main__":
                 test_cycle_work_goes_on, test_reserve_gangs, test_fair_reclaim, test_fair_cap,
                 test_aging, test_large_gang_gpus, test_las_threshold, test_lending_hold,
                 test_defrag, test_checkpoint_report, test_checkpoint_survives_restart,
-                test_job_credential])
+                test_job_credential, test_preempted_job_survives_restart])
     finally:
         dm.stop()
