@@ -506,7 +506,7 @@ static void reconcile(struct agent *a, json_t *desired)
 }
 
 /* This heartbeat's job reports: "running" once per job, and the end of a
- * job once every task of it here ended. */
+ * job once every task of it here ended or one of them failed. */
 static json_t *reports(struct agent *a)
 {
     json_t *out = json_array();
@@ -535,7 +535,10 @@ static json_t *reports(struct agent *a)
         }
         if (cancelled)
             continue; /* allotd stopped it: nothing to tell */
-        if (all_ended && !t->reported_end) {
+        /* the job's end once every task of it here ended, or at once when
+         * one failed: a gang with a dead task ends (allotd stops the rest),
+         * as it does when the failed task is on another node */
+        if ((all_ended || bad) && !t->reported_end) {
             json_t *r = json_pack("{s:I,s:I,s:s}", "id", (json_int_t)t->job, "run",
                                   (json_int_t)t->run, "state",
                                   lost || fenced ? "lost"

@@ -284,6 +284,27 @@ def test_exit_code_and_no_command():
     assert j["state"] == "failed" and "no command" in j["pending_reason"], j
 
 
+def test_failed_task_ends_its_gang():
+    """A task of a gang that fails ends the job at once, with its exit code,
+    when the other tasks run on the same node too (as across nodes): the
+    others are stopped, not left holding their GPUs."""
+    t0 = time.time()
+    jid = submit({"tasks": 2, "command": sh('if [ "$ALLOT_TASK_INDEX" = 1 ]; then sleep 0.5; '
+                                             'exit 2; fi; exec sleep 61.25')})
+    j = wait_state(jid, ("succeeded", "failed"), timeout=30)
+    assert j["state"] == "failed" and j["exit_code"] == 2, j
+    assert time.time() - t0 < 30, j
+    assert {t["node"] for t in j["placement"]["tasks"]} == {agent.name}, j
+    # nothing of it is left running on the node (the agent's grace is 3 s)
+
+    def left():
+        return subprocess.run(["pgrep", "-f", "sleep 61.25"], capture_output=True).returncode == 0
+    end = time.time() + 15
+    while time.time() < end and left():
+        time.sleep(0.1)
+    assert not left()
+
+
 def test_memory_limit_is_an_oom_kill():
     jid = submit({"memory": 64, "command": ["python3", "-c",
                                             "x = bytearray(400 * 1024 * 1024); print(len(x))"]})
@@ -2156,7 +2177,8 @@ if __name__ == "__main__":
                 test_node_credential, test_run_to_completion,
                 test_tenants_run_as_their_own_uids, test_workdir_entered_as_the_jobs_user,
                 test_private_tmp_and_umask, test_ended_task_leaves_nothing,
-                test_exit_code_and_no_command, test_short_tasks_leave_no_zombies,
+                test_exit_code_and_no_command, test_failed_task_ends_its_gang,
+                test_short_tasks_leave_no_zombies,
                 test_token_file_wins_over_the_environment,
                 test_drained_once_the_processes_are_gone,
                 test_job_reports_its_checkpoint,
