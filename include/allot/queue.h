@@ -65,6 +65,9 @@ struct allot_job_spec {
     int64_t limit_s;               /* stopped at this runtime; 0 = none */
     int64_t min_runtime_s;         /* not preempted before; default from options */
     bool checkpointable;           /* gets a grace period and is requeued when preempted */
+    bool once;                     /* runs at most once (allotd's "requeue": false): a
+                                      preemption ends it (ALLOT_JOB_DONE) instead of queueing it
+                                      again, and defragmentation never moves it */
     int64_t checkpoint_interval_s; /* saves its work this often (0: unknown); a
                                       preemption loses the work since the last save */
     int64_t seq;                   /* arrival order between jobs the order keys tie (submitted in

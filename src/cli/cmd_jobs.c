@@ -44,7 +44,7 @@ const struct cli_opt jobs_submit_opts[] = {
     {"checkpointable", 0, NULL, "the job can be checkpointed and preempted safely"},
     {"checkpoint-interval", 0, "DURATION",
      "with --checkpointable: it saves its work this often (lets the scheduler move it)"},
-    {"no-requeue", 0, NULL, "end as lost when its node is lost (default: back to pending)"},
+    {"no-requeue", 0, NULL, "run at most once: end (lost, cancelled) where it would be requeued"},
     {"hold", 'H', NULL, "submit it held: it does not start until `allot release` (as sbatch -H)"},
     {"array", 'a', "SPEC", "job array, e.g. 0-99%10 (indices, ranges A-B[:STEP]; %N: N at once)"},
     {"dependency", 'd', "DEP", "afterok|afterany|afternotok:ID[:ID...][,...]"},

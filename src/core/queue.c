@@ -647,9 +647,15 @@ void queue_job_unplace(struct allot_queue *q, struct allot_job *j, int64_t now)
     queue_job_leave(q, j, now);
 }
 
-/* Puts j back into the pending list; the caller reserved room in it. */
+/* Puts preempted job j back into the pending list; the caller reserved
+ * room in it. A job that runs at most once (spec.once) ends instead. */
 void queue_requeue(struct allot_queue *q, struct allot_job *j, int64_t now)
 {
+    if (j->spec.once) {
+        j->state = ALLOT_JOB_DONE;
+        j->moving = false;
+        return;
+    }
     if (!ALLOT_NEVER(q->n_pending >= q->pending_cap))
         pending_add(q, j->id);
     j->state = ALLOT_JOB_PENDING;
@@ -1123,15 +1129,17 @@ const char *allot_queue_reason(struct allot_queue *q, int id)
                       q->jobs[w->other].name, (long long)w->a);
         break;
     case ALLOT_WHY_PREEMPTED:
-        allot_fmt(r, n, "requeued: %s job %s", queue_preempt_text(w->res), q->jobs[w->other].name);
+        allot_fmt(r, n, "%s: %s job %s", j->spec.once ? "ended (it runs once)" : "requeued",
+                  queue_preempt_text(w->res), q->jobs[w->other].name);
         break;
     case ALLOT_WHY_EVICTED:
         allot_fmt(r, n,
-                  "stopped and requeued: out of memory while putting it back after a "
-                  "preemption trial");
+                  "stopped and %s: out of memory while putting it back after a "
+                  "preemption trial",
+                  j->spec.once ? "ended" : "requeued");
         break;
     case ALLOT_WHY_GRACE_OVER:
-        allot_fmt(r, n, "requeued after preemption");
+        allot_fmt(r, n, "%s after preemption", j->spec.once ? "ended (it runs once)" : "requeued");
         break;
     case ALLOT_WHY_CANCELLED:
         allot_fmt(r, n, "cancelled");

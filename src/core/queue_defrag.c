@@ -84,8 +84,8 @@ static int whole_gpus(const struct allot_task *t)
 
 static bool movable(const struct allot_queue *q, const struct allot_job *v, int64_t now)
 {
-    return v->state == ALLOT_JOB_RUNNING && v->spec.checkpointable && queue_job_preemptible(q, v) &&
-           v->spec.n_tasks == 1 && whole_gpus(&v->spec.task) > 0 &&
+    return v->state == ALLOT_JOB_RUNNING && v->spec.checkpointable && !v->spec.once &&
+           queue_job_preemptible(q, v) && v->spec.n_tasks == 1 && whole_gpus(&v->spec.task) > 0 &&
            now - v->start >= v->spec.min_runtime_s && !queue_placed_exclusive(v) &&
            queue_lost_work(q, v, now) <= q->o.defrag_loss_s;
 }

@@ -577,7 +577,12 @@ static int changes_prepare(struct loop *l)
                 reason = l->reason_buf;
             }
         } else if (qj->state == ALLOT_JOB_DONE) {
-            c.want = ALLOT_SJ_FAILED;
+            /* ended by the core: its runtime limit (failed), or preempted
+             * while it runs once (cancelled: it did nothing wrong) */
+            int k = qj->why.kind;
+            c.want = k == ALLOT_WHY_PREEMPTED || k == ALLOT_WHY_GRACE_OVER || k == ALLOT_WHY_EVICTED
+                         ? ALLOT_SJ_CANCELLED
+                         : ALLOT_SJ_FAILED;
             reason = allot_queue_reason(l->q, e->qid);
         } else if (fresh) {
             c.want = ALLOT_SJ_STARTING;
@@ -655,7 +660,7 @@ static int changes_fn(struct allot_store *st, void *arg)
                                                      : e->wplacement,
             .pending_reason = c->reason,
             .start_time = c->want == ALLOT_SJ_STARTING ? run_start(e->wstart, now) : e->wstart,
-            .end_time = c->want == ALLOT_SJ_FAILED ? now : 0};
+            .end_time = allot_store_job_state_terminal(c->want) ? now : 0};
         int rc = allot_store_job_update(st, &j);
 
         if (rc == 0) {

@@ -39,7 +39,8 @@ struct live {
     json_t *spec;        /* owned: spec_text parsed while the job is placed (the
                             desired state shows it), else NULL: memory follows
                             the running jobs, not the waiting ones */
-    bool requeue;        /* back to pending when its node is lost */
+    bool requeue;        /* back to pending when its node is lost, it is evicted or
+                            preempted; false: it runs once (ends instead) */
     int64_t parent;      /* array it belongs to (its first job's id), 0 = none */
     int index;           /* its index in that array */
     int64_t wstart;      /* start time last written */

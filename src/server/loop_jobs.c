@@ -206,6 +206,7 @@ void loop_submit_job(struct loop *l, const struct allot_store_job *j, bool gate)
     spec.task = js.task;
     spec.limit_s = js.limit_s;
     spec.checkpointable = js.checkpointable;
+    spec.once = !js.requeue; /* preempted: it ends instead of running again */
     spec.checkpoint_interval_s = js.checkpoint_s;
     spec.seq = j->id; /* jobs of one second (an array's members) in submission order */
     if (spec.tenant <= 0) {

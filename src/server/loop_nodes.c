@@ -430,7 +430,7 @@ static int lost_fn(struct allot_store *st, void *arg)
 
 /* Marks every node whose lease ran out as lost, with its jobs: first in
  * the store, then in the core. */
-static void requeue_node(struct loop *l, int i, int64_t now, bool evict);
+static void requeue_node(struct loop *l, int i, int64_t now);
 
 void loop_check_leases(struct loop *l, int64_t now)
 {
@@ -459,25 +459,21 @@ void loop_check_leases(struct loop *l, int64_t now)
         json_object_del(e, "health");
         json_object_del(e, "gpus");
         pthread_mutex_unlock(&l->srv->agents_lock);
-        requeue_node(l, i, now, false);
+        requeue_node(l, i, now);
         allot_cluster_set_state(l->c, i, ALLOT_NODE_LOST);
     }
 }
 
-/* Takes the jobs on node i out of the core: each goes back to pending as a
- * new core job of the same stored job, keeping its place (all of them when
- * evicted; only those that may be requeued when the node was lost, the
- * others are dropped: their end is already stored). */
 /* Takes live job k out of the core: back to pending as a new core job of
- * the same stored job, keeping its place (always when evicted; only when
- * it may be requeued otherwise, else it is dropped: its end is stored). */
-static void requeue_live(struct loop *l, size_t k, int64_t now, bool evict)
+ * the same stored job, keeping its place, when it may be requeued; else it
+ * is dropped (its end is stored: a job that runs once never runs again). */
+static void requeue_live(struct loop *l, size_t k, int64_t now)
 {
     struct live *e = &l->live[k];
     char *spec;
 
     allot_queue_cancel(l->q, e->qid, now);
-    spec = e->requeue || evict ? strdup(e->spec_text) : NULL;
+    spec = e->requeue ? strdup(e->spec_text) : NULL;
     if (spec) {
         /* a new core job for the same stored one: pending again */
         struct allot_store_job sj = {.id = e->sid,
@@ -496,11 +492,26 @@ static void requeue_live(struct loop *l, size_t k, int64_t now, bool evict)
     }
 }
 
-static void requeue_node(struct loop *l, int i, int64_t now, bool evict)
+/* Takes the jobs on node i out of the core (requeue_live). */
+static void requeue_node(struct loop *l, int i, int64_t now)
 {
     for (size_t k = l->n_live; k-- > 0;)
         if (job_on_node(allot_queue_job(l->q, l->live[k].qid), i))
-            requeue_live(l, k, now, evict);
+            requeue_live(l, k, now);
+}
+
+/* Stored job `sid` evicted (why): back to pending, or, when it runs once
+ * ("requeue": false), ended as cancelled: its user said a second run
+ * would do harm. On a group-commit handle. */
+static int evict_stored(struct allot_store *st, int64_t sid, bool requeue, const char *why,
+                        int64_t now)
+{
+    char once[300];
+
+    if (requeue)
+        return requeue_job(st, sid, why, now);
+    allot_fmt(once, sizeof(once), "%s; not run again (requeue: false)", why);
+    return loop_end_job(st, sid, ALLOT_SJ_CANCELLED, "cancelled", once, now);
 }
 
 struct evict_write {
@@ -521,7 +532,7 @@ static int evict_fn(struct allot_store *st, void *arg)
               allot_cluster_node(l->c, w->node)->name);
     for (size_t k = 0; k < l->n_live && !rc; k++)
         if (job_on_node(allot_queue_job(l->q, l->live[k].qid), w->node))
-            rc = requeue_job(st, l->live[k].sid, why, w->now);
+            rc = evict_stored(st, l->live[k].sid, l->live[k].requeue, why, w->now);
     return rc;
 }
 
@@ -539,19 +550,20 @@ void loop_evict_node(struct loop *l, const char *name)
         return;
     }
     LOG_INFO("loop", "node %s drained: its jobs are evicted and queue again", name);
-    requeue_node(l, i, w.now, true);
+    requeue_node(l, i, w.now);
 }
 
 struct evict_job_write {
     int64_t sid, now;
     const char *why;
+    bool requeue;
 };
 
 static int evict_job_fn(struct allot_store *st, void *arg)
 {
     struct evict_job_write *w = arg;
 
-    return requeue_job(st, w->sid, w->why, w->now);
+    return evict_stored(st, w->sid, w->requeue, w->why, w->now);
 }
 
 /* Sends running job `sid` back to the queue (its agent stops it), with why. */
@@ -567,12 +579,13 @@ void loop_evict_job(struct loop *l, int64_t sid, int64_t run, const char *why)
      * new run alone */
     if (!qj || qj->state != ALLOT_JOB_RUNNING || (run && e->wstart != run))
         return;
+    w.requeue = e->requeue;
     if (srv_write(l->srv, evict_job_fn, &w) < 0) {
         LOG_ERROR("loop", "job %lld: cannot record its eviction", (long long)sid);
         return;
     }
     LOG_INFO("loop", "job %lld evicted: %s", (long long)sid, why);
-    requeue_live(l, k, w.now, true);
+    requeue_live(l, k, w.now);
 }
 
 void loop_remove_node(struct loop *l, const char *name)

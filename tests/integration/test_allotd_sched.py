@@ -799,6 +799,40 @@ def test_preempted_job_survives_restart():
         d.stop()
 
 
+def test_once_job_never_runs_twice():
+    """A job submitted with "requeue": false (its user said a second run
+    would do harm) ends as cancelled when it is preempted, or evicted by
+    drain --evict, instead of queueing to run again."""
+    d = Daemon(args=["--preempt-grace", "0s", "--preempt-min-runtime", "0s"])
+    try:
+        expect(d.req("PUT", "/v1/tenants", TENANTS, token=d.admin), 200)
+        ag = d.token("agent", "", "agents")
+        expect(d.req("POST", "/v1/nodes/register", dict(N1, name="once-1"), token=ag), 201)
+        low = expect(d.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 4,
+                                                "priority": "training", "requeue": False},
+                           token=d.admin), 201)["id"]
+        wait_job(low, lambda j: j["state"] == "starting", d=d)
+        high = expect(d.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 4,
+                                                 "priority": "inference"}, token=d.admin), 201)["id"]
+        j = wait_job(low, lambda j: j["state"] not in ("starting", "running"), d=d)
+        assert j["state"] == "cancelled" and "runs once" in j["pending_reason"], j
+        assert j["end_time"] > 0, j
+        wait_job(high, lambda j: j["state"] == "starting", d=d)
+        kinds = [e["kind"] for e in expect(d.req("GET", "/v1/jobs/%d/events" % low,
+                                                 token=d.admin), 200)["events"]]
+        assert kinds.count("placed") == 1 and "preempted" in kinds, kinds
+        expect(d.req("POST", "/v1/jobs/%d/cancel" % high, token=d.admin), 200)
+        # evicted from a draining node: ended, not queued again
+        ev = expect(d.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 1,
+                                               "requeue": False}, token=d.admin), 201)["id"]
+        wait_job(ev, lambda j: j["state"] == "starting", d=d)
+        expect(d.req("POST", "/v1/nodes/once-1/drain?evict=true", token=d.admin), 200)
+        j = wait_job(ev, lambda j: j["state"] not in ("starting", "running"), d=d)
+        assert j["state"] == "cancelled" and "not run again" in j["pending_reason"], j
+    finally:
+        d.stop()
+
+
 if __name__ == "__main__":
     dm = Daemon()
     try:
@@ -809,6 +843,7 @@ if __name__ == "__main__":
                 test_cycle_work_goes_on, test_reserve_gangs, test_fair_reclaim, test_fair_cap,
                 test_aging, test_large_gang_gpus, test_las_threshold, test_lending_hold,
                 test_defrag, test_checkpoint_report, test_checkpoint_survives_restart,
-                test_job_credential, test_preempted_job_survives_restart])
+                test_job_credential, test_preempted_job_survives_restart,
+                test_once_job_never_runs_twice])
     finally:
         dm.stop()
