@@ -125,6 +125,9 @@ struct allot_job {
                            start, or the last save it reported in this run
                            (allot_queue_checkpointed) */
     int64_t stop_at;    /* STOPPING: when the grace period ends */
+    int64_t run_from;   /* running: when its runtime limit began to count (its start,
+                           or with opts.limit_from_running when the caller said it
+                           runs, allot_queue_running; INT64_MAX: not yet) */
     int64_t attained_s; /* GPU-seconds of service received (all runs) */
     int64_t runs;       /* times started */
     int64_t preemptions;
@@ -221,6 +224,11 @@ struct allot_queue_opts {
      * skips when it already knows a job cannot start (queue_fast.c). The
      * decisions and pending reasons are the same either way. */
     bool exhaustive;
+    /* A runtime limit counts from when the caller says the job's processes
+     * run (allot_queue_running), not from its placement: a job whose
+     * start waits for its node (a victim's grace, an image to fetch) does
+     * not spend its limit waiting. allotd sets it; off, from placement. */
+    bool limit_from_running;
 };
 
 /*
@@ -385,6 +393,12 @@ const char *allot_queue_reason(struct allot_queue *q, int id);
 int allot_queue_adopt(struct allot_queue *q, const struct allot_job_spec *spec,
                       const struct allot_placement *pl, int64_t start, int64_t now, char *err,
                       size_t errlen);
+
+/* Says that running job id's processes run since `at` (unix seconds, not
+ * before its start): its runtime limit counts from then (see
+ * opts.limit_from_running). A later call moves it only later. Returns 0,
+ * ALLOT_ENOENT, or ALLOT_ESTATE when the job is not running. */
+int allot_queue_running(struct allot_queue *q, int id, int64_t at);
 
 /* Forgets ended job id (state ALLOT_JOB_DONE) so that its slot and id are
  * reused by a later submission: a long-running caller (allotd) that has

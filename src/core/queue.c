@@ -682,6 +682,26 @@ static int job_end(struct allot_queue *q, struct allot_job *j, int64_t now, int 
     return 0;
 }
 
+int allot_queue_running(struct allot_queue *q, int id, int64_t at)
+{
+    struct allot_job *j;
+
+    if (id < 0 || (size_t)id >= q->n_jobs || !q->jobs[id].name)
+        return ALLOT_ENOENT;
+    j = &q->jobs[id];
+    if (j->state != ALLOT_JOB_RUNNING)
+        return ALLOT_ESTATE;
+    if (at < j->start)
+        at = j->start;
+    if (j->run_from != INT64_MAX && at <= j->run_from)
+        return 0;
+    j->run_from = at;
+    queue_fast_timer(q, j);
+    if (queue_limit_at(j) < q->wakeup)
+        q->wakeup = queue_limit_at(j);
+    return 0;
+}
+
 int allot_queue_cancel(struct allot_queue *q, int id, int64_t now)
 {
     q->pause.valid = false; /* a cycle cut short starts over */
@@ -751,6 +771,7 @@ static void job_start(struct allot_queue *q, struct allot_job *j, int64_t now)
         q->min_runtime_floor = j->spec.min_runtime_s;
     j->start = now;
     j->saved_at = now;
+    j->run_from = q->o.limit_from_running ? INT64_MAX : now;
     j->runs++;
     /* its reservation is over: its backfill is no longer its victim */
     while (q->bf[j->id].head >= 0)
@@ -817,6 +838,7 @@ int allot_queue_adopt(struct allot_queue *q, const struct allot_job_spec *spec,
     q->fn = fn;
     j->start = start;
     j->saved_at = start;
+    j->run_from = start;    /* runs already (allot_queue_running may say since when) */
     queue_fast_timer(q, j); /* its limit counts from its real start */
     queue_fast_recheck_add(q, j);
     if (j->borrowed)
@@ -1183,8 +1205,7 @@ static void first_before_moved(struct allot_queue *q, int pf)
 static int stop_one(struct allot_queue *q, struct allot_job *j, int64_t now)
 {
     bool grace_over = j->state == ALLOT_JOB_STOPPING && j->stop_at <= now;
-    bool limit =
-        j->state == ALLOT_JOB_RUNNING && j->spec.limit_s && now - j->start >= j->spec.limit_s;
+    bool limit = j->state == ALLOT_JOB_RUNNING && now >= queue_limit_at(j);
 
     if (!grace_over && !limit)
         return 1;
@@ -1453,9 +1474,7 @@ static void cycle_wakeup(struct allot_queue *q, int64_t now)
         if (q->running[i] < 0)
             continue;
         j = &q->jobs[q->running[i]];
-        at = j->state == ALLOT_JOB_STOPPING ? j->stop_at
-             : j->spec.limit_s              ? j->start + j->spec.limit_s
-                                            : INT64_MAX;
+        at = j->state == ALLOT_JOB_STOPPING ? j->stop_at : queue_limit_at(j);
         if (at < q->wakeup)
             q->wakeup = at;
     }

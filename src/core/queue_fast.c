@@ -1016,9 +1016,7 @@ static int64_t timer_at(const struct allot_job *j, bool *grace)
     *grace = j->state == ALLOT_JOB_STOPPING;
     if (*grace)
         return j->stop_at;
-    if (j->state != ALLOT_JOB_RUNNING || !j->spec.limit_s)
-        return INT64_MAX;
-    return j->start > INT64_MAX - j->spec.limit_s ? INT64_MAX : j->start + j->spec.limit_s;
+    return j->state == ALLOT_JOB_RUNNING ? queue_limit_at(j) : INT64_MAX;
 }
 
 static bool tm_before(const struct fast_timer *a, const struct fast_timer *b)

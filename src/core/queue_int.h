@@ -357,6 +357,18 @@ void queue_fast_search_put(struct allot_queue *q, const struct allot_job *j, int
 /* Job j's grace period or runtime limit may have begun (it started with a
  * limit, started at another time, or was signalled). Never fails. */
 void queue_fast_timer(struct allot_queue *q, const struct allot_job *j);
+
+/* When running job j reaches its runtime limit: the first whole second at
+ * which more than limit_s seconds have passed since run_from (times are
+ * whole seconds, so the limit never ends early); INT64_MAX when it has
+ * none or does not run yet. The one rule the timers and the stop use. */
+static inline int64_t queue_limit_at(const struct allot_job *j)
+{
+    if (!j->spec.limit_s || j->run_from == INT64_MAX ||
+        j->run_from > INT64_MAX - j->spec.limit_s - 1)
+        return INT64_MAX;
+    return j->run_from + j->spec.limit_s + 1;
+}
 /* The running jobs whose grace period or limit ends by now, in the
  * running list's order (*out valid until the next call). Returns 0, or
  * ALLOT_ENOMEM when the caller must scan. A job the caller does not stop

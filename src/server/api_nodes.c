@@ -362,7 +362,7 @@ static bool spec_requeue(const char *spec)
  * nodes only once every one of them reported (a "node-done" event each);
  * a failure or loss ends it at once (the other tasks are stopped). */
 static int job_report(struct allot_store *st, const char *node, json_t *rep, int64_t now,
-                      int64_t *ended, int64_t *evict, int64_t *evict_run)
+                      int64_t *ended, int64_t *evict, int64_t *evict_run, int64_t *started)
 {
     json_t *jid = json_object_get(rep, "id"), *js = json_object_get(rep, "state");
     json_t *jx = json_object_get(rep, "exit_code");
@@ -373,7 +373,7 @@ static int job_report(struct allot_store *st, const char *node, json_t *rep, int
 
     json_t *run = json_object_get(rep, "run");
 
-    *ended = *evict = *evict_run = 0;
+    *ended = *evict = *evict_run = *started = 0;
     state = allot_store_job_state_parse(json_string_value(js));
     rc = allot_store_job_get(st, json_integer_value(jid), &j);
     if (rc == 0)
@@ -401,6 +401,7 @@ static int job_report(struct allot_store *st, const char *node, json_t *rep, int
         rc = allot_store_job_update(st, &j);
         if (!rc)
             rc = allot_store_event_add(st, &ev, NULL);
+        *started = j.id;
     } else if (state == ALLOT_SJ_SUCCEEDED && nodes > 1 && j.state != ALLOT_SJ_PENDING &&
                nodes_done(st, j.id, node, &rc) < nodes) {
         struct allot_store_event ev = {
@@ -448,6 +449,8 @@ struct beat_write {
     int64_t *evict;     /* OUT: jobs its agent fenced, to queue again (64 at most) */
     int64_t *evict_run; /* OUT: ... and the run of each it stopped */
     size_t n_evict;
+    int64_t *started; /* OUT: jobs now running (their time limits count from now) */
+    size_t n_started;
     bool foreign; /* OUT: the node belongs to another agent token (nothing written) */
 };
 
@@ -474,9 +477,10 @@ static int beat_fn(struct allot_store *st, void *arg)
         if (rc)
             break;
         rc = job_report(st, w->name, x, w->now, &w->ended[w->n_ended], &w->evict[w->n_evict],
-                        &w->evict_run[w->n_evict]);
+                        &w->evict_run[w->n_evict], &w->started[w->n_started]);
         w->n_ended += w->ended[w->n_ended] != 0;
         w->n_evict += w->evict[w->n_evict] != 0;
+        w->n_started += w->started[w->n_started] != 0;
     }
     json_t *mine = json_object(); /* "JOB:TASK" -> placed on this node? */
     char at[128];
@@ -535,7 +539,7 @@ int api_nodes_heartbeat(struct req *r)
     struct hb_body hb = {0};
     json_t *b = NULL, *jobs, *logs, *health;
     int64_t now = srv_now(), expiry = now + r->srv->cfg.lease / 1000;
-    int64_t ended[64], evict[64], evict_run[64], wait_ms;
+    int64_t ended[64], evict[64], evict_run[64], started[64], wait_ms;
     const char *known;
     size_t i, n_ended = 0;
     char target[96], err[512];
@@ -563,7 +567,8 @@ int api_nodes_heartbeat(struct req *r)
                            .n = &n,
                            .ended = ended,
                            .evict = evict,
-                           .evict_run = evict_run};
+                           .evict_run = evict_run,
+                           .started = started};
     rc = srv_write(r->srv, beat_fn, &w);
     n_ended = w.n_ended;
     if (rc)
@@ -586,6 +591,8 @@ int api_nodes_heartbeat(struct req *r)
     } else {
         for (i = 0; i < n_ended; i++)
             loop_post(r->srv->loop, LOOP_JOB_FINISHED, ended[i], NULL);
+        for (i = 0; i < w.n_started; i++)
+            loop_post_running(r->srv->loop, started[i], now);
         for (i = 0; i < w.n_evict; i++) {
             char why[160];
             allot_fmt(why, sizeof(why),

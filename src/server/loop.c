@@ -106,6 +106,11 @@ int loop_post_checkpoint(struct loop *l, int64_t id, int64_t at)
     return post_run(l, LOOP_JOB_CHECKPOINT, id, at, NULL);
 }
 
+int loop_post_running(struct loop *l, int64_t id, int64_t at)
+{
+    return post_run(l, LOOP_JOB_RUNNING, id, at, NULL);
+}
+
 int loop_post_job(struct loop *l, const struct allot_store_job *j)
 {
     struct msg *m = allot_calloc(1, sizeof(*m));
@@ -308,7 +313,8 @@ static int rebuild(struct loop *l)
     }
     /* the running jobs' last saves in one query, not one a job (adopt_saved) */
     l->saves_read = allot_store_event_last_running(rd, "checkpoint", &l->saves, &l->n_saves) == 0 &&
-                    allot_store_event_last_running(rd, "preempted", &l->stops, &l->n_stops) == 0;
+                    allot_store_event_last_running(rd, "preempted", &l->stops, &l->n_stops) == 0 &&
+                    allot_store_event_last_running(rd, "running", &l->runs_ev, &l->n_runs_ev) == 0;
     do {
         rc = allot_store_job_list(rd, &f, &pg);
         for (size_t i = 0; i < pg.n; i++)
@@ -318,8 +324,9 @@ static int rebuild(struct loop *l)
     } while (rc == 0 && f.cursor);
     allot_store_events_free(l->saves, l->n_saves);
     allot_store_events_free(l->stops, l->n_stops);
-    l->saves = l->stops = NULL;
-    l->n_saves = l->n_stops = 0;
+    allot_store_events_free(l->runs_ev, l->n_runs_ev);
+    l->saves = l->stops = l->runs_ev = NULL;
+    l->n_saves = l->n_stops = l->n_runs_ev = 0;
     l->saves_read = false;
     for (size_t i = 0; i < nn; i++) {
         int k = allot_cluster_find_node(l->c, nodes[i].name);
@@ -427,6 +434,14 @@ static bool handle(struct loop *l, struct msg *m)
         if (rc)
             LOG_DEBUG("loop", "job %lld: checkpoint at %lld not counted: %s", (long long)m->id,
                       (long long)m->run, allot_strerror(rc));
+        break;
+    case LOOP_JOB_RUNNING:
+        /* its time limit counts from now on (a report of a run that ended
+         * meanwhile finds no running job; one of an earlier run than the
+         * current counts from the current's start at the earliest) */
+        e = loop_find_live(l, m->id, &idx);
+        if (e)
+            allot_queue_running(l->q, e->qid, m->run);
         break;
     case LOOP_NODE_HEALTH:
         loop_node_health(l, m->name ? m->name : "", m->id != 0);
@@ -1154,6 +1169,9 @@ void loop_queue_opts(const struct server_config *cfg, struct allot_queue_opts *q
                                     .defrag_loss_s = cfg->defrag_loss / 1000,
                                     .las_threshold_gpu_s = cfg->las_threshold / 1000,
                                     .hold_half_life_s = (double)cfg->lending_hold / 1000.0,
+                                    /* a job's time limit counts from its agent's
+                                     * "running", not from its placement */
+                                    .limit_from_running = true,
                                     .seed = 1};
 }
 

@@ -41,6 +41,7 @@ enum loop_msg_kind {
     LOOP_NODE_CHANGED,   /* name: a node out of service and empty that registered another
                             inventory (stored) */
     LOOP_NODE_REMOVED,   /* name: a lost node an admin removed from the store */
+    LOOP_JOB_RUNNING,    /* id: a job its agent reported running (stored) since `run` */
 };
 
 /* Starts the loop thread and sets s->loop (before the thread can mark the
@@ -62,6 +63,9 @@ int loop_post(struct loop *l, int kind, int64_t id, const char *name);
 int loop_post_evict(struct loop *l, int64_t id, int64_t run, const char *why);
 /* LOOP_JOB_CHECKPOINT: job id saved its work at `at` (unix seconds). */
 int loop_post_checkpoint(struct loop *l, int64_t id, int64_t at);
+/* LOOP_JOB_RUNNING: job id's processes run since `at` (its time limit
+ * counts from then). */
+int loop_post_running(struct loop *l, int64_t id, int64_t at);
 /* Tells the loop of job j just committed (a copy is queued: the loop does
  * not read it back from the store). Returns 0 or ALLOT_ENOMEM. */
 int loop_post_job(struct loop *l, const struct allot_store_job *j);

@@ -110,6 +110,10 @@ struct loop {
      * (their grace was in allotd's memory only) */
     struct allot_store_event *stops;
     size_t n_stops;
+    /* while rebuilding: when each running job's agent said it runs (its
+     * time limit counts from then) */
+    struct allot_store_event *runs_ev;
+    size_t n_runs_ev;
     struct allot_queue *q;
     /* the core's priority classes by slot (apply_class) */
     struct {

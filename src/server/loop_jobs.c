@@ -99,6 +99,24 @@ static void adopt_saved(struct loop *l, int64_t sid, int qid, int64_t now)
     allot_store_event_clear(&ev);
 }
 
+/* An adopted running job's time limit counts from when its agent said
+ * it runs (its "running" event of this run), not from its placement. */
+static void adopt_running(struct loop *l, int64_t sid, int qid)
+{
+    struct allot_store *st = srv_reader(l->srv);
+    struct allot_store_event ev = {0};
+
+    if (l->saves_read) {
+        const struct allot_store_event *e =
+            l->n_runs_ev ? bsearch(&sid, l->runs_ev, l->n_runs_ev, sizeof(*e), cmp_save) : NULL;
+        if (e)
+            allot_queue_running(l->q, qid, e->time);
+    } else if (st && allot_store_event_last(st, sid, "running", &ev) == 0) {
+        allot_queue_running(l->q, qid, ev.time); /* an earlier run's: from this one's start */
+    }
+    allot_store_event_clear(&ev);
+}
+
 /* Whether stored job sid was preempted in the run it would be adopted in
  * (a "preempted" event after its last "placed" one). Its grace period
  * was in the core's memory only, and its agent stops it or has: adopted
@@ -146,6 +164,8 @@ static int adopt_job(struct loop *l, const struct allot_store_job *j,
         qid = allot_queue_adopt(l->q, spec, pl, start, now, err, errlen);
         if (qid >= 0 && spec->checkpointable)
             adopt_saved(l, j->id, qid, now);
+        if (qid >= 0 && j->state == ALLOT_SJ_RUNNING && spec->limit_s)
+            adopt_running(l, j->id, qid);
     } else {
         allot_fmt(err, errlen, "stored placement does not match the cluster");
     }

@@ -833,6 +833,32 @@ def test_once_job_never_runs_twice():
         d.stop()
 
 
+def test_time_limit_counts_from_running():
+    """A job's time limit counts from its agent's "running" report, not
+    from its placement: a start that waits (for a victim's grace, an image)
+    spends none of it; and it never ends before the limit has passed."""
+    d = Daemon()
+    try:
+        expect(d.req("PUT", "/v1/tenants", TENANTS, token=d.admin), 200)
+        ag = d.token("agent", "", "agents")
+        expect(d.req("POST", "/v1/nodes/register", dict(N1, name="tl-1"), token=ag), 201)
+        jid = expect(d.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 1,
+                                                "time_limit": 2}, token=d.admin), 201)["id"]
+        run = wait_job(jid, lambda j: j["state"] == "starting", d=d)["start_time"]
+        time.sleep(3.5)  # placed, not running yet: past its limit from placement
+        assert expect(d.req("GET", "/v1/jobs/%d" % jid, token=d.admin), 200)["state"] == \
+            "starting"
+        expect(d.req("POST", "/v1/nodes/tl-1/heartbeat",
+                     {"jobs": [{"id": jid, "run": run, "state": "running"}]}, token=ag), 200)
+        t0 = time.time()
+        j = wait_job(jid, lambda j: j["state"] == "failed", d=d)
+        took = time.time() - t0
+        assert "runtime limit (2 s)" in j["pending_reason"], j
+        assert 1.9 < took < 5, took
+    finally:
+        d.stop()
+
+
 if __name__ == "__main__":
     dm = Daemon()
     try:
@@ -844,6 +870,6 @@ if __name__ == "__main__":
                 test_aging, test_large_gang_gpus, test_las_threshold, test_lending_hold,
                 test_defrag, test_checkpoint_report, test_checkpoint_survives_restart,
                 test_job_credential, test_preempted_job_survives_restart,
-                test_once_job_never_runs_twice])
+                test_once_job_never_runs_twice, test_time_limit_counts_from_running])
     finally:
         dm.stop()

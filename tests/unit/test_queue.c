@@ -526,11 +526,36 @@ static void test_runtime_limit_and_validation(void **state)
     s.tenant = w.a;
     id = allot_queue_submit(w.q, &s, 0, err, sizeof(err));
     cycle(&w, 0);
-    assert_int_equal(allot_queue_next_wakeup(w.q), 60);
+    /* times are whole seconds: a run started at 0.9 s has run 60 s only
+     * once it is 61 by the clock, so the limit ends there, never early */
+    assert_int_equal(allot_queue_next_wakeup(w.q), 61);
     cycle(&w, 60);
+    assert_int_equal(allot_queue_job(w.q, id)->state, ALLOT_JOB_RUNNING);
+    cycle(&w, 61);
     assert_int_equal(allot_queue_job(w.q, id)->state, ALLOT_JOB_DONE);
     assert_string_equal(allot_queue_reason(w.q, id), "stopped at its runtime limit (60 s)");
     assert_int_equal(allot_cluster_used_milli(w.c), 0);
+    world_free(&w);
+
+    /* counted from when the caller says it runs (allotd: its agent's
+     * report), not from its placement: a start that waits spends none */
+    struct allot_queue_opts o = base;
+    o.limit_from_running = true;
+    world_init(&w, 1, 4, o);
+    s.tenant = w.a;
+    id = allot_queue_submit(w.q, &s, 0, err, sizeof(err));
+    cycle(&w, 0);
+    cycle(&w, 100);
+    assert_int_equal(allot_queue_job(w.q, id)->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(allot_queue_running(w.q, id, 90), 0);
+    assert_int_equal(allot_queue_next_wakeup(w.q), 151);
+    assert_int_equal(allot_queue_running(w.q, id, 10), 0); /* never earlier */
+    cycle(&w, 150);
+    assert_int_equal(allot_queue_job(w.q, id)->state, ALLOT_JOB_RUNNING);
+    cycle(&w, 151);
+    assert_int_equal(allot_queue_job(w.q, id)->state, ALLOT_JOB_DONE);
+    assert_int_equal(allot_queue_running(w.q, id, 200), ALLOT_ESTATE);
+    assert_int_equal(allot_queue_running(w.q, 999, 200), ALLOT_ENOENT);
     /* bad submissions name the field */
     s.n_tasks = 0;
     assert_int_equal(allot_queue_submit(w.q, &s, 0, err, sizeof(err)), ALLOT_EINVAL);
