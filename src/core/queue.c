@@ -682,26 +682,6 @@ static int job_end(struct allot_queue *q, struct allot_job *j, int64_t now, int 
     return 0;
 }
 
-int allot_queue_running(struct allot_queue *q, int id, int64_t at)
-{
-    struct allot_job *j;
-
-    if (id < 0 || (size_t)id >= q->n_jobs || !q->jobs[id].name)
-        return ALLOT_ENOENT;
-    j = &q->jobs[id];
-    if (j->state != ALLOT_JOB_RUNNING)
-        return ALLOT_ESTATE;
-    if (at < j->start)
-        at = j->start;
-    if (j->run_from != INT64_MAX && at <= j->run_from)
-        return 0;
-    j->run_from = at;
-    queue_fast_timer(q, j);
-    if (queue_limit_at(j) < q->wakeup)
-        q->wakeup = queue_limit_at(j);
-    return 0;
-}
-
 int allot_queue_cancel(struct allot_queue *q, int id, int64_t now)
 {
     q->pause.valid = false; /* a cycle cut short starts over */

@@ -1080,6 +1080,27 @@ void queue_fast_timer(struct allot_queue *q, const struct allot_job *j)
     tm_up(f, f->n_tm++);
 }
 
+/* The runtime limit's clock, from the caller (opts.limit_from_running). */
+int allot_queue_running(struct allot_queue *q, int id, int64_t at)
+{
+    struct allot_job *j;
+
+    if (id < 0 || (size_t)id >= q->n_jobs || !q->jobs[id].name)
+        return ALLOT_ENOENT;
+    j = &q->jobs[id];
+    if (j->state != ALLOT_JOB_RUNNING)
+        return ALLOT_ESTATE;
+    if (at < j->start)
+        at = j->start;
+    if (j->run_from != INT64_MAX && at <= j->run_from)
+        return 0;
+    j->run_from = at;
+    queue_fast_timer(q, j);
+    if (queue_limit_at(j) < q->wakeup)
+        q->wakeup = queue_limit_at(j);
+    return 0;
+}
+
 /* Makes the timers whole again from the running jobs. Returns 0 or
  * ALLOT_ENOMEM (still lost). */
 static int tm_rebuild(struct allot_queue *q, struct queue_fast *f)
