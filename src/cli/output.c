@@ -18,7 +18,7 @@
 
 void out_json(FILE *f, json_t *v)
 {
-    json_dumpf(v, f, JSON_INDENT(2) | JSON_ENCODE_ANY);
+    json_dumpf(v, f, JSON_INDENT(2) | JSON_ENCODE_ANY | JSON_REAL_PRECISION(15));
     fputc('\n', f);
 }
 
@@ -126,7 +126,7 @@ static void y_scalar(FILE *f, json_t *v)
         fprintf(f, "%lld", (long long)json_integer_value(v));
         break;
     case JSON_REAL:
-        allot_fmt(buf, sizeof(buf), "%.17g", json_real_value(v));
+        allot_fmt(buf, sizeof(buf), "%.15g", json_real_value(v));
         /* keep it a float when read back */
         fputs(buf, f);
         if (!strpbrk(buf, ".eEn"))

@@ -311,7 +311,7 @@ int api_jobs_submit(struct req *r)
                   js.tenant);
         goto out;
     }
-    spec = json_dumps(b, JSON_COMPACT);
+    spec = json_dumps(b, JSON_COMPACT | JSON_REAL_PRECISION(15)); /* 0.1 stays 0.1 */
     j.tenant = (char *)js.tenant;
     j.name = (char *)js.name;
     j.token_id = r->who.token_id;

@@ -186,7 +186,8 @@ static void set_resp(struct req *r, int status, const char *type, char *body)
 
 int api_json(struct req *r, int status, json_t *v)
 {
-    char *s = v ? json_dumps(v, JSON_COMPACT) : NULL;
+    /* 15 digits: a user's 0.1 reads back as 0.1, not 0.10000000000000001 */
+    char *s = v ? json_dumps(v, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;
     char *copy = s ? allot_strdup(s) : NULL;
 
     free(s);

@@ -73,6 +73,11 @@ def test_submit_get_and_idempotency():
                                        "gpu_memory": 10240}, token=dm.admin), 201)
     expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "mig": "1g.10gb"},
                   token=dm.admin), 201)
+    # a decimal reads back as written, not as 0.10000000000000001
+    c = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "cpus": 0.1},
+                      token=dm.admin), 201)
+    raw = dm.req("GET", "/v1/jobs/%d" % c["id"], token=dm.admin, raw=True)[1]
+    assert '"cpus":0.1,' in raw or '"cpus":0.1}' in raw, raw
 
 
 def test_submit_422_and_400():
