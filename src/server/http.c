@@ -442,15 +442,28 @@ static void dispatch(struct http *h, struct req *r, size_t *route_out)
         if (!req_route_match(http_routes[i].pattern, r->path, r->params))
             continue;
         path_seen = true;
-        if (!strcmp(http_routes[i].method, r->method))
+        /* HEAD is a GET without its body (libmicrohttpd leaves it out):
+         * load balancers' health checks use it */
+        if (!strcmp(http_routes[i].method, r->method) ||
+            (!strcmp(r->method, "HEAD") && !strcmp(http_routes[i].method, "GET")))
             break;
     }
     *route_out = i;
+    if (i == http_n_routes && !path_seen) {
+        api_error(r, 404, "not_found", "no such route: %s", r->path);
+        return;
+    }
     if (i == http_n_routes) {
-        if (path_seen)
-            api_error(r, 405, "method_not_allowed", "%s is not allowed on %s", r->method, r->path);
-        else
-            api_error(r, 404, "not_found", "no such route: %s", r->path);
+        /* the methods the path takes, as HTTP asks of a 405 */
+        char allow[128] = "";
+        size_t len = 0;
+        for (size_t k = 0; k < http_n_routes && len < sizeof(allow); k++)
+            if (req_route_match(http_routes[k].pattern, r->path, r->params))
+                len += (size_t)allot_fmt(allow + len, sizeof(allow) - len, "%s%s", len ? ", " : "",
+                                         http_routes[k].method);
+        api_set_header(r, "Allow", allow);
+        api_error(r, 405, "method_not_allowed", "%s is not allowed on %s (allowed: %s)", r->method,
+                  r->path, allow);
         return;
     }
     const struct route *rt = &http_routes[i];

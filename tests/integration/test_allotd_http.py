@@ -24,6 +24,18 @@ def test_health_and_routing():
     assert b["error"]["code"] == "not_found"
     expect(dm.req("DELETE", "/v1/jobs", token=dm.admin), 405)
     expect(dm.req("GET", "/v1/jobs/../tokens", token=dm.admin), 404)
+    # a 405 says which methods the path takes (Allow), as HTTP asks
+    c = dm.conn()
+    c.request("DELETE", "/v1/jobs", headers={"Authorization": "Bearer " + dm.admin})
+    r = c.getresponse()
+    assert r.status == 405 and r.getheader("Allow") == "POST, GET", r.getheaders()
+    assert "allowed: POST, GET" in r.read().decode()
+    # HEAD, as load balancers' health checks send it: a GET without a body
+    for path in ("/healthz", "/readyz"):
+        c = dm.conn()
+        c.request("HEAD", path)
+        r = c.getresponse()
+        assert r.status == 200 and r.read() == b"", (path, r.status)
 
 
 def test_401_without_or_with_a_bad_token():
