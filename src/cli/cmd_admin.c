@@ -294,6 +294,10 @@ static int node_state(struct cli *c, const struct cli_usage *u, const struct cli
         rc = cli_usage_error("allot %s NODE...", u->verb);
         goto out;
     }
+    if (args_get(&a, "timeout") && !args_has(&a, "wait")) {
+        rc = cli_usage_error("--timeout is how long --wait waits: give --wait too");
+        goto out;
+    }
     if (!cli_client(c)) {
         rc = CLI_USAGE;
         goto out;

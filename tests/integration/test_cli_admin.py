@@ -239,6 +239,8 @@ def test_nodes_and_top():
     assert ok(cli(dm, "nodes", node, "-o", "json")).json()[0]["state"] == "drained"
     ok(cli(dm, "uncordon", node))
     fails(cli(dm, "drain", node, "--wait", "--timeout", "x"), 1, "usage")
+    r = fails(cli(dm, "drain", node, "--timeout", "3s"), 1, "usage")  # it waits for nothing
+    assert "--wait" in r.err, r
     fails(cli(dm, "cordon", "nosuch"), 2, "not_found")
     fails(cli(dm, "drain"), 1, "usage")
     viewer = dm.token("viewer", "", "v2")
