@@ -412,9 +412,10 @@ static void job_class(struct allot_store *st, int64_t id, char *cls, size_t len)
 /*
  * Finds the running jobs that hold GPUs (whole or MIG) and whose measured
  * utilisation stayed under idle-threshold for their class's idle window:
- * observed since at most half-way into the window, at least two
- * utilisation samples in it, none at or over the threshold. Such a job is idle since its
- * last busy sample (or its start); the GPU-hours it held since are wasted.
+ * observed for the whole window (within a tenth of it), at least two
+ * utilisation samples in it, none at or over the threshold. Such a job is
+ * idle since its last busy sample (or since it was first measured); the
+ * GPU-hours it held since are wasted.
  */
 static int meter_idle(struct server *s, int64_t now)
 {
@@ -470,8 +471,10 @@ static int meter_idle(struct server *s, int64_t now)
             const struct allot_store_sample *p = &smp[q];
             if (p->job_id != r->job_id || p->gpu_util < 0 || p->at < r->start * 1000)
                 continue;
-            if (!first || p->at < first)
-                first = p->at;
+            /* a sample stands for the interval before it */
+            int64_t from = p->at - (p->interval_ms > 0 ? p->interval_ms : 0);
+            if (!first || from < first)
+                first = from;
             if (p->gpu_util >= s->cfg.idle_threshold)
                 last_busy = p->at > last_busy ? p->at : last_busy;
             if (p->at < lo)
@@ -480,10 +483,15 @@ static int meter_idle(struct server *s, int64_t now)
             u_sum += p->gpu_util;
             u_n++;
         }
-        /* observed for most of the window, at least twice in it, never busy in it */
-        if (busy || u_n < 2 || !first || first > lo + window / 2)
+        /* observed for the whole window (a tenth of it spared for the
+         * samples' timing), at least twice in it, never busy in it: a job
+         * is not idle for time nobody measured */
+        if (busy || u_n < 2 || !first || first > lo + window / 10)
             continue;
-        int64_t since = last_busy ? last_busy / 1000 : r->start;
+        /* idle since its last busy sample, else since it was first measured */
+        int64_t since = last_busy                 ? last_busy / 1000
+                        : first / 1000 > r->start ? first / 1000
+                                                  : r->start;
         double wasted = (double)ppm_sum / 1e6 * (double)(now - since) / 3600.0;
         bool preemptible = false;
         for (size_t q = 0; q < n_pc; q++)

@@ -614,6 +614,32 @@ def test_idle_detection():
         expect(dm.req("POST", "/v1/jobs/%d/cancel" % jid, token=dm.admin), 200)
 
 
+def test_idle_counts_measured_time():
+    """A job is idle for time that was measured only: one whose first
+    samples come long after its start is flagged once the samples cover its
+    whole window (2 s), and is idle since its first sample, not its start."""
+    jid = submit(gpus=1)
+    j = wait_state(jid, "starting")
+    node_name = j["placement"]["tasks"][0]["node"]
+    beat(node_name, {"jobs": [{"id": jid, "state": "running"}]})
+    time.sleep(3)  # running for more than its window, not measured at all
+    t0 = time.time()
+    x = None
+    while time.time() < t0 + 10 and x is None:
+        now = int(time.time() * 1000)
+        beat(node_name, {"usage": {"samples": [
+            {"job": jid, "task": 0, "at": now, "cpu_ns": 0, "mem_bytes": 0, "gpu_util": 3,
+             "gpu_mem_bytes": 0, "energy_mj": -1}]}})
+        idle = expect(dm.req("GET", "/v1/idle", token=dm.admin), 200)["jobs"]
+        x = next((i for i in idle if i["job"] == jid), None)
+        if x is None:
+            time.sleep(0.2)
+    assert x is not None, jid
+    assert time.time() - t0 >= 1.7, time.time() - t0
+    assert x["idle_since"] >= int(t0), (x, t0)
+    expect(dm.req("POST", "/v1/jobs/%d/cancel" % jid, token=dm.admin), 200)
+
+
 def health(name, bad=()):
     return {"health": {"gpus": [
         {"index": g, "uuid": "GPU-%s-%d" % (name, g), "model": "H100-80GB",
@@ -800,7 +826,7 @@ if __name__ == "__main__":
                 test_restart_keeps_runs_exact, test_invoice_prices_and_reconciles,
                 test_pricebook_model_aliases, test_pricebook_warnings,
                 test_invoice_names_its_price_books, test_parent_budget_on_the_invoice,
-                test_metrics_and_budgets, test_idle_detection, test_unhealthy_gpu_fences_its_node,
+                test_metrics_and_budgets, test_idle_detection, test_idle_counts_measured_time, test_unhealthy_gpu_fences_its_node,
                 test_job_pattern_anomaly, test_budget_holds_borrowing,
                 test_members_see_their_tenant_only, test_cli,
                 test_bad_queries])
