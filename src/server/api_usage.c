@@ -155,8 +155,14 @@ int api_usage(struct req *r)
         to = now + 1;
     from -= ((from % 3600) + 3600) % 3600;
     to += (3600 - ((to % 3600) + 3600) % 3600) % 3600;
+    if (to <= from && !api_query(r, "to"))
+        return api_error(r, 400, "bad_request",
+                         "from is in the future: no usage is metered there yet (from %s, now %lld)",
+                         api_query(r, "from"), (long long)now);
     if (to <= from)
-        return api_error(r, 400, "bad_request", "to must be after from");
+        return api_error(r, 400, "bad_request", "to must be after from (from %s, to %s)",
+                         api_query(r, "from") ? api_query(r, "from") : "this month",
+                         api_query(r, "to"));
     if (to - from > 400LL * 86400)
         return api_error(r, 400, "bad_request", "at most 400 days at once");
     if (*tenant && !auth_sees_tenant(&r->who, tenant) && !auth_in_scope(tenant, r->who.tenant))

@@ -806,7 +806,7 @@ def test_cli():
 def test_bad_queries():
     for q, word in [("by=colour", "by"), ("from=yesterday", "from"), ("to=2026-02-30x", "to"),
                     ("from=2026-11-02&to=2026-11-01", "after"), ("split=user", "split"),
-                    ("from=2020-01&to=2026-01", "400 days")]:
+                    ("from=2020-01&to=2026-01", "400 days"), ("from=2099-01-01", "future")]:
         e = usage(q, status=400)
         assert word in e["error"]["message"], (q, e)
 
@@ -826,7 +826,8 @@ if __name__ == "__main__":
                 test_restart_keeps_runs_exact, test_invoice_prices_and_reconciles,
                 test_pricebook_model_aliases, test_pricebook_warnings,
                 test_invoice_names_its_price_books, test_parent_budget_on_the_invoice,
-                test_metrics_and_budgets, test_idle_detection, test_idle_counts_measured_time, test_unhealthy_gpu_fences_its_node,
+                test_metrics_and_budgets, test_idle_detection, test_idle_counts_measured_time,
+                test_unhealthy_gpu_fences_its_node,
                 test_job_pattern_anomaly, test_budget_holds_borrowing,
                 test_members_see_their_tenant_only, test_cli,
                 test_bad_queries])
