@@ -859,6 +859,35 @@ def test_time_limit_counts_from_running():
         d.stop()
 
 
+def test_lost_task_requeues():
+    """A job whose agent lost its task (its supervisor died: no exit status)
+    queues again, as when its node is lost, unless it runs once."""
+    d = Daemon()
+    try:
+        expect(d.req("PUT", "/v1/tenants", TENANTS, token=d.admin), 200)
+        ag = d.token("agent", "", "agents")
+        expect(d.req("POST", "/v1/nodes/register", dict(N1, name="lt-1"), token=ag), 201)
+        again, once = [expect(d.req("POST", "/v1/jobs", dict({"tenant": "research/nlp",
+                                                               "gpus": 1}, **extra),
+                                    token=d.admin), 201)["id"]
+                       for extra in ({}, {"requeue": False})]
+        runs = [wait_job(j, lambda x: x["state"] == "starting", d=d)["start_time"]
+                for j in (again, once)]
+        lost = [{"id": j, "run": r, "state": "lost",
+                 "detail": "its process vanished without an exit status"}
+                for j, r in zip((again, once), runs)]
+        expect(d.req("POST", "/v1/nodes/lt-1/heartbeat", {"jobs": lost}, token=ag), 200)
+        # queued again, and placed again at once (a new run)
+        wait_job(again, lambda x: x["state"] == "pending" or x["start_time"] != runs[0], d=d)
+        ev = expect(d.req("GET", "/v1/jobs/%d/events" % again, token=d.admin), 200)["events"]
+        req = [e["detail"] for e in ev if e["kind"] == "requeued"]
+        assert req == ["lost on node lt-1: its process vanished without an exit status"], ev
+        j = wait_job(once, lambda x: x["state"] == "lost", d=d)
+        assert "vanished" in j["pending_reason"], j
+    finally:
+        d.stop()
+
+
 if __name__ == "__main__":
     dm = Daemon()
     try:
@@ -870,6 +899,7 @@ if __name__ == "__main__":
                 test_aging, test_large_gang_gpus, test_las_threshold, test_lending_hold,
                 test_defrag, test_checkpoint_report, test_checkpoint_survives_restart,
                 test_job_credential, test_preempted_job_survives_restart,
-                test_once_job_never_runs_twice, test_time_limit_counts_from_running])
+                test_once_job_never_runs_twice, test_time_limit_counts_from_running,
+                test_lost_task_requeues])
     finally:
         dm.stop()
