@@ -126,6 +126,7 @@ int api_jobs_logs(struct req *r)
                          (long long)n_tasks - 1, (long long)task);
     }
     task_node(j.placement, task, node, sizeof(node));
+    bool ended = allot_store_job_state_terminal(j.state);
     allot_store_job_clear(&j);
     if (!*node) {
         struct allot_store_run last;
@@ -139,8 +140,9 @@ int api_jobs_logs(struct req *r)
         previous = *node != '\0';
     }
     if (!*node)
-        return api_error(r, 409, "not_started", "job %lld task %lld has not been placed (yet)",
-                         (long long)id, (long long)task);
+        return api_error(
+            r, 409, "not_started", "job %lld task %lld %s", (long long)id, (long long)task,
+            ended ? "ended before it was placed: it has no log" : "has not been placed (yet)");
     pthread_mutex_lock(&r->srv->agents_lock);
     json_t *a = json_object_get(r->srv->agents, node);
     const char *base = json_string_value(json_object_get(a, "url"));
@@ -177,7 +179,11 @@ int api_jobs_logs(struct req *r)
         api_error(r, 502, "agent_unreachable", "node %s: %s", node, curl_easy_strerror(cr));
     else if (status == 404)
         api_error(r, 404, "no_log", "node %s has no log for job %lld task %lld%s", node,
-                  (long long)id, (long long)task, previous ? " from its previous run" : " (yet)");
+                  (long long)id, (long long)task,
+                  previous || ended ? (ended ? ": it ended before its task wrote one, or the log "
+                                               "is gone with the node's state folder"
+                                             : " from its previous run")
+                                    : " (yet)");
     else if (status != 200)
         api_error(r, 502, "agent_error", "node %s answered %ld", node, status);
     else {
