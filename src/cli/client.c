@@ -105,6 +105,17 @@ struct client *cli_client(struct cli *c)
         goto oom;
     switch (allot_server_list(s, &cl->bases, &cl->n_bases)) {
     case 0:
+        /* the routes are /v1/...: a URL that names them too finds none */
+        for (int i = 0; i < cl->n_bases; i++) {
+            size_t len = strlen(cl->bases[i]);
+            if (len >= 3 && !strcmp(cl->bases[i] + len - 3, "/v1")) {
+                cli_usage_error("server \"%s\": give allotd's URL without /v1 (the routes "
+                                "begin with it)",
+                                cl->bases[i]);
+                client_free(cl);
+                return NULL;
+            }
+        }
         break;
     case ALLOT_EINVAL:
         client_free(cl);
@@ -204,6 +215,11 @@ static void error_of(long st, const struct buf *b, struct client_error *e)
     allot_strlcpy(e->code, code && msg ? code : "", sizeof(e->code));
     if (code && msg)
         allot_strlcpy(e->message, msg, sizeof(e->message));
+    else if (!v && b->p && b->len && memchr(b->p, '<', b->len < 64 ? b->len : 64))
+        /* an HTML page: not allotd (a wrong --server, a proxy's page) */
+        allot_fmt(e->message, sizeof(e->message),
+                  "the answer is an HTML page, not allotd's JSON: is --server (ALLOT_SERVER) "
+                  "allotd's URL, with no path?");
     else
         allot_fmt(e->message, sizeof(e->message), "%.200s", b->p ? b->p : "(no body)");
     json_decref(v);
@@ -211,11 +227,13 @@ static void error_of(long st, const struct buf *b, struct client_error *e)
 
 int client_error_print(const struct client_error *e)
 {
-    if (*e->code)
+    if (*e->code) {
         cli_error(e->code, "%s", e->message);
-    else
-        cli_error("http", "HTTP %ld: %s", e->status, e->message);
-    return exit_of_status(e->status);
+        return exit_of_status(e->status);
+    }
+    /* not allotd's own error: a server that is not allotd, or one between */
+    cli_error("http", "HTTP %ld: %s", e->status, e->message);
+    return CLI_SERVER;
 }
 
 /* Prints the server's error reply; returns its exit code. */

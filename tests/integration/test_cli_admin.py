@@ -8,6 +8,7 @@ ALLOT_SERVER/ALLOT_TOKEN, the config file, --config) with the exit codes of
 each failure, and HTTPS with --cacert."""
 
 import fcntl
+import http.server
 import json
 import os
 import pty
@@ -17,6 +18,7 @@ import sqlite3
 import struct
 import subprocess
 import termios
+import threading
 import time
 import unicodedata
 
@@ -499,6 +501,35 @@ def test_scheduler():
         d.stop()
 
 
+def test_not_allotd():
+    """A --server that is not allotd (a web server's HTML 404 page) is named
+    as such, exit 5, not printed raw as "not found"; a URL ending in /v1
+    (the routes begin with it) is a usage error."""
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = b"<!DOCTYPE HTML><html><body>404 Not Found</body></html>"
+            self.send_response(404)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+    srv = http.server.HTTPServer(("127.0.0.1", 0), Page)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    try:
+        url = "http://127.0.0.1:%d" % srv.server_address[1]
+        r = fails(cli(dm, "ls", server=url), 5, "http")
+        assert "HTML page, not allotd's JSON" in r.err and "<html" not in r.err, r
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    r = fails(cli(dm, "ls", server="http://127.0.0.1:%d/v1" % dm.port), 1, "usage")
+    assert "without /v1" in r.err, r
+
+
 if __name__ == "__main__":
     dm = Daemon()
     try:
@@ -508,7 +539,7 @@ if __name__ == "__main__":
                 test_plan_replays_memory_fractions, test_plan_quota_names_one_leaf,
                 test_drain_wait_writes_before_waiting, test_delete_node,
                 test_pricebook_conflict_exit_status,
-                test_config_sources, test_https, test_scheduler])
+                test_config_sources, test_https, test_scheduler, test_not_allotd])
     finally:
         frac_rc = FRAC["d"].stop() if FRAC else 0
         assert dm.stop() == 0 and frac_rc == 0
