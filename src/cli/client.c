@@ -107,8 +107,8 @@ struct client *cli_client(struct cli *c)
     case 0:
         /* the routes are /v1/...: a URL that names them too finds none */
         for (int i = 0; i < cl->n_bases; i++) {
-            size_t len = strlen(cl->bases[i]);
-            if (len >= 3 && !strcmp(cl->bases[i] + len - 3, "/v1")) {
+            const char *last = strrchr(cl->bases[i], '/'); /* its path's last segment */
+            if (last && last[-1] != '/' && !strcmp(last + 1, "v1")) {
                 cli_usage_error("server \"%s\": give allotd's URL without /v1 (the routes "
                                 "begin with it)",
                                 cl->bases[i]);
