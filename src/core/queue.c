@@ -1101,7 +1101,12 @@ const char *allot_queue_reason(struct allot_queue *q, int id)
         allot_fmt(r, n, "not yet considered by the scheduler");
         break;
     case ALLOT_WHY_RUNNING:
-        allot_fmt(r, n, "%s", j->state == ALLOT_JOB_STOPPING ? "stopping (grace period)" : "");
+        if (j->state == ALLOT_JOB_STOPPING && j->preempted_for >= 0 &&
+            (size_t)j->preempted_for < q->n_jobs && q->jobs[j->preempted_for].name)
+            allot_fmt(r, n, "stopping: preempted for job %s; its grace period ends at %lld",
+                      q->jobs[j->preempted_for].name, (long long)j->stop_at);
+        else
+            allot_fmt(r, n, "%s", j->state == ALLOT_JOB_STOPPING ? "stopping (grace period)" : "");
         break;
     case ALLOT_WHY_QUOTA:
         text_quota(q, j, w->who, w->res);

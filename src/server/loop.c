@@ -601,6 +601,10 @@ static int changes_prepare(struct loop *l)
             reason = allot_queue_reason(l->q, e->qid);
         } else if (fresh) {
             c.want = ALLOT_SJ_STARTING;
+            c.start = true;
+        } else if (qj->state == ALLOT_JOB_STOPPING) {
+            reason = allot_queue_reason(l->q, e->qid); /* preempted, in its grace period */
+            c.reason_only = true;
         }
         c.reason_hash = loop_hash_str(reason);
         if (c.want == e->wstate && c.reason_hash == e->wreason && !fresh)
@@ -609,7 +613,7 @@ static int changes_prepare(struct loop *l)
             return ALLOT_ENOMEM;
         if (reason && !(c.reason = allot_strdup(reason)))
             return ALLOT_ENOMEM;
-        if (c.want == ALLOT_SJ_STARTING) {
+        if (c.start) {
             json_t *pl = placement_json(l, qj);
             const char *tp =
                 qj->spec.tenant >= 0 ? allot_tenants_get(l->t, qj->spec.tenant)->path : "";
@@ -627,6 +631,7 @@ static int changes_prepare(struct loop *l)
                     return ALLOT_ENOMEM;
                 c.reason_hash = loop_hash_str(why);
                 c.want = ALLOT_SJ_PENDING;
+                c.start = false;
                 e->net_wait = true;
             } else {
                 c.placement = pl ? json_dumps(pl, JSON_COMPACT) : NULL;
@@ -667,17 +672,33 @@ static int changes_fn(struct allot_store *st, void *arg)
     for (size_t k = 0; k < l->n_chg; k++) {
         const struct change *c = &l->chg[k];
         struct live *e = &l->live[c->i];
-        struct allot_store_job j = {
-            .id = e->sid,
-            .state = c->want,
-            .placement = c->want == ALLOT_SJ_PENDING ? NULL
-                         : c->placement              ? c->placement
-                                                     : e->wplacement,
-            .pending_reason = c->reason,
-            .start_time = c->want == ALLOT_SJ_STARTING ? run_start(e->wstart, now) : e->wstart,
-            .end_time = allot_store_job_state_terminal(c->want) ? now : 0};
-        int rc = allot_store_job_update(st, &j);
+        struct allot_store_job j = {.id = e->sid,
+                                    .state = c->want,
+                                    .placement = c->want == ALLOT_SJ_PENDING ? NULL
+                                                 : c->placement              ? c->placement
+                                                                             : e->wplacement,
+                                    .pending_reason = c->reason,
+                                    .start_time = c->start ? run_start(e->wstart, now) : e->wstart,
+                                    .end_time = allot_store_job_state_terminal(c->want) ? now : 0};
+        struct allot_store_job cur = {0};
+        int rc;
 
+        if (c->reason_only) { /* the stored job as it is, with the new reason */
+            rc = allot_store_job_get(st, e->sid, &cur);
+            if (rc == 0 && !allot_store_job_state_terminal(cur.state)) {
+                allot_free(cur.pending_reason);
+                cur.pending_reason = c->reason ? allot_strdup(c->reason) : NULL;
+                rc = c->reason && !cur.pending_reason ? ALLOT_ENOMEM
+                                                      : allot_store_job_update(st, &cur);
+            }
+            allot_store_job_clear(&cur);
+            if (rc == 0)
+                e->wreason = c->reason_hash;
+            else if (rc != ALLOT_ESTATE && rc != ALLOT_ENOENT)
+                return rc;
+            continue;
+        }
+        rc = allot_store_job_update(st, &j);
         if (rc == 0) {
             e->wstate = c->want;
             e->wruns = c->runs;
@@ -688,7 +709,7 @@ static int changes_fn(struct allot_store *st, void *arg)
                 e->wplacement = l->chg[k].placement;
                 l->chg[k].placement = NULL; /* kept by the live record */
             }
-        } else if (rc == ALLOT_ESTATE && c->want == ALLOT_SJ_STARTING) {
+        } else if (rc == ALLOT_ESTATE && c->start) {
             e->start_refused = true; /* held (or ended) meanwhile: the loop looks */
         } else if (rc != ALLOT_ESTATE && rc != ALLOT_ENOENT) {
             return rc;

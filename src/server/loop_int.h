@@ -59,10 +59,13 @@ struct live {
 
 /* What a cycle writes for one live job (changes_prepare, changes_fn). */
 struct change {
-    size_t i;     /* index in the live set */
-    int want;     /* store state to write */
-    int64_t runs; /* the core's run count it reflects */
-    char *reason; /* owned (allot_malloc), or NULL */
+    size_t i;         /* index in the live set */
+    int want;         /* store state to write */
+    int64_t runs;     /* the core's run count it reflects */
+    bool start;       /* a new run: its start is written (not a reason of a run written before) */
+    bool reason_only; /* a placed job's reason alone (its state as stored stays: its agent
+                         may have made it running since the loop wrote it) */
+    char *reason;     /* owned (allot_malloc), or NULL */
     uint64_t reason_hash;
     char *placement; /* owned (malloc): the new placement, or NULL */
 };

@@ -1937,18 +1937,31 @@ def test_agent_restart_adopts():
             break
         time.sleep(0.1)
     assert r and r[0]["gpu_seconds"] == j["end_time"] - j["start_time"], (r, j)
-    # a task whose process vanished while the agent was down is reported lost
-    jid = submit({"command": sh("sleep 30")})
+    # a task whose process vanished while the agent was down is reported lost:
+    # its job queues again, as when its node is lost; one that runs once ends lost
+    again = submit({"command": sh("sleep 30")})
+    jid = submit({"command": sh("sleep 30"), "requeue": False})
+    wait_state(again, ("running",))
     wait_state(jid, ("running",))
     agent.stop(signal.SIGKILL)
-    with open(os.path.join(agent.dir, "tasks", "%d-0" % jid, "pid")) as f:
-        sup, pid = [int(x) for x in f.read().split()[:2]]
-    os.kill(sup, signal.SIGKILL)
-    os.kill(-pid, signal.SIGKILL)
+    for k in (again, jid):
+        with open(os.path.join(agent.dir, "tasks", "%d-0" % k, "pid")) as f:
+            sup, pid = [int(x) for x in f.read().split()[:2]]
+        os.kill(sup, signal.SIGKILL)
+        os.kill(-pid, signal.SIGKILL)
     time.sleep(0.3)
     agent.start()
     j = wait_state(jid, ("lost",))
     assert "vanished" in j["pending_reason"], j
+    end = time.time() + 15
+    while time.time() < end:
+        ev = expect(dm.req("GET", "/v1/jobs/%d/events" % again, token=dm.admin), 200)["events"]
+        req = [e["detail"] for e in ev if e["kind"] == "requeued"]
+        if req:
+            break
+        time.sleep(0.1)
+    assert req and "vanished" in req[0], ev
+    expect(dm.req("POST", "/v1/jobs/%d/cancel" % again, token=dm.admin), 200)
 
 
 def test_usage_samples():

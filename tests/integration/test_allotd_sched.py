@@ -785,6 +785,10 @@ def test_preempted_job_survives_restart():
         while time.time() < end and not stopping():
             time.sleep(0.05)
         assert stopping(), "job %d was not preempted" % low
+        # its reason says so while it runs out its grace (allot show, allot ls)
+        j = wait_job(low, lambda j: j["pending_reason"], d=d)
+        assert j["state"] == "running" and j["pending_reason"].startswith(
+            "stopping: preempted for job %d" % high), j
         admin = d.admin
         assert d.stop() == 0
         d = Daemon(d.dir, args=["--preempt-grace", "60s", "--preempt-min-runtime", "600s"])
