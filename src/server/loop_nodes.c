@@ -577,7 +577,8 @@ void loop_evict_job(struct loop *l, int64_t sid, int64_t run, const char *why)
     /* a report of a run that already went back to the queue (a heartbeat
      * allotd read twice, one held while it was stopped) leaves the job's
      * new run alone */
-    if (!qj || qj->state != ALLOT_JOB_RUNNING || (run && e->wstart != run))
+    if (!qj || (qj->state != ALLOT_JOB_RUNNING && qj->state != ALLOT_JOB_STOPPING) ||
+        (run && e->wstart != run))
         return;
     w.requeue = e->requeue;
     if (srv_write(l->srv, evict_job_fn, &w) < 0) {

@@ -803,6 +803,32 @@ def test_preempted_job_survives_restart():
         d.stop()
 
 
+def test_requeue_in_grace():
+    """allot requeue of a job in its preemption grace requeues it now (the
+    answer said "requeued" while nothing happened until the grace ended)."""
+    d = Daemon(args=["--preempt-grace", "60s", "--preempt-min-runtime", "0s"])
+    try:
+        expect(d.req("PUT", "/v1/tenants", TENANTS, token=d.admin), 200)
+        ag = d.token("agent", "", "agents")
+        expect(d.req("POST", "/v1/nodes/register", dict(N1, name="rg-1"), token=ag), 201)
+        low = expect(d.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 4,
+                                                "priority": "training", "checkpointable": True},
+                           token=d.admin), 201)["id"]
+        run = wait_job(low, lambda j: j["state"] == "starting", d=d)["start_time"]
+        expect(d.req("POST", "/v1/nodes/rg-1/heartbeat",
+                     {"jobs": [{"id": low, "run": run, "state": "running"}]}, token=ag), 200)
+        high = expect(d.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 4,
+                                                 "priority": "inference"}, token=d.admin), 201)["id"]
+        wait_job(low, lambda j: (j["pending_reason"] or "").startswith("stopping"), d=d)
+        expect(d.req("POST", "/v1/jobs/%d/requeue" % low, token=d.admin), 202)
+        wait_job(low, lambda j: j["state"] == "pending", d=d)
+        wait_job(high, lambda j: j["state"] == "starting", d=d)
+        ev = expect(d.req("GET", "/v1/jobs/%d/events" % low, token=d.admin), 200)["events"]
+        assert [e["detail"] for e in ev if e["kind"] == "requeued"] == ["requeued by admin"], ev
+    finally:
+        d.stop()
+
+
 def test_once_job_never_runs_twice():
     """A job submitted with "requeue": false (its user said a second run
     would do harm) ends as cancelled when it is preempted, or evicted by
@@ -902,7 +928,7 @@ if __name__ == "__main__":
                 test_cycle_work_goes_on, test_reserve_gangs, test_fair_reclaim, test_fair_cap,
                 test_aging, test_large_gang_gpus, test_las_threshold, test_lending_hold,
                 test_defrag, test_checkpoint_report, test_checkpoint_survives_restart,
-                test_job_credential, test_preempted_job_survives_restart,
+                test_job_credential, test_preempted_job_survives_restart, test_requeue_in_grace,
                 test_once_job_never_runs_twice, test_time_limit_counts_from_running,
                 test_lost_task_requeues])
     finally:
