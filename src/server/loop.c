@@ -261,27 +261,33 @@ int loop_end_job(struct allot_store *st, int64_t sid, int state, const char *kin
     return rc == ALLOT_ENOENT ? 0 : rc;
 }
 
-struct reject_write {
+struct end_write {
     int64_t sid;
-    const char *why;
+    int state;
+    const char *kind, *why;
 };
 
-static int reject_fn(struct allot_store *st, void *arg)
+static int end_fn(struct allot_store *st, void *arg)
 {
-    struct reject_write *w = arg;
+    struct end_write *w = arg;
 
-    return loop_end_job(st, w->sid, ALLOT_SJ_FAILED, "rejected", w->why, srv_now());
+    return loop_end_job(st, w->sid, w->state, w->kind, w->why, srv_now());
+}
+
+void loop_end_stored(struct loop *l, int64_t sid, int state, const char *kind, const char *why)
+{
+    struct end_write w = {.sid = sid, .state = state, .kind = kind, .why = why};
+
+    if (srv_write(l->srv, end_fn, &w) < 0)
+        LOG_ERROR("loop", "job %lld: cannot record its end (%s)", (long long)sid, kind);
+    l->hold_dirty = true;
 }
 
 /* Marks a job the core refuses as failed. */
 void loop_reject(struct loop *l, int64_t sid, const char *why)
 {
-    struct reject_write w = {.sid = sid, .why = why};
-
-    if (srv_write(l->srv, reject_fn, &w) < 0)
-        LOG_ERROR("loop", "job %lld: cannot record its rejection", (long long)sid);
+    loop_end_stored(l, sid, ALLOT_SJ_FAILED, "rejected", why);
     LOG_WARN("loop", "job %lld rejected: %s", (long long)sid, why);
-    l->hold_dirty = true;
 }
 
 static int rebuild(struct loop *l)

@@ -188,6 +188,9 @@ int loop_end_job(struct allot_store *st, int64_t sid, int state, const char *kin
 
 /* Marks a job the core refuses as failed. */
 void loop_reject(struct loop *l, int64_t sid, const char *why);
+/* Ends stored job sid in `state` with an event `kind` saying why (its own
+ * write; logged when it cannot be written). */
+void loop_end_stored(struct loop *l, int64_t sid, int state, const char *kind, const char *why);
 
 /* Puts stored job j into the core. With `gate`, a pending job with
  * dependencies or an array throttle is held back instead (gate_hold); the

@@ -122,7 +122,7 @@ static void adopt_running(struct loop *l, int64_t sid, int qid)
  * was in the core's memory only, and its agent stops it or has: adopted
  * as running it would hold its GPUs with nothing running, for good. While
  * rebuilding, only the jobs the one query found are read again. */
-static bool preempted_in_run(struct loop *l, int64_t sid)
+static bool preempted_in_run(struct loop *l, int64_t sid, int64_t start)
 {
     struct allot_store *st = srv_reader(l->srv);
     struct allot_store_event p = {0}, s = {0};
@@ -131,7 +131,9 @@ static bool preempted_in_run(struct loop *l, int64_t sid)
     if (l->saves_read &&
         (!l->n_stops || !bsearch(&sid, l->stops, l->n_stops, sizeof(*l->stops), cmp_save)))
         return false;
-    yes = st && allot_store_event_last(st, sid, "preempted", &p) == 0 &&
+    /* of this run (a placed event can be missing: a cycle's events are
+     * best effort) and after its last placement */
+    yes = st && allot_store_event_last(st, sid, "preempted", &p) == 0 && p.time >= start &&
           (allot_store_event_last(st, sid, "placed", &s) != 0 || p.seq > s.seq);
     allot_store_event_clear(&p);
     allot_store_event_clear(&s);
@@ -150,7 +152,7 @@ static int adopt_job(struct loop *l, const struct allot_store_job *j,
 
     if ((j->state != ALLOT_SJ_STARTING && j->state != ALLOT_SJ_RUNNING) || !j->placement)
         return ALLOT_ENOENT;
-    if (preempted_in_run(l, j->id)) {
+    if (preempted_in_run(l, j->id, j->start_time)) {
         LOG_INFO("loop", "job %lld was preempted before allotd restarted: queued again",
                  (long long)j->id);
         return ALLOT_ESTATE;
@@ -247,6 +249,14 @@ void loop_submit_job(struct loop *l, const struct allot_store_job *j, bool gate)
         return;
     }
     qid = adopt_job(l, j, &spec, err, sizeof(err));
+    if (qid == ALLOT_ESTATE && spec.once) {
+        /* preempted before allotd restarted, and it runs once: it ends, as
+         * it would have when its grace period ended */
+        loop_end_stored(l, j->id, ALLOT_SJ_CANCELLED, "cancelled",
+                        "ended (it runs once): preempted before allotd restarted");
+        json_decref(b);
+        return;
+    }
     adopted = qid >= 0;
     if (!adopted) {
         /* its place in the queue is its submission, also when it comes back

@@ -757,19 +757,16 @@ def test_job_credential():
         d.stop()
 
 
-def test_preempted_job_survives_restart():
-    """A checkpointable job preempted in its grace period when allotd restarts is queued
-    again, not adopted as running: its grace was in allotd's memory only,
-    and its agent stops it. Adopted, it would hold its GPUs with nothing
-    running, for good (here the restart raises --preempt-min-runtime, so
-    nothing preempts it a second time)."""
+def _preempt_then_restart(once):
+    """A checkpointable job preempted, then allotd restarted in its grace."""
     d = Daemon(args=["--preempt-grace", "60s", "--preempt-min-runtime", "0s"])
     try:
         expect(d.req("PUT", "/v1/tenants", TENANTS, token=d.admin), 200)
         ag = d.token("agent", "", "agents")
         expect(d.req("POST", "/v1/nodes/register", dict(N1, name="pr-1"), token=ag), 201)
         low = expect(d.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 4,
-                                                "priority": "training", "checkpointable": True},
+                                                "priority": "training", "checkpointable": True,
+                                                "requeue": not once},
                            token=d.admin), 201)["id"]
         run = wait_job(low, lambda j: j["state"] == "starting", d=d)["start_time"]
         expect(d.req("POST", "/v1/nodes/pr-1/heartbeat",
@@ -793,14 +790,28 @@ def test_preempted_job_survives_restart():
         assert d.stop() == 0
         d = Daemon(d.dir, args=["--preempt-grace", "60s", "--preempt-min-runtime", "600s"])
         d.admin = admin
-        j = wait_job(low, lambda j: j["state"] == "pending", d=d)
-        assert j["placement"] is None, j
+        if once:  # it ends, as it would have when its grace ended
+            j = wait_job(low, lambda j: j["state"] == "cancelled", d=d)
+            assert "runs once" in j["pending_reason"], j
+        else:
+            j = wait_job(low, lambda j: j["state"] == "pending", d=d)
+            assert j["placement"] is None, j
         wait_job(high, lambda j: j["state"] == "starting", d=d)
         # nothing of the old run is wanted on the node any more
         jobs = expect(d.req("POST", "/v1/nodes/pr-1/heartbeat", {}, token=ag), 200)["jobs"]
         assert [x["job"] for x in jobs] == [high], jobs
     finally:
         d.stop()
+
+
+def test_preempted_job_survives_restart():
+    """A checkpointable job preempted in its grace period when allotd restarts
+    is queued again, not adopted as running: its grace was in allotd's memory
+    only, and its agent stops it. Adopted, it would hold its GPUs with nothing
+    running, for good (here the restart raises --preempt-min-runtime, so
+    nothing preempts it a second time). One that runs once ends instead."""
+    _preempt_then_restart(False)
+    _preempt_then_restart(True)
 
 
 def test_requeue_in_grace():
