@@ -167,6 +167,10 @@ typedef void (*allot_decision_fn)(int kind, const struct allot_job *job, const c
 struct allot_queue;
 
 /* Options of a queue. */
+/* With opts.limit_from_running: how long a job's start may take before
+ * its runtime limit counts anyway (seconds). */
+#define ALLOT_LIMIT_START_ALLOWANCE_S 600
+
 struct allot_queue_opts {
     const char *order;           /* ordering policy name (allot_queue_policy_find) */
     const char *placement;       /* placement policy name (allot_sched_policy_find) */
@@ -227,7 +231,10 @@ struct allot_queue_opts {
     /* A runtime limit counts from when the caller says the job's processes
      * run (allot_queue_running), not from its placement: a job whose
      * start waits for its node (a victim's grace, an image to fetch) does
-     * not spend its limit waiting. allotd sets it; off, from placement. */
+     * not spend its limit waiting. One never said to run counts from its
+     * placement plus ALLOT_LIMIT_START_ALLOWANCE_S, so that a start that
+     * hangs does not hold its GPUs for good. allotd sets it; off, from
+     * placement. */
     bool limit_from_running;
 };
 

@@ -156,6 +156,7 @@ json_t *net_run_json(const char *fmt, ...)
             allot_free(out);
             return NULL;
         }
+        out[0] = '\0'; /* run_argv returns early, writing nothing, when it cannot fork */
         rc = run_argv(argv, out, cap, NULL);
         size_t len = strlen(out);
         if (rc == 0 && len + 1 < cap && !(j = json_loads(out, JSON_DECODE_ANY, &e)))

@@ -360,14 +360,19 @@ void queue_fast_timer(struct allot_queue *q, const struct allot_job *j);
 
 /* When running job j reaches its runtime limit: the first whole second at
  * which more than limit_s seconds have passed since run_from (times are
- * whole seconds, so the limit never ends early); INT64_MAX when it has
- * none or does not run yet. The one rule the timers and the stop use. */
+ * whole seconds, so the limit never ends early), or, while nobody said it
+ * runs, since its start plus ALLOT_LIMIT_START_ALLOWANCE_S; INT64_MAX when
+ * it has none. The one rule the timers, the stop and the reservations use. */
 static inline int64_t queue_limit_at(const struct allot_job *j)
 {
-    if (!j->spec.limit_s || j->run_from == INT64_MAX ||
-        j->run_from > INT64_MAX - j->spec.limit_s - 1)
+    int64_t from = j->run_from != INT64_MAX ? j->run_from
+                   : j->start <= INT64_MAX - ALLOT_LIMIT_START_ALLOWANCE_S
+                       ? j->start + ALLOT_LIMIT_START_ALLOWANCE_S
+                       : INT64_MAX;
+
+    if (!j->spec.limit_s || from > INT64_MAX - j->spec.limit_s - 1)
         return INT64_MAX;
-    return j->run_from + j->spec.limit_s + 1;
+    return from + j->spec.limit_s + 1;
 }
 /* The running jobs whose grace period or limit ends by now, in the
  * running list's order (*out valid until the next call). Returns 0, or

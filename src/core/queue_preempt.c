@@ -48,7 +48,8 @@ static int64_t lost_work(const struct allot_queue *q, const struct allot_job *v,
 {
     int64_t c = v->spec.checkpoint_interval_s;
 
-    if (!v->spec.checkpointable)
+    /* a job that runs once loses all its work: it ends instead of resuming */
+    if (!v->spec.checkpointable || v->spec.once)
         return now - v->start;
     return c > 0 ? since_save(q, v, now) % c : since_save(q, v, now);
 }

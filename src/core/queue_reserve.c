@@ -99,10 +99,10 @@ int queue_reserve(struct allot_queue *q, struct allot_job *j, int64_t now, struc
         v = &q->jobs[q->running[i]];
         if (whole && v->spec.task.mig_profile >= 0)
             continue; /* frees MIG slices, not GPUs j can use */
-        est = v->state == ALLOT_JOB_STOPPING ? v->stop_at - v->start
-              : v->spec.est_runtime_s        ? v->spec.est_runtime_s
-                                             : v->spec.limit_s;
-        e[n].at = est ? v->start + est : INT64_MAX;
+        /* its expected end: its grace's, its estimate's, or its limit's
+         * (which may count from its running report, queue_limit_at) */
+        est = v->state == ALLOT_JOB_STOPPING ? v->stop_at - v->start : v->spec.est_runtime_s;
+        e[n].at = est ? v->start + est : queue_limit_at(v);
         e[n].milli = v->req.v[ALLOT_RES_GPU];
         e[n].ord = n;
         n++;

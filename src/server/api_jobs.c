@@ -57,7 +57,9 @@ struct submit_write {
     int n;
     int64_t *ids; /* OUT: the ids of the n jobs (1 when not an array) */
     int64_t now;
+    const char *priority; /* the class it names, or NULL */
     bool existed;
+    bool no_class; /* OUT: that class was removed since it was checked */
 };
 
 /* Group-commit write: the job (every member of an array), a "submitted"
@@ -69,6 +71,23 @@ static int submit_fn(struct allot_store *st, void *arg)
     char target[64];
     int rc = 0;
 
+    /* the class was checked before this write: one removed since (its
+     * removal is refused only while a stored job names it) is refused now */
+    if (w->priority) {
+        struct allot_store_prio_class *pc = NULL;
+        size_t npc = 0;
+        bool found = false;
+        rc = allot_store_prio_list(st, &pc, &npc);
+        for (size_t i = 0; !rc && i < npc; i++)
+            found |= !strcmp(pc[i].name, w->priority);
+        allot_store_prios_free(pc, npc);
+        if (rc)
+            return rc;
+        if (!found) {
+            w->no_class = true;
+            return ALLOT_EINVAL;
+        }
+    }
     w->j->array_parent = w->idx ? ALLOT_STORE_ARRAY_NEW : 0;
     for (int i = 0; i < (w->idx ? w->n : 1) && !rc; i++) {
         struct allot_store_event ev = {.time = w->now, .kind = "submitted"};
@@ -336,7 +355,8 @@ int api_jobs_submit(struct req *r)
     if (rc == 0)
         rc = check_deps(r, st, &js, deps, err, sizeof(err));
     if (rc == 0) {
-        struct submit_write w = {.r = r, .j = &j, .idx = idx, .n = n, .ids = ids, .now = now};
+        struct submit_write w = {
+            .r = r, .j = &j, .idx = idx, .n = n, .ids = ids, .now = now, .priority = js.priority};
 
         j.deps = deps;
         j.n_deps = (size_t)js.n_deps;
@@ -344,7 +364,10 @@ int api_jobs_submit(struct req *r)
         existed = w.existed;
         if (rc)
             r->audited = false;
-        else if (existed)
+        if (w.no_class) {
+            allot_fmt(err, sizeof(err), "no priority class %s (it was just removed)", js.priority);
+            rc = 422;
+        } else if (existed)
             rc = allot_store_job_get(st, ids[0], &got);
     }
     if (rc == 422)

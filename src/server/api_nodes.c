@@ -362,8 +362,7 @@ static bool spec_requeue(const char *spec)
  * nodes only once every one of them reported (a "node-done" event each);
  * a failure or loss ends it at once (the other tasks are stopped). */
 static int job_report(struct allot_store *st, const char *node, json_t *rep, int64_t now,
-                      int64_t *ended, int64_t *evict, int64_t *evict_run, const char **evict_why,
-                      int64_t *started)
+                      int64_t *ended, int64_t *evict, int64_t *evict_run, int64_t *started)
 {
     json_t *jid = json_object_get(rep, "id"), *js = json_object_get(rep, "state");
     json_t *jx = json_object_get(rep, "exit_code");
@@ -375,7 +374,6 @@ static int job_report(struct allot_store *st, const char *node, json_t *rep, int
     json_t *run = json_object_get(rep, "run");
 
     *ended = *evict = *evict_run = *started = 0;
-    *evict_why = NULL;
     state = allot_store_job_state_parse(json_string_value(js));
     rc = allot_store_job_get(st, json_integer_value(jid), &j);
     if (rc == 0)
@@ -391,13 +389,21 @@ static int job_report(struct allot_store *st, const char *node, json_t *rep, int
     if (state == ALLOT_SJ_LOST && j.state != ALLOT_SJ_PENDING && spec_requeue(j.spec)) {
         /* its agent stopped it on its own (allotd was out of reach), or
          * lost it (its supervisor died: no exit status): it queues again,
-         * as when its node is lost (the loop writes it) */
-        *evict = j.id;
+         * as when its node is lost, stored in this heartbeat's write (the
+         * agent does not report it twice); the loop's core follows */
+        char why[300];
+        if (json_is_true(json_object_get(rep, "fenced")))
+            allot_fmt(why, sizeof(why),
+                      "stopped on node %s: its agent could not reach allotd for most of its lease",
+                      node);
+        else
+            allot_fmt(why, sizeof(why), "lost on node %s: %.200s", node,
+                      detail ? detail : "its process vanished");
+        rc = loop_requeue_stored(st, j.id, why, now);
+        *evict = rc ? 0 : j.id;
         *evict_run = j.start_time;
-        if (!json_is_true(json_object_get(rep, "fenced")))
-            *evict_why = detail ? detail : "its process vanished";
         allot_store_job_clear(&j);
-        return 0;
+        return rc;
     }
     if (state == ALLOT_SJ_RUNNING && j.state == ALLOT_SJ_STARTING) {
         struct allot_store_event ev = {.job_id = j.id, .time = now, .kind = "running"};
@@ -450,10 +456,8 @@ struct beat_write {
     struct allot_store_node *n; /* OUT: the node */
     int64_t *ended;             /* OUT: jobs that ended (64 at most) */
     size_t n_ended;
-    int64_t *evict;         /* OUT: jobs its agent fenced, to queue again (64 at most) */
-    int64_t *evict_run;     /* OUT: ... and the run of each it stopped */
-    const char **evict_why; /* OUT: ... and what the agent said when it lost it (NULL:
-                               fenced; the strings are the request body's) */
+    int64_t *evict; /* OUT: jobs its agent fenced or lost, requeued in this write (64 at most) */
+    int64_t *evict_run; /* OUT: ... and the run of each it stopped */
     size_t n_evict;
     int64_t *started; /* OUT: jobs now running (their time limits count from now) */
     size_t n_started;
@@ -483,8 +487,7 @@ static int beat_fn(struct allot_store *st, void *arg)
         if (rc)
             break;
         rc = job_report(st, w->name, x, w->now, &w->ended[w->n_ended], &w->evict[w->n_evict],
-                        &w->evict_run[w->n_evict], &w->evict_why[w->n_evict],
-                        &w->started[w->n_started]);
+                        &w->evict_run[w->n_evict], &w->started[w->n_started]);
         w->n_ended += w->ended[w->n_ended] != 0;
         w->n_evict += w->evict[w->n_evict] != 0;
         w->n_started += w->started[w->n_started] != 0;
@@ -547,7 +550,6 @@ int api_nodes_heartbeat(struct req *r)
     json_t *b = NULL, *jobs, *logs, *health;
     int64_t now = srv_now(), expiry = now + r->srv->cfg.lease / 1000;
     int64_t ended[64], evict[64], evict_run[64], started[64], wait_ms;
-    const char *evict_why[64];
     const char *known;
     size_t i, n_ended = 0;
     char target[96], err[512];
@@ -576,7 +578,6 @@ int api_nodes_heartbeat(struct req *r)
                            .ended = ended,
                            .evict = evict,
                            .evict_run = evict_run,
-                           .evict_why = evict_why,
                            .started = started};
     rc = srv_write(r->srv, beat_fn, &w);
     n_ended = w.n_ended;
@@ -602,17 +603,8 @@ int api_nodes_heartbeat(struct req *r)
             loop_post(r->srv->loop, LOOP_JOB_FINISHED, ended[i], NULL);
         for (i = 0; i < w.n_started; i++)
             loop_post_running(r->srv->loop, started[i], now);
-        for (i = 0; i < w.n_evict; i++) {
-            char why[300];
-            if (evict_why[i])
-                allot_fmt(why, sizeof(why), "lost on node %s: %.200s", name, evict_why[i]);
-            else
-                allot_fmt(why, sizeof(why),
-                          "stopped on node %s: its agent could not reach allotd for most of its "
-                          "lease",
-                          name);
-            loop_post_evict(r->srv->loop, evict[i], evict_run[i], why);
-        }
+        for (i = 0; i < w.n_evict; i++) /* stored: the core follows */
+            loop_post_requeued(r->srv->loop, evict[i], evict_run[i]);
         loop_post(r->srv->loop, LOOP_NODE_SEEN, expiry, name);
         if (logs || health || hb.gpus || hb.net || hb.live >= 0) {
             /* where `allot logs` reads this node's task logs; its GPUs' health */

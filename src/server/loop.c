@@ -106,6 +106,11 @@ int loop_post_checkpoint(struct loop *l, int64_t id, int64_t at)
     return post_run(l, LOOP_JOB_CHECKPOINT, id, at, NULL);
 }
 
+int loop_post_requeued(struct loop *l, int64_t id, int64_t run)
+{
+    return post_run(l, LOOP_JOB_EVICT, id, run, NULL);
+}
+
 int loop_post_running(struct loop *l, int64_t id, int64_t at)
 {
     return post_run(l, LOOP_JOB_RUNNING, id, at, NULL);
@@ -423,8 +428,8 @@ static bool handle(struct loop *l, struct msg *m)
     case LOOP_NODE_EVICT:
         loop_evict_node(l, m->name);
         break;
-    case LOOP_JOB_EVICT:
-        loop_evict_job(l, m->id, m->run, m->name ? m->name : "evicted");
+    case LOOP_JOB_EVICT: /* no why: the requeue is stored already (loop_post_requeued) */
+        loop_evict_job(l, m->id, m->run, m->name);
         break;
     case LOOP_JOB_HOLD:
         gate_user_hold(l, m->id);
@@ -717,6 +722,9 @@ static int changes_fn(struct allot_store *st, void *arg)
             }
         } else if (rc == ALLOT_ESTATE && c->start) {
             e->start_refused = true; /* held (or ended) meanwhile: the loop looks */
+        } else if ((rc == ALLOT_ESTATE || rc == ALLOT_ENOENT) &&
+                   allot_store_job_state_terminal(c->want)) {
+            e->wstate = c->want; /* it ended meanwhile: nothing more to write */
         } else if (rc != ALLOT_ESTATE && rc != ALLOT_ENOENT) {
             return rc;
         }
@@ -1075,9 +1083,12 @@ static void cycle(struct loop *l)
         refused_to_gate(l);
     }
     changes_clear(l);
-    /* jobs the core ended (time limit) leave the live set */
+    /* jobs the core ended (time limit, a job that runs once preempted)
+     * leave the live set once their end is stored; a write that failed is
+     * made again next cycle */
     for (size_t i = l->n_live; i-- > 0;)
-        if (allot_queue_job(l->q, l->live[i].qid)->state == ALLOT_JOB_DONE)
+        if (allot_queue_job(l->q, l->live[i].qid)->state == ALLOT_JOB_DONE &&
+            allot_store_job_state_terminal(l->live[i].wstate))
             loop_drop_live(l, i);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     publish(l, (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9, cut);

@@ -61,6 +61,15 @@ int loop_post(struct loop *l, int kind, int64_t id, const char *name);
 /* LOOP_JOB_EVICT of job id in run `run` (its start time as stored; 0:
  * whichever it is in when the loop gets to it), with why (copied). */
 int loop_post_evict(struct loop *l, int64_t id, int64_t run, const char *why);
+/* LOOP_JOB_EVICT without a why: job id's requeue from run `run` is stored
+ * already (loop_requeue_stored, in the writer's own transaction); the
+ * loop puts the core job back to pending. */
+int loop_post_requeued(struct loop *l, int64_t id, int64_t run);
+/* Puts stored job sid back to pending, without placement, with a
+ * "requeued" event saying why (on a group-commit handle). Returns 0 or the
+ * store's code. */
+struct allot_store;
+int loop_requeue_stored(struct allot_store *st, int64_t sid, const char *why, int64_t now);
 /* LOOP_JOB_CHECKPOINT: job id saved its work at `at` (unix seconds). */
 int loop_post_checkpoint(struct loop *l, int64_t id, int64_t at);
 /* LOOP_JOB_RUNNING: job id's processes run since `at` (its time limit

@@ -235,8 +235,9 @@ void loop_node_health(struct loop *l, const char *name, bool unhealthy);
 void loop_check_leases(struct loop *l, int64_t now);
 /* A drained node's jobs, evicted: back to the queue at once. */
 void loop_evict_node(struct loop *l, const char *name);
-/* Running job sid back to the queue (its agent stops it), with why; only
- * while it is in run `run` (its start time; 0: whichever). */
+/* Running job sid back to the queue (its agent stops it), with why (NULL:
+ * the store has it already, the core follows); only while it is in run
+ * `run` (its start time; 0: whichever). */
 void loop_evict_job(struct loop *l, int64_t sid, int64_t run, const char *why);
 
 /* ---- tenant networks (loop_net.c) ---- */

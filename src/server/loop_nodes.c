@@ -373,9 +373,7 @@ static bool job_on_node(const struct allot_job *j, int i)
     return false;
 }
 
-/* Puts stored job `sid` back to pending, without placement, with an event
- * "requeued" (on a group-commit handle). */
-static int requeue_job(struct allot_store *st, int64_t sid, const char *why, int64_t now)
+int loop_requeue_stored(struct allot_store *st, int64_t sid, const char *why, int64_t now)
 {
     struct allot_store_job j = {0};
     struct allot_store_event ev = {
@@ -421,7 +419,7 @@ static int lost_fn(struct allot_store *st, void *arg)
             if (!job_on_node(allot_queue_job(l->q, l->live[k].qid), i))
                 continue;
             rc = l->live[k].requeue
-                     ? requeue_job(st, l->live[k].sid, why, w->now)
+                     ? loop_requeue_stored(st, l->live[k].sid, why, w->now)
                      : loop_end_job(st, l->live[k].sid, ALLOT_SJ_LOST, "lost", why, w->now);
         }
     }
@@ -509,7 +507,7 @@ static int evict_stored(struct allot_store *st, int64_t sid, bool requeue, const
     char once[300];
 
     if (requeue)
-        return requeue_job(st, sid, why, now);
+        return loop_requeue_stored(st, sid, why, now);
     allot_fmt(once, sizeof(once), "%s; not run again (requeue: false)", why);
     return loop_end_job(st, sid, ALLOT_SJ_CANCELLED, "cancelled", once, now);
 }
@@ -581,11 +579,11 @@ void loop_evict_job(struct loop *l, int64_t sid, int64_t run, const char *why)
         (run && e->wstart != run))
         return;
     w.requeue = e->requeue;
-    if (srv_write(l->srv, evict_job_fn, &w) < 0) {
+    if (why && srv_write(l->srv, evict_job_fn, &w) < 0) {
         LOG_ERROR("loop", "job %lld: cannot record its eviction", (long long)sid);
         return;
     }
-    LOG_INFO("loop", "job %lld evicted: %s", (long long)sid, why);
+    LOG_INFO("loop", "job %lld evicted: %s", (long long)sid, why ? why : "requeued (stored)");
     requeue_live(l, k, w.now);
 }
 

@@ -207,48 +207,6 @@ static void test_priority_preemption(void **state)
     world_free(&w);
 }
 
-/* A job that runs at most once (allotd's "requeue": false) ends when it
- * is preempted, after its grace when it has one, instead of queueing
- * again; the invariants hold and its GPUs go to the preemptor. */
-static void test_preempted_once_job_ends(void **state)
-{
-    struct world w;
-    struct allot_job_spec s = {.name = "urgent",
-                               .prio_class = 1,
-                               .n_tasks = 1,
-                               .task = {.num_gpu = 4, .gpu_milli = 1000, .mig_profile = -1}};
-    char err[128];
-
-    for (int ckpt = 0; ckpt < 2; ckpt++) {
-        struct allot_queue_opts o = base;
-        o.grace_s = ckpt ? 30 : 0;
-        world_init(&w, 1, 4, o);
-        assert_int_equal(allot_queue_add_prio_class(w.q, "training", 10, true), 0);
-        assert_int_equal(allot_queue_add_prio_class(w.q, "inference", 100, false), 1);
-        struct allot_job_spec t = s;
-        t.name = "train";
-        t.prio_class = 0;
-        t.tenant = w.a;
-        t.once = true;
-        t.checkpointable = ckpt;
-        int v = allot_queue_submit(w.q, &t, 0, err, sizeof(err));
-        assert_true(v >= 0);
-        cycle(&w, 0);
-        assert_int_equal(allot_queue_job(w.q, v)->state, ALLOT_JOB_RUNNING);
-        s.tenant = w.a;
-        int id = allot_queue_submit(w.q, &s, 10, err, sizeof(err));
-        cycle(&w, 10);
-        assert_int_equal(w.preempts, 1);
-        cycle(&w, 45); /* past the grace */
-        assert_int_equal(allot_queue_job(w.q, v)->state, ALLOT_JOB_DONE);
-        assert_non_null(strstr(allot_queue_reason(w.q, v), "ended (it runs once)"));
-        assert_int_equal(allot_queue_job(w.q, id)->state, ALLOT_JOB_RUNNING);
-        cycle(&w, 5000);
-        assert_int_equal(allot_queue_job(w.q, v)->state, ALLOT_JOB_DONE);
-        world_free(&w);
-    }
-}
-
 /* A class changed in place applies to the jobs already queued or running. */
 static void test_prio_class_changed(void **state)
 {
@@ -556,6 +514,18 @@ static void test_runtime_limit_and_validation(void **state)
     assert_int_equal(allot_queue_job(w.q, id)->state, ALLOT_JOB_DONE);
     assert_int_equal(allot_queue_running(w.q, id, 200), ALLOT_ESTATE);
     assert_int_equal(allot_queue_running(w.q, 999, 200), ALLOT_ENOENT);
+    world_free(&w);
+    /* one never said to run (a start that hangs) counts from its placement
+     * plus ALLOT_LIMIT_START_ALLOWANCE_S: it does not hold its GPUs for good */
+    world_init(&w, 1, 4, o);
+    s.tenant = w.a;
+    id = allot_queue_submit(w.q, &s, 0, err, sizeof(err));
+    cycle(&w, 0);
+    assert_int_equal(allot_queue_next_wakeup(w.q), ALLOT_LIMIT_START_ALLOWANCE_S + 61);
+    cycle(&w, ALLOT_LIMIT_START_ALLOWANCE_S + 60);
+    assert_int_equal(allot_queue_job(w.q, id)->state, ALLOT_JOB_RUNNING);
+    cycle(&w, ALLOT_LIMIT_START_ALLOWANCE_S + 61);
+    assert_int_equal(allot_queue_job(w.q, id)->state, ALLOT_JOB_DONE);
     /* bad submissions name the field */
     s.n_tasks = 0;
     assert_int_equal(allot_queue_submit(w.q, &s, 0, err, sizeof(err)), ALLOT_EINVAL);
@@ -1448,7 +1418,6 @@ int main(void)
         cmocka_unit_test(test_counts_follow_cancel),
         cmocka_unit_test(test_min_runtime),
         cmocka_unit_test(test_priority_preemption),
-        cmocka_unit_test(test_preempted_once_job_ends),
         cmocka_unit_test(test_prio_class_changed),
         cmocka_unit_test(test_rdma_vfs),
         cmocka_unit_test(test_no_preemption_loops),
