@@ -10,7 +10,8 @@ export function stackedBar(parts, {width = 600, height = 26, unit = ""} = {}) {
   const total = parts.reduce((a, p) => a + p.value, 0) || 1;
   let x = 0;
   const svg = s("svg", {class: "chart bar", viewBox: `0 0 ${width} ${height}`, width: "100%",
-    height, preserveAspectRatio: "none", role: "img"});
+    height, preserveAspectRatio: "none", role: "img",
+    "aria-label": parts.map((p) => `${p.label} ${fmtNum(p.value, 2)}${unit}`).join(", ")});
   for (const p of parts) {
     const w = p.value / total * width;
     if (w > 0) {

@@ -42,10 +42,11 @@ export function s(tag, attrs, ...children) {
 }
 
 /** A table from column titles and rows of cells (cells as for h()). */
+/** A table in a box that scrolls sideways when it is wider than the page. */
 export function table(cols, rows, attrs) {
-  return h("table", attrs || {},
+  return h("div", {class: "table-wrap"}, h("table", attrs || {},
     h("thead", null, h("tr", null, cols.map((c) => h("th", null, c)))),
-    h("tbody", null, rows.length ? rows : h("tr", null, h("td", {colspan: cols.length, class: "empty"}, "none"))));
+    h("tbody", null, rows.length ? rows : h("tr", null, h("td", {colspan: cols.length, class: "empty"}, "none")))));
 }
 
 export function fmtNum(x, digits = 1) {

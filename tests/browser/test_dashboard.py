@@ -298,6 +298,31 @@ def test_jobs_page():
                    "return r.length === 4 && r.map(function (x) { return x.dataset.state; });",
                    "the live jobs (the default)")
     assert set(live) == {"pending", "running"}, live
+    # the tenant filter lists every tenant; choosing one filters by it
+    opts = br.wait("var o = [...document.querySelectorAll('#f-tenant option')]"
+                   ".map(function (x) { return x.value; }); return o.length > 2 && o;",
+                   "the tenant choices")
+    assert opts[0] == "" and "research" in opts and "product" in opts, opts
+    br.js("var s = document.getElementById('f-tenant'); s.value = 'product';"
+          "s.dispatchEvent(new Event('change'));")
+    br.wait("var r = [...document.querySelectorAll('#jobs tr[data-job]')];"
+            "return r.length > 0 && r.every(function (x) {"
+            " return x.querySelector('.tenant').dataset.tenant === 'product'; });",
+            "product's jobs only")
+    assert "tenant=product" in br.js("return location.hash;")
+    assert br.js("return document.getElementById('f-tenant').value;") == "product"
+    br.js("var s = document.getElementById('f-tenant'); s.value = '';"
+          "s.dispatchEvent(new Event('change'));")
+    # a link to a job that is not there says so, once, and forgets it
+    goto("#/jobs?job=999999", "return /No job 999999/.test("
+         "document.getElementById('jobs-msg').textContent);", "the missing job named")
+    br.wait("return !/job=/.test(location.hash);", "the missing job forgotten")
+    before = br.js("return document.getElementById('status').textContent;")
+    br.wait("return document.getElementById('status').textContent !== arguments[0] && "
+            "/updated/.test(document.getElementById('status').textContent);",
+            "the next refresh", 10, before)
+    missing = console_problems()  # its one 404, not one at every refresh
+    assert len(missing) == 1 and "/v1/jobs/999999" in missing[0]["message"], missing
     # details: events and the task log
     goto("#/jobs?job=%d" % jobs["hello"], "return document.querySelector('#events "
          "tr[data-event=succeeded]');", "the events of job hello")
@@ -334,9 +359,18 @@ def test_live_update_and_cancel():
     wait_job(jid, ("running",))
     sel = "#jobs tr[data-job=\"%d\"] button.cancel" % jid
     br.wait("return document.querySelector(arguments[0]);", "a cancel button", 15, sel)
+    # the keyboard's place and the confirm step survive the next refreshes
+    br.js("document.querySelector(arguments[0]).focus();", sel)
     br.js("document.querySelector(arguments[0]).click();", sel)
     br.wait("var b = document.querySelector(arguments[0]); return b && b.dataset.armed === '1';",
             "the confirm step", 10, sel)
+    before = br.js("return document.getElementById('status').textContent;")
+    br.wait("return document.getElementById('status').textContent !== arguments[0] && "
+            "/updated/.test(document.getElementById('status').textContent);",
+            "the next refresh", 10, before)
+    assert br.js("var b = document.querySelector(arguments[0]);"
+                 "return b.dataset.armed === '1' && document.activeElement === b;", sel), \
+        "a refresh lost the focus or the confirm step"
     br.js("document.querySelector(arguments[0]).click();", sel)
     j = wait_job(jid, ("cancelled",))
     assert j["state"] == "cancelled", j

@@ -21,6 +21,11 @@ export function shape(spec) {
   return tasks + "CPU only";
 }
 
+/** An argument as a shell would need it typed: quoted unless plain. */
+export function shellWord(a) {
+  return /^[A-Za-z0-9_@%+=:,./-]+$/.test(a) ? a : "'" + String(a).replace(/'/g, "'\\''") + "'";
+}
+
 export function placementText(j) {
   if (!j.placement) return "-";
   return (j.placement.tasks || []).map((t) => {
@@ -46,6 +51,8 @@ export function mount(root, params, ctx) {
   const list = h("div", {class: "body"});
   const detail = h("div", {class: "detail", id: "job-detail"});
   let last = [];
+  let scrollTo = false; // bring the details into view once they are drawn
+  let armed = {id: 0, until: 0}; // the cancel button clicked once (kept across refreshes)
 
   function save() {
     const p = new URLSearchParams();
@@ -65,12 +72,20 @@ export function mount(root, params, ctx) {
       h("label", null, "Name ", name)), msg, note, cut, list, detail);
 
   async function cancel(j, btn) {
-    if (btn.dataset.armed !== "1") { // two clicks: no modal dialog
+    if (armed.id !== j.id || Date.now() > armed.until) { // two clicks: no modal dialog
+      armed = {id: j.id, until: Date.now() + 4000};
       btn.dataset.armed = "1";
       btn.textContent = "confirm cancel";
-      setTimeout(() => { btn.dataset.armed = ""; btn.textContent = "cancel"; }, 4000);
+      setTimeout(() => {
+        const b = list.querySelector(`tr[data-job="${j.id}"] button.cancel`); // this one, or its redraw
+        if (b && Date.now() > armed.until) {
+          b.dataset.armed = "";
+          b.textContent = "cancel";
+        }
+      }, 4100);
       return;
     }
+    armed = {id: 0, until: 0};
     btn.disabled = true;
     try {
       await post(`/v1/jobs/${j.id}/cancel`);
@@ -84,6 +99,7 @@ export function mount(root, params, ctx) {
 
   function select(id) {
     selected = selected === id ? 0 : id;
+    scrollTo = selected !== 0;
     save();
     ctx.refresh();
   }
@@ -112,7 +128,9 @@ export function mount(root, params, ctx) {
           h("td", {class: "reason"}, j.pending_reason || (j.state === "pending" ? "waiting for the next cycle" : "")),
           h("td", {class: "actions"},
             session.mayCancel && LIVE.includes(j.state)
-              ? h("button", {type: "button", class: "cancel", onclick: (e) => cancel(j, e.currentTarget)}, "cancel")
+              ? h("button", {type: "button", class: "cancel", onclick: (e) => cancel(j, e.currentTarget),
+                "data-armed": armed.id === j.id && Date.now() <= armed.until ? "1" : null},
+              armed.id === j.id && Date.now() <= armed.until ? "confirm cancel" : "cancel")
               : null));
       }), {id: "jobs"});
   }
@@ -143,7 +161,7 @@ export function mount(root, params, ctx) {
         h("dt", null, "asks"), h("dd", null, shape(j.spec || {}), j.spec && j.spec.priority ? `, class ${j.spec.priority}` : ""),
         h("dt", null, "placement"), h("dd", null, placementText(j)),
         h("dt", null, "GPUs held"), h("dd", null, fmtNum(jobGpus(j), 3)),
-        h("dt", null, "command"), h("dd", null, h("code", null, ((j.spec && j.spec.command) || []).join(" ")))),
+        h("dt", null, "command"), h("dd", null, h("code", null, ((j.spec && j.spec.command) || []).map(shellWord).join(" ")))),
       tasks.length ? h("p", null, logLinks) : null,
       logBox,
       h("h3", null, "Events"),
@@ -156,19 +174,48 @@ export function mount(root, params, ctx) {
   let detailFor = 0;
   return {
     async refresh() {
-      const tq = tenantWanted ? "&tenant=" + encodeURIComponent(tenantWanted) + "&subtree=1" : "";
-      const [tn, jobs] = await Promise.all([get("/v1/tenants"),
-        !state.value ? liveJobs(tq) : allJobs((state.value === "all" ? "" : "&state=" + state.value) + tq)]);
+      const fetchJobs = (t) => {
+        const tq = t ? "&tenant=" + encodeURIComponent(t) + "&subtree=1" : "";
+        return !state.value ? liveJobs(tq) : allJobs((state.value === "all" ? "" : "&state=" + state.value) + tq);
+      };
+      const tn = await get("/v1/tenants");
+      const paths = (tn.tenants || []).map((t) => t.path).sort();
+      if (tenantWanted && !paths.includes(tenantWanted)) { // a link to a tenant this token does not see
+        msg.textContent = `No tenant ${tenantWanted} is visible to this token: showing all tenants.`;
+        tenantWanted = "";
+        save();
+      }
+      const jobs = await fetchJobs(tenantWanted);
       note.textContent = jobs.truncated ? `Showing the first ${jobs.length} jobs in submission order; ` +
         "choose a state or a tenant to see the others." : "";
-      const paths = (tn.tenants || []).map((t) => t.path).sort();
       if (tenant.options.length !== paths.length + 1 || paths.some((p, i) => tenant.options[i + 1].value !== p)) {
-        tenant.replaceChildren(h("option", {value: ""}, "all tenants"), paths.map((p) => h("option", {value: p}, p)));
+        tenant.replaceChildren(h("option", {value: ""}, "all tenants"), ...paths.map((p) => h("option", {value: p}, p)));
       }
-      tenant.value = paths.includes(tenantWanted) ? tenantWanted : "";
+      tenant.value = tenantWanted;
       last = jobs;
+      // a refresh keeps the keyboard where it was (the same link or button of the same job)
+      const focused = document.activeElement && list.contains(document.activeElement)
+        ? {job: document.activeElement.closest("tr") && document.activeElement.closest("tr").dataset.job,
+          tag: document.activeElement.tagName} : null;
       list.replaceChildren(renderList(jobs));
-      const j = selected ? (jobs.find((x) => x.id === selected) || await get(`/v1/jobs/${selected}`)) : null;
+      if (focused && focused.job) {
+        const again = list.querySelector(`tr[data-job="${focused.job}"] ${focused.tag.toLowerCase()}`);
+        if (again) again.focus();
+      }
+      let j = null;
+      if (selected) {
+        j = jobs.find((x) => x.id === selected) || null;
+        if (!j) {
+          try {
+            j = await get(`/v1/jobs/${selected}`);
+          } catch (e) { // a link to a job that is not there, or not this token's
+            if (!(e instanceof ApiError) || e.status !== 404) throw e;
+            msg.textContent = `No job ${selected} is visible to this token.`;
+            selected = 0;
+            save();
+          }
+        }
+      }
       // keep an open log box across refreshes of the same job
       if (j && detailFor === j.id && detail.querySelector("#job-logs:not([hidden])")) {
         const fresh = await renderDetail(j);
@@ -178,6 +225,8 @@ export function mount(root, params, ctx) {
       } else {
         detail.replaceChildren(...await renderDetail(j));
       }
+      if (j && scrollTo) detail.scrollIntoView({block: "start"}); // a job chosen in a long list
+      scrollTo = false;
       detailFor = j ? j.id : 0;
     },
   };
