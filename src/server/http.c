@@ -81,8 +81,8 @@ const size_t http_n_routes = sizeof(http_routes) / sizeof(http_routes[0]);
 
 /* ---- metrics ---- */
 
-static const int metric_codes[] = {200, 201, 204, 400, 401, 403, 404,
-                                   405, 409, 413, 422, 429, 500, 503};
+static const int metric_codes[] = {200, 201, 202, 204, 301, 302, 304, 308, 400, 401, 403,
+                                   404, 405, 409, 412, 413, 422, 429, 500, 502, 503};
 #define N_CODES   (sizeof(metric_codes) / sizeof(metric_codes[0]))
 #define N_BUCKETS 12
 static const double buckets[N_BUCKETS] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
@@ -112,8 +112,9 @@ struct http {
     struct MHD_Daemon *d;
     int64_t body_max;
     pthread_mutex_t mlock;
-    /* [route][code]; route index http_n_routes = no route matched */
-    struct metric_cell cells[MAX_ROUTES + 1][N_CODES];
+    /* [route][code]; route index http_n_routes = no route matched,
+     * http_n_routes + 1 = the dashboard's files (ROUTE_UI) */
+    struct metric_cell cells[MAX_ROUTES + 2][N_CODES];
 };
 
 static void metric_record(struct http *h, size_t route, int status, double secs)
@@ -122,8 +123,9 @@ static void metric_record(struct http *h, size_t route, int status, double secs)
 
     while (c < N_CODES && metric_codes[c] != status)
         c++;
-    if (c == N_CODES)
-        c = N_CODES - 2; /* 500: an unexpected status is a server bug */
+    for (size_t k = 0; c == N_CODES && k < N_CODES; k++)
+        if (metric_codes[k] == 500) /* an unexpected status is a server bug */
+            c = k;
     pthread_mutex_lock(&h->mlock);
     struct metric_cell *m = &h->cells[route][c];
     m->count++;
@@ -134,33 +136,43 @@ static void metric_record(struct http *h, size_t route, int status, double secs)
     pthread_mutex_unlock(&h->mlock);
 }
 
+#define ROUTE_UI (http_n_routes + 1)
+
+/* The labels of route index i: a route's, "unmatched", or the dashboard's. */
+static const char *route_method(size_t i)
+{
+    return i < http_n_routes ? http_routes[i].method : i == ROUTE_UI ? "GET" : "";
+}
+
+static const char *route_name(size_t i)
+{
+    return i < http_n_routes ? http_routes[i].pattern : i == ROUTE_UI ? "/ui/" : "unmatched";
+}
+
 void http_metrics(struct http *h, FILE *out)
 {
     fprintf(out, "# HELP allot_api_requests_total API requests by route and status code.\n"
                  "# TYPE allot_api_requests_total counter\n");
     pthread_mutex_lock(&h->mlock);
-    for (size_t i = 0; i <= http_n_routes; i++)
+    for (size_t i = 0; i <= ROUTE_UI; i++)
         for (size_t c = 0; c < N_CODES; c++) {
             const struct metric_cell *m = &h->cells[i][c];
             if (!m->count)
                 continue;
             fprintf(out, "allot_api_requests_total{method=\"%s\",route=\"%s\",code=\"%d\"} %llu\n",
-                    i < http_n_routes ? http_routes[i].method : "",
-                    i < http_n_routes ? http_routes[i].pattern : "unmatched", metric_codes[c],
-                    (unsigned long long)m->count);
+                    route_method(i), route_name(i), metric_codes[c], (unsigned long long)m->count);
         }
     fprintf(out, "# HELP allot_api_request_seconds API request latency by route and status code.\n"
                  "# TYPE allot_api_request_seconds histogram\n");
-    for (size_t i = 0; i <= http_n_routes; i++)
+    for (size_t i = 0; i <= ROUTE_UI; i++)
         for (size_t c = 0; c < N_CODES; c++) {
             const struct metric_cell *m = &h->cells[i][c];
             char lab[256];
 
             if (!m->count)
                 continue;
-            allot_fmt(lab, sizeof(lab), "method=\"%s\",route=\"%s\",code=\"%d\"",
-                      i < http_n_routes ? http_routes[i].method : "",
-                      i < http_n_routes ? http_routes[i].pattern : "unmatched", metric_codes[c]);
+            allot_fmt(lab, sizeof(lab), "method=\"%s\",route=\"%s\",code=\"%d\"", route_method(i),
+                      route_name(i), metric_codes[c]);
             for (int b = 0; b < N_BUCKETS; b++)
                 fprintf(out, "allot_api_request_seconds_bucket{%s,le=\"%g\"} %llu\n", lab,
                         buckets[b], (unsigned long long)m->le[b]);
@@ -433,7 +445,7 @@ static void dispatch(struct http *h, struct req *r, size_t *route_out)
     size_t i;
 
     if (ui_path(r->path)) {
-        *route_out = http_n_routes;
+        *route_out = ROUTE_UI;
         ui_serve(r);
         return;
     }

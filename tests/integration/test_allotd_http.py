@@ -230,8 +230,16 @@ def test_open_connections_hold_no_store_handle():
 
 
 def test_metrics():
+    # the dashboard's files and its redirect count under their own route, not
+    # as unmatched requests or (a 308) as server errors
+    assert dm.req("GET", "/ui")[0] == 308
+    dm.req("GET", "/ui/")
     st, text = dm.req("GET", "/metrics", raw=True)
     assert st == 200
+    assert 'allot_api_requests_total{method="GET",route="/ui/",code="308"} 1' in text, text
+    assert re.search(r'allot_api_requests_total\{method="GET",route="/ui/",code="(200|404)"\}',
+                     text), text
+    assert 'route="unmatched",code="500"' not in text, text
     assert "# TYPE allot_api_requests_total counter" in text
     assert "# TYPE allot_api_request_seconds histogram" in text
     assert re.search(r'allot_api_requests_total\{method="GET",route="/healthz",code="200"\} \d+',
