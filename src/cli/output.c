@@ -126,7 +126,13 @@ static void y_scalar(FILE *f, json_t *v)
         fprintf(f, "%lld", (long long)json_integer_value(v));
         break;
     case JSON_REAL:
-        allot_fmt(buf, sizeof(buf), "%.15g", json_real_value(v));
+        /* the shortest of 15, 16 and 17 digits that reads back as the same
+         * number: 0.1, not 0.10000000000000001 */
+        for (int digits = 15; digits <= 17; digits++) {
+            allot_fmt(buf, sizeof(buf), "%.*g", digits, json_real_value(v));
+            if (strtod(buf, NULL) == json_real_value(v))
+                break;
+        }
         /* keep it a float when read back */
         fputs(buf, f);
         if (!strpbrk(buf, ".eEn"))
