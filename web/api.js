@@ -19,12 +19,13 @@ export function token() {
 }
 
 /** What the pages learnt about the signed-in token; forgotten with it. */
-export const session = {mayCancel: true};
+export const session = {mayCancel: true, scope: ""}; // scope: the token's tenant ("" = all)
 
 export function setToken(t) {
   if (t) sessionStorage.setItem(KEY, t);
   else sessionStorage.removeItem(KEY);
   session.mayCancel = true;
+  session.scope = "";
   book = undefined;
 }
 

@@ -3,7 +3,7 @@
 // pollMs) while the tab is visible; a hidden tab makes no calls. One
 // refresh at a time.
 
-import {ApiError, get, setToken, token} from "./api.js";
+import {ApiError, get, session, setToken, token} from "./api.js";
 import * as overview from "./pages/overview.js";
 import * as tenants from "./pages/tenants.js";
 import * as jobs from "./pages/jobs.js";
@@ -123,6 +123,7 @@ async function login(ev) {
 async function showWho() {
   try {
     const me = await get("/v1/whoami");
+    session.scope = me.tenant || ""; // the pages say what such a token cannot see
     $("who").textContent = me.name + " (" + me.role +
       (me.tenant ? ", " + me.tenant : ", all tenants") + ")";
     $("who").hidden = false;
@@ -136,8 +137,7 @@ function enter() {
   $("nav").hidden = false;
   $("logout").hidden = false;
   current = null;
-  showWho();
-  show();
+  showWho().then(show); // the pages read what the token may see (session.scope)
 }
 
 document.addEventListener("visibilitychange", () => {

@@ -629,6 +629,19 @@ def test_member_sees_only_its_tenant():
                  ".map(function (r) { return r.dataset.tenant; });")
     assert rows == ["interns"], rows
     assert "serve-big" not in page_text()
+    # what such a token cannot see is said, not shown as a fact: other
+    # tenants' GPUs count as free here, and its tenant's fair share among
+    # siblings it does not see is not given
+    note = br.js("return document.getElementById('scope-note').textContent;")
+    assert "interns only" in note, note
+    heads = br.js("return [...document.querySelectorAll('#by-model th')]"
+                  ".map(function (x) { return x.textContent; });")
+    assert "In use by interns" in heads and "Free" not in heads, heads
+    goto("#/tenants", "return document.querySelector('#tenants tr[data-tenant=interns]');",
+         "the member's tenants")
+    share = br.js("return [...document.querySelectorAll('#tenants tr[data-tenant=interns] td')]"
+                  ".map(function (x) { return x.textContent; })[9];")
+    assert share == "-", share
     no_console_errors("member")
     logout()
     no_console_errors("logout")

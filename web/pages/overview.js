@@ -1,7 +1,7 @@
 // Cluster overview: GPUs by state, model and tenant; the queue (length,
 // wait, the longest-waiting jobs with their pending reason); nodes by state.
 
-import {get, liveJobs} from "../api.js";
+import {get, liveJobs, session} from "../api.js";
 import {stackedBar} from "../charts.js";
 import {gpuMap, totals} from "../model.js";
 import {fmtDuration, fmtNum, h, nowSec, table, tenantColor, tenantTag} from "../util.js";
@@ -53,11 +53,14 @@ function render(nodes, jobs, tenants) {
       card("Queue", String(pending.length), pending.length
         ? `wait: median ${fmtDuration(median)}, longest ${fmtDuration(waits[waits.length - 1])}`
         : "nothing waits", "queue")),
+    session.scope ? h("p", {class: "note", id: "scope-note"}, `This token sees the jobs of ${session.scope} only: `,
+      "GPUs that other tenants use count as free here.") : null,
     h("h2", null, "GPUs by state"),
     stackedBar(Object.entries(byState).map(([k, v]) => ({label: k, value: v, color: STATE_COLORS[k]}))),
     h("div", {class: "cols"},
       h("div", null, h("h2", null, "By model"),
-        table(["Model", "GPUs", "In use", "Free", "Unhealthy"],
+        table(["Model", "GPUs", session.scope ? "In use by " + session.scope : "In use",
+          session.scope ? "Not in use by it" : "Free", "Unhealthy"],
           [...byModel.values()].map((m) => h("tr", {"data-model": m.model},
             h("td", null, m.model), h("td", {class: "num"}, m.gpus), h("td", {class: "num"}, fmtNum(m.used, 2)),
             h("td", {class: "num"}, fmtNum(m.gpus - m.used - m.unhealthy, 2)), h("td", {class: "num"}, m.unhealthy))),

@@ -4,11 +4,18 @@
 // weights give among siblings against the share in use; this month's cost
 // and budget from the invoice when allotd meters usage.
 
-import {get, liveJobs, priceBook} from "../api.js";
+import {get, liveJobs, priceBook, session} from "../api.js";
 import {quotaNominal} from "./overview.js";
 import {fmtMoney, fmtNum, h, jobGpus, table, tenantTag, thisMonth} from "../util.js";
 
 export const title = "Tenants";
+
+/** Whether the tenant at path has siblings a tenant-bound token does not see:
+ * it is the token's tenant or one of its ancestors (their siblings lie
+ * outside the token's subtree). */
+export function sharesUnseen(path, scope = session.scope) {
+  return !!scope && (scope === path || scope.startsWith(path + "/"));
+}
 
 export function mount(root) {
   root.append(h("h1", null, "Tenants"));
@@ -93,8 +100,11 @@ function render(tn, jobs, invoice) {
       h("td", {class: "num", "data-col": "lent", title: "what its siblings borrow, shared by idle quota (an estimate)"},
         fmtNum(lent.get(t.path), 2)),
       h("td", {class: "num"}, fmtNum(t.weight ?? 1, 1)),
-      h("td", {class: "num", title: "weight share among siblings / share of their GPUs in use"},
-        `${Math.round(share * 100)}% / ${Math.round(inUse * 100)}%`),
+      // a tenant-bound token does not see its tenant's siblings: no share to give
+      sharesUnseen(t.path)
+        ? h("td", {class: "num", title: "its siblings are not visible to this token"}, "-")
+        : h("td", {class: "num", title: "weight share among siblings / share of their GPUs in use"},
+          `${Math.round(share * 100)}% / ${Math.round(inUse * 100)}%`),
       h("td", null, t.isolation || "shared"),
       h("td", {class: "num"}, pending.get(t.path)),
       h("td", {class: "num", "data-col": "cost"}, c ? fmtMoney(c.total_minor, cur) : "-"),
