@@ -119,13 +119,13 @@ static int by_tenant(const void *a, const void *b)
 static void sort_rows(json_t *rows)
 {
     size_t n = json_array_size(rows);
-    json_t **v = n ? allot_calloc(n, sizeof(*v)) : NULL;
+    json_t **v = n ? allot_calloc(n, sizeof(json_t *)) : NULL;
 
     if (!v)
         return;
     for (size_t i = 0; i < n; i++)
         v[i] = json_incref(json_array_get(rows, i));
-    qsort(v, n, sizeof(*v), by_tenant);
+    qsort(v, n, sizeof(json_t *), by_tenant);
     json_array_clear(rows);
     for (size_t i = 0; i < n; i++)
         json_array_append_new(rows, v[i]);
