@@ -152,7 +152,7 @@ struct principal {
     bool resolved;    /* a valid token was presented */
 };
 
-#define SRV_RESP_HEADERS 4 /* extra headers one reply carries at most (api_logs.c: 4) */
+#define SRV_RESP_HEADERS 8 /* extra headers one reply carries at most (ui.c: 5) */
 
 /* One API request as handlers see it. */
 struct req {
@@ -170,7 +170,7 @@ struct req {
     size_t resp_len;      /* its length (it may hold NUL bytes) */
     struct {
         char name[32];
-        char value[96];
+        char value[256];      /* a longer value is cut: keep them short (ui.c: the CSP) */
     } hdrs[SRV_RESP_HEADERS]; /* extra response headers (api_set_header) */
     int n_hdrs;
     const char *content_type; /* static */

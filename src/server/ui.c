@@ -119,6 +119,14 @@ int ui_serve(struct req *r)
         return api_error(r, 500, "internal", "cannot read %s", r->path);
     }
     api_set_header(r, "Cache-Control", "no-cache");
+    /* the dashboard's own files only, in no other site's frame; types as
+     * given (its pages hold a token) */
+    api_set_header(r, "X-Content-Type-Options", "nosniff");
+    api_set_header(r, "X-Frame-Options", "DENY");
+    api_set_header(r, "Referrer-Policy", "no-referrer");
+    api_set_header(r, "Content-Security-Policy",
+                   "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; "
+                   "frame-ancestors 'none'; base-uri 'none'; form-action 'self'");
     api_bytes(r, 200, mime_of(rel), buf, got);
     allot_free(buf);
     return 0;
