@@ -40,19 +40,27 @@ function status(text, bad) {
   el.classList.toggle("bad", !!bad);
 }
 
+let lastOk = ""; // when the shown page last read allotd
+
 async function refresh() {
   if (!current || busy || document.hidden) return;
   busy = true;
   const gen = generation;
   try {
     await current.view.refresh();
-    if (gen === generation) status("updated " + new Date().toLocaleTimeString());
+    lastOk = new Date().toLocaleTimeString();
+    if (gen === generation) status("updated " + lastOk);
   } catch (e) {
     if (e instanceof ApiError && e.status === 401) {
       logout("The token was refused: " + e.message);
       return;
     }
-    if (gen === generation) status(e.message, true);
+    // fetch's own failure: no answer at all (allotd down, or the network)
+    const unreachable = !(e instanceof ApiError) && e instanceof TypeError;
+    if (gen === generation) {
+      status(unreachable ? "allotd cannot be reached" + (lastOk ? `: showing what it said at ${lastOk}` : "")
+        : e.message, true);
+    }
   } finally {
     busy = false;
   }
@@ -103,7 +111,10 @@ function logout(message) {
 async function login(ev) {
   ev.preventDefault();
   const t = $("token").value.trim();
-  if (!t) return;
+  if (!t) {
+    $("login-error").textContent = "Paste a token first.";
+    return;
+  }
   setToken(t);
   try {
     const me = await get("/v1/whoami"); // any token: what it is
@@ -112,7 +123,9 @@ async function login(ev) {
     setToken("");
     $("login-error").textContent = e instanceof ApiError && e.status === 403
       ? "This token's role cannot use the dashboard (agent tokens are for nodes)."
-      : "Sign-in failed: " + e.message;
+      : e instanceof ApiError && e.status === 401
+        ? "Sign-in failed: allotd does not know this token (mistyped, or revoked)."
+        : "Sign-in failed: " + e.message;
     return;
   }
   $("token").value = "";

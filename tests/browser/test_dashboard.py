@@ -248,14 +248,30 @@ def test_helpers():
     no_console_errors("helpers")
 
 
+def try_token(token):
+    """Types token into the sign-in form and submits it; the form's message."""
+    br.get(url)
+    br.wait("return !document.getElementById('login').hidden;", "the login form")
+    br.js("document.getElementById('token').value = arguments[0];"
+          "document.getElementById('login-error').textContent = '';"
+          "document.querySelector('#login button[type=submit]').click();", token)
+    return br.wait("return document.getElementById('login-error').textContent;",
+                   "a sign-in message")
+
+
 def test_login_and_overview():
+    # a token allotd does not know, and none, are named as such
+    msg = try_token("allot_" + "0" * 64)
+    assert "does not know this token" in msg, msg
+    assert "Paste a token first" in try_token("   ")
+    console_problems()  # the refused token's 401 is expected
     login(dm.admin)
     t = goto("#/overview", "return document.querySelector('#queue [data-job]') && "
              "document.getElementById('page').innerText;", "the overview with its queue")
     gpus = br.js("return document.querySelector('[data-card=gpus] .value').textContent;")
     assert gpus == "6", gpus
     inuse = br.js("return document.querySelector('[data-card=in-use] .sub').textContent;")
-    assert inuse == "2 whole, 1 MIG, 1 shared", inuse
+    assert inuse == "2 whole, 1 MIG, 1 fraction", inuse
     queue = br.js("return document.querySelector('[data-card=queue] .value').textContent;")
     assert queue == "1", queue
     assert "H100-80GB" in t and "A100-80GB" in t, t

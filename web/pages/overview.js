@@ -48,7 +48,7 @@ function render(nodes, jobs, tenants) {
       card("GPUs", String(gpus), `${nodes.length} nodes: ` +
         (Object.entries(nodeStates).map(([k, v]) => `${v} ${k}`).join(", ") || "none"), "gpus"),
       card("GPUs in use", String(gpus - byState.free - byState.unhealthy),
-        `${byState.whole} whole, ${byState.mig} MIG, ${byState.fraction} shared`, "in-use"),
+        `${byState.whole} whole, ${byState.mig} MIG, ${byState.fraction} fraction`, "in-use"),
       card("Running jobs", String(running), null, "running"),
       card("Queue", String(pending.length), pending.length
         ? `wait: median ${fmtDuration(median)}, longest ${fmtDuration(waits[waits.length - 1])}`
