@@ -125,8 +125,8 @@ static const struct cli_usage usage_usage = {
     "What was allocated and measured, per group: GPU-hours (GPU-equivalents:\n"
     "a MIG instance counts its compute slices, a fraction its share), CPU\n"
     "core-hours, memory GiB-hours, the mean measured GPU utilisation and the\n"
-    "jobs. Whole hours, UTC. -o csv prints the same columns for a\n"
-    "spreadsheet; -o json|yaml the API's answer."};
+    "jobs. Whole hours, UTC. -o csv prints the same columns, and gpu_seconds\n"
+    "(exact), for a spreadsheet; -o json|yaml the API's answer."};
 
 int cmd_usage(struct cli *c, int argc, char **argv)
 {
