@@ -16,6 +16,41 @@
 #include <string.h>
 #include <time.h>
 
+/* Rows in key order (then tenant): numbers (job ids) by value, the rest
+ * (tenants, users, models, items, days, hours) as text, which is time
+ * order for days and hours. */
+static int cmp_row(const void *a, const void *b)
+{
+    json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
+    const char *kx = json_string_value(json_object_get(x, "key"));
+    const char *ky = json_string_value(json_object_get(y, "key"));
+    size_t lx = strlen(kx), ly = strlen(ky);
+    bool nx = lx && strspn(kx, "0123456789") == lx, ny = ly && strspn(ky, "0123456789") == ly;
+    int c = nx && ny && lx != ly ? (lx < ly ? -1 : 1) : strcmp(kx, ky);
+
+    if (c)
+        return c;
+    const char *tx = json_string_value(json_object_get(x, "tenant"));
+    const char *ty = json_string_value(json_object_get(y, "tenant"));
+    return strcmp(tx ? tx : "", ty ? ty : "");
+}
+
+static void sort_rows(json_t *arr)
+{
+    size_t n = json_array_size(arr);
+    json_t **v = n ? allot_calloc(n, sizeof(json_t *)) : NULL;
+
+    if (!v)
+        return; /* unsorted rather than none */
+    for (size_t i = 0; i < n; i++)
+        v[i] = json_incref(json_array_get(arr, i));
+    qsort(v, n, sizeof(json_t *), cmp_row);
+    json_array_clear(arr);
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(arr, v[i]);
+    allot_free(v);
+}
+
 static const char *const group_names[] = {"tenant", "user", "job",  "model",
                                           "item",   "day",  "hour", NULL};
 
@@ -245,6 +280,7 @@ int api_usage(struct req *r)
                 json_object_set_new(o, "key", json_string(k));
             json_array_append_new(arr, o);
         }
+        sort_rows(arr);
         out = json_pack("{s:I,s:I,s:s,s:o,s:o,s:I}", "from", (json_int_t)from, "to", (json_int_t)to,
                         "by", by, "rows", arr, "totals", group_json(&total), "as_of",
                         (json_int_t)atomic_load(&r->srv->meter_at));

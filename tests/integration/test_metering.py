@@ -177,8 +177,13 @@ def test_allocated_seconds_exact():
     # the roll-ups say the same, grouped
     t = [r for r in usage("by=tenant&from=%d" % t0)["rows"] if r["key"] == "research/nlp"][0]
     assert t["gpu_seconds"] == da + 0.25 * db and t["jobs"] == 2, t
-    items = {r["key"]: r for r in usage("by=item&from=%d" % t0)["rows"]}
+    rows = usage("by=item&from=%d" % t0)["rows"]
+    items = {r["key"]: r for r in rows}
     assert items["gpu"]["gpu_seconds"] == da and items["fraction"]["gpu_seconds"] == 0.25 * db
+    keys = [r["key"] for r in rows]
+    assert keys == sorted(keys), keys  # rows in key order, whatever order they were met in
+    jobs = [int(r["key"]) for r in usage("by=job")["rows"]]
+    assert jobs == sorted(jobs), jobs  # job ids by value: 9 before 10
     day = usage("by=day&from=%d" % t0)["rows"]
     assert sum(r["gpu_seconds"] for r in day) == da + 0.25 * db, day
 
