@@ -131,6 +131,23 @@ export function tenantColor(path) {
   return `hsl(${hue} 62% 52%)`;
 }
 
+/** The text colour that reads best on tenantColor(path): white, or black
+ * on the light hues (yellows, greens), whichever contrasts more (WCAG
+ * relative luminance; at least 4.6:1 on every hue). */
+export function tenantInk(path) {
+  const hue = Number(/hsl\((\d+)/.exec(tenantColor(path))[1]);
+  const s = 0.62, l = 0.52, a = s * Math.min(l, 1 - l);
+  const f = (n) => {
+    const k = (n + hue / 30) % 12;
+    const c = l - a * Math.max(-1, Math.min(k - 3, 9 - k, 1));
+    return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4;
+  };
+  const lum = 0.2126 * f(0) + 0.7152 * f(8) + 0.0722 * f(4);
+  // black, not near black: at the hues where white and black contrast
+  // about equally, only pure black still gives 4.5:1
+  return 1.05 / (lum + 0.05) >= (lum + 0.05) / 0.05 ? "#fff" : "#000";
+}
+
 /** A coloured dot and the tenant's name. */
 export function tenantTag(path) {
   return h("span", {class: "tenant", "data-tenant": path},

@@ -410,6 +410,15 @@ def test_live_update_and_cancel():
     no_console_errors("cancel")
 
 
+CONTRAST_JS = (
+    "function rgb(c) { return c.match(/[0-9.]+/g).slice(0, 3).map(Number); }"
+    "function lum(v) { return v.map(function (x) { x /= 255; return x <= 0.03928 ? x / 12.92 :"
+    " Math.pow((x + 0.055) / 1.055, 2.4); }).reduce(function (a, x, i) {"
+    " return a + [0.2126, 0.7152, 0.0722][i] * x; }, 0); }"
+    "function ratio(a, b) { var x = lum(a), y = lum(b);"
+    " return (Math.max(x, y) + 0.05) / (Math.min(x, y) + 0.05); }")
+
+
 def test_gpu_map():
     goto("#/nodes", "return document.querySelector('[data-node=gpu-2] .part.mig[data-job]');",
          "the GPU map")
@@ -428,6 +437,19 @@ def test_gpu_map():
     health = br.js("return [...document.querySelectorAll('.gpu')].map(function (g) {"
                    "return g.dataset.health; });")
     assert health == ["healthy"] * 6, health
+    # every label reads on its tenant's colour (WCAG contrast 4.5:1 or more),
+    # for the tenants here and for names of every hue
+    worst = br.js(CONTRAST_JS + "return Math.min.apply(null, [...document.querySelectorAll("
+                  "'.part[data-job]')].map(function (p) { var s = getComputedStyle(p);"
+                  "return ratio(rgb(s.color), rgb(s.backgroundColor)); }));")
+    assert worst >= 4.5, worst
+    worst = br.js(CONTRAST_JS + "return import('./util.js').then(function (u) {"
+                  "var m = 99; for (var i = 0; i < 400; i++) { var n = 'tenant-' + i;"
+                  "var d = document.createElement('div'); d.style.color = u.tenantInk(n);"
+                  "d.style.background = u.tenantColor(n); document.body.append(d);"
+                  "var s = getComputedStyle(d); m = Math.min(m, ratio(rgb(s.color),"
+                  "rgb(s.backgroundColor))); d.remove(); } return m; });")
+    assert worst >= 4.5, worst
     no_console_errors("nodes")
 
 
@@ -475,6 +497,12 @@ def test_usage_and_invoices():
     assert shown.endswith(" EUR"), shown
     no_console_errors("usage")
     shot("usage", 1500)
+    # a link with a bad period shows this month, in the field too
+    goto("#/usage?period=garbage", "return document.getElementById('f-period') && "
+         "document.getElementById('f-period').value;", "the period field")
+    month = br.js("var d = new Date(); return d.getUTCFullYear() + '-' + "
+                  "String(d.getUTCMonth() + 1).padStart(2, '0');")
+    assert br.js("return document.getElementById('f-period').value;") == month
 
 
 def test_idle_and_health():

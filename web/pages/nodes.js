@@ -7,7 +7,7 @@
 
 import {allJobs, get} from "../api.js";
 import {MIG_SLOTS, gpuMap, slotState} from "../model.js";
-import {fmtDuration, fmtNum, h, nowSec, tenantColor, tenantTag} from "../util.js";
+import {fmtDuration, fmtNum, h, nowSec, tenantColor, tenantInk, tenantTag} from "../util.js";
 
 export const title = "Nodes";
 
@@ -33,7 +33,9 @@ function jobLabel(j) {
 }
 
 function part(j, style, text, cls) {
-  return h("a", {class: "part " + (cls || ""), href: `#/jobs?job=${j.id}`, style: Object.assign({background: tenantColor(j.tenant)}, style),
+  const ink = tenantInk(j.tenant); // dark text on the light hues: readable labels
+  return h("a", {class: "part " + (cls || ""), href: `#/jobs?job=${j.id}`, style: Object.assign({background: tenantColor(j.tenant),
+    color: ink, textShadow: ink === "#fff" ? null : "none"}, style),
     title: jobLabel(j), "data-tenant": j.tenant, "data-job": j.id}, text);
 }
 

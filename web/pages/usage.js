@@ -34,7 +34,9 @@ function axisKeys(by, period) {
 }
 
 export function mount(root, params, ctx) {
-  const month = h("input", {id: "f-period", type: "month", value: params.get("period") || thisMonth()});
+  const asked = params.get("period") || "";
+  const month = h("input", {id: "f-period", type: "month",
+    value: /^\d{4}-(0[1-9]|1[0-2])$/.test(asked) ? asked : thisMonth()}); // a bad link shows this month
   const by = h("select", {id: "f-by"}, h("option", {value: "day"}, "by day (the month)"),
     h("option", {value: "hour"}, "by hour (last 48 hours)"));
   by.value = params.get("by") === "hour" ? "hour" : "day";
