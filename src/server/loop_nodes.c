@@ -380,7 +380,9 @@ int loop_requeue_stored(struct allot_store *st, int64_t sid, const char *why, in
         .job_id = sid, .time = now, .kind = "requeued", .detail = (char *)why};
     int rc = allot_store_job_get(st, sid, &j);
 
-    if (rc == 0 && !allot_store_job_state_terminal(j.state)) {
+    /* once only: a job already pending was requeued by another path in
+     * the meantime (its agent's fenced report, then its node's lease) */
+    if (rc == 0 && !allot_store_job_state_terminal(j.state) && j.state != ALLOT_SJ_PENDING) {
         j.state = ALLOT_SJ_PENDING;
         allot_free(j.placement);
         j.placement = NULL;
