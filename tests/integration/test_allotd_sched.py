@@ -757,23 +757,32 @@ def test_job_credential():
         d.stop()
 
 
+def _victim_and_preemptor(d, node, low, report_running=True):
+    """On daemon d with TENANTS and one node of 4 GPUs: a 4-GPU training job
+    (low: its extra fields), reported running when asked, then a 4-GPU
+    inference job that preempts it. Returns (agent token, low id, high id)."""
+    expect(d.req("PUT", "/v1/tenants", TENANTS, token=d.admin), 200)
+    ag = d.token("agent", "", "agents")
+    expect(d.req("POST", "/v1/nodes/register", dict(N1, name=node), token=ag), 201)
+    lid = expect(d.req("POST", "/v1/jobs", dict({"tenant": "research/nlp", "gpus": 4,
+                                                 "priority": "training"}, **low),
+                       token=d.admin), 201)["id"]
+    run = wait_job(lid, lambda j: j["state"] == "starting", d=d)["start_time"]
+    if report_running:
+        expect(d.req("POST", "/v1/nodes/%s/heartbeat" % node,
+                     {"jobs": [{"id": lid, "run": run, "state": "running"}]}, token=ag), 200)
+        wait_job(lid, lambda j: j["state"] == "running", d=d)
+    hid = expect(d.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 4,
+                                            "priority": "inference"}, token=d.admin), 201)["id"]
+    return ag, lid, hid
+
+
 def _preempt_then_restart(once):
     """A checkpointable job preempted, then allotd restarted in its grace."""
     d = Daemon(args=["--preempt-grace", "60s", "--preempt-min-runtime", "0s"])
     try:
-        expect(d.req("PUT", "/v1/tenants", TENANTS, token=d.admin), 200)
-        ag = d.token("agent", "", "agents")
-        expect(d.req("POST", "/v1/nodes/register", dict(N1, name="pr-1"), token=ag), 201)
-        low = expect(d.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 4,
-                                                "priority": "training", "checkpointable": True,
-                                                "requeue": not once},
-                           token=d.admin), 201)["id"]
-        run = wait_job(low, lambda j: j["state"] == "starting", d=d)["start_time"]
-        expect(d.req("POST", "/v1/nodes/pr-1/heartbeat",
-                     {"jobs": [{"id": low, "run": run, "state": "running"}]}, token=ag), 200)
-        wait_job(low, lambda j: j["state"] == "running", d=d)
-        high = expect(d.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 4,
-                                                 "priority": "inference"}, token=d.admin), 201)["id"]
+        ag, low, high = _victim_and_preemptor(d, "pr-1", {"checkpointable": True,
+                                                         "requeue": not once})
 
         def stopping():
             jobs = expect(d.req("POST", "/v1/nodes/pr-1/heartbeat", {}, token=ag), 200)["jobs"]
@@ -819,17 +828,7 @@ def test_requeue_in_grace():
     answer said "requeued" while nothing happened until the grace ended)."""
     d = Daemon(args=["--preempt-grace", "60s", "--preempt-min-runtime", "0s"])
     try:
-        expect(d.req("PUT", "/v1/tenants", TENANTS, token=d.admin), 200)
-        ag = d.token("agent", "", "agents")
-        expect(d.req("POST", "/v1/nodes/register", dict(N1, name="rg-1"), token=ag), 201)
-        low = expect(d.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 4,
-                                                "priority": "training", "checkpointable": True},
-                           token=d.admin), 201)["id"]
-        run = wait_job(low, lambda j: j["state"] == "starting", d=d)["start_time"]
-        expect(d.req("POST", "/v1/nodes/rg-1/heartbeat",
-                     {"jobs": [{"id": low, "run": run, "state": "running"}]}, token=ag), 200)
-        high = expect(d.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 4,
-                                                 "priority": "inference"}, token=d.admin), 201)["id"]
+        _, low, high = _victim_and_preemptor(d, "rg-1", {"checkpointable": True})
         wait_job(low, lambda j: (j["pending_reason"] or "").startswith("stopping"), d=d)
         expect(d.req("POST", "/v1/jobs/%d/requeue" % low, token=d.admin), 202)
         wait_job(low, lambda j: j["state"] == "pending", d=d)
@@ -846,15 +845,8 @@ def test_once_job_never_runs_twice():
     drain --evict, instead of queueing to run again."""
     d = Daemon(args=["--preempt-grace", "0s", "--preempt-min-runtime", "0s"])
     try:
-        expect(d.req("PUT", "/v1/tenants", TENANTS, token=d.admin), 200)
-        ag = d.token("agent", "", "agents")
-        expect(d.req("POST", "/v1/nodes/register", dict(N1, name="once-1"), token=ag), 201)
-        low = expect(d.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 4,
-                                                "priority": "training", "requeue": False},
-                           token=d.admin), 201)["id"]
-        wait_job(low, lambda j: j["state"] == "starting", d=d)
-        high = expect(d.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 4,
-                                                 "priority": "inference"}, token=d.admin), 201)["id"]
+        _, low, high = _victim_and_preemptor(d, "once-1", {"requeue": False},
+                                             report_running=False)
         j = wait_job(low, lambda j: j["state"] not in ("starting", "running"), d=d)
         assert j["state"] == "cancelled" and "runs once" in j["pending_reason"], j
         assert j["end_time"] > 0, j
