@@ -316,11 +316,13 @@ static int placement_nodes(const char *placement, const char *name, bool *on)
     return n;
 }
 
-/* How many distinct nodes reported a gang's tasks on them done ("node-done"
- * events) in its current run (after its last "placed" event), counting
- * `node`'s report being written. Reads every page of the job's events (a
- * job that reports its saves has many). */
-static int nodes_done(struct allot_store *st, int64_t job, const char *node, int *rc)
+/* How many distinct nodes reported `kind` of a gang's tasks on them
+ * ("node-running" or "node-done" events) in its current run (after its
+ * last "placed" event), counting `node`'s report being written; *had says
+ * whether `node` had reported it already. Reads every page of the job's
+ * events (a job that reports its saves has many). */
+static int nodes_reported(struct allot_store *st, int64_t job, const char *kind, const char *node,
+                          bool *had, int *rc)
 {
     struct allot_store_event *ev = NULL;
     json_t *seen = json_object();
@@ -333,16 +335,28 @@ static int nodes_done(struct allot_store *st, int64_t job, const char *node, int
         for (size_t i = 0; !*rc && i < n; i++) {
             if (!strcmp(ev[i].kind, "placed"))
                 json_object_clear(seen); /* a new run: the earlier one's reports are gone */
-            else if (!strcmp(ev[i].kind, "node-done") && ev[i].detail)
+            else if (!strcmp(ev[i].kind, kind) && ev[i].detail)
                 json_object_set_new(seen, ev[i].detail, json_true());
             after = ev[i].seq;
         }
         allot_store_events_free(ev, n);
     } while (!*rc && n == ALLOT_STORE_PAGE_MAX);
+    *had = json_object_get(seen, node) != NULL;
     json_object_set_new(seen, node, json_true());
     count = (int)json_object_size(seen);
     json_decref(seen);
     return count;
+}
+
+/* Adds the job's event `kind` for `node` (a gang's node reporting), once
+ * per node and run. */
+static int node_event(struct allot_store *st, int64_t job, const char *kind, const char *node,
+                      int64_t now, bool had)
+{
+    struct allot_store_event ev = {
+        .job_id = job, .time = now, .kind = (char *)kind, .detail = (char *)node};
+
+    return had ? 0 : allot_store_event_add(st, &ev, NULL);
 }
 
 /* Whether stored job spec text lets the job be requeued (its "requeue",
@@ -405,19 +419,28 @@ static int job_report(struct allot_store *st, const char *node, json_t *rep, int
         allot_store_job_clear(&j);
         return rc;
     }
-    if (state == ALLOT_SJ_RUNNING && j.state == ALLOT_SJ_STARTING) {
+    /* a gang runs once every node of it runs its tasks (its time limit
+     * counts from then) and succeeds once every node's tasks succeeded:
+     * until then each node's report is an event of its own */
+    const char *step = state == ALLOT_SJ_RUNNING && j.state == ALLOT_SJ_STARTING    ? "node-running"
+                       : state == ALLOT_SJ_SUCCEEDED && j.state != ALLOT_SJ_PENDING ? "node-done"
+                                                                                    : NULL;
+    bool had = false;
+    int reported = nodes > 1 && step ? nodes_reported(st, j.id, step, node, &had, &rc) : 0;
+
+    if (rc) {
+        allot_store_job_clear(&j);
+        return rc;
+    }
+    if (reported && reported < nodes) {
+        rc = node_event(st, j.id, step, node, now, had);
+    } else if (state == ALLOT_SJ_RUNNING && j.state == ALLOT_SJ_STARTING) {
         struct allot_store_event ev = {.job_id = j.id, .time = now, .kind = "running"};
         j.state = ALLOT_SJ_RUNNING;
         rc = allot_store_job_update(st, &j);
         if (!rc)
             rc = allot_store_event_add(st, &ev, NULL);
         *started = j.id;
-    } else if (state == ALLOT_SJ_SUCCEEDED && nodes > 1 && j.state != ALLOT_SJ_PENDING &&
-               nodes_done(st, j.id, node, &rc) < nodes) {
-        struct allot_store_event ev = {
-            .job_id = j.id, .time = now, .kind = "node-done", .detail = (char *)node};
-        if (!rc)
-            rc = allot_store_event_add(st, &ev, NULL);
     } else if ((state == ALLOT_SJ_SUCCEEDED || state == ALLOT_SJ_FAILED ||
                 state == ALLOT_SJ_LOST) &&
                j.state != ALLOT_SJ_PENDING) {

@@ -91,8 +91,16 @@ def test_gang_over_two_nodes():
     g = wait_state(g["id"], "starting")
     nodes = sorted({t["node"] for t in g["placement"]["tasks"]})
     assert nodes == ["ap-1", "ap-2"], g
-    for n in nodes:
-        beat(n, {"jobs": [{"id": g["id"], "state": "running"}]})
+    # it runs once both nodes run their tasks (its time limit counts from then)
+    beat("ap-1", {"jobs": [{"id": g["id"], "state": "running"}]})
+    beat("ap-1", {"jobs": [{"id": g["id"], "state": "running"}]})  # again (an agent's restart)
+    time.sleep(0.3)
+    assert get(g["id"])["state"] == "starting", get(g["id"])
+    beat("ap-2", {"jobs": [{"id": g["id"], "state": "running"}]})
+    wait_state(g["id"], "running")
+    ev = expect(dm.req("GET", "/v1/jobs/%d/events" % g["id"], token=dm.admin), 200)["events"]
+    assert [(e["kind"], e["detail"]) for e in ev if e["kind"].endswith("running")] == \
+        [("node-running", "ap-1"), ("running", None)], ev
     beat("ap-1", {"jobs": [{"id": g["id"], "state": "succeeded", "exit_code": 0}]})
     time.sleep(0.3)
     assert get(g["id"])["state"] == "running"
