@@ -499,6 +499,8 @@ static void on_decision(int kind, const struct allot_job *job, const char *why, 
     }
     l->decs[l->n_decs].kind = kind;
     l->decs[l->n_decs].qid = job->id;
+    /* a victim without a grace period is stopped as it is preempted */
+    l->decs[l->n_decs].at_once = kind == ALLOT_DEC_PREEMPT && job->state != ALLOT_JOB_STOPPING;
     allot_strlcpy(l->decs[l->n_decs].why, why ? why : "", sizeof(l->decs[0].why));
     l->n_decs++;
 }
@@ -742,6 +744,12 @@ static int changes_fn(struct allot_store *st, void *arg)
             continue;
         ev.job_id = l->live[i].sid;
         allot_store_event_add(st, &ev, NULL);
+        if (l->decs[d].at_once) { /* its trail says it stopped, as a grace's end does */
+            ev.kind = "stopped";
+            ev.detail = "stopped at once: no grace period (not checkpointable, or "
+                        "--preempt-grace 0s)";
+            allot_store_event_add(st, &ev, NULL);
+        }
     }
     return 0;
 }

@@ -149,6 +149,7 @@ struct loop {
     struct dec {
         int kind;
         int qid;
+        bool at_once; /* a preemption that stops the job now (no grace period) */
         char why[128];
     } * decs;
     size_t n_decs, cap_decs;

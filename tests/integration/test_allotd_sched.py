@@ -854,6 +854,8 @@ def test_once_job_never_runs_twice():
         kinds = [e["kind"] for e in expect(d.req("GET", "/v1/jobs/%d/events" % low,
                                                  token=d.admin), 200)["events"]]
         assert kinds.count("placed") == 1 and "preempted" in kinds, kinds
+        # without a grace period its trail says it stopped as it was preempted
+        assert kinds[kinds.index("preempted") + 1] == "stopped", kinds
         expect(d.req("POST", "/v1/jobs/%d/cancel" % high, token=d.admin), 200)
         # evicted from a draining node: ended, not queued again
         ev = expect(d.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 1,
