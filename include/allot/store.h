@@ -249,6 +249,11 @@ struct allot_store_job_page {
 int allot_store_job_list(struct allot_store *st, const struct allot_store_job_filter *f,
                          struct allot_store_job_page *page);
 void allot_store_job_page_free(struct allot_store_job_page *page);
+/* The member of array `parent` (its first member's id) with index `index`
+ * into *out (as allot_store_job_get, without dependencies). Returns 0,
+ * ALLOT_ENOENT (no such array or index), ALLOT_EIO or ALLOT_ENOMEM. */
+int allot_store_job_member(struct allot_store *st, int64_t parent, int index,
+                           struct allot_store_job *out);
 
 /* ---- job events (append-only) ---------------------------------------------- */
 

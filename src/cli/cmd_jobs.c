@@ -47,7 +47,8 @@ const struct cli_opt jobs_submit_opts[] = {
     {"no-requeue", 0, NULL, "run at most once: end (lost, cancelled) where it would be requeued"},
     {"hold", 'H', NULL, "submit it held: it does not start until `allot release` (as sbatch -H)"},
     {"array", 'a', "SPEC", "job array, e.g. 0-99%10 (indices, ranges A-B[:STEP]; %N: N at once)"},
-    {"dependency", 'd', "DEP", "afterok|afterany|afternotok:ID[:ID...][,...]"},
+    {"dependency", 'd', "DEP",
+     "afterok|afterany|afternotok:ID[:ID...][,...] (ID_INDEX: an array member)"},
     {"idempotency-key", 0, "KEY", "key of this submission (default: a random one)"},
     {NULL, 0, NULL, NULL}};
 

@@ -122,18 +122,37 @@ static int check_deps(struct req *r, struct allot_store *st, const struct jobspe
                       char *err, size_t errlen)
 {
     for (int i = 0; i < js->n_deps; i++) {
+        const struct jobdep *dep = &js->deps[i];
         struct allot_store_job d = {0};
-        int rc = allot_store_job_get(st, js->deps[i].id, &d);
+        int rc = allot_store_job_get(st, dep->id, &d);
         bool ok = rc == 0 && auth_sees_tenant(&r->who, d.tenant);
+        bool array = rc == 0 && d.array_parent == d.id;
 
         allot_store_job_clear(&d);
         if (rc < 0 && rc != ALLOT_ENOENT)
             return rc;
         if (!ok)
-            return allot_fmt(err, errlen, "field \"dependency\": no job %lld",
-                             (long long)js->deps[i].id),
+            return allot_fmt(err, errlen, "field \"dependency\": no job %lld", (long long)dep->id),
                    422;
-        ids[i] = js->deps[i].id;
+        ids[i] = dep->id;
+        if (dep->index < 0)
+            continue;
+        /* "ID_INDEX": one member of array ID (stored as the member's own id) */
+        if (!array)
+            return allot_fmt(err, errlen,
+                             "field \"dependency\": job %lld is not an array (ID_INDEX names a "
+                             "member of one)",
+                             (long long)dep->id),
+                   422;
+        rc = allot_store_job_member(st, dep->id, dep->index, &d);
+        ids[i] = d.id;
+        allot_store_job_clear(&d);
+        if (rc == ALLOT_ENOENT)
+            return allot_fmt(err, errlen, "field \"dependency\": array %lld has no index %d",
+                             (long long)dep->id, dep->index),
+                   422;
+        if (rc < 0)
+            return rc;
     }
     return 0;
 }

@@ -231,11 +231,23 @@ int jobspec_deps_parse(const char *s, struct jobdep *deps, char *err, size_t err
                 allot_fmt(err, errlen, "field \"dependency\": bad job id at \"%.20s\"", p);
                 return -1;
             }
+            int64_t index = -1;
+            if (*p == '_') { /* one member of an array, as in Slurm's 12_3 */
+                p++;
+                index = number(&p, 0, JOBSPEC_ARRAY_MAX - 1);
+                if (index < 0) {
+                    allot_fmt(err, errlen,
+                              "field \"dependency\": bad array index at \"%.20s\" (ID_INDEX, "
+                              "0..%d)",
+                              p, JOBSPEC_ARRAY_MAX - 1);
+                    return -1;
+                }
+            }
             if (n == JOBSPEC_DEPS_MAX) {
                 allot_fmt(err, errlen, "field \"dependency\": more than %d jobs", JOBSPEC_DEPS_MAX);
                 return -1;
             }
-            deps[n++] = (struct jobdep){.id = id, .kind = kind};
+            deps[n++] = (struct jobdep){.id = id, .kind = kind, .index = (int)index};
         }
     } while (*p == ',' && p++);
     if (*p || !n) {

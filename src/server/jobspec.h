@@ -26,7 +26,9 @@ enum jobdep_kind {
 
 struct jobdep {
     int64_t id;
-    int kind; /* enum jobdep_kind */
+    int kind;  /* enum jobdep_kind */
+    int index; /* "ID_INDEX": the member of array ID with that index alone; -1: job ID
+                * (an array's first id: every member) */
 };
 
 struct jobspec {

@@ -2,7 +2,8 @@
  * The gate of the scheduling loop: pending jobs with dependencies
  * (afterok, afterany, afternotok, as in Slurm) or in an array with a
  * throttle ("0-99%10") wait here, outside the core, until gate_check lets
- * them in. A dependency on an array's first job means every member. A job
+ * them in. A dependency on an array's first job means every member, one
+ * on ID_INDEX that member alone. A job
  * whose dependency can never hold any more (afterok of a job that failed,
  * afternotok of one that succeeded) ends as cancelled with the reason, and
  * so, in turn, do the jobs that wait for it with afterok.
@@ -83,6 +84,7 @@ enum gate { GATE_OPEN, GATE_WAIT, GATE_NEVER };
  * when it names an array's first job (as Slurm does). */
 struct dep_state {
     int64_t id;
+    int index; /* with id: the dependency read (struct jobdep) */
     bool all_ended, any_ok, any_notok;
     int first_bad;        /* the state of an ended, unsuccessful one */
     int64_t first_bad_id; /* ... and its job (an array's member) */
@@ -103,18 +105,20 @@ static void dep_account(struct dep_state *d, int64_t job, int state)
     }
 }
 
-static int dep_read(struct allot_store *rd, int64_t id, struct dep_state *d)
+static int dep_read(struct allot_store *rd, const struct jobdep *dep, struct dep_state *d)
 {
+    int64_t id = dep->id;
     struct allot_store_job j = {0};
-    int rc = allot_store_job_get(rd, id, &j);
+    int rc = dep->index >= 0 ? allot_store_job_member(rd, id, dep->index, &j)
+                             : allot_store_job_get(rd, id, &j);
 
-    *d = (struct dep_state){.id = id, .all_ended = true};
+    *d = (struct dep_state){.id = id, .index = dep->index, .all_ended = true};
     if (rc == ALLOT_ENOENT) {
         d->any_notok = true; /* cannot happen: the store keeps every job */
         d->first_bad = ALLOT_SJ_CANCELLED;
         return 0;
     }
-    if (rc == 0 && j.array_parent == id) {
+    if (rc == 0 && dep->index < 0 && j.array_parent == id) {
         struct allot_store_job_filter f = {.array_parent = id, .limit = 1000};
         struct allot_store_job_page pg = {0};
 
@@ -126,7 +130,7 @@ static int dep_read(struct allot_store *rd, int64_t id, struct dep_state *d)
             allot_store_job_page_free(&pg);
         } while (rc == 0 && f.cursor);
     } else if (rc == 0) {
-        dep_account(d, j.id, j.state);
+        dep_account(d, j.id, j.state); /* one job, or one member (ID_INDEX) */
     }
     allot_store_job_clear(&j);
     return rc;
@@ -139,47 +143,52 @@ static enum gate gate_rules(struct allot_store *rd, const struct held *h, int in
     for (int i = 0; i < h->n_deps; i++) {
         const struct jobdep *d = &h->deps[i];
         long long id = (long long)d->id;
+        char name[48]; /* the job as the dependency names it: 12, or 12_3 */
 
-        if (cache->id != d->id && dep_read(rd, d->id, cache) < 0) {
+        if (d->index >= 0)
+            allot_fmt(name, sizeof(name), "%lld_%d", id, d->index);
+        else
+            allot_fmt(name, sizeof(name), "%lld", id);
+        if ((cache->id != d->id || cache->index != d->index) && dep_read(rd, d, cache) < 0) {
             cache->id = 0;
-            allot_fmt(why, len, "waiting for job %lld: its state cannot be read", id);
+            allot_fmt(why, len, "waiting for job %s: its state cannot be read", name);
             return GATE_WAIT;
         }
         switch (d->kind) {
         case JOBDEP_AFTEROK:
             if (cache->any_notok) {
-                if (cache->first_bad_id != d->id) /* a member of array `id` */
+                if (d->index < 0 && cache->first_bad_id != d->id) /* a member of array `id` */
                     allot_fmt(why, len,
                               "dependency can never be satisfied: job %lld of array %lld %s "
                               "(afterok)",
                               (long long)cache->first_bad_id, id,
                               allot_store_job_state_name(cache->first_bad));
                 else
-                    allot_fmt(why, len, "dependency can never be satisfied: job %lld %s (afterok)",
-                              id, allot_store_job_state_name(cache->first_bad));
+                    allot_fmt(why, len, "dependency can never be satisfied: job %s %s (afterok)",
+                              name, allot_store_job_state_name(cache->first_bad));
                 return GATE_NEVER;
             }
             if (!cache->all_ended) {
-                allot_fmt(why, len, "waiting for job %lld to succeed (afterok)", id);
+                allot_fmt(why, len, "waiting for job %s to succeed (afterok)", name);
                 return GATE_WAIT;
             }
             break;
         case JOBDEP_AFTERANY:
             if (!cache->all_ended) {
-                allot_fmt(why, len, "waiting for job %lld to end (afterany)", id);
+                allot_fmt(why, len, "waiting for job %s to end (afterany)", name);
                 return GATE_WAIT;
             }
             break;
         default: /* JOBDEP_AFTERNOTOK */
             if (cache->all_ended && !cache->any_notok) {
                 allot_fmt(why, len,
-                          "dependency can never be satisfied: job %lld succeeded "
+                          "dependency can never be satisfied: job %s succeeded "
                           "(afternotok)",
-                          id);
+                          name);
                 return GATE_NEVER;
             }
             if (!cache->all_ended) {
-                allot_fmt(why, len, "waiting for job %lld to fail (afternotok)", id);
+                allot_fmt(why, len, "waiting for job %s to fail (afternotok)", name);
                 return GATE_WAIT;
             }
             break;

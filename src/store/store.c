@@ -527,6 +527,32 @@ int allot_store_job_hold(struct allot_store *st, int64_t id, bool held)
     return write_end(st, st->ops->job_hold(st, id, held));
 }
 
+int allot_store_job_member(struct allot_store *st, int64_t parent, int index,
+                           struct allot_store_job *out)
+{
+    struct allot_store_job_filter f = {.array_parent = parent, .limit = 1000};
+    struct allot_store_job_page pg = {0};
+    int rc;
+
+    memset(out, 0, sizeof *out);
+    if (parent <= 0 || index < 0)
+        return ALLOT_ENOENT;
+    do { /* an array holds 10,000 members at most: ten pages */
+        rc = allot_store_job_list(st, &f, &pg);
+        for (size_t i = 0; rc == 0 && i < pg.n; i++)
+            if (pg.jobs[i].array_index == index) {
+                *out = pg.jobs[i];
+                memset(&pg.jobs[i], 0, sizeof pg.jobs[i]); /* moved to *out */
+                f.cursor = 0;
+                allot_store_job_page_free(&pg);
+                return 0;
+            }
+        f.cursor = pg.next_cursor;
+        allot_store_job_page_free(&pg);
+    } while (rc == 0 && f.cursor);
+    return rc ? rc : ALLOT_ENOENT;
+}
+
 int allot_store_job_list(struct allot_store *st, const struct allot_store_job_filter *f,
                          struct allot_store_job_page *page)
 {

@@ -130,6 +130,36 @@ def test_array_dependency_names_the_member():
     assert "job %d of array %d failed (afterok)" % (ids[1], a["id"]) in n["pending_reason"], n
 
 
+def test_dependency_on_one_member():
+    """afterok:ID_INDEX (Slurm's 12_3) waits for that member of the array alone, the
+    first one too (whose id also stands for the whole array)."""
+    a = submit({"name": "trio", "array": "0-2", "command": ["run"]})
+    ids = [m["id"] for m in members(a["id"])]
+    first = submit({"dependency": "afterok:%d_0" % a["id"], "gpus": 0})
+    last = submit({"dependency": "afterany:%d_2" % a["id"], "gpus": 0})
+    whole = submit({"dependency": "afterok:%d" % a["id"], "gpus": 0})
+    assert first["depends_on"] == [ids[0]] and last["depends_on"] == [ids[2]], (first, last)
+    w = wait_job(last["id"], lambda x: x["pending_reason"])
+    assert "waiting for job %d_2 to end (afterany)" % a["id"] in w["pending_reason"], w
+    finish(ids[0])
+    wait_job(first["id"], lambda x: x["state"] == "starting")
+    finish(ids[2], ok=False)
+    wait_job(last["id"], lambda x: x["state"] == "starting")
+    n = wait_job(whole["id"], lambda x: x["state"] == "cancelled")  # every member: never
+    assert "job %d of array %d failed" % (ids[2], a["id"]) in n["pending_reason"], n
+    finish(ids[1])
+    for j in (first, last):
+        finish(j["id"])
+    # a member the array does not have, or a job that is no array
+    e = submit({"dependency": "afterok:%d_3" % a["id"]}, 422)
+    assert "array %d has no index 3" % a["id"] in e["error"]["message"], e
+    e = submit({"dependency": "afterok:%d_0" % first["id"]}, 422)
+    assert "is not an array" in e["error"]["message"], e
+    for dep in ["afterok:%d_" % a["id"], "afterok:%d_x" % a["id"], "afterok:%d_10000" % a["id"]]:
+        e = submit({"dependency": dep}, 422)
+        assert "array index" in e["error"]["message"], (dep, e)
+
+
 def test_array_throttle_and_cancel():
     a = submit({"name": "sweep", "array": "0-9%2", "command": ["run"]})
     aid = a["id"]
@@ -212,7 +242,7 @@ if __name__ == "__main__":
         expect(dm.req("PUT", "/v1/tenants", TENANTS, token=dm.admin), 200)
         AG = dm.token("agent", "", "agents")
         fx.run([test_register, test_bad_expressions, test_dependencies,
-                test_array_dependency_names_the_member,
+                test_array_dependency_names_the_member, test_dependency_on_one_member,
                 test_array_throttle_and_cancel, test_array_idempotency,
                 test_restart_keeps_held_jobs])
     finally:
