@@ -309,6 +309,9 @@ int cmd_release(struct cli *c, int argc, char **argv);
 int cmd_checkpoint(struct cli *c, int argc, char **argv);
 int cmd_events(struct cli *c, int argc, char **argv);
 int cmd_tenants(struct cli *c, int argc, char **argv);
+/* Whether tenant `path` is in the tree the caller sees: CLI_OK,
+ * CLI_NOTFOUND, or the call's error (reported). */
+int tenants_known(struct cli *c, const char *path);
 int cmd_quota(struct cli *c, int argc, char **argv);
 int cmd_apply(struct cli *c, int argc, char **argv);
 int cmd_nodes(struct cli *c, int argc, char **argv);

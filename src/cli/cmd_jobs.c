@@ -490,6 +490,11 @@ int cmd_ls(struct cli *c, int argc, char **argv)
                   (long long)aid);
     }
     rc = client_list(cl, path, "jobs", "cursor", "next_cursor", 0, (size_t)limit, &jobs);
+    /* no jobs of a tenant: one that is not there is an error (a mistyped
+     * name), one that was removed may still list its old jobs */
+    if (rc == CLI_OK && !json_array_size(jobs) && (s = args_get(&a, "tenant")) &&
+        (rc = tenants_known(c, s)) == CLI_NOTFOUND)
+        cli_error("not_found", "no tenant %s (see allot tenants)", s);
     if (rc != CLI_OK || out_structured(c, jobs))
         goto out;
     struct table *t = table_new(8, titles);

@@ -35,6 +35,23 @@ static bool under(const char *p, const char *root)
     return p && !strncmp(p, root, n) && (p[n] == '\0' || p[n] == '/');
 }
 
+int tenants_known(struct cli *c, const char *path)
+{
+    json_t *doc = NULL, *x;
+    size_t i;
+    int rc = get_doc(c, &doc), known = 0;
+
+    if (rc != CLI_OK)
+        return rc;
+    json_array_foreach(json_object_get(doc, "tenants"), i, x)
+    {
+        const char *p = json_string_value(json_object_get(x, "path"));
+        known |= p && !strcmp(p, path);
+    }
+    json_decref(doc);
+    return known ? CLI_OK : CLI_NOTFOUND;
+}
+
 /* One quota amount as text. */
 static const char *amount(json_t *v, char *buf, size_t n)
 {

@@ -427,6 +427,11 @@ def test_ls_pages_and_filters():
     assert sum(1 for l in y.splitlines() if l.startswith("- id: ")) == len(got)
     assert ok(cli(dm, "ls", "--state", "lost", "-o", "json")).out.strip() == "[]"
     assert ok(cli(dm, "ls", "--state", "lost", "-o", "yaml")).out.strip() == "[]"
+    # a tenant that is not there is an error; one with no jobs lists none
+    r = fails(cli(dm, "ls", "--tenant", "research/nosuch"), 2, "not_found")
+    assert "no tenant research/nosuch" in r.err and not r.out, r
+    fails(cli(dm, "ls", "-t", "nosuch", "-o", "json"), 2, "not_found")
+    assert ok(cli(dm, "ls", "-t", "research", "-o", "json")).out.strip() == "[]"
 
 
 def test_member_scope_and_denied():
