@@ -312,6 +312,19 @@ static bool submittable(struct req *r, const struct jobspec *js)
     return false;
 }
 
+/* Whether stored spec text a and request text b ask the same (the same
+ * JSON, whatever the order of its keys): an Idempotency-Key names one
+ * request. */
+static bool same_request(const char *a, const char *b)
+{
+    json_t *x = a ? json_loads(a, 0, NULL) : NULL, *y = b ? json_loads(b, 0, NULL) : NULL;
+    bool same = x && y && json_equal(x, y);
+
+    json_decref(x);
+    json_decref(y);
+    return same;
+}
+
 int api_jobs_submit(struct req *r)
 {
     const char *key = api_header(r, "Idempotency-Key");
@@ -320,7 +333,7 @@ int api_jobs_submit(struct req *r)
     char err[512];
     json_t *b = api_body_object(r);
     char *spec = NULL;
-    bool existed = false;
+    bool existed = false, reused = false; /* reused: the key, for another request */
     int64_t now = srv_now(), *ids = NULL, deps[JOBSPEC_DEPS_MAX];
     int rc, n, throttle, *idx = NULL;
 
@@ -386,10 +399,17 @@ int api_jobs_submit(struct req *r)
         if (w.no_class) {
             allot_fmt(err, sizeof(err), "no priority class %s (it was just removed)", js.priority);
             rc = 422;
-        } else if (existed)
+        } else if (existed) {
             rc = allot_store_job_get(st, ids[0], &got);
+            reused = rc == 0 && !same_request(got.spec, spec);
+        }
     }
-    if (rc == 422)
+    if (reused)
+        api_error(r, 422, "idempotency_key_reused",
+                  "Idempotency-Key \"%s\" was used for job %lld with another request body; a new "
+                  "request needs a new key",
+                  key, (long long)got.id);
+    else if (rc == 422)
         api_error(r, 422, "invalid", "%s", err);
     else if (rc < 0)
         api_error(r, 500, "store", "%s", allot_strerror(rc));

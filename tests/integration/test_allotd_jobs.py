@@ -59,6 +59,18 @@ def test_submit_get_and_idempotency():
     again = expect(dm.req("POST", "/v1/jobs", JOB, token=dm.admin,
                           headers={"Idempotency-Key": "k-1"}), 200)
     assert again["id"] == j["id"]
+    # the same request with its keys in another order is the same request
+    swapped = dict(reversed(list(JOB.items())))
+    assert list(swapped) != list(JOB)
+    assert expect(dm.req("POST", "/v1/jobs", swapped, token=dm.admin,
+                         headers={"Idempotency-Key": "k-1"}), 200)["id"] == j["id"]
+    # the key reused for another request is refused, and nothing is stored
+    n = len(expect(dm.req("GET", "/v1/jobs?limit=1000", token=dm.admin), 200)["jobs"])
+    st, b = dm.req("POST", "/v1/jobs", dict(JOB, name="other"), token=dm.admin,
+                   headers={"Idempotency-Key": "k-1"})
+    assert st == 422 and b["error"]["code"] == "idempotency_key_reused", (st, b)
+    assert "job %d" % j["id"] in b["error"]["message"], b
+    assert len(expect(dm.req("GET", "/v1/jobs?limit=1000", token=dm.admin), 200)["jobs"]) == n
     other = expect(dm.req("POST", "/v1/jobs", JOB, token=dm.admin,
                           headers={"Idempotency-Key": "k-2"}), 201)
     assert other["id"] != j["id"]

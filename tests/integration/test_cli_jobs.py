@@ -387,6 +387,9 @@ def test_idempotency_key_flag():
     r = ok(cli(dm, "submit", "-t", "research/nlp", "--idempotency-key", "cli-key-1", "--",
                "true"))
     assert int(r.out) == a and "already submitted" in r.err, r
+    # the key of another request: refused, nothing submitted
+    fails(cli(dm, "submit", "-t", "research/nlp", "--idempotency-key", "cli-key-1", "--",
+              "false"), 6, "idempotency_key_reused")
     assert submit("-t", "research/nlp", "--idempotency-key", "cli-key-2") != a
     ls = ok(cli(dm, "ls", "-o", "json")).json()
     assert sum(1 for j in ls if j.get("idempotency_key") == "cli-key-1") == 1
