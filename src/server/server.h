@@ -152,7 +152,7 @@ struct principal {
     bool resolved;    /* a valid token was presented */
 };
 
-#define SRV_RESP_HEADERS 8 /* extra headers one reply carries at most (ui.c: 5) */
+#define SRV_RESP_HEADERS 8 /* extra headers one reply carries at most (ui.c: 6) */
 
 /* One API request as handlers see it. */
 struct req {

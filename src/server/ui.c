@@ -73,6 +73,25 @@ static bool rel_ok(const char *rel)
     return true;
 }
 
+/* Whether an If-None-Match header value names entity tag `tag` (a list
+ * of tags, weak ones too, or "*"). */
+static bool none_match(const char *hdr, const char *tag)
+{
+    size_t n = strlen(tag);
+
+    for (const char *p = hdr; p && *p;) {
+        p += strspn(p, " \t,");
+        if (*p == '*')
+            return true;
+        if (!strncmp(p, "W/", 2))
+            p += 2;
+        if (!strncmp(p, tag, n) && (p[n] == '\0' || p[n] == ',' || p[n] == ' ' || p[n] == '\t'))
+            return true;
+        p = strchr(p, ',');
+    }
+    return false;
+}
+
 int ui_serve(struct req *r)
 {
     const char *dir = r->srv->cfg.ui_dir;
@@ -118,6 +137,13 @@ int ui_serve(struct req *r)
         allot_free(buf);
         return api_error(r, 500, "internal", "cannot read %s", r->path);
     }
+    /* every page load asks again (no-cache), and a file that did not
+     * change is answered 304 without its bytes */
+    char tag[24];
+    const char *inm = api_header(r, "If-None-Match");
+    allot_fmt(tag, sizeof(tag), "\"%016llx\"",
+              (unsigned long long)allot_fnv1a(ALLOT_FNV1A_INIT, buf, got));
+    api_set_header(r, "ETag", tag);
     api_set_header(r, "Cache-Control", "no-cache");
     /* the dashboard's own files only, in no other site's frame; types as
      * given (its pages hold a token) */
@@ -127,7 +153,8 @@ int ui_serve(struct req *r)
     api_set_header(r, "Content-Security-Policy",
                    "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; "
                    "frame-ancestors 'none'; base-uri 'none'; form-action 'self'");
-    api_bytes(r, 200, mime_of(rel), buf, got);
+    bool same = inm && none_match(inm, tag);
+    api_bytes(r, same ? 304 : 200, mime_of(rel), buf, same ? 0 : got);
     allot_free(buf);
     return 0;
 }

@@ -201,6 +201,19 @@ def test_security_headers():
     assert r.getheader("X-Content-Type-Options") == "nosniff"
     assert r.getheader("X-Frame-Options") == "DENY"
     assert "frame-ancestors 'none'" in r.getheader("Content-Security-Policy")
+    # a file that did not change is answered 304 without its bytes
+    tag = r.getheader("ETag")
+    assert tag and tag.startswith('"') and r.getheader("Cache-Control") == "no-cache", tag
+    for inm, want in [(tag, 304), ("W/" + tag, 304), ('"0", ' + tag, 304), ("*", 304),
+                      ('"0"', 200), (tag[:-2] + '"', 200)]:
+        c.request("GET", "/ui/", headers={"If-None-Match": inm})
+        r = c.getresponse()
+        body = r.read()
+        assert r.status == want and (body == b"") == (want == 304), (inm, r.status, len(body))
+        assert r.getheader("ETag") == tag, (inm, r.getheader("ETag"))
+    c.request("GET", "/ui/app.js", headers={"If-None-Match": tag})
+    r = c.getresponse()
+    assert r.status == 200 and r.read() and r.getheader("ETag") != tag
 
 
 def test_helpers():
