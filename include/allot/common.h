@@ -188,6 +188,11 @@ static inline uint64_t allot_hash_mix(uint64_t h, uint64_t v)
  * LD_PRELOAD, which loads the shim). allotd refuses them at submit, the
  * agent drops them. */
 bool allot_env_reserved(const char *name);
+/* Whether `name` may name a job's environment variable: 1..256 bytes of
+ * printable ASCII without '=' (as Kubernetes asks). A name with '=' would
+ * smuggle another variable into "NAME=VALUE" (LD_PRELOAD=... of the job's
+ * choosing). */
+bool allot_env_name_ok(const char *name);
 
 /* Deterministic PRNG (splitmix64 seeded xoshiro256**), owned by the caller. */
 struct allot_rng {

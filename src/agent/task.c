@@ -370,9 +370,12 @@ static void build_env(const struct agent *a, json_t *d, const struct run_user *u
     const char *k;
     size_t i;
 
-    /* a job's own variables, but never those the GPU share is enforced by
-     * (allotd refuses them; a job stored before it did still has them) */
-    json_object_foreach(json_object_get(spec, "env"), k, x) if (!allot_env_reserved(k))
+    /* a job's own variables, but never those the GPU share is enforced by,
+     * nor a name that is none ("LD_PRELOAD=/x": its entry would read as
+     * LD_PRELOAD, which the container binds from the host); allotd
+     * refuses both, a job stored before it did may still have them */
+    json_object_foreach(json_object_get(spec, "env"), k,
+                        x) if (allot_env_name_ok(k) && !allot_env_reserved(k))
         env_set(e, k, json_string_value(x));
     env_set(e, "PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
     env_set(e, "HOME", u->home);

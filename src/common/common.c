@@ -271,6 +271,16 @@ uint64_t allot_rng_below(struct allot_rng *r, uint64_t n)
     return x % n;
 }
 
+bool allot_env_name_ok(const char *name)
+{
+    size_t n = 0;
+
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++, n++)
+        if (*p <= ' ' || *p >= 0x7f || *p == '=')
+            return false;
+    return n >= 1 && n <= 256;
+}
+
 bool allot_env_reserved(const char *name)
 {
     static const char *const prefixes[] = {"ALLOT_GPU_", "ALLOT_SHIM_", "CUDA_MPS_"};

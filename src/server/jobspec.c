@@ -296,8 +296,16 @@ int jobspec_parse(json_t *b, const struct allot_catalog *cat, struct jobspec *ou
         (rc = get_strings(b, "env", true, err, errlen)) ||
         (rc = get_strings(b, "labels", true, err, errlen)))
         return rc;
-    json_object_foreach(json_object_get(b, "env"), k, v) if (allot_env_reserved(k)) return E400(
-        "field \"env.%s\": the node sets it to enforce GPU sharing; a job may not", k);
+    json_object_foreach(json_object_get(b, "env"), k, v)
+    {
+        if (!allot_env_name_ok(k))
+            return E400("field \"env\": \"%.64s\" is not a variable name (1..256 printable "
+                        "ASCII characters, no '=' or space)",
+                        k);
+        if (allot_env_reserved(k))
+            return E400("field \"env.%s\": the node sets it to enforce GPU sharing; a job may not",
+                        k);
+    }
     if ((rc = get_qos(b, &out->qos, err, errlen)))
         return rc;
     if ((v = json_object_get(b, "workdir")) && !json_is_string(v))

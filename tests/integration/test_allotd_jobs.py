@@ -112,6 +112,12 @@ def test_submit_422_and_400():
         ({"tenant": "research/nlp", "gpus": 1.5}, "gpus"),
         ({"tenant": "research/nlp", "command": "ls"}, "command"),
         ({"tenant": "research/nlp", "env": {"A": 1}}, "env.A"),
+        # a name with "=" would smuggle LD_PRELOAD in (a bind from the host)
+        ({"tenant": "research/nlp", "env": {"LD_PRELOAD=/var/tmp/p": "/x"}}, "env"),
+        ({"tenant": "research/nlp", "env": {"": "x"}}, "env"),
+        ({"tenant": "research/nlp", "env": {"A B": "x"}}, "env"),
+        ({"tenant": "research/nlp", "env": {"A\u00e9": "x"}}, "env"),
+        ({"tenant": "research/nlp", "env": {"A" * 257: "x"}}, "env"),
         ({"tenant": "research/nlp", "checkpointable": "yes"}, "checkpointable"),
         ({"tenant": "research/nlp", "colour": "blue"}, "colour"),
         ({"name": "no tenant"}, "tenant"),
@@ -122,6 +128,11 @@ def test_submit_422_and_400():
         assert '"%s"' % field in b["error"]["message"], (c, b)
     expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp"}, token=dm.admin,
                   headers={"Idempotency-Key": "k" * 200}), 400)
+    b = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp",
+                                           "env": {"LD_PRELOAD=/p": "/x"}}, token=dm.admin), 400)
+    assert "is not a variable name" in b["error"]["message"], b
+    expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "env": {"a.b-c": "1"}},
+                  token=dm.admin), 201)
     # a job of more GPUs than the largest registered node is impossible
     agent = dm.token("agent", "", "a")
     expect(dm.req("POST", "/v1/nodes/register", {"name": "small", "cpus": 16, "memory": 65536,
@@ -135,9 +146,8 @@ def test_submit_422_and_400():
     huge = [{"tenant": "research/nlp", "gpus": 4, "tasks": 1024},
             {"tenant": "research/nlp", "gpu_milli": 500, "gpu_memory": 100 * 1024}]
     end = time.time() + 10
-    while time.time() < end and not any(n["name"] == "small" for n in expect(
-            dm.req("GET", "/v1/nodes", token=dm.admin), 200)["nodes"]):
-        time.sleep(0.05)  # bounded: until the loop has added the node
+    while time.time() < end and "\nallot_gpus 4\n" not in dm.req("GET", "/metrics")[1]:
+        time.sleep(0.05)  # bounded: until the loop has added the node (not only the store)
     b = expect(dm.req("POST", "/v1/jobs", huge[0], token=dm.admin), 422)
     assert "asks for 4096 GPUs (1024 tasks of 4)" in b["error"]["message"], b
     b = expect(dm.req("POST", "/v1/jobs", huge[1], token=dm.admin), 422)
