@@ -240,7 +240,7 @@ static int cancel_fn(struct allot_store *st, void *arg)
     return api_audit(st, w->r, target, "ok", w->now);
 }
 
-/* A job that names no memory gets allotd's default (default-mem-per-gpu
+/* A job that names no memory (or 0) gets allotd's default (default-mem-per-gpu
  * for each whole GPU it asks, else default-mem-per-cpu for each CPU, both
  * from its parsed spec), put in its spec: reserved, capped on the node and
  * billed like an asked amount, and shown as the job's. None configured: it
@@ -251,7 +251,9 @@ static void default_memory(const struct server *s, json_t *b, struct jobspec *js
     bool whole = t->num_gpu > 0 && t->gpu_milli == 1000 && t->mig_profile < 0;
     int64_t mib = 0;
 
-    if (json_object_get(b, "memory"))
+    /* "memory": 0 is no amount: it gets the default too (else it would
+     * be a way round the cap the default sets) */
+    if (json_integer_value(json_object_get(b, "memory")) > 0)
         return;
     if (whole && s->cfg.def_mem_per_gpu > 0)
         mib = (int64_t)t->num_gpu * (s->cfg.def_mem_per_gpu >> 20);

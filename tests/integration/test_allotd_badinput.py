@@ -148,7 +148,9 @@ def test_default_memory():
         expect(d.req("PUT", "/v1/tenants", TENANTS, token=d.admin), 200)
         for body, mem in (({"cpus": 2}, 4096), ({"cpus": 0.5}, 1024), ({}, 2048),
                           ({"gpus": 2, "cpus": 4}, 32768), ({"cpus": 2, "memory": 100}, 100),
-                          ({"gpu_milli": 500}, 2048)):
+                          ({"gpu_milli": 500}, 2048),
+                          # 0 is no amount, not a way round the default's cap
+                          ({"cpus": 2, "memory": 0}, 4096)):
             jid = expect(d.req("POST", "/v1/jobs", dict(body, tenant="research/nlp"),
                                token=d.admin), 201)["id"]
             spec = expect(d.req("GET", "/v1/jobs/%d" % jid, token=d.admin), 200)["spec"]
