@@ -401,6 +401,14 @@ void mps_start_all(const struct agent *a);
 /* STATE/mps-shm/GPU into buf. */
 void mps_shm_dir(const struct agent *a, int gpu, char *buf, size_t len);
 
+/* A fraction's shim region, below its task folder: in a tmpfs of its own
+ * (TASK_REGION_FS bytes, mode 0700, the job's uid), so that a job that
+ * grows its region fills that and nothing else of the node, and no other
+ * job (another tenant's user of the same group) may open it. */
+#define TASK_REGION_DIR "shim"
+#define TASK_REGION     TASK_REGION_DIR "/region"
+#define TASK_REGION_FS  (512 << 10)
+
 /* STATE/jobfs/JOB/WHICH ("tmp" or "shm"; NULL: the job's folder) into buf:
  * the tmpfs a job's tasks of the process executor on this node share as
  * /tmp and /dev/shm (made before its first task starts, removed after its

@@ -65,7 +65,7 @@ static bool shim_sample(struct agent *a, struct task *t, int64_t now, struct all
     int pids[256];
     int n_pids = -1;
 
-    allot_fmt(path, sizeof(path), "%s/%s/shim.region", a->tasks_dir, t->key);
+    allot_fmt(path, sizeof(path), "%s/%s/" TASK_REGION, a->tasks_dir, t->key);
     if (allot_shim_region_read(path, u) != 0)
         return false;
     *mem = 0;

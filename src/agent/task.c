@@ -456,7 +456,7 @@ static void build_env(const struct agent *a, json_t *d, const struct run_user *u
         allot_fmt(num, sizeof(num), "%lld", (long long)(milli + 9) / 10);
         env_set(e, "ALLOT_GPU_SM_LIMIT", num);
     }
-    allot_fmt(buf, sizeof(buf), "%s/shim.region", dir);
+    allot_fmt(buf, sizeof(buf), "%s/" TASK_REGION, dir);
     env_set(e, "ALLOT_SHIM_REGION", buf);
     if (milli > 0 && milli < 1000) {
         /* the jobs on one GPU share its time by their tenants' weights,
@@ -496,6 +496,62 @@ static int tmpfs_once(const struct agent *a, const char *path, char *why, size_t
         return -1;
     }
     return 0;
+}
+
+/* ---- a fraction's shim region ---- */
+
+/* Makes task folder dir's shim region (agent.h, TASK_REGION): its own
+ * tmpfs when the agent is root, the file the job's user's alone (0600).
+ * The job's processes reach it through the task folder, which its group
+ * may pass through (0710). 0, or -1 with why. */
+static int region_up(const char *dir, const struct run_user *u, char *why, size_t wlen)
+{
+    char rdir[4500], region[4500], opts[96];
+    struct stat st, pst;
+    int fd;
+
+    allot_fmt(rdir, sizeof(rdir), "%s/" TASK_REGION_DIR, dir);
+    allot_fmt(region, sizeof(region), "%s/" TASK_REGION, dir);
+    if ((mkdir(rdir, 0700) < 0 && errno != EEXIST) || lstat(rdir, &st) < 0 || stat(dir, &pst) < 0) {
+        allot_fmt(why, wlen, "%s: %s", rdir, strerror(errno));
+        return -1;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        allot_fmt(why, wlen, "%s: not a folder", rdir);
+        return -1;
+    }
+    if (getuid() == 0 && st.st_dev == pst.st_dev) {
+        allot_fmt(opts, sizeof(opts), "mode=0700,uid=%d,gid=%d,size=%d", (int)u->uid, (int)u->gid,
+                  TASK_REGION_FS);
+        if (mount("tmpfs", rdir, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, opts) < 0) {
+            allot_fmt(why, wlen, "tmpfs for the shim region on %s: %s", rdir, strerror(errno));
+            return -1;
+        }
+    }
+    fd = open(region, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0 || (getuid() == 0 && fchown(fd, u->uid, u->gid) < 0) || fchmod(fd, 0600) < 0) {
+        allot_fmt(why, wlen, "%s: %s", region, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    close(fd);
+    if (getuid() == 0 && (chown(dir, 0, u->gid) < 0 || chmod(dir, 0710) < 0)) {
+        allot_fmt(why, wlen, "%s: cannot let gid %d pass to the shim region: %s", dir, (int)u->gid,
+                  strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* Unmounts task folder dir's shim region tmpfs, if any. */
+static void region_down(const char *dir)
+{
+    char rdir[4500];
+
+    allot_fmt(rdir, sizeof(rdir), "%s/" TASK_REGION_DIR, dir);
+    if (getuid() == 0 && umount2(rdir, MNT_DETACH) < 0 && errno != EINVAL && errno != ENOENT)
+        LOG_WARN("task", "umount %s: %s", rdir, strerror(errno));
 }
 
 /* ---- a job's /tmp and /dev/shm on this node ---- */
@@ -1047,20 +1103,12 @@ static int task_launch(struct agent *a, json_t *d, struct task *t)
                 "memory cap and compute share are not enforced\n",
                 a->cfg.name, a->cfg.shim_lib ? a->cfg.shim_lib : "");
     }
-    if (*env_get(&env, "ALLOT_SHIM_REGION")) { /* a fraction: the shim's shared region */
-        char region[4500];
-        int fd;
-        allot_fmt(region, sizeof(region), "%s/shim.region", dir);
-        fd = open(region, O_RDWR | O_CREAT | O_CLOEXEC, 0660);
-        if (fd >= 0) {
-            if (getuid() == 0 && fchown(fd, u.uid, u.gid) < 0)
-                LOG_WARN("task", "%s: cannot give it to uid %d", region, (int)u.uid);
-            close(fd);
-        }
-        /* the job's processes reach their region through the task's folder:
-         * its group may pass through it (0710), nobody else */
-        if (getuid() == 0 && (chown(dir, 0, u.gid) < 0 || chmod(dir, 0710) < 0))
-            LOG_WARN("task", "%s: cannot let gid %d reach the shim region", dir, (int)u.gid);
+    if (*env_get(&env, "ALLOT_SHIM_REGION") && region_up(dir, &u, why, sizeof(why)) < 0) {
+        LOG_ERROR("task", "job %lld: %s", (long long)t->job, why);
+        close(log_fd);
+        env_free(&env);
+        task_fail(t, why);
+        return 0;
     }
     if (*env_get(&env, "ALLOT_GPU_SHARE_ID") &&
         share_task_add(a, t->key, d, u.uid, u.gid, why, sizeof(why)) < 0)
@@ -1355,6 +1403,7 @@ void task_forget(struct agent *a, struct task *t)
     if (a->net)
         net_task_down(a->net, t->key);
     share_task_remove(a, t);
+    region_down(dir);
     agent_rm_tree(AT_FDCWD, dir, 1);
     if (getuid() == 0)
         cg_destroy(a->cfg.cgroup_root, t->key);

@@ -1121,6 +1121,20 @@ def test_fractions_shim_and_mps():
             "memory cap and compute share are not enforced"
         assert (unenforced in env_a) == asan, env_a
         assert shim.task_log(b) == "", shim.task_log(b)  # a whole GPU: no limits
+        if os.getuid() == 0:
+            # the region is the job's user's alone, in a small tmpfs of its own: a job
+            # that grows it fills that, not the agent's state file system
+            g = submit({"gpus": None, "gpu_milli": 250, "gpu_models": ["A10-24GB"],
+                        "command": sh("stat -c 'region %a %u' \"$ALLOT_SHIM_REGION\"; "
+                                      "head -c 4000000 /dev/zero >> \"$ALLOT_SHIM_REGION\" "
+                                      "2>/dev/null || echo grow-refused; "
+                                      "stat -c 'size %s' \"$ALLOT_SHIM_REGION\"")})
+            assert wait_state(g, ("succeeded", "failed"))["state"] == "succeeded"
+            out = shim.task_log(g)
+            assert "region 600 " in out and "region 600 0\n" not in out, out
+            assert "grow-refused" in out, out
+            size = int(out.split("size ")[1].split()[0])
+            assert size <= 512 * 1024, out
         env_d = shim.task_log(d)
         assert "ALLOT_GPU_MEMORY_LIMIT=12288Mi" in env_d and "ALLOT_GPU_SM_LIMIT=50" in env_d, env_d
         gpu_d = expect(dm.req("GET", "/v1/jobs/%d" % d, token=dm.admin), 200)
