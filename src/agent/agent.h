@@ -290,6 +290,9 @@ struct task {
     int64_t shim_at_ms;     /* ... and when (monotonic; 0: none yet) */
     bool net;               /* runs in its network namespace allot-KEY (net.h) */
     int mps_gpu;            /* an MPS client of this GPU's daemon (--sharing mps); -1: none */
+    int mem_cap_gpu;        /* a fraction: its GPU (inventory index), -1: none */
+    int64_t mem_cap;        /* ... its GPU memory cap, bytes, held from outside (sample.c) */
+    char over[160];         /* why the agent stopped it (over its GPU memory cap), or "" */
     int n_vfs;              /* RDMA VFs it holds while it starts, runs or stops (rdma.h) */
     char vfs[AGENT_MAX_TASK_VFS][32]; /* ... their PCI addresses */
     int n_devs;

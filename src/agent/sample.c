@@ -100,6 +100,49 @@ static bool shim_sample(struct agent *a, struct task *t, int64_t now, struct all
     return true;
 }
 
+/* Room a fraction's processes may hold on its GPU beyond its cap before
+ * the agent stops it: the shim's context estimate may be short of a real
+ * context, and NVML counts what the driver keeps per process. */
+static int64_t mem_slack(int64_t cap)
+{
+    return cap / 16 > (256 << 20) ? cap / 16 : (256 << 20);
+}
+
+/*
+ * Holds each fraction on GPU g (inventory index) to its GPU memory cap
+ * from outside the job, by NVML's figures of the processes in its cgroup:
+ * the shim's cap lives in the job's own processes, which a job may get
+ * around (unset LD_PRELOAD, a static binary). One that holds more than its
+ * cap and mem_slack is stopped, as the kernel's OOM killer stops a task
+ * over its memory, and its end says why. a->lock held.
+ */
+static void gpu_mem_watch(struct agent *a, int g, const struct nvml_sample *smp, int64_t now)
+{
+    if (!(smp->supported & ALLOT_NVML_F_PROCS) || getuid() != 0)
+        return;
+    for (size_t i = 0; i < a->n_tasks; i++) {
+        struct task *t = &a->tasks[i];
+        int pids[256], n;
+        int64_t held = 0;
+
+        if (t->mem_cap <= 0 || t->mem_cap_gpu != g || t->state != TASK_RUNNING)
+            continue;
+        n = cg_pids(a->cfg.cgroup_root, t->key, pids, 256);
+        for (int p = 0; p < smp->n_procs_kept; p++)
+            for (int k = 0; k < n; k++)
+                if ((int)smp->procs[p].pid == pids[k] && smp->procs[p].used_bytes > 0)
+                    held += smp->procs[p].used_bytes;
+        if (held <= t->mem_cap + mem_slack(t->mem_cap))
+            continue;
+        allot_fmt(t->over, sizeof(t->over),
+                  "stopped: over its GPU memory cap (%lld MiB held on GPU %d, cap %lld MiB, as "
+                  "NVML measures it)",
+                  (long long)(held >> 20), g, (long long)(t->mem_cap >> 20));
+        LOG_WARN("task", "job %lld task %d %s", (long long)t->job, t->index, t->over);
+        task_stop(a, t, now, 0);
+    }
+}
+
 /* One sample per running task (agent.h, sampler_start); a->lock held. */
 static void samples_take(struct agent *a, int64_t now)
 {
@@ -116,6 +159,7 @@ static void samples_take(struct agent *a, int64_t now)
             if (nvml_sample(a->nv, a->inv.gpus[g].nvml_index, smp) < 0)
                 continue;
             have[g] = true;
+            gpu_mem_watch(a, g, smp, now);
             util[g] = smp->supported & ALLOT_NVML_F_UTIL ? smp->util_gpu : -1;
             mem[g] = smp->supported & ALLOT_NVML_F_MEMORY ? smp->mem_used_mib * 1048576 : -1;
             energy[g] = smp->supported & ALLOT_NVML_F_ENERGY ? (int64_t)smp->energy_mj : -1;

@@ -343,6 +343,15 @@ static void env_free(struct env *e)
     allot_free(e->v);
 }
 
+/* A fraction's GPU and memory cap, which the sampler holds it to (sample.c),
+ * from its desired state d (also as kept in task.json, when adopted). */
+static void mem_cap_of(const struct agent *a, json_t *d, struct task *t)
+{
+    t->mem_cap_gpu = task_fraction_gpu(a, d, NULL);
+    t->mem_cap =
+        t->mem_cap_gpu < 0 ? 0 : json_integer_value(json_object_get(d, "gpu_memory")) << 20;
+}
+
 int task_fraction_gpu(const struct agent *a, json_t *d, bool *part_mem)
 {
     json_t *g = json_object_get(d, "gpus");
@@ -1008,6 +1017,7 @@ static int task_launch(struct agent *a, json_t *d, struct task *t)
     }
     t->gpu_mask = gpu_mask_of(a, d);
     t->mps_gpu = strcmp(a->cfg.sharing, "mps") ? -1 : task_fraction_gpu(a, d, NULL);
+    mem_cap_of(a, d, t);
     if (scrub_gpus(a, t, d, tenant ? tenant : "", why, sizeof(why)) < 0) {
         task_fail(t, why);
         return 0;
@@ -1307,6 +1317,8 @@ static void read_exit(struct agent *a, const char *dir, struct task *t, const ch
     }
     if (getuid() == 0 && cg_oom_kills(a->cfg.cgroup_root, t->key) > 0)
         allot_fmt(t->detail, sizeof(t->detail), "OOM killed: over its memory limit");
+    if (*t->over) /* the agent stopped it: over its GPU memory cap */
+        allot_strlcpy(t->detail, t->over, sizeof(t->detail));
     if (t->cancelled)
         allot_fmt(t->detail, sizeof(t->detail), "stopped by allot");
     (void)dir;
@@ -1448,6 +1460,7 @@ int task_adopt_all(struct agent *a, struct task **out)
         allot_fmt(jpath, sizeof(jpath), "%s/task.json", dir);
         json_t *tj = json_load_file(jpath, 0, NULL);
         t.gpu_mask = gpu_mask_of(a, tj);
+        mem_cap_of(a, tj, &t);
         t.run = json_integer_value(json_object_get(tj, "run"));
         json_decref(tj);
         t.fenced = agent_read_small(dir, "fenced", buf, sizeof(buf)) == 0;

@@ -175,6 +175,7 @@ static CUresult fake_free_locked(unsigned long long key, char kind)
 }
 
 static pthread_mutex_t alloc_lock = PTHREAD_MUTEX_INITIALIZER;
+#include "fake_cuda_procs.inc"
 
 static CUresult fake_alloc(unsigned long long *key, size_t size, char kind)
 {
@@ -182,6 +183,8 @@ static CUresult fake_alloc(unsigned long long *key, size_t size, char kind)
 
     pthread_mutex_lock(&alloc_lock);
     r = fake_alloc_locked(key, size, kind);
+    if (r == CUDA_SUCCESS)
+        procs_publish(cur, used);
     pthread_mutex_unlock(&alloc_lock);
     return r;
 }
@@ -192,6 +195,8 @@ static CUresult fake_free(unsigned long long key, char kind)
 
     pthread_mutex_lock(&alloc_lock);
     r = fake_free_locked(key, kind);
+    if (r == CUDA_SUCCESS)
+        procs_publish(cur, used);
     pthread_mutex_unlock(&alloc_lock);
     return r;
 }

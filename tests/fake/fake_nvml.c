@@ -875,37 +875,7 @@ nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t d, int sensor, unsigned int *
     return NVML_SUCCESS;
 }
 
-/* The process list with entries of `stride` bytes (16: v1, 24: v2/v3). */
-static nvmlReturn_t procs(const char *fn, nvmlDevice_t d, unsigned int *count, void *buf,
-                          size_t stride)
-{
-    DEVICE(fn, d, false);
-    if (!count || (*count > 0 && !buf))
-        return NVML_ERROR_INVALID_ARGUMENT;
-    if (*count < g->n_procs) {
-        *count = g->n_procs;
-        /* a process starting between two calls */
-        if (g->grow > 0 && add_procs(g, g->grow, g->next_pid, 64, NONE_ID, NONE_ID) < 0)
-            return NVML_ERROR_UNKNOWN;
-        return NVML_ERROR_INSUFFICIENT_SIZE;
-    }
-    for (unsigned i = 0; i < g->n_procs; i++) {
-        char *e = (char *)buf + i * stride;
-        const struct fk_proc *p = &g->procs[i];
-
-        if (stride == sizeof(nvmlProcessInfo_v1_t)) {
-            nvmlProcessInfo_v1_t v = {p->pid, p->bytes};
-
-            memcpy(e, &v, sizeof(v));
-        } else {
-            nvmlProcessInfo_v2_t v = {p->pid, p->bytes, p->gi, p->ci};
-
-            memcpy(e, &v, sizeof(v));
-        }
-    }
-    *count = g->n_procs;
-    return NVML_SUCCESS;
-}
+#include "fake_nvml_procs.inc"
 
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t d, unsigned int *n, void *b)
 {

@@ -1227,6 +1227,51 @@ def test_fraction_metering():
         expect(dm.req("POST", "/v1/nodes/ag-frac/cordon", token=dm.admin), 200)
 
 
+def test_gpu_memory_cap_held_from_outside():
+    """A fraction's GPU memory cap holds also for a job that gets around the shim (unsets
+    LD_PRELOAD): the agent reads NVML's per-process figures of the job's processes (the
+    fake driver publishes them, as a real driver knows them) and stops one over its cap,
+    saying so; a job within its cap, the shim preloaded or not, runs to its end."""
+    if os.getuid() != 0:
+        print("  (not root: no cgroup to find a job's processes by)")
+        return
+    lib = os.path.join(os.path.dirname(fx.AGENT), "fake-nvml", "libnvidia-ml.so.1")
+    job = os.path.join(os.path.dirname(fx.AGENT), "fake-cuda-job")
+    d = fx.tempdir()
+    # the jobs' users write their books there, as a driver keeps them (outside /tmp,
+    # which is each job's own)
+    procs = "/var/tmp/allot-test-gpu-procs-%d" % os.getpid()
+    os.mkdir(procs)
+    os.chmod(procs, 0o1777)
+    conf = os.path.join(d, "machine")
+    with open(conf, "w") as f:
+        f.write('gpu name="NVIDIA A10" mem=24576 uuid=GPU-cafe minor=0\n')
+    ag = Agent(dm, AG, "ag-cap", emulate="", env={"FAKE_NVML_CONFIG": conf,
+                                                  "FAKE_GPU_PROCS_DIR": procs},
+               args=["--nvml-lib", lib, "--gpu-mode", "shared", "--sample-interval", "200ms",
+                     "--shim-lib", "/nonexistent", "--no-scrub"])
+    wait_node("ag-cap")
+    env = {"FAKE_GPU_PROCS_DIR": procs, "FAKE_CUDA_UUIDS": "GPU-cafe",
+           "FAKE_CUDA_MEM_MIB": "24576"}
+    try:
+        over = submit({"gpus": None, "gpu_milli": 250, "gpu_memory": 4096,
+                       "gpu_models": ["A10-24GB"], "command": [job, str(6 << 30), "5"],
+                       "env": env})
+        j = wait_state(over, ("succeeded", "failed"), timeout=30)
+        assert j["state"] == "failed", (j, ag.task_log(over))
+        assert "over its GPU memory cap (6144 MiB held on GPU 0, cap 4096 MiB" in \
+            j["pending_reason"], (j, ag.log())
+        within = submit({"gpus": None, "gpu_milli": 250, "gpu_memory": 4096,
+                         "gpu_models": ["A10-24GB"], "command": [job, str(3 << 30), "1"],
+                         "env": env})
+        j = wait_state(within, ("succeeded", "failed"), timeout=30)
+        assert j["state"] == "succeeded", (j, ag.task_log(within), ag.log())
+    finally:
+        ag.stop()
+        shutil.rmtree(procs, ignore_errors=True)
+        expect(dm.req("POST", "/v1/nodes/ag-cap/cordon", token=dm.admin), 200)
+
+
 def test_logs_and_run():
     # allot run: the output as it comes, and the job's exit code
     r = cli(dm, "run", "-t", "research/nlp", "--gpus", "0", "--", "sh", "-c",
@@ -2215,7 +2260,7 @@ if __name__ == "__main__":
                 test_root_refused, test_cancel_stops_with_grace, test_nvml_discovery, test_mig,
                 test_oci_image, test_oci_gpu_fraction, test_scrub_between_tenants, test_scrub_after_a_shared_gpu,
                 test_fractions_shim_and_mps,
-                test_fraction_metering,
+                test_fraction_metering, test_gpu_memory_cap_held_from_outside,
                 test_logs_and_run, test_preemption_with_grace, test_requeue,
                 test_gpus_move_after_the_victim_is_gone, test_logs_of_a_requeued_job,
                 test_follow_prints_what_a_stopping_job_writes,
