@@ -1135,10 +1135,12 @@ int main(int argc, char **argv)
     allot_fmt(a.tasks_dir, sizeof(a.tasks_dir), "%s/tasks", c->state_dir);
     allot_fmt(a.logs_dir, sizeof(a.logs_dir), "%s/logs", c->state_dir);
     /* tasks/ may be passed through (not listed): a fraction's job reaches its
-     * shim region in its own task folder, which only its group may enter */
+     * shim region in its own task folder, which only its group may enter;
+     * logs/ is the agent's alone (it serves them): no job lists which jobs
+     * ran here, nor their logs' sizes */
     if ((mkdir(c->state_dir, 0755) < 0 && errno != EEXIST) ||
         (mkdir(a.tasks_dir, 0711) < 0 && errno != EEXIST) || chmod(a.tasks_dir, 0711) < 0 ||
-        (mkdir(a.logs_dir, 0755) < 0 && errno != EEXIST)) {
+        (mkdir(a.logs_dir, 0700) < 0 && errno != EEXIST) || chmod(a.logs_dir, 0700) < 0) {
         fprintf(stderr, "allot-agent: %s: %s\n", c->state_dir, strerror(errno));
         return 1;
     }

@@ -1079,7 +1079,7 @@ static int task_launch(struct agent *a, json_t *d, struct task *t)
         return 0;
     }
     allot_fmt(logd, sizeof(logd), "%s/%lld", a->logs_dir, (long long)t->job);
-    mkdir(logd, 0755);
+    mkdir(logd, 0700);
     allot_fmt(logf, sizeof(logf), "%s/task-%d.log", logd, t->index);
     log_fd = open(logf, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
     if (log_fd < 0) {

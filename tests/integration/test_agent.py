@@ -1287,6 +1287,9 @@ def test_logs_and_run():
     assert ok(cli(dm, "logs", jid)).out == r.out
     st, body = dm.req("GET", "/v1/jobs/%d/logs?offset=7" % jid, token=dm.admin, raw=True)
     assert st == 200 and body == "tick 2\ntick 3\n", (st, body)
+    # the logs are the agent's alone: no job lists which jobs ran here
+    for p in (os.path.join(agent.dir, "logs"), os.path.join(agent.dir, "logs", str(jid))):
+        assert os.stat(p).st_mode & 0o777 == 0o700, (p, oct(os.stat(p).st_mode))
     fails(cli(dm, "logs", "999999"), 2, "not_found")
     fails(cli(dm, "logs", jid, "--task", "x"), 1, "usage")
     r = fails(cli(dm, "logs", jid, "--task", "5"), 2, "not_found")
