@@ -264,7 +264,7 @@ def test_yaml_round_trip():
               "Yes", "NULL", "*star", "&amp", "!bang", "%pct", "|pipe", ">gt", "?q", ":colon"]
     spec = {"tenant": "research/nlp", "name": "yaml: round trip", "gpus": 0, "cpus": 0.5,
             "labels": {"k%d" % i: v for i, v in enumerate(tricky)},
-            "env": {"a b": "1", "true": "x", "0": "zero", "": "empty key"},
+            "env": {"a:b": "1", "true": "x", "0": "zero", "~": "tilde key", "#h": "hash"},
             "command": tricky}
     f = write(os.path.join(fx.tempdir(), "j.json"), json.dumps(spec))
     a = submit("-f", f)
