@@ -216,6 +216,12 @@ int allot_store_job_update(struct allot_store *st, const struct allot_store_job 
  * ALLOT_ENOMEM. */
 int allot_store_job_hold(struct allot_store *st, int64_t id, bool held);
 
+/* Replaces pending job id's spec text with `spec` (a change its owner may
+ * make while it waits: its priority class). Returns 0, ALLOT_EINVAL,
+ * ALLOT_ENOENT, ALLOT_ESTATE (the job is not pending), ALLOT_EIO or
+ * ALLOT_ENOMEM. */
+int allot_store_job_set_spec(struct allot_store *st, int64_t id, const char *spec);
+
 /* Filters of a job listing; zero-initialised means "all jobs, oldest first".
  * Cost of a page: O(page) for no filter, one state, one exact tenant, or
  * both; a mask of several states or a whole subtree costs O(matching jobs)
@@ -626,6 +632,7 @@ struct allot_store_ops {
     int (*job_get)(struct allot_store *st, int64_t id, struct allot_store_job *out);
     int (*job_update)(struct allot_store *st, const struct allot_store_job *j);
     int (*job_hold)(struct allot_store *st, int64_t id, bool held);
+    int (*job_set_spec)(struct allot_store *st, int64_t id, const char *spec);
     int (*job_list)(struct allot_store *st, const struct allot_store_job_filter *f,
                     struct allot_store_job_page *page);
     int (*event_add)(struct allot_store *st, const struct allot_store_event *ev, int64_t *seq);

@@ -619,7 +619,7 @@ static void show_one(const json_t *j)
 static int each_job(struct cli *c, int argc, char **argv, const struct cli_usage *usage,
                     const char *method, const char *suffix, const char *array_query, int retry,
                     void (*table)(const json_t *j, const char *id, size_t i), char *fallback,
-                    const char *own_token)
+                    const char *own_token, json_t *body)
 {
     struct cli_args a;
     struct client *cl;
@@ -676,7 +676,7 @@ static int each_job(struct cli *c, int argc, char **argv, const struct cli_usage
         /* a plain id names the whole array when it is an array's first job */
         allot_fmt(path, sizeof(path), "/v1/jobs/%lld%s%s", id, suffix,
                   index < 0 ? array_query : "");
-        rc = client_call(cl, method, path, NULL, NULL, retry, &j, NULL);
+        rc = client_call(cl, method, path, body, NULL, retry, &j, NULL);
         if (rc != CLI_OK) {
             if (first_err == CLI_OK)
                 first_err = rc;
@@ -706,7 +706,7 @@ static void show_table(const json_t *j, const char *id, size_t i)
 int cmd_show(struct cli *c, int argc, char **argv)
 {
     return each_job(c, argc, argv, &show_usage, "GET", "", "", CLIENT_RETRY_ALWAYS, show_table,
-                    NULL, NULL);
+                    NULL, NULL, NULL);
 }
 
 /* ---- cancel ---- */
@@ -732,7 +732,7 @@ int cmd_cancel(struct cli *c, int argc, char **argv)
 {
     /* not repeated after a lost reply: the repeat would answer 409 */
     return each_job(c, argc, argv, &cancel_usage, "POST", "/cancel", "?array=true",
-                    CLIENT_RETRY_CONNECT, cancel_table, NULL, NULL);
+                    CLIENT_RETRY_CONNECT, cancel_table, NULL, NULL, NULL);
 }
 
 /* ---- hold, release ---- */
@@ -778,13 +778,13 @@ int cmd_hold(struct cli *c, int argc, char **argv)
 {
     /* repeated after a lost reply: a second hold changes nothing */
     return each_job(c, argc, argv, &hold_usage, "POST", "/hold", "?array=true", CLIENT_RETRY_ALWAYS,
-                    hold_table, NULL, NULL);
+                    hold_table, NULL, NULL, NULL);
 }
 
 int cmd_release(struct cli *c, int argc, char **argv)
 {
     return each_job(c, argc, argv, &release_usage, "POST", "/release", "?array=true",
-                    CLIENT_RETRY_ALWAYS, release_table, NULL, NULL);
+                    CLIENT_RETRY_ALWAYS, release_table, NULL, NULL, NULL);
 }
 
 /* ---- requeue ---- */
@@ -809,7 +809,59 @@ int cmd_requeue(struct cli *c, int argc, char **argv)
 {
     /* not repeated after a lost reply: the job may run again already */
     return each_job(c, argc, argv, &requeue_usage, "POST", "/requeue", "?array=true",
-                    CLIENT_RETRY_CONNECT, requeue_table, NULL, NULL);
+                    CLIENT_RETRY_CONNECT, requeue_table, NULL, NULL, NULL);
+}
+
+/* ---- priority ---- */
+
+static const struct cli_usage priority_usage = {
+    "priority", "CLASS JOB_ID...",
+    "Gives waiting jobs another priority class (see `allot tenants\n"
+    "--priority-classes`), as Slurm's `scontrol update JobId=... Priority=`\n"
+    "does: each keeps its place by submission among the jobs of its new class.\n"
+    "Only a pending job changes (a running one keeps the class it was placed\n"
+    "with: requeue it to wait again); ARRAYID_INDEX names one member, and an\n"
+    "array's first id that job alone. Asking a job for the class it has\n"
+    "changes nothing. Every id is tried; the exit status is that of the first\n"
+    "failure."};
+
+static void priority_table(const json_t *j, const char *id, size_t i)
+{
+    (void)i;
+    printf("job %s: priority class %s\n", id,
+           json_string_value(json_object_get(json_object_get(j, "spec"), "priority")));
+}
+
+int cmd_priority(struct cli *c, int argc, char **argv)
+{
+    struct cli_args a;
+    json_t *body = NULL;
+    char **rest = NULL;
+    int n = 0, rc = args_parse(c, no_opts, &priority_usage, argc, argv, &a);
+
+    if (rc != CLI_OK)
+        return rc;
+    if (a.n_pos < 2) {
+        rc = cli_usage_error("allot priority CLASS JOB_ID...");
+        goto out;
+    }
+    /* the ids, with the options as given, for each_job: argv without CLASS */
+    if (!(rest = allot_calloc((size_t)argc + 1, sizeof(*rest))) ||
+        !(body = json_pack("{s:s}", "priority", a.pos[0]))) {
+        rc = cli_usage_error("out of memory");
+        goto out;
+    }
+    for (int i = 0; i < argc; i++)
+        if (argv[i] != a.pos[0])
+            rest[n++] = argv[i];
+    /* repeated after a lost reply: asking again changes nothing */
+    rc = each_job(c, n, rest, &priority_usage, "POST", "/priority", "", CLIENT_RETRY_ALWAYS,
+                  priority_table, NULL, NULL, body);
+out:
+    json_decref(body);
+    allot_free(rest);
+    args_free(&a);
+    return rc;
 }
 
 /* ---- checkpoint ---- */
@@ -834,7 +886,7 @@ int cmd_checkpoint(struct cli *c, int argc, char **argv)
 {
     return each_job(c, argc, argv, &checkpoint_usage, "POST", "/checkpoint", "",
                     CLIENT_RETRY_CONNECT, checkpoint_table, getenv("ALLOT_JOB_ID"),
-                    getenv("ALLOT_JOB_TOKEN"));
+                    getenv("ALLOT_JOB_TOKEN"), NULL);
 }
 
 /* ---- events ---- */

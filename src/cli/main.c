@@ -26,6 +26,7 @@ static const struct verb verbs[] = {
     {"requeue", cmd_requeue, "send running jobs back to the queue"},
     {"hold", cmd_hold, "keep pending jobs from starting"},
     {"release", cmd_release, "let held jobs start"},
+    {"priority", cmd_priority, "give waiting jobs another priority class"},
     {"checkpoint", cmd_checkpoint, "report that a job saved its work (from inside the job)"},
     {"events", cmd_events, "a job's events (--follow to wait for more)"},
     {"logs", cmd_logs, "a job's output (--follow until it ends)"},

@@ -62,6 +62,22 @@ struct submit_write {
     bool no_class; /* OUT: that class was removed since it was checked */
 };
 
+/* Whether priority class `name` is stored now, into *found (inside a
+ * write: a class checked before it may have been removed since; its
+ * removal is refused only while a stored job names it). */
+static int class_stored(struct allot_store *st, const char *name, bool *found)
+{
+    struct allot_store_prio_class *pc = NULL;
+    size_t npc = 0;
+    int rc = allot_store_prio_list(st, &pc, &npc);
+
+    *found = false;
+    for (size_t i = 0; !rc && i < npc; i++)
+        *found |= !strcmp(pc[i].name, name);
+    allot_store_prios_free(pc, npc);
+    return rc;
+}
+
 /* Group-commit write: the job (every member of an array), a "submitted"
  * event each and one audit entry (only the job lookup when its
  * Idempotency-Key was seen before: the key belongs to the first member). */
@@ -71,17 +87,10 @@ static int submit_fn(struct allot_store *st, void *arg)
     char target[64];
     int rc = 0;
 
-    /* the class was checked before this write: one removed since (its
-     * removal is refused only while a stored job names it) is refused now */
+    /* the class was checked before this write: one removed since is refused now */
     if (w->priority) {
-        struct allot_store_prio_class *pc = NULL;
-        size_t npc = 0;
-        bool found = false;
-        rc = allot_store_prio_list(st, &pc, &npc);
-        for (size_t i = 0; !rc && i < npc; i++)
-            found |= !strcmp(pc[i].name, w->priority);
-        allot_store_prios_free(pc, npc);
-        if (rc)
+        bool found;
+        if ((rc = class_stored(st, w->priority, &found)) != 0)
             return rc;
         if (!found) {
             w->no_class = true;
@@ -746,6 +755,116 @@ int api_jobs_hold(struct req *r)
 int api_jobs_release(struct req *r)
 {
     return hold_or_release(r, false);
+}
+
+struct prio_write {
+    struct req *r;
+    int64_t id, now;
+    const char *cls;          /* the class asked for */
+    struct allot_store_job j; /* OUT: the job as read, then as written */
+    bool no_class;            /* OUT: no such class */
+    bool same;                /* OUT: it has that class already (nothing written) */
+};
+
+/* Group-commit write: pending job w->id's priority class, in its stored
+ * spec, with a "priority" event and the audit entry. ALLOT_ESTATE when it
+ * is not pending, ALLOT_EINVAL (no_class) when the class is not there. */
+static int prio_fn(struct allot_store *st, void *arg)
+{
+    struct prio_write *w = arg;
+    char target[64], detail[300];
+    bool found;
+    int rc = allot_store_job_get(st, w->id, &w->j);
+
+    if (rc)
+        return rc;
+    if (w->j.state != ALLOT_SJ_PENDING)
+        return ALLOT_ESTATE;
+    if ((rc = class_stored(st, w->cls, &found)) != 0)
+        return rc;
+    if (!found) {
+        w->no_class = true;
+        return ALLOT_EINVAL;
+    }
+    json_t *spec = json_loads(w->j.spec ? w->j.spec : "", 0, NULL);
+    const char *old = json_string_value(json_object_get(spec, "priority"));
+    if ((w->same = old && !strcmp(old, w->cls))) {
+        json_decref(spec);
+        return 0; /* asked again (a reply lost): nothing to write */
+    }
+    allot_fmt(detail, sizeof(detail), "priority class %s -> %s by %s", old ? old : "(default)",
+              w->cls, w->r->who.name ? w->r->who.name : "");
+    struct allot_store_event ev = {
+        .job_id = w->id, .time = w->now, .kind = "priority", .detail = detail};
+    char *text = spec && !json_object_set_new(spec, "priority", json_string(w->cls))
+                     ? json_dumps(spec, JSON_COMPACT | JSON_REAL_PRECISION(15))
+                     : NULL;
+    json_decref(spec);
+    if (!text)
+        return ALLOT_ENOMEM;
+    allot_fmt(target, sizeof(target), "job/%lld", (long long)w->id);
+    if ((rc = allot_store_job_set_spec(st, w->id, text)) == 0 &&
+        (rc = allot_store_event_add(st, &ev, NULL)) == 0)
+        rc = api_audit(st, w->r, target, "ok", w->now);
+    allot_free(w->j.spec);
+    w->j.spec = allot_strdup(text);
+    free(text);
+    return rc ? rc : w->j.spec ? 0 : ALLOT_ENOMEM;
+}
+
+/* POST /v1/jobs/{id}/priority {"priority": CLASS}: a waiting job's
+ * priority class (scontrol update ... Priority), keeping its place among
+ * the jobs of its class by its submission. */
+int api_jobs_priority(struct req *r)
+{
+    struct allot_store_job j = {0};
+    json_t *b = api_body_object(r), *v;
+    const char *k;
+    int rc;
+
+    if (!b)
+        return 0;
+    json_object_foreach(b, k, v) if (strcmp(k, "priority") != 0)
+    {
+        api_error(r, 400, "bad_request", "unknown field \"%.64s\" (only \"priority\" may change)",
+                  k);
+        goto out;
+    }
+    v = json_object_get(b, "priority");
+    if (!json_is_string(v) || !*json_string_value(v) || strlen(json_string_value(v)) > 64) {
+        api_error(r, 400, "bad_request", "field \"priority\" must be a class name (1..64 bytes)");
+        goto out;
+    }
+    if (!load_visible(r, &j))
+        goto out;
+    if (r->who.role == ALLOT_ROLE_VIEWER) {
+        api_error(r, 403, "forbidden", "a viewer may not change a job's priority");
+        goto out;
+    }
+    struct prio_write w = {.r = r, .id = j.id, .now = srv_now(), .cls = json_string_value(v)};
+    rc = srv_write(r->srv, prio_fn, &w);
+    if (rc)
+        r->audited = false;
+    allot_store_job_clear(&j);
+    j = w.j;
+    if (rc == ALLOT_ESTATE)
+        api_error(r, 409, "conflict",
+                  "job %lld is %s: a priority class changes only while the job waits (requeue it "
+                  "to wait again)",
+                  (long long)j.id, allot_store_job_state_name(j.state));
+    else if (w.no_class)
+        api_error(r, 422, "invalid", "no priority class %s (see GET /v1/priority-classes)", w.cls);
+    else if (rc < 0)
+        api_error(r, 500, "store", "%s", allot_strerror(rc));
+    else {
+        if (!w.same)
+            loop_post(r->srv->loop, LOOP_JOB_PRIORITY, j.id, NULL);
+        api_json(r, 200, api_job_json(&j));
+    }
+out:
+    allot_store_job_clear(&j);
+    json_decref(b);
+    return 0;
 }
 
 struct requeue_write {

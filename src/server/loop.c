@@ -437,6 +437,9 @@ static bool handle(struct loop *l, struct msg *m)
     case LOOP_JOB_RELEASE:
         gate_user_release(l, m->id);
         break;
+    case LOOP_JOB_PRIORITY:
+        gate_user_changed(l, m->id);
+        break;
     case LOOP_JOB_CHECKPOINT:
         /* a save of an earlier run (requeued since) or of a job that
          * ended meanwhile changes nothing */

@@ -38,6 +38,7 @@ enum loop_msg_kind {
     LOOP_JOB_CHECKPOINT, /* id: a running job that saved its work at `run` */
     LOOP_JOB_HOLD,       /* id: a pending job a user held (stored): out of the core */
     LOOP_JOB_RELEASE,    /* id: a held job a user released (stored): the gate may let it in */
+    LOOP_JOB_PRIORITY,   /* id: a pending job's priority class changed (stored): read again */
     LOOP_NODE_CHANGED,   /* name: a node out of service and empty that registered another
                             inventory (stored) */
     LOOP_NODE_REMOVED,   /* name: a lost node an admin removed from the store */

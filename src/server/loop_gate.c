@@ -387,6 +387,26 @@ void gate_user_hold(struct loop *l, int64_t sid)
     allot_store_job_clear(&j);
 }
 
+void gate_user_changed(struct loop *l, int64_t sid)
+{
+    struct allot_store_job j = {0};
+    struct allot_store *rd;
+    size_t k;
+    struct live *e = loop_find_live(l, sid, &k);
+
+    if (!e || allot_queue_job(l->q, e->qid)->state != ALLOT_JOB_PENDING)
+        return; /* in the gate, placed or ended meanwhile */
+    if (!(rd = srv_reader(l->srv)) || allot_store_job_get(rd, sid, &j) != 0 ||
+        j.state != ALLOT_SJ_PENDING) {
+        allot_store_job_clear(&j);
+        return;
+    }
+    allot_queue_cancel(l->q, e->qid, srv_now());
+    loop_drop_live(l, k);
+    loop_submit_job(l, &j, true);
+    allot_store_job_clear(&j);
+}
+
 void gate_user_release(struct loop *l, int64_t sid)
 {
     struct allot_store_job j = {0};

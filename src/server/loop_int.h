@@ -287,6 +287,11 @@ void gate_pass(struct loop *l);
 void gate_user_hold(struct loop *l, int64_t sid);
 /* A user released job sid (stored): the gate's next pass may let it in. */
 void gate_user_release(struct loop *l, int64_t sid);
+/* Pending job sid's stored spec changed (its priority class): it leaves
+ * the core and comes in again as stored, its submission keeping its place
+ * among the jobs of its class. One in the gate reads the store when it
+ * enters; one placed meanwhile keeps the class it was placed with. */
+void gate_user_changed(struct loop *l, int64_t sid);
 /* Placed job sid (pending in the store) found no address in its tenant's
  * network: it leaves the core for the gate, which lets it in again once
  * its tenant's network has room for its tasks (lnet_room). */

@@ -300,6 +300,7 @@ int api_jobs_cancel(struct req *r);
 int api_jobs_requeue(struct req *r);
 int api_jobs_hold(struct req *r);
 int api_jobs_release(struct req *r);
+int api_jobs_priority(struct req *r);
 int api_jobs_checkpoint(struct req *r);
 int api_jobs_events(struct req *r);
 int api_jobs_logs(struct req *r);

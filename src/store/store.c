@@ -527,6 +527,17 @@ int allot_store_job_hold(struct allot_store *st, int64_t id, bool held)
     return write_end(st, st->ops->job_hold(st, id, held));
 }
 
+int allot_store_job_set_spec(struct allot_store *st, int64_t id, const char *spec)
+{
+    int rc;
+
+    if (id <= 0 || !spec || !*spec)
+        return store_set_err(st, "job id must be positive, spec not empty"), ALLOT_EINVAL;
+    if ((rc = write_begin(st)) != 0)
+        return rc;
+    return write_end(st, st->ops->job_set_spec(st, id, spec));
+}
+
 int allot_store_job_member(struct allot_store *st, int64_t parent, int index,
                            struct allot_store_job *out)
 {

@@ -872,26 +872,44 @@ static int pg_job_update(struct allot_store *base, const struct allot_store_job 
     return found ? ALLOT_ESTATE : ALLOT_ENOENT;
 }
 
-static int pg_job_hold(struct allot_store *base, int64_t id, bool held)
+/* An update of pending job id: the statement with its two parameters,
+ * then, when it changed no row, ALLOT_ESTATE (the job is not pending) or
+ * ALLOT_ENOENT with the message. */
+static int pg_pending_update(struct allot_store *base, int64_t id, const char *sql, struct pgp *p)
 {
     struct pg_store *s = (struct pg_store *)base;
-    struct pgp p = {0};
     long changed = 0;
     int64_t found = 0;
     int rc;
 
-    pgp_int(&p, id);
-    pgp_int(&p, held);
-    if ((rc = pg_write(s, "UPDATE jobs SET held = $2 WHERE id = $1 AND state = 'pending'", &p,
-                       &changed)) != 0 ||
-        changed == 1)
+    if ((rc = pg_write(s, sql, p, &changed)) != 0 || changed == 1)
         return rc;
-    memset(&p, 0, sizeof p);
-    pgp_int(&p, id);
-    if ((rc = pg_int(s, "SELECT count(*) FROM jobs WHERE id = $1", &p, &found)) != 0)
+    memset(p, 0, sizeof *p);
+    pgp_int(p, id);
+    if ((rc = pg_int(s, "SELECT count(*) FROM jobs WHERE id = $1", p, &found)) != 0)
         return rc;
     store_set_err(base, "job %lld: %s", (long long)id, found ? "not pending" : "no such job");
     return found ? ALLOT_ESTATE : ALLOT_ENOENT;
+}
+
+static int pg_job_hold(struct allot_store *base, int64_t id, bool held)
+{
+    struct pgp p = {0};
+
+    pgp_int(&p, id);
+    pgp_int(&p, held);
+    return pg_pending_update(base, id,
+                             "UPDATE jobs SET held = $2 WHERE id = $1 AND state = 'pending'", &p);
+}
+
+static int pg_job_set_spec(struct allot_store *base, int64_t id, const char *spec)
+{
+    struct pgp p = {0};
+
+    pgp_int(&p, id);
+    pgp_text(&p, spec);
+    return pg_pending_update(base, id,
+                             "UPDATE jobs SET spec = $2 WHERE id = $1 AND state = 'pending'", &p);
 }
 
 static int pg_job_list(struct allot_store *base, const struct allot_store_job_filter *f,
@@ -1433,8 +1451,8 @@ fail:
     .close = pg_close, .begin = pg_begin, .commit = pg_commit, .rollback = pg_rollback,            \
     .meta_get = pg_meta_get, .meta_set = pg_meta_set, .lead = pg_lead,                             \
     .job_insert = pg_job_insert, .job_get = pg_job_get, .job_update = pg_job_update,               \
-    .job_hold = pg_job_hold, .job_list = pg_job_list, .event_add = pg_event_add,                   \
-    .event_list = pg_event_list, .event_last = pg_event_last,                                      \
+    .job_hold = pg_job_hold, .job_set_spec = pg_job_set_spec, .job_list = pg_job_list,             \
+    .event_add = pg_event_add, .event_list = pg_event_list, .event_last = pg_event_last,           \
     .event_last_running = pg_event_last_running, .tenant_put = pg_tenant_put,                      \
     .tenant_delete = pg_tenant_delete, .tenant_list = pg_tenant_list, .prio_put = pg_prio_put,     \
     .prio_delete = pg_prio_delete, .prio_list = pg_prio_list, .node_put = pg_node_put,             \

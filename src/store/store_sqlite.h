@@ -33,6 +33,7 @@ enum sq_stmt_id {
     SQ_JOB_UPDATE,
     SQ_JOB_STATE,
     SQ_JOB_HOLD,
+    SQ_JOB_SET_SPEC,
     SQ_EVENT_ADD,
     SQ_EVENT_LIST,
     SQ_EVENT_LAST,
@@ -102,6 +103,7 @@ int sq_job_insert(struct allot_store *st, const struct allot_store_job *j, int64
 int sq_job_get(struct allot_store *st, int64_t id, struct allot_store_job *out);
 int sq_job_update(struct allot_store *st, const struct allot_store_job *j);
 int sq_job_hold(struct allot_store *st, int64_t id, bool held);
+int sq_job_set_spec(struct allot_store *st, int64_t id, const char *spec);
 int sq_job_list(struct allot_store *st, const struct allot_store_job_filter *f,
                 struct allot_store_job_page *page);
 int sq_event_add(struct allot_store *st, const struct allot_store_event *ev, int64_t *seq);

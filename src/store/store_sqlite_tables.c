@@ -37,6 +37,7 @@ const char *const sq_stmt_sql[SQ_NSTMT] = {
         " WHERE id = ?1 AND state IN " STORE_LIVE_STATES " AND NOT (held <> 0 AND ?2 = 'starting')",
     [SQ_JOB_STATE] = "SELECT state FROM jobs WHERE id = ?1",
     [SQ_JOB_HOLD] = "UPDATE jobs SET held = ?2 WHERE id = ?1 AND state = 'pending'",
+    [SQ_JOB_SET_SPEC] = "UPDATE jobs SET spec = ?2 WHERE id = ?1 AND state = 'pending'",
     [SQ_EVENT_ADD] = "INSERT INTO job_events(job_id, time, kind, detail) VALUES (?1, ?2, ?3, ?4)",
     [SQ_EVENT_LIST] = "SELECT seq, job_id, time, kind, detail FROM job_events"
                       " WHERE job_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
@@ -356,18 +357,14 @@ int sq_job_update(struct allot_store *base, const struct allot_store_job *j)
     return rc;
 }
 
-int sq_job_hold(struct allot_store *base, int64_t id, bool held)
+/* After an update of pending job id that changed no row: ALLOT_ESTATE
+ * (the job is not pending) or ALLOT_ENOENT, with the message. */
+static int sq_not_pending(struct allot_store *base, int64_t id)
 {
     struct sq_store *s = (struct sq_store *)base;
     sqlite3_stmt *st;
     int rc = 0, r;
 
-    if (!(st = sq_stmt(s, SQ_JOB_HOLD, &rc)))
-        return rc;
-    sqlite3_bind_int64(st, 1, id);
-    sqlite3_bind_int(st, 2, held);
-    if ((rc = sq_done(s, st, sqlite3_step(st))) != 0 || sqlite3_changes(s->db) == 1)
-        return rc;
     if (!(st = sq_stmt(s, SQ_JOB_STATE, &rc)))
         return rc;
     sqlite3_bind_int64(st, 1, id);
@@ -379,6 +376,36 @@ int sq_job_hold(struct allot_store *base, int64_t id, bool held)
     store_set_err(base, "job %lld: %s", (long long)id,
                   rc == ALLOT_ESTATE ? "not pending" : "no such job");
     return rc;
+}
+
+int sq_job_hold(struct allot_store *base, int64_t id, bool held)
+{
+    struct sq_store *s = (struct sq_store *)base;
+    sqlite3_stmt *st;
+    int rc = 0;
+
+    if (!(st = sq_stmt(s, SQ_JOB_HOLD, &rc)))
+        return rc;
+    sqlite3_bind_int64(st, 1, id);
+    sqlite3_bind_int(st, 2, held);
+    if ((rc = sq_done(s, st, sqlite3_step(st))) != 0 || sqlite3_changes(s->db) == 1)
+        return rc;
+    return sq_not_pending(base, id);
+}
+
+int sq_job_set_spec(struct allot_store *base, int64_t id, const char *spec)
+{
+    struct sq_store *s = (struct sq_store *)base;
+    sqlite3_stmt *st;
+    int rc = 0;
+
+    if (!(st = sq_stmt(s, SQ_JOB_SET_SPEC, &rc)))
+        return rc;
+    sqlite3_bind_int64(st, 1, id);
+    sq_bind_text(st, 2, spec);
+    if ((rc = sq_done(s, st, sqlite3_step(st))) != 0 || sqlite3_changes(s->db) == 1)
+        return rc;
+    return sq_not_pending(base, id);
 }
 
 int sq_job_list(struct allot_store *base, const struct allot_store_job_filter *f,

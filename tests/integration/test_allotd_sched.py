@@ -923,6 +923,69 @@ def test_lost_task_requeues():
         d.stop()
 
 
+def test_priority_change():
+    """POST /v1/jobs/{id}/priority (allot priority) gives a waiting job another class: it
+    goes ahead of the jobs of its old class, also after a restart (the class is in its
+    stored spec). A starting or running job keeps its class (409); an unknown class is
+    422, an unknown field 400, a viewer 403; asking again changes nothing."""
+    from cli_fixture import cli
+    d = Daemon(args=["--preempt-min-runtime", "3600s"])  # nothing preempts the running one
+    try:
+        expect(d.req("PUT", "/v1/tenants", TENANTS, token=d.admin), 200)
+        ag = d.token("agent", "", "agents")
+        expect(d.req("POST", "/v1/nodes/register", dict(N1, name="pc-1"), token=ag), 201)
+
+        def sub():
+            return expect(d.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 4,
+                                                     "priority": "training"},
+                                token=d.admin), 201)["id"]
+        fill = sub()
+        wait_job(fill, lambda j: j["state"] == "starting", d=d)
+        first, second = sub(), sub()
+        wait_job(second, lambda j: j["pending_reason"], d=d)
+        path = "/v1/jobs/%d/priority" % second
+        j = expect(d.req("POST", path, {"priority": "inference"}, token=d.admin), 200)
+        assert j["spec"]["priority"] == "inference" and j["state"] == "pending", j
+        expect(d.req("POST", path, {"priority": "inference"}, token=d.admin), 200)  # again
+        ev = expect(d.req("GET", "/v1/jobs/%d/events" % second, token=d.admin), 200)["events"]
+        pri = [e["detail"] for e in ev if e["kind"] == "priority"]
+        assert len(pri) == 1 and pri[0].startswith("priority class training -> inference by"), ev
+        for body, st, what in [({"priority": "urgent"}, 422, "no priority class urgent"),
+                               ({"priority": "inference", "gpus": 1}, 400, "unknown field"),
+                               ({"priority": 5}, 400, "class name"), ({}, 400, "class name")]:
+            b = expect(d.req("POST", path, body, token=d.admin), st)
+            assert what in b["error"]["message"], (body, b)
+        b = expect(d.req("POST", "/v1/jobs/%d/priority" % fill, {"priority": "inference"},
+                         token=d.admin), 409)
+        assert "only while the job waits" in b["error"]["message"], b
+        viewer = d.token("viewer", "research/nlp", "v")
+        expect(d.req("POST", path, {"priority": "training"}, token=viewer), 403)
+        # the CLI: the class first, then the ids
+        r = cli(d, "priority", "inference", str(first))
+        assert r.rc == 0 and r.out == "job %d: priority class inference\n" % first, r
+        r = cli(d, "priority", "training", str(first))
+        assert r.rc == 0, r
+        # the second goes ahead of the first when room frees
+        expect(d.req("POST", "/v1/jobs/%d/cancel" % fill, token=d.admin), 200)
+        wait_job(second, lambda j: j["state"] == "starting", d=d)
+        assert expect(d.req("GET", "/v1/jobs/%d" % first, token=d.admin), 200)["state"] == \
+            "pending"
+        # after a restart a changed class holds: a third goes ahead of the first
+        third = sub()
+        expect(d.req("POST", "/v1/jobs/%d/priority" % third, {"priority": "inference"},
+                     token=d.admin), 200)
+        admin = d.admin
+        assert d.stop() == 0
+        d = Daemon(d.dir, args=["--preempt-min-runtime", "3600s"])
+        d.admin = admin
+        expect(d.req("POST", "/v1/jobs/%d/cancel" % second, token=d.admin), 200)
+        wait_job(third, lambda j: j["state"] == "starting", d=d)
+        assert expect(d.req("GET", "/v1/jobs/%d" % first, token=d.admin), 200)["state"] == \
+            "pending"
+    finally:
+        d.stop()
+
+
 if __name__ == "__main__":
     dm = Daemon()
     try:
@@ -935,6 +998,6 @@ if __name__ == "__main__":
                 test_defrag, test_checkpoint_report, test_checkpoint_survives_restart,
                 test_job_credential, test_preempted_job_survives_restart, test_requeue_in_grace,
                 test_once_job_never_runs_twice, test_time_limit_counts_from_running,
-                test_lost_task_requeues])
+                test_lost_task_requeues, test_priority_change])
     finally:
         dm.stop()

@@ -37,6 +37,19 @@ static void test_arrays(void **state)
     j.array_parent = -2;
     assert_int_equal(allot_store_job_submit(st, &j, &id, &existed), ALLOT_EINVAL);
 
+    /* one member by its index (a dependency on ARRAYID_INDEX) */
+    assert_int_equal(allot_store_job_member(st, first, 30, &got), 0);
+    assert_int_equal(got.array_parent, first);
+    assert_int_equal(got.array_index, 30);
+    assert_true(got.id > first);
+    allot_store_job_clear(&got);
+    assert_int_equal(allot_store_job_member(st, first, 0, &got), 0);
+    assert_int_equal(got.id, first);
+    allot_store_job_clear(&got);
+    assert_int_equal(allot_store_job_member(st, first, 31, &got), ALLOT_ENOENT);
+    assert_int_equal(allot_store_job_member(st, other, 0, &got), ALLOT_ENOENT);
+    assert_int_equal(allot_store_job_member(st, first, -1, &got), ALLOT_ENOENT);
+
     flt.array_parent = first;
     do {
         assert_int_equal(allot_store_job_list(st, &flt, &pg), 0);
@@ -129,15 +142,45 @@ static void test_hold(void **state)
     allot_store_close(st);
 }
 
+/* A pending job's spec is replaced (its priority class); an ended or
+ * placed one's is not. */
+static void test_set_spec(void **state)
+{
+    struct fix *f = *state;
+    struct allot_store *st = open_ok(f);
+    struct allot_store_job got;
+    int64_t id = submit(st, "t", "reclass");
+    const char *spec = "{\"tenant\":\"t\",\"priority\":\"inference\"}";
+
+    assert_int_equal(allot_store_job_set_spec(st, id, spec), 0);
+    assert_int_equal(allot_store_job_get(st, id, &got), 0);
+    assert_string_equal(got.spec, spec);
+    got.state = ALLOT_SJ_STARTING;
+    got.start_time = 100;
+    assert_int_equal(allot_store_job_update(st, &got), 0);
+    allot_store_job_clear(&got);
+    assert_int_equal(allot_store_job_set_spec(st, id, "{}"), ALLOT_ESTATE);
+    assert_non_null(strstr(allot_store_errmsg(st), "not pending"));
+    assert_int_equal(allot_store_job_get(st, id, &got), 0);
+    assert_string_equal(got.spec, spec);
+    allot_store_job_clear(&got);
+    assert_int_equal(allot_store_job_set_spec(st, id + 100, "{}"), ALLOT_ENOENT);
+    assert_int_equal(allot_store_job_set_spec(st, 0, "{}"), ALLOT_EINVAL);
+    assert_int_equal(allot_store_job_set_spec(st, id, ""), ALLOT_EINVAL);
+    allot_store_close(st);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_arrays, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hold, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_set_spec, setup, teardown),
     };
     const struct CMUnitTest pg_tests[] = {
         cmocka_unit_test_setup_teardown(test_arrays, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hold, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_set_spec, setup, teardown),
     };
 
     return FIX_RUN(argc, argv, tests, pg_tests);
