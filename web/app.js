@@ -137,6 +137,7 @@ async function showWho() {
   try {
     const me = await get("/v1/whoami");
     session.scope = me.tenant || ""; // the pages say what such a token cannot see
+    session.mayCancel = me.role !== "viewer"; // no button allotd would refuse
     $("who").textContent = me.name + " (" + me.role +
       (me.tenant ? ", " + me.tenant : ", all tenants") + ")";
     $("who").hidden = false;

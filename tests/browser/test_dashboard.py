@@ -12,7 +12,7 @@ The test signs in through the login form and checks that each page shows
 that real data (overview, tenants with cost and budget, jobs with pending
 reason, events, log and cancel, the GPU map, usage and invoice, idle jobs,
 anomalies and fenced nodes), that pages update without a reload and stop
-polling while hidden, that a viewer's cancel is refused cleanly, and that
+polling while hidden, that a viewer gets no cancel button, and that
 a member never sees another tenant's data. After every page the browser's
 console must hold no error and no warning; a self-test first proves that
 check catches a console.error and a failed request.
@@ -610,26 +610,17 @@ def test_hidden_tab_makes_no_calls():
 
 
 def test_viewer_cannot_cancel():
-    """allotd refuses a viewer's cancel: the page says so and drops the buttons."""
+    """A viewer, whom allotd refuses to cancel, gets no cancel buttons (its role is known
+    at sign-in), not buttons that end in a 403."""
     logout()
     login(viewer)
     jid = jobs["serve-big"]
-    sel = "#jobs tr[data-job=\"%d\"] button.cancel" % jid
-    goto("#/jobs", "return document.querySelector('%s');" % sel.replace("'", "\\'"),
-         "a cancel button")
-    br.js("document.querySelector(arguments[0]).click();", sel)
-    br.js("document.querySelector(arguments[0]).click();", sel)
-    msg = br.wait("var m = document.getElementById('jobs-msg').textContent;"
-                  "return !document.querySelector('button.cancel') && m;", "the refusal")
-    assert "Cannot cancel job %d" % jid in msg, msg
+    goto("#/jobs", "return document.querySelector('#jobs tr[data-job=\"%d\"]');" % jid,
+         "the jobs")
+    br.wait("return !document.querySelector('#jobs button.cancel');", "no cancel button", 5)
+    time.sleep(3.5)  # and none after a refresh (the poll interval is 3 s)
+    assert br.js("return !document.querySelector('#jobs button.cancel');"), "a cancel button"
     assert wait_job(jid, ("pending",))["state"] == "pending"
-    # the refused call is the one entry in the console
-    got = []
-    end = time.time() + 5
-    while time.time() < end and not got:
-        got = console_problems()
-        time.sleep(0.1)
-    assert len(got) == 1 and "/cancel" in got[0]["message"] and "403" in got[0]["message"], got
     no_console_errors("viewer")
 
 
