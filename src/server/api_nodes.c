@@ -319,7 +319,9 @@ static int placement_nodes(const char *placement, const char *name, bool *on)
 /* How many distinct nodes reported `kind` of a gang's tasks on them
  * ("node-running" or "node-done" events) in its current run (after its
  * last "placed" event), counting `node`'s report being written; *had says
- * whether `node` had reported it already. Reads every page of the job's
+ * whether `node` had reported it already. A node whose tasks succeeded
+ * counts as running too (tasks that end before the agent's next report
+ * are reported ended, never running). Reads every page of the job's
  * events (a job that reports its saves has many). */
 static int nodes_reported(struct allot_store *st, int64_t job, const char *kind, const char *node,
                           bool *had, int *rc)
@@ -335,7 +337,9 @@ static int nodes_reported(struct allot_store *st, int64_t job, const char *kind,
         for (size_t i = 0; !*rc && i < n; i++) {
             if (!strcmp(ev[i].kind, "placed"))
                 json_object_clear(seen); /* a new run: the earlier one's reports are gone */
-            else if (!strcmp(ev[i].kind, kind) && ev[i].detail)
+            else if ((!strcmp(ev[i].kind, kind) ||
+                      (!strcmp(kind, "node-running") && !strcmp(ev[i].kind, "node-done"))) &&
+                     ev[i].detail)
                 json_object_set_new(seen, ev[i].detail, json_true());
             after = ev[i].seq;
         }

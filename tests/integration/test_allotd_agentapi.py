@@ -109,6 +109,16 @@ def test_gang_over_two_nodes():
     assert get(g["id"])["state"] == "running"
     beat("ap-2", {"jobs": [{"id": g["id"], "state": "succeeded", "exit_code": 0}]})
     wait_state(g["id"], "succeeded")
+    # a node whose tasks ended before its agent reported them running counts as running:
+    # the gang runs once the other node runs
+    q = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 2, "tasks": 2},
+                      token=dm.admin), 201)["id"]
+    wait_state(q, "starting")
+    beat("ap-1", {"jobs": [{"id": q, "state": "succeeded", "exit_code": 0}]})
+    beat("ap-2", {"jobs": [{"id": q, "state": "running"}]})
+    wait_state(q, "running")
+    beat("ap-2", {"jobs": [{"id": q, "state": "succeeded", "exit_code": 0}]})
+    wait_state(q, "succeeded")
     # one failed task ends the gang at once, with its detail
     f = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 2, "tasks": 2},
                       token=dm.admin), 201)
