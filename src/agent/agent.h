@@ -206,6 +206,9 @@ int64_t cg_oom_kills(const char *root, const char *name);
 void cg_usage(const char *root, const char *name, int64_t *cpu_ns, int64_t *mem_bytes);
 /* The pids in the task's cgroup, at most max into out; the count. */
 int cg_pids(const char *root, const char *name, int *out, int max);
+/* Calls fn(pid, arg) for every process in task `name`'s cgroup, however
+ * many (a job cannot hide one past a count). */
+void cg_each_pid(const char *root, const char *name, void (*fn)(int pid, void *arg), void *arg);
 /* Kills every process in ROOT/NAME and waits (bounded, about 2 s per
  * hierarchy) until none is left: cgroup.kill on v2, the v1 freezer when
  * the task has a folder there, else cgroup.procs read and SIGKILLed until

@@ -506,6 +506,21 @@ int cg_pids(const char *root, const char *name, int *out, int max)
     return n;
 }
 
+void cg_each_pid(const char *root, const char *name, void (*fn)(int pid, void *arg), void *arg)
+{
+    char dir[4400], path[4500];
+    FILE *f;
+    int pid;
+
+    dir_of(dir, sizeof(dir), v2 == 1 ? NULL : "memory", root, name);
+    allot_fmt(path, sizeof(path), "%s/cgroup.procs", dir);
+    if (!(f = fopen(path, "r")))
+        return;
+    while (fscanf(f, "%d", &pid) == 1)
+        fn(pid, arg);
+    fclose(f);
+}
+
 /* SIGKILLs every process listed in DIR/cgroup.procs; the count. */
 static int kill_procs(const char *dir)
 {

@@ -116,22 +116,34 @@ static int64_t mem_slack(int64_t cap)
  * cap and mem_slack is stopped, as the kernel's OOM killer stops a task
  * over its memory, and its end says why. a->lock held.
  */
+struct held_sum {
+    const struct nvml_sample *smp;
+    int64_t bytes; /* what the task's processes hold on the GPU */
+};
+
+static void add_held(int pid, void *arg)
+{
+    struct held_sum *h = arg;
+
+    for (int p = 0; p < h->smp->n_procs_kept; p++)
+        if ((int)h->smp->procs[p].pid == pid && h->smp->procs[p].used_bytes > 0)
+            h->bytes += h->smp->procs[p].used_bytes;
+}
+
 static void gpu_mem_watch(struct agent *a, int g, const struct nvml_sample *smp, int64_t now)
 {
     if (!(smp->supported & ALLOT_NVML_F_PROCS) || getuid() != 0)
         return;
     for (size_t i = 0; i < a->n_tasks; i++) {
         struct task *t = &a->tasks[i];
-        int pids[256], n;
-        int64_t held = 0;
+        struct held_sum h = {.smp = smp};
 
-        if (t->mem_cap <= 0 || t->mem_cap_gpu != g || t->state != TASK_RUNNING)
+        /* running, or in its grace period after a stop (not one it stops already) */
+        if (t->mem_cap <= 0 || t->mem_cap_gpu != g || *t->over ||
+            (t->state != TASK_RUNNING && t->state != TASK_STOPPING))
             continue;
-        n = cg_pids(a->cfg.cgroup_root, t->key, pids, 256);
-        for (int p = 0; p < smp->n_procs_kept; p++)
-            for (int k = 0; k < n; k++)
-                if ((int)smp->procs[p].pid == pids[k] && smp->procs[p].used_bytes > 0)
-                    held += smp->procs[p].used_bytes;
+        cg_each_pid(a->cfg.cgroup_root, t->key, add_held, &h); /* every process, however many */
+        int64_t held = h.bytes;
         if (held <= t->mem_cap + mem_slack(t->mem_cap))
             continue;
         allot_fmt(t->over, sizeof(t->over),
@@ -139,7 +151,10 @@ static void gpu_mem_watch(struct agent *a, int g, const struct nvml_sample *smp,
                   "NVML measures it)",
                   (long long)(held >> 20), g, (long long)(t->mem_cap >> 20));
         LOG_WARN("task", "job %lld task %d %s", (long long)t->job, t->index, t->over);
-        task_stop(a, t, now, 0);
+        if (t->state == TASK_STOPPING)
+            t->kill_at_ms = now; /* its grace ends now: SIGKILL at the next look */
+        else
+            task_stop(a, t, now, 0);
     }
 }
 

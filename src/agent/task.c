@@ -553,14 +553,18 @@ static int region_up(const char *dir, const struct run_user *u, char *why, size_
     return 0;
 }
 
-/* Unmounts task folder dir's shim region tmpfs, if any. */
+/* Unmounts task folder dir's shim region tmpfs, if any, and removes the
+ * region and its folder (the task folder's removal goes one level deep). */
 static void region_down(const char *dir)
 {
-    char rdir[4500];
+    char rdir[4500], region[4500];
 
     allot_fmt(rdir, sizeof(rdir), "%s/" TASK_REGION_DIR, dir);
+    allot_fmt(region, sizeof(region), "%s/" TASK_REGION, dir);
     if (getuid() == 0 && umount2(rdir, MNT_DETACH) < 0 && errno != EINVAL && errno != ENOENT)
         LOG_WARN("task", "umount %s: %s", rdir, strerror(errno));
+    unlink(region);
+    rmdir(rdir);
 }
 
 /* ---- a job's /tmp and /dev/shm on this node ---- */
@@ -1191,7 +1195,7 @@ static void log_not_started(const struct agent *a, const struct task *t)
     FILE *f;
 
     allot_fmt(path, sizeof(path), "%s/%lld", a->logs_dir, (long long)t->job);
-    mkdir(path, 0755);
+    mkdir(path, 0700);
     allot_fmt(path, sizeof(path), "%s/%lld/task-%d.log", a->logs_dir, (long long)t->job, t->index);
     if (!(f = fopen(path, "ae"))) {
         LOG_WARN("task", "%s: %s", path, strerror(errno));
@@ -1317,8 +1321,11 @@ static void read_exit(struct agent *a, const char *dir, struct task *t, const ch
     }
     if (getuid() == 0 && cg_oom_kills(a->cfg.cgroup_root, t->key) > 0)
         allot_fmt(t->detail, sizeof(t->detail), "OOM killed: over its memory limit");
-    if (*t->over) /* the agent stopped it: over its GPU memory cap */
+    if (*t->over) { /* the agent stopped it, over its GPU memory cap: it failed */
         allot_strlcpy(t->detail, t->over, sizeof(t->detail));
+        if (!t->exit_code)
+            t->exit_code = 128 + SIGKILL; /* even if it caught SIGTERM and exited 0 */
+    }
     if (t->cancelled)
         allot_fmt(t->detail, sizeof(t->detail), "stopped by allot");
     (void)dir;

@@ -1254,9 +1254,10 @@ def test_gpu_memory_cap_held_from_outside():
     env = {"FAKE_GPU_PROCS_DIR": procs, "FAKE_CUDA_UUIDS": "GPU-cafe",
            "FAKE_CUDA_MEM_MIB": "24576"}
     try:
+        # it also fails when it catches the SIGTERM and exits 0
         over = submit({"gpus": None, "gpu_milli": 250, "gpu_memory": 4096,
-                       "gpu_models": ["A10-24GB"], "command": [job, str(6 << 30), "5"],
-                       "env": env})
+                       "gpu_models": ["A10-24GB"], "env": env,
+                       "command": sh("trap 'exit 0' TERM; %s %d 5 & wait" % (job, 6 << 30))})
         j = wait_state(over, ("succeeded", "failed"), timeout=30)
         assert j["state"] == "failed", (j, ag.task_log(over))
         assert "over its GPU memory cap (6144 MiB held on GPU 0, cap 4096 MiB" in \
