@@ -26,9 +26,10 @@ enum jobdep_kind {
 
 struct jobdep {
     int64_t id;
-    int kind;  /* enum jobdep_kind */
-    int index; /* "ID_INDEX": the member of array ID with that index alone; -1: job ID
-                * (an array's first id: every member) */
+    int kind;       /* enum jobdep_kind */
+    int index;      /* "ID_INDEX": the member of array ID with that index alone; -1: job ID
+                     * (an array's first id: every member) */
+    int64_t member; /* with index: that member's own id once looked up (the gate), else 0 */
 };
 
 struct jobspec {

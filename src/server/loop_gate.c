@@ -53,6 +53,15 @@ void gate_hold(struct loop *l, const struct allot_store_job *j, const struct job
             return;
         }
         memcpy(h->deps, js->deps, (size_t)js->n_deps * sizeof(*h->deps));
+        /* a dependency on one member is looked up once, not at every pass */
+        struct allot_store *rd = srv_reader(l->srv);
+        for (int i = 0; rd && i < h->n_deps; i++) {
+            struct allot_store_job m = {0};
+            if (h->deps[i].index >= 0 &&
+                allot_store_job_member(rd, h->deps[i].id, h->deps[i].index, &m) == 0)
+                h->deps[i].member = m.id;
+            allot_store_job_clear(&m);
+        }
     }
     memmove(&l->held[at + 1], &l->held[at], (l->n_held - at) * sizeof(*l->held));
     l->held[at] = one;
@@ -109,8 +118,9 @@ static int dep_read(struct allot_store *rd, const struct jobdep *dep, struct dep
 {
     int64_t id = dep->id;
     struct allot_store_job j = {0};
-    int rc = dep->index >= 0 ? allot_store_job_member(rd, id, dep->index, &j)
-                             : allot_store_job_get(rd, id, &j);
+    int rc = dep->member > 0   ? allot_store_job_get(rd, dep->member, &j)
+             : dep->index >= 0 ? allot_store_job_member(rd, id, dep->index, &j)
+                               : allot_store_job_get(rd, id, &j);
 
     *d = (struct dep_state){.id = id, .index = dep->index, .all_ended = true};
     if (rc == ALLOT_ENOENT) {
