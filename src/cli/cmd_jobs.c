@@ -76,17 +76,17 @@ static int random_key(char *out, size_t n)
     return CLI_OK;
 }
 
-/* Whether s[0..len) is a name a shell and execve's environment take as a
- * variable: [A-Za-z_][A-Za-z0-9_]*. */
+/* Whether s[0..len) may name a job's variable: allotd's rule
+ * (allot_env_name_ok), checked before anything is sent. */
 static bool env_name_ok(const char *s, size_t len)
 {
-    if (!len || (s[0] >= '0' && s[0] <= '9'))
+    char name[300];
+
+    if (len >= sizeof(name))
         return false;
-    for (size_t i = 0; i < len; i++)
-        if (!(s[i] == '_' || (s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
-              (s[i] >= '0' && s[i] <= '9')))
-            return false;
-    return true;
+    memcpy(name, s, len);
+    name[len] = '\0';
+    return allot_env_name_ok(name);
 }
 
 /* K=V pairs into an object field of job; for --env, K must be a variable
@@ -110,8 +110,8 @@ static int set_pairs(json_t *job, const char *field, const char *opt, const char
         if (!eq || eq == v[i] || (size_t)(eq - v[i]) >= sizeof(key))
             return cli_usage_error("--%s: \"%s\" is not KEY=VALUE", opt, v[i]);
         if (!strcmp(opt, "env") && !env_name_ok(v[i], (size_t)(eq - v[i])))
-            return cli_usage_error("--env: \"%.*s\" is not a variable name (letters, digits "
-                                   "and _, not starting with a digit)",
+            return cli_usage_error("--env: \"%.*s\" is not a variable name (printable ASCII "
+                                   "characters, no space)",
                                    (int)(eq - v[i]), v[i]);
         allot_fmt(key, sizeof(key), "%.*s", (int)(eq - v[i]), v[i]);
         json_object_set_new(o, key, json_string(eq + 1));
