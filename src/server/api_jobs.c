@@ -325,10 +325,16 @@ static bool submittable(struct req *r, const struct jobspec *js)
 
 /* Whether stored spec text a and request text b ask the same (the same
  * JSON, whatever the order of its keys): an Idempotency-Key names one
- * request. */
-static bool same_request(const char *a, const char *b)
+ * request. Without mem_given the memory allotd put in by default is left
+ * out (its default may have changed between a request and its retry). */
+static bool same_request(const char *a, const char *b, bool mem_given)
 {
     json_t *x = a ? json_loads(a, 0, NULL) : NULL, *y = b ? json_loads(b, 0, NULL) : NULL;
+
+    if (!mem_given) {
+        json_object_del(x, "memory");
+        json_object_del(y, "memory");
+    }
     bool same = x && y && json_equal(x, y);
 
     json_decref(x);
@@ -355,6 +361,7 @@ int api_jobs_submit(struct req *r)
         api_error(r, rc, rc == 400 ? "bad_request" : "invalid", "%s", err);
         goto out;
     }
+    bool mem_given = json_integer_value(json_object_get(b, "memory")) > 0;
     default_memory(r->srv, b, &js);
     /* every task runs on some CPU: none asked would be none limited and
      * none billed */
@@ -412,7 +419,7 @@ int api_jobs_submit(struct req *r)
             rc = 422;
         } else if (existed) {
             rc = allot_store_job_get(st, ids[0], &got);
-            reused = rc == 0 && !same_request(got.spec, spec);
+            reused = rc == 0 && !same_request(got.spec, spec, mem_given);
         }
     }
     if (reused)

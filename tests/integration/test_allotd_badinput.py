@@ -155,6 +155,18 @@ def test_default_memory():
                                token=d.admin), 201)["id"]
             spec = expect(d.req("GET", "/v1/jobs/%d" % jid, token=d.admin), 200)["spec"]
             assert spec.get("memory") == mem, (body, spec)
+        # a retry after the default changed (a restart between) is the same request
+        h = {"Idempotency-Key": "mem-retry"}
+        body = {"tenant": "research/nlp", "cpus": 2}
+        first = expect(d.req("POST", "/v1/jobs", body, token=d.admin, headers=h), 201)["id"]
+        admin = d.admin
+        assert d.stop() == 0
+        d = Daemon(d.dir, args=["--default-mem-per-cpu", "3G"])
+        d.admin = admin
+        assert expect(d.req("POST", "/v1/jobs", body, token=d.admin, headers=h),
+                      200)["id"] == first
+        st, b = d.req("POST", "/v1/jobs", dict(body, cpus=3), token=d.admin, headers=h)
+        assert st == 422 and b["error"]["code"] == "idempotency_key_reused", (st, b)
     finally:
         d.stop()
     jid = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "cpus": 2},
