@@ -102,10 +102,11 @@ static bool shim_sample(struct agent *a, struct task *t, int64_t now, struct all
 
 /* Room a fraction's processes may hold on its GPU beyond its cap before
  * the agent stops it: the shim's context estimate may be short of a real
- * context, and NVML counts what the driver keeps per process. */
+ * context, and NVML counts what the driver keeps per process beyond the
+ * allocations the shim sees (local memory of kernels, its own buffers). */
 static int64_t mem_slack(int64_t cap)
 {
-    return cap / 16 > (256 << 20) ? cap / 16 : (256 << 20);
+    return cap / 8 > (512 << 20) ? cap / 8 : (512 << 20);
 }
 
 /*
