@@ -62,6 +62,7 @@ struct agent_config {
     char *sharing;      /* how fractions of a GPU are enforced: shim or mps */
     char *mps_control;  /* nvidia-cuda-mps-control */
     bool scrub;         /* clear a GPU's memory before it passes to another tenant */
+    bool gpu_mem_watch; /* hold fractions to their GPU memory caps by NVML (sample.c) */
     char *crun;         /* the OCI runtime */
     char *driver_libs; /* more driver libraries the oci executor gives GPU jobs (comma-separated) */
     char *log_file;

@@ -183,6 +183,13 @@ static const struct allot_config_option options[] = {
      .def = "true",
      .help = "Clear a GPU's memory (through the CUDA driver) before a job of another tenant "
              "gets it; a GPU that cannot be cleared is not handed over. Never on emulated GPUs."},
+    {.name = "gpu-memory-watch",
+     .type = ALLOT_CFG_BOOL,
+     .offset = F(gpu_mem_watch),
+     .def = "true",
+     .help = "Hold each fraction to its GPU memory cap from outside the job too: stop a task "
+             "whose processes hold more than the cap (and 1/8 of it, at least 512 MiB) by "
+             "NVML's per-process figures. Needs NVML and root."},
     {.name = "cuda-lib",
      .type = ALLOT_CFG_STRING,
      .offset = F(cuda_lib),

@@ -133,7 +133,7 @@ static void add_held(int pid, void *arg)
 
 static void gpu_mem_watch(struct agent *a, int g, const struct nvml_sample *smp, int64_t now)
 {
-    if (!(smp->supported & ALLOT_NVML_F_PROCS) || getuid() != 0)
+    if (!a->cfg.gpu_mem_watch || !(smp->supported & ALLOT_NVML_F_PROCS) || getuid() != 0)
         return;
     for (size_t i = 0; i < a->n_tasks; i++) {
         struct task *t = &a->tasks[i];
