@@ -152,6 +152,9 @@ static void gpu_mem_watch(struct agent *a, int g, const struct nvml_sample *smp,
                   "NVML measures it)",
                   (long long)(held >> 20), g, (long long)(t->mem_cap >> 20));
         LOG_WARN("task", "job %lld task %d %s", (long long)t->job, t->index, t->over);
+        char dir[4400]; /* kept across the agent's restart, as its end's reason */
+        allot_fmt(dir, sizeof(dir), "%s/%s", a->tasks_dir, t->key);
+        agent_write_atomic(dir, "over", t->over);
         if (t->state == TASK_STOPPING)
             t->kill_at_ms = now; /* its grace ends now: SIGKILL at the next look */
         else

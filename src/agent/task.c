@@ -1471,6 +1471,7 @@ int task_adopt_all(struct agent *a, struct task **out)
         t.run = json_integer_value(json_object_get(tj, "run"));
         json_decref(tj);
         t.fenced = agent_read_small(dir, "fenced", buf, sizeof(buf)) == 0;
+        agent_read_small(dir, "over", t.over, sizeof(t.over)); /* the watchdog stopped it */
         if (a->net)
             t.net = net_task_adopt(a->net, t.key, dir);
         rdma_task_adopt(&t, dir);
