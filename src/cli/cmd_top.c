@@ -371,6 +371,12 @@ int cmd_top(struct cli *c, int argc, char **argv)
         rc = CLI_USAGE;
         goto out;
     }
+    /* a tenant that is not in the tree is a mistyped name, as for ls */
+    if ((s = args_get(&a, "tenant")) && (rc = tenants_known(c, s)) != CLI_OK) {
+        if (rc == CLI_NOTFOUND)
+            cli_error("not_found", "no tenant %s (see allot tenants)", s);
+        goto out;
+    }
     /* the GPU models' memory, for the share of memory-only fractions; the
      * embedded catalog fails only without memory, and then fractions count
      * by their compute share alone */

@@ -188,6 +188,9 @@ def test_nodes_and_top():
     t = ok(cli(dm, "top", "--tenant", "research/vision", "--count", "1")).out
     assert "GPUs 16  tenant research/vision:, 0.5 allocated" not in t, t
     assert "GPUs 16  tenant research/vision: 0.5 allocated" in t, t
+    # a tenant that is not in the tree is a mistyped name (as for ls)
+    r = fails(cli(dm, "top", "--tenant", "research/nosuch", "--count", "1"), 2, "not_found")
+    assert "no tenant research/nosuch" in r.err and not r.out, r
     two = ok(cli(dm, "top", "--count", "2", "--interval", "1", "-o", "json")).out
     assert two.count('"queue"') == 2
     # on a terminal every line of the live view fits its width (a long name

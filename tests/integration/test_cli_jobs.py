@@ -294,6 +294,10 @@ def test_submit_errors():
     assert "needs a command" in r.err, r
     fails(cli(dm, "submit", "-t", "research/nlp", "--"), 1, "usage")
     fails(cli(dm, "run", "-t", "research/nlp", "--"), 1, "usage")
+    # one job's output and exit code: an array is submitted, not run
+    n = len(ok(cli(dm, "ls", "-o", "json")).json())
+    r = fails(cli(dm, "run", "-t", "research/nlp", "--array", "0-1", "--", "true"), 1, "usage")
+    assert "allot submit" in r.err and len(ok(cli(dm, "ls", "-o", "json")).json()) == n, r
     nocmd = write(os.path.join(fx.tempdir(), "nocmd.json"), '{"tenant": "research/nlp"}')
     fails(cli(dm, "submit", "-f", nocmd), 1, "usage")
     fails(cli(dm, "submit", "-t", "research/nlp", "--idempotency-key", "x" * 129), 1, "usage")
