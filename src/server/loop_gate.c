@@ -97,11 +97,17 @@ struct dep_state {
     bool all_ended, any_ok, any_notok;
     int first_bad;        /* the state of an ended, unsuccessful one */
     int64_t first_bad_id; /* ... and its job (an array's member) */
+    int64_t open_id;      /* the first that has not ended (an array's member), 0: none */
+    int open_index;       /* ... its index in the array */
 };
 
-static void dep_account(struct dep_state *d, int64_t job, int state)
+static void dep_account(struct dep_state *d, int64_t job, int index, int state)
 {
     if (!allot_store_job_state_terminal(state)) {
+        if (d->all_ended) {
+            d->open_id = job;
+            d->open_index = index;
+        }
         d->all_ended = false;
     } else if (state == ALLOT_SJ_SUCCEEDED) {
         d->any_ok = true;
@@ -135,12 +141,12 @@ static int dep_read(struct allot_store *rd, const struct jobdep *dep, struct dep
         do {
             rc = allot_store_job_list(rd, &f, &pg);
             for (size_t i = 0; i < pg.n; i++)
-                dep_account(d, pg.jobs[i].id, pg.jobs[i].state);
+                dep_account(d, pg.jobs[i].id, pg.jobs[i].array_index, pg.jobs[i].state);
             f.cursor = pg.next_cursor;
             allot_store_job_page_free(&pg);
         } while (rc == 0 && f.cursor);
     } else if (rc == 0) {
-        dep_account(d, j.id, j.state); /* one job, or one member (ID_INDEX) */
+        dep_account(d, j.id, j.array_index, j.state); /* one job, or one member (ID_INDEX) */
     }
     allot_store_job_clear(&j);
     return rc;
@@ -164,6 +170,11 @@ static enum gate gate_rules(struct allot_store *rd, const struct held *h, int in
             allot_fmt(why, len, "waiting for job %s: its state cannot be read", name);
             return GATE_WAIT;
         }
+        /* an array whose first job ended: the member it still waits for */
+        char open[96] = "";
+        if (d->index < 0 && cache->open_id && cache->open_id != d->id)
+            allot_fmt(open, sizeof(open), "; member %lld (%lld_%d) has not ended",
+                      (long long)cache->open_id, id, cache->open_index);
         switch (d->kind) {
         case JOBDEP_AFTEROK:
             if (cache->any_notok) {
@@ -179,13 +190,13 @@ static enum gate gate_rules(struct allot_store *rd, const struct held *h, int in
                 return GATE_NEVER;
             }
             if (!cache->all_ended) {
-                allot_fmt(why, len, "waiting for job %s to succeed (afterok)", name);
+                allot_fmt(why, len, "waiting for job %s to succeed (afterok%s)", name, open);
                 return GATE_WAIT;
             }
             break;
         case JOBDEP_AFTERANY:
             if (!cache->all_ended) {
-                allot_fmt(why, len, "waiting for job %s to end (afterany)", name);
+                allot_fmt(why, len, "waiting for job %s to end (afterany%s)", name, open);
                 return GATE_WAIT;
             }
             break;
@@ -198,7 +209,7 @@ static enum gate gate_rules(struct allot_store *rd, const struct held *h, int in
                 return GATE_NEVER;
             }
             if (!cache->all_ended) {
-                allot_fmt(why, len, "waiting for job %s to fail (afternotok)", name);
+                allot_fmt(why, len, "waiting for job %s to fail (afternotok%s)", name, open);
                 return GATE_WAIT;
             }
             break;

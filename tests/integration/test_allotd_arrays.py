@@ -143,6 +143,10 @@ def test_dependency_on_one_member():
     assert "waiting for job %d_2 to end (afterany)" % a["id"] in w["pending_reason"], w
     finish(ids[0])
     wait_job(first["id"], lambda x: x["state"] == "starting")
+    # the whole array's dependant names the member it still waits for
+    want = "waiting for job %d to succeed (afterok; member %d (%d_1) has not ended)" % (
+        a["id"], ids[1], a["id"])
+    wait_job(whole["id"], lambda x: x["pending_reason"] == want)
     finish(ids[2], ok=False)
     wait_job(last["id"], lambda x: x["state"] == "starting")
     n = wait_job(whole["id"], lambda x: x["state"] == "cancelled")  # every member: never
