@@ -79,6 +79,46 @@ static void test_reason_mig_mode(void **state)
     world_free(&w);
 }
 
+/* A MIG slice held back by the cluster's capacity (every CPU in use) on a
+ * cluster with no GPU in MIG mode says the mode is missing: no freed CPU
+ * would start it. A whole GPU held back the same way says the capacity,
+ * named so (no quota is set on the root). */
+static void test_reason_shape_before_quota(void **state)
+{
+    struct allot_job_spec s = {.name = "cpus",
+                               .prio_class = -1,
+                               .n_tasks = 1,
+                               .task = {.mig_profile = -1, .cpu_milli = 64000}};
+    struct world w;
+    char err[256];
+    int slice, whole;
+
+    (void)state;
+    world_init(&w, 2, 8, base); /* 2 nodes of 4 H100s (64 CPUs each), not in MIG mode */
+    for (int i = 0; i < 2; i++) {
+        s.tenant = i ? w.b : w.a;
+        assert_true(allot_queue_submit(w.q, &s, 0, err, sizeof(err)) >= 0);
+    }
+    cycle(&w, 0);
+    s.name = "slice";
+    s.tenant = w.a;
+    s.task.cpu_milli = 1000;
+    s.task.num_gpu = 1;
+    s.task.mig_profile = allot_catalog_find_profile(cat, "1g.10gb");
+    slice = allot_queue_submit(w.q, &s, 1, err, sizeof(err));
+    assert_true(slice >= 0);
+    whole = submit(&w, "whole", w.a, 1, 1, 1, 0);
+    cycle(&w, 1);
+    assert_int_equal(allot_queue_job(w.q, slice)->state, ALLOT_JOB_PENDING);
+    assert_int_equal(allot_queue_job(w.q, slice)->why.kind, ALLOT_WHY_QUOTA);
+    assert_string_equal(allot_queue_reason(w.q, slice),
+                        "no ready node has 1 GPU in MIG mode (2 ready nodes have theirs outside "
+                        "MIG mode)");
+    assert_int_equal(allot_queue_job(w.q, whole)->state, ALLOT_JOB_PENDING);
+    assert_non_null(strstr(allot_queue_reason(w.q, whole), "cluster capacity exhausted (128.0/"));
+    world_free(&w);
+}
+
 /* A fraction of a model whose GPUs are all in exclusive mode (whole GPUs
  * only, the agent's default) or MIG mode: the reason names shared mode,
  * not free room; a whole GPU of that model runs. */
@@ -235,6 +275,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reason_no_ready_node),
         cmocka_unit_test(test_reason_mig_mode),
+        cmocka_unit_test(test_reason_shape_before_quota),
         cmocka_unit_test(test_reason_shared_mode),
         cmocka_unit_test(test_reason_borrowing_limit),
         cmocka_unit_test(test_reason_never),

@@ -1,0 +1,372 @@
+/*
+ * The queue's pending reasons (allot_queue_reason, see
+ * include/allot/queue.h): the text of what holds a job back, built from
+ * its recorded why (queue_set_why) when asked: a quota or a borrowing
+ * limit, a fair-share cap, a shape no ready node has at all (that first,
+ * over any quota), free room, a reclaim or reservation. Reads the queue
+ * and the cluster, writes only the job's reason buffer.
+ */
+#include "queue_int.h"
+
+/* ---- pending reasons -------------------------------------------------------------------- */
+
+static void gpus_text(char *buf, size_t len, int64_t milli)
+{
+    if (milli % ALLOT_MILLI == 0)
+        allot_fmt(buf, len, "%lld", (long long)(milli / ALLOT_MILLI));
+    else
+        allot_fmt(buf, len, "%.2f", (double)milli / ALLOT_MILLI);
+}
+
+static void amount_text(char *buf, size_t len, int res, int64_t v)
+{
+    if (res == ALLOT_RES_GPU || res >= ALLOT_RES_MODEL0)
+        gpus_text(buf, len, v);
+    else if (res == ALLOT_RES_CPU)
+        allot_fmt(buf, len, "%.1f", (double)v / 1000.0);
+    else
+        allot_fmt(buf, len, "%lld MiB", (long long)v);
+}
+
+void queue_set_why(struct allot_job *j, int kind, int who, int res, int other, int64_t a, int64_t b)
+{
+    j->why =
+        (struct allot_why){.kind = kind, .who = who, .res = res, .other = other, .a = a, .b = b};
+}
+
+static void text_quota(struct allot_queue *q, struct allot_job *j, int who, int res)
+{
+    const struct allot_tenant *x = allot_tenants_get(q->t, who);
+    char rn[64], used[32], nom[32];
+    const char *unit = res == ALLOT_RES_CPU ? " CPU" : "";
+
+    allot_res_name(q->t, res, rn, sizeof(rn));
+    amount_text(used, sizeof(used), res, x->usage[res]);
+    /* a root without a quota is bounded by the cluster (allot_tenants_admits) */
+    amount_text(nom, sizeof(nom), res,
+                who == 0 && x->quota[res].nominal == ALLOT_UNLIMITED ? q->capacity.v[res]
+                                                                     : x->quota[res].nominal);
+    /* what other tenants keep unlent counts against j at a cohort too: say
+     * how much */
+    char held[96] = "";
+    int64_t w = who == j->spec.tenant ? 0 : allot_tenants_withheld(q->t, j->spec.tenant, who, res);
+    if (w > 0) {
+        char wt[32];
+        amount_text(wt, sizeof(wt), res, w);
+        allot_fmt(held, sizeof(held), "; other tenants keep %s unlent: lend limit or lending hold",
+                  wt);
+    }
+    /* borrowing past its nominal up to its limit: say that limit, not the
+     * nominal the usage is already above ("at nominal (6/2 GPU)") */
+    const struct allot_quota *qt = &x->quota[res];
+    if (q->o.borrowing && qt->nominal != ALLOT_UNLIMITED && qt->borrow_limit > 0 &&
+        qt->borrow_limit < ALLOT_UNLIMITED - qt->nominal && x->usage[res] > qt->nominal) {
+        char lim[32], bl[32], ask[64] = "";
+        int64_t limit = qt->nominal + qt->borrow_limit;
+        amount_text(lim, sizeof(lim), res, limit);
+        amount_text(bl, sizeof(bl), res, qt->borrow_limit);
+        if (x->usage[res] < limit) { /* room left, but less than the job asks */
+            char a[32];
+            amount_text(a, sizeof(a), res, j->req.v[res]);
+            allot_fmt(ask, sizeof(ask), ", the job asks for %s", a);
+        }
+        allot_fmt(j->reason, sizeof(j->reason),
+                  "%s %s: borrowing limit reached (%s/%s %s%s in use%s: nominal %s + "
+                  "borrow_limit %s%s)",
+                  who == j->spec.tenant ? "tenant" : "cohort", x->path, used, lim,
+                  res == ALLOT_RES_CPU ? "" : rn, unit, ask, nom, bl, held);
+        return;
+    }
+    if (who == j->spec.tenant) {
+        const char *tail = !q->o.borrowing                   ? "borrowing is off"
+                           : x->quota[res].borrow_limit == 0 ? "borrowing not allowed"
+                                                             : "borrowing limit reached";
+        allot_fmt(j->reason, sizeof(j->reason), "tenant %s at nominal (%s/%s %s%s), %s", x->path,
+                  used, nom, res == ALLOT_RES_CPU ? "" : rn, unit, tail);
+    } else {
+        /* "2.28/6 GPU in use" alone reads as room left: say what the job asks */
+        char a[32];
+        amount_text(a, sizeof(a), res, j->req.v[res]);
+        if (who == 0) /* the cluster's own quota, or without one its capacity */
+            allot_fmt(j->reason, sizeof(j->reason),
+                      "cluster %s exhausted (%s/%s %s in use, the job asks for %s%s)",
+                      x->quota[res].nominal == ALLOT_UNLIMITED ? "capacity" : "quota", used, nom,
+                      rn, a, held);
+        else
+            allot_fmt(j->reason, sizeof(j->reason),
+                      "cohort %s has no unused %s (%s/%s in use, the job asks for %s%s)", x->path,
+                      rn, used, nom, a, held);
+    }
+}
+
+/* Says j can never start when it asks for more than its tenants could
+ * ever hold (allot_tenants_ever_admits); false when it could. */
+static bool text_never(struct allot_queue *q, struct allot_job *j)
+{
+    int who = -1, res = 0;
+    char rn[64], ask[32], nom[32], lim[32], bl[32];
+
+    if (allot_tenants_ever_admits(q->t, j->spec.tenant, &j->req, q->o.borrowing, &who, &res))
+        return false;
+    const struct allot_tenant *x = allot_tenants_get(q->t, who);
+    const struct allot_quota *qt = &x->quota[res];
+    const char *kind = who == j->spec.tenant ? "tenant" : "cohort";
+
+    allot_res_name(q->t, res, rn, sizeof(rn));
+    amount_text(ask, sizeof(ask), res, j->req.v[res]);
+    if (who == 0) {
+        bool cap = qt->nominal == ALLOT_UNLIMITED;
+        amount_text(lim, sizeof(lim), res, cap ? q->capacity.v[res] : qt->nominal);
+        allot_fmt(j->reason, sizeof(j->reason),
+                  "can never start: it asks for %s %s, more than the cluster's %s (%s)", ask, rn,
+                  lim, cap ? "capacity" : "quota");
+    } else if (q->o.borrowing && qt->borrow_limit > 0) { /* a finite borrow limit bound it */
+        amount_text(nom, sizeof(nom), res, qt->nominal);
+        amount_text(bl, sizeof(bl), res, qt->borrow_limit);
+        amount_text(lim, sizeof(lim), res, qt->nominal + qt->borrow_limit);
+        allot_fmt(j->reason, sizeof(j->reason),
+                  "can never start: it asks for %s %s, more than %s %s may ever hold (%s: "
+                  "nominal %s + borrow_limit %s)",
+                  ask, rn, kind, x->path, lim, nom, bl);
+    } else {
+        amount_text(nom, sizeof(nom), res, qt->nominal);
+        allot_fmt(j->reason, sizeof(j->reason),
+                  "can never start: it asks for %s %s, more than %s %s may ever hold (its "
+                  "nominal %s; borrowing %s)",
+                  ask, rn, kind, x->path, nom, q->o.borrowing ? "not allowed" : "is off");
+    }
+    return true;
+}
+
+/* Explains the fair-share cap (opts.fair_cap) that holds j back. */
+static void text_fair_cap(struct allot_queue *q, struct allot_job *j, int who)
+{
+    const struct allot_tenant *x = allot_tenants_get(q->t, who);
+    char used[32], nom[32], share[32];
+    int64_t f = queue_fair_share(q, who);
+
+    amount_text(used, sizeof(used), ALLOT_RES_GPU, x->usage[ALLOT_RES_GPU]);
+    amount_text(nom, sizeof(nom), ALLOT_RES_GPU, x->quota[ALLOT_RES_GPU].nominal);
+    if (f >= 0)
+        amount_text(share, sizeof(share), ALLOT_RES_GPU, f);
+    else /* no shares this round (out of memory): the figure is not known */
+        allot_strlcpy(share, "?", sizeof(share));
+    allot_fmt(j->reason, sizeof(j->reason),
+              "tenant %s holds %s GPUs (nominal %s); while other tenants wait it may borrow up to "
+              "%g times its fair share of %s GPUs",
+              x->path, used, nom, q->o.fair_cap, share);
+}
+
+/* " MODEL" when j's task names one GPU model, else "". */
+static void model_text(const struct allot_queue *q, const struct allot_task *t, char *buf,
+                       size_t len)
+{
+    const struct allot_catalog *cat = allot_cluster_catalog(q->c);
+
+    *buf = '\0';
+    if (t->model_mask && __builtin_popcountll(t->model_mask) == 1)
+        allot_fmt(buf, len, " %s", cat->models[__builtin_ctzll(t->model_mask)].name);
+}
+
+/* When no ready node has the GPUs j's task asks for at all (their model
+ * and count in a mode that serves it), not for want of free ones: writes
+ * that reason, how many nodes with them are out of service and how many
+ * have them in another mode (allot_gpu_mode_serves), and returns true. */
+static bool text_unshaped(struct allot_queue *q, struct allot_job *j)
+{
+    const struct allot_task *t = &j->spec.task;
+    int nn = allot_cluster_node_count(q->c);
+    char model[48];
+    int shaped = 0, down = 0, moded = 0;
+
+    model_text(q, t, model, sizeof(model));
+    for (int i = 0; i < nn && t->num_gpu > 0; i++) {
+        const struct allot_node *n = allot_cluster_node(q->c, i);
+        int usable = 0;
+        if (n->model < 0 || n->n_gpus < t->num_gpu ||
+            (t->model_mask && !(t->model_mask >> n->model & 1)))
+            continue;
+        for (int g = 0; g < n->n_gpus; g++)
+            usable += allot_gpu_mode_serves(n->gpus[g].mode, t);
+        if (usable < t->num_gpu) {
+            moded += n->state == ALLOT_NODE_READY;
+            continue;
+        }
+        shaped += n->state == ALLOT_NODE_READY;
+        down += n->state != ALLOT_NODE_READY;
+    }
+    if (t->num_gpu == 0 || shaped > 0)
+        return false;
+    bool frac = allot_task_is_fraction(t);
+    const char *want = t->mig_profile >= 0 ? " in MIG mode"
+                       : frac              ? " in shared mode"
+                                           : " outside MIG mode";
+    const char *other = t->mig_profile >= 0 ? "outside MIG mode"
+                        : frac              ? "in exclusive or MIG mode"
+                                            : "in MIG mode";
+    int len = allot_fmt(j->reason, sizeof(j->reason), "no ready node has %d%s GPU%s%s", t->num_gpu,
+                        model, t->num_gpu > 1 ? "s" : "", moded ? want : "");
+    if (down && len > 0 && (size_t)len < sizeof(j->reason))
+        len += allot_fmt(j->reason + len, sizeof(j->reason) - (size_t)len,
+                         " (%d node%s with them lost, cordoned or draining)", down,
+                         down > 1 ? "s" : "");
+    if (moded && len > 0 && (size_t)len < sizeof(j->reason))
+        allot_fmt(j->reason + len, sizeof(j->reason) - (size_t)len,
+                  " (%d ready node%s %s theirs %s)", moded, moded > 1 ? "s" : "",
+                  moded > 1 ? "have" : "has", other);
+    return true;
+}
+
+/* Explains why a gang found no room. */
+static void text_capacity(struct allot_queue *q, struct allot_job *j)
+{
+    const struct allot_task *t = &j->spec.task;
+    const struct allot_catalog *cat = allot_cluster_catalog(q->c);
+    int best_whole = 0, admit = 0, nn = allot_cluster_node_count(q->c);
+    char model[48];
+
+    if (text_unshaped(q, j)) /* no ready node has the GPUs at all */
+        return;
+    for (int i = 0; i < nn; i++) {
+        const struct allot_node *n = allot_cluster_node(q->c, i);
+        int w;
+        if (n->state != ALLOT_NODE_READY || !allot_node_admits(n, t))
+            continue;
+        admit++;
+        w = allot_node_whole_free(n);
+        if (w > best_whole)
+            best_whole = w;
+    }
+    model_text(q, t, model, sizeof(model));
+    if ((t->num_gpu == 0 || admit == 0) && t->rdma_vfs > 0)
+        allot_fmt(j->reason, sizeof(j->reason),
+                  "no node has %.1f CPU, %lld MiB memory and %d RDMA VFs free%s%s",
+                  (double)t->cpu_milli / 1000, (long long)t->mem_mib, t->rdma_vfs,
+                  model[0] ? " with GPU model" : "", model);
+    else if (t->num_gpu == 0 || admit == 0)
+        allot_fmt(j->reason, sizeof(j->reason), "no node has %.1f CPU and %lld MiB memory free%s%s",
+                  (double)t->cpu_milli / 1000, (long long)t->mem_mib,
+                  model[0] ? " with GPU model" : "", model);
+    else if (t->mig_profile >= 0)
+        allot_fmt(j->reason, sizeof(j->reason), "no MIG GPU has a free %s slot",
+                  cat->profile_names[t->mig_profile]);
+    else if (t->gpu_mem_mib)
+        allot_fmt(j->reason, sizeof(j->reason), "no%s GPU has %d milli-GPU and %lld MiB free",
+                  model, t->gpu_milli, (long long)t->gpu_mem_mib);
+    else if (t->gpu_milli < ALLOT_MILLI) /* its share of the memory too (allot_fraction_mem) */
+        allot_fmt(j->reason, sizeof(j->reason),
+                  "no%s GPU has %d milli-GPU and %.1f %% of its memory free", model, t->gpu_milli,
+                  t->gpu_milli / 10.0);
+    else if (j->spec.n_tasks > 1)
+        allot_fmt(j->reason, sizeof(j->reason),
+                  "no room for %d tasks of %d%s GPUs each (most free on one node: %d)",
+                  j->spec.n_tasks, t->num_gpu, model, best_whole);
+    else
+        allot_fmt(j->reason, sizeof(j->reason),
+                  "no node has %d free%s GPU%s (most free on one node: %d)", t->num_gpu, model,
+                  t->num_gpu > 1 ? "s in one NVLink island" : "", best_whole);
+}
+
+int64_t allot_queue_capacity(const struct allot_queue *q, int res)
+{
+    return res >= 0 && res < ALLOT_RES_MAX ? q->capacity.v[res] : 0;
+}
+
+const char *allot_queue_reason(struct allot_queue *q, int id)
+{
+    struct allot_job *j;
+    const struct allot_why *w;
+    char *r;
+    size_t n;
+
+    if (id < 0 || (size_t)id >= q->n_jobs || !q->jobs[id].name)
+        return "";
+    j = &q->jobs[id];
+    w = &j->why;
+    /* a job whose victims are in their grace period waits for them, whatever
+     * its placement attempts meanwhile find (the text only: decisions read
+     * j->why) */
+    if (j->state == ALLOT_JOB_PENDING && j->stopping_victims > 0 &&
+        j->reclaim_why.kind == ALLOT_WHY_RECLAIM)
+        w = &j->reclaim_why;
+    r = j->reason;
+    n = sizeof(j->reason);
+    /* held back by quota or fair share, but more than its tenants could
+     * ever hold: say it can never start, not what holds it back now */
+    if ((w->kind == ALLOT_WHY_QUOTA || w->kind == ALLOT_WHY_FAIR_CAP) && q->o.quotas &&
+        text_never(q, j))
+        return r;
+    /* held back by quota or fair share, but no ready node has the GPUs it
+     * asks for at all (a MIG slice and no node in MIG mode): that, which no
+     * freed quota changes, is what the user must know */
+    if ((w->kind == ALLOT_WHY_QUOTA || w->kind == ALLOT_WHY_FAIR_CAP) && text_unshaped(q, j))
+        return r;
+    switch (w->kind) {
+    case ALLOT_WHY_NEW:
+        allot_fmt(r, n, "not yet considered by the scheduler");
+        break;
+    case ALLOT_WHY_RUNNING:
+        if (j->state == ALLOT_JOB_STOPPING && j->preempted_for >= 0 &&
+            (size_t)j->preempted_for < q->n_jobs && q->jobs[j->preempted_for].name)
+            allot_fmt(r, n, "stopping: preempted for job %s; its grace period ends at %lld",
+                      q->jobs[j->preempted_for].name, (long long)j->stop_at);
+        else
+            allot_fmt(r, n, "%s", j->state == ALLOT_JOB_STOPPING ? "stopping (grace period)" : "");
+        break;
+    case ALLOT_WHY_QUOTA:
+        text_quota(q, j, w->who, w->res);
+        break;
+    case ALLOT_WHY_CAPACITY:
+        text_capacity(q, j);
+        break;
+    case ALLOT_WHY_RECLAIM:
+        if (w->res == ALLOT_PREEMPT_MOVE) {
+            allot_fmt(r, n, "waiting for %lld GPUs that jobs of %s free by moving (grace %lld s)",
+                      (long long)(w->a / ALLOT_MILLI), allot_tenants_get(q->t, w->who)->path,
+                      (long long)w->b);
+            break;
+        }
+        allot_fmt(r, n, "waiting for %s of %lld GPUs from %s (grace %lld s)",
+                  w->res == ALLOT_PREEMPT_RECLAIM || w->res == ALLOT_PREEMPT_FAIR ? "reclaim"
+                                                                                  : "preemption",
+                  (long long)(w->a / ALLOT_MILLI), allot_tenants_get(q->t, w->who)->path,
+                  (long long)w->b);
+        break;
+    case ALLOT_WHY_HELD:
+        if (w->a < 0)
+            allot_fmt(r, n, "held back: GPUs reserved for job %s (large gang waiting since %lld s)",
+                      q->jobs[w->other].name, (long long)w->b);
+        else
+            allot_fmt(r, n, "held back: GPUs reserved for job %s (expected start in %lld s)",
+                      q->jobs[w->other].name, (long long)w->a);
+        break;
+    case ALLOT_WHY_PREEMPTED:
+        allot_fmt(r, n, "%s: %s job %s", j->spec.once ? "ended (it runs once)" : "requeued",
+                  queue_preempt_text(w->res), q->jobs[w->other].name);
+        break;
+    case ALLOT_WHY_EVICTED:
+        allot_fmt(r, n,
+                  "stopped and %s: out of memory while putting it back after a "
+                  "preemption trial",
+                  j->spec.once ? "ended" : "requeued");
+        break;
+    case ALLOT_WHY_GRACE_OVER:
+        allot_fmt(r, n, "%s after preemption", j->spec.once ? "ended (it runs once)" : "requeued");
+        break;
+    case ALLOT_WHY_CANCELLED:
+        allot_fmt(r, n, "cancelled");
+        break;
+    case ALLOT_WHY_FINISHED:
+        allot_fmt(r, n, "finished");
+        break;
+    case ALLOT_WHY_LIMIT:
+        allot_fmt(r, n, "stopped at its runtime limit (%lld s)", (long long)w->a);
+        break;
+    case ALLOT_WHY_FAIR_CAP:
+        text_fair_cap(q, j, w->who);
+        break;
+    default:
+        allot_fmt(r, n, "unknown");
+    }
+    return r;
+}
