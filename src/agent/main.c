@@ -1030,7 +1030,7 @@ static bool proc_per_mount(void)
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: allot-agent --server URL --token TOKEN [--emulate 4xH100-80GB] "
+    fprintf(out, "usage: allot-agent --server URL --token-file FILE [--emulate 4xH100-80GB] "
                  "[OPTIONS]\n"
                  "       allot-agent --print-inventory [--emulate SPEC | --nvml-lib LIB]\n"
                  "       allot-agent --scrub GPU-UUID [--cuda-lib LIB]\n"

@@ -76,14 +76,15 @@ struct client *cli_client(struct cli *c)
 
     if (c->http)
         return c->http;
+    /* the config file it read, or would have ($XDG_CONFIG_HOME too) */
+    const char *conf = c->conf.config ? c->conf.config : "~/.config/allot/config";
     if (!s || !*s) {
-        cli_usage_error("no server: give --server, set ALLOT_SERVER or put `server URL` in "
-                        "~/.config/allot/config");
+        cli_usage_error("no server: give --server, set ALLOT_SERVER or put `server URL` in %s",
+                        conf);
         return NULL;
     }
     if (!c->conf.token || !*c->conf.token) {
-        cli_usage_error("no token: give --token, set ALLOT_TOKEN or put `token TOKEN` in "
-                        "~/.config/allot/config");
+        cli_usage_error("no token: give --token, set ALLOT_TOKEN or put `token TOKEN` in %s", conf);
         return NULL;
     }
     for (const char *p = s; *p; p++) {

@@ -113,8 +113,10 @@ void conf_help(FILE *out)
           "                                the leader is found among them (docs/ha.md)\n"
           "      --cacert FILE             CA certificate (PEM) to check an https server with\n"
           "      --token TOKEN             API token (better: ALLOT_TOKEN or the config file)\n"
-          "      --config FILE             config file (default ~/.config/allot/config)\n"
-          "      --retries N               extra attempts after a connection error (default 4)\n"
+          "      --config FILE             config file (default $XDG_CONFIG_HOME/allot/config,\n"
+          "                                else ~/.config/allot/config)\n"
+          "      --retries N               extra attempts after a failure that may be retried\n"
+          "                                (a connection error, 429, 503; 0..20, default 4)\n"
           "      --timeout DURATION        time limit of one request (default 30s)\n"
           "  -v, --verbose                 print each request and retry on stderr\n"
           "  -h, --help                    this help\n",

@@ -50,9 +50,15 @@ static int placement_known(const void *field, char *err, size_t errlen)
 {
     const char *name = *(char *const *)field;
 
+    char known[256] = "";
+    size_t n = 0;
+
     if (name && allot_sched_policy_find(name))
         return 0;
-    allot_fmt(err, errlen, "placement: unknown policy \"%s\"", name ? name : "");
+    for (int i = 0; allot_sched_policies[i] && n < sizeof(known); i++)
+        n += (size_t)allot_fmt(known + n, sizeof(known) - n, "%s%s", i ? ", " : "",
+                               allot_sched_policies[i]->name);
+    allot_fmt(err, errlen, "placement: unknown policy \"%s\" (%s)", name ? name : "", known);
     return ALLOT_EINVAL;
 }
 
@@ -595,7 +601,7 @@ int64_t srv_now(void)
 }
 
 #define USAGE                                                                                      \
-    "usage: allotd init --data-dir DIR\n"                                                          \
+    "usage: allotd init --data-dir DIR | --store URL\n"                                            \
     "       allotd --data-dir DIR [--listen 127.0.0.1:7070] [--config FILE] [OPTIONS]\n"           \
     "       allotd --print-config-example | --print-routes | --help\n"
 
@@ -619,12 +625,14 @@ static int store_url(const struct server_config *c, char *buf, size_t len)
     if (c->store && *c->store) {
         if (allot_fmt(buf, len, "%s", c->store) >= (int)len) {
             fprintf(stderr, "allotd: --store: the URL is too long\n");
+            usage(stderr, false);
             return -1;
         }
         return 0;
     }
     if (!c->data_dir || !*c->data_dir) {
         fprintf(stderr, "allotd: --data-dir (or --store) is required\n");
+        usage(stderr, false);
         return -1;
     }
     allot_fmt(buf, len, "sqlite:%s/allot.db", c->data_dir);
@@ -1018,11 +1026,13 @@ int main(int argc, char **argv)
     }
     if ((c->tls_cert && *c->tls_cert) != (c->tls_key && *c->tls_key)) {
         fprintf(stderr, "allotd: --tls-cert and --tls-key go together\n");
+        usage(stderr, false);
         return 2;
     }
     if (c->fair_cap > 0 && c->fair_cap < 100) {
         fprintf(stderr, "allotd: --fair-cap %lld: 0 (off) or a percentage of at least 100\n",
                 (long long)c->fair_cap);
+        usage(stderr, false);
         return 2;
     }
     {
@@ -1040,6 +1050,7 @@ int main(int argc, char **argv)
             if (secs[k].ms % 1000) {
                 fprintf(stderr, "allotd: --%s %lldms: the scheduler counts whole seconds\n",
                         secs[k].name, (long long)secs[k].ms);
+                usage(stderr, false);
                 return 2;
             }
     }

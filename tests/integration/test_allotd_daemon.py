@@ -83,6 +83,14 @@ def test_usage_errors_and_help():
         r = subprocess.run([ALLOTD, "--data-dir", fx.tempdir(), "--listen", "127.0.0.1:0", opt,
                             val], capture_output=True, text=True, timeout=10)
         assert r.returncode == 2 and opt in r.stderr and "whole seconds" in r.stderr, r
+        # the error first, then the usage lines, as for every usage error
+        assert r.stderr.startswith("allotd: " + opt) and "\nusage: allotd" in r.stderr, r
+    for args in (["--fair-cap", "50", "--data-dir", fx.tempdir()], ["--listen", "127.0.0.1:0"]):
+        r = subprocess.run([ALLOTD] + args, capture_output=True, text=True, timeout=10)
+        assert r.returncode == 2 and "\nusage: allotd" in r.stderr, r
+    r = subprocess.run([ALLOTD, "--data-dir", fx.tempdir(), "--placement", "nope"],
+                       capture_output=True, text=True, timeout=10)
+    assert r.returncode == 2 and "(random, " in r.stderr and "allot)" in r.stderr, r
 
 
 def test_config_example_is_generated():
