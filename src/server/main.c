@@ -1058,6 +1058,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "allotd: cannot open log file %s\n", c->log_file);
         return 1;
     }
+    struct stat ui;
+    if (!init && c->ui_dir && *c->ui_dir && (stat(c->ui_dir, &ui) < 0 || !S_ISDIR(ui.st_mode)))
+        LOG_WARN("main", "the dashboard's files are not at %s (--ui-dir): /ui/ answers 404",
+                 c->ui_dir);
     curl_global_init(CURL_GLOBAL_DEFAULT); /* before any thread: api_logs.c */
     rc = init ? cmd_init(c) : serve(&srv);
     curl_global_cleanup();

@@ -229,6 +229,19 @@ def test_open_connections_hold_no_store_handle():
             c.close()
 
 
+def test_dashboard_not_installed():
+    """An allotd whose --ui-dir is not there says so at start, and /ui/ answers a 404 that
+    names the folder and the option, not a missing file."""
+    d = Daemon(args=["--ui-dir", "/nonexistent/allot-web"])
+    try:
+        st, b = d.req("GET", "/ui/")
+        assert st == 404 and "not at /nonexistent/allot-web (--ui-dir)" in \
+            b["error"]["message"], (st, b)
+        assert "dashboard's files are not at /nonexistent/allot-web" in d.log(), d.log()
+    finally:
+        d.stop()
+
+
 def test_metrics():
     # the dashboard's files and its redirect count under their own route, not
     # as unmatched requests or (a 308) as server errors
@@ -294,6 +307,6 @@ if __name__ == "__main__":
                 test_slow_client_does_not_block_others,
                 test_waiting_request_holds_up_no_other_connection, test_max_connections,
                 test_open_connections_hold_no_store_handle,
-                test_metrics, test_rate_limit_429])
+                test_metrics, test_rate_limit_429, test_dashboard_not_installed])
     finally:
         dm.stop()
