@@ -811,10 +811,14 @@ static int set_state(struct req *r, int state)
     if (rc < 0)
         return api_error(r, 500, "store", "%s", allot_strerror(rc));
     loop_post(r->srv->loop, LOOP_NODE_STATE, state, w.name);
+    /* the states as GET /v1/nodes says them (a draining node with no task
+     * left is drained) */
+    struct allot_store_node now = {.name = (char *)w.name, .state = state};
+    struct allot_store_node was = {.name = (char *)w.name, .state = w.old};
     return api_json(r, 200,
                     json_pack("{s:s,s:s,s:s}", "name", w.name, "state",
-                              allot_store_node_state_name(state), "previous",
-                              allot_store_node_state_name(w.old)));
+                              srv_node_state(r->srv, &now), "previous",
+                              srv_node_state(r->srv, &was)));
 }
 
 int api_nodes_cordon(struct req *r)

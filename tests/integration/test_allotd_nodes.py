@@ -110,7 +110,11 @@ def test_cordon_drain_uncordon():
     # the metric says so too: drain finished can be alerted on
     m = dm.req("GET", "/metrics", raw=True)[1]
     assert 'allot_node_state{node="adm-n1",state="drained"} 1' in m, m
-    expect(dm.req("POST", "/v1/nodes/adm-n1/uncordon", token=a), 200)
+    # and so do the answers of drain and uncordon (as GET /v1/nodes says it)
+    b = expect(dm.req("POST", "/v1/nodes/adm-n1/drain", token=a), 200)
+    assert b["state"] == "drained" and b["previous"] == "drained", b
+    b = expect(dm.req("POST", "/v1/nodes/adm-n1/uncordon", token=a), 200)
+    assert b["state"] == "ready" and b["previous"] == "drained", b
     poll(lambda: job(j3)["state"] == "starting")
     # authorization and unknown nodes
     for tok in (member, ag):
