@@ -352,8 +352,10 @@ static int call(struct client *cl, const char *method, const char *path, json_t 
         st = 0;
         if (crc == CURLE_OK)
             curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &st);
-        if (cl->verbose)
-            fprintf(stderr, "< %s\n", crc == CURLE_OK ? "reply" : curl_easy_strerror(crc));
+        if (cl->verbose && crc == CURLE_OK)
+            fprintf(stderr, "< HTTP %ld\n", st);
+        else if (cl->verbose)
+            fprintf(stderr, "< %s\n", curl_easy_strerror(crc));
         bool nobody = reached_nobody(crc) || connect_timed_out(h, crc);
         bool again = crc == CURLE_OK  ? (st == 429 || st == 503)
                      : nobody         ? true

@@ -383,8 +383,13 @@ static long long member_id(struct client *cl, long long aid, long long index)
         return 0;
     json_array_foreach(jobs, i, j) if (json_integer_value(json_object_get(j, "array_index")) ==
                                        index) id = json_integer_value(json_object_get(j, "id"));
+    size_t members = json_array_size(jobs);
     json_decref(jobs);
-    if (!id)
+    if (!id && !members)
+        fprintf(stderr,
+                "allot: not_found: no job %lld_%lld (job %lld is not an array, or not there)\n",
+                aid, index, aid);
+    else if (!id)
         fprintf(stderr, "allot: not_found: no job %lld_%lld (array %lld has no index %lld)\n", aid,
                 index, aid, index);
     return id;
@@ -682,8 +687,8 @@ static int each_job(struct cli *c, int argc, char **argv, const struct cli_usage
                 first_err = rc;
             continue;
         }
-        if (c->fmt == CLI_FMT_TABLE)
-            table(j, a.pos[i], i);
+        if (c->fmt == CLI_FMT_TABLE) /* i: how many were printed before (not the failed) */
+            table(j, a.pos[i], json_array_size(all));
         json_array_append_new(all, j);
     }
     if (c->fmt != CLI_FMT_TABLE && json_array_size(all))
@@ -722,8 +727,15 @@ static void cancel_table(const json_t *j, const char *id, size_t i)
     json_t *m = json_object_get(j, "members_cancelled");
 
     (void)i;
-    if (json_integer_value(m))
-        printf("cancelled array %s (%lld more jobs)\n", id, (long long)json_integer_value(m));
+    long long more = (long long)json_integer_value(m);
+    const char *st = json_string_value(json_object_get(j, "state"));
+    bool first = st && !strcmp(st, "cancelled"); /* the array's first job too */
+
+    if (more && first)
+        printf("cancelled array %s (job %s and %lld more)\n", id, id, more);
+    else if (more) /* its first job had ended before */
+        printf("cancelled %lld job%s of array %s (job %s had ended: %s)\n", more,
+               more == 1 ? "" : "s", id, id, st ? st : "?");
     else
         printf("cancelled job %s\n", id);
 }

@@ -295,9 +295,10 @@ static bool submittable(struct req *r, const struct jobspec *js)
                   maxg);
     else if (whole && all > 0 && (int64_t)js->n_tasks * t->num_gpu > all)
         api_error(r, 422, "invalid",
-                  "the job asks for %lld GPUs (%d tasks of %d); the registered nodes have %lld "
+                  "the job asks for %lld GPUs (%d task%s of %d); the registered nodes have %lld "
                   "whole GPUs",
-                  (long long)js->n_tasks * t->num_gpu, js->n_tasks, t->num_gpu, (long long)all);
+                  (long long)js->n_tasks * t->num_gpu, js->n_tasks, js->n_tasks == 1 ? "" : "s",
+                  t->num_gpu, (long long)all);
     else if (cpu > 0 && t->cpu_milli > cpu)
         api_error(r, 422, "invalid",
                   "field \"cpus\" is %g; the largest registered node has %g CPUs",

@@ -363,7 +363,13 @@ def test_arrays_and_dependencies():
     m3 = ls[3]["id"]
     assert ok(cli(dm, "show", "%d_3" % aid, "-o", "json")).json()["id"] == m3
     assert "array:" in ok(cli(dm, "show", "%d_3" % aid)).out
-    fails(cli(dm, "show", "%d_9" % aid), 2, "not_found")
+    r = fails(cli(dm, "show", "%d_9" % aid), 2, "not_found")
+    assert "array %d has no index 9" % aid in r.err, r
+    r = fails(cli(dm, "show", "%d_0" % m3), 2, "not_found")  # a member is no array
+    assert "job %d is not an array" % m3 in r.err, r
+    # a failed id prints nothing, not even the blank line between jobs
+    r = cli(dm, "show", "999999", str(m3))
+    assert r.rc == 2 and r.out.startswith("id:"), r
     fails(cli(dm, "show", "%d_x" % aid), 1, "usage")
     ok(cli(dm, "events", "%d_3" % aid))
     dep = submit("-t", "research/nlp", "--dependency", "afterok:%d" % m3)
@@ -374,7 +380,7 @@ def test_arrays_and_dependencies():
     # one member by ARRAYID_INDEX, then the rest through the array's id
     assert "cancelled job %d_3" % aid in ok(cli(dm, "cancel", "%d_3" % aid)).out
     r = ok(cli(dm, "cancel", str(aid)))
-    assert "cancelled array %d (3 more jobs)" % aid in r.out, r
+    assert "cancelled array %d (job %d and 3 more)" % (aid, aid) in r.out, r
     states = [j["state"] for j in ok(cli(dm, "ls", "--array", str(aid), "-o", "json")).json()]
     assert states == ["cancelled"] * 5, states
     # its dependency can never hold now: the dependant ends cancelled
