@@ -217,10 +217,14 @@ def test_nodes_and_top():
     r = ok(cli(dm, "cordon", "gpu-node-2"))
     assert r.out == "node gpu-node-2 cordoned (was ready)\n", r
     assert ok(cli(dm, "nodes", "gpu-node-2", "-o", "json")).json()[0]["state"] == "cordoned"
+    # draining, or drained once no task is left there (the jobs just cancelled may still
+    # be stopping): as allot nodes says it
     j = ok(cli(dm, "drain", "gpu-node-2", "-o", "json")).json()
-    assert j == {"name": "gpu-node-2", "state": "draining", "previous": "cordoned"}, j
+    assert j["name"] == "gpu-node-2" and j["previous"] == "cordoned", j
+    assert j["state"] in ("draining", "drained"), j
     r = ok(cli(dm, "uncordon", "gpu-node-2"))
-    assert r.out == "node gpu-node-2 ready (was draining)\n", r
+    assert r.out in ("node gpu-node-2 ready (was draining)\n",
+                     "node gpu-node-2 ready (was drained)\n"), r
     two = ok(cli(dm, "cordon", "gpu-node-1", "gpu-node-2", "-o", "json")).json()
     assert [x["state"] for x in two] == ["cordoned", "cordoned"], two
     assert "cordoned" in ok(cli(dm, "nodes")).out
