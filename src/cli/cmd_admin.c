@@ -383,8 +383,8 @@ static int drain_wait(struct cli *c, const struct cli_args *a)
             return CLI_OK;
         }
         if (waited >= timeout) {
-            cli_error("timeout", "%zu node%s not drained after %llds (%zu tasks left)", left,
-                      left > 1 ? "s" : "", (long long)timeout, tasks);
+            cli_error("timeout", "%zu node%s not drained after %llds (%zu task%s left)", left,
+                      left > 1 ? "s" : "", (long long)timeout, tasks, tasks == 1 ? "" : "s");
             return CLI_CONFLICT;
         }
         sleep(1);

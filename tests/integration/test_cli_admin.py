@@ -240,7 +240,7 @@ def test_nodes_and_top():
         time.sleep(0.1)
     assert node, j
     r = fails(cli(dm, "drain", node, "--wait", "--timeout", "1"), 4, "timeout")
-    assert "(1 tasks left)" in r.err, r
+    assert "(1 task left)" in r.err, r
     n = ok(cli(dm, "nodes", node, "-o", "json")).json()[0]
     assert n["state"] == "draining" and n["tasks"] == 1, n
     ok(cli(dm, "cancel", d))
