@@ -4,7 +4,8 @@
  * (hooks.c); what its pool keeps reserved beyond its live allocations is
  * counted here, for the pools that keep it: those whose
  * CU_MEMPOOL_ATTR_RELEASE_THRESHOLD was raised above 0 (with 0 the driver
- * gives freed pool memory back at the next synchronisation).
+ * gives freed pool memory back at the next synchronisation; a pool set back
+ * to 0 stays counted, its recounts following what it still holds).
  *
  * Each such pool counts its spare reserve, max(0, reserved - used) as the
  * driver reports them (CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT and
@@ -278,8 +279,10 @@ static void threshold_set(CUmemoryPool pool, uint64_t threshold)
             shim_warn("more than %d memory pools: a pool's reserve is not counted", SHIM_MAX_POOLS);
         pools.warned_full = pools.warned_full || threshold;
     } else if (!threshold) {
-        /* the driver gives the spare bytes back at the next synchronisation */
-        uncount(e);
+        /* the driver gives the spare bytes back at the next synchronisation,
+         * not now: a counted pool stays counted, and its recounts follow
+         * what it still holds (0 once given back) */
+        count = e->counted;
     } else if (!e->counted) {
         e->counted = true;
         __atomic_fetch_add(&pools.per_dev[e->dev], 1, __ATOMIC_ACQ_REL);
