@@ -452,6 +452,7 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *me
     X(cuMemUnmap)                                                                                  \
     X(cuMemRetainAllocationHandle)                                                                 \
     X(cuMemImportFromShareableHandle)                                                              \
+    X(cuMemExportToShareableHandle)                                                                \
     X(cuArrayCreate)                                                                               \
     X(cuArrayCreate_v2)                                                                            \
     X(cuArray3DCreate)                                                                             \
@@ -644,6 +645,8 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size);
 CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr);
 CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *os_handle,
                                         CUmemAllocationHandleType type);
+CUresult cuMemExportToShareableHandle(void *shareable, CUmemGenericAllocationHandle handle,
+                                      CUmemAllocationHandleType type, unsigned long long flags);
 /* overhead.c: contexts' overhead and graphs' memory nodes */
 CUresult cuCtxCreate(CUcontext *c, unsigned int flags, CUdevice dev);
 CUresult cuCtxCreate_v2(CUcontext *c, unsigned int flags, CUdevice dev);

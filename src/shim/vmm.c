@@ -210,3 +210,24 @@ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, vo
         shim_table_vmm(&shim_allocs, *handle, 0, 1, 0, NULL);
     return rc;
 }
+
+/*
+ * A handle exported for another process of the job to import. That
+ * process may map the memory after this one released it, and its import
+ * is not counted (the memory is this process's, not counted twice): so
+ * the bytes stay on this process's books until it ends (one reference
+ * more, never given back; its slot is reclaimed when it exits).
+ */
+CUresult cuMemExportToShareableHandle(void *shareable, CUmemGenericAllocationHandle handle,
+                                      CUmemAllocationHandleType type, unsigned long long flags)
+{
+    __typeof__(&cuMemExportToShareableHandle) real = REAL(cuMemExportToShareableHandle);
+    CUresult rc;
+
+    if (!real)
+        return shim_missing();
+    rc = real(shareable, handle, type, flags);
+    if (rc == CUDA_SUCCESS)
+        shim_table_vmm(&shim_allocs, handle, 0, 1, 0, NULL);
+    return rc;
+}
