@@ -65,10 +65,6 @@ typedef int CUdevice_attribute;        /* an enum in cuda.h */
 #define CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT 5
 #define CU_MEMPOOL_ATTR_USED_MEM_CURRENT     7
 
-/* CUDA_ARRAY3D_DESCRIPTOR Flags: arrays without memory of their own */
-#define CUDA_ARRAY3D_SPARSE           0x40
-#define CUDA_ARRAY3D_DEFERRED_MAPPING 0x80
-
 /* CUlimit: the limits that reserve device memory and the shim counts */
 #define CU_LIMIT_STACK_SIZE       0
 #define CU_LIMIT_PRINTF_FIFO_SIZE 1

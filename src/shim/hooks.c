@@ -530,13 +530,6 @@ static uint64_t array_bytes(size_t w, size_t h, size_t d, int format, unsigned c
     return mul_sat(n, channel_bytes(format));
 }
 
-/* A sparse or deferred-mapping array has no memory of its own: what is
- * mapped into it comes from cuMemCreate, counted there. */
-static uint64_t array_backed(unsigned int flags, uint64_t bytes)
-{
-    return flags & (CUDA_ARRAY3D_SPARSE | CUDA_ARRAY3D_DEFERRED_MAPPING) ? 0 : bytes;
-}
-
 CUresult cuArrayCreate_v2(CUarray *arr, const CUDA_ARRAY_DESCRIPTOR *desc)
 {
     __typeof__(&cuArrayCreate_v2) real = REAL(cuArrayCreate_v2);
@@ -569,8 +562,7 @@ CUresult cuArray3DCreate_v2(CUarray *arr, const CUDA_ARRAY3D_DESCRIPTOR *desc)
         return shim_missing();
     if (!arr || !desc)
         return CUDA_ERROR_INVALID_VALUE;
-    bytes = array_backed(desc->Flags, array_bytes(desc->Width, desc->Height, desc->Depth,
-                                                  desc->Format, desc->NumChannels));
+    bytes = array_bytes(desc->Width, desc->Height, desc->Depth, desc->Format, desc->NumChannels);
     if ((rc = begin(&dev, &ctx, bytes)) != CUDA_SUCCESS)
         return rc;
     rc = real(arr, desc);
@@ -608,8 +600,7 @@ CUresult cuArray3DCreate(CUarray *arr, const CUDA_ARRAY3D_DESCRIPTOR_v1 *desc)
         return shim_missing();
     if (!arr || !desc)
         return CUDA_ERROR_INVALID_VALUE;
-    bytes = array_backed(desc->Flags, array_bytes(desc->Width, desc->Height, desc->Depth,
-                                                  desc->Format, desc->NumChannels));
+    bytes = array_bytes(desc->Width, desc->Height, desc->Depth, desc->Format, desc->NumChannels);
     if ((rc = begin(&dev, &ctx, bytes)) != CUDA_SUCCESS)
         return rc;
     rc = real(arr, desc);
@@ -652,7 +643,7 @@ CUresult cuMipmappedArrayCreate(CUmipmappedArray *arr, const CUDA_ARRAY3D_DESCRI
         return shim_missing();
     if (!arr || !desc)
         return CUDA_ERROR_INVALID_VALUE;
-    bytes = array_backed(desc->Flags, mipmap_bytes(desc, levels ? levels : 1));
+    bytes = mipmap_bytes(desc, levels ? levels : 1);
     if ((rc = begin(&dev, &ctx, bytes)) != CUDA_SUCCESS)
         return rc;
     rc = real(arr, desc, levels);

@@ -486,27 +486,6 @@ static void test_vmm_mapped_counted(void **state)
     assert_int_equal(cuMemAddressFree(va, 2 * MIB), CUDA_SUCCESS);
 }
 
-/* A sparse or deferred-mapping array has no memory of its own (what is
- * mapped into it comes from cuMemCreate): not counted, past the cap too. */
-static void test_sparse_array_not_counted(void **state)
-{
-    /* FLOAT x 1 channel x 1024 x 512: 2 MiB, twice the cap */
-    CUDA_ARRAY3D_DESCRIPTOR d = {
-        .Width = 1024, .Height = 512, .Format = 0x20, .NumChannels = 1, .Flags = 0x40};
-    CUarray a = NULL, b = NULL;
-
-    (void)state;
-    assert_int_equal(cuArray3DCreate_v2(&a, &d), CUDA_SUCCESS);
-    d.Flags = 0x80;
-    assert_int_equal(cuArray3DCreate_v2(&b, &d), CUDA_SUCCESS);
-    assert_int_equal(shim_free(), CAP);
-    assert_int_equal(cuArrayDestroy(a), CUDA_SUCCESS);
-    assert_int_equal(cuArrayDestroy(b), CUDA_SUCCESS);
-    assert_int_equal(shim_free(), CAP);
-    d.Flags = 0; /* a plain one of that size is past the cap */
-    assert_int_equal(cuArray3DCreate_v2(&a, &d), CUDA_ERROR_OUT_OF_MEMORY);
-}
-
 static void test_meminfo_reports_cap(void **state)
 {
     size_t f, t, total;
@@ -1130,7 +1109,6 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup(test_vmm_host_uncounted, setup_dev0),
         cmocka_unit_test_setup(test_vmm_mapped_counted, setup_dev0),
         cmocka_unit_test_setup(test_meminfo_reports_cap, setup_dev0),
-        cmocka_unit_test_setup(test_sparse_array_not_counted, setup_dev0),
         cmocka_unit_test_setup(test_per_device_cap, setup_dev0),
         cmocka_unit_test_setup(test_context_destroy_frees, setup_dev0),
         cmocka_unit_test_setup(test_null_arguments, setup_dev0),
