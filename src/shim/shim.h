@@ -146,6 +146,7 @@ struct shim_alloc {
     int32_t dev;
     uint8_t space; /* enum shim_space */
     bool over;     /* oversubscribed: counted apart from the cap */
+    bool imported; /* a VMM handle of another process's memory: sized at its first mapping */
     bool used;     /* slot occupied (inside the table only) */
 };
 
@@ -193,6 +194,10 @@ bool shim_table_take(struct shim_table *t, uint64_t key, int space, struct shim_
  * OUT *a (may be NULL) the record after the change. Returns whether it was
  * changed.
  */
+/* Sizes imported VMM handle's record (allocation serial) at its first
+ * mapping: device dev, bytes. False when it is gone, or sized already. */
+bool shim_table_size(struct shim_table *t, uint64_t handle, uint64_t serial, int dev,
+                     uint64_t bytes);
 bool shim_table_vmm(struct shim_table *t, uint64_t handle, uint64_t serial, int drefs, int dmaps,
                     struct shim_alloc *a);
 /*
@@ -452,7 +457,6 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *me
     X(cuMemUnmap)                                                                                  \
     X(cuMemRetainAllocationHandle)                                                                 \
     X(cuMemImportFromShareableHandle)                                                              \
-    X(cuMemExportToShareableHandle)                                                                \
     X(cuArrayCreate)                                                                               \
     X(cuArrayCreate_v2)                                                                            \
     X(cuArray3DCreate)                                                                             \
@@ -645,8 +649,6 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size);
 CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr);
 CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *os_handle,
                                         CUmemAllocationHandleType type);
-CUresult cuMemExportToShareableHandle(void *shareable, CUmemGenericAllocationHandle handle,
-                                      CUmemAllocationHandleType type, unsigned long long flags);
 /* overhead.c: contexts' overhead and graphs' memory nodes */
 CUresult cuCtxCreate(CUcontext *c, unsigned int flags, CUdevice dev);
 CUresult cuCtxCreate_v2(CUcontext *c, unsigned int flags, CUdevice dev);

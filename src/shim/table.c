@@ -203,6 +203,25 @@ bool shim_table_vmm(struct shim_table *t, uint64_t handle, uint64_t serial, int 
     return done;
 }
 
+bool shim_table_size(struct shim_table *t, uint64_t handle, uint64_t serial, int dev,
+                     uint64_t bytes)
+{
+    bool done = false;
+
+    pthread_mutex_lock(&t->lock);
+    if (t->cap) {
+        struct shim_alloc *s = &t->slots[find_slot(t, handle, SHIM_SPACE_HANDLE)];
+
+        if (s->used && s->serial == serial && s->dev < 0) {
+            s->dev = dev;
+            s->bytes = bytes;
+            done = true;
+        }
+    }
+    pthread_mutex_unlock(&t->lock);
+    return done;
+}
+
 size_t shim_table_take_ctx(struct shim_table *t, uint64_t ctx, uint64_t freed[SHIM_MAX_DEV],
                            uint64_t freed_over[SHIM_MAX_DEV])
 {

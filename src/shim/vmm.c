@@ -24,10 +24,14 @@
  * names the serial it means and leaves another alone (the stale record is
  * given back when the new one is recorded, as for every kind in hooks.c).
  *
- * Imported handles of memory the shim did not count (another process's)
- * are not counted and give nothing back; their mappings are recorded
- * without a serial, only so an unmap of a range of several mappings can
- * walk it. Thread-safe: every change is one call into the table, which has
+ * An imported handle of memory this process did not count (another
+ * process's) gets a record of no bytes, which its first mapping sizes (the
+ * mapping's size on the current device, refused past the cap): the memory
+ * stays on the job's books while this process holds it, also after the
+ * exporter released it (counted twice while both hold it, never less).
+ * Mappings of handles without a record (the table could not grow) are
+ * recorded without a serial, only so an unmap of a range of several
+ * mappings can walk it. Thread-safe: every change is one call into the table, which has
  * its own lock; the books (account.c) are updated after it is released.
  */
 #include <stdint.h>
@@ -121,6 +125,22 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
         return shim_missing();
     /* one more mapping before the driver makes it (see the top) */
     counted = shim_table_vmm(&shim_allocs, handle, 0, 0, 1, &h);
+    /* an imported handle's first mapping: its memory is counted from now
+     * on (on this device, the mapping's size), refused past the cap */
+    if (counted && h.imported && h.dev < 0) {
+        int dev = -1;
+        if ((rc = shim_current_device(&dev)) != CUDA_SUCCESS ||
+            (rc = shim_reserve(dev, size)) != CUDA_SUCCESS) {
+            drop(handle, h.serial, 0, -1);
+            return rc;
+        }
+        if (!shim_table_size(&shim_allocs, handle, h.serial, dev, size)) {
+            shim_release(dev, size); /* released meanwhile by another thread */
+        } else {
+            h.dev = dev;
+            h.bytes = size;
+        }
+    }
     rc = real(ptr, size, offset, handle, flags);
     if (rc != CUDA_SUCCESS) {
         if (counted)
@@ -206,28 +226,17 @@ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, vo
     if (!handle)
         return CUDA_ERROR_INVALID_VALUE;
     rc = real(handle, os_handle, type);
-    if (rc == CUDA_SUCCESS)
-        shim_table_vmm(&shim_allocs, *handle, 0, 1, 0, NULL);
-    return rc;
-}
-
-/*
- * A handle exported for another process of the job to import. That
- * process may map the memory after this one released it, and its import
- * is not counted (the memory is this process's, not counted twice): so
- * the bytes stay on this process's books until it ends (one reference
- * more, never given back; its slot is reclaimed when it exits).
- */
-CUresult cuMemExportToShareableHandle(void *shareable, CUmemGenericAllocationHandle handle,
-                                      CUmemAllocationHandleType type, unsigned long long flags)
-{
-    __typeof__(&cuMemExportToShareableHandle) real = REAL(cuMemExportToShareableHandle);
-    CUresult rc;
-
-    if (!real)
-        return shim_missing();
-    rc = real(shareable, handle, type, flags);
-    if (rc == CUDA_SUCCESS)
-        shim_table_vmm(&shim_allocs, handle, 0, 1, 0, NULL);
+    if (rc != CUDA_SUCCESS || shim_table_vmm(&shim_allocs, *handle, 0, 1, 0, NULL))
+        return rc;
+    /* another process's memory: a record of no bytes yet, which its first
+     * mapping sizes (cuMemMap), so that the memory stays on the job's books
+     * while this process holds it, also after the exporter released it */
+    struct shim_alloc a = {.key = *handle,
+                           .space = SHIM_SPACE_HANDLE,
+                           .refs = 1,
+                           .serial = next_serial(),
+                           .dev = -1,
+                           .imported = true};
+    shim_record(&a); /* the table cannot grow: uncounted, as before */
     return rc;
 }

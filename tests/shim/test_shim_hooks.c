@@ -452,33 +452,35 @@ static void test_vmm_mapped_counted(void **state)
     assert_int_equal(cuMemUnmap(va + MIB, 256 * KIB), CUDA_SUCCESS);
     assert_int_equal(shim_free(), CAP);
     assert_int_equal(fake_cuda_used(), 0);
-    /* exported: another process of the job may map it after this one
-     * released it, and its import is not counted, so it stays counted until
-     * this process ends (in a child, so that the next tests keep the cap);
-     * imported in the same process it is one more reference */
-    pid_t child = fork();
-    if (child == 0) {
-        size_t f = 0, t = 0;
-        int ok = cuMemCreate(&h, 512 * KIB, &p, 0) == CUDA_SUCCESS &&
-                 cuMemExportToShareableHandle(&fd, h, 1, 0) == CUDA_SUCCESS &&
-                 cuMemImportFromShareableHandle(&h2, (void *)(uintptr_t)fd, 1) == CUDA_SUCCESS &&
-                 cuMemRelease(h) == CUDA_SUCCESS && cuMemRelease(h2) == CUDA_SUCCESS &&
-                 cuMemGetInfo_v2(&f, &t) == CUDA_SUCCESS && f == CAP - 512 * KIB;
-        _exit(ok ? 0 : 1);
-    }
-    int status = -1;
-    assert_int_equal(waitpid(child, &status, 0), child);
-    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    /* imported in the same process: the same memory, one more reference */
+    assert_int_equal(cuMemCreate(&h, 512 * KIB, &p, 0), CUDA_SUCCESS);
+    assert_int_equal(cuMemExportToShareableHandle(&fd, h, 1, 0), CUDA_SUCCESS);
+    assert_int_equal(cuMemImportFromShareableHandle(&h2, (void *)(uintptr_t)fd, 1), CUDA_SUCCESS);
+    assert_int_equal(cuMemRelease(h), CUDA_SUCCESS);
+    assert_int_equal(shim_free(), CAP - 512 * KIB);
+    assert_int_equal(cuMemRelease(h2), CUDA_SUCCESS);
     assert_int_equal(shim_free(), CAP);
-    /* memory the shim never counted gives nothing back, mapped or not */
+    /* another process's memory (one the shim never counted here), imported:
+     * counted from its first mapping while this process holds it, also once
+     * its exporter released it; past the cap its mapping is refused */
     assert_int_equal(fake_cuda_create_raw(&raw, 256 * KIB), CUDA_SUCCESS);
     assert_int_equal(cuMemCreate(&h, 256 * KIB, &p, 0), CUDA_SUCCESS);
     assert_int_equal(cuMemExportToShareableHandle(&fd, raw, 1, 0), CUDA_SUCCESS);
     assert_int_equal(cuMemImportFromShareableHandle(&r, (void *)(uintptr_t)fd, 1), CUDA_SUCCESS);
+    assert_int_equal(shim_free(), CAP - 256 * KIB);
     assert_int_equal(cuMemMap(va, 256 * KIB, 0, r, 0), CUDA_SUCCESS);
+    assert_int_equal(shim_free(), CAP - 512 * KIB);
     assert_int_equal(cuMemRelease(r), CUDA_SUCCESS);
     assert_int_equal(cuMemRelease(raw), CUDA_SUCCESS);
+    assert_int_equal(shim_free(), CAP - 512 * KIB); /* still mapped */
     assert_int_equal(cuMemUnmap(va, 256 * KIB), CUDA_SUCCESS);
+    assert_int_equal(shim_free(), CAP - 256 * KIB);
+    assert_int_equal(fake_cuda_create_raw(&raw, MIB), CUDA_SUCCESS);
+    assert_int_equal(cuMemExportToShareableHandle(&fd, raw, 1, 0), CUDA_SUCCESS);
+    assert_int_equal(cuMemImportFromShareableHandle(&r, (void *)(uintptr_t)fd, 1), CUDA_SUCCESS);
+    assert_int_equal(cuMemMap(va, MIB, 0, r, 0), CUDA_ERROR_OUT_OF_MEMORY);
+    assert_int_equal(cuMemRelease(r), CUDA_SUCCESS);
+    assert_int_equal(cuMemRelease(raw), CUDA_SUCCESS);
     assert_int_equal(shim_free(), CAP - 256 * KIB);
     assert_int_equal(cuMemRelease(h), CUDA_SUCCESS);
     assert_int_equal(shim_free(), CAP);
