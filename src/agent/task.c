@@ -1480,6 +1480,8 @@ int task_adopt_all(struct agent *a, struct task **out)
         } else if (read_pid(dir, &t, &start) == 0 && task_proc_start(t.pid) == start &&
                    start >= 0) {
             t.state = TASK_RUNNING;
+            if (*t.over) /* stopped over its GPU memory cap before the restart: again */
+                task_stop(a, &t, agent_now_ms(), 0);
         } else {
             t.state = TASK_LOST;
             allot_fmt(t.detail, sizeof(t.detail), "its process vanished while the agent was down");
