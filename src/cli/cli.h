@@ -296,8 +296,9 @@ int cmd_run(struct cli *c, int argc, char **argv);
 /* The options of submit (also run's). */
 extern const struct cli_opt jobs_submit_opts[];
 /* Builds the job from the parsed options and submits it with an
- * Idempotency-Key; *reply gets the job. Returns an exit code. */
-int jobs_submit(struct cli *c, const struct cli_args *a, json_t **reply);
+ * Idempotency-Key; *reply gets the job. With one_job (allot run) an array
+ * is a usage error. Returns an exit code. */
+int jobs_submit(struct cli *c, const struct cli_args *a, bool one_job, json_t **reply);
 /* A job id from "ID" or "ARRAYID_INDEX". Returns an exit code. */
 int jobs_resolve(struct client *cl, const char *arg, long long *id);
 /* True for the states a job ends in. */

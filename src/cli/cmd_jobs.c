@@ -261,7 +261,7 @@ static int build_job(const struct cli_args *a, json_t **out)
     return CLI_OK;
 }
 
-int jobs_submit(struct cli *c, const struct cli_args *a, json_t **reply)
+int jobs_submit(struct cli *c, const struct cli_args *a, bool one_job, json_t **reply)
 {
     struct client *cl;
     json_t *job = NULL;
@@ -273,6 +273,12 @@ int jobs_submit(struct cli *c, const struct cli_args *a, json_t **reply)
     *reply = NULL;
     if ((rc = build_job(a, &job)) != CLI_OK)
         return rc;
+    /* --array, or "array" in the job file */
+    if (one_job && json_object_get(job, "array")) {
+        rc = cli_usage_error("allot run follows one job: submit an array with allot submit "
+                             "(allot ls --array ID, allot logs ID_INDEX)");
+        goto out;
+    }
     k = args_get(a, "idempotency-key");
     if (k && (!*k || strlen(k) > 128)) {
         rc = cli_usage_error("--idempotency-key must be 1..128 bytes");
@@ -313,7 +319,7 @@ int cmd_submit(struct cli *c, int argc, char **argv)
     if (a.n_pos)
         rc = cli_usage_error("unexpected argument \"%s\"; put the command after --", a.pos[0]);
     else
-        rc = jobs_submit(c, &a, &reply);
+        rc = jobs_submit(c, &a, false, &reply);
     if (rc == CLI_OK && !out_structured(c, reply))
         printf("%lld\n", (long long)json_integer_value(json_object_get(reply, "id")));
     json_decref(reply);
@@ -729,13 +735,10 @@ static void cancel_table(const json_t *j, const char *id, size_t i)
     (void)i;
     long long more = (long long)json_integer_value(m);
     const char *st = json_string_value(json_object_get(j, "state"));
-    bool first = st && !strcmp(st, "cancelled"); /* the array's first job too */
 
-    if (more && first)
-        printf("cancelled array %s (job %s and %lld more)\n", id, id, more);
-    else if (more) /* its first job had ended before */
-        printf("cancelled %lld job%s of array %s (job %s had ended: %s)\n", more,
-               more == 1 ? "" : "s", id, id, st ? st : "?");
+    if (more) /* the members besides the first, which may have ended before */
+        printf("cancelled array %s (%lld more job%s; job %s is %s)\n", id, more,
+               more == 1 ? "" : "s", id, st ? st : "-");
     else
         printf("cancelled job %s\n", id);
 }

@@ -322,12 +322,8 @@ int cmd_run(struct cli *c, int argc, char **argv)
         rc = cli_usage_error("allot run [SUBMIT OPTIONS] -- COMMAND ARGS...");
         goto out;
     }
-    if (args_has(&a, "array")) { /* one job's output and exit code: not an array's */
-        rc = cli_usage_error("allot run follows one job: submit an array with allot submit "
-                             "--array (allot ls --array ID, allot logs ID_INDEX)");
-        goto out;
-    }
-    if ((rc = jobs_submit(c, &a, &reply)) != CLI_OK)
+    /* one job's output and exit code: not an array's */
+    if ((rc = jobs_submit(c, &a, true, &reply)) != CLI_OK)
         goto out;
     long long id = json_integer_value(json_object_get(reply, "id"));
     fprintf(stderr, "allot: job %lld submitted\n", id);

@@ -297,7 +297,11 @@ def test_submit_errors():
     # one job's output and exit code: an array is submitted, not run
     n = len(ok(cli(dm, "ls", "-o", "json")).json())
     r = fails(cli(dm, "run", "-t", "research/nlp", "--array", "0-1", "--", "true"), 1, "usage")
-    assert "allot submit" in r.err and len(ok(cli(dm, "ls", "-o", "json")).json()) == n, r
+    assert "follows one job" in r.err and len(ok(cli(dm, "ls", "-o", "json")).json()) == n, r
+    f = write(os.path.join(fx.tempdir(), "arr.json"),
+              '{"tenant": "research/nlp", "array": "0-1", "command": ["true"]}')
+    r = fails(cli(dm, "run", "-f", f, "--", "true"), 1, "usage")  # in the job file too
+    assert "follows one job" in r.err and len(ok(cli(dm, "ls", "-o", "json")).json()) == n, r
     nocmd = write(os.path.join(fx.tempdir(), "nocmd.json"), '{"tenant": "research/nlp"}')
     fails(cli(dm, "submit", "-f", nocmd), 1, "usage")
     fails(cli(dm, "submit", "-t", "research/nlp", "--idempotency-key", "x" * 129), 1, "usage")
@@ -380,7 +384,7 @@ def test_arrays_and_dependencies():
     # one member by ARRAYID_INDEX, then the rest through the array's id
     assert "cancelled job %d_3" % aid in ok(cli(dm, "cancel", "%d_3" % aid)).out
     r = ok(cli(dm, "cancel", str(aid)))
-    assert "cancelled array %d (job %d and 3 more)" % (aid, aid) in r.out, r
+    assert "cancelled array %d (3 more jobs; job %d is cancelled)" % (aid, aid) in r.out, r
     states = [j["state"] for j in ok(cli(dm, "ls", "--array", str(aid), "-o", "json")).json()]
     assert states == ["cancelled"] * 5, states
     # its dependency can never hold now: the dependant ends cancelled
