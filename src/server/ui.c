@@ -118,7 +118,8 @@ int ui_serve(struct req *r)
     fd = open(file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0 && (stat(dir, &sb) < 0 || !S_ISDIR(sb.st_mode)))
         return api_error(r, 404, "not_found",
-                         "the dashboard is not installed: its files are not at %s (--ui-dir)", dir);
+                         "the dashboard is not installed on this allotd (its --ui-dir has no "
+                         "files; allotd's log names the folder)");
     if (fd < 0)
         return api_error(r, 404, "not_found", "no such file: %s", r->path);
     if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) || sb.st_size > UI_FILE_MAX) {

@@ -235,8 +235,8 @@ def test_dashboard_not_installed():
     d = Daemon(args=["--ui-dir", "/nonexistent/allot-web"])
     try:
         st, b = d.req("GET", "/ui/")
-        assert st == 404 and "not at /nonexistent/allot-web (--ui-dir)" in \
-            b["error"]["message"], (st, b)
+        assert st == 404 and "not installed" in b["error"]["message"], (st, b)
+        assert "/nonexistent" not in b["error"]["message"], b  # the path is for the log
         assert "dashboard's files are not at /nonexistent/allot-web" in d.log(), d.log()
     finally:
         d.stop()
