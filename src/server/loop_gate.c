@@ -376,12 +376,26 @@ void gate_pass(struct loop *l)
     allot_free(w.out);
 }
 
-void gate_user_hold(struct loop *l, int64_t sid)
+/* Live job sid (at k) leaves the core and comes in again as the store
+ * holds it now, when it is pending there (and held, with `held`): its
+ * submission keeps its place; a held one goes to the gate. */
+static void reenter(struct loop *l, int64_t sid, size_t k, bool held)
 {
     struct allot_store_job j = {0};
-    struct allot_store *rd;
+    struct allot_store *rd = srv_reader(l->srv);
+
+    if (rd && allot_store_job_get(rd, sid, &j) == 0 && j.state == ALLOT_SJ_PENDING &&
+        (j.held || !held)) {
+        allot_queue_cancel(l->q, l->live[k].qid, srv_now());
+        loop_drop_live(l, k);
+        loop_submit_job(l, &j, true);
+    }
+    allot_store_job_clear(&j);
+}
+
+void gate_user_hold(struct loop *l, int64_t sid)
+{
     size_t k;
-    struct live *e;
 
     for (size_t i = 0; i < l->n_held; i++)
         if (l->held[i].sid == sid) { /* waiting for its dependencies too */
@@ -392,40 +406,21 @@ void gate_user_hold(struct loop *l, int64_t sid)
     /* in the core, pending; or placed in a cycle whose write of its start
      * the store refused, the hold having come first. The store is the
      * truth: held and pending there, it started nowhere (the store refuses
-     * a held job's start, and agents start only stored runs) */
-    if (!(e = loop_find_live(l, sid, &k)))
-        return;
-    if (!(rd = srv_reader(l->srv)) || allot_store_job_get(rd, sid, &j) != 0 || !j.held ||
-        j.state != ALLOT_SJ_PENDING) {
-        /* released again meanwhile: it stays; unreadable: a refused start
-         * comes back here next cycle */
-        allot_store_job_clear(&j);
-        return;
-    }
-    allot_queue_cancel(l->q, e->qid, srv_now());
-    loop_drop_live(l, k);
-    loop_submit_job(l, &j, true); /* held: to the gate */
-    allot_store_job_clear(&j);
+     * a held job's start, and agents start only stored runs). Released
+     * again meanwhile, it stays; unreadable, a refused start comes back
+     * here next cycle */
+    if (loop_find_live(l, sid, &k))
+        reenter(l, sid, k, true);
 }
 
 void gate_user_changed(struct loop *l, int64_t sid)
 {
-    struct allot_store_job j = {0};
-    struct allot_store *rd;
     size_t k;
     struct live *e = loop_find_live(l, sid, &k);
 
-    if (!e || allot_queue_job(l->q, e->qid)->state != ALLOT_JOB_PENDING)
-        return; /* in the gate, placed or ended meanwhile */
-    if (!(rd = srv_reader(l->srv)) || allot_store_job_get(rd, sid, &j) != 0 ||
-        j.state != ALLOT_SJ_PENDING) {
-        allot_store_job_clear(&j);
-        return;
-    }
-    allot_queue_cancel(l->q, e->qid, srv_now());
-    loop_drop_live(l, k);
-    loop_submit_job(l, &j, true);
-    allot_store_job_clear(&j);
+    /* in the gate, placed or ended meanwhile: nothing to do */
+    if (e && allot_queue_job(l->q, e->qid)->state == ALLOT_JOB_PENDING)
+        reenter(l, sid, k, false);
 }
 
 void gate_user_release(struct loop *l, int64_t sid)
