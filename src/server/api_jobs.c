@@ -62,19 +62,24 @@ struct submit_write {
     bool no_class; /* OUT: that class was removed since it was checked */
 };
 
-/* Whether priority class `name` is stored now, into *found (inside a
- * write: a class checked before it may have been removed since; its
- * removal is refused only while a stored job names it). */
-static int class_stored(struct allot_store *st, const char *name, bool *found)
+/* Checks, inside a write, that priority class `name` is stored now (one
+ * checked before may have been removed since; its removal is refused only
+ * while a stored job names it). Returns 0, the store's error, or
+ * ALLOT_EINVAL with *no_class set. */
+static int class_stored(struct allot_store *st, const char *name, bool *no_class)
 {
     struct allot_store_prio_class *pc = NULL;
     size_t npc = 0;
+    bool found = false;
     int rc = allot_store_prio_list(st, &pc, &npc);
 
-    *found = false;
     for (size_t i = 0; !rc && i < npc; i++)
-        *found |= !strcmp(pc[i].name, name);
+        found |= !strcmp(pc[i].name, name);
     allot_store_prios_free(pc, npc);
+    if (!rc && !found) {
+        *no_class = true;
+        rc = ALLOT_EINVAL;
+    }
     return rc;
 }
 
@@ -88,15 +93,8 @@ static int submit_fn(struct allot_store *st, void *arg)
     int rc = 0;
 
     /* the class was checked before this write: one removed since is refused now */
-    if (w->priority) {
-        bool found;
-        if ((rc = class_stored(st, w->priority, &found)) != 0)
-            return rc;
-        if (!found) {
-            w->no_class = true;
-            return ALLOT_EINVAL;
-        }
-    }
+    if (w->priority && (rc = class_stored(st, w->priority, &w->no_class)) != 0)
+        return rc;
     w->j->array_parent = w->idx ? ALLOT_STORE_ARRAY_NEW : 0;
     for (int i = 0; i < (w->idx ? w->n : 1) && !rc; i++) {
         struct allot_store_event ev = {.time = w->now, .kind = "submitted"};
@@ -781,19 +779,14 @@ static int prio_fn(struct allot_store *st, void *arg)
 {
     struct prio_write *w = arg;
     char target[64], detail[300];
-    bool found;
     int rc = allot_store_job_get(st, w->id, &w->j);
 
     if (rc)
         return rc;
     if (w->j.state != ALLOT_SJ_PENDING)
         return ALLOT_ESTATE;
-    if ((rc = class_stored(st, w->cls, &found)) != 0)
+    if ((rc = class_stored(st, w->cls, &w->no_class)) != 0)
         return rc;
-    if (!found) {
-        w->no_class = true;
-        return ALLOT_EINVAL;
-    }
     json_t *spec = json_loads(w->j.spec ? w->j.spec : "", 0, NULL);
     const char *old = json_string_value(json_object_get(spec, "priority"));
     if ((w->same = old && !strcmp(old, w->cls))) {
