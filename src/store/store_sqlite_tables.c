@@ -378,34 +378,40 @@ static int sq_not_pending(struct allot_store *base, int64_t id)
     return rc;
 }
 
-int sq_job_hold(struct allot_store *base, int64_t id, bool held)
+/* Steps statement st, an update of pending job id bound already: 0 when
+ * it changed the job, else sq_not_pending's answer. */
+static int sq_pending_step(struct allot_store *base, sqlite3_stmt *st, int64_t id)
 {
     struct sq_store *s = (struct sq_store *)base;
-    sqlite3_stmt *st;
-    int rc = 0;
+    int rc = sq_done(s, st, sqlite3_step(st));
 
-    if (!(st = sq_stmt(s, SQ_JOB_HOLD, &rc)))
-        return rc;
-    sqlite3_bind_int64(st, 1, id);
-    sqlite3_bind_int(st, 2, held);
-    if ((rc = sq_done(s, st, sqlite3_step(st))) != 0 || sqlite3_changes(s->db) == 1)
+    if (rc != 0 || sqlite3_changes(s->db) == 1)
         return rc;
     return sq_not_pending(base, id);
 }
 
-int sq_job_set_spec(struct allot_store *base, int64_t id, const char *spec)
+int sq_job_hold(struct allot_store *base, int64_t id, bool held)
 {
-    struct sq_store *s = (struct sq_store *)base;
     sqlite3_stmt *st;
     int rc = 0;
 
-    if (!(st = sq_stmt(s, SQ_JOB_SET_SPEC, &rc)))
+    if (!(st = sq_stmt((struct sq_store *)base, SQ_JOB_HOLD, &rc)))
+        return rc;
+    sqlite3_bind_int64(st, 1, id);
+    sqlite3_bind_int(st, 2, held);
+    return sq_pending_step(base, st, id);
+}
+
+int sq_job_set_spec(struct allot_store *base, int64_t id, const char *spec)
+{
+    sqlite3_stmt *st;
+    int rc = 0;
+
+    if (!(st = sq_stmt((struct sq_store *)base, SQ_JOB_SET_SPEC, &rc)))
         return rc;
     sqlite3_bind_int64(st, 1, id);
     sq_bind_text(st, 2, spec);
-    if ((rc = sq_done(s, st, sqlite3_step(st))) != 0 || sqlite3_changes(s->db) == 1)
-        return rc;
-    return sq_not_pending(base, id);
+    return sq_pending_step(base, st, id);
 }
 
 int sq_job_list(struct allot_store *base, const struct allot_store_job_filter *f,
