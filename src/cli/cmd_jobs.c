@@ -835,16 +835,22 @@ static const struct cli_usage priority_usage = {
     "--priority-classes`), as Slurm's `scontrol update JobId=... Priority=`\n"
     "does: each keeps its place by submission among the jobs of its new class.\n"
     "Only a pending job changes (a running one keeps the class it was placed\n"
-    "with: requeue it to wait again); ARRAYID_INDEX names one member, and an\n"
-    "array's first id that job alone. Asking a job for the class it has\n"
-    "changes nothing. Every id is tried; the exit status is that of the first\n"
-    "failure."};
+    "with: requeue it to wait again). The id of an array's first job changes\n"
+    "every pending member; ARRAYID_INDEX one. Asking a job for the class it\n"
+    "has changes nothing. Every id is tried; the exit status is that of the\n"
+    "first failure."};
 
 static void priority_table(const json_t *j, const char *id, size_t i)
 {
+    json_t *m = json_object_get(j, "members_changed");
+    const char *cls = json_string_value(json_object_get(json_object_get(j, "spec"), "priority"));
+
     (void)i;
-    printf("job %s: priority class %s\n", id,
-           json_string_value(json_object_get(json_object_get(j, "spec"), "priority")));
+    if (m) /* the first job may have started: its class is not the one asked */
+        printf("array %s: priority class changed on %lld pending job%s\n", id,
+               (long long)json_integer_value(m), json_integer_value(m) == 1 ? "" : "s");
+    else
+        printf("job %s: priority class %s\n", id, cls ? cls : "-");
 }
 
 int cmd_priority(struct cli *c, int argc, char **argv)
@@ -870,7 +876,7 @@ int cmd_priority(struct cli *c, int argc, char **argv)
         if (argv[i] != a.pos[0])
             rest[n++] = argv[i];
     /* repeated after a lost reply: asking again changes nothing */
-    rc = each_job(c, n, rest, &priority_usage, "POST", "/priority", "", CLIENT_RETRY_ALWAYS,
+    rc = each_job(c, n, rest, &priority_usage, "POST", "/priority", "?array=true", CLIENT_RETRY_ALWAYS,
                   priority_table, NULL, NULL, body);
 out:
     json_decref(body);

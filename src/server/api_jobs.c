@@ -767,63 +767,95 @@ struct prio_write {
     struct req *r;
     int64_t id, now;
     const char *cls;          /* the class asked for */
+    bool array;               /* every pending member of the array {id} starts */
     struct allot_store_job j; /* OUT: the job as read, then as written */
-    bool no_class;            /* OUT: no such class */
-    bool same;                /* OUT: it has that class already (nothing written) */
+    int64_t *ids;             /* OUT: the jobs whose class changed (allot_free) */
+    size_t n_ids, cap_ids;
+    size_t pending; /* pending jobs the write found (changed or not) */
+    bool no_class;  /* OUT: no such class */
 };
 
-/* Group-commit write: pending job w->id's priority class, in its stored
- * spec, with a "priority" event and the audit entry. ALLOT_ESTATE when it
- * is not pending, ALLOT_EINVAL (no_class) when the class is not there. */
-static int prio_fn(struct allot_store *st, void *arg)
+/* Gives pending job j class w->cls in its stored spec, with its "priority"
+ * event, unless it has that class already (nothing written then: a
+ * request whose reply was lost is repeated). */
+static int prio_one(struct allot_store *st, struct allot_store_job *j, void *arg)
 {
     struct prio_write *w = arg;
-    char target[64], detail[300];
-    int rc = allot_store_job_get(st, w->id, &w->j);
-
-    if (rc)
-        return rc;
-    if (w->j.state != ALLOT_SJ_PENDING)
-        return ALLOT_ESTATE;
-    if ((rc = class_stored(st, w->cls, &w->no_class)) != 0)
-        return rc;
-    json_t *spec = json_loads(w->j.spec ? w->j.spec : "", 0, NULL);
+    char detail[300];
+    json_t *spec = json_loads(j->spec ? j->spec : "", 0, NULL);
     const char *old = json_string_value(json_object_get(spec, "priority"));
-    if ((w->same = old && !strcmp(old, w->cls))) {
+    int rc;
+
+    w->pending++;
+    if (old && !strcmp(old, w->cls)) {
         json_decref(spec);
-        return 0; /* asked again (a reply lost): nothing to write */
+        return 0;
     }
     allot_fmt(detail, sizeof(detail), "priority class %s -> %s by %s", old ? old : "(default)",
               w->cls, w->r->who.name ? w->r->who.name : "");
     struct allot_store_event ev = {
-        .job_id = w->id, .time = w->now, .kind = "priority", .detail = detail};
+        .job_id = j->id, .time = w->now, .kind = "priority", .detail = detail};
     char *text = spec && !json_object_set_new(spec, "priority", json_string(w->cls))
                      ? json_dumps(spec, JSON_COMPACT | JSON_REAL_PRECISION(15))
                      : NULL;
     json_decref(spec);
     if (!text)
         return ALLOT_ENOMEM;
-    allot_fmt(target, sizeof(target), "job/%lld", (long long)w->id);
-    if ((rc = allot_store_job_set_spec(st, w->id, text)) == 0 &&
-        (rc = allot_store_event_add(st, &ev, NULL)) == 0)
-        rc = api_audit(st, w->r, target, "ok", w->now);
-    allot_free(w->j.spec);
-    w->j.spec = allot_strdup(text);
+    if ((rc = allot_store_job_set_spec(st, j->id, text)) == 0 &&
+        (rc = allot_store_event_add(st, &ev, NULL)) == 0 &&
+        (rc = allot_grow((void **)&w->ids, &w->cap_ids, w->n_ids + 1, sizeof(*w->ids))) == 0)
+        w->ids[w->n_ids++] = j->id;
     free(text);
-    return rc ? rc : w->j.spec ? 0 : ALLOT_ENOMEM;
+    return rc;
+}
+
+/* Group-commit write: pending job w->id's priority class (or that of its
+ * array's pending members), with the events and one audit entry.
+ * ALLOT_ESTATE when it is not pending (for an array: when no member is),
+ * ALLOT_EINVAL (no_class) when the class is not there. */
+static int prio_fn(struct allot_store *st, void *arg)
+{
+    struct prio_write *w = arg;
+    char target[64];
+    int rc = allot_store_job_get(st, w->id, &w->j);
+    bool array = w->array && w->j.array_parent == w->id;
+
+    if (rc)
+        return rc;
+    if (!array && w->j.state != ALLOT_SJ_PENDING)
+        return ALLOT_ESTATE;
+    if ((rc = class_stored(st, w->cls, &w->no_class)) != 0)
+        return rc;
+    if (array)
+        rc = array_each(st, w->id, 1u << ALLOT_SJ_PENDING, prio_one, w);
+    else
+        rc = prio_one(st, &w->j, w);
+    if (rc)
+        return rc;
+    if (!w->pending)
+        return ALLOT_ESTATE;
+    if (!w->n_ids)
+        return 0; /* asked again: nothing written */
+    allot_store_job_clear(&w->j);
+    if ((rc = allot_store_job_get(st, w->id, &w->j)) != 0)
+        return rc;
+    allot_fmt(target, sizeof(target), array ? "job/%lld[]" : "job/%lld", (long long)w->id);
+    return api_audit(st, w->r, target, "ok", w->now);
 }
 
 /* POST /v1/jobs/{id}/priority {"priority": CLASS}: a waiting job's
  * priority class (scontrol update ... Priority), keeping its place among
- * the jobs of its class by its submission. */
+ * the jobs of its class by its submission; with ?array=true, every
+ * pending member of the array {id} starts. */
 int api_jobs_priority(struct req *r)
 {
     struct allot_store_job j = {0};
-    json_t *b = api_body_object(r), *v;
+    json_t *b = NULL, *v;
     const char *k;
+    bool array;
     int rc;
 
-    if (!b)
+    if (!api_query_flag(r, "array", &array) || !(b = api_body_object(r)))
         return 0;
     json_object_foreach(b, k, v) if (strcmp(k, "priority") != 0)
     {
@@ -842,26 +874,34 @@ int api_jobs_priority(struct req *r)
         api_error(r, 403, "forbidden", "a viewer may not change a job's priority");
         goto out;
     }
-    struct prio_write w = {.r = r, .id = j.id, .now = srv_now(), .cls = json_string_value(v)};
+    struct prio_write w = {
+        .r = r, .id = j.id, .now = srv_now(), .cls = json_string_value(v), .array = array};
     rc = srv_write(r->srv, prio_fn, &w);
     if (rc)
         r->audited = false;
     allot_store_job_clear(&j);
     j = w.j;
-    if (rc == ALLOT_ESTATE)
+    if (w.no_class)
+        api_error(r, 422, "invalid", "no priority class %s (see GET /v1/priority-classes)", w.cls);
+    else if (rc == ALLOT_ESTATE && w.array && j.array_parent == j.id)
+        api_error(r, 409, "conflict", "no job of array %lld is pending", (long long)j.id);
+    else if (rc == ALLOT_ESTATE)
         api_error(r, 409, "conflict",
                   "job %lld is %s: a priority class changes only while the job waits (requeue it "
                   "to wait again)",
                   (long long)j.id, allot_store_job_state_name(j.state));
-    else if (w.no_class)
-        api_error(r, 422, "invalid", "no priority class %s (see GET /v1/priority-classes)", w.cls);
     else if (rc < 0)
         api_error(r, 500, "store", "%s", allot_strerror(rc));
     else {
-        if (!w.same)
-            loop_post(r->srv->loop, LOOP_JOB_PRIORITY, j.id, NULL);
-        api_json(r, 200, api_job_json(&j));
+        json_t *o = api_job_json(&j);
+
+        for (size_t i = 0; i < w.n_ids; i++)
+            loop_post(r->srv->loop, LOOP_JOB_PRIORITY, w.ids[i], NULL);
+        if (w.array && j.array_parent == j.id)
+            json_object_set_new(o, "members_changed", json_integer((json_int_t)w.n_ids));
+        api_json(r, 200, o);
     }
+    allot_free(w.ids);
 out:
     allot_store_job_clear(&j);
     json_decref(b);

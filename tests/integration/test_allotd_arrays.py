@@ -205,6 +205,38 @@ def test_array_throttle_and_cancel():
     assert c["members_cancelled"] == 2, c
 
 
+def test_array_priority():
+    """A priority change on an array's first id with ?array=true (allot priority ID)
+    changes every pending member and counts those it changed; a started member keeps its
+    class; without the flag only that job is asked (409: it started); 409 when no member
+    waits."""
+    from cli_fixture import cli
+    a = submit({"array": "0-3%1", "priority": "training", "gpus": 0})
+    aid = a["id"]
+    ids = [m["id"] for m in members(aid)]
+    wait_job(ids[0], lambda x: x["state"] == "starting")
+    p = "/v1/jobs/%d/priority" % aid
+    expect(dm.req("POST", "/v1/jobs/%d/priority" % ids[1], {"priority": "inference"},
+                  token=dm.admin), 200)
+    j = expect(dm.req("POST", p + "?array=true", {"priority": "inference"}, token=dm.admin),
+               200)
+    assert j["members_changed"] == 2 and j["state"] == "starting", j
+    assert [get(i)["spec"]["priority"] for i in ids] == ["training"] + ["inference"] * 3
+    assert [e["kind"] for e in expect(dm.req("GET", "/v1/jobs/%d/events" % ids[3],
+                                             token=dm.admin), 200)["events"]].count(
+        "priority") == 1
+    j = expect(dm.req("POST", p + "?array=1", {"priority": "inference"}, token=dm.admin), 200)
+    assert j["members_changed"] == 0, j
+    b = expect(dm.req("POST", p, {"priority": "inference"}, token=dm.admin), 409)
+    assert "only while the job waits" in b["error"]["message"], b
+    r = cli(dm, "priority", "training", aid)
+    assert r.rc == 0 and r.out == "array %d: priority class changed on 3 pending jobs\n" % aid, r
+    assert [get(i)["spec"]["priority"] for i in ids[1:]] == ["training"] * 3
+    expect(dm.req("POST", "/v1/jobs/%d/cancel?array=true" % aid, token=dm.admin), 200)
+    b = expect(dm.req("POST", p + "?array=true", {"priority": "inference"}, token=dm.admin), 409)
+    assert "no job of array %d is pending" % aid in b["error"]["message"], b
+
+
 def test_array_idempotency():
     h = {"Idempotency-Key": "sweep-1"}
     a = submit({"array": "3,5,7-9:2", "gpus": 0}, headers=h)
@@ -247,7 +279,7 @@ if __name__ == "__main__":
         AG = dm.token("agent", "", "agents")
         fx.run([test_register, test_bad_expressions, test_dependencies,
                 test_array_dependency_names_the_member, test_dependency_on_one_member,
-                test_array_throttle_and_cancel, test_array_idempotency,
+                test_array_throttle_and_cancel, test_array_priority, test_array_idempotency,
                 test_restart_keeps_held_jobs])
     finally:
         dm.stop()
