@@ -876,8 +876,8 @@ int cmd_priority(struct cli *c, int argc, char **argv)
         if (argv[i] != a.pos[0])
             rest[n++] = argv[i];
     /* repeated after a lost reply: asking again changes nothing */
-    rc = each_job(c, n, rest, &priority_usage, "POST", "/priority", "?array=true", CLIENT_RETRY_ALWAYS,
-                  priority_table, NULL, NULL, body);
+    rc = each_job(c, n, rest, &priority_usage, "POST", "/priority", "?array=true",
+                  CLIENT_RETRY_ALWAYS, priority_table, NULL, NULL, body);
 out:
     json_decref(body);
     allot_free(rest);
