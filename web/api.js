@@ -29,10 +29,13 @@ export function setToken(t) {
   book = undefined;
 }
 
-async function call(method, path, as) {
+async function call(method, path, as, body) {
+  const headers = {Authorization: "Bearer " + token()};
+  if (body !== undefined) headers["Content-Type"] = "application/json";
   const r = await fetch(path, {
     method,
-    headers: {Authorization: "Bearer " + token()},
+    headers,
+    body: body === undefined ? undefined : JSON.stringify(body),
     cache: "no-store",
   });
   const date = Date.parse(r.headers.get("Date") || "");
@@ -53,7 +56,7 @@ async function call(method, path, as) {
 export const get = (path) => call("GET", path);
 export const getText = (path) => call("GET", path, "text");
 export const getBlob = (path) => call("GET", path, "blob");
-export const post = (path) => call("POST", path);
+export const post = (path, body) => call("POST", path, "json", body);
 
 /**
  * Every job the caller may see that matches query ("&state=pending",

@@ -388,6 +388,30 @@ def test_jobs_page():
           "document.querySelector('.logs-link').click();")
     br.wait("return /hello-dashboard/.test(document.getElementById('job-logs').textContent);",
             "the log read again after refreshes")
+    assert br.js("return !document.getElementById('job-priority');"), "a class choice for an ended job"
+    # a waiting job's class is chosen in its details; the choice stays through refreshes
+    jid = jobs["serve-big"]
+    goto("#/jobs?job=%d" % jid, "var s = document.getElementById('job-priority');"
+         "return s && s.value;", "the class choice of job serve-big")
+    assert br.js("return document.getElementById('job-priority').value;") == "inference"
+    br.js("var s = document.getElementById('job-priority'); s.value = 'training';"
+          "s.dispatchEvent(new Event('change'));")
+    end = time.time() + 10
+    while time.time() < end and expect(dm.req("GET", "/v1/jobs/%d" % jid, token=dm.admin),
+                                       200)["spec"]["priority"] != "training":
+        time.sleep(0.05)
+    assert expect(dm.req("GET", "/v1/jobs/%d" % jid, token=dm.admin),
+                  200)["spec"]["priority"] == "training"
+    br.wait("var s = document.getElementById('job-priority');"
+            "return s && !s.disabled && s.value === 'training' && "
+            "document.querySelector('#events tr[data-event=priority]');",
+            "the new class and its event shown")
+    br.js("var s = document.getElementById('job-priority'); s.value = 'inference';"
+          "s.dispatchEvent(new Event('change'));")
+    br.wait("var s = document.getElementById('job-priority');"
+            "return s && !s.disabled && s.value === 'inference' && "
+            "document.querySelectorAll('#events tr[data-event=priority]').length === 2;",
+            "the class given back")
     no_console_errors("jobs")
     shot("jobs")
 
@@ -621,6 +645,12 @@ def test_viewer_cannot_cancel():
     time.sleep(3.5)  # and none after a refresh (the poll interval is 3 s)
     assert br.js("return !document.querySelector('#jobs button.cancel');"), "a cancel button"
     assert wait_job(jid, ("pending",))["state"] == "pending"
+    # nor a choice of class for a waiting job: its class as text
+    goto("#/jobs?job=%d" % jid, "return document.querySelector('#events tr[data-event]');",
+         "the details of job serve-big")
+    assert br.js("return !document.getElementById('job-priority') && "
+                 "/inference/.test(document.getElementById('job-detail').textContent);"), \
+        "a class choice for a viewer"
     no_console_errors("viewer")
 
 

@@ -1,9 +1,10 @@
 // Jobs: the live jobs by default, or filtered by state ("all" walks the
 // whole history) and tenant, kept in the hash (#/jobs?state=pending),
 // a name filter, the pending reason, the placement; a job's details with its
-// events, its task logs (read through allotd with the token) and a cancel
-// button. allotd decides who may cancel: a refusal (a viewer) is shown and
-// the buttons go away until the token changes.
+// events, its task logs (read through allotd with the token), a cancel
+// button and, while it waits, a choice of its priority class. allotd
+// decides who may cancel or change a class: a refusal (a viewer) is shown
+// and the controls go away until the token changes.
 
 import {ApiError, allJobs, get, getText, liveJobs, post, session} from "../api.js";
 import {LIVE, fmtDuration, fmtNum, fmtTime, h, jobGpus, nowSec, table, tenantTag} from "../util.js";
@@ -53,6 +54,7 @@ export function mount(root, params, ctx) {
   let last = [];
   let scrollTo = false; // bring the details into view once they are drawn
   let armed = {id: 0, until: 0}; // the cancel button clicked once (kept across refreshes)
+  let classes = null; // the priority classes' names, asked once per page
 
   function save() {
     const p = new URLSearchParams();
@@ -95,6 +97,31 @@ export function mount(root, params, ctx) {
       msg.textContent = `Cannot cancel job ${j.id}: ${e.message}`;
     }
     ctx.refresh();
+  }
+
+  async function setClass(j, sel) {
+    sel.disabled = true;
+    try {
+      await post(`/v1/jobs/${j.id}/priority`, {priority: sel.value});
+      msg.textContent = "";
+    } catch (e) {
+      if (e instanceof ApiError && e.status === 403) session.mayCancel = false;
+      msg.textContent = `Cannot change the class of job ${j.id}: ${e.message}`;
+    }
+    ctx.refresh();
+  }
+
+  /** The class a job asks for: a choice while it waits (not for a viewer), else text. */
+  async function classControl(j) {
+    const cur = (j.spec && j.spec.priority) || "";
+    if (!session.mayCancel || j.state !== "pending") return cur || "(default)";
+    if (!classes) classes = ((await get("/v1/priority-classes")).priority_classes || []).map((c) => c.name);
+    const names = cur && !classes.includes(cur) ? [cur, ...classes] : classes;
+    const sel = h("select", {id: "job-priority", "aria-label": "priority class"},
+      cur ? null : h("option", {value: ""}, "(default)"), names.map((n) => h("option", {value: n}, n)));
+    sel.value = cur;
+    sel.addEventListener("change", () => { if (sel.value) setClass(j, sel); });
+    return sel;
   }
 
   function select(id) {
@@ -158,7 +185,8 @@ export function mount(root, params, ctx) {
       h("dl", {class: "kv"},
         h("dt", null, "tenant"), h("dd", null, tenantTag(j.tenant)),
         h("dt", null, "state"), h("dd", null, j.state + (j.exit_code !== null && j.exit_code !== undefined ? ` (exit ${j.exit_code})` : "")),
-        h("dt", null, "asks"), h("dd", null, shape(j.spec || {}), j.spec && j.spec.priority ? `, class ${j.spec.priority}` : ""),
+        h("dt", null, "asks"), h("dd", null, shape(j.spec || {})),
+        h("dt", null, "priority class"), h("dd", null, await classControl(j)),
         h("dt", null, "placement"), h("dd", null, placementText(j)),
         h("dt", null, "GPUs held"), h("dd", null, fmtNum(jobGpus(j), 3)),
         h("dt", null, "command"), h("dd", null, h("code", null, ((j.spec && j.spec.command) || []).map(shellWord).join(" ")))),
@@ -216,6 +244,9 @@ export function mount(root, params, ctx) {
           }
         }
       }
+      // a class being chosen (the choice focused) stays through refreshes of the same job
+      const choosing = j && detailFor === j.id && document.activeElement &&
+        document.activeElement.id === "job-priority" ? document.activeElement : null;
       // keep an open log box across refreshes of the same job
       if (j && detailFor === j.id && detail.querySelector("#job-logs:not([hidden])")) {
         const fresh = await renderDetail(j);
@@ -224,6 +255,11 @@ export function mount(root, params, ctx) {
         detail.querySelector("#job-logs").replaceWith(box);
       } else {
         detail.replaceChildren(...await renderDetail(j));
+      }
+      const fresh = detail.querySelector("#job-priority");
+      if (choosing && fresh && !choosing.disabled) {
+        fresh.replaceWith(choosing);
+        choosing.focus();
       }
       if (j && scrollTo) detail.scrollIntoView({block: "start"}); // a job chosen in a long list
       scrollTo = false;
