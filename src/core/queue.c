@@ -8,9 +8,10 @@
  * search queue_preempt.c.
  *
  * Standing (who may preempt whom): a job may preempt another only when the
- * victim is preemptible, past its minimum runtime, and either of lower
+ * victim is past its minimum runtime, and either preemptible and of lower
  * priority in the same tenant, or borrowed (running above its tenant's
- * nominal) while the preemptor fits inside its own tenant's nominal. Both
+ * nominal; whatever its class) while the preemptor fits inside its own
+ * tenant's nominal. Both
  * relations are strict (priority strictly lower; in-nominal work is never a
  * victim of reclaim). Quotas shift as jobs come and go, so a reclaimed job
  * could later find its reclaimer borrowed; the last four preemptors of

@@ -280,11 +280,18 @@ static bool backfill_of(const struct allot_job *v, const struct allot_job *j)
 static bool may_preempt(const struct allot_queue *q, const struct allot_job *j, bool j_in_nominal,
                         const struct allot_job *v, int64_t now)
 {
-    if (v->state != ALLOT_JOB_RUNNING || !queue_job_preemptible(q, v) ||
-        now - v->start < v->spec.min_runtime_s)
+    if (v->state != ALLOT_JOB_RUNNING || now - v->start < v->spec.min_runtime_s)
         return false;
     /* never turn on a job that preempted j: no two jobs preempt each other */
     if (queue_is_preemptor(j, v->id))
+        return false;
+    /* reclaim: only borrowed work of another tenant, only for work inside
+     * its own nominal, whatever v's class: the lender's guarantee comes
+     * first (a class that is not preemptible would otherwise let a job
+     * keep another tenant's quota for good) */
+    if (q->o.quotas && j_in_nominal && v->borrowed && v->spec.tenant != j->spec.tenant)
+        return true;
+    if (!queue_job_preemptible(q, v))
         return false;
     /* work that started past j's reservation as preemptible backfill */
     if (backfill_of(v, j))
@@ -299,9 +306,6 @@ static bool may_preempt(const struct allot_queue *q, const struct allot_job *j, 
         return q->o.las_threshold_gpu_s > 0 && j->attained_s < q->o.las_threshold_gpu_s &&
                v_att >= q->o.las_threshold_gpu_s;
     }
-    /* reclaim: only borrowed work, only for work inside its own nominal */
-    if (q->o.quotas && j_in_nominal && v->borrowed)
-        return true;
     /* fair-share reclaim, of work that loses little (just checkpointed) */
     return fair_seeker(q, j) && fair_victim(q, v, now);
 }
@@ -520,8 +524,8 @@ static int collect_las(struct allot_queue *q, struct allot_job *j, int64_t now, 
 
 /*
  * Reclaim candidates across tenants (q->fast). A job inside its nominal
- * may preempt any borrowed job of another tenant that runs, is preemptible
- * and is past its minimum runtime: the same jobs for every such search at
+ * may preempt any borrowed job of another tenant that runs and is past its
+ * minimum runtime, whatever its class: the same jobs for every such search at
  * one time, whatever its tenant, but for the tenant's own. So they are
  * gathered once (cheapest first) with the earliest time a borrowed job not
  * yet a candidate may become one, and reused until time moves on or the
@@ -553,8 +557,7 @@ static void pool_note(struct bor_pool *p, const struct allot_job *v, int64_t at)
  * tenant inside its nominal that it did not preempt (may_preempt). */
 static bool bor_candidate(const struct allot_queue *q, const struct allot_job *v, int64_t now)
 {
-    return v->state == ALLOT_JOB_RUNNING && v->borrowed && queue_job_preemptible(q, v) &&
-           now - v->start >= v->spec.min_runtime_s;
+    return v->state == ALLOT_JOB_RUNNING && v->borrowed && now - v->start >= v->spec.min_runtime_s;
 }
 
 /* When borrowed job v becomes a reclaim candidate: INT64_MIN when it is

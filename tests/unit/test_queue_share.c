@@ -417,12 +417,64 @@ static void test_node_resized(void **state)
     world_free(&w);
 }
 
+/* Reclaim takes borrowed work back whatever its priority class: a member
+ * of b cannot keep a's quota by naming a class that is not preemptible.
+ * That class still keeps b's jobs inside b's nominal from b's own
+ * higher-priority work. */
+static void test_reclaim_whatever_class(void **state)
+{
+    struct world w;
+    char err[128], name[16];
+    struct allot_job_spec s = {.name = name,
+                               .prio_class = 0,
+                               .n_tasks = 1,
+                               .task = {.num_gpu = 1, .gpu_milli = 1000, .mig_profile = -1}};
+    int hi;
+
+    (void)state;
+    world_init(&w, 2, 4, base); /* 8 GPUs; a and b 4 each */
+    assert_int_equal(allot_queue_add_prio_class(w.q, "pinned", 10, false), 0);
+    assert_int_equal(allot_queue_add_prio_class(w.q, "urgent", 100, false), 1);
+    s.tenant = w.b;
+    for (int i = 0; i < 8; i++) {
+        allot_fmt(name, sizeof(name), "b%d", i);
+        assert_true(allot_queue_submit(w.q, &s, 0, err, sizeof(err)) >= 0);
+    }
+    cycle(&w, 0);
+    assert_int_equal(w.starts, 8); /* 4 of them borrowed */
+    for (int i = 0; i < 4; i++) {
+        allot_fmt(name, sizeof(name), "a%d", i);
+        submit(&w, name, w.a, 1, 1, 100, 0);
+    }
+    cycle(&w, 100);
+    assert_int_equal(w.preempts, 4);
+    assert_int_equal(w.n_pairs, 4);
+    for (int i = 0; i < 4; i++) { /* b's borrowed jobs, each for one of a's */
+        const struct allot_job *v = allot_queue_job(w.q, w.pairs[i][0]);
+        assert_int_equal(v->spec.tenant, w.b);
+        assert_true(v->borrowed);
+        assert_int_equal(allot_queue_job(w.q, w.pairs[i][1])->spec.tenant, w.a);
+    }
+    cycle(&w, 130);
+    assert_int_equal(w.starts, 12);
+    /* b's own urgent job does not take b's pinned jobs inside its nominal */
+    allot_fmt(name, sizeof(name), "b-urgent");
+    s.prio_class = 1;
+    hi = allot_queue_submit(w.q, &s, 200, err, sizeof(err));
+    assert_true(hi >= 0);
+    cycle(&w, 200);
+    assert_int_equal(w.preempts, 4);
+    assert_int_equal(allot_queue_job(w.q, hi)->state, ALLOT_JOB_PENDING);
+    world_free(&w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_aging_and_fair_order),
         cmocka_unit_test(test_user_fair_share),
         cmocka_unit_test(test_fair_reclaim),
+        cmocka_unit_test(test_reclaim_whatever_class),
         cmocka_unit_test(test_fair_cap),
         cmocka_unit_test(test_fair_shares_follow_tree),
         cmocka_unit_test(test_compute_only_fraction_reason),

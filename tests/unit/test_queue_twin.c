@@ -259,6 +259,7 @@ static void test_fast_matches_reference(void **state)
     o.reserve_gangs = false;
     o.fair_reclaim_s = 200; /* fair-share reclaim */
     twin_run(o, false, 12, 300);
+    twin_run(o, false, 16, 300); /* seed 12's now go to reclaim (whatever the class) */
     twin_run(o, true, 13, 300);
     o.fair_cap = 1.2; /* the fair-share cap, with fair-share reclaim and without */
     twin_run(o, false, 14, 300);
