@@ -277,6 +277,9 @@ int bench_daemon_start(struct bench_daemon *d, const char *allotd, const char *c
     argv[n++] = d->store[0] ? d->store : d->dir;
     argv[n++] = "--listen";
     argv[n++] = "127.0.0.1:0";
+    /* every client of a bench comes from one address */
+    argv[n++] = "--max-connections-per-ip";
+    argv[n++] = "0";
     for (int i = 0; extra && extra[i] && n < 62; i++)
         argv[n++] = extra[i];
     argv[n] = NULL;

@@ -723,6 +723,7 @@ struct http *http_start(struct server *s, const char *listen, int workers, int m
                          (unsigned)(workers > 1 ? workers : max_conn), MHD_OPTION_CONNECTION_LIMIT,
                          (unsigned)max_conn, MHD_OPTION_NOTIFY_COMPLETED, http_done, h,
                          MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30,
+                         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)s->cfg.max_conn_per_ip,
                          h->tls_cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, h->tls_cert,
                          MHD_OPTION_HTTPS_MEM_KEY, h->tls_key, MHD_OPTION_END);
     if (!h->d) {

@@ -166,6 +166,16 @@ static const struct allot_config_option options[] = {
      .min = 4,
      .max = 65536,
      .help = "Connections served at once; more are closed as they arrive."},
+    {.name = "max-connections-per-ip",
+     .type = ALLOT_CFG_INT,
+     .offset = F(max_conn_per_ip),
+     .def = "256",
+     .min = 0,
+     .max = 65536,
+     .help = "Connections served at once from one client address (0: no such limit), so that "
+             "one client holding connections open (slowly sent requests) cannot take every "
+             "connection from the agents and the others. Clients behind one address (a proxy, "
+             "NAT) share it."},
     {.name = "default-mem-per-cpu",
      .type = ALLOT_CFG_SIZE,
      .offset = F(def_mem_per_cpu),

@@ -202,6 +202,41 @@ def test_max_connections():
         assert d.stop() == 0
 
 
+def _status_from(d, src):
+    """GET /healthz from source address src; None when the connection is closed."""
+    try:
+        s = socket.create_connection(("127.0.0.1", d.port), timeout=5, source_address=(src, 0))
+        try:
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            line = s.makefile("rb").readline()
+        finally:
+            s.close()
+        return int(line.split()[1]) if line else None
+    except OSError:
+        return None
+
+
+def test_max_connections_per_ip():
+    """One client address holding its share of connections (slowly sent requests) leaves
+    the others served (--max-connections-per-ip)."""
+    d = Daemon(args=["--max-connections", "16", "--max-connections-per-ip", "3"])
+    held = []
+    try:
+        for _ in range(3):
+            held.append(_hold_half_request(d))
+        end = time.time() + 5
+        st = 200
+        while time.time() < end and st is not None:  # bounded: until the three count
+            st = _status_from(d, "127.0.0.1")
+            time.sleep(0.05)
+        assert st is None, st  # a fourth from the same address is closed
+        assert _status_from(d, "127.0.0.2") == 200  # another address is served
+    finally:
+        for s in held:
+            s.close()
+        assert d.stop() == 0
+
+
 def test_open_connections_hold_no_store_handle():
     """A store read handle is lent to a request, not to a connection: 40
     keep-alive connections that each made a request hold none between
@@ -305,7 +340,7 @@ if __name__ == "__main__":
         fx.run([test_health_and_routing, test_401_without_or_with_a_bad_token,
                 test_413_over_one_mib, test_400_malformed_wrong_types_unknown_fields,
                 test_slow_client_does_not_block_others,
-                test_waiting_request_holds_up_no_other_connection, test_max_connections,
+                test_waiting_request_holds_up_no_other_connection, test_max_connections, test_max_connections_per_ip,
                 test_open_connections_hold_no_store_handle,
                 test_metrics, test_rate_limit_429, test_dashboard_not_installed])
     finally:
