@@ -156,6 +156,8 @@ int api_jobs_logs(struct req *r)
     if (!*auth)
         return api_error(r, 502, "no_agent", "the agent of node %s has not told where its logs are",
                          node);
+    /* no store read from here: a slow or silent agent holds no read handle */
+    srv_reader_release(r->srv);
     CURL *h = curl_easy_init();
     struct curl_slist *hdrs = h ? curl_slist_append(NULL, auth) : NULL;
     CURLcode cr = CURLE_FAILED_INIT;
@@ -168,6 +170,7 @@ int api_jobs_logs(struct req *r)
         curl_easy_setopt(h, CURLOPT_HEADERDATA, &f);
         curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
         curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 10000L);
+        curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 3000L);
         curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
         cr = curl_easy_perform(h);
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
@@ -186,6 +189,9 @@ int api_jobs_logs(struct req *r)
                                     : " (yet)");
     else if (status != 200)
         api_error(r, 502, "agent_error", "node %s answered %ld", node, status);
+    else if (!*f.size) /* what an agent's log endpoint says of every log it serves */
+        api_error(r, 502, "agent_error",
+                  "node %s answered without a log size: not an allot-agent log endpoint", node);
     else {
         api_bytes(r, 200, "text/plain; charset=utf-8", f.buf ? f.buf : "", f.len);
         api_set_header(r, "X-Allot-Log-Size", *f.size ? f.size : "0");

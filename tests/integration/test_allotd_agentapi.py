@@ -5,7 +5,9 @@ the current version waits for the next one), reports with a detail and the
 it done (or at once when one fails)."""
 
 import hashlib
+import http.client
 import os
+import socket
 import threading
 import time
 
@@ -352,6 +354,89 @@ def test_show_requeued_job():
     expect(dm.req("POST", "/v1/jobs/%d/cancel" % jid, token=dm.admin), 200)
 
 
+def test_log_endpoint_is_the_agents():
+    """The log URL an agent tells allotd is a base it cannot turn into another request (a
+    query, fragment or user part is 400); a 200 without an agent's log size is 502, not
+    shown to the reader; a silent endpoint holds no store read handle meanwhile."""
+    d = Daemon(args=["--store-readers", "4"])
+    lsock = socket.socket()
+    lsock.bind(("127.0.0.1", 0))
+    lsock.listen(16)
+    lsock.settimeout(0.2)
+    port = lsock.getsockname()[1]
+    accepted, stop, answer = [], threading.Event(), threading.Event()
+
+    def serve():  # bounded by stop
+        while not stop.is_set():
+            try:
+                c, _ = lsock.accept()
+            except socket.timeout:
+                continue
+            if answer.is_set():
+                c.recv(4096)
+                c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 7\r\nConnection: close\r\n\r\n"
+                          b"secret!")
+                c.close()
+            else:
+                accepted.append(c)
+
+    th = threading.Thread(target=serve)
+    th.start()
+    try:
+        expect(d.req("PUT", "/v1/tenants", TENANTS, token=d.admin), 200)
+        ag = d.token("agent", "", "agents")
+        expect(d.req("POST", "/v1/nodes/register", node("lg-1"), token=ag), 201)
+        base = "http://127.0.0.1:%d" % port
+        for bad in [base + "/metrics?", base + "/x#", "http://u@127.0.0.1:%d" % port,
+                    "http:///x", "http://h /x", "ftp://h"]:
+            b = expect(d.req("POST", "/v1/nodes/lg-1/heartbeat",
+                             {"logs": {"url": bad, "key": "k"}}, token=ag), 400)
+            assert "no query, fragment or user" in b["error"]["message"], (bad, b)
+        expect(d.req("POST", "/v1/nodes/lg-1/heartbeat", {"logs": {"url": base, "key": "k"}},
+                     token=ag), 200)
+        jid = expect(d.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 1},
+                           token=d.admin), 201)["id"]
+        end = time.time() + 10
+        while time.time() < end and expect(d.req("GET", "/v1/jobs/%d" % jid, token=d.admin),
+                                           200)["state"] != "starting":
+            time.sleep(0.05)
+        answer.set()
+        b = expect(d.req("GET", "/v1/jobs/%d/logs" % jid, token=d.admin), 502)
+        assert "not an allot-agent log endpoint" in b["error"]["message"], b
+        answer.clear()
+        results = []
+
+        def fetch():
+            c = http.client.HTTPConnection("127.0.0.1", d.port, timeout=30)
+            try:
+                c.request("GET", "/v1/jobs/%d/logs" % jid,
+                          headers={"Authorization": "Bearer " + d.admin})
+                results.append(c.getresponse().status)
+            finally:
+                c.close()
+        ts = [threading.Thread(target=fetch) for _ in range(4)]  # as many as read handles
+        for t in ts:
+            t.start()
+        end = time.time() + 10
+        while time.time() < end and len(accepted) < 4:  # all four wait on the endpoint
+            time.sleep(0.02)
+        assert len(accepted) == 4, accepted
+        st, _ = d.req("GET", "/v1/jobs?limit=1", token=d.admin)
+        assert st == 200 and not results, (st, results)  # served while the four wait
+        for c in accepted:
+            c.close()
+        for t in ts:
+            t.join(30)
+        assert results == [502] * 4, results
+    finally:
+        stop.set()
+        th.join(5)
+        lsock.close()
+        for c in accepted:
+            c.close()
+        assert d.stop() == 0
+
+
 if __name__ == "__main__":
     dm = Daemon()
     try:
@@ -359,6 +444,7 @@ if __name__ == "__main__":
         AG = dm.token("agent", "", "agents")
         fx.run([test_long_poll, test_gang_over_two_nodes, test_node_bound_to_its_agent_token,
                 test_node_credential, test_node_changes_inventory,
-                test_more_cpu_or_memory_than_any_node_is_422, test_show_requeued_job])
+                test_more_cpu_or_memory_than_any_node_is_422, test_show_requeued_job,
+                test_log_endpoint_is_the_agents])
     finally:
         dm.stop()
