@@ -380,6 +380,15 @@ int api_jobs_submit(struct req *r)
         goto out;
     }
     spec = json_dumps(b, JSON_COMPACT | JSON_REAL_PRECISION(15)); /* 0.1 stays 0.1 */
+    n = js.array ? js.array_count : 1;
+    if (spec && strlen(spec) * (size_t)n > JOBSPEC_STORED_MAX) {
+        api_error(r, 413, "too_large",
+                  "%d job%s of %zu bytes each would store %zu MiB: at most %d MiB per submission "
+                  "(a smaller command or environment, or a smaller array)",
+                  n, n == 1 ? "" : "s", strlen(spec), strlen(spec) * (size_t)n >> 20,
+                  JOBSPEC_STORED_MAX >> 20);
+        goto out;
+    }
     j.tenant = (char *)js.tenant;
     j.name = (char *)js.name;
     j.token_id = r->who.token_id;
@@ -391,7 +400,6 @@ int api_jobs_submit(struct req *r)
     struct allot_store *st = api_reader(r);
     if (!st)
         goto out;
-    n = js.array ? js.array_count : 1;
     ids = allot_calloc((size_t)n, sizeof(*ids));
     idx = js.array ? allot_calloc((size_t)n, sizeof(*idx)) : NULL;
     if (!ids || (js.array && !idx)) {
@@ -461,6 +469,10 @@ out:
     return 0;
 }
 
+/* A page of GET /v1/jobs holds up to its limit of jobs, and stops after
+ * the job whose specs and placements pass this many bytes. */
+#define LIST_BYTES_MAX (8 * 1024 * 1024)
+
 int api_jobs_list(struct req *r)
 {
     const char *tenant = api_query(r, "tenant"), *state = api_query(r, "state");
@@ -511,9 +523,19 @@ int api_jobs_list(struct req *r)
     if (rc < 0)
         return api_error(r, rc == ALLOT_EINVAL ? 400 : 500, "bad_query", "%s", allot_strerror(rc));
     a = json_array();
-    for (size_t i = 0; i < pg.n; i++)
-        json_array_append_new(a, api_job_json(&pg.jobs[i]));
     v = pg.next_cursor;
+    /* a page stops once its specs pass LIST_BYTES_MAX (big commands or
+     * environments): the next one goes on from its last job */
+    size_t bytes = 0;
+    for (size_t i = 0; i < pg.n; i++) {
+        json_array_append_new(a, api_job_json(&pg.jobs[i]));
+        bytes += (pg.jobs[i].spec ? strlen(pg.jobs[i].spec) : 0) +
+                 (pg.jobs[i].placement ? strlen(pg.jobs[i].placement) : 0);
+        if (bytes > LIST_BYTES_MAX && i + 1 < pg.n) {
+            v = pg.jobs[i].id;
+            break;
+        }
+    }
     allot_store_job_page_free(&pg);
     return api_json(r, 200, json_pack("{s:o,s:I}", "jobs", a, "next_cursor", (json_int_t)v));
 }

@@ -105,13 +105,28 @@ static int get_strings(json_t *b, const char *k, bool object, char *err, size_t 
     if (object ? !json_is_object(v) : !json_is_array(v))
         return E400("field \"%s\" must be %s", k,
                     object ? "an object of strings" : "an array of strings");
+    size_t bytes = 0, n = object ? json_object_size(v) : json_array_size(v);
+
+    if (n > JOBSPEC_STRINGS_MAX)
+        return E400("field \"%s\" has %zu entries: at most %d", k, n, JOBSPEC_STRINGS_MAX);
     if (object) {
-        json_object_foreach(v, key, x) if (!json_is_string(x)) return E400(
-            "field \"%s.%s\" must be a string", k, key);
+        json_object_foreach(v, key, x)
+        {
+            if (!json_is_string(x))
+                return E400("field \"%s.%s\" must be a string", k, key);
+            bytes += strlen(key) + json_string_length(x);
+        }
     } else {
-        json_array_foreach(v, i, x) if (!json_is_string(x)) return E400(
-            "field \"%s[%zu]\" must be a string", k, i);
+        json_array_foreach(v, i, x)
+        {
+            if (!json_is_string(x))
+                return E400("field \"%s[%zu]\" must be a string", k, i);
+            bytes += json_string_length(x);
+        }
     }
+    if (bytes > JOBSPEC_STRINGS_BYTES_MAX)
+        return E400("field \"%s\" holds %zu bytes of text: at most %d (KiB: %d)", k, bytes,
+                    JOBSPEC_STRINGS_BYTES_MAX, JOBSPEC_STRINGS_BYTES_MAX / 1024);
     return 0;
 }
 

@@ -17,6 +17,12 @@
  * afterany:14"): at most JOBSPEC_DEPS_MAX job ids, all of which must hold. */
 #define JOBSPEC_ARRAY_MAX 10000
 #define JOBSPEC_DEPS_MAX  64
+/* "command", "env", "gpu_models" and "labels": at most this many entries,
+ * and this many bytes of text (keys and values) each; a job's stored spec
+ * times its array's members, at most JOBSPEC_STORED_MAX bytes */
+#define JOBSPEC_STRINGS_MAX       4096
+#define JOBSPEC_STRINGS_BYTES_MAX (128 * 1024)
+#define JOBSPEC_STORED_MAX        (64 * 1024 * 1024)
 
 enum jobdep_kind {
     JOBDEP_AFTEROK = 0, /* after the job succeeded */

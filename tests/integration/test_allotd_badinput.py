@@ -201,12 +201,43 @@ def test_stored_zero_cpus_still_read():
         d.stop()
 
 
+def test_big_specs_are_bounded():
+    """What one submission may store is bounded: entries and bytes of command and env, and
+    the spec times an array's members (413, nothing stored); a page of GET /v1/jobs stops
+    after about 8 MiB of specs and the cursor goes on from there."""
+    d = Daemon()
+    try:
+        expect(d.req("PUT", "/v1/tenants", TENANTS, token=d.admin), 200)
+        base = {"tenant": "research/nlp", "hold": True}
+        for extra, st, what in [
+                ({"command": ["x"] * 4097}, 400, 'field "command" has 4097 entries: at most 4096'),
+                ({"env": {"K%d" % i: "v" * 40 for i in range(4000)}}, 400,
+                 'field "env" holds'),
+                ({"command": ["x" * 100000], "array": "0-999"}, 413,
+                 "1000 jobs of"),
+        ]:
+            b = expect(d.req("POST", "/v1/jobs", dict(base, **extra), token=d.admin), st)
+            assert what in b["error"]["message"], (st, b)
+        assert expect(d.req("GET", "/v1/jobs", token=d.admin), 200)["jobs"] == []
+        big = ["x" * 100000]  # 100 kB each: 90 of them pass 8 MiB
+        ids = [expect(d.req("POST", "/v1/jobs", dict(base, command=big), token=d.admin),
+                      201)["id"] for _ in range(90)]
+        p = expect(d.req("GET", "/v1/jobs?limit=1000", token=d.admin), 200)
+        got = [j["id"] for j in p["jobs"]]
+        assert 80 <= len(got) < 90 and p["next_cursor"] == got[-1], (len(got), p["next_cursor"])
+        q = expect(d.req("GET", "/v1/jobs?limit=1000&cursor=%d" % p["next_cursor"],
+                         token=d.admin), 200)
+        assert got + [j["id"] for j in q["jobs"]] == ids and q["next_cursor"] == 0
+    finally:
+        d.stop()
+
+
 if __name__ == "__main__":
     dm = Daemon()
     try:
         expect(dm.req("PUT", "/v1/tenants", TENANTS, token=dm.admin), 200)
         fx.run([test_corpus, test_tenant_errors_name_the_entry, test_env_cannot_set_the_gpu_share,
                 test_sql_looking_strings_are_stored_verbatim, test_default_memory,
-                test_stored_zero_cpus_still_read])
+                test_stored_zero_cpus_still_read, test_big_specs_are_bounded])
     finally:
         dm.stop()
