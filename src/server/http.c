@@ -440,6 +440,23 @@ static int header_count(struct req *r, const char *name)
     return c.n;
 }
 
+/* The request's path as an audit entry's target: a control character, a
+ * byte of the path that would end or recolour a line where the entry is
+ * read (a raw newline or escape sequence in a refused request's path), is
+ * written as %XX, as in a URL. */
+static void audit_path(char *out, size_t len, const char *path)
+{
+    size_t n = 0;
+
+    for (const unsigned char *p = (const unsigned char *)path; *p && n + 4 <= len; p++) {
+        if (*p < 0x20 || *p == 0x7f)
+            n += (size_t)snprintf(out + n, len - n, "%%%02X", *p);
+        else
+            out[n++] = (char)*p;
+    }
+    out[n < len ? n : len - 1] = '\0';
+}
+
 static void dispatch(struct http *h, struct req *r, size_t *route_out)
 {
     bool path_seen = false;
@@ -531,7 +548,7 @@ audit:
 
         allot_fmt(result, sizeof(result), "error %d%s", r->status,
                   r->who.role == ROLE_JOB ? " (job credential)" : "");
-        allot_fmt(target, sizeof(target), "%s", r->path);
+        audit_path(target, sizeof(target), r->path);
         if (srv_write(h->srv, audit_fn, &w) < 0)
             LOG_WARN("http", "audit append failed for %s %s", r->method, r->path);
     }

@@ -646,6 +646,14 @@ static int sq_open(const char *path, const struct allot_store_opts *opts, struct
         rc = ALLOT_ENOMEM;
         goto fail;
     }
+    /* a new file only its owner reads (it holds the key job credentials
+     * are made with, and the jobs' environments); SQLite gives its -wal
+     * and -shm files the same mode */
+    if (opts->flags & ALLOT_STORE_CREATE && strcmp(path, ":memory:") != 0) {
+        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd >= 0)
+            close(fd);
+    }
     r = sqlite3_open_v2(path, &s->db, flags, NULL);
     if (r != SQLITE_OK) {
         rc = sq_err(s, r);

@@ -254,7 +254,12 @@ def test_jobs_are_scoped_to_tenants():
 
 
 def test_audit_log():
+    # a refused call's path with a newline and an escape sequence is stored escaped
+    expect(dm.req("POST", "/v1/jobs/1%0a2026-01-01%20token.revoke%20ok%1b%5b2J/cancel",
+                  token=dm.admin), 404)
     entries = dm.audit(page=50)
+    odd = [e["target"] for e in entries if "token.revoke" in e["target"]]
+    assert odd == ["/v1/jobs/1%0A2026-01-01 token.revoke ok%1B[2J/cancel"], odd
     seqs = [e["seq"] for e in entries]
     assert seqs == list(range(1, len(seqs) + 1)), seqs
     actions = {e["action"] for e in entries}

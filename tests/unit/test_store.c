@@ -17,6 +17,8 @@
 
 #include "store_fixture.h"
 
+#include <sys/stat.h>
+
 /* ---- opening and migrations ------------------------------------------------ */
 
 static void test_open_and_migrations(void **state)
@@ -41,6 +43,11 @@ static void test_open_and_migrations(void **state)
     st = open_ok(f);
     assert_int_equal(allot_store_schema_version(st), latest);
     allot_store_close(st);
+    {
+        struct stat sb; /* only its owner reads it: it holds the job key */
+        assert_int_equal(stat(f->path, &sb), 0);
+        assert_int_equal(sb.st_mode & 0077, 0);
+    }
     assert_int_equal(raw_int(f, "PRAGMA journal_mode"), 0); /* text "wal": checked below */
     {
         sqlite3 *db;
