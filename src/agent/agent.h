@@ -133,6 +133,15 @@ int nvml_inventory(const char *lib, const struct allot_catalog *cat, struct agen
 /* Turns MIG mode on for every GPU of inv (gpu-mode mig, NVML): logs what
  * stays pending until a GPU reset. */
 void nvml_mig_enable_all(struct nvml *nv, const struct agent_inventory *inv);
+
+/* Gives this agent the MIG layout of its GPUs in MIG mode (gpu-mode mig,
+ * NVML), as the scheduler assumes: every GPU instance that no task folder
+ * under a->tasks_dir records (made by hand, or by a task whose record is
+ * gone) is destroyed; one that cannot be (a process uses it) is named in
+ * a->mig_foreign and its GPU reported unhealthy until the agent restarts.
+ * Run after the tasks are adopted. */
+struct agent;
+void mig_reclaim_foreign(struct agent *a);
 /* The POST /v1/nodes/register body (new reference). */
 json_t *inventory_json(const struct agent_config *cfg, const struct agent_inventory *inv);
 
@@ -484,6 +493,9 @@ struct agent {
     /* per GPU, the Xid errors NVML reported since the agent started */
     char xids[AGENT_MAX_GPUS][96];
     bool xid_fatal[AGENT_MAX_GPUS];
+    /* per GPU in MIG mode, why a MIG instance no task of this agent holds
+     * is left on it ("" when none is): the GPU is reported unhealthy */
+    char mig_foreign[AGENT_MAX_GPUS][200];
     /* per GPU, the tenant whose job last had it (STATE/gpu-tenants) */
     char last_tenant[AGENT_MAX_GPUS][256];
     /* a GPU more than one tenant used since it was last cleared (a shared

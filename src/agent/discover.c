@@ -12,6 +12,8 @@
 #include "log.h"
 #include "nvml.h"
 
+#include <dirent.h>
+#include <stdio.h>
 #include <string.h>
 
 /* GPUs per NVLink island when every island (connected group of the
@@ -121,6 +123,66 @@ void nvml_mig_enable_all(struct nvml *nv, const struct agent_inventory *inv)
     }
 }
 
+/* Whether a task folder records GPU instance gi on NVML GPU idx. */
+static bool mig_held(const struct agent *a, int idx, int gi)
+{
+    DIR *d = opendir(a->tasks_dir);
+    struct dirent *e;
+    bool held = false;
+
+    while (d && !held && (e = readdir(d))) {
+        char dir[4400], buf[64];
+        int i, g;
+
+        if (e->d_name[0] == '.')
+            continue;
+        allot_fmt(dir, sizeof(dir), "%s/%s", a->tasks_dir, e->d_name);
+        held = agent_read_small(dir, "mig", buf, sizeof(buf)) >= 0 &&
+               sscanf(buf, "%d %d", &i, &g) == 2 && i == idx && g == gi;
+    }
+    if (d)
+        closedir(d);
+    return held;
+}
+
+void mig_reclaim_foreign(struct agent *a)
+{
+    struct nvml_gpu *gpus;
+    int n;
+
+    if (!a->nv || strcmp(a->cfg.gpu_mode, "mig") != 0)
+        return;
+    gpus = allot_calloc(AGENT_MAX_GPUS, sizeof(*gpus));
+    n = gpus ? nvml_devices(a->nv, gpus, AGENT_MAX_GPUS) : -1;
+    for (int i = 0; i < a->inv.n_gpus; i++) {
+        const struct nvml_gpu *ng = NULL;
+
+        a->mig_foreign[i][0] = '\0';
+        for (int j = 0; j < n && j < AGENT_MAX_GPUS; j++)
+            if (gpus[j].index == a->inv.gpus[i].nvml_index)
+                ng = &gpus[j];
+        for (int m = 0; ng && m < ng->n_mig; m++) {
+            const struct nvml_mig_instance *mi = &ng->mig[m];
+
+            if (mig_held(a, ng->index, mi->gi_id))
+                continue;
+            if (nvml_mig_destroy(a->nv, ng->index, mi->gi_id) == 0) {
+                LOG_WARN("agent",
+                         "GPU %d: MIG instance %d (%s at %d) destroyed: no task of this agent "
+                         "held it, and allot places slices where it finds room",
+                         i, mi->gi_id, mi->profile, mi->start);
+                continue;
+            }
+            allot_fmt(a->mig_foreign[i], sizeof(a->mig_foreign[i]),
+                      "MIG instance %d (%s at %d) is not allot's and cannot be destroyed (%s)",
+                      mi->gi_id, mi->profile, mi->start, nvml_last_error(a->nv));
+            LOG_ERROR("agent", "GPU %d: %s: reported unhealthy until the agent restarts", i,
+                      a->mig_foreign[i]);
+        }
+    }
+    allot_free(gpus);
+}
+
 static const char *const verdicts[] = {"healthy", "degraded", "unhealthy"};
 
 /* Xid codes NVIDIA documents as needing a reset or the GPU's removal. */
@@ -182,13 +244,14 @@ json_t *gpu_health_json(struct agent *a)
         }
         int v = ng ? (ng->health <= 2 ? (int)ng->health : 2) : 0;
         char text[300];
-        if (a->xid_fatal[i])
+        if (a->xid_fatal[i] || *a->mig_foreign[i])
             v = 2;
         else if (*a->xids[i] && v < 1)
             v = 1;
-        allot_fmt(text, sizeof(text), "%s%s%s",
+        allot_fmt(text, sizeof(text), "%s%s%s%s%s",
                   ng ? ng->health_text : (a->inv.emulated ? "emulated" : "ok"),
-                  *a->xids[i] ? "; " : "", a->xids[i]);
+                  *a->xids[i] ? "; " : "", a->xids[i], *a->mig_foreign[i] ? "; " : "",
+                  a->mig_foreign[i]);
         json_array_append_new(out, json_pack("{s:i,s:s,s:s,s:s,s:s,s:o}", "index", i, "uuid",
                                              g->uuid, "model", g->model, "health", verdicts[v],
                                              "text", text, "mig", mig));

@@ -836,6 +836,8 @@ static int run(struct agent *a)
     LOG_INFO("agent", "task logs served at %s", logs_url);
     scrub_load(a);
     n = task_adopt_all(a, &a->tasks);
+    /* after the adoption: the MIG instances the tasks hold stay */
+    mig_reclaim_foreign(a);
     if (a->net) /* what the adopted tasks need stays, the rest of allot's goes */
         net_sync(a->net, true);
     a->n_tasks = a->cap_tasks = n > 0 ? (size_t)n : 0;

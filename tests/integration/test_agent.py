@@ -740,6 +740,42 @@ def test_nvml_discovery():
         expect(dm.req("POST", "/v1/nodes/ag-nvml/cordon", token=dm.admin), 200)
 
 
+def test_mig_instances_not_allots():
+    """A MIG instance no task of the agent holds (made by hand before allot came) is
+    destroyed at the agent's start, so the slots the scheduler counts as free are; one a
+    process uses cannot be, and its GPU is reported unhealthy, saying why."""
+    lib = os.path.join(os.path.dirname(fx.AGENT), "fake-nvml", "libnvidia-ml.so.1")
+    conf = os.path.join(fx.tempdir(), "machine")
+    with open(conf, "w") as f:
+        f.write('gpu name="NVIDIA A30" mem=24576 uuid=GPU-a30a minor=0 mig=on\n'
+                'gpu name="NVIDIA A30" mem=24576 uuid=GPU-a30b minor=1 mig=on\n'
+                "gi 0 0 0\n"       # GPU 0: a 1g slice at 0 (instance 1), idle
+                "gi 1 0 1\n"       # GPU 1: a 1g slice at 1 (instance 1), in use
+                "proc 1 4242 100 1 0\n")
+    ag = Agent(dm, AG, "ag-fmig2", emulate="", args=["--nvml-lib", lib, "--gpu-mode", "mig"],
+               env={"FAKE_NVML_CONFIG": conf})
+    try:
+        wait_node("ag-fmig2")
+        log = ag.log()
+        assert "GPU 0: MIG instance 1 (1g.6gb at 0) destroyed" in log, log
+        assert "GPU 1: MIG instance 1 (1g.6gb at 1) is not allot's and cannot be destroyed" \
+            in log, log
+        end = time.time() + 10
+        gpus = []
+        while time.time() < end:  # the heartbeat carries the health
+            n = [x for x in expect(dm.req("GET", "/v1/nodes", token=dm.admin), 200)["nodes"]
+                 if x["name"] == "ag-fmig2"][0]
+            gpus = (n.get("health") or {}).get("gpus") or []
+            if len(gpus) == 2:
+                break
+            time.sleep(0.1)
+        assert [g["health"] for g in gpus] == ["healthy", "unhealthy"], gpus
+        assert gpus[0]["mig"] == [] and "not allot's" in gpus[1]["text"], gpus
+    finally:
+        ag.stop()
+        expect(dm.req("POST", "/v1/nodes/ag-fmig2/cordon", token=dm.admin), 200)
+
+
 def test_mig():
     """MIG tasks see their instance's UUID: made up on emulated GPUs; created with NVML at
     the scheduler's placement (here the fake libnvidia-ml) and destroyed after the task.
@@ -2261,7 +2297,7 @@ if __name__ == "__main__":
                 test_memory_limit_is_an_oom_kill, test_cpu_quota,
                 test_cpu_weight_follows_the_reservation, test_tiny_cpu_ask_starts,
                 test_device_access,
-                test_root_refused, test_cancel_stops_with_grace, test_nvml_discovery, test_mig,
+                test_root_refused, test_cancel_stops_with_grace, test_nvml_discovery, test_mig, test_mig_instances_not_allots,
                 test_oci_image, test_oci_gpu_fraction, test_scrub_between_tenants, test_scrub_after_a_shared_gpu,
                 test_fractions_shim_and_mps,
                 test_fraction_metering, test_gpu_memory_cap_held_from_outside,
