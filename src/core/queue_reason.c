@@ -217,13 +217,69 @@ static bool text_unshaped(struct allot_queue *q, struct allot_job *j)
     return true;
 }
 
+/* Ready nodes where task t would fit but for tenant isolation (another
+ * tenant holding the node or GPU exclusively, or t's own tenant's
+ * exclusive level): the one fit test (allot_node_fits) on a copy of the
+ * node without the holders' marks, for t as a sharer. */
+static int kept_by_isolation(const struct allot_queue *q, const struct allot_task *t)
+{
+    struct allot_task probe = *t;
+    int nn = allot_cluster_node_count(q->c), kept = 0;
+
+    probe.isolation = ALLOT_ISO_SHARED;
+    if (q->n_excl == 0 && t->isolation == ALLOT_ISO_SHARED)
+        return 0; /* no holder's mark anywhere, and t a sharer */
+    for (int i = 0; i < nn; i++) {
+        const struct allot_node *n = allot_cluster_node(q->c, i);
+        struct allot_node open;
+        bool marked = n->excl_tenant != 0 || t->isolation != ALLOT_ISO_SHARED;
+        for (int g = 0; g < n->n_gpus && !marked; g++)
+            marked = n->gpus[g].excl_tenant != 0;
+        /* unmarked, the copy fits as the node does: not at all (the caller's case) */
+        if (n->state != ALLOT_NODE_READY || !marked)
+            continue;
+        open = *n;
+        open.excl_tenant = 0;
+        for (int g = 0; g < open.n_gpus; g++)
+            open.gpus[g].excl_tenant = 0;
+        kept += allot_node_fits(q->c, &open, &probe);
+    }
+    return kept;
+}
+
+/* What one task asks, for a reason: "a 1g.10gb slice", "500 milli-GPU and
+ * 50.0 % of a GPU's memory", "2.0 CPU and 4096 MiB memory". */
+static void task_text(const struct allot_queue *q, const struct allot_task *t, char *buf,
+                      size_t len)
+{
+    const struct allot_catalog *cat = allot_cluster_catalog(q->c);
+    char model[48];
+
+    model_text(q, t, model, sizeof(model));
+    if (t->mig_profile >= 0)
+        allot_fmt(buf, len, "a %s slice", cat->profile_names[t->mig_profile]);
+    else if (t->num_gpu > 0 && t->gpu_mem_mib)
+        allot_fmt(buf, len, "%d milli-GPU and %lld MiB of one%s GPU", t->gpu_milli,
+                  (long long)t->gpu_mem_mib, model);
+    else if (t->num_gpu > 0)
+        allot_fmt(buf, len, "%d milli-GPU and %.1f %% of one%s GPU's memory", t->gpu_milli,
+                  t->gpu_milli / 10.0, model);
+    else if (t->mem_mib > 0)
+        allot_fmt(buf, len, "%.1f CPU and %lld MiB memory", (double)t->cpu_milli / 1000,
+                  (long long)t->mem_mib);
+    else
+        allot_fmt(buf, len, "%.1f CPU", (double)t->cpu_milli / 1000);
+}
+
 /* Explains why a gang found no room. */
 static void text_capacity(struct allot_queue *q, struct allot_job *j)
 {
     const struct allot_task *t = &j->spec.task;
     const struct allot_catalog *cat = allot_cluster_catalog(q->c);
-    int best_whole = 0, admit = 0, nn = allot_cluster_node_count(q->c);
-    char model[48];
+    int best_whole = 0, admit = 0, fits = 0, nn = allot_cluster_node_count(q->c);
+    bool whole = t->num_gpu > 0 && t->mig_profile < 0 && !allot_task_is_fraction(t);
+    char model[48], what[160];
+    int len;
 
     if (text_unshaped(q, j)) /* no ready node has the GPUs at all */
         return;
@@ -233,38 +289,50 @@ static void text_capacity(struct allot_queue *q, struct allot_job *j)
         if (n->state != ALLOT_NODE_READY || !allot_node_admits(n, t))
             continue;
         admit++;
+        fits += allot_node_fits(q->c, n, t);
         w = allot_node_whole_free(n);
         if (w > best_whole)
             best_whole = w;
     }
     model_text(q, t, model, sizeof(model));
-    if ((t->num_gpu == 0 || admit == 0) && t->rdma_vfs > 0)
-        allot_fmt(j->reason, sizeof(j->reason),
-                  "no node has %.1f CPU, %lld MiB memory and %d RDMA VFs free%s%s",
-                  (double)t->cpu_milli / 1000, (long long)t->mem_mib, t->rdma_vfs,
-                  model[0] ? " with GPU model" : "", model);
-    else if (t->num_gpu == 0 || admit == 0)
-        allot_fmt(j->reason, sizeof(j->reason), "no node has %.1f CPU and %lld MiB memory free%s%s",
-                  (double)t->cpu_milli / 1000, (long long)t->mem_mib,
-                  model[0] ? " with GPU model" : "", model);
-    else if (t->mig_profile >= 0)
-        allot_fmt(j->reason, sizeof(j->reason), "no MIG GPU has a free %s slot",
-                  cat->profile_names[t->mig_profile]);
+    task_text(q, t, what, sizeof(what));
+    if (!whole && j->spec.n_tasks > 1 && fits > 0) /* one fits, not all of them at once */
+        len = allot_fmt(j->reason, sizeof(j->reason), "no room for %d tasks of %s each at once",
+                        j->spec.n_tasks, what);
+    else if ((t->num_gpu == 0 || admit == 0) && t->rdma_vfs > 0)
+        len = allot_fmt(j->reason, sizeof(j->reason), "no node has %s and %d RDMA VFs free%s%s",
+                        what, t->rdma_vfs, model[0] ? " with GPU model" : "", model);
+    else if (t->num_gpu == 0 || admit == 0) {
+        if (t->num_gpu > 0) /* the GPU task's CPU and memory, not its GPU share */
+            allot_fmt(what, sizeof(what), "%.1f CPU and %lld MiB memory",
+                      (double)t->cpu_milli / 1000, (long long)t->mem_mib);
+        len = allot_fmt(j->reason, sizeof(j->reason), "no node has %s free%s%s", what,
+                        model[0] ? " with GPU model" : "", model);
+    } else if (t->mig_profile >= 0)
+        len = allot_fmt(j->reason, sizeof(j->reason), "no MIG GPU has a free %s slot",
+                        cat->profile_names[t->mig_profile]);
     else if (t->gpu_mem_mib)
-        allot_fmt(j->reason, sizeof(j->reason), "no%s GPU has %d milli-GPU and %lld MiB free",
-                  model, t->gpu_milli, (long long)t->gpu_mem_mib);
+        len = allot_fmt(j->reason, sizeof(j->reason), "no%s GPU has %d milli-GPU and %lld MiB free",
+                        model, t->gpu_milli, (long long)t->gpu_mem_mib);
     else if (t->gpu_milli < ALLOT_MILLI) /* its share of the memory too (allot_fraction_mem) */
-        allot_fmt(j->reason, sizeof(j->reason),
-                  "no%s GPU has %d milli-GPU and %.1f %% of its memory free", model, t->gpu_milli,
-                  t->gpu_milli / 10.0);
+        len = allot_fmt(j->reason, sizeof(j->reason),
+                        "no%s GPU has %d milli-GPU and %.1f %% of its memory free", model,
+                        t->gpu_milli, t->gpu_milli / 10.0);
     else if (j->spec.n_tasks > 1)
-        allot_fmt(j->reason, sizeof(j->reason),
-                  "no room for %d tasks of %d%s GPUs each (most free on one node: %d)",
-                  j->spec.n_tasks, t->num_gpu, model, best_whole);
+        len = allot_fmt(j->reason, sizeof(j->reason),
+                        "no room for %d tasks of %d%s GPUs each (most free on one node: %d)",
+                        j->spec.n_tasks, t->num_gpu, model, best_whole);
     else
-        allot_fmt(j->reason, sizeof(j->reason),
-                  "no node has %d free%s GPU%s (most free on one node: %d)", t->num_gpu, model,
-                  t->num_gpu > 1 ? "s in one NVLink island" : "", best_whole);
+        len = allot_fmt(j->reason, sizeof(j->reason),
+                        "no node has %d free%s GPU%s (most free on one node: %d)", t->num_gpu,
+                        model, t->num_gpu > 1 ? "s in one NVLink island" : "", best_whole);
+    /* where no node takes even one task, say when isolation is why */
+    int kept = fits ? 0 : kept_by_isolation(q, t);
+    if (kept > 0 && len > 0 && (size_t)len < sizeof(j->reason))
+        allot_fmt(j->reason + len, sizeof(j->reason) - (size_t)len,
+                  "; tenant isolation keeps it off %d ready node%s with room (exclusive-node "
+                  "and exclusive-gpu tenants share with no other tenant)",
+                  kept, kept > 1 ? "s" : "");
 }
 
 int64_t allot_queue_capacity(const struct allot_queue *q, int res)

@@ -270,6 +270,54 @@ static void test_reason_borrowing_limit_ask(void **state)
     world_free(&w);
 }
 
+/* A fraction no GPU takes because exclusive-gpu tenant b holds each one
+ * says that isolation is why, not only that no GPU has room; a gang of
+ * fractions of which one task fits but not all at once says so. */
+static void test_reason_isolation_and_gangs(void **state)
+{
+    struct allot_job_spec s = {
+        .name = "f",
+        .prio_class = -1,
+        .n_tasks = 1,
+        .task = {.num_gpu = 1, .gpu_milli = 700, .mig_profile = -1, .cpu_milli = 1000}};
+    struct world w;
+    char err[256];
+    int frac, gang;
+
+    (void)state;
+    world_init(&w, 1, 4, base); /* 1 node of 4 H100s, shared */
+    allot_tenants_get(w.t, w.b)->isolation = ALLOT_ISO_EXCLUSIVE_GPU;
+    s.tenant = w.b;
+    for (int i = 0; i < 4; i++) /* one on each GPU: 700 + 700 do not fit one */
+        assert_true(allot_queue_submit(w.q, &s, 0, err, sizeof(err)) >= 0);
+    cycle(&w, 0);
+    assert_int_equal(w.starts, 4);
+    s.tenant = w.a;
+    s.task.gpu_milli = 300;
+    frac = allot_queue_submit(w.q, &s, 1, err, sizeof(err));
+    assert_true(frac >= 0);
+    cycle(&w, 1);
+    assert_int_equal(allot_queue_job(w.q, frac)->state, ALLOT_JOB_PENDING);
+    assert_string_equal(allot_queue_reason(w.q, frac),
+                        "no GPU has 300 milli-GPU and 30.0 % of its memory free; tenant "
+                        "isolation keeps it off 1 ready node with room (exclusive-node and "
+                        "exclusive-gpu tenants share with no other tenant)");
+    world_free(&w);
+
+    world_init(&w, 1, 4, base);
+    s.tenant = w.a;
+    s.task.gpu_milli = 500;
+    s.n_tasks = 9; /* 8 fit: two on each GPU */
+    gang = allot_queue_submit(w.q, &s, 0, err, sizeof(err));
+    assert_true(gang >= 0);
+    cycle(&w, 0);
+    assert_int_equal(allot_queue_job(w.q, gang)->state, ALLOT_JOB_PENDING);
+    assert_string_equal(allot_queue_reason(w.q, gang),
+                        "no room for 9 tasks of 500 milli-GPU and 50.0 % of one GPU's memory "
+                        "each at once");
+    world_free(&w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -280,6 +328,7 @@ int main(void)
         cmocka_unit_test(test_reason_borrowing_limit),
         cmocka_unit_test(test_reason_never),
         cmocka_unit_test(test_reason_borrowing_limit_ask),
+        cmocka_unit_test(test_reason_isolation_and_gangs),
     };
 
     return cmocka_run_group_tests(tests, setup, teardown);
