@@ -179,6 +179,9 @@ static bool text_unshaped(struct allot_queue *q, struct allot_job *j)
     char model[48];
     int shaped = 0, down = 0, moded = 0;
 
+    const struct allot_catalog *cat = allot_cluster_catalog(q->c);
+    int offered = 0; /* nodes whose model has the MIG profile asked for */
+
     model_text(q, t, model, sizeof(model));
     for (int i = 0; i < nn && t->num_gpu > 0; i++) {
         const struct allot_node *n = allot_cluster_node(q->c, i);
@@ -186,6 +189,9 @@ static bool text_unshaped(struct allot_queue *q, struct allot_job *j)
         if (n->model < 0 || n->n_gpus < t->num_gpu ||
             (t->model_mask && !(t->model_mask >> n->model & 1)))
             continue;
+        if (t->mig_profile >= 0 && cat->models[n->model].profile_by_global[t->mig_profile] < 0)
+            continue; /* this model has no such slice */
+        offered++;
         for (int g = 0; g < n->n_gpus; g++)
             usable += allot_gpu_mode_serves(n->gpus[g].mode, t);
         if (usable < t->num_gpu) {
@@ -197,6 +203,12 @@ static bool text_unshaped(struct allot_queue *q, struct allot_job *j)
     }
     if (t->num_gpu == 0 || shaped > 0)
         return false;
+    if (t->mig_profile >= 0 && offered == 0) {
+        allot_fmt(j->reason, sizeof(j->reason),
+                  "no node has a%s GPU model that offers MIG profile %s", model,
+                  cat->profile_names[t->mig_profile]);
+        return true;
+    }
     bool frac = allot_task_is_fraction(t);
     const char *want = t->mig_profile >= 0 ? " in MIG mode"
                        : frac              ? " in shared mode"

@@ -76,6 +76,16 @@ static void test_reason_mig_mode(void **state)
     assert_string_equal(allot_queue_reason(w.q, slice),
                         "no ready node has 1 H100-80GB GPU in MIG mode "
                         "(2 ready nodes have theirs outside MIG mode)");
+    /* a profile no node's model has (an A100-40GB slice): said so, not "no free slot" */
+    s.name = "small";
+    s.task.model_mask = 0;
+    s.task.mig_profile = allot_catalog_find_profile(cat, "1g.5gb");
+    assert_true(s.task.mig_profile >= 0);
+    slice = allot_queue_submit(w.q, &s, 1, err, sizeof(err));
+    assert_true(slice >= 0);
+    cycle(&w, 1);
+    assert_string_equal(allot_queue_reason(w.q, slice),
+                        "no node has a GPU model that offers MIG profile 1g.5gb");
     world_free(&w);
 }
 
