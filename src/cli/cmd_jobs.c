@@ -30,7 +30,7 @@ const struct cli_opt jobs_submit_opts[] = {
     {"mig", 0, "PROFILE", "one MIG instance per task, e.g. 1g.10gb"},
     {"gpu-milli", 0, "M", "a fraction of one GPU per task, in thousandths (1..999)"},
     {"gpu-memory", 0, "SIZE", "GPU memory per task (MiB, or with K/M/G/T)"},
-    {"cpus", 'c', "C", "CPUs per task (default 1; fractions allowed)"},
+    {"cpus", 'c', "C", "CPUs per task, 0.001..65536 (default 1; fractions allowed)"},
     {"mem", 'm', "SIZE", "memory per task (MiB, or with K/M/G/T)"},
     {"rdma-vfs", 0, "N", "RDMA virtual functions (SR-IOV VFs of the node's HCAs) per task"},
     {"priority", 'p', "CLASS", "priority class"},
@@ -206,7 +206,7 @@ static int build_job(const struct cli_args *a, json_t **out)
         json_object_set_new(job, "gpu_memory", json_integer(i64));
     if (rc == CLI_OK && (s = args_get(a, "mem")) && !(rc = args_mib("mem", s, &i64)))
         json_object_set_new(job, "memory", json_integer(i64));
-    if (rc == CLI_OK && (s = args_get(a, "cpus")) && !(rc = args_num("cpus", s, 0, 65536, &d)))
+    if (rc == CLI_OK && (s = args_get(a, "cpus")) && !(rc = args_num("cpus", s, 0.001, 65536, &d)))
         json_object_set_new(job, "cpus", json_real(d));
     if (rc == CLI_OK && (s = args_get(a, "time-limit")) &&
         !(rc = args_seconds("time-limit", s, &i64)))

@@ -288,6 +288,9 @@ def test_submit_errors():
     fails(cli(dm, "submit", "-t", "research/nlp", "--gpus", "1", "--mig", "1g.10gb"), 1, "usage")
     fails(cli(dm, "submit", "-t", "research/nlp", "--mem", "lots"), 1, "usage")
     fails(cli(dm, "submit", "-t", "research/nlp", "--gpu-milli", "1000"), 1, "usage")
+    # a task with no CPU is refused here as allotd refuses it (not exit 6 from the server)
+    r = fails(cli(dm, "submit", "-t", "research/nlp", "--cpus", "0", "--", "true"), 1, "usage")
+    assert "0.001..65536" in r.err, r
     fails(cli(dm, "submit", "-t", "research/nlp", "python3"), 1, "usage")
     # no command, neither after -- nor in the file: nothing is sent
     r = fails(cli(dm, "submit", "-t", "research/nlp", "--gpus", "1"), 1, "usage")
