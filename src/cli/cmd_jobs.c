@@ -329,7 +329,7 @@ int cmd_submit(struct cli *c, int argc, char **argv)
 
 /* ---- shared ---- */
 
-/* "2x1", "1g.10gb", "0.25", "10240MiB" ... : what one job asks for (with
+/* "2x1", "1g.10gb", "0.25", "10240MiB", "0.5+30720MiB" ... : what one job asks for (with
  * the task count when with_tasks and there are several). */
 static const char *shape(json_t *spec, char *buf, size_t n, bool with_tasks)
 {
@@ -342,6 +342,9 @@ static const char *shape(json_t *spec, char *buf, size_t n, bool with_tasks)
         allot_fmt(one, sizeof(one), "%lld", (long long)json_integer_value(g));
     else if (mig)
         allot_fmt(one, sizeof(one), "%s", json_string_value(mig));
+    else if (milli && mem) /* both: the compute share and the memory */
+        allot_fmt(one, sizeof(one), "%.3g+%lldMiB", (double)json_integer_value(milli) / 1000.0,
+                  (long long)json_integer_value(mem));
     else if (milli)
         allot_fmt(one, sizeof(one), "%.3g", (double)json_integer_value(milli) / 1000.0);
     else if (mem)

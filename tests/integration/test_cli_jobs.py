@@ -231,6 +231,9 @@ def test_submit_shapes_and_files():
     f = submit("-t", "research/nlp", "--gpu-milli", "250", "--gpu-memory", "10G")
     assert ok(cli(dm, "show", m, "-o", "json")).json()["spec"]["mig"] == "1g.10gb"
     assert ok(cli(dm, "show", f, "-o", "json")).json()["spec"]["gpu_memory"] == 10240
+    # a fraction of both compute and memory shows both, in show and ls
+    assert "each gpus 0.25+10240MiB," in ok(cli(dm, "show", f)).out
+    assert "0.25+10240MiB" in ok(cli(dm, "ls")).out
     d = fx.tempdir()
     y = write(os.path.join(d, "job.yaml"),
               "tenant: research/nlp\nname: from-yaml\ngpus: 1\ncpus: 2.5\n"
