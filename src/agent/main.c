@@ -1115,6 +1115,14 @@ int main(int argc, char **argv)
                         "ALLOT_TOKEN)\n");
         return 2;
     }
+    /* allotd appends the log's path to it, and refuses what would change it */
+    if (c->advertise && *c->advertise &&
+        ((strncmp(c->advertise, "http://", 7) != 0 && strncmp(c->advertise, "https://", 8) != 0) ||
+         strpbrk(c->advertise, "?#@\\ \t\r\n"))) {
+        fprintf(stderr, "allot-agent: --advertise: want http(s)://HOST[:PORT][/PATH] without a "
+                        "query, fragment or user part\n");
+        return 2;
+    }
     {
         uid_t first, last;
         if (tenant_uid_range(c->tenant_uids, &first, &last, err, sizeof(err)) < 0) {

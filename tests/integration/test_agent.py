@@ -716,6 +716,11 @@ def test_nvml_discovery():
         r = subprocess.run([fx.AGENT, "--print-inventory", "stray"], capture_output=True,
                            text=True, timeout=20)
         assert r.returncode == 2 and 'unexpected argument "stray"' in r.stderr, r
+        # allotd appends the log's path to --advertise: what would change it is refused here
+        r = subprocess.run([fx.AGENT, "--print-inventory", "--emulate", "1xL4", "--state-dir",
+                            fx.tempdir(), "--advertise", "http://h:1/x?a"], capture_output=True,
+                           text=True, timeout=20)
+        assert r.returncode == 2 and "--advertise: want http(s)://" in r.stderr, r
         # allotd registers one model per node: a mixed emulation is refused here
         r = subprocess.run([fx.AGENT, "--print-inventory", "--emulate", "1xH100-80GB,1xL4",
                             "--state-dir", fx.tempdir()], capture_output=True, text=True,
