@@ -222,6 +222,12 @@ int allot_store_job_hold(struct allot_store *st, int64_t id, bool held);
  * ALLOT_ENOMEM. */
 int allot_store_job_set_spec(struct allot_store *st, int64_t id, const char *spec);
 
+/* How many jobs of tenant `tenant` (that path exactly) are pending,
+ * starting or running, into *n: what a per-tenant limit on live jobs
+ * counts (an index lookup). Returns 0, ALLOT_EINVAL, ALLOT_EIO or
+ * ALLOT_ENOMEM. */
+int allot_store_job_count_live(struct allot_store *st, const char *tenant, int64_t *n);
+
 /* Filters of a job listing; zero-initialised means "all jobs, oldest first".
  * Cost of a page: O(page) for no filter, one state, one exact tenant, or
  * both; a mask of several states or a whole subtree costs O(matching jobs)
@@ -633,6 +639,7 @@ struct allot_store_ops {
     int (*job_update)(struct allot_store *st, const struct allot_store_job *j);
     int (*job_hold)(struct allot_store *st, int64_t id, bool held);
     int (*job_set_spec)(struct allot_store *st, int64_t id, const char *spec);
+    int (*job_count_live)(struct allot_store *st, const char *tenant, int64_t *n);
     int (*job_list)(struct allot_store *st, const struct allot_store_job_filter *f,
                     struct allot_store_job_page *page);
     int (*event_add)(struct allot_store *st, const struct allot_store_event *ev, int64_t *seq);

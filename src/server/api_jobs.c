@@ -58,8 +58,11 @@ struct submit_write {
     int64_t *ids; /* OUT: the ids of the n jobs (1 when not an array) */
     int64_t now;
     const char *priority; /* the class it names, or NULL */
+    int64_t max_live;     /* live jobs a tenant may have (0: no limit) */
     bool existed;
     bool no_class; /* OUT: that class was removed since it was checked */
+    int64_t live;  /* OUT: the tenant's live jobs, when the new ones would pass max_live
+                      (nothing written), else -1 */
 };
 
 /* Checks, inside a write, that priority class `name` is stored now (one
@@ -109,6 +112,16 @@ static int submit_fn(struct allot_store *st, void *arg)
         rc = allot_store_job_submit(st, w->j, &w->ids[i], i ? NULL : &w->existed);
         if (rc || w->existed)
             return rc;
+        /* counted after the first is in (a retry of a stored one is no new job) */
+        if (i == 0 && w->max_live > 0) {
+            int64_t live;
+            if ((rc = allot_store_job_count_live(st, w->j->tenant, &live)) != 0)
+                return rc;
+            if (live - 1 + (w->idx ? w->n : 1) > w->max_live) {
+                w->live = live - 1;
+                return ALLOT_ESTATE; /* undoes this write's own inserts */
+            }
+        }
         ev.job_id = w->ids[i];
         rc = allot_store_event_add(st, &ev, NULL);
     }
@@ -412,8 +425,15 @@ int api_jobs_submit(struct req *r)
     if (rc == 0)
         rc = check_deps(r, st, &js, deps, err, sizeof(err));
     if (rc == 0) {
-        struct submit_write w = {
-            .r = r, .j = &j, .idx = idx, .n = n, .ids = ids, .now = now, .priority = js.priority};
+        struct submit_write w = {.r = r,
+                                 .j = &j,
+                                 .idx = idx,
+                                 .n = n,
+                                 .ids = ids,
+                                 .now = now,
+                                 .priority = js.priority,
+                                 .max_live = r->srv->cfg.max_jobs_per_tenant,
+                                 .live = -1};
 
         j.deps = deps;
         j.n_deps = (size_t)js.n_deps;
@@ -424,6 +444,12 @@ int api_jobs_submit(struct req *r)
         if (w.no_class) {
             allot_fmt(err, sizeof(err), "no priority class %s (it was just removed)", js.priority);
             rc = 422;
+        } else if (w.live >= 0) {
+            allot_fmt(err, sizeof(err),
+                      "tenant %s has %lld pending, starting or running jobs; %d more would pass "
+                      "the %lld a tenant may have (allotd --max-jobs-per-tenant)",
+                      js.tenant, (long long)w.live, n, (long long)w.max_live);
+            rc = 403;
         } else if (existed) {
             rc = allot_store_job_get(st, ids[0], &got);
             reused = rc == 0 && !same_request(got.spec, spec, mem_given);
@@ -436,6 +462,8 @@ int api_jobs_submit(struct req *r)
                   key, (long long)got.id);
     else if (rc == 422)
         api_error(r, 422, "invalid", "%s", err);
+    else if (rc == 403)
+        api_error(r, 403, "too_many_jobs", "%s", err);
     else if (rc < 0)
         api_error(r, 500, "store", "%s", allot_strerror(rc));
     else {

@@ -166,6 +166,15 @@ static const struct allot_config_option options[] = {
      .min = 4,
      .max = 65536,
      .help = "Connections served at once; more are closed as they arrive."},
+    {.name = "max-jobs-per-tenant",
+     .type = ALLOT_CFG_INT,
+     .offset = F(max_jobs_per_tenant),
+     .def = "100000",
+     .min = 0,
+     .max = INT64_C(1) << 40,
+     .help = "Pending, starting and running jobs one tenant may have (array members each "
+             "count), as Slurm's MaxSubmitJobs; a submission past it is refused (403 "
+             "too_many_jobs) and nothing of it stored. 0: no limit."},
     {.name = "max-connections-per-ip",
      .type = ALLOT_CFG_INT,
      .offset = F(max_conn_per_ip),

@@ -44,9 +44,10 @@ struct server_config {
     char *placement;
     char *order;
     char *ui_dir;
-    int64_t workers;         /* 0: a thread per connection; N: a pool of N */
-    int64_t max_connections; /* connections served at once */
-    int64_t max_conn_per_ip; /* of them from one client address (0: no limit) */
+    int64_t workers;             /* 0: a thread per connection; N: a pool of N */
+    int64_t max_connections;     /* connections served at once */
+    int64_t max_conn_per_ip;     /* of them from one client address (0: no limit) */
+    int64_t max_jobs_per_tenant; /* live jobs one tenant may have (0: no limit) */
     int64_t body_max;
     int64_t cycle_interval;      /* ms */
     int64_t cycle_gap;           /* ms: least time between two cycles */

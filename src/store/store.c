@@ -538,6 +538,14 @@ int allot_store_job_set_spec(struct allot_store *st, int64_t id, const char *spe
     return write_end(st, st->ops->job_set_spec(st, id, spec));
 }
 
+int allot_store_job_count_live(struct allot_store *st, const char *tenant, int64_t *n)
+{
+    *n = 0;
+    if (!tenant || !*tenant)
+        return store_set_err(st, "tenant path must not be empty"), ALLOT_EINVAL;
+    return st->ops->job_count_live(st, tenant, n);
+}
+
 int allot_store_job_member(struct allot_store *st, int64_t parent, int index,
                            struct allot_store_job *out)
 {

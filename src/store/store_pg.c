@@ -912,6 +912,17 @@ static int pg_job_set_spec(struct allot_store *base, int64_t id, const char *spe
                              "UPDATE jobs SET spec = $2 WHERE id = $1 AND state = 'pending'", &p);
 }
 
+static int pg_job_count_live(struct allot_store *base, const char *tenant, int64_t *n)
+{
+    struct pgp p = {0};
+
+    pgp_text(&p, tenant);
+    return pg_int((struct pg_store *)base,
+                  "SELECT count(*) FROM jobs WHERE tenant = $1"
+                  " AND state IN ('pending', 'starting', 'running')",
+                  &p, n);
+}
+
 static int pg_job_list(struct allot_store *base, const struct allot_store_job_filter *f,
                        struct allot_store_job_page *page)
 {
@@ -1452,6 +1463,7 @@ fail:
     .meta_get = pg_meta_get, .meta_set = pg_meta_set, .lead = pg_lead,                             \
     .job_insert = pg_job_insert, .job_get = pg_job_get, .job_update = pg_job_update,               \
     .job_hold = pg_job_hold, .job_set_spec = pg_job_set_spec, .job_list = pg_job_list,             \
+    .job_count_live = pg_job_count_live,                                                           \
     .event_add = pg_event_add, .event_list = pg_event_list, .event_last = pg_event_last,           \
     .event_last_running = pg_event_last_running, .tenant_put = pg_tenant_put,                      \
     .tenant_delete = pg_tenant_delete, .tenant_list = pg_tenant_list, .prio_put = pg_prio_put,     \

@@ -704,6 +704,7 @@ const struct allot_store_ops allot_store_sqlite_ops = {
     .job_update = sq_job_update,
     .job_hold = sq_job_hold,
     .job_set_spec = sq_job_set_spec,
+    .job_count_live = sq_job_count_live,
     .job_list = sq_job_list,
     .event_add = sq_event_add,
     .event_list = sq_event_list,

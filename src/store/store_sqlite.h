@@ -34,6 +34,7 @@ enum sq_stmt_id {
     SQ_JOB_STATE,
     SQ_JOB_HOLD,
     SQ_JOB_SET_SPEC,
+    SQ_JOB_COUNT_LIVE,
     SQ_EVENT_ADD,
     SQ_EVENT_LIST,
     SQ_EVENT_LAST,
@@ -104,6 +105,7 @@ int sq_job_get(struct allot_store *st, int64_t id, struct allot_store_job *out);
 int sq_job_update(struct allot_store *st, const struct allot_store_job *j);
 int sq_job_hold(struct allot_store *st, int64_t id, bool held);
 int sq_job_set_spec(struct allot_store *st, int64_t id, const char *spec);
+int sq_job_count_live(struct allot_store *st, const char *tenant, int64_t *n);
 int sq_job_list(struct allot_store *st, const struct allot_store_job_filter *f,
                 struct allot_store_job_page *page);
 int sq_event_add(struct allot_store *st, const struct allot_store_event *ev, int64_t *seq);

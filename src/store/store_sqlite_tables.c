@@ -38,6 +38,8 @@ const char *const sq_stmt_sql[SQ_NSTMT] = {
     [SQ_JOB_STATE] = "SELECT state FROM jobs WHERE id = ?1",
     [SQ_JOB_HOLD] = "UPDATE jobs SET held = ?2 WHERE id = ?1 AND state = 'pending'",
     [SQ_JOB_SET_SPEC] = "UPDATE jobs SET spec = ?2 WHERE id = ?1 AND state = 'pending'",
+    [SQ_JOB_COUNT_LIVE] = "SELECT count(*) FROM jobs WHERE tenant = ?1"
+                          " AND state IN ('pending', 'starting', 'running')",
     [SQ_EVENT_ADD] = "INSERT INTO job_events(job_id, time, kind, detail) VALUES (?1, ?2, ?3, ?4)",
     [SQ_EVENT_LIST] = "SELECT seq, job_id, time, kind, detail FROM job_events"
                       " WHERE job_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
@@ -412,6 +414,23 @@ int sq_job_set_spec(struct allot_store *base, int64_t id, const char *spec)
     sqlite3_bind_int64(st, 1, id);
     sq_bind_text(st, 2, spec);
     return sq_pending_step(base, st, id);
+}
+
+int sq_job_count_live(struct allot_store *base, const char *tenant, int64_t *n)
+{
+    struct sq_store *s = (struct sq_store *)base;
+    sqlite3_stmt *st;
+    int rc = 0, r;
+
+    if (!(st = sq_stmt(s, SQ_JOB_COUNT_LIVE, &rc)))
+        return rc;
+    sq_bind_text(st, 1, tenant);
+    r = sqlite3_step(st);
+    if (r == SQLITE_ROW) {
+        *n = sqlite3_column_int64(st, 0);
+        r = SQLITE_OK;
+    }
+    return sq_done(s, st, r);
 }
 
 int sq_job_list(struct allot_store *base, const struct allot_store_job_filter *f,

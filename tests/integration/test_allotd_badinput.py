@@ -232,12 +232,43 @@ def test_big_specs_are_bounded():
         d.stop()
 
 
+def test_jobs_per_tenant_limit():
+    """--max-jobs-per-tenant bounds a tenant's pending, starting and running jobs (array
+    members each count): past it a submission is 403 too_many_jobs and nothing of it is
+    stored; other tenants are not held; an ended job frees its place; a retry of a stored
+    job (its Idempotency-Key) is no new job."""
+    d = Daemon(args=["--max-jobs-per-tenant", "3"])
+    try:
+        expect(d.req("PUT", "/v1/tenants", TENANTS, token=d.admin), 200)
+        nlp = {"tenant": "research/nlp", "hold": True}
+        first = expect(d.req("POST", "/v1/jobs", nlp, token=d.admin,
+                             headers={"Idempotency-Key": "k1"}), 201)["id"]
+        expect(d.req("POST", "/v1/jobs", nlp, token=d.admin), 201)
+        b = expect(d.req("POST", "/v1/jobs", dict(nlp, array="0-1"), token=d.admin), 403)
+        assert b["error"]["code"] == "too_many_jobs", b
+        assert "research/nlp has 2 pending, starting or running jobs; 2 more" in \
+            b["error"]["message"], b
+        jobs = expect(d.req("GET", "/v1/jobs", token=d.admin), 200)["jobs"]
+        assert len(jobs) == 2, jobs  # nothing of the array stored
+        expect(d.req("POST", "/v1/jobs", nlp, token=d.admin), 201)
+        expect(d.req("POST", "/v1/jobs", nlp, token=d.admin), 403)
+        expect(d.req("POST", "/v1/jobs", nlp, token=d.admin, headers={"Idempotency-Key": "k1"}),
+               200)  # the stored one again
+        expect(d.req("POST", "/v1/jobs", {"tenant": "research/vision", "hold": True},
+                     token=d.admin), 201)
+        expect(d.req("POST", "/v1/jobs/%d/cancel" % first, token=d.admin), 200)
+        expect(d.req("POST", "/v1/jobs", nlp, token=d.admin), 201)
+    finally:
+        d.stop()
+
+
 if __name__ == "__main__":
     dm = Daemon()
     try:
         expect(dm.req("PUT", "/v1/tenants", TENANTS, token=dm.admin), 200)
         fx.run([test_corpus, test_tenant_errors_name_the_entry, test_env_cannot_set_the_gpu_share,
                 test_sql_looking_strings_are_stored_verbatim, test_default_memory,
-                test_stored_zero_cpus_still_read, test_big_specs_are_bounded])
+                test_stored_zero_cpus_still_read, test_big_specs_are_bounded,
+                test_jobs_per_tenant_limit])
     finally:
         dm.stop()

@@ -170,17 +170,52 @@ static void test_set_spec(void **state)
     allot_store_close(st);
 }
 
+/* The live jobs of one tenant (pending, starting, running), that path
+ * exactly: what --max-jobs-per-tenant counts. */
+static void test_count_live(void **state)
+{
+    struct fix *f = *state;
+    struct allot_store *st = open_ok(f);
+    struct allot_store_job got;
+    int64_t n = -1, a = submit(st, "org/a", "one"), b;
+
+    submit(st, "org/a", "two");
+    b = submit(st, "org/a", "three");
+    submit(st, "org/ab", "other");
+    submit(st, "org", "parent");
+    assert_int_equal(allot_store_job_count_live(st, "org/a", &n), 0);
+    assert_int_equal(n, 3);
+    assert_int_equal(allot_store_job_get(st, a, &got), 0);
+    got.state = ALLOT_SJ_RUNNING;
+    got.start_time = 100;
+    assert_int_equal(allot_store_job_update(st, &got), 0); /* running still counts */
+    allot_store_job_clear(&got);
+    assert_int_equal(allot_store_job_get(st, b, &got), 0);
+    got.state = ALLOT_SJ_CANCELLED;
+    got.end_time = 100;
+    assert_int_equal(allot_store_job_update(st, &got), 0); /* ended: no more */
+    allot_store_job_clear(&got);
+    assert_int_equal(allot_store_job_count_live(st, "org/a", &n), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(allot_store_job_count_live(st, "none", &n), 0);
+    assert_int_equal(n, 0);
+    assert_int_equal(allot_store_job_count_live(st, "", &n), ALLOT_EINVAL);
+    allot_store_close(st);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_arrays, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hold, setup, teardown),
         cmocka_unit_test_setup_teardown(test_set_spec, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_count_live, setup, teardown),
     };
     const struct CMUnitTest pg_tests[] = {
         cmocka_unit_test_setup_teardown(test_arrays, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hold, setup, teardown),
         cmocka_unit_test_setup_teardown(test_set_spec, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_count_live, setup, teardown),
     };
 
     return FIX_RUN(argc, argv, tests, pg_tests);
