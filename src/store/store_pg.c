@@ -1463,17 +1463,16 @@ fail:
     .meta_get = pg_meta_get, .meta_set = pg_meta_set, .lead = pg_lead,                             \
     .job_insert = pg_job_insert, .job_get = pg_job_get, .job_update = pg_job_update,               \
     .job_hold = pg_job_hold, .job_set_spec = pg_job_set_spec, .job_list = pg_job_list,             \
-    .job_count_live = pg_job_count_live,                                                           \
-    .event_add = pg_event_add, .event_list = pg_event_list, .event_last = pg_event_last,           \
-    .event_last_running = pg_event_last_running, .tenant_put = pg_tenant_put,                      \
-    .tenant_delete = pg_tenant_delete, .tenant_list = pg_tenant_list, .prio_put = pg_prio_put,     \
-    .prio_delete = pg_prio_delete, .prio_list = pg_prio_list, .node_put = pg_node_put,             \
-    .node_get = pg_node_get, .node_heartbeat = pg_node_heartbeat, .node_delete = pg_node_delete,   \
-    .node_list = pg_node_list, .token_add = pg_token_add, .token_get = pg_token_get,               \
-    .token_revoke = pg_token_revoke, .token_list = pg_token_list, .audit_last = pg_audit_last,     \
-    .audit_insert = pg_audit_insert, .audit_list = pg_audit_list, .run_list = pg_run_list,         \
-    .run_last = pg_run_last, .node_span_list = pg_node_span_list, .sample_add = pg_sample_add,     \
-    .sample_list = pg_sample_list, .usage_replace = pg_usage_replace, .usage_list = pg_usage_list, \
-    .net_add = pg_net_add, .net_list = pg_net_list
+    .job_count_live = pg_job_count_live, .event_add = pg_event_add, .event_list = pg_event_list,   \
+    .event_last = pg_event_last, .event_last_running = pg_event_last_running,                      \
+    .tenant_put = pg_tenant_put, .tenant_delete = pg_tenant_delete, .tenant_list = pg_tenant_list, \
+    .prio_put = pg_prio_put, .prio_delete = pg_prio_delete, .prio_list = pg_prio_list,             \
+    .node_put = pg_node_put, .node_get = pg_node_get, .node_heartbeat = pg_node_heartbeat,         \
+    .node_delete = pg_node_delete, .node_list = pg_node_list, .token_add = pg_token_add,           \
+    .token_get = pg_token_get, .token_revoke = pg_token_revoke, .token_list = pg_token_list,       \
+    .audit_last = pg_audit_last, .audit_insert = pg_audit_insert, .audit_list = pg_audit_list,     \
+    .run_list = pg_run_list, .run_last = pg_run_last, .node_span_list = pg_node_span_list,         \
+    .sample_add = pg_sample_add, .sample_list = pg_sample_list, .usage_replace = pg_usage_replace, \
+    .usage_list = pg_usage_list, .net_add = pg_net_add, .net_list = pg_net_list
 
 const struct allot_store_ops allot_store_pg_ops = {.scheme = "postgres", .open = pg_open, PG_OPS};
