@@ -200,6 +200,11 @@ int api_usage(struct req *r)
                          api_query(r, "to"));
     if (to - from > 400LL * 86400)
         return api_error(r, 400, "bad_request", "at most 400 days at once");
+    /* per job, every sample of the window is read (not the hourly roll-ups) */
+    if (!strcmp(by, "job") && to - from > 32LL * 86400)
+        return api_error(r, 400, "bad_request",
+                         "by=job: at most 32 days at once (it reads every sample of the window); "
+                         "ask month by month");
     if (*tenant && !auth_sees_tenant(&r->who, tenant) && !auth_in_scope(tenant, r->who.tenant))
         return api_error(r, 404, "not_found", "no such tenant: %s", tenant);
 

@@ -400,6 +400,13 @@ def test_invoice_prices_and_reconciles():
         expect(dm.req("GET", "/v1/usage?from=" + day, token=dm.admin), 400, day)
     expect(dm.req("GET", "/v1/usage?from=2024-02-29&to=2024-03-01", token=dm.admin), 200)  # leap
     expect(dm.req("GET", "/v1/invoices?format=pdf", token=dm.admin), 400)
+    # per job every sample of the window is read: a month at most, the roll-ups 400 days
+    b = expect(dm.req("GET", "/v1/usage?by=job&from=2026-01-01&to=2026-03-01", token=dm.admin),
+               400)
+    assert "by=job: at most 32 days" in b["error"]["message"], b
+    expect(dm.req("GET", "/v1/usage?by=job&from=2026-01&to=2026-02", token=dm.admin), 200)
+    expect(dm.req("GET", "/v1/usage?by=tenant&from=2026-01-01&to=2026-03-01", token=dm.admin),
+           200)
 
 
 def whole_gpu_amount(tenant="research/nlp"):
