@@ -1070,6 +1070,9 @@ out:
     return 0;
 }
 
+/* Stored checkpoint reports of one run are at least this far apart. */
+#define CHECKPOINT_EVERY_S 60
+
 struct checkpoint_write {
     struct req *r;
     int64_t id, now, at;
@@ -1103,6 +1106,15 @@ static int checkpoint_fn(struct allot_store *st, void *arg)
     allot_store_job_clear(&j);
     if (rc)
         return rc;
+    /* a save of this run stored within CHECKPOINT_EVERY_S before this one
+     * (or after it) stands for it: a job reporting in a loop adds an event
+     * and an audit entry a minute at most (the loop still gets this one) */
+    struct allot_store_event last = {0};
+    bool recent = allot_store_event_last(st, w->id, "checkpoint", &last) == 0 &&
+                  last.time >= w->start && last.time >= w->at - CHECKPOINT_EVERY_S;
+    allot_store_event_clear(&last);
+    if (recent)
+        return 0;
     allot_fmt(detail, sizeof(detail), "saved its work (reported at %lld)", (long long)w->now);
     allot_fmt(target, sizeof(target), "job/%lld", (long long)w->id);
     rc = allot_store_event_add(st, &ev, NULL);

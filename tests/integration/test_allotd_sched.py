@@ -648,6 +648,9 @@ def test_checkpoint_report():
         assert r["id"] == left[1] and abs(r["saved_at"] - time.time()) < 5, r
         j = expect(d.req("GET", "/v1/jobs/%d" % left[1], token=d.admin), 200)
         assert j["last_checkpoint"] == r["saved_at"], j
+        # reported again within the minute: answered, not stored again (one event below)
+        r2 = expect(d.req("POST", "/v1/jobs/%d/checkpoint" % left[1], token=d.admin), 200)
+        assert r2["saved_at"] >= r["saved_at"], r2
         wait_job(a0, lambda j: j["state"] == "starting", d=d)
         ev = expect(d.req("GET", "/v1/jobs/%d/events" % left[1], token=d.admin), 200)["events"]
         assert [e["kind"] for e in ev if e["kind"] in ("checkpoint", "preempted")] == [
