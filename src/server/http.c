@@ -105,11 +105,27 @@ struct bucket {
     double at; /* monotonic seconds of the last refill */
 };
 
+/* Refused calls audited per token: REFUSED_AUDITED in each window of
+ * REFUSED_WINDOW_S seconds; the others are counted and named in the next
+ * one audited, so a token refused in a loop cannot fill the store with
+ * audit entries (open addressing; a slot idle past its window is taken
+ * over, a full table audits everything). */
+#define REFUSED_SLOTS    4096
+#define REFUSED_AUDITED  10
+#define REFUSED_WINDOW_S 10
+struct refused {
+    int64_t token_id; /* 0: free slot */
+    int64_t window;   /* monotonic seconds / REFUSED_WINDOW_S */
+    int64_t skipped;  /* refusals not audited since the last audited one */
+    int n;            /* audited in this window */
+};
+
 struct http {
     struct server *srv;
     char *tls_cert, *tls_key; /* owned: PEM text while serving HTTPS, else NULL */
     pthread_mutex_t rlock;
-    struct bucket *rate; /* owned, RATE_SLOTS entries; NULL when the limit is off */
+    struct bucket *rate;     /* owned, RATE_SLOTS entries; NULL when the limit is off */
+    struct refused *refused; /* owned, REFUSED_SLOTS entries */
     struct MHD_Daemon *d;
     int64_t body_max;
     pthread_mutex_t mlock;
@@ -413,6 +429,40 @@ static bool rate_take(struct http *h, int64_t id)
     return ok;
 }
 
+/* Whether token id's refused call is audited now; *skipped gets how many
+ * of its refusals went unaudited since its last audited one. */
+static bool refused_take(struct http *h, int64_t id, int64_t *skipped)
+{
+    int64_t window = (int64_t)(mono_now() / REFUSED_WINDOW_S);
+    bool ok = true;
+
+    *skipped = 0;
+    pthread_mutex_lock(&h->rlock);
+    for (size_t k = 0; k < REFUSED_SLOTS; k++) {
+        struct refused *b = &h->refused[((uint64_t)id * 0x9e3779b97f4a7c15ULL + k) % REFUSED_SLOTS];
+
+        if (b->token_id && b->token_id != id && (b->window == window || b->skipped))
+            continue; /* another token's, in use */
+        if (b->token_id != id)
+            *b = (struct refused){.token_id = id, .window = window};
+        if (b->window != window) {
+            b->window = window;
+            b->n = 0;
+        }
+        ok = b->n < REFUSED_AUDITED;
+        if (ok) {
+            b->n++;
+            *skipped = b->skipped;
+            b->skipped = 0;
+        } else {
+            b->skipped++;
+        }
+        break;
+    }
+    pthread_mutex_unlock(&h->rlock);
+    return ok;
+}
+
 struct header_count {
     const char *name;
     int n;
@@ -540,14 +590,19 @@ static void dispatch(struct http *h, struct req *r, size_t *route_out)
         api_standby(r);
     }
 audit:
-    if (rt->action && r->who.resolved && !r->audited && r->status >= 400) {
-        char result[64];
+    int64_t skipped;
+    if (rt->action && r->who.resolved && !r->audited && r->status >= 400 &&
+        refused_take(h, r->who.token_id, &skipped)) {
+        char result[128], more[64] = "";
         char target[160];
 
         struct audit_write w = {.r = r, .target = target, .result = result, .now = srv_now()};
 
-        allot_fmt(result, sizeof(result), "error %d%s", r->status,
-                  r->who.role == ROLE_JOB ? " (job credential)" : "");
+        if (skipped)
+            allot_fmt(more, sizeof(more), " (%lld refused call%s before it not audited)",
+                      (long long)skipped, skipped == 1 ? "" : "s");
+        allot_fmt(result, sizeof(result), "error %d%s%s", r->status,
+                  r->who.role == ROLE_JOB ? " (job credential)" : "", more);
         audit_path(target, sizeof(target), r->path);
         if (srv_write(h->srv, audit_fn, &w) < 0)
             LOG_WARN("http", "audit append failed for %s %s", r->method, r->path);
@@ -705,10 +760,12 @@ struct http *http_start(struct server *s, const char *listen, int workers, int m
     h->body_max = s->cfg.body_max;
     pthread_mutex_init(&h->mlock, NULL);
     pthread_mutex_init(&h->rlock, NULL);
-    if (s->cfg.rate_limit > 0 && !(h->rate = allot_calloc(RATE_SLOTS, sizeof(*h->rate)))) {
+    if ((s->cfg.rate_limit > 0 && !(h->rate = allot_calloc(RATE_SLOTS, sizeof(*h->rate)))) ||
+        !(h->refused = allot_calloc(REFUSED_SLOTS, sizeof(*h->refused)))) {
         allot_fmt(err, errlen, "out of memory");
         pthread_mutex_destroy(&h->mlock);
         pthread_mutex_destroy(&h->rlock);
+        allot_free(h->rate);
         allot_free(h);
         return NULL;
     }
@@ -757,6 +814,7 @@ fail:
     pthread_mutex_destroy(&h->mlock);
     pthread_mutex_destroy(&h->rlock);
     allot_free(h->rate);
+    allot_free(h->refused);
     allot_free(h->tls_cert);
     allot_free(h->tls_key);
     allot_free(h);
@@ -772,6 +830,7 @@ void http_stop(struct http *h)
     pthread_mutex_destroy(&h->mlock);
     pthread_mutex_destroy(&h->rlock);
     allot_free(h->rate);
+    allot_free(h->refused);
     allot_free(h->tls_cert);
     allot_free(h->tls_key);
     allot_free(h);

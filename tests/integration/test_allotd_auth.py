@@ -253,6 +253,24 @@ def test_jobs_are_scoped_to_tenants():
     expect(dm.req("POST", "/v1/jobs/%d/cancel" % jid, token=T["other"]), 200)
 
 
+def test_refusals_audited_within_a_budget():
+    """A token refused in a loop cannot fill the store with audit entries: ten refusals
+    in each ten seconds are audited, and the next one audited counts those that were
+    not."""
+    b = expect(dm.req("POST", "/v1/tokens", {"role": "viewer", "name": "looper"},
+                      token=dm.admin), 201)
+    tid, tok = b["id"], b["token"]
+    for _ in range(30):  # well inside one second: two windows at most
+        expect(dm.req("POST", "/v1/jobs/999999/cancel", token=tok), 404)
+    mine = [e for e in dm.audit() if e["token_id"] == tid and e["result"].startswith("error")]
+    assert 10 <= len(mine) <= 20, mine
+    time.sleep(10.5)  # the next window
+    expect(dm.req("POST", "/v1/jobs/999999/cancel", token=tok), 404)
+    last = [e for e in dm.audit() if e["token_id"] == tid][-1]
+    assert last["result"] == "error 404 (%d refused calls before it not audited)" % (
+        30 - len(mine)), last
+
+
 def test_audit_log():
     # a refused call's path with a newline and an escape sequence is stored escaped
     expect(dm.req("POST", "/v1/jobs/1%0a2026-01-01%20token.revoke%20ok%1b%5b2J/cancel",
@@ -281,6 +299,7 @@ if __name__ == "__main__":
                 test_token_scope_checked, test_last_admin_token_kept,
                 test_authorization_matrix, test_two_authorization_headers,
                 test_metrics_auth,
-                test_jobs_are_scoped_to_tenants, test_audit_log])
+                test_jobs_are_scoped_to_tenants, test_refusals_audited_within_a_budget,
+                test_audit_log])
     finally:
         dm.stop()
