@@ -509,6 +509,7 @@ static void audit_path(char *out, size_t len, const char *path)
 
 static void dispatch(struct http *h, struct req *r, size_t *route_out)
 {
+    int64_t skipped = 0; /* refusals of r's token not audited before this one */
     bool path_seen = false;
     size_t i;
 
@@ -590,7 +591,6 @@ static void dispatch(struct http *h, struct req *r, size_t *route_out)
         api_standby(r);
     }
 audit:
-    int64_t skipped;
     if (rt->action && r->who.resolved && !r->audited && r->status >= 400 &&
         refused_take(h, r->who.token_id, &skipped)) {
         char result[128], more[64] = "";
