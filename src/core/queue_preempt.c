@@ -20,6 +20,7 @@ struct victim {
     int id;
     int64_t cost; /* GPU-seconds of work lost */
     int borrowed;
+    int pinned; /* its class is not preemptible: reclaimed only when no other work will do */
 };
 
 static int cmp_victim(const void *a, const void *b)
@@ -28,6 +29,8 @@ static int cmp_victim(const void *a, const void *b)
 
     if (x->borrowed != y->borrowed)
         return y->borrowed - x->borrowed; /* borrowed first */
+    if (x->pinned != y->pinned)
+        return x->pinned - y->pinned; /* then what its class lets be preempted */
     if (x->cost != y->cost)
         return x->cost < y->cost ? -1 : 1;
     return x->id - y->id;
@@ -59,7 +62,26 @@ static struct victim victim_of(const struct allot_queue *q, const struct allot_j
 {
     return (struct victim){.id = v->id,
                            .borrowed = v->borrowed,
+                           .pinned = !queue_job_preemptible(q, v),
                            .cost = (int64_t)queue_job_gpus(v) * lost_work(q, v, now)};
+}
+
+/* Whether v's tenant holds at least its nominal without v, on a resource
+ * v uses: all of v lies beyond the tenant's guarantee now. Its borrowed
+ * flag says so only as of v's start (the tenant's other work may have
+ * ended since, or its nominal grown), which is enough for work its class
+ * lets be preempted, not for work it does not. */
+static bool beyond_nominal(const struct allot_queue *q, const struct allot_job *v)
+{
+    const struct allot_tenant *x = allot_tenants_get(q->t, v->spec.tenant);
+    struct allot_resvec use;
+
+    queue_job_usage(q, v, &use);
+    for (int k = 0; k < ALLOT_RES_MAX; k++)
+        if (use.v[k] > 0 && x->quota[k].nominal != ALLOT_UNLIMITED &&
+            x->usage[k] - use.v[k] >= x->quota[k].nominal)
+            return true;
+    return false;
 }
 
 /* True when quota (not room) is what keeps j out right now. */
@@ -288,8 +310,10 @@ static bool may_preempt(const struct allot_queue *q, const struct allot_job *j, 
     /* reclaim: only borrowed work of another tenant, only for work inside
      * its own nominal, whatever v's class: the lender's guarantee comes
      * first (a class that is not preemptible would otherwise let a job
-     * keep another tenant's quota for good) */
-    if (q->o.quotas && j_in_nominal && v->borrowed && v->spec.tenant != j->spec.tenant)
+     * keep another tenant's quota for good); such work only while all of
+     * it lies beyond its own tenant's nominal now */
+    if (q->o.quotas && j_in_nominal && v->borrowed && v->spec.tenant != j->spec.tenant &&
+        (queue_job_preemptible(q, v) || beyond_nominal(q, v)))
         return true;
     if (!queue_job_preemptible(q, v))
         return false;
@@ -667,8 +691,9 @@ bool queue_is_preemptor(const struct allot_job *j, int v)
 
 /* Adds the pool's candidates of other tenants than j's that did not
  * preempt j, and the earliest time another may become one (j's preemptors
- * among the candidates are not victims but are noted, as may_preempt
- * refuses them). Returns 0 or ALLOT_ENOMEM. */
+ * among the candidates, and work whose class is not preemptible that is
+ * not beyond its tenant's nominal now, are not victims but are noted, as
+ * may_preempt refuses them). Returns 0 or ALLOT_ENOMEM. */
 static int collect_bor(struct allot_queue *q, struct allot_job *j, int64_t now, struct search *s)
 {
     const struct bor_pool *p = pool_at(q, false, now);
@@ -679,7 +704,8 @@ static int collect_bor(struct allot_queue *q, struct allot_job *j, int64_t now, 
         const struct allot_job *v = &q->jobs[p->vs[i].id];
         if (v->spec.tenant == j->spec.tenant || !bor_candidate(q, v, now))
             continue;
-        if (j->n_preemptors > 0 && queue_is_preemptor(j, v->id))
+        if ((!queue_job_preemptible(q, v) && !beyond_nominal(q, v)) ||
+            (j->n_preemptors > 0 && queue_is_preemptor(j, v->id)))
             recheck_note(q, j, v, now);
         else
             s->vs[s->n++] = p->vs[i];
@@ -1223,6 +1249,31 @@ static int search_prune(struct allot_queue *q, struct allot_job *j, struct searc
 
 /* With every victim off (as now, in the trial): each other tenant that
  * gives some up by fair-share reclaim keeps at least its fair share. */
+/* With the set taken off (as search_trial holds it): true when no victim
+ * of another tenant whose class is not preemptible leaves its tenant below
+ * its nominal (each was beyond it alone; several of one tenant together
+ * may not be). */
+static bool search_pinned_ok(const struct allot_queue *q, const struct allot_job *j,
+                             const struct search *s)
+{
+    for (int i = 0; i < s->used; i++) {
+        const struct allot_job *v = &q->jobs[s->vs[s->order[i]].id];
+        const struct allot_tenant *x = allot_tenants_get(q->t, v->spec.tenant);
+        struct allot_resvec use;
+        bool kept = false;
+
+        if (v->spec.tenant == j->spec.tenant || queue_job_preemptible(q, v))
+            continue;
+        queue_job_usage(q, v, &use);
+        for (int k = 0; k < ALLOT_RES_MAX && !kept; k++)
+            kept = use.v[k] > 0 && x->quota[k].nominal != ALLOT_UNLIMITED &&
+                   x->usage[k] >= x->quota[k].nominal;
+        if (!kept)
+            return false;
+    }
+    return true;
+}
+
 static bool search_fair_ok(const struct allot_queue *q, const struct allot_job *j,
                            const struct search *s)
 {
@@ -1267,6 +1318,8 @@ static int search_trial(struct allot_queue *q, struct allot_job *j, struct searc
     if (fit == 1 && rc == 0)
         fit = search_prune(q, j, s, now);
     if (fit == 1 && s->fair && !search_fair_ok(q, j, s))
+        fit = 0;
+    if (fit == 1 && !search_pinned_ok(q, j, s))
         fit = 0;
     {
         int rb = search_restore(q, s, now);

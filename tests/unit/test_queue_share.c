@@ -468,6 +468,64 @@ static void test_reclaim_whatever_class(void **state)
     world_free(&w);
 }
 
+/* Work whose class is not preemptible is reclaimed only while all of it
+ * lies beyond its tenant's nominal now (its borrowed flag dates from its
+ * start), and after the borrowed work its class lets be preempted. */
+static void test_reclaim_pinned_last(void **state)
+{
+    struct world w;
+    char err[128];
+    struct allot_job_spec s = {.name = "pinned",
+                               .prio_class = 0,
+                               .n_tasks = 1,
+                               .task = {.num_gpu = 1, .gpu_milli = 1000, .mig_profile = -1}};
+    struct allot_quota three = {3000, ALLOT_UNLIMITED, ALLOT_UNLIMITED};
+    int pinned, a1;
+
+    (void)state;
+    world_init(&w, 1, 2, base); /* 4 GPUs; a and b 2 each */
+    assert_int_equal(allot_queue_add_prio_class(w.q, "serving", 10, false), 0);
+    submit(&w, "b0", w.b, 1, 1, 0, 0);
+    submit(&w, "b1", w.b, 1, 1, 0, 0);
+    submit(&w, "a0", w.a, 1, 1, 0, 0);
+    cycle(&w, 0);
+    s.tenant = w.b;
+    pinned = allot_queue_submit(w.q, &s, 1, err, sizeof(err));
+    assert_true(pinned >= 0);
+    cycle(&w, 1);
+    assert_int_equal(w.starts, 4);
+    assert_true(allot_queue_job(w.q, pinned)->borrowed);
+    /* b's nominal grows to 3: pinned is inside it now, its flag says otherwise */
+    assert_int_equal(allot_tenants_set_quota(w.t, w.b, ALLOT_RES_GPU, three), 0);
+    a1 = submit(&w, "a1", w.a, 1, 1, 100, 0); /* inside a's nominal */
+    cycle(&w, 100);
+    assert_int_equal(w.preempts, 0);
+    assert_int_equal(allot_queue_job(w.q, a1)->state, ALLOT_JOB_PENDING);
+    world_free(&w);
+
+    /* b borrows with a preemptible job that has lost more and a pinned one:
+     * a's job takes the preemptible one */
+    world_init(&w, 1, 2, base);
+    assert_int_equal(allot_queue_add_prio_class(w.q, "serving", 10, false), 0);
+    submit(&w, "b0", w.b, 1, 1, 0, 0);
+    submit(&w, "b1", w.b, 1, 1, 0, 0);
+    cycle(&w, 0);
+    submit(&w, "train", w.b, 1, 1, 1, 0); /* borrowed, started first: more lost */
+    cycle(&w, 1);
+    s.tenant = w.b;
+    pinned = allot_queue_submit(w.q, &s, 500, err, sizeof(err));
+    cycle(&w, 500);
+    assert_int_equal(w.starts, 4);
+    a1 = submit(&w, "a1", w.a, 1, 1, 700, 0);
+    cycle(&w, 700);
+    assert_int_equal(w.preempts, 1);
+    assert_int_equal(w.n_pairs, 1);
+    assert_string_equal(allot_queue_job(w.q, w.pairs[0][0])->name, "train");
+    assert_int_equal(w.pairs[0][1], a1);
+    assert_int_equal(allot_queue_job(w.q, pinned)->state, ALLOT_JOB_RUNNING);
+    world_free(&w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -475,6 +533,7 @@ int main(void)
         cmocka_unit_test(test_user_fair_share),
         cmocka_unit_test(test_fair_reclaim),
         cmocka_unit_test(test_reclaim_whatever_class),
+        cmocka_unit_test(test_reclaim_pinned_last),
         cmocka_unit_test(test_fair_cap),
         cmocka_unit_test(test_fair_shares_follow_tree),
         cmocka_unit_test(test_compute_only_fraction_reason),
