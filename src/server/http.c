@@ -238,7 +238,14 @@ int api_error(struct req *r, int status, const char *code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    return api_json(r, status, json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg));
+    json_t *o = json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg);
+    if (!o) { /* a message naming what came in may be no UTF-8 (a path's %FF): shown as ? */
+        for (char *p = msg; *p; p++)
+            if ((unsigned char)*p >= 0x80)
+                *p = '?';
+        o = json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg);
+    }
+    return api_json(r, status, o);
 }
 
 int api_bytes(struct req *r, int status, const char *content_type, const void *buf, size_t len)
@@ -490,16 +497,17 @@ static int header_count(struct req *r, const char *name)
     return c.n;
 }
 
-/* The request's path as an audit entry's target: a control character, a
- * byte of the path that would end or recolour a line where the entry is
- * read (a raw newline or escape sequence in a refused request's path), is
- * written as %XX, as in a URL. */
+/* The request's path as an audit entry's target: a control character (a
+ * byte that would end or recolour a line where the entry is read: a raw
+ * newline or escape sequence in a refused request's path) and every byte
+ * from 0x7f (C1 controls, and bytes that are no UTF-8, which the entry's
+ * JSON could not hold) are written as %XX, as in a URL. */
 static void audit_path(char *out, size_t len, const char *path)
 {
     size_t n = 0;
 
     for (const unsigned char *p = (const unsigned char *)path; *p && n + 4 <= len; p++) {
-        if (*p < 0x20 || *p == 0x7f)
+        if (*p < 0x20 || *p >= 0x7f)
             n += (size_t)snprintf(out + n, len - n, "%%%02X", *p);
         else
             out[n++] = (char)*p;

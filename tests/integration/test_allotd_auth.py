@@ -278,6 +278,12 @@ def test_audit_log():
     entries = dm.audit(page=50)
     odd = [e["target"] for e in entries if "token.revoke" in e["target"]]
     assert odd == ["/v1/jobs/1%0A2026-01-01 token.revoke ok%1B[2J/cancel"], odd
+    # a byte that is no UTF-8, and a C1 control, are listed (escaped), not dropped
+    n = len(entries)
+    expect(dm.req("POST", "/v1/jobs/%FF%C2%9B/cancel", token=dm.admin), 404)
+    entries = dm.audit(page=50)
+    assert len(entries) == n + 1 and entries[-1]["target"] == "/v1/jobs/%FF%C2%9B/cancel", \
+        entries[-1]
     seqs = [e["seq"] for e in entries]
     assert seqs == list(range(1, len(seqs) + 1)), seqs
     actions = {e["action"] for e in entries}
