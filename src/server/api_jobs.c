@@ -500,6 +500,9 @@ out:
 /* A page of GET /v1/jobs holds up to its limit of jobs, and stops after
  * the job whose specs and placements pass this many bytes. */
 #define LIST_BYTES_MAX (8 * 1024 * 1024)
+/* ... read from the store this many at a time (each spec up to a few
+ * hundred KiB: a whole page of 1,000 at once would hold them all) */
+#define LIST_CHUNK 100
 
 int api_jobs_list(struct req *r)
 {
@@ -547,24 +550,34 @@ int api_jobs_list(struct req *r)
 
     if (!st)
         return 0;
-    rc = allot_store_job_list(st, &f, &pg);
-    if (rc < 0)
-        return api_error(r, rc == ALLOT_EINVAL ? 400 : 500, "bad_query", "%s", allot_strerror(rc));
-    a = json_array();
-    v = pg.next_cursor;
-    /* a page stops once its specs pass LIST_BYTES_MAX (big commands or
-     * environments): the next one goes on from its last job */
+    /* read LIST_CHUNK jobs at a time, and stop once their specs pass
+     * LIST_BYTES_MAX (big commands or environments): the next page goes
+     * on from the last job given */
+    int want = f.limit;
     size_t bytes = 0;
-    for (size_t i = 0; i < pg.n; i++) {
-        json_array_append_new(a, api_job_json(&pg.jobs[i]));
-        bytes += (pg.jobs[i].spec ? strlen(pg.jobs[i].spec) : 0) +
-                 (pg.jobs[i].placement ? strlen(pg.jobs[i].placement) : 0);
-        if (bytes > LIST_BYTES_MAX && i + 1 < pg.n) {
-            v = pg.jobs[i].id;
-            break;
+    a = json_array();
+    v = 0;
+    do {
+        f.limit = want - (int)json_array_size(a) < LIST_CHUNK ? want - (int)json_array_size(a)
+                                                              : LIST_CHUNK;
+        if ((rc = allot_store_job_list(st, &f, &pg)) < 0) {
+            json_decref(a);
+            return api_error(r, rc == ALLOT_EINVAL ? 400 : 500, "bad_query", "%s",
+                             allot_strerror(rc));
         }
-    }
-    allot_store_job_page_free(&pg);
+        v = pg.next_cursor;
+        for (size_t i = 0; i < pg.n; i++) {
+            json_array_append_new(a, api_job_json(&pg.jobs[i]));
+            bytes += (pg.jobs[i].spec ? strlen(pg.jobs[i].spec) : 0) +
+                     (pg.jobs[i].placement ? strlen(pg.jobs[i].placement) : 0);
+            if (bytes > LIST_BYTES_MAX && (i + 1 < pg.n || v)) {
+                v = pg.jobs[i].id;
+                break;
+            }
+        }
+        allot_store_job_page_free(&pg);
+        f.cursor = v;
+    } while (v && bytes <= LIST_BYTES_MAX && (int)json_array_size(a) < want);
     return api_json(r, 200, json_pack("{s:o,s:I}", "jobs", a, "next_cursor", (json_int_t)v));
 }
 
