@@ -86,6 +86,37 @@ static int class_stored(struct allot_store *st, const char *name, bool *no_class
     return rc;
 }
 
+/* Whether w's jobs keep their tenant within --max-jobs-per-tenant (its
+ * first job already stored): 0, or ALLOT_ESTATE with w->live set when they
+ * would not, or the store's error. Counted exactly only when the estimate
+ * (srv->live_est, the committer thread's) says it may be near: a count
+ * reads every live job of the tenant's index. */
+static int live_check(struct allot_store *st, struct submit_write *w)
+{
+    struct server *srv = w->r->srv;
+    int64_t n = w->idx ? w->n : 1, guess = -1;
+    json_t *e;
+    int rc;
+
+    if (!srv->live_est)
+        srv->live_est = json_object();
+    if ((e = json_object_get(srv->live_est, w->j->tenant)))
+        guess = json_integer_value(e); /* before this submission */
+    if (guess < 0 || guess + n > w->max_live) {
+        if ((rc = allot_store_job_count_live(st, w->j->tenant, &guess)) != 0)
+            return rc;
+        guess--; /* without the first, stored just now */
+        if (guess + n > w->max_live) {
+            w->live = guess;
+            json_object_set_new(srv->live_est, w->j->tenant, json_integer(guess));
+            return ALLOT_ESTATE;
+        }
+    }
+    /* with these: a write undone later leaves it above the truth, never below */
+    json_object_set_new(srv->live_est, w->j->tenant, json_integer(guess + n));
+    return 0;
+}
+
 /* Group-commit write: the job (every member of an array), a "submitted"
  * event each and one audit entry (only the job lookup when its
  * Idempotency-Key was seen before: the key belongs to the first member). */
@@ -113,15 +144,8 @@ static int submit_fn(struct allot_store *st, void *arg)
         if (rc || w->existed)
             return rc;
         /* counted after the first is in (a retry of a stored one is no new job) */
-        if (i == 0 && w->max_live > 0) {
-            int64_t live;
-            if ((rc = allot_store_job_count_live(st, w->j->tenant, &live)) != 0)
-                return rc;
-            if (live - 1 + (w->idx ? w->n : 1) > w->max_live) {
-                w->live = live - 1;
-                return ALLOT_ESTATE; /* undoes this write's own inserts */
-            }
-        }
+        if (i == 0 && w->max_live > 0 && (rc = live_check(st, w)) != 0)
+            return rc; /* ALLOT_ESTATE undoes this write's own inserts */
         ev.job_id = w->ids[i];
         rc = allot_store_event_add(st, &ev, NULL);
     }

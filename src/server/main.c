@@ -995,6 +995,7 @@ out_cat:
     pthread_key_delete(s->reader_key);
     refs_free(s);
     json_decref(s->agents);
+    json_decref(s->live_est);
     json_decref(s->tokens);
     allot_store_close(s->lst);
     allot_store_close(s->wst);

@@ -130,6 +130,11 @@ struct server {
                                     tenant]; emptied when a token is revoked (auth.c) */
     uint64_t tokens_gen;         /* guarded by tokens_lock: bumped when tokens is emptied */
     pthread_mutex_t agents_lock; /* leaf lock: guards agents */
+    /* owned, the committer thread's only: tenant path -> its live jobs as
+     * last counted plus those stored since (never below the truth: jobs
+     * that end lower it), so that --max-jobs-per-tenant counts exactly only
+     * near the limit */
+    json_t *live_est;
     json_t *agents; /* owned: node name -> {"url", "key"} of its agent's log endpoint, as its
                        heartbeats tell (memory only) */
     atomic_int_fast64_t meter_at; /* time of the last metering roll-up (0: none yet) */
