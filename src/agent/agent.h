@@ -142,6 +142,11 @@ void nvml_mig_enable_all(struct nvml *nv, const struct agent_inventory *inv);
  * Run after the tasks are adopted. */
 struct agent;
 void mig_reclaim_foreign(struct agent *a);
+
+/* While a GPU is unhealthy for a MIG instance not allot's (a->mig_foreign):
+ * tries mig_reclaim_foreign again every five heartbeat intervals (now:
+ * agent_now_ms), so the GPU comes back once the instance's process ended. */
+void mig_foreign_retry(struct agent *a, int64_t now);
 /* The POST /v1/nodes/register body (new reference). */
 json_t *inventory_json(const struct agent_config *cfg, const struct agent_inventory *inv);
 
@@ -496,6 +501,7 @@ struct agent {
     /* per GPU in MIG mode, why a MIG instance no task of this agent holds
      * is left on it ("" when none is): the GPU is reported unhealthy */
     char mig_foreign[AGENT_MAX_GPUS][200];
+    int64_t mig_retry_at; /* agent_now_ms when mig_foreign_retry tries again */
     /* per GPU, the tenant whose job last had it (STATE/gpu-tenants) */
     char last_tenant[AGENT_MAX_GPUS][256];
     /* a GPU more than one tenant used since it was last cleared (a shared

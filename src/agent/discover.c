@@ -183,6 +183,18 @@ void mig_reclaim_foreign(struct agent *a)
     allot_free(gpus);
 }
 
+void mig_foreign_retry(struct agent *a, int64_t now)
+{
+    bool any = false;
+
+    for (int i = 0; i < a->inv.n_gpus && !any; i++)
+        any = a->mig_foreign[i][0] != '\0';
+    if (!any || now < a->mig_retry_at)
+        return;
+    a->mig_retry_at = now + 5 * a->cfg.heartbeat;
+    mig_reclaim_foreign(a);
+}
+
 static const char *const verdicts[] = {"healthy", "degraded", "unhealthy"};
 
 /* Xid codes NVIDIA documents as needing a reset or the GPU's removal. */

@@ -884,6 +884,7 @@ static int run(struct agent *a)
             live += task_alive(&a->tasks[i]);
         }
         rep = reports(a);
+        mig_foreign_retry(a, now);
         /* a heartbeat never outlasts the time left before fencing: an allotd
          * that takes the connection and does not answer is noticed in time */
         int64_t left = FENCE_AT(a, last_ok, lease) - now, timeout = a->cfg.poll_wait + 15000;

@@ -779,6 +779,36 @@ def test_mig_instances_not_allots():
     finally:
         ag.stop()
         expect(dm.req("POST", "/v1/nodes/ag-fmig2/cordon", token=dm.admin), 200)
+    # a slice whose user goes away (its destroy refused once, then not) is destroyed at a
+    # later try, and its GPU is healthy again without a restart
+    with open(conf, "w") as f:
+        f.write('gpu name="NVIDIA A30" mem=24576 uuid=GPU-a30c minor=0 mig=on\n'
+                "gi 0 0 2\n"
+                "fail nvmlComputeInstanceDestroy 0 NVML_ERROR_IN_USE 1\n")
+    ag = Agent(dm, AG, "ag-fmig3", emulate="", args=["--nvml-lib", lib, "--gpu-mode", "mig"],
+               env={"FAKE_NVML_CONFIG": conf})
+    try:
+        wait_node("ag-fmig3")
+        end = time.time() + 10
+        while time.time() < end and "GPU 0: MIG instance 1 (1g.6gb at 2) destroyed" \
+                not in ag.log():
+            time.sleep(0.1)
+        log = ag.log()
+        assert "cannot be destroyed" in log and \
+            "GPU 0: MIG instance 1 (1g.6gb at 2) destroyed" in log, log
+        end = time.time() + 10
+        gpus = []
+        while time.time() < end:
+            n = [x for x in expect(dm.req("GET", "/v1/nodes", token=dm.admin), 200)["nodes"]
+                 if x["name"] == "ag-fmig3"][0]
+            gpus = (n.get("health") or {}).get("gpus") or []
+            if gpus and gpus[0]["health"] == "healthy":
+                break
+            time.sleep(0.1)
+        assert [g["health"] for g in gpus] == ["healthy"], gpus
+    finally:
+        ag.stop()
+        expect(dm.req("POST", "/v1/nodes/ag-fmig3/cordon", token=dm.admin), 200)
 
 
 def test_mig():
