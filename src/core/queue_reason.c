@@ -205,8 +205,9 @@ static bool text_unshaped(struct allot_queue *q, struct allot_job *j)
         return false;
     if (t->mig_profile >= 0 && offered == 0) {
         allot_fmt(j->reason, sizeof(j->reason),
-                  "no node has a%s GPU model that offers MIG profile %s", model,
-                  cat->profile_names[t->mig_profile]);
+                  "no node has a GPU model that offers MIG profile %s%s%s%s",
+                  cat->profile_names[t->mig_profile], model[0] ? " (asked for:" : "", model,
+                  model[0] ? ")" : "");
         return true;
     }
     bool frac = allot_task_is_fraction(t);
@@ -247,8 +248,10 @@ static int kept_by_isolation(const struct allot_queue *q, const struct allot_tas
         bool marked = n->excl_tenant != 0 || t->isolation != ALLOT_ISO_SHARED;
         for (int g = 0; g < n->n_gpus && !marked; g++)
             marked = n->gpus[g].excl_tenant != 0;
-        /* unmarked, the copy fits as the node does: not at all (the caller's case) */
-        if (n->state != ALLOT_NODE_READY || !marked)
+        /* unmarked, the copy fits as the node does: not at all (the caller's
+         * case); short of CPU, memory or GPUs, no copy fits either */
+        if (n->state != ALLOT_NODE_READY || !marked || n->cpu_free < t->cpu_milli ||
+            n->mem_free < t->mem_mib || n->n_gpus < t->num_gpu)
             continue;
         open = *n;
         open.excl_tenant = 0;
@@ -338,13 +341,16 @@ static void text_capacity(struct allot_queue *q, struct allot_job *j)
         len = allot_fmt(j->reason, sizeof(j->reason),
                         "no node has %d free%s GPU%s (most free on one node: %d)", t->num_gpu,
                         model, t->num_gpu > 1 ? "s in one NVLink island" : "", best_whole);
-    /* where no node takes even one task, say when isolation is why */
+    /* where no node takes even one task, say first when isolation is why */
     int kept = fits ? 0 : kept_by_isolation(q, t);
-    if (kept > 0 && len > 0 && (size_t)len < sizeof(j->reason))
-        allot_fmt(j->reason + len, sizeof(j->reason) - (size_t)len,
-                  "; tenant isolation keeps it off %d ready node%s with room (exclusive-node "
-                  "and exclusive-gpu tenants share with no other tenant)",
-                  kept, kept > 1 ? "s" : "");
+    if (kept > 0 && len > 0 && (size_t)len < sizeof(j->reason)) {
+        char rest[sizeof(j->reason)];
+        allot_strlcpy(rest, j->reason, sizeof(rest));
+        allot_fmt(j->reason, sizeof(j->reason),
+                  "tenant isolation keeps it off %d ready node%s with room (exclusive-node and "
+                  "exclusive-gpu tenants share with no other tenant); elsewhere %s",
+                  kept, kept > 1 ? "s" : "", rest);
+    }
 }
 
 int64_t allot_queue_capacity(const struct allot_queue *q, int res)
