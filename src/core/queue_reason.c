@@ -347,9 +347,8 @@ static void text_capacity(struct allot_queue *q, struct allot_job *j)
         char rest[sizeof(j->reason)];
         allot_strlcpy(rest, j->reason, sizeof(rest));
         allot_fmt(j->reason, sizeof(j->reason),
-                  "tenant isolation keeps it off %d ready node%s with room (exclusive-node and "
-                  "exclusive-gpu tenants share with no other tenant); elsewhere %s",
-                  kept, kept > 1 ? "s" : "", rest);
+                  "tenant isolation keeps it off %d ready node%s with room; elsewhere %s", kept,
+                  kept > 1 ? "s" : "", rest);
     }
 }
 

@@ -309,8 +309,7 @@ static void test_reason_isolation_and_gangs(void **state)
     cycle(&w, 1);
     assert_int_equal(allot_queue_job(w.q, frac)->state, ALLOT_JOB_PENDING);
     assert_string_equal(allot_queue_reason(w.q, frac),
-                        "tenant isolation keeps it off 1 ready node with room (exclusive-node "
-                        "and exclusive-gpu tenants share with no other tenant); elsewhere no GPU "
+                        "tenant isolation keeps it off 1 ready node with room; elsewhere no GPU "
                         "has 300 milli-GPU and 30.0 % of its memory free");
     world_free(&w);
 
