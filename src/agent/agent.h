@@ -567,4 +567,26 @@ int client_set_token(struct agent_client *c, const char *token);
 long client_post(struct agent_client *c, const char *path, json_t *body, int64_t timeout_ms,
                  json_t **reply, char *err, size_t errlen);
 
+/* ---- a task's MIG instance (task_mig.c) ---- */
+
+/* The MIG instance of a task placed on a slice (desired entry d, task
+ * folder dir): with NVML it is created now, at the placement the scheduler
+ * chose, and recorded in dir's `mig` file (a task whose record cannot be
+ * written fails, its instance destroyed: unrecorded, the agent's next
+ * start would destroy it under the task); an emulated GPU's instance only
+ * gets a UUID made from the GPU, profile and start, and instance ids
+ * (start + 1, 0) for its capability devices. uuid gets "" for a task
+ * without MIG; *gi and *ci its GPU and compute instance ids. Returns 0 or
+ * -1 with why. */
+int task_mig_prepare(struct agent *a, json_t *d, const char *dir, char *uuid, size_t len, int *gi,
+                     int *ci, char *why, size_t wlen);
+/* Gives task t the capability devices of its MIG instance (gi, ci) on
+ * GPU g, and only those (migcaps.c): appended to t->devs, made under the
+ * node's device folder, their paths added to devs (ALLOT_GPU_DEVICES).
+ * 0 or -1 with why. */
+int task_mig_caps_give(struct agent *a, struct task *t, int g, int gi, int ci, char *devs,
+                       size_t dlen, char *why, size_t wlen);
+/* Destroys the MIG instance the task of folder dir made, if any. */
+void task_mig_release(struct agent *a, const char *dir);
+
 #endif
