@@ -194,6 +194,13 @@ bool allot_env_reserved(const char *name);
  * choosing). */
 bool allot_env_name_ok(const char *name);
 
+/* Whether u (at most 256 bytes) is a base URL another path may be
+ * appended to: http:// or https://, a host with no user part, and no
+ * query, fragment, backslash, space or control character (any of which
+ * would turn the appended path into something else). The one rule for an
+ * agent's log URL, in allotd and in allot-agent --advertise. */
+bool allot_url_base_ok(const char *u);
+
 /* Deterministic PRNG (splitmix64 seeded xoshiro256**), owned by the caller. */
 struct allot_rng {
     uint64_t s[4];

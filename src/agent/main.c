@@ -1117,9 +1117,7 @@ int main(int argc, char **argv)
         return 2;
     }
     /* allotd appends the log's path to it, and refuses what would change it */
-    if (c->advertise && *c->advertise &&
-        ((strncmp(c->advertise, "http://", 7) != 0 && strncmp(c->advertise, "https://", 8) != 0) ||
-         strpbrk(c->advertise, "?#@\\ \t\r\n"))) {
+    if (c->advertise && *c->advertise && !allot_url_base_ok(c->advertise)) {
         fprintf(stderr, "allot-agent: --advertise: want http(s)://HOST[:PORT][/PATH] without a "
                         "query, fragment or user part\n");
         return 2;

@@ -271,6 +271,19 @@ uint64_t allot_rng_below(struct allot_rng *r, uint64_t n)
     return x % n;
 }
 
+bool allot_url_base_ok(const char *u)
+{
+    size_t skip = !strncmp(u, "http://", 7) ? 7 : !strncmp(u, "https://", 8) ? 8 : 0;
+
+    if (!skip || !u[skip] || u[skip] == '/' || strlen(u) > 256)
+        return false;
+    for (const char *p = u + skip; *p; p++)
+        if ((unsigned char)*p <= 0x20 || *p == 0x7f || *p == '?' || *p == '#' || *p == '@' ||
+            *p == '\\')
+            return false;
+    return true;
+}
+
 bool allot_env_name_ok(const char *name)
 {
     size_t n = 0;

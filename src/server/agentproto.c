@@ -13,23 +13,6 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Whether u is a base URL allotd may append a log's path to: http(s),
- * then a host with no user part, and no query or fragment (either would
- * turn the path allotd appends into something else: the node's agent
- * must not choose what allotd fetches), no space or control character. */
-static bool logs_base_ok(const char *u)
-{
-    size_t skip = !strncmp(u, "http://", 7) ? 7 : !strncmp(u, "https://", 8) ? 8 : 0;
-
-    if (!skip || !u[skip] || u[skip] == '/')
-        return false;
-    for (const char *p = u + skip; *p; p++)
-        if ((unsigned char)*p <= 0x20 || *p == 0x7f || *p == '?' || *p == '#' || *p == '@' ||
-            *p == '\\')
-            return false;
-    return true;
-}
-
 int agentproto_rdma_vfs(const json_t *inv)
 {
     const json_t *x;
@@ -262,7 +245,7 @@ int agentproto_heartbeat(json_t *b, struct hb_body *out, char *err, size_t errle
         const char *u = json_string_value(json_object_get(x, "url"));
         const char *k = json_string_value(json_object_get(x, "key"));
         if (!json_is_object(x) || json_object_size(x) != 2 || !u || !k || strlen(u) > 256 ||
-            strlen(k) > 80 || !logs_base_ok(u))
+            strlen(k) > 80 || !allot_url_base_ok(u))
             return E400("field \"logs\": want {\"url\": \"http(s)://HOST[:PORT][/PATH]\" (no "
                         "query, fragment or user), \"key\": string}");
         out->logs = x;

@@ -298,6 +298,39 @@ static void test_index(void **state)
     allot_index_free(&x);
 }
 
+/* An agent's log URL: a base another path may be appended to, nothing
+ * that would turn the appended path into something else. */
+static void test_url_base(void **state)
+{
+    static const char *const good[] = {"http://n1:7071", "https://n1.example:7071/base",
+                                       "http://[::1]:7071", "http://10.0.0.1"};
+    static const char *const bad[] = {"",
+                                      "ftp://n1",
+                                      "http://",
+                                      "http:///x",
+                                      "http://n1/x?",
+                                      "http://n1/x#y",
+                                      "http://u@n1",
+                                      "http://n1\\x",
+                                      "http://n1 x",
+                                      "http://n1\tx",
+                                      "http://n1\x7f",
+                                      "n1:7071"};
+    char longer[300];
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+        assert_true(allot_url_base_ok(good[i]));
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_false(allot_url_base_ok(bad[i]));
+    memcpy(longer, "http://", 7);
+    memset(longer + 7, 'a', sizeof(longer) - 8);
+    longer[sizeof(longer) - 1] = '\0';
+    assert_false(allot_url_base_ok(longer)); /* over 256 bytes */
+    longer[256] = '\0';
+    assert_true(allot_url_base_ok(longer));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -305,7 +338,7 @@ int main(void)
         cmocka_unit_test(test_parse_num), cmocka_unit_test(test_invariants),
         cmocka_unit_test(test_argv_hide), cmocka_unit_test(test_log),
         cmocka_unit_test(test_fnv1a),     cmocka_unit_test(test_servers),
-        cmocka_unit_test(test_index),
+        cmocka_unit_test(test_index),     cmocka_unit_test(test_url_base),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
