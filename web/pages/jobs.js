@@ -115,7 +115,13 @@ export function mount(root, params, ctx) {
   async function classControl(j) {
     const cur = (j.spec && j.spec.priority) || "";
     if (!session.mayCancel || j.state !== "pending") return cur || "(default)";
-    if (!classes) classes = ((await get("/v1/priority-classes")).priority_classes || []).map((c) => c.name);
+    if (!classes) {
+      try {
+        classes = ((await get("/v1/priority-classes")).priority_classes || []).map((c) => c.name);
+      } catch (e) { // the details still show, with the class as text
+        return cur || "(default)";
+      }
+    }
     const names = cur && !classes.includes(cur) ? [cur, ...classes] : classes;
     const sel = h("select", {id: "job-priority", "aria-label": "priority class"},
       cur ? null : h("option", {value: ""}, "(default)"), names.map((n) => h("option", {value: n}, n)));
