@@ -887,6 +887,14 @@ static int serve(struct server *s)
                     s->cfg.data_dir);
         return 1;
     }
+    { /* an SQLite store made before it was made 0600: said, not changed */
+        struct stat sb;
+        if (!strncmp(url, "sqlite:", 7) && stat(url + 7, &sb) == 0 && (sb.st_mode & 077))
+            LOG_WARN("main",
+                     "the store %s may be read by others (mode %03o): it holds the key job "
+                     "credentials are made with and the jobs' environments; chmod 600 it",
+                     url + 7, (unsigned)(sb.st_mode & 0777));
+    }
     pthread_mutex_init(&s->readers_lock, NULL);
     pthread_cond_init(&s->readers_cv, NULL);
     pthread_key_create(&s->reader_key, reader_release);

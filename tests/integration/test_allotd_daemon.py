@@ -26,6 +26,17 @@ def test_init_prints_one_token_once():
     # the secret itself is never stored
     with open(os.path.join(d, "allot.db"), "rb") as f:
         assert tok.encode() not in f.read()
+    # only its owner reads the store (it holds the job-credential key); one made
+    # readable before is said at start, not changed
+    db = os.path.join(d, "allot.db")
+    assert os.stat(db).st_mode & 0o077 == 0, oct(os.stat(db).st_mode)
+    os.chmod(db, 0o644)
+    dm = fx.Daemon(d)
+    try:
+        assert "may be read by others (mode 644)" in dm.log(), dm.log()
+    finally:
+        dm.stop()
+    assert os.stat(db).st_mode & 0o777 == 0o644
 
 
 def test_usage_errors_and_help():
