@@ -254,6 +254,12 @@ int64_t allot_fraction_mem(const struct allot_gpu *g, const struct allot_task *t
  * ALLOT_ENOSPC / ALLOT_EINVAL when it does not, leaving everything unchanged. */
 int allot_cluster_apply(struct allot_cluster *c, const struct allot_placement *p);
 
+/* Puts back a placement of work that runs on its node and was released a
+ * moment ago (a preemption trial undone): as allot_cluster_apply, but on a
+ * node in any state, as a cordoned, draining or fenced node keeps the work
+ * it runs (only new work is kept off it). */
+int allot_cluster_restore(struct allot_cluster *c, const struct allot_placement *p);
+
 /* Undoes an applied placement. Returns 0 or ALLOT_EINVAL when the placement
  * does not match what the node holds. */
 int allot_cluster_release(struct allot_cluster *c, const struct allot_placement *p);

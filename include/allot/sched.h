@@ -150,4 +150,9 @@ void allot_sched_placement_init(const struct allot_sched *s, int node, const str
  * nothing changed. */
 int allot_sched_apply(struct allot_sched *s, const struct allot_placement *p);
 
+/* As allot_sched_apply for a placement put back where its work runs (a
+ * victim's tentative release undone): on a node in any state
+ * (allot_cluster_restore). */
+int allot_sched_restore(struct allot_sched *s, const struct allot_placement *p);
+
 #endif

@@ -1006,14 +1006,17 @@ static int placement_change(const struct allot_cluster *c, const struct allot_pl
     return 0;
 }
 
-static int cluster_change(struct allot_cluster *c, const struct allot_placement *p, int sign)
+/* any_state: a placement put back where it ran (allot_cluster_restore),
+ * which a node that takes no new work keeps */
+static int cluster_change(struct allot_cluster *c, const struct allot_placement *p, int sign,
+                          bool any_state)
 {
     struct allot_node after;
     int rc;
 
     if (p->node < 0 || p->node >= c->n_nodes)
         return ALLOT_EINVAL;
-    if (sign > 0 && c->nodes[p->node].state != ALLOT_NODE_READY)
+    if (sign > 0 && !any_state && c->nodes[p->node].state != ALLOT_NODE_READY)
         return ALLOT_ESTATE;
     after = c->nodes[p->node];
     rc = placement_change(c, p, sign, &after);
@@ -1024,12 +1027,17 @@ static int cluster_change(struct allot_cluster *c, const struct allot_placement 
 
 int allot_cluster_apply(struct allot_cluster *c, const struct allot_placement *p)
 {
-    return cluster_change(c, p, +1);
+    return cluster_change(c, p, +1, false);
+}
+
+int allot_cluster_restore(struct allot_cluster *c, const struct allot_placement *p)
+{
+    return cluster_change(c, p, +1, true);
 }
 
 int allot_cluster_release(struct allot_cluster *c, const struct allot_placement *p)
 {
-    int rc = cluster_change(c, p, -1);
+    int rc = cluster_change(c, p, -1, false);
 
     if (rc == 0)
         c->grow_epoch++;

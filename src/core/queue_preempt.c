@@ -893,9 +893,10 @@ static int victim_back(struct allot_queue *q, struct allot_job *v, int off, int6
     struct allot_resvec use;
 
     for (int k = 0; k < off; k++) {
-        if (allot_sched_apply(q->placer, &v->pl[k]) != 0) {
+        if (allot_sched_restore(q->placer, &v->pl[k]) != 0) {
             /* out of memory in the cluster's index, or room held by an
-             * orphan that could not be released: memory either way */
+             * orphan that could not be released: memory either way (a
+             * node that takes no new work keeps what ran on it) */
             victim_evict(q, v, k, off, now);
             return ALLOT_ENOMEM;
         }
@@ -1010,7 +1011,8 @@ static int search_restore(struct allot_queue *q, struct search *s, int64_t now)
         for (int i = 0; i < s->used; i++) {
             struct allot_job *v = &q->jobs[s->vs[s->order[i]].id];
             int r;
-            if (placed_exclusive(v) != (pass == 0))
+            /* one evicted in the first pass is requeued, its tasks gone */
+            if (!v->pl || placed_exclusive(v) != (pass == 0))
                 continue;
             r = victim_back(q, v, v->spec.n_tasks, now);
             if (r && !rc)

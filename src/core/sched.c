@@ -650,3 +650,8 @@ int allot_sched_apply(struct allot_sched *s, const struct allot_placement *p)
      * only shrinks it */
     return allot_cluster_apply(s->c, p);
 }
+
+int allot_sched_restore(struct allot_sched *s, const struct allot_placement *p)
+{
+    return allot_cluster_restore(s->c, p); /* as allot_sched_apply */
+}
