@@ -132,6 +132,8 @@ struct allot_job {
     int64_t runs;       /* times started */
     int64_t preemptions;
     bool borrowed;     /* running above its tenant's nominal */
+    bool never;        /* PENDING: more than its tenants may ever hold (not in the fair
+                          shares' demand) */
     int preempted_for; /* STOPPING: the job it makes room for, else -1 */
     int backfill_for;  /* running: started past this pending job's reservation
                           (preemptible backfill, its victim), else -1 */

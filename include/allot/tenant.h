@@ -137,6 +137,12 @@ void allot_tenants_charge(struct allot_tenants *t, int i, const struct allot_res
  * far as the functions tell (fields written directly are not seen). */
 uint64_t allot_tenants_changes(const struct allot_tenants *t);
 
+/* A number that changes whenever the tree or a quota does (tenants added,
+ * allot_tenants_set_quota, allot_tenants_fill_nominal): what
+ * allot_tenants_ever_admits answers changes only with it (and with the
+ * cluster's capacity). */
+uint64_t allot_tenants_quota_gen(const struct allot_tenants *t);
+
 /* Lending hold: with half_life_s > 0 a tenant does not lend the part of
  * its nominal it used recently: its unused nominal up to its recent peak
  * usage (a maximum that decays with this half-life) stays reserved for it.

@@ -83,15 +83,50 @@ void queue_running_compact(struct allot_queue *q)
     q->n_holes = 0;
 }
 
+/* Whether pending job j asks for more than its tenants may ever hold (a
+ * quota, not a shape): it then waits for good ("can never start") and is
+ * no demand for the fair shares, which would otherwise hold other
+ * tenants' borrowing back on an idle cluster. */
+static bool never_starts(const struct allot_queue *q, const struct allot_job *j)
+{
+    return q->o.quotas &&
+           !allot_tenants_ever_admits(q->t, j->spec.tenant, &j->req, q->o.borrowing, NULL, NULL);
+}
+
 /* Job j joins (sign 1) or leaves (-1) the pending jobs of its tenant's counts. */
-static void pending_count(struct allot_queue *q, const struct allot_job *j, int sign)
+static void pending_count(struct allot_queue *q, struct allot_job *j, int sign)
 {
     struct ten_count *c = &q->tc[j->spec.tenant];
     int64_t g = sign * j->req.v[ALLOT_RES_GPU];
 
+    if (sign > 0)
+        j->never = never_starts(q, j);
     c->pending += g;
+    if (j->never)
+        c->never += g;
     if (j->stopping_victims > 0)
         c->waiting += g;
+}
+
+/* The pending jobs' job.never again, when the quotas or the cluster's
+ * capacity changed since they were found (rare: not every round). */
+static void never_refresh(struct allot_queue *q)
+{
+    uint64_t gen = allot_tenants_quota_gen(q->t);
+    int64_t cap = q->capacity.v[ALLOT_RES_GPU];
+
+    if (gen == q->never_quotas && cap == q->never_cap)
+        return;
+    q->never_quotas = gen;
+    q->never_cap = cap;
+    for (size_t t = 0; t < q->tc_n; t++)
+        q->tc[t].never = 0;
+    for (size_t i = 0; i < q->n_pending; i++) {
+        struct allot_job *j = &q->jobs[q->pending[i]];
+        j->never = never_starts(q, j);
+        if (j->never)
+            q->tc[j->spec.tenant].never += j->req.v[ALLOT_RES_GPU];
+    }
 }
 
 /* Appends job id to the pending list (room reserved by the caller). */
@@ -1044,6 +1079,7 @@ static void cycle_start(struct allot_queue *q, int64_t now)
     if (allot_cluster_resized(q->c) != q->capacity_resized)
         capacity_count(q);
     allot_tenants_advance(q->t, now, q->o.half_life_s, &q->capacity);
+    never_refresh(q);
     queue_fair_shares(q);
     queue_running_compact(q);
     q->serial++;

@@ -141,13 +141,14 @@ static int check_counts(const struct allot_queue *q, char *err, size_t errlen)
             j->state == ALLOT_JOB_RUNNING || j->state == ALLOT_JOB_STOPPING;
         bor += (j->state == ALLOT_JOB_RUNNING || j->state == ALLOT_JOB_STOPPING) && j->borrowed;
         sum[j->spec.tenant].pending += j->state == ALLOT_JOB_PENDING ? g : 0;
+        sum[j->spec.tenant].never += j->state == ALLOT_JOB_PENDING && j->never ? g : 0;
         sum[j->spec.tenant].waiting +=
             j->state == ALLOT_JOB_PENDING && j->stopping_victims > 0 ? g : 0;
     }
     for (size_t t = 0; t < q->tc_n && rc == 0; t++) {
         const struct ten_count *c = &q->tc[t], *s = &sum[t];
-        if (c->pending != s->pending || c->waiting != s->waiting || c->stopping != s->stopping ||
-            c->running != s->running) {
+        if (c->pending != s->pending || c->never != s->never || c->waiting != s->waiting ||
+            c->stopping != s->stopping || c->running != s->running) {
             allot_fmt(err, errlen,
                       "tenant %d: counts %lld pending, %lld waiting, %lld stopping, %zu running; "
                       "jobs %lld, %lld, %lld, %zu",

@@ -96,7 +96,7 @@ void queue_fair_shares(struct allot_queue *q)
     part = w + nt + 1;
     ord = part + nt + 1;
     for (size_t i = 0; i < q->tc_n && i < (size_t)nt; i++)
-        dem[i] = q->tc[i].pending;
+        dem[i] = q->tc[i].pending - q->tc[i].never; /* what may ever start */
     /* demand and weight up the tree: a tenant's index is above its parent's */
     for (int i = nt - 1; i >= 0; i--) {
         const struct allot_tenant *x = allot_tenants_get(q->t, i);

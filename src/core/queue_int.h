@@ -27,6 +27,7 @@ struct fair_ten {
  * state (the fair shares read them every cycle, without a scan). */
 struct ten_count {
     int64_t pending;  /* its pending jobs */
+    int64_t never;    /* those of them more than its tenants may ever hold (job.never) */
     int64_t waiting;  /* those of them waiting for victims to stop */
     int64_t stopping; /* its jobs stopping (grace period) */
     size_t running;   /* its running and stopping jobs (the ten_head list): a count */
@@ -100,6 +101,8 @@ struct allot_queue {
     size_t n_bor;         /* jobs in that list */
     struct ten_count *tc; /* owned, per tenant id < tc_n (every job's tenant) */
     size_t tc_n;
+    uint64_t never_quotas;    /* allot_tenants_quota_gen and GPU capacity the pending */
+    int64_t never_cap;        /* jobs' job.never were found with (never_refresh) */
     struct fair_ten *fair;    /* owned, per tenant id < fair_n: fair shares this round
                                  (opts.fair_reclaim_s, fair_cap; queue_fair_shares) */
     size_t fair_room, fair_n; /* room; tenants this round (0: no fair shares) */

@@ -27,6 +27,7 @@ struct allot_tenants {
     size_t memo_cap;
     uint64_t gen;                 /* memo entries of another generation are stale; >= 1 */
     uint64_t charges;             /* allot_tenants_charge calls (allot_tenants_changes) */
+    uint64_t quotas;              /* changes of the tree or a quota (allot_tenants_quota_gen) */
     struct allot_resvec capacity; /* the cluster's, as allot_tenants_advance last heard */
     struct allot_index paths;     /* path -> index */
 };
@@ -213,6 +214,7 @@ int allot_tenants_add(struct allot_tenants *t, const char *path, char *err, size
         return ALLOT_EEXIST;
     }
     t->gen++;
+    t->quotas++;
     return cur;
 }
 
@@ -235,6 +237,7 @@ int allot_tenants_set_quota(struct allot_tenants *t, int i, int res, struct allo
         return ALLOT_EINVAL;
     t->v[i].quota[res] = q;
     t->gen++;
+    t->quotas++;
     return 0;
 }
 
@@ -263,6 +266,12 @@ void allot_tenants_fill_nominal(struct allot_tenants *t)
     for (int k = 0; k < ALLOT_RES_MAX; k++)
         fill_one(t, 0, k);
     t->gen++;
+    t->quotas++;
+}
+
+uint64_t allot_tenants_quota_gen(const struct allot_tenants *t)
+{
+    return t->quotas;
 }
 
 /* Unused nominal of c that it does not lend: max(0, N - L - U), and with

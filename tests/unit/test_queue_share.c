@@ -526,6 +526,35 @@ static void test_reclaim_pinned_last(void **state)
     world_free(&w);
 }
 
+/* A job more than its tenant may ever hold is no demand for the fair
+ * shares: with it waiting for good, another tenant's borrowing is not
+ * capped on an idle cluster (the cap binds while others wait). */
+static void test_never_job_is_no_demand(void **state)
+{
+    struct allot_queue_opts o = base;
+    struct allot_quota a = {3000, 0, ALLOT_UNLIMITED}, b = {1000, 3000, ALLOT_UNLIMITED};
+    struct world w;
+    int never, d;
+
+    (void)state;
+    o.fair_cap = 1.5;
+    world_init(&w, 1, 2, o); /* 4 GPUs */
+    assert_int_equal(allot_tenants_set_quota(w.t, w.a, ALLOT_RES_GPU, a), 0);
+    assert_int_equal(allot_tenants_set_quota(w.t, w.b, ALLOT_RES_GPU, b), 0);
+    never = submit(&w, "never", w.a, 4, 1, 0, 0); /* 4 GPUs: a may hold 3 */
+    d = submit(&w, "d", w.b, 1, 2, 0, 0);
+    cycle(&w, 0);
+    assert_int_equal(allot_queue_job(w.q, never)->state, ALLOT_JOB_PENDING);
+    assert_non_null(strstr(allot_queue_reason(w.q, never), "can never start"));
+    assert_int_equal(allot_queue_job(w.q, d)->state, ALLOT_JOB_RUNNING);
+    /* a's quota grows: the job may start some day, and is demand again */
+    a.borrow_limit = 1000;
+    assert_int_equal(allot_tenants_set_quota(w.t, w.a, ALLOT_RES_GPU, a), 0);
+    cycle(&w, 10);
+    assert_false(allot_queue_job(w.q, never)->never);
+    world_free(&w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -534,6 +563,7 @@ int main(void)
         cmocka_unit_test(test_fair_reclaim),
         cmocka_unit_test(test_reclaim_whatever_class),
         cmocka_unit_test(test_reclaim_pinned_last),
+        cmocka_unit_test(test_never_job_is_no_demand),
         cmocka_unit_test(test_fair_cap),
         cmocka_unit_test(test_fair_shares_follow_tree),
         cmocka_unit_test(test_compute_only_fraction_reason),
