@@ -178,6 +178,18 @@ static int adopt_job(struct loop *l, const struct allot_store_job *j,
     return qid;
 }
 
+struct requeue_write {
+    int64_t sid;
+    const char *why;
+};
+
+static int requeue_fn(struct allot_store *st, void *arg)
+{
+    const struct requeue_write *w = arg;
+
+    return loop_requeue_stored(st, w->sid, w->why, srv_now());
+}
+
 /* Makes room in live_at for any id the next submission can get (at most
  * the core's current job count), so that indexing it cannot fail. */
 static int live_at_reserve(struct loop *l)
@@ -249,6 +261,27 @@ void loop_submit_job(struct loop *l, const struct allot_store_job *j, bool gate)
         return;
     }
     qid = adopt_job(l, j, &spec, err, sizeof(err));
+    int wstate = j->state; /* the stored state the live entry starts from */
+    if (qid < 0 && qid != ALLOT_ENOENT && qid != ALLOT_ENOMEM && !spec.once) {
+        /* a run that is not adopted ends here: its trail says so, as a
+         * requeue for a lost node's does ("requeued", then placed anew) */
+        char why[400];
+        struct requeue_write w = {.sid = j->id, .why = why};
+        if (qid == ALLOT_ESTATE)
+            allot_strlcpy(why,
+                          "queued again at allotd's restart: it was preempted, and its grace "
+                          "period is not stored",
+                          sizeof(why));
+        else
+            allot_fmt(why, sizeof(why),
+                      "queued again at allotd's restart: not adopted where it "
+                      "ran (%.300s)",
+                      err);
+        if (srv_write(l->srv, requeue_fn, &w) == 0)
+            wstate = ALLOT_SJ_PENDING;
+        else
+            LOG_WARN("loop", "job %lld: its requeue's event was not stored", (long long)j->id);
+    }
     if (qid == ALLOT_ESTATE && spec.once) {
         /* preempted before allotd restarted, and it runs once: it ends, as
          * it would have when its grace period ended */
@@ -285,7 +318,7 @@ void loop_submit_job(struct loop *l, const struct allot_store_job *j, bool gate)
         l->max_sid = j->id;
     l->live[l->n_live++] = (struct live){.sid = j->id,
                                          .qid = qid,
-                                         .wstate = j->state,
+                                         .wstate = wstate,
                                          .wruns = adopted ? 1 : 0,
                                          .wreason = loop_hash_str(j->pending_reason),
                                          .wstart = j->start_time,

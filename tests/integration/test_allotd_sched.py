@@ -808,6 +808,11 @@ def _preempt_then_restart(once):
         else:
             j = wait_job(low, lambda j: j["state"] == "pending", d=d)
             assert j["placement"] is None, j
+            # the run's end is in its trail: requeued at the restart, after preempted
+            ev = [e for e in expect(d.req("GET", "/v1/jobs/%d/events" % low, token=d.admin),
+                                    200)["events"] if e["kind"] in ("preempted", "requeued")]
+            assert [e["kind"] for e in ev] == ["preempted", "requeued"], ev
+            assert "queued again at allotd's restart: it was preempted" in ev[1]["detail"], ev
         wait_job(high, lambda j: j["state"] == "starting", d=d)
         # nothing of the old run is wanted on the node any more
         jobs = expect(d.req("POST", "/v1/nodes/pr-1/heartbeat", {}, token=ag), 200)["jobs"]
