@@ -113,12 +113,11 @@ static void pending_count(struct allot_queue *q, struct allot_job *j, int sign)
 static void never_refresh(struct allot_queue *q)
 {
     uint64_t gen = allot_tenants_quota_gen(q->t);
-    int64_t cap = q->capacity.v[ALLOT_RES_GPU];
-
-    if (gen == q->never_quotas && cap == q->never_cap)
+    /* every resource: a root without a quota is bounded by the cluster's */
+    if (gen == q->never_quotas && !memcmp(&q->capacity, &q->never_cap, sizeof(q->capacity)))
         return;
     q->never_quotas = gen;
-    q->never_cap = cap;
+    q->never_cap = q->capacity;
     for (size_t t = 0; t < q->tc_n; t++)
         q->tc[t].never = 0;
     for (size_t i = 0; i < q->n_pending; i++) {

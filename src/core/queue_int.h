@@ -101,17 +101,17 @@ struct allot_queue {
     size_t n_bor;         /* jobs in that list */
     struct ten_count *tc; /* owned, per tenant id < tc_n (every job's tenant) */
     size_t tc_n;
-    uint64_t never_quotas;    /* allot_tenants_quota_gen and GPU capacity the pending */
-    int64_t never_cap;        /* jobs' job.never were found with (never_refresh) */
-    struct fair_ten *fair;    /* owned, per tenant id < fair_n: fair shares this round
-                                 (opts.fair_reclaim_s, fair_cap; queue_fair_shares) */
-    size_t fair_room, fair_n; /* room; tenants this round (0: no fair shares) */
-    int searches_left;        /* victim searches this cycle may still run */
-    int reclaims_left;        /* ... for jobs inside their nominal (8 x searches_left) */
-    int work_left;            /* starts and victim searches this cycle may still make
-                                 (opts.cycle_work); at 0 the cycle stops and `more` is set */
-    bool more;                /* the last cycle stopped at its work budget: the next one
-                                 continues its round (same search budgets) */
+    uint64_t never_quotas;         /* allot_tenants_quota_gen and capacity the pending */
+    struct allot_resvec never_cap; /* jobs' job.never were found with (never_refresh) */
+    struct fair_ten *fair;         /* owned, per tenant id < fair_n: fair shares this round
+                                      (opts.fair_reclaim_s, fair_cap; queue_fair_shares) */
+    size_t fair_room, fair_n;      /* room; tenants this round (0: no fair shares) */
+    int searches_left;             /* victim searches this cycle may still run */
+    int reclaims_left;             /* ... for jobs inside their nominal (8 x searches_left) */
+    int work_left;                 /* starts and victim searches this cycle may still make
+                                      (opts.cycle_work); at 0 the cycle stops and `more` is set */
+    bool more;                     /* the last cycle stopped at its work budget: the next one
+                                      continues its round (same search budgets) */
     struct cycle_pause pause;
     struct queue_serving *serving; /* owned: queue_serve's order while a cut cycle may
                                       resume (queue_serve.c), NULL */
