@@ -150,11 +150,12 @@ static int check_counts(const struct allot_queue *q, char *err, size_t errlen)
         if (c->pending != s->pending || c->never != s->never || c->waiting != s->waiting ||
             c->stopping != s->stopping || c->running != s->running) {
             allot_fmt(err, errlen,
-                      "tenant %d: counts %lld pending, %lld waiting, %lld stopping, %zu running; "
-                      "jobs %lld, %lld, %lld, %zu",
-                      (int)t, (long long)c->pending, (long long)c->waiting, (long long)c->stopping,
-                      c->running, (long long)s->pending, (long long)s->waiting,
-                      (long long)s->stopping, s->running);
+                      "tenant %d: counts %lld pending (%lld never), %lld waiting, %lld stopping, "
+                      "%zu running; jobs %lld (%lld), %lld, %lld, %zu",
+                      (int)t, (long long)c->pending, (long long)c->never, (long long)c->waiting,
+                      (long long)c->stopping, c->running, (long long)s->pending,
+                      (long long)s->never, (long long)s->waiting, (long long)s->stopping,
+                      s->running);
             rc = ALLOT_EINTERNAL;
         }
     }

@@ -1100,8 +1100,6 @@ static int search_prune(struct allot_queue *q, struct allot_job *j, struct searc
     return 1;
 }
 
-/* With every victim off (as now, in the trial): each other tenant that
- * gives some up by fair-share reclaim keeps at least its fair share. */
 /* With the set taken off (as search_trial holds it): true when no victim
  * of another tenant whose class is not preemptible leaves its tenant below
  * its nominal (each was beyond it alone; several of one tenant together
@@ -1127,6 +1125,8 @@ static bool search_pinned_ok(const struct allot_queue *q, const struct allot_job
     return true;
 }
 
+/* With every victim off (as now, in the trial): each other tenant that
+ * gives some up by fair-share reclaim keeps at least its fair share. */
 static bool search_fair_ok(const struct allot_queue *q, const struct allot_job *j,
                            const struct search *s)
 {
