@@ -154,7 +154,7 @@ void mig_reclaim_foreign(struct agent *a)
         return;
     gpus = allot_calloc(AGENT_MAX_GPUS, sizeof(*gpus));
     n = gpus ? nvml_devices(a->nv, gpus, AGENT_MAX_GPUS) : -1;
-    for (int i = 0; i < a->inv.n_gpus; i++) {
+    for (int i = 0; i < a->inv.n_gpus && n >= 0; i++) { /* unlisted: the marks stay */
         const struct nvml_gpu *ng = NULL;
 
         a->mig_foreign[i][0] = '\0';
