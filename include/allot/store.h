@@ -224,9 +224,8 @@ int allot_store_job_set_spec(struct allot_store *st, int64_t id, const char *spe
 
 /* How many jobs of tenant `tenant` (that path exactly) are pending,
  * starting or running, into *n: what a per-tenant limit on live jobs
- * counts (a range of an index: its cost grows with the count, about 6 ms
- * for 100,000 on SQLite). Returns 0, ALLOT_EINVAL, ALLOT_EIO or
- * ALLOT_ENOMEM. */
+ * counts (a range of an index: its cost grows with the count; not
+ * measured in bench/). Returns 0, ALLOT_EINVAL, ALLOT_EIO or ALLOT_ENOMEM. */
 int allot_store_job_count_live(struct allot_store *st, const char *tenant, int64_t *n);
 
 /* Filters of a job listing; zero-initialised means "all jobs, oldest first".
