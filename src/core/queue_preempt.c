@@ -832,21 +832,24 @@ static void slots_refresh(struct allot_queue *q, struct search *s, int e)
 /*
  * Room for one task of j on one node: of the nodes that hold candidates not
  * yet chosen, the one where freeing the fewest, cheapest of them (cheapest
- * first) gives the task enough whole GPUs, at most `max`. Ties go to the
- * node whose cheapest candidate comes first. One pass over the slots.
+ * first) gives the task enough whole GPUs, at most `max`. Nodes are ranked
+ * by how many of those candidates are pinned (work whose class is not
+ * preemptible is taken last, across nodes as within one), then by the work
+ * lost; ties go to the node whose cheapest candidate comes first. One pass
+ * over the slots.
  * Writes the candidates' indices into pick and returns how many (0: no node
  * can make room).
  */
 static int node_pick(struct allot_queue *q, const struct allot_job *j, const struct search *s,
                      int *pick, int max)
 {
-    int need = j->spec.task.num_gpu, best_n = 0, cur[64];
+    int need = j->spec.task.num_gpu, best_n = 0, best_pinned = INT32_MAX, cur[64];
     int64_t best_cost = INT64_MAX;
     int best_e = INT32_MAX, best_k = INT32_MAX;
 
     for (size_t i = 0; i < s->n_slots;) {
         size_t end = i, x;
-        int node = s->slots[i].node, free, m = 0, first_e, first_k;
+        int node = s->slots[i].node, free, m = 0, pinned = 0, first_e, first_k;
         int64_t cost = 0;
         while (end < s->n_slots && s->slots[end].node == node)
             end++;
@@ -866,11 +869,15 @@ static int node_pick(struct allot_queue *q, const struct allot_job *j, const str
                 continue;
             free += sl->gpus;
             cost += s->vs[sl->e].cost;
+            pinned += s->vs[sl->e].pinned;
             cur[m++] = sl->e;
         }
-        if (free >= need &&
-            (cost < best_cost || (cost == best_cost &&
-                                  (first_e < best_e || (first_e == best_e && first_k < best_k))))) {
+        if (free >= need && (pinned < best_pinned ||
+                             (pinned == best_pinned &&
+                              (cost < best_cost ||
+                               (cost == best_cost &&
+                                (first_e < best_e || (first_e == best_e && first_k < best_k))))))) {
+            best_pinned = pinned;
             best_cost = cost;
             best_e = first_e;
             best_k = first_k;

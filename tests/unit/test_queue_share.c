@@ -526,6 +526,54 @@ static void test_reclaim_pinned_last(void **state)
     world_free(&w);
 }
 
+/* Room, not quota, in the way (two GPUs free, one on each node): of two
+ * nodes that each free room for a's job, the one whose victim's class is
+ * preemptible is taken, though the other's pinned victim has lost less. */
+static void test_reclaim_pinned_last_nodes(void **state)
+{
+    struct world w;
+    char err[128];
+    struct allot_job_spec s = {.name = "pinned",
+                               .prio_class = 0,
+                               .n_tasks = 1,
+                               .task = {.num_gpu = 1, .gpu_milli = 1000, .mig_profile = -1}};
+    struct allot_quota six = {6000, ALLOT_UNLIMITED, ALLOT_UNLIMITED},
+                       two = {2000, ALLOT_UNLIMITED, ALLOT_UNLIMITED};
+    int fill0, fill1, train, pinned, a1;
+
+    (void)state;
+    world_init(&w, 2, 4, base); /* 8 GPUs on h0 and h1 */
+    assert_int_equal(allot_tenants_set_quota(w.t, w.a, ALLOT_RES_GPU, six), 0);
+    assert_int_equal(allot_tenants_set_quota(w.t, w.b, ALLOT_RES_GPU, two), 0);
+    assert_int_equal(allot_queue_add_prio_class(w.q, "serving", 10, false), 0);
+    fill0 = submit(&w, "fill0", w.a, 1, 4, 0, 0); /* one node */
+    submit(&w, "b0", w.b, 1, 2, 0, 0);            /* the other */
+    cycle(&w, 0);
+    train = submit(&w, "train", w.b, 1, 1, 1, 0); /* borrowed, beside b0 */
+    fill1 = submit(&w, "fill1", w.a, 1, 1, 1, 0);
+    cycle(&w, 1);
+    assert_int_equal(allot_queue_finish(w.q, fill0, 2), 0);
+    s.tenant = w.b;
+    pinned = allot_queue_submit(w.q, &s, 500, err, sizeof(err)); /* borrowed, fill0's node */
+    assert_true(pinned >= 0);
+    submit(&w, "fill2", w.a, 1, 2, 500, 0);
+    cycle(&w, 500);
+    assert_int_equal(allot_queue_finish(w.q, fill1, 600), 0);
+    assert_int_equal(w.starts, 6);
+    assert_true(allot_queue_job(w.q, train)->borrowed);
+    assert_true(allot_queue_job(w.q, pinned)->borrowed);
+    assert_int_not_equal(allot_queue_job(w.q, train)->pl[0].node,
+                         allot_queue_job(w.q, pinned)->pl[0].node);
+    a1 = submit(&w, "a1", w.a, 1, 2, 700, 0); /* admitted; no node has 2 free */
+    cycle(&w, 700);
+    assert_int_equal(w.preempts, 1);
+    assert_int_equal(w.n_pairs, 1);
+    assert_int_equal(w.pairs[0][0], train);
+    assert_int_equal(w.pairs[0][1], a1);
+    assert_int_equal(allot_queue_job(w.q, pinned)->state, ALLOT_JOB_RUNNING);
+    world_free(&w);
+}
+
 /* A job more than its tenant may ever hold is no demand for the fair
  * shares: with it waiting for good, another tenant's borrowing is not
  * capped on an idle cluster (the cap binds while others wait). */
@@ -563,6 +611,7 @@ int main(void)
         cmocka_unit_test(test_fair_reclaim),
         cmocka_unit_test(test_reclaim_whatever_class),
         cmocka_unit_test(test_reclaim_pinned_last),
+        cmocka_unit_test(test_reclaim_pinned_last_nodes),
         cmocka_unit_test(test_never_job_is_no_demand),
         cmocka_unit_test(test_fair_cap),
         cmocka_unit_test(test_fair_shares_follow_tree),
