@@ -137,15 +137,23 @@ void nvml_mig_enable_all(struct nvml *nv, const struct agent_inventory *inv);
 /* Gives this agent the MIG layout of its GPUs in MIG mode (gpu-mode mig,
  * NVML), as the scheduler assumes: every GPU instance that no task folder
  * under a->tasks_dir records (made by hand, or by a task whose record is
- * gone) is destroyed; one that cannot be (a process uses it) is named in
- * a->mig_foreign and its GPU reported unhealthy until the agent restarts.
- * Run after the tasks are adopted. */
+ * gone) is destroyed. One that cannot be (a process uses it), or any while
+ * the records cannot be read (nothing is destroyed on a guess), is named
+ * in a->mig_foreign and its GPU reported unhealthy until a later look
+ * (mig_foreign_retry) finds the GPU allot's again. Run after the tasks are
+ * adopted. */
 struct agent;
 void mig_reclaim_foreign(struct agent *a);
 
+/* A task's MIG instance (instance gi on NVML GPU nvml_idx) that could not
+ * be destroyed (err) when its record went: its GPU is marked as for a
+ * foreign instance, so that a later look destroys it. */
+void mig_orphan(struct agent *a, int nvml_idx, int gi, const char *err);
+
 /* While a GPU is unhealthy for a MIG instance not allot's (a->mig_foreign):
- * tries mig_reclaim_foreign again every five heartbeat intervals (now:
- * agent_now_ms), so the GPU comes back once the instance's process ended. */
+ * looks again (mig_reclaim_foreign) every five heartbeat intervals from the
+ * last look (now: agent_now_ms), so the GPU comes back once the instance's
+ * process ended. */
 void mig_foreign_retry(struct agent *a, int64_t now);
 /* The POST /v1/nodes/register body (new reference). */
 json_t *inventory_json(const struct agent_config *cfg, const struct agent_inventory *inv);

@@ -108,9 +108,13 @@ int agent_read_small(const char *dir, const char *name, char *buf, size_t len)
     if (fd < 0)
         return -1;
     n = read(fd, buf, len - 1);
-    close(fd);
-    if (n < 0)
+    if (n < 0) {
+        int e = errno;
+        close(fd);
+        errno = e; /* callers tell a missing file from an unreadable one */
         return -1;
+    }
+    close(fd);
     buf[n] = '\0';
     return 0;
 }

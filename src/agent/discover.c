@@ -13,6 +13,7 @@
 #include "nvml.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -123,26 +124,52 @@ void nvml_mig_enable_all(struct nvml *nv, const struct agent_inventory *inv)
     }
 }
 
-/* Whether a task folder records GPU instance gi on NVML GPU idx. */
-static bool mig_held(const struct agent *a, int idx, int gi)
+/* Whether a task folder records GPU instance gi on NVML GPU idx: 1 yes,
+ * 0 no, -1 cannot tell (the folder or a record is unreadable, or a record
+ * is garbled), with the reason in why: nothing is destroyed on a guess. */
+static int mig_held(const struct agent *a, int idx, int gi, char *why, size_t wlen)
 {
     DIR *d = opendir(a->tasks_dir);
     struct dirent *e;
-    bool held = false;
+    int held = 0;
 
-    while (d && !held && (e = readdir(d))) {
+    if (!d) {
+        if (errno == ENOENT)
+            return 0;
+        allot_fmt(why, wlen, "%s: %s", a->tasks_dir, strerror(errno));
+        return -1;
+    }
+    while (held == 0 && (e = readdir(d))) {
         char dir[4400], buf[64];
         int i, g;
 
         if (e->d_name[0] == '.')
             continue;
         allot_fmt(dir, sizeof(dir), "%s/%s", a->tasks_dir, e->d_name);
-        held = agent_read_small(dir, "mig", buf, sizeof(buf)) >= 0 &&
-               sscanf(buf, "%d %d", &i, &g) == 2 && i == idx && g == gi;
+        if (agent_read_small(dir, "mig", buf, sizeof(buf)) < 0) {
+            if (errno != ENOENT && errno != ENOTDIR) {
+                allot_fmt(why, wlen, "%s/mig: %s", dir, strerror(errno));
+                held = -1;
+            }
+        } else if (sscanf(buf, "%d %d", &i, &g) != 2) {
+            allot_fmt(why, wlen, "%s/mig: not an instance record", dir);
+            held = -1;
+        } else {
+            held = i == idx && g == gi;
+        }
     }
-    if (d)
-        closedir(d);
+    closedir(d);
     return held;
+}
+
+/* Marks GPU i (agent index) unhealthy for `text`, logged when it is new:
+ * mig_foreign_retry looks again every five heartbeat intervals. */
+static void mig_mark(struct agent *a, int i, const char *text)
+{
+    if (strcmp(a->mig_foreign[i], text) != 0)
+        LOG_ERROR("agent", "GPU %d: %s: reported unhealthy, looked at again every %lld ms", i, text,
+                  (long long)(5 * a->cfg.heartbeat));
+    allot_strlcpy(a->mig_foreign[i], text, sizeof(a->mig_foreign[i]));
 }
 
 void mig_reclaim_foreign(struct agent *a)
@@ -152,20 +179,29 @@ void mig_reclaim_foreign(struct agent *a)
 
     if (!a->nv || strcmp(a->cfg.gpu_mode, "mig") != 0)
         return;
+    a->mig_retry_at = agent_now_ms() + 5 * a->cfg.heartbeat;
     gpus = allot_calloc(AGENT_MAX_GPUS, sizeof(*gpus));
     n = gpus ? nvml_devices(a->nv, gpus, AGENT_MAX_GPUS) : -1;
     for (int i = 0; i < a->inv.n_gpus && n >= 0; i++) { /* unlisted: the marks stay */
         const struct nvml_gpu *ng = NULL;
+        char mark[sizeof(a->mig_foreign[i])] = "";
 
-        a->mig_foreign[i][0] = '\0';
         for (int j = 0; j < n && j < AGENT_MAX_GPUS; j++)
             if (gpus[j].index == a->inv.gpus[i].nvml_index)
                 ng = &gpus[j];
         for (int m = 0; ng && m < ng->n_mig; m++) {
             const struct nvml_mig_instance *mi = &ng->mig[m];
+            char why[300];
+            int held = mig_held(a, ng->index, mi->gi_id, why, sizeof(why));
 
-            if (mig_held(a, ng->index, mi->gi_id))
+            if (held > 0)
                 continue;
+            if (held < 0) {
+                allot_fmt(mark, sizeof(mark),
+                          "cannot tell whether a task holds MIG instance %d (%s at %d): %s",
+                          mi->gi_id, mi->profile, mi->start, why);
+                break;
+            }
             if (nvml_mig_destroy(a->nv, ng->index, mi->gi_id) == 0) {
                 LOG_WARN("agent",
                          "GPU %d: MIG instance %d (%s at %d) destroyed: no task of this agent "
@@ -173,14 +209,32 @@ void mig_reclaim_foreign(struct agent *a)
                          i, mi->gi_id, mi->profile, mi->start);
                 continue;
             }
-            allot_fmt(a->mig_foreign[i], sizeof(a->mig_foreign[i]),
-                      "MIG instance %d (%s at %d) is not allot's and cannot be destroyed (%s)",
-                      mi->gi_id, mi->profile, mi->start, nvml_last_error(a->nv));
-            LOG_ERROR("agent", "GPU %d: %s: reported unhealthy until the agent restarts", i,
-                      a->mig_foreign[i]);
+            if (!*mark) /* the first one named; the others still go if they can */
+                allot_fmt(mark, sizeof(mark),
+                          "MIG instance %d (%s at %d) is not allot's and cannot be destroyed (%s)",
+                          mi->gi_id, mi->profile, mi->start, nvml_last_error(a->nv));
+        }
+        if (*mark) {
+            mig_mark(a, i, mark);
+        } else if (*a->mig_foreign[i]) {
+            LOG_INFO("agent", "GPU %d: every MIG instance on it is allot's again", i);
+            a->mig_foreign[i][0] = '\0';
         }
     }
     allot_free(gpus);
+}
+
+void mig_orphan(struct agent *a, int nvml_idx, int gi, const char *err)
+{
+    char mark[sizeof(a->mig_foreign[0])];
+
+    for (int i = 0; i < a->inv.n_gpus; i++)
+        if (a->inv.gpus[i].nvml_index == nvml_idx) {
+            allot_fmt(mark, sizeof(mark),
+                      "MIG instance %d, no task's any more, cannot be destroyed (%s)", gi, err);
+            mig_mark(a, i, mark);
+            a->mig_retry_at = agent_now_ms() + 5 * a->cfg.heartbeat;
+        }
 }
 
 void mig_foreign_retry(struct agent *a, int64_t now)
@@ -191,7 +245,6 @@ void mig_foreign_retry(struct agent *a, int64_t now)
         any = a->mig_foreign[i][0] != '\0';
     if (!any || now < a->mig_retry_at)
         return;
-    a->mig_retry_at = now + 5 * a->cfg.heartbeat;
     mig_reclaim_foreign(a);
 }
 

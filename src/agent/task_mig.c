@@ -56,7 +56,8 @@ int task_mig_prepare(struct agent *a, json_t *d, const char *dir, char *uuid, si
     }
     allot_fmt(text, sizeof(text), "%d %d\n", gpu->nvml_index, inst.gi_id);
     if (agent_write_atomic(dir, "mig", text) < 0) { /* unrecorded, a restart would destroy it */
-        nvml_mig_destroy(a->nv, gpu->nvml_index, inst.gi_id);
+        if (nvml_mig_destroy(a->nv, gpu->nvml_index, inst.gi_id) < 0)
+            mig_orphan(a, gpu->nvml_index, inst.gi_id, nvml_last_error(a->nv));
         return allot_fmt(why, wlen, "MIG %s: cannot record instance %d", prof, inst.gi_id), -1;
     }
     allot_strlcpy(uuid, inst.uuid, len);
@@ -101,8 +102,7 @@ void task_mig_release(struct agent *a, const char *dir)
         sscanf(buf, "%d %d", &idx, &gi) != 2)
         return;
     if (nvml_mig_destroy(a->nv, idx, gi) < 0)
-        LOG_WARN("task", "MIG instance %d on GPU %d not destroyed: %s", gi, idx,
-                 nvml_last_error(a->nv));
+        mig_orphan(a, idx, gi, nvml_last_error(a->nv)); /* its record goes with the folder */
     else
         LOG_INFO("task", "MIG instance %d on GPU %d destroyed", gi, idx);
 }

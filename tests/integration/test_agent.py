@@ -776,9 +776,32 @@ def test_mig_instances_not_allots():
             time.sleep(0.1)
         assert [g["health"] for g in gpus] == ["healthy", "unhealthy"], gpus
         assert gpus[0]["mig"] == [] and "not allot's" in gpus[1]["text"], gpus
+        time.sleep(2.5)  # looked at again every 5 heartbeats (1 s): logged once
+        assert ag.log().count("is not allot's and cannot be destroyed") == 1, ag.log()
     finally:
         ag.stop()
         expect(dm.req("POST", "/v1/nodes/ag-fmig2/cordon", token=dm.admin), 200)
+    # a record the agent cannot read: nothing is destroyed on a guess, the GPU is
+    # unhealthy; once the folder is gone (its task vanished), the slice is destroyed
+    with open(conf, "w") as f:
+        f.write('gpu name="NVIDIA A30" mem=24576 uuid=GPU-a30d minor=0 mig=on\n'
+                "gi 0 0 0\n")
+    state = fx.tempdir()
+    os.makedirs(os.path.join(state, "tasks", "999999-0", "mig"))
+    ag = Agent(dm, AG, "ag-fmig4", emulate="", state_dir=state,
+               args=["--nvml-lib", lib, "--gpu-mode", "mig"], env={"FAKE_NVML_CONFIG": conf})
+    try:
+        wait_node("ag-fmig4")
+        end = time.time() + 10
+        while time.time() < end and "destroyed: no task" not in ag.log():
+            time.sleep(0.1)
+        log = ag.log()
+        told = log.find("cannot tell whether a task holds MIG instance 1 (1g.6gb at 0): ")
+        assert told >= 0 and "999999-0/mig: Is a directory" in log, log
+        assert log.find("GPU 0: MIG instance 1 (1g.6gb at 0) destroyed", told) > told, log
+    finally:
+        ag.stop()
+        expect(dm.req("POST", "/v1/nodes/ag-fmig4/cordon", token=dm.admin), 200)
     # a slice whose user goes away (its destroy refused once, then not) is destroyed at a
     # later try, and its GPU is healthy again without a restart
     with open(conf, "w") as f:
@@ -821,7 +844,8 @@ def test_mig():
     lib = os.path.join(os.path.dirname(fx.AGENT), "fake-nvml", "libnvidia-ml.so.1")
     conf = os.path.join(fx.tempdir(), "machine")
     with open(conf, "w") as f:
-        f.write('gpu name="NVIDIA A30" mem=24576 uuid=GPU-a30 minor=0 mig=on\n')
+        f.write('gpu name="NVIDIA A30" mem=24576 uuid=GPU-a30 minor=0 mig=on\n'
+                "fail nvmlComputeInstanceDestroy 0 NVML_ERROR_IN_USE 1\n")
     ag2 = Agent(dm, AG, "ag-fmig", emulate="", args=["--nvml-lib", lib, "--gpu-mode", "mig"],
                 env={"FAKE_NVML_CONFIG": conf})
     wait_node("ag-mig")
@@ -839,10 +863,13 @@ def test_mig():
         assert j["state"] == "failed" and j["placement"]["tasks"][0]["mig_profile"], j
         assert "no nvidia-caps device in /proc/devices" in j["pending_reason"], j
         assert "MIG 2g.12gb at" in ag2.log(), ag2.log()
+        # its destroy refused once, the GPU is marked until a later look destroys it
         end = time.time() + 5
-        while time.time() < end and "destroyed" not in ag2.log():
+        while time.time() < end and "destroyed: no task" not in ag2.log():
             time.sleep(0.1)
-        assert "MIG instance" in ag2.log() and "destroyed" in ag2.log(), ag2.log()
+        log = ag2.log()
+        left = log.find("no task's any more, cannot be destroyed")
+        assert left >= 0 and log.find(") destroyed: no task", left) > left, log
         # allot nodes: the health and MIG layout the agents report
         long = submit({"mig": "1g.10gb", "gpu_models": ["A100-80GB"], "command": sh("sleep 30")})
         wait_state(long, ("running",))
