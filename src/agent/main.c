@@ -512,6 +512,16 @@ static void reconcile(struct agent *a, json_t *desired)
     reconcile_new(a, desired);
 }
 
+/* Whether array a holds integer v. */
+static bool json_in_ints(const json_t *a, int64_t v)
+{
+    size_t i;
+    json_t *x;
+
+    json_array_foreach(a, i, x) if (json_integer_value(x) == v) return true;
+    return false;
+}
+
 /* This heartbeat's job reports: "running" once per job, and the end of a
  * job once every task of it here ended or one of them failed. */
 static json_t *reports(struct agent *a)
@@ -861,13 +871,14 @@ static int run(struct agent *a)
     }
     /* from here on the loop holds a->lock but while it waits on allotd or
      * sleeps: the sampler takes its samples then (agent.h) */
-    bool send_live = true;
+    bool send_live = true, send_stopping = true;
     pthread_mutex_lock(&a->lock);
     while (!stop_signal) {
         int64_t now = agent_now_ms();
         bool busy = false;
         json_t *rep, *body, *reply = NULL;
-        json_int_t live = 0; /* tasks whose processes may still be there */
+        json_int_t live = 0;             /* tasks whose processes may still be there */
+        json_t *stopping = json_array(); /* jobs allotd ended here whose processes may be */
         long st;
 
         if (hup_signal) {
@@ -882,6 +893,9 @@ static int run(struct agent *a)
             task_poll(a, &a->tasks[i], now);
             busy |= a->tasks[i].state == TASK_STARTING || a->tasks[i].state == TASK_STOPPING;
             live += task_alive(&a->tasks[i]);
+            if (a->tasks[i].cancelled && task_alive(&a->tasks[i]) &&
+                !json_in_ints(stopping, a->tasks[i].job))
+                json_array_append_new(stopping, json_integer(a->tasks[i].job));
         }
         rep = reports(a);
         mig_foreign_retry(a, now);
@@ -899,6 +913,10 @@ static int run(struct agent *a)
                          logs_url, "key", logs_key, "health", "gpus", gpu_health_json(a));
         if (send_live) /* an allotd older than the field refuses it: then left out */
             json_object_set_new(body, "live", json_integer(live));
+        /* allotd holds such a job's next run until they are gone (one run at a time) */
+        if (send_stopping)
+            json_object_set(body, "stopping", stopping);
+        json_decref(stopping);
         char path[600];
         allot_fmt(path, sizeof(path), "/v1/nodes/%s/heartbeat", a->cfg.name);
         /* the body holds references only to what nobody changes any more
@@ -950,6 +968,11 @@ static int run(struct agent *a)
                 send_live = false; /* an older allotd: heartbeats go without it */
                 LOG_WARN("agent", "allotd does not take the heartbeat's \"live\" count (an "
                                   "older allotd): leaving it out; upgrade allotd before agents");
+            }
+            if (st == 400 && send_stopping && strstr(err, "\"stopping\"")) {
+                send_stopping = false;
+                LOG_WARN("agent", "allotd does not take the heartbeat's \"stopping\" jobs (an "
+                                  "older allotd): leaving them out; upgrade allotd before agents");
             }
             if (json_is_integer(json_object_get(reply, "lease_expiry"))) {
                 /* allotd could not store what the heartbeat said but renewed the

@@ -182,8 +182,8 @@ static const char *unknown_key(json_t *obj, const char *const *allowed)
 
 int agentproto_heartbeat(json_t *b, struct hb_body *out, char *err, size_t errlen)
 {
-    static const char *const fields[] = {"jobs",  "health", "usage", "wait_ms",
-                                         "known", "logs",   "live",  NULL};
+    static const char *const fields[] = {"jobs", "health", "usage",    "wait_ms", "known",
+                                         "logs", "live",   "stopping", NULL};
     static const char *const job_fields[] = {"id",         "state", "exit_code", "detail",
                                              "runtime_ms", "run",   "fenced",    NULL};
     const char *bad;
@@ -202,6 +202,16 @@ int agentproto_heartbeat(json_t *b, struct hb_body *out, char *err, size_t errle
     if (x && (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) > 100000))
         return E400("field \"live\" must be an integer 0..100000");
     out->live = x ? json_integer_value(x) : -1;
+    x = json_object_get(b, "stopping");
+    if (x) {
+        json_t *v;
+        bool ok = json_is_array(x) && json_array_size(x) <= AGENTPROTO_MAX_STOPPING;
+        json_array_foreach(x, i, v) ok &= json_is_integer(v) && json_integer_value(v) > 0;
+        if (!ok)
+            return E400("field \"stopping\" must be an array of at most %d job ids",
+                        AGENTPROTO_MAX_STOPPING);
+        out->stopping = x;
+    }
     out->jobs = json_object_get(b, "jobs");
     if (out->jobs &&
         (!json_is_array(out->jobs) || json_array_size(out->jobs) > AGENTPROTO_MAX_REPORTS))

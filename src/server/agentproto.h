@@ -27,7 +27,12 @@ struct hb_body {
     json_t *net;       /* usage.net: per tenant network, its traffic counters, or NULL */
     int64_t live;      /* tasks on the node whose processes may still be there (a task
                           allotd ended may still be in its grace); -1 when not told */
+    json_t *stopping;  /* ids of the jobs allotd ended on the node whose processes may
+                          still be there (array), or NULL when not told */
 };
+
+/* Most job ids a heartbeat's "stopping" may list. */
+#define AGENTPROTO_MAX_STOPPING 4096
 
 /* Most usage samples one heartbeat may carry. */
 #define AGENTPROTO_MAX_SAMPLES 1000

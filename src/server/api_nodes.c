@@ -633,6 +633,8 @@ int api_nodes_heartbeat(struct req *r)
         for (i = 0; i < w.n_evict; i++) /* stored: the core follows */
             loop_post_requeued(r->srv->loop, evict[i], evict_run[i]);
         loop_post(r->srv->loop, LOOP_NODE_SEEN, expiry, name);
+        /* earlier runs of jobs that are no longer there: their next may start */
+        loop_linger_heard(r->srv->loop, name, known, hb.stopping);
         if (logs || health || hb.gpus || hb.net || hb.live >= 0) {
             /* where `allot logs` reads this node's task logs; its GPUs' health */
             pthread_mutex_lock(&r->srv->agents_lock);

@@ -415,6 +415,8 @@ static bool handle(struct loop *l, struct msg *m)
     case LOOP_NODE_REMOVED:
         loop_remove_node(l, m->name);
         break;
+    case LOOP_LINGER_GONE: /* the cycle's desired state shows the next run */
+        break;
     case LOOP_TENANTS:
         load_tenants(l);
         break;
@@ -934,6 +936,8 @@ static void publish(struct loop *l, double secs, int cut)
     json_t *d = json_object();
     int64_t pend = 0, run = 0;
     char *gauges = gauges_text(l);
+    struct fresh_run *fr = NULL; /* entries whose run is shown for the first time */
+    size_t n_fr = 0, cap_fr = 0;
 
     for (size_t i = 0; i < l->n_live; i++) {
         const struct allot_job *qj = allot_queue_job(l->q, l->live[i].qid);
@@ -979,6 +983,11 @@ static void publish(struct loop *l, double secs, int cut)
              * 0 while the start is not stored yet (the agent waits) */
             int64_t wrun = l->live[i].wruns == qj->runs ? l->live[i].wstart : 0;
             json_object_set_new(x, "run", json_integer(wrun));
+            /* shown for the first time: held back (run 0) while an earlier
+             * run is on its way out of a node (loop_linger_publish) */
+            if (wrun && wrun != l->live[i].shown_run &&
+                allot_grow((void **)&fr, &cap_fr, n_fr + 1, sizeof(*fr)) == 0)
+                fr[n_fr++] = (struct fresh_run){.i = i, .x = x, .run = wrun};
             /* a checkpointable job's own credential, for its reports (its
              * agent puts it in ALLOT_JOB_TOKEN; auth.c) */
             if (wrun && qj->spec.checkpointable) {
@@ -1019,6 +1028,8 @@ static void publish(struct loop *l, double secs, int cut)
     pend += (int64_t)l->n_held;
     json_t *peers = lnet_peers(l, d);
     pthread_mutex_lock(&l->dmu);
+    loop_linger_publish(l, d, fr, n_fr);
+    allot_free(fr);
     json_decref(l->desired);
     l->desired = d;
     json_decref(l->peers);
@@ -1299,6 +1310,8 @@ void loop_stop(struct loop *l)
     json_decref(l->peers);
     json_decref(l->pending_inv);
     json_decref(l->removed);
+    allot_free(l->linger);
+    json_decref(l->replied);
     changes_clear(l);
     allot_free(l->chg);
     for (size_t i = 0; i < l->n_held; i++)
@@ -1380,6 +1393,7 @@ json_t *loop_desired_wait(struct loop *l, const char *name, const char *known, i
     }
     if (waiting)
         l->waiters--;
+    loop_linger_replied(l, name, version);
     pthread_mutex_unlock(&l->dmu);
     return a;
 }

@@ -43,6 +43,7 @@ enum loop_msg_kind {
                             inventory (stored) */
     LOOP_NODE_REMOVED,   /* name: a lost node an admin removed from the store */
     LOOP_JOB_RUNNING,    /* id: a job its agent reported running (stored) since `run` */
+    LOOP_LINGER_GONE,    /* an earlier run of a job left a node: its next may be shown */
 };
 
 /* Starts the loop thread and sets s->loop (before the thread can mark the
@@ -59,6 +60,11 @@ void loop_stop(struct loop *l);
 /* Queues a message for the loop (never blocks on a cycle). Returns 0 or
  * ALLOT_ENOMEM. `name` is copied; may be NULL. */
 int loop_post(struct loop *l, int kind, int64_t id, const char *name);
+/* A heartbeat of node's agent, which had the desired state of version
+ * `known` (NULL: none) and lists the jobs allotd ended there whose
+ * processes may still be there (`stopping`, NULL: an agent that does not
+ * tell): the earlier runs it no longer holds count as gone (loop_linger.c). */
+void loop_linger_heard(struct loop *l, const char *node, const char *known, const json_t *stopping);
 /* LOOP_JOB_EVICT of job id in run `run` (its start time as stored; 0:
  * whichever it is in when the loop gets to it), with why (copied). */
 int loop_post_evict(struct loop *l, int64_t id, int64_t run, const char *why);

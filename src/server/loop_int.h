@@ -55,6 +55,23 @@ struct live {
     bool start_refused; /* the store refused its start (a user held it): to the gate */
     bool net_wait;      /* placed, but its tenant network had no address for it: to the
                            gate until it has (gate_net_wait) */
+    int64_t shown_run;  /* the run the desired state last showed (not 0), or 0 */
+    int64_t held_run;   /* the run last held back for an earlier one (loop_linger.c) */
+};
+
+/* A run of a job on its way out of a node (loop_linger.c). */
+struct linger {
+    int64_t sid;
+    uint64_t seq; /* the desired state (l->dseq) that first left it out */
+    char node[64];
+};
+
+/* An entry of the desired state being made whose run is shown for the
+ * first time (publish, loop_linger_publish). */
+struct fresh_run {
+    size_t i;  /* live index */
+    json_t *x; /* the entry */
+    int64_t run;
 };
 
 /* What a cycle writes for one live job (changes_prepare, changes_fn). */
@@ -160,6 +177,10 @@ struct loop {
     int waiters;        /* callers in loop_desired_wait */
     bool closing;       /* loop_release_waiters was called */
     json_t *desired;
+    uint64_t dseq;         /* desired states published */
+    struct linger *linger; /* owned: earlier runs still on their way out */
+    size_t n_linger, cap_linger;
+    json_t *replied; /* owned: node -> [version, dseq] of its last reply */
     uint64_t cycles;
     uint64_t cycles_cut; /* core cycles stopped at cycle-work (allot_queue_more) */
     uint64_t preempts;   /* jobs preempted (signalled or stopped for another job) */
@@ -296,5 +317,17 @@ void gate_user_changed(struct loop *l, int64_t sid);
  * network: it leaves the core for the gate, which lets it in again once
  * its tenant's network has room for its tasks (lnet_room). */
 void gate_net_wait(struct loop *l, int64_t sid);
+
+/* Notes the runs the published desired state (l->desired) shows that d
+ * does not, and shows each of the fresh entries fr with run 0 while an
+ * earlier run of its job is on its way out of a node. Under l->dmu, on the
+ * loop thread, before d is published. */
+void loop_linger_publish(struct loop *l, json_t *d, const struct fresh_run *fr, size_t n_fr);
+/* The reply to node's heartbeat carries the desired state of `version`.
+ * Under l->dmu. */
+void loop_linger_replied(struct loop *l, const char *node, const char *version);
+/* Node is lost: the runs on their way out of it count as gone. Takes
+ * l->dmu. */
+void loop_linger_forget_node(struct loop *l, const char *node);
 
 #endif

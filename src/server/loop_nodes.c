@@ -461,6 +461,7 @@ void loop_check_leases(struct loop *l, int64_t now)
         pthread_mutex_unlock(&l->srv->agents_lock);
         requeue_node(l, i, now);
         allot_cluster_set_state(l->c, i, ALLOT_NODE_LOST);
+        loop_linger_forget_node(l, name); /* its agent fenced its tasks */
     }
 }
 

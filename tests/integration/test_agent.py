@@ -1571,6 +1571,48 @@ def test_gpus_move_after_the_victim_is_gone():
         expect(dm.req("POST", "/v1/nodes/ag-re/cordon", token=dm.admin), 200)
 
 
+def test_one_run_at_a_time():
+    """A requeued job's next run, placed on another node, starts only once its last run's
+    processes on the first node are gone (they had the agent's grace): a job never runs
+    twice at once. The first node's agent lists the job as stopping in its heartbeats
+    meanwhile; allotd shows the new run with run 0 (its agent waits)."""
+    a1 = Agent(dm, AG, "ag-once1", emulate="1xA10-24GB", args=["--grace", "6s"])
+    a2 = None
+    try:
+        wait_node("ag-once1")
+        jid = submit({"gpu_models": ["A10-24GB"],
+                      "command": sh("echo start $(date +%s%N); trap 'sleep 2; echo gone "
+                                    "$(date +%s%N); exit 143' TERM; sleep 60 & wait")})
+        wait_state(jid, ("running",))
+        end = time.time() + 10
+        while time.time() < end and "start" not in a1.task_log(jid):
+            time.sleep(0.05)
+        a2 = Agent(dm, AG, "ag-once2", emulate="1xA10-24GB")
+        wait_node("ag-once2")
+        expect(dm.req("POST", "/v1/nodes/ag-once1/cordon", token=dm.admin), 200)
+        ok(cli(dm, "requeue", jid))
+        end = time.time() + 20
+        while time.time() < end and "start" not in (a2.task_log(jid) if os.path.exists(
+                os.path.join(a2.dir, "logs", str(jid), "task-0.log")) else ""):
+            time.sleep(0.05)
+        end = time.time() + 10
+        while time.time() < end and "gone" not in a1.task_log(jid):
+            time.sleep(0.05)
+        gone = int(a1.task_log(jid).split("gone ")[1].split()[0])
+        started = int(a2.task_log(jid).split("start ")[1].split()[0])
+        assert started > gone, (a1.task_log(jid), a2.task_log(jid), dm.log()[-3000:])
+        assert "job %d: its new run waits for the last to end on node ag-once1" % jid \
+            in dm.log(), dm.log()[-3000:]
+        expect(dm.req("POST", "/v1/jobs/%d/cancel" % jid, token=dm.admin), 200)
+        wait_state(jid, ("cancelled",))
+    finally:
+        a1.stop()
+        if a2:
+            a2.stop()
+        for n in ("ag-once1", "ag-once2"):
+            expect(dm.req("POST", "/v1/nodes/%s/cordon" % n, token=dm.admin), 200)
+
+
 def test_logs_of_a_requeued_job():
     """A job preempted back to pending has no placement, but its run's log is still on the
     node: `allot logs` prints it and says on stderr that it is the previous run's, on which

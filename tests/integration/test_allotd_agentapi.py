@@ -149,6 +149,55 @@ def test_gang_over_two_nodes():
     wait_state(r, "succeeded")
 
 
+def test_next_run_waits_for_the_last():
+    """A requeued job's next run is shown with run 0 (its agent waits) until the node of
+    its last run says, in a heartbeat sent with a desired state made after the requeue,
+    that the job is no longer among its "stopping" jobs (or, from an agent that sends no
+    such list, once it had that desired state)."""
+    def shown(jid):  # the run the desired state shows, on whichever node it is placed
+        n = get(jid)["placement"]["tasks"][0]["node"]
+        return [x["run"] for x in beat(n)["jobs"] if x["job"] == jid][0]
+
+    jid = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 1},
+                        token=dm.admin), 201)["id"]
+    j = wait_state(jid, "starting")
+    n1, first = j["placement"]["tasks"][0]["node"], j["start_time"]
+    before = beat(n1, {"jobs": [{"id": jid, "state": "running"}]})["version"]
+    wait_state(jid, "running")
+    assert shown(jid) == first
+    for how in ("stopping", "older agent"):
+        expect(dm.req("POST", "/v1/jobs/%d/requeue" % jid, token=dm.admin), 202)
+        end = time.time() + 10
+        while time.time() < end and not (get(jid)["state"] == "starting" and
+                                         get(jid)["start_time"] > first):
+            time.sleep(0.05)  # bounded: until its next run is placed
+        run = get(jid)["start_time"]
+        assert run > first and shown(jid) == 0, get(jid)
+        # a heartbeat with a desired state from before the requeue proves nothing
+        beat(n1, {"known": before, "stopping": []})
+        time.sleep(0.3)
+        assert shown(jid) == 0
+        v = beat(n1)["version"]  # made after the requeue
+        if how == "stopping":
+            v = beat(n1, {"known": v, "stopping": [jid]})["version"]  # still there
+            time.sleep(0.3)
+            assert shown(jid) == 0
+            beat(n1, {"known": v, "stopping": []})
+        else:
+            beat(n1, {"known": v})
+        end = time.time() + 5
+        while time.time() < end and shown(jid) == 0:
+            time.sleep(0.05)
+        assert shown(jid) == run, get(jid)
+        n1, first = get(jid)["placement"]["tasks"][0]["node"], run
+        beat(n1, {"jobs": [{"id": jid, "state": "running"}]})
+        before = beat(n1)["version"]
+    expect(dm.req("POST", "/v1/jobs/%d/cancel" % jid, token=dm.admin), 200)
+    for bad in ("x", [0], [1.5], [1] * 4097):
+        st, b = dm.req("POST", "/v1/nodes/%s/heartbeat" % n1, {"stopping": bad}, token=AG)
+        assert st == 400 and '"stopping"' in b["error"]["message"], (bad, st, b)
+
+
 def test_node_bound_to_its_agent_token():
     """A node belongs to the agent token that registered it: another agent token can
     neither heartbeat for it (reports, samples, its desired state with the jobs' specs)
@@ -442,7 +491,8 @@ if __name__ == "__main__":
     try:
         expect(dm.req("PUT", "/v1/tenants", TENANTS, token=dm.admin), 200)
         AG = dm.token("agent", "", "agents")
-        fx.run([test_long_poll, test_gang_over_two_nodes, test_node_bound_to_its_agent_token,
+        fx.run([test_long_poll, test_gang_over_two_nodes, test_next_run_waits_for_the_last,
+                test_node_bound_to_its_agent_token,
                 test_node_credential, test_node_changes_inventory,
                 test_more_cpu_or_memory_than_any_node_is_422, test_show_requeued_job,
                 test_log_endpoint_is_the_agents])

@@ -228,6 +228,13 @@ def test_big_specs_are_bounded():
         q = expect(d.req("GET", "/v1/jobs?limit=1000&cursor=%d" % p["next_cursor"],
                          token=d.admin), 200)
         assert got + [j["id"] for j in q["jobs"]] == ids and q["next_cursor"] == 0
+        # small specs: a page goes on past the store's reads of 100 jobs at a time
+        small = [expect(d.req("POST", "/v1/jobs", base, token=d.admin), 201)["id"]
+                 for _ in range(130)]
+        p = expect(d.req("GET", "/v1/jobs?limit=1000&cursor=%d" % ids[-1], token=d.admin), 200)
+        assert [j["id"] for j in p["jobs"]] == small and p["next_cursor"] == 0, p["next_cursor"]
+        p = expect(d.req("GET", "/v1/jobs?limit=101&cursor=%d" % ids[-1], token=d.admin), 200)
+        assert [j["id"] for j in p["jobs"]] == small[:101] and p["next_cursor"] == small[100]
     finally:
         d.stop()
 
