@@ -307,8 +307,33 @@ static void default_memory(const struct server *s, json_t *b, struct jobspec *js
         js->task.mem_mib = mib; /* js's strings point into b: adding a key keeps them */
 }
 
+/* The most GPUs one registered node of the models in mask has (0: no node
+ * of them registered yet, or a node registered a moment ago may be one). */
+static int models_max_gpus(struct server *s, uint64_t mask, char *names, size_t len)
+{
+    const struct allot_catalog *cat = s->cat;
+    int most = 0;
+    size_t at = 0;
+
+    *names = '\0';
+    if (atomic_load(&s->nodes_adding) > 0)
+        return 0;
+    for (int m = 0; m < cat->n_models && m < ALLOT_MAX_MODELS; m++) {
+        int g;
+        if (!((mask >> m) & 1))
+            continue;
+        g = atomic_load(&s->model_gpus[m]);
+        most = g > most ? g : most;
+        if (at < len)
+            at += (size_t)allot_fmt(names + at, len - at, "%s%s", at ? ", " : "",
+                                    cat->models[m].name);
+    }
+    return most;
+}
+
 /* False (after a 422) when the registered nodes can never run the job:
- * more whole GPUs, CPU or memory per task than any node has, more whole
+ * more whole GPUs, CPU or memory per task than any node has (than any node
+ * of the GPU models it names, once one of them is registered), more whole
  * GPUs in all than the cluster has, or a fraction of more memory than any
  * GPU fractions may use has. None is checked before one is known. */
 static bool submittable(struct req *r, const struct jobspec *js)
@@ -324,10 +349,20 @@ static bool submittable(struct req *r, const struct jobspec *js)
     if (atomic_load(&r->srv->nodes_adding) > 0)
         all = mib = cpu = mem = 0;
 
+    char names[256];
+    int modg = t->model_mask && t->num_gpu > 0 && t->mig_profile < 0
+                   ? models_max_gpus(r->srv, t->model_mask, names, sizeof(names))
+                   : 0;
+
     if (maxg > 0 && t->num_gpu > maxg && t->mig_profile < 0)
         api_error(r, 422, "invalid",
                   "field \"gpus\" is %d; the largest registered node has %d GPUs", t->num_gpu,
                   maxg);
+    else if (modg > 0 && t->num_gpu > modg)
+        api_error(r, 422, "invalid",
+                  "field \"gpus\" is %d; the largest registered node of the GPU models it "
+                  "names (%s) has %d GPUs",
+                  t->num_gpu, names, modg);
     else if (whole && all > 0 && (int64_t)js->n_tasks * t->num_gpu > all)
         api_error(r, 422, "invalid",
                   "the job asks for %lld GPUs (%d task%s of %d); the registered nodes have %lld "

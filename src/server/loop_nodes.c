@@ -88,6 +88,8 @@ static void node_limits(struct loop *l, const struct allot_node_spec *ns, int si
         atomic_store(&l->srv->max_gpu_mib, mib);
     if (ns->n_gpus > atomic_load(&l->srv->max_node_gpus))
         atomic_store(&l->srv->max_node_gpus, ns->n_gpus);
+    if (mi >= 0 && mi < ALLOT_MAX_MODELS && ns->n_gpus > atomic_load(&l->srv->model_gpus[mi]))
+        atomic_store(&l->srv->model_gpus[mi], ns->n_gpus);
     if (ns->cpu_milli > atomic_load(&l->srv->max_cpu_milli))
         atomic_store(&l->srv->max_cpu_milli, ns->cpu_milli);
     if (ns->mem_mib > atomic_load(&l->srv->max_mem_mib))
@@ -103,10 +105,14 @@ static void limits_recount(struct loop *l)
 {
     const struct allot_catalog *cat = allot_cluster_catalog(l->c);
     int64_t mib = 0, cpu = 0, mem = 0;
-    int gpus = 0;
+    int gpus = 0, per_model[ALLOT_MAX_MODELS] = {0};
 
     for (int i = 0; i < allot_cluster_node_count(l->c); i++) {
         const struct allot_node *n = allot_cluster_node(l->c, i);
+
+        if (n->n_gpus > 0 && n->model >= 0 && n->model < ALLOT_MAX_MODELS &&
+            n->n_gpus > per_model[n->model])
+            per_model[n->model] = n->n_gpus;
 
         if (n->n_gpus > 0 && n->gpus[0].mode == ALLOT_GPU_SHARED && n->model >= 0 &&
             cat->models[n->model].memory_mib > mib)
@@ -118,6 +124,8 @@ static void limits_recount(struct loop *l)
     atomic_store(&l->srv->max_gpu_mib, mib);
     atomic_store(&l->srv->max_cpu_milli, cpu);
     atomic_store(&l->srv->max_mem_mib, mem);
+    for (int m = 0; m < ALLOT_MAX_MODELS; m++)
+        atomic_store(&l->srv->model_gpus[m], per_model[m]);
     if (atomic_load(&l->srv->nodes_adding) == 0)
         atomic_store(&l->srv->max_node_gpus, gpus);
 }

@@ -99,24 +99,26 @@ struct server {
     size_t n_readers, cap_readers;
     struct allot_store **idle_readers; /* those no thread holds (its thread ended) */
     size_t n_idle, cap_idle;
-    pthread_key_t reader_key;          /* a thread's handle; given back when the thread ends */
-    struct allot_catalog *cat;         /* owned, immutable */
-    struct http *http;                 /* owned */
-    struct loop *loop;                 /* owned */
-    atomic_bool ready;                 /* the core was rebuilt from the store */
-    atomic_bool standby;               /* another allotd leads; this one waits to take over */
-    atomic_bool fenced;                /* a write was fenced: it lost the lead (docs/ha.md) */
-    atomic_int_fast64_t epoch;         /* the leader epoch it took (0: it does not lead) */
-    struct allot_store *lst;           /* owned: the handle that holds the lead (docs/ha.md) */
-    pthread_mutex_t leader_lock;       /* leaf lock: guards leader_url */
-    char leader_url[512];              /* where the leader said clients reach it ("" unknown) */
-    atomic_int store_failing;          /* the last store write failed with this error (0: it
-                                          worked): /readyz says so */
-    atomic_int max_node_gpus;          /* most GPUs on one registered node (0: none yet) */
-    atomic_int_fast64_t whole_gpus;    /* GPUs of registered nodes not in MIG mode (the loop
-                                          counts them as it adds nodes; 0: none yet) */
-    atomic_int_fast64_t max_gpu_mib;   /* memory of the largest GPU of a node in shared mode,
-                                          where fractions go (0: none yet) */
+    pthread_key_t reader_key;    /* a thread's handle; given back when the thread ends */
+    struct allot_catalog *cat;   /* owned, immutable */
+    struct http *http;           /* owned */
+    struct loop *loop;           /* owned */
+    atomic_bool ready;           /* the core was rebuilt from the store */
+    atomic_bool standby;         /* another allotd leads; this one waits to take over */
+    atomic_bool fenced;          /* a write was fenced: it lost the lead (docs/ha.md) */
+    atomic_int_fast64_t epoch;   /* the leader epoch it took (0: it does not lead) */
+    struct allot_store *lst;     /* owned: the handle that holds the lead (docs/ha.md) */
+    pthread_mutex_t leader_lock; /* leaf lock: guards leader_url */
+    char leader_url[512];        /* where the leader said clients reach it ("" unknown) */
+    atomic_int store_failing;    /* the last store write failed with this error (0: it
+                                    worked): /readyz says so */
+    atomic_int max_node_gpus;    /* most GPUs on one registered node (0: none yet) */
+    atomic_int model_gpus[ALLOT_MAX_MODELS]; /* most GPUs on one node the loop added, per
+                                                catalog model (0: none of it yet) */
+    atomic_int_fast64_t whole_gpus;          /* GPUs of registered nodes not in MIG mode (the loop
+                                                counts them as it adds nodes; 0: none yet) */
+    atomic_int_fast64_t max_gpu_mib;         /* memory of the largest GPU of a node in shared mode,
+                                                where fractions go (0: none yet) */
     atomic_int_fast64_t max_cpu_milli; /* most CPU (milli) on one node the loop added (0: none) */
     atomic_int_fast64_t max_mem_mib;   /* most memory (MiB) on one node the loop added */
     atomic_int nodes_adding;           /* nodes registered that the loop has not added yet:

@@ -381,6 +381,23 @@ def test_more_cpu_or_memory_than_any_node_is_422():
     st, b = submit(cpus=16, memory=65536, hold=True)
     assert st == 201, (st, b)
     expect(dm.req("POST", "/v1/jobs/%d/cancel" % b["id"], token=dm.admin), 200)
+    # more GPUs than any node of the models the job names has (once one is registered)
+    held = [submit(gpus=2, gpu_models=["T4"], hold=True)]
+    t4 = dict(node("ap-t4", gpus=1), gpus=[{"model": "T4"}])
+    expect(dm.req("POST", "/v1/nodes/register", t4, token=AG), 201)
+    expect(dm.req("POST", "/v1/nodes/ap-t4/cordon", token=dm.admin), 200)
+    end = time.time() + 10
+    while time.time() < end and submit(gpus=2, gpu_models=["T4"], hold=True)[0] != 422:
+        time.sleep(0.05)  # bounded: until the loop has added the node
+    st, b = submit(gpus=2, gpu_models=["T4"], hold=True)
+    assert st == 422 and b["error"]["message"] == (
+        'field "gpus" is 2; the largest registered node of the GPU models it names (T4) has '
+        '1 GPUs'), (st, b)
+    held += [submit(gpus=2, gpu_models=["T4", "L4"], hold=True),
+             submit(gpus=2, gpu_models=["A100-80GB"], hold=True)]  # none of it yet: waits
+    assert [st for st, _ in held] == [201, 201, 201], held
+    for _, b in held:
+        expect(dm.req("POST", "/v1/jobs/%d/cancel" % b["id"], token=dm.admin), 200)
 
 
 def test_show_requeued_job():
