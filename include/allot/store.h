@@ -391,6 +391,7 @@ struct allot_store_token {
     uint8_t hash[ALLOT_STORE_HASH_LEN]; /* SHA-256 of the secret */
     int64_t created;
     int64_t revoked; /* 0 = valid */
+    int64_t expires; /* unix seconds it stops being valid at; 0 = never */
 };
 
 /* Stores a token; *id gets its id. Hashes are unique (ALLOT_EEXIST). */

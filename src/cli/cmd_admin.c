@@ -419,10 +419,13 @@ static const struct cli_opt create_opts[] = {
      "tenant subtree the token is bound to (needed by member, "
      "tenant-admin)"},
     {"name", 'n', "NAME", "a name to recognise the token by"},
+    {"duration", 'd', "DURATION",
+     "how long the token is valid (seconds, or with s/m/h/d; at most 3650d); "
+     "without it, until revoked"},
     {NULL, 0, NULL, NULL}};
 
 static const struct cli_usage create_usage = {
-    "tokens create", "--role ROLE [--tenant PATH] [--name NAME]",
+    "tokens create", "--role ROLE [--tenant PATH] [--name NAME] [--duration DURATION]",
     "Creates an API token and prints it as the last line of the output. The\n"
     "secret is shown only this once; the server keeps only its hash."};
 
@@ -435,7 +438,7 @@ static const struct cli_usage revoke_usage = {"tokens revoke", "TOKEN_ID...",
 static const struct cli_usage tokens_usage = {
     "tokens", "create|ls|revoke ...",
     "Manages API tokens:\n"
-    "  allot tokens create --role ROLE [--tenant PATH] [--name NAME]\n"
+    "  allot tokens create --role ROLE [--tenant PATH] [--name NAME] [--duration DURATION]\n"
     "  allot tokens ls\n"
     "  allot tokens revoke TOKEN_ID...\n"
     "See `allot tokens SUBCOMMAND --help`."};
@@ -450,10 +453,17 @@ static int tokens_create(struct cli *c, int argc, char **argv)
     if (rc != CLI_OK)
         return rc;
     if (a.n_pos || !args_get(&a, "role")) {
-        rc = cli_usage_error("allot tokens create --role ROLE [--tenant PATH] [--name NAME]");
+        rc = cli_usage_error("allot tokens create --role ROLE [--tenant PATH] [--name NAME] "
+                             "[--duration DURATION]");
         goto out;
     }
     body = json_pack("{s:s}", "role", args_get(&a, "role"));
+    if ((s = args_get(&a, "duration"))) {
+        int64_t secs;
+        if ((rc = args_seconds("duration", s, &secs)) != CLI_OK)
+            goto out;
+        json_object_set_new(body, "duration_s", json_integer(secs));
+    }
     if ((s = args_get(&a, "tenant")))
         json_object_set_new(body, "tenant", json_string(s));
     if ((s = args_get(&a, "name")))
@@ -470,6 +480,8 @@ static int tokens_create(struct cli *c, int argc, char **argv)
     printf("id:     %s\n", out_cell(json_object_get(r, "id"), b, sizeof(b)));
     printf("role:   %s\n", json_string_value(json_object_get(r, "role")));
     printf("tenant: %s\n", out_cell(json_object_get(r, "tenant"), b, sizeof(b)));
+    if (json_integer_value(json_object_get(r, "expires")))
+        printf("expires: %s\n", out_time(json_object_get(r, "expires"), b, sizeof(b)));
     printf("%s\n", json_string_value(json_object_get(r, "token")));
 out:
     json_decref(r);
@@ -480,7 +492,8 @@ out:
 
 static int tokens_ls(struct cli *c, int argc, char **argv)
 {
-    static const char *const titles[] = {"ID", "NAME", "ROLE", "TENANT", "CREATED", "REVOKED"};
+    static const char *const titles[] = {"ID",      "NAME",    "ROLE",   "TENANT",
+                                         "CREATED", "REVOKED", "EXPIRES"};
     struct cli_args a;
     json_t *r = NULL, *x;
     size_t i;
@@ -499,16 +512,17 @@ static int tokens_ls(struct cli *c, int argc, char **argv)
     rc = client_call(c->http, "GET", "/v1/tokens", NULL, NULL, CLIENT_RETRY_ALWAYS, &r, NULL);
     if (rc != CLI_OK || out_structured(c, json_object_get(r, "tokens")))
         goto out;
-    struct table *t = table_new(6, titles);
+    struct table *t = table_new(7, titles);
     json_array_foreach(json_object_get(r, "tokens"), i, x)
     {
-        char id[32], cr[32], rv[32];
-        const char *cells[6] = {out_cell(json_object_get(x, "id"), id, sizeof(id)),
+        char id[32], cr[32], rv[32], ex[32];
+        const char *cells[7] = {out_cell(json_object_get(x, "id"), id, sizeof(id)),
                                 json_string_value(json_object_get(x, "name")),
                                 json_string_value(json_object_get(x, "role")),
                                 json_string_value(json_object_get(x, "tenant")),
                                 out_time(json_object_get(x, "created"), cr, sizeof(cr)),
-                                out_time(json_object_get(x, "revoked"), rv, sizeof(rv))};
+                                out_time(json_object_get(x, "revoked"), rv, sizeof(rv)),
+                                out_time(json_object_get(x, "expires"), ex, sizeof(ex))};
         table_row(t, cells);
     }
     table_print(t, stdout);

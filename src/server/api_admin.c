@@ -202,12 +202,14 @@ int api_scheduler(struct req *r)
 
 /* ---- tokens ---- */
 
+#define TOKEN_DURATION_MAX (3650 * 86400) /* a token made for a time: at most ten years */
+
 static json_t *token_json(const struct allot_store_token *t)
 {
-    return json_pack("{s:I,s:s,s:s,s:s,s:I,s:I}", "id", (json_int_t)t->id, "name",
+    return json_pack("{s:I,s:s,s:s,s:s,s:I,s:I,s:I}", "id", (json_int_t)t->id, "name",
                      t->name ? t->name : "", "role", allot_store_role_name(t->role), "tenant",
                      t->tenant ? t->tenant : "", "created", (json_int_t)t->created, "revoked",
-                     (json_int_t)t->revoked);
+                     (json_int_t)t->revoked, "expires", (json_int_t)t->expires);
 }
 
 static int role_parse(const char *s)
@@ -287,9 +289,9 @@ static int token_revoke_fn(struct allot_store *st, void *arg)
 
 int api_tokens_create(struct req *r)
 {
-    static const char *const fields[] = {"name", "role", "tenant", NULL};
+    static const char *const fields[] = {"name", "role", "tenant", "duration_s", NULL};
     json_t *b = api_body_object(r);
-    json_t *jn, *jr, *jt;
+    json_t *jn, *jr, *jt, *jd;
     struct allot_store_token t = {0};
     char secret[80];
     int64_t id = 0, now = srv_now();
@@ -306,6 +308,15 @@ int api_tokens_create(struct req *r)
         api_error(r, 400, "bad_type",
                   !json_is_string(jr) ? "field \"role\": a string is required"
                                       : "fields \"name\" and \"tenant\" must be strings");
+        goto out;
+    }
+    jd = json_object_get(b, "duration_s");
+    if (jd && (!json_is_integer(jd) || json_integer_value(jd) < 1 ||
+               json_integer_value(jd) > TOKEN_DURATION_MAX)) {
+        api_error(r, json_is_integer(jd) ? 422 : 400, json_is_integer(jd) ? "invalid" : "bad_type",
+                  "field \"duration_s\": seconds the token is valid for, 1..%d (10 years); "
+                  "leave it out for a token that does not expire",
+                  TOKEN_DURATION_MAX);
         goto out;
     }
     role = role_parse(json_string_value(jr));
@@ -372,6 +383,7 @@ int api_tokens_create(struct req *r)
     }
     auth_new_secret(secret, sizeof(secret), t.hash);
     t.created = now;
+    t.expires = jd ? now + json_integer_value(jd) : 0;
     struct token_write w = {.r = r, .t = &t, .now = now};
     rc = srv_write(r->srv, token_add_fn, &w);
     id = w.id;

@@ -19,6 +19,7 @@
 
 #include <sodium.h>
 #include <string.h>
+#include <time.h>
 
 #define SECRET_PREFIX "allot_"
 #define JOB_PREFIX    "allotjob_"
@@ -63,7 +64,11 @@ static bool cached(struct req *r, const char *key, uint64_t *gen)
     *gen = r->srv->tokens_gen;
     e = json_object_get(r->srv->tokens, key);
     hit = e != NULL;
-    if (hit) {
+    if (hit && json_integer_value(json_array_get(e, 4)) &&
+        srv_now() >= json_integer_value(json_array_get(e, 4))) {
+        auth_principal_clear(&r->who); /* known, and expired: refused without a read */
+        r->auth_expired = json_integer_value(json_array_get(e, 4));
+    } else if (hit) {
         auth_principal_clear(&r->who);
         r->who.token_id = json_integer_value(json_array_get(e, 0));
         r->who.role = (int)json_integer_value(json_array_get(e, 1));
@@ -199,6 +204,17 @@ int auth_refuse(struct req *r, const char *msg)
                          "the store could not be read to check the token; retry "
                          "shortly");
     }
+    if (r->auth_expired) {
+        char when[32];
+        time_t at = (time_t)r->auth_expired;
+        struct tm tm;
+        gmtime_r(&at, &tm);
+        strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+        return api_error(r, 401, "unauthorized",
+                         "the token expired at %s; an admin makes a new one (allot tokens "
+                         "create)",
+                         when);
+    }
     return api_error(r, 401, "unauthorized", "%s", msg);
 }
 
@@ -232,6 +248,11 @@ bool auth_resolve(struct req *r)
         allot_store_token_clear(&t);
         return false;
     }
+    if (t.expires && srv_now() >= t.expires) {
+        r->auth_expired = t.expires;
+        allot_store_token_clear(&t);
+        return false;
+    }
     /* remembered only when no revocation came between the miss and the
      * read: the store may have answered from before it */
     pthread_mutex_lock(&r->srv->tokens_lock);
@@ -239,8 +260,9 @@ bool auth_resolve(struct req *r)
         if (json_object_size(r->srv->tokens) >= TOKEN_CACHE_MAX)
             json_object_clear(r->srv->tokens);
         json_object_set_new(r->srv->tokens, key,
-                            json_pack("[I,i,s,s]", (json_int_t)t.id, t.role,
-                                      t.tenant ? t.tenant : "", t.name ? t.name : ""));
+                            json_pack("[I,i,s,s,I]", (json_int_t)t.id, t.role,
+                                      t.tenant ? t.tenant : "", t.name ? t.name : "",
+                                      (json_int_t)t.expires));
     }
     pthread_mutex_unlock(&r->srv->tokens_lock);
     auth_principal_clear(&r->who);

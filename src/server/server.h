@@ -185,6 +185,7 @@ struct req {
     const char *content_type; /* static */
     bool audited;             /* the handler wrote the audit entry */
     bool auth_unread;         /* auth_resolve could not read the store: not a bad token */
+    int64_t auth_expired;     /* auth_resolve found the token expired at this time (0: not) */
 };
 
 /* ---- replies (http.c) ---- */

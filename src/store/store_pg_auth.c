@@ -11,7 +11,7 @@
 /* ---- tokens ------------------------------------------------------------------------------------
  */
 
-#define TOKEN_COLS "id, name, role, tenant, hash, created, revoked"
+#define TOKEN_COLS "id, name, role, tenant, hash, created, revoked, expires"
 
 int pg_token_add(struct allot_store *base, const struct allot_store_token *t, int64_t *id)
 {
@@ -23,9 +23,10 @@ int pg_token_add(struct allot_store *base, const struct allot_store_token *t, in
     pgp_bytes(&p, t->hash, ALLOT_STORE_HASH_LEN);
     pgp_int(&p, t->created);
     pgp_int(&p, t->revoked);
+    pgp_int(&p, t->expires);
     return pg_int((struct pg_store *)base,
-                  "INSERT INTO tokens(name, role, tenant, hash, created, revoked)"
-                  " VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
+                  "INSERT INTO tokens(name, role, tenant, hash, created, revoked, expires)"
+                  " VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
                   &p, id);
 }
 
@@ -37,6 +38,7 @@ static int token_row(struct pg_store *s, const PGresult *res, int row, void *ele
     t->id = pg_col_i64(res, row, 0);
     t->created = pg_col_i64(res, row, 5);
     t->revoked = pg_col_i64(res, row, 6);
+    t->expires = pg_col_i64(res, row, 7);
     if ((rc = pg_col_text(res, row, 1, &t->name)) || (rc = pg_col_text(res, row, 3, &t->tenant)) ||
         (rc = pg_col_enum(s, res, row, 2, allot_store_role_name, &t->role)) ||
         (rc = pg_col_hash(res, row, 4, t->hash)))

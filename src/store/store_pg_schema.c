@@ -157,5 +157,7 @@ const struct pg_migration pg_migrations[] = {
     /* a job held by a user (allot hold) does not start until released */
     {12, "ALTER TABLE jobs ADD COLUMN held smallint NOT NULL DEFAULT 0"
          " CHECK (held IN (0, 1));\n"},
+    /* a token may be made for a time (allot tokens create --duration) */
+    {13, "ALTER TABLE tokens ADD COLUMN expires bigint NOT NULL DEFAULT 0;\n"},
 };
 const int pg_n_migrations = (int)(sizeof pg_migrations / sizeof pg_migrations[0]);

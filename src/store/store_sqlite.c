@@ -201,6 +201,8 @@ static const struct migration migrations[] = {
          " WHERE name = node_spans.node);\n"},
     /* a job held by a user (allot hold) does not start until released */
     {12, "ALTER TABLE jobs ADD COLUMN held INTEGER NOT NULL DEFAULT 0;\n"},
+    /* a token may be made for a time (allot tokens create --duration) */
+    {13, "ALTER TABLE tokens ADD COLUMN expires INTEGER NOT NULL DEFAULT 0;\n"},
 };
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 

@@ -74,14 +74,14 @@ const char *const sq_stmt_sql[SQ_NSTMT] = {
     [SQ_NODE_DELETE] = "DELETE FROM nodes WHERE name = ?1",
     [SQ_NODE_LIST] = "SELECT name, inventory, state, last_heartbeat, lease_expiry, token_id"
                      " FROM nodes ORDER BY name",
-    [SQ_TOKEN_ADD] = "INSERT INTO tokens(name, role, tenant, hash, created, revoked)"
-                     " VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-    [SQ_TOKEN_GET] = "SELECT id, name, role, tenant, hash, created, revoked FROM tokens"
+    [SQ_TOKEN_ADD] = "INSERT INTO tokens(name, role, tenant, hash, created, revoked, expires)"
+                     " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    [SQ_TOKEN_GET] = "SELECT id, name, role, tenant, hash, created, revoked, expires FROM tokens"
                      " WHERE id = ?1",
-    [SQ_TOKEN_FIND] = "SELECT id, name, role, tenant, hash, created, revoked FROM tokens"
+    [SQ_TOKEN_FIND] = "SELECT id, name, role, tenant, hash, created, revoked, expires FROM tokens"
                       " WHERE hash = ?1",
     [SQ_TOKEN_REVOKE] = "UPDATE tokens SET revoked = ?2 WHERE id = ?1 AND revoked = 0",
-    [SQ_TOKEN_LIST] = "SELECT id, name, role, tenant, hash, created, revoked FROM tokens"
+    [SQ_TOKEN_LIST] = "SELECT id, name, role, tenant, hash, created, revoked, expires FROM tokens"
                       " ORDER BY id",
     [SQ_AUDIT_LAST] = "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",
     [SQ_AUDIT_INSERT] = "INSERT INTO audit(seq, time, token_id, action, target, result,"
@@ -757,6 +757,7 @@ int sq_token_add(struct allot_store *base, const struct allot_store_token *t, in
     sqlite3_bind_blob(st, 4, t->hash, ALLOT_STORE_HASH_LEN, SQLITE_STATIC);
     sqlite3_bind_int64(st, 5, t->created);
     sqlite3_bind_int64(st, 6, t->revoked);
+    sqlite3_bind_int64(st, 7, t->expires);
     if ((rc = sq_done(s, st, sqlite3_step(st))) == 0)
         *id = sqlite3_last_insert_rowid(s->db);
     return rc;
@@ -770,6 +771,7 @@ static int token_row(struct sq_store *s, sqlite3_stmt *st, void *elem)
     t->id = sqlite3_column_int64(st, 0);
     t->created = sqlite3_column_int64(st, 5);
     t->revoked = sqlite3_column_int64(st, 6);
+    t->expires = sqlite3_column_int64(st, 7);
     if ((rc = sq_col_text(st, 1, &t->name)) || (rc = sq_col_text(st, 3, &t->tenant)) ||
         (rc = sq_col_enum(s, st, 2, allot_store_role_name, &t->role)) ||
         (rc = sq_col_hash(st, 4, t->hash)))

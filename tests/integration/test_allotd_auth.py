@@ -44,6 +44,34 @@ def test_token_lifecycle():
     expect(dm.req("POST", "/v1/tokens", {"role": 3}, token=dm.admin), 400)
 
 
+def test_token_expires():
+    """A token made for a time (duration_s) works until then, and is refused after with a
+    401 that says when it expired, cached or not; the listing shows when. A duration out
+    of 1..10 years or of the wrong type is refused; without one a token does not expire."""
+    b = expect(dm.req("POST", "/v1/tokens", {"role": "viewer", "name": "short", "duration_s": 2},
+                      token=dm.admin), 201)
+    assert b["expires"] - b["created"] == 2, b
+    unused = expect(dm.req("POST", "/v1/tokens", {"role": "viewer", "duration_s": 1},
+                           token=dm.admin), 201)  # first used once expired: not cached
+    expect(dm.req("GET", "/v1/tenants", token=b["token"]), 200)  # now cached
+    lst = expect(dm.req("GET", "/v1/tokens", token=dm.admin), 200)["tokens"]
+    assert [t["expires"] for t in lst if t["id"] == b["id"]] == [b["expires"]], lst
+    end = time.time() + 10
+    while time.time() < end and dm.req("GET", "/v1/tenants", token=b["token"])[0] == 200:
+        time.sleep(0.1)  # bounded: until its time is up
+    e = expect(dm.req("GET", "/v1/tenants", token=b["token"]), 401)
+    assert "the token expired at " in e["error"]["message"], e
+    assert time.time() >= b["expires"] - 1, (time.time(), b)
+    e = expect(dm.req("GET", "/v1/tenants", token=unused["token"]), 401)
+    assert "the token expired at " in e["error"]["message"], e
+    for bad, st in ((0, 422), (3650 * 86400 + 1, 422), ("1h", 400), (1.5, 400)):
+        e = expect(dm.req("POST", "/v1/tokens", {"role": "viewer", "duration_s": bad},
+                          token=dm.admin), st)
+        assert '"duration_s"' in e["error"]["message"], e
+    forever = expect(dm.req("POST", "/v1/tokens", {"role": "viewer"}, token=dm.admin), 201)
+    assert forever["expires"] == 0, forever
+
+
 def test_tenant_admin_manages_its_subtree_only():
     ta = T["tadmin"]
     st, b = dm.req("POST", "/v1/tokens", {"role": "member", "tenant": "research/vision"}, token=ta)
@@ -301,7 +329,7 @@ if __name__ == "__main__":
     dm = Daemon()
     try:
         setup()
-        fx.run([test_token_lifecycle, test_tenant_admin_manages_its_subtree_only,
+        fx.run([test_token_lifecycle, test_token_expires, test_tenant_admin_manages_its_subtree_only,
                 test_token_scope_checked, test_last_admin_token_kept,
                 test_authorization_matrix, test_two_authorization_headers,
                 test_metrics_auth,

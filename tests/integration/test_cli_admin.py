@@ -78,7 +78,13 @@ def test_tokens():
         ("alice", "member", "research/nlp", 0), mine
     assert all("token" not in t for t in ls), "never secrets"
     rows = ok(cli(dm, "tokens", "ls")).lines()
-    assert rows[0].split() == ["ID", "NAME", "ROLE", "TENANT", "CREATED", "REVOKED"], rows
+    assert rows[0].split() == ["ID", "NAME", "ROLE", "TENANT", "CREATED", "REVOKED",
+                               "EXPIRES"], rows
+    assert rows[-1].split()[-1] == "-", rows  # does not expire
+    r = ok(cli(dm, "tokens", "create", "--role", "viewer", "--duration", "1h"))
+    exp = [l for l in r.lines() if l.startswith("expires:")]
+    assert len(exp) == 1 and exp[0].split()[1].endswith("Z"), r
+    fails(cli(dm, "tokens", "create", "--role", "viewer", "--duration", "soon"), 1, "usage")
     y = ok(cli(dm, "tokens", "ls", "-o", "yaml")).out
     assert "  name: alice\n" in y and "  role: member\n" in y, y
     j = ok(cli(dm, "tokens", "create", "--role", "viewer", "-o", "json")).json()

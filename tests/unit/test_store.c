@@ -76,6 +76,7 @@ static void test_open_and_migrations(void **state)
                                 "DROP TRIGGER runs_again;"                /* version 7: runs anew */
                                 "ALTER TABLE nodes DROP COLUMN token_id;" /* version 8 */
                                 "ALTER TABLE jobs DROP COLUMN held;"      /* version 12 */
+                                "ALTER TABLE tokens DROP COLUMN expires;" /* version 13 */
                                 "DROP TRIGGER node_spans_new; DROP TRIGGER node_spans_change;"
                                 "DROP TRIGGER node_spans_gone;"
                                 "DROP TABLE runs; DROP TABLE node_spans; DROP TABLE samples;"
@@ -94,6 +95,8 @@ static void test_open_and_migrations(void **state)
                      11);
     assert_int_equal(
         raw_int(f, "SELECT count(*) FROM pragma_table_info('jobs') WHERE name = 'held'"), 1);
+    assert_int_equal(
+        raw_int(f, "SELECT count(*) FROM pragma_table_info('tokens') WHERE name = 'expires'"), 1);
 
     /* a newer schema is refused, even with MIGRATE, and left alone */
     allot_fmt(sql, sizeof sql, "UPDATE meta SET value = '%d' WHERE key = 'schema_version'",
@@ -665,6 +668,7 @@ static void test_usage_bill_column(void **state)
     /* a version 9 store with one roll-up row */
     assert_int_equal(raw_sql(f, "ALTER TABLE usage_hourly DROP COLUMN gpu_bill_ppm_s;"
                                 "ALTER TABLE jobs DROP COLUMN held;"
+                                "ALTER TABLE tokens DROP COLUMN expires;"
                                 "UPDATE meta SET value = '9' WHERE key = 'schema_version';"
                                 "INSERT INTO usage_hourly VALUES (3600, 't', 'u', 'H100-80GB',"
                                 " 'fraction', 0, 900000000, 250, 1024, 2500, 100, 5, 7, 3)"),
@@ -814,6 +818,7 @@ static void test_tables(void **state)
     tok.role = ALLOT_ROLE_MEMBER;
     tok.tenant = (char *)"research/nlp";
     tok.created = 100;
+    tok.expires = 5000;
     allot_store_sha256(secret, strlen(secret), tok.hash);
     assert_int_equal(allot_store_token_add(st, &tok, &tid), 0);
     assert_int_equal(allot_store_token_add(st, &tok, &tid2), ALLOT_EEXIST); /* same hash */
@@ -822,6 +827,7 @@ static void test_tables(void **state)
     tok.role = ALLOT_ROLE_AGENT;
     tok.name = (char *)"node gpu-1";
     tok.tenant = (char *)"";
+    tok.expires = 0;
     allot_store_sha256("other", 5, tok.hash);
     assert_int_equal(allot_store_token_add(st, &tok, &tid2), 0);
     allot_store_sha256(secret, strlen(secret), tok.hash);
@@ -834,6 +840,10 @@ static void test_tables(void **state)
     assert_memory_equal(gt.hash, tok.hash, ALLOT_STORE_HASH_LEN);
     assert_int_equal(gt.created, 100);
     assert_int_equal(gt.revoked, 0);
+    assert_int_equal(gt.expires, 5000);
+    allot_store_token_clear(&gt);
+    assert_int_equal(allot_store_token_get(st, tid2, &gt), 0);
+    assert_int_equal(gt.expires, 0);
     allot_store_token_clear(&gt);
     assert_int_equal(allot_store_token_revoke(st, tid, 200), 0);
     assert_int_equal(allot_store_token_revoke(st, tid, 300), ALLOT_ESTATE);
@@ -1251,6 +1261,7 @@ static void test_node_span_repair(void **state)
                    "CREATE TRIGGER node_spans_back AFTER UPDATE OF state, inventory ON nodes"
                    " BEGIN SELECT 1; END;"
                    "ALTER TABLE jobs DROP COLUMN held;"
+                   "ALTER TABLE tokens DROP COLUMN expires;"
                    "UPDATE meta SET value = '10' WHERE key = 'schema_version'"),
         SQLITE_OK);
     assert_int_equal(allot_store_open(f->url, &migrate, &st, err, sizeof err), 0);
