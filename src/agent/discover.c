@@ -125,13 +125,15 @@ void nvml_mig_enable_all(struct nvml *nv, const struct agent_inventory *inv)
 }
 
 /* Whether a task folder records GPU instance gi on NVML GPU idx: 1 yes,
- * 0 no, -1 cannot tell (the folder or a record is unreadable, or a record
- * is garbled), with the reason in why: nothing is destroyed on a guess. */
+ * 0 no, -1 cannot tell (none does, but the folder or a record is
+ * unreadable, or a record is garbled), with the reason in why: nothing is
+ * destroyed on a guess. */
 static int mig_held(const struct agent *a, int idx, int gi, char *why, size_t wlen)
 {
     DIR *d = opendir(a->tasks_dir);
     struct dirent *e;
     int held = 0;
+    bool unsure = false;
 
     if (!d) {
         if (errno == ENOENT)
@@ -139,7 +141,7 @@ static int mig_held(const struct agent *a, int idx, int gi, char *why, size_t wl
         allot_fmt(why, wlen, "%s: %s", a->tasks_dir, strerror(errno));
         return -1;
     }
-    while (held == 0 && (e = readdir(d))) {
+    while (!held && (e = readdir(d))) {
         char dir[4400], buf[64];
         int i, g;
 
@@ -147,19 +149,20 @@ static int mig_held(const struct agent *a, int idx, int gi, char *why, size_t wl
             continue;
         allot_fmt(dir, sizeof(dir), "%s/%s", a->tasks_dir, e->d_name);
         if (agent_read_small(dir, "mig", buf, sizeof(buf)) < 0) {
-            if (errno != ENOENT && errno != ENOTDIR) {
+            if (errno != ENOENT && errno != ENOTDIR && !unsure) {
                 allot_fmt(why, wlen, "%s/mig: %s", dir, strerror(errno));
-                held = -1;
+                unsure = true;
             }
         } else if (sscanf(buf, "%d %d", &i, &g) != 2) {
-            allot_fmt(why, wlen, "%s/mig: not an instance record", dir);
-            held = -1;
+            if (!unsure)
+                allot_fmt(why, wlen, "%s/mig: not an instance record", dir);
+            unsure = true;
         } else {
             held = i == idx && g == gi;
         }
     }
     closedir(d);
-    return held;
+    return held ? 1 : unsure ? -1 : 0;
 }
 
 /* Marks GPU i (agent index) unhealthy for `text`, logged when it is new:
@@ -189,7 +192,9 @@ void mig_reclaim_foreign(struct agent *a)
         for (int j = 0; j < n && j < AGENT_MAX_GPUS; j++)
             if (gpus[j].index == a->inv.gpus[i].nvml_index)
                 ng = &gpus[j];
-        for (int m = 0; ng && m < ng->n_mig; m++) {
+        if (!ng)
+            continue; /* not listed this time: its mark stays */
+        for (int m = 0; m < ng->n_mig; m++) {
             const struct nvml_mig_instance *mi = &ng->mig[m];
             char why[300];
             int held = mig_held(a, ng->index, mi->gi_id, why, sizeof(why));

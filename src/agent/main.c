@@ -512,6 +512,9 @@ static void reconcile(struct agent *a, json_t *desired)
     reconcile_new(a, desired);
 }
 
+/* Most jobs a heartbeat lists as stopping (allotd's AGENTPROTO_MAX_STOPPING). */
+#define STOPPING_MAX 4096
+
 /* Whether array a holds integer v. */
 static bool json_in_ints(const json_t *a, int64_t v)
 {
@@ -893,7 +896,12 @@ static int run(struct agent *a)
             task_poll(a, &a->tasks[i], now);
             busy |= a->tasks[i].state == TASK_STARTING || a->tasks[i].state == TASK_STOPPING;
             live += task_alive(&a->tasks[i]);
-            if (a->tasks[i].cancelled && task_alive(&a->tasks[i]) &&
+            /* alive, and the run the desired state `version` shows (if
+             * any) is not this one: allotd ended or moved it (a fenced task
+             * or one over its GPU memory cap is stopping on its own) */
+            if (task_alive(&a->tasks[i]) &&
+                (a->tasks[i].cancelled || !desired_of(a->desired, &a->tasks[i])) &&
+                json_array_size(stopping) < STOPPING_MAX &&
                 !json_in_ints(stopping, a->tasks[i].job))
                 json_array_append_new(stopping, json_integer(a->tasks[i].job));
         }
@@ -969,7 +977,7 @@ static int run(struct agent *a)
                 LOG_WARN("agent", "allotd does not take the heartbeat's \"live\" count (an "
                                   "older allotd): leaving it out; upgrade allotd before agents");
             }
-            if (st == 400 && send_stopping && strstr(err, "\"stopping\"")) {
+            if (st == 400 && send_stopping && strstr(err, "unknown field \"stopping\"")) {
                 send_stopping = false;
                 LOG_WARN("agent", "allotd does not take the heartbeat's \"stopping\" jobs (an "
                                   "older allotd): leaving them out; upgrade allotd before agents");

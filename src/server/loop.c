@@ -936,13 +936,21 @@ static void publish(struct loop *l, double secs, int cut)
     json_t *d = json_object();
     int64_t pend = 0, run = 0;
     char *gauges = gauges_text(l);
-    struct fresh_run *fr = NULL; /* entries whose run is shown for the first time */
-    size_t n_fr = 0, cap_fr = 0;
+    struct fresh_run *fr = NULL;   /* entries whose run is shown for the first time */
+    struct linger_drop *dr = NULL; /* runs shown no more */
+    size_t n_fr = 0, cap_fr = 0, n_dr = 0, cap_dr = 0;
+    json_t *waits = NULL;
 
     for (size_t i = 0; i < l->n_live; i++) {
         const struct allot_job *qj = allot_queue_job(l->q, l->live[i].qid);
+        bool placed = qj->state != ALLOT_JOB_PENDING && qj->state != ALLOT_JOB_DONE;
+        /* which run of the job this is (its stored start time, unique per
+         * job): an agent starts a run once, and never an older one again;
+         * 0 while the start is not stored yet (the agent waits) */
+        int64_t wrun = placed && l->live[i].wruns == qj->runs ? l->live[i].wstart : 0;
 
-        if (qj->state == ALLOT_JOB_PENDING || qj->state == ALLOT_JOB_DONE) {
+        loop_linger_seen(l, i, wrun, &dr, &n_dr, &cap_dr);
+        if (!placed) {
             pend += qj->state == ALLOT_JOB_PENDING;
             json_decref(l->live[i].spec);
             l->live[i].spec = NULL;
@@ -978,16 +986,11 @@ static void publish(struct loop *l, double secs, int cut)
                 json_object_set_new(
                     x, "grace_ms",
                     json_integer(qj->stop_at > srv_now() ? (qj->stop_at - srv_now()) * 1000 : 0));
-            /* which run of the job this is (its stored start time, unique per
-             * job): an agent starts a run once, and never an older one again;
-             * 0 while the start is not stored yet (the agent waits) */
-            int64_t wrun = l->live[i].wruns == qj->runs ? l->live[i].wstart : 0;
             json_object_set_new(x, "run", json_integer(wrun));
             /* shown for the first time: held back (run 0) while an earlier
              * run is on its way out of a node (loop_linger_publish) */
-            if (wrun && wrun != l->live[i].shown_run &&
-                allot_grow((void **)&fr, &cap_fr, n_fr + 1, sizeof(*fr)) == 0)
-                fr[n_fr++] = (struct fresh_run){.i = i, .x = x, .run = wrun};
+            if (wrun && wrun != l->live[i].shown_run)
+                loop_linger_fresh(&fr, &n_fr, &cap_fr, i, x, wrun);
             /* a checkpointable job's own credential, for its reports (its
              * agent puts it in ALLOT_JOB_TOKEN; auth.c) */
             if (wrun && qj->spec.checkpointable) {
@@ -1028,7 +1031,7 @@ static void publish(struct loop *l, double secs, int cut)
     pend += (int64_t)l->n_held;
     json_t *peers = lnet_peers(l, d);
     pthread_mutex_lock(&l->dmu);
-    loop_linger_publish(l, d, fr, n_fr);
+    loop_linger_publish(l, dr, n_dr, fr, n_fr, &waits);
     allot_free(fr);
     json_decref(l->desired);
     l->desired = d;
@@ -1049,6 +1052,7 @@ static void publish(struct loop *l, double secs, int cut)
     l->gauges = gauges;
     pthread_cond_broadcast(&l->dcv);
     pthread_mutex_unlock(&l->dmu);
+    loop_linger_done(l, dr, n_dr, waits);
 }
 
 static void cycle(struct loop *l)
@@ -1297,6 +1301,7 @@ void loop_stop(struct loop *l)
     pthread_join(l->thread, NULL);
     for (size_t i = 0; i < l->n_live; i++) {
         json_decref(l->live[i].spec);
+        json_decref(l->live[i].shown_nodes);
         free(l->live[i].spec_text);
         free(l->live[i].wplacement);
         allot_free(l->live[i].job_token);
@@ -1310,7 +1315,9 @@ void loop_stop(struct loop *l)
     json_decref(l->peers);
     json_decref(l->pending_inv);
     json_decref(l->removed);
-    allot_free(l->linger);
+    json_decref(l->linger);
+    json_decref(l->linger_jobs);
+    json_decref(l->linger_held);
     json_decref(l->replied);
     changes_clear(l);
     allot_free(l->chg);

@@ -52,18 +52,18 @@ struct live {
     int net_t;           /* its tenant network (loop_net.c), -1 none */
     uint32_t *net_hosts; /* owned: the host indices its tasks hold there */
     int n_net_hosts;
-    bool start_refused; /* the store refused its start (a user held it): to the gate */
-    bool net_wait;      /* placed, but its tenant network had no address for it: to the
-                           gate until it has (gate_net_wait) */
-    int64_t shown_run;  /* the run the desired state last showed (not 0), or 0 */
-    int64_t held_run;   /* the run last held back for an earlier one (loop_linger.c) */
+    bool start_refused;  /* the store refused its start (a user held it): to the gate */
+    bool net_wait;       /* placed, but its tenant network had no address for it: to the
+                            gate until it has (gate_net_wait) */
+    int64_t shown_run;   /* the run the desired state shows (not 0), or 0 */
+    json_t *shown_nodes; /* owned: the nodes it shows that run on (loop_linger.c) */
+    int64_t held_run;    /* the run last held back for an earlier one */
 };
 
-/* A run of a job on its way out of a node (loop_linger.c). */
-struct linger {
+/* A run the desired state stops showing (publish, loop_linger_publish). */
+struct linger_drop {
     int64_t sid;
-    uint64_t seq; /* the desired state (l->dseq) that first left it out */
-    char node[64];
+    json_t *nodes; /* owned: the nodes it was shown on */
 };
 
 /* An entry of the desired state being made whose run is shown for the
@@ -177,10 +177,11 @@ struct loop {
     int waiters;        /* callers in loop_desired_wait */
     bool closing;       /* loop_release_waiters was called */
     json_t *desired;
-    uint64_t dseq;         /* desired states published */
-    struct linger *linger; /* owned: earlier runs still on their way out */
-    size_t n_linger, cap_linger;
-    json_t *replied; /* owned: node -> [version, dseq] of its last reply */
+    uint64_t dseq;       /* desired states published */
+    json_t *linger;      /* owned: node -> {job id: dseq} of runs on their way out of it */
+    json_t *linger_jobs; /* owned: job id -> on how many nodes a run of it is on its way out */
+    json_t *linger_held; /* owned: job id -> true while a new run of it is held back */
+    json_t *replied;     /* owned: node -> [version, dseq] of its last reply */
     uint64_t cycles;
     uint64_t cycles_cut; /* core cycles stopped at cycle-work (allot_queue_more) */
     uint64_t preempts;   /* jobs preempted (signalled or stopped for another job) */
@@ -318,11 +319,33 @@ void gate_user_changed(struct loop *l, int64_t sid);
  * its tenant's network has room for its tasks (lnet_room). */
 void gate_net_wait(struct loop *l, int64_t sid);
 
-/* Notes the runs the published desired state (l->desired) shows that d
- * does not, and shows each of the fresh entries fr with run 0 while an
- * earlier run of its job is on its way out of a node. Under l->dmu, on the
- * loop thread, before d is published. */
-void loop_linger_publish(struct loop *l, json_t *d, const struct fresh_run *fr, size_t n_fr);
+/* Notes the runs dr the desired state being published no longer shows,
+ * and shows each of its fresh entries fr with run 0 while an earlier run
+ * of its job is on its way out of a node ([job id, node] into *waits, a
+ * new array, for each job held the first time for that run). Under
+ * l->dmu, on the loop thread, before the desired state is published. */
+void loop_linger_publish(struct loop *l, const struct linger_drop *dr, size_t n_dr,
+                         const struct fresh_run *fr, size_t n_fr, json_t **waits);
+/* Live job i shows run `run` now (0: none): the run it showed until now,
+ * if another, goes into dr (its nodes with it). 0 or ALLOT_ENOMEM (it is
+ * looked at again next cycle). Loop thread. */
+int loop_linger_seen(struct loop *l, size_t i, int64_t run, struct linger_drop **dr, size_t *n,
+                     size_t *cap);
+/* Live job e leaves the live set (it ended, or is submitted to the core
+ * anew): the run it showed, if any, is on its way out of its nodes. Takes
+ * l->dmu; loop thread. */
+void loop_linger_left(struct loop *l, struct live *e);
+/* Desired-state entry x of live job i shows run `run` for the first time:
+ * into fr for loop_linger_publish (shown with run 0 when there is no
+ * memory for it). */
+void loop_linger_fresh(struct fresh_run **fr, size_t *n, size_t *cap, size_t i, json_t *x,
+                       int64_t run);
+/* After the publication (l->dmu released): frees dr and logs and stores a
+ * "waiting" event for each job in waits (consumed). */
+void loop_linger_done(struct loop *l, struct linger_drop *dr, size_t n_dr, json_t *waits);
+/* At allotd's start: job sid's run (its stored placement), not adopted,
+ * may be on its way out of its nodes. Takes l->dmu. */
+void loop_linger_seed(struct loop *l, int64_t sid, const char *placement);
 /* The reply to node's heartbeat carries the desired state of `version`.
  * Under l->dmu. */
 void loop_linger_replied(struct loop *l, const char *node, const char *version);

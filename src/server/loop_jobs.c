@@ -281,6 +281,8 @@ void loop_submit_job(struct loop *l, const struct allot_store_job *j, bool gate)
             wstate = ALLOT_SJ_PENDING;
         else
             LOG_WARN("loop", "job %lld: its requeue's event was not stored", (long long)j->id);
+        /* its agents may still be stopping it: its next run waits */
+        loop_linger_seed(l, j->id, j->placement);
     }
     if (qid == ALLOT_ESTATE && spec.once) {
         /* preempted before allotd restarted, and it runs once: it ends, as
@@ -354,6 +356,7 @@ void loop_drop_live(struct loop *l, size_t i)
         LOG_WARN("loop", "job %lld: the core keeps its slot (out of memory)",
                  (long long)l->live[i].sid);
     lnet_release(l, &l->live[i]);
+    loop_linger_left(l, &l->live[i]); /* requeued anew: its next run waits for it */
     json_decref(l->live[i].spec);
     free(l->live[i].spec_text);
     free(l->live[i].wplacement);

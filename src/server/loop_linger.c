@@ -1,110 +1,171 @@
 /*
- * One run of a job at a time (docs/allotd.md, "One run at a time"). When
- * the desired state stops showing a run of a job on a node (the job was
- * requeued, preempted, evicted, or a task of its gang failed), that node's
- * agent may still be stopping it for its grace period. The job's next run
- * is published with run 0 (its agents wait) until every such node has said
- * it no longer holds the job: a heartbeat from an agent that had a desired
- * state made after the drop, whose "stopping" list lacks the job. A lost
- * node no longer counts (its agent fences its tasks), and an agent that
- * sends no "stopping" list (older than the field) counts once it had that
- * desired state. Everything here is under l->dmu; loop_linger_publish runs
- * on the loop thread, loop_linger_heard on a request thread.
+ * One run of a job at a time (docs/allotd.md, "One run of a job at a
+ * time"). When the desired state stops showing a run of a job (the job was
+ * requeued, preempted, evicted, or a task of its gang failed), the nodes
+ * it was shown on may still be stopping it for its grace period. The
+ * job's next run is published with run 0 (its agents wait) until every
+ * such node has said it no longer holds the job: a heartbeat from an agent
+ * that had a desired state made after the drop, whose "stopping" list
+ * lacks the job. A node that lists a job allotd did not know of (after a
+ * restart) holds it too, as do the nodes of a run allotd did not adopt at
+ * its restart. A lost node no longer counts (its agent fences its tasks);
+ * an agent that sends no "stopping" list (older than the field) counts
+ * once it had that desired state, one that sends no version once it had
+ * a reply made after the drop.
+ *
+ * State under l->dmu: l->linger (node -> {job id: seq of the desired state
+ * that first left it out}), l->linger_jobs (job id -> how many nodes), and
+ * l->linger_held (job id -> true while a fresh run of it is held).
+ * loop_linger_publish runs on the loop thread, loop_linger_heard on a
+ * request thread.
  */
 #include "loop_int.h"
 
 #include "allot/common.h"
 #include "log.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-/* Whether d's array for node holds job sid's run `run`. */
-static bool shows_run(const json_t *arr, int64_t sid, int64_t run)
+static void sid_key(char *k, size_t n, int64_t sid)
 {
-    size_t i;
-    json_t *x;
-
-    json_array_foreach(arr, i, x)
-    {
-        if (json_integer_value(json_object_get(x, "job")) == sid &&
-            json_integer_value(json_object_get(x, "run")) == run)
-            return true;
-    }
-    return false;
+    allot_fmt(k, n, "%lld", (long long)sid);
 }
 
-static bool lingers(const struct loop *l, int64_t sid, const char **node)
-{
-    for (size_t i = 0; i < l->n_linger; i++)
-        if (l->linger[i].sid == sid) {
-            *node = l->linger[i].node;
-            return true;
-        }
-    return false;
-}
-
-/* Job sid's run left node at desired state seq: noted (one entry per job
- * and node, its latest drop). */
+/* Job sid's run is on its way out of node since desired state seq (one
+ * entry per job and node, its latest drop). */
 static void note(struct loop *l, int64_t sid, const char *node, uint64_t seq)
 {
-    for (size_t i = 0; i < l->n_linger; i++)
-        if (l->linger[i].sid == sid && !strcmp(l->linger[i].node, node)) {
-            l->linger[i].seq = seq;
-            return;
-        }
-    if (allot_grow((void **)&l->linger, &l->cap_linger, l->n_linger + 1, sizeof(*l->linger)) < 0) {
+    char k[24];
+    json_t *on;
+
+    if (!l->linger)
+        l->linger = json_object();
+    if (!l->linger_jobs)
+        l->linger_jobs = json_object();
+    on = json_object_get(l->linger, node);
+    if (!on && json_object_set_new(l->linger, node, json_object()) == 0)
+        on = json_object_get(l->linger, node);
+    sid_key(k, sizeof(k), sid);
+    if (!on) {
         LOG_ERROR("loop",
                   "out of memory: job %lld's next run may start before its last ends "
                   "on node %s",
                   (long long)sid, node);
         return;
     }
-    l->linger[l->n_linger].sid = sid;
-    l->linger[l->n_linger].seq = seq;
-    allot_strlcpy(l->linger[l->n_linger].node, node, sizeof(l->linger[0].node));
-    l->n_linger++;
+    if (!json_object_get(on, k))
+        json_object_set_new(
+            l->linger_jobs, k,
+            json_integer(json_integer_value(json_object_get(l->linger_jobs, k)) + 1));
+    json_object_set_new(on, k, json_integer((json_int_t)seq));
 }
 
-void loop_linger_publish(struct loop *l, json_t *d, const struct fresh_run *fr, size_t n_fr)
+/* Removes job key's entry on node `on` (an object of l->linger). */
+static void gone(struct loop *l, json_t *on, const char *key)
+{
+    char k[24];
+
+    allot_strlcpy(k, key, sizeof(k)); /* key may be on's own: freed below */
+    json_int_t left = json_integer_value(json_object_get(l->linger_jobs, k)) - 1;
+
+    json_object_del(on, k);
+    if (left > 0)
+        json_object_set_new(l->linger_jobs, k, json_integer(left));
+    else
+        json_object_del(l->linger_jobs, k);
+}
+
+/* A node on its way out of which allotd waits for a run of job k (for the
+ * log), or NULL. */
+static const char *where(const struct loop *l, const char *k)
 {
     const char *node;
-    json_t *arr;
-    uint64_t seq = l->dseq + 1; /* d's */
+    json_t *on;
 
-    /* the runs the last desired state showed that d does not */
-    json_object_foreach(l->desired, node, arr)
+    json_object_foreach(l->linger, node, on)
     {
-        const json_t *now = json_object_get(d, node);
-        int i = allot_cluster_find_node(l->c, node);
-        size_t k;
-        json_t *x;
-
-        if (i < 0 || allot_cluster_node(l->c, i)->state == ALLOT_NODE_LOST)
-            continue; /* its agent fenced its tasks; allotd counts them gone */
-        json_array_foreach(arr, k, x)
-        {
-            int64_t sid = json_integer_value(json_object_get(x, "job"));
-            int64_t run = json_integer_value(json_object_get(x, "run"));
-
-            if (run != 0 && !shows_run(now, sid, run)) /* run 0: never started there */
-                note(l, sid, node, seq);
-        }
+        if (json_object_get(on, k))
+            return node;
     }
+    return NULL;
+}
+
+/* Job sid's run shown on `nodes` leaves them with desired state seq. */
+static void left(struct loop *l, int64_t sid, const json_t *nodes, uint64_t seq)
+{
+    size_t k;
+    json_t *x;
+
+    json_array_foreach(nodes, k, x)
+    {
+        const char *node = json_string_value(x);
+        int i = allot_cluster_find_node(l->c, node);
+
+        /* a lost node's agent fenced its tasks: allotd counts them gone */
+        if (i >= 0 && allot_cluster_node(l->c, i)->state != ALLOT_NODE_LOST)
+            note(l, sid, node, seq);
+    }
+}
+
+void loop_linger_left(struct loop *l, struct live *e)
+{
+    char k[24];
+
+    if (!e->shown_run && !e->held_run)
+        return;
+    sid_key(k, sizeof(k), e->sid);
+    pthread_mutex_lock(&l->dmu);
+    left(l, e->sid, e->shown_nodes, l->dseq + 1);
+    json_object_del(l->linger_held, k); /* a new live entry holds it again */
+    pthread_mutex_unlock(&l->dmu);
+    json_decref(e->shown_nodes);
+    e->shown_nodes = NULL;
+    e->shown_run = 0;
+}
+
+void loop_linger_publish(struct loop *l, const struct linger_drop *dr, size_t n_dr,
+                         const struct fresh_run *fr, size_t n_fr, json_t **waits)
+{
+    uint64_t seq = l->dseq + 1; /* the desired state being published */
+
+    for (size_t d = 0; d < n_dr; d++)
+        left(l, dr[d].sid, dr[d].nodes, seq);
     /* a run shown for the first time waits while an earlier one is there */
     for (size_t f = 0; f < n_fr; f++) {
         struct live *e = &l->live[fr[f].i];
+        char k[24];
+        const char *node;
 
-        if (lingers(l, e->sid, &node)) {
+        sid_key(k, sizeof(k), e->sid);
+        if (json_object_get(l->linger_jobs, k)) {
             json_object_set_new(fr[f].x, "run", json_integer(0));
             json_object_del(fr[f].x, "job_token");
-            if (e->held_run != fr[f].run) {
+            if (!l->linger_held)
+                l->linger_held = json_object();
+            json_object_set_new(l->linger_held, k, json_true());
+            if (e->held_run != fr[f].run && (node = where(l, k))) {
                 e->held_run = fr[f].run;
-                LOG_INFO("loop", "job %lld: its new run waits for the last to end on node %s",
-                         (long long)e->sid, node);
+                if (!*waits)
+                    *waits = json_array();
+                json_array_append_new(*waits, json_pack("[I,s]", (json_int_t)e->sid, node));
             }
-        } else {
-            e->shown_run = fr[f].run;
+            continue;
         }
+        json_object_del(l->linger_held, k);
+        if (e->shown_run != fr[f].run) { /* the first of its tasks here */
+            e->shown_run = fr[f].run;
+            json_decref(e->shown_nodes);
+            e->shown_nodes = json_array();
+        }
+        const char *n = json_string_value(json_object_get(fr[f].x, "node"));
+        bool has = false;
+        size_t i;
+        json_t *y;
+        json_array_foreach(e->shown_nodes, i, y) has |= n && !strcmp(json_string_value(y), n);
+        if (n && !has)
+            json_array_append_new(e->shown_nodes, json_string(n));
     }
     l->dseq = seq;
 }
@@ -121,43 +182,153 @@ void loop_linger_replied(struct loop *l, const char *node, const char *version)
 
 void loop_linger_heard(struct loop *l, const char *node, const char *known, const json_t *stopping)
 {
-    bool gone = false;
+    bool freed = false;
+    const char *k;
+    json_t *v, *x, *on;
+    size_t i;
 
-    if (!l || !known)
+    if (!l)
         return;
     pthread_mutex_lock(&l->dmu);
     json_t *r = json_object_get(l->replied, node);
-    const char *v = json_string_value(json_array_get(r, 0));
+    const char *ver = json_string_value(json_array_get(r, 0));
     uint64_t seq = (uint64_t)json_integer_value(json_array_get(r, 1));
 
-    /* the agent had the desired state of that reply, made at seq: it
-     * stopped every run that state no longer shows, and lists those whose
-     * processes are still there */
-    for (size_t i = l->n_linger; v && !strcmp(v, known) && i-- > 0;) {
-        const struct linger *g = &l->linger[i];
-        bool held = false;
-        size_t k;
-        json_t *x;
-
-        if (g->seq > seq || strcmp(g->node, node) != 0)
-            continue;
-        json_array_foreach(stopping, k, x) held |= json_integer_value(x) == g->sid;
-        if (!held) {
-            l->linger[i] = l->linger[--l->n_linger];
-            gone = true;
+    /* a job the node still stops that allotd does not wait for (it
+     * restarted meanwhile): its next run waits too */
+    json_array_foreach(stopping, i, x)
+    {
+        char sk[24];
+        sid_key(sk, sizeof(sk), json_integer_value(x));
+        if (!json_object_get(json_object_get(l->linger, node), sk))
+            note(l, json_integer_value(x), node, l->dseq);
+    }
+    /* the agent had the desired state of that reply (no version: the
+     * reply itself), made at seq: it stopped every run that state no
+     * longer shows, and lists those whose processes are still there */
+    on = json_object_get(l->linger, node);
+    if (ver && (!known || !strcmp(ver, known))) {
+        void *tmp;
+        json_object_foreach_safe(on, tmp, k, v)
+        {
+            bool held = false;
+            if ((uint64_t)json_integer_value(v) > seq)
+                continue;
+            json_array_foreach(stopping, i, x) held |=
+                json_integer_value(x) == strtoll(k, NULL, 10);
+            if (held)
+                continue;
+            freed |= json_object_get(l->linger_held, k) != NULL;
+            gone(l, on, k);
         }
     }
+    if (on && !json_object_size(on))
+        json_object_del(l->linger, node);
     pthread_mutex_unlock(&l->dmu);
-    if (gone)
+    if (freed) /* a held run may be shown now */
         loop_post(l, LOOP_LINGER_GONE, 0, NULL);
 }
 
 void loop_linger_forget_node(struct loop *l, const char *node)
 {
+    const char *k;
+    json_t *v, *on;
+    void *tmp;
+
     pthread_mutex_lock(&l->dmu);
-    for (size_t i = l->n_linger; i-- > 0;)
-        if (!strcmp(l->linger[i].node, node))
-            l->linger[i] = l->linger[--l->n_linger];
+    on = json_object_get(l->linger, node);
+    json_object_foreach_safe(on, tmp, k, v) gone(l, on, k);
+    json_object_del(l->linger, node);
     json_object_del(l->replied, node);
     pthread_mutex_unlock(&l->dmu);
+}
+
+void loop_linger_seed(struct loop *l, int64_t sid, const char *placement)
+{
+    json_t *p = placement ? json_loads(placement, 0, NULL) : NULL, *t;
+    size_t i;
+
+    pthread_mutex_lock(&l->dmu);
+    json_array_foreach(json_object_get(p, "tasks"), i, t)
+    {
+        const char *node = json_string_value(json_object_get(t, "node"));
+        if (node)
+            note(l, sid, node, l->dseq);
+    }
+    pthread_mutex_unlock(&l->dmu);
+    json_decref(p);
+}
+
+int loop_linger_seen(struct loop *l, size_t i, int64_t run, struct linger_drop **dr, size_t *n,
+                     size_t *cap)
+{
+    struct live *e = &l->live[i];
+
+    if (!e->shown_run || e->shown_run == run)
+        return 0;
+    if (allot_grow((void **)dr, cap, *n + 1, sizeof(**dr)) < 0)
+        return ALLOT_ENOMEM; /* kept as shown: noted at a later cycle */
+    (*dr)[(*n)++] = (struct linger_drop){.sid = e->sid, .nodes = e->shown_nodes};
+    e->shown_nodes = NULL;
+    e->shown_run = 0;
+    return 0;
+}
+
+void loop_linger_fresh(struct fresh_run **fr, size_t *n, size_t *cap, size_t i, json_t *x,
+                       int64_t run)
+{
+    if (allot_grow((void **)fr, cap, *n + 1, sizeof(**fr)) < 0) {
+        /* not looked at: not shown either (the next cycle tries again) */
+        json_object_set_new(x, "run", json_integer(0));
+        json_object_del(x, "job_token");
+        return;
+    }
+    (*fr)[(*n)++] = (struct fresh_run){.i = i, .x = x, .run = run};
+}
+
+struct wait_write {
+    json_t *waits;
+    int64_t now;
+};
+
+static int wait_fn(struct allot_store *st, void *arg)
+{
+    const struct wait_write *w = arg;
+    size_t i;
+    json_t *x;
+    int rc = 0;
+
+    json_array_foreach(w->waits, i, x)
+    {
+        char detail[200];
+        allot_fmt(detail, sizeof(detail), "its new run waits for its last to end on node %s",
+                  json_string_value(json_array_get(x, 1)));
+        struct allot_store_event ev = {.job_id = json_integer_value(json_array_get(x, 0)),
+                                       .time = w->now,
+                                       .kind = "waiting",
+                                       .detail = detail};
+        if (rc == 0)
+            rc = allot_store_event_add(st, &ev, NULL);
+    }
+    return rc;
+}
+
+void loop_linger_done(struct loop *l, struct linger_drop *dr, size_t n_dr, json_t *waits)
+{
+    size_t i;
+    json_t *x;
+
+    for (size_t d = 0; d < n_dr; d++)
+        json_decref(dr[d].nodes);
+    allot_free(dr);
+    json_array_foreach(waits, i, x)
+    {
+        LOG_INFO("loop", "job %lld: its new run waits for the last to end on node %s",
+                 (long long)json_integer_value(json_array_get(x, 0)),
+                 json_string_value(json_array_get(x, 1)));
+    }
+    struct wait_write w = {.waits = waits, .now = srv_now()};
+    if (json_array_size(waits) && srv_write(l->srv, wait_fn, &w) < 0)
+        LOG_WARN("loop", "the waiting events of %zu jobs were not stored", json_array_size(waits));
+    json_decref(waits);
 }

@@ -1603,6 +1603,8 @@ def test_one_run_at_a_time():
         assert started > gone, (a1.task_log(jid), a2.task_log(jid), dm.log()[-3000:])
         assert "job %d: its new run waits for the last to end on node ag-once1" % jid \
             in dm.log(), dm.log()[-3000:]
+        ev = [e["detail"] for e in events_of(dm, jid) if e["kind"] == "waiting"]
+        assert ev == ["its new run waits for its last to end on node ag-once1"], ev
         expect(dm.req("POST", "/v1/jobs/%d/cancel" % jid, token=dm.admin), 200)
         wait_state(jid, ("cancelled",))
     finally:

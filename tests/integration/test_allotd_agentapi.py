@@ -155,8 +155,8 @@ def test_next_run_waits_for_the_last():
     that the job is no longer among its "stopping" jobs (or, from an agent that sends no
     such list, once it had that desired state)."""
     def shown(jid):  # the run the desired state shows, on whichever node it is placed
-        n = get(jid)["placement"]["tasks"][0]["node"]
-        return [x["run"] for x in beat(n)["jobs"] if x["job"] == jid][0]
+        n = get(jid)["placement"]["tasks"][0]["node"]  # (a version it never had: no news)
+        return [x["run"] for x in beat(n, {"known": "-"})["jobs"] if x["job"] == jid][0]
 
     jid = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 1},
                         token=dm.admin), 201)["id"]
@@ -192,6 +192,27 @@ def test_next_run_waits_for_the_last():
         n1, first = get(jid)["placement"]["tasks"][0]["node"], run
         beat(n1, {"jobs": [{"id": jid, "state": "running"}]})
         before = beat(n1)["version"]
+    # a node that says it still stops the job (allotd had restarted meanwhile, say)
+    # holds its next run too, until it says otherwise
+    other = "ap-2" if n1 == "ap-1" else "ap-1"
+    v = beat(other, {"known": "-", "stopping": [jid]})["version"]
+    expect(dm.req("POST", "/v1/jobs/%d/requeue" % jid, token=dm.admin), 202)
+    end = time.time() + 10
+    while time.time() < end and not (get(jid)["state"] == "starting" and
+                                     get(jid)["start_time"] > first):
+        time.sleep(0.05)
+    run = get(jid)["start_time"]
+    beat(n1, {"known": beat(n1, {"known": "-"})["version"], "stopping": []})  # the last run's
+    v = beat(other, {"known": v, "stopping": [jid]})["version"]
+    time.sleep(0.3)
+    assert shown(jid) == 0, get(jid)
+    beat(other, {"known": v, "stopping": []})
+    end = time.time() + 5
+    while time.time() < end and shown(jid) == 0:
+        time.sleep(0.05)
+    assert shown(jid) == run, get(jid)
+    ev = expect(dm.req("GET", "/v1/jobs/%d/events" % jid, token=dm.admin), 200)["events"]
+    assert len([e for e in ev if e["kind"] == "waiting"]) == 3, ev
     expect(dm.req("POST", "/v1/jobs/%d/cancel" % jid, token=dm.admin), 200)
     for bad in ("x", [0], [1.5], [1] * 4097):
         st, b = dm.req("POST", "/v1/nodes/%s/heartbeat" % n1, {"stopping": bad}, token=AG)

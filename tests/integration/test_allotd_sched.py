@@ -817,6 +817,23 @@ def _preempt_then_restart(once):
         # nothing of the old run is wanted on the node any more
         jobs = expect(d.req("POST", "/v1/nodes/pr-1/heartbeat", {}, token=ag), 200)["jobs"]
         assert [x["job"] for x in jobs] == [high], jobs
+        if not once:
+            # placed again, its new run waits until the node says the run allotd did
+            # not adopt is gone
+            expect(d.req("POST", "/v1/jobs/%d/cancel" % high, token=d.admin), 200)
+            wait_job(low, lambda j: j["state"] == "starting", d=d)
+
+            def beat(body):
+                return expect(d.req("POST", "/v1/nodes/pr-1/heartbeat", body, token=ag), 200)
+            h = beat({"known": "-"})
+            assert [x["run"] for x in h["jobs"] if x["job"] == low] == [0], h
+            beat({"known": h["version"], "stopping": []})
+            end = time.time() + 5
+            while time.time() < end and \
+                    [x["run"] for x in beat({"known": "-"})["jobs"] if x["job"] == low] == [0]:
+                time.sleep(0.05)
+            run = [x["run"] for x in beat({"known": "-"})["jobs"] if x["job"] == low]
+            assert run and run[0] > 0, run
     finally:
         d.stop()
 
