@@ -485,11 +485,14 @@ static void reconcile_new(struct agent *a, json_t *desired)
 
     json_array_foreach(desired, i, d)
     {
-        /* run 0: allotd has not stored the start yet; a task still here is
-         * this run or an older one that is on its way out */
+        /* run 0: allotd has not stored the start yet, or an earlier run of
+         * the job may still be on a node; a task still here is this run or
+         * an older one that is on its way out. "hold": the same, for a run
+         * allotd may have shown before (kept if it runs, not started) */
         json_t *run = json_object_get(d, "run");
 
         if (json_is_true(json_object_get(d, "stopping")) || (run && json_integer_value(run) == 0) ||
+            json_is_true(json_object_get(d, "hold")) ||
             find_task(a, json_integer_value(json_object_get(d, "job")),
                       (int)json_integer_value(json_object_get(d, "task"))))
             continue;

@@ -326,6 +326,7 @@ static int rebuild(struct loop *l)
     l->saves_read = allot_store_event_last_running(rd, "checkpoint", &l->saves, &l->n_saves) == 0 &&
                     allot_store_event_last_running(rd, "preempted", &l->stops, &l->n_stops) == 0 &&
                     allot_store_event_last_running(rd, "running", &l->runs_ev, &l->n_runs_ev) == 0;
+    l->rebuilding = true;
     do {
         rc = allot_store_job_list(rd, &f, &pg);
         for (size_t i = 0; i < pg.n; i++)
@@ -333,6 +334,7 @@ static int rebuild(struct loop *l)
         f.cursor = pg.next_cursor;
         allot_store_job_page_free(&pg);
     } while (rc == 0 && f.cursor);
+    l->rebuilding = false;
     allot_store_events_free(l->saves, l->n_saves);
     allot_store_events_free(l->stops, l->n_stops);
     allot_store_events_free(l->runs_ev, l->n_runs_ev);
@@ -949,7 +951,9 @@ static void publish(struct loop *l, double secs, int cut)
          * 0 while the start is not stored yet (the agent waits) */
         int64_t wrun = placed && l->live[i].wruns == qj->runs ? l->live[i].wstart : 0;
 
-        loop_linger_seen(l, i, wrun, &dr, &n_dr, &cap_dr);
+        /* its last run not noted (out of memory): its new one waits a cycle */
+        if (loop_linger_seen(l, i, wrun, &dr, &n_dr, &cap_dr) < 0)
+            wrun = 0;
         if (!placed) {
             pend += qj->state == ALLOT_JOB_PENDING;
             json_decref(l->live[i].spec);

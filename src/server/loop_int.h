@@ -58,6 +58,8 @@ struct live {
     int64_t shown_run;   /* the run the desired state shows (not 0), or 0 */
     json_t *shown_nodes; /* owned: the nodes it shows that run on (loop_linger.c) */
     int64_t held_run;    /* the run last held back for an earlier one */
+    int64_t adopted_run; /* a run adopted as starting at allotd's start: its agent may have
+                            started it, so it is held with "hold" (not run 0) */
 };
 
 /* A run the desired state stops showing (publish, loop_linger_publish). */
@@ -126,6 +128,7 @@ struct loop {
     struct allot_store_event *saves;
     size_t n_saves;
     bool saves_read;
+    bool rebuilding; /* rebuild() is submitting the stored jobs */
     /* while rebuilding: the running jobs preempted in their run, by job id
      * (their grace was in allotd's memory only) */
     struct allot_store_event *stops;
@@ -343,9 +346,12 @@ void loop_linger_fresh(struct fresh_run **fr, size_t *n, size_t *cap, size_t i, 
 /* After the publication (l->dmu released): frees dr and logs and stores a
  * "waiting" event for each job in waits (consumed). */
 void loop_linger_done(struct loop *l, struct linger_drop *dr, size_t n_dr, json_t *waits);
-/* At allotd's start: job sid's run (its stored placement), not adopted,
- * may be on its way out of its nodes. Takes l->dmu. */
-void loop_linger_seed(struct loop *l, int64_t sid, const char *placement);
+/* At allotd's start (rebuild), live job e was just made from stored job j
+ * (adopted or not): its last run, when not adopted, may be on its way out
+ * of its nodes; a run adopted as starting that waited for an earlier one
+ * waits until every node has answered once. Reads the store. */
+void loop_linger_rebuilt(struct loop *l, struct live *e, const struct allot_store_job *j,
+                         bool adopted);
 /* The reply to node's heartbeat carries the desired state of `version`.
  * Under l->dmu. */
 void loop_linger_replied(struct loop *l, const char *node, const char *version);

@@ -281,8 +281,6 @@ void loop_submit_job(struct loop *l, const struct allot_store_job *j, bool gate)
             wstate = ALLOT_SJ_PENDING;
         else
             LOG_WARN("loop", "job %lld: its requeue's event was not stored", (long long)j->id);
-        /* its agents may still be stopping it: its next run waits */
-        loop_linger_seed(l, j->id, j->placement);
     }
     if (qid == ALLOT_ESTATE && spec.once) {
         /* preempted before allotd restarted, and it runs once: it ends, as
@@ -334,6 +332,8 @@ void loop_submit_job(struct loop *l, const struct allot_store_job *j, bool gate)
     l->live_at[qid] = (int32_t)(l->n_live - 1);
     if (adopted)
         lnet_adopt(l, &l->live[l->n_live - 1], j->tenant, j->placement);
+    if (l->rebuilding) /* its last run may still be on its way out */
+        loop_linger_rebuilt(l, &l->live[l->n_live - 1], j, adopted);
 }
 
 struct live *loop_find_live(struct loop *l, int64_t sid, size_t *idx)

@@ -6,18 +6,19 @@
  * job's next run is published with run 0 (its agents wait) until every
  * such node has said it no longer holds the job: a heartbeat from an agent
  * that had a desired state made after the drop, whose "stopping" list
- * lacks the job. A node that lists a job allotd did not know of (after a
- * restart) holds it too, as do the nodes of a run allotd did not adopt at
- * its restart. A lost node no longer counts (its agent fences its tasks);
- * an agent that sends no "stopping" list (older than the field) counts
- * once it had that desired state, one that sends no version once it had
- * a reply made after the drop.
+ * lacks the job. At allotd's start the nodes of each job's last run not
+ * adopted count likewise (read from the store), and a run adopted as
+ * starting that was held waits for every node (its agent may have started
+ * it meanwhile, so it is held with "hold": true, not run 0, which would
+ * stop it). A lost node no longer counts (its agent fences its tasks); an
+ * agent that sends no "stopping" list (older than the field) counts once
+ * it had that desired state, one that sends no version once it had a
+ * reply made after the drop.
  *
  * State under l->dmu: l->linger (node -> {job id: seq of the desired state
  * that first left it out}), l->linger_jobs (job id -> how many nodes), and
- * l->linger_held (job id -> true while a fresh run of it is held).
- * loop_linger_publish runs on the loop thread, loop_linger_heard on a
- * request thread.
+ * l->linger_held (job id -> true while a new run of it is held).
+ * loop_linger_heard runs on a request thread, the rest on the loop thread.
  */
 #include "loop_int.h"
 
@@ -92,21 +93,23 @@ static const char *where(const struct loop *l, const char *k)
     return NULL;
 }
 
+/* note() on a node in service: a lost node's agent fenced its tasks, and
+ * one allotd does not know never answers (allotd counts them gone). */
+static void note_up(struct loop *l, int64_t sid, const char *node, uint64_t seq)
+{
+    int i = node ? allot_cluster_find_node(l->c, node) : -1;
+
+    if (i >= 0 && allot_cluster_node(l->c, i)->state != ALLOT_NODE_LOST)
+        note(l, sid, node, seq);
+}
+
 /* Job sid's run shown on `nodes` leaves them with desired state seq. */
 static void left(struct loop *l, int64_t sid, const json_t *nodes, uint64_t seq)
 {
     size_t k;
     json_t *x;
 
-    json_array_foreach(nodes, k, x)
-    {
-        const char *node = json_string_value(x);
-        int i = allot_cluster_find_node(l->c, node);
-
-        /* a lost node's agent fenced its tasks: allotd counts them gone */
-        if (i >= 0 && allot_cluster_node(l->c, i)->state != ALLOT_NODE_LOST)
-            note(l, sid, node, seq);
-    }
+    json_array_foreach(nodes, k, x) note_up(l, sid, json_string_value(x), seq);
 }
 
 void loop_linger_left(struct loop *l, struct live *e)
@@ -140,8 +143,12 @@ void loop_linger_publish(struct loop *l, const struct linger_drop *dr, size_t n_
 
         sid_key(k, sizeof(k), e->sid);
         if (json_object_get(l->linger_jobs, k)) {
-            json_object_set_new(fr[f].x, "run", json_integer(0));
-            json_object_del(fr[f].x, "job_token");
+            if (e->adopted_run == fr[f].run) { /* its agent may run it: kept, not started */
+                json_object_set_new(fr[f].x, "hold", json_true());
+            } else {
+                json_object_set_new(fr[f].x, "run", json_integer(0));
+                json_object_del(fr[f].x, "job_token");
+            }
             if (!l->linger_held)
                 l->linger_held = json_object();
             json_object_set_new(l->linger_held, k, json_true());
@@ -180,43 +187,44 @@ void loop_linger_replied(struct loop *l, const char *node, const char *version)
         json_object_set_new(l->replied, node, r);
 }
 
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+    return (x > y) - (x < y);
+}
+
 void loop_linger_heard(struct loop *l, const char *node, const char *known, const json_t *stopping)
 {
+    size_t n = json_array_size(stopping), i;
+    int64_t *ids = n ? allot_malloc(n * sizeof(*ids)) : NULL;
     bool freed = false;
     const char *k;
-    json_t *v, *x, *on;
-    size_t i;
+    json_t *v, *on;
+    void *tmp;
 
-    if (!l)
-        return;
+    if (!l || (n && !ids)) {
+        allot_free(ids);
+        return; /* out of memory: the next heartbeat says it again */
+    }
+    for (i = 0; i < n; i++)
+        ids[i] = json_integer_value(json_array_get(stopping, i));
+    qsort(ids, n, sizeof(*ids), cmp_i64);
     pthread_mutex_lock(&l->dmu);
     json_t *r = json_object_get(l->replied, node);
     const char *ver = json_string_value(json_array_get(r, 0));
     uint64_t seq = (uint64_t)json_integer_value(json_array_get(r, 1));
 
-    /* a job the node still stops that allotd does not wait for (it
-     * restarted meanwhile): its next run waits too */
-    json_array_foreach(stopping, i, x)
-    {
-        char sk[24];
-        sid_key(sk, sizeof(sk), json_integer_value(x));
-        if (!json_object_get(json_object_get(l->linger, node), sk))
-            note(l, json_integer_value(x), node, l->dseq);
-    }
     /* the agent had the desired state of that reply (no version: the
      * reply itself), made at seq: it stopped every run that state no
      * longer shows, and lists those whose processes are still there */
     on = json_object_get(l->linger, node);
     if (ver && (!known || !strcmp(ver, known))) {
-        void *tmp;
         json_object_foreach_safe(on, tmp, k, v)
         {
-            bool held = false;
-            if ((uint64_t)json_integer_value(v) > seq)
-                continue;
-            json_array_foreach(stopping, i, x) held |=
-                json_integer_value(x) == strtoll(k, NULL, 10);
-            if (held)
+            int64_t sid = strtoll(k, NULL, 10);
+            if ((uint64_t)json_integer_value(v) > seq ||
+                (n && bsearch(&sid, ids, n, sizeof(*ids), cmp_i64)))
                 continue;
             freed |= json_object_get(l->linger_held, k) != NULL;
             gone(l, on, k);
@@ -225,6 +233,7 @@ void loop_linger_heard(struct loop *l, const char *node, const char *known, cons
     if (on && !json_object_size(on))
         json_object_del(l->linger, node);
     pthread_mutex_unlock(&l->dmu);
+    allot_free(ids);
     if (freed) /* a held run may be shown now */
         loop_post(l, LOOP_LINGER_GONE, 0, NULL);
 }
@@ -243,20 +252,45 @@ void loop_linger_forget_node(struct loop *l, const char *node)
     pthread_mutex_unlock(&l->dmu);
 }
 
-void loop_linger_seed(struct loop *l, int64_t sid, const char *placement)
+void loop_linger_rebuilt(struct loop *l, struct live *e, const struct allot_store_job *j,
+                         bool adopted)
 {
-    json_t *p = placement ? json_loads(placement, 0, NULL) : NULL, *t;
+    struct allot_store *rd = srv_reader(l->srv);
+    struct allot_store_run run = {0};
+    struct allot_store_event ev = {0};
+    json_t *p = NULL, *t;
     size_t i;
 
+    if (!rd || j->start_time <= 0)
+        return; /* never ran */
+    if (adopted) {
+        if (j->state != ALLOT_SJ_STARTING)
+            return; /* its agent said it runs: nothing else runs it */
+        e->adopted_run = j->start_time;
+        /* held when allotd stopped (its last "waiting" event came after its
+         * last placement): which nodes it waited for is not stored, so every
+         * node in service answers once */
+        struct allot_store_event placed = {0};
+        if (allot_store_event_last(rd, j->id, "waiting", &ev) == 0 &&
+            allot_store_event_last(rd, j->id, "placed", &placed) == 0 && ev.seq > placed.seq) {
+            pthread_mutex_lock(&l->dmu);
+            for (int n = 0; n < allot_cluster_node_count(l->c); n++)
+                note_up(l, j->id, allot_cluster_node(l->c, n)->name, l->dseq);
+            pthread_mutex_unlock(&l->dmu);
+        }
+        allot_store_event_clear(&placed);
+        allot_store_event_clear(&ev);
+        return;
+    }
+    /* its last run (requeued before the restart, or not adopted now) */
+    if (allot_store_run_last(rd, j->id, &run) == 0)
+        p = json_loads(run.placement ? run.placement : "", 0, NULL);
     pthread_mutex_lock(&l->dmu);
     json_array_foreach(json_object_get(p, "tasks"), i, t)
-    {
-        const char *node = json_string_value(json_object_get(t, "node"));
-        if (node)
-            note(l, sid, node, l->dseq);
-    }
+        note_up(l, j->id, json_string_value(json_object_get(t, "node")), l->dseq);
     pthread_mutex_unlock(&l->dmu);
     json_decref(p);
+    allot_store_run_clear(&run);
 }
 
 int loop_linger_seen(struct loop *l, size_t i, int64_t run, struct linger_drop **dr, size_t *n,

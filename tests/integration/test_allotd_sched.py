@@ -848,6 +848,92 @@ def test_preempted_job_survives_restart():
     _preempt_then_restart(True)
 
 
+def test_restart_keeps_runs_apart():
+    """Across an allotd restart a job's next run still waits for its last: one requeued
+    before the restart (pending then, placed after) waits for the node of its last run
+    (from the store); one held when allotd stopped (placed, its run shown with run 0)
+    is adopted as starting and held with "hold": true (its run number stays, so that an
+    agent that started it keeps it) until every node has answered once."""
+    d = Daemon()
+    try:
+        expect(d.req("PUT", "/v1/tenants", TENANTS, token=d.admin), 200)
+        ag = d.token("agent", "", "agents")
+
+        def beat(node, body):
+            return expect(d.req("POST", "/v1/nodes/%s/heartbeat" % node, body, token=ag), 200)
+
+        def entry(node, jid):  # the job's entry in node's desired state, or None
+            got = [x for x in beat(node, {"known": "-"})["jobs"] if x["job"] == jid]
+            return got[0] if got else None
+
+        def ack(node):  # the node had the desired state and stops nothing
+            beat(node, {"known": beat(node, {"known": "-"})["version"], "stopping": []})
+
+        for n in ("ra-1", "ra-2"):
+            expect(d.req("POST", "/v1/nodes/register", dict(N1, name=n), token=ag), 201)
+        a = expect(d.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 4},
+                         token=d.admin), 201)["id"]
+        ja = wait_job(a, lambda j: j["state"] == "starting", d=d)
+        old = ja["placement"]["tasks"][0]["node"]
+        other = "ra-2" if old == "ra-1" else "ra-1"
+        beat(old, {"jobs": [{"id": a, "run": ja["start_time"], "state": "running"}]})
+        wait_job(a, lambda j: j["state"] == "running", d=d)
+        for n in (old, other):
+            expect(d.req("POST", "/v1/nodes/%s/cordon" % n, token=d.admin), 200)
+        expect(d.req("POST", "/v1/jobs/%d/requeue" % a, token=d.admin), 202)
+        wait_job(a, lambda j: j["state"] == "pending", d=d)
+        admin = d.admin
+        assert d.stop() == 0
+        d = Daemon(d.dir)
+        d.admin = admin
+        expect(d.req("POST", "/v1/nodes/%s/uncordon" % other, token=d.admin), 200)
+        ja = wait_job(a, lambda j: j["state"] == "starting", d=d)
+        assert ja["placement"]["tasks"][0]["node"] == other, ja
+        end = time.time() + 5
+        while time.time() < end and entry(other, a) is None:
+            time.sleep(0.05)
+        assert entry(other, a)["run"] == 0  # its last run's node has not answered
+        ack(other)
+        time.sleep(0.3)
+        assert entry(other, a)["run"] == 0
+        ack(old)
+        end = time.time() + 5
+        while time.time() < end and entry(other, a)["run"] == 0:
+            time.sleep(0.05)
+        assert entry(other, a)["run"] == ja["start_time"], entry(other, a)
+        # now it is held when allotd stops: placed on `old`, waiting for `other`
+        beat(other, {"jobs": [{"id": a, "run": ja["start_time"], "state": "running"}]})
+        wait_job(a, lambda j: j["state"] == "running", d=d)
+        expect(d.req("POST", "/v1/nodes/%s/uncordon" % old, token=d.admin), 200)
+        expect(d.req("POST", "/v1/nodes/%s/cordon" % other, token=d.admin), 200)
+        expect(d.req("POST", "/v1/jobs/%d/requeue" % a, token=d.admin), 202)
+        jb = wait_job(a, lambda j: j["state"] == "starting" and
+                      j["start_time"] > ja["start_time"], d=d)
+        end = time.time() + 5
+        while time.time() < end and entry(old, a) is None:
+            time.sleep(0.05)
+        assert entry(old, a)["run"] == 0
+        assert d.stop() == 0
+        d = Daemon(d.dir)
+        d.admin = admin
+        end = time.time() + 5
+        while time.time() < end and entry(old, a) is None:
+            time.sleep(0.05)
+        e = entry(old, a)
+        assert e["run"] == jb["start_time"] and e.get("hold") is True, e
+        ack(old)
+        time.sleep(0.3)
+        assert entry(old, a).get("hold") is True
+        ack(other)
+        end = time.time() + 5
+        while time.time() < end and entry(old, a).get("hold"):
+            time.sleep(0.05)
+        e = entry(old, a)
+        assert e["run"] == jb["start_time"] and "hold" not in e, e
+    finally:
+        d.stop()
+
+
 def test_requeue_in_grace():
     """allot requeue of a job in its preemption grace requeues it now (the
     answer said "requeued" while nothing happened until the grace ended)."""
@@ -1021,7 +1107,8 @@ if __name__ == "__main__":
                 test_cycle_work_goes_on, test_reserve_gangs, test_fair_reclaim, test_fair_cap,
                 test_aging, test_large_gang_gpus, test_las_threshold, test_lending_hold,
                 test_defrag, test_checkpoint_report, test_checkpoint_survives_restart,
-                test_job_credential, test_preempted_job_survives_restart, test_requeue_in_grace,
+                test_job_credential, test_preempted_job_survives_restart,
+                test_restart_keeps_runs_apart, test_requeue_in_grace,
                 test_once_job_never_runs_twice, test_time_limit_counts_from_running,
                 test_lost_task_requeues, test_priority_change])
     finally:
