@@ -209,7 +209,8 @@ void loop_linger_heard(struct loop *l, const char *node, const char *known, cons
     }
     for (i = 0; i < n; i++)
         ids[i] = json_integer_value(json_array_get(stopping, i));
-    qsort(ids, n, sizeof(*ids), cmp_i64);
+    if (n)
+        qsort(ids, n, sizeof(*ids), cmp_i64);
     pthread_mutex_lock(&l->dmu);
     json_t *r = json_object_get(l->replied, node);
     const char *ver = json_string_value(json_array_get(r, 0));
