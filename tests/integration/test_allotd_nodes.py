@@ -46,7 +46,8 @@ def test_cordon_drain_uncordon():
     dep = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 1,
                                              "dependency": "afterok:%d" % held},
                         token=a), 201)["id"]
-    poll(lambda: 'allot_jobs_held{reason="user"} 1\n' in metrics())
+    poll(lambda: 'allot_jobs_held{reason="user"} 1\n' in metrics() and
+         'allot_jobs_held{reason="dependency"} 1\n' in metrics())  # both seen by the loop
     m = metrics()
     assert 'allot_jobs_held{reason="dependency"} 1\n' in m, m
     assert 'allot_jobs{state="pending"} 2\n' in m, m
