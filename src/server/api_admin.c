@@ -247,9 +247,10 @@ static int token_add_fn(struct allot_store *st, void *arg)
     return rc ? rc : api_audit(st, w->r, target, "ok", w->now);
 }
 
-/* True when token `id` is the only cluster-wide admin token not revoked:
- * without one nobody could make tokens again (allotd init refuses a store
- * that holds tokens). *rc gets a store error. */
+/* True when token `id` is a cluster-wide admin token not revoked and no
+ * other such token that does not expire is left: without one nobody could
+ * make tokens again (allotd init refuses a store that holds tokens), and
+ * one made for a time runs out. *rc gets a store error. */
 static bool last_admin(struct allot_store *st, int64_t id, int *rc)
 {
     struct allot_store_token *t = NULL;
@@ -263,7 +264,7 @@ static bool last_admin(struct allot_store *st, int64_t id, int *rc)
         if (t[i].id == id)
             it = true;
         else
-            others++;
+            others += t[i].expires == 0;
     }
     allot_store_tokens_free(t, n);
     return it && !others;
@@ -455,8 +456,8 @@ int api_tokens_revoke(struct req *r)
         api_error(r, 409, "conflict", "token %lld is already revoked", (long long)id);
     else if (rc == ALLOT_ESTATE)
         api_error(r, 409, "conflict",
-                  "token %lld is the last cluster-wide admin token: create another admin token "
-                  "before revoking it",
+                  "token %lld is the last cluster-wide admin token that does not expire: create "
+                  "another admin token (without --duration) before revoking it",
                   (long long)id);
     else if (rc < 0)
         api_error(r, 500, "store", "%s", allot_strerror(rc));

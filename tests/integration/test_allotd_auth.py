@@ -127,6 +127,11 @@ def test_last_admin_token_kept():
         first = expect(d.req("GET", "/v1/whoami", token=d.admin), 200)["token_id"]
         err = expect(d.req("DELETE", "/v1/tokens/%d" % first, token=d.admin), 409)
         assert "last cluster-wide admin token" in err["error"]["message"], err
+        # one made for a time runs out: it does not count
+        tmp = expect(d.req("POST", "/v1/tokens", {"role": "admin", "duration_s": 3600},
+                           token=d.admin), 201)
+        err = expect(d.req("DELETE", "/v1/tokens/%d" % first, token=tmp["token"]), 409)
+        assert "that does not expire" in err["error"]["message"], err
         expect(d.req("GET", "/v1/tokens", token=d.admin), 200)  # still works
         b = expect(d.req("POST", "/v1/tokens", {"role": "admin", "name": "second"},
                          token=d.admin), 201)
@@ -137,7 +142,9 @@ def test_last_admin_token_kept():
         au = [(e["target"], e["result"]) for e in expect(d.req(
             "GET", "/v1/audit?limit=100", token=b["token"]), 200)["entries"]
             if e["action"] == "token.revoke"]
-        assert au == [("/v1/tokens/%d" % first, "error 409"), ("token/%d" % first, "ok"),
+        assert au == [("/v1/tokens/%d" % first, "error 409"), ("/v1/tokens/%d" % first,
+                                                                 "error 409"),
+                      ("token/%d" % first, "ok"),
                       ("/v1/tokens/%d" % b["id"], "error 409")], au
         # an organisation only its teams' paths name is a tenant a token may name
         expect(d.req("PUT", "/v1/tenants", {"version": 1, "tenants": [{"path": "org9/team"}]},
