@@ -455,6 +455,11 @@ bool agent_has_job(const struct agent *a, int64_t job);
  * last written more than --log-retention before now_s (unix seconds).
  * Returns how many folders went. */
 int logs_sweep(const struct agent *a, int64_t now_s);
+/* Makes job's log folder (STATE/logs/JOB) the one of `owner` (its tenant
+ * and user): a folder another owner's job left there (the same id given
+ * again, after allotd's store was restored from a backup) loses its logs
+ * first. Returns 0 or -1 (errno). */
+int logs_claim(const struct agent *a, int64_t job, const char *owner);
 /* Milliseconds between two sweeps: a tenth of the retention, between a
  * second and an hour. */
 int64_t logs_sweep_every(const struct agent *a);

@@ -30,11 +30,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Whether name is a task log's ("task-INDEX.log"). */
+/* Whether name is a file the agent writes in a log folder: a task log
+ * ("task-INDEX.log") or the folder's owner (".owner", logs_claim). */
 static bool task_log_name(const char *name)
 {
     int index, n = 0;
 
+    if (!strcmp(name, ".owner"))
+        return true;
     return sscanf(name, "task-%d.log%n", &index, &n) == 1 && index >= 0 && name[n] == '\0';
 }
 
@@ -129,4 +132,32 @@ int64_t logs_sweep_every(const struct agent *a)
     int64_t every = a->cfg.log_retention / 10;
 
     return every < 1000 ? 1000 : every > 3600000 ? 3600000 : every;
+}
+
+int logs_claim(const struct agent *a, int64_t job, const char *owner)
+{
+    char dir[4200], had[300];
+    int fd, rc = 0;
+
+    allot_fmt(dir, sizeof(dir), "%s/%lld", a->logs_dir, (long long)job);
+    if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+        return -1;
+    fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    if (agent_read_small(dir, ".owner", had, sizeof(had)) == 0) {
+        if (!strcmp(had, owner)) {
+            close(fd);
+            return 0; /* this job's, from an earlier run */
+        }
+        /* another job that had this id (a store restored from a backup
+         * gives ids again): its logs are not this job's to read */
+        LOG_WARN("logs", "job %lld: %s held the logs of another job with this id (%s); removed",
+                 (long long)job, dir, had);
+        rc = folder_empty(fd);
+    }
+    close(fd);
+    if (rc == 0)
+        rc = agent_write_atomic(dir, ".owner", owner) < 0 ? -1 : 0;
+    return rc;
 }

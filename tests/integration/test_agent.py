@@ -1431,6 +1431,33 @@ def events_of(d, jid):
     return expect(d.req("GET", "/v1/jobs/%d/events" % jid, token=d.admin), 200)["events"]
 
 
+def test_log_of_an_id_given_again():
+    """A job's log folder on a node that holds another owner's logs under the same id (a
+    store restored from a backup gives ids again) is emptied before the job writes to it:
+    `allot logs` never shows one tenant another's output. A requeued job's own log keeps
+    its earlier runs (test_requeue)."""
+    ag = Agent(dm, AG, "ag-reid", emulate="1xV100-16GB")
+    try:
+        wait_node("ag-reid")
+        probe = submit({"gpus": 0, "command": ["true"]})  # ids from here on
+        wait_state(probe, ("succeeded", "failed"))
+        for jid in range(probe + 1, probe + 6):
+            old = os.path.join(ag.dir, "logs", str(jid))
+            os.makedirs(old)
+            with open(os.path.join(old, "task-0.log"), "w") as f:
+                f.write("secret of another tenant\n")
+            with open(os.path.join(old, ".owner"), "w") as f:
+                f.write("other/tenant\tmallory")
+        jid = submit({"gpu_models": ["V100-16GB"], "command": sh("echo mine")})
+        assert probe < jid < probe + 6, (probe, jid)
+        assert wait_state(jid, ("succeeded", "failed"))["state"] == "succeeded"
+        assert ok(cli(dm, "logs", jid)).out == "mine\n"
+        assert "held the logs of another job with this id (other/tenant" in ag.log(), ag.log()
+    finally:
+        ag.stop()
+        expect(dm.req("POST", "/v1/nodes/ag-reid/cordon", token=dm.admin), 200)
+
+
 def test_log_retention():
     """--log-retention: the log folder of a job with no task left on the node goes once its
     logs were last written longer ago than that (`allot logs` then answers no_log), while a
@@ -2404,6 +2431,7 @@ if __name__ == "__main__":
                 test_cpu_weight_follows_the_reservation, test_tiny_cpu_ask_starts,
                 test_device_access,
                 test_root_refused, test_cancel_stops_with_grace, test_nvml_discovery, test_mig, test_mig_instances_not_allots,
+                test_log_of_an_id_given_again,
                 test_oci_image, test_oci_gpu_fraction, test_scrub_between_tenants, test_scrub_after_a_shared_gpu,
                 test_fractions_shim_and_mps,
                 test_fraction_metering, test_gpu_memory_cap_held_from_outside,
