@@ -518,6 +518,27 @@ static void reconcile(struct agent *a, json_t *desired)
 /* Most jobs a heartbeat lists as stopping (allotd's AGENTPROTO_MAX_STOPPING). */
 #define STOPPING_MAX 4096
 
+static int read_token_file(struct agent_config *c, char *err, size_t errlen);
+
+/* After allotd refused the join token: reads --token-file again (an admin
+ * may have put a new one there). True when it holds another token. */
+static bool join_token_again(struct agent *a)
+{
+    char err[512], *was = a->cfg.token ? allot_strdup(a->cfg.token) : NULL;
+    bool other;
+
+    if (!a->cfg.token_file || !*a->cfg.token_file ||
+        read_token_file(&a->cfg, err, sizeof(err)) < 0) {
+        allot_free(was);
+        return false;
+    }
+    other = !was || strcmp(was, a->cfg.token) != 0;
+    if (other)
+        LOG_INFO("agent", "a new join token read from %s", a->cfg.token_file);
+    allot_free(was);
+    return other;
+}
+
 /* Whether array a holds integer v. */
 static bool json_in_ints(const json_t *a, int64_t v)
 {
@@ -890,6 +911,7 @@ static int run(struct agent *a)
         if (hup_signal) {
             hup_signal = 0;
             log_reopen();
+            LOG_INFO("agent", "SIGHUP: log reopened");
         }
         if (now >= next_sweep) {
             logs_sweep(a, time(NULL));
@@ -960,10 +982,15 @@ static int run(struct agent *a)
                 net_sync(a->net, false);
             json_decref(a->desired);
             a->desired = json_incref(json_object_get(reply, "jobs"));
-        } else if (st == 404 || (st == 401 && cred.speaking != CRED_JOIN)) {
+        } else if (st == 404 || st == 401) {
+            /* the join token refused (expired, revoked): a new one may be in
+             * --token-file by now */
+            if (st == 401 && cred.speaking == CRED_JOIN && !join_token_again(a))
+                goto refused;
             LOG_WARN("agent", "%s: registering again",
-                     st == 404 ? "allotd does not know this node"
-                               : "allotd refused the node credential");
+                     st == 404                    ? "allotd does not know this node"
+                     : cred.speaking == CRED_JOIN ? "allotd refused the join token"
+                                                  : "allotd refused the node credential");
             pthread_mutex_unlock(&a->lock); /* it reads only the options and the inventory */
             int64_t l = register_node(a, c, &cred);
             pthread_mutex_lock(&a->lock);
@@ -974,6 +1001,7 @@ static int run(struct agent *a)
             /* a refused credential and join token: heartbeats fail on, and
              * the tasks are fenced as when allotd is out of reach */
         } else {
+        refused:
             LOG_WARN("agent", "heartbeat failed: %s", err);
             if (st == 400 && send_live && strstr(err, "\"live\"")) {
                 send_live = false; /* an older allotd: heartbeats go without it */

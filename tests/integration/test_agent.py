@@ -1431,6 +1431,56 @@ def events_of(d, jid):
     return expect(d.req("GET", "/v1/jobs/%d/events" % jid, token=d.admin), 200)["events"]
 
 
+def test_join_token_read_again():
+    """An agent whose node credential is revoked after its join token (made for a time)
+    expired cannot register again; it reads --token-file again at each refusal, so an
+    admin who puts a new join token there gets the node back without restarting it."""
+    tf = os.path.join(fx.tempdir(), "join")
+    short = expect(dm.req("POST", "/v1/tokens", {"role": "agent", "name": "join-short",
+                                                 "duration_s": 2}, token=dm.admin), 201)
+    with open(tf, "w") as f:
+        f.write(short["token"] + "\n")
+    ag = fx.Agent.__new__(fx.Agent)  # the fixture's agent, with --token-file
+    ag.dir, ag.name, ag.env = fx.tempdir(), "ag-join", None
+    os.chmod(ag.dir, 0o755)
+    ag.args = ["--server", "http://127.0.0.1:%d" % dm.port, "--token-file", tf, "--name",
+               "ag-join", "--emulate", "1xT4", "--state-dir", ag.dir, "--cgroup-root",
+               fx.CGROUP_ROOT, "--grace", "2s", "--poll-wait", "500ms", "--heartbeat", "200ms",
+               "--listen", "127.0.0.1:0"]
+    ag.log_path = os.path.join(ag.dir, "agent.log")
+    ag.start()
+    try:
+        wait_node("ag-join")
+        time.sleep(max(0, short["expires"] - time.time()) + 1.2)  # the join token expired
+        cred = [t["id"] for t in expect(dm.req("GET", "/v1/tokens", token=dm.admin),
+                                        200)["tokens"] if t["name"] == "node/ag-join"]
+        expect(dm.req("DELETE", "/v1/tokens/%d" % cred[-1], token=dm.admin), 200)
+        end = time.time() + 10
+        while time.time() < end and "the token expired" not in ag.log():
+            time.sleep(0.1)
+        assert "the token expired" in ag.log(), ag.log()
+        new = dm.token("agent", "", "join-new")
+        with open(tf, "w") as f:
+            f.write(new + "\n")
+        end = time.time() + 10
+        while time.time() < end and ag.log().count("registered as ag-join") < 2:
+            time.sleep(0.1)
+        assert "a new join token read from %s" % tf in ag.log(), ag.log()
+        assert ag.log().count("registered as ag-join") == 2, ag.log()
+        t0 = time.time()
+        end = t0 + 5
+        while time.time() < end:
+            n = [x for x in expect(dm.req("GET", "/v1/nodes", token=dm.admin), 200)["nodes"]
+                 if x["name"] == "ag-join"][0]
+            if n["state"] == "ready" and n["last_heartbeat"] >= int(t0):
+                break
+            time.sleep(0.1)
+        assert n["state"] == "ready" and n["last_heartbeat"] >= int(t0), n
+    finally:
+        ag.stop()
+        expect(dm.req("POST", "/v1/nodes/ag-join/cordon", token=dm.admin), 200)
+
+
 def test_log_of_an_id_given_again():
     """A job's log folder on a node that holds another owner's logs under the same id (a
     store restored from a backup gives ids again) is emptied before the job writes to it:
@@ -2431,7 +2481,7 @@ if __name__ == "__main__":
                 test_cpu_weight_follows_the_reservation, test_tiny_cpu_ask_starts,
                 test_device_access,
                 test_root_refused, test_cancel_stops_with_grace, test_nvml_discovery, test_mig, test_mig_instances_not_allots,
-                test_log_of_an_id_given_again,
+                test_log_of_an_id_given_again, test_join_token_read_again,
                 test_oci_image, test_oci_gpu_fraction, test_scrub_between_tenants, test_scrub_after_a_shared_gpu,
                 test_fractions_shim_and_mps,
                 test_fraction_metering, test_gpu_memory_cap_held_from_outside,
