@@ -329,7 +329,10 @@ static int node_state(struct cli *c, const struct cli_usage *u, const struct cli
                 first_err = rc;
             continue;
         }
-        if (c->fmt == CLI_FMT_TABLE)
+        if (c->fmt == CLI_FMT_TABLE && json_object_get(r, "returns_as"))
+            printf("node %s lost: it returns %s\n", a.pos[i],
+                   json_string_value(json_object_get(r, "returns_as")));
+        else if (c->fmt == CLI_FMT_TABLE)
             printf("node %s %s (was %s)\n", a.pos[i],
                    json_string_value(json_object_get(r, "state")),
                    json_string_value(json_object_get(r, "previous")));
@@ -371,7 +374,9 @@ static int drain_wait(struct cli *c, const struct cli_args *a)
             const char *name = json_string_value(json_object_get(x, "name"));
             const char *st = json_string_value(json_object_get(x, "state"));
             for (size_t k = 0; k < a->n_pos; k++)
-                if (name && !strcmp(name, a->pos[k]) && (!st || strcmp(st, "drained") != 0)) {
+                /* a lost node runs nothing of allot's: its jobs were requeued */
+                if (name && !strcmp(name, a->pos[k]) &&
+                    (!st || (strcmp(st, "drained") != 0 && strcmp(st, "lost") != 0))) {
                     left++;
                     tasks += (size_t)json_integer_value(json_object_get(x, "tasks"));
                 }

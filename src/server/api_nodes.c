@@ -772,21 +772,26 @@ struct state_write {
     const char *name;
     int state;
     int64_t now;
-    int old; /* OUT: the state before */
+    int old;   /* OUT: the state before */
+    bool lost; /* OUT: the node is lost: it takes the state when it returns */
 };
 
 /* Group-commit write: the node's administrative state and the audit entry.
- * A lost node answers ALLOT_ESTATE: it comes back with its next heartbeat. */
+ * A lost node keeps it for its return (its next heartbeat). */
 static int state_fn(struct allot_store *st, void *arg)
 {
     struct state_write *w = arg;
     struct allot_store_node n = {0};
-    char target[96];
+    char target[96], key[128];
     int rc = allot_store_node_get(st, w->name, &n);
 
-    if (rc == 0 && n.state == ALLOT_SN_LOST)
-        rc = ALLOT_ESTATE;
-    if (rc == 0) {
+    if (rc == 0 && n.state == ALLOT_SN_LOST) {
+        w->lost = true;
+        w->old = n.state;
+        loop_node_return_key(key, sizeof(key), w->name);
+        rc = allot_store_meta_set(
+            st, key, w->state == ALLOT_SN_READY ? "" : allot_store_node_state_name(w->state));
+    } else if (rc == 0) {
         w->old = n.state;
         n.state = w->state;
         rc = allot_store_node_put(st, &n);
@@ -807,11 +812,12 @@ static int set_state(struct req *r, int state)
         r->audited = false;
     if (rc == ALLOT_ENOENT)
         return api_error(r, 404, "not_found", "no node %s", w.name);
-    if (rc == ALLOT_ESTATE)
-        return api_error(r, 409, "conflict", "node %s is lost; it returns with a heartbeat",
-                         w.name);
     if (rc < 0)
         return api_error(r, 500, "store", "%s", allot_strerror(rc));
+    if (w.lost) /* it stays lost; it returns in that state */
+        return api_json(r, 200,
+                        json_pack("{s:s,s:s,s:s,s:s}", "name", w.name, "state", "lost", "previous",
+                                  "lost", "returns_as", allot_store_node_state_name(state)));
     loop_post(r->srv->loop, LOOP_NODE_STATE, state, w.name);
     /* the states as GET /v1/nodes says them (a draining node with no task
      * left is drained) */

@@ -30,9 +30,54 @@ static int store_node_state(struct allot_store *st, const char *name, int state)
     return rc;
 }
 
-static int node_ready_fn(struct allot_store *st, void *arg)
+/* A lost node back: ready, or the state an admin gave it (cordoned or
+ * draining, before it was lost or while it was: node_return_key), as
+ * Slurm keeps a node's drain across its being down. */
+struct back_write {
+    const char *name;
+    int state; /* OUT: the stored state it is back in */
+};
+
+/* Marks node `name` lost, keeping an admin's cordon or drain for its
+ * return (node_back_fn). */
+static int node_lost_state(struct allot_store *st, const char *name)
 {
-    return store_node_state(st, arg, ALLOT_SN_READY);
+    struct allot_store_node n = {0};
+    char key[128];
+    int rc = allot_store_node_get(st, name, &n);
+
+    if (rc == 0) { /* "" (ready) too: what an earlier node of the name left goes */
+        loop_node_return_key(key, sizeof(key), name);
+        rc = allot_store_meta_set(st, key,
+                                  n.state == ALLOT_SN_CORDONED || n.state == ALLOT_SN_DRAINING
+                                      ? allot_store_node_state_name(n.state)
+                                      : "");
+    }
+    allot_store_node_clear(&n);
+    return rc ? rc : store_node_state(st, name, ALLOT_SN_LOST);
+}
+
+static int node_back_fn(struct allot_store *st, void *arg)
+{
+    struct back_write *w = arg;
+    char key[128], *was = NULL;
+    int rc;
+
+    loop_node_return_key(key, sizeof(key), w->name);
+    rc = allot_store_meta_get(st, key, &was);
+    w->state = ALLOT_SN_READY;
+    if (rc == 0 && was && !strcmp(was, allot_store_node_state_name(ALLOT_SN_CORDONED)))
+        w->state = ALLOT_SN_CORDONED;
+    else if (rc == 0 && was && !strcmp(was, allot_store_node_state_name(ALLOT_SN_DRAINING)))
+        w->state = ALLOT_SN_DRAINING;
+    allot_free(was);
+    rc = rc == 0 || rc == ALLOT_ENOENT ? store_node_state(st, w->name, w->state) : rc;
+    return rc == 0 ? allot_store_meta_set(st, key, "") : rc;
+}
+
+void loop_node_return_key(char *key, size_t len, const char *name)
+{
+    allot_fmt(key, len, "node_return/%s", name);
 }
 
 /* ---- the core's nodes from the stored inventories ---- */
@@ -333,10 +378,13 @@ void loop_node_seen(struct loop *l, const char *name, int64_t expiry)
     l->expiry[i] = expiry;
     if (allot_cluster_node(l->c, i)->state != ALLOT_NODE_LOST)
         return;
-    if (srv_write(l->srv, node_ready_fn, (void *)name) == 0) {
-        allot_cluster_set_state(
-            l->c, i, loop_node_may_work(l, i, name) ? ALLOT_NODE_READY : ALLOT_NODE_DRAINING);
-        LOG_INFO("loop", "node %s is back", name);
+    struct back_write w = {.name = name};
+    if (srv_write(l->srv, node_back_fn, &w) == 0) {
+        allot_cluster_set_state(l->c, i,
+                                w.state == ALLOT_SN_READY && loop_node_may_work(l, i, name)
+                                    ? ALLOT_NODE_READY
+                                    : ALLOT_NODE_DRAINING);
+        LOG_INFO("loop", "node %s is back (%s)", name, allot_store_node_state_name(w.state));
     }
 }
 
@@ -424,7 +472,7 @@ static int lost_fn(struct allot_store *st, void *arg)
         if (!lease_over(l, i, w->now))
             continue;
         allot_fmt(why, sizeof(why), "node %s lost: no heartbeat within its lease", name);
-        rc = store_node_state(st, name, ALLOT_SN_LOST);
+        rc = node_lost_state(st, name);
         for (size_t k = 0; k < l->n_live && !rc; k++) {
             if (!job_on_node(allot_queue_job(l->q, l->live[k].qid), i))
                 continue;

@@ -129,6 +129,49 @@ def test_cordon_drain_uncordon():
     assert dm.stop() == 0
 
 
+def test_admin_state_survives_loss():
+    """A cordoned or drained node that is lost comes back cordoned or drained, not ready
+    (as Slurm keeps a node's drain across its being down); a lost node may be cordoned,
+    drained or made ready, and returns so; one lost while ready returns ready."""
+    dm = Daemon(args=["--lease", "2s"])
+    try:
+        ag = dm.token("agent", "", "agent")
+        expect(dm.req("POST", "/v1/nodes/register", dict(N1, name="rl-1"), token=ag), 201)
+
+        def state():
+            return [n["state"] for n in expect(dm.req("GET", "/v1/nodes", token=dm.admin),
+                                               200)["nodes"] if n["name"] == "rl-1"][0]
+
+        def lose_and_return():
+            poll(lambda: state() == "lost", timeout=15)
+            expect(dm.req("POST", "/v1/nodes/rl-1/heartbeat", {}, token=ag), 200)
+            poll(lambda: state() != "lost")
+            time.sleep(0.3)  # the loop's state settled
+            return state()
+
+        expect(dm.req("POST", "/v1/nodes/rl-1/drain", token=dm.admin), 200)
+        assert lose_and_return() == "drained"
+        expect(dm.req("POST", "/v1/nodes/rl-1/cordon", token=dm.admin), 200)
+        assert lose_and_return() == "cordoned"
+        expect(dm.req("POST", "/v1/nodes/rl-1/uncordon", token=dm.admin), 200)
+        assert lose_and_return() == "ready"
+        # changed while lost: kept for its return
+        poll(lambda: state() == "lost", timeout=15)
+        b = expect(dm.req("POST", "/v1/nodes/rl-1/cordon", token=dm.admin), 200)
+        assert (b["state"], b["returns_as"]) == ("lost", "cordoned"), b
+        expect(dm.req("POST", "/v1/nodes/rl-1/heartbeat", {}, token=ag), 200)
+        poll(lambda: state() == "cordoned")
+        # placed nowhere meanwhile: a job waits
+        expect(dm.req("PUT", "/v1/tenants", TENANTS, token=dm.admin), 200)
+        j = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 1},
+                          token=dm.admin), 201)["id"]
+        time.sleep(0.5)
+        assert expect(dm.req("GET", "/v1/jobs/%d" % j, token=dm.admin), 200)["state"] == \
+            "pending"
+    finally:
+        dm.stop()
+
+
 def test_delete_node():
     dm = Daemon(args=["--lease", "2s"])
     a = dm.admin
@@ -211,4 +254,4 @@ def test_delete_node():
 
 
 if __name__ == "__main__":
-    fx.run([test_cordon_drain_uncordon, test_delete_node])
+    fx.run([test_cordon_drain_uncordon, test_admin_state_survives_loss, test_delete_node])
