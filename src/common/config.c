@@ -112,6 +112,23 @@ static const char *type_hint(const struct allot_config_option *o)
     }
 }
 
+/* ms as a duration in the largest unit it is a whole number of ("90s",
+ * "1d", "500ms"). */
+static void fmt_duration(char *buf, size_t len, int64_t ms)
+{
+    static const struct {
+        const char *unit;
+        int64_t ms;
+    } u[] = {{"d", 86400000}, {"h", 3600000}, {"m", 60000}, {"s", 1000}};
+
+    for (size_t k = 0; k < sizeof(u) / sizeof(u[0]); k++)
+        if (ms != 0 && ms % u[k].ms == 0) {
+            allot_fmt(buf, len, "%" PRId64 "%s", ms / u[k].ms, u[k].unit);
+            return;
+        }
+    allot_fmt(buf, len, "%" PRId64 "%s", ms, ms ? "ms" : "s");
+}
+
 static int set_opt(const struct allot_config_option *o, void *values, const char *text, char *err,
                    size_t errlen)
 {
@@ -168,8 +185,15 @@ static int set_opt(const struct allot_config_option *o, void *values, const char
         break;
     }
     if (rc == ALLOT_ERANGE || (rc == 0 && (o->min || o->max) && (num < o->min || num > o->max))) {
-        allot_fmt(err, errlen, "%s: %s is out of range %" PRId64 "..%" PRId64, o->name, text,
-                  o->min, o->max);
+        char lo[32], hi[32];
+        if (o->type == ALLOT_CFG_DURATION) { /* in the units it is given in, not ms */
+            fmt_duration(lo, sizeof(lo), o->min);
+            fmt_duration(hi, sizeof(hi), o->max);
+        } else {
+            allot_fmt(lo, sizeof(lo), "%" PRId64, o->min);
+            allot_fmt(hi, sizeof(hi), "%" PRId64, o->max);
+        }
+        allot_fmt(err, errlen, "%s: %s is out of range %s..%s", o->name, text, lo, hi);
         return ALLOT_ERANGE;
     }
     if (rc) {

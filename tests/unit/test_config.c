@@ -104,6 +104,7 @@ static void test_defaults_and_types(void **state)
     /* days are a unit (out of this option's range, not an unknown suffix) */
     assert_int_equal(allot_config_set(opts, N, &v, "lease", "1d", err, sizeof(err)), ALLOT_ERANGE);
     assert_int_equal(v.lease, 120000);
+    assert_string_equal(err, "lease: 1d is out of range 1s..1h"); /* in units, not ms */
     assert_int_equal(allot_config_set(opts, N, &v, "body-max", "2G", err, sizeof(err)),
                      ALLOT_ERANGE);
     assert_non_null(strstr(err, "body-max"));
