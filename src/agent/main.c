@@ -51,6 +51,19 @@ static const char *const formats[] = {"text", "json", NULL};
 static const char *const levels[] = {"error", "warn", "info", "debug", NULL};
 static const char *const on_off[] = {"off", "on", NULL};
 
+/* --listen: HOST:PORT (HOST may be [v6]), PORT 0..65535. */
+static int listen_ok(const void *field, char *err, size_t errlen)
+{
+    const char *s = *(char *const *)field, *colon = s ? strrchr(s, ':') : NULL;
+    int64_t port;
+
+    if (!s || !colon || colon == s || !allot_parse_num(colon + 1, 0, 65535, &port)) {
+        allot_fmt(err, errlen, "listen: \"%s\" is not HOST:PORT (port 0..65535)", s ? s : "");
+        return ALLOT_EINVAL;
+    }
+    return 0;
+}
+
 static const struct allot_config_option options[] = {
     {.name = "config",
      .type = ALLOT_CFG_STRING,
@@ -322,6 +335,7 @@ static const struct allot_config_option options[] = {
     {.name = "listen",
      .type = ALLOT_CFG_STRING,
      .offset = F(listen),
+     .validate = listen_ok,
      .def = "0.0.0.0:7071",
      .help = "Address of the agent's log endpoint (allotd reads task logs from it); port 0 "
              "picks one."},
