@@ -721,6 +721,9 @@ def test_nvml_discovery():
                             fx.tempdir(), "--advertise", "http://h:1/x?a"], capture_output=True,
                            text=True, timeout=20)
         assert r.returncode == 2 and "--advertise: want http(s)://" in r.stderr, r
+        r = subprocess.run([fx.AGENT, "--print-inventory", "--listen", "foo"],
+                           capture_output=True, text=True, timeout=20)
+        assert r.returncode == 2 and 'listen: "foo" is not HOST:PORT' in r.stderr, r
         # allotd registers one model per node: a mixed emulation is refused here
         r = subprocess.run([fx.AGENT, "--print-inventory", "--emulate", "1xH100-80GB,1xL4",
                             "--state-dir", fx.tempdir()], capture_output=True, text=True,
