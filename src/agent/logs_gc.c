@@ -31,12 +31,13 @@
 #include <unistd.h>
 
 /* Whether name is a file the agent writes in a log folder: a task log
- * ("task-INDEX.log") or the folder's owner (".owner", logs_claim). */
+ * ("task-INDEX.log") or the folder's owner (".owner", logs_claim, and the
+ * temporary file it is written through). */
 static bool task_log_name(const char *name)
 {
     int index, n = 0;
 
-    if (!strcmp(name, ".owner"))
+    if (!strcmp(name, ".owner") || !strcmp(name, "..owner.tmp"))
         return true;
     return sscanf(name, "task-%d.log%n", &index, &n) == 1 && index >= 0 && name[n] == '\0';
 }
@@ -136,7 +137,7 @@ int64_t logs_sweep_every(const struct agent *a)
 
 int logs_claim(const struct agent *a, int64_t job, const char *owner)
 {
-    char dir[4200], had[300];
+    char dir[4200], had[300] = "";
     int fd, rc = 0;
 
     allot_fmt(dir, sizeof(dir), "%s/%lld", a->logs_dir, (long long)job);
@@ -145,15 +146,16 @@ int logs_claim(const struct agent *a, int64_t job, const char *owner)
     fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
         return -1;
-    if (agent_read_small(dir, ".owner", had, sizeof(had)) == 0) {
-        if (!strcmp(had, owner)) {
-            close(fd);
-            return 0; /* this job's, from an earlier run */
-        }
-        /* another job that had this id (a store restored from a backup
-         * gives ids again): its logs are not this job's to read */
-        LOG_WARN("logs", "job %lld: %s held the logs of another job with this id (%s); removed",
-                 (long long)job, dir, had);
+    if (agent_read_small(dir, ".owner", had, sizeof(had)) == 0 && !strcmp(had, owner)) {
+        close(fd);
+        return 0; /* this tenant's, from an earlier run of the job */
+    }
+    /* another tenant's job that had this id (a store restored from a
+     * backup gives ids again), or logs of unknown owner (an older agent's):
+     * not this job's to read or add to */
+    if (folder_newest(fd) != 0) {
+        LOG_WARN("logs", "job %lld: %s held logs of another owner (%s); removed", (long long)job,
+                 dir, had[0] ? had : "unknown");
         rc = folder_empty(fd);
     }
     close(fd);

@@ -31,6 +31,7 @@
 #include "nvml.h"
 
 #include <curl/curl.h>
+#include <arpa/inet.h>
 #include <errno.h>
 #include <signal.h>
 #include <sodium.h>
@@ -51,14 +52,23 @@ static const char *const formats[] = {"text", "json", NULL};
 static const char *const levels[] = {"error", "warn", "info", "debug", NULL};
 static const char *const on_off[] = {"off", "on", NULL};
 
-/* --listen: HOST:PORT (HOST may be [v6]), PORT 0..65535. */
+/* --listen: IPV4:PORT, PORT 0..65535 (what serve_start binds). */
 static int listen_ok(const void *field, char *err, size_t errlen)
 {
     const char *s = *(char *const *)field, *colon = s ? strrchr(s, ':') : NULL;
+    struct in_addr in;
+    char host[64];
     int64_t port;
 
-    if (!s || !colon || colon == s || !allot_parse_num(colon + 1, 0, 65535, &port)) {
-        allot_fmt(err, errlen, "listen: \"%s\" is not HOST:PORT (port 0..65535)", s ? s : "");
+    if (!s || !colon || colon == s || (size_t)(colon - s) >= sizeof(host) ||
+        !allot_parse_num(colon + 1, 0, 65535, &port)) {
+        allot_fmt(err, errlen, "listen: \"%s\" is not IPV4:PORT (port 0..65535)", s ? s : "");
+        return ALLOT_EINVAL;
+    }
+    memcpy(host, s, (size_t)(colon - s));
+    host[colon - s] = '\0';
+    if (inet_pton(AF_INET, host, &in) != 1) {
+        allot_fmt(err, errlen, "listen: \"%s\": %s is not an IPv4 address", s, host);
         return ALLOT_EINVAL;
     }
     return 0;
@@ -337,8 +347,8 @@ static const struct allot_config_option options[] = {
      .offset = F(listen),
      .validate = listen_ok,
      .def = "0.0.0.0:7071",
-     .help = "Address of the agent's log endpoint (allotd reads task logs from it); port 0 "
-             "picks one."},
+     .help = "Address of the agent's log endpoint (allotd reads task logs from it), IPV4:PORT; "
+             "port 0 picks one."},
     {.name = "advertise",
      .type = ALLOT_CFG_STRING,
      .offset = F(advertise),
@@ -533,6 +543,7 @@ static void reconcile(struct agent *a, json_t *desired)
 #define STOPPING_MAX 4096
 
 static int read_token_file(struct agent_config *c, char *err, size_t errlen);
+static bool token_from_file; /* the join token came from --token-file (--token wins) */
 
 /* After allotd refused the join token: reads --token-file again (an admin
  * may have put a new one there). True when it holds another token. */
@@ -541,8 +552,7 @@ static bool join_token_again(struct agent *a)
     char err[512], *was = a->cfg.token ? allot_strdup(a->cfg.token) : NULL;
     bool other;
 
-    if (!a->cfg.token_file || !*a->cfg.token_file ||
-        read_token_file(&a->cfg, err, sizeof(err)) < 0) {
+    if (!token_from_file || read_token_file(&a->cfg, err, sizeof(err)) < 0) {
         allot_free(was);
         return false;
     }
@@ -1180,10 +1190,12 @@ int main(int argc, char **argv)
     bool token_on_argv = allot_argv_hide(argc, argv, "--token") > 0;
     /* --token, then --token-file, then ALLOT_TOKEN: what is given for the
      * agent wins over what its environment happens to carry */
-    if ((!c->token || !*c->token) && c->token_file && *c->token_file &&
-        read_token_file(c, err, sizeof(err)) < 0) {
-        fprintf(stderr, "allot-agent: %s\n", err);
-        return 2;
+    if ((!c->token || !*c->token) && c->token_file && *c->token_file) {
+        if (read_token_file(c, err, sizeof(err)) < 0) {
+            fprintf(stderr, "allot-agent: %s\n", err);
+            return 2;
+        }
+        token_from_file = true;
     }
     if ((!c->token || !*c->token) && getenv("ALLOT_TOKEN"))
         allot_config_set(options, N_OPTIONS, c, "token", getenv("ALLOT_TOKEN"), err, sizeof(err));

@@ -903,6 +903,14 @@ static int task_launch(struct agent *a, json_t *d, struct task *t)
         return -1;
     }
     free(text);
+    /* the job's log folder is its tenant's before anything is written to
+     * it (a task that does not start writes why there too) */
+    if (logs_claim(a, t->job, tenant ? tenant : "") < 0) {
+        allot_fmt(why, sizeof(why), "cannot make its log folder its own: %s", strerror(errno));
+        LOG_ERROR("task", "job %lld: %s", (long long)t->job, why);
+        task_fail(t, why);
+        return -1;
+    }
     if (!json_is_array(cmd) || !json_array_size(cmd)) {
         task_fail(t, "the job has no command");
         return 0;
@@ -982,15 +990,6 @@ static int task_launch(struct agent *a, json_t *d, struct task *t)
         return 0;
     }
     allot_fmt(logd, sizeof(logd), "%s/%lld", a->logs_dir, (long long)t->job);
-    {
-        const char *ten = json_string_value(json_object_get(json_object_get(d, "spec"), "tenant"));
-        const char *usr = json_string_value(json_object_get(d, "user"));
-        char owner[300];
-        allot_fmt(owner, sizeof(owner), "%s\t%s", ten ? ten : "", usr ? usr : "");
-        if (logs_claim(a, t->job, owner) < 0)
-            LOG_WARN("task", "job %lld: its log folder %s: %s", (long long)t->job, logd,
-                     strerror(errno));
-    }
     allot_fmt(logf, sizeof(logf), "%s/task-%d.log", logd, t->index);
     log_fd = open(logf, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
     if (log_fd < 0) {

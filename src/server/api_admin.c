@@ -385,6 +385,9 @@ int api_tokens_create(struct req *r)
     auth_new_secret(secret, sizeof(secret), t.hash);
     t.created = now;
     t.expires = jd ? now + json_integer_value(jd) : 0;
+    /* a token made for a time makes none that outlives it */
+    if (r->who.expires && (!t.expires || t.expires > r->who.expires))
+        t.expires = r->who.expires;
     struct token_write w = {.r = r, .t = &t, .now = now};
     rc = srv_write(r->srv, token_add_fn, &w);
     id = w.id;

@@ -26,12 +26,13 @@ struct register_write {
     int credential;                     /* CRED_*: the node credential the agent asks for */
     uint8_t hash[ALLOT_STORE_HASH_LEN]; /* CRED_HASH: its secret's SHA-256 */
     bool busy;                          /* tasks are placed on the node (the loop's count) */
-    int status;      /* OUT: 201 new, 200 same or changed inventory, 409 another one refused,
-                        403 another agent's */
-    bool changed;    /* OUT: the node took the new inventory */
-    int old_state;   /* OUT: the stored state (enum allot_store_node_state) */
-    char secret[80]; /* OUT: the node credential issued ("" when none, or CRED_HASH) */
-    bool bound;      /* OUT: the node speaks with its own credential now (issued, or the caller) */
+    int status;       /* OUT: 201 new, 200 same or changed inventory, 409 another one refused,
+                         403 another agent's */
+    bool changed;     /* OUT: the node took the new inventory */
+    int old_state;    /* OUT: the stored state (enum allot_store_node_state) */
+    char secret[80];  /* OUT: the node credential issued ("" when none, or CRED_HASH) */
+    bool bound;       /* OUT: the node speaks with its own credential now (issued, or the caller) */
+    char returns[16]; /* OUT: a lost node: the state an admin gave it for its return ("" none) */
 };
 
 enum { CRED_NONE, CRED_ISSUE, CRED_HASH };
@@ -46,7 +47,7 @@ static bool other_nodes_credential(const struct req *r, const char *node)
 }
 
 /* Whether the calling token may speak for stored node n: the agent token
- * it is bound to may; so may any other once that one is revoked (or when
+ * it is bound to may; so may any other once that one is revoked or expired (or when
  * none is bound yet), and the node is then bound to the caller (put with
  * its token). 1 yes, 0 no, or a negative ALLOT_E*. One agent's token cannot
  * heartbeat, report or take over another agent's node; an admin's can (it
@@ -63,7 +64,7 @@ static int node_speaker(struct allot_store *st, struct req *r, struct allot_stor
         return 1;
     if (n->token_id != 0) {
         rc = allot_store_token_get(st, n->token_id, &t);
-        bool live = rc == 0 && t.revoked == 0;
+        bool live = rc == 0 && t.revoked == 0 && (!t.expires || srv_now() < t.expires);
         allot_store_token_clear(&t);
         if (rc < 0 && rc != ALLOT_ENOENT)
             return rc;
@@ -128,6 +129,13 @@ static int register_fn(struct allot_store *st, void *arg)
 
         w->old_state = old.state;
         rc = speaker < 0 ? speaker : 0;
+        if (old.state == ALLOT_SN_LOST) {
+            char key[128], *was = NULL;
+            loop_node_return_key(key, sizeof(key), w->name);
+            if (allot_store_meta_get(st, key, &was) == 0 && was)
+                allot_strlcpy(w->returns, was, sizeof(w->returns));
+            allot_free(was);
+        }
         /* another inventory (the server changed: GPUs, their mode,
          * memory) only while the node is out of service and runs nothing,
          * as a node is drained before its hardware changes */
@@ -274,10 +282,12 @@ int api_nodes_register(struct req *r)
         json_int_t expiry = (json_int_t)now + (json_int_t)(r->srv->cfg.lease / 1000);
 
         /* a known node keeps its state: cordoned stays cordoned (a lost one
-         * is ready again with this registration's lease) */
+         * is back with this registration's lease, in the state an admin gave
+         * it, else ready) */
         const char *state = status == 200 && w.old_state != ALLOT_SN_LOST
                                 ? allot_store_node_state_name(w.old_state)
-                                : "ready";
+                            : *w.returns ? w.returns
+                                         : "ready";
         json_t *o =
             json_pack("{s:s,s:s,s:I}", "name", name, "state", state, "lease_expiry", expiry);
         if (w.secret[0]) /* shown once, as a token's secret is */
@@ -893,6 +903,11 @@ static int delete_fn(struct allot_store *st, void *arg)
     }
     if (rc == 0)
         rc = allot_store_node_delete(st, w->name);
+    if (rc == 0) { /* the state an admin gave it is not a new node's of the name */
+        char key[128];
+        loop_node_return_key(key, sizeof(key), w->name);
+        rc = allot_store_meta_set(st, key, "");
+    }
     allot_fmt(target, sizeof(target), "node/%s", w->name);
     if (rc == 0)
         rc = api_audit(st, w->r, target, "ok", w->now);

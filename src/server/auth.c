@@ -74,6 +74,7 @@ static bool cached(struct req *r, const char *key, uint64_t *gen)
         r->who.role = (int)json_integer_value(json_array_get(e, 1));
         r->who.tenant = allot_strdup(json_string_value(json_array_get(e, 2)));
         r->who.name = allot_strdup(json_string_value(json_array_get(e, 3)));
+        r->who.expires = json_integer_value(json_array_get(e, 4));
         r->who.resolved = r->who.tenant != NULL && r->who.name != NULL;
     }
     pthread_mutex_unlock(&r->srv->tokens_lock);
@@ -270,6 +271,7 @@ bool auth_resolve(struct req *r)
     r->who.role = t.role;
     r->who.tenant = t.tenant ? t.tenant : allot_strdup("");
     r->who.name = t.name ? t.name : allot_strdup("");
+    r->who.expires = t.expires;
     t.tenant = NULL;
     t.name = NULL;
     r->who.resolved = r->who.tenant != NULL && r->who.name != NULL;

@@ -158,6 +158,7 @@ struct principal {
     int64_t job_run;  /* start) it is good for; else 0 */
     char *tenant;     /* owned; "" = cluster-wide */
     char *name;       /* owned: the token's name ("node/NAME": a node's credential) */
+    int64_t expires;  /* when the token stops being valid (0: never) */
     bool resolved;    /* a valid token was presented */
 };
 

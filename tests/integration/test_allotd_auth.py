@@ -70,6 +70,15 @@ def test_token_expires():
         assert '"duration_s"' in e["error"]["message"], e
     forever = expect(dm.req("POST", "/v1/tokens", {"role": "viewer"}, token=dm.admin), 201)
     assert forever["expires"] == 0, forever
+    # a token made for a time makes none that outlives it
+    hour = expect(dm.req("POST", "/v1/tokens", {"role": "admin", "duration_s": 3600},
+                         token=dm.admin), 201)
+    for body in ({"role": "viewer"}, {"role": "viewer", "duration_s": 7200}):
+        made = expect(dm.req("POST", "/v1/tokens", body, token=hour["token"]), 201)
+        assert made["expires"] == hour["expires"], (made, hour)
+    made = expect(dm.req("POST", "/v1/tokens", {"role": "viewer", "duration_s": 60},
+                         token=hour["token"]), 201)
+    assert made["expires"] < hour["expires"], made
 
 
 def test_tenant_admin_manages_its_subtree_only():

@@ -161,6 +161,13 @@ def test_admin_state_survives_loss():
         assert (b["state"], b["returns_as"]) == ("lost", "cordoned"), b
         expect(dm.req("POST", "/v1/nodes/rl-1/heartbeat", {}, token=ag), 200)
         poll(lambda: state() == "cordoned")
+        # drained while lost, back through a registration (its agent restarted)
+        poll(lambda: state() == "lost", timeout=15)
+        b = expect(dm.req("POST", "/v1/nodes/rl-1/drain", token=dm.admin), 200)
+        assert b["returns_as"] == "draining", b
+        b = expect(dm.req("POST", "/v1/nodes/register", dict(N1, name="rl-1"), token=ag), 200)
+        assert b["state"] == "draining", b
+        poll(lambda: state() == "drained")
         # placed nowhere meanwhile: a job waits
         expect(dm.req("PUT", "/v1/tenants", TENANTS, token=dm.admin), 200)
         j = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 1},
