@@ -1260,6 +1260,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "allot-agent: GPU catalog: %s\n", err);
         return 1;
     }
+    if (c->emulate && *c->emulate) { /* a bad --emulate is a bad option (2), not a node's fault */
+        static struct agent_inventory probe;
+        if (inventory_parse_emulate(c->emulate, a.cat, &probe, err, sizeof(err)) < 0) {
+            fprintf(stderr, "allot-agent: %s\n", err);
+            return 2;
+        }
+    }
     if (inventory_build(c, a.cat, &a.inv, &a.nv, err, sizeof(err)) < 0) {
         fprintf(stderr, "allot-agent: %s\n", err);
         return 1;

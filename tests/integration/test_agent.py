@@ -728,7 +728,10 @@ def test_nvml_discovery():
         r = subprocess.run([fx.AGENT, "--print-inventory", "--emulate", "1xH100-80GB,1xL4",
                             "--state-dir", fx.tempdir()], capture_output=True, text=True,
                            timeout=20)
-        assert r.returncode != 0 and "one model" in r.stderr, r
+        assert r.returncode == 2 and "one model" in r.stderr, r
+        r = subprocess.run([fx.AGENT, "--print-inventory", "--emulate", "3xNOPE"],
+                           capture_output=True, text=True, timeout=20)
+        assert r.returncode == 2 and 'unknown GPU model "NOPE"' in r.stderr, r
         # NVLink islands (pairs here) and an Xid that needs a reset
         with open(conf, "w") as f:
             for i in range(4):
