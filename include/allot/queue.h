@@ -145,6 +145,9 @@ struct allot_job {
                                       considered right after its preemptor once stopped */
     uint64_t preempt_epoch;        /* leave epoch + 1 of the last fruitless victim search */
     uint64_t preempt_starts;       /* ... the queue's start count then */
+    uint64_t preempt_pinned;       /* ... and its pinned epoch then */
+    bool pinned_bor;               /* running, borrowed, its class not preemptible: counted in
+                                      its tenant's ten_count.pinned_bor */
     int64_t preempt_recheck_at;    /* ... and when a running job next becomes eligible */
     int64_t preempt_searched_at;   /* ... and when it ran */
     int ten_next, ten_prev;        /* the queue's index of running jobs by tenant */

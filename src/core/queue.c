@@ -662,6 +662,10 @@ void queue_job_leave(struct allot_queue *q, struct allot_job *j, int64_t now)
     q->n_excl -= j->spec.task.isolation != ALLOT_ISO_SHARED;
     if (j->borrowed)
         queue_bor_left(q, j);
+    if (j->pinned_bor && ALLOT_ALWAYS((size_t)j->spec.tenant < q->tc_n)) {
+        q->tc[j->spec.tenant].pinned_bor--;
+        j->pinned_bor = false;
+    }
     queue_fast_usage(q, j->spec.tenant);
     allot_free(j->pl);
     j->pl = NULL;
@@ -775,6 +779,17 @@ static void job_start(struct allot_queue *q, struct allot_job *j, int64_t now)
     allot_tenants_charge(q->t, j->spec.tenant, &use, +1);
     j->state = ALLOT_JOB_RUNNING;
     j->moving = false;
+    if ((size_t)j->spec.tenant < q->tc_n) {
+        struct ten_count *tc = &q->tc[j->spec.tenant];
+        if (j->borrowed && !queue_job_preemptible(q, j)) {
+            tc->pinned_bor++;
+            j->pinned_bor = true;
+        }
+        /* its tenant's usage grew: its pinned borrowed work may now lie
+         * beyond its nominal, reclaimable (searches that found none look
+         * again) */
+        q->pinned_epoch += tc->pinned_bor > 0;
+    }
     q->run_epoch++;
     q->serial++;
     q->n_excl += j->spec.task.isolation != ALLOT_ISO_SHARED;

@@ -26,11 +26,12 @@ struct fair_ten {
 /* A tenant's GPUs (milli) by its jobs' states, kept current as jobs change
  * state (the fair shares read them every cycle, without a scan). */
 struct ten_count {
-    int64_t pending;  /* its pending jobs */
-    int64_t never;    /* those of them more than its tenants may ever hold (job.never) */
-    int64_t waiting;  /* those of them waiting for victims to stop */
-    int64_t stopping; /* its jobs stopping (grace period) */
-    size_t running;   /* its running and stopping jobs (the ten_head list): a count */
+    int64_t pending;    /* its pending jobs */
+    int64_t never;      /* those of them more than its tenants may ever hold (job.never) */
+    int64_t waiting;    /* those of them waiting for victims to stop */
+    int64_t stopping;   /* its jobs stopping (grace period) */
+    size_t running;     /* its running and stopping jobs (the ten_head list): a count */
+    int64_t pinned_bor; /* its running borrowed jobs whose class is not preemptible */
 };
 
 struct reservation {
@@ -87,6 +88,9 @@ struct allot_queue {
     size_t n_users, users_cap;
     uint64_t run_epoch;        /* bumped whenever a job starts or leaves the cluster */
     uint64_t leave_epoch;      /* bumped whenever a job leaves the cluster */
+    uint64_t pinned_epoch;     /* bumped when a tenant with running pinned borrowed work
+                                  starts a job: that work may lie beyond its nominal now
+                                  (reclaimable: queue_search_memo_until) */
     uint64_t starts;           /* jobs started so far */
     int64_t min_runtime_floor; /* the least minimum runtime of any job started */
     int *first;                /* owned: jobs whose victims just stopped (this cycle) */

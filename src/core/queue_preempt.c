@@ -1290,7 +1290,10 @@ int queue_victims_signal(struct allot_queue *q, struct allot_job *j, const int *
  * does not). Only a job leaving the cluster frees room or quota; a job
  * starting takes some and becomes a candidate only once past its minimum
  * runtime (and LAS threshold), so starts since the search matter from
- * the search time plus the least minimum runtime on. Running jobs that
+ * the search time plus the least minimum runtime on; but a start of a
+ * tenant that runs borrowed work its class does not let be preempted at
+ * once (pinned_epoch): that work may lie beyond its nominal now, which
+ * makes it a reclaim candidate (beyond_nominal). Running jobs that
  * were not candidates become ones at preempt_recheck_at. With the lending
  * hold, admission also changes as recent peaks decay, so a search holds
  * only for the time it ran at.
@@ -1299,7 +1302,7 @@ int64_t queue_search_memo_until(const struct allot_queue *q, const struct allot_
 {
     int64_t until = j->preempt_recheck_at;
 
-    if (j->preempt_epoch != q->leave_epoch + 1)
+    if (j->preempt_epoch != q->leave_epoch + 1 || j->preempt_pinned != q->pinned_epoch)
         return INT64_MIN;
     if (q->o.hold_half_life_s > 0 && q->o.quotas)
         return j->preempt_searched_at + 1 < until ? j->preempt_searched_at + 1 : until;
@@ -1342,6 +1345,7 @@ int queue_try_preempt(struct allot_queue *q, struct allot_job *j, int64_t now)
         q->searches_left--;
     j->preempt_epoch = q->leave_epoch + 1;
     j->preempt_starts = q->starts;
+    j->preempt_pinned = q->pinned_epoch;
     j->preempt_recheck_at = INT64_MAX;
     j->preempt_searched_at = now;
     queue_fast_searched(q, j);

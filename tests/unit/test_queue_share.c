@@ -574,6 +574,53 @@ static void test_reclaim_pinned_last_nodes(void **state)
     world_free(&w);
 }
 
+/* A pinned borrowed job that a start of its tenant puts beyond its
+ * nominal again is reclaimed at the next cycle: the search that found
+ * nothing while it lay inside the nominal is not remembered until the
+ * minimum runtime has passed (600 s here). */
+static void test_pinned_reclaimable_after_a_start(void **state)
+{
+    struct world w;
+    char err[128], name[16];
+    struct allot_job_spec s = {.name = name,
+                               .n_tasks = 1,
+                               .min_runtime_s = 600,
+                               .checkpointable = true,
+                               .task = {.gpu_milli = 1000, .mig_profile = -1, .cpu_milli = 1000}};
+    int b1, pinned, j;
+
+    (void)state;
+    world_init(&w, 2, 4, base); /* 8 GPUs; a and b 4 each */
+    assert_int_equal(allot_queue_add_prio_class(w.q, "serving", 10, false), 0);
+#define SUB(n, ten, gpus, cls, t)                                                                  \
+    (allot_fmt(name, sizeof(name), "%s", n), s.tenant = (ten), s.task.num_gpu = (gpus),            \
+     s.prio_class = (cls), allot_queue_submit(w.q, &s, (t), err, sizeof(err)))
+    assert_true(SUB("b0", w.b, 3, -1, 0) >= 0);
+    b1 = SUB("b1", w.b, 1, -1, 0);
+    assert_true(SUB("a0", w.a, 2, -1, 0) >= 0);
+    cycle(&w, 0);
+    pinned = SUB("pinned", w.b, 2, 0, 1); /* b at 6 of its 4: borrowed */
+    cycle(&w, 1);
+    assert_int_equal(w.starts, 4);
+    assert_true(allot_queue_job(w.q, pinned)->borrowed);
+    /* b1 ends: pinned lies inside b's nominal now, and a's job waits */
+    assert_int_equal(allot_queue_finish(w.q, b1, 700), 0);
+    j = SUB("j", w.a, 2, -1, 700);
+    cycle(&w, 700);
+    assert_int_equal(w.preempts, 0);
+    assert_int_equal(allot_queue_job(w.q, j)->state, ALLOT_JOB_PENDING);
+    /* b starts one more: pinned lies beyond b's nominal again */
+    assert_true(SUB("b2", w.b, 1, -1, 800) >= 0);
+    cycle(&w, 800);
+    assert_int_equal(w.starts, 5);
+    cycle(&w, 801);
+    assert_int_equal(w.preempts, 1);
+    assert_int_equal(w.pairs[0][0], pinned);
+    assert_int_equal(w.pairs[0][1], j);
+#undef SUB
+    world_free(&w);
+}
+
 /* A job more than its tenant may ever hold is no demand for the fair
  * shares: with it waiting for good, another tenant's borrowing is not
  * capped on an idle cluster (the cap binds while others wait). */
@@ -612,6 +659,7 @@ int main(void)
         cmocka_unit_test(test_reclaim_whatever_class),
         cmocka_unit_test(test_reclaim_pinned_last),
         cmocka_unit_test(test_reclaim_pinned_last_nodes),
+        cmocka_unit_test(test_pinned_reclaimable_after_a_start),
         cmocka_unit_test(test_never_job_is_no_demand),
         cmocka_unit_test(test_fair_cap),
         cmocka_unit_test(test_fair_shares_follow_tree),
