@@ -777,7 +777,10 @@ static int64_t register_node(struct agent *a, struct agent_client *c, struct nod
             time_t now = time(NULL);
             json_int_t exp = json_integer_value(json_object_get(reply, "lease_expiry"));
             bool bound = json_is_true(json_object_get(reply, "node_credential"));
-            lease = exp > now ? (int64_t)(exp - now) * 1000 : 30000;
+            lease = json_integer_value(json_object_get(reply, "lease_ms")) > 0
+                        ? json_integer_value(json_object_get(reply, "lease_ms"))
+                    : exp > now ? (int64_t)(exp - now) * 1000
+                                : 30000;
             if (who == CRED_NEXT || (who == CRED_JOIN && bound && *cr->next))
                 cred_promote(a, c, cr);
             else if (who == CRED_JOIN && *cr->next)
@@ -988,7 +991,15 @@ static int run(struct agent *a)
         json_decref(body);
         if (st == 200) {
             const char *v = json_string_value(json_object_get(reply, "version"));
+            json_int_t lms = json_integer_value(json_object_get(reply, "lease_ms"));
             last_ok = sent;
+            /* allotd restarted with another --lease, or another allotd took
+             * over: fence by the lease it counts now */
+            if (lms > 0 && lms != lease) {
+                LOG_INFO("agent", "allotd counts a lease of %lld ms now (was %lld)", (long long)lms,
+                         (long long)lease);
+                lease = lms;
+            }
             task_fence_deadline(a, last_ok, lease);
             /* allotd answered a long poll at once with nothing new (every
              * worker it lends to long polls is taken): poll at the heartbeat

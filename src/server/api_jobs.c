@@ -1038,6 +1038,7 @@ struct requeue_write {
     int64_t (*runs)[2];       /* OUT: job and run (start) of each to requeue (allot_free) */
     size_t n_runs, cap_runs;
     int64_t no_requeue; /* OUT: a job submitted with "requeue": false (409) */
+    const char *why;    /* the "requeued" event's detail */
 };
 
 /* Whether stored job j may be requeued: it runs, and its spec does not say
@@ -1058,6 +1059,10 @@ static int requeue_one(struct allot_store *st, struct allot_store_job *j, void *
     }
     if ((rc = allot_grow((void **)&w->runs, &w->cap_runs, w->n_runs + 1, sizeof(*w->runs))) != 0)
         return rc;
+    /* stored with the answer: a requeue answered is not lost if allotd
+     * stops before its loop takes it */
+    if ((rc = loop_requeue_stored(st, j->id, w->why, w->now)) != 0)
+        return rc;
     w->runs[w->n_runs][0] = j->id;
     w->runs[w->n_runs][1] = j->start_time;
     w->n_runs++;
@@ -1065,9 +1070,9 @@ static int requeue_one(struct allot_store *st, struct allot_store_job *j, void *
 }
 
 /* Group-commit write: the job (or its array's running members) as the
- * write reads it; ALLOT_ESTATE when none runs, 409 for a job that
- * may not run twice (409); and the audit entry. The requeue itself is the loop's,
- * as a fenced job's is: it writes the "requeued" event. */
+ * write reads it, each requeued (pending, a "requeued" event); ALLOT_ESTATE
+ * when none runs, 409 for a job that may not run twice; and the audit
+ * entry. The loop follows (loop_post_requeued), as for a fenced job. */
 static int requeue_fn(struct allot_store *st, void *arg)
 {
     struct requeue_write *w = arg;
@@ -1103,7 +1108,8 @@ int api_jobs_requeue(struct req *r)
         api_error(r, 403, "forbidden", "a viewer may not requeue jobs");
         goto out;
     }
-    struct requeue_write w = {.r = r, .id = j.id, .now = srv_now(), .array = array};
+    allot_fmt(why, sizeof(why), "requeued by %s", r->who.name ? r->who.name : "a user");
+    struct requeue_write w = {.r = r, .id = j.id, .now = srv_now(), .array = array, .why = why};
 
     rc = srv_write(r->srv, requeue_fn, &w);
     if (rc)
@@ -1129,9 +1135,8 @@ int api_jobs_requeue(struct req *r)
         json_t *o = api_job_json(&j);
 
         /* these runs only: one that ended meanwhile leaves the next alone */
-        allot_fmt(why, sizeof(why), "requeued by %s", r->who.name ? r->who.name : "a user");
         for (size_t i = 0; i < w.n_runs; i++)
-            loop_post_evict(r->srv->loop, w.runs[i][0], w.runs[i][1], why);
+            loop_post_requeued(r->srv->loop, w.runs[i][0], w.runs[i][1]);
         if (w.array && j.array_parent == j.id)
             json_object_set_new(o, "members_requeued", json_integer((json_int_t)w.n_runs));
         api_json(r, 202, o);

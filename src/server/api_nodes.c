@@ -288,8 +288,8 @@ int api_nodes_register(struct req *r)
                                 ? allot_store_node_state_name(w.old_state)
                             : *w.returns ? w.returns
                                          : "ready";
-        json_t *o =
-            json_pack("{s:s,s:s,s:I}", "name", name, "state", state, "lease_expiry", expiry);
+        json_t *o = json_pack("{s:s,s:s,s:I,s:I}", "name", name, "state", state, "lease_expiry",
+                              expiry, "lease_ms", (json_int_t)r->srv->cfg.lease);
         if (w.secret[0]) /* shown once, as a token's secret is */
             json_object_set_new(o, "node_token", json_string(w.secret));
         if (credential != CRED_NONE) /* whether the asked-for credential speaks for it now */
@@ -695,9 +695,12 @@ int api_nodes_heartbeat(struct req *r)
         json_t *desired =
             loop_desired_wait(r->srv->loop, name, known, json_array_size(jobs) ? 0 : wait_ms,
                               version, sizeof(version));
-        json_t *reply = json_pack("{s:s,s:s,s:I,s:o,s:s}", "node", name, "state",
+        /* lease_ms: the lease as this allotd counts it (another allotd may
+         * count another since the node registered): its agent fences by it */
+        json_t *reply = json_pack("{s:s,s:s,s:I,s:I,s:o,s:s}", "node", name, "state",
                                   allot_store_node_state_name(n.state), "lease_expiry",
-                                  (json_int_t)expiry, "jobs", desired, "version", version);
+                                  (json_int_t)expiry, "lease_ms", (json_int_t)r->srv->cfg.lease,
+                                  "jobs", desired, "version", version);
         json_t *peers = loop_node_peers(r->srv->loop, name);
         if (peers) /* tenant networks: the other nodes of each overlay */
             json_object_set_new(reply, "network", json_pack("{s:o}", "peers", peers));

@@ -258,7 +258,6 @@ void loop_linger_rebuilt(struct loop *l, struct live *e, const struct allot_stor
 {
     struct allot_store *rd = srv_reader(l->srv);
     struct allot_store_run run = {0};
-    struct allot_store_event ev = {0};
     json_t *p = NULL, *t;
     size_t i;
 
@@ -268,19 +267,15 @@ void loop_linger_rebuilt(struct loop *l, struct live *e, const struct allot_stor
         if (j->state != ALLOT_SJ_STARTING)
             return; /* its agent said it runs: nothing else runs it */
         e->adopted_run = j->start_time;
-        /* held when allotd stopped (its last "waiting" event came after its
-         * last placement): which nodes it waited for is not stored, so every
-         * node in service answers once */
-        struct allot_store_event placed = {0};
-        if (allot_store_event_last(rd, j->id, "waiting", &ev) == 0 &&
-            allot_store_event_last(rd, j->id, "placed", &placed) == 0 && ev.seq > placed.seq) {
-            pthread_mutex_lock(&l->dmu);
-            for (int n = 0; n < allot_cluster_node_count(l->c); n++)
-                note_up(l, j->id, allot_cluster_node(l->c, n)->name, l->dseq);
-            pthread_mutex_unlock(&l->dmu);
-        }
-        allot_store_event_clear(&placed);
-        allot_store_event_clear(&ev);
+        /* it may have been held when allotd stopped (a hold is not stored
+         * before the placement is), and which nodes it waited for is not
+         * stored: every node in service answers once, which says whether
+         * it still stops an earlier run of the job */
+        e->held_run = j->start_time; /* no "waiting" event naming one node */
+        pthread_mutex_lock(&l->dmu);
+        for (int n = 0; n < allot_cluster_node_count(l->c); n++)
+            note_up(l, j->id, allot_cluster_node(l->c, n)->name, l->dseq);
+        pthread_mutex_unlock(&l->dmu);
         return;
     }
     /* its last run (requeued before the restart, or not adopted now) */

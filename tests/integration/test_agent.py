@@ -1487,6 +1487,32 @@ def test_join_token_read_again():
         expect(dm.req("POST", "/v1/nodes/ag-join/cordon", token=dm.admin), 200)
 
 
+def test_fence_follows_a_new_lease():
+    """allotd restarted with a shorter --lease: the agent fences by the lease allotd
+    counts now (the heartbeat's lease_ms), not the one it registered under, so that its
+    tasks stop before allotd counts the node lost and runs them elsewhere."""
+    d = Daemon(args=["--lease", "10s"])
+    a = None
+    try:
+        tok = d.token("agent", "", "agents")
+        a = Agent(d, tok, "ag-lease", emulate="1xT4")
+        end = time.time() + 10
+        while time.time() < end and "registered as ag-lease" not in a.log():
+            time.sleep(0.05)
+        admin, port = d.admin, d.port
+        d.stop()
+        d = Daemon(d.dir, args=["--lease", "3s", "--listen", "127.0.0.1:%d" % port])
+        d.admin = admin
+        end = time.time() + 15
+        while time.time() < end and "allotd counts a lease of 3000 ms now" not in a.log():
+            time.sleep(0.1)
+        assert "allotd counts a lease of 3000 ms now (was 10000)" in a.log(), a.log()
+    finally:
+        if a:
+            a.stop()
+        d.stop()
+
+
 def test_log_of_an_id_given_again():
     """A job's log folder on a node that holds another owner's logs under the same id (a
     store restored from a backup gives ids again) is emptied before the job writes to it:
@@ -2496,6 +2522,7 @@ if __name__ == "__main__":
                 test_device_access,
                 test_root_refused, test_cancel_stops_with_grace, test_nvml_discovery, test_mig, test_mig_instances_not_allots,
                 test_log_of_an_id_given_again, test_join_token_read_again,
+                test_fence_follows_a_new_lease,
                 test_oci_image, test_oci_gpu_fraction, test_scrub_between_tenants, test_scrub_after_a_shared_gpu,
                 test_fractions_shim_and_mps,
                 test_fraction_metering, test_gpu_memory_cap_held_from_outside,

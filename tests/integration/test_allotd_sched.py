@@ -6,6 +6,7 @@ running and succeeded, cancel frees the GPUs, and a restart rebuilds the
 core from the store."""
 
 import re
+import signal
 import time
 
 import allotd_fixture as fx
@@ -934,6 +935,34 @@ def test_restart_keeps_runs_apart():
         d.stop()
 
 
+def test_requeue_survives_a_crash():
+    """A requeue allotd answered (202) is stored with the answer: killed right after it,
+    allotd comes back with the job queued again, not running on as if never asked."""
+    d = Daemon()
+    try:
+        expect(d.req("PUT", "/v1/tenants", TENANTS, token=d.admin), 200)
+        ag = d.token("agent", "", "agents")
+        expect(d.req("POST", "/v1/nodes/register", dict(N1, name="rc-1"), token=ag), 201)
+        jid = expect(d.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 4},
+                           token=d.admin), 201)["id"]
+        run = wait_job(jid, lambda j: j["state"] == "starting", d=d)["start_time"]
+        expect(d.req("POST", "/v1/nodes/rc-1/heartbeat",
+                     {"jobs": [{"id": jid, "run": run, "state": "running"}]}, token=ag), 200)
+        wait_job(jid, lambda j: j["state"] == "running", d=d)
+        expect(d.req("POST", "/v1/nodes/rc-1/cordon", token=d.admin), 200)  # not placed again
+        expect(d.req("POST", "/v1/jobs/%d/requeue" % jid, token=d.admin), 202)
+        admin = d.admin
+        d.stop(signal.SIGKILL)
+        d = Daemon(d.dir)
+        d.admin = admin
+        j = wait_job(jid, lambda j: j["state"] == "pending", d=d)
+        ev = [e["kind"] for e in expect(d.req("GET", "/v1/jobs/%d/events" % jid,
+                                              token=d.admin), 200)["events"]]
+        assert ev.count("requeued") == 1, ev
+    finally:
+        d.stop()
+
+
 def test_requeue_in_grace():
     """allot requeue of a job in its preemption grace requeues it now (the
     answer said "requeued" while nothing happened until the grace ended)."""
@@ -1108,7 +1137,8 @@ if __name__ == "__main__":
                 test_aging, test_large_gang_gpus, test_las_threshold, test_lending_hold,
                 test_defrag, test_checkpoint_report, test_checkpoint_survives_restart,
                 test_job_credential, test_preempted_job_survives_restart,
-                test_restart_keeps_runs_apart, test_requeue_in_grace,
+                test_restart_keeps_runs_apart, test_requeue_survives_a_crash,
+                test_requeue_in_grace,
                 test_once_job_never_runs_twice, test_time_limit_counts_from_running,
                 test_lost_task_requeues, test_priority_change])
     finally:
