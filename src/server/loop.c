@@ -753,8 +753,8 @@ static int changes_fn(struct allot_store *st, void *arg)
         allot_store_event_add(st, &ev, NULL);
         if (l->decs[d].at_once) { /* its trail says it stopped, as a grace's end does */
             ev.kind = "stopped";
-            ev.detail = "stopped at once: no grace period (not checkpointable, or "
-                        "--preempt-grace 0s)";
+            ev.detail = "stopped at once: no grace period in the queue (not checkpointable, "
+                        "or --preempt-grace 0s); its agent gives its processes --grace to exit";
             allot_store_event_add(st, &ev, NULL);
         }
     }
