@@ -14,4 +14,5 @@
     for (key = json_object_iter_key(json_object_iter(object)),                                     \
         n = json_object_iter_next(object, json_object_key_to_iter(key));                           \
          key && (value = json_object_iter_value(json_object_key_to_iter(key)));                    \
-         key = json_object_iter_key(n), n = json_object_iter_next(object, json_object_key_to_iter(key)))
+         key = json_object_iter_key(n),                                                            \
+        n = json_object_iter_next(object, json_object_key_to_iter(key)))
