@@ -26,13 +26,13 @@ struct register_write {
     int credential;                     /* CRED_*: the node credential the agent asks for */
     uint8_t hash[ALLOT_STORE_HASH_LEN]; /* CRED_HASH: its secret's SHA-256 */
     bool busy;                          /* tasks are placed on the node (the loop's count) */
-    int status;       /* OUT: 201 new, 200 same or changed inventory, 409 another one refused,
-                         403 another agent's */
-    bool changed;     /* OUT: the node took the new inventory */
-    int old_state;    /* OUT: the stored state (enum allot_store_node_state) */
-    char secret[80];  /* OUT: the node credential issued ("" when none, or CRED_HASH) */
-    bool bound;       /* OUT: the node speaks with its own credential now (issued, or the caller) */
-    char returns[16]; /* OUT: a lost node: the state an admin gave it for its return ("" none) */
+    int status;      /* OUT: 201 new, 200 same or changed inventory, 409 another one refused,
+                        403 another agent's */
+    bool changed;    /* OUT: the node took the new inventory */
+    int old_state;   /* OUT: the stored state (enum allot_store_node_state) */
+    char secret[80]; /* OUT: the node credential issued ("" when none, or CRED_HASH) */
+    bool bound;      /* OUT: the node speaks with its own credential now (issued, or the caller) */
+    int returns;     /* OUT: a lost node: the state it returns in (loop_node_return_get) */
 };
 
 enum { CRED_NONE, CRED_ISSUE, CRED_HASH };
@@ -130,11 +130,8 @@ static int register_fn(struct allot_store *st, void *arg)
         w->old_state = old.state;
         rc = speaker < 0 ? speaker : 0;
         if (old.state == ALLOT_SN_LOST) {
-            char key[128], *was = NULL;
-            loop_node_return_key(key, sizeof(key), w->name);
-            if (allot_store_meta_get(st, key, &was) == 0 && was)
-                allot_strlcpy(w->returns, was, sizeof(w->returns));
-            allot_free(was);
+            int back = loop_node_return_get(st, w->name);
+            w->returns = back < 0 ? ALLOT_SN_READY : back;
         }
         /* another inventory (the server changed: GPUs, their mode,
          * memory) only while the node is out of service and runs nothing,
@@ -284,10 +281,8 @@ int api_nodes_register(struct req *r)
         /* a known node keeps its state: cordoned stays cordoned (a lost one
          * is back with this registration's lease, in the state an admin gave
          * it, else ready) */
-        const char *state = status == 200 && w.old_state != ALLOT_SN_LOST
-                                ? allot_store_node_state_name(w.old_state)
-                            : *w.returns ? w.returns
-                                         : "ready";
+        const char *state = allot_store_node_state_name(
+            status == 200 && w.old_state != ALLOT_SN_LOST ? w.old_state : w.returns);
         json_t *o = json_pack("{s:s,s:s,s:I,s:I}", "name", name, "state", state, "lease_expiry",
                               expiry, "lease_ms", (json_int_t)r->srv->cfg.lease);
         if (w.secret[0]) /* shown once, as a token's secret is */
@@ -795,15 +790,13 @@ static int state_fn(struct allot_store *st, void *arg)
 {
     struct state_write *w = arg;
     struct allot_store_node n = {0};
-    char target[96], key[128];
+    char target[96];
     int rc = allot_store_node_get(st, w->name, &n);
 
     if (rc == 0 && n.state == ALLOT_SN_LOST) {
         w->lost = true;
         w->old = n.state;
-        loop_node_return_key(key, sizeof(key), w->name);
-        rc = allot_store_meta_set(
-            st, key, w->state == ALLOT_SN_READY ? "" : allot_store_node_state_name(w->state));
+        rc = loop_node_return_set(st, w->name, w->state);
     } else if (rc == 0) {
         w->old = n.state;
         n.state = w->state;
@@ -906,11 +899,8 @@ static int delete_fn(struct allot_store *st, void *arg)
     }
     if (rc == 0)
         rc = allot_store_node_delete(st, w->name);
-    if (rc == 0) { /* the state an admin gave it is not a new node's of the name */
-        char key[128];
-        loop_node_return_key(key, sizeof(key), w->name);
-        rc = allot_store_meta_set(st, key, "");
-    }
+    if (rc == 0) /* the state an admin gave it is not a new node's of the name */
+        rc = loop_node_return_set(st, w->name, ALLOT_SN_READY);
     allot_fmt(target, sizeof(target), "node/%s", w->name);
     if (rc == 0)
         rc = api_audit(st, w->r, target, "ok", w->now);

@@ -60,9 +60,12 @@ void loop_stop(struct loop *l);
 /* Queues a message for the loop (never blocks on a cycle). Returns 0 or
  * ALLOT_ENOMEM. `name` is copied; may be NULL. */
 int loop_post(struct loop *l, int kind, int64_t id, const char *name);
-/* The store's meta key under which lost node `name` keeps the state an
- * admin gave it (cordoned, draining; "" none) for its return. */
-void loop_node_return_key(char *key, size_t len, const char *name);
+/* The state an admin gave lost node `name` for its return (the store's
+ * meta table, on st): ALLOT_SN_CORDONED, ALLOT_SN_DRAINING or
+ * ALLOT_SN_READY (none), or a negative ALLOT_E*. _set keeps `state`
+ * (ready, lost: none). */
+int loop_node_return_get(struct allot_store *st, const char *name);
+int loop_node_return_set(struct allot_store *st, const char *name, int state);
 /* A heartbeat of node's agent, which had the desired state of version
  * `known` (NULL: none) and lists the jobs allotd ended there whose
  * processes may still be there (`stopping`, NULL: an agent that does not

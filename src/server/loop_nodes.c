@@ -43,16 +43,10 @@ struct back_write {
 static int node_lost_state(struct allot_store *st, const char *name)
 {
     struct allot_store_node n = {0};
-    char key[128];
     int rc = allot_store_node_get(st, name, &n);
 
-    if (rc == 0) { /* "" (ready) too: what an earlier node of the name left goes */
-        loop_node_return_key(key, sizeof(key), name);
-        rc = allot_store_meta_set(st, key,
-                                  n.state == ALLOT_SN_CORDONED || n.state == ALLOT_SN_DRAINING
-                                      ? allot_store_node_state_name(n.state)
-                                      : "");
-    }
+    if (rc == 0) /* ready too: what an earlier node of the name left goes */
+        rc = loop_node_return_set(st, name, n.state);
     allot_store_node_clear(&n);
     return rc ? rc : store_node_state(st, name, ALLOT_SN_LOST);
 }
@@ -60,24 +54,47 @@ static int node_lost_state(struct allot_store *st, const char *name)
 static int node_back_fn(struct allot_store *st, void *arg)
 {
     struct back_write *w = arg;
-    char key[128], *was = NULL;
-    int rc;
+    int rc = loop_node_return_get(st, w->name);
 
-    loop_node_return_key(key, sizeof(key), w->name);
-    rc = allot_store_meta_get(st, key, &was);
-    w->state = ALLOT_SN_READY;
-    if (rc == 0 && was && !strcmp(was, allot_store_node_state_name(ALLOT_SN_CORDONED)))
-        w->state = ALLOT_SN_CORDONED;
-    else if (rc == 0 && was && !strcmp(was, allot_store_node_state_name(ALLOT_SN_DRAINING)))
-        w->state = ALLOT_SN_DRAINING;
-    allot_free(was);
-    rc = rc == 0 || rc == ALLOT_ENOENT ? store_node_state(st, w->name, w->state) : rc;
-    return rc == 0 ? allot_store_meta_set(st, key, "") : rc;
+    if (rc < 0)
+        return rc;
+    w->state = rc;
+    rc = store_node_state(st, w->name, w->state);
+    return rc == 0 ? loop_node_return_set(st, w->name, ALLOT_SN_READY) : rc;
 }
 
-void loop_node_return_key(char *key, size_t len, const char *name)
+/* The meta key that keeps lost node `name`'s return state. */
+static void return_key(char *key, size_t len, const char *name)
 {
     allot_fmt(key, len, "node_return/%s", name);
+}
+
+int loop_node_return_get(struct allot_store *st, const char *name)
+{
+    char key[128], *was = NULL;
+    int rc, state = ALLOT_SN_READY;
+
+    return_key(key, sizeof(key), name);
+    rc = allot_store_meta_get(st, key, &was);
+    if (rc < 0 && rc != ALLOT_ENOENT)
+        return rc;
+    if (was && !strcmp(was, allot_store_node_state_name(ALLOT_SN_CORDONED)))
+        state = ALLOT_SN_CORDONED;
+    else if (was && !strcmp(was, allot_store_node_state_name(ALLOT_SN_DRAINING)))
+        state = ALLOT_SN_DRAINING;
+    allot_free(was);
+    return state;
+}
+
+int loop_node_return_set(struct allot_store *st, const char *name, int state)
+{
+    char key[128];
+
+    return_key(key, sizeof(key), name);
+    return allot_store_meta_set(st, key,
+                                state == ALLOT_SN_CORDONED || state == ALLOT_SN_DRAINING
+                                    ? allot_store_node_state_name(state)
+                                    : "");
 }
 
 /* ---- the core's nodes from the stored inventories ---- */
