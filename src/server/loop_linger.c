@@ -7,9 +7,9 @@
  * such node has said it no longer holds the job: a heartbeat from an agent
  * that had a desired state made after the drop, whose "stopping" list
  * lacks the job. At allotd's start the nodes of each job's last run not
- * adopted count likewise (read from the store), and a run adopted as
- * starting that was held waits for every node (its agent may have started
- * it meanwhile, so it is held with "hold": true, not run 0, which would
+ * adopted count likewise (read from the store), and every run adopted as
+ * starting waits for every node (it may have been held; its agent may
+ * have started it, so it is held with "hold": true, not run 0, which would
  * stop it). A lost node no longer counts (its agent fences its tasks); an
  * agent that sends no "stopping" list (older than the field) counts once
  * it had that desired state, one that sends no version once it had a
@@ -93,6 +93,14 @@ static const char *where(const struct loop *l, const char *k)
     return NULL;
 }
 
+/* Desired-state entry x shows no run yet: its agents wait (run 0), and
+ * its credential goes with it. */
+static void run_zero(json_t *x)
+{
+    json_object_set_new(x, "run", json_integer(0));
+    json_object_del(x, "job_token");
+}
+
 /* note() on a node in service: a lost node's agent fenced its tasks, and
  * one allotd does not know never answers (allotd counts them gone). */
 static void note_up(struct loop *l, int64_t sid, const char *node, uint64_t seq)
@@ -146,8 +154,7 @@ void loop_linger_publish(struct loop *l, const struct linger_drop *dr, size_t n_
             if (e->adopted_run == fr[f].run) { /* its agent may run it: kept, not started */
                 json_object_set_new(fr[f].x, "hold", json_true());
             } else {
-                json_object_set_new(fr[f].x, "run", json_integer(0));
-                json_object_del(fr[f].x, "job_token");
+                run_zero(fr[f].x);
             }
             if (!l->linger_held)
                 l->linger_held = json_object();
@@ -308,9 +315,7 @@ void loop_linger_fresh(struct fresh_run **fr, size_t *n, size_t *cap, size_t i, 
                        int64_t run)
 {
     if (allot_grow((void **)fr, cap, *n + 1, sizeof(**fr)) < 0) {
-        /* not looked at: not shown either (the next cycle tries again) */
-        json_object_set_new(x, "run", json_integer(0));
-        json_object_del(x, "job_token");
+        run_zero(x); /* not looked at: not shown either (the next cycle tries again) */
         return;
     }
     (*fr)[(*n)++] = (struct fresh_run){.i = i, .x = x, .run = run};
