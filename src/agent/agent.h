@@ -489,6 +489,10 @@ int oci_bundle(const struct agent *a, json_t *d, const struct task *t, const cha
 /* ---- the log endpoint (serve.c) ---- */
 
 struct serve;
+struct sockaddr_in;
+/* listen ("IPV4:PORT", port 0..65535) into *sa. 0, or ALLOT_EINVAL with
+ * err naming the problem (the --listen option's check too). */
+int serve_parse_listen(const char *listen, struct sockaddr_in *sa, char *err, size_t errlen);
 /* Starts it on listen ("ADDR:PORT"; port 0: any); url gets what allotd
  * should call, key the bearer it must present. NULL on failure. */
 struct serve *serve_start(const char *listen, const char *logs_dir, char *url, size_t urllen,

@@ -31,7 +31,7 @@
 #include "nvml.h"
 
 #include <curl/curl.h>
-#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <errno.h>
 #include <signal.h>
 #include <sodium.h>
@@ -52,26 +52,12 @@ static const char *const formats[] = {"text", "json", NULL};
 static const char *const levels[] = {"error", "warn", "info", "debug", NULL};
 static const char *const on_off[] = {"off", "on", NULL};
 
-/* --listen: IPV4:PORT, PORT 0..65535 (what serve_start binds). */
+/* --listen: IPV4:PORT, as serve_start binds it. */
 static int listen_ok(const void *field, char *err, size_t errlen)
 {
-    const char *s = *(char *const *)field, *colon = s ? strrchr(s, ':') : NULL;
-    struct in_addr in;
-    char host[64];
-    int64_t port;
+    struct sockaddr_in sa;
 
-    if (!s || !colon || colon == s || (size_t)(colon - s) >= sizeof(host) ||
-        !allot_parse_num(colon + 1, 0, 65535, &port)) {
-        allot_fmt(err, errlen, "listen: \"%s\" is not IPV4:PORT (port 0..65535)", s ? s : "");
-        return ALLOT_EINVAL;
-    }
-    memcpy(host, s, (size_t)(colon - s));
-    host[colon - s] = '\0';
-    if (inet_pton(AF_INET, host, &in) != 1) {
-        allot_fmt(err, errlen, "listen: \"%s\": %s is not an IPv4 address", s, host);
-        return ALLOT_EINVAL;
-    }
-    return 0;
+    return serve_parse_listen(*(char *const *)field, &sa, err, errlen);
 }
 
 static const struct allot_config_option options[] = {

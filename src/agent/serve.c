@@ -156,15 +156,38 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     return rc;
 }
 
+/* agent.h */
+int serve_parse_listen(const char *listen, struct sockaddr_in *sa, char *err, size_t errlen)
+{
+    const char *colon = listen ? strrchr(listen, ':') : NULL;
+    char host[64];
+    int64_t port;
+
+    *sa = (struct sockaddr_in){.sin_family = AF_INET};
+    if (!colon || colon == listen || (size_t)(colon - listen) >= sizeof(host) ||
+        !allot_parse_num(colon + 1, 0, 65535, &port)) {
+        allot_fmt(err, errlen, "listen: \"%s\" is not IPV4:PORT (port 0..65535)",
+                  listen ? listen : "");
+        return ALLOT_EINVAL;
+    }
+    memcpy(host, listen, (size_t)(colon - listen));
+    host[colon - listen] = '\0';
+    if (inet_pton(AF_INET, host, &sa->sin_addr) != 1) {
+        allot_fmt(err, errlen, "listen: \"%s\": %s is not an IPv4 address", listen, host);
+        return ALLOT_EINVAL;
+    }
+    sa->sin_port = htons((uint16_t)port);
+    return 0;
+}
+
 /* Starts the endpoint on `listen` ("ADDR:PORT", port 0: any); writes the
  * URL allotd should use into url. Returns the handle or NULL. */
 struct serve *serve_start(const char *listen, const char *logs_dir, char *url, size_t urllen,
                           char *key, size_t keylen)
 {
     struct serve *s = allot_calloc(1, sizeof(*s));
-    struct sockaddr_in sa = {.sin_family = AF_INET};
-    const char *colon = strrchr(listen, ':');
-    char host[64];
+    struct sockaddr_in sa;
+    char err[160];
     unsigned char rnd[24];
     FILE *f;
 
@@ -172,23 +195,10 @@ struct serve *serve_start(const char *listen, const char *logs_dir, char *url, s
         allot_free(s);
         return NULL;
     }
-    if (!s || !colon || (size_t)(colon - listen) >= sizeof(host)) {
+    if (!s || serve_parse_listen(listen, &sa, err, sizeof(err)) < 0) {
         allot_free(s);
         return NULL;
     }
-    memcpy(host, listen, (size_t)(colon - listen));
-    host[colon - listen] = '\0';
-    if (inet_pton(AF_INET, host, &sa.sin_addr) != 1) {
-        allot_free(s);
-        return NULL;
-    }
-    char *end;
-    long port = strtol(colon + 1, &end, 10);
-    if (*end || port < 0 || port > 65535) {
-        allot_free(s);
-        return NULL;
-    }
-    sa.sin_port = htons((uint16_t)port);
     f = fopen("/dev/urandom", "rb");
     if (!f || fread(rnd, 1, sizeof(rnd), f) != sizeof(rnd)) {
         if (f)
@@ -214,7 +224,10 @@ struct serve *serve_start(const char *listen, const char *logs_dir, char *url, s
         return NULL;
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
-    allot_fmt(url, urllen, "http://%s:%u", strcmp(host, "0.0.0.0") ? host : "127.0.0.1",
+    char host[INET_ADDRSTRLEN] = "127.0.0.1";
+    if (sa.sin_addr.s_addr != htonl(INADDR_ANY)) /* 0.0.0.0: this machine's loopback */
+        inet_ntop(AF_INET, &sa.sin_addr, host, sizeof(host));
+    allot_fmt(url, urllen, "http://%s:%u", host,
               info ? (unsigned)info->port : (unsigned)ntohs(sa.sin_port));
     allot_strlcpy(key, s->key, keylen);
     return s;
