@@ -2047,6 +2047,56 @@ def test_allotd_down_past_the_lease():
         d2.stop()
 
 
+def test_adopted_start_held_by_the_agent():
+    """A requeued job's next run is placed on node b and held while its last run ends on
+    node a (its grace); allotd is killed then and started again. The new allotd does not
+    know what the old one held, so it shows the adopted run with "hold": true until every
+    node has answered: a's agent lists the job as still stopping, b's agent keeps the run
+    unstarted, and starts it only once a's processes are gone."""
+    d2 = Daemon(None, args=["--lease", "30s"])
+    expect(d2.req("PUT", "/v1/tenants", TENANTS, token=d2.admin), 200)
+    tok = d2.token("agent", "", "agents")
+    ags = {}
+    try:
+        for n in ("hold-a", "hold-b"):
+            ags[n] = Agent(d2, tok, n, emulate="1xT4",
+                           args=["--grace", "15s", "--cgroup-root", "%s-%s" % (fx.CGROUP_ROOT, n)])
+        for _ in range(200):
+            nodes = expect(d2.req("GET", "/v1/nodes", token=d2.admin), 200)["nodes"]
+            if len([n for n in nodes if n["name"] in ags]) == 2:
+                break
+            time.sleep(0.05)
+        j = submit_to(d2, sh("echo start $(date +%s%N); trap 'sleep 6; echo gone $(date +%s%N); "
+                             "exit 143' TERM; sleep 60 & wait"))
+        end = time.time() + 15
+        while time.time() < end and not any(os.path.exists(os.path.join(
+                x.dir, "logs", str(j), "task-0.log")) and "start" in x.task_log(j)
+                for x in ags.values()):
+            time.sleep(0.05)
+        first = [x for x in ags.values() if os.path.exists(os.path.join(
+            x.dir, "logs", str(j), "task-0.log"))][0]
+        then = [x for x in ags.values() if x is not first][0]
+        expect(d2.req("POST", "/v1/nodes/%s/cordon" % first.name, token=d2.admin), 200)
+        expect(d2.req("POST", "/v1/jobs/%d/requeue" % j, {}, token=d2.admin), 202)
+        end = time.time() + 10
+        while time.time() < end and "waiting" not in [e["kind"] for e in events_of(d2, j)]:
+            time.sleep(0.05)
+        assert "waiting" in [e["kind"] for e in events_of(d2, j)], d2.log()[-3000:]
+        port, admin = d2.port, d2.admin
+        d2.stop(signal.SIGKILL)
+        d2 = Daemon(d2.dir, args=["--listen", "127.0.0.1:%d" % port, "--lease", "30s"])
+        d2.admin = admin
+        assert wait_log(then, j, "start", timeout=30), (then.log(), d2.log()[-3000:])
+        assert wait_log(first, j, "gone", timeout=15), first.log()
+        gone, started = stamps(first, j, "gone")[0], stamps(then, j, "start")[0]
+        assert started > gone, (first.task_log(j), then.task_log(j), d2.log()[-3000:])
+        expect(d2.req("POST", "/v1/jobs/%d/cancel" % j, token=d2.admin), 200)
+    finally:
+        for x in ags.values():
+            x.stop()
+        d2.stop()
+
+
 def test_killed_agent_fences():
     """An agent killed outright cannot fence, so each task's supervisor does: once the
     node's lease is about to run out with no word from the agent it stops the task. The
@@ -2532,7 +2582,8 @@ if __name__ == "__main__":
                 test_follow_through_agent_restart_and_a_move,
                 test_follow_through_an_allotd_restart,
                 test_fencing_never_twice,
-                test_allotd_down_past_the_lease, test_killed_agent_fences,
+                test_allotd_down_past_the_lease, test_adopted_start_held_by_the_agent,
+                test_killed_agent_fences,
                 test_fence_ends_within_the_lease,
                 test_fence_kills_the_whole_task, test_log_max, test_log_retention, test_io_limits,
                 test_store_full_keeps_jobs_running,
