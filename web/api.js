@@ -76,6 +76,26 @@ export async function allJobs(query = "", max = 20000) {
   return out;
 }
 
+/**
+ * The newest jobs that match query, at most `max`, in submission order
+ * (as allJobs): a history of any length costs one page (`truncated` is
+ * true when older ones were left out).
+ */
+export async function newestJobs(query = "", max = 1000) {
+  const out = [];
+  let cursor = 0;
+  while (out.length < max) {
+    const b = await get(`/v1/jobs?order=newest&limit=${Math.min(1000, max - out.length)}${query}` +
+      (cursor ? "&cursor=" + cursor : ""));
+    out.push(...b.jobs);
+    cursor = b.next_cursor;
+    if (!cursor) return out.reverse();
+  }
+  out.reverse();
+  out.truncated = true;
+  return out;
+}
+
 /** The live jobs (pending, starting, running) matching query: what the cluster holds now. */
 export async function liveJobs(query = "") {
   const parts = await Promise.all(["pending", "starting", "running"].map((st) =>

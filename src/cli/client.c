@@ -515,7 +515,7 @@ int client_list(struct client *cl, const char *path, const char *items_key,
     char url[4096];
     const char *knob = getenv("ALLOT_CLI_PAGE");
     size_t page = PAGE_MAX;
-    int rc = CLI_OK;
+    int rc = CLI_OK, dir = 0;
 
     *out = NULL;
     if (!all)
@@ -523,7 +523,7 @@ int client_list(struct client *cl, const char *path, const char *items_key,
     /* testing only: smaller pages, so tests cross page boundaries cheaply */
     if (knob && strtol(knob, NULL, 10) >= 1 && strtol(knob, NULL, 10) <= PAGE_MAX)
         page = (size_t)strtol(knob, NULL, 10);
-    /* each page advances the cursor strictly, so this ends */
+    /* each page moves the cursor strictly one way, so this ends */
     for (;;) {
         json_t *r = NULL, *items, *x;
         size_t want = page, i;
@@ -558,8 +558,12 @@ int client_list(struct client *cl, const char *path, const char *items_key,
                                                   : 0;
         }
         json_decref(r);
-        if (next <= cursor || (max && json_array_size(all) >= max))
+        /* a cursor moves one way, up or (newest first) down towards 0 */
+        if (next <= 0 || next == cursor || (dir && (next > cursor ? 1 : -1) != dir) ||
+            (max && json_array_size(all) >= max))
             break;
+        if (cursor)
+            dir = next > cursor ? 1 : -1;
         cursor = next;
     }
     if (rc != CLI_OK) {

@@ -445,12 +445,13 @@ static const struct cli_opt ls_opts[] = {
     {"state", 's', "STATE", "pending, starting, running, succeeded, failed, cancelled or lost"},
     {"array", 'a', "ID", "only the members of this job array"},
     {"limit", 0, "N", "at most N jobs (default: every match)"},
+    {"newest", 'n', NULL, "newest first (with --limit: the N latest jobs)"},
     {NULL, 0, NULL, NULL}};
 
 static const struct cli_usage ls_usage = {
-    "ls", "[--tenant T [--subtree]] [--state S] [--array ID] [--limit N]",
-    "Lists jobs, oldest first, following every page of the listing.\n"
-    "With -o json|yaml, all matches are one array."};
+    "ls", "[--tenant T [--subtree]] [--state S] [--array ID] [--limit N] [--newest]",
+    "Lists jobs, oldest first (newest first with --newest), following every\n"
+    "page of the listing. With -o json|yaml, all matches are one array."};
 
 int cmd_ls(struct cli *c, int argc, char **argv)
 {
@@ -502,6 +503,10 @@ int cmd_ls(struct cli *c, int argc, char **argv)
             goto out;
         allot_fmt(path + n, sizeof(path) - n, "%carray=%lld", strchr(path, '?') ? '&' : '?',
                   (long long)aid);
+    }
+    if (args_has(&a, "newest")) {
+        size_t n = strlen(path);
+        allot_fmt(path + n, sizeof(path) - n, "%corder=newest", strchr(path, '?') ? '&' : '?');
     }
     rc = client_list(cl, path, "jobs", "cursor", "next_cursor", 0, (size_t)limit, &jobs);
     /* no jobs of a tenant: one that is not there is an error (a mistyped

@@ -566,7 +566,7 @@ out:
 int api_jobs_list(struct req *r)
 {
     const char *tenant = api_query(r, "tenant"), *state = api_query(r, "state");
-    const char *cur = api_query(r, "cursor"), *lim = api_query(r, "limit");
+    const char *cur = api_query(r, "cursor"), *lim = api_query(r, "limit"), *order;
     struct allot_store_job_filter f = {.limit = 100};
     struct allot_store_job_page pg = {0};
     int64_t v;
@@ -593,6 +593,11 @@ int api_jobs_list(struct req *r)
         if (!allot_parse_num(api_query(r, "array"), 1, INT64_MAX, &v))
             return api_error(r, 400, "bad_query", "array must be a job id");
         f.array_parent = v;
+    }
+    if ((order = api_query(r, "order")) && strcmp(order, "oldest") != 0) {
+        if (strcmp(order, "newest") != 0)
+            return api_error(r, 400, "bad_query", "order must be oldest or newest");
+        f.newest_first = true; /* the cursor goes on below the last id given */
     }
     if (!api_query_flag(r, "subtree", &f.tenant_subtree))
         return 0;

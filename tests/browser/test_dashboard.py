@@ -324,6 +324,14 @@ def test_jobs_page():
              "document.getElementById('page').innerText;", "the jobs table")
     for name in ("train-a", "notebook", "eval-quarter", "serve-big", "hello"):
         assert name in t, (name, t)
+    # a history is shown newest first
+    ids = br.js("return [...document.querySelectorAll('#jobs tr[data-job]')]"
+                ".map(function (x) { return +x.dataset.job; });")
+    assert len(ids) >= 5 and ids == sorted(ids, reverse=True), ids
+    # ... read newest first, one page, whatever the history's length
+    urls = br.js("return performance.getEntriesByType('resource').map(function (e) {"
+                 " return e.name; }).filter(function (n) { return n.indexOf('/v1/jobs?') >= 0; });")
+    assert any("order=newest&limit=1000" in u for u in urls), urls
     reason = br.js("return document.querySelector('#jobs tr[data-job=\"%d\"] .reason')"
                    ".textContent;" % jobs["serve-big"])
     assert "product" in reason and "borrowing not allowed" in reason, reason

@@ -173,6 +173,21 @@ def test_list_filters_and_paging():
         if not cursor:
             break
     assert seen == ids, (seen, ids)
+    # newest first: the same jobs the other way round, page after page
+    seen, cursor = [], 0
+    for _ in range(10):
+        b = expect(dm.req("GET", "/v1/jobs?tenant=research/vision&order=newest&limit=10%s" % (
+            "&cursor=%d" % cursor if cursor else ""), token=dm.admin), 200)
+        seen += [x["id"] for x in b["jobs"]]
+        cursor = b["next_cursor"]
+        if not cursor:
+            break
+    assert seen == ids[::-1], (seen, ids)
+    old = expect(dm.req("GET", "/v1/jobs?tenant=research/vision&order=oldest&limit=1000",
+                        token=dm.admin), 200)["jobs"]
+    assert [x["id"] for x in old][-25:] == ids
+    e = expect(dm.req("GET", "/v1/jobs?order=latest", token=dm.admin), 400)
+    assert e["error"]["message"] == "order must be oldest or newest", e
     b = expect(dm.req("GET", "/v1/jobs?tenant=research&subtree=1&limit=1000", token=dm.admin), 200)
     assert {x["tenant"] for x in b["jobs"]} == {"research/nlp", "research/vision"}
     expect(dm.req("POST", "/v1/jobs/%d/cancel" % ids[0], token=dm.admin), 200)

@@ -437,6 +437,11 @@ def test_ls_pages_and_filters():
     assert [(j["id"], j["name"], j["spec"]) for j in again] == \
         [(j["id"], j["name"], j["spec"]) for j in got]
     assert len(ok(cli(dm, "ls", "--limit", "7", "-o", "json", env=small)).json()) == 7
+    # the latest jobs first, across pages
+    newest = ok(cli(dm, "ls", "--newest", "-o", "json", env=small)).json()
+    assert [j["id"] for j in newest] == [j["id"] for j in got][::-1], newest
+    latest = ok(cli(dm, "ls", "-n", "--limit", "5", "-o", "json", env=small)).json()
+    assert [j["id"] for j in latest] == [j["id"] for j in got][::-1][:5], latest
     vis = ok(cli(dm, "ls", "--tenant", "research/vision", "-o", "json", env=small)).json()
     assert len(vis) >= 23 and {j["tenant"] for j in vis} == {"research/vision"}
     sub = ok(cli(dm, "ls", "--tenant", "research", "--subtree", "-o", "json")).json()

@@ -6,7 +6,7 @@
 // decides who may cancel or change a class: a refusal (a viewer) is shown
 // and the controls go away until the token changes.
 
-import {ApiError, allJobs, get, getText, liveJobs, post, session} from "../api.js";
+import {ApiError, allJobs, get, getText, liveJobs, newestJobs, post, session} from "../api.js";
 import {LIVE, fmtDuration, fmtNum, fmtTime, h, jobGpus, nowSec, table, tenantTag} from "../util.js";
 
 export const title = "Jobs";
@@ -210,7 +210,11 @@ export function mount(root, params, ctx) {
     async refresh() {
       const fetchJobs = (t) => {
         const tq = t ? "&tenant=" + encodeURIComponent(t) + "&subtree=1" : "";
-        return !state.value ? liveJobs(tq) : allJobs((state.value === "all" ? "" : "&state=" + state.value) + tq);
+        // live states: every such job; a history (all states, or an end
+        // state) grows without bound: its newest jobs, one page a refresh
+        return !state.value ? liveJobs(tq)
+          : LIVE.includes(state.value) ? allJobs("&state=" + state.value + tq)
+            : newestJobs((state.value === "all" ? "" : "&state=" + state.value) + tq);
       };
       const tn = await get("/v1/tenants");
       const paths = (tn.tenants || []).map((t) => t.path).sort();
@@ -220,8 +224,10 @@ export function mount(root, params, ctx) {
         save();
       }
       const jobs = await fetchJobs(tenantWanted);
-      note.textContent = jobs.truncated ? `Showing the first ${jobs.length} jobs in submission order; ` +
-        "choose a state or a tenant to see the others." : "";
+      note.textContent = !jobs.truncated ? ""
+        : LIVE.includes(state.value) || !state.value
+          ? `Showing the first ${jobs.length} jobs in submission order; choose a state or a tenant to see the others.`
+          : `Showing the newest ${jobs.length} jobs (allot ls lists every one).`;
       if (tenant.options.length !== paths.length + 1 || paths.some((p, i) => tenant.options[i + 1].value !== p)) {
         tenant.replaceChildren(h("option", {value: ""}, "all tenants"), ...paths.map((p) => h("option", {value: p}, p)));
       }
