@@ -14,8 +14,8 @@
  *   (collect_samples);
  * - what `bill: measured` bills: per row, job and task (struct meter_bill)
  *   the GPU time allocated and the utilisation measured, relative to what
- *   the task holds; each task's time scaled by its own mean, or whole
- *   where it has none, summed into the row (bill_rows).
+ *   the task holds; each task's measured time scaled by its own mean and
+ *   the time without a figure whole, summed into the row (bill_rows).
  */
 #include "meter.h"
 
@@ -31,6 +31,7 @@
 struct meter_bill {
     size_t row;           /* index into the acc's rows */
     int64_t alloc_ppm_s;  /* GPU-equivalent seconds x 1e6 allocated */
+    int64_t alloc_ms;     /* milliseconds it held them */
     int64_t util_ms;      /* milliseconds with a utilisation figure */
     int64_t share_pct_ms; /* utilisation of its share (percent, at most 100) x ms */
 };
@@ -102,9 +103,10 @@ static int64_t util_of_share(json_t *task, const char *item, int64_t ppm, int64_
     return util * 1000 * dt / share < 100 * dt ? util * 1000 * dt / share : 100 * dt;
 }
 
-/* Sets every row's gpu_bill_ppm_s from its job tasks' parts: each part's
- * allocated time x its mean utilisation of its share, rounded half up, or
- * all of it when it has no utilisation figure. */
+/* Sets every row's gpu_bill_ppm_s from its job tasks' parts: of each
+ * part's allocated time, the measured share x its mean utilisation of its
+ * share and the rest (no utilisation figure: no samples, a gap, or -1)
+ * whole, rounded half up. */
 static void bill_rows(struct meter_acc *a)
 {
     for (size_t i = 0; i < a->n; i++)
@@ -113,10 +115,19 @@ static void bill_rows(struct meter_acc *a)
         const struct meter_bill *b = &a->bills[i];
         int64_t billed = b->alloc_ppm_s;
 
-        if (b->util_ms > 0) {
-            __int128 den = (__int128)b->util_ms * 100;
-            billed = (int64_t)(((__int128)b->alloc_ppm_s * b->share_pct_ms * 2 + den) / (den * 2));
+        if (b->util_ms > 0 && b->alloc_ms > 0) {
+            /* measured: at most the time held (samples at the hour's and
+             * the run's edges are spread by their own clocks) */
+            int64_t meas = b->util_ms < b->alloc_ms ? b->util_ms : b->alloc_ms;
+            /* alloc x (meas x mean + (held - meas) x 100 %) / (held x 100 %),
+             * mean = share_pct_ms / util_ms */
+            __int128 num = (__int128)b->share_pct_ms * meas +
+                           (__int128)100 * (b->alloc_ms - meas) * b->util_ms;
+            __int128 den = (__int128)100 * b->alloc_ms * b->util_ms;
+            billed = (int64_t)(((__int128)b->alloc_ppm_s * num * 2 + den) / (den * 2));
         }
+        if (!ALLOT_ALWAYS(billed >= 0 && billed <= b->alloc_ppm_s))
+            billed = b->alloc_ppm_s;
         a->rows[b->row].gpu_bill_ppm_s += billed;
     }
 }
@@ -334,8 +345,10 @@ int meter_collect_runs(const struct allot_catalog *cat, const struct allot_store
                     json_decref(pl);
                     return ALLOT_ENOMEM;
                 }
-                if (b)
+                if (b) {
                     b->alloc_ppm_s += ppm * (hi - lo);
+                    b->alloc_ms += (hi - lo) * 1000;
+                }
             }
         }
         json_decref(pl);

@@ -1,8 +1,9 @@
 """`bill: measured` against a real allotd, the test acting as the node's agent: each job's
-GPU time is scaled by its own measured utilisation, a fraction's taken over its compute
-share (the agent measures a fraction as a share of the whole GPU) and capped at all of it,
-and a job with no utilisation figure is billed as allocated, also when it shares an hourly
-usage row with measured jobs."""
+measured GPU time is scaled by its own measured utilisation, a fraction's taken over its
+compute share (the agent measures a fraction as a share of the whole GPU) and capped at all
+of it, and the time without a utilisation figure (before the first sample, -1, no samples)
+is billed as allocated, also when the job shares an hourly usage row with measured jobs.
+Each job here holds its GPU for `held` seconds, of which its two samples measure one."""
 
 import time
 
@@ -58,7 +59,7 @@ def run_measured(jobs):
                         "interval_ms": 1000})
     if smp:
         fx.beat(dm, AG, NODE, {"usage": {"samples": smp}})
-    after(at + 1000)
+    after(at + 1000 * max([1] + [len(u or []) - 1 for u in jobs.values()]))
     fx.beat(dm, AG, NODE, {"jobs": [{"id": j, "state": "succeeded", "exit_code": 0}
                                     for j in jobs]})
     held = {}
@@ -104,7 +105,8 @@ def test_fractions_over_their_share():
     # allocated: the shares, whole; the utilisation reported stays the GPU's (10, 40: 25 %)
     assert frac["gpu_seconds"] == 0.2 * held[half] + 0.25 * (held[over] + held[none]), frac
     assert frac["sm_util_avg"] == 25.0, frac
-    billed = 0.2 * held[half] * 0.5 + 0.25 * held[over] + 0.25 * held[none]
+    # one second measured, the rest of each job's time whole
+    billed = 0.2 * (0.5 + held[half] - 1) + 0.25 * held[over] + 0.25 * held[none]
     check_line(gpu_line("research/nlp", "fraction"), billed)
 
 
@@ -116,7 +118,19 @@ def test_jobs_of_one_row_by_their_own_measure():
     busy = submit("research/vision", gpus=1)
     unmeasured = submit("research/vision", gpus=1)
     held = run_measured({busy: [50, 50], unmeasured: None})
-    check_line(gpu_line("research/vision", "whole"), 0.5 * held[busy] + held[unmeasured])
+    check_line(gpu_line("research/vision", "whole"), 0.5 + held[busy] - 1 + held[unmeasured])
+
+
+def test_unmeasured_time_billed_whole():
+    """A fraction whose shim had no figure (-1) for most of its time and measured it idle
+    (0 %) for one second is billed all of its time but that second: a mean over the
+    measured second alone would bill it nothing (an idle context opened for one sample an
+    hour would make a fraction free)."""
+    out_of_hour_edge()
+    jid = submit("product/search", gpu_milli=500)
+    held = run_measured({jid: [-1, -1, 0]})
+    assert held[jid] >= 3, held
+    check_line(gpu_line("product/search", "fraction"), 0.5 * (held[jid] - 1))
 
 
 def test_samples_split_at_the_hour():
@@ -208,6 +222,7 @@ if __name__ == "__main__":
                        "gpus": [{"model": "H100-80GB"}] * 4}, token=AG), 201)
         expect(dm.req("PUT", "/v1/pricebook", BOOK, token=dm.admin), 200)
         fx.run([test_fractions_over_their_share, test_jobs_of_one_row_by_their_own_measure,
-                test_samples_split_at_the_hour, test_cpu_before_the_first_sample])
+                test_samples_split_at_the_hour, test_cpu_before_the_first_sample,
+                test_unmeasured_time_billed_whole])
     finally:
         dm.stop()
