@@ -249,10 +249,11 @@ static const struct allot_config_option options[] = {
      .offset = F(sample_interval),
      .def = "15s",
      .min = 100,
-     .max = 3600000,
+     .max = 300000, /* a sample speaks for up to three: allotd's METER_SAMPLE_GAP */
      .help = "Time between usage samples of each task (CPU time, memory, its GPUs' "
              "utilisation, memory and energy), sent with the heartbeats; kept and resent "
-             "while allotd cannot be reached (the last 2,880)."},
+             "while allotd cannot be reached (the last 2,880). At most 5m: a sample speaks "
+             "for the time since the one before, up to three intervals."},
     {.name = "emulate-util",
      .type = ALLOT_CFG_INT,
      .offset = F(emulate_util),

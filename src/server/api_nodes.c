@@ -526,7 +526,7 @@ static int beat_fn(struct allot_store *st, void *arg)
     }
     json_t *mine = json_object(); /* "JOB:TASK" -> placed on this node? */
     char at[128];
-    int64_t oldest = INT64_MAX; /* the earliest sample stored, ms */
+    int64_t oldest = INT64_MAX; /* the earliest time a sample stored speaks for, ms */
     json_array_foreach(w->samples, i, x)
     {
         struct allot_store_sample smp = {
@@ -561,14 +561,16 @@ static int beat_fn(struct allot_store *st, void *arg)
         }
         if (json_is_true(known)) {
             rc = allot_store_sample_add(st, &smp, NULL);
-            if (smp.at < oldest)
-                oldest = smp.at;
+            if (smp.at - METER_SAMPLE_SPAN(&smp) < oldest)
+                oldest = smp.at - METER_SAMPLE_SPAN(&smp);
         }
     }
     json_decref(mine);
     /* samples of an hour already rolled up for good: roll it up again */
-    if (!rc && oldest != INT64_MAX)
+    if (!rc && oldest != INT64_MAX) {
         rc = meter_reopen(st, oldest, w->now);
+        meter_note_samples(w->r->srv, oldest);
+    }
     if (!rc && json_array_size(w->jobs))
         rc = api_audit(st, w->r, w->target, "ok", w->now);
     return rc;

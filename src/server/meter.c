@@ -41,7 +41,9 @@
 /* ---- the roll-up pass ---- */
 
 struct rollup_write {
+    struct server *s;
     int64_t from, to, final;
+    int64_t dirty; /* meter_dirty as the pass began */
     const struct allot_store_usage *rows;
     size_t n;
 };
@@ -75,7 +77,16 @@ static int rollup_fn(struct allot_store *st, void *arg)
      * the mark stays there, so that the next pass rolls it up */
     if (known && now_final < w->from)
         return 0;
-    allot_fmt(v, sizeof(v), "%lld", (long long)w->final);
+    /* samples stored since the pass began (this pass may not have read
+     * them) of an hour it would make final: the mark stops at that hour,
+     * whose next pass reads them (those stored from now on find the new
+     * mark in meter_reopen) */
+    int64_t dirty = atomic_exchange(&w->s->meter_dirty, INT64_MAX), mark = w->final;
+    if (w->dirty < dirty)
+        dirty = w->dirty;
+    if (dirty < mark)
+        mark = dirty > w->from ? dirty : w->from;
+    allot_fmt(v, sizeof(v), "%lld", (long long)mark);
     return allot_store_meta_set(st, "meter_final", v);
 }
 
@@ -97,6 +108,14 @@ int meter_reopen(struct allot_store *st, int64_t at_ms, int64_t now)
     return allot_store_meta_set(st, "meter_final", v);
 }
 
+void meter_note_samples(struct server *s, int64_t at_ms)
+{
+    int_fast64_t h = meter_floor_hour(at_ms / 1000), cur = atomic_load(&s->meter_dirty);
+
+    while (h < cur && !atomic_compare_exchange_weak(&s->meter_dirty, &cur, h))
+        ;
+}
+
 int meter_rollup(struct server *s, int64_t now)
 {
     struct allot_store *st = srv_reader(s);
@@ -110,6 +129,7 @@ int meter_rollup(struct server *s, int64_t now)
 
     if (!st)
         return ALLOT_EIO;
+    int64_t dirty = atomic_exchange(&s->meter_dirty, INT64_MAX); /* before the reads */
     if ((rc = final_get(st, &from, &known)))
         return rc;
     if (!known)
@@ -132,8 +152,13 @@ int meter_rollup(struct server *s, int64_t now)
     rc = meter_collect(s->cat, runs, n_runs, smp, n_smp, from, to, now, &a);
     if (rc == 0) {
         int64_t final = meter_floor_hour(now - METER_LATE);
-        struct rollup_write w = {
-            .from = from, .to = to, .final = final > from ? final : from, .rows = a.rows, .n = a.n};
+        struct rollup_write w = {.s = s,
+                                 .from = from,
+                                 .to = to,
+                                 .final = final > from ? final : from,
+                                 .dirty = dirty,
+                                 .rows = a.rows,
+                                 .n = a.n};
         rc = srv_write(s, rollup_fn, &w);
     }
     meter_acc_free(&a);
@@ -1114,6 +1139,7 @@ bool meter_start(struct server *s, char *err, size_t errlen)
         return false;
     if (!mt.told)
         mt.told = json_object();
+    atomic_store(&s->meter_dirty, INT64_MAX);
     mt.stop = false;
     if (pthread_create(&mt.thread, NULL, meter_main, s) != 0) {
         allot_fmt(err, errlen, "cannot start the metering thread");

@@ -35,9 +35,15 @@ struct meter_acc {
 };
 
 #define METER_HOUR 3600 /* s */
-/* ms: consecutive samples further apart are not differenced when their
- * agent did not say its interval; how far before a window samples are read */
+/* ms: consecutive samples further apart are never differenced (three of
+ * the agent's interval when it says one, which is at most 5 minutes); so
+ * also how far before a window samples are read */
 #define METER_SAMPLE_GAP 900000
+/* The longest time sample x may speak for (its agent's three intervals,
+ * within METER_SAMPLE_GAP). */
+#define METER_SAMPLE_SPAN(x)                                                                       \
+    ((x)->interval_ms > 0 && 3 * (x)->interval_ms < METER_SAMPLE_GAP ? 3 * (x)->interval_ms        \
+                                                                     : METER_SAMPLE_GAP)
 
 void meter_acc_init(struct meter_acc *a, bool per_job);
 void meter_acc_free(struct meter_acc *a);
@@ -84,11 +90,14 @@ bool meter_start(struct server *s, char *err, size_t errlen);
 void meter_stop(struct server *s);
 /* Runs one roll-up pass now (also what the thread does); 0 or ALLOT_E*. */
 int meter_rollup(struct server *s, int64_t now);
-/* Samples from at_ms (unix ms) on were just stored (inside the heartbeat's
- * write): when their hour is already final, the roll-up goes back to it,
- * but never into a month before now's (invoiced months stay as they
- * were). 0 or ALLOT_E*. */
+/* Samples that speak for the time from at_ms (unix ms) on were just stored
+ * (inside the heartbeat's write): when their hour is already final, the
+ * roll-up goes back to it, but never into a month before now's (invoiced
+ * months stay as they were). 0 or ALLOT_E*. */
 int meter_reopen(struct allot_store *st, int64_t at_ms, int64_t now);
+/* ... and, in the same write, keeps a roll-up pass that may have read
+ * the store before them from making their hour final. */
+void meter_note_samples(struct server *s, int64_t at_ms);
 
 /* The start of the hour (UTC) holding t (unix seconds), also for t < 0. */
 int64_t meter_floor_hour(int64_t t);

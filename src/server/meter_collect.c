@@ -430,7 +430,7 @@ static int collect_samples(const struct allot_catalog *cat, const struct allot_s
     /* each run's first sample: the CPU its task used before it */
     for (size_t i = 0; i < n_smp && rc == 0; i++) {
         const struct allot_store_sample *x = &smp[i], *p = i ? &smp[i - 1] : NULL;
-        int64_t gap = x->interval_ms > 0 ? 3 * x->interval_ms : METER_SAMPLE_GAP;
+        int64_t gap = METER_SAMPLE_SPAN(x);
         struct job_runs jr = job_runs(idx, n_runs, x->job_id);
         const struct allot_store_run *r = x->cpu_ns > 0 ? run_at(jr, x->at / 1000, now) : NULL;
 
@@ -453,7 +453,7 @@ static int collect_samples(const struct allot_catalog *cat, const struct allot_s
          * its agent's sample intervals (a longer gap was not measured); the
          * interval (p, x] is spread over the hours it covers, and counted
          * where it meets [from, to) */
-        int64_t gap = x->interval_ms > 0 ? 3 * x->interval_ms : METER_SAMPLE_GAP;
+        int64_t gap = METER_SAMPLE_SPAN(x);
         if (p->job_id != x->job_id || p->task != x->task || dt <= 0 || dt > gap ||
             x->at <= from * 1000 || p->at >= to * 1000)
             continue;

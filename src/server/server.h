@@ -139,11 +139,13 @@ struct server {
     json_t *live_est;
     json_t *agents; /* owned: node name -> {"url", "key"} of its agent's log endpoint, as its
                        heartbeats tell (memory only) */
-    atomic_int_fast64_t meter_at; /* time of the last metering roll-up (0: none yet) */
-    uint8_t job_key[32];          /* the key of job credentials (meta "job_key"), set
-                                     once before the loop starts (auth_job_key_init) */
-    atomic_bool job_key_ready;    /* job_key is set (release/acquire): until then no job
-                                     credential is taken (a standby never sets it) */
+    atomic_int_fast64_t meter_at;    /* time of the last metering roll-up (0: none yet) */
+    atomic_int_fast64_t meter_dirty; /* the earliest hour that samples stored since the
+                                        last roll-up pass read speak for (INT64_MAX: none) */
+    uint8_t job_key[32];             /* the key of job credentials (meta "job_key"), set
+                                        once before the loop starts (auth_job_key_init) */
+    atomic_bool job_key_ready;       /* job_key is set (release/acquire): until then no job
+                                        credential is taken (a standby never sets it) */
 };
 
 /* Who called: resolved from the bearer token. */
