@@ -5,6 +5,7 @@
  */
 #include "meter.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -37,12 +38,22 @@ void meter_month_of(int64_t t, int64_t *start, int64_t *end)
     *end = days_from_civil(m == 12 ? y + 1 : y, m == 12 ? 1 : m + 1, 1) * 86400;
 }
 
+/* Whether s is `shape` with a digit at each 'D' and the same byte
+ * elsewhere (sscanf's %d would take spaces and signs: "2026-+9-01"). */
+static bool shaped(const char *s, const char *shape)
+{
+    for (; *shape; s++, shape++)
+        if (*shape == 'D' ? !isdigit((unsigned char)*s) : *s != *shape)
+            return false;
+    return !*s;
+}
+
 bool meter_parse_month(const char *s, int64_t *start, int64_t *end)
 {
     int y, m, n = 0;
 
-    if (!s || sscanf(s, "%4d-%2d%n", &y, &m, &n) != 2 || s[n] || n != 7 || m < 1 || m > 12 ||
-        y < 1970 || y > 9999)
+    if (!s || !shaped(s, "DDDD-DD") || sscanf(s, "%4d-%2d%n", &y, &m, &n) != 2 || s[n] || n != 7 ||
+        m < 1 || m > 12 || y < 1970 || y > 9999)
         return false;
     *start = days_from_civil(y, m, 1) * 86400;
     *end = days_from_civil(m == 12 ? y + 1 : y, m == 12 ? 1 : m + 1, 1) * 86400;
@@ -58,8 +69,8 @@ bool meter_parse_time(const char *s, int64_t *out)
         return false;
     if (meter_parse_month(s, out, &end))
         return true;
-    if (sscanf(s, "%4d-%2d-%2d%n", &y, &m, &d, &n) == 3 && !s[n] && n == 10 && m >= 1 && m <= 12 &&
-        d >= 1 && y >= 1970 && y <= 9999) {
+    if (shaped(s, "DDDD-DD-DD") && sscanf(s, "%4d-%2d-%2d%n", &y, &m, &d, &n) == 3 && !s[n] &&
+        n == 10 && m >= 1 && m <= 12 && d >= 1 && y >= 1970 && y <= 9999) {
         /* a day the month has: 2027-02-31 is no date (it would read March 3) */
         int64_t days = days_from_civil(y, m, d);
         if (d > 28 && days_from_civil(m == 12 ? y + 1 : y, m == 12 ? 1 : m + 1, 1) <= days)
@@ -68,8 +79,8 @@ bool meter_parse_time(const char *s, int64_t *out)
         return true;
     }
     char *e;
-    long long v = strtoll(s, &e, 10);
-    if (*e || e == s || v < 0 || v > 253402300799LL)
+    long long v = isdigit((unsigned char)*s) ? strtoll(s, &e, 10) : -1;
+    if (v < 0 || *e || e == s || v > 253402300799LL)
         return false;
     *out = v;
     return true;

@@ -139,6 +139,13 @@ def test_pricebook_validation():
         ({"currency": "EUR", "books": [BOOK["books"][0],
                                        dict(BOOK["books"][0], effective="2099-02-31")]},
          "books[1].effective"),
+        # September spelt with a sign or a space: it sorted before "2099-01-01" as text
+        # and would never have applied
+        ({"currency": "EUR", "books": [dict(BOOK["books"][0], effective="2099-+9-01"),
+                                       dict(BOOK["books"][0], effective="2099-01-01")]},
+         "books[0].effective"),
+        ({"currency": "EUR", "books": [dict(BOOK["books"][0], effective=" 2099-9-01")]},
+         "books[0].effective"),
     ]
     for body, word in bad:
         b = expect(dm.req("PUT", "/v1/pricebook", body, token=dm.admin), 422, word)
@@ -817,6 +824,7 @@ def test_cli():
 
 def test_bad_queries():
     for q, word in [("by=colour", "by"), ("from=yesterday", "from"), ("to=2026-02-30x", "to"),
+                    ("from=2026-+1-01", "from"), ("from=%202026-11", "from"), ("to=+1700000000", "to"),
                     ("from=2026-11-02&to=2026-11-01", "after"), ("split=user", "split"),
                     ("from=2020-01&to=2026-01", "400 days"), ("from=2099-01-01", "future")]:
         e = usage(q, status=400)
