@@ -212,6 +212,40 @@ def test_cpu_before_the_first_sample():
     assert row and row["cpu_used_seconds"] == 2.1, row
 
 
+def test_clock_went_back():
+    """A roll-up pass ran while the clock was hours ahead: the usage mark (meta meter_final)
+    is after the current hour and a row of a future hour was written (here: put there with
+    allotd stopped). allotd, started again, rolls the hours up again from where the mark is
+    due and drops the future rows, which no longer count; it says why in its log."""
+    global dm
+    import sqlite3
+    hour = int(time.time()) // 3600 * 3600
+    port, admin = dm.port, dm.admin
+    dm.stop()
+    db = sqlite3.connect(dm.dir + "/allot.db")
+    db.execute("UPDATE meta SET value = ? WHERE key = 'meter_final'", (str(hour + 3 * 3600),))
+    db.execute("INSERT INTO usage_hourly VALUES (?, 'product/search', 'u', 'H100-80GB', 'whole',"
+               " 0, ?, 0, 0, 0, 0, -1, -1, 0, -1)", (hour + 2 * 3600, 7200 * 10 ** 6))
+    db.commit()
+    db.close()
+    started = int(time.time())
+    dm = Daemon(dm.dir, args=["--listen", "127.0.0.1:%d" % port, "--meter-interval", "200ms"])
+    dm.admin = admin
+    end = time.time() + 15
+    while time.time() < end and expect(dm.req("GET", "/v1/usage?by=tenant", token=admin),
+                                       200)["as_of"] <= started:
+        time.sleep(0.1)
+    rows = expect(dm.req("GET", "/v1/usage?by=hour&tenant=product/search&from=%d&to=%d"
+                         % (hour, hour + 4 * 3600), token=admin), 200)["rows"]
+    future = time.strftime("%Y-%m-%dT%H", time.gmtime(hour + 2 * 3600))
+    assert future not in [r["key"] for r in rows], rows
+    db = sqlite3.connect(dm.dir + "/allot.db")
+    mark = int(db.execute("SELECT value FROM meta WHERE key = 'meter_final'").fetchone()[0])
+    db.close()
+    assert mark <= hour, (mark, hour)
+    assert "the clock went back" in dm.log(), dm.log()[-2000:]
+
+
 if __name__ == "__main__":
     dm = Daemon(args=["--meter-interval", "200ms"])
     try:
@@ -223,6 +257,6 @@ if __name__ == "__main__":
         expect(dm.req("PUT", "/v1/pricebook", BOOK, token=dm.admin), 200)
         fx.run([test_fractions_over_their_share, test_jobs_of_one_row_by_their_own_measure,
                 test_samples_split_at_the_hour, test_cpu_before_the_first_sample,
-                test_unmeasured_time_billed_whole])
+                test_unmeasured_time_billed_whole, test_clock_went_back])
     finally:
         dm.stop()
