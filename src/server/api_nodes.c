@@ -541,8 +541,10 @@ static int beat_fn(struct allot_store *st, void *arg)
             .interval_ms = json_integer_value(json_object_get(x, "interval_ms"))};
         if (rc)
             break;
-        /* a node measures only what runs on it: samples of another node's task
-         * (or of no job) are not stored */
+        /* a node measures only what runs or ran on it: samples of another
+         * node's task (or of no job) are not stored; those of the job's last
+         * run are (the agent sends what it measured before a requeue or a
+         * preemption took the job away, or sends it late) */
         char key[48];
         allot_fmt(key, sizeof(key), "%lld:%d", (long long)smp.job_id, smp.task);
         json_t *known = json_object_get(mine, key);
@@ -552,6 +554,15 @@ static int beat_fn(struct allot_store *st, void *arg)
 
             task_node(grc == 0 ? j.placement : NULL, smp.task, at, sizeof(at));
             allot_store_job_clear(&j);
+            if (grc == 0 && strcmp(at, w->name) != 0) {
+                struct allot_store_run run = {0};
+
+                grc = allot_store_run_last(st, smp.job_id, &run);
+                if (grc == 0)
+                    task_node(run.placement, smp.task, at, sizeof(at));
+                allot_store_run_clear(&run);
+                grc = grc == ALLOT_ENOENT ? 0 : grc;
+            }
             if (grc < 0 && grc != ALLOT_ENOENT) {
                 rc = grc;
                 break;

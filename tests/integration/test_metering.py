@@ -318,6 +318,33 @@ def test_counters_stay_within_a_run():
     assert r["cpu_used_seconds"] == 3.0, r  # 1 s + 2 s
     assert r["measured_seconds"] == 4.0, r  # 1 s + 3 s: the time it was queued is not
 
+def test_samples_after_a_requeue():
+    """An agent's samples of a run that a requeue took away (sent with its next heartbeat,
+    or later from its buffer) are the job's last run's and count; they were refused since
+    the job no longer named the node."""
+    t0 = int(time.time()) - 1
+    jid = submit(gpus=1)
+    j = wait_state(jid, "starting")
+    name = j["placement"]["tasks"][0]["node"]
+    beat(name, {"jobs": [{"id": jid, "state": "running"}]})
+    at = (j["start_time"] + 1) * 1000 + 100
+    while int(time.time()) <= (at + 1000) // 1000:
+        time.sleep(0.05)
+    expect(dm.req("POST", "/v1/nodes/%s/cordon" % name, token=dm.admin), 200)
+    expect(dm.req("POST", "/v1/jobs/%d/requeue" % jid, {}, token=dm.admin), 202)
+    wait_state(jid, "pending")
+    beat(name, {"usage": {"samples": [
+        {"job": jid, "task": 0, "at": at + k * 1000, "cpu_ns": k * 10 ** 9, "mem_bytes": 1,
+         "gpu_util": 60, "gpu_mem_bytes": -1, "energy_mj": -1, "interval_ms": 1000}
+        for k in range(2)]}})
+    expect(dm.req("POST", "/v1/jobs/%d/cancel" % jid, token=dm.admin), 200)
+    expect(dm.req("POST", "/v1/nodes/%s/uncordon" % name, token=dm.admin), 200)
+    wait_rollup(int(time.time()))
+    r = job_row(jid, t0)
+    assert r["measured_seconds"] == 1.0 and r["sm_util_avg"] == 60.0, r
+    assert r["cpu_used_seconds"] == 1.0, r
+
+
 def test_huge_counters_are_counted():
     """A counter's growth near 2^63 is counted as it is (it was lost: the split over hours
     multiplied it by milliseconds in 64 bits); a huge memory figure (a job can write the
@@ -842,7 +869,8 @@ if __name__ == "__main__":
         expect(dm.req("POST", "/v1/nodes/register", node("m-1"), token=AG), 201)
         fx.run([test_pricebook_validation, test_allocated_seconds_exact,
                 test_users_of_two_tenants_stay_apart, test_samples_count_once,
-                test_counters_stay_within_a_run, test_huge_counters_are_counted,
+                test_counters_stay_within_a_run, test_samples_after_a_requeue,
+                test_huge_counters_are_counted,
                 test_restart_keeps_runs_exact, test_invoice_prices_and_reconciles,
                 test_pricebook_model_aliases, test_pricebook_warnings,
                 test_invoice_names_its_price_books, test_parent_budget_on_the_invoice,
