@@ -314,9 +314,17 @@ static int rebuild(struct loop *l)
      * are adopted (the core places nothing on them, adopted jobs included);
      * their states follow before the first cycle. A lost node has no live
      * jobs: they were requeued or ended when it was lost. */
-    for (size_t i = 0; i < nn; i++)
+    for (size_t i = 0; i < nn; i++) {
         loop_add_node(l, nodes[i].name, nodes[i].inventory,
                       nodes[i].state == ALLOT_SN_LOST ? ALLOT_SN_LOST : ALLOT_SN_READY);
+        /* a full lease from now, or the one the node's agent was last
+         * granted where longer (allotd started again, or a standby took
+         * over, with a shorter --lease): its agent fences its tasks by that
+         * one, and a node lost before then would have its jobs run twice */
+        int k = allot_cluster_find_node(l->c, nodes[i].name);
+        if (k >= 0 && nodes[i].lease_expiry > l->expiry[k])
+            l->expiry[k] = nodes[i].lease_expiry;
+    }
     rc = load_tenants(l);
     if (rc < 0 && rc != ALLOT_EINVAL) {
         allot_store_nodes_free(nodes, nn);

@@ -88,5 +88,26 @@ def test_lease_expiry_and_return():
     assert dm.stop() == 0
 
 
+def test_shorter_lease_after_a_restart():
+    """allotd granted a node a 30 s lease and died; the allotd that takes over (a restart,
+    or a standby) runs with --lease 2s. The node's agent fences its tasks by the lease it
+    was granted, so the node is not lost before that lease ends: its job is not started
+    elsewhere while it may still run there."""
+    d = Daemon(args=["--lease", "30s"])
+    a = d.admin
+    expect(d.req("PUT", "/v1/tenants", TENANTS, token=a), 200)
+    ag = d.token("agent", "", "agent")
+    expect(d.req("POST", "/v1/nodes/register", N1, token=ag), 201)
+    expect(d.req("POST", "/v1/nodes/lease-n1/heartbeat", {}, token=ag), 200)
+    port = d.port
+    d.stop(fx.signal.SIGKILL)
+    d = Daemon(d.dir, args=["--listen", "127.0.0.1:%d" % port, "--lease", "2s"])
+    time.sleep(5)  # proving an absence: past the new allotd's own lease
+    nodes = expect(d.req("GET", "/v1/nodes", token=a), 200)["nodes"]
+    assert [n["state"] for n in nodes] == ["ready"], (nodes, d.log()[-2000:])
+    assert "lease-n1 lost" not in d.log(), d.log()[-2000:]
+    assert d.stop() == 0
+
+
 if __name__ == "__main__":
-    fx.run([test_lease_expiry_and_return])
+    fx.run([test_lease_expiry_and_return, test_shorter_lease_after_a_restart])
