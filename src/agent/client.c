@@ -132,7 +132,14 @@ long client_post(struct agent_client *c, const char *path, json_t *body, int64_t
         allot_fmt(err, errlen, "out of memory");
         return -1;
     }
+    /* every attempt within timeout_ms: the caller's time (a heartbeat's
+     * is what is left before the agent fences) is not the time of each */
+    int64_t deadline = agent_now_ms() + timeout_ms;
     for (int attempt = 0; attempt <= c->n_bases; attempt++) {
+        int64_t left = deadline - agent_now_ms();
+
+        if (attempt > 0 && left <= 0)
+            break;
         allot_fmt(url, sizeof(url), "%s%s", c->hint[0] ? c->hint : c->bases[c->cur], path);
         json_decref(*reply);
         *reply = NULL;
@@ -140,21 +147,19 @@ long client_post(struct agent_client *c, const char *path, json_t *body, int64_t
         c->len = 0;
         curl_easy_setopt(c->h, CURLOPT_URL, url);
         curl_easy_setopt(c->h, CURLOPT_POSTFIELDS, text);
-        curl_easy_setopt(c->h, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
+        curl_easy_setopt(c->h, CURLOPT_TIMEOUT_MS, (long)(left > 1 ? left : 1));
         rc = curl_easy_perform(c->h);
         if (rc == CURLE_OK) {
             curl_easy_getinfo(c->h, CURLINFO_RESPONSE_CODE, &status);
             if (c->len)
                 *reply = json_loadb(c->buf, c->len, 0, NULL);
         }
-        /* another allotd leads: the one a standby named, else the next URL
-         * (also after a connection that timed out before it was made: a
-         * machine that is down answers nothing) */
-        curl_off_t connect_t = 0;
+        /* another allotd leads: the one a standby named, else the next URL;
+         * with several, also after any failure to get an answer (one that
+         * takes connections and answers nothing, frozen or cut off from the
+         * store, may have lost the lead), the standby it named included */
         bool nobody = rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST ||
-                      (rc == CURLE_OPERATION_TIMEDOUT &&
-                       curl_easy_getinfo(c->h, CURLINFO_CONNECT_TIME_T, &connect_t) == CURLE_OK &&
-                       connect_t == 0);
+                      (rc != CURLE_OK && c->n_bases > 1);
 
         if (status == 503 && standby_leader(*reply, c->hint[0] ? c->hint : c->bases[c->cur],
                                             c->hint, sizeof(c->hint)))

@@ -365,7 +365,8 @@ static int call(struct client *cl, const char *method, const char *path, json_t 
             break;
         /* another allotd, at once and without using a retry (at most once
          * per URL and once more): the leader a standby named, else the
-         * next URL when this one could not be reached or is a standby */
+         * next URL when this one could not be reached or is a standby,
+         * or ... */
         if (hops <= cl->n_bases) {
             const char *from = cl->hint[0] ? cl->hint : cl->bases[cl->cur];
             bool moved = false;
@@ -375,7 +376,11 @@ static int call(struct client *cl, const char *method, const char *path, json_t 
                 moved = true;
                 if (cl->verbose)
                     fprintf(stderr, "allot: a standby; the leader is %s\n", cl->hint);
-            } else if (cl->n_bases > 1 && (nobody || (crc == CURLE_OK && st == 503))) {
+            } else if (cl->n_bases > 1 && (nobody || (crc == CURLE_OK && st == 503) ||
+                                           (transient(crc) && retry == CLIENT_RETRY_ALWAYS))) {
+                /* ... or after no answer from one that took the connection
+                 * (frozen, or cut off from the store: it may have lost the
+                 * lead), when the request may be sent again */
                 if (cl->hint[0])
                     cl->hint[0] = '\0';
                 else

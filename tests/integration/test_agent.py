@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -2097,6 +2098,38 @@ def test_adopted_start_held_by_the_agent():
         d2.stop()
 
 
+def test_silent_server_first():
+    """An agent given two allotd URLs, the first taking connections and answering nothing
+    (a frozen allotd, or one cut off from its store, may have lost the lead): after the
+    request's timeout it tries the next and registers there, and stays with it."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(16)  # never accepted
+    ag = None
+    try:
+        ag = Agent(dm, AG, "ag-silent", emulate="1xT4",
+                   server="http://127.0.0.1:%d,http://127.0.0.1:%d" % (s.getsockname()[1],
+                                                                      dm.port),
+                   args=["--cgroup-root", "%s-silent" % fx.CGROUP_ROOT])
+        end = time.time() + 30
+        seen = []
+        while time.time() < end and "ag-silent" not in seen:
+            seen = [n["name"] for n in
+                    expect(dm.req("GET", "/v1/nodes", token=dm.admin), 200)["nodes"]]
+            time.sleep(0.2)
+        assert "ag-silent" in seen, ag.log()
+        t = time.time()  # heartbeats go on (no 10 s timeout each): the node stays ready
+        time.sleep(2)
+        n = [x for x in expect(dm.req("GET", "/v1/nodes", token=dm.admin), 200)["nodes"]
+             if x["name"] == "ag-silent"][0]
+        assert n["state"] == "ready" and n["last_heartbeat"] >= int(t), n
+    finally:
+        if ag:
+            ag.stop()
+        s.close()
+        expect(dm.req("POST", "/v1/nodes/ag-silent/cordon", token=dm.admin), 200)
+
+
 def test_killed_agent_fences():
     """An agent killed outright cannot fence, so each task's supervisor does: once the
     node's lease is about to run out with no word from the agent it stops the task. The
@@ -2583,6 +2616,7 @@ if __name__ == "__main__":
                 test_follow_through_an_allotd_restart,
                 test_fencing_never_twice,
                 test_allotd_down_past_the_lease, test_adopted_start_held_by_the_agent,
+                test_silent_server_first,
                 test_killed_agent_fences,
                 test_fence_ends_within_the_lease,
                 test_fence_kills_the_whole_task, test_log_max, test_log_retention, test_io_limits,

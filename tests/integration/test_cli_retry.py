@@ -96,6 +96,29 @@ def test_no_server_gives_up():
     fails(cli(dm, "ls", "--retries", "0", server="127.0.0.1:%d" % port), 5, "connection")
 
 
+def test_silent_server_first():
+    """With several --server URLs, one that takes connections and answers nothing (a frozen
+    allotd, or one cut off from its store) is left for the next after --timeout, for
+    requests that may be sent again (a listing, a submission with its key); one that may
+    not (a cancel) is not sent to another."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(16)  # never accepted: the kernel completes connections, nobody answers
+    try:
+        both = "http://127.0.0.1:%d,http://127.0.0.1:%d" % (s.getsockname()[1], dm.port)
+        t0 = time.time()
+        r = ok(cli(dm, "ls", "-o", "json", "--timeout", "2s", "--retries", "0", server=both))
+        assert time.time() - t0 < 10, r
+        r = ok(cli(dm, "submit", "-t", "research/nlp", "-n", "past-silent", "--timeout", "2s",
+                   "--retries", "0", "--", "true", server=both))
+        assert [j["id"] for j in jobs_named("past-silent")] == [int(r.out)]
+        fails(cli(dm, "cancel", r.out.strip(), "--timeout", "2s", "--retries", "0", server=both), 5,
+              "connection")
+        assert [j["state"] for j in jobs_named("past-silent")] == ["pending"]
+    finally:
+        s.close()
+
+
 def test_not_repeated_when_unsafe():
     jid = int(ok(cli(dm, "submit", "-t", "research/nlp", "-n", "to-cancel", "--", "true")).out)
     p = Proxy(dm.port, mode="drop", bad=1)
@@ -153,7 +176,7 @@ if __name__ == "__main__":
         expect(dm.req("PUT", "/v1/tenants", TENANTS, token=dm.admin), 200)
         fx.run([test_lost_reply_makes_one_job, test_lost_replies_with_own_key,
                 test_closed_connections_then_ok, test_server_comes_up_late,
-                test_no_server_gives_up, test_not_repeated_when_unsafe,
+                test_no_server_gives_up, test_silent_server_first, test_not_repeated_when_unsafe,
                 test_starting_server_is_waited_for, test_rate_limited_waits])
     finally:
         assert dm.stop() == 0
