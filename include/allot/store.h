@@ -56,6 +56,11 @@ struct allot_store_opts {
     unsigned flags;      /* ALLOT_STORE_* */
     int busy_timeout_ms; /* wait this long for a lock held by another writer;
                             0 = 5000 */
+    /* PostgreSQL (0 = none): the server ends a session of this handle idle
+     * this long outside a transaction (idle_session_timeout), and one idle
+     * this long inside one (idle_in_transaction_session_timeout), with its
+     * locks: a process that froze holding the lead or the write lock */
+    int idle_session_ms, idle_in_tx_ms;
 };
 
 /* Opens the store named by `url` ("sqlite:/var/lib/allot/allot.db").

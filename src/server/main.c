@@ -837,9 +837,18 @@ static enum lead_outcome keep_lead(struct server *s, const sigset_t *set)
     }
 }
 
+/* PostgreSQL ends the session of an allotd frozen this long (ms) while it
+ * holds the lead or the write lock (docs/ha.md): ten lead checks, at least
+ * 10 s. */
+static int frozen_ms(const struct server *s)
+{
+    return s->cfg.lead_check * 10 > 10000 ? (int)(s->cfg.lead_check * 10) : 10000;
+}
+
 static int serve(struct server *s)
 {
-    struct allot_store_opts so = {.flags = ALLOT_STORE_MIGRATE};
+    struct allot_store_opts so = {.flags = ALLOT_STORE_MIGRATE, .idle_in_tx_ms = frozen_ms(s)};
+    struct allot_store_opts lo = {.idle_session_ms = frozen_ms(s)};
     char url[4200], err[512], advertise[512];
     int64_t epoch = 0;
     sigset_t set;
@@ -910,7 +919,7 @@ static int serve(struct server *s)
         goto out_cat;
     }
     /* the handle that holds the lead: several allotd may share the store */
-    if (allot_store_open(url, NULL, &s->lst, err, sizeof(err)) < 0) {
+    if (allot_store_open(url, &lo, &s->lst, err, sizeof(err)) < 0) {
         fprintf(stderr, "allotd: %s\n", err);
         goto out_cat;
     }
@@ -950,10 +959,20 @@ static int serve(struct server *s)
     default:
         goto out_http;
     }
-    /* every write from here on checks that no other allotd took over since */
-    if (allot_store_take_lead(s->wst, advertise, &epoch) < 0) {
-        fprintf(stderr, "allotd: cannot take the lead: %s\n", allot_store_errmsg(s->wst));
-        goto out_http;
+    /* every write from here on checks that no other allotd took over
+     * since. The last leader may hold the write lock still (frozen inside a
+     * transaction): the server ends its session after frozen_ms, so this
+     * tries again for twice that */
+    for (int64_t until = srv_now() + 2 * frozen_ms(s) / 1000;;) {
+        if (allot_store_take_lead(s->wst, advertise, &epoch) == 0)
+            break;
+        if (srv_now() >= until) {
+            fprintf(stderr, "allotd: cannot take the lead: %s\n", allot_store_errmsg(s->wst));
+            goto out_http;
+        }
+        LOG_WARN("main", "cannot take the lead yet: %s; trying again", allot_store_errmsg(s->wst));
+        struct timespec w = {1, 0};
+        nanosleep(&w, NULL);
     }
     LOG_INFO("main", "leading (epoch %lld) as %s", (long long)epoch, advertise);
     atomic_store(&s->epoch, epoch);

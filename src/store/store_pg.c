@@ -1351,6 +1351,15 @@ static int pg_session(struct pg_store *s)
             rc = pg_fail(s, res);
         PQclear(res);
     }
+    /* best effort: a server before PostgreSQL 14 has no idle_session_timeout */
+    for (int k = 0; rc == 0 && k < 2; k++) {
+        int ms = k ? s->idle_in_tx_ms : s->idle_session_ms;
+        if (ms <= 0)
+            continue;
+        allot_fmt(sql, sizeof sql, "SET %s = %d",
+                  k ? "idle_in_transaction_session_timeout" : "idle_session_timeout", ms);
+        PQclear(PQexec(s->conn, sql));
+    }
     return rc;
 }
 
@@ -1425,6 +1434,8 @@ static int pg_open(const char *rest, const struct allot_store_opts *opts, struct
     }
     PQsetNoticeProcessor(s->conn, pg_notice, NULL);
     s->lock_timeout_ms = opts->busy_timeout_ms > 0 ? opts->busy_timeout_ms : 5000;
+    s->idle_session_ms = opts->idle_session_ms;
+    s->idle_in_tx_ms = opts->idle_in_tx_ms;
     if ((rc = pg_session(s)) != 0)
         goto fail_msg;
     s->session_ok = true;

@@ -29,6 +29,8 @@ struct pg_store {
     int lead_pid;            /* the server process of the session holding the lead; 0 = none */
     bool lead_lost;          /* that session ended: this handle never leads again */
     int lock_timeout_ms;     /* the busy timeout */
+    int idle_session_ms;     /* allot_store_opts' (0: none) */
+    int idle_in_tx_ms;
     /* statements prepared on this session, by the address of their SQL text
      * (constant strings, and list_sql); forgotten when the session is new */
     const char *prepared[PG_MAX_PREPARED];

@@ -258,6 +258,28 @@ def test_lost_session_stops_the_leader():
     assert b.stop() == 0
 
 
+def test_frozen_leader_loses_the_lead():
+    """A leader that freezes (SIGSTOP) keeps its store sessions open: PostgreSQL ends its
+    lead session once it has been idle for ten lead checks (at least 10 s), so the
+    standby takes over; the old leader, resumed, finds the lead gone and stops (exit 3)."""
+    url, admin = new_store()
+    a = daemon(url, admin)
+    fx.expect(a.req("PUT", "/v1/tenants", fx.TENANTS, token=admin), 200)
+    b = daemon(url, admin, ready=False)
+    wait_status(b, "/readyz", 503)
+    os.kill(a.proc.pid, signal.SIGSTOP)
+    try:
+        wait_status(b, "/readyz", 200, timeout=40)
+        submit(b, "after-the-freeze")
+    finally:
+        os.kill(a.proc.pid, signal.SIGCONT)
+    rc = a.proc.wait(timeout=15)
+    assert rc == 3, (rc, a.log()[-2000:])
+    listed = fx.expect(b.req("GET", "/v1/jobs", token=admin), 200)
+    assert [x["name"] for x in listed["jobs"]] == ["after-the-freeze"], listed
+    assert b.stop() == 0
+
+
 def test_read_handles_capped():
     """--store-readers bounds the connections an allotd opens to the database
     however many requests read at once; the others wait their turn."""
@@ -332,6 +354,7 @@ if __name__ == "__main__":
     try:
         fx.run([test_postgres_store_survives_restart, test_standby_then_takeover,
                 test_agent_follows_the_lead, test_lost_session_stops_the_leader,
+                test_frozen_leader_loses_the_lead,
                 test_read_handles_capped, test_two_on_one_sqlite_file,
                 test_unreadable_store_is_503])
     finally:

@@ -132,7 +132,8 @@ static inline int teardown(void **state)
                   2)                                                                               \
          : cmocka_run_group_tests(tests, NULL, NULL))
 
-static const struct allot_store_opts create_opts = {ALLOT_STORE_CREATE | ALLOT_STORE_MIGRATE, 0};
+static const struct allot_store_opts create_opts = {.flags =
+                                                        ALLOT_STORE_CREATE | ALLOT_STORE_MIGRATE};
 
 static inline struct allot_store *open_ok(const struct fix *f)
 {

@@ -24,7 +24,7 @@
 static void test_open_and_migrations(void **state)
 {
     struct fix *f = *state;
-    struct allot_store_opts plain = {0}, migrate = {ALLOT_STORE_MIGRATE, 0};
+    struct allot_store_opts plain = {0}, migrate = {.flags = ALLOT_STORE_MIGRATE};
     struct allot_store *st = NULL;
     char err[256], sql[128], bad[160];
     int latest = allot_store_schema_latest();
@@ -650,7 +650,7 @@ static void test_metering(void **state)
 static void test_usage_bill_column(void **state)
 {
     struct fix *f = *state;
-    struct allot_store_opts migrate = {ALLOT_STORE_MIGRATE, 0};
+    struct allot_store_opts migrate = {.flags = ALLOT_STORE_MIGRATE};
     struct allot_store *st = open_ok(f);
     struct allot_store_usage *ul, u = {.hour = 7200,
                                        .tenant = (char *)"t",
@@ -1240,7 +1240,7 @@ static void test_audit_chain(void **state)
 static void test_node_span_repair(void **state)
 {
     struct fix *f = *state;
-    struct allot_store_opts migrate = {ALLOT_STORE_MIGRATE, 0};
+    struct allot_store_opts migrate = {.flags = ALLOT_STORE_MIGRATE};
     struct allot_store *st = open_ok(f);
     char err[256];
 
@@ -1359,7 +1359,7 @@ static void test_lead_and_fence(void **state)
 static void test_open_pg(void **state)
 {
     struct fix *f = *state;
-    struct allot_store_opts plain = {0}, quick = {0, 300};
+    struct allot_store_opts plain = {0}, quick = {.busy_timeout_ms = 300};
     struct allot_store *st = NULL, *other = NULL;
     char err[256], sql[256], url[320];
     int64_t id = 0;
