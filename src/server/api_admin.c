@@ -75,6 +75,15 @@ int api_readyz(struct req *r)
         return api_standby(r);
     if (!atomic_load(&r->srv->ready))
         return api_error(r, 503, "starting", "rebuilding the scheduler from the store");
+    /* its lead checks stopped answering (the store's server or the way
+     * to it hangs): another allotd may lead by now */
+    int64_t quiet = srv_mono_ms() - atomic_load(&r->srv->lead_ok_ms),
+            most = r->srv->cfg.lead_check * 5 > 5000 ? r->srv->cfg.lead_check * 5 : 5000;
+    if (atomic_load(&r->srv->lead_ok_ms) && quiet > most)
+        return api_error(r, 503, "store",
+                         "the lead was last confirmed %lld s ago: the store does not answer; "
+                         "another allotd may lead",
+                         (long long)(quiet / 1000));
     if (failing) {
         char why[256];
         allot_store_gc_last_error(r->srv->gc, why, sizeof(why));

@@ -619,6 +619,14 @@ int64_t srv_now(void)
     return (int64_t)time(NULL);
 }
 
+int64_t srv_mono_ms(void)
+{
+    struct timespec t;
+
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
 #define USAGE                                                                                      \
     "usage: allotd init --data-dir DIR | --store URL\n"                                            \
     "       allotd --data-dir DIR [--listen 127.0.0.1:7070] [--config FILE] [OPTIONS]\n"           \
@@ -834,6 +842,7 @@ static enum lead_outcome keep_lead(struct server *s, const sigset_t *set)
                               "allotd takes over");
             return LEAD_LOST;
         }
+        atomic_store(&s->lead_ok_ms, srv_mono_ms());
     }
 }
 
@@ -974,6 +983,7 @@ static int serve(struct server *s)
         struct timespec w = {1, 0};
         nanosleep(&w, NULL);
     }
+    atomic_store(&s->lead_ok_ms, srv_mono_ms());
     LOG_INFO("main", "leading (epoch %lld) as %s", (long long)epoch, advertise);
     atomic_store(&s->epoch, epoch);
     /* a lone write waits at most 200 us for company before it commits */

@@ -139,6 +139,8 @@ struct server {
     json_t *live_est;
     json_t *agents; /* owned: node name -> {"url", "key"} of its agent's log endpoint, as its
                        heartbeats tell (memory only) */
+    atomic_int_fast64_t lead_ok_ms;  /* monotonic ms of the last check that found the lead
+                                        ours (0: none yet) */
     atomic_int_fast64_t meter_at;    /* time of the last metering roll-up (0: none yet) */
     atomic_int_fast64_t meter_dirty; /* the earliest hour that samples stored since the
                                         last roll-up pass read speak for (INT64_MAX: none) */
@@ -282,6 +284,8 @@ void task_node(const char *placement, int64_t task, char *node, size_t len);
  * (0) or failed (fn's error or the commit's). */
 int srv_write(struct server *s, allot_store_write_fn fn, void *arg);
 int64_t srv_now(void);
+/* Monotonic milliseconds (intervals only). */
+int64_t srv_mono_ms(void);
 
 /* ---- handlers ---- */
 /* The state a node is shown in (GET /v1/nodes, allot_node_state): its

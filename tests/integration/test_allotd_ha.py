@@ -280,6 +280,29 @@ def test_frozen_leader_loses_the_lead():
     assert b.stop() == 0
 
 
+def test_hung_store_is_not_ready():
+    """The leader's lead checks stop answering (its store session's server process is
+    stopped here, as a hung server or network would leave it): /readyz answers 503 once
+    the lead was last confirmed five lead checks (at least 5 s) ago, so that a load
+    balancer stops sending it traffic, and 200 again once the checks answer."""
+    url, admin = new_store()
+    a = daemon(url, admin)
+    lock = ("FROM pg_locks WHERE locktype = 'advisory' AND granted AND classid = %d "
+            "AND objid = %d AND database = (SELECT oid FROM pg_database WHERE datname = '%s')"
+            % (0x616c6c7403 >> 32, 0x616c6c7403 & 0xffffffff, url.rsplit("/", 1)[1]))
+    backend = int(PG.sql("SELECT pid " + lock))
+    wait_status(a, "/readyz", 200)
+    os.kill(backend, signal.SIGSTOP)
+    try:
+        body = wait_status(a, "/readyz", 503, timeout=20)
+        assert body["error"]["code"] == "store" and "last confirmed" in \
+            body["error"]["message"], body
+    finally:
+        os.kill(backend, signal.SIGCONT)
+    wait_status(a, "/readyz", 200, timeout=20)
+    assert a.stop() == 0
+
+
 def test_read_handles_capped():
     """--store-readers bounds the connections an allotd opens to the database
     however many requests read at once; the others wait their turn."""
@@ -354,7 +377,7 @@ if __name__ == "__main__":
     try:
         fx.run([test_postgres_store_survives_restart, test_standby_then_takeover,
                 test_agent_follows_the_lead, test_lost_session_stops_the_leader,
-                test_frozen_leader_loses_the_lead,
+                test_frozen_leader_loses_the_lead, test_hung_store_is_not_ready,
                 test_read_handles_capped, test_two_on_one_sqlite_file,
                 test_unreadable_store_is_503])
     finally:
