@@ -634,6 +634,8 @@ int api_nodes_heartbeat(struct req *r)
         api_error(r, 403, "forbidden", "node %s belongs to another agent token%s", name,
                   other_nodes_credential(r, name) ? " (a node credential speaks for its own only)"
                                                   : "");
+    } else if (rc == ALLOT_EFENCED) {
+        api_standby(r); /* another allotd leads: only it renews leases */
     } else if (rc < 0) {
         /* the store failed, not the node: its lease is renewed all the same
          * (in the loop's books), so that its agent does not fence its tasks

@@ -592,7 +592,7 @@ static void dispatch(struct http *h, struct req *r, size_t *route_out)
         api_error(r, 500, "internal", "no reply");
     /* a write refused because another allotd took the lead failed here, not
      * in the request: answered as a standby would, so the client retries */
-    if (r->status == 500 && atomic_load(&h->srv->fenced)) {
+    if (r->status >= 500 && atomic_load(&h->srv->fenced)) {
         allot_free(r->resp);
         r->resp = NULL;
         r->n_hdrs = 0;

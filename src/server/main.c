@@ -592,10 +592,18 @@ int srv_write(struct server *s, allot_store_write_fn fn, void *arg)
     /* another allotd took the lead: from now on this one answers as a
      * standby (its requests retried elsewhere) until keep_lead stops it */
     if (rc == ALLOT_EFENCED && !atomic_exchange(&s->fenced, true)) {
+        /* the leader that took over wrote its URL with its epoch: clients
+         * are sent there */
+        struct allot_store *rd = srv_reader(s);
+        char *url = NULL;
+
+        if (!rd || allot_store_meta_get(rd, "leader_url", &url) != 0)
+            url = NULL;
         atomic_store(&s->ready, false);
         pthread_mutex_lock(&s->leader_lock);
-        s->leader_url[0] = '\0';
+        allot_strlcpy(s->leader_url, url ? url : "", sizeof(s->leader_url));
         pthread_mutex_unlock(&s->leader_lock);
+        allot_free(url);
         atomic_store(&s->standby, true);
         LOG_ERROR("main", "a write was fenced: another allotd took the lead; answering as a "
                           "standby until this one stops");

@@ -225,6 +225,9 @@ def test_lost_session_stops_the_leader():
     a = fx.Daemon(data_dir=fx.tempdir(), args=["--store", url, "--lead-check", "5s"])
     a.admin = admin
     fx.expect(a.req("PUT", "/v1/tenants", fx.TENANTS, token=admin), 200)
+    ag = a.token("agent", "", "agents")
+    fx.expect(a.req("POST", "/v1/nodes/register", {"name": "cut-1", "cpus": 4, "memory": 4096,
+                                                   "gpus": []}, token=ag), 201)
     b = daemon(url, admin, ready=False)
     wait_status(b, "/readyz", 503)
     # cut the leader's session to the store, as a network failure would: the one
@@ -248,6 +251,11 @@ def test_lost_session_stops_the_leader():
     st, body = a.req("POST", "/v1/jobs", {"name": "late", "tenant": "research/nlp",
                                           "command": ["true"]}, token=admin)
     assert st == 503 and body["error"]["code"] == "standby", (st, body)
+    assert body["leader"] == base(b), body  # the one that took over
+    # nor does it renew a node's lease: only the leader may (its agent fences by it)
+    st, body = a.req("POST", "/v1/nodes/cut-1/heartbeat", {}, token=ag)
+    assert st == 503 and body["error"]["code"] == "standby", (st, body)
+    assert "lease_expiry" not in body, body
     assert a.proc.poll() is None, "stopped before its lead check"
     listed = fx.expect(b.req("GET", "/v1/jobs", token=admin), 200)
     assert not [x for x in listed["jobs"] if x["name"] == "late"], listed
