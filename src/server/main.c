@@ -962,9 +962,16 @@ static int serve(struct server *s)
                  s->cfg.tls_cert && *s->cfg.tls_cert ? " (HTTPS)" : "", shown);
         if (s->cfg.advertise_url && *s->cfg.advertise_url)
             allot_strlcpy(advertise, s->cfg.advertise_url, sizeof(advertise));
-        else
+        else {
             allot_fmt(advertise, sizeof(advertise), "%s://%s:%d",
                       s->cfg.tls_cert && *s->cfg.tls_cert ? "https" : "http", host, port);
+            if (!strcmp(host, "0.0.0.0") || !strcmp(host, "[::]") || !strcmp(host, "::"))
+                LOG_WARN("main",
+                         "no --advertise-url: standbys would send clients to %s, which is no "
+                         "address to reach; set --advertise-url when several allotd share the "
+                         "store",
+                         advertise);
+        }
     }
     /* standing by until the lead is ours (docs/ha.md) */
     switch (await_lead(s, &set)) {
