@@ -1078,9 +1078,13 @@ static void *meter_main(void *arg)
     pthread_mutex_lock(&mt.mu);
     while (!mt.stop) {
         struct timespec until;
+        /* the first pass as soon as the scheduler is ready (a standby that
+         * took over has its usage as of its own first pass) */
+        bool ready = atomic_load(&s->ready);
+        int64_t wait = ready || s->cfg.meter_interval < 200 ? s->cfg.meter_interval : 200;
 
         pthread_mutex_unlock(&mt.mu);
-        if (atomic_load(&s->ready)) {
+        if (ready) {
             int64_t now = srv_now();
             int rc = meter_rollup(s, now);
             if (rc)
@@ -1094,8 +1098,8 @@ static void *meter_main(void *arg)
         }
         pthread_mutex_lock(&mt.mu);
         clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_sec += s->cfg.meter_interval / 1000;
-        until.tv_nsec += (s->cfg.meter_interval % 1000) * 1000000;
+        until.tv_sec += wait / 1000;
+        until.tv_nsec += (wait % 1000) * 1000000;
         if (until.tv_nsec >= 1000000000) {
             until.tv_sec++;
             until.tv_nsec -= 1000000000;

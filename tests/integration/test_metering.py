@@ -849,6 +849,21 @@ def test_cli():
     assert ok(cli(dm, "-o", "json", "pricebook")).json() == BOOK
 
 
+def test_first_pass_at_start():
+    """The first roll-up runs as soon as allotd is ready, not one --meter-interval after its
+    start: a restarted allotd, or a standby that took over, has usage as of then."""
+    d = Daemon(args=["--meter-interval", "1h"])
+    try:
+        end = time.time() + 10
+        as_of = 0
+        while time.time() < end and not as_of:
+            as_of = expect(d.req("GET", "/v1/usage?by=tenant", token=d.admin), 200)["as_of"]
+            time.sleep(0.1)
+        assert as_of > 0, d.log()[-2000:]
+    finally:
+        assert d.stop() == 0
+
+
 def test_bad_queries():
     for q, word in [("by=colour", "by"), ("from=yesterday", "from"), ("to=2026-02-30x", "to"),
                     ("from=2026-+1-01", "from"), ("from=%202026-11", "from"), ("to=+1700000000", "to"),
@@ -877,7 +892,7 @@ if __name__ == "__main__":
                 test_metrics_and_budgets, test_idle_detection, test_idle_counts_measured_time,
                 test_unhealthy_gpu_fences_its_node,
                 test_job_pattern_anomaly, test_budget_holds_borrowing,
-                test_members_see_their_tenant_only, test_cli,
+                test_members_see_their_tenant_only, test_cli, test_first_pass_at_start,
                 test_bad_queries])
     finally:
         dm.stop()
