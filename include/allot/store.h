@@ -531,6 +531,10 @@ void allot_store_runs_free(struct allot_store_run *r, size_t n);
  * allot_store_run_clear). Returns 0, ALLOT_ENOENT when the job never ran
  * (or does not exist), or an error; *out is cleared unless 0. */
 int allot_store_run_last(struct allot_store *st, int64_t job_id, struct allot_store_run *out);
+/* ... the latest run of the job begun at or before time t (unix seconds):
+ * the run a sample taken at t belongs to, if any is open then. */
+int allot_store_run_at(struct allot_store *st, int64_t job_id, int64_t t,
+                       struct allot_store_run *out);
 /* Frees the strings of one run and zeroes it. Accepts a zeroed run. */
 void allot_store_run_clear(struct allot_store_run *r);
 
@@ -685,8 +689,9 @@ struct allot_store_ops {
 
     int (*run_list)(struct allot_store *st, int64_t from, int64_t to, struct allot_store_run **out,
                     size_t *n);
-    /* ALLOT_ENOENT when the job has no run */
-    int (*run_last)(struct allot_store *st, int64_t job_id, struct allot_store_run *out);
+    /* the latest run begun at or before `before`; ALLOT_ENOENT when none */
+    int (*run_last)(struct allot_store *st, int64_t job_id, int64_t before,
+                    struct allot_store_run *out);
     int (*node_span_list)(struct allot_store *st, int64_t from, int64_t to,
                           struct allot_store_node_span **out, size_t *n);
     int (*sample_add)(struct allot_store *st, const struct allot_store_sample *s, bool *added);

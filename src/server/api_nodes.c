@@ -542,9 +542,9 @@ static int beat_fn(struct allot_store *st, void *arg)
         if (rc)
             break;
         /* a node measures only what runs or ran on it: samples of another
-         * node's task (or of no job) are not stored; those of the job's last
-         * run are (the agent sends what it measured before a requeue or a
-         * preemption took the job away, or sends it late) */
+         * node's task (or of no job) are not stored; those of the run their
+         * time falls in are (the agent sends what it measured before a
+         * requeue or a preemption took the job away, or sends it late) */
         char key[48];
         allot_fmt(key, sizeof(key), "%lld:%d", (long long)smp.job_id, smp.task);
         json_t *known = json_object_get(mine, key);
@@ -557,7 +557,8 @@ static int beat_fn(struct allot_store *st, void *arg)
             if (grc == 0 && strcmp(at, w->name) != 0) {
                 struct allot_store_run run = {0};
 
-                grc = allot_store_run_last(st, smp.job_id, &run);
+                /* the run its time falls in (the job may run elsewhere by now) */
+                grc = allot_store_run_at(st, smp.job_id, smp.at / 1000, &run);
                 if (grc == 0)
                     task_node(run.placement, smp.task, at, sizeof(at));
                 allot_store_run_clear(&run);

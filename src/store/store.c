@@ -1127,17 +1127,23 @@ void allot_store_runs_free(struct allot_store_run *r, size_t n)
     allot_free(r);
 }
 
-int allot_store_run_last(struct allot_store *st, int64_t job_id, struct allot_store_run *out)
+int allot_store_run_at(struct allot_store *st, int64_t job_id, int64_t t,
+                       struct allot_store_run *out)
 {
     int rc;
 
     memset(out, 0, sizeof *out);
     if (job_id <= 0)
         return ALLOT_EINVAL;
-    rc = st->ops->run_last(st, job_id, out);
+    rc = st->ops->run_last(st, job_id, t, out);
     if (rc != 0)
         allot_store_run_clear(out);
     return rc;
+}
+
+int allot_store_run_last(struct allot_store *st, int64_t job_id, struct allot_store_run *out)
+{
+    return allot_store_run_at(st, job_id, INT64_MAX, out);
 }
 
 int allot_store_node_span_list(struct allot_store *st, int64_t from, int64_t to,

@@ -104,7 +104,8 @@ int pg_audit_list(struct allot_store *st, int64_t after, int limit, struct allot
 /* the metering tables (store_pg_meter.c), as in struct allot_store_ops */
 int pg_run_list(struct allot_store *st, int64_t from, int64_t to, struct allot_store_run **out,
                 size_t *n);
-int pg_run_last(struct allot_store *st, int64_t job_id, struct allot_store_run *out);
+int pg_run_last(struct allot_store *st, int64_t job_id, int64_t before,
+                struct allot_store_run *out);
 int pg_node_span_list(struct allot_store *st, int64_t from, int64_t to,
                       struct allot_store_node_span **out, size_t *n);
 int pg_sample_add(struct allot_store *st, const struct allot_store_sample *x, bool *added);

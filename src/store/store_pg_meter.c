@@ -42,14 +42,16 @@ int pg_run_list(struct allot_store *base, int64_t from, int64_t to, struct allot
                    &p, sizeof **out, run_row, store_clear_run, (void **)out, n);
 }
 
-int pg_run_last(struct allot_store *base, int64_t job_id, struct allot_store_run *out)
+int pg_run_last(struct allot_store *base, int64_t job_id, int64_t before,
+                struct allot_store_run *out)
 {
     struct pgp p = {0};
 
     pgp_int(&p, job_id);
+    pgp_int(&p, before);
     return pg_row((struct pg_store *)base,
-                  RUN_COLS " WHERE r.job_id = $1 ORDER BY r.id DESC LIMIT 1", &p, sizeof *out,
-                  run_row, store_clear_run, out);
+                  RUN_COLS " WHERE r.job_id = $1 AND r.start_time <= $2 ORDER BY r.id DESC LIMIT 1",
+                  &p, sizeof *out, run_row, store_clear_run, out);
 }
 
 static int span_row(struct pg_store *s, const PGresult *res, int row, void *elem)

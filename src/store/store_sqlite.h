@@ -151,7 +151,8 @@ int sq_row(struct sq_store *s, sqlite3_stmt *st, size_t size, sq_row_fn fn, sq_c
 /* metering (store_sqlite_meter.c) */
 int sq_run_list(struct allot_store *st, int64_t from, int64_t to, struct allot_store_run **out,
                 size_t *n);
-int sq_run_last(struct allot_store *st, int64_t job_id, struct allot_store_run *out);
+int sq_run_last(struct allot_store *st, int64_t job_id, int64_t before,
+                struct allot_store_run *out);
 int sq_node_span_list(struct allot_store *st, int64_t from, int64_t to,
                       struct allot_store_node_span **out, size_t *n);
 int sq_sample_add(struct allot_store *st, const struct allot_store_sample *s, bool *added);

@@ -39,7 +39,8 @@ int sq_run_list(struct allot_store *base, int64_t from, int64_t to, struct allot
     return sq_rows(s, st, sizeof **out, run_row, store_clear_run, (void **)out, n);
 }
 
-int sq_run_last(struct allot_store *base, int64_t job_id, struct allot_store_run *out)
+int sq_run_last(struct allot_store *base, int64_t job_id, int64_t before,
+                struct allot_store_run *out)
 {
     struct sq_store *s = (struct sq_store *)base;
     sqlite3_stmt *st;
@@ -48,6 +49,7 @@ int sq_run_last(struct allot_store *base, int64_t job_id, struct allot_store_run
     if (!(st = sq_stmt(s, SQ_RUN_LAST, &rc)))
         return rc;
     sqlite3_bind_int64(st, 1, job_id);
+    sqlite3_bind_int64(st, 2, before);
     return sq_row(s, st, sizeof *out, run_row, store_clear_run, out);
 }
 

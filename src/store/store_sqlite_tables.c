@@ -96,7 +96,7 @@ const char *const sq_stmt_sql[SQ_NSTMT] = {
     [SQ_RUN_LAST] = "SELECT r.id, r.job_id, r.tenant, COALESCE(t.name, ''), r.placement,"
                     " r.start_time, COALESCE(r.end_time, 0) FROM runs r"
                     " LEFT JOIN tokens t ON t.id = r.token_id"
-                    " WHERE r.job_id = ?1 ORDER BY r.id DESC LIMIT 1",
+                    " WHERE r.job_id = ?1 AND r.start_time <= ?2 ORDER BY r.id DESC LIMIT 1",
     [SQ_SPAN_LIST] = "SELECT node, inventory, start_time, COALESCE(end_time, 0) FROM node_spans"
                      " WHERE start_time < ?2 AND (end_time IS NULL OR end_time > ?1) ORDER BY id",
     [SQ_SAMPLE_ADD] = "INSERT OR IGNORE INTO samples(job_id, task, at, cpu_ns, mem_bytes,"

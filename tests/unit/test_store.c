@@ -513,6 +513,18 @@ static void test_metering(void **state)
     assert_string_equal(last.tenant, "t");
     allot_store_run_clear(&last);
     assert_null(last.placement);
+    /* the run a time falls in: the first until the second began */
+    assert_int_equal(allot_store_run_at(st, id, 120, &last), 0);
+    assert_int_equal(last.start, 100);
+    assert_int_equal(last.end, 150);
+    allot_store_run_clear(&last);
+    assert_int_equal(allot_store_run_at(st, id, 199, &last), 0);
+    assert_int_equal(last.start, 100);
+    allot_store_run_clear(&last);
+    assert_int_equal(allot_store_run_at(st, id, 200, &last), 0);
+    assert_int_equal(last.start, 200);
+    allot_store_run_clear(&last);
+    assert_int_equal(allot_store_run_at(st, id, 99, &last), ALLOT_ENOENT);
     /* stopped and placed again between two writes: running, then starting
      * with a later start (and another placement): the run ends, one begins */
     {
