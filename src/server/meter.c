@@ -43,8 +43,7 @@
 struct rollup_write {
     struct server *s;
     int64_t from, to, final;
-    int64_t clear_to; /* rows from `from` up to here are replaced (at least to) */
-    int64_t dirty;    /* meter_dirty as the pass began */
+    int64_t dirty; /* meter_dirty as the pass began */
     const struct allot_store_usage *rows;
     size_t n;
 };
@@ -68,8 +67,9 @@ static int rollup_fn(struct allot_store *st, void *arg)
     char v[32];
     int64_t now_final;
     bool known;
-    int rc = allot_store_usage_replace(st, w->from, w->clear_to > w->to ? w->clear_to : w->to,
-                                       w->rows, w->n);
+    /* every row from `from` on: rows of hours after the pass's are a clock's
+     * that was ahead (counting open runs up to it), whatever the mark */
+    int rc = allot_store_usage_replace(st, w->from, INT64_MAX / 2, w->rows, w->n);
 
     if (!rc)
         rc = final_get(st, &now_final, &known);
@@ -140,16 +140,14 @@ int meter_rollup(struct server *s, int64_t now)
      * sets it an hour behind, or at the first pass at the current hour):
      * the clock went back, a pass having run while it was ahead and counted
      * open runs up to then. The hours from where the mark is due now on
-     * are rolled up again, and those after now, which nothing used yet,
-     * dropped */
-    int64_t due = meter_floor_hour(now - METER_LATE), clear_to = 0, m0, m1;
+     * are rolled up again */
+    int64_t due = meter_floor_hour(now - METER_LATE), m0, m1;
     if (known && from > meter_floor_hour(now)) {
         meter_month_of(now, &m0, &m1);
         LOG_WARN("meter",
                  "usage was final up to %lld, after now (%lld): the clock went back; rolling "
                  "up again from %lld",
                  (long long)from, (long long)now, (long long)(due > m0 ? due : m0));
-        clear_to = INT64_MAX / 2;
         from = due > m0 ? due : m0;
     }
     if ((rc = allot_store_run_list(st, from < 0 ? INT64_MIN / 2 : from, to, &runs, &n_runs)))
@@ -173,7 +171,6 @@ int meter_rollup(struct server *s, int64_t now)
         struct rollup_write w = {.s = s,
                                  .from = from,
                                  .to = to,
-                                 .clear_to = clear_to,
                                  .final = final > from ? final : from,
                                  .dirty = dirty,
                                  .rows = a.rows,
