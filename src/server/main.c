@@ -591,19 +591,21 @@ int srv_write(struct server *s, allot_store_write_fn fn, void *arg)
     }
     /* another allotd took the lead: from now on this one answers as a
      * standby (its requests retried elsewhere) until keep_lead stops it */
-    if (rc == ALLOT_EFENCED && !atomic_exchange(&s->fenced, true)) {
+    if (rc == ALLOT_EFENCED && !atomic_load(&s->fenced)) {
         /* the leader that took over wrote its URL with its epoch: clients
-         * are sent there */
+         * are sent there (named before any answer says "standby") */
         struct allot_store *rd = srv_reader(s);
         char *url = NULL;
 
         if (!rd || allot_store_meta_get(rd, "leader_url", &url) != 0)
             url = NULL;
-        atomic_store(&s->ready, false);
         pthread_mutex_lock(&s->leader_lock);
         allot_strlcpy(s->leader_url, url ? url : "", sizeof(s->leader_url));
         pthread_mutex_unlock(&s->leader_lock);
         allot_free(url);
+    }
+    if (rc == ALLOT_EFENCED && !atomic_exchange(&s->fenced, true)) {
+        atomic_store(&s->ready, false);
         atomic_store(&s->standby, true);
         LOG_ERROR("main", "a write was fenced: another allotd took the lead; answering as a "
                           "standby until this one stops");
@@ -997,8 +999,18 @@ static int serve(struct server *s)
         LOG_WARN("main", "cannot take the lead yet: %s; trying again", allot_store_errmsg(s->wst));
         struct timespec w = {1, 0};
         nanosleep(&w, NULL);
+        /* a lead check meanwhile: its session stays busy (not ended for
+         * idling), and a lead lost meanwhile is not taken */
+        bool still = false;
+        if (allot_store_lead(s->lst, &still) == 0 && !still) {
+            fprintf(stderr, "allotd: lost the lead while taking it\n");
+            goto out_http;
+        }
     }
     atomic_store(&s->lead_ok_ms, srv_mono_ms());
+    pthread_mutex_lock(&s->leader_lock);
+    s->leader_url[0] = '\0'; /* the one it stood by for no longer leads */
+    pthread_mutex_unlock(&s->leader_lock);
     LOG_INFO("main", "leading (epoch %lld) as %s", (long long)epoch, advertise);
     atomic_store(&s->epoch, epoch);
     /* a lone write waits at most 200 us for company before it commits */
