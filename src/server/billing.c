@@ -124,7 +124,7 @@ static bool pb_valid(const struct allot_catalog *cat, json_t *pb, char *err, siz
             return allot_fmt(err, len, "books[%zu] must be an object", i), false;
         allot_fmt(w, sizeof(w), "books[%zu].", i);
         KNOWN(b, book_f, w);
-        if (!eff || strlen(eff) != 10 || !meter_parse_time(eff, &t))
+        if (!eff || !meter_parse_date(eff, &t))
             return allot_fmt(err, len, "books[%zu].effective: a date YYYY-MM-DD", i), false;
         if (prev && strcmp(prev, eff) >= 0)
             return allot_fmt(err, len, "books: effective dates must increase (%s after %s)", eff,

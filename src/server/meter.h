@@ -103,6 +103,8 @@ void meter_note_samples(struct server *s, int64_t at_ms);
 int64_t meter_floor_hour(int64_t t);
 /* Parses a time argument: unix seconds, YYYY-MM-DD or YYYY-MM (UTC). */
 bool meter_parse_time(const char *s, int64_t *out);
+/* A day, YYYY-MM-DD (UTC) and nothing else, into its first second. */
+bool meter_parse_date(const char *s, int64_t *out);
 /* [start, end) of month "YYYY-MM" (UTC). */
 bool meter_parse_month(const char *s, int64_t *start, int64_t *end);
 /* The month (UTC) holding time t: [*start, *end) in unix seconds. */

@@ -60,24 +60,31 @@ bool meter_parse_month(const char *s, int64_t *start, int64_t *end)
     return true;
 }
 
-bool meter_parse_time(const char *s, int64_t *out)
+bool meter_parse_date(const char *s, int64_t *out)
 {
     int y, m, d, n = 0;
+
+    if (!s || !shaped(s, "DDDD-DD-DD") || sscanf(s, "%4d-%2d-%2d%n", &y, &m, &d, &n) != 3 || s[n] ||
+        n != 10 || m < 1 || m > 12 || d < 1 || y < 1970 || y > 9999)
+        return false;
+    /* a day the month has: 2027-02-31 is no date (it would read March 3) */
+    int64_t days = days_from_civil(y, m, d);
+    if (d > 28 && days_from_civil(m == 12 ? y + 1 : y, m == 12 ? 1 : m + 1, 1) <= days)
+        return false;
+    *out = days * 86400;
+    return true;
+}
+
+bool meter_parse_time(const char *s, int64_t *out)
+{
     int64_t end;
 
     if (!s || !*s)
         return false;
     if (meter_parse_month(s, out, &end))
         return true;
-    if (shaped(s, "DDDD-DD-DD") && sscanf(s, "%4d-%2d-%2d%n", &y, &m, &d, &n) == 3 && !s[n] &&
-        n == 10 && m >= 1 && m <= 12 && d >= 1 && y >= 1970 && y <= 9999) {
-        /* a day the month has: 2027-02-31 is no date (it would read March 3) */
-        int64_t days = days_from_civil(y, m, d);
-        if (d > 28 && days_from_civil(m == 12 ? y + 1 : y, m == 12 ? 1 : m + 1, 1) <= days)
-            return false;
-        *out = days * 86400;
-        return true;
-    }
+    if (shaped(s, "DDDD-DD-DD"))
+        return meter_parse_date(s, out);
     char *e;
     long long v = isdigit((unsigned char)*s) ? strtoll(s, &e, 10) : -1;
     if (v < 0 || *e || e == s || v > 253402300799LL)

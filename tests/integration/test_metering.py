@@ -146,6 +146,10 @@ def test_pricebook_validation():
          "books[0].effective"),
         ({"currency": "EUR", "books": [dict(BOOK["books"][0], effective=" 2099-9-01")]},
          "books[0].effective"),
+        # ten digits of seconds are a time, not a date (it sorted first as text too)
+        ({"currency": "EUR", "books": [dict(BOOK["books"][0], effective="2000000000"),
+                                       dict(BOOK["books"][0], effective="2026-01-01")]},
+         "books[0].effective"),
     ]
     for body, word in bad:
         b = expect(dm.req("PUT", "/v1/pricebook", body, token=dm.admin), 422, word)
@@ -320,8 +324,9 @@ def test_counters_stay_within_a_run():
 
 def test_samples_after_a_requeue():
     """An agent's samples of a run that a requeue took away (sent with its next heartbeat,
-    or later from its buffer) are the job's last run's and count; they were refused since
-    the job no longer named the node."""
+    or later from its buffer) count, also once the job's next run is placed on another
+    node: the run their time falls in put the task on the sending node. They were refused
+    since the job no longer named the node."""
     t0 = int(time.time()) - 1
     jid = submit(gpus=1)
     j = wait_state(jid, "starting")
@@ -331,8 +336,12 @@ def test_samples_after_a_requeue():
     while int(time.time()) <= (at + 1000) // 1000:
         time.sleep(0.05)
     expect(dm.req("POST", "/v1/nodes/%s/cordon" % name, token=dm.admin), 200)
+    expect(dm.req("POST", "/v1/nodes/m-again/uncordon", token=dm.admin), 200)
     expect(dm.req("POST", "/v1/jobs/%d/requeue" % jid, {}, token=dm.admin), 202)
-    wait_state(jid, "pending")
+    beat(name, {"jobs": []})  # its processes are gone: the next run may start
+    j = wait_state(jid, "starting")
+    assert j["placement"]["tasks"][0]["node"] == "m-again", j
+    expect(dm.req("POST", "/v1/nodes/m-again/cordon", token=dm.admin), 200)
     beat(name, {"usage": {"samples": [
         {"job": jid, "task": 0, "at": at + k * 1000, "cpu_ns": k * 10 ** 9, "mem_bytes": 1,
          "gpu_util": 60, "gpu_mem_bytes": -1, "energy_mj": -1, "interval_ms": 1000}
