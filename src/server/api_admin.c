@@ -243,14 +243,43 @@ struct token_write {
     struct allot_store_token *t;
     int64_t id, now;
     bool last; /* OUT (revoke): refused, the last admin token */
+    bool full; /* OUT (create): refused, TENANT_TOKENS_MAX live in the scope */
 };
 
-/* Group-commit write: the token and its audit entry. */
+/* Most tokens a tenant-admin's subtree may hold, not revoked and not
+ * expired: a tenant-admin makes tokens for its people, not a store's
+ * worth (a cluster admin has no bound). */
+#define TENANT_TOKENS_MAX 1000
+
+/* Whether the tokens of scope `tenant` (its subtree) not revoked nor
+ * expired at now number TENANT_TOKENS_MAX or more. *rc gets a store error. */
+static bool scope_full(struct allot_store *st, const char *tenant, int64_t now, int *rc)
+{
+    struct allot_store_token *t = NULL;
+    size_t n = 0, live = 0;
+
+    *rc = allot_store_token_list(st, &t, &n);
+    for (size_t i = 0; !*rc && i < n; i++)
+        live += !t[i].revoked && (!t[i].expires || t[i].expires > now) && t[i].tenant &&
+                *t[i].tenant && auth_in_scope(tenant, t[i].tenant);
+    allot_store_tokens_free(t, n);
+    return live >= TENANT_TOKENS_MAX;
+}
+
+/* Group-commit write: the token and its audit entry; a tenant-admin's
+ * refused (w->full, ALLOT_ESTATE) past TENANT_TOKENS_MAX, counted in the
+ * write so that concurrent creations cannot pass it together. */
 static int token_add_fn(struct allot_store *st, void *arg)
 {
     struct token_write *w = arg;
     char target[64];
-    int rc = allot_store_token_add(st, w->t, &w->id);
+    int rc = 0;
+
+    if (w->r->who.role == ALLOT_ROLE_TENANT_ADMIN &&
+        (w->full = scope_full(st, w->r->who.tenant, w->now, &rc)))
+        return ALLOT_ESTATE;
+    if (!rc)
+        rc = allot_store_token_add(st, w->t, &w->id);
 
     allot_fmt(target, sizeof(target), "token/%lld", (long long)w->id);
     return rc ? rc : api_audit(st, w->r, target, "ok", w->now);
@@ -400,6 +429,15 @@ int api_tokens_create(struct req *r)
     struct token_write w = {.r = r, .t = &t, .now = now};
     rc = srv_write(r->srv, token_add_fn, &w);
     id = w.id;
+    if (rc < 0 && w.full) {
+        r->audited = false;
+        api_error(r, 403, "too_many_tokens",
+                  "tenant %s holds %d tokens that are neither revoked nor expired, the most a "
+                  "tenant-admin may make: revoke some (allot tokens ls, allot tokens revoke), or "
+                  "ask a cluster admin",
+                  r->who.tenant, TENANT_TOKENS_MAX);
+        goto out;
+    }
     if (rc < 0) {
         r->audited = false;
         api_error(r, 500, "store", "cannot store the token: %s", allot_strerror(rc));

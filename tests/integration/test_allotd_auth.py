@@ -107,6 +107,32 @@ def test_tenant_admin_manages_its_subtree_only():
     expect(dm.req("DELETE", "/v1/tokens/%d" % vid, token=ta), 200)
 
 
+def test_tenant_admin_token_cap():
+    """A tenant-admin makes at most 1,000 tokens that are neither revoked nor expired in its
+    subtree: past them 403 too_many_tokens, nothing stored; a revocation makes room. A
+    cluster admin has no bound."""
+    from concurrent.futures import ThreadPoolExecutor
+    pa = dm.token("tenant-admin", "product", "pa")
+    before = len(expect(dm.req("GET", "/v1/tokens", token=pa), 200)["tokens"])
+
+    def make(i):
+        return dm.req("POST", "/v1/tokens", {"role": "member", "tenant": "product/search",
+                                             "name": "cap-%d" % i}, token=pa)
+    with ThreadPoolExecutor(8) as ex:
+        got = list(ex.map(make, range(1000 - before)))
+    assert all(st == 201 for st, _ in got), [b for st, b in got if st != 201][:3]
+    st, b = make(-1)
+    assert st == 403 and b["error"]["code"] == "too_many_tokens", (st, b)
+    assert "1000 tokens" in b["error"]["message"], b
+    ls = expect(dm.req("GET", "/v1/tokens", token=pa), 200)["tokens"]
+    assert len(ls) == 1000 and "cap--1" not in [t["name"] for t in ls], len(ls)
+    expect(dm.req("DELETE", "/v1/tokens/%d" % got[0][1]["id"], token=pa), 200)
+    assert make(-2)[0] == 201
+    # a cluster admin is not bound
+    expect(dm.req("POST", "/v1/tokens", {"role": "member", "tenant": "product/search"},
+                  token=dm.admin), 201)
+
+
 def test_token_scope_checked():
     """A token's tenant is checked: admin and agent tokens act cluster-wide
     and take none, and a tenant must exist."""
@@ -350,6 +376,6 @@ if __name__ == "__main__":
                 test_authorization_matrix, test_two_authorization_headers,
                 test_metrics_auth,
                 test_jobs_are_scoped_to_tenants, test_refusals_audited_within_a_budget,
-                test_audit_log])
+                test_audit_log, test_tenant_admin_token_cap])
     finally:
         dm.stop()
