@@ -8,6 +8,11 @@ import {LIVE, taskGpus} from "./util.js";
 // MIG memory slots per GPU and the slots a profile takes (A100/H100 geometry:
 // 8 slots, 7 compute slices; 3g takes 4 slots, 7g all 8).
 export const MIG_SLOTS = 8;
+export const MIG_COMPUTE = 7;
+/** The compute slices of a MIG profile ("3g.40gb": 3). */
+export function migCompute(profile) {
+  return Math.min(MIG_COMPUTE, parseInt(profile, 10) || 1);
+}
 export function migSize(profile, given) {
   if (given) return given;
   const g = parseInt(profile, 10) || 1;
@@ -87,8 +92,10 @@ export function totals(map, jobs) {
       const m = byModel.get(g.model) || {model: g.model, gpus: 0, used: 0, unhealthy: 0};
       m.gpus++;
       if (st === "unhealthy") m.unhealthy++;
+      // a MIG instance's share of its GPU is its compute slices of 7 (a job's
+      // gpu_milli, 142 for 1g, is rounded down: seven of them would read 0.994)
       m.used += g.whole ? 1 : Math.min(1, g.fracs.reduce((a, f) => a + f.milli / 1000, 0) +
-        g.mig.filter((x) => x.job).reduce((a, x) => a + (x.milli ? x.milli / 1000 : x.size / MIG_SLOTS), 0));
+        g.mig.filter((x) => x.job).reduce((a, x) => a + migCompute(x.profile), 0) / MIG_COMPUTE);
       byModel.set(g.model, m);
     }
   }

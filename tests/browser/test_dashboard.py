@@ -246,7 +246,13 @@ def test_helpers():
         "        fracs: map[1].fracs.map(function (f) { return f.milli; }),"
         "        health: map[2].text, byState: t.byState,"
         "        tenants: [...t.byTenant.values()].map(function (x) {"
-        "          return x.tenant + ' ' + x.gpus.toFixed(3); })});"
+        "          return x.tenant + ' ' + x.gpus.toFixed(3); }),"
+        "        carved: (function () {"  # one GPU carved into seven 1g slices is in use whole
+        "          var n2 = [{name: 'm', inventory: {gpus: [{model: 'A100-80GB'}]}}], j2 = [];"
+        "          for (var i = 0; i < 7; i++) j2.push({id: 10 + i, tenant: 'a', state: 'running',"
+        "            placement: {tasks: [{node: 'm', gpus: [0], gpu_milli: 142,"
+        "            mig_profile: '1g.10gb', mig_start: i}]}});"
+        "          return g.totals(g.gpuMap(n2, j2), j2).byModel.get('A100-80GB').used; })()});"
         "}, function (e) { done('error: ' + e); });")
     assert got["money"] == ["1,234.56 EUR", "-0.05", "0.00 USD", "1,000,000.00"], got
     assert got["rates"] == ["0.008 EUR", "0.024", "43,560.00", "31,680.005", "0.007"], got
@@ -258,6 +264,7 @@ def test_helpers():
     assert got["byState"] == {"whole": 0, "mig": 1, "fraction": 1, "free": 0,
                               "unhealthy": 1}, got
     assert sorted(got["tenants"]) == ["a 0.428", "b 0.250", "c 0.500"], got
+    assert got["carved"] == 1, got
     no_console_errors("helpers")
 
 
