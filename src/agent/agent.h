@@ -580,9 +580,13 @@ void client_free(struct agent_client *c);
 int client_set_token(struct agent_client *c, const char *token);
 /* POST path with body (borrowed); *reply gets the parsed JSON (may be
  * NULL). Returns the HTTP status, or -1 when no answer came (message in
- * err). timeout_ms bounds the whole request. */
+ * err). timeout_ms bounds the whole request: with several allotd URLs,
+ * every one tried in it (each but the last at most its even share, so a
+ * silent one leaves the others time). */
 long client_post(struct agent_client *c, const char *path, json_t *body, int64_t timeout_ms,
                  json_t **reply, char *err, size_t errlen);
+/* How many allotd URLs the client was given (--server). */
+int client_servers(const struct agent_client *c);
 
 /* ---- a task's MIG instance (task_mig.c) ---- */
 

@@ -107,6 +107,11 @@ struct agent_client *client_new(const char *server, const char *token, const cha
     return c;
 }
 
+int client_servers(const struct agent_client *c)
+{
+    return c->n_bases;
+}
+
 void client_free(struct agent_client *c)
 {
     if (!c)
@@ -140,6 +145,8 @@ long client_post(struct agent_client *c, const char *path, json_t *body, int64_t
 
         if (attempt > 0 && left <= 0)
             break;
+        if (attempt < c->n_bases - 1 && left > timeout_ms / c->n_bases)
+            left = timeout_ms / c->n_bases; /* the next URLs' share stays */
         allot_fmt(url, sizeof(url), "%s%s", c->hint[0] ? c->hint : c->bases[c->cur], path);
         json_decref(*reply);
         *reply = NULL;

@@ -952,8 +952,10 @@ static int run(struct agent *a)
         if (a->cfg.fence && left < timeout)
             timeout = left > 500 ? left : 500;
         int64_t wait = json_array_size(rep) || busy ? 0 : a->cfg.poll_wait;
-        if (wait > timeout - 400)
-            wait = timeout > 400 ? timeout - 400 : 0;
+        /* allotd holds the long poll within the first URL's share of the time */
+        int64_t share = timeout / (client_servers(c) > 1 ? client_servers(c) : 1);
+        if (wait > share - 400)
+            wait = share > 400 ? share - 400 : 0;
         json_t *batch = NULL;
         body = json_pack("{s:O,s:s,s:I,s:o,s:{s:s,s:s},s:{s:o}}", "jobs", rep, "known", version,
                          "wait_ms", (json_int_t)wait, "usage", usage_json(a, &batch), "logs", "url",
