@@ -66,11 +66,12 @@ static struct victim victim_of(const struct allot_queue *q, const struct allot_j
                            .cost = (int64_t)queue_job_gpus(v) * lost_work(q, v, now)};
 }
 
-/* Whether v's tenant holds at least its nominal without v, on a resource
- * v uses: all of v lies beyond the tenant's guarantee now. Its borrowed
- * flag says so only as of v's start (the tenant's other work may have
- * ended since, or its nominal grown), which is enough for work its class
- * lets be preempted, not for work it does not. */
+/* Whether v's tenant holds more than its nominal now, on a resource v
+ * uses: it borrows now, so v lies beyond its guarantee in part at least
+ * (as Kueue takes back a workload of a queue above its nominal, all of
+ * it). Its borrowed flag says so only as of v's start (the tenant's other
+ * work may have ended since, or its nominal grown), which is enough for
+ * work its class lets be preempted, not for work it does not. */
 static bool beyond_nominal(const struct allot_queue *q, const struct allot_job *v)
 {
     const struct allot_tenant *x = allot_tenants_get(q->t, v->spec.tenant);
@@ -79,7 +80,7 @@ static bool beyond_nominal(const struct allot_queue *q, const struct allot_job *
     queue_job_usage(q, v, &use);
     for (int k = 0; k < ALLOT_RES_MAX; k++)
         if (use.v[k] > 0 && x->quota[k].nominal != ALLOT_UNLIMITED &&
-            x->usage[k] - use.v[k] >= x->quota[k].nominal)
+            x->usage[k] > x->quota[k].nominal)
             return true;
     return false;
 }
@@ -1107,10 +1108,11 @@ static int search_prune(struct allot_queue *q, struct allot_job *j, struct searc
     return 1;
 }
 
-/* With the set taken off (as search_trial holds it): true when no victim
- * of another tenant whose class is not preemptible leaves its tenant below
- * its nominal (each was beyond it alone; several of one tenant together
- * may not be). */
+/* With the set taken off (as search_trial holds it): true when each victim
+ * of another tenant whose class is not preemptible would still lie beyond
+ * its tenant's nominal in part were it the last of the set taken (its
+ * tenant, with the set off and it back, holds more than its nominal):
+ * taken one after the other, each leaves a tenant that still borrowed. */
 static bool search_pinned_ok(const struct allot_queue *q, const struct allot_job *j,
                              const struct search *s)
 {
@@ -1125,7 +1127,7 @@ static bool search_pinned_ok(const struct allot_queue *q, const struct allot_job
         queue_job_usage(q, v, &use);
         for (int k = 0; k < ALLOT_RES_MAX && !kept; k++)
             kept = use.v[k] > 0 && x->quota[k].nominal != ALLOT_UNLIMITED &&
-                   x->usage[k] >= x->quota[k].nominal;
+                   x->usage[k] + use.v[k] > x->quota[k].nominal;
         if (!kept)
             return false;
     }

@@ -468,9 +468,9 @@ static void test_reclaim_whatever_class(void **state)
     world_free(&w);
 }
 
-/* Work whose class is not preemptible is reclaimed only while all of it
- * lies beyond its tenant's nominal now (its borrowed flag dates from its
- * start), and after the borrowed work its class lets be preempted. */
+/* Work whose class is not preemptible is reclaimed only while its tenant
+ * borrows now (its borrowed flag dates from its start), and after the
+ * borrowed work its class lets be preempted. */
 static void test_reclaim_pinned_last(void **state)
 {
     struct world w;
@@ -587,6 +587,7 @@ static void test_pinned_reclaimable_after_a_start(void **state)
                                .min_runtime_s = 600,
                                .checkpointable = true,
                                .task = {.gpu_milli = 1000, .mig_profile = -1, .cpu_milli = 1000}};
+    struct allot_quota five = {5000, ALLOT_UNLIMITED, ALLOT_UNLIMITED};
     int b1, pinned, j;
 
     (void)state;
@@ -603,8 +604,10 @@ static void test_pinned_reclaimable_after_a_start(void **state)
     cycle(&w, 1);
     assert_int_equal(w.starts, 4);
     assert_true(allot_queue_job(w.q, pinned)->borrowed);
-    /* b1 ends: pinned lies inside b's nominal now, and a's job waits */
+    /* b1 ends and b's nominal grows to 5: b borrows nothing now, pinned
+     * lies inside its nominal, and a's job waits */
     assert_int_equal(allot_queue_finish(w.q, b1, 700), 0);
+    assert_int_equal(allot_tenants_set_quota(w.t, w.b, ALLOT_RES_GPU, five), 0);
     j = SUB("j", w.a, 2, -1, 700);
     cycle(&w, 700);
     assert_int_equal(w.preempts, 0);
@@ -618,6 +621,37 @@ static void test_pinned_reclaimable_after_a_start(void **state)
     assert_int_equal(w.pairs[0][0], pinned);
     assert_int_equal(w.pairs[0][1], j);
 #undef SUB
+    world_free(&w);
+}
+
+/* A pinned job larger than its tenant's surplus (b, nominal 4, runs one
+ * 8-GPU job) is reclaimed for another tenant's job inside its nominal:
+ * b borrows now. (Reclaimed only while all of it lay beyond b's nominal,
+ * it kept a's guaranteed GPUs for good.) */
+static void test_pinned_larger_than_the_surplus(void **state)
+{
+    struct world w;
+    char err[128];
+    struct allot_job_spec s = {.name = "big",
+                               .prio_class = 0,
+                               .n_tasks = 2,
+                               .task = {.num_gpu = 4, .gpu_milli = 1000, .mig_profile = -1}};
+    int big, a1;
+
+    (void)state;
+    world_init(&w, 2, 4, base); /* 8 GPUs; a and b 4 each */
+    assert_int_equal(allot_queue_add_prio_class(w.q, "serving", 10, false), 0);
+    s.tenant = w.b;
+    big = allot_queue_submit(w.q, &s, 0, err, sizeof(err));
+    assert_true(big >= 0);
+    cycle(&w, 0);
+    assert_int_equal(w.starts, 1);
+    assert_true(allot_queue_job(w.q, big)->borrowed);
+    a1 = submit(&w, "a1", w.a, 1, 1, 100, 0); /* inside a's nominal */
+    cycle(&w, 100);
+    assert_int_equal(w.preempts, 1);
+    assert_int_equal(w.pairs[0][0], big);
+    assert_int_equal(w.pairs[0][1], a1);
     world_free(&w);
 }
 
@@ -660,6 +694,7 @@ int main(void)
         cmocka_unit_test(test_reclaim_pinned_last),
         cmocka_unit_test(test_reclaim_pinned_last_nodes),
         cmocka_unit_test(test_pinned_reclaimable_after_a_start),
+        cmocka_unit_test(test_pinned_larger_than_the_surplus),
         cmocka_unit_test(test_never_job_is_no_demand),
         cmocka_unit_test(test_fair_cap),
         cmocka_unit_test(test_fair_shares_follow_tree),
