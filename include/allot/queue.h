@@ -412,6 +412,12 @@ int allot_queue_adopt(struct allot_queue *q, const struct allot_job_spec *spec,
  * ALLOT_ENOENT, or ALLOT_ESTATE when the job is not running. */
 int allot_queue_running(struct allot_queue *q, int id, int64_t at);
 
+/* Says that preempted job id's processes are gone before its grace period
+ * ended (they exited on the stop signal): the grace period ends at now,
+ * and the next cycle gives its room to the job it was stopped for. Returns
+ * 0, ALLOT_ENOENT, or ALLOT_ESTATE when the job is not in its grace period. */
+int allot_queue_stopped(struct allot_queue *q, int id, int64_t now);
+
 /* Forgets ended job id (state ALLOT_JOB_DONE) so that its slot and id are
  * reused by a later submission: a long-running caller (allotd) that has
  * stored the job's end calls it, and the queue's memory then follows the

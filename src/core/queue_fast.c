@@ -1101,6 +1101,24 @@ int allot_queue_running(struct allot_queue *q, int id, int64_t at)
     return 0;
 }
 
+int allot_queue_stopped(struct allot_queue *q, int id, int64_t now)
+{
+    struct allot_job *j;
+
+    if (id < 0 || (size_t)id >= q->n_jobs || !q->jobs[id].name)
+        return ALLOT_ENOENT;
+    j = &q->jobs[id];
+    if (j->state != ALLOT_JOB_STOPPING)
+        return ALLOT_ESTATE;
+    if (j->stop_at <= now)
+        return 0;
+    j->stop_at = now;
+    queue_fast_timer(q, j);
+    if (now < q->wakeup)
+        q->wakeup = now;
+    return 0;
+}
+
 /* Makes the timers whole again from the running jobs. Returns 0 or
  * ALLOT_ENOMEM (still lost). */
 static int tm_rebuild(struct allot_queue *q, struct queue_fast *f)

@@ -427,6 +427,12 @@ static bool handle(struct loop *l, struct msg *m)
         break;
     case LOOP_LINGER_GONE: /* the cycle's desired state shows the next run */
         break;
+    case LOOP_JOB_STOPPED: /* a preempted job's processes are gone: its grace ends */
+        e = loop_find_live(l, m->id, &idx);
+        if (e && allot_queue_stopped(l->q, e->qid, srv_now()) == 0)
+            LOG_DEBUG("loop", "job %lld: its processes are gone before its grace period ended",
+                      (long long)m->id);
+        break;
     case LOOP_TENANTS:
         load_tenants(l);
         break;
@@ -994,10 +1000,12 @@ static void publish(struct loop *l, double secs, int cut)
             json_object_set(x, "spec", l->live[i].spec);
             json_object_set_new(x, "user", json_string(token_name(l, l->live[i].token_id)));
             json_object_set_new(x, "stopping", json_boolean(qj->state == ALLOT_JOB_STOPPING));
-            if (qj->state == ALLOT_JOB_STOPPING) /* what is left of its grace period */
+            if (qj->state == ALLOT_JOB_STOPPING) { /* what is left of its grace period */
                 json_object_set_new(
                     x, "grace_ms",
                     json_integer(qj->stop_at > srv_now() ? (qj->stop_at - srv_now()) * 1000 : 0));
+                loop_linger_stopping(l, l->live[i].sid, node);
+            }
             json_object_set_new(x, "run", json_integer(wrun));
             /* shown for the first time: held back (run 0) while an earlier
              * run is on its way out of a node (loop_linger_publish) */
@@ -1330,6 +1338,8 @@ void loop_stop(struct loop *l)
     json_decref(l->linger);
     json_decref(l->linger_jobs);
     json_decref(l->linger_held);
+    json_decref(l->stop_wait);
+    json_decref(l->stop_seen);
     json_decref(l->replied);
     changes_clear(l);
     allot_free(l->chg);

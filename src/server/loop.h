@@ -44,6 +44,7 @@ enum loop_msg_kind {
     LOOP_NODE_REMOVED,   /* name: a lost node an admin removed from the store */
     LOOP_JOB_RUNNING,    /* id: a job its agent reported running (stored) since `run` */
     LOOP_LINGER_GONE,    /* an earlier run of a job left a node: its next may be shown */
+    LOOP_JOB_STOPPED,    /* id's processes are gone on every node in its grace period */
 };
 
 /* Starts the loop thread and sets s->loop (before the thread can mark the

@@ -184,6 +184,11 @@ struct loop {
     json_t *linger;      /* owned: node -> {job id: dseq} of runs on their way out of it */
     json_t *linger_jobs; /* owned: job id -> on how many nodes a run of it is on its way out */
     json_t *linger_held; /* owned: job id -> true while a new run of it is held back */
+    json_t *stop_wait;   /* owned: job id -> {"seq": dseq that first showed it stopping,
+                            "nodes": {node: true}} of preempted jobs in their grace
+                            period whose nodes have not all said its processes are gone */
+    json_t *stop_seen;   /* owned, loop thread: job id -> {node: true} of the jobs the
+                            desired state being built shows stopping */
     json_t *replied;     /* owned: node -> [version, dseq] of its last reply */
     uint64_t cycles;
     uint64_t cycles_cut; /* core cycles stopped at cycle-work (allot_queue_more) */
@@ -338,6 +343,10 @@ int loop_linger_seen(struct loop *l, size_t i, int64_t run, struct linger_drop *
  * anew): the run it showed, if any, is on its way out of its nodes. Takes
  * l->dmu; loop thread. */
 void loop_linger_left(struct loop *l, struct live *e);
+/* The desired state being built shows job sid stopping (its grace period)
+ * on node: once every such node's agent, having had that state, no longer
+ * lists it as stopping, its grace ends early (LOOP_JOB_STOPPED). */
+void loop_linger_stopping(struct loop *l, int64_t sid, const char *node);
 /* Desired-state entry x of live job i shows run `run` for the first time:
  * into fr for loop_linger_publish (shown with run 0 when there is no
  * memory for it). */

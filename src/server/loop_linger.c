@@ -136,11 +136,52 @@ void loop_linger_left(struct loop *l, struct live *e)
     e->shown_run = 0;
 }
 
+void loop_linger_stopping(struct loop *l, int64_t sid, const char *node)
+{
+    char k[24];
+    json_t *on;
+
+    if (!node || (!l->stop_seen && !(l->stop_seen = json_object())))
+        return;
+    sid_key(k, sizeof(k), sid);
+    on = json_object_get(l->stop_seen, k);
+    if (!on && json_object_set_new(l->stop_seen, k, json_object()) == 0)
+        on = json_object_get(l->stop_seen, k);
+    if (on)
+        json_object_set_new(on, node, json_true());
+}
+
+/* Under l->dmu: the jobs the state being published (seq) shows stopping
+ * wait for their nodes from seq on (a job shown stopping already keeps
+ * its seq and nodes); those it shows no more wait no more. */
+static void stopping_publish(struct loop *l, uint64_t seq)
+{
+    const char *k;
+    json_t *v;
+    void *tmp;
+
+    if (!l->stop_wait && !(l->stop_wait = json_object()))
+        return;
+    json_object_foreach_safe(l->stop_wait, tmp, k, v)
+    {
+        if (!json_object_get(l->stop_seen, k))
+            json_object_del(l->stop_wait, k);
+    }
+    json_object_foreach(l->stop_seen, k, v)
+    {
+        if (!json_object_get(l->stop_wait, k))
+            json_object_set_new(l->stop_wait, k,
+                                json_pack("{s:I,s:O}", "seq", (json_int_t)seq, "nodes", v));
+    }
+    json_object_clear(l->stop_seen);
+}
+
 void loop_linger_publish(struct loop *l, const struct linger_drop *dr, size_t n_dr,
                          const struct fresh_run *fr, size_t n_fr, json_t **waits)
 {
     uint64_t seq = l->dseq + 1; /* the desired state being published */
 
+    stopping_publish(l, seq);
     for (size_t d = 0; d < n_dr; d++)
         left(l, dr[d].sid, dr[d].nodes, seq);
     /* a run shown for the first time waits while an earlier one is there */
@@ -240,10 +281,33 @@ void loop_linger_heard(struct loop *l, const char *node, const char *known, cons
     }
     if (on && !json_object_size(on))
         json_object_del(l->linger, node);
+    /* preempted jobs in their grace period that this node showed stopping
+     * (a state from their seq on) and lists no more: gone here. Only an
+     * agent that sends the list says so (an older one says nothing). */
+    int64_t gone_ids[16];
+    size_t n_gone = 0;
+    if (stopping && ver && (!known || !strcmp(ver, known))) {
+        json_object_foreach_safe(l->stop_wait, tmp, k, v)
+        {
+            int64_t sid = strtoll(k, NULL, 10);
+            json_t *nodes = json_object_get(v, "nodes");
+            if (!json_object_get(nodes, node) ||
+                (uint64_t)json_integer_value(json_object_get(v, "seq")) > seq ||
+                (n && bsearch(&sid, ids, n, sizeof(*ids), cmp_i64)))
+                continue;
+            json_object_del(nodes, node);
+            if (!json_object_size(nodes) && n_gone < sizeof(gone_ids) / sizeof(gone_ids[0])) {
+                gone_ids[n_gone++] = sid;
+                json_object_del(l->stop_wait, k);
+            }
+        }
+    }
     pthread_mutex_unlock(&l->dmu);
     allot_free(ids);
     if (freed) /* a held run may be shown now */
         loop_post(l, LOOP_LINGER_GONE, 0, NULL);
+    for (size_t g = 0; g < n_gone; g++)
+        loop_post(l, LOOP_JOB_STOPPED, gone_ids[g], NULL);
 }
 
 void loop_linger_forget_node(struct loop *l, const char *node)

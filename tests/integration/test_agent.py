@@ -1434,6 +1434,30 @@ def test_preemption_with_grace():
     assert out.count("started") == 2 and out.count("finished") == 1, out
 
 
+def test_preemptor_starts_once_the_victim_is_gone():
+    """A preempted job (checkpointable: the queue gives it a grace period) that exits on
+    SIGTERM at once gives its GPU to the job it was stopped for then, not when its grace
+    period (20 s here) ends: its agent no longer lists it as stopping, and allotd ends the
+    grace early."""
+    d2 = Daemon(args=["--preempt-grace", "20s", "--preempt-min-runtime", "0s"])
+    expect(d2.req("PUT", "/v1/tenants", TENANTS, token=d2.admin), 200)
+    ag = Agent(d2, d2.token("agent", "", "agents"), "grace-1", emulate="1xT4",
+               args=["--grace", "25s", "--cgroup-root", "%s-grace-1" % fx.CGROUP_ROOT])
+    try:
+        low = submit_to(d2, sh("trap 'echo term $(date +%s%N); exit 143' TERM; echo started; "
+                               "sleep 60 & wait"), priority="training", checkpointable=True)
+        assert wait_log(ag, low, "started", timeout=20), ag.log()
+        high = submit_to(d2, sh("echo high $(date +%s%N); sleep 30"), priority="inference")
+        assert wait_log(ag, high, "high", timeout=15), (ag.log(), d2.log()[-3000:])
+        term, started = stamps(ag, low, "term")[0], stamps(ag, high, "high")[0]
+        assert started > term and started - term < 15 * 10 ** 9, (term, started)
+        for j in (low, high):
+            expect(d2.req("POST", "/v1/jobs/%d/cancel" % j, token=d2.admin), 200)
+    finally:
+        ag.stop()
+        d2.stop()
+
+
 def events_of(d, jid):
     return expect(d.req("GET", "/v1/jobs/%d/events" % jid, token=d.admin), 200)["events"]
 
@@ -2609,7 +2633,8 @@ if __name__ == "__main__":
                 test_oci_image, test_oci_gpu_fraction, test_scrub_between_tenants, test_scrub_after_a_shared_gpu,
                 test_fractions_shim_and_mps,
                 test_fraction_metering, test_gpu_memory_cap_held_from_outside,
-                test_logs_and_run, test_preemption_with_grace, test_requeue,
+                test_logs_and_run, test_preemption_with_grace,
+                test_preemptor_starts_once_the_victim_is_gone, test_requeue,
                 test_gpus_move_after_the_victim_is_gone, test_logs_of_a_requeued_job,
                 test_follow_prints_what_a_stopping_job_writes,
                 test_follow_through_agent_restart_and_a_move,

@@ -123,6 +123,43 @@ static void test_reclaim_with_grace(void **state)
     world_free(&w);
 }
 
+/* Victims whose processes are gone before their grace period ends
+ * (allot_queue_stopped) give their room at once: the next cycle starts
+ * the jobs they were stopped for, not the cycle at the grace's end. */
+static void test_stopped_before_the_grace_ends(void **state)
+{
+    struct world w;
+    int bj[8], aj[2], victim[2];
+
+    world_init(&w, 2, 4, base); /* 8 GPUs, 4 each */
+    fill_with_b(&w, bj);
+    aj[0] = submit(&w, "a0", w.a, 1, 1, 100, 0);
+    aj[1] = submit(&w, "a1", w.a, 1, 1, 100, 0);
+    cycle(&w, 100);
+    assert_int_equal(w.preempts, 2);
+    for (int i = 0, n = 0; i < 8; i++)
+        if (allot_queue_job(w.q, bj[i])->state == ALLOT_JOB_STOPPING)
+            victim[n++] = bj[i];
+    /* one victim is gone at 103: its room goes to one of a's jobs */
+    assert_int_equal(allot_queue_stopped(w.q, victim[0], 103), 0);
+    assert_int_equal(allot_queue_next_wakeup(w.q), 103);
+    cycle(&w, 103);
+    assert_int_equal(w.stops, 1);
+    assert_int_equal(allot_queue_job(w.q, victim[0])->state, ALLOT_JOB_PENDING);
+    assert_int_equal(allot_queue_job(w.q, victim[1])->state, ALLOT_JOB_STOPPING);
+    assert_int_equal((allot_queue_job(w.q, aj[0])->state == ALLOT_JOB_RUNNING) +
+                         (allot_queue_job(w.q, aj[1])->state == ALLOT_JOB_RUNNING),
+                     1);
+    /* the other keeps its grace; a job not stopping is refused */
+    assert_int_equal(allot_queue_stopped(w.q, bj[0], 104), ALLOT_ESTATE);
+    assert_int_equal(allot_queue_stopped(w.q, 9999, 104), ALLOT_ENOENT);
+    cycle(&w, 130);
+    assert_int_equal(w.stops, 2);
+    assert_int_equal(allot_queue_job(w.q, aj[0])->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(allot_queue_job(w.q, aj[1])->state, ALLOT_JOB_RUNNING);
+    world_free(&w);
+}
+
 /* The per-tenant counts the fair shares read (pending, waiting for
  * victims, stopping) follow every change at once, not only at the next
  * cycle: a waiting job cancelled between cycles leaves them exact. */
@@ -1415,6 +1452,7 @@ int main(void)
         cmocka_unit_test(test_gang_all_or_nothing),
         cmocka_unit_test(test_quota_reason),
         cmocka_unit_test(test_reclaim_with_grace),
+        cmocka_unit_test(test_stopped_before_the_grace_ends),
         cmocka_unit_test(test_counts_follow_cancel),
         cmocka_unit_test(test_min_runtime),
         cmocka_unit_test(test_priority_preemption),
