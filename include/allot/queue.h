@@ -412,6 +412,13 @@ int allot_queue_adopt(struct allot_queue *q, const struct allot_job_spec *spec,
  * ALLOT_ENOENT, or ALLOT_ESTATE when the job is not running. */
 int allot_queue_running(struct allot_queue *q, int id, int64_t at);
 
+/* Counts again which running jobs are borrowed, after the tenants' quotas
+ * changed: in the order they started, each is borrowed when its tenant
+ * (with the jobs counted before it) holds its nominal already. A job's
+ * flag is otherwise set when it starts and kept for its run. Returns how
+ * many flags changed, or ALLOT_ENOMEM (nothing changed). */
+int allot_queue_recount_borrowed(struct allot_queue *q);
+
 /* Says that preempted job id's processes are gone before its grace period
  * ended (they exited on the stop signal): the grace period ends at now,
  * and the next cycle gives its room to the job it was stopped for. Returns

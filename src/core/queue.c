@@ -643,6 +643,98 @@ static void index_del(struct allot_queue *q, struct allot_job *j)
     }
 }
 
+/* Running job j's borrowed flag becomes bor: the borrowed list and the
+ * pinned borrowed count follow. */
+static void set_borrowed(struct allot_queue *q, struct allot_job *j, bool bor)
+{
+    struct ten_count *tc =
+        ALLOT_ALWAYS((size_t)j->spec.tenant < q->tc_n) ? &q->tc[j->spec.tenant] : NULL;
+
+    if (j->borrowed == bor)
+        return;
+    if (j->borrowed) {
+        q->n_bor--;
+        if (j->bor_prev >= 0)
+            q->jobs[j->bor_prev].bor_next = j->bor_next;
+        else
+            q->bor_head = j->bor_next;
+        if (j->bor_next >= 0)
+            q->jobs[j->bor_next].bor_prev = j->bor_prev;
+        j->bor_prev = j->bor_next = -1;
+        queue_bor_left(q, j);
+        if (j->pinned_bor && tc) {
+            tc->pinned_bor--;
+            j->pinned_bor = false;
+        }
+    } else {
+        q->n_bor++;
+        j->bor_prev = -1;
+        j->bor_next = q->bor_head;
+        if (q->bor_head >= 0)
+            q->jobs[q->bor_head].bor_prev = j->id;
+        q->bor_head = j->id;
+        if (!queue_job_preemptible(q, j) && tc) {
+            tc->pinned_bor++;
+            j->pinned_bor = true;
+        }
+    }
+    j->borrowed = bor;
+}
+
+struct started {
+    int64_t start;
+    int id;
+};
+
+static int cmp_started(const void *a, const void *b)
+{
+    const struct started *x = a, *y = b;
+
+    if (x->start != y->start)
+        return x->start < y->start ? -1 : 1;
+    return x->id - y->id;
+}
+
+int allot_queue_recount_borrowed(struct allot_queue *q)
+{
+    struct allot_resvec use;
+    size_t n = 0;
+    int changed = 0;
+    struct started *ids = q->n_running ? allot_malloc(q->n_running * sizeof(*ids)) : NULL;
+
+    if (q->n_running && !ids)
+        return ALLOT_ENOMEM;
+    for (size_t i = 0; i < q->n_running; i++)
+        if (q->running[i] >= 0)
+            ids[n++] = (struct started){.start = q->jobs[q->running[i]].start, .id = q->running[i]};
+    if (n)
+        qsort(ids, n, sizeof(*ids), cmp_started);
+    /* every job off its tenants' usage, then back on in the order they
+     * started, each borrowed when it does not fit its tenant's nominal */
+    for (size_t i = 0; i < n; i++) {
+        queue_job_usage(q, &q->jobs[ids[i].id], &use);
+        allot_tenants_charge(q->t, q->jobs[ids[i].id].spec.tenant, &use, -1);
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct allot_job *j = &q->jobs[ids[i].id];
+        queue_job_usage(q, j, &use);
+        bool bor = !allot_tenants_in_nominal(q->t, j->spec.tenant, &use);
+        allot_tenants_charge(q->t, j->spec.tenant, &use, +1);
+        changed += bor != j->borrowed;
+        set_borrowed(q, j, bor);
+    }
+    allot_free(ids);
+    if (changed) { /* other candidates: every search looks again */
+        queue_bor_reset(q);
+        q->leave_epoch++;
+        q->run_epoch++;
+        q->free_epoch++;
+        q->pinned_epoch++;
+        q->serial++;
+    }
+    return changed;
+}
+
 /* A running or stopping job leaves the cluster: the bookkeeping once its
  * placements are released and its usage uncharged. Never fails. */
 void queue_job_leave(struct allot_queue *q, struct allot_job *j, int64_t now)

@@ -224,6 +224,14 @@ static int load_tenants(struct loop *l)
     if (rc == 0)
         rc = tenants_apply(l->t, &conf, l->srv->cat, err, sizeof(err));
     if (rc == 0) {
+        /* the quotas may have changed: which running jobs are borrowed is
+         * counted again, so that a new guarantee is kept (reclaim) */
+        int n = allot_queue_recount_borrowed(l->q);
+        if (n > 0)
+            LOG_INFO("loop", "tenants applied: %d running jobs count as %s anew", n,
+                     "borrowed or inside their tenant's nominal");
+    }
+    if (rc == 0) {
         int nt = allot_tenants_count(l->t);
         bool *v = allot_calloc((size_t)nt + 1, sizeof(*v));
 

@@ -299,6 +299,51 @@ def test_fair_reclaim():
         d.stop()
 
 
+def test_quota_change_reclaims():
+    """A tenants change that shrinks lab/a's nominal (6 -> 2) and grows lab/b's (2 -> 6)
+    while lab/a runs 6 jobs: lab/a's 4 newest count as borrowed from then on, and lab/b's
+    jobs inside its new nominal take them back. (They stayed in-quota for their run, and
+    lab/b waited with "cluster quota exhausted".)"""
+    d = Daemon(args=["--preempt-grace", "0s", "--preempt-min-runtime", "0s", "--fair-cap", "0"])
+
+    def tree(a, b):
+        expect(d.req("PUT", "/v1/tenants", {"version": 1, "tenants": [
+            {"path": "lab"}, {"path": "lab/a", "quotas": {"gpu": {"nominal": a}}},
+            {"path": "lab/b", "quotas": {"gpu": {"nominal": b}}}]}, token=d.admin), 200)
+
+    def sub(tenant, name):
+        return expect(d.req("POST", "/v1/jobs", {"name": name, "tenant": tenant, "gpus": 1},
+                            token=d.admin), 201)["id"]
+
+    def states():
+        jobs = expect(d.req("GET", "/v1/jobs?limit=100", token=d.admin), 200)["jobs"]
+        return {j["name"]: j["state"] for j in jobs}
+
+    try:
+        tree(6, 2)
+        ag = d.token("agent", "", "agents")
+        for i in range(2):
+            expect(d.req("POST", "/v1/nodes/register", dict(N1, name="q%d" % i), token=ag), 201)
+        a = []
+        for i in range(6):  # one at a time: they start in this order
+            a.append(sub("lab/a", "a%d" % i))
+            wait_job(a[-1], lambda x: x["state"] == "starting", d=d)
+        tree(2, 6)
+        for i in range(6):
+            sub("lab/b", "b%d" % i)
+        end = time.time() + 15
+        st = states()
+        while time.time() < end and sum(st.get("b%d" % i) == "starting" for i in range(6)) < 6:
+            time.sleep(0.1)
+            st = states()
+        assert sum(st["b%d" % i] == "starting" for i in range(6)) == 6, (st, d.log()[-3000:])
+        assert [st["a%d" % i] for i in range(6)] == ["starting"] * 2 + ["pending"] * 4, st
+        assert "running jobs count as borrowed or inside their tenant's nominal anew" in \
+            d.log(), d.log()[-2000:]
+    finally:
+        d.stop()
+
+
 def test_fair_cap():
     """With --fair-cap a tenant beyond its nominal does not fill a hole past
     the cap while another tenant's gang waits; once the gang is gone it
@@ -1133,7 +1178,8 @@ if __name__ == "__main__":
         AG = dm.token("agent", "", "agents")
         fx.run([test_register, test_place_run_succeed, test_mig_and_cancel_frees,
                 test_metrics_show_the_cluster, test_restart_rebuilds_from_store,
-                test_cycle_work_goes_on, test_reserve_gangs, test_fair_reclaim, test_fair_cap,
+                test_cycle_work_goes_on, test_reserve_gangs, test_fair_reclaim,
+                test_quota_change_reclaims, test_fair_cap,
                 test_aging, test_large_gang_gpus, test_las_threshold, test_lending_hold,
                 test_defrag, test_checkpoint_report, test_checkpoint_survives_restart,
                 test_job_credential, test_preempted_job_survives_restart,

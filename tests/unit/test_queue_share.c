@@ -655,6 +655,52 @@ static void test_pinned_larger_than_the_surplus(void **state)
     world_free(&w);
 }
 
+/* After a quota change (a's nominal 6 -> 2, b's 2 -> 6) the running jobs
+ * are counted again (allot_queue_recount_borrowed): a's four newest are
+ * borrowed now, and b's jobs inside its new nominal reclaim them. Before,
+ * they stayed in-quota for their whole run and b waited. */
+static void test_quota_change_recounts_borrowed(void **state)
+{
+    struct world w;
+    struct allot_quota two = {2000, ALLOT_UNLIMITED, ALLOT_UNLIMITED},
+                       six = {6000, ALLOT_UNLIMITED, ALLOT_UNLIMITED};
+    char name[16], err[256];
+    int aj[6], bj[6];
+
+    (void)state;
+    world_init(&w, 2, 4, base); /* 8 GPUs; a and b 4 each */
+    assert_int_equal(allot_tenants_set_quota(w.t, w.a, ALLOT_RES_GPU, six), 0);
+    assert_int_equal(allot_tenants_set_quota(w.t, w.b, ALLOT_RES_GPU, two), 0);
+    for (int i = 0; i < 6; i++) {
+        allot_fmt(name, sizeof(name), "a%d", i);
+        aj[i] = submit(&w, name, w.a, 1, 1, i, 0);
+        cycle(&w, i);
+    }
+    for (int i = 0; i < 6; i++)
+        assert_false(allot_queue_job(w.q, aj[i])->borrowed);
+    assert_int_equal(allot_tenants_set_quota(w.t, w.a, ALLOT_RES_GPU, two), 0);
+    assert_int_equal(allot_tenants_set_quota(w.t, w.b, ALLOT_RES_GPU, six), 0);
+    assert_int_equal(allot_queue_recount_borrowed(w.q), 4);
+    if (allot_queue_check_invariants(w.q, err, sizeof(err)) != 0)
+        fail_msg("after the recount: %s", err);
+    for (int i = 0; i < 6; i++) /* the two that started first stay in-quota */
+        assert_int_equal(allot_queue_job(w.q, aj[i])->borrowed, i >= 2);
+    assert_int_equal(allot_queue_recount_borrowed(w.q), 0); /* nothing changed since */
+    for (int i = 0; i < 6; i++) {
+        allot_fmt(name, sizeof(name), "b%d", i);
+        bj[i] = submit(&w, name, w.b, 1, 1, 700, 0);
+    }
+    cycle(&w, 700);
+    assert_int_equal(w.preempts, 4);
+    for (int i = 0; i < w.n_pairs; i++)
+        assert_true(w.pairs[i][0] == aj[2] || w.pairs[i][0] == aj[3] || w.pairs[i][0] == aj[4] ||
+                    w.pairs[i][0] == aj[5]);
+    cycle(&w, 800); /* past the grace */
+    for (int i = 0; i < 6; i++)
+        assert_int_equal(allot_queue_job(w.q, bj[i])->state, ALLOT_JOB_RUNNING);
+    world_free(&w);
+}
+
 /* A job more than its tenant may ever hold is no demand for the fair
  * shares: with it waiting for good, another tenant's borrowing is not
  * capped on an idle cluster (the cap binds while others wait). */
@@ -695,6 +741,7 @@ int main(void)
         cmocka_unit_test(test_reclaim_pinned_last_nodes),
         cmocka_unit_test(test_pinned_reclaimable_after_a_start),
         cmocka_unit_test(test_pinned_larger_than_the_surplus),
+        cmocka_unit_test(test_quota_change_recounts_borrowed),
         cmocka_unit_test(test_never_job_is_no_demand),
         cmocka_unit_test(test_fair_cap),
         cmocka_unit_test(test_fair_shares_follow_tree),
