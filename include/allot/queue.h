@@ -412,12 +412,14 @@ int allot_queue_adopt(struct allot_queue *q, const struct allot_job_spec *spec,
  * ALLOT_ENOENT, or ALLOT_ESTATE when the job is not running. */
 int allot_queue_running(struct allot_queue *q, int id, int64_t at);
 
-/* Counts again which running jobs are borrowed, after the tenants' quotas
- * changed: in the order they started, each is borrowed when its tenant
- * (with the jobs counted before it) holds its nominal already. A job's
- * flag is otherwise set when it starts and kept for its run. Returns how
- * many flags changed, or ALLOT_ENOMEM (nothing changed). */
-int allot_queue_recount_borrowed(struct allot_queue *q);
+/* Counts again which running jobs of the tenants t with only[t] (every
+ * tenant when only is NULL) are borrowed, after their quotas changed: in
+ * the order they started, each is borrowed when its tenant (with the jobs
+ * counted before it) holds its nominal already; jobs in their grace period
+ * keep theirs. A job's flag is otherwise set when it starts and kept for
+ * its run. Every victim search looks again afterwards (the nominals moved).
+ * Returns how many flags changed, or ALLOT_ENOMEM (nothing changed). */
+int allot_queue_recount_borrowed(struct allot_queue *q, const bool *only);
 
 /* Says that preempted job id's processes are gone before its grace period
  * ended (they exited on the stop signal): the grace period ends at now,

@@ -695,7 +695,7 @@ static int cmp_started(const void *a, const void *b)
     return x->id - y->id;
 }
 
-int allot_queue_recount_borrowed(struct allot_queue *q)
+int allot_queue_recount_borrowed(struct allot_queue *q, const bool *only)
 {
     struct allot_resvec use;
     size_t n = 0;
@@ -704,16 +704,28 @@ int allot_queue_recount_borrowed(struct allot_queue *q)
 
     if (q->n_running && !ids)
         return ALLOT_ENOMEM;
-    for (size_t i = 0; i < q->n_running; i++)
-        if (q->running[i] >= 0)
-            ids[n++] = (struct started){.start = q->jobs[q->running[i]].start, .id = q->running[i]};
+    /* the running jobs of the tenants asked for; stopping ones are on their
+     * way out and keep their flags (charged last, they never push a running
+     * job beyond the nominal) */
+    for (size_t i = 0; i < q->n_running; i++) {
+        const struct allot_job *j = q->running[i] >= 0 ? &q->jobs[q->running[i]] : NULL;
+        if (j && j->state == ALLOT_JOB_RUNNING && (!only || only[j->spec.tenant]))
+            ids[n++] = (struct started){.start = j->start, .id = j->id};
+    }
     if (n)
         qsort(ids, n, sizeof(*ids), cmp_started);
-    /* every job off its tenants' usage, then back on in the order they
+    /* those jobs off their tenants' usage, then back on in the order they
      * started, each borrowed when it does not fit its tenant's nominal */
     for (size_t i = 0; i < n; i++) {
         queue_job_usage(q, &q->jobs[ids[i].id], &use);
         allot_tenants_charge(q->t, q->jobs[ids[i].id].spec.tenant, &use, -1);
+    }
+    for (size_t i = 0; i < q->n_running; i++) { /* the stopping ones' usage first, */
+        const struct allot_job *j = q->running[i] >= 0 ? &q->jobs[q->running[i]] : NULL;
+        if (j && j->state == ALLOT_JOB_STOPPING && (!only || only[j->spec.tenant])) {
+            queue_job_usage(q, j, &use);
+            allot_tenants_charge(q->t, j->spec.tenant, &use, -1);
+        }
     }
     for (size_t i = 0; i < n; i++) {
         struct allot_job *j = &q->jobs[ids[i].id];
@@ -723,15 +735,23 @@ int allot_queue_recount_borrowed(struct allot_queue *q)
         changed += bor != j->borrowed;
         set_borrowed(q, j, bor);
     }
-    allot_free(ids);
-    if (changed) { /* other candidates: every search looks again */
-        queue_bor_reset(q);
-        q->leave_epoch++;
-        q->run_epoch++;
-        q->free_epoch++;
-        q->pinned_epoch++;
-        q->serial++;
+    for (size_t i = 0; i < q->n_running; i++) { /* ... back on last */
+        const struct allot_job *j = q->running[i] >= 0 ? &q->jobs[q->running[i]] : NULL;
+        if (j && j->state == ALLOT_JOB_STOPPING && (!only || only[j->spec.tenant])) {
+            queue_job_usage(q, j, &use);
+            allot_tenants_charge(q->t, j->spec.tenant, &use, +1);
+        }
     }
+    allot_free(ids);
+    /* the quotas changed: a job inside its tenant's nominal now may reclaim,
+     * and other work may be a candidate: every search looks again */
+    queue_bor_reset(q);
+    q->leave_epoch++;
+    q->run_epoch++;
+    q->free_epoch++;
+    q->pinned_epoch++;
+    q->serial++;
+    q->pause.valid = false;
     return changed;
 }
 

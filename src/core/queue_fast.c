@@ -1113,6 +1113,7 @@ int allot_queue_stopped(struct allot_queue *q, int id, int64_t now)
     if (j->stop_at <= now)
         return 0;
     j->stop_at = now;
+    q->pause.valid = false; /* a cycle cut short starts over: its stops come first */
     queue_fast_timer(q, j);
     if (now < q->wakeup)
         q->wakeup = now;

@@ -417,30 +417,10 @@ void gate_user_changed(struct loop *l, int64_t sid)
 {
     size_t k;
     struct live *e = loop_find_live(l, sid, &k);
-    struct allot_store_job j = {0};
-    struct allot_store *rd;
-    char *text;
 
-    /* in the gate or ended meanwhile: nothing to do */
-    if (!e)
-        return;
-    if (allot_queue_job(l->q, e->qid)->state == ALLOT_JOB_PENDING) {
+    /* in the gate, placed or ended meanwhile: nothing to do */
+    if (e && allot_queue_job(l->q, e->qid)->state == ALLOT_JOB_PENDING)
         reenter(l, sid, k, false);
-        return;
-    }
-    /* placed between the change and this look: this run keeps the class it
-     * was placed with; its next (a requeue, a preemption) takes the stored
-     * one, as a restart of allotd would */
-    if ((rd = srv_reader(l->srv)) && allot_store_job_get(rd, sid, &j) == 0 && j.spec &&
-        strcmp(j.spec, e->spec_text) != 0 && (text = strdup(j.spec))) {
-        free(e->spec_text);
-        e->spec_text = text;
-        LOG_INFO("loop",
-                 "job %lld: its new priority class applies from its next run (it was "
-                 "placed as the change came)",
-                 (long long)sid);
-    }
-    allot_store_job_clear(&j);
 }
 
 void gate_user_release(struct loop *l, int64_t sid)

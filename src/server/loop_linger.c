@@ -295,8 +295,10 @@ void loop_linger_heard(struct loop *l, const char *node, const char *known, cons
                 (uint64_t)json_integer_value(json_object_get(v, "seq")) > seq ||
                 (n && bsearch(&sid, ids, n, sizeof(*ids), cmp_i64)))
                 continue;
+            if (json_object_size(nodes) == 1 && n_gone == sizeof(gone_ids) / sizeof(gone_ids[0]))
+                continue; /* the last node of more than can be told now: the next heartbeat */
             json_object_del(nodes, node);
-            if (!json_object_size(nodes) && n_gone < sizeof(gone_ids) / sizeof(gone_ids[0])) {
+            if (!json_object_size(nodes)) {
                 gone_ids[n_gone++] = sid;
                 json_object_del(l->stop_wait, k);
             }

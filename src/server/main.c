@@ -351,9 +351,10 @@ static const struct allot_config_option options[] = {
      .min = 0,
      .max = 86400000,
      .help = "Time a preempted checkpointable job keeps its GPUs between SIGTERM and SIGKILL "
-             "(its agent kills it at the end) before they go to the job that preempted it. A "
-             "job that does not checkpoint is stopped at once: its agent gives it its own "
-             "--grace, and the preemptor's task starts on its GPUs once it is gone."},
+             "(its agent kills it at the end) before they go to the job that preempted it, "
+             "or until its processes are gone if sooner (its agents say so). A job that does "
+             "not checkpoint is stopped at once: its agent gives it its own --grace, and the "
+             "preemptor's task starts on its GPUs once it is gone."},
     {.name = "preempt-min-runtime",
      .type = ALLOT_CFG_DURATION,
      .offset = F(preempt_min_runtime),

@@ -680,12 +680,12 @@ static void test_quota_change_recounts_borrowed(void **state)
         assert_false(allot_queue_job(w.q, aj[i])->borrowed);
     assert_int_equal(allot_tenants_set_quota(w.t, w.a, ALLOT_RES_GPU, two), 0);
     assert_int_equal(allot_tenants_set_quota(w.t, w.b, ALLOT_RES_GPU, six), 0);
-    assert_int_equal(allot_queue_recount_borrowed(w.q), 4);
+    assert_int_equal(allot_queue_recount_borrowed(w.q, NULL), 4);
     if (allot_queue_check_invariants(w.q, err, sizeof(err)) != 0)
         fail_msg("after the recount: %s", err);
     for (int i = 0; i < 6; i++) /* the two that started first stay in-quota */
         assert_int_equal(allot_queue_job(w.q, aj[i])->borrowed, i >= 2);
-    assert_int_equal(allot_queue_recount_borrowed(w.q), 0); /* nothing changed since */
+    assert_int_equal(allot_queue_recount_borrowed(w.q, NULL), 0); /* nothing changed since */
     for (int i = 0; i < 6; i++) {
         allot_fmt(name, sizeof(name), "b%d", i);
         bj[i] = submit(&w, name, w.b, 1, 1, 700, 0);
@@ -698,6 +698,43 @@ static void test_quota_change_recounts_borrowed(void **state)
     cycle(&w, 800); /* past the grace */
     for (int i = 0; i < 6; i++)
         assert_int_equal(allot_queue_job(w.q, bj[i])->state, ALLOT_JOB_RUNNING);
+    world_free(&w);
+}
+
+/* A job that waited outside its tenant's nominal (its search for victims
+ * found none and was remembered) reclaims once a quota change puts it
+ * inside, though no running job's flag changes. */
+static void test_quota_change_searches_again(void **state)
+{
+    struct world w;
+    struct allot_quota two = {2000, ALLOT_UNLIMITED, ALLOT_UNLIMITED},
+                       four = {4000, ALLOT_UNLIMITED, ALLOT_UNLIMITED};
+    char name[16];
+    bool only_a[8] = {false};
+    int j;
+
+    (void)state;
+    world_init(&w, 2, 4, base); /* 8 GPUs */
+    assert_int_equal(allot_tenants_set_quota(w.t, w.a, ALLOT_RES_GPU, two), 0);
+    assert_int_equal(allot_tenants_set_quota(w.t, w.b, ALLOT_RES_GPU, two), 0);
+    for (int i = 0; i < 6; i++) { /* b at 6 of its 2 */
+        allot_fmt(name, sizeof(name), "b%d", i);
+        submit(&w, name, w.b, 1, 1, 0, 0);
+    }
+    submit(&w, "a0", w.a, 1, 1, 0, 0);
+    submit(&w, "a1", w.a, 1, 1, 0, 0);
+    cycle(&w, 0);
+    assert_int_equal(w.starts, 8);
+    j = submit(&w, "j", w.a, 1, 1, 700, 0); /* a at its 2: j borrows, nothing to take */
+    cycle(&w, 700);
+    assert_int_equal(w.preempts, 0);
+    assert_int_equal(allot_tenants_set_quota(w.t, w.a, ALLOT_RES_GPU, four), 0);
+    only_a[w.a] = true;
+    assert_int_equal(allot_queue_recount_borrowed(w.q, only_a), 0); /* a's two stay in-quota */
+    cycle(&w, 701);
+    assert_int_equal(w.preempts, 1);
+    assert_int_equal(w.pairs[0][1], j);
+    assert_int_equal(allot_queue_job(w.q, w.pairs[0][0])->spec.tenant, w.b);
     world_free(&w);
 }
 
@@ -742,6 +779,7 @@ int main(void)
         cmocka_unit_test(test_pinned_reclaimable_after_a_start),
         cmocka_unit_test(test_pinned_larger_than_the_surplus),
         cmocka_unit_test(test_quota_change_recounts_borrowed),
+        cmocka_unit_test(test_quota_change_searches_again),
         cmocka_unit_test(test_never_job_is_no_demand),
         cmocka_unit_test(test_fair_cap),
         cmocka_unit_test(test_fair_shares_follow_tree),
