@@ -700,16 +700,18 @@ int allot_queue_recount_borrowed(struct allot_queue *q, const bool *only)
     struct allot_resvec use;
     size_t n = 0;
     int changed = 0;
-    struct started *ids = q->n_running ? allot_malloc(q->n_running * sizeof(*ids)) : NULL;
+    struct started *ids = allot_malloc((q->n_running + 1) * sizeof(*ids));
 
-    if (q->n_running && !ids)
+    if (!ids)
         return ALLOT_ENOMEM;
     /* the running jobs of the tenants asked for; stopping ones are on their
      * way out and keep their flags (charged last, they never push a running
      * job beyond the nominal) */
     for (size_t i = 0; i < q->n_running; i++) {
-        const struct allot_job *j = q->running[i] >= 0 ? &q->jobs[q->running[i]] : NULL;
-        if (j && j->state == ALLOT_JOB_RUNNING && (!only || only[j->spec.tenant]))
+        if (q->running[i] < 0)
+            continue;
+        const struct allot_job *j = &q->jobs[q->running[i]];
+        if (j->state == ALLOT_JOB_RUNNING && (!only || only[j->spec.tenant]))
             ids[n++] = (struct started){.start = j->start, .id = j->id};
     }
     if (n)
@@ -721,8 +723,10 @@ int allot_queue_recount_borrowed(struct allot_queue *q, const bool *only)
         allot_tenants_charge(q->t, q->jobs[ids[i].id].spec.tenant, &use, -1);
     }
     for (size_t i = 0; i < q->n_running; i++) { /* the stopping ones' usage first, */
-        const struct allot_job *j = q->running[i] >= 0 ? &q->jobs[q->running[i]] : NULL;
-        if (j && j->state == ALLOT_JOB_STOPPING && (!only || only[j->spec.tenant])) {
+        if (q->running[i] < 0)
+            continue;
+        const struct allot_job *j = &q->jobs[q->running[i]];
+        if (j->state == ALLOT_JOB_STOPPING && (!only || only[j->spec.tenant])) {
             queue_job_usage(q, j, &use);
             allot_tenants_charge(q->t, j->spec.tenant, &use, -1);
         }
@@ -736,8 +740,10 @@ int allot_queue_recount_borrowed(struct allot_queue *q, const bool *only)
         set_borrowed(q, j, bor);
     }
     for (size_t i = 0; i < q->n_running; i++) { /* ... back on last */
-        const struct allot_job *j = q->running[i] >= 0 ? &q->jobs[q->running[i]] : NULL;
-        if (j && j->state == ALLOT_JOB_STOPPING && (!only || only[j->spec.tenant])) {
+        if (q->running[i] < 0)
+            continue;
+        const struct allot_job *j = &q->jobs[q->running[i]];
+        if (j->state == ALLOT_JOB_STOPPING && (!only || only[j->spec.tenant])) {
             queue_job_usage(q, j, &use);
             allot_tenants_charge(q->t, j->spec.tenant, &use, +1);
         }

@@ -221,34 +221,19 @@ static int load_tenants(struct loop *l)
             for (int res = 0; res < ALLOT_RES_MAX; res++)
                 if (conf.v[i].has_quota[res])
                     conf.v[i].quota[res].borrow_limit = 0;
-    /* each tenant's nominals before, to see which the document changes */
-    int nt0 = allot_tenants_count(l->t);
-    int64_t *nom0 =
-        rc == 0 ? allot_malloc(((size_t)nt0 + 1) * ALLOT_RES_MAX * sizeof(*nom0)) : NULL;
-    for (int i = 0; nom0 && i < nt0; i++)
-        for (int k = 0; k < ALLOT_RES_MAX; k++)
-            nom0[(size_t)i * ALLOT_RES_MAX + k] = allot_tenants_get(l->t, i)->quota[k].nominal;
+    /* a tenant whose nominal changed: which of its running jobs are
+     * borrowed is counted again, so that a new guarantee is kept (by
+     * reclaim); the others keep the flags their jobs started with */
+    bool *only = NULL, any = false;
     if (rc == 0)
-        rc = tenants_apply(l->t, &conf, l->srv->cat, err, sizeof(err));
-    if (rc == 0) {
-        /* a tenant whose nominal changed: which of its running jobs are
-         * borrowed is counted again, so that a new guarantee is kept (by
-         * reclaim); the others keep the flags their jobs started with */
-        bool *only = allot_calloc((size_t)nt0 + 1, sizeof(*only)), any = false;
-        for (int i = 0; only && i < nt0; i++)
-            for (int k = 0; k < ALLOT_RES_MAX && nom0; k++)
-                if (allot_tenants_get(l->t, i)->quota[k].nominal !=
-                    nom0[(size_t)i * ALLOT_RES_MAX + k])
-                    any = only[i] = true;
-        int n = any ? allot_queue_recount_borrowed(l->q, only) : 0;
-        if (n > 0)
-            LOG_INFO("loop", "quotas changed: %d running jobs count as %s anew", n,
-                     "borrowed or inside their tenant's nominal");
-        else if (!only || !nom0) /* out of memory: every tenant */
-            allot_queue_recount_borrowed(l->q, NULL);
-        allot_free(only);
-    }
-    allot_free(nom0);
+        rc = tenants_apply_noting(l->t, &conf, l->srv->cat, &only, &any, err, sizeof(err));
+    int n = rc == 0 && (any || !only) ? allot_queue_recount_borrowed(l->q, only) : 0;
+    if (n > 0)
+        LOG_INFO("loop",
+                 "quotas changed: %d running jobs count as borrowed or inside their "
+                 "tenant's nominal anew",
+                 n);
+    allot_free(only);
     if (rc == 0) {
         int nt = allot_tenants_count(l->t);
         bool *v = allot_calloc((size_t)nt + 1, sizeof(*v));

@@ -376,6 +376,28 @@ int tenants_class_in_use(struct allot_store *st, const char *name, int64_t *job)
     return rc ? rc : found;
 }
 
+int tenants_apply_noting(struct allot_tenants *t, const struct sim_tenants_conf *conf,
+                         const struct allot_catalog *cat, bool **changed, bool *any, char *err,
+                         size_t errlen)
+{
+    int n = allot_tenants_count(t), rc;
+    int64_t *nom = allot_malloc(((size_t)n + 1) * ALLOT_RES_MAX * sizeof(*nom));
+
+    *changed = NULL;
+    *any = false;
+    for (int i = 0; nom && i < n; i++)
+        for (int k = 0; k < ALLOT_RES_MAX; k++)
+            nom[(size_t)i * ALLOT_RES_MAX + k] = allot_tenants_get(t, i)->quota[k].nominal;
+    rc = tenants_apply(t, conf, cat, err, errlen);
+    if (rc == 0 && nom && (*changed = allot_calloc((size_t)n + 1, sizeof(**changed))))
+        for (int i = 0; i < n; i++)
+            for (int k = 0; k < ALLOT_RES_MAX; k++)
+                if (allot_tenants_get(t, i)->quota[k].nominal != nom[(size_t)i * ALLOT_RES_MAX + k])
+                    *any = (*changed)[i] = true;
+    allot_free(nom);
+    return rc;
+}
+
 int tenants_apply(struct allot_tenants *t, const struct sim_tenants_conf *conf,
                   const struct allot_catalog *cat, char *err, size_t errlen)
 {

@@ -31,6 +31,12 @@ json_t *tenants_doc_from_store(struct allot_store *st);
 /* Adds or updates the tenants of conf in tree t; classes are not touched.
  * A tenant of t that conf no longer lists (pruned) stays, with no nominal
  * and no borrowing. Returns 0 or an ALLOT_E* code with a message. */
+/* tenants_apply, noting in *changed (calloc'd over the tenants there were
+ * before, true where a nominal changed; NULL when out of memory: count
+ * every tenant as changed) and *any (some nominal changed). */
+int tenants_apply_noting(struct allot_tenants *t, const struct sim_tenants_conf *conf,
+                         const struct allot_catalog *cat, bool **changed, bool *any, char *err,
+                         size_t errlen);
 int tenants_apply(struct allot_tenants *t, const struct sim_tenants_conf *conf,
                   const struct allot_catalog *cat, char *err, size_t errlen);
 /* Whether conf lists tenant `path`, or a tenant below it. */
