@@ -1451,8 +1451,13 @@ def test_preemptor_starts_once_the_victim_is_gone():
         assert wait_log(ag, high, "high", timeout=15), (ag.log(), d2.log()[-3000:])
         term, started = stamps(ag, low, "term")[0], stamps(ag, high, "high")[0]
         assert started > term and started - term < 15 * 10 ** 9, (term, started)
+        # low waits (requeued); high is stopped, and gone before its agent stops
         for j in (low, high):
             expect(d2.req("POST", "/v1/jobs/%d/cancel" % j, token=d2.admin), 200)
+        end = time.time() + 15
+        while time.time() < end and "job %d task 0 ended" % high not in ag.log():
+            time.sleep(0.1)
+        assert "job %d task 0 ended" % high in ag.log(), ag.log()
     finally:
         ag.stop()
         d2.stop()
