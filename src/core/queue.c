@@ -601,6 +601,39 @@ static int index_reserve(struct allot_queue *q, int tenant)
     return 0;
 }
 
+/* Borrowed job j onto / off the borrowed list. */
+static void bor_link(struct allot_queue *q, struct allot_job *j)
+{
+    q->n_bor++;
+    j->bor_prev = -1;
+    j->bor_next = q->bor_head;
+    if (q->bor_head >= 0)
+        q->jobs[q->bor_head].bor_prev = j->id;
+    q->bor_head = j->id;
+}
+
+static void bor_unlink(struct allot_queue *q, struct allot_job *j)
+{
+    q->n_bor--;
+    if (j->bor_prev >= 0)
+        q->jobs[j->bor_prev].bor_next = j->bor_next;
+    else
+        q->bor_head = j->bor_next;
+    if (j->bor_next >= 0)
+        q->jobs[j->bor_next].bor_prev = j->bor_prev;
+    j->bor_prev = j->bor_next = -1;
+}
+
+/* Counts running job j in its tenant's pinned borrowed work (on) or no
+ * longer; j->pinned_bor says whether it is. */
+static void pinned_count(struct allot_queue *q, struct allot_job *j, bool on)
+{
+    if (j->pinned_bor == on || !ALLOT_ALWAYS((size_t)j->spec.tenant < q->tc_n))
+        return;
+    q->tc[j->spec.tenant].pinned_bor += on ? 1 : -1;
+    j->pinned_bor = on;
+}
+
 /* Links a job that starts into its tenant's list and, when borrowed, the
  * borrowed list (room reserved with index_reserve). */
 static void index_add(struct allot_queue *q, struct allot_job *j)
@@ -614,13 +647,8 @@ static void index_add(struct allot_queue *q, struct allot_job *j)
     *head = j->id;
     q->tc[j->spec.tenant].running++;
     j->bor_prev = j->bor_next = -1;
-    if (j->borrowed) {
-        q->n_bor++;
-        j->bor_next = q->bor_head;
-        if (q->bor_head >= 0)
-            q->jobs[q->bor_head].bor_prev = j->id;
-        q->bor_head = j->id;
-    }
+    if (j->borrowed)
+        bor_link(q, j);
 }
 
 static void index_del(struct allot_queue *q, struct allot_job *j)
@@ -632,52 +660,23 @@ static void index_del(struct allot_queue *q, struct allot_job *j)
     if (j->ten_next >= 0)
         q->jobs[j->ten_next].ten_prev = j->ten_prev;
     q->tc[j->spec.tenant].running--;
-    if (j->borrowed) {
-        q->n_bor--;
-        if (j->bor_prev >= 0)
-            q->jobs[j->bor_prev].bor_next = j->bor_next;
-        else
-            q->bor_head = j->bor_next;
-        if (j->bor_next >= 0)
-            q->jobs[j->bor_next].bor_prev = j->bor_prev;
-    }
+    if (j->borrowed)
+        bor_unlink(q, j);
 }
 
 /* Running job j's borrowed flag becomes bor: the borrowed list and the
  * pinned borrowed count follow. */
 static void set_borrowed(struct allot_queue *q, struct allot_job *j, bool bor)
 {
-    struct ten_count *tc =
-        ALLOT_ALWAYS((size_t)j->spec.tenant < q->tc_n) ? &q->tc[j->spec.tenant] : NULL;
-
     if (j->borrowed == bor)
         return;
-    if (j->borrowed) {
-        q->n_bor--;
-        if (j->bor_prev >= 0)
-            q->jobs[j->bor_prev].bor_next = j->bor_next;
-        else
-            q->bor_head = j->bor_next;
-        if (j->bor_next >= 0)
-            q->jobs[j->bor_next].bor_prev = j->bor_prev;
-        j->bor_prev = j->bor_next = -1;
-        queue_bor_left(q, j);
-        if (j->pinned_bor && tc) {
-            tc->pinned_bor--;
-            j->pinned_bor = false;
-        }
+    if (bor) {
+        bor_link(q, j);
     } else {
-        q->n_bor++;
-        j->bor_prev = -1;
-        j->bor_next = q->bor_head;
-        if (q->bor_head >= 0)
-            q->jobs[q->bor_head].bor_prev = j->id;
-        q->bor_head = j->id;
-        if (!queue_job_preemptible(q, j) && tc) {
-            tc->pinned_bor++;
-            j->pinned_bor = true;
-        }
+        bor_unlink(q, j);
+        queue_bor_left(q, j);
     }
+    pinned_count(q, j, bor && !queue_job_preemptible(q, j));
     j->borrowed = bor;
 }
 
@@ -780,10 +779,7 @@ void queue_job_leave(struct allot_queue *q, struct allot_job *j, int64_t now)
     q->n_excl -= j->spec.task.isolation != ALLOT_ISO_SHARED;
     if (j->borrowed)
         queue_bor_left(q, j);
-    if (j->pinned_bor && ALLOT_ALWAYS((size_t)j->spec.tenant < q->tc_n)) {
-        q->tc[j->spec.tenant].pinned_bor--;
-        j->pinned_bor = false;
-    }
+    pinned_count(q, j, false);
     queue_fast_usage(q, j->spec.tenant);
     allot_free(j->pl);
     j->pl = NULL;
@@ -897,17 +893,11 @@ static void job_start(struct allot_queue *q, struct allot_job *j, int64_t now)
     allot_tenants_charge(q->t, j->spec.tenant, &use, +1);
     j->state = ALLOT_JOB_RUNNING;
     j->moving = false;
-    if ((size_t)j->spec.tenant < q->tc_n) {
-        struct ten_count *tc = &q->tc[j->spec.tenant];
-        if (j->borrowed && !queue_job_preemptible(q, j)) {
-            tc->pinned_bor++;
-            j->pinned_bor = true;
-        }
-        /* its tenant's usage grew: its pinned borrowed work may now lie
-         * beyond its nominal, reclaimable (searches that found none look
-         * again) */
-        q->pinned_epoch += tc->pinned_bor > 0;
-    }
+    pinned_count(q, j, j->borrowed && !queue_job_preemptible(q, j));
+    /* its tenant's usage grew: its pinned borrowed work may now lie beyond
+     * its nominal, reclaimable (searches that found none look again) */
+    if ((size_t)j->spec.tenant < q->tc_n)
+        q->pinned_epoch += q->tc[j->spec.tenant].pinned_bor > 0;
     q->run_epoch++;
     q->serial++;
     q->n_excl += j->spec.task.isolation != ALLOT_ISO_SHARED;
