@@ -681,6 +681,7 @@ static void set_borrowed(struct allot_queue *q, struct allot_job *j, bool bor)
 }
 
 struct started {
+    bool stopping; /* in its grace period: after the running ones */
     int64_t start;
     int id;
 };
@@ -689,6 +690,8 @@ static int cmp_started(const void *a, const void *b)
 {
     const struct started *x = a, *y = b;
 
+    if (x->stopping != y->stopping)
+        return x->stopping - y->stopping;
     if (x->start != y->start)
         return x->start < y->start ? -1 : 1;
     return x->id - y->id;
@@ -703,48 +706,33 @@ int allot_queue_recount_borrowed(struct allot_queue *q, const bool *only)
 
     if (!ids)
         return ALLOT_ENOMEM;
-    /* the running jobs of the tenants asked for; stopping ones are on their
-     * way out and keep their flags (charged last, they never push a running
-     * job beyond the nominal) */
+    /* the jobs of the tenants asked for, running ones in the order they
+     * started, then the stopping ones: on their way out, they keep their
+     * flags and never push a running job beyond the nominal */
     for (size_t i = 0; i < q->n_running; i++) {
         if (q->running[i] < 0)
             continue;
         const struct allot_job *j = &q->jobs[q->running[i]];
-        if (j->state == ALLOT_JOB_RUNNING && (!only || only[j->spec.tenant]))
-            ids[n++] = (struct started){.start = j->start, .id = j->id};
+        if (!only || only[j->spec.tenant])
+            ids[n++] = (struct started){
+                .stopping = j->state == ALLOT_JOB_STOPPING, .start = j->start, .id = j->id};
     }
     if (n)
         qsort(ids, n, sizeof(*ids), cmp_started);
-    /* those jobs off their tenants' usage, then back on in the order they
-     * started, each borrowed when it does not fit its tenant's nominal */
+    /* those jobs off their tenants' usage, then back on in that order, each
+     * running one borrowed when it does not fit its tenant's nominal */
     for (size_t i = 0; i < n; i++) {
         queue_job_usage(q, &q->jobs[ids[i].id], &use);
         allot_tenants_charge(q->t, q->jobs[ids[i].id].spec.tenant, &use, -1);
-    }
-    for (size_t i = 0; i < q->n_running; i++) { /* the stopping ones' usage first, */
-        if (q->running[i] < 0)
-            continue;
-        const struct allot_job *j = &q->jobs[q->running[i]];
-        if (j->state == ALLOT_JOB_STOPPING && (!only || only[j->spec.tenant])) {
-            queue_job_usage(q, j, &use);
-            allot_tenants_charge(q->t, j->spec.tenant, &use, -1);
-        }
     }
     for (size_t i = 0; i < n; i++) {
         struct allot_job *j = &q->jobs[ids[i].id];
         queue_job_usage(q, j, &use);
         bool bor = !allot_tenants_in_nominal(q->t, j->spec.tenant, &use);
         allot_tenants_charge(q->t, j->spec.tenant, &use, +1);
-        changed += bor != j->borrowed;
-        set_borrowed(q, j, bor);
-    }
-    for (size_t i = 0; i < q->n_running; i++) { /* ... back on last */
-        if (q->running[i] < 0)
-            continue;
-        const struct allot_job *j = &q->jobs[q->running[i]];
-        if (j->state == ALLOT_JOB_STOPPING && (!only || only[j->spec.tenant])) {
-            queue_job_usage(q, j, &use);
-            allot_tenants_charge(q->t, j->spec.tenant, &use, +1);
+        if (!ids[i].stopping) {
+            changed += bor != j->borrowed;
+            set_borrowed(q, j, bor);
         }
     }
     allot_free(ids);
