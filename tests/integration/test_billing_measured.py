@@ -133,6 +133,27 @@ def test_unmeasured_time_billed_whole():
     check_line(gpu_line("product/search", "fraction"), 0.5 * (held[jid] - 1))
 
 
+def restarted_with(statements):
+    """Stops allotd, runs the SQL statements [(sql, args)] on its store, starts it again on
+    its port and waits for a roll-up pass that began after the start (bounded)."""
+    global dm
+    import sqlite3
+    port, admin = dm.port, dm.admin
+    dm.stop()
+    db = sqlite3.connect(dm.dir + "/allot.db")
+    for sql, args in statements:
+        db.execute(sql, args)
+    db.commit()
+    db.close()
+    started = int(time.time())
+    dm = Daemon(dm.dir, args=["--listen", "127.0.0.1:%d" % port, "--meter-interval", "200ms"])
+    dm.admin = admin
+    end = time.time() + 15
+    while time.time() < end and expect(dm.req("GET", "/v1/usage?by=tenant", token=admin),
+                                       200)["as_of"] <= started:
+        time.sleep(0.1)
+
+
 def test_samples_split_at_the_hour():
     """A sample speaks for the time since the one before: the interval that ends on the
     hour belongs to the hour before, and one across the hour is shared by both hours (it
@@ -140,23 +161,14 @@ def test_samples_split_at_the_hour():
     busy). The job's run is moved to begin 30 s before this hour by editing the store with
     allotd stopped; samples at -20, -10, 0 and +10 s around the hour, busy until the hour,
     idle after."""
-    global dm
-    import sqlite3
     jid = submit("product/search", gpus=1)
     fx.wait_job(dm, jid, "starting")
     fx.beat(dm, AG, NODE, {"jobs": [{"id": jid, "state": "running"}]})
     fx.wait_job(dm, jid, "running")
     hour = int(time.time()) // 3600 * 3600
-    port, admin = dm.port, dm.admin
-    dm.stop()
-    db = sqlite3.connect(dm.dir + "/allot.db")
-    db.execute("UPDATE jobs SET start_time = ? WHERE id = ?", (hour - 30, jid))
-    db.execute("UPDATE runs SET start_time = ? WHERE job_id = ? AND end_time IS NULL",
-               (hour - 30, jid))
-    db.commit()
-    db.close()
-    dm = Daemon(dm.dir, args=["--listen", "127.0.0.1:%d" % port, "--meter-interval", "200ms"])
-    dm.admin = admin
+    restarted_with([("UPDATE jobs SET start_time = ? WHERE id = ?", (hour - 30, jid)),
+                    ("UPDATE runs SET start_time = ? WHERE job_id = ? AND end_time IS NULL",
+                     (hour - 30, jid))])
     smp = [{"job": jid, "task": 0, "at": (hour + d) * 1000, "cpu_ns": (30 + d) * 10 ** 9,
             "mem_bytes": 1, "gpu_util": 100 if d <= 0 else 0, "gpu_mem_bytes": -1,
             "energy_mj": -1, "interval_ms": 10000} for d in (-20, -10, 0, 10)]
@@ -218,28 +230,19 @@ def test_clock_went_back():
     allotd stopped). allotd, started again, rolls the hours up again from where the mark is
     due and drops the future rows, which no longer count; it says why in its log. A future
     row goes also when the mark is where it belongs."""
-    global dm
     import sqlite3
     hour = int(time.time()) // 3600 * 3600
-    port, admin = dm.port, dm.admin
-    dm.stop()
-    db = sqlite3.connect(dm.dir + "/allot.db")
-    db.execute("UPDATE meta SET value = ? WHERE key = 'meter_final'", (str(hour + 3 * 3600),))
-    db.execute("INSERT INTO usage_hourly VALUES (?, 'product/search', 'u', 'H100-80GB', 'whole',"
-               " 0, ?, 0, 0, 0, 0, -1, -1, 0, -1)", (hour + 2 * 3600, 7200 * 10 ** 6))
-    db.commit()
-    db.close()
-    started = int(time.time())
-    dm = Daemon(dm.dir, args=["--listen", "127.0.0.1:%d" % port, "--meter-interval", "200ms"])
-    dm.admin = admin
-    end = time.time() + 15
-    while time.time() < end and expect(dm.req("GET", "/v1/usage?by=tenant", token=admin),
-                                       200)["as_of"] <= started:
-        time.sleep(0.1)
-    rows = expect(dm.req("GET", "/v1/usage?by=hour&tenant=product/search&from=%d&to=%d"
-                         % (hour, hour + 4 * 3600), token=admin), 200)["rows"]
     future = time.strftime("%Y-%m-%dT%H", time.gmtime(hour + 2 * 3600))
-    assert future not in [r["key"] for r in rows], rows
+    row = ("INSERT INTO usage_hourly VALUES (?, 'product/search', 'u', 'H100-80GB', 'whole',"
+           " 0, ?, 0, 0, 0, 0, -1, -1, 0, -1)", (hour + 2 * 3600, 7200 * 10 ** 6))
+
+    def hours():
+        return [r["key"] for r in expect(dm.req(
+            "GET", "/v1/usage?by=hour&tenant=product/search&from=%d&to=%d"
+            % (hour, hour + 4 * 3600), token=dm.admin), 200)["rows"]]
+    restarted_with([("UPDATE meta SET value = ? WHERE key = 'meter_final'",
+                     (str(hour + 3 * 3600),)), row])
+    assert future not in hours(), hours()
     db = sqlite3.connect(dm.dir + "/allot.db")
     mark = int(db.execute("SELECT value FROM meta WHERE key = 'meter_final'").fetchone()[0])
     db.close()
@@ -247,22 +250,8 @@ def test_clock_went_back():
     assert "the clock went back" in dm.log(), dm.log()[-2000:]
     # a row of an hour to come while the mark is where it belongs (samples stamped by the
     # agents' right clocks held it there while allotd's ran ahead): dropped all the same
-    dm.stop()
-    db = sqlite3.connect(dm.dir + "/allot.db")
-    db.execute("INSERT INTO usage_hourly VALUES (?, 'product/search', 'u', 'H100-80GB', 'whole',"
-               " 0, ?, 0, 0, 0, 0, -1, -1, 0, -1)", (hour + 2 * 3600, 7200 * 10 ** 6))
-    db.commit()
-    db.close()
-    started = int(time.time())
-    dm = Daemon(dm.dir, args=["--listen", "127.0.0.1:%d" % port, "--meter-interval", "200ms"])
-    dm.admin = admin
-    end = time.time() + 15
-    while time.time() < end and expect(dm.req("GET", "/v1/usage?by=tenant", token=admin),
-                                       200)["as_of"] <= started:
-        time.sleep(0.1)
-    rows = expect(dm.req("GET", "/v1/usage?by=hour&tenant=product/search&from=%d&to=%d"
-                         % (hour, hour + 4 * 3600), token=admin), 200)["rows"]
-    assert future not in [r["key"] for r in rows], rows
+    restarted_with([row])
+    assert future not in hours(), hours()
 
 
 if __name__ == "__main__":
