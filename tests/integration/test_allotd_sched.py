@@ -5,6 +5,7 @@ heartbeats answer each node's desired state, job reports move jobs to
 running and succeeded, cancel frees the GPUs, and a restart rebuilds the
 core from the store."""
 
+import functools
 import re
 import signal
 import time
@@ -31,6 +32,18 @@ def wait_job(jid, pred, timeout=10, d=None):
             return j
         time.sleep(0.05)
     raise AssertionError("job %d: condition not met within %ss: %r" % (jid, timeout, j))
+
+
+def submit_one(d, tenant, name):
+    """Submits a 1-GPU job `name` of tenant to daemon d; its id."""
+    return expect(d.req("POST", "/v1/jobs", {"name": name, "tenant": tenant, "gpus": 1},
+                        token=d.admin), 201)["id"]
+
+
+def job_states(d):
+    """{name: state} of daemon d's first 100 jobs."""
+    jobs = expect(d.req("GET", "/v1/jobs?limit=100", token=d.admin), 200)["jobs"]
+    return {j["name"]: j["state"] for j in jobs}
 
 
 def heartbeat(node, jobs=None, status=200):
@@ -259,13 +272,8 @@ def test_fair_reclaim():
     try:
         ag = lab_world(d)
 
-        def sub(tenant, name):
-            return expect(d.req("POST", "/v1/jobs", {"name": name, "tenant": tenant, "gpus": 1},
-                                token=d.admin), 201)["id"]
-
-        def states():
-            jobs = expect(d.req("GET", "/v1/jobs?limit=100", token=d.admin), 200)["jobs"]
-            return {j["name"]: j["state"] for j in jobs}
+        sub = functools.partial(submit_one, d)
+        states = functools.partial(job_states, d)
 
         def until(pred):
             end = time.time() + 10
@@ -311,13 +319,8 @@ def test_quota_change_reclaims():
             {"path": "lab"}, {"path": "lab/a", "quotas": {"gpu": {"nominal": a}}},
             {"path": "lab/b", "quotas": {"gpu": {"nominal": b}}}]}, token=d.admin), 200)
 
-    def sub(tenant, name):
-        return expect(d.req("POST", "/v1/jobs", {"name": name, "tenant": tenant, "gpus": 1},
-                            token=d.admin), 201)["id"]
-
-    def states():
-        jobs = expect(d.req("GET", "/v1/jobs?limit=100", token=d.admin), 200)["jobs"]
-        return {j["name"]: j["state"] for j in jobs}
+    sub = functools.partial(submit_one, d)
+    states = functools.partial(job_states, d)
 
     try:
         tree(6, 2)
@@ -407,9 +410,7 @@ def test_aging():
         try:
             ag = lab_world(d)
 
-            def sub(tenant, name):
-                return expect(d.req("POST", "/v1/jobs", {"name": name, "tenant": tenant,
-                                                         "gpus": 1}, token=d.admin), 201)["id"]
+            sub = functools.partial(submit_one, d)
 
             def running(jid):
                 return wait_job(jid, lambda j: j["state"] == "starting", d=d)
@@ -525,9 +526,7 @@ def test_lending_hold():
                 expect(d.req("POST", "/v1/nodes/register", dict(N1, name="h%d" % i), token=ag),
                        201)
 
-            def sub(tenant, name):
-                return expect(d.req("POST", "/v1/jobs", {"name": name, "tenant": tenant,
-                                                         "gpus": 1}, token=d.admin), 201)["id"]
+            sub = functools.partial(submit_one, d)
 
             on = {}
             for i in range(4):  # lab/a uses its nominal, then its jobs end
