@@ -268,6 +268,23 @@ def test_samples_count_once():
     assert r["gpu_memory_peak_bytes"] == 3 << 30 and r["energy_joules"] == 2.0, r
 
 
+def after(ms):
+    """Sleeps until the store's clock (whole seconds) is past time ms (bounded: a few s)."""
+    end = time.time() + 10
+    while int(time.time()) <= ms // 1000 and time.time() < end:
+        time.sleep(0.05)
+
+
+def running_job():
+    """A 1-GPU job placed and reported running by its node: (id, job, node, the first
+    sample time: just after the second its run began, runs being whole seconds)."""
+    jid = submit(gpus=1)
+    j = wait_state(jid, "starting")
+    name = j["placement"]["tasks"][0]["node"]
+    beat(name, {"jobs": [{"id": jid, "state": "running"}]})
+    return jid, j, name, (j["start_time"] + 1) * 1000 + 100
+
+
 def test_counters_stay_within_a_run():
     """A job evicted from one node and started again on another has two runs; the cumulative
     counters (CPU time, GPU energy) of the second node are never differenced against the
@@ -286,10 +303,6 @@ def test_counters_stay_within_a_run():
                 "gpu_util": 90, "gpu_mem_bytes": 1 << 30, "energy_mj": energy_mj,
                 "interval_ms": 15000}
 
-    def after(ms):
-        """Sleeps until the store's clock (whole seconds) is past time ms."""
-        while int(time.time()) <= ms // 1000:
-            time.sleep(0.05)
     # 1 s of CPU and 1 J on m-1, after the second the run began (runs are whole seconds)
     at = (j["start_time"] + 1) * 1000 + 100
     beat("m-1", {"usage": {"samples": [smp(at, 0, 1000000), smp(at + 1000, 10 ** 9, 1001000)]}})
@@ -322,19 +335,15 @@ def test_counters_stay_within_a_run():
     assert r["cpu_used_seconds"] == 3.0, r  # 1 s + 2 s
     assert r["measured_seconds"] == 4.0, r  # 1 s + 3 s: the time it was queued is not
 
+
 def test_samples_after_a_requeue():
     """An agent's samples of a run that a requeue took away (sent with its next heartbeat,
     or later from its buffer) count, also once the job's next run is placed on another
     node: the run their time falls in put the task on the sending node. They were refused
     since the job no longer named the node."""
     t0 = int(time.time()) - 1
-    jid = submit(gpus=1)
-    j = wait_state(jid, "starting")
-    name = j["placement"]["tasks"][0]["node"]
-    beat(name, {"jobs": [{"id": jid, "state": "running"}]})
-    at = (j["start_time"] + 1) * 1000 + 100
-    while int(time.time()) <= (at + 1000) // 1000:
-        time.sleep(0.05)
+    jid, j, name, at = running_job()
+    after(at + 1000)
     expect(dm.req("POST", "/v1/nodes/%s/cordon" % name, token=dm.admin), 200)
     expect(dm.req("POST", "/v1/nodes/m-again/uncordon", token=dm.admin), 200)
     expect(dm.req("POST", "/v1/jobs/%d/requeue" % jid, {}, token=dm.admin), 202)
@@ -359,11 +368,7 @@ def test_huge_counters_are_counted():
     multiplied it by milliseconds in 64 bits); a huge memory figure (a job can write the
     shim region some come from) is taken, not refused with the node's whole heartbeat."""
     t0 = int(time.time()) - 1
-    jid = submit(gpus=1)
-    j = wait_state(jid, "starting")
-    name = j["placement"]["tasks"][0]["node"]
-    beat(name, {"jobs": [{"id": jid, "state": "running"}]})
-    at = (j["start_time"] + 1) * 1000 + 100
+    jid, j, name, at = running_job()
 
     def smp(at, energy_mj, mem=1 << 20):
         return {"job": jid, "task": 0, "at": at, "cpu_ns": 0, "mem_bytes": mem, "gpu_util": 50,
