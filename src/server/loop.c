@@ -1224,9 +1224,7 @@ static void *loop_main(void *arg)
             loop_pending_retry(l);
         loop_check_leases(l, srv_now());
         /* heartbeats alone change nothing to decide: no cycle, no commit */
-        struct timespec mono;
-        clock_gettime(CLOCK_MONOTONIC, &mono);
-        int64_t now_ms = (int64_t)mono.tv_sec * 1000 + mono.tv_nsec / 1000000;
+        int64_t now_ms = srv_mono_ms();
         /* l->more: the last pass yielded to these messages with its
          * round unfinished (cycle()), so a cycle runs even if they change
          * nothing */
