@@ -83,8 +83,8 @@ bool meter_parse_time(const char *s, int64_t *out)
         return false;
     if (meter_parse_month(s, out, &end))
         return true;
-    if (shaped(s, "DDDD-DD-DD"))
-        return meter_parse_date(s, out);
+    if (meter_parse_date(s, out))
+        return true;
     char *e;
     long long v = isdigit((unsigned char)*s) ? strtoll(s, &e, 10) : -1;
     if (v < 0 || *e || e == s || v > 253402300799LL)
