@@ -341,6 +341,13 @@ int allot_queue_add_prio_class(struct allot_queue *q, const char *name, int valu
 int allot_queue_set_prio_class(struct allot_queue *q, int idx, const char *name, int value,
                                bool preemptible);
 
+/* Puts job id (pending, running or stopping) in priority class cls (-1:
+ * the default), as the user changed it: from the next cycle on it waits,
+ * runs and may be preempted as a job of that class (a running borrowed job
+ * that becomes preemptible is reclaimed as such; backfill stays backfill).
+ * Returns 0, ALLOT_ENOENT or ALLOT_EINVAL (unknown class). */
+int allot_queue_set_job_class(struct allot_queue *q, int id, int cls);
+
 /* Submits a job at time now; returns its id (>= 0) or ALLOT_EINVAL with a
  * message naming the field (unknown tenant, gang of 0, bad task shape). */
 int allot_queue_submit(struct allot_queue *q, const struct allot_job_spec *spec, int64_t now,

@@ -321,6 +321,25 @@ int allot_queue_add_prio_class(struct allot_queue *q, const char *name, int valu
     return q->n_prio++;
 }
 
+/* Counts running job j in its tenant's pinned borrowed work by what its
+ * class says now. */
+static void pinned_refresh(struct allot_queue *q, struct allot_job *j);
+
+/* Who may preempt whom, or in what order the pending jobs go, changed: the
+ * memos of fruitless victim searches and of the usage order they were made
+ * in, and the tenants' pending orders, no longer hold; a cycle cut short
+ * starts over. */
+static void classes_changed(struct allot_queue *q)
+{
+    q->pause.valid = false;
+    q->run_epoch++;
+    q->leave_epoch++;
+    q->pinned_epoch++;
+    q->serial++;
+    queue_fast_all_dirty(q);
+    queue_bor_reset(q);
+}
+
 int allot_queue_set_prio_class(struct allot_queue *q, int idx, const char *name, int value,
                                bool preemptible)
 {
@@ -333,12 +352,29 @@ int allot_queue_set_prio_class(struct allot_queue *q, int idx, const char *name,
     allot_strlcpy(q->prio[idx].name, name, sizeof(q->prio[0].name));
     q->prio[idx].value = value;
     q->prio[idx].preemptible = preemptible;
-    /* who may preempt whom changed: fruitless victim searches and the
-     * usage order they were made in no longer hold */
-    q->run_epoch++;
-    q->leave_epoch++;
-    queue_fast_all_dirty(q);
-    queue_bor_reset(q);
+    /* the running jobs of the class may have become (not) preemptible */
+    for (size_t i = 0; i < q->n_running; i++)
+        if (q->running[i] >= 0 && q->jobs[q->running[i]].spec.prio_class == idx)
+            pinned_refresh(q, &q->jobs[q->running[i]]);
+    classes_changed(q);
+    return 0;
+}
+
+int allot_queue_set_job_class(struct allot_queue *q, int id, int cls)
+{
+    struct allot_job *j;
+
+    if (id < 0 || (size_t)id >= q->n_jobs || !q->jobs[id].name)
+        return ALLOT_ENOENT;
+    if (cls < -1 || cls >= q->n_prio)
+        return ALLOT_EINVAL;
+    j = &q->jobs[id];
+    if (j->spec.prio_class == cls)
+        return 0;
+    j->spec.prio_class = cls;
+    if (j->state == ALLOT_JOB_RUNNING || j->state == ALLOT_JOB_STOPPING)
+        pinned_refresh(q, j);
+    classes_changed(q);
     return 0;
 }
 
@@ -634,6 +670,11 @@ static void pinned_count(struct allot_queue *q, struct allot_job *j, bool on)
     j->pinned_bor = on;
 }
 
+static void pinned_refresh(struct allot_queue *q, struct allot_job *j)
+{
+    pinned_count(q, j, j->borrowed && !queue_job_preemptible(q, j));
+}
+
 /* Links a job that starts into its tenant's list and, when borrowed, the
  * borrowed list (room reserved with index_reserve). */
 static void index_add(struct allot_queue *q, struct allot_job *j)
@@ -676,8 +717,8 @@ static void set_borrowed(struct allot_queue *q, struct allot_job *j, bool bor)
         bor_unlink(q, j);
         queue_bor_left(q, j);
     }
-    pinned_count(q, j, bor && !queue_job_preemptible(q, j));
     j->borrowed = bor;
+    pinned_refresh(q, j);
 }
 
 struct started {
@@ -881,7 +922,7 @@ static void job_start(struct allot_queue *q, struct allot_job *j, int64_t now)
     allot_tenants_charge(q->t, j->spec.tenant, &use, +1);
     j->state = ALLOT_JOB_RUNNING;
     j->moving = false;
-    pinned_count(q, j, j->borrowed && !queue_job_preemptible(q, j));
+    pinned_refresh(q, j);
     /* its tenant's usage grew: its pinned borrowed work may now lie beyond
      * its nominal, reclaimable (searches that found none look again) */
     if ((size_t)j->spec.tenant < q->tc_n)

@@ -117,7 +117,9 @@ static int check_backfill(const struct allot_queue *q, char *err, size_t errlen)
 }
 
 /* The per-tenant counts (q->tc) follow the jobs: the GPUs of its jobs
- * pending, of those waiting for victims to stop, and of its jobs stopping. */
+ * pending, of those waiting for victims to stop, and of its jobs stopping;
+ * its running jobs, and those of them borrowed in a class that is not
+ * preemptible. */
 static int check_counts(const struct allot_queue *q, char *err, size_t errlen)
 {
     struct ten_count *sum = allot_calloc(q->tc_n + 1, sizeof(*sum));
@@ -129,6 +131,7 @@ static int check_counts(const struct allot_queue *q, char *err, size_t errlen)
     for (size_t i = 0; i < q->n_jobs && rc == 0; i++) {
         const struct allot_job *j = &q->jobs[i];
         int64_t g = j->req.v[ALLOT_RES_GPU];
+        bool runs = j->state == ALLOT_JOB_RUNNING || j->state == ALLOT_JOB_STOPPING;
         if (!j->name || j->state == ALLOT_JOB_DONE)
             continue;
         if (j->spec.tenant < 0 || (size_t)j->spec.tenant >= q->tc_n) {
@@ -137,9 +140,9 @@ static int check_counts(const struct allot_queue *q, char *err, size_t errlen)
             break;
         }
         sum[j->spec.tenant].stopping += j->state == ALLOT_JOB_STOPPING ? g : 0;
-        sum[j->spec.tenant].running +=
-            j->state == ALLOT_JOB_RUNNING || j->state == ALLOT_JOB_STOPPING;
-        bor += (j->state == ALLOT_JOB_RUNNING || j->state == ALLOT_JOB_STOPPING) && j->borrowed;
+        sum[j->spec.tenant].running += runs;
+        bor += runs && j->borrowed;
+        sum[j->spec.tenant].pinned_bor += runs && j->borrowed && !queue_job_preemptible(q, j);
         sum[j->spec.tenant].pending += j->state == ALLOT_JOB_PENDING ? g : 0;
         sum[j->spec.tenant].never += j->state == ALLOT_JOB_PENDING && j->never ? g : 0;
         sum[j->spec.tenant].waiting +=
@@ -148,14 +151,16 @@ static int check_counts(const struct allot_queue *q, char *err, size_t errlen)
     for (size_t t = 0; t < q->tc_n && rc == 0; t++) {
         const struct ten_count *c = &q->tc[t], *s = &sum[t];
         if (c->pending != s->pending || c->never != s->never || c->waiting != s->waiting ||
-            c->stopping != s->stopping || c->running != s->running) {
+            c->stopping != s->stopping || c->running != s->running ||
+            c->pinned_bor != s->pinned_bor) {
             allot_fmt(err, errlen,
                       "tenant %d: counts %lld pending (%lld never), %lld waiting, %lld stopping, "
-                      "%zu running; jobs %lld (%lld), %lld, %lld, %zu",
+                      "%zu running (%lld pinned borrowed); jobs %lld (%lld), %lld, %lld, %zu "
+                      "(%lld)",
                       (int)t, (long long)c->pending, (long long)c->never, (long long)c->waiting,
-                      (long long)c->stopping, c->running, (long long)s->pending,
-                      (long long)s->never, (long long)s->waiting, (long long)s->stopping,
-                      s->running);
+                      (long long)c->stopping, c->running, (long long)c->pinned_bor,
+                      (long long)s->pending, (long long)s->never, (long long)s->waiting,
+                      (long long)s->stopping, s->running, (long long)s->pinned_bor);
             rc = ALLOT_EINTERNAL;
         }
     }

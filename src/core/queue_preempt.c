@@ -167,11 +167,12 @@ static bool may_preempt(const struct allot_queue *q, const struct allot_job *j, 
     if (q->o.quotas && j_in_nominal && v->borrowed && v->spec.tenant != j->spec.tenant &&
         (queue_job_preemptible(q, v) || beyond_nominal(q, v)))
         return true;
-    if (!queue_job_preemptible(q, v))
-        return false;
-    /* work that started past j's reservation as preemptible backfill */
+    /* work that started past j's reservation as preemptible backfill, on
+     * that promise: its class changed since does not take it back */
     if (backfill_of(v, j))
         return true;
+    if (!queue_job_preemptible(q, v))
+        return false;
     /* standing inside a tenant (everywhere without quotas): priority, then
      * the two-queue LAS level (a job that has had less than the threshold
      * of GPU-time outranks one that has had more) */

@@ -415,12 +415,32 @@ void gate_user_hold(struct loop *l, int64_t sid)
 
 void gate_user_changed(struct loop *l, int64_t sid)
 {
+    struct allot_store_job j = {0};
+    struct allot_store *rd;
+    json_t *spec;
     size_t k;
     struct live *e = loop_find_live(l, sid, &k);
 
-    /* in the gate, placed or ended meanwhile: nothing to do */
-    if (e && allot_queue_job(l->q, e->qid)->state == ALLOT_JOB_PENDING)
+    /* in the gate (read from the store when it enters) or ended: nothing to do */
+    if (!e)
+        return;
+    if (allot_queue_job(l->q, e->qid)->state == ALLOT_JOB_PENDING) {
         reenter(l, sid, k, false);
+        return;
+    }
+    /* placed between the change and this look (the store took the change
+     * while the start was on its way): it runs, and may be preempted, as a
+     * job of the class the store holds */
+    if (!(rd = srv_reader(l->srv)) || allot_store_job_get(rd, sid, &j) != 0)
+        return;
+    if ((spec = json_loads(j.spec ? j.spec : "", 0, NULL)) != NULL) {
+        int cls = loop_class_slot(l, json_string_value(json_object_get(spec, "priority")));
+        if (allot_queue_job(l->q, e->qid)->spec.prio_class != cls &&
+            allot_queue_set_job_class(l->q, e->qid, cls) == 0)
+            LOG_INFO("loop", "job %lld: priority class changed while it started", (long long)sid);
+        json_decref(spec);
+    }
+    allot_store_job_clear(&j);
 }
 
 void gate_user_release(struct loop *l, int64_t sid)

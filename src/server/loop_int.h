@@ -228,6 +228,10 @@ void loop_end_stored(struct loop *l, int64_t sid, int state, const char *kind, c
  * gate lets it in once they allow. */
 void loop_submit_job(struct loop *l, const struct allot_store_job *j, bool gate);
 
+/* The core's priority class slot of class `name` (NULL: the default), or -1
+ * (the default; a class the core does not know runs as the default). */
+int loop_class_slot(const struct loop *l, const char *name);
+
 /* What a group-commit write of the loop reads: the loop and the time. */
 struct loop_write {
     struct loop *l;

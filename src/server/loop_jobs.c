@@ -207,6 +207,14 @@ static int live_at_reserve(struct loop *l)
  * dependencies or an array throttle is held back instead (hold_job); the
  * gate lets it in once they allow. A pending job a user held goes to the
  * gate always, until released. */
+int loop_class_slot(const struct loop *l, const char *name)
+{
+    for (int i = 0; name && i < l->n_prio; i++)
+        if (!strcmp(l->prio[i].name, name))
+            return i;
+    return -1;
+}
+
 void loop_submit_job(struct loop *l, const struct allot_store_job *j, bool gate)
 {
     struct allot_job_spec spec = {0};
@@ -231,10 +239,7 @@ void loop_submit_job(struct loop *l, const struct allot_store_job *j, bool gate)
         allot_fmt(cname, sizeof(cname), "%lld", (long long)j->id);
     spec.name = cname;
     spec.tenant = allot_tenants_find(l->t, js.tenant);
-    spec.prio_class = -1;
-    for (int i = 0; js.priority && i < l->n_prio; i++)
-        if (!strcmp(l->prio[i].name, js.priority))
-            spec.prio_class = i;
+    spec.prio_class = loop_class_slot(l, js.priority);
     spec.qos = js.qos;
     spec.n_tasks = js.n_tasks;
     spec.task = js.task;

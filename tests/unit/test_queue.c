@@ -313,7 +313,7 @@ static void test_no_preemption_loops(void **state)
  * shadow start runs (EASY); other work waits unless it is preemptible, in
  * which case it starts as the gang's backfill and is the gang's victim when
  * the gang's room comes (so that unknown runtimes do not idle the GPUs). */
-static void test_backfill_respects_reservation(void **state)
+static void backfill_under_reservation(bool moved)
 {
     struct world w;
     int run1, run2, big, shortj, longj, bf;
@@ -349,6 +349,10 @@ static void test_backfill_respects_reservation(void **state)
     assert_int_equal(allot_queue_job(w.q, bf)->state, ALLOT_JOB_RUNNING);
     assert_int_equal(allot_queue_job(w.q, bf)->backfill_for, big);
     assert_int_equal(allot_queue_job(w.q, big)->backfilled, 1);
+    /* its user moves it to a class that is not preemptible: it started as
+     * backfill on the promise that it would give the GPUs back, and does */
+    if (moved)
+        assert_int_equal(allot_queue_set_job_class(w.q, bf, 0), 0);
     /* the others end: the gang takes its backfill's GPUs back */
     assert_int_equal(allot_queue_finish(w.q, shortj, 4300), 0);
     assert_int_equal(allot_queue_finish(w.q, run2, 5000), 0);
@@ -364,6 +368,15 @@ static void test_backfill_respects_reservation(void **state)
     assert_int_equal(allot_queue_job(w.q, bf)->backfill_for, -1);
     assert_int_equal(allot_queue_job(w.q, big)->backfilled, 0);
     world_free(&w);
+}
+
+/* ... and the same backfill moved by its user to a class that is not
+ * preemptible while it runs (allot_queue_set_job_class). */
+static void test_backfill_respects_reservation(void **state)
+{
+    (void)state;
+    backfill_under_reservation(false);
+    backfill_under_reservation(true);
 }
 
 /* reserve_gangs: a large gang that finds no room reserves at once, with

@@ -655,6 +655,90 @@ static void test_pinned_larger_than_the_surplus(void **state)
     world_free(&w);
 }
 
+/* Job `name` of tenant te: tasks x gpus whole GPUs in priority class cls. */
+static int submit_class(struct world *w, const char *name, int te, int tasks, int gpus, int cls,
+                        int64_t now)
+{
+    char err[128];
+    struct allot_job_spec s = {.name = name,
+                               .tenant = te,
+                               .prio_class = cls,
+                               .n_tasks = tasks,
+                               .task = {.num_gpu = gpus, .gpu_milli = 1000, .mig_profile = -1}};
+    int id = allot_queue_submit(w->q, &s, now, err, sizeof(err));
+
+    if (id < 0)
+        fail_msg("submit %s: %s", name, err);
+    return id;
+}
+
+static void check(struct world *w, const char *when)
+{
+    char err[256];
+
+    if (allot_queue_check_invariants(w->q, err, sizeof(err)) != 0)
+        fail_msg("%s: %s", when, err);
+}
+
+/* A class edited in place between preemptible and not (a Slurm QOS changed
+ * under running jobs), and a running job moved to another class: b's
+ * borrowed job is counted as pinned borrowed work exactly while its class
+ * is not preemptible. Before, the count kept what the job started with. */
+static void test_class_change_recounts_pinned(void **state)
+{
+    struct world w;
+    int serving, big;
+
+    (void)state;
+    world_init(&w, 2, 4, base); /* 8 GPUs; a and b 4 each */
+    serving = allot_queue_add_prio_class(w.q, "serving", 10, false);
+    assert_int_equal(serving, 0);
+    big = submit_class(&w, "big", w.b, 2, 4, serving, 0);
+    cycle(&w, 0);
+    assert_true(allot_queue_job(w.q, big)->borrowed);
+    assert_int_equal(allot_queue_set_prio_class(w.q, serving, "serving", 10, true), 0);
+    check(&w, "serving made preemptible");
+    assert_int_equal(allot_queue_set_prio_class(w.q, serving, "serving", 10, false), 0);
+    check(&w, "serving made not preemptible again");
+    assert_int_equal(allot_queue_set_job_class(w.q, big, -1), 0);
+    check(&w, "big moved to the default class");
+    assert_int_equal(allot_queue_set_job_class(w.q, big, serving), 0);
+    check(&w, "big moved back");
+    world_free(&w);
+}
+
+/* A user changes a job's class after the scheduler placed it (the daemon
+ * learns of the change after the start): from the next cycle on it runs as
+ * a job of the new class. a's urgent job (prod) leaves a's job x alone
+ * while x is serving (not preemptible), and preempts it once x is batch. */
+static void test_running_job_changes_class(void **state)
+{
+    struct world w;
+    int serving, batch, prod, x, urgent;
+
+    (void)state;
+    world_init(&w, 2, 4, base);
+    serving = allot_queue_add_prio_class(w.q, "serving", 10, false);
+    batch = allot_queue_add_prio_class(w.q, "batch", 0, true);
+    prod = allot_queue_add_prio_class(w.q, "prod", 20, true);
+    x = submit_class(&w, "x", w.a, 1, 4, serving, 0);
+    submit_class(&w, "b-work", w.b, 1, 4, -1, 0);
+    cycle(&w, 0);
+    assert_int_equal(w.starts, 2);
+    urgent = submit_class(&w, "urgent", w.a, 1, 4, prod, 10);
+    cycle(&w, 10);
+    assert_int_equal(w.preempts, 0);
+    assert_int_equal(allot_queue_set_job_class(w.q, x, prod + 1), ALLOT_EINVAL);
+    assert_int_equal(allot_queue_set_job_class(w.q, urgent + 1, batch), ALLOT_ENOENT);
+    assert_int_equal(allot_queue_set_job_class(w.q, x, batch), 0);
+    assert_int_equal(allot_queue_job(w.q, x)->spec.prio_class, batch);
+    cycle(&w, 20);
+    assert_int_equal(w.preempts, 1);
+    assert_int_equal(w.pairs[0][0], x);
+    assert_int_equal(w.pairs[0][1], urgent);
+    world_free(&w);
+}
+
 /* After a quota change (a's nominal 6 -> 2, b's 2 -> 6) the running jobs
  * are counted again (allot_queue_recount_borrowed): a's four newest are
  * borrowed now, and b's jobs inside its new nominal reclaim them. Before,
@@ -779,6 +863,8 @@ int main(void)
         cmocka_unit_test(test_pinned_reclaimable_after_a_start),
         cmocka_unit_test(test_pinned_larger_than_the_surplus),
         cmocka_unit_test(test_quota_change_recounts_borrowed),
+        cmocka_unit_test(test_class_change_recounts_pinned),
+        cmocka_unit_test(test_running_job_changes_class),
         cmocka_unit_test(test_quota_change_searches_again),
         cmocka_unit_test(test_never_job_is_no_demand),
         cmocka_unit_test(test_fair_cap),
