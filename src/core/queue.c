@@ -588,6 +588,14 @@ void queue_job_usage(const struct allot_queue *q, const struct allot_job *j, str
     }
 }
 
+void queue_job_charge(struct allot_queue *q, const struct allot_job *j, int sign)
+{
+    struct allot_resvec use;
+
+    queue_job_usage(q, j, &use);
+    allot_tenants_charge(q->t, j->spec.tenant, &use, sign);
+}
+
 /* ---- GPUs per user (fair order) -------------------------------------------------------- */
 
 /* Makes room for one more user, so that users_add cannot fail. */
@@ -1124,6 +1132,23 @@ bool queue_held(struct allot_queue *q, struct allot_job *j, int64_t now, struct 
     return true;
 }
 
+/* Whether quota would admit j, or refuse it only at the cluster's own
+ * quota while inside its tenant's nominal (queue_gang_reserves' case),
+ * were it not for j's own backfill (trial: charged off and back on). */
+static bool admits_past_backfill(struct allot_queue *q, const struct allot_job *j)
+{
+    int who = -1, res = 0;
+    bool ok;
+
+    for (int v = q->bf[j->id].head; v >= 0; v = q->bf[v].next)
+        queue_job_charge(q, &q->jobs[v], -1);
+    ok = allot_tenants_admits(q->t, j->spec.tenant, &j->req, q->o.borrowing, &who, &res) ||
+         (who == 0 && allot_tenants_in_nominal(q->t, j->spec.tenant, &j->req));
+    for (int v = q->bf[j->id].head; v >= 0; v = q->bf[v].next)
+        queue_job_charge(q, &q->jobs[v], +1);
+    return ok;
+}
+
 /* Considers pending job j: admits, places or preempts, or explains. */
 int queue_consider(struct allot_queue *q, struct allot_job *j, int64_t now, struct reservation *r,
                    const struct allot_why *known)
@@ -1195,7 +1220,7 @@ place:
             return 0;
         }
         job_start(q, j, now);
-        queue_backfill_mark(q, j, bf);
+        queue_backfill_started(q, r, j, bf);
         return 0;
     }
 no_room:
@@ -1208,11 +1233,17 @@ no_room:
             return rc;
         if (rc == 2) {
             job_start(q, j, now);
-            queue_backfill_mark(q, j, bf);
+            queue_backfill_started(q, r, j, bf);
             return 0;
         }
     }
 reserve:
+    /* turned away by quota that j's own backfill holds: the reservation
+     * made that backfill start, and j takes it back when its room comes,
+     * so the refusal is one for lack of room (else the reservation's own
+     * backfill ends it, and work j cannot take starts in its place) */
+    if (refused == ALLOT_WHY_QUOTA && j->backfilled > 0 && admits_past_backfill(q, j))
+        refused = ALLOT_WHY_CAPACITY;
     if (queue_gang_reserves(q, j, refused, who, r, now))
         return queue_reserve(q, j, now, r);
     return 0;

@@ -270,6 +270,9 @@ void queue_pl_release_all(struct allot_queue *q, const struct allot_placement *p
 void queue_capacity_add(const struct allot_cluster *c, int from, int to, struct allot_resvec *cap);
 void queue_job_usage(const struct allot_queue *q, const struct allot_job *j,
                      struct allot_resvec *r);
+/* Charges running job j's usage to its tenant (sign +1) or takes it off
+ * (-1): for a trial that puts it back the other way. */
+void queue_job_charge(struct allot_queue *q, const struct allot_job *j, int sign);
 void queue_job_leave(struct allot_queue *q, struct allot_job *j, int64_t now);
 void queue_job_unplace(struct allot_queue *q, struct allot_job *j, int64_t now);
 void queue_requeue(struct allot_queue *q, struct allot_job *j, int64_t now);
@@ -290,13 +293,17 @@ int queue_consider_past(struct allot_queue *q, struct allot_job *j, int64_t now,
                         struct reservation *r, int bf, const struct allot_why *known);
 /* Reservations (queue_reserve.c): r becomes j's EASY reservation (j a
  * large gang that found no room); whether j may start past r's holder now
- * (*bf: the holder when j would start as its preemptible backfill, else
- * -1); and j started as holder bf's backfill (bf >= 0) or not (-1).
- * queue_reserve returns 0 or ALLOT_ENOMEM. */
+ * (*bf: the holder when j would start as its preemptible backfill,
+ * QUEUE_BF_SPARE when in the GPUs spare at the holder's expected start,
+ * else -1); and j started with that bf (queue_backfill_started: marked as
+ * the holder's backfill, or the spare GPUs taken), the only step that
+ * changes r or the marks. queue_reserve returns 0 or ALLOT_ENOMEM. */
+#define QUEUE_BF_SPARE (-2)
 int queue_reserve(struct allot_queue *q, struct allot_job *j, int64_t now, struct reservation *r);
-bool queue_backfill_ok(struct allot_queue *q, struct reservation *r, const struct allot_job *j,
-                       int64_t now, int *bf);
-void queue_backfill_mark(struct allot_queue *q, struct allot_job *j, int bf);
+bool queue_backfill_ok(struct allot_queue *q, const struct reservation *r,
+                       const struct allot_job *j, int64_t now, int *bf);
+void queue_backfill_started(struct allot_queue *q, struct reservation *r, struct allot_job *j,
+                            int bf);
 /* Running job j (backfill_for >= 0) stops being its holder's backfill. */
 void queue_backfill_unmark(struct allot_queue *q, struct allot_job *j);
 /* Whether the cycle's work budget is spent (then sets q->more): every

@@ -1201,19 +1201,14 @@ static int search_trial(struct allot_queue *q, struct allot_job *j, struct searc
 static bool admits_without_first(struct allot_queue *q, const struct allot_job *j,
                                  const struct search *s)
 {
-    struct allot_resvec use;
     int n = s->n < 64 ? s->n : 64;
     bool ok;
 
-    for (int e = 0; e < n; e++) {
-        queue_job_usage(q, &q->jobs[s->vs[e].id], &use);
-        allot_tenants_charge(q->t, q->jobs[s->vs[e].id].spec.tenant, &use, -1);
-    }
+    for (int e = 0; e < n; e++)
+        queue_job_charge(q, &q->jobs[s->vs[e].id], -1);
     ok = allot_tenants_admits(q->t, j->spec.tenant, &j->req, q->o.borrowing, NULL, NULL);
-    for (int e = 0; e < n; e++) {
-        queue_job_usage(q, &q->jobs[s->vs[e].id], &use);
-        allot_tenants_charge(q->t, q->jobs[s->vs[e].id].spec.tenant, &use, +1);
-    }
+    for (int e = 0; e < n; e++)
+        queue_job_charge(q, &q->jobs[s->vs[e].id], +1);
     return ok;
 }
 

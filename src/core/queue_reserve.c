@@ -131,16 +131,19 @@ int queue_reserve(struct allot_queue *q, struct allot_job *j, int64_t now, struc
  * back, so that a reservation does not keep GPUs idle when runtimes are
  * unknown.
  */
-bool queue_backfill_ok(struct allot_queue *q, struct reservation *r, const struct allot_job *j,
-                       int64_t now, int *bf)
+bool queue_backfill_ok(struct allot_queue *q, const struct reservation *r,
+                       const struct allot_job *j, int64_t now, int *bf)
 {
     *bf = -1;
     if (r->holder < 0 || j->req.v[ALLOT_RES_GPU] == 0)
         return true;
     if (j->spec.est_runtime_s && r->shadow != INT64_MAX && now + j->spec.est_runtime_s <= r->shadow)
         return true;
+    /* the spare GPUs are taken only when j starts (queue_backfill_started):
+     * a job that passes here and then meets its quota or no room leaves
+     * them to the next */
     if (j->req.v[ALLOT_RES_GPU] <= r->extra) {
-        r->extra -= j->req.v[ALLOT_RES_GPU];
+        *bf = QUEUE_BF_SPARE;
         return true;
     }
     if (j->spec.tenant != q->jobs[r->holder].spec.tenant && queue_fast_in_nom(q, j))
@@ -152,10 +155,17 @@ bool queue_backfill_ok(struct allot_queue *q, struct reservation *r, const struc
     return false;
 }
 
-/* j started as the backfill of holder bf (>= 0), or not (-1). */
-void queue_backfill_mark(struct allot_queue *q, struct allot_job *j, int bf)
+void queue_backfill_started(struct allot_queue *q, struct reservation *r, struct allot_job *j,
+                            int bf)
 {
-    if (bf < 0 || j->state != ALLOT_JOB_RUNNING)
+    if (j->state != ALLOT_JOB_RUNNING)
+        return;
+    if (bf == QUEUE_BF_SPARE) {
+        if (!ALLOT_NEVER(r->holder < 0 || j->req.v[ALLOT_RES_GPU] > r->extra))
+            r->extra -= j->req.v[ALLOT_RES_GPU];
+        return;
+    }
+    if (bf < 0)
         return;
     j->backfill_for = bf;
     q->bf[j->id].prev = -1;
