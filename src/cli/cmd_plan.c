@@ -31,8 +31,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <fcntl.h>
-#include <unistd.h>
 
 #define PLAN_MAX_CHANGES    64
 #define PLAN_MAX_SERIES     256       /* tenant x model series in a forecast */
@@ -50,8 +48,9 @@ static const struct cli_opt plan_opts[] = {
 
 static const struct cli_usage plan_usage = {
     "plan",
-    "[--add [N]xMODEL]... [--remove NODE]... [--quota TENANT=gpu:N]... [--since DURATION]\n"
-    "       [--forecast [--wait-target DURATION] [--horizon DAYS]] [-o table|json|yaml]",
+    "[--add [N]xMODEL[:GPUS[:CORES[:MEM]]]]... [--remove NODE]... [--quota TENANT=gpu:N]...\n"
+    "       [--since DURATION] [--forecast [--wait-target DURATION] [--horizon DAYS]]\n"
+    "       [-o table|json|yaml]",
     "What if: replays the cluster's recorded jobs through the scheduler's core,\n"
     "with the options allotd runs with (GET /v1/scheduler), on the current\n"
     "cluster and on the changed one and compares queueing,\n"
@@ -200,6 +199,12 @@ static int parse_quota(struct plan *p, const char *v)
         return cli_usage_error("--quota: at most %d", PLAN_MAX_CHANGES);
     if (args_num("quota", eq + 5, 0, 1e6, &g) != CLI_OK)
         return CLI_USAGE;
+    if (fabs(g * ALLOT_MILLI - (double)llround(g * ALLOT_MILLI)) > 1e-6)
+        return cli_usage_error("--quota %s: GPUs to at most 3 decimals (thousandths)", v);
+    for (int i = 0; i < p->n_quota; i++)
+        if (strlen(p->quota_names[i]) == (size_t)(eq - v) &&
+            strncmp(p->quota_names[i], v, (size_t)(eq - v)) == 0)
+            return cli_usage_error("--quota %.*s given twice", (int)(eq - v), v);
     p->quota_names[p->n_quota] = allot_malloc((size_t)(eq - v) + 1);
     if (!p->quota_names[p->n_quota])
         return CLI_SERVER;
@@ -224,17 +229,20 @@ static bool names_tenant(const char *name, const char *path, size_t len)
 }
 
 /* Checks each --quota TENANT against the tenants document: it must name
- * exactly one tenant (listed, or a parent implied by a listed path) and
- * that tenant must be a leaf, whose nominal the replay's queue uses (a
- * parent's would change nothing). Returns CLI_OK or CLI_USAGE (printed). */
+ * exactly one tenant (listed, or a parent implied by a listed path), and
+ * one the document lists: a parent only implied has no nominal of its own
+ * (it is its leaves' sum) to set. A listed parent's nominal may be set:
+ * its leaves' nominals must still fit in it (the replay's setup checks).
+ * Returns CLI_OK or CLI_USAGE (printed). */
 static int check_quota_tenants(const struct plan *p)
 {
     json_t *list = json_object_get(p->tenants, "tenants"), *x, *y;
     size_t i, k;
 
     for (int q = 0; q < p->n_quota; q++) {
-        const char *name = p->quota[q].tenant, *hit = NULL, *child = NULL;
+        const char *name = p->quota[q].tenant, *hit = NULL;
         size_t hit_len = 0;
+        bool listed = false;
 
         /* every path and every parent it implies, at each '/' and its end */
         json_array_foreach(list, i, x)
@@ -258,13 +266,13 @@ static int check_quota_tenants(const struct plan *p)
         {
             const char *path = json_string_value(json_object_get(y, "path"));
 
-            if (!child && path && strncmp(path, hit, hit_len) == 0 && path[hit_len] == '/')
-                child = path;
+            listed |= path && strlen(path) == hit_len && strncmp(path, hit, hit_len) == 0;
         }
-        if (child)
-            return cli_usage_error("--quota %s: tenant %.*s is not a leaf (it has %s): "
-                                   "--quota sets a leaf tenant's GPU nominal quota",
-                                   name, (int)hit_len, hit, child);
+        if (!listed)
+            return cli_usage_error("--quota %s: tenant %.*s is not listed in the tenants "
+                                   "document, only implied by the tenants below it: its nominal "
+                                   "is theirs added up; set theirs",
+                                   name, (int)hit_len, hit);
     }
     return CLI_OK;
 }
@@ -395,11 +403,14 @@ static int jobs_to_trace(struct plan *p)
             p->no_gpus++;
             continue;
         }
+        /* a pending job is not replayed, also one requeued after a run (its
+         * start_time is the last run's): how long it will run is not known */
+        if (strcmp(state, "pending") == 0) {
+            p->pending++;
+            continue;
+        }
         if (start <= 0) {
-            if (strcmp(state, "pending") == 0)
-                p->pending++;
-            else
-                p->never_ran++;
+            p->never_ran++;
             continue;
         }
         if (end <= 0 || end < start) {
@@ -533,17 +544,20 @@ static long long rate_of(const struct plan *p, const char *model)
     }
 }
 
-/* Capacity cost (every GPU for the window) and an estimate of the GPU time
- * billed (allocated GPU-hours x the capacity-weighted mean rate), minor
- * units; -1 without a price book or a rate for every model. */
+/* Capacity cost (every GPU from the first arrival until the replay's last
+ * job ended: the time the cluster took for this work) and an estimate of
+ * the GPU time billed (allocated GPU-hours x the capacity-weighted mean
+ * rate), minor units; -1 without a price book or a rate for every model. */
 static void cost(const struct plan *p, const struct scen *x, double *capacity, double *billed,
                  double *gpu_hours)
 {
     const struct replay_setup *s = &x->s;
-    double hours = (double)(s->to - s->from) / 3600.0, cap = 0;
+    double hours = (double)(x->r.end - s->from) / 3600.0, cap = 0;
     int64_t gpus = replay_setup_gpus(s);
 
-    *gpu_hours = x->r.all.utilization * (double)gpus * hours;
+    /* what the jobs held, the drain included: the same finished work costs
+     * the same in every scenario but for what preemptions redo */
+    *gpu_hours = x->r.all.gpu_hours;
     *capacity = *billed = -1;
     if (!p->book)
         return;
@@ -619,6 +633,7 @@ static json_t *scen_json(const struct plan *p, const struct scen *x)
     json_object_set_new(o, "nodes", json_integer(x->s.n_nodes));
     json_object_set_new(o, "gpus", json_integer(replay_setup_gpus(&x->s)));
     json_object_set_new(o, "jobs", json_integer((json_int_t)a->jobs));
+    json_object_set_new(o, "too_big", json_integer((json_int_t)x->s.too_big));
     json_object_set_new(o, "finished", json_integer((json_int_t)a->finished));
     json_object_set_new(o, "unfinished", json_integer((json_int_t)a->unfinished));
     json_object_set_new(o, "mean_wait_s", num_or_null(a->avg_queue));
@@ -760,7 +775,9 @@ static void print_side_by_side(const struct plan *p, json_t *root)
                 }
             } else if (json_is_real(v)) {
                 allot_fmt(b[col], sizeof(b[col]),
-                          strcmp(keys[k], "utilization") == 0 ? "%.3f" : "%.0f",
+                          strcmp(keys[k], "utilization") == 0 ? "%.3f"
+                          : strcmp(keys[k], "gpu_hours") == 0 ? "%.1f"
+                                                              : "%.0f",
                           json_real_value(v));
             } else {
                 cells[col + 1] = out_cell(v, b[col], sizeof(b[col]));
@@ -781,6 +798,10 @@ static void print_side_by_side(const struct plan *p, json_t *root)
                    "with --quota\n",
                    col ? "changed" : "current", json_number_value(q), (long long)jint(x, "gpus"));
     }
+    if (chg && jint(chg, "too_big") > jint(cur, "too_big"))
+        printf("note: %lld recorded jobs are larger than the changed cluster and are not replayed "
+               "on it (jobs replayed counts the others)\n",
+               (long long)(jint(chg, "too_big") - jint(cur, "too_big")));
     print_tenants(cur, chg);
     (void)p;
 }
@@ -822,6 +843,7 @@ static int build_series(const struct plan *p, int64_t t0, size_t nb, struct seri
     {
         json_t *spec = json_object_get(x, "spec");
         const char *tenant = json_string_value(json_object_get(x, "tenant"));
+        const char *state = json_string_value(json_object_get(x, "state"));
         json_t *task0 =
             json_array_get(json_object_get(json_object_get(x, "placement"), "tasks"), 0);
         const char *model = model_of_node(p, json_string_value(json_object_get(task0, "node")));
@@ -832,8 +854,10 @@ static int build_series(const struct plan *p, int64_t t0, size_t nb, struct seri
         tasks = tasks > 0 ? tasks : 1;
         if (gpus <= 0 && spec_is_part(spec))
             gpus = 1; /* as in the replay */
-        if (!tenant || start <= 0 || gpus <= 0 || gpus > ALLOT_MAX_GPUS || tasks > 100000 ||
-            jint(x, "submit_time") < p->since)
+        /* a pending job requeued after a run: when that run ended is not
+         * known (as in jobs_to_trace) */
+        if (!tenant || !state || !strcmp(state, "pending") || start <= 0 || gpus <= 0 ||
+            gpus > ALLOT_MAX_GPUS || tasks > 100000 || jint(x, "submit_time") < p->since)
             continue;
         if (end <= 0 || end < start)
             end = p->now;
@@ -935,8 +959,12 @@ static int forecast(struct plan *p, const struct scen *cur, int64_t target, int6
         json_object_set_new(e, "trend_gpus_per_day", json_real(fit.trend * 24));
         json_array_append_new(arr, e);
     }
-    /* the replay's mean demand: what speeding its arrivals up by f multiplies */
-    d_hist = cur->s.offered_gpu_s / (double)(cur->s.to - cur->s.from);
+    /* the history's mean demand, in the series' own terms (GPUs held per
+     * hour over the hours they cover): what speeding the replay's arrivals
+     * up by f multiplies, and what the forecast days are set against */
+    d_hist = 0;
+    for (int k = 0; k < ns; k++)
+        d_hist += mean_of(sv[k].y, 0, nb);
     json_object_set_new(fc, "history_hours", json_integer((json_int_t)nb));
     json_object_set_new(fc, "season_hours", json_integer((json_int_t)season));
     json_object_set_new(fc, "horizon_days", json_integer(days));
@@ -1069,8 +1097,27 @@ static int sched_opts(struct plan *p)
 
 static int fetch(struct plan *p, struct client *cl)
 {
-    int rc, saved, nul;
+    struct client_error err;
+    json_t *me = NULL;
+    const char *scope;
+    int rc;
 
+    /* a token of one tenant sees its subtree's jobs only: a replay of them
+     * on the whole cluster would answer a question nobody asked */
+    if ((rc = client_call(cl, "GET", "/v1/whoami", NULL, NULL, CLIENT_RETRY_ALWAYS, &me, NULL)) !=
+        CLI_OK)
+        return rc;
+    scope = json_string_value(json_object_get(me, "tenant"));
+    if (scope && *scope) {
+        cli_error("denied",
+                  "allot plan replays the whole cluster's jobs, and this token sees those of "
+                  "%.200s only: use a token of the whole cluster (an admin, or a viewer with no "
+                  "tenant)",
+                  scope);
+        json_decref(me);
+        return CLI_DENIED;
+    }
+    json_decref(me);
     if ((rc = client_list(cl, "/v1/jobs", "jobs", "cursor", "next_cursor", 0, 0, &p->jobs)) !=
             CLI_OK ||
         (rc = client_call(cl, "GET", "/v1/nodes", NULL, NULL, CLIENT_RETRY_ALWAYS, &p->nodes,
@@ -1081,27 +1128,14 @@ static int fetch(struct plan *p, struct client *cl)
                           NULL)) != CLI_OK ||
         (rc = sched_opts(p)) != CLI_OK)
         return rc;
-    /* No price book is an expected answer (404), not an error to print:
-     * client_call reports every failure on stderr, so descriptor 2 points
-     * at /dev/null for this one call (the stdio stream stays as it is). */
-    fflush(stderr);
-    saved = dup(STDERR_FILENO);
-    nul = open("/dev/null", O_WRONLY | O_CLOEXEC);
-    if (saved >= 0 && nul >= 0 && dup2(nul, STDERR_FILENO) >= 0) {
-        rc = client_call(cl, "GET", "/v1/pricebook", NULL, NULL, CLIENT_RETRY_ALWAYS, &p->book,
-                         NULL);
-        fflush(stderr);
-        dup2(saved, STDERR_FILENO);
-    } else {
-        rc = CLI_NOTFOUND;
-    }
-    if (nul >= 0)
-        close(nul);
-    if (saved >= 0)
-        close(saved);
+    /* no price book is an expected answer (404): the costs stay empty; any
+     * other refusal is an error, as for the calls above */
+    rc = client_try_call(cl, "GET", "/v1/pricebook", NULL, CLIENT_RETRY_ALWAYS, &p->book, &err);
     if (rc != CLI_OK) {
         json_decref(p->book);
         p->book = NULL;
+        if (err.status != 404)
+            return err.status ? client_error_print(&err) : rc;
     }
     return CLI_OK;
 }
@@ -1201,6 +1235,12 @@ int cmd_plan(struct cli *c, int argc, char **argv)
         rc = cli_usage_error("at most %d --add and --remove", PLAN_MAX_CHANGES);
         goto out;
     }
+    for (size_t i = 0; i < n_remove; i++)
+        for (size_t k = 0; k < i; k++)
+            if (strcmp(removes[i], removes[k]) == 0) {
+                rc = cli_usage_error("--remove %s given twice", removes[i]);
+                goto out;
+            }
     for (size_t i = 0; i < n_quota; i++)
         if ((rc = parse_quota(&p, quotas[i])) != CLI_OK)
             goto out;

@@ -112,6 +112,7 @@ struct run {
     size_t n_pending;        /* jobs pending */
     int64_t hold_s;          /* the queue's lending-hold half-life, 0: none */
     double gpu_s;            /* allocated GPU-seconds inside the window */
+    double gpu_s_run;        /* ... over the whole run (the drain included) */
     double *t_gpu_s;         /* per tenant */
     int64_t next_sample;
     double jain_sum, jain_nom_sum;
@@ -500,6 +501,8 @@ static void advance(struct run *r, int64_t t, double *buf)
 
     if (t > r->now && r->n_pending > 0)
         wait_figures(r, (double)(t - r->now));
+    if (t > r->now)
+        r->gpu_s_run += (double)r->used * (double)(t - r->now);
     while (r->next_sample < b) {
         sample(r, r->next_sample, buf);
         r->next_sample += REPLAY_SAMPLE_S;
@@ -877,6 +880,7 @@ static int figures(struct run *r, int64_t end, const double *util, struct replay
     memset(&out->all, 0, sizeof(out->all));
     job_figures(r, -1, end, a, a + s->n_jobs + 1, a + 2 * (s->n_jobs + 1), &out->all);
     out->all.utilization = r->gpu_s / ((double)r->gpus * w);
+    out->all.gpu_hours = r->gpu_s_run / 3600.0;
     out->all.jain = r->n_jain ? r->jain_sum / (double)r->n_jain : NAN;
     out->all.jain_nominal = r->n_jain_nom ? r->jain_nom_sum / (double)r->n_jain_nom : NAN;
     out->all.share_ratio = NAN;
@@ -1138,6 +1142,7 @@ int replay_run(const struct replay_setup *s, int policy, const struct replay_opt
     }
     if (figures(&r, end, util, out) < 0)
         goto fail;
+    out->end = end;
     out->wall_s = now_s() - t0;
     allot_free(util);
     allot_free(buf);

@@ -314,6 +314,7 @@ struct replay_stats {
     double share_ratio;       /* tenant only: mean allocation / entitlement in contention */
     int64_t preemptions;
     double lost_gpu_hours;
+    double gpu_hours; /* all only: allocated GPU-hours over the whole run (the drain included) */
     /* Why jobs waited, over the whole run: GPU-hours of waiting (a job's
      * GPUs x its time pending), and the shares of them that the tenant's
      * unused nominal GPUs could not hold (they wait to borrow, not for
@@ -337,6 +338,8 @@ struct replay_result {
     size_t contention_samples;   /* samples with pending jobs */
     size_t cycles;               /* queue cycles run */
     size_t killed;               /* jobs the queue ended without finishing (should be 0) */
+    int64_t end;                 /* the window's end, or with the drain when its last job
+                                    ended, if later */
     double wall_s;               /* seconds the run took */
 };
 

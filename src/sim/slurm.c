@@ -287,7 +287,7 @@ struct sacct_row {
 static int sacct_row(char **f, const int *col, int64_t tz, const char *name, size_t line,
                      struct slurm_sacct_counts *c, struct sacct_row *row, char *err, size_t errlen)
 {
-    char qb[80], state[32], msg[256];
+    char qb[80], qb2[80], state[32], msg[256];
     const char *tres;
     int kind = jobid_kind(f[col[SC_JOBID]]), rc;
     size_t wl;
@@ -337,8 +337,11 @@ static int sacct_row(char **f, const int *col, int64_t tz, const char *name, siz
         return 0;
     }
     if (row->end < row->start)
-        return fail(err, errlen, name, line, "End %s lies before Start %s", f[col[SC_END]],
-                    f[col[SC_START]]);
+        return fail(err, errlen, name, line, "End %s lies before Start %s",
+                    q(qb, sizeof(qb), f[col[SC_END]]), q(qb2, sizeof(qb2), f[col[SC_START]]));
+    if (row->start < row->submit)
+        return fail(err, errlen, name, line, "Start %s lies before Submit %s",
+                    q(qb, sizeof(qb), f[col[SC_START]]), q(qb2, sizeof(qb2), f[col[SC_SUBMIT]]));
     if (row->end - row->start > SLURM_MAX_DURATION)
         return fail(err, errlen, name, line, "the job ran more than %d s", SLURM_MAX_DURATION);
     return 1;
@@ -574,6 +577,17 @@ static int gres_gpus(const char *s, int64_t *gpus, char *type, size_t tn, char *
         c2 = strchr(c1 + 1, ':');
         if (c2) {
             *c2 = 0;
+            /* one node, one model: a node of two types would be counted as
+             * one of them */
+            if (type[0] && strncmp(type, c1 + 1, tn - 1) != 0) {
+                char qb2[80];
+
+                allot_fmt(msg, ml,
+                          "Gres names two GPU types (%s and %s): a node of mixed GPUs is not "
+                          "supported; list it as one type or leave it out",
+                          q(qb, sizeof(qb), type), q(qb2, sizeof(qb2), c1 + 1));
+                return ALLOT_EINVAL;
+            }
             if (!type[0])
                 allot_fmt(type, tn, "%s", c1 + 1);
         }
@@ -609,12 +623,14 @@ static int node_line(const char *s, const char *name, size_t line, const struct 
     if (gpus > ALLOT_MAX_GPUS)
         return fail(err, errlen, name, line, "%lld GPUs on one node; at most %d are supported",
                     (long long)gpus, ALLOT_MAX_GPUS);
-    if (!node_field(s, "CPUTot", v, sizeof(v)) || !parse_uint(v, strlen(v), 1000000, &cpus) ||
-        cpus < 1)
+    if (!node_field(s, "CPUTot", v, sizeof(v)))
+        return fail(err, errlen, name, line, "no CPUTot= field");
+    if (!parse_uint(v, strlen(v), 1000000, &cpus) || cpus < 1)
         return fail(err, errlen, name, line, "CPUTot %s is not a count of 1..1000000",
                     q(qb, sizeof(qb), v));
-    if (!node_field(s, "RealMemory", v, sizeof(v)) ||
-        !parse_uint(v, strlen(v), (int64_t)1 << 40, &mem) || mem < 1)
+    if (!node_field(s, "RealMemory", v, sizeof(v)))
+        return fail(err, errlen, name, line, "no RealMemory= field");
+    if (!parse_uint(v, strlen(v), (int64_t)1 << 40, &mem) || mem < 1)
         return fail(err, errlen, name, line, "RealMemory %s is not MiB of 1..2^40",
                     q(qb, sizeof(qb), v));
     idx = type[0] ? model_of(cat, type) : -1;

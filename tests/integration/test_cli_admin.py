@@ -356,18 +356,25 @@ def test_plan_replays_memory_fractions():
     assert h["jobs"] == 2 and h["fractional_as_whole_gpus"] == 2 and h["no_gpus"] == 0, h
 
 
-def test_plan_quota_names_one_leaf():
-    """plan --quota takes one leaf tenant, by path or last element; an
-    unknown tenant, a parent (listed or implied) and a last element of
-    several tenants are usage errors (`allot: usage:`); option values are
-    named with their own dashes."""
+def test_plan_quota_names_one_tenant():
+    """plan --quota takes one tenant the tenants document lists, by path or
+    last element: a leaf, or a listed parent (research: nominal 16 over nlp
+    8 and vision 8), whose leaves' nominals must still fit in it. An
+    unknown tenant, a parent only implied (product), a last element of
+    several tenants, and nominals that no longer fit are usage errors
+    (`allot: usage:`); option values are named with their own dashes."""
     d = frac()
     ok(cli(d, "plan", "--quota", "research/nlp=gpu:2", "--quota", "vision=gpu:1"))
+    js = ok(cli(d, "-o", "json", "plan", "--quota", "research=gpu:40", "--quota",
+                "research/nlp=gpu:32")).json()
+    assert js["changed"]["tenants"]["research/nlp"]["nominal_gpus"] == 32, js
     r = fails(cli(d, "plan", "--quota", "nosuch=gpu:4"), 1, "usage")
     assert 'no tenant "nosuch"' in r.err, r
-    for parent in ("research", "product"):  # listed, and only implied by product/...
-        r = fails(cli(d, "plan", "--quota", parent + "=gpu:4"), 1, "usage")
-        assert "is not a leaf" in r.err, r
+    r = fails(cli(d, "plan", "--quota", "product=gpu:4"), 1, "usage")
+    assert "is not listed in the tenants document" in r.err, r
+    for args in (["--quota", "research=gpu:4"], ["--quota", "research/nlp=gpu:20"]):
+        r = fails(cli(d, "plan", *args), 1, "usage")
+        assert 'below "research" add up to' in r.err and "raise it too" in r.err, (args, r)
     r = fails(cli(d, "plan", "--quota", "nlp=gpu:4"), 1, "usage")
     assert "names several tenants" in r.err, r
     for args in (["--quota", "research/nlp=gpu:-1"], ["--since", "1x"],
@@ -549,7 +556,7 @@ if __name__ == "__main__":
         expect(dm.req("PUT", "/v1/tenants", TENANTS, token=dm.admin), 200)
         fx.run([test_tokens, test_audit, test_audit_tampered, test_nodes_and_top,
                 test_nodes_gpus_without_health_report, test_top_counts_memory_fractions,
-                test_plan_replays_memory_fractions, test_plan_quota_names_one_leaf,
+                test_plan_replays_memory_fractions, test_plan_quota_names_one_tenant,
                 test_drain_wait_writes_before_waiting, test_delete_node,
                 test_pricebook_conflict_exit_status,
                 test_config_sources, test_https, test_scheduler, test_not_allotd])

@@ -85,6 +85,12 @@ def test_add_nodes_cuts_the_wait():
     assert js["changes"] == [{"add": "2xH100-80GB:8:64:512"}], js
     assert set(cur["tenants"]) == {"research/nlp", "research/vision", "product/search"}, js
     assert cur["tenants"]["research/nlp"]["jobs"] == 2, js
+    # GPU-hours are what the jobs held (the replay's, drain included): the
+    # same finished work in both, each job's 2 GPUs for its recorded run
+    ran = [j for j in dm_jobs() if j["state"] == "succeeded"]
+    held = sum(2 * (j["end_time"] - j["start_time"]) for j in ran) / 3600.0
+    assert len(ran) == 4 and abs(cur["gpu_hours"] - held) < 1e-6, (held, js)
+    assert abs(chg["gpu_hours"] - held) < 1e-6, (held, js)
     assert js["history"]["recorded_mean_wait_s"] > 1, js
     assert js["history"]["recorded_p95_wait_s"] >= js["history"]["recorded_mean_wait_s"], js
     assert cur["capacity_cost_minor"] is None, js  # no price book yet
@@ -92,6 +98,86 @@ def test_add_nodes_cuts_the_wait():
 
 def test_second_node():
     expect(dm.req("POST", "/v1/nodes/register", node("p-2"), token=AG), 201)
+
+
+def dm_jobs():
+    return expect(dm.req("GET", "/v1/jobs?limit=1000", token=dm.admin), 200)["jobs"]
+
+
+def test_requeued_job_is_pending():
+    """A job requeued after it started is pending again with its last run's
+    start_time: plan counts it pending, not still running from that start.
+    The history's last job starts on the new node, which is then cordoned
+    so that it stays pending once requeued."""
+    jid = max(j["id"] for j in dm_jobs())
+    end = time.time() + 15
+    while get(jid)["state"] != "starting" and time.time() < end:
+        beat("p-2")
+        time.sleep(0.05)
+    ok(cli(dm, "cordon", "p-2"))
+    expect(dm.req("POST", "/v1/jobs/%d/requeue" % jid, {}, token=dm.admin), 202)
+    end = time.time() + 15
+    while get(jid)["state"] != "pending" and time.time() < end:
+        beat("p-2", {"jobs": []})  # its run is gone from the node
+        time.sleep(0.05)
+    j = get(jid)
+    assert j["state"] == "pending" and j["start_time"] > 0, j
+    r = ok(cli(dm, "plan"))
+    assert "1 pending" in r.out and "0 still running" in r.out, r
+    h = ok(cli(dm, "-o", "json", "plan")).json()["history"]
+    assert h["pending"] == 1 and h["running"] == 0 and h["jobs"] == 4, h
+    ok(cli(dm, "uncordon", "p-2"))
+
+
+def test_scoped_token_refused():
+    """plan replays the whole cluster: a token of one tenant (it sees that
+    subtree's jobs only) is refused, exit 3; a viewer of the cluster may."""
+    member = dm.token("member", "research/nlp", "plan-member")
+    r = fails(cli(dm, "plan", token=member), 3, "denied")
+    assert "sees those of research/nlp only" in r.err, r
+    ok(cli(dm, "plan", token=dm.token("viewer", "", "plan-viewer")))
+
+
+def test_pricebook_error_is_an_error():
+    """No price book (404) leaves the costs empty; any other error reading
+    it is reported with its exit status, not taken for none. A proxy
+    answers 500 for the price book and passes the rest to allotd."""
+    import http.server
+    import threading
+    import urllib.request
+    import urllib.error
+
+    class Proxy(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            if self.path.startswith("/v1/pricebook"):
+                code, body = 500, b'{"error": {"code": "store", "message": "disk on fire"}}'
+            else:
+                rq = urllib.request.Request("http://127.0.0.1:%d%s" % (dm.port, self.path),
+                                            headers={"Authorization":
+                                                     self.headers["Authorization"]})
+                try:
+                    with urllib.request.urlopen(rq, timeout=10) as f:
+                        code, body = f.status, f.read()
+                except urllib.error.HTTPError as e:
+                    code, body = e.code, e.read()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+    srv = http.server.HTTPServer(("127.0.0.1", 0), Proxy)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    try:
+        url = "http://127.0.0.1:%d" % srv.server_address[1]
+        r = fails(cli(dm, "plan", server=url), 5, "store")
+        assert "disk on fire" in r.err, r
+    finally:
+        srv.shutdown()
+        srv.server_close()
 
 
 def test_quota_remove_and_cost():
@@ -130,6 +216,12 @@ def test_bad_options():
     fails(cli(dm, "plan", "extra"), 1, "usage")
     fails(cli(dm, "-o", "csv", "plan"), 1, "usage")
     fails(cli(dm, "plan", "--remove", "p-1", "--remove", "p-2"), 1, "usage")
+    r = fails(cli(dm, "plan", "--remove", "p-1", "--remove", "p-1"), 1, "usage")
+    assert "--remove p-1 given twice" in r.err, r
+    r = fails(cli(dm, "plan", "--quota", "research/nlp=gpu:0.0001"), 1, "usage")
+    assert "at most 3 decimals" in r.err, r
+    r = fails(cli(dm, "plan", "--quota", "nlp=gpu:1", "--quota", "nlp=gpu:2"), 1, "usage")
+    assert "--quota nlp given twice" in r.err, r
     fails(cli(dm, "plan", token="nope"), 3)
 
 
@@ -173,7 +265,8 @@ if __name__ == "__main__":
         AG = dm.token("agent", "", "agents")
         expect(dm.req("POST", "/v1/nodes/register", node("p-1"), token=AG), 201)
         fx.run([record_history, test_add_nodes_cuts_the_wait, test_second_node,
-                test_quota_remove_and_cost, test_forecast, test_bad_options,
+                test_requeued_job_is_pending, test_scoped_token_refused,
+                test_pricebook_error_is_an_error, test_quota_remove_and_cost, test_forecast, test_bad_options,
                 test_scheduler_options])
     finally:
         dm.stop()

@@ -1,6 +1,6 @@
 """`allot plan --forecast` on three weeks of history. A test cannot make a
 real allotd record weeks of jobs, so a stand-in serves allotd's read API
-(GET /v1/jobs, /v1/nodes, /v1/tenants, /v1/scheduler; /v1/pricebook answers 404 as allotd
+(GET /v1/whoami, /v1/jobs, /v1/nodes, /v1/tenants, /v1/scheduler; /v1/pricebook answers 404 as allotd
 does without a price book) with a synthetic history: research/nlp's demand
 grows 4 % a day, research/vision's stays flat, both with a daily cycle, on
 two nodes of 8 H100s. Holt-Winters finds a weekly season, a growing and a
@@ -39,6 +39,7 @@ def history():
 
 
 REPLIES = {
+    "/v1/whoami": {"token_id": 1, "name": "stand-in", "role": "admin", "tenant": ""},
     "/v1/jobs": {"jobs": history(), "next_cursor": 0},
     "/v1/nodes": {"nodes": [{"name": n, "state": "ready",
                              "inventory": {"name": n, "cpus": 64, "memory": 524288,
@@ -112,6 +113,26 @@ def test_wait_target_dates():
     assert "season 168 h" in r.out and "missed from %s" % loose["missed_on"] in r.out, r
 
 
+def test_demand_of_one_job():
+    """The history's mean demand is the GPUs its jobs held per hour over the
+    hours the series cover: one 1-GPU job of 2,631 s in three whole hours
+    is 0.24 GPUs (it was once its GPU-seconds over its one-second span of
+    submissions: 2,631 GPUs)."""
+    good = REPLIES["/v1/jobs"]
+    t0 = NOW // 3600 * 3600 - 3 * 3600
+    REPLIES["/v1/jobs"] = {"next_cursor": 0, "jobs": [
+        {"id": 1, "tenant": "research/nlp", "state": "succeeded",
+         "spec": {"tenant": "research/nlp", "gpus": 1, "cpus": 4, "memory": 4096},
+         "placement": {"tasks": [{"task": 0, "node": "f-1"}]},
+         "submit_time": t0, "start_time": t0, "end_time": t0 + 2631}]}
+    try:
+        fc = forecast()
+        assert fc["history_hours"] == 3, fc
+        assert abs(fc["replay_mean_demand_gpus"] - 2631 / 3600 / 3) < 1e-6, fc
+    finally:
+        REPLIES["/v1/jobs"] = good
+
+
 def test_bad_scheduler_reply():
     """A scheduler reply with a field missing or of the wrong type is the
     server's fault: exit status 5, naming the field; nothing is replayed.
@@ -132,4 +153,5 @@ def test_bad_scheduler_reply():
 
 if __name__ == "__main__":
     srv = Server()
-    fx.run([test_seasons_and_trends, test_wait_target_dates, test_bad_scheduler_reply])
+    fx.run([test_seasons_and_trends, test_wait_target_dates, test_demand_of_one_job,
+            test_bad_scheduler_reply])

@@ -122,7 +122,10 @@ static const struct bad_sacct {
      "x:2: TRES item \"cpu\" is not NAME=VALUE"},
     {"JobID|Account|Submit|Start|End|State|ReqTRES\n"
      "1|a|2026-01-01T00:00:00|2026-01-01T02:00:00|2026-01-01T01:00:00|COMPLETED|gres/gpu=1\n",
-     "x:2: End 2026-01-01T01:00:00 lies before Start 2026-01-01T02:00:00"},
+     "x:2: End \"2026-01-01T01:00:00\" lies before Start \"2026-01-01T02:00:00\""},
+    {"JobID|Account|Submit|Start|End|State|ReqTRES\n"
+     "1|a|2026-01-02T00:00:00|2026-01-01T00:00:00|2026-01-02T01:00:00|COMPLETED|gres/gpu=1\n",
+     "x:2: Start \"2026-01-01T00:00:00\" lies before Submit \"2026-01-02T00:00:00\""},
     {"JobID|Account|Submit|Start|End|State|ReqTRES\n\n1|a||||PENDING|\n",
      "x:2: a blank line inside the export"},
     {"JobID|Account|Submit|Start|End|State|ReqTRES\n1|a|\x01|||PENDING|\n", "x:2: a control byte"},
@@ -215,6 +218,10 @@ static const struct bad_nodes {
     {"NodeName=n CPUTot=8 RealMemory=99999999999999999 Gres=gpu:a100:1\n", NULL,
      "x:1: RealMemory \"99999999999999999\""},
     {"NodeName=n CPUTot=8 RealMemory=10 Gres=(null)\n", NULL, "x: no node with GPUs"},
+    {"NodeName=n CPUTot=32 Gres=gpu:a100:4\n", NULL, "x:1: no RealMemory= field"},
+    {"NodeName=n RealMemory=10 Gres=gpu:a100:4\n", NULL, "x:1: no CPUTot= field"},
+    {"NodeName=n CPUTot=8 RealMemory=10 Gres=gpu:a100:4,gpu:h100:2\n", NULL,
+     "x:1: Gres names two GPU types (\"a100\" and \"h100\")"},
 };
 
 static void test_nodes_bad(void **state)
