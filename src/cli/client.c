@@ -563,9 +563,15 @@ int client_list(struct client *cl, const char *path, const char *items_key,
                                                   : 0;
         }
         json_decref(r);
-        /* a cursor moves one way, up or (newest first) down towards 0 */
-        if (next <= 0 || next == cursor || (dir && (next > cursor ? 1 : -1) != dir) ||
-            (max && json_array_size(all) >= max))
+        /* a cursor moves one way, up or (newest first) down towards 0: one
+         * that stands or turns back would list pages again (not allotd) */
+        if (next > 0 && cursor && (next == cursor || (dir && (next > cursor ? 1 : -1) != dir))) {
+            cli_error("server", "%s: the page cursor did not move on (%lld after %lld)", path,
+                      next, cursor);
+            rc = CLI_SERVER;
+            break;
+        }
+        if (next <= 0 || (max && json_array_size(all) >= max))
             break;
         if (cursor)
             dir = next > cursor ? 1 : -1;

@@ -207,7 +207,8 @@ static void unfinished_note(FILE *f, const struct replay_result *r, int n)
         fprintf(f, "%s%s %zu", i ? ", " : "", replay_policy_names[r[i].policy],
                 r[i].all.unfinished);
     fprintf(f, "), so their JCT and queueing\nfigures average over different jobs; "
-               "--drain runs every job to its end for a like-for-like comparison\n");
+               "--drain runs every job that can start to its end for a like-for-like\n"
+               "comparison (what it leaves unfinished can never start under that policy)\n");
 }
 
 void replay_print_tables(FILE *f, const struct replay_setup *s, const struct replay_result *r,
