@@ -133,6 +133,18 @@ def test_demand_of_one_job():
         REPLIES["/v1/jobs"] = good
 
 
+def test_cursor_that_stands_still():
+    """A server whose next_cursor does not move would have its pages read
+    again (its jobs replayed twice): the list stops with a server error."""
+    good = REPLIES["/v1/jobs"]
+    REPLIES["/v1/jobs"] = dict(good, next_cursor=5)
+    try:
+        r = fails(cli(srv, "plan"), 5, "server")
+        assert "page cursor did not move on (5 after 5)" in r.err and r.out == "", r
+    finally:
+        REPLIES["/v1/jobs"] = good
+
+
 def test_bad_scheduler_reply():
     """A scheduler reply with a field missing or of the wrong type is the
     server's fault: exit status 5, naming the field; nothing is replayed.
@@ -154,4 +166,4 @@ def test_bad_scheduler_reply():
 if __name__ == "__main__":
     srv = Server()
     fx.run([test_seasons_and_trends, test_wait_target_dates, test_demand_of_one_job,
-            test_bad_scheduler_reply])
+            test_cursor_that_stands_still, test_bad_scheduler_reply])
