@@ -325,15 +325,17 @@ int allot_queue_add_prio_class(struct allot_queue *q, const char *name, int valu
  * class says now. */
 static void pinned_refresh(struct allot_queue *q, struct allot_job *j);
 
-/* Who may preempt whom, or in what order the pending jobs go, changed: the
- * memos of fruitless victim searches and of the usage order they were made
- * in, and the tenants' pending orders, no longer hold; a cycle cut short
- * starts over. */
-static void classes_changed(struct allot_queue *q)
+/* Who may preempt whom, or in what order the pending jobs go, changed (a
+ * class, a job's class, the quotas): the memos of fruitless victim
+ * searches and placements and of the usage order they were made in, and
+ * the tenants' pending orders, no longer hold; a cycle cut short starts
+ * over. */
+static void look_again(struct allot_queue *q)
 {
     q->pause.valid = false;
     q->run_epoch++;
     q->leave_epoch++;
+    q->free_epoch++;
     q->pinned_epoch++;
     q->serial++;
     queue_fast_all_dirty(q);
@@ -356,7 +358,7 @@ int allot_queue_set_prio_class(struct allot_queue *q, int idx, const char *name,
     for (size_t i = 0; i < q->n_running; i++)
         if (q->running[i] >= 0 && q->jobs[q->running[i]].spec.prio_class == idx)
             pinned_refresh(q, &q->jobs[q->running[i]]);
-    classes_changed(q);
+    look_again(q);
     return 0;
 }
 
@@ -374,7 +376,7 @@ int allot_queue_set_job_class(struct allot_queue *q, int id, int cls)
     j->spec.prio_class = cls;
     if (j->state == ALLOT_JOB_RUNNING || j->state == ALLOT_JOB_STOPPING)
         pinned_refresh(q, j);
-    classes_changed(q);
+    look_again(q); /* more than this job needs, but it is rare */
     return 0;
 }
 
@@ -770,10 +772,8 @@ int allot_queue_recount_borrowed(struct allot_queue *q, const bool *only)
         qsort(ids, n, sizeof(*ids), cmp_started);
     /* those jobs off their tenants' usage, then back on in that order, each
      * running one borrowed when it does not fit its tenant's nominal */
-    for (size_t i = 0; i < n; i++) {
-        queue_job_usage(q, &q->jobs[ids[i].id], &use);
-        allot_tenants_charge(q->t, q->jobs[ids[i].id].spec.tenant, &use, -1);
-    }
+    for (size_t i = 0; i < n; i++)
+        queue_job_charge(q, &q->jobs[ids[i].id], -1);
     for (size_t i = 0; i < n; i++) {
         struct allot_job *j = &q->jobs[ids[i].id];
         queue_job_usage(q, j, &use);
@@ -787,13 +787,7 @@ int allot_queue_recount_borrowed(struct allot_queue *q, const bool *only)
     allot_free(ids);
     /* the quotas changed: a job inside its tenant's nominal now may reclaim,
      * and other work may be a candidate: every search looks again */
-    queue_bor_reset(q);
-    q->leave_epoch++;
-    q->run_epoch++;
-    q->free_epoch++;
-    q->pinned_epoch++;
-    q->serial++;
-    q->pause.valid = false;
+    look_again(q);
     return changed;
 }
 

@@ -228,7 +228,10 @@ static bool is_special(const struct allot_queue *q, const struct allot_job *j, i
     bool aged = now - j->submit >= q->o.aging_s && q->o.aging_s > 0;
     bool large = queue_job_gpus(j) >= (q->o.large_gang_gpus ? q->o.large_gang_gpus : 8);
 
-    return j->stopping_victims > 0 || (q->o.backfill && large && aged);
+    /* a holder with backfill of its own may make the reservation whatever
+     * its verdict (queue_consider_past: its own backfill's quota is not a
+     * refusal) */
+    return j->stopping_victims > 0 || j->backfilled > 0 || (q->o.backfill && large && aged);
 }
 
 /* Makes room for tenant ids below n. Returns 0 or ALLOT_ENOMEM. */
@@ -295,6 +298,12 @@ void queue_fast_usage(struct allot_queue *q, int tenant)
         f->touched_all = true;
     else
         f->touched[f->n_touched++] = tenant;
+}
+
+void queue_fast_dirty(struct allot_queue *q, int tenant)
+{
+    if (q->fast && (size_t)tenant < q->fq->nt)
+        q->fq->t[tenant].dirty = true;
 }
 
 void queue_fast_all_dirty(struct allot_queue *q)

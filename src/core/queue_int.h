@@ -343,6 +343,9 @@ void queue_fast_pending(struct allot_queue *q, const struct allot_job *j);
 void queue_fast_gone(struct allot_queue *q, const struct allot_job *j);
 /* The usage of tenant `tenant` changed (a job of it started or left). */
 void queue_fast_usage(struct allot_queue *q, int tenant);
+/* Tenant `tenant`'s pending jobs are listed again before its next turn
+ * (one of them became special: a holder got its first backfill). */
+void queue_fast_dirty(struct allot_queue *q, int tenant);
 /* Something every pending job's order depends on changed (a priority class). */
 void queue_fast_all_dirty(struct allot_queue *q);
 /* True when placing j's gang is known to fail now (no capacity freed since

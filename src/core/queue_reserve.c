@@ -173,7 +173,9 @@ void queue_backfill_started(struct allot_queue *q, struct reservation *r, struct
     if (q->bf[bf].head >= 0)
         q->bf[q->bf[bf].head].prev = j->id;
     q->bf[bf].head = j->id;
-    q->jobs[bf].backfilled++;
+    /* the holder is considered in full from now on (queue_fast.c: special) */
+    if (q->jobs[bf].backfilled++ == 0)
+        queue_fast_dirty(q, q->jobs[bf].spec.tenant);
     q->jobs[bf].preempt_epoch = 0; /* a new victim: its last search no longer holds */
 }
 

@@ -256,6 +256,9 @@ static void test_fast_matches_reference(void **state)
     o.placement = "bestfit";
     o.reserve_gangs = true; /* reservations without aging, backfill taken back */
     twin_run(o, false, 11, 300);
+    o.placement = base.placement;
+    twin_run(o, false, 110, 300); /* a holder turned away by its own backfill's quota */
+    o.placement = "bestfit";
     o.reserve_gangs = false;
     o.fair_reclaim_s = 200; /* fair-share reclaim */
     twin_run(o, false, 12, 300);
