@@ -201,10 +201,6 @@ static int parse_quota(struct plan *p, const char *v)
         return CLI_USAGE;
     if (fabs(g * ALLOT_MILLI - (double)llround(g * ALLOT_MILLI)) > 1e-6)
         return cli_usage_error("--quota %s: GPUs to at most 3 decimals (thousandths)", v);
-    for (int i = 0; i < p->n_quota; i++)
-        if (strlen(p->quota_names[i]) == (size_t)(eq - v) &&
-            strncmp(p->quota_names[i], v, (size_t)(eq - v)) == 0)
-            return cli_usage_error("--quota %.*s given twice", (int)(eq - v), v);
     p->quota_names[p->n_quota] = allot_malloc((size_t)(eq - v) + 1);
     if (!p->quota_names[p->n_quota])
         return CLI_SERVER;
@@ -237,7 +233,8 @@ static bool names_tenant(const char *name, const char *path, size_t len)
 static int check_quota_tenants(const struct plan *p)
 {
     json_t *list = json_object_get(p->tenants, "tenants"), *x, *y;
-    size_t i, k;
+    const char *seen[PLAN_MAX_CHANGES]; /* each --quota's tenant, resolved */
+    size_t seen_len[PLAN_MAX_CHANGES], i, k;
 
     for (int q = 0; q < p->n_quota; q++) {
         const char *name = p->quota[q].tenant, *hit = NULL;
@@ -273,6 +270,12 @@ static int check_quota_tenants(const struct plan *p)
                                    "document, only implied by the tenants below it: its nominal "
                                    "is theirs added up; set theirs",
                                    name, (int)hit_len, hit);
+        for (int e = 0; e < q; e++)
+            if (seen_len[e] == hit_len && strncmp(seen[e], hit, hit_len) == 0)
+                return cli_usage_error("--quota: tenant %.*s given twice (%s and %s)", (int)hit_len,
+                                       hit, p->quota[e].tenant, name);
+        seen[q] = hit;
+        seen_len[q] = hit_len;
     }
     return CLI_OK;
 }
@@ -907,6 +910,22 @@ static int p95_at(struct plan *p, double f, double *p95)
     return CLI_OK;
 }
 
+/* The replayed history's mean demand in the series' terms: the GPUs its
+ * jobs held (GPU-seconds of their recorded runs) over its span, from the
+ * first submission until now. What speeding the replay's arrivals up by f
+ * multiplies, and what each forecast day's mean is set against. */
+static double history_demand(const struct plan *p)
+{
+    int64_t first = INT64_MAX;
+    double held = 0;
+
+    for (size_t i = 0; i < p->tr.n; i++) {
+        first = p->tr.v[i].submit < first ? p->tr.v[i].submit : first;
+        held += (double)p->tr.v[i].gpus * (double)p->tr.v[i].duration;
+    }
+    return first < p->now ? held / (double)(p->now - first) : 0;
+}
+
 static int forecast(struct plan *p, const struct scen *cur, int64_t target, int64_t days,
                     json_t *root)
 {
@@ -959,12 +978,7 @@ static int forecast(struct plan *p, const struct scen *cur, int64_t target, int6
         json_object_set_new(e, "trend_gpus_per_day", json_real(fit.trend * 24));
         json_array_append_new(arr, e);
     }
-    /* the history's mean demand, in the series' own terms (GPUs held per
-     * hour over the hours they cover): what speeding the replay's arrivals
-     * up by f multiplies, and what the forecast days are set against */
-    d_hist = 0;
-    for (int k = 0; k < ns; k++)
-        d_hist += mean_of(sv[k].y, 0, nb);
+    d_hist = history_demand(p);
     json_object_set_new(fc, "history_hours", json_integer((json_int_t)nb));
     json_object_set_new(fc, "season_hours", json_integer((json_int_t)season));
     json_object_set_new(fc, "horizon_days", json_integer(days));

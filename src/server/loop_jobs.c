@@ -203,10 +203,6 @@ static int live_at_reserve(struct loop *l)
     return 0;
 }
 
-/* Puts stored job j into the core. With `gate`, a pending job with
- * dependencies or an array throttle is held back instead (hold_job); the
- * gate lets it in once they allow. A pending job a user held goes to the
- * gate always, until released. */
 int loop_class_slot(const struct loop *l, const char *name)
 {
     for (int i = 0; name && i < l->n_prio; i++)
@@ -215,6 +211,10 @@ int loop_class_slot(const struct loop *l, const char *name)
     return -1;
 }
 
+/* Puts stored job j into the core. With `gate`, a pending job with
+ * dependencies or an array throttle is held back instead (hold_job); the
+ * gate lets it in once they allow. A pending job a user held goes to the
+ * gate always, until released. */
 void loop_submit_job(struct loop *l, const struct allot_store_job *j, bool gate)
 {
     struct allot_job_spec spec = {0};

@@ -220,8 +220,9 @@ def test_bad_options():
     assert "--remove p-1 given twice" in r.err, r
     r = fails(cli(dm, "plan", "--quota", "research/nlp=gpu:0.0001"), 1, "usage")
     assert "at most 3 decimals" in r.err, r
-    r = fails(cli(dm, "plan", "--quota", "nlp=gpu:1", "--quota", "nlp=gpu:2"), 1, "usage")
-    assert "--quota nlp given twice" in r.err, r
+    r = fails(cli(dm, "plan", "--quota", "nlp=gpu:1", "--quota", "research/nlp=gpu:2"), 1,
+              "usage")
+    assert "tenant research/nlp given twice (nlp and research/nlp)" in r.err, r
     fails(cli(dm, "plan", token="nope"), 3)
 
 
