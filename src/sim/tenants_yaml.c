@@ -380,7 +380,7 @@ enum { Q_NOMINAL, Q_BORROW, Q_LEND, Q_COUNT };
 static const char *const quota_keys[Q_COUNT] = {"nominal", "borrow_limit", "lend_limit"};
 
 static int parse_quota(struct ctx *c, const yaml_node_t *n, const char *what, int res,
-                       struct allot_quota *q)
+                       struct allot_quota *q, bool *summed)
 {
     yaml_node_t *v[Q_COUNT];
     enum unit u = res_unit(res);
@@ -392,9 +392,11 @@ static int parse_quota(struct ctx *c, const yaml_node_t *n, const char *what, in
         return parse_amount(c, n, what, u, &q->nominal);
     if ((rc = map_fields(c, n, what, quota_keys, Q_COUNT, v, NULL, NULL)) < 0)
         return rc;
-    if (!v[Q_NOMINAL])
-        return fail(c, n, "%s: nominal is missing", what);
-    if ((rc = parse_amount(c, v[Q_NOMINAL], "nominal", u, &q->nominal)) < 0 ||
+    /* no nominal: a parent's limits over its tenants' nominals added up
+     * (check_tree refuses it on a leaf) */
+    *summed = !v[Q_NOMINAL];
+    q->nominal = ALLOT_UNLIMITED;
+    if ((v[Q_NOMINAL] && (rc = parse_amount(c, v[Q_NOMINAL], "nominal", u, &q->nominal)) < 0) ||
         (v[Q_BORROW] &&
          (rc = parse_amount(c, v[Q_BORROW], "borrow_limit", u, &q->borrow_limit)) < 0) ||
         (v[Q_LEND] && (rc = parse_amount(c, v[Q_LEND], "lend_limit", u, &q->lend_limit)) < 0))
@@ -418,7 +420,8 @@ static int parse_quotas(struct ctx *c, const yaml_node_t *n, struct sim_tenant_c
     for (int k = 0; k < R_COUNT; k++) {
         if (!v[k])
             continue;
-        if ((rc = parse_quota(c, v[k], res_keys[k], res_ids[k], &t->quota[res_ids[k]])) < 0)
+        if ((rc = parse_quota(c, v[k], res_keys[k], res_ids[k], &t->quota[res_ids[k]],
+                              &t->nominal_summed[res_ids[k]])) < 0)
             return rc;
         t->has_quota[res_ids[k]] = true;
     }
@@ -433,7 +436,7 @@ static int parse_quotas(struct ctx *c, const yaml_node_t *n, struct sim_tenant_c
         if (t->has_quota[res])
             return fail(c, kn, "quotas: \"%.48s\" names the same model as an earlier key", key);
         if (!(vn = visit(c, extra[i]->value, kn, &rc)) ||
-            (rc = parse_quota(c, vn, key, res, &t->quota[res])) < 0)
+            (rc = parse_quota(c, vn, key, res, &t->quota[res], &t->nominal_summed[res])) < 0)
             return rc;
         t->has_quota[res] = true;
     }
@@ -606,6 +609,16 @@ static void sort_ord(int *ord, int *tmp, size_t n, const struct sim_tenant_conf 
     memcpy(ord, tmp, n * sizeof(*ord));
 }
 
+/* A resource's name as a quotas key ("gpu", "gpu:A100-80GB"). */
+static const char *res_name(const struct ctx *c, int res, char *name, size_t n)
+{
+    if (res >= ALLOT_RES_MODEL0 && c->cat)
+        allot_fmt(name, n, "gpu:%s", c->cat->models[res - ALLOT_RES_MODEL0].name);
+    else
+        allot_strlcpy(name, res_keys[res < R_COUNT ? res : 0], n);
+    return name;
+}
+
 static int check_tree(struct ctx *c, struct sim_tenants_conf *conf)
 {
     size_t n = conf->n;
@@ -649,8 +662,20 @@ static int check_tree(struct ctx *c, struct sim_tenants_conf *conf)
             }
         }
     }
-    /* children's nominal quotas against a listed parent's, one pass per resource */
+    /* children's nominal quotas against a listed parent's, one pass per
+     * resource; a nominal left out only where there are children to sum */
     for (int res = 0; res < ALLOT_RES_MAX; res++) {
+        for (size_t i = 0; i < n; i++)
+            if (conf->v[i].nominal_summed[res] && conf->v[i].leaf) {
+                yaml_node_t at = {.start_mark.line = conf->v[i].line - 1};
+                char name[64];
+
+                rc = fail(c, &at,
+                          "%s: nominal is missing (only a tenant with tenants below it may "
+                          "leave it out: its nominal is theirs added up)",
+                          res_name(c, res, name, sizeof(name)));
+                goto out;
+            }
         memset(sum, 0, n * sizeof(*sum));
         for (size_t i = 0; i < n; i++) {
             int64_t v = conf->v[i].quota[res].nominal;
@@ -667,11 +692,7 @@ static int check_tree(struct ctx *c, struct sim_tenants_conf *conf)
                 yaml_node_t at = {.start_mark.line = p->line - 1};
                 char a[48], b[48], name[64];
 
-                if (res >= ALLOT_RES_MODEL0 && c->cat)
-                    allot_fmt(name, sizeof(name), "gpu:%s",
-                              c->cat->models[res - ALLOT_RES_MODEL0].name);
-                else
-                    allot_strlcpy(name, res_keys[res < R_COUNT ? res : 0], sizeof(name));
+                res_name(c, res, name, sizeof(name));
                 rc = fail(c, &at,
                           "the %s nominal quotas of the tenants below \"%s\" add up to %s, more "
                           "than its own %s",

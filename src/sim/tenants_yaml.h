@@ -55,6 +55,9 @@ struct sim_tenant_conf {
     int isolation;                           /* enum allot_isolation */
     bool has_quota[ALLOT_RES_MAX];           /* the file sets quota[res] */
     struct allot_quota quota[ALLOT_RES_MAX]; /* valid where has_quota */
+    bool nominal_summed[ALLOT_RES_MAX];      /* quota[res] names no nominal (ALLOT_UNLIMITED
+                                                here): the tenants below add up to it, only
+                                                where there are some (checked) */
     bool has_mix;                            /* the file sets `synthetic` */
     double mix[MTGEN_KINDS];                 /* shares summing to 1 when has_mix */
     bool leaf;                               /* no other listed tenant is below it */

@@ -185,12 +185,50 @@ def test_dry_run_checks_as_a_write():
     assert expect(dm.req("GET", "/v1/tenants", token=dm.admin), 200) == before
 
 
+def test_parent_limit_without_nominal():
+    """A parent may give its borrow_limit without a nominal: its nominal is
+    its tenants' sum. org (borrow_limit 0) over org/a (1 GPU) and org/b (1):
+    on an idle 8-GPU node org/a starts 2 jobs (its own 1 and b's unused 1,
+    inside org), not more. A leaf without its nominal is refused."""
+    d = Daemon()
+    try:
+        ag = d.token("agent", "", "agents")
+        expect(d.req("POST", "/v1/nodes/register",
+                     {"name": "o-1", "cpus": 16, "memory": 65536, "gpus": [{"model": "L4"}] * 8},
+                     token=ag), 201)
+        doc = tree({"path": "org", "quotas": {"gpu": {"borrow_limit": 0}}},
+                   {"path": "org/a", "quotas": {"gpu": 1}},
+                   {"path": "org/b", "quotas": {"gpu": 1}},
+                   {"path": "other", "quotas": {"gpu": 6}})
+        expect(d.req("PUT", "/v1/tenants", doc, token=d.admin), 200)
+        time.sleep(0.3)
+        ids = [expect(d.req("POST", "/v1/jobs", {"tenant": "org/a", "gpus": 1, "cpus": 0.1,
+                                                 "command": ["true"]}, token=d.admin),
+                      201)["id"] for _ in range(4)]
+        end = time.time() + 10
+        while time.time() < end:
+            js = [expect(d.req("GET", "/v1/jobs/%d" % i, token=d.admin), 200) for i in ids]
+            if sum(j["state"] == "starting" for j in js) >= 2 and \
+                    all(j["state"] == "starting" or j["pending_reason"] for j in js):
+                break
+            time.sleep(0.05)
+        assert [j["state"] for j in js].count("starting") == 2, js
+        waiting = [j for j in js if j["state"] == "pending"]
+        assert all("org" in j["pending_reason"] for j in waiting), waiting
+        st, b = d.req("PUT", "/v1/tenants", tree({"path": "x", "quotas": {"gpu": {
+            "borrow_limit": 1}}}), token=d.admin)
+        assert st in (400, 422) and "nominal is missing" in b["error"]["message"], (st, b)
+    finally:
+        d.stop()
+
+
 if __name__ == "__main__":
     dm = Daemon()
     try:
         AG = dm.token("agent", "", "agents")
         fx.run([test_sums_follow_each_apply, test_busy_tenant_never_becomes_a_parent,
                 test_removed_tenant_tokens_revoked, test_if_match,
-                test_applies_at_once_lose_nothing, test_dry_run_checks_as_a_write])
+                test_applies_at_once_lose_nothing, test_dry_run_checks_as_a_write,
+                test_parent_limit_without_nominal])
     finally:
         dm.stop()

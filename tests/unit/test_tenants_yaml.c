@@ -120,7 +120,9 @@ static const struct bad_case {
     {HEAD "  - path: a\n    quotas: {cpu: 1.5m}\n", "t.yaml:4: cpu \"1.5m\": want cores"},
     {HEAD "  - path: a\n    quotas: {disk: 1}\n", "t.yaml:4: quotas: unknown key \"disk\""},
     {HEAD "  - path: a\n    quotas:\n      gpu: {borrow_limit: 3}\n",
-     "t.yaml:5: gpu: nominal is missing"},
+     "t.yaml:3: gpu: nominal is missing (only a tenant with tenants below it may leave it out"},
+    {HEAD "  - {path: a/b, quotas: {gpu: 1}}\n  - {path: a/b/c, quotas: {gpu: {lend_limit: 0}}}\n",
+     "t.yaml:4: gpu: nominal is missing"},
     {HEAD "  - path: a\n    quotas:\n      gpu: {nominal: 3, lend: 1}\n",
      "t.yaml:5: gpu: unknown key \"lend\""},
     {HEAD "  - path: a\n    quotas:\n      gpu: {nominal: 3, borrow_limit: lots}\n",
@@ -200,6 +202,9 @@ static void test_edges(void **state)
     static const char nul[] = "version: 1\ntenants: [{path: a\0}]\n";
     static const char many[] = HEAD "  - {path: a/b/c, quotas: {gpu: 0.5, cpu: unlimited}}\n"
                                     "  - {path: a, quotas: {gpu: {nominal: 1, lend_limit: 0}}}\n";
+    static const char summed[] = HEAD "  - {path: org, quotas: {gpu: {borrow_limit: 4}}}\n"
+                                      "  - {path: org/a, quotas: {gpu: 3}}\n"
+                                      "  - {path: org/b, quotas: {gpu: 5}}\n";
     struct sim_tenants_conf c = {0};
     char err[256] = "";
 
@@ -214,6 +219,15 @@ static void test_edges(void **state)
     assert_false(c.v[1].leaf); /* an ancestor two levels up */
     assert_int_equal(c.v[0].quota[ALLOT_RES_GPU].nominal, 500);
     assert_true(c.v[0].quota[ALLOT_RES_CPU].nominal == ALLOT_UNLIMITED);
+    sim_tenants_conf_free(&c);
+    /* a parent may limit its borrowing without a nominal: its tenants'
+     * nominals add up to it */
+    assert_int_equal(
+        sim_tenants_parse(summed, sizeof(summed) - 1, "t.yaml", cat, &c, err, sizeof(err)), 0);
+    assert_true(c.v[0].nominal_summed[ALLOT_RES_GPU] && !c.v[0].leaf);
+    assert_true(c.v[0].quota[ALLOT_RES_GPU].nominal == ALLOT_UNLIMITED);
+    assert_int_equal(c.v[0].quota[ALLOT_RES_GPU].borrow_limit, 4000);
+    assert_false(c.v[1].nominal_summed[ALLOT_RES_GPU]);
     sim_tenants_conf_free(&c);
     /* without a catalog, per-model quotas cannot be resolved */
     assert_int_equal(sim_tenants_read(EXAMPLE, NULL, &c, err, sizeof(err)), ALLOT_EINVAL);
