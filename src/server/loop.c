@@ -514,7 +514,7 @@ static void on_decision(int kind, const struct allot_job *job, const char *why, 
     if (allot_grow((void **)&l->decs, &l->cap_decs, l->n_decs + 1, sizeof(*l->decs)) < 0)
         return; /* events are best effort; states are diffed after the cycle */
     if (kind == ALLOT_DEC_START) {
-        double w = (double)(srv_now() - job->submit);
+        double w = (double)(srv_now() - loop_queued_since(l, job));
 
         pthread_mutex_lock(&l->dmu);
         l->waits++;

@@ -60,6 +60,9 @@ struct live {
     int64_t held_run;    /* the run last held back for an earlier one */
     int64_t adopted_run; /* a run adopted as starting at allotd's start: its agent may have
                             started it, so it is held with "hold" (not run 0) */
+    int64_t queued_at;   /* when it last became pending (submitted, or requeued after a
+                            run): the queue-wait metric counts from it, where the core
+                            keeps its submission for its place (loop_queued_since) */
 };
 
 /* A run the desired state stops showing (publish, loop_linger_publish). */
@@ -240,6 +243,10 @@ struct loop_write {
 
 /* The live record of stored job sid (*idx its index), or NULL. */
 struct live *loop_find_live(struct loop *l, int64_t sid, size_t *idx);
+/* When core job j last became pending, as the queue-wait metric counts it:
+ * its requeue in the core (a preemption) or in the loop (its node lost, a
+ * restart), whichever is later. */
+int64_t loop_queued_since(const struct loop *l, const struct allot_job *j);
 /* Takes live record i out (its core job forgotten once ended). */
 void loop_drop_live(struct loop *l, size_t i);
 

@@ -203,6 +203,18 @@ static int live_at_reserve(struct loop *l)
     return 0;
 }
 
+/* When stored job j last became pending, as far as the store tells: its
+ * submission, or for a pending job that ran before (requeued: its
+ * start_time is its last run's) no earlier than that run's start. */
+static int64_t queued_at(const struct allot_store_job *j, int64_t now)
+{
+    int64_t at = j->submit_time;
+
+    if (j->state == ALLOT_SJ_PENDING && j->start_time > at)
+        at = j->start_time;
+    return at > 0 && at <= now ? at : now;
+}
+
 int loop_class_slot(const struct loop *l, const char *name)
 {
     for (int i = 0; name && i < l->n_prio; i++)
@@ -333,12 +345,21 @@ void loop_submit_job(struct loop *l, const struct allot_store_job *j, bool gate)
                                          .parent = j->array_parent,
                                          .index = j->array_index,
                                          .token_id = j->token_id,
-                                         .net_t = -1};
+                                         .net_t = -1,
+                                         .queued_at = queued_at(j, srv_now())};
     l->live_at[qid] = (int32_t)(l->n_live - 1);
     if (adopted)
         lnet_adopt(l, &l->live[l->n_live - 1], j->tenant, j->placement);
     if (l->rebuilding) /* its last run may still be on its way out */
         loop_linger_rebuilt(l, &l->live[l->n_live - 1], j, adopted);
+}
+
+int64_t loop_queued_since(const struct loop *l, const struct allot_job *j)
+{
+    int32_t k = j->id >= 0 && (size_t)j->id < l->cap_live_at ? l->live_at[j->id] : -1;
+    int64_t at = k >= 0 && (size_t)k < l->n_live ? l->live[k].queued_at : 0;
+
+    return at > j->submit ? at : j->submit;
 }
 
 struct live *loop_find_live(struct loop *l, int64_t sid, size_t *idx)

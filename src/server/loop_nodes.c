@@ -558,8 +558,13 @@ static void requeue_live(struct loop *l, size_t k, int64_t now)
                                      .array_index = e->index,
                                      .token_id = e->token_id,
                                      .start_time = e->wstart}; /* its next run starts later */
+        size_t n;
+        struct live *again;
+
         loop_drop_live(l, k);
         loop_submit_job(l, &sj, false);
+        if ((again = loop_find_live(l, sj.id, &n)) != NULL)
+            again->queued_at = now; /* waits from here (the core keeps its place) */
         free(spec);
     } else {
         loop_drop_live(l, k);

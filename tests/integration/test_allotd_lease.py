@@ -4,6 +4,7 @@ lost once its lease runs out; the jobs placed on it go back to pending
 it ready again so the waiting jobs start there. A lost node shows no GPU
 health until it is heard from again."""
 
+import re
 import time
 
 import allotd_fixture as fx
@@ -22,6 +23,12 @@ def poll(fn, timeout=10):
     raise AssertionError("condition not met within %ss" % timeout)
 
 
+def wait_sum(dm):
+    """allot_queue_wait_seconds_sum: the seconds started jobs waited."""
+    m = dm.req("GET", "/metrics", raw=True)[1]
+    return float(re.search(r"^allot_queue_wait_seconds_sum (\S+)$", m, re.M).group(1))
+
+
 def test_lease_expiry_and_return():
     # 3 s: time enough to place both jobs below before the node is lost,
     # even on a loaded machine
@@ -32,6 +39,7 @@ def test_lease_expiry_and_return():
     expect(dm.req("POST", "/v1/nodes/register", N1, token=ag), 201)
     j = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 1,
                                            "requeue": False}, token=a), 201)
+    t0 = time.time()
     rq = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 1}, token=a), 201)
 
     def state(jid):
@@ -69,6 +77,7 @@ def test_lease_expiry_and_return():
     # no ready node: both wait
     time.sleep(0.5)
     assert state(k["id"])["state"] == "pending"
+    waited = wait_sum(dm)
     # a one-GPU node joins: the requeued job keeps its place before k
     n2 = dict(N1, name="lease-n2", gpus=[{"model": "T4"}])
     expect(dm.req("POST", "/v1/nodes/register", n2, token=ag), 201)
@@ -80,6 +89,10 @@ def test_lease_expiry_and_return():
     poll(lambda: beat("lease-n2") or state(rq["id"])["state"] == "starting")
     placed = state(rq["id"])["placement"]["tasks"][0]["node"]
     assert placed == "lease-n2" and state(k["id"])["state"] == "pending", placed
+    # its queue wait counts from its requeue (at least 3 s, its lease, after
+    # t0), not from its submission: less than the time since t0 less 2 s
+    rq_wait = wait_sum(dm) - waited
+    assert 0 <= rq_wait < time.time() - t0 - 2, (rq_wait, time.time() - t0)
     # the node comes back with a heartbeat, and keeps it up: k starts there
     beat("lease-n1")
     poll(lambda: beat("lease-n1", "lease-n2") or state(k["id"])["state"] == "starting")
