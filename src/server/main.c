@@ -579,16 +579,21 @@ int srv_write(struct server *s, allot_store_write_fn fn, void *arg)
     int rc = allot_store_gc_submit(s->gc, fn, arg);
 
     /* the store itself failing (a full disk, an I/O error), not a refusal:
-     * said once when it starts and once when it ends, with its words */
-    if (rc == 0 || rc == ALLOT_EIO || rc == ALLOT_ENOMEM) {
-        int was = atomic_exchange(&s->store_failing, rc);
-        if (rc && !was) {
+     * said once when it starts and once when it ends, with its words; it
+     * ends when writes work and none failed for SRV_STORE_CLEAR_MS (on a
+     * full disk a heartbeat's small write may still fit) */
+    if (rc == ALLOT_EIO || rc == ALLOT_ENOMEM) {
+        atomic_store(&s->store_failed_ms, srv_mono_ms());
+        if (!atomic_exchange(&s->store_failing, rc)) {
             char why[256];
             allot_store_gc_last_error(s->gc, why, sizeof(why));
             LOG_ERROR("main", "store writes fail: %s (%s)", allot_strerror(rc), why);
-        } else if (!rc && was) {
-            LOG_INFO("main", "store writes work again");
         }
+    } else if (rc == 0 && atomic_load(&s->store_failing) &&
+               srv_mono_ms() - atomic_load(&s->store_failed_ms) >= SRV_STORE_CLEAR_MS &&
+               atomic_exchange(&s->store_failing, 0)) {
+        LOG_INFO("main", "store writes work again (none failed for %d s)",
+                 SRV_STORE_CLEAR_MS / 1000);
     }
     /* another allotd took the lead: from now on this one answers as a
      * standby (its requests retried elsewhere) until keep_lead stops it */

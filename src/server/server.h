@@ -99,20 +99,22 @@ struct server {
     size_t n_readers, cap_readers;
     struct allot_store **idle_readers; /* those no thread holds (its thread ended) */
     size_t n_idle, cap_idle;
-    pthread_key_t reader_key;    /* a thread's handle; given back when the thread ends */
-    struct allot_catalog *cat;   /* owned, immutable */
-    struct http *http;           /* owned */
-    struct loop *loop;           /* owned */
-    atomic_bool ready;           /* the core was rebuilt from the store */
-    atomic_bool standby;         /* another allotd leads; this one waits to take over */
-    atomic_bool fenced;          /* a write was fenced: it lost the lead (docs/ha.md) */
-    atomic_int_fast64_t epoch;   /* the leader epoch it took (0: it does not lead) */
-    struct allot_store *lst;     /* owned: the handle that holds the lead (docs/ha.md) */
-    pthread_mutex_t leader_lock; /* leaf lock: guards leader_url */
-    char leader_url[512];        /* where the leader said clients reach it ("" unknown) */
-    atomic_int store_failing;    /* the last store write failed with this error (0: it
-                                    worked): /readyz says so */
-    atomic_int max_node_gpus;    /* most GPUs on one registered node (0: none yet) */
+    pthread_key_t reader_key;            /* a thread's handle; given back when the thread ends */
+    struct allot_catalog *cat;           /* owned, immutable */
+    struct http *http;                   /* owned */
+    struct loop *loop;                   /* owned */
+    atomic_bool ready;                   /* the core was rebuilt from the store */
+    atomic_bool standby;                 /* another allotd leads; this one waits to take over */
+    atomic_bool fenced;                  /* a write was fenced: it lost the lead (docs/ha.md) */
+    atomic_int_fast64_t epoch;           /* the leader epoch it took (0: it does not lead) */
+    struct allot_store *lst;             /* owned: the handle that holds the lead (docs/ha.md) */
+    pthread_mutex_t leader_lock;         /* leaf lock: guards leader_url */
+    char leader_url[512];                /* where the leader said clients reach it ("" unknown) */
+    atomic_int store_failing;            /* a store write failed with this error, and writes have
+                                            not worked for SRV_STORE_CLEAR_MS since (0): /readyz
+                                            says so */
+    atomic_int_fast64_t store_failed_ms; /* srv_mono_ms of the last failed store write */
+    atomic_int max_node_gpus;            /* most GPUs on one registered node (0: none yet) */
     atomic_int model_gpus[ALLOT_MAX_MODELS]; /* most GPUs on one node the loop added, per
                                                 catalog model (0: none of it yet) */
     atomic_int_fast64_t whole_gpus;          /* GPUs of registered nodes not in MIG mode (the loop
@@ -286,6 +288,10 @@ int srv_write(struct server *s, allot_store_write_fn fn, void *arg);
 int64_t srv_now(void);
 /* Monotonic milliseconds (intervals only). */
 int64_t srv_mono_ms(void);
+/* How long store writes must work without one failing before the store
+ * counts as working again: on a full disk a small write (a heartbeat's)
+ * may still fit while the rest fail, which must not flap /readyz. */
+#define SRV_STORE_CLEAR_MS 5000
 
 /* ---- handlers ---- */
 /* The state a node is shown in (GET /v1/nodes, allot_node_state): its
