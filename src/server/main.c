@@ -1056,6 +1056,7 @@ out_http:
     loop_release_waiters(s->loop);
     http_stop(s->http);
     s->http = NULL;
+    meter_net_free(); /* no /metrics any more */
     loop_stop(s->loop);
     s->loop = NULL;
 out_cat:

@@ -197,6 +197,9 @@ static struct {
     json_t *anom;      /* guarded by mu: the anomalies seen at the last pass */
     json_t *anom_told; /* anomaly keys already logged and audited */
     json_t *held;      /* guarded by mu: tenants whose borrowing is held (budget spent) */
+    json_t *net_last;  /* guarded by the server's agents_lock: node, VNI and direction ->
+                          the agent's last count (net_counted) */
+    json_t *net_sum;   /* ... tenant and direction -> bytes counted since allotd started */
 } mt = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
 /* ---- this month per tenant: /metrics and budgets ---- */
@@ -844,6 +847,28 @@ static void add_to(json_t *values, const char *key, json_t *x)
     json_decref(x);
 }
 
+/* Counts the agent's latest count `cur` of one node's VNI and direction
+ * into the tenant's total: what it grew by since the last look, or all of
+ * it when it went down (the agent restarted, or the tenant's links there
+ * went away and came back). So the totals only grow, whatever the nodes'
+ * links and the nodes themselves do (caller holds agents_lock). */
+static void net_counted(const char *node, json_int_t vni, const char *dir, const char *tenant,
+                        json_int_t cur)
+{
+    char key[400];
+    json_int_t last, sum;
+
+    if ((!mt.net_last && !(mt.net_last = json_object())) ||
+        (!mt.net_sum && !(mt.net_sum = json_object())))
+        return;
+    allot_fmt(key, sizeof(key), "%s\x1f%lld\x1f%s", node, (long long)vni, dir);
+    last = json_integer_value(json_object_get(mt.net_last, key));
+    json_object_set_new(mt.net_last, key, json_integer(cur));
+    allot_fmt(key, sizeof(key), "%s\x1f%s", tenant, dir);
+    sum = json_integer_value(json_object_get(mt.net_sum, key)) + (cur >= last ? cur - last : cur);
+    json_object_set_new(mt.net_sum, key, json_integer(sum));
+}
+
 /* One series by tenant: its HELP and TYPE lines and a line per tenant of
  * values (tenant -> number). Steals values. */
 static void per_tenant(FILE *f, const char *name, const char *type, const char *help,
@@ -966,10 +991,25 @@ void meter_metrics(struct server *s, FILE *f)
             json_int_t vni = json_integer_value(json_object_get(v, "vni"));
             for (size_t q = 0; q < n_nets; q++)
                 if (nets[q].vni == vni) {
-                    add_to(rx, nets[q].tenant, json_copy(json_object_get(v, "rx_bytes")));
-                    add_to(tx, nets[q].tenant, json_copy(json_object_get(v, "tx_bytes")));
+                    net_counted(k, vni, "rx", nets[q].tenant,
+                                json_integer_value(json_object_get(v, "rx_bytes")));
+                    net_counted(k, vni, "tx", nets[q].tenant,
+                                json_integer_value(json_object_get(v, "tx_bytes")));
                 }
         }
+    }
+    /* every tenant counted since allotd started, also those whose nodes or
+     * links are gone: a counter does not go down */
+    json_object_foreach(mt.net_sum, k, v)
+    {
+        const char *sep = strrchr(k, '\x1f');
+        char tenant[300];
+
+        if (!sep || (size_t)(sep - k) >= sizeof(tenant))
+            continue;
+        memcpy(tenant, k, (size_t)(sep - k));
+        tenant[sep - k] = 0;
+        add_to(strcmp(sep + 1, "rx") == 0 ? rx : tx, tenant, json_copy(v));
     }
     pthread_mutex_unlock(&s->agents_lock);
     allot_store_nets_free(nets, n_nets);
@@ -1167,6 +1207,13 @@ bool meter_start(struct server *s, char *err, size_t errlen)
     }
     mt.running = true;
     return true;
+}
+
+void meter_net_free(void)
+{
+    json_decref(mt.net_last);
+    json_decref(mt.net_sum);
+    mt.net_last = mt.net_sum = NULL;
 }
 
 void meter_stop(struct server *s)

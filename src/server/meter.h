@@ -88,6 +88,9 @@ int meter_collect_runs(const struct allot_catalog *cat, const struct allot_store
 /* Starts / stops the roll-up thread. */
 bool meter_start(struct server *s, char *err, size_t errlen);
 void meter_stop(struct server *s);
+/* Frees the per-tenant network totals /metrics keeps (once nothing serves
+ * /metrics any more). */
+void meter_net_free(void);
 /* Runs one roll-up pass now (also what the thread does); 0 or ALLOT_E*. */
 int meter_rollup(struct server *s, int64_t now);
 /* Samples that speak for the time from at_ms (unix ms) on were just stored

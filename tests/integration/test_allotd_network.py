@@ -163,6 +163,15 @@ def test_traffic_per_tenant_in_metrics():
     assert 'allot_tenant_network_receive_bytes_total{tenant="nlp"} 1500\n' in m, m
     assert 'allot_tenant_network_transmit_bytes_total{tenant="nlp"} 2000\n' in m, m
     assert 'allot_tenant_network_transmit_bytes_total{tenant="vision"} 9\n' in m, m
+    # a count that went down (its agent restarted, or the tenant's links on
+    # the node went away and came back) and a node that no longer lists the
+    # network: the tenant's counters never go down
+    beat("n-1", {"usage": {"net": [{"vni": nets["nlp"], "rx_bytes": 200, "tx_bytes": 0}]}})
+    beat("n-2", {"usage": {"net": [{"vni": nets["vision"], "rx_bytes": 7, "tx_bytes": 9}]}})
+    st, m = dm.req("GET", "/metrics", raw=True)
+    assert 'allot_tenant_network_receive_bytes_total{tenant="nlp"} 1700\n' in m, m
+    assert 'allot_tenant_network_transmit_bytes_total{tenant="nlp"} 2000\n' in m, m
+    assert 'allot_tenant_network_transmit_bytes_total{tenant="vision"} 9\n' in m, m
     e = beat("n-1", {"usage": {"net": [{"vni": 0, "rx_bytes": 1, "tx_bytes": 1}]}}, 400)
     assert "usage.net[0]" in e["error"]["message"], e
 
