@@ -158,7 +158,7 @@ static void metric_record(struct http *h, size_t route, int status, double secs)
 /* The labels of route index i: a route's, "unmatched", or the dashboard's. */
 static const char *route_method(size_t i)
 {
-    return i < http_n_routes ? http_routes[i].method : i == ROUTE_UI ? "GET" : "";
+    return i < http_n_routes ? http_routes[i].method : i == ROUTE_UI ? "GET" : "other";
 }
 
 static const char *route_name(size_t i)

@@ -890,6 +890,18 @@ static void per_tenant(FILE *f, const char *name, const char *type, const char *
     json_decref(values);
 }
 
+/* GPU `index`'s entry in a heartbeat's health.gpus, found by its index
+ * (not by its place in the list), or NULL. */
+static json_t *gpu_health(json_t *gpus, json_int_t index)
+{
+    for (size_t i = 0; i < json_array_size(gpus); i++) {
+        json_t *g = json_array_get(gpus, i), *x = json_object_get(g, "index");
+        if (json_is_integer(x) && json_integer_value(x) == index)
+            return g;
+    }
+    return NULL;
+}
+
 void meter_metrics(struct server *s, FILE *f)
 {
     json_t *cost = json_object(), *budget = json_object(), *ratio = json_object();
@@ -1091,8 +1103,7 @@ void meter_metrics(struct server *s, FILE *f)
             json_array_foreach(json_object_get(t, "gpus"), i, v)
             {
                 json_int_t gi = json_integer_value(json_object_get(v, "index"));
-                json_t *hg = json_array_get(health, (size_t)gi),
-                       *x = json_object_get(v, dcgm[d].field);
+                json_t *hg = gpu_health(health, gi), *x = json_object_get(v, dcgm[d].field);
                 if (!json_is_integer(x))
                     continue;
                 fprintf(f, "%s{gpu=\"%lld\",UUID=\"", dcgm[d].name, (long long)gi);

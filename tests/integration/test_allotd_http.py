@@ -282,7 +282,11 @@ def test_metrics():
     # as unmatched requests or (a 308) as server errors
     assert dm.req("GET", "/ui")[0] == 308
     dm.req("GET", "/ui/")
+    assert dm.req("GET", "/no/such/route")[0] == 404
     st, text = dm.req("GET", "/metrics", raw=True)
+    # a request no route matches: method "other" (never an empty label)
+    assert 'allot_api_requests_total{method="other",route="unmatched",code="404"}' in text, text
+    assert 'method=""' not in text, text
     assert st == 200
     assert 'allot_api_requests_total{method="GET",route="/ui/",code="308"} 1' in text, text
     assert re.search(r'allot_api_requests_total\{method="GET",route="/ui/",code="(200|404)"\}',

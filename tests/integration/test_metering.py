@@ -495,10 +495,11 @@ def test_metrics_and_budgets():
     beat("m-1", {"usage": {"gpus": [{"index": 0, "util_gpu": 42, "util_mem": 10,
                                      "mem_used_mib": 2048, "energy_mj": 123456, "temp_c": 51,
                                      "processes": 1}]},
-                 "health": {"gpus": [{"index": 0, "uuid": "GPU-m1-0", "model": "H100-80GB",
-                                      "health": "degraded", "text": "Xid 13", "mig": []},
-                                     {"index": 1, "uuid": "GPU-m1-1", "model": "H100-80GB",
-                                      "health": "healthy", "text": "ok", "mig": []}]}})
+                 # listed out of order: readings go with the GPU of their index
+                 "health": {"gpus": [{"index": 1, "uuid": "GPU-m1-1", "model": "H100-80GB",
+                                      "health": "healthy", "text": "ok", "mig": []},
+                                     {"index": 0, "uuid": "GPU-m1-0", "model": "H100-80GB",
+                                      "health": "degraded", "text": "Xid 13", "mig": []}]}})
     # a budget nlp has spent already: crossed once, recorded once
     # and one on the parent, which counts its subtree (nlp's cost)
     book = dict(BOOK, budgets={"research/nlp": {"monthly_minor": 1},
