@@ -238,14 +238,17 @@ static void run_child(const struct agent *a, const struct task *t, char **argv, 
         if (unshare(CLONE_NEWNS) == 0 && mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0)
             umount2("/sys/fs/cgroup/unified", MNT_DETACH);
     }
+    /* a command without a slash is looked up in the PATH it runs with (the
+     * job's), not the agent's: execvpe searches the caller's environment */
     if (crun) {
-        static char *const crun_env[] = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:"
-                                         "/usr/bin:/sbin:/bin",
-                                         NULL};
-        execvpe(argv[0], argv, crun_env);
+        static char *crun_env[] = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:"
+                                   "/usr/bin:/sbin:/bin",
+                                   NULL};
+        environ = crun_env;
     } else {
-        execvpe(argv[0], argv, envp);
+        environ = envp;
     }
+    execvp(argv[0], argv);
     dprintf(2, "allot-agent: cannot run %s: %s\n", argv[0], strerror(errno));
     _exit(127);
 }

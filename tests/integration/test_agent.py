@@ -285,6 +285,22 @@ def test_exit_code_and_no_command():
     assert j["state"] == "failed" and "no command" in j["pending_reason"], j
 
 
+PROBE_DIR = None  # a folder on the agent's PATH only (set in main)
+
+
+def test_command_found_in_the_jobs_path():
+    """A command without a slash is looked up in the PATH the job runs
+    with, not the agent's: a program only on the agent's PATH is not found
+    (exit 127, "No such file or directory"), with or without a shell."""
+    for cmd, said in ((["allot-path-probe"], "cannot run allot-path-probe: No such file"),
+                      (sh("allot-path-probe"), "not found")):
+        jid = submit({"command": cmd})
+        j = wait_state(jid, ("succeeded", "failed"))
+        log = agent.task_log(jid)
+        assert j["state"] == "failed" and j["exit_code"] == 127, (cmd, j, log)
+        assert "found by the agent" not in log and said in log, (cmd, log)
+
+
 def test_failed_task_ends_its_gang():
     """A task of a gang that fails ends the job at once, with its exit code,
     when the other tasks run on the same node too (as across nodes): the
@@ -2612,6 +2628,13 @@ if __name__ == "__main__":
     if os.geteuid() != 0:
         print("SKIP: allot-agent needs root for cgroups and user switching")
         raise SystemExit(0)
+    # a program the agent's PATH finds and the job's does not
+    PROBE_DIR = fx.tempdir()
+    os.chmod(PROBE_DIR, 0o755)
+    with open(os.path.join(PROBE_DIR, "allot-path-probe"), "w") as f:
+        f.write("#!/bin/sh\necho found by the agent\n")
+    os.chmod(os.path.join(PROBE_DIR, "allot-path-probe"), 0o755)
+    os.environ["PATH"] = PROBE_DIR + ":" + os.environ.get("PATH", "/usr/bin:/bin")
     dm = Daemon(args=["--preempt-grace", "2s", "--preempt-min-runtime", "0s",
                       "--meter-interval", "300ms"])
     try:
@@ -2624,7 +2647,8 @@ if __name__ == "__main__":
                 test_node_credential, test_run_to_completion,
                 test_tenants_run_as_their_own_uids, test_workdir_entered_as_the_jobs_user,
                 test_private_tmp_and_umask, test_ended_task_leaves_nothing,
-                test_exit_code_and_no_command, test_failed_task_ends_its_gang,
+                test_exit_code_and_no_command, test_command_found_in_the_jobs_path,
+                test_failed_task_ends_its_gang,
                 test_short_tasks_leave_no_zombies,
                 test_token_file_wins_over_the_environment,
                 test_drained_once_the_processes_are_gone,
