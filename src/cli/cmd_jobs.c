@@ -13,6 +13,7 @@
 #include "allot/cluster.h"
 #include "allot/common.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -192,6 +193,23 @@ static int build_job(const struct cli_args *a, json_t **out)
     for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++)
         if ((s = args_get(a, strs[i].opt)))
             json_object_set_new(job, strs[i].field, json_string(s));
+    /* a relative --workdir (or workdir in the file) is the submitter's, as
+     * sbatch --chdir: made whole here, not left to the node's directory */
+    if ((s = json_string_value(json_object_get(job, "workdir"))) && s[0] != '/' && *s) {
+        char cwd[4096], whole[8192];
+
+        if (!getcwd(cwd, sizeof(cwd))) {
+            json_decref(job);
+            return cli_usage_error("--workdir %s: the current folder is unknown (%s): give "
+                                   "the whole path",
+                                   s, strerror(errno));
+        }
+        if (strcmp(s, ".") == 0)
+            allot_strlcpy(whole, cwd, sizeof(whole));
+        else
+            allot_fmt(whole, sizeof(whole), "%s%s%s", cwd, strcmp(cwd, "/") ? "/" : "", s);
+        json_object_set_new(job, "workdir", json_string(whole));
+    }
     if (rc == CLI_OK && (s = args_get(a, "tasks")) && !(rc = args_int("tasks", s, 1, 1024, &i64)))
         json_object_set_new(job, "tasks", json_integer(i64));
     if (rc == CLI_OK && (s = args_get(a, "gpus")) && !(rc = args_int("gpus", s, 0, 1024, &i64)))

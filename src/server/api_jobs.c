@@ -432,6 +432,15 @@ int api_jobs_submit(struct req *r)
         api_error(r, rc, rc == 400 ? "bad_request" : "invalid", "%s", err);
         goto out;
     }
+    /* relative to what? the node's agent has a directory of its own: a
+     * new job names its folder whole (allot submit makes --workdir so) */
+    const char *wd = json_string_value(json_object_get(b, "workdir"));
+    if (wd && wd[0] != '/') {
+        api_error(r, 422, "invalid",
+                  "field \"workdir\" must be an absolute path (the node runs the job there, "
+                  "not where it was submitted from)");
+        goto out;
+    }
     bool mem_given = json_integer_value(json_object_get(b, "memory")) > 0;
     default_memory(r->srv, b, &js);
     /* every task runs on some CPU: none asked would be none limited and

@@ -41,7 +41,7 @@ class Result:
 
 
 def cli(dm, *args, token=None, server=None, env=None, home=None, stdin=None, timeout=25,
-        no_env=False):
+        no_env=False, cwd=None):
     """Runs `allot ARGS` against dm; returns a Result."""
     e = {k: v for k, v in os.environ.items() if not k.startswith(("ALLOT_", "XDG_"))}
     e["HOME"] = home or fx.tempdir()
@@ -50,7 +50,7 @@ def cli(dm, *args, token=None, server=None, env=None, home=None, stdin=None, tim
         e["ALLOT_TOKEN"] = token or dm.admin
     e.update(env or {})
     p = subprocess.run([ALLOT] + [str(a) for a in args], capture_output=True, text=True,
-                       env=e, input=stdin, timeout=timeout)
+                       env=e, input=stdin, timeout=timeout, cwd=cwd)
     # a sanitizer build (ALLOT_CLI=build-asan/allot) reports here
     assert "runtime error" not in p.stderr and "Sanitizer" not in p.stderr, p.stderr
     return Result(p)

@@ -11,7 +11,7 @@ import subprocess
 import time
 
 import allotd_fixture as fx
-from allotd_fixture import TENANTS, Daemon
+from allotd_fixture import TENANTS, Daemon, expect
 from cli_fixture import ALLOT, cli, fails, ok, write
 
 dm = None
@@ -283,6 +283,21 @@ def test_yaml_round_trip():
     sa = ok(cli(dm, "show", a, "-o", "json")).json()["spec"]
     sb = ok(cli(dm, "show", b, "-o", "json")).json()["spec"]
     assert sa == sb == spec, (sa, sb)
+
+
+def test_relative_workdir():
+    """A relative --workdir is the submitter's folder, as sbatch --chdir:
+    allot submit sends it whole; allotd refuses a relative one (the node's
+    agent would take it against its own folder)."""
+    here = fx.tempdir()
+    for given, stored in (("sub/dir", here + "/sub/dir"), (".", here), ("/abs", "/abs")):
+        jid = ok(cli(dm, "submit", "-t", "research/nlp", "--workdir", given, "--", "true",
+                     cwd=here)).out.strip()
+        spec = expect(dm.req("GET", "/v1/jobs/" + jid, token=dm.admin), 200)["spec"]
+        assert spec["workdir"] == stored, (given, spec)
+    b = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "workdir": "data",
+                                          "command": ["true"]}, token=dm.admin), 422)
+    assert "absolute path" in b["error"]["message"], b
 
 
 def test_submit_errors():
@@ -564,7 +579,7 @@ if __name__ == "__main__":
                 test_cli_uses_only_served_routes,
                 test_apply_tenants_and_quota, test_submit_show_cancel_events,
                 test_no_escape_sequences_reach_the_terminal, test_submit_shapes_and_files,
-                test_yaml_round_trip, test_submit_errors, test_submit_env_names_and_command_type,
+                test_yaml_round_trip, test_relative_workdir, test_submit_errors, test_submit_env_names_and_command_type,
                 test_idempotency_key_flag, test_arrays_and_dependencies,
                 test_ls_pages_and_filters,
                 test_member_scope_and_denied, test_token_hidden_from_process_list,
