@@ -210,12 +210,16 @@ struct cancel_write {
     size_t n_ids, cap_ids;
 };
 
-/* Ends live job *j as cancelled, with its event. */
-static int cancel_one(struct allot_store *st, struct allot_store_job *j, int64_t now)
+/* Ends live job *j as cancelled by `who` (a token's name), with its event. */
+static int cancel_one(struct allot_store *st, struct allot_store_job *j, int64_t now,
+                      const char *who)
 {
-    struct allot_store_event ev = {.job_id = j->id, .time = now, .kind = "cancelled"};
+    char detail[160];
+    struct allot_store_event ev = {
+        .job_id = j->id, .time = now, .kind = "cancelled", .detail = detail};
     int rc;
 
+    allot_fmt(detail, sizeof(detail), "cancelled by %s", who && *who ? who : "a user");
     j->state = ALLOT_SJ_CANCELLED;
     j->end_time = now;
     allot_free(j->pending_reason);
@@ -255,7 +259,7 @@ static int cancel_member(struct allot_store *st, struct allot_store_job *j, void
         return 0;
     rc = allot_grow((void **)&w->ids, &w->cap_ids, w->n_ids + 1, sizeof(*w->ids));
     if (!rc)
-        rc = cancel_one(st, j, w->now);
+        rc = cancel_one(st, j, w->now, w->r->who.name);
     if (!rc)
         w->ids[w->n_ids++] = j->id;
     return rc;
@@ -278,7 +282,7 @@ static int cancel_fn(struct allot_store *st, void *arg)
         return rc;
     if (!live && !w->n_ids)
         return ALLOT_ESTATE;
-    if (live && (rc = cancel_one(st, &w->j, w->now)) != 0)
+    if (live && (rc = cancel_one(st, &w->j, w->now, w->r->who.name)) != 0)
         return rc;
     allot_fmt(target, sizeof(target), array ? "job/%lld[]" : "job/%lld", (long long)w->id);
     return api_audit(st, w->r, target, "ok", w->now);
