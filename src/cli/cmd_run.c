@@ -46,6 +46,11 @@
 /* How long a follower asks again while allotd does not know where the
  * node's agent serves its logs (a heartbeat of the agent tells it). */
 #define NO_AGENT_WAIT_MS 60000L
+/* While a followed job waits, its reason is said again when it changed,
+ * but not more often than this (reasons may count down each cycle). */
+#define WHY_EVERY_MS 30000LL
+/* The longest reason kept to compare (allotd's are shorter). */
+#define RUN_REASON_MAX 512
 /* Nodes whose offsets a follower keeps (a job that ran on more nodes than
  * that reads a node it forgot from its start again). */
 #define FOLLOW_NODES 16
@@ -139,9 +144,13 @@ static int stream(struct client *cl, long long id, long long task, bool follow, 
 
     *final = NULL;
     *cut = false;
-    /* wait for a place to read from: the task has started or it ended */
+    /* wait for a place to read from: the task has started or it ended;
+     * meanwhile why it waits, on stderr (as srun's "queued and waiting"):
+     * at once, then when it changes, at most every WHY_EVERY_MS */
+    char said[RUN_REASON_MAX] = "";
+    long long said_at = -1;
     for (;;) {
-        const char *st;
+        const char *st, *why;
 
         json_decref(job);
         job = NULL;
@@ -151,6 +160,13 @@ static int stream(struct client *cl, long long id, long long task, bool follow, 
         if (!follow || (st && strcmp(st, "pending") != 0 && strcmp(st, "starting") != 0) ||
             jobs_terminal(st))
             break;
+        why = json_string_value(json_object_get(job, "pending_reason"));
+        if (st && !strcmp(st, "pending") && why && *why && strcmp(why, said) != 0 &&
+            (said_at < 0 || now_ms() - said_at >= WHY_EVERY_MS)) {
+            fprintf(stderr, "allot: job %lld waits: %s\n", id, why);
+            allot_strlcpy(said, why, sizeof(said));
+            said_at = now_ms();
+        }
         sleep_ms(250);
     }
     if (ended_unrun(job)) {

@@ -300,6 +300,34 @@ def test_relative_workdir():
     assert "absolute path" in b["error"]["message"], b
 
 
+def test_run_says_why_it_waits():
+    """allot run (and logs -f) says on stderr why the job waits, as srun's
+    "queued and waiting for resources", instead of nothing: this allotd has
+    no node."""
+    import select
+    import subprocess
+    from cli_fixture import ALLOT
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ALLOT_", "XDG_"))}
+    env.update(HOME=fx.tempdir(), ALLOT_SERVER="http://127.0.0.1:%d" % dm.port,
+               ALLOT_TOKEN=dm.admin)
+    p = subprocess.Popen([ALLOT, "run", "-t", "research/nlp", "--", "true"], env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    said, end = "", time.time() + 15
+    try:
+        while "waits:" not in said and time.time() < end:  # bounded
+            if select.select([p.stderr], [], [], 0.5)[0]:
+                line = p.stderr.readline()
+                if not line:
+                    break
+                said += line
+    finally:
+        p.kill()
+        p.wait()
+    assert "allot: job " in said and " waits: " in said, said
+    jid = said.split("allot: job ")[1].split()[0]
+    expect(dm.req("POST", "/v1/jobs/%s/cancel" % jid, token=dm.admin), 200)
+
+
 def test_submit_errors():
     # found here: usage (1)
     fails(cli(dm, "submit", "--gpus", "1"), 1, "usage")
@@ -579,7 +607,8 @@ if __name__ == "__main__":
                 test_cli_uses_only_served_routes,
                 test_apply_tenants_and_quota, test_submit_show_cancel_events,
                 test_no_escape_sequences_reach_the_terminal, test_submit_shapes_and_files,
-                test_yaml_round_trip, test_relative_workdir, test_submit_errors, test_submit_env_names_and_command_type,
+                test_yaml_round_trip, test_relative_workdir, test_run_says_why_it_waits,
+                test_submit_errors, test_submit_env_names_and_command_type,
                 test_idempotency_key_flag, test_arrays_and_dependencies,
                 test_ls_pages_and_filters,
                 test_member_scope_and_denied, test_token_hidden_from_process_list,
