@@ -400,6 +400,11 @@ static void build_env(const struct agent *a, json_t *d, const struct run_user *u
                   : 1LL);
     env_set(e, "ALLOT_NUM_TASKS", num);
     env_set(e, "ALLOT_NODE", a->cfg.name);
+    /* a job of several tasks: where each runs, so they find each other */
+    if ((x = json_object_get(json_object_get(d, "task_hosts"), "nodes")) && json_is_string(x))
+        env_set(e, "ALLOT_TASK_NODES", json_string_value(x));
+    if ((x = json_object_get(json_object_get(d, "task_hosts"), "addresses")) && json_is_string(x))
+        env_set(e, "ALLOT_TASK_ADDRESSES", json_string_value(x));
     /* where the job reaches allotd (allot checkpoint), unless it says */
     if (!*env_get(e, "ALLOT_SERVER") && a->cfg.server)
         env_set(e, "ALLOT_SERVER", a->cfg.server);

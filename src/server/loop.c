@@ -992,6 +992,7 @@ static void publish(struct loop *l, double secs, int cut)
         if (!l->live[i].spec)
             l->live[i].spec = json_loads(l->live[i].spec_text, 0, NULL);
         json_t *pl = placement_json(l, qj), *x;
+        json_t *hosts = lnet_task_hosts(pl, l->live[i].wplacement); /* NULL: one task */
         size_t k;
 
         json_array_foreach(json_object_get(pl, "tasks"), k, x)
@@ -1009,6 +1010,8 @@ static void publish(struct loop *l, double secs, int cut)
                 json_object_set_new(x, "array_index", json_integer(l->live[i].index));
             }
             json_object_set(x, "spec", l->live[i].spec);
+            if (hosts) /* shared by its tasks' entries: where the others run */
+                json_object_set(x, "task_hosts", hosts);
             json_object_set_new(x, "user", json_string(token_name(l, l->live[i].token_id)));
             json_object_set_new(x, "stopping", json_boolean(qj->state == ALLOT_JOB_STOPPING));
             if (qj->state == ALLOT_JOB_STOPPING) { /* what is left of its grace period */
@@ -1057,6 +1060,7 @@ static void publish(struct loop *l, double secs, int cut)
             }
             json_array_append(arr, x);
         }
+        json_decref(hosts);
         json_decref(pl);
     }
     pend += (int64_t)l->n_held;

@@ -310,6 +310,12 @@ void lnet_decorate(struct loop *l, const struct live *e, const char *tenant, int
                    bool exclusive, json_t *task, const char *stored_placement, size_t index);
 /* Per node, the VXLAN peers of each tenant network it hosts (new ref). */
 json_t *lnet_peers(struct loop *l, json_t *desired);
+/* Where the tasks of a job of several tasks run, for each of its
+ * desired-state entries (a new ref, or NULL for one task): "nodes", their
+ * nodes by task index, comma-separated, and with its tenant's network
+ * "addresses", the tasks' addresses there (from the stored placement
+ * `stored`), so that the tasks can find each other. */
+json_t *lnet_task_hosts(const json_t *placement, const char *stored);
 
 /* ---- the gate (loop_gate.c) ---- */
 

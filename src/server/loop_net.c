@@ -468,3 +468,54 @@ json_t *lnet_peers(struct loop *l, json_t *desired)
     json_decref(per_vni);
     return out;
 }
+
+/* The strings `key` of each entry of `tasks` (up to a '/': an address
+ * without its prefix length), comma-separated (a new string), or NULL when
+ * one has none or memory runs out. */
+static json_t *joined(const json_t *tasks, const char *key)
+{
+    char *buf = NULL;
+    size_t len = 0, cap = 0, i;
+    json_t *x, *out = NULL;
+
+    json_array_foreach(tasks, i, x)
+    {
+        const char *v = json_string_value(json_object_get(x, key));
+        size_t n = v ? strcspn(v, "/") : 0;
+
+        if (!v || allot_grow((void **)&buf, &cap, len + n + 2, 1) < 0)
+            goto out;
+        if (len)
+            buf[len++] = ',';
+        memcpy(buf + len, v, n);
+        len += n;
+        buf[len] = 0;
+    }
+    out = buf ? json_string(buf) : NULL;
+out:
+    allot_free(buf);
+    return out;
+}
+
+json_t *lnet_task_hosts(const json_t *placement, const char *stored)
+{
+    const json_t *tasks = json_object_get(placement, "tasks");
+    json_t *o, *pl, *addrs;
+
+    if (json_array_size(tasks) < 2 || !(o = json_object()))
+        return NULL;
+    json_object_set_new(o, "nodes", joined(tasks, "node"));
+    /* the addresses are those stored with the placement (the network gave them) */
+    pl = stored ? json_loads(stored, 0, NULL) : NULL;
+    addrs = joined(json_object_get(pl, "tasks"), "address");
+    if (addrs && json_array_size(json_object_get(pl, "tasks")) == json_array_size(tasks))
+        json_object_set_new(o, "addresses", addrs);
+    else
+        json_decref(addrs);
+    json_decref(pl);
+    if (!json_object_get(o, "nodes")) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}

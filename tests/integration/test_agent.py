@@ -301,6 +301,21 @@ def test_command_found_in_the_jobs_path():
         assert "found by the agent" not in log and said in log, (cmd, log)
 
 
+def test_tasks_know_where_the_others_run():
+    """Each task of a job of several tasks gets ALLOT_TASK_NODES, the nodes
+    of its tasks by task index (here both on this node); a job of one task
+    gets none."""
+    jid = submit({"tasks": 2, "command": sh('echo "nodes=$ALLOT_TASK_NODES '
+                                            'addrs=${ALLOT_TASK_ADDRESSES-unset}"')})
+    j = wait_state(jid, ("succeeded", "failed"))
+    log = agent.task_log(jid)
+    assert j["state"] == "succeeded", (j, log)
+    assert "nodes=%s,%s addrs=unset" % (agent.name, agent.name) in log, log
+    jid = submit({"command": sh('echo "nodes=${ALLOT_TASK_NODES-unset}"')})
+    wait_state(jid, ("succeeded", "failed"))
+    assert "nodes=unset" in agent.task_log(jid), agent.task_log(jid)
+
+
 def test_failed_task_ends_its_gang():
     """A task of a gang that fails ends the job at once, with its exit code,
     when the other tasks run on the same node too (as across nodes): the
@@ -2648,7 +2663,7 @@ if __name__ == "__main__":
                 test_tenants_run_as_their_own_uids, test_workdir_entered_as_the_jobs_user,
                 test_private_tmp_and_umask, test_ended_task_leaves_nothing,
                 test_exit_code_and_no_command, test_command_found_in_the_jobs_path,
-                test_failed_task_ends_its_gang,
+                test_tasks_know_where_the_others_run, test_failed_task_ends_its_gang,
                 test_short_tasks_leave_no_zombies,
                 test_token_file_wins_over_the_environment,
                 test_drained_once_the_processes_are_gone,

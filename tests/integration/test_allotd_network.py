@@ -106,9 +106,14 @@ def test_addresses_subnets_and_peers():
         assert net["prio"] == 0 and net["exclusive"] is False, net
         other = [x for x in nodes if x != n][0]
         assert peers == {str(vni): [UNDERLAY[other]]}, (n, peers)
+        # where the gang's tasks run, by task index, for them to meet
+        assert mine[0]["task_hosts"] == {
+            "nodes": ",".join(t["node"] for t in g["placement"]["tasks"]),
+            "addresses": ",".join(a.split("/")[0] for a in addrs)}, mine[0]
         seen[n] = net["address"]
     assert sorted(seen.values()) == sorted(addrs)
     jobs, peers = desired(s["placement"]["tasks"][0]["node"])
+    assert "task_hosts" not in [x for x in jobs if x["job"] == solo][0]  # one task
     v = [x for x in jobs if x["job"] == solo][0]["network"]
     assert v["egress"] == "allow" and v["allow"] == ["192.0.2.0/24"], v
     assert v["rate"] == {"guarantee_bps": 5 * 10 ** 8, "ceil_bps": 0}, v
