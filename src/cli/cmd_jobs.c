@@ -565,6 +565,48 @@ static const struct cli_usage show_usage = {
     "Shows jobs: state, pending reason, placement, request and times.\n"
     "With -o json|yaml: the job object (an array for several ids)."};
 
+/* The spec's `key` (an object of strings) as "K=V, ..." or, with
+ * names_only, "K, ..." (an environment's values may be secrets), on one
+ * line titled `title`; nothing when the object is empty. */
+static void show_pairs(const json_t *spec, const char *key, const char *title, bool names_only)
+{
+    const char *k;
+    json_t *v;
+    char t[1024];
+    bool first = true;
+
+    json_object_foreach(json_object_get(spec, key), k, v)
+    {
+        printf(first ? "%-13s " : ", ", title);
+        printf("%s", out_text(k, t, sizeof(t)));
+        if (!names_only)
+            printf("=%s", out_text(json_string_value(v) ? json_string_value(v) : "", t, sizeof(t)));
+        first = false;
+    }
+    if (!first)
+        putchar('\n');
+}
+
+/* How the job runs, as submitted: its time limit, folder, image,
+ * environment (names) and labels, each when given. */
+static void show_run_spec(const json_t *spec)
+{
+    json_t *x;
+    char t[1024];
+
+    if ((x = json_object_get(spec, "time_limit")) && json_integer_value(x) > 0) {
+        long long s = (long long)json_integer_value(x);
+        printf("%-13s %lld s (%lld:%02lld:%02lld)\n", "time limit:", s, s / 3600, s / 60 % 60,
+               s % 60);
+    }
+    if ((x = json_object_get(spec, "workdir")) && json_is_string(x))
+        printf("%-13s %s\n", "workdir:", out_text(json_string_value(x), t, sizeof(t)));
+    if ((x = json_object_get(spec, "image")) && json_is_string(x))
+        printf("%-13s %s\n", "image:", out_text(json_string_value(x), t, sizeof(t)));
+    show_pairs(spec, "env", "env:", true);
+    show_pairs(spec, "labels", "labels:", false);
+}
+
 static void show_one(const json_t *j)
 {
     json_t *spec = json_object_get(j, "spec"), *pl = json_object_get(j, "placement"), *x;
@@ -608,6 +650,7 @@ static void show_one(const json_t *j)
         }
         putchar('\n');
     }
+    show_run_spec(spec);
     printf("%-13s %s\n", "submitted:", out_time(json_object_get(j, "submit_time"), b1, sizeof(b1)));
     /* a job waiting again (requeued, preempted) shows its last run's start
      * as such, not as the start of a run that is not there */

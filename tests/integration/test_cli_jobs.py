@@ -300,6 +300,19 @@ def test_relative_workdir():
     assert "absolute path" in b["error"]["message"], b
 
 
+def test_show_how_it_runs():
+    """allot show gives the time limit, working folder, image, the names of
+    the environment's variables (not their values) and the labels."""
+    jid = ok(cli(dm, "submit", "-t", "research/nlp", "--time-limit", "1h", "--workdir", "/tmp",
+                 "-e", "A=secret", "-e", "B=2", "-l", "team=x", "--", "true")).out.strip()
+    out = ok(cli(dm, "show", jid)).out
+    for line in ("time limit:   3600 s (1:00:00)", "workdir:      /tmp", "env:          A, B",
+                 "labels:       team=x"):
+        assert line in out, (line, out)
+    assert "secret" not in out and "image:" not in out, out
+    expect(dm.req("POST", "/v1/jobs/%s/cancel" % jid, token=dm.admin), 200)
+
+
 def test_run_says_why_it_waits():
     """allot run (and logs -f) says on stderr why the job waits, as srun's
     "queued and waiting for resources", instead of nothing: this allotd has
@@ -607,7 +620,8 @@ if __name__ == "__main__":
                 test_cli_uses_only_served_routes,
                 test_apply_tenants_and_quota, test_submit_show_cancel_events,
                 test_no_escape_sequences_reach_the_terminal, test_submit_shapes_and_files,
-                test_yaml_round_trip, test_relative_workdir, test_run_says_why_it_waits,
+                test_yaml_round_trip, test_relative_workdir, test_show_how_it_runs,
+                test_run_says_why_it_waits,
                 test_submit_errors, test_submit_env_names_and_command_type,
                 test_idempotency_key_flag, test_arrays_and_dependencies,
                 test_ls_pages_and_filters,
