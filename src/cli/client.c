@@ -566,8 +566,8 @@ int client_list(struct client *cl, const char *path, const char *items_key,
         /* a cursor moves one way, up or (newest first) down towards 0: one
          * that stands or turns back would list pages again (not allotd) */
         if (next > 0 && cursor && (next == cursor || (dir && (next > cursor ? 1 : -1) != dir))) {
-            cli_error("server", "%s: the page cursor did not move on (%lld after %lld)", path,
-                      next, cursor);
+            cli_error("server", "%s: the page cursor did not move on (%lld after %lld)", path, next,
+                      cursor);
             rc = CLI_SERVER;
             break;
         }
