@@ -131,8 +131,8 @@ static char *default_path(void)
 
     if (xdg && *xdg)
         allot_fmt(buf, sizeof(buf), "%s/allot/config", xdg);
-    else if (home && *home)
-        allot_fmt(buf, sizeof(buf), "%s/.config/allot/config", home);
+    else if (home && *home) /* "/" is a home too (a tenant's own uid): no "//" */
+        allot_fmt(buf, sizeof(buf), "%s/.config/allot/config", strcmp(home, "/") ? home : "");
     else
         return NULL;
     return allot_strdup(buf);

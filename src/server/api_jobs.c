@@ -588,8 +588,16 @@ int api_jobs_list(struct req *r)
 
     if (state) {
         int s = allot_store_job_state_parse(state);
-        if (s < 0)
-            return api_error(r, 400, "bad_query", "unknown state \"%s\"", state);
+        if (s < 0) {
+            char names[256] = "";
+            for (int k = 0; k < ALLOT_SJ_NSTATES; k++) {
+                size_t n = strlen(names);
+                allot_fmt(names + n, sizeof(names) - n, "%s%s", k ? ", " : "",
+                          allot_store_job_state_name(k));
+            }
+            return api_error(r, 400, "bad_query", "unknown state \"%.64s\" (one of %s)", state,
+                             names);
+        }
         f.states = 1u << s;
     }
     if (cur) {

@@ -96,7 +96,9 @@ def test_400_malformed_wrong_types_unknown_fields():
                       token=dm.admin), 400)
     assert "wieght" in b["error"]["message"], b
     expect(dm.req("GET", "/v1/jobs?limit=abc", token=dm.admin), 400)
-    expect(dm.req("GET", "/v1/jobs?state=sleeping", token=dm.admin), 400)
+    b = expect(dm.req("GET", "/v1/jobs?state=completed", token=dm.admin), 400)
+    assert 'unknown state "completed" (one of pending, ' in b["error"]["message"], b
+    assert "succeeded" in b["error"]["message"], b  # the name Slurm users look for
 
 
 def test_slow_client_does_not_block_others():

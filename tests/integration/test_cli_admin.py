@@ -439,6 +439,9 @@ def test_config_sources():
     cfg = os.path.join(home, ".config", "allot", "config")
     # nothing anywhere: no token (usage)
     fails(cli(dm, "ls", no_env=True, home=home), 1, "usage")
+    # a home of "/" (a tenant's own uid, in a job) names its file without "//"
+    r = fails(cli(dm, "ls", no_env=True, home="/"), 1, "usage")
+    assert "in /.config/allot/config" in r.err and "//" not in r.err, r
     # the config file alone
     write(cfg, "# allot\nserver %s\ntoken %s\noutput json\n" % (server, good))
     r = ok(cli(dm, "tokens", "ls", no_env=True, home=home))
