@@ -188,6 +188,12 @@ static inline uint64_t allot_hash_mix(uint64_t h, uint64_t v)
  * LD_PRELOAD, which loads the shim). allotd refuses them at submit, the
  * agent drops them. */
 bool allot_env_reserved(const char *name);
+/* Whether the agent sets `name` for every task whatever the job's
+ * environment says (src/agent/task.c, docs/agent.md): PATH, HOME, USER,
+ * LOGNAME, the job's ALLOT_* identity (ALLOT_SERVER excepted: a job may
+ * name its own), its devices and RDMA VFs. allotd refuses a new job that
+ * sets one (it would be overridden without a word). */
+bool allot_env_node_set(const char *name);
 /* Whether `name` may name a job's environment variable: 1..256 bytes of
  * printable ASCII without '=' (as Kubernetes asks). A name with '=' would
  * smuggle another variable into "NAME=VALUE" (LD_PRELOAD=... of the job's

@@ -310,6 +310,33 @@ bool allot_env_reserved(const char *name)
     return false;
 }
 
+bool allot_env_node_set(const char *name)
+{
+    static const char *const names[] = {"PATH",
+                                        "HOME",
+                                        "USER",
+                                        "LOGNAME",
+                                        "ALLOT_JOB_ID",
+                                        "ALLOT_TASK_INDEX",
+                                        "ALLOT_NUM_TASKS",
+                                        "ALLOT_NODE",
+                                        "ALLOT_TENANT",
+                                        "ALLOT_JOB_TOKEN",
+                                        "ALLOT_ARRAY_JOB_ID",
+                                        "ALLOT_ARRAY_TASK_ID",
+                                        "ALLOT_TASK_NODES",
+                                        "ALLOT_TASK_ADDRESSES",
+                                        "CUDA_VISIBLE_DEVICES",
+                                        "NVIDIA_VISIBLE_DEVICES"};
+
+    if (!strncmp(name, "ALLOT_RDMA_", 11))
+        return true;
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (!strcmp(name, names[i]))
+            return true;
+    return false;
+}
+
 uint64_t allot_fnv1a(uint64_t h, const void *data, size_t len)
 {
     const unsigned char *p = data;

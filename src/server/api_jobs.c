@@ -436,6 +436,17 @@ int api_jobs_submit(struct req *r)
         api_error(r, rc, rc == 400 ? "bad_request" : "invalid", "%s", err);
         goto out;
     }
+    /* what the node sets for every task would be overridden unseen */
+    const char *ek;
+    json_t *ev;
+    json_object_foreach(json_object_get(b, "env"), ek, ev) if (allot_env_node_set(ek))
+    {
+        api_error(r, 422, "invalid",
+                  "field \"env.%.64s\": the node sets it for every task (docs/agent.md); a job "
+                  "may not",
+                  ek);
+        goto out;
+    }
     /* relative to what? the node's agent has a directory of its own: a
      * new job names its folder whole (allot submit makes --workdir so) */
     const char *wd = json_string_value(json_object_get(b, "workdir"));

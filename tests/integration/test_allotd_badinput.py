@@ -121,6 +121,14 @@ def test_env_cannot_set_the_gpu_share():
                                             "command": ["true"], "env": {name: "1Ti"}},
                        token=dm.admin)
         assert st == 400 and ("env.%s" % name) in b["error"]["message"], (name, st, b)
+    # what the node sets for every task (it would be overridden unseen)
+    for name in ("PATH", "HOME", "USER", "CUDA_VISIBLE_DEVICES", "ALLOT_JOB_ID",
+                 "ALLOT_TASK_NODES", "ALLOT_RDMA_VFS"):
+        st, b = dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 0,
+                                            "command": ["true"], "env": {name: "x"}},
+                       token=dm.admin)
+        assert st == 422 and ("env.%s" % name) in b["error"]["message"] and \
+            "the node sets it" in b["error"]["message"], (name, st, b)
     assert snapshot() == before
     j = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 0,
                                            "command": ["true"],
