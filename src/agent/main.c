@@ -609,8 +609,19 @@ static json_t *reports(struct agent *a)
             } else if (!lost) {
                 json_object_set_new(r, "exit_code", json_integer(bad ? bad->exit_code : 0));
             }
-            if (!fenced && bad && *bad->detail)
-                json_object_set_new(r, "detail", json_string(bad->detail));
+            if (!fenced && bad && *bad->detail) {
+                /* which of its tasks here, when there are several (allotd
+                 * names the node when the job has several) */
+                char why[200];
+                size_t here = 0;
+                for (size_t k = i; k < a->n_tasks; k++)
+                    here += a->tasks[k].job == t->job;
+                if (here > 1)
+                    allot_fmt(why, sizeof(why), "task %d: %s", bad->index, bad->detail);
+                else
+                    allot_strlcpy(why, bad->detail, sizeof(why));
+                json_object_set_new(r, "detail", json_string(why));
+            }
             int64_t ran = -1; /* the longest task here */
             for (size_t k = i; k < a->n_tasks; k++)
                 if (a->tasks[k].job == t->job && a->tasks[k].runtime_ms > ran)

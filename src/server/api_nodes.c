@@ -454,7 +454,12 @@ static int job_report(struct allot_store *st, const char *node, json_t *rep, int
                 state == ALLOT_SJ_LOST) &&
                j.state != ALLOT_SJ_PENDING) {
         json_t *rt = json_object_get(rep, "runtime_ms");
-        char evd[700];
+        char evd[700], where[700];
+        /* a job on several nodes: which node's tasks ended it */
+        if (detail && nodes > 1) {
+            allot_fmt(where, sizeof(where), "on node %s: %s", node, detail);
+            detail = where;
+        }
         /* the event says how long the job's processes ran, as the agent measured */
         if (rt)
             allot_fmt(evd, sizeof(evd), "%s%sran %.3f s", detail ? detail : "", detail ? "; " : "",

@@ -325,6 +325,7 @@ def test_failed_task_ends_its_gang():
                                              'exit 2; fi; exec sleep 61.25')})
     j = wait_state(jid, ("succeeded", "failed"), timeout=30)
     assert j["state"] == "failed" and j["exit_code"] == 2, j
+    assert j["pending_reason"] == "task 1: exited with status 2", j  # which task
     assert time.time() - t0 < 30, j
     assert {t["node"] for t in j["placement"]["tasks"]} == {agent.name}, j
     # nothing of it is left running on the node (the agent's grace is 3 s)

@@ -128,7 +128,8 @@ def test_gang_over_two_nodes():
     beat("ap-2", {"jobs": [{"id": f["id"], "state": "failed", "exit_code": 137,
                             "detail": "OOM killed (memory limit 1024 MiB)"}]})
     f = wait_state(f["id"], "failed")
-    assert f["exit_code"] == 137 and "OOM" in f["pending_reason"], f
+    assert f["exit_code"] == 137 and \
+        f["pending_reason"] == "on node ap-2: OOM killed (memory limit 1024 MiB)", f
     # a node's report of an earlier run does not count in the next one
     r = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 2, "tasks": 2},
                       token=dm.admin), 201)["id"]
