@@ -1057,6 +1057,28 @@ void meter_metrics(struct server *s, FILE *f)
             fprintf(f, "\"} %d\n", json_is_string(json_object_get(e, "fenced")) ? 1 : 0);
         }
         pthread_mutex_unlock(&s->agents_lock);
+        /* how long since each node was heard from, and what its lease has
+         * left: a node going quiet shows before it is counted lost */
+        int64_t now = srv_now();
+        fputs("# HELP allot_node_heartbeat_age_seconds Seconds since the node's last heartbeat "
+              "(-1: never).\n# TYPE allot_node_heartbeat_age_seconds gauge\n",
+              f);
+        for (size_t i = 0; i < n_nodes; i++) {
+            fputs("allot_node_heartbeat_age_seconds{node=\"", f);
+            label(f, nodes[i].name);
+            fprintf(f, "\"} %lld\n",
+                    nodes[i].last_heartbeat > 0 ? (long long)(now - nodes[i].last_heartbeat)
+                                                : -1LL);
+        }
+        fputs("# HELP allot_node_lease_seconds Seconds left on the node's lease (0 once it ran "
+              "out).\n# TYPE allot_node_lease_seconds gauge\n",
+              f);
+        for (size_t i = 0; i < n_nodes; i++) {
+            int64_t left = nodes[i].lease_expiry - now;
+            fputs("allot_node_lease_seconds{node=\"", f);
+            label(f, nodes[i].name);
+            fprintf(f, "\"} %lld\n", (long long)(left > 0 ? left : 0));
+        }
     }
     allot_store_nodes_free(nodes, n_nodes);
 

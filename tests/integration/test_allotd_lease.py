@@ -52,7 +52,12 @@ def test_lease_expiry_and_return():
                        for i in range(2)]}
     expect(dm.req("POST", "/v1/nodes/lease-n1/heartbeat", {"health": health}, token=ag), 200)
     assert expect(dm.req("GET", "/v1/nodes", token=a), 200)["nodes"][0]["health"] == health
-    assert 'allot_gpu_health{node="lease-n1",gpu="1"' in dm.req("GET", "/metrics", raw=True)[1]
+    m = dm.req("GET", "/metrics", raw=True)[1]
+    assert 'allot_gpu_health{node="lease-n1",gpu="1"' in m
+    # heard from just now, with most of its 3 s lease left
+    age = re.search(r'^allot_node_heartbeat_age_seconds\{node="lease-n1"\} (-?\d+)$', m, re.M)
+    lease = re.search(r'^allot_node_lease_seconds\{node="lease-n1"\} (\d+)$', m, re.M)
+    assert age and 0 <= int(age.group(1)) <= 1 and lease and 1 <= int(lease.group(1)) <= 3, m
     # submitted while both run: it waits, and comes after rq in the queue
     k = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 1}, token=a), 201)
     # no heartbeat: the lease (3 s) runs out
@@ -64,6 +69,9 @@ def test_lease_expiry_and_return():
     assert nodes[0]["health"] is None, nodes
     m = dm.req("GET", "/metrics", raw=True)[1]
     assert 'allot_node_state{node="lease-n1",state="lost"} 1' in m, m
+    assert 'allot_node_lease_seconds{node="lease-n1"} 0\n' in m, m
+    age = re.search(r'^allot_node_heartbeat_age_seconds\{node="lease-n1"\} (\d+)$', m, re.M)
+    assert age and int(age.group(1)) >= 3, m  # quiet since, for at least its lease
     assert 'allot_gpu_health{node="lease-n1"' not in m, m
     kinds = [e["kind"] for e in expect(dm.req("GET", "/v1/jobs/%d/events" % j["id"], token=a),
                                        200)["events"]]
