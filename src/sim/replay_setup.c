@@ -740,53 +740,25 @@ static int tenants_generate(struct replay_setup *s, const struct replay_trace *t
     return rc ? rc : tenants_adopt(s, "the accounts", err, errlen);
 }
 
-/* The listed tenant nearest above conf entry i (a proper prefix of its
- * path at a '/'), or -1. */
-static int listed_parent(const struct sim_tenants_conf *c, size_t i)
-{
-    const char *p = c->v[i].path;
-    size_t best = 0;
-    int up = -1;
-
-    for (size_t k = 0; k < c->n; k++) {
-        size_t l = strlen(c->v[k].path);
-
-        if (k != i && l > best && strncmp(p, c->v[k].path, l) == 0 && p[l] == '/') {
-            best = l;
-            up = (int)k;
-        }
-    }
-    return up;
-}
-
-/* After nominal changes: the GPU nominals below each listed tenant with a
- * nominal of its own add up to no more than it (as a tenants document
- * must), so that a raised leaf is not capped by its parent unseen. */
+/* After nominal changes: the nominals below each listed tenant with a
+ * nominal of its own still add up to no more than it (as a tenants
+ * document must), so that a raised leaf is not capped by its parent
+ * unseen (sim_tenants_nominals_over). */
 static int nominals_fit(const struct replay_setup *s, char *err, size_t errlen)
 {
-    const struct sim_tenants_conf *c = &s->conf;
+    int pi = -1, res = 0;
+    int64_t sum = 0;
+    int rc = sim_tenants_nominals_over(&s->conf, &pi, &res, &sum);
 
-    for (size_t pi = 0; pi < c->n; pi++) {
-        const struct allot_quota *pq = &c->v[pi].quota[ALLOT_RES_GPU];
-        int64_t sum = 0;
-
-        if (!c->v[pi].has_quota[ALLOT_RES_GPU] || pq->nominal == ALLOT_UNLIMITED)
-            continue;
-        for (size_t i = 0; i < c->n; i++) {
-            const struct allot_quota *q = &c->v[i].quota[ALLOT_RES_GPU];
-
-            if (c->v[i].has_quota[ALLOT_RES_GPU] && q->nominal != ALLOT_UNLIMITED &&
-                listed_parent(c, i) == (int)pi)
-                sum = q->nominal > INT64_MAX - sum ? INT64_MAX : sum + q->nominal;
-        }
-        if (sum > pq->nominal) {
-            allot_fmt(err, errlen,
-                      "--quota: the GPU nominals below \"%s\" add up to %.3f, more than its own "
-                      "%.3f: raise it too (--quota %s=gpu:N)",
-                      c->v[pi].path, (double)sum / ALLOT_MILLI, (double)pq->nominal / ALLOT_MILLI,
-                      c->v[pi].path);
-            return ALLOT_EINVAL;
-        }
+    if (rc < 0)
+        return oom(err, errlen);
+    if (rc) {
+        allot_fmt(err, errlen,
+                  "--quota: the GPU nominals below \"%s\" add up to %.3f, more than its own "
+                  "%.3f: raise it too (--quota %s=gpu:N)",
+                  s->conf.v[pi].path, (double)sum / ALLOT_MILLI,
+                  (double)s->conf.v[pi].quota[res].nominal / ALLOT_MILLI, s->conf.v[pi].path);
+        return ALLOT_EINVAL;
     }
     return 0;
 }

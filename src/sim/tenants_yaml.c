@@ -609,6 +609,75 @@ static void sort_ord(int *ord, int *tmp, size_t n, const struct sim_tenant_conf 
     memcpy(ord, tmp, n * sizeof(*ord));
 }
 
+/* The nearest listed ancestor of each tenant of conf (up[i], -1 none),
+ * looked up through ord (indices sorted by path) or, when NULL, a scan. */
+static void find_ups(const struct sim_tenants_conf *conf, const int *ord, int *up)
+{
+    for (size_t i = 0; i < conf->n; i++) {
+        const char *p = conf->v[i].path;
+
+        up[i] = -1;
+        for (size_t len = strlen(p); len > 0 && up[i] < 0; len--) {
+            if (p[len - 1] != '/')
+                continue;
+            if (ord) {
+                up[i] = find_sorted(conf->v, ord, conf->n, p, len - 1);
+            } else {
+                for (size_t k = 0; k < conf->n && up[i] < 0; k++)
+                    if (strlen(conf->v[k].path) == len - 1 && !strncmp(conf->v[k].path, p, len - 1))
+                        up[i] = (int)k;
+            }
+        }
+    }
+}
+
+/* The first listed tenant whose own nominal of some resource is less than
+ * the nominals of the tenants nearest below it add up to (*res and *sum:
+ * which resource, and that sum), or -1. up: find_ups; sum: n scratch. */
+static int over_parent(const struct sim_tenants_conf *conf, const int *up, int64_t *sum,
+                       int *res_out, int64_t *sum_out)
+{
+    size_t n = conf->n;
+
+    for (int res = 0; res < ALLOT_RES_MAX; res++) {
+        memset(sum, 0, n * sizeof(*sum));
+        for (size_t i = 0; i < n; i++) {
+            int64_t v = conf->v[i].quota[res].nominal;
+
+            /* capped: 8,192 children of 2^50 MiB pass INT64_MAX (fuzz_tenants) */
+            if (up[i] >= 0 && conf->v[i].has_quota[res] && v != ALLOT_UNLIMITED)
+                sum[up[i]] = v > INT64_MAX - sum[up[i]] ? INT64_MAX : sum[up[i]] + v;
+        }
+        for (size_t pi = 0; pi < n; pi++) {
+            const struct sim_tenant_conf *p = &conf->v[pi];
+
+            if (p->has_quota[res] && p->quota[res].nominal != ALLOT_UNLIMITED &&
+                sum[pi] > p->quota[res].nominal) {
+                *res_out = res;
+                *sum_out = sum[pi];
+                return (int)pi;
+            }
+        }
+    }
+    return -1;
+}
+
+int sim_tenants_nominals_over(const struct sim_tenants_conf *c, int *at, int *res, int64_t *sum)
+{
+    int *up = allot_malloc((c->n + 1) * sizeof(*up));
+    int64_t *scratch = allot_malloc((c->n + 1) * sizeof(*scratch));
+    int rc = ALLOT_ENOMEM;
+
+    if (up && scratch) {
+        find_ups(c, c->sorted, up);
+        *at = over_parent(c, up, scratch, res, sum);
+        rc = *at >= 0;
+    }
+    allot_free(up);
+    allot_free(scratch);
+    return rc;
+}
+
 /* A resource's name as a quotas key ("gpu", "gpu:A100-80GB"). */
 static const char *res_name(const struct ctx *c, int res, char *name, size_t n)
 {
@@ -645,26 +714,14 @@ static int check_tree(struct ctx *c, struct sim_tenants_conf *conf)
             goto out;
         }
     }
-    for (size_t i = 0; i < n; i++) {
-        const char *p = conf->v[i].path;
-
-        up[i] = -1;
-        for (size_t len = strlen(p); len > 0; len--) {
-            int a;
-
-            if (p[len - 1] != '/')
-                continue;
-            a = find_sorted(conf->v, ord, n, p, len - 1);
-            if (a >= 0) {
-                if (up[i] < 0)
-                    up[i] = a;
-                conf->v[a].leaf = false;
-            }
-        }
-    }
-    /* children's nominal quotas against a listed parent's, one pass per
-     * resource; a nominal left out only where there are children to sum */
-    for (int res = 0; res < ALLOT_RES_MAX; res++) {
+    /* a tenant with a listed one below it is a parent (the one nearest
+     * below marks it; farther ancestors are marked by the nearer ones) */
+    find_ups(conf, ord, up);
+    for (size_t i = 0; i < n; i++)
+        if (up[i] >= 0)
+            conf->v[up[i]].leaf = false;
+    /* a nominal left out only where there are children to sum */
+    for (int res = 0; res < ALLOT_RES_MAX; res++)
         for (size_t i = 0; i < n; i++)
             if (conf->v[i].nominal_summed[res] && conf->v[i].leaf) {
                 yaml_node_t at = {.start_mark.line = conf->v[i].line - 1};
@@ -676,31 +733,20 @@ static int check_tree(struct ctx *c, struct sim_tenants_conf *conf)
                           res_name(c, res, name, sizeof(name)));
                 goto out;
             }
-        memset(sum, 0, n * sizeof(*sum));
-        for (size_t i = 0; i < n; i++) {
-            int64_t v = conf->v[i].quota[res].nominal;
+    /* children's nominal quotas against a listed parent's */
+    int res, pi;
+    int64_t over;
+    if ((pi = over_parent(conf, up, sum, &res, &over)) >= 0) {
+        const struct sim_tenant_conf *p = &conf->v[pi];
+        yaml_node_t at = {.start_mark.line = p->line - 1};
+        char a[48], b[48], name[64];
 
-            /* capped: 8,192 children of 2^50 MiB pass INT64_MAX (fuzz_tenants) */
-            if (up[i] >= 0 && conf->v[i].has_quota[res] && v != ALLOT_UNLIMITED)
-                sum[up[i]] = v > INT64_MAX - sum[up[i]] ? INT64_MAX : sum[up[i]] + v;
-        }
-        for (size_t pi = 0; pi < n; pi++) {
-            const struct sim_tenant_conf *p = &conf->v[pi];
-
-            if (p->has_quota[res] && p->quota[res].nominal != ALLOT_UNLIMITED &&
-                sum[pi] > p->quota[res].nominal) {
-                yaml_node_t at = {.start_mark.line = p->line - 1};
-                char a[48], b[48], name[64];
-
-                res_name(c, res, name, sizeof(name));
-                rc = fail(c, &at,
-                          "the %s nominal quotas of the tenants below \"%s\" add up to %s, more "
-                          "than its own %s",
-                          name, p->path, amount_text(a, sizeof(a), res, sum[pi]),
-                          amount_text(b, sizeof(b), res, p->quota[res].nominal));
-                goto out;
-            }
-        }
+        res_name(c, res, name, sizeof(name));
+        rc = fail(c, &at,
+                  "the %s nominal quotas of the tenants below \"%s\" add up to %s, more than its "
+                  "own %s",
+                  name, p->path, amount_text(a, sizeof(a), res, over),
+                  amount_text(b, sizeof(b), res, p->quota[res].nominal));
     }
 out:
     if (rc == 0) { /* kept for lookups (sim_tenants_conf_find) */

@@ -104,6 +104,13 @@ int sim_tenants_conf_find(const struct sim_tenants_conf *c, const char *path);
  * whether path is, or would be, a parent in c. O(log n) after a read. */
 int sim_tenants_conf_below(const struct sim_tenants_conf *c, const char *path);
 
+/* Whether a listed tenant of c has an own nominal of some resource less
+ * than the nominals of the tenants nearest below it add up to, as a
+ * tenants file may not have it: 1 (*at: the first such tenant, *res and
+ * *sum: the resource and that sum), 0, or ALLOT_ENOMEM. For a conf changed
+ * after its read (allot plan's --quota). */
+int sim_tenants_nominals_over(const struct sim_tenants_conf *c, int *at, int *res, int64_t *sum);
+
 /* Whether s is a tenant path: steps of [A-Za-z0-9_.-] (not "." or "..")
  * joined by "/", at most SIM_TENANT_PATH_MAX bytes. */
 bool sim_tenant_path_ok(const char *s);
