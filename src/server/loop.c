@@ -986,15 +986,24 @@ static void publish(struct loop *l, double secs, int cut)
             lnet_release(l, &l->live[i]); /* not running: its addresses go back */
             allot_free(l->live[i].job_token);
             l->live[i].job_token = NULL;
+            json_decref(l->live[i].task_hosts);
+            l->live[i].task_hosts = NULL, l->live[i].hosts_run = 0;
             continue;
         }
         run++;
         if (!l->live[i].spec)
             l->live[i].spec = json_loads(l->live[i].spec_text, 0, NULL);
         json_t *pl = placement_json(l, qj), *x;
-        json_t *hosts = lnet_task_hosts(pl, l->live[i].wplacement); /* NULL: one task */
         size_t k;
 
+        /* where its tasks run, made once a run (NULL for one task), shown
+         * once the run is stored (agents start it then) */
+        if (wrun && l->live[i].hosts_run != wrun) {
+            json_decref(l->live[i].task_hosts);
+            l->live[i].task_hosts = lnet_task_hosts(pl, l->live[i].wplacement);
+            l->live[i].hosts_run = wrun;
+        }
+        json_t *hosts = wrun ? l->live[i].task_hosts : NULL;
         json_array_foreach(json_object_get(pl, "tasks"), k, x)
         {
             const char *node = json_string_value(json_object_get(x, "node"));
@@ -1060,7 +1069,6 @@ static void publish(struct loop *l, double secs, int cut)
             }
             json_array_append(arr, x);
         }
-        json_decref(hosts);
         json_decref(pl);
     }
     pend += (int64_t)l->n_held;

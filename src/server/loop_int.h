@@ -60,6 +60,9 @@ struct live {
     int64_t held_run;    /* the run last held back for an earlier one */
     int64_t adopted_run; /* a run adopted as starting at allotd's start: its agent may have
                             started it, so it is held with "hold" (not run 0) */
+    json_t *task_hosts;  /* owned: where its tasks run (lnet_task_hosts), made once for run
+                            hosts_run while the job of several tasks is placed, else NULL */
+    int64_t hosts_run;
     int64_t queued_at;   /* when it last became pending (submitted, or requeued after a
                             run): the queue-wait metric counts from it, where the core
                             keeps its submission for its place (loop_queued_since) */

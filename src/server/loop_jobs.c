@@ -387,6 +387,7 @@ void loop_drop_live(struct loop *l, size_t i)
     free(l->live[i].spec_text);
     free(l->live[i].wplacement);
     allot_free(l->live[i].job_token);
+    json_decref(l->live[i].task_hosts);
     l->hold_dirty = true; /* a job that others wait for may have ended */
     l->live_at[l->live[i].qid] = -1;
     l->live[i] = l->live[--l->n_live];
