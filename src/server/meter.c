@@ -890,6 +890,14 @@ static void per_tenant(FILE *f, const char *name, const char *type, const char *
     json_decref(values);
 }
 
+/* One sample of a per-node gauge: METRIC{node="NODE"} VALUE. */
+static void node_sample(FILE *f, const char *metric, const char *node, int64_t v)
+{
+    fprintf(f, "%s{node=\"", metric);
+    label(f, node);
+    fprintf(f, "\"} %lld\n", (long long)v);
+}
+
 /* GPU `index`'s entry in a heartbeat's health.gpus, found by its index
  * (not by its place in the list), or NULL. */
 static json_t *gpu_health(json_t *gpus, json_int_t index)
@@ -1050,12 +1058,10 @@ void meter_metrics(struct server *s, FILE *f)
               "# TYPE allot_node_fenced gauge\n",
               f);
         pthread_mutex_lock(&s->agents_lock);
-        for (size_t i = 0; i < n_nodes; i++) {
-            json_t *e = json_object_get(s->agents, nodes[i].name);
-            fputs("allot_node_fenced{node=\"", f);
-            label(f, nodes[i].name);
-            fprintf(f, "\"} %d\n", json_is_string(json_object_get(e, "fenced")) ? 1 : 0);
-        }
+        for (size_t i = 0; i < n_nodes; i++)
+            node_sample(f, "allot_node_fenced", nodes[i].name,
+                        json_is_string(
+                            json_object_get(json_object_get(s->agents, nodes[i].name), "fenced")));
         pthread_mutex_unlock(&s->agents_lock);
         /* how long since each node was heard from, and what its lease has
          * left: a node going quiet shows before it is counted lost */
@@ -1063,22 +1069,15 @@ void meter_metrics(struct server *s, FILE *f)
         fputs("# HELP allot_node_heartbeat_age_seconds Seconds since the node's last heartbeat "
               "(-1: never).\n# TYPE allot_node_heartbeat_age_seconds gauge\n",
               f);
-        for (size_t i = 0; i < n_nodes; i++) {
-            fputs("allot_node_heartbeat_age_seconds{node=\"", f);
-            label(f, nodes[i].name);
-            fprintf(f, "\"} %lld\n",
-                    nodes[i].last_heartbeat > 0 ? (long long)(now - nodes[i].last_heartbeat)
-                                                : -1LL);
-        }
+        for (size_t i = 0; i < n_nodes; i++)
+            node_sample(f, "allot_node_heartbeat_age_seconds", nodes[i].name,
+                        nodes[i].last_heartbeat > 0 ? now - nodes[i].last_heartbeat : -1);
         fputs("# HELP allot_node_lease_seconds Seconds left on the node's lease (0 once it ran "
               "out).\n# TYPE allot_node_lease_seconds gauge\n",
               f);
-        for (size_t i = 0; i < n_nodes; i++) {
-            int64_t left = nodes[i].lease_expiry - now;
-            fputs("allot_node_lease_seconds{node=\"", f);
-            label(f, nodes[i].name);
-            fprintf(f, "\"} %lld\n", (long long)(left > 0 ? left : 0));
-        }
+        for (size_t i = 0; i < n_nodes; i++)
+            node_sample(f, "allot_node_lease_seconds", nodes[i].name,
+                        nodes[i].lease_expiry > now ? nodes[i].lease_expiry - now : 0);
     }
     allot_store_nodes_free(nodes, n_nodes);
 
