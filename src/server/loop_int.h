@@ -63,9 +63,9 @@ struct live {
     json_t *task_hosts;  /* owned: where its tasks run (lnet_task_hosts), made once for run
                             hosts_run while the job of several tasks is placed, else NULL */
     int64_t hosts_run;
-    int64_t queued_at;   /* when it last became pending (submitted, or requeued after a
-                            run): the queue-wait metric counts from it, where the core
-                            keeps its submission for its place (loop_queued_since) */
+    int64_t queued_at; /* when it last became pending (submitted, or requeued after a
+                          run): the queue-wait metric counts from it, where the core
+                          keeps its submission for its place (loop_queued_since) */
 };
 
 /* A run the desired state stops showing (publish, loop_linger_publish). */
