@@ -996,8 +996,7 @@ static void publish(struct loop *l, double secs, int cut)
         json_t *pl = placement_json(l, qj), *x;
         size_t k;
 
-        /* where its tasks run, made once a run (NULL for one task), shown
-         * once the run is stored (agents start it then) */
+        /* where its tasks run (NULL: one task), made once the run is stored */
         if (wrun && l->live[i].hosts_run != wrun) {
             json_decref(l->live[i].task_hosts);
             l->live[i].task_hosts = lnet_task_hosts(pl, l->live[i].wplacement);
@@ -1347,6 +1346,7 @@ void loop_stop(struct loop *l)
         free(l->live[i].wplacement);
         allot_free(l->live[i].job_token);
         allot_free(l->live[i].net_hosts);
+        json_decref(l->live[i].task_hosts);
     }
     allot_free(l->live);
     lnet_stop(l);
