@@ -188,6 +188,9 @@ struct allot_store_job {
                              released; set at submission or by allot_store_job_hold */
     int64_t *deps;        /* ids of the jobs this one waits for */
     size_t n_deps;
+    char *user; /* read only: who submitted it, its token's name ("SCOPE:NAME"
+                   for a token scoped to a tenant, as allotd names users);
+                   NULL when that token is not stored. Ignored on submit */
 };
 
 #define ALLOT_STORE_ARRAY_NEW (-1)
@@ -244,6 +247,7 @@ struct allot_store_job_filter {
     unsigned states;         /* mask of 1u << state; 0 = any (ALLOT_SJ_LIVE_MASK) */
     const char *name_prefix; /* byte prefix of the name; NULL = any */
     int64_t array_parent;    /* only the members of this array; 0 = any */
+    const char *user;        /* only the jobs submitted by this user (as job.user); NULL = any */
     bool newest_first;       /* descending ids */
     int64_t cursor;          /* 0 to start; else the next_cursor of the last page */
     int limit;               /* page size, 1..ALLOT_STORE_PAGE_MAX (0 = 100) */

@@ -462,19 +462,94 @@ static const struct cli_opt ls_opts[] = {
     {"subtree", 'r', NULL, "with --tenant: also the tenants below it"},
     {"state", 's', "STATE", "pending, starting, running, succeeded, failed, cancelled or lost"},
     {"array", 'a', "ID", "only the members of this job array"},
+    {"user", 'u', "USER", "only jobs this user submitted (as the USER column names them)"},
+    {"mine", 'm', NULL, "only jobs submitted with a token of this caller's name"},
     {"limit", 0, "N", "at most N jobs (default: every match)"},
     {"newest", 'n', NULL, "newest first (with --limit: the N latest jobs)"},
     {NULL, 0, NULL, NULL}};
 
 static const struct cli_usage ls_usage = {
-    "ls", "[--tenant T [--subtree]] [--state S] [--array ID] [--limit N] [--newest]",
+    "ls",
+    "[--tenant T [--subtree]] [--state S] [--array ID] [--user U | --mine] [--limit N] "
+    "[--newest]",
     "Lists jobs, oldest first (newest first with --newest), following every\n"
-    "page of the listing. With -o json|yaml, all matches are one array."};
+    "page of the listing: who submitted each (USER: the token's name, TENANT:NAME\n"
+    "for a token bound to a tenant), how long it has run (TIME, [D-]H:MM:SS),\n"
+    "its nodes, its exit code once ended and why it waits. With -o json|yaml,\n"
+    "all matches are one array."};
+
+/* The caller's user name as jobs carry it ("user"): the token's name,
+ * TENANT:NAME for a token bound to a tenant. */
+static int my_user(struct client *cl, char *buf, size_t n)
+{
+    json_t *me = NULL;
+    int rc = client_call(cl, "GET", "/v1/whoami", NULL, NULL, CLIENT_RETRY_ALWAYS, &me, NULL);
+    const char *name = json_string_value(json_object_get(me, "name"));
+    const char *scope = json_string_value(json_object_get(me, "tenant"));
+
+    if (rc == CLI_OK && !name) {
+        cli_error("server", "the server's whoami answer has no name");
+        rc = CLI_SERVER;
+    }
+    if (rc == CLI_OK && scope && *scope)
+        allot_fmt(buf, n, "%s:%s", scope, name);
+    else if (rc == CLI_OK)
+        allot_strlcpy(buf, name, n);
+    json_decref(me);
+    return rc;
+}
+
+/* How long job j has run: until now while it runs, until its end once
+ * ended ([D-]H:MM:SS, as squeue's TIME); "-" when it never started. */
+static const char *elapsed(json_t *j, char *buf, size_t n)
+{
+    int64_t start = json_integer_value(json_object_get(j, "start_time"));
+    int64_t end = json_integer_value(json_object_get(j, "end_time"));
+    const char *state = json_string_value(json_object_get(j, "state"));
+    int64_t s;
+
+    if (start <= 0 || !state || !strcmp(state, "pending"))
+        return "-";
+    s = (jobs_terminal(state) ? end : (int64_t)time(NULL)) - start;
+    s = s < 0 ? 0 : s;
+    if (s >= 86400)
+        allot_fmt(buf, n, "%lld-%02lld:%02lld:%02lld", (long long)(s / 86400),
+                  (long long)(s / 3600 % 24), (long long)(s / 60 % 60), (long long)(s % 60));
+    else
+        allot_fmt(buf, n, "%lld:%02lld:%02lld", (long long)(s / 3600), (long long)(s / 60 % 60),
+                  (long long)(s % 60));
+    return buf;
+}
+
+/* The nodes of job j's placement (its last run's, once ended), each once
+ * in task order, comma-separated; "-" when it has none. */
+static const char *job_nodes(json_t *j, char *buf, size_t n)
+{
+    json_t *tasks = json_object_get(json_object_get(j, "placement"), "tasks"), *t;
+    size_t i, len = 0;
+
+    buf[0] = '\0';
+    json_array_foreach(tasks, i, t)
+    {
+        const char *node = json_string_value(json_object_get(t, "node"));
+        size_t nl = node ? strlen(node) : 0;
+        bool seen = false;
+
+        for (const char *p = buf; node && !seen && (p = strstr(p, node)); p += nl)
+            seen = (p == buf || p[-1] == ',') && (p[nl] == ',' || !p[nl]);
+        if (node && !seen) {
+            allot_fmt(buf + len, n - len, "%s%s", len ? "," : "", node);
+            len = strlen(buf);
+        }
+    }
+    return *buf ? buf : "-";
+}
 
 int cmd_ls(struct cli *c, int argc, char **argv)
 {
-    static const char *const titles[] = {"ID",   "NAME",     "TENANT",    "STATE",
-                                         "GPUS", "PRIORITY", "SUBMITTED", "REASON"};
+    static const char *const titles[] = {"ID",    "NAME",  "USER",     "TENANT",
+                                         "STATE", "GPUS",  "PRIORITY", "SUBMITTED",
+                                         "TIME",  "NODES", "EXIT",     "REASON"};
     struct cli_args a;
     struct client *cl;
     json_t *jobs = NULL, *j;
@@ -526,6 +601,21 @@ int cmd_ls(struct cli *c, int argc, char **argv)
         size_t n = strlen(path);
         allot_fmt(path + n, sizeof(path) - n, "%corder=newest", strchr(path, '?') ? '&' : '?');
     }
+    if (args_has(&a, "mine") || args_get(&a, "user")) {
+        char me[512];
+        size_t n = strlen(path);
+
+        if (args_has(&a, "mine") && args_get(&a, "user")) {
+            rc = cli_usage_error("--mine and --user: give one");
+            goto out;
+        }
+        if (args_has(&a, "mine") && (rc = my_user(cl, me, sizeof(me))) != CLI_OK)
+            goto out;
+        esc = client_escape(cl, args_has(&a, "mine") ? me : args_get(&a, "user"));
+        allot_fmt(path + n, sizeof(path) - n, "%cuser=%s", strchr(path, '?') ? '&' : '?',
+                  esc ? esc : "");
+        allot_free(esc);
+    }
     rc = client_list(cl, path, "jobs", "cursor", "next_cursor", 0, (size_t)limit, &jobs);
     /* no jobs of a tenant: one that is not there is an error (a mistyped
      * name), one that was removed may still list its old jobs */
@@ -534,19 +624,23 @@ int cmd_ls(struct cli *c, int argc, char **argv)
         cli_error("not_found", "no tenant %s (see allot tenants)", s);
     if (rc != CLI_OK || out_structured(c, jobs))
         goto out;
-    struct table *t = table_new(8, titles);
+    struct table *t = table_new(12, titles);
     json_array_foreach(jobs, i, j)
     {
-        char id[64], sh[64], tm[32];
+        char id[64], us[64], sh[64], tm[32], el[32], nodes[1024], code[32];
         json_t *spec = json_object_get(j, "spec");
-        const char *cells[8] = {job_label(j, id, sizeof(id)),
-                                json_string_value(json_object_get(j, "name")),
-                                json_string_value(json_object_get(j, "tenant")),
-                                json_string_value(json_object_get(j, "state")),
-                                shape(spec, sh, sizeof(sh), true),
-                                json_string_value(json_object_get(spec, "priority")),
-                                out_time(json_object_get(j, "submit_time"), tm, sizeof(tm)),
-                                json_string_value(json_object_get(j, "pending_reason"))};
+        const char *cells[12] = {job_label(j, id, sizeof(id)),
+                                 json_string_value(json_object_get(j, "name")),
+                                 out_cell(json_object_get(j, "user"), us, sizeof(us)),
+                                 json_string_value(json_object_get(j, "tenant")),
+                                 json_string_value(json_object_get(j, "state")),
+                                 shape(spec, sh, sizeof(sh), true),
+                                 json_string_value(json_object_get(spec, "priority")),
+                                 out_time(json_object_get(j, "submit_time"), tm, sizeof(tm)),
+                                 elapsed(j, el, sizeof(el)),
+                                 job_nodes(j, nodes, sizeof(nodes)),
+                                 out_cell(json_object_get(j, "exit_code"), code, sizeof(code)),
+                                 json_string_value(json_object_get(j, "pending_reason"))};
         table_row(t, cells);
     }
     table_print(t, stdout);
@@ -617,6 +711,8 @@ static void show_one(const json_t *j)
     printf("%-13s %s\n",
            "name:", out_text(out_cell(json_object_get(j, "name"), b1, sizeof(b1)), t, sizeof(t)));
     printf("%-13s %s\n", "tenant:", out_cell(json_object_get(j, "tenant"), b1, sizeof(b1)));
+    printf("%-13s %s\n",
+           "user:", out_text(out_cell(json_object_get(j, "user"), b1, sizeof(b1)), t, sizeof(t)));
     printf("%-13s %s\n", "state:", out_cell(json_object_get(j, "state"), b1, sizeof(b1)));
     if (json_is_string(json_object_get(j, "pending_reason")))
         printf("%-13s %s\n", "reason:",

@@ -35,6 +35,7 @@ json_t *api_job_json(const struct allot_store_job *j)
     json_object_set_new(o, "exit_code",
                         j->has_exit_code ? json_integer(j->exit_code) : json_null());
     json_object_set_new(o, "held", json_boolean(j->held));
+    json_object_set_new(o, "user", j->user ? json_string(j->user) : json_null());
     if (j->idem_key)
         json_object_set_new(o, "idempotency_key", json_string(j->idem_key));
     if (j->array_parent) {
@@ -551,7 +552,14 @@ int api_jobs_submit(struct req *r)
         api_error(r, 500, "store", "%s", allot_strerror(rc));
     else {
         /* a new job is what was just written: no need to read it back */
+        char user[512];
         if (!existed) {
+            /* its user as the store names it (STORE_JOB_USER) */
+            if (r->who.tenant && *r->who.tenant)
+                allot_fmt(user, sizeof(user), "%s:%s", r->who.tenant, r->who.name);
+            else
+                allot_strlcpy(user, r->who.name ? r->who.name : "", sizeof(user));
+            j.user = user;
             j.id = ids[0];
             j.array_parent = js.array ? ids[0] : 0;
             j.array_index = idx ? idx[0] : 0;
@@ -562,6 +570,7 @@ int api_jobs_submit(struct req *r)
         for (int i = 0; i < n && !existed; i++) {
             /* the loop gets the job as written, each member with its place */
             struct allot_store_job m = j;
+            m.user = NULL;
             m.id = ids[i];
             m.array_parent = js.array ? ids[0] : 0;
             m.array_index = idx ? idx[i] : 0;
@@ -626,6 +635,8 @@ int api_jobs_list(struct req *r)
             return api_error(r, 400, "bad_query", "array must be a job id");
         f.array_parent = v;
     }
+    if ((f.user = api_query(r, "user")) && !*f.user)
+        return api_error(r, 400, "bad_query", "user must not be empty");
     if ((order = api_query(r, "order")) && strcmp(order, "oldest") != 0) {
         if (strcmp(order, "newest") != 0)
             return api_error(r, 400, "bad_query", "order must be oldest or newest");

@@ -174,10 +174,10 @@ int store_list_shape(const struct allot_store_job_filter *f)
     int nstates = __builtin_popcount(f->states);
     int sm = nstates == 0 ? 0 : nstates == 1 ? 1 : 2;
     int tm = !f->tenant ? 0 : f->tenant_subtree ? 2 : 1;
-    int k = ((tm * 3 + sm) << 3) | (f->array_parent ? 4 : 0) | (f->name_prefix ? 2 : 0) |
-            (f->newest_first ? 1 : 0);
+    int k = ((tm * 3 + sm) << 4) | (f->user ? 8 : 0) | (f->array_parent ? 4 : 0) |
+            (f->name_prefix ? 2 : 0) | (f->newest_first ? 1 : 0);
 
-    ALLOT_ALWAYS(k < STORE_LIST_SHAPES); /* 8 x 9 by construction */
+    ALLOT_ALWAYS(k < STORE_LIST_SHAPES); /* 16 x 9 by construction */
     return k;
 }
 
@@ -193,15 +193,16 @@ void store_list_sql(int k, char mark, const char *prefix_clause, char *buf, size
         " AND state = ?3",
         " AND state IN (?3, ?4, ?5, ?6, ?7, ?8, ?9)",
     };
-    int desc = k & 1, prefix = (k >> 1) & 1, array = (k >> 2) & 1, sm = (k >> 3) % 3,
-        tm = (k >> 3) / 3;
+    int desc = k & 1, prefix = (k >> 1) & 1, array = (k >> 2) & 1, user = (k >> 3) & 1,
+        sm = (k >> 4) % 3, tm = (k >> 4) / 3;
 
     /* "array_parent != 0" lets the partial index jobs_by_array serve it */
     allot_fmt(buf, len,
-              "SELECT " STORE_JOB_COLS " FROM jobs WHERE id %s ?1%s%s%s%s%s ORDER BY id %s"
+              "SELECT " STORE_JOB_COLS " FROM jobs WHERE id %s ?1%s%s%s%s%s%s ORDER BY id %s"
               " LIMIT ?11",
               desc ? "<" : ">", tenant[tm], states[sm],
-              array ? " AND array_parent != 0 AND array_parent = ?12" : "", prefix ? " AND " : "",
+              array ? " AND array_parent != 0 AND array_parent = ?12" : "",
+              user ? " AND " STORE_JOB_USER " = ?13" : "", prefix ? " AND " : "",
               prefix ? prefix_clause : "", desc ? "DESC" : "ASC");
     for (char *c = buf; *c; c++) /* no fragment holds a '?' in a string */
         if (*c == '?')
@@ -451,6 +452,7 @@ void allot_store_job_clear(struct allot_store_job *j)
     allot_free(j->pending_reason);
     allot_free(j->idem_key);
     allot_free(j->deps);
+    allot_free(j->user);
     memset(j, 0, sizeof *j);
 }
 

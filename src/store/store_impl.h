@@ -31,7 +31,12 @@ void store_set_err(struct allot_store *st, const char *fmt, ...)
  * states a job may still change from. */
 #define STORE_JOB_COLS                                                                             \
     "id, tenant, name, token_id, spec, state, placement, pending_reason, submit_time,"             \
-    " start_time, end_time, exit_code, array_parent, array_index, idem_key, held"
+    " start_time, end_time, exit_code, array_parent, array_index, idem_key, held, " STORE_JOB_USER
+/* A job's user: its token's name, qualified by the token's tenant scope
+ * (allotd's user names: loop.c token_name); NULL when the token is gone */
+#define STORE_JOB_USER                                                                             \
+    "(SELECT CASE WHEN t.tenant = '' THEN t.name ELSE t.tenant || ':' || t.name END"               \
+    " FROM tokens t WHERE t.id = jobs.token_id)"
 #define STORE_LIVE_STATES "('pending','starting','running')"
 
 /* allot_store_event_last_running's query, the kind bound as KIND: driven
@@ -44,17 +49,18 @@ void store_set_err(struct allot_store *st, const char *fmt, ...)
     " WHERE j.state IN ('starting','running') ORDER BY j.id"
 
 /* Job listing shapes: tenant (none, exact, subtree) x states (any, one,
- * several) x name prefix (no, yes) x array (no, yes) x order (ascending,
- * descending). */
-#define STORE_LIST_SHAPES 72
+ * several) x user (no, yes) x name prefix (no, yes) x array (no, yes) x
+ * order (ascending, descending). */
+#define STORE_LIST_SHAPES 144
 /* The shape of filter f, 0..STORE_LIST_SHAPES-1. */
 int store_list_shape(const struct allot_store_job_filter *f);
 /* The SQL of listing shape k, built from constant fragments only. Its
  * parameters: 1 cursor, 2 tenant, 3-9 states, 10 name prefix, 11 limit,
- * 12 array; written `mark`N ('?' for SQLite, '$' for PostgreSQL).
+ * 12 array, 13 user; written `mark`N ('?' for SQLite, '$' for PostgreSQL).
  * prefix_clause is the back-end's test of name against parameter 10,
  * written with '?'. */
 void store_list_sql(int k, char mark, const char *prefix_clause, char *buf, size_t len);
+#define STORE_LIST_SQL_MAX 1024
 
 /* The first of the n elements (`size` bytes each) of the allocated array
  * arr into *out; the others are cleared, and arr freed. ALLOT_ENOENT when

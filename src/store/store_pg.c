@@ -727,6 +727,7 @@ static int job_row(struct pg_store *s, const PGresult *res, int row, void *elem)
         (rc = pg_col_text(res, row, 6, &j->placement)) ||
         (rc = pg_col_text(res, row, 7, &j->pending_reason)) ||
         (rc = pg_col_text(res, row, 14, &j->idem_key)) ||
+        (rc = pg_col_text(res, row, 16, &j->user)) ||
         (rc = pg_col_enum(s, res, row, 5, allot_store_job_state_name, &j->state)))
         return rc;
     return 0;
@@ -926,24 +927,24 @@ static int pg_job_count_live(struct allot_store *base, const char *tenant, int64
 static int pg_job_list(struct allot_store *base, const struct allot_store_job_filter *f,
                        struct allot_store_job_page *page)
 {
-    static const unsigned types[12] = {
-        PG_INT8OID, PG_TEXTOID, PG_TEXTOID, PG_TEXTOID, PG_TEXTOID, PG_TEXTOID,
-        PG_TEXTOID, PG_TEXTOID, PG_TEXTOID, PG_TEXTOID, PG_INT8OID, PG_INT8OID,
+    static const unsigned types[13] = {
+        PG_INT8OID, PG_TEXTOID, PG_TEXTOID, PG_TEXTOID, PG_TEXTOID, PG_TEXTOID, PG_TEXTOID,
+        PG_TEXTOID, PG_TEXTOID, PG_TEXTOID, PG_INT8OID, PG_INT8OID, PG_TEXTOID,
     };
     struct pg_store *s = (struct pg_store *)base;
-    int k = store_list_shape(f), sm = (k >> 3) % 3;
+    int k = store_list_shape(f), sm = (k >> 4) % 3;
     struct pgp p = {0};
     int rc, given = 0;
 
     /* made once per handle: its address names the prepared statement */
     if (!s->list_sql[k]) {
-        if (!(s->list_sql[k] = allot_malloc(640))) {
+        if (!(s->list_sql[k] = allot_malloc(STORE_LIST_SQL_MAX))) {
             store_set_err(base, "out of memory");
             return ALLOT_ENOMEM;
         }
-        /* the parameters are always the same twelve: their types are given,
-         * so the ones a shape does not use are allowed */
-        store_list_sql(k, '$', "starts_with(name, ?10)", s->list_sql[k], 640);
+        /* the parameters are always the same thirteen: their types are
+         * given, so the ones a shape does not use are allowed */
+        store_list_sql(k, '$', "starts_with(name, ?10)", s->list_sql[k], STORE_LIST_SQL_MAX);
     }
     pgp_int(&p, f->cursor ? f->cursor : f->newest_first ? INT64_MAX : 0);
     pgp_text(&p, f->tenant);
@@ -958,6 +959,7 @@ static int pg_job_list(struct allot_store *base, const struct allot_store_job_fi
     /* one row more than asked tells whether another page follows */
     pgp_int(&p, (int64_t)f->limit + 1);
     pgp_int(&p, f->array_parent);
+    pgp_text(&p, f->user);
     rc = pg_rows_typed(s, s->list_sql[k], &p, types, sizeof *page->jobs, job_row, store_clear_job,
                        (void **)&page->jobs, &page->n);
     if (rc == 0 && page->n > (size_t)f->limit) {

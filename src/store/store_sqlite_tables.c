@@ -228,6 +228,7 @@ static int job_row(struct sq_store *s, sqlite3_stmt *st, void *elem)
     if ((rc = sq_col_text(st, 1, &j->tenant)) || (rc = sq_col_text(st, 2, &j->name)) ||
         (rc = sq_col_text(st, 4, &j->spec)) || (rc = sq_col_text(st, 6, &j->placement)) ||
         (rc = sq_col_text(st, 7, &j->pending_reason)) || (rc = sq_col_text(st, 14, &j->idem_key)) ||
+        (rc = sq_col_text(st, 16, &j->user)) ||
         (rc = sq_col_enum(s, st, 5, allot_store_job_state_name, &j->state)))
         return rc;
     return 0;
@@ -437,12 +438,12 @@ int sq_job_list(struct allot_store *base, const struct allot_store_job_filter *f
                 struct allot_store_job_page *page)
 {
     struct sq_store *s = (struct sq_store *)base;
-    int k = store_list_shape(f), sm = (k >> 3) % 3;
+    int k = store_list_shape(f), sm = (k >> 4) % 3;
     sqlite3_stmt *st = s->list[k];
     int rc, r, p = 3;
 
     if (!st) {
-        char sql[640];
+        char sql[STORE_LIST_SQL_MAX];
 
         store_list_sql(k, '?',
                        "substr(CAST(name AS BLOB), 1, length(CAST(?10 AS BLOB)))"
@@ -465,6 +466,8 @@ int sq_job_list(struct allot_store *base, const struct allot_store_job_filter *f
         sqlite3_bind_blob(st, 10, f->name_prefix, (int)strlen(f->name_prefix), SQLITE_STATIC);
     if (f->array_parent)
         sqlite3_bind_int64(st, 12, f->array_parent);
+    if (f->user)
+        sq_bind_text(st, 13, f->user);
     /* one row more than asked tells whether another page follows */
     sqlite3_bind_int(st, 11, f->limit + 1);
     rc = sq_rows(s, st, sizeof *page->jobs, job_row, store_clear_job, (void **)&page->jobs,

@@ -11,6 +11,7 @@ import grp
 import http.client
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -283,6 +284,29 @@ def test_exit_code_and_no_command():
     jid = submit({})
     j = wait_state(jid, ("succeeded", "failed"))
     assert j["state"] == "failed" and "no command" in j["pending_reason"], j
+
+
+def test_ls_time_nodes_exit():
+    """allot ls tells how long a job has run, where, and how it ended."""
+    def row(jid):
+        rows = ok(cli(dm, "ls", "-s", wait_state(jid, ("running", "failed"))["state"])).lines()
+        head = rows[0].split()
+        cells = [r.split() for r in rows if r.split()[0] == str(jid)][0]
+        return {k: cells[head.index(k)] for k in ("TIME", "NODES", "EXIT")}
+
+    long = submit({"gpus": 0, "cpus": 0.1, "command": sh("sleep 30")})
+    wait_state(long, ("running",))
+    time.sleep(1.2)
+    r = row(long)
+    assert re.fullmatch(r"0:00:0[1-9]", r["TIME"]) and r["NODES"] == "ag-1", r
+    assert r["EXIT"] == "-", r
+    ended = submit({"gpus": 0, "cpus": 0.1, "command": sh("sleep 1; exit 3")})
+    assert wait_state(ended, ("failed",))["exit_code"] == 3
+    r = row(ended)
+    assert re.fullmatch(r"0:00:0[1-5]", r["TIME"]) and r["NODES"] == "ag-1", r
+    assert r["EXIT"] == "3", r
+    expect(dm.req("POST", "/v1/jobs/%d/cancel" % long, token=dm.admin), 200)
+    wait_state(long, ("cancelled",))
 
 
 PROBE_DIR = None  # a folder on the agent's PATH only (set in main)
@@ -2663,7 +2687,8 @@ if __name__ == "__main__":
                 test_node_credential, test_run_to_completion,
                 test_tenants_run_as_their_own_uids, test_workdir_entered_as_the_jobs_user,
                 test_private_tmp_and_umask, test_ended_task_leaves_nothing,
-                test_exit_code_and_no_command, test_command_found_in_the_jobs_path,
+                test_exit_code_and_no_command, test_ls_time_nodes_exit,
+                test_command_found_in_the_jobs_path,
                 test_tasks_know_where_the_others_run, test_failed_task_ends_its_gang,
                 test_short_tasks_leave_no_zombies,
                 test_token_file_wins_over_the_environment,

@@ -174,10 +174,12 @@ def test_submit_show_cancel_events():
     ls = ok(cli(dm, "ls", "-o", "json")).json()
     assert [x["id"] for x in ls if x["id"] == jid] == [jid]
     rows = ok(cli(dm, "ls")).lines()
-    assert rows[0].split() == ["ID", "NAME", "TENANT", "STATE", "GPUS", "PRIORITY", "SUBMITTED",
-                               "REASON"], rows
-    assert any(l.split()[:5] == [str(jid), "train-1", "research/nlp", "pending", "2x2"]
-               for l in rows), rows
+    assert rows[0].split() == ["ID", "NAME", "USER", "TENANT", "STATE", "GPUS", "PRIORITY",
+                               "SUBMITTED", "TIME", "NODES", "EXIT", "REASON"], rows
+    # pending: it has not run (TIME), has no nodes and no exit code
+    row = [l.split() for l in rows if l.split()[0] == str(jid)][0]
+    assert row[:6] == [str(jid), "train-1", j["user"], "research/nlp", "pending", "2x2"], rows
+    assert row[8:11] == ["-", "-", "-"], rows
     r = ok(cli(dm, "cancel", jid))
     assert r.out == "cancelled job %d\n" % jid, r
     assert ok(cli(dm, "show", jid, "-o", "json")).json()["state"] == "cancelled"
@@ -519,6 +521,41 @@ def test_ls_pages_and_filters():
     assert ok(cli(dm, "ls", "-t", "research", "-o", "json")).out.strip() == "[]"
 
 
+def test_who_submitted():
+    """Each job names its user (the token's name, TENANT:NAME for a token
+    bound to a tenant); ls lists one user's jobs, or the caller's own."""
+    ann = dm.token("member", "research/nlp", "ann")
+    bob = dm.token("member", "research/nlp", "bob")
+    st, b = dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "name": "by-ann"}, token=ann)
+    assert st == 201 and b["user"] == "research/nlp:ann", b
+    a2 = submit("-t", "research/nlp", token=ann)
+    by_bob = submit("-t", "research/nlp", token=bob)
+    by_admin = submit("-t", "research/nlp")
+    admin_name = ok(cli(dm, "show", by_admin, "-o", "json")).json()["user"]
+    assert admin_name and ":" not in admin_name, admin_name  # a cluster-wide token
+    mine = ok(cli(dm, "ls", "--mine", "-o", "json", token=ann)).json()
+    assert [j["id"] for j in mine] == [b["id"], a2], mine
+    assert {j["user"] for j in mine} == {"research/nlp:ann"}, mine
+    assert [j["id"] for j in ok(cli(dm, "ls", "-m", "-o", "json", token=bob)).json()] == [by_bob]
+    by = ok(cli(dm, "ls", "--user", "research/nlp:ann", "--newest", "-o", "json")).json()
+    assert [j["id"] for j in by] == [a2, b["id"]], by
+    # with the other filters, and one page at a time
+    small = {"ALLOT_CLI_PAGE": "1"}
+    by = ok(cli(dm, "ls", "-u", "research/nlp:ann", "-t", "research", "-r", "-s", "pending",
+                "-o", "json", env=small)).json()
+    assert [j["id"] for j in by] == [b["id"], a2], by
+    assert ok(cli(dm, "ls", "-u", "research/nlp:ann", "-t", "research/vision", "-o",
+                  "json")).json() == []
+    assert ok(cli(dm, "ls", "-u", "ann", "-o", "json")).json() == []  # not that ann
+    rows = ok(cli(dm, "ls", "--mine", token=ann)).lines()
+    assert len(rows) == 3 and all(r.split()[2] == "research/nlp:ann" for r in rows[1:]), rows
+    assert "user:         research/nlp:ann" in ok(cli(dm, "show", a2)).out
+    r = fails(cli(dm, "ls", "--mine", "--user", "x"), 1, "usage")
+    assert "--mine and --user" in r.err, r
+    expect(dm.req("GET", "/v1/jobs?user=", token=dm.admin), 400)
+    ok(cli(dm, "cancel", b["id"], a2, by_bob, by_admin))
+
+
 def test_member_scope_and_denied():
     member = dm.token("member", "research/nlp", "m")
     viewer = dm.token("viewer", "", "v")
@@ -624,7 +661,7 @@ if __name__ == "__main__":
                 test_run_says_why_it_waits,
                 test_submit_errors, test_submit_env_names_and_command_type,
                 test_idempotency_key_flag, test_arrays_and_dependencies,
-                test_ls_pages_and_filters,
+                test_ls_pages_and_filters, test_who_submitted,
                 test_member_scope_and_denied, test_token_hidden_from_process_list,
                 test_checkpoint])
     finally:

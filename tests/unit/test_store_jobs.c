@@ -203,6 +203,70 @@ static void test_count_live(void **state)
     allot_store_close(st);
 }
 
+/* Who submitted a job: its token's name, qualified by the token's tenant
+ * scope; listed by it alone or with the other filters, page by page; a
+ * job whose token is not stored has no user. */
+static void test_user(void **state)
+{
+    struct fix *f = *state;
+    struct allot_store *st = open_ok(f);
+    struct allot_store_token t = {
+        .name = "alice", .role = ALLOT_ROLE_ADMIN, .tenant = "", .created = 1};
+    struct allot_store_job j, got;
+    struct allot_store_job_filter flt = {.user = "org/a:alice", .limit = 1};
+    struct allot_store_job_page pg = {0};
+    int64_t admin, scoped, id, mine[3];
+    size_t seen = 0;
+
+    memset(t.hash, 1, sizeof t.hash);
+    assert_int_equal(allot_store_token_add(st, &t, &admin), 0);
+    t.tenant = "org/a"; /* a member of org/a also named alice */
+    t.role = ALLOT_ROLE_MEMBER;
+    memset(t.hash, 2, sizeof t.hash);
+    assert_int_equal(allot_store_token_add(st, &t, &scoped), 0);
+    j = mkjob("org/a", "by-admin", admin);
+    assert_int_equal(allot_store_job_submit(st, &j, &id, NULL), 0);
+    assert_int_equal(allot_store_job_get(st, id, &got), 0);
+    assert_string_equal(got.user, "alice");
+    allot_store_job_clear(&got);
+    for (int i = 0; i < 3; i++) {
+        j = mkjob(i == 2 ? "org/b" : "org/a", "mine", scoped);
+        assert_int_equal(allot_store_job_submit(st, &j, &mine[i], NULL), 0);
+    }
+    j = mkjob("org/a", "no-token", 999);
+    assert_int_equal(allot_store_job_submit(st, &j, &id, NULL), 0);
+    assert_int_equal(allot_store_job_get(st, id, &got), 0);
+    assert_null(got.user);
+    allot_store_job_clear(&got);
+
+    do { /* one at a time: the cursor carries the filter on */
+        assert_int_equal(allot_store_job_list(st, &flt, &pg), 0);
+        for (size_t i = 0; i < pg.n; i++) {
+            assert_int_equal(pg.jobs[i].id, mine[seen + i]);
+            assert_string_equal(pg.jobs[i].user, "org/a:alice");
+        }
+        seen += pg.n;
+        flt.cursor = pg.next_cursor;
+        allot_store_job_page_free(&pg);
+    } while (flt.cursor);
+    assert_int_equal(seen, 3);
+    flt = (struct allot_store_job_filter){.user = "org/a:alice",
+                                          .tenant = "org/b",
+                                          .states = 1u << ALLOT_SJ_PENDING,
+                                          .newest_first = true};
+    assert_int_equal(allot_store_job_list(st, &flt, &pg), 0);
+    assert_int_equal(pg.n, 1);
+    assert_int_equal(pg.jobs[0].id, mine[2]);
+    allot_store_job_page_free(&pg);
+    flt = (struct allot_store_job_filter){.user = "alice"};
+    assert_int_equal(count_jobs(st, flt), 1);
+    flt.user = "bob";
+    assert_int_equal(count_jobs(st, flt), 0);
+    flt.user = NULL;
+    assert_int_equal(count_jobs(st, flt), 5);
+    allot_store_close(st);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -210,12 +274,14 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_hold, setup, teardown),
         cmocka_unit_test_setup_teardown(test_set_spec, setup, teardown),
         cmocka_unit_test_setup_teardown(test_count_live, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_user, setup, teardown),
     };
     const struct CMUnitTest pg_tests[] = {
         cmocka_unit_test_setup_teardown(test_arrays, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hold, setup, teardown),
         cmocka_unit_test_setup_teardown(test_set_spec, setup, teardown),
         cmocka_unit_test_setup_teardown(test_count_live, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_user, setup, teardown),
     };
 
     return FIX_RUN(argc, argv, tests, pg_tests);
