@@ -320,6 +320,8 @@ bool allot_env_node_set(const char *name)
                                         "ALLOT_TASK_INDEX",
                                         "ALLOT_NUM_TASKS",
                                         "ALLOT_NODE",
+                                        "ALLOT_JOB_NAME",
+                                        "ALLOT_CPUS_PER_TASK",
                                         "ALLOT_TENANT",
                                         "ALLOT_JOB_TOKEN",
                                         "ALLOT_ARRAY_JOB_ID",
