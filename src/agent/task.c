@@ -24,7 +24,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
-#include <math.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdint.h>
@@ -403,11 +402,11 @@ static void build_env(const struct agent *a, json_t *d, const struct run_user *u
     env_set(e, "ALLOT_NODE", a->cfg.name);
     if (json_string_length(json_object_get(spec, "name")))
         env_set(e, "ALLOT_JOB_NAME", json_string_value(json_object_get(spec, "name")));
-    /* the CPUs it asked for, whole (at least 1), to size its thread pools
-     * by: nproc shows the node's */
-    if ((x = json_object_get(spec, "cpus")) && json_number_value(x) > 0) {
-        double c = ceil(json_number_value(x) - 1e-9);
-        allot_fmt(num, sizeof(num), "%lld", (long long)(c < 1 ? 1 : c));
+    /* its CPUs (its cgroup's), whole, to size its thread pools by: nproc
+     * shows the node's */
+    if (json_integer_value(json_object_get(d, "cpu_milli")) > 0) {
+        allot_fmt(num, sizeof(num), "%lld",
+                  (long long)(json_integer_value(json_object_get(d, "cpu_milli")) + 999) / 1000);
         env_set(e, "ALLOT_CPUS_PER_TASK", num);
     }
     /* a job of several tasks: where each runs, so they find each other */

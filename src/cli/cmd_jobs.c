@@ -24,7 +24,9 @@
 
 const struct cli_opt jobs_submit_opts[] = {
     {"file", 'f', "FILE", "job as JSON or YAML (the fields of POST /v1/jobs); flags override it"},
-    {"tenant", 't', "TENANT", "leaf tenant to run in (required here or in the file)"},
+    {"tenant", 't', "TENANT",
+     "leaf tenant to run in (here or in the file; default: the token's own, when it is bound to "
+     "a leaf)"},
     {"name", 'n', "NAME", "job name"},
     {"tasks", 0, "N", "tasks of the gang (default 1)"},
     {"gpus", 'g', "N", "whole GPUs per task"},
@@ -266,8 +268,6 @@ static int build_job(const struct cli_args *a, json_t **out)
                     !!(json_object_get(job, "gpu_milli") || json_object_get(job, "gpu_memory"));
         if (kinds > 1)
             rc = cli_usage_error("--gpus, --mig and --gpu-milli/--gpu-memory exclude each other");
-        else if (!json_is_string(json_object_get(job, "tenant")))
-            rc = cli_usage_error("a job needs a tenant: give --tenant T or `tenant` in the file");
         else
             rc = check_command(json_object_get(job, "command"), args_get(a, "file"));
     }

@@ -432,6 +432,10 @@ int api_jobs_submit(struct req *r)
 
     if (!b)
         return 0;
+    /* a token bound to a tenant submits there unless it names a tenant */
+    bool own_tenant = !json_object_get(b, "tenant") && r->who.tenant && *r->who.tenant;
+    if (own_tenant)
+        json_object_set_new(b, "tenant", json_string(r->who.tenant));
     rc = jobspec_parse(b, r->srv->cat, &js, err, sizeof(err));
     if (rc) {
         api_error(r, rc, rc == 400 ? "bad_request" : "invalid", "%s", err);
@@ -506,6 +510,11 @@ int api_jobs_submit(struct req *r)
     if (idx)
         jobspec_array_parse(js.array, idx, &throttle, err, sizeof(err));
     rc = refs_check(r->srv, st, js.tenant, js.priority, err, sizeof(err));
+    if (rc == 422 && own_tenant && strstr(err, "has sub-tenants"))
+        allot_fmt(err, sizeof(err),
+                  "no field \"tenant\", and this token's tenant \"%s\" has sub-tenants: name "
+                  "the one to run in",
+                  js.tenant);
     if (rc == 0)
         rc = check_deps(r, st, &js, deps, err, sizeof(err));
     if (rc == 0) {

@@ -291,7 +291,8 @@ int jobspec_parse(json_t *b, const struct allot_catalog *cat, struct jobspec *ou
             return E400("unknown field \"%s\"", k);
     }
     if (!json_object_get(b, "tenant"))
-        return E400("field \"tenant\" is required");
+        return E400("field \"tenant\" is required (only a token bound to a leaf tenant may "
+                    "leave it out: its jobs run there)");
     if ((rc = get_str(b, "tenant", 255, &out->tenant, err, errlen)) ||
         (rc = get_str(b, "name", 128, &out->name, err, errlen)) ||
         (rc = get_str(b, "priority", 31, &out->priority, err, errlen)) ||

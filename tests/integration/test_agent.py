@@ -163,7 +163,7 @@ def test_run_to_completion():
     kinds = [e["kind"] for e in evs]
     assert kinds[:2] == ["submitted", "placed"] and kinds[-1] == "succeeded", kinds
     assert evs[-1]["detail"].startswith("ran "), evs  # the run time the agent measured
-    # its name and CPUs (whole, rounded up); neither when not given
+    # its name and CPUs (whole, rounded up; 1 by default); no name when it has none
     jid = submit({"name": "named-1", "cpus": 1.5,
                   "command": sh('echo "n=$ALLOT_JOB_NAME c=$ALLOT_CPUS_PER_TASK"')})
     assert wait_state(jid, ("succeeded", "failed"))["state"] == "succeeded"
@@ -171,7 +171,7 @@ def test_run_to_completion():
     jid = submit({"cpus": None,
                   "command": sh('echo "n=${ALLOT_JOB_NAME-unset} c=${ALLOT_CPUS_PER_TASK-unset}"')})
     assert wait_state(jid, ("succeeded", "failed"))["state"] == "succeeded"
-    assert "n=unset c=unset\n" in agent.task_log(jid), agent.task_log(jid)
+    assert "n=unset c=1\n" in agent.task_log(jid), agent.task_log(jid)
 
 
 def test_job_reports_its_checkpoint():

@@ -556,6 +556,22 @@ def test_who_submitted():
     ok(cli(dm, "cancel", b["id"], a2, by_bob, by_admin))
 
 
+def test_default_tenant():
+    """A token bound to a leaf submits there without --tenant; one bound
+    to a tenant with sub-tenants, or a cluster-wide one, must name it."""
+    leaf = dm.token("member", "research/nlp", "leafy")
+    jid = submit(token=leaf)
+    assert ok(cli(dm, "show", jid, "-o", "json")).json()["tenant"] == "research/nlp"
+    other = submit("-t", "research/nlp", token=leaf)  # naming it is still fine
+    fails(cli(dm, "submit", "-t", "research/vision", "--", "true", token=leaf), 3, "forbidden")
+    org = dm.token("tenant-admin", "research", "orgy")
+    r = fails(cli(dm, "submit", "--", "true", token=org), 6, "invalid")
+    assert 'this token\'s tenant "research" has sub-tenants' in r.err, r
+    r = fails(cli(dm, "submit", "--", "true"), 6, "bad_request")
+    assert 'field "tenant" is required' in r.err, r
+    ok(cli(dm, "cancel", jid, other))
+
+
 def test_member_scope_and_denied():
     member = dm.token("member", "research/nlp", "m")
     viewer = dm.token("viewer", "", "v")
@@ -661,7 +677,7 @@ if __name__ == "__main__":
                 test_run_says_why_it_waits,
                 test_submit_errors, test_submit_env_names_and_command_type,
                 test_idempotency_key_flag, test_arrays_and_dependencies,
-                test_ls_pages_and_filters, test_who_submitted,
+                test_ls_pages_and_filters, test_who_submitted, test_default_tenant,
                 test_member_scope_and_denied, test_token_hidden_from_process_list,
                 test_checkpoint])
     finally:
