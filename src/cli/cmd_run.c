@@ -35,10 +35,12 @@
 
 #include "allot/common.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* The longest an agent's --grace may be (allot-agent: 1 h), and a minute
  * for SIGKILL and the task's supervisor to note the end. */
@@ -325,6 +327,18 @@ static const struct cli_usage run_usage = {
     "first task as it comes, and exits with the job's exit code (1 when it\n"
     "ended without one: cancelled, lost, refused), as srun does."};
 
+/* What an interrupted `allot run` says: the job goes on (made before the
+ * handler is set; a handler may only write and exit). */
+static char interrupted_msg[160];
+
+static void on_interrupt(int sig)
+{
+    ssize_t w = write(STDERR_FILENO, interrupted_msg, strlen(interrupted_msg));
+
+    (void)w;
+    _exit(128 + sig);
+}
+
 int cmd_run(struct cli *c, int argc, char **argv)
 {
     struct cli_args a;
@@ -343,6 +357,14 @@ int cmd_run(struct cli *c, int argc, char **argv)
         goto out;
     long long id = json_integer_value(json_object_get(reply, "id"));
     fprintf(stderr, "allot: job %lld submitted\n", id);
+    /* Ctrl-C leaves the job running: say so, and how to stop it */
+    allot_fmt(interrupted_msg, sizeof(interrupted_msg),
+              "\nallot: interrupted; job %lld goes on: allot logs -f %lld follows it, allot "
+              "cancel %lld stops it\n",
+              id, id, id);
+    struct sigaction sa = {.sa_handler = on_interrupt};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
     if ((rc = stream(c->http, id, 0, true, &final, &cut)) != CLI_OK)
         goto out;
     const char *st = json_string_value(json_object_get(final, "state"));

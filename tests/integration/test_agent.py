@@ -1888,6 +1888,21 @@ def test_logs_of_a_requeued_job():
         expect(dm.req("POST", "/v1/nodes/ag-rq/cordon", token=dm.admin), 200)
 
 
+def test_interrupted_run_says_the_job_goes_on():
+    """Ctrl-C stops `allot run`, not its job, and says how to follow or stop it."""
+    p = cli_started("run", "-t", "research/nlp", "--gpus", "0", "--", "sh", "-c",
+                    "echo hi; sleep 30")
+    jid = submitted_by(p)
+    wait_state(jid, ("running",))
+    assert p.stdout.readline() == "hi\n"
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=10)
+    assert p.returncode == 130, (p.returncode, out, err)
+    assert "job %d goes on" % jid in err and "allot cancel %d stops it" % jid in err, err
+    assert wait_state(jid, ("running",))["state"] == "running"
+    expect(dm.req("POST", "/v1/jobs/%d/cancel" % jid, token=dm.admin), 200)
+
+
 def cli_started(*args):
     """`allot ARGS` started in the background against dm, as cli() runs it; the process
     (text pipes; the caller collects it with communicate, bounded)."""
@@ -2697,6 +2712,7 @@ if __name__ == "__main__":
                 test_tenants_run_as_their_own_uids, test_workdir_entered_as_the_jobs_user,
                 test_private_tmp_and_umask, test_ended_task_leaves_nothing,
                 test_exit_code_and_no_command, test_ls_time_nodes_exit,
+                test_interrupted_run_says_the_job_goes_on,
                 test_command_found_in_the_jobs_path,
                 test_tasks_know_where_the_others_run, test_failed_task_ends_its_gang,
                 test_short_tasks_leave_no_zombies,
