@@ -194,6 +194,14 @@ bool allot_env_reserved(const char *name);
  * name its own), its devices and RDMA VFs. allotd refuses a new job that
  * sets one (it would be overridden without a word). */
 bool allot_env_node_set(const char *name);
+
+/* The signals a user may send a running job (allot signal, a job's
+ * warning before its time limit): HUP INT QUIT ABRT KILL USR1 USR2 ALRM
+ * TERM CONT STOP TSTP. Returns the number of `s` (a name with or without
+ * "SIG", any case, or its number), or 0 when it is none of them. */
+int allot_signal_parse(const char *s);
+/* The name of such a signal without "SIG" ("USR1"), or NULL. */
+const char *allot_signal_name(int sig);
 /* Whether `name` may name a job's environment variable: 1..256 bytes of
  * printable ASCII without '=' (as Kubernetes asks). A name with '=' would
  * smuggle another variable into "NAME=VALUE" (LD_PRELOAD=... of the job's

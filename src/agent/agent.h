@@ -309,6 +309,7 @@ struct task {
     bool fenced;            /* stopped by the agent itself: allotd was out of reach for most of
                                the lease (the marker file `fenced` keeps it across restarts) */
     int64_t run;            /* which run of its job (allotd's "run": the run's start time) */
+    int64_t sig_seq;        /* the last signal request sent to it (task_signal), 0: none */
     unsigned gpu_mask;      /* its GPUs (inventory indices) */
     int64_t runtime_ms;     /* how long its process ran (-1: unknown) */
     uint64_t shim_busy_ns;  /* a fraction: GPU time its shim region counted at the last sample */
@@ -363,6 +364,11 @@ int task_start(struct agent *a, json_t *d, struct task *t);
 /* SIGTERM to the task's process group; SIGKILL after grace_ms (< 0: the
  * agent's --grace). */
 void task_stop(struct agent *a, struct task *t, int64_t now_ms, int64_t grace_ms);
+/* Sends the task's process group the signals of its desired state's
+ * "signals" ([{"seq", "sig"}], allot signal) it has not sent yet, in
+ * order, once its process is known; the last one sent is kept in its
+ * folder (`signalled`), so that a restarted agent sends none twice. */
+void task_signal(struct agent *a, struct task *t, const json_t *signals);
 /* Stops a task on the agent's own account (allotd out of reach for most of
  * the lease, which ends at end_ms), and records so: the task is reported
  * lost and fenced, so that allotd queues its job again, and it is never

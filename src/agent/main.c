@@ -461,6 +461,8 @@ static void reconcile_running(struct agent *a, json_t *desired, int64_t now)
             t->cancelled = true;                        /* preempted: allotd requeues or ends it */
             task_stop(a, t, now, json_is_integer(g) ? json_integer_value(g) : -1);
         }
+        if (json_object_get(d, "signals")) /* allot signal */
+            task_signal(a, t, json_object_get(d, "signals"));
     }
 }
 

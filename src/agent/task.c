@@ -1193,6 +1193,39 @@ void task_stop(struct agent *a, struct task *t, int64_t now_ms, int64_t grace_ms
              (long long)grace_ms);
 }
 
+void task_signal(struct agent *a, struct task *t, const json_t *signals)
+{
+    int64_t before = t->sig_seq;
+    char dir[4400], buf[32];
+    json_t *s;
+    size_t i;
+
+    if (t->pid <= 0 || (t->state != TASK_STARTING && t->state != TASK_RUNNING))
+        return; /* its process is not known yet (a later heartbeat), or it stops */
+    json_array_foreach(signals, i, s)
+    {
+        int64_t seq = json_integer_value(json_object_get(s, "seq"));
+        int sig = (int)json_integer_value(json_object_get(s, "sig"));
+
+        if (seq <= t->sig_seq)
+            continue;
+        t->sig_seq = seq;
+        if (!allot_signal_name(sig)) /* allotd sends only those: skip, said */
+            LOG_WARN("task", "job %lld task %d: signal %d is not one a user may send",
+                     (long long)t->job, t->index, sig);
+        else if (kill(-t->pid, sig) == 0)
+            LOG_INFO("task", "job %lld task %d: SIG%s sent (allot signal)", (long long)t->job,
+                     t->index, allot_signal_name(sig));
+    }
+    if (t->sig_seq == before)
+        return;
+    allot_fmt(dir, sizeof(dir), "%s/%s", a->tasks_dir, t->key);
+    allot_fmt(buf, sizeof(buf), "%lld\n", (long long)t->sig_seq);
+    if (agent_write_atomic(dir, "signalled", buf) < 0)
+        LOG_WARN("task", "job %lld task %d: cannot keep which signals it got: %s",
+                 (long long)t->job, t->index, strerror(errno));
+}
+
 void task_fence(struct agent *a, struct task *t, int64_t now_ms, int64_t end_ms)
 {
     char dir[4400];
@@ -1391,6 +1424,8 @@ int task_adopt_all(struct agent *a, struct task **out)
         t.run = json_integer_value(json_object_get(tj, "run"));
         json_decref(tj);
         t.fenced = agent_read_small(dir, "fenced", buf, sizeof(buf)) == 0;
+        if (agent_read_small(dir, "signalled", buf, sizeof(buf)) == 0) /* sent before */
+            t.sig_seq = strtoll(buf, NULL, 10);
         agent_read_small(dir, "over", t.over, sizeof(t.over)); /* the watchdog stopped it */
         if (a->net)
             t.net = net_task_adopt(a->net, t.key, dir);

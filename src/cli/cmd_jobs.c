@@ -1050,6 +1050,61 @@ out:
     return rc;
 }
 
+/* ---- signal ---- */
+
+static const struct cli_usage signal_usage = {
+    "signal", "SIGNAL JOB_ID...",
+    "Sends SIGNAL to running jobs, as Slurm's `scancel --signal` does: to every\n"
+    "process of each of a job's tasks, on every node it runs on, once, at the\n"
+    "node's next heartbeat. SIGNAL is a name (USR1, SIGUSR1) or number: HUP,\n"
+    "INT, QUIT, ABRT, KILL, USR1, USR2, ALRM, TERM, CONT, STOP or TSTP. The job\n"
+    "goes on unless the signal ends it (its exit code then tells). Every id is\n"
+    "tried; the exit status is that of the first failure."};
+
+static void signal_table(const json_t *j, const char *id, size_t i)
+{
+    (void)i;
+    printf("SIG%s sent to job %s\n", json_string_value(json_object_get(j, "signal")), id);
+}
+
+int cmd_signal(struct cli *c, int argc, char **argv)
+{
+    struct cli_args a;
+    json_t *body = NULL;
+    char **rest = NULL;
+    int n = 0, rc = args_parse(c, no_opts, &signal_usage, argc, argv, &a);
+
+    if (rc != CLI_OK)
+        return rc;
+    if (a.n_pos < 2) {
+        rc = cli_usage_error("allot signal SIGNAL JOB_ID...");
+        goto out;
+    }
+    if (!allot_signal_parse(a.pos[0])) {
+        rc = cli_usage_error("\"%s\" is not a signal a job may be sent (HUP, INT, QUIT, ABRT, "
+                             "KILL, USR1, USR2, ALRM, TERM, CONT, STOP or TSTP)",
+                             a.pos[0]);
+        goto out;
+    }
+    /* the ids, with the options as given, for each_job: argv without SIGNAL */
+    if (!(rest = allot_calloc((size_t)argc + 1, sizeof(*rest))) ||
+        !(body = json_pack("{s:s}", "signal", a.pos[0]))) {
+        rc = cli_usage_error("out of memory");
+        goto out;
+    }
+    for (int i = 0; i < argc; i++)
+        if (argv[i] != a.pos[0])
+            rest[n++] = argv[i];
+    /* not repeated after a lost reply: the job would get it twice */
+    rc = each_job(c, n, rest, &signal_usage, "POST", "/signal", "", CLIENT_RETRY_CONNECT,
+                  signal_table, NULL, NULL, body);
+out:
+    json_decref(body);
+    allot_free(rest);
+    args_free(&a);
+    return rc;
+}
+
 /* ---- checkpoint ---- */
 
 static const struct cli_usage checkpoint_usage = {

@@ -27,6 +27,7 @@ static const struct verb verbs[] = {
     {"hold", cmd_hold, "keep pending jobs from starting"},
     {"release", cmd_release, "let held jobs start"},
     {"priority", cmd_priority, "give waiting jobs another priority class"},
+    {"signal", cmd_signal, "send a signal to running jobs' processes"},
     {"checkpoint", cmd_checkpoint, "report that a job saved its work (from inside the job)"},
     {"events", cmd_events, "a job's events (--follow to wait for more)"},
     {"logs", cmd_logs, "a job's output (--follow until it ends)"},

@@ -5,10 +5,12 @@
  */
 #include "allot/common.h"
 
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 const char *allot_strerror(int err)
 {
@@ -593,4 +595,40 @@ void allot_index_free(struct allot_index *x)
 {
     allot_free(x->tab);
     memset(x, 0, sizeof(*x));
+}
+
+static const struct {
+    const char *name;
+    int sig;
+} user_signals[] = {{"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"ABRT", SIGABRT},
+                    {"KILL", SIGKILL}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"ALRM", SIGALRM},
+                    {"TERM", SIGTERM}, {"CONT", SIGCONT}, {"STOP", SIGSTOP}, {"TSTP", SIGTSTP}};
+
+int allot_signal_parse(const char *s)
+{
+    size_t n = sizeof(user_signals) / sizeof(user_signals[0]);
+    int64_t num;
+
+    if (!s)
+        return 0;
+    if (allot_parse_num(s, 1, 64, &num)) {
+        for (size_t i = 0; i < n; i++)
+            if (user_signals[i].sig == num)
+                return (int)num;
+        return 0;
+    }
+    if (!strncasecmp(s, "SIG", 3))
+        s += 3;
+    for (size_t i = 0; i < n; i++)
+        if (!strcasecmp(s, user_signals[i].name))
+            return user_signals[i].sig;
+    return 0;
+}
+
+const char *allot_signal_name(int sig)
+{
+    for (size_t i = 0; i < sizeof(user_signals) / sizeof(user_signals[0]); i++)
+        if (user_signals[i].sig == sig)
+            return user_signals[i].name;
+    return NULL;
 }

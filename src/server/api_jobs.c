@@ -563,11 +563,7 @@ int api_jobs_submit(struct req *r)
         /* a new job is what was just written: no need to read it back */
         char user[512];
         if (!existed) {
-            /* its user as the store names it (STORE_JOB_USER) */
-            if (r->who.tenant && *r->who.tenant)
-                allot_fmt(user, sizeof(user), "%s:%s", r->who.tenant, r->who.name);
-            else
-                allot_strlcpy(user, r->who.name ? r->who.name : "", sizeof(user));
+            auth_user_name(r->who.tenant, r->who.name, user, sizeof(user));
             j.user = user;
             j.id = ids[0];
             j.array_parent = js.array ? ids[0] : 0;
@@ -697,8 +693,7 @@ int api_jobs_list(struct req *r)
     return api_json(r, 200, json_pack("{s:o,s:I}", "jobs", a, "next_cursor", (json_int_t)v));
 }
 
-/* Reads job {id} if the caller may see it; replies 404 otherwise. */
-static bool load_visible(struct req *r, struct allot_store_job *j)
+bool api_job_visible(struct req *r, struct allot_store_job *j)
 {
     int64_t id;
     int rc;
@@ -772,7 +767,7 @@ int api_jobs_get(struct req *r)
     struct allot_store_job j = {0};
     json_t *o, *net, *saved;
 
-    if (!load_visible(r, &j))
+    if (!api_job_visible(r, &j))
         return 0;
     o = api_job_json(&j);
     if (o && (net = job_network(r, &j)))
@@ -791,7 +786,7 @@ int api_jobs_cancel(struct req *r)
     bool array;
     int rc;
 
-    if (!api_query_flag(r, "array", &array) || !load_visible(r, &j))
+    if (!api_query_flag(r, "array", &array) || !api_job_visible(r, &j))
         return 0;
     if (r->who.role == ALLOT_ROLE_VIEWER) {
         api_error(r, 403, "forbidden", "a viewer may not cancel jobs");
@@ -894,7 +889,7 @@ static int hold_or_release(struct req *r, bool held)
     bool array;
     int rc;
 
-    if (!api_query_flag(r, "array", &array) || !load_visible(r, &j))
+    if (!api_query_flag(r, "array", &array) || !api_job_visible(r, &j))
         return 0;
     if (r->who.role == ALLOT_ROLE_VIEWER) {
         api_error(r, 403, "forbidden", "a viewer may not %s jobs", held ? "hold" : "release");
@@ -1047,7 +1042,7 @@ int api_jobs_priority(struct req *r)
         api_error(r, 400, "bad_request", "field \"priority\" must be a class name (1..64 bytes)");
         goto out;
     }
-    if (!load_visible(r, &j))
+    if (!api_job_visible(r, &j))
         goto out;
     if (r->who.role == ALLOT_ROLE_VIEWER) {
         api_error(r, 403, "forbidden", "a viewer may not change a job's priority");
@@ -1159,7 +1154,7 @@ int api_jobs_requeue(struct req *r)
     bool array;
     int rc;
 
-    if (!api_query_flag(r, "array", &array) || !load_visible(r, &j))
+    if (!api_query_flag(r, "array", &array) || !api_job_visible(r, &j))
         return 0;
     if (r->who.role == ALLOT_ROLE_VIEWER) {
         api_error(r, 403, "forbidden", "a viewer may not requeue jobs");
@@ -1274,7 +1269,7 @@ int api_jobs_checkpoint(struct req *r)
     }
     if (b && v)
         at = (int64_t)json_integer_value(v);
-    if (!load_visible(r, &j))
+    if (!api_job_visible(r, &j))
         goto out;
     spec = json_loads(j.spec, 0, NULL);
     if (r->who.role == ALLOT_ROLE_VIEWER)
@@ -1328,7 +1323,7 @@ int api_jobs_events(struct req *r)
     if ((api_query(r, "after") && !allot_parse_num(api_query(r, "after"), 0, INT64_MAX, &after)) ||
         (api_query(r, "limit") && !allot_parse_num(api_query(r, "limit"), 1, 1000, &limit)))
         return api_error(r, 400, "bad_query", "after must be >= 0, limit 1..1000");
-    if (!load_visible(r, &j))
+    if (!api_job_visible(r, &j))
         return 0;
     struct allot_store *st = api_reader(r);
 

@@ -315,3 +315,11 @@ void auth_principal_clear(struct principal *p)
     allot_free(p->name);
     memset(p, 0, sizeof(*p));
 }
+
+void auth_user_name(const char *scope, const char *name, char *buf, size_t n)
+{
+    if (scope && *scope)
+        allot_fmt(buf, n, "%s:%s", scope, name ? name : "");
+    else
+        allot_strlcpy(buf, name ? name : "", n);
+}

@@ -111,6 +111,16 @@ int loop_post_requeued(struct loop *l, int64_t id, int64_t run)
     return post_run(l, LOOP_JOB_EVICT, id, run, NULL);
 }
 
+int loop_post_signal(struct loop *l, int64_t id, int64_t run, int sig)
+{
+    struct msg *m = allot_calloc(1, sizeof(*m));
+
+    if (!m)
+        return ALLOT_ENOMEM;
+    *m = (struct msg){.kind = LOOP_JOB_SIGNAL, .id = id, .run = run, .sig = sig};
+    return post(l, m);
+}
+
 int loop_post_running(struct loop *l, int64_t id, int64_t at)
 {
     return post_run(l, LOOP_JOB_RUNNING, id, at, NULL);
@@ -468,6 +478,9 @@ static bool handle(struct loop *l, struct msg *m)
         break;
     case LOOP_JOB_PRIORITY:
         gate_user_changed(l, m->id);
+        break;
+    case LOOP_JOB_SIGNAL:
+        loop_job_signal(l, m->id, m->run, m->sig);
         break;
     case LOOP_JOB_CHECKPOINT:
         /* a save of an earlier run (requeued since) or of a job that
@@ -928,36 +941,6 @@ static char *gauges_text(struct loop *l)
     return buf;
 }
 
-/* The name of token id (the submitting user as the agent's user map knows
- * it), cached; "" when it cannot be read. */
-static const char *token_name(struct loop *l, int64_t id)
-{
-    struct allot_store_token t = {0};
-    struct allot_store *rd;
-    char key[32];
-    json_t *v;
-
-    allot_fmt(key, sizeof(key), "%lld", (long long)id);
-    if (!l->token_names)
-        l->token_names = json_object();
-    if ((v = json_object_get(l->token_names, key)))
-        return json_string_value(v);
-    rd = srv_reader(l->srv);
-    if (!rd || allot_store_token_get(rd, id, &t) < 0)
-        return "";
-    /* qualified by the token's tenant scope: a tenant admin names the tokens
-     * of its own subtree only, so "SCOPE:NAME" is not a name another
-     * tenant (or a cluster-wide token) can take in an agent's user map */
-    char who[512];
-    if (t.tenant && *t.tenant)
-        allot_fmt(who, sizeof(who), "%s:%s", t.tenant, t.name ? t.name : "");
-    else
-        allot_strlcpy(who, t.name ? t.name : "", sizeof(who));
-    json_object_set_new(l->token_names, key, json_string(who));
-    allot_store_token_clear(&t);
-    return json_string_value(json_object_get(l->token_names, key));
-}
-
 static void publish(struct loop *l, double secs, int cut)
 {
     json_t *d = json_object();
@@ -988,6 +971,8 @@ static void publish(struct loop *l, double secs, int cut)
             l->live[i].job_token = NULL;
             json_decref(l->live[i].task_hosts);
             l->live[i].task_hosts = NULL, l->live[i].hosts_run = 0;
+            json_decref(l->live[i].signals); /* they were for a run that ended */
+            l->live[i].signals = NULL;
             continue;
         }
         run++;
@@ -1020,7 +1005,9 @@ static void publish(struct loop *l, double secs, int cut)
             json_object_set(x, "spec", l->live[i].spec);
             if (hosts) /* shared by its tasks' entries: where the others run */
                 json_object_set(x, "task_hosts", hosts);
-            json_object_set_new(x, "user", json_string(token_name(l, l->live[i].token_id)));
+            if (wrun && l->live[i].signals && l->live[i].signals_run == wrun)
+                json_object_set(x, "signals", l->live[i].signals); /* allot signal */
+            json_object_set_new(x, "user", json_string(loop_token_name(l, l->live[i].token_id)));
             json_object_set_new(x, "stopping", json_boolean(qj->state == ALLOT_JOB_STOPPING));
             if (qj->state == ALLOT_JOB_STOPPING) { /* what is left of its grace period */
                 json_object_set_new(
@@ -1347,6 +1334,7 @@ void loop_stop(struct loop *l)
         allot_free(l->live[i].job_token);
         allot_free(l->live[i].net_hosts);
         json_decref(l->live[i].task_hosts);
+        json_decref(l->live[i].signals);
     }
     allot_free(l->live);
     lnet_stop(l);

@@ -45,6 +45,7 @@ enum loop_msg_kind {
     LOOP_JOB_RUNNING,    /* id: a job its agent reported running (stored) since `run` */
     LOOP_LINGER_GONE,    /* an earlier run of a job left a node: its next may be shown */
     LOOP_JOB_STOPPED,    /* id's processes are gone on every node in its grace period */
+    LOOP_JOB_SIGNAL,     /* id: a running job a user signalled (stored) in its run `run` */
 };
 
 /* Starts the loop thread and sets s->loop (before the thread can mark the
@@ -86,6 +87,9 @@ struct allot_store;
 int loop_requeue_stored(struct allot_store *st, int64_t sid, const char *why, int64_t now);
 /* LOOP_JOB_CHECKPOINT: job id saved its work at `at` (unix seconds). */
 int loop_post_checkpoint(struct loop *l, int64_t id, int64_t at);
+/* LOOP_JOB_SIGNAL: a user sent signal `sig` to job id, stored as running
+ * run `run` (its start time). */
+int loop_post_signal(struct loop *l, int64_t id, int64_t run, int sig);
 /* LOOP_JOB_RUNNING: job id's processes run since `at` (its time limit
  * counts from then). */
 int loop_post_running(struct loop *l, int64_t id, int64_t at);

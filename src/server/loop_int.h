@@ -24,6 +24,7 @@ struct msg {
     int64_t run;                /* LOOP_JOB_EVICT: the run it is about (its start time); 0: any.
                                    LOOP_JOB_CHECKPOINT: when it saved */
     char *name;                 /* owned */
+    int sig;                    /* LOOP_JOB_SIGNAL: the signal */
     struct allot_store_job job; /* LOOP_JOB_SUBMITTED by loop_post_job: the job as
                                    written (strings owned), so the loop need not read it */
     bool has_job;
@@ -63,6 +64,10 @@ struct live {
     json_t *task_hosts;  /* owned: where its tasks run (lnet_task_hosts), made once for run
                             hosts_run while the job of several tasks is placed, else NULL */
     int64_t hosts_run;
+    json_t *signals; /* owned: signals users sent run signals_run ([{"seq": ms, "sig": N}],
+                        the latest LOOP_SIGNALS_MAX; the desired state shows them, each
+                        node's agent sends each once), or NULL */
+    int64_t signals_run;
     int64_t queued_at; /* when it last became pending (submitted, or requeued after a
                           run): the queue-wait metric counts from it, where the core
                           keeps its submission for its place (loop_queued_since) */
@@ -252,6 +257,14 @@ struct live *loop_find_live(struct loop *l, int64_t sid, size_t *idx);
 int64_t loop_queued_since(const struct loop *l, const struct allot_job *j);
 /* Takes live record i out (its core job forgotten once ended). */
 void loop_drop_live(struct loop *l, size_t i);
+/* Signal `sig` for job sid's run `run` (LOOP_JOB_SIGNAL): kept in its
+ * live record for the desired state, unless the job runs no more or
+ * runs another run. */
+#define LOOP_SIGNALS_MAX 8
+void loop_job_signal(struct loop *l, int64_t sid, int64_t run, int sig);
+/* The user name of token id (auth_user_name: the submitting user as the
+ * agent's user map knows it), cached; "" when it cannot be read. */
+const char *loop_token_name(struct loop *l, int64_t id);
 
 /* ---- nodes (loop_nodes.c) ---- */
 

@@ -388,9 +388,55 @@ void loop_drop_live(struct loop *l, size_t i)
     free(l->live[i].wplacement);
     allot_free(l->live[i].job_token);
     json_decref(l->live[i].task_hosts);
+    json_decref(l->live[i].signals);
     l->hold_dirty = true; /* a job that others wait for may have ended */
     l->live_at[l->live[i].qid] = -1;
     l->live[i] = l->live[--l->n_live];
     if (i < l->n_live)
         l->live_at[l->live[i].qid] = (int32_t)i;
+}
+
+const char *loop_token_name(struct loop *l, int64_t id)
+{
+    struct allot_store_token t = {0};
+    struct allot_store *rd;
+    char key[32];
+    json_t *v;
+
+    allot_fmt(key, sizeof(key), "%lld", (long long)id);
+    if (!l->token_names)
+        l->token_names = json_object();
+    if ((v = json_object_get(l->token_names, key)))
+        return json_string_value(v);
+    rd = srv_reader(l->srv);
+    if (!rd || allot_store_token_get(rd, id, &t) < 0)
+        return "";
+    char who[512];
+    auth_user_name(t.tenant, t.name, who, sizeof(who));
+    json_object_set_new(l->token_names, key, json_string(who));
+    allot_store_token_clear(&t);
+    return json_string_value(json_object_get(l->token_names, key));
+}
+
+void loop_job_signal(struct loop *l, int64_t sid, int64_t run, int sig)
+{
+    size_t idx;
+    struct live *e = loop_find_live(l, sid, &idx);
+    json_int_t seq = (json_int_t)srv_now() * 1000, last; /* a restarted allotd goes on past */
+
+    if (!e || e->wstart != run || (e->wstate != ALLOT_SJ_STARTING && e->wstate != ALLOT_SJ_RUNNING))
+        return; /* it ended or runs again since: a signal is for one run */
+    if (!e->signals || e->signals_run != run) {
+        json_decref(e->signals);
+        e->signals = json_array();
+        e->signals_run = run;
+    }
+    /* increasing within the run, so that an agent sends each once */
+    last = json_integer_value(
+        json_object_get(json_array_get(e->signals, json_array_size(e->signals) - 1), "seq"));
+    if (seq <= last)
+        seq = last + 1;
+    if (json_array_size(e->signals) >= LOOP_SIGNALS_MAX)
+        json_array_remove(e->signals, 0);
+    json_array_append_new(e->signals, json_pack("{s:I,s:i}", "seq", seq, "sig", sig));
 }

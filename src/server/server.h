@@ -246,6 +246,12 @@ bool auth_sees_tenant(const struct principal *p, const char *t);
 /* True when the caller may see/act on job `id` of tenant `t`: a job's own
  * credential sees that job alone. */
 bool auth_sees_job(const struct principal *p, int64_t id, const char *t);
+/* The user name of a token named `name` bound to tenant `scope` ("" or
+ * NULL: cluster-wide): "SCOPE:NAME", or NAME. A tenant admin names the
+ * tokens of its own subtree only, so "SCOPE:NAME" is not a name another
+ * tenant (or a cluster-wide token) can take in an agent's user map. The
+ * store's job listing names users the same way (STORE_JOB_USER). */
+void auth_user_name(const char *scope, const char *name, char *buf, size_t n);
 /* The role's name ("job" for ROLE_JOB). */
 const char *auth_role_name(int role);
 /* Reads the key of job credentials from the store (meta "job_key"),
@@ -325,6 +331,10 @@ int api_jobs_hold(struct req *r);
 int api_jobs_release(struct req *r);
 int api_jobs_priority(struct req *r);
 int api_jobs_checkpoint(struct req *r);
+int api_jobs_signal(struct req *r);
+/* Reads job {id} (r->params[0]) into *j if the caller may see it; else
+ * replies (404, or 500 when the store cannot be read) and returns false. */
+bool api_job_visible(struct req *r, struct allot_store_job *j);
 int api_jobs_events(struct req *r);
 int api_jobs_logs(struct req *r);
 int api_nodes_register(struct req *r);

@@ -1888,6 +1888,50 @@ def test_logs_of_a_requeued_job():
         expect(dm.req("POST", "/v1/nodes/ag-rq/cordon", token=dm.admin), 200)
 
 
+def test_signal():
+    """allot signal: every process of the task gets it, once; the job goes on
+    (or ends by it); pending jobs, unknown signals and viewers are refused."""
+    jid = submit({"gpus": 0, "cpus": 0.1, "command": sh(
+        "trap 'echo got USR1' USR1; (trap 'echo child got USR1' USR1; echo child ready; "
+        "while :; do sleep 0.1; done) & echo ready; while :; do sleep 0.1; done")})
+    wait_state(jid, ("running",))
+    assert wait_log(agent, jid, "child ready"), agent.task_log(jid)
+    r = ok(cli(dm, "signal", "USR1", jid))
+    assert r.out == "SIGUSR1 sent to job %d\n" % jid, r
+    assert wait_log(agent, jid, "child got USR1") and wait_log(agent, jid, "\ngot USR1"), \
+        agent.task_log(jid)
+    time.sleep(1.5)  # heartbeats go on showing it: sent once all the same
+    log = agent.task_log(jid)
+    assert log.count("child got USR1") == 1 and log.count("\ngot USR1") == 1, log
+    key = os.path.join(agent.dir, "tasks", "%d-0" % jid)
+    assert os.path.exists(os.path.join(key, "signalled")), os.listdir(key)
+    assert wait_state(jid, ("running",))["state"] == "running"
+    ev = expect(dm.req("GET", "/v1/jobs/%d/events" % jid, token=dm.admin), 200)["events"]
+    assert any(e["kind"] == "signal" and e["detail"].startswith("SIGUSR1 sent by ")
+               for e in ev), ev
+    # by number, through the API; 12 is USR2 (no trap: the shell ends by it)
+    st, b = dm.req("POST", "/v1/jobs/%d/signal" % jid, {"signal": 12}, token=dm.admin)
+    assert st == 202 and b["signal"] == "USR2", (st, b)
+    j = wait_state(jid, ("failed", "succeeded"))
+    assert j["state"] == "failed" and j["exit_code"] == 128 + 12, j
+    # refused: an ended job, a pending one, unknown signals, a viewer
+    r = fails(cli(dm, "signal", "TERM", jid), 4, "conflict")
+    assert "only a starting or running job" in r.err, r
+    pend = submit({"gpu_models": ["A100-80GB"], "command": sh("true")})
+    fails(cli(dm, "signal", "TERM", pend), 4, "conflict")
+    r = fails(cli(dm, "signal", "SEGV", pend), 1, "usage")
+    assert "not a signal a job may be sent" in r.err, r
+    fails(cli(dm, "signal", "TERM"), 1, "usage")
+    expect(dm.req("POST", "/v1/jobs/%d/signal" % pend, {"signal": "SIGPIPE"}, token=dm.admin), 422)
+    expect(dm.req("POST", "/v1/jobs/%d/signal" % pend, {}, token=dm.admin), 400)
+    expect(dm.req("POST", "/v1/jobs/%d/signal" % pend, {"signal": "TERM", "x": 1},
+                  token=dm.admin), 400)
+    viewer = dm.token("viewer", "", "sig-viewer")
+    fails(cli(dm, "signal", "TERM", pend, token=viewer), 3, "forbidden")
+    fails(cli(dm, "signal", "TERM", 999999), 2, "not_found")
+    expect(dm.req("POST", "/v1/jobs/%d/cancel" % pend, token=dm.admin), 200)
+
+
 def test_interrupted_run_says_the_job_goes_on():
     """Ctrl-C stops `allot run`, not its job, and says how to follow or stop it."""
     p = cli_started("run", "-t", "research/nlp", "--gpus", "0", "--", "sh", "-c",
@@ -2712,7 +2756,7 @@ if __name__ == "__main__":
                 test_tenants_run_as_their_own_uids, test_workdir_entered_as_the_jobs_user,
                 test_private_tmp_and_umask, test_ended_task_leaves_nothing,
                 test_exit_code_and_no_command, test_ls_time_nodes_exit,
-                test_interrupted_run_says_the_job_goes_on,
+                test_interrupted_run_says_the_job_goes_on, test_signal,
                 test_command_found_in_the_jobs_path,
                 test_tasks_know_where_the_others_run, test_failed_task_ends_its_gang,
                 test_short_tasks_leave_no_zombies,
