@@ -44,6 +44,8 @@ const struct cli_opt jobs_submit_opts[] = {
     {"env", 'e', "K=V", "environment variable (repeatable)"},
     {"label", 'l', "K=V", "label (repeatable)"},
     {"time-limit", 0, "DURATION", "time limit (seconds, or with s/m/h/d)"},
+    {"signal", 0, "SIG[@SECONDS]",
+     "send SIG to its processes SECONDS (default 60) before the time limit (as sbatch --signal)"},
     {"checkpointable", 0, NULL, "the job can be checkpointed and preempted safely"},
     {"checkpoint-interval", 0, "DURATION",
      "with --checkpointable: it saves its work this often (lets the scheduler move it)"},
@@ -174,7 +176,8 @@ static int build_job(const struct cli_args *a, json_t **out)
         const char *opt, *field;
     } strs[] = {{"tenant", "tenant"},     {"name", "name"},   {"mig", "mig"},
                 {"priority", "priority"}, {"qos", "qos"},     {"image", "image"},
-                {"workdir", "workdir"},   {"array", "array"}, {"dependency", "dependency"}};
+                {"workdir", "workdir"},   {"array", "array"}, {"dependency", "dependency"},
+                {"signal", "signal"}};
     const char *s;
     json_t *job;
     int64_t i64;
@@ -693,6 +696,9 @@ static void show_run_spec(const json_t *spec)
         printf("%-13s %lld s (%lld:%02lld:%02lld)\n", "time limit:", s, s / 3600, s / 60 % 60,
                s % 60);
     }
+    if ((x = json_object_get(spec, "signal")) && json_is_string(x))
+        printf("%-13s %s (before the time limit)\n",
+               "signal:", out_text(json_string_value(x), t, sizeof(t)));
     if ((x = json_object_get(spec, "workdir")) && json_is_string(x))
         printf("%-13s %s\n", "workdir:", out_text(json_string_value(x), t, sizeof(t)));
     if ((x = json_object_get(spec, "image")) && json_is_string(x))

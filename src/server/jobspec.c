@@ -39,10 +39,37 @@ static const char *const fields[] = {"name",
                                      "rdma_vfs",
                                      "qos",
                                      "hold",
+                                     "signal",
                                      NULL};
 
 #define E400(...) (allot_fmt(err, errlen, __VA_ARGS__), 400)
 #define E422(...) (allot_fmt(err, errlen, __VA_ARGS__), 422)
+
+/* "signal": "SIG[@SECONDS]" (sbatch --signal): SIG to the job's processes
+ * SECONDS (default 60) before its time limit. */
+static int warning_parse(const char *s, int64_t limit, struct jobspec *out, char *err,
+                         size_t errlen)
+{
+    char name[32];
+    const char *at = strchr(s, '@');
+    int64_t before = 60;
+
+    allot_fmt(name, sizeof(name), "%.*s", at ? (int)(at - s) : (int)strlen(s), s);
+    if (!(out->warn_sig = allot_signal_parse(name)))
+        return E422("field \"signal\": \"%s\" is not SIG[@SECONDS] with SIG one of HUP, INT, "
+                    "QUIT, ABRT, KILL, USR1, USR2, ALRM, TERM, CONT, STOP or TSTP",
+                    s);
+    if (at && !allot_parse_num(at + 1, 0, 65535, &before))
+        return E422("field \"signal\": \"%s\": SECONDS after '@' must be 0..65535", s);
+    if (!limit)
+        return E422("field \"signal\" is sent before the time limit: it needs \"time_limit\"");
+    if (before >= limit)
+        return E422("field \"signal\": %lld s before a time limit of %lld s is before the job "
+                    "starts",
+                    (long long)before, (long long)limit);
+    out->warn_before_s = before;
+    return 0;
+}
 
 static int get_int(json_t *b, const char *k, int64_t lo, int64_t hi, int64_t *out, char *err,
                    size_t errlen)
@@ -275,7 +302,7 @@ int jobspec_deps_parse(const char *s, struct jobdep *deps, char *err, size_t err
 int jobspec_parse(json_t *b, const struct allot_catalog *cat, struct jobspec *out, char *err,
                   size_t errlen)
 {
-    const char *k, *mig = NULL, *dep = NULL;
+    const char *k, *mig = NULL, *dep = NULL, *warn = NULL;
     json_t *v;
     int64_t tasks = 1, gpus = -1, milli = -1, gmem = -1, mem = 0, limit = 0, vfs = 0, ckpt = 0;
     int rc;
@@ -299,6 +326,7 @@ int jobspec_parse(json_t *b, const struct allot_catalog *cat, struct jobspec *ou
         (rc = get_str(b, "mig", 31, &mig, err, errlen)) ||
         (rc = get_str(b, "array", 1024, &out->array, err, errlen)) ||
         (rc = get_str(b, "dependency", 4096, &dep, err, errlen)) ||
+        (rc = get_str(b, "signal", 31, &warn, err, errlen)) ||
         (rc = get_int(b, "tasks", 1, 1024, &tasks, err, errlen)) ||
         (rc = get_int(b, "gpus", 0, 1000000, &gpus, err, errlen)) ||
         (rc = get_int(b, "gpu_milli", 1, 999, &milli, err, errlen)) ||
@@ -400,5 +428,7 @@ int jobspec_parse(json_t *b, const struct allot_catalog *cat, struct jobspec *ou
         return 422;
     out->n_tasks = (int)tasks;
     out->limit_s = limit;
+    if (warn && (rc = warning_parse(warn, limit, out, err, errlen)))
+        return rc;
     return 0;
 }

@@ -46,6 +46,8 @@ struct jobspec {
     int n_tasks;
     struct allot_task task;
     int64_t limit_s;
+    int warn_sig; /* sent warn_before_s before the time limit ("signal"); 0: none */
+    int64_t warn_before_s;
     bool checkpointable;
     int64_t checkpoint_s; /* it saves its work this often (s); 0 = not said */
     bool requeue;         /* goes back to pending when its node is lost (default) */

@@ -1145,6 +1145,7 @@ static void cycle(struct loop *l)
         if (allot_queue_job(l->q, l->live[i].qid)->state == ALLOT_JOB_DONE &&
             allot_store_job_state_terminal(l->live[i].wstate))
             loop_drop_live(l, i);
+    loop_time_warnings(l, now); /* shown by this cycle's desired state */
     clock_gettime(CLOCK_MONOTONIC, &t1);
     publish(l, (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9, cut);
     if (l->n_decs)

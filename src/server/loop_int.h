@@ -68,6 +68,9 @@ struct live {
                         the latest LOOP_SIGNALS_MAX; the desired state shows them, each
                         node's agent sends each once), or NULL */
     int64_t signals_run;
+    int warn_sig;        /* its time-limit warning ("signal": SIG@SECONDS), 0: none; sent */
+    int64_t warn_before; /* this many seconds before the limit, once in run warned_run */
+    int64_t warned_run;
     int64_t queued_at; /* when it last became pending (submitted, or requeued after a
                           run): the queue-wait metric counts from it, where the core
                           keeps its submission for its place (loop_queued_since) */
@@ -262,6 +265,10 @@ void loop_drop_live(struct loop *l, size_t i);
  * runs another run. */
 #define LOOP_SIGNALS_MAX 8
 void loop_job_signal(struct loop *l, int64_t sid, int64_t run, int sig);
+/* Sends the time-limit warnings (a job's "signal": SIG@SECONDS) that are
+ * due at `now` through loop_job_signal, each once a run, and stores a
+ * "signal" event for each. Cheap when none is due. */
+void loop_time_warnings(struct loop *l, int64_t now);
 /* The user name of token id (auth_user_name: the submitting user as the
  * agent's user map knows it), cached; "" when it cannot be read. */
 const char *loop_token_name(struct loop *l, int64_t id);

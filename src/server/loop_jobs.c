@@ -345,6 +345,8 @@ void loop_submit_job(struct loop *l, const struct allot_store_job *j, bool gate)
                                          .parent = j->array_parent,
                                          .index = j->array_index,
                                          .token_id = j->token_id,
+                                         .warn_sig = js.warn_sig,
+                                         .warn_before = js.warn_before_s,
                                          .net_t = -1,
                                          .queued_at = queued_at(j, srv_now())};
     l->live_at[qid] = (int32_t)(l->n_live - 1);
@@ -439,4 +441,59 @@ void loop_job_signal(struct loop *l, int64_t sid, int64_t run, int sig)
     if (json_array_size(e->signals) >= LOOP_SIGNALS_MAX)
         json_array_remove(e->signals, 0);
     json_array_append_new(e->signals, json_pack("{s:I,s:i}", "seq", seq, "sig", sig));
+}
+
+struct warn_write {
+    const int64_t *sids;
+    const int *sigs;
+    const int64_t *befores;
+    size_t n;
+    int64_t now;
+};
+
+static int warn_fn(struct allot_store *st, void *arg)
+{
+    const struct warn_write *w = arg;
+    int rc = 0;
+
+    for (size_t i = 0; i < w->n && rc == 0; i++) {
+        char detail[160];
+        struct allot_store_event ev = {
+            .job_id = w->sids[i], .time = w->now, .kind = "signal", .detail = detail};
+
+        allot_fmt(detail, sizeof(detail), "SIG%s sent: %lld s before its time limit",
+                  allot_signal_name(w->sigs[i]), (long long)w->befores[i]);
+        rc = allot_store_event_add(st, &ev, NULL);
+    }
+    return rc;
+}
+
+void loop_time_warnings(struct loop *l, int64_t now)
+{
+    enum { BATCH = 64 };
+    int64_t sids[BATCH], befores[BATCH];
+    int sigs[BATCH];
+    size_t n = 0;
+
+    for (size_t i = 0; i < l->n_live && n < BATCH; i++) {
+        struct live *e = &l->live[i];
+        const struct allot_job *qj;
+
+        if (!e->warn_sig || e->warned_run == e->wstart ||
+            (e->wstate != ALLOT_SJ_STARTING && e->wstate != ALLOT_SJ_RUNNING))
+            continue;
+        qj = allot_queue_job(l->q, e->qid);
+        /* its limit counts from its running report (limit_from_running; the
+         * store says running then, the loop's record may still say starting) */
+        if (qj->state != ALLOT_JOB_RUNNING || qj->run_from == INT64_MAX || !qj->spec.limit_s ||
+            now < qj->run_from + qj->spec.limit_s - e->warn_before)
+            continue;
+        e->warned_run = e->wstart;
+        loop_job_signal(l, e->sid, e->wstart, e->warn_sig);
+        sids[n] = e->sid, sigs[n] = e->warn_sig, befores[n] = e->warn_before;
+        n++;
+    }
+    struct warn_write w = {.sids = sids, .sigs = sigs, .befores = befores, .n = n, .now = now};
+    if (n && srv_write(l->srv, warn_fn, &w) != 0) /* sent all the same: said in the log */
+        LOG_WARN("loop", "%zu time-limit warnings sent, their events not stored", n);
 }

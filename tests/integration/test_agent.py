@@ -1932,6 +1932,34 @@ def test_signal():
     expect(dm.req("POST", "/v1/jobs/%d/cancel" % pend, token=dm.admin), 200)
 
 
+def test_signal_before_the_time_limit():
+    """--signal USR1@S (sbatch --signal): USR1 S seconds before the time limit, once;
+    then the limit stops the job. A warning without a limit, or one that would
+    come before the start, is refused."""
+    r = ok(cli(dm, "submit", "-t", "research/nlp", "--gpus", "0", "--cpus", "0.1",
+               "--time-limit", "4s", "--signal", "USR1@2", "--", "sh", "-c",
+               "trap 'echo warned' USR1; trap 'echo term; exit 0' TERM; echo ready; "
+               "while :; do sleep 0.1; done"))
+    jid = int(r.out)
+    wait_state(jid, ("running",))
+    assert wait_log(agent, jid, "ready"), agent.task_log(jid)
+    assert wait_log(agent, jid, "warned", timeout=10), agent.task_log(jid)
+    j = wait_state(jid, ("failed", "succeeded", "cancelled"))
+    log = agent.task_log(jid)
+    assert log.count("warned") == 1 and log.index("warned") < log.index("term"), log
+    ev = expect(dm.req("GET", "/v1/jobs/%d/events" % jid, token=dm.admin), 200)["events"]
+    assert [e["detail"] for e in ev if e["kind"] == "signal"] == \
+        ["SIGUSR1 sent: 2 s before its time limit"], ev
+    assert "signal:       USR1@2 (before the time limit)" in ok(cli(dm, "show", jid)).out
+    for body, want in (({"signal": "USR1"}, "needs \"time_limit\""),
+                       ({"signal": "USR1@60", "time_limit": 60}, "before the job starts"),
+                       ({"signal": "USR1@x", "time_limit": 600}, "0..65535"),
+                       ({"signal": "SEGV@5", "time_limit": 600}, "SIG[@SECONDS]")):
+        b = expect(dm.req("POST", "/v1/jobs", dict(body, tenant="research/nlp",
+                                                  command=["true"]), token=dm.admin), 422)
+        assert want in b["error"]["message"], b
+
+
 def test_interrupted_run_says_the_job_goes_on():
     """Ctrl-C stops `allot run`, not its job, and says how to follow or stop it."""
     p = cli_started("run", "-t", "research/nlp", "--gpus", "0", "--", "sh", "-c",
@@ -2757,6 +2785,7 @@ if __name__ == "__main__":
                 test_private_tmp_and_umask, test_ended_task_leaves_nothing,
                 test_exit_code_and_no_command, test_ls_time_nodes_exit,
                 test_interrupted_run_says_the_job_goes_on, test_signal,
+                test_signal_before_the_time_limit,
                 test_command_found_in_the_jobs_path,
                 test_tasks_know_where_the_others_run, test_failed_task_ends_its_gang,
                 test_short_tasks_leave_no_zombies,
