@@ -1193,23 +1193,51 @@ void task_stop(struct agent *a, struct task *t, int64_t now_ms, int64_t grace_ms
              (long long)grace_ms);
 }
 
+/* Whether task process pid runs its own program: until its exec it is a
+ * fork of the agent's supervisor (same executable), with the agent's
+ * signal dispositions; a signal then would kill it, not reach its handler. */
+static bool task_execed(pid_t pid)
+{
+    char path[64], exe[PATH_MAX], own[PATH_MAX];
+    ssize_t n, m;
+
+    allot_fmt(path, sizeof(path), "/proc/%d/exe", (int)pid);
+    n = readlink(path, exe, sizeof(exe) - 1);
+    m = readlink("/proc/self/exe", own, sizeof(own) - 1);
+    if (n < 0 || m < 0)
+        return true; /* gone (the signal finds nothing), or not ours to read */
+    return n != m || memcmp(exe, own, (size_t)n) != 0;
+}
+
 void task_signal(struct agent *a, struct task *t, const json_t *signals)
 {
-    int64_t before = t->sig_seq;
+    int64_t seq = t->sig_seq;
     char dir[4400], buf[32];
     json_t *s;
     size_t i;
 
-    if (t->pid <= 0 || (t->state != TASK_STARTING && t->state != TASK_RUNNING))
-        return; /* its process is not known yet (a later heartbeat), or it stops */
+    /* its process is not known or has not started its program yet (a later
+     * heartbeat), or it stops */
+    if (t->pid <= 0 || (t->state != TASK_STARTING && t->state != TASK_RUNNING) ||
+        !task_execed(t->pid))
+        return;
+    json_array_foreach(signals, i, s) if (json_integer_value(json_object_get(s, "seq")) > seq) seq =
+        json_integer_value(json_object_get(s, "seq"));
+    if (seq == t->sig_seq)
+        return;
+    /* kept before they are sent: an agent that dies between the two sends
+     * none of them again (at most once) */
+    allot_fmt(dir, sizeof(dir), "%s/%s", a->tasks_dir, t->key);
+    allot_fmt(buf, sizeof(buf), "%lld\n", (long long)seq);
+    if (agent_write_atomic(dir, "signalled", buf) < 0)
+        LOG_WARN("task", "job %lld task %d: cannot keep which signals it got: %s",
+                 (long long)t->job, t->index, strerror(errno));
     json_array_foreach(signals, i, s)
     {
-        int64_t seq = json_integer_value(json_object_get(s, "seq"));
         int sig = (int)json_integer_value(json_object_get(s, "sig"));
 
-        if (seq <= t->sig_seq)
+        if (json_integer_value(json_object_get(s, "seq")) <= t->sig_seq)
             continue;
-        t->sig_seq = seq;
         if (!allot_signal_name(sig)) /* allotd sends only those: skip, said */
             LOG_WARN("task", "job %lld task %d: signal %d is not one a user may send",
                      (long long)t->job, t->index, sig);
@@ -1217,13 +1245,7 @@ void task_signal(struct agent *a, struct task *t, const json_t *signals)
             LOG_INFO("task", "job %lld task %d: SIG%s sent (allot signal)", (long long)t->job,
                      t->index, allot_signal_name(sig));
     }
-    if (t->sig_seq == before)
-        return;
-    allot_fmt(dir, sizeof(dir), "%s/%s", a->tasks_dir, t->key);
-    allot_fmt(buf, sizeof(buf), "%lld\n", (long long)t->sig_seq);
-    if (agent_write_atomic(dir, "signalled", buf) < 0)
-        LOG_WARN("task", "job %lld task %d: cannot keep which signals it got: %s",
-                 (long long)t->job, t->index, strerror(errno));
+    t->sig_seq = seq;
 }
 
 void task_fence(struct agent *a, struct task *t, int64_t now_ms, int64_t end_ms)

@@ -511,7 +511,9 @@ static const char *elapsed(json_t *j, char *buf, size_t n)
     const char *state = json_string_value(json_object_get(j, "state"));
     int64_t s;
 
-    if (start <= 0 || !state || !strcmp(state, "pending"))
+    /* no placement: it waits, or waited again (requeued) when it ended */
+    if (start <= 0 || !state || !strcmp(state, "pending") ||
+        !json_is_object(json_object_get(j, "placement")))
         return "-";
     s = (jobs_terminal(state) ? end : (int64_t)time(NULL)) - start;
     s = s < 0 ? 0 : s;
@@ -1024,34 +1026,73 @@ static void priority_table(const json_t *j, const char *id, size_t i)
         printf("job %s: priority class %s\n", id, cls ? cls : "-");
 }
 
+static void rest_free(char **rest)
+{
+    for (size_t i = 0; rest && rest[i]; i++)
+        allot_free(rest[i]);
+    allot_free(rest);
+}
+
+/* `allot VERB ARG JOB_ID...` (priority, signal): parses argv (which hides
+ * a --token value in it) into *a, and makes *rest, argv without ARG for
+ * each_job, from a copy taken before (so its --token is the real one).
+ * Returns the count of *rest, or -1 (an error said; *rest NULL).
+ * Free *rest with rest_free. */
+static int verb_arg_rest(struct cli *c, const struct cli_usage *u, int argc, char **argv,
+                         struct cli_args *a, char ***rest)
+{
+    char **copy = allot_calloc((size_t)argc + 1, sizeof(*copy));
+    int n = 0, rc;
+
+    *rest = NULL;
+    for (int i = 0; copy && i < argc; i++)
+        if (!(copy[i] = allot_strdup(argv[i]))) {
+            rest_free(copy);
+            copy = NULL;
+        }
+    if (!copy) {
+        memset(a, 0, sizeof(*a));
+        cli_usage_error("out of memory");
+        return -1;
+    }
+    if ((rc = args_parse(c, no_opts, u, argc, argv, a)) != CLI_OK) {
+        rest_free(copy);
+        return rc == CLI_HELP ? -2 : -1;
+    }
+    for (int i = 0; i < argc; i++) {
+        if (a->n_pos && argv[i] == a->pos[0])
+            allot_free(copy[i]);
+        else
+            copy[n++] = copy[i];
+    }
+    copy[n] = NULL;
+    *rest = copy;
+    return n;
+}
+
 int cmd_priority(struct cli *c, int argc, char **argv)
 {
     struct cli_args a;
     json_t *body = NULL;
-    char **rest = NULL;
-    int n = 0, rc = args_parse(c, no_opts, &priority_usage, argc, argv, &a);
+    char **rest;
+    int rc = CLI_OK, n = verb_arg_rest(c, &priority_usage, argc, argv, &a, &rest);
 
-    if (rc != CLI_OK)
-        return rc;
+    if (n < 0)
+        return n == -2 ? CLI_HELP : CLI_USAGE;
     if (a.n_pos < 2) {
         rc = cli_usage_error("allot priority CLASS JOB_ID...");
         goto out;
     }
-    /* the ids, with the options as given, for each_job: argv without CLASS */
-    if (!(rest = allot_calloc((size_t)argc + 1, sizeof(*rest))) ||
-        !(body = json_pack("{s:s}", "priority", a.pos[0]))) {
+    if (!(body = json_pack("{s:s}", "priority", a.pos[0]))) {
         rc = cli_usage_error("out of memory");
         goto out;
     }
-    for (int i = 0; i < argc; i++)
-        if (argv[i] != a.pos[0])
-            rest[n++] = argv[i];
     /* repeated after a lost reply: asking again changes nothing */
     rc = each_job(c, n, rest, &priority_usage, "POST", "/priority", "?array=true",
                   CLIENT_RETRY_ALWAYS, priority_table, NULL, NULL, body);
 out:
     json_decref(body);
-    allot_free(rest);
+    rest_free(rest);
     args_free(&a);
     return rc;
 }
@@ -1060,28 +1101,37 @@ out:
 
 static const struct cli_usage signal_usage = {
     "signal", "SIGNAL JOB_ID...",
-    "Sends SIGNAL to running jobs, as Slurm's `scancel --signal` does: to every\n"
-    "process of each of a job's tasks, on every node it runs on, once, at the\n"
-    "node's next heartbeat. SIGNAL is a name (USR1, SIGUSR1) or number: HUP,\n"
-    "INT, QUIT, ABRT, KILL, USR1, USR2, ALRM, TERM, CONT, STOP or TSTP. The job\n"
-    "goes on unless the signal ends it (its exit code then tells). Every id is\n"
-    "tried; the exit status is that of the first failure."};
+    "Sends SIGNAL to running jobs, as Slurm's `scancel --signal` does: to the\n"
+    "process group of each of a job's tasks, on every node it runs on, once, at\n"
+    "the node's next heartbeat once the task's program runs. SIGNAL is a name\n"
+    "(USR1, SIGUSR1) or number: HUP, INT, QUIT, ABRT, KILL, USR1, USR2, ALRM,\n"
+    "TERM, CONT, STOP or TSTP. The job goes on unless the signal ends it (its\n"
+    "exit code then tells). The id of an array's first job signals every\n"
+    "starting or running member; ARRAYID_INDEX one. Every id is tried; the exit\n"
+    "status is that of the first failure."};
 
 static void signal_table(const json_t *j, const char *id, size_t i)
 {
+    json_t *m = json_object_get(j, "members_signalled");
+    const char *sig = json_string_value(json_object_get(j, "signal"));
+
     (void)i;
-    printf("SIG%s sent to job %s\n", json_string_value(json_object_get(j, "signal")), id);
+    if (m)
+        printf("SIG%s sent to %lld job%s of array %s\n", sig, (long long)json_integer_value(m),
+               json_integer_value(m) == 1 ? "" : "s", id);
+    else
+        printf("SIG%s sent to job %s\n", sig, id);
 }
 
 int cmd_signal(struct cli *c, int argc, char **argv)
 {
     struct cli_args a;
     json_t *body = NULL;
-    char **rest = NULL;
-    int n = 0, rc = args_parse(c, no_opts, &signal_usage, argc, argv, &a);
+    char **rest;
+    int rc = CLI_OK, n = verb_arg_rest(c, &signal_usage, argc, argv, &a, &rest);
 
-    if (rc != CLI_OK)
-        return rc;
+    if (n < 0)
+        return n == -2 ? CLI_HELP : CLI_USAGE;
     if (a.n_pos < 2) {
         rc = cli_usage_error("allot signal SIGNAL JOB_ID...");
         goto out;
@@ -1092,21 +1142,16 @@ int cmd_signal(struct cli *c, int argc, char **argv)
                              a.pos[0]);
         goto out;
     }
-    /* the ids, with the options as given, for each_job: argv without SIGNAL */
-    if (!(rest = allot_calloc((size_t)argc + 1, sizeof(*rest))) ||
-        !(body = json_pack("{s:s}", "signal", a.pos[0]))) {
+    if (!(body = json_pack("{s:s}", "signal", a.pos[0]))) {
         rc = cli_usage_error("out of memory");
         goto out;
     }
-    for (int i = 0; i < argc; i++)
-        if (argv[i] != a.pos[0])
-            rest[n++] = argv[i];
     /* not repeated after a lost reply: the job would get it twice */
-    rc = each_job(c, n, rest, &signal_usage, "POST", "/signal", "", CLIENT_RETRY_CONNECT,
+    rc = each_job(c, n, rest, &signal_usage, "POST", "/signal", "?array=true", CLIENT_RETRY_CONNECT,
                   signal_table, NULL, NULL, body);
 out:
     json_decref(body);
-    allot_free(rest);
+    rest_free(rest);
     args_free(&a);
     return rc;
 }

@@ -328,7 +328,7 @@ static const struct cli_usage run_usage = {
     "ended without one: cancelled, lost, refused), as srun does."};
 
 /* What an interrupted `allot run` says: the job goes on (made before the
- * handler is set; a handler may only write and exit). */
+ * handler is set; a handler may only write and die). */
 static char interrupted_msg[160];
 
 static void on_interrupt(int sig)
@@ -336,7 +336,10 @@ static void on_interrupt(int sig)
     ssize_t w = write(STDERR_FILENO, interrupted_msg, strlen(interrupted_msg));
 
     (void)w;
-    _exit(128 + sig);
+    /* die of the signal, so that a shell running allot run in a loop
+     * stops as it would for any command it interrupts */
+    signal(sig, SIG_DFL);
+    raise(sig);
 }
 
 int cmd_run(struct cli *c, int argc, char **argv)

@@ -229,12 +229,9 @@ static int cancel_one(struct allot_store *st, struct allot_store_job *j, int64_t
     return rc ? rc : allot_store_event_add(st, &ev, NULL);
 }
 
-/* Calls fn(st, member, arg) for each member of array `parent` in one of
- * `states` (a mask of 1 << ALLOT_SJ_*), a page at a time, until fn fails.
- * Returns 0 or the first error (the store's or fn's). */
-static int array_each(struct allot_store *st, int64_t parent, unsigned states,
-                      int (*fn)(struct allot_store *st, struct allot_store_job *j, void *arg),
-                      void *arg)
+int api_array_each(struct allot_store *st, int64_t parent, unsigned states,
+                   int (*fn)(struct allot_store *st, struct allot_store_job *j, void *arg),
+                   void *arg)
 {
     struct allot_store_job_filter f = {.array_parent = parent, .states = states, .limit = 1000};
     struct allot_store_job_page pg = {0};
@@ -279,7 +276,7 @@ static int cancel_fn(struct allot_store *st, void *arg)
     if (rc)
         return rc;
     live = !allot_store_job_state_terminal(w->j.state);
-    if (array && (rc = array_each(st, w->id, ALLOT_SJ_LIVE_MASK, cancel_member, w)) != 0)
+    if (array && (rc = api_array_each(st, w->id, ALLOT_SJ_LIVE_MASK, cancel_member, w)) != 0)
         return rc;
     if (!live && !w->n_ids)
         return ALLOT_ESTATE;
@@ -868,7 +865,7 @@ static int hold_fn(struct allot_store *st, void *arg)
     if (rc)
         return rc;
     if (array)
-        rc = array_each(st, w->id, 1u << ALLOT_SJ_PENDING, hold_one, w);
+        rc = api_array_each(st, w->id, 1u << ALLOT_SJ_PENDING, hold_one, w);
     else if (w->j.state == ALLOT_SJ_PENDING)
         rc = hold_one(st, &w->j, w);
     if (rc)
@@ -1001,7 +998,7 @@ static int prio_fn(struct allot_store *st, void *arg)
     if ((rc = class_stored(st, w->cls, &w->no_class)) != 0)
         return rc;
     if (array)
-        rc = array_each(st, w->id, 1u << ALLOT_SJ_PENDING, prio_one, w);
+        rc = api_array_each(st, w->id, 1u << ALLOT_SJ_PENDING, prio_one, w);
     else
         rc = prio_one(st, &w->j, w);
     if (rc)
@@ -1135,8 +1132,8 @@ static int requeue_fn(struct allot_store *st, void *arg)
     if (rc)
         return rc;
     if (array)
-        rc = array_each(st, w->id, (1u << ALLOT_SJ_STARTING) | (1u << ALLOT_SJ_RUNNING),
-                        requeue_one, w);
+        rc = api_array_each(st, w->id, (1u << ALLOT_SJ_STARTING) | (1u << ALLOT_SJ_RUNNING),
+                            requeue_one, w);
     else
         rc = requeue_one(st, &w->j, w);
     if (rc)

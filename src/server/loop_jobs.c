@@ -425,22 +425,29 @@ void loop_job_signal(struct loop *l, int64_t sid, int64_t run, int sig)
     size_t idx;
     struct live *e = loop_find_live(l, sid, &idx);
     json_int_t seq = (json_int_t)srv_now() * 1000, last; /* a restarted allotd goes on past */
+    json_t *sigs;
 
-    if (!e || e->wstart != run || (e->wstate != ALLOT_SJ_STARTING && e->wstate != ALLOT_SJ_RUNNING))
-        return; /* it ended or runs again since: a signal is for one run */
-    if (!e->signals || e->signals_run != run) {
-        json_decref(e->signals);
-        e->signals = json_array();
-        e->signals_run = run;
+    /* a signal is for one run: not once it ended, or runs again */
+    if (!e || e->wstart != run || allot_queue_job(l->q, e->qid)->state != ALLOT_JOB_RUNNING)
+        return;
+    /* a new array, never the one published: the HTTP threads copy the
+     * desired state (under dmu) while the loop goes on */
+    sigs = e->signals && e->signals_run == run ? json_copy(e->signals) : json_array();
+    if (!sigs) {
+        LOG_ERROR("loop", "job %lld: out of memory: a signal is lost", (long long)sid);
+        return;
     }
     /* increasing within the run, so that an agent sends each once */
-    last = json_integer_value(
-        json_object_get(json_array_get(e->signals, json_array_size(e->signals) - 1), "seq"));
+    last =
+        json_integer_value(json_object_get(json_array_get(sigs, json_array_size(sigs) - 1), "seq"));
     if (seq <= last)
         seq = last + 1;
-    if (json_array_size(e->signals) >= LOOP_SIGNALS_MAX)
-        json_array_remove(e->signals, 0);
-    json_array_append_new(e->signals, json_pack("{s:I,s:i}", "seq", seq, "sig", sig));
+    if (json_array_size(sigs) >= LOOP_SIGNALS_MAX)
+        json_array_remove(sigs, 0);
+    json_array_append_new(sigs, json_pack("{s:I,s:i}", "seq", seq, "sig", sig));
+    json_decref(e->signals);
+    e->signals = sigs;
+    e->signals_run = run;
 }
 
 struct warn_write {
@@ -483,10 +490,12 @@ void loop_time_warnings(struct loop *l, int64_t now)
             (e->wstate != ALLOT_SJ_STARTING && e->wstate != ALLOT_SJ_RUNNING))
             continue;
         qj = allot_queue_job(l->q, e->qid);
-        /* its limit counts from its running report (limit_from_running; the
-         * store says running then, the loop's record may still say starting) */
-        if (qj->state != ALLOT_JOB_RUNNING || qj->run_from == INT64_MAX || !qj->spec.limit_s ||
-            now < qj->run_from + qj->spec.limit_s - e->warn_before)
+        /* its limit counts from its running report (limit_from_running),
+         * or from its placement and the start allowance when none came */
+        int64_t from =
+            qj->run_from != INT64_MAX ? qj->run_from : qj->start + ALLOT_LIMIT_START_ALLOWANCE_S;
+        if (qj->state != ALLOT_JOB_RUNNING || !qj->spec.limit_s ||
+            now < from + qj->spec.limit_s - e->warn_before)
             continue;
         e->warned_run = e->wstart;
         loop_job_signal(l, e->sid, e->wstart, e->warn_sig);

@@ -335,6 +335,12 @@ int api_jobs_signal(struct req *r);
 /* Reads job {id} (r->params[0]) into *j if the caller may see it; else
  * replies (404, or 500 when the store cannot be read) and returns false. */
 bool api_job_visible(struct req *r, struct allot_store_job *j);
+/* Calls fn(st, member, arg) for each member of array `parent` in one of
+ * `states` (a mask of 1 << ALLOT_SJ_*), a page at a time, until fn fails.
+ * Returns 0 or the first error (the store's or fn's). */
+int api_array_each(struct allot_store *st, int64_t parent, unsigned states,
+                   int (*fn)(struct allot_store *st, struct allot_store_job *j, void *arg),
+                   void *arg);
 int api_jobs_events(struct req *r);
 int api_jobs_logs(struct req *r);
 int api_nodes_register(struct req *r);

@@ -202,8 +202,10 @@ void store_list_sql(int k, char mark, const char *prefix_clause, char *buf, size
               " LIMIT ?11",
               desc ? "<" : ">", tenant[tm], states[sm],
               array ? " AND array_parent != 0 AND array_parent = ?12" : "",
-              user ? " AND " STORE_JOB_USER " = ?13" : "", prefix ? " AND " : "",
-              prefix ? prefix_clause : "", desc ? "DESC" : "ASC");
+              /* the tokens of that name first: jobs(token_id, ...) serves the rest */
+              user ? " AND token_id IN (SELECT t.id FROM tokens t WHERE " STORE_USER_NAME " = ?13)"
+                   : "",
+              prefix ? " AND " : "", prefix ? prefix_clause : "", desc ? "DESC" : "ASC");
     for (char *c = buf; *c; c++) /* no fragment holds a '?' in a string */
         if (*c == '?')
             *c = mark;

@@ -33,10 +33,9 @@ void store_set_err(struct allot_store *st, const char *fmt, ...)
     "id, tenant, name, token_id, spec, state, placement, pending_reason, submit_time,"             \
     " start_time, end_time, exit_code, array_parent, array_index, idem_key, held, " STORE_JOB_USER
 /* A job's user: its token's name, qualified by the token's tenant scope
- * (allotd's user names: loop.c token_name); NULL when the token is gone */
-#define STORE_JOB_USER                                                                             \
-    "(SELECT CASE WHEN t.tenant = '' THEN t.name ELSE t.tenant || ':' || t.name END"               \
-    " FROM tokens t WHERE t.id = jobs.token_id)"
+ * (allotd's user names: auth_user_name); NULL when the token is gone */
+#define STORE_USER_NAME   "CASE WHEN t.tenant = '' THEN t.name ELSE t.tenant || ':' || t.name END"
+#define STORE_JOB_USER    "(SELECT " STORE_USER_NAME " FROM tokens t WHERE t.id = jobs.token_id)"
 #define STORE_LIVE_STATES "('pending','starting','running')"
 
 /* allot_store_event_last_running's query, the kind bound as KIND: driven
