@@ -348,6 +348,13 @@ int allot_queue_set_prio_class(struct allot_queue *q, int idx, const char *name,
  * Returns 0, ALLOT_ENOENT or ALLOT_EINVAL (unknown class). */
 int allot_queue_set_job_class(struct allot_queue *q, int id, int cls);
 
+/* Gives job id (pending, running or stopping) the runtime limit limit_s
+ * (0: none), as a user or an admin changed it (scontrol update TimeLimit):
+ * a running job whose new limit has passed ends at the next cycle, as at
+ * any limit. Returns 0, ALLOT_ENOENT, ALLOT_EINVAL (limit_s < 0) or
+ * ALLOT_ESTATE (it ended). */
+int allot_queue_set_limit(struct allot_queue *q, int id, int64_t limit_s);
+
 /* Submits a job at time now; returns its id (>= 0) or ALLOT_EINVAL with a
  * message naming the field (unknown tenant, gang of 0, bad task shape). */
 int allot_queue_submit(struct allot_queue *q, const struct allot_job_spec *spec, int64_t now,

@@ -224,10 +224,10 @@ int allot_store_job_update(struct allot_store *st, const struct allot_store_job 
  * ALLOT_ENOMEM. */
 int allot_store_job_hold(struct allot_store *st, int64_t id, bool held);
 
-/* Replaces pending job id's spec text with `spec` (a change its owner may
- * make while it waits: its priority class). Returns 0, ALLOT_EINVAL,
- * ALLOT_ENOENT, ALLOT_ESTATE (the job is not pending), ALLOT_EIO or
- * ALLOT_ENOMEM. */
+/* Replaces live (pending, starting or running) job id's spec text with
+ * `spec` (a change its owner may make: its priority class while it waits,
+ * its time limit). Returns 0, ALLOT_EINVAL, ALLOT_ENOENT, ALLOT_ESTATE (the
+ * job ended), ALLOT_EIO or ALLOT_ENOMEM. */
 int allot_store_job_set_spec(struct allot_store *st, int64_t id, const char *spec);
 
 /* How many jobs of tenant `tenant` (that path exactly) are pending,

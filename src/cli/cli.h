@@ -309,6 +309,7 @@ int cmd_hold(struct cli *c, int argc, char **argv);
 int cmd_release(struct cli *c, int argc, char **argv);
 int cmd_priority(struct cli *c, int argc, char **argv);
 int cmd_signal(struct cli *c, int argc, char **argv);
+int cmd_time_limit(struct cli *c, int argc, char **argv);
 int cmd_checkpoint(struct cli *c, int argc, char **argv);
 int cmd_events(struct cli *c, int argc, char **argv);
 int cmd_tenants(struct cli *c, int argc, char **argv);

@@ -1156,6 +1156,60 @@ out:
     return rc;
 }
 
+/* ---- time-limit ---- */
+
+static const struct cli_usage limit_usage = {
+    "time-limit", "DURATION|none JOB_ID...",
+    "Changes the time limit of waiting or running jobs, as Slurm's `scontrol\n"
+    "update JobId=ID TimeLimit=...` does: DURATION in seconds, or with s, m, h,\n"
+    "d; none takes it away. It counts from the job's start as before: a running\n"
+    "job already past its new limit is stopped at once (SIGTERM, then SIGKILL\n"
+    "after its grace). A member may only lower a limit; an admin or tenant admin\n"
+    "raises it or takes it away. Every id is tried; the exit status is that of\n"
+    "the first failure."};
+
+static void limit_table(const json_t *j, const char *id, size_t i)
+{
+    json_t *x = json_object_get(json_object_get(j, "spec"), "time_limit");
+
+    (void)i;
+    if (json_integer_value(x) > 0)
+        printf("job %s: time limit %lld s\n", id, (long long)json_integer_value(x));
+    else
+        printf("job %s: no time limit\n", id);
+}
+
+int cmd_time_limit(struct cli *c, int argc, char **argv)
+{
+    struct cli_args a;
+    json_t *body = NULL;
+    char **rest;
+    int64_t secs = 0;
+    int rc = CLI_OK, n = verb_arg_rest(c, &limit_usage, argc, argv, &a, &rest);
+
+    if (n < 0)
+        return n == -2 ? CLI_HELP : CLI_USAGE;
+    if (a.n_pos < 2) {
+        rc = cli_usage_error("allot time-limit DURATION|none JOB_ID...");
+        goto out;
+    }
+    if (strcmp(a.pos[0], "none") != 0 &&
+        (rc = args_seconds("time limit", a.pos[0], &secs)) != CLI_OK)
+        goto out;
+    if (!(body = json_pack("{s:I}", "time_limit", (json_int_t)secs))) {
+        rc = cli_usage_error("out of memory");
+        goto out;
+    }
+    /* repeated after a lost reply: asking again changes nothing */
+    rc = each_job(c, n, rest, &limit_usage, "POST", "/time-limit", "", CLIENT_RETRY_ALWAYS,
+                  limit_table, NULL, NULL, body);
+out:
+    json_decref(body);
+    rest_free(rest);
+    args_free(&a);
+    return rc;
+}
+
 /* ---- checkpoint ---- */
 
 static const struct cli_usage checkpoint_usage = {

@@ -28,6 +28,7 @@ static const struct verb verbs[] = {
     {"release", cmd_release, "let held jobs start"},
     {"priority", cmd_priority, "give waiting jobs another priority class"},
     {"signal", cmd_signal, "send a signal to running jobs' processes"},
+    {"time-limit", cmd_time_limit, "change waiting or running jobs' time limit"},
     {"checkpoint", cmd_checkpoint, "report that a job saved its work (from inside the job)"},
     {"events", cmd_events, "a job's events (--follow to wait for more)"},
     {"logs", cmd_logs, "a job's output (--follow until it ends)"},

@@ -380,6 +380,27 @@ int allot_queue_set_job_class(struct allot_queue *q, int id, int cls)
     return 0;
 }
 
+int allot_queue_set_limit(struct allot_queue *q, int id, int64_t limit_s)
+{
+    struct allot_job *j;
+
+    if (id < 0 || (size_t)id >= q->n_jobs || !q->jobs[id].name)
+        return ALLOT_ENOENT;
+    if (limit_s < 0)
+        return ALLOT_EINVAL;
+    j = &q->jobs[id];
+    if (j->state == ALLOT_JOB_DONE)
+        return ALLOT_ESTATE;
+    if (j->spec.limit_s == limit_s)
+        return 0;
+    j->spec.limit_s = limit_s;
+    queue_fast_timer(q, j); /* the old timer no longer stands (tm_valid) */
+    if (j->state == ALLOT_JOB_RUNNING && queue_limit_at(j) < q->wakeup)
+        q->wakeup = queue_limit_at(j);
+    look_again(q); /* what was found from its expected end (reservations) */
+    return 0;
+}
+
 int allot_queue_job_count(const struct allot_queue *q)
 {
     return (int)q->n_jobs;

@@ -56,6 +56,7 @@ const struct route http_routes[] = {
     {"POST", "/v1/jobs/{id}/requeue", api_jobs_requeue, ROLES_USERS, "job.requeue", false},
     {"POST", "/v1/jobs/{id}/hold", api_jobs_hold, ROLES_USERS, "job.hold", false},
     {"POST", "/v1/jobs/{id}/signal", api_jobs_signal, ROLES_USERS, "job.signal", false},
+    {"POST", "/v1/jobs/{id}/time-limit", api_jobs_time_limit, ROLES_USERS, "job.time_limit", false},
     {"POST", "/v1/jobs/{id}/release", api_jobs_release, ROLES_USERS, "job.release", false},
     {"POST", "/v1/jobs/{id}/priority", api_jobs_priority, ROLES_USERS, "job.priority", false},
     {"POST", "/v1/jobs/{id}/checkpoint", api_jobs_checkpoint, ROLES_USERS | ROLE_BIT(ROLE_JOB),

@@ -121,6 +121,11 @@ int loop_post_signal(struct loop *l, int64_t id, int64_t run, int sig)
     return post(l, m);
 }
 
+int loop_post_limit(struct loop *l, int64_t id, int64_t limit_s)
+{
+    return post_run(l, LOOP_JOB_LIMIT, id, limit_s, NULL);
+}
+
 int loop_post_running(struct loop *l, int64_t id, int64_t at)
 {
     return post_run(l, LOOP_JOB_RUNNING, id, at, NULL);
@@ -481,6 +486,9 @@ static bool handle(struct loop *l, struct msg *m)
         break;
     case LOOP_JOB_SIGNAL:
         loop_job_signal(l, m->id, m->run, m->sig);
+        break;
+    case LOOP_JOB_LIMIT:
+        loop_job_limit(l, m->id, m->run);
         break;
     case LOOP_JOB_CHECKPOINT:
         /* a save of an earlier run (requeued since) or of a job that

@@ -265,6 +265,10 @@ void loop_drop_live(struct loop *l, size_t i);
  * runs another run. */
 #define LOOP_SIGNALS_MAX 8
 void loop_job_signal(struct loop *l, int64_t sid, int64_t run, int sig);
+/* Job sid's time limit changed to limit_s (LOOP_JOB_LIMIT): the core's,
+ * and the spec the loop keeps, read again from the store. A job in the
+ * gate reads its spec when it enters. */
+void loop_job_limit(struct loop *l, int64_t sid, int64_t limit_s);
 /* Sends the time-limit warnings (a job's "signal": SIG@SECONDS) that are
  * due at `now` through loop_job_signal, each once a run, and stores a
  * "signal" event for each. Cheap when none is due. */

@@ -506,3 +506,27 @@ void loop_time_warnings(struct loop *l, int64_t now)
     if (n && srv_write(l->srv, warn_fn, &w) != 0) /* sent all the same: said in the log */
         LOG_WARN("loop", "%zu time-limit warnings sent, their events not stored", n);
 }
+
+void loop_job_limit(struct loop *l, int64_t sid, int64_t limit_s)
+{
+    size_t idx;
+    struct live *e = loop_find_live(l, sid, &idx);
+    struct allot_store *rd = srv_reader(l->srv);
+    struct allot_store_job j = {0};
+    char *text;
+    int rc;
+
+    if (!e)
+        return;
+    if ((rc = allot_queue_set_limit(l->q, e->qid, limit_s)) != 0 && rc != ALLOT_ESTATE)
+        LOG_ERROR("loop", "job %lld: time limit %lld s: %s", (long long)sid, (long long)limit_s,
+                  allot_strerror(rc));
+    /* the spec the desired state shows: as stored now */
+    if (rd && allot_store_job_get(rd, sid, &j) == 0 && j.spec && (text = strdup(j.spec))) {
+        free(e->spec_text);
+        e->spec_text = text;
+        json_decref(e->spec); /* parsed again while it is placed */
+        e->spec = NULL;
+    }
+    allot_store_job_clear(&j);
+}

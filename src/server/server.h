@@ -332,6 +332,7 @@ int api_jobs_release(struct req *r);
 int api_jobs_priority(struct req *r);
 int api_jobs_checkpoint(struct req *r);
 int api_jobs_signal(struct req *r);
+int api_jobs_time_limit(struct req *r);
 /* Reads job {id} (r->params[0]) into *j if the caller may see it; else
  * replies (404, or 500 when the store cannot be read) and returns false. */
 bool api_job_visible(struct req *r, struct allot_store_job *j);

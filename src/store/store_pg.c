@@ -876,7 +876,8 @@ static int pg_job_update(struct allot_store *base, const struct allot_store_job 
 /* An update of pending job id: the statement with its two parameters,
  * then, when it changed no row, ALLOT_ESTATE (the job is not pending) or
  * ALLOT_ENOENT with the message. */
-static int pg_pending_update(struct allot_store *base, int64_t id, const char *sql, struct pgp *p)
+static int pg_pending_update(struct allot_store *base, int64_t id, const char *sql, struct pgp *p,
+                             const char *why)
 {
     struct pg_store *s = (struct pg_store *)base;
     long changed = 0;
@@ -889,7 +890,7 @@ static int pg_pending_update(struct allot_store *base, int64_t id, const char *s
     pgp_int(p, id);
     if ((rc = pg_int(s, "SELECT count(*) FROM jobs WHERE id = $1", p, &found)) != 0)
         return rc;
-    store_set_err(base, "job %lld: %s", (long long)id, found ? "not pending" : "no such job");
+    store_set_err(base, "job %lld: %s", (long long)id, found ? why : "no such job");
     return found ? ALLOT_ESTATE : ALLOT_ENOENT;
 }
 
@@ -900,7 +901,8 @@ static int pg_job_hold(struct allot_store *base, int64_t id, bool held)
     pgp_int(&p, id);
     pgp_int(&p, held);
     return pg_pending_update(base, id,
-                             "UPDATE jobs SET held = $2 WHERE id = $1 AND state = 'pending'", &p);
+                             "UPDATE jobs SET held = $2 WHERE id = $1 AND state = 'pending'", &p,
+                             "not pending");
 }
 
 static int pg_job_set_spec(struct allot_store *base, int64_t id, const char *spec)
@@ -909,8 +911,9 @@ static int pg_job_set_spec(struct allot_store *base, int64_t id, const char *spe
 
     pgp_int(&p, id);
     pgp_text(&p, spec);
-    return pg_pending_update(base, id,
-                             "UPDATE jobs SET spec = $2 WHERE id = $1 AND state = 'pending'", &p);
+    return pg_pending_update(
+        base, id, "UPDATE jobs SET spec = $2 WHERE id = $1 AND state IN " STORE_LIVE_STATES, &p,
+        "ended");
 }
 
 static int pg_job_count_live(struct allot_store *base, const char *tenant, int64_t *n)

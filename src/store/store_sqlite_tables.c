@@ -37,7 +37,7 @@ const char *const sq_stmt_sql[SQ_NSTMT] = {
         " WHERE id = ?1 AND state IN " STORE_LIVE_STATES " AND NOT (held <> 0 AND ?2 = 'starting')",
     [SQ_JOB_STATE] = "SELECT state FROM jobs WHERE id = ?1",
     [SQ_JOB_HOLD] = "UPDATE jobs SET held = ?2 WHERE id = ?1 AND state = 'pending'",
-    [SQ_JOB_SET_SPEC] = "UPDATE jobs SET spec = ?2 WHERE id = ?1 AND state = 'pending'",
+    [SQ_JOB_SET_SPEC] = "UPDATE jobs SET spec = ?2 WHERE id = ?1 AND state IN " STORE_LIVE_STATES,
     [SQ_JOB_COUNT_LIVE] = "SELECT count(*) FROM jobs WHERE tenant = ?1"
                           " AND state IN ('pending', 'starting', 'running')",
     [SQ_EVENT_ADD] = "INSERT INTO job_events(job_id, time, kind, detail) VALUES (?1, ?2, ?3, ?4)",
@@ -360,9 +360,10 @@ int sq_job_update(struct allot_store *base, const struct allot_store_job *j)
     return rc;
 }
 
-/* After an update of pending job id that changed no row: ALLOT_ESTATE
- * (the job is not pending) or ALLOT_ENOENT, with the message. */
-static int sq_not_pending(struct allot_store *base, int64_t id)
+/* After an update of job id that changed no row: ALLOT_ESTATE (the job is
+ * not in the states the update is for: `why`) or ALLOT_ENOENT, with the
+ * message. */
+static int sq_not_pending(struct allot_store *base, int64_t id, const char *why)
 {
     struct sq_store *s = (struct sq_store *)base;
     sqlite3_stmt *st;
@@ -376,21 +377,20 @@ static int sq_not_pending(struct allot_store *base, int64_t id)
     r = sq_done(s, st, r);
     if (r != 0)
         return r;
-    store_set_err(base, "job %lld: %s", (long long)id,
-                  rc == ALLOT_ESTATE ? "not pending" : "no such job");
+    store_set_err(base, "job %lld: %s", (long long)id, rc == ALLOT_ESTATE ? why : "no such job");
     return rc;
 }
 
-/* Steps statement st, an update of pending job id bound already: 0 when
- * it changed the job, else sq_not_pending's answer. */
-static int sq_pending_step(struct allot_store *base, sqlite3_stmt *st, int64_t id)
+/* Steps statement st, an update of job id bound already: 0 when it
+ * changed the job, else sq_not_pending's answer. */
+static int sq_pending_step(struct allot_store *base, sqlite3_stmt *st, int64_t id, const char *why)
 {
     struct sq_store *s = (struct sq_store *)base;
     int rc = sq_done(s, st, sqlite3_step(st));
 
     if (rc != 0 || sqlite3_changes(s->db) == 1)
         return rc;
-    return sq_not_pending(base, id);
+    return sq_not_pending(base, id, why);
 }
 
 int sq_job_hold(struct allot_store *base, int64_t id, bool held)
@@ -402,7 +402,7 @@ int sq_job_hold(struct allot_store *base, int64_t id, bool held)
         return rc;
     sqlite3_bind_int64(st, 1, id);
     sqlite3_bind_int(st, 2, held);
-    return sq_pending_step(base, st, id);
+    return sq_pending_step(base, st, id, "not pending");
 }
 
 int sq_job_set_spec(struct allot_store *base, int64_t id, const char *spec)
@@ -414,7 +414,7 @@ int sq_job_set_spec(struct allot_store *base, int64_t id, const char *spec)
         return rc;
     sqlite3_bind_int64(st, 1, id);
     sq_bind_text(st, 2, spec);
-    return sq_pending_step(base, st, id);
+    return sq_pending_step(base, st, id, "ended");
 }
 
 int sq_job_count_live(struct allot_store *base, const char *tenant, int64_t *n)

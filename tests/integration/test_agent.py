@@ -1983,6 +1983,43 @@ def test_signal_before_the_time_limit():
         assert want in b["error"]["message"], b
 
 
+def test_time_limit_changed():
+    """allot time-limit (scontrol update TimeLimit): a member lowers a running job's
+    limit and it stops there; raising is for admins; the change is stored."""
+    member = dm.token("member", "research/nlp", "tl-member")
+    jid = submit({"gpus": 0, "cpus": 0.1, "time_limit": 600, "command": sh(
+        "trap 'echo term; exit 0' TERM; echo ready; while :; do sleep 0.1; done")})
+    wait_state(jid, ("running",))
+    assert wait_log(agent, jid, "ready"), agent.task_log(jid)
+    r = fails(cli(dm, "time-limit", "2h", jid, token=member), 3, "forbidden")
+    assert "may only lower" in r.err, r
+    fails(cli(dm, "time-limit", "none", jid, token=member), 3, "forbidden")
+    r = ok(cli(dm, "time-limit", "1h", jid))  # an admin raises it
+    assert r.out == "job %d: time limit 3600 s\n" % jid, r
+    r = ok(cli(dm, "time-limit", "2s", jid, token=member))
+    assert r.out == "job %d: time limit 2 s\n" % jid, r
+    j = wait_state(jid, ("failed", "succeeded", "cancelled"))
+    assert "stopped at its runtime limit (2 s)" in (j["pending_reason"] or ""), j
+    assert j["spec"]["time_limit"] == 2 and "term" in agent.task_log(jid), j
+    ev = expect(dm.req("GET", "/v1/jobs/%d/events" % jid, token=dm.admin), 200)["events"]
+    assert [e["detail"] for e in ev if e["kind"] == "limit"] == \
+        ["time limit 600 s -> 3600 s by admin", "time limit 3600 s -> 2 s by tl-member"], ev
+    fails(cli(dm, "time-limit", "1h", jid), 4, "conflict")
+    # a waiting job: none (admin), then its warning's limit must stay longer
+    pend = submit({"gpu_models": ["A100-80GB"], "time_limit": 600, "signal": "USR1@300",
+                   "command": sh("true")})
+    r = fails(cli(dm, "time-limit", "5m", pend), 6, "invalid")
+    assert "comes 300 s before its time limit" in r.err, r
+    ok(cli(dm, "time-limit", "20m", pend))
+    assert "time limit:   1200 s" in ok(cli(dm, "show", pend)).out
+    fails(cli(dm, "time-limit", "soon", pend), 1, "usage")
+    viewer = dm.token("viewer", "", "tl-viewer")
+    fails(cli(dm, "time-limit", "1h", pend, token=viewer), 3, "forbidden")
+    expect(dm.req("POST", "/v1/jobs/%d/time-limit" % pend, {"time_limit": "1h"},
+                  token=dm.admin), 400)
+    expect(dm.req("POST", "/v1/jobs/%d/cancel" % pend, token=dm.admin), 200)
+
+
 def test_interrupted_run_says_the_job_goes_on():
     """Ctrl-C stops `allot run`, not its job, and says how to follow or stop it."""
     p = cli_started("run", "-t", "research/nlp", "--gpus", "0", "--", "sh", "-c",
@@ -2808,7 +2845,7 @@ if __name__ == "__main__":
                 test_private_tmp_and_umask, test_ended_task_leaves_nothing,
                 test_exit_code_and_no_command, test_ls_time_nodes_exit,
                 test_interrupted_run_says_the_job_goes_on, test_signal,
-                test_signal_before_the_time_limit,
+                test_signal_before_the_time_limit, test_time_limit_changed,
                 test_command_found_in_the_jobs_path,
                 test_tasks_know_where_the_others_run, test_failed_task_ends_its_gang,
                 test_short_tasks_leave_no_zombies,

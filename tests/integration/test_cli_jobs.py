@@ -16,7 +16,7 @@ from cli_fixture import ALLOT, cli, fails, ok, write
 
 dm = None
 
-VERBS = ["submit", "ls", "show", "cancel", "signal", "checkpoint", "events", "logs", "run", "tenants", "quota", "apply",
+VERBS = ["submit", "ls", "show", "cancel", "signal", "time-limit", "checkpoint", "events", "logs", "run", "tenants", "quota", "apply",
          "nodes",
          "cordon", "drain", "uncordon", "tokens", "audit", "top", "usage", "invoice", "pricebook",
          "idle", "anomalies", "plan", "scheduler"]

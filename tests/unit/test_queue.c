@@ -309,6 +309,52 @@ static void test_no_preemption_loops(void **state)
     world_free(&w);
 }
 
+/* A limit changed while the job runs (scontrol update TimeLimit): raised,
+ * the old limit's timer no longer ends it; lowered past its run time, it
+ * ends at the next cycle; changed while it waits, it counts from its start. */
+static void test_runtime_limit_changed(void **state)
+{
+    struct world w;
+    char err[256];
+    struct allot_job_spec s = {.name = "lim",
+                               .prio_class = -1,
+                               .n_tasks = 1,
+                               .limit_s = 60,
+                               .task = {.num_gpu = 1, .gpu_milli = 1000, .mig_profile = -1}};
+    int id, waits;
+
+    world_init(&w, 1, 4, base);
+    s.tenant = w.a;
+    id = allot_queue_submit(w.q, &s, 0, err, sizeof(err));
+    s.task.num_gpu = 4; /* waits for the first one's GPU */
+    waits = allot_queue_submit(w.q, &s, 0, err, sizeof(err));
+    cycle(&w, 0);
+    assert_int_equal(allot_queue_job(w.q, id)->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(allot_queue_job(w.q, waits)->state, ALLOT_JOB_PENDING);
+    assert_int_equal(allot_queue_set_limit(w.q, id, 120), 0);
+    assert_int_equal(allot_queue_set_limit(w.q, waits, 30), 0);
+    cycle(&w, 61);
+    assert_int_equal(allot_queue_job(w.q, id)->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(allot_queue_next_wakeup(w.q), 121);
+    /* lowered below what it has run: it ends at once */
+    assert_int_equal(allot_queue_set_limit(w.q, id, 50), 0);
+    assert_true(allot_queue_next_wakeup(w.q) <= 61);
+    cycle(&w, 62);
+    assert_int_equal(allot_queue_job(w.q, id)->state, ALLOT_JOB_DONE);
+    assert_string_equal(allot_queue_reason(w.q, id), "stopped at its runtime limit (50 s)");
+    /* the waiting job started in its place with the limit it was given */
+    assert_int_equal(allot_queue_job(w.q, waits)->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(allot_queue_next_wakeup(w.q), 62 + 31);
+    /* none: it runs on */
+    assert_int_equal(allot_queue_set_limit(w.q, waits, 0), 0);
+    cycle(&w, 1000);
+    assert_int_equal(allot_queue_job(w.q, waits)->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(allot_queue_set_limit(w.q, id, 10), ALLOT_ESTATE);
+    assert_int_equal(allot_queue_set_limit(w.q, waits, -1), ALLOT_EINVAL);
+    assert_int_equal(allot_queue_set_limit(w.q, 999, 10), ALLOT_ENOENT);
+    world_free(&w);
+}
+
 static void test_runtime_limit_and_validation(void **state)
 {
     struct world w;
@@ -1263,6 +1309,7 @@ int main(void)
         cmocka_unit_test(test_rdma_vfs),
         cmocka_unit_test(test_no_preemption_loops),
         cmocka_unit_test(test_runtime_limit_and_validation),
+        cmocka_unit_test(test_runtime_limit_changed),
         cmocka_unit_test(test_gang_prefers_one_rack),
         cmocka_unit_test(test_gang_prefers_one_node),
         cmocka_unit_test(test_las_preemption),

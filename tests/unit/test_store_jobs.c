@@ -155,12 +155,19 @@ static void test_set_spec(void **state)
     assert_int_equal(allot_store_job_set_spec(st, id, spec), 0);
     assert_int_equal(allot_store_job_get(st, id, &got), 0);
     assert_string_equal(got.spec, spec);
-    got.state = ALLOT_SJ_STARTING;
+    got.state = ALLOT_SJ_STARTING; /* running: it may change (a time limit) */
     got.start_time = 100;
     assert_int_equal(allot_store_job_update(st, &got), 0);
     allot_store_job_clear(&got);
+    assert_int_equal(allot_store_job_set_spec(st, id, spec), 0);
+    assert_int_equal(allot_store_job_get(st, id, &got), 0);
+    got.state = ALLOT_SJ_SUCCEEDED; /* ended: no more */
+    got.end_time = 200;
+    got.has_exit_code = true;
+    assert_int_equal(allot_store_job_update(st, &got), 0);
+    allot_store_job_clear(&got);
     assert_int_equal(allot_store_job_set_spec(st, id, "{}"), ALLOT_ESTATE);
-    assert_non_null(strstr(allot_store_errmsg(st), "not pending"));
+    assert_non_null(strstr(allot_store_errmsg(st), "ended"));
     assert_int_equal(allot_store_job_get(st, id, &got), 0);
     assert_string_equal(got.spec, spec);
     allot_store_job_clear(&got);
