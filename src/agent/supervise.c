@@ -426,6 +426,7 @@ static void supervise(const struct agent *a, const char *dir, pid_t pid, int *st
             return;
         if (!kill_at && (deadline = fence_deadline(a, &end)) > 0 && now > deadline + 1000) {
             agent_write_atomic(dir, "fenced", "agent out of reach\n");
+            kill(-pid, SIGCONT); /* a stopped task handles it too */
             kill(-pid, SIGTERM);
             kill_at = now + task_fence_grace(a, now, end);
         } else if (kill_at && now >= kill_at) {

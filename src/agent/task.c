@@ -1187,8 +1187,10 @@ void task_stop(struct agent *a, struct task *t, int64_t now_ms, int64_t grace_ms
         grace_ms = a->cfg.grace;
     t->state = TASK_STOPPING;
     t->kill_at_ms = now_ms + grace_ms;
-    if (t->pid > 0)
+    if (t->pid > 0) { /* as Slurm: one stopped (allot signal STOP) may handle it */
+        kill(-t->pid, SIGCONT);
         kill(-t->pid, SIGTERM);
+    }
     LOG_INFO("task", "job %lld task %d: SIGTERM, SIGKILL in %lld ms", (long long)t->job, t->index,
              (long long)grace_ms);
 }

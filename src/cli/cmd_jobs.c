@@ -627,6 +627,12 @@ int cmd_ls(struct cli *c, int argc, char **argv)
     if (rc == CLI_OK && !json_array_size(jobs) && (s = args_get(&a, "tenant")) &&
         (rc = tenants_known(c, s)) == CLI_NOTFOUND)
         cli_error("not_found", "no tenant %s (see allot tenants)", s);
+    /* a Slurm user types the name alone: say how users are named */
+    if (rc == CLI_OK && !json_array_size(jobs) && (s = args_get(&a, "user")) && !strchr(s, ':'))
+        fprintf(stderr,
+                "allot: no jobs of user %s here; a token bound to a tenant is named TENANT:NAME "
+                "(the USER column; allot ls -m for your own)\n",
+                s);
     if (rc != CLI_OK || out_structured(c, jobs))
         goto out;
     struct table *t = table_new(12, titles);

@@ -211,7 +211,7 @@ struct cancel_write {
     size_t n_ids, cap_ids;
 };
 
-/* Ends live job *j as cancelled by `who` (a token's name), with its event. */
+/* Ends live job *j as cancelled by `who` (api_who), with its event. */
 static int cancel_one(struct allot_store *st, struct allot_store_job *j, int64_t now,
                       const char *who)
 {
@@ -251,13 +251,14 @@ int api_array_each(struct allot_store *st, int64_t parent, unsigned states,
 static int cancel_member(struct allot_store *st, struct allot_store_job *j, void *arg)
 {
     struct cancel_write *w = arg;
+    char who[320];
     int rc;
 
     if (j->id == w->id)
         return 0;
     rc = allot_grow((void **)&w->ids, &w->cap_ids, w->n_ids + 1, sizeof(*w->ids));
     if (!rc)
-        rc = cancel_one(st, j, w->now, w->r->who.name);
+        rc = cancel_one(st, j, w->now, api_who(w->r, who, sizeof(who)));
     if (!rc)
         w->ids[w->n_ids++] = j->id;
     return rc;
@@ -269,7 +270,7 @@ static int cancel_member(struct allot_store *st, struct allot_store_job *j, void
 static int cancel_fn(struct allot_store *st, void *arg)
 {
     struct cancel_write *w = arg;
-    char target[64];
+    char target[64], who[320];
     int rc = allot_store_job_get(st, w->id, &w->j);
     bool live, array = w->array && w->j.array_parent == w->id;
 
@@ -280,7 +281,7 @@ static int cancel_fn(struct allot_store *st, void *arg)
         return rc;
     if (!live && !w->n_ids)
         return ALLOT_ESTATE;
-    if (live && (rc = cancel_one(st, &w->j, w->now, w->r->who.name)) != 0)
+    if (live && (rc = cancel_one(st, &w->j, w->now, api_who(w->r, who, sizeof(who)))) != 0)
         return rc;
     allot_fmt(target, sizeof(target), array ? "job/%lld[]" : "job/%lld", (long long)w->id);
     return api_audit(st, w->r, target, "ok", w->now);
@@ -842,7 +843,8 @@ static int hold_one(struct allot_store *st, struct allot_store_job *j, void *arg
     w->pending++;
     if (j->held == w->held)
         return 0;
-    allot_fmt(detail, sizeof(detail), "%s by %s", ev.kind, w->r->who.name ? w->r->who.name : "");
+    char who[320];
+    allot_fmt(detail, sizeof(detail), "%s by %s", ev.kind, api_who(w->r, who, sizeof(who)));
     if ((rc = allot_store_job_hold(st, id, w->held)) != 0 ||
         (rc = allot_store_event_add(st, &ev, NULL)) != 0 ||
         (rc = allot_grow((void **)&w->ids, &w->cap_ids, w->n_ids + 1, sizeof(*w->ids))) != 0)
@@ -962,8 +964,9 @@ static int prio_one(struct allot_store *st, struct allot_store_job *j, void *arg
         json_decref(spec);
         return 0;
     }
+    char who[320];
     allot_fmt(detail, sizeof(detail), "priority class %s -> %s by %s", old ? old : "(default)",
-              w->cls, w->r->who.name ? w->r->who.name : "");
+              w->cls, api_who(w->r, who, sizeof(who)));
     struct allot_store_event ev = {
         .job_id = j->id, .time = w->now, .kind = "priority", .detail = detail};
     char *text = spec && !json_object_set_new(spec, "priority", json_string(w->cls))
@@ -1157,7 +1160,8 @@ int api_jobs_requeue(struct req *r)
         api_error(r, 403, "forbidden", "a viewer may not requeue jobs");
         goto out;
     }
-    allot_fmt(why, sizeof(why), "requeued by %s", r->who.name ? r->who.name : "a user");
+    char who[320];
+    allot_fmt(why, sizeof(why), "requeued by %s", api_who(r, who, sizeof(who)));
     struct requeue_write w = {.r = r, .id = j.id, .now = srv_now(), .array = array, .why = why};
 
     rc = srv_write(r->srv, requeue_fn, &w);

@@ -66,8 +66,9 @@ static int limit_fn(struct allot_store *st, void *arg)
         allot_fmt(was, sizeof(was), "%lld s", (long long)w->old);
     if (w->limit)
         allot_fmt(now, sizeof(now), "%lld s", (long long)w->limit);
+    char who[320];
     allot_fmt(detail, sizeof(detail), "time limit %s -> %s by %s", was, now,
-              w->r->who.name ? w->r->who.name : "");
+              api_who(w->r, who, sizeof(who)));
     rc = allot_store_job_set_spec(st, w->id, text);
     free(text);
     if (rc == 0)

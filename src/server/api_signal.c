@@ -43,8 +43,9 @@ static int signal_one(struct allot_store *st, struct allot_store_job *j, void *a
     if ((rc = allot_grow((void **)&w->ids, &w->cap_ids, w->n + 1, sizeof(*w->ids))) ||
         (rc = allot_grow((void **)&w->runs, &w->cap_runs, w->n + 1, sizeof(*w->runs))))
         return rc;
+    char who[320];
     allot_fmt(detail, sizeof(detail), "SIG%s sent by %s", allot_signal_name(w->sig),
-              w->r->who.name && *w->r->who.name ? w->r->who.name : "a user");
+              api_who(w->r, who, sizeof(who)));
     if ((rc = allot_store_event_add(st, &ev, NULL)) != 0)
         return rc;
     w->ids[w->n] = j->id;

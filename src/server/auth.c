@@ -323,3 +323,11 @@ void auth_user_name(const char *scope, const char *name, char *buf, size_t n)
     else
         allot_strlcpy(buf, name ? name : "", n);
 }
+
+const char *api_who(const struct req *r, char *buf, size_t n)
+{
+    auth_user_name(r->who.tenant, r->who.name, buf, n);
+    if (!*buf)
+        allot_strlcpy(buf, "a user", n);
+    return buf;
+}

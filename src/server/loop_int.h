@@ -264,6 +264,9 @@ void loop_drop_live(struct loop *l, size_t i);
  * live record for the desired state, unless the job runs no more or
  * runs another run. */
 #define LOOP_SIGNALS_MAX 8
+/* The event of a time-limit warning: a restarted loop reads it back so that
+ * a run gets its warning once (loop_submit_job). */
+#define LOOP_WARNING_EVENT "warning"
 void loop_job_signal(struct loop *l, int64_t sid, int64_t run, int sig);
 /* Job sid's time limit changed to limit_s (LOOP_JOB_LIMIT): the core's,
  * and the spec the loop keeps, read again from the store. A job in the

@@ -14,6 +14,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Reads a stored placement (placement_json's shape) back into pl[0..n).
  * Returns 0, or -1 when it does not match the cluster or the job. */
@@ -352,6 +353,14 @@ void loop_submit_job(struct loop *l, const struct allot_store_job *j, bool gate)
     l->live_at[qid] = (int32_t)(l->n_live - 1);
     if (adopted)
         lnet_adopt(l, &l->live[l->n_live - 1], j->tenant, j->placement);
+    if (adopted && js.warn_sig) { /* its warning, if this run had it before a restart */
+        struct allot_store_event ev = {0};
+        struct allot_store *rd = srv_reader(l->srv);
+        if (rd && allot_store_event_last(rd, j->id, LOOP_WARNING_EVENT, &ev) == 0 &&
+            ev.time >= j->start_time)
+            l->live[l->n_live - 1].warned_run = j->start_time;
+        allot_store_event_clear(&ev);
+    }
     if (l->rebuilding) /* its last run may still be on its way out */
         loop_linger_rebuilt(l, &l->live[l->n_live - 1], j, adopted);
 }
@@ -424,8 +433,14 @@ void loop_job_signal(struct loop *l, int64_t sid, int64_t run, int sig)
 {
     size_t idx;
     struct live *e = loop_find_live(l, sid, &idx);
-    json_int_t seq = (json_int_t)srv_now() * 1000, last; /* a restarted allotd goes on past */
+    struct timespec ts;
+    json_int_t seq, last;
     json_t *sigs;
+
+    /* microseconds of the wall clock: a restarted allotd (whose list is
+     * gone) goes on past what the agents have sent, also within a second */
+    clock_gettime(CLOCK_REALTIME, &ts);
+    seq = (json_int_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 
     /* a signal is for one run: not once it ended, or runs again */
     if (!e || e->wstart != run || allot_queue_job(l->q, e->qid)->state != ALLOT_JOB_RUNNING)
@@ -466,7 +481,7 @@ static int warn_fn(struct allot_store *st, void *arg)
     for (size_t i = 0; i < w->n && rc == 0; i++) {
         char detail[160];
         struct allot_store_event ev = {
-            .job_id = w->sids[i], .time = w->now, .kind = "signal", .detail = detail};
+            .job_id = w->sids[i], .time = w->now, .kind = LOOP_WARNING_EVENT, .detail = detail};
 
         allot_fmt(detail, sizeof(detail), "SIG%s sent: %lld s before its time limit",
                   allot_signal_name(w->sigs[i]), (long long)w->befores[i]);

@@ -252,6 +252,9 @@ bool auth_sees_job(const struct principal *p, int64_t id, const char *t);
  * tenant (or a cluster-wide token) can take in an agent's user map. The
  * store's job listing names users the same way (STORE_JOB_USER). */
 void auth_user_name(const char *scope, const char *name, char *buf, size_t n);
+/* The caller's user name (auth_user_name of its token), as the "by NAME"
+ * of the events it causes tells it; "a user" when it has none. Returns buf. */
+const char *api_who(const struct req *r, char *buf, size_t n);
 /* The role's name ("job" for ROLE_JOB). */
 const char *auth_role_name(int role);
 /* Reads the key of job credentials from the store (meta "job_key"),

@@ -1971,7 +1971,7 @@ def test_signal_before_the_time_limit():
     log = agent.task_log(jid)
     assert log.count("warned") == 1 and log.index("warned") < log.index("term"), log
     ev = expect(dm.req("GET", "/v1/jobs/%d/events" % jid, token=dm.admin), 200)["events"]
-    assert [e["detail"] for e in ev if e["kind"] == "signal"] == \
+    assert [e["detail"] for e in ev if e["kind"] == "warning"] == \
         ["SIGUSR1 sent: 2 s before its time limit"], ev
     assert "signal:       USR1@2 (before the time limit)" in ok(cli(dm, "show", jid)).out
     for body, want in (({"signal": "USR1"}, "needs \"time_limit\""),
@@ -1981,6 +1981,31 @@ def test_signal_before_the_time_limit():
         b = expect(dm.req("POST", "/v1/jobs", dict(body, tenant="research/nlp",
                                                   command=["true"]), token=dm.admin), 422)
         assert want in b["error"]["message"], b
+
+
+def test_warning_once_across_allotd_restarts():
+    """A run gets its --signal warning once, also when allotd restarts after it (the
+    warning's event is read back), and a signal sent right after a restart arrives."""
+    global dm
+    jid = submit({"gpus": 0, "cpus": 0.1, "time_limit": 60, "signal": "USR1@59", "command": sh(
+        "trap 'echo warned' USR1; trap 'echo got USR2' USR2; trap 'echo term; exit 0' TERM; "
+        "echo ready; while :; do sleep 0.1; done")})
+    wait_state(jid, ("running",))
+    assert wait_log(agent, jid, "warned"), agent.task_log(jid)
+    port, admin = dm.port, dm.admin
+    dm.stop(signal.SIGKILL)
+    dm = Daemon(dm.dir, args=["--listen", "127.0.0.1:%d" % port, "--preempt-grace", "2s",
+                              "--preempt-min-runtime", "0s", "--meter-interval", "300ms"])
+    dm.admin = admin
+    ok(cli(dm, "signal", "USR2", jid))
+    assert wait_log(agent, jid, "got USR2"), agent.task_log(jid)
+    # stopped, it still handles the SIGTERM of a cancel (SIGCONT comes with it)
+    ok(cli(dm, "signal", "STOP", jid))
+    time.sleep(1)
+    ok(cli(dm, "cancel", jid))
+    assert wait_log(agent, jid, "term"), agent.task_log(jid)
+    log = agent.task_log(jid)
+    assert log.count("warned") == 1 and log.count("got USR2") == 1, log
 
 
 def test_time_limit_changed():
@@ -2003,7 +2028,7 @@ def test_time_limit_changed():
     assert j["spec"]["time_limit"] == 2 and "term" in agent.task_log(jid), j
     ev = expect(dm.req("GET", "/v1/jobs/%d/events" % jid, token=dm.admin), 200)["events"]
     assert [e["detail"] for e in ev if e["kind"] == "limit"] == \
-        ["time limit 600 s -> 3600 s by admin", "time limit 3600 s -> 2 s by tl-member"], ev
+        ["time limit 600 s -> 3600 s by admin", "time limit 3600 s -> 2 s by research/nlp:tl-member"], ev
     fails(cli(dm, "time-limit", "1h", jid), 4, "conflict")
     # a waiting job: none (admin), then its warning's limit must stay longer
     pend = submit({"gpu_models": ["A100-80GB"], "time_limit": 600, "signal": "USR1@300",
@@ -2845,7 +2870,8 @@ if __name__ == "__main__":
                 test_private_tmp_and_umask, test_ended_task_leaves_nothing,
                 test_exit_code_and_no_command, test_ls_time_nodes_exit,
                 test_interrupted_run_says_the_job_goes_on, test_signal,
-                test_signal_before_the_time_limit, test_time_limit_changed,
+                test_signal_before_the_time_limit, test_warning_once_across_allotd_restarts,
+                test_time_limit_changed,
                 test_command_found_in_the_jobs_path,
                 test_tasks_know_where_the_others_run, test_failed_task_ends_its_gang,
                 test_short_tasks_leave_no_zombies,

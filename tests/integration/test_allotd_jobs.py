@@ -208,13 +208,14 @@ def test_cancel():
     assert [e["kind"] for e in ev][-1] == "cancelled", ev
     assert expect(dm.req("GET", "/v1/jobs/%d" % j["id"], token=dm.admin), 200)["state"] == \
         "cancelled"
-    # who cancelled it: the token's name, as requeue, hold and release say
+    # who cancelled it: the user (TENANT:NAME of a token bound to a tenant, as
+    # the job's "user"), as requeue, hold, release, signal and time limits say
     bob = dm.token("member", "research/nlp", "bob")
     j = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "cpus": 1},
                       token=dm.admin), 201)
     expect(dm.req("POST", "/v1/jobs/%d/cancel" % j["id"], token=bob), 200)
     ev = expect(dm.req("GET", "/v1/jobs/%d/events" % j["id"], token=dm.admin), 200)["events"]
-    assert ev[-1]["kind"] == "cancelled" and ev[-1]["detail"] == "cancelled by bob", ev
+    assert ev[-1]["kind"] == "cancelled" and ev[-1]["detail"] == "cancelled by research/nlp:bob", ev
 
 
 def test_removing_a_busy_tenant_is_409():

@@ -546,7 +546,8 @@ def test_who_submitted():
     assert [j["id"] for j in by] == [b["id"], a2], by
     assert ok(cli(dm, "ls", "-u", "research/nlp:ann", "-t", "research/vision", "-o",
                   "json")).json() == []
-    assert ok(cli(dm, "ls", "-u", "ann", "-o", "json")).json() == []  # not that ann
+    r = ok(cli(dm, "ls", "-u", "ann", "-o", "json"))  # not that ann: how users are named
+    assert r.json() == [] and "TENANT:NAME" in r.err, r
     rows = ok(cli(dm, "ls", "--mine", token=ann)).lines()
     assert len(rows) == 3 and all(r.split()[2] == "research/nlp:ann" for r in rows[1:]), rows
     assert "user:         research/nlp:ann" in ok(cli(dm, "show", a2)).out
