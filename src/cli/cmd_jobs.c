@@ -463,7 +463,9 @@ bool jobs_terminal(const char *state)
 static const struct cli_opt ls_opts[] = {
     {"tenant", 't', "TENANT", "only jobs of this tenant"},
     {"subtree", 'r', NULL, "with --tenant: also the tenants below it"},
-    {"state", 's', "STATE", "pending, starting, running, succeeded, failed, cancelled or lost"},
+    {"state", 's', "STATE[,STATE...]",
+     "pending, starting, running, succeeded, failed, cancelled or lost (default: the first three)"},
+    {"all", 'A', NULL, "jobs in every state, ended ones too (as sacct; default: as squeue)"},
     {"array", 'a', "ID", "only the members of this job array"},
     {"user", 'u', "USER", "only jobs this user submitted (as the USER column names them)"},
     {"mine", 'm', NULL, "only jobs submitted with a token of this caller's name"},
@@ -473,10 +475,11 @@ static const struct cli_opt ls_opts[] = {
 
 static const struct cli_usage ls_usage = {
     "ls",
-    "[--tenant T [--subtree]] [--state S] [--array ID] [--user U | --mine] [--limit N] "
-    "[--newest]",
-    "Lists jobs, oldest first (newest first with --newest), following every\n"
-    "page of the listing: who submitted each (USER: the token's name, TENANT:NAME\n"
+    "[--tenant T [--subtree]] [--state S[,S...] | --all] [--array ID] [--user U | --mine] "
+    "[--limit N] [--newest]",
+    "Lists jobs that wait or run (as squeue; --all, or an --array's members:\n"
+    "ended ones too, as sacct; --state: those states), oldest first (newest first with --newest), following\n"
+    "every page of the listing: who submitted each (USER: the token's name, TENANT:NAME\n"
     "for a token bound to a tenant), how long it has run (TIME, [D-]H:MM:SS),\n"
     "its nodes, its exit code once ended and why it waits. With -o json|yaml,\n"
     "all matches are one array."};
@@ -586,9 +589,14 @@ int cmd_ls(struct cli *c, int argc, char **argv)
         rc = cli_usage_error("--subtree needs --tenant");
         goto out;
     }
-    if ((s = args_get(&a, "state"))) {
+    if (args_get(&a, "state") && args_has(&a, "all")) {
+        rc = cli_usage_error("--state and --all: give one");
+        goto out;
+    }
+    /* an array's members in every state unless asked (as sacct -j) */
+    if ((s = args_get(&a, "state")) || (!args_has(&a, "all") && !args_get(&a, "array"))) {
         size_t n = strlen(path);
-        esc = client_escape(cl, s);
+        esc = client_escape(cl, s ? s : "pending,starting,running");
         allot_fmt(path + n, sizeof(path) - n, "%cstate=%s", strchr(path, '?') ? '&' : '?',
                   esc ? esc : "");
         allot_free(esc);

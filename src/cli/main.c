@@ -20,7 +20,7 @@ struct verb {
 
 static const struct verb verbs[] = {
     {"submit", cmd_submit, "submit a job; prints its id"},
-    {"ls", cmd_ls, "list jobs (every page)"},
+    {"ls", cmd_ls, "list jobs that wait or run (-A: ended ones too)"},
     {"show", cmd_show, "one job: state, pending reason, placement"},
     {"cancel", cmd_cancel, "cancel jobs"},
     {"requeue", cmd_requeue, "send running jobs back to the queue"},

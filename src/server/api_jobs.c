@@ -609,19 +609,30 @@ int api_jobs_list(struct req *r)
     json_t *a;
     int rc;
 
-    if (state) {
-        int s = allot_store_job_state_parse(state);
-        if (s < 0) {
+    /* one state, or several separated by commas */
+    if (state && !*state)
+        return api_error(r, 400, "bad_query", "state is empty (leave it out for every state)");
+    for (const char *p = state; p && *p;) {
+        const char *end = strchr(p, ',');
+        char one[32];
+        int s;
+
+        allot_fmt(one, sizeof(one), "%.*s", end ? (int)(end - p) : (int)strlen(p), p);
+        if ((s = allot_store_job_state_parse(one)) < 0) {
             char names[256] = "";
             for (int k = 0; k < ALLOT_SJ_NSTATES; k++) {
                 size_t n = strlen(names);
                 allot_fmt(names + n, sizeof(names) - n, "%s%s", k ? ", " : "",
                           allot_store_job_state_name(k));
             }
-            return api_error(r, 400, "bad_query", "unknown state \"%.64s\" (one of %s)", state,
-                             names);
+            return api_error(r, 400, "bad_query",
+                             "unknown state \"%.64s\" (one of %s, or several separated by commas)",
+                             one, names);
         }
-        f.states = 1u << s;
+        f.states |= 1u << s;
+        p = end ? end + 1 : p + strlen(p);
+        if (end && !*p)
+            return api_error(r, 400, "bad_query", "state ends with a comma");
     }
     if (cur) {
         if (!allot_parse_num(cur, 0, INT64_MAX, &v))

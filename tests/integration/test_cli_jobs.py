@@ -488,17 +488,26 @@ def test_ls_pages_and_filters():
         if not cursor:
             break
     small = {"ALLOT_CLI_PAGE": "4"}
-    got = ok(cli(dm, "ls", "-o", "json", env=small)).json()
+    got = ok(cli(dm, "ls", "--all", "-o", "json", env=small)).json()
     assert [j["id"] for j in got] == [j["id"] for j in direct] and len(got) > 30, len(got)
+    # by default, as squeue: the jobs that wait or run
+    live = ok(cli(dm, "ls", "-o", "json", env=small)).json()
+    assert [j["id"] for j in live] == [j["id"] for j in got if j["state"] in
+                                       ("pending", "starting", "running")], live
+    assert len(live) < len(got), (len(live), len(got))  # some ended (cancelled) before
+    two = ok(cli(dm, "ls", "-s", "pending,cancelled", "-o", "json")).json()
+    assert {j["state"] for j in two} == {"pending", "cancelled"}, two
+    fails(cli(dm, "ls", "-s", "pending", "--all"), 1, "usage")
+    fails(cli(dm, "ls", "-s", "pending,"), 6, "bad_query")
     # one page or many: the same jobs (states and reasons may move on meanwhile)
-    again = ok(cli(dm, "ls", "-o", "json")).json()
+    again = ok(cli(dm, "ls", "-A", "-o", "json")).json()
     assert [(j["id"], j["name"], j["spec"]) for j in again] == \
         [(j["id"], j["name"], j["spec"]) for j in got]
-    assert len(ok(cli(dm, "ls", "--limit", "7", "-o", "json", env=small)).json()) == 7
+    assert len(ok(cli(dm, "ls", "-A", "--limit", "7", "-o", "json", env=small)).json()) == 7
     # the latest jobs first, across pages
-    newest = ok(cli(dm, "ls", "--newest", "-o", "json", env=small)).json()
+    newest = ok(cli(dm, "ls", "-A", "--newest", "-o", "json", env=small)).json()
     assert [j["id"] for j in newest] == [j["id"] for j in got][::-1], newest
-    latest = ok(cli(dm, "ls", "-n", "--limit", "5", "-o", "json", env=small)).json()
+    latest = ok(cli(dm, "ls", "-A", "-n", "--limit", "5", "-o", "json", env=small)).json()
     assert [j["id"] for j in latest] == [j["id"] for j in got][::-1][:5], latest
     vis = ok(cli(dm, "ls", "--tenant", "research/vision", "-o", "json", env=small)).json()
     assert len(vis) >= 23 and {j["tenant"] for j in vis} == {"research/vision"}
@@ -509,8 +518,8 @@ def test_ls_pages_and_filters():
     fails(cli(dm, "ls", "--state", "sleeping"), 6, "bad_query")
     fails(cli(dm, "ls", "--subtree"), 1, "usage")
     # table: a header and one row per job; yaml: one list item per job
-    assert len(ok(cli(dm, "ls", env=small)).lines()) == len(got) + 1
-    y = ok(cli(dm, "ls", "-o", "yaml", env=small)).out
+    assert len(ok(cli(dm, "ls", "-A", env=small)).lines()) == len(got) + 1
+    y = ok(cli(dm, "ls", "-A", "-o", "yaml", env=small)).out
     assert sum(1 for l in y.splitlines() if l.startswith("- id: ")) == len(got)
     assert ok(cli(dm, "ls", "--state", "lost", "-o", "json")).out.strip() == "[]"
     assert ok(cli(dm, "ls", "--state", "lost", "-o", "yaml")).out.strip() == "[]"
