@@ -478,11 +478,11 @@ static const struct cli_usage ls_usage = {
     "[--tenant T [--subtree]] [--state S[,S...] | --all] [--array ID] [--user U | --mine] "
     "[--limit N] [--newest]",
     "Lists jobs that wait or run (as squeue; --all, or an --array's members:\n"
-    "ended ones too, as sacct; --state: those states), oldest first (newest first with --newest), following\n"
-    "every page of the listing: who submitted each (USER: the token's name, TENANT:NAME\n"
-    "for a token bound to a tenant), how long it has run (TIME, [D-]H:MM:SS),\n"
-    "its nodes, its exit code once ended and why it waits. With -o json|yaml,\n"
-    "all matches are one array."};
+    "ended ones too, as sacct; --state: those states), oldest first (newest\n"
+    "first with --newest), following every page of the listing: who submitted\n"
+    "each (USER: the token's name, TENANT:NAME for a token bound to a tenant),\n"
+    "how long it has run (TIME, [D-]H:MM:SS), its nodes, its exit code once\n"
+    "ended and why it waits. With -o json|yaml, all matches are one array."};
 
 /* The caller's user name as jobs carry it ("user"): the token's name,
  * TENANT:NAME for a token bound to a tenant. */
