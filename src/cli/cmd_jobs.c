@@ -1084,31 +1084,42 @@ static int verb_arg_rest(struct cli *c, const struct cli_usage *u, int argc, cha
     return n;
 }
 
-int cmd_priority(struct cli *c, int argc, char **argv)
+/* `allot VERB ARG JOB_ID...` (priority, signal, time-limit): ARG made into
+ * the body by make_body (which says what is wrong and returns its exit
+ * code, or CLI_OK), then a POST /v1/jobs/ID + suffix per id (each_job). */
+static int arg_then_jobs(struct cli *c, int argc, char **argv, const struct cli_usage *u,
+                         int (*make_body)(const char *arg, json_t **body), const char *suffix,
+                         const char *array_query, int retry,
+                         void (*table)(const json_t *j, const char *id, size_t i))
 {
     struct cli_args a;
     json_t *body = NULL;
     char **rest;
-    int rc = CLI_OK, n = verb_arg_rest(c, &priority_usage, argc, argv, &a, &rest);
+    int rc, n = verb_arg_rest(c, u, argc, argv, &a, &rest);
 
     if (n < 0)
         return n == -2 ? CLI_HELP : CLI_USAGE;
-    if (a.n_pos < 2) {
-        rc = cli_usage_error("allot priority CLASS JOB_ID...");
-        goto out;
-    }
-    if (!(body = json_pack("{s:s}", "priority", a.pos[0]))) {
-        rc = cli_usage_error("out of memory");
-        goto out;
-    }
-    /* repeated after a lost reply: asking again changes nothing */
-    rc = each_job(c, n, rest, &priority_usage, "POST", "/priority", "?array=true",
-                  CLIENT_RETRY_ALWAYS, priority_table, NULL, NULL, body);
-out:
+    if (a.n_pos < 2)
+        rc = cli_usage_error("allot %s %s", u->verb, u->synopsis);
+    else if ((rc = make_body(a.pos[0], &body)) == CLI_OK)
+        rc = each_job(c, n, rest, u, "POST", suffix, array_query, retry, table, NULL, NULL, body);
     json_decref(body);
     rest_free(rest);
     args_free(&a);
     return rc;
+}
+
+static int priority_body(const char *cls, json_t **body)
+{
+    return (*body = json_pack("{s:s}", "priority", cls)) ? CLI_OK
+                                                         : cli_usage_error("out of memory");
+}
+
+int cmd_priority(struct cli *c, int argc, char **argv)
+{
+    /* repeated after a lost reply: asking again changes nothing */
+    return arg_then_jobs(c, argc, argv, &priority_usage, priority_body, "/priority", "?array=true",
+                         CLIENT_RETRY_ALWAYS, priority_table);
 }
 
 /* ---- signal ---- */
@@ -1137,37 +1148,20 @@ static void signal_table(const json_t *j, const char *id, size_t i)
         printf("SIG%s sent to job %s\n", sig, id);
 }
 
+static int signal_body(const char *sig, json_t **body)
+{
+    if (!allot_signal_parse(sig))
+        return cli_usage_error("\"%s\" is not a signal a job may be sent (HUP, INT, QUIT, ABRT, "
+                               "KILL, USR1, USR2, ALRM, TERM, CONT, STOP or TSTP)",
+                               sig);
+    return (*body = json_pack("{s:s}", "signal", sig)) ? CLI_OK : cli_usage_error("out of memory");
+}
+
 int cmd_signal(struct cli *c, int argc, char **argv)
 {
-    struct cli_args a;
-    json_t *body = NULL;
-    char **rest;
-    int rc = CLI_OK, n = verb_arg_rest(c, &signal_usage, argc, argv, &a, &rest);
-
-    if (n < 0)
-        return n == -2 ? CLI_HELP : CLI_USAGE;
-    if (a.n_pos < 2) {
-        rc = cli_usage_error("allot signal SIGNAL JOB_ID...");
-        goto out;
-    }
-    if (!allot_signal_parse(a.pos[0])) {
-        rc = cli_usage_error("\"%s\" is not a signal a job may be sent (HUP, INT, QUIT, ABRT, "
-                             "KILL, USR1, USR2, ALRM, TERM, CONT, STOP or TSTP)",
-                             a.pos[0]);
-        goto out;
-    }
-    if (!(body = json_pack("{s:s}", "signal", a.pos[0]))) {
-        rc = cli_usage_error("out of memory");
-        goto out;
-    }
     /* not repeated after a lost reply: the job would get it twice */
-    rc = each_job(c, n, rest, &signal_usage, "POST", "/signal", "?array=true", CLIENT_RETRY_CONNECT,
-                  signal_table, NULL, NULL, body);
-out:
-    json_decref(body);
-    rest_free(rest);
-    args_free(&a);
-    return rc;
+    return arg_then_jobs(c, argc, argv, &signal_usage, signal_body, "/signal", "?array=true",
+                         CLIENT_RETRY_CONNECT, signal_table);
 }
 
 /* ---- time-limit ---- */
@@ -1193,35 +1187,23 @@ static void limit_table(const json_t *j, const char *id, size_t i)
         printf("job %s: no time limit\n", id);
 }
 
+static int limit_body(const char *d, json_t **body)
+{
+    int64_t secs = 0;
+    int rc;
+
+    if (strcmp(d, "none") != 0 && (rc = args_seconds("time limit", d, &secs)) != CLI_OK)
+        return rc;
+    return (*body = json_pack("{s:I}", "time_limit", (json_int_t)secs))
+               ? CLI_OK
+               : cli_usage_error("out of memory");
+}
+
 int cmd_time_limit(struct cli *c, int argc, char **argv)
 {
-    struct cli_args a;
-    json_t *body = NULL;
-    char **rest;
-    int64_t secs = 0;
-    int rc = CLI_OK, n = verb_arg_rest(c, &limit_usage, argc, argv, &a, &rest);
-
-    if (n < 0)
-        return n == -2 ? CLI_HELP : CLI_USAGE;
-    if (a.n_pos < 2) {
-        rc = cli_usage_error("allot time-limit DURATION|none JOB_ID...");
-        goto out;
-    }
-    if (strcmp(a.pos[0], "none") != 0 &&
-        (rc = args_seconds("time limit", a.pos[0], &secs)) != CLI_OK)
-        goto out;
-    if (!(body = json_pack("{s:I}", "time_limit", (json_int_t)secs))) {
-        rc = cli_usage_error("out of memory");
-        goto out;
-    }
     /* repeated after a lost reply: asking again changes nothing */
-    rc = each_job(c, n, rest, &limit_usage, "POST", "/time-limit", "", CLIENT_RETRY_ALWAYS,
-                  limit_table, NULL, NULL, body);
-out:
-    json_decref(body);
-    rest_free(rest);
-    args_free(&a);
-    return rc;
+    return arg_then_jobs(c, argc, argv, &limit_usage, limit_body, "/time-limit", "",
+                         CLIENT_RETRY_ALWAYS, limit_table);
 }
 
 /* ---- checkpoint ---- */

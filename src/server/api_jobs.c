@@ -400,14 +400,21 @@ static bool submittable(struct req *r, const struct jobspec *js)
 /* Whether stored spec text a and request text b ask the same (the same
  * JSON, whatever the order of its keys): an Idempotency-Key names one
  * request. Without mem_given the memory allotd put in by default is left
- * out (its default may have changed between a request and its retry). */
+ * out (its default may have changed between a request and its retry), and
+ * so are the fields users change after submission (allot priority, allot
+ * time-limit): a retry of the request made before is the same request. */
 static bool same_request(const char *a, const char *b, bool mem_given)
 {
+    static const char *const changed_later[] = {"priority", "time_limit"};
     json_t *x = a ? json_loads(a, 0, NULL) : NULL, *y = b ? json_loads(b, 0, NULL) : NULL;
 
     if (!mem_given) {
         json_object_del(x, "memory");
         json_object_del(y, "memory");
+    }
+    for (size_t i = 0; i < sizeof(changed_later) / sizeof(changed_later[0]); i++) {
+        json_object_del(x, changed_later[i]);
+        json_object_del(y, changed_later[i]);
     }
     bool same = x && y && json_equal(x, y);
 
@@ -658,6 +665,9 @@ int api_jobs_list(struct req *r)
     }
     if (!api_query_flag(r, "subtree", &f.tenant_subtree))
         return 0;
+    /* (a token bound to a tenant lists its own subtree without one: below) */
+    if (f.tenant_subtree && !tenant && !(r->who.tenant && *r->who.tenant))
+        return api_error(r, 400, "bad_query", "subtree needs tenant (the top of the subtree)");
     f.tenant = tenant;
     if (r->who.role != ALLOT_ROLE_ADMIN && *r->who.tenant) {
         if (!tenant) {

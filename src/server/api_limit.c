@@ -43,9 +43,11 @@ static int limit_fn(struct allot_store *st, void *arg)
     const char *sig = json_string_value(json_object_get(spec, "signal"));
     const char *at = sig ? strchr(sig, '@') : NULL;
     w->warn = !sig ? -1 : at ? strtoll(at + 1, NULL, 10) : 60;
+    /* no limit is no end: a member may give one, never take one away */
     w->raise_denied = w->r->who.role == ALLOT_ROLE_MEMBER &&
-                      (!w->limit || (w->old && w->limit > w->old) || !w->old);
-    if (w->raise_denied || (w->warn >= 0 && (!w->limit || w->warn >= w->limit))) {
+                      ((!w->limit && w->old) || (w->old && w->limit > w->old));
+    if (w->raise_denied ||
+        (w->limit != w->old && w->warn >= 0 && (!w->limit || w->warn >= w->limit))) {
         json_decref(spec);
         return ALLOT_EINVAL;
     }
@@ -110,9 +112,9 @@ int api_jobs_time_limit(struct req *r)
         r->audited = false;
     if (rc == ALLOT_EINVAL && w.raise_denied)
         api_error(r, 403, "forbidden",
-                  "a member may only lower a job's time limit (%s now); an admin or tenant "
+                  "a member may only lower a job's time limit (%lld s now); an admin or tenant "
                   "admin raises it or takes it away",
-                  w.old ? "it has one" : "it has none");
+                  (long long)w.old);
     else if (rc == ALLOT_EINVAL)
         api_error(r, 422, "invalid",
                   "the job's \"signal\" comes %lld s before its time limit: the limit must be "

@@ -1,7 +1,8 @@
 /*
  * The HTTP layer of allotd (see http.h). libmicrohttpd calls
  * http_access() several times per request: first with the headers (a
- * Content-Length over body-max is answered 413 at once), then with body
+ * Content-Length eight times body-max or more is answered 413 at once, as
+ * is one over it that waits for 100 Continue), then with body
  * chunks (collected up to body-max; more is discarded and answered 413),
  * then once more to run the route. Route matching, the token and role
  * check, the 503 while the core is being rebuilt, the audit entry of a
@@ -619,6 +620,42 @@ audit:
     }
 }
 
+static int hex_digit(char c)
+{
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
+}
+
+/* How the request path and query are unescaped (MHD_OPTION_UNESCAPE_CALLBACK;
+ * in place, returns the new length): %XX as usual, except that %00 becomes
+ * DEL (0x7f), so that no NUL cuts a path or a value short (an id, a number
+ * or a name holding DEL is none, and is refused), and that in the path
+ * (which starts with '/') %2F stays as it is: an escaped slash is no
+ * separator (DELETE /v1/tokens/28%00/x or GET /v1/jobs/1%2Fevents name no
+ * route). */
+static size_t http_unescape(void *cls, struct MHD_Connection *c, char *s)
+{
+    bool path = *s == '/';
+    char *w = s;
+
+    (void)cls, (void)c;
+    for (const char *r = s; *r;) {
+        int hi = r[0] == '%' ? hex_digit(r[1]) : -1, lo = hi >= 0 ? hex_digit(r[2]) : -1;
+        int v = hi * 16 + lo;
+
+        if (hi < 0 || lo < 0 || (path && v == '/')) {
+            *w++ = *r++;
+            continue;
+        }
+        *w++ = v ? (char)v : '\x7f';
+        r += 3;
+    }
+    *w = '\0';
+    return (size_t)(w - s);
+}
+
 static enum MHD_Result http_access(void *cls, struct MHD_Connection *c, const char *url,
                                    const char *method, const char *version, const char *upload_data,
                                    size_t *upload_size, void **con_cls)
@@ -645,7 +682,11 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *c, const ch
          * answered at once and the connection closed unread. */
         if (len > h->body_max)
             x->too_large = true;
-        if (len / 8 > h->body_max) {
+        /* a client waiting for 100 Continue has sent nothing yet: no reason
+         * to read what it would send */
+        const char *expect = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Expect");
+        if (len / 8 > h->body_max ||
+            (x->too_large && expect && !strcasecmp(expect, "100-continue"))) {
             api_error(&x->r, 413, "too_large", "request body over %lld bytes",
                       (long long)h->body_max);
             metric_record(h, http_n_routes, 413, since(&x->t0));
@@ -801,6 +842,7 @@ struct http *http_start(struct server *s, const char *listen, int workers, int m
         MHD_start_daemon(flags, ntohs(sa.sin_port), NULL, NULL, http_access, h,
                          /* first: libmicrohttpd says so of any other place */
                          MHD_OPTION_EXTERNAL_LOGGER, log_http_lib, NULL, MHD_OPTION_SOCK_ADDR, &sa,
+                         MHD_OPTION_UNESCAPE_CALLBACK, http_unescape, NULL,
                          /* a pool only for 2 workers or more (libmicrohttpd warns about a
                           * size of 0 or 1): else the connection limit, set once more */
                          workers > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_CONNECTION_LIMIT,

@@ -2038,6 +2038,13 @@ def test_time_limit_changed():
     ok(cli(dm, "time-limit", "20m", pend))
     assert "time limit:   1200 s" in ok(cli(dm, "show", pend)).out
     fails(cli(dm, "time-limit", "soon", pend), 1, "usage")
+    # no limit is no end: a member may give one (and ask for none, which it has)
+    free = submit({"gpu_models": ["A100-80GB"], "command": sh("true")})
+    assert ok(cli(dm, "time-limit", "none", free, token=member)).out == \
+        "job %d: no time limit\n" % free
+    ok(cli(dm, "time-limit", "20m", free, token=member))
+    fails(cli(dm, "time-limit", "none", free, token=member), 3, "forbidden")
+    expect(dm.req("POST", "/v1/jobs/%d/cancel" % free, token=dm.admin), 200)
     viewer = dm.token("viewer", "", "tl-viewer")
     fails(cli(dm, "time-limit", "1h", pend, token=viewer), 3, "forbidden")
     expect(dm.req("POST", "/v1/jobs/%d/time-limit" % pend, {"time_limit": "1h"},

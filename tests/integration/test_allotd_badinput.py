@@ -277,6 +277,56 @@ def test_jobs_per_tenant_limit():
         d.stop()
 
 
+def test_escapes_in_paths_and_queries():
+    """An escaped NUL cuts no path or value short and an escaped slash in a path is no
+    separator: such paths name no route, and nothing they seem to name changes. An
+    escaped slash in a query value is a slash, as before."""
+    a = dm.admin
+    tok = expect(dm.req("POST", "/v1/tokens", {"role": "viewer", "tenant": "", "name": "esc"},
+                        token=a), 201)
+    jid = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "hold": True}, token=a),
+                 201)["id"]
+    expect(dm.req("DELETE", "/v1/tokens/%d%%00/x" % tok["id"], token=a), 404)
+    expect(dm.req("GET", "/v1/whoami", token=tok["token"]), 200)  # not revoked
+    expect(dm.req("GET", "/v1/jobs/%d%%2Fevents" % jid, token=a), 404)
+    expect(dm.req("GET", "/v1/jobs/%d%%00/events" % jid, token=a), 404)
+    expect(dm.req("GET", "/v1/jobs?limit=5%00zzz", token=a), 400)
+    got = expect(dm.req("GET", "/v1/jobs?tenant=research%2Fnlp", token=a), 200)["jobs"]
+    assert jid in [j["id"] for j in got], got
+    b = expect(dm.req("GET", "/v1/jobs?subtree=true", token=a), 400)
+    assert "subtree needs tenant" in b["error"]["message"], b
+    # a body over the limit that the client holds back for 100 Continue: 413 at once
+    c = dm.conn()
+    try:
+        c.putrequest("POST", "/v1/jobs")
+        c.putheader("Authorization", "Bearer " + a)
+        c.putheader("Content-Type", "application/json")
+        c.putheader("Content-Length", "5000000")
+        c.putheader("Expect", "100-continue")
+        c.endheaders()
+        r = c.getresponse()
+        assert r.status == 413, (r.status, r.read())
+    finally:
+        c.close()
+    expect(dm.req("POST", "/v1/jobs/%d/cancel" % jid, token=a), 200)
+
+
+def test_retry_after_a_change():
+    """A submission retried with its Idempotency-Key after the job's priority class or
+    time limit changed is the same request: the job it made (200), not a 422."""
+    a = dm.admin
+    body = {"tenant": "research/nlp", "hold": True, "time_limit": 600, "command": ["true"]}
+    key = {"Idempotency-Key": "retry-after-change"}
+    jid = expect(dm.req("POST", "/v1/jobs", body, token=a, headers=key), 201)["id"]
+    expect(dm.req("POST", "/v1/jobs/%d/time-limit" % jid, {"time_limit": 60}, token=a), 200)
+    expect(dm.req("POST", "/v1/jobs/%d/priority" % jid, {"priority": "training"}, token=a), 200)
+    again = expect(dm.req("POST", "/v1/jobs", body, token=a, headers=key), 200)
+    assert again["id"] == jid and again["spec"]["time_limit"] == 60, again
+    other = dict(body, cpus=2)  # another request under the key: still refused
+    expect(dm.req("POST", "/v1/jobs", other, token=a, headers=key), 422)
+    expect(dm.req("POST", "/v1/jobs/%d/cancel" % jid, token=a), 200)
+
+
 if __name__ == "__main__":
     dm = Daemon()
     try:
@@ -284,6 +334,7 @@ if __name__ == "__main__":
         fx.run([test_corpus, test_tenant_errors_name_the_entry, test_env_cannot_set_the_gpu_share,
                 test_sql_looking_strings_are_stored_verbatim, test_default_memory,
                 test_stored_zero_cpus_still_read, test_big_specs_are_bounded,
-                test_jobs_per_tenant_limit])
+                test_jobs_per_tenant_limit, test_escapes_in_paths_and_queries,
+                test_retry_after_a_change])
     finally:
         dm.stop()
