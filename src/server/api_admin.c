@@ -372,9 +372,14 @@ int api_tokens_create(struct req *r)
     bool ctl = false;
     for (size_t i = 0; i < nl; i++)
         ctl |= (unsigned char)t.name[i] < 0x20 || t.name[i] == 0x7f;
-    if (nl > 128 || ctl) {
+    /* no ':': the jobs of a token bound to a tenant name their user
+     * TENANT:NAME, which no other token's name may read as */
+    if (nl > 128 || ctl || strchr(t.name, ':')) {
         api_error(r, 422, "invalid", "field \"name\": %s",
-                  ctl ? "control characters are not allowed" : "at most 128 bytes");
+                  ctl                ? "control characters are not allowed"
+                  : nl > 128         ? "at most 128 bytes"
+                                     : "':' is not allowed (a job's user is TENANT:NAME for a "
+                                       "token bound to a tenant)");
         goto out;
     }
     if (*t.tenant && !sim_tenant_path_ok(t.tenant)) {

@@ -93,8 +93,9 @@ def test_tenant_admin_manages_its_subtree_only():
     st, b = dm.req("POST", "/v1/tokens", {"role": "viewer", "tenant": ""}, token=ta)
     assert st == 403 and b["error"]["message"] == (
         "a tenant-admin may not create viewer tokens for the whole cluster"), (st, b)
-    # a token's name is a short label: long or control characters are refused
-    for name in ("x" * 129, "a\nb"):
+    # a token's name is a short label: long or control characters are refused, and
+    # ':' (a job's user is TENANT:NAME: no name may pass for another tenant's user)
+    for name in ("x" * 129, "a\nb", "research/vision:alice"):
         st, b = dm.req("POST", "/v1/tokens", {"role": "member", "tenant": "research/vision",
                                               "name": name}, token=ta)
         assert st == 422 and 'field "name"' in b["error"]["message"], (st, b)
