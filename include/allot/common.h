@@ -196,9 +196,11 @@ bool allot_env_reserved(const char *name);
 bool allot_env_node_set(const char *name);
 
 /* The signals a user may send a running job (allot signal, a job's
- * warning before its time limit): HUP INT QUIT ABRT KILL USR1 USR2 ALRM
- * TERM CONT STOP TSTP. Returns the number of `s` (a name with or without
- * "SIG", any case, or its number), or 0 when it is none of them. */
+ * warning before its time limit), as messages name them; the table in
+ * common.c (user_signals) holds the same. Returns the number of `s` (a
+ * name with or without "SIG", any case, or its number), or 0 when it is
+ * none of them. */
+#define ALLOT_SIGNAL_NAMES "HUP, INT, QUIT, ABRT, KILL, USR1, USR2, ALRM, TERM, CONT, STOP or TSTP"
 int allot_signal_parse(const char *s);
 /* The name of such a signal without "SIG" ("USR1"), or NULL. */
 const char *allot_signal_name(int sig);

@@ -1223,8 +1223,11 @@ void task_signal(struct agent *a, struct task *t, const json_t *signals)
     if (t->pid <= 0 || (t->state != TASK_STARTING && t->state != TASK_RUNNING) ||
         !task_execed(t->pid))
         return;
-    json_array_foreach(signals, i, s) if (json_integer_value(json_object_get(s, "seq")) > seq) seq =
-        json_integer_value(json_object_get(s, "seq"));
+    json_array_foreach(signals, i, s)
+    {
+        if (json_integer_value(json_object_get(s, "seq")) > seq)
+            seq = json_integer_value(json_object_get(s, "seq"));
+    }
     if (seq == t->sig_seq)
         return;
     /* kept before they are sent: an agent that dies between the two sends

@@ -496,6 +496,9 @@ static int my_user(struct client *cl, char *buf, size_t n)
     if (rc == CLI_OK && !name) {
         cli_error("server", "the server's whoami answer has no name");
         rc = CLI_SERVER;
+    } else if (rc == CLI_OK && !*name) {
+        rc = cli_usage_error("--mine lists by the token's name, and this token has none (a token "
+                             "made with allot tokens create --name)");
     }
     if (rc == CLI_OK && scope && *scope)
         allot_fmt(buf, n, "%s:%s", scope, name);
@@ -1151,8 +1154,7 @@ static void signal_table(const json_t *j, const char *id, size_t i)
 static int signal_body(const char *sig, json_t **body)
 {
     if (!allot_signal_parse(sig))
-        return cli_usage_error("\"%s\" is not a signal a job may be sent (HUP, INT, QUIT, ABRT, "
-                               "KILL, USR1, USR2, ALRM, TERM, CONT, STOP or TSTP)",
+        return cli_usage_error("\"%s\" is not a signal a job may be sent (" ALLOT_SIGNAL_NAMES ")",
                                sig);
     return (*body = json_pack("{s:s}", "signal", sig)) ? CLI_OK : cli_usage_error("out of memory");
 }

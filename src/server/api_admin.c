@@ -376,10 +376,10 @@ int api_tokens_create(struct req *r)
      * TENANT:NAME, which no other token's name may read as */
     if (nl > 128 || ctl || strchr(t.name, ':')) {
         api_error(r, 422, "invalid", "field \"name\": %s",
-                  ctl                ? "control characters are not allowed"
-                  : nl > 128         ? "at most 128 bytes"
-                                     : "':' is not allowed (a job's user is TENANT:NAME for a "
-                                       "token bound to a tenant)");
+                  ctl        ? "control characters are not allowed"
+                  : nl > 128 ? "at most 128 bytes"
+                             : "':' is not allowed (a job's user is TENANT:NAME for a "
+                               "token bound to a tenant)");
         goto out;
     }
     if (*t.tenant && !sim_tenant_path_ok(t.tenant)) {

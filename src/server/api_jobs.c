@@ -215,7 +215,7 @@ struct cancel_write {
 static int cancel_one(struct allot_store *st, struct allot_store_job *j, int64_t now,
                       const char *who)
 {
-    char detail[160];
+    char detail[API_WHO_MAX + 32];
     struct allot_store_event ev = {
         .job_id = j->id, .time = now, .kind = "cancelled", .detail = detail};
     int rc;
@@ -251,7 +251,7 @@ int api_array_each(struct allot_store *st, int64_t parent, unsigned states,
 static int cancel_member(struct allot_store *st, struct allot_store_job *j, void *arg)
 {
     struct cancel_write *w = arg;
-    char who[320];
+    char who[API_WHO_MAX];
     int rc;
 
     if (j->id == w->id)
@@ -270,7 +270,7 @@ static int cancel_member(struct allot_store *st, struct allot_store_job *j, void
 static int cancel_fn(struct allot_store *st, void *arg)
 {
     struct cancel_write *w = arg;
-    char target[64], who[320];
+    char target[64], who[API_WHO_MAX];
     int rc = allot_store_job_get(st, w->id, &w->j);
     bool live, array = w->array && w->j.array_parent == w->id;
 
@@ -855,7 +855,7 @@ struct hold_write {
 static int hold_one(struct allot_store *st, struct allot_store_job *j, void *arg)
 {
     struct hold_write *w = arg;
-    char detail[160];
+    char detail[API_WHO_MAX + 32];
     int64_t id = j->id;
     struct allot_store_event ev = {
         .job_id = id, .time = w->now, .kind = w->held ? "held" : "released", .detail = detail};
@@ -864,7 +864,7 @@ static int hold_one(struct allot_store *st, struct allot_store_job *j, void *arg
     w->pending++;
     if (j->held == w->held)
         return 0;
-    char who[320];
+    char who[API_WHO_MAX];
     allot_fmt(detail, sizeof(detail), "%s by %s", ev.kind, api_who(w->r, who, sizeof(who)));
     if ((rc = allot_store_job_hold(st, id, w->held)) != 0 ||
         (rc = allot_store_event_add(st, &ev, NULL)) != 0 ||
@@ -975,7 +975,7 @@ struct prio_write {
 static int prio_one(struct allot_store *st, struct allot_store_job *j, void *arg)
 {
     struct prio_write *w = arg;
-    char detail[300];
+    char detail[API_WHO_MAX + 200];
     json_t *spec = json_loads(j->spec ? j->spec : "", 0, NULL);
     const char *old = json_string_value(json_object_get(spec, "priority"));
     int rc;
@@ -985,7 +985,7 @@ static int prio_one(struct allot_store *st, struct allot_store_job *j, void *arg
         json_decref(spec);
         return 0;
     }
-    char who[320];
+    char who[API_WHO_MAX];
     allot_fmt(detail, sizeof(detail), "priority class %s -> %s by %s", old ? old : "(default)",
               w->cls, api_who(w->r, who, sizeof(who)));
     struct allot_store_event ev = {
@@ -1171,7 +1171,7 @@ static int requeue_fn(struct allot_store *st, void *arg)
 int api_jobs_requeue(struct req *r)
 {
     struct allot_store_job j = {0};
-    char why[160];
+    char why[API_WHO_MAX + 32];
     bool array;
     int rc;
 
@@ -1181,7 +1181,7 @@ int api_jobs_requeue(struct req *r)
         api_error(r, 403, "forbidden", "a viewer may not requeue jobs");
         goto out;
     }
-    char who[320];
+    char who[API_WHO_MAX];
     allot_fmt(why, sizeof(why), "requeued by %s", api_who(r, who, sizeof(who)));
     struct requeue_write w = {.r = r, .id = j.id, .now = srv_now(), .array = array, .why = why};
 

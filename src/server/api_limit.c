@@ -6,6 +6,7 @@
  * As with Slurm, a member may only lower a limit; raising it, or taking
  * it away (0), is for admins and tenant admins.
  */
+#include "jobspec.h"
 #include "loop.h"
 #include "server.h"
 
@@ -20,13 +21,13 @@ struct limit_write {
     struct allot_store_job j; /* OUT: the job as read, then as written */
     int64_t old;              /* OUT: its limit before (0: none) */
     bool raise_denied;        /* OUT: a member asked to raise or take it away */
-    int64_t warn;             /* OUT: its "signal" comes this long before the limit (-1: none) */
+    char why[300];            /* OUT: why its "signal" warning refuses the limit, or "" */
 };
 
 static int limit_fn(struct allot_store *st, void *arg)
 {
     struct limit_write *w = arg;
-    char detail[200], target[64];
+    char detail[API_WHO_MAX + 100], target[64];
     struct allot_store_event ev = {
         .job_id = w->id, .time = w->now, .kind = "limit", .detail = detail};
     int rc = allot_store_job_get(st, w->id, &w->j);
@@ -40,14 +41,16 @@ static int limit_fn(struct allot_store *st, void *arg)
     if (!(spec = json_loads(w->j.spec ? w->j.spec : "", 0, NULL)))
         return ALLOT_EIO;
     w->old = json_integer_value(json_object_get(spec, "time_limit"));
-    const char *sig = json_string_value(json_object_get(spec, "signal"));
-    const char *at = sig ? strchr(sig, '@') : NULL;
-    w->warn = !sig ? -1 : at ? strtoll(at + 1, NULL, 10) : 60;
+    const char *warn = json_string_value(json_object_get(spec, "signal"));
+    int sig;
+    int64_t before;
     /* no limit is no end: a member may give one, never take one away */
     w->raise_denied = w->r->who.role == ALLOT_ROLE_MEMBER &&
                       ((!w->limit && w->old) || (w->old && w->limit > w->old));
+    /* its warning (--signal) keeps its rule against the new limit */
     if (w->raise_denied ||
-        (w->limit != w->old && w->warn >= 0 && (!w->limit || w->warn >= w->limit))) {
+        (w->limit != w->old && warn &&
+         jobspec_warning(warn, w->limit, &sig, &before, w->why, sizeof(w->why)) != 0)) {
         json_decref(spec);
         return ALLOT_EINVAL;
     }
@@ -68,7 +71,7 @@ static int limit_fn(struct allot_store *st, void *arg)
         allot_fmt(was, sizeof(was), "%lld s", (long long)w->old);
     if (w->limit)
         allot_fmt(now, sizeof(now), "%lld s", (long long)w->limit);
-    char who[320];
+    char who[API_WHO_MAX];
     allot_fmt(detail, sizeof(detail), "time limit %s -> %s by %s", was, now,
               api_who(w->r, who, sizeof(who)));
     rc = allot_store_job_set_spec(st, w->id, text);
@@ -116,10 +119,7 @@ int api_jobs_time_limit(struct req *r)
                   "admin raises it or takes it away",
                   (long long)w.old);
     else if (rc == ALLOT_EINVAL)
-        api_error(r, 422, "invalid",
-                  "the job's \"signal\" comes %lld s before its time limit: the limit must be "
-                  "longer",
-                  (long long)w.warn);
+        api_error(r, 422, "invalid", "the job keeps its warning: %s", w.why);
     else if (rc == ALLOT_ESTATE)
         api_error(r, 409, "conflict", "job %lld already ended (%s)", (long long)j.id,
                   allot_store_job_state_name(w.j.state));
@@ -127,7 +127,7 @@ int api_jobs_time_limit(struct req *r)
         api_error(r, 500, "store", "%s", allot_strerror(rc));
     else {
         if (w.limit != w.old)
-            loop_post_limit(r->srv->loop, j.id, w.limit);
+            loop_post_limit(r->srv->loop, j.id);
         api_json(r, 200, api_job_json(&w.j));
     }
     allot_store_job_clear(&w.j);

@@ -33,7 +33,7 @@ struct signal_write {
 static int signal_one(struct allot_store *st, struct allot_store_job *j, void *arg)
 {
     struct signal_write *w = arg;
-    char detail[160];
+    char detail[API_WHO_MAX + 32];
     struct allot_store_event ev = {
         .job_id = j->id, .time = w->now, .kind = "signal", .detail = detail};
     int rc;
@@ -43,7 +43,7 @@ static int signal_one(struct allot_store *st, struct allot_store_job *j, void *a
     if ((rc = allot_grow((void **)&w->ids, &w->cap_ids, w->n + 1, sizeof(*w->ids))) ||
         (rc = allot_grow((void **)&w->runs, &w->cap_runs, w->n + 1, sizeof(*w->runs))))
         return rc;
-    char who[320];
+    char who[API_WHO_MAX];
     allot_fmt(detail, sizeof(detail), "SIG%s sent by %s", allot_signal_name(w->sig),
               api_who(w->r, who, sizeof(who)));
     if ((rc = allot_store_event_add(st, &ev, NULL)) != 0)
@@ -101,8 +101,8 @@ int api_jobs_signal(struct req *r)
     }
     if (!(sig = allot_signal_parse(s))) {
         api_error(r, 422, "invalid",
-                  "field \"signal\": \"%.32s\" is not a signal a job may be sent (HUP, INT, "
-                  "QUIT, ABRT, KILL, USR1, USR2, ALRM, TERM, CONT, STOP or TSTP)",
+                  "field \"signal\": \"%.32s\" is not a signal a job may be sent "
+                  "(" ALLOT_SIGNAL_NAMES ")",
                   s);
         goto out;
     }

@@ -45,29 +45,25 @@ static const char *const fields[] = {"name",
 #define E400(...) (allot_fmt(err, errlen, __VA_ARGS__), 400)
 #define E422(...) (allot_fmt(err, errlen, __VA_ARGS__), 422)
 
-/* "signal": "SIG[@SECONDS]" (sbatch --signal): SIG to the job's processes
- * SECONDS (default 60) before its time limit. */
-static int warning_parse(const char *s, int64_t limit, struct jobspec *out, char *err,
-                         size_t errlen)
+int jobspec_warning(const char *s, int64_t limit, int *sig, int64_t *before, char *err,
+                    size_t errlen)
 {
     char name[32];
     const char *at = strchr(s, '@');
-    int64_t before = 60;
 
+    *before = 60;
     allot_fmt(name, sizeof(name), "%.*s", at ? (int)(at - s) : (int)strlen(s), s);
-    if (!(out->warn_sig = allot_signal_parse(name)))
-        return E422("field \"signal\": \"%s\" is not SIG[@SECONDS] with SIG one of HUP, INT, "
-                    "QUIT, ABRT, KILL, USR1, USR2, ALRM, TERM, CONT, STOP or TSTP",
-                    s);
-    if (at && !allot_parse_num(at + 1, 0, 65535, &before))
+    if (!(*sig = allot_signal_parse(name)))
+        return E422(
+            "field \"signal\": \"%s\" is not SIG[@SECONDS] with SIG one of " ALLOT_SIGNAL_NAMES, s);
+    if (at && !allot_parse_num(at + 1, 0, 65535, before))
         return E422("field \"signal\": \"%s\": SECONDS after '@' must be 0..65535", s);
     if (!limit)
         return E422("field \"signal\" is sent before the time limit: it needs \"time_limit\"");
-    if (before >= limit)
+    if (*before >= limit)
         return E422("field \"signal\": %lld s before a time limit of %lld s is before the job "
                     "starts",
-                    (long long)before, (long long)limit);
-    out->warn_before_s = before;
+                    (long long)*before, (long long)limit);
     return 0;
 }
 
@@ -428,7 +424,8 @@ int jobspec_parse(json_t *b, const struct allot_catalog *cat, struct jobspec *ou
         return 422;
     out->n_tasks = (int)tasks;
     out->limit_s = limit;
-    if (warn && (rc = warning_parse(warn, limit, out, err, errlen)))
+    if (warn &&
+        (rc = jobspec_warning(warn, limit, &out->warn_sig, &out->warn_before_s, err, errlen)))
         return rc;
     return 0;
 }

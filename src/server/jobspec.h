@@ -65,6 +65,14 @@ struct jobspec {
 int jobspec_parse(json_t *b, const struct allot_catalog *cat, struct jobspec *out, char *err,
                   size_t errlen);
 
+/* "signal": "SIG[@SECONDS]" (sbatch --signal): SIG to the job's processes
+ * SECONDS (default 60) before its time limit `limit` (s), which it needs,
+ * and which must be longer. Fills *sig and *before; returns 0, or 422 with
+ * a message in err. The one check of a warning against a limit (a
+ * submission's, and a changed limit's: api_limit.c). */
+int jobspec_warning(const char *s, int64_t limit, int *sig, int64_t *before, char *err,
+                    size_t errlen);
+
 /* Parses an array expression into its indices, ascending, into idx
  * (JOBSPEC_ARRAY_MAX entries; NULL to only check and count) and the
  * throttle (0 = none). Returns the number of members, or -1 with a

@@ -121,9 +121,9 @@ int loop_post_signal(struct loop *l, int64_t id, int64_t run, int sig)
     return post(l, m);
 }
 
-int loop_post_limit(struct loop *l, int64_t id, int64_t limit_s)
+int loop_post_limit(struct loop *l, int64_t id)
 {
-    return post_run(l, LOOP_JOB_LIMIT, id, limit_s, NULL);
+    return loop_post(l, LOOP_JOB_LIMIT, id, NULL);
 }
 
 int loop_post_running(struct loop *l, int64_t id, int64_t at)
@@ -488,7 +488,7 @@ static bool handle(struct loop *l, struct msg *m)
         loop_job_signal(l, m->id, m->run, m->sig);
         break;
     case LOOP_JOB_LIMIT:
-        loop_job_limit(l, m->id, m->run);
+        loop_job_limit(l, m->id);
         break;
     case LOOP_JOB_CHECKPOINT:
         /* a save of an earlier run (requeued since) or of a job that

@@ -46,7 +46,7 @@ enum loop_msg_kind {
     LOOP_LINGER_GONE,    /* an earlier run of a job left a node: its next may be shown */
     LOOP_JOB_STOPPED,    /* id's processes are gone on every node in its grace period */
     LOOP_JOB_SIGNAL,     /* id: a running job a user signalled (stored) in its run `run` */
-    LOOP_JOB_LIMIT,      /* id: a live job whose time limit a user changed (stored) to `run` */
+    LOOP_JOB_LIMIT,      /* id: a live job whose time limit a user changed (stored) */
 };
 
 /* Starts the loop thread and sets s->loop (before the thread can mark the
@@ -88,8 +88,8 @@ struct allot_store;
 int loop_requeue_stored(struct allot_store *st, int64_t sid, const char *why, int64_t now);
 /* LOOP_JOB_CHECKPOINT: job id saved its work at `at` (unix seconds). */
 int loop_post_checkpoint(struct loop *l, int64_t id, int64_t at);
-/* LOOP_JOB_LIMIT: job id's time limit is now limit_s (stored; 0: none). */
-int loop_post_limit(struct loop *l, int64_t id, int64_t limit_s);
+/* LOOP_JOB_LIMIT: job id's time limit changed (stored). */
+int loop_post_limit(struct loop *l, int64_t id);
 /* LOOP_JOB_SIGNAL: a user sent signal `sig` to job id, stored as running
  * run `run` (its start time). */
 int loop_post_signal(struct loop *l, int64_t id, int64_t run, int sig);

@@ -22,7 +22,8 @@ struct msg {
     int kind;
     int64_t id;
     int64_t run;                /* LOOP_JOB_EVICT: the run it is about (its start time); 0: any.
-                                   LOOP_JOB_CHECKPOINT: when it saved */
+                                   LOOP_JOB_CHECKPOINT: when it saved. LOOP_JOB_SIGNAL: the
+                                   run it is for */
     char *name;                 /* owned */
     int sig;                    /* LOOP_JOB_SIGNAL: the signal */
     struct allot_store_job job; /* LOOP_JOB_SUBMITTED by loop_post_job: the job as
@@ -64,7 +65,7 @@ struct live {
     json_t *task_hosts;  /* owned: where its tasks run (lnet_task_hosts), made once for run
                             hosts_run while the job of several tasks is placed, else NULL */
     int64_t hosts_run;
-    json_t *signals; /* owned: signals users sent run signals_run ([{"seq": ms, "sig": N}],
+    json_t *signals; /* owned: signals users sent run signals_run ([{"seq": us, "sig": N}],
                         the latest LOOP_SIGNALS_MAX; the desired state shows them, each
                         node's agent sends each once), or NULL */
     int64_t signals_run;
@@ -260,21 +261,22 @@ struct live *loop_find_live(struct loop *l, int64_t sid, size_t *idx);
 int64_t loop_queued_since(const struct loop *l, const struct allot_job *j);
 /* Takes live record i out (its core job forgotten once ended). */
 void loop_drop_live(struct loop *l, size_t i);
+/* The signals a run keeps (the latest), and the event of a time-limit
+ * warning, which a restarted loop reads back so that a run gets its
+ * warning once (loop_submit_job). */
+#define LOOP_SIGNALS_MAX   8
+#define LOOP_WARNING_EVENT "warning"
 /* Signal `sig` for job sid's run `run` (LOOP_JOB_SIGNAL): kept in its
  * live record for the desired state, unless the job runs no more or
  * runs another run. */
-#define LOOP_SIGNALS_MAX 8
-/* The event of a time-limit warning: a restarted loop reads it back so that
- * a run gets its warning once (loop_submit_job). */
-#define LOOP_WARNING_EVENT "warning"
 void loop_job_signal(struct loop *l, int64_t sid, int64_t run, int sig);
-/* Job sid's time limit changed to limit_s (LOOP_JOB_LIMIT): the core's,
- * and the spec the loop keeps, read again from the store. A job in the
- * gate reads its spec when it enters. */
-void loop_job_limit(struct loop *l, int64_t sid, int64_t limit_s);
+/* Job sid's time limit changed (LOOP_JOB_LIMIT): the core's, and the spec
+ * the loop keeps, read again from the store. A job in the gate reads its
+ * spec when it enters. */
+void loop_job_limit(struct loop *l, int64_t sid);
 /* Sends the time-limit warnings (a job's "signal": SIG@SECONDS) that are
  * due at `now` through loop_job_signal, each once a run, and stores a
- * "signal" event for each. Cheap when none is due. */
+ * LOOP_WARNING_EVENT for each. Cheap when none is due. */
 void loop_time_warnings(struct loop *l, int64_t now);
 /* The user name of token id (auth_user_name: the submitting user as the
  * agent's user map knows it), cached; "" when it cannot be read. */

@@ -522,26 +522,34 @@ void loop_time_warnings(struct loop *l, int64_t now)
         LOG_WARN("loop", "%zu time-limit warnings sent, their events not stored", n);
 }
 
-void loop_job_limit(struct loop *l, int64_t sid, int64_t limit_s)
+void loop_job_limit(struct loop *l, int64_t sid)
 {
     size_t idx;
     struct live *e = loop_find_live(l, sid, &idx);
     struct allot_store *rd = srv_reader(l->srv);
     struct allot_store_job j = {0};
-    char *text;
+    json_t *spec = NULL;
+    char *text = NULL;
     int rc;
 
-    if (!e)
+    /* the limit as stored now, not as a message says: two changes made at
+     * once may reach the loop in another order than they were written */
+    if (!e || !rd || allot_store_job_get(rd, sid, &j) != 0 || !j.spec ||
+        !(spec = json_loads(j.spec, 0, NULL)) || !(text = strdup(j.spec))) {
+        if (e)
+            LOG_ERROR("loop", "job %lld: its new time limit could not be read", (long long)sid);
+        json_decref(spec);
+        allot_store_job_clear(&j);
         return;
+    }
+    int64_t limit_s = json_integer_value(json_object_get(spec, "time_limit"));
     if ((rc = allot_queue_set_limit(l->q, e->qid, limit_s)) != 0 && rc != ALLOT_ESTATE)
         LOG_ERROR("loop", "job %lld: time limit %lld s: %s", (long long)sid, (long long)limit_s,
                   allot_strerror(rc));
-    /* the spec the desired state shows: as stored now */
-    if (rd && allot_store_job_get(rd, sid, &j) == 0 && j.spec && (text = strdup(j.spec))) {
-        free(e->spec_text);
-        e->spec_text = text;
-        json_decref(e->spec); /* parsed again while it is placed */
-        e->spec = NULL;
-    }
+    free(e->spec_text); /* the spec the desired state shows: as stored now */
+    e->spec_text = text;
+    json_decref(e->spec); /* parsed again while it is placed */
+    e->spec = NULL;
+    json_decref(spec);
     allot_store_job_clear(&j);
 }

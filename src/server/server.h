@@ -255,6 +255,8 @@ void auth_user_name(const char *scope, const char *name, char *buf, size_t n);
 /* The caller's user name (auth_user_name of its token), as the "by NAME"
  * of the events it causes tells it; "a user" when it has none. Returns buf. */
 const char *api_who(const struct req *r, char *buf, size_t n);
+/* Room for api_who: a tenant path (255), ':' and a token's name (128). */
+#define API_WHO_MAX 400
 /* The role's name ("job" for ROLE_JOB). */
 const char *auth_role_name(int role);
 /* Reads the key of job credentials from the store (meta "job_key"),

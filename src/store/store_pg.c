@@ -873,9 +873,10 @@ static int pg_job_update(struct allot_store *base, const struct allot_store_job 
     return found ? ALLOT_ESTATE : ALLOT_ENOENT;
 }
 
-/* An update of pending job id: the statement with its two parameters,
- * then, when it changed no row, ALLOT_ESTATE (the job is not pending) or
- * ALLOT_ENOENT with the message. */
+/* An update of job id in some states (pending for a hold, live for a
+ * spec): the statement with its two parameters, then, when it changed no
+ * row, ALLOT_ESTATE (the job is not in those states: `why`) or ALLOT_ENOENT
+ * with the message. */
 static int pg_pending_update(struct allot_store *base, int64_t id, const char *sql, struct pgp *p,
                              const char *why)
 {

@@ -2034,7 +2034,9 @@ def test_time_limit_changed():
     pend = submit({"gpu_models": ["A100-80GB"], "time_limit": 600, "signal": "USR1@300",
                    "command": sh("true")})
     r = fails(cli(dm, "time-limit", "5m", pend), 6, "invalid")
-    assert "comes 300 s before its time limit" in r.err, r
+    assert "keeps its warning" in r.err and "300 s before a time limit of 300 s" in r.err, r
+    r = fails(cli(dm, "time-limit", "none", pend), 6, "invalid")
+    assert "needs \"time_limit\"" in r.err, r
     ok(cli(dm, "time-limit", "20m", pend))
     assert "time limit:   1200 s" in ok(cli(dm, "show", pend)).out
     fails(cli(dm, "time-limit", "soon", pend), 1, "usage")

@@ -293,6 +293,15 @@ def test_escapes_in_paths_and_queries():
     expect(dm.req("GET", "/v1/jobs?limit=5%00zzz", token=a), 400)
     got = expect(dm.req("GET", "/v1/jobs?tenant=research%2Fnlp", token=a), 200)["jobs"]
     assert jid in [j["id"] for j in got], got
+    # '+' is a space in a query, %2B a plus, and UTF-8 escapes are bytes
+    odd = expect(dm.req("POST", "/v1/tokens", {"role": "admin", "tenant": "", "name": "\u00e9 b+c"},
+                        token=a), 201)
+    oid = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "hold": True},
+                        token=odd["token"]), 201)["id"]
+    for q in ("%C3%A9%20b%2Bc", "%C3%A9+b%2Bc", "%c3%a9+b%2bc"):
+        got = expect(dm.req("GET", "/v1/jobs?user=" + q, token=a), 200)["jobs"]
+        assert [j["id"] for j in got] == [oid], (q, got)
+    expect(dm.req("POST", "/v1/jobs/%d/cancel" % oid, token=a), 200)
     b = expect(dm.req("GET", "/v1/jobs?subtree=true", token=a), 400)
     assert "subtree needs tenant" in b["error"]["message"], b
     # a body over the limit that the client holds back for 100 Continue: 413 at once
