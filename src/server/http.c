@@ -716,8 +716,23 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *c, const ch
         api_error(&x->r, 413, "too_large", "request body over %lld bytes", (long long)h->body_max);
     else
         dispatch(h, &x->r, &route);
-    metric_record(h, route, x->r.status, since(&x->t0));
-    LOG_DEBUG("http", "%s %s -> %d", method, url, x->r.status);
+    double took = since(&x->t0);
+    metric_record(h, route, x->r.status, took);
+    if (allot_log_enabled(ALLOT_LOG_DEBUG)) { /* who asked, and how long the answer took */
+        char who[INET6_ADDRSTRLEN] = "?";
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+
+        if (sa && sa->sa_family == AF_INET)
+            inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, who,
+                      sizeof(who));
+        else if (sa && sa->sa_family == AF_INET6)
+            inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, who,
+                      sizeof(who));
+        LOG_DEBUG("http", "%s %s %s -> %d in %.1f ms", who, method, url, x->r.status,
+                  took * 1000.0);
+    }
     return send_reply(c, &x->r);
 }
 

@@ -879,9 +879,11 @@ static char *gauges_text(struct loop *l)
             jobs[l->held[i].tenant * 2]++;
     fprintf(f, "# HELP allot_tenant_jobs Live jobs by tenant and state.\n"
                "# TYPE allot_tenant_jobs gauge\n");
+    /* every leaf (jobs run in leaves), 0 too: a series that vanishes at 0
+     * reads as "no data" on a dashboard, and absent() alerts misfire */
     for (int i = 1; i < nt; i++)
         for (int s = 0; s < 2 && listed(l, i); s++)
-            if (jobs[i * 2 + s])
+            if (jobs[i * 2 + s] || allot_tenants_get(l->t, i)->first_child < 0)
                 fprintf(f, "allot_tenant_jobs{tenant=\"%s\",state=\"%s\"} %lld\n",
                         allot_tenants_get(l->t, i)->path, s ? "running" : "pending",
                         (long long)jobs[i * 2 + s]);

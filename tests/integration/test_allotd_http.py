@@ -12,7 +12,7 @@ import socket
 import time
 
 import allotd_fixture as fx
-from allotd_fixture import Daemon, expect
+from allotd_fixture import TENANTS, Daemon, expect
 
 dm = None
 
@@ -309,6 +309,23 @@ def test_metrics():
             assert re.match(r'^[a-z_]+(\{.*\})? [0-9.e+-]+$', line), line
 
 
+def test_tenant_jobs_at_zero_and_request_log():
+    """allot_tenant_jobs shows every leaf at 0 too (no series vanishes when a tenant's
+    last job ends), and a debug request log line says who asked and how long it took."""
+    d = Daemon(args=["--log-level", "debug"])
+    try:
+        expect(d.req("PUT", "/v1/tenants", TENANTS, token=d.admin), 200)
+        st, text = d.req("GET", "/metrics", raw=True)
+        assert st == 200
+        for s in ("pending", "running"):
+            assert 'allot_tenant_jobs{tenant="research/nlp",state="%s"} 0' % s in text, text
+        assert 'allot_tenant_jobs{tenant="research",' not in text, text  # not a leaf
+        assert re.search(r"127\.0\.0\.1 PUT /v1/tenants -> 200 in [0-9.]+ ms", d.log()), \
+            d.log()[-2000:]
+    finally:
+        assert d.stop() == 0
+
+
 def test_rate_limit_429():
     rl = Daemon(args=["--rate-limit", "1", "--rate-burst", "3"])
 
@@ -348,6 +365,7 @@ if __name__ == "__main__":
                 test_slow_client_does_not_block_others,
                 test_waiting_request_holds_up_no_other_connection, test_max_connections, test_max_connections_per_ip,
                 test_open_connections_hold_no_store_handle,
-                test_metrics, test_rate_limit_429, test_dashboard_not_installed])
+                test_metrics, test_tenant_jobs_at_zero_and_request_log, test_rate_limit_429,
+                test_dashboard_not_installed])
     finally:
         dm.stop()
