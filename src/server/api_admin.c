@@ -344,7 +344,7 @@ int api_tokens_create(struct req *r)
     jr = json_object_get(b, "role");
     jt = json_object_get(b, "tenant");
     if ((jn && !json_is_string(jn)) || !json_is_string(jr) || (jt && !json_is_string(jt))) {
-        api_error(r, 400, "bad_type",
+        api_error(r, 400, "bad_request",
                   !json_is_string(jr) ? "field \"role\": a string is required"
                                       : "fields \"name\" and \"tenant\" must be strings");
         goto out;
@@ -352,7 +352,8 @@ int api_tokens_create(struct req *r)
     jd = json_object_get(b, "duration_s");
     if (jd && (!json_is_integer(jd) || json_integer_value(jd) < 1 ||
                json_integer_value(jd) > TOKEN_DURATION_MAX)) {
-        api_error(r, json_is_integer(jd) ? 422 : 400, json_is_integer(jd) ? "invalid" : "bad_type",
+        api_error(r, json_is_integer(jd) ? 422 : 400,
+                  json_is_integer(jd) ? "invalid" : "bad_request",
                   "field \"duration_s\": seconds the token is valid for, 1..%d (10 years); "
                   "leave it out for a token that does not expire",
                   TOKEN_DURATION_MAX);

@@ -335,7 +335,7 @@ bool api_known_fields(struct req *r, json_t *obj, const char *const *allowed, co
         for (const char *const *a = allowed; *a && !ok; a++)
             ok = !strcmp(*a, k);
         if (!ok) {
-            api_error(r, 400, "unknown_field", "unknown field \"%s%s%s\"", where ? where : "",
+            api_error(r, 400, "bad_request", "unknown field \"%s%s%s\"", where ? where : "",
                       where ? "." : "", k);
             return false;
         }

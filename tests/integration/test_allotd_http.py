@@ -92,6 +92,13 @@ def test_400_malformed_wrong_types_unknown_fields():
     b = expect(dm.req("POST", "/v1/tokens", {"role": "viewer", "colour": "red"},
                       token=dm.admin), 400)
     assert '"colour"' in b["error"]["message"], b
+    # one code for a bad field whatever the route: unknown, or of the wrong type
+    assert b["error"]["code"] == "bad_request", b
+    b = expect(dm.req("POST", "/v1/tokens", {"role": 7}, token=dm.admin), 400)
+    assert b["error"]["code"] == "bad_request", b
+    b = expect(dm.req("POST", "/v1/jobs/1/signal", {"signal": "USR1", "x": 1}, token=dm.admin),
+               400)
+    assert b["error"]["code"] == "bad_request", b
     b = expect(dm.req("PUT", "/v1/tenants", {"tenants": [{"path": "a", "wieght": 2}]},
                       token=dm.admin), 400)
     assert "wieght" in b["error"]["message"], b
