@@ -342,6 +342,11 @@ def test_jobs_page():
     reason = br.js("return document.querySelector('#jobs tr[data-job=\"%d\"] .reason')"
                    ".textContent;" % jobs["serve-big"])
     assert "product" in reason and "borrowing not allowed" in reason, reason
+    # who submitted it, as the API names its user
+    user = br.js("return document.querySelector('#jobs tr[data-job=\"%d\"] .user')"
+                 ".textContent;" % jobs["notebook"])
+    st, api_job = dm.req("GET", "/v1/jobs/%d" % jobs["notebook"], token=dm.admin)
+    assert st == 200 and api_job["user"] and user == api_job["user"], (user, api_job)
     place = br.js("return document.querySelector('#jobs tr[data-job=\"%d\"] .placement')"
                   ".textContent;" % jobs["notebook"])
     assert place == "gpu-2:0 1g.10gb@%s" % place.split("@")[1] and "1g.10gb" in place, place

@@ -144,7 +144,7 @@ export function mount(root, params, ctx) {
     const shown = matching.slice(-ROWS_MAX); // the newest: a table of 20,000 rows every 3 s is too slow
     cut.textContent = matching.length > shown.length
       ? `The newest ${shown.length} of ${matching.length} jobs; filter to see the others.` : "";
-    return table(["ID", "Name", "Tenant", "State", "Asks", "Placement", "Submitted", "Waited / ran", "Reason", ""],
+    return table(["ID", "Name", "User", "Tenant", "State", "Asks", "Placement", "Submitted", "Waited / ran", "Reason", ""],
       shown.slice().reverse().map((j) => {
         const waited = (j.start_time || now) - j.submit_time;
         const ran = j.start_time ? (j.end_time || now) - j.start_time : null;
@@ -152,6 +152,7 @@ export function mount(root, params, ctx) {
           h("td", {class: "num"}, j.id),
           h("td", {class: "name"}, h("a", {href: "#", onclick: (e) => { e.preventDefault(); select(j.id); }},
             j.name || "(no name)")),
+          h("td", {class: "user"}, j.user || "—"),
           h("td", null, tenantTag(j.tenant)),
           h("td", null, h("span", {class: "state " + j.state}, j.state)),
           h("td", null, shape(j.spec || {})),
@@ -190,6 +191,7 @@ export function mount(root, params, ctx) {
       h("h2", null, `Job ${j.id} ${j.name || ""}`),
       h("dl", {class: "kv"},
         h("dt", null, "tenant"), h("dd", null, tenantTag(j.tenant)),
+        h("dt", null, "user"), h("dd", null, j.user || "—"),
         h("dt", null, "state"), h("dd", null, j.state + (j.exit_code !== null && j.exit_code !== undefined ? ` (exit ${j.exit_code})` : "")),
         h("dt", null, "asks"), h("dd", null, shape(j.spec || {})),
         h("dt", null, "priority class"), h("dd", null, await classControl(j)),
