@@ -195,6 +195,11 @@ bool allot_env_reserved(const char *name);
  * sets one (it would be overridden without a word). */
 bool allot_env_node_set(const char *name);
 
+/* Whether `s` may name a job's image: a folder of an agent's --image-dir,
+ * 1..128 bytes of [A-Za-z0-9._:-], not "." and without "..". allotd
+ * refuses other names at submit; the agent checks again. */
+bool allot_image_name_ok(const char *s);
+
 /* The signals a user may send a running job (allot signal, a job's
  * warning before its time limit), as messages name them; the table in
  * common.c (user_signals) holds the same. Returns the number of `s` (a

@@ -32,18 +32,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-/* A name of an image folder: no path tricks. */
-static bool image_name_ok(const char *s)
-{
-    if (!*s || strlen(s) > 128 || !strcmp(s, ".") || strstr(s, ".."))
-        return false;
-    for (; *s; s++)
-        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
-              *s == '.' || *s == '_' || *s == '-' || *s == ':'))
-            return false;
-    return true;
-}
-
 /* In the container: the driver's libraries (lib64) and the shim's files
  * (allot), on a tmpfs of their own so that nothing is made in the image
  * but this folder. NVIDIA's CUDA images look for the driver in lib64. */
@@ -174,7 +162,7 @@ int oci_bundle(const struct agent *a, json_t *d, const struct task *t, const cha
         allot_fmt(why, wlen, "this node runs no images (the agent has no --image-dir)");
         goto fail;
     }
-    if (!image_name_ok(image)) {
+    if (!allot_image_name_ok(image)) { /* allotd refuses it; a job stored before may not */
         allot_fmt(why, wlen, "image \"%.60s\": want a name of [A-Za-z0-9._:-]", image);
         goto fail;
     }

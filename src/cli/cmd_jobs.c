@@ -722,6 +722,16 @@ static void show_run_spec(const json_t *spec)
         printf("%-13s %s\n", "workdir:", out_text(json_string_value(x), t, sizeof(t)));
     if ((x = json_object_get(spec, "image")) && json_is_string(x))
         printf("%-13s %s\n", "image:", out_text(json_string_value(x), t, sizeof(t)));
+    json_t *m;
+    size_t i;
+    json_array_foreach(json_object_get(spec, "gpu_models"), i, m)
+    {
+        if (!i)
+            printf("%-13s ", "gpu models:");
+        printf("%s%s", i ? ", " : "", out_text(json_string_value(m), t, sizeof(t)));
+    }
+    if (json_array_size(json_object_get(spec, "gpu_models")))
+        putchar('\n');
     show_pairs(spec, "env", "env:", true);
     show_pairs(spec, "labels", "labels:", false);
 }

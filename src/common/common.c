@@ -632,3 +632,14 @@ const char *allot_signal_name(int sig)
             return user_signals[i].name;
     return NULL;
 }
+
+bool allot_image_name_ok(const char *s)
+{
+    if (!s || !*s || strlen(s) > 128 || !strcmp(s, ".") || strstr(s, ".."))
+        return false;
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+              *s == '.' || *s == '_' || *s == '-' || *s == ':'))
+            return false;
+    return true;
+}

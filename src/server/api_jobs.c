@@ -466,6 +466,21 @@ int api_jobs_submit(struct req *r)
                   "not where it was submitted from)");
         goto out;
     }
+    /* what no node could run: checked for new jobs (stored ones read as before) */
+    const char *img = json_string_value(json_object_get(b, "image"));
+    if (img && !allot_image_name_ok(img)) {
+        api_error(r, 422, "invalid",
+                  "field \"image\": \"%.64s\" is not an image name: a folder of the nodes' "
+                  "--image-dir, 1..128 of [A-Za-z0-9._:-] (not a registry reference)",
+                  img);
+        goto out;
+    }
+    if (json_array_size(json_object_get(b, "gpu_models")) && js.task.num_gpu == 0) {
+        api_error(r, 422, "invalid",
+                  "field \"gpu_models\" picks GPUs, and the job asks for none (gpus, mig, "
+                  "gpu_milli or gpu_memory): it would run on any node");
+        goto out;
+    }
     bool mem_given = json_integer_value(json_object_get(b, "memory")) > 0;
     default_memory(r->srv, b, &js);
     /* every task runs on some CPU: none asked would be none limited and

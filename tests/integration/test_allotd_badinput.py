@@ -40,6 +40,11 @@ CORPUS = [
     ("POST", "/v1/jobs", b'{"tenant":"../../etc/passwd"}', 422),
     ("POST", "/v1/jobs", b'{"tenant":"research/nlp/../vision"}', 422),
     ("POST", "/v1/jobs", b'{"tenant":"research/nlp","name":"' + b"n" * 200 + b'"}', 422),
+    # what no node could run: a registry reference for an image, a GPU model for no GPU
+    ("POST", "/v1/jobs", b'{"tenant":"research/nlp","image":"docker.io/library/ubuntu:22.04"}',
+     422),
+    ("POST", "/v1/jobs", b'{"tenant":"research/nlp","image":"../etc"}', 422),
+    ("POST", "/v1/jobs", b'{"tenant":"research/nlp","gpu_models":["A100-80GB"]}', 422),
     ("PUT", "/v1/tenants", b'{"tenants":[{"path":"a; DELETE FROM tenants"}]}', 422),
     ("PUT", "/v1/tenants", b'{"tenants":[{"path":"../x"}]}', 422),
     ("PUT", "/v1/tenants", b'{"tenants":[{"path":"a","weight":-1}]}', 422),

@@ -313,6 +313,11 @@ def test_show_how_it_runs():
         assert line in out, (line, out)
     assert "secret" not in out and "image:" not in out, out
     expect(dm.req("POST", "/v1/jobs/%s/cancel" % jid, token=dm.admin), 200)
+    # the GPU models it may run on, as it asked
+    jid = ok(cli(dm, "submit", "-t", "research/nlp", "-g", "1", "--gpu-model", "A100-80GB",
+                 "--gpu-model", "H100-80GB", "--", "true")).out.strip()
+    assert "gpu models:   A100-80GB, H100-80GB\n" in ok(cli(dm, "show", jid)).out
+    expect(dm.req("POST", "/v1/jobs/%s/cancel" % jid, token=dm.admin), 200)
 
 
 def test_run_says_why_it_waits():
