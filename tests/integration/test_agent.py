@@ -663,7 +663,8 @@ def test_root_refused():
         # the reason is the task's output: allot logs and allot run show it
         r = ok(cli(dm, "logs", jid))
         assert "not started on node ag-root" in r.out and "as root" in r.out, r
-        r = cli(dm, "run", "-t", "research/vision", "--gpu-model", "T4", "--", "id", "-u")
+        r = cli(dm, "run", "-t", "research/vision", "-g", "1", "--gpu-model", "T4", "--", "id",
+                "-u")
         assert r.rc == 1 and "not started on node ag-root" in r.out, r
         assert "failed: " in r.err and "as root" in r.err and "no_log" not in r.err, r
         # the longer prefix wins: research/nlp runs as nobody there
