@@ -1218,17 +1218,17 @@ void task_signal(struct agent *a, struct task *t, const json_t *signals)
     json_t *s;
     size_t i;
 
-    /* its process is not known or has not started its program yet (a later
-     * heartbeat), or it stops */
-    if (t->pid <= 0 || (t->state != TASK_STARTING && t->state != TASK_RUNNING) ||
-        !task_execed(t->pid))
+    /* its process is not known yet, or it stops */
+    if (t->pid <= 0 || (t->state != TASK_STARTING && t->state != TASK_RUNNING))
         return;
     json_array_foreach(signals, i, s)
     {
         if (json_integer_value(json_object_get(s, "seq")) > seq)
             seq = json_integer_value(json_object_get(s, "seq"));
     }
-    if (seq == t->sig_seq)
+    /* nothing new (every heartbeat shows a run's signals), or its program
+     * has not started yet: a later heartbeat */
+    if (seq == t->sig_seq || !task_execed(t->pid))
         return;
     /* kept before they are sent: an agent that dies between the two sends
      * none of them again (at most once) */
