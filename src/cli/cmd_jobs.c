@@ -484,26 +484,24 @@ static const struct cli_usage ls_usage = {
     "how long it has run (TIME, [D-]H:MM:SS), its nodes, its exit code once\n"
     "ended and why it waits. With -o json|yaml, all matches are one array."};
 
-/* The caller's user name as jobs carry it ("user"): the token's name,
- * TENANT:NAME for a token bound to a tenant. */
+/* The caller's user name as its jobs carry it ("user"), as allotd names
+ * it (GET /v1/whoami). */
 static int my_user(struct client *cl, char *buf, size_t n)
 {
     json_t *me = NULL;
     int rc = client_call(cl, "GET", "/v1/whoami", NULL, NULL, CLIENT_RETRY_ALWAYS, &me, NULL);
+    const char *user = json_string_value(json_object_get(me, "user"));
     const char *name = json_string_value(json_object_get(me, "name"));
-    const char *scope = json_string_value(json_object_get(me, "tenant"));
 
-    if (rc == CLI_OK && !name) {
-        cli_error("server", "the server's whoami answer has no name");
+    if (rc == CLI_OK && !user) {
+        cli_error("server", "the server's whoami answer has no user");
         rc = CLI_SERVER;
-    } else if (rc == CLI_OK && !*name) {
+    } else if (rc == CLI_OK && (!name || !*name)) {
         rc = cli_usage_error("--mine lists by the token's name, and this token has none (a token "
                              "made with allot tokens create --name)");
     }
-    if (rc == CLI_OK && scope && *scope)
-        allot_fmt(buf, n, "%s:%s", scope, name);
-    else if (rc == CLI_OK)
-        allot_strlcpy(buf, name, n);
+    if (rc == CLI_OK)
+        allot_strlcpy(buf, user, n);
     json_decref(me);
     return rc;
 }

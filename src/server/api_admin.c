@@ -190,9 +190,11 @@ int api_whoami(struct req *r)
         return 0;
     if (allot_store_token_get(st, r->who.token_id, &t) < 0)
         return api_error(r, 500, "store", "cannot read the token");
-    json_t *o = json_pack("{s:I,s:s,s:s,s:s}", "token_id", (json_int_t)t.id, "name",
+    char user[API_WHO_MAX];
+    auth_user_name(t.tenant, t.name, user, sizeof(user)); /* as its jobs name it */
+    json_t *o = json_pack("{s:I,s:s,s:s,s:s,s:s}", "token_id", (json_int_t)t.id, "name",
                           t.name ? t.name : "", "role", allot_store_role_name(r->who.role),
-                          "tenant", r->who.tenant ? r->who.tenant : "");
+                          "tenant", r->who.tenant ? r->who.tenant : "", "user", user);
     allot_store_token_clear(&t);
     return api_json(r, 200, o);
 }

@@ -530,11 +530,11 @@ int api_jobs_submit(struct req *r)
     if (idx)
         jobspec_array_parse(js.array, idx, &throttle, err, sizeof(err));
     rc = refs_check(r->srv, st, js.tenant, js.priority, err, sizeof(err));
-    if (rc == 422 && own_tenant && strstr(err, "has sub-tenants"))
-        allot_fmt(err, sizeof(err),
-                  "no field \"tenant\", and this token's tenant \"%s\" has sub-tenants: name "
-                  "the one to run in",
-                  js.tenant);
+    if (rc == 422 && own_tenant) { /* say where the tenant came from */
+        char why[sizeof(err)];
+        allot_strlcpy(why, err, sizeof(why));
+        allot_fmt(err, sizeof(err), "no field \"tenant\", so this token's own: %s", why);
+    }
     if (rc == 0)
         rc = check_deps(r, st, &js, deps, err, sizeof(err));
     if (rc == 0) {

@@ -542,6 +542,7 @@ def test_who_submitted():
     bob = dm.token("member", "research/nlp", "bob")
     st, b = dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "name": "by-ann"}, token=ann)
     assert st == 201 and b["user"] == "research/nlp:ann", b
+    assert expect(dm.req("GET", "/v1/whoami", token=ann), 200)["user"] == "research/nlp:ann"
     a2 = submit("-t", "research/nlp", token=ann)
     by_bob = submit("-t", "research/nlp", token=bob)
     by_admin = submit("-t", "research/nlp")
@@ -581,7 +582,8 @@ def test_default_tenant():
     fails(cli(dm, "submit", "-t", "research/vision", "--", "true", token=leaf), 3, "forbidden")
     org = dm.token("tenant-admin", "research", "orgy")
     r = fails(cli(dm, "submit", "--", "true", token=org), 6, "invalid")
-    assert 'this token\'s tenant "research" has sub-tenants' in r.err, r
+    assert "no field \"tenant\", so this token's own" in r.err, r
+    assert '"research" has sub-tenants' in r.err, r
     r = fails(cli(dm, "submit", "--", "true"), 6, "bad_request")
     assert 'field "tenant" is required' in r.err, r
     ok(cli(dm, "cancel", jid, other))
