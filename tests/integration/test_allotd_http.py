@@ -322,7 +322,12 @@ def test_tenant_jobs_at_zero_and_request_log():
     d = Daemon(args=["--log-level", "debug"])
     try:
         expect(d.req("PUT", "/v1/tenants", TENANTS, token=d.admin), 200)
-        st, text = d.req("GET", "/metrics", raw=True)
+        end = time.time() + 10  # bounded: the loop reads the new tree at its next cycle
+        while True:
+            st, text = d.req("GET", "/metrics", raw=True)
+            if st != 200 or 'tenant="research/nlp"' in text or time.time() > end:
+                break
+            time.sleep(0.05)
         assert st == 200
         for s in ("pending", "running"):
             assert 'allot_tenant_jobs{tenant="research/nlp",state="%s"} 0' % s in text, text
