@@ -16,9 +16,9 @@
  * and memory free within [0, capacity]; every ready node is in exactly one
  * state class and every class's members share the class signature.
  *
- * The state index: nodes whose schedulable state is identical (model, free
- * CPU and memory, the sorted multiset of per-GPU free capacity, and the
- * classes of tasks they host) form one class. Policies score classes, not
+ * The state index: nodes whose schedulable state is identical (model,
+ * labels, free CPU and memory, the sorted multiset of per-GPU free
+ * capacity, and the classes of tasks they host) form one class. Policies score classes, not
  * nodes; the member with the lowest rank (the seeded tie-break order)
  * represents the class. Placing on a node moves it to another class in
  * O(log n). Single-threaded; no I/O.
@@ -63,6 +63,26 @@ struct allot_label {
     char *value; /* owned */
 };
 
+/* Node labels (Kubernetes node labels, Slurm node features) and the node
+ * selectors of tasks. A key is 1..ALLOT_LABEL_KEY_MAX printable ASCII
+ * characters without space or '='; a value at most ALLOT_LABEL_VALUE_MAX
+ * bytes of UTF-8 without control characters. A task selects nodes by up
+ * to ALLOT_MAX_SELECT labels, all of which a node must carry. */
+#define ALLOT_LABEL_KEY_MAX   63
+#define ALLOT_LABEL_VALUE_MAX 255
+#define ALLOT_MAX_SELECT      4
+
+/* What is wrong with a label key or value ("is empty", "is too long",
+ * "contains ..."), or NULL when it is fine: the one rule for labels from
+ * cluster descriptions, agents and node selectors. */
+const char *allot_label_key_problem(const char *key);
+const char *allot_label_value_problem(const char *value);
+
+/* The label KEY=VALUE as a task's select word: a 64-bit hash, never 0.
+ * Labels are matched by hash (two labels meeting in 64 bits would be
+ * taken for each other). */
+uint64_t allot_label_hash(const char *key, const char *value);
+
 struct allot_node {
     char *name;        /* owned */
     int model;         /* catalog model index; -1 for a CPU-only node */
@@ -78,6 +98,7 @@ struct allot_node {
     int rack;  /* rack / switch id for multi-node placement */
     int n_labels;
     struct allot_label *labels;              /* owned, n_labels entries */
+    uint64_t *label_hash;                    /* owned: allot_label_hash of each label */
     uint16_t pod_classes[ALLOT_POD_CLASSES]; /* GPU tasks hosted, per class */
     int32_t n_tasks;                         /* tasks placed on the node */
     int32_t excl_tenant;                     /* exclusive-node tenant holding the node; 0 = none */
@@ -116,6 +137,8 @@ struct allot_task {
     int tenant;          /* owning tenant id (>= 1), 0 = none */
     int isolation;       /* the tenant's enum allot_isolation (tenant.h): 0 shared,
                             1 exclusive-gpu, 2 exclusive-node */
+    uint64_t select[ALLOT_MAX_SELECT]; /* node selector: allot_label_hash of labels a node
+                                          must all carry; unused words 0 (first) */
 };
 
 /* Where a task was placed. */
@@ -229,11 +252,14 @@ bool allot_gpu_mode_serves(int mode, const struct allot_task *t);
 /* The GPUs of node n that are free for whole-GPU use (allot_gpu_whole_free). */
 int allot_node_whole_free(const struct allot_node *n);
 
-/* True when the node's model, CPU, memory, RDMA VFs and isolation admit the task
- * (GPU fit aside). */
+/* True when node n carries every label task t selects (t->select). */
+bool allot_node_selected(const struct allot_node *n, const struct allot_task *t);
+
+/* True when the node's labels, model, CPU, memory, RDMA VFs and isolation
+ * admit the task (GPU fit aside). */
 bool allot_node_admits(const struct allot_node *n, const struct allot_task *t);
 
-/* True when the task fits on the node (state, model, CPU, memory, GPUs). */
+/* True when the task fits on the node (state, labels, model, CPU, memory, GPUs). */
 bool allot_node_fits(const struct allot_cluster *c, const struct allot_node *n,
                      const struct allot_task *t);
 

@@ -31,8 +31,8 @@
 #define ALLOT_CLUSTERDESC_MAX_RACK    1000000      /* highest rack id */
 #define ALLOT_CLUSTERDESC_NAME_MAX    253          /* node name length */
 #define ALLOT_CLUSTERDESC_MAX_LABELS  64           /* labels per node */
-#define ALLOT_CLUSTERDESC_LABEL_KEY   63           /* label key length */
-#define ALLOT_CLUSTERDESC_LABEL_VALUE 255          /* label value length */
+#define ALLOT_CLUSTERDESC_LABEL_KEY   ALLOT_LABEL_KEY_MAX   /* label key length */
+#define ALLOT_CLUSTERDESC_LABEL_VALUE ALLOT_LABEL_VALUE_MAX /* label value length */
 
 /*
  * Parses a cluster description.

@@ -95,7 +95,7 @@ static void sort_u64(uint64_t *v, int n)
 }
 
 /* Canonical state key of a node: fills key[] and returns its length. */
-#define KEY_MAX (9 + 3 * ALLOT_MAX_GPUS)
+#define KEY_MAX (10 + 3 * ALLOT_MAX_GPUS)
 static int node_key(const struct allot_cluster *c, const struct allot_node *n, uint64_t *key)
 {
     int k = 0;
@@ -108,6 +108,12 @@ static int node_key(const struct allot_cluster *c, const struct allot_node *n, u
         key[k++] = (uint64_t)n->rdma_free | 1ULL << 63;
     /* isolation: who holds the node exclusively, and whether it is empty */
     key[k++] = (uint64_t)(uint32_t)n->excl_tenant << 1 | (n->n_tasks > 0);
+    if (n->n_labels > 0) { /* only labelled nodes: the keys of all others stay as they were */
+        uint64_t sum = 0;
+        for (int i = 0; i < n->n_labels; i++)
+            sum += n->label_hash[i]; /* the label set, in any order */
+        key[k++] = sum;
+    }
     if (c->class_flags & ALLOT_CLASS_POD_CLASSES) {
         uint64_t mask = 0;
         for (int i = 0; i < ALLOT_POD_CLASSES; i++)
@@ -188,6 +194,90 @@ static void heap_down(struct allot_cluster *c, struct allot_class *k, int32_t i)
         heap_swap(c, k, i, m);
         i = m;
     }
+}
+
+/* ---- labels ---------------------------------------------------------------- */
+
+/* True when s is well-formed UTF-8 (no overlong forms, surrogates or code
+ * points above U+10FFFF). Text parsed by jansson always is; callers with
+ * labels from elsewhere (a cluster description built in code, the
+ * command line) are not. */
+static bool utf8_valid(const unsigned char *s)
+{
+    while (*s) {
+        unsigned char c = *s;
+        uint32_t cp;
+        int n;
+
+        if (c < 0x80) {
+            s++;
+            continue;
+        }
+        if (c >= 0xc2 && c <= 0xdf)
+            n = 1, cp = c & 0x1fu;
+        else if (c >= 0xe0 && c <= 0xef)
+            n = 2, cp = c & 0x0fu;
+        else if (c >= 0xf0 && c <= 0xf4)
+            n = 3, cp = c & 0x07u;
+        else
+            return false;
+        for (int k = 1; k <= n; k++) {
+            if ((s[k] & 0xc0) != 0x80)
+                return false; /* also stops at the terminating NUL */
+            cp = (cp << 6) | (s[k] & 0x3fu);
+        }
+        if ((n == 2 && cp < 0x800) || (n == 3 && (cp < 0x10000 || cp > 0x10ffff)) ||
+            (cp >= 0xd800 && cp <= 0xdfff))
+            return false;
+        s += n + 1;
+    }
+    return true;
+}
+
+const char *allot_label_key_problem(const char *key)
+{
+    size_t n = strlen(key);
+
+    if (n == 0)
+        return "is empty";
+    if (n > ALLOT_LABEL_KEY_MAX)
+        return "is too long";
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)key[i];
+        if (ch <= 0x20 || ch >= 0x7f || ch == '=')
+            return "contains a space, '=', a control character or a non-ASCII character";
+    }
+    return NULL;
+}
+
+const char *allot_label_value_problem(const char *value)
+{
+    size_t n = strlen(value);
+
+    if (n > ALLOT_LABEL_VALUE_MAX)
+        return "is too long";
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)value[i];
+        if (ch < 0x20 || ch == 0x7f)
+            return "contains a control character";
+    }
+    if (!utf8_valid((const unsigned char *)value))
+        return "is not valid UTF-8";
+    return NULL;
+}
+
+uint64_t allot_label_hash(const char *key, const char *value)
+{
+    uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a over KEY NUL VALUE */
+
+    for (const unsigned char *p = (const unsigned char *)key;; p++) {
+        h = (h ^ *p) * 0x100000001b3ULL;
+        if (!*p)
+            break;
+    }
+    for (const unsigned char *p = (const unsigned char *)value; *p; p++)
+        h = (h ^ *p) * 0x100000001b3ULL;
+    return allot_hash_mix(h, 0x6c6162656cULL) | 1; /* never 0: 0 marks an unused word */
 }
 
 /* ---- signature table -------------------------------------------------------- */
@@ -564,14 +654,20 @@ struct allot_cluster *allot_cluster_new(const struct allot_catalog *cat, unsigne
     return c;
 }
 
-static void node_clear(struct allot_node *n)
+static void labels_clear(struct allot_node *n)
 {
-    allot_free(n->name);
     for (int i = 0; n->labels && i < n->n_labels; i++) {
         allot_free(n->labels[i].key);
         allot_free(n->labels[i].value);
     }
     allot_free(n->labels);
+    allot_free(n->label_hash);
+}
+
+static void node_clear(struct allot_node *n)
+{
+    allot_free(n->name);
+    labels_clear(n);
 }
 
 void allot_cluster_free(struct allot_cluster *c)
@@ -671,7 +767,8 @@ static int labels_copy(struct allot_node *n, const struct allot_node_spec *spec)
     if (spec->n_labels <= 0)
         return 0;
     n->labels = allot_calloc((size_t)spec->n_labels, sizeof(*n->labels));
-    if (!n->labels)
+    n->label_hash = allot_calloc((size_t)spec->n_labels, sizeof(*n->label_hash));
+    if (!n->labels || !n->label_hash)
         return ALLOT_ENOMEM;
     for (int i = 0; i < spec->n_labels; i++) {
         n->labels[i].key = allot_strdup(spec->labels[i].key ? spec->labels[i].key : "");
@@ -679,6 +776,7 @@ static int labels_copy(struct allot_node *n, const struct allot_node_spec *spec)
         n->n_labels = i + 1;
         if (!n->labels[i].key || !n->labels[i].value)
             return ALLOT_ENOMEM;
+        n->label_hash[i] = allot_label_hash(n->labels[i].key, n->labels[i].value);
     }
     return 0;
 }
@@ -797,12 +895,9 @@ int allot_cluster_update_node(struct allot_cluster *c, int node, const struct al
         allot_fmt(err, errlen, "node \"%s\": out of memory", n->name);
         return ALLOT_ENOMEM;
     }
-    for (int i = 0; n->labels && i < n->n_labels; i++) {
-        allot_free(n->labels[i].key);
-        allot_free(n->labels[i].value);
-    }
-    allot_free(n->labels);
+    labels_clear(n);
     n->labels = fresh.labels;
+    n->label_hash = fresh.label_hash;
     n->n_labels = fresh.n_labels;
     node_size(n, spec, model, model >= 0 ? &c->cat->models[model] : NULL);
     c->changes++;

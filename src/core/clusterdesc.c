@@ -115,61 +115,6 @@ static const char *name_problem(const char *s, size_t max)
     return NULL;
 }
 
-/* True when s is well-formed UTF-8 (no overlong forms, surrogates or code
- * points above U+10FFFF). Text parsed by jansson always is; the writer
- * checks labels set through the API, which jansson would refuse to encode. */
-static bool utf8_valid(const unsigned char *s)
-{
-    while (*s) {
-        unsigned char c = *s;
-        uint32_t cp;
-        int n;
-
-        if (c < 0x80) {
-            s++;
-            continue;
-        }
-        if (c >= 0xc2 && c <= 0xdf)
-            n = 1, cp = c & 0x1fu;
-        else if (c >= 0xe0 && c <= 0xef)
-            n = 2, cp = c & 0x0fu;
-        else if (c >= 0xf0 && c <= 0xf4)
-            n = 3, cp = c & 0x07u;
-        else
-            return false;
-        for (int k = 1; k <= n; k++) {
-            if ((s[k] & 0xc0) != 0x80)
-                return false; /* also stops at the terminating NUL */
-            cp = (cp << 6) | (s[k] & 0x3fu);
-        }
-        if ((n == 2 && cp < 0x800) || (n == 3 && (cp < 0x10000 || cp > 0x10ffff)) ||
-            (cp >= 0xd800 && cp <= 0xdfff))
-            return false;
-        s += n + 1;
-    }
-    return true;
-}
-
-/* What is wrong with `s` as a label value (at most
- * ALLOT_CLUSTERDESC_LABEL_VALUE bytes of UTF-8 without control
- * characters), or NULL when nothing is. */
-static const char *value_problem(const char *s)
-{
-    size_t n = strlen(s);
-
-    if (n > ALLOT_CLUSTERDESC_LABEL_VALUE)
-        return "is too long";
-    for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)s[i];
-
-        if (ch < 0x20 || ch == 0x7f)
-            return "contains a control character";
-    }
-    if (!utf8_valid((const unsigned char *)s))
-        return "is not valid UTF-8";
-    return NULL;
-}
-
 /* Number of decimal digits of v >= 0. */
 static int digits(int64_t v)
 {
@@ -278,7 +223,7 @@ static int get_labels(struct desc_ctx *d, json_t *v, struct allot_label *out, in
                     ALLOT_CLUSTERDESC_MAX_LABELS);
     json_object_foreach(v, key, val)
     {
-        problem = name_problem(key, ALLOT_CLUSTERDESC_LABEL_KEY);
+        problem = allot_label_key_problem(key);
         if (problem) {
             if (strcmp(problem, "is too long") == 0)
                 return fail(d, "field \"labels\": key \"%s\" is longer than %d characters", key,
@@ -290,7 +235,7 @@ static int get_labels(struct desc_ctx *d, json_t *v, struct allot_label *out, in
                         "field \"labels\": \"%s\" must be a string (labels map strings to "
                         "strings)",
                         key);
-        problem = value_problem(json_string_value(val));
+        problem = allot_label_value_problem(json_string_value(val));
         if (problem) {
             if (strcmp(problem, "is too long") == 0)
                 return fail(d, "field \"labels\": value of \"%s\" is longer than %d bytes", key,
@@ -708,8 +653,8 @@ static int check_describable(const struct allot_cluster *c, const struct allot_n
     for (int l = 0; l < n->n_labels; l++) {
         const struct allot_label *lb = &n->labels[l];
 
-        if (!lb->key || !lb->value || name_problem(lb->key, ALLOT_CLUSTERDESC_LABEL_KEY) ||
-            value_problem(lb->value))
+        if (!lb->key || !lb->value || allot_label_key_problem(lb->key) ||
+            allot_label_value_problem(lb->value))
             return ALLOT_EINVAL;
         for (int k = 0; k < l; k++)
             if (strcmp(n->labels[k].key, lb->key) == 0)

@@ -187,7 +187,7 @@ static bool text_unshaped(struct allot_queue *q, struct allot_job *j)
         const struct allot_node *n = allot_cluster_node(q->c, i);
         int usable = 0;
         if (n->model < 0 || n->n_gpus < t->num_gpu ||
-            (t->model_mask && !(t->model_mask >> n->model & 1)))
+            (t->model_mask && !(t->model_mask >> n->model & 1)) || !allot_node_selected(n, t))
             continue;
         if (t->mig_profile >= 0 && cat->models[n->model].profile_by_global[t->mig_profile] < 0)
             continue; /* this model has no such slice */
@@ -286,6 +286,33 @@ static void task_text(const struct allot_queue *q, const struct allot_task *t, c
         allot_fmt(buf, len, "%.1f CPU", (double)t->cpu_milli / 1000);
 }
 
+/* Says so when no ready node carries the labels the job selects. */
+static bool text_unselected(struct allot_queue *q, struct allot_job *j)
+{
+    const struct allot_task *t = &j->spec.task;
+    int nn = allot_cluster_node_count(q->c), ready = 0, other = 0;
+
+    if (!t->select[0])
+        return false;
+    for (int i = 0; i < nn; i++) {
+        const struct allot_node *n = allot_cluster_node(q->c, i);
+        if (allot_node_selected(n, t)) {
+            ready += n->state == ALLOT_NODE_READY;
+            other += n->state != ALLOT_NODE_READY;
+        }
+    }
+    if (ready > 0)
+        return false;
+    if (other > 0)
+        allot_fmt(j->reason, sizeof(j->reason),
+                  "no ready node has the labels of its node selector (%d node%s out of service "
+                  "%s)",
+                  other, other > 1 ? "s" : "", other > 1 ? "have them" : "has them");
+    else
+        allot_fmt(j->reason, sizeof(j->reason), "no node has the labels of its node selector");
+    return true;
+}
+
 /* Explains why a gang found no room. */
 static void text_capacity(struct allot_queue *q, struct allot_job *j)
 {
@@ -296,7 +323,7 @@ static void text_capacity(struct allot_queue *q, struct allot_job *j)
     char model[48], what[160];
     int len;
 
-    if (text_unshaped(q, j)) /* no ready node has the GPUs at all */
+    if (text_unselected(q, j) || text_unshaped(q, j)) /* no ready node has the labels or GPUs */
         return;
     for (int i = 0; i < nn; i++) {
         const struct allot_node *n = allot_cluster_node(q->c, i);

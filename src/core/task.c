@@ -6,6 +6,8 @@
 #include "allot/common.h"
 #include "allot/tenant.h"
 
+#include <string.h>
+
 int allot_task_validate(const struct allot_catalog *cat, const struct allot_task *t, char *err,
                         size_t errlen)
 {
@@ -40,6 +42,11 @@ int allot_task_validate(const struct allot_catalog *cat, const struct allot_task
         allot_fmt(err, errlen, "task: %s out of range", t->tenant < 0 ? "tenant" : "isolation");
         return ALLOT_EINVAL;
     }
+    for (int i = 1; i < ALLOT_MAX_SELECT; i++)
+        if (t->select[i] && !t->select[i - 1]) {
+            allot_fmt(err, errlen, "task: node selector word %d follows an unused one", i);
+            return ALLOT_EINVAL;
+        }
     if (t->model_mask & ~all) {
         allot_fmt(err, errlen, "task: gpu model mask names models not in the catalog");
         return ALLOT_EINVAL;
@@ -118,6 +125,8 @@ uint64_t allot_task_hash(const struct allot_task *t, uint64_t seed)
     h = allot_hash_mix(h, (uint64_t)t->tenant << 2 | (uint64_t)t->isolation);
     if (t->rdma_vfs) /* shapes without VFs hash as they always did */
         h = allot_hash_mix(h, (uint64_t)t->rdma_vfs | 1ULL << 62);
+    for (int i = 0; i < ALLOT_MAX_SELECT && t->select[i]; i++) /* as for VFs */
+        h = allot_hash_mix(h, t->select[i]);
     return allot_hash_mix(h, t->model_mask);
 }
 
@@ -126,7 +135,8 @@ bool allot_task_same(const struct allot_task *a, const struct allot_task *b)
     return a->num_gpu == b->num_gpu && a->gpu_milli == b->gpu_milli &&
            a->gpu_mem_mib == b->gpu_mem_mib && a->mig_profile == b->mig_profile &&
            a->cpu_milli == b->cpu_milli && a->mem_mib == b->mem_mib && a->rdma_vfs == b->rdma_vfs &&
-           a->model_mask == b->model_mask && a->tenant == b->tenant && a->isolation == b->isolation;
+           a->model_mask == b->model_mask && a->tenant == b->tenant && a->isolation == b->isolation &&
+           memcmp(a->select, b->select, sizeof(a->select)) == 0;
 }
 
 bool allot_isolation_allows(int holders, int32_t excl_holder, int tenant, bool asks_exclusive)
@@ -169,8 +179,22 @@ int allot_node_whole_free(const struct allot_node *n)
     return w;
 }
 
+bool allot_node_selected(const struct allot_node *n, const struct allot_task *t)
+{
+    for (int i = 0; i < ALLOT_MAX_SELECT && t->select[i]; i++) {
+        int l = 0;
+        while (l < n->n_labels && n->label_hash[l] != t->select[i])
+            l++;
+        if (l == n->n_labels)
+            return false;
+    }
+    return true;
+}
+
 bool allot_node_admits(const struct allot_node *n, const struct allot_task *t)
 {
+    if (t->select[0] && !allot_node_selected(n, t))
+        return false;
     if (n->cpu_free < t->cpu_milli || n->mem_free < t->mem_mib || n->rdma_free < t->rdma_vfs)
         return false;
     /* exclusive-node tenants share a node with nobody else */

@@ -11,7 +11,9 @@
  *     are not time-shared);
  *   - capacity: CPU, memory, RDMA VFs (counted from the tasks placed),
  *     free GPUs, free milli and GPU memory, MIG
- *     geometry, node state and GPU model.
+ *     geometry, node state and GPU model;
+ *   - node selectors: a node carries every label the task selects (read
+ *     here as text, not through allot_label_hash).
  * A policy must place when the oracle finds a place and must answer
  * ALLOT_ENOSPC when it finds none; what it places must pass the oracle.
  */
@@ -45,6 +47,7 @@ struct world {
     int n_rec;
     int iso_of[8]; /* isolation level of tenants 1..7 */
     int vf_cap[8]; /* RDMA VFs of each node, as the oracle knows them */
+    int sel;       /* the probe's selector (selectors[]); 0 while filling */
 };
 
 enum kind { K_WHOLE, K_MULTI, K_MIG, K_FRAC, K_MEMFRAC, K_CPU, K_KINDS };
@@ -84,7 +87,67 @@ static struct allot_task task_of(int kind, int tenant, int iso, int milli)
     return t;
 }
 
+/* Labels of the nodes of world_new, in order, and the node selectors the
+ * probes use, as "KEY=VALUE,..." lists. */
+static const char *const node_labels[] = {"zone=a", "zone=b,fast=yes", "", "zone=b", "zone=a", "zone=b"};
+static const char *const selectors[] = {"", "zone=a", "zone=b", "fast=yes,zone=b", "zone=c"};
+#define N_SELECTORS 5
+
+/* Whether the comma-separated list holds the item [item, item + len). */
+static bool list_has(const char *list, const char *item, size_t len)
+{
+    for (const char *p = list; *p;) {
+        size_t n = strcspn(p, ",");
+        if (n == len && strncmp(p, item, len) == 0)
+            return true;
+        p += n + (p[n] == ',');
+    }
+    return false;
+}
+
+/* Splits "k=v,..." into labels (strings in buf); returns their count. */
+static int labels_of(const char *list, char buf[256], struct allot_label out[ALLOT_MAX_SELECT])
+{
+    int n = 0;
+
+    allot_strlcpy(buf, list, 256);
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok && n < ALLOT_MAX_SELECT;
+         tok = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(tok, '=');
+        assert_non_null(eq);
+        *eq = '\0';
+        out[n++] = (struct allot_label){.key = tok, .value = eq + 1};
+    }
+    return n;
+}
+
+/* Task t selects the nodes that carry every label of selectors[sel]. */
+static void task_select(struct allot_task *t, int sel)
+{
+    char buf[256];
+    struct allot_label l[ALLOT_MAX_SELECT];
+    int n = labels_of(selectors[sel], buf, l);
+
+    memset(t->select, 0, sizeof(t->select));
+    for (int i = 0; i < n; i++)
+        t->select[i] = allot_label_hash(l[i].key, l[i].value);
+}
+
 /* ---- the oracle --------------------------------------------------------- */
+
+/* Whether node ni carries every label of selector sel (by their text). */
+static bool oracle_selected(int ni, int sel)
+{
+    const char *s = selectors[sel];
+
+    while (*s) {
+        size_t n = strcspn(s, ",");
+        if (!list_has(node_labels[ni], s, n))
+            return false;
+        s += n + (s[n] == ',');
+    }
+    return true;
+}
 
 static bool oracle_node(const struct world *w, int ni, const struct allot_task *t)
 {
@@ -92,7 +155,8 @@ static bool oracle_node(const struct world *w, int ni, const struct allot_task *
 
     int vfs = 0;
 
-    if (n->state != ALLOT_NODE_READY || n->cpu_free < t->cpu_milli || n->mem_free < t->mem_mib)
+    if (n->state != ALLOT_NODE_READY || n->cpu_free < t->cpu_milli || n->mem_free < t->mem_mib ||
+        !oracle_selected(ni, w->sel))
         return false;
     for (int r = 0; r < w->n_rec; r++)
         vfs += w->rec[r].node == ni ? w->rec[r].vfs : 0;
@@ -220,15 +284,21 @@ static void oracle_check(const struct world *w, const struct allot_task *t,
 static int add_vfs(struct allot_cluster *c, const char *name, const char *model, int gpus, int mode,
                    int64_t cpu, int vfs)
 {
+    struct allot_label lab[ALLOT_MAX_SELECT];
+    char buf[256];
     struct allot_node_spec sp = {.name = name,
                                  .model = model,
                                  .cpu_milli = cpu,
                                  .mem_mib = 65536,
                                  .rdma_vfs = vfs,
                                  .n_gpus = gpus,
-                                 .gpu_mode = mode};
+                                 .gpu_mode = mode,
+                                 .labels = lab};
     char err[128];
-    int ni = allot_cluster_add_node(c, &sp, err, sizeof(err));
+    int ni;
+
+    sp.n_labels = labels_of(node_labels[allot_cluster_node_count(c)], buf, lab);
+    ni = allot_cluster_add_node(c, &sp, err, sizeof(err));
 
     assert_true(ni >= 0);
     return ni;
@@ -375,14 +445,18 @@ static void test_matrix(void **state)
                 for (int k = 0; k < 2; k++) {
                     int tn = tenants[k], lvl = k ? w.iso_of[tn < 8 ? tn : 0] : iso;
                     struct allot_task t = task_of(kind, tn, lvl, 100 * (1 + scenario % 9));
-                    char what[112];
+                    char what[160];
                     /* every third probe asks 1..3 RDMA VFs (s1 has 2, x0 3) */
                     t.rdma_vfs = (scenario + kind + iso + k) % 3 == 0 ? 1 + scenario % 3 : 0;
+                    /* and every other one a node selector */
+                    w.sel = (scenario + kind + k) % 2 ? (scenario / 2 + iso) % N_SELECTORS : 0;
+                    task_select(&t, w.sel);
                     allot_fmt(what, sizeof(what),
-                              "scenario %d, %s, isolation %d, tenant %d, %d VFs", scenario,
-                              kind_names[kind], lvl, tn, t.rdma_vfs);
+                              "scenario %d, %s, isolation %d, tenant %d, %d VFs, selector \"%s\"",
+                              scenario, kind_names[kind], lvl, tn, t.rdma_vfs, selectors[w.sel]);
                     placed += probe(&w, &t, what);
                     probes++;
+                    w.sel = 0;
                 }
             }
         }
@@ -425,11 +499,106 @@ static void test_exclusive_gpu_fraction(void **state)
     allot_cluster_free(c);
 }
 
+/* Two nodes alike but for their labels are two state classes: a task
+ * selecting the second node's label goes there under every policy, even
+ * where the first would represent a merged class, and a node's new labels
+ * (allot_cluster_update_node) count at once. */
+static void test_selector_classes(void **state)
+{
+    struct allot_cluster *c = allot_cluster_new(cat, ALLOT_CLASS_POD_CLASSES);
+    struct allot_label za = {"zone", "a"}, zb[] = {{"gpu", "fast"}, {"zone", "b"}};
+    struct allot_node_spec sp = {.name = "a",
+                                 .model = "A100-80GB",
+                                 .cpu_milli = 32000,
+                                 .mem_mib = 65536,
+                                 .n_gpus = 4,
+                                 .gpu_mode = ALLOT_GPU_SHARED,
+                                 .n_labels = 1,
+                                 .labels = &za};
+    struct allot_task t = {.num_gpu = 1, .gpu_milli = 500, .mig_profile = -1, .cpu_milli = 1000};
+    struct allot_task u = t;
+    char err[256];
+
+    (void)state;
+    assert_non_null(c);
+    assert_int_equal(allot_cluster_add_node(c, &sp, err, sizeof(err)), 0);
+    sp.name = "b";
+    sp.labels = zb;
+    sp.n_labels = 2;
+    assert_int_equal(allot_cluster_add_node(c, &sp, err, sizeof(err)), 1);
+    assert_int_equal(allot_cluster_check(c, err, sizeof(err)), 0);
+    /* the label pair in the other order is the same label set */
+    t.select[0] = allot_label_hash("zone", "b");
+    t.select[1] = allot_label_hash("gpu", "fast");
+    assert_false(allot_task_same(&t, &u));
+    assert_int_not_equal(allot_task_hash(&t, 1), allot_task_hash(&u, 1));
+    assert_int_not_equal(allot_label_hash("zone", "b"), allot_label_hash("zoneb", ""));
+    assert_int_not_equal(allot_label_hash("a", ""), 0);
+    for (int i = 0; allot_sched_policies[i]; i++) {
+        struct allot_sched *s = allot_sched_new(c, allot_sched_policies[i], NULL);
+        struct allot_placement p;
+        assert_non_null(s);
+        err[0] = '\0';
+        if (allot_sched_place(s, &t, &p, err, sizeof(err)) != 0)
+            fail_msg("%s: %s", allot_sched_policies[i]->name, err);
+        assert_int_equal(p.node, 1);
+        assert_int_equal(allot_sched_release(s, &p), 0);
+        allot_sched_free(s);
+    }
+    /* b relabelled zone=c (drained first): nothing carries zone=b now */
+    za.value = "c";
+    sp.labels = &za;
+    sp.n_labels = 1;
+    assert_int_equal(allot_cluster_set_state(c, 1, ALLOT_NODE_DRAINING), 0);
+    assert_int_equal(allot_cluster_update_node(c, 1, &sp, err, sizeof(err)), 0);
+    assert_int_equal(allot_cluster_set_state(c, 1, ALLOT_NODE_READY), 0);
+    for (int i = 0; allot_sched_policies[i]; i++) {
+        struct allot_sched *s = allot_sched_new(c, allot_sched_policies[i], NULL);
+        struct allot_placement p;
+        assert_non_null(s);
+        assert_int_equal(allot_sched_place(s, &t, &p, err, sizeof(err)), ALLOT_ENOSPC);
+        allot_sched_free(s);
+    }
+    allot_cluster_free(c);
+}
+
+/* The label rule every caller uses (cluster descriptions, agents, node
+ * selectors). */
+static void test_label_rule(void **state)
+{
+    char big[300];
+
+    (void)state;
+    assert_null(allot_label_key_problem("topology.allot.io/zone"));
+    assert_null(allot_label_value_problem(""));
+    assert_null(allot_label_value_problem("h\xc3\xa9 b=c"));
+    assert_string_equal(allot_label_key_problem(""), "is empty");
+    assert_non_null(allot_label_key_problem("a=b"));
+    assert_non_null(allot_label_key_problem("a b"));
+    assert_non_null(allot_label_key_problem("h\xc3\xa9"));
+    memset(big, 'k', sizeof(big));
+    big[ALLOT_LABEL_KEY_MAX] = '\0';
+    assert_null(allot_label_key_problem(big));
+    big[ALLOT_LABEL_KEY_MAX] = 'k';
+    big[ALLOT_LABEL_KEY_MAX + 1] = '\0';
+    assert_string_equal(allot_label_key_problem(big), "is too long");
+    big[ALLOT_LABEL_KEY_MAX + 1] = 'k';
+    big[ALLOT_LABEL_VALUE_MAX] = '\0';
+    assert_null(allot_label_value_problem(big));
+    big[ALLOT_LABEL_VALUE_MAX] = 'k';
+    big[ALLOT_LABEL_VALUE_MAX + 1] = '\0';
+    assert_string_equal(allot_label_value_problem(big), "is too long");
+    assert_string_equal(allot_label_value_problem("a\tb"), "contains a control character");
+    assert_string_equal(allot_label_value_problem("\xc3("), "is not valid UTF-8");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_exclusive_gpu_fraction),
         cmocka_unit_test(test_matrix),
+        cmocka_unit_test(test_selector_classes),
+        cmocka_unit_test(test_label_rule),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

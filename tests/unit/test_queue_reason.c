@@ -43,6 +43,50 @@ static void test_reason_no_ready_node(void **state)
     world_free(&w);
 }
 
+/* A job selecting labels no ready node carries says so, naming nodes out
+ * of service that carry them; once one is back the job runs there. */
+static void test_reason_node_selector(void **state)
+{
+    struct allot_label lab = {"zone", "b"};
+    struct allot_node_spec sp = {.name = "zb",
+                                 .model = "A100-80GB",
+                                 .cpu_milli = 64000,
+                                 .mem_mib = 262144,
+                                 .n_gpus = 4,
+                                 .gpu_mode = ALLOT_GPU_SHARED,
+                                 .n_labels = 1,
+                                 .labels = &lab};
+    struct allot_job_spec s = {.name = "sel",
+                               .prio_class = -1,
+                               .n_tasks = 1,
+                               .task = {.num_gpu = 1, .gpu_milli = 1000, .mig_profile = -1}};
+    struct world w;
+    char err[256];
+    int id, zb;
+
+    (void)state;
+    world_init(&w, 2, 8, base); /* 2 nodes of 4 H100s, no labels */
+    s.tenant = w.a;
+    s.task.select[0] = allot_label_hash("zone", "b");
+    id = allot_queue_submit(w.q, &s, 0, err, sizeof(err));
+    assert_true(id >= 0);
+    cycle(&w, 0);
+    assert_int_equal(allot_queue_job(w.q, id)->state, ALLOT_JOB_PENDING);
+    assert_string_equal(allot_queue_reason(w.q, id), "no node has the labels of its node selector");
+    zb = allot_cluster_add_node(w.c, &sp, err, sizeof(err));
+    assert_true(zb >= 0);
+    allot_cluster_set_state(w.c, zb, ALLOT_NODE_DRAINING);
+    cycle(&w, 1);
+    assert_string_equal(allot_queue_reason(w.q, id),
+                        "no ready node has the labels of its node selector (1 node out of "
+                        "service has them)");
+    allot_cluster_set_state(w.c, zb, ALLOT_NODE_READY);
+    cycle(&w, 2);
+    assert_int_equal(allot_queue_job(w.q, id)->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(allot_queue_job(w.q, id)->pl[0].node, zb);
+    world_free(&w);
+}
+
 /* A whole GPU of a model whose GPUs are all in MIG mode, and a MIG slice
  * where no GPU is in MIG mode: the reason says the mode is what is
  * missing, not free room. */
@@ -332,6 +376,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reason_no_ready_node),
         cmocka_unit_test(test_reason_mig_mode),
+        cmocka_unit_test(test_reason_node_selector),
         cmocka_unit_test(test_reason_shape_before_quota),
         cmocka_unit_test(test_reason_shared_mode),
         cmocka_unit_test(test_reason_borrowing_limit),
