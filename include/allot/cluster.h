@@ -83,6 +83,12 @@ const char *allot_label_value_problem(const char *value);
  * taken for each other). */
 uint64_t allot_label_hash(const char *key, const char *value);
 
+/* Splits "KEY=VALUE,KEY,..." (a bare KEY: an empty value; the form of an
+ * agent's --labels and of `allot submit --constraint`) in place into at
+ * most max labels pointing into s. Returns their count, or -1 with a
+ * message in err (a bad key or value, a key given twice, too many). */
+int allot_labels_parse(char *s, struct allot_label *out, int max, char *err, size_t errlen);
+
 struct allot_node {
     char *name;        /* owned */
     int model;         /* catalog model index; -1 for a CPU-only node */

@@ -50,6 +50,7 @@ struct agent_config {
     char *emulate;      /* "2xH100-80GB,1xA100-40GB", or empty: discover */
     char *nvml_lib;     /* NVML library to load (default libnvidia-ml.so.1) */
     char *gpu_mode;     /* exclusive, shared or mig */
+    char *labels;       /* the node's labels: KEY=VALUE,... (allot_labels_parse) */
     char *cgroup_root;  /* folder of the tasks' cgroups under each hierarchy */
     char *run_as;       /* default user of jobs; "tenant": one uid per tenant */
     char *tenant_uids;  /* FIRST-LAST: the uids run_as "tenant" gives */
@@ -157,6 +158,9 @@ void mig_orphan(struct agent *a, int nvml_idx, int gi, const char *err);
 void mig_foreign_retry(struct agent *a, int64_t now);
 /* The POST /v1/nodes/register body (new reference). */
 json_t *inventory_json(const struct agent_config *cfg, const struct agent_inventory *inv);
+/* The labels of --labels (s; NULL: none) as a JSON object, or NULL with a
+ * message in err: a bad label, an allot.io/ key, more than allotd takes. */
+json_t *inventory_labels(const char *s, char *err, size_t errlen);
 
 /* ---- cgroups (cgroup.c) ---- */
 

@@ -151,6 +151,35 @@ int inventory_build(const struct agent_config *cfg, const struct allot_catalog *
     return nvml_inventory(cfg->nvml_lib, cat, inv, nv, err, errlen);
 }
 
+/* allotd's AGENTPROTO_MAX_LABELS, less the agent's own allot.io/emulated */
+#define INVENTORY_MAX_LABELS 31
+
+json_t *inventory_labels(const char *s, char *err, size_t errlen)
+{
+    struct allot_label lab[INVENTORY_MAX_LABELS];
+    char *buf = allot_strdup(s ? s : "");
+    json_t *o = json_object();
+    int n = buf && *buf ? allot_labels_parse(buf, lab, INVENTORY_MAX_LABELS, err, errlen) : 0;
+
+    for (int i = 0; i < n && o; i++) {
+        if (!strncmp(lab[i].key, "allot.io/", 9)) {
+            allot_fmt(err, errlen, "label \"%s\": allot.io/ keys are the agent's own", lab[i].key);
+            n = -1;
+        } else if (json_object_set_new(o, lab[i].key, json_string(lab[i].value))) {
+            allot_fmt(err, errlen, "out of memory");
+            n = -1;
+        }
+    }
+    if (!buf || !o)
+        allot_fmt(err, errlen, "out of memory");
+    allot_free(buf);
+    if (n < 0 || !buf || !o) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
 json_t *inventory_json(const struct agent_config *cfg, const struct agent_inventory *inv)
 {
     json_t *gpus = json_array();
@@ -162,6 +191,10 @@ json_t *inventory_json(const struct agent_config *cfg, const struct agent_invent
                           (double)inv->cpu_milli / 1000.0, "memory", (json_int_t)inv->mem_mib,
                           "gpu_mode", cfg->gpu_mode, "gpus", gpus, "labels", "allot.io/emulated",
                           inv->emulated ? "true" : "false");
+    json_t *labels = inventory_labels(cfg->labels, NULL, 0); /* checked at start (labels_ok) */
+    if (o && labels)
+        json_object_update(json_object_get(o, "labels"), labels);
+    json_decref(labels);
     if (o && inv->island_size > 0)
         json_object_set_new(o, "island_size", json_integer(inv->island_size));
     /* tenant networks (docs/network.md): the overlay's address, the RDMA devices */

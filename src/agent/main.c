@@ -60,6 +60,15 @@ static int listen_ok(const void *field, char *err, size_t errlen)
     return serve_parse_listen(*(char *const *)field, &sa, err, errlen);
 }
 
+/* --labels: KEY=VALUE,... by the label rule; allot.io/ is the agent's. */
+static int labels_ok(const void *field, char *err, size_t errlen)
+{
+    json_t *l = inventory_labels(*(char *const *)field, err, errlen);
+
+    json_decref(l);
+    return l ? 0 : ALLOT_EINVAL;
+}
+
 static const struct allot_config_option options[] = {
     {.name = "config",
      .type = ALLOT_CFG_STRING,
@@ -104,6 +113,14 @@ static const struct allot_config_option options[] = {
      .def = "exclusive",
      .choices = modes,
      .help = "How allotd may use the GPUs: whole (exclusive), shared in fractions, or MIG."},
+    {.name = "labels",
+     .type = ALLOT_CFG_STRING,
+     .offset = F(labels),
+     .validate = labels_ok,
+     .help = "The node's labels, KEY=VALUE,... (a bare KEY: an empty value), which jobs select "
+             "nodes by (allot submit --constraint). Keys are up to 63 printable ASCII characters "
+             "without space or '='; allot.io/ keys are the agent's own. Changing them is "
+             "changing the node's inventory (drain it first)."},
     {.name = "cgroup-root",
      .type = ALLOT_CFG_STRING,
      .offset = F(cgroup_root),

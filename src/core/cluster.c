@@ -280,6 +280,42 @@ uint64_t allot_label_hash(const char *key, const char *value)
     return allot_hash_mix(h, 0x6c6162656cULL) | 1; /* never 0: 0 marks an unused word */
 }
 
+int allot_labels_parse(char *s, struct allot_label *out, int max, char *err, size_t errlen)
+{
+    int n = 0;
+
+    for (char *item = s, *next; item; item = next) {
+        const char *problem;
+        char *eq;
+
+        next = strchr(item, ',');
+        if (next)
+            *next++ = '\0';
+        eq = strchr(item, '=');
+        if (eq)
+            *eq = '\0';
+        if ((problem = allot_label_key_problem(item))) {
+            allot_fmt(err, errlen, "label key \"%.80s\" %s", item, problem);
+            return -1;
+        }
+        if ((problem = allot_label_value_problem(eq ? eq + 1 : ""))) {
+            allot_fmt(err, errlen, "value of label \"%s\" %s", item, problem);
+            return -1;
+        }
+        for (int i = 0; i < n; i++)
+            if (!strcmp(out[i].key, item)) {
+                allot_fmt(err, errlen, "label \"%s\" given twice", item);
+                return -1;
+            }
+        if (n == max) {
+            allot_fmt(err, errlen, "more than %d labels", max);
+            return -1;
+        }
+        out[n++] = (struct allot_label){.key = item, .value = eq ? eq + 1 : item + strlen(item)};
+    }
+    return n;
+}
+
 /* ---- signature table -------------------------------------------------------- */
 
 static int sig_rehash(struct allot_cluster *c, size_t ncap)

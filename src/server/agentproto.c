@@ -76,14 +76,26 @@ int agentproto_inventory(json_t *b, const struct allot_catalog *cat, int *n_gpus
                                 strcmp(json_string_value(v), "mig") != 0)))
         return allot_fmt(err, errlen, "field \"gpu_mode\": shared, exclusive or mig"), 400;
     if ((v = json_object_get(b, "labels"))) {
+        const char *problem;
         if (!json_is_object(v))
             return allot_fmt(err, errlen, "field \"labels\" must be an object of strings"), 400;
-        json_object_foreach(v, k, g) if (!json_is_string(g)) return allot_fmt(
-            err, errlen,
-            "field \"labels.%s\" must be "
-            "a string",
-            k),
-            400;
+        if (json_object_size(v) > AGENTPROTO_MAX_LABELS)
+            return allot_fmt(err, errlen, "field \"labels\" has %zu labels: at most %d",
+                             json_object_size(v), AGENTPROTO_MAX_LABELS),
+                   400;
+        json_object_foreach(v, k, g)
+        {
+            if (!json_is_string(g))
+                return allot_fmt(err, errlen, "field \"labels.%.80s\" must be a string", k), 400;
+            if ((problem = allot_label_key_problem(k)))
+                return allot_fmt(err, errlen, "field \"labels\": label \"%.80s\" %s", k, problem),
+                       400;
+            problem = strlen(json_string_value(g)) != json_string_length(g)
+                          ? "holds a NUL character"
+                          : allot_label_value_problem(json_string_value(g));
+            if (problem)
+                return allot_fmt(err, errlen, "field \"labels.%s\": value %s", k, problem), 400;
+        }
     }
     if ((v = json_object_get(b, "island_size")) &&
         (!json_is_integer(v) || json_integer_value(v) < 0 ||

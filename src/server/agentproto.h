@@ -14,6 +14,8 @@
 #include <stdint.h>
 
 #define AGENTPROTO_MAX_REPORTS 64
+/* Labels a node's inventory may carry (allot_label_key_problem's rule each). */
+#define AGENTPROTO_MAX_LABELS 32
 
 /* A heartbeat body, checked; pointers borrowed from the body. */
 struct hb_body {

@@ -40,6 +40,7 @@ static const char *const fields[] = {"name",
                                      "qos",
                                      "hold",
                                      "signal",
+                                     "node_selector",
                                      NULL};
 
 #define E400(...) (allot_fmt(err, errlen, __VA_ARGS__), 400)
@@ -150,6 +151,36 @@ static int get_strings(json_t *b, const char *k, bool object, char *err, size_t 
     if (bytes > JOBSPEC_STRINGS_BYTES_MAX)
         return E400("field \"%s\" holds %zu bytes of text: at most %d (KiB: %d)", k, bytes,
                     JOBSPEC_STRINGS_BYTES_MAX, JOBSPEC_STRINGS_BYTES_MAX / 1024);
+    return 0;
+}
+
+/* "node_selector": {"KEY": "VALUE", ...}, labels a node must all carry
+ * (at most ALLOT_MAX_SELECT), into t->select. */
+static int get_selector(json_t *b, struct allot_task *t, char *err, size_t errlen)
+{
+    json_t *v = json_object_get(b, "node_selector"), *x;
+    const char *key, *problem;
+    int n = 0;
+
+    if (!v)
+        return 0;
+    if (!json_is_object(v))
+        return E400("field \"node_selector\" must be an object of strings (label: value)");
+    if (json_object_size(v) > ALLOT_MAX_SELECT)
+        return E400("field \"node_selector\" has %zu labels: at most %d", json_object_size(v),
+                    ALLOT_MAX_SELECT);
+    json_object_foreach(v, key, x)
+    {
+        if (!json_is_string(x))
+            return E400("field \"node_selector.%.80s\" must be a string", key);
+        if ((problem = allot_label_key_problem(key)))
+            return E400("field \"node_selector\": label \"%.80s\" %s", key, problem);
+        if (strlen(json_string_value(x)) != json_string_length(x))
+            return E400("field \"node_selector.%s\": value holds a NUL character", key);
+        if ((problem = allot_label_value_problem(json_string_value(x))))
+            return E400("field \"node_selector.%s\": value %s", key, problem);
+        t->select[n++] = allot_label_hash(key, json_string_value(x));
+    }
     return 0;
 }
 
@@ -420,6 +451,8 @@ int jobspec_parse(json_t *b, const struct allot_catalog *cat, struct jobspec *ou
             t->model_mask |= UINT64_C(1) << idx;
         }
     }
+    if ((rc = get_selector(b, t, err, errlen)))
+        return rc;
     if (allot_task_validate(cat, t, err, errlen) < 0)
         return 422;
     out->n_tasks = (int)tasks;

@@ -100,9 +100,9 @@ int loop_node_return_set(struct allot_store *st, const char *name, int state)
 /* ---- the core's nodes from the stored inventories ---- */
 
 /* The core's node spec for a stored inventory (inv); labels point into
- * lab (32) and inv. */
+ * lab (AGENTPROTO_MAX_LABELS) and inv. */
 static void inventory_spec(json_t *inv, const char *name, struct allot_node_spec *ns,
-                           struct allot_label lab[32])
+                           struct allot_label lab[AGENTPROTO_MAX_LABELS])
 {
     json_t *gpus = json_object_get(inv, "gpus"), *labels = json_object_get(inv, "labels");
     const char *mode = json_string_value(json_object_get(inv, "gpu_mode"));
@@ -122,7 +122,7 @@ static void inventory_spec(json_t *inv, const char *name, struct allot_node_spec
                                                     : ALLOT_GPU_EXCLUSIVE;
     json_object_foreach(labels, k, v)
     {
-        if (ns->n_labels == 32)
+        if (ALLOT_NEVER(ns->n_labels == AGENTPROTO_MAX_LABELS)) /* agentproto_inventory */
             break;
         lab[ns->n_labels].key = (char *)k;
         lab[ns->n_labels++].value = (char *)json_string_value(v);
@@ -219,7 +219,7 @@ static void node_state_from_store(struct loop *l, int i, const char *name, int s
 int loop_add_node(struct loop *l, const char *name, const char *inventory, int sstate)
 {
     json_t *inv = json_loads(inventory ? inventory : "{}", 0, NULL);
-    struct allot_label lab[32];
+    struct allot_label lab[AGENTPROTO_MAX_LABELS];
     struct allot_node_spec ns;
     char err[256];
     int rc, i = allot_cluster_find_node(l->c, name);
@@ -290,7 +290,7 @@ static int node_take(struct loop *l, int i, const char *name, const char *invent
 {
     json_t *inv = json_loads(inventory ? inventory : "{}", 0, NULL);
     const struct allot_node *n = allot_cluster_node(l->c, i);
-    struct allot_label lab[32];
+    struct allot_label lab[AGENTPROTO_MAX_LABELS];
     struct allot_node_spec ns, was;
     int rc;
 

@@ -592,6 +592,31 @@ static void test_label_rule(void **state)
     assert_string_equal(allot_label_value_problem("\xc3("), "is not valid UTF-8");
 }
 
+/* "KEY=VALUE,KEY,...": the form of an agent's --labels and of --constraint. */
+static void test_labels_parse(void **state)
+{
+    struct allot_label l[2];
+    char ok[] = "zone=b=c,nvlink", twice[] = "a=1,a=2", empty[] = "", blank[] = "a=1,,b",
+         many[] = "a,b,c", space[] = "a b=c";
+    char err[128];
+
+    (void)state;
+    assert_int_equal(allot_labels_parse(ok, l, 2, err, sizeof(err)), 2);
+    assert_string_equal(l[0].key, "zone");
+    assert_string_equal(l[0].value, "b=c");
+    assert_string_equal(l[1].key, "nvlink");
+    assert_string_equal(l[1].value, "");
+    assert_int_equal(allot_labels_parse(twice, l, 2, err, sizeof(err)), -1);
+    assert_string_equal(err, "label \"a\" given twice");
+    assert_int_equal(allot_labels_parse(empty, l, 2, err, sizeof(err)), -1);
+    assert_string_equal(err, "label key \"\" is empty");
+    assert_int_equal(allot_labels_parse(blank, l, 2, err, sizeof(err)), -1);
+    assert_int_equal(allot_labels_parse(many, l, 2, err, sizeof(err)), -1);
+    assert_string_equal(err, "more than 2 labels");
+    assert_int_equal(allot_labels_parse(space, l, 2, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "contains a space"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -599,6 +624,7 @@ int main(void)
         cmocka_unit_test(test_matrix),
         cmocka_unit_test(test_selector_classes),
         cmocka_unit_test(test_label_rule),
+        cmocka_unit_test(test_labels_parse),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
