@@ -138,11 +138,11 @@ struct allot_task {
     int mig_profile;     /* global profile id (allot_catalog_find_profile) or -1 */
     int64_t cpu_milli;
     int64_t mem_mib;
-    int rdma_vfs;        /* RDMA virtual functions (0..ALLOT_MAX_TASK_RDMA_VFS) */
-    uint64_t model_mask; /* bit i: catalog model i allowed; 0 = any */
-    int tenant;          /* owning tenant id (>= 1), 0 = none */
-    int isolation;       /* the tenant's enum allot_isolation (tenant.h): 0 shared,
-                            1 exclusive-gpu, 2 exclusive-node */
+    int rdma_vfs;                      /* RDMA virtual functions (0..ALLOT_MAX_TASK_RDMA_VFS) */
+    uint64_t model_mask;               /* bit i: catalog model i allowed; 0 = any */
+    int tenant;                        /* owning tenant id (>= 1), 0 = none */
+    int isolation;                     /* the tenant's enum allot_isolation (tenant.h): 0 shared,
+                                          1 exclusive-gpu, 2 exclusive-node */
     uint64_t select[ALLOT_MAX_SELECT]; /* node selector: allot_label_hash of labels a node
                                           must all carry; unused words 0 (first) */
 };

@@ -24,13 +24,13 @@
 #include <stddef.h>
 
 #define ALLOT_CLUSTERDESC_VERSION     1
-#define ALLOT_CLUSTERDESC_MAX_CPU     1000000000LL /* cpu_milli: a million cores */
-#define ALLOT_CLUSTERDESC_MAX_MEM     (1LL << 40)  /* memory_mib: 1 EiB */
-#define ALLOT_CLUSTERDESC_MAX_COUNT   100000       /* nodes in one group entry */
-#define ALLOT_CLUSTERDESC_MAX_NODES   1000000      /* nodes in a description */
-#define ALLOT_CLUSTERDESC_MAX_RACK    1000000      /* highest rack id */
-#define ALLOT_CLUSTERDESC_NAME_MAX    253          /* node name length */
-#define ALLOT_CLUSTERDESC_MAX_LABELS  64           /* labels per node */
+#define ALLOT_CLUSTERDESC_MAX_CPU     1000000000LL          /* cpu_milli: a million cores */
+#define ALLOT_CLUSTERDESC_MAX_MEM     (1LL << 40)           /* memory_mib: 1 EiB */
+#define ALLOT_CLUSTERDESC_MAX_COUNT   100000                /* nodes in one group entry */
+#define ALLOT_CLUSTERDESC_MAX_NODES   1000000               /* nodes in a description */
+#define ALLOT_CLUSTERDESC_MAX_RACK    1000000               /* highest rack id */
+#define ALLOT_CLUSTERDESC_NAME_MAX    253                   /* node name length */
+#define ALLOT_CLUSTERDESC_MAX_LABELS  64                    /* labels per node */
 #define ALLOT_CLUSTERDESC_LABEL_KEY   ALLOT_LABEL_KEY_MAX   /* label key length */
 #define ALLOT_CLUSTERDESC_LABEL_VALUE ALLOT_LABEL_VALUE_MAX /* label value length */
 

@@ -10,8 +10,10 @@
  */
 #include "cli.h"
 
+#include "allot/cluster.h"
 #include "allot/common.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -88,14 +90,66 @@ out:
 
 static const struct cli_opt nodes_opts[] = {
     {"gpus", 'g', NULL, "one line per GPU: UUID, health and its MIG instances"},
+    {"labels", 'L', NULL, "a LABELS column: the node's labels (allot-agent --labels)"},
+    {"constraint", 'C', "K=V[,K=V]",
+     "only the nodes carrying these labels: where a job submitted with this --constraint may run "
+     "(repeatable)"},
     {NULL, 0, NULL, NULL}};
 
 static const struct cli_usage nodes_usage = {
-    "nodes", "[--gpus] [NAME...]",
+    "nodes", "[--gpus] [--labels] [--constraint K=V] [NAME...]",
     "Lists registered nodes: state, GPU model and count, GPU health as the\n"
     "agent last reported it, CPUs, memory, tasks and the last heartbeat.\n"
     "With --gpus: one line per GPU with its health and MIG layout. NAME\n"
-    "limits the list to those nodes."};
+    "limits the list to those nodes, --constraint to those with the labels."};
+
+/* Keeps in nodes those whose labels hold every K=V of --constraint. */
+static int nodes_select(struct cli_args *a, json_t *nodes)
+{
+    size_t n;
+    const char *const *v = args_all(a, "constraint", &n);
+
+    for (size_t k = 0; k < n; k++) {
+        struct allot_label l[ALLOT_MAX_SELECT];
+        char err[256], *buf = strdup(v[k]);
+        int m = buf ? allot_labels_parse(buf, l, ALLOT_MAX_SELECT, err, sizeof(err)) : -1;
+
+        for (size_t i = json_array_size(nodes); m > 0 && i-- > 0;) {
+            json_t *have =
+                json_object_get(json_object_get(json_array_get(nodes, i), "inventory"), "labels");
+            bool all = true;
+            for (int j = 0; j < m && all; j++) {
+                const char *hv = json_string_value(json_object_get(have, l[j].key));
+                all = hv && !strcmp(hv, l[j].value);
+            }
+            if (!all)
+                json_array_remove(nodes, i);
+        }
+        free(buf);
+        if (m < 0)
+            return cli_usage_error("--constraint: \"%s\": %s", v[k], buf ? err : "out of memory");
+    }
+    return CLI_OK;
+}
+
+/* "zone=b,nvlink" from a node's labels (the agent's allot.io/ ones left
+ * out), or "-". */
+static const char *labels_cell(json_t *node, char *buf, size_t len)
+{
+    const char *k;
+    json_t *v;
+    size_t at = 0;
+
+    buf[0] = '\0';
+    json_object_foreach(json_object_get(json_object_get(node, "inventory"), "labels"), k, v)
+    {
+        if (!strncmp(k, "allot.io/", 9) || at >= len)
+            continue;
+        at += (size_t)allot_fmt(buf + at, len - at, "%s%s%s%s", at ? "," : "", k,
+                                *json_string_value(v) ? "=" : "", json_string_value(v));
+    }
+    return *buf ? buf : "-";
+}
 
 /* "ok", "1 unhealthy", "2 degraded" or "-" (no report yet). */
 static const char *health_cell(json_t *node, char *buf, size_t len)
@@ -164,8 +218,8 @@ static void gpus_table(json_t *nodes)
 
 int cmd_nodes(struct cli *c, int argc, char **argv)
 {
-    static const char *const titles[] = {"NAME", "STATE",  "MODEL", "GPUS",          "HEALTH",
-                                         "CPUS", "MEMORY", "TASKS", "LAST-HEARTBEAT"};
+    static const char *const titles[] = {"NAME", "STATE",  "MODEL", "GPUS",           "HEALTH",
+                                         "CPUS", "MEMORY", "TASKS", "LAST-HEARTBEAT", "LABELS"};
     struct cli_args a;
     struct client *cl;
     json_t *r = NULL, *nodes, *x;
@@ -207,18 +261,19 @@ int cmd_nodes(struct cli *c, int argc, char **argv)
         if (rc != CLI_OK)
             goto out;
     }
-    if (out_structured(c, nodes))
+    if ((rc = nodes_select(&a, nodes)) != CLI_OK || out_structured(c, nodes))
         goto out;
     if (args_has(&a, "gpus")) {
         gpus_table(nodes);
         goto out;
     }
-    struct table *t = table_new(9, titles);
+    bool labels = args_has(&a, "labels");
+    struct table *t = table_new(labels ? 10 : 9, titles);
     json_array_foreach(nodes, i, x)
     {
         json_t *inv = json_object_get(x, "inventory");
         json_t *gpus = json_object_get(inv, "gpus");
-        char n[16], cpus[32], mem[32], hb[32], tasks[16], health[32], state[48];
+        char n[16], cpus[32], mem[32], hb[32], tasks[16], health[32], state[48], lab[512];
 
         allot_fmt(n, sizeof(n), "%zu", json_array_size(gpus));
         /* fenced: an unhealthy GPU keeps new work off the node (the reason is in -o json) */
@@ -226,7 +281,7 @@ int cmd_nodes(struct cli *c, int argc, char **argv)
                   json_is_string(json_object_get(x, "fenced")) ? ",fenced" : "");
         allot_fmt(mem, sizeof(mem), "%lldMiB",
                   (long long)json_integer_value(json_object_get(inv, "memory")));
-        const char *cells[9] = {
+        const char *cells[10] = {
             json_string_value(json_object_get(x, "name")),
             state,
             json_string_value(json_object_get(json_array_get(gpus, 0), "model")),
@@ -235,7 +290,8 @@ int cmd_nodes(struct cli *c, int argc, char **argv)
             out_cell(json_object_get(inv, "cpus"), cpus, sizeof(cpus)),
             mem,
             out_cell(json_object_get(x, "tasks"), tasks, sizeof(tasks)),
-            out_time(json_object_get(x, "last_heartbeat"), hb, sizeof(hb))};
+            out_time(json_object_get(x, "last_heartbeat"), hb, sizeof(hb)),
+            labels_cell(x, lab, sizeof(lab))};
         table_row(t, cells);
     }
     table_print(t, stdout);

@@ -39,6 +39,9 @@ const struct cli_opt jobs_submit_opts[] = {
     {"priority", 'p', "CLASS", "priority class"},
     {"qos", 0, "QOS", "guaranteed, burstable (default) or best-effort: order inside the tenant"},
     {"gpu-model", 0, "MODEL", "allowed GPU model (repeatable)"},
+    {"constraint", 'C', "K=V[,K=V]",
+     "run only on nodes carrying these labels (repeatable, at most 4 in all; a bare K: the label "
+     "K with an empty value), as sbatch -C and a Kubernetes nodeSelector"},
     {"image", 0, "IMAGE", "container image"},
     {"workdir", 0, "DIR", "working directory"},
     {"env", 'e', "K=V", "environment variable (repeatable)"},
@@ -121,6 +124,44 @@ static int set_pairs(json_t *job, const char *field, const char *opt, const char
         allot_fmt(key, sizeof(key), "%.*s", (int)(eq - v[i]), v[i]);
         json_object_set_new(o, key, json_string(eq + 1));
     }
+    return CLI_OK;
+}
+
+/* --constraint K=V[,K=V] (n times) into "node_selector", over what a job
+ * file gave; the label rule is the core's, as is the parse. */
+static int set_selector(json_t *job, const char *const *v, size_t n)
+{
+    struct allot_label l[ALLOT_MAX_SELECT];
+    char err[256], *all = NULL;
+    size_t len = 0;
+    json_t *o;
+    int k;
+
+    if (!n)
+        return CLI_OK;
+    for (size_t i = 0; i < n; i++) /* one list: a label given twice is an error */
+        len += strlen(v[i]) + 1;
+    if (!(all = calloc(1, len)))
+        return cli_usage_error("--constraint: out of memory");
+    for (size_t i = 0, at = 0; i < n; i++) {
+        size_t vl = strlen(v[i]);
+        memcpy(all + at, v[i], vl);
+        at += vl;
+        all[at++] = i + 1 < n ? ',' : '\0';
+    }
+    k = allot_labels_parse(all, l, ALLOT_MAX_SELECT, err, sizeof(err));
+    if (k < 0) {
+        free(all);
+        return cli_usage_error("--constraint: %s", err);
+    }
+    o = json_object_get(job, "node_selector");
+    if (!json_is_object(o)) {
+        o = json_object();
+        json_object_set_new(job, "node_selector", o);
+    }
+    for (int j = 0; j < k; j++)
+        json_object_set_new(o, l[j].key, json_string(l[j].value));
+    free(all);
     return CLI_OK;
 }
 
@@ -252,6 +293,9 @@ static int build_job(const struct cli_args *a, json_t **out)
         v = args_all(a, "label", &n);
         if (rc == CLI_OK)
             rc = set_pairs(job, "labels", "label", v, n);
+        v = args_all(a, "constraint", &n);
+        if (rc == CLI_OK)
+            rc = set_selector(job, v, n);
         v = args_all(a, "gpu-model", &n);
         if (rc == CLI_OK && n) {
             json_t *m = json_array();
@@ -732,6 +776,7 @@ static void show_run_spec(const json_t *spec)
         putchar('\n');
     show_pairs(spec, "env", "env:", true);
     show_pairs(spec, "labels", "labels:", false);
+    show_pairs(spec, "node_selector", "constraint:", false);
 }
 
 static void show_one(const json_t *j)

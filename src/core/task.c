@@ -135,8 +135,8 @@ bool allot_task_same(const struct allot_task *a, const struct allot_task *b)
     return a->num_gpu == b->num_gpu && a->gpu_milli == b->gpu_milli &&
            a->gpu_mem_mib == b->gpu_mem_mib && a->mig_profile == b->mig_profile &&
            a->cpu_milli == b->cpu_milli && a->mem_mib == b->mem_mib && a->rdma_vfs == b->rdma_vfs &&
-           a->model_mask == b->model_mask && a->tenant == b->tenant && a->isolation == b->isolation &&
-           memcmp(a->select, b->select, sizeof(a->select)) == 0;
+           a->model_mask == b->model_mask && a->tenant == b->tenant &&
+           a->isolation == b->isolation && memcmp(a->select, b->select, sizeof(a->select)) == 0;
 }
 
 bool allot_isolation_allows(int holders, int32_t excl_holder, int tenant, bool asks_exclusive)

@@ -1786,6 +1786,29 @@ def test_gpus_move_after_the_victim_is_gone():
         expect(dm.req("POST", "/v1/nodes/ag-re/cordon", token=dm.admin), 200)
 
 
+def test_labels():
+    """An agent's --labels reach its node's inventory beside its own allot.io/ label, and a
+    job selecting them runs there; a label the agent may not set stops it at start."""
+    bad = subprocess.run([fx.AGENT, "--labels", "allot.io/emulated=false", "--emulate", "1xT4",
+                          "--token", "x"], capture_output=True, text=True, timeout=20)
+    assert bad.returncode != 0 and "allot.io/ keys are the agent's own" in bad.stderr, bad
+    ag = Agent(dm, AG, "ag-lab", emulate="1xT4", args=["--labels", "zone=z9,nvlink"])
+    try:
+        wait_node("ag-lab")
+        n = [x for x in expect(dm.req("GET", "/v1/nodes", token=dm.admin), 200)["nodes"]
+             if x["name"] == "ag-lab"][0]
+        assert n["inventory"]["labels"] == {"allot.io/emulated": "true", "zone": "z9",
+                                            "nvlink": ""}, n
+        jid = submit({"node_selector": {"zone": "z9", "nvlink": ""},
+                      "command": sh("echo on $(hostname)")})
+        j = wait_state(jid, ("succeeded", "failed"))
+        assert j["state"] == "succeeded" and j["placement"]["tasks"][0]["node"] == "ag-lab", j
+        assert "on " in ag.task_log(jid)
+    finally:
+        ag.stop()
+        expect(dm.req("POST", "/v1/nodes/ag-lab/cordon", token=dm.admin), 200)
+
+
 def test_one_run_at_a_time():
     """A requeued job's next run, placed on another node, starts only once its last run's
     processes on the first node are gone (they had the agent's grace): a job never runs
@@ -2883,7 +2906,7 @@ if __name__ == "__main__":
                 test_exit_code_and_no_command, test_ls_time_nodes_exit,
                 test_interrupted_run_says_the_job_goes_on, test_signal,
                 test_signal_before_the_time_limit, test_warning_once_across_allotd_restarts,
-                test_time_limit_changed,
+                test_time_limit_changed, test_labels,
                 test_command_found_in_the_jobs_path,
                 test_tasks_know_where_the_others_run, test_failed_task_ends_its_gang,
                 test_short_tasks_leave_no_zombies,

@@ -45,6 +45,24 @@ CORPUS = [
      422),
     ("POST", "/v1/jobs", b'{"tenant":"research/nlp","image":"../etc"}', 422),
     ("POST", "/v1/jobs", b'{"tenant":"research/nlp","gpu_models":["A100-80GB"]}', 422),
+    # node selectors: an object of at most 4 labels, each by the label rule
+    ("POST", "/v1/jobs", b'{"tenant":"research/nlp","node_selector":["zone=a"]}', 400),
+    ("POST", "/v1/jobs", b'{"tenant":"research/nlp","node_selector":{"zone":1}}', 400),
+    ("POST", "/v1/jobs", b'{"tenant":"research/nlp","node_selector":{"a b":"x"}}', 400),
+    ("POST", "/v1/jobs", b'{"tenant":"research/nlp","node_selector":{"a=b":"x"}}', 400),
+    ("POST", "/v1/jobs", b'{"tenant":"research/nlp","node_selector":{"":"x"}}', 400),
+    ("POST", "/v1/jobs", b'{"tenant":"research/nlp","node_selector":{"a":"x\\u0000y"}}', 400),
+    ("POST", "/v1/jobs", b'{"tenant":"research/nlp","node_selector":{"a":"x\\ty"}}', 400),
+    ("POST", "/v1/jobs", b'{"tenant":"research/nlp","node_selector":{"' + b"k" * 64 +
+     b'":"x"}}', 400),
+    ("POST", "/v1/jobs", b'{"tenant":"research/nlp","node_selector":{"a":"1","b":"2","c":"3",'
+     b'"d":"4","e":"5"}}', 400),
+    ("POST", "/v1/nodes/register", b'{"name":"lab-1","cpus":1,"memory":1,"labels":{"a b":""}}',
+     400),
+    ("POST", "/v1/nodes/register", b'{"name":"lab-1","cpus":1,"memory":1,"labels":{"a":"\\n"}}',
+     400),
+    ("POST", "/v1/nodes/register", b'{"name":"lab-1","cpus":1,"memory":1,"labels":{' +
+     b','.join(b'"k%d":""' % i for i in range(33)) + b'}}', 400),
     ("PUT", "/v1/tenants", b'{"tenants":[{"path":"a; DELETE FROM tenants"}]}', 422),
     ("PUT", "/v1/tenants", b'{"tenants":[{"path":"../x"}]}', 422),
     ("PUT", "/v1/tenants", b'{"tenants":[{"path":"a","weight":-1}]}', 422),

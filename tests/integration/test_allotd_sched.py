@@ -1107,6 +1107,61 @@ def test_lost_task_requeues():
         d.stop()
 
 
+def test_node_selector():
+    """A job's node_selector keeps it to nodes carrying every label it names: it waits
+    for room there although other nodes are free, says when no node has the labels, and
+    runs on a node given them later (relabelled out of service); selectors outlive a
+    restart of allotd."""
+    d = Daemon()
+    try:
+        expect(d.req("PUT", "/v1/tenants", TENANTS, token=d.admin), 200)
+        ag = d.token("agent", "", "agents")
+        na = dict(N1, name="ns-a", labels={"zone": "a", "nvlink": ""})
+        nc = dict(N1, name="ns-c", labels={})
+        for n in (na, dict(N1, name="ns-b", labels={"zone": "b"}), nc):
+            expect(d.req("POST", "/v1/nodes/register", n, token=ag), 201)
+
+        def sub(sel, gpus=1):
+            return expect(d.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": gpus,
+                                                     "node_selector": sel},
+                                token=d.admin), 201)["id"]
+
+        def node_of(jid):
+            j = wait_job(jid, lambda x: x["state"] == "starting", d=d)
+            return {t["node"] for t in j["placement"]["tasks"]}
+
+        zb = [sub({"zone": "b"}) for _ in range(3)]
+        assert [node_of(j) for j in zb] == [{"ns-b"}] * 3
+        assert node_of(sub({"nvlink": "", "zone": "a"})) == {"ns-a"}
+        # ns-b has one GPU left: four wait, though ns-c has four free
+        big = sub({"zone": "b"}, gpus=4)
+        j = wait_job(big, lambda x: x["pending_reason"], d=d)
+        assert j["state"] == "pending" and "labels" not in j["pending_reason"], j
+        assert j["spec"]["node_selector"] == {"zone": "b"}, j
+        zc = sub({"zone": "c"})
+        j = wait_job(zc, lambda x: x["pending_reason"], d=d)
+        assert j["pending_reason"] == "no node has the labels of its node selector", j
+        # a ready node keeps its labels; cordoned and empty, it takes new ones
+        nc["labels"] = {"zone": "c"}
+        expect(d.req("POST", "/v1/nodes/register", nc, token=ag), 409)
+        expect(d.req("POST", "/v1/nodes/ns-c/cordon", token=d.admin), 200)
+        expect(d.req("POST", "/v1/nodes/register", nc, token=ag), 200)
+        wait_job(zc, lambda x: "out of service" in (x["pending_reason"] or ""), d=d)
+        admin = d.admin
+        d.stop()
+        d = Daemon(d.dir)
+        d.admin = admin
+        assert node_of(zb[0]) == {"ns-b"}
+        j = wait_job(big, lambda x: x["pending_reason"], d=d)
+        assert j["state"] == "pending", j
+        expect(d.req("POST", "/v1/nodes/ns-c/uncordon", token=d.admin), 200)
+        assert node_of(zc) == {"ns-c"}
+        assert expect(d.req("GET", "/v1/jobs/%d" % big, token=d.admin), 200)["state"] == \
+            "pending"
+    finally:
+        d.stop()
+
+
 def test_priority_change():
     """POST /v1/jobs/{id}/priority (allot priority) gives a waiting job another class: it
     goes ahead of the jobs of its old class, also after a restart (the class is in its
@@ -1185,6 +1240,6 @@ if __name__ == "__main__":
                 test_restart_keeps_runs_apart, test_requeue_survives_a_crash,
                 test_requeue_in_grace,
                 test_once_job_never_runs_twice, test_time_limit_counts_from_running,
-                test_lost_task_requeues, test_priority_change])
+                test_lost_task_requeues, test_node_selector, test_priority_change])
     finally:
         dm.stop()

@@ -553,6 +553,52 @@ def test_not_allotd():
     assert "without /v1" in r.err, r
 
 
+def test_constraint():
+    """Node labels in `allot nodes --labels`, `--constraint` picking the nodes a job with it
+    may run on; `allot submit --constraint` runs a job there and `allot show` says so; bad
+    or doubled labels are usage errors."""
+    d = Daemon()
+    try:
+        expect(d.req("PUT", "/v1/tenants", TENANTS, token=d.admin), 200)
+        agent = d.token("agent", "", "agents")
+        for name, labels in (("lab-a", {"zone": "a", "nvlink": ""}), ("lab-b", {"zone": "b"}),
+                             ("lab-0", {})):
+            inv = {"name": name, "cpus": 8, "memory": 64000, "gpus": [{"model": "L4"}],
+                   "labels": labels}
+            expect(d.req("POST", "/v1/nodes/register", inv, token=agent), 201)
+        rows = [r.split() for r in ok(cli(d, "nodes", "--labels")).lines()]
+        assert rows[0][-1] == "LABELS" and len(rows) == 4, rows
+        assert {r[0]: r[-1] for r in rows[1:]} == {"lab-a": "nvlink,zone=a", "lab-b": "zone=b",
+                                                   "lab-0": "-"}, rows
+        rows = [r.split() for r in ok(cli(d, "nodes", "-L", "-C", "zone=a", "-C",
+                                          "nvlink")).lines()]
+        assert [r[0] for r in rows[1:]] == ["lab-a"], rows
+        assert ok(cli(d, "nodes", "-C", "zone=c")).lines()[1:] == []
+        fails(cli(d, "nodes", "-C", "a b"), 1, "usage")
+        jid = int(ok(cli(d, "submit", "-t", "research/nlp", "--gpus", "1", "-C", "zone=b",
+                         "--", "true")).out)
+        for _ in range(100):  # bounded: the loop places within a few cycles
+            j = ok(cli(d, "show", str(jid), "-o", "json")).json()
+            if j["state"] == "starting":
+                break
+            time.sleep(0.05)
+        assert [t["node"] for t in j["placement"]["tasks"]] == ["lab-b"], j
+        assert j["spec"]["node_selector"] == {"zone": "b"}, j
+        assert "constraint:   zone=b\n" in ok(cli(d, "show", str(jid))).out
+        r = fails(cli(d, "submit", "-t", "research/nlp", "-C", "zone=a", "-C", "zone=b",
+                      "--", "true"), 1, "usage")
+        assert 'label "zone" given twice' in r.err, r
+        r = fails(cli(d, "submit", "-t", "research/nlp", "-C", "a,b,c,d,e", "--", "true"), 1,
+                  "usage")
+        assert "more than 4 labels" in r.err, r
+        r = fails(cli(d, "submit", "-t", "research/nlp", "-C", "k=\x01", "--", "true"), 1,
+                  "usage")
+        assert "control character" in r.err, r
+        assert len(expect(d.req("GET", "/v1/jobs", token=d.admin), 200)["jobs"]) == 1
+    finally:
+        assert d.stop() == 0
+
+
 if __name__ == "__main__":
     dm = Daemon()
     try:
@@ -562,7 +608,8 @@ if __name__ == "__main__":
                 test_plan_replays_memory_fractions, test_plan_quota_names_one_tenant,
                 test_drain_wait_writes_before_waiting, test_delete_node,
                 test_pricebook_conflict_exit_status,
-                test_config_sources, test_https, test_scheduler, test_not_allotd])
+                test_config_sources, test_https, test_scheduler, test_not_allotd,
+                test_constraint])
     finally:
         frac_rc = FRAC["d"].stop() if FRAC else 0
         assert dm.stop() == 0 and frac_rc == 0

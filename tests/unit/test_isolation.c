@@ -89,7 +89,8 @@ static struct allot_task task_of(int kind, int tenant, int iso, int milli)
 
 /* Labels of the nodes of world_new, in order, and the node selectors the
  * probes use, as "KEY=VALUE,..." lists. */
-static const char *const node_labels[] = {"zone=a", "zone=b,fast=yes", "", "zone=b", "zone=a", "zone=b"};
+static const char *const node_labels[] = {"zone=a", "zone=b,fast=yes", "",
+                                          "zone=b", "zone=a",          "zone=b"};
 static const char *const selectors[] = {"", "zone=a", "zone=b", "fast=yes,zone=b", "zone=c"};
 #define N_SELECTORS 5
 
@@ -620,10 +621,8 @@ static void test_labels_parse(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_exclusive_gpu_fraction),
-        cmocka_unit_test(test_matrix),
-        cmocka_unit_test(test_selector_classes),
-        cmocka_unit_test(test_label_rule),
+        cmocka_unit_test(test_exclusive_gpu_fraction), cmocka_unit_test(test_matrix),
+        cmocka_unit_test(test_selector_classes),       cmocka_unit_test(test_label_rule),
         cmocka_unit_test(test_labels_parse),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
