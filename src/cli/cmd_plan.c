@@ -12,7 +12,8 @@
  * wait of the current cluster would pass --wait-target at that growth.
  *
  * What the replay approximates: fractional and MIG jobs hold a whole GPU
- * per task; a job's model preference is not kept (any GPU serves); the
+ * per task; a job's model preference and node selector are not kept (any
+ * GPU serves); the
  * still-running jobs end now; pending jobs are not replayed (their run
  * time is unknown); costs are GPU-hours x the price book's GPU rate only.
  * Single-threaded; nothing kept between runs.

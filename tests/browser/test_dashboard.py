@@ -482,6 +482,10 @@ def test_gpu_map():
     gpus = br.js("return [...document.querySelectorAll('[data-node]')].map(function (n) {"
                  "return n.dataset.node + ':' + n.querySelectorAll('.gpu').length; });")
     assert sorted(gpus) == ["gpu-1:4", "gpu-2:2"], gpus
+    # a node's own labels, not the agent's allot.io/ ones; none: no such line
+    labels = br.js("return [...document.querySelectorAll('[data-node]')].map(function (n) {"
+                   "var l = n.querySelector('.labels'); return l ? l.textContent : null; });")
+    assert labels == ["labels nvlink, rack=r1", None], labels
     whole = br.js("return [...document.querySelectorAll('[data-node=gpu-1] .part.whole')]"
                   ".map(function (p) { return p.dataset.tenant; });")
     assert whole == ["research", "research"], whole
@@ -772,7 +776,8 @@ def setup():
     ag = AG_TOKEN = dm.token("agent", name="nodes")
     # gpu-1's GPUs report 0 % utilisation (its whole-GPU job is flagged idle), gpu-2's 60 %
     agents.append(Agent(dm, ag, "gpu-1", emulate="4xH100-80GB",
-          args=["--gpu-mode", "shared", "--emulate-util", "0", "--sample-interval", "200ms"]))
+          args=["--gpu-mode", "shared", "--emulate-util", "0", "--sample-interval", "200ms",
+                "--labels", "rack=r1,nvlink"]))
     agents.append(Agent(dm, ag, "gpu-2", emulate="2xA100-80GB",
           args=["--gpu-mode", "mig", "--emulate-util", "60", "--sample-interval", "200ms"]))
     for _ in range(200):  # bounded: agents register within a second

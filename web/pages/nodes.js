@@ -66,6 +66,15 @@ function gpuBox(g, mode) {
   h("div", {class: "gpu-foot"}, g.health === "healthy" ? "" : `${g.health}${g.text ? ": " + g.text : ""}`));
 }
 
+// The node's labels (its agent's --labels; the agent's own allot.io/ ones
+// left out), which jobs select nodes by.
+function nodeLabels(inv) {
+  const l = Object.entries(inv.labels || {}).filter(([k]) => !k.startsWith("allot.io/"))
+    .map(([k, v]) => (v ? `${k}=${v}` : k));
+  return l.length ? h("span", {class: "labels", title: "node labels: jobs select nodes by them (allot submit --constraint)"},
+    "labels " + l.join(", ")) : null;
+}
+
 function render(nodes, jobs) {
   const map = gpuMap(nodes, jobs);
   const now = nowSec();
@@ -84,6 +93,7 @@ function render(nodes, jobs) {
           n.fenced ? h("span", {class: "state fenced", title: n.fenced}, "fenced: " + n.fenced) : null,
           h("span", null, `${gpus.length} × ${gpus.length ? gpus[0].model : "no GPU"}`),
           h("span", null, `mode ${inv.gpu_mode || "shared"}`),
+          nodeLabels(inv),
           h("span", null, `${fmtNum(inv.cpus, 1)} CPUs, ${fmtNum((inv.memory || 0) / 1024, 1)} GiB`),
           h("span", null, `${n.tasks} task${n.tasks === 1 ? "" : "s"}, ${used} GPU${used === 1 ? "" : "s"} in use` +
             (bad ? `, ${bad} unhealthy` : "")),
