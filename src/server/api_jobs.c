@@ -820,7 +820,7 @@ int api_jobs_cancel(struct req *r)
     bool array;
     int rc;
 
-    if (!api_query_flag(r, "array", &array) || !api_job_visible(r, &j))
+    if (!api_no_body(r) || !api_query_flag(r, "array", &array) || !api_job_visible(r, &j))
         return 0;
     if (r->who.role == ALLOT_ROLE_VIEWER) {
         api_error(r, 403, "forbidden", "a viewer may not cancel jobs");
@@ -924,7 +924,7 @@ static int hold_or_release(struct req *r, bool held)
     bool array;
     int rc;
 
-    if (!api_query_flag(r, "array", &array) || !api_job_visible(r, &j))
+    if (!api_no_body(r) || !api_query_flag(r, "array", &array) || !api_job_visible(r, &j))
         return 0;
     if (r->who.role == ALLOT_ROLE_VIEWER) {
         api_error(r, 403, "forbidden", "a viewer may not %s jobs", held ? "hold" : "release");
@@ -1190,7 +1190,7 @@ int api_jobs_requeue(struct req *r)
     bool array;
     int rc;
 
-    if (!api_query_flag(r, "array", &array) || !api_job_visible(r, &j))
+    if (!api_no_body(r) || !api_query_flag(r, "array", &array) || !api_job_visible(r, &j))
         return 0;
     if (r->who.role == ALLOT_ROLE_VIEWER) {
         api_error(r, 403, "forbidden", "a viewer may not requeue jobs");

@@ -833,7 +833,11 @@ static int state_fn(struct allot_store *st, void *arg)
 static int set_state(struct req *r, int state)
 {
     struct state_write w = {.r = r, .name = r->params[0], .state = state, .now = srv_now()};
-    int rc = srv_write(r->srv, state_fn, &w);
+    int rc;
+
+    if (!api_no_body(r))
+        return 0;
+    rc = srv_write(r->srv, state_fn, &w);
 
     if (rc)
         r->audited = false;

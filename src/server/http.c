@@ -324,6 +324,21 @@ json_t *api_body_object(struct req *r)
     return v;
 }
 
+bool api_no_body(struct req *r)
+{
+    static const char *const none[] = {NULL};
+    json_t *b;
+    bool ok;
+
+    if (!r->body_len)
+        return true;
+    if (!(b = api_body_object(r)))
+        return false;
+    ok = api_known_fields(r, b, none, NULL);
+    json_decref(b);
+    return ok;
+}
+
 bool api_known_fields(struct req *r, json_t *obj, const char *const *allowed, const char *where)
 {
     const char *k;

@@ -223,6 +223,10 @@ int api_set_header(struct req *r, const char *name, const char *value);
 
 /* Parses the body as a JSON object. On failure replies 400 and returns NULL. */
 json_t *api_body_object(struct req *r);
+/* For a route that takes no body: true for none or an empty JSON object;
+ * otherwise replies 400 (malformed JSON, not an object, a field) and
+ * returns false. */
+bool api_no_body(struct req *r);
 /* Replies 400 naming the first key of `obj` not in the NULL-terminated
  * `allowed` list and returns false; true when all keys are known. */
 bool api_known_fields(struct req *r, json_t *obj, const char *const *allowed, const char *where);

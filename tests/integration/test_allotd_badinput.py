@@ -63,6 +63,15 @@ CORPUS = [
      400),
     ("POST", "/v1/nodes/register", b'{"name":"lab-1","cpus":1,"memory":1,"labels":{' +
      b','.join(b'"k%d":""' % i for i in range(33)) + b'}}', 400),
+    # routes that take no body refuse one (an empty object aside), before anything else
+    ("POST", "/v1/jobs/1/cancel", b'{"reason":', 400),
+    ("POST", "/v1/jobs/1/cancel", b'{"force":true}', 400),
+    ("POST", "/v1/jobs/1/hold", b'[1]', 400),
+    ("POST", "/v1/jobs/1/release", b'nonsense', 400),
+    ("POST", "/v1/jobs/1/requeue", b'{"node":"n1"}', 400),
+    ("POST", "/v1/nodes/n1/cordon", b'{"reason":"disk"}', 400),
+    ("POST", "/v1/nodes/n1/drain", b'{', 400),
+    ("POST", "/v1/nodes/n1/uncordon", b'"x"', 400),
     ("PUT", "/v1/tenants", b'{"tenants":[{"path":"a; DELETE FROM tenants"}]}', 422),
     ("PUT", "/v1/tenants", b'{"tenants":[{"path":"../x"}]}', 422),
     ("PUT", "/v1/tenants", b'{"tenants":[{"path":"a","weight":-1}]}', 422),
@@ -359,6 +368,19 @@ def test_retry_after_a_change():
     expect(dm.req("POST", "/v1/jobs/%d/cancel" % jid, token=a), 200)
 
 
+def test_bodyless_routes_take_none_or_empty():
+    """A route that takes no body takes an empty one or {} (as clients send), and refuses a
+    field with a message naming it: the job is untouched."""
+    jid = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "hold": True,
+                                             "command": ["true"]}, token=dm.admin), 201)["id"]
+    st, b = dm.req("POST", "/v1/jobs/%d/release" % jid, b'{"now":true}', token=dm.admin)
+    assert st == 400 and b["error"]["message"] == 'unknown field "now"', (st, b)
+    assert expect(dm.req("GET", "/v1/jobs/%d" % jid, token=dm.admin), 200)["held"] is True
+    expect(dm.req("POST", "/v1/jobs/%d/release" % jid, b" {} ", token=dm.admin), 200)
+    expect(dm.req("POST", "/v1/jobs/%d/hold" % jid, None, token=dm.admin), 200)
+    expect(dm.req("POST", "/v1/jobs/%d/cancel" % jid, b"{}", token=dm.admin), 200)
+
+
 if __name__ == "__main__":
     dm = Daemon()
     try:
@@ -367,6 +389,6 @@ if __name__ == "__main__":
                 test_sql_looking_strings_are_stored_verbatim, test_default_memory,
                 test_stored_zero_cpus_still_read, test_big_specs_are_bounded,
                 test_jobs_per_tenant_limit, test_escapes_in_paths_and_queries,
-                test_retry_after_a_change])
+                test_retry_after_a_change, test_bodyless_routes_take_none_or_empty])
     finally:
         dm.stop()
