@@ -948,9 +948,16 @@ static int hold_or_release(struct req *r, bool held)
         api_error(r, 500, "store", "%s", allot_strerror(rc));
     } else {
         json_t *o = api_job_json(&j);
+        char why[96];
 
         for (size_t i = 0; i < w.n_ids; i++)
             loop_post(r->srv->loop, held ? LOOP_JOB_HOLD : LOOP_JOB_RELEASE, w.ids[i], NULL);
+        /* the answer's reason is what the loop will say, not the one it
+         * stored before: held, or none until its next cycle finds one */
+        if (j.state == ALLOT_SJ_PENDING && j.held)
+            loop_held_reason(j.id, why, sizeof(why));
+        if (j.state == ALLOT_SJ_PENDING)
+            json_object_set_new(o, "pending_reason", j.held ? json_string(why) : json_null());
         if (w.array && j.array_parent == j.id)
             json_object_set_new(o, held ? "members_held" : "members_released",
                                 json_integer((json_int_t)w.n_ids));

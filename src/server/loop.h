@@ -63,6 +63,10 @@ void loop_stop(struct loop *l);
 /* Queues a message for the loop (never blocks on a cycle). Returns 0 or
  * ALLOT_ENOMEM. `name` is copied; may be NULL. */
 int loop_post(struct loop *l, int kind, int64_t id, const char *name);
+
+/* The pending reason of a job a user holds (`allot hold`): the gate's, and
+ * the hold route's answer before the loop has written it. */
+void loop_held_reason(int64_t sid, char *buf, size_t len);
 /* The state an admin gave lost node `name` for its return (the store's
  * meta table, on st): ALLOT_SN_CORDONED, ALLOT_SN_DRAINING or
  * ALLOT_SN_READY (none), or a negative ALLOT_E*. _set keeps `state`

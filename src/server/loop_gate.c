@@ -223,6 +223,11 @@ static enum gate gate_rules(struct allot_store *rd, const struct held *h, int in
     return GATE_OPEN;
 }
 
+void loop_held_reason(int64_t sid, char *buf, size_t len)
+{
+    allot_fmt(buf, len, "held: `allot release %lld` lets it start", (long long)sid);
+}
+
 /* The one rule for "may this held job enter the queue": a user does not
  * hold it, every dependency holds, its array has fewer than `throttle`
  * members in the queue (`in_queue`), and, when an earlier start found no
@@ -237,7 +242,7 @@ static enum gate gate_check(struct loop *l, struct allot_store *rd, const struct
     const struct allot_tenant *t = allot_tenants_get(l->t, h->tenant);
 
     if (h->user_held && v != GATE_NEVER) {
-        allot_fmt(why, len, "held: `allot release %lld` lets it start", (long long)h->sid);
+        loop_held_reason(h->sid, why, len);
         return GATE_WAIT;
     }
     /* its tasks' addresses in the tenant network: it starts only in it */

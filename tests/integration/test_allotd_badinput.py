@@ -376,8 +376,20 @@ def test_bodyless_routes_take_none_or_empty():
     st, b = dm.req("POST", "/v1/jobs/%d/release" % jid, b'{"now":true}', token=dm.admin)
     assert st == 400 and b["error"]["message"] == 'unknown field "now"', (st, b)
     assert expect(dm.req("GET", "/v1/jobs/%d" % jid, token=dm.admin), 200)["held"] is True
-    expect(dm.req("POST", "/v1/jobs/%d/release" % jid, b" {} ", token=dm.admin), 200)
-    expect(dm.req("POST", "/v1/jobs/%d/hold" % jid, None, token=dm.admin), 200)
+    for _ in range(100):  # bounded: the loop gives the held job its reason
+        if expect(dm.req("GET", "/v1/jobs/%d" % jid, token=dm.admin), 200)["pending_reason"]:
+            break
+        time.sleep(0.05)
+    # the answers' reasons are what the loop will say, not the stored ones
+    j = expect(dm.req("POST", "/v1/jobs/%d/release" % jid, b" {} ", token=dm.admin), 200)
+    assert j["held"] is False and j["pending_reason"] is None, j
+    for _ in range(100):  # bounded: the loop gives it a reason of the queue's
+        j = expect(dm.req("GET", "/v1/jobs/%d" % jid, token=dm.admin), 200)
+        if j["pending_reason"] and not j["pending_reason"].startswith("held"):
+            break
+        time.sleep(0.05)
+    j = expect(dm.req("POST", "/v1/jobs/%d/hold" % jid, None, token=dm.admin), 200)
+    assert j["pending_reason"] == "held: `allot release %d` lets it start" % jid, j
     expect(dm.req("POST", "/v1/jobs/%d/cancel" % jid, b"{}", token=dm.admin), 200)
 
 
