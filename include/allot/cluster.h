@@ -261,8 +261,13 @@ int allot_node_whole_free(const struct allot_node *n);
 /* True when node n carries every label task t selects (t->select). */
 bool allot_node_selected(const struct allot_node *n, const struct allot_task *t);
 
-/* True when the node's labels, model, CPU, memory, RDMA VFs and isolation
- * admit the task (GPU fit aside). */
+/* True when what the node is, whatever runs on it, may host the task: its
+ * labels (allot_node_selected), GPU model and GPU count. What preemption,
+ * defragmentation and reservations ask before counting a node's room. */
+bool allot_node_may_host(const struct allot_node *n, const struct allot_task *t);
+
+/* True when the node may host the task (allot_node_may_host) and its free
+ * CPU, memory, RDMA VFs and isolation admit it (GPU fit aside). */
 bool allot_node_admits(const struct allot_node *n, const struct allot_task *t);
 
 /* True when the task fits on the node (state, labels, model, CPU, memory, GPUs). */

@@ -855,6 +855,10 @@ static int node_pick(struct allot_queue *q, const struct allot_job *j, const str
         int64_t cost = 0;
         while (end < s->n_slots && s->slots[end].node == node)
             end++;
+        if (!allot_node_may_host(allot_cluster_node(q->c, node), &j->spec.task)) {
+            i = end; /* no room made there would serve j (its labels, GPU model) */
+            continue;
+        }
         /* a node is evaluated at its cheapest candidate not yet chosen */
         for (x = i; x < end && s->chosen[s->slots[x].e]; x++)
             ;

@@ -191,21 +191,26 @@ bool allot_node_selected(const struct allot_node *n, const struct allot_task *t)
     return true;
 }
 
-bool allot_node_admits(const struct allot_node *n, const struct allot_task *t)
+bool allot_node_may_host(const struct allot_node *n, const struct allot_task *t)
 {
     if (t->select[0] && !allot_node_selected(n, t))
-        return false;
-    if (n->cpu_free < t->cpu_milli || n->mem_free < t->mem_mib || n->rdma_free < t->rdma_vfs)
-        return false;
-    /* exclusive-node tenants share a node with nobody else */
-    if (!allot_isolation_allows(n->n_tasks, n->excl_tenant, t->tenant,
-                                t->isolation == ALLOT_ISO_EXCLUSIVE_NODE))
         return false;
     if (t->num_gpu == 0)
         return true;
     if (n->model < 0 || n->n_gpus < t->num_gpu)
         return false;
     return !t->model_mask || (t->model_mask >> n->model & 1);
+}
+
+bool allot_node_admits(const struct allot_node *n, const struct allot_task *t)
+{
+    if (!allot_node_may_host(n, t))
+        return false;
+    if (n->cpu_free < t->cpu_milli || n->mem_free < t->mem_mib || n->rdma_free < t->rdma_vfs)
+        return false;
+    /* exclusive-node tenants share a node with nobody else */
+    return allot_isolation_allows(n->n_tasks, n->excl_tenant, t->tenant,
+                                  t->isolation == ALLOT_ISO_EXCLUSIVE_NODE);
 }
 
 int64_t allot_fraction_mem(const struct allot_gpu *g, const struct allot_task *t)
