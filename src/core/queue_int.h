@@ -224,6 +224,12 @@ static inline int queue_job_gpus(const struct allot_job *j)
     return (int)(j->req.v[ALLOT_RES_GPU] / ALLOT_MILLI);
 }
 
+/* Whether the ready nodes pending job j may use (its labels, GPU models)
+ * hold its GPUs in all; always for a job that names neither
+ * (queue_reserve.c): a reservation for what they cannot hold would hold
+ * the cluster for nothing. */
+bool queue_reserve_could_fit(const struct allot_queue *q, const struct allot_job *j);
+
 /* Whether pending job j, turned away for `kind` (ALLOT_WHY_CAPACITY, or
  * ALLOT_WHY_QUOTA at tenant `who`), makes the cycle's reservation r: a
  * large gang, aged or with reserve_gangs, when none holds yet, for lack
@@ -237,7 +243,8 @@ static inline bool queue_gang_reserves(const struct allot_queue *q, const struct
     bool aged = now - j->submit >= q->o.aging_s && q->o.aging_s > 0;
     bool large = queue_job_gpus(j) >= (q->o.large_gang_gpus ? q->o.large_gang_gpus : 8);
 
-    if (!q->o.backfill || r->holder >= 0 || !large || !(aged || q->o.reserve_gangs))
+    if (!q->o.backfill || r->holder >= 0 || !large || !(aged || q->o.reserve_gangs) ||
+        !queue_reserve_could_fit(q, j))
         return false;
     return kind == ALLOT_WHY_CAPACITY || (kind == ALLOT_WHY_QUOTA && who == 0 &&
                                           allot_tenants_in_nominal(q->t, j->spec.tenant, &j->req));

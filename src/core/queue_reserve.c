@@ -69,17 +69,83 @@ static int64_t free_for(const struct allot_queue *q, const struct allot_job *j)
     return f;
 }
 
+/* Whether j runs only on some nodes (its labels, GPU models): its
+ * reservation then counts those nodes' GPUs alone. */
+static bool restricted(const struct allot_job *j)
+{
+    return j->spec.task.select[0] || j->spec.task.model_mask;
+}
+
+/* Whether GPU g of node n counts for j: a node j may use (ready, for what
+ * is free now), and for a gang of whole GPUs a GPU outside MIG mode. */
+static bool counts_for(const struct allot_node *n, int g, const struct allot_job *j, bool whole)
+{
+    return allot_node_may_host(n, &j->spec.task) && !(whole && n->gpus[g].mode == ALLOT_GPU_MIG);
+}
+
+/* For a restricted j: the GPU milli of the ready nodes it may use, free
+ * now (*free) and in all (*all). One pass over the nodes. */
+static void host_gpus(const struct allot_queue *q, const struct allot_job *j, int64_t *free,
+                      int64_t *all)
+{
+    bool whole = j->spec.task.mig_profile < 0 && j->spec.task.gpu_milli == ALLOT_MILLI;
+    int nn = allot_cluster_node_count(q->c);
+
+    *free = *all = 0;
+    for (int i = 0; i < nn; i++) {
+        const struct allot_node *n = allot_cluster_node(q->c, i);
+        if (n->state != ALLOT_NODE_READY)
+            continue;
+        for (int g = 0; g < n->n_gpus; g++)
+            if (counts_for(n, g, j, whole)) {
+                *free += n->gpus[g].free_milli;
+                *all += ALLOT_MILLI;
+            }
+    }
+}
+
+bool queue_reserve_could_fit(const struct allot_queue *q, const struct allot_job *j)
+{
+    int64_t free, all;
+
+    if (!restricted(j))
+        return true;
+    host_gpus(q, j, &free, &all);
+    return all >= j->req.v[ALLOT_RES_GPU];
+}
+
+/* The GPU milli running job v holds that j could use (restricted j). */
+static int64_t held_for(const struct allot_queue *q, const struct allot_job *v,
+                        const struct allot_job *j, bool whole)
+{
+    int64_t m = 0;
+
+    for (int k = 0; v->pl && k < v->spec.n_tasks; k++) {
+        const struct allot_placement *p = &v->pl[k];
+        const struct allot_node *n = allot_cluster_node(q->c, p->node);
+        for (int g = 0; g < n->n_gpus; g++)
+            if ((p->gpu_mask >> g & 1) && counts_for(n, g, j, whole))
+                m += p->gpu_milli;
+    }
+    return m;
+}
+
 /* EASY: when will enough GPUs be free for j, and how many spare then?
  * The running jobs are taken by expected end (ties in running order) only
  * until enough GPUs come free: a heap, not a sort of them all. A gang of
  * whole GPUs counts only what ends on GPUs outside MIG mode. */
 int queue_reserve(struct allot_queue *q, struct allot_job *j, int64_t now, struct reservation *r)
 {
-    int64_t free_milli = free_for(q, j);
+    int64_t free_milli, all;
     int64_t need = j->req.v[ALLOT_RES_GPU];
     bool whole = j->spec.task.mig_profile < 0 && j->spec.task.gpu_milli == ALLOT_MILLI;
     struct endtime *e;
     size_t n = 0;
+
+    if (restricted(j)) /* only the nodes it may use */
+        host_gpus(q, j, &free_milli, &all);
+    else
+        free_milli = free_for(q, j);
 
     /* j did not fit now: with enough GPUs free in all, they are scattered,
      * and when they come together is not known */
@@ -103,7 +169,7 @@ int queue_reserve(struct allot_queue *q, struct allot_job *j, int64_t now, struc
          * (which may count from its running report, queue_limit_at) */
         est = v->state == ALLOT_JOB_STOPPING ? v->stop_at - v->start : v->spec.est_runtime_s;
         e[n].at = est ? v->start + est : queue_limit_at(v);
-        e[n].milli = v->req.v[ALLOT_RES_GPU];
+        e[n].milli = restricted(j) ? held_for(q, v, j, whole) : v->req.v[ALLOT_RES_GPU];
         e[n].ord = n;
         n++;
     }

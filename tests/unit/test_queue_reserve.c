@@ -231,6 +231,94 @@ static void test_reserve_ignores_mig_gpus(void **state)
     world_free(&w);
 }
 
+/* Adds a node of 4 H100s labelled zone=`zone`. */
+static void add_zone_node(struct world *w, const char *name, const char *zone)
+{
+    struct allot_label l = {"zone", (char *)zone};
+    struct allot_node_spec sp = {.name = name,
+                                 .model = "H100",
+                                 .cpu_milli = 64000,
+                                 .mem_mib = 262144,
+                                 .n_gpus = 4,
+                                 .island_size = 4,
+                                 .n_labels = 1,
+                                 .labels = &l};
+    char err[256];
+
+    if (allot_cluster_add_node(w->c, &sp, err, sizeof(err)) < 0)
+        fail_msg("node %s: %s", name, err);
+}
+
+/* Job `name` of tenant te, class cls: tasks x gpus whole GPUs on nodes
+ * labelled zone=`zone`, expected to run est seconds. */
+static int submit_zone(struct world *w, const char *name, int te, int cls, int tasks, int gpus,
+                       const char *zone, int64_t now, int64_t est)
+{
+    struct allot_job_spec s = {.name = name,
+                               .tenant = te,
+                               .prio_class = cls,
+                               .n_tasks = tasks,
+                               .task = {.num_gpu = gpus, .gpu_milli = 1000, .mig_profile = -1},
+                               .est_runtime_s = est};
+    char err[128];
+    int id;
+
+    s.task.select[0] = allot_label_hash("zone", zone);
+    if ((id = allot_queue_submit(w->q, &s, now, err, sizeof(err))) < 0)
+        fail_msg("submit %s: %s", name, err);
+    return id;
+}
+
+/* A large gang's reservation counts only the nodes it may use: none that
+ * carry its labels, or too few GPUs there, reserve nothing (the cluster is
+ * not held for it); else its expected start is when GPUs come free there,
+ * not elsewhere. */
+static void test_reserve_on_selected_nodes(void **state)
+{
+    struct allot_queue_opts o = base;
+    struct world w;
+    int big, p, none;
+
+    (void)state;
+    o.aging_s = 0;
+    o.reserve_gangs = true;
+    world_init(&w, 0, 40, o);
+    add_zone_node(&w, "a0", "a");
+    add_zone_node(&w, "b0", "b");
+    add_zone_node(&w, "b1", "b");
+    assert_int_equal(allot_queue_add_prio_class(w.q, "pinned", 0, false), 0);
+    submit_zone(&w, "x", w.b, -1, 1, 4, "b", 0, 1000); /* on b0 or b1, ends at 1000 */
+    submit_zone(&w, "y", w.b, -1, 1, 4, "a", 0, 100);  /* on a0, ends at 100 */
+    cycle(&w, 0);
+    /* no node carries zone=c: no reservation, the pinned job starts */
+    none = submit_zone(&w, "nowhere", w.a, -1, 2, 4, "c", 10, 100);
+    p = submit_zone(&w, "p", w.a, 0, 1, 2, "b", 10, 100000);
+    cycle(&w, 10);
+    assert_int_equal(allot_queue_job(w.q, none)->state, ALLOT_JOB_PENDING);
+    assert_string_equal(allot_queue_reason(w.q, none),
+                        "no node has the labels of its node selector");
+    assert_int_equal(allot_queue_job(w.q, p)->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(allot_queue_finish(w.q, p, 20), 0);
+    allot_queue_cancel(w.q, none, 20);
+    /* zone=a holds 4 GPUs, the gang needs 8: nothing reserved either */
+    none = submit_zone(&w, "too-big", w.a, -1, 2, 4, "a", 30, 100);
+    p = submit_zone(&w, "p2", w.a, 0, 1, 2, "b", 30, 100000);
+    cycle(&w, 30);
+    assert_int_equal(allot_queue_job(w.q, p)->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(allot_queue_finish(w.q, p, 40), 0);
+    allot_queue_cancel(w.q, none, 40);
+    /* zone=b: 4 free, 8 once x ends at 1000 (y's end at 100 frees a0, which
+     * it cannot use) */
+    big = submit_zone(&w, "big", w.a, -1, 2, 4, "b", 50, 100);
+    p = submit_zone(&w, "p3", w.a, 0, 1, 2, "b", 50, 100000);
+    cycle(&w, 50);
+    assert_int_equal(allot_queue_job(w.q, big)->state, ALLOT_JOB_PENDING);
+    assert_int_equal(allot_queue_job(w.q, p)->state, ALLOT_JOB_PENDING);
+    assert_string_equal(allot_queue_reason(w.q, p),
+                        "held back: GPUs reserved for job big (expected start in 950 s)");
+    world_free(&w);
+}
+
 /* Job `name` of tenant te in the class "pinned" (not preemptible): tasks x
  * gpus whole GPUs. */
 static int submit_in_pinned(struct world *w, const char *name, int te, int tasks, int gpus,
@@ -334,6 +422,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_backfill_respects_reservation),
         cmocka_unit_test(test_reserve_gangs),
+        cmocka_unit_test(test_reserve_on_selected_nodes),
         cmocka_unit_test(test_reserve_at_cluster_quota),
         cmocka_unit_test(test_reserve_ignores_mig_gpus),
         cmocka_unit_test(test_gang_keeps_reservation_past_own_backfill),
