@@ -255,7 +255,8 @@ static int make_room(struct allot_queue *q, struct allot_job *j, const struct mo
      * it would not wait for room; this scan of every node is for gangs) */
     for (int i = 0; j->spec.n_tasks > 1 && i < nn && fits < j->spec.n_tasks; i++) {
         const struct allot_node *node = allot_cluster_node(q->c, i);
-        fits += node->state == ALLOT_NODE_READY && allot_node_whole_free(node) >= need;
+        fits += node->state == ALLOT_NODE_READY && allot_node_may_host(node, &j->spec.task) &&
+                allot_node_whole_free(node) >= need;
     }
     want = j->spec.n_tasks - fits;
     if (want <= 0)
@@ -270,7 +271,8 @@ static int make_room(struct allot_queue *q, struct allot_job *j, const struct mo
         while (end < nm && m[end].node == node)
             end++;
         free = m[i].free;
-        if (nd->state == ALLOT_NODE_READY && free < need && !is_busy(b, node)) {
+        if (nd->state == ALLOT_NODE_READY && free < need && !is_busy(b, node) &&
+            allot_node_may_host(nd, &j->spec.task)) { /* a room j may use (labels, model) */
             /* the node's cheapest movers that are smaller than j's tasks */
             for (int x = i; x < end && free < need && r.moves < DEFRAG_MOVES; x++)
                 if (mover_for(q, j, &m[x], need)) {

@@ -4,7 +4,8 @@
  * it by moving a checkpointed job elsewhere; nothing moves when a moved job
  * would find no room, when it would lose more than defrag_loss_s of work,
  * when it cannot checkpoint, or when the pass is off; a moved job is never
- * moved for the job it made room for (a move is a preemption); the
+ * moved for the job it made room for (a move is a preemption); rooms are
+ * only on nodes the waiting job may use (its labels); the
  * waiting job takes its room before the moved jobs are placed again; two
  * plans of one pass never count on the same room; without a grace period
  * the move completes within the cycle; and every allocation of a cycle that
@@ -100,6 +101,51 @@ static void test_moves_to_make_room(void **state)
     /* nothing waits: no more moves */
     cycle(&w, 1000);
     assert_int_equal(w.preempts, 1);
+    world_free(&w);
+}
+
+/* A gang of two 4-GPU tasks selecting zone=b, two zone=b nodes with a
+ * 2-GPU job each and a free node without labels: the free node is no room
+ * for the gang, so both zone=b nodes are made room on (their jobs move to
+ * the free node), not one. */
+static void test_room_on_selected_nodes(void **state)
+{
+    static const char *const zones[] = {"b", "b", NULL};
+    struct world w;
+    struct allot_job_spec s = {.name = "a0",
+                               .prio_class = -1,
+                               .n_tasks = 2,
+                               .task = {.num_gpu = 4, .gpu_milli = 1000, .mig_profile = -1}};
+    char err[256], name[8];
+    int a0;
+
+    (void)state;
+    world_init(&w, 0, 8, defrag_opts());
+    for (int i = 0; i < 3; i++) {
+        struct allot_label l = {"zone", (char *)zones[i]};
+        struct allot_node_spec sp = {.name = name,
+                                     .model = "H100",
+                                     .cpu_milli = 64000,
+                                     .mem_mib = 262144,
+                                     .n_gpus = 4,
+                                     .island_size = 4,
+                                     .n_labels = zones[i] ? 1 : 0,
+                                     .labels = &l};
+        allot_fmt(name, sizeof(name), "n%d", i);
+        assert_int_equal(allot_cluster_add_node(w.c, &sp, err, sizeof(err)), i);
+    }
+    run_at(&w, "b0", 0, 0x3, true);
+    run_at(&w, "b1", 1, 0x3, true);
+    s.tenant = w.a;
+    s.task.select[0] = allot_label_hash("zone", "b");
+    a0 = allot_queue_submit(w.q, &s, 100, err, sizeof(err));
+    assert_true(a0 >= 0);
+    cycle(&w, 100);
+    assert_int_equal(w.preempts, 2);
+    cycle(&w, 130);
+    assert_int_equal(allot_queue_job(w.q, a0)->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(allot_queue_job(w.q, a0)->pl[0].node + allot_queue_job(w.q, a0)->pl[1].node,
+                     1);
     world_free(&w);
 }
 
@@ -369,6 +415,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_moves_to_make_room),
+        cmocka_unit_test(test_room_on_selected_nodes),
         cmocka_unit_test(test_no_room_elsewhere),
         cmocka_unit_test(test_loss_bound),
         cmocka_unit_test(test_reported_save),
