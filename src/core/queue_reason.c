@@ -186,8 +186,7 @@ static bool text_unshaped(struct allot_queue *q, struct allot_job *j)
     for (int i = 0; i < nn && t->num_gpu > 0; i++) {
         const struct allot_node *n = allot_cluster_node(q->c, i);
         int usable = 0;
-        if (n->model < 0 || n->n_gpus < t->num_gpu ||
-            (t->model_mask && !(t->model_mask >> n->model & 1)) || !allot_node_selected(n, t))
+        if (!allot_node_may_host(n, t)) /* labels, model, GPU count */
             continue;
         if (t->mig_profile >= 0 && cat->models[n->model].profile_by_global[t->mig_profile] < 0)
             continue; /* this model has no such slice */
@@ -368,6 +367,12 @@ static void text_capacity(struct allot_queue *q, struct allot_job *j)
         len = allot_fmt(j->reason, sizeof(j->reason),
                         "no node has %d free%s GPU%s (most free on one node: %d)", t->num_gpu,
                         model, t->num_gpu > 1 ? "s in one NVLink island" : "", best_whole);
+    /* a job that selects nodes: what was said is of those nodes alone */
+    if (t->select[0] && len > 0 && (size_t)len < sizeof(j->reason)) {
+        char rest[sizeof(j->reason)];
+        allot_strlcpy(rest, j->reason, sizeof(rest));
+        len = allot_fmt(j->reason, sizeof(j->reason), "among the nodes with its labels: %s", rest);
+    }
     /* where no node takes even one task, say first when isolation is why */
     int kept = fits ? 0 : kept_by_isolation(q, t);
     if (kept > 0 && len > 0 && (size_t)len < sizeof(j->reason)) {
@@ -411,7 +416,8 @@ const char *allot_queue_reason(struct allot_queue *q, int id)
     /* held back by quota or fair share, but no ready node has the GPUs it
      * asks for at all (a MIG slice and no node in MIG mode): that, which no
      * freed quota changes, is what the user must know */
-    if ((w->kind == ALLOT_WHY_QUOTA || w->kind == ALLOT_WHY_FAIR_CAP) && text_unshaped(q, j))
+    if ((w->kind == ALLOT_WHY_QUOTA || w->kind == ALLOT_WHY_FAIR_CAP) &&
+        (text_unselected(q, j) || text_unshaped(q, j)))
         return r;
     switch (w->kind) {
     case ALLOT_WHY_NEW:

@@ -1136,7 +1136,8 @@ def test_node_selector():
         # ns-b has one GPU left: four wait, though ns-c has four free
         big = sub({"zone": "b"}, gpus=4)
         j = wait_job(big, lambda x: x["pending_reason"], d=d)
-        assert j["state"] == "pending" and "labels" not in j["pending_reason"], j
+        assert j["state"] == "pending" and j["pending_reason"].startswith(
+            "among the nodes with its labels: no node has 4 free GPUs"), j
         assert j["spec"]["node_selector"] == {"zone": "b"}, j
         zc = sub({"zone": "c"})
         j = wait_job(zc, lambda x: x["pending_reason"], d=d)

@@ -84,6 +84,43 @@ static void test_reason_node_selector(void **state)
     cycle(&w, 2);
     assert_int_equal(allot_queue_job(w.q, id)->state, ALLOT_JOB_RUNNING);
     assert_int_equal(allot_queue_job(w.q, id)->pl[0].node, zb);
+    /* no room on its nodes: said of them, not of the cluster (the H100
+     * nodes have 8 GPUs free) */
+    s.name = "sel4";
+    s.task.num_gpu = 4;
+    id = allot_queue_submit(w.q, &s, 3, err, sizeof(err));
+    cycle(&w, 3);
+    assert_string_equal(allot_queue_reason(w.q, id),
+                        "among the nodes with its labels: no node has 4 free GPUs in one NVLink "
+                        "island (most free on one node: 3)");
+    world_free(&w);
+}
+
+/* Held back by quota too, a job whose labels no node carries says the
+ * labels (no freed quota would start it), not the GPUs. */
+static void test_reason_node_selector_over_quota(void **state)
+{
+    struct allot_quota qa = {.nominal = 1000, .borrow_limit = 0, .lend_limit = ALLOT_UNLIMITED};
+    struct allot_job_spec s = {.name = "sel",
+                               .prio_class = -1,
+                               .n_tasks = 1,
+                               .task = {.num_gpu = 1, .gpu_milli = 1000, .mig_profile = -1}};
+    struct world w;
+    char err[256];
+    int id;
+
+    (void)state;
+    world_init(&w, 2, 8, base);
+    assert_int_equal(allot_tenants_set_quota(w.t, w.a, ALLOT_RES_GPU, qa), 0);
+    allot_tenants_fill_nominal(w.t);
+    submit(&w, "one", w.a, 1, 1, 0, 0);
+    cycle(&w, 0);
+    s.tenant = w.a;
+    s.task.select[0] = allot_label_hash("zone", "zzz");
+    id = allot_queue_submit(w.q, &s, 1, err, sizeof(err));
+    assert_true(id >= 0);
+    cycle(&w, 1);
+    assert_string_equal(allot_queue_reason(w.q, id), "no node has the labels of its node selector");
     world_free(&w);
 }
 
@@ -377,6 +414,7 @@ int main(void)
         cmocka_unit_test(test_reason_no_ready_node),
         cmocka_unit_test(test_reason_mig_mode),
         cmocka_unit_test(test_reason_node_selector),
+        cmocka_unit_test(test_reason_node_selector_over_quota),
         cmocka_unit_test(test_reason_shape_before_quota),
         cmocka_unit_test(test_reason_shared_mode),
         cmocka_unit_test(test_reason_borrowing_limit),
