@@ -125,9 +125,12 @@ static int nodes_select(struct cli_args *a, json_t *nodes)
             if (!all)
                 json_array_remove(nodes, i);
         }
+        if (m < 0) {
+            cli_usage_error("--constraint: \"%s\": %s", v[k], buf ? err : "out of memory");
+            free(buf);
+            return CLI_USAGE;
+        }
         free(buf);
-        if (m < 0)
-            return cli_usage_error("--constraint: \"%s\": %s", v[k], buf ? err : "out of memory");
     }
     return CLI_OK;
 }
@@ -273,7 +276,7 @@ int cmd_nodes(struct cli *c, int argc, char **argv)
     {
         json_t *inv = json_object_get(x, "inventory");
         json_t *gpus = json_object_get(inv, "gpus");
-        char n[16], cpus[32], mem[32], hb[32], tasks[16], health[32], state[48], lab[512];
+        char n[16], cpus[32], mem[32], hb[32], tasks[16], health[32], state[48], lab[4096];
 
         allot_fmt(n, sizeof(n), "%zu", json_array_size(gpus));
         /* fenced: an unhealthy GPU keeps new work off the node (the reason is in -o json) */

@@ -737,7 +737,9 @@ static void show_pairs(const json_t *spec, const char *key, const char *title, b
     {
         printf(first ? "%-13s " : ", ", title);
         printf("%s", out_text(k, t, sizeof(t)));
-        if (!names_only)
+        /* a node selector's empty value: the bare label, as --constraint takes it */
+        if (!names_only &&
+            !(!strcmp(key, "node_selector") && json_string_value(v) && !*json_string_value(v)))
             printf("=%s", out_text(json_string_value(v) ? json_string_value(v) : "", t, sizeof(t)));
         first = false;
     }

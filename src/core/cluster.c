@@ -16,6 +16,7 @@
 struct allot_cluster {
     const struct allot_catalog *cat; /* borrowed */
     unsigned class_flags;
+    uint64_t label_sets; /* label_set ids given so far */
     int n_nodes;
     size_t nodes_cap;
     struct allot_node *nodes; /* owned */
@@ -101,19 +102,19 @@ static int node_key(const struct allot_cluster *c, const struct allot_node *n, u
     int k = 0;
     uint64_t gk[ALLOT_MAX_GPUS * 2] = {0};
 
-    key[k++] = (uint64_t)(n->model + 1) | ((uint64_t)n->n_gpus << 32);
+    /* a labelled node: bit 63 of the first word, then its label set, so
+     * the keys of unlabelled nodes stay as they were and no two label sets
+     * share a key */
+    key[k++] = (uint64_t)(n->model + 1) | ((uint64_t)n->n_gpus << 32) |
+               (n->label_set ? 1ULL << 63 : 0);
+    if (n->label_set)
+        key[k++] = n->label_set;
     key[k++] = (uint64_t)n->cpu_free;
     key[k++] = (uint64_t)n->mem_free;
     if (n->rdma_vfs > 0) /* only nodes with VFs: the keys of all others stay as they were */
         key[k++] = (uint64_t)n->rdma_free | 1ULL << 63;
     /* isolation: who holds the node exclusively, and whether it is empty */
     key[k++] = (uint64_t)(uint32_t)n->excl_tenant << 1 | (n->n_tasks > 0);
-    if (n->n_labels > 0) { /* only labelled nodes: the keys of all others stay as they were */
-        uint64_t sum = 0;
-        for (int i = 0; i < n->n_labels; i++)
-            sum += n->label_hash[i]; /* the label set, in any order */
-        key[k++] = sum;
-    }
     if (c->class_flags & ALLOT_CLASS_POD_CLASSES) {
         uint64_t mask = 0;
         for (int i = 0; i < ALLOT_POD_CLASSES; i++)
@@ -817,6 +818,40 @@ static int labels_copy(struct allot_node *n, const struct allot_node_spec *spec)
     return 0;
 }
 
+/* Whether every label of a is one of b's (key and value, by their text). */
+static bool labels_within(const struct allot_node *a, const struct allot_node *b)
+{
+    for (int i = 0; i < a->n_labels; i++) {
+        int k = 0;
+        while (k < b->n_labels &&
+               (b->label_hash[k] != a->label_hash[i] || strcmp(b->labels[k].key, a->labels[i].key) ||
+                strcmp(b->labels[k].value, a->labels[i].value)))
+            k++;
+        if (k == b->n_labels)
+            return false;
+    }
+    return true;
+}
+
+/* Gives node `self` (n, not yet in c->nodes or in it) the label_set of a
+ * node with the same labels, or a new one: equal ids, equal label sets,
+ * exactly (not by hash; 64-bit ids never run out). */
+static void label_set_assign(struct allot_cluster *c, int self, struct allot_node *n)
+{
+    n->label_set = 0;
+    if (n->n_labels == 0)
+        return;
+    for (int i = 0; i < c->n_nodes; i++) {
+        const struct allot_node *o = &c->nodes[i];
+        if (i != self && o->label_set && o->n_labels == n->n_labels && labels_within(n, o) &&
+            labels_within(o, n)) {
+            n->label_set = o->label_set;
+            return;
+        }
+    }
+    n->label_set = ++c->label_sets;
+}
+
 /* Sets n's size (model, CPU, memory, VFs, GPUs, rack) from spec, all of it
  * free: n holds no task. */
 static void node_size(struct allot_node *n, const struct allot_node_spec *spec, int model,
@@ -871,6 +906,7 @@ int allot_cluster_add_node(struct allot_cluster *c, const struct allot_node_spec
         goto oom;
     if (labels_copy(n, spec))
         goto oom_node;
+    label_set_assign(c, idx, n);
     node_size(n, spec, model, m);
     n->rank = (uint32_t)idx;
     n->state = ALLOT_NODE_READY;
@@ -935,6 +971,7 @@ int allot_cluster_update_node(struct allot_cluster *c, int node, const struct al
     n->labels = fresh.labels;
     n->label_hash = fresh.label_hash;
     n->n_labels = fresh.n_labels;
+    label_set_assign(c, node, n);
     node_size(n, spec, model, model >= 0 ? &c->cat->models[model] : NULL);
     c->changes++;
     c->grow_epoch++;

@@ -181,6 +181,13 @@ static int get_selector(json_t *b, struct allot_task *t, char *err, size_t errle
             return E400("field \"node_selector.%s\": value %s", key, problem);
         t->select[n++] = allot_label_hash(key, json_string_value(x));
     }
+    /* in one order: the same labels are the same task shape, however given */
+    for (int i = 1; i < n; i++)
+        for (int k = i; k > 0 && t->select[k - 1] > t->select[k]; k--) {
+            uint64_t w = t->select[k];
+            t->select[k] = t->select[k - 1];
+            t->select[k - 1] = w;
+        }
     return 0;
 }
 

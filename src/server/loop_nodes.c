@@ -122,8 +122,11 @@ static void inventory_spec(json_t *inv, const char *name, struct allot_node_spec
                                                     : ALLOT_GPU_EXCLUSIVE;
     json_object_foreach(labels, k, v)
     {
-        if (ALLOT_NEVER(ns->n_labels == AGENTPROTO_MAX_LABELS)) /* agentproto_inventory */
+        if (ns->n_labels == AGENTPROTO_MAX_LABELS) { /* stored by an allotd without the limit */
+            LOG_WARN("loop", "node %s: more than %d labels stored; the rest are left out", name,
+                     AGENTPROTO_MAX_LABELS);
             break;
+        }
         lab[ns->n_labels].key = (char *)k;
         lab[ns->n_labels++].value = (char *)json_string_value(v);
     }

@@ -585,6 +585,10 @@ def test_constraint():
         assert [t["node"] for t in j["placement"]["tasks"]] == ["lab-b"], j
         assert j["spec"]["node_selector"] == {"zone": "b"}, j
         assert "constraint:   zone=b\n" in ok(cli(d, "show", str(jid))).out
+        # an empty value shows bare, as -C takes it; either order is one shape
+        jid2 = int(ok(cli(d, "submit", "-t", "research/nlp", "--gpus", "1", "-C", "nvlink,zone=a",
+                          "--", "true")).out)
+        assert "constraint:   nvlink, zone=a\n" in ok(cli(d, "show", str(jid2))).out
         r = fails(cli(d, "submit", "-t", "research/nlp", "-C", "zone=a", "-C", "zone=b",
                       "--", "true"), 1, "usage")
         assert 'label "zone" given twice' in r.err, r
@@ -594,7 +598,7 @@ def test_constraint():
         r = fails(cli(d, "submit", "-t", "research/nlp", "-C", "k=\x01", "--", "true"), 1,
                   "usage")
         assert "control character" in r.err, r
-        assert len(expect(d.req("GET", "/v1/jobs", token=d.admin), 200)["jobs"]) == 1
+        assert len(expect(d.req("GET", "/v1/jobs", token=d.admin), 200)["jobs"]) == 2
     finally:
         assert d.stop() == 0
 

@@ -560,6 +560,31 @@ static void test_selector_classes(void **state)
         assert_int_equal(allot_sched_place(s, &t, &p, err, sizeof(err)), ALLOT_ENOSPC);
         allot_sched_free(s);
     }
+    /* label sets are told apart exactly: c's labels are b's old ones in
+     * another order (b's set id is not reused for them), d's are a's */
+    struct allot_label zb2[] = {{"zone", "b"}, {"gpu", "fast"}};
+    struct allot_label za2 = {"zone", "a"};
+    sp.name = "c";
+    sp.labels = zb2;
+    sp.n_labels = 2;
+    assert_int_equal(allot_cluster_add_node(c, &sp, err, sizeof(err)), 2);
+    sp.name = "d";
+    sp.labels = &za2;
+    sp.n_labels = 1;
+    assert_int_equal(allot_cluster_add_node(c, &sp, err, sizeof(err)), 3);
+    assert_int_not_equal(allot_cluster_node(c, 2)->label_set, allot_cluster_node(c, 1)->label_set);
+    assert_int_not_equal(allot_cluster_node(c, 2)->label_set, allot_cluster_node(c, 0)->label_set);
+    assert_int_equal(allot_cluster_node(c, 3)->label_set, allot_cluster_node(c, 0)->label_set);
+    assert_int_equal(allot_cluster_check(c, err, sizeof(err)), 0);
+    for (int i = 0; allot_sched_policies[i]; i++) {
+        struct allot_sched *s = allot_sched_new(c, allot_sched_policies[i], NULL);
+        struct allot_placement p;
+        assert_non_null(s);
+        assert_int_equal(allot_sched_place(s, &t, &p, err, sizeof(err)), 0);
+        assert_int_equal(p.node, 2);
+        assert_int_equal(allot_sched_release(s, &p), 0);
+        allot_sched_free(s);
+    }
     allot_cluster_free(c);
 }
 
