@@ -50,6 +50,7 @@ struct agent_config {
     char *emulate;      /* "2xH100-80GB,1xA100-40GB", or empty: discover */
     char *nvml_lib;     /* NVML library to load (default libnvidia-ml.so.1) */
     char *gpu_mode;     /* exclusive, shared or mig */
+    char *cpu_bind;     /* none, or cores: cpusets (cpubind.c) */
     char *labels;       /* the node's labels: KEY=VALUE,... (allot_labels_parse) */
     char *cgroup_root;  /* folder of the tasks' cgroups under each hierarchy */
     char *run_as;       /* default user of jobs; "tenant": one uid per tenant */
@@ -225,6 +226,11 @@ int cg_detect(char *err, size_t errlen);
  * Returns 0 or -1 with a message. */
 int cg_create(const char *root, const char *name, const struct cg_limits *lim, char *err,
               size_t errlen);
+/* Gives ROOT/NAME (made by cg_create) the cpuset `cpus` ("0-3,8"): v1 the
+ * cpuset hierarchy's folder (made, with its parent, from the root's CPUs
+ * and memory nodes), v2 cpuset.cpus with the controller enabled. Called
+ * again, it changes the set of a running task. 0, or -1 with a message. */
+int cg_cpuset(const char *root, const char *name, const char *cpus, char *err, size_t errlen);
 /* Moves process pid into ROOT/NAME (every hierarchy). 0 or -errno. */
 int cg_enter(const char *root, const char *name, pid_t pid);
 /* OOM kills seen in ROOT/NAME (0 when unknown). */
@@ -298,6 +304,17 @@ enum task_state {
     TASK_LOST,     /* its process vanished without a word (agent restart) */
 };
 
+/* ---- CPU binding (cpubind.c, --cpu-bind cores) ---- */
+
+#define CPUBIND_MAX   1024 /* CPUs numbered below it */
+#define CPUBIND_WORDS (CPUBIND_MAX / 64)
+
+enum cpu_bind {
+    CPU_BIND_NONE = 0, /* no cpuset: --cpu-bind none, or no cgroups */
+    CPU_BIND_SHARED,   /* the shared pool: the node's CPUs no task has alone */
+    CPU_BIND_CORES,    /* whole cores of its own (t->cpus) */
+};
+
 struct task {
     int64_t job;
     int index;
@@ -328,6 +345,8 @@ struct task {
     char vfs[AGENT_MAX_TASK_VFS][32]; /* ... their PCI addresses */
     int n_devs;
     struct task_dev devs[AGENT_MAX_TASK_DEVS]; /* their uverbs device nodes */
+    int cpu_bind;                              /* enum cpu_bind (--cpu-bind cores; cpubind.c) */
+    uint64_t cpus[CPUBIND_WORDS];              /* CPU_BIND_CORES: the cores it has alone */
 };
 
 struct agent;
@@ -547,6 +566,7 @@ struct agent {
     struct net *net;   /* owned: tenant networks (--network on), or NULL */
     int n_io;          /* --io-max, parsed: every task's block I/O limits */
     struct cg_io io[CG_MAX_IO];
+    uint64_t cpu_allowed[CPUBIND_WORDS]; /* --cpu-bind cores: the CPUs tasks may use */
 };
 
 int64_t agent_now_ms(void);
@@ -619,5 +639,28 @@ int task_mig_caps_give(struct agent *a, struct task *t, int g, int gi, int ci, c
                        size_t dlen, char *why, size_t wlen);
 /* Destroys the MIG instance the task of folder dir made, if any. */
 void task_mig_release(struct agent *a, const char *dir);
+
+/* ---- CPU binding (cpubind.c) ---- */
+
+/* --cpu-bind cores: reads the CPUs the node's tasks may use (the root
+ * cpuset's, else the online CPUs) into a->cpu_allowed. 0, or -1 with a
+ * message. */
+int cpubind_init(struct agent *a, char *err, size_t errlen);
+/* Binds new task t (its cgroup made) asking cpu_milli: a task of whole
+ * CPUs gets that many cores of its own, if as many are free and one is
+ * left to the shared pool; any other task, or one that finds too few,
+ * the shared pool (the shared tasks' cpusets shrink first). Records the
+ * binding in the task folder dir ("cpus"). 0, or -1 with a message. */
+int cpubind_task(struct agent *a, struct task *t, int64_t cpu_milli, const char *dir, char *why,
+                 size_t wlen);
+/* Reads back the binding of an adopted task from its folder. */
+void cpubind_adopt(struct task *t, const char *dir);
+/* Gives every live task of the shared pool the pool as it is now (after a
+ * task with cores of its own ended). */
+void cpubind_refresh(struct agent *a);
+/* "0-3,8" of a CPU set, into buf. */
+void cpubind_list(const uint64_t *set, char *buf, size_t len);
+/* Parses "0-3,8" into set (CPUBIND_WORDS words); 0, or -1 when malformed. */
+int cpubind_parse(const char *s, uint64_t *set);
 
 #endif

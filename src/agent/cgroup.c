@@ -12,7 +12,9 @@
  * stop everything in it at once (a process forking in a loop cannot slip
  * between a read of cgroup.procs and the SIGKILLs). Block I/O limits
  * (--io-max) are io.max on v2 and the blkio controller's throttling on v1
- * (a blkio folder then, only for a task with limits).
+ * (a blkio folder then, only for a task with limits). CPU binding
+ * (--cpu-bind cores, cpubind.c) is a cpuset folder on v1, cpuset.cpus on
+ * v2 (cg_cpuset).
  *
  * cg_kill is the one rule that ends every process of a task: the agent
  * (a stopped or ended task, cg_destroy) and the task's supervisor (before
@@ -44,8 +46,25 @@ static const char *const v1_ctrls[] = {"cpu", "cpuacct", "memory", "pids", "devi
 #define V1_FREEZER "freezer"
 /* besides v1_ctrls, for a task with I/O limits (--io-max) */
 #define V1_BLKIO "blkio"
+/* besides v1_ctrls, for a task bound to CPUs (--cpu-bind cores) */
+#define V1_CPUSET "cpuset"
 
 static int v2 = -1; /* cg_detect's answer */
+
+/* The v1 folders a task may have besides v1_ctrls: made only when needed,
+ * joined, killed and removed where they exist. */
+static const char *const v1_extra[] = {V1_FREEZER, V1_BLKIO, V1_CPUSET};
+#define N_V1_EXTRA (sizeof(v1_extra) / sizeof(v1_extra[0]))
+
+/* The controller of the i-th folder a task may have (v1_ctrls, then
+ * v1_extra), or NULL (v2: one folder) past them. */
+static const char *ctrl_at(size_t i)
+{
+    if (v2 == 1)
+        return NULL;
+    return i < N_V1 ? v1_ctrls[i] : v1_extra[i - N_V1];
+}
+#define N_FOLDERS (v2 == 1 ? 1 : N_V1 + N_V1_EXTRA)
 
 /* Whether the host mounts the v1 freezer controller. */
 static bool v1_freezer(void)
@@ -454,7 +473,63 @@ int cg_enter(const char *root, const char *name, pid_t pid)
     dir_of(dir, sizeof(dir), V1_BLKIO, root, name);
     if (!rc && access(dir, F_OK) == 0) /* cg_create made it: the task's I/O limits */
         rc = write_file(dir, "cgroup.procs", num);
+    dir_of(dir, sizeof(dir), V1_CPUSET, root, name);
+    if (!rc && access(dir, F_OK) == 0) /* cg_cpuset made it: the task's CPUs */
+        rc = write_file(dir, "cgroup.procs", num);
     return rc;
+}
+
+/* Copies FILE of folder `from` to folder `to` when `to`'s is empty (a v1
+ * cpuset folder starts with no CPUs and no memory nodes). */
+static int inherit(const char *from, const char *to, const char *file)
+{
+    char path[4400], buf[4096];
+    FILE *f;
+    size_t n;
+
+    allot_fmt(path, sizeof(path), "%s/%s", to, file);
+    if ((f = fopen(path, "r"))) {
+        n = fread(buf, 1, sizeof(buf) - 1, f);
+        fclose(f);
+        if (n > 1) /* set already ("\n" alone is empty) */
+            return 0;
+    }
+    allot_fmt(path, sizeof(path), "%s/%s", from, file);
+    if (!(f = fopen(path, "r")))
+        return -errno;
+    n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return write_file(to, file, buf);
+}
+
+int cg_cpuset(const char *root, const char *name, const char *cpus, char *err, size_t errlen)
+{
+    char top[4400], dir[4400];
+    int rc;
+
+    if (v2 == 1) {
+        dir_of(top, sizeof(top), NULL, root, NULL);
+        write_file(CG_BASE, "cgroup.subtree_control", "+cpuset");
+        write_file(top, "cgroup.subtree_control", "+cpuset");
+        dir_of(dir, sizeof(dir), NULL, root, name);
+        rc = write_file(dir, "cpuset.cpus", cpus);
+    } else {
+        dir_of(top, sizeof(top), V1_CPUSET, root, NULL);
+        dir_of(dir, sizeof(dir), V1_CPUSET, root, name);
+        /* the agent's folder holds every CPU its tasks may have */
+        if ((rc = agent_mkdir_p(top)) < 0 ||
+            (rc = inherit(CG_BASE "/" V1_CPUSET, top, "cpuset.cpus")) < 0 ||
+            (rc = inherit(CG_BASE "/" V1_CPUSET, top, "cpuset.mems")) < 0 ||
+            (rc = agent_mkdir_p(dir)) < 0 || (rc = inherit(top, dir, "cpuset.mems")) < 0)
+            goto fail;
+        rc = write_file(dir, "cpuset.cpus", cpus);
+    }
+    if (rc == 0)
+        return 0;
+fail:
+    allot_fmt(err, errlen, "cgroup %s/%s: cpuset %s: %s", root, name, cpus, strerror(-rc));
+    return -1;
 }
 
 int64_t cg_oom_kills(const char *root, const char *name)
@@ -619,13 +694,8 @@ void cg_remove_root(const char *root)
     char dir[4400];
 
     /* only an empty folder goes: a task's cgroup below keeps it */
-    for (size_t c = 0; c < (v2 == 1 ? 1 : N_V1 + 2); c++) {
-        dir_of(dir, sizeof(dir),
-               v2 == 1     ? NULL
-               : c < N_V1  ? v1_ctrls[c]
-               : c == N_V1 ? V1_FREEZER
-                           : V1_BLKIO,
-               root, NULL);
+    for (size_t c = 0; c < N_FOLDERS; c++) {
+        dir_of(dir, sizeof(dir), ctrl_at(c), root, NULL);
         if (rmdir(dir) < 0 && errno != ENOENT && errno != EBUSY && errno != ENOTEMPTY)
             LOG_DEBUG("cgroup", "%s: %s", dir, strerror(errno));
     }
@@ -637,13 +707,8 @@ void cg_destroy(const char *root, const char *name)
 
     if (cg_kill(root, name) < 0)
         LOG_WARN("cgroup", "%s/%s: processes left after SIGKILL", root, name);
-    for (size_t c = 0; c < (v2 == 1 ? 1 : N_V1 + 2); c++) {
-        const char *ctrl = v2 == 1     ? NULL
-                           : c < N_V1  ? v1_ctrls[c]
-                           : c == N_V1 ? V1_FREEZER
-                                       : V1_BLKIO;
-
-        dir_of(dir, sizeof(dir), ctrl, root, name);
+    for (size_t c = 0; c < N_FOLDERS; c++) {
+        dir_of(dir, sizeof(dir), ctrl_at(c), root, name);
         /* bounded: the killed processes leave within a few milliseconds */
         for (int tries = 0; tries < 50; tries++) {
             if (rmdir(dir) == 0 || errno == ENOENT)

@@ -51,6 +51,7 @@ static const char *const sharings[] = {"shim", "mps", NULL};
 static const char *const formats[] = {"text", "json", NULL};
 static const char *const levels[] = {"error", "warn", "info", "debug", NULL};
 static const char *const on_off[] = {"off", "on", NULL};
+static const char *const cpu_binds[] = {"none", "cores", NULL};
 
 /* --listen: IPV4:PORT, as serve_start binds it. */
 static int listen_ok(const void *field, char *err, size_t errlen)
@@ -121,6 +122,14 @@ static const struct allot_config_option options[] = {
              "nodes by (allot submit --constraint). Keys are up to 63 printable ASCII characters "
              "without space or '='; allot.io/ keys are the agent's own. Changing them is "
              "changing the node's inventory (drain it first)."},
+    {.name = "cpu-bind",
+     .type = ALLOT_CFG_ENUM,
+     .offset = F(cpu_bind),
+     .def = "none",
+     .choices = cpu_binds,
+     .help = "cores: a task of whole CPUs gets that many cores of its own (a cpuset no other "
+             "task shares), every other task the node's cores no task has alone; none: tasks "
+             "share every CPU, held to their CPUs by CPU quota only."},
     {.name = "cgroup-root",
      .type = ALLOT_CFG_STRING,
      .offset = F(cgroup_root),
@@ -1320,6 +1329,11 @@ int main(int argc, char **argv)
     a.cg_v2 = cg_detect(err, sizeof(err));
     if (a.cg_v2 < 0)
         LOG_WARN("agent", "%s: tasks cannot be isolated", err);
+    if (!strcmp(c->cpu_bind, "cores") && getuid() == 0 && a.cg_v2 >= 0 &&
+        cpubind_init(&a, err, sizeof(err)) < 0) {
+        fprintf(stderr, "allot-agent: %s\n", err);
+        return 1;
+    }
     if (getuid() != 0)
         LOG_WARN("agent", "not running as root: no cgroups, and tasks run as uid %d",
                  (int)getuid());

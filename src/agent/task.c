@@ -981,6 +981,11 @@ static int task_launch(struct agent *a, json_t *d, struct task *t)
         task_fail(t, why);
         return 0;
     }
+    if (cpubind_task(a, t, lim.cpu_milli, dir, why, sizeof(why)) < 0) {
+        LOG_ERROR("task", "job %lld: %s", (long long)t->job, why);
+        task_fail(t, why);
+        return 0;
+    }
     if ((x = json_object_get(d, "network")) && a->net) {
         struct net_spec ns;
         if (net_parse(x, &ns, why, sizeof(why)) < 0 ||
@@ -1332,6 +1337,7 @@ void task_poll(struct agent *a, struct task *t, int64_t now_ms)
             cg_destroy(a->cfg.cgroup_root, t->key);
         rdma_task_release(t, dir);
         share_task_remove(a, t);
+        cpubind_refresh(a); /* its cores, if it had any, go back to the pool */
         LOG_INFO("task", "job %lld task %d ended: %s", (long long)t->job, t->index,
                  *t->detail ? t->detail : "exit 0");
         return;
@@ -1348,6 +1354,7 @@ void task_poll(struct agent *a, struct task *t, int64_t now_ms)
             cg_destroy(a->cfg.cgroup_root, t->key);
         rdma_task_release(t, dir);
         share_task_remove(a, t);
+        cpubind_refresh(a);
         return;
     }
     if (t->state == TASK_STOPPING && now_ms >= t->kill_at_ms && t->pid > 0) {
@@ -1406,6 +1413,10 @@ void task_forget(struct agent *a, struct task *t)
     agent_rm_tree(AT_FDCWD, dir, 1);
     if (getuid() == 0)
         cg_destroy(a->cfg.cgroup_root, t->key);
+    if (t->cpu_bind == CPU_BIND_CORES) { /* nothing of it is left: its cores are free */
+        t->cpu_bind = CPU_BIND_NONE;
+        cpubind_refresh(a);
+    }
     if (getuid() == 0 && !job_has_other_task(a, t->job, t))
         jobfs_down(a, t->job); /* its last task here: the job's /tmp and /dev/shm go */
     /* --log-retention counts from here, the task's end, not from its last
@@ -1457,6 +1468,7 @@ int task_adopt_all(struct agent *a, struct task **out)
         if (a->net)
             t.net = net_task_adopt(a->net, t.key, dir);
         rdma_task_adopt(&t, dir);
+        cpubind_adopt(&t, dir);
         if (agent_read_small(dir, "exit", buf, sizeof(buf)) == 0) {
             read_exit(a, dir, &t, buf);
         } else if (read_pid(dir, &t, &start) == 0 && task_proc_start(t.pid) == start &&

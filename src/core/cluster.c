@@ -105,8 +105,8 @@ static int node_key(const struct allot_cluster *c, const struct allot_node *n, u
     /* a labelled node: bit 63 of the first word, then its label set, so
      * the keys of unlabelled nodes stay as they were and no two label sets
      * share a key */
-    key[k++] = (uint64_t)(n->model + 1) | ((uint64_t)n->n_gpus << 32) |
-               (n->label_set ? 1ULL << 63 : 0);
+    key[k++] =
+        (uint64_t)(n->model + 1) | ((uint64_t)n->n_gpus << 32) | (n->label_set ? 1ULL << 63 : 0);
     if (n->label_set)
         key[k++] = n->label_set;
     key[k++] = (uint64_t)n->cpu_free;
@@ -823,9 +823,9 @@ static bool labels_within(const struct allot_node *a, const struct allot_node *b
 {
     for (int i = 0; i < a->n_labels; i++) {
         int k = 0;
-        while (k < b->n_labels &&
-               (b->label_hash[k] != a->label_hash[i] || strcmp(b->labels[k].key, a->labels[i].key) ||
-                strcmp(b->labels[k].value, a->labels[i].value)))
+        while (k < b->n_labels && (b->label_hash[k] != a->label_hash[i] ||
+                                   strcmp(b->labels[k].key, a->labels[i].key) ||
+                                   strcmp(b->labels[k].value, a->labels[i].value)))
             k++;
         if (k == b->n_labels)
             return false;

@@ -1809,6 +1809,77 @@ def test_labels():
         expect(dm.req("POST", "/v1/nodes/ag-lab/cordon", token=dm.admin), 200)
 
 
+def cpus_allowed(text):
+    """The CPUs of the last `Cpus_allowed_list:` line in text, as a set."""
+    lines = [l for l in text.splitlines() if l.startswith("Cpus_allowed_list:")]
+    cpus = set()
+    for part in lines[-1].split(":")[1].strip().split(",") if lines else []:
+        lo, _, hi = part.partition("-")
+        cpus |= set(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
+def test_cpu_bind():
+    """--cpu-bind cores: a task of one whole CPU runs on a core of its own, a task of half a
+    CPU on the cores left (the shared pool, which keeps one), and gets the core back once
+    the first has ended; the binding is the task's cpuset cgroup."""
+    with open("/sys/fs/cgroup/cpuset/cpuset.cpus") as f:
+        allowed = cpus_allowed("Cpus_allowed_list: " + f.read().strip())
+    # it offers 4 CPUs whatever the machine has: allotd places more than the cores hold
+    ag = Agent(dm, AG, "ag-cpu", emulate="1xT4", args=["--cpu-bind", "cores", "--labels",
+                                                        "cpubind=yes", "--cpus", "4000"])
+    show = "grep Cpus_allowed_list /proc/self/status; "
+    try:
+        wait_node("ag-cpu")
+        one = submit({"gpus": 0, "cpus": 1, "node_selector": {"cpubind": "yes"},
+                      "command": sh(show + "sleep 60")})
+        wait_state(one, ("running",))
+        end = time.time() + 10
+        while time.time() < end and not cpus_allowed(ag.task_log(one)):
+            time.sleep(0.05)
+        own = cpus_allowed(ag.task_log(one))
+        half = submit({"gpus": 0, "cpus": 0.5, "node_selector": {"cpubind": "yes"},
+                       "command": sh("for i in $(seq 150); do " + show + "sleep 0.2; done")})
+        wait_state(half, ("running",))
+        end = time.time() + 10
+        while time.time() < end and not cpus_allowed(ag.task_log(half)):
+            time.sleep(0.05)
+        pool = cpus_allowed(ag.task_log(half))
+        if len(allowed) >= 2:  # a core of its own, and the pool keeps the rest
+            assert len(own) == 1 and pool == allowed - own, (own, pool, allowed, ag.log()[-2000:])
+            cg = "/sys/fs/cgroup/cpuset/%s/%d-0/cpuset.cpus" % (fx.CGROUP_ROOT, one)
+            with open(cg) as f:
+                assert cpus_allowed("Cpus_allowed_list: " + f.read().strip()) == own
+        else:  # one CPU: the pool keeps it, the task shares it
+            assert own == pool == allowed and "runs in the shared pool" in ag.log(), ag.log()
+        # a restarted agent knows the cores it gave: a second task of one CPU finds none
+        # free beside the pool's last and shares the pool (forgetting, it would take the
+        # first task's core)
+        ag.stop(signal.SIGKILL)
+        ag.start()
+        two = submit({"gpus": 0, "cpus": 1, "node_selector": {"cpubind": "yes"},
+                      "command": sh(show + "sleep 60")})
+        wait_state(two, ("running",))
+        end = time.time() + 10
+        while time.time() < end and not cpus_allowed(ag.task_log(two)):
+            time.sleep(0.05)
+        assert cpus_allowed(ag.task_log(two)) == pool, (ag.task_log(two), ag.log()[-2000:])
+        expect(dm.req("POST", "/v1/jobs/%d/cancel" % two, token=dm.admin), 200)
+        wait_state(two, ("cancelled",))
+        expect(dm.req("POST", "/v1/jobs/%d/cancel" % one, token=dm.admin), 200)
+        wait_state(one, ("cancelled",))
+        end = time.time() + 15
+        while time.time() < end and cpus_allowed(ag.task_log(half)) != allowed:
+            time.sleep(0.1)
+        assert cpus_allowed(ag.task_log(half)) == allowed, (ag.task_log(half)[-500:],
+                                                            ag.log()[-2000:])
+        expect(dm.req("POST", "/v1/jobs/%d/cancel" % half, token=dm.admin), 200)
+        wait_state(half, ("cancelled",))
+    finally:
+        ag.stop()
+        expect(dm.req("POST", "/v1/nodes/ag-cpu/cordon", token=dm.admin), 200)
+
+
 def test_one_run_at_a_time():
     """A requeued job's next run, placed on another node, starts only once its last run's
     processes on the first node are gone (they had the agent's grace): a job never runs
@@ -2906,7 +2977,7 @@ if __name__ == "__main__":
                 test_exit_code_and_no_command, test_ls_time_nodes_exit,
                 test_interrupted_run_says_the_job_goes_on, test_signal,
                 test_signal_before_the_time_limit, test_warning_once_across_allotd_restarts,
-                test_time_limit_changed, test_labels,
+                test_time_limit_changed, test_labels, test_cpu_bind,
                 test_command_found_in_the_jobs_path,
                 test_tasks_know_where_the_others_run, test_failed_task_ends_its_gang,
                 test_short_tasks_leave_no_zombies,
