@@ -978,12 +978,10 @@ static void cancel_table(const json_t *j, const char *id, size_t i)
     json_t *m = json_object_get(j, "members_cancelled");
 
     (void)i;
-    long long more = (long long)json_integer_value(m);
-    const char *st = json_string_value(json_object_get(j, "state"));
+    long long n = (long long)json_integer_value(m);
 
-    if (more) /* the members besides the first, which may have ended before */
-        printf("cancelled array %s (%lld more job%s; job %s is %s)\n", id, more,
-               more == 1 ? "" : "s", id, st ? st : "-");
+    if (m) /* the members this cancel ended, the first included */
+        printf("cancelled array %s (%lld job%s)\n", id, n, n == 1 ? "" : "s");
     else
         printf("cancelled job %s\n", id);
 }

@@ -209,6 +209,7 @@ struct cancel_write {
     struct allot_store_job j; /* OUT: the job as read (and cancelled) */
     int64_t *ids;             /* OUT: the other members cancelled (allot_free) */
     size_t n_ids, cap_ids;
+    bool first;               /* OUT: the job {id} itself was cancelled */
 };
 
 /* Ends live job *j as cancelled by `who` (api_who), with its event. */
@@ -283,6 +284,7 @@ static int cancel_fn(struct allot_store *st, void *arg)
         return ALLOT_ESTATE;
     if (live && (rc = cancel_one(st, &w->j, w->now, api_who(w->r, who, sizeof(who)))) != 0)
         return rc;
+    w->first = live;
     allot_fmt(target, sizeof(target), array ? "job/%lld[]" : "job/%lld", (long long)w->id);
     return api_audit(st, w->r, target, "ok", w->now);
 }
@@ -845,7 +847,8 @@ int api_jobs_cancel(struct req *r)
         for (size_t i = 0; i < w.n_ids; i++)
             loop_post(r->srv->loop, LOOP_JOB_CANCELLED, w.ids[i], NULL);
         if (w.array && j.array_parent == j.id)
-            json_object_set_new(o, "members_cancelled", json_integer((json_int_t)w.n_ids));
+            json_object_set_new(o, "members_cancelled",
+                                json_integer((json_int_t)w.n_ids + w.first));
         api_json(r, 200, o);
     }
     allot_free(w.ids);
