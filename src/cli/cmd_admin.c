@@ -221,8 +221,9 @@ static void gpus_table(json_t *nodes)
 
 int cmd_nodes(struct cli *c, int argc, char **argv)
 {
-    static const char *const titles[] = {"NAME", "STATE",  "MODEL", "GPUS",           "HEALTH",
-                                         "CPUS", "MEMORY", "TASKS", "LAST-HEARTBEAT", "LABELS"};
+    static const char *const titles[] = {"NAME",  "STATE",          "MODEL", "GPUS",
+                                         "MODE",  "HEALTH",         "CPUS",  "MEMORY",
+                                         "TASKS", "LAST-HEARTBEAT", "LABELS"};
     struct cli_args a;
     struct client *cl;
     json_t *r = NULL, *nodes, *x;
@@ -271,7 +272,7 @@ int cmd_nodes(struct cli *c, int argc, char **argv)
         goto out;
     }
     bool labels = args_has(&a, "labels");
-    struct table *t = table_new(labels ? 10 : 9, titles);
+    struct table *t = table_new(labels ? 11 : 10, titles);
     json_array_foreach(nodes, i, x)
     {
         json_t *inv = json_object_get(x, "inventory");
@@ -284,11 +285,13 @@ int cmd_nodes(struct cli *c, int argc, char **argv)
                   json_is_string(json_object_get(x, "fenced")) ? ",fenced" : "");
         allot_fmt(mem, sizeof(mem), "%lldMiB",
                   (long long)json_integer_value(json_object_get(inv, "memory")));
-        const char *cells[10] = {
+        const char *mode = json_string_value(json_object_get(inv, "gpu_mode"));
+        const char *cells[11] = {
             json_string_value(json_object_get(x, "name")),
             state,
             json_string_value(json_object_get(json_array_get(gpus, 0), "model")),
             n,
+            json_array_size(gpus) ? (mode ? mode : "shared") : "-",
             health_cell(x, health, sizeof(health)),
             out_cell(json_object_get(inv, "cpus"), cpus, sizeof(cpus)),
             mem,

@@ -154,8 +154,9 @@ def test_nodes_and_top():
     register("gpu-node-1", 8)
     register("gpu-node-2", 8)
     rows = ok(cli(dm, "nodes")).lines()
-    assert rows[0].split() == ["NAME", "STATE", "MODEL", "GPUS", "HEALTH", "CPUS", "MEMORY", "TASKS",
-                               "LAST-HEARTBEAT"], rows
+    assert rows[0].split() == ["NAME", "STATE", "MODEL", "GPUS", "MODE", "HEALTH", "CPUS", "MEMORY",
+                               "TASKS", "LAST-HEARTBEAT"], rows
+    assert rows[1].split()[4] == "shared", rows  # registered without a gpu_mode: shared
     assert rows[1].split()[:4] == ["gpu-node-1", "ready", "A100-80GB", "8"], rows
     n = ok(cli(dm, "nodes", "gpu-node-2", "-o", "json")).json()
     assert [x["name"] for x in n] == ["gpu-node-2"], n
