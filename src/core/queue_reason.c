@@ -318,6 +318,7 @@ static void text_capacity(struct allot_queue *q, struct allot_job *j)
     const struct allot_task *t = &j->spec.task;
     const struct allot_catalog *cat = allot_cluster_catalog(q->c);
     int best_whole = 0, admit = 0, fits = 0, nn = allot_cluster_node_count(q->c);
+    int gpu_room = 0, host_whole = 0; /* CPU and memory aside: nodes with the GPU room */
     bool whole = t->num_gpu > 0 && t->mig_profile < 0 && !allot_task_is_fraction(t);
     char model[48], what[160];
     int len;
@@ -327,7 +328,14 @@ static void text_capacity(struct allot_queue *q, struct allot_job *j)
     for (int i = 0; i < nn; i++) {
         const struct allot_node *n = allot_cluster_node(q->c, i);
         int w;
-        if (n->state != ALLOT_NODE_READY || !allot_node_admits(n, t))
+        if (n->state != ALLOT_NODE_READY || !allot_node_may_host(n, t))
+            continue;
+        w = allot_node_whole_free(n);
+        host_whole = w > host_whole ? w : host_whole;
+        gpu_room += whole                                  ? w >= t->num_gpu
+                    : t->mig_profile < 0 && t->num_gpu > 0 ? allot_node_fitting_gpus(n, t) > 0
+                                                           : 1; /* a MIG slot: not told apart */
+        if (!allot_node_admits(n, t))
             continue;
         admit++;
         fits += allot_node_fits(q->c, n, t);
@@ -337,13 +345,18 @@ static void text_capacity(struct allot_queue *q, struct allot_job *j)
     }
     model_text(q, t, model, sizeof(model));
     task_text(q, t, what, sizeof(what));
+    /* short of CPU or memory where GPUs are free, and of the GPUs too: the
+     * GPUs are what it waits for (most whole GPUs free on a node it may use) */
+    bool gpus_short = t->num_gpu > 0 && admit == 0 && gpu_room == 0;
+    if (gpus_short)
+        best_whole = host_whole;
     if (!whole && j->spec.n_tasks > 1 && fits > 0) /* one fits, not all of them at once */
         len = allot_fmt(j->reason, sizeof(j->reason), "no room for %d tasks of %s each at once",
                         j->spec.n_tasks, what);
-    else if ((t->num_gpu == 0 || admit == 0) && t->rdma_vfs > 0)
+    else if ((t->num_gpu == 0 || (admit == 0 && !gpus_short)) && t->rdma_vfs > 0)
         len = allot_fmt(j->reason, sizeof(j->reason), "no node has %s and %d RDMA VFs free%s%s",
                         what, t->rdma_vfs, model[0] ? " with GPU model" : "", model);
-    else if (t->num_gpu == 0 || admit == 0) {
+    else if (t->num_gpu == 0 || (admit == 0 && !gpus_short)) {
         if (t->num_gpu > 0) /* the GPU task's CPU and memory, not its GPU share */
             allot_fmt(what, sizeof(what), "%.1f CPU and %lld MiB memory",
                       (double)t->cpu_milli / 1000, (long long)t->mem_mib);

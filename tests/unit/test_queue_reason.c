@@ -96,6 +96,56 @@ static void test_reason_node_selector(void **state)
     world_free(&w);
 }
 
+/* On the nodes a job may use, every GPU and every CPU taken (GPUs free
+ * elsewhere): a GPU job waits for GPUs and says so, not that CPU is short
+ * (only half of it); a CPU job there waits for CPU. */
+static void test_reason_gpus_before_cpu(void **state)
+{
+    struct allot_label lab = {"zone", "b"};
+    struct allot_node_spec sp = {.name = "zb",
+                                 .model = "H100",
+                                 .cpu_milli = 64000,
+                                 .mem_mib = 262144,
+                                 .n_gpus = 4,
+                                 .island_size = 4,
+                                 .n_labels = 1,
+                                 .labels = &lab};
+    struct allot_job_spec s = {.name = "all",
+                               .prio_class = -1,
+                               .n_tasks = 1,
+                               .task = {.num_gpu = 4,
+                                        .gpu_milli = 1000,
+                                        .mig_profile = -1,
+                                        .cpu_milli = 64000}};
+    struct world w;
+    char err[256];
+    int one, cpu;
+
+    (void)state;
+    world_init(&w, 1, 8, base); /* h0: 4 H100s, no labels */
+    assert_int_equal(allot_cluster_add_node(w.c, &sp, err, sizeof(err)), 1);
+    s.tenant = w.a;
+    s.task.select[0] = allot_label_hash("zone", "b");
+    assert_true(allot_queue_submit(w.q, &s, 0, err, sizeof(err)) >= 0);
+    cycle(&w, 0);
+    s.name = "one";
+    s.task.num_gpu = 1;
+    s.task.cpu_milli = 1000;
+    one = allot_queue_submit(w.q, &s, 1, err, sizeof(err));
+    cycle(&w, 1);
+    assert_string_equal(allot_queue_reason(w.q, one),
+                        "among the nodes with its labels: no node has 1 free GPU (most free on "
+                        "one node: 0)");
+    s.name = "cpu";
+    s.task.num_gpu = 0;
+    s.task.gpu_milli = 0;
+    cpu = allot_queue_submit(w.q, &s, 2, err, sizeof(err));
+    cycle(&w, 2);
+    assert_string_equal(allot_queue_reason(w.q, cpu),
+                        "among the nodes with its labels: no node has 1.0 CPU free");
+    world_free(&w);
+}
+
 /* Held back by quota too, a job whose labels no node carries says the
  * labels (no freed quota would start it), not the GPUs. */
 static void test_reason_node_selector_over_quota(void **state)
@@ -415,6 +465,7 @@ int main(void)
         cmocka_unit_test(test_reason_mig_mode),
         cmocka_unit_test(test_reason_node_selector),
         cmocka_unit_test(test_reason_node_selector_over_quota),
+        cmocka_unit_test(test_reason_gpus_before_cpu),
         cmocka_unit_test(test_reason_shape_before_quota),
         cmocka_unit_test(test_reason_shared_mode),
         cmocka_unit_test(test_reason_borrowing_limit),
