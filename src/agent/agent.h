@@ -226,11 +226,17 @@ int cg_detect(char *err, size_t errlen);
  * Returns 0 or -1 with a message. */
 int cg_create(const char *root, const char *name, const struct cg_limits *lim, char *err,
               size_t errlen);
-/* Gives ROOT/NAME (made by cg_create) the cpuset `cpus` ("0-3,8"): v1 the
- * cpuset hierarchy's folder (made, with its parent, from the root's CPUs
- * and memory nodes), v2 cpuset.cpus with the controller enabled. Called
- * again, it changes the set of a running task. 0, or -1 with a message. */
-int cg_cpuset(const char *root, const char *name, const char *cpus, char *err, size_t errlen);
+/* --cpu-bind cores, at start: checks the cpuset controller (v2: offered
+ * and enabled down to ROOT; v1: mounted), gives ROOT's v1 folder the root
+ * cpuset's CPUs and memory nodes, and writes the CPUs tasks may use
+ * ("0-3,8") into cpus. 0, or -1 with a message. */
+int cg_cpuset_init(const char *root, char *cpus, size_t len, char *err, size_t errlen);
+/* Gives ROOT/NAME (made by cg_create) the cpuset `cpus` ("0-3,8"): v1 a
+ * folder in the cpuset hierarchy (made when `create`), v2 cpuset.cpus.
+ * Without `create`, a task whose cgroup is gone is left alone (0). 0, or
+ * -1 with a message. */
+int cg_cpuset(const char *root, const char *name, const char *cpus, bool create, char *err,
+              size_t errlen);
 /* Moves process pid into ROOT/NAME (every hierarchy). 0 or -errno. */
 int cg_enter(const char *root, const char *name, pid_t pid);
 /* OOM kills seen in ROOT/NAME (0 when unknown). */
@@ -567,6 +573,7 @@ struct agent {
     int n_io;          /* --io-max, parsed: every task's block I/O limits */
     struct cg_io io[CG_MAX_IO];
     uint64_t cpu_allowed[CPUBIND_WORDS]; /* --cpu-bind cores: the CPUs tasks may use */
+    uint64_t cpu_pool[CPUBIND_WORDS];    /* ... the shared pool as last given */
 };
 
 int64_t agent_now_ms(void);

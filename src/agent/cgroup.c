@@ -503,29 +503,78 @@ static int inherit(const char *from, const char *to, const char *file)
     return write_file(to, file, buf);
 }
 
-int cg_cpuset(const char *root, const char *name, const char *cpus, char *err, size_t errlen)
+/* Reads file `path` (at most len - 1 bytes, the trailing newline cut)
+ * into buf; 0 or -errno. */
+static int read_text(const char *path, char *buf, size_t len)
+{
+    FILE *f = fopen(path, "r");
+    size_t n;
+
+    if (!f)
+        return -errno;
+    n = fread(buf, 1, len - 1, f);
+    fclose(f);
+    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
+        n--;
+    buf[n] = '\0';
+    return 0;
+}
+
+int cg_cpuset_init(const char *root, char *cpus, size_t len, char *err, size_t errlen)
+{
+    char top[4400], ctl[4096] = "", mems[4096];
+    int rc;
+
+    if (v2 == 1) {
+        /* the controller must be there and enabled down to the agent's folder */
+        dir_of(top, sizeof(top), NULL, root, NULL);
+        read_text(CG_BASE "/cgroup.controllers", ctl, sizeof(ctl));
+        if (!strstr(ctl, "cpuset")) {
+            allot_fmt(err, errlen,
+                      "--cpu-bind cores: no cpuset controller in %s/cgroup.controllers", CG_BASE);
+            return -1;
+        }
+        if ((rc = agent_mkdir_p(top)) < 0 ||
+            (rc = write_file(CG_BASE, "cgroup.subtree_control", "+cpuset")) < 0 ||
+            (rc = write_file(top, "cgroup.subtree_control", "+cpuset")) < 0 ||
+            (rc = read_text(CG_BASE "/cpuset.cpus.effective", cpus, len)) < 0) {
+            allot_fmt(err, errlen, "--cpu-bind cores: cpuset controller in %s: %s", top,
+                      strerror(-rc));
+            return -1;
+        }
+        return 0;
+    }
+    /* v1: the agent's folder gets the root's CPUs and memory nodes every
+     * start (widening is always allowed; a folder left narrower by an older
+     * run or a CPU taken offline would refuse its tasks' sets) */
+    dir_of(top, sizeof(top), V1_CPUSET, root, NULL);
+    if ((rc = read_text(CG_BASE "/" V1_CPUSET "/cpuset.cpus", cpus, len)) < 0 ||
+        (rc = read_text(CG_BASE "/" V1_CPUSET "/cpuset.mems", mems, sizeof(mems))) < 0) {
+        allot_fmt(err, errlen, "--cpu-bind cores: no cpuset controller at %s/%s: %s", CG_BASE,
+                  V1_CPUSET, strerror(-rc));
+        return -1;
+    }
+    if ((rc = agent_mkdir_p(top)) < 0 || (rc = write_file(top, "cpuset.mems", mems)) < 0 ||
+        (rc = write_file(top, "cpuset.cpus", cpus)) < 0) {
+        allot_fmt(err, errlen, "--cpu-bind cores: %s: %s", top, strerror(-rc));
+        return -1;
+    }
+    return 0;
+}
+
+int cg_cpuset(const char *root, const char *name, const char *cpus, bool create, char *err,
+              size_t errlen)
 {
     char top[4400], dir[4400];
     int rc;
 
-    if (v2 == 1) {
-        dir_of(top, sizeof(top), NULL, root, NULL);
-        write_file(CG_BASE, "cgroup.subtree_control", "+cpuset");
-        write_file(top, "cgroup.subtree_control", "+cpuset");
-        dir_of(dir, sizeof(dir), NULL, root, name);
-        rc = write_file(dir, "cpuset.cpus", cpus);
-    } else {
-        dir_of(top, sizeof(top), V1_CPUSET, root, NULL);
-        dir_of(dir, sizeof(dir), V1_CPUSET, root, name);
-        /* the agent's folder holds every CPU its tasks may have */
-        if ((rc = agent_mkdir_p(top)) < 0 ||
-            (rc = inherit(CG_BASE "/" V1_CPUSET, top, "cpuset.cpus")) < 0 ||
-            (rc = inherit(CG_BASE "/" V1_CPUSET, top, "cpuset.mems")) < 0 ||
-            (rc = agent_mkdir_p(dir)) < 0 || (rc = inherit(top, dir, "cpuset.mems")) < 0)
-            goto fail;
-        rc = write_file(dir, "cpuset.cpus", cpus);
-    }
-    if (rc == 0)
+    dir_of(top, sizeof(top), v2 == 1 ? NULL : V1_CPUSET, root, NULL);
+    dir_of(dir, sizeof(dir), v2 == 1 ? NULL : V1_CPUSET, root, name);
+    if (!create && access(dir, F_OK) < 0)
+        return 0; /* gone: the task's cgroup was removed */
+    if (v2 != 1 && ((rc = agent_mkdir_p(dir)) < 0 || (rc = inherit(top, dir, "cpuset.mems")) < 0))
+        goto fail;
+    if ((rc = write_file(dir, "cpuset.cpus", cpus)) == 0)
         return 0;
 fail:
     allot_fmt(err, errlen, "cgroup %s/%s: cpuset %s: %s", root, name, cpus, strerror(-rc));

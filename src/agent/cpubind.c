@@ -6,7 +6,8 @@
  * starts (the shared tasks' cpusets are rewritten first) and grows back
  * when it has ended (its cgroup removed). The pool always keeps one CPU:
  * a task that would take the last one, or finds too few free, runs in the
- * pool instead, and the agent says so in its log.
+ * pool instead, and the agent says so in its log; so does one while a task
+ * an agent without --cpu-bind started (adopted since) runs on every CPU.
  *
  * The binding of each task is kept in its folder ("cpus": "cores 2-3" or
  * "shared"), so a restarted agent knows which cores are taken. The CPUs
@@ -20,7 +21,6 @@
 #include "allot/common.h"
 #include "log.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,23 +91,22 @@ void cpubind_list(const uint64_t *set, char *buf, size_t len)
 int cpubind_init(struct agent *a, char *err, size_t errlen)
 {
     char buf[4096];
-    const char *from = "/sys/fs/cgroup/cpuset/cpuset.cpus";
-    FILE *f = a->cg_v2 == 0 ? fopen(from, "r") : NULL;
-    size_t n;
 
-    if (!f)
-        f = fopen(from = "/sys/devices/system/cpu/online", "r");
-    if (!f) {
-        allot_fmt(err, errlen, "--cpu-bind cores: %s: %s", from, strerror(errno));
+    if (getuid() != 0 || a->cg_v2 < 0) {
+        allot_fmt(err, errlen, "--cpu-bind cores needs root and cgroups (%s)",
+                  getuid() != 0 ? "not root" : "no cgroup hierarchy");
         return -1;
     }
-    n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
+    if (cg_cpuset_init(a->cfg.cgroup_root, buf, sizeof(buf), err, errlen) < 0)
+        return -1;
     if (cpubind_parse(buf, a->cpu_allowed) < 0 || set_count(a->cpu_allowed) == 0) {
-        allot_fmt(err, errlen, "--cpu-bind cores: %s: no CPU list in \"%.40s\"", from, buf);
+        allot_fmt(err, errlen,
+                  "--cpu-bind cores: the cpuset's CPUs \"%.40s\" are not a list of CPUs "
+                  "below %d",
+                  buf, CPUBIND_MAX);
         return -1;
     }
+    memcpy(a->cpu_pool, a->cpu_allowed, sizeof(a->cpu_pool));
     cpubind_list(a->cpu_allowed, buf, sizeof(buf));
     LOG_INFO("cpubind", "tasks of whole CPUs get cores of their own among CPUs %s", buf);
     return 0;
@@ -133,18 +132,21 @@ static void pool_of(const struct agent *a, const struct task *self, uint64_t *po
     }
 }
 
-/* Writes the pool to every live task of it but `self`. */
+/* Writes the pool to every live task of it but `self`, when it changed. */
 static void pool_give(struct agent *a, const struct task *self, const uint64_t *pool)
 {
     char list[4096], why[256];
 
+    if (!memcmp(pool, a->cpu_pool, sizeof(a->cpu_pool)))
+        return;
+    memcpy(a->cpu_pool, pool, sizeof(a->cpu_pool));
     cpubind_list(pool, list, sizeof(list));
     for (size_t i = 0; i < a->n_tasks; i++) {
         struct task *t = &a->tasks[i];
         if (t == self || t->cpu_bind != CPU_BIND_SHARED || t->state == TASK_EXITED ||
             t->state == TASK_LOST)
             continue;
-        if (cg_cpuset(a->cfg.cgroup_root, t->key, list, why, sizeof(why)) < 0)
+        if (cg_cpuset(a->cfg.cgroup_root, t->key, list, false, why, sizeof(why)) < 0)
             LOG_WARN("cpubind", "task %s: %s", t->key, why);
     }
 }
@@ -159,19 +161,39 @@ void cpubind_refresh(struct agent *a)
     pool_give(a, NULL, pool);
 }
 
+/* A live task other than self that runs unbound on every CPU: one an
+ * agent without --cpu-bind started, adopted since. */
+static const struct task *unbound(const struct agent *a, const struct task *self)
+{
+    for (size_t i = 0; i < a->n_tasks; i++) {
+        const struct task *t = &a->tasks[i];
+        if (t != self && t->cpu_bind == CPU_BIND_NONE && t->state != TASK_EXITED &&
+            t->state != TASK_LOST)
+            return t;
+    }
+    return NULL;
+}
+
 int cpubind_task(struct agent *a, struct task *t, int64_t cpu_milli, const char *dir, char *why,
                  size_t wlen)
 {
     uint64_t pool[CPUBIND_WORDS];
     char list[4096], rec[4200];
     int want = cpu_milli > 0 && cpu_milli % 1000 == 0 ? (int)(cpu_milli / 1000) : 0;
+    const struct task *free_running;
 
     t->cpu_bind = CPU_BIND_NONE;
     memset(t->cpus, 0, sizeof(t->cpus));
-    if (strcmp(a->cfg.cpu_bind, "cores") != 0 || getuid() != 0 || a->cg_v2 < 0)
+    if (strcmp(a->cfg.cpu_bind, "cores") != 0)
         return 0;
     pool_of(a, t, pool);
-    if (want > 0 && want < set_count(pool)) { /* one CPU stays in the pool */
+    free_running = want > 0 ? unbound(a, t) : NULL;
+    if (free_running) /* its cores would not be its own */
+        LOG_WARN("cpubind",
+                 "task %s: task %s, started without --cpu-bind, runs on every CPU: it runs in "
+                 "the shared pool",
+                 t->key, free_running->key);
+    else if (want > 0 && want < set_count(pool)) { /* one CPU stays in the pool */
         for (int c = 0, got = 0; c < CPUBIND_MAX && got < want; c++)
             if (set_has(pool, c)) {
                 set_add(t->cpus, c);
@@ -182,8 +204,9 @@ int cpubind_task(struct agent *a, struct task *t, int64_t cpu_milli, const char 
         pool_give(a, t, pool); /* the shared tasks leave its cores first */
         cpubind_list(t->cpus, list, sizeof(list));
         allot_fmt(rec, sizeof(rec), "cores %s\n", list);
-    } else {
-        if (want > 0)
+    }
+    if (t->cpu_bind != CPU_BIND_CORES) {
+        if (want > 0 && !free_running)
             LOG_WARN("cpubind",
                      "task %s: %d cores asked, %d free beside the shared pool's last: it runs in "
                      "the shared pool",
@@ -196,7 +219,7 @@ int cpubind_task(struct agent *a, struct task *t, int64_t cpu_milli, const char 
         allot_fmt(why, wlen, "%s: cannot record the task's CPUs", dir);
         return -1;
     }
-    if (cg_cpuset(a->cfg.cgroup_root, t->key, list, why, wlen) < 0)
+    if (cg_cpuset(a->cfg.cgroup_root, t->key, list, true, why, wlen) < 0)
         return -1;
     LOG_INFO("cpubind", "task %s: CPUs %s%s", t->key, list,
              t->cpu_bind == CPU_BIND_CORES ? " (its own)" : " (shared)");

@@ -539,6 +539,8 @@ static void reconcile_new(struct agent *a, json_t *desired)
             return;
         if (task_start(a, d, &a->tasks[a->n_tasks]) == 0)
             a->n_tasks++;
+        else /* not kept: what its binding took from the pool goes back */
+            cpubind_refresh(a);
     }
 }
 
@@ -931,7 +933,8 @@ static int run(struct agent *a)
     if (a->net) /* what the adopted tasks need stays, the rest of allot's goes */
         net_sync(a->net, true);
     a->n_tasks = a->cap_tasks = n > 0 ? (size_t)n : 0;
-    if (getuid() == 0) /* the /tmp and /dev/shm of jobs no task here needs any more */
+    cpubind_refresh(a); /* the pool as the adopted tasks leave it */
+    if (getuid() == 0)  /* the /tmp and /dev/shm of jobs no task here needs any more */
         jobfs_sweep(a);
     logs_sweep(a, time(NULL));
     int64_t next_sweep = agent_now_ms() + logs_sweep_every(a);
@@ -1329,8 +1332,7 @@ int main(int argc, char **argv)
     a.cg_v2 = cg_detect(err, sizeof(err));
     if (a.cg_v2 < 0)
         LOG_WARN("agent", "%s: tasks cannot be isolated", err);
-    if (!strcmp(c->cpu_bind, "cores") && getuid() == 0 && a.cg_v2 >= 0 &&
-        cpubind_init(&a, err, sizeof(err)) < 0) {
+    if (!strcmp(c->cpu_bind, "cores") && cpubind_init(&a, err, sizeof(err)) < 0) {
         fprintf(stderr, "allot-agent: %s\n", err);
         return 1;
     }

@@ -209,7 +209,7 @@ struct cancel_write {
     struct allot_store_job j; /* OUT: the job as read (and cancelled) */
     int64_t *ids;             /* OUT: the other members cancelled (allot_free) */
     size_t n_ids, cap_ids;
-    bool first;               /* OUT: the job {id} itself was cancelled */
+    bool first; /* OUT: the job {id} itself was cancelled */
 };
 
 /* Ends live job *j as cancelled by `who` (api_who), with its event. */

@@ -1819,12 +1819,28 @@ def cpus_allowed(text):
     return cpus
 
 
+def cpuset_cpus():
+    """The CPUs of the root cpuset (v1), or the effective ones of the v2 root."""
+    v1 = os.path.exists("/sys/fs/cgroup/cpuset/cpuset.cpus")
+    with open("/sys/fs/cgroup/cpuset/cpuset.cpus" if v1 else
+              "/sys/fs/cgroup/cpuset.cpus.effective") as f:
+        return v1, cpus_allowed("Cpus_allowed_list: " + f.read().strip())
+
+
 def test_cpu_bind():
     """--cpu-bind cores: a task of one whole CPU runs on a core of its own, a task of half a
     CPU on the cores left (the shared pool, which keeps one), and gets the core back once
     the first has ended; the binding is the task's cpuset cgroup."""
-    with open("/sys/fs/cgroup/cpuset/cpuset.cpus") as f:
-        allowed = cpus_allowed("Cpus_allowed_list: " + f.read().strip())
+    v1, allowed = cpuset_cpus()
+    if v1 and len(allowed) >= 2:  # a folder an older run left narrower: widened at start
+        top = "/sys/fs/cgroup/cpuset/%s" % fx.CGROUP_ROOT
+        os.makedirs(top, exist_ok=True)
+        with open("/sys/fs/cgroup/cpuset/cpuset.mems") as f:
+            mems = f.read().strip()
+        with open(os.path.join(top, "cpuset.mems"), "w") as f:
+            f.write(mems)
+        with open(os.path.join(top, "cpuset.cpus"), "w") as f:
+            f.write(str(min(allowed)))
     # it offers 4 CPUs whatever the machine has: allotd places more than the cores hold
     ag = Agent(dm, AG, "ag-cpu", emulate="1xT4", args=["--cpu-bind", "cores", "--labels",
                                                         "cpubind=yes", "--cpus", "4000"])
@@ -1847,7 +1863,8 @@ def test_cpu_bind():
         pool = cpus_allowed(ag.task_log(half))
         if len(allowed) >= 2:  # a core of its own, and the pool keeps the rest
             assert len(own) == 1 and pool == allowed - own, (own, pool, allowed, ag.log()[-2000:])
-            cg = "/sys/fs/cgroup/cpuset/%s/%d-0/cpuset.cpus" % (fx.CGROUP_ROOT, one)
+            cg = "/sys/fs/cgroup/%s%s/%d-0/cpuset.cpus" % ("cpuset/" if v1 else "", fx.CGROUP_ROOT,
+                                                          one)
             with open(cg) as f:
                 assert cpus_allowed("Cpus_allowed_list: " + f.read().strip()) == own
         else:  # one CPU: the pool keeps it, the task shares it
@@ -1878,6 +1895,38 @@ def test_cpu_bind():
     finally:
         ag.stop()
         expect(dm.req("POST", "/v1/nodes/ag-cpu/cordon", token=dm.admin), 200)
+
+
+def test_cpu_bind_after_an_unbound_start():
+    """A task that an agent without --cpu-bind started runs on every CPU: after a restart
+    with --cpu-bind cores, a task of a whole CPU runs in the shared pool (its core would not
+    be its own), and the agent says why."""
+    ag = Agent(dm, AG, "ag-cpu2", emulate="1xT4", args=["--labels", "cpubind=late", "--cpus",
+                                                         "4000"])
+    show = "grep Cpus_allowed_list /proc/self/status; "
+    try:
+        wait_node("ag-cpu2")
+        old = submit({"gpus": 0, "cpus": 0.5, "node_selector": {"cpubind": "late"},
+                      "command": sh("sleep 60")})
+        wait_state(old, ("running",))
+        ag.stop(signal.SIGKILL)
+        ag.args += ["--cpu-bind", "cores"]
+        ag.start()
+        new = submit({"gpus": 0, "cpus": 1, "node_selector": {"cpubind": "late"},
+                      "command": sh(show + "sleep 60")})
+        wait_state(new, ("running",))
+        end = time.time() + 10
+        while time.time() < end and not cpus_allowed(ag.task_log(new)):
+            time.sleep(0.05)
+        assert cpus_allowed(ag.task_log(new)) == cpuset_cpus()[1], ag.task_log(new)
+        assert "task %d-0, started without --cpu-bind, runs on every CPU" % old in ag.log(), \
+            ag.log()[-2000:]
+        for j in (old, new):
+            expect(dm.req("POST", "/v1/jobs/%d/cancel" % j, token=dm.admin), 200)
+            wait_state(j, ("cancelled",))
+    finally:
+        ag.stop()
+        expect(dm.req("POST", "/v1/nodes/ag-cpu2/cordon", token=dm.admin), 200)
 
 
 def test_one_run_at_a_time():
@@ -2978,6 +3027,7 @@ if __name__ == "__main__":
                 test_interrupted_run_says_the_job_goes_on, test_signal,
                 test_signal_before_the_time_limit, test_warning_once_across_allotd_restarts,
                 test_time_limit_changed, test_labels, test_cpu_bind,
+                test_cpu_bind_after_an_unbound_start,
                 test_command_found_in_the_jobs_path,
                 test_tasks_know_where_the_others_run, test_failed_task_ends_its_gang,
                 test_short_tasks_leave_no_zombies,
