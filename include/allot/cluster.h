@@ -106,6 +106,7 @@ struct allot_node {
     struct allot_label *labels;              /* owned, n_labels entries */
     uint64_t *label_hash;                    /* owned: allot_label_hash of each label */
     uint64_t label_set;                      /* equal for nodes with equal labels; 0: none */
+    uint64_t label_sum;                      /* sum of label_hash: equal for equal labels */
     uint16_t pod_classes[ALLOT_POD_CLASSES]; /* GPU tasks hosted, per class */
     int32_t n_tasks;                         /* tasks placed on the node */
     int32_t excl_tenant;                     /* exclusive-node tenant holding the node; 0 = none */

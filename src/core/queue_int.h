@@ -243,11 +243,13 @@ static inline bool queue_gang_reserves(const struct allot_queue *q, const struct
     bool aged = now - j->submit >= q->o.aging_s && q->o.aging_s > 0;
     bool large = queue_job_gpus(j) >= (q->o.large_gang_gpus ? q->o.large_gang_gpus : 8);
 
-    if (!q->o.backfill || r->holder >= 0 || !large || !(aged || q->o.reserve_gangs) ||
-        !queue_reserve_could_fit(q, j))
+    if (!q->o.backfill || r->holder >= 0 || !large || !(aged || q->o.reserve_gangs))
         return false;
-    return kind == ALLOT_WHY_CAPACITY || (kind == ALLOT_WHY_QUOTA && who == 0 &&
-                                          allot_tenants_in_nominal(q->t, j->spec.tenant, &j->req));
+    /* last: a scan of the nodes for a job that names labels or models */
+    return (kind == ALLOT_WHY_CAPACITY ||
+            (kind == ALLOT_WHY_QUOTA && who == 0 &&
+             allot_tenants_in_nominal(q->t, j->spec.tenant, &j->req))) &&
+           queue_reserve_could_fit(q, j);
 }
 
 /* Passes one decision to the cycle's callback. */

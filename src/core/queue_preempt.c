@@ -1152,6 +1152,19 @@ static bool search_fair_ok(const struct allot_queue *q, const struct allot_job *
     return true;
 }
 
+/* Whether stopping v may free room j can use: a job that names no labels
+ * or models, or v runs a task on a node j may use. */
+static bool frees_room_for(const struct allot_queue *q, const struct allot_job *j,
+                           const struct allot_job *v)
+{
+    if (!j->spec.task.select[0] && !j->spec.task.model_mask)
+        return true;
+    for (int k = 0; v->pl && k < v->spec.n_tasks; k++)
+        if (allot_node_may_host(allot_cluster_node(q->c, v->pl[k].node), &j->spec.task))
+            return true;
+    return false;
+}
+
 /*
  * Step 3: add victims until j would be admitted and placed: against quota,
  * the cheapest borrowed work anywhere; against room, the cheapest set that
@@ -1165,13 +1178,15 @@ static int search_trial(struct allot_queue *q, struct allot_job *j, struct searc
 
     for (;;) {
         int pick[64], np = 0;
+        bool room;
         fit = queue_would_fit(q, j);
         if (fit != 0 || s->used >= 64)
             break;
-        if (!quota_blocked(q, j) && j->spec.task.num_gpu > 0)
+        room = !quota_blocked(q, j); /* else quota: borrowed work anywhere frees it */
+        if (room && j->spec.task.num_gpu > 0)
             np = node_pick(q, j, s, pick, 64 - s->used);
         for (int i = 0; i < s->n && np == 0; i++)
-            if (!s->chosen[i]) {
+            if (!s->chosen[i] && (!room || frees_room_for(q, j, &q->jobs[s->vs[i].id]))) {
                 pick[np++] = i;
                 s->any[s->n_any++] = i; /* one per pass, while s->used < 64 */
             }

@@ -76,11 +76,17 @@ static bool restricted(const struct allot_job *j)
     return j->spec.task.select[0] || j->spec.task.model_mask;
 }
 
-/* Whether GPU g of node n counts for j: a node j may use (ready, for what
- * is free now), and for a gang of whole GPUs a GPU outside MIG mode. */
-static bool counts_for(const struct allot_node *n, int g, const struct allot_job *j, bool whole)
+/* Whether node n counts for restricted j: ready, and a node j may use. */
+static bool node_counts(const struct allot_node *n, const struct allot_job *j)
 {
-    return allot_node_may_host(n, &j->spec.task) && !(whole && n->gpus[g].mode == ALLOT_GPU_MIG);
+    return n->state == ALLOT_NODE_READY && allot_node_may_host(n, &j->spec.task);
+}
+
+/* Whether GPU g of a node that counts does: for a gang of whole GPUs one
+ * outside MIG mode. */
+static bool gpu_counts(const struct allot_node *n, int g, bool whole)
+{
+    return !(whole && n->gpus[g].mode == ALLOT_GPU_MIG);
 }
 
 /* For a restricted j: the GPU milli of the ready nodes it may use, free
@@ -94,10 +100,10 @@ static void host_gpus(const struct allot_queue *q, const struct allot_job *j, in
     *free = *all = 0;
     for (int i = 0; i < nn; i++) {
         const struct allot_node *n = allot_cluster_node(q->c, i);
-        if (n->state != ALLOT_NODE_READY)
+        if (!node_counts(n, j))
             continue;
         for (int g = 0; g < n->n_gpus; g++)
-            if (counts_for(n, g, j, whole)) {
+            if (gpu_counts(n, g, whole)) {
                 *free += n->gpus[g].free_milli;
                 *all += ALLOT_MILLI;
             }
@@ -123,8 +129,10 @@ static int64_t held_for(const struct allot_queue *q, const struct allot_job *v,
     for (int k = 0; v->pl && k < v->spec.n_tasks; k++) {
         const struct allot_placement *p = &v->pl[k];
         const struct allot_node *n = allot_cluster_node(q->c, p->node);
+        if (!node_counts(n, j)) /* also a node not ready: its GPUs come back with it */
+            continue;
         for (int g = 0; g < n->n_gpus; g++)
-            if ((p->gpu_mask >> g & 1) && counts_for(n, g, j, whole))
+            if ((p->gpu_mask >> g & 1) && gpu_counts(n, g, whole))
                 m += p->gpu_milli;
     }
     return m;

@@ -299,6 +299,63 @@ static void test_preemption_on_selected_nodes(void **state)
     world_free(&w);
 }
 
+/* Short of CPU, not GPUs, on the one node it may use (zone=b): a job
+ * preempts there only. The cheaper victim on zone=a, which holds its node
+ * alone (so no victim would be given back after the search), is left. */
+static void test_preemption_for_cpu_on_selected_nodes(void **state)
+{
+    struct world w;
+    struct allot_label za = {"zone", "a"}, zb = {"zone", "b"};
+    struct allot_node_spec sp = {.model = "H100",
+                                 .cpu_milli = 64000,
+                                 .mem_mib = 262144,
+                                 .n_gpus = 4,
+                                 .island_size = 4,
+                                 .n_labels = 1};
+    struct allot_job_spec s = {
+        .prio_class = 0, .n_tasks = 1, .task = {.mig_profile = -1, .cpu_milli = 64000}};
+    char err[128];
+    int ca, cb, urgent;
+
+    (void)state;
+    world_init(&w, 0, 8, base);
+    sp.name = "na";
+    sp.labels = &za;
+    assert_int_equal(allot_cluster_add_node(w.c, &sp, err, sizeof(err)), 0);
+    sp.name = "nb";
+    sp.labels = &zb;
+    assert_int_equal(allot_cluster_add_node(w.c, &sp, err, sizeof(err)), 1);
+    assert_int_equal(allot_queue_add_prio_class(w.q, "training", 10, true), 0);
+    assert_int_equal(allot_queue_add_prio_class(w.q, "inference", 100, false), 1);
+    s.tenant = w.a;
+    s.name = "cb";
+    s.task.select[0] = allot_label_hash("zone", "b");
+    cb = allot_queue_submit(w.q, &s, 0, err, sizeof(err));
+    cycle(&w, 0);
+    allot_tenants_get(w.t, w.b)->isolation = ALLOT_ISO_EXCLUSIVE_NODE;
+    s.tenant = w.b;
+    s.name = "ca";
+    s.task.cpu_milli = 1000;
+    s.task.select[0] = allot_label_hash("zone", "a");
+    ca = allot_queue_submit(w.q, &s, 100, err, sizeof(err));
+    cycle(&w, 100);
+    assert_int_equal(allot_queue_job(w.q, cb)->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(allot_queue_job(w.q, ca)->state, ALLOT_JOB_RUNNING);
+    s.tenant = w.a;
+    s.name = "urgent";
+    s.prio_class = 1;
+    s.task =
+        (struct allot_task){.num_gpu = 1, .gpu_milli = 1000, .mig_profile = -1, .cpu_milli = 1000};
+    s.task.select[0] = allot_label_hash("zone", "b");
+    urgent = allot_queue_submit(w.q, &s, 200, err, sizeof(err));
+    assert_true(urgent >= 0);
+    cycle(&w, 200);
+    assert_int_equal(w.preempts, 1);
+    assert_int_equal(w.pairs[0][0], cb);
+    assert_int_equal(allot_queue_job(w.q, ca)->state, ALLOT_JOB_RUNNING);
+    world_free(&w);
+}
+
 /* A class changed in place applies to the jobs already queued or running. */
 static void test_prio_class_changed(void **state)
 {
@@ -1361,6 +1418,7 @@ int main(void)
         cmocka_unit_test(test_min_runtime),
         cmocka_unit_test(test_priority_preemption),
         cmocka_unit_test(test_preemption_on_selected_nodes),
+        cmocka_unit_test(test_preemption_for_cpu_on_selected_nodes),
         cmocka_unit_test(test_prio_class_changed),
         cmocka_unit_test(test_rdma_vfs),
         cmocka_unit_test(test_no_preemption_loops),
