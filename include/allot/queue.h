@@ -60,7 +60,6 @@ struct allot_job_spec {
     int prio_class;                /* index into the priority classes; -1 = default */
     int qos;                       /* enum allot_qos */
     int n_tasks;                   /* gang size >= 1 */
-    struct allot_task task;        /* every task of the gang is the same */
     int64_t est_runtime_s;         /* estimate for backfill; 0 = unknown */
     int64_t limit_s;               /* stopped at this runtime; 0 = none */
     int64_t min_runtime_s;         /* not preempted before; default from options */
@@ -74,6 +73,8 @@ struct allot_job_spec {
                                       the same second): lower first, then the core id (allotd: the
                                       stored job id; 0 for all: by core id alone, which a freed
                                       id's reuse does not keep in arrival order) */
+    struct allot_task task; /* every task of the gang is the same (last: the fields above,
+                               read for every job a cycle passes, share cache lines) */
 };
 
 /* Why a job waits (or ended), recorded cheaply every cycle and turned
