@@ -289,6 +289,20 @@ static int cancel_fn(struct allot_store *st, void *arg)
     return api_audit(st, w->r, target, "ok", w->now);
 }
 
+/* An Idempotency-Key: 1..128 printable ASCII characters (space too), so
+ * that the job's JSON can show it as it was sent. */
+static bool idem_key_ok(const char *k)
+{
+    size_t n = strlen(k);
+
+    if (n == 0 || n > 128)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)k[i] < 0x20 || (unsigned char)k[i] > 0x7e)
+            return false;
+    return true;
+}
+
 /* A job that names no memory (or 0) gets allotd's default (default-mem-per-gpu
  * for each whole GPU it asks, else default-mem-per-cpu for each CPU, both
  * from its parsed spec), put in its spec: reserved, capped on the node and
@@ -493,8 +507,9 @@ int api_jobs_submit(struct req *r)
     }
     if (!submittable(r, &js))
         goto out;
-    if (key && (!*key || strlen(key) > 128)) {
-        api_error(r, 400, "bad_request", "header Idempotency-Key must be 1..128 bytes");
+    if (key && !idem_key_ok(key)) {
+        api_error(r, 400, "bad_request",
+                  "header Idempotency-Key must be 1..128 printable ASCII characters");
         goto out;
     }
     if (!auth_sees_tenant(&r->who, js.tenant)) {

@@ -393,6 +393,21 @@ def test_bodyless_routes_take_none_or_empty():
     expect(dm.req("POST", "/v1/jobs/%d/cancel" % jid, b"{}", token=dm.admin), 200)
 
 
+def test_idempotency_key_is_printable_ascii():
+    """An Idempotency-Key is 1..128 printable ASCII characters: a key the job's JSON could not
+    show (Latin-1 bytes) is refused, and nothing is stored; one with a space is taken and
+    shown as sent."""
+    before = snapshot()
+    st, b = dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "hold": True}, token=dm.admin,
+                   headers={"Idempotency-Key": "cl\xe9"})
+    assert st == 400 and "printable ASCII" in b["error"]["message"], (st, b)
+    assert snapshot() == before
+    j = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "hold": True},
+                      token=dm.admin, headers={"Idempotency-Key": "run 7"}), 201)
+    assert j["idempotency_key"] == "run 7", j
+    expect(dm.req("POST", "/v1/jobs/%d/cancel" % j["id"], token=dm.admin), 200)
+
+
 if __name__ == "__main__":
     dm = Daemon()
     try:
@@ -401,6 +416,7 @@ if __name__ == "__main__":
                 test_sql_looking_strings_are_stored_verbatim, test_default_memory,
                 test_stored_zero_cpus_still_read, test_big_specs_are_bounded,
                 test_jobs_per_tenant_limit, test_escapes_in_paths_and_queries,
-                test_retry_after_a_change, test_bodyless_routes_take_none_or_empty])
+                test_retry_after_a_change, test_bodyless_routes_take_none_or_empty,
+                test_idempotency_key_is_printable_ascii])
     finally:
         dm.stop()
