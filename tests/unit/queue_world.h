@@ -135,6 +135,27 @@ static inline void world_add_moded_node(struct world *w, const char *name, int m
         fail_msg("node %s: %s", name, err);
 }
 
+/* Adds node `name`: 4 H100s (one NVLink island), 64 CPUs, labelled
+ * zone=`zone` (NULL: no label). Returns its index. */
+static inline int world_add_zone_node(struct world *w, const char *name, const char *zone)
+{
+    struct allot_label l = {"zone", (char *)zone};
+    struct allot_node_spec sp = {.name = name,
+                                 .model = "H100",
+                                 .cpu_milli = 64000,
+                                 .mem_mib = 262144,
+                                 .n_gpus = 4,
+                                 .island_size = 4,
+                                 .n_labels = zone ? 1 : 0,
+                                 .labels = &l};
+    char err[256];
+    int i = allot_cluster_add_node(w->c, &sp, err, sizeof(err));
+
+    if (i < 0)
+        fail_msg("node %s: %s", name, err);
+    return i;
+}
+
 /* Adds node `name`: 4 A100-80GB GPUs in MIG mode. */
 static inline void world_add_mig_node(struct world *w, const char *name)
 {

@@ -250,13 +250,6 @@ static void test_priority_preemption(void **state)
 static void test_preemption_on_selected_nodes(void **state)
 {
     struct world w;
-    struct allot_label za = {"zone", "a"}, zb = {"zone", "b"};
-    struct allot_node_spec sp = {.model = "H100",
-                                 .cpu_milli = 64000,
-                                 .mem_mib = 262144,
-                                 .n_gpus = 4,
-                                 .island_size = 4,
-                                 .n_labels = 1};
     struct allot_job_spec s = {.prio_class = 0,
                                .n_tasks = 1,
                                .task = {.num_gpu = 4, .gpu_milli = 1000, .mig_profile = -1}};
@@ -265,12 +258,8 @@ static void test_preemption_on_selected_nodes(void **state)
 
     (void)state;
     world_init(&w, 0, 8, base);
-    sp.name = "na";
-    sp.labels = &za;
-    assert_int_equal(allot_cluster_add_node(w.c, &sp, err, sizeof(err)), 0);
-    sp.name = "nb";
-    sp.labels = &zb;
-    assert_int_equal(allot_cluster_add_node(w.c, &sp, err, sizeof(err)), 1);
+    assert_int_equal(world_add_zone_node(&w, "na", "a"), 0);
+    assert_int_equal(world_add_zone_node(&w, "nb", "b"), 1);
     assert_int_equal(allot_queue_add_prio_class(w.q, "training", 10, true), 0);
     assert_int_equal(allot_queue_add_prio_class(w.q, "inference", 100, false), 1);
     s.tenant = w.a;
@@ -305,13 +294,6 @@ static void test_preemption_on_selected_nodes(void **state)
 static void test_preemption_for_cpu_on_selected_nodes(void **state)
 {
     struct world w;
-    struct allot_label za = {"zone", "a"}, zb = {"zone", "b"};
-    struct allot_node_spec sp = {.model = "H100",
-                                 .cpu_milli = 64000,
-                                 .mem_mib = 262144,
-                                 .n_gpus = 4,
-                                 .island_size = 4,
-                                 .n_labels = 1};
     struct allot_job_spec s = {
         .prio_class = 0, .n_tasks = 1, .task = {.mig_profile = -1, .cpu_milli = 64000}};
     char err[128];
@@ -319,12 +301,8 @@ static void test_preemption_for_cpu_on_selected_nodes(void **state)
 
     (void)state;
     world_init(&w, 0, 8, base);
-    sp.name = "na";
-    sp.labels = &za;
-    assert_int_equal(allot_cluster_add_node(w.c, &sp, err, sizeof(err)), 0);
-    sp.name = "nb";
-    sp.labels = &zb;
-    assert_int_equal(allot_cluster_add_node(w.c, &sp, err, sizeof(err)), 1);
+    assert_int_equal(world_add_zone_node(&w, "na", "a"), 0);
+    assert_int_equal(world_add_zone_node(&w, "nb", "b"), 1);
     assert_int_equal(allot_queue_add_prio_class(w.q, "training", 10, true), 0);
     assert_int_equal(allot_queue_add_prio_class(w.q, "inference", 100, false), 1);
     s.tenant = w.a;

@@ -122,17 +122,8 @@ static void test_room_on_selected_nodes(void **state)
     (void)state;
     world_init(&w, 0, 8, defrag_opts());
     for (int i = 0; i < 3; i++) {
-        struct allot_label l = {"zone", (char *)zones[i]};
-        struct allot_node_spec sp = {.name = name,
-                                     .model = "H100",
-                                     .cpu_milli = 64000,
-                                     .mem_mib = 262144,
-                                     .n_gpus = 4,
-                                     .island_size = 4,
-                                     .n_labels = zones[i] ? 1 : 0,
-                                     .labels = &l};
         allot_fmt(name, sizeof(name), "n%d", i);
-        assert_int_equal(allot_cluster_add_node(w.c, &sp, err, sizeof(err)), i);
+        assert_int_equal(world_add_zone_node(&w, name, zones[i]), i);
     }
     run_at(&w, "b0", 0, 0x3, true);
     run_at(&w, "b1", 1, 0x3, true);

@@ -47,15 +47,6 @@ static void test_reason_no_ready_node(void **state)
  * of service that carry them; once one is back the job runs there. */
 static void test_reason_node_selector(void **state)
 {
-    struct allot_label lab = {"zone", "b"};
-    struct allot_node_spec sp = {.name = "zb",
-                                 .model = "A100-80GB",
-                                 .cpu_milli = 64000,
-                                 .mem_mib = 262144,
-                                 .n_gpus = 4,
-                                 .gpu_mode = ALLOT_GPU_SHARED,
-                                 .n_labels = 1,
-                                 .labels = &lab};
     struct allot_job_spec s = {.name = "sel",
                                .prio_class = -1,
                                .n_tasks = 1,
@@ -73,8 +64,7 @@ static void test_reason_node_selector(void **state)
     cycle(&w, 0);
     assert_int_equal(allot_queue_job(w.q, id)->state, ALLOT_JOB_PENDING);
     assert_string_equal(allot_queue_reason(w.q, id), "no node has the labels of its node selector");
-    zb = allot_cluster_add_node(w.c, &sp, err, sizeof(err));
-    assert_true(zb >= 0);
+    zb = world_add_zone_node(&w, "zb", "b");
     allot_cluster_set_state(w.c, zb, ALLOT_NODE_DRAINING);
     cycle(&w, 1);
     assert_string_equal(allot_queue_reason(w.q, id),
@@ -101,29 +91,18 @@ static void test_reason_node_selector(void **state)
  * (only half of it); a CPU job there waits for CPU. */
 static void test_reason_gpus_before_cpu(void **state)
 {
-    struct allot_label lab = {"zone", "b"};
-    struct allot_node_spec sp = {.name = "zb",
-                                 .model = "H100",
-                                 .cpu_milli = 64000,
-                                 .mem_mib = 262144,
-                                 .n_gpus = 4,
-                                 .island_size = 4,
-                                 .n_labels = 1,
-                                 .labels = &lab};
-    struct allot_job_spec s = {.name = "all",
-                               .prio_class = -1,
-                               .n_tasks = 1,
-                               .task = {.num_gpu = 4,
-                                        .gpu_milli = 1000,
-                                        .mig_profile = -1,
-                                        .cpu_milli = 64000}};
+    struct allot_job_spec s = {
+        .name = "all",
+        .prio_class = -1,
+        .n_tasks = 1,
+        .task = {.num_gpu = 4, .gpu_milli = 1000, .mig_profile = -1, .cpu_milli = 64000}};
     struct world w;
     char err[256];
     int one, cpu;
 
     (void)state;
     world_init(&w, 1, 8, base); /* h0: 4 H100s, no labels */
-    assert_int_equal(allot_cluster_add_node(w.c, &sp, err, sizeof(err)), 1);
+    assert_int_equal(world_add_zone_node(&w, "zb", "b"), 1);
     s.tenant = w.a;
     s.task.select[0] = allot_label_hash("zone", "b");
     assert_true(allot_queue_submit(w.q, &s, 0, err, sizeof(err)) >= 0);

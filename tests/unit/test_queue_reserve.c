@@ -231,24 +231,6 @@ static void test_reserve_ignores_mig_gpus(void **state)
     world_free(&w);
 }
 
-/* Adds a node of 4 H100s labelled zone=`zone`. */
-static void add_zone_node(struct world *w, const char *name, const char *zone)
-{
-    struct allot_label l = {"zone", (char *)zone};
-    struct allot_node_spec sp = {.name = name,
-                                 .model = "H100",
-                                 .cpu_milli = 64000,
-                                 .mem_mib = 262144,
-                                 .n_gpus = 4,
-                                 .island_size = 4,
-                                 .n_labels = 1,
-                                 .labels = &l};
-    char err[256];
-
-    if (allot_cluster_add_node(w->c, &sp, err, sizeof(err)) < 0)
-        fail_msg("node %s: %s", name, err);
-}
-
 /* Job `name` of tenant te, class cls: tasks x gpus whole GPUs on nodes
  * labelled zone=`zone`, expected to run est seconds. */
 static int submit_zone(struct world *w, const char *name, int te, int cls, int tasks, int gpus,
@@ -283,9 +265,9 @@ static void test_reserve_on_selected_nodes(void **state)
     o.aging_s = 0;
     o.reserve_gangs = true;
     world_init(&w, 0, 40, o);
-    add_zone_node(&w, "a0", "a");
-    add_zone_node(&w, "b0", "b");
-    add_zone_node(&w, "b1", "b");
+    world_add_zone_node(&w, "a0", "a");
+    world_add_zone_node(&w, "b0", "b");
+    world_add_zone_node(&w, "b1", "b");
     assert_int_equal(allot_queue_add_prio_class(w.q, "pinned", 0, false), 0);
     submit_zone(&w, "x", w.b, -1, 1, 4, "b", 0, 1000); /* on b0 or b1, ends at 1000 */
     submit_zone(&w, "y", w.b, -1, 1, 4, "a", 0, 100);  /* on a0, ends at 100 */
