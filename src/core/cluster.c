@@ -824,8 +824,8 @@ static bool labels_within(const struct allot_node *a, const struct allot_node *b
     for (int i = 0; i < a->n_labels; i++) {
         int k = 0;
         while (k < b->n_labels && (b->label_hash[k] != a->label_hash[i] ||
-                                   strcmp(b->labels[k].key, a->labels[i].key) ||
-                                   strcmp(b->labels[k].value, a->labels[i].value)))
+                                   strcmp(b->labels[k].key, a->labels[i].key) != 0 ||
+                                   strcmp(b->labels[k].value, a->labels[i].value) != 0))
             k++;
         if (k == b->n_labels)
             return false;
