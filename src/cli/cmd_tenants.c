@@ -369,6 +369,27 @@ static int diff(const char *kind, const char *key, json_t *cur, json_t *next, bo
     return changes;
 }
 
+/* Changes from the server's tree cur to next (tenants and classes). */
+static int diff_count(json_t *cur, json_t *next)
+{
+    return diff("tenant", "path", json_object_get(cur, "tenants"), json_object_get(next, "tenants"),
+                false) +
+           diff("priorityclass", "name", json_object_get(cur, "priority_classes"),
+                json_object_get(next, "priority_classes"), false);
+}
+
+/* Leaves in tenants those at or below scope (as allotd's auth_in_scope). */
+static void only_scope(json_t *tenants, const char *scope)
+{
+    size_t n = strlen(scope);
+
+    for (size_t i = json_array_size(tenants); i-- > 0;) {
+        const char *p = json_string_value(json_object_get(json_array_get(tenants, i), "path"));
+        if (!p || strncmp(p, scope, n) != 0 || (p[n] != '\0' && p[n] != '/'))
+            json_array_remove(tenants, i);
+    }
+}
+
 /* The tree to write for file doc over the server's cur: *next (new
  * reference) and its *changes. Prints the dry run, or that nothing
  * changes; *write (OUT) says whether a write is due. */
@@ -410,11 +431,7 @@ static int apply_merge(struct cli *c, struct cli_args *a, json_t *doc, json_t *c
         json_decref(classes);
     }
     bool print = c->fmt == CLI_FMT_TABLE, dry = args_has(a, "dry-run");
-    int changes = *changes_out =
-        diff("tenant", "path", json_object_get(cur, "tenants"), json_object_get(next, "tenants"),
-             false) +
-        diff("priorityclass", "name", json_object_get(cur, "priority_classes"),
-             json_object_get(next, "priority_classes"), false);
+    int changes = *changes_out = diff_count(cur, next);
     if (dry || !changes) {
         /* nothing is written, but allotd checks the tree as it would a
          * write (POST /v1/tenants/check): a file it would refuse is
@@ -429,6 +446,22 @@ static int apply_merge(struct cli *c, struct cli_args *a, json_t *doc, json_t *c
             if (dry)
                 fprintf(stderr, "allot: the file was not checked by allotd (%s)\n",
                         e.status == 403 ? "only an admin's dry run is" : "an older allotd");
+            /* a token bound to a tenant reads only its subtree: compare that
+             * part alone, or every tenant outside it would read as created */
+            const char *scope = NULL;
+            json_t *me = NULL;
+            if (dry && e.status == 403 &&
+                client_call(cli_client(c), "GET", "/v1/whoami", NULL, NULL, CLIENT_RETRY_ALWAYS,
+                            &me, NULL) == CLI_OK &&
+                (scope = json_string_value(json_object_get(me, "tenant"))) && *scope) {
+                only_scope(json_object_get(next, "tenants"), scope);
+                changes = *changes_out = diff_count(cur, next);
+                fprintf(stderr,
+                        "allot: compared below %s only: the part of the tree this token "
+                        "reads\n",
+                        scope);
+            }
+            json_decref(me);
         } else if (rc != CLI_OK) {
             return e.status ? client_error_print(&e) : rc;
         }

@@ -6,6 +6,7 @@ a removed tenant are revoked, so a path used again later does not let
 them back in; a write names the tree it read (If-Match its ETag), so
 applies at the same time lose no change."""
 
+import json
 import os
 import threading
 import time
@@ -222,6 +223,30 @@ def test_parent_limit_without_nominal():
         d.stop()
 
 
+def test_scoped_dry_run_compares_its_part():
+    """A token bound to a tenant reads only its part of the tree: its dry run of the whole
+    tree compares that part (no tenant outside it reads as created) and says so; a change
+    inside it is shown."""
+    d = Daemon()
+    try:
+        expect(d.req("PUT", "/v1/tenants", fx.TENANTS, token=d.admin), 200)
+        doc = expect(d.req("GET", "/v1/tenants", token=d.admin), 200)
+        whole = write(os.path.join(fx.tempdir(), "whole.json"), json.dumps(doc))
+        member = d.token("member", "research", "scoped")
+        r = cli(d, "apply", "-f", whole, "--dry-run", token=member)
+        assert r.rc == 0 and "(dry run: 0 changes, nothing applied)" in r.out, r
+        assert "compared below research only" in r.err, r
+        for t in doc["tenants"]:
+            if t["path"] == "research/nlp":
+                t["weight"] = 3
+        changed = write(os.path.join(fx.tempdir(), "changed.json"), json.dumps(doc))
+        r = cli(d, "apply", "-f", changed, "--dry-run", token=member)
+        assert r.rc == 0 and "(dry run: 1 change, nothing applied)" in r.out, r
+        assert "research/nlp" in r.out and "product" not in r.out, r
+    finally:
+        d.stop()
+
+
 if __name__ == "__main__":
     dm = Daemon()
     try:
@@ -229,6 +254,6 @@ if __name__ == "__main__":
         fx.run([test_sums_follow_each_apply, test_busy_tenant_never_becomes_a_parent,
                 test_removed_tenant_tokens_revoked, test_if_match,
                 test_applies_at_once_lose_nothing, test_dry_run_checks_as_a_write,
-                test_parent_limit_without_nominal])
+                test_parent_limit_without_nominal, test_scoped_dry_run_compares_its_part])
     finally:
         dm.stop()
