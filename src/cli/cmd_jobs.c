@@ -139,8 +139,14 @@ static int set_selector(json_t *job, const char *const *v, size_t n)
 
     if (!n)
         return CLI_OK;
-    for (size_t i = 0; i < n; i++) /* one list: a label given twice is an error */
-        len += strlen(v[i]) + 1;
+    for (size_t i = 0; i < n; i++) {
+        /* sbatch's operators would be taken for a label's text, and never match */
+        if (strpbrk(v[i], "&|"))
+            return cli_usage_error("--constraint: \"%s\": labels are separated by ',' (all must "
+                                   "hold); Slurm's & and | are not taken",
+                                   v[i]);
+        len += strlen(v[i]) + 1; /* one list: a label given twice is an error */
+    }
     if (!(all = calloc(1, len)))
         return cli_usage_error("--constraint: out of memory");
     for (size_t i = 0, at = 0; i < n; i++) {

@@ -259,7 +259,10 @@ const char *allot_label_value_problem(const char *value)
         return "is too long";
     for (size_t i = 0; i < n; i++) {
         unsigned char ch = (unsigned char)value[i];
-        if (ch < 0x20 || ch == 0x7f)
+        /* C0, DEL, and C1 (U+0080..U+009F: 0xC2 0x80..0x9F in UTF-8) */
+        if (ch < 0x20 || ch == 0x7f ||
+            (ch == 0xc2 && i + 1 < n && (unsigned char)value[i + 1] >= 0x80 &&
+             (unsigned char)value[i + 1] <= 0x9f))
             return "contains a control character";
     }
     if (!utf8_valid((const unsigned char *)value))

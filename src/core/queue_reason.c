@@ -172,6 +172,18 @@ static void model_text(const struct allot_queue *q, const struct allot_task *t, 
  * and count in a mode that serves it), not for want of free ones: writes
  * that reason, how many nodes with them are out of service and how many
  * have them in another mode (allot_gpu_mode_serves), and returns true. */
+/* Puts "among the nodes with its labels: " before j's reason when j
+ * selects nodes: what it says is of those nodes alone. */
+static void labels_prefix(struct allot_job *j)
+{
+    char rest[sizeof(j->reason)];
+
+    if (!j->spec.task.select[0])
+        return;
+    allot_strlcpy(rest, j->reason, sizeof(rest));
+    allot_fmt(j->reason, sizeof(j->reason), "among the nodes with its labels: %s", rest);
+}
+
 static bool text_unshaped(struct allot_queue *q, struct allot_job *j)
 {
     const struct allot_task *t = &j->spec.task;
@@ -207,6 +219,7 @@ static bool text_unshaped(struct allot_queue *q, struct allot_job *j)
                   "no node has a GPU model that offers MIG profile %s%s%s%s",
                   cat->profile_names[t->mig_profile], model[0] ? " (asked for:" : "", model,
                   model[0] ? ")" : "");
+        labels_prefix(j);
         return true;
     }
     bool frac = allot_task_is_fraction(t);
@@ -226,6 +239,34 @@ static bool text_unshaped(struct allot_queue *q, struct allot_job *j)
         allot_fmt(j->reason + len, sizeof(j->reason) - (size_t)len,
                   " (%d ready node%s %s theirs %s)", moded, moded > 1 ? "s" : "",
                   moded > 1 ? "have" : "has", other);
+    labels_prefix(j);
+    return true;
+}
+
+/* Says so when the nodes j may use, in any state, hold fewer GPUs in all
+ * than its gang asks (a selector or GPU models can make that so): no
+ * waiting starts it. */
+static bool text_never_hosted(struct allot_queue *q, struct allot_job *j)
+{
+    const struct allot_task *t = &j->spec.task;
+    int nn = allot_cluster_node_count(q->c);
+    int64_t gpus = 0, need = (int64_t)t->num_gpu * j->spec.n_tasks;
+
+    if ((!t->select[0] && !t->model_mask) || t->num_gpu == 0)
+        return false;
+    for (int i = 0; i < nn; i++) {
+        const struct allot_node *n = allot_cluster_node(q->c, i);
+        if (allot_node_may_host(n, t))
+            gpus += n->n_gpus;
+    }
+    if (gpus == 0 || gpus >= need)
+        return false; /* none: the other reasons say so; enough: waiting may help */
+    allot_fmt(j->reason, sizeof(j->reason),
+              "it can never start: the nodes with its %s have %lld GPU%s in all; it asks for %lld",
+              t->select[0] && t->model_mask ? "labels and GPU models"
+              : t->select[0]                ? "labels"
+                                            : "GPU models",
+              (long long)gpus, gpus > 1 ? "s" : "", (long long)need);
     return true;
 }
 
@@ -323,7 +364,8 @@ static void text_capacity(struct allot_queue *q, struct allot_job *j)
     char model[48], what[160];
     int len;
 
-    if (text_unselected(q, j) || text_unshaped(q, j)) /* no ready node has the labels or GPUs */
+    /* no ready node has the labels or GPUs; too few GPUs there ever */
+    if (text_unselected(q, j) || text_never_hosted(q, j) || text_unshaped(q, j))
         return;
     for (int i = 0; i < nn; i++) {
         const struct allot_node *n = allot_cluster_node(q->c, i);
@@ -382,9 +424,8 @@ static void text_capacity(struct allot_queue *q, struct allot_job *j)
                         model, t->num_gpu > 1 ? "s in one NVLink island" : "", best_whole);
     /* a job that selects nodes: what was said is of those nodes alone */
     if (t->select[0] && len > 0 && (size_t)len < sizeof(j->reason)) {
-        char rest[sizeof(j->reason)];
-        allot_strlcpy(rest, j->reason, sizeof(rest));
-        len = allot_fmt(j->reason, sizeof(j->reason), "among the nodes with its labels: %s", rest);
+        labels_prefix(j);
+        len = (int)strlen(j->reason);
     }
     /* where no node takes even one task, say first when isolation is why */
     int kept = fits ? 0 : kept_by_isolation(q, t);
@@ -430,7 +471,7 @@ const char *allot_queue_reason(struct allot_queue *q, int id)
      * asks for at all (a MIG slice and no node in MIG mode): that, which no
      * freed quota changes, is what the user must know */
     if ((w->kind == ALLOT_WHY_QUOTA || w->kind == ALLOT_WHY_FAIR_CAP) &&
-        (text_unselected(q, j) || text_unshaped(q, j)))
+        (text_unselected(q, j) || text_never_hosted(q, j) || text_unshaped(q, j)))
         return r;
     switch (w->kind) {
     case ALLOT_WHY_NEW:

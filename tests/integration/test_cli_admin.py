@@ -593,6 +593,9 @@ def test_constraint():
         r = fails(cli(d, "submit", "-t", "research/nlp", "-C", "zone=a", "-C", "zone=b",
                       "--", "true"), 1, "usage")
         assert 'label "zone" given twice' in r.err, r
+        r = fails(cli(d, "submit", "-t", "research/nlp", "-C", "nvlink&ib", "--", "true"), 1,
+                  "usage")
+        assert "Slurm's & and | are not taken" in r.err, r
         r = fails(cli(d, "submit", "-t", "research/nlp", "-C", "a,b,c,d,e", "--", "true"), 1,
                   "usage")
         assert "more than 4 labels" in r.err, r

@@ -615,6 +615,8 @@ static void test_label_rule(void **state)
     big[ALLOT_LABEL_VALUE_MAX + 1] = '\0';
     assert_string_equal(allot_label_value_problem(big), "is too long");
     assert_string_equal(allot_label_value_problem("a\tb"), "contains a control character");
+    assert_string_equal(allot_label_value_problem("a\xc2\x85"), "contains a control character");
+    assert_null(allot_label_value_problem("\xc2\xa0\xc3\xa9"));
     assert_string_equal(allot_label_value_problem("\xc3("), "is not valid UTF-8");
 }
 

@@ -122,6 +122,24 @@ static void test_reason_gpus_before_cpu(void **state)
     cycle(&w, 2);
     assert_string_equal(allot_queue_reason(w.q, cpu),
                         "among the nodes with its labels: no node has 1.0 CPU free");
+    /* more GPUs than its nodes hold in all: never; a shape its nodes lack:
+     * said of its nodes */
+    s.name = "gang";
+    s.n_tasks = 3;
+    s.task.num_gpu = 2;
+    s.task.gpu_milli = 1000;
+    one = allot_queue_submit(w.q, &s, 3, err, sizeof(err));
+    s.name = "a100";
+    s.n_tasks = 1;
+    s.task.num_gpu = 1;
+    s.task.model_mask = 1ULL << allot_catalog_find_model(cat, "A100-80GB");
+    cpu = allot_queue_submit(w.q, &s, 3, err, sizeof(err));
+    cycle(&w, 3);
+    assert_string_equal(allot_queue_reason(w.q, one),
+                        "it can never start: the nodes with its labels have 4 GPUs in all; it "
+                        "asks for 6");
+    assert_string_equal(allot_queue_reason(w.q, cpu),
+                        "among the nodes with its labels: no ready node has 1 A100-80GB GPU");
     world_free(&w);
 }
 
