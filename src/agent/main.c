@@ -33,6 +33,7 @@
 #include <curl/curl.h>
 #include <netinet/in.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sodium.h>
 #include <stdio.h>
@@ -68,6 +69,37 @@ static int labels_ok(const void *field, char *err, size_t errlen)
 
     json_decref(l);
     return l ? 0 : ALLOT_EINVAL;
+}
+
+/* One agent per state folder: two would adopt, start and stop each
+ * other's tasks. A POSIX record lock on STATE/agent.lock, held while the
+ * process lives: not inherited by the supervisors it forks (which outlive
+ * an agent killed with SIGKILL, whose successor must take the folder). */
+static int state_lock(const char *dir, char *err, size_t errlen)
+{
+    char path[4200], pid[32];
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+    int fd;
+
+    allot_fmt(path, sizeof(path), "%s/agent.lock", dir);
+    fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return allot_fmt(err, errlen, "%s: %s", path, strerror(errno)), -1;
+    if (fcntl(fd, F_SETLK, &fl) < 0) {
+        int e = errno;
+        struct flock who = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+        if (fcntl(fd, F_GETLK, &who) == 0 && who.l_type != F_UNLCK)
+            allot_fmt(err, errlen, "%s is in use by another allot-agent (pid %d)", dir,
+                      (int)who.l_pid);
+        else
+            allot_fmt(err, errlen, "%s: %s", path, strerror(e));
+        close(fd);
+        return -1;
+    }
+    allot_fmt(pid, sizeof(pid), "%d\n", (int)getpid());
+    if (ftruncate(fd, 0) < 0 || write(fd, pid, strlen(pid)) < 0)
+        LOG_WARN("agent", "%s: %s", path, strerror(errno));
+    return 0; /* fd stays open: the lock lives as long as the process */
 }
 
 static const struct allot_config_option options[] = {
@@ -1288,6 +1320,10 @@ int main(int argc, char **argv)
         (mkdir(a.tasks_dir, 0711) < 0 && errno != EEXIST) || chmod(a.tasks_dir, 0711) < 0 ||
         (mkdir(a.logs_dir, 0700) < 0 && errno != EEXIST) || chmod(a.logs_dir, 0700) < 0) {
         fprintf(stderr, "allot-agent: %s: %s\n", c->state_dir, strerror(errno));
+        return 1;
+    }
+    if (!print_inventory && state_lock(c->state_dir, err, sizeof(err)) < 0) {
+        fprintf(stderr, "allot-agent: %s\n", err);
         return 1;
     }
     /* the shim's GPU share folder: the agent's alone (gpushare.c) */

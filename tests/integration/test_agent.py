@@ -1809,6 +1809,20 @@ def test_labels():
         expect(dm.req("POST", "/v1/nodes/ag-lab/cordon", token=dm.admin), 200)
 
 
+def test_state_folder_held_by_one_agent():
+    """A second allot-agent on a running agent's state folder stops at once, naming the
+    first's pid (two would adopt, start and stop each other's tasks); --print-inventory,
+    which changes nothing, still runs there."""
+    other = subprocess.run([fx.AGENT, "--state-dir", agent.dir, "--emulate", "1xT4", "--token",
+                            "x", "--name", "twin", "--server", "http://127.0.0.1:%d" % dm.port],
+                           capture_output=True, text=True, timeout=20)
+    assert other.returncode == 1, other
+    assert "is in use by another allot-agent (pid %d)" % agent.proc.pid in other.stderr, other
+    inv = subprocess.run([fx.AGENT, "--state-dir", agent.dir, "--emulate", "1xT4",
+                          "--print-inventory"], capture_output=True, text=True, timeout=20)
+    assert inv.returncode == 0 and '"register"' in inv.stdout, inv
+
+
 def cpus_allowed(text):
     """The CPUs of the last `Cpus_allowed_list:` line in text, as a set."""
     lines = [l for l in text.splitlines() if l.startswith("Cpus_allowed_list:")]
@@ -3027,6 +3041,7 @@ if __name__ == "__main__":
                 test_interrupted_run_says_the_job_goes_on, test_signal,
                 test_signal_before_the_time_limit, test_warning_once_across_allotd_restarts,
                 test_time_limit_changed, test_labels, test_cpu_bind,
+                test_state_folder_held_by_one_agent,
                 test_cpu_bind_after_an_unbound_start,
                 test_command_found_in_the_jobs_path,
                 test_tasks_know_where_the_others_run, test_failed_task_ends_its_gang,
