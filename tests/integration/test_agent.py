@@ -1813,6 +1813,7 @@ def test_state_folder_held_by_one_agent():
     """A second allot-agent on a running agent's state folder stops at once, naming the
     first's pid (two would adopt, start and stop each other's tasks); --print-inventory,
     which changes nothing, still runs there."""
+    wait_node(agent.name)  # registered: it holds its folder
     other = subprocess.run([fx.AGENT, "--state-dir", agent.dir, "--emulate", "1xT4", "--token",
                             "x", "--name", "twin", "--server", "http://127.0.0.1:%d" % dm.port],
                            capture_output=True, text=True, timeout=20)
