@@ -2129,6 +2129,9 @@ def test_signal_before_the_time_limit():
     assert wait_log(agent, jid, "ready"), agent.task_log(jid)
     assert wait_log(agent, jid, "warned", timeout=10), agent.task_log(jid)
     j = wait_state(jid, ("failed", "succeeded", "cancelled"))
+    # the job ends at its limit when allotd says so; its TERM trap runs once the agent's
+    # stop reaches it (bounded)
+    assert wait_log(agent, jid, "term", timeout=10), agent.task_log(jid)
     log = agent.task_log(jid)
     assert log.count("warned") == 1 and log.index("warned") < log.index("term"), log
     ev = expect(dm.req("GET", "/v1/jobs/%d/events" % jid, token=dm.admin), 200)["events"]
