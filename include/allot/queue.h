@@ -73,8 +73,8 @@ struct allot_job_spec {
                                       the same second): lower first, then the core id (allotd: the
                                       stored job id; 0 for all: by core id alone, which a freed
                                       id's reuse does not keep in arrival order) */
-    struct allot_task task; /* every task of the gang is the same (last: the fields above,
-                               read for every job a cycle passes, share cache lines) */
+    struct allot_task task;        /* every task of the gang is the same (last: the fields above,
+                                      read for every job a cycle passes, share cache lines) */
 };
 
 /* Why a job waits (or ended), recorded cheaply every cycle and turned
