@@ -260,6 +260,10 @@ bool allot_gpu_mode_serves(int mode, const struct allot_task *t);
 /* The GPUs of node n that are free for whole-GPU use (allot_gpu_whole_free). */
 int allot_node_whole_free(const struct allot_node *n);
 
+/* True when task t may run only on some nodes: it selects labels or GPU
+ * models. Work for the others counts the whole cluster. */
+bool allot_task_picks_nodes(const struct allot_task *t);
+
 /* True when node n carries every label task t selects (t->select). */
 bool allot_node_selected(const struct allot_node *n, const struct allot_task *t);
 

@@ -1157,7 +1157,7 @@ static bool search_fair_ok(const struct allot_queue *q, const struct allot_job *
 static bool frees_room_for(const struct allot_queue *q, const struct allot_job *j,
                            const struct allot_job *v)
 {
-    if (!j->spec.task.select[0] && !j->spec.task.model_mask)
+    if (!allot_task_picks_nodes(&j->spec.task))
         return true;
     for (int k = 0; v->pl && k < v->spec.n_tasks; k++)
         if (allot_node_may_host(allot_cluster_node(q->c, v->pl[k].node), &j->spec.task))

@@ -168,10 +168,6 @@ static void model_text(const struct allot_queue *q, const struct allot_task *t, 
         allot_fmt(buf, len, " %s", cat->models[__builtin_ctzll(t->model_mask)].name);
 }
 
-/* When no ready node has the GPUs j's task asks for at all (their model
- * and count in a mode that serves it), not for want of free ones: writes
- * that reason, how many nodes with them are out of service and how many
- * have them in another mode (allot_gpu_mode_serves), and returns true. */
 /* Puts "among the nodes with its labels: " before j's reason when j
  * selects nodes: what it says is of those nodes alone. */
 static void labels_prefix(struct allot_job *j)
@@ -184,6 +180,10 @@ static void labels_prefix(struct allot_job *j)
     allot_fmt(j->reason, sizeof(j->reason), "among the nodes with its labels: %s", rest);
 }
 
+/* When no ready node has the GPUs j's task asks for at all (their model
+ * and count in a mode that serves it), not for want of free ones: writes
+ * that reason, how many nodes with them are out of service and how many
+ * have them in another mode (allot_gpu_mode_serves), and returns true. */
 static bool text_unshaped(struct allot_queue *q, struct allot_job *j)
 {
     const struct allot_task *t = &j->spec.task;
@@ -252,7 +252,7 @@ static bool text_never_hosted(struct allot_queue *q, struct allot_job *j)
     int nn = allot_cluster_node_count(q->c);
     int64_t gpus = 0, need = (int64_t)t->num_gpu * j->spec.n_tasks;
 
-    if ((!t->select[0] && !t->model_mask) || t->num_gpu == 0)
+    if (!allot_task_picks_nodes(t) || t->num_gpu == 0)
         return false;
     for (int i = 0; i < nn; i++) {
         const struct allot_node *n = allot_cluster_node(q->c, i);

@@ -69,14 +69,7 @@ static int64_t free_for(const struct allot_queue *q, const struct allot_job *j)
     return f;
 }
 
-/* Whether j runs only on some nodes (its labels, GPU models): its
- * reservation then counts those nodes' GPUs alone. */
-static bool restricted(const struct allot_job *j)
-{
-    return j->spec.task.select[0] || j->spec.task.model_mask;
-}
-
-/* Whether node n counts for restricted j: ready, and a node j may use. */
+/* Whether node n counts for j (allot_task_picks_nodes): ready, and a node j may use. */
 static bool node_counts(const struct allot_node *n, const struct allot_job *j)
 {
     return n->state == ALLOT_NODE_READY && allot_node_may_host(n, &j->spec.task);
@@ -89,7 +82,7 @@ static bool gpu_counts(const struct allot_node *n, int g, bool whole)
     return !(whole && n->gpus[g].mode == ALLOT_GPU_MIG);
 }
 
-/* For a restricted j: the GPU milli of the ready nodes it may use, free
+/* For j that picks nodes: the GPU milli of the ready nodes it may use, free
  * now (*free) and in all (*all). One pass over the nodes. */
 static void host_gpus(const struct allot_queue *q, const struct allot_job *j, int64_t *free,
                       int64_t *all)
@@ -114,13 +107,13 @@ bool queue_reserve_could_fit(const struct allot_queue *q, const struct allot_job
 {
     int64_t free, all;
 
-    if (!restricted(j))
+    if (!allot_task_picks_nodes(&j->spec.task))
         return true;
     host_gpus(q, j, &free, &all);
     return all >= j->req.v[ALLOT_RES_GPU];
 }
 
-/* The GPU milli running job v holds that j could use (restricted j). */
+/* The GPU milli running job v holds that j could use (j picks nodes). */
 static int64_t held_for(const struct allot_queue *q, const struct allot_job *v,
                         const struct allot_job *j, bool whole)
 {
@@ -147,10 +140,11 @@ int queue_reserve(struct allot_queue *q, struct allot_job *j, int64_t now, struc
     int64_t free_milli, all;
     int64_t need = j->req.v[ALLOT_RES_GPU];
     bool whole = j->spec.task.mig_profile < 0 && j->spec.task.gpu_milli == ALLOT_MILLI;
+    bool picks = allot_task_picks_nodes(&j->spec.task); /* then only the nodes it may use */
     struct endtime *e;
     size_t n = 0;
 
-    if (restricted(j)) /* only the nodes it may use */
+    if (picks)
         host_gpus(q, j, &free_milli, &all);
     else
         free_milli = free_for(q, j);
@@ -177,7 +171,7 @@ int queue_reserve(struct allot_queue *q, struct allot_job *j, int64_t now, struc
          * (which may count from its running report, queue_limit_at) */
         est = v->state == ALLOT_JOB_STOPPING ? v->stop_at - v->start : v->spec.est_runtime_s;
         e[n].at = est ? v->start + est : queue_limit_at(v);
-        e[n].milli = restricted(j) ? held_for(q, v, j, whole) : v->req.v[ALLOT_RES_GPU];
+        e[n].milli = picks ? held_for(q, v, j, whole) : v->req.v[ALLOT_RES_GPU];
         e[n].ord = n;
         n++;
     }

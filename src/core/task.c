@@ -179,6 +179,11 @@ int allot_node_whole_free(const struct allot_node *n)
     return w;
 }
 
+bool allot_task_picks_nodes(const struct allot_task *t)
+{
+    return t->select[0] || t->model_mask;
+}
+
 bool allot_node_selected(const struct allot_node *n, const struct allot_task *t)
 {
     for (int i = 0; i < ALLOT_MAX_SELECT && t->select[i]; i++) {
