@@ -8,6 +8,7 @@
  */
 #include "cli.h"
 
+#include "allot/cluster.h"
 #include "allot/common.h"
 
 #include <errno.h>
@@ -334,4 +335,36 @@ int args_seconds(const char *opt, const char *s, int64_t *out)
 bad:
     return cli_usage_error("%s%s: \"%s\" is not a duration (seconds, or with s, m, h, d)",
                            dashes(opt), opt, s);
+}
+
+int args_constraint(const char *const *v, size_t n, char **buf, struct allot_label *out)
+{
+    char err[256];
+    size_t len = 1;
+    int k;
+
+    *buf = NULL;
+    for (size_t i = 0; i < n; i++) {
+        /* sbatch's operators would be taken for a label's text, and never match */
+        if (strpbrk(v[i], "&|"))
+            return cli_usage_error("--constraint: \"%s\": labels are separated by ',' (all must "
+                                   "hold); Slurm's & and | are not taken",
+                                   v[i]),
+                   -CLI_USAGE;
+        len += strlen(v[i]) + 1;
+    }
+    if (!n)
+        return 0;
+    if (!(*buf = calloc(1, len)))
+        return cli_usage_error("--constraint: out of memory"), -CLI_USAGE;
+    for (size_t i = 0, at = 0; i < n; i++) { /* one list: a label given twice is an error */
+        size_t vl = strlen(v[i]);
+        memcpy(*buf + at, v[i], vl);
+        at += vl;
+        (*buf)[at++] = i + 1 < n ? ',' : '\0';
+    }
+    k = allot_labels_parse(*buf, out, ALLOT_MAX_SELECT, err, sizeof(err));
+    if (k < 0)
+        return cli_usage_error("--constraint: %s", err), -CLI_USAGE;
+    return k;
 }

@@ -129,6 +129,14 @@ int args_seconds(const char *opt, const char *s, int64_t *out);
 /* Prints `allot: usage: MESSAGE` and returns CLI_USAGE. */
 int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+struct allot_label;
+/* The labels of --constraint K=V[,K=V] given n times (v), as one list (a
+ * label given twice, more than ALLOT_MAX_SELECT, a bad label or Slurm's &
+ * and | are usage errors): into out, pointing into *buf (free it, also on
+ * error). Returns their count, or CLI_USAGE negated (-CLI_USAGE) after
+ * printing what is wrong. */
+int args_constraint(const char *const *v, size_t n, char **buf, struct allot_label *out);
+
 /* Prints `allot: CODE: MESSAGE` to stderr. */
 void cli_error(const char *code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -103,36 +103,29 @@ static const struct cli_usage nodes_usage = {
     "With --gpus: one line per GPU with its health and MIG layout. NAME\n"
     "limits the list to those nodes, --constraint to those with the labels."};
 
-/* Keeps in nodes those whose labels hold every K=V of --constraint. */
+/* Keeps in nodes those whose labels hold every K=V of --constraint (as
+ * allot submit reads it: args_constraint). */
 static int nodes_select(struct cli_args *a, json_t *nodes)
 {
     size_t n;
     const char *const *v = args_all(a, "constraint", &n);
+    struct allot_label l[ALLOT_MAX_SELECT];
+    char *buf;
+    int m = args_constraint(v, n, &buf, l);
 
-    for (size_t k = 0; k < n; k++) {
-        struct allot_label l[ALLOT_MAX_SELECT];
-        char err[256], *buf = strdup(v[k]);
-        int m = buf ? allot_labels_parse(buf, l, ALLOT_MAX_SELECT, err, sizeof(err)) : -1;
-
-        for (size_t i = json_array_size(nodes); m > 0 && i-- > 0;) {
-            json_t *have =
-                json_object_get(json_object_get(json_array_get(nodes, i), "inventory"), "labels");
-            bool all = true;
-            for (int j = 0; j < m && all; j++) {
-                const char *hv = json_string_value(json_object_get(have, l[j].key));
-                all = hv && !strcmp(hv, l[j].value);
-            }
-            if (!all)
-                json_array_remove(nodes, i);
+    for (size_t i = json_array_size(nodes); m > 0 && i-- > 0;) {
+        json_t *have =
+            json_object_get(json_object_get(json_array_get(nodes, i), "inventory"), "labels");
+        bool all = true;
+        for (int j = 0; j < m && all; j++) {
+            const char *hv = json_string_value(json_object_get(have, l[j].key));
+            all = hv && !strcmp(hv, l[j].value);
         }
-        if (m < 0) {
-            cli_usage_error("--constraint: \"%s\": %s", v[k], buf ? err : "out of memory");
-            free(buf);
-            return CLI_USAGE;
-        }
-        free(buf);
+        if (!all)
+            json_array_remove(nodes, i);
     }
-    return CLI_OK;
+    free(buf);
+    return m < 0 ? -m : CLI_OK;
 }
 
 /* "zone=b,nvlink" from a node's labels (the agent's allot.io/ ones left

@@ -128,47 +128,22 @@ static int set_pairs(json_t *job, const char *field, const char *opt, const char
 }
 
 /* --constraint K=V[,K=V] (n times) into "node_selector", over what a job
- * file gave; the label rule is the core's, as is the parse. */
+ * file gave (args_constraint). */
 static int set_selector(json_t *job, const char *const *v, size_t n)
 {
     struct allot_label l[ALLOT_MAX_SELECT];
-    char err[256], *all = NULL;
-    size_t len = 0;
-    json_t *o;
-    int k;
+    char *buf;
+    int k = args_constraint(v, n, &buf, l);
+    json_t *o = json_object_get(job, "node_selector");
 
-    if (!n)
-        return CLI_OK;
-    for (size_t i = 0; i < n; i++) {
-        /* sbatch's operators would be taken for a label's text, and never match */
-        if (strpbrk(v[i], "&|"))
-            return cli_usage_error("--constraint: \"%s\": labels are separated by ',' (all must "
-                                   "hold); Slurm's & and | are not taken",
-                                   v[i]);
-        len += strlen(v[i]) + 1; /* one list: a label given twice is an error */
-    }
-    if (!(all = calloc(1, len)))
-        return cli_usage_error("--constraint: out of memory");
-    for (size_t i = 0, at = 0; i < n; i++) {
-        size_t vl = strlen(v[i]);
-        memcpy(all + at, v[i], vl);
-        at += vl;
-        all[at++] = i + 1 < n ? ',' : '\0';
-    }
-    k = allot_labels_parse(all, l, ALLOT_MAX_SELECT, err, sizeof(err));
-    if (k < 0) {
-        free(all);
-        return cli_usage_error("--constraint: %s", err);
-    }
-    o = json_object_get(job, "node_selector");
-    if (!json_is_object(o)) {
+    if (k > 0 && !json_is_object(o)) {
         o = json_object();
         json_object_set_new(job, "node_selector", o);
     }
     for (int j = 0; j < k; j++)
         json_object_set_new(o, l[j].key, json_string(l[j].value));
-    free(all);
-    return CLI_OK;
+    free(buf);
+    return k < 0 ? -k : CLI_OK;
 }
 
 /* "a string", "an object" ...: what a JSON value is, for a message. */

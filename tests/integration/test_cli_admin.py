@@ -576,6 +576,8 @@ def test_constraint():
         assert [r[0] for r in rows[1:]] == ["lab-a"], rows
         assert ok(cli(d, "nodes", "-C", "zone=c")).lines()[1:] == []
         fails(cli(d, "nodes", "-C", "a b"), 1, "usage")
+        fails(cli(d, "nodes", "-C", "zone=a", "-C", "zone=b"), 1, "usage")  # as submit reads it
+        fails(cli(d, "nodes", "-C", "nvlink&ib"), 1, "usage")
         jid = int(ok(cli(d, "submit", "-t", "research/nlp", "--gpus", "1", "-C", "zone=b",
                          "--", "true")).out)
         for _ in range(100):  # bounded: the loop places within a few cycles
