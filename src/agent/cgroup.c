@@ -21,6 +21,7 @@
  * it writes how the task ended, also when the agent is gone) use it.
  */
 #include "agent.h"
+#include "devnode.h"
 
 #include "allot/common.h"
 #include "allot/config.h"
@@ -481,43 +482,30 @@ int cg_enter(const char *root, const char *name, pid_t pid)
 
 /* Copies FILE of folder `from` to folder `to` when `to`'s is empty (a v1
  * cpuset folder starts with no CPUs and no memory nodes). */
-static int inherit(const char *from, const char *to, const char *file)
+/* Reads DIR/FILE (at most len - 1 bytes, the trailing newline cut) into
+ * buf (agent_read_small); 0 or -errno. */
+static int read_text(const char *dir, const char *file, char *buf, size_t len)
 {
-    char path[4400], buf[4096];
-    FILE *f;
     size_t n;
 
-    allot_fmt(path, sizeof(path), "%s/%s", to, file);
-    if ((f = fopen(path, "r"))) {
-        n = fread(buf, 1, sizeof(buf) - 1, f);
-        fclose(f);
-        if (n > 1) /* set already ("\n" alone is empty) */
-            return 0;
-    }
-    allot_fmt(path, sizeof(path), "%s/%s", from, file);
-    if (!(f = fopen(path, "r")))
+    if (agent_read_small(dir, file, buf, len) < 0)
         return -errno;
-    n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    return write_file(to, file, buf);
+    n = strlen(buf);
+    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
+        buf[--n] = '\0';
+    return 0;
 }
 
-/* Reads file `path` (at most len - 1 bytes, the trailing newline cut)
- * into buf; 0 or -errno. */
-static int read_text(const char *path, char *buf, size_t len)
+static int inherit(const char *from, const char *to, const char *file)
 {
-    FILE *f = fopen(path, "r");
-    size_t n;
+    char buf[4096];
+    int rc;
 
-    if (!f)
-        return -errno;
-    n = fread(buf, 1, len - 1, f);
-    fclose(f);
-    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
-        n--;
-    buf[n] = '\0';
-    return 0;
+    if (read_text(to, file, buf, sizeof(buf)) == 0 && *buf)
+        return 0; /* set already */
+    if ((rc = read_text(from, file, buf, sizeof(buf))) < 0)
+        return rc;
+    return write_file(to, file, buf);
 }
 
 int cg_cpuset_init(const char *root, char *cpus, size_t len, char *err, size_t errlen)
@@ -528,7 +516,7 @@ int cg_cpuset_init(const char *root, char *cpus, size_t len, char *err, size_t e
     if (v2 == 1) {
         /* the controller must be there and enabled down to the agent's folder */
         dir_of(top, sizeof(top), NULL, root, NULL);
-        read_text(CG_BASE "/cgroup.controllers", ctl, sizeof(ctl));
+        read_text(CG_BASE, "cgroup.controllers", ctl, sizeof(ctl));
         if (!strstr(ctl, "cpuset")) {
             allot_fmt(err, errlen,
                       "--cpu-bind cores: no cpuset controller in %s/cgroup.controllers", CG_BASE);
@@ -537,7 +525,7 @@ int cg_cpuset_init(const char *root, char *cpus, size_t len, char *err, size_t e
         if ((rc = agent_mkdir_p(top)) < 0 ||
             (rc = write_file(CG_BASE, "cgroup.subtree_control", "+cpuset")) < 0 ||
             (rc = write_file(top, "cgroup.subtree_control", "+cpuset")) < 0 ||
-            (rc = read_text(CG_BASE "/cpuset.cpus.effective", cpus, len)) < 0) {
+            (rc = read_text(CG_BASE, "cpuset.cpus.effective", cpus, len)) < 0) {
             allot_fmt(err, errlen, "--cpu-bind cores: cpuset controller in %s: %s", top,
                       strerror(-rc));
             return -1;
@@ -548,8 +536,8 @@ int cg_cpuset_init(const char *root, char *cpus, size_t len, char *err, size_t e
      * start (widening is always allowed; a folder left narrower by an older
      * run or a CPU taken offline would refuse its tasks' sets) */
     dir_of(top, sizeof(top), V1_CPUSET, root, NULL);
-    if ((rc = read_text(CG_BASE "/" V1_CPUSET "/cpuset.cpus", cpus, len)) < 0 ||
-        (rc = read_text(CG_BASE "/" V1_CPUSET "/cpuset.mems", mems, sizeof(mems))) < 0) {
+    if ((rc = read_text(CG_BASE "/" V1_CPUSET, "cpuset.cpus", cpus, len)) < 0 ||
+        (rc = read_text(CG_BASE "/" V1_CPUSET, "cpuset.mems", mems, sizeof(mems))) < 0) {
         allot_fmt(err, errlen, "--cpu-bind cores: no cpuset controller at %s/%s: %s", CG_BASE,
                   V1_CPUSET, strerror(-rc));
         return -1;
