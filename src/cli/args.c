@@ -16,6 +16,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 void cli_error(const char *code, const char *fmt, ...)
 {
@@ -310,12 +311,67 @@ bad:
                            dashes(opt), opt, s);
 }
 
+/* Digits only, at most 9 of them, into *v; false if not. */
+static bool digits(const char *s, size_t n, int64_t *v)
+{
+    if (!n || n > 9)
+        return false;
+    *v = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return false;
+        *v = *v * 10 + (s[i] - '0');
+    }
+    return true;
+}
+
+/* Slurm's time forms: MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS. */
+static bool slurm_duration(const char *s, int64_t *out)
+{
+    const char *dash = strchr(s, '-'), *p = s;
+    int64_t days = 0, f[3], n = 0;
+
+    if (dash) {
+        if (!digits(s, (size_t)(dash - s), &days))
+            return false;
+        p = dash + 1;
+    }
+    for (;;) {
+        const char *c = strchr(p, ':');
+        size_t len = c ? (size_t)(c - p) : strlen(p);
+
+        if (n == 3 || !digits(p, len, &f[n]) || (n > 0 && f[n] > 59))
+            return false;
+        n++;
+        if (!c)
+            break;
+        p = c + 1;
+    }
+    if (dash) { /* D-HH[:MM[:SS]] */
+        if (f[0] > 23)
+            return false;
+        *out = days * 86400 + f[0] * 3600 + (n > 1 ? f[1] * 60 : 0) + (n > 2 ? f[2] : 0);
+    } else if (n == 2) { /* MM:SS */
+        *out = f[0] * 60 + f[1];
+    } else if (n == 3) { /* HH:MM:SS */
+        *out = f[0] * 3600 + f[1] * 60 + f[2];
+    } else {
+        return false;
+    }
+    return true;
+}
+
 int args_seconds(const char *opt, const char *s, int64_t *out)
 {
     char *end;
     double v;
     int64_t mult = 1;
 
+    if (*s != '-' && strpbrk(s, ":-")) {
+        if (slurm_duration(s, out))
+            return CLI_OK;
+        goto bad;
+    }
     errno = 0;
     v = strtod(s, &end);
     if (!*s || s == end || errno || !isfinite(v) || v < 0)
@@ -333,7 +389,125 @@ int args_seconds(const char *opt, const char *s, int64_t *out)
     *out = (int64_t)ceil(v * (double)mult);
     return CLI_OK;
 bad:
-    return cli_usage_error("%s%s: \"%s\" is not a duration (seconds, or with s, m, h, d)",
+    return cli_usage_error("%s%s: \"%s\" is not a duration (seconds, or with s, m, h, d; or "
+                           "Slurm's MM:SS, HH:MM:SS, D-HH[:MM[:SS]])",
+                           dashes(opt), opt, s);
+}
+
+/* Days from 1970-01-01 to year-mon-day (proleptic Gregorian; mon 1..12). */
+static int64_t days_of(int64_t y, int64_t m, int64_t d)
+{
+    y -= m <= 2;
+    int64_t era = (y >= 0 ? y : y - 399) / 400, yoe = y - era * 400;
+    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+
+    return era * 146097 + doe - 719468;
+}
+
+/* *out: the fields of t read as local time, or as UTC; false where a
+ * field is out of range (02-31, 24:00). */
+static bool make_time(const struct tm *t, bool utc, int64_t *out)
+{
+    struct tm l = *t;
+    time_t v;
+
+    if (t->tm_mon < 0 || t->tm_mon > 11 || t->tm_mday < 1 || t->tm_hour > 23 || t->tm_min > 59 ||
+        t->tm_sec > 59 || t->tm_hour < 0 || t->tm_min < 0 || t->tm_sec < 0)
+        return false;
+    if (utc) {
+        static const int mdays[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+        int64_t y = t->tm_year + 1900;
+        bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+
+        if (t->tm_mday > mdays[t->tm_mon] + (t->tm_mon == 1 && leap))
+            return false;
+        *out = days_of(y, t->tm_mon + 1, t->tm_mday) * 86400 + t->tm_hour * 3600 + t->tm_min * 60 +
+               t->tm_sec;
+        return true;
+    }
+    l.tm_isdst = -1;
+    v = mktime(&l);
+    if (v == (time_t)-1 || l.tm_year != t->tm_year || l.tm_mon != t->tm_mon ||
+        l.tm_mday != t->tm_mday)
+        return false;
+    *out = (int64_t)v;
+    return true;
+}
+
+int args_begin(const char *opt, const char *s, int64_t now, int64_t *out)
+{
+    struct tm t = {0};
+    time_t tn = (time_t)now;
+    int64_t d, f[6] = {0};
+    size_t n = strlen(s), len = n;
+    bool utc = n && s[n - 1] == 'Z';
+    const char *p = s;
+
+    if (!strcmp(s, "now")) {
+        *out = now;
+        return CLI_OK;
+    }
+    if (!strncmp(s, "now+", 4)) {
+        if (args_seconds(opt, s + 4, &d) != CLI_OK)
+            return CLI_USAGE;
+        *out = now + d;
+        return CLI_OK;
+    }
+    len -= utc;
+    if (len >= 10 && s[4] == '-' && s[7] == '-') {
+        /* YYYY-MM-DD[THH:MM[:SS]][Z] */
+        if (!digits(p, 4, &f[0]) || !digits(p + 5, 2, &f[1]) || !digits(p + 8, 2, &f[2]))
+            goto bad;
+        p += 10;
+        len -= 10;
+        if (len &&
+            (*p != 'T' || (len != 6 && len != 9) || p[3] != ':' || !digits(p + 1, 2, &f[3]) ||
+             !digits(p + 4, 2, &f[4]) || (len == 9 && (p[6] != ':' || !digits(p + 7, 2, &f[5])))))
+            goto bad;
+        t = (struct tm){.tm_year = (int)f[0] - 1900,
+                        .tm_mon = (int)f[1] - 1,
+                        .tm_mday = (int)f[2],
+                        .tm_hour = (int)f[3],
+                        .tm_min = (int)f[4],
+                        .tm_sec = (int)f[5]};
+        if (f[0] < 1970 || !make_time(&t, utc, out))
+            goto bad;
+        return CLI_OK;
+    }
+    /* HH:MM[:SS][Z]: the next time the clock shows it */
+    if ((len != 5 && len != 8) || p[2] != ':' || !digits(p, 2, &f[3]) || !digits(p + 3, 2, &f[4]) ||
+        (len == 8 && (p[5] != ':' || !digits(p + 6, 2, &f[5]))))
+        goto bad;
+    if (!(utc ? gmtime_r(&tn, &t) : localtime_r(&tn, &t)))
+        goto bad;
+    for (int day = 0; day < 2; day++) { /* today, else tomorrow */
+        struct tm c = t;
+        c.tm_hour = (int)f[3];
+        c.tm_min = (int)f[4];
+        c.tm_sec = (int)f[5];
+        if (day) { /* the calendar's next day: today's noon and 24 h, clear of clock changes */
+            struct tm noon = t, nx;
+            int64_t at;
+            noon.tm_hour = 12;
+            noon.tm_min = noon.tm_sec = 0;
+            if (!make_time(&noon, utc, &at))
+                goto bad;
+            time_t next = (time_t)(at + 86400);
+            if (!(utc ? gmtime_r(&next, &nx) : localtime_r(&next, &nx)))
+                goto bad;
+            c.tm_year = nx.tm_year;
+            c.tm_mon = nx.tm_mon;
+            c.tm_mday = nx.tm_mday;
+        }
+        if (!make_time(&c, utc, out))
+            goto bad;
+        if (*out > now)
+            return CLI_OK;
+    }
+bad:
+    return cli_usage_error("%s%s: \"%s\" is not a time (now+DURATION, YYYY-MM-DD[THH:MM[:SS]], "
+                           "HH:MM[:SS]; local time, or UTC with a trailing Z)",
                            dashes(opt), opt, s);
 }
 

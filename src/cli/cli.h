@@ -123,8 +123,13 @@ int args_num(const char *opt, const char *s, double lo, double hi, double *out);
 /* A size in MiB: bare numbers are MiB; K, M, G, T (also Ki, Mi, KiB, MB ...)
  * are powers of 1024; rounded up to whole MiB. */
 int args_mib(const char *opt, const char *s, int64_t *out);
-/* A duration in seconds: bare seconds, or with s, m, h, d. */
+/* A duration in seconds: bare seconds, or with s, m, h, d; or Slurm's
+ * MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS. */
 int args_seconds(const char *opt, const char *s, int64_t *out);
+/* A point in time (Unix s) as sbatch --begin takes it: now, now+DURATION,
+ * YYYY-MM-DD[THH:MM[:SS]] or HH:MM[:SS] (its next coming), in local time or
+ * with a trailing Z in UTC. `now` is the current time. */
+int args_begin(const char *opt, const char *s, int64_t now, int64_t *out);
 
 /* Prints `allot: usage: MESSAGE` and returns CLI_USAGE. */
 int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -54,6 +54,9 @@ const struct cli_opt jobs_submit_opts[] = {
      "with --checkpointable: it saves its work this often (lets the scheduler move it)"},
     {"no-requeue", 0, NULL, "run at most once: end (lost, cancelled) where it would be requeued"},
     {"hold", 'H', NULL, "submit it held: it does not start until `allot release` (as sbatch -H)"},
+    {"begin", 'b', "TIME",
+     "start no earlier than TIME: now+DURATION, YYYY-MM-DD[THH:MM[:SS]] or HH:MM[:SS], local "
+     "time or UTC with a trailing Z (as sbatch --begin)"},
     {"array", 'a', "SPEC", "job array, e.g. 0-99%10 (indices, ranges A-B[:STEP]; %N: N at once)"},
     {"dependency", 'd', "DEP",
      "afterok|afterany|afternotok:ID[:ID...][,...] (ID_INDEX: an array member)"},
@@ -265,6 +268,9 @@ static int build_job(const struct cli_args *a, json_t **out)
         json_object_set_new(job, "requeue", json_false());
     if (rc == CLI_OK && args_has(a, "hold"))
         json_object_set_new(job, "hold", json_true());
+    if (rc == CLI_OK && (s = args_get(a, "begin")) &&
+        !(rc = args_begin("begin", s, (int64_t)time(NULL), &i64)))
+        json_object_set_new(job, "begin_time", json_integer(i64));
     if (rc == CLI_OK) {
         const char *const *v;
         size_t n;
@@ -809,6 +815,8 @@ static void show_one(const json_t *j)
     }
     show_run_spec(spec);
     printf("%-13s %s\n", "submitted:", out_time(json_object_get(j, "submit_time"), b1, sizeof(b1)));
+    if ((x = json_object_get(spec, "begin_time")) && json_integer_value(x) > 0)
+        printf("%-13s %s\n", "begin:", out_time(x, b1, sizeof(b1)));
     /* a job waiting again (requeued, preempted) shows its last run's start
      * as such, not as the start of a run that is not there */
     const char *st = json_string_value(json_object_get(j, "state"));

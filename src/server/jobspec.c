@@ -41,6 +41,7 @@ static const char *const fields[] = {"name",
                                      "hold",
                                      "signal",
                                      "node_selector",
+                                     "begin_time",
                                      NULL};
 
 #define E400(...) (allot_fmt(err, errlen, __VA_ARGS__), 400)
@@ -369,6 +370,7 @@ int jobspec_parse(json_t *b, const struct allot_catalog *cat, struct jobspec *ou
         (rc = get_int(b, "rdma_vfs", 0, ALLOT_MAX_TASK_RDMA_VFS, &vfs, err, errlen)) ||
         (rc = get_int(b, "time_limit", 0, INT64_C(1) << 40, &limit, err, errlen)) ||
         (rc = get_int(b, "checkpoint_interval", 1, INT64_C(1) << 40, &ckpt, err, errlen)) ||
+        (rc = get_int(b, "begin_time", 0, JOBSPEC_BEGIN_MAX, &out->begin_s, err, errlen)) ||
         (rc = get_strings(b, "command", false, err, errlen)) ||
         (rc = get_strings(b, "gpu_models", false, err, errlen)) ||
         (rc = get_strings(b, "env", true, err, errlen)) ||

@@ -23,6 +23,8 @@
 #define JOBSPEC_STRINGS_MAX       4096
 #define JOBSPEC_STRINGS_BYTES_MAX (128 * 1024)
 #define JOBSPEC_STORED_MAX        (64 * 1024 * 1024)
+/* "begin_time": Unix seconds up to the end of year 9999 */
+#define JOBSPEC_BEGIN_MAX INT64_C(253402300799)
 
 enum jobdep_kind {
     JOBDEP_AFTEROK = 0, /* after the job succeeded */
@@ -52,6 +54,7 @@ struct jobspec {
     int64_t checkpoint_s; /* it saves its work this often (s); 0 = not said */
     bool requeue;         /* goes back to pending when its node is lost (default) */
     bool hold;            /* submitted held: it waits for `allot release` */
+    int64_t begin_s;      /* not to start before this time (Unix s; sbatch --begin); 0: any time */
     const char *array;    /* borrowed; NULL = not an array */
     int array_count;      /* members of the array (0 = not an array) */
     int array_throttle;   /* at most this many members in the queue at once; 0 = all */

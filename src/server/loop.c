@@ -921,20 +921,7 @@ static char *gauges_text(struct loop *l)
             "# HELP allot_gpus_free Free GPUs on the nodes that take new work (fractions count "
             "in part).\n# TYPE allot_gpus_free gauge\nallot_gpus_free %.3f\n",
             (double)free_all / 1000.0);
-    /* pending jobs the scheduler does not consider yet, by what holds them
-     * (the first that applies) */
-    int64_t why[4] = {0};
-    for (size_t i = 0; i < l->n_held; i++) {
-        const struct held *h = &l->held[i];
-        why[h->user_held ? 0 : h->n_deps ? 1 : h->net_tasks > 0 ? 3 : 2]++;
-    }
-    fprintf(f,
-            "# HELP allot_jobs_held Pending jobs the scheduler does not consider yet: held by a "
-            "user, waiting for a dependency, for their array's throttle, or for addresses in "
-            "their tenant's network.\n# TYPE allot_jobs_held gauge\n"
-            "allot_jobs_held{reason=\"user\"} %lld\nallot_jobs_held{reason=\"dependency\"} %lld\n"
-            "allot_jobs_held{reason=\"throttle\"} %lld\nallot_jobs_held{reason=\"network\"} %lld\n",
-            (long long)why[0], (long long)why[1], (long long)why[2], (long long)why[3]);
+    gate_metrics(l, f, srv_now());
     fprintf(f, "# HELP allot_model_gpus GPUs by model.\n# TYPE allot_model_gpus gauge\n");
     for (int m = 0; m < cat->n_models && m < ALLOT_MAX_MODELS; m++)
         if (mg[m])
@@ -1200,6 +1187,9 @@ static void *loop_main(void *arg)
         clock_gettime(CLOCK_REALTIME, &until);
         gap_end = until;
         ts_add_ms(&until, interval_ms);
+        /* a held job's begin time comes before the next periodic cycle */
+        if (l->next_begin && l->next_begin < until.tv_sec)
+            until = (struct timespec){.tv_sec = (time_t)l->next_begin};
         /* the gap: cycle-gap, or longer after a cycle that computed long,
          * so that cycles take at most cycle-busy percent of a core while
          * changes stream in (the rest is the requests'; a cycle's wait for
@@ -1234,6 +1224,8 @@ static void *loop_main(void *arg)
         loop_check_leases(l, srv_now());
         /* heartbeats alone change nothing to decide: no cycle, no commit */
         int64_t now_ms = srv_mono_ms();
+        if (l->next_begin && srv_now() >= l->next_begin)
+            l->hold_dirty = true; /* a held job's begin time has come */
         /* l->more: the last pass yielded to these messages with its
          * round unfinished (cycle()), so a cycle runs even if they change
          * nothing */

@@ -1,12 +1,11 @@
 /*
  * The gate of the scheduling loop: pending jobs with dependencies
- * (afterok, afterany, afternotok, as in Slurm) or in an array with a
- * throttle ("0-99%10") wait here, outside the core, until gate_check lets
- * them in. A dependency on an array's first job means every member, one
- * on ID_INDEX that member alone. A job
- * whose dependency can never hold any more (afterok of a job that failed,
- * afternotok of one that succeeded) ends as cancelled with the reason, and
- * so, in turn, do the jobs that wait for it with afterok.
+ * (afterok, afterany, afternotok, as in Slurm), in an array with a
+ * throttle ("0-99%10") or with a begin time still to come (sbatch
+ * --begin) wait here, outside the core, until gate_check lets them in. A dependency on an array's
+ * first job means every member, one on ID_INDEX that member alone. A job whose dependency can never
+ * hold any more (afterok of a job that failed, afternotok of one that succeeded) ends as cancelled
+ * with the reason, and so, in turn, do the jobs that wait for it with afterok.
  */
 #include "loop_int.h"
 
@@ -15,7 +14,9 @@
 
 #include "allot/common.h"
 
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 void gate_hold(struct loop *l, const struct allot_store_job *j, const struct jobspec *js)
 {
@@ -45,7 +46,8 @@ void gate_hold(struct loop *l, const struct allot_store_job *j, const struct job
                        .tenant = allot_tenants_find(l->t, js->tenant),
                        .n_deps = js->n_deps,
                        .wreason = loop_hash_str(j->pending_reason),
-                       .user_held = j->held};
+                       .user_held = j->held,
+                       .begin = js->begin_s};
     if (js->n_deps) {
         h->deps = allot_malloc((size_t)js->n_deps * sizeof(*h->deps));
         if (!h->deps) {
@@ -69,6 +71,33 @@ void gate_hold(struct loop *l, const struct allot_store_job *j, const struct job
     if (j->id > l->max_sid)
         l->max_sid = j->id;
     l->hold_dirty = true;
+}
+
+/* What holds a job in the gate, the first that applies. */
+enum gate_why { WHY_USER, WHY_BEGIN, WHY_DEPENDENCY, WHY_NETWORK, WHY_THROTTLE, N_WHY };
+
+void gate_metrics(const struct loop *l, FILE *f, int64_t now)
+{
+    int64_t why[N_WHY] = {0};
+
+    for (size_t i = 0; i < l->n_held; i++) {
+        const struct held *h = &l->held[i];
+
+        why[h->user_held       ? WHY_USER
+            : h->begin > now   ? WHY_BEGIN
+            : h->n_deps        ? WHY_DEPENDENCY
+            : h->net_tasks > 0 ? WHY_NETWORK
+                               : WHY_THROTTLE]++;
+    }
+    fprintf(f,
+            "# HELP allot_jobs_held Pending jobs the scheduler does not consider yet: held by a "
+            "user, waiting for their begin time, for a dependency, for their array's throttle, "
+            "or for addresses in their tenant's network.\n# TYPE allot_jobs_held gauge\n"
+            "allot_jobs_held{reason=\"user\"} %lld\nallot_jobs_held{reason=\"begin\"} %lld\n"
+            "allot_jobs_held{reason=\"dependency\"} %lld\n"
+            "allot_jobs_held{reason=\"throttle\"} %lld\nallot_jobs_held{reason=\"network\"} %lld\n",
+            (long long)why[WHY_USER], (long long)why[WHY_BEGIN], (long long)why[WHY_DEPENDENCY],
+            (long long)why[WHY_THROTTLE], (long long)why[WHY_NETWORK]);
 }
 
 bool gate_holds(const struct loop *l, int64_t sid)
@@ -228,21 +257,39 @@ void loop_held_reason(int64_t sid, char *buf, size_t len)
     allot_fmt(buf, len, "held: `allot release %lld` lets it start", (long long)sid);
 }
 
+/* "waiting for its begin time, 2026-12-06T10:00:00Z": no "in 5 minutes",
+ * which would change the stored reason at every pass. */
+static void begin_reason(int64_t begin, char *buf, size_t len)
+{
+    char when[32];
+    time_t t = (time_t)begin;
+    struct tm tm;
+
+    if (!gmtime_r(&t, &tm) || !strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm))
+        allot_fmt(when, sizeof(when), "%lld", (long long)begin);
+    allot_fmt(buf, len, "waiting for its begin time, %s", when);
+}
+
 /* The one rule for "may this held job enter the queue": a user does not
- * hold it, every dependency holds, its array has fewer than `throttle`
- * members in the queue (`in_queue`), and, when an earlier start found no
- * address for it, its tenant's network has room for its tasks. Never when a dependency
- * cannot hold any more, held or not (the job ends cancelled, and so do its
- * own afterok dependants). `cache` keeps the last dependency read (array
- * members share theirs). */
+ * hold it, its begin time has come (`now`), every dependency holds, its
+ * array has fewer than `throttle` members in the queue (`in_queue`), and,
+ * when an earlier start found no address for it, its tenant's network has
+ * room for its tasks. Never when a dependency cannot hold any more, held
+ * or not (the job ends cancelled, and so do its own afterok dependants).
+ * `cache` keeps the last dependency read (array members share theirs). */
 static enum gate gate_check(struct loop *l, struct allot_store *rd, const struct held *h,
-                            int in_queue, struct dep_state *cache, char *why, size_t len)
+                            int in_queue, int64_t now, struct dep_state *cache, char *why,
+                            size_t len)
 {
     enum gate v = gate_rules(rd, h, in_queue, cache, why, len);
     const struct allot_tenant *t = allot_tenants_get(l->t, h->tenant);
 
     if (h->user_held && v != GATE_NEVER) {
         loop_held_reason(h->sid, why, len);
+        return GATE_WAIT;
+    }
+    if (h->begin > now && v != GATE_NEVER) {
+        begin_reason(h->begin, why, len);
         return GATE_WAIT;
     }
     /* its tasks' addresses in the tenant network: it starts only in it */
@@ -319,6 +366,7 @@ void gate_pass(struct loop *l)
     int in_queue = 0;
 
     l->hold_dirty = false;
+    l->next_begin = 0;
     if (!l->n_held || !rd)
         return;
     w.out = allot_calloc(l->n_held, sizeof(*w.out));
@@ -334,7 +382,7 @@ void gate_pass(struct loop *l)
             in_queue = array_in_queue(l, parent);
         }
         w.out[i].verdict =
-            gate_check(l, rd, h, in_queue, &cache, w.out[i].why, sizeof(w.out[i].why));
+            gate_check(l, rd, h, in_queue, w.now, &cache, w.out[i].why, sizeof(w.out[i].why));
         if (w.out[i].verdict == GATE_OPEN && h->throttle)
             in_queue++; /* it enters below: the next member sees it */
     }
@@ -361,6 +409,9 @@ void gate_pass(struct loop *l)
         allot_free(l->held[i].deps);
     }
     l->n_held = keep;
+    for (size_t i = 0; i < l->n_held; i++) /* when to look again (loop_main) */
+        if (l->held[i].begin > w.now && (!l->next_begin || l->held[i].begin < l->next_begin))
+            l->next_begin = l->held[i].begin;
     for (size_t k = 0; k < n_open; k++) {
         struct allot_store_job j = {0};
 

@@ -16,6 +16,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 struct msg {
     struct msg *next;
@@ -116,6 +117,7 @@ struct held {
     uint64_t wreason;    /* hash of the pending reason last written */
     bool user_held;      /* held by a user (allot hold) until released */
     int net_tasks;       /* > 0: waits for this many free addresses in its tenant's network */
+    int64_t begin;       /* does not start before this time (Unix s); 0: any time */
 };
 
 #define N_CYCLE_BUCKETS 10
@@ -170,9 +172,10 @@ struct loop {
     json_t *token_names;   /* owned: token id (text) -> name, read on first use */
     struct held *held;     /* owned, in submission order */
     size_t n_held, cap_held;
-    bool hold_dirty;  /* a job ended or was held: evaluate the gate again */
-    bool more;        /* the last cycle stopped at cycle-work: the next goes on */
-    int32_t *live_at; /* owned: by core job id, its index in live, or -1 */
+    bool hold_dirty;    /* a job ended or was held: evaluate the gate again */
+    int64_t next_begin; /* the earliest begin time a held job waits for (Unix s); 0: none */
+    bool more;          /* the last cycle stopped at cycle-work: the next goes on */
+    int32_t *live_at;   /* owned: by core job id, its index in live, or -1 */
     size_t cap_live_at;
     int64_t *expiry; /* lease expiry per core node index */
     size_t cap_expiry;
@@ -375,6 +378,9 @@ void gate_user_changed(struct loop *l, int64_t sid);
  * network: it leaves the core for the gate, which lets it in again once
  * its tenant's network has room for its tasks (lnet_room). */
 void gate_net_wait(struct loop *l, int64_t sid);
+/* Writes the metric allot_jobs_held: the jobs in the gate by what holds
+ * them, the first that applies (a begin time: one after `now`). */
+void gate_metrics(const struct loop *l, FILE *f, int64_t now);
 
 /* Notes the runs dr the desired state being published no longer shows,
  * and shows each of its fresh entries fr with run 0 while an earlier run

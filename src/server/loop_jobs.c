@@ -225,9 +225,9 @@ int loop_class_slot(const struct loop *l, const char *name)
 }
 
 /* Puts stored job j into the core. With `gate`, a pending job with
- * dependencies or an array throttle is held back instead (hold_job); the
- * gate lets it in once they allow. A pending job a user held goes to the
- * gate always, until released. */
+ * dependencies, an array throttle or a begin time still to come is held
+ * back instead (gate_hold); the gate lets it in once they allow. A pending job a user held goes to
+ * the gate always, until released. */
 void loop_submit_job(struct loop *l, const struct allot_store_job *j, bool gate)
 {
     struct allot_job_spec spec = {0};
@@ -267,7 +267,8 @@ void loop_submit_job(struct loop *l, const struct allot_store_job *j, bool gate)
         json_decref(b);
         return;
     }
-    if (j->state == ALLOT_SJ_PENDING && (j->held || (gate && (js.n_deps || js.array_throttle)))) {
+    if (j->state == ALLOT_SJ_PENDING &&
+        (j->held || (gate && (js.n_deps || js.array_throttle || js.begin_s > srv_now())))) {
         gate_hold(l, j, &js);
         json_decref(b);
         return;

@@ -45,6 +45,11 @@ CORPUS = [
      422),
     ("POST", "/v1/jobs", b'{"tenant":"research/nlp","image":"../etc"}', 422),
     ("POST", "/v1/jobs", b'{"tenant":"research/nlp","gpu_models":["A100-80GB"]}', 422),
+    # a begin time: Unix seconds up to the end of year 9999
+    ("POST", "/v1/jobs", b'{"tenant":"research/nlp","begin_time":"now+1h"}', 400),
+    ("POST", "/v1/jobs", b'{"tenant":"research/nlp","begin_time":1.5e9}', 400),
+    ("POST", "/v1/jobs", b'{"tenant":"research/nlp","begin_time":-1}', 422),
+    ("POST", "/v1/jobs", b'{"tenant":"research/nlp","begin_time":253402300800}', 422),
     # node selectors: an object of at most 4 labels, each by the label rule
     ("POST", "/v1/jobs", b'{"tenant":"research/nlp","node_selector":["zone=a"]}', 400),
     ("POST", "/v1/jobs", b'{"tenant":"research/nlp","node_selector":{"zone":1}}', 400),

@@ -4,7 +4,8 @@
 pending with a reason saying so and does not start, not even when room comes or its
 dependencies hold; the jobs behind it start in its stead; released, it waits in its
 old place. Only pending jobs are held, a viewer may not, arrays are held whole, every
-change is an event and an audit entry, and a restart keeps holds."""
+change is an event and an audit entry, and a restart keeps holds. A job with a begin
+time (`allot submit --begin`, sbatch --begin) waits in the same way until it comes."""
 
 import time
 
@@ -231,10 +232,61 @@ def test_hold_in_a_throttled_array():
         finish(jid)
 
 
+def begin_reason(t):
+    return "waiting for its begin time, " + time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+def test_begin_time():
+    """sbatch --begin: a job waits, pending with its reason, until its begin time, then
+    starts without anything else happening; one whose time has passed starts at once; a
+    user's hold comes first, and a dependency that can never hold cancels it before its
+    time."""
+    t0 = time.time()
+    r = ok(cli(dm, "submit", "-t", "research/nlp", "--gpus", "0", "--begin", "now+3", "-o",
+               "json", "--", "true"))
+    job = fx.json.loads(r.out)
+    jid, begin = job["id"], job["spec"]["begin_time"]
+    assert int(t0) + 3 <= begin <= int(time.time()) + 3, (t0, job)
+    j = wait_job(jid, lambda x: x["pending_reason"] == begin_reason(begin))
+    assert j["state"] == "pending", j
+    r = ok(cli(dm, "show", jid))
+    iso = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(begin))
+    assert "%-13s %s\n" % ("begin:", iso) in r.out, r.out
+    assert "%-13s %s\n" % ("reason:", begin_reason(begin)) in r.out, r.out
+    later = submit({"gpus": 0, "begin_time": int(time.time()) + 3600})  # waits on
+    past = submit({"gpus": 0, "begin_time": int(time.time()) - 60})
+    started(past)
+    assert time.time() < begin, "the test was too slow to see the job wait"
+    j = wait_job(jid, lambda x: x["state"] == "starting", timeout=15)
+    assert time.time() >= begin, (time.time(), j)
+    assert get(later)["state"] == "pending"
+    assert get(later)["pending_reason"] == begin_reason(get(later)["spec"]["begin_time"])
+    finish(jid)
+    finish(past)
+    # held and due: the hold is the reason; released, it waits for its time
+    h = submit({"gpus": 0, "hold": True, "begin_time": int(time.time()) + 2})
+    stays_held(h, 0.1)
+    expect(dm.req("POST", "/v1/jobs/%d/release" % h, token=dm.admin), 200)
+    wait_job(h, lambda x: x["pending_reason"] == begin_reason(x["spec"]["begin_time"]))
+    finish(h)
+    # a dependency that can never hold ends it before its time
+    e = submit({"gpus": 0})
+    f = submit({"gpus": 0, "dependency": "afterok:%d" % e,
+                "begin_time": int(time.time()) + 3600})
+    wait_job(f, lambda x: x["pending_reason"] == begin_reason(x["spec"]["begin_time"]))
+    started(e)
+    report(e, "running")
+    report(e, "failed", 3)
+    wait_job(f, lambda x: x["state"] == "cancelled")
+    expect(dm.req("POST", "/v1/jobs/%d/cancel" % later, token=dm.admin), 200)
+
+
 def test_restart_keeps_holds():
     global dm
     jid = submit({"gpus": 0, "hold": True})
     stays_held(jid, 0.1)
+    later = submit({"gpus": 0, "begin_time": int(time.time()) + 3600})
+    wait_job(later, lambda x: x["pending_reason"] == begin_reason(x["spec"]["begin_time"]))
     admin = dm.admin
     assert dm.stop() == 0
     dm = Daemon(dm.dir)
@@ -243,6 +295,10 @@ def test_restart_keeps_holds():
     stays_held(jid)
     expect(dm.req("POST", "/v1/jobs/%d/release" % jid, token=dm.admin), 200)
     finish(jid)
+    j = get(later)  # still waits for its begin time
+    assert j["state"] == "pending", j
+    assert j["pending_reason"] == begin_reason(j["spec"]["begin_time"]), j
+    expect(dm.req("POST", "/v1/jobs/%d/cancel" % later, token=dm.admin), 200)
     v = expect(dm.req("GET", "/v1/audit/verify", token=dm.admin), 200)
     assert v["ok"] is True, v
 
@@ -254,6 +310,6 @@ if __name__ == "__main__":
         AG = dm.token("agent", "", "agents")
         fx.run([test_register, test_submit_held_then_release, test_hold_a_waiting_job,
                 test_conflicts_and_roles, test_dependency_and_hold, test_array_held_whole,
-                test_hold_in_a_throttled_array, test_restart_keeps_holds])
+                test_hold_in_a_throttled_array, test_begin_time, test_restart_keeps_holds])
     finally:
         dm.stop()

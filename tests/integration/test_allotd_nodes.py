@@ -46,14 +46,20 @@ def test_cordon_drain_uncordon():
     dep = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 1,
                                              "dependency": "afterok:%d" % held},
                         token=a), 201)["id"]
+    later = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 1,
+                                               "begin_time": int(time.time()) + 3600},
+                          token=a), 201)["id"]
     poll(lambda: 'allot_jobs_held{reason="user"} 1\n' in metrics() and
-         'allot_jobs_held{reason="dependency"} 1\n' in metrics())  # both seen by the loop
+         'allot_jobs_held{reason="dependency"} 1\n' in metrics() and
+         'allot_jobs_held{reason="begin"} 1\n' in metrics())  # all seen by the loop
     m = metrics()
     assert 'allot_jobs_held{reason="dependency"} 1\n' in m, m
-    assert 'allot_jobs{state="pending"} 2\n' in m, m
+    assert 'allot_jobs{state="pending"} 3\n' in m, m
     # cancelled: the job after it can never start, and ends too
     expect(dm.req("POST", "/v1/jobs/%d/cancel" % held, token=a), 200)
-    poll(lambda: 'allot_jobs_held{reason="dependency"} 0\n' in metrics())
+    expect(dm.req("POST", "/v1/jobs/%d/cancel" % later, token=a), 200)
+    poll(lambda: 'allot_jobs_held{reason="dependency"} 0\n' in metrics() and
+         'allot_jobs_held{reason="begin"} 0\n' in metrics())
     assert job(dep)["state"] == "cancelled"
 
     first = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 1},
