@@ -491,6 +491,17 @@ int api_jobs_submit(struct req *r)
                   img);
         goto out;
     }
+    /* a job without a program could only fail on its node, after taking
+     * its place (stored jobs of an older allotd still read) */
+    json_t *cmd = json_object_get(b, "command");
+    if (!json_array_size(cmd) || !*json_string_value(json_array_get(cmd, 0))) {
+        api_error(r, 422, "invalid",
+                  json_array_size(cmd)
+                      ? "field \"command\": its first entry, the program to run, is empty"
+                      : "field \"command\" is required: the program to run and its arguments, "
+                        "a list of strings such as [\"python3\", \"train.py\"]");
+        goto out;
+    }
     if (json_array_size(json_object_get(b, "gpu_models")) && js.task.num_gpu == 0) {
         api_error(r, 422, "invalid",
                   "field \"gpu_models\" picks GPUs, and the job asks for none (gpus, mig, "

@@ -290,9 +290,13 @@ def test_exit_code_and_no_command():
     jid = submit({"command": ["/nonexistent/program"]})
     j = wait_state(jid, ("succeeded", "failed"))
     assert j["exit_code"] == 127 and "cannot run" in agent.task_log(jid), j
-    jid = submit({})
-    j = wait_state(jid, ("succeeded", "failed"))
-    assert j["state"] == "failed" and "no command" in j["pending_reason"], j
+    # no command: refused at submission, not failed on its node after taking its place
+    body = {"tenant": "research/nlp", "gpus": 1}
+    for extra, says in (({}, 'field "command" is required'),
+                        ({"command": []}, 'field "command" is required'),
+                        ({"command": [""]}, "the program to run, is empty")):
+        st, b = dm.req("POST", "/v1/jobs", json.dumps(dict(body, **extra)), token=dm.admin)
+        assert st == 422 and says in b["error"]["message"], (st, b)
 
 
 def test_ls_time_nodes_exit():
@@ -1634,8 +1638,10 @@ def test_log_of_an_id_given_again():
             assert probe < jid < probe + 12, (probe, jid)
             assert wait_state(jid, ("succeeded", "failed"))["state"] == "succeeded"
             assert ok(cli(dm, "logs", jid)).out == "mine\n"
-        # a task that does not start writes why into a folder made its own first
-        jid = submit({"gpu_models": ["V100-16GB"], "command": []})
+        # a task that does not start (no such image) writes why into a folder made its
+        # own first
+        jid = submit({"gpu_models": ["V100-16GB"], "image": "no-such-image",
+                      "command": ["true"]})
         assert probe < jid < probe + 12, (probe, jid)
         wait_state(jid, ("failed",))
         assert "secret" not in ag.task_log(jid), ag.task_log(jid)
