@@ -144,6 +144,8 @@ struct allot_job {
     int stopping_victims;          /* jobs in their grace period to make room for this one */
     bool moving;                   /* STOPPING: moved by defragmentation (opts.defrag_s);
                                       considered right after its preemptor once stopped */
+    bool gone;                     /* STOPPING: its processes are gone (allot_queue_stopped)
+                                      while others of its preemption still run */
     uint64_t preempt_epoch;        /* leave epoch + 1 of the last fruitless victim search */
     uint64_t preempt_starts;       /* ... the queue's start count then */
     uint64_t preempt_pinned;       /* ... and its pinned epoch then */
@@ -438,8 +440,11 @@ int allot_queue_recount_borrowed(struct allot_queue *q, const bool *only);
 
 /* Says that preempted job id's processes are gone before its grace period
  * ended (they exited on the stop signal): the grace period ends at now,
- * and the next cycle gives its room to the job it was stopped for. Returns
- * 0, ALLOT_ENOENT, or ALLOT_ESTATE when the job is not in its grace period. */
+ * and the next cycle gives its room to the job it was stopped for; while
+ * other victims of the same preemption still run, it ends when the last
+ * of them is gone (or at the grace period's end), for all of them at once,
+ * so that their room goes to that job whole. Returns 0, ALLOT_ENOENT, or
+ * ALLOT_ESTATE when the job is not in its grace period. */
 int allot_queue_stopped(struct allot_queue *q, int id, int64_t now);
 
 /* Forgets ended job id (state ALLOT_JOB_DONE) so that its slot and id are

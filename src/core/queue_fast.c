@@ -1121,6 +1121,27 @@ int allot_queue_stopped(struct allot_queue *q, int id, int64_t now)
         return ALLOT_ESTATE;
     if (j->stop_at <= now)
         return 0;
+    j->gone = true;
+    /* the victims of one preemption leave together: room freed by one
+     * while another still runs would go to other work, and the job they
+     * make room for would find it taken when the last is gone */
+    int pf = j->preempted_for;
+    bool group =
+        pf >= 0 && q->jobs[pf].state == ALLOT_JOB_PENDING && q->jobs[pf].stopping_victims > 1;
+    for (size_t i = 0; group && i < q->n_running; i++) {
+        const struct allot_job *v = q->running[i] >= 0 ? &q->jobs[q->running[i]] : NULL;
+        if (v && v->state == ALLOT_JOB_STOPPING && v->preempted_for == pf && !v->gone &&
+            v->stop_at > now)
+            return 0; /* held until the others are gone too */
+    }
+    for (size_t i = 0; group && i < q->n_running; i++) {
+        struct allot_job *v = q->running[i] >= 0 ? &q->jobs[q->running[i]] : NULL;
+        if (v && v != j && v->state == ALLOT_JOB_STOPPING && v->preempted_for == pf &&
+            v->stop_at > now) {
+            v->stop_at = now;
+            queue_fast_timer(q, v);
+        }
+    }
     j->stop_at = now;
     q->pause.valid = false; /* a cycle cut short starts over: its stops come first */
     queue_fast_timer(q, j);

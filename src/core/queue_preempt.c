@@ -1259,11 +1259,19 @@ int queue_victims_signal(struct allot_queue *q, struct allot_job *j, const int *
 {
     int stopping = 0, kind0 = 0;
     int64_t g = 0;
+    bool grace = false;
 
     /* everything below must not fail halfway */
     if (queue_orphans_reserve(q, tasks) ||
         queue_list_reserve(&q->pending, q->n_pending, &q->pending_cap, (size_t)n))
         return ALLOT_ENOMEM;
+    /* one victim with a grace period: all of them stop when it ends (or
+     * once all are gone, allot_queue_stopped), so that the room they make
+     * comes free at once, for j. Victims stopped at once would free theirs
+     * while j still waits: other work (they themselves, requeued) would
+     * take it, and j would have to preempt again when the grace ends. */
+    for (int i = 0; i < n && q->o.grace_s > 0; i++)
+        grace |= q->jobs[ids[i]].spec.checkpointable;
     q->serial++; /* victims stop being candidates */
     for (int i = 0; i < n; i++) {
         struct allot_job *v = &q->jobs[ids[i]];
@@ -1275,8 +1283,9 @@ int queue_victims_signal(struct allot_queue *q, struct allot_job *j, const int *
         allot_fmt(why, sizeof(why), "%s job %s", queue_preempt_text(kind), j->name);
         g += v->req.v[ALLOT_RES_GPU];
         v->moving = how == 2;
-        if (v->spec.checkpointable && q->o.grace_s > 0) {
+        if (grace) {
             v->state = ALLOT_JOB_STOPPING;
+            v->gone = false;
             v->stop_at = now + q->o.grace_s;
             v->preempted_for = j->id;
             q->tc[v->spec.tenant].stopping += v->req.v[ALLOT_RES_GPU];

@@ -399,6 +399,71 @@ static void test_spare_gpus_taken_only_by_a_start(void **state)
     world_free(&w);
 }
 
+/* A job preempting a mix of victims, one stopped at once and one with a
+ * grace period: all of them stop when the grace ends, or once the
+ * processes of all are gone (allot_queue_stopped), so that the room comes
+ * free for it whole. Before, the victim without a grace period was
+ * stopped and requeued at once and took its GPUs back, the other was
+ * placed again when its grace ended, and the job preempted them again,
+ * for ever. */
+static void test_victims_stay_off_the_room_they_free(void **state)
+{
+    char err[128];
+
+    for (int gone = 0; gone < 2; gone++) {
+        struct world w;
+        struct allot_queue_opts o = base;
+        int v[2], hi;
+
+        o.grace_s = 5;
+        o.min_runtime_s = 15;
+        world_init(&w, 1, 4, o); /* one node of 4 GPUs */
+        assert_int_equal(allot_queue_add_prio_class(w.q, "training", 100, true), 0);
+        assert_int_equal(allot_queue_add_prio_class(w.q, "inference", 1000, false), 1);
+        for (int i = 0; i < 2; i++) {
+            struct allot_job_spec s = {
+                .name = i ? "ckpt" : "plain",
+                .tenant = w.a,
+                .prio_class = 0,
+                .n_tasks = 1,
+                .task = {.num_gpu = 2, .gpu_milli = 1000, .mig_profile = -1, .cpu_milli = 500},
+                .checkpointable = i == 1};
+            v[i] = allot_queue_submit(w.q, &s, 0, err, sizeof(err));
+            assert_true(v[i] >= 0);
+        }
+        cycle(&w, 0);
+        assert_int_equal(w.starts, 2);
+        struct allot_job_spec s = {
+            .name = "urgent",
+            .tenant = w.a,
+            .prio_class = 1,
+            .n_tasks = 1,
+            .task = {.num_gpu = 4, .gpu_milli = 1000, .mig_profile = -1, .cpu_milli = 500}};
+        hi = allot_queue_submit(w.q, &s, 17, err, sizeof(err));
+        assert_true(hi >= 0);
+        cycle(&w, 17);
+        assert_int_equal(w.preempts, 2);
+        for (int i = 0; i < 2; i++) /* both hold their GPUs until the grace ends */
+            assert_int_equal(allot_queue_job(w.q, v[i])->state, ALLOT_JOB_STOPPING);
+        if (gone) {
+            /* the first is gone at once: held until the other is gone too */
+            assert_int_equal(allot_queue_stopped(w.q, v[0], 18), 0);
+            cycle(&w, 18);
+            assert_int_equal(allot_queue_job(w.q, v[0])->state, ALLOT_JOB_STOPPING);
+            assert_int_equal(allot_queue_job(w.q, hi)->state, ALLOT_JOB_PENDING);
+            assert_int_equal(allot_queue_stopped(w.q, v[1], 19), 0);
+        }
+        for (int64_t t = 18 + gone; t <= 60; t++)
+            cycle(&w, t);
+        assert_int_equal(allot_queue_job(w.q, hi)->state, ALLOT_JOB_RUNNING);
+        assert_int_equal(allot_queue_job(w.q, hi)->start, gone ? 19 : 17 + 5);
+        assert_int_equal(w.preempts, 2); /* each victim once */
+        for (int i = 0; i < 2; i++)
+            assert_int_equal(allot_queue_job(w.q, v[i])->state, ALLOT_JOB_PENDING);
+        world_free(&w);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -409,6 +474,7 @@ int main(void)
         cmocka_unit_test(test_reserve_ignores_mig_gpus),
         cmocka_unit_test(test_gang_keeps_reservation_past_own_backfill),
         cmocka_unit_test(test_spare_gpus_taken_only_by_a_start),
+        cmocka_unit_test(test_victims_stay_off_the_room_they_free),
     };
 
     return cmocka_run_group_tests(tests, setup, teardown);
