@@ -212,6 +212,13 @@ int client_try_get_bytes(struct client *cl, const char *path, char **out, size_t
 int client_try_call(struct client *cl, const char *method, const char *path, json_t *body,
                     enum client_retry retry, json_t **reply, struct client_error *err);
 
+/* A follower (allot run, logs -f, events -w) waits out an allotd that
+ * does not answer (a restart, an upgrade, a failover) for up to ms once
+ * its retries are spent, instead of failing: it says so on stderr when
+ * it starts waiting, and when allotd answers again. */
+void client_wait_outages(struct client *cl, long long ms);
+#define CLI_OUTAGE_WAIT_MS (15LL * 60 * 1000)
+
 /* Sends header line (IN, "Name: value") with the next call only. */
 void client_next_header(struct client *cl, const char *line);
 

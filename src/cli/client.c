@@ -41,6 +41,8 @@ struct client {
     long timeout;   /* ms */
     int retries;
     bool verbose;
+    long long outage_ms;   /* > 0: wait this long for an allotd that does not answer */
+    long long outage_from; /* CLOCK_MONOTONIC ms of the outage's first failed call; -1: none */
     char next_header[256]; /* a header line for the next call only ("": none) */
     char errbuf[CURL_ERROR_SIZE];
 };
@@ -134,6 +136,7 @@ struct client *cli_client(struct cli *c)
         goto oom;
     cl->timeout = (long)c->conf.timeout;
     cl->retries = (int)c->conf.retries;
+    cl->outage_from = -1;
     cl->verbose = c->conf.verbose;
     c->http = cl;
     return cl;
@@ -272,6 +275,46 @@ static bool standby_leader(const struct buf *b, const char *from, char *out, siz
 /* client_call, and with raw set: a 2xx body is handed over as it is; with
  * held set, an error reply is not printed but kept there (held->status 0:
  * none was, or it was no reply of the server's, printed as always). */
+void client_wait_outages(struct client *cl, long long ms)
+{
+    cl->outage_ms = ms;
+    cl->outage_from = -1;
+}
+
+static long long mono_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Retries spent on a call that reached no allotd, or one that is busy or
+ * starting (503): with client_wait_outages, whether to go on waiting (it
+ * says so once an outage, and sleeps), else false. */
+static bool outage_wait(struct client *cl, CURLcode crc, long st, const char *url)
+{
+    long long now = mono_ms();
+
+    if (cl->outage_ms <= 0 || (crc == CURLE_OK && st != 503))
+        return false;
+    if (cl->outage_from < 0) {
+        cl->outage_from = now;
+        fprintf(stderr,
+                "allot: allotd does not answer (%s); waiting up to %lld minutes for it to come "
+                "back\n",
+                crc != CURLE_OK ? (cl->errbuf[0] ? cl->errbuf : curl_easy_strerror(crc))
+                                : "server busy or starting",
+                cl->outage_ms / 60000);
+    } else if (now - cl->outage_from >= cl->outage_ms) {
+        fprintf(stderr, "allot: gave up waiting for allotd (%s) after %lld minutes\n", url,
+                cl->outage_ms / 60000);
+        return false;
+    }
+    sleep_ms(2000);
+    return true;
+}
+
 static int call(struct client *cl, const char *method, const char *path, json_t *body,
                 const char *idem_key, enum client_retry retry, json_t **reply, long *status,
                 struct buf *raw, struct client_error *held)
@@ -392,8 +435,12 @@ static int call(struct client *cl, const char *method, const char *path, json_t 
                 continue;
             }
         }
-        if (attempt == cl->retries)
-            break;
+        if (attempt == cl->retries) {
+            if (!outage_wait(cl, crc, st, url))
+                break;
+            hops = 0; /* every URL again */
+            continue;
+        }
         attempt++;
         hops = 0;
         long wait = 250L << (attempt - 1 < 4 ? attempt - 1 : 4);
@@ -414,6 +461,10 @@ static int call(struct client *cl, const char *method, const char *path, json_t 
     }
     if (status)
         *status = st;
+    if (cl->outage_from >= 0 && crc == CURLE_OK && st != 503) {
+        fprintf(stderr, "allot: allotd answers again\n");
+        cl->outage_from = -1;
+    }
     if (crc == CURLE_URL_MALFORMAT || crc == CURLE_UNSUPPORTED_PROTOCOL) {
         cli_usage_error("server %s: %s", url, cl->errbuf[0] ? cl->errbuf : curl_easy_strerror(crc));
         rc = CLI_USAGE;

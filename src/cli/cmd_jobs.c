@@ -1363,6 +1363,7 @@ int cmd_events(struct cli *c, int argc, char **argv)
      * lines come as they happen, in fixed columns under one header */
     if (c->fmt == CLI_FMT_TABLE)
         printf("%-6s %-20s  %-12s %s\n", "SEQ", "TIME", "KIND", "DETAIL");
+    client_wait_outages(cl, CLI_OUTAGE_WAIT_MS);
     for (;;) {
         json_t *job = NULL, *e;
         size_t i;

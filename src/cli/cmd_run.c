@@ -307,6 +307,8 @@ int cmd_logs(struct cli *c, int argc, char **argv)
     }
     if ((rc = jobs_resolve(cl, a.pos[0], &id)) != CLI_OK)
         goto out;
+    if (args_has(&a, "follow"))
+        client_wait_outages(cl, CLI_OUTAGE_WAIT_MS);
     rc = stream(cl, id, task, args_has(&a, "follow"), &final, &cut);
     if (rc == CLI_OK && cut)
         rc = CLI_SERVER; /* not everything was printed */
@@ -368,6 +370,7 @@ int cmd_run(struct cli *c, int argc, char **argv)
     struct sigaction sa = {.sa_handler = on_interrupt};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
+    client_wait_outages(c->http, CLI_OUTAGE_WAIT_MS);
     if ((rc = stream(c->http, id, 0, true, &final, &cut)) != CLI_OK)
         goto out;
     const char *st = json_string_value(json_object_get(final, "state"));

@@ -2391,8 +2391,34 @@ def test_follow_through_an_allotd_restart():
     out, err = p.communicate(timeout=60)
     assert p.returncode == 0 and out == "one\ntwo\n", (p.returncode, out, err)
     # allotd down for a moment: the client's own retries may say so; nothing else
-    assert all(l == "allot: job %d submitted" % jid or "retrying in" in l
+    assert all(l == "allot: job %d submitted" % jid or "retrying in" in l or
+               "allotd does not answer" in l or l == "allot: allotd answers again"
                for l in err.splitlines()), err
+
+
+def test_follow_through_a_long_allotd_outage():
+    """allotd down for longer than the client's retries (4, about 4 s): `allot run` and
+    `allot events -w` wait for it (saying so once, and when it answers again) instead of
+    giving up with exit 5 while the job goes on; run then exits with the job's code."""
+    global dm
+    p = cli_started("run", "-t", "research/nlp", "--gpus", "0", "--", "sh", "-c",
+                    "echo one; sleep 9; echo two; exit 4")
+    jid = submitted_by(p)
+    ev = cli_started("events", "-w", jid)
+    assert wait_log(agent, jid, "one")
+    port, admin = dm.port, dm.admin
+    dm.stop(signal.SIGKILL)
+    time.sleep(6)  # past the retries of both
+    assert p.poll() is None and ev.poll() is None, (p.poll(), ev.poll())
+    dm = Daemon(dm.dir, args=["--listen", "127.0.0.1:%d" % port, "--preempt-grace", "2s",
+                              "--preempt-min-runtime", "0s", "--meter-interval", "300ms"])
+    dm.admin = admin
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 4 and out == "one\ntwo\n", (p.returncode, out, err)
+    assert "allotd does not answer" in err and "allotd answers again" in err, err
+    out, eerr = ev.communicate(timeout=30)
+    assert ev.returncode == 0 and " failed " in out, (ev.returncode, out, eerr)
+    assert eerr.count("allotd does not answer") == 1, eerr
 
 
 # A job that says when it starts and when SIGTERM reaches it (nanoseconds).
@@ -3073,7 +3099,7 @@ if __name__ == "__main__":
                 test_gpus_move_after_the_victim_is_gone, test_logs_of_a_requeued_job,
                 test_follow_prints_what_a_stopping_job_writes,
                 test_follow_through_agent_restart_and_a_move,
-                test_follow_through_an_allotd_restart,
+                test_follow_through_an_allotd_restart, test_follow_through_a_long_allotd_outage,
                 test_fencing_never_twice,
                 test_allotd_down_past_the_lease, test_adopted_start_held_by_the_agent,
                 test_silent_server_first,
