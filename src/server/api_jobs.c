@@ -119,7 +119,7 @@ static int live_check(struct allot_store *st, struct submit_write *w)
 }
 
 /* Group-commit write: the job (every member of an array), a "submitted"
- * event each and one audit entry (only the job lookup when its
+ * event each (and "held" for one submitted held) and one audit entry (only the job lookup when its
  * Idempotency-Key was seen before: the key belongs to the first member). */
 static int submit_fn(struct allot_store *st, void *arg)
 {
@@ -149,6 +149,14 @@ static int submit_fn(struct allot_store *st, void *arg)
             return rc; /* ALLOT_ESTATE undoes this write's own inserts */
         ev.job_id = w->ids[i];
         rc = allot_store_event_add(st, &ev, NULL);
+        if (!rc && w->j->held) { /* submitted held: as `allot hold` records it */
+            char who[API_WHO_MAX], detail[API_WHO_MAX + 32];
+            allot_fmt(detail, sizeof(detail), "submitted held by %s",
+                      api_who(w->r, who, sizeof(who)));
+            ev.kind = "held";
+            ev.detail = detail;
+            rc = allot_store_event_add(st, &ev, NULL);
+        }
     }
     if (!rc) {
         if (w->idx)

@@ -765,6 +765,7 @@ static int changes_fn(struct allot_store *st, void *arg)
             continue;
         }
         rc = allot_store_job_update(st, &j);
+        l->chg[k].ended = rc == 0 && allot_store_job_state_terminal(c->want);
         if (rc == 0) {
             e->wstate = c->want;
             e->wruns = c->runs;
@@ -803,6 +804,18 @@ static int changes_fn(struct allot_store *st, void *arg)
                         "or --preempt-grace 0s); its agent gives its processes --grace to exit";
             allot_store_event_add(st, &ev, NULL);
         }
+    }
+    /* a job the core ended ends its trail as one its agent ended does:
+     * failed (its time limit) or cancelled (preempted, it runs once) */
+    for (size_t k = 0; k < l->n_chg; k++) {
+        const struct change *c = &l->chg[k];
+        struct allot_store_event ev = {.job_id = l->live[c->i].sid,
+                                       .time = now,
+                                       .kind = (char *)allot_store_job_state_name(c->want),
+                                       .detail = c->reason};
+        int rc = c->ended ? allot_store_event_add(st, &ev, NULL) : 0;
+        if (rc < 0)
+            return rc;
     }
     return 0;
 }
@@ -845,104 +858,11 @@ static void refused_to_gate(struct loop *l)
     allot_free(nets);
 }
 
-/* Whether core tenant i is in the stored tenants document (one added since
- * the list was made is). */
-static bool listed(const struct loop *l, int i)
-{
-    return i >= l->n_t_listed || l->t_listed[i];
-}
-
-/* Per-tenant and per-model gauges as Prometheus text (allocated by
- * open_memstream; NULL when out of memory). */
-static char *gauges_text(struct loop *l)
-{
-    const struct allot_catalog *cat = l->srv->cat;
-    int nt = allot_tenants_count(l->t), nn = allot_cluster_node_count(l->c);
-    int64_t *jobs = allot_calloc((size_t)nt * 2 + 1, sizeof(*jobs));
-    int64_t mg[ALLOT_MAX_MODELS] = {0}, mfree[ALLOT_MAX_MODELS] = {0};
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f;
-
-    if (!jobs || !(f = open_memstream(&buf, &len))) {
-        allot_free(jobs);
-        return NULL;
-    }
-    for (size_t i = 0; i < l->n_live; i++) {
-        const struct allot_job *qj = allot_queue_job(l->q, l->live[i].qid);
-
-        if (qj->spec.tenant >= 0 && qj->spec.tenant < nt)
-            jobs[qj->spec.tenant * 2 + (qj->state != ALLOT_JOB_PENDING)]++;
-    }
-    for (size_t i = 0; i < l->n_held; i++)
-        if (l->held[i].tenant > 0 && l->held[i].tenant < nt)
-            jobs[l->held[i].tenant * 2]++;
-    fprintf(f, "# HELP allot_tenant_jobs Live jobs by tenant and state.\n"
-               "# TYPE allot_tenant_jobs gauge\n");
-    /* every leaf (jobs run in leaves), 0 too: a series that vanishes at 0
-     * reads as "no data" on a dashboard, and absent() alerts misfire */
-    for (int i = 1; i < nt; i++)
-        for (int s = 0; s < 2 && listed(l, i); s++)
-            if (jobs[i * 2 + s] || allot_tenants_get(l->t, i)->first_child < 0)
-                fprintf(f, "allot_tenant_jobs{tenant=\"%s\",state=\"%s\"} %lld\n",
-                        allot_tenants_get(l->t, i)->path, s ? "running" : "pending",
-                        (long long)jobs[i * 2 + s]);
-    /* each metric's samples form one group (the text format's rule) */
-    fprintf(f, "# HELP allot_tenant_gpus GPUs a tenant's subtree uses.\n"
-               "# TYPE allot_tenant_gpus gauge\n");
-    for (int i = 1; i < nt; i++)
-        if (listed(l, i))
-            fprintf(f, "allot_tenant_gpus{tenant=\"%s\"} %.3f\n", allot_tenants_get(l->t, i)->path,
-                    (double)allot_tenants_get(l->t, i)->usage[ALLOT_RES_GPU] / 1000.0);
-    fprintf(f, "# HELP allot_tenant_gpu_nominal GPUs a tenant is guaranteed.\n"
-               "# TYPE allot_tenant_gpu_nominal gauge\n");
-    for (int i = 1; i < nt; i++) {
-        const struct allot_tenant *t = allot_tenants_get(l->t, i);
-
-        if (listed(l, i) && t->quota[ALLOT_RES_GPU].nominal != ALLOT_UNLIMITED)
-            fprintf(f, "allot_tenant_gpu_nominal{tenant=\"%s\"} %.3f\n", t->path,
-                    (double)t->quota[ALLOT_RES_GPU].nominal / 1000.0);
-    }
-    for (int i = 0; i < nn; i++) {
-        const struct allot_node *n = allot_cluster_node(l->c, i);
-
-        if (n->model < 0 || n->model >= ALLOT_MAX_MODELS)
-            continue;
-        mg[n->model] += n->n_gpus;
-        /* free where new work may go: not on a cordoned, draining, lost or
-         * fenced node */
-        for (int g = 0; n->state == ALLOT_NODE_READY && g < n->n_gpus; g++)
-            mfree[n->model] += n->gpus[g].free_milli;
-    }
-    int64_t free_all = 0;
-    for (int m = 0; m < ALLOT_MAX_MODELS; m++)
-        free_all += mfree[m];
-    fprintf(f,
-            "# HELP allot_gpus_free Free GPUs on the nodes that take new work (fractions count "
-            "in part).\n# TYPE allot_gpus_free gauge\nallot_gpus_free %.3f\n",
-            (double)free_all / 1000.0);
-    gate_metrics(l, f, srv_now());
-    fprintf(f, "# HELP allot_model_gpus GPUs by model.\n# TYPE allot_model_gpus gauge\n");
-    for (int m = 0; m < cat->n_models && m < ALLOT_MAX_MODELS; m++)
-        if (mg[m])
-            fprintf(f, "allot_model_gpus{model=\"%s\"} %lld\n", cat->models[m].name,
-                    (long long)mg[m]);
-    fprintf(f, "# HELP allot_model_gpus_free Free GPUs by model on the nodes that take new work "
-               "(fractions count in part).\n# TYPE allot_model_gpus_free gauge\n");
-    for (int m = 0; m < cat->n_models && m < ALLOT_MAX_MODELS; m++)
-        if (mg[m])
-            fprintf(f, "allot_model_gpus_free{model=\"%s\"} %.3f\n", cat->models[m].name,
-                    (double)mfree[m] / 1000.0);
-    fclose(f);
-    allot_free(jobs);
-    return buf;
-}
-
 static void publish(struct loop *l, double secs, int cut)
 {
     json_t *d = json_object();
     int64_t pend = 0, run = 0;
-    char *gauges = gauges_text(l);
+    char *gauges = loop_gauges_text(l);
     struct fresh_run *fr = NULL;   /* entries whose run is shown for the first time */
     struct linger_drop *dr = NULL; /* runs shown no more */
     size_t n_fr = 0, cap_fr = 0, n_dr = 0, cap_dr = 0;

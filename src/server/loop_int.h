@@ -103,6 +103,8 @@ struct change {
     char *reason;     /* owned (allot_malloc), or NULL */
     uint64_t reason_hash;
     char *placement; /* owned (malloc): the new placement, or NULL */
+    bool ended;      /* written as ended by the core (its time limit, a preemption of a job
+                        that runs once): its final event follows the cycle's decisions' */
 };
 
 /* A pending job the core does not see yet: it waits for its dependencies
@@ -378,6 +380,10 @@ void gate_user_changed(struct loop *l, int64_t sid);
  * network: it leaves the core for the gate, which lets it in again once
  * its tenant's network has room for its tasks (lnet_room). */
 void gate_net_wait(struct loop *l, int64_t sid);
+/* Per-tenant and per-model gauges as Prometheus text, rendered after each
+ * cycle (loop_metrics.c; allocated by open_memstream; NULL when out of
+ * memory). */
+char *loop_gauges_text(struct loop *l);
 /* Writes the metric allot_jobs_held: the jobs in the gate by what holds
  * them, the first that applies (a begin time: one after `now`). */
 void gate_metrics(const struct loop *l, FILE *f, int64_t now);

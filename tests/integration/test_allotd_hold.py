@@ -85,7 +85,9 @@ def test_submit_held_then_release():
     assert r.out == "released job %d\n" % jid, r
     j = started(jid)
     assert j["held"] is False, j
-    assert "released" in kinds(jid), kinds(jid)
+    assert kinds(jid)[:3] == ["submitted", "held", "released"], kinds(jid)
+    ev = expect(dm.req("GET", "/v1/jobs/%d/events" % jid, token=dm.admin), 200)["events"]
+    assert ev[1]["detail"] == "submitted held by admin", ev
     finish(jid)
     st, body = dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 1, "hold": "yes"},
                       token=dm.admin)

@@ -1038,8 +1038,10 @@ def test_once_job_never_runs_twice():
         kinds = [e["kind"] for e in expect(d.req("GET", "/v1/jobs/%d/events" % low,
                                                  token=d.admin), 200)["events"]]
         assert kinds.count("placed") == 1 and "preempted" in kinds, kinds
-        # without a grace period its trail says it stopped as it was preempted
+        # without a grace period its trail says it stopped as it was preempted, then that
+        # it ended, as a job its agent ended
         assert kinds[kinds.index("preempted") + 1] == "stopped", kinds
+        assert kinds[-1] == "cancelled" and kinds.count("cancelled") == 1, kinds
         expect(d.req("POST", "/v1/jobs/%d/cancel" % high, token=d.admin), 200)
         # evicted from a draining node: ended, not queued again
         ev = expect(d.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 1,
@@ -1048,6 +1050,9 @@ def test_once_job_never_runs_twice():
         expect(d.req("POST", "/v1/nodes/once-1/drain?evict=true", token=d.admin), 200)
         j = wait_job(ev, lambda j: j["state"] not in ("starting", "running"), d=d)
         assert j["state"] == "cancelled" and "not run again" in j["pending_reason"], j
+        kinds = [e["kind"] for e in expect(d.req("GET", "/v1/jobs/%d/events" % ev,
+                                                 token=d.admin), 200)["events"]]
+        assert kinds[-1] == "cancelled" and kinds.count("cancelled") == 1, kinds
     finally:
         d.stop()
 
@@ -1074,6 +1079,10 @@ def test_time_limit_counts_from_running():
         took = time.time() - t0
         assert "runtime limit (2 s)" in j["pending_reason"], j
         assert 1.9 < took < 5, took
+        # its trail ends as an agent-reported end does: stopped, then failed, with why
+        ev = expect(d.req("GET", "/v1/jobs/%d/events" % jid, token=d.admin), 200)["events"]
+        assert [e["kind"] for e in ev][-2:] == ["stopped", "failed"], ev
+        assert ev[-1]["detail"] == j["pending_reason"], ev
     finally:
         d.stop()
 
