@@ -233,7 +233,9 @@ static int cancel_one(struct allot_store *st, struct allot_store_job *j, int64_t
     j->state = ALLOT_SJ_CANCELLED;
     j->end_time = now;
     allot_free(j->pending_reason);
-    j->pending_reason = NULL;
+    j->pending_reason = allot_strdup(detail); /* why it ended, as allot ls shows */
+    if (!j->pending_reason)
+        return ALLOT_ENOMEM;
     rc = allot_store_job_update(st, j);
     return rc ? rc : allot_store_event_add(st, &ev, NULL);
 }

@@ -216,6 +216,9 @@ def test_cancel():
     expect(dm.req("POST", "/v1/jobs/%d/cancel" % j["id"], token=bob), 200)
     ev = expect(dm.req("GET", "/v1/jobs/%d/events" % j["id"], token=dm.admin), 200)["events"]
     assert ev[-1]["kind"] == "cancelled" and ev[-1]["detail"] == "cancelled by research/nlp:bob", ev
+    # ... and its reason, which allot ls and show give for an ended job
+    got = expect(dm.req("GET", "/v1/jobs/%d" % j["id"], token=dm.admin), 200)
+    assert got["pending_reason"] == "cancelled by research/nlp:bob", got
 
 
 def test_removing_a_busy_tenant_is_409():
