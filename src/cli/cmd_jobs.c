@@ -893,6 +893,18 @@ static int each_job(struct cli *c, int argc, char **argv, const struct cli_usage
             goto out;
         own = own && !strcmp(a.pos[i], fallback);
     }
+    /* the job's own id, from its environment, where the job has no
+     * credential of its own and none is configured: say why */
+    if (own_token && !*own_token && fallback && a.n_pos == 1 && a.pos[0] == fallback &&
+        !(c->conf.token && *c->conf.token)) {
+        cli_error("invalid",
+                  "job %s has no credential of its own ($ALLOT_JOB_TOKEN is not set): "
+                  "allot-agent gives one to checkpointable jobs only (allot submit "
+                  "--checkpointable), and only they may report saves",
+                  fallback);
+        rc = CLI_INVALID;
+        goto out;
+    }
     if (own) {
         char *t = allot_strdup(own_token);
         if (!t) {
@@ -1270,9 +1282,12 @@ static void checkpoint_table(const json_t *j, const char *id, size_t i)
 
 int cmd_checkpoint(struct cli *c, int argc, char **argv)
 {
+    const char *own = getenv("ALLOT_JOB_TOKEN");
+
+    /* "": the job's own credential is expected, and missing */
     return each_job(c, argc, argv, &checkpoint_usage, "POST", "/checkpoint", "",
-                    CLIENT_RETRY_CONNECT, checkpoint_table, getenv("ALLOT_JOB_ID"),
-                    getenv("ALLOT_JOB_TOKEN"), NULL);
+                    CLIENT_RETRY_CONNECT, checkpoint_table, getenv("ALLOT_JOB_ID"), own ? own : "",
+                    NULL);
 }
 
 /* ---- events ---- */

@@ -664,6 +664,12 @@ def test_checkpoint():
         plain = ok(cli(d, "submit", "-t", "research/nlp", "--", "true")).out.strip()
         r = fails(cli(d, "checkpoint", plain), 6, "invalid")
         assert "not checkpointable" in r.err, r
+        # from inside a job that is not checkpointable (no credential of its own, no
+        # token configured): why, not "no token"
+        r = fails(cli(d, "checkpoint", no_env=True,
+                      env={"ALLOT_JOB_ID": plain, "ALLOT_SERVER": "http://127.0.0.1:%d" % d.port}),
+                  6, "invalid")
+        assert "no credential of its own" in r.err and "--checkpointable" in r.err, r
         fails(cli(d, "checkpoint", 999999), 2, "not_found")
         # the job's own credential: reports of $ALLOT_JOB_ID go with it, even
         # when the configured token may not report (a viewer); other ids do not
