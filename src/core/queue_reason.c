@@ -360,6 +360,7 @@ static void text_capacity(struct allot_queue *q, struct allot_job *j)
     const struct allot_catalog *cat = allot_cluster_catalog(q->c);
     int best_whole = 0, admit = 0, fits = 0, nn = allot_cluster_node_count(q->c);
     int gpu_room = 0, host_whole = 0; /* CPU and memory aside: nodes with the GPU room */
+    int ready = 0, down = 0;          /* nodes it may use, ready or not */
     bool whole = t->num_gpu > 0 && t->mig_profile < 0 && !allot_task_is_fraction(t);
     char model[48], what[160];
     int len;
@@ -370,8 +371,12 @@ static void text_capacity(struct allot_queue *q, struct allot_job *j)
     for (int i = 0; i < nn; i++) {
         const struct allot_node *n = allot_cluster_node(q->c, i);
         int w;
-        if (n->state != ALLOT_NODE_READY || !allot_node_may_host(n, t))
+        if (!allot_node_may_host(n, t))
             continue;
+        down += n->state != ALLOT_NODE_READY;
+        if (n->state != ALLOT_NODE_READY)
+            continue;
+        ready++;
         w = allot_node_whole_free(n);
         host_whole = w > host_whole ? w : host_whole;
         gpu_room += whole                                  ? w >= t->num_gpu
@@ -398,6 +403,11 @@ static void text_capacity(struct allot_queue *q, struct allot_job *j)
     else if ((t->num_gpu == 0 || (admit == 0 && !gpus_short)) && t->rdma_vfs > 0)
         len = allot_fmt(j->reason, sizeof(j->reason), "no node has %s and %d RDMA VFs free%s%s",
                         what, t->rdma_vfs, model[0] ? " with GPU model" : "", model);
+    else if (ready == 0 && down > 0) /* not for want of CPU: no node takes work */
+        len = allot_fmt(j->reason, sizeof(j->reason),
+                        "no ready node (%d lost, cordoned or draining)", down);
+    else if (ready == 0)
+        len = allot_fmt(j->reason, sizeof(j->reason), "no node is registered");
     else if (t->num_gpu == 0 || (admit == 0 && !gpus_short)) {
         if (t->num_gpu > 0) /* the GPU task's CPU and memory, not its GPU share */
             allot_fmt(what, sizeof(what), "%.1f CPU and %lld MiB memory",

@@ -40,6 +40,19 @@ static void test_reason_no_ready_node(void **state)
     assert_int_equal(allot_queue_job(w.q, one)->state, ALLOT_JOB_PENDING);
     assert_string_equal(allot_queue_reason(w.q, one),
                         "no ready node has 1 GPU (2 nodes with them lost, cordoned or draining)");
+    /* a job of CPU alone too, not that no node has its CPU free */
+    char err[128];
+    struct allot_job_spec s = {.name = "cpu",
+                               .tenant = w.b,
+                               .prio_class = -1,
+                               .n_tasks = 1,
+                               .task = {.mig_profile = -1, .cpu_milli = 1000}};
+    int cpu = allot_queue_submit(w.q, &s, 2, err, sizeof(err));
+    assert_true(cpu >= 0);
+    cycle(&w, 2);
+    assert_int_equal(allot_queue_job(w.q, cpu)->state, ALLOT_JOB_PENDING);
+    assert_string_equal(allot_queue_reason(w.q, cpu),
+                        "no ready node (2 lost, cordoned or draining)");
     world_free(&w);
 }
 
