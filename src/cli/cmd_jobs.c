@@ -220,6 +220,21 @@ static int build_job(const struct cli_args *a, json_t **out)
     } else {
         job = json_object();
     }
+    /* a file's durations and begin time as the options take them ("2h",
+     * "2:00:00", "now+1h"), sent in seconds */
+    static const char *const durations[] = {"time_limit", "checkpoint_interval", "begin_time"};
+    for (size_t i = 0; i < 3 && rc == CLI_OK; i++) {
+        json_t *v = json_object_get(job, durations[i]);
+        char opt[64];
+
+        if (!json_is_string(v))
+            continue;
+        allot_fmt(opt, sizeof(opt), "%s (in %s)", durations[i], args_get(a, "file"));
+        rc = i == 2 ? args_begin(opt, json_string_value(v), (int64_t)time(NULL), &i64)
+                    : args_seconds(opt, json_string_value(v), &i64);
+        if (rc == CLI_OK)
+            json_object_set_new(job, durations[i], json_integer(i64));
+    }
     for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++)
         if ((s = args_get(a, strs[i].opt)))
             json_object_set_new(job, strs[i].field, json_string(s));

@@ -245,8 +245,9 @@ static enum gate gate_rules(struct allot_store *rd, const struct held *h, int in
         }
     }
     if (h->throttle && in_queue >= h->throttle) {
-        allot_fmt(why, len, "array throttle: at most %d jobs of array %lld run at once",
-                  h->throttle, (long long)h->parent);
+        allot_fmt(why, len,
+                  "array throttle: at most %d job%s of array %lld queued or running at once",
+                  h->throttle, h->throttle > 1 ? "s" : "", (long long)h->parent);
         return GATE_WAIT;
     }
     return GATE_OPEN;

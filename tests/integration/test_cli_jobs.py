@@ -255,6 +255,18 @@ def test_submit_shapes_and_files():
     jid = submit("-f", "-", stdin='{"tenant": "research/vision", "name": "stdin", '
                  '"command": ["true"]}')
     assert ok(cli(dm, "show", jid, "-o", "json")).json()["name"] == "stdin"
+    # a file's durations and begin time as the options take them, sent in seconds
+    t = write(os.path.join(d, "times.yaml"),
+              "tenant: research/nlp\ngpus: 0\ncommand: [\"true\"]\ntime_limit: 90m\n"
+              "checkpointable: true\ncheckpoint_interval: \"1:00:00\"\nbegin_time: now+2h\n")
+    t0 = int(time.time())
+    s = ok(cli(dm, "show", submit("-f", t), "-o", "json")).json()["spec"]
+    assert s["time_limit"] == 5400 and s["checkpoint_interval"] == 3600, s
+    assert t0 + 7200 <= s["begin_time"] <= int(time.time()) + 7200, s
+    bad = write(os.path.join(d, "bad.yaml"),
+                "tenant: research/nlp\ncommand: [\"true\"]\ntime_limit: soon\n")
+    r = fails(cli(dm, "submit", "-f", bad), 1, "usage")
+    assert 'time_limit (in %s): "soon" is not a duration' % bad in r.err, r
     # -o yaml prints the job
     r = ok(cli(dm, "submit", "-t", "research/nlp", "-o", "yaml", "--", "true"))
     assert r.out.startswith("id: ") and "\nstate: pending\n" in r.out, r
