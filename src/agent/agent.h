@@ -667,6 +667,9 @@ void cpubind_adopt(struct task *t, const char *dir);
 void cpubind_refresh(struct agent *a);
 /* "0-3,8" of a CPU set, into buf. */
 void cpubind_list(const uint64_t *set, char *buf, size_t len);
+/* The cores task t has of its own ("2-3") into buf, for its environment
+ * (ALLOT_CPU_CORES); false (buf "") when it runs in the shared pool. */
+bool cpubind_own(const struct task *t, char *buf, size_t len);
 /* Parses "0-3,8" into set (CPUBIND_WORDS words); 0, or -1 when malformed. */
 int cpubind_parse(const char *s, uint64_t *set);
 

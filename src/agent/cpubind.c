@@ -226,6 +226,15 @@ int cpubind_task(struct agent *a, struct task *t, int64_t cpu_milli, const char 
     return 0;
 }
 
+bool cpubind_own(const struct task *t, char *buf, size_t len)
+{
+    *buf = '\0';
+    if (t->cpu_bind != CPU_BIND_CORES)
+        return false;
+    cpubind_list(t->cpus, buf, len);
+    return true;
+}
+
 void cpubind_adopt(struct task *t, const char *dir)
 {
     char buf[4200];

@@ -1019,6 +1019,11 @@ static int task_launch(struct agent *a, json_t *d, struct task *t)
     /* the agent's, not the job's: the job writes to it only through its
      * supervisor, which holds it to --log-max */
     build_env(a, d, &u, dir, mig_uuid, &env);
+    { /* the cores it has of its own (--cpu-bind cores) */
+        char cores[1024];
+        if (cpubind_own(t, cores, sizeof(cores)))
+            env_set(&env, "ALLOT_CPU_CORES", cores);
+    }
     if (*mig_devs) { /* a MIG slice's capability devices beside its GPU's node */
         char all[4096];
         allot_fmt(all, sizeof(all), "%s,%s", env_get(&env, "ALLOT_GPU_DEVICES"), mig_devs);

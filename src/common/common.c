@@ -324,6 +324,7 @@ bool allot_env_node_set(const char *name)
                                         "ALLOT_NODE",
                                         "ALLOT_JOB_NAME",
                                         "ALLOT_CPUS_PER_TASK",
+                                        "ALLOT_CPU_CORES",
                                         "ALLOT_TENANT",
                                         "ALLOT_JOB_TOKEN",
                                         "ALLOT_ARRAY_JOB_ID",

@@ -1849,9 +1849,9 @@ def cpuset_cpus():
 
 
 def test_cpu_bind():
-    """--cpu-bind cores: a task of one whole CPU runs on a core of its own, a task of half a
-    CPU on the cores left (the shared pool, which keeps one), and gets the core back once
-    the first has ended; the binding is the task's cpuset cgroup."""
+    """--cpu-bind cores: a task of one whole CPU runs on a core of its own (ALLOT_CPU_CORES
+    names it), a task of half a CPU on the cores left (the shared pool, which keeps one), and
+    gets the core back once the first has ended; the binding is the task's cpuset cgroup."""
     v1, allowed = cpuset_cpus()
     if v1 and len(allowed) >= 2:  # a folder an older run left narrower: widened at start
         top = "/sys/fs/cgroup/cpuset/%s" % fx.CGROUP_ROOT
@@ -1865,7 +1865,7 @@ def test_cpu_bind():
     # it offers 4 CPUs whatever the machine has: allotd places more than the cores hold
     ag = Agent(dm, AG, "ag-cpu", emulate="1xT4", args=["--cpu-bind", "cores", "--labels",
                                                         "cpubind=yes", "--cpus", "4000"])
-    show = "grep Cpus_allowed_list /proc/self/status; "
+    show = "grep Cpus_allowed_list /proc/self/status; echo cores=${ALLOT_CPU_CORES-none}; "
     try:
         wait_node("ag-cpu")
         one = submit({"gpus": 0, "cpus": 1, "node_selector": {"cpubind": "yes"},
@@ -1884,6 +1884,9 @@ def test_cpu_bind():
         pool = cpus_allowed(ag.task_log(half))
         if len(allowed) >= 2:  # a core of its own, and the pool keeps the rest
             assert len(own) == 1 and pool == allowed - own, (own, pool, allowed, ag.log()[-2000:])
+            # the job knows its own cores; one in the pool has none
+            assert "cores=%d\n" % min(own) in ag.task_log(one), ag.task_log(one)
+            assert "cores=none\n" in ag.task_log(half), ag.task_log(half)
             cg = "/sys/fs/cgroup/%s%s/%d-0/cpuset.cpus" % ("cpuset/" if v1 else "", fx.CGROUP_ROOT,
                                                           one)
             with open(cg) as f:
