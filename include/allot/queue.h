@@ -142,6 +142,7 @@ struct allot_job {
     int preemptors[4]; /* the last jobs that preempted this one (never its victims) */
     int n_preemptors;
     int stopping_victims;          /* jobs in their grace period to make room for this one */
+    int gone_victims;              /* ... of them, those whose processes are gone */
     bool moving;                   /* STOPPING: moved by defragmentation (opts.defrag_s);
                                       considered right after its preemptor once stopped */
     bool gone;                     /* STOPPING: its processes are gone (allot_queue_stopped)

@@ -812,6 +812,40 @@ int allot_queue_recount_borrowed(struct allot_queue *q, const bool *only)
     return changed;
 }
 
+bool queue_gone_held(const struct allot_queue *q, const struct allot_job *v, int64_t now)
+{
+    const struct allot_job *p =
+        v->state == ALLOT_JOB_STOPPING && v->gone && v->stop_at > now && v->preempted_for >= 0
+            ? &q->jobs[v->preempted_for]
+            : NULL;
+
+    return p && p->state == ALLOT_JOB_PENDING && p->stopping_victims > p->gone_victims;
+}
+
+void queue_gone_check(struct allot_queue *q, int64_t now)
+{
+    int held = 0;
+
+    if (!q->gone_held)
+        return;
+    for (size_t i = 0; i < q->n_running; i++) {
+        struct allot_job *v = q->running[i] >= 0 ? &q->jobs[q->running[i]] : NULL;
+        if (!v || v->state != ALLOT_JOB_STOPPING || !v->gone || v->stop_at <= now)
+            continue;
+        if (queue_gone_held(q, v, now)) {
+            held++;
+            continue;
+        }
+        /* the others of its preemption are gone too (or left), or the job
+         * it made room for no longer waits: its grace ends now */
+        v->stop_at = now;
+        queue_fast_timer(q, v);
+        if (now < q->wakeup)
+            q->wakeup = now;
+    }
+    q->gone_held = held;
+}
+
 /* A running or stopping job leaves the cluster: the bookkeeping once its
  * placements are released and its usage uncharged. Never fails. */
 void queue_job_leave(struct allot_queue *q, struct allot_job *j, int64_t now)
@@ -820,8 +854,10 @@ void queue_job_leave(struct allot_queue *q, struct allot_job *j, int64_t now)
     queue_fair_left(q, j);
     if (j->state == ALLOT_JOB_STOPPING && j->preempted_for >= 0) {
         q->jobs[j->preempted_for].stopping_victims--;
+        q->jobs[j->preempted_for].gone_victims -= j->gone;
         j->preempted_for = -1;
     }
+    j->gone = false;
     if (j->backfill_for >= 0)
         queue_backfill_unmark(q, j);
     q->run_epoch++;
@@ -1278,6 +1314,7 @@ static void cycle_start(struct allot_queue *q, int64_t now)
     allot_tenants_advance(q->t, now, q->o.half_life_s, &q->capacity);
     never_refresh(q);
     queue_fair_shares(q);
+    queue_gone_check(q, now); /* before the stops: a victim released here stops now */
     queue_running_compact(q);
     q->serial++;
     q->free_epoch++;

@@ -147,6 +147,12 @@ static int check_counts(const struct allot_queue *q, char *err, size_t errlen)
         sum[j->spec.tenant].never += j->state == ALLOT_JOB_PENDING && j->never ? g : 0;
         sum[j->spec.tenant].waiting +=
             j->state == ALLOT_JOB_PENDING && j->stopping_victims > 0 ? g : 0;
+        if (j->gone_victims < 0 || j->gone_victims > j->stopping_victims) {
+            allot_fmt(err, errlen, "job %s: %d victims gone of %d stopping", j->name,
+                      j->gone_victims, j->stopping_victims);
+            rc = ALLOT_EINTERNAL;
+            break;
+        }
     }
     for (size_t t = 0; t < q->tc_n && rc == 0; t++) {
         const struct ten_count *c = &q->tc[t], *s = &sum[t];

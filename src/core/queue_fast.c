@@ -1121,20 +1121,18 @@ int allot_queue_stopped(struct allot_queue *q, int id, int64_t now)
         return ALLOT_ESTATE;
     if (j->stop_at <= now)
         return 0;
+    int pf = j->preempted_for;
+    if (!j->gone && pf >= 0)
+        q->jobs[pf].gone_victims++;
     j->gone = true;
     /* the victims of one preemption leave together: room freed by one
      * while another still runs would go to other work, and the job they
      * make room for would find it taken when the last is gone */
-    int pf = j->preempted_for;
-    bool group =
-        pf >= 0 && q->jobs[pf].state == ALLOT_JOB_PENDING && q->jobs[pf].stopping_victims > 1;
-    for (size_t i = 0; group && i < q->n_running; i++) {
-        const struct allot_job *v = q->running[i] >= 0 ? &q->jobs[q->running[i]] : NULL;
-        if (v && v->state == ALLOT_JOB_STOPPING && v->preempted_for == pf && !v->gone &&
-            v->stop_at > now)
-            return 0; /* held until the others are gone too */
+    if (queue_gone_held(q, j, now)) {
+        q->gone_held++;
+        return 0;
     }
-    for (size_t i = 0; group && i < q->n_running; i++) {
+    for (size_t i = 0; pf >= 0 && i < q->n_running; i++) {
         struct allot_job *v = q->running[i] >= 0 ? &q->jobs[q->running[i]] : NULL;
         if (v && v != j && v->state == ALLOT_JOB_STOPPING && v->preempted_for == pf &&
             v->stop_at > now) {

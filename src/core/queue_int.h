@@ -121,6 +121,8 @@ struct allot_queue {
                                       resume (queue_serve.c), NULL */
     struct las_pool *las;          /* owned: LAS candidates across tenants, per cycle (see below) */
     int64_t wakeup;
+    int gone_held; /* stopping victims gone early, held for the others of their preemption
+                      (allot_queue_stopped); while > 0 each cycle looks whether they still are */
     allot_decision_fn fn;
     void *ud;
     /* What lets a cycle skip work it already knows the answer to
@@ -267,6 +269,15 @@ static inline int queue_list_reserve(int **v, size_t n_used, size_t *cap, size_t
 }
 
 /* ---- queue.c: shared steps (contracts at their definitions) ---- */
+
+/* Whether stopping victim v, its processes gone (allot_queue_stopped),
+ * keeps its room for the job it was stopped for: that job still waits and
+ * another victim of its preemption still runs. */
+bool queue_gone_held(const struct allot_queue *q, const struct allot_job *v, int64_t now);
+/* While victims are held so (q->gone_held), ends the grace of those no
+ * longer held: the others of their preemption are gone or left, or the
+ * job they made room for started elsewhere or left. */
+void queue_gone_check(struct allot_queue *q, int64_t now);
 
 /* Closes the holes of the running list when they are many (never while a
  * loop walks it). */

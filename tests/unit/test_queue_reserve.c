@@ -405,12 +405,15 @@ static void test_spare_gpus_taken_only_by_a_start(void **state)
  * free for it whole. Before, the victim without a grace period was
  * stopped and requeued at once and took its GPUs back, the other was
  * placed again when its grace ended, and the job preempted them again,
- * for ever. */
+ * for ever. A victim gone early is let go once the other leaves another
+ * way (cancelled) or the job it made room for no longer waits. */
 static void test_victims_stay_off_the_room_they_free(void **state)
 {
     char err[128];
 
-    for (int gone = 0; gone < 2; gone++) {
+    /* gone: 0 none reports, 1 both do, 2 the first does and the second is
+     * cancelled, 3 the first does and the preemptor is cancelled */
+    for (int gone = 0; gone < 4; gone++) {
         struct world w;
         struct allot_queue_opts o = base;
         int v[2], hi;
@@ -451,14 +454,24 @@ static void test_victims_stay_off_the_room_they_free(void **state)
             cycle(&w, 18);
             assert_int_equal(allot_queue_job(w.q, v[0])->state, ALLOT_JOB_STOPPING);
             assert_int_equal(allot_queue_job(w.q, hi)->state, ALLOT_JOB_PENDING);
-            assert_int_equal(allot_queue_stopped(w.q, v[1], 19), 0);
+            if (gone == 1)
+                assert_int_equal(allot_queue_stopped(w.q, v[1], 19), 0);
+            else
+                assert_int_equal(allot_queue_cancel(w.q, gone == 2 ? v[1] : hi, 19), 0);
         }
-        for (int64_t t = 18 + gone; t <= 60; t++)
+        for (int64_t t = 18 + !!gone; t <= 60; t++) {
             cycle(&w, t);
+            if (gone == 3 && t == 19) /* let go at once (and placed again), not at 22 */
+                assert_int_not_equal(allot_queue_job(w.q, v[0])->state, ALLOT_JOB_STOPPING);
+        }
+        if (gone == 3) {
+            world_free(&w);
+            continue;
+        }
         assert_int_equal(allot_queue_job(w.q, hi)->state, ALLOT_JOB_RUNNING);
         assert_int_equal(allot_queue_job(w.q, hi)->start, gone ? 19 : 17 + 5);
         assert_int_equal(w.preempts, 2); /* each victim once */
-        for (int i = 0; i < 2; i++)
+        for (int i = 0; i < 2 - (gone == 2); i++)
             assert_int_equal(allot_queue_job(w.q, v[i])->state, ALLOT_JOB_PENDING);
         world_free(&w);
     }
