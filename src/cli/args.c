@@ -358,7 +358,7 @@ static bool slurm_duration(const char *s, int64_t *out)
     } else {
         return false;
     }
-    return true;
+    return *out <= INT64_C(1) << 40; /* as the numbers' bound */
 }
 
 int args_seconds(const char *opt, const char *s, int64_t *out)

@@ -214,8 +214,9 @@ int client_try_call(struct client *cl, const char *method, const char *path, jso
 
 /* A follower (allot run, logs -f, events -w) waits out an allotd that
  * does not answer (a restart, an upgrade, a failover) for up to ms once
- * its retries are spent, instead of failing: it says so on stderr when
- * it starts waiting, and when allotd answers again. */
+ * its retries are spent, instead of failing, once an allotd has answered
+ * it: it says so on stderr when it starts waiting, and when allotd
+ * answers again. */
 void client_wait_outages(struct client *cl, long long ms);
 #define CLI_OUTAGE_WAIT_MS (15LL * 60 * 1000)
 

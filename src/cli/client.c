@@ -42,6 +42,7 @@ struct client {
     int retries;
     bool verbose;
     long long outage_ms;   /* > 0: wait this long for an allotd that does not answer */
+    bool answered;         /* an allotd answered a call of this process (an outage is one) */
     long long outage_from; /* CLOCK_MONOTONIC ms of the outage's first failed call; -1: none */
     char next_header[256]; /* a header line for the next call only ("": none) */
     char errbuf[CURL_ERROR_SIZE];
@@ -296,7 +297,8 @@ static bool outage_wait(struct client *cl, CURLcode crc, long st, const char *ur
 {
     long long now = mono_ms();
 
-    if (cl->outage_ms <= 0 || (crc == CURLE_OK && st != 503))
+    /* never answered: a wrong --server, or no allotd, not an outage */
+    if (cl->outage_ms <= 0 || !cl->answered || (crc == CURLE_OK && st != 503))
         return false;
     if (cl->outage_from < 0) {
         cl->outage_from = now;
@@ -461,6 +463,7 @@ static int call(struct client *cl, const char *method, const char *path, json_t 
     }
     if (status)
         *status = st;
+    cl->answered |= crc == CURLE_OK && st != 503;
     if (cl->outage_from >= 0 && crc == CURLE_OK && st != 503) {
         fprintf(stderr, "allot: allotd answers again\n");
         cl->outage_from = -1;

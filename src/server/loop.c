@@ -800,8 +800,9 @@ static int changes_fn(struct allot_store *st, void *arg)
         allot_store_event_add(st, &ev, NULL);
         if (l->decs[d].at_once) { /* its trail says it stopped, as a grace's end does */
             ev.kind = "stopped";
-            ev.detail = "stopped at once: no grace period in the queue (not checkpointable, "
-                        "or --preempt-grace 0s); its agent gives its processes --grace to exit";
+            ev.detail = "stopped at once: no grace period in the queue (no victim of this "
+                        "preemption checkpoints, or --preempt-grace 0s); its agent gives its "
+                        "processes --grace to exit";
             allot_store_event_add(st, &ev, NULL);
         }
     }
@@ -1108,8 +1109,8 @@ static void *loop_main(void *arg)
         gap_end = until;
         ts_add_ms(&until, interval_ms);
         /* a held job's begin time comes before the next periodic cycle */
-        if (l->next_begin && l->next_begin < until.tv_sec)
-            until = (struct timespec){.tv_sec = (time_t)l->next_begin};
+        if (l->next_begin && l->next_begin < until.tv_sec) /* time() may lag a tick */
+            until = (struct timespec){.tv_sec = (time_t)l->next_begin, .tv_nsec = 50000000};
         /* the gap: cycle-gap, or longer after a cycle that computed long,
          * so that cycles take at most cycle-busy percent of a core while
          * changes stream in (the rest is the requests'; a cycle's wait for

@@ -83,11 +83,13 @@ void gate_metrics(const struct loop *l, FILE *f, int64_t now)
     for (size_t i = 0; i < l->n_held; i++) {
         const struct held *h = &l->held[i];
 
+        /* a begin time just come, not yet seen by a gate pass, still holds */
         why[h->user_held       ? WHY_USER
             : h->begin > now   ? WHY_BEGIN
             : h->n_deps        ? WHY_DEPENDENCY
             : h->net_tasks > 0 ? WHY_NETWORK
-                               : WHY_THROTTLE]++;
+            : h->throttle      ? WHY_THROTTLE
+                               : WHY_BEGIN]++;
     }
     fprintf(f,
             "# HELP allot_jobs_held Pending jobs the scheduler does not consider yet: held by a "
@@ -367,9 +369,15 @@ void gate_pass(struct loop *l)
     int in_queue = 0;
 
     l->hold_dirty = false;
-    l->next_begin = 0;
-    if (!l->n_held || !rd)
+    if (!l->n_held) {
+        l->next_begin = 0;
         return;
+    }
+    if (!rd) {
+        l->hold_dirty = true; /* the store cannot be read now: the next cycle tries again */
+        return;
+    }
+    l->next_begin = 0;
     w.out = allot_calloc(l->n_held, sizeof(*w.out));
     if (!w.out) {
         l->hold_dirty = true;

@@ -205,11 +205,13 @@ static int live_at_reserve(struct loop *l)
 }
 
 /* When stored job j last became pending, as far as the store tells: its
- * submission, or for a pending job that ran before (requeued: its
- * start_time is its last run's) no earlier than that run's start. */
-static int64_t queued_at(const struct allot_store_job *j, int64_t now)
+ * submission, or its begin time (`begin`, its spec's) when that came
+ * later (as Slurm's eligible time), or for a pending job that ran before
+ * (requeued: its start_time is its last run's) no earlier than that run's
+ * start. */
+static int64_t queued_at(const struct allot_store_job *j, int64_t begin, int64_t now)
 {
-    int64_t at = j->submit_time;
+    int64_t at = j->submit_time > begin ? j->submit_time : begin;
 
     if (j->state == ALLOT_SJ_PENDING && j->start_time > at)
         at = j->start_time;
@@ -312,11 +314,11 @@ void loop_submit_job(struct loop *l, const struct allot_store_job *j, bool gate)
     adopted = qid >= 0;
     if (!adopted) {
         /* its place in the queue is its submission, also when it comes back
-         * after a restart or the loss of its node */
-        int64_t now = srv_now();
-        qid = allot_queue_submit(l->q, &spec,
-                                 j->submit_time > 0 && j->submit_time <= now ? j->submit_time : now,
-                                 err, sizeof(err));
+         * after a restart or the loss of its node; or its begin time, when
+         * it has one: a job that waited for it does not go before the jobs
+         * submitted meanwhile, nor count that wait as its age */
+        int64_t now = srv_now(), at = j->submit_time > js.begin_s ? j->submit_time : js.begin_s;
+        qid = allot_queue_submit(l->q, &spec, at > 0 && at <= now ? at : now, err, sizeof(err));
     }
     if (qid < 0) {
         loop_reject(l, j->id, err);
@@ -350,7 +352,7 @@ void loop_submit_job(struct loop *l, const struct allot_store_job *j, bool gate)
                                          .warn_sig = js.warn_sig,
                                          .warn_before = js.warn_before_s,
                                          .net_t = -1,
-                                         .queued_at = queued_at(j, srv_now())};
+                                         .queued_at = queued_at(j, js.begin_s, srv_now())};
     l->live_at[qid] = (int32_t)(l->n_live - 1);
     if (adopted)
         lnet_adopt(l, &l->live[l->n_live - 1], j->tenant, j->placement);

@@ -352,9 +352,10 @@ static const struct allot_config_option options[] = {
      .max = 86400000,
      .help = "Time a preempted checkpointable job keeps its GPUs between SIGTERM and SIGKILL "
              "(its agent kills it at the end) before they go to the job that preempted it, "
-             "or until its processes are gone if sooner (its agents say so). A job that does "
-             "not checkpoint is stopped at once: its agent gives it its own --grace, and the "
-             "preemptor's task starts on its GPUs once it is gone."},
+             "or until its processes are gone if sooner (its agents say so). The victims of a "
+             "preemption with a checkpointable one all get it and leave together; victims none "
+             "of which checkpoints are stopped at once: their agent gives them its own "
+             "--grace, and the preemptor's task starts on their GPUs once they are gone."},
     {.name = "preempt-min-runtime",
      .type = ALLOT_CFG_DURATION,
      .offset = F(preempt_min_runtime),

@@ -36,15 +36,20 @@ CORPUS = [
     ("POST", "/v1/jobs", b'{"tenant":"research/nlp","memory":-1}', 422),
     ("POST", "/v1/jobs", b'{"tenant":"research/nlp","tasks":9223372036854775807}', 422),
     ("POST", "/v1/jobs", b'[' * 5000 + b']' * 5000, 400),
-    ("POST", "/v1/jobs", b'{"tenant":"x\'); DROP TABLE jobs;--"}', 422),
-    ("POST", "/v1/jobs", b'{"tenant":"../../etc/passwd"}', 422),
-    ("POST", "/v1/jobs", b'{"tenant":"research/nlp/../vision"}', 422),
+    ("POST", "/v1/jobs", b'{"tenant":"x\'); DROP TABLE jobs;--","command":["true"]}', 422),
+    ("POST", "/v1/jobs", b'{"tenant":"../../etc/passwd","command":["true"]}', 422),
+    ("POST", "/v1/jobs", b'{"tenant":"research/nlp/../vision","command":["true"]}', 422),
     ("POST", "/v1/jobs", b'{"tenant":"research/nlp","name":"' + b"n" * 200 + b'"}', 422),
     # what no node could run: a registry reference for an image, a GPU model for no GPU
     ("POST", "/v1/jobs", b'{"tenant":"research/nlp","image":"docker.io/library/ubuntu:22.04"}',
      422),
     ("POST", "/v1/jobs", b'{"tenant":"research/nlp","image":"../etc"}', 422),
-    ("POST", "/v1/jobs", b'{"tenant":"research/nlp","gpu_models":["A100-80GB"]}', 422),
+    ("POST", "/v1/jobs", b'{"tenant":"research/nlp","gpu_models":["A100-80GB"],'
+     b'"command":["true"]}', 422),
+    # no program to run
+    ("POST", "/v1/jobs", b'{"tenant":"research/nlp"}', 422),
+    ("POST", "/v1/jobs", b'{"tenant":"research/nlp","command":[]}', 422),
+    ("POST", "/v1/jobs", b'{"tenant":"research/nlp","command":"true"}', 400),
     # a begin time: Unix seconds up to the end of year 9999
     ("POST", "/v1/jobs", b'{"tenant":"research/nlp","begin_time":"now+1h"}', 400),
     ("POST", "/v1/jobs", b'{"tenant":"research/nlp","begin_time":1.5e9}', 400),

@@ -281,6 +281,19 @@ def test_begin_time():
     report(e, "failed", 3)
     wait_job(f, lambda x: x["state"] == "cancelled")
     expect(dm.req("POST", "/v1/jobs/%d/cancel" % later, token=dm.admin), 200)
+    # its place in the queue is its begin time, not its submission (Slurm's eligible
+    # time): a job submitted after it, before its time, goes first
+    blocker = submit({"gpus": 4})
+    started(blocker)
+    early = submit({"gpus": 4, "begin_time": int(time.time()) + 2})
+    time.sleep(1)
+    meanwhile = submit({"gpus": 4})
+    wait_job(early, lambda x: x["pending_reason"] and "begin time" not in x["pending_reason"])
+    finish(blocker)
+    started(meanwhile)
+    assert get(early)["state"] == "pending", get(early)
+    finish(meanwhile)
+    finish(early)
 
 
 def test_restart_keeps_holds():

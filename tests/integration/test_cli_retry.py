@@ -94,6 +94,13 @@ def test_no_server_gives_up():
     assert time.time() - t0 < 10 and r.err.count("retrying") == 2, r
     assert jobs_named("never") == []
     fails(cli(dm, "ls", "--retries", "0", server="127.0.0.1:%d" % port), 5, "connection")
+    # followers wait out an outage of an allotd that answered them, not one that never
+    # did (a wrong --server): they give up after their retries as any verb
+    for verb in (["logs", "-f", "1"], ["events", "-w", "1"]):
+        t0 = time.time()
+        r = fails(cli(dm, *verb, "--retries", "1", server="127.0.0.1:%d" % port), 5,
+                  "connection")
+        assert time.time() - t0 < 10 and "does not answer" not in r.err, r
 
 
 def test_silent_server_first():
