@@ -439,7 +439,7 @@ int args_begin(const char *opt, const char *s, int64_t now, int64_t *out)
 {
     struct tm t = {0};
     time_t tn = (time_t)now;
-    int64_t d, f[6] = {0};
+    int64_t d = 0, f[6] = {0};
     size_t n = strlen(s), len = n;
     bool utc = n && s[n - 1] == 'Z';
     const char *p = s;
