@@ -399,8 +399,11 @@ static void on_chld(int sig)
 
 /* The supervisor's wait for the task's process, copying its output into
  * its log meanwhile: it also fences the task when the agent's fence
- * deadline passed by a second (the agent, while it lives, fences first;
- * one killed outright cannot), with task_fence_grace before SIGKILL. */
+ * deadline passed by a second (the agent, while it lives, fences at its
+ * first failed heartbeat past the deadline, which may come later; one
+ * killed outright cannot), with task_fence_grace before SIGKILL. Its
+ * `fenced` marker tells the agent, live or restarted, that the task was
+ * fenced, not failed. */
 static void supervise(const struct agent *a, const char *dir, pid_t pid, int *status,
                       struct log_pump *lp)
 {

@@ -1292,7 +1292,7 @@ static int read_pid(const char *dir, struct task *t, long long *start)
     return 0;
 }
 
-static void read_exit(struct agent *a, const char *dir, struct task *t, const char *text)
+static void read_exit(struct agent *a, struct task *t, const char *text)
 {
     int n = 0;
     long long ran = -1;
@@ -1318,7 +1318,6 @@ static void read_exit(struct agent *a, const char *dir, struct task *t, const ch
     }
     if (t->cancelled)
         allot_fmt(t->detail, sizeof(t->detail), "stopped by allot");
-    (void)dir;
 }
 
 void task_poll(struct agent *a, struct task *t, int64_t now_ms)
@@ -1337,7 +1336,8 @@ void task_poll(struct agent *a, struct task *t, int64_t now_ms)
     if (t->pid <= 0 && read_pid(dir, t, &start) == 0 && t->state == TASK_STOPPING)
         kill(-t->pid, SIGTERM); /* asked to stop before its pid was known */
     if (agent_read_small(dir, "exit", buf, sizeof(buf)) == 0) {
-        read_exit(a, dir, t, buf);
+        read_exit(a, t, buf);
+        t->fenced |= agent_read_small(dir, "fenced", buf, sizeof(buf)) == 0; /* by its supervisor */
         if (getuid() == 0)
             cg_destroy(a->cfg.cgroup_root, t->key);
         rdma_task_release(t, dir);
@@ -1475,7 +1475,7 @@ int task_adopt_all(struct agent *a, struct task **out)
         rdma_task_adopt(&t, dir);
         cpubind_adopt(&t, dir);
         if (agent_read_small(dir, "exit", buf, sizeof(buf)) == 0) {
-            read_exit(a, dir, &t, buf);
+            read_exit(a, &t, buf);
         } else if (read_pid(dir, &t, &start) == 0 && task_proc_start(t.pid) == start &&
                    start >= 0) {
             t.state = TASK_RUNNING;

@@ -2522,6 +2522,28 @@ def test_allotd_down_past_the_lease():
         d2.stop()
 
 
+def test_supervisor_fences_first():
+    """A task's supervisor fences it on its own when the agent is slower to (allotd out of
+    reach past the lease: the supervisor looks every 200 ms, the agent after a failed
+    heartbeat): it writes the task's `fenced` marker, then SIGTERMs the task. Done here by
+    hand, as the supervisor does it, so that the supervisor surely comes first. The agent
+    reports the task as fenced (lost), not as failed by the fence's SIGTERM, and allotd
+    queues the job again instead of ending it failed with exit 143."""
+    j = submit({"gpus": 0, "command": sh("echo start; sleep 60")})
+    assert wait_log(agent, j, "start")
+    d = os.path.join(agent.dir, "tasks", "%d-0" % j)
+    with open(os.path.join(d, "pid")) as f:
+        pid = int(f.read().split()[1])
+    with open(os.path.join(d, "fenced"), "w") as f:
+        f.write("agent out of reach\n")
+    os.kill(-pid, signal.SIGTERM)
+    assert wait_log(agent, j, "start", 2, timeout=20), (events_of(dm, j), agent.log()[-2000:])
+    kinds = [e["kind"] for e in events_of(dm, j)]
+    assert "failed" not in kinds and kinds.count("requeued") == 1, events_of(dm, j)
+    expect(dm.req("POST", "/v1/jobs/%d/cancel" % j, token=dm.admin), 200)
+    wait_state(j, ("cancelled",))
+
+
 def test_adopted_start_held_by_the_agent():
     """A requeued job's next run is placed on node b and held while its last run ends on
     node a (its grace); allotd is killed then and started again. The new allotd does not
@@ -3104,7 +3126,8 @@ if __name__ == "__main__":
                 test_follow_through_agent_restart_and_a_move,
                 test_follow_through_an_allotd_restart, test_follow_through_a_long_allotd_outage,
                 test_fencing_never_twice,
-                test_allotd_down_past_the_lease, test_adopted_start_held_by_the_agent,
+                test_allotd_down_past_the_lease, test_supervisor_fences_first,
+                test_adopted_start_held_by_the_agent,
                 test_silent_server_first,
                 test_killed_agent_fences,
                 test_fence_ends_within_the_lease,
