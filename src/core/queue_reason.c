@@ -138,6 +138,15 @@ static bool text_never(struct allot_queue *q, struct allot_job *j)
     return true;
 }
 
+/* Whether a tenant other than `who` has jobs that wait and may start. */
+static bool others_wait(const struct allot_queue *q, int who)
+{
+    for (size_t t = 0; t < q->tc_n; t++)
+        if ((int)t != who && q->tc[t].pending - q->tc[t].never > 0)
+            return true;
+    return false;
+}
+
 /* Explains the fair-share cap (opts.fair_cap) that holds j back. */
 static void text_fair_cap(struct allot_queue *q, struct allot_job *j, int who)
 {
@@ -545,7 +554,12 @@ const char *allot_queue_reason(struct allot_queue *q, int id)
         allot_fmt(r, n, "stopped at its runtime limit (%lld s)", (long long)w->a);
         break;
     case ALLOT_WHY_FAIR_CAP:
-        text_fair_cap(q, j, w->who);
+        /* the cap binds only past the room there is when no other tenant
+         * waits (its fair share is then all it could use): say that */
+        if (others_wait(q, w->who))
+            text_fair_cap(q, j, w->who);
+        else
+            text_capacity(q, j);
         break;
     default:
         allot_fmt(r, n, "unknown");

@@ -251,6 +251,30 @@ static void test_fair_cap(void **state)
     world_free(&w);
 }
 
+/* The fair-share cap with no other tenant waiting binds only past the
+ * room there is (a's share is then all it could use): the reason says
+ * what holds the job back, room, not that other tenants wait. */
+static void test_fair_cap_alone(void **state)
+{
+    struct allot_queue_opts o = base;
+    struct world w;
+    int big;
+
+    (void)state;
+    o.fair_cap = 1.5;
+    share_world(&w, o); /* 3 nodes of 4 GPUs; team-a's nominal 4 */
+    submit(&w, "a0", w.a, 1, 4, 0, 0);
+    submit(&w, "a1", w.a, 1, 4, 0, 0);
+    cycle(&w, 0);
+    assert_int_equal(w.starts, 2);
+    big = submit(&w, "big", w.a, 3, 4, 1, 0); /* 8 + 12 > 1.5 x its share of 12 */
+    cycle(&w, 1);
+    assert_int_equal(allot_queue_job(w.q, big)->why.kind, ALLOT_WHY_FAIR_CAP);
+    assert_string_equal(allot_queue_reason(w.q, big),
+                        "no room for 3 tasks of 4 GPUs each (most free on one node: 4)");
+    world_free(&w);
+}
+
 /* The fair shares follow the tenant tree: ml (ml/team-a, ml/team-b; 8
  * nominal) and ops (ops/team-c; 4) share 12 GPUs 8 to 4, and inside ml
  * team-a asks for 1, so team-b's share is 7. Shared flat among the three
@@ -868,6 +892,7 @@ int main(void)
         cmocka_unit_test(test_quota_change_searches_again),
         cmocka_unit_test(test_never_job_is_no_demand),
         cmocka_unit_test(test_fair_cap),
+        cmocka_unit_test(test_fair_cap_alone),
         cmocka_unit_test(test_fair_shares_follow_tree),
         cmocka_unit_test(test_compute_only_fraction_reason),
         cmocka_unit_test(test_same_second_in_arrival_order),
