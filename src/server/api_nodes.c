@@ -960,14 +960,17 @@ int api_nodes_delete(struct req *r)
         r->audited = false;
     if (rc == ALLOT_ENOENT)
         return api_error(r, 404, "not_found", "no node %s", w.name);
-    if (rc == ALLOT_ESTATE)
+    if (rc == ALLOT_ESTATE) {
+        char drain[160] = "";
+        if (w.state != ALLOT_SN_DRAINING)
+            allot_fmt(drain, sizeof(drain), "drain it (allot drain --wait %s), ", w.name);
         return api_error(r, 409, "conflict",
                          "node %s is %s: only a lost node can be removed, since a running agent "
-                         "registers its node again; drain it (allot drain --wait %s), stop "
-                         "allot-agent there, and remove it once it shows as lost (no heartbeat "
-                         "within the %llds lease)",
-                         w.name, allot_store_node_state_name(w.state), w.name,
+                         "registers its node again; %sstop allot-agent there, and remove it "
+                         "once it shows as lost (no heartbeat within the %llds lease)",
+                         w.name, allot_store_node_state_name(w.state), drain,
                          (long long)(r->srv->cfg.lease / 1000));
+    }
     if (rc < 0)
         return api_error(r, 500, "store", "%s", allot_strerror(rc));
     if (w.revoked)

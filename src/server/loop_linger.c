@@ -78,19 +78,21 @@ static void gone(struct loop *l, json_t *on, const char *key)
         json_object_del(l->linger_jobs, k);
 }
 
-/* A node on its way out of which allotd waits for a run of job k (for the
- * log), or NULL. */
-static const char *where(const struct loop *l, const char *k)
+/* The nodes on their way out of which allotd waits for a run of job k
+ * ("a", "a, b": all of a gang's), into buf (for the log); NULL when none. */
+static const char *where(const struct loop *l, const char *k, char *buf, size_t len)
 {
     const char *node;
     json_t *on;
+    size_t at = 0;
 
+    *buf = '\0';
     json_object_foreach(l->linger, node, on)
     {
-        if (json_object_get(on, k))
-            return node;
+        if (json_object_get(on, k) && at < len)
+            at += (size_t)allot_fmt(buf + at, len - at, "%s%s", at ? ", " : "", node);
     }
-    return NULL;
+    return *buf ? buf : NULL;
 }
 
 /* Desired-state entry x shows no run yet: its agents wait (run 0), and
@@ -189,6 +191,7 @@ void loop_linger_publish(struct loop *l, const struct linger_drop *dr, size_t n_
         struct live *e = &l->live[fr[f].i];
         char k[24];
         const char *node;
+        char nodes[512];
 
         sid_key(k, sizeof(k), e->sid);
         if (json_object_get(l->linger_jobs, k)) {
@@ -200,7 +203,7 @@ void loop_linger_publish(struct loop *l, const struct linger_drop *dr, size_t n_
             if (!l->linger_held)
                 l->linger_held = json_object();
             json_object_set_new(l->linger_held, k, json_true());
-            if (e->held_run != fr[f].run && (node = where(l, k))) {
+            if (e->held_run != fr[f].run && (node = where(l, k, nodes, sizeof(nodes)))) {
                 e->held_run = fr[f].run;
                 if (!*waits)
                     *waits = json_array();
@@ -401,9 +404,10 @@ static int wait_fn(struct allot_store *st, void *arg)
 
     json_array_foreach(w->waits, i, x)
     {
-        char detail[200];
-        allot_fmt(detail, sizeof(detail), "its new run waits for its last to end on node %s",
-                  json_string_value(json_array_get(x, 1)));
+        char detail[600];
+        const char *on = json_string_value(json_array_get(x, 1));
+        allot_fmt(detail, sizeof(detail), "its new run waits for its last to end on node%s %s",
+                  strchr(on, ',') ? "s" : "", on);
         struct allot_store_event ev = {.job_id = json_integer_value(json_array_get(x, 0)),
                                        .time = w->now,
                                        .kind = "waiting",

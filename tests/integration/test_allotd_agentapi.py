@@ -204,6 +204,26 @@ def test_next_run_waits_for_the_last():
     ev = expect(dm.req("GET", "/v1/jobs/%d/events" % jid, token=dm.admin), 200)["events"]
     assert len([e for e in ev if e["kind"] == "waiting"]) == 2, ev
     expect(dm.req("POST", "/v1/jobs/%d/cancel" % jid, token=dm.admin), 200)
+    # a gang's next run waits for its last on every node of it: the event names them all
+    g = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp", "gpus": 2, "tasks": 2},
+                      token=dm.admin), 201)["id"]
+    first = wait_state(g, "starting")["start_time"]
+    for n in ("ap-1", "ap-2"):
+        beat(n, {"jobs": [{"id": g, "state": "running"}]})
+    wait_state(g, "running")
+    expect(dm.req("POST", "/v1/jobs/%d/requeue" % g, token=dm.admin), 202)
+    end = time.time() + 10
+    ev = []
+    while time.time() < end and not ev:  # bounded: until its next run is held
+        ev = [e["detail"] for e in expect(dm.req("GET", "/v1/jobs/%d/events" % g,
+                                                 token=dm.admin), 200)["events"]
+              if e["kind"] == "waiting"]
+        time.sleep(0.05)
+    assert get(g)["start_time"] > first and len(ev) == 1, (get(g), ev)
+    head = "its new run waits for its last to end on nodes "
+    assert ev[0].startswith(head) and sorted(ev[0][len(head):].split(", ")) == \
+        ["ap-1", "ap-2"], ev
+    expect(dm.req("POST", "/v1/jobs/%d/cancel" % g, token=dm.admin), 200)
     for bad in ("x", [0], [1.5], [1] * 4097):
         st, b = dm.req("POST", "/v1/nodes/%s/heartbeat" % n1, {"stopping": bad}, token=AG)
         assert st == 400 and '"stopping"' in b["error"]["message"], (bad, st, b)

@@ -272,6 +272,12 @@ def test_delete_node():
             expect(d.req("POST", "/v1/nodes/register", inv, token=agent), 201)
         r = fails(cli(d, "delete-node", "del-1", "nosuch"), 4, "conflict")
         assert "only a lost node can be removed" in r.err and "allot drain --wait del-1" in r.err, r
+        # drained already: not told to drain it
+        expect(d.req("POST", "/v1/nodes/del-2/heartbeat", {}, token=agent), 200)
+        ok(cli(d, "drain", "del-2"))
+        r = fails(cli(d, "delete-node", "del-2"), 4, "conflict")
+        assert "is draining" in r.err and "drain it" not in r.err and \
+            "stop allot-agent there" in r.err, r
         end = time.time() + 10  # bounded: both leases end within a second or two
         while time.time() < end and {n["state"] for n in ok(cli(d, "nodes", "-o", "json")).json()} \
                 != {"lost"}:
