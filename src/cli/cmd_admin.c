@@ -225,6 +225,10 @@ int cmd_nodes(struct cli *c, int argc, char **argv)
 
     if (rc != CLI_OK)
         return rc;
+    if (args_has(&a, "gpus") && args_has(&a, "labels")) {
+        rc = cli_usage_error("--gpus lists GPUs, --labels is a column of the node list: give one");
+        goto out;
+    }
     if (!(cl = cli_client(c))) {
         rc = CLI_USAGE;
         goto out;

@@ -573,6 +573,7 @@ def test_constraint():
             inv = {"name": name, "cpus": 8, "memory": 64000, "gpus": [{"model": "L4"}],
                    "labels": labels}
             expect(d.req("POST", "/v1/nodes/register", inv, token=agent), 201)
+        fails(cli(d, "nodes", "-g", "-L"), 1, "usage")  # GPU lines have no labels
         rows = [r.split() for r in ok(cli(d, "nodes", "--labels")).lines()]
         assert rows[0][-1] == "LABELS" and len(rows) == 4, rows
         assert {r[0]: r[-1] for r in rows[1:]} == {"lab-a": "nvlink,zone=a", "lab-b": "zone=b",
