@@ -247,6 +247,30 @@ def test_scoped_dry_run_compares_its_part():
         d.stop()
 
 
+def test_isolation_change_waits_for_running_jobs():
+    """A tenant's isolation level changes only while none of its jobs runs: running work
+    holds nodes or GPUs as the old level says, so under the new one other tenants' work
+    would be placed beside it, and allotd restarted would adopt neither and stop it. A
+    waiting job is no obstacle (it is placed under the new level)."""
+    c = {"path": "tmp/c", "quotas": {"gpu": 2}}
+    put(tree(A6, B, c))
+    run = submit("tmp/c")
+    wait_placed([run])
+    excl = dict(c, isolation="exclusive-node")
+    st, b = dm.req("PUT", "/v1/tenants", tree(A6, B, excl), token=dm.admin)
+    assert st == 409 and b["error"]["message"] == (
+        "tenant tmp/c has running jobs; its isolation level (shared -> exclusive-node) changes "
+        "only when none runs (they hold nodes or GPUs as shared does)"), (st, b)
+    iso = {t["path"]: t.get("isolation") for t in
+           expect(dm.req("GET", "/v1/tenants", token=dm.admin), 200)["tenants"]}
+    assert iso["tmp/c"] == "shared", iso
+    expect(dm.req("POST", "/v1/jobs/%d/cancel" % run, token=dm.admin), 200)
+    held = submit("tmp/c", hold=True)
+    put(tree(A6, B, excl))  # none runs: it changes
+    put(tree(A6, B, c))
+    expect(dm.req("POST", "/v1/jobs/%d/cancel" % held, token=dm.admin), 200)
+
+
 if __name__ == "__main__":
     dm = Daemon()
     try:
@@ -254,6 +278,7 @@ if __name__ == "__main__":
         fx.run([test_sums_follow_each_apply, test_busy_tenant_never_becomes_a_parent,
                 test_removed_tenant_tokens_revoked, test_if_match,
                 test_applies_at_once_lose_nothing, test_dry_run_checks_as_a_write,
-                test_parent_limit_without_nominal, test_scoped_dry_run_compares_its_part])
+                test_parent_limit_without_nominal, test_scoped_dry_run_compares_its_part,
+                test_isolation_change_waits_for_running_jobs])
     finally:
         dm.stop()
