@@ -21,6 +21,7 @@ struct victim {
     int64_t cost; /* GPU-seconds of work lost */
     int borrowed;
     int pinned; /* its class is not preemptible: reclaimed only when no other work will do */
+    int prio;   /* its priority class's value: the lowest go first */
 };
 
 static int cmp_victim(const void *a, const void *b)
@@ -31,6 +32,8 @@ static int cmp_victim(const void *a, const void *b)
         return y->borrowed - x->borrowed; /* borrowed first */
     if (x->pinned != y->pinned)
         return x->pinned - y->pinned; /* then what its class lets be preempted */
+    if (x->prio != y->prio)           /* then the lowest priority (as Kueue): a higher one taken */
+        return x->prio < y->prio ? -1 : 1; /* first would take the lower in its turn */
     if (x->cost != y->cost)
         return x->cost < y->cost ? -1 : 1;
     return x->id - y->id;
@@ -63,6 +66,7 @@ static struct victim victim_of(const struct allot_queue *q, const struct allot_j
     return (struct victim){.id = v->id,
                            .borrowed = v->borrowed,
                            .pinned = !queue_job_preemptible(q, v),
+                           .prio = queue_job_prio(q, v),
                            .cost = (int64_t)queue_job_gpus(v) * lost_work(q, v, now)};
 }
 

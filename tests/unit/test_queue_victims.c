@@ -1,0 +1,77 @@
+/*
+ * Unit tests of the order in which the queue takes victims
+ * (src/core/queue_preempt.c): among jobs a preemption may take, the
+ * lowest priority class goes first, whatever their lost work, so that a
+ * job of a higher class is not preempted only to preempt the lower one
+ * itself when it is requeued.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "allot/queue.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "catalog_fixture.h"
+#include "queue_fixture.h"
+#include "queue_world.h"
+
+static int submit_class(struct world *w, const char *name, int cls, int gpus, int64_t now)
+{
+    char err[128];
+    struct allot_job_spec s = {
+        .name = name,
+        .tenant = w->a,
+        .prio_class = cls,
+        .n_tasks = 1,
+        .task = {.num_gpu = gpus, .gpu_milli = 1000, .mig_profile = -1, .cpu_milli = 1000}};
+    int id = allot_queue_submit(w->q, &s, now, err, sizeof(err));
+
+    if (id < 0)
+        fail_msg("submit %s: %s", name, err);
+    return id;
+}
+
+/* Two jobs of team-a fill a node of 4 GPUs, the low one older (more work
+ * to lose); a critical one needs half the node: the low one goes, not
+ * the normal one, which would otherwise preempt the low one in its turn. */
+static void test_lowest_class_first(void **state)
+{
+    struct allot_queue_opts o = base;
+    struct world w;
+    int low, normal, crit;
+
+    (void)state;
+    o.grace_s = 0;
+    world_init(&w, 1, 4, o);
+    int lo = allot_queue_add_prio_class(w.q, "low", 100, true);
+    int no = allot_queue_add_prio_class(w.q, "normal", 500, true);
+    int cr = allot_queue_add_prio_class(w.q, "critical", 1000, false);
+    low = submit_class(&w, "low", lo, 2, 0);
+    cycle(&w, 0);
+    normal = submit_class(&w, "normal", no, 2, 100);
+    cycle(&w, 100);
+    assert_int_equal(w.starts, 2);
+    crit = submit_class(&w, "crit", cr, 2, 200);
+    for (int64_t t = 200; t < 210; t++)
+        cycle(&w, t);
+    assert_int_equal(allot_queue_job(w.q, crit)->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(allot_queue_job(w.q, normal)->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(allot_queue_job(w.q, low)->state, ALLOT_JOB_PENDING);
+    assert_int_equal(w.preempts, 1);
+    world_free(&w);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_lowest_class_first),
+    };
+
+    (void)submit; /* queue_world.h's, for jobs of no class */
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
