@@ -429,6 +429,23 @@ static int apply_merge(struct cli *c, struct cli_args *a, json_t *doc, json_t *c
                 json_array_append(np, x);
         }
         json_decref(classes);
+    } else {
+        /* the file is the whole tree: a stored parent it implies but does
+         * not list becomes a tenant of weight 1 and no quota of its own,
+         * whatever the stored tree gave it (listed, so the change shows) */
+        json_t *nt = json_object_get(next, "tenants");
+        json_t *listed = index_by(nt, "path"), *parents = parents_of(nt);
+        json_t *stored = index_by(json_object_get(cur, "tenants"), "path");
+        const char *p;
+        json_t *v;
+        json_object_foreach(parents, p, v)
+        {
+            if (!json_object_get(listed, p) && json_object_get(stored, p))
+                json_array_append_new(nt, json_pack("{s:s}", "path", p));
+        }
+        json_decref(listed);
+        json_decref(parents);
+        json_decref(stored);
     }
     bool print = c->fmt == CLI_FMT_TABLE, dry = args_has(a, "dry-run");
     int changes = *changes_out = diff_count(cur, next);

@@ -169,8 +169,15 @@ static int write_tree(struct allot_store *st, json_t *doc, const struct sim_tena
     /* children sort after their parents: delete from the end */
     bool removed = false;
     for (size_t i = n_old; i-- > 0 && !rc;) {
-        if (tenants_listed(c, old[i].path))
+        if (tenants_listed(c, old[i].path)) {
+            /* a parent the tree implies but does not list: weight 1 and no
+             * quota of its own, not what an earlier tree gave it */
+            struct allot_store_tenant t = {
+                .path = old[i].path, .weight = 1, .isolation = "shared", .quotas = "{}"};
+            if (sim_tenants_conf_find(c, old[i].path) < 0)
+                rc = allot_store_tenant_put(st, &t);
             continue;
+        }
         rc = allot_store_tenant_delete(st, old[i].path);
         removed = true;
     }

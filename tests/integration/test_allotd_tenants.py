@@ -271,6 +271,30 @@ def test_isolation_change_waits_for_running_jobs():
     expect(dm.req("POST", "/v1/jobs/%d/cancel" % held, token=dm.admin), 200)
 
 
+def test_unlisted_parent_gets_defaults():
+    """A tree is the whole tree: a stored parent it implies (a child is listed) but does not
+    list becomes a tenant of weight 1 and no quota of its own, not what an earlier tree
+    gave it; allot apply --prune says so (configured)."""
+    grp = {"path": "grp", "weight": 3, "quotas": {"gpu": {"borrow_limit": 1}}}
+    x = {"path": "grp/x", "quotas": {"gpu": 1}}
+
+    def stored(path):
+        return [t for t in expect(dm.req("GET", "/v1/tenants", token=dm.admin), 200)["tenants"]
+                if t["path"] == path][0]
+
+    put(tree(A6, B, grp, x))
+    assert stored("grp")["weight"] == 3 and stored("grp").get("quotas"), stored("grp")
+    put(tree(A6, B, x))
+    g = stored("grp")
+    assert g["weight"] == 1 and not g.get("quotas"), g
+    put(tree(A6, B, grp, x))
+    f = write(os.path.join(fx.tempdir(), "t.json"), json.dumps(tree(A6, B, x)))
+    r = cli(dm, "apply", "-f", f, "--prune")
+    assert r.rc == 0 and "tenant/grp configured" in r.lines(), r
+    g = stored("grp")
+    assert g["weight"] == 1 and not g.get("quotas"), g
+
+
 if __name__ == "__main__":
     dm = Daemon()
     try:
@@ -279,6 +303,6 @@ if __name__ == "__main__":
                 test_removed_tenant_tokens_revoked, test_if_match,
                 test_applies_at_once_lose_nothing, test_dry_run_checks_as_a_write,
                 test_parent_limit_without_nominal, test_scoped_dry_run_compares_its_part,
-                test_isolation_change_waits_for_running_jobs])
+                test_isolation_change_waits_for_running_jobs, test_unlisted_parent_gets_defaults])
     finally:
         dm.stop()
