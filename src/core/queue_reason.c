@@ -34,7 +34,7 @@ void queue_set_why(struct allot_job *j, int kind, int who, int res, int other, i
         (struct allot_why){.kind = kind, .who = who, .res = res, .other = other, .a = a, .b = b};
 }
 
-static void text_quota(struct allot_queue *q, struct allot_job *j, int who, int res)
+static void text_quota_limit(struct allot_queue *q, struct allot_job *j, int who, int res)
 {
     const struct allot_tenant *x = allot_tenants_get(q->t, who);
     char rn[64], used[32], nom[32];
@@ -97,6 +97,24 @@ static void text_quota(struct allot_queue *q, struct allot_job *j, int who, int 
                       "cohort %s has no unused %s (%s/%s in use, the job asks for %s%s)", x->path,
                       rn, used, nom, a, held);
     }
+}
+
+/* The quota that holds j back; and, where j's own tenant is within its
+ * nominal (a cohort or the cluster is full of borrowed work), that the
+ * borrowed work is taken back for it once it has run its minimum runtime,
+ * so that a wait of up to that long does not read as a refusal. */
+static void text_quota(struct allot_queue *q, struct allot_job *j, int who, int res)
+{
+    size_t len;
+
+    text_quota_limit(q, j, who, res);
+    len = strlen(j->reason);
+    if (who != j->spec.tenant && q->o.preemption && q->o.quotas &&
+        allot_tenants_in_nominal(q->t, j->spec.tenant, &j->req) && len < sizeof(j->reason))
+        allot_fmt(j->reason + len, sizeof(j->reason) - len,
+                  "; within its tenant's nominal: borrowed work is reclaimed for it once that "
+                  "work has run %lld s",
+                  (long long)q->o.min_runtime_s);
 }
 
 /* Says j can never start when it asks for more than its tenants could

@@ -56,6 +56,35 @@ static void test_reason_no_ready_node(void **state)
     world_free(&w);
 }
 
+/* A job inside its tenant's nominal that waits for borrowed work to pass
+ * its minimum runtime says that it will be reclaimed for it, not only
+ * which quota is full (which reads as a refusal). */
+static void test_reason_reclaim_to_come(void **state)
+{
+    struct allot_queue_opts o = base;
+    struct world w;
+    int b;
+
+    (void)state;
+    o.min_runtime_s = 600;
+    world_init(&w, 1, 2, o); /* 4 GPUs; team-a and team-b 2 each */
+    for (int i = 0; i < 4; i++)
+        submit(&w, "a", w.a, 1, 1, 0, 0);
+    cycle(&w, 0);
+    assert_int_equal(w.starts, 4);
+    b = submit(&w, "b", w.b, 1, 1, 10, 0);
+    cycle(&w, 10);
+    assert_int_equal(allot_queue_job(w.q, b)->state, ALLOT_JOB_PENDING);
+    const char *why = allot_queue_reason(w.q, b);
+    assert_non_null(strstr(why, "within its tenant's nominal: borrowed work is reclaimed for it "
+                                "once that work has run 600 s"));
+    cycle(&w, 601); /* then it is */
+    for (int64_t t = 602; t < 700; t++)
+        cycle(&w, t);
+    assert_int_equal(allot_queue_job(w.q, b)->state, ALLOT_JOB_RUNNING);
+    world_free(&w);
+}
+
 /* A job selecting labels no ready node carries says so, naming nodes out
  * of service that carry them; once one is back the job runs there. */
 static void test_reason_node_selector(void **state)
@@ -471,6 +500,7 @@ static void test_reason_isolation_and_gangs(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_reason_reclaim_to_come),
         cmocka_unit_test(test_reason_no_ready_node),
         cmocka_unit_test(test_reason_mig_mode),
         cmocka_unit_test(test_reason_node_selector),
