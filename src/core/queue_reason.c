@@ -571,14 +571,23 @@ const char *allot_queue_reason(struct allot_queue *q, int id)
     case ALLOT_WHY_LIMIT:
         allot_fmt(r, n, "stopped at its runtime limit (%lld s)", (long long)w->a);
         break;
-    case ALLOT_WHY_FAIR_CAP:
-        /* the cap binds only past the room there is when no other tenant
-         * waits (its fair share is then all it could use): say that */
-        if (others_wait(q, w->who))
+    case ALLOT_WHY_FAIR_CAP: {
+        /* the quota of a tenant or cohort, where it refuses too (a tenant
+         * that may not borrow at all is not told of what it may borrow;
+         * the cluster's quota is its room); the cap binds only past the
+         * room there is when no other tenant waits (its fair share is then
+         * all it could use): say that */
+        int qwho = 0, qres = 0;
+        if (q->o.quotas &&
+            !allot_tenants_admits(q->t, j->spec.tenant, &j->req, q->o.borrowing, &qwho, &qres) &&
+            qwho != 0)
+            text_quota(q, j, qwho, qres);
+        else if (others_wait(q, w->who))
             text_fair_cap(q, j, w->who);
         else
             text_capacity(q, j);
         break;
+    }
     default:
         allot_fmt(r, n, "unknown");
     }

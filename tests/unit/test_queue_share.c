@@ -275,6 +275,38 @@ static void test_fair_cap_alone(void **state)
     world_free(&w);
 }
 
+/* A tenant that may not borrow, at its nominal, held by the fair-share
+ * cap too while another tenant waits: the reason is its quota (it may
+ * never borrow), not what it might borrow under the cap. */
+static void test_fair_cap_no_borrowing(void **state)
+{
+    struct allot_queue_opts o = base;
+    struct allot_quota none = {.nominal = 4000, .borrow_limit = 0, .lend_limit = ALLOT_UNLIMITED};
+    struct world w;
+    int b5;
+
+    (void)state;
+    o.fair_cap = 1.0;
+    share_world(&w, o);
+    assert_int_equal(allot_tenants_set_quota(w.t, w.b, ALLOT_RES_GPU, none), 0);
+    for (int i = 0; i < 4; i++)
+        submit(&w, "b", w.b, 1, 1, 0, 0);
+    cycle(&w, 0);
+    /* a and c wait for GPUs too: three shares of 4, b's 4 + 1 is past it */
+    int c = allot_tenants_find(w.t, "ml/team-c");
+    for (int i = 0; i < 3; i++) {
+        submit(&w, "a", w.a, 1, 4, 1, 0);
+        submit(&w, "c", c, 1, 4, 1, 0);
+    }
+    b5 = submit(&w, "b5", w.b, 1, 1, 1, 0);
+    cycle(&w, 1);
+    assert_int_equal(allot_queue_job(w.q, b5)->state, ALLOT_JOB_PENDING);
+    assert_int_equal(allot_queue_job(w.q, b5)->why.kind, ALLOT_WHY_FAIR_CAP);
+    assert_string_equal(allot_queue_reason(w.q, b5),
+                        "tenant ml/team-b at nominal (4/4 GPU), borrowing not allowed");
+    world_free(&w);
+}
+
 /* The fair shares follow the tenant tree: ml (ml/team-a, ml/team-b; 8
  * nominal) and ops (ops/team-c; 4) share 12 GPUs 8 to 4, and inside ml
  * team-a asks for 1, so team-b's share is 7. Shared flat among the three
@@ -893,6 +925,7 @@ int main(void)
         cmocka_unit_test(test_never_job_is_no_demand),
         cmocka_unit_test(test_fair_cap),
         cmocka_unit_test(test_fair_cap_alone),
+        cmocka_unit_test(test_fair_cap_no_borrowing),
         cmocka_unit_test(test_fair_shares_follow_tree),
         cmocka_unit_test(test_compute_only_fraction_reason),
         cmocka_unit_test(test_same_second_in_arrival_order),
