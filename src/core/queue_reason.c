@@ -388,6 +388,7 @@ static void text_capacity(struct allot_queue *q, struct allot_job *j)
     int best_whole = 0, admit = 0, fits = 0, nn = allot_cluster_node_count(q->c);
     int gpu_room = 0, host_whole = 0; /* CPU and memory aside: nodes with the GPU room */
     int ready = 0, down = 0;          /* nodes it may use, ready or not */
+    int iso_ok = 0;                   /* ... ready, and isolation lets it on them */
     bool whole = t->num_gpu > 0 && t->mig_profile < 0 && !allot_task_is_fraction(t);
     char model[48], what[160];
     int len;
@@ -404,6 +405,12 @@ static void text_capacity(struct allot_queue *q, struct allot_job *j)
         if (n->state != ALLOT_NODE_READY)
             continue;
         ready++;
+        /* a node tenant isolation keeps it off is said apart (kept below):
+         * its GPUs are no room for it here either */
+        if (!allot_isolation_allows(n->n_tasks, n->excl_tenant, t->tenant,
+                                    t->isolation == ALLOT_ISO_EXCLUSIVE_NODE))
+            continue;
+        iso_ok++;
         w = allot_node_whole_free(n);
         host_whole = w > host_whole ? w : host_whole;
         gpu_room += whole                                  ? w >= t->num_gpu
@@ -466,6 +473,11 @@ static void text_capacity(struct allot_queue *q, struct allot_job *j)
     }
     /* where no node takes even one task, say first when isolation is why */
     int kept = fits ? 0 : kept_by_isolation(q, t);
+    if (kept > 0 && iso_ok == 0) { /* no elsewhere */
+        allot_fmt(j->reason, sizeof(j->reason),
+                  "tenant isolation keeps it off every ready node (%d with room for it)", kept);
+        return;
+    }
     if (kept > 0 && len > 0 && (size_t)len < sizeof(j->reason)) {
         char rest[sizeof(j->reason)];
         allot_strlcpy(rest, j->reason, sizeof(rest));

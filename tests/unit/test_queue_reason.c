@@ -495,6 +495,21 @@ static void test_reason_isolation_and_gangs(void **state)
                         "no room for 9 tasks of 500 milli-GPU and 50.0 % of one GPU's memory "
                         "each at once");
     world_free(&w);
+
+    /* exclusive-node b while a runs on both nodes: every node is kept from
+     * it, and nothing is said of CPU "elsewhere" (there is no elsewhere) */
+    world_init(&w, 2, 8, base); /* nominals of 8: a's work is not reclaimed */
+    allot_tenants_get(w.t, w.b)->isolation = ALLOT_ISO_EXCLUSIVE_NODE;
+    submit(&w, "a0", w.a, 1, 3, 0, 0); /* one on each node */
+    submit(&w, "a1", w.a, 1, 3, 0, 0);
+    cycle(&w, 0);
+    assert_int_equal(w.starts, 2);
+    int bx = submit(&w, "bx", w.b, 1, 1, 1, 0);
+    cycle(&w, 1);
+    assert_int_equal(allot_queue_job(w.q, bx)->state, ALLOT_JOB_PENDING);
+    assert_string_equal(allot_queue_reason(w.q, bx),
+                        "tenant isolation keeps it off every ready node (2 with room for it)");
+    world_free(&w);
 }
 
 int main(void)
