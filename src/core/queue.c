@@ -755,6 +755,7 @@ static void set_borrowed(struct allot_queue *q, struct allot_job *j, bool bor)
 struct started {
     bool stopping; /* in its grace period: after the running ones */
     int64_t start;
+    int64_t seq; /* its submission among jobs of the same start (spec.seq) */
     int id;
 };
 
@@ -766,6 +767,8 @@ static int cmp_started(const void *a, const void *b)
         return x->stopping - y->stopping;
     if (x->start != y->start)
         return x->start < y->start ? -1 : 1;
+    if (x->seq != y->seq) /* the queue's slot is no order: a slot is used again */
+        return x->seq < y->seq ? -1 : 1;
     return x->id - y->id;
 }
 
@@ -786,8 +789,10 @@ int allot_queue_recount_borrowed(struct allot_queue *q, const bool *only)
             continue;
         const struct allot_job *j = &q->jobs[q->running[i]];
         if (!only || only[j->spec.tenant])
-            ids[n++] = (struct started){
-                .stopping = j->state == ALLOT_JOB_STOPPING, .start = j->start, .id = j->id};
+            ids[n++] = (struct started){.stopping = j->state == ALLOT_JOB_STOPPING,
+                                        .start = j->start,
+                                        .seq = j->spec.seq,
+                                        .id = j->id};
     }
     if (n)
         qsort(ids, n, sizeof(*ids), cmp_started);

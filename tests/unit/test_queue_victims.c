@@ -3,7 +3,8 @@
  * (src/core/queue_preempt.c): among jobs a preemption may take, the
  * lowest priority class goes first, whatever their lost work, so that a
  * job of a higher class is not preempted only to preempt the lower one
- * itself when it is requeued.
+ * itself when it is requeued; and which running jobs become borrowed
+ * when a nominal shrinks.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -66,10 +67,54 @@ static void test_lowest_class_first(void **state)
     world_free(&w);
 }
 
+/* After a tenant's nominal shrinks, its newest running jobs become the
+ * borrowed ones: newest by start, then by submission (spec.seq), not by
+ * the queue's slot, which a later job may take from an earlier one. */
+static void test_newest_become_borrowed(void **state)
+{
+    struct allot_queue_opts o = base;
+    struct allot_quota two = {
+        .nominal = 2000, .borrow_limit = ALLOT_UNLIMITED, .lend_limit = ALLOT_UNLIMITED};
+    struct world w;
+    char err[128];
+    int f[2], v[2];
+
+    (void)state;
+    world_init(&w, 1, 4, o);
+    for (int i = 0; i < 2; i++)
+        f[i] = submit_class(&w, "f", -1, 1, 0);
+    cycle(&w, 0);
+    for (int i = 0; i < 2; i++) { /* their slots free: the last freed is taken first */
+        assert_int_equal(allot_queue_cancel(w.q, f[i], 1), 0);
+        assert_int_equal(allot_queue_forget(w.q, f[i]), 0);
+    }
+    for (int i = 0; i < 2; i++) {
+        struct allot_job_spec s = {
+            .name = i ? "v3" : "v2",
+            .tenant = w.a,
+            .prio_class = -1,
+            .seq = 2 + i,
+            .n_tasks = 1,
+            .task = {.num_gpu = 1, .gpu_milli = 1000, .mig_profile = -1, .cpu_milli = 1000}};
+        v[i] = allot_queue_submit(w.q, &s, 2, err, sizeof(err));
+        assert_true(v[i] >= 0);
+    }
+    assert_true(v[1] < v[0]); /* the later submission has the lower slot */
+    cycle(&w, 2);
+    assert_int_equal(allot_queue_job(w.q, v[0])->start, allot_queue_job(w.q, v[1])->start);
+    two.nominal = 1000;
+    assert_int_equal(allot_tenants_set_quota(w.t, w.a, ALLOT_RES_GPU, two), 0);
+    assert_true(allot_queue_recount_borrowed(w.q, NULL) >= 0);
+    assert_false(allot_queue_job(w.q, v[0])->borrowed);
+    assert_true(allot_queue_job(w.q, v[1])->borrowed);
+    world_free(&w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lowest_class_first),
+        cmocka_unit_test(test_newest_become_borrowed),
     };
 
     (void)submit; /* queue_world.h's, for jobs of no class */
