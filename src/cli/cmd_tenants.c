@@ -529,8 +529,14 @@ int cmd_apply(struct cli *c, int argc, char **argv)
         rc = CLI_USAGE;
         goto out;
     }
+    /* a file of priority classes alone, merged: the tenants stay */
+    if (json_is_object(doc) && !json_object_get(doc, "tenants") && !args_has(&a, "prune") &&
+        json_is_array(json_object_get(doc, "priority_classes")))
+        json_object_set_new(doc, "tenants", json_array());
     if (!json_is_object(doc) || !json_is_array(json_object_get(doc, "tenants"))) {
-        rc = cli_usage_error("%s: a tenants file is an object with a `tenants` list", file);
+        rc = cli_usage_error("%s: a tenants file is an object with a `tenants` list (a file of "
+                             "`priority_classes` alone is merged without --prune)",
+                             file);
         goto out;
     }
     json_array_foreach(json_object_get(doc, "tenants"), i, x)

@@ -8,6 +8,8 @@
  */
 #include "queue_int.h"
 
+#include <time.h>
+
 /* ---- pending reasons -------------------------------------------------------------------- */
 
 static void gpus_text(char *buf, size_t len, int64_t milli)
@@ -528,10 +530,15 @@ const char *allot_queue_reason(struct allot_queue *q, int id)
         break;
     case ALLOT_WHY_RUNNING:
         if (j->state == ALLOT_JOB_STOPPING && j->preempted_for >= 0 &&
-            (size_t)j->preempted_for < q->n_jobs && q->jobs[j->preempted_for].name)
-            allot_fmt(r, n, "stopping: preempted for job %s; its grace period ends at %lld",
-                      q->jobs[j->preempted_for].name, (long long)j->stop_at);
-        else
+            (size_t)j->preempted_for < q->n_jobs && q->jobs[j->preempted_for].name) {
+            char at[32];
+            time_t t = (time_t)j->stop_at;
+            struct tm tm;
+            if (!gmtime_r(&t, &tm) || !strftime(at, sizeof(at), "%Y-%m-%dT%H:%M:%SZ", &tm))
+                allot_fmt(at, sizeof(at), "%lld", (long long)j->stop_at);
+            allot_fmt(r, n, "stopping: preempted for job %s; its grace period ends at %s",
+                      q->jobs[j->preempted_for].name, at);
+        } else
             allot_fmt(r, n, "%s", j->state == ALLOT_JOB_STOPPING ? "stopping (grace period)" : "");
         break;
     case ALLOT_WHY_QUOTA:
@@ -542,16 +549,16 @@ const char *allot_queue_reason(struct allot_queue *q, int id)
         break;
     case ALLOT_WHY_RECLAIM:
         if (w->res == ALLOT_PREEMPT_MOVE) {
-            allot_fmt(r, n, "waiting for %lld GPUs that jobs of %s free by moving (grace %lld s)",
-                      (long long)(w->a / ALLOT_MILLI), allot_tenants_get(q->t, w->who)->path,
-                      (long long)w->b);
+            allot_fmt(r, n, "waiting for %lld GPU%s that jobs of %s free by moving (grace %lld s)",
+                      (long long)(w->a / ALLOT_MILLI), w->a / ALLOT_MILLI == 1 ? "" : "s",
+                      allot_tenants_get(q->t, w->who)->path, (long long)w->b);
             break;
         }
-        allot_fmt(r, n, "waiting for %s of %lld GPUs from %s (grace %lld s)",
+        allot_fmt(r, n, "waiting for %s of %lld GPU%s from %s (grace %lld s)",
                   w->res == ALLOT_PREEMPT_RECLAIM || w->res == ALLOT_PREEMPT_FAIR ? "reclaim"
                                                                                   : "preemption",
-                  (long long)(w->a / ALLOT_MILLI), allot_tenants_get(q->t, w->who)->path,
-                  (long long)w->b);
+                  (long long)(w->a / ALLOT_MILLI), w->a / ALLOT_MILLI == 1 ? "" : "s",
+                  allot_tenants_get(q->t, w->who)->path, (long long)w->b);
         break;
     case ALLOT_WHY_HELD:
         if (w->a < 0)

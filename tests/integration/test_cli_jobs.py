@@ -133,6 +133,15 @@ def test_apply_tenants_and_quota():
     got = ok(cli(dm, "tenants", "-o", "json")).json()
     assert sorted(t["path"] for t in got["tenants"]) == sorted(
         t["path"] for t in TENANTS["tenants"])
+    # a file of priority classes alone is merged (tenants stay); with --prune it would
+    # remove every tenant: refused
+    pcf = write(os.path.join(fx.tempdir(), "pc.yaml"),
+                "priority_classes:\n  - {name: urgent, value: 2000, preemptible: false}\n")
+    r = ok(cli(dm, "apply", "-f", pcf))
+    assert r.lines() == ["priorityclass/urgent created"], r
+    assert "urgent" in ok(cli(dm, "tenants", "-P")).out
+    assert "research/vision" in ok(cli(dm, "tenants")).out
+    fails(cli(dm, "apply", "-f", pcf, "--prune"), 1, "usage")
     # bad files: usage; a tree the server refuses: invalid
     fails(cli(dm, "apply", "-f", "/nonexistent.yaml"), 1, "usage")
     bad = write(os.path.join(fx.tempdir(), "bad.yaml"), "tenants: [\n")

@@ -103,13 +103,13 @@ static void test_reclaim_with_grace(void **state)
     assert_int_equal(w.preempts, 2);
     assert_string_equal(w.last_why, "borrowed capacity reclaimed by job a1");
     assert_string_equal(allot_queue_reason(w.q, aj[0]),
-                        "waiting for reclaim of 1 GPUs from ml/team-b (grace 30 s)");
+                        "waiting for reclaim of 1 GPU from ml/team-b (grace 30 s)");
     assert_int_equal(allot_queue_next_wakeup(w.q), 130);
     /* a cycle in the grace period finds no room for a yet: it still says why */
     cycle(&w, 110);
     assert_int_equal(allot_queue_job(w.q, aj[0])->state, ALLOT_JOB_PENDING);
     assert_string_equal(allot_queue_reason(w.q, aj[0]),
-                        "waiting for reclaim of 1 GPUs from ml/team-b (grace 30 s)");
+                        "waiting for reclaim of 1 GPU from ml/team-b (grace 30 s)");
     /* in-nominal work of team-b was not touched */
     for (int i = 0; i < 4; i++)
         assert_int_equal(allot_queue_job(w.q, bj[i])->state, ALLOT_JOB_RUNNING);

@@ -143,7 +143,7 @@ static void test_fair_reclaim(void **state)
     assert_string_equal(w.last_why,
                         "borrowed capacity above its tenant's fair share reclaimed by job a6");
     assert_string_equal(allot_queue_reason(w.q, a5),
-                        "waiting for reclaim of 1 GPUs from ml/team-b (grace 30 s)");
+                        "waiting for reclaim of 1 GPU from ml/team-b (grace 30 s)");
     assert_int_equal(allot_queue_job(w.q, a7)->state, ALLOT_JOB_PENDING);
     cycle(&w, 730);
     assert_int_equal(allot_queue_job(w.q, a5)->state, ALLOT_JOB_RUNNING);
