@@ -1118,6 +1118,7 @@ static int stop_one(struct allot_queue *q, struct allot_job *j, int64_t now)
         return ALLOT_ENOMEM;
     if (grace_over) {
         int pf = j->preempted_for;
+        bool gone = j->gone; /* its node said its processes were gone */
         queue_job_unplace(q, j, now);
         /* the room was made for pf: it gets the first try at it, before
          * the jobs moved for it (their grace ended in the same cycle), which
@@ -1129,7 +1130,9 @@ static int stop_one(struct allot_queue *q, struct allot_job *j, int64_t now)
         queue_requeue(q, j, now);
         queue_set_why(j, ALLOT_WHY_GRACE_OVER, 0, 0, -1, 0, 0);
         queue_emit(q, ALLOT_DEC_STOP, j,
-                   j->spec.once ? "grace period over: stopped and ended (it runs once)"
+                   j->spec.once ? (gone ? "its processes gone: stopped and ended (it runs once)"
+                                        : "grace period over: stopped and ended (it runs once)")
+                   : gone       ? "its processes gone: stopped and requeued"
                                 : "grace period over: stopped and requeued");
     } else {
         queue_job_unplace(q, j, now);
