@@ -576,6 +576,11 @@ int cmd_apply(struct cli *c, int argc, char **argv)
     }
     if (rc != CLI_OK)
         goto out;
+    json_array_foreach(json_object_get(reply, "warnings"), i, x)
+    {
+        char t[512];
+        fprintf(stderr, "allot: warning: %s\n", out_text(json_string_value(x), t, sizeof(t)));
+    }
     if (!out_structured(c, reply)) {
         /* what changed, printed once the server has taken it */
         diff("tenant", "path", json_object_get(cur, "tenants"), json_object_get(next, "tenants"),

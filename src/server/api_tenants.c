@@ -305,6 +305,28 @@ static int tree_fn(struct allot_store *st, void *arg)
     return rc ? rc : api_audit(st, w->r, "tenants", result, srv_now());
 }
 
+/* Adds to reply rep a warning when the leaves' GPU nominals sum to more
+ * GPUs than the registered nodes have: not every guarantee can be met at
+ * once (Kueue lets nominal quotas exceed the cluster too; it is said, not
+ * refused, as nodes may still join). */
+static void nominal_warning(struct server *s, const struct sim_tenants_conf *c, json_t *rep)
+{
+    int64_t sum = 0, gpus = loop_gpu_total(s->loop) * ALLOT_MILLI;
+    char w[300];
+
+    for (size_t i = 0; i < c->n; i++)
+        if (c->v[i].leaf && c->v[i].has_quota[ALLOT_RES_GPU] &&
+            c->v[i].quota[ALLOT_RES_GPU].nominal != ALLOT_UNLIMITED)
+            sum += c->v[i].quota[ALLOT_RES_GPU].nominal;
+    if (!rep || gpus <= 0 || sum <= gpus)
+        return;
+    allot_fmt(w, sizeof(w),
+              "the tenants' GPU nominals sum to %.3g GPUs; the registered nodes have %lld: not "
+              "every tenant's guarantee can be met at once",
+              (double)sum / ALLOT_MILLI, (long long)(gpus / ALLOT_MILLI));
+    json_object_set_new(rep, "warnings", json_pack("[s]", w));
+}
+
 /* The body of r as a tree document into *doc and *conf; false after
  * answering 400 or 422. */
 static bool tree_body(struct req *r, json_t **doc, struct sim_tenants_conf *conf)
@@ -382,9 +404,10 @@ int api_tenants_put(struct req *r)
         if (w.revoked)
             auth_forget_tokens(r->srv); /* they stop working at once */
         loop_post(r->srv->loop, LOOP_TENANTS, 0, NULL);
-        api_json(
-            r, 200,
-            json_pack("{s:I,s:i}", "tenants", (json_int_t)conf.n, "priority_classes", conf.n_prio));
+        json_t *rep =
+            json_pack("{s:I,s:i}", "tenants", (json_int_t)conf.n, "priority_classes", conf.n_prio);
+        nominal_warning(r->srv, &conf, rep);
+        api_json(r, 200, rep);
     }
 out:
     sim_tenants_conf_free(&conf);

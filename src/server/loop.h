@@ -126,5 +126,7 @@ json_t *loop_node_peers(struct loop *l, const char *name);
 size_t loop_node_tasks(struct loop *l, const char *name, int64_t *rdma_vfs);
 /* Scheduler metrics in Prometheus text format. */
 void loop_metrics(struct loop *l, FILE *out);
+/* GPUs of the registered nodes as of the last cycle (0 while starting). */
+int64_t loop_gpu_total(struct loop *l);
 
 #endif

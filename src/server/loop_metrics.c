@@ -11,6 +11,18 @@ const double loop_cycle_buckets[N_CYCLE_BUCKETS] = {0.0001, 0.0005, 0.001, 0.005
 const double loop_wait_buckets[N_WAIT_BUCKETS] = {1,   5,    15,    60,    300,
                                                   900, 3600, 14400, 43200, 86400};
 
+int64_t loop_gpu_total(struct loop *l)
+{
+    int64_t n;
+
+    if (!l)
+        return 0;
+    pthread_mutex_lock(&l->dmu);
+    n = l->gpus;
+    pthread_mutex_unlock(&l->dmu);
+    return n;
+}
+
 void loop_metrics(struct loop *l, FILE *out)
 {
     if (!l)

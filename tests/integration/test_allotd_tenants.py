@@ -295,6 +295,20 @@ def test_unlisted_parent_gets_defaults():
     assert g["weight"] == 1 and not g.get("quotas"), g
 
 
+def test_overcommitted_nominals_warned():
+    """Nominals that sum to more GPUs than the nodes have are taken (nodes may join), with
+    a warning in the reply that allot apply prints: not every guarantee can be met."""
+    big = {"path": "tmp/big", "quotas": {"gpu": 4}}
+    b = put(tree(A6, B, big))  # 6 + 2 + 4 on the 8 GPUs of t-1
+    assert b["warnings"] == ["the tenants' GPU nominals sum to 12 GPUs; the registered nodes "
+                             "have 8: not every tenant's guarantee can be met at once"], b
+    assert "warnings" not in put(tree(A6, B)), "8 of 8: no warning"
+    f = write(os.path.join(fx.tempdir(), "t.json"), json.dumps(tree(A6, B, big)))
+    r = cli(dm, "apply", "-f", f, "--prune")
+    assert r.rc == 0 and "allot: warning: the tenants' GPU nominals sum to 12 GPUs" in r.err, r
+    put(tree(A6, B))
+
+
 if __name__ == "__main__":
     dm = Daemon()
     try:
@@ -303,6 +317,7 @@ if __name__ == "__main__":
                 test_removed_tenant_tokens_revoked, test_if_match,
                 test_applies_at_once_lose_nothing, test_dry_run_checks_as_a_write,
                 test_parent_limit_without_nominal, test_scoped_dry_run_compares_its_part,
-                test_isolation_change_waits_for_running_jobs, test_unlisted_parent_gets_defaults])
+                test_isolation_change_waits_for_running_jobs, test_unlisted_parent_gets_defaults,
+                test_overcommitted_nominals_warned])
     finally:
         dm.stop()
