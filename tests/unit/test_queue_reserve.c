@@ -412,8 +412,10 @@ static void test_victims_stay_off_the_room_they_free(void **state)
     char err[128];
 
     /* gone: 0 none reports, 1 both do, 2 the first does and the second is
-     * cancelled, 3 the first does and the preemptor is cancelled */
-    for (int gone = 0; gone < 4; gone++) {
+     * cancelled, 3 the first does and the preemptor is cancelled, 4 the
+     * preemptor is cancelled and then the first is gone: the second keeps
+     * its grace */
+    for (int gone = 0; gone < 5; gone++) {
         struct world w;
         struct allot_queue_opts o = base;
         int v[2], hi;
@@ -448,6 +450,20 @@ static void test_victims_stay_off_the_room_they_free(void **state)
         assert_int_equal(w.preempts, 2);
         for (int i = 0; i < 2; i++) /* both hold their GPUs until the grace ends */
             assert_int_equal(allot_queue_job(w.q, v[i])->state, ALLOT_JOB_STOPPING);
+        if (gone == 4) {
+            assert_int_equal(allot_queue_cancel(w.q, hi, 18), 0);
+            cycle(&w, 18);
+            assert_int_equal(allot_queue_stopped(w.q, v[0], 19), 0);
+            cycle(&w, 19);
+            assert_int_not_equal(allot_queue_job(w.q, v[0])->state, ALLOT_JOB_STOPPING);
+            assert_int_equal(allot_queue_job(w.q, v[1])->state, ALLOT_JOB_STOPPING);
+            cycle(&w, 21);
+            assert_int_equal(allot_queue_job(w.q, v[1])->state, ALLOT_JOB_STOPPING);
+            cycle(&w, 22); /* its grace's end */
+            assert_int_not_equal(allot_queue_job(w.q, v[1])->state, ALLOT_JOB_STOPPING);
+            world_free(&w);
+            continue;
+        }
         if (gone) {
             /* the first is gone at once: held until the other is gone too */
             assert_int_equal(allot_queue_stopped(w.q, v[0], 18), 0);
