@@ -850,12 +850,13 @@ static int node_pick(struct allot_queue *q, const struct allot_job *j, const str
                      int *pick, int max)
 {
     int need = j->spec.task.num_gpu, best_n = 0, best_pinned = INT32_MAX, cur[64];
+    int best_top = INT32_MAX; /* the highest priority class it takes there */
     int64_t best_cost = INT64_MAX;
     int best_e = INT32_MAX, best_k = INT32_MAX;
 
     for (size_t i = 0; i < s->n_slots;) {
         size_t end = i, x;
-        int node = s->slots[i].node, free, m = 0, pinned = 0, first_e, first_k;
+        int node = s->slots[i].node, free, m = 0, pinned = 0, first_e, first_k, top = INT32_MIN;
         int64_t cost = 0;
         while (end < s->n_slots && s->slots[end].node == node)
             end++;
@@ -880,13 +881,21 @@ static int node_pick(struct allot_queue *q, const struct allot_job *j, const str
             free += sl->gpus;
             cost += s->vs[sl->e].cost;
             pinned += s->vs[sl->e].pinned;
+            top = s->vs[sl->e].prio > top ? s->vs[sl->e].prio : top;
             cur[m++] = sl->e;
         }
-        if (free >= need && (pinned < best_pinned ||
-                             (pinned == best_pinned &&
-                              (cost < best_cost ||
-                               (cost == best_cost &&
-                                (first_e < best_e || (first_e == best_e && first_k < best_k))))))) {
+        /* the fewest pinned victims, then the lowest classes (a victim of
+         * a higher class would preempt the lower in its turn), then the
+         * least lost work */
+        bool better = pinned < best_pinned ||
+                      (pinned == best_pinned &&
+                       (top < best_top ||
+                        (top == best_top &&
+                         (cost < best_cost ||
+                          (cost == best_cost &&
+                           (first_e < best_e || (first_e == best_e && first_k < best_k)))))));
+        if (free >= need && better) {
+            best_top = top;
             best_pinned = pinned;
             best_cost = cost;
             best_e = first_e;

@@ -67,6 +67,36 @@ static void test_lowest_class_first(void **state)
     world_free(&w);
 }
 
+/* The same across nodes: a low job fills one node, a younger normal job
+ * the other; a critical job of a whole node takes the low one's node,
+ * though the normal one would lose less work. */
+static void test_lowest_class_first_across_nodes(void **state)
+{
+    struct allot_queue_opts o = base;
+    struct world w;
+    int low, normal, crit;
+
+    (void)state;
+    o.grace_s = 0;
+    world_init(&w, 2, 8, o);
+    int lo = allot_queue_add_prio_class(w.q, "low", 100, true);
+    int no = allot_queue_add_prio_class(w.q, "normal", 500, true);
+    int cr = allot_queue_add_prio_class(w.q, "critical", 1000, false);
+    low = submit_class(&w, "low", lo, 4, 0);
+    cycle(&w, 0);
+    normal = submit_class(&w, "normal", no, 4, 100);
+    cycle(&w, 100);
+    assert_int_equal(w.starts, 2);
+    crit = submit_class(&w, "crit", cr, 4, 200);
+    for (int64_t t = 200; t < 210; t++)
+        cycle(&w, t);
+    assert_int_equal(allot_queue_job(w.q, crit)->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(allot_queue_job(w.q, normal)->state, ALLOT_JOB_RUNNING);
+    assert_int_equal(allot_queue_job(w.q, low)->state, ALLOT_JOB_PENDING);
+    assert_int_equal(w.preempts, 1);
+    world_free(&w);
+}
+
 /* After a tenant's nominal shrinks, its newest running jobs become the
  * borrowed ones: newest by start, then by submission (spec.seq), not by
  * the queue's slot, which a later job may take from an earlier one. */
@@ -114,6 +144,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lowest_class_first),
+        cmocka_unit_test(test_lowest_class_first_across_nodes),
         cmocka_unit_test(test_newest_become_borrowed),
     };
 
