@@ -3,7 +3,9 @@
  * classes (declarative, like `allot apply -f tenants.yaml`): listed
  * tenants are created or updated, unlisted ones deleted (refused with 409
  * while one still has live jobs; the tokens scoped to them revoked), a
- * tenant with live jobs never made a parent (409), all in one write of the group committer
+ * tenant with live jobs never made a parent nor given another isolation
+ * level (409), a stored parent the tree implies but does not list reset
+ * to weight 1 and no quota, all in one write of the group committer
  * with its audit entry; GET /v1/tenants returns the same document, limited to the
  * caller's subtree for tenant-bound tokens.
  */
@@ -94,25 +96,24 @@ static int classes_check(struct allot_store *st, const struct sim_tenants_conf *
 }
 
 /* Whether tree c may replace the stored one (old, n_old): no tenant with
- * live jobs becomes a parent or goes, and none with placed jobs changes
- * its isolation level (its running work holds nodes or GPUs as the old
- * level says: under the new one, other work would be placed beside it,
- * and a restart of allotd could adopt neither). Returns 0, an ALLOT_E*
- * code, or ALLOT_ESTATE with why in busy. */
+ * live jobs becomes a parent, goes, or changes its isolation level (its
+ * running work holds nodes or GPUs as the old level says, and its waiting
+ * jobs were queued with it: under the new one, other work would be placed
+ * beside them, and a restart of allotd could adopt neither). Returns 0,
+ * an ALLOT_E* code, or ALLOT_ESTATE with why in busy. */
 static int tree_check(struct allot_store *st, const struct allot_store_tenant *old, size_t n_old,
                       const struct sim_tenants_conf *c, char *busy, size_t busylen)
 {
     int rc = 0;
-    const unsigned placed = (1u << ALLOT_SJ_STARTING) | (1u << ALLOT_SJ_RUNNING);
 
     for (size_t i = 0; i < n_old && !rc; i++) {
         int k = sim_tenants_conf_find(c, old[i].path);
         const char *now = k >= 0 ? iso_names[c->v[k].isolation] : NULL;
         if (now && old[i].isolation && strcmp(now, old[i].isolation) != 0 &&
-            has_jobs(st, old[i].path, false, placed, &rc) && !rc) {
+            has_jobs(st, old[i].path, false, 0, &rc) && !rc) {
             allot_fmt(busy, busylen,
-                      "tenant %s has running jobs; its isolation level (%s -> %s) changes only "
-                      "when none runs (they hold nodes or GPUs as %s does)",
+                      "tenant %s still has live jobs; its isolation level (%s -> %s) changes "
+                      "only when it has none (they run, or were queued, as %s)",
                       old[i].path, old[i].isolation, now, old[i].isolation);
             rc = ALLOT_ESTATE;
         }

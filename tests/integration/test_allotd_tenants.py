@@ -248,10 +248,10 @@ def test_scoped_dry_run_compares_its_part():
 
 
 def test_isolation_change_waits_for_running_jobs():
-    """A tenant's isolation level changes only while none of its jobs runs: running work
-    holds nodes or GPUs as the old level says, so under the new one other tenants' work
-    would be placed beside it, and allotd restarted would adopt neither and stop it. A
-    waiting job is no obstacle (it is placed under the new level)."""
+    """A tenant's isolation level changes only while it has no live job: running work
+    holds nodes or GPUs as the old level says, and waiting jobs were queued with it, so
+    under the new one other tenants' work would be placed beside them, and allotd
+    restarted would adopt neither and stop it."""
     c = {"path": "tmp/c", "quotas": {"gpu": 2}}
     put(tree(A6, B, c))
     run = submit("tmp/c")
@@ -259,16 +259,17 @@ def test_isolation_change_waits_for_running_jobs():
     excl = dict(c, isolation="exclusive-node")
     st, b = dm.req("PUT", "/v1/tenants", tree(A6, B, excl), token=dm.admin)
     assert st == 409 and b["error"]["message"] == (
-        "tenant tmp/c has running jobs; its isolation level (shared -> exclusive-node) changes "
-        "only when none runs (they hold nodes or GPUs as shared does)"), (st, b)
+        "tenant tmp/c still has live jobs; its isolation level (shared -> exclusive-node) "
+        "changes only when it has none (they run, or were queued, as shared)"), (st, b)
     iso = {t["path"]: t.get("isolation") for t in
            expect(dm.req("GET", "/v1/tenants", token=dm.admin), 200)["tenants"]}
     assert iso["tmp/c"] == "shared", iso
     expect(dm.req("POST", "/v1/jobs/%d/cancel" % run, token=dm.admin), 200)
-    held = submit("tmp/c", hold=True)
-    put(tree(A6, B, excl))  # none runs: it changes
-    put(tree(A6, B, c))
+    held = submit("tmp/c", hold=True)  # a waiting one too
+    assert dm.req("PUT", "/v1/tenants", tree(A6, B, excl), token=dm.admin)[0] == 409
     expect(dm.req("POST", "/v1/jobs/%d/cancel" % held, token=dm.admin), 200)
+    put(tree(A6, B, excl))  # none left: it changes
+    put(tree(A6, B, c))
 
 
 def test_unlisted_parent_gets_defaults():
