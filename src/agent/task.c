@@ -1020,7 +1020,7 @@ static int task_launch(struct agent *a, json_t *d, struct task *t)
      * supervisor, which holds it to --log-max */
     build_env(a, d, &u, dir, mig_uuid, &env);
     { /* the cores it has of its own (--cpu-bind cores) */
-        char cores[1024];
+        char cores[4096];
         if (cpubind_own(t, cores, sizeof(cores)))
             env_set(&env, "ALLOT_CPU_CORES", cores);
     }

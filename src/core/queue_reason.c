@@ -101,6 +101,26 @@ static void text_quota_limit(struct allot_queue *q, struct allot_job *j, int who
     }
 }
 
+/* Whether some tenant at or below `who` (the cluster for 0) uses more
+ * of res than its nominal: borrowed work a reclaim could take back. */
+static bool borrowed_under(const struct allot_queue *q, int who, int res)
+{
+    int nt = allot_tenants_count(q->t);
+
+    for (int t = 1; t < nt; t++) {
+        const struct allot_tenant *x = allot_tenants_get(q->t, t);
+        int a = t;
+        if (x->first_child >= 0 || x->quota[res].nominal == ALLOT_UNLIMITED ||
+            x->usage[res] <= x->quota[res].nominal)
+            continue;
+        while (a > 0 && a != who)
+            a = allot_tenants_get(q->t, a)->parent;
+        if (a == who)
+            return true;
+    }
+    return false;
+}
+
 /* The quota that holds j back; and, where j's own tenant is within its
  * nominal (a cohort or the cluster is full of borrowed work), that the
  * borrowed work is taken back for it once it has run its minimum runtime,
@@ -112,7 +132,8 @@ static void text_quota(struct allot_queue *q, struct allot_job *j, int who, int 
     text_quota_limit(q, j, who, res);
     len = strlen(j->reason);
     if (who != j->spec.tenant && q->o.preemption && q->o.quotas &&
-        allot_tenants_in_nominal(q->t, j->spec.tenant, &j->req) && len < sizeof(j->reason))
+        allot_tenants_in_nominal(q->t, j->spec.tenant, &j->req) && borrowed_under(q, who, res) &&
+        len < sizeof(j->reason))
         allot_fmt(j->reason + len, sizeof(j->reason) - len,
                   "; within its tenant's nominal: borrowed work is reclaimed for it once that "
                   "work has run %lld s",
@@ -478,6 +499,7 @@ static void text_capacity(struct allot_queue *q, struct allot_job *j)
     if (kept > 0 && iso_ok == 0) { /* no elsewhere */
         allot_fmt(j->reason, sizeof(j->reason),
                   "tenant isolation keeps it off every ready node (%d with room for it)", kept);
+        labels_prefix(j); /* of those nodes alone */
         return;
     }
     if (kept > 0 && len > 0 && (size_t)len < sizeof(j->reason)) {
@@ -531,6 +553,7 @@ const char *allot_queue_reason(struct allot_queue *q, int id)
     case ALLOT_WHY_RUNNING:
         if (j->state == ALLOT_JOB_STOPPING && j->preempted_for >= 0 &&
             (size_t)j->preempted_for < q->n_jobs && q->jobs[j->preempted_for].name) {
+            /* a time, not a count down: the reason stays the same while it stops */
             char at[32];
             time_t t = (time_t)j->stop_at;
             struct tm tm;

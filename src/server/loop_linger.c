@@ -87,11 +87,19 @@ static const char *where(const struct loop *l, const char *k, char *buf, size_t 
     size_t at = 0;
 
     *buf = '\0';
+    int more = 0;
+
     json_object_foreach(l->linger, node, on)
     {
-        if (json_object_get(on, k) && at < len)
+        if (!json_object_get(on, k))
+            continue;
+        if (at + strlen(node) + 2 + 24 < len) /* room for it and ", and N more" */
             at += (size_t)allot_fmt(buf + at, len - at, "%s%s", at ? ", " : "", node);
+        else
+            more++;
     }
+    if (more && at)
+        allot_fmt(buf + at, len - at, ", and %d more", more);
     return *buf ? buf : NULL;
 }
 

@@ -83,6 +83,22 @@ static void test_reason_reclaim_to_come(void **state)
         cycle(&w, t);
     assert_int_equal(allot_queue_job(w.q, b)->state, ALLOT_JOB_RUNNING);
     world_free(&w);
+
+    /* nominals of 4 each under a cluster quota of 4: a holds its own,
+     * nothing is borrowed, and nothing is promised */
+    world_init(&w, 1, 4, o);
+    struct allot_quota four = {
+        .nominal = 4000, .borrow_limit = ALLOT_UNLIMITED, .lend_limit = ALLOT_UNLIMITED};
+    assert_int_equal(allot_tenants_set_quota(w.t, 0, ALLOT_RES_GPU, four), 0);
+    for (int i = 0; i < 4; i++)
+        submit(&w, "a", w.a, 1, 1, 0, 0);
+    cycle(&w, 0);
+    b = submit(&w, "b", w.b, 1, 1, 10, 0);
+    cycle(&w, 10);
+    assert_int_equal(allot_queue_job(w.q, b)->state, ALLOT_JOB_PENDING);
+    assert_non_null(strstr(allot_queue_reason(w.q, b), "cluster quota exhausted"));
+    assert_null(strstr(allot_queue_reason(w.q, b), "reclaimed"));
+    world_free(&w);
 }
 
 /* A job selecting labels no ready node carries says so, naming nodes out

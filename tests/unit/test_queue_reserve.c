@@ -450,6 +450,9 @@ static void test_victims_stay_off_the_room_they_free(void **state)
         assert_int_equal(w.preempts, 2);
         for (int i = 0; i < 2; i++) /* both hold their GPUs until the grace ends */
             assert_int_equal(allot_queue_job(w.q, v[i])->state, ALLOT_JOB_STOPPING);
+        assert_string_equal(allot_queue_reason(w.q, v[0]), /* in UTC, as allotd's times */
+                            "stopping: preempted for job urgent; its grace period ends at "
+                            "1970-01-01T00:00:22Z");
         if (gone == 4) {
             assert_int_equal(allot_queue_cancel(w.q, hi, 18), 0);
             cycle(&w, 18);
