@@ -37,27 +37,27 @@ static int submit_class(struct world *w, const char *name, int cls, int gpus, in
     return id;
 }
 
-/* Two jobs of team-a fill a node of 4 GPUs, the low one older (more work
- * to lose); a critical one needs half the node: the low one goes, not
- * the normal one, which would otherwise preempt the low one in its turn. */
-static void test_lowest_class_first(void **state)
+/* A low job and a younger normal one of team-a, each of `gpus` GPUs, fill
+ * `nodes` nodes of 4 GPUs (team-a's nominal: all of them); a critical job
+ * of `gpus` GPUs comes: the low one goes (on its node), not the normal
+ * one, which loses less work but would preempt the low one in its turn. */
+static void lowest_class_first(int nodes, int gpus)
 {
     struct allot_queue_opts o = base;
     struct world w;
     int low, normal, crit;
 
-    (void)state;
     o.grace_s = 0;
-    world_init(&w, 1, 4, o);
+    world_init(&w, nodes, 4 * nodes, o);
     int lo = allot_queue_add_prio_class(w.q, "low", 100, true);
     int no = allot_queue_add_prio_class(w.q, "normal", 500, true);
     int cr = allot_queue_add_prio_class(w.q, "critical", 1000, false);
-    low = submit_class(&w, "low", lo, 2, 0);
+    low = submit_class(&w, "low", lo, gpus, 0);
     cycle(&w, 0);
-    normal = submit_class(&w, "normal", no, 2, 100);
+    normal = submit_class(&w, "normal", no, gpus, 100);
     cycle(&w, 100);
     assert_int_equal(w.starts, 2);
-    crit = submit_class(&w, "crit", cr, 2, 200);
+    crit = submit_class(&w, "crit", cr, gpus, 200);
     for (int64_t t = 200; t < 210; t++)
         cycle(&w, t);
     assert_int_equal(allot_queue_job(w.q, crit)->state, ALLOT_JOB_RUNNING);
@@ -67,34 +67,18 @@ static void test_lowest_class_first(void **state)
     world_free(&w);
 }
 
-/* The same across nodes: a low job fills one node, a younger normal job
- * the other; a critical job of a whole node takes the low one's node,
- * though the normal one would lose less work. */
+/* On one node: the victims' order (cmp_victim). */
+static void test_lowest_class_first(void **state)
+{
+    (void)state;
+    lowest_class_first(1, 2);
+}
+
+/* Across two nodes, one job on each: the node's choice (node_pick). */
 static void test_lowest_class_first_across_nodes(void **state)
 {
-    struct allot_queue_opts o = base;
-    struct world w;
-    int low, normal, crit;
-
     (void)state;
-    o.grace_s = 0;
-    world_init(&w, 2, 8, o);
-    int lo = allot_queue_add_prio_class(w.q, "low", 100, true);
-    int no = allot_queue_add_prio_class(w.q, "normal", 500, true);
-    int cr = allot_queue_add_prio_class(w.q, "critical", 1000, false);
-    low = submit_class(&w, "low", lo, 4, 0);
-    cycle(&w, 0);
-    normal = submit_class(&w, "normal", no, 4, 100);
-    cycle(&w, 100);
-    assert_int_equal(w.starts, 2);
-    crit = submit_class(&w, "crit", cr, 4, 200);
-    for (int64_t t = 200; t < 210; t++)
-        cycle(&w, t);
-    assert_int_equal(allot_queue_job(w.q, crit)->state, ALLOT_JOB_RUNNING);
-    assert_int_equal(allot_queue_job(w.q, normal)->state, ALLOT_JOB_RUNNING);
-    assert_int_equal(allot_queue_job(w.q, low)->state, ALLOT_JOB_PENDING);
-    assert_int_equal(w.preempts, 1);
-    world_free(&w);
+    lowest_class_first(2, 4);
 }
 
 /* After a tenant's nominal shrinks, its newest running jobs become the
