@@ -110,6 +110,9 @@ unsigned long allot_alloc_count(void);
 /* Bounded formatting into `buf` (always NUL-terminated when size > 0).
  * Returns the length that the full output would have had. */
 int allot_fmt(char *buf, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Unix time t as "2026-12-06T10:00:00Z" into buf (size >= 21), or its
+ * number when it is no date; returns buf. */
+const char *allot_utc_text(int64_t t, char *buf, size_t size);
 
 /* Copies `src` into `dst` of `size` bytes, truncating; returns strlen(src). */
 size_t allot_strlcpy(char *dst, const char *src, size_t size);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 const char *allot_strerror(int err)
 {
@@ -210,6 +211,16 @@ int allot_fmt(char *buf, size_t size, const char *fmt, ...)
     n = vsnprintf(buf, size, fmt, ap);
     va_end(ap);
     return n;
+}
+
+const char *allot_utc_text(int64_t t, char *buf, size_t size)
+{
+    time_t at = (time_t)t;
+    struct tm tm;
+
+    if (!gmtime_r(&at, &tm) || !strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm))
+        allot_fmt(buf, size, "%lld", (long long)t);
+    return buf;
 }
 
 size_t allot_strlcpy(char *dst, const char *src, size_t size)

@@ -8,8 +8,6 @@
  */
 #include "queue_int.h"
 
-#include <time.h>
-
 /* ---- pending reasons -------------------------------------------------------------------- */
 
 static void gpus_text(char *buf, size_t len, int64_t milli)
@@ -555,12 +553,8 @@ const char *allot_queue_reason(struct allot_queue *q, int id)
             (size_t)j->preempted_for < q->n_jobs && q->jobs[j->preempted_for].name) {
             /* a time, not a count down: the reason stays the same while it stops */
             char at[32];
-            time_t t = (time_t)j->stop_at;
-            struct tm tm;
-            if (!gmtime_r(&t, &tm) || !strftime(at, sizeof(at), "%Y-%m-%dT%H:%M:%SZ", &tm))
-                allot_fmt(at, sizeof(at), "%lld", (long long)j->stop_at);
             allot_fmt(r, n, "stopping: preempted for job %s; its grace period ends at %s",
-                      q->jobs[j->preempted_for].name, at);
+                      q->jobs[j->preempted_for].name, allot_utc_text(j->stop_at, at, sizeof(at)));
         } else
             allot_fmt(r, n, "%s", j->state == ALLOT_JOB_STOPPING ? "stopping (grace period)" : "");
         break;

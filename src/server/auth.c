@@ -207,14 +207,10 @@ int auth_refuse(struct req *r, const char *msg)
     }
     if (r->auth_expired) {
         char when[32];
-        time_t at = (time_t)r->auth_expired;
-        struct tm tm;
-        gmtime_r(&at, &tm);
-        strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
         return api_error(r, 401, "unauthorized",
                          "the token expired at %s; an admin makes a new one (allot tokens "
                          "create)",
-                         when);
+                         allot_utc_text(r->auth_expired, when, sizeof(when)));
     }
     return api_error(r, 401, "unauthorized", "%s", msg);
 }

@@ -16,7 +16,6 @@
 
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 void gate_hold(struct loop *l, const struct allot_store_job *j, const struct jobspec *js)
 {
@@ -265,12 +264,9 @@ void loop_held_reason(int64_t sid, char *buf, size_t len)
 static void begin_reason(int64_t begin, char *buf, size_t len)
 {
     char when[32];
-    time_t t = (time_t)begin;
-    struct tm tm;
 
-    if (!gmtime_r(&t, &tm) || !strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm))
-        allot_fmt(when, sizeof(when), "%lld", (long long)begin);
-    allot_fmt(buf, len, "waiting for its begin time, %s", when);
+    allot_fmt(buf, len, "waiting for its begin time, %s",
+              allot_utc_text(begin, when, sizeof(when)));
 }
 
 /* The one rule for "may this held job enter the queue": a user does not
