@@ -7,6 +7,7 @@
  * Values are borrowed from argv.
  */
 #include "cli.h"
+#include "philly.h"
 
 #include "allot/cluster.h"
 #include "allot/common.h"
@@ -394,17 +395,6 @@ bad:
                            dashes(opt), opt, s);
 }
 
-/* Days from 1970-01-01 to year-mon-day (proleptic Gregorian; mon 1..12). */
-static int64_t days_of(int64_t y, int64_t m, int64_t d)
-{
-    y -= m <= 2;
-    int64_t era = (y >= 0 ? y : y - 399) / 400, yoe = y - era * 400;
-    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-
-    return era * 146097 + doe - 719468;
-}
-
 /* *out: the fields of t read as local time, or as UTC; false where a
  * field is out of range (02-31, 24:00). */
 static bool make_time(const struct tm *t, bool utc, int64_t *out)
@@ -415,16 +405,11 @@ static bool make_time(const struct tm *t, bool utc, int64_t *out)
     if (t->tm_mon < 0 || t->tm_mon > 11 || t->tm_mday < 1 || t->tm_hour > 23 || t->tm_min > 59 ||
         t->tm_sec > 59 || t->tm_hour < 0 || t->tm_min < 0 || t->tm_sec < 0)
         return false;
-    if (utc) {
-        static const int mdays[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-        int64_t y = t->tm_year + 1900;
-        bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-
-        if (t->tm_mday > mdays[t->tm_mon] + (t->tm_mon == 1 && leap))
-            return false;
-        *out = days_of(y, t->tm_mon + 1, t->tm_mday) * 86400 + t->tm_hour * 3600 + t->tm_min * 60 +
-               t->tm_sec;
-        return true;
+    if (utc) { /* the one UTC date rule (the Philly trace's): days that exist, 1970..9999 */
+        char text[40];
+        allot_fmt(text, sizeof(text), "%04d-%02d-%02d %02d:%02d:%02d", t->tm_year + 1900,
+                  t->tm_mon + 1, t->tm_mday, t->tm_hour, t->tm_min, t->tm_sec);
+        return philly_parse_time(text, out) == 0;
     }
     l.tm_isdst = -1;
     v = mktime(&l);
