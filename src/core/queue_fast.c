@@ -1132,18 +1132,10 @@ int allot_queue_stopped(struct allot_queue *q, int id, int64_t now)
         q->gone_held++;
         return 0;
     }
-    /* the last of its preemption to go while the job they make room for
-     * waits: all of them, gone too, leave now (else it alone: the others,
-     * still running, keep their grace) */
-    bool all_gone = pf >= 0 && q->jobs[pf].state == ALLOT_JOB_PENDING;
-    for (size_t i = 0; all_gone && i < q->n_running; i++) {
-        struct allot_job *v = q->running[i] >= 0 ? &q->jobs[q->running[i]] : NULL;
-        if (v && v != j && v->state == ALLOT_JOB_STOPPING && v->preempted_for == pf && v->gone &&
-            v->stop_at > now) {
-            v->stop_at = now;
-            queue_fast_timer(q, v);
-        }
-    }
+    /* the last of its preemption to go: the others held for it (gone too)
+     * are let go by the next cycle's queue_gone_check, before its stops */
+    if (pf >= 0 && q->jobs[pf].gone_victims > 1)
+        q->gone_held++;
     j->stop_at = now;
     q->pause.valid = false; /* a cycle cut short starts over: its stops come first */
     queue_fast_timer(q, j);

@@ -122,7 +122,8 @@ struct allot_queue {
     struct las_pool *las;          /* owned: LAS candidates across tenants, per cycle (see below) */
     int64_t wakeup;
     int gone_held; /* stopping victims gone early, held for the others of their preemption
-                      (allot_queue_stopped); while > 0 each cycle looks whether they still are */
+                      (allot_queue_stopped); while > 0 the next cycle looks whether they still
+                      are (queue_gone_check, the one place that lets them go) */
     allot_decision_fn fn;
     void *ud;
     /* What lets a cycle skip work it already knows the answer to
