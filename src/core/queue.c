@@ -1129,11 +1129,11 @@ static int stop_one(struct allot_queue *q, struct allot_job *j, int64_t now)
             q->first[q->n_first++] = j->id;
         queue_requeue(q, j, now);
         queue_set_why(j, ALLOT_WHY_GRACE_OVER, 0, 0, -1, 0, 0);
-        queue_emit(q, ALLOT_DEC_STOP, j,
-                   j->spec.once ? (gone ? "its processes gone: stopped and ended (it runs once)"
-                                        : "grace period over: stopped and ended (it runs once)")
-                   : gone       ? "its processes gone: stopped and requeued"
-                                : "grace period over: stopped and requeued");
+        char why[96];
+        allot_fmt(why, sizeof(why), "%s: stopped and %s",
+                  gone ? "its processes gone" : "grace period over",
+                  j->spec.once ? "ended (it runs once)" : "requeued");
+        queue_emit(q, ALLOT_DEC_STOP, j, why);
     } else {
         queue_job_unplace(q, j, now);
         j->state = ALLOT_JOB_DONE;
