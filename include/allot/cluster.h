@@ -276,6 +276,10 @@ bool allot_node_may_host(const struct allot_node *n, const struct allot_task *t)
  * CPU, memory, RDMA VFs and isolation admit it (GPU fit aside). */
 bool allot_node_admits(const struct allot_node *n, const struct allot_task *t);
 
+/* True when node-level tenant isolation lets task t onto node n (the
+ * node's part of allot_node_admits). */
+bool allot_node_isolation_allows(const struct allot_node *n, const struct allot_task *t);
+
 /* True when the task fits on the node (state, labels, model, CPU, memory, GPUs). */
 bool allot_node_fits(const struct allot_cluster *c, const struct allot_node *n,
                      const struct allot_task *t);

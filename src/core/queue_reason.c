@@ -428,8 +428,7 @@ static void text_capacity(struct allot_queue *q, struct allot_job *j)
         ready++;
         /* a node tenant isolation keeps it off is said apart (kept below):
          * its GPUs are no room for it here either */
-        if (!allot_isolation_allows(n->n_tasks, n->excl_tenant, t->tenant,
-                                    t->isolation == ALLOT_ISO_EXCLUSIVE_NODE))
+        if (!allot_node_isolation_allows(n, t))
             continue;
         iso_ok++;
         w = allot_node_whole_free(n);

@@ -213,6 +213,11 @@ bool allot_node_admits(const struct allot_node *n, const struct allot_task *t)
         return false;
     if (n->cpu_free < t->cpu_milli || n->mem_free < t->mem_mib || n->rdma_free < t->rdma_vfs)
         return false;
+    return allot_node_isolation_allows(n, t);
+}
+
+bool allot_node_isolation_allows(const struct allot_node *n, const struct allot_task *t)
+{
     /* exclusive-node tenants share a node with nobody else */
     return allot_isolation_allows(n->n_tasks, n->excl_tenant, t->tenant,
                                   t->isolation == ALLOT_ISO_EXCLUSIVE_NODE);
