@@ -29,15 +29,12 @@ static const char *first_child(const struct sim_tenants_conf *c, const char *pat
     return i >= 0 ? c->v[i].path : NULL;
 }
 
-/* Whether the tenant at path has jobs in `states` (a mask; 0: live ones):
- * its own, or with subtree those of everything below it too. */
-static bool has_jobs(struct allot_store *st, const char *path, bool subtree, unsigned states,
-                     int *rc)
+/* Whether the tenant at path has live jobs: its own, or with subtree
+ * those of everything below it too. */
+static bool has_live_jobs(struct allot_store *st, const char *path, bool subtree, int *rc)
 {
-    struct allot_store_job_filter f = {.tenant = path,
-                                       .tenant_subtree = subtree,
-                                       .states = states ? states : ALLOT_SJ_LIVE_MASK,
-                                       .limit = 1};
+    struct allot_store_job_filter f = {
+        .tenant = path, .tenant_subtree = subtree, .states = ALLOT_SJ_LIVE_MASK, .limit = 1};
     struct allot_store_job_page pg = {0};
     bool live;
 
@@ -110,7 +107,7 @@ static int tree_check(struct allot_store *st, const struct allot_store_tenant *o
         int k = sim_tenants_conf_find(c, old[i].path);
         const char *now = k >= 0 ? iso_names[c->v[k].isolation] : NULL;
         if (now && old[i].isolation && strcmp(now, old[i].isolation) != 0 &&
-            has_jobs(st, old[i].path, false, 0, &rc) && !rc) {
+            has_live_jobs(st, old[i].path, false, &rc) && !rc) {
             allot_fmt(busy, busylen,
                       "tenant %s still has live jobs; its isolation level (%s -> %s) changes "
                       "only when it has none (they run, or were queued, as %s)",
@@ -121,7 +118,7 @@ static int tree_check(struct allot_store *st, const struct allot_store_tenant *o
 
     for (size_t i = 0; i < n_old && !rc; i++) {
         const char *child = first_child(c, old[i].path);
-        if (child && has_jobs(st, old[i].path, false, 0, &rc) && !rc) {
+        if (child && has_live_jobs(st, old[i].path, false, &rc) && !rc) {
             allot_fmt(busy, busylen,
                       "tenant %s still has live jobs; it cannot become the parent of %s",
                       old[i].path, child);
@@ -131,7 +128,7 @@ static int tree_check(struct allot_store *st, const struct allot_store_tenant *o
     /* a tenant is removed with everything below it; children sort after
      * their parents: the deepest busy one is named */
     for (size_t i = n_old; i-- > 0 && !rc;)
-        if (!tenants_listed(c, old[i].path) && has_jobs(st, old[i].path, true, 0, &rc) && !rc) {
+        if (!tenants_listed(c, old[i].path) && has_live_jobs(st, old[i].path, true, &rc) && !rc) {
             allot_fmt(busy, busylen, "tenant %s still has live jobs; it cannot be removed",
                       old[i].path);
             rc = ALLOT_ESTATE;
