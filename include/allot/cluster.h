@@ -111,7 +111,23 @@ struct allot_node {
     int32_t n_tasks;                         /* tasks placed on the node */
     int32_t excl_tenant;                     /* exclusive-node tenant holding the node; 0 = none */
     uint32_t rank;                           /* tie-break order: lower wins */
+    int32_t index;                           /* its place: allot_cluster_node(c, index) is it */
 };
+
+/* The nodes a task may use, named one by one (Slurm's --nodelist and
+ * --exclude): the nodes listed, or every node but those. Made by
+ * allot_cluster_nodeset, which keeps one object per distinct set for the
+ * cluster's life, so task shapes compare sets by pointer and a task may
+ * be copied freely. Immutable. */
+struct allot_nodeset {
+    bool exclude;       /* true: every node but those listed */
+    int n;              /* nodes listed */
+    const int32_t *idx; /* their indices, ascending, distinct */
+    uint64_t hash;
+};
+
+/* True when set s (NULL: every node) lets a task use node index i. */
+bool allot_nodeset_has(const struct allot_nodeset *s, int i);
 
 /* What a caller describes to add a node. */
 struct allot_node_spec {
@@ -147,6 +163,8 @@ struct allot_task {
                                           1 exclusive-gpu, 2 exclusive-node */
     uint64_t select[ALLOT_MAX_SELECT]; /* node selector: allot_label_hash of labels a node
                                           must all carry; unused words 0 (first) */
+    const struct allot_nodeset *nodes; /* the nodes it may use (allot_cluster_nodeset);
+                                          NULL: any */
 };
 
 /* Where a task was placed. */
@@ -198,6 +216,15 @@ int allot_cluster_update_node(struct allot_cluster *c, int node, const struct al
 /* Bumped whenever a node is added or changes size: capacity counted
  * before it is stale. */
 uint64_t allot_cluster_resized(const struct allot_cluster *c);
+
+/* The cluster's one set of nodes `idx` (n node indices, any order,
+ * repeats allowed), or all nodes but those when `exclude`: equal sets
+ * give the same pointer, valid until the cluster is freed. An empty
+ * exclusion is no restriction: NULL. An empty list is a set no node is
+ * in. Sets *rc to 0, ALLOT_EINVAL (an index that is no node) or
+ * ALLOT_ENOMEM, returning NULL on error. */
+const struct allot_nodeset *allot_cluster_nodeset(struct allot_cluster *c, bool exclude,
+                                                  const int32_t *idx, int n, int *rc);
 
 /* Sets the tie-break rank of every node from a seeded permutation. */
 void allot_cluster_shuffle_ranks(struct allot_cluster *c, uint64_t seed);
@@ -260,15 +287,16 @@ bool allot_gpu_mode_serves(int mode, const struct allot_task *t);
 /* The GPUs of node n that are free for whole-GPU use (allot_gpu_whole_free). */
 int allot_node_whole_free(const struct allot_node *n);
 
-/* True when task t may run only on some nodes: it selects labels or GPU
- * models. Work for the others counts the whole cluster. */
+/* True when task t may run only on some nodes: it selects labels, GPU
+ * models or nodes by name. Work for the others counts the whole cluster. */
 bool allot_task_picks_nodes(const struct allot_task *t);
 
 /* True when node n carries every label task t selects (t->select). */
 bool allot_node_selected(const struct allot_node *n, const struct allot_task *t);
 
 /* True when what the node is, whatever runs on it, may host the task: its
- * labels (allot_node_selected), GPU model and GPU count. What preemption,
+ * labels (allot_node_selected), GPU model and GPU count, and the task's
+ * set of nodes (t->nodes). What preemption,
  * defragmentation and reservations ask before counting a node's room. */
 bool allot_node_may_host(const struct allot_node *n, const struct allot_task *t);
 

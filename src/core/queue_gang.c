@@ -53,16 +53,46 @@ static bool place_within(struct allot_queue *q, const struct allot_job *j, int r
  * once (free whole GPUs, CPU, memory and VFs for all of them), fewest
  * free GPUs first (best fit), at most GANG_NODE_TRIES. Only the classes
  * of the capacity buckets that may hold the whole gang are looked at, one
- * node each (not every node: this runs in victim trials too). Returns
- * their number. */
+ * node each (not every node: this runs in victim trials too), or each
+ * member when j names its nodes (a set no class knows of). Returns their
+ * number. */
 #define GANG_NODE_TRIES 3
+
+/* Node i for gang_nodes: kept in out (k of them, freeof their free whole
+ * GPUs) when it holds the whole gang and beats the worst kept. */
+static void gang_node_try(const struct allot_queue *q, const struct allot_job *j, int i,
+                          int out[GANG_NODE_TRIES], int freeof[GANG_NODE_TRIES], int *k)
+{
+    const struct allot_task *t = &j->spec.task;
+    const struct allot_node *nd = allot_cluster_node(q->c, i);
+    int64_t n = j->spec.n_tasks;
+    int w = 0, at, max = GANG_NODE_TRIES;
+
+    if (nd->state != ALLOT_NODE_READY || !allot_node_admits(nd, t) ||
+        nd->cpu_free < n * t->cpu_milli || nd->mem_free < n * t->mem_mib ||
+        nd->rdma_free < n * t->rdma_vfs)
+        return;
+    for (int g = 0; g < nd->n_gpus; g++)
+        w += allot_gpu_whole_free(&nd->gpus[g]);
+    if (w < n * t->num_gpu || (*k == max && w >= freeof[max - 1]))
+        return;
+    /* insert, keeping the best `max` in order */
+    at = *k < max ? (*k)++ : max - 1;
+    while (at > 0 && freeof[at - 1] > w) {
+        out[at] = out[at - 1];
+        freeof[at] = freeof[at - 1];
+        at--;
+    }
+    out[at] = i;
+    freeof[at] = w;
+}
 
 static int gang_nodes(const struct allot_queue *q, const struct allot_job *j,
                       int out[GANG_NODE_TRIES])
 {
     const struct allot_task *t = &j->spec.task;
-    int64_t n = j->spec.n_tasks, k = 0;
-    int freeof[GANG_NODE_TRIES], max = GANG_NODE_TRIES, nb;
+    int64_t n = j->spec.n_tasks;
+    int freeof[GANG_NODE_TRIES], k = 0, nb;
     int16_t used[ALLOT_BUCKETS];
     /* the whole gang as one task: the capacity buckets that may hold it */
     struct allot_task all = *t;
@@ -78,30 +108,17 @@ static int gang_nodes(const struct allot_queue *q, const struct allot_job *j,
         if (!allot_bucket_admits(used[b], &all))
             continue;
         cnt = allot_cluster_bucket(q->c, used[b], &ids);
-        /* a class's nodes are alike: its representative stands for them */
         for (int c = 0; c < cnt; c++) {
-            int i = allot_class_rep(allot_cluster_class(q->c, ids[c])), w = 0, at;
-            const struct allot_node *nd = allot_cluster_node(q->c, i);
-            if (nd->state != ALLOT_NODE_READY || !allot_node_admits(nd, t) ||
-                nd->cpu_free < n * t->cpu_milli || nd->mem_free < n * t->mem_mib ||
-                nd->rdma_free < n * t->rdma_vfs)
+            const struct allot_class *kl = allot_cluster_class(q->c, ids[c]);
+            if (!t->nodes) { /* a class's nodes are alike: its representative stands for them */
+                gang_node_try(q, j, allot_class_rep(kl), out, freeof, &k);
                 continue;
-            for (int g = 0; g < nd->n_gpus; g++)
-                w += allot_gpu_whole_free(&nd->gpus[g]);
-            if (w < n * t->num_gpu || (k == max && w >= freeof[max - 1]))
-                continue;
-            /* insert, keeping the best `max` in order */
-            at = (int)(k < max ? k++ : max - 1);
-            while (at > 0 && freeof[at - 1] > w) {
-                out[at] = out[at - 1];
-                freeof[at] = freeof[at - 1];
-                at--;
             }
-            out[at] = i;
-            freeof[at] = w;
+            for (int m = 0; m < kl->n_members; m++)
+                gang_node_try(q, j, kl->heap[m], out, freeof, &k);
         }
     }
-    return (int)k;
+    return k;
 }
 
 /* The racks holding j's placed tasks (at most 8) and how many tasks each. */

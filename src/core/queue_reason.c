@@ -216,16 +216,31 @@ static void model_text(const struct allot_queue *q, const struct allot_task *t, 
         allot_fmt(buf, len, " %s", cat->models[__builtin_ctzll(t->model_mask)].name);
 }
 
-/* Puts "among the nodes with its labels: " before j's reason when j
- * selects nodes: what it says is of those nodes alone. */
+/* Which nodes j's own choice leaves it: "with its labels", "of its node
+ * list", "it does not exclude" (NULL when it chooses none by labels or
+ * name). */
+static const char *chosen_nodes(const struct allot_task *t)
+{
+    if (t->select[0] && t->nodes)
+        return t->nodes->exclude ? "with its labels that it does not exclude"
+                                 : "of its node list with its labels";
+    if (t->nodes)
+        return t->nodes->exclude ? "it does not exclude" : "of its node list";
+    return t->select[0] ? "with its labels" : NULL;
+}
+
+/* Puts "among the nodes with its labels: " (or of its node list, ...)
+ * before j's reason when j chooses nodes: what it says is of those nodes
+ * alone. */
 static void labels_prefix(struct allot_job *j)
 {
     char rest[sizeof(j->reason)];
+    const char *which = chosen_nodes(&j->spec.task);
 
-    if (!j->spec.task.select[0])
+    if (!which)
         return;
     allot_strlcpy(rest, j->reason, sizeof(rest));
-    allot_fmt(j->reason, sizeof(j->reason), "among the nodes with its labels: %s", rest);
+    allot_fmt(j->reason, sizeof(j->reason), "among the nodes %s: %s", which, rest);
 }
 
 /* When no ready node has the GPUs j's task asks for at all (their model
@@ -309,11 +324,11 @@ static bool text_never_hosted(struct allot_queue *q, struct allot_job *j)
     }
     if (gpus == 0 || gpus >= need)
         return false; /* none: the other reasons say so; enough: waiting may help */
+    const char *which = chosen_nodes(t); /* several choices at once: "it may use" */
+    if (t->model_mask)
+        which = which ? "it may use" : "with its GPU models";
     allot_fmt(j->reason, sizeof(j->reason),
-              "it can never start: the nodes with its %s have %lld GPU%s in all; it asks for %lld",
-              t->select[0] && t->model_mask ? "labels and GPU models"
-              : t->select[0]                ? "labels"
-                                            : "GPU models",
+              "it can never start: the nodes %s have %lld GPU%s in all; it asks for %lld", which,
               (long long)gpus, gpus > 1 ? "s" : "", (long long)need);
     return true;
 }
@@ -374,14 +389,41 @@ static void task_text(const struct allot_queue *q, const struct allot_task *t, c
         allot_fmt(buf, len, "%.1f CPU", (double)t->cpu_milli / 1000);
 }
 
+/* Says so when no node of j's node list (or no node it does not exclude)
+ * is ready, with its labels when it selects them too. */
+static bool text_unlisted(struct allot_queue *q, struct allot_job *j)
+{
+    const struct allot_task *t = &j->spec.task;
+    int nn = allot_cluster_node_count(q->c), ready = 0, other = 0;
+
+    if (!t->nodes)
+        return false;
+    for (int i = 0; i < nn; i++) {
+        const struct allot_node *n = allot_cluster_node(q->c, i);
+        if (allot_nodeset_has(t->nodes, i) && (!t->select[0] || allot_node_selected(n, t))) {
+            ready += n->state == ALLOT_NODE_READY;
+            other += n->state != ALLOT_NODE_READY;
+        }
+    }
+    if (ready > 0)
+        return false;
+    if (other > 0)
+        allot_fmt(j->reason, sizeof(j->reason),
+                  "no node %s is ready (%d lost, cordoned or draining)", chosen_nodes(t), other);
+    else
+        allot_fmt(j->reason, sizeof(j->reason), "no node is left %s",
+                  t->nodes->exclude ? "that it does not exclude" : "in its node list");
+    return true;
+}
+
 /* Says so when no ready node carries the labels the job selects. */
 static bool text_unselected(struct allot_queue *q, struct allot_job *j)
 {
     const struct allot_task *t = &j->spec.task;
     int nn = allot_cluster_node_count(q->c), ready = 0, other = 0;
 
-    if (!t->select[0])
-        return false;
+    if (!t->select[0] || t->nodes)
+        return false; /* with a node list: text_unlisted */
     for (int i = 0; i < nn; i++) {
         const struct allot_node *n = allot_cluster_node(q->c, i);
         if (allot_node_selected(n, t)) {
@@ -415,7 +457,8 @@ static void text_capacity(struct allot_queue *q, struct allot_job *j)
     int len;
 
     /* no ready node has the labels or GPUs; too few GPUs there ever */
-    if (text_unselected(q, j) || text_never_hosted(q, j) || text_unshaped(q, j))
+    if (text_unlisted(q, j) || text_unselected(q, j) || text_never_hosted(q, j) ||
+        text_unshaped(q, j))
         return;
     for (int i = 0; i < nn; i++) {
         const struct allot_node *n = allot_cluster_node(q->c, i);
@@ -486,8 +529,8 @@ static void text_capacity(struct allot_queue *q, struct allot_job *j)
         len = allot_fmt(j->reason, sizeof(j->reason),
                         "no node has %d free%s GPU%s (most free on one node: %d)", t->num_gpu,
                         model, t->num_gpu > 1 ? "s in one NVLink island" : "", best_whole);
-    /* a job that selects nodes: what was said is of those nodes alone */
-    if (t->select[0] && len > 0 && (size_t)len < sizeof(j->reason)) {
+    /* a job that chooses nodes: what was said is of those nodes alone */
+    if (chosen_nodes(t) && len > 0 && (size_t)len < sizeof(j->reason)) {
         labels_prefix(j);
         len = (int)strlen(j->reason);
     }
@@ -541,7 +584,8 @@ const char *allot_queue_reason(struct allot_queue *q, int id)
      * asks for at all (a MIG slice and no node in MIG mode): that, which no
      * freed quota changes, is what the user must know */
     if ((w->kind == ALLOT_WHY_QUOTA || w->kind == ALLOT_WHY_FAIR_CAP) &&
-        (text_unselected(q, j) || text_never_hosted(q, j) || text_unshaped(q, j)))
+        (text_unlisted(q, j) || text_unselected(q, j) || text_never_hosted(q, j) ||
+         text_unshaped(q, j)))
         return r;
     switch (w->kind) {
     case ALLOT_WHY_NEW:

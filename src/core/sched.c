@@ -469,15 +469,83 @@ static int bounded_search(struct allot_sched *s, struct shape_cache *sc, const s
     return 0;
 }
 
+/* The GPUs of node (chosen because t fits there) for t, into out. */
+static int choose_on(struct allot_sched *s, int node, const struct allot_task *t,
+                     struct allot_placement *out)
+{
+    int rc = s->ops->choose ? s->ops->choose(s->pstate, s, node, t, out)
+                            : allot_sched_choose_default(s, node, t, out);
+
+    /* the node was chosen because it fits: its GPUs must take the task */
+    if (ALLOT_NEVER(rc == ALLOT_ENOSPC))
+        return ALLOT_EINTERNAL;
+    return rc;
+}
+
+/*
+ * allot_sched_pick for a task that names its nodes (t->nodes). A set of
+ * nodes is no property of a state class, so the classes are scored for
+ * t's shape without the set (the cache the set's shape shares with every
+ * such task) and read for the nodes the set lets it use, one by one: the
+ * best score, then the lowest rank; the random policy draws one of the
+ * feasible nodes. A node of a class fits as its representative does.
+ */
+static int pick_in_set(struct allot_sched *s, const struct allot_task *t,
+                       struct allot_placement *out)
+{
+    const struct allot_nodeset *set = t->nodes;
+    const struct allot_class_hot *hot = allot_cluster_class_hot(s->c);
+    struct allot_task base = *t;
+    struct shape_cache *sc;
+    bool random = s->ops->flags & ALLOT_SCHED_POLICY_RANDOM;
+    int shape, node = -1, best_sc = -1, nn = allot_cluster_node_count(s->c);
+    uint32_t best_rank = 0;
+    uint64_t seen = 0;
+
+    base.nodes = NULL;
+    shape = shape_id(s, &base);
+    if (shape < 0)
+        return shape;
+    sc = shape_cache(s, shape);
+    if (!sc)
+        return ALLOT_ENOMEM;
+    if (sc->nofit_epoch == allot_cluster_grow_epoch(s->c) + 1)
+        return ALLOT_ENOSPC; /* it fits no node at all */
+    for (int k = 0; k < (set->exclude ? nn : set->n); k++) {
+        int i = set->exclude ? k : set->idx[k], v;
+        int32_t id = allot_cluster_node_class(s->c, i); /* -1: not schedulable */
+        uint32_t rank;
+        if (id < 0 || !allot_nodeset_has(set, i))
+            continue;
+        v = cached_score(s, sc, hot, id, &base);
+        rank = allot_cluster_node(s->c, i)->rank;
+        if (v < 0)
+            continue;
+        if (random) {
+            if (allot_rng_below(&s->rng, ++seen) == 0)
+                node = i;
+        } else if (v > best_sc || (v == best_sc && rank < best_rank)) {
+            best_sc = v;
+            best_rank = rank;
+            node = i;
+        }
+    }
+    if (node < 0)
+        return ALLOT_ENOSPC;
+    return choose_on(s, node, t, out);
+}
+
 int allot_sched_pick(struct allot_sched *s, const struct allot_task *t, struct allot_placement *out)
 {
     const int32_t *ids;
     int nlive;
-    int shape = shape_id(s, t);
-    int node = -1, rc;
+    int shape, node = -1, rc;
     struct shape_cache *sc;
     const struct allot_class_hot *hot = allot_cluster_class_hot(s->c);
 
+    if (t->nodes)
+        return pick_in_set(s, t, out);
+    shape = shape_id(s, t);
     if (shape < 0)
         return shape;
     sc = shape_cache(s, shape);
@@ -544,12 +612,7 @@ int allot_sched_pick(struct allot_sched *s, const struct allot_task *t, struct a
         sc->nofit_epoch = allot_cluster_grow_epoch(s->c) + 1;
         return ALLOT_ENOSPC;
     }
-    rc = s->ops->choose ? s->ops->choose(s->pstate, s, node, t, out)
-                        : allot_sched_choose_default(s, node, t, out);
-    /* the node was chosen because it fits: its GPUs must take the task */
-    if (ALLOT_NEVER(rc == ALLOT_ENOSPC))
-        return ALLOT_EINTERNAL;
-    return rc;
+    return choose_on(s, node, t, out);
 }
 
 int allot_sched_place(struct allot_sched *s, const struct allot_task *t,
@@ -575,11 +638,13 @@ int allot_sched_place(struct allot_sched *s, const struct allot_task *t,
 void allot_sched_observe(struct allot_sched *s, const struct allot_task *t)
 {
     char err[128];
+    struct allot_task shape = *t;
 
+    shape.nodes = NULL; /* the mix is of shapes, wherever they may go */
     /* a shape the catalog rejects is never placed: nothing to learn */
     if (s->ops->observe &&
-        allot_task_validate(allot_cluster_catalog(s->c), t, err, sizeof(err)) == 0)
-        s->ops->observe(s->pstate, s, t);
+        allot_task_validate(allot_cluster_catalog(s->c), &shape, err, sizeof(err)) == 0)
+        s->ops->observe(s->pstate, s, &shape);
 }
 
 int allot_sched_release(struct allot_sched *s, const struct allot_placement *p)

@@ -127,6 +127,8 @@ uint64_t allot_task_hash(const struct allot_task *t, uint64_t seed)
         h = allot_hash_mix(h, (uint64_t)t->rdma_vfs | 1ULL << 62);
     for (int i = 0; i < ALLOT_MAX_SELECT && t->select[i]; i++) /* as for VFs */
         h = allot_hash_mix(h, t->select[i]);
+    if (t->nodes) /* as for VFs */
+        h = allot_hash_mix(h, t->nodes->hash);
     return allot_hash_mix(h, t->model_mask);
 }
 
@@ -136,7 +138,8 @@ bool allot_task_same(const struct allot_task *a, const struct allot_task *b)
            a->gpu_mem_mib == b->gpu_mem_mib && a->mig_profile == b->mig_profile &&
            a->cpu_milli == b->cpu_milli && a->mem_mib == b->mem_mib && a->rdma_vfs == b->rdma_vfs &&
            a->model_mask == b->model_mask && a->tenant == b->tenant &&
-           a->isolation == b->isolation && memcmp(a->select, b->select, sizeof(a->select)) == 0;
+           a->isolation == b->isolation && a->nodes == b->nodes && /* one object per set */
+           memcmp(a->select, b->select, sizeof(a->select)) == 0;
 }
 
 bool allot_isolation_allows(int holders, int32_t excl_holder, int tenant, bool asks_exclusive)
@@ -181,7 +184,7 @@ int allot_node_whole_free(const struct allot_node *n)
 
 bool allot_task_picks_nodes(const struct allot_task *t)
 {
-    return t->select[0] || t->model_mask;
+    return t->select[0] || t->model_mask || t->nodes;
 }
 
 bool allot_node_selected(const struct allot_node *n, const struct allot_task *t)
@@ -199,6 +202,8 @@ bool allot_node_selected(const struct allot_node *n, const struct allot_task *t)
 bool allot_node_may_host(const struct allot_node *n, const struct allot_task *t)
 {
     if (t->select[0] && !allot_node_selected(n, t))
+        return false;
+    if (!allot_nodeset_has(t->nodes, n->index))
         return false;
     if (t->num_gpu == 0)
         return true;
