@@ -198,6 +198,13 @@ bool allot_env_reserved(const char *name);
  * sets one (it would be overridden without a word). */
 bool allot_env_node_set(const char *name);
 
+/* The node-name rule (agents register under it; job node lists and host
+ * lists name nodes by it): 1..ALLOT_NODE_NAME_MAX bytes of
+ * ALLOT_NODE_NAME_CHARS. */
+#define ALLOT_NODE_NAME_MAX   63
+#define ALLOT_NODE_NAME_CHARS "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-"
+bool allot_node_name_ok(const char *s);
+
 /* Whether `s` may name a job's image: a folder of an agent's --image-dir,
  * 1..128 bytes of [A-Za-z0-9._:-], not "." and without "..". allotd
  * refuses other names at submit; the agent checks again. */
@@ -249,5 +256,31 @@ void allot_server_list_free(char **urls, int n);
  * http (the token would travel in the clear). When it may, the URL without
  * trailing slashes is copied into out. */
 bool allot_leader_url(const char *from, const char *leader, char *out, size_t len);
+
+/* ---- host lists (allot submit -w/--nodelist, -x/--exclude) ------------ */
+
+/* Expands a Slurm host list ("gpu[01-04,07],cpu-a,rack[1-2]-n[1-2]") into
+ * names. Items are separated by commas outside brackets; an item is text
+ * with zero or more groups "[...]" of comma-separated numbers or ranges
+ * LO-HI (decimal, at most 9 digits, LO <= HI). A number whose range's LO is
+ * written with leading zeros is zero-padded to LO's width (Slurm's rule:
+ * "gpu[08-10]" gives gpu08 gpu09 gpu10). Several groups in an item give
+ * their product, the first group outermost. Names come in the order
+ * written, a repeated one only the first time; each must be 1..63 bytes of
+ * [A-Za-z0-9._-]. White space is refused anywhere.
+ *
+ * s (IN, may be NULL) is the list. On success *names (OUT) is an allocated
+ * array of *n (OUT, >= 1) allocated names, owned by the caller, released
+ * with allot_hostlist_free(), and err is "". Returns 0, ALLOT_EINVAL (an
+ * empty list or item, unbalanced or nested brackets, an empty group, a bad
+ * number or range, a bad or overlong name, more than ALLOT_HOSTLIST_MAX
+ * names as written, duplicates included: counted before any is made), with
+ * a one-line message in err[0..errlen) naming the problem and quoting the
+ * start of the item, or ALLOT_ENOMEM; on an error *names is NULL, *n is 0
+ * and nothing is held. err may be NULL when errlen is 0. */
+#define ALLOT_HOSTLIST_MAX 4096 /* names one list may expand to */
+int allot_hostlist_expand(const char *s, char ***names, int *n, char *err, size_t errlen);
+/* Releases what allot_hostlist_expand() returned; accepts NULL. */
+void allot_hostlist_free(char **names, int n);
 
 #endif

@@ -645,6 +645,13 @@ const char *allot_signal_name(int sig)
     return NULL;
 }
 
+bool allot_node_name_ok(const char *s)
+{
+    size_t n = strlen(s);
+
+    return n > 0 && n <= ALLOT_NODE_NAME_MAX && strspn(s, ALLOT_NODE_NAME_CHARS) == n;
+}
+
 bool allot_image_name_ok(const char *s)
 {
     if (!s || !*s || strlen(s) > 128 || !strcmp(s, ".") || strstr(s, ".."))

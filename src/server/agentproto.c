@@ -27,18 +27,6 @@ int agentproto_rdma_vfs(const json_t *inv)
     return sum > ALLOT_MAX_RDMA_VFS ? ALLOT_MAX_RDMA_VFS : (int)sum;
 }
 
-bool agentproto_name_ok(const char *s)
-{
-    size_t n = strlen(s);
-
-    if (!n || n > 63)
-        return false;
-    for (; *s; s++)
-        if (!isalnum((unsigned char)*s) && *s != '-' && *s != '_' && *s != '.')
-            return false;
-    return true;
-}
-
 /* Checks an inventory; returns 0, 400 or 422 with a message. */
 int agentproto_inventory(json_t *b, const struct allot_catalog *cat, int *n_gpus, char *err,
                          size_t errlen)
@@ -60,7 +48,7 @@ int agentproto_inventory(json_t *b, const struct allot_catalog *cat, int *n_gpus
     }
     if (!json_is_string(json_object_get(b, "name")))
         return allot_fmt(err, errlen, "field \"name\" must be a string"), 400;
-    if (!agentproto_name_ok(json_string_value(json_object_get(b, "name"))))
+    if (!allot_node_name_ok(json_string_value(json_object_get(b, "name"))))
         return allot_fmt(err, errlen, "field \"name\": 1..63 of A-Z a-z 0-9 . _ -"), 422;
     if (!json_is_number(json_object_get(b, "cpus")))
         return allot_fmt(err, errlen, "field \"cpus\" must be a number"), 400;

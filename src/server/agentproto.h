@@ -39,9 +39,6 @@ struct hb_body {
 /* Most usage samples one heartbeat may carry. */
 #define AGENTPROTO_MAX_SAMPLES 1000
 
-/* 1..63 of A-Z a-z 0-9 . _ - */
-bool agentproto_name_ok(const char *s);
-
 /* Checks an inventory body. Returns 0 (n_gpus set), or 400 (unknown field,
  * wrong type) or 422 (impossible: unknown model, mixed models, too many
  * GPUs) with a message naming the field. */

@@ -15,6 +15,7 @@
 #include "fuzz.h"
 
 #include "agentproto.h"
+#include "allot/common.h"
 
 #include "allot/catalog.h"
 #include "allot/cluster.h"
@@ -38,7 +39,7 @@ static void check_inventory(json_t *b)
     size_t i;
     int model = -2;
 
-    FUZZ_CHECK(agentproto_name_ok(json_string_value(json_object_get(b, "name"))));
+    FUZZ_CHECK(allot_node_name_ok(json_string_value(json_object_get(b, "name"))));
     FUZZ_CHECK(json_number_value(json_object_get(b, "cpus")) > 0);
     FUZZ_CHECK(json_integer_value(json_object_get(b, "memory")) > 0);
     FUZZ_CHECK(n == (int)json_array_size(g) && n <= ALLOT_MAX_GPUS);
