@@ -42,6 +42,10 @@ const struct cli_opt jobs_submit_opts[] = {
     {"constraint", 'C', "K=V[,K=V]",
      "run only on nodes carrying these labels (repeatable, at most 4 in all; a bare K: the label "
      "K with an empty value), as sbatch -C and a Kubernetes nodeSelector"},
+    {"nodelist", 'w', "LIST",
+     "run only on these nodes: names or a host list such as gpu[01-04],cpu7 (repeatable); any "
+     "of them, not all (sbatch -w takes all)"},
+    {"exclude", 'x', "LIST", "never run on these nodes (a host list as for -w; repeatable)"},
     {"image", 0, "IMAGE", "container image"},
     {"workdir", 0, "DIR", "working directory"},
     {"env", 'e', "K=V", "environment variable (repeatable)"},
@@ -195,6 +199,63 @@ static int check_command(json_t *cmd, const char *file)
     return CLI_OK;
 }
 
+/* "nodelist" or "exclude_nodes" of job as a list of node names: the host
+ * lists of the option (n values), else the file's (a host list or a list
+ * of them), expanded together (allot_hostlist_expand). Returns CLI_OK or
+ * CLI_USAGE (printed). */
+static int set_nodes(json_t *job, const char *field, const char *opt, const char *file,
+                     const char *const *v, size_t n)
+{
+    json_t *f = json_object_get(job, field), *x, *list;
+    char *all = NULL, **names, err[256];
+    size_t len = 0, i;
+    int k, rc;
+    FILE *m = open_memstream(&all, &len);
+
+    if (!m)
+        return cli_usage_error("--%s: out of memory", opt);
+    for (i = 0; i < n; i++)
+        fprintf(m, "%s%s", i ? "," : "", v[i]);
+    if (!n && json_is_string(f))
+        fputs(json_string_value(f), m);
+    else if (!n && json_is_array(f))
+        json_array_foreach(f, i, x)
+        {
+            if (!json_is_string(x)) {
+                fclose(m);
+                free(all);
+                return cli_usage_error("%s: field \"%s\" must be a host list or a list of "
+                                       "them; item %zu is not a string",
+                                       file, field, i);
+            }
+            fprintf(m, "%s%s", i ? "," : "", json_string_value(x));
+        }
+    fclose(m);
+    if (!n && !f) {
+        free(all);
+        return CLI_OK;
+    }
+    if (!n && !json_is_string(f) && !json_is_array(f)) {
+        free(all);
+        return cli_usage_error("%s: field \"%s\" must be a host list such as gpu[01-04] or a "
+                               "list of them, not %s",
+                               file, field, json_kind(f));
+    }
+    rc = allot_hostlist_expand(all, &names, &k, err, sizeof(err));
+    free(all);
+    if (rc) {
+        if (n)
+            return cli_usage_error("--%s: %s", opt, err);
+        return cli_usage_error("%s: field \"%s\": %s", file, field, err);
+    }
+    list = json_array();
+    for (int j = 0; j < k; j++)
+        json_array_append_new(list, json_string(names[j]));
+    allot_hostlist_free(names, k);
+    json_object_set_new(job, field, list);
+    return CLI_OK;
+}
+
 static int build_job(const struct cli_args *a, json_t **out)
 {
     static const struct {
@@ -298,6 +359,12 @@ static int build_job(const struct cli_args *a, json_t **out)
         v = args_all(a, "constraint", &n);
         if (rc == CLI_OK)
             rc = set_selector(job, v, n);
+        v = args_all(a, "nodelist", &n);
+        if (rc == CLI_OK)
+            rc = set_nodes(job, "nodelist", "nodelist", args_get(a, "file"), v, n);
+        v = args_all(a, "exclude", &n);
+        if (rc == CLI_OK)
+            rc = set_nodes(job, "exclude_nodes", "exclude", args_get(a, "file"), v, n);
         v = args_all(a, "gpu-model", &n);
         if (rc == CLI_OK && n) {
             json_t *m = json_array();
@@ -725,6 +792,28 @@ static const struct cli_usage show_usage = {
     "Shows jobs: state, pending reason, placement, request and times.\n"
     "With -o json|yaml: the job object (an array for several ids)."};
 
+/* A list field of the spec as "LABEL a, b, c" (the first 16, then how
+ * many more), or nothing when it is empty. */
+static void show_list(const json_t *spec, const char *field, const char *label)
+{
+    json_t *v = json_object_get(spec, field), *m;
+    char t[256];
+    size_t i;
+
+    json_array_foreach(v, i, m)
+    {
+        if (i == 16) {
+            printf(", and %zu more", json_array_size(v) - i);
+            break;
+        }
+        if (!i)
+            printf("%-13s ", label);
+        printf("%s%s", i ? ", " : "", out_text(json_string_value(m), t, sizeof(t)));
+    }
+    if (json_array_size(v))
+        putchar('\n');
+}
+
 /* The spec's `key` (an object of strings) as "K=V, ..." or, with
  * names_only, "K, ..." (an environment's values may be secrets), on one
  * line titled `title`; nothing when the object is empty. */
@@ -768,16 +857,9 @@ static void show_run_spec(const json_t *spec)
         printf("%-13s %s\n", "workdir:", out_text(json_string_value(x), t, sizeof(t)));
     if ((x = json_object_get(spec, "image")) && json_is_string(x))
         printf("%-13s %s\n", "image:", out_text(json_string_value(x), t, sizeof(t)));
-    json_t *m;
-    size_t i;
-    json_array_foreach(json_object_get(spec, "gpu_models"), i, m)
-    {
-        if (!i)
-            printf("%-13s ", "gpu models:");
-        printf("%s%s", i ? ", " : "", out_text(json_string_value(m), t, sizeof(t)));
-    }
-    if (json_array_size(json_object_get(spec, "gpu_models")))
-        putchar('\n');
+    show_list(spec, "gpu_models", "gpu models:");
+    show_list(spec, "nodelist", "nodes:");
+    show_list(spec, "exclude_nodes", "exclude:");
     show_pairs(spec, "env", "env:", true);
     show_pairs(spec, "labels", "labels:", false);
     show_pairs(spec, "node_selector", "constraint:", false);

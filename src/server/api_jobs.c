@@ -168,6 +168,35 @@ static int submit_fn(struct allot_store *st, void *arg)
     return rc;
 }
 
+/* Checks that every name of the job's "nodelist" and "exclude_nodes" is
+ * a registered node (as sbatch -w and -x: a misspelt name would leave the
+ * job waiting, or running where it was to stay off). Returns 0, 422 with
+ * a message, or the store's error. */
+static int check_nodes(struct allot_store *st, const struct jobspec *js, char *err, size_t errlen)
+{
+    json_t *lists[2] = {js->nodelist, js->exclude}, *x;
+    const char *field[2] = {"nodelist", "exclude_nodes"};
+    size_t i;
+
+    for (int l = 0; l < 2; l++)
+        json_array_foreach(lists[l], i, x)
+        {
+            struct allot_store_node n = {0};
+            int rc = allot_store_node_get(st, json_string_value(x), &n);
+            allot_store_node_clear(&n);
+            if (rc == ALLOT_ENOENT) {
+                allot_fmt(err, errlen,
+                          "field \"%s[%zu]\": no node \"%s\" is registered (allot nodes "
+                          "lists them)",
+                          field[l], i, json_string_value(x));
+                return 422;
+            }
+            if (rc)
+                return rc;
+        }
+    return 0;
+}
+
 /* Checks that every dependency names a job the caller may see, and fills
  * ids[] with them. Returns 0 or 422 with a message (a job the caller may
  * not see reads as missing). */
@@ -573,6 +602,8 @@ int api_jobs_submit(struct req *r)
         allot_strlcpy(why, err, sizeof(why));
         allot_fmt(err, sizeof(err), "no field \"tenant\", so this token's own: %s", why);
     }
+    if (rc == 0)
+        rc = check_nodes(st, &js, err, sizeof(err));
     if (rc == 0)
         rc = check_deps(r, st, &js, deps, err, sizeof(err));
     if (rc == 0) {

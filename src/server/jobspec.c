@@ -42,6 +42,8 @@ static const char *const fields[] = {"name",
                                      "signal",
                                      "node_selector",
                                      "begin_time",
+                                     "nodelist",
+                                     "exclude_nodes",
                                      NULL};
 
 #define E400(...) (allot_fmt(err, errlen, __VA_ARGS__), 400)
@@ -152,6 +154,31 @@ static int get_strings(json_t *b, const char *k, bool object, char *err, size_t 
     if (bytes > JOBSPEC_STRINGS_BYTES_MAX)
         return E400("field \"%s\" holds %zu bytes of text: at most %d (KiB: %d)", k, bytes,
                     JOBSPEC_STRINGS_BYTES_MAX, JOBSPEC_STRINGS_BYTES_MAX / 1024);
+    return 0;
+}
+
+/* "nodelist" / "exclude_nodes" (sbatch -w / -x): an array of node names
+ * (allot_node_name_ok), into *out (borrowed; NULL when absent). A node
+ * list must name one node at least. */
+static int get_nodes(json_t *b, const char *k, json_t **out, char *err, size_t errlen)
+{
+    json_t *v = json_object_get(b, k), *x;
+    size_t i;
+    int rc = get_strings(b, k, false, err, errlen);
+
+    *out = NULL;
+    if (rc || !v)
+        return rc;
+    json_array_foreach(v, i, x)
+    {
+        if (!allot_node_name_ok(json_string_value(x)))
+            return E422("field \"%s[%zu]\": \"%.64s\" is not a node name (1..63 of A-Z a-z "
+                        "0-9 . _ -)",
+                        k, i, json_string_value(x));
+    }
+    if (!json_array_size(v) && !strcmp(k, "nodelist"))
+        return E422("field \"nodelist\" names no node: leave it out to run on any node");
+    *out = v;
     return 0;
 }
 
@@ -460,7 +487,9 @@ int jobspec_parse(json_t *b, const struct allot_catalog *cat, struct jobspec *ou
             t->model_mask |= UINT64_C(1) << idx;
         }
     }
-    if ((rc = get_selector(b, t, err, errlen)))
+    if ((rc = get_selector(b, t, err, errlen)) ||
+        (rc = get_nodes(b, "nodelist", &out->nodelist, err, errlen)) ||
+        (rc = get_nodes(b, "exclude_nodes", &out->exclude, err, errlen)))
         return rc;
     if (allot_task_validate(cat, t, err, errlen) < 0)
         return 422;

@@ -60,6 +60,8 @@ struct jobspec {
     int array_throttle;   /* at most this many members in the queue at once; 0 = all */
     int n_deps;
     struct jobdep deps[JOBSPEC_DEPS_MAX];
+    json_t *nodelist; /* borrowed: "nodelist", the node names it may use; NULL = any */
+    json_t *exclude;  /* borrowed: "exclude_nodes", node names it may not use; NULL = none */
 };
 
 /* Checks body `b` (borrowed) and fills *out. Returns 0, or 400 (unknown

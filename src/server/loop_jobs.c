@@ -226,6 +226,46 @@ int loop_class_slot(const struct loop *l, const char *name)
     return -1;
 }
 
+/* Whether array a (of strings) holds `name`. */
+static bool names_hold(json_t *a, const char *name)
+{
+    size_t i;
+    json_t *x;
+
+    json_array_foreach(a, i, x) if (!strcmp(json_string_value(x), name)) return true;
+    return false;
+}
+
+/* The core's set of the nodes js may use: its "nodelist" less its
+ * "exclude_nodes", or every node but those, by the names the core knows
+ * now (a node deleted before allotd restarted is no longer one; one
+ * deleted since keeps its place, lost). *out NULL: any node. Returns 0
+ * or ALLOT_ENOMEM. */
+static int job_nodes(struct loop *l, const struct jobspec *js, const struct allot_nodeset **out)
+{
+    json_t *names = js->nodelist ? js->nodelist : js->exclude, *x;
+    int32_t *idx;
+    int n = 0, rc;
+    size_t i;
+
+    *out = NULL;
+    if (!names)
+        return 0;
+    idx = allot_malloc((json_array_size(names) + 1) * sizeof(*idx));
+    if (!idx)
+        return ALLOT_ENOMEM;
+    json_array_foreach(names, i, x)
+    {
+        const char *name = json_string_value(x);
+        int k = allot_cluster_find_node(l->c, name);
+        if (k >= 0 && !(js->nodelist && js->exclude && names_hold(js->exclude, name)))
+            idx[n++] = k;
+    }
+    *out = allot_cluster_nodeset(l->c, !js->nodelist, idx, n, &rc);
+    allot_free(idx);
+    return rc;
+}
+
 /* Puts stored job j into the core. With `gate`, a pending job with
  * dependencies, an array throttle or a begin time still to come is held
  * back instead (gate_hold); the gate lets it in once they allow. A pending job a user held goes to
@@ -263,6 +303,11 @@ void loop_submit_job(struct loop *l, const struct allot_store_job *j, bool gate)
     spec.once = !js.requeue; /* preempted: it ends instead of running again */
     spec.checkpoint_interval_s = js.checkpoint_s;
     spec.seq = j->id; /* jobs of one second (an array's members) in submission order */
+    if (job_nodes(l, &js, &spec.task.nodes) < 0) {
+        loop_reject(l, j->id, "out of memory");
+        json_decref(b);
+        return;
+    }
     if (spec.tenant <= 0) {
         allot_fmt(err, sizeof(err), "tenant %s is not known to the scheduler", js.tenant);
         loop_reject(l, j->id, err);
