@@ -203,6 +203,18 @@ int args_parse(struct cli *c, const struct cli_opt *opts, const struct cli_usage
     return rc;
 }
 
+int args_merge(struct cli_args *a, const struct cli_args *from)
+{
+    for (size_t k = 0; k < a->n_opts && k < from->n_opts; k++) {
+        if (a->n_vals[k]) /* given on the command line: that wins */
+            continue;
+        for (size_t i = 0; i < from->n_vals[k]; i++)
+            if (push(&a->vals[k], &a->n_vals[k], from->vals[k][i]) < 0)
+                return cli_usage_error("out of memory");
+    }
+    return CLI_OK;
+}
+
 void args_free(struct cli_args *a)
 {
     for (size_t i = 0; i < a->n_opts; i++)

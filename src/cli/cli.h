@@ -102,6 +102,24 @@ int args_parse(struct cli *c, const struct cli_opt *opts, const struct cli_usage
                char **argv, struct cli_args *a);
 
 void args_free(struct cli_args *a);
+/* Gives a the values `from` holds for every option a has none of (the
+ * strings stay from's: they must outlive a). CLI_OK or CLI_USAGE. */
+int args_merge(struct cli_args *a, const struct cli_args *from);
+
+/* A batch script of allot submit/run SCRIPT (script.c): its text and the
+ * words of its #ALLOT and #SBATCH directives as allot options. */
+struct cli_script {
+    char *text;  /* the script as read, sent as the job's "script" */
+    char **argv; /* owned: directive words (the strings a's merged values point to) */
+    int argc;
+};
+/* Reads the script at path (at most 64 KiB, "#!" first) and gives a the
+ * options of its directives that a does not give itself (as sbatch: the
+ * command line wins), with u for messages. CLI_OK, CLI_HELP or CLI_USAGE
+ * (printed; s then empty). Free with script_free after a. */
+int script_load(struct cli *c, const char *path, const struct cli_usage *u, struct cli_args *a,
+                struct cli_script *s);
+void script_free(struct cli_script *s);
 
 /* Last value of option `name`, or NULL when not given. */
 const char *args_get(const struct cli_args *a, const char *name);
@@ -319,7 +337,8 @@ extern const struct cli_opt jobs_submit_opts[];
 /* Builds the job from the parsed options and submits it with an
  * Idempotency-Key; *reply gets the job. With one_job (allot run) an array
  * is a usage error. Returns an exit code. */
-int jobs_submit(struct cli *c, const struct cli_args *a, bool one_job, json_t **reply);
+int jobs_submit(struct cli *c, struct cli_args *a, const struct cli_usage *u, bool one_job,
+                json_t **reply);
 /* A job id from "ID" or "ARRAYID_INDEX". Returns an exit code. */
 int jobs_resolve(struct client *cl, const char *arg, long long *id);
 /* True for the states a job ends in. */

@@ -455,9 +455,20 @@ static void show_one(const json_t *j)
            cpus ? out_cell(cpus, b2, sizeof(b2)) : "1", b3);
     if ((x = json_object_get(spec, "rdma_vfs")))
         printf("%-13s %lld RDMA VFs per task\n", "", (long long)json_integer_value(x));
-    if ((x = json_object_get(spec, "command")) && json_is_array(x)) {
+    if ((x = json_object_get(spec, "script")) && json_is_string(x)) {
+        const char *sc = json_string_value(x);
+        size_t lines = 0, first = strcspn(sc, "\n");
+        char line1[256];
+        for (const char *p = sc; *p; p++)
+            lines += *p == '\n' || !p[1];
+        allot_fmt(line1, sizeof(line1), "%.*s", (int)first, sc);
+        printf("%-13s %zu line%s, %zu bytes: %s (-o json shows it)\n", "script:", lines,
+               lines == 1 ? "" : "s", strlen(sc), out_text(line1, t, sizeof(t)));
+    }
+    if ((x = json_object_get(spec, "command")) && json_is_array(x) &&
+        (json_array_size(x) || !json_object_get(spec, "script"))) {
         json_t *w;
-        printf("%-13s", "command:");
+        printf("%-13s", json_object_get(spec, "script") ? "arguments:" : "command:");
         json_array_foreach(x, i, w)
         {
             printf(" %s", out_text(json_string_value(w), t, sizeof(t)));

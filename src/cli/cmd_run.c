@@ -324,7 +324,8 @@ out:
 }
 
 static const struct cli_usage run_usage = {
-    "run", "[SUBMIT OPTIONS] -- COMMAND ARGS...",
+    "run",
+    "[SUBMIT OPTIONS] -- COMMAND ARGS...\n       allot run [SUBMIT OPTIONS] SCRIPT [-- ARGS...]",
     "Submits a job like `allot submit`, waits for it, prints the output of its\n"
     "first task as it comes, and exits with the job's exit code (1 when it\n"
     "ended without one: cancelled, lost, refused), as srun does."};
@@ -353,12 +354,13 @@ int cmd_run(struct cli *c, int argc, char **argv)
 
     if (rc != CLI_OK)
         return rc;
-    if (a.n_pos || !a.rest) {
-        rc = cli_usage_error("allot run [SUBMIT OPTIONS] -- COMMAND ARGS...");
+    if (a.n_pos > 1 || (!a.n_pos && !a.rest)) {
+        rc = cli_usage_error("allot run [SUBMIT OPTIONS] -- COMMAND ARGS..., or allot run "
+                             "[SUBMIT OPTIONS] SCRIPT [-- ARGS...]");
         goto out;
     }
     /* one job's output and exit code: not an array's */
-    if ((rc = jobs_submit(c, &a, true, &reply)) != CLI_OK)
+    if ((rc = jobs_submit(c, &a, &run_usage, true, &reply)) != CLI_OK)
         goto out;
     long long id = json_integer_value(json_object_get(reply, "id"));
     fprintf(stderr, "allot: job %lld submitted\n", id);

@@ -1,6 +1,7 @@
 /*
- * allot submit: a job from flags, a job file (-f) or both, over POST
- * /v1/jobs (docs/api.yaml); allot run submits through it too.
+ * allot submit: a job from flags, a job file (-f), a batch script with
+ * its directives (script.c), or several of them, over POST /v1/jobs
+ * (docs/api.yaml); allot run submits through it too.
  *
  * submit always sends an Idempotency-Key (the user's, or 128 random bits
  * made here) and so may repeat a request whose reply was lost: the server
@@ -68,8 +69,13 @@ const struct cli_opt jobs_submit_opts[] = {
     {NULL, 0, NULL, NULL}};
 
 static const struct cli_usage submit_usage = {
-    "submit", "[OPTIONS] [-f JOB.yaml] [-- COMMAND ARGS...]",
+    "submit",
+    "[OPTIONS] [-f JOB.yaml] [-- COMMAND ARGS...]\n       allot submit [OPTIONS] SCRIPT [-- "
+    "ARGS...]",
     "Submits a job and prints its id (with -o json|yaml: the whole job).\n"
+    "A SCRIPT (\"#!\" first, at most 64 KiB) is sent with the job and runs on its node, as with\n"
+    "sbatch; its #ALLOT lines (allot's options) and #SBATCH lines (Slurm's) add the options\n"
+    "the command line does not give.\n"
     "A submission repeated with the same idempotency key returns the first job."};
 
 /* 128 random bits as hex, prefixed; 0 or CLI_SERVER. */
@@ -175,9 +181,10 @@ static const char *json_kind(json_t *v)
 }
 
 /* Checks the job's `command` (from the file, or the words after --): a
- * list of strings, not empty. `file` names the job file in the message
- * (NULL: none). Returns CLI_OK or CLI_USAGE (printed). */
-static int check_command(json_t *cmd, const char *file)
+ * list of strings, not empty but for a job with a script (then its
+ * arguments). `file` names the job file in the message (NULL: none).
+ * Returns CLI_OK or CLI_USAGE (printed). */
+static int check_command(json_t *cmd, const char *file, bool script)
 {
     size_t i;
     json_t *x;
@@ -193,9 +200,9 @@ static int check_command(json_t *cmd, const char *file)
                                    "is %s",
                                    file ? file : "the job", i, json_kind(x));
     }
-    if (json_array_size(cmd) == 0)
-        return cli_usage_error("a job needs a command: give it after -- or as `command` in the "
-                               "file");
+    if (json_array_size(cmd) == 0 && !script)
+        return cli_usage_error("a job needs a command: give it after --, as `command` in the "
+                               "file, or a script (allot submit job.sh)");
     return CLI_OK;
 }
 
@@ -256,7 +263,8 @@ static int set_nodes(json_t *job, const char *field, const char *opt, const char
     return CLI_OK;
 }
 
-static int build_job(const struct cli_args *a, json_t **out)
+/* The job the options of a and the script text (NULL: none) ask for. */
+static int build_job(const struct cli_args *a, const char *script, json_t **out)
 {
     static const struct {
         const char *opt, *field;
@@ -385,7 +393,16 @@ static int build_job(const struct cli_args *a, json_t **out)
         if (kinds > 1)
             rc = cli_usage_error("--gpus, --mig and --gpu-milli/--gpu-memory exclude each other");
         else
-            rc = check_command(json_object_get(job, "command"), args_get(a, "file"));
+            rc = check_command(json_object_get(job, "command"), args_get(a, "file"),
+                               script || json_object_get(job, "script"));
+    }
+    if (rc == CLI_OK && script) {
+        if (json_object_get(job, "script") || (json_object_get(job, "command") && !a->rest))
+            rc = cli_usage_error("%s: a script and the file's %s exclude each other",
+                                 args_get(a, "file"),
+                                 json_object_get(job, "script") ? "script" : "command");
+        else
+            json_object_set_new(job, "script", json_string(script));
     }
     if (rc != CLI_OK) {
         json_decref(job);
@@ -395,8 +412,10 @@ static int build_job(const struct cli_args *a, json_t **out)
     return CLI_OK;
 }
 
-int jobs_submit(struct cli *c, const struct cli_args *a, bool one_job, json_t **reply)
+int jobs_submit(struct cli *c, struct cli_args *a, const struct cli_usage *u, bool one_job,
+                json_t **reply)
 {
+    struct cli_script sc = {0};
     struct client *cl;
     json_t *job = NULL;
     char key[64];
@@ -405,8 +424,23 @@ int jobs_submit(struct cli *c, const struct cli_args *a, bool one_job, json_t **
     int rc;
 
     *reply = NULL;
-    if ((rc = build_job(a, &job)) != CLI_OK)
+    if (a->n_pos > 1)
+        return cli_usage_error("unexpected argument \"%s\": one script at most; put its "
+                               "arguments, or a command, after --",
+                               a->pos[1]);
+    if (a->n_pos == 1 && (rc = script_load(c, a->pos[0], u, a, &sc)) != CLI_OK)
         return rc;
+    if ((rc = build_job(a, sc.text, &job)) != CLI_OK) {
+        if (sc.argc) /* the option may be one of the script's */
+            fprintf(stderr, "allot: (options came from the #ALLOT and #SBATCH lines of %s too)\n",
+                    a->pos[0]);
+        goto out;
+    }
+    /* as sbatch, a job of a script is named after it */
+    if (sc.text && !json_object_get(job, "name")) {
+        const char *base = strrchr(a->pos[0], '/');
+        json_object_set_new(job, "name", json_string(base ? base + 1 : a->pos[0]));
+    }
     /* --array, or "array" in the job file */
     if (one_job && json_object_get(job, "array")) {
         rc = cli_usage_error("allot run follows one job: submit an array with allot submit "
@@ -439,6 +473,7 @@ int jobs_submit(struct cli *c, const struct cli_args *a, bool one_job, json_t **
                 (long long)json_integer_value(json_object_get(*reply, "array_size")));
 out:
     json_decref(job);
+    script_free(&sc);
     return rc;
 }
 
@@ -450,10 +485,7 @@ int cmd_submit(struct cli *c, int argc, char **argv)
 
     if (rc != CLI_OK)
         return rc;
-    if (a.n_pos)
-        rc = cli_usage_error("unexpected argument \"%s\"; put the command after --", a.pos[0]);
-    else
-        rc = jobs_submit(c, &a, false, &reply);
+    rc = jobs_submit(c, &a, &submit_usage, false, &reply);
     if (rc == CLI_OK && !out_structured(c, reply))
         printf("%lld\n", (long long)json_integer_value(json_object_get(reply, "id")));
     json_decref(reply);

@@ -533,7 +533,7 @@ int api_jobs_submit(struct req *r)
     /* a job without a program could only fail on its node, after taking
      * its place (stored jobs of an older allotd still read) */
     json_t *cmd = json_object_get(b, "command");
-    if (!json_array_size(cmd) || !*json_string_value(json_array_get(cmd, 0))) {
+    if (!js.script && (!json_array_size(cmd) || !*json_string_value(json_array_get(cmd, 0)))) {
         api_error(r, 422, "invalid",
                   json_array_size(cmd)
                       ? "field \"command\": its first entry, the program to run, is empty"

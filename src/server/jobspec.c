@@ -44,6 +44,7 @@ static const char *const fields[] = {"name",
                                      "begin_time",
                                      "nodelist",
                                      "exclude_nodes",
+                                     "script",
                                      NULL};
 
 #define E400(...) (allot_fmt(err, errlen, __VA_ARGS__), 400)
@@ -389,6 +390,7 @@ int jobspec_parse(json_t *b, const struct allot_catalog *cat, struct jobspec *ou
         (rc = get_str(b, "array", 1024, &out->array, err, errlen)) ||
         (rc = get_str(b, "dependency", 4096, &dep, err, errlen)) ||
         (rc = get_str(b, "signal", 31, &warn, err, errlen)) ||
+        (rc = get_str(b, "script", JOBSPEC_SCRIPT_MAX, &out->script, err, errlen)) ||
         (rc = get_int(b, "tasks", 1, 1024, &tasks, err, errlen)) ||
         (rc = get_int(b, "gpus", 0, 1000000, &gpus, err, errlen)) ||
         (rc = get_int(b, "gpu_milli", 1, 999, &milli, err, errlen)) ||
@@ -415,6 +417,9 @@ int jobspec_parse(json_t *b, const struct allot_catalog *cat, struct jobspec *ou
     }
     if ((rc = get_qos(b, &out->qos, err, errlen)))
         return rc;
+    if (out->script && strncmp(out->script, "#!", 2) != 0)
+        return E422("field \"script\" must start with \"#!\" and the interpreter to run it "
+                    "(#!/bin/bash), as sbatch asks");
     if ((v = json_object_get(b, "workdir")) && !json_is_string(v))
         return E400("field \"workdir\" must be a string");
     if ((v = json_object_get(b, "image")) && !json_is_string(v))
@@ -499,4 +504,38 @@ int jobspec_parse(json_t *b, const struct allot_catalog *cat, struct jobspec *ou
         (rc = jobspec_warning(warn, limit, &out->warn_sig, &out->warn_before_s, err, errlen)))
         return rc;
     return 0;
+}
+
+/* The command of a job with a script (see jobspec_for_node): a shell puts
+ * $1, the script, into a file of its own in the task's temporary folder
+ * (a job's private /tmp where the agent gives one), makes it the job
+ * user's to run, and becomes it with the job's arguments. */
+static const char script_runner[] =
+    "f=$(mktemp \"${TMPDIR:-/tmp}/allot-script.XXXXXX\") && printf '%s' \"$1\" > \"$f\" && "
+    "chmod 700 \"$f\" && shift && exec \"$f\" \"$@\"";
+
+json_t *jobspec_for_node(json_t *spec)
+{
+    json_t *script = json_object_get(spec, "script"), *copy, *cmd, *args, *x;
+    size_t i;
+
+    if (!json_is_string(script))
+        return spec;
+    copy = json_copy(spec); /* shallow: the fields are shared, "command" replaced */
+    /* sh -c RUNNER $0 $1=SCRIPT ARGS... */
+    cmd = json_pack("[ssssO]", "/bin/sh", "-c", script_runner, "allot-script", script);
+    args = json_object_get(spec, "command");
+    bool ok = copy && cmd;
+    json_array_foreach(args, i, x) ok = ok && json_array_append(cmd, x) == 0;
+    json_decref(spec);
+    if (!ok || json_object_del(copy, "script")) {
+        json_decref(copy);
+        json_decref(cmd);
+        return NULL;
+    }
+    if (json_object_set_new(copy, "command", cmd)) { /* cmd taken either way */
+        json_decref(copy);
+        return NULL;
+    }
+    return copy;
 }

@@ -23,6 +23,10 @@
 #define JOBSPEC_STRINGS_MAX       4096
 #define JOBSPEC_STRINGS_BYTES_MAX (128 * 1024)
 #define JOBSPEC_STORED_MAX        (64 * 1024 * 1024)
+/* "script": a batch script sent with the job (sbatch job.sh), at most
+ * this many bytes: it reaches the node as one argument of its command,
+ * and Linux takes at most 128 KiB per argument */
+#define JOBSPEC_SCRIPT_MAX (64 * 1024)
 /* "begin_time": Unix seconds up to the end of year 9999 */
 #define JOBSPEC_BEGIN_MAX INT64_C(253402300799)
 
@@ -60,8 +64,10 @@ struct jobspec {
     int array_throttle;   /* at most this many members in the queue at once; 0 = all */
     int n_deps;
     struct jobdep deps[JOBSPEC_DEPS_MAX];
-    json_t *nodelist; /* borrowed: "nodelist", the node names it may use; NULL = any */
-    json_t *exclude;  /* borrowed: "exclude_nodes", node names it may not use; NULL = none */
+    json_t *nodelist;   /* borrowed: "nodelist", the node names it may use; NULL = any */
+    json_t *exclude;    /* borrowed: "exclude_nodes", node names it may not use; NULL = none */
+    const char *script; /* borrowed: the batch script it runs ("#!..."), its "command" the
+                           script's arguments; NULL = none */
 };
 
 /* Checks body `b` (borrowed) and fills *out. Returns 0, or 400 (unknown
@@ -87,6 +93,14 @@ int jobspec_array_parse(const char *s, int *idx, int *throttle, char *err, size_
 /* Parses a dependency expression into deps[JOBSPEC_DEPS_MAX]. Returns the
  * number of dependencies, or -1 with a message in err. */
 int jobspec_deps_parse(const char *s, struct jobdep *deps, char *err, size_t errlen);
+
+/* The spec as a node runs it (the desired state's "spec"): `spec` itself
+ * (its reference taken over), or for a job with a "script" a copy whose
+ * "command" writes the script into the task's temporary folder and runs
+ * it with the job's arguments (its "#!" line picks the interpreter), so
+ * that a node needs no shared file system for it. NULL stays NULL; NULL
+ * on allocation failure. */
+json_t *jobspec_for_node(json_t *spec);
 
 /* "afterok", "afterany", "afternotok". */
 const char *jobdep_kind_name(int kind);

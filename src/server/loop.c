@@ -895,7 +895,7 @@ static void publish(struct loop *l, double secs, int cut)
         }
         run++;
         if (!l->live[i].spec)
-            l->live[i].spec = json_loads(l->live[i].spec_text, 0, NULL);
+            l->live[i].spec = jobspec_for_node(json_loads(l->live[i].spec_text, 0, NULL));
         json_t *pl = placement_json(l, qj), *x;
         size_t k;
 

@@ -1,0 +1,117 @@
+"""Batch scripts (sbatch job.sh): `allot submit SCRIPT [-- ARGS]` sends the
+script with the job and a real agent runs it (no shared file system),
+with the interpreter of its #! line, the job's arguments and exit code;
+its #ALLOT and #SBATCH directive lines give the options the command line
+does not; Slurm options allot has no use for are named and left out;
+`allot run SCRIPT` streams it; what is not a script is refused by the
+CLI and by allotd."""
+
+import json
+import os
+
+import allotd_fixture as fx
+from allotd_fixture import TENANTS, Agent, Daemon, expect
+from cli_fixture import cli, fails, ok, write
+
+SCRIPT = """#!/bin/bash
+# set up (a comment: directives go on)
+
+#SBATCH -J trainer --time=30
+#SBATCH --gres=gpu:2 -c 2
+#SBATCH --output=slurm-%j.out --mail-type=END
+#SBATCH --export=FOO=bar,ALL
+#ALLOT --label team=nlp -e 'GREETING=hello world'
+echo "args: $*"
+echo "foo=$FOO greeting=$GREETING gpus=$(echo $CUDA_VISIBLE_DEVICES | tr , '\\n' | wc -l)"
+#SBATCH --gres=gpu:4
+exit 3
+"""
+
+
+def test_scripts():
+    dm = Daemon()
+    ag = None
+    try:
+        expect(dm.req("PUT", "/v1/tenants", TENANTS, token=dm.admin), 200)
+        ag = Agent(dm, dm.token("agent", "", "agent"), "sc1", emulate="4xL4")
+        d = fx.tempdir()
+        os.chmod(d, 0o755)
+        path = write(os.path.join(d, "job.sh"), SCRIPT)
+
+        # directives after the first command (the second --gres) are not read
+        r = ok(cli(dm, "submit", "-t", "research/nlp", path, "--", "one", "two words"))
+        for opt in ("--output", "--mail-type", "--export=ALL"):
+            assert "job.sh:%d: #SBATCH %s: not taken" % (7 if "export" in opt else 6, opt) \
+                in r.err, r
+        jid = int(r.out.strip())
+        j = fx.wait_job(dm, jid, "failed", timeout=30)
+        s = j["spec"]
+        assert (s["name"], s["gpus"], s["cpus"], s["time_limit"]) == ("trainer", 2, 2, 1800), s
+        assert s["env"] == {"FOO": "bar", "GREETING": "hello world"}, s
+        assert s["labels"] == {"team": "nlp"} and s["command"] == ["one", "two words"], s
+        assert s["script"] == SCRIPT and j["exit_code"] == 3, j
+        log = ag.task_log(jid)
+        assert "args: one two words\n" in log, log
+        assert "foo=bar greeting=hello world gpus=2\n" in log, log
+        show = ok(cli(dm, "show", jid)).out
+        assert "\nscript:       12 lines, %d bytes: #!/bin/bash" % len(SCRIPT) in show, show
+        assert "\narguments:    one two words\n" in show, show
+
+        # the command line wins over the directives; the name is the script's without -J
+        py = write(os.path.join(d, "count.py"),
+                   "#!/usr/bin/env python3\n#ALLOT -g 2 --time-limit 5m\n"
+                   "import os, sys\nprint('py', sys.argv[1:], os.environ.get('ALLOT_JOB_NAME'))\n")
+        r = ok(cli(dm, "submit", "-t", "research/nlp", "-g", "1", py, "--", "x"))
+        jid = int(r.out.strip())
+        j = fx.wait_job(dm, jid, "succeeded", timeout=30)
+        assert (j["spec"]["gpus"], j["spec"]["time_limit"]) == (1, 300), j
+        assert j["spec"]["name"] == "count.py", j
+        assert "py ['x'] count.py\n" in ag.task_log(jid), ag.task_log(jid)
+
+        # allot run streams a script and exits with its code
+        r = cli(dm, "run", "-t", "research/nlp", path, timeout=60)
+        assert r.rc == 3 and "args: \n" in r.out, r
+
+        # refused by the CLI: no #!, too long, two scripts, a bad directive
+        plain = write(os.path.join(d, "plain.sh"), "echo hi\n")
+        r = fails(cli(dm, "submit", "-t", "research/nlp", plain), 1)
+        assert "does not start with #!" in r.err, r
+        big = write(os.path.join(d, "big.sh"), "#!/bin/sh\n" + "#" * 70000 + "\n")
+        r = fails(cli(dm, "submit", "-t", "research/nlp", big), 1)
+        assert "is over 64 KiB" in r.err, r
+        r = fails(cli(dm, "submit", "-t", "research/nlp", path, plain), 1)
+        assert "one script at most" in r.err, r
+        quote = write(os.path.join(d, "quote.sh"), "#!/bin/sh\n#SBATCH -J 'open\ntrue\n")
+        r = fails(cli(dm, "submit", "-t", "research/nlp", quote), 1)
+        assert "quote.sh:2: an unclosed quote" in r.err, r
+        bad = write(os.path.join(d, "bad.sh"), "#!/bin/sh\n#ALLOT --gpus many\ntrue\n")
+        r = fails(cli(dm, "submit", "-t", "research/nlp", bad), 1)
+        assert "#ALLOT and #SBATCH lines of %s" % bad in r.err, r
+        r = fails(cli(dm, "submit", "-t", "research/nlp", write(
+            os.path.join(d, "pos.sh"), "#!/bin/sh\n#ALLOT stray\ntrue\n")), 1)
+        assert "a directive holds \"stray\", which is no option" in r.err, r
+
+        # refused by allotd: not a script, a NUL, too long, a wrong type
+        for body, status, text in (
+                ({"script": "echo hi\n"}, 422, 'must start with "#!"'),
+                ({"script": "#!/bin/sh\n\u0000"}, 400, "is not allowed"),
+                ({"script": "#!/bin/sh\n" + "x" * 65536}, 422, "longer than 65536 bytes"),
+                ({"script": ["#!/bin/sh"]}, 400, 'field "script" must be a string')):
+            e = expect(dm.req("POST", "/v1/jobs", dict({"tenant": "research/nlp"}, **body),
+                              token=dm.admin), status)
+            assert text in e["error"]["message"], (body, e)
+        # a script needs no command
+        jid = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp",
+                                                 "script": "#!/bin/sh\necho api\n"},
+                            token=dm.admin), 201)["id"]
+        fx.wait_job(dm, jid, "succeeded", timeout=30)
+        assert ag.task_log(jid) == "api\n", ag.task_log(jid)
+        assert json.loads(ok(cli(dm, "-o", "json", "show", jid)).out)["spec"]["script"]
+    finally:
+        if ag:
+            ag.stop()
+        dm.stop()
+
+
+if __name__ == "__main__":
+    fx.run([test_scripts])
