@@ -196,7 +196,7 @@ static int translate(struct words *ws, struct words *first, const char *path, in
         for (k = 0; k < sizeof(sbatch_opts) / sizeof(sbatch_opts[0]) && !o; k++) {
             const struct sbatch_opt *s = &sbatch_opts[k];
             size_t len = eq ? (size_t)(eq - arg - 2) : strlen(arg + 2);
-            if (arg[1] == '-' ? strlen(s->name) == len && !strncmp(arg + 2, s->name, len)
+            if (arg[1] == '-' ? strlen(s->name) == len && !memcmp(arg + 2, s->name, len)
                               : s->letter && arg[1] == s->letter)
                 o = s;
         }
@@ -261,8 +261,11 @@ static int directives(const char *text, const char *path, struct words *ws)
     char *w[SCRIPT_ARGS];
     int line = 1, rc = CLI_OK;
 
-    if (!first.v || !rest.v)
-        rc = cli_usage_error("out of memory");
+    if (!first.v || !rest.v) {
+        free(first.v);
+        free(rest.v);
+        return cli_usage_error("out of memory");
+    }
     /* line 1 is the #! line; the text is left as it is (it is sent) */
     for (const char *l = strchr(text, '\n'); l && rc == CLI_OK; l = strchr(l + 1, '\n')) {
         const char *s = l + 1 + strspn(l + 1, " \t\r");

@@ -1045,7 +1045,8 @@ const struct allot_nodeset *allot_cluster_nodeset(struct allot_cluster *c, bool 
         }
     if (exclude && n == 0)
         return NULL; /* all nodes: no restriction */
-    if (allot_grow((void **)&c->sets, &c->sets_cap, c->n_sets + 1, sizeof(*c->sets)) ||
+    if (allot_grow((void **)&c->sets, &c->sets_cap, c->n_sets + 1,
+                   sizeof(struct allot_nodeset *)) ||
         !(s = allot_malloc(sizeof(*s) + (size_t)n * sizeof(int32_t) + 1))) {
         *rc = ALLOT_ENOMEM;
         return NULL;
