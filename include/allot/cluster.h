@@ -122,8 +122,8 @@ struct allot_node {
 struct allot_nodeset {
     bool exclude;       /* true: every node but those listed */
     int n;              /* nodes listed */
-    const int32_t *idx; /* their indices, ascending, distinct */
-    uint64_t hash;
+    const int32_t *idx; /* their indices, ascending, distinct (the set's own) */
+    uint64_t hash;      /* of exclude and idx */
 };
 
 /* True when set s (NULL: every node) lets a task use node index i. */

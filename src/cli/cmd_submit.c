@@ -206,61 +206,74 @@ static int check_command(json_t *cmd, const char *file, bool script)
     return CLI_OK;
 }
 
+/* Expands host list s into list (names not yet in seen), at most
+ * ALLOT_HOSTLIST_MAX names in all; `where` names it in a message.
+ * CLI_OK or CLI_USAGE (printed). */
+static int add_hosts(json_t *list, json_t *seen, const char *s, const char *where)
+{
+    char **names, err[256];
+    int k, rc = allot_hostlist_expand(s, &names, &k, err, sizeof(err));
+
+    if (rc)
+        return cli_usage_error("%s: %s", where, err);
+    for (int j = 0; j < k; j++) {
+        if (json_object_get(seen, names[j]))
+            continue; /* given before */
+        json_object_set(seen, names[j], json_true());
+        json_array_append_new(list, json_string(names[j]));
+    }
+    allot_hostlist_free(names, k);
+    if (json_array_size(list) > ALLOT_HOSTLIST_MAX)
+        return cli_usage_error("%s: more than %d nodes in all", where, ALLOT_HOSTLIST_MAX);
+    return CLI_OK;
+}
+
 /* "nodelist" or "exclude_nodes" of job as a list of node names: the host
  * lists of the option (n values), else the file's (a host list or a list
- * of them), expanded together (allot_hostlist_expand). Returns CLI_OK or
- * CLI_USAGE (printed). */
+ * of them), each expanded (allot_hostlist_expand). An empty list in the
+ * file is none. Returns CLI_OK or CLI_USAGE (printed). */
 static int set_nodes(json_t *job, const char *field, const char *opt, const char *file,
                      const char *const *v, size_t n)
 {
-    json_t *f = json_object_get(job, field), *x, *list;
-    char *all = NULL, **names, err[256];
-    size_t len = 0, i;
-    int k, rc;
-    FILE *m = open_memstream(&all, &len);
+    json_t *f = json_object_get(job, field), *x, *list, *seen;
+    char where[300];
+    size_t i;
+    int rc = CLI_OK;
 
-    if (!m)
-        return cli_usage_error("--%s: out of memory", opt);
-    for (i = 0; i < n; i++)
-        fprintf(m, "%s%s", i ? "," : "", v[i]);
-    if (!n && json_is_string(f))
-        fputs(json_string_value(f), m);
-    else if (!n && json_is_array(f))
-        json_array_foreach(f, i, x)
-        {
-            if (!json_is_string(x)) {
-                fclose(m);
-                free(all);
-                return cli_usage_error("%s: field \"%s\" must be a host list or a list of "
-                                       "them; item %zu is not a string",
-                                       file, field, i);
-            }
-            fprintf(m, "%s%s", i ? "," : "", json_string_value(x));
-        }
-    fclose(m);
-    if (!n && !f) {
-        free(all);
+    if (!n && (!f || (json_is_array(f) && !json_array_size(f)))) {
+        json_object_del(job, field);
         return CLI_OK;
     }
-    if (!n && !json_is_string(f) && !json_is_array(f)) {
-        free(all);
+    if (!n && !json_is_string(f) && !json_is_array(f))
         return cli_usage_error("%s: field \"%s\" must be a host list such as gpu[01-04] or a "
                                "list of them, not %s",
                                file, field, json_kind(f));
-    }
-    rc = allot_hostlist_expand(all, &names, &k, err, sizeof(err));
-    free(all);
-    if (rc) {
-        if (n)
-            return cli_usage_error("--%s: %s", opt, err);
-        return cli_usage_error("%s: field \"%s\": %s", file, field, err);
-    }
     list = json_array();
-    for (int j = 0; j < k; j++)
-        json_array_append_new(list, json_string(names[j]));
-    allot_hostlist_free(names, k);
-    json_object_set_new(job, field, list);
-    return CLI_OK;
+    seen = json_object();
+    if (!list || !seen)
+        rc = cli_usage_error("--%s: out of memory", opt);
+    allot_fmt(where, sizeof(where), "--%s", opt);
+    for (i = 0; i < n && rc == CLI_OK; i++)
+        rc = add_hosts(list, seen, v[i], where);
+    if (!n && json_is_string(f) && rc == CLI_OK) {
+        allot_fmt(where, sizeof(where), "%s: field \"%s\"", file, field);
+        rc = add_hosts(list, seen, json_string_value(f), where);
+    }
+    if (!n && json_is_array(f))
+        json_array_foreach(f, i, x)
+        {
+            allot_fmt(where, sizeof(where), "%s: field \"%s\", item %zu", file, field, i);
+            if (rc == CLI_OK && !json_is_string(x))
+                rc = cli_usage_error("%s is not a string", where);
+            else if (rc == CLI_OK)
+                rc = add_hosts(list, seen, json_string_value(x), where);
+        }
+    json_decref(seen);
+    if (rc == CLI_OK)
+        json_object_set_new(job, field, list);
+    else
+        json_decref(list);
+    return rc;
 }
 
 /* The job the options of a and the script text (NULL: none) ask for. */

@@ -26,6 +26,7 @@ enum how {
     GRES,    /* --gres=gpu[:TYPE]:N */
     NODES,   /* --nodes N: N tasks, each on its node */
     AMP,     /* --constraint a&b: labels separated by ',' */
+    ANY_OF,  /* --nodelist: allot's, any of the nodes (Slurm takes all), said */
     EXPORT,  /* --export=VAR[=V],...: --env */
     FLAG,    /* takes no value */
     IGNORED, /* said, and left out */
@@ -48,7 +49,7 @@ static const struct sbatch_opt {
     {"nodes", 'N', "--tasks", NODES},
     {"array", 'a', "--array", AS_IS},
     {"dependency", 'd', "--dependency", AS_IS},
-    {"nodelist", 'w', "--nodelist", AS_IS},
+    {"nodelist", 'w', "--nodelist", ANY_OF},
     {"exclude", 'x', "--exclude", AS_IS},
     {"constraint", 'C', "--constraint", AMP},
     {"begin", 'b', "--begin", AS_IS},
@@ -242,6 +243,13 @@ static int translate(struct words *ws, struct words *first, const char *path, in
             rc = add(ws, o->to) || add(ws, c);
             break;
         }
+        case ANY_OF:
+            fprintf(stderr,
+                    "allot: %s:%d: #SBATCH %s: taken as allot's -w, any of the nodes listed (not "
+                    "all of them, as Slurm)\n",
+                    path, line, opt);
+            rc = add(ws, o->to) || add(ws, val);
+            break;
         case AS_IS:
             rc = add(ws, o->to) || add(ws, val);
             break;

@@ -11,6 +11,8 @@
 
 #include "allot/common.h"
 
+#include "nodeset_int.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,9 +54,8 @@ struct allot_cluster {
     size_t n_live, live_cap;
     int32_t *sig_tab; /* signature -> class id, -1 empty, -2 deleted */
     size_t sig_cap;
-    size_t sig_used;             /* slots not empty (live + deleted) */
-    struct allot_nodeset **sets; /* owned: the node sets made (allot_cluster_nodeset) */
-    size_t n_sets, sets_cap;
+    size_t sig_used;      /* slots not empty (live + deleted) */
+    struct nodesets sets; /* the node sets made (allot_cluster_nodeset) */
 };
 
 /* ---- helpers ------------------------------------------------------------ */
@@ -732,9 +733,7 @@ void allot_cluster_free(struct allot_cluster *c)
     allot_free(c->free_classes);
     allot_free(c->live);
     allot_free(c->sig_tab);
-    for (size_t i = 0; i < c->n_sets; i++)
-        allot_free(c->sets[i]); /* its indices live in the same block */
-    allot_free(c->sets);
+    nodesets_free(&c->sets);
     allot_free(c);
 }
 
@@ -999,78 +998,10 @@ uint64_t allot_cluster_resized(const struct allot_cluster *c)
     return c->resized;
 }
 
-/* ---- sets of nodes by name ------------------------------------------------ */
-
-static int cmp_i32(const void *a, const void *b)
-{
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-
-    return (x > y) - (x < y);
-}
-
-bool allot_nodeset_has(const struct allot_nodeset *s, int i)
-{
-    int lo = 0, hi;
-
-    if (!s)
-        return true;
-    hi = s->n;
-    while (lo < hi) { /* the first listed index >= i */
-        int mid = lo + (hi - lo) / 2;
-        if (s->idx[mid] < i)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return (lo < s->n && s->idx[lo] == i) != s->exclude;
-}
-
 const struct allot_nodeset *allot_cluster_nodeset(struct allot_cluster *c, bool exclude,
                                                   const int32_t *idx, int n, int *rc)
 {
-    struct allot_nodeset *s;
-    int32_t *v;
-    int k = 0;
-    uint64_t h = allot_hash_mix(ALLOT_FNV1A_INIT, exclude);
-
-    *rc = 0;
-    if (n < 0) {
-        *rc = ALLOT_EINVAL;
-        return NULL;
-    }
-    for (int i = 0; i < n; i++)
-        if (idx[i] < 0 || idx[i] >= c->n_nodes) {
-            *rc = ALLOT_EINVAL;
-            return NULL;
-        }
-    if (exclude && n == 0)
-        return NULL; /* all nodes: no restriction */
-    if (allot_grow((void **)&c->sets, &c->sets_cap, c->n_sets + 1,
-                   sizeof(struct allot_nodeset *)) ||
-        !(s = allot_malloc(sizeof(*s) + (size_t)n * sizeof(int32_t) + 1))) {
-        *rc = ALLOT_ENOMEM;
-        return NULL;
-    }
-    v = (int32_t *)(s + 1);
-    if (n)
-        memcpy(v, idx, (size_t)n * sizeof(int32_t));
-    qsort(v, (size_t)n, sizeof(int32_t), cmp_i32);
-    for (int i = 0; i < n; i++)
-        if (k == 0 || v[k - 1] != v[i])
-            v[k++] = v[i];
-    for (int i = 0; i < k; i++)
-        h = allot_hash_mix(h, (uint64_t)v[i]);
-    *s = (struct allot_nodeset){.exclude = exclude, .n = k, .idx = v, .hash = h};
-    for (size_t i = 0; i < c->n_sets; i++) {
-        const struct allot_nodeset *o = c->sets[i];
-        if (o->hash == h && o->exclude == exclude && o->n == k &&
-            (k == 0 || memcmp(o->idx, v, (size_t)k * sizeof(int32_t)) == 0)) {
-            allot_free(s);
-            return o;
-        }
-    }
-    c->sets[c->n_sets++] = s;
-    return s;
+    return nodesets_intern(&c->sets, c->n_nodes, exclude, idx, n, rc);
 }
 
 void allot_cluster_shuffle_ranks(struct allot_cluster *c, uint64_t seed)
@@ -1318,6 +1249,10 @@ static int check_node(const struct allot_cluster *c, int i, char *err, size_t er
     const struct allot_node *n = &c->nodes[i];
     const struct allot_gpu_model *m = n->model >= 0 ? &c->cat->models[n->model] : NULL;
 
+    if (n->index != i) {
+        allot_fmt(err, errlen, "node %s: index %d at place %d", n->name, n->index, i);
+        return ALLOT_EINTERNAL;
+    }
     if (n->n_tasks < 0 || (n->n_tasks == 0 && n->excl_tenant != 0)) {
         allot_fmt(err, errlen, "node %s: task count or exclusive owner broken", n->name);
         return ALLOT_EINTERNAL;

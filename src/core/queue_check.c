@@ -30,8 +30,8 @@ static void held_add(struct held *h, const struct allot_placement *p)
 
 /* Every task the cluster holds belongs to a running job or is an orphan,
  * and every running job's tasks are held: per node the task count, CPU and
- * memory, per GPU the task count. A job running on GPUs that look free
- * fails here. */
+ * memory, per GPU the task count; and each on a node its job may name. A
+ * job running on GPUs that look free fails here. */
 static int check_held(const struct allot_queue *q, char *err, size_t errlen)
 {
     int nn = allot_cluster_node_count(q->c), rc = 0;
@@ -46,9 +46,15 @@ static int check_held(const struct allot_queue *q, char *err, size_t errlen)
         if (q->running[i] < 0)
             continue; /* a hole */
         j = &q->jobs[q->running[i]];
-        for (int k = 0; j->pl && k < j->spec.n_tasks; k++)
+        for (int k = 0; j->pl && k < j->spec.n_tasks; k++) {
             if (j->pl[k].node >= 0 && j->pl[k].node < nn)
                 held_add(h, &j->pl[k]);
+            if (!allot_nodeset_has(j->spec.task.nodes, j->pl[k].node) && rc == 0) {
+                allot_fmt(err, errlen, "job %s: task %d on node %d, outside the nodes it names",
+                          j->name, k, j->pl[k].node);
+                rc = ALLOT_EINTERNAL;
+            }
+        }
     }
     for (size_t i = 0; i < q->n_orphans; i++)
         if (q->orphans[i].node >= 0 && q->orphans[i].node < nn)

@@ -53,8 +53,9 @@ static bool place_within(struct allot_queue *q, const struct allot_job *j, int r
  * once (free whole GPUs, CPU, memory and VFs for all of them), fewest
  * free GPUs first (best fit), at most GANG_NODE_TRIES. Only the classes
  * of the capacity buckets that may hold the whole gang are looked at, one
- * node each (not every node: this runs in victim trials too), or each
- * member when j names its nodes (a set no class knows of). Returns their
+ * node each (not every node: this runs in victim trials too); when j
+ * names its nodes (a set no class knows of), the nodes of its list, or
+ * each member of those classes but the ones it excludes. Returns their
  * number. */
 #define GANG_NODE_TRIES 3
 
@@ -99,6 +100,11 @@ static int gang_nodes(const struct allot_queue *q, const struct allot_job *j,
 
     if (n * t->num_gpu > ALLOT_MAX_GPUS)
         return 0;
+    if (t->nodes && !t->nodes->exclude) { /* a node list: its nodes alone */
+        for (int i = 0; i < t->nodes->n; i++)
+            gang_node_try(q, j, t->nodes->idx[i], out, freeof, &k);
+        return k;
+    }
     all.num_gpu = (int)(n * t->num_gpu);
     all.cpu_milli = n * t->cpu_milli;
     nb = allot_cluster_buckets_used(q->c, used);

@@ -394,20 +394,26 @@ static void task_text(const struct allot_queue *q, const struct allot_task *t, c
 static bool text_unlisted(struct allot_queue *q, struct allot_job *j)
 {
     const struct allot_task *t = &j->spec.task;
-    int nn = allot_cluster_node_count(q->c), ready = 0, other = 0;
+    int nn = allot_cluster_node_count(q->c), ready = 0, other = 0, in_set = 0;
 
     if (!t->nodes)
         return false;
     for (int i = 0; i < nn; i++) {
         const struct allot_node *n = allot_cluster_node(q->c, i);
-        if (allot_nodeset_has(t->nodes, i) && (!t->select[0] || allot_node_selected(n, t))) {
+        if (!allot_nodeset_has(t->nodes, i))
+            continue;
+        in_set++;
+        if (!t->select[0] || allot_node_selected(n, t)) {
             ready += n->state == ALLOT_NODE_READY;
             other += n->state != ALLOT_NODE_READY;
         }
     }
     if (ready > 0)
         return false;
-    if (other > 0)
+    if (in_set > 0 && other == 0) /* there, but without its labels */
+        allot_fmt(j->reason, sizeof(j->reason), "no node %s has the labels of its node selector",
+                  t->nodes->exclude ? "it does not exclude" : "of its node list");
+    else if (other > 0)
         allot_fmt(j->reason, sizeof(j->reason),
                   "no node %s is ready (%d lost, cordoned or draining)", chosen_nodes(t), other);
     else

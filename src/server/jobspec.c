@@ -183,6 +183,27 @@ static int get_nodes(json_t *b, const char *k, json_t **out, char *err, size_t e
     return 0;
 }
 
+/* 422 when "exclude_nodes" takes every node of "nodelist" away: the job
+ * could never start. (A set of the excluded names: no quadratic scan.) */
+static int nodes_left(const struct jobspec *js, char *err, size_t errlen)
+{
+    json_t *out, *x;
+    size_t i;
+    bool left = false;
+
+    if (!js->nodelist || !json_array_size(js->exclude))
+        return 0;
+    if (!(out = json_object()))
+        return E422("out of memory");
+    json_array_foreach(js->exclude, i, x) json_object_set(out, json_string_value(x), json_true());
+    json_array_foreach(js->nodelist, i, x) left |= !json_object_get(out, json_string_value(x));
+    json_decref(out);
+    if (!left)
+        return E422("fields \"nodelist\" and \"exclude_nodes\": every node listed is excluded; "
+                    "the job could never start");
+    return 0;
+}
+
 /* "node_selector": {"KEY": "VALUE", ...}, labels a node must all carry
  * (at most ALLOT_MAX_SELECT), into t->select. */
 static int get_selector(json_t *b, struct allot_task *t, char *err, size_t errlen)
@@ -494,7 +515,8 @@ int jobspec_parse(json_t *b, const struct allot_catalog *cat, struct jobspec *ou
     }
     if ((rc = get_selector(b, t, err, errlen)) ||
         (rc = get_nodes(b, "nodelist", &out->nodelist, err, errlen)) ||
-        (rc = get_nodes(b, "exclude_nodes", &out->exclude, err, errlen)))
+        (rc = get_nodes(b, "exclude_nodes", &out->exclude, err, errlen)) ||
+        (rc = nodes_left(out, err, errlen)))
         return rc;
     if (allot_task_validate(cat, t, err, errlen) < 0)
         return 422;

@@ -292,6 +292,12 @@ const char *loop_token_name(struct loop *l, int64_t id);
 /* Adds stored node `name` (its inventory, JSON text, and stored state) to
  * the core; a name the core has is left alone. 0 or ALLOT_ENOMEM. */
 int loop_add_node(struct loop *l, const char *name, const char *inventory, int sstate);
+/* A name a job's node list or exclusions hold that no node has (deleted
+ * before allotd started): kept in the core as a removed node is (lost, of
+ * no size, not counted), so that the node registering again under it
+ * takes that place and the job's set names it. Returns its index or a
+ * negative code. */
+int loop_node_keep_name(struct loop *l, const char *name);
 /* A known node that registered another inventory while out of service and
  * empty takes it (at once, or once empty: loop_pending_retry). */
 void loop_change_node(struct loop *l, const char *name, const char *inventory, int sstate);

@@ -226,44 +226,52 @@ int loop_class_slot(const struct loop *l, const char *name)
     return -1;
 }
 
-/* Whether array a (of strings) holds `name`. */
-static bool names_hold(json_t *a, const char *name)
-{
-    size_t i;
-    json_t *x;
-
-    json_array_foreach(a, i, x) if (!strcmp(json_string_value(x), name)) return true;
-    return false;
-}
-
 /* The core's set of the nodes js may use: its "nodelist" less its
- * "exclude_nodes", or every node but those, by the names the core knows
- * now (a node deleted before allotd restarted is no longer one; one
- * deleted since keeps its place, lost). *out NULL: any node. Returns 0
- * or ALLOT_ENOMEM. */
+ * "exclude_nodes", or every node but those. A name no node has (deleted
+ * before allotd started) keeps a place in the core as a removed node
+ * does (loop_node_keep_name), so that the node registering again under
+ * it is the one the set names. *out NULL: any node. Returns 0 or a
+ * negative code. */
 static int job_nodes(struct loop *l, const struct jobspec *js, const struct allot_nodeset **out)
 {
-    json_t *names = js->nodelist ? js->nodelist : js->exclude, *x;
-    int32_t *idx;
-    int n = 0, rc;
+    json_t *lists[2] = {js->exclude, js->nodelist}, *x;
+    int nn, n = 0, rc = 0;
+    int32_t *idx = NULL;
+    bool *out_of = NULL; /* excluded, by index */
     size_t i;
 
     *out = NULL;
-    if (!names)
+    if (!js->nodelist && !js->exclude)
         return 0;
-    idx = allot_malloc((json_array_size(names) + 1) * sizeof(*idx));
-    if (!idx)
-        return ALLOT_ENOMEM;
-    json_array_foreach(names, i, x)
-    {
-        const char *name = json_string_value(x);
-        int k = allot_cluster_find_node(l->c, name);
-        if (k >= 0 && !(js->nodelist && js->exclude && names_hold(js->exclude, name)))
-            idx[n++] = k;
-    }
-    *out = allot_cluster_nodeset(l->c, !js->nodelist, idx, n, &rc);
+    for (int k = 0; k < 2 && rc >= 0; k++) /* every name a place first */
+        json_array_foreach(lists[k], i, x)
+        {
+            if (rc >= 0 && allot_cluster_find_node(l->c, json_string_value(x)) < 0)
+                rc = loop_node_keep_name(l, json_string_value(x));
+        }
+    nn = allot_cluster_node_count(l->c);
+    if (rc >= 0 && (!(idx = allot_malloc(((size_t)nn + 1) * sizeof(*idx))) ||
+                    !(out_of = allot_calloc((size_t)nn + 1, sizeof(*out_of)))))
+        rc = ALLOT_ENOMEM;
+    for (int k = 0; k < 2 && rc >= 0; k++)
+        json_array_foreach(lists[k], i, x)
+        {
+            int v = allot_cluster_find_node(l->c, json_string_value(x));
+            if (v < 0)
+                continue;
+            if (k == 1 && !out_of[v]) /* listed, not excluded, not yet taken */
+                idx[n++] = v;
+            out_of[v] = true; /* excluded, or taken: a name given twice counts once */
+        }
+    if (rc >= 0 && !js->nodelist) /* the exclusions alone */
+        for (int v = 0; v < nn; v++)
+            if (out_of[v])
+                idx[n++] = v;
+    if (rc >= 0)
+        *out = allot_cluster_nodeset(l->c, !js->nodelist, idx, n, &rc);
     allot_free(idx);
-    return rc;
+    allot_free(out_of);
+    return rc < 0 ? rc : 0;
 }
 
 /* Puts stored job j into the core. With `gate`, a pending job with

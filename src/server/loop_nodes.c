@@ -285,6 +285,20 @@ int loop_add_node(struct loop *l, const char *name, const char *inventory, int s
     return rc < 0 ? rc : 0;
 }
 
+int loop_node_keep_name(struct loop *l, const char *name)
+{
+    int rc = loop_add_node(l, name, "{}", ALLOT_SN_LOST), i = allot_cluster_find_node(l->c, name);
+
+    if (rc < 0 || i < 0)
+        return rc < 0 ? rc : ALLOT_ENOMEM;
+    if (!l->removed)
+        l->removed = json_object();
+    if (json_object_set_new(l->removed, name, json_true()) < 0)
+        return ALLOT_ENOMEM;
+    LOG_INFO("loop", "node %s: not registered; its place kept for the jobs that name it", name);
+    return i;
+}
+
 /* Gives the core's node i the inventory (JSON text) the store now holds
  * for it: 0, or ALLOT_ESTATE while it is ready or holds tasks (err says
  * which), or another error. */

@@ -102,6 +102,13 @@ def test_nodelist_and_exclude():
         assert where == ["nl2"], where
         r = fails(cli(dm, "submit", "-t", "research/nlp", "-w", "nl[3-1]", "--", "true"), 1)
         assert "--nodelist: " in r.err and "HI < LO" in r.err, r
+        # each value a host list of its own, not glued to the next
+        r = fails(cli(dm, "submit", "-t", "research/nlp", "-w", "nl[1", "-w", "3]", "--",
+                      "true"), 1)
+        assert 'unbalanced "["' in r.err, r
+        empty = write(os.path.join(fx.tempdir(), "empty.yaml"), "exclude_nodes: []\n")
+        _, where = cli_on("-f", empty, "-w", "nl3")
+        assert where == ["nl3"], where
         r = fails(cli(dm, "submit", "-t", "research/nlp", "-x", "nl7", "--", "true"), 6)
         assert 'no node "nl7" is registered' in r.err, r
         bad = write(os.path.join(fx.tempdir(), "bad.yaml"), "nodelist: {a: 1}\n")
@@ -111,5 +118,55 @@ def test_nodelist_and_exclude():
         dm.stop()
 
 
+def test_deleted_node_comes_back():
+    """A node a waiting job names, deleted, allotd restarted, the name
+    registered again: it is the node the job waits for; a job that
+    excludes it keeps off it."""
+    dm = Daemon(args=["--lease", "2s"])
+    try:
+        expect(dm.req("PUT", "/v1/tenants", TENANTS, token=dm.admin), 200)
+        ag = dm.token("agent", "", "agent")
+        for n in ("nl-a", "nl-b"):
+            expect(dm.req("POST", "/v1/nodes/register", node(n), token=ag), 201)
+
+        def state(name):
+            beat = dm.req("POST", "/v1/nodes/nl-b/heartbeat", {}, token=ag)  # nl-b lives
+            assert beat[0] == 200, beat
+            nodes = expect(dm.req("GET", "/v1/nodes", token=dm.admin), 200)["nodes"]
+            return [x["state"] for x in nodes if x["name"] == name]
+
+        poll(lambda: state("nl-a") == ["lost"], timeout=15)
+        w = submit(dm, {"gpus": 1, "nodelist": ["nl-a"]})["id"]
+        e = submit(dm, {"gpus": 4, "exclude_nodes": ["nl-a"]})["id"]
+        assert nodes_of(fx.wait_job(dm, e, "starting")) == ["nl-b"]
+        e2 = submit(dm, {"gpus": 1, "exclude_nodes": ["nl-a"]})["id"]
+        expect(dm.req("DELETE", "/v1/nodes/nl-a", token=dm.admin), 200)
+        # no such node now
+        err = submit(dm, {"gpus": 1, "nodelist": ["nl-a"]}, 422)
+        assert 'no node "nl-a" is registered' in err["error"]["message"], err
+        dm.stop()
+        admin, dm = dm.admin, Daemon(data_dir=dm.dir, args=["--lease", "2s"])
+        dm.admin = admin
+        time.sleep(0.6)
+        state("nl-b")
+        assert fx.job(dm, w)["state"] == "pending"
+        why = fx.job(dm, w)["pending_reason"]
+        assert why == "no node of its node list is ready (1 lost, cordoned or draining)", why
+        # the name again: the job's node, where it starts; e2 stays off it
+        expect(dm.req("POST", "/v1/nodes/register", node("nl-a"), token=ag), 201)
+        poll(lambda: state("nl-a") == ["ready"] and fx.job(dm, w)["state"] == "starting")
+        assert nodes_of(fx.job(dm, w)) == ["nl-a"]
+        time.sleep(0.6)
+        state("nl-b")
+        assert fx.job(dm, e2)["state"] == "pending", fx.job(dm, e2)
+        assert fx.job(dm, e2)["pending_reason"].startswith(
+            "among the nodes it does not exclude: "), fx.job(dm, e2)
+        # a list its exclusions empty is refused
+        err = submit(dm, {"gpus": 1, "nodelist": ["nl-a"], "exclude_nodes": ["nl-a"]}, 422)
+        assert "every node listed is excluded" in err["error"]["message"], err
+    finally:
+        dm.stop()
+
+
 if __name__ == "__main__":
-    fx.run([test_nodelist_and_exclude])
+    fx.run([test_nodelist_and_exclude, test_deleted_node_comes_back])

@@ -65,6 +65,45 @@ static void test_nodeset_interned(void **state)
     world_free(&w);
 }
 
+/* Many sets: each found again as the same object (the index grows), and
+ * a failed allocation at any point makes no set and loses none made. */
+static void test_nodeset_index_and_failures(void **state)
+{
+    struct world w;
+    const struct allot_nodeset *made[300];
+    int rc;
+
+    (void)state;
+    world_init(&w, 300, 8, base);
+    for (int32_t i = 0; i < 300; i++) /* {i}, and all but {i, i+1} */
+        made[i] = i % 2 ? set_of(w.c, false, &i, 1)
+                        : set_of(w.c, true, (int32_t[]){i, (i + 1) % 300}, 2);
+    for (int32_t i = 299; i >= 0; i--)
+        assert_ptr_equal(i % 2 ? set_of(w.c, false, &i, 1)
+                               : set_of(w.c, true, (int32_t[]){(i + 1) % 300, i}, 2),
+                         made[i]);
+    for (unsigned long k = 1;; k++) {
+        int32_t v[] = {7, 3, 11};
+        const struct allot_nodeset *s;
+        allot_alloc_fail_at(k, false);
+        s = allot_cluster_nodeset(w.c, false, v, 3, &rc);
+        allot_alloc_fail_at(0, false);
+        if (rc == 0) {
+            assert_int_equal(s->n, 3);
+            assert_ptr_equal(set_of(w.c, false, v, 3), s);
+            break;
+        }
+        assert_int_equal(rc, ALLOT_ENOMEM);
+        assert_null(s);
+        assert_true(k < 10);
+    }
+    for (int32_t i = 0; i < 300; i += 37) /* the others still there */
+        assert_ptr_equal(i % 2 ? set_of(w.c, false, &i, 1)
+                               : set_of(w.c, true, (int32_t[]){i, (i + 1) % 300}, 2),
+                         made[i]);
+    world_free(&w);
+}
+
 /* Every placement policy keeps a task to its set: whole GPUs, a fraction
  * and CPU alone, listed nodes and all but excluded ones, until the set is
  * full (then no fit, though other nodes are free). */
@@ -211,6 +250,20 @@ static void test_queue_gang_within_a_node(void **state)
     assert_string_equal(allot_queue_reason(w.q, big),
                         "it can never start: the nodes of its node list have 4 GPUs in all; it "
                         "asks for 8");
+    /* labels that no listed node carries: said so, not that no node is left */
+    char err[256];
+    struct allot_job_spec s = {.name = "lab",
+                               .tenant = w.a,
+                               .prio_class = -1,
+                               .n_tasks = 1,
+                               .task = {.num_gpu = 1, .gpu_milli = 1000, .mig_profile = -1}};
+    s.task.nodes = on3;
+    s.task.select[0] = allot_label_hash("zone", "b");
+    int lab = allot_queue_submit(w.q, &s, 2, err, sizeof(err));
+    assert_true(lab >= 0);
+    cycle(&w, 2);
+    assert_string_equal(allot_queue_reason(w.q, lab),
+                        "no node of its node list has the labels of its node selector");
     world_free(&w);
 }
 
@@ -247,6 +300,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_nodeset_interned),
+        cmocka_unit_test(test_nodeset_index_and_failures),
         cmocka_unit_test(test_every_policy_keeps_to_the_set),
         cmocka_unit_test(test_queue_list_and_reasons),
         cmocka_unit_test(test_queue_gang_within_a_node),

@@ -160,6 +160,19 @@ static void twin_run(struct allot_queue_opts o, bool exclusive, uint64_t seed, i
 
     twin_init(&w, o, exclusive);
     allot_rng_seed(&r, seed);
+    /* jobs that name their nodes (a third of them): two lists and two
+     * exclusions, the same in both clusters */
+    const struct allot_nodeset *sets[2][5] = {{NULL}, {NULL}};
+    static const int32_t l1[] = {1, 2}, l2[] = {5, 6, 7, 8}, x1[] = {0, 3}, x2[] = {9};
+    for (int m = 0; m < 2; m++) {
+        int rc[4];
+        sets[m][1] = allot_cluster_nodeset(w.c[m], false, l1, 2, &rc[0]);
+        sets[m][2] = allot_cluster_nodeset(w.c[m], false, l2, 4, &rc[1]);
+        sets[m][3] = allot_cluster_nodeset(w.c[m], true, x1, 2, &rc[2]);
+        sets[m][4] = allot_cluster_nodeset(w.c[m], true, x2, 1, &rc[3]);
+        for (int k = 0; k < 4; k++)
+            assert_int_equal(rc[k], 0);
+    }
     for (int step = 0; step < steps; step++) {
         struct dlog d[2] = {{.hash = 14695981039346656037ULL}, {.hash = 14695981039346656037ULL}};
         int arrivals = (int)allot_rng_below(&r, 4), n = allot_queue_job_count(w.q[0]);
@@ -200,8 +213,11 @@ static void twin_run(struct allot_queue_opts o, bool exclusive, uint64_t seed, i
                                          .cpu_milli = 1000 * (1 + (int64_t)allot_rng_below(&r, 2)),
                                          .mem_mib = 1024};
             allot_fmt(name, sizeof(name), "j%d", jobs++);
-            for (int m = 0; m < 2; m++)
+            int set = allot_rng_below(&r, 3) == 0 ? 1 + (int)allot_rng_below(&r, 4) : 0;
+            for (int m = 0; m < 2; m++) {
+                s.task.nodes = sets[m][set];
                 assert_true(allot_queue_submit(w.q[m], &s, now, err, sizeof(err)) >= 0);
+            }
         }
         if (allot_rng_below(&r, 50) == 0) /* a priority class changes */
             for (int m = 0; m < 2; m++)
