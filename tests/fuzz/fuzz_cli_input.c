@@ -3,7 +3,8 @@
  * The whole input is a job or tenants file for `-f` (input_read: JSON when
  * it starts with { or [, else YAML through libyaml); its first line (up
  * to 64 bytes) is also an option value for the strict number parsers of
- * args.c: sizes ("16Gi"), durations ("90m"), integers and numbers.
+ * args.c: sizes ("16Gi"), durations ("90m"), integers and numbers, and
+ * a host list (allot_hostlist_expand: -w/-x).
  * Invariants: a file that loads is a value jansson can write; the YAML the
  * CLI prints for it (`-o yaml`) reads back as the same value, as output.c
  * promises; a parsed option value lies in the range its parser documents.
@@ -13,6 +14,8 @@
 #include "fuzz.h"
 
 #include "cli.h"
+
+#include "allot/common.h"
 
 #include <math.h>
 #include <string.h>
@@ -57,6 +60,19 @@ static void check_options(const char *s)
         FUZZ_CHECK(i >= 1 && i <= 1024);
     if (args_num("fuzz", s, 0, 65536, &d) == CLI_OK)
         FUZZ_CHECK(isfinite(d) && d >= 0 && d <= 65536);
+    /* a host list (-w, -x): 1..ALLOT_HOSTLIST_MAX distinct node names */
+    char **names = NULL, err[256];
+    int n = -1;
+    if (allot_hostlist_expand(s, &names, &n, err, sizeof(err)) == 0) {
+        FUZZ_CHECK(n >= 1 && n <= ALLOT_HOSTLIST_MAX);
+        for (int k = 0; k < n; k++)
+            FUZZ_CHECK(allot_node_name_ok(names[k]));
+        for (int k = 1; k < n && k < 64; k++)
+            FUZZ_CHECK(strcmp(names[k - 1], names[k]) != 0);
+        allot_hostlist_free(names, n);
+    } else {
+        FUZZ_CHECK(names == NULL && n == 0 && err[0]);
+    }
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
