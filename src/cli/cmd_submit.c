@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +37,9 @@ const struct cli_opt jobs_submit_opts[] = {
     {"gpu-memory", 0, "SIZE", "GPU memory per task (MiB, or with K/M/G/T)"},
     {"cpus", 'c', "C", "CPUs per task, 0.001..65536 (default 1; fractions allowed)"},
     {"mem", 'm', "SIZE", "memory per task (MiB, or with K/M/G/T)"},
+    {"cpus-per-gpu", 0, "C", "CPUs per GPU of each task (instead of --cpus; as sbatch)"},
+    {"mem-per-gpu", 0, "SIZE", "memory per GPU of each task (instead of --mem; as sbatch)"},
+    {"mem-per-cpu", 0, "SIZE", "memory per CPU of each task (instead of --mem; as sbatch)"},
     {"rdma-vfs", 0, "N", "RDMA virtual functions (SR-IOV VFs of the node's HCAs) per task"},
     {"priority", 'p', "CLASS", "priority class"},
     {"qos", 0, "QOS", "guaranteed, burstable (default) or best-effort: order inside the tenant"},
@@ -276,6 +280,45 @@ static int set_nodes(json_t *job, const char *field, const char *opt, const char
     return rc;
 }
 
+/* --cpus-per-gpu, --mem-per-gpu and --mem-per-cpu (sbatch's) into the
+ * job's per-task "cpus" and "memory", from its whole GPUs ("gpus") and
+ * CPUs (default 1), whatever gave those (flags, the file). CLI_OK or
+ * CLI_USAGE (printed). */
+static int per_unit(const struct cli_args *a, json_t *job)
+{
+    const char *cg = args_get(a, "cpus-per-gpu"), *mg = args_get(a, "mem-per-gpu"),
+               *mc = args_get(a, "mem-per-cpu");
+    json_int_t gpus = json_integer_value(json_object_get(job, "gpus"));
+    json_t *cpus = json_object_get(job, "cpus");
+    double c = cpus ? json_number_value(cpus) : 1, d;
+    int64_t mib;
+    int rc;
+
+    if ((cg && args_get(a, "cpus")) || ((mg || mc) && args_get(a, "mem")) || (mg && mc))
+        return cli_usage_error("%s", cg && args_get(a, "cpus")
+                                         ? "--cpus-per-gpu and --cpus exclude each other"
+                                         : "--mem, --mem-per-gpu and --mem-per-cpu exclude each "
+                                           "other");
+    if ((cg || mg) && gpus < 1)
+        return cli_usage_error("--%s: the job asks for no whole GPUs (--gpus N)",
+                               cg ? "cpus-per-gpu" : "mem-per-gpu");
+    if (cg) {
+        if ((rc = args_num("cpus-per-gpu", cg, 0.001, 65536, &d)) != CLI_OK)
+            return rc;
+        c = d * (double)gpus;
+        if (c > 65536)
+            return cli_usage_error("--cpus-per-gpu: %g CPUs per task, over 65536", c);
+        json_object_set_new(job, "cpus", json_real(c));
+    }
+    if (mg || mc) {
+        if ((rc = args_mib(mg ? "mem-per-gpu" : "mem-per-cpu", mg ? mg : mc, &mib)) != CLI_OK)
+            return rc;
+        json_object_set_new(job, "memory",
+                            json_integer(mg ? mib * gpus : (json_int_t)ceil((double)mib * c)));
+    }
+    return CLI_OK;
+}
+
 /* The job the options of a and the script text (NULL: none) ask for. */
 static int build_job(const struct cli_args *a, const char *script, json_t **out)
 {
@@ -400,6 +443,8 @@ static int build_job(const struct cli_args *a, const char *script, json_t **out)
             json_array_append_new(cmd, json_string(a->rest[i]));
         json_object_set_new(job, "command", cmd);
     }
+    if (rc == CLI_OK)
+        rc = per_unit(a, job);
     if (rc == CLI_OK) {
         int kinds = !!json_object_get(job, "gpus") + !!json_object_get(job, "mig") +
                     !!(json_object_get(job, "gpu_milli") || json_object_get(job, "gpu_memory"));

@@ -281,6 +281,32 @@ def test_submit_shapes_and_files():
     assert r.out.startswith("id: ") and "\nstate: pending\n" in r.out, r
 
 
+def test_per_gpu_and_per_cpu():
+    """sbatch's --cpus-per-gpu, --mem-per-gpu and --mem-per-cpu give the
+    task's CPUs and memory, from the command line or a script's #SBATCH
+    lines; with --cpus or --mem, or without whole GPUs, a usage error."""
+    def spec(jid):
+        return ok(cli(dm, "show", jid, "-o", "json")).json()["spec"]
+
+    s = spec(submit("-t", "research/nlp", "-g", "2", "--cpus-per-gpu", "4", "--mem-per-gpu",
+                    "8G"))
+    assert (s["cpus"], s["memory"]) == (8, 16384), s
+    s = spec(submit("-t", "research/nlp", "-c", "3", "--mem-per-cpu", "1G"))
+    assert (s["cpus"], s["memory"]) == (3, 3072), s
+    d = fx.tempdir()
+    sc = write(os.path.join(d, "per.sh"),
+               "#!/bin/sh\n#SBATCH --gres=gpu:4 --cpus-per-gpu=2 --mem-per-cpu=512\ntrue\n")
+    s = spec(ok(cli(dm, "submit", "-t", "research/nlp", sc)).out.strip())
+    assert (s["gpus"], s["cpus"], s["memory"]) == (4, 8, 4096), s
+    for args, text in ((["-g", "1", "-c", "2", "--cpus-per-gpu", "2"],
+                        "--cpus-per-gpu and --cpus exclude each other"),
+                       (["-g", "1", "--mem", "1G", "--mem-per-gpu", "1G"], "exclude each other"),
+                       (["--cpus-per-gpu", "2"], "the job asks for no whole GPUs"),
+                       (["-g", "1", "--mem-per-gpu", "lots"], "--mem-per-gpu")):
+        r = fails(cli(dm, "submit", "-t", "research/nlp", *args, "--", "true"), 1, "usage")
+        assert text in r.err, (args, r)
+
+
 def test_yaml_round_trip():
     """Strings YAML could misread come back unchanged: -o yaml of a job's spec,
     read again by submit -f, gives the same spec."""
@@ -717,6 +743,7 @@ if __name__ == "__main__":
                 test_cli_uses_only_served_routes,
                 test_apply_tenants_and_quota, test_submit_show_cancel_events,
                 test_no_escape_sequences_reach_the_terminal, test_submit_shapes_and_files,
+                test_per_gpu_and_per_cpu,
                 test_yaml_round_trip, test_relative_workdir, test_show_how_it_runs,
                 test_run_says_why_it_waits,
                 test_submit_errors, test_submit_env_names_and_command_type,
