@@ -296,7 +296,8 @@ bool allot_node_selected(const struct allot_node *n, const struct allot_task *t)
 
 /* True when what the node is, whatever runs on it, may host the task: its
  * labels (allot_node_selected), GPU model and GPU count, and the task's
- * set of nodes (t->nodes). What preemption,
+ * set of nodes (t->nodes); a node without CPU (of no size: removed) hosts
+ * nothing. What preemption,
  * defragmentation and reservations ask before counting a node's room. */
 bool allot_node_may_host(const struct allot_node *n, const struct allot_task *t);
 

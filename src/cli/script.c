@@ -24,7 +24,7 @@ enum how {
     AS_IS,   /* the allot option, the same value */
     MINUTES, /* --time: a bare number is minutes */
     GRES,    /* --gres=gpu[:TYPE]:N */
-    NODES,   /* --nodes N: N tasks, each on its node */
+    NODES,   /* --nodes N: N tasks (sharing nodes where they fit together) */
     AMP,     /* --constraint a&b: labels separated by ',' */
     ANY_OF,  /* --nodelist: allot's, any of the nodes (Slurm takes all), said */
     EXPORT,  /* --export=VAR[=V],...: --env */

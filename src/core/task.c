@@ -201,6 +201,8 @@ bool allot_node_selected(const struct allot_node *n, const struct allot_task *t)
 
 bool allot_node_may_host(const struct allot_node *n, const struct allot_task *t)
 {
+    if (n->cpu_milli == 0) /* no size: a node removed, or a name kept for jobs */
+        return false;
     if (t->select[0] && !allot_node_selected(n, t))
         return false;
     if (!allot_nodeset_has(t->nodes, n->index))

@@ -152,6 +152,14 @@ def test_deleted_node_comes_back():
         assert fx.job(dm, w)["state"] == "pending"
         why = fx.job(dm, w)["pending_reason"]
         assert why == "no node of its node list is ready (1 lost, cordoned or draining)", why
+        # the name kept for it is no node to other jobs' reasons: nl-b alone
+        expect(dm.req("POST", "/v1/nodes/nl-b/cordon", token=dm.admin), 200)
+        c = submit(dm, {"gpus": 0, "cpus": 0.1})["id"]
+        poll(lambda: state("nl-b") and fx.job(dm, c).get("pending_reason"))
+        why = fx.job(dm, c)["pending_reason"]
+        assert why == "no ready node (1 lost, cordoned or draining)", why
+        expect(dm.req("POST", "/v1/jobs/%d/cancel" % c, token=dm.admin), 200)
+        expect(dm.req("POST", "/v1/nodes/nl-b/uncordon", token=dm.admin), 200)
         # the name again: the job's node, where it starts; e2 stays off it
         expect(dm.req("POST", "/v1/nodes/register", node("nl-a"), token=ag), 201)
         poll(lambda: state("nl-a") == ["ready"] and fx.job(dm, w)["state"] == "starting")
