@@ -140,6 +140,10 @@ int allot_argv_hide(int argc, char **argv, const char *opt);
  * would not fit in a size_t. */
 int allot_grow(void **arr, size_t *cap, size_t need, size_t elem);
 
+/* Milliseconds of CLOCK_MONOTONIC: for intervals and deadlines (never a
+ * time of day). */
+int64_t allot_mono_ms(void);
+
 /* 64-bit FNV-1a of `len` bytes, continuing from `h` (start with
  * ALLOT_FNV1A_INIT): stable across runs and builds (names, logs). */
 #define ALLOT_FNV1A_INIT 0xcbf29ce484222325ULL

@@ -154,7 +154,7 @@ void mig_orphan(struct agent *a, int nvml_idx, int gi, const char *err);
 
 /* While a GPU is unhealthy for a MIG instance not allot's (a->mig_foreign):
  * looks again (mig_reclaim_foreign) every five heartbeat intervals from the
- * last look (now: agent_now_ms), so the GPU comes back once the instance's
+ * last look (now: allot_mono_ms), so the GPU comes back once the instance's
  * process ended. */
 void mig_foreign_retry(struct agent *a, int64_t now);
 /* The POST /v1/nodes/register body (new reference). */
@@ -409,7 +409,7 @@ void task_fence(struct agent *a, struct task *t, int64_t now_ms, int64_t end_ms)
  * again (else a job could run twice); 0 when that time has passed. */
 int64_t task_fence_grace(const struct agent *a, int64_t now_ms, int64_t end_ms);
 #define FENCE_MARGIN_MS 2000
-/* The monotonic time (agent_now_ms) from which the agent fences its tasks:
+/* The monotonic time (allot_mono_ms) from which the agent fences its tasks:
  * four fifths of the lease after its last answered heartbeat was sent
  * (last_ok); 0 with --no-fence. */
 #define FENCE_AT(a, last_ok, lease) ((a)->cfg.fence ? (last_ok) + (lease)*4 / 5 : 0)
@@ -553,7 +553,7 @@ struct agent {
     /* per GPU in MIG mode, why a MIG instance no task of this agent holds
      * is left on it ("" when none is): the GPU is reported unhealthy */
     char mig_foreign[AGENT_MAX_GPUS][200];
-    int64_t mig_retry_at; /* agent_now_ms when mig_foreign_retry tries again */
+    int64_t mig_retry_at; /* allot_mono_ms when mig_foreign_retry tries again */
     /* per GPU, the tenant whose job last had it (STATE/gpu-tenants) */
     char last_tenant[AGENT_MAX_GPUS][256];
     /* a GPU more than one tenant used since it was last cleared (a shared
@@ -575,8 +575,6 @@ struct agent {
     uint64_t cpu_allowed[CPUBIND_WORDS]; /* --cpu-bind cores: the CPUs tasks may use */
     uint64_t cpu_pool[CPUBIND_WORDS];    /* ... the shared pool as last given */
 };
-
-int64_t agent_now_ms(void);
 
 /* The node's GPU health for the heartbeat (discover.c): per GPU its
  * verdict, the reasons and its MIG instances; from NVML, or for emulated

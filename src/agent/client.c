@@ -139,9 +139,9 @@ long client_post(struct agent_client *c, const char *path, json_t *body, int64_t
     }
     /* every attempt within timeout_ms: the caller's time (a heartbeat's
      * is what is left before the agent fences) is not the time of each */
-    int64_t deadline = agent_now_ms() + timeout_ms;
+    int64_t deadline = allot_mono_ms() + timeout_ms;
     for (int attempt = 0; attempt <= c->n_bases; attempt++) {
-        int64_t left = deadline - agent_now_ms();
+        int64_t left = deadline - allot_mono_ms();
 
         if (attempt > 0 && left <= 0)
             break;

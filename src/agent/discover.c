@@ -182,7 +182,7 @@ void mig_reclaim_foreign(struct agent *a)
 
     if (!a->nv || strcmp(a->cfg.gpu_mode, "mig") != 0)
         return;
-    a->mig_retry_at = agent_now_ms() + 5 * a->cfg.heartbeat;
+    a->mig_retry_at = allot_mono_ms() + 5 * a->cfg.heartbeat;
     gpus = allot_calloc(AGENT_MAX_GPUS, sizeof(*gpus));
     n = gpus ? nvml_devices(a->nv, gpus, AGENT_MAX_GPUS) : -1;
     for (int i = 0; i < a->inv.n_gpus && n >= 0; i++) { /* unlisted: the marks stay */
@@ -238,7 +238,7 @@ void mig_orphan(struct agent *a, int nvml_idx, int gi, const char *err)
             allot_fmt(mark, sizeof(mark),
                       "MIG instance %d, no task's any more, cannot be destroyed (%s)", gi, err);
             mig_mark(a, i, mark);
-            a->mig_retry_at = agent_now_ms() + 5 * a->cfg.heartbeat;
+            a->mig_retry_at = allot_mono_ms() + 5 * a->cfg.heartbeat;
         }
 }
 

@@ -432,14 +432,6 @@ static void on_signal(int sig)
         stop_signal = 1;
 }
 
-int64_t agent_now_ms(void)
-{
-    struct timespec t;
-
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
-
 static void sleep_ms(int64_t ms)
 {
     struct timespec d = {ms / 1000, (ms % 1000) * 1000000};
@@ -581,7 +573,7 @@ static void reconcile_new(struct agent *a, json_t *desired)
  * RDMA VFs) is known to be on its way back. */
 static void reconcile(struct agent *a, json_t *desired)
 {
-    int64_t now = agent_now_ms();
+    int64_t now = allot_mono_ms();
 
     reconcile_running(a, desired, now);
     reconcile_gone(a, desired, now);
@@ -969,7 +961,7 @@ static int run(struct agent *a)
     if (getuid() == 0)  /* the /tmp and /dev/shm of jobs no task here needs any more */
         jobfs_sweep(a);
     logs_sweep(a, time(NULL));
-    int64_t next_sweep = agent_now_ms() + logs_sweep_every(a);
+    int64_t next_sweep = allot_mono_ms() + logs_sweep_every(a);
     node_cred_load(a, c, &cred);
     lease = register_node(a, c, &cred);
     if (lease < 0) {
@@ -977,7 +969,7 @@ static int run(struct agent *a)
         serve_stop(srv);
         return stop_signal ? 0 : 1;
     }
-    last_ok = agent_now_ms();
+    last_ok = allot_mono_ms();
     task_fence_deadline(a, last_ok, lease);
     if (sampler_start(a) < 0) {
         client_free(c);
@@ -989,7 +981,7 @@ static int run(struct agent *a)
     bool send_live = true, send_stopping = true;
     pthread_mutex_lock(&a->lock);
     while (!stop_signal) {
-        int64_t now = agent_now_ms();
+        int64_t now = allot_mono_ms();
         bool busy = false;
         json_t *rep, *body, *reply = NULL;
         json_int_t live = 0;             /* tasks whose processes may still be there */
@@ -1048,7 +1040,7 @@ static int run(struct agent *a)
         pthread_mutex_unlock(&a->lock);
         /* allotd counts the lease from the heartbeat's arrival, before its
          * long poll: so does the fence (task_fence_grace's margin) */
-        int64_t sent = agent_now_ms();
+        int64_t sent = allot_mono_ms();
         st = client_post(c, path, body, timeout, &reply, err, sizeof(err));
         pthread_mutex_lock(&a->lock);
         json_decref(body);
@@ -1068,7 +1060,7 @@ static int run(struct agent *a)
              * worker it lends to long polls is taken): poll at the heartbeat
              * interval instead of again at once */
             if (wait > 0 && !json_array_size(rep) && v && !strcmp(v, version) &&
-                agent_now_ms() - now < wait / 2)
+                allot_mono_ms() - now < wait / 2)
                 idle_ms(a, a->cfg.heartbeat < wait ? a->cfg.heartbeat : wait);
             reported(a, rep);
             samples_acked(a, batch); /* allotd has them: stored once */
@@ -1117,11 +1109,11 @@ static int run(struct agent *a)
                 last_ok = sent;
                 task_fence_deadline(a, last_ok, lease);
             }
-            if (a->cfg.fence && agent_now_ms() > FENCE_AT(a, last_ok, lease)) {
+            if (a->cfg.fence && allot_mono_ms() > FENCE_AT(a, last_ok, lease)) {
                 size_t fenced = 0;
                 for (size_t i = 0; i < a->n_tasks; i++) {
                     fenced += task_alive(&a->tasks[i]) && !a->tasks[i].fenced;
-                    task_fence(a, &a->tasks[i], agent_now_ms(), last_ok + lease);
+                    task_fence(a, &a->tasks[i], allot_mono_ms(), last_ok + lease);
                 }
                 if (fenced) /* once per task: the next failures find them fenced */
                     LOG_WARN("agent",

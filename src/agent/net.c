@@ -705,14 +705,6 @@ static void fdb_sync(struct net *n, uint32_t vni)
 
 /* ---- traffic counters ---- */
 
-static int64_t mono_ms(void)
-{
-    struct timespec t;
-
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
-
 json_t *net_usage_json(struct net *n)
 {
     json_t *links, *l, *per, *v, *out;
@@ -721,7 +713,7 @@ json_t *net_usage_json(struct net *n)
 
     if (!n || !n->n) /* no tenant network here: nothing to read */
         return json_array();
-    if (n->usage && mono_ms() - n->usage_ms < 1000)
+    if (n->usage && allot_mono_ms() - n->usage_ms < 1000)
         return json_incref(n->usage);
     links = net_run_json("ip -j -s link show");
     per = json_object();
@@ -758,7 +750,7 @@ json_t *net_usage_json(struct net *n)
     json_decref(per);
     json_decref(n->usage);
     n->usage = json_incref(out);
-    n->usage_ms = mono_ms();
+    n->usage_ms = allot_mono_ms();
     return out;
 }
 

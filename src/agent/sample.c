@@ -279,7 +279,7 @@ static void *sampler_main(void *arg)
 
     pthread_mutex_lock(&a->lock);
     while (!a->sampler_quit) {
-        int64_t now = agent_now_ms(), due = a->sampled_ms + a->cfg.sample_interval;
+        int64_t now = allot_mono_ms(), due = a->sampled_ms + a->cfg.sample_interval;
 
         if (a->sampled_ms && now < due) {
             struct timespec at = {.tv_sec = due / 1000, .tv_nsec = (due % 1000) * 1000000};
@@ -302,7 +302,7 @@ int sampler_start(struct agent *a)
 
     if (pthread_mutex_init(&a->lock, NULL) != 0)
         return -1;
-    /* the deadlines are agent_now_ms's monotonic clock */
+    /* the deadlines are allot_mono_ms's monotonic clock */
     if (pthread_condattr_init(&ca) != 0 || pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) != 0 ||
         pthread_cond_init(&a->sampler_wake, &ca) != 0) {
         LOG_ERROR("agent", "cannot set up the sampler's clock");

@@ -422,7 +422,7 @@ static void supervise(const struct agent *a, const char *dir, pid_t pid, int *st
     sigdelset(&waiting, SIGCHLD);
     for (;;) {
         pid_t r = waitpid(pid, status, WNOHANG);
-        int64_t now = agent_now_ms(), deadline;
+        int64_t now = allot_mono_ms(), deadline;
         struct pollfd p = {.fd = lp->in, .events = POLLIN};
 
         if (r == pid || (r < 0 && errno != EINTR))

@@ -904,7 +904,7 @@ static int task_launch(struct agent *a, json_t *d, struct task *t)
     t->index = (int)json_integer_value(json_object_get(d, "task"));
     t->run = json_integer_value(json_object_get(d, "run"));
     allot_fmt(t->key, sizeof(t->key), "%lld-%d", (long long)t->job, t->index);
-    t->started_ms = agent_now_ms();
+    t->started_ms = allot_mono_ms();
     task_dir(a, t, dir, sizeof(dir));
     if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
         LOG_ERROR("task", "%s: %s", dir, strerror(errno));
@@ -1458,7 +1458,7 @@ int task_adopt_all(struct agent *a, struct task **out)
         t.runtime_ms = -1;
         allot_fmt(t.key, sizeof(t.key), "%lld-%d", job, index);
         allot_fmt(dir, sizeof(dir), "%s/%s", a->tasks_dir, t.key);
-        t.started_ms = agent_now_ms();
+        t.started_ms = allot_mono_ms();
         char jpath[4500];
         allot_fmt(jpath, sizeof(jpath), "%s/task.json", dir);
         json_t *tj = json_load_file(jpath, 0, NULL);
@@ -1480,7 +1480,7 @@ int task_adopt_all(struct agent *a, struct task **out)
                    start >= 0) {
             t.state = TASK_RUNNING;
             if (*t.over) /* stopped over its GPU memory cap before the restart: again */
-                task_stop(a, &t, agent_now_ms(), 0);
+                task_stop(a, &t, allot_mono_ms(), 0);
         } else {
             t.state = TASK_LOST;
             allot_fmt(t.detail, sizeof(t.detail), "its process vanished while the agent was down");

@@ -282,20 +282,12 @@ void client_wait_outages(struct client *cl, long long ms)
     cl->outage_from = -1;
 }
 
-static long long mono_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Retries spent on a call that reached no allotd, or one that is busy or
  * starting (503): with client_wait_outages, whether to go on waiting (it
  * says so once an outage, and sleeps), else false. */
 static bool outage_wait(struct client *cl, CURLcode crc, long st, const char *url)
 {
-    long long now = mono_ms();
+    long long now = allot_mono_ms();
 
     /* never answered: a wrong --server, or no allotd, not an outage */
     if (cl->outage_ms <= 0 || !cl->answered || (crc == CURLE_OK && st != 503))

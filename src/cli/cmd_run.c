@@ -102,16 +102,6 @@ static void sleep_ms(long ms)
 
     nanosleep(&ts, NULL);
 }
-
-/* Monotonic milliseconds. */
-static long long now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static int get_job(struct client *cl, long long id, json_t **job)
 {
     char path[64];
@@ -164,10 +154,10 @@ static int stream(struct client *cl, long long id, long long task, bool follow, 
             break;
         why = json_string_value(json_object_get(job, "pending_reason"));
         if (st && !strcmp(st, "pending") && why && *why && strcmp(why, said) != 0 &&
-            (said_at < 0 || now_ms() - said_at >= WHY_EVERY_MS)) {
+            (said_at < 0 || allot_mono_ms() - said_at >= WHY_EVERY_MS)) {
             fprintf(stderr, "allot: job %lld waits: %s\n", id, why);
             allot_strlcpy(said, why, sizeof(said));
-            said_at = now_ms();
+            said_at = allot_mono_ms();
         }
         sleep_ms(250);
     }
@@ -189,9 +179,10 @@ static int stream(struct client *cl, long long id, long long task, bool follow, 
              * job goes on, and for a while after it ended */
             bool ended_now = jobs_terminal(json_string_value(json_object_get(job, "state")));
             if (follow && transient_log_error(&err, ended_now) &&
-                (!ended_now || no_agent_at < 0 || now_ms() - no_agent_at < NO_AGENT_WAIT_MS)) {
+                (!ended_now || no_agent_at < 0 ||
+                 allot_mono_ms() - no_agent_at < NO_AGENT_WAIT_MS)) {
                 if (ended_now && no_agent_at < 0)
-                    no_agent_at = now_ms();
+                    no_agent_at = allot_mono_ms();
                 sleep_ms(backoff);
                 backoff = backoff < 1000 ? backoff * 2 : 2000; /* back soon once it is */
                 json_decref(job);
@@ -249,8 +240,8 @@ static int stream(struct client *cl, long long id, long long task, bool follow, 
         if (!follow || (ended && complete))
             break;
         if (ended && ended_at < 0) {
-            ended_at = now_ms(); /* its task is still stopping */
-        } else if (ended && now_ms() - ended_at > STOP_WAIT_MS) {
+            ended_at = allot_mono_ms(); /* its task is still stopping */
+        } else if (ended && allot_mono_ms() - ended_at > STOP_WAIT_MS) {
             fprintf(stderr,
                     "allot: job %lld ended, but its task on node %s has not stopped after %ld s; "
                     "what it writes from now on is not shown here (allot logs %lld shows it)\n",

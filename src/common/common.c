@@ -645,6 +645,14 @@ const char *allot_signal_name(int sig)
     return NULL;
 }
 
+int64_t allot_mono_ms(void)
+{
+    struct timespec t;
+
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
 bool allot_node_name_ok(const char *s)
 {
     size_t n = strlen(s);

@@ -77,7 +77,7 @@ int api_readyz(struct req *r)
         return api_error(r, 503, "starting", "rebuilding the scheduler from the store");
     /* its lead checks stopped answering (the store's server or the way
      * to it hangs): another allotd may lead by now */
-    int64_t quiet = srv_mono_ms() - atomic_load(&r->srv->lead_ok_ms),
+    int64_t quiet = allot_mono_ms() - atomic_load(&r->srv->lead_ok_ms),
             most = r->srv->cfg.lead_check * 5 > 5000 ? r->srv->cfg.lead_check * 5 : 5000;
     if (atomic_load(&r->srv->lead_ok_ms) && quiet > most)
         return api_error(r, 503, "store",

@@ -1144,7 +1144,7 @@ static void *loop_main(void *arg)
             loop_pending_retry(l);
         loop_check_leases(l, srv_now());
         /* heartbeats alone change nothing to decide: no cycle, no commit */
-        int64_t now_ms = srv_mono_ms();
+        int64_t now_ms = allot_mono_ms();
         if (l->next_begin && srv_now() >= l->next_begin)
             l->hold_dirty = true; /* a held job's begin time has come */
         /* l->more: the last pass yielded to these messages with its

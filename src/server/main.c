@@ -584,14 +584,14 @@ int srv_write(struct server *s, allot_store_write_fn fn, void *arg)
      * ends when writes work and none failed for SRV_STORE_CLEAR_MS (on a
      * full disk a heartbeat's small write may still fit) */
     if (rc == ALLOT_EIO || rc == ALLOT_ENOMEM) {
-        atomic_store(&s->store_failed_ms, srv_mono_ms());
+        atomic_store(&s->store_failed_ms, allot_mono_ms());
         if (!atomic_exchange(&s->store_failing, rc)) {
             char why[256];
             allot_store_gc_last_error(s->gc, why, sizeof(why));
             LOG_ERROR("main", "store writes fail: %s (%s)", allot_strerror(rc), why);
         }
     } else if (rc == 0 && atomic_load(&s->store_failing) &&
-               srv_mono_ms() - atomic_load(&s->store_failed_ms) >= SRV_STORE_CLEAR_MS &&
+               allot_mono_ms() - atomic_load(&s->store_failed_ms) >= SRV_STORE_CLEAR_MS &&
                atomic_exchange(&s->store_failing, 0)) {
         LOG_INFO("main", "store writes work again (none failed for %d s)",
                  SRV_STORE_CLEAR_MS / 1000);
@@ -634,14 +634,6 @@ static void close_readers(struct server *s)
 int64_t srv_now(void)
 {
     return (int64_t)time(NULL);
-}
-
-int64_t srv_mono_ms(void)
-{
-    struct timespec t;
-
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
 #define USAGE                                                                                      \
@@ -859,7 +851,7 @@ static enum lead_outcome keep_lead(struct server *s, const sigset_t *set)
                               "allotd takes over");
             return LEAD_LOST;
         }
-        atomic_store(&s->lead_ok_ms, srv_mono_ms());
+        atomic_store(&s->lead_ok_ms, allot_mono_ms());
     }
 }
 
@@ -1014,7 +1006,7 @@ static int serve(struct server *s)
             goto out_http;
         }
     }
-    atomic_store(&s->lead_ok_ms, srv_mono_ms());
+    atomic_store(&s->lead_ok_ms, allot_mono_ms());
     pthread_mutex_lock(&s->leader_lock);
     s->leader_url[0] = '\0'; /* the one it stood by for no longer leads */
     pthread_mutex_unlock(&s->leader_lock);

@@ -113,7 +113,7 @@ struct server {
     atomic_int store_failing;            /* a store write failed with this error, and writes have
                                             not worked for SRV_STORE_CLEAR_MS since (0): /readyz
                                             says so */
-    atomic_int_fast64_t store_failed_ms; /* srv_mono_ms of the last failed store write */
+    atomic_int_fast64_t store_failed_ms; /* allot_mono_ms of the last failed store write */
     atomic_int max_node_gpus;            /* most GPUs on one registered node (0: none yet) */
     atomic_int model_gpus[ALLOT_MAX_MODELS]; /* most GPUs on one node the loop added, per
                                                 catalog model (0: none of it yet) */
@@ -301,8 +301,6 @@ void task_node(const char *placement, int64_t task, char *node, size_t len);
  * (0) or failed (fn's error or the commit's). */
 int srv_write(struct server *s, allot_store_write_fn fn, void *arg);
 int64_t srv_now(void);
-/* Monotonic milliseconds (intervals only). */
-int64_t srv_mono_ms(void);
 /* How long store writes must work without one failing before the store
  * counts as working again: on a full disk a small write (a heartbeat's)
  * may still fit while the rest fail, which must not flap /readyz. */
