@@ -233,6 +233,14 @@ static int index_of(const struct cli_args *a, const char *name)
     return -1;
 }
 
+void args_drop(struct cli_args *a, const char *name)
+{
+    int k = index_of(a, name);
+
+    if (k >= 0)
+        a->n_vals[k] = 0;
+}
+
 const char *args_get(const struct cli_args *a, const char *name)
 {
     int k = index_of(a, name);

@@ -105,6 +105,8 @@ void args_free(struct cli_args *a);
 /* Gives a the values `from` holds for every option a has none of (the
  * strings stay from's: they must outlive a). CLI_OK or CLI_USAGE. */
 int args_merge(struct cli_args *a, const struct cli_args *from);
+/* Forgets the values of option `name` in a (its array stays a's). */
+void args_drop(struct cli_args *a, const char *name);
 
 /* A batch script of allot submit/run SCRIPT (script.c): its text and the
  * words of its #ALLOT and #SBATCH directives as allot options. */
@@ -113,12 +115,16 @@ struct cli_script {
     char **argv; /* owned: directive words (the strings a's merged values point to) */
     int argc;
 };
-/* Reads the script at path (at most 64 KiB, "#!" first) and gives a the
- * options of its directives that a does not give itself (as sbatch: the
- * command line wins), with u for messages. CLI_OK, CLI_HELP or CLI_USAGE
- * (printed; s then empty). Free with script_free after a. */
+/* Reads the script at path (at most 64 KiB, "#!" first, no DOS line
+ * breaks) and gives a the options of its directives that a does not give
+ * itself, nor one of the same group (as sbatch: the command line wins),
+ * with u for messages; directives may not give global options (server,
+ * token, output) or ask for help. CLI_OK or CLI_USAGE (printed; s then
+ * empty). The values a took point into s: read no option of a after
+ * script_free(s). */
 int script_load(struct cli *c, const char *path, const struct cli_usage *u, struct cli_args *a,
                 struct cli_script *s);
+/* Frees what script_load made; s is empty after. */
 void script_free(struct cli_script *s);
 
 /* Last value of option `name`, or NULL when not given. */

@@ -441,6 +441,9 @@ int jobspec_parse(json_t *b, const struct allot_catalog *cat, struct jobspec *ou
     if (out->script && strncmp(out->script, "#!", 2) != 0)
         return E422("field \"script\" must start with \"#!\" and the interpreter to run it "
                     "(#!/bin/bash), as sbatch asks");
+    if (out->script && strchr(out->script, '\r'))
+        return E422("field \"script\" has DOS line breaks (\\r\\n): convert it (dos2unix), as "
+                    "sbatch asks");
     if ((v = json_object_get(b, "workdir")) && !json_is_string(v))
         return E400("field \"workdir\" must be a string");
     if ((v = json_object_get(b, "image")) && !json_is_string(v))
@@ -530,11 +533,15 @@ int jobspec_parse(json_t *b, const struct allot_catalog *cat, struct jobspec *ou
 
 /* The command of a job with a script (see jobspec_for_node): a shell puts
  * $1, the script, into a file of its own in the task's temporary folder
- * (a job's private /tmp where the agent gives one), makes it the job
- * user's to run, and becomes it with the job's arguments. */
+ * (a job's private /tmp where the agent gives one), and becomes the
+ * interpreter its #! line names with the file and the job's arguments
+ * (as the kernel would, and also where that folder is mounted noexec).
+ * What fails before the script runs says so and exits 126. */
 static const char script_runner[] =
     "f=$(mktemp \"${TMPDIR:-/tmp}/allot-script.XXXXXX\") && printf '%s' \"$1\" > \"$f\" && "
-    "chmod 700 \"$f\" && shift && exec \"$f\" \"$@\"";
+    "chmod 700 \"$f\" || { echo \"allot-script: cannot write the job's script into "
+    "${TMPDIR:-/tmp}\" >&2; exit 126; }; shift; IFS= read -r l < \"$f\"; set -f; "
+    "set -- ${l#??} \"$f\" \"$@\"; exec \"$@\"";
 
 json_t *jobspec_for_node(json_t *spec)
 {

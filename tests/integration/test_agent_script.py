@@ -91,12 +91,44 @@ def test_scripts():
             os.path.join(d, "pos.sh"), "#!/bin/sh\n#ALLOT stray\ntrue\n")), 1)
         assert "a directive holds \"stray\", which is no option" in r.err, r
 
+        # directives may not reach the global options, nor ask for help
+        for line in ("#ALLOT --server http://127.0.0.1:1", "#ALLOT -o json", "#ALLOT --help",
+                     "#ALLOT --token=x"):
+            g = write(os.path.join(d, "g.sh"), "#!/bin/sh\n%s\ntrue\n" % line)
+            r = fails(cli(dm, "submit", "-t", "research/nlp", g), 1)
+            assert "which a script may not" in r.err and not r.out, (line, r)
+        # DOS line breaks: refused, as sbatch does
+        crlf = write(os.path.join(d, "crlf.sh"), "#!/bin/sh\r\n#SBATCH -J x\r\ntrue\r\n")
+        r = fails(cli(dm, "submit", "-t", "research/nlp", crlf), 1)
+        assert "DOS line breaks" in r.err, r
+
+        def spec_of(text, *args):
+            f = write(os.path.join(d, "t.sh"), "#!/bin/sh\n" + text + "true\n")
+            r = ok(cli(dm, "submit", "-t", "research/nlp", *args, f))
+            return ok(cli(dm, "-o", "json", "show", r.out.strip())).json()["spec"], r.err
+
+        s, err = spec_of("#SBATCH --exclusive\n#SBATCH --exclusive -J ex -L lic:1\n")
+        assert s["name"] == "ex" and "--exclusive: not taken" in err and "-L: not taken" in err, \
+            (s, err)
+        # the command line wins whole, and its group: --mem over --mem-per-cpu, -g over --gres
+        s, _ = spec_of("#SBATCH --mem-per-cpu=2G --gres=gpu:L4:4\n", "--mem", "1G", "-g", "1")
+        assert (s["memory"], s["gpus"], s.get("gpu_models")) == (1024, 1, None), s
+        s, err = spec_of("#SBATCH --gpus=L4:2 -t UNLIMITED\n")
+        assert (s["gpus"], s["gpu_models"], s.get("time_limit", 0)) == (2, ["L4"], 0), s
+        assert "taken per task" in err, err
+        s, err = spec_of("#SBATCH -t 10 --signal=B:USR1@60\n")
+        assert (s["time_limit"], s["signal"]) == (600, "USR1@60") and "without its B:" in err, s
+        r = fails(cli(dm, "submit", "-t", "research/nlp", write(
+            os.path.join(d, "two.sh"), "#!/bin/sh\n#SBATCH --gres=gpu:1,gpu:L4:2\ntrue\n")), 1)
+        assert "GPUs of two kinds" in r.err, r
+
         # refused by allotd: not a script, a NUL, too long, a wrong type
         for body, status, text in (
                 ({"script": "echo hi\n"}, 422, 'must start with "#!"'),
                 ({"script": "#!/bin/sh\n\u0000"}, 400, "is not allowed"),
                 ({"script": "#!/bin/sh\n" + "x" * 65536}, 422, "longer than 65536 bytes"),
-                ({"script": ["#!/bin/sh"]}, 400, 'field "script" must be a string')):
+                ({"script": ["#!/bin/sh"]}, 400, 'field "script" must be a string'),
+                ({"script": "#!/bin/sh\r\ntrue\r\n"}, 422, "DOS line breaks")):
             e = expect(dm.req("POST", "/v1/jobs", dict({"tenant": "research/nlp"}, **body),
                               token=dm.admin), status)
             assert text in e["error"]["message"], (body, e)
