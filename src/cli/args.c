@@ -100,8 +100,8 @@ static int take_value(const char *name, const char *attached, int argc, char **a
     return 0;
 }
 
-int args_parse(struct cli *c, const struct cli_opt *opts, const struct cli_usage *u, int argc,
-               char **argv, struct cli_args *a)
+static int parse(struct cli *c, const struct cli_opt *opts, const struct cli_usage *u, int argc,
+                 char **argv, struct cli_args *a, bool operand_ends)
 {
     size_t n_opts = 0;
     int rc = CLI_OK;
@@ -132,6 +132,12 @@ int args_parse(struct cli *c, const struct cli_opt *opts, const struct cli_usage
         if (arg[0] != '-' || !arg[1]) { /* positional ("-" alone too: stdin) */
             if (push(&a->pos, &a->n_pos, arg) < 0)
                 rc = cli_usage_error("out of memory");
+            if (operand_ends && rc == CLI_OK) { /* the rest is its arguments */
+                int from = i + 1 < argc && !strcmp(argv[i + 1], "--") ? i + 2 : i + 1;
+                a->rest = argv + from;
+                a->n_rest = argc - from;
+                break;
+            }
             continue;
         }
         if (arg[1] == '-') {
@@ -213,6 +219,18 @@ int args_merge(struct cli_args *a, const struct cli_args *from)
                 return cli_usage_error("out of memory");
     }
     return CLI_OK;
+}
+
+int args_parse(struct cli *c, const struct cli_opt *opts, const struct cli_usage *u, int argc,
+               char **argv, struct cli_args *a)
+{
+    return parse(c, opts, u, argc, argv, a, false);
+}
+
+int args_parse_operand(struct cli *c, const struct cli_opt *opts, const struct cli_usage *u,
+                       int argc, char **argv, struct cli_args *a)
+{
+    return parse(c, opts, u, argc, argv, a, true);
 }
 
 void args_free(struct cli_args *a)

@@ -101,6 +101,12 @@ struct cli_usage {
 int args_parse(struct cli *c, const struct cli_opt *opts, const struct cli_usage *u, int argc,
                char **argv, struct cli_args *a);
 
+/* args_parse, but the first positional argument ends the options: what
+ * follows it (after an optional --) is its arguments, in a->rest (allot
+ * submit SCRIPT ARGS, as sbatch). */
+int args_parse_operand(struct cli *c, const struct cli_opt *opts, const struct cli_usage *u,
+                       int argc, char **argv, struct cli_args *a);
+
 void args_free(struct cli_args *a);
 /* Gives a the values `from` holds for every option a has none of (the
  * strings stay from's: they must outlive a). CLI_OK or CLI_USAGE. */

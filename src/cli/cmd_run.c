@@ -316,7 +316,7 @@ out:
 
 static const struct cli_usage run_usage = {
     "run",
-    "[SUBMIT OPTIONS] -- COMMAND ARGS...\n       allot run [SUBMIT OPTIONS] SCRIPT [-- ARGS...]",
+    "[SUBMIT OPTIONS] -- COMMAND ARGS...\n       allot run [SUBMIT OPTIONS] SCRIPT [ARGS...]",
     "Submits a job like `allot submit`, waits for it, prints the output of its\n"
     "first task as it comes, and exits with the job's exit code (1 when it\n"
     "ended without one: cancelled, lost, refused), as srun does."};
@@ -341,13 +341,13 @@ int cmd_run(struct cli *c, int argc, char **argv)
     struct cli_args a;
     json_t *reply = NULL, *final = NULL;
     bool cut; /* said on stderr; the exit code stays the job's */
-    int rc = args_parse(c, jobs_submit_opts, &run_usage, argc, argv, &a);
+    int rc = args_parse_operand(c, jobs_submit_opts, &run_usage, argc, argv, &a);
 
     if (rc != CLI_OK)
         return rc;
     if (a.n_pos > 1 || (!a.n_pos && !a.rest)) {
         rc = cli_usage_error("allot run [SUBMIT OPTIONS] -- COMMAND ARGS..., or allot run "
-                             "[SUBMIT OPTIONS] SCRIPT [-- ARGS...]");
+                             "[SUBMIT OPTIONS] SCRIPT [ARGS...]");
         goto out;
     }
     /* one job's output and exit code: not an array's */

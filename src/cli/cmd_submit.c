@@ -74,12 +74,12 @@ const struct cli_opt jobs_submit_opts[] = {
 
 static const struct cli_usage submit_usage = {
     "submit",
-    "[OPTIONS] [-f JOB.yaml] [-- COMMAND ARGS...]\n       allot submit [OPTIONS] SCRIPT [-- "
-    "ARGS...]",
+    "[OPTIONS] [-f JOB.yaml] [-- COMMAND ARGS...]\n       allot submit [OPTIONS] SCRIPT "
+    "[ARGS...]",
     "Submits a job and prints its id (with -o json|yaml: the whole job).\n"
     "A SCRIPT (\"#!\" first, at most 64 KiB) is sent with the job and runs on its node, as with\n"
     "sbatch; its #ALLOT lines (allot's options) and #SBATCH lines (Slurm's) add the options\n"
-    "the command line does not give.\n"
+    "the command line does not give. Every word after SCRIPT is its argument.\n"
     "A submission repeated with the same idempotency key returns the first job."};
 
 /* 128 random bits as hex, prefixed; 0 or CLI_SERVER. */
@@ -497,12 +497,15 @@ int jobs_submit(struct cli *c, struct cli_args *a, const struct cli_usage *u, bo
     /* as sbatch, a job of a script is named after it */
     if (sc.text && !json_object_get(job, "name")) {
         const char *base = strrchr(a->pos[0], '/');
-        json_object_set_new(job, "name", json_string(base ? base + 1 : a->pos[0]));
+        char name[129]; /* allotd takes 128 bytes of a name */
+        allot_strlcpy(name, base ? base + 1 : a->pos[0], sizeof(name));
+        json_object_set_new(job, "name", json_string(name));
     }
     /* --array, or "array" in the job file */
     if (one_job && json_object_get(job, "array")) {
-        rc = cli_usage_error("allot run follows one job: submit an array with allot submit "
-                             "(allot ls --array ID, allot logs ID_INDEX)");
+        rc = cli_usage_error("allot run follows one job, and this is an array (--array, or "
+                             "\"array\" in the job file or a directive of the script): submit "
+                             "it with allot submit (allot ls --array ID, allot logs ID_INDEX)");
         goto out;
     }
     k = args_get(a, "idempotency-key");
@@ -539,7 +542,7 @@ int cmd_submit(struct cli *c, int argc, char **argv)
 {
     struct cli_args a;
     json_t *reply = NULL;
-    int rc = args_parse(c, jobs_submit_opts, &submit_usage, argc, argv, &a);
+    int rc = args_parse_operand(c, jobs_submit_opts, &submit_usage, argc, argv, &a);
 
     if (rc != CLI_OK)
         return rc;

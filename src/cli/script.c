@@ -18,6 +18,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #define SCRIPT_MAX  (64 * 1024) /* allotd's JOBSPEC_SCRIPT_MAX */
 #define SCRIPT_ARGS 512         /* directive words */
@@ -32,7 +33,6 @@ enum how {
     AMP,     /* --constraint a&b: labels separated by ',' */
     ANY_OF,  /* --nodelist: allot's, any of the nodes (Slurm takes all), said */
     EXPORT,  /* --export=VAR[=V],...: --env */
-    SIGNAL,  /* --signal=[B:|R:]SIG[@T]: the flag dropped, said */
     ACCOUNT, /* --account: the tenant, said */
     FLAG,    /* takes no value */
     IGNORED, /* takes a value; said, and left out */
@@ -64,7 +64,10 @@ static const struct sbatch_opt {
     {"constraint", 'C', "--constraint", AMP},
     {"begin", 'b', "--begin", AS_IS},
     {"hold", 'H', "--hold", FLAG},
-    {"signal", 0, "--signal", SIGNAL},
+    {"signal", 0,
+     "allot's --signal reaches every process of the task, the script's shell too: give it on "
+     "the command line if the script and its children handle the signal",
+     IGNORED},
     {"chdir", 'D', "--workdir", AS_IS},
     {"no-requeue", 0, "--no-requeue", FLAG},
     {"requeue", 0, "", FLAG}, /* allot's default */
@@ -103,9 +106,10 @@ __attribute__((format(printf, 4, 5))) static void say(const char *path, int line
     fputc('\n', stderr);
 }
 
-/* Splits s (modified in place) into words at blanks, '...' and "..."
- * grouping, a word starting with '#' ending the line. Returns the number
- * of words, or -1 (an unclosed quote, too many words). */
+/* Splits s (modified in place) into words at blanks, as sbatch does:
+ * '...' and "..." group, a backslash keeps the next character, and an
+ * unquoted '#' ends the line. Returns the number of words, or -1 (an
+ * unclosed quote, too many words). */
 static int split(char *s, char **w, int max)
 {
     int n = 0;
@@ -119,7 +123,7 @@ static int split(char *s, char **w, int max)
         if (n == max)
             return -1;
         w[n++] = o;
-        while (*s && *s != ' ' && *s != '\t') {
+        while (*s && *s != ' ' && *s != '\t' && *s != '#') {
             if (*s == '\'' || *s == '"') {
                 char q = *s++;
                 while (*s && *s != q)
@@ -127,9 +131,16 @@ static int split(char *s, char **w, int max)
                 if (!*s)
                     return -1;
                 s++;
+            } else if (*s == '\\' && s[1]) {
+                s++;
+                *o++ = *s++;
             } else {
                 *o++ = *s++;
             }
+        }
+        if (*s == '#') { /* a comment right after the word */
+            *o = '\0';
+            break;
         }
         if (*s)
             s++;
@@ -268,7 +279,7 @@ static int take(struct words *ws, struct words *first, const char *path, int lin
     case FLAG:
         return *o->to && add(ws, o->to) ? -1 : 0;
     case MINUTES: /* Slurm reads a bare number as minutes, allot as seconds */
-        if (!strcmp(val, "UNLIMITED") || !strcmp(val, "INFINITE"))
+        if (!strcasecmp(val, "UNLIMITED") || !strcasecmp(val, "INFINITE"))
             return add2(ws, o->to, "0");
         if (strspn(val, "0123456789") == strlen(val)) {
             char *m = allot_malloc(strlen(val) + 2);
@@ -299,14 +310,8 @@ static int take(struct words *ws, struct words *first, const char *path, int lin
         say(path, line, opt,
             "taken as allot's -w, any of the nodes listed (not all of them, as Slurm)");
         return add2(ws, o->to, val);
-    case SIGNAL: /* allot signals every process of the task */
-        if ((val[0] == 'B' || val[0] == 'R') && val[1] == ':') {
-            say(path, line, opt, "taken without its %c: (allot signals every process)", val[0]);
-            val += 2;
-        }
-        return add2(ws, o->to, val);
     case ACCOUNT:
-        say(path, line, opt, "taken as the tenant (-t %s)", val);
+        say(path, line, opt, "taken as the tenant (-t %s), unless the command line gives one", val);
         return add2(ws, o->to, val);
     case AS_IS:
         return add2(ws, o->to, val);
@@ -338,8 +343,8 @@ static int translate(struct words *ws, struct words *first, const char *path, in
             continue;
         }
         if (o->how == SKIPPED || o->how == FLAG) {
-            if (eq && o->how == FLAG)
-                return cli_usage_error("%s:%d: #SBATCH %s takes no value", path, line, opt);
+            if (o->how == FLAG && (eq || (arg[1] != '-' && arg[2])))
+                return cli_usage_error("%s:%d: #SBATCH %s takes no value", path, line, arg);
         } else {
             const char *v = eq ? eq + 1 : arg[1] != '-' && arg[2] ? arg + 2 : NULL;
             if (!v && i + 1 < n)
@@ -424,10 +429,15 @@ static int no_globals(const struct words *ws, const char *path)
         if (w[0] != '-' || !w[1])
             continue;
         allot_fmt(name, sizeof(name), "%.*s", (int)strcspn(w + 2, "="), w + 2);
-        if (!strcmp(w, "-h") || !strcmp(w, "--help") ||
-            conf_is_global(w[1] == '-' ? name : NULL, w[1] == '-' ? 0 : w[1], &needs, &lname))
+        /* the command line's own: where to, as whom, how printed, which
+         * submission this is, and what else is read */
+        bool lng = w[1] == '-';
+        if (!strcmp(w, "-h") || !strcmp(w, "--help") || (!lng && w[1] == 'f') ||
+            (lng && (!strcmp(name, "file") || !strcmp(name, "idempotency-key"))) ||
+            conf_is_global(lng ? name : NULL, lng ? 0 : w[1], &needs, &lname))
             return cli_usage_error("%s: a directive gives %s, which a script may not (the server, "
-                                   "token and output are the command line's)",
+                                   "token, output, job file and idempotency key are the command "
+                                   "line's)",
                                    path, w);
     }
     return CLI_OK;

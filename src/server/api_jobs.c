@@ -572,7 +572,7 @@ int api_jobs_submit(struct req *r)
     if (spec && strlen(spec) * (size_t)n > JOBSPEC_STORED_MAX) {
         api_error(r, 413, "too_large",
                   "%d job%s of %zu bytes each would store %zu MiB: at most %d MiB per submission "
-                  "(a smaller command or environment, or a smaller array)",
+                  "(a smaller command, environment or script, or a smaller array)",
                   n, n == 1 ? "" : "s", strlen(spec), strlen(spec) * (size_t)n >> 20,
                   JOBSPEC_STORED_MAX >> 20);
         goto out;
@@ -782,7 +782,14 @@ int api_jobs_list(struct req *r)
         }
         v = pg.next_cursor;
         for (size_t i = 0; i < pg.n; i++) {
-            json_array_append_new(a, api_job_json(&pg.jobs[i]));
+            json_t *o = api_job_json(&pg.jobs[i]), *sp = json_object_get(o, "spec"), *sc;
+            /* a list gives a script's size, GET /v1/jobs/{id} the script */
+            if ((sc = json_object_get(sp, "script")) && json_is_string(sc)) {
+                json_object_set_new(sp, "script_bytes",
+                                    json_integer((json_int_t)json_string_length(sc)));
+                json_object_del(sp, "script");
+            }
+            json_array_append_new(a, o);
             bytes += (pg.jobs[i].spec ? strlen(pg.jobs[i].spec) : 0) +
                      (pg.jobs[i].placement ? strlen(pg.jobs[i].placement) : 0);
             if (bytes > LIST_BYTES_MAX && (i + 1 < pg.n || v)) {

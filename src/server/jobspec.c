@@ -47,6 +47,9 @@ static const char *const fields[] = {"name",
                                      "script",
                                      NULL};
 
+/* Linux's MAX_ARG_STRLEN: one argument or KEY=VALUE, its NUL counted */
+#define ARG_ONE_MAX (128 * 1024)
+
 #define E400(...) (allot_fmt(err, errlen, __VA_ARGS__), 400)
 #define E422(...) (allot_fmt(err, errlen, __VA_ARGS__), 422)
 
@@ -142,6 +145,10 @@ static int get_strings(json_t *b, const char *k, bool object, char *err, size_t 
         {
             if (!json_is_string(x))
                 return E400("field \"%s.%s\" must be a string", k, key);
+            if (strlen(key) + 1 + json_string_length(x) >= ARG_ONE_MAX) /* as KEY=VALUE */
+                return E400("field \"%s.%.64s\" is over %d bytes with its name, the kernel's "
+                            "limit for one variable",
+                            k, key, ARG_ONE_MAX - 1);
             bytes += strlen(key) + json_string_length(x);
         }
     } else {
@@ -149,6 +156,10 @@ static int get_strings(json_t *b, const char *k, bool object, char *err, size_t 
         {
             if (!json_is_string(x))
                 return E400("field \"%s[%zu]\" must be a string", k, i);
+            if (json_string_length(x) >= ARG_ONE_MAX)
+                return E400("field \"%s[%zu]\" is %zu bytes: at most %d, the kernel's limit for "
+                            "one argument",
+                            k, i, json_string_length(x), ARG_ONE_MAX - 1);
             bytes += json_string_length(x);
         }
     }
@@ -533,15 +544,25 @@ int jobspec_parse(json_t *b, const struct allot_catalog *cat, struct jobspec *ou
 
 /* The command of a job with a script (see jobspec_for_node): a shell puts
  * $1, the script, into a file of its own in the task's temporary folder
- * (a job's private /tmp where the agent gives one), and becomes the
- * interpreter its #! line names with the file and the job's arguments
- * (as the kernel would, and also where that folder is mounted noexec).
- * What fails before the script runs says so and exits 126. */
+ * (a job's private /tmp where the agent gives one; /tmp when $TMPDIR
+ * takes none), gives the script Slurm's names for what the node tells
+ * every task (SLURM_JOB_ID from ALLOT_JOB_ID ..., where the job did not
+ * set them), and becomes the interpreter its #! line names with the file
+ * and the job's arguments (as the kernel would, and also where that
+ * folder is mounted noexec). What fails before the script runs says so
+ * and exits 126. */
 static const char script_runner[] =
-    "f=$(mktemp \"${TMPDIR:-/tmp}/allot-script.XXXXXX\") && printf '%s' \"$1\" > \"$f\" && "
-    "chmod 700 \"$f\" || { echo \"allot-script: cannot write the job's script into "
-    "${TMPDIR:-/tmp}\" >&2; exit 126; }; shift; IFS= read -r l < \"$f\"; set -f; "
-    "set -- ${l#??} \"$f\" \"$@\"; exec \"$@\"";
+    "t=allot-script.XXXXXX; f=$(mktemp \"${TMPDIR:-/tmp}/$t\" 2>/dev/null || mktemp \"/tmp/$t\") "
+    "&& printf '%s' \"$1\" > \"$f\" || { echo \"allot-script: cannot write the job's script "
+    "into ${TMPDIR:-/tmp}\" >&2; exit 126; }; shift; "
+    "s() { eval \"[ -z \\\"\\${$1+x}\\\" ] && [ -n \\\"\\${$2+x}\\\" ] && export "
+    "$1=\\\"\\$$2\\\"\"; }; "
+    "s SLURM_JOB_ID ALLOT_JOB_ID; s SLURM_JOBID ALLOT_JOB_ID; s SLURM_JOB_NAME ALLOT_JOB_NAME; "
+    "s SLURM_ARRAY_JOB_ID ALLOT_ARRAY_JOB_ID; s SLURM_ARRAY_TASK_ID ALLOT_ARRAY_TASK_ID; "
+    "s SLURM_PROCID ALLOT_TASK_INDEX; s SLURM_NTASKS ALLOT_NUM_TASKS; "
+    "s SLURM_CPUS_PER_TASK ALLOT_CPUS_PER_TASK; s SLURM_JOB_NODELIST ALLOT_TASK_NODES; "
+    "s SLURMD_NODENAME ALLOT_NODE; unset -f s; "
+    "IFS= read -r l < \"$f\"; set -f; set -- ${l#??} \"$f\" \"$@\"; exec \"$@\"";
 
 json_t *jobspec_for_node(json_t *spec)
 {

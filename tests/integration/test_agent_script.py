@@ -23,6 +23,7 @@ SCRIPT = """#!/bin/bash
 #ALLOT --label team=nlp -e 'GREETING=hello world'
 echo "args: $*"
 echo "foo=$FOO greeting=$GREETING gpus=$(echo $CUDA_VISIBLE_DEVICES | tr , '\\n' | wc -l)"
+echo "slurm: $SLURM_JOB_ID $SLURM_PROCID $SLURM_NTASKS $SLURM_JOB_NAME ${SLURM_ARRAY_TASK_ID-none}"
 #SBATCH --gres=gpu:4
 exit 3
 """
@@ -53,8 +54,15 @@ def test_scripts():
         log = ag.task_log(jid)
         assert "args: one two words\n" in log, log
         assert "foo=bar greeting=hello world gpus=2\n" in log, log
+        # Slurm's names for what the node tells every task
+        assert "slurm: %d 0 1 trainer none\n" % jid in log, log
+        # a list gives the script's size, the job itself the script
+        listed = [x for x in expect(dm.req("GET", "/v1/jobs?all=true", token=dm.admin),
+                                    200)["jobs"] if x["id"] == jid][0]
+        assert "script" not in listed["spec"] and listed["spec"]["script_bytes"] == len(SCRIPT), \
+            listed
         show = ok(cli(dm, "show", jid)).out
-        assert "\nscript:       12 lines, %d bytes: #!/bin/bash" % len(SCRIPT) in show, show
+        assert "\nscript:       13 lines, %d bytes: #!/bin/bash" % len(SCRIPT) in show, show
         assert "\narguments:    one two words\n" in show, show
 
         # the command line wins over the directives; the name is the script's without -J
@@ -79,8 +87,11 @@ def test_scripts():
         big = write(os.path.join(d, "big.sh"), "#!/bin/sh\n" + "#" * 70000 + "\n")
         r = fails(cli(dm, "submit", "-t", "research/nlp", big), 1)
         assert "is over 64 KiB" in r.err, r
-        r = fails(cli(dm, "submit", "-t", "research/nlp", path, plain), 1)
-        assert "one script at most" in r.err, r
+        # every word after the script is its argument (as sbatch), -- or not
+        for words in (["-c", "3", plain], ["--", "-c", "3", plain]):
+            r = ok(cli(dm, "submit", "-t", "research/nlp", "-H", path, *words))
+            s = json.loads(ok(cli(dm, "-o", "json", "show", r.out.strip())).out)["spec"]
+            assert s["command"] == ["-c", "3", plain] and s["cpus"] == 2, (words, s)
         quote = write(os.path.join(d, "quote.sh"), "#!/bin/sh\n#SBATCH -J 'open\ntrue\n")
         r = fails(cli(dm, "submit", "-t", "research/nlp", quote), 1)
         assert "quote.sh:2: an unclosed quote" in r.err, r
@@ -97,6 +108,12 @@ def test_scripts():
             g = write(os.path.join(d, "g.sh"), "#!/bin/sh\n%s\ntrue\n" % line)
             r = fails(cli(dm, "submit", "-t", "research/nlp", g), 1)
             assert "which a script may not" in r.err and not r.out, (line, r)
+        for line, text in (("#ALLOT -f /etc/passwd", "which a script may not"),
+                           ("#ALLOT --idempotency-key k", "which a script may not"),
+                           ("#SBATCH -H2", "#SBATCH -H2 takes no value")):
+            g = write(os.path.join(d, "g.sh"), "#!/bin/sh\n%s\ntrue\n" % line)
+            r = fails(cli(dm, "submit", "-t", "research/nlp", g), 1)
+            assert text in r.err, (line, r)
         # DOS line breaks: refused, as sbatch does
         crlf = write(os.path.join(d, "crlf.sh"), "#!/bin/sh\r\n#SBATCH -J x\r\ntrue\r\n")
         r = fails(cli(dm, "submit", "-t", "research/nlp", crlf), 1)
@@ -113,14 +130,27 @@ def test_scripts():
         # the command line wins whole, and its group: --mem over --mem-per-cpu, -g over --gres
         s, _ = spec_of("#SBATCH --mem-per-cpu=2G --gres=gpu:L4:4\n", "--mem", "1G", "-g", "1")
         assert (s["memory"], s["gpus"], s.get("gpu_models")) == (1024, 1, None), s
-        s, err = spec_of("#SBATCH --gpus=L4:2 -t UNLIMITED\n")
+        s, _ = spec_of("#SBATCH --job-name=a7# a comment\n#SBATCH -J 'my job'\\ x -t 5\n")
+        assert (s["name"], s["time_limit"]) == ("my job x", 300), s
+        s, err = spec_of("#SBATCH --gpus=L4:2 -t unlimited\n")
         assert (s["gpus"], s["gpu_models"], s.get("time_limit", 0)) == (2, ["L4"], 0), s
         assert "taken per task" in err, err
         s, err = spec_of("#SBATCH -t 10 --signal=B:USR1@60\n")
-        assert (s["time_limit"], s["signal"]) == (600, "USR1@60") and "without its B:" in err, s
+        assert s["time_limit"] == 600 and "signal" not in s, s  # it would reach the shell too
+        assert "--signal: not taken (allot's --signal reaches every process" in err, err
         r = fails(cli(dm, "submit", "-t", "research/nlp", write(
             os.path.join(d, "two.sh"), "#!/bin/sh\n#SBATCH --gres=gpu:1,gpu:L4:2\ntrue\n")), 1)
         assert "GPUs of two kinds" in r.err, r
+
+        # a long file name is cut to the 128 bytes of a name
+        long = write(os.path.join(d, "x" * 140 + ".sh"), "#!/bin/sh\ntrue\n")
+        r = ok(cli(dm, "submit", "-t", "research/nlp", "-H", long))
+        assert ok(cli(dm, "-o", "json", "show", r.out.strip())).json()["name"] == "x" * 128
+        # one argument the kernel could not take
+        e = expect(dm.req("POST", "/v1/jobs", {"tenant": "research/nlp",
+                                               "command": ["echo", "a" * 131072]},
+                          token=dm.admin), 400)
+        assert "the kernel's limit for one argument" in e["error"]["message"], e
 
         # refused by allotd: not a script, a NUL, too long, a wrong type
         for body, status, text in (

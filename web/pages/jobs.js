@@ -171,6 +171,7 @@ export function mount(root, params, ctx) {
 
   async function renderDetail(j) {
     if (!j) return [];
+    if (j.spec && j.spec.script_bytes) j = await get(`/v1/jobs/${j.id}`); /* lists leave scripts out */
     const ev = await get(`/v1/jobs/${j.id}/events?limit=1000`);
     const logBox = h("pre", {class: "logs", id: "job-logs", hidden: true});
     const tasks = (j.placement && j.placement.tasks) || [];
