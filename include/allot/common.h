@@ -286,5 +286,12 @@ bool allot_leader_url(const char *from, const char *leader, char *out, size_t le
 int allot_hostlist_expand(const char *s, char ***names, int *n, char *err, size_t errlen);
 /* Releases what allot_hostlist_expand() returned; accepts NULL. */
 void allot_hostlist_free(char **names, int n);
+/* The names as a short host list, as Slurm prints one: runs of names
+ * that differ only in a trailing number of the same width (or, unpadded,
+ * any width) become PREFIX[A-B,C]; the order is kept. Writes at most
+ * len bytes into buf (always terminated) and returns the length the
+ * whole list needs (as snprintf). allot_hostlist_expand of it gives the
+ * names back (when they are distinct). */
+size_t allot_hostlist_compress(const char *const *names, int n, char *buf, size_t len);
 
 #endif

@@ -346,6 +346,27 @@ static const struct cli_usage show_usage = {
     "Shows jobs: state, pending reason, placement, request and times.\n"
     "With -o json|yaml: the job object (an array for several ids)."};
 
+/* A list of node names of the spec as a short host list ("LABEL
+ * gpu[01-04,07]"; its first 512 bytes), or nothing when it is empty. */
+static void show_hosts(const json_t *spec, const char *field, const char *label)
+{
+    json_t *v = json_object_get(spec, field), *m;
+    const char **names = allot_calloc(json_array_size(v) + 1, sizeof(*names));
+    char list[512], t[1024];
+    size_t i, need;
+
+    if (!json_array_size(v) || !names) {
+        allot_free(names);
+        return;
+    }
+    json_array_foreach(v, i, m) names[i] = json_is_string(m) ? json_string_value(m) : "?";
+    need = allot_hostlist_compress(names, (int)json_array_size(v), list, sizeof(list));
+    printf("%-13s %s%s (%zu node%s)\n", label, out_text(list, t, sizeof(t)),
+           need >= sizeof(list) ? "..." : "", json_array_size(v),
+           json_array_size(v) == 1 ? "" : "s");
+    allot_free(names);
+}
+
 /* A list field of the spec as "LABEL a, b, c" (the first 16, then how
  * many more), or nothing when it is empty. */
 static void show_list(const json_t *spec, const char *field, const char *label)
@@ -412,8 +433,8 @@ static void show_run_spec(const json_t *spec)
     if ((x = json_object_get(spec, "image")) && json_is_string(x))
         printf("%-13s %s\n", "image:", out_text(json_string_value(x), t, sizeof(t)));
     show_list(spec, "gpu_models", "gpu models:");
-    show_list(spec, "nodelist", "nodes:");
-    show_list(spec, "exclude_nodes", "exclude:");
+    show_hosts(spec, "nodelist", "nodes:");
+    show_hosts(spec, "exclude_nodes", "exclude:");
     show_pairs(spec, "env", "env:", true);
     show_pairs(spec, "labels", "labels:", false);
     show_pairs(spec, "node_selector", "constraint:", false);

@@ -293,3 +293,89 @@ void allot_hostlist_free(char **names, int n)
         allot_free(names[i]);
     allot_free(names);
 }
+
+/* ---- compress: names into a host list ---------------------------------- */
+
+/* Name s as PREFIX (plen bytes) and its trailing number (digits bytes,
+ * padded: with a leading zero). digits 0: no number. */
+struct parts {
+    size_t plen, digits;
+    unsigned long num;
+    bool padded;
+};
+
+static struct parts parts_of(const char *s)
+{
+    size_t len = strlen(s), d = 0;
+    struct parts p = {0};
+
+    while (d < len && d < NUM_DIGITS && s[len - 1 - d] >= '0' && s[len - 1 - d] <= '9')
+        d++;
+    p.plen = len - d;
+    p.digits = d;
+    p.padded = d > 1 && s[p.plen] == '0';
+    for (size_t i = p.plen; i < len; i++)
+        p.num = p.num * 10 + (unsigned long)(s[i] - '0');
+    return p;
+}
+
+/* Whether b may follow a in one group: the same prefix and a number of
+ * the same width where either is padded. */
+static bool same_group(const char *a, struct parts pa, const char *b, struct parts pb)
+{
+    return pa.digits && pb.digits && pa.plen == pb.plen && !memcmp(a, b, pa.plen) &&
+           ((!pa.padded && !pb.padded) || pa.digits == pb.digits);
+}
+
+struct sink {
+    char *buf;
+    size_t len, need;
+};
+
+__attribute__((format(printf, 2, 3))) static void put(struct sink *k, const char *fmt, ...)
+{
+    va_list ap;
+    int w;
+
+    va_start(ap, fmt);
+    w = vsnprintf(k->need < k->len ? k->buf + k->need : NULL,
+                  k->need < k->len ? k->len - k->need : 0, fmt, ap);
+    va_end(ap);
+    k->need += w > 0 ? (size_t)w : 0;
+}
+
+size_t allot_hostlist_compress(const char *const *names, int n, char *buf, size_t len)
+{
+    struct sink k = {.buf = buf, .len = len};
+
+    if (len)
+        buf[0] = '\0';
+    for (int i = 0; i < n;) {
+        struct parts p = parts_of(names[i]);
+        int j = i + 1;
+        while (j < n && same_group(names[i], p, names[j], parts_of(names[j])))
+            j++;
+        put(&k, "%s", i ? "," : "");
+        if (j == i + 1) { /* alone: as it is */
+            put(&k, "%s", names[i]);
+            i = j;
+            continue;
+        }
+        put(&k, "%.*s[", (int)p.plen, names[i]);
+        for (int a = i; a < j;) { /* runs of consecutive numbers */
+            int b = a;
+            struct parts pa = parts_of(names[a]);
+            while (b + 1 < j && parts_of(names[b + 1]).num == parts_of(names[b]).num + 1)
+                b++;
+            put(&k, "%s%s", a > i ? "," : "", names[a] + pa.plen);
+            if (b > a)
+                put(&k, "-%s", names[b] + pa.plen);
+            a = b + 1;
+        }
+        put(&k, "]");
+        i = j;
+    }
+    if (len && k.need >= len)
+        buf[len - 1] = '\0';
+    return k.need;
+}

@@ -91,7 +91,17 @@ def test_nodelist_and_exclude():
         e, where = cli_on("-w", "nl[2-3]", "-x", "nl3")
         assert where == ["nl2"], where
         show = ok(cli(dm, "show", e)).out
-        assert "\nnodes:        nl2, nl3\n" in show and "\nexclude:      nl3\n" in show, show
+        assert "\nnodes:        nl[2-3] (2 nodes)\n" in show, show
+        assert "\nexclude:      nl3 (1 node)\n" in show, show
+        # a value with a '/' names a file of host lists, as sbatch's
+        nf = write(os.path.join(fx.tempdir(), "nodes"), "nl1\n nl[2-3]\n")
+        e2, where = cli_on("-w", nf, "-x", "nl[2-3]")
+        assert where == ["nl1"], where
+        assert ok(cli(dm, "-o", "json", "show", e2)).json()["spec"]["nodelist"] == \
+            ["nl1", "nl2", "nl3"]
+        r = fails(cli(dm, "submit", "-t", "research/nlp", "-w", "/nonexistent/list", "--",
+                      "true"), 1)
+        assert "cannot read the node file /nonexistent/list" in r.err, r
         spec = json.loads(ok(cli(dm, "-o", "json", "show", e)).out)["spec"]
         assert spec["nodelist"] == ["nl2", "nl3"] and spec["exclude_nodes"] == ["nl3"], spec
         f = write(os.path.join(fx.tempdir(), "job.yaml"),

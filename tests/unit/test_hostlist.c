@@ -234,13 +234,52 @@ static void test_alloc_fail(void **state)
     allot_hostlist_free(NULL, 0);
 }
 
+/* compress(names) reads as Slurm's short form, and expands back to the
+ * same names; a short buffer is cut and told the length needed. */
+static void test_compress(void **state)
+{
+    static const struct {
+        const char *in, *out;
+    } cases[] = {
+        {"gpu[01-04,07],cpu1", "gpu[01-04,07],cpu1"},
+        {"n9,n10,n11,n13", "n[9-11,13]"},
+        {"s[0001-0100]", "s[0001-0100]"},
+        {"a,b,c", "a,b,c"},
+        {"x08,x09,x10,x1", "x[08-10],x1"},
+        {"r1-n1,r1-n2,r2-n1", "r1-n[1-2],r2-n1"},
+        {"n5", "n5"},
+        {"n3,n1,n2", "n[3,1-2]"},
+    };
+    char buf[256], small[8], err[128];
+
+    (void)state;
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        char **names, **back;
+        int n, m;
+        assert_int_equal(allot_hostlist_expand(cases[c].in, &names, &n, err, sizeof(err)), 0);
+        size_t need = allot_hostlist_compress((const char *const *)names, n, buf, sizeof(buf));
+        assert_string_equal(buf, cases[c].out);
+        assert_int_equal(need, strlen(cases[c].out));
+        assert_int_equal(allot_hostlist_expand(buf, &back, &m, err, sizeof(err)), 0);
+        assert_int_equal(m, n);
+        for (int i = 0; i < n; i++)
+            assert_string_equal(back[i], names[i]);
+        assert_int_equal(
+            allot_hostlist_compress((const char *const *)names, n, small, sizeof(small)), need);
+        assert_int_equal(strlen(small), need < sizeof(small) ? need : sizeof(small) - 1);
+        allot_hostlist_free(names, n);
+        allot_hostlist_free(back, m);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_plain),   cmocka_unit_test(test_ranges),
-        cmocka_unit_test(test_product), cmocka_unit_test(test_duplicates),
-        cmocka_unit_test(test_errors),  cmocka_unit_test(test_name_length),
-        cmocka_unit_test(test_limit),   cmocka_unit_test(test_alloc_fail),
+        cmocka_unit_test(test_plain),    cmocka_unit_test(test_ranges),
+        cmocka_unit_test(test_product),  cmocka_unit_test(test_duplicates),
+        cmocka_unit_test(test_errors),   cmocka_unit_test(test_name_length),
+        cmocka_unit_test(test_limit),    cmocka_unit_test(test_alloc_fail),
+        cmocka_unit_test(test_compress),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
