@@ -69,6 +69,19 @@ static void check_options(const char *s)
             FUZZ_CHECK(allot_node_name_ok(names[k]));
         for (int k = 1; k < n && k < 64; k++)
             FUZZ_CHECK(strcmp(names[k - 1], names[k]) != 0);
+        /* the short form allot show prints expands to the same names */
+        size_t need = allot_hostlist_compress((const char *const *)names, n, NULL, 0);
+        char *short_form = malloc(need + 1), **back = NULL;
+        int m = 0;
+        if (short_form) {
+            allot_hostlist_compress((const char *const *)names, n, short_form, need + 1);
+            FUZZ_CHECK(allot_hostlist_expand(short_form, &back, &m, err, sizeof(err)) == 0);
+            FUZZ_CHECK(m == n);
+            for (int k = 0; k < m && k < n; k++)
+                FUZZ_CHECK(strcmp(back[k], names[k]) == 0);
+            allot_hostlist_free(back, m);
+            free(short_form);
+        }
         allot_hostlist_free(names, n);
     } else {
         FUZZ_CHECK(names == NULL && n == 0 && err[0]);
