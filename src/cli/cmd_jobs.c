@@ -221,6 +221,62 @@ static const char *job_nodes(json_t *j, char *buf, size_t n)
     return *buf ? buf : "-";
 }
 
+/* The GET /v1/jobs query of a's filters (--tenant [--subtree], --state or
+ * --all, --array, --newest, --user or --mine; the options of ls, which
+ * cancel shares) into path. CLI_OK or an error (printed). */
+static int jobs_query(struct client *cl, const struct cli_args *a, char *path, size_t cap)
+{
+    const char *s;
+    char *esc;
+    size_t len;
+    int rc;
+
+    allot_fmt(path, cap, "/v1/jobs");
+    if ((s = args_get(a, "tenant"))) {
+        esc = client_escape(cl, s);
+        allot_fmt(path, cap, "/v1/jobs?tenant=%s%s", esc ? esc : "",
+                  args_has(a, "subtree") ? "&subtree=1" : "");
+        allot_free(esc);
+    } else if (args_has(a, "subtree")) {
+        return cli_usage_error("--subtree needs --tenant");
+    }
+    if (args_get(a, "state") && args_has(a, "all"))
+        return cli_usage_error("--state and --all: give one");
+    /* an array's members in every state unless asked (as sacct -j) */
+    if ((s = args_get(a, "state")) || (!args_has(a, "all") && !args_get(a, "array"))) {
+        len = strlen(path);
+        esc = client_escape(cl, s ? s : "pending,starting,running");
+        allot_fmt(path + len, cap - len, "%cstate=%s", strchr(path, '?') ? '&' : '?',
+                  esc ? esc : "");
+        allot_free(esc);
+    }
+    if ((s = args_get(a, "array"))) {
+        int64_t aid;
+        if ((rc = args_int("array", s, 1, INT64_MAX, &aid)) != CLI_OK)
+            return rc;
+        len = strlen(path);
+        allot_fmt(path + len, cap - len, "%carray=%lld", strchr(path, '?') ? '&' : '?',
+                  (long long)aid);
+    }
+    if (args_has(a, "newest")) {
+        len = strlen(path);
+        allot_fmt(path + len, cap - len, "%corder=newest", strchr(path, '?') ? '&' : '?');
+    }
+    if (args_has(a, "mine") || args_get(a, "user")) {
+        char me[512];
+        if (args_has(a, "mine") && args_get(a, "user"))
+            return cli_usage_error("--mine and --user: give one");
+        if (args_has(a, "mine") && (rc = my_user(cl, me, sizeof(me))) != CLI_OK)
+            return rc;
+        esc = client_escape(cl, args_has(a, "mine") ? me : args_get(a, "user"));
+        len = strlen(path);
+        allot_fmt(path + len, cap - len, "%cuser=%s", strchr(path, '?') ? '&' : '?',
+                  esc ? esc : "");
+        allot_free(esc);
+    }
+    return CLI_OK;
+}
+
 int cmd_ls(struct cli *c, int argc, char **argv)
 {
     static const char *const titles[] = {"ID",    "NAME",  "USER",     "TENANT",
@@ -229,7 +285,7 @@ int cmd_ls(struct cli *c, int argc, char **argv)
     struct cli_args a;
     struct client *cl;
     json_t *jobs = NULL, *j;
-    char path[1024], *esc;
+    char path[1024];
     const char *s;
     int64_t limit = 0;
     size_t i;
@@ -247,56 +303,8 @@ int cmd_ls(struct cli *c, int argc, char **argv)
         rc = CLI_USAGE;
         goto out;
     }
-    allot_fmt(path, sizeof(path), "/v1/jobs");
-    if ((s = args_get(&a, "tenant"))) {
-        esc = client_escape(cl, s);
-        allot_fmt(path, sizeof(path), "/v1/jobs?tenant=%s%s", esc ? esc : "",
-                  args_has(&a, "subtree") ? "&subtree=1" : "");
-        allot_free(esc);
-    } else if (args_has(&a, "subtree")) {
-        rc = cli_usage_error("--subtree needs --tenant");
+    if ((rc = jobs_query(cl, &a, path, sizeof(path))) != CLI_OK)
         goto out;
-    }
-    if (args_get(&a, "state") && args_has(&a, "all")) {
-        rc = cli_usage_error("--state and --all: give one");
-        goto out;
-    }
-    /* an array's members in every state unless asked (as sacct -j) */
-    if ((s = args_get(&a, "state")) || (!args_has(&a, "all") && !args_get(&a, "array"))) {
-        size_t n = strlen(path);
-        esc = client_escape(cl, s ? s : "pending,starting,running");
-        allot_fmt(path + n, sizeof(path) - n, "%cstate=%s", strchr(path, '?') ? '&' : '?',
-                  esc ? esc : "");
-        allot_free(esc);
-    }
-    if ((s = args_get(&a, "array"))) {
-        int64_t aid;
-        size_t n = strlen(path);
-
-        if ((rc = args_int("array", s, 1, INT64_MAX, &aid)) != CLI_OK)
-            goto out;
-        allot_fmt(path + n, sizeof(path) - n, "%carray=%lld", strchr(path, '?') ? '&' : '?',
-                  (long long)aid);
-    }
-    if (args_has(&a, "newest")) {
-        size_t n = strlen(path);
-        allot_fmt(path + n, sizeof(path) - n, "%corder=newest", strchr(path, '?') ? '&' : '?');
-    }
-    if (args_has(&a, "mine") || args_get(&a, "user")) {
-        char me[512];
-        size_t n = strlen(path);
-
-        if (args_has(&a, "mine") && args_get(&a, "user")) {
-            rc = cli_usage_error("--mine and --user: give one");
-            goto out;
-        }
-        if (args_has(&a, "mine") && (rc = my_user(cl, me, sizeof(me))) != CLI_OK)
-            goto out;
-        esc = client_escape(cl, args_has(&a, "mine") ? me : args_get(&a, "user"));
-        allot_fmt(path + n, sizeof(path) - n, "%cuser=%s", strchr(path, '?') ? '&' : '?',
-                  esc ? esc : "");
-        allot_free(esc);
-    }
     rc = client_list(cl, path, "jobs", "cursor", "next_cursor", 0, (size_t)limit, &jobs);
     /* no jobs of a tenant: one that is not there is an error (a mistyped
      * name), one that was removed may still list its old jobs */
@@ -652,10 +660,21 @@ int cmd_show(struct cli *c, int argc, char **argv)
 /* ---- cancel ---- */
 
 static const struct cli_usage cancel_usage = {
-    "cancel", "JOB_ID...",
+    "cancel", "JOB_ID... | [--mine | --user U] [--tenant T [--subtree]] [--state S] [--name N]",
     "Cancels pending or running jobs. The id of an array's first job cancels\n"
-    "the whole array; ARRAYID_INDEX cancels one member. Every id is tried; the\n"
-    "exit status is that of the first failure."};
+    "the whole array; ARRAYID_INDEX cancels one member. Or, as scancel -u,\n"
+    "every job that waits or runs and matches all the filters given (--state\n"
+    "pending: those that wait). Every job is tried; the exit status is that of\n"
+    "the first failure."};
+
+static const struct cli_opt cancel_opts[] = {
+    {"mine", 'm', NULL, "the jobs submitted with a token of this caller's name"},
+    {"user", 'u', "USER", "the jobs this user submitted (as allot ls names them)"},
+    {"tenant", 't', "TENANT", "the jobs of this tenant"},
+    {"subtree", 'r', NULL, "with --tenant: also the tenants below it"},
+    {"state", 's', "STATE[,STATE...]", "pending, starting or running (default: all three)"},
+    {"name", 'n', "NAME", "the jobs of this name"},
+    {NULL, 0, NULL, NULL}};
 
 static void cancel_table(const json_t *j, const char *id, size_t i)
 {
@@ -670,11 +689,87 @@ static void cancel_table(const json_t *j, const char *id, size_t i)
         printf("cancelled job %s\n", id);
 }
 
+/* allot cancel with filters (scancel -u, -t, -n, --state): the jobs that
+ * match, listed, then cancelled one by one (a member alone, not its
+ * array). */
+static int cancel_matching(struct cli *c, const struct cli_args *a)
+{
+    struct client *cl = cli_client(c);
+    json_t *jobs = NULL, *j;
+    char path[1024], **ids = NULL;
+    const char *name = args_get(a, "name"), *st = args_get(a, "state");
+    size_t i, n = 0;
+    int rc;
+
+    if (!cl)
+        return CLI_USAGE;
+    if (st) /* only what has not ended */
+        for (const char *p = st; *p;) {
+            size_t len = strcspn(p, ",");
+            if (!((len == 7 && !strncmp(p, "pending", 7)) ||
+                  (len == 8 && !strncmp(p, "starting", 8)) ||
+                  (len == 7 && !strncmp(p, "running", 7))))
+                return cli_usage_error("--state: \"%.*s\": only pending, starting or running "
+                                       "jobs can be cancelled",
+                                       (int)len, p);
+            p += len + (p[len] == ',');
+        }
+    if ((rc = jobs_query(cl, a, path, sizeof(path))) != CLI_OK ||
+        (rc = client_list(cl, path, "jobs", "cursor", "next_cursor", 0, 0, &jobs)) != CLI_OK)
+        goto out;
+    ids = allot_calloc(json_array_size(jobs) + 2, sizeof(*ids));
+    if (!ids) {
+        rc = cli_usage_error("out of memory");
+        goto out;
+    }
+    json_array_foreach(jobs, i, j)
+    {
+        const char *jn = json_string_value(json_object_get(j, "name"));
+        if (name && (!jn || strcmp(jn, name) != 0))
+            continue;
+        if (!(ids[n] = allot_malloc(24))) {
+            rc = cli_usage_error("out of memory");
+            goto out;
+        }
+        allot_fmt(ids[n++], 24, "%lld", (long long)json_integer_value(json_object_get(j, "id")));
+    }
+    if (!n) {
+        fprintf(stderr, "allot: no job that waits or runs matches\n");
+        goto out;
+    }
+    rc = each_job(c, (int)n, ids, &cancel_usage, "POST", "/cancel", "", CLIENT_RETRY_CONNECT,
+                  cancel_table, NULL, NULL, NULL);
+out:
+    for (size_t k = 0; ids && k < n; k++)
+        allot_free(ids[k]);
+    allot_free(ids);
+    json_decref(jobs);
+    return rc;
+}
+
 int cmd_cancel(struct cli *c, int argc, char **argv)
 {
-    /* not repeated after a lost reply: the repeat would answer 409 */
-    return each_job(c, argc, argv, &cancel_usage, "POST", "/cancel", "?array=true",
-                    CLIENT_RETRY_CONNECT, cancel_table, NULL, NULL, NULL);
+    struct cli_args a;
+    bool filtered = false;
+    int rc = args_parse(c, cancel_opts, &cancel_usage, argc, argv, &a);
+
+    if (rc != CLI_OK)
+        return rc;
+    for (size_t k = 0; k < a.n_opts; k++)
+        filtered |= a.n_vals[k] > 0;
+    if (filtered && a.n_pos)
+        rc = cli_usage_error("job ids and filters: give one or the other");
+    else if (filtered && !args_has(&a, "mine") && !args_get(&a, "user") &&
+             !args_get(&a, "tenant") && !args_get(&a, "name"))
+        rc = cli_usage_error("--state and --subtree pick among the jobs of --mine, --user, "
+                             "--tenant or --name: give one");
+    else if (filtered)
+        rc = cancel_matching(c, &a);
+    else /* not repeated after a lost reply: the repeat would answer 409 */
+        rc = each_job(c, argc, argv, &cancel_usage, "POST", "/cancel", "?array=true",
+                      CLIENT_RETRY_CONNECT, cancel_table, NULL, NULL, NULL);
+    args_free(&a);
+    return rc;
 }
 
 /* ---- hold, release ---- */

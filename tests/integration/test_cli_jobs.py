@@ -307,6 +307,38 @@ def test_per_gpu_and_per_cpu():
         assert text in r.err, (args, r)
 
 
+def test_cancel_by_filter():
+    """allot cancel as scancel -n/-u/-t/--state: the matching jobs that wait
+    or run, each alone (one member, not its whole array); filters without
+    whom, or beside ids, are a usage error."""
+    tag = "flt-%d" % int(time.time() * 1000)
+    a = [submit("-t", "research/nlp", "-n", tag, "-H") for _ in range(2)]
+    b = submit("-t", "research/vision", "-n", tag, "-H")
+    other = submit("-t", "research/nlp", "-n", tag + "-x", "-H")
+    arr = submit("-t", "research/nlp", "-n", tag + "-arr", "-H", "--array", "0-2")
+
+    def state(j):
+        return ok(cli(dm, "show", j, "-o", "json")).json()["state"]
+
+    r = ok(cli(dm, "cancel", "-n", tag, "-t", "research/nlp"))
+    assert r.out.count("cancelled job") == 2, r
+    assert [state(j) for j in a] == ["cancelled"] * 2 and state(b) == "pending"
+    assert state(other) == "pending"
+    r = ok(cli(dm, "cancel", "--name", tag, "--state", "pending", "--mine"))
+    assert state(b) == "cancelled" and state(other) == "pending", r
+    # one member of an array alone: the others stay
+    ok(cli(dm, "cancel", "%d_1" % arr))
+    r = ok(cli(dm, "cancel", "-n", tag + "-arr"))
+    assert r.out.count("cancelled job") == 2, r
+    r = ok(cli(dm, "cancel", "-n", tag + "-none"))
+    assert "no job that waits or runs matches" in r.err, r
+    fails(cli(dm, "cancel", "-s", "pending"), 1, "usage")
+    fails(cli(dm, "cancel", "-n", tag, str(other)), 1, "usage")
+    r = fails(cli(dm, "cancel", "-n", tag, "-s", "failed"), 1, "usage")
+    assert "only pending, starting or running" in r.err, r
+    ok(cli(dm, "cancel", str(other)))
+
+
 def test_yaml_round_trip():
     """Strings YAML could misread come back unchanged: -o yaml of a job's spec,
     read again by submit -f, gives the same spec."""
@@ -743,7 +775,7 @@ if __name__ == "__main__":
                 test_cli_uses_only_served_routes,
                 test_apply_tenants_and_quota, test_submit_show_cancel_events,
                 test_no_escape_sequences_reach_the_terminal, test_submit_shapes_and_files,
-                test_per_gpu_and_per_cpu,
+                test_per_gpu_and_per_cpu, test_cancel_by_filter,
                 test_yaml_round_trip, test_relative_workdir, test_show_how_it_runs,
                 test_run_says_why_it_waits,
                 test_submit_errors, test_submit_env_names_and_command_type,
