@@ -51,6 +51,8 @@ const struct cli_opt jobs_submit_opts[] = {
      "run only on these nodes: names or a host list such as gpu[01-04],cpu7 (repeatable); any "
      "of them, not all (sbatch -w takes all)"},
     {"exclude", 'x', "LIST", "never run on these nodes (a host list as for -w; repeatable)"},
+    {"wrap", 0, "COMMAND",
+     "run COMMAND with /bin/sh -c (as sbatch --wrap; instead of -- or a SCRIPT)"},
     {"image", 0, "IMAGE", "container image"},
     {"workdir", 0, "DIR", "working directory"},
     {"env", 'e', "K=V", "environment variable (repeatable)"},
@@ -471,6 +473,13 @@ static int build_job(const struct cli_args *a, const char *script, json_t **out)
                 json_array_append_new(m, json_string(v[i]));
             json_object_set_new(job, "gpu_models", m);
         }
+    }
+    if (rc == CLI_OK && (s = args_get(a, "wrap"))) {
+        if (a->rest || script)
+            rc = cli_usage_error("--wrap gives the command: not with %s",
+                                 script ? "a script" : "one after --");
+        else
+            json_object_set_new(job, "command", json_pack("[sss]", "/bin/sh", "-c", s));
     }
     if (rc == CLI_OK && a->rest) {
         json_t *cmd = json_array();

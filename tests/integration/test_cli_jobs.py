@@ -307,6 +307,17 @@ def test_per_gpu_and_per_cpu():
         assert text in r.err, (args, r)
 
 
+def test_wrap():
+    """--wrap COMMAND is sbatch's: the job runs /bin/sh -c COMMAND; with a
+    command after -- it is a usage error."""
+    s = ok(cli(dm, "show", submit("-t", "research/nlp", "--wrap", "echo a | wc -c", "-f",
+                                  write(os.path.join(fx.tempdir(), "w.yaml"), "gpus: 0\n")),
+              "-o", "json")).json()["spec"]
+    assert s["command"] == ["/bin/sh", "-c", "echo a | wc -c"], s
+    r = fails(cli(dm, "submit", "-t", "research/nlp", "--wrap", "true", "--", "false"), 1, "usage")
+    assert "--wrap gives the command" in r.err, r
+
+
 def test_cancel_by_filter():
     """allot cancel as scancel -n/-u/-t/--state: the matching jobs that wait
     or run, each alone (one member, not its whole array); filters without
@@ -775,7 +786,7 @@ if __name__ == "__main__":
                 test_cli_uses_only_served_routes,
                 test_apply_tenants_and_quota, test_submit_show_cancel_events,
                 test_no_escape_sequences_reach_the_terminal, test_submit_shapes_and_files,
-                test_per_gpu_and_per_cpu, test_cancel_by_filter,
+                test_per_gpu_and_per_cpu, test_cancel_by_filter, test_wrap,
                 test_yaml_round_trip, test_relative_workdir, test_show_how_it_runs,
                 test_run_says_why_it_waits,
                 test_submit_errors, test_submit_env_names_and_command_type,
