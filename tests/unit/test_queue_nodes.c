@@ -76,8 +76,8 @@ static void test_nodeset_index_and_failures(void **state)
     (void)state;
     world_init(&w, 300, 8, base);
     for (int32_t i = 0; i < 300; i++) /* {i}, and all but {i, i+1} */
-        made[i] = i % 2 ? set_of(w.c, false, &i, 1)
-                        : set_of(w.c, true, (int32_t[]){i, (i + 1) % 300}, 2);
+        made[i] =
+            i % 2 ? set_of(w.c, false, &i, 1) : set_of(w.c, true, (int32_t[]){i, (i + 1) % 300}, 2);
     for (int32_t i = 299; i >= 0; i--)
         assert_ptr_equal(i % 2 ? set_of(w.c, false, &i, 1)
                                : set_of(w.c, true, (int32_t[]){(i + 1) % 300, i}, 2),
