@@ -469,6 +469,20 @@ static int bounded_search(struct allot_sched *s, struct shape_cache *sc, const s
     return 0;
 }
 
+/* The score cache of t's shape, current, into *sc: 0, ALLOT_ENOSPC when t
+ * fit nowhere before and no capacity was freed since (it still fits
+ * nowhere), or ALLOT_ENOMEM. */
+static int shape_begin(struct allot_sched *s, const struct allot_task *t, struct shape_cache **sc)
+{
+    int shape = shape_id(s, t);
+
+    if (shape < 0)
+        return shape;
+    if (!(*sc = shape_cache(s, shape)))
+        return ALLOT_ENOMEM;
+    return (*sc)->nofit_epoch == allot_cluster_grow_epoch(s->c) + 1 ? ALLOT_ENOSPC : 0;
+}
+
 /* The GPUs of node (chosen because t fits there) for t, into out. */
 static int choose_on(struct allot_sched *s, int node, const struct allot_task *t,
                      struct allot_placement *out)
@@ -498,19 +512,13 @@ static int pick_in_set(struct allot_sched *s, const struct allot_task *t,
     struct allot_task base = *t;
     struct shape_cache *sc;
     bool random = s->ops->flags & ALLOT_SCHED_POLICY_RANDOM;
-    int shape, node = -1, best_sc = -1, nn = allot_cluster_node_count(s->c);
+    int rc, node = -1, best_sc = -1, nn = allot_cluster_node_count(s->c);
     uint32_t best_rank = 0;
     uint64_t seen = 0;
 
     base.nodes = NULL;
-    shape = shape_id(s, &base);
-    if (shape < 0)
-        return shape;
-    sc = shape_cache(s, shape);
-    if (!sc)
-        return ALLOT_ENOMEM;
-    if (sc->nofit_epoch == allot_cluster_grow_epoch(s->c) + 1)
-        return ALLOT_ENOSPC; /* it fits no node at all */
+    if ((rc = shape_begin(s, &base, &sc)) != 0)
+        return rc; /* ALLOT_ENOSPC: it fits no node at all */
     for (int k = 0; k < (set->exclude ? nn : set->n); k++) {
         int i = set->exclude ? k : set->idx[k], v;
         int32_t id = allot_cluster_node_class(s->c, i); /* -1: not schedulable */
@@ -539,21 +547,14 @@ int allot_sched_pick(struct allot_sched *s, const struct allot_task *t, struct a
 {
     const int32_t *ids;
     int nlive;
-    int shape, node = -1, rc;
+    int node = -1, rc;
     struct shape_cache *sc;
     const struct allot_class_hot *hot = allot_cluster_class_hot(s->c);
 
     if (t->nodes)
         return pick_in_set(s, t, out);
-    shape = shape_id(s, t);
-    if (shape < 0)
-        return shape;
-    sc = shape_cache(s, shape);
-    if (!sc)
-        return ALLOT_ENOMEM;
-    /* fit nowhere before and no capacity freed since: still fits nowhere */
-    if (sc->nofit_epoch == allot_cluster_grow_epoch(s->c) + 1)
-        return ALLOT_ENOSPC;
+    if ((rc = shape_begin(s, t, &sc)) != 0)
+        return rc;
     if (s->ops->flags & ALLOT_SCHED_POLICY_RANDOM) {
         uint64_t total = 0, r;
         int16_t cand[ALLOT_BUCKETS];
