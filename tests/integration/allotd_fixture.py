@@ -254,6 +254,18 @@ def job(dm, jid):
     return expect(dm.req("GET", "/v1/jobs/%d" % jid, token=dm.admin), 200)
 
 
+def poll(fn, timeout=10):
+    """Calls fn until it returns a true value (returned), every 50 ms,
+    bounded by timeout seconds."""
+    end = time.time() + timeout
+    while time.time() < end:
+        v = fn()
+        if v:
+            return v
+        time.sleep(0.05)
+    raise AssertionError("condition not met within %ss" % timeout)
+
+
 def wait_job(dm, jid, state, timeout=10):
     """Polls job jid until it is in `state` (bounded by timeout seconds)."""
     end = time.time() + timeout

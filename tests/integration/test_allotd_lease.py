@@ -13,14 +13,7 @@ from allotd_fixture import TENANTS, Daemon, expect
 N1 = {"name": "lease-n1", "cpus": 16, "memory": 65536, "gpus": [{"model": "T4"}] * 2}
 
 
-def poll(fn, timeout=10):
-    end = time.time() + timeout
-    while time.time() < end:
-        v = fn()
-        if v:
-            return v
-        time.sleep(0.05)
-    raise AssertionError("condition not met within %ss" % timeout)
+poll = fx.poll
 
 
 def wait_sum(dm):

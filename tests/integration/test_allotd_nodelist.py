@@ -18,14 +18,7 @@ def node(name):
     return {"name": name, "cpus": 32, "memory": 131072, "gpus": [{"model": "L4"}] * 4}
 
 
-def poll(fn, timeout=10):
-    end = time.time() + timeout
-    while time.time() < end:
-        v = fn()
-        if v:
-            return v
-        time.sleep(0.05)
-    raise AssertionError("condition not met within %ss" % timeout)
+poll = fx.poll
 
 
 def nodes_of(j):

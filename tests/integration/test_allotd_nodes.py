@@ -13,14 +13,7 @@ from allotd_fixture import TENANTS, Daemon, expect
 N1 = {"name": "adm-n1", "cpus": 32, "memory": 131072, "gpus": [{"model": "L4"}] * 4}
 
 
-def poll(fn, timeout=10):
-    end = time.time() + timeout
-    while time.time() < end:
-        v = fn()
-        if v:
-            return v
-        time.sleep(0.05)
-    raise AssertionError("condition not met within %ss" % timeout)
+poll = fx.poll
 
 
 def test_cordon_drain_uncordon():
