@@ -91,8 +91,10 @@ static void world_free(struct world *w)
     allot_cluster_free(w->c);
 }
 
-static int submit(struct world *w, const char *name, int tenant, int tasks, int gpus, int64_t now,
-                  int64_t est)
+/* A checkpointable job of `tasks` tasks of `gpus` whole GPUs and 1 CPU
+ * each, on the nodes of `set` (NULL: any); fails the test when refused. */
+static int submit_in(struct world *w, const char *name, int tenant, int tasks, int gpus,
+                     int64_t now, int64_t est, const struct allot_nodeset *set)
 {
     char err[256];
     struct allot_job_spec s = {
@@ -103,11 +105,19 @@ static int submit(struct world *w, const char *name, int tenant, int tasks, int 
         .task = {.num_gpu = gpus, .gpu_milli = 1000, .mig_profile = -1, .cpu_milli = 1000},
         .est_runtime_s = est,
         .checkpointable = true};
-    int id = allot_queue_submit(w->q, &s, now, err, sizeof(err));
+    int id;
 
+    s.task.nodes = set;
+    id = allot_queue_submit(w->q, &s, now, err, sizeof(err));
     if (id < 0)
         fail_msg("submit %s: %s", name, err);
     return id;
+}
+
+static int submit(struct world *w, const char *name, int tenant, int tasks, int gpus, int64_t now,
+                  int64_t est)
+{
+    return submit_in(w, name, tenant, tasks, gpus, now, est, NULL);
 }
 
 static void cycle(struct world *w, int64_t now)

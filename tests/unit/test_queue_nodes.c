@@ -161,26 +161,6 @@ static void test_every_policy_keeps_to_the_set(void **state)
             }
 }
 
-static int submit_on(struct world *w, const char *name, int tenant, int tasks, int gpus,
-                     const struct allot_nodeset *set, int64_t now)
-{
-    char err[256];
-    struct allot_job_spec s = {
-        .name = name,
-        .tenant = tenant,
-        .prio_class = -1,
-        .n_tasks = tasks,
-        .task = {.num_gpu = gpus, .gpu_milli = 1000, .mig_profile = -1, .cpu_milli = 1000},
-        .checkpointable = true};
-    int id;
-
-    s.task.nodes = set;
-    id = allot_queue_submit(w->q, &s, now, err, sizeof(err));
-    if (id < 0)
-        fail_msg("submit %s: %s", name, err);
-    return id;
-}
-
 /* A job on a listed node runs there; with its nodes full it waits, and
  * says so of its nodes, though other nodes are free; a listed node out of
  * service is named; a gang lands on its listed nodes only. */
@@ -195,11 +175,11 @@ static void test_queue_list_and_reasons(void **state)
     world_init(&w, 4, 16, base); /* h0..h3 */
     on2 = set_of(w.c, false, two, 1);
     notends = set_of(w.c, true, ends, 2);
-    a = submit_on(&w, "a", w.a, 1, 4, on2, 0);
+    a = submit_in(&w, "a", w.a, 1, 4, 0, 0, on2);
     cycle(&w, 0);
     assert_int_equal(allot_queue_job(w.q, a)->state, ALLOT_JOB_RUNNING);
     assert_int_equal(allot_queue_job(w.q, a)->pl[0].node, 2);
-    b = submit_on(&w, "b", w.a, 1, 1, on2, 1);
+    b = submit_in(&w, "b", w.a, 1, 1, 1, 0, on2);
     cycle(&w, 1);
     assert_int_equal(allot_queue_job(w.q, b)->state, ALLOT_JOB_PENDING);
     assert_string_equal(allot_queue_reason(w.q, b),
@@ -211,7 +191,7 @@ static void test_queue_list_and_reasons(void **state)
                         "no node of its node list is ready (1 lost, cordoned or draining)");
     /* a gang of two 4-GPU tasks on every node but h0 and h3 (h2 drains):
      * h1 alone is left, too little; once h2 is back and free, h1 and h2 */
-    g = submit_on(&w, "g", w.b, 2, 4, notends, 3);
+    g = submit_in(&w, "g", w.b, 2, 4, 3, 0, notends);
     allot_queue_cancel(w.q, b, 3);
     cycle(&w, 3);
     assert_int_equal(allot_queue_job(w.q, g)->state, ALLOT_JOB_PENDING);
@@ -239,12 +219,12 @@ static void test_queue_gang_within_a_node(void **state)
     (void)state;
     world_init(&w, 4, 16, base); /* four alike nodes: one class */
     on3 = set_of(w.c, false, three, 1);
-    g = submit_on(&w, "g", w.a, 2, 2, on3, 0);
+    g = submit_in(&w, "g", w.a, 2, 2, 0, 0, on3);
     cycle(&w, 0);
     assert_int_equal(allot_queue_job(w.q, g)->state, ALLOT_JOB_RUNNING);
     assert_int_equal(allot_queue_job(w.q, g)->pl[0].node, 3);
     assert_int_equal(allot_queue_job(w.q, g)->pl[1].node, 3);
-    big = submit_on(&w, "big", w.a, 2, 4, on3, 1);
+    big = submit_in(&w, "big", w.a, 2, 4, 1, 0, on3);
     cycle(&w, 1);
     assert_int_equal(allot_queue_job(w.q, big)->state, ALLOT_JOB_PENDING);
     assert_string_equal(allot_queue_reason(w.q, big),
@@ -284,7 +264,7 @@ static void test_preempt_on_the_listed_node(void **state)
     cycle(&w, 10);
     assert_int_equal(allot_queue_job(w.q, v0)->pl[0].node, 0);
     assert_int_equal(allot_queue_job(w.q, v1)->pl[0].node, 1);
-    j = submit_on(&w, "j", w.a, 1, 4, set_of(w.c, false, one, 1), 20);
+    j = submit_in(&w, "j", w.a, 1, 4, 20, 0, set_of(w.c, false, one, 1));
     cycle(&w, 20);
     assert_int_equal(w.preempts, 1);
     assert_int_equal(w.pairs[0][0], v1); /* the newer, borrowed, on h1 */
