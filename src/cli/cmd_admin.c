@@ -307,7 +307,9 @@ out:
 /* ---- cordon, drain, uncordon ---- */
 
 static const struct cli_usage cordon_usage = {
-    "cordon", "NODE...", "Cordons nodes (admin): no new jobs are placed there; running jobs stay."};
+    "cordon", "NODE...",
+    "Cordons nodes (admin): no new jobs are placed there; running jobs stay.\n"
+    "A NODE may be a Slurm host list (gpu[01-04,07])."};
 
 static const struct cli_opt drain_opts[] = {
     {"evict", 0, NULL, "also take the nodes' jobs off them now: they queue again (kubectl drain)"},
@@ -321,10 +323,12 @@ static const struct cli_usage drain_usage = {
     "then the node shows as drained. With --evict the jobs are taken off the\n"
     "nodes at once and queue again (their agents stop them with the grace).\n"
     "With --wait, returns once every node is drained (exit 4 when the timeout\n"
-    "comes first)."};
+    "comes first). A NODE may be a Slurm host list (gpu[01-04,07])."};
 
 static const struct cli_usage uncordon_usage = {
-    "uncordon", "NODE...", "Makes cordoned or draining nodes ready for new jobs again (admin)."};
+    "uncordon", "NODE...",
+    "Makes cordoned or draining nodes ready for new jobs again (admin).\n"
+    "A NODE may be a Slurm host list (gpu[01-04,07])."};
 
 static const struct cli_usage delete_node_usage = {
     "delete-node", "NODE...",
@@ -334,18 +338,61 @@ static const struct cli_usage delete_node_usage = {
     "Its jobs' history and usage stay. A node whose agent still runs is\n"
     "refused (the agent would register it again): drain it (allot drain\n"
     "--wait NODE), stop allot-agent there, then delete it once `allot nodes`\n"
-    "shows it lost. The same name registered later is a new node."};
+    "shows it lost. The same name registered later is a new node. A NODE may\n"
+    "be a Slurm host list (gpu[01-04,07])."};
 
 /* POST /v1/nodes/{name}/ACTION for every name (the same state set twice is
  * harmless, so a lost reply may be repeated), or DELETE /v1/nodes/{name}. */
-static int drain_wait(struct cli *c, const struct cli_args *a);
+static int drain_wait(struct cli *c, const struct cli_args *a, char **names, int n);
+
+/* The node names of a's arguments, each a name or a Slurm host list
+ * (gpu[01-04]), in order, none twice, at most ALLOT_HOSTLIST_MAX, into
+ * *names (free with allot_hostlist_free). CLI_OK or CLI_USAGE (printed). */
+static int node_names(const struct cli_args *a, char ***names, int *n)
+{
+    char **out = allot_calloc(ALLOT_HOSTLIST_MAX + 1, sizeof(*out)), err[256];
+    int k = 0, rc = CLI_OK;
+
+    if (!out)
+        return cli_usage_error("out of memory");
+    for (size_t i = 0; i < a->n_pos && rc == CLI_OK; i++) {
+        char **got;
+        int m;
+        if (allot_hostlist_expand(a->pos[i], &got, &m, err, sizeof(err))) {
+            rc = cli_usage_error("node \"%s\": %s", a->pos[i], err);
+            break;
+        }
+        for (int x = 0; x < m; x++) {
+            int y = 0;
+            while (y < k && strcmp(out[y], got[x]) != 0)
+                y++;
+            if (y < k) /* named before */
+                continue;
+            if (k == ALLOT_HOSTLIST_MAX) {
+                rc = cli_usage_error("more than %d nodes", ALLOT_HOSTLIST_MAX);
+                break;
+            }
+            out[k++] = got[x];
+            got[x] = NULL;
+        }
+        allot_hostlist_free(got, m);
+    }
+    if (rc != CLI_OK) {
+        allot_hostlist_free(out, k);
+        return rc;
+    }
+    *names = out;
+    *n = k;
+    return CLI_OK;
+}
 
 static int node_state(struct cli *c, const struct cli_usage *u, const struct cli_opt *opts,
                       const char *action, int argc, char **argv)
 {
     struct cli_args a;
     json_t *all = NULL;
-    int rc = args_parse(c, opts, u, argc, argv, &a), first_err = CLI_OK;
+    char **names = NULL;
+    int n = 0, rc = args_parse(c, opts, u, argc, argv, &a), first_err = CLI_OK;
 
     if (rc != CLI_OK)
         return rc;
@@ -357,13 +404,15 @@ static int node_state(struct cli *c, const struct cli_usage *u, const struct cli
         rc = cli_usage_error("--timeout is how long --wait waits: give --wait too");
         goto out;
     }
+    if ((rc = node_names(&a, &names, &n)) != CLI_OK)
+        goto out;
     if (!cli_client(c)) {
         rc = CLI_USAGE;
         goto out;
     }
     all = json_array();
-    for (size_t i = 0; i < a.n_pos; i++) {
-        char path[512], *esc = client_escape(c->http, a.pos[i]);
+    for (int i = 0; i < n; i++) {
+        char path[512], *esc = client_escape(c->http, names[i]);
         json_t *r = NULL;
 
         /* one literal path per route: tests check them against allotd's */
@@ -389,31 +438,32 @@ static int node_state(struct cli *c, const struct cli_usage *u, const struct cli
             continue;
         }
         if (c->fmt == CLI_FMT_TABLE && json_object_get(r, "returns_as"))
-            printf("node %s lost: it returns %s\n", a.pos[i],
+            printf("node %s lost: it returns %s\n", names[i],
                    json_string_value(json_object_get(r, "returns_as")));
         else if (c->fmt == CLI_FMT_TABLE)
-            printf("node %s %s (was %s)\n", a.pos[i],
+            printf("node %s %s (was %s)\n", names[i],
                    json_string_value(json_object_get(r, "state")),
                    json_string_value(json_object_get(r, "previous")));
         json_array_append_new(all, r);
     }
     if (c->fmt != CLI_FMT_TABLE && json_array_size(all))
-        out_structured(c, a.n_pos == 1 ? json_array_get(all, 0) : all);
+        out_structured(c, n == 1 ? json_array_get(all, 0) : all);
     rc = first_err;
     /* what was done shows before a --wait that may take hours, also when
      * stdout is a pipe or a file (fully buffered) */
     fflush(stdout);
     if (rc == CLI_OK && args_has(&a, "wait"))
-        rc = drain_wait(c, &a);
+        rc = drain_wait(c, &a, names, n);
 out:
     json_decref(all);
+    allot_hostlist_free(names, n);
     args_free(&a);
     return rc;
 }
 
-/* Polls GET /v1/nodes once a second until every node named in a is
- * drained; CLI_CONFLICT when the timeout comes first. */
-static int drain_wait(struct cli *c, const struct cli_args *a)
+/* Polls GET /v1/nodes once a second until every node of names is
+ * drained (a gives --timeout); CLI_CONFLICT when the timeout comes first. */
+static int drain_wait(struct cli *c, const struct cli_args *a, char **names, int n)
 {
     int64_t timeout = 3600;
     const char *s = args_get(a, "timeout");
@@ -432,9 +482,9 @@ static int drain_wait(struct cli *c, const struct cli_args *a)
         {
             const char *name = json_string_value(json_object_get(x, "name"));
             const char *st = json_string_value(json_object_get(x, "state"));
-            for (size_t k = 0; k < a->n_pos; k++)
+            for (int k = 0; k < n; k++)
                 /* a lost node runs nothing of allot's: its jobs were requeued */
-                if (name && !strcmp(name, a->pos[k]) &&
+                if (name && !strcmp(name, names[k]) &&
                     (!st || (strcmp(st, "drained") != 0 && strcmp(st, "lost") != 0))) {
                     left++;
                     tasks += (size_t)json_integer_value(json_object_get(x, "tasks"));

@@ -236,6 +236,13 @@ def test_nodes_and_top():
     assert [x["state"] for x in two] == ["cordoned", "cordoned"], two
     assert "cordoned" in ok(cli(dm, "nodes")).out
     ok(cli(dm, "uncordon", "gpu-node-1", "gpu-node-2"))
+    # a Slurm host list names several nodes, each once
+    r = ok(cli(dm, "cordon", "gpu-node-[1-2]", "gpu-node-2"))
+    assert r.out == ("node gpu-node-1 cordoned (was ready)\n"
+                     "node gpu-node-2 cordoned (was ready)\n"), r
+    ok(cli(dm, "uncordon", "gpu-node-[1-2]"))
+    r = fails(cli(dm, "cordon", "gpu-node-[2-1]"), 1, "usage")
+    assert 'node "gpu-node-[2-1]"' in r.err, r
     # drain lets the node's tasks end, then shows it drained; --wait waits for that
     d = int(ok(cli(dm, "submit", "-t", "research/nlp", "--gpus", "8", "--", "true")).out)
     node, j = None, None
