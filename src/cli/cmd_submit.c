@@ -538,6 +538,15 @@ int jobs_submit(struct cli *c, struct cli_args *a, const struct cli_usage *u, bo
                     a->pos[0]);
         goto out;
     }
+    /* as sbatch, a script knows where it was submitted from */
+    if (sc.text && !json_object_get(json_object_get(job, "env"), "SLURM_SUBMIT_DIR")) {
+        char cwd[4096];
+        json_t *env = json_object_get(job, "env");
+        if (!json_is_object(env))
+            json_object_set_new(job, "env", env = json_object());
+        if (getcwd(cwd, sizeof(cwd)))
+            json_object_set_new(env, "SLURM_SUBMIT_DIR", json_string(cwd));
+    }
     /* as sbatch, a job of a script is named after it */
     if (sc.text && !json_object_get(job, "name")) {
         const char *base = strrchr(a->pos[0], '/');

@@ -283,7 +283,11 @@ static int take(struct words *ws, struct words *first, const char *path, int lin
             return add2(ws, o->to, "0");
         if (strspn(val, "0123456789") == strlen(val)) {
             char *m = allot_malloc(strlen(val) + 2);
-            int rc = m ? (allot_fmt(m, strlen(val) + 2, "%sm", val), add2(ws, o->to, m)) : -1;
+            int rc = -1;
+            if (m) {
+                allot_fmt(m, strlen(val) + 2, "%sm", val);
+                rc = add2(ws, o->to, m);
+            }
             allot_free(m);
             return rc;
         }
@@ -297,6 +301,10 @@ static int take(struct words *ws, struct words *first, const char *path, int lin
     case EXPORT:
         return export(ws, path, line, val);
     case NODES:
+        if ((p = strchr(val, '-')) != NULL) { /* Slurm's MIN-MAX: allot's gang is one size */
+            *p = '\0';
+            say(path, line, opt, "taken as its least, %s", val);
+        }
         if (strcmp(val, "1") != 0)
             say(path, line, opt,
                 "%s tasks, each running the script; they share a node where they fit together",

@@ -40,7 +40,7 @@ def test_scripts():
         path = write(os.path.join(d, "job.sh"), SCRIPT)
 
         # directives after the first command (the second --gres) are not read
-        r = ok(cli(dm, "submit", "-t", "research/nlp", path, "--", "one", "two words"))
+        r = ok(cli(dm, "submit", "-t", "research/nlp", path, "--", "one", "two words", cwd=d))
         for opt in ("--output", "--mail-type", "--export=ALL"):
             assert "job.sh:%d: #SBATCH %s: not taken" % (7 if "export" in opt else 6, opt) \
                 in r.err, r
@@ -48,7 +48,7 @@ def test_scripts():
         j = fx.wait_job(dm, jid, "failed", timeout=30)
         s = j["spec"]
         assert (s["name"], s["gpus"], s["cpus"], s["time_limit"]) == ("trainer", 2, 2, 1800), s
-        assert s["env"] == {"FOO": "bar", "GREETING": "hello world"}, s
+        assert s["env"] == {"FOO": "bar", "GREETING": "hello world", "SLURM_SUBMIT_DIR": d}, s
         assert s["labels"] == {"team": "nlp"} and s["command"] == ["one", "two words"], s
         assert s["script"] == SCRIPT and j["exit_code"] == 3, j
         log = ag.task_log(jid)
@@ -132,6 +132,8 @@ def test_scripts():
         assert (s["memory"], s["gpus"], s.get("gpu_models")) == (1024, 1, None), s
         s, _ = spec_of("#SBATCH --job-name=a7# a comment\n#SBATCH -J 'my job'\\ x -t 5\n")
         assert (s["name"], s["time_limit"]) == ("my job x", 300), s
+        s, err = spec_of("#SBATCH -N 2-4 -t 1\n")
+        assert (s["tasks"], s["time_limit"]) == (2, 60) and "taken as its least, 2" in err, (s, err)
         s, err = spec_of("#SBATCH --gpus=L4:2 -t unlimited\n")
         assert (s["gpus"], s["gpu_models"], s.get("time_limit", 0)) == (2, ["L4"], 0), s
         assert "taken per task" in err, err
