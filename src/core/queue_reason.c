@@ -535,8 +535,12 @@ static void text_capacity(struct allot_queue *q, struct allot_job *j)
         len = allot_fmt(j->reason, sizeof(j->reason),
                         "no node has %d free%s GPU%s (most free on one node: %d)", t->num_gpu,
                         model, t->num_gpu > 1 ? "s in one NVLink island" : "", best_whole);
-    /* a job that chooses nodes: what was said is of those nodes alone */
+    /* a job that chooses nodes: what was said is of those nodes alone, and
+     * of a node list, how many of them are out of service */
     if (chosen_nodes(t) && len > 0 && (size_t)len < sizeof(j->reason)) {
+        if (t->nodes && down > 0 && ready > 0)
+            allot_fmt(j->reason + len, sizeof(j->reason) - (size_t)len,
+                      " (%d of them lost, cordoned or draining)", down);
         labels_prefix(j);
         len = (int)strlen(j->reason);
     }

@@ -195,6 +195,10 @@ static void test_queue_list_and_reasons(void **state)
     allot_queue_cancel(w.q, b, 3);
     cycle(&w, 3);
     assert_int_equal(allot_queue_job(w.q, g)->state, ALLOT_JOB_PENDING);
+    /* of its two nodes h1 is free, h2 draining: said */
+    assert_string_equal(allot_queue_reason(w.q, g),
+                        "among the nodes it does not exclude: no room for 2 tasks of 4 GPUs each "
+                        "(most free on one node: 4) (1 of them lost, cordoned or draining)");
     allot_cluster_set_state(w.c, 2, ALLOT_NODE_READY);
     allot_queue_finish(w.q, a, 4);
     cycle(&w, 4);
