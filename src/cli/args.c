@@ -233,6 +233,58 @@ int args_parse_operand(struct cli *c, const struct cli_opt *opts, const struct c
     return parse(c, opts, u, argc, argv, a, true);
 }
 
+/* A value with a '/' names a file of host lists (as sbatch -w/-x): the
+ * words of its text (at most 1 MiB), each one expanded as args_hosts. */
+static int hosts_file(json_t *list, json_t *seen, const char *path, const char *where)
+{
+    FILE *f = fopen(path, "rb");
+    char *text = allot_malloc((1 << 20) + 1), *save = NULL;
+    size_t n = 0;
+    int rc = CLI_OK;
+
+    if (!f || !text) {
+        rc = cli_usage_error("%s: cannot read the node file %s: %s", where, path,
+                             f ? "out of memory" : strerror(errno));
+    } else {
+        n = fread(text, 1, 1 << 20, f);
+        text[n] = '\0';
+        if (ferror(f) || !feof(f))
+            rc = cli_usage_error("%s: the node file %s %s", where, path,
+                                 ferror(f) ? "could not be read" : "is over 1 MiB");
+    }
+    for (char *w = rc == CLI_OK ? strtok_r(text, " \t\r\n", &save) : NULL; w && rc == CLI_OK;
+         w = strtok_r(NULL, " \t\r\n", &save))
+        rc = args_hosts(list, seen, w, where);
+    if (rc == CLI_OK && !json_array_size(list))
+        rc = cli_usage_error("%s: the node file %s names no node", where, path);
+    if (f)
+        fclose(f);
+    allot_free(text);
+    return rc;
+}
+
+int args_hosts(json_t *list, json_t *seen, const char *s, const char *where)
+{
+    char **names, err[256];
+    int k, rc;
+
+    if (strchr(s, '/'))
+        return hosts_file(list, seen, s, where);
+    rc = allot_hostlist_expand(s, &names, &k, err, sizeof(err));
+    if (rc)
+        return cli_usage_error("%s: %s", where, err);
+    for (int j = 0; j < k; j++) {
+        if (json_object_get(seen, names[j]))
+            continue; /* given before */
+        json_object_set(seen, names[j], json_true());
+        json_array_append_new(list, json_string(names[j]));
+    }
+    allot_hostlist_free(names, k);
+    if (json_array_size(list) > ALLOT_HOSTLIST_MAX)
+        return cli_usage_error("%s: more than %d nodes in all", where, ALLOT_HOSTLIST_MAX);
+    return CLI_OK;
+}
+
 void args_free(struct cli_args *a)
 {
     for (size_t i = 0; i < a->n_opts; i++)

@@ -111,6 +111,12 @@ void args_free(struct cli_args *a);
 /* Gives a the values `from` holds for every option a has none of (the
  * strings stay from's: they must outlive a). CLI_OK or CLI_USAGE. */
 int args_merge(struct cli_args *a, const struct cli_args *from);
+/* Expands host list s (or the file of host lists it names, when it holds
+ * a '/', as sbatch -w/-x) into the JSON array list, the names not yet in
+ * the object seen (which it adds them to), at most ALLOT_HOSTLIST_MAX in
+ * all; `where` names s in a message. CLI_OK or CLI_USAGE (printed). */
+int args_hosts(json_t *list, json_t *seen, const char *s, const char *where);
+
 /* Forgets the values of option `name` in a (its array stays a's). */
 void args_drop(struct cli_args *a, const char *name);
 

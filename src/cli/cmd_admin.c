@@ -343,47 +343,26 @@ static const struct cli_usage delete_node_usage = {
 
 /* POST /v1/nodes/{name}/ACTION for every name (the same state set twice is
  * harmless, so a lost reply may be repeated), or DELETE /v1/nodes/{name}. */
-static int drain_wait(struct cli *c, const struct cli_args *a, char **names, int n);
+static int drain_wait(struct cli *c, const struct cli_args *a, json_t *names);
 
 /* The node names of a's arguments, each a name or a Slurm host list
- * (gpu[01-04]), in order, none twice, at most ALLOT_HOSTLIST_MAX, into
- * *names (free with allot_hostlist_free). CLI_OK or CLI_USAGE (printed). */
-static int node_names(const struct cli_args *a, char ***names, int *n)
+ * (gpu[01-04]), in order, none twice (args_hosts), into the new array
+ * *names. CLI_OK or CLI_USAGE (printed). */
+static int node_names(const struct cli_args *a, json_t **names)
 {
-    char **out = allot_calloc(ALLOT_HOSTLIST_MAX + 1, sizeof(*out)), err[256];
-    int k = 0, rc = CLI_OK;
+    json_t *seen = json_object();
+    char where[320];
+    int rc = CLI_OK;
 
-    if (!out)
-        return cli_usage_error("out of memory");
+    *names = json_array();
+    if (!seen || !*names)
+        rc = cli_usage_error("out of memory");
     for (size_t i = 0; i < a->n_pos && rc == CLI_OK; i++) {
-        char **got;
-        int m;
-        if (allot_hostlist_expand(a->pos[i], &got, &m, err, sizeof(err))) {
-            rc = cli_usage_error("node \"%s\": %s", a->pos[i], err);
-            break;
-        }
-        for (int x = 0; x < m; x++) {
-            int y = 0;
-            while (y < k && strcmp(out[y], got[x]) != 0)
-                y++;
-            if (y < k) /* named before */
-                continue;
-            if (k == ALLOT_HOSTLIST_MAX) {
-                rc = cli_usage_error("more than %d nodes", ALLOT_HOSTLIST_MAX);
-                break;
-            }
-            out[k++] = got[x];
-            got[x] = NULL;
-        }
-        allot_hostlist_free(got, m);
+        allot_fmt(where, sizeof(where), "node \"%.256s\"", a->pos[i]);
+        rc = args_hosts(*names, seen, a->pos[i], where);
     }
-    if (rc != CLI_OK) {
-        allot_hostlist_free(out, k);
-        return rc;
-    }
-    *names = out;
-    *n = k;
-    return CLI_OK;
+    json_decref(seen);
+    return rc;
 }
 
 static int node_state(struct cli *c, const struct cli_usage *u, const struct cli_opt *opts,
@@ -391,8 +370,8 @@ static int node_state(struct cli *c, const struct cli_usage *u, const struct cli
 {
     struct cli_args a;
     json_t *all = NULL;
-    char **names = NULL;
-    int n = 0, rc = args_parse(c, opts, u, argc, argv, &a), first_err = CLI_OK;
+    json_t *names = NULL;
+    int rc = args_parse(c, opts, u, argc, argv, &a), first_err = CLI_OK;
 
     if (rc != CLI_OK)
         return rc;
@@ -404,15 +383,16 @@ static int node_state(struct cli *c, const struct cli_usage *u, const struct cli
         rc = cli_usage_error("--timeout is how long --wait waits: give --wait too");
         goto out;
     }
-    if ((rc = node_names(&a, &names, &n)) != CLI_OK)
+    if ((rc = node_names(&a, &names)) != CLI_OK)
         goto out;
     if (!cli_client(c)) {
         rc = CLI_USAGE;
         goto out;
     }
     all = json_array();
-    for (int i = 0; i < n; i++) {
-        char path[512], *esc = client_escape(c->http, names[i]);
+    for (size_t i = 0; i < json_array_size(names); i++) {
+        const char *name = json_string_value(json_array_get(names, i));
+        char path[512], *esc = client_escape(c->http, name);
         json_t *r = NULL;
 
         /* one literal path per route: tests check them against allotd's */
@@ -438,32 +418,31 @@ static int node_state(struct cli *c, const struct cli_usage *u, const struct cli
             continue;
         }
         if (c->fmt == CLI_FMT_TABLE && json_object_get(r, "returns_as"))
-            printf("node %s lost: it returns %s\n", names[i],
+            printf("node %s lost: it returns %s\n", name,
                    json_string_value(json_object_get(r, "returns_as")));
         else if (c->fmt == CLI_FMT_TABLE)
-            printf("node %s %s (was %s)\n", names[i],
-                   json_string_value(json_object_get(r, "state")),
+            printf("node %s %s (was %s)\n", name, json_string_value(json_object_get(r, "state")),
                    json_string_value(json_object_get(r, "previous")));
         json_array_append_new(all, r);
     }
     if (c->fmt != CLI_FMT_TABLE && json_array_size(all))
-        out_structured(c, n == 1 ? json_array_get(all, 0) : all);
+        out_structured(c, json_array_size(names) == 1 ? json_array_get(all, 0) : all);
     rc = first_err;
     /* what was done shows before a --wait that may take hours, also when
      * stdout is a pipe or a file (fully buffered) */
     fflush(stdout);
     if (rc == CLI_OK && args_has(&a, "wait"))
-        rc = drain_wait(c, &a, names, n);
+        rc = drain_wait(c, &a, names);
 out:
     json_decref(all);
-    allot_hostlist_free(names, n);
+    json_decref(names);
     args_free(&a);
     return rc;
 }
 
 /* Polls GET /v1/nodes once a second until every node of names is
  * drained (a gives --timeout); CLI_CONFLICT when the timeout comes first. */
-static int drain_wait(struct cli *c, const struct cli_args *a, char **names, int n)
+static int drain_wait(struct cli *c, const struct cli_args *a, json_t *names)
 {
     int64_t timeout = 3600;
     const char *s = args_get(a, "timeout");
@@ -482,9 +461,9 @@ static int drain_wait(struct cli *c, const struct cli_args *a, char **names, int
         {
             const char *name = json_string_value(json_object_get(x, "name"));
             const char *st = json_string_value(json_object_get(x, "state"));
-            for (int k = 0; k < n; k++)
+            for (size_t k = 0; k < json_array_size(names); k++)
                 /* a lost node runs nothing of allot's: its jobs were requeued */
-                if (name && !strcmp(name, names[k]) &&
+                if (name && !strcmp(name, json_string_value(json_array_get(names, k))) &&
                     (!st || (strcmp(st, "drained") != 0 && strcmp(st, "lost") != 0))) {
                     left++;
                     tasks += (size_t)json_integer_value(json_object_get(x, "tasks"));

@@ -212,63 +212,6 @@ static int check_command(json_t *cmd, const char *file, bool script)
     return CLI_OK;
 }
 
-/* Expands host list s (or the file it names, when it holds a '/') into
- * list (names not yet in seen), at most ALLOT_HOSTLIST_MAX names in all;
- * `where` names it in a message. CLI_OK or CLI_USAGE (printed). */
-static int add_hosts(json_t *list, json_t *seen, const char *s, const char *where);
-
-/* A value with a '/' names a file of host lists (as sbatch -w/-x): the
- * words of its text (at most 1 MiB), each one expanded as add_hosts. */
-static int add_hosts_file(json_t *list, json_t *seen, const char *path, const char *where)
-{
-    FILE *f = fopen(path, "rb");
-    char *text = allot_malloc((1 << 20) + 1), *save = NULL;
-    size_t n = 0;
-    int rc = CLI_OK;
-
-    if (!f || !text) {
-        rc = cli_usage_error("%s: cannot read the node file %s: %s", where, path,
-                             f ? "out of memory" : strerror(errno));
-    } else {
-        n = fread(text, 1, 1 << 20, f);
-        text[n] = '\0';
-        if (ferror(f) || !feof(f))
-            rc = cli_usage_error("%s: the node file %s %s", where, path,
-                                 ferror(f) ? "could not be read" : "is over 1 MiB");
-    }
-    for (char *w = rc == CLI_OK ? strtok_r(text, " \t\r\n", &save) : NULL; w && rc == CLI_OK;
-         w = strtok_r(NULL, " \t\r\n", &save))
-        rc = add_hosts(list, seen, w, where);
-    if (rc == CLI_OK && !json_array_size(list))
-        rc = cli_usage_error("%s: the node file %s names no node", where, path);
-    if (f)
-        fclose(f);
-    allot_free(text);
-    return rc;
-}
-
-static int add_hosts(json_t *list, json_t *seen, const char *s, const char *where)
-{
-    char **names, err[256];
-    int k, rc;
-
-    if (strchr(s, '/'))
-        return add_hosts_file(list, seen, s, where);
-    rc = allot_hostlist_expand(s, &names, &k, err, sizeof(err));
-    if (rc)
-        return cli_usage_error("%s: %s", where, err);
-    for (int j = 0; j < k; j++) {
-        if (json_object_get(seen, names[j]))
-            continue; /* given before */
-        json_object_set(seen, names[j], json_true());
-        json_array_append_new(list, json_string(names[j]));
-    }
-    allot_hostlist_free(names, k);
-    if (json_array_size(list) > ALLOT_HOSTLIST_MAX)
-        return cli_usage_error("%s: more than %d nodes in all", where, ALLOT_HOSTLIST_MAX);
-    return CLI_OK;
-}
-
 /* "nodelist" or "exclude_nodes" of job as a list of node names: the host
  * lists of the option (n values), else the file's (a host list or a list
  * of them), each expanded (allot_hostlist_expand). An empty list in the
@@ -295,10 +238,10 @@ static int set_nodes(json_t *job, const char *field, const char *opt, const char
         rc = cli_usage_error("--%s: out of memory", opt);
     allot_fmt(where, sizeof(where), "--%s", opt);
     for (i = 0; i < n && rc == CLI_OK; i++)
-        rc = add_hosts(list, seen, v[i], where);
+        rc = args_hosts(list, seen, v[i], where);
     if (!n && json_is_string(f) && rc == CLI_OK) {
         allot_fmt(where, sizeof(where), "%s: field \"%s\"", file, field);
-        rc = add_hosts(list, seen, json_string_value(f), where);
+        rc = args_hosts(list, seen, json_string_value(f), where);
     }
     if (!n && json_is_array(f))
         json_array_foreach(f, i, x)
@@ -307,7 +250,7 @@ static int set_nodes(json_t *job, const char *field, const char *opt, const char
             if (rc == CLI_OK && !json_is_string(x))
                 rc = cli_usage_error("%s is not a string", where);
             else if (rc == CLI_OK)
-                rc = add_hosts(list, seen, json_string_value(x), where);
+                rc = args_hosts(list, seen, json_string_value(x), where);
         }
     json_decref(seen);
     if (rc == CLI_OK)
