@@ -263,7 +263,7 @@ static const struct sbatch_opt *find(const char *arg, const char *eq)
 
 /* Option o with value val (a copy the caller frees; NULL for a flag) into
  * allot words. CLI_OK, CLI_USAGE (printed) or -1 (too many words). */
-static int take(struct words *ws, struct words *first, const char *path, int line, const char *opt,
+static int take(struct words *ws, const char *path, int line, const char *opt,
                 const struct sbatch_opt *o, char *val)
 {
     char *p;
@@ -309,7 +309,7 @@ static int take(struct words *ws, struct words *first, const char *path, int lin
             say(path, line, opt,
                 "%s tasks, each running the script; they share a node where they fit together",
                 val);
-        return add2(first, o->to, val);
+        return add2(ws, o->to, val);
     case AMP: /* Slurm's AND; its OR is refused by --constraint */
         for (p = val; *p; p++)
             *p = *p == '&' ? ',' : *p;
@@ -327,11 +327,9 @@ static int take(struct words *ws, struct words *first, const char *path, int lin
     return CLI_OK;
 }
 
-/* One #SBATCH line's words (w[0..n)) as allot options into ws, NODES ones
- * into first (taken before the others, so that a later --tasks wins).
- * Returns CLI_OK or CLI_USAGE (printed). */
-static int translate(struct words *ws, struct words *first, const char *path, int line, char **w,
-                     int n)
+/* One #SBATCH line's words (w[0..n)) as allot options into ws. Returns
+ * CLI_OK or CLI_USAGE (printed). */
+static int translate(struct words *ws, const char *path, int line, char **w, int n)
 {
     for (int i = 0; i < n; i++) {
         const char *arg = w[i], *eq;
@@ -362,7 +360,7 @@ static int translate(struct words *ws, struct words *first, const char *path, in
             if (!(val = allot_strdup(v)))
                 return cli_usage_error("out of memory");
         }
-        rc = take(ws, first, path, line, opt, o, val);
+        rc = take(ws, path, line, opt, o, val);
         allot_free(val);
         if (rc < 0)
             return cli_usage_error("%s: more than %d directive words", path, SCRIPT_ARGS);
@@ -373,19 +371,13 @@ static int translate(struct words *ws, struct words *first, const char *path, in
 }
 
 /* The directive lines of text (up to its first command) into ws (#ALLOT
- * words as they are, #SBATCH ones translated). CLI_OK or CLI_USAGE. */
+ * words as they are, #SBATCH ones translated), in order: a later one
+ * wins, as on a command line. CLI_OK or CLI_USAGE. */
 static int directives(const char *text, const char *path, struct words *ws)
 {
-    struct words first = {.v = allot_calloc(SCRIPT_ARGS, sizeof(char *))};
-    struct words rest = {.v = allot_calloc(SCRIPT_ARGS, sizeof(char *))};
     char *w[SCRIPT_ARGS];
     int line = 1, rc = CLI_OK;
 
-    if (!first.v || !rest.v) {
-        words_free(&first);
-        words_free(&rest);
-        return cli_usage_error("out of memory");
-    }
     /* line 1 is the #! line; the text is left as it is (it is sent) */
     for (const char *l = strchr(text, '\n'); l && rc == CLI_OK; l = strchr(l + 1, '\n')) {
         const char *s = l + 1 + strspn(l + 1, " \t");
@@ -411,18 +403,11 @@ static int directives(const char *text, const char *path, struct words *ws)
                                  SCRIPT_ARGS);
         else if (allot)
             for (int i = 0; i < n && rc == CLI_OK; i++)
-                rc = add(&rest, w[i]) ? cli_usage_error("%s: too many directive words", path)
-                                      : CLI_OK;
+                rc = add(ws, w[i]) ? cli_usage_error("%s: too many directive words", path) : CLI_OK;
         else
-            rc = translate(&rest, &first, path, line, w, n);
+            rc = translate(ws, path, line, w, n);
         allot_free(copy);
     }
-    for (int i = 0; i < first.n && rc == CLI_OK; i++)
-        rc = add(ws, first.v[i]) ? cli_usage_error("%s: too many directive words", path) : CLI_OK;
-    for (int i = 0; i < rest.n && rc == CLI_OK; i++)
-        rc = add(ws, rest.v[i]) ? cli_usage_error("%s: too many directive words", path) : CLI_OK;
-    words_free(&first);
-    words_free(&rest);
     return rc;
 }
 
