@@ -523,12 +523,11 @@ static int pick_in_set(struct allot_sched *s, const struct allot_task *t,
         int i = set->exclude ? k : set->idx[k], v;
         int32_t id = allot_cluster_node_class(s->c, i); /* -1: not schedulable */
         uint32_t rank;
-        if (id < 0 || !allot_nodeset_has(set, i))
+        if (id < 0 || (set->exclude && !allot_nodeset_has(set, i))) /* a listed i is in it */
             continue;
-        v = cached_score(s, sc, hot, id, &base);
+        if ((v = cached_score(s, sc, hot, id, &base)) < 0)
+            continue;
         rank = allot_cluster_node(s->c, i)->rank;
-        if (v < 0)
-            continue;
         if (random) {
             if (allot_rng_below(&s->rng, ++seen) == 0)
                 node = i;
